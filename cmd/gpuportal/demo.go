@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// demoPassword is the password of every demo user. Development mode is
+// loopback-only because of it.
+const demoPassword = "dev"
+
+var demoUsers = []struct {
+	name string
+	role models.Role
+	team string
+}{
+	{"admin", models.RoleAdmin, ""},
+	{"lead", models.RoleLead, "vision"},
+	{"alice", models.RoleResearcher, "vision"},
+	{"bob", models.RoleResearcher, "nlp"},
+}
+
+// seedDemo creates the demo teams and users where they do not exist yet.
+func seedDemo(ctx context.Context, store *models.Store, stdout io.Writer) error {
+	for _, t := range []string{"vision", "nlp"} {
+		if _, err := store.EnsureTeam(ctx, t, 4); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "demo users (password %q):", demoPassword)
+	for _, u := range demoUsers {
+		_, err := store.UserByName(ctx, u.name)
+		if errors.Is(err, models.ErrNotFound) {
+			_, err = store.CreateUser(ctx, u.name, demoPassword, u.role, u.team)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, " %s (%s)", u.name, u.role)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+// demoModels are the workloads the demo submits: name, GPU memory in GB.
+var demoModels = []struct {
+	name  string
+	memGB float64
+}{
+	{"resnet50", 22}, {"vgg16", 14}, {"bert-base", 18}, {"gpt2-medium", 38},
+	{"inception3", 12}, {"transformer-xl", 30}, {"deepspeech2", 9}, {"llama-7b-lora", 62},
+}
+
+// maxDemoBacklog bounds the unfinished demo jobs, so that a long-running
+// demo keeps a queue without growing it forever.
+const maxDemoBacklog = 14
+
+// runDemo submits a simulated job from alice or bob every few seconds.
+func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *slog.Logger) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	gpuChoices := []int{1, 1, 1, 2, 2, 4, 4, 8}
+	for {
+		wait := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		unfinished, err := store.ListJobs(ctx, models.JobFilter{States: models.UnfinishedStates, Limit: maxDemoBacklog})
+		if err != nil {
+			log.Warn("demo: list jobs", "err", err)
+			continue
+		}
+		if len(unfinished) >= maxDemoBacklog {
+			continue
+		}
+		m := demoModels[rng.IntN(len(demoModels))]
+		user, team := "alice", "vision"
+		if rng.IntN(2) == 1 {
+			user, team = "bob", "nlp"
+		}
+		j := &models.Job{
+			Name: fmt.Sprintf("%s-bs%d", m.name, 16<<rng.IntN(4)), Team: team, User: user,
+			GPUs:        gpuChoices[rng.IntN(len(gpuChoices))],
+			SimDuration: float64(20 + rng.IntN(160)),
+			GPUMemMiB:   int64(m.memGB * 1024),
+			SubmittedAt: time.Now(),
+		}
+		if err := store.CreateJob(ctx, j); err != nil {
+			log.Warn("demo: submit", "err", err)
+			continue
+		}
+		eng.Wake()
+	}
+}

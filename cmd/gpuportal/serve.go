@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/web"
+)
+
+type serveFlags struct {
+	addr, data, db   string
+	dev, demo        bool
+	devToken         string
+	simGPUs          string
+	noLocalAgent     bool
+	policy           string
+	logLevel         string
+	heartbeatTimeout time.Duration
+	grace            time.Duration
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
+	fs.StringVar(&f.data, "data", "./data", "folder for the SQLite database and job output")
+	fs.StringVar(&f.db, "db", "", `database: "sqlite:PATH" or a "postgres://..." URL (default: SQLite in --data)`)
+	fs.BoolVar(&f.dev, "dev", false, "development mode: demo users, simulated GPUs, loopback only")
+	fs.BoolVar(&f.demo, "demo", false, "with --dev: submit a stream of simulated jobs from the demo users")
+	fs.StringVar(&f.devToken, "dev-token", "", "with --dev: an admin API token accepted as a bearer token")
+	fs.StringVar(&f.simGPUs, "sim-gpus", "2x4x80", "simulated machines for the built-in agent: NODESxGPUSxGB")
+	fs.BoolVar(&f.noLocalAgent, "no-local-agent", false, "start no built-in agent")
+	fs.StringVar(&f.policy, "policy", "fifo", "scheduling policy: "+strings.Join(sched.Policies(), ", "))
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "requeue the jobs of a machine silent this long")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if f.db == "" {
+		f.db = "sqlite:" + filepath.Join(f.data, "gpuportal.db")
+	}
+	if f.dev {
+		if err := checkLoopback(f.addr); err != nil {
+			return f, err
+		}
+	} else if f.demo || f.devToken != "" {
+		return f, errors.New("serve: --demo and --dev-token need --dev")
+	}
+	return f, nil
+}
+
+// checkLoopback refuses development mode on an address others can reach:
+// its users have well-known passwords.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("serve: --addr %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("serve: --dev listens on loopback only (its users have known passwords), not %q", addr)
+}
+
+// simCluster is a --sim-gpus value: NODESxGPUSxGB.
+type simCluster struct {
+	nodes, gpus int
+	memGB       int64
+}
+
+func parseSimGPUs(s string) (simCluster, error) {
+	parts := strings.Split(s, "x")
+	if len(parts) != 3 {
+		return simCluster{}, fmt.Errorf("--sim-gpus %q: want NODESxGPUSxGB, for example 2x4x80", s)
+	}
+	var n [3]int
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 1 || v > 4096 {
+			return simCluster{}, fmt.Errorf("--sim-gpus %q: %q is not a number from 1 to 4096", s, p)
+		}
+		n[i] = v
+	}
+	return simCluster{nodes: n[0], gpus: n[1], memGB: int64(n[2])}, nil
+}
+
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(f.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	var cluster simCluster
+	localAgent := !f.noLocalAgent && f.dev
+	if localAgent {
+		if cluster, err = parseSimGPUs(f.simGPUs); err != nil {
+			return err
+		}
+	}
+	scheduler, err := sched.New(sched.Config{Policy: f.policy})
+	if err != nil {
+		return fmt.Errorf("--policy: %w", err)
+	}
+	store, err := models.Open(ctx, f.db)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	log.Info("database ready", "db", models.RedactDSN(f.db))
+	if f.dev {
+		if err := seedDemo(ctx, store, stdout); err != nil {
+			return err
+		}
+	}
+
+	eng, err := engine.New(engine.Config{Store: store, Scheduler: scheduler, Logger: log, LostAfter: f.heartbeatTimeout})
+	if err != nil {
+		return err
+	}
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+	engDone := make(chan error, 1)
+	go func() { engDone <- eng.Run(engCtx) }()
+
+	var agents []*agent.Local
+	if localAgent {
+		for i := range cluster.nodes {
+			name := fmt.Sprintf("node-%d", i)
+			a, err := agent.New(agent.Config{
+				Name:    name,
+				Backend: gpu.NewSim(name, cluster.gpus, cluster.memGB*1024),
+				WorkDir: filepath.Join(f.data, "agents", name),
+				Grace:   f.grace,
+				CPUs:    8 * cluster.gpus, MemMiB: int64(cluster.gpus) * 128 * 1024,
+				Logger: log.With("node", name),
+			}, eng.Exits())
+			if err != nil {
+				return err
+			}
+			if err := eng.AddNode(ctx, a); err != nil {
+				return err
+			}
+			agents = append(agents, a)
+		}
+	}
+
+	srv, err := web.New(web.Config{Store: store, Engine: eng, Logger: log, DevToken: f.devToken})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
+	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
+
+	if f.demo {
+		go runDemo(engCtx, store, eng, log)
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		return fmt.Errorf("serve http: %w", err)
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), f.grace+5*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	stopEngine()
+	<-engDone
+	for _, a := range agents {
+		if err := a.Shutdown(shutCtx); err != nil {
+			log.Warn("agent shutdown", "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// simLogEvery is how often a simulated job writes a progress line.
+const simLogEvery = 5 * time.Second
+
+// startSim runs a simulated job: it holds its GPUs for SimRemaining and
+// writes progress lines as a training script would.
+func (a *Local) startSim(s Spec, log *os.File) (wait func() (int, string), stop func()) {
+	stopped := make(chan struct{})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(stopped) }) }
+	wait = func() (int, string) {
+		start := time.Now()
+		fmt.Fprintf(log, "%s simulated job %d started on GPUs %v, %s to go\n",
+			start.Format(time.RFC3339), s.JobID, s.GPUs, s.SimRemaining.Round(time.Second))
+		done := time.NewTimer(s.SimRemaining)
+		defer done.Stop()
+		tick := time.NewTicker(simLogEvery)
+		defer tick.Stop()
+		for step := 1; ; step++ {
+			select {
+			case <-done.C:
+				fmt.Fprintf(log, "%s done\n", time.Now().Format(time.RFC3339))
+				return 0, ""
+			case <-stopped:
+				fmt.Fprintf(log, "%s stopped (SIGTERM)\n", time.Now().Format(time.RFC3339))
+				return -1, "killed by terminated"
+			case now := <-tick.C:
+				fmt.Fprintf(log, "%s step %d, %s elapsed\n", now.Format(time.RFC3339), step, now.Sub(start).Round(time.Second))
+			}
+		}
+	}
+	return wait, stop
+}

@@ -1,0 +1,284 @@
+// Package engine is the loop between the store, the scheduling core and
+// the machines: it builds a snapshot of the cluster, asks the scheduler
+// what to do, and applies the decisions: starting, preempting and
+// cancelling jobs on node agents and recording every change in the store.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
+)
+
+// Job is what the engine needs to know of one unfinished job.
+type Job struct {
+	ID              int64
+	Team, User      string
+	GPUs            int
+	GPUMemMiB       int64
+	Command         []string
+	SimDuration     float64 // seconds; for simulated jobs
+	State           job.State
+	SubmittedAt     time.Time
+	Placement       []string // "node:index" per GPU while running
+	LastStartAt     *time.Time
+	ExecutedS       float64
+	AttainedService float64
+}
+
+// Store is where the engine reads jobs and records what happens to them.
+// Every change is committed before the engine acts on it.
+type Store interface {
+	UnfinishedEngineJobs(ctx context.Context) ([]Job, error)
+	MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) error
+	MarkStopped(ctx context.Context, id int64, to job.State, exitCode *int, reason string, now time.Time) error
+	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
+	SetReasons(ctx context.Context, reasons map[int64]string) error
+}
+
+// Node is one machine's agent as the engine drives it: in-process for
+// simulated and local GPUs, or remote over the network.
+type Node interface {
+	Name() string
+	Devices() []gpu.Device
+	Resources() (cpus int, memMiB int64)
+	Start(ctx context.Context, s agent.Spec) error
+	Stop(ctx context.Context, jobID int64) error
+	Running() []int64
+	Sample(now time.Time) []gpu.Sample
+}
+
+// ErrNotFound is returned for a job the store does not know.
+var ErrNotFound = errors.New("job not found")
+
+// Config sets up an Engine.
+type Config struct {
+	Store     Store
+	Scheduler *sched.Scheduler
+	Logger    *slog.Logger
+	// Interval is the time between scheduling passes when nothing happens.
+	Interval time.Duration
+	// LostAfter is how long jobs recorded as running on a machine that is
+	// not connected wait for it before they are requeued.
+	LostAfter time.Duration
+	Now       func() time.Time
+}
+
+// Engine runs the scheduling loop. Create it with New, add nodes, then Run.
+type Engine struct {
+	cfg   Config
+	exits chan agent.Exit
+	wake  chan struct{}
+	calls chan func(context.Context)
+
+	mu    sync.Mutex
+	nodes map[string]Node
+
+	// Owned by the Run goroutine.
+	started   time.Time
+	runs      map[int64]*run   // jobs running on connected nodes
+	reasons   map[int64]string // last recorded wait reason per job
+	lostSince map[string]time.Time
+}
+
+// run is a job's current run: one part per machine it spans.
+type run struct {
+	parts map[string]bool // nodes whose part has not exited
+	// stop, once set, is the state the job ends in when all parts exit.
+	stop   job.State
+	reason string
+	code   *int
+}
+
+// stopAll asks every part of r to stop.
+func (e *Engine) stopAll(ctx context.Context, id int64, r *run) {
+	for name := range r.parts {
+		if n := e.node(name); n != nil {
+			if err := n.Stop(ctx, id); err != nil {
+				e.cfg.Logger.Error("stop job", "job", id, "node", name, "err", err)
+			}
+		}
+	}
+}
+
+// New returns an engine for cfg.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil || cfg.Scheduler == nil {
+		return nil, errors.New("engine: store and scheduler are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.LostAfter <= 0 {
+		cfg.LostAfter = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Engine{
+		cfg:       cfg,
+		exits:     make(chan agent.Exit, 64),
+		wake:      make(chan struct{}, 1),
+		calls:     make(chan func(context.Context)),
+		nodes:     make(map[string]Node),
+		runs:      make(map[int64]*run),
+		reasons:   make(map[int64]string),
+		lostSince: make(map[string]time.Time),
+	}, nil
+}
+
+// Exits is where agents report the end of job runs.
+func (e *Engine) Exits() chan<- agent.Exit { return e.exits }
+
+// AddNode connects a machine. Jobs it reports as running are adopted.
+func (e *Engine) AddNode(ctx context.Context, n Node) error {
+	return e.call(ctx, func(context.Context) {
+		e.mu.Lock()
+		e.nodes[n.Name()] = n
+		e.mu.Unlock()
+		delete(e.lostSince, n.Name())
+		for _, id := range n.Running() {
+			r := e.runs[id]
+			if r == nil {
+				r = &run{parts: make(map[string]bool)}
+				e.runs[id] = r
+			}
+			r.parts[n.Name()] = true
+		}
+		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
+	})
+}
+
+// Nodes returns the connected machines, by name.
+func (e *Engine) Nodes() []Node {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Node, 0, len(e.nodes))
+	for _, n := range e.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name() < out[b].Name() })
+	return out
+}
+
+// Wake asks for a scheduling pass soon, for example after a submit.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Cancel ends a job: a waiting job at once, a running one by stopping it.
+func (e *Engine) Cancel(ctx context.Context, id int64, reason string) error {
+	var err error
+	callErr := e.call(ctx, func(ctx context.Context) {
+		if r, ok := e.runs[id]; ok {
+			if r.stop == "" {
+				r.stop, r.reason = job.Cancelled, reason
+			}
+			e.stopAll(ctx, id, r)
+			return
+		}
+		err = e.cfg.Store.Cancel(ctx, id, reason, e.cfg.Now())
+	})
+	if callErr != nil {
+		return callErr
+	}
+	return err
+}
+
+// call runs f on the Run goroutine and waits for it.
+func (e *Engine) call(ctx context.Context, f func(context.Context)) error {
+	done := make(chan struct{})
+	select {
+	case e.calls <- func(ctx context.Context) { f(ctx); close(done) }:
+	case <-ctx.Done():
+		return fmt.Errorf("engine: %w", ctx.Err())
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("engine: %w", ctx.Err())
+	}
+}
+
+func (e *Engine) node(name string) Node {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.nodes[name]
+}
+
+// Run schedules until ctx ends.
+func (e *Engine) Run(ctx context.Context) error {
+	e.started = e.cfg.Now()
+	tick := time.NewTicker(e.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case f := <-e.calls:
+			f(ctx)
+			continue
+		case ex := <-e.exits:
+			e.handleExit(ctx, ex)
+		case <-e.wake:
+		case <-tick.C:
+		}
+		if err := e.pass(ctx); err != nil && ctx.Err() == nil {
+			e.cfg.Logger.Error("scheduling pass failed", "err", err)
+		}
+	}
+}
+
+// handleExit records the end of one part of a run. The job ends when its
+// last part does; a part that fails stops the others.
+func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
+	r := e.runs[ex.JobID]
+	if r == nil || !r.parts[ex.Node] {
+		e.cfg.Logger.Warn("exit of a job the engine did not run there", "job", ex.JobID, "node", ex.Node)
+		return
+	}
+	delete(r.parts, ex.Node)
+	if r.stop == "" && ex.ExitCode != 0 {
+		r.stop, r.reason = job.Failed, fmt.Sprintf("exit code %d on %s", ex.ExitCode, ex.Node)
+		if ex.Err != "" {
+			r.reason = ex.Err + " on " + ex.Node
+		}
+		e.stopAll(ctx, ex.JobID, r)
+	}
+	if r.code == nil || ex.ExitCode != 0 {
+		code := ex.ExitCode
+		r.code = &code
+	}
+	if len(r.parts) > 0 {
+		return
+	}
+	delete(e.runs, ex.JobID)
+	to, code := r.stop, r.code
+	switch to {
+	case "":
+		to = job.Succeeded
+	case job.Preempted:
+		code = nil
+	}
+	if err := e.cfg.Store.MarkStopped(ctx, ex.JobID, to, code, r.reason, ex.At); err != nil {
+		e.cfg.Logger.Error("record job exit", "job", ex.JobID, "err", err)
+		return
+	}
+	e.cfg.Logger.Info("job ended", "job", ex.JobID, "state", to, "reason", r.reason)
+}

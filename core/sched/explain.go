@@ -1,0 +1,208 @@
+package sched
+
+import (
+	"math"
+	"strconv"
+)
+
+// Explanations are built from the state the pass saw when it reached the
+// job: what it needs, what was free, what placement demanded, and where
+// it stands in its queue. They are appended into one reused buffer and
+// copied out once per job.
+
+// explain records why a pending job that the pass could not start waits.
+func (p *pass) explain(e *entry, r rule) {
+	cl := &p.cl
+	reclaimable := 0
+	if p.preempt {
+		reclaimable = cl.reclTotal
+	}
+	var cause WaitCause
+	switch {
+	case r.n <= 0:
+		cause = WaitInvalid
+	case r.n > cl.capacity:
+		cause = WaitTooLarge
+	case r.n > cl.free+reclaimable || r.maxNodes == 0:
+		cause = WaitCapacity
+	default:
+		cause = WaitLocality
+		p.recheckAt(p.nextRelax(r))
+	}
+	if p.sc.cfg.OmitWaits {
+		return
+	}
+	b := p.buf[:0]
+	switch cause {
+	case WaitInvalid:
+		b = append(b, "requests "...)
+		b = strconv.AppendInt(b, int64(r.n), 10)
+		b = append(b, " GPUs; a job needs at least one"...)
+	case WaitTooLarge:
+		b = appendNeeds(b, r.n)
+		b = append(b, "; the schedulable nodes have "...)
+		b = strconv.AppendInt(b, int64(cl.capacity), 10)
+		b = append(b, " in all"...)
+	case WaitCapacity:
+		b = appendNeeds(b, r.n)
+		b = append(b, "; "...)
+		b = strconv.AppendInt(b, int64(cl.free), 10)
+		b = append(b, " free"...)
+		if big, at := cl.largest(); big > 0 && !p.count && cl.free > big {
+			b = append(b, " (largest block "...)
+			b = strconv.AppendInt(b, int64(big), 10)
+			b = append(b, " on "...)
+			b = append(b, cl.nodes[at].name...)
+			b = append(b, ')')
+		}
+		if reclaimable > 0 {
+			b = append(b, "; preempting every job ranked below it would free only "...)
+			b = strconv.AppendInt(b, int64(reclaimable), 10)
+			b = append(b, " more"...)
+		} else if p.preempt && cl.free < cl.capacity {
+			b = append(b, "; the busy GPUs are held by jobs ranked above it"...)
+		}
+	case WaitLocality:
+		b = appendNeeds(b, r.n)
+		if r.maxNodes == 1 {
+			big, at := cl.largest()
+			b = append(b, " on one node; largest free block is "...)
+			b = strconv.AppendInt(b, int64(big), 10)
+			if at >= 0 {
+				b = append(b, " on "...)
+				b = append(b, cl.nodes[at].name...)
+			}
+		} else {
+			b = append(b, " on at most "...)
+			b = strconv.AppendInt(b, int64(r.maxNodes), 10)
+			b = append(b, " nodes; the "...)
+			b = strconv.AppendInt(b, int64(r.maxNodes), 10)
+			b = append(b, " emptiest have "...)
+			b = strconv.AppendInt(b, int64(cl.topSum(r.maxNodes)), 10)
+			b = append(b, " free"...)
+		}
+		if t := p.nextRelax(r); t > 0 {
+			b = append(b, "; may use "...)
+			b = strconv.AppendInt(b, int64(r.maxNodes+1), 10)
+			b = append(b, " nodes after waiting "...)
+			b = appendNum(b, t-p.now)
+			b = append(b, " s more"...)
+		}
+	}
+	p.addWait(e, cause, b)
+}
+
+// waitBlocked records a fifo job held behind the first job that did not
+// fit.
+func (p *pass) waitBlocked(e *entry, head *entry) {
+	if p.sc.cfg.OmitWaits {
+		return
+	}
+	b := append(p.buf[:0], "waits behind job "...)
+	b = strconv.AppendInt(b, head.id, 10)
+	b = append(b, ", which needs "...)
+	b = strconv.AppendInt(b, int64(head.gpus), 10)
+	b = append(b, " GPUs and does not fit; fifo starts jobs strictly in arrival order"...)
+	p.addWait(e, WaitBlocked, b)
+}
+
+// waitPreempted records a job preempted earlier in this pass.
+func (p *pass) waitPreempted(e *entry) {
+	if p.sc.cfg.OmitWaits {
+		return
+	}
+	b := append(p.buf[:0], "preempted for job "...)
+	b = strconv.AppendInt(b, p.runs[e.run].by, 10)
+	b = append(b, ", which ranks above it"...)
+	p.addWait(e, WaitPreempted, b)
+}
+
+// addWait appends the queue position to reason b and records the Wait.
+func (p *pass) addWait(e *entry, cause WaitCause, b []byte) {
+	q := int(e.queue)
+	if q < 0 || q >= len(p.qpos) {
+		q = len(p.qpos) - 1
+	}
+	p.qpos[q]++
+	pos := int(p.qpos[q])
+	b = append(b, "; "...)
+	switch pos {
+	case 1:
+		b = append(b, "first in "...)
+	case 2:
+		b = append(b, "1 job ahead in "...)
+	default:
+		b = strconv.AppendInt(b, int64(pos-1), 10)
+		b = append(b, " jobs ahead in "...)
+	}
+	if p.sc.kind.queued() {
+		b = append(b, "queue "...)
+		b = strconv.AppendInt(b, int64(q), 10)
+	} else {
+		b = append(b, "line"...)
+	}
+	p.d.Waits = append(p.d.Waits, Wait{JobID: e.id, Queue: q, Position: pos, Reason: string(b), Cause: cause})
+	p.buf = b
+}
+
+// preemptReason says why victim gives way to by.
+func (p *pass) preemptReason(victim, by *entry) string {
+	b := append(p.buf[:0], "preempted for job "...)
+	b = strconv.AppendInt(b, by.id, 10)
+	b = append(b, " ("...)
+	b = p.appendRank(b, by)
+	b = append(b, "), which ranks above it ("...)
+	b = p.appendRank(b, victim)
+	b = append(b, ')')
+	p.buf = b
+	return string(b)
+}
+
+// appendRank describes what places e where it is in the order.
+func (p *pass) appendRank(b []byte, e *entry) []byte {
+	switch p.sc.kind {
+	case kindSRTF, kindSRSF:
+		if math.IsInf(e.value, 1) {
+			return append(b, "duration unknown"...)
+		}
+		b = appendNum(b, e.value)
+		if p.sc.kind == kindSRSF {
+			return append(b, " GPU-s remaining"...)
+		}
+		return append(b, " s remaining"...)
+	case kindDLAS, kindLAS2D:
+		b = append(b, "queue "...)
+		b = strconv.AppendInt(b, int64(e.queue), 10)
+		b = append(b, ", "...)
+		b = appendNum(b, e.value)
+		if p.sc.kind == kindDLAS {
+			return append(b, " s executed"...)
+		}
+		return append(b, " GPU-s attained"...)
+	case kindGittins:
+		b = append(b, "queue "...)
+		b = strconv.AppendInt(b, int64(e.queue), 10)
+		b = append(b, ", Gittins index "...)
+		return strconv.AppendFloat(b, e.value, 'g', 3, 64)
+	}
+	return append(b, "arrival order"...)
+}
+
+func appendNeeds(b []byte, n int) []byte {
+	b = append(b, "needs "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	if n == 1 {
+		return append(b, " GPU"...)
+	}
+	return append(b, " GPUs"...)
+}
+
+// appendNum appends v rounded to a whole number.
+func appendNum(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) >= 1e15 {
+		return strconv.AppendFloat(b, v, 'g', 4, 64)
+	}
+	return strconv.AppendInt(b, int64(math.Round(v)), 10)
+}
+
+func fmtNum(v float64) string { return string(appendNum(nil, v)) }

@@ -1,0 +1,146 @@
+package sched
+
+import (
+	_ "embed"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// yarnGPUTime is the prior of tiresias-g: 1,001 job GPU-times (GPU-seconds)
+// from a production YARN cluster, as shipped with the Tiresias simulator
+// (SymbioticLab/Tiresias, simulator/yarn-gput1000.csv).
+//
+//go:embed data/yarn-gput1000.csv
+var yarnGPUTime string
+
+// GPUTimeDist is an empirical distribution of job GPU-time (GPUs x run
+// seconds of completed jobs), from which tiresias-g computes Gittins
+// indices. It is immutable: With returns a new one, so a distribution may
+// be shared between passes and goroutines.
+type GPUTimeDist struct {
+	sorted []float64
+	suffix []float64 // suffix[i] = sum(sorted[i:]), len(sorted)+1 entries
+}
+
+var (
+	priorOnce sync.Once
+	prior     *GPUTimeDist
+)
+
+// PriorGPUTimeDist returns the built-in prior: the YARN cluster's job
+// GPU-times the Tiresias authors used.
+func PriorGPUTimeDist() *GPUTimeDist {
+	priorOnce.Do(func() { prior = NewGPUTimeDist(PriorGPUTime()) })
+	return prior
+}
+
+// PriorGPUTime returns the samples of the built-in prior, in the order of
+// the source file.
+func PriorGPUTime() []float64 {
+	var out []float64
+	for _, line := range strings.Split(yarnGPUTime, "\n") {
+		line = strings.TrimSpace(line)
+		if v, err := strconv.ParseFloat(line, 64); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// NewGPUTimeDist builds a distribution from samples, dropping those that
+// are negative or not finite.
+func NewGPUTimeDist(samples []float64) *GPUTimeDist {
+	d := &GPUTimeDist{sorted: make([]float64, 0, len(samples))}
+	for _, v := range samples {
+		if v >= 0 && !math.IsInf(v, 1) {
+			d.sorted = append(d.sorted, v)
+		}
+	}
+	slices.Sort(d.sorted)
+	d.sums()
+	return d
+}
+
+// With returns a new distribution holding d's samples and more. A nil d
+// is an empty distribution.
+func (d *GPUTimeDist) With(more ...float64) *GPUTimeDist {
+	add := NewGPUTimeDist(more)
+	if d == nil {
+		return add
+	}
+	out := &GPUTimeDist{sorted: make([]float64, 0, len(d.sorted)+len(add.sorted))}
+	a, b := d.sorted, add.sorted
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] <= b[0] {
+			out.sorted, a = append(out.sorted, a[0]), a[1:]
+		} else {
+			out.sorted, b = append(out.sorted, b[0]), b[1:]
+		}
+	}
+	out.sorted = append(append(out.sorted, a...), b...)
+	out.sums()
+	return out
+}
+
+func (d *GPUTimeDist) sums() {
+	d.suffix = make([]float64, len(d.sorted)+1)
+	for i := len(d.sorted) - 1; i >= 0; i-- {
+		d.suffix[i] = d.suffix[i+1] + d.sorted[i]
+	}
+}
+
+// Len is the number of samples.
+func (d *GPUTimeDist) Len() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.sorted)
+}
+
+// Index is the Gittins index of a job that has attained a GPU-seconds of
+// service, for a service quantum delta:
+//
+//	P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a]
+//
+// where S is a job's total GPU-time drawn from the distribution. It is the
+// rate at which one more quantum of service is expected to complete the
+// job; a higher index means a higher priority. A job that has outlived
+// every sample, or an empty distribution, gets 0.
+func (d *GPUTimeDist) Index(a, delta float64) float64 {
+	if d == nil || len(d.sorted) == 0 || !(delta > 0) || math.IsNaN(a) {
+		return 0
+	}
+	i := upperBound(d.sorted, a)
+	n := len(d.sorted)
+	if i == n {
+		return 0
+	}
+	j := upperBound(d.sorted, a+delta)
+	left := float64(n - i)
+	p := float64(j-i) / left
+	// E[min(S-a, delta)] over the samples above a: the ones that end
+	// within the quantum contribute S-a, the others delta.
+	e := (d.suffix[i] - d.suffix[j] - float64(j-i)*a + float64(n-j)*delta) / left
+	if !(e > 0) {
+		return 0
+	}
+	return p / e
+}
+
+// upperBound returns the index of the first element of sorted greater
+// than v.
+func upperBound(sorted []float64, v float64) int {
+	lo, hi := 0, len(sorted)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if sorted[m] <= v {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}

@@ -1,0 +1,127 @@
+package sched
+
+import "math"
+
+// policyKind is a policy as the pass sees it: an order over jobs and
+// whether that order may preempt.
+type policyKind int
+
+const (
+	kindFIFO policyKind = iota
+	kindFJF
+	kindSRTF
+	kindSRSF
+	kindDLAS
+	kindLAS2D
+	kindGittins
+)
+
+var kindByName = map[string]policyKind{
+	"fifo":       kindFIFO,
+	"fjf":        kindFJF,
+	"srtf":       kindSRTF,
+	"srsf":       kindSRSF,
+	"dlas":       kindDLAS,
+	"tiresias-l": kindLAS2D,
+	"tiresias-g": kindGittins,
+}
+
+// queued policies sort jobs into priority queues by service.
+func (k policyKind) queued() bool { return k >= kindDLAS }
+
+// preemptive policies order running and pending jobs together: a pending
+// job may take the GPUs of running jobs ranked below it.
+func (k policyKind) preemptive() bool { return k >= kindSRTF }
+
+// entry is one job in the pass's priority order. The order compares
+// (k0, k1, k2, k3, id), lowest first.
+type entry struct {
+	k0, k1, k2, k3 float64
+	id             int64
+	job            int32 // index in Snapshot.Jobs
+	run            int32 // index in pass.runs when running, else -1
+	queue          int32
+	gpus           int32
+	// value is the quantity the policy ranks by, for explanations:
+	// service, remaining time or service, or Gittins index.
+	value float64
+}
+
+func compareEntries(a, b *entry) int {
+	switch {
+	case a.k0 != b.k0:
+		return cmpFloat(a.k0, b.k0)
+	case a.k1 != b.k1:
+		return cmpFloat(a.k1, b.k1)
+	case a.k2 != b.k2:
+		return cmpFloat(a.k2, b.k2)
+	case a.k3 != b.k3:
+		return cmpFloat(a.k3, b.k3)
+	case a.id != b.id:
+		if a.id < b.id {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// cmpFloat orders floats with NaN first, so that the order stays total.
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	case a == b:
+		return 0
+	case math.IsNaN(a) && !math.IsNaN(b):
+		return -1
+	case !math.IsNaN(a) && math.IsNaN(b):
+		return 1
+	}
+	return 0
+}
+
+// key fills e's sort key for job j, whose queue state is qs.
+//
+//	fifo, fjf:   (submit time)
+//	srtf:        (remaining time, running first, submit time)
+//	srsf:        (remaining time x GPUs, running first, submit time)
+//	dlas, tiresias-l: (queue, running first, queue-entry time)
+//	tiresias-g:  (queue, higher Gittins index, running first, queue-entry time)
+func (p *pass) key(e *entry, j *Job, qs *QueueState) {
+	run := 1.0
+	if j.State == Running {
+		run = 0
+	}
+	switch p.sc.kind {
+	case kindFIFO, kindFJF:
+		e.k0 = j.SubmitTime
+	case kindSRTF, kindSRSF:
+		rem := math.Inf(1)
+		if j.DurationS > 0 {
+			rem = max(j.DurationS-j.ExecutedS, 0)
+			if p.sc.kind == kindSRSF {
+				rem *= float64(max(j.GPUs, 1))
+			}
+		}
+		e.k0, e.k1, e.k2, e.value = rem, run, j.SubmitTime, rem
+	case kindDLAS, kindLAS2D:
+		e.k0, e.k1, e.k2 = float64(qs.Index), run, since(j, qs)
+		e.value = p.cycleService(j, qs)
+	case kindGittins:
+		a := p.cycleService(j, qs)
+		g := p.dist.Index(a, p.sc.delta)
+		e.k0, e.k1, e.k2, e.k3, e.value = float64(qs.Index), -g, run, since(j, qs), g
+	}
+	e.queue = int32(qs.Index)
+}
+
+// since is when the job entered its queue.
+func since(j *Job, qs *QueueState) float64 {
+	if qs.Since == 0 {
+		return j.SubmitTime
+	}
+	return qs.Since
+}

@@ -1,0 +1,204 @@
+// Package sched is gpuportal's scheduling core: a pure function from a
+// snapshot of the cluster to scheduling decisions.
+//
+// The package does no I/O, reads no clock and starts no goroutines: the
+// same snapshot and configuration always give the same decisions. The live
+// engine, the trace simulator and the tests all drive it the same way:
+//
+//	sc, err := sched.New(sched.Config{Policy: "tiresias-l"})
+//	d := sc.Schedule(snapshot)
+//	// apply d.Preempts, then d.Starts; store every d.QueueChanges[i].State
+//	// in the job's Queue field; show d.Waits; call again by d.Recheck.
+//
+// docs/scheduling.md describes the policies, the placement steps and the
+// knobs.
+package sched
+
+// GPURef names one GPU: the node it sits on and its index on that node.
+type GPURef struct {
+	Node  string
+	Index int
+}
+
+// GPU is one device of a node.
+type GPU struct {
+	Index  int
+	MemMiB int64 // total memory
+}
+
+// Node is a machine the scheduler may place jobs on.
+type Node struct {
+	Name   string
+	GPUs   []GPU
+	CPUs   int
+	MemMiB int64
+	// Unschedulable nodes (lost, draining) receive no new jobs; jobs
+	// already running there are left alone.
+	Unschedulable bool
+}
+
+// State is where a job stands from the scheduler's point of view.
+type State int
+
+const (
+	// Pending jobs wait for GPUs: newly queued or preempted.
+	Pending State = iota
+	// Running jobs hold the GPUs in their Placement.
+	Running
+)
+
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Running:
+		return "running"
+	}
+	return "unknown"
+}
+
+// Job is one unfinished job as the scheduler sees it. Times are seconds on
+// the caller's clock (wall clock in the server, virtual in the simulator).
+// IDs must be unique within a snapshot.
+type Job struct {
+	ID         int64
+	Team       string
+	User       string
+	GPUs       int   // GPUs requested, all at once (gang)
+	GPUMemMiB  int64 // memory needed on each GPU; 0 when unknown
+	SubmitTime float64
+	State      State
+	Placement  []GPURef // the GPUs held while Running
+
+	// ExecutedS is the time the job has run so far, over all its runs.
+	ExecutedS float64
+	// AttainedService is GPUs held x seconds run, over all runs.
+	AttainedService float64
+	// LastStartTime is when the current or most recent run began.
+	LastStartTime float64
+	// DurationS is the job's known total run time, 0 when unknown. Only
+	// clairvoyant policies read it.
+	DurationS float64
+
+	// Model names the job's model (for example "resnet50", "vgg16"); the
+	// built-in catalogue (see Models) says whether its tensor sizes are
+	// skewed, which decides whether its GPUs are consolidated.
+	Model string
+	// Skew is the job's measured tensor-size skew: the largest tensor's
+	// share of all parameters, in (0, 1]. Zero means not measured, and the
+	// catalogue entry for Model is used.
+	Skew float64
+
+	// Queue is the priority-queue state the scheduler handed back for
+	// this job in an earlier pass (QueueChange.State). The caller stores it
+	// and passes it back unchanged; the zero value is right for a new job.
+	Queue QueueState
+}
+
+// QueueState is what the queue policies (dlas, tiresias-l, tiresias-g)
+// remember about a job from one pass to the next. The scheduler computes
+// it; the caller only stores it. Its zero value means: in queue 0 since
+// submission, never promoted.
+type QueueState struct {
+	// Index is the job's priority queue, 0 the highest.
+	Index int
+	// Since is when the job entered queue Index: jobs of a queue are
+	// served in this order. Zero means the job's SubmitTime.
+	Since float64
+	// CycleStart is when the job was last promoted to queue 0 by the
+	// starvation rule; zero means never (the cycle began at SubmitTime).
+	CycleStart float64
+	// CycleService and CycleExecuted are the job's AttainedService and
+	// ExecutedS at CycleStart. Queues are decided by the service attained
+	// since then, so a promoted job goes down the queues afresh.
+	CycleService  float64
+	CycleExecuted float64
+	// Promotions counts starvation promotions.
+	Promotions int
+}
+
+// Snapshot is everything one scheduling pass looks at.
+type Snapshot struct {
+	Now   float64
+	Nodes []Node
+	Jobs  []Job // unfinished jobs only
+
+	// GPUTimeDist, when not nil, replaces the scheduler's distribution of
+	// job GPU-time for this pass (tiresias-g only): the caller may grow it
+	// with GPUTimeDist.With as jobs complete.
+	GPUTimeDist *GPUTimeDist
+}
+
+// Start asks the caller to start (or resume) a job on the given GPUs.
+type Start struct {
+	JobID int64
+	GPUs  []GPURef
+}
+
+// Preempt asks the caller to stop a running job and put it back in the queue.
+type Preempt struct {
+	JobID  int64
+	Reason string
+	// For is the job that takes the GPUs this preemption frees.
+	For int64
+}
+
+// WaitCause classifies why a job waits.
+type WaitCause string
+
+// The causes a Wait may carry.
+const (
+	// WaitCapacity: fewer GPUs are free (or could be freed by preempting
+	// lower-priority jobs) than the job needs.
+	WaitCapacity WaitCause = "capacity"
+	// WaitLocality: enough GPUs are free, but not on few enough nodes for
+	// a job whose GPUs must be consolidated.
+	WaitLocality WaitCause = "locality"
+	// WaitBlocked: an earlier job that does not fit blocks the queue
+	// (fifo's head-of-line blocking).
+	WaitBlocked WaitCause = "blocked"
+	// WaitTooLarge: the job needs more GPUs than the schedulable nodes
+	// have in all.
+	WaitTooLarge WaitCause = "too-large"
+	// WaitInvalid: the request cannot be scheduled (no GPUs asked for).
+	WaitInvalid WaitCause = "invalid"
+	// WaitPreempted: the job was preempted in this pass.
+	WaitPreempted WaitCause = "preempted"
+)
+
+// Wait explains why a pending job is not started in this pass. Jobs
+// preempted in the pass get one too (Cause WaitPreempted).
+type Wait struct {
+	JobID    int64
+	Queue    int // priority queue, 0 is the highest
+	Position int // 1-based position among the waiting jobs of its queue
+	Reason   string
+	Cause    WaitCause
+}
+
+// QueueChange reports that a job moved between priority queues: demoted
+// when its service crossed a queue's threshold, or promoted to queue 0 by
+// the starvation rule. The caller must store State in the job's Queue
+// field and pass it back in later snapshots.
+type QueueChange struct {
+	JobID    int64
+	From, To int
+	State    QueueState
+	Reason   string
+}
+
+// Decisions is the outcome of one pass. The caller applies Preempts before
+// Starts: a start may use GPUs a preemption in the same pass frees.
+type Decisions struct {
+	Preempts []Preempt
+	Starts   []Start
+	Waits    []Wait // in priority order; empty when Config.OmitWaits
+	// QueueChanges lists the jobs whose QueueState changed in this pass.
+	QueueChanges []QueueChange
+	// Recheck is the earliest time at which the same jobs, with no job
+	// arriving or finishing, may be scheduled differently: a running job
+	// crossing a queue threshold, a waiting job due for promotion, or a
+	// job's locality relaxing. Zero when no such time exists. The
+	// simulator schedules a pass at Recheck; the engine may ignore it.
+	Recheck float64
+}

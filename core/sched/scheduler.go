@@ -1,0 +1,219 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Placement modes for Config.Placement.
+const (
+	// PlaceNodes places every job on real GPUs of real nodes: gang,
+	// consolidation, locality relaxation, best fit. The default.
+	PlaceNodes = "nodes"
+	// PlaceCount ignores node boundaries and only counts GPUs, as the
+	// Tiresias simulator's "count" scheme does; the trace simulator uses it
+	// to reproduce published figures. Starts still name distinct GPUs.
+	PlaceCount = "count"
+)
+
+// Defaults applied by New to zero Config fields.
+var (
+	// DefaultThresholds are the queue limits of Tiresias: 3,250 and 7,200
+	// (GPU-seconds for tiresias-l and tiresias-g, seconds for dlas), so
+	// three queues.
+	DefaultThresholds = []float64{3250, 7200}
+)
+
+const (
+	// DefaultGittinsQuantum is the service quantum, in GPU-seconds, of
+	// tiresias-g's Gittins index: the Tiresias simulator's step.
+	DefaultGittinsQuantum = 3250.0
+	// DefaultLocalityWaitS is how long a consolidated job waits before
+	// each relaxation of its locality (one more node allowed).
+	DefaultLocalityWaitS = 300.0
+	// DefaultSkewThreshold is the tensor-size skew (largest tensor's share
+	// of the parameters) from which a model's GPUs are consolidated.
+	DefaultSkewThreshold = 0.25
+)
+
+// Config selects a policy and its knobs. The zero value of every field
+// but Policy means its default.
+type Config struct {
+	// Policy names the ordering rule; see Policies.
+	Policy string
+
+	// Thresholds are the queue limits of dlas, tiresias-l and tiresias-g:
+	// a job leaves queue i once its service reaches Thresholds[i], so
+	// there are len(Thresholds)+1 queues. Service is GPU-seconds for
+	// tiresias-l and tiresias-g, seconds for dlas. They must increase.
+	// Nil means DefaultThresholds.
+	Thresholds []float64
+	// PromoteKnob turns on starvation promotion (PROMOTEKNOB in Tiresias):
+	// a waiting job below queue 0 whose wait since its cycle began exceeds
+	// PromoteKnob x its run time in that cycle moves to queue 0. Zero: off.
+	PromoteKnob float64
+	// GittinsQuantum is tiresias-g's service quantum in GPU-seconds; zero
+	// means DefaultGittinsQuantum.
+	GittinsQuantum float64
+	// GPUTimeSamples are completed jobs' GPU-times (GPU-seconds) that
+	// tiresias-g adds to the built-in prior. A snapshot's GPUTimeDist, if
+	// set, replaces the result for its pass.
+	GPUTimeSamples []float64
+
+	// Placement is PlaceNodes (the default, also "") or PlaceCount.
+	Placement string
+	// LocalityWaitS is how long a consolidated job waits before its
+	// locality relaxes by one node, and again after each further
+	// LocalityWaitS (Philly). Zero means DefaultLocalityWaitS; negative
+	// means never relax.
+	LocalityWaitS float64
+	// SkewThreshold is the skew from which a job is consolidated; zero
+	// means DefaultSkewThreshold. Jobs of unknown skew are consolidated.
+	SkewThreshold float64
+
+	// NoPreemption keeps every running job running, whatever the policy.
+	NoPreemption bool
+	// OmitWaits skips building Waits (the explanations), which the trace
+	// simulator never shows; a pass is then cheaper.
+	OmitWaits bool
+}
+
+// PolicyInfo describes a policy for people: the portal lists these.
+type PolicyInfo struct {
+	Name    string
+	Summary string
+	Source  string
+	// Preemptive policies may stop running jobs for higher-priority ones.
+	Preemptive bool
+	// NeedsDurations policies read Job.DurationS; jobs without one rank
+	// after every job that has one.
+	NeedsDurations bool
+}
+
+var policyInfos = []PolicyInfo{
+	{Name: "fifo", Summary: "arrival order; the first job that does not fit blocks all behind it", Source: "YARN capacity scheduler, the production baseline of Tiresias (NSDI'19)"},
+	{Name: "fjf", Summary: "arrival order; a job that does not fit is skipped", Source: "Tiresias simulator's fit-job-first"},
+	{Name: "srtf", Summary: "shortest remaining time first, preemptive; knows durations", Source: "clairvoyant baseline (Tiresias, Optimus)", Preemptive: true, NeedsDurations: true},
+	{Name: "srsf", Summary: "shortest remaining service (time x GPUs) first, preemptive; knows durations", Source: "clairvoyant baseline of Tiresias (shortest-gpu)", Preemptive: true, NeedsDurations: true},
+	{Name: "dlas", Summary: "discretized least attained service on executed time, preemptive", Source: "Tiresias (NSDI'19), its 1D baseline", Preemptive: true},
+	{Name: "tiresias-l", Summary: "2D-LAS: queues by attained service (GPUs x seconds), FIFO within a queue, preemptive", Source: "Tiresias (NSDI'19)", Preemptive: true},
+	{Name: "tiresias-g", Summary: "2D-Gittins: queues by attained service, Gittins index within a queue, preemptive", Source: "Tiresias (NSDI'19)", Preemptive: true},
+}
+
+// Policies lists the policy names Config accepts.
+func Policies() []string {
+	out := make([]string, len(policyInfos))
+	for i, p := range policyInfos {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// PolicyInfos describes every policy, in the order of Policies.
+func PolicyInfos() []PolicyInfo { return append([]PolicyInfo(nil), policyInfos...) }
+
+// Scheduler runs scheduling passes under one configuration. It holds no
+// state between passes: everything a pass needs is in its Snapshot. It is
+// safe for concurrent use.
+type Scheduler struct {
+	cfg   Config
+	kind  policyKind
+	thr   []float64
+	delta float64
+	dist  *GPUTimeDist
+	pool  sync.Pool
+}
+
+// New checks cfg and returns a Scheduler for it.
+func New(cfg Config) (*Scheduler, error) {
+	kind, ok := kindByName[cfg.Policy]
+	if !ok {
+		return nil, fmt.Errorf("unknown policy %q (known: %v)", cfg.Policy, Policies())
+	}
+	sc := &Scheduler{cfg: cfg, kind: kind}
+	sc.thr = cfg.Thresholds
+	if sc.thr == nil {
+		sc.thr = DefaultThresholds
+	}
+	for i, t := range sc.thr {
+		if !(t > 0) || math.IsInf(t, 1) {
+			return nil, fmt.Errorf("queue threshold %d is %v: must be positive and finite", i, t)
+		}
+		if i > 0 && t <= sc.thr[i-1] {
+			return nil, fmt.Errorf("queue thresholds %v must increase", sc.thr)
+		}
+	}
+	sc.thr = append([]float64(nil), sc.thr...)
+	sc.cfg.Thresholds = sc.thr
+	if !(cfg.PromoteKnob >= 0) || math.IsInf(cfg.PromoteKnob, 1) {
+		return nil, fmt.Errorf("promote knob %v: must be zero (off) or positive", cfg.PromoteKnob)
+	}
+	sc.delta = cfg.GittinsQuantum
+	if sc.delta == 0 {
+		sc.delta = DefaultGittinsQuantum
+	}
+	if !(sc.delta > 0) || math.IsInf(sc.delta, 1) {
+		return nil, fmt.Errorf("gittins quantum %v: must be positive", cfg.GittinsQuantum)
+	}
+	for _, v := range cfg.GPUTimeSamples {
+		if !(v >= 0) || math.IsInf(v, 1) {
+			return nil, fmt.Errorf("GPU-time sample %v: must be zero or positive", v)
+		}
+	}
+	if kind == kindGittins {
+		sc.dist = PriorGPUTimeDist()
+		if len(cfg.GPUTimeSamples) > 0 {
+			sc.dist = sc.dist.With(cfg.GPUTimeSamples...)
+		}
+	}
+	switch cfg.Placement {
+	case "":
+		sc.cfg.Placement = PlaceNodes
+	case PlaceNodes, PlaceCount:
+	default:
+		return nil, fmt.Errorf("unknown placement %q (known: %s, %s)", cfg.Placement, PlaceNodes, PlaceCount)
+	}
+	if math.IsNaN(cfg.LocalityWaitS) {
+		return nil, fmt.Errorf("locality wait is NaN")
+	}
+	if cfg.LocalityWaitS == 0 {
+		sc.cfg.LocalityWaitS = DefaultLocalityWaitS
+	}
+	if cfg.SkewThreshold == 0 {
+		sc.cfg.SkewThreshold = DefaultSkewThreshold
+	}
+	if !(sc.cfg.SkewThreshold > 0 && sc.cfg.SkewThreshold <= 1) {
+		return nil, fmt.Errorf("skew threshold %v: must be in (0, 1]", cfg.SkewThreshold)
+	}
+	return sc, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (sc *Scheduler) Config() Config {
+	c := sc.cfg
+	c.Thresholds = append([]float64(nil), sc.thr...)
+	c.GittinsQuantum = sc.delta
+	c.GPUTimeSamples = append([]float64(nil), c.GPUTimeSamples...)
+	return c
+}
+
+// Queues is the number of priority queues: 1 for the policies without.
+func (sc *Scheduler) Queues() int {
+	if sc.kind.queued() {
+		return len(sc.thr) + 1
+	}
+	return 1
+}
+
+// Schedule runs one pass over s.
+func (sc *Scheduler) Schedule(s Snapshot) Decisions {
+	p, _ := sc.pool.Get().(*pass)
+	if p == nil {
+		p = new(pass)
+	}
+	d := p.run(sc, &s)
+	p.release()
+	sc.pool.Put(p)
+	return d
+}

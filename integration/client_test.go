@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// browser is an HTTP client with cookies, as a logged-in browser.
+type browser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, base: base, c: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+}
+
+var csrfRe = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
+
+// get fetches path and returns the status and body.
+func (b *browser) get(path string) (int, string) {
+	b.t.Helper()
+	resp, err := b.c.Get(b.base + path)
+	if err != nil {
+		b.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// csrf reads the CSRF token from a form page.
+func (b *browser) csrf(path string) string {
+	b.t.Helper()
+	_, body := b.get(path)
+	m := csrfRe.FindStringSubmatch(body)
+	if m == nil {
+		b.t.Fatalf("no CSRF token on %s:\n%s", path, body)
+	}
+	return m[1]
+}
+
+// post submits a form and returns the final status, URL and body.
+func (b *browser) post(path string, form url.Values) (int, string, string) {
+	b.t.Helper()
+	resp, err := b.c.PostForm(b.base+path, form)
+	if err != nil {
+		b.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Request.URL.Path, string(body)
+}
+
+func (b *browser) login(user, password string) {
+	b.t.Helper()
+	status, path, body := b.post("/login", url.Values{
+		"_csrf": {b.csrf("/login")}, "username": {user}, "password": {password},
+	})
+	if status != http.StatusOK || path != "/jobs" {
+		b.t.Fatalf("login as %s: status %d at %s:\n%s", user, status, path, body)
+	}
+}
+
+// api is a REST client with a bearer token.
+type api struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+// newAPI gets a token for user with HTTP basic auth.
+func newAPI(t *testing.T, base, user, password string) *api {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/tokens", nil)
+	req.SetBasicAuth(user, password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Token string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated || out.Token == "" {
+		t.Fatalf("token for %s: status %d, %v", user, resp.StatusCode, err)
+	}
+	return &api{t: t, base: base, token: out.Token}
+}
+
+// do sends a request with an optional JSON body and decodes the JSON answer into out.
+func (a *api) do(method, path string, body any, out any) int {
+	a.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		r = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, a.base+path, r)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			a.t.Fatalf("%s %s: status %d, body %q: %v", method, path, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// jobView is the part of the API's job the tests read.
+type jobView struct {
+	ID          int64      `json:"id"`
+	Name        string     `json:"name"`
+	Team        string     `json:"team"`
+	User        string     `json:"user"`
+	State       string     `json:"state"`
+	Reason      string     `json:"reason"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	JCTS        *float64   `json:"jct_s"`
+	Placement   []string   `json:"placement"`
+	ExitCode    *int       `json:"exit_code"`
+	Preemptions int        `json:"preemptions"`
+}
+
+func (a *api) job(id int64) jobView {
+	a.t.Helper()
+	var j jobView
+	if st := a.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK {
+		a.t.Fatalf("GET job %d: status %d", id, st)
+	}
+	return j
+}
+
+func (a *api) waitState(id int64, timeout time.Duration, states ...string) jobView {
+	a.t.Helper()
+	var j jobView
+	eventually(a.t, timeout, fmt.Sprintf("job %d to be %v", id, states), func() bool {
+		j = a.job(id)
+		for _, s := range states {
+			if j.State == s {
+				return true
+			}
+		}
+		return false
+	})
+	return j
+}

@@ -1,0 +1,145 @@
+// Package integration tests gpuportal end to end: the real binary, a real
+// database, its built-in agent, driven over HTTP as a browser and an API
+// client would.
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the gpuportal binary built once for all tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpuportal-it-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "gpuportal")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/gpuportal")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build gpuportal:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is a running gpuportal serve.
+type server struct {
+	t    *testing.T
+	URL  string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu  sync.Mutex
+	out strings.Builder // everything it printed
+}
+
+// startServer runs "gpuportal serve --dev" with args on a free port and
+// waits until it listens. The server is stopped when t ends.
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	all := append([]string{"serve", "--dev", "--addr", "127.0.0.1:0", "--log-level", "debug"}, args...)
+	s := &server{t: t, cmd: exec.Command(binary, all...), done: make(chan struct{})}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start gpuportal: %v", err)
+	}
+	urls := make(chan string, 1)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go s.collect(&wg, stdout, urls)
+	go s.collect(&wg, stderr, nil)
+	go func() { wg.Wait(); _ = s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(s.stop)
+	select {
+	case s.URL = <-urls:
+	case <-s.done:
+		t.Fatalf("gpuportal exited before listening:\n%s", s.output())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("gpuportal did not listen within 30s:\n%s", s.output())
+	}
+	return s
+}
+
+func (s *server) collect(wg *sync.WaitGroup, r io.Reader, urls chan<- string) {
+	defer wg.Done()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		s.mu.Lock()
+		s.out.WriteString(line + "\n")
+		s.mu.Unlock()
+		if u, ok := strings.CutPrefix(line, "gpuportal listening on "); ok && urls != nil {
+			urls <- u
+		}
+	}
+}
+
+func (s *server) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+// stop ends the server with SIGTERM, as an operator would, and waits.
+func (s *server) stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		s.t.Errorf("gpuportal did not stop within 30s of SIGTERM")
+	}
+	if s.t.Failed() {
+		s.t.Logf("gpuportal output:\n%s", s.output())
+	}
+}
+
+// kill ends the server with SIGKILL: a crash.
+func (s *server) kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// eventually polls f until it returns true or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for !f() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package models
+
+import (
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// JobState is a job's place in its life cycle.
+type JobState = job.State
+
+// The job states, as the store names them.
+const (
+	JobQueued    = job.Queued
+	JobRunning   = job.Running
+	JobPreempted = job.Preempted
+	JobSucceeded = job.Succeeded
+	JobFailed    = job.Failed
+	JobCancelled = job.Cancelled
+)
+
+// UnfinishedStates are the states of jobs the scheduler still looks at.
+var UnfinishedStates = []JobState{JobQueued, JobRunning, JobPreempted}
+
+// Job is one submitted training job.
+type Job struct {
+	ID   int64  `gorm:"primaryKey"`
+	Name string `gorm:"size:128;not null"`
+	Team string `gorm:"size:64;index;not null"`
+	User string `gorm:"size:64;index;not null"`
+	GPUs int    `gorm:"not null"`
+
+	// Either Command (argv, JSON-encoded) or a simulated workload.
+	Command     Strings `gorm:"type:text"`
+	SimDuration float64 // seconds of run time of a simulated job
+	GPUMemMiB   int64   // declared memory per GPU, 0 when unknown
+
+	State       JobState `gorm:"size:16;index;not null"`
+	Reason      string   `gorm:"size:512"` // why it waits, or why it ended
+	SubmittedAt time.Time
+	StartedAt   *time.Time // first start
+	FinishedAt  *time.Time
+	ExitCode    *int
+
+	// Where it runs now ("node:index" per GPU), and what it has consumed.
+	Placement       Strings `gorm:"type:text"`
+	LastStartAt     *time.Time
+	ExecutedS       float64
+	AttainedService float64 // GPU-seconds
+	Preemptions     int
+	UpdatedAt       time.Time
+}
+
+// JCT is the job completion time, finish minus submit; zero while unfinished.
+func (j *Job) JCT() time.Duration {
+	if j.FinishedAt == nil {
+		return 0
+	}
+	return j.FinishedAt.Sub(j.SubmittedAt)
+}

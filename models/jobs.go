@@ -1,0 +1,193 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// ErrConflict is returned when a job is not in a state that allows the change.
+var ErrConflict = errors.New("conflicts with the job's state")
+
+// CreateJob stores a new queued job and fills in its ID. It returns only
+// once the job is committed.
+func (s *Store) CreateJob(ctx context.Context, j *Job) error {
+	j.State = JobQueued
+	if err := s.db.WithContext(ctx).Create(j).Error; err != nil {
+		return fmt.Errorf("create job %q: %w", j.Name, err)
+	}
+	return nil
+}
+
+// Job returns the job with the given ID.
+func (s *Store) Job(ctx context.Context, id int64) (*Job, error) {
+	var j Job
+	if err := s.db.WithContext(ctx).First(&j, id).Error; err != nil {
+		return nil, notFound(err, fmt.Sprintf("job %d", id))
+	}
+	return &j, nil
+}
+
+// JobFilter narrows ListJobs. Zero fields do not filter.
+type JobFilter struct {
+	Team   string
+	User   string
+	States []JobState
+	Limit  int // at most this many, newest first; 0 means 1000
+}
+
+// ListJobs returns jobs matching f, newest first.
+func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	q := s.db.WithContext(ctx).Order("id DESC")
+	if f.Team != "" {
+		q = q.Where("team = ?", f.Team)
+	}
+	if f.User != "" {
+		q = q.Where("\"user\" = ?", f.User)
+	}
+	if len(f.States) > 0 {
+		q = q.Where("state IN ?", f.States)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var js []Job
+	if err := q.Limit(limit).Find(&js).Error; err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return js, nil
+}
+
+// UnfinishedJobs returns every queued, running or preempted job, oldest first.
+func (s *Store) UnfinishedJobs(ctx context.Context) ([]Job, error) {
+	var js []Job
+	err := s.db.WithContext(ctx).Where("state IN ?", UnfinishedStates).Order("id").Find(&js).Error
+	if err != nil {
+		return nil, fmt.Errorf("list unfinished jobs: %w", err)
+	}
+	return js, nil
+}
+
+// CountJobsByState returns how many jobs are in each state.
+func (s *Store) CountJobsByState(ctx context.Context) (map[JobState]int, error) {
+	var rows []struct {
+		State JobState
+		N     int
+	}
+	err := s.db.WithContext(ctx).Model(&Job{}).Select("state, count(*) AS n").Group("state").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	out := make(map[JobState]int, len(rows))
+	for _, r := range rows {
+		out[r.State] = r.N
+	}
+	return out, nil
+}
+
+// MarkStarted records that a queued or preempted job now runs on placement.
+func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) error {
+	return s.transition(ctx, id, func(j *Job) error {
+		if j.State != JobQueued && j.State != JobPreempted {
+			return fmt.Errorf("start job %d in state %s: %w", id, j.State, ErrConflict)
+		}
+		j.State = JobRunning
+		j.Placement = placement
+		j.Reason = ""
+		j.LastStartAt = &now
+		if j.StartedAt == nil {
+			j.StartedAt = &now
+		}
+		return nil
+	})
+}
+
+// MarkStopped records that a running job stopped at now and moves it to
+// state to: JobPreempted or JobQueued put it back in the queue, a final
+// state ends it. The time it ran is added to its executed time and
+// attained service.
+func (s *Store) MarkStopped(ctx context.Context, id int64, to JobState, exitCode *int, reason string, now time.Time) error {
+	return s.transition(ctx, id, func(j *Job) error {
+		if j.State != JobRunning {
+			return fmt.Errorf("stop job %d in state %s: %w", id, j.State, ErrConflict)
+		}
+		if j.LastStartAt != nil {
+			ran := now.Sub(*j.LastStartAt).Seconds()
+			if ran > 0 {
+				j.ExecutedS += ran
+				j.AttainedService += ran * float64(j.GPUs)
+			}
+		}
+		j.State = to
+		j.Reason = reason
+		j.ExitCode = exitCode
+		if !to.Final() {
+			j.Placement = nil // a finished job keeps where it ran
+		}
+		if to == JobPreempted {
+			j.Preemptions++
+		}
+		if to.Final() {
+			j.FinishedAt = &now
+		}
+		return nil
+	})
+}
+
+// Cancel ends an unfinished job that is not running. A running job must be
+// stopped first and then passed to MarkStopped.
+func (s *Store) Cancel(ctx context.Context, id int64, reason string, now time.Time) error {
+	return s.transition(ctx, id, func(j *Job) error {
+		if j.State != JobQueued && j.State != JobPreempted {
+			return fmt.Errorf("cancel job %d in state %s: %w", id, j.State, ErrConflict)
+		}
+		j.State = JobCancelled
+		j.Reason = reason
+		j.FinishedAt = &now
+		return nil
+	})
+}
+
+// SetReasons records why waiting jobs wait. Jobs no longer waiting are left alone.
+func (s *Store) SetReasons(ctx context.Context, reasons map[int64]string) error {
+	if len(reasons) == 0 {
+		return nil
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for id, r := range reasons {
+			err := tx.Model(&Job{}).Where("id = ? AND state IN ?", id, []JobState{JobQueued, JobPreempted}).
+				Update("reason", r).Error
+			if err != nil {
+				return fmt.Errorf("set reason of job %d: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// transition loads job id, lets change modify it, and saves it, all in one
+// transaction with the row locked where the database can.
+func (s *Store) transition(ctx context.Context, id int64, change func(*Job) error) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var j Job
+		q := tx
+		if tx.Dialector.Name() == "postgres" {
+			q = tx.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
+		if err := q.First(&j, id).Error; err != nil {
+			return notFound(err, fmt.Sprintf("job %d", id))
+		}
+		if err := change(&j); err != nil {
+			return err
+		}
+		if err := tx.Save(&j).Error; err != nil {
+			return fmt.Errorf("save job %d: %w", id, err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,59 @@
+// Package models holds gpuportal's persistent records and the Store that
+// reads and writes them through gorm, on SQLite or PostgreSQL.
+package models
+
+import (
+	"time"
+)
+
+// Role is what a user may do in the portal.
+type Role string
+
+// The roles, from least to most allowed.
+const (
+	RoleResearcher Role = "researcher"
+	RoleLead       Role = "lead"
+	RoleAdmin      Role = "admin"
+)
+
+// Valid reports whether r is one of the known roles.
+func (r Role) Valid() bool {
+	return r == RoleResearcher || r == RoleLead || r == RoleAdmin
+}
+
+// User is a person who logs in to the portal.
+type User struct {
+	ID           int64  `gorm:"primaryKey"`
+	Name         string `gorm:"uniqueIndex;size:64;not null"`
+	PasswordHash string `gorm:"not null"`
+	Role         Role   `gorm:"size:16;not null"`
+	Team         string `gorm:"size:64"` // the team the user belongs to; empty for admins
+	CreatedAt    time.Time
+}
+
+// Team is a group of users that shares a GPU guarantee.
+type Team struct {
+	ID            int64  `gorm:"primaryKey"`
+	Name          string `gorm:"uniqueIndex;size:64;not null"`
+	GuaranteeGPUs int    `gorm:"not null;default:0"`
+	Weight        float64
+	CreatedAt     time.Time
+}
+
+// Session is a logged-in browser. Only a hash of the cookie's token is kept.
+type Session struct {
+	TokenHash string `gorm:"primaryKey;size:64"`
+	UserID    int64  `gorm:"index;not null"`
+	CreatedAt time.Time
+	ExpiresAt time.Time `gorm:"index"`
+}
+
+// APIToken authenticates REST calls as a user. Only its hash is kept.
+type APIToken struct {
+	ID        int64  `gorm:"primaryKey"`
+	TokenHash string `gorm:"uniqueIndex;size:64;not null"`
+	UserID    int64  `gorm:"index;not null"`
+	Name      string `gorm:"size:128"`
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}

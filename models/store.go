@@ -1,0 +1,119 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// ErrNotFound is returned when a record asked for by key does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store reads and writes gpuportal's records. It is safe for concurrent use.
+type Store struct {
+	db *gorm.DB
+}
+
+// Open connects to the database named by dsn and brings its schema up to
+// date. dsn is "sqlite:PATH" (the folder is created) or a "postgres://" URL.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	var dialector gorm.Dialector
+	sqliteDB := false
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		path := strings.TrimPrefix(dsn, "sqlite:")
+		if path == "" {
+			return nil, errors.New("open database: sqlite DSN has no path")
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, fmt.Errorf("open database: create folder: %w", err)
+		}
+		dialector = sqlite.Open(path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)")
+		sqliteDB = true
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		dialector = postgres.Open(dsn)
+	default:
+		return nil, fmt.Errorf("open database: DSN must start with sqlite: or postgres://, got %q", RedactDSN(dsn))
+	}
+	db, err := gorm.Open(dialector, &gorm.Config{Logger: logger.Discard, TranslateError: true})
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if sqliteDB {
+		// One writer at a time is all SQLite offers; one connection avoids
+		// "database is locked" between our own goroutines.
+		sqlDB.SetMaxOpenConns(1)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
+	}
+	s := &Store{db: db}
+	if err := s.migrate(ctx); err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	err := s.db.WithContext(ctx).AutoMigrate(&User{}, &Team{}, &Session{}, &APIToken{}, &Job{})
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	return nil
+}
+
+// Close releases the database connections.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("close database: %w", err)
+	}
+	return sqlDB.Close()
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// RedactDSN hides the password in a database URL so it can be logged.
+func RedactDSN(dsn string) string {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return dsn
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return dsn
+	}
+	userinfo := rest[:at]
+	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
+		return scheme + "://" + user + ":xxxxx" + rest[at:]
+	}
+	return dsn
+}
+
+func notFound(err error, what string) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

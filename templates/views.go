@@ -1,0 +1,100 @@
+// Package templates renders the portal's pages with templ. Handlers pass
+// view models defined here, never database rows.
+package templates
+
+// Page is what every page's frame needs.
+type Page struct {
+	Title  string
+	Nav    string // the active navigation entry
+	User   *User  // nil when nobody is logged in
+	CSRF   string
+	Flash  string
+	Notice string
+}
+
+// User is the logged-in user as the frame shows them.
+type User struct {
+	Name string
+	Role string
+	Team string
+}
+
+// JobRow is one job in a list.
+type JobRow struct {
+	ID        int64
+	Name      string
+	Team      string
+	User      string
+	GPUs      int
+	State     string
+	Workload  string // "sim 120s" or the command
+	Submitted string
+	Started   string
+	Finished  string
+	JCT       string
+	Reason    string
+}
+
+// JobDetail is the job page.
+type JobDetail struct {
+	JobRow
+	Placement   string
+	ExitCode    string
+	Executed    string
+	Attained    string
+	Preemptions int
+	CanCancel   bool
+	Log         string
+	Final       bool
+}
+
+// JobList is the jobs page.
+type JobList struct {
+	Jobs   []JobRow
+	Scope  string // "mine", "team" or "all"
+	Scopes []string
+	State  string
+	States []string
+}
+
+// SubmitForm is the submit page, with what the user typed and what was wrong.
+type SubmitForm struct {
+	Name      string
+	Team      string
+	Teams     []string
+	GPUs      string
+	Kind      string // "sim" or "command"
+	Command   string
+	DurationS string
+	GPUMemGB  string
+	Errors    map[string]string
+}
+
+// GPUCard is one GPU on the cluster page.
+type GPUCard struct {
+	Index   int
+	Model   string
+	UsedGB  string
+	TotalGB string
+	UsedPct int
+	UtilPct int
+	Jobs    string
+}
+
+// NodeCard is one machine on the cluster page.
+type NodeCard struct {
+	Name string
+	GPUs []GPUCard
+}
+
+// Cluster is the cluster page.
+type Cluster struct {
+	Nodes  []NodeCard
+	Counts []Count
+}
+
+// Count is a labelled number.
+type Count struct {
+	Label string
+	N     int
+}

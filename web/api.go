@@ -1,0 +1,263 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// JobJSON is a job as the API shows it.
+type JobJSON struct {
+	ID              int64      `json:"id"`
+	Name            string     `json:"name"`
+	Team            string     `json:"team"`
+	User            string     `json:"user"`
+	GPUs            int        `json:"gpus"`
+	State           job.State  `json:"state"`
+	Reason          string     `json:"reason"`
+	Command         []string   `json:"command,omitempty"`
+	Sim             *SimSpec   `json:"sim,omitempty"`
+	GPUMemGB        float64    `json:"gpu_mem_gb,omitempty"`
+	SubmittedAt     time.Time  `json:"submitted_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	FinishedAt      *time.Time `json:"finished_at"`
+	JCTS            *float64   `json:"jct_s"`
+	Placement       []string   `json:"placement"`
+	ExitCode        *int       `json:"exit_code"`
+	ExecutedS       float64    `json:"executed_s"`
+	AttainedService float64    `json:"attained_service_gpu_s"`
+	Preemptions     int        `json:"preemptions"`
+}
+
+func jobJSON(j *models.Job) JobJSON {
+	out := JobJSON{
+		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: j.State,
+		Reason: j.Reason, Command: j.Command, GPUMemGB: float64(j.GPUMemMiB) / 1024,
+		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
+		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: j.ExecutedS,
+		AttainedService: j.AttainedService, Preemptions: j.Preemptions,
+	}
+	if out.Placement == nil {
+		out.Placement = []string{}
+	}
+	if len(j.Command) == 0 {
+		out.Sim = &SimSpec{DurationS: j.SimDuration}
+	}
+	if j.FinishedAt != nil {
+		jct := j.JCT().Seconds()
+		out.JCTS = &jct
+	}
+	return out
+}
+
+func (s *Server) apiMe(c echo.Context) error {
+	u := currentUser(c)
+	return c.JSON(http.StatusOK, map[string]string{"name": u.Name, "role": string(u.Role), "team": u.Team})
+}
+
+func (s *Server) apiSubmit(c echo.Context) error {
+	var req SubmitRequest
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, jsonError(err))
+	}
+	j, err := s.submit(c, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, jobJSON(j))
+}
+
+// jsonError explains a decoding error in terms of the request's fields.
+func jsonError(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		return fmt.Sprintf("%s: must be a %s", te.Field, te.Type)
+	case errors.As(err, &se):
+		return fmt.Sprintf("body is not valid JSON (at byte %d)", se.Offset)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "body is not valid JSON (it ends too early)"
+	case errors.Is(err, io.EOF):
+		return "body is empty: send the job as JSON"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// submit validates req for the current user and stores the job.
+func (s *Server) submit(c echo.Context, req SubmitRequest) (*models.Job, error) {
+	j, fe, err := s.validateSubmit(c, req)
+	if err != nil {
+		return nil, err
+	}
+	if fe != nil {
+		return nil, echo.NewHTTPError(http.StatusBadRequest, fe.first())
+	}
+	return j, s.createJob(c, j)
+}
+
+func (s *Server) validateSubmit(c echo.Context, req SubmitRequest) (*models.Job, fieldErrors, error) {
+	teams, err := s.teamNames(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	j, fe := req.validate(currentUser(c), teams, s.clusterGPUs())
+	return j, fe, nil
+}
+
+func (s *Server) createJob(c echo.Context, j *models.Job) error {
+	j.SubmittedAt = s.cfg.Now()
+	if err := s.cfg.Store.CreateJob(c.Request().Context(), j); err != nil {
+		return err
+	}
+	s.cfg.Engine.Wake()
+	s.cfg.Logger.Info("job submitted", "job", j.ID, "user", j.User, "team", j.Team, "gpus", j.GPUs)
+	return nil
+}
+
+func (s *Server) teamNames(c echo.Context) ([]string, error) {
+	ts, err := s.cfg.Store.Teams(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
+func (s *Server) clusterGPUs() int {
+	n := 0
+	for _, node := range s.cfg.Engine.Nodes() {
+		n += len(node.Devices())
+	}
+	return n
+}
+
+func (s *Server) apiListJobs(c echo.Context) error {
+	f, err := s.jobFilter(c, c.QueryParam("scope"), c.QueryParam("state"))
+	if err != nil {
+		return err
+	}
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			return echo.NewHTTPError(http.StatusBadRequest, "limit: must be a number from 1 to 1000")
+		}
+		f.Limit = n
+	}
+	js, err := s.cfg.Store.ListJobs(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	out := make([]JobJSON, len(js))
+	for i := range js {
+		out[i] = jobJSON(&js[i])
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// jobFilter turns the scope ("mine", "team", "all") and state a user asks
+// for into a filter within what the user may see.
+func (s *Server) jobFilter(c echo.Context, scope, state string) (models.JobFilter, error) {
+	u := currentUser(c)
+	var f models.JobFilter
+	switch scope {
+	case "mine":
+		f.User = u.Name
+	case "", "team":
+		if u.Role != models.RoleAdmin || scope == "team" {
+			f.Team = u.Team
+		}
+	case "all":
+		if u.Role != models.RoleAdmin {
+			return f, echo.NewHTTPError(http.StatusForbidden, "scope: only admins may list all jobs")
+		}
+	default:
+		return f, echo.NewHTTPError(http.StatusBadRequest, "scope: must be mine, team or all")
+	}
+	if state != "" {
+		st := job.State(state)
+		if !st.Valid() {
+			return f, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("state: unknown state %q", state))
+		}
+		f.States = []job.State{st}
+	}
+	return f, nil
+}
+
+// loadJob returns the job named by the :id parameter if the user may see it.
+func (s *Server) loadJob(c echo.Context) (*models.Job, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return nil, echo.NewHTTPError(http.StatusBadRequest, "id: must be a positive number")
+	}
+	j, err := s.cfg.Store.Job(c.Request().Context(), id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("job %d not found", id))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !canSee(currentUser(c), j.Team) {
+		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to team %s", id, j.Team))
+	}
+	return j, nil
+}
+
+func (s *Server) apiGetJob(c echo.Context) error {
+	j, err := s.loadJob(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, jobJSON(j))
+}
+
+func (s *Server) apiCancel(c echo.Context) error {
+	j, err := s.cancel(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, jobJSON(j))
+}
+
+// cancel cancels the job named by :id for the current user and returns it
+// as it is afterwards (a running job may still be stopping).
+func (s *Server) cancel(c echo.Context) (*models.Job, error) {
+	j, err := s.loadJob(c)
+	if err != nil {
+		return nil, err
+	}
+	u := currentUser(c)
+	if !canCancel(u, j) {
+		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to %s: only its owner, the lead of %s or an admin may cancel it", j.ID, j.User, j.Team))
+	}
+	if j.State.Final() {
+		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d has already ended (%s)", j.ID, j.State))
+	}
+	ctx := c.Request().Context()
+	err = s.cfg.Engine.Cancel(ctx, j.ID, "cancelled by "+u.Name)
+	if errors.Is(err, models.ErrConflict) {
+		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d has already ended", j.ID))
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Logger.Info("job cancel requested", "job", j.ID, "by", u.Name)
+	return s.cfg.Store.Job(ctx, j.ID)
+}

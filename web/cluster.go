@@ -1,0 +1,69 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
+	var out templates.Cluster
+	counts, err := s.cfg.Store.CountJobsByState(c.Request().Context())
+	if err != nil {
+		return out, err
+	}
+	for _, st := range job.States {
+		out.Counts = append(out.Counts, templates.Count{Label: string(st), N: counts[st]})
+	}
+	now := s.cfg.Now()
+	for _, n := range s.cfg.Engine.Nodes() {
+		card := templates.NodeCard{Name: n.Name()}
+		devs := n.Devices()
+		for i, smp := range n.Sample(now) {
+			g := templates.GPUCard{
+				Index:   smp.Index,
+				UsedGB:  fmt.Sprintf("%.1f", float64(smp.MemUsedMiB)/1024),
+				TotalGB: fmt.Sprintf("%.0f", float64(smp.MemMiB)/1024),
+				UtilPct: int(smp.UtilPct),
+			}
+			if i < len(devs) {
+				g.Model = devs[i].Model
+			}
+			if smp.MemMiB > 0 {
+				g.UsedPct = int(100 * smp.MemUsedMiB / smp.MemMiB)
+			}
+			var jobs []string
+			for _, jm := range smp.Jobs {
+				jobs = append(jobs, fmt.Sprintf("job %d: %.1f GB", jm.JobID, float64(jm.MemMiB)/1024))
+			}
+			g.Jobs = strings.Join(jobs, ", ")
+			if g.Jobs == "" {
+				g.Jobs = "idle"
+			}
+			card.GPUs = append(card.GPUs, g)
+		}
+		out.Nodes = append(out.Nodes, card)
+	}
+	return out, nil
+}
+
+func (s *Server) clusterPage(c echo.Context) error {
+	cl, err := s.cluster(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.ClusterPage(page(c, "Cluster", "cluster"), cl))
+}
+
+func (s *Server) clusterLive(c echo.Context) error {
+	cl, err := s.cluster(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.ClusterLive(cl))
+}

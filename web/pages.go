@@ -1,0 +1,293 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+// render writes a templ component as the response.
+func (s *Server) render(c echo.Context, status int, t templ.Component) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(status)
+	return t.Render(c.Request().Context(), c.Response())
+}
+
+func page(c echo.Context, title, nav string) templates.Page {
+	p := templates.Page{Title: title, Nav: nav, CSRF: csrfToken(c)}
+	if u := currentUser(c); u != nil {
+		p.User = &templates.User{Name: u.Name, Role: string(u.Role), Team: u.Team}
+	}
+	return p
+}
+
+func loginView(c echo.Context, flash, name, next string) templ.Component {
+	p := page(c, "Log in", "")
+	p.Flash = flash
+	return templates.Login(p, name, next)
+}
+
+const timeLayout = "2006-01-02 15:04:05"
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "—"
+	}
+	return t.Local().Format(timeLayout)
+}
+
+// fmtDuration writes d as a person reads it: 42s, 3m05s, 2h04m.
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+func jobRow(j *models.Job) templates.JobRow {
+	r := templates.JobRow{
+		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),
+		Submitted: fmtTime(&j.SubmittedAt), Started: fmtTime(j.StartedAt), Finished: fmtTime(j.FinishedAt),
+		JCT: "—", Reason: j.Reason,
+	}
+	if len(j.Command) > 0 {
+		r.Workload = joinCommand(j.Command)
+	} else {
+		r.Workload = "simulated, " + fmtDuration(time.Duration(j.SimDuration*float64(time.Second)))
+	}
+	if j.FinishedAt != nil {
+		r.JCT = fmtDuration(j.JCT())
+	}
+	return r
+}
+
+func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
+	scope, state := c.QueryParam("scope"), c.QueryParam("state")
+	if scope == "" {
+		scope = "team"
+		if currentUser(c).Role == models.RoleAdmin {
+			scope = "all"
+		}
+	}
+	f, err := s.jobFilter(c, scope, state)
+	if err != nil {
+		return templates.JobList{}, err
+	}
+	f.Limit = 200
+	js, err := s.cfg.Store.ListJobs(c.Request().Context(), f)
+	if err != nil {
+		return templates.JobList{}, err
+	}
+	l := templates.JobList{Scope: scope, State: state, Scopes: []string{"mine", "team"}}
+	if currentUser(c).Role == models.RoleAdmin {
+		l.Scopes = append(l.Scopes, "all")
+	}
+	for _, st := range job.States {
+		l.States = append(l.States, string(st))
+	}
+	for i := range js {
+		l.Jobs = append(l.Jobs, jobRow(&js[i]))
+	}
+	return l, nil
+}
+
+func (s *Server) jobsPage(c echo.Context) error {
+	l, err := s.jobList(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Jobs(page(c, "Jobs", "jobs"), l))
+}
+
+func (s *Server) jobRows(c echo.Context) error {
+	l, err := s.jobList(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.JobRows(l.Jobs))
+}
+
+func (s *Server) submitPage(c echo.Context) error {
+	teams, err := s.teamNames(c)
+	if err != nil {
+		return err
+	}
+	u := currentUser(c)
+	f := templates.SubmitForm{Team: u.Team, Teams: allowedTeams(u, teams), GPUs: "1", Kind: "sim", DurationS: "120"}
+	return s.render(c, http.StatusOK, templates.Submit(page(c, "Submit", "submit"), f))
+}
+
+// allowedTeams are the teams u may submit to.
+func allowedTeams(u *models.User, teams []string) []string {
+	if u.Role == models.RoleAdmin {
+		return teams
+	}
+	return []string{u.Team}
+}
+
+func (s *Server) submitForm(c echo.Context) error {
+	f := templates.SubmitForm{
+		Name: c.FormValue("name"), Team: c.FormValue("team"), GPUs: c.FormValue("gpus"),
+		Kind: c.FormValue("kind"), Command: c.FormValue("command"),
+		DurationS: c.FormValue("duration_s"), GPUMemGB: c.FormValue("gpu_mem_gb"),
+	}
+	req, fe := formRequest(f)
+	j, more, err := s.validateSubmit(c, req)
+	if err != nil {
+		return err
+	}
+	for k, v := range more {
+		if _, ok := fe[k]; !ok {
+			fe[k] = v
+		}
+	}
+	if len(fe) > 0 {
+		teams, err := s.teamNames(c)
+		if err != nil {
+			return err
+		}
+		f.Teams, f.Errors = allowedTeams(currentUser(c), teams), fe
+		p := page(c, "Submit", "submit")
+		p.Flash = "The job was not submitted: see the fields marked below."
+		return s.render(c, http.StatusBadRequest, templates.Submit(p, f))
+	}
+	if err := s.createJob(c, j); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/jobs/%d", j.ID))
+}
+
+// formRequest reads the submit form into a request, noting fields that are
+// not even numbers.
+func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
+	fe := fieldErrors{}
+	req := SubmitRequest{Name: f.Name, Team: f.Team}
+	if n, err := strconv.Atoi(strings.TrimSpace(f.GPUs)); err == nil {
+		req.GPUs = n
+	} else {
+		fe["gpus"] = "must be a whole number"
+	}
+	if f.Kind == "command" {
+		argv, err := splitCommand(f.Command)
+		if err != nil {
+			fe["command"] = err.Error()
+		}
+		req.Command = argv
+	} else {
+		d, err := strconv.ParseFloat(strings.TrimSpace(f.DurationS), 64)
+		if err != nil {
+			fe["sim.duration_s"] = "must be a number of seconds"
+		}
+		req.Sim = &SimSpec{DurationS: d}
+	}
+	if v := strings.TrimSpace(f.GPUMemGB); v != "" {
+		m, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			fe["gpu_mem_gb"] = "must be a number"
+		}
+		req.GPUMemGB = m
+	}
+	return req, fe
+}
+
+func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
+	j, err := s.loadJob(c)
+	if err != nil {
+		return templates.JobDetail{}, err
+	}
+	d := templates.JobDetail{
+		JobRow:      jobRow(j),
+		Placement:   strings.Join(j.Placement, ", "),
+		Executed:    fmtDuration(time.Duration(j.ExecutedS * float64(time.Second))),
+		Attained:    fmt.Sprintf("%.0f GPU-seconds", j.AttainedService),
+		Preemptions: j.Preemptions,
+		CanCancel:   canCancel(currentUser(c), j),
+		Final:       j.State.Final(),
+		Log:         s.jobLog(c.Request().Context(), j.ID),
+	}
+	if d.Placement == "" {
+		d.Placement = "—"
+	}
+	if j.ExitCode != nil {
+		d.ExitCode = strconv.Itoa(*j.ExitCode)
+	}
+	return d, nil
+}
+
+// logTail is how much of a job's output its page shows.
+const logTail = 16 << 10
+
+// jobLog returns the end of a job's output from the machines that ran it.
+func (s *Server) jobLog(ctx context.Context, id int64) string {
+	for _, n := range s.cfg.Engine.Nodes() {
+		lp, ok := n.(interface{ LogPath(int64) string })
+		if !ok {
+			continue
+		}
+		b, err := readTail(lp.LogPath(id), logTail)
+		if err == nil {
+			return string(b)
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			s.cfg.Logger.Warn("read job log", "job", id, "err", err)
+		}
+	}
+	return "(no output yet)"
+}
+
+func readTail(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(0, st.Size()-n)
+	b := make([]byte, st.Size()-off)
+	_, err = f.ReadAt(b, off)
+	return b, err
+}
+
+func (s *Server) jobPage(c echo.Context) error {
+	d, err := s.jobDetail(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.JobPage(page(c, d.Name, "jobs"), d))
+}
+
+func (s *Server) jobLive(c echo.Context) error {
+	d, err := s.jobDetail(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.JobLive(page(c, d.Name, "jobs"), d))
+}
+
+func (s *Server) cancelForm(c echo.Context) error {
+	j, err := s.cancel(c)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/jobs/%d", j.ID))
+}

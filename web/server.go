@@ -1,0 +1,166 @@
+// Package web is gpuportal's HTTP face: the portal's pages, the JSON API
+// under /api/v1, authentication, CSRF protection and /metrics.
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/static"
+)
+
+// Config sets up a Server.
+type Config struct {
+	Store  *models.Store
+	Engine *engine.Engine
+	Logger *slog.Logger
+	// DevToken, when set, is an admin API token (development only).
+	DevToken string
+	// SecureCookies marks cookies Secure: set it when served over HTTPS.
+	SecureCookies bool
+	Now           func() time.Time
+}
+
+// Server serves the portal and the API.
+type Server struct {
+	cfg  Config
+	echo *echo.Echo
+}
+
+// sessionTTL is how long a login lasts.
+const sessionTTL = 7 * 24 * time.Hour
+
+// tokenTTL is how long an API token from POST /api/v1/tokens lasts.
+const tokenTTL = 30 * 24 * time.Hour
+
+// New builds the server's routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Engine == nil {
+		return nil, errors.New("web: store and engine are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, echo: echo.New()}
+	e := s.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.Recover())
+	e.Use(s.logRequests)
+	e.Use(middleware.BodyLimit("1M"))
+	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
+		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
+		ReferrerPolicy: "same-origin",
+	}))
+
+	e.GET("/healthz", s.healthz)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&collector{store: cfg.Store, engine: cfg.Engine})
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	e.StaticFS("/static", static.FS)
+
+	api := e.Group("/api/v1")
+	api.POST("/tokens", s.apiCreateToken)
+	authed := api.Group("", s.requireAPIUser)
+	authed.GET("/jobs", s.apiListJobs)
+	authed.POST("/jobs", s.apiSubmit)
+	authed.GET("/jobs/:id", s.apiGetJob)
+	authed.DELETE("/jobs/:id", s.apiCancel)
+	authed.GET("/me", s.apiMe)
+
+	pages := e.Group("", middleware.CSRFWithConfig(middleware.CSRFConfig{
+		TokenLookup:    "form:_csrf,header:X-CSRF-Token",
+		CookieName:     "gpuportal_csrf",
+		CookiePath:     "/",
+		CookieHTTPOnly: true,
+		CookieSecure:   cfg.SecureCookies,
+		CookieSameSite: http.SameSiteStrictMode,
+	}), s.loadSessionUser)
+	pages.GET("/login", s.loginPage)
+	pages.POST("/login", s.login)
+	in := pages.Group("", s.requireSessionUser)
+	in.POST("/logout", s.logout)
+	in.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/jobs") })
+	in.GET("/jobs", s.jobsPage)
+	in.GET("/jobs/rows", s.jobRows)
+	in.GET("/jobs/new", s.submitPage)
+	in.POST("/jobs", s.submitForm)
+	in.GET("/jobs/:id", s.jobPage)
+	in.GET("/jobs/:id/live", s.jobLive)
+	in.POST("/jobs/:id/cancel", s.cancelForm)
+	in.GET("/cluster", s.clusterPage)
+	in.GET("/cluster/live", s.clusterLive)
+	return s, nil
+}
+
+// Handler returns the server as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) healthz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "database unavailable"})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// logRequests logs each request with its status and duration. Query
+// strings are left out: they may carry tokens some day; paths never do.
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		path := c.Request().URL.Path
+		if path == "/healthz" || path == "/metrics" || strings.HasPrefix(path, "/static/") ||
+			strings.HasSuffix(path, "/live") || strings.HasSuffix(path, "/rows") {
+			return nil
+		}
+		s.cfg.Logger.Debug("request", "method", c.Request().Method, "path", path,
+			"status", c.Response().Status, "duration", time.Since(start))
+		return nil
+	}
+}
+
+// handleError answers errors as JSON under /api/ and as a short page
+// elsewhere. Unexpected errors are logged and shown without detail.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code, msg := http.StatusInternalServerError, "internal error"
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		code = he.Code
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		} else {
+			msg = http.StatusText(code)
+		}
+	}
+	if code >= 500 {
+		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
+	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+		_ = c.JSON(code, map[string]string{"error": msg})
+		return
+	}
+	_ = c.String(code, msg)
+}

@@ -1,0 +1,158 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// Limits on what a job may ask for.
+const (
+	maxJobName     = 128
+	maxGPUs        = 1024
+	maxSimDuration = 30 * 24 * 3600 // seconds
+	maxCommandLen  = 8192
+	maxGPUMemGB    = 1024
+)
+
+// SubmitRequest is a job as a user submits it, from the form or the API.
+type SubmitRequest struct {
+	Name     string   `json:"name"`
+	Team     string   `json:"team"`
+	GPUs     int      `json:"gpus"`
+	Command  Command  `json:"command,omitempty"`
+	Sim      *SimSpec `json:"sim,omitempty"`
+	GPUMemGB float64  `json:"gpu_mem_gb,omitempty"`
+}
+
+// SimSpec describes a simulated training job.
+type SimSpec struct {
+	DurationS float64 `json:"duration_s"`
+}
+
+// Command is argv. In JSON it is a list of strings, or one string that is
+// split into words as a shell would (without running a shell).
+type Command []string
+
+// UnmarshalJSON accepts a list of strings or a command line.
+func (c *Command) UnmarshalJSON(b []byte) error {
+	var line string
+	if err := json.Unmarshal(b, &line); err == nil {
+		argv, err := splitCommand(line)
+		if err != nil {
+			return fmt.Errorf("command %s", err)
+		}
+		*c = argv
+		return nil
+	}
+	var argv []string
+	if err := json.Unmarshal(b, &argv); err != nil {
+		return fmt.Errorf("command must be a string or a list of strings")
+	}
+	*c = argv
+	return nil
+}
+
+// fieldErrors maps a field name to what is wrong with it.
+type fieldErrors map[string]string
+
+// first returns one error message naming its field, for APIs that return one.
+func (fe fieldErrors) first() string {
+	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "gpu_mem_gb"} {
+		if msg, ok := fe[k]; ok {
+			return k + ": " + msg
+		}
+	}
+	for k, msg := range fe {
+		return k + ": " + msg
+	}
+	return ""
+}
+
+// validate checks r for user u and returns the job to store, or what is
+// wrong field by field. clusterGPUs is the number of GPUs connected now
+// (0 when none is, which does not limit the request).
+func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int) (*models.Job, fieldErrors) {
+	fe := fieldErrors{}
+	name := strings.TrimSpace(r.Name)
+	switch {
+	case name == "":
+		fe["name"] = "is required"
+	case len(name) > maxJobName:
+		fe["name"] = fmt.Sprintf("is longer than %d characters", maxJobName)
+	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		fe["name"] = "contains control characters"
+	}
+	team := r.Team
+	if team == "" {
+		team = u.Team
+	}
+	switch {
+	case team == "":
+		fe["team"] = "is required"
+	case !slices.Contains(teams, team):
+		fe["team"] = fmt.Sprintf("unknown team %q", team)
+	case u.Role != models.RoleAdmin && team != u.Team:
+		fe["team"] = fmt.Sprintf("you may submit only to your team %q", u.Team)
+	}
+	switch {
+	case r.GPUs < 1:
+		fe["gpus"] = "must be at least 1"
+	case r.GPUs > maxGPUs:
+		fe["gpus"] = fmt.Sprintf("must be at most %d", maxGPUs)
+	case clusterGPUs > 0 && r.GPUs > clusterGPUs:
+		fe["gpus"] = fmt.Sprintf("asks for %d GPUs but the cluster has %d", r.GPUs, clusterGPUs)
+	}
+	switch {
+	case len(r.Command) > 0 && r.Sim != nil:
+		fe["command"] = "give either command or sim, not both"
+	case len(r.Command) == 0 && r.Sim == nil:
+		fe["command"] = "is required (or sim for a simulated job)"
+	case len(r.Command) > 0:
+		if msg := checkArgv(r.Command); msg != "" {
+			fe["command"] = msg
+		}
+	default:
+		d := r.Sim.DurationS
+		if math.IsNaN(d) || d <= 0 || d > maxSimDuration {
+			fe["sim.duration_s"] = fmt.Sprintf("must be between 1 and %d seconds", maxSimDuration)
+		}
+	}
+	if math.IsNaN(r.GPUMemGB) || r.GPUMemGB < 0 || r.GPUMemGB > maxGPUMemGB {
+		fe["gpu_mem_gb"] = fmt.Sprintf("must be between 0 and %d", maxGPUMemGB)
+	}
+	if len(fe) > 0 {
+		return nil, fe
+	}
+	j := &models.Job{
+		Name: name, Team: team, User: u.Name, GPUs: r.GPUs,
+		Command:   models.Strings(r.Command),
+		GPUMemMiB: int64(r.GPUMemGB * 1024),
+	}
+	if r.Sim != nil {
+		j.SimDuration = r.Sim.DurationS
+	}
+	return j, nil
+}
+
+func checkArgv(argv []string) string {
+	if argv[0] == "" {
+		return "the program name is empty"
+	}
+	n := 0
+	for _, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return "contains a NUL byte"
+		}
+		n += len(a)
+	}
+	if n > maxCommandLen {
+		return fmt.Sprintf("is longer than %d bytes", maxCommandLen)
+	}
+	return ""
+}
