@@ -261,8 +261,8 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		}
 		e.stopAll(ctx, ex.JobID, r)
 	}
-	if r.code == nil || ex.ExitCode != 0 {
-		code := ex.ExitCode
+	if r.code == nil || (*r.code == 0 && ex.ExitCode != 0) {
+		code := ex.ExitCode // the first failure's code is the job's
 		r.code = &code
 	}
 	if len(r.parts) > 0 {

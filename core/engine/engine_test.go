@@ -1,0 +1,385 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
+)
+
+// memStore is an in-memory Store with the same rules as the real one.
+type memStore struct {
+	mu   sync.Mutex
+	jobs map[int64]*Job
+	end  map[int64]*int // exit codes
+}
+
+func newMemStore(jobs ...Job) *memStore {
+	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int)}
+	for _, j := range jobs {
+		if j.State == "" {
+			j.State = job.Queued
+		}
+		s.jobs[j.ID] = &j
+	}
+	return s
+}
+
+var errConflict = errors.New("conflict")
+
+func (s *memStore) UnfinishedEngineJobs(context.Context) ([]Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Job
+	for _, j := range s.jobs {
+		if !j.State.Final() {
+			out = append(out, *j)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out, nil
+}
+
+func (s *memStore) MarkStarted(_ context.Context, id int64, placement []string, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if !j.State.Waiting() {
+		return errConflict
+	}
+	j.State, j.Placement, j.LastStartAt = job.Running, placement, &now
+	return nil
+}
+
+func (s *memStore) MarkStopped(_ context.Context, id int64, to job.State, code *int, _ string, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if j.State != job.Running {
+		return errConflict
+	}
+	ran := now.Sub(*j.LastStartAt).Seconds()
+	j.ExecutedS += ran
+	j.AttainedService += ran * float64(j.GPUs)
+	j.State = to
+	s.end[id] = code
+	if !to.Final() {
+		j.Placement = nil
+	}
+	return nil
+}
+
+func (s *memStore) Cancel(_ context.Context, id int64, _ string, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if !j.State.Waiting() {
+		return errConflict
+	}
+	j.State = job.Cancelled
+	return nil
+}
+
+func (s *memStore) SetReasons(context.Context, map[int64]string) error { return nil }
+
+func (s *memStore) state(id int64) job.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jobs[id].State
+}
+
+// fakeNode records what the engine asks of it.
+type fakeNode struct {
+	name    string
+	gpus    int
+	failAll bool // Start fails
+
+	starts  []agent.Spec
+	stops   []int64
+	running map[int64]bool
+}
+
+func newFakeNode(name string, gpus int) *fakeNode {
+	return &fakeNode{name: name, gpus: gpus, running: make(map[int64]bool)}
+}
+
+func (n *fakeNode) Name() string { return n.name }
+func (n *fakeNode) Devices() []gpu.Device {
+	d := make([]gpu.Device, n.gpus)
+	for i := range d {
+		d[i] = gpu.Device{Index: i, MemMiB: 80 << 10}
+	}
+	return d
+}
+func (n *fakeNode) Resources() (int, int64) { return 32, 256 << 10 }
+func (n *fakeNode) Start(_ context.Context, s agent.Spec) error {
+	if n.failAll {
+		return fmt.Errorf("no such program")
+	}
+	n.starts = append(n.starts, s)
+	n.running[s.JobID] = true
+	return nil
+}
+func (n *fakeNode) Stop(_ context.Context, id int64) error {
+	n.stops = append(n.stops, id)
+	return nil
+}
+func (n *fakeNode) Running() []int64 {
+	var ids []int64
+	for id := range n.running {
+		ids = append(ids, id)
+	}
+	return ids
+}
+func (n *fakeNode) Sample(time.Time) []gpu.Sample { return nil }
+
+// fakeClock is a settable clock.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// newTestEngine returns an engine whose loop state the test drives by
+// calling pass and handleExit directly, on a fake clock.
+func newTestEngine(t *testing.T, store *memStore, nodes ...*fakeNode) (*Engine, *fakeClock) {
+	t.Helper()
+	sc, err := sched.New(sched.Config{Policy: "fifo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: t0}
+	e, err := New(Config{Store: store, Scheduler: sc, Now: clock.now, LostAfter: 30 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.started = clock.t
+	for _, n := range nodes {
+		e.nodes[n.name] = n
+		for _, id := range n.Running() {
+			e.runs[id] = &run{parts: map[string]bool{n.name: true}}
+		}
+	}
+	return e, clock
+}
+
+func mustPass(t *testing.T, e *Engine) {
+	t.Helper()
+	if err := e.pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exit(node string, id int64, code int, at time.Time) agent.Exit {
+	return agent.Exit{Node: node, JobID: id, ExitCode: code, At: at}
+}
+
+func TestStartRecordsThenRuns(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 2, SimDuration: 100, ExecutedS: 40, SubmittedAt: t0})
+	n := newFakeNode("n0", 4)
+	e, _ := newTestEngine(t, store, n)
+	mustPass(t, e)
+	if store.state(1) != job.Running {
+		t.Fatalf("state = %s, want running", store.state(1))
+	}
+	if len(n.starts) != 1 || len(n.starts[0].GPUs) != 2 || n.starts[0].SimRemaining != 60*time.Second {
+		t.Errorf("starts = %+v; want one start of 2 GPUs with the 60s the job has left", n.starts)
+	}
+	if got := store.jobs[1].Placement; len(got) != 2 || got[0] != "n0:0" {
+		t.Errorf("placement = %v", got)
+	}
+	mustPass(t, e) // a second pass must not start it again
+	if len(n.starts) != 1 {
+		t.Errorf("job started %d times", len(n.starts))
+	}
+}
+
+func TestExitDecidesFinalState(t *testing.T) {
+	tests := []struct {
+		name string
+		code int
+		want job.State
+	}{
+		{"exit 0 succeeds", 0, job.Succeeded},
+		{"non-zero exit fails", 2, job.Failed},
+		{"killed by a signal fails", -1, job.Failed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
+			n := newFakeNode("n0", 1)
+			e, clock := newTestEngine(t, store, n)
+			mustPass(t, e)
+			e.handleExit(context.Background(), exit("n0", 1, tc.code, clock.t.Add(time.Minute)))
+			if got := store.state(1); got != tc.want {
+				t.Errorf("state = %s, want %s", got, tc.want)
+			}
+			if c := store.end[1]; c == nil || *c != tc.code {
+				t.Errorf("exit code = %v, want %d", c, tc.code)
+			}
+			if store.jobs[1].ExecutedS != 60 {
+				t.Errorf("executed = %v, want 60", store.jobs[1].ExecutedS)
+			}
+		})
+	}
+}
+
+func TestPreemptAndCancelEndAsAsked(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0}, Job{ID: 2, GPUs: 1, SubmittedAt: t0.Add(time.Second)})
+	n := newFakeNode("n0", 2)
+	e, clock := newTestEngine(t, store, n)
+	mustPass(t, e)
+
+	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"})
+	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "again"}) // already stopping: no second stop
+	go func() { _ = e.Cancel(ctx, 2, "cancelled by alice") }()
+	(<-e.calls)(ctx)
+	if len(n.stops) != 2 || n.stops[0] != 1 || n.stops[1] != 2 {
+		t.Fatalf("stops = %v, want [1 2]", n.stops)
+	}
+	e.handleExit(ctx, exit("n0", 1, -1, clock.t))
+	e.handleExit(ctx, exit("n0", 2, -1, clock.t))
+	if store.state(1) != job.Preempted || store.end[1] != nil {
+		t.Errorf("job 1: state %s exit %v, want preempted with no exit code", store.state(1), store.end[1])
+	}
+	if store.state(2) != job.Cancelled {
+		t.Errorf("job 2: state %s, want cancelled", store.state(2))
+	}
+	// The preempted job is resumed by the next pass.
+	n.running = map[int64]bool{}
+	mustPass(t, e)
+	if store.state(1) != job.Running || len(n.starts) != 3 {
+		t.Errorf("preempted job not resumed: state %s, %d starts", store.state(1), len(n.starts))
+	}
+}
+
+func TestCancelWaitingJob(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(Job{ID: 1, GPUs: 8, SubmittedAt: t0})
+	e, _ := newTestEngine(t, store, newFakeNode("n0", 2))
+	mustPass(t, e)
+	errc := make(chan error, 1)
+	go func() { errc <- e.Cancel(ctx, 1, "cancelled") }()
+	(<-e.calls)(ctx)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if store.state(1) != job.Cancelled {
+		t.Errorf("state = %s", store.state(1))
+	}
+}
+
+func TestMultiNodeJobFailsAsOne(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(Job{ID: 1, GPUs: 4, SubmittedAt: t0})
+	a, b := newFakeNode("a", 2), newFakeNode("b", 2)
+	e, clock := newTestEngine(t, store, a, b)
+	mustPass(t, e)
+	if len(a.starts) != 1 || len(b.starts) != 1 {
+		t.Fatalf("parts started: a %d, b %d; want one each", len(a.starts), len(b.starts))
+	}
+	e.handleExit(ctx, exit("a", 1, 1, clock.t))
+	if len(b.stops) != 1 {
+		t.Errorf("failed part did not stop the other: b stops %v", b.stops)
+	}
+	if store.state(1) != job.Running {
+		t.Errorf("job ended before its last part: %s", store.state(1))
+	}
+	e.handleExit(ctx, exit("b", 1, -1, clock.t))
+	if store.state(1) != job.Failed || *store.end[1] != 1 {
+		t.Errorf("state %s code %v, want failed with code 1", store.state(1), *store.end[1])
+	}
+}
+
+func TestStartFailureFailsJob(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 1, Command: []string{"nope"}, SubmittedAt: t0})
+	n := newFakeNode("n0", 1)
+	n.failAll = true
+	e, _ := newTestEngine(t, store, n)
+	mustPass(t, e)
+	if store.state(1) != job.Failed {
+		t.Errorf("state = %s, want failed", store.state(1))
+	}
+	if len(e.runs) != 0 {
+		t.Errorf("engine still tracks a run: %v", e.runs)
+	}
+}
+
+func TestLostJobsAreRequeued(t *testing.T) {
+	running := func(id int64, node string) Job {
+		start := t0.Add(-time.Hour)
+		return Job{ID: id, GPUs: 1, State: job.Running, Placement: []string{node + ":0"}, LastStartAt: &start, SubmittedAt: start}
+	}
+	store := newMemStore(running(1, "back"), running(2, "gone"), running(3, "back"))
+	back := newFakeNode("back", 2)
+	back.running[3] = true // still running there: adopted
+	e, clock := newTestEngine(t, store, back)
+
+	e.requeueLost(context.Background(), mustJobs(t, store), clock.t)
+	if store.state(1) != job.Queued {
+		t.Errorf("job the connected node no longer runs: %s, want queued", store.state(1))
+	}
+	if store.state(2) != job.Running {
+		t.Errorf("job on a missing node requeued before LostAfter: %s", store.state(2))
+	}
+	if store.state(3) != job.Running {
+		t.Errorf("adopted job: %s, want running", store.state(3))
+	}
+	clock.t = clock.t.Add(31 * time.Second)
+	e.requeueLost(context.Background(), mustJobs(t, store), clock.t)
+	if store.state(2) != job.Queued {
+		t.Errorf("job on a node gone for 31s: %s, want queued", store.state(2))
+	}
+}
+
+func mustJobs(t *testing.T, s *memStore) []Job {
+	js, err := s.UnfinishedEngineJobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func TestRunLoopEndToEnd(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 1, SimDuration: 0.05, SubmittedAt: t0})
+	sc, _ := sched.New(sched.Config{Policy: "fifo"})
+	e, err := New(Config{Store: store, Scheduler: sc, Interval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	a, err := agent.New(agent.Config{Name: "n0", Backend: gpu.NewSim("n0", 1, 1024), WorkDir: t.TempDir()}, e.Exits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddNode(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for store.state(1) != job.Succeeded {
+		select {
+		case <-deadline:
+			t.Fatalf("job did not succeed: %s", store.state(1))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
