@@ -97,6 +97,8 @@ type run struct {
 	stop   job.State
 	reason string
 	code   *int
+	// orphan runs are not the store's: their end is not recorded.
+	orphan bool
 }
 
 // stopAll asks every part of r to stop.
@@ -158,6 +160,26 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 			r.parts[n.Name()] = true
 		}
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
+	})
+}
+
+// RemoveNode disconnects a machine, for example when its agent stops
+// answering. Its jobs stay recorded as running until it reconnects and
+// reports them, or until LostAfter passes and they are requeued.
+func (e *Engine) RemoveNode(ctx context.Context, name string) error {
+	return e.call(ctx, func(context.Context) {
+		e.mu.Lock()
+		delete(e.nodes, name)
+		e.mu.Unlock()
+		e.lostSince[name] = e.cfg.Now()
+		for id, r := range e.runs {
+			if r.parts[name] {
+				// The whole run is forgotten: requeueLost decides its fate
+				// from the store, and a reconnect re-adopts it.
+				delete(e.runs, id)
+			}
+		}
+		e.cfg.Logger.Warn("node disconnected", "node", name)
 	})
 }
 
@@ -269,6 +291,9 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		return
 	}
 	delete(e.runs, ex.JobID)
+	if r.orphan {
+		return
+	}
 	to, code := r.stop, r.code
 	switch to {
 	case "":

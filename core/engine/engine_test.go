@@ -383,3 +383,36 @@ func TestRunLoopEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestReconnectStopsRunsNoLongerWanted(t *testing.T) {
+	ctx := context.Background()
+	start := t0.Add(-time.Minute)
+	store := newMemStore(
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 2, GPUs: 1, State: job.Cancelled, SubmittedAt: start},
+	)
+	n := newFakeNode("n0", 2)
+	n.running[1], n.running[2] = true, true // it reports both
+	e, clock := newTestEngine(t, store, n)
+	mustPass(t, e)
+	if len(n.stops) != 1 || n.stops[0] != 2 {
+		t.Fatalf("stops = %v, want only the cancelled job 2", n.stops)
+	}
+	e.handleExit(ctx, exit("n0", 2, -1, clock.t))
+	if store.state(2) != job.Cancelled || store.state(1) != job.Running {
+		t.Errorf("states after reconcile: 1 %s, 2 %s", store.state(1), store.state(2))
+	}
+	// The node goes away: job 1 is requeued once LostAfter passes.
+	go func() { _ = e.RemoveNode(ctx, "n0") }()
+	(<-e.calls)(ctx)
+	clock.t = clock.t.Add(10 * time.Second)
+	mustPass(t, e)
+	if store.state(1) != job.Running {
+		t.Errorf("requeued before LostAfter")
+	}
+	clock.t = clock.t.Add(30 * time.Second)
+	mustPass(t, e)
+	if store.state(1) != job.Queued {
+		t.Errorf("job of a lost node: %s, want queued", store.state(1))
+	}
+}

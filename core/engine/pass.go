@@ -21,6 +21,7 @@ func (e *Engine) pass(ctx context.Context) error {
 		return err
 	}
 	now := e.cfg.Now()
+	e.stopUnwanted(ctx, jobs)
 	jobs = e.requeueLost(ctx, jobs, now)
 	snap, byID := e.snapshot(jobs, now)
 	d := e.cfg.Scheduler.Schedule(snap)
@@ -31,6 +32,36 @@ func (e *Engine) pass(ctx context.Context) error {
 		e.start(ctx, byID[s.JobID], s.GPUs, now)
 	}
 	return e.recordReasons(ctx, d.Waits)
+}
+
+// stopUnwanted stops runs that the store no longer records as running on
+// their node: a reconnecting machine may report jobs that were requeued or
+// cancelled while it was away.
+func (e *Engine) stopUnwanted(ctx context.Context, jobs []Job) {
+	wanted := make(map[int64]map[string]bool)
+	for _, j := range jobs {
+		if j.State != job.Running {
+			continue
+		}
+		nodes := make(map[string]bool)
+		for _, p := range parsePlacement(j.Placement) {
+			nodes[p.Node] = true
+		}
+		wanted[j.ID] = nodes
+	}
+	for id, r := range e.runs {
+		if r.stop != "" {
+			continue
+		}
+		for name := range r.parts {
+			if !wanted[id][name] {
+				e.cfg.Logger.Warn("stopping a run the cluster no longer wants", "job", id, "node", name)
+				r.stop, r.reason, r.orphan = job.Queued, "stopped: not wanted on "+name, true
+				e.stopAll(ctx, id, r)
+				break
+			}
+		}
+	}
 }
 
 // requeueLost puts back in the queue the jobs recorded as running that no
