@@ -10,6 +10,7 @@ type Page struct {
 	CSRF   string
 	Flash  string
 	Notice string
+	Charts bool // the page draws live charts
 }
 
 // User is the logged-in user as the frame shows them.

@@ -57,7 +57,9 @@ func (s *Server) clusterPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.ClusterPage(page(c, "Cluster", "cluster"), cl))
+	p := page(c, "Cluster", "cluster")
+	p.Charts = true
+	return s.render(c, http.StatusOK, templates.ClusterPage(p, cl))
 }
 
 func (s *Server) clusterLive(c echo.Context) error {

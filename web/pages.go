@@ -273,7 +273,9 @@ func (s *Server) jobPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.JobPage(page(c, d.Name, "jobs"), d))
+	p := page(c, d.Name, "jobs")
+	p.Charts = true
+	return s.render(c, http.StatusOK, templates.JobPage(p, d))
 }
 
 func (s *Server) jobLive(c echo.Context) error {

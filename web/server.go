@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/static"
 )
@@ -24,7 +25,9 @@ import (
 type Config struct {
 	Store  *models.Store
 	Engine *engine.Engine
-	Logger *slog.Logger
+	// Telemetry holds the GPU history the charts and the GPU API show.
+	Telemetry *telemetry.Recorder
+	Logger    *slog.Logger
 	// DevToken, when set, is an admin API token (development only).
 	DevToken string
 	// SecureCookies marks cookies Secure: set it when served over HTTPS.
@@ -46,8 +49,8 @@ const tokenTTL = 30 * 24 * time.Hour
 
 // New builds the server's routes.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Engine == nil {
-		return nil, errors.New("web: store and engine are required")
+	if cfg.Store == nil || cfg.Engine == nil || cfg.Telemetry == nil {
+		return nil, errors.New("web: store, engine and telemetry are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -81,6 +84,8 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/jobs/:id", s.apiGetJob)
 	authed.DELETE("/jobs/:id", s.apiCancel)
 	authed.GET("/me", s.apiMe)
+	authed.GET("/gpus", s.apiGPUs)
+	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
 	pages := e.Group("", middleware.CSRFWithConfig(middleware.CSRFConfig{
 		TokenLookup:    "form:_csrf,header:X-CSRF-Token",
@@ -104,6 +109,8 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/jobs/:id/cancel", s.cancelForm)
 	in.GET("/cluster", s.clusterPage)
 	in.GET("/cluster/live", s.clusterLive)
+	in.GET("/ws/gpus", s.wsGPUs)
+	in.GET("/jobs/:id/memory", s.apiJobMemory)
 	return s, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/web"
 )
@@ -178,7 +179,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	srv, err := web.New(web.Config{Store: store, Engine: eng, Logger: log, DevToken: f.devToken})
+	rec := telemetry.New(historyWindow, 2000)
+	go rec.Run(engCtx, func() []telemetry.Source {
+		nodes := eng.Nodes()
+		out := make([]telemetry.Source, len(nodes))
+		for i, n := range nodes {
+			out[i] = n
+		}
+		return out
+	}, time.Second)
+
+	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken})
 	if err != nil {
 		return err
 	}
@@ -216,3 +227,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	return nil
 }
+
+// historyWindow is how much per-second GPU history the server keeps in memory.
+const historyWindow = 10 * time.Minute

@@ -1,0 +1,163 @@
+// Package telemetry keeps the recent history of every GPU and every job's
+// GPU memory, as sampled once a second, and fans new samples out to
+// subscribers (the portal's live charts).
+package telemetry
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+// GPUKey names one GPU of the cluster.
+type GPUKey struct {
+	Node  string
+	Index int
+}
+
+// Point is one reading of one GPU.
+type Point struct {
+	T          int64 // Unix seconds
+	MemUsedMiB int64
+	MemMiB     int64
+	UtilPct    float64
+	Jobs       []gpu.JobMem
+}
+
+// JobPoint is a job's memory on one GPU at one time.
+type JobPoint struct {
+	T      int64
+	GPU    GPUKey
+	MemMiB int64
+}
+
+// Frame is everything sampled at one instant, as sent to subscribers.
+type Frame struct {
+	T    int64
+	GPUs []GPUFrame
+}
+
+// GPUFrame is one GPU's reading within a Frame.
+type GPUFrame struct {
+	GPUKey
+	Point
+}
+
+// Recorder holds the history. It is safe for concurrent use.
+type Recorder struct {
+	window  int // points kept per series
+	maxJobs int
+
+	mu      sync.Mutex
+	gpus    map[GPUKey]*ring[Point]
+	jobs    map[int64]*ring[JobPoint]
+	jobSeen map[int64]int64 // last time a job was sampled, for eviction
+	subs    map[chan Frame]struct{}
+}
+
+// New keeps window seconds of history for each GPU and for up to maxJobs jobs.
+func New(window time.Duration, maxJobs int) *Recorder {
+	return &Recorder{
+		window:  max(1, int(window/time.Second)),
+		maxJobs: max(1, maxJobs),
+		gpus:    make(map[GPUKey]*ring[Point]),
+		jobs:    make(map[int64]*ring[JobPoint]),
+		jobSeen: make(map[int64]int64),
+		subs:    make(map[chan Frame]struct{}),
+	}
+}
+
+// Record adds the samples of one node at one time and sends the frame to
+// subscribers. A subscriber too slow to take it misses it.
+func (r *Recorder) Record(node string, samples []gpu.Sample) {
+	if len(samples) == 0 {
+		return
+	}
+	f := Frame{T: samples[0].At.Unix()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range samples {
+		k := GPUKey{Node: node, Index: s.Index}
+		p := Point{T: s.At.Unix(), MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, UtilPct: s.UtilPct,
+			Jobs: append([]gpu.JobMem(nil), s.Jobs...)}
+		g := r.gpus[k]
+		if g == nil {
+			g = newRing[Point](r.window)
+			r.gpus[k] = g
+		}
+		g.add(p)
+		for _, jm := range s.Jobs {
+			r.addJob(jm.JobID, JobPoint{T: p.T, GPU: k, MemMiB: jm.MemMiB})
+		}
+		f.GPUs = append(f.GPUs, GPUFrame{GPUKey: k, Point: p})
+	}
+	for ch := range r.subs {
+		select {
+		case ch <- f:
+		default:
+		}
+	}
+}
+
+func (r *Recorder) addJob(id int64, p JobPoint) {
+	j := r.jobs[id]
+	if j == nil {
+		if len(r.jobs) >= r.maxJobs {
+			r.evictOldestJob()
+		}
+		// A job may span several GPUs: room for several points a second.
+		j = newRing[JobPoint](r.window * 8)
+		r.jobs[id] = j
+	}
+	j.add(p)
+	r.jobSeen[id] = p.T
+}
+
+func (r *Recorder) evictOldestJob() {
+	var oldest int64
+	first := true
+	for id, t := range r.jobSeen {
+		if first || t < r.jobSeen[oldest] || (t == r.jobSeen[oldest] && id < oldest) {
+			oldest, first = id, false
+		}
+	}
+	delete(r.jobs, oldest)
+	delete(r.jobSeen, oldest)
+}
+
+// GPU returns a GPU's history since the given Unix time, oldest first.
+func (r *Recorder) GPU(k GPUKey, since int64) []Point {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.gpus[k]
+	if g == nil {
+		return nil
+	}
+	return g.since(since, func(p Point) int64 { return p.T })
+}
+
+// Job returns a job's memory history since the given Unix time, oldest first.
+func (r *Recorder) Job(id int64, since int64) []JobPoint {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[id]
+	if j == nil {
+		return nil
+	}
+	return j.since(since, func(p JobPoint) int64 { return p.T })
+}
+
+// Subscribe returns a channel of new frames; call the returned function to
+// stop receiving them.
+func (r *Recorder) Subscribe() (<-chan Frame, func()) {
+	ch := make(chan Frame, 4)
+	r.mu.Lock()
+	r.subs[ch] = struct{}{}
+	r.mu.Unlock()
+	return ch, func() {
+		r.mu.Lock()
+		delete(r.subs, ch)
+		r.mu.Unlock()
+	}
+}

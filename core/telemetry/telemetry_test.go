@@ -1,0 +1,59 @@
+package telemetry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+func samples(t int64, used int64, jobs ...gpu.JobMem) []gpu.Sample {
+	return []gpu.Sample{{At: time.Unix(t, 0), Index: 0, MemUsedMiB: used, MemMiB: 1000, Jobs: jobs}}
+}
+
+func TestRecorderKeepsAWindow(t *testing.T) {
+	r := New(3*time.Second, 10)
+	for ts := int64(1); ts <= 5; ts++ {
+		r.Record("n0", samples(ts, ts*10, gpu.JobMem{JobID: 7, MemMiB: ts}))
+	}
+	got := r.GPU(GPUKey{"n0", 0}, 0)
+	if len(got) != 3 || got[0].T != 3 || got[2].MemUsedMiB != 50 {
+		t.Errorf("history = %+v; want the last 3 points, oldest first", got)
+	}
+	if got := r.GPU(GPUKey{"n0", 0}, 5); len(got) != 1 {
+		t.Errorf("since 5: %d points, want 1", len(got))
+	}
+	if jp := r.Job(7, 0); len(jp) != 5 || jp[4].MemMiB != 5 {
+		t.Errorf("job history = %+v", jp)
+	}
+	if r.GPU(GPUKey{"n9", 0}, 0) != nil || r.Job(99, 0) != nil {
+		t.Error("unknown series should be empty")
+	}
+}
+
+func TestRecorderEvictsOldestJob(t *testing.T) {
+	r := New(time.Minute, 2)
+	r.Record("n0", samples(1, 0, gpu.JobMem{JobID: 1, MemMiB: 1}))
+	r.Record("n0", samples(2, 0, gpu.JobMem{JobID: 2, MemMiB: 1}))
+	r.Record("n0", samples(3, 0, gpu.JobMem{JobID: 3, MemMiB: 1}))
+	if r.Job(1, 0) != nil || r.Job(2, 0) == nil || r.Job(3, 0) == nil {
+		t.Error("want job 1 evicted, jobs 2 and 3 kept")
+	}
+}
+
+func TestSubscribersGetFrames(t *testing.T) {
+	r := New(time.Minute, 2)
+	ch, cancel := r.Subscribe()
+	r.Record("n0", samples(1, 10))
+	f := <-ch
+	if f.T != 1 || len(f.GPUs) != 1 || f.GPUs[0].Node != "n0" || f.GPUs[0].MemUsedMiB != 10 {
+		t.Errorf("frame = %+v", f)
+	}
+	cancel()
+	r.Record("n0", samples(2, 10)) // must not block or panic
+	select {
+	case f := <-ch:
+		t.Errorf("frame after cancel: %+v", f)
+	default:
+	}
+}

@@ -1,0 +1,144 @@
+// Live GPU memory charts, drawn with uPlot from the /ws/gpus stream.
+// A GPU wall (one chart per GPU) where an element #gpu-wall exists, and a
+// job's memory per GPU where an element #job-memory[data-job] exists.
+(function () {
+  "use strict";
+  var WINDOW = 600; // seconds kept on screen
+  var GB = 1024;
+
+  function socketURL(path) {
+    return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
+  }
+
+  // stream calls onHistory with the initial history and onFrame with each
+  // new frame, reconnecting with backoff when the connection drops.
+  function stream(onHistory, onFrame) {
+    var delay = 1000;
+    function connect() {
+      var ws = new WebSocket(socketURL("/ws/gpus"));
+      ws.onopen = function () { delay = 1000; };
+      ws.onmessage = function (ev) {
+        var m = JSON.parse(ev.data);
+        if (m.type === "history") { onHistory(m.history || []); }
+        if (m.type === "frame") { onFrame(m.frame); }
+      };
+      ws.onclose = function () {
+        setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 30000);
+      };
+    }
+    connect();
+  }
+
+  function width(el) { return Math.max(260, el.clientWidth - 8); }
+
+  function trim(data) {
+    var cut = 0, last = data[0][data[0].length - 1];
+    while (cut < data[0].length && data[0][cut] < last - WINDOW) { cut++; }
+    if (cut > 0) { for (var i = 0; i < data.length; i++) { data[i].splice(0, cut); } }
+  }
+
+  function gpuWall(wall) {
+    var charts = {}; // "node/index" -> {u, data}
+
+    function chartFor(node, index, memMiB) {
+      var key = node + "/" + index;
+      if (charts[key]) { return charts[key]; }
+      var box = document.createElement("div");
+      box.className = "gpu-chart";
+      box.dataset.gpu = key;
+      wall.appendChild(box);
+      var data = [[], [], []];
+      var u = new uPlot({
+        title: node + " · GPU " + index, width: width(box), height: 170,
+        scales: { x: { time: true }, y: { range: [0, Math.max(1, memMiB / GB)] } },
+        series: [{}, { label: "used GB", stroke: "#2458d6", fill: "rgba(36,88,214,0.15)", width: 1.5 },
+                 { label: "capacity GB", stroke: "#8a94a0", dash: [4, 4], width: 1 }],
+        axes: [{}, { label: "GB", size: 50 }],
+        legend: { live: false },
+      }, data, box);
+      charts[key] = { u: u, data: data, box: box };
+      return charts[key];
+    }
+
+    function add(node, index, p) {
+      var c = chartFor(node, index, p.MemMiB);
+      c.data[0].push(p.T); c.data[1].push(p.MemUsedMiB / GB); c.data[2].push(p.MemMiB / GB);
+      var jobs = (p.Jobs || []).map(function (j) { return "job " + j.JobID; }).join(", ");
+      c.box.title = jobs ? "running: " + jobs : "idle";
+    }
+
+    stream(function (history) {
+      wall.innerHTML = ""; charts = {};
+      history.forEach(function (g) {
+        chartFor(g.node, g.index, g.points.length ? g.points[0].MemMiB : 1);
+        g.points.forEach(function (p) { add(g.node, g.index, p); });
+      });
+      Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
+    }, function (f) {
+      (f.GPUs || []).forEach(function (g) { add(g.Node, g.Index, g); });
+      Object.keys(charts).forEach(function (k) { trim(charts[k].data); charts[k].u.setData(charts[k].data); });
+    });
+  }
+
+  function jobMemory(el) {
+    var job = Number(el.dataset.job);
+    var keys = [], data = [[]], u = null;
+
+    function seriesIndex(key) {
+      var i = keys.indexOf(key);
+      if (i >= 0) { return i + 1; }
+      keys.push(key);
+      data.push(data[0].map(function () { return null; }));
+      if (u) { u.addSeries({ label: key + " GB", stroke: color(keys.length - 1), width: 1.5 }, keys.length); }
+      return keys.length;
+    }
+    function color(i) { return ["#2458d6", "#1e8a4c", "#b7791f", "#c53030", "#6b46c1", "#2c7a7b", "#d53f8c", "#4a5568"][i % 8]; }
+
+    function add(t, key, mib) {
+      var s = seriesIndex(key);
+      var row = data[0].length - 1;
+      if (row < 0 || data[0][row] !== t) {
+        data[0].push(t);
+        for (var i = 1; i < data.length; i++) { data[i].push(null); }
+        row++;
+      }
+      data[s][row] = mib / GB;
+    }
+
+    function draw() {
+      if (!u) {
+        u = new uPlot({
+          width: width(el), height: 220, scales: { x: { time: true } },
+          series: [{}].concat(keys.map(function (k, i) { return { label: k + " GB", stroke: color(i), width: 1.5 }; })),
+          axes: [{}, { label: "GB", size: 50 }],
+        }, data, el);
+        return;
+      }
+      trim(data);
+      u.setData(data);
+    }
+
+    fetch("/jobs/" + job + "/memory", { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : []; })
+      .then(function (pts) {
+        pts.forEach(function (p) { add(p.T, p.GPU.Node + ":" + p.GPU.Index, p.MemMiB); });
+        draw();
+        stream(function () {}, function (f) {
+          (f.GPUs || []).forEach(function (g) {
+            (g.Jobs || []).forEach(function (jm) {
+              if (jm.JobID === job) { add(f.T, g.Node + ":" + g.Index, jm.MemMiB); }
+            });
+          });
+          draw();
+        });
+      });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var wall = document.getElementById("gpu-wall");
+    if (wall) { gpuWall(wall); }
+    var mem = document.getElementById("job-memory");
+    if (mem) { jobMemory(mem); }
+  });
+})();

@@ -1,0 +1,141 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/core/telemetry"
+)
+
+// historyWindow is how much GPU history a chart starts with.
+const historyWindow = 10 * time.Minute
+
+// GPUSeries is one GPU's recent history as the API and the charts get it.
+type GPUSeries struct {
+	Node   string            `json:"node"`
+	Index  int               `json:"index"`
+	Points []telemetry.Point `json:"points"`
+}
+
+// gpuHistory returns the history of every GPU of the connected machines.
+func (s *Server) gpuHistory(since int64) []GPUSeries {
+	out := []GPUSeries{}
+	for _, n := range s.cfg.Engine.Nodes() {
+		for _, d := range n.Devices() {
+			k := telemetry.GPUKey{Node: n.Name(), Index: d.Index}
+			pts := s.cfg.Telemetry.GPU(k, since)
+			if pts == nil {
+				pts = []telemetry.Point{}
+			}
+			out = append(out, GPUSeries{Node: k.Node, Index: k.Index, Points: pts})
+		}
+	}
+	return out
+}
+
+// sinceParam reads ?since= (Unix seconds); the default is the history window.
+func (s *Server) sinceParam(c echo.Context) (int64, error) {
+	v := c.QueryParam("since")
+	if v == "" {
+		return s.cfg.Now().Add(-historyWindow).Unix(), nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, echo.NewHTTPError(http.StatusBadRequest, "since: must be a Unix time in seconds")
+	}
+	return n, nil
+}
+
+// apiGPUs returns every GPU's history: memory used and total (MiB),
+// utilization, and the memory of each job on it.
+func (s *Server) apiGPUs(c echo.Context) error {
+	since, err := s.sinceParam(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.gpuHistory(since))
+}
+
+// apiJobMemory returns a job's GPU memory over time, one point per GPU per second.
+func (s *Server) apiJobMemory(c echo.Context) error {
+	j, err := s.loadJob(c)
+	if err != nil {
+		return err
+	}
+	since, err := s.sinceParam(c)
+	if err != nil {
+		return err
+	}
+	pts := s.cfg.Telemetry.Job(j.ID, since)
+	if pts == nil {
+		pts = []telemetry.JobPoint{}
+	}
+	return c.JSON(http.StatusOK, pts)
+}
+
+var upgrader = websocket.Upgrader{
+	ReadBufferSize: 1024, WriteBufferSize: 16 << 10,
+	// The default origin check refuses pages of other sites, so another
+	// site cannot open this socket with a visitor's cookies.
+}
+
+// wsMessage is what the GPU stream sends: first the history, then a frame
+// a second.
+type wsMessage struct {
+	Type    string           `json:"type"` // "history" or "frame"
+	History []GPUSeries      `json:"history,omitempty"`
+	Frame   *telemetry.Frame `json:"frame,omitempty"`
+}
+
+// wsGPUs streams GPU samples to a logged-in browser.
+func (s *Server) wsGPUs(c echo.Context) error {
+	conn, err := upgrader.Upgrade(c.Response(), c.Request(), nil)
+	if err != nil {
+		return nil // the upgrader has answered
+	}
+	defer conn.Close()
+	frames, cancel := s.cfg.Telemetry.Subscribe()
+	defer cancel()
+	closed := make(chan struct{})
+	go func() { // read only to notice the browser leaving
+		defer close(closed)
+		for {
+			if _, _, err := conn.NextReader(); err != nil {
+				return
+			}
+		}
+	}()
+	since := s.cfg.Now().Add(-historyWindow).Unix()
+	if err := s.wsWrite(conn, wsMessage{Type: "history", History: s.gpuHistory(since)}); err != nil {
+		return nil
+	}
+	ping := time.NewTicker(30 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-closed:
+			return nil
+		case <-c.Request().Context().Done():
+			return nil
+		case f := <-frames:
+			if err := s.wsWrite(conn, wsMessage{Type: "frame", Frame: &f}); err != nil {
+				return nil
+			}
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(5*time.Second)); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+func (s *Server) wsWrite(conn *websocket.Conn, m wsMessage) error {
+	if err := conn.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		return err
+	}
+	return conn.WriteJSON(m)
+}
