@@ -52,8 +52,8 @@
       var u = new uPlot({
         title: node + " · GPU " + index, width: width(box), height: 170,
         scales: { x: { time: true }, y: { range: [0, Math.max(1, memMiB / GB)] } },
-        series: [{}, { label: "used GB", stroke: "#2458d6", fill: "rgba(36,88,214,0.15)", width: 1.5 },
-                 { label: "capacity GB", stroke: "#8a94a0", dash: [4, 4], width: 1 }],
+        series: [{}, { label: "used GB", stroke: "#2458d6", fill: "rgba(36,88,214,0.15)", width: 1.5, points: { show: false } },
+                 { label: "capacity GB", stroke: "#8a94a0", dash: [4, 4], width: 1, points: { show: false } }],
         axes: [{}, { label: "GB", size: 50 }],
         legend: { live: false },
       }, data, box);
@@ -90,7 +90,7 @@
       if (i >= 0) { return i + 1; }
       keys.push(key);
       data.push(data[0].map(function () { return null; }));
-      if (u) { u.addSeries({ label: key + " GB", stroke: color(keys.length - 1), width: 1.5 }, keys.length); }
+      if (u) { u.addSeries({ label: key + " GB", stroke: color(keys.length - 1), width: 1.5, points: { show: false } }, keys.length); }
       return keys.length;
     }
     function color(i) { return ["#2458d6", "#1e8a4c", "#b7791f", "#c53030", "#6b46c1", "#2c7a7b", "#d53f8c", "#4a5568"][i % 8]; }
@@ -109,8 +109,9 @@
     function draw() {
       if (!u) {
         u = new uPlot({
-          width: width(el), height: 220, scales: { x: { time: true } },
-          series: [{}].concat(keys.map(function (k, i) { return { label: k + " GB", stroke: color(i), width: 1.5 }; })),
+          width: width(el), height: 220,
+          scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
+          series: [{}].concat(keys.map(function (k, i) { return { label: k + " GB", stroke: color(i), width: 1.5, points: { show: false } }; })),
           axes: [{}, { label: "GB", size: 50 }],
         }, data, el);
         return;

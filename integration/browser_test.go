@@ -1,0 +1,124 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium returns the browser the tests drive, or skips (fails in CI).
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no Chromium: browser tests need it in CI (apt-get install -y chromium)")
+	}
+	t.Skip("no Chromium installed (apt-get install -y chromium)")
+	return ""
+}
+
+// newTab starts a headless Chromium and returns a context for its first tab.
+func newTab(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
+	return ctx
+}
+
+// screenshot saves the page to $GPUPORTAL_SCREENSHOTS/name.png when that
+// variable names a folder, for people to look at.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	dir := os.Getenv("GPUPORTAL_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+	}
+}
+
+// TestBrowserJourney drives a real browser through the newcomer's path: log
+// in, submit a job with the form, watch the page update itself until the
+// job succeeds with its JCT, then look at the live GPU wall.
+func TestBrowserJourney(t *testing.T) {
+	ctx := newTab(t)
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80")
+
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/jobs"),
+		chromedp.WaitVisible(`input[name=username]`),
+		chromedp.SendKeys(`input[name=username]`, "alice"),
+		chromedp.SendKeys(`input[name=password]`, "dev"),
+		chromedp.Submit(`input[name=password]`),
+		chromedp.WaitVisible(`#jobs`),
+		chromedp.Navigate(srv.URL+"/jobs/new"),
+		chromedp.WaitVisible(`input[name=name]`),
+		chromedp.SendKeys(`input[name=name]`, "browser-job"),
+		chromedp.SetValue(`input[name=duration_s]`, "3"),
+		chromedp.Submit(`input[name=name]`),
+		chromedp.WaitVisible(`#job-state`),
+	)
+	if err != nil {
+		t.Fatalf("log in and submit: %v\n%s", err, srv.output())
+	}
+	screenshot(t, ctx, "job-running")
+	// htmx refreshes the job's facts every 2s until it ends.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#job-state .state-succeeded`)); err != nil {
+		t.Fatalf("wait for success: %v", err)
+	}
+	state, err := chromedp.Run(ctx, chromedp.Text(`#job-state`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jct, err := chromedp.Run(ctx, chromedp.Text(`#job-jct`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(state) != "succeeded" || !strings.HasSuffix(strings.TrimSpace(jct), "s") {
+		t.Errorf("job page shows state %q, JCT %q", state, jct)
+	}
+	screenshot(t, ctx, "job-succeeded")
+
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/cluster"),
+		chromedp.WaitVisible(`#gpu-wall .gpu-chart canvas`),
+	)
+	if err != nil {
+		t.Fatalf("cluster page: %v", err)
+	}
+	charts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#gpu-wall .gpu-chart").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charts != 2 {
+		t.Errorf("GPU wall has %d charts, want one per GPU (2)", charts)
+	}
+	screenshot(t, ctx, "cluster")
+}
