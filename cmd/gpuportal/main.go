@@ -17,9 +17,10 @@ const usage = `gpuportal: a GPU cluster manager for deep-learning teams
 
 Usage:
   gpuportal serve [flags]   run the portal, the API and the scheduler
+  gpuportal admin ...       manage users, teams and API tokens in the database
   gpuportal help            show this help
 
-Run "gpuportal serve -h" for the flags of serve.
+Run "gpuportal serve -h" or "gpuportal admin -h" for their flags.
 `
 
 func main() {
@@ -43,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "admin":
+		return runAdmin(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuportal/gpuportal/models"
+)
+
+const adminUsage = `Usage: gpuportal admin [--db DSN | --data DIR] COMMAND [flags]
+
+Commands:
+  create-team    --name NAME [--guarantee GPUS]
+  create-user    --name NAME --role researcher|lead|admin [--team TEAM] [--password-stdin]
+  reset-password --name NAME [--password-stdin]
+  set-role       --name NAME --role ROLE [--team TEAM]
+  create-token   --name NAME [--label LABEL] [--ttl 720h]
+  list-users
+  audit          [--limit 50]
+
+Without --password-stdin a random password is generated and printed once.
+`
+
+// runAdmin manages users, teams and tokens directly in the database.
+func runAdmin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
+	data := fs.String("data", "./data", "data folder of the SQLite database")
+	db := fs.String("db", "", `database: "sqlite:PATH" or a "postgres://..." URL (default: SQLite in --data)`)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("admin: no command given")
+	}
+	dsn := *db
+	if dsn == "" {
+		dsn = "sqlite:" + filepath.Join(*data, "gpuportal.db")
+	}
+	store, err := models.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	a := adminCmd{store: store, stdin: stdin, stdout: stdout, stderr: stderr}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	switch cmd {
+	case "create-team":
+		return a.createTeam(ctx, rest)
+	case "create-user":
+		return a.createUser(ctx, rest)
+	case "reset-password":
+		return a.resetPassword(ctx, rest)
+	case "set-role":
+		return a.setRole(ctx, rest)
+	case "create-token":
+		return a.createToken(ctx, rest)
+	case "list-users":
+		return a.listUsers(ctx)
+	case "audit":
+		return a.audit(ctx, rest)
+	}
+	fs.Usage()
+	return fmt.Errorf("admin: unknown command %q", cmd)
+}
+
+type adminCmd struct {
+	store          *models.Store
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func (a adminCmd) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("admin "+name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	return fs
+}
+
+func required(flagName, v string) error {
+	if v == "" {
+		return fmt.Errorf("--%s is required", flagName)
+	}
+	return nil
+}
+
+func (a adminCmd) record(ctx context.Context, action, target, detail string) error {
+	return a.store.Audit(ctx, models.AuditEntry{At: time.Now(), Actor: "admin-cli", Action: action, Target: target, Detail: detail, From: "cli"})
+}
+
+func (a adminCmd) createTeam(ctx context.Context, args []string) error {
+	fs := a.flags("create-team")
+	name := fs.String("name", "", "team name")
+	guarantee := fs.Int("guarantee", 0, "guaranteed GPUs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	if _, err := a.store.CreateTeam(ctx, *name, *guarantee); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "team %s created (guarantee %d GPUs)\n", *name, *guarantee)
+	return a.record(ctx, "team.create", *name, fmt.Sprintf("guarantee %d", *guarantee))
+}
+
+// password reads one line from stdin, or makes a random password and
+// prints it once.
+func (a adminCmd) password(fromStdin bool, user string) (string, error) {
+	if fromStdin {
+		line, err := bufio.NewReader(a.stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("read password: %w", err)
+		}
+		pw := strings.TrimRight(line, "\r\n")
+		if len(pw) < 8 {
+			return "", errors.New("password: must be at least 8 characters")
+		}
+		return pw, nil
+	}
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random password: %w", err)
+	}
+	pw := base64.RawURLEncoding.EncodeToString(b)
+	fmt.Fprintf(a.stdout, "password of %s (shown once): %s\n", user, pw)
+	return pw, nil
+}
+
+func (a adminCmd) createUser(ctx context.Context, args []string) error {
+	fs := a.flags("create-user")
+	name := fs.String("name", "", "user name")
+	role := fs.String("role", "", "researcher, lead or admin")
+	team := fs.String("team", "", "team (required for researchers and leads)")
+	stdin := fs.Bool("password-stdin", false, "read the password from stdin")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	r := models.Role(*role)
+	if !r.Valid() {
+		return fmt.Errorf("--role %q: must be researcher, lead or admin", *role)
+	}
+	if r != models.RoleAdmin && *team == "" {
+		return fmt.Errorf("--team is required for a %s", r)
+	}
+	if *team != "" {
+		if err := a.teamExists(ctx, *team); err != nil {
+			return err
+		}
+	}
+	pw, err := a.password(*stdin, *name)
+	if err != nil {
+		return err
+	}
+	if _, err := a.store.CreateUser(ctx, *name, pw, r, *team); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "user %s created (%s)\n", *name, r)
+	return a.record(ctx, "user.create", *name, fmt.Sprintf("role %s team %s", r, *team))
+}
+
+func (a adminCmd) teamExists(ctx context.Context, team string) error {
+	ts, err := a.store.Teams(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if t.Name == team {
+			return nil
+		}
+	}
+	return fmt.Errorf("--team %q: no such team (create it with create-team)", team)
+}
+
+func (a adminCmd) resetPassword(ctx context.Context, args []string) error {
+	fs := a.flags("reset-password")
+	name := fs.String("name", "", "user name")
+	stdin := fs.Bool("password-stdin", false, "read the password from stdin")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	if _, err := a.store.UserByName(ctx, *name); err != nil {
+		return err
+	}
+	pw, err := a.password(*stdin, *name)
+	if err != nil {
+		return err
+	}
+	if err := a.store.SetPassword(ctx, *name, pw); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "password of %s reset; their sessions are ended\n", *name)
+	return a.record(ctx, "user.password", *name, "")
+}
+
+func (a adminCmd) setRole(ctx context.Context, args []string) error {
+	fs := a.flags("set-role")
+	name := fs.String("name", "", "user name")
+	role := fs.String("role", "", "researcher, lead or admin")
+	team := fs.String("team", "", "team")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	if err := a.store.SetRole(ctx, *name, models.Role(*role), *team); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s is now %s of %q\n", *name, *role, *team)
+	return a.record(ctx, "user.role", *name, fmt.Sprintf("role %s team %s", *role, *team))
+}
+
+func (a adminCmd) createToken(ctx context.Context, args []string) error {
+	fs := a.flags("create-token")
+	name := fs.String("name", "", "user name")
+	label := fs.String("label", "cli", "what the token is for")
+	ttl := fs.Duration("ttl", 30*24*time.Hour, "how long the token is valid")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	if *ttl <= 0 {
+		return fmt.Errorf("--ttl %v: must be positive", *ttl)
+	}
+	u, err := a.store.UserByName(ctx, *name)
+	if err != nil {
+		return err
+	}
+	tok, err := a.store.CreateAPIToken(ctx, u.ID, *label, time.Now(), *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "API token of %s (shown once, valid %v): %s\n", *name, *ttl, tok)
+	return a.record(ctx, "token.create", *name, *label)
+}
+
+func (a adminCmd) listUsers(ctx context.Context) error {
+	us, err := a.store.Users(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tROLE\tTEAM")
+	for _, u := range us {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", u.Name, u.Role, u.Team)
+	}
+	return w.Flush()
+}
+
+func (a adminCmd) audit(ctx context.Context, args []string) error {
+	fs := a.flags("audit")
+	limit := fs.Int("limit", 50, "entries to show")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	es, err := a.store.AuditLog(ctx, *limit)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "WHEN\tWHO\tWHAT\tTARGET\tDETAIL\tFROM")
+	for _, e := range es {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.Actor, e.Action, e.Target, e.Detail, e.From)
+	}
+	return w.Flush()
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestAdminCommands(t *testing.T) {
+	data := t.TempDir()
+	run := func(stdin string, args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := runAdmin(context.Background(), append([]string{"--data", data}, args...), strings.NewReader(stdin), &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	steps := []struct {
+		name    string
+		stdin   string
+		args    []string
+		wantOut string
+		wantErr string
+	}{
+		{"create a team", "", []string{"create-team", "--name", "vision", "--guarantee", "8"}, "team vision created", ""},
+		{"user with a password from stdin", "correct horse\n", []string{"create-user", "--name", "carol", "--role", "lead", "--team", "vision", "--password-stdin"}, "user carol created", ""},
+		{"user with a generated password", "", []string{"create-user", "--name", "root", "--role", "admin"}, "shown once", ""},
+		{"duplicate user", "", []string{"create-user", "--name", "root", "--role", "admin"}, "", "already exists"},
+		{"unknown role names the flag", "", []string{"create-user", "--name", "x", "--role", "boss"}, "", "--role"},
+		{"missing team names the flag", "", []string{"create-user", "--name", "x", "--role", "researcher"}, "", "--team"},
+		{"unknown team", "", []string{"create-user", "--name", "x", "--role", "researcher", "--team", "ghosts"}, "", "no such team"},
+		{"short password", "short\n", []string{"reset-password", "--name", "carol", "--password-stdin"}, "", "at least 8"},
+		{"reset password", "", []string{"reset-password", "--name", "carol"}, "shown once", ""},
+		{"set role", "", []string{"set-role", "--name", "carol", "--role", "researcher", "--team", "vision"}, "now researcher", ""},
+		{"token", "", []string{"create-token", "--name", "carol", "--ttl", "1h"}, "API token of carol", ""},
+		{"token for nobody", "", []string{"create-token", "--name", "nobody"}, "", "not found"},
+		{"list users", "", []string{"list-users"}, "carol  researcher  vision", ""},
+		{"audit shows what was done", "", []string{"audit"}, "user.role", ""},
+		{"unknown command", "", []string{"frobnicate"}, "", "unknown command"},
+	}
+	for _, s := range steps {
+		out, err := run(s.stdin, s.args...)
+		if s.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), s.wantErr) {
+				t.Errorf("%s: err = %v, want it to mention %q", s.name, err, s.wantErr)
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(out, s.wantOut) {
+			t.Errorf("%s: out %q, err %v; want %q", s.name, out, err, s.wantOut)
+		}
+	}
+}

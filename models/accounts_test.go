@@ -1,0 +1,84 @@
+package models_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/models/modelstest"
+)
+
+func TestAccountsAndAudit(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateTeam(ctx, "vision", 4); !errors.Is(err, models.ErrExists) {
+			t.Errorf("duplicate team: %v", err)
+		}
+		u, err := s.CreateUser(ctx, "carol", "old", models.RoleResearcher, "vision")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, err := s.CreateSession(ctx, u.ID, t0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPassword(ctx, "carol", "new"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Authenticate(ctx, "carol", "new"); err != nil {
+			t.Errorf("new password refused: %v", err)
+		}
+		if _, err := s.SessionUser(ctx, sess, t0); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("sessions survive a password reset: %v", err)
+		}
+		tests := []struct {
+			name string
+			role models.Role
+			team string
+			ok   bool
+		}{
+			{"lead of a known team", models.RoleLead, "vision", true},
+			{"admin needs no team", models.RoleAdmin, "", true},
+			{"researcher needs a team", models.RoleResearcher, "", false},
+			{"unknown team", models.RoleLead, "ghosts", false},
+			{"unknown role", "root", "vision", false},
+		}
+		for _, tc := range tests {
+			if err := s.SetRole(ctx, "carol", tc.role, tc.team); (err == nil) != tc.ok {
+				t.Errorf("%s: err = %v", tc.name, err)
+			}
+		}
+		tok, err := s.CreateAPIToken(ctx, u.ID, "laptop", t0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.APITokens(ctx, u.ID, t0)
+		if err != nil || len(list) != 1 || list[0].Name != "laptop" {
+			t.Fatalf("tokens = %v, %v", list, err)
+		}
+		if err := s.RevokeAPIToken(ctx, u.ID+1, list[0].ID); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("revoking another user's token: %v", err)
+		}
+		if err := s.RevokeAPIToken(ctx, u.ID, list[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TokenUser(ctx, tok, t0); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("revoked token still works: %v", err)
+		}
+		for _, a := range []string{"role.set", "job.cancel"} {
+			if err := s.Audit(ctx, models.AuditEntry{At: t0, Actor: "admin", Action: a, Target: "carol", From: "127.0.0.1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		log, err := s.AuditLog(ctx, 10)
+		if err != nil || len(log) != 2 || log[0].Action != "job.cancel" {
+			t.Errorf("audit log = %+v, %v", log, err)
+		}
+	})
+}
