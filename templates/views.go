@@ -99,3 +99,34 @@ type Count struct {
 	Label string
 	N     int
 }
+
+// Admin is the admin page: users, teams and the audit log.
+type Admin struct {
+	Users []UserRow
+	Teams []TeamRow
+	Audit []AuditRow
+}
+
+// UserRow is one user on the admin page.
+type UserRow struct{ Name, Role, Team string }
+
+// TeamRow is one team on the admin page.
+type TeamRow struct {
+	Name          string
+	GuaranteeGPUs int
+}
+
+// AuditRow is one audit log entry.
+type AuditRow struct{ At, Actor, Action, Target, Detail, From string }
+
+// Tokens is the API tokens page. New is a token just made, shown once.
+type Tokens struct {
+	Tokens []TokenRow
+	New    string
+}
+
+// TokenRow is one API token (its secret is never kept).
+type TokenRow struct {
+	ID                     int64
+	Name, Created, Expires string
+}

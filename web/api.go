@@ -259,5 +259,10 @@ func (s *Server) cancel(c echo.Context) (*models.Job, error) {
 		return nil, err
 	}
 	s.cfg.Logger.Info("job cancel requested", "job", j.ID, "by", u.Name)
+	if u.Name != j.User {
+		if err := s.audit(c, "job.cancel", fmt.Sprintf("job %d of %s", j.ID, j.User), ""); err != nil {
+			return nil, err
+		}
+	}
 	return s.cfg.Store.Job(ctx, j.ID)
 }

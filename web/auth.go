@@ -3,9 +3,11 @@ package web
 import (
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -69,21 +71,36 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Basic realm="gpuportal"`)
 		return echo.NewHTTPError(http.StatusUnauthorized, "use HTTP basic auth with your user name and password")
 	}
-	ctx := c.Request().Context()
-	u, err := s.cfg.Store.Authenticate(ctx, name, password)
-	if errors.Is(err, models.ErrBadCredentials) {
-		return echo.NewHTTPError(http.StatusUnauthorized, err.Error())
-	}
+	u, err := s.authenticate(c, name, password)
 	if err != nil {
 		return err
 	}
 	now := s.cfg.Now()
-	token, err := s.cfg.Store.CreateAPIToken(ctx, u.ID, "api", now, tokenTTL)
+	token, err := s.cfg.Store.CreateAPIToken(c.Request().Context(), u.ID, "api", now, tokenTTL)
 	if err != nil {
 		return err
 	}
 	s.cfg.Logger.Info("API token issued", "user", u.Name)
 	return c.JSON(http.StatusCreated, map[string]any{"token": token, "expires_at": now.Add(tokenTTL)})
+}
+
+// authenticate checks a password, within the limit on failed logins.
+// Failures come back as HTTP errors with a message for the person.
+func (s *Server) authenticate(c echo.Context, name, password string) (*models.User, error) {
+	now := s.cfg.Now()
+	keys := []string{"ip:" + c.RealIP(), "user:" + strings.ToLower(name)}
+	if blocked, wait := s.logins.blocked(now, keys...); blocked {
+		s.cfg.Logger.Warn("login refused: too many failures", "user", name, "from", c.RealIP())
+		return nil, echo.NewHTTPError(http.StatusTooManyRequests,
+			fmt.Sprintf("Too many failed logins; try again in %s.", wait.Round(time.Second)))
+	}
+	u, err := s.cfg.Store.Authenticate(c.Request().Context(), name, password)
+	if errors.Is(err, models.ErrBadCredentials) {
+		s.logins.fail(now, keys...)
+		s.cfg.Logger.Info("login failed", "user", name, "from", c.RealIP())
+		return nil, echo.NewHTTPError(http.StatusUnauthorized, "Wrong user name or password.")
+	}
+	return u, err
 }
 
 // loadSessionUser puts the session's user, if any, in the context.
@@ -140,10 +157,10 @@ func (s *Server) loginPage(c echo.Context) error {
 func (s *Server) login(c echo.Context) error {
 	name, password, next := c.FormValue("username"), c.FormValue("password"), c.FormValue("next")
 	ctx := c.Request().Context()
-	u, err := s.cfg.Store.Authenticate(ctx, name, password)
-	if errors.Is(err, models.ErrBadCredentials) {
-		s.cfg.Logger.Info("login failed", "user", name, "from", c.RealIP())
-		return s.render(c, http.StatusUnauthorized, loginView(c, "Wrong user name or password.", name, next))
+	u, err := s.authenticate(c, name, password)
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return s.render(c, he.Code, loginView(c, he.Message.(string), name, next))
 	}
 	if err != nil {
 		return err

@@ -37,8 +37,9 @@ type Config struct {
 
 // Server serves the portal and the API.
 type Server struct {
-	cfg  Config
-	echo *echo.Echo
+	cfg    Config
+	echo   *echo.Echo
+	logins *limiter // failed logins
 }
 
 // sessionTTL is how long a login lasts.
@@ -58,7 +59,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, echo: echo.New()}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -110,6 +111,12 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/cluster", s.clusterPage)
 	in.GET("/cluster/live", s.clusterLive)
 	in.GET("/ws/gpus", s.wsGPUs)
+	in.GET("/tokens", s.tokensPage)
+	in.POST("/tokens", s.createTokenForm)
+	in.POST("/tokens/:id/revoke", s.revokeTokenForm)
+	admin := in.Group("/admin", requireAdmin)
+	admin.GET("", s.adminPage)
+	admin.POST("/:action", s.adminAction)
 	in.GET("/jobs/:id/memory", s.apiJobMemory)
 	return s, nil
 }

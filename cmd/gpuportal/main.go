@@ -17,10 +17,12 @@ const usage = `gpuportal: a GPU cluster manager for deep-learning teams
 
 Usage:
   gpuportal serve [flags]   run the portal, the API and the scheduler
+  gpuportal agent [flags]   run jobs on this machine for a remote server
   gpuportal admin ...       manage users, teams and API tokens in the database
+  gpuportal sim [flags]     replay a cluster trace under several policies and compare them
   gpuportal help            show this help
 
-Run "gpuportal serve -h" or "gpuportal admin -h" for their flags.
+Run "gpuportal COMMAND -h" for the flags of a command.
 `
 
 func main() {
@@ -44,6 +46,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "agent":
+		return runAgent(ctx, args[1:], stdout, stderr)
+	case "sim":
+		return runSim(ctx, args[1:], stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -30,5 +31,65 @@ func BenchmarkSchedule(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// syntheticTrace draws n jobs arriving at a rate that loads gpus GPUs to
+// about load, with heavy-tailed durations.
+func syntheticTrace(rng *rand.Rand, n, gpus int, load float64) []traceJob {
+	out := make([]traceJob, n)
+	var meanWork float64
+	for i := range out {
+		g := genSizes[rng.IntN(len(genSizes))]
+		d := 60 * math.Exp(rng.NormFloat64()*1.5+3) // lognormal, median ~20 min
+		out[i] = traceJob{id: int64(i + 1), gpus: g, duration: d, model: genModels[rng.IntN(len(genModels))]}
+		meanWork += d * float64(g)
+	}
+	meanWork /= float64(n)
+	gap := meanWork / (load * float64(gpus))
+	t := 0.0
+	for i := range out {
+		t += rng.ExpFloat64() * gap
+		out[i].submit = t
+	}
+	return out
+}
+
+// BenchmarkReplay replays a whole synthetic trace of 100,000 jobs on
+// 2,048 GPUs (count placement, no explanations), as the simulator does.
+func BenchmarkReplay(b *testing.B) {
+	trace := syntheticTrace(rand.New(rand.NewPCG(3, 4)), replayJobs, 2048, 0.9)
+	for _, pol := range Policies() {
+		b.Run(pol, func(b *testing.B) {
+			sc, err := New(Config{Policy: pol, Placement: PlaceCount, OmitWaits: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				jct, passes := replay(b, sc, uniformNodes(256, 8), trace)
+				b.ReportMetric(jct, "jct-s")
+				b.ReportMetric(float64(passes), "passes")
+			}
+		})
+	}
+}
+
+var replayJobs = 100000
+
+// BenchmarkQuietPass measures the pass the simulator runs most: 2,048
+// GPUs in count mode, about 500 running jobs and a few waiting.
+func BenchmarkQuietPass(b *testing.B) {
+	s := randomSnapshot(rand.New(rand.NewPCG(5, 6)), genOpts{nodes: 256, gpusPerNode: 8, jobs: 520, busy: 0.9})
+	for _, pol := range Policies() {
+		b.Run(pol, func(b *testing.B) {
+			sc, err := New(Config{Policy: pol, Placement: PlaceCount, OmitWaits: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				sc.Schedule(s)
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ type cluster struct {
 
 	lastName string
 	lastNode int32
+	taken    []int32 // scratch: slots a placement takes
 }
 
 type cnode struct {
@@ -114,6 +115,20 @@ func (c *cluster) reset(nodes []Node) {
 	}
 	c.recl = resize(c.recl, len(c.nodes))
 	clear(c.recl)
+}
+
+// resetCount prepares a cluster for count mode: only the number of GPUs
+// on schedulable nodes matters.
+func (c *cluster) resetCount(nodes []Node) {
+	c.nodes = c.nodes[:0]
+	c.maxCap, c.capacity, c.nsched, c.reclTotal = 0, 0, 0, 0
+	for i := range nodes {
+		if !nodes[i].Unschedulable {
+			c.nsched++
+			c.capacity += len(nodes[i].GPUs)
+		}
+	}
+	c.free = c.capacity
 }
 
 // uniqueGPUs returns gpus without repeated indices (the first one wins).
@@ -282,19 +297,25 @@ func (c *cluster) fr() []int32 {
 }
 
 // take marks k free GPUs of node i busy, lowest slots first, and appends
-// their references to out.
-func (c *cluster) take(i, k int, out []GPURef) []GPURef {
+// their slots to out.
+func (c *cluster) take(i, k int, out []int32) []int32 {
 	n := &c.nodes[i]
 	c.setFree(i, n.free-int32(k))
 	for s := int(n.first); k > 0; s++ {
 		if !c.busy[s] {
 			c.busy[s] = true
-			out = append(out, GPURef{Node: n.name, Index: n.gpus[s-int(n.first)].Index})
+			out = append(out, int32(s))
 			k--
 		}
 	}
 	c.frDirty = true
 	return out
+}
+
+// ref names the GPU of slot s.
+func (c *cluster) ref(s int32) GPURef {
+	n := &c.nodes[c.slotNode[s]]
+	return GPURef{Node: n.name, Index: n.gpus[s-n.first].Index}
 }
 
 func resize[T any](s []T, n int) []T {

@@ -46,9 +46,11 @@ func (p *pass) explain(e *entry, r rule) {
 	case WaitCapacity:
 		b = appendNeeds(b, r.n)
 		b = append(b, "; "...)
-		b = strconv.AppendInt(b, int64(cl.free), 10)
+		b = strconv.AppendInt(b, int64(max(cl.free, 0)), 10)
 		b = append(b, " free"...)
-		if big, at := cl.largest(); big > 0 && !p.count && cl.free > big {
+		if p.count {
+			// no blocks to speak of
+		} else if big, at := cl.largest(); big > 0 && cl.free > big {
 			b = append(b, " (largest block "...)
 			b = strconv.AppendInt(b, int64(big), 10)
 			b = append(b, " on "...)

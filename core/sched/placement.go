@@ -1,6 +1,9 @@
 package sched
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // rule is what placement demands of one job in one pass.
 type rule struct {
@@ -120,11 +123,13 @@ func (c *cluster) fitsReclaiming(r rule) bool {
 // nodes stay free for large jobs. A larger job takes whole nodes (the
 // emptiest first, or the smallest blocks first when it may spread) until
 // the rest fits on one node, which again is the best fit.
-func (c *cluster) place(r rule, out []GPURef) []GPURef {
+func (c *cluster) place(r rule) []GPURef {
+	c.taken = c.taken[:0]
 	rem := r.n
 	for rem > 0 {
 		if big, _ := c.largest(); big >= rem {
-			return c.take(c.bestFit(rem), rem, out)
+			c.taken = c.take(c.bestFit(rem), rem, c.taken)
+			break
 		}
 		var i int
 		if r.spread {
@@ -133,8 +138,13 @@ func (c *cluster) place(r rule, out []GPURef) []GPURef {
 			_, i = c.largest()
 		}
 		k := int(c.nodes[i].free)
-		out = c.take(i, k, out)
+		c.taken = c.take(i, k, c.taken)
 		rem -= k
+	}
+	slices.Sort(c.taken) // in node order, then GPU order
+	out := make([]GPURef, len(c.taken))
+	for i, s := range c.taken {
+		out[i] = c.ref(s)
 	}
 	return out
 }

@@ -14,63 +14,75 @@ const thresholdSlack = 1e-9
 // service (GPU-seconds) for tiresias-l and tiresias-g, executed seconds
 // for dlas.
 func (p *pass) cycleService(j *Job, qs *QueueState) float64 {
+	var s float64
 	if p.sc.kind == kindDLAS {
-		return nonNeg(j.ExecutedS - qs.CycleExecuted)
+		s = j.ExecutedS - qs.CycleExecuted
+	} else {
+		s = j.AttainedService - qs.CycleService
 	}
-	return nonNeg(j.AttainedService - qs.CycleService)
-}
-
-// serviceRate is how fast a running job's cycle service grows.
-func (p *pass) serviceRate(j *Job) float64 {
-	if p.sc.kind == kindDLAS {
-		return 1
+	if s > 0 {
+		return s
 	}
-	return float64(j.GPUs)
+	return 0
 }
 
 // level is the queue of a job with cycle service s: the number of
 // thresholds s has reached.
 func (p *pass) level(s float64) int {
 	q := 0
-	for q < len(p.sc.thr) && s >= p.sc.thr[q]*(1-thresholdSlack) {
+	for q < len(p.sc.lim) && s >= p.sc.lim[q] {
 		q++
 	}
 	return q
 }
 
-// advance returns job j's queue state for this pass: demoted to the queue
-// its cycle service has reached, or, when waiting and starved, promoted
-// to queue 0 with a new cycle. The reason is empty when nothing changed.
-func (p *pass) advance(j *Job) (QueueState, string) {
-	qs := j.Queue
-	s := p.cycleService(j, &qs)
+// queueState writes job j's queue state for this pass into qs: demoted to
+// the queue its cycle service has reached, or, when waiting and starved,
+// promoted to queue 0 with a new cycle. A change is reported in
+// Decisions.QueueChanges. It returns the job's cycle service under qs.
+func (p *pass) queueState(j *Job, qs *QueueState) float64 {
+	*qs = j.Queue
+	s := p.cycleService(j, qs)
 	q := p.level(s)
-	if q > 0 && j.State == Pending && p.sc.cfg.PromoteKnob > 0 {
-		if run, wait := p.cycleTimes(j, &qs); run > 0 && wait >= p.sc.cfg.PromoteKnob*run*(1-thresholdSlack) {
+	knob := p.sc.cfg.PromoteKnob
+	if q == qs.Index && (q == 0 || knob == 0 || j.State != Pending) {
+		return s // the common case: nothing changes
+	}
+	if q > 0 && j.State == Pending && knob > 0 {
+		if run, wait := p.cycleTimes(j, qs); run > 0 && wait >= knob*run*(1-thresholdSlack) {
 			from := qs.Index
-			qs = QueueState{
+			*qs = QueueState{
 				Index: 0, Since: p.now, CycleStart: p.now,
 				CycleService: j.AttainedService, CycleExecuted: j.ExecutedS,
 				Promotions: qs.Promotions + 1,
 			}
-			return qs, fmt.Sprintf("promoted from queue %d to queue 0: waited %s s, at least %g x its %s s run in queue cycle",
-				from, fmtNum(wait), p.sc.cfg.PromoteKnob, fmtNum(run))
+			p.queueChange(j, from, qs, fmt.Sprintf(
+				"promoted from queue %d to queue 0: waited %s s in this cycle, at least %g x its %s s run",
+				from, fmtNum(wait), knob, fmtNum(run)))
+			return 0
 		}
 	}
 	if q == qs.Index {
-		return qs, ""
+		return s
 	}
 	from := qs.Index
 	qs.Index, qs.Since = q, p.now
-	unit := "GPU-s attained service"
+	unit := "GPU-s attained"
 	if p.sc.kind == kindDLAS {
 		unit = "s executed"
 	}
+	why := fmt.Sprintf("moved from queue %d to queue %d: %s %s", from, q, fmtNum(s), unit)
 	if q > from {
-		return qs, fmt.Sprintf("demoted from queue %d to queue %d: %s %s reached queue %d's limit of %s",
+		why = fmt.Sprintf("demoted from queue %d to queue %d: %s %s reached queue %d's limit of %s",
 			from, q, fmtNum(s), unit, q-1, fmtNum(p.sc.thr[q-1]))
 	}
-	return qs, fmt.Sprintf("moved from queue %d to queue %d: %s %s", from, q, fmtNum(s), unit)
+	p.queueChange(j, from, qs, why)
+	return s
+}
+
+func (p *pass) queueChange(j *Job, from int, qs *QueueState, why string) {
+	p.d.QueueChanges = append(p.d.QueueChanges, QueueChange{
+		JobID: j.ID, From: from, To: qs.Index, State: *qs, Reason: why})
 }
 
 // cycleTimes returns how long job j has run and waited since its cycle
@@ -85,18 +97,21 @@ func (p *pass) cycleTimes(j *Job, qs *QueueState) (run, wait float64) {
 	return run, wait
 }
 
-// queueRecheck returns when job j, with queue state qs, next changes
-// queue if it runs (running) or waits (!running) from now on, or 0.
-func (p *pass) queueRecheck(j *Job, qs *QueueState, running bool) float64 {
+// dueAt returns when job j, in queue state qs with cycle service s, next
+// changes queue if it runs (running) or waits from now on; 0 for never.
+func (p *pass) dueAt(j *Job, qs *QueueState, s float64, running bool) float64 {
 	if running {
-		if qs.Index >= len(p.sc.thr) {
+		if qs.Index >= len(p.sc.thr) || qs.Index < 0 {
 			return 0
 		}
-		rate := p.serviceRate(j)
+		rate := float64(j.GPUs)
+		if p.sc.kind == kindDLAS {
+			rate = 1
+		}
 		if !(rate > 0) {
 			return 0
 		}
-		return p.after((p.sc.thr[qs.Index] - p.cycleService(j, qs)) / rate)
+		return p.after((p.sc.thr[qs.Index] - s) / rate)
 	}
 	knob := p.sc.cfg.PromoteKnob
 	if knob <= 0 || qs.Index == 0 {
@@ -109,9 +124,10 @@ func (p *pass) queueRecheck(j *Job, qs *QueueState, running bool) float64 {
 	return p.after(knob*run - wait)
 }
 
-// after returns the time dt seconds from now, strictly after now.
+// after returns the time dt seconds from now, strictly after now; 0 when
+// dt is not a number or infinite.
 func (p *pass) after(dt float64) float64 {
-	if math.IsNaN(dt) || math.IsInf(dt, 0) {
+	if dt != dt || dt > math.MaxFloat64 || dt < -math.MaxFloat64 {
 		return 0
 	}
 	t := p.now + dt

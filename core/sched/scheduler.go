@@ -120,6 +120,7 @@ type Scheduler struct {
 	cfg   Config
 	kind  policyKind
 	thr   []float64
+	lim   []float64 // thr less thresholdSlack
 	delta float64
 	dist  *GPUTimeDist
 	pool  sync.Pool
@@ -146,6 +147,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	sc.thr = append([]float64(nil), sc.thr...)
 	sc.cfg.Thresholds = sc.thr
+	for _, t := range sc.thr {
+		sc.lim = append(sc.lim, t*(1-thresholdSlack))
+	}
 	if !(cfg.PromoteKnob >= 0) || math.IsInf(cfg.PromoteKnob, 1) {
 		return nil, fmt.Errorf("promote knob %v: must be zero (off) or positive", cfg.PromoteKnob)
 	}

@@ -28,7 +28,7 @@ func replay(tb testing.TB, sc *Scheduler, nodes []Node, trace []traceJob) (meanJ
 	slices.SortStableFunc(trace, func(a, b traceJob) int { return cmpFloat(a.submit, b.submit) })
 	var (
 		active   []Job
-		duration = map[int64]float64{}
+		left     []float64 // per active job: run time left
 		where    = map[int64]int{}
 		now      float64
 		next     int
@@ -39,8 +39,8 @@ func replay(tb testing.TB, sc *Scheduler, nodes []Node, trace []traceJob) (meanJ
 		for next < len(trace) && trace[next].submit <= now {
 			tj := trace[next]
 			where[tj.id] = len(active)
-			duration[tj.id] = tj.duration
 			active = append(active, Job{ID: tj.id, GPUs: tj.gpus, SubmitTime: tj.submit, DurationS: tj.duration, Model: tj.model})
+			left = append(left, tj.duration)
 			next++
 		}
 		d := sc.Schedule(Snapshot{Now: now, Nodes: nodes, Jobs: active})
@@ -65,7 +65,7 @@ func replay(tb testing.TB, sc *Scheduler, nodes []Node, trace []traceJob) (meanJ
 		for i := range active {
 			if j := &active[i]; j.State == Running {
 				running++
-				t = min(t, now+duration[j.ID]-j.ExecutedS)
+				t = min(t, now+left[i])
 			}
 		}
 		if d.Recheck > 0 && os.Getenv("NORECHECK") == "" {
@@ -83,16 +83,17 @@ func replay(tb testing.TB, sc *Scheduler, nodes []Node, trace []traceJob) (meanJ
 			}
 			j.ExecutedS += dt
 			j.AttainedService += dt * float64(j.GPUs)
-			if j.ExecutedS >= duration[j.ID]-1e-6 {
+			left[i] -= dt
+			if left[i] <= 1e-6 {
 				sumJCT += now - j.SubmitTime
 				finished++
 				delete(where, j.ID)
 				last := len(active) - 1
 				if i != last {
-					active[i] = active[last]
+					active[i], left[i] = active[last], left[last]
 					where[active[i].ID] = i
 				}
-				active = active[:last]
+				active, left = active[:last], left[:last]
 				i--
 			}
 		}

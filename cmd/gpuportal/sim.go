@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/sim"
+	"github.com/gpuportal/gpuportal/core/trace"
+)
+
+// runSim is `gpuportal sim`: it replays a trace under each listed policy
+// and prints one row per policy (a JSON array with --json).
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	// Parse errors come back as the returned error, printed once by the
+	// caller; only --help prints here.
+	fs.SetOutput(io.Discard)
+	var (
+		tracePath   = fs.String("trace", "", "job trace `file` (required)")
+		format      = fs.String("format", "", "trace format: tiresias, openb or native (default: detected from the header)")
+		cluster     = fs.String("cluster", "", "cluster: NODESxGPUS[xGPU_MEM_GB] such as 4x8, or a node `file` such as openb-gpu-nodes.csv (required)")
+		policies    = fs.String("policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare")
+		asJSON      = fs.Bool("json", false, "print a JSON array, one object per policy, instead of a table")
+		plot        = fs.String("plot", "", "write a CDF of JCT for all policies to this SVG `file`")
+		queues      = fs.Int("queues", 0, "number of priority queues of dlas, tiresias-l and tiresias-g (default: one more than the thresholds)")
+		thresholds  = fs.String("thresholds", "", "comma-separated queue `limits`, GPU-seconds (seconds for dlas) (default 3250,7200)")
+		promoteKnob = fs.Float64("promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
+		preemptCost = fs.Float64("preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
+		placement   = fs.String("placement", sched.PlaceNodes, "placement: nodes (real nodes) or count (count GPUs only, as the Tiresias simulator's count scheme)")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: gpuportal sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--json] [--plot out.svg] [knobs]")
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return nil
+		}
+		return fmt.Errorf("sim: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sim: unexpected argument %q (flags only; see --help)", fs.Arg(0))
+	}
+	if *tracePath == "" {
+		return errors.New("sim: --trace is required")
+	}
+	if *cluster == "" {
+		return errors.New("sim: --cluster is required (for example --cluster 4x8)")
+	}
+	f, err := trace.ParseFormat(*format)
+	if err != nil {
+		return fmt.Errorf("sim: --format: %w", err)
+	}
+	names, err := simParsePolicies(*policies)
+	if err != nil {
+		return fmt.Errorf("sim: --policy: %w", err)
+	}
+	thr, err := simParseThresholds(*thresholds, *queues)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
+		return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
+	}
+	if !(*promoteKnob >= 0) || math.IsInf(*promoteKnob, 1) {
+		return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", *promoteKnob)
+	}
+	if *placement != sched.PlaceNodes && *placement != sched.PlaceCount {
+		return fmt.Errorf("sim: --placement %q: want %s or %s", *placement, sched.PlaceNodes, sched.PlaceCount)
+	}
+	nodes, err := trace.LoadCluster(*cluster)
+	if err != nil {
+		return fmt.Errorf("sim: --cluster: %w", err)
+	}
+	tr, err := trace.ReadFile(*tracePath, f)
+	if err != nil {
+		return fmt.Errorf("sim: --trace: %w", err)
+	}
+	for reason, n := range tr.Skipped {
+		fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
+	}
+	cfg := sim.Config{
+		Sched: sched.Config{
+			Thresholds:  thr,
+			PromoteKnob: *promoteKnob,
+			Placement:   *placement,
+			OmitWaits:   true,
+		},
+		Nodes:        nodes,
+		PreemptCostS: *preemptCost,
+	}
+	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	for _, r := range results {
+		if r.Finished < r.Jobs {
+			fmt.Fprintf(stderr, "sim: %s finished %d of %d jobs: the scheduler left the rest waiting on an idle cluster\n", r.Policy, r.Finished, r.Jobs)
+		}
+	}
+	if *plot != "" {
+		if err := simWritePlot(*plot, results, fmt.Sprintf("JCT CDF: %s on %s", filepath.Base(tr.Name), simClusterLabel(*cluster, nodes))); err != nil {
+			return fmt.Errorf("sim: --plot: %w", err)
+		}
+	}
+	if *asJSON {
+		return sim.WriteJSON(stdout, results)
+	}
+	return sim.WriteTable(stdout, results)
+}
+
+// simParsePolicies splits a comma-separated list and checks every name.
+func simParsePolicies(s string) ([]string, error) {
+	known := map[string]bool{}
+	for _, p := range sched.Policies() {
+		known[p] = true
+	}
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !known[p] {
+			return nil, fmt.Errorf("unknown policy %q (known: %s)", p, strings.Join(sched.Policies(), ", "))
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no policy given")
+	}
+	return out, nil
+}
+
+// simParseThresholds reads --thresholds and checks it against --queues. With
+// --queues alone, the first queues-1 default thresholds are used.
+func simParseThresholds(s string, queues int) ([]float64, error) {
+	if queues < 0 {
+		return nil, fmt.Errorf("--queues %d: want 1 or more queues", queues)
+	}
+	var out []float64
+	if s != "" {
+		for i, f := range strings.Split(s, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(v > 0) || math.IsInf(v, 1) {
+				return nil, fmt.Errorf("--thresholds: limit %d is %q, want a positive number of GPU-seconds", i+1, f)
+			}
+			if i > 0 && v <= out[i-1] {
+				return nil, fmt.Errorf("--thresholds: limits must increase (%v then %v)", out[i-1], v)
+			}
+			out = append(out, v)
+		}
+	}
+	switch {
+	case queues == 0:
+		return out, nil
+	case s == "":
+		if queues-1 > len(sched.DefaultThresholds) {
+			return nil, fmt.Errorf("--queues %d needs --thresholds with %d limits (there are %d defaults)",
+				queues, queues-1, len(sched.DefaultThresholds))
+		}
+		return append([]float64{}, sched.DefaultThresholds[:queues-1]...), nil
+	case queues != len(out)+1:
+		return nil, fmt.Errorf("--queues %d needs %d thresholds; --thresholds has %d", queues, queues-1, len(out))
+	}
+	return out, nil
+}
+
+// simWritePlot writes the CDF picture to path.
+func simWritePlot(path string, results []*sim.Result, title string) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return sim.WriteCDF(f, results, title)
+}
+
+// simClusterLabel names the cluster for the plot's title.
+func simClusterLabel(arg string, nodes []trace.Node) string {
+	gpus := 0
+	for _, n := range nodes {
+		gpus += n.GPUs
+	}
+	return fmt.Sprintf("%s (%d nodes, %d GPUs)", filepath.Base(arg), len(nodes), gpus)
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sixtyJobs = "../../../shared/traces/tiresias-60job.csv"
+
+func TestSimCommand(t *testing.T) {
+	if _, err := os.Stat(sixtyJobs); err != nil {
+		t.Skipf("shared traces not here: %v", err)
+	}
+	svg := filepath.Join(t.TempDir(), "cdf.svg")
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "4x8",
+		"--policy", "fifo,tiresias-l", "--json", "--plot", svg}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("sim: %v\n%s", err, errOut.String())
+	}
+	var rows []struct {
+		Policy   string  `json:"policy"`
+		Jobs     int     `json:"jobs"`
+		Finished int     `json:"finished"`
+		AvgJCT   float64 `json:"avg_jct_s"`
+		Util     float64 `json:"gpu_utilization"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out.String())
+	}
+	if len(rows) != 2 || rows[0].Policy != "fifo" || rows[1].Policy != "tiresias-l" {
+		t.Fatalf("rows = %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Jobs != 60 || r.Finished != 60 || r.AvgJCT <= 0 || r.Util <= 0 || r.Util > 1 {
+			t.Errorf("%s: %+v", r.Policy, r)
+		}
+	}
+	plot, err := os.ReadFile(svg)
+	if err != nil || !strings.Contains(string(plot), "<svg") || !strings.Contains(string(plot), "tiresias-l") {
+		t.Errorf("plot: %v, %.100s", err, plot)
+	}
+}
+
+func TestSimCommandErrorsNameTheFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"sim", "--cluster", "4x8"}, "--trace"},
+		{[]string{"sim", "--trace", sixtyJobs}, "--cluster"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "magic"}, "--policy"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--placement", "random"}, "--placement"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--preempt-cost-s", "-1"}, "--preempt-cost-s"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--format", "xml"}, "--format"},
+		{[]string{"sim", "--trace", "/no/such/trace.csv", "--cluster", "4x8"}, "trace.csv"},
+	}
+	for _, tc := range tests {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: err = %v, want it to name %s", tc.args[1:], err, tc.flag)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package sched
+
+import "slices"
+
+// stream yields entries in priority order: from a sorted slice, or, when
+// only the head of the order matters (no explanations wanted), from a
+// heap, so that a pass that stops early does not pay for a full sort.
+// Entries it yields stay in place until the pass ends.
+type stream struct {
+	ents []entry
+	heap bool
+	next int // sorted: the next entry; heap: entries still in the heap
+}
+
+func (s *stream) init(ents []entry, lazy bool) {
+	s.ents, s.heap = ents, lazy
+	if !lazy {
+		slices.SortFunc(ents, func(a, b entry) int { return compareEntries(&a, &b) })
+		s.next = 0
+		return
+	}
+	s.next = len(ents)
+	for i := s.next/2 - 1; i >= 0; i-- {
+		s.down(i)
+	}
+}
+
+// peek returns the next entry without taking it, or nil.
+func (s *stream) peek() *entry {
+	if s.heap {
+		if s.next == 0 {
+			return nil
+		}
+		return &s.ents[0]
+	}
+	if s.next == len(s.ents) {
+		return nil
+	}
+	return &s.ents[s.next]
+}
+
+// pop takes the next entry; the stream must not be empty. A popped heap
+// entry moves behind the heap, where later pops do not touch it.
+func (s *stream) pop() *entry {
+	if !s.heap {
+		s.next++
+		return &s.ents[s.next-1]
+	}
+	s.next--
+	s.ents[0], s.ents[s.next] = s.ents[s.next], s.ents[0]
+	s.down(0)
+	return &s.ents[s.next]
+}
+
+func (s *stream) down(i int) {
+	h := s.ents[:s.next]
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && compareEntries(&h[r], &h[l]) < 0 {
+			m = r
+		}
+		if compareEntries(&h[m], &h[i]) >= 0 {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}

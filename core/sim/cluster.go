@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/trace"
+)
+
+// buildCluster turns a cluster description into the scheduler's nodes and
+// a pool that tracks which GPUs are held.
+func buildCluster(nodes []trace.Node) ([]sched.Node, gpuPool) {
+	out := make([]sched.Node, 0, len(nodes))
+	pool := gpuPool{index: map[sched.GPURef]int{}}
+	for _, n := range nodes {
+		sn := sched.Node{Name: n.Name, CPUs: int(n.CPUMilli / 1000), MemMiB: n.MemMiB}
+		for g := range n.GPUs {
+			sn.GPUs = append(sn.GPUs, sched.GPU{Index: g, MemMiB: n.GPUMemMiB})
+			pool.index[sched.GPURef{Node: n.Name, Index: g}] = len(pool.held)
+			pool.held = append(pool.held, false)
+		}
+		out = append(out, sn)
+	}
+	pool.total = len(pool.held)
+	pool.free = pool.total
+	return out, pool
+}
+
+// gpuPool counts free GPUs and, when the scheduler names them, checks that
+// no GPU is given to two jobs. A start without named GPUs (the scheduler's
+// counting mode) is checked by count only.
+type gpuPool struct {
+	total, free int
+	index       map[sched.GPURef]int
+	held        []bool
+}
+
+// take reserves n GPUs: the named ones, or any n when none are named.
+func (p *gpuPool) take(n int, named []sched.GPURef) error {
+	if n > p.free {
+		return fmt.Errorf("needs %d GPUs; %d are free", n, p.free)
+	}
+	if len(named) > 0 {
+		if len(named) != n {
+			return fmt.Errorf("given %d GPUs for a job of %d", len(named), n)
+		}
+		for k, g := range named {
+			i, ok := p.index[g]
+			if !ok {
+				p.undo(named[:k])
+				return fmt.Errorf("GPU %s/%d does not exist", g.Node, g.Index)
+			}
+			if p.held[i] {
+				p.undo(named[:k])
+				return fmt.Errorf("GPU %s/%d is already held", g.Node, g.Index)
+			}
+			p.held[i] = true
+		}
+	}
+	p.free -= n
+	return nil
+}
+
+// undo releases named GPUs taken by a take that then failed.
+func (p *gpuPool) undo(named []sched.GPURef) {
+	for _, g := range named {
+		p.held[p.index[g]] = false
+	}
+}
+
+// release returns n GPUs, the named ones when named.
+func (p *gpuPool) release(n int, named []sched.GPURef) {
+	for _, g := range named {
+		p.held[p.index[g]] = false
+	}
+	p.free += n
+}

@@ -1,0 +1,75 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+)
+
+// pass runs one scheduling pass at s.now and applies its decisions.
+func (s *simulator) pass() error {
+	s.compact()
+	for _, j := range s.running {
+		ran := s.now - j.runStart
+		sj := &s.snap[j.pos]
+		sj.ExecutedS = j.executed + ran
+		sj.AttainedService = j.service + float64(j.tj.GPUs)*ran
+	}
+	s.passes++
+	d := s.sc.Schedule(sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap})
+	for _, qc := range d.QueueChanges {
+		j, err := s.lookup(qc.JobID, "queue change")
+		if err != nil {
+			return err
+		}
+		s.snap[j.pos].Queue = qc.State
+	}
+	for _, p := range d.Preempts {
+		j, err := s.lookup(p.JobID, "preempt")
+		if err != nil {
+			return err
+		}
+		if !j.running {
+			return fmt.Errorf("t=%v: scheduler preempts job %d, which is not running", s.now, p.JobID)
+		}
+		s.stopRun(j)
+		s.preemptions++
+		j.preempts++
+		if c := s.cfg.PreemptCostS; c > 0 {
+			j.owed += c
+			s.snap[j.pos].DurationS += c
+		}
+	}
+	for _, st := range d.Starts {
+		j, err := s.lookup(st.JobID, "start")
+		if err != nil {
+			return err
+		}
+		if j.running {
+			return fmt.Errorf("t=%v: scheduler starts job %d, which is already running", s.now, st.JobID)
+		}
+		if err := s.gpus.take(j.tj.GPUs, st.GPUs); err != nil {
+			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)
+		}
+		s.startRun(j, st.GPUs)
+	}
+	switch {
+	case d.Recheck > s.now:
+		s.recheck = d.Recheck
+	case d.Recheck == 0 || d.Recheck == s.now:
+		// Nothing to recheck, or nothing later than this very pass.
+		s.recheck = 0
+	default:
+		return fmt.Errorf("t=%v: scheduler asks for a recheck in the past, at %v", s.now, d.Recheck)
+	}
+	return nil
+}
+
+// lookup finds an active job the scheduler named.
+func (s *simulator) lookup(id int64, what string) (*job, error) {
+	j := s.byID[id]
+	if j == nil || j.pos < 0 || j.done {
+		return nil, fmt.Errorf("t=%v: scheduler's %s names job %d, which is not in the snapshot", s.now, what, id)
+	}
+	return j, nil
+}

@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"math"
+	"slices"
+)
+
+// Result is how one policy did over one trace. Times are in seconds.
+type Result struct {
+	Policy   string `json:"policy"`
+	Jobs     int    `json:"jobs"`
+	Finished int    `json:"finished"`
+	// JCT (job completion time) is finish minus submit, over finished jobs.
+	AvgJCT float64 `json:"avg_jct_s"`
+	P50JCT float64 `json:"p50_jct_s"`
+	P95JCT float64 `json:"p95_jct_s"`
+	P99JCT float64 `json:"p99_jct_s"`
+	// AvgPending is JCT minus duration, averaged: time spent waiting,
+	// preempted, or restoring after a preemption.
+	AvgPending float64 `json:"avg_pending_s"`
+	// Makespan is the last finish minus the first submit.
+	Makespan    float64 `json:"makespan_s"`
+	Preemptions int     `json:"preemptions"`
+	// GPUUtilization is GPU-seconds held over GPUs x makespan, in [0, 1].
+	GPUUtilization float64 `json:"gpu_utilization"`
+	// Passes counts the scheduling passes the run made.
+	Passes int `json:"passes"`
+	// WallS is how long the simulation took on the wall clock.
+	WallS float64 `json:"wall_s"`
+	// JCTs are the finished jobs' completion times, ascending.
+	JCTs []float64 `json:"-"`
+}
+
+func (s *simulator) result() *Result {
+	r := &Result{
+		Policy:      s.cfg.Sched.Policy,
+		Jobs:        len(s.jobs),
+		Finished:    s.done,
+		Preemptions: s.preemptions,
+		Passes:      s.passes,
+	}
+	if len(s.jobs) == 0 {
+		return r
+	}
+	r.JCTs = make([]float64, 0, s.done)
+	first, last := s.jobs[0].tj.Submit, s.jobs[0].tj.Submit
+	var sumJCT, sumPending float64
+	for i := range s.jobs {
+		j := &s.jobs[i]
+		if !j.done {
+			continue
+		}
+		jct := j.finish - j.tj.Submit
+		r.JCTs = append(r.JCTs, jct)
+		sumJCT += jct
+		sumPending += jct - j.tj.Duration
+		last = max(last, j.finish)
+	}
+	if s.done > 0 {
+		r.AvgJCT = sumJCT / float64(s.done)
+		r.AvgPending = sumPending / float64(s.done)
+	}
+	slices.Sort(r.JCTs)
+	r.P50JCT = percentile(r.JCTs, 50)
+	r.P95JCT = percentile(r.JCTs, 95)
+	r.P99JCT = percentile(r.JCTs, 99)
+	r.Makespan = last - first
+	if r.Makespan > 0 {
+		r.GPUUtilization = math.Min(1, s.busy/(float64(s.gpus.total)*r.Makespan))
+	}
+	return r
+}
+
+// percentile is the nearest-rank p-th percentile of sorted values: the
+// smallest value with at least p% of the values at or below it.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}

@@ -1,0 +1,300 @@
+// Package sim replays a job trace through the scheduling core on a
+// virtual clock and measures how each policy does.
+//
+// The simulator is event driven: it jumps from one event to the next
+// (a job arriving, a job finishing, or the time the scheduler asked to be
+// called again, Decisions.Recheck, when a running job crosses a queue
+// threshold or a waiting job is due for promotion) and runs a scheduling
+// pass only when something changed. It drives the same sched.Scheduler as
+// the live engine, with the same Snapshot and Decisions.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/trace"
+)
+
+// Config is the setup of one simulation.
+type Config struct {
+	// Sched is the scheduler's configuration: policy and knobs.
+	Sched sched.Config
+	// Nodes is the simulated cluster.
+	Nodes []trace.Node
+	// PreemptCostS is the run time a preempted job loses to checkpoint
+	// and restore: each resumption first runs this long, holding its GPUs,
+	// before the job makes progress again. 0 matches the Tiresias
+	// simulator.
+	PreemptCostS float64
+}
+
+// Run simulates jobs under cfg and returns the outcome. It refuses a job
+// with a negative or infinite time, and one that needs more GPUs than the
+// whole cluster has, since no policy could ever run it; and it stops at a
+// scheduler decision that breaks the rules (starting a job twice, using a
+// GPU twice), which is a bug in the scheduler.
+func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Result, error) {
+	began := time.Now()
+	s, err := newSimulator(jobs, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loop(ctx); err != nil {
+		return nil, fmt.Errorf("simulate %s: %w", cfg.Sched.Policy, err)
+	}
+	r := s.result()
+	r.WallS = time.Since(began).Seconds()
+	return r, nil
+}
+
+// Compare runs the same jobs under each policy in turn, with the rest of
+// cfg unchanged.
+func Compare(ctx context.Context, jobs []trace.Job, cfg Config, policies []string) ([]*Result, error) {
+	out := make([]*Result, 0, len(policies))
+	for _, p := range policies {
+		c := cfg
+		c.Sched.Policy = p
+		r, err := Run(ctx, jobs, c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// scheduler is what the simulator needs of sched.Scheduler; tests put a
+// misbehaving one in its place.
+type scheduler interface {
+	Schedule(sched.Snapshot) sched.Decisions
+}
+
+// simulator holds one run's state.
+type simulator struct {
+	cfg   Config
+	sc    scheduler
+	nodes []sched.Node
+	gpus  gpuPool
+
+	jobs    []job // in arrival order
+	byID    map[int64]*job
+	arrived int // jobs[:arrived] have arrived
+
+	// active are the arrived, unfinished jobs in arrival order, and snap
+	// their scheduler view, index for index. Finished jobs are dropped
+	// lazily, before the next pass.
+	active   []*job
+	snap     []sched.Job
+	finished int // jobs done since the last compaction
+	running  []*job
+
+	ends    completions
+	recheck float64 // when the scheduler asked to be called again; 0: never
+	now     float64
+
+	passes      int
+	preemptions int
+	busy        float64 // GPU-seconds held, restores included
+	done        int
+}
+
+func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
+	if cfg.PreemptCostS < 0 || math.IsNaN(cfg.PreemptCostS) || math.IsInf(cfg.PreemptCostS, 0) {
+		return nil, fmt.Errorf("preempt cost %v s: want a finite number of seconds, 0 or more", cfg.PreemptCostS)
+	}
+	sc, err := sched.New(cfg.Sched)
+	if err != nil {
+		return nil, err
+	}
+	s := &simulator{cfg: cfg, sc: sc, byID: make(map[int64]*job, len(jobs))}
+	s.nodes, s.gpus = buildCluster(cfg.Nodes)
+	if s.gpus.total == 0 {
+		return nil, fmt.Errorf("the cluster has no GPUs")
+	}
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
+	}
+	// Arrival order: by submit time, then as in the trace.
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case jobs[a].Submit < jobs[b].Submit:
+			return -1
+		case jobs[a].Submit > jobs[b].Submit:
+			return 1
+		}
+		return 0
+	})
+	s.jobs = make([]job, len(jobs))
+	for k, i := range order {
+		tj := &jobs[i]
+		if !(tj.Submit >= 0 && tj.Duration >= 0) || math.IsInf(tj.Submit, 1) || math.IsInf(tj.Duration, 1) {
+			return nil, fmt.Errorf("job %d: submit %v s, duration %v s: want finite times, 0 or more", tj.ID, tj.Submit, tj.Duration)
+		}
+		if tj.GPUs < 1 || tj.GPUs > s.gpus.total {
+			return nil, fmt.Errorf("job %d needs %d GPUs; the cluster has %d", tj.ID, tj.GPUs, s.gpus.total)
+		}
+		if _, dup := s.byID[tj.ID]; dup {
+			return nil, fmt.Errorf("job id %d appears twice", tj.ID)
+		}
+		s.jobs[k] = job{tj: tj, order: k, pos: -1}
+		s.byID[tj.ID] = &s.jobs[k]
+	}
+	return s, nil
+}
+
+// loop runs events until none is left.
+func (s *simulator) loop(ctx context.Context) error {
+	for step := 0; ; step++ {
+		if step%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		t, ok := s.nextTime()
+		if !ok {
+			return nil
+		}
+		s.now = t
+		// A pass can start jobs only if some wait; a completion therefore
+		// needs one only then. An arrival always waits, and a recheck is
+		// due because the scheduler asked for it (a running job crossing
+		// a queue threshold must be demoted at that time, since the
+		// order within a queue is by entry time).
+		need := false
+		for c, ok := s.ends.next(); ok && c.at <= t; c, ok = s.ends.next() {
+			s.ends.pop()
+			s.complete(c.job)
+			need = true
+		}
+		need = need && s.pending() > 0
+		for s.arrived < len(s.jobs) && s.jobs[s.arrived].tj.Submit <= t {
+			s.arrive(&s.jobs[s.arrived])
+			s.arrived++
+			need = true
+		}
+		if s.recheck > 0 && s.recheck <= t {
+			s.recheck = 0
+			need = need || s.unfinished() > 0
+		}
+		if need {
+			if err := s.pass(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// nextTime is the time of the next event: arrival, completion or recheck.
+func (s *simulator) nextTime() (float64, bool) {
+	t, ok := math.Inf(1), false
+	if s.arrived < len(s.jobs) {
+		t, ok = s.jobs[s.arrived].tj.Submit, true
+	}
+	if c, has := s.ends.next(); has && c.at < t {
+		t, ok = c.at, true
+	}
+	if s.recheck > 0 && s.recheck < t {
+		t, ok = s.recheck, true
+	}
+	return t, ok
+}
+
+// pending counts the arrived jobs that wait for GPUs.
+func (s *simulator) pending() int {
+	return len(s.active) - s.finished - len(s.running)
+}
+
+// unfinished counts the arrived jobs not yet done.
+func (s *simulator) unfinished() int { return len(s.active) - s.finished }
+
+// arrive adds a job to the active set, pending.
+func (s *simulator) arrive(j *job) {
+	tj := j.tj
+	j.pos = len(s.active)
+	s.active = append(s.active, j)
+	s.snap = append(s.snap, sched.Job{
+		ID:         tj.ID,
+		Team:       tj.Team,
+		User:       tj.User,
+		GPUs:       tj.GPUs,
+		GPUMemMiB:  tj.GPUMemMiB,
+		SubmitTime: tj.Submit,
+		State:      sched.Pending,
+		DurationS:  tj.Duration,
+		Model:      tj.Model,
+	})
+}
+
+// complete ends a running job at s.now.
+func (s *simulator) complete(j *job) {
+	s.stopRun(j)
+	j.done = true
+	j.finish = s.now
+	s.finished++
+	s.done++
+}
+
+// stopRun closes the job's current run at s.now and frees its GPUs.
+func (s *simulator) stopRun(j *job) {
+	ran := s.now - j.runStart
+	j.account(ran)
+	s.busy += float64(j.tj.GPUs) * ran
+	s.gpus.release(j.tj.GPUs, j.gpus)
+	j.gpus = nil
+	j.running = false
+	last := s.running[len(s.running)-1]
+	s.running[j.runIdx] = last
+	last.runIdx = j.runIdx
+	s.running = s.running[:len(s.running)-1]
+	sj := &s.snap[j.pos]
+	sj.State = sched.Pending
+	sj.Placement = nil
+	sj.ExecutedS = j.executed
+	sj.AttainedService = j.service
+}
+
+// startRun starts or resumes a job at s.now on gpus.
+func (s *simulator) startRun(j *job, gpus []sched.GPURef) {
+	j.running = true
+	j.run++
+	j.runStart = s.now
+	j.gpus = gpus
+	j.runIdx = len(s.running)
+	s.running = append(s.running, j)
+	sj := &s.snap[j.pos]
+	sj.State = sched.Running
+	sj.Placement = gpus
+	sj.LastStartTime = s.now
+	s.ends.push(completion{at: s.now + j.remaining(), job: j, run: j.run})
+}
+
+// compact drops finished jobs from the active list and the snapshot,
+// keeping arrival order.
+func (s *simulator) compact() {
+	if s.finished == 0 {
+		return
+	}
+	k := 0
+	for i, j := range s.active {
+		if j.done {
+			j.pos = -1
+			continue
+		}
+		if k != i {
+			s.active[k] = j
+			s.snap[k] = s.snap[i]
+			j.pos = k
+		}
+		k++
+	}
+	clear(s.snap[k:])
+	s.active = s.active[:k]
+	s.snap = s.snap[:k]
+	s.finished = 0
+}

@@ -1,0 +1,282 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/models/modelstest"
+)
+
+// testServer is a Server on a fresh SQLite store with the demo's teams
+// and users, an engine running with no machines, and credentials per role.
+type testServer struct {
+	*Server
+	store    *models.Store
+	sessions map[string]string // user -> session cookie
+	tokens   map[string]string // user -> API token
+}
+
+var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
+
+func newTestServer(t *testing.T) *testServer {
+	t.Helper()
+	ctx := context.Background()
+	store, err := models.Open(ctx, modelstest.SQLiteDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	for _, team := range []string{"vision", "nlp"} {
+		if _, err := store.CreateTeam(ctx, team, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := &testServer{store: store, sessions: map[string]string{}, tokens: map[string]string{}}
+	now := time.Now()
+	for _, u := range []struct {
+		name string
+		role models.Role
+		team string
+	}{{"alice", models.RoleResearcher, "vision"}, {"bob", models.RoleResearcher, "nlp"}, {"lead", models.RoleLead, "vision"}, {"admin", models.RoleAdmin, ""}} {
+		user, err := store.CreateUser(ctx, u.name, "password1", u.role, u.team)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts.sessions[u.name], err = store.CreateSession(ctx, user.ID, now, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if ts.tokens[u.name], err = store.CreateAPIToken(ctx, user.ID, "test", now, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc, err := sched.New(sched.Config{Policy: "fifo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.New(engine.Config{Store: store, Scheduler: sc, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = eng.Run(runCtx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	ts.Server, err = New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+// newJob stores a queued job of alice's and returns its ID.
+func (ts *testServer) newJob(t *testing.T) int64 {
+	t.Helper()
+	j := &models.Job{Name: "j", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: time.Now()}
+	if err := ts.store.CreateJob(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+// do sends a request as role: with a session cookie (and CSRF token) for
+// pages, a bearer token for the API.
+func (ts *testServer) do(t *testing.T, role, method, target, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	return ts.doAs(t, role, ts.sessions[role], method, target, body)
+}
+
+// freshSession logs role in anew, for requests that end their session.
+func (ts *testServer) freshSession(t *testing.T, role string) string {
+	t.Helper()
+	u, err := ts.store.UserByName(context.Background(), role)
+	if err != nil {
+		return ""
+	}
+	s, err := ts.store.CreateSession(context.Background(), u.ID, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (ts *testServer) doAs(t *testing.T, role, session, method, target, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, target, r)
+	if strings.HasPrefix(target, "/api/") {
+		req.Header.Set("Content-Type", "application/json")
+		if tok := ts.tokens[role]; tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	} else {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: "gpuportal_csrf", Value: "csrf-test-token"})
+		req.Header.Set("X-CSRF-Token", "csrf-test-token")
+		if session != "" {
+			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: session})
+		}
+	}
+	rec := httptest.NewRecorder()
+	ts.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+// access is the status each role gets, in the order of roles.
+type access [5]int
+
+var (
+	public  = access{200, 200, 200, 200, 200}
+	pageAny = access{303, 200, 200, 200, 200}
+	apiAll  = access{401, 200, 200, 200, 200}
+	team    = access{303, 200, 403, 200, 200} // alice's job: her team and admins
+	apiTeam = access{401, 200, 403, 200, 200}
+)
+
+var uniq atomic.Int64
+
+// TestEveryRouteHasARule walks every route the server registers, as every
+// role and as nobody, and checks the status. A route missing from the
+// table fails the test: a new route needs a rule here.
+func TestEveryRouteHasARule(t *testing.T) {
+	ts := newTestServer(t)
+	job := func(t *testing.T) string { return fmt.Sprint(ts.newJob(t)) }
+	form := func(kv ...string) string {
+		v := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v.Encode()
+	}
+	rules := []struct {
+		route  string // method and path as registered
+		target func(t *testing.T) string
+		body   func() string
+		want   access
+	}{
+		{"GET /healthz", nil, nil, public},
+		{"GET /metrics", nil, nil, public},
+		{"GET /static*", func(*testing.T) string { return "/static/portal.css" }, nil, public},
+		{"GET /login", nil, nil, access{200, 303, 303, 303, 303}},
+		{"POST /login", nil, func() string { return form("username", "nobody", "password", "x") }, access{401, 401, 401, 401, 401}},
+		{"POST /logout", nil, nil, access{303, 303, 303, 303, 303}},
+		{"GET /", nil, nil, access{303, 303, 303, 303, 303}},
+		{"GET /jobs", nil, nil, pageAny},
+		{"GET /jobs/rows", nil, nil, pageAny},
+		{"GET /jobs/new", nil, nil, pageAny},
+		{"POST /jobs", nil, func() string {
+			return form("name", "x", "team", "vision", "gpus", "1", "kind", "sim", "duration_s", "5")
+		}, access{303, 303, 400, 303, 303}},
+		{"GET /jobs/:id", func(t *testing.T) string { return "/jobs/" + job(t) }, nil, team},
+		{"GET /jobs/:id/live", func(t *testing.T) string { return "/jobs/" + job(t) + "/live" }, nil, team},
+		{"GET /jobs/:id/memory", func(t *testing.T) string { return "/jobs/" + job(t) + "/memory" }, nil, team},
+		{"POST /jobs/:id/cancel", func(t *testing.T) string { return "/jobs/" + job(t) + "/cancel" }, nil, access{303, 303, 403, 303, 303}},
+		{"GET /cluster", nil, nil, pageAny},
+		{"GET /cluster/live", nil, nil, pageAny},
+		{"GET /ws/gpus", nil, nil, access{303, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
+		{"GET /tokens", nil, nil, pageAny},
+		{"POST /tokens", nil, func() string { return form("name", "t", "days", "3") }, pageAny},
+		{"POST /tokens/:id/revoke", func(*testing.T) string { return "/tokens/999999/revoke" }, nil, access{303, 404, 404, 404, 404}},
+		{"GET /admin", nil, nil, access{303, 403, 403, 403, 200}},
+		{"POST /admin/:action", func(*testing.T) string { return "/admin/create-team" }, func() string {
+			return form("name", fmt.Sprint("team", uniq.Add(1)), "guarantee", "1")
+		}, access{303, 403, 403, 403, 200}},
+		{"POST /api/v1/tokens", nil, nil, access{401, 401, 401, 401, 401}}, // needs basic auth
+		{"GET /api/v1/me", nil, nil, apiAll},
+		{"GET /api/v1/gpus", nil, nil, apiAll},
+		{"GET /api/v1/jobs", nil, nil, apiAll},
+		{"POST /api/v1/jobs", nil, func() string {
+			return `{"name":"x","team":"vision","gpus":1,"sim":{"duration_s":5}}`
+		}, access{401, 201, 400, 201, 201}},
+		{"GET /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
+		{"GET /api/v1/jobs/:id/memory", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/memory" }, nil, apiTeam},
+		{"DELETE /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
+	}
+
+	covered := map[string]bool{}
+	for _, rule := range rules {
+		covered[rule.route] = true
+		method, path, _ := strings.Cut(rule.route, " ")
+		for i, role := range roles {
+			t.Run(rule.route+" as "+role, func(t *testing.T) {
+				target := path
+				if rule.target != nil {
+					target = rule.target(t)
+				}
+				body := ""
+				if rule.body != nil {
+					body = rule.body()
+				}
+				session := ts.sessions[role]
+				if rule.route == "POST /logout" && role != "anonymous" {
+					session = ts.freshSession(t, role) // logging out ends it
+				}
+				rec := ts.doAs(t, role, session, method, target, body)
+				if rec.Code != rule.want[i] {
+					t.Errorf("%s %s as %s: status %d, want %d; body %.200s", method, target, role, rec.Code, rule.want[i], rec.Body.String())
+				}
+			})
+		}
+	}
+	var missing []string
+	for _, r := range ts.echo.Routes() {
+		if r.Method == echo.RouteNotFound {
+			continue
+		}
+		if key := r.Method + " " + r.Path; !covered[key] {
+			missing = append(missing, key)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("routes without an access rule in this test: %v", missing)
+	}
+}
+
+// TestCSRF refuses page forms without a matching token.
+func TestCSRF(t *testing.T) {
+	ts := newTestServer(t)
+	req := httptest.NewRequest(http.MethodPost, "/jobs", strings.NewReader("name=x&gpus=1&kind=sim&duration_s=5"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: ts.sessions["alice"]})
+	rec := httptest.NewRecorder()
+	ts.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest && rec.Code != http.StatusForbidden {
+		t.Errorf("form without CSRF token: status %d, want 400 or 403", rec.Code)
+	}
+}
+
+// TestLoginRateLimit answers 429 with a clear message after repeated failures.
+func TestLoginRateLimit(t *testing.T) {
+	ts := newTestServer(t)
+	var last *httptest.ResponseRecorder
+	for range loginFailures + 1 {
+		last = ts.do(t, "anonymous", http.MethodPost, "/login", "username=alice&password=wrong")
+	}
+	if last.Code != http.StatusTooManyRequests || !strings.Contains(last.Body.String(), "Too many failed logins") {
+		t.Errorf("after %d failures: status %d; body %.300s", loginFailures+1, last.Code, last.Body.String())
+	}
+	// The right password is refused too while the limit holds.
+	if rec := ts.do(t, "anonymous", http.MethodPost, "/login", "username=alice&password=password1"); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("right password during the lock-out: status %d", rec.Code)
+	}
+}
