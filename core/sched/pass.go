@@ -14,32 +14,34 @@ type pass struct {
 	cl     cluster
 	models modelCache
 
-	ents    []entry // pending jobs
-	pending stream  // ents in priority order
-	rents   []entry // running jobs that may be preempted
-	merged  bool    // rents sorted and merged into the walk
-	reached int     // rents already reached in the walk
-	runs    []runJob
-	held    []int32 // slots held by running jobs: runs[i].lo..hi
-	shared  []int32 // slots more than one running job claims
-	qs      []QueueState
-	due     []float64 // per job: when its queue changes if it stays as it is
-	outcome []uint8 // per job: what the pass did to it
-	victims []int32
-	qpos    []int32 // waiting jobs seen so far, per queue
-	buf     []byte
+	ents     []entry // pending jobs
+	pending  stream  // ents in priority order
+	rents    []entry // running jobs that may be preempted
+	merged   bool    // rents sorted and merged into the walk
+	reached  int     // rents already reached in the walk
+	restored int     // preemptions taken back
+	runs     []runJob
+	held     []int32 // slots held by running jobs: runs[i].lo..hi
+	shared   []int32 // slots more than one running job claims
+	qs       []QueueState
+	due      []float64 // per job: when its queue changes if it stays as it is
+	outcome  []uint8   // per job: what the pass did to it
+	victims  []int32
+	qpos     []int32 // waiting jobs seen so far, per queue
+	buf      []byte
 
 	d Decisions
 }
 
 // runJob is a running job's grip on its GPUs during a pass.
 type runJob struct {
-	lo, hi int32 // its slots on schedulable nodes: held[lo:hi] (nodes mode)
-	n      int32 // GPUs its preemption would free
-	ent    int32 // its entry in rents once merged, or -1
-	job    int32
-	state  uint8
-	by     int64 // the job it was preempted for
+	lo, hi  int32 // its slots on schedulable nodes: held[lo:hi] (nodes mode)
+	n       int32 // GPUs its preemption would free
+	ent     int32 // its entry in rents once merged, or -1
+	job     int32
+	state   uint8
+	by      int64 // the job it was preempted for
+	preempt int32 // its Preempt in Decisions.Preempts
 }
 
 // runJob states.

@@ -334,11 +334,11 @@ func TestTiresiasL(t *testing.T) {
 			}
 		},
 	}, {
-		name:  "a waiting job below queue 0 is promoted once it waited PROMOTEKNOB x its run",
-		cfg:   Config{PromoteKnob: 2},
-		now:   3100,
-		nodes: nodes(4),
-		jobs:  []Job{pend(1, 4, 0, served(1000), inQueue(1, 1000))}, // waited 2,100 >= 2 x 1,000
+		name:   "a waiting job below queue 0 is promoted once it waited PROMOTEKNOB x its run",
+		cfg:    Config{PromoteKnob: 2},
+		now:    3100,
+		nodes:  nodes(4),
+		jobs:   []Job{pend(1, 4, 0, served(1000), inQueue(1, 1000))}, // waited 2,100 >= 2 x 1,000
 		starts: []int64{1},
 		check: func(t *testing.T, d Decisions) {
 			want := QueueState{Index: 0, Since: 3100, CycleStart: 3100, CycleService: 4000, CycleExecuted: 1000, Promotions: 1}

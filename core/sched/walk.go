@@ -19,7 +19,8 @@ func (p *pass) walk() {
 	if !omit {
 		p.d.Waits = make([]Wait, 0, len(p.ents)+len(p.rents)/4)
 	}
-	p.merged, p.reached = false, 0
+	p.merged, p.reached, p.restored = false, 0, 0
+	defer p.dropRestored()
 	var blocker *entry
 	for {
 		next := p.pending.peek()
@@ -109,12 +110,56 @@ func (p *pass) reach(next *entry) {
 		}
 		p.reached++
 		r := &p.runs[e.run]
-		if r.state == runPreempted {
-			p.waitPreempted(e)
-		} else {
+		switch {
+		case r.state != runPreempted:
 			p.keep(r)
+		case p.restore(r):
+		default:
+			p.waitPreempted(e)
 		}
 	}
+}
+
+// restore takes back the preemption of a job whose GPUs are still free
+// when the walk reaches it: a later victim freed more than the jobs in
+// between took. So a victim gives way only if, at its own rank, its GPUs
+// are wanted, as in the Tiresias simulator's greedy pass.
+func (p *pass) restore(r *runJob) bool {
+	if p.count {
+		if p.cl.free < int(r.n) {
+			return false
+		}
+		p.cl.free -= int(r.n)
+	} else {
+		for _, s := range p.held[r.lo:r.hi] {
+			if p.cl.busy[s] {
+				return false
+			}
+		}
+		for _, s := range p.held[r.lo:r.hi] {
+			p.cl.busy[s] = true
+			n := p.cl.slotNode[s]
+			p.cl.setFree(int(n), p.cl.nodes[n].free-1)
+		}
+		p.cl.frDirty = true
+	}
+	r.state = runKept
+	p.outcome[r.job] = outRunning
+	p.d.Preempts[r.preempt].For = restored
+	p.restored++
+	return true
+}
+
+// restored marks a Preempt taken back; such entries are dropped before
+// the decisions are returned.
+const restored = -1 << 63
+
+// dropRestored removes the preemptions taken back.
+func (p *pass) dropRestored() {
+	if p.restored == 0 {
+		return
+	}
+	p.d.Preempts = slices.DeleteFunc(p.d.Preempts, func(x Preempt) bool { return x.For == restored })
 }
 
 // keep lets a running job keep its GPUs.
@@ -208,6 +253,7 @@ func (p *pass) preemptRun(ri int32, by *entry) {
 		p.cl.frDirty = true
 	}
 	p.outcome[run.job] = outPreempted
+	run.preempt = int32(len(p.d.Preempts))
 	victim := &p.rents[run.ent]
 	p.d.Preempts = append(p.d.Preempts, Preempt{
 		JobID:  victim.id,
