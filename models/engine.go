@@ -2,8 +2,12 @@ package models
 
 import (
 	"context"
+	"fmt"
+
+	"gorm.io/gorm"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/sched"
 )
 
 // Store implements engine.Store.
@@ -22,7 +26,40 @@ func (s *Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) 
 			Command: j.Command, SimDuration: j.SimDuration, State: j.State,
 			SubmittedAt: j.SubmittedAt, Placement: j.Placement, LastStartAt: j.LastStartAt,
 			ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
+			Model: j.Model, Queue: j.QueueState(),
 		}
+	}
+	return out, nil
+}
+
+// SetQueueStates records the queue state the scheduler handed back for
+// each job, so that the next pass (and the next server) sees it.
+func (s *Store) SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error {
+	if len(states) == 0 {
+		return nil
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for id, q := range states {
+			err := tx.Model(&Job{}).Where("id = ?", id).Updates(map[string]any{
+				"queue_index": q.Index, "queue_since": q.Since, "cycle_start": q.CycleStart,
+				"cycle_service": q.CycleService, "cycle_executed": q.CycleExecuted, "promotions": q.Promotions,
+			}).Error
+			if err != nil {
+				return fmt.Errorf("set queue state of job %d: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// CompletedGPUTimes returns the attained service (GPU-seconds) of up to
+// limit recently succeeded jobs: what tiresias-g learns its distribution from.
+func (s *Store) CompletedGPUTimes(ctx context.Context, limit int) ([]float64, error) {
+	var out []float64
+	err := s.db.WithContext(ctx).Model(&Job{}).Where("state = ? AND attained_service > 0", JobSucceeded).
+		Order("id DESC").Limit(limit).Pluck("attained_service", &out).Error
+	if err != nil {
+		return nil, fmt.Errorf("completed GPU times: %w", err)
 	}
 	return out, nil
 }

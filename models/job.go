@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
 )
 
 // JobState is a job's place in its life cycle.
@@ -34,6 +35,7 @@ type Job struct {
 	Command     Strings `gorm:"type:text"`
 	SimDuration float64 // seconds of run time of a simulated job
 	GPUMemMiB   int64   // declared memory per GPU, 0 when unknown
+	Model       string  `gorm:"size:64"` // declared model, for placement (see sched.Models)
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended
@@ -49,6 +51,20 @@ type Job struct {
 	AttainedService float64 // GPU-seconds
 	Preemptions     int
 	UpdatedAt       time.Time
+
+	// The scheduler's memory of the job's priority queue (sched.QueueState).
+	QueueIndex    int
+	QueueSince    float64
+	CycleStart    float64
+	CycleService  float64
+	CycleExecuted float64
+	Promotions    int
+}
+
+// QueueState returns what the scheduler remembers of the job's queue.
+func (j *Job) QueueState() sched.QueueState {
+	return sched.QueueState{Index: j.QueueIndex, Since: j.QueueSince, CycleStart: j.CycleStart,
+		CycleService: j.CycleService, CycleExecuted: j.CycleExecuted, Promotions: j.Promotions}
 }
 
 // JCT is the job completion time, finish minus submit; zero while unfinished.

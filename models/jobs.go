@@ -191,3 +191,16 @@ func (s *Store) transition(ctx context.Context, id int64, change func(*Job) erro
 		return nil
 	})
 }
+
+// FinishedSince returns the jobs that succeeded or failed at or after
+// since, oldest first, at most limit of them: the window of the live JCT
+// figures.
+func (s *Store) FinishedSince(ctx context.Context, since time.Time, limit int) ([]Job, error) {
+	var js []Job
+	err := s.db.WithContext(ctx).Where("state IN ? AND finished_at >= ?", []JobState{JobSucceeded, JobFailed}, since).
+		Order("finished_at").Limit(limit).Find(&js).Error
+	if err != nil {
+		return nil, fmt.Errorf("list finished jobs: %w", err)
+	}
+	return js, nil
+}

@@ -136,7 +136,22 @@
       });
   }
 
+  // jctCDF draws the CDF of recent JCTs embedded in the page.
+  function jctCDF(el) {
+    var pts = JSON.parse(el.dataset.cdf || "[]");
+    if (!pts.length) { el.textContent = "No job has finished in this window yet."; return; }
+    var data = [pts.map(function (p) { return p[0]; }), pts.map(function (p) { return p[1]; })];
+    new uPlot({
+      width: width(el), height: 240,
+      scales: { x: { time: false, distr: 3 }, y: { range: [0, 1] } },
+      series: [{ label: "JCT s" }, { label: "fraction of jobs", stroke: "#2458d6", width: 1.5, points: { show: false } }],
+      axes: [{ label: "JCT (seconds, log scale)" }, { label: "fraction", size: 50 }],
+    }, data, el);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var cdf = document.getElementById("jct-cdf");
+    if (cdf) { jctCDF(cdf); }
     var wall = document.getElementById("gpu-wall");
     if (wall) { gpuWall(wall); }
     var mem = document.getElementById("job-memory");

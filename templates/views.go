@@ -44,6 +44,8 @@ type JobDetail struct {
 	Executed    string
 	Attained    string
 	Preemptions int
+	Queue       int
+	Model       string
 	CanCancel   bool
 	Log         string
 	Final       bool
@@ -68,6 +70,8 @@ type SubmitForm struct {
 	Command   string
 	DurationS string
 	GPUMemGB  string
+	Model     string
+	Models    []string
 	Errors    map[string]string
 }
 
@@ -129,4 +133,33 @@ type Tokens struct {
 type TokenRow struct {
 	ID                     int64
 	Name, Created, Expires string
+}
+
+// Queues is the scheduler's queues page with the live JCT figures.
+type Queues struct {
+	Policy string
+	Queues []Queue
+	JCT    JCTStats
+}
+
+// Queue is one priority queue.
+type Queue struct {
+	Index int
+	Range string
+	Jobs  []QueueJob
+}
+
+// QueueJob is one job in a queue; Visible is false for other teams' jobs.
+type QueueJob struct {
+	ID                                        int64
+	Name, Team, User, State, Attained, Reason string
+	GPUs                                      int
+	Visible                                   bool
+}
+
+// JCTStats are the JCT figures of recently finished jobs.
+type JCTStats struct {
+	Window, Avg, P50, P95, P99 string
+	Jobs                       int
+	CDF                        [][2]float64 // (JCT seconds, fraction)
 }

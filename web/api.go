@@ -28,6 +28,8 @@ type JobJSON struct {
 	Command         []string   `json:"command,omitempty"`
 	Sim             *SimSpec   `json:"sim,omitempty"`
 	GPUMemGB        float64    `json:"gpu_mem_gb,omitempty"`
+	Model           string     `json:"model,omitempty"`
+	Queue           int        `json:"queue"`
 	SubmittedAt     time.Time  `json:"submitted_at"`
 	StartedAt       *time.Time `json:"started_at"`
 	FinishedAt      *time.Time `json:"finished_at"`
@@ -46,6 +48,7 @@ func jobJSON(j *models.Job) JobJSON {
 		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: j.ExecutedS,
 		AttainedService: j.AttainedService, Preemptions: j.Preemptions,
+		Model: j.Model, Queue: j.QueueIndex,
 	}
 	if out.Placement == nil {
 		out.Placement = []string{}

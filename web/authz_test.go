@@ -193,6 +193,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /cluster", nil, nil, pageAny},
 		{"GET /cluster/live", nil, nil, pageAny},
 		{"GET /ws/gpus", nil, nil, access{303, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
+		{"GET /queues", nil, nil, pageAny},
+		{"GET /queues/live", nil, nil, pageAny},
 		{"GET /tokens", nil, nil, pageAny},
 		{"POST /tokens", nil, func() string { return form("name", "t", "days", "3") }, pageAny},
 		{"POST /tokens/:id/revoke", func(*testing.T) string { return "/tokens/999999/revoke" }, nil, access{303, 404, 404, 404, 404}},
@@ -201,8 +203,12 @@ func TestEveryRouteHasARule(t *testing.T) {
 			return form("name", fmt.Sprint("team", uniq.Add(1)), "guarantee", "1")
 		}, access{303, 403, 403, 403, 200}},
 		{"POST /api/v1/tokens", nil, nil, access{401, 401, 401, 401, 401}}, // needs basic auth
+		// Agents present the agent token, never a user's; this server has none.
+		{"GET /api/v1/agents/connect", nil, nil, access{404, 404, 404, 404, 404}},
 		{"GET /api/v1/me", nil, nil, apiAll},
 		{"GET /api/v1/gpus", nil, nil, apiAll},
+		{"GET /api/v1/queues", nil, nil, apiAll},
+		{"GET /api/v1/stats/jct", nil, nil, apiAll},
 		{"GET /api/v1/jobs", nil, nil, apiAll},
 		{"POST /api/v1/jobs", nil, func() string {
 			return `{"name":"x","team":"vision","gpus":1,"sim":{"duration_s":5}}`

@@ -130,7 +130,7 @@ func (s *Server) submitPage(c echo.Context) error {
 		return err
 	}
 	u := currentUser(c)
-	f := templates.SubmitForm{Team: u.Team, Teams: allowedTeams(u, teams), GPUs: "1", Kind: "sim", DurationS: "120"}
+	f := templates.SubmitForm{Team: u.Team, Teams: allowedTeams(u, teams), GPUs: "1", Kind: "sim", DurationS: "120", Models: modelNames()}
 	return s.render(c, http.StatusOK, templates.Submit(page(c, "Submit", "submit"), f))
 }
 
@@ -147,6 +147,7 @@ func (s *Server) submitForm(c echo.Context) error {
 		Name: c.FormValue("name"), Team: c.FormValue("team"), GPUs: c.FormValue("gpus"),
 		Kind: c.FormValue("kind"), Command: c.FormValue("command"),
 		DurationS: c.FormValue("duration_s"), GPUMemGB: c.FormValue("gpu_mem_gb"),
+		Model: c.FormValue("model"),
 	}
 	req, fe := formRequest(f)
 	j, more, err := s.validateSubmit(c, req)
@@ -163,7 +164,7 @@ func (s *Server) submitForm(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		f.Teams, f.Errors = allowedTeams(currentUser(c), teams), fe
+		f.Teams, f.Errors, f.Models = allowedTeams(currentUser(c), teams), fe, modelNames()
 		p := page(c, "Submit", "submit")
 		p.Flash = "The job was not submitted: see the fields marked below."
 		return s.render(c, http.StatusBadRequest, templates.Submit(p, f))
@@ -178,7 +179,7 @@ func (s *Server) submitForm(c echo.Context) error {
 // not even numbers.
 func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 	fe := fieldErrors{}
-	req := SubmitRequest{Name: f.Name, Team: f.Team}
+	req := SubmitRequest{Name: f.Name, Team: f.Team, Model: f.Model}
 	if n, err := strconv.Atoi(strings.TrimSpace(f.GPUs)); err == nil {
 		req.GPUs = n
 	} else {
@@ -218,6 +219,8 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		Executed:    fmtDuration(time.Duration(j.ExecutedS * float64(time.Second))),
 		Attained:    fmt.Sprintf("%.0f GPU-seconds", j.AttainedService),
 		Preemptions: j.Preemptions,
+		Queue:       j.QueueIndex,
+		Model:       j.Model,
 		CanCancel:   canCancel(currentUser(c), j),
 		Final:       j.State.Final(),
 		Log:         s.jobLog(c.Request().Context(), j.ID),

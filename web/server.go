@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
@@ -33,6 +34,8 @@ type Config struct {
 	// SecureCookies marks cookies Secure: set it when served over HTTPS.
 	SecureCookies bool
 	Now           func() time.Time
+	// Agents sets up the endpoint where remote node agents connect.
+	Agents AgentConfig
 }
 
 // Server serves the portal and the API.
@@ -76,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(&collector{store: cfg.Store, engine: cfg.Engine})
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.StaticFS("/static", static.FS)
+	e.GET(wire.Path, echo.WrapHandler(newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)))
 
 	api := e.Group("/api/v1")
 	api.POST("/tokens", s.apiCreateToken)
@@ -86,6 +90,8 @@ func New(cfg Config) (*Server, error) {
 	authed.DELETE("/jobs/:id", s.apiCancel)
 	authed.GET("/me", s.apiMe)
 	authed.GET("/gpus", s.apiGPUs)
+	authed.GET("/queues", s.apiQueues)
+	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
 	pages := e.Group("", middleware.CSRFWithConfig(middleware.CSRFConfig{
@@ -111,6 +117,8 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/cluster", s.clusterPage)
 	in.GET("/cluster/live", s.clusterLive)
 	in.GET("/ws/gpus", s.wsGPUs)
+	in.GET("/queues", s.queuesPage)
+	in.GET("/queues/live", s.queuesLive)
 	in.GET("/tokens", s.tokensPage)
 	in.POST("/tokens", s.createTokenForm)
 	in.POST("/tokens/:id/revoke", s.revokeTokenForm)

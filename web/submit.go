@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -28,6 +29,9 @@ type SubmitRequest struct {
 	Command  Command  `json:"command,omitempty"`
 	Sim      *SimSpec `json:"sim,omitempty"`
 	GPUMemGB float64  `json:"gpu_mem_gb,omitempty"`
+	// Model is the job's model, from the catalogue of sched.Models; it
+	// tells placement whether to keep the job's GPUs on few machines.
+	Model string `json:"model,omitempty"`
 }
 
 // SimSpec describes a simulated training job.
@@ -63,7 +67,7 @@ type fieldErrors map[string]string
 
 // first returns one error message naming its field, for APIs that return one.
 func (fe fieldErrors) first() string {
-	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "gpu_mem_gb"} {
+	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb"} {
 		if msg, ok := fe[k]; ok {
 			return k + ": " + msg
 		}
@@ -123,6 +127,12 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 			fe["sim.duration_s"] = fmt.Sprintf("must be between 1 and %d seconds", maxSimDuration)
 		}
 	}
+	model := strings.ToLower(strings.TrimSpace(r.Model))
+	if model != "" {
+		if _, ok := sched.LookupModel(model); !ok {
+			fe["model"] = fmt.Sprintf("unknown model %q (known: %s)", r.Model, strings.Join(modelNames(), ", "))
+		}
+	}
 	if math.IsNaN(r.GPUMemGB) || r.GPUMemGB < 0 || r.GPUMemGB > maxGPUMemGB {
 		fe["gpu_mem_gb"] = fmt.Sprintf("must be between 0 and %d", maxGPUMemGB)
 	}
@@ -133,11 +143,21 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		Name: name, Team: team, User: u.Name, GPUs: r.GPUs,
 		Command:   models.Strings(r.Command),
 		GPUMemMiB: int64(r.GPUMemGB * 1024),
+		Model:     model,
 	}
 	if r.Sim != nil {
 		j.SimDuration = r.Sim.DurationS
 	}
 	return j, nil
+}
+
+// modelNames lists the models a job may declare.
+func modelNames() []string {
+	var names []string
+	for _, m := range sched.Models() {
+		names = append(names, m.Name)
+	}
+	return names
 }
 
 func checkArgv(argv []string) string {

@@ -50,13 +50,14 @@ func seedDemo(ctx context.Context, store *models.Store, stdout io.Writer) error 
 	return nil
 }
 
-// demoModels are the workloads the demo submits: name, GPU memory in GB.
+// demoModels are the workloads the demo submits: a model of the
+// scheduler's catalogue and its GPU memory in GB.
 var demoModels = []struct {
 	name  string
 	memGB float64
 }{
-	{"resnet50", 22}, {"vgg16", 14}, {"bert-base", 18}, {"gpt2-medium", 38},
-	{"inception3", 12}, {"transformer-xl", 30}, {"deepspeech2", 9}, {"llama-7b-lora", 62},
+	{"resnet50", 22}, {"vgg16", 14}, {"bert", 18}, {"gpt2", 38},
+	{"inception3", 12}, {"transformer", 30}, {"resnet152", 34}, {"bert-large", 62},
 }
 
 // maxDemoBacklog bounds the unfinished demo jobs, so that a long-running
@@ -92,6 +93,7 @@ func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *
 			GPUs:        gpuChoices[rng.IntN(len(gpuChoices))],
 			SimDuration: float64(20 + rng.IntN(160)),
 			GPUMemMiB:   int64(m.memGB * 1024),
+			Model:       m.name,
 			SubmittedAt: time.Now(),
 		}
 		if err := store.CreateJob(ctx, j); err != nil {

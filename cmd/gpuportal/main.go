@@ -17,6 +17,7 @@ const usage = `gpuportal: a GPU cluster manager for deep-learning teams
 
 Usage:
   gpuportal serve [flags]   run the portal, the API and the scheduler
+  gpuportal agent [flags]   run jobs on this machine for a remote server
   gpuportal admin ...       manage users, teams and API tokens in the database
   gpuportal sim [flags]     replay a cluster trace under several policies and compare them
   gpuportal help            show this help
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "agent":
+		return runAgent(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return runSim(ctx, args[1:], stdout, stderr)
 	case "admin":

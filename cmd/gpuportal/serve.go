@@ -30,8 +30,11 @@ type serveFlags struct {
 	simGPUs          string
 	noLocalAgent     bool
 	policy           string
+	thresholds       string
+	promoteKnob      float64
 	logLevel         string
 	heartbeatTimeout time.Duration
+	agentToken       string
 	grace            time.Duration
 }
 
@@ -47,9 +50,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.devToken, "dev-token", "", "with --dev: an admin API token accepted as a bearer token")
 	fs.StringVar(&f.simGPUs, "sim-gpus", "2x4x80", "simulated machines for the built-in agent: NODESxGPUSxGB")
 	fs.BoolVar(&f.noLocalAgent, "no-local-agent", false, "start no built-in agent")
-	fs.StringVar(&f.policy, "policy", "fifo", "scheduling policy: "+strings.Join(sched.Policies(), ", "))
+	fs.StringVar(&f.policy, "policy", "tiresias-l", "scheduling policy: "+strings.Join(sched.Policies(), ", "))
+	fs.StringVar(&f.thresholds, "thresholds", "", "queue thresholds of dlas and tiresias, comma-separated GPU-seconds (default 3250,7200; with --demo 200,800)")
+	fs.Float64Var(&f.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than K x its run time returns to the top queue; 0 is off")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "requeue the jobs of a machine silent this long")
+	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -68,6 +74,40 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		return f, errors.New("serve: --demo and --dev-token need --dev")
 	}
 	return f, nil
+}
+
+// demoThresholds are the queue thresholds of --demo: its jobs are short,
+// so the queues must be too for a newcomer to see demotions and preemptions.
+var demoThresholds = []float64{200, 800}
+
+// newScheduler configures the scheduling core from the flags. tiresias-g
+// starts from the GPU-times of jobs this cluster has completed.
+func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, error) {
+	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob}
+	if f.thresholds != "" {
+		for _, part := range strings.Split(f.thresholds, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+			if err != nil || v <= 0 {
+				return nil, fmt.Errorf("--thresholds %q: %q is not a positive number of GPU-seconds", f.thresholds, part)
+			}
+			cfg.Thresholds = append(cfg.Thresholds, v)
+		}
+	} else if f.demo {
+		cfg.Thresholds = demoThresholds
+	}
+	if f.promoteKnob < 0 {
+		return nil, fmt.Errorf("--promote-knob %v: must be 0 (off) or positive", f.promoteKnob)
+	}
+	samples, err := store.CompletedGPUTimes(ctx, 5000)
+	if err != nil {
+		return nil, err
+	}
+	cfg.GPUTimeSamples = samples
+	sc, err := sched.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--policy %s: %w", f.policy, err)
+	}
+	return sc, nil
 }
 
 // checkLoopback refuses development mode on an address others can reach:
@@ -132,15 +172,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	scheduler, err := sched.New(sched.Config{Policy: f.policy})
-	if err != nil {
-		return fmt.Errorf("--policy: %w", err)
-	}
 	store, err := models.Open(ctx, f.db)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	scheduler, err := newScheduler(ctx, f, store)
+	if err != nil {
+		return err
+	}
 	log.Info("database ready", "db", models.RedactDSN(f.db))
 	if f.dev {
 		if err := seedDemo(ctx, store, stdout); err != nil {
@@ -189,7 +229,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return out
 	}, time.Second)
 
-	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken})
+	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
+		Agents: web.AgentConfig{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents")}})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,10 @@
 // simulated workloads) on the GPUs the scheduler chose, stops them on
 // request with SIGTERM then SIGKILL, keeps their output, and reports how
 // they ended.
+//
+// Local does the work on the machine it runs on; the server drives it
+// in-process (serve --dev) or, on other machines, through a Client that
+// connects out to the server (gpuportal agent; protocol in package wire).
 package agent
 
 import (
@@ -11,8 +15,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -42,17 +48,41 @@ type Exit struct {
 type Config struct {
 	Name    string
 	Backend gpu.Backend
-	WorkDir string        // each job runs in WorkDir/jobs/ID
+	// WorkDir holds each job's folder, WorkDir/jobs/ID: the job runs there,
+	// its output goes to output.log and its checkpoint folder is
+	// checkpoint/, kept across the job's runs on this machine.
+	WorkDir string
 	Grace   time.Duration // between SIGTERM and SIGKILL
 	CPUs    int
 	MemMiB  int64
 	Logger  *slog.Logger
+	// RunAs is the user that command jobs run as. Empty runs them as the
+	// agent's own user, as the in-process agent of serve --dev does.
+	RunAs string
+	// RefuseRoot refuses command jobs that would run as root because
+	// RunAs is empty and the agent runs as root. The remote agent sets it,
+	// so jobs run as root only when RunAs says "root".
+	RefuseRoot bool
 }
+
+// ErrDisconnected is wrapped by the errors of a remote machine's Start and
+// Stop when its agent disconnected or did not answer in time: the job
+// itself is not at fault.
+var ErrDisconnected = errors.New("agent disconnected")
+
+// ErrRootJobs is why an agent that runs as root, with no user to run jobs
+// as, refuses command jobs.
+var ErrRootJobs = errors.New("the agent runs as root and jobs never run as root unless asked: " +
+	"start the agent with --run-as USER (or --run-as root to allow it)")
 
 // Local runs jobs on the machine it runs on.
 type Local struct {
 	cfg   Config
 	exits chan<- Exit
+	runAs *runAs // nil: the agent's own user
+	euid  int    // the agent's effective user
+	// pgidOf finds the process group of a process.
+	pgidOf func(pid int) (int, error)
 
 	mu   sync.Mutex
 	runs map[int64]*run
@@ -61,6 +91,7 @@ type Local struct {
 type run struct {
 	stop func() // asks the run to end
 	done chan struct{}
+	pgid int // the process group of a command job; 0 for a simulated one
 }
 
 // New returns an agent that reports job exits on exits.
@@ -77,10 +108,22 @@ func New(cfg Config, exits chan<- Exit) (*Local, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	dir, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: work dir: %w", cfg.Name, err)
+	}
+	cfg.WorkDir = dir
 	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, "jobs"), 0o750); err != nil {
 		return nil, fmt.Errorf("agent %s: work dir: %w", cfg.Name, err)
 	}
-	return &Local{cfg: cfg, exits: exits, runs: make(map[int64]*run)}, nil
+	ra, err := lookupRunAs(cfg.RunAs, os.Geteuid())
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", cfg.Name, err)
+	}
+	return &Local{
+		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid,
+		runs: make(map[int64]*run),
+	}, nil
 }
 
 // Name is the machine's name.
@@ -92,8 +135,63 @@ func (a *Local) Devices() []gpu.Device { return a.cfg.Backend.Devices() }
 // Resources returns the machine's CPUs and host memory.
 func (a *Local) Resources() (cpus int, memMiB int64) { return a.cfg.CPUs, a.cfg.MemMiB }
 
-// Sample reads every GPU.
-func (a *Local) Sample(now time.Time) []gpu.Sample { return a.cfg.Backend.Sample(now) }
+// Sample reads every GPU. The memory of processes that belong to a job
+// (by process group) is counted as the job's.
+func (a *Local) Sample(now time.Time) []gpu.Sample {
+	ss := a.cfg.Backend.Sample(now)
+	var groups map[int]int64
+	for i := range ss {
+		if len(ss[i].Processes) == 0 {
+			continue
+		}
+		if groups == nil {
+			groups = a.processGroups()
+		}
+		attributeProcesses(&ss[i], groups, a.pgidOf)
+	}
+	return ss
+}
+
+// processGroups maps the process group of each running command job to the
+// job.
+func (a *Local) processGroups() map[int]int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[int]int64, len(a.runs))
+	for id, r := range a.runs {
+		if r.pgid > 0 {
+			out[r.pgid] = id
+		}
+	}
+	return out
+}
+
+// attributeProcesses moves the memory of s's processes that belong to a
+// job's process group into s.Jobs.
+func attributeProcesses(s *gpu.Sample, groups map[int]int64, pgidOf func(int) (int, error)) {
+	perJob := make(map[int64]int64)
+	var others []gpu.ProcMem
+	for _, p := range s.Processes {
+		if pg, err := pgidOf(p.PID); err == nil {
+			if id, ok := groups[pg]; ok {
+				perJob[id] += p.MemMiB
+				continue
+			}
+		}
+		others = append(others, p)
+	}
+	s.Processes = others
+	for i, j := range s.Jobs {
+		if m, ok := perJob[j.JobID]; ok {
+			s.Jobs[i].MemMiB += m
+			delete(perJob, j.JobID)
+		}
+	}
+	for id, m := range perJob {
+		s.Jobs = append(s.Jobs, gpu.JobMem{JobID: id, MemMiB: m})
+	}
+	sort.Slice(s.Jobs, func(x, y int) bool { return s.Jobs[x].JobID < s.Jobs[y].JobID })
+}
 
 // Running lists the jobs whose runs have not ended.
 func (a *Local) Running() []int64 {
@@ -111,6 +209,14 @@ func (a *Local) LogPath(jobID int64) string {
 	return filepath.Join(a.jobDir(jobID), "output.log")
 }
 
+// CheckpointDir is the folder a job finds in GPUPORTAL_CHECKPOINT_DIR: it
+// is kept across the job's runs on this machine (preemptions, restarts),
+// so the job can save its state there and resume from it. Across machines
+// it is the same only where WorkDir is on a shared file system.
+func (a *Local) CheckpointDir(jobID int64) string {
+	return filepath.Join(a.jobDir(jobID), "checkpoint")
+}
+
 func (a *Local) jobDir(jobID int64) string {
 	return filepath.Join(a.cfg.WorkDir, "jobs", strconv.FormatInt(jobID, 10))
 }
@@ -125,8 +231,11 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 	if err := a.checkGPUs(s.GPUs); err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
-	if err := os.MkdirAll(a.jobDir(s.JobID), 0o750); err != nil {
-		return fmt.Errorf("start job %d: work dir: %w", s.JobID, err)
+	if len(s.Command) > 0 && a.runAs == nil && a.cfg.RefuseRoot && a.euid == 0 {
+		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, ErrRootJobs)
+	}
+	if err := a.makeJobDirs(s.JobID); err != nil {
+		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
 	log, err := os.OpenFile(a.LogPath(s.JobID), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
 	if err != nil {
@@ -135,7 +244,7 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 	r := &run{done: make(chan struct{})}
 	var wait func() (int, string)
 	if len(s.Command) > 0 {
-		wait, r.stop, err = a.startProcess(s, log)
+		wait, r.stop, r.pgid, err = a.startProcess(s, log)
 	} else {
 		wait, r.stop = a.startSim(s, log)
 	}
@@ -159,6 +268,22 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 		close(r.done)
 		a.exits <- Exit{Node: a.cfg.Name, JobID: s.JobID, ExitCode: code, Err: why, At: time.Now()}
 	}()
+	return nil
+}
+
+// makeJobDirs creates the job's folder and its checkpoint folder, owned by
+// the user the job runs as.
+func (a *Local) makeJobDirs(jobID int64) error {
+	for _, dir := range []string{a.jobDir(jobID), a.CheckpointDir(jobID)} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("job folder: %w", err)
+		}
+		if a.runAs != nil && a.runAs.cred != nil {
+			if err := os.Chown(dir, a.runAs.uid, a.runAs.gid); err != nil {
+				return fmt.Errorf("job folder for %s: %w", a.runAs.name, err)
+			}
+		}
+	}
 	return nil
 }
 

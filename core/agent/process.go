@@ -13,27 +13,27 @@ import (
 )
 
 // startProcess runs the job's command in its own process group with
-// CUDA_VISIBLE_DEVICES naming its GPUs. The command is argv, never a shell
-// string.
-func (a *Local) startProcess(s Spec, log *os.File) (wait func() (int, string), stop func(), err error) {
+// CUDA_VISIBLE_DEVICES naming its GPUs, as the agent's RunAs user. The
+// command is argv, never a shell string. The process is killed if the
+// agent dies, so no job outlives the agent that tracks it.
+func (a *Local) startProcess(s Spec, log *os.File) (wait func() (int, string), stop func(), pgid int, err error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)
 	cmd.Dir = a.jobDir(s.JobID)
 	cmd.Stdout = log
 	cmd.Stderr = log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	devs := make([]string, len(s.GPUs))
-	for i, g := range s.GPUs {
-		devs[i] = strconv.Itoa(g)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if a.runAs != nil {
+		cmd.SysProcAttr.Credential = a.runAs.cred
 	}
-	cmd.Env = append(os.Environ(),
-		"CUDA_VISIBLE_DEVICES="+strings.Join(devs, ","),
-		"GPUPORTAL_JOB_ID="+strconv.FormatInt(s.JobID, 10),
-	)
+	cmd.Env = jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), a.runAs)
 	if err := cmd.Start(); err != nil {
+		if a.runAs != nil && errors.Is(err, os.ErrPermission) {
+			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, a.runAs.name, cmd.Dir)
+		}
 		fmt.Fprintf(log, "gpuportal: cannot start %q: %v\n", s.Command[0], err)
-		return nil, nil, fmt.Errorf("run %q: %w", s.Command[0], err)
+		return nil, nil, 0, fmt.Errorf("run %q: %w", s.Command[0], err)
 	}
-	pgid := cmd.Process.Pid
+	pgid = cmd.Process.Pid
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -61,5 +61,38 @@ func (a *Local) startProcess(s Spec, log *os.File) (wait func() (int, string), s
 			return -1, err.Error()
 		}
 	}
-	return wait, stop, nil
+	return wait, stop, pgid, nil
+}
+
+// jobEnv is a job's environment: the agent's own, less any GPUPORTAL_ or
+// CUDA_VISIBLE_DEVICES variables it has (they may carry the agent's token,
+// and the job's own come next), plus the job's GPUs, ID and checkpoint
+// folder, and the identity of the user it runs as.
+func jobEnv(base []string, s Spec, checkpointDir string, ra *runAs) []string {
+	drop := func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "GPUPORTAL_") || name == "CUDA_VISIBLE_DEVICES" {
+			return true
+		}
+		return ra != nil && (name == "HOME" || name == "USER" || name == "LOGNAME")
+	}
+	env := make([]string, 0, len(base)+6)
+	for _, kv := range base {
+		if !drop(kv) {
+			env = append(env, kv)
+		}
+	}
+	devs := make([]string, len(s.GPUs))
+	for i, g := range s.GPUs {
+		devs[i] = strconv.Itoa(g)
+	}
+	env = append(env,
+		"CUDA_VISIBLE_DEVICES="+strings.Join(devs, ","),
+		"GPUPORTAL_JOB_ID="+strconv.FormatInt(s.JobID, 10),
+		"GPUPORTAL_CHECKPOINT_DIR="+checkpointDir,
+	)
+	if ra != nil {
+		env = append(env, "HOME="+ra.home, "USER="+ra.name, "LOGNAME="+ra.name)
+	}
+	return env
 }

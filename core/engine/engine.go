@@ -33,6 +33,8 @@ type Job struct {
 	LastStartAt     *time.Time
 	ExecutedS       float64
 	AttainedService float64
+	Model           string
+	Queue           sched.QueueState
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -43,6 +45,7 @@ type Store interface {
 	MarkStopped(ctx context.Context, id int64, to job.State, exitCode *int, reason string, now time.Time) error
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
 	SetReasons(ctx context.Context, reasons map[int64]string) error
+	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
 }
 
 // Node is one machine's agent as the engine drives it: in-process for
@@ -140,6 +143,9 @@ func New(cfg Config) (*Engine, error) {
 		lostSince: make(map[string]time.Time),
 	}, nil
 }
+
+// Scheduler is the scheduling core the engine asks.
+func (e *Engine) Scheduler() *sched.Scheduler { return e.cfg.Scheduler }
 
 // Exits is where agents report the end of job runs.
 func (e *Engine) Exits() chan<- agent.Exit { return e.exits }

@@ -92,6 +92,15 @@ func (s *memStore) Cancel(_ context.Context, id int64, _ string, _ time.Time) er
 
 func (s *memStore) SetReasons(context.Context, map[int64]string) error { return nil }
 
+func (s *memStore) SetQueueStates(_ context.Context, states map[int64]sched.QueueState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, q := range states {
+		s.jobs[id].Queue = q
+	}
+	return nil
+}
+
 func (s *memStore) state(id int64) job.State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -414,5 +423,39 @@ func TestReconnectStopsRunsNoLongerWanted(t *testing.T) {
 	mustPass(t, e)
 	if store.state(1) != job.Queued {
 		t.Errorf("job of a lost node: %s, want queued", store.state(1))
+	}
+}
+
+func TestTiresiasPreemptsDemotedJob(t *testing.T) {
+	ctx := context.Background()
+	start := t0.Add(-time.Minute)
+	// Job 1 has run 60s on 1 GPU: past the 30 GPU-second threshold.
+	store := newMemStore(
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
+	)
+	n := newFakeNode("n0", 1)
+	n.running[1] = true
+	e, clock := newTestEngine(t, store, n)
+	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	mustPass(t, e)
+	if store.jobs[1].Queue.Index != 1 {
+		t.Errorf("job 1 queue = %d, want demoted to 1 (recorded in the store)", store.jobs[1].Queue.Index)
+	}
+	if len(n.stops) != 1 || n.stops[0] != 1 {
+		t.Fatalf("stops = %v, want job 1 preempted for the new job", n.stops)
+	}
+	delete(n.running, 1)
+	e.handleExit(ctx, exit("n0", 1, -1, clock.t))
+	if store.state(1) != job.Preempted {
+		t.Fatalf("job 1 = %s, want preempted", store.state(1))
+	}
+	mustPass(t, e)
+	if store.state(2) != job.Running || store.state(1) != job.Preempted {
+		t.Errorf("after the preemption: job 1 %s, job 2 %s; want job 2 running", store.state(1), store.state(2))
 	}
 }

@@ -25,6 +25,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs = e.requeueLost(ctx, jobs, now)
 	snap, byID := e.snapshot(jobs, now)
 	d := e.cfg.Scheduler.Schedule(snap)
+	if err := e.recordQueues(ctx, d.QueueChanges); err != nil {
+		return err
+	}
 	for _, p := range d.Preempts {
 		e.preempt(ctx, p)
 	}
@@ -120,6 +123,7 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 			ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
 			SubmitTime: seconds(j.SubmittedAt), ExecutedS: j.ExecutedS,
 			AttainedService: j.AttainedService, DurationS: j.SimDuration,
+			Model: j.Model, Queue: j.Queue,
 		}
 		if j.LastStartAt != nil {
 			sj.LastStartTime = seconds(*j.LastStartAt)
@@ -199,6 +203,20 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		r.parts[name] = true
 	}
 	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", placement)
+}
+
+// recordQueues stores the queue moves of this pass before anything acts
+// on them.
+func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	states := make(map[int64]sched.QueueState, len(changes))
+	for _, c := range changes {
+		states[c.JobID] = c.State
+		e.cfg.Logger.Info("job changed queue", "job", c.JobID, "from", c.From, "to", c.To, "reason", c.Reason)
+	}
+	return e.cfg.Store.SetQueueStates(ctx, states)
 }
 
 // recordReasons stores the reasons that changed since the last pass.

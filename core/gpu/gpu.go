@@ -19,14 +19,35 @@ type JobMem struct {
 	MemMiB int64
 }
 
-// Sample is one reading of one GPU.
+// ProcMem is the memory one process holds on a GPU, as NVML reports it.
+type ProcMem struct {
+	PID    int
+	MemMiB int64
+}
+
+// Sample is one reading of one GPU. Fields a back end cannot read are
+// zero.
 type Sample struct {
 	At         time.Time
 	Index      int
 	MemUsedMiB int64
 	MemMiB     int64
 	UtilPct    float64
-	Jobs       []JobMem
+	// Jobs is the memory of each job on the GPU. The simulated back end
+	// fills it; for NVML the agent fills it from Processes, since only the
+	// agent knows which processes belong to which job.
+	Jobs []JobMem
+	// TempC is the GPU's core temperature in degrees Celsius.
+	TempC int
+	// PowerW is the GPU's power draw in watts.
+	PowerW float64
+	// ECCErrors counts uncorrected ECC memory errors since the driver
+	// loaded: a GPU whose count grows is failing.
+	ECCErrors uint64
+	// Processes lists the processes holding memory on the GPU, as NVML
+	// reports them. The agent moves the memory of its jobs' processes
+	// into Jobs and leaves the other processes here.
+	Processes []ProcMem
 }
 
 // Backend is a source of GPU readings for one machine.

@@ -33,6 +33,12 @@ func (m SimMemory) At(elapsed time.Duration) int64 {
 	return m.PersistentMiB + int64(math.Round(frac*float64(m.EphemeralMiB)))
 }
 
+// A simulated GPU's temperature and power draw when idle.
+const (
+	simIdleTempC  = 34
+	simIdlePowerW = 55.0
+)
+
 // Sim is a simulated machine's GPUs. Jobs are attached to GPUs when they
 // start and detached when they stop; samples follow their memory models.
 type Sim struct {
@@ -102,8 +108,13 @@ func (s *Sim) Sample(now time.Time) []Sample {
 			smp.MemUsedMiB += m
 			smp.Jobs = append(smp.Jobs, JobMem{JobID: j.id, MemMiB: m})
 		}
+		// An idle GPU sits cool; a busy one heats up and draws power with
+		// its utilization.
+		smp.TempC, smp.PowerW = simIdleTempC, simIdlePowerW
 		if len(smp.Jobs) > 0 {
 			smp.UtilPct = min(100, 85+5*float64(len(smp.Jobs)))
+			smp.TempC += int(smp.UtilPct * 0.4)
+			smp.PowerW += 3 * smp.UtilPct
 		}
 		sort.Slice(smp.Jobs, func(a, b int) bool { return smp.Jobs[a].JobID < smp.Jobs[b].JobID })
 		out = append(out, smp)

@@ -58,7 +58,7 @@ func syntheticTrace(rng *rand.Rand, n, gpus int, load float64) []traceJob {
 // BenchmarkReplay replays a whole synthetic trace of 100,000 jobs on
 // 2,048 GPUs (count placement, no explanations), as the simulator does.
 func BenchmarkReplay(b *testing.B) {
-	trace := syntheticTrace(rand.New(rand.NewPCG(3, 4)), replayJobs, 2048, 0.9)
+	trace := syntheticTrace(rand.New(rand.NewPCG(3, 4)), 100000, 2048, 0.9)
 	for _, pol := range Policies() {
 		b.Run(pol, func(b *testing.B) {
 			sc, err := New(Config{Policy: pol, Placement: PlaceCount, OmitWaits: true})
@@ -73,8 +73,6 @@ func BenchmarkReplay(b *testing.B) {
 		})
 	}
 }
-
-var replayJobs = 100000
 
 // BenchmarkQuietPass measures the pass the simulator runs most: 2,048
 // GPUs in count mode, about 500 running jobs and a few waiting.

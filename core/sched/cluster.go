@@ -9,7 +9,7 @@ import "math/bits"
 // the k emptiest nodes) cost O(GPUs per node), never O(nodes).
 //
 // Free counts may change tentatively while preemption looks for victims
-// (reclaim, unreclaim); busy flags change only when a decision is made.
+// (pass.reclaim); busy flags change only when a decision is made.
 type cluster struct {
 	nodes    []cnode
 	byName   map[string]int32

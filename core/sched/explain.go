@@ -11,12 +11,10 @@ import (
 // copied out once per job.
 
 // explain records why a pending job that the pass could not start waits.
-func (p *pass) explain(e *entry, r rule) {
+// Reclaimable is what preempting every running job ranked below it
+// would free.
+func (p *pass) explain(e *entry, r rule, reclaimable int) {
 	cl := &p.cl
-	reclaimable := 0
-	if p.preempt {
-		reclaimable = cl.reclTotal
-	}
 	var cause WaitCause
 	switch {
 	case r.n <= 0:

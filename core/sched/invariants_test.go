@@ -124,6 +124,13 @@ func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a a
 		a.freeAll += f
 	}
 	if count {
+		// Count mode counts every schedulable node's GPUs, names aside.
+		a.capacity = 0
+		for _, n := range s.Nodes {
+			if !n.Unschedulable {
+				a.capacity += len(n.GPUs)
+			}
+		}
 		a.freeAll = a.capacity
 		for _, j := range s.Jobs {
 			if (j.State == Running && a.preempt[j.ID].JobID == 0) || a.started[j.ID].JobID != 0 {
@@ -169,7 +176,7 @@ func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a a
 			bad("queue change for unknown job %d", c.JobID)
 		case changed[c.JobID]:
 			bad("two queue changes for job %d", c.JobID)
-		case c.From != j.Queue.Index || c.To != c.State.Index || c.From == c.To:
+		case c.From != j.Queue.Index || c.To != c.State.Index || (c.From == c.To && c.State.Promotions == j.Queue.Promotions):
 			bad("queue change %+v for a job in queue %d", c, j.Queue.Index)
 		}
 		changed[c.JobID] = true

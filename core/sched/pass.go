@@ -14,21 +14,27 @@ type pass struct {
 	cl     cluster
 	models modelCache
 
-	ents     []entry // pending jobs
-	pending  stream  // ents in priority order
-	rents    []entry // running jobs that may be preempted
-	merged   bool    // rents sorted and merged into the walk
-	reached  int     // rents already reached in the walk
-	restored int     // preemptions taken back
-	runs     []runJob
-	held     []int32 // slots held by running jobs: runs[i].lo..hi
-	shared   []int32 // slots more than one running job claims
-	qs       []QueueState
-	due      []float64 // per job: when its queue changes if it stays as it is
-	outcome  []uint8   // per job: what the pass did to it
-	victims  []int32
-	qpos     []int32 // waiting jobs seen so far, per queue
-	buf      []byte
+	ents      []entry // pending jobs
+	pending   stream  // ents in priority order
+	rents     []entry // running jobs that may be preempted
+	merged    bool    // rents sorted and merged into the walk
+	keyed     bool    // rents have their sort keys
+	counted   bool    // reclaimable compared one entry with every running job
+	runQ      []int   // GPUs of running jobs per queue (queue policies)
+	runIdx    []int32 // count mode: the running jobs, until running() builds runs
+	below     below   // merged rents not reached yet
+	reachBuf  []int32
+	preempted []int32 // runs preempted in this pass
+	restored  int     // preemptions taken back
+	runs      []runJob
+	held      []int32 // slots held by running jobs: runs[i].lo..hi
+	shared    []int32 // slots more than one running job claims
+	qs        []QueueState
+	due       []float64 // per job: when its queue changes if it stays as it is
+	outcome   []uint8   // per job: what the pass did to it
+	victims   []int32
+	qpos      []int32 // waiting jobs seen so far, per queue
+	buf       []byte
 
 	d Decisions
 }
@@ -47,8 +53,9 @@ type runJob struct {
 // runJob states.
 const (
 	runOpen      uint8 = iota // may still be preempted by a job ranked above it
-	runKept                   // reached in the walk: keeps its GPUs
+	runKept                   // keeps its GPUs
 	runPreempted              // chosen as a victim
+	runReached   uint8 = 4    // flag: the walk has passed it
 )
 
 // Job outcomes: where each job of the snapshot ends the pass.
@@ -109,12 +116,15 @@ func (p *pass) scan() {
 	jobs := p.s.Jobs
 	queued := p.sc.kind.queued()
 	p.runs, p.held, p.shared = p.runs[:0], p.held[:0], p.shared[:0]
-	p.ents, p.rents = p.ents[:0], p.rents[:0]
+	p.ents, p.rents, p.runIdx = p.ents[:0], p.rents[:0], p.runIdx[:0]
 	p.outcome = resize(p.outcome, len(jobs))
 	clear(p.outcome)
+	p.keyed = false
 	if queued {
 		p.qs = resize(p.qs, len(jobs))
 		p.due = resize(p.due, len(jobs))
+		p.runQ = resize(p.runQ, len(p.sc.thr)+1)
+		clear(p.runQ)
 	}
 	var none QueueState
 	for i := range jobs {
@@ -123,36 +133,58 @@ func (p *pass) scan() {
 			continue
 		}
 		running := j.State == Running
-		e := entry{id: j.ID, job: int32(i), run: -1, gpus: int32(min(max(j.GPUs, -1), 1<<30))}
-		p.outcome[i] = outWaiting
-		if running {
-			p.outcome[i] = outRunning
-			e.run = int32(len(p.runs))
-			if p.count {
-				n := int32(max(e.gpus, 0))
-				p.runs = append(p.runs, runJob{n: n, ent: -1, job: int32(i)})
-				p.cl.free -= int(n)
-			} else {
-				p.runs = append(p.runs, p.hold(j, i))
-			}
-		}
 		qs := &none
 		if queued {
 			qs = &p.qs[i]
 			p.due[i] = p.dueAt(j, qs, p.queueState(j, qs), running)
 		}
-		if running {
-			if p.preempt {
-				// Keyed only if the walk merges the running jobs.
-				p.cl.reclTotal += int(p.runs[e.run].n)
-				p.rents = append(p.rents, e)
-			}
+		if !running {
+			p.outcome[i] = outWaiting
+			e := entry{id: j.ID, job: int32(i), run: -1, gpus: clampGPUs(j.GPUs)}
+			p.key(&e, j, qs)
+			p.ents = append(p.ents, e)
 			continue
 		}
-		p.key(&e, j, qs)
-		p.ents = append(p.ents, e)
+		p.outcome[i] = outRunning
+		var n int
+		if p.count {
+			// A count-mode pass that preempts nobody never needs more.
+			n = int(max(clampGPUs(j.GPUs), 0))
+			p.cl.free -= n
+			p.runIdx = append(p.runIdx, int32(i))
+		} else {
+			r := p.hold(j, i)
+			n = int(r.n)
+			if p.preempt {
+				p.rents = append(p.rents, entry{id: j.ID, job: int32(i), run: int32(len(p.runs)),
+					gpus: clampGPUs(j.GPUs), queue: int32(qs.Index)})
+			}
+			p.runs = append(p.runs, r)
+		}
+		if p.preempt {
+			p.cl.reclTotal += n
+			if queued {
+				p.runQ[min(max(qs.Index, 0), len(p.runQ)-1)] += n
+			}
+		}
 	}
 }
+
+// running builds, in count mode, the running jobs' records that scan
+// left out; the walk asks for them once it needs their ranks.
+func (p *pass) running() {
+	if !p.count || len(p.runs) > 0 || !p.preempt {
+		return
+	}
+	for _, i := range p.runIdx {
+		j := &p.s.Jobs[i]
+		g := clampGPUs(j.GPUs)
+		p.rents = append(p.rents, entry{id: j.ID, job: i, run: int32(len(p.runs)), gpus: g})
+		p.runs = append(p.runs, runJob{n: max(g, 0), ent: -1, job: i})
+	}
+}
+
+func clampGPUs(n int) int32 { return int32(min(max(n, -1), 1<<30)) }
 
 // hold records what running job j (at index i) holds in nodes mode.
 func (p *pass) hold(j *Job, i int) runJob {
@@ -194,8 +226,11 @@ func (p *pass) dropShared() {
 				out++
 			}
 		}
-		if p.preempt {
-			p.cl.reclTotal -= int(r.n - (out - lo))
+		if lost := int(r.n - (out - lo)); lost > 0 && p.preempt {
+			p.cl.reclTotal -= lost
+			if p.sc.kind.queued() { // rents[i] is run i's entry (nodes mode)
+				p.runQ[min(max(int(p.rents[i].queue), 0), len(p.runQ)-1)] -= lost
+			}
 		}
 		r.lo, r.hi, r.n = lo, out, out-lo
 	}

@@ -47,40 +47,37 @@ type entry struct {
 	value float64
 }
 
+// compareEntries orders entries by their keys, which key keeps free of
+// NaN, then by job ID.
 func compareEntries(a, b *entry) int {
 	switch {
 	case a.k0 != b.k0:
-		return cmpFloat(a.k0, b.k0)
+		return order(a.k0 < b.k0)
 	case a.k1 != b.k1:
-		return cmpFloat(a.k1, b.k1)
+		return order(a.k1 < b.k1)
 	case a.k2 != b.k2:
-		return cmpFloat(a.k2, b.k2)
+		return order(a.k2 < b.k2)
 	case a.k3 != b.k3:
-		return cmpFloat(a.k3, b.k3)
+		return order(a.k3 < b.k3)
 	case a.id != b.id:
-		if a.id < b.id {
-			return -1
-		}
-		return 1
+		return order(a.id < b.id)
 	}
 	return 0
 }
 
-// cmpFloat orders floats with NaN first, so that the order stays total.
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
+func order(less bool) int {
+	if less {
 		return -1
-	case a > b:
-		return 1
-	case a == b:
-		return 0
-	case math.IsNaN(a) && !math.IsNaN(b):
-		return -1
-	case !math.IsNaN(a) && math.IsNaN(b):
-		return 1
 	}
-	return 0
+	return 1
+}
+
+// noNaN ranks a key that is not a number last.
+func noNaN(k float64) float64 {
+	if k != k {
+		return math.Inf(1)
+	}
+	return k
 }
 
 // key fills e's sort key for job j, whose queue state is qs.
@@ -115,6 +112,7 @@ func (p *pass) key(e *entry, j *Job, qs *QueueState) {
 		g := p.dist.Index(a, p.sc.delta)
 		e.k0, e.k1, e.k2, e.k3, e.value = float64(qs.Index), -g, run, since(j, qs), g
 	}
+	e.k0, e.k1, e.k2, e.k3 = noNaN(e.k0), noNaN(e.k1), noNaN(e.k2), noNaN(e.k3)
 	e.queue = int32(qs.Index)
 }
 

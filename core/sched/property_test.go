@@ -58,6 +58,9 @@ func TestInvariants(t *testing.T) {
 			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
 				t.Fatalf("%+v, snapshot %d:\n%s", cfg, i, joinProblems(p))
 			}
+			if p := internalProblems(sc, s); p != "" {
+				t.Fatalf("%+v, snapshot %d: %s", cfg, i, p)
+			}
 		}
 	}
 }

@@ -72,7 +72,7 @@ func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 		unit = "s executed"
 	}
 	why := fmt.Sprintf("moved from queue %d to queue %d: %s %s", from, q, fmtNum(s), unit)
-	if q > from {
+	if q > from && q > 0 {
 		why = fmt.Sprintf("demoted from queue %d to queue %d: %s %s reached queue %d's limit of %s",
 			from, q, fmtNum(s), unit, q-1, fmtNum(p.sc.thr[q-1]))
 	}

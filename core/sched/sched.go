@@ -47,6 +47,7 @@ const (
 	Running
 )
 
+// String names the state.
 func (s State) String() string {
 	switch s {
 	case Pending:

@@ -13,7 +13,9 @@ const (
 	PlaceNodes = "nodes"
 	// PlaceCount ignores node boundaries and only counts GPUs, as the
 	// Tiresias simulator's "count" scheme does; the trace simulator uses it
-	// to reproduce published figures. Starts still name distinct GPUs.
+	// to reproduce published figures. Starts name no GPUs, and a running
+	// job holds Job.GPUs GPUs whatever its Placement. The capacity is the
+	// GPUs of all schedulable nodes.
 	PlaceCount = "count"
 )
 
@@ -113,9 +115,10 @@ func Policies() []string {
 // PolicyInfos describes every policy, in the order of Policies.
 func PolicyInfos() []PolicyInfo { return append([]PolicyInfo(nil), policyInfos...) }
 
-// Scheduler runs scheduling passes under one configuration. It holds no
-// state between passes: everything a pass needs is in its Snapshot. It is
-// safe for concurrent use.
+// Scheduler runs scheduling passes under one configuration. No decision
+// depends on an earlier pass: everything a pass needs is in its Snapshot
+// (the Scheduler only keeps working memory to reuse). It is safe for
+// concurrent use.
 type Scheduler struct {
 	cfg   Config
 	kind  policyKind
@@ -123,7 +126,12 @@ type Scheduler struct {
 	lim   []float64 // thr less thresholdSlack
 	delta float64
 	dist  *GPUTimeDist
-	pool  sync.Pool
+
+	// Working memory: own serves one pass at a time and survives garbage
+	// collections; concurrent passes borrow from pool.
+	mu   sync.Mutex
+	own  *pass
+	pool sync.Pool
 }
 
 // New checks cfg and returns a Scheduler for it.
@@ -212,6 +220,15 @@ func (sc *Scheduler) Queues() int {
 
 // Schedule runs one pass over s.
 func (sc *Scheduler) Schedule(s Snapshot) Decisions {
+	if sc.mu.TryLock() {
+		defer sc.mu.Unlock()
+		if sc.own == nil {
+			sc.own = new(pass)
+		}
+		d := sc.own.run(sc, &s)
+		sc.own.release()
+		return d
+	}
 	p, _ := sc.pool.Get().(*pass)
 	if p == nil {
 		p = new(pass)

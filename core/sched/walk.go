@@ -8,10 +8,11 @@ import "slices"
 // so does everyone behind it. A running job reached in the order keeps
 // its GPUs: no job ranked below it may take them.
 //
-// The running jobs are sorted and merged into the walk only from the
-// first pending job that does not fit the free GPUs: before that, whether
-// a running job ranks above or below a pending one changes nothing, and a
-// quiet cluster's pass costs no sort of its running jobs.
+// The running jobs are sorted and merged into the walk only once a
+// pending job could start by preempting some: before that, whether a
+// running job ranks above or below a pending one changes nothing but the
+// count of GPUs that preemption could free (see reclaimable), and a
+// pass, quiet or congested, that preempts nobody sorts no running job.
 func (p *pass) walk() {
 	p.qpos = resize(p.qpos, p.sc.Queues())
 	clear(p.qpos)
@@ -19,7 +20,8 @@ func (p *pass) walk() {
 	if !omit {
 		p.d.Waits = make([]Wait, 0, len(p.ents)+len(p.rents)/4)
 	}
-	p.merged, p.reached, p.restored = false, 0, 0
+	p.merged, p.restored, p.counted = false, 0, false
+	p.preempted = p.preempted[:0]
 	defer p.dropRestored()
 	var blocker *entry
 	for {
@@ -30,26 +32,25 @@ func (p *pass) walk() {
 		if next == nil {
 			return
 		}
-		avail := p.cl.free
-		if p.preempt {
-			avail += p.cl.reclTotal
-		}
-		if omit && (avail <= 0 || blocker != nil) {
-			return // nothing behind can start
-		}
 		if blocker != nil {
+			if omit {
+				return // nothing behind can start
+			}
 			p.waitBlocked(p.pending.pop(), blocker)
 			continue
 		}
 		n := int(next.gpus)
-		if n > p.cl.free && p.preempt && !p.merged && (!omit || n <= avail) {
-			p.merge()
-			continue // reach the running jobs ranked above next
+		reclaimable := 0
+		if n > p.cl.free {
+			reclaimable = p.reclaimable(next)
+		}
+		if omit && p.cl.free+reclaimable <= 0 {
+			return // nothing behind can start
 		}
 		e := p.pending.pop()
-		if n <= 0 || n > avail {
+		if n <= 0 || n > p.cl.free+reclaimable {
 			// No placement can help: decide without reading the job.
-			p.explain(e, rule{n: n})
+			p.explain(e, rule{n: n}, reclaimable)
 		} else {
 			r := p.ruleFor(e)
 			if p.cl.fits(r) {
@@ -58,15 +59,15 @@ func (p *pass) walk() {
 			}
 			if p.preempt {
 				if !p.merged {
-					p.merge()
-					p.reach(e)
+					p.merge(e)
 				}
 				if p.cl.fitsReclaiming(r) && p.reclaim(e, r) {
 					p.start(e, r)
 					continue
 				}
+				reclaimable = p.cl.reclTotal
 			}
-			p.explain(e, r)
+			p.explain(e, r, reclaimable)
 		}
 		if p.sc.kind == kindFIFO && n > 0 && n <= p.cl.capacity {
 			blocker = e // a job that can never run blocks nobody
@@ -74,9 +75,75 @@ func (p *pass) walk() {
 	}
 }
 
-// merge sorts the running jobs into the walk and counts, per node, the
-// GPUs they could give up.
-func (p *pass) merge() {
+// reclaimable returns how many GPUs preempting every running job ranked
+// below pending entry e would free. Once merged, that is reclTotal. Before,
+// the queue policies read it from per-queue sums: every running job of a
+// queue ranks above the queue's pending jobs. Other policies count it
+// once by comparing e with every running job, then merge.
+func (p *pass) reclaimable(e *entry) int {
+	switch {
+	case !p.preempt:
+		return 0
+	case p.merged:
+		return p.cl.reclTotal
+	case p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D:
+		sum := 0
+		for q := int(e.queue) + 1; q < len(p.runQ); q++ {
+			sum += p.runQ[q]
+		}
+		return sum
+	case !p.counted:
+		p.counted = true
+		p.keyRunning()
+		sum := 0
+		for i := range p.rents {
+			if compareEntries(&p.rents[i], e) > 0 {
+				sum += int(p.runs[p.rents[i].run].n)
+			}
+		}
+		return sum
+	}
+	p.merge(e)
+	return p.cl.reclTotal
+}
+
+// merge brings the running jobs into the walk at pending entry e. Those
+// ranked above e keep their GPUs at once, in no particular order; those
+// below go to p.below. merge also counts, per node, the GPUs that
+// preemption could free.
+func (p *pass) merge(e *entry) {
+	p.keyRunning()
+	above := 0
+	for k := range p.rents {
+		if compareEntries(&p.rents[k], e) < 0 {
+			p.rents[above], p.rents[k] = p.rents[k], p.rents[above]
+			above++
+		}
+	}
+	if !p.count {
+		clear(p.cl.recl)
+		for _, s := range p.held {
+			p.cl.recl[p.cl.slotNode[s]]++
+		}
+		p.cl.frDirty = true
+	}
+	for i := range above {
+		p.keep(&p.runs[p.rents[i].run])
+	}
+	p.below.init(p.rents, above, p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D, p.sc.Queues())
+	for i := range p.rents {
+		p.runs[p.rents[i].run].ent = int32(i)
+	}
+	p.merged = true
+}
+
+// keyRunning computes the sort keys of the running jobs, once.
+func (p *pass) keyRunning() {
+	if p.keyed {
+		return
+	}
+	p.keyed = true
+	p.running()
 	var none QueueState
 	for i := range p.rents {
 		e := &p.rents[i]
@@ -86,38 +153,55 @@ func (p *pass) merge() {
 		}
 		p.key(e, &p.s.Jobs[e.job], qs)
 	}
-	slices.SortFunc(p.rents, func(a, b entry) int { return compareEntries(&a, &b) })
-	for i := range p.rents {
-		p.runs[p.rents[i].run].ent = int32(i)
-	}
-	if !p.count {
-		clear(p.cl.recl)
-		for _, s := range p.held {
-			p.cl.recl[p.cl.slotNode[s]]++
-		}
-		p.cl.frDirty = true
-	}
-	p.merged = true
 }
 
-// reach walks the running jobs ranked above next (all of them when next
-// is nil): kept ones keep their GPUs, preempted ones get their Wait.
+// reach walks the running jobs ranked above next: kept ones keep their
+// GPUs; a preempted one, in rank order, is restored if its GPUs are
+// still free, or gets its Wait. At the end of the walk (next nil) only
+// the preempted ones matter.
 func (p *pass) reach(next *entry) {
-	for p.reached < len(p.rents) {
-		e := &p.rents[p.reached]
-		if next != nil && compareEntries(e, next) > 0 {
-			return
-		}
-		p.reached++
-		r := &p.runs[e.run]
-		switch {
-		case r.state != runPreempted:
+	if next == nil {
+		p.reachPreempted()
+		return
+	}
+	reached := p.below.reach(next, p.reachBuf[:0])
+	late := p.victims[:0]
+	for _, i := range reached {
+		r := &p.runs[p.rents[i].run]
+		if r.state == runOpen {
 			p.keep(r)
-		case p.restore(r):
-		default:
+		} else if r.state == runPreempted {
+			late = append(late, i)
+		}
+		r.state |= runReached
+	}
+	p.reachBuf = reached
+	p.reachLate(late)
+}
+
+// reachLate reaches preempted entries, sorting them into rank order.
+func (p *pass) reachLate(late []int32) {
+	slices.SortFunc(late, func(a, b int32) int { return compareEntries(&p.rents[a], &p.rents[b]) })
+	for _, i := range late {
+		e := &p.rents[i]
+		r := &p.runs[e.run]
+		if !p.restore(r) {
 			p.waitPreempted(e)
 		}
+		r.state |= runReached
 	}
+}
+
+// reachPreempted reaches, in order, the preempted jobs the walk has not
+// reached yet.
+func (p *pass) reachPreempted() {
+	late := p.victims[:0]
+	for _, ri := range p.preempted {
+		if p.runs[ri].state == runPreempted {
+			late = append(late, p.runs[ri].ent)
+		}
+	}
+	p.reachLate(late)
 }
 
 // restore takes back the preemption of a job whose GPUs are still free
@@ -193,37 +277,47 @@ func (p *pass) start(e *entry, r rule) {
 func (p *pass) reclaim(e *entry, r rule) bool {
 	p.victims = p.victims[:0]
 	fits := false
-	for k := len(p.rents) - 1; k >= p.reached && !fits; k-- {
-		ri := p.rents[k].run
-		run := &p.runs[ri]
-		if run.state != runOpen || run.n == 0 {
-			continue
+	p.below.startVictims()
+	for !fits {
+		i := p.below.nextVictim(p.isVictim)
+		if i < 0 {
+			break
 		}
-		p.shift(run, +1)
-		p.victims = append(p.victims, ri)
+		p.shift(&p.runs[p.rents[i].run], +1)
+		p.victims = append(p.victims, i)
 		fits = p.cl.fits(r)
 	}
 	if !fits {
-		for _, ri := range p.victims {
-			p.shift(&p.runs[ri], -1)
+		for _, i := range p.victims {
+			p.shift(&p.runs[p.rents[i].run], -1)
+			p.below.putBack(i)
 		}
 		return false
 	}
 	for k := len(p.victims) - 1; k >= 0; k-- {
-		ri := p.victims[k]
-		p.shift(&p.runs[ri], -1)
+		i := p.victims[k]
+		run := &p.runs[p.rents[i].run]
+		p.shift(run, -1)
 		if p.cl.fits(r) {
 			p.victims[k] = -1 // not needed: spared
+			p.below.putBack(i)
 			continue
 		}
-		p.shift(&p.runs[ri], +1)
+		p.shift(run, +1)
 	}
-	for _, ri := range p.victims { // lowest-ranked first
-		if ri >= 0 {
-			p.preemptRun(ri, e)
+	for _, i := range p.victims { // lowest-ranked first
+		if i >= 0 {
+			p.preemptRun(p.rents[i].run, e)
 		}
 	}
 	return true
+}
+
+// isVictim tells whether running entry i may be preempted: it still
+// holds its GPUs and frees some.
+func (p *pass) isVictim(i int32) bool {
+	r := &p.runs[p.rents[i].run]
+	return r.state == runOpen && r.n > 0
 }
 
 // shift frees (+1) or re-occupies (-1) a running job's GPUs in the free
@@ -254,6 +348,7 @@ func (p *pass) preemptRun(ri int32, by *entry) {
 	}
 	p.outcome[run.job] = outPreempted
 	run.preempt = int32(len(p.d.Preempts))
+	p.preempted = append(p.preempted, ri)
 	victim := &p.rents[run.ent]
 	p.d.Preempts = append(p.d.Preempts, Preempt{
 		JobID:  victim.id,

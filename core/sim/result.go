@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"slices"
+
+	"github.com/gpuportal/gpuportal/core/jct"
 )
 
 // Result is how one policy did over one trace. Times are in seconds.
@@ -61,22 +63,12 @@ func (s *simulator) result() *Result {
 		r.AvgPending = sumPending / float64(s.done)
 	}
 	slices.Sort(r.JCTs)
-	r.P50JCT = percentile(r.JCTs, 50)
-	r.P95JCT = percentile(r.JCTs, 95)
-	r.P99JCT = percentile(r.JCTs, 99)
+	r.P50JCT = jct.Percentile(r.JCTs, 50)
+	r.P95JCT = jct.Percentile(r.JCTs, 95)
+	r.P99JCT = jct.Percentile(r.JCTs, 99)
 	r.Makespan = last - first
 	if r.Makespan > 0 {
 		r.GPUUtilization = math.Min(1, s.busy/(float64(s.gpus.total)*r.Makespan))
 	}
 	return r
-}
-
-// percentile is the nearest-rank p-th percentile of sorted values: the
-// smallest value with at least p% of the values at or below it.
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
 }

@@ -157,19 +157,3 @@ func TestCompareKeepsOrder(t *testing.T) {
 		t.Fatalf("got %+v", rs)
 	}
 }
-
-func TestPercentile(t *testing.T) {
-	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	cases := []struct {
-		p    float64
-		want float64
-	}{{50, 5}, {95, 10}, {99, 10}, {10, 1}, {11, 2}, {0, 1}, {100, 10}}
-	for _, c := range cases {
-		if got := percentile(v, c.p); got != c.want {
-			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
-		}
-	}
-	if got := percentile(nil, 50); got != 0 {
-		t.Errorf("p50 of nothing = %v", got)
-	}
-}

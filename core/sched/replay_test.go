@@ -101,6 +101,23 @@ func replay(tb testing.TB, sc *Scheduler, nodes []Node, trace []traceJob) (meanJ
 	return sumJCT / float64(len(trace)), passes
 }
 
+// cmpFloat orders floats, NaN first.
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	case a == b:
+		return 0
+	case a != a && b == b:
+		return -1
+	case a == a && b != b:
+		return 1
+	}
+	return 0
+}
+
 // readTiresiasTrace reads a trace in the Tiresias simulator's CSV format.
 func readTiresiasTrace(tb testing.TB, path string) []traceJob {
 	tb.Helper()

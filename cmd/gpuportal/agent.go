@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+// agentTokenEnv holds the agent token when --token is not given: unlike a
+// command line, the environment is not visible to other users.
+const agentTokenEnv = "GPUPORTAL_AGENT_TOKEN"
+
+type agentFlags struct {
+	server, token, gpus string
+	name, workDir       string
+	runAs               string
+	caFile              string
+	grace               time.Duration
+	logLevel            string
+}
+
+func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
+	var f agentFlags
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.server, "server", "", "the server's URL, such as https://gpus.example.com (required)")
+	fs.StringVar(&f.token, "token", "", "the server's agent token (serve --agent-token); default: $"+agentTokenEnv+", which other users cannot see")
+	fs.StringVar(&f.gpus, "gpus", "nvml", "GPUs: nvml (this machine's NVIDIA GPUs) or sim:NODESxGPUSxGB (simulated machines)")
+	fs.StringVar(&f.name, "name", host, "this machine's name; simulated machines are NAME-0, NAME-1, ... when there are several")
+	fs.StringVar(&f.workDir, "work-dir", "gpuportal-agent", "folder for jobs' work folders, output and checkpoints")
+	fs.StringVar(&f.runAs, "run-as", "", "user that jobs run as (default: this agent's user, but never root unless --run-as root)")
+	fs.StringVar(&f.caFile, "ca", "", "PEM file of certificate authorities to trust for an https server, besides the system's")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("agent: unexpected argument %q", fs.Arg(0))
+	}
+	if f.server == "" {
+		return f, errors.New("agent: --server is required")
+	}
+	if f.token == "" {
+		f.token = os.Getenv(agentTokenEnv)
+	}
+	if f.token == "" {
+		return f, fmt.Errorf("agent: no token: set $%s or pass --token", agentTokenEnv)
+	}
+	if err := wire.CheckNodeName(f.name); err != nil {
+		return f, fmt.Errorf("agent: --name: %w", err)
+	}
+	return f, nil
+}
+
+// machine is one machine the agent runs: its GPUs and resources.
+type machine struct {
+	name    string
+	backend gpu.Backend
+	cpus    int
+	memMiB  int64
+	workDir string
+}
+
+// agentMachines reads --gpus: this machine's NVIDIA GPUs, or simulated
+// machines. close releases the GPU back end.
+func agentMachines(f agentFlags, log *slog.Logger) (ms []machine, close func() error, err error) {
+	if f.gpus == "nvml" {
+		b, closeNVML, err := openNVML(log)
+		if err != nil {
+			return nil, nil, err
+		}
+		mem, err := hostMemMiB()
+		if err != nil {
+			log.Warn("cannot read host memory", "err", err)
+		}
+		return []machine{{name: f.name, backend: b, cpus: runtime.NumCPU(), memMiB: mem, workDir: f.workDir}}, closeNVML, nil
+	}
+	spec, ok := strings.CutPrefix(f.gpus, "sim:")
+	if !ok {
+		return nil, nil, fmt.Errorf("--gpus %q: want nvml or sim:NODESxGPUSxGB, for example sim:1x4x80", f.gpus)
+	}
+	c, err := parseSimGPUs(spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--gpus %q: want sim:NODESxGPUSxGB, each a number from 1 to 4096, for example sim:1x4x80", f.gpus)
+	}
+	for i := range c.nodes {
+		m := machine{
+			name: f.name, workDir: f.workDir,
+			// As the server's built-in simulated machines.
+			cpus: 8 * c.gpus, memMiB: int64(c.gpus) * 128 * 1024,
+		}
+		if c.nodes > 1 {
+			m.name = fmt.Sprintf("%s-%d", f.name, i)
+			m.workDir = filepath.Join(f.workDir, m.name)
+		}
+		if err := wire.CheckNodeName(m.name); err != nil {
+			return nil, nil, fmt.Errorf("--name: %w", err)
+		}
+		m.backend = gpu.NewSim(m.name, c.gpus, c.memGB*1024)
+		ms = append(ms, m)
+	}
+	return ms, func() error { return nil }, nil
+}
+
+// hostMemMiB reads the machine's memory from /proc/meminfo.
+func hostMemMiB() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kib, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/meminfo: %w", err)
+			}
+			return kib / 1024, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("/proc/meminfo: %w", err)
+	}
+	return 0, errors.New("/proc/meminfo: no MemTotal")
+}
+
+func agentTLS(caFile string) (*tls.Config, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca %s: no PEM certificates in it", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// runAgent is `gpuportal agent`: it runs jobs on this machine (or on
+// simulated machines) for the server at --server, until interrupted.
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseAgentFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	// Jobs must not inherit the token.
+	_ = os.Unsetenv(agentTokenEnv)
+	log, err := newLogger(f.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := agentTLS(f.caFile)
+	if err != nil {
+		return err
+	}
+	if f.runAs == "" && os.Geteuid() == 0 {
+		log.Warn("the agent runs as root without --run-as: command jobs will be refused (pass --run-as USER, or --run-as root)")
+	}
+	machines, closeGPUs, err := agentMachines(f, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := closeGPUs(); err != nil {
+			log.Warn("close GPUs", "err", err)
+		}
+	}()
+
+	exits := make(chan agent.Exit, 64)
+	var locals []*agent.Local
+	gpus := 0
+	for _, m := range machines {
+		a, err := agent.New(agent.Config{
+			Name: m.name, Backend: m.backend, WorkDir: m.workDir, Grace: f.grace,
+			CPUs: m.cpus, MemMiB: m.memMiB, Logger: log.With("node", m.name),
+			RunAs: f.runAs, RefuseRoot: true,
+		}, exits)
+		if err != nil {
+			return err
+		}
+		locals = append(locals, a)
+		gpus += len(a.Devices())
+	}
+	client, err := agent.NewClient(agent.ClientConfig{
+		Server: f.server, Token: f.token, Nodes: locals, Exits: exits, TLS: tlsCfg, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "gpuportal agent: %d machine(s), %d GPUs, connecting to %s\n", len(locals), gpus, f.server)
+	runErr := client.Run(ctx)
+
+	// Disconnected: the server requeues this machine's jobs after its
+	// heartbeat timeout. Stop them, and keep taking their exits.
+	log.Info("agent stopping: stopping its jobs", "grace", f.grace)
+	drained := make(chan struct{})
+	defer close(drained)
+	go func() {
+		for {
+			select {
+			case <-exits:
+			case <-drained:
+				return
+			}
+		}
+	}()
+	shutCtx, cancel := context.WithTimeout(context.Background(), f.grace+5*time.Second)
+	defer cancel()
+	for _, a := range locals {
+		if err := a.Shutdown(shutCtx); err != nil {
+			log.Warn("agent shutdown", "node", a.Name(), "err", err)
+		}
+	}
+	return runErr
+}

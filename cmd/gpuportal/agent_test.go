@@ -1,0 +1,89 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestParseAgentFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     string
+		wantErr string
+		check   func(agentFlags) bool
+	}{
+		{"token from the environment", []string{"--server", "http://s"}, "from-env", "", func(f agentFlags) bool { return f.token == "from-env" }},
+		{"the flag wins", []string{"--server", "http://s", "--token", "flag"}, "from-env", "", func(f agentFlags) bool { return f.token == "flag" }},
+		{"no token", []string{"--server", "http://s"}, "", "no token", nil},
+		{"no server", []string{"--token", "t"}, "", "--server", nil},
+		{"a name that is a path", []string{"--server", "http://s", "--token", "t", "--name", "a/b"}, "", "--name", nil},
+		{"stray argument", []string{"--server", "http://s", "--token", "t", "extra"}, "", "unexpected", nil},
+		{"defaults", []string{"--server", "http://s", "--token", "t"}, "", "", func(f agentFlags) bool {
+			return f.gpus == "nvml" && f.runAs == "" && f.workDir == "gpuportal-agent" && f.name != ""
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(agentTokenEnv, tc.env)
+			f, err := parseAgentFlags(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !tc.check(f) {
+				t.Errorf("flags = %+v, %v", f, err)
+			}
+		})
+	}
+}
+
+func TestAgentMachines(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tests := []struct {
+		gpus      string
+		wantNames []string
+		wantGPUs  int
+		wantErr   string
+	}{
+		{"sim:1x4x80", []string{"box"}, 4, ""},
+		{"sim:3x2x40", []string{"box-0", "box-1", "box-2"}, 2, ""},
+		{"sim:0x2x40", nil, 0, "1 to 4096"},
+		{"sim:2x2", nil, 0, "NODESxGPUSxGB"},
+		{"cuda", nil, 0, "nvml or sim"},
+	}
+	for _, tc := range tests {
+		ms, closeGPUs, err := agentMachines(agentFlags{gpus: tc.gpus, name: "box", workDir: "w"}, log)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tc.gpus, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.gpus, err)
+		}
+		var names []string
+		for _, m := range ms {
+			names = append(names, m.name)
+			if len(m.backend.Devices()) != tc.wantGPUs || m.cpus <= 0 || m.memMiB <= 0 {
+				t.Errorf("%s: machine %+v", tc.gpus, m)
+			}
+		}
+		if strings.Join(names, ",") != strings.Join(tc.wantNames, ",") {
+			t.Errorf("%s: machines %v, want %v", tc.gpus, names, tc.wantNames)
+		}
+		_ = closeGPUs()
+	}
+}
+
+func TestHostMemory(t *testing.T) {
+	mem, err := hostMemMiB()
+	if err != nil || mem < 64 {
+		t.Errorf("host memory = %d MiB, %v", mem, err)
+	}
+}

@@ -1,0 +1,566 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/gpuportal/gpuportal/core/agent/wire"
+)
+
+// ClientConfig sets up a Client.
+type ClientConfig struct {
+	// Server is the server's base URL: http://host:port or https://host
+	// (a path prefix is kept; ws:// and wss:// are accepted too).
+	Server string
+	// Token is the agent token the server was started with
+	// (serve --agent-token).
+	Token string
+	// Name names this agent in the server's logs; default: the host name.
+	Name string
+	// Nodes are the machines this agent runs. Each reports job exits on
+	// Exits.
+	Nodes []*Local
+	Exits <-chan Exit
+	// TLS configures connections to an https server; nil trusts the
+	// system's certificate authorities.
+	TLS    *tls.Config
+	Logger *slog.Logger
+	// SampleEvery is the time between heartbeats, each carrying a sample
+	// of every GPU; default 1s.
+	SampleEvery time.Duration
+	// LogEvery is how often new job output is sent; default 500ms.
+	LogEvery time.Duration
+	// MinBackoff and MaxBackoff bound the wait between connection
+	// attempts, which doubles after each failed one; default 500ms and 15s.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Client connects Local agents to a remote server: it registers their
+// machines, runs the jobs the server starts, and forwards heartbeats with
+// GPU samples, job output and job exits. It reconnects with exponential
+// backoff whenever the connection drops, and reports the jobs still
+// running (or whose exits the server has not acknowledged) each time, so
+// nothing is lost across disconnections and server restarts.
+type Client struct {
+	cfg   ClientConfig
+	url   string
+	nodes map[string]*Local
+	kick  chan struct{} // an exit waits to be sent
+
+	mu   sync.Mutex
+	live map[jobKey]*liveJob // runs the server has not yet seen end
+}
+
+type jobKey struct {
+	node string
+	job  int64
+}
+
+// liveJob is a run that the server has not yet seen end.
+type liveJob struct {
+	sent int64 // bytes of the job's output sent to the server
+	exit *Exit // how the run ended; nil while it runs
+	// exitID is the ID of the exit message on the current connection; 0
+	// when not yet sent on it.
+	exitID uint64
+}
+
+// NewClient checks cfg and returns a client; Run connects it.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("agent client: no token")
+	}
+	if len(cfg.Nodes) == 0 || cfg.Exits == nil {
+		return nil, errors.New("agent client: no nodes or no exits channel")
+	}
+	u, err := agentURL(cfg.Server)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SampleEvery <= 0 {
+		cfg.SampleEvery = time.Second
+	}
+	if cfg.LogEvery <= 0 {
+		cfg.LogEvery = 500 * time.Millisecond
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 500 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(cfg.MinBackoff, 15*time.Second)
+	}
+	c := &Client{
+		cfg: cfg, url: u, nodes: make(map[string]*Local),
+		kick: make(chan struct{}, 1), live: make(map[jobKey]*liveJob),
+	}
+	for _, n := range cfg.Nodes {
+		if err := wire.CheckNodeName(n.Name()); err != nil {
+			return nil, fmt.Errorf("agent client: %w", err)
+		}
+		if _, dup := c.nodes[n.Name()]; dup {
+			return nil, fmt.Errorf("agent client: two nodes named %q", n.Name())
+		}
+		c.nodes[n.Name()] = n
+	}
+	return c, nil
+}
+
+// agentURL turns a server's base URL into its agent endpoint.
+func agentURL(server string) (string, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "", fmt.Errorf("agent client: server URL: %w", err)
+	}
+	switch u.Scheme {
+	case "http", "ws":
+		u.Scheme = "ws"
+	case "https", "wss":
+		u.Scheme = "wss"
+	default:
+		return "", fmt.Errorf("agent client: server URL %q: want http:// or https://", u.Redacted())
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("agent client: server URL %q has no host", u.Redacted())
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + wire.Path
+	u.RawQuery, u.Fragment = "", ""
+	return u.String(), nil
+}
+
+// Run connects to the server and serves it until ctx ends, reconnecting
+// after each disconnection. Call it once.
+func (c *Client) Run(ctx context.Context) error {
+	go c.collectExits(ctx)
+	backoff := c.cfg.MinBackoff
+	for {
+		welcomed, err := c.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if welcomed {
+			backoff = c.cfg.MinBackoff
+		}
+		// Jitter keeps a fleet of agents from reconnecting in step.
+		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
+		c.cfg.Logger.Warn("not connected to the server; retrying", "server", c.url, "err", err, "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, c.cfg.MaxBackoff)
+	}
+}
+
+// collectExits records each run's end until the server acknowledges it.
+func (c *Client) collectExits(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ex := <-c.cfg.Exits:
+			c.cfg.Logger.Info("job ended", "job", ex.JobID, "node", ex.Node, "code", ex.ExitCode, "err", ex.Err)
+			c.mu.Lock()
+			k := jobKey{ex.Node, ex.JobID}
+			lj := c.live[k]
+			if lj == nil {
+				lj = &liveJob{}
+				c.live[k] = lj
+			}
+			lj.exit, lj.exitID = &ex, 0
+			c.mu.Unlock()
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// session is one connection to the server.
+type session struct {
+	c       *Client
+	conn    *websocket.Conn
+	timeout time.Duration // silence after which the server is taken for lost
+
+	wmu    sync.Mutex // one writer at a time
+	nextID atomic.Uint64
+
+	// inflight maps the IDs of exit messages sent on this connection to
+	// their runs; guarded by c.mu.
+	inflight map[uint64]jobKey
+}
+
+// writeWait bounds one write to the server.
+const writeWait = 10 * time.Second
+
+// session connects, registers and serves until the connection ends. It
+// reports whether the server accepted the registration.
+func (c *Client) session(ctx context.Context) (welcomed bool, err error) {
+	dialer := websocket.Dialer{
+		Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second,
+		TLSClientConfig: c.cfg.TLS,
+	}
+	hdr := http.Header{"Authorization": {"Bearer " + c.cfg.Token}}
+	conn, resp, err := dialer.DialContext(ctx, c.url, hdr)
+	if err != nil {
+		if resp != nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			return false, fmt.Errorf("connect: server answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		}
+		return false, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	conn.SetReadLimit(wire.MaxMessageBytes)
+	s := &session{c: c, conn: conn, inflight: make(map[uint64]jobKey)}
+	// Registration waits for the server; ending ctx ends the wait.
+	stopClosing := context.AfterFunc(ctx, func() { conn.Close() })
+	err = s.register()
+	if !stopClosing() || err != nil {
+		return false, errors.Join(err, ctx.Err())
+	}
+	c.cfg.Logger.Info("connected to the server", "server", c.url, "nodes", len(c.nodes))
+
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		<-sctx.Done()
+		if ctx.Err() != nil {
+			_ = conn.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(websocket.CloseGoingAway, "agent shutting down"), time.Now().Add(time.Second))
+		}
+		conn.Close() // ends the read below
+	}()
+	go func() { defer wg.Done(); s.heartbeats(sctx) }()
+	go func() { defer wg.Done(); s.pump(sctx) }()
+	err = s.read(sctx)
+	cancel()
+	wg.Wait()
+	return true, err
+}
+
+// register sends Hello and waits for Welcome.
+func (s *session) register() error {
+	c := s.c
+	hello := &wire.Hello{Version: wire.Version, Agent: c.cfg.Name}
+	c.mu.Lock()
+	for _, n := range c.cfg.Nodes {
+		cpus, mem := n.Resources()
+		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []int64{}}
+		for k := range c.live {
+			if k.node == n.Name() {
+				wn.Running = append(wn.Running, k.job)
+			}
+		}
+		hello.Nodes = append(hello.Nodes, wn)
+	}
+	c.mu.Unlock()
+	if err := s.send(&wire.Message{Type: wire.TypeHello, Hello: hello}); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	// Until the server says otherwise.
+	s.timeout = 30 * time.Second
+	// The server pings more often than its timeout; each ping shows it is
+	// alive.
+	s.conn.SetPingHandler(func(data string) error {
+		_ = s.conn.SetReadDeadline(time.Now().Add(s.timeout))
+		err := s.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeWait))
+		var ne net.Error
+		if errors.Is(err, websocket.ErrCloseSent) || errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return err
+	})
+	_ = s.conn.SetReadDeadline(time.Now().Add(s.timeout))
+	var m wire.Message
+	if err := s.conn.ReadJSON(&m); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	if m.Type != wire.TypeWelcome || m.Welcome == nil {
+		return fmt.Errorf("register: server answered %q, not welcome", m.Type)
+	}
+	if m.Welcome.Version != wire.Version {
+		return fmt.Errorf("register: server speaks protocol version %d, this agent %d", m.Welcome.Version, wire.Version)
+	}
+	s.timeout = time.Duration(m.Welcome.HeartbeatTimeoutMS) * time.Millisecond
+	if s.timeout < 3*c.cfg.SampleEvery {
+		s.timeout = 3 * c.cfg.SampleEvery
+	}
+	offsets := make(map[jobKey]int64, len(m.Welcome.Logs))
+	for _, l := range m.Welcome.Logs {
+		offsets[jobKey{l.Node, l.JobID}] = l.Offset
+	}
+	c.mu.Lock()
+	for k, lj := range c.live {
+		// The server holds this much of the output; a run's exit is sent
+		// again on every new connection until acknowledged.
+		lj.sent, lj.exitID = offsets[k], 0
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// send writes one message.
+func (s *session) send(m *wire.Message) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = s.conn.SetWriteDeadline(time.Now().Add(writeWait))
+	return s.conn.WriteJSON(m)
+}
+
+// read handles the server's messages until the connection ends.
+func (s *session) read(ctx context.Context) error {
+	for {
+		_ = s.conn.SetReadDeadline(time.Now().Add(s.timeout))
+		var m wire.Message
+		if err := s.conn.ReadJSON(&m); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("read: %w", err)
+		}
+		if err := m.Check(); err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		switch m.Type {
+		case wire.TypeStart:
+			s.answer(m.ID, s.start(ctx, m.Start))
+		case wire.TypeStop:
+			s.answer(m.ID, s.stop(ctx, m.Stop))
+		case wire.TypeAck:
+			s.acked(m.ID, m.Ack)
+		default:
+			s.c.cfg.Logger.Warn("unexpected message from the server", "type", m.Type)
+		}
+	}
+}
+
+// answer acknowledges request id.
+func (s *session) answer(id uint64, err error) {
+	ack := &wire.Ack{}
+	if err != nil {
+		ack.Error = err.Error()
+	}
+	if err := s.send(&wire.Message{Type: wire.TypeAck, ID: id, Ack: ack}); err != nil {
+		s.c.cfg.Logger.Warn("answer the server", "err", err)
+	}
+}
+
+// start begins a run the server asks for.
+func (s *session) start(ctx context.Context, st *wire.Start) error {
+	c := s.c
+	n := c.nodes[st.Node]
+	if n == nil {
+		return fmt.Errorf("no node %q on this agent", st.Node)
+	}
+	spec := SpecFromWire(st.Job)
+	k := jobKey{st.Node, spec.JobID}
+	lj := &liveJob{sent: st.LogOffset}
+	c.mu.Lock()
+	if old := c.live[k]; old != nil && old.exit == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("start job %d on %s: already running", spec.JobID, st.Node)
+	}
+	// An unacknowledged exit of an earlier run is dropped: the server
+	// starting the job again has given that run up.
+	c.live[k] = lj
+	c.mu.Unlock()
+	if err := n.Start(ctx, spec); err != nil {
+		c.mu.Lock()
+		if c.live[k] == lj {
+			delete(c.live, k)
+		}
+		c.mu.Unlock()
+		c.cfg.Logger.Warn("job failed to start", "job", spec.JobID, "node", st.Node, "err", err)
+		return err
+	}
+	c.cfg.Logger.Info("job started", "job", spec.JobID, "node", st.Node, "gpus", spec.GPUs)
+	return nil
+}
+
+// stop ends a run the server asks to stop.
+func (s *session) stop(ctx context.Context, st *wire.Stop) error {
+	n := s.c.nodes[st.Node]
+	if n == nil {
+		return fmt.Errorf("no node %q on this agent", st.Node)
+	}
+	s.c.cfg.Logger.Info("stopping job", "job", st.JobID, "node", st.Node)
+	return n.Stop(ctx, st.JobID)
+}
+
+// acked drops the run whose exit the server acknowledged.
+func (s *session) acked(id uint64, ack *wire.Ack) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := s.inflight[id]
+	if !ok {
+		return
+	}
+	delete(s.inflight, id)
+	if ack.Error != "" {
+		c.cfg.Logger.Warn("server refused a job exit", "job", k.job, "node", k.node, "err", ack.Error)
+	}
+	if lj := c.live[k]; lj != nil && lj.exitID == id {
+		delete(c.live, k)
+	}
+}
+
+// heartbeats sends every GPU's sample every SampleEvery.
+func (s *session) heartbeats(ctx context.Context) {
+	tick := time.NewTicker(s.c.cfg.SampleEvery)
+	defer tick.Stop()
+	for {
+		hb := &wire.Heartbeat{}
+		now := time.Now()
+		for _, n := range s.c.cfg.Nodes {
+			hb.Nodes = append(hb.Nodes, wire.NodeSamples{Node: n.Name(), Samples: wire.FromSamples(n.Sample(now))})
+		}
+		if err := s.send(&wire.Message{Type: wire.TypeHeartbeat, Heartbeat: hb}); err != nil {
+			s.conn.Close()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pump sends new job output every LogEvery, and each run's exit after the
+// last of its output.
+func (s *session) pump(ctx context.Context) {
+	tick := time.NewTicker(s.c.cfg.LogEvery)
+	defer tick.Stop()
+	for {
+		if err := s.pumpOnce(); err != nil {
+			s.c.cfg.Logger.Warn("send job output", "err", err)
+			s.conn.Close()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.c.kick:
+		}
+	}
+}
+
+// logChunksPerPass bounds how much of one job's output goes in one pass,
+// so that a chatty job does not hold up the others.
+const logChunksPerPass = 4
+
+func (s *session) pumpOnce() error {
+	c := s.c
+	type todo struct {
+		k    jobKey
+		lj   *liveJob
+		sent int64
+		exit *Exit // the run ended and its exit is not yet sent
+	}
+	c.mu.Lock()
+	var work []todo
+	for k, lj := range c.live {
+		if lj.exit != nil && lj.exitID != 0 {
+			continue // all sent; waiting for the server's ack
+		}
+		w := todo{k: k, lj: lj, sent: lj.sent}
+		if lj.exit != nil {
+			w.exit = lj.exit
+		}
+		work = append(work, w)
+	}
+	c.mu.Unlock()
+	for _, w := range work {
+		n := c.nodes[w.k.node]
+		if n == nil {
+			continue
+		}
+		limit := logChunksPerPass
+		if w.exit != nil {
+			limit = -1 // all of it, before the exit
+		}
+		sent, err := s.sendLog(n, w.k, w.sent, limit)
+		if err != nil {
+			return err
+		}
+		var m *wire.Message
+		c.mu.Lock()
+		// The entry may have been replaced meanwhile by a new run.
+		if c.live[w.k] == w.lj {
+			w.lj.sent = sent
+			if w.exit != nil && w.lj.exit == w.exit && w.lj.exitID == 0 {
+				we := w.exit.Wire()
+				m = &wire.Message{Type: wire.TypeExit, ID: s.nextID.Add(1), Exit: &we}
+				// Recorded before sending, so the ack finds it.
+				w.lj.exitID = m.ID
+				s.inflight[m.ID] = w.k
+			}
+		}
+		c.mu.Unlock()
+		if m == nil {
+			continue
+		}
+		if err := s.send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendLog sends a job's output from offset on, in up to limit chunks
+// (limit < 0: all of it), and returns the new offset.
+func (s *session) sendLog(n *Local, k jobKey, offset int64, limit int) (int64, error) {
+	f, err := os.Open(n.LogPath(k.job))
+	if errors.Is(err, os.ErrNotExist) {
+		return offset, nil
+	}
+	if err != nil {
+		return offset, fmt.Errorf("job %d output: %w", k.job, err)
+	}
+	defer f.Close()
+	buf := make([]byte, wire.MaxLogChunk)
+	for i := 0; limit < 0 || i < limit; i++ {
+		nr, err := f.ReadAt(buf, offset)
+		if nr > 0 {
+			m := &wire.Message{Type: wire.TypeLog, Log: &wire.Log{Node: k.node, JobID: k.job, Offset: offset, Data: buf[:nr]}}
+			if err := s.send(m); err != nil {
+				return offset, err
+			}
+			offset += int64(nr)
+		}
+		if errors.Is(err, io.EOF) || nr == 0 {
+			return offset, nil
+		}
+		if err != nil {
+			return offset, fmt.Errorf("job %d output: %w", k.job, err)
+		}
+	}
+	return offset, nil
+}

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+func TestAgentURL(t *testing.T) {
+	tests := []struct {
+		server, want, wantErr string
+	}{
+		{"http://127.0.0.1:8080", "ws://127.0.0.1:8080/api/v1/agents/connect", ""},
+		{"https://gpus.example.com/", "wss://gpus.example.com/api/v1/agents/connect", ""},
+		{"https://example.com/portal?x=1", "wss://example.com/portal/api/v1/agents/connect", ""},
+		{"wss://example.com", "wss://example.com/api/v1/agents/connect", ""},
+		{"ftp://example.com", "", "http"},
+		{"example.com:8080", "", "http"},
+		{"http://", "", "no host"},
+	}
+	for _, tc := range tests {
+		got, err := agentURL(tc.server)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("agentURL(%q) = %q, %v; want an error naming %q", tc.server, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("agentURL(%q) = %q, %v; want %q", tc.server, got, err, tc.want)
+		}
+	}
+}
+
+func TestSpecAndExitRoundTrip(t *testing.T) {
+	specs := []Spec{
+		{JobID: 1, Command: []string{"python", "train.py"}, GPUs: []int{0, 3}},
+		{JobID: 2, GPUs: []int{1}, SimRemaining: 90 * time.Second,
+			Memory: gpu.SimMemory{PersistentMiB: 4000, EphemeralMiB: 2000, Iteration: 3 * time.Second}},
+	}
+	for _, s := range specs {
+		got := SpecFromWire(s.Wire())
+		if got.JobID != s.JobID || strings.Join(got.Command, " ") != strings.Join(s.Command, " ") ||
+			len(got.GPUs) != len(s.GPUs) || got.SimRemaining != s.SimRemaining || got.Memory != s.Memory {
+			t.Errorf("round trip of %+v gave %+v", s, got)
+		}
+	}
+	ex := Exit{Node: "n", JobID: 3, ExitCode: -1, Err: "killed by killed", At: time.Unix(5, 0)}
+	if got := ExitFromWire(ex.Wire()); got != ex {
+		t.Errorf("exit round trip: %+v", got)
+	}
+}
+
+func TestNewClientChecksItsConfig(t *testing.T) {
+	a, _ := newTestAgent(t, time.Second)
+	exits := make(chan Exit)
+	tests := []struct {
+		name    string
+		cfg     ClientConfig
+		wantErr string
+	}{
+		{"no token", ClientConfig{Server: "http://s", Nodes: []*Local{a}, Exits: exits}, "token"},
+		{"no nodes", ClientConfig{Server: "http://s", Token: "t", Exits: exits}, "no nodes"},
+		{"bad URL", ClientConfig{Server: "s:1", Token: "t", Nodes: []*Local{a}, Exits: exits}, "http"},
+		{"same node twice", ClientConfig{Server: "http://s", Token: "t", Nodes: []*Local{a, a}, Exits: exits}, "two nodes"},
+		{"good", ClientConfig{Server: "http://s", Token: "t", Nodes: []*Local{a}, Exits: exits}, ""},
+	}
+	for _, tc := range tests {
+		_, err := NewClient(tc.cfg)
+		if (tc.wantErr == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.wantErr)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+// Package wire is the protocol between a remote node agent and the server:
+// JSON messages over one websocket that the agent opens to the server.
+//
+// The agent connects to Path with its token as a bearer token and sends
+// Hello, naming the machines it runs and the jobs still running on them;
+// the server answers Welcome (or closes the connection with a reason).
+// From then on the agent sends a Heartbeat with every GPU's sample every
+// second, Log chunks of its jobs' output, and an Exit when a job's run
+// ends; the server sends Start and Stop. Start, Stop and Exit carry an ID
+// that the other side answers with an Ack naming it.
+//
+// Every message is one JSON object whose "type" says which one of the
+// other fields is set. Version changes when a change would break a peer of
+// the previous version; adding optional fields does not change it.
+package wire
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+// Version is the protocol's version. The server refuses a Hello of any
+// other.
+const Version = 1
+
+// Path is where the server accepts agent connections.
+const Path = "/api/v1/agents/connect"
+
+// MaxMessageBytes bounds one message: a peer closes the connection on a
+// larger one.
+const MaxMessageBytes = 1 << 20
+
+// MaxLogChunk is the most output one Log message carries.
+const MaxLogChunk = 256 << 10
+
+// Type names a message.
+type Type string
+
+// The message types.
+const (
+	TypeHello     Type = "hello"     // agent -> server, first
+	TypeWelcome   Type = "welcome"   // server -> agent, answers Hello
+	TypeHeartbeat Type = "heartbeat" // agent -> server, every second
+	TypeStart     Type = "start"     // server -> agent, answered by Ack
+	TypeStop      Type = "stop"      // server -> agent, answered by Ack
+	TypeExit      Type = "exit"      // agent -> server, answered by Ack
+	TypeLog       Type = "log"       // agent -> server
+	TypeAck       Type = "ack"       // answers Start, Stop and Exit
+)
+
+// Message is one frame. Type says which other field is set.
+type Message struct {
+	Type Type `json:"type"`
+	// ID numbers a request (Start, Stop, Exit); its Ack repeats it.
+	ID uint64 `json:"id,omitempty"`
+
+	Hello     *Hello     `json:"hello,omitempty"`
+	Welcome   *Welcome   `json:"welcome,omitempty"`
+	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+	Start     *Start     `json:"start,omitempty"`
+	Stop      *Stop      `json:"stop,omitempty"`
+	Exit      *Exit      `json:"exit,omitempty"`
+	Log       *Log       `json:"log,omitempty"`
+	Ack       *Ack       `json:"ack,omitempty"`
+}
+
+// Check reports whether the field that Type names is set.
+func (m *Message) Check() error {
+	var ok bool
+	switch m.Type {
+	case TypeHello:
+		ok = m.Hello != nil
+	case TypeWelcome:
+		ok = m.Welcome != nil
+	case TypeHeartbeat:
+		ok = m.Heartbeat != nil
+	case TypeStart:
+		ok = m.Start != nil
+	case TypeStop:
+		ok = m.Stop != nil
+	case TypeExit:
+		ok = m.Exit != nil
+	case TypeLog:
+		ok = m.Log != nil
+	case TypeAck:
+		ok = m.Ack != nil
+	default:
+		return fmt.Errorf("unknown message type %q", m.Type)
+	}
+	if !ok {
+		return fmt.Errorf("%s message without its %s field", m.Type, m.Type)
+	}
+	return nil
+}
+
+// Hello opens a connection: the agent and the machines it runs.
+type Hello struct {
+	Version int `json:"version"`
+	// Agent names the agent process, for logs: its host name.
+	Agent string `json:"agent"`
+	Nodes []Node `json:"nodes"`
+}
+
+// Node is one machine as the agent registers it.
+type Node struct {
+	Name   string `json:"name"`
+	CPUs   int    `json:"cpus"`
+	MemMiB int64  `json:"mem_mib"`
+	GPUs   []GPU  `json:"gpus"`
+	// Running lists the jobs whose runs the server has not yet seen end:
+	// those still running and those whose Exit is not yet acknowledged.
+	Running []int64 `json:"running"`
+}
+
+// GPU describes one GPU of a machine.
+type GPU struct {
+	Index  int    `json:"index"`
+	UUID   string `json:"uuid"`
+	Model  string `json:"model"`
+	MemMiB int64  `json:"mem_mib"`
+}
+
+// Welcome accepts a Hello.
+type Welcome struct {
+	Version int `json:"version"`
+	// HeartbeatTimeoutMS is how long the server waits for a message
+	// before it takes the agent for lost; the agent does the same for the
+	// server, which pings more often than that.
+	HeartbeatTimeoutMS int64 `json:"heartbeat_timeout_ms"`
+	// Logs says how much of each running job's output the server holds,
+	// so the agent sends the rest.
+	Logs []LogOffset `json:"logs,omitempty"`
+}
+
+// LogOffset is how many bytes of a job's output on a node the server has.
+type LogOffset struct {
+	Node   string `json:"node"`
+	JobID  int64  `json:"job_id"`
+	Offset int64  `json:"offset"`
+}
+
+// Heartbeat says the agent is alive and carries each machine's latest
+// GPU samples.
+type Heartbeat struct {
+	Nodes []NodeSamples `json:"nodes"`
+}
+
+// NodeSamples is one reading of every GPU of a machine.
+type NodeSamples struct {
+	Node    string   `json:"node"`
+	Samples []Sample `json:"samples"`
+}
+
+// Sample is one reading of one GPU.
+type Sample struct {
+	At         time.Time `json:"at"`
+	Index      int       `json:"index"`
+	MemUsedMiB int64     `json:"mem_used_mib"`
+	MemMiB     int64     `json:"mem_mib"`
+	UtilPct    float64   `json:"util_pct"`
+	TempC      int       `json:"temp_c,omitempty"`
+	PowerW     float64   `json:"power_w,omitempty"`
+	ECCErrors  uint64    `json:"ecc_errors,omitempty"`
+	Jobs       []JobMem  `json:"jobs,omitempty"`
+}
+
+// JobMem is one job's memory on a GPU.
+type JobMem struct {
+	JobID  int64 `json:"job_id"`
+	MemMiB int64 `json:"mem_mib"`
+}
+
+// Start asks the agent to start a run of a job on one of its machines.
+type Start struct {
+	Node string  `json:"node"`
+	Job  JobSpec `json:"job"`
+	// LogOffset is how much of the job's output on this node the server
+	// already holds (from earlier runs).
+	LogOffset int64 `json:"log_offset"`
+}
+
+// JobSpec is what a machine needs to run its part of a job.
+type JobSpec struct {
+	JobID   int64    `json:"job_id"`
+	Command []string `json:"command,omitempty"` // argv; empty for a simulated job
+	GPUs    []int    `json:"gpus"`
+	// SimRemainingMS is how long a simulated job still has to run.
+	SimRemainingMS int64      `json:"sim_remaining_ms,omitempty"`
+	SimMemory      *SimMemory `json:"sim_memory,omitempty"`
+}
+
+// SimMemory is a simulated job's memory model (see gpu.SimMemory).
+type SimMemory struct {
+	PersistentMiB int64 `json:"persistent_mib"`
+	EphemeralMiB  int64 `json:"ephemeral_mib"`
+	IterationMS   int64 `json:"iteration_ms"`
+}
+
+// Stop asks the agent to stop a job's run: SIGTERM, then SIGKILL after
+// its grace period. Its Exit follows.
+type Stop struct {
+	Node  string `json:"node"`
+	JobID int64  `json:"job_id"`
+}
+
+// Exit reports that a job's run ended.
+type Exit struct {
+	Node     string    `json:"node"`
+	JobID    int64     `json:"job_id"`
+	ExitCode int       `json:"exit_code"` // -1 when killed by a signal or never started
+	Err      string    `json:"err,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Log is a chunk of a job's output: Data belongs at Offset of the job's
+// output on the node. Chunks may repeat; writing each at its offset makes
+// that harmless.
+type Log struct {
+	Node   string `json:"node"`
+	JobID  int64  `json:"job_id"`
+	Offset int64  `json:"offset"`
+	Data   []byte `json:"data"`
+}
+
+// Ack answers the request whose ID it repeats. Error is empty on success.
+type Ack struct {
+	Error string `json:"error,omitempty"`
+}
+
+var nodeNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// CheckNodeName reports whether name can name a machine: 1 to 63 letters,
+// digits, dots, dashes and underscores, starting with a letter or digit.
+// The server keeps files under the name, so nothing else is accepted.
+func CheckNodeName(name string) error {
+	if !nodeNameRe.MatchString(name) {
+		return fmt.Errorf("node name %q: want 1 to 63 letters, digits, '.', '-' or '_', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// FromDevices describes GPUs for a Hello.
+func FromDevices(ds []gpu.Device) []GPU {
+	out := make([]GPU, len(ds))
+	for i, d := range ds {
+		out[i] = GPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemMiB: d.MemMiB}
+	}
+	return out
+}
+
+// Devices turns a Hello's GPUs back into devices.
+func Devices(gs []GPU) []gpu.Device {
+	out := make([]gpu.Device, len(gs))
+	for i, g := range gs {
+		out[i] = gpu.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemMiB: g.MemMiB}
+	}
+	return out
+}
+
+// FromSamples encodes GPU samples. Processes stay behind: their PIDs mean
+// nothing off the machine, and the agent has counted jobs' processes in
+// Jobs.
+func FromSamples(ss []gpu.Sample) []Sample {
+	out := make([]Sample, len(ss))
+	for i, s := range ss {
+		w := Sample{
+			At: s.At, Index: s.Index, MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, UtilPct: s.UtilPct,
+			TempC: s.TempC, PowerW: s.PowerW, ECCErrors: s.ECCErrors,
+		}
+		for _, j := range s.Jobs {
+			w.Jobs = append(w.Jobs, JobMem{JobID: j.JobID, MemMiB: j.MemMiB})
+		}
+		out[i] = w
+	}
+	return out
+}
+
+// Samples decodes GPU samples.
+func Samples(ws []Sample) []gpu.Sample {
+	out := make([]gpu.Sample, len(ws))
+	for i, w := range ws {
+		s := gpu.Sample{
+			At: w.At, Index: w.Index, MemUsedMiB: w.MemUsedMiB, MemMiB: w.MemMiB, UtilPct: w.UtilPct,
+			TempC: w.TempC, PowerW: w.PowerW, ECCErrors: w.ECCErrors,
+		}
+		for _, j := range w.Jobs {
+			s.Jobs = append(s.Jobs, gpu.JobMem{JobID: j.JobID, MemMiB: j.MemMiB})
+		}
+		out[i] = s
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"testing"
+)
+
+// bytesReader hands out the fuzzer's bytes, then zeros.
+type bytesReader struct {
+	b []byte
+}
+
+func (r *bytesReader) next() byte {
+	if len(r.b) == 0 {
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+// float decodes a time or a service, now and then a hostile one.
+func (r *bytesReader) float() float64 {
+	switch b := r.next(); b {
+	case 250:
+		return math.NaN()
+	case 251:
+		return math.Inf(1)
+	case 252:
+		return math.Inf(-1)
+	case 253:
+		return -5
+	case 254:
+		return 1e300
+	default:
+		return float64(b) * 100
+	}
+}
+
+// decodeSnapshot turns arbitrary bytes into a configuration and a
+// snapshot: any policy and mode, odd nodes (empty, duplicate names and
+// GPU indices, unschedulable), odd jobs (no or negative GPUs, unknown
+// states, stale queue states, placements on GPUs that do not exist or
+// that another job holds, NaN and infinite times), and now and then
+// repeated job IDs, which callers must not send (uniqueIDs says).
+func decodeSnapshot(data []byte) (Config, Snapshot) {
+	r := &bytesReader{b: data}
+	var cfg Config
+	cfg.Policy = Policies()[int(r.next())%len(Policies())]
+	flags := r.next()
+	if flags&1 != 0 {
+		cfg.Placement = PlaceCount
+	}
+	cfg.OmitWaits = flags&2 != 0
+	cfg.NoPreemption = flags&4 != 0
+	if flags&8 != 0 {
+		cfg.PromoteKnob = float64(1 + r.next()%4)
+	}
+	if flags&16 != 0 {
+		cfg.LocalityWaitS = float64(r.next()) - 10
+	}
+	if flags&32 != 0 {
+		cfg.Thresholds = []float64{float64(1 + r.next())}
+	}
+	dupIDs := flags&64 != 0
+
+	s := Snapshot{Now: r.float()}
+	nn := 1 + int(r.next()%6)
+	names := make([]string, nn)
+	for i := range names {
+		b := r.next()
+		names[i] = "n" + strconv.Itoa(i)
+		if b&1 != 0 && i > 0 {
+			names[i] = names[i-1] // a duplicate name
+		}
+		n := Node{Name: names[i], Unschedulable: b&2 != 0}
+		for k := range int(b>>2) % 9 {
+			idx := k
+			if b&0x80 != 0 {
+				idx = int(r.next() % 6) // maybe a duplicate index
+			}
+			n.GPUs = append(n.GPUs, GPU{Index: idx})
+		}
+		s.Nodes = append(s.Nodes, n)
+	}
+	nj := int(r.next() % 24)
+	for i := range nj {
+		j := Job{ID: int64(i + 1)}
+		if dupIDs {
+			j.ID = int64(i%3 + 1)
+		}
+		j.GPUs = int(int8(r.next())) % 10
+		j.State = State(r.next() % 3)
+		j.SubmitTime = r.float()
+		j.ExecutedS = r.float()
+		j.AttainedService = r.float()
+		j.DurationS = r.float()
+		j.Model = genModels[int(r.next())%len(genModels)]
+		j.Skew = float64(r.next()) / 200
+		q := r.next()
+		j.Queue.Index = int(q%5) - 1
+		if q&0x80 != 0 {
+			j.Queue.Since = r.float()
+			j.Queue.CycleStart = r.float()
+			j.Queue.CycleService = r.float()
+			j.Queue.CycleExecuted = r.float()
+		}
+		if j.State == Running {
+			for range int(r.next() % 10) {
+				b := r.next()
+				name := "ghost"
+				if b%8 < byte(nn) {
+					name = names[b%8]
+				}
+				j.Placement = append(j.Placement, GPURef{Node: name, Index: int(b>>3)%10 - 1})
+			}
+		}
+		s.Jobs = append(s.Jobs, j)
+	}
+	if r.next()&1 != 0 {
+		s.GPUTimeDist = NewGPUTimeDist([]float64{r.float(), r.float(), r.float()})
+	}
+	return cfg, s
+}
+
+// FuzzSchedule feeds arbitrary snapshots to every policy: a pass must not
+// panic, must keep the invariants (see checkDecisions) and must give the
+// same decisions twice.
+func FuzzSchedule(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{5, 0, 10, 3, 0x22, 0x22, 0x22, 8, 4, 1, 1, 0, 0, 0, 0, 0, 0, 2, 9, 17, 25})
+	f.Add([]byte{6, 9, 2, 50, 4, 0xa3, 1, 2, 3, 4, 5, 6, 7, 8, 20, 250, 251, 252, 253, 254, 1, 1, 0x80})
+	f.Add([]byte{0, 1, 0, 2, 0x20, 0x21, 6, 3, 1, 10, 10, 10, 10, 3, 100, 4, 3, 0, 8, 16, 24})
+	f.Add([]byte{5, 64, 10, 2, 0x22, 0x22, 9, 4, 1, 1, 0, 0, 0, 0, 0, 0, 2, 9, 4, 1, 1, 5, 5, 5, 5, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, s := decodeSnapshot(data)
+		sc, err := New(cfg)
+		if err != nil {
+			return
+		}
+		d := sc.Schedule(s)
+		if p, _ := checkDecisions(s, cfg, d); len(p) > 0 && uniqueIDs(s) {
+			t.Fatalf("%+v\n%s", cfg, joinProblems(p))
+		}
+		if p := internalProblems(sc, s); p != "" {
+			t.Fatalf("%+v: %s", cfg, p)
+		}
+		// Compared as text, where NaN equals NaN.
+		if again := sc.Schedule(s); fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", again) {
+			t.Fatalf("two passes over the same snapshot differ")
+		}
+	})
+}
+
+func uniqueIDs(s Snapshot) bool {
+	seen := map[int64]bool{}
+	for _, j := range s.Jobs {
+		if seen[j.ID] {
+			return false
+		}
+		seen[j.ID] = true
+	}
+	return true
+}
+
+// internalProblems runs a pass by hand and checks the pass's own books:
+// free counts agree with busy flags, nothing reclaimable is negative.
+func internalProblems(sc *Scheduler, s Snapshot) string {
+	p := new(pass)
+	p.run(sc, &s)
+	if p.cl.reclTotal < 0 {
+		return fmt.Sprintf("reclaimable GPUs %d < 0", p.cl.reclTotal)
+	}
+	if p.count {
+		return ""
+	}
+	total := 0
+	for i, n := range p.cl.nodes {
+		if !n.sched {
+			continue
+		}
+		free := 0
+		for k := range n.gpus {
+			if !p.cl.busy[int(n.first)+k] {
+				free++
+			}
+		}
+		if int(n.free) != free {
+			return fmt.Sprintf("node %d counts %d free GPUs, has %d", i, n.free, free)
+		}
+		if p.cl.recl[i] < 0 {
+			return fmt.Sprintf("node %d: reclaimable %d < 0", i, p.cl.recl[i])
+		}
+		total += free
+	}
+	if total != p.cl.free {
+		return fmt.Sprintf("cluster counts %d free GPUs, has %d", p.cl.free, total)
+	}
+	return ""
+}

@@ -1,0 +1,648 @@
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+// AgentConfig sets up the endpoint where remote node agents connect
+// (gpuportal agent; protocol in core/agent/wire).
+type AgentConfig struct {
+	// Token is the agent token; empty turns remote agents off.
+	Token string
+	// HeartbeatTimeout is how long an agent may stay silent before the
+	// server drops its connection and disconnects its machines; default 30s.
+	HeartbeatTimeout time.Duration
+	// Dir keeps the output of remote jobs: Dir/NODE/jobs/ID/output.log,
+	// the layout of the in-process agents' work folders.
+	Dir string
+	// AckTimeout bounds the wait for an agent to answer a start or stop;
+	// default 10s.
+	AckTimeout time.Duration
+}
+
+// nodeRegistry is the part of the engine that agents' machines join.
+type nodeRegistry interface {
+	AddNode(ctx context.Context, n engine.Node) error
+	RemoveNode(ctx context.Context, name string) error
+	Nodes() []engine.Node
+	Exits() chan<- agent.Exit
+}
+
+// agentHub accepts agent connections and registers their machines.
+type agentHub struct {
+	cfg      AgentConfig
+	registry nodeRegistry
+	log      *slog.Logger
+	upgrader websocket.Upgrader
+
+	// reg serializes adding and removing machines, so that a connection
+	// that ends never removes a machine a newer connection has taken over.
+	reg sync.Mutex
+
+	mu     sync.Mutex
+	owners map[string]*agentConn // machine name -> the connection that runs it
+}
+
+func newAgentHub(cfg AgentConfig, registry nodeRegistry, log *slog.Logger) *agentHub {
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = 30 * time.Second
+	}
+	if cfg.AckTimeout <= 0 {
+		cfg.AckTimeout = 10 * time.Second
+	}
+	return &agentHub{
+		cfg: cfg, registry: registry, log: log, owners: make(map[string]*agentConn),
+		upgrader: websocket.Upgrader{HandshakeTimeout: 10 * time.Second},
+	}
+}
+
+// ServeHTTP checks the agent token, upgrades to a websocket and serves the
+// agent until it disconnects.
+func (h *agentHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Token == "" {
+		writeJSONError(w, http.StatusNotFound, "remote agents are off: start the server with --agent-token")
+		return
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.Token)) != 1 {
+		h.log.Warn("agent refused: missing or wrong agent token", "remote", r.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gpuportal-agents"`)
+		writeJSONError(w, http.StatusUnauthorized, "missing or wrong agent token")
+		return
+	}
+	ws, err := h.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		h.log.Warn("agent connection: upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return // the upgrader has answered
+	}
+	c := &agentConn{
+		hub: h, ws: ws, remote: r.RemoteAddr, pending: make(map[uint64]chan *wire.Ack),
+		closed: make(chan struct{}), nodes: make(map[string]*remoteNode), exitSig: make(chan struct{}, 1),
+	}
+	// The connection outlives no request context of interest: engine
+	// calls get their own deadlines.
+	c.serve(context.WithoutCancel(r.Context()))
+}
+
+func writeJSONError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// logPath is where the server keeps a remote job's output.
+func (h *agentHub) logPath(node string, jobID int64) string {
+	return filepath.Join(h.cfg.Dir, node, "jobs", strconv.FormatInt(jobID, 10), "output.log")
+}
+
+// logSize is how much of a job's output the server holds.
+func (h *agentHub) logSize(node string, jobID int64) int64 {
+	fi, err := os.Stat(h.logPath(node, jobID))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func (h *agentHub) owner(node string) *agentConn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.owners[node]
+}
+
+// agentConn is one agent's connection.
+type agentConn struct {
+	hub    *agentHub
+	ws     *websocket.Conn
+	remote string
+	agent  string // the agent's name, from its hello
+
+	wmu    sync.Mutex // one writer at a time
+	nextID atomic.Uint64
+
+	pmu     sync.Mutex
+	pending map[uint64]chan *wire.Ack // requests waiting for their ack
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed when the connection ends
+
+	nodes map[string]*remoteNode // set by register, then read-only
+
+	qmu     sync.Mutex
+	exitQ   []queuedExit // exits to hand to the engine, in order
+	exitSig chan struct{}
+}
+
+type queuedExit struct {
+	id uint64
+	ex agent.Exit
+}
+
+// closeWith ends the connection, telling the agent why.
+func (c *agentConn) closeWith(code int, reason string) {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+		c.ws.Close()
+	})
+}
+
+// serve runs the connection: registration, then messages until it ends.
+func (c *agentConn) serve(ctx context.Context) {
+	h := c.hub
+	c.ws.SetReadLimit(wire.MaxMessageBytes)
+	if err := c.register(ctx); err != nil {
+		h.log.Warn("agent refused", "remote", c.remote, "agent", c.agent, "err", err)
+		c.closeWith(websocket.ClosePolicyViolation, truncate(err.Error(), 120))
+		c.unregister(ctx) // the machines added before the failure
+		return
+	}
+	names := make([]string, 0, len(c.nodes))
+	for n := range c.nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h.log.Info("agent connected", "agent", c.agent, "remote", c.remote, "nodes", names)
+
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.ping(cctx) }()
+	go func() { defer wg.Done(); c.forwardExits(cctx) }()
+	err := c.read()
+	cancel()
+	c.closeWith(websocket.CloseNormalClosure, "")
+	wg.Wait()
+	h.log.Warn("agent disconnected", "agent", c.agent, "remote", c.remote, "err", err)
+	c.unregister(ctx)
+}
+
+// register reads the agent's hello, adds its machines to the engine
+// (taking over any that another connection ran) and welcomes it.
+func (c *agentConn) register(ctx context.Context) error {
+	h := c.hub
+	_ = c.ws.SetReadDeadline(time.Now().Add(h.cfg.HeartbeatTimeout))
+	var m wire.Message
+	if err := c.ws.ReadJSON(&m); err != nil {
+		return fmt.Errorf("read hello: %w", err)
+	}
+	if m.Type != wire.TypeHello || m.Hello == nil {
+		return fmt.Errorf("first message is %q, not hello", m.Type)
+	}
+	hello := m.Hello
+	c.agent = hello.Agent
+	if hello.Version != wire.Version {
+		return fmt.Errorf("agent speaks protocol version %d, the server %d: run the same gpuportal version on both", hello.Version, wire.Version)
+	}
+	if len(hello.Nodes) == 0 {
+		return errors.New("hello names no machines")
+	}
+	for _, n := range hello.Nodes {
+		if err := checkNode(n); err != nil {
+			return err
+		}
+		if _, dup := c.nodes[n.Name]; dup {
+			return fmt.Errorf("hello names %s twice", n.Name)
+		}
+		c.nodes[n.Name] = &remoteNode{
+			conn: c, name: n.Name, devices: wire.Devices(n.GPUs), cpus: n.CPUs, memMiB: n.MemMiB,
+			running: make(map[int64]bool),
+		}
+		for _, id := range n.Running {
+			c.nodes[n.Name].running[id] = true
+		}
+	}
+	// A machine of the same name that is not an agent's (the server's
+	// built-in agent) is not taken over.
+	for _, n := range h.registry.Nodes() {
+		if _, ours := n.(*remoteNode); !ours && c.nodes[n.Name()] != nil {
+			return fmt.Errorf("a machine named %s is already connected to the server: give this agent another --name", n.Name())
+		}
+	}
+
+	welcome := &wire.Welcome{Version: wire.Version, HeartbeatTimeoutMS: h.cfg.HeartbeatTimeout.Milliseconds()}
+	for name, rn := range c.nodes {
+		for _, id := range rn.Running() {
+			welcome.Logs = append(welcome.Logs, wire.LogOffset{Node: name, JobID: id, Offset: h.logSize(name, id)})
+		}
+	}
+	// Once a machine is added the engine may send it a start, which must
+	// not overtake the welcome: nothing is written until the welcome is.
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h.reg.Lock()
+	defer h.reg.Unlock()
+	for name, rn := range c.nodes {
+		h.mu.Lock()
+		old := h.owners[name]
+		h.owners[name] = c
+		h.mu.Unlock()
+		if old != nil {
+			// The agent reconnected before its old connection timed out, or
+			// another agent uses the same name: the newest connection wins.
+			h.log.Warn("machine taken over by a new agent connection", "node", name, "old", old.remote, "new", c.remote)
+			old.closeWith(websocket.ClosePolicyViolation, "machine "+name+" taken over by a new connection")
+			if err := h.registry.RemoveNode(rctx, name); err != nil {
+				return fmt.Errorf("remove %s: %w", name, err)
+			}
+		}
+		if err := h.registry.AddNode(rctx, rn); err != nil {
+			h.mu.Lock()
+			delete(h.owners, name)
+			h.mu.Unlock()
+			return fmt.Errorf("add %s: %w", name, err)
+		}
+	}
+	return c.sendLocked(&wire.Message{Type: wire.TypeWelcome, Welcome: welcome})
+}
+
+// checkNode checks a machine an agent registers.
+func checkNode(n wire.Node) error {
+	if err := wire.CheckNodeName(n.Name); err != nil {
+		return err
+	}
+	if n.CPUs < 0 || n.MemMiB < 0 {
+		return fmt.Errorf("machine %s: negative CPUs or memory", n.Name)
+	}
+	for i, g := range n.GPUs {
+		if g.Index != i || g.MemMiB <= 0 {
+			return fmt.Errorf("machine %s: GPU %d: want index %d and some memory, got index %d with %d MiB", n.Name, i, i, g.Index, g.MemMiB)
+		}
+	}
+	for _, id := range n.Running {
+		if id <= 0 {
+			return fmt.Errorf("machine %s: running job %d", n.Name, id)
+		}
+	}
+	return nil
+}
+
+// unregister disconnects the machines this connection still runs.
+func (c *agentConn) unregister(ctx context.Context) {
+	h := c.hub
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h.reg.Lock()
+	defer h.reg.Unlock()
+	for name := range c.nodes {
+		h.mu.Lock()
+		mine := h.owners[name] == c
+		if mine {
+			delete(h.owners, name)
+		}
+		h.mu.Unlock()
+		if !mine {
+			continue
+		}
+		if err := h.registry.RemoveNode(rctx, name); err != nil {
+			h.log.Error("remove a disconnected machine", "node", name, "err", err)
+		}
+	}
+}
+
+// read handles the agent's messages until the connection ends. Every
+// message (and pong) shows the agent alive; silence past the heartbeat
+// timeout ends the connection.
+func (c *agentConn) read() error {
+	timeout := c.hub.cfg.HeartbeatTimeout
+	c.ws.SetPongHandler(func(string) error {
+		return c.ws.SetReadDeadline(time.Now().Add(timeout))
+	})
+	for {
+		_ = c.ws.SetReadDeadline(time.Now().Add(timeout))
+		var m wire.Message
+		if err := c.ws.ReadJSON(&m); err != nil {
+			return err
+		}
+		if err := m.Check(); err != nil {
+			return err
+		}
+		switch m.Type {
+		case wire.TypeHeartbeat:
+			c.heartbeat(m.Heartbeat)
+		case wire.TypeAck:
+			c.pmu.Lock()
+			ch := c.pending[m.ID]
+			delete(c.pending, m.ID)
+			c.pmu.Unlock()
+			if ch != nil {
+				ch <- m.Ack
+			}
+		case wire.TypeLog:
+			if err := c.writeLog(m.Log); err != nil {
+				c.hub.log.Error("keep job output", "job", m.Log.JobID, "node", m.Log.Node, "err", err)
+			}
+		case wire.TypeExit:
+			c.queueExit(m.ID, m.Exit)
+		default:
+			c.hub.log.Warn("unexpected message from an agent", "type", m.Type, "agent", c.agent)
+		}
+	}
+}
+
+func (c *agentConn) heartbeat(hb *wire.Heartbeat) {
+	for _, ns := range hb.Nodes {
+		if rn := c.nodes[ns.Node]; rn != nil {
+			rn.setSamples(wire.Samples(ns.Samples))
+		}
+	}
+}
+
+// writeLog keeps a chunk of a job's output at its offset.
+func (c *agentConn) writeLog(l *wire.Log) error {
+	if c.nodes[l.Node] == nil || l.JobID <= 0 || l.Offset < 0 {
+		return fmt.Errorf("output for job %d on unknown machine %q", l.JobID, l.Node)
+	}
+	path := c.hub.logPath(l.Node, l.JobID)
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	// Chunks come in order from where the server's copy ends (or before,
+	// when repeated); one beyond it would leave a hole.
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if l.Offset > fi.Size() {
+		f.Close()
+		return fmt.Errorf("output chunk at offset %d, beyond the %d bytes kept", l.Offset, fi.Size())
+	}
+	if _, err := f.WriteAt(l.Data, l.Offset); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// queueExit hands an exit to the forwarder, so that reading never waits
+// for the engine (which may itself wait for this agent's ack).
+func (c *agentConn) queueExit(id uint64, w *wire.Exit) {
+	ex := agent.ExitFromWire(*w)
+	if now := time.Now(); ex.At.IsZero() || ex.At.After(now) {
+		ex.At = now
+	}
+	c.qmu.Lock()
+	c.exitQ = append(c.exitQ, queuedExit{id, ex})
+	c.qmu.Unlock()
+	select {
+	case c.exitSig <- struct{}{}:
+	default:
+	}
+}
+
+// forwardExits hands exits to the engine in order and acknowledges each
+// once the engine has it. Exits of machines this connection no longer runs
+// are left unacknowledged: the agent sends them again on its new
+// connection.
+func (c *agentConn) forwardExits(ctx context.Context) {
+	for {
+		c.qmu.Lock()
+		q := c.exitQ
+		c.exitQ = nil
+		c.qmu.Unlock()
+		for _, qe := range q {
+			rn := c.nodes[qe.ex.Node]
+			if rn == nil {
+				c.answer(qe.id, fmt.Errorf("no machine %q on this connection", qe.ex.Node))
+				continue
+			}
+			if c.hub.owner(qe.ex.Node) != c {
+				continue
+			}
+			rn.ended(qe.ex.JobID)
+			select {
+			case c.hub.registry.Exits() <- qe.ex:
+			case <-ctx.Done():
+				return
+			}
+			c.answer(qe.id, nil)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.exitSig:
+		}
+	}
+}
+
+// ping keeps the agent's read deadline from passing while all is well.
+func (c *agentConn) ping(ctx context.Context) {
+	tick := time.NewTicker(c.hub.cfg.HeartbeatTimeout / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// writeWait bounds one write to an agent.
+const writeWait = 10 * time.Second
+
+func (c *agentConn) send(m *wire.Message) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.sendLocked(m)
+}
+
+// sendLocked writes m; the caller holds wmu.
+func (c *agentConn) sendLocked(m *wire.Message) error {
+	_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
+	if err := c.ws.WriteJSON(m); err != nil {
+		return fmt.Errorf("send %s to agent %s: %w", m.Type, c.agent, err)
+	}
+	return nil
+}
+
+func (c *agentConn) answer(id uint64, err error) {
+	ack := &wire.Ack{}
+	if err != nil {
+		ack.Error = err.Error()
+	}
+	if err := c.send(&wire.Message{Type: wire.TypeAck, ID: id, Ack: ack}); err != nil {
+		c.hub.log.Warn("answer an agent", "err", err)
+	}
+}
+
+// request sends m and waits for the agent's ack, at most AckTimeout.
+func (c *agentConn) request(ctx context.Context, m *wire.Message) error {
+	m.ID = c.nextID.Add(1)
+	ch := make(chan *wire.Ack, 1)
+	c.pmu.Lock()
+	c.pending[m.ID] = ch
+	c.pmu.Unlock()
+	defer func() {
+		c.pmu.Lock()
+		delete(c.pending, m.ID)
+		c.pmu.Unlock()
+	}()
+	select {
+	case <-c.closed:
+		return agent.ErrDisconnected
+	default:
+	}
+	if err := c.send(m); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.hub.cfg.AckTimeout)
+	defer cancel()
+	select {
+	case ack := <-ch:
+		if ack.Error != "" {
+			return errors.New(ack.Error)
+		}
+		return nil
+	case <-c.closed:
+		return agent.ErrDisconnected
+	case <-ctx.Done():
+		return fmt.Errorf("%w: agent %s did not answer %s in time (%w)", agent.ErrDisconnected, c.agent, m.Type, ctx.Err())
+	}
+}
+
+// remoteNode is a machine run by a remote agent, as the engine drives it.
+type remoteNode struct {
+	conn    *agentConn
+	name    string
+	devices []gpu.Device
+	cpus    int
+	memMiB  int64
+
+	mu      sync.Mutex
+	running map[int64]bool
+	samples []gpu.Sample
+}
+
+var _ engine.Node = (*remoteNode)(nil)
+
+// Name implements engine.Node.
+func (n *remoteNode) Name() string { return n.name }
+
+// Devices implements engine.Node.
+func (n *remoteNode) Devices() []gpu.Device { return append([]gpu.Device(nil), n.devices...) }
+
+// Resources implements engine.Node.
+func (n *remoteNode) Resources() (cpus int, memMiB int64) { return n.cpus, n.memMiB }
+
+// Start asks the agent to start a run and waits for its answer.
+func (n *remoteNode) Start(ctx context.Context, s agent.Spec) error {
+	n.mu.Lock()
+	n.running[s.JobID] = true // before sending: the exit may overtake the ack
+	n.mu.Unlock()
+	m := &wire.Message{Type: wire.TypeStart, Start: &wire.Start{
+		Node: n.name, Job: s.Wire(), LogOffset: n.conn.hub.logSize(n.name, s.JobID),
+	}}
+	err := n.conn.request(ctx, m)
+	if err == nil {
+		return nil
+	}
+	n.ended(s.JobID)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// It may have started after all: make sure it does not run on.
+		go func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.conn.hub.cfg.AckTimeout)
+			defer cancel()
+			_ = n.Stop(sctx, s.JobID)
+		}()
+	}
+	return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, err)
+}
+
+// Stop asks the agent to stop a run and waits for its answer; the exit
+// follows.
+func (n *remoteNode) Stop(ctx context.Context, jobID int64) error {
+	m := &wire.Message{Type: wire.TypeStop, Stop: &wire.Stop{Node: n.name, JobID: jobID}}
+	if err := n.conn.request(ctx, m); err != nil {
+		return fmt.Errorf("stop job %d on %s: %w", jobID, n.name, err)
+	}
+	return nil
+}
+
+// Running implements engine.Node: the runs the agent reported or started
+// whose exits have not arrived.
+func (n *remoteNode) Running() []int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ids := make([]int64, 0, len(n.running))
+	for id := range n.running {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	return ids
+}
+
+func (n *remoteNode) ended(jobID int64) {
+	n.mu.Lock()
+	delete(n.running, jobID)
+	n.mu.Unlock()
+}
+
+// Sample implements engine.Node: the GPUs' latest samples from the agent
+// (at most a heartbeat old) as of now, or idle GPUs before the first.
+func (n *remoteNode) Sample(now time.Time) []gpu.Sample {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]gpu.Sample, len(n.devices))
+	if len(n.samples) == len(n.devices) {
+		copy(out, n.samples)
+	} else {
+		for i, d := range n.devices {
+			out[i] = gpu.Sample{Index: d.Index, MemMiB: d.MemMiB}
+		}
+	}
+	// Stamped with the server's clock, as local machines' samples are.
+	for i := range out {
+		out[i].At = now
+	}
+	return out
+}
+
+func (n *remoteNode) setSamples(ss []gpu.Sample) {
+	n.mu.Lock()
+	n.samples = ss
+	n.mu.Unlock()
+}
+
+// LogPath is where the server keeps a job's output from this machine.
+func (n *remoteNode) LogPath(jobID int64) string { return n.conn.hub.logPath(n.name, jobID) }
+
+// truncate shortens s to at most n bytes of valid UTF-8.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}

@@ -1,0 +1,72 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/models"
+)
+
+func TestQueuesHideOtherTeamsJobs(t *testing.T) {
+	ts := newTestServer(t)
+	id := ts.newJob(t) // alice's, team vision
+	for _, tc := range []struct {
+		role     string
+		wantName string
+	}{{"alice", "j"}, {"lead", "j"}, {"bob", ""}, {"admin", "j"}} {
+		var got QueuesJSON
+		rec := ts.do(t, tc.role, http.MethodGet, "/api/v1/queues", "")
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: status %d", tc.role, rec.Code)
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Policy != "fifo" || len(got.Queues) != 1 || len(got.Queues[0].Jobs) != 1 {
+			t.Fatalf("queues = %+v", got)
+		}
+		j := got.Queues[0].Jobs[0]
+		if j.ID != id || j.Name != tc.wantName || j.Team != "vision" {
+			t.Errorf("%s sees %+v; want name %q", tc.role, j, tc.wantName)
+		}
+	}
+}
+
+func TestJCTStats(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	now := time.Now()
+	for i, jct := range []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 40 * time.Hour} {
+		start := now.Add(-jct)
+		if i == 3 {
+			start = now.Add(-70 * time.Hour) // ended 30h ago: outside the window
+		}
+		j := &models.Job{Name: "j", Team: "vision", User: "alice", GPUs: 1, SimDuration: 1, SubmittedAt: start}
+		if err := ts.store.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		id := j.ID
+		if err := ts.store.MarkStarted(ctx, id, []string{"n:0"}, start); err != nil {
+			t.Fatal(err)
+		}
+		zero := 0
+		end := start.Add(jct)
+		if err := ts.store.MarkStopped(ctx, id, models.JobSucceeded, &zero, "", end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := ts.do(t, "alice", http.MethodGet, "/api/v1/stats/jct?window=24h", "")
+	var st JCTStatsJSON
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %v", rec.Code, err)
+	}
+	if st.Jobs != 3 || st.AvgS < 19.9 || st.AvgS > 20.1 || st.P95S < 29.9 || len(st.CDF) != 3 {
+		t.Errorf("stats = %+v; want 3 jobs, avg 20s, p95 30s", st)
+	}
+	if rec := ts.do(t, "alice", http.MethodGet, "/api/v1/stats/jct?window=forever", ""); rec.Code != http.StatusBadRequest {
+		t.Errorf("bad window: status %d", rec.Code)
+	}
+}
