@@ -88,8 +88,10 @@ type GPUCard struct {
 
 // NodeCard is one machine on the cluster page.
 type NodeCard struct {
-	Name string
-	GPUs []GPUCard
+	Name     string
+	State    string // ready, draining or drained
+	CanDrain bool   // the viewer is an admin
+	GPUs     []GPUCard
 }
 
 // Cluster is the cluster page.

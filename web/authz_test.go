@@ -194,6 +194,9 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /cluster/live", nil, nil, pageAny},
 		{"GET /ws/gpus", nil, nil, access{303, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
+		{"GET /jobs/:id/logs", func(t *testing.T) string { return "/jobs/" + job(t) + "/logs" }, nil, access{303, 404, 403, 404, 404}},
+		{"POST /cluster/nodes/:name/drain", func(*testing.T) string { return "/cluster/nodes/none/drain" }, nil, access{303, 403, 403, 403, 404}},
+		{"POST /cluster/nodes/:name/resume", func(*testing.T) string { return "/cluster/nodes/none/resume" }, nil, access{303, 403, 403, 403, 404}},
 		{"GET /queues/live", nil, nil, pageAny},
 		{"GET /tokens", nil, nil, pageAny},
 		{"POST /tokens", nil, func() string { return form("name", "t", "days", "3") }, pageAny},
@@ -208,6 +211,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /api/v1/me", nil, nil, apiAll},
 		{"GET /api/v1/gpus", nil, nil, apiAll},
 		{"GET /api/v1/queues", nil, nil, apiAll},
+		{"GET /api/v1/nodes", nil, nil, apiAll},
+		{"POST /api/v1/nodes/:name/drain", func(*testing.T) string { return "/api/v1/nodes/none/drain" }, nil, access{401, 403, 403, 403, 404}},
+		{"POST /api/v1/nodes/:name/resume", func(*testing.T) string { return "/api/v1/nodes/none/resume" }, nil, access{401, 403, 403, 403, 404}},
+		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet
 		{"GET /api/v1/stats/jct", nil, nil, apiAll},
 		{"GET /api/v1/jobs", nil, nil, apiAll},
 		{"POST /api/v1/jobs", nil, func() string {

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -21,8 +22,13 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 		out.Counts = append(out.Counts, templates.Count{Label: string(st), N: counts[st]})
 	}
 	now := s.cfg.Now()
+	state := make(map[string]string)
+	for _, st := range s.cfg.Engine.NodeStatuses() {
+		state[st.Name] = nodeJSON(st).State
+	}
+	admin := currentUser(c).Role == models.RoleAdmin
 	for _, n := range s.cfg.Engine.Nodes() {
-		card := templates.NodeCard{Name: n.Name()}
+		card := templates.NodeCard{Name: n.Name(), State: state[n.Name()], CanDrain: admin}
 		devs := n.Devices()
 		for i, smp := range n.Sample(now) {
 			g := templates.GPUCard{
@@ -67,5 +73,5 @@ func (s *Server) clusterLive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.ClusterLive(cl))
+	return s.render(c, http.StatusOK, templates.ClusterLive(page(c, "Cluster", "cluster"), cl))
 }

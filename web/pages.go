@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -223,7 +222,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		Model:       j.Model,
 		CanCancel:   canCancel(currentUser(c), j),
 		Final:       j.State.Final(),
-		Log:         s.jobLog(c.Request().Context(), j.ID),
+		Log:         s.jobLog(j.ID),
 	}
 	if d.Placement == "" {
 		d.Placement = "—"
@@ -237,30 +236,26 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 // logTail is how much of a job's output its page shows.
 const logTail = 16 << 10
 
-// jobLog returns the end of a job's output from the machines that ran it.
-func (s *Server) jobLog(ctx context.Context, id int64) string {
-	for _, n := range s.cfg.Engine.Nodes() {
-		lp, ok := n.(interface{ LogPath(int64) string })
-		if !ok {
-			continue
-		}
-		b, err := readTail(lp.LogPath(id), logTail)
-		if err == nil {
-			return string(b)
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			s.cfg.Logger.Warn("read job log", "job", id, "err", err)
-		}
+// jobLog returns the end of a job's output for its page.
+func (s *Server) jobLog(id int64) string {
+	f, err := s.openJobLog(id)
+	if errors.Is(err, os.ErrNotExist) {
+		return "(no output yet)"
 	}
-	return "(no output yet)"
-}
-
-func readTail(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		s.cfg.Logger.Warn("read job log", "job", id, "err", err)
+		return "(output unavailable)"
 	}
 	defer f.Close()
+	b, err := readTail(f, logTail)
+	if err != nil {
+		s.cfg.Logger.Warn("read job log", "job", id, "err", err)
+		return "(output unavailable)"
+	}
+	return string(b)
+}
+
+func readTail(f *os.File, n int64) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err

@@ -83,8 +83,10 @@ type Engine struct {
 	wake  chan struct{}
 	calls chan func(context.Context)
 
-	mu    sync.Mutex
-	nodes map[string]Node
+	mu        sync.Mutex
+	nodes     map[string]Node
+	connected map[string]time.Time // when each node connected
+	draining  map[string]bool      // nodes that take no new jobs
 
 	// Owned by the Run goroutine.
 	started   time.Time
@@ -138,6 +140,8 @@ func New(cfg Config) (*Engine, error) {
 		wake:      make(chan struct{}, 1),
 		calls:     make(chan func(context.Context)),
 		nodes:     make(map[string]Node),
+		connected: make(map[string]time.Time),
+		draining:  make(map[string]bool),
 		runs:      make(map[int64]*run),
 		reasons:   make(map[int64]string),
 		lostSince: make(map[string]time.Time),
@@ -155,6 +159,7 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 	return e.call(ctx, func(context.Context) {
 		e.mu.Lock()
 		e.nodes[n.Name()] = n
+		e.connected[n.Name()] = e.cfg.Now()
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
 		for _, id := range n.Running() {
@@ -176,6 +181,7 @@ func (e *Engine) RemoveNode(ctx context.Context, name string) error {
 	return e.call(ctx, func(context.Context) {
 		e.mu.Lock()
 		delete(e.nodes, name)
+		delete(e.connected, name)
 		e.mu.Unlock()
 		e.lostSince[name] = e.cfg.Now()
 		for id, r := range e.runs {
@@ -187,6 +193,59 @@ func (e *Engine) RemoveNode(ctx context.Context, name string) error {
 		}
 		e.cfg.Logger.Warn("node disconnected", "node", name)
 	})
+}
+
+// ErrUnknownNode is returned for a machine that is not connected.
+var ErrUnknownNode = errors.New("no such node connected")
+
+// SetDraining stops (on) or resumes (off) placing new jobs on a machine.
+// Jobs running there finish as usual. The setting outlives a reconnect.
+func (e *Engine) SetDraining(name string, on bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.nodes[name]; !ok {
+		return fmt.Errorf("%s: %w", name, ErrUnknownNode)
+	}
+	if on {
+		e.draining[name] = true
+	} else {
+		delete(e.draining, name)
+	}
+	e.Wake()
+	return nil
+}
+
+// NodeStatus is a connected machine as admins see it.
+type NodeStatus struct {
+	Name        string
+	Devices     []gpu.Device
+	CPUs        int
+	MemMiB      int64
+	Draining    bool
+	ConnectedAt time.Time
+	Jobs        []int64 // jobs running there
+}
+
+// NodeStatuses describes the connected machines, by name.
+func (e *Engine) NodeStatuses() []NodeStatus {
+	nodes := e.Nodes()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]NodeStatus, 0, len(nodes))
+	for _, n := range nodes {
+		cpus, mem := n.Resources()
+		jobs := n.Running()
+		sort.Slice(jobs, func(a, b int) bool { return jobs[a] < jobs[b] })
+		out = append(out, NodeStatus{Name: n.Name(), Devices: n.Devices(), CPUs: cpus, MemMiB: mem,
+			Draining: e.draining[n.Name()], ConnectedAt: e.connected[n.Name()], Jobs: jobs})
+	}
+	return out
+}
+
+func (e *Engine) isDraining(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.draining[name]
 }
 
 // Nodes returns the connected machines, by name.

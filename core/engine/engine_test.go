@@ -109,9 +109,10 @@ func (s *memStore) state(id int64) job.State {
 
 // fakeNode records what the engine asks of it.
 type fakeNode struct {
-	name    string
-	gpus    int
-	failAll bool // Start fails
+	name     string
+	gpus     int
+	failAll  bool  // Start fails
+	startErr error // what a failing Start returns
 
 	starts  []agent.Spec
 	stops   []int64
@@ -133,6 +134,9 @@ func (n *fakeNode) Devices() []gpu.Device {
 func (n *fakeNode) Resources() (int, int64) { return 32, 256 << 10 }
 func (n *fakeNode) Start(_ context.Context, s agent.Spec) error {
 	if n.failAll {
+		if n.startErr != nil {
+			return n.startErr
+		}
 		return fmt.Errorf("no such program")
 	}
 	n.starts = append(n.starts, s)
@@ -326,6 +330,17 @@ func TestStartFailureFailsJob(t *testing.T) {
 	}
 }
 
+func TestStartOnDisconnectedMachineRequeues(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
+	n := newFakeNode("n0", 1)
+	n.failAll, n.startErr = true, fmt.Errorf("start job 1: %w", agent.ErrDisconnected)
+	e, _ := newTestEngine(t, store, n)
+	mustPass(t, e)
+	if store.state(1) != job.Queued || store.end[1] != nil {
+		t.Errorf("state = %s, exit %v; want queued again with no exit code", store.state(1), store.end[1])
+	}
+}
+
 func TestLostJobsAreRequeued(t *testing.T) {
 	running := func(id int64, node string) Job {
 		start := t0.Add(-time.Hour)
@@ -457,5 +472,32 @@ func TestTiresiasPreemptsDemotedJob(t *testing.T) {
 	mustPass(t, e)
 	if store.state(2) != job.Running || store.state(1) != job.Preempted {
 		t.Errorf("after the preemption: job 1 %s, job 2 %s; want job 2 running", store.state(1), store.state(2))
+	}
+}
+
+func TestDrainedNodeGetsNoNewJobs(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0}, Job{ID: 2, GPUs: 1, SubmittedAt: t0})
+	a, b := newFakeNode("a", 1), newFakeNode("b", 1)
+	e, _ := newTestEngine(t, store, a, b)
+	if err := e.SetDraining("a", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetDraining("zzz", true); !errors.Is(err, ErrUnknownNode) {
+		t.Errorf("draining an unknown node: %v", err)
+	}
+	mustPass(t, e)
+	if len(a.starts) != 0 || len(b.starts) != 1 {
+		t.Errorf("starts: drained a %d, b %d; want 0 and 1", len(a.starts), len(b.starts))
+	}
+	st := e.NodeStatuses()
+	if len(st) != 2 || !st[0].Draining || st[1].Draining || len(st[1].Jobs) != 1 {
+		t.Errorf("statuses = %+v", st)
+	}
+	if err := e.SetDraining("a", false); err != nil {
+		t.Fatal(err)
+	}
+	mustPass(t, e)
+	if len(a.starts) != 1 {
+		t.Errorf("resumed node got %d starts, want 1", len(a.starts))
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -110,7 +111,7 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 	snap := sched.Snapshot{Now: seconds(now)}
 	for _, n := range e.Nodes() {
 		cpus, mem := n.Resources()
-		sn := sched.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem}
+		sn := sched.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, Unschedulable: e.isDraining(n.Name())}
 		for _, d := range n.Devices() {
 			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, MemMiB: d.MemMiB})
 		}
@@ -188,11 +189,15 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		}
 		if err := e.node(name).Start(ctx, spec); err != nil {
 			e.cfg.Logger.Warn("job failed to start", "job", j.ID, "node", name, "err", err)
+			// A machine that went away is not the job's fault: it waits again.
 			code := -1
 			r.stop, r.reason, r.code = job.Failed, err.Error(), &code
+			if errors.Is(err, agent.ErrDisconnected) {
+				r.stop, r.reason, r.code = job.Queued, "requeued: "+name+" disconnected while starting it", nil
+			}
 			if len(r.parts) == 0 {
 				delete(e.runs, j.ID)
-				if err := e.cfg.Store.MarkStopped(ctx, j.ID, job.Failed, &code, r.reason, now); err != nil {
+				if err := e.cfg.Store.MarkStopped(ctx, j.ID, r.stop, r.code, r.reason, now); err != nil {
 					e.cfg.Logger.Error("record failed start", "job", j.ID, "err", err)
 				}
 				return
