@@ -116,7 +116,7 @@ func submit(t *testing.T, a *api, body map[string]any) int64 {
 // that connected to the server over its websocket.
 func TestRemoteAgentRunsCommandJobs(t *testing.T) {
 	data := t.TempDir()
-	srv := startAgentServer(t, "--data", data)
+	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
 	startAgent(t, srv.URL, "remote-a")
 	waitGPUs(t, srv.URL, 2)
 	alice := newAPI(t, srv.URL, "alice", "dev")

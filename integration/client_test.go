@@ -152,6 +152,7 @@ type jobView struct {
 	Placement   []string   `json:"placement"`
 	ExitCode    *int       `json:"exit_code"`
 	Preemptions int        `json:"preemptions"`
+	Failures    int        `json:"failures"`
 }
 
 func (a *api) job(id int64) jobView {

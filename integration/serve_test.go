@@ -76,7 +76,7 @@ func TestFormRejectsBadInput(t *testing.T) {
 
 // TestAPIContract checks the REST API's status codes and error messages.
 func TestAPIContract(t *testing.T) {
-	srv := startServer(t, "--data", t.TempDir(), "--dev-token", "test-dev-token")
+	srv := startServer(t, "--data", t.TempDir(), "--dev-token", "test-dev-token", "--max-retries", "0")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	bob := newAPI(t, srv.URL, "bob", "dev")
 	admin := &api{t: t, base: srv.URL, token: "test-dev-token"}
@@ -222,5 +222,40 @@ func TestRestartLosesNothing(t *testing.T) {
 				t.Errorf("first job lost its first start time")
 			}
 		})
+	}
+}
+
+// TestFailedJobIsRetried runs a job that fails once, then finds its
+// checkpoint and succeeds; and one that fails the same way twice, which is
+// not retried a third time.
+func TestFailedJobIsRetried(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--retry-backoff", "1s")
+	a := newAPI(t, srv.URL, "alice", "dev")
+	var flaky, broken jobView
+	script := `if [ -f "$GPUPORTAL_CHECKPOINT_DIR/seen" ]; then echo resumed; else touch "$GPUPORTAL_CHECKPOINT_DIR/seen"; exit 7; fi`
+	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "flaky", "gpus": 1, "command": []string{"sh", "-c", script}}, &flaky); st != http.StatusCreated {
+		t.Fatalf("submit: %d", st)
+	}
+	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "broken", "gpus": 1, "command": "sh -c 'exit 2'"}, &broken); st != http.StatusCreated {
+		t.Fatalf("submit: %d", st)
+	}
+	got := a.waitState(flaky.ID, 30*time.Second, "succeeded")
+	if got.Failures != 1 {
+		t.Errorf("flaky job: %d failures, want 1", got.Failures)
+	}
+	bad := a.waitState(broken.ID, 30*time.Second, "failed")
+	if bad.Failures != 1 || !strings.Contains(bad.Reason, "not retried") {
+		t.Errorf("broken job: failures %d, reason %q; want one retry, then given up", bad.Failures, bad.Reason)
+	}
+	var history []struct{ State, Detail string }
+	if st := a.do("GET", fmt.Sprintf("/api/v1/jobs/%d/history", flaky.ID), nil, &history); st != http.StatusOK {
+		t.Fatalf("history: %d", st)
+	}
+	var states []string
+	for _, h := range history {
+		states = append(states, h.State)
+	}
+	if strings.Join(states, ",") != "queued,running,queued,running,succeeded" {
+		t.Errorf("history = %v", states)
 	}
 }

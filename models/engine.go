@@ -27,6 +27,7 @@ func (s *Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) 
 			SubmittedAt: j.SubmittedAt, Placement: j.Placement, LastStartAt: j.LastStartAt,
 			ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
 			Model: j.Model, Queue: j.QueueState(),
+			Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt,
 		}
 	}
 	return out, nil

@@ -50,6 +50,8 @@ type Job struct {
 	ExecutedS       float64
 	AttainedService float64 // GPU-seconds
 	Preemptions     int
+	Failures        int        // failed runs that were retried
+	RetryAt         *time.Time // a failed job waits until then
 	UpdatedAt       time.Time
 
 	// The scheduler's memory of the job's priority queue (sched.QueueState).

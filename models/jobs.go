@@ -17,10 +17,13 @@ var ErrConflict = errors.New("conflicts with the job's state")
 // once the job is committed.
 func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 	j.State = JobQueued
-	if err := s.db.WithContext(ctx).Create(j).Error; err != nil {
-		return fmt.Errorf("create job %q: %w", j.Name, err)
-	}
-	return nil
+	j.Reason = "submitted"
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(j).Error; err != nil {
+			return fmt.Errorf("create job %q: %w", j.Name, err)
+		}
+		return addEvent(tx, j, j.SubmittedAt)
+	})
 }
 
 // Job returns the job with the given ID.
@@ -92,13 +95,14 @@ func (s *Store) CountJobsByState(ctx context.Context) (map[JobState]int, error) 
 
 // MarkStarted records that a queued or preempted job now runs on placement.
 func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) error {
-	return s.transition(ctx, id, func(j *Job) error {
+	return s.transition(ctx, id, now, func(j *Job) error {
 		if j.State != JobQueued && j.State != JobPreempted {
 			return fmt.Errorf("start job %d in state %s: %w", id, j.State, ErrConflict)
 		}
 		j.State = JobRunning
 		j.Placement = placement
 		j.Reason = ""
+		j.RetryAt = nil
 		j.LastStartAt = &now
 		if j.StartedAt == nil {
 			j.StartedAt = &now
@@ -112,16 +116,9 @@ func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, n
 // state ends it. The time it ran is added to its executed time and
 // attained service.
 func (s *Store) MarkStopped(ctx context.Context, id int64, to JobState, exitCode *int, reason string, now time.Time) error {
-	return s.transition(ctx, id, func(j *Job) error {
-		if j.State != JobRunning {
-			return fmt.Errorf("stop job %d in state %s: %w", id, j.State, ErrConflict)
-		}
-		if j.LastStartAt != nil {
-			ran := now.Sub(*j.LastStartAt).Seconds()
-			if ran > 0 {
-				j.ExecutedS += ran
-				j.AttainedService += ran * float64(j.GPUs)
-			}
+	return s.transition(ctx, id, now, func(j *Job) error {
+		if err := j.stopRun(now); err != nil {
+			return err
 		}
 		j.State = to
 		j.Reason = reason
@@ -139,10 +136,39 @@ func (s *Store) MarkStopped(ctx context.Context, id int64, to JobState, exitCode
 	})
 }
 
+// MarkRetry records that a running job failed with exitCode and puts it
+// back in the queue to start again no earlier than retryAt.
+func (s *Store) MarkRetry(ctx context.Context, id int64, exitCode int, reason string, retryAt, now time.Time) error {
+	return s.transition(ctx, id, now, func(j *Job) error {
+		if err := j.stopRun(now); err != nil {
+			return err
+		}
+		j.State, j.Reason, j.ExitCode, j.Placement = JobQueued, reason, &exitCode, nil
+		j.Failures++
+		j.RetryAt = &retryAt
+		return nil
+	})
+}
+
+// stopRun ends the job's current run at now, adding its time to the
+// executed time and attained service.
+func (j *Job) stopRun(now time.Time) error {
+	if j.State != JobRunning {
+		return fmt.Errorf("stop job %d in state %s: %w", j.ID, j.State, ErrConflict)
+	}
+	if j.LastStartAt != nil {
+		if ran := now.Sub(*j.LastStartAt).Seconds(); ran > 0 {
+			j.ExecutedS += ran
+			j.AttainedService += ran * float64(j.GPUs)
+		}
+	}
+	return nil
+}
+
 // Cancel ends an unfinished job that is not running. A running job must be
 // stopped first and then passed to MarkStopped.
 func (s *Store) Cancel(ctx context.Context, id int64, reason string, now time.Time) error {
-	return s.transition(ctx, id, func(j *Job) error {
+	return s.transition(ctx, id, now, func(j *Job) error {
 		if j.State != JobQueued && j.State != JobPreempted {
 			return fmt.Errorf("cancel job %d in state %s: %w", id, j.State, ErrConflict)
 		}
@@ -170,9 +196,10 @@ func (s *Store) SetReasons(ctx context.Context, reasons map[int64]string) error 
 	})
 }
 
-// transition loads job id, lets change modify it, and saves it, all in one
-// transaction with the row locked where the database can.
-func (s *Store) transition(ctx context.Context, id int64, change func(*Job) error) error {
+// transition loads job id, lets change modify it, saves it and records
+// the new state in the job's history, all in one transaction with the row
+// locked where the database can.
+func (s *Store) transition(ctx context.Context, id int64, at time.Time, change func(*Job) error) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var j Job
 		q := tx
@@ -188,7 +215,7 @@ func (s *Store) transition(ctx context.Context, id int64, change func(*Job) erro
 		if err := tx.Save(&j).Error; err != nil {
 			return fmt.Errorf("save job %d: %w", id, err)
 		}
-		return nil
+		return addEvent(tx, &j, at)
 	})
 }
 

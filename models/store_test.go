@@ -3,6 +3,7 @@ package models_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,4 +205,51 @@ func TestRedactDSN(t *testing.T) {
 			t.Errorf("RedactDSN(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+func TestRetryAndHistory(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		j := &models.Job{Name: "flaky", Team: "vision", User: "alice", GPUs: 1, SimDuration: 10, SubmittedAt: t0}
+		if err := s.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkStarted(ctx, j.ID, []string{"n:0"}, t0.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		retryAt := t0.Add(time.Minute)
+		if err := s.MarkRetry(ctx, j.ID, 2, "exit code 2; retry 1 of 3", retryAt, t0.Add(5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != models.JobQueued || got.Failures != 1 || got.RetryAt == nil || !got.RetryAt.Equal(retryAt) ||
+			*got.ExitCode != 2 || got.ExecutedS != 4 {
+			t.Errorf("after retry: %+v", got)
+		}
+		if err := s.MarkRetry(ctx, j.ID, 2, "again", retryAt, t0); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("retry of a queued job: %v", err)
+		}
+		if err := s.MarkStarted(ctx, j.ID, []string{"n:1"}, t0.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Job(ctx, j.ID); got.RetryAt != nil {
+			t.Errorf("retry time kept after the restart: %v", got.RetryAt)
+		}
+		es, err := s.JobEvents(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var steps []string
+		for _, e := range es {
+			steps = append(steps, string(e.State)+": "+e.Detail)
+		}
+		want := []string{"queued: submitted", "running: on n:0", "queued: exit code 2; retry 1 of 3", "running: on n:1"}
+		if strings.Join(steps, "|") != strings.Join(want, "|") {
+			t.Errorf("history = %q, want %q", steps, want)
+		}
+	})
 }

@@ -49,7 +49,11 @@ type JobDetail struct {
 	CanCancel   bool
 	Log         string
 	Final       bool
+	History     []Event
 }
+
+// Event is one step of a job's history.
+type Event struct{ At, State, Detail string }
 
 // JobList is the jobs page.
 type JobList struct {

@@ -39,6 +39,40 @@ type JobJSON struct {
 	ExecutedS       float64    `json:"executed_s"`
 	AttainedService float64    `json:"attained_service_gpu_s"`
 	Preemptions     int        `json:"preemptions"`
+	Failures        int        `json:"failures"`
+	RetryAt         *time.Time `json:"retry_at"`
+}
+
+// EventJSON is one step of a job's history.
+type EventJSON struct {
+	At     time.Time `json:"at"`
+	State  job.State `json:"state"`
+	Detail string    `json:"detail"`
+}
+
+func (s *Server) jobHistory(c echo.Context, id int64) ([]EventJSON, error) {
+	es, err := s.cfg.Store.JobEvents(c.Request().Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EventJSON, len(es))
+	for i, e := range es {
+		out[i] = EventJSON{At: e.At, State: e.State, Detail: e.Detail}
+	}
+	return out, nil
+}
+
+// apiJobHistory returns each state the job entered, when and why.
+func (s *Server) apiJobHistory(c echo.Context) error {
+	j, err := s.loadJob(c)
+	if err != nil {
+		return err
+	}
+	h, err := s.jobHistory(c, j.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h)
 }
 
 func jobJSON(j *models.Job) JobJSON {
@@ -48,7 +82,7 @@ func jobJSON(j *models.Job) JobJSON {
 		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: j.ExecutedS,
 		AttainedService: j.AttainedService, Preemptions: j.Preemptions,
-		Model: j.Model, Queue: j.QueueIndex,
+		Model: j.Model, Queue: j.QueueIndex, Failures: j.Failures, RetryAt: j.RetryAt,
 	}
 	if out.Placement == nil {
 		out.Placement = []string{}

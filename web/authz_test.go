@@ -221,6 +221,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 			return `{"name":"x","team":"vision","gpus":1,"sim":{"duration_s":5}}`
 		}, access{401, 201, 400, 201, 201}},
 		{"GET /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
+		{"GET /api/v1/jobs/:id/history", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/history" }, nil, apiTeam},
 		{"GET /api/v1/jobs/:id/memory", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/memory" }, nil, apiTeam},
 		{"DELETE /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
 	}

@@ -227,6 +227,13 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if d.Placement == "" {
 		d.Placement = "—"
 	}
+	h, err := s.jobHistory(c, j.ID)
+	if err != nil {
+		return d, err
+	}
+	for _, e := range h {
+		d.History = append(d.History, templates.Event{At: e.At.Local().Format(timeLayout), State: string(e.State), Detail: e.Detail})
+	}
 	if j.ExitCode != nil {
 		d.ExitCode = strconv.Itoa(*j.ExitCode)
 	}

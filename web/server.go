@@ -95,6 +95,7 @@ func New(cfg Config) (*Server, error) {
 	authed.POST("/nodes/:name/drain", s.apiDrain, requireAdmin)
 	authed.POST("/nodes/:name/resume", s.apiDrain, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
+	authed.GET("/jobs/:id/history", s.apiJobHistory)
 	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 

@@ -36,6 +36,8 @@ type serveFlags struct {
 	heartbeatTimeout time.Duration
 	agentToken       string
 	grace            time.Duration
+	maxRetries       int
+	retryBackoff     time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -57,6 +59,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "requeue the jobs of a machine silent this long")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
+	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
+	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -188,7 +192,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	eng, err := engine.New(engine.Config{Store: store, Scheduler: scheduler, Logger: log, LostAfter: f.heartbeatTimeout})
+	if f.maxRetries < 0 {
+		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
+	}
+	eng, err := engine.New(engine.Config{Store: store, Scheduler: scheduler, Logger: log,
+		LostAfter: f.heartbeatTimeout, MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff})
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ type Job struct {
 	AttainedService float64
 	Model           string
 	Queue           sched.QueueState
+	Failures        int        // failed runs retried so far
+	ExitCode        *int       // of the last run that ended
+	RetryAt         *time.Time // a failed job waits until then
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -46,6 +49,7 @@ type Store interface {
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
+	MarkRetry(ctx context.Context, id int64, exitCode int, reason string, retryAt, now time.Time) error
 }
 
 // Node is one machine's agent as the engine drives it: in-process for
@@ -73,7 +77,17 @@ type Config struct {
 	// LostAfter is how long jobs recorded as running on a machine that is
 	// not connected wait for it before they are requeued.
 	LostAfter time.Duration
-	Now       func() time.Time
+	// MaxRetries is how many times a job that fails is started again; 0
+	// means never. Jobs lost with their machine are requeued without
+	// counting against this.
+	MaxRetries int
+	// RetryBackoff is the wait before the first retry; it doubles each time.
+	RetryBackoff time.Duration
+	// QuickFailure is how soon after its start a run that fails with the
+	// same exit code as the run before counts as a fault in the job
+	// itself, which retrying will not fix.
+	QuickFailure time.Duration
+	Now          func() time.Time
 }
 
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.
@@ -104,6 +118,12 @@ type run struct {
 	code   *int
 	// orphan runs are not the store's: their end is not recorded.
 	orphan bool
+	// exited is set when a part ended on its own (not asked to stop);
+	// together with the job's history it decides whether to retry.
+	exited   bool
+	started  time.Time
+	failures int  // earlier failed runs
+	lastCode *int // exit code of the last failed run
 }
 
 // stopAll asks every part of r to stop.
@@ -133,6 +153,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 30 * time.Second
+	}
+	if cfg.QuickFailure <= 0 {
+		cfg.QuickFailure = time.Minute
 	}
 	return &Engine{
 		cfg:       cfg,
@@ -342,6 +368,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 	}
 	delete(r.parts, ex.Node)
 	if r.stop == "" && ex.ExitCode != 0 {
+		r.exited = true
 		r.stop, r.reason = job.Failed, fmt.Sprintf("exit code %d on %s", ex.ExitCode, ex.Node)
 		if ex.Err != "" {
 			r.reason = ex.Err + " on " + ex.Node
@@ -365,6 +392,10 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		to = job.Succeeded
 	case job.Preempted:
 		code = nil
+	case job.Failed:
+		if r.exited && e.retry(ctx, ex, r) {
+			return
+		}
 	}
 	if err := e.cfg.Store.MarkStopped(ctx, ex.JobID, to, code, r.reason, ex.At); err != nil {
 		e.cfg.Logger.Error("record job exit", "job", ex.JobID, "err", err)

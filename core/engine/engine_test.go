@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,13 +20,14 @@ import (
 
 // memStore is an in-memory Store with the same rules as the real one.
 type memStore struct {
-	mu   sync.Mutex
-	jobs map[int64]*Job
-	end  map[int64]*int // exit codes
+	mu     sync.Mutex
+	jobs   map[int64]*Job
+	end    map[int64]*int // exit codes
+	reason map[int64]string
 }
 
 func newMemStore(jobs ...Job) *memStore {
-	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int)}
+	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int), reason: make(map[int64]string)}
 	for _, j := range jobs {
 		if j.State == "" {
 			j.State = job.Queued
@@ -61,7 +63,7 @@ func (s *memStore) MarkStarted(_ context.Context, id int64, placement []string, 
 	return nil
 }
 
-func (s *memStore) MarkStopped(_ context.Context, id int64, to job.State, code *int, _ string, now time.Time) error {
+func (s *memStore) MarkStopped(_ context.Context, id int64, to job.State, code *int, reason string, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[id]
@@ -73,9 +75,24 @@ func (s *memStore) MarkStopped(_ context.Context, id int64, to job.State, code *
 	j.AttainedService += ran * float64(j.GPUs)
 	j.State = to
 	s.end[id] = code
+	s.reason[id] = reason
 	if !to.Final() {
 		j.Placement = nil
 	}
+	return nil
+}
+
+func (s *memStore) MarkRetry(_ context.Context, id int64, code int, reason string, retryAt, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if j.State != job.Running {
+		return errConflict
+	}
+	j.ExecutedS += now.Sub(*j.LastStartAt).Seconds()
+	j.State, j.Placement, j.ExitCode, j.RetryAt = job.Queued, nil, &code, &retryAt
+	j.Failures++
+	s.reason[id] = reason
 	return nil
 }
 
@@ -501,3 +518,58 @@ func TestDrainedNodeGetsNoNewJobs(t *testing.T) {
 		t.Errorf("resumed node got %d starts, want 1", len(a.starts))
 	}
 }
+
+func TestRetryPolicy(t *testing.T) {
+	tests := []struct {
+		name       string
+		maxRetries int
+		failures   int  // earlier failed runs
+		lastCode   *int // their last exit code
+		ran        time.Duration
+		code       int
+		want       job.State
+		wantReason string
+	}{
+		{"no retries configured", 0, 0, nil, time.Minute, 1, job.Failed, "exit code 1"},
+		{"first failure is retried", 3, 0, nil, 5 * time.Second, 1, job.Queued, "retry 1 of 3"},
+		{"a different failure is retried", 3, 1, ptr(2), 5 * time.Second, 1, job.Queued, "retry 2 of 3"},
+		{"the same quick failure is the job's fault", 3, 1, ptr(1), 5 * time.Second, 1, job.Failed, "not retried"},
+		{"the same failure after a long run is retried", 3, 1, ptr(1), 2 * time.Hour, 1, job.Queued, "retry 2 of 3"},
+		{"the limit ends retries", 3, 3, ptr(2), time.Hour, 1, job.Failed, "gave up after 3 retries"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0, Failures: tc.failures, ExitCode: tc.lastCode})
+			n := newFakeNode("n0", 1)
+			e, clock := newTestEngine(t, store, n)
+			e.cfg.MaxRetries = tc.maxRetries
+			mustPass(t, e)
+			e.handleExit(context.Background(), exit("n0", 1, tc.code, clock.t.Add(tc.ran)))
+			if got := store.state(1); got != tc.want || !strings.Contains(store.reason[1], tc.wantReason) {
+				t.Errorf("state %s reason %q; want %s with %q", got, store.reason[1], tc.want, tc.wantReason)
+			}
+		})
+	}
+}
+
+func TestRetryWaitsOutItsBackoff(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
+	n := newFakeNode("n0", 1)
+	e, clock := newTestEngine(t, store, n)
+	e.cfg.MaxRetries = 3
+	mustPass(t, e)
+	delete(n.running, 1)
+	e.handleExit(context.Background(), exit("n0", 1, 1, clock.t))
+	clock.t = clock.t.Add(29 * time.Second)
+	mustPass(t, e)
+	if store.state(1) != job.Queued || len(n.starts) != 1 {
+		t.Fatalf("restarted before the 30s backoff: %s, %d starts", store.state(1), len(n.starts))
+	}
+	clock.t = clock.t.Add(2 * time.Second)
+	mustPass(t, e)
+	if store.state(1) != job.Running || len(n.starts) != 2 {
+		t.Errorf("not restarted after the backoff: %s, %d starts", store.state(1), len(n.starts))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

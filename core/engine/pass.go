@@ -119,6 +119,9 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 	}
 	byID := make(map[int64]Job, len(jobs))
 	for _, j := range jobs {
+		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
+			continue // waits out its retry backoff
+		}
 		byID[j.ID] = j
 		sj := sched.Job{
 			ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
@@ -179,7 +182,10 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		return
 	}
 	delete(e.reasons, j.ID)
-	r := &run{parts: make(map[string]bool)}
+	r := &run{parts: make(map[string]bool), started: now, failures: j.Failures}
+	if j.Failures > 0 {
+		r.lastCode = j.ExitCode
+	}
 	e.runs[j.ID] = r
 	for _, name := range order {
 		spec := agent.Spec{

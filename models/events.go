@@ -1,0 +1,42 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// JobEvent is one step of a job's history: each state it entered, when,
+// and why or where.
+type JobEvent struct {
+	ID     int64     `gorm:"primaryKey"`
+	JobID  int64     `gorm:"index;not null"`
+	At     time.Time `gorm:"not null"`
+	State  JobState  `gorm:"size:16;not null"`
+	Detail string    `gorm:"size:512"`
+}
+
+// addEvent records j's current state in its history.
+func addEvent(tx *gorm.DB, j *Job, at time.Time) error {
+	detail := j.Reason
+	if j.State == JobRunning {
+		detail = "on " + strings.Join(j.Placement, ", ")
+	}
+	e := JobEvent{JobID: j.ID, At: at, State: j.State, Detail: detail}
+	if err := tx.Create(&e).Error; err != nil {
+		return fmt.Errorf("record history of job %d: %w", j.ID, err)
+	}
+	return nil
+}
+
+// JobEvents returns a job's history, oldest first.
+func (s *Store) JobEvents(ctx context.Context, jobID int64) ([]JobEvent, error) {
+	var es []JobEvent
+	if err := s.db.WithContext(ctx).Where("job_id = ?", jobID).Order("id").Find(&es).Error; err != nil {
+		return nil, fmt.Errorf("history of job %d: %w", jobID, err)
+	}
+	return es, nil
+}
