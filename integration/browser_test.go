@@ -88,6 +88,10 @@ func TestBrowserJourney(t *testing.T) {
 	if err != nil {
 		t.Fatalf("log in and submit: %v\n%s", err, srv.output())
 	}
+	// The job's memory chart draws from the live stream.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#job-memory canvas`)); err != nil {
+		t.Fatalf("job memory chart: %v", err)
+	}
 	screenshot(t, ctx, "job-running")
 	// htmx refreshes the job's facts every 2s until it ends.
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#job-state .state-succeeded`)); err != nil {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,18 +12,41 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// TestGPUStream follows the GPU stream as the cluster page does: history
-// first, then a frame a second showing the running job's memory.
-func TestGPUStream(t *testing.T) {
+type wsMsg struct {
+	Topic string          `json:"topic"`
+	Type  string          `json:"type"`
+	Data  json.RawMessage `json:"data"`
+	Error string          `json:"error"`
+}
+
+// readUntil reads messages until f accepts one, or fails after n messages.
+func readUntil(t *testing.T, conn *websocket.Conn, n int, f func(wsMsg) bool) wsMsg {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for range n {
+		var m wsMsg
+		if err := conn.ReadJSON(&m); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if f(m) {
+			return m
+		}
+	}
+	t.Fatalf("no wanted message within %d messages", n)
+	return wsMsg{}
+}
+
+// TestLiveStream follows the websocket as the pages do: GPU history then a
+// frame a second, a job's memory, and the refusals: no session, another
+// site's page, another team's job.
+func TestLiveStream(t *testing.T) {
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x40")
 	b := newBrowser(t, srv.URL)
-	wsURL := "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws/gpus"
+	base := "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"
 
-	// Without a session the socket is refused.
-	if _, resp, err := websocket.DefaultDialer.Dial(wsURL, nil); err == nil || resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
-		t.Fatalf("anonymous websocket accepted")
+	if _, resp, err := websocket.DefaultDialer.Dial(base+"?topics=gpus", nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous websocket: want 401")
 	}
-	// From another site's page it is refused too.
 	b.login("alice", "dev")
 	u, _ := url.Parse(srv.URL)
 	hdr := http.Header{}
@@ -31,7 +55,7 @@ func TestGPUStream(t *testing.T) {
 	}
 	evil := hdr.Clone()
 	evil.Set("Origin", "http://evil.example")
-	if _, _, err := websocket.DefaultDialer.Dial(wsURL, evil); err == nil {
+	if _, _, err := websocket.DefaultDialer.Dial(base, evil); err == nil {
 		t.Fatalf("cross-origin websocket accepted")
 	}
 
@@ -42,58 +66,77 @@ func TestGPUStream(t *testing.T) {
 	}
 	a.waitState(j.ID, 30*time.Second, "running")
 
-	conn, _, err := websocket.DefaultDialer.Dial(wsURL, hdr)
+	conn, _, err := websocket.DefaultDialer.Dial(base+"?topics=gpus", hdr)
 	if err != nil {
 		t.Fatalf("dial with session: %v", err)
 	}
 	defer conn.Close()
-	type jobMem struct{ JobID, MemMiB int64 }
-	type msg struct {
-		Type    string
-		History []struct {
-			Node  string
-			Index int
-		}
-		Frame *struct {
-			T    int64
-			GPUs []struct {
-				Node       string
-				Index      int
-				MemUsedMiB int64
-				Jobs       []jobMem
-			}
-		}
+	snap := readUntil(t, conn, 1, func(m wsMsg) bool { return m.Topic == "gpus" && m.Type == "snapshot" })
+	var hist []struct{ Node string }
+	if err := json.Unmarshal(snap.Data, &hist); err != nil || len(hist) != 2 {
+		t.Fatalf("gpus snapshot: %v, %d GPUs; want 2", err, len(hist))
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var first msg
-	if err := conn.ReadJSON(&first); err != nil || first.Type != "history" || len(first.History) != 2 {
-		t.Fatalf("first message = %+v, %v; want the history of 2 GPUs", first, err)
-	}
-	seen := false
-	for range 5 {
-		var m msg
-		if err := conn.ReadJSON(&m); err != nil {
-			t.Fatalf("read frame: %v", err)
-		}
-		for _, g := range m.Frame.GPUs {
+	readUntil(t, conn, 5, func(m wsMsg) bool {
+		var f struct{ GPUs []struct{ Jobs []struct{ JobID, MemMiB int64 } } }
+		_ = json.Unmarshal(m.Data, &f)
+		for _, g := range f.GPUs {
 			for _, jm := range g.Jobs {
 				if jm.JobID == j.ID && jm.MemMiB > 0 && jm.MemMiB <= 10*1024 {
-					seen = true
+					return true
 				}
 			}
 		}
-		if seen {
-			break
-		}
+		return false
+	})
+
+	// A job's topic: snapshot, then updates with its memory.
+	topic := fmt.Sprintf("job:%d", j.ID)
+	if err := conn.WriteJSON(map[string]any{"subscribe": []string{topic}, "unsubscribe": []string{"gpus"}}); err != nil {
+		t.Fatal(err)
 	}
-	if !seen {
-		t.Errorf("no frame showed job %d's memory", j.ID)
+	readUntil(t, conn, 10, func(m wsMsg) bool {
+		var upd struct {
+			Job    struct{ State string }
+			Memory []struct{ MemMiB int64 }
+		}
+		_ = json.Unmarshal(m.Data, &upd)
+		return m.Topic == topic && m.Type == "update" && upd.Job.State == "running" && len(upd.Memory) == 1
+	})
+
+	// Bob may not follow alice's job, nor guess that it exists.
+	bob := newBrowser(t, srv.URL)
+	bob.login("bob", "dev")
+	bh := http.Header{}
+	for _, ck := range bob.c.Jar.Cookies(u) {
+		bh.Add("Cookie", ck.Name+"="+ck.Value)
+	}
+	bc, _, err := websocket.DefaultDialer.Dial(base+"?topics="+topic+",job:99999", bh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	var errs []string
+	readUntil(t, bc, 2, func(m wsMsg) bool {
+		if m.Type != "error" {
+			t.Errorf("bob got %s of %s", m.Type, m.Topic)
+		}
+		errs = append(errs, m.Error)
+		return len(errs) == 2
+	})
+	if strings.Replace(errs[0], fmt.Sprint(j.ID), "N", 1) != strings.Replace(errs[1], "99999", "N", 1) {
+		t.Errorf("another team's job and a missing one get different answers: %q vs %q", errs[0], errs[1])
 	}
 
-	var pts []json.RawMessage
-	if st := a.do("GET", "/api/v1/jobs/"+jsonID(j.ID)+"/memory", nil, &pts); st != http.StatusOK || len(pts) == 0 {
-		t.Errorf("job memory API: status %d, %d points", st, len(pts))
+	// A program with a bearer token may use the stream too.
+	tokHdr := http.Header{"Authorization": {"Bearer " + a.token}}
+	tc, _, err := websocket.DefaultDialer.Dial(base+"?topics=jct,queues", tokHdr)
+	if err != nil {
+		t.Fatalf("dial with token: %v", err)
+	}
+	defer tc.Close()
+	got := map[string]bool{}
+	readUntil(t, tc, 2, func(m wsMsg) bool { got[m.Topic+"/"+m.Type] = true; return len(got) == 2 })
+	if !got["jct/snapshot"] || !got["queues/snapshot"] {
+		t.Errorf("token client got %v", got)
 	}
 }
-
-func jsonID(id int64) string { b, _ := json.Marshal(id); return string(b) }

@@ -10,17 +10,18 @@
     return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
   }
 
-  // stream calls onHistory with the initial history and onFrame with each
-  // new frame, reconnecting with backoff when the connection drops.
-  function stream(onHistory, onFrame) {
+  // stream subscribes to topics on the live websocket and calls
+  // handlers[topic](type, data) for each message ("snapshot" first, then
+  // "update"), reconnecting with backoff and subscribing again.
+  function stream(topics, handler) {
     var delay = 1000;
     function connect() {
-      var ws = new WebSocket(socketURL("/ws/gpus"));
+      var ws = new WebSocket(socketURL("/ws?topics=" + encodeURIComponent(topics.join(","))));
       ws.onopen = function () { delay = 1000; };
       ws.onmessage = function (ev) {
         var m = JSON.parse(ev.data);
-        if (m.type === "history") { onHistory(m.history || []); }
-        if (m.type === "frame") { onFrame(m.frame); }
+        if (m.type === "error") { console.warn("gpuportal stream:", m.topic, m.error); return; }
+        handler(m.topic, m.type, m.data);
       };
       ws.onclose = function () {
         setTimeout(connect, delay);
@@ -68,15 +69,17 @@
       c.box.title = jobs ? "running: " + jobs : "idle";
     }
 
-    stream(function (history) {
-      wall.innerHTML = ""; charts = {};
-      history.forEach(function (g) {
-        chartFor(g.node, g.index, g.points.length ? g.points[0].MemMiB : 1);
-        g.points.forEach(function (p) { add(g.node, g.index, p); });
-      });
-      Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
-    }, function (f) {
-      (f.GPUs || []).forEach(function (g) { add(g.Node, g.Index, g); });
+    stream(["gpus"], function (topic, type, data) {
+      if (type === "snapshot") {
+        wall.innerHTML = ""; charts = {};
+        data.forEach(function (g) {
+          chartFor(g.node, g.index, g.points.length ? g.points[0].MemMiB : 1);
+          g.points.forEach(function (p) { add(g.node, g.index, p); });
+        });
+        Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
+        return;
+      }
+      (data.GPUs || []).forEach(function (g) { add(g.Node, g.Index, g); });
       Object.keys(charts).forEach(function (k) { trim(charts[k].data); charts[k].u.setData(charts[k].data); });
     });
   }
@@ -96,6 +99,7 @@
     function color(i) { return ["#2458d6", "#1e8a4c", "#b7791f", "#c53030", "#6b46c1", "#2c7a7b", "#d53f8c", "#4a5568"][i % 8]; }
 
     function add(t, key, mib) {
+      if (data[0].length && t < data[0][data[0].length - 1]) { return; } // already drawn
       var s = seriesIndex(key);
       var row = data[0].length - 1;
       if (row < 0 || data[0][row] !== t) {
@@ -120,20 +124,10 @@
       u.setData(data);
     }
 
-    fetch("/jobs/" + job + "/memory", { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.json() : []; })
-      .then(function (pts) {
-        pts.forEach(function (p) { add(p.T, p.GPU.Node + ":" + p.GPU.Index, p.MemMiB); });
-        draw();
-        stream(function () {}, function (f) {
-          (f.GPUs || []).forEach(function (g) {
-            (g.Jobs || []).forEach(function (jm) {
-              if (jm.JobID === job) { add(f.T, g.Node + ":" + g.Index, jm.MemMiB); }
-            });
-          });
-          draw();
-        });
-      });
+    stream(["job:" + job], function (topic, type, data) {
+      (data.memory || []).forEach(function (p) { add(p.T, p.GPU.Node + ":" + p.GPU.Index, p.MemMiB); });
+      draw();
+    });
   }
 
   // jctCDF draws the CDF of recent JCTs embedded in the page.

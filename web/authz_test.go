@@ -188,11 +188,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		}, access{303, 303, 400, 303, 303}},
 		{"GET /jobs/:id", func(t *testing.T) string { return "/jobs/" + job(t) }, nil, team},
 		{"GET /jobs/:id/live", func(t *testing.T) string { return "/jobs/" + job(t) + "/live" }, nil, team},
-		{"GET /jobs/:id/memory", func(t *testing.T) string { return "/jobs/" + job(t) + "/memory" }, nil, team},
 		{"POST /jobs/:id/cancel", func(t *testing.T) string { return "/jobs/" + job(t) + "/cancel" }, nil, access{303, 303, 403, 303, 303}},
 		{"GET /cluster", nil, nil, pageAny},
 		{"GET /cluster/live", nil, nil, pageAny},
-		{"GET /ws/gpus", nil, nil, access{303, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
+		{"GET /ws", nil, nil, access{401, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
 		{"GET /jobs/:id/logs", func(t *testing.T) string { return "/jobs/" + job(t) + "/logs" }, nil, access{303, 404, 403, 404, 404}},
 		{"POST /cluster/nodes/:name/drain", func(*testing.T) string { return "/cluster/nodes/none/drain" }, nil, access{303, 403, 403, 403, 404}},

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -46,6 +47,11 @@ type QueuesJSON struct {
 }
 
 func (s *Server) queues(c echo.Context) (QueuesJSON, error) {
+	return s.queuesFor(c.Request().Context(), currentUser(c))
+}
+
+// queuesFor is the queues as user u may see them.
+func (s *Server) queuesFor(ctx context.Context, u *models.User) (QueuesJSON, error) {
 	sc := s.cfg.Engine.Scheduler()
 	cfg := sc.Config()
 	out := QueuesJSON{Policy: cfg.Policy, Thresholds: []float64{}}
@@ -63,7 +69,7 @@ func (s *Server) queues(c echo.Context) (QueuesJSON, error) {
 		}
 		out.Queues = append(out.Queues, q)
 	}
-	js, err := s.cfg.Store.UnfinishedJobs(c.Request().Context())
+	js, err := s.cfg.Store.UnfinishedJobs(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -75,7 +81,6 @@ func (s *Server) queues(c echo.Context) (QueuesJSON, error) {
 		}
 		return queueEntry(&js[a]) < queueEntry(&js[b])
 	})
-	u := currentUser(c)
 	for i := range js {
 		j := &js[i]
 		qi := min(max(j.QueueIndex, 0), n-1)
@@ -136,7 +141,12 @@ func (s *Server) jctStats(c echo.Context) (JCTStatsJSON, error) {
 		}
 		window = d
 	}
-	js, err := s.cfg.Store.FinishedSince(c.Request().Context(), s.cfg.Now().Add(-window), 100000)
+	return s.jctStatsFor(c.Request().Context(), window)
+}
+
+// jctStatsFor summarizes the JCTs of jobs that ended within window.
+func (s *Server) jctStatsFor(ctx context.Context, window time.Duration) (JCTStatsJSON, error) {
+	js, err := s.cfg.Store.FinishedSince(ctx, s.cfg.Now().Add(-window), 100000)
 	if err != nil {
 		return JCTStatsJSON{}, err
 	}

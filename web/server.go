@@ -43,6 +43,7 @@ type Server struct {
 	cfg    Config
 	echo   *echo.Echo
 	logins *limiter // failed logins
+	hub    *hub     // websocket clients
 }
 
 // sessionTTL is how long a login lasts.
@@ -62,7 +63,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow)}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -81,6 +82,7 @@ func New(cfg Config) (*Server, error) {
 	e.StaticFS("/static", static.FS)
 	e.GET(wire.Path, echo.WrapHandler(newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)))
 
+	e.GET("/ws", s.ws, s.requireAnyUser)
 	api := e.Group("/api/v1")
 	api.POST("/tokens", s.apiCreateToken)
 	authed := api.Group("", s.requireAPIUser)
@@ -121,7 +123,6 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/jobs/:id/cancel", s.cancelForm)
 	in.GET("/cluster", s.clusterPage)
 	in.GET("/cluster/live", s.clusterLive)
-	in.GET("/ws/gpus", s.wsGPUs)
 	in.GET("/jobs/:id/logs", s.apiJobLogs)
 	in.POST("/cluster/nodes/:name/drain", s.drainForm, requireAdmin)
 	in.POST("/cluster/nodes/:name/resume", s.drainForm, requireAdmin)
@@ -133,7 +134,6 @@ func New(cfg Config) (*Server, error) {
 	admin := in.Group("/admin", requireAdmin)
 	admin.GET("", s.adminPage)
 	admin.POST("/:action", s.adminAction)
-	in.GET("/jobs/:id/memory", s.apiJobMemory)
 	return s, nil
 }
 

@@ -1,0 +1,229 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// The live stream: one websocket endpoint (/ws) where a client subscribes
+// to topics, in the URL (/ws?topics=gpus,jct) or by sending
+// {"subscribe": ["job:12"]} (and {"unsubscribe": [...]}). After each
+// subscription the client gets a snapshot of the topic, then updates at
+// most once a second. The hub never blocks on a slow client: each client
+// keeps only the newest unsent message per topic, and a client that cannot
+// take a message within clientWriteWait is dropped with a close reason.
+
+// Topics a client may ask for.
+const (
+	topicGPUs   = "gpus"   // every GPU's memory and jobs, each second
+	topicQueues = "queues" // the scheduler's queues
+	topicJCT    = "jct"    // JCT figures of the last 24 hours
+	topicJob    = "job:"   // job:<id>: the job's state and its GPU memory
+)
+
+const (
+	clientWriteWait      = 10 * time.Second
+	maxTopics      = 32 // per client
+	maxClientBytes = 4096
+)
+
+// wsOut is one message to a client.
+type wsOut struct {
+	Topic string `json:"topic"`
+	Type  string `json:"type"` // "snapshot", "update" or "error"
+	Data  any    `json:"data,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// wsIn is what a client may send.
+type wsIn struct {
+	Subscribe   []string `json:"subscribe"`
+	Unsubscribe []string `json:"unsubscribe"`
+}
+
+// hub knows the connected clients and what each subscribed to.
+type hub struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	clients map[*wsClient]struct{}
+}
+
+func newHub(log *slog.Logger) *hub {
+	return &hub{log: log, clients: make(map[*wsClient]struct{})}
+}
+
+// wsClient is one connected browser or program.
+type wsClient struct {
+	user *models.User
+	conn *websocket.Conn
+
+	mu      sync.Mutex
+	topics  map[string]bool
+	pending map[string]wsOut // newest unsent message per topic
+	order   []string         // topics in pending, oldest first
+	wake    chan struct{}
+	closed  chan struct{}
+	once    sync.Once
+}
+
+func (h *hub) add(c *wsClient) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.clients[c] = struct{}{}
+}
+
+func (h *hub) remove(c *wsClient) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.clients, c)
+}
+
+// count is the number of connected clients.
+func (h *hub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.clients)
+}
+
+// subscribers returns the clients subscribed to topic.
+func (h *hub) subscribers(topic string) []*wsClient {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*wsClient
+	for c := range h.clients {
+		if c.subscribed(topic) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// jobTopics returns the job IDs some client follows.
+func (h *hub) jobTopics() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := make(map[int64]bool)
+	var out []int64
+	for c := range h.clients {
+		c.mu.Lock()
+		for t := range c.topics {
+			if id, ok := jobTopicID(t); ok && !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+		c.mu.Unlock()
+	}
+	return out
+}
+
+func jobTopicID(topic string) (int64, bool) {
+	v, ok := strings.CutPrefix(topic, topicJob)
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	return id, err == nil && id > 0
+}
+
+func (c *wsClient) subscribed(topic string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.topics[topic]
+}
+
+// send queues m, replacing an unsent message of the same topic. It never
+// blocks.
+func (c *wsClient) send(m wsOut) {
+	c.mu.Lock()
+	key := m.Topic + "/" + m.Type
+	if _, ok := c.pending[key]; !ok {
+		c.order = append(c.order, key)
+	}
+	c.pending[key] = m
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the pending messages, oldest topic first.
+func (c *wsClient) next() []wsOut {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]wsOut, 0, len(c.order))
+	for _, k := range c.order {
+		out = append(out, c.pending[k])
+	}
+	c.order = c.order[:0]
+	clear(c.pending)
+	return out
+}
+
+// writeLoop sends queued messages until the client goes or cannot keep up.
+func (c *wsClient) writeLoop(ctx context.Context, log *slog.Logger) {
+	ping := time.NewTicker(30 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.close(websocket.CloseGoingAway, "server shutting down")
+			return
+		case <-c.closed:
+			return
+		case <-ping.C:
+			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(clientWriteWait)); err != nil {
+				c.close(websocket.CloseGoingAway, "")
+				return
+			}
+		case <-c.wake:
+			for _, m := range c.next() {
+				if err := c.conn.SetWriteDeadline(time.Now().Add(clientWriteWait)); err != nil {
+					c.close(websocket.CloseGoingAway, "")
+					return
+				}
+				if err := c.conn.WriteJSON(m); err != nil {
+					log.Info("websocket client dropped", "user", c.user.Name, "err", err)
+					c.close(websocket.ClosePolicyViolation, "too slow: messages could not be delivered in time")
+					return
+				}
+			}
+		}
+	}
+}
+
+// close ends the connection once, with a reason the client can read.
+func (c *wsClient) close(code int, reason string) {
+	c.once.Do(func() {
+		_ = c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+		_ = c.conn.Close()
+		close(c.closed)
+	})
+}
+
+// readMessage reads one subscription message, refusing oversized ones.
+func readMessage(conn *websocket.Conn) (wsIn, error) {
+	var in wsIn
+	_, r, err := conn.NextReader()
+	if err != nil {
+		return in, err
+	}
+	dec := json.NewDecoder(io.LimitReader(r, maxClientBytes))
+	if err := dec.Decode(&in); err != nil {
+		return in, fmt.Errorf("message must be JSON like {\"subscribe\": [\"gpus\"]}: %w", err)
+	}
+	return in, nil
+}

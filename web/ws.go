@@ -1,0 +1,201 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// requireAnyUser authenticates a bearer token or, failing that, a session
+// cookie: the websocket serves browsers and programs alike.
+func (s *Server) requireAnyUser(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ") {
+			return s.requireAPIUser(next)(c)
+		}
+		return s.loadSessionUser(func(c echo.Context) error {
+			if currentUser(c) == nil {
+				return echo.NewHTTPError(http.StatusUnauthorized, "log in, or send a bearer token")
+			}
+			return next(c)
+		})(c)
+	}
+}
+
+// ws serves the live stream described in hub.go.
+func (s *Server) ws(c echo.Context) error {
+	conn, err := upgrader.Upgrade(c.Response(), c.Request(), nil)
+	if err != nil {
+		return nil // the upgrader has answered
+	}
+	cl := &wsClient{user: currentUser(c), conn: conn, topics: make(map[string]bool),
+		pending: make(map[string]wsOut), wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	conn.SetReadLimit(maxClientBytes)
+	s.hub.add(cl)
+	defer s.hub.remove(cl)
+	ctx := c.Request().Context()
+	go cl.writeLoop(ctx, s.cfg.Logger)
+	if t := c.QueryParam("topics"); t != "" {
+		s.subscribe(ctx, cl, strings.Split(t, ","))
+	}
+	for {
+		in, err := readMessage(conn)
+		var ce *websocket.CloseError
+		switch {
+		case errors.As(err, &ce), errors.Is(err, websocket.ErrReadLimit):
+			cl.close(websocket.CloseNormalClosure, "")
+			return nil
+		case err != nil && strings.Contains(err.Error(), "must be JSON"):
+			cl.send(wsOut{Type: "error", Error: err.Error()})
+			continue
+		case err != nil:
+			cl.close(websocket.CloseGoingAway, "")
+			return nil
+		}
+		s.subscribe(ctx, cl, in.Subscribe)
+		cl.mu.Lock()
+		for _, t := range in.Unsubscribe {
+			delete(cl.topics, t)
+		}
+		cl.mu.Unlock()
+	}
+}
+
+// subscribe checks each topic against what the client's user may see,
+// then sends its snapshot.
+func (s *Server) subscribe(ctx context.Context, cl *wsClient, topics []string) {
+	for _, t := range topics {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		cl.mu.Lock()
+		full := len(cl.topics) >= maxTopics
+		cl.mu.Unlock()
+		if full {
+			cl.send(wsOut{Topic: t, Type: "error", Error: fmt.Sprintf("at most %d topics per connection", maxTopics)})
+			continue
+		}
+		data, err := s.snapshot(ctx, cl.user, t)
+		if err != nil {
+			cl.send(wsOut{Topic: t, Type: "error", Error: err.Error()})
+			continue
+		}
+		cl.mu.Lock()
+		cl.topics[t] = true
+		cl.mu.Unlock()
+		cl.send(wsOut{Topic: t, Type: "snapshot", Data: data})
+	}
+}
+
+// errTopic explains a topic a user may not have.
+type errTopic string
+
+func (e errTopic) Error() string { return string(e) }
+
+// snapshot is the current state of topic for user u.
+func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (any, error) {
+	switch {
+	case topic == topicGPUs:
+		return s.gpuHistory(s.cfg.Now().Add(-historyWindow).Unix()), nil
+	case topic == topicQueues:
+		return s.queuesFor(ctx, u)
+	case topic == topicJCT:
+		return s.jctStatsFor(ctx, 24*time.Hour)
+	}
+	id, ok := jobTopicID(topic)
+	if !ok {
+		return nil, errTopic(fmt.Sprintf("unknown topic %q: want gpus, queues, jct or job:<id>", topic))
+	}
+	j, err := s.cfg.Store.Job(ctx, id)
+	if errors.Is(err, models.ErrNotFound) || (err == nil && !canSee(u, j.Team)) {
+		// The same answer for both, so that job IDs of other teams cannot be probed.
+		return nil, errTopic(fmt.Sprintf("no job %d that you may see", id))
+	}
+	if err != nil {
+		return nil, err
+	}
+	pts := s.cfg.Telemetry.Job(id, s.cfg.Now().Add(-historyWindow).Unix())
+	if pts == nil {
+		pts = []telemetry.JobPoint{}
+	}
+	return jobUpdate{Job: jobJSON(j), Memory: pts}, nil
+}
+
+// jobUpdate is what the job:<id> topic sends: the job and new memory points.
+type jobUpdate struct {
+	Job    JobJSON              `json:"job"`
+	Memory []telemetry.JobPoint `json:"memory"`
+}
+
+// Run publishes updates to subscribed clients until ctx ends: a frame of
+// GPU samples each second, with the jobs, queues and JCT figures.
+func (s *Server) Run(ctx context.Context) {
+	frames, cancel := s.cfg.Telemetry.Subscribe()
+	defer cancel()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case f := <-frames:
+			n++
+			s.publish(ctx, f, n%5 == 0)
+		}
+	}
+}
+
+func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
+	for _, cl := range s.hub.subscribers(topicGPUs) {
+		cl.send(wsOut{Topic: topicGPUs, Type: "update", Data: f})
+	}
+	for _, id := range s.hub.jobTopics() {
+		topic := fmt.Sprintf("%s%d", topicJob, id)
+		j, err := s.cfg.Store.Job(ctx, id)
+		if err != nil {
+			continue
+		}
+		upd := jobUpdate{Job: jobJSON(j), Memory: []telemetry.JobPoint{}}
+		for _, g := range f.GPUs {
+			for _, jm := range g.Jobs {
+				if jm.JobID == id {
+					upd.Memory = append(upd.Memory, telemetry.JobPoint{T: f.T, GPU: g.GPUKey, MemMiB: jm.MemMiB})
+				}
+			}
+		}
+		for _, cl := range s.hub.subscribers(topic) {
+			cl.send(wsOut{Topic: topic, Type: "update", Data: upd})
+		}
+	}
+	// Queues differ by what each user may see: render once per team.
+	byTeam := make(map[string]QueuesJSON)
+	for _, cl := range s.hub.subscribers(topicQueues) {
+		key := string(cl.user.Role) + "/" + cl.user.Team
+		q, ok := byTeam[key]
+		if !ok {
+			var err error
+			if q, err = s.queuesFor(ctx, cl.user); err != nil {
+				continue
+			}
+			byTeam[key] = q
+		}
+		cl.send(wsOut{Topic: topicQueues, Type: "update", Data: q})
+	}
+	if subs := s.hub.subscribers(topicJCT); jct && len(subs) > 0 {
+		st, err := s.jctStatsFor(ctx, 24*time.Hour)
+		if err == nil {
+			for _, cl := range subs {
+				cl.send(wsOut{Topic: topicJCT, Type: "update", Data: st})
+			}
+		}
+	}
+}
