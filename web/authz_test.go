@@ -208,6 +208,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		// Agents present the agent token, never a user's; this server has none.
 		{"GET /api/v1/agents/connect", nil, nil, access{404, 404, 404, 404, 404}},
 		{"GET /api/v1/me", nil, nil, apiAll},
+		{"GET /api/v1/openapi.json", nil, nil, public},
 		{"GET /api/v1/gpus", nil, nil, apiAll},
 		{"GET /api/v1/queues", nil, nil, apiAll},
 		{"GET /api/v1/nodes", nil, nil, apiAll},

@@ -85,6 +85,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/ws", s.ws, s.requireAnyUser)
 	api := e.Group("/api/v1")
 	api.POST("/tokens", s.apiCreateToken)
+	api.GET("/openapi.json", s.apiOpenAPI)
 	authed := api.Group("", s.requireAPIUser)
 	authed.GET("/jobs", s.apiListJobs)
 	authed.POST("/jobs", s.apiSubmit)
