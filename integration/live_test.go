@@ -77,7 +77,11 @@ func TestLiveStream(t *testing.T) {
 		t.Fatalf("gpus snapshot: %v, %d GPUs; want 2", err, len(hist))
 	}
 	readUntil(t, conn, 5, func(m wsMsg) bool {
-		var f struct{ GPUs []struct{ Jobs []struct{ JobID, MemMiB int64 } } }
+		var f struct {
+			GPUs []struct {
+				Jobs []struct{ JobID, MemMiB int64 }
+			}
+		}
 		_ = json.Unmarshal(m.Data, &f)
 		for _, g := range f.GPUs {
 			for _, jm := range g.Jobs {

@@ -33,9 +33,9 @@ const (
 )
 
 const (
-	clientWriteWait      = 10 * time.Second
-	maxTopics      = 32 // per client
-	maxClientBytes = 4096
+	clientWriteWait = 10 * time.Second
+	maxTopics       = 32 // per client
+	maxClientBytes  = 4096
 )
 
 // wsOut is one message to a client.
