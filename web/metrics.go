@@ -7,52 +7,104 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 )
 
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("gpuportal_"+name, help, labels, nil)
+}
+
 var (
-	jobsDesc = prometheus.NewDesc("gpuportal_jobs", "Jobs by state.", []string{"state"}, nil)
-	gpusDesc = prometheus.NewDesc("gpuportal_gpus", "GPUs of connected nodes by state (busy: some job holds memory on it).", []string{"state"}, nil)
-	gpuMem   = prometheus.NewDesc("gpuportal_gpu_memory_used_bytes", "GPU memory in use.", []string{"node", "gpu"}, nil)
+	jobsDesc      = desc("jobs", "Jobs by state.", "state")
+	queueDesc     = desc("queue_jobs", "Unfinished jobs by priority queue, team and whether they run or wait.", "queue", "team", "status")
+	gpusDesc      = desc("gpus", "GPUs of connected nodes by state (busy: some job holds memory on it).", "state")
+	gpuMemDesc    = desc("gpu_memory_used_bytes", "GPU memory in use.", "node", "gpu")
+	nodesDesc     = desc("nodes", "Connected machines by state.", "state")
+	passesDesc    = desc("scheduler_passes_total", "Scheduling passes run.")
+	passSecsDesc  = desc("scheduler_pass_seconds_total", "Time spent in the scheduling core.")
+	lastPassDesc  = desc("scheduler_last_pass_seconds", "Duration of the last scheduling pass.")
+	preemptDesc   = desc("preemptions_total", "Jobs the scheduler preempted.")
+	startsDesc    = desc("job_starts_total", "Job starts and resumes.")
+	requeuesDesc  = desc("requeues_total", "Jobs requeued because their machine was lost.")
+	retriesDesc   = desc("retries_total", "Failed jobs started again.")
+	nodeLostDesc  = desc("node_disconnects_total", "Machines that disconnected or missed their heartbeats.")
+	wsClientsDesc = desc("websocket_clients", "Browsers and programs following the live stream.")
 )
 
 // collector reads its figures when scraped, so they are never stale.
-type collector struct {
-	store  *models.Store
-	engine *engine.Engine
+type collector struct{ s *Server }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, gpuMemDesc, nodesDesc, passesDesc, passSecsDesc,
+		lastPassDesc, preemptDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc, wsClientsDesc} {
+		ch <- d
+	}
 }
 
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- jobsDesc
-	ch <- gpusDesc
-	ch <- gpuMem
+func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
+func counter(d *prometheus.Desc, v float64) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if counts, err := c.store.CountJobsByState(ctx); err == nil {
+	store, eng := c.s.cfg.Store, c.s.cfg.Engine
+	if counts, err := store.CountJobsByState(ctx); err == nil {
 		for _, st := range job.States {
-			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
+			ch <- gauge(jobsDesc, float64(counts[st]), string(st))
 		}
 	} else {
 		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
 	}
+	if js, err := store.UnfinishedJobs(ctx); err == nil {
+		type key struct{ queue, team, status string }
+		n := make(map[key]int)
+		for _, j := range js {
+			status := "waiting"
+			if j.State == job.Running {
+				status = "running"
+			}
+			n[key{strconv.Itoa(j.QueueIndex), j.Team, status}]++
+		}
+		for k, v := range n {
+			ch <- gauge(queueDesc, float64(v), k.queue, k.team, k.status)
+		}
+	} else {
+		ch <- prometheus.NewInvalidMetric(queueDesc, err)
+	}
 	busy, idle := 0, 0
 	now := time.Now()
-	for _, n := range c.engine.Nodes() {
+	for _, n := range eng.Nodes() {
 		for _, smp := range n.Sample(now) {
 			if len(smp.Jobs) > 0 {
 				busy++
 			} else {
 				idle++
 			}
-			ch <- prometheus.MustNewConstMetric(gpuMem, prometheus.GaugeValue, float64(smp.MemUsedMiB)*(1<<20),
-				n.Name(), strconv.Itoa(smp.Index))
+			ch <- gauge(gpuMemDesc, float64(smp.MemUsedMiB)*(1<<20), n.Name(), strconv.Itoa(smp.Index))
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(gpusDesc, prometheus.GaugeValue, float64(busy), "busy")
-	ch <- prometheus.MustNewConstMetric(gpusDesc, prometheus.GaugeValue, float64(idle), "idle")
+	ch <- gauge(gpusDesc, float64(busy), "busy")
+	ch <- gauge(gpusDesc, float64(idle), "idle")
+	nodeStates := map[string]int{"ready": 0, "draining": 0, "drained": 0}
+	for _, st := range eng.NodeStatuses() {
+		nodeStates[nodeJSON(st).State]++
+	}
+	for state, v := range nodeStates {
+		ch <- gauge(nodesDesc, float64(v), state)
+	}
+	st := eng.Stats()
+	ch <- counter(passesDesc, float64(st.Passes))
+	ch <- counter(passSecsDesc, st.PassSeconds)
+	ch <- gauge(lastPassDesc, st.LastPass.Seconds())
+	ch <- counter(preemptDesc, float64(st.Preemptions))
+	ch <- counter(startsDesc, float64(st.Starts))
+	ch <- counter(requeuesDesc, float64(st.Requeues))
+	ch <- counter(retriesDesc, float64(st.Retries))
+	ch <- counter(nodeLostDesc, float64(st.NodesRemoved))
+	ch <- gauge(wsClientsDesc, float64(c.s.hub.count()))
 }

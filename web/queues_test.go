@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,24 @@ func TestJCTStats(t *testing.T) {
 	}
 	if rec := ts.do(t, "alice", http.MethodGet, "/api/v1/stats/jct?window=forever", ""); rec.Code != http.StatusBadRequest {
 		t.Errorf("bad window: status %d", rec.Code)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	ts := newTestServer(t)
+	ts.newJob(t)
+	rec := ts.do(t, "anonymous", http.MethodGet, "/metrics", "")
+	body := rec.Body.String()
+	for _, want := range []string{
+		`gpuportal_jobs{state="queued"} 1`,
+		`gpuportal_queue_jobs{queue="0",status="waiting",team="vision"} 1`,
+		`gpuportal_scheduler_passes_total`,
+		`gpuportal_preemptions_total 0`,
+		`gpuportal_websocket_clients 0`,
+		`gpuportal_nodes{state="ready"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

@@ -77,7 +77,7 @@ func New(cfg Config) (*Server, error) {
 
 	e.GET("/healthz", s.healthz)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{store: cfg.Store, engine: cfg.Engine})
+	reg.MustRegister(collector{s: s})
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.StaticFS("/static", static.FS)
 	e.GET(wire.Path, echo.WrapHandler(newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)))

@@ -102,6 +102,8 @@ type Engine struct {
 	connected map[string]time.Time // when each node connected
 	draining  map[string]bool      // nodes that take no new jobs
 
+	stats stats
+
 	// Owned by the Run goroutine.
 	started   time.Time
 	runs      map[int64]*run   // jobs running on connected nodes
@@ -218,6 +220,7 @@ func (e *Engine) RemoveNode(ctx context.Context, name string) error {
 			}
 		}
 		e.cfg.Logger.Warn("node disconnected", "node", name)
+		e.stats.add(func(s *Stats) { s.NodesRemoved++ })
 	})
 }
 

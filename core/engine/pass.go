@@ -25,7 +25,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.stopUnwanted(ctx, jobs)
 	jobs = e.requeueLost(ctx, jobs, now)
 	snap, byID := e.snapshot(jobs, now)
+	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
+	e.stats.pass(time.Since(began), len(d.Preempts), len(d.Starts))
 	if err := e.recordQueues(ctx, d.QueueChanges); err != nil {
 		return err
 	}
@@ -100,6 +102,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 			continue
 		}
 		e.cfg.Logger.Warn("job requeued", "job", j.ID, "reason", reason)
+		e.stats.add(func(s *Stats) { s.Requeues++ })
 		j.State, j.Placement = job.Queued, nil
 		out = append(out, j)
 	}

@@ -37,5 +37,6 @@ func (e *Engine) retry(ctx context.Context, ex agent.Exit, r *run) bool {
 		return true
 	}
 	e.cfg.Logger.Info("job will be retried", "job", ex.JobID, "exit_code", code, "at", at)
+	e.stats.add(func(s *Stats) { s.Retries++ })
 	return true
 }
