@@ -259,3 +259,39 @@ func TestFailedJobIsRetried(t *testing.T) {
 		t.Errorf("history = %v", states)
 	}
 }
+
+// TestTemplates saves a job as a template from its page and submits from it.
+func TestTemplates(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir())
+	b := newBrowser(t, srv.URL)
+	b.login("alice", "dev")
+	status, path, _ := b.post("/jobs", url.Values{
+		"_csrf": {b.csrf("/jobs/new")}, "name": {"bert-finetune"}, "gpus": {"2"},
+		"kind": {"command"}, "command": {`python train.py --lr "3e-5"`}, "model": {"bert"},
+	})
+	if status != http.StatusOK {
+		t.Fatalf("submit: %d", status)
+	}
+	status, path, body := b.post(path+"/template", url.Values{"_csrf": {b.csrf(path)}, "template_name": {"bert ft"}})
+	if status != http.StatusOK || path != "/jobs/new" {
+		t.Fatalf("save template: status %d at %s", status, path)
+	}
+	for _, want := range []string{`value="bert-finetune"`, `python train.py --lr 3e-5`, `<option value="bert" selected`, "Filled in from the template bert ft"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("form from template lacks %s", want)
+		}
+	}
+	a := newAPI(t, srv.URL, "alice", "dev")
+	var ts []struct {
+		ID   int64
+		Name string
+		Job  struct {
+			Command []string
+			GPUs    int
+		}
+	}
+	if st := a.do("GET", "/api/v1/templates", nil, &ts); st != http.StatusOK || len(ts) != 1 || ts[0].Job.GPUs != 2 ||
+		strings.Join(ts[0].Job.Command, "|") != "python|train.py|--lr|3e-5" {
+		t.Errorf("templates API: %d %+v", st, ts)
+	}
+}

@@ -82,3 +82,33 @@ func TestAccountsAndAudit(t *testing.T) {
 		}
 	})
 }
+
+func TestTemplates(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		tpl := &models.JobTemplate{User: "alice", Name: "resnet", Body: `{"name":"resnet","gpus":2}`}
+		if err := s.CreateTemplate(ctx, tpl); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateTemplate(ctx, &models.JobTemplate{User: "alice", Name: "resnet", Body: "{}"}); !errors.Is(err, models.ErrExists) {
+			t.Errorf("duplicate name: %v", err)
+		}
+		if err := s.CreateTemplate(ctx, &models.JobTemplate{User: "bob", Name: "resnet", Body: "{}"}); err != nil {
+			t.Errorf("another user's template of the same name: %v", err)
+		}
+		if _, err := s.Template(ctx, "bob", tpl.ID); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("bob reads alice's template: %v", err)
+		}
+		list, err := s.Templates(ctx, "alice")
+		if err != nil || len(list) != 1 || list[0].Body != tpl.Body {
+			t.Errorf("templates = %+v, %v", list, err)
+		}
+		if err := s.DeleteTemplate(ctx, "bob", tpl.ID); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("bob deletes alice's template: %v", err)
+		}
+		if err := s.DeleteTemplate(ctx, "alice", tpl.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

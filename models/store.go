@@ -69,7 +69,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	err := s.db.WithContext(ctx).AutoMigrate(&User{}, &Team{}, &Session{}, &APIToken{}, &Job{}, &AuditEntry{}, &JobEvent{})
+	err := s.db.WithContext(ctx).AutoMigrate(&User{}, &Team{}, &Session{}, &APIToken{}, &Job{}, &AuditEntry{}, &JobEvent{}, &JobTemplate{})
 	if err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}

@@ -77,6 +77,16 @@ type SubmitForm struct {
 	Model     string
 	Models    []string
 	Errors    map[string]string
+	// Templates are the user's saved jobs; FromTemplate names the one
+	// that filled this form.
+	Templates    []TemplateRow
+	FromTemplate string
+}
+
+// TemplateRow is one saved job.
+type TemplateRow struct {
+	ID   int64
+	Name string
 }
 
 // GPUCard is one GPU on the cluster page.

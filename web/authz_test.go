@@ -193,6 +193,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /cluster/live", nil, nil, pageAny},
 		{"GET /ws", nil, nil, access{401, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
+		{"POST /jobs/:id/template", func(t *testing.T) string { return "/jobs/" + job(t) + "/template" }, func() string {
+			return form("template_name", fmt.Sprint("t", uniq.Add(1)))
+		}, access{303, 303, 403, 303, 303}},
+		{"POST /templates/:id/delete", func(*testing.T) string { return "/templates/999999/delete" }, nil, access{303, 404, 404, 404, 404}},
 		{"GET /jobs/:id/logs", func(t *testing.T) string { return "/jobs/" + job(t) + "/logs" }, nil, access{303, 404, 403, 404, 404}},
 		{"POST /cluster/nodes/:name/drain", func(*testing.T) string { return "/cluster/nodes/none/drain" }, nil, access{303, 403, 403, 403, 404}},
 		{"POST /cluster/nodes/:name/resume", func(*testing.T) string { return "/cluster/nodes/none/resume" }, nil, access{303, 403, 403, 403, 404}},
@@ -208,6 +212,11 @@ func TestEveryRouteHasARule(t *testing.T) {
 		// Agents present the agent token, never a user's; this server has none.
 		{"GET /api/v1/agents/connect", nil, nil, access{404, 404, 404, 404, 404}},
 		{"GET /api/v1/me", nil, nil, apiAll},
+		{"GET /api/v1/templates", nil, nil, apiAll},
+		{"POST /api/v1/templates", nil, func() string {
+			return fmt.Sprintf(`{"name":"t%d","job":{"name":"x","team":"vision","gpus":1,"sim":{"duration_s":5}}}`, uniq.Add(1))
+		}, access{401, 201, 400, 201, 201}},
+		{"DELETE /api/v1/templates/:id", func(*testing.T) string { return "/api/v1/templates/999999" }, nil, access{401, 404, 404, 404, 404}},
 		{"GET /api/v1/openapi.json", nil, nil, public},
 		{"GET /api/v1/gpus", nil, nil, apiAll},
 		{"GET /api/v1/queues", nil, nil, apiAll},

@@ -89,6 +89,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Event":         reflect.TypeOf(EventJSON{}),
 		"JCTStats":      reflect.TypeOf(JCTStatsJSON{}),
 		"Queues":        reflect.TypeOf(QueuesJSON{}),
+		"Template":      reflect.TypeOf(TemplateJSON{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

@@ -130,7 +130,46 @@ func (s *Server) submitPage(c echo.Context) error {
 	}
 	u := currentUser(c)
 	f := templates.SubmitForm{Team: u.Team, Teams: allowedTeams(u, teams), GPUs: "1", Kind: "sim", DurationS: "120", Models: modelNames()}
+	ts, err := s.userTemplates(c)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		f.Templates = append(f.Templates, templates.TemplateRow{ID: t.ID, Name: t.Name})
+	}
+	if v := c.QueryParam("template"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "template: must be a number")
+		}
+		t, err := s.cfg.Store.Template(c.Request().Context(), u.Name, id)
+		if errors.Is(err, models.ErrNotFound) {
+			return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("you have no template %d", id))
+		}
+		if err != nil {
+			return err
+		}
+		tj, err := templateJSON(*t)
+		if err != nil {
+			return err
+		}
+		fillForm(&f, tj.Job)
+		f.FromTemplate = tj.Name
+	}
 	return s.render(c, http.StatusOK, templates.Submit(page(c, "Submit", "submit"), f))
+}
+
+// fillForm puts a saved submission into the submit form.
+func fillForm(f *templates.SubmitForm, r SubmitRequest) {
+	f.Name, f.Team, f.GPUs, f.Model = r.Name, r.Team, strconv.Itoa(r.GPUs), r.Model
+	if r.GPUMemGB > 0 {
+		f.GPUMemGB = strconv.FormatFloat(r.GPUMemGB, 'f', -1, 64)
+	}
+	if len(r.Command) > 0 {
+		f.Kind, f.Command = "command", joinCommand(r.Command)
+	} else if r.Sim != nil {
+		f.Kind, f.DurationS = "sim", strconv.FormatFloat(r.Sim.DurationS, 'f', -1, 64)
+	}
 }
 
 // allowedTeams are the teams u may submit to.
