@@ -295,3 +295,44 @@ func TestTemplates(t *testing.T) {
 		t.Errorf("templates API: %d %+v", st, ts)
 	}
 }
+
+// TestStartEstimates learns run times from a finished job, estimates when
+// a waiting job starts, and then says how good that estimate was.
+func TestStartEstimates(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80")
+	a := newAPI(t, srv.URL, "alice", "dev")
+	submit := func(name string, seconds float64) int64 {
+		var j jobView
+		if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": name, "gpus": 2, "sim": map[string]any{"duration_s": seconds}}, &j); st != http.StatusCreated {
+			t.Fatalf("submit %s: %d", name, st)
+		}
+		return j.ID
+	}
+	a.waitState(submit("teacher", 2), 30*time.Second, "succeeded")
+	time.Sleep(6 * time.Second) // the engine rereads run times at most every 5s
+	running := submit("running", 4)
+	a.waitState(running, 30*time.Second, "running")
+	waiting := submit("waiting", 1)
+	var got struct {
+		State            string     `json:"state"`
+		EstimatedStartAt *time.Time `json:"estimated_start_at"`
+	}
+	eventually(t, 10*time.Second, "an estimate", func() bool {
+		a.do("GET", fmt.Sprintf("/api/v1/jobs/%d", waiting), nil, &got)
+		return got.EstimatedStartAt != nil || got.State != "queued"
+	})
+	if got.EstimatedStartAt == nil {
+		t.Fatalf("job started before it had an estimate: %+v", got)
+	}
+	if d := time.Until(*got.EstimatedStartAt); d < -time.Second || d > 4*time.Second {
+		t.Errorf("estimated start in %v; the running job has about 2-4s left", d)
+	}
+	a.waitState(waiting, 30*time.Second, "succeeded")
+	var st struct {
+		Jobs           int     `json:"jobs"`
+		MedianAbsError float64 `json:"median_abs_error_s"`
+	}
+	if code := a.do("GET", "/api/v1/stats/estimates", nil, &st); code != http.StatusOK || st.Jobs != 1 || st.MedianAbsError > 5 {
+		t.Errorf("estimate stats: %d %+v", code, st)
+	}
+}

@@ -52,7 +52,10 @@ type Job struct {
 	Preemptions     int
 	Failures        int        // failed runs that were retried
 	RetryAt         *time.Time // a failed job waits until then
-	UpdatedAt       time.Time
+	// FirstEstimate is the first estimate of the job's start: kept to
+	// measure how good the estimates are.
+	FirstEstimate *time.Time
+	UpdatedAt     time.Time
 
 	// The scheduler's memory of the job's priority queue (sched.QueueState).
 	QueueIndex    int

@@ -50,6 +50,10 @@ type JobDetail struct {
 	Log         string
 	Final       bool
 	History     []Event
+	// Estimate is when a waiting job should start; EstimateNote says how
+	// it is made and how good past estimates were.
+	Estimate     string
+	EstimateNote string
 }
 
 // Event is one step of a job's history.

@@ -41,6 +41,9 @@ type JobJSON struct {
 	Preemptions     int        `json:"preemptions"`
 	Failures        int        `json:"failures"`
 	RetryAt         *time.Time `json:"retry_at"`
+	// EstimatedStartAt is when a waiting job is expected to start (see
+	// GET /api/v1/stats/estimates for how good the estimates have been).
+	EstimatedStartAt *time.Time `json:"estimated_start_at"`
 }
 
 // EventJSON is one step of a job's history.
@@ -73,6 +76,17 @@ func (s *Server) apiJobHistory(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, h)
+}
+
+// jobJSON is j as the API shows it, with its estimated start if it waits.
+func (s *Server) jobJSON(j *models.Job) JobJSON {
+	out := jobJSON(j)
+	if j.State.Waiting() {
+		if t, ok := s.cfg.Engine.EstimatedStart(j.ID); ok {
+			out.EstimatedStartAt = &t
+		}
+	}
+	return out
 }
 
 func jobJSON(j *models.Job) JobJSON {
@@ -113,7 +127,7 @@ func (s *Server) apiSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, jobJSON(j))
+	return c.JSON(http.StatusCreated, s.jobJSON(j))
 }
 
 // jsonError explains a decoding error in terms of the request's fields.
@@ -204,7 +218,7 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	}
 	out := make([]JobJSON, len(js))
 	for i := range js {
-		out[i] = jobJSON(&js[i])
+		out[i] = s.jobJSON(&js[i])
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -262,7 +276,7 @@ func (s *Server) apiGetJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, jobJSON(j))
+	return c.JSON(http.StatusOK, s.jobJSON(j))
 }
 
 func (s *Server) apiCancel(c echo.Context) error {
@@ -270,7 +284,7 @@ func (s *Server) apiCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, jobJSON(j))
+	return c.JSON(http.StatusOK, s.jobJSON(j))
 }
 
 // cancel cancels the job named by :id for the current user and returns it

@@ -225,6 +225,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/nodes/:name/resume", func(*testing.T) string { return "/api/v1/nodes/none/resume" }, nil, access{401, 403, 403, 403, 404}},
 		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet
 		{"GET /api/v1/stats/jct", nil, nil, apiAll},
+		{"GET /api/v1/stats/estimates", nil, nil, apiAll},
 		{"GET /api/v1/jobs", nil, nil, apiAll},
 		{"POST /api/v1/jobs", nil, func() string {
 			return `{"name":"x","team":"vision","gpus":1,"sim":{"duration_s":5}}`

@@ -90,6 +90,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"JCTStats":      reflect.TypeOf(JCTStatsJSON{}),
 		"Queues":        reflect.TypeOf(QueuesJSON{}),
 		"Template":      reflect.TypeOf(TemplateJSON{}),
+		"Estimates":     reflect.TypeOf(EstimatesJSON{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

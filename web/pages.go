@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -266,6 +267,11 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if d.Placement == "" {
 		d.Placement = "—"
 	}
+	if j.State.Waiting() {
+		if err := s.describeEstimate(c, j, &d); err != nil {
+			return d, err
+		}
+	}
 	h, err := s.jobHistory(c, j.ID)
 	if err != nil {
 		return d, err
@@ -336,4 +342,35 @@ func (s *Server) cancelForm(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/jobs/%d", j.ID))
+}
+
+// describeEstimate fills in when a waiting job should start and how good
+// such estimates have been.
+func (s *Server) describeEstimate(c echo.Context, j *models.Job, d *templates.JobDetail) error {
+	if j.RetryAt != nil {
+		d.Estimate = "retries at " + j.RetryAt.Local().Format(timeLayout)
+		return nil
+	}
+	at, ok := s.cfg.Engine.EstimatedStart(j.ID)
+	if !ok {
+		d.Estimate = "unknown: no completed job to learn run times from yet, or it cannot fit"
+		return nil
+	}
+	d.Estimate = fmt.Sprintf("%s (in %s)", at.Local().Format(timeLayout), fmtDuration(max(0, at.Sub(s.cfg.Now()))))
+	st, err := s.estimateStats(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if st.Jobs == 0 {
+		d.EstimateNote = "No estimate has been checked against a real start yet. " + estimateMethod
+		return nil
+	}
+	bias := "late"
+	if st.MeanError < 0 {
+		bias = "early"
+	}
+	d.EstimateNote = fmt.Sprintf("Over the last %d jobs, estimates were off by a median of %s (90%% within %s; on average %s %s). %s",
+		st.Jobs, fmtDuration(secs(st.MedianAbsError)), fmtDuration(secs(st.P90AbsError)),
+		fmtDuration(secs(math.Abs(st.MeanError))), bias, estimateMethod)
+	return nil
 }

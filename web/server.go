@@ -103,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
 	authed.GET("/stats/jct", s.apiJCT)
+	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
 	pages := e.Group("", middleware.CSRFWithConfig(middleware.CSRFConfig{

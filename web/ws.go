@@ -128,7 +128,7 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 	if pts == nil {
 		pts = []telemetry.JobPoint{}
 	}
-	return jobUpdate{Job: jobJSON(j), Memory: pts}, nil
+	return jobUpdate{Job: s.jobJSON(j), Memory: pts}, nil
 }
 
 // jobUpdate is what the job:<id> topic sends: the job and new memory points.
@@ -164,7 +164,7 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 		if err != nil {
 			continue
 		}
-		upd := jobUpdate{Job: jobJSON(j), Memory: []telemetry.JobPoint{}}
+		upd := jobUpdate{Job: s.jobJSON(j), Memory: []telemetry.JobPoint{}}
 		for _, g := range f.GPUs {
 			for _, jm := range g.Jobs {
 				if jm.JobID == id {

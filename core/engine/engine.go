@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/estimate"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -50,6 +51,8 @@ type Store interface {
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
 	MarkRetry(ctx context.Context, id int64, exitCode int, reason string, retryAt, now time.Time) error
+	CompletedDurations(ctx context.Context, limit int) ([]float64, error)
+	SetFirstEstimates(ctx context.Context, at map[int64]time.Time) error
 }
 
 // Node is one machine's agent as the engine drives it: in-process for
@@ -104,11 +107,18 @@ type Engine struct {
 
 	stats stats
 
+	estMu     sync.Mutex
+	estimates map[int64]time.Time // estimated start of each waiting job
+
 	// Owned by the Run goroutine.
 	started   time.Time
 	runs      map[int64]*run   // jobs running on connected nodes
 	reasons   map[int64]string // last recorded wait reason per job
 	lostSince map[string]time.Time
+	durations estimate.Durations // run times of completed jobs
+	loadedAt  time.Time          // when durations were read
+	completed bool               // a job succeeded since
+	estimated map[int64]bool     // jobs whose first estimate is recorded
 }
 
 // run is a job's current run: one part per machine it spans.
@@ -173,6 +183,8 @@ func New(cfg Config) (*Engine, error) {
 		runs:      make(map[int64]*run),
 		reasons:   make(map[int64]string),
 		lostSince: make(map[string]time.Time),
+		estimates: make(map[int64]time.Time),
+		estimated: make(map[int64]bool),
 	}, nil
 }
 
@@ -405,4 +417,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		return
 	}
 	e.cfg.Logger.Info("job ended", "job", ex.JobID, "state", to, "reason", r.reason)
+	if to == job.Succeeded {
+		e.completed = true
+	}
 }

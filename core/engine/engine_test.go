@@ -24,10 +24,11 @@ type memStore struct {
 	jobs   map[int64]*Job
 	end    map[int64]*int // exit codes
 	reason map[int64]string
+	first  map[int64]time.Time // first start estimates
 }
 
 func newMemStore(jobs ...Job) *memStore {
-	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int), reason: make(map[int64]string)}
+	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int), reason: make(map[int64]string), first: make(map[int64]time.Time)}
 	for _, j := range jobs {
 		if j.State == "" {
 			j.State = job.Queued
@@ -93,6 +94,21 @@ func (s *memStore) MarkRetry(_ context.Context, id int64, code int, reason strin
 	j.State, j.Placement, j.ExitCode, j.RetryAt = job.Queued, nil, &code, &retryAt
 	j.Failures++
 	s.reason[id] = reason
+	return nil
+}
+
+func (s *memStore) CompletedDurations(context.Context, int) ([]float64, error) {
+	return []float64{100}, nil
+}
+
+func (s *memStore) SetFirstEstimates(_ context.Context, at map[int64]time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, t := range at {
+		if s.first[id].IsZero() {
+			s.first[id] = t
+		}
+	}
 	return nil
 }
 
@@ -573,3 +589,26 @@ func TestRetryWaitsOutItsBackoff(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestEstimatedStarts(t *testing.T) {
+	start := t0.Add(-90 * time.Second)
+	store := newMemStore(
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []string{"n0:0", "n0:1"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
+	)
+	n := newFakeNode("n0", 2)
+	n.running[1] = true
+	e, _ := newTestEngine(t, store, n)
+	mustPass(t, e)
+	// Every completed job ran 100s; job 1 has run 90s: job 2 starts in 10s.
+	want := t0.Add(10 * time.Second)
+	if got, ok := e.EstimatedStart(2); !ok || !got.Equal(want) {
+		t.Errorf("estimate = %v, %v; want %v", got, ok, want)
+	}
+	if !store.first[2].Equal(want) {
+		t.Errorf("first estimate recorded = %v, want %v", store.first[2], want)
+	}
+	if _, ok := e.EstimatedStart(1); ok {
+		t.Error("a running job has no start estimate")
+	}
+}

@@ -37,6 +37,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	for _, s := range d.Starts {
 		e.start(ctx, byID[s.JobID], s.GPUs, now)
 	}
+	if err := e.estimate(ctx, snap, d, now); err != nil {
+		return err
+	}
 	return e.recordReasons(ctx, d.Waits)
 }
 
