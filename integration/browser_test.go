@@ -125,4 +125,49 @@ func TestBrowserJourney(t *testing.T) {
 		t.Errorf("GPU wall has %d charts, want one per GPU (2)", charts)
 	}
 	screenshot(t, ctx, "cluster")
+	for _, page := range []string{"queues", "jobs/new"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"+page), chromedp.WaitVisible(`main h1`)); err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		screenshot(t, ctx, strings.ReplaceAll(page, "/", "-"))
+	}
+
+	// An admin watches the GPU wall move: the newest sample drawn advances.
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/jobs"),
+		chromedp.Submit(`header form[action="/logout"] button`),
+		chromedp.WaitVisible(`input[name=username]`),
+		chromedp.SendKeys(`input[name=username]`, "admin"),
+		chromedp.SendKeys(`input[name=password]`, "dev"),
+		chromedp.Submit(`input[name=password]`),
+		chromedp.WaitVisible(`#jobs`),
+		chromedp.Navigate(srv.URL+"/cluster"),
+		chromedp.WaitVisible(`#gpu-wall .gpu-chart[data-last]`),
+	)
+	if err != nil {
+		t.Fatalf("admin on the cluster page: %v", err)
+	}
+	lastSample := `Number(document.querySelector("#gpu-wall .gpu-chart").dataset.last)`
+	first, err := chromedp.Run(ctx, chromedp.Evaluate[float64](lastSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now, err := chromedp.Run(ctx, chromedp.Evaluate[float64](lastSample))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now > first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the GPU wall did not move in 10s (newest sample %v)", now)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/admin"), chromedp.WaitVisible(`#users`)); err != nil {
+		t.Fatalf("admin page: %v", err)
+	}
+	screenshot(t, ctx, "admin")
 }

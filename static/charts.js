@@ -67,6 +67,7 @@
       c.data[0].push(p.T); c.data[1].push(p.MemUsedMiB / GB); c.data[2].push(p.MemMiB / GB);
       var jobs = (p.Jobs || []).map(function (j) { return "job " + j.JobID; }).join(", ");
       c.box.title = jobs ? "running: " + jobs : "idle";
+      c.box.dataset.last = p.T; // the newest sample drawn, for tests and curious people
     }
 
     stream(["gpus"], function (topic, type, data) {
@@ -138,7 +139,7 @@
     new uPlot({
       width: width(el), height: 240,
       scales: { x: { time: false, distr: 3 }, y: { range: [0, 1] } },
-      series: [{ label: "JCT s" }, { label: "fraction of jobs", stroke: "#2458d6", width: 1.5, points: { show: false } }],
+      series: [{ label: "JCT s" }, { label: "fraction of jobs", stroke: "#2458d6", width: 1.5, points: { show: pts.length < 30 } }],
       axes: [{ label: "JCT (seconds, log scale)" }, { label: "fraction", size: 50 }],
     }, data, el);
   }
