@@ -112,3 +112,61 @@ func TestTemplates(t *testing.T) {
 		}
 	})
 }
+
+func TestTeamShares(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetTeamShare(ctx, "vision", 8, 2, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetTeamShare(ctx, "vision", 8, 0, 3); err == nil {
+			t.Error("weight 0 accepted")
+		}
+		if err := s.SetTeamShare(ctx, "ghosts", 1, 1, 0); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("unknown team: %v", err)
+		}
+		if err := s.SetTeamUsage(ctx, map[string]float64{"vision": 1234.5}, t0); err != nil {
+			t.Fatal(err)
+		}
+		tm, err := s.Team(ctx, "vision")
+		if err != nil || tm.GuaranteeGPUs != 8 || tm.Weight != 2 || tm.MaxGPUsPerUser != 3 || tm.UsageGPUSeconds != 1234.5 || !tm.UsageAt.Equal(t0) {
+			t.Errorf("team = %+v, %v", tm, err)
+		}
+		for _, c := range []int{2, 5} { // set, then change
+			if err := s.SetUserCap(ctx, "vision", "alice", c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		caps, err := s.UserCaps(ctx)
+		if err != nil || caps["vision"]["alice"] != 5 {
+			t.Errorf("caps = %v, %v", caps, err)
+		}
+		if err := s.SetUserCap(ctx, "vision", "alice", 0); err != nil {
+			t.Fatal(err)
+		}
+		if caps, _ := s.UserCaps(ctx); len(caps) != 0 {
+			t.Errorf("cap kept after removal: %v", caps)
+		}
+		if err := s.AddTeamSamples(ctx, []models.TeamSample{{Team: "vision", At: t0, InUseGPUs: 3}, {Team: "vision", At: t0.Add(time.Minute), InUseGPUs: 9, BorrowedGPUs: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		ss, err := s.TeamSamples(ctx, "vision", t0.Add(time.Second))
+		if err != nil || len(ss) != 1 || ss[0].BorrowedGPUs != 1 {
+			t.Errorf("samples = %+v, %v", ss, err)
+		}
+		j := &models.Job{Name: "j", Team: "vision", User: "alice", GPUs: 2, SimDuration: 1, SubmittedAt: t0}
+		if err := s.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.MarkStarted(ctx, j.ID, []string{"n:0", "n:1"}, t0)
+		_ = s.MarkStopped(ctx, j.ID, models.JobSucceeded, nil, "", t0.Add(10*time.Second))
+		mu, err := s.MemberUsage(ctx, "vision", t0.Add(-time.Hour))
+		if err != nil || mu["alice"] != 20 {
+			t.Errorf("member usage = %v, %v", mu, err)
+		}
+	})
+}

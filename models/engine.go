@@ -111,3 +111,34 @@ func (s *Store) EstimateErrors(ctx context.Context, limit int) ([]float64, error
 	}
 	return out, nil
 }
+
+// Store implements engine.TeamStore.
+var _ engine.TeamStore = (*Store)(nil)
+
+// EngineTeams returns every team's share, caps and saved usage.
+func (s *Store) EngineTeams(ctx context.Context) ([]engine.Team, error) {
+	ts, err := s.Teams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	caps, err := s.UserCaps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Team, len(ts))
+	for i, t := range ts {
+		out[i] = engine.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight,
+			MaxGPUsPerUser: t.MaxGPUsPerUser, UserCaps: caps[t.Name],
+			UsageGPUSeconds: t.UsageGPUSeconds, UsageAt: t.UsageAt}
+	}
+	return out, nil
+}
+
+// RecordTeamSamples stores where teams stood.
+func (s *Store) RecordTeamSamples(ctx context.Context, samples []engine.TeamSample) error {
+	rows := make([]TeamSample, len(samples))
+	for i, t := range samples {
+		rows[i] = TeamSample{Team: t.Team, At: t.At, InUseGPUs: t.InUseGPUs, BorrowedGPUs: t.BorrowedGPUs, GuaranteeGPUs: t.GuaranteeGPUs}
+	}
+	return s.AddTeamSamples(ctx, rows)
+}

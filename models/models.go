@@ -37,7 +37,29 @@ type Team struct {
 	Name          string `gorm:"uniqueIndex;size:64;not null"`
 	GuaranteeGPUs int    `gorm:"not null;default:0"`
 	Weight        float64
-	CreatedAt     time.Time
+	// MaxGPUsPerUser caps one member's running GPUs; 0 is no cap.
+	MaxGPUsPerUser int
+	// UsageGPUSeconds is the team's decayed usage as of UsageAt.
+	UsageGPUSeconds float64
+	UsageAt         time.Time
+	CreatedAt       time.Time
+}
+
+// UserCap caps the GPUs one member of a team may hold at once.
+type UserCap struct {
+	Team    string `gorm:"primaryKey;size:64"`
+	User    string `gorm:"primaryKey;size:64"`
+	MaxGPUs int    `gorm:"not null"`
+}
+
+// TeamSample is where a team stood at one time: what its usage chart draws.
+type TeamSample struct {
+	ID            int64     `gorm:"primaryKey"`
+	Team          string    `gorm:"size:64;index:idx_team_sample,priority:1;not null"`
+	At            time.Time `gorm:"index:idx_team_sample,priority:2;not null"`
+	InUseGPUs     int
+	BorrowedGPUs  int
+	GuaranteeGPUs int
 }
 
 // Session is a logged-in browser. Only a hash of the cookie's token is kept.

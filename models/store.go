@@ -69,7 +69,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	err := s.db.WithContext(ctx).AutoMigrate(&User{}, &Team{}, &Session{}, &APIToken{}, &Job{}, &AuditEntry{}, &JobEvent{}, &JobTemplate{})
+	err := s.db.WithContext(ctx).AutoMigrate(&User{}, &Team{}, &Session{}, &APIToken{}, &Job{}, &AuditEntry{}, &JobEvent{}, &JobTemplate{}, &UserCap{}, &TeamSample{})
 	if err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}

@@ -144,7 +144,24 @@
     }, data, el);
   }
 
+  // teamUsage draws a team's GPUs in use against its guarantee.
+  function teamUsage(el) {
+    var s = JSON.parse(el.dataset.samples || "[]");
+    if (!s.length) { el.textContent = "No samples yet: the scheduler records one a minute."; return; }
+    var data = [s.map(function (r) { return r[0]; }), s.map(function (r) { return r[1]; }),
+                s.map(function (r) { return r[2]; }), s.map(function (r) { return r[3]; })];
+    new uPlot({
+      width: width(el), height: 240, scales: { x: { time: true } },
+      series: [{}, { label: "in use", stroke: "#2458d6", fill: "rgba(36,88,214,0.12)", width: 1.5, points: { show: false } },
+               { label: "borrowed", stroke: "#b7791f", width: 1.5, points: { show: false } },
+               { label: "guaranteed", stroke: "#8a94a0", dash: [4, 4], width: 1, points: { show: false } }],
+      axes: [{}, { label: "GPUs", size: 50 }],
+    }, data, el);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var tu = document.getElementById("team-usage");
+    if (tu) { teamUsage(tu); }
     var cdf = document.getElementById("jct-cdf");
     if (cdf) { jctCDF(cdf); }
     var wall = document.getElementById("gpu-wall");

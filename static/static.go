@@ -6,5 +6,5 @@ import "embed"
 
 // FS holds the files served under /static/.
 //
-//go:embed *.css *.js vendor
+//go:embed *.css *.js vendor clients
 var FS embed.FS

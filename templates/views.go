@@ -183,3 +183,25 @@ type JCTStats struct {
 	Jobs                       int
 	CDF                        [][2]float64 // (JCT seconds, fraction)
 }
+
+// TeamShareRow is a team's standing under fair share.
+type TeamShareRow struct {
+	Name                                           string
+	Guarantee, InUse, Borrowed, MaxPerUser         int
+	Weight, Usage, Entitlement, UsageShare, Factor string
+}
+
+// Team is a team's page.
+type Team struct {
+	Share        TeamShareRow
+	Members      []MemberRow
+	Samples      [][4]int64 // unix time, in use, borrowed, guarantee
+	CanEditShare bool       // admins
+	CanEditCaps  bool       // the team's lead and admins
+}
+
+// MemberRow is one member of a team.
+type MemberRow struct {
+	User, Role, Usage string
+	MaxGPUs           int
+}

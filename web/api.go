@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,8 @@ type JobJSON struct {
 	// EstimatedStartAt is when a waiting job is expected to start (see
 	// GET /api/v1/stats/estimates for how good the estimates have been).
 	EstimatedStartAt *time.Time `json:"estimated_start_at"`
+	// Borrowed: the job runs beyond its team's guarantee and may be reclaimed.
+	Borrowed bool `json:"borrowed"`
 }
 
 // EventJSON is one step of a job's history.
@@ -81,6 +84,7 @@ func (s *Server) apiJobHistory(c echo.Context) error {
 // jobJSON is j as the API shows it, with its estimated start if it waits.
 func (s *Server) jobJSON(j *models.Job) JobJSON {
 	out := jobJSON(j)
+	out.Borrowed = j.State == job.Running && s.cfg.Engine.Borrowed(j.ID)
 	if j.State.Waiting() {
 		if t, ok := s.cfg.Engine.EstimatedStart(j.ID); ok {
 			out.EstimatedStartAt = &t
@@ -136,7 +140,11 @@ func jsonError(err error) string {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		return fmt.Sprintf("%s: must be a %s", te.Field, te.Type)
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return fmt.Sprintf("%s: must be %s", field, jsonKind(te.Type))
 	case errors.As(err, &se):
 		return fmt.Sprintf("body is not valid JSON (at byte %d)", se.Offset)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -147,6 +155,26 @@ func jsonError(err error) string {
 		return "body is empty: send the job as JSON"
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names what a JSON value of Go type t looks like, for people.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "a JSON object"
 }
 
 // submit validates req for the current user and stores the job.

@@ -193,6 +193,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /cluster/live", nil, nil, pageAny},
 		{"GET /ws", nil, nil, access{401, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
+		{"GET /teams", nil, nil, pageAny},
+		{"GET /teams/:name", func(*testing.T) string { return "/teams/vision" }, nil, team},
+		{"POST /teams/:name/share", func(*testing.T) string { return "/teams/vision/share" }, func() string { return form("weight", "1.5") }, access{303, 403, 403, 403, 200}},
+		{"POST /teams/:name/caps", func(*testing.T) string { return "/teams/vision/caps" }, func() string { return form("user", "alice", "max_gpus", "2") }, access{303, 403, 403, 200, 200}},
 		{"POST /jobs/:id/template", func(t *testing.T) string { return "/jobs/" + job(t) + "/template" }, func() string {
 			return form("template_name", fmt.Sprint("t", uniq.Add(1)))
 		}, access{303, 303, 403, 303, 303}},
@@ -221,6 +225,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /api/v1/gpus", nil, nil, apiAll},
 		{"GET /api/v1/queues", nil, nil, apiAll},
 		{"GET /api/v1/nodes", nil, nil, apiAll},
+		{"GET /api/v1/teams", nil, nil, apiAll},
+		{"GET /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, nil, apiTeam},
+		{"PUT /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, func() string { return `{"weight":2}` }, access{401, 403, 403, 403, 200}},
+		{"PUT /api/v1/teams/:name/caps/:user", func(*testing.T) string { return "/api/v1/teams/vision/caps/alice" }, func() string { return `{"max_gpus":4}` }, access{401, 403, 403, 200, 200}},
 		{"POST /api/v1/nodes/:name/drain", func(*testing.T) string { return "/api/v1/nodes/none/drain" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/resume", func(*testing.T) string { return "/api/v1/nodes/none/resume" }, nil, access{401, 403, 403, 403, 404}},
 		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet

@@ -91,6 +91,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Queues":        reflect.TypeOf(QueuesJSON{}),
 		"Template":      reflect.TypeOf(TemplateJSON{}),
 		"Estimates":     reflect.TypeOf(EstimatesJSON{}),
+		"TeamShare":     reflect.TypeOf(TeamShareJSON{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

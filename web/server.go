@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -33,7 +34,12 @@ type Config struct {
 	DevToken string
 	// SecureCookies marks cookies Secure: set it when served over HTTPS.
 	SecureCookies bool
-	Now           func() time.Time
+	// TrustedProxies are the proxies whose X-Forwarded-For header names
+	// the client. Without any, the header is ignored: the client is the
+	// peer address, so that nobody can forge their address in the audit
+	// log or around the login limit.
+	TrustedProxies []*net.IPNet
+	Now            func() time.Time
 	// Agents sets up the endpoint where remote node agents connect.
 	Agents AgentConfig
 }
@@ -66,6 +72,14 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = echo.ExtractIPDirect()
+	if len(cfg.TrustedProxies) > 0 {
+		opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+		for _, n := range cfg.TrustedProxies {
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+		e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
+	}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
@@ -98,6 +112,10 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/gpus", s.apiGPUs)
 	authed.GET("/queues", s.apiQueues)
 	authed.GET("/nodes", s.apiNodes)
+	authed.GET("/teams", s.apiTeams)
+	authed.GET("/teams/:name", s.apiTeam)
+	authed.PUT("/teams/:name", s.apiSetShare, requireAdmin)
+	authed.PUT("/teams/:name/caps/:user", s.apiSetCap)
 	authed.POST("/nodes/:name/drain", s.apiDrain, requireAdmin)
 	authed.POST("/nodes/:name/resume", s.apiDrain, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
@@ -133,6 +151,10 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)
 	in.POST("/cluster/nodes/:name/drain", s.drainForm, requireAdmin)
 	in.POST("/cluster/nodes/:name/resume", s.drainForm, requireAdmin)
+	in.GET("/teams", s.teamsPage)
+	in.GET("/teams/:name", s.teamPage)
+	in.POST("/teams/:name/share", s.shareForm, requireAdmin)
+	in.POST("/teams/:name/caps", s.capForm)
 	in.GET("/queues", s.queuesPage)
 	in.GET("/queues/live", s.queuesLive)
 	in.GET("/tokens", s.tokensPage)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
@@ -89,6 +90,8 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		fe["name"] = "is required"
 	case len(name) > maxJobName:
 		fe["name"] = fmt.Sprintf("is longer than %d characters", maxJobName)
+	case !utf8.ValidString(name):
+		fe["name"] = "is not valid UTF-8"
 	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
 		fe["name"] = "contains control characters"
 	}
@@ -168,6 +171,9 @@ func checkArgv(argv []string) string {
 	for _, a := range argv {
 		if strings.ContainsRune(a, 0) {
 			return "contains a NUL byte"
+		}
+		if !utf8.ValidString(a) {
+			return "is not valid UTF-8"
 		}
 		n += len(a)
 	}

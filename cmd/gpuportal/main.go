@@ -20,6 +20,7 @@ Usage:
   gpuportal agent [flags]   run jobs on this machine for a remote server
   gpuportal admin ...       manage users, teams and API tokens in the database
   gpuportal sim [flags]     replay a cluster trace under several policies and compare them
+  gpuportal job ...         submit, list, show, cancel jobs and read their logs over the REST API
   gpuportal help            show this help
 
 Run "gpuportal COMMAND -h" for the flags of a command.
@@ -48,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return runAgent(ctx, args[1:], stdout, stderr)
+	case "job":
+		return runJob(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return runSim(ctx, args[1:], stdout, stderr)
 	case "admin":

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/web"
@@ -32,12 +33,19 @@ type serveFlags struct {
 	policy           string
 	thresholds       string
 	promoteKnob      float64
+	halfLife         time.Duration
+	minRuntime       time.Duration
+	set              map[string]bool // flags given on the command line
+	secureCookies    bool
+	trustedProxies   string
 	logLevel         string
 	heartbeatTimeout time.Duration
 	agentToken       string
 	grace            time.Duration
 	maxRetries       int
 	retryBackoff     time.Duration
+	executor         string
+	slurm            slurm.Flags
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -54,15 +62,26 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.BoolVar(&f.noLocalAgent, "no-local-agent", false, "start no built-in agent")
 	fs.StringVar(&f.policy, "policy", "tiresias-l", "scheduling policy: "+strings.Join(sched.Policies(), ", "))
 	fs.StringVar(&f.thresholds, "thresholds", "", "queue thresholds of dlas and tiresias, comma-separated GPU-seconds (default 3250,7200; with --demo 200,800)")
+	fs.DurationVar(&f.halfLife, "half-life", 7*24*time.Hour, "fair share: how fast a team's past usage fades")
+	fs.DurationVar(&f.minRuntime, "min-runtime", 10*time.Minute, "fair share: how long a borrowed job runs before it may be reclaimed (with --demo, 30s)")
 	fs.Float64Var(&f.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than K x its run time returns to the top queue; 0 is off")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
+	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "requeue the jobs of a machine silent this long")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
+	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
+	f.slurm.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
+	}
+	f.set = make(map[string]bool)
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if f.executor != "agents" && f.executor != "slurm" {
+		return f, fmt.Errorf("serve: --executor %q: want agents or slurm", f.executor)
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
@@ -84,6 +103,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 // so the queues must be too for a newcomer to see demotions and preemptions.
 var demoThresholds = []float64{200, 800}
 
+// demoMinRuntime is how long a borrowed demo job runs before it may be
+// reclaimed: short, so that reclaims happen while a newcomer watches.
+const demoMinRuntime = 30 * time.Second
+
 // newScheduler configures the scheduling core from the flags. tiresias-g
 // starts from the GPU-times of jobs this cluster has completed.
 func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, error) {
@@ -98,6 +121,13 @@ func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sche
 		}
 	} else if f.demo {
 		cfg.Thresholds = demoThresholds
+	}
+	cfg.MinRuntimeS = f.minRuntime.Seconds()
+	if f.demo && !f.set["min-runtime"] {
+		cfg.MinRuntimeS = demoMinRuntime.Seconds()
+	}
+	if f.minRuntime < 0 {
+		return nil, fmt.Errorf("--min-runtime %v: must be 0 or more", f.minRuntime)
 	}
 	if f.promoteKnob < 0 {
 		return nil, fmt.Errorf("--promote-knob %v: must be 0 (off) or positive", f.promoteKnob)
@@ -170,7 +200,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	var cluster simCluster
-	localAgent := !f.noLocalAgent && f.dev
+	localAgent := !f.noLocalAgent && f.dev && f.executor == "agents"
 	if localAgent {
 		if cluster, err = parseSimGPUs(f.simGPUs); err != nil {
 			return err
@@ -196,7 +226,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
 	eng, err := engine.New(engine.Config{Store: store, Scheduler: scheduler, Logger: log,
-		LostAfter: f.heartbeatTimeout, MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff})
+		LostAfter: f.heartbeatTimeout, MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: f.halfLife})
 	if err != nil {
 		return err
 	}
@@ -204,6 +234,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
+	if f.executor == "slurm" {
+		if err := f.slurm.Start(engCtx, f.data, f.grace, eng, log.With("executor", "slurm")); err != nil {
+			return err
+		}
+	}
 
 	var agents []*agent.Local
 	if localAgent {
@@ -237,7 +272,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return out
 	}, time.Second)
 
+	proxies, err := parseCIDRs(f.trustedProxies)
+	if err != nil {
+		return err
+	}
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
+		SecureCookies: f.secureCookies, TrustedProxies: proxies,
 		Agents: web.AgentConfig{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents")}})
 	if err != nil {
 		return err
@@ -280,3 +320,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // historyWindow is how much per-second GPU history the server keeps in memory.
 const historyWindow = 10 * time.Minute
+
+// parseCIDRs reads --trusted-proxies.
+func parseCIDRs(list string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, part := range strings.Split(list, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		_, n, err := net.ParseCIDR(part)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies: %q is not a CIDR such as 10.0.0.0/8: %w", part, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -36,10 +36,15 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		promoteKnob = fs.Float64("promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
 		preemptCost = fs.Float64("preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
 		placement   = fs.String("placement", sched.PlaceNodes, "placement: nodes (real nodes) or count (count GPUs only, as the Tiresias simulator's count scheme)")
+		teams       = fs.String("teams", "", "teams for fair share, `NAME:GPUS[:WEIGHT[:CAP]],...` (guaranteed GPUs, weight, GPUs per user) or a team file; jobs name their team in the trace")
+		fairShare   = fs.Bool("fair-share", true, "with --teams: apply fair share (false: schedule without it, still reporting per team)")
+		halfLife    = fs.String("half-life", "7d", "half-life of team usage for the fair-share factor, such as 7d, 168h or 3600 (seconds); 0 for no decay")
+		minRuntime  = fs.Float64("min-runtime-s", sched.DefaultMinRuntimeS, "`seconds` a borrowed job runs before it may be reclaimed; 0 for none")
+		assign      = fs.String("assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: gpuportal sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--json] [--plot out.svg] [knobs]")
+			fmt.Fprintln(stderr, "usage: gpuportal sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]")
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()
 			return nil
@@ -76,6 +81,26 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *placement != sched.PlaceNodes && *placement != sched.PlaceCount {
 		return fmt.Errorf("sim: --placement %q: want %s or %s", *placement, sched.PlaceNodes, sched.PlaceCount)
 	}
+	half, err := trace.ParseDuration(*halfLife)
+	if err != nil {
+		return fmt.Errorf("sim: --half-life: %w", err)
+	}
+	if half == 0 {
+		half = -1 // no decay
+	}
+	if !(*minRuntime >= 0) || math.IsInf(*minRuntime, 1) {
+		return fmt.Errorf("sim: --min-runtime-s %v: want seconds, 0 or more", *minRuntime)
+	}
+	minRun := *minRuntime
+	if minRun == 0 {
+		minRun = -1 // none
+	}
+	var teamList []trace.Team
+	if *teams != "" {
+		if teamList, err = trace.LoadTeams(*teams); err != nil {
+			return fmt.Errorf("sim: --teams: %w", err)
+		}
+	}
 	nodes, err := trace.LoadCluster(*cluster)
 	if err != nil {
 		return fmt.Errorf("sim: --cluster: %w", err)
@@ -87,15 +112,24 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for reason, n := range tr.Skipped {
 		fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
 	}
+	if *assign != "" {
+		if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
+			return fmt.Errorf("sim: --assign-teams: %w", err)
+		}
+	}
 	cfg := sim.Config{
 		Sched: sched.Config{
 			Thresholds:  thr,
 			PromoteKnob: *promoteKnob,
 			Placement:   *placement,
+			MinRuntimeS: minRun,
 			OmitWaits:   true,
 		},
 		Nodes:        nodes,
 		PreemptCostS: *preemptCost,
+		Teams:        teamList,
+		NoFairShare:  !*fairShare,
+		HalfLifeS:    half,
 	}
 	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
 	if err != nil {

@@ -21,7 +21,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/agent/gate"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/lanes"
+	"github.com/gpuportal/gpuportal/core/memest"
 )
 
 // Spec is what the agent needs to run one job.
@@ -33,6 +36,9 @@ type Spec struct {
 	// Memory is the job's GPU memory on a simulated GPU.
 	Memory gpu.SimMemory
 	GPUs   []int // indices of this machine's GPUs
+	// Sharing opts a command job in to sharing its GPUs an iteration at
+	// a time through the agent's gate (Config.Gate); nil: not shared.
+	Sharing *Sharing
 }
 
 // Exit reports that a job's run ended.
@@ -42,6 +48,9 @@ type Exit struct {
 	ExitCode int    // -1 when killed by a signal or never started
 	Err      string // why it could not start, or the signal that ended it
 	At       time.Time
+	// Requeue is set when the gate stopped the job because it outgrew
+	// its lane (Err says so): run it again with this estimate.
+	Requeue *memest.Estimate
 }
 
 // Config sets up a Local agent.
@@ -63,6 +72,10 @@ type Config struct {
 	// RunAs is empty and the agent runs as root. The remote agent sets it,
 	// so jobs run as root only when RunAs says "root".
 	RefuseRoot bool
+	// Gate, when set, serves the Salus gate on WorkDir/gate.sock with
+	// these lanes (policy, padding, aging), so that command jobs with
+	// Spec.Sharing share their GPUs an iteration at a time.
+	Gate *lanes.Config
 }
 
 // ErrDisconnected is wrapped by the errors of a remote machine's Start and
@@ -84,6 +97,8 @@ type Local struct {
 	// pgidOf finds the process group of a process.
 	pgidOf func(pid int) (int, error)
 
+	gate *gate.Server // nil: no gate
+
 	mu   sync.Mutex
 	runs map[int64]*run
 }
@@ -92,6 +107,8 @@ type run struct {
 	stop func() // asks the run to end
 	done chan struct{}
 	pgid int // the process group of a command job; 0 for a simulated one
+	// exceeded is why the gate had the run stopped.
+	exceeded *gate.ExceededError
 }
 
 // New returns an agent that reports job exits on exits.
@@ -120,10 +137,16 @@ func New(cfg Config, exits chan<- Exit) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Name, err)
 	}
-	return &Local{
+	a := &Local{
 		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid,
 		runs: make(map[int64]*run),
-	}, nil
+	}
+	if cfg.Gate != nil {
+		if err := a.startGate(*cfg.Gate); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // Name is the machine's name.
@@ -241,15 +264,21 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 	if err != nil {
 		return fmt.Errorf("start job %d: log file: %w", s.JobID, err)
 	}
+	gateEnv, err := a.joinGate(s)
+	if err != nil {
+		log.Close()
+		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
+	}
 	r := &run{done: make(chan struct{})}
 	var wait func() (int, string)
 	if len(s.Command) > 0 {
-		wait, r.stop, r.pgid, err = a.startProcess(s, log)
+		wait, r.stop, r.pgid, err = a.startProcess(s, log, gateEnv)
 	} else {
 		wait, r.stop = a.startSim(s, log)
 	}
 	if err != nil {
 		log.Close()
+		a.leaveGate(s.JobID)
 		return fmt.Errorf("start job %d: %w", s.JobID, err)
 	}
 	if sim, ok := a.cfg.Backend.(*gpu.Sim); ok {
@@ -259,14 +288,20 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 	go func() {
 		code, why := wait()
 		log.Close()
+		a.leaveGate(s.JobID)
 		if sim, ok := a.cfg.Backend.(*gpu.Sim); ok {
 			sim.Detach(s.JobID)
 		}
 		a.mu.Lock()
 		delete(a.runs, s.JobID)
+		exceeded := r.exceeded
 		a.mu.Unlock()
 		close(r.done)
-		a.exits <- Exit{Node: a.cfg.Name, JobID: s.JobID, ExitCode: code, Err: why, At: time.Now()}
+		ex := Exit{Node: a.cfg.Name, JobID: s.JobID, ExitCode: code, Err: why, At: time.Now()}
+		if exceeded != nil {
+			ex.Err, ex.Requeue = "stopped by the agent: "+exceeded.Error(), &exceeded.Requeue
+		}
+		a.exits <- ex
 	}()
 	return nil
 }
@@ -310,8 +345,12 @@ func (a *Local) Stop(ctx context.Context, jobID int64) error {
 	return nil
 }
 
-// Shutdown stops every run and waits for them to end or ctx to expire.
+// Shutdown stops every run and waits for them to end or ctx to expire,
+// and closes the gate.
 func (a *Local) Shutdown(ctx context.Context) error {
+	if a.gate != nil {
+		defer a.gate.Close()
+	}
 	a.mu.Lock()
 	runs := make([]*run, 0, len(a.runs))
 	for _, r := range a.runs {

@@ -13,10 +13,11 @@ import (
 )
 
 // startProcess runs the job's command in its own process group with
-// CUDA_VISIBLE_DEVICES naming its GPUs, as the agent's RunAs user. The
-// command is argv, never a shell string. The process is killed if the
-// agent dies, so no job outlives the agent that tracks it.
-func (a *Local) startProcess(s Spec, log *os.File) (wait func() (int, string), stop func(), pgid int, err error) {
+// CUDA_VISIBLE_DEVICES naming its GPUs, and extraEnv (the gate's
+// variables) added, as the agent's RunAs user. The command is argv, never
+// a shell string. The process is killed if the agent dies, so no job
+// outlives the agent that tracks it.
+func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)
 	cmd.Dir = a.jobDir(s.JobID)
 	cmd.Stdout = log
@@ -25,7 +26,7 @@ func (a *Local) startProcess(s Spec, log *os.File) (wait func() (int, string), s
 	if a.runAs != nil {
 		cmd.SysProcAttr.Credential = a.runAs.cred
 	}
-	cmd.Env = jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), a.runAs)
+	cmd.Env = append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), a.runAs), extraEnv...)
 	if err := cmd.Start(); err != nil {
 		if a.runAs != nil && errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, a.runAs.name, cmd.Dir)

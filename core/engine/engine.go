@@ -84,6 +84,8 @@ type Config struct {
 	// means never. Jobs lost with their machine are requeued without
 	// counting against this.
 	MaxRetries int
+	// HalfLife is how fast team usage fades for fair share (default 7 days).
+	HalfLife time.Duration
 	// RetryBackoff is the wait before the first retry; it doubles each time.
 	RetryBackoff time.Duration
 	// QuickFailure is how soon after its start a run that fails with the
@@ -110,6 +112,10 @@ type Engine struct {
 	estMu     sync.Mutex
 	estimates map[int64]time.Time // estimated start of each waiting job
 
+	shareMu  sync.Mutex
+	shares   []sched.TeamShare // each team's standing after the last pass
+	borrowed map[int64]bool    // running jobs beyond their team's guarantee
+
 	// Owned by the Run goroutine.
 	started   time.Time
 	runs      map[int64]*run   // jobs running on connected nodes
@@ -119,6 +125,7 @@ type Engine struct {
 	loadedAt  time.Time          // when durations were read
 	completed bool               // a job succeeded since
 	estimated map[int64]bool     // jobs whose first estimate is recorded
+	teamState teamState
 }
 
 // run is a job's current run: one part per machine it spans.

@@ -612,3 +612,57 @@ func TestEstimatedStarts(t *testing.T) {
 		t.Error("a running job has no start estimate")
 	}
 }
+
+// teamStore adds teams to memStore.
+type teamStore struct {
+	*memStore
+	teams   []Team
+	usage   map[string]float64
+	samples []TeamSample
+}
+
+func (s *teamStore) EngineTeams(context.Context) ([]Team, error) { return s.teams, nil }
+func (s *teamStore) SetTeamUsage(_ context.Context, u map[string]float64, _ time.Time) error {
+	s.usage = u
+	return nil
+}
+func (s *teamStore) RecordTeamSamples(_ context.Context, ss []TeamSample) error {
+	s.samples = append(s.samples, ss...)
+	return nil
+}
+
+func TestTeamUnderGuaranteeReclaims(t *testing.T) {
+	start := t0.Add(-time.Hour)
+	running := func(id int64, gpu string) Job {
+		return Job{ID: id, Team: "nlp", GPUs: 1, State: job.Running, Placement: []string{"n0:" + gpu}, LastStartAt: &start, SubmittedAt: start}
+	}
+	mem := newMemStore(running(1, "0"), running(2, "1"), Job{ID: 3, Team: "vision", GPUs: 1, SubmittedAt: t0})
+	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 1}, {Name: "nlp", GuaranteeGPUs: 1}}}
+	n := newFakeNode("n0", 2)
+	n.running[1], n.running[2] = true, true
+	e, clock := newTestEngine(t, mem, n)
+	e.cfg.Store = store
+	sc, err := sched.New(sched.Config{Policy: "tiresias-l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	mustPass(t, e)
+	if len(n.stops) != 1 {
+		t.Fatalf("stops = %v; want one of nlp's jobs reclaimed for vision", n.stops)
+	}
+	victim := n.stops[0]
+	if !strings.Contains(fmt.Sprint(e.FairShare()), "vision") {
+		t.Errorf("fair share = %+v", e.FairShare())
+	}
+	delete(n.running, victim)
+	e.handleExit(context.Background(), exit("n0", victim, -1, clock.t))
+	clock.t = clock.t.Add(time.Minute)
+	mustPass(t, e)
+	if mem.state(3) != job.Running {
+		t.Errorf("vision's job = %s, want running on the reclaimed GPU", mem.state(3))
+	}
+	if store.usage["nlp"] <= 0 || len(store.samples) == 0 {
+		t.Errorf("usage %v, %d samples; want nlp's usage counted and the teams sampled", store.usage, len(store.samples))
+	}
+}

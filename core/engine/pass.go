@@ -25,6 +25,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.stopUnwanted(ctx, jobs)
 	jobs = e.requeueLost(ctx, jobs, now)
 	snap, byID := e.snapshot(jobs, now)
+	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
+		return err
+	}
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
 	e.stats.pass(time.Since(began), len(d.Preempts), len(d.Starts))
@@ -38,6 +41,9 @@ func (e *Engine) pass(ctx context.Context) error {
 		e.start(ctx, byID[s.JobID], s.GPUs, now)
 	}
 	if err := e.estimate(ctx, snap, d, now); err != nil {
+		return err
+	}
+	if err := e.recordShares(ctx, snap, d, now); err != nil {
 		return err
 	}
 	return e.recordReasons(ctx, d.Waits)

@@ -91,3 +91,40 @@ func BenchmarkQuietPass(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScheduleTeams is BenchmarkSchedule's busy pass at 1,000 GPUs
+// and 10,000 jobs with fair share: four teams guaranteed 250 GPUs each,
+// with their jobs spread over them and a fifth, unlisted team.
+func BenchmarkScheduleTeams(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := randomSnapshot(rng, genOpts{nodes: 125, gpusPerNode: 8, jobs: 10000, busy: 0.97})
+	s.Teams = []Team{
+		{Name: "t0", GuaranteeGPUs: 250, UsageGPUSeconds: 4e6},
+		{Name: "t1", GuaranteeGPUs: 250, UsageGPUSeconds: 1e6},
+		{Name: "t2", GuaranteeGPUs: 250, Weight: 2},
+		{Name: "t3", GuaranteeGPUs: 250, MaxGPUsPerUser: 64},
+	}
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		j.Team, j.User = fmt.Sprintf("t%d", rng.IntN(5)), fmt.Sprintf("u%d", rng.IntN(20))
+		j.LastStartTime = s.Now - rng.Float64()*1200
+	}
+	for _, pol := range []string{"fifo", "tiresias-l", "tiresias-g"} {
+		for _, omit := range []bool{false, true} {
+			name := pol
+			if omit {
+				name += "/omit-waits"
+			}
+			b.Run(name, func(b *testing.B) {
+				sc, err := New(Config{Policy: pol, OmitWaits: omit})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					sc.Schedule(s)
+				}
+			})
+		}
+	}
+}

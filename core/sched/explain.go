@@ -13,9 +13,10 @@ import (
 // explain records why a pending job that the pass could not start waits.
 // Reclaimable is what preempting every running job ranked below it
 // would free.
-func (p *pass) explain(e *entry, r rule, reclaimable int) {
+func (p *pass) explain(e *entry, r rule, reclaimable int) WaitCause {
 	cl := &p.cl
 	var cause WaitCause
+	var at float64 // WaitReclaim: when it may reclaim
 	switch {
 	case r.n <= 0:
 		cause = WaitInvalid
@@ -23,12 +24,16 @@ func (p *pass) explain(e *entry, r rule, reclaimable int) {
 		cause = WaitTooLarge
 	case r.n > cl.free+reclaimable || r.maxNodes == 0:
 		cause = WaitCapacity
+		if p.fair {
+			cause, at = p.fairCause(e, r, reclaimable)
+			p.recheckAt(at)
+		}
 	default:
 		cause = WaitLocality
 		p.recheckAt(p.nextRelax(r))
 	}
 	if p.sc.cfg.OmitWaits {
-		return
+		return cause
 	}
 	b := p.buf[:0]
 	switch cause {
@@ -41,7 +46,7 @@ func (p *pass) explain(e *entry, r rule, reclaimable int) {
 		b = append(b, "; the schedulable nodes have "...)
 		b = strconv.AppendInt(b, int64(cl.capacity), 10)
 		b = append(b, " in all"...)
-	case WaitCapacity:
+	case WaitCapacity, WaitReclaim, WaitTeamShare:
 		b = appendNeeds(b, r.n)
 		b = append(b, "; "...)
 		b = strconv.AppendInt(b, int64(max(cl.free, 0)), 10)
@@ -55,7 +60,9 @@ func (p *pass) explain(e *entry, r rule, reclaimable int) {
 			b = append(b, cl.nodes[at].name...)
 			b = append(b, ')')
 		}
-		if reclaimable > 0 {
+		if p.fair {
+			b = p.appendFairCapacity(b, e, cause, reclaimable, at)
+		} else if reclaimable > 0 {
 			b = append(b, "; preempting every job ranked below it would free only "...)
 			b = strconv.AppendInt(b, int64(reclaimable), 10)
 			b = append(b, " more"...)
@@ -90,6 +97,7 @@ func (p *pass) explain(e *entry, r rule, reclaimable int) {
 		}
 	}
 	p.addWait(e, cause, b)
+	return cause
 }
 
 // waitBlocked records a fifo job held behind the first job that did not
@@ -111,9 +119,19 @@ func (p *pass) waitPreempted(e *entry) {
 	if p.sc.cfg.OmitWaits {
 		return
 	}
-	b := append(p.buf[:0], "preempted for job "...)
-	b = strconv.AppendInt(b, p.runs[e.run].by, 10)
-	b = append(b, ", which ranks above it"...)
+	run := &p.runs[e.run]
+	var b []byte
+	if run.flags&runReclaimed != 0 {
+		by := &p.s.Jobs[run.byJob]
+		b = append(p.buf[:0], "reclaimed by team "...)
+		b = appendName(b, by.Team)
+		b = append(b, " under its guarantee, for job "...)
+		b = strconv.AppendInt(b, by.ID, 10)
+	} else {
+		b = append(p.buf[:0], "preempted for job "...)
+		b = strconv.AppendInt(b, run.by, 10)
+		b = append(b, ", which ranks above it"...)
+	}
 	p.addWait(e, WaitPreempted, b)
 }
 
@@ -160,12 +178,13 @@ func (p *pass) preemptReason(victim, by *entry) string {
 
 // appendRank describes what places e where it is in the order.
 func (p *pass) appendRank(b []byte, e *entry) []byte {
+	v := p.rankValue(e)
 	switch p.sc.kind {
 	case kindSRTF, kindSRSF:
-		if math.IsInf(e.value, 1) {
+		if math.IsInf(v, 1) {
 			return append(b, "duration unknown"...)
 		}
-		b = appendNum(b, e.value)
+		b = appendNum(b, v)
 		if p.sc.kind == kindSRSF {
 			return append(b, " GPU-s remaining"...)
 		}
@@ -174,7 +193,7 @@ func (p *pass) appendRank(b []byte, e *entry) []byte {
 		b = append(b, "queue "...)
 		b = strconv.AppendInt(b, int64(e.queue), 10)
 		b = append(b, ", "...)
-		b = appendNum(b, e.value)
+		b = appendNum(b, v)
 		if p.sc.kind == kindDLAS {
 			return append(b, " s executed"...)
 		}
@@ -183,7 +202,7 @@ func (p *pass) appendRank(b []byte, e *entry) []byte {
 		b = append(b, "queue "...)
 		b = strconv.AppendInt(b, int64(e.queue), 10)
 		b = append(b, ", Gittins index "...)
-		return strconv.AppendFloat(b, e.value, 'g', 3, 64)
+		return strconv.AppendFloat(b, v, 'g', 3, 64)
 	}
 	return append(b, "arrival order"...)
 }

@@ -122,6 +122,41 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 	if r.next()&1 != 0 {
 		s.GPUTimeDist = NewGPUTimeDist([]float64{r.float(), r.float(), r.float()})
 	}
+	// Teams, last, so that inputs written before teams decode as before:
+	// duplicate names, odd guarantees, weights, usages and caps, and jobs
+	// of teams the snapshot does not list.
+	if nt := int(r.next() % 5); nt > 0 {
+		if b := r.next(); b&1 != 0 {
+			cfg.MinRuntimeS = float64(b) - 128
+		}
+		for i := range nt {
+			b := r.next()
+			t := Team{Name: "t" + strconv.Itoa(i), GuaranteeGPUs: int(int8(r.next())) % 12}
+			if b&1 != 0 && i > 0 {
+				t.Name = "t" + strconv.Itoa(i-1)
+			}
+			if b&2 != 0 {
+				t.Weight = r.float()
+			}
+			if b&4 != 0 {
+				t.UsageGPUSeconds = r.float()
+			}
+			if b&8 != 0 {
+				t.MaxGPUsPerUser = int(r.next() % 6)
+			}
+			if b&16 != 0 {
+				t.UserCaps = map[string]int{"u0": int(int8(r.next())) % 6}
+			}
+			s.Teams = append(s.Teams, t)
+		}
+		for i := range s.Jobs {
+			j := &s.Jobs[i]
+			b := r.next()
+			j.Team = "t" + strconv.Itoa(int(b%byte(nt+1)))
+			j.User = "u" + strconv.Itoa(int(b>>4)%3)
+			j.LastStartTime = r.float()
+		}
+	}
 	return cfg, s
 }
 
@@ -134,6 +169,15 @@ func FuzzSchedule(f *testing.F) {
 	f.Add([]byte{6, 9, 2, 50, 4, 0xa3, 1, 2, 3, 4, 5, 6, 7, 8, 20, 250, 251, 252, 253, 254, 1, 1, 0x80})
 	f.Add([]byte{0, 1, 0, 2, 0x20, 0x21, 6, 3, 1, 10, 10, 10, 10, 3, 100, 4, 3, 0, 8, 16, 24})
 	f.Add([]byte{5, 64, 10, 2, 0x22, 0x22, 9, 4, 1, 1, 0, 0, 0, 0, 0, 0, 2, 9, 4, 1, 1, 5, 5, 5, 5, 0, 0, 0})
+	// With teams: two nodes of 8, jobs of two teams and an unlisted one.
+	f.Add([]byte{6, 0, 30, 2, 0x20, 0x20, 6,
+		8, 1, 10, 10, 10, 10, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+		4, 0, 20, 0, 0, 0, 0, 0, 0,
+		8, 1, 10, 10, 10, 10, 0, 0, 9, 10, 11, 12, 13, 14, 15, 16,
+		2, 0, 20, 0, 0, 0, 0, 0, 0,
+		1, 0, 20, 0, 0, 0, 0, 0, 0,
+		4, 0, 20, 0, 0, 0, 0, 0, 0,
+		0, 3, 0, 0, 8, 4, 8, 0, 0, 16, 1, 0, 17, 2, 0, 18, 0, 0, 17, 1, 0, 18, 2, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, s := decodeSnapshot(data)
 		sc, err := New(cfg)
@@ -143,6 +187,11 @@ func FuzzSchedule(f *testing.F) {
 		d := sc.Schedule(s)
 		if p, _ := checkDecisions(s, cfg, d); len(p) > 0 && uniqueIDs(s) {
 			t.Fatalf("%+v\n%s", cfg, joinProblems(p))
+		}
+		if len(s.Teams) > 0 && uniqueIDs(s) {
+			if p := fairProblems(sc, s, cfg, d); len(p) > 0 {
+				t.Fatalf("%+v\n%s", cfg, joinProblems(p))
+			}
 		}
 		if p := internalProblems(sc, s); p != "" {
 			t.Fatalf("%+v: %s", cfg, p)

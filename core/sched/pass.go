@@ -9,7 +9,11 @@ type pass struct {
 	now     float64
 	count   bool // PlaceCount
 	preempt bool // running jobs may be preempted
-	dist    *GPUTimeDist
+	// ownPreempt: the policy itself preempts (under fair share, only
+	// within a team; reclaiming is the other way to preempt).
+	ownPreempt bool
+	track      bool // running jobs get entries: preempt, or fair share's order
+	dist       *GPUTimeDist
 
 	cl     cluster
 	models modelCache
@@ -36,6 +40,20 @@ type pass struct {
 	qpos      []int32 // waiting jobs seen so far, per queue
 	buf       []byte
 
+	// Teams (fair.go): set when Snapshot.Teams guarantees GPUs (fair) or
+	// caps users (teams without fair).
+	fair, teams bool
+	fs          fairTeams
+	jteam       []int32 // per job: its team in fs
+	juser       []int32 // per job: its user's slot in uheld, or -1 (no cap)
+	uheld, ucap []int32
+	users       map[userKey]int32
+	jstart      []int32  // per job: its Start in Decisions (fair), or -1
+	lendStop    bool     // a job within its guarantee waits: nothing is lent
+	lendBy      int32    // that job, an index in Snapshot.Jobs
+	order       []int32  // scratch
+	later       []*entry // pending jobs deferred to the borrowers, a heap
+
 	d Decisions
 }
 
@@ -46,9 +64,19 @@ type runJob struct {
 	ent     int32 // its entry in rents once merged, or -1
 	job     int32
 	state   uint8
+	flags   uint8 // fair share: runBorrowed, runEligible, runYoung, runReclaimed
 	by      int64 // the job it was preempted for
 	preempt int32 // its Preempt in Decisions.Preempts
+	byJob   int32 // that job, an index in Snapshot.Jobs
 }
+
+// runJob flags under fair share.
+const (
+	runBorrowed  uint8 = 1 << iota // beyond its team's guarantee when the pass began
+	runEligible                    // borrowed, past its minimum runtime: may be reclaimed
+	runYoung                       // borrowed, short of its minimum runtime
+	runReclaimed                   // preempted to give its GPUs back to another team
+)
 
 // runJob states.
 const (
@@ -71,7 +99,14 @@ const (
 func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	p.sc, p.s, p.now = sc, s, s.Now
 	p.count = sc.cfg.Placement == PlaceCount
-	p.preempt = sc.kind.preemptive() && !sc.cfg.NoPreemption
+	p.fair, p.teams = false, false
+	if len(s.Teams) > 0 {
+		p.fs.build(s.Teams)
+		p.fair, p.teams = p.fs.on, p.fs.on || p.fs.capped
+	}
+	p.ownPreempt = sc.kind.preemptive() && !sc.cfg.NoPreemption
+	p.preempt = p.ownPreempt || p.fair && !sc.cfg.NoPreemption
+	p.track = p.preempt || p.fair
 	p.dist = sc.dist
 	if s.GPUTimeDist != nil {
 		p.dist = s.GPUTimeDist
@@ -90,9 +125,15 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 		}
 		p.cl.index()
 	}
+	if p.teams {
+		p.teamScan()
+	}
 	p.pending.init(p.ents, p.sc.cfg.OmitWaits)
 	p.walk()
 	p.recheck()
+	if p.fair {
+		p.markBorrowed()
+	}
 	return p.d
 }
 
@@ -101,6 +142,12 @@ func (p *pass) release() {
 	p.sc, p.s, p.dist = nil, nil, nil
 	p.d = Decisions{}
 	p.models = modelCache{}
+	if p.teams {
+		p.fs.release()
+		clear(p.users)
+		clear(p.later[:cap(p.later)])
+		p.later = p.later[:0]
+	}
 	clear(p.cl.nodes[:cap(p.cl.nodes)])
 	clear(p.cl.byName)
 	p.cl.lastName = ""
@@ -155,7 +202,7 @@ func (p *pass) scan() {
 		} else {
 			r := p.hold(j, i)
 			n = int(r.n)
-			if p.preempt {
+			if p.track {
 				p.rents = append(p.rents, entry{id: j.ID, job: int32(i), run: int32(len(p.runs)),
 					gpus: clampGPUs(j.GPUs), queue: int32(qs.Index)})
 			}
@@ -173,7 +220,7 @@ func (p *pass) scan() {
 // running builds, in count mode, the running jobs' records that scan
 // left out; the walk asks for them once it needs their ranks.
 func (p *pass) running() {
-	if !p.count || len(p.runs) > 0 || !p.preempt {
+	if !p.count || len(p.runs) > 0 || !p.track {
 		return
 	}
 	for _, i := range p.runIdx {

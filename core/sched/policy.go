@@ -34,7 +34,8 @@ func (k policyKind) queued() bool { return k >= kindDLAS }
 func (k policyKind) preemptive() bool { return k >= kindSRTF }
 
 // entry is one job in the pass's priority order. The order compares
-// (k0, k1, k2, k3, id), lowest first.
+// (fk, k0, k1, k2, k3, id), lowest first: fk is the fair-share tier (0
+// without fair share), k0 to k3 the policy's key.
 type entry struct {
 	k0, k1, k2, k3 float64
 	id             int64
@@ -42,14 +43,35 @@ type entry struct {
 	run            int32 // index in pass.runs when running, else -1
 	queue          int32
 	gpus           int32
-	// value is the quantity the policy ranks by, for explanations:
-	// service, remaining time or service, or Gittins index.
-	value float64
+	// fk is 0 for a job within its team's guarantee (and for every job
+	// without fair share), 2 - F for a borrower of a team whose
+	// fair-share factor is F: borrowers come after, best factor first.
+	fk float64
 }
 
 // compareEntries orders entries by their keys, which key keeps free of
 // NaN, then by job ID.
 func compareEntries(a, b *entry) int {
+	switch {
+	case a.fk != b.fk:
+		return order(a.fk < b.fk)
+	case a.k0 != b.k0:
+		return order(a.k0 < b.k0)
+	case a.k1 != b.k1:
+		return order(a.k1 < b.k1)
+	case a.k2 != b.k2:
+		return order(a.k2 < b.k2)
+	case a.k3 != b.k3:
+		return order(a.k3 < b.k3)
+	case a.id != b.id:
+		return order(a.id < b.id)
+	}
+	return 0
+}
+
+// compareKeys orders entries by the policy's key alone, leaving out the
+// fair-share tier: the order within a team.
+func compareKeys(a, b *entry) int {
 	switch {
 	case a.k0 != b.k0:
 		return order(a.k0 < b.k0)
@@ -103,17 +125,32 @@ func (p *pass) key(e *entry, j *Job, qs *QueueState) {
 				rem *= float64(max(j.GPUs, 1))
 			}
 		}
-		e.k0, e.k1, e.k2, e.value = rem, run, j.SubmitTime, rem
+		e.k0, e.k1, e.k2 = rem, run, j.SubmitTime
 	case kindDLAS, kindLAS2D:
 		e.k0, e.k1, e.k2 = float64(qs.Index), run, since(j, qs)
-		e.value = p.cycleService(j, qs)
 	case kindGittins:
 		a := p.cycleService(j, qs)
 		g := p.dist.Index(a, p.sc.delta)
-		e.k0, e.k1, e.k2, e.k3, e.value = float64(qs.Index), -g, run, since(j, qs), g
+		e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, run, since(j, qs)
 	}
 	e.k0, e.k1, e.k2, e.k3 = noNaN(e.k0), noNaN(e.k1), noNaN(e.k2), noNaN(e.k3)
 	e.queue = int32(qs.Index)
+	e.fk = 0
+}
+
+// rankValue is the quantity the policy ranks e by, for explanations:
+// remaining time or service, service attained in the cycle, or Gittins
+// index.
+func (p *pass) rankValue(e *entry) float64 {
+	switch p.sc.kind {
+	case kindSRTF, kindSRSF:
+		return e.k0
+	case kindDLAS, kindLAS2D:
+		return p.cycleService(&p.s.Jobs[e.job], &p.qs[e.job])
+	case kindGittins:
+		return -e.k1
+	}
+	return 0
 }
 
 // since is when the job entered its queue.

@@ -13,6 +13,7 @@ type policyCase struct {
 	nodes    []Node
 	jobs     []Job
 	dist     *GPUTimeDist
+	teams    []Team
 	starts   []int64
 	preempts []int64
 	waits    map[int64]WaitCause
@@ -25,7 +26,7 @@ func runPolicyCases(t *testing.T, policy string, cases []policyCase) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
 			cfg.Policy = policy
-			d := mustNew(t, cfg).Schedule(Snapshot{Now: c.now, Nodes: c.nodes, Jobs: c.jobs, GPUTimeDist: c.dist})
+			d := mustNew(t, cfg).Schedule(Snapshot{Now: c.now, Nodes: c.nodes, Jobs: c.jobs, GPUTimeDist: c.dist, Teams: c.teams})
 			if !sameIDs(startIDs(d), c.starts) {
 				t.Errorf("starts %v, want %v", startIDs(d), c.starts)
 			}

@@ -10,8 +10,12 @@
 //	// apply d.Preempts, then d.Starts; store every d.QueueChanges[i].State
 //	// in the job's Queue field; show d.Waits; call again by d.Recheck.
 //
+// With teams in the snapshot (Snapshot.Teams), the pass also applies per-team
+// fair share: guarantees, lending idle GPUs, reclaiming them, and ordering
+// borrowers by a decayed-usage fair-share factor (see FairShare).
+//
 // docs/scheduling.md describes the policies, the placement steps and the
-// knobs.
+// knobs; docs/fair-share.md the fair-share rules.
 package sched
 
 // GPURef names one GPU: the node it sits on and its index on that node.
@@ -128,12 +132,21 @@ type Snapshot struct {
 	// job GPU-time for this pass (tiresias-g only): the caller may grow it
 	// with GPUTimeDist.With as jobs complete.
 	GPUTimeDist *GPUTimeDist
+
+	// Teams turns on fair share when at least one has a guarantee (see
+	// Team and docs/fair-share.md); user caps apply whenever set. Jobs
+	// name their team in Job.Team. With no team guaranteeing GPUs, the
+	// pass is exactly the pass without teams (user caps aside).
+	Teams []Team
 }
 
 // Start asks the caller to start (or resume) a job on the given GPUs.
 type Start struct {
 	JobID int64
 	GPUs  []GPURef
+	// Borrowed: the job runs beyond its team's guarantee, on GPUs lent
+	// by other teams, and may be reclaimed (see Decisions.Borrowed).
+	Borrowed bool
 }
 
 // Preempt asks the caller to stop a running job and put it back in the queue.
@@ -142,6 +155,11 @@ type Preempt struct {
 	Reason string
 	// For is the job that takes the GPUs this preemption frees.
 	For int64
+	// Reclaim: the job ran on borrowed GPUs and gives them back to For's
+	// team, which is under its guarantee ("reclaimed by team X under its
+	// guarantee"). Otherwise the preemption is the policy's own, within
+	// one team (or between any jobs when fair share is off).
+	Reclaim bool
 }
 
 // WaitCause classifies why a job waits.
@@ -165,6 +183,17 @@ const (
 	WaitInvalid WaitCause = "invalid"
 	// WaitPreempted: the job was preempted in this pass.
 	WaitPreempted WaitCause = "preempted"
+	// WaitTeamShare: the job would run beyond its team's guarantee, and
+	// borrowing is not possible now: no GPUs are lent while a team under
+	// its guarantee waits, and a borrower never preempts other teams.
+	WaitTeamShare WaitCause = "team-share"
+	// WaitUserCap: the job would take its user beyond the GPUs the team
+	// lets one user hold.
+	WaitUserCap WaitCause = "user-cap"
+	// WaitReclaim: the job's team is under its guarantee, and the GPUs it
+	// needs are lent to other teams whose jobs have not yet run the
+	// minimum runtime (Config.MinRuntimeS); it reclaims them then.
+	WaitReclaim WaitCause = "reclaim"
 )
 
 // Wait explains why a pending job is not started in this pass. Jobs
@@ -201,5 +230,11 @@ type Decisions struct {
 	// crossing a queue threshold, a waiting job due for promotion, or a
 	// job's locality relaxing. Zero when no such time exists. The
 	// simulator schedules a pass at Recheck; the engine may ignore it.
+	// Under fair share it is also when a borrowed job that a team under
+	// its guarantee waits for reaches its minimum runtime.
 	Recheck float64
+	// Borrowed lists, in increasing order, the jobs running after this
+	// pass (kept or started) beyond their team's guarantee: the ones a
+	// team under its guarantee may reclaim. Nil when fair share is off.
+	Borrowed []int64
 }

@@ -74,7 +74,14 @@ type Config struct {
 	// means DefaultSkewThreshold. Jobs of unknown skew are consolidated.
 	SkewThreshold float64
 
-	// NoPreemption keeps every running job running, whatever the policy.
+	// MinRuntimeS is how long a borrowed job runs (since it last started)
+	// before a team under its guarantee may reclaim its GPUs; zero means
+	// DefaultMinRuntimeS (10 minutes), negative means no minimum. Only
+	// read under fair share (Snapshot.Teams).
+	MinRuntimeS float64
+
+	// NoPreemption keeps every running job running, whatever the policy;
+	// under fair share it also turns off reclaiming.
 	NoPreemption bool
 	// OmitWaits skips building Waits (the explanations), which the trace
 	// simulator never shows; a pass is then cheaper.
@@ -126,6 +133,8 @@ type Scheduler struct {
 	lim   []float64 // thr less thresholdSlack
 	delta float64
 	dist  *GPUTimeDist
+	// minRun is the minimum runtime before a reclaim, seconds.
+	minRun float64
 
 	// Working memory: own serves one pass at a time and survives garbage
 	// collections; concurrent passes borrow from pool.
@@ -194,6 +203,15 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.SkewThreshold == 0 {
 		sc.cfg.SkewThreshold = DefaultSkewThreshold
+	}
+	switch m := cfg.MinRuntimeS; {
+	case math.IsNaN(m) || math.IsInf(m, 0):
+		return nil, fmt.Errorf("minimum runtime %v s: must be a finite number of seconds", m)
+	case m == 0:
+		sc.cfg.MinRuntimeS = DefaultMinRuntimeS
+		sc.minRun = DefaultMinRuntimeS
+	case m > 0:
+		sc.minRun = m
 	}
 	if !(sc.cfg.SkewThreshold > 0 && sc.cfg.SkewThreshold <= 1) {
 		return nil, fmt.Errorf("skew threshold %v: must be in (0, 1]", cfg.SkewThreshold)

@@ -25,7 +25,7 @@ func (p *pass) walk() {
 	defer p.dropRestored()
 	var blocker *entry
 	for {
-		next := p.pending.peek()
+		next := p.peek()
 		if p.merged {
 			p.reach(next)
 		}
@@ -36,7 +36,10 @@ func (p *pass) walk() {
 			if omit {
 				return // nothing behind can start
 			}
-			p.waitBlocked(p.pending.pop(), blocker)
+			p.waitBlocked(p.pop(next), blocker)
+			continue
+		}
+		if p.teams && p.teamHold(next) {
 			continue
 		}
 		n := int(next.gpus)
@@ -44,13 +47,14 @@ func (p *pass) walk() {
 		if n > p.cl.free {
 			reclaimable = p.reclaimable(next)
 		}
-		if omit && p.cl.free+reclaimable <= 0 {
+		if omit && p.cl.free+reclaimable <= 0 && !p.fair {
 			return // nothing behind can start
 		}
-		e := p.pending.pop()
+		e := p.pop(next)
+		var cause WaitCause
 		if n <= 0 || n > p.cl.free+reclaimable {
 			// No placement can help: decide without reading the job.
-			p.explain(e, rule{n: n}, reclaimable)
+			cause = p.explain(e, rule{n: n}, reclaimable)
 		} else {
 			r := p.ruleFor(e)
 			if p.cl.fits(r) {
@@ -65,9 +69,18 @@ func (p *pass) walk() {
 					p.start(e, r)
 					continue
 				}
-				reclaimable = p.cl.reclTotal
+				if p.fair {
+					reclaimable = p.fairBound(e)
+				} else {
+					reclaimable = p.cl.reclTotal
+				}
 			}
-			p.explain(e, r, reclaimable)
+			cause = p.explain(e, r, reclaimable)
+		}
+		if p.fair && !p.lendStop && cause != WaitTooLarge && cause != WaitInvalid && p.entitled(e) {
+			// Its team has room for it: lend nothing until it starts
+			// (docs/fair-share.md).
+			p.lendStop, p.lendBy = true, e.job
 		}
 		if p.sc.kind == kindFIFO && n > 0 && n <= p.cl.capacity {
 			blocker = e // a job that can never run blocks nobody
@@ -84,6 +97,8 @@ func (p *pass) reclaimable(e *entry) int {
 	switch {
 	case !p.preempt:
 		return 0
+	case p.fair:
+		return p.fairBound(e)
 	case p.merged:
 		return p.cl.reclTotal
 	case p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D:
@@ -130,7 +145,8 @@ func (p *pass) merge(e *entry) {
 	for i := range above {
 		p.keep(&p.runs[p.rents[i].run])
 	}
-	p.below.init(p.rents, above, p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D, p.sc.Queues())
+	grouped := (p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D) && !p.fair
+	p.below.init(p.rents, above, grouped, p.sc.Queues())
 	for i := range p.rents {
 		p.runs[p.rents[i].run].ent = int32(i)
 	}
@@ -209,6 +225,9 @@ func (p *pass) reachPreempted() {
 // between took. So a victim gives way only if, at its own rank, its GPUs
 // are wanted, as in the Tiresias simulator's greedy pass.
 func (p *pass) restore(r *runJob) bool {
+	if p.teams && !p.mayRestore(r) {
+		return false
+	}
 	if p.count {
 		if p.cl.free < int(r.n) {
 			return false
@@ -231,6 +250,9 @@ func (p *pass) restore(r *runJob) bool {
 	p.outcome[r.job] = outRunning
 	p.d.Preempts[r.preempt].For = restored
 	p.restored++
+	if p.teams {
+		p.teamStart(r.job, +1)
+	}
 	return true
 }
 
@@ -249,6 +271,9 @@ func (p *pass) dropRestored() {
 // keep lets a running job keep its GPUs.
 func (p *pass) keep(r *runJob) {
 	r.state = runKept
+	if p.fair {
+		p.teamKeep(r)
+	}
 	p.cl.reclTotal -= int(r.n)
 	if !p.count {
 		for _, s := range p.held[r.lo:r.hi] {
@@ -266,6 +291,13 @@ func (p *pass) start(e *entry, r rule) {
 	} else {
 		gpus = p.cl.place(r)
 	}
+	if p.teams {
+		p.teamStart(e.job, +1)
+		if p.fair {
+			p.jstart[e.job] = int32(len(p.d.Starts))
+			p.lendCheck(p.jteam[e.job])
+		}
+	}
 	p.d.Starts = append(p.d.Starts, Start{JobID: e.id, GPUs: gpus})
 	p.outcome[e.job] = outStarted
 }
@@ -277,9 +309,20 @@ func (p *pass) start(e *entry, r rule) {
 func (p *pass) reclaim(e *entry, r rule) bool {
 	p.victims = p.victims[:0]
 	fits := false
-	p.below.startVictims()
+	var fv fairVictims
+	if p.fair {
+		p.startFairVictims(e, &fv)
+		defer p.endFairVictims(&fv)
+	} else {
+		p.below.startVictims()
+	}
 	for !fits {
-		i := p.below.nextVictim(p.isVictim)
+		var i int32
+		if p.fair {
+			i = p.nextFairVictim(e, &fv)
+		} else {
+			i = p.below.nextVictim(p.isVictim)
+		}
 		if i < 0 {
 			break
 		}
@@ -337,7 +380,7 @@ func (p *pass) shift(run *runJob, sign int32) {
 func (p *pass) preemptRun(ri int32, by *entry) {
 	run := &p.runs[ri]
 	run.state = runPreempted
-	run.by = by.id
+	run.by, run.byJob = by.id, by.job
 	p.cl.reclTotal -= int(run.n)
 	if !p.count {
 		for _, s := range p.held[run.lo:run.hi] {
@@ -350,9 +393,26 @@ func (p *pass) preemptRun(ri int32, by *entry) {
 	run.preempt = int32(len(p.d.Preempts))
 	p.preempted = append(p.preempted, ri)
 	victim := &p.rents[run.ent]
-	p.d.Preempts = append(p.d.Preempts, Preempt{
-		JobID:  victim.id,
-		For:    by.id,
-		Reason: p.preemptReason(victim, by),
-	})
+	pr := Preempt{JobID: victim.id, For: by.id}
+	if p.fair {
+		p.teamKeep(run) // no longer a candidate
+		if run.flags&runYoung != 0 {
+			p.fs.t[p.jteam[run.job]].youngGPUs -= int(run.n)
+		}
+		if p.jteam[run.job] != p.jteam[by.job] {
+			pr.Reclaim = true
+			run.flags |= runReclaimed
+			pr.Reason = p.reclaimReason(victim, by)
+		}
+	}
+	if !pr.Reclaim {
+		pr.Reason = p.preemptReason(victim, by)
+	}
+	if p.teams {
+		p.teamStart(run.job, -1)
+	}
+	if p.fair {
+		p.teamPreempted(run.job, pr.Reclaim)
+	}
+	p.d.Preempts = append(p.d.Preempts, pr)
 }

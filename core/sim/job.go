@@ -11,6 +11,7 @@ type job struct {
 	tj    *trace.Job
 	order int // rank in arrival order
 	pos   int // index in the active list and the snapshot; -1 once done
+	team  int // index in simulator.teams, when there are teams
 
 	running  bool
 	run      int     // runs so far; a completion event carries the run it ends

@@ -16,7 +16,7 @@ func (s *simulator) pass() error {
 		sj.AttainedService = j.service + float64(j.tj.GPUs)*ran
 	}
 	s.passes++
-	d := s.sc.Schedule(sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap})
+	d := s.sc.Schedule(sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()})
 	for _, qc := range d.QueueChanges {
 		j, err := s.lookup(qc.JobID, "queue change")
 		if err != nil {
@@ -35,6 +35,12 @@ func (s *simulator) pass() error {
 		s.stopRun(j)
 		s.preemptions++
 		j.preempts++
+		if p.Reclaim && s.teams != nil {
+			s.teams.t[j.team].reclaimed++
+			if by := s.byID[p.For]; by != nil {
+				s.teams.t[by.team].reclaims++
+			}
+		}
 		if c := s.cfg.PreemptCostS; c > 0 {
 			j.owed += c
 			s.snap[j.pos].DurationS += c

@@ -19,6 +19,43 @@ func WriteTable(w io.Writer, results []*Result) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
+	return writeTeamTable(w, results)
+}
+
+// writeTeamTable prints, for runs with teams, one row per policy and team.
+func writeTeamTable(w io.Writer, results []*Result) error {
+	teams := false
+	for _, r := range results {
+		teams = teams || len(r.Teams) > 0
+	}
+	if !teams {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tfair share\tteam\tguarantee\tjobs\tavg JCT s\tavg pending s\tGPU-s\tborrowed GPU-s\treclaims\treclaimed\tJain\t")
+	for _, r := range results {
+		fs := "off"
+		if r.FairShare {
+			fs = "on"
+		}
+		for i, t := range r.Teams {
+			jain := ""
+			if i == 0 {
+				jain = fmt.Sprintf("%.3f", r.Fairness)
+			}
+			name := t.Team
+			if name == "" {
+				name = `""`
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%s\t\n",
+				r.Policy, fs, name, t.GuaranteedGPUs, t.Jobs, t.AvgJCT, t.AvgPending,
+				t.GPUSeconds, t.BorrowedGPUSeconds, t.Reclaims, t.PreemptedByReclaim, jain)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
 	return nil
 }
 

@@ -29,6 +29,13 @@ type Result struct {
 	Passes int `json:"passes"`
 	// WallS is how long the simulation took on the wall clock.
 	WallS float64 `json:"wall_s"`
+	// Teams reports every team, when the run had teams (Config.Teams).
+	Teams []TeamResult `json:"teams,omitempty"`
+	// Fairness is Jain's index of GPU-seconds used over guaranteed GPUs
+	// across the teams that guarantee GPUs, in (0, 1]; 0 without teams.
+	Fairness float64 `json:"fairness_jain,omitempty"`
+	// FairShare tells whether the scheduler applied fair share.
+	FairShare bool `json:"fair_share,omitempty"`
 	// JCTs are the finished jobs' completion times, ascending.
 	JCTs []float64 `json:"-"`
 }
@@ -69,6 +76,11 @@ func (s *simulator) result() *Result {
 	r.Makespan = last - first
 	if r.Makespan > 0 {
 		r.GPUUtilization = math.Min(1, s.busy/(float64(s.gpus.total)*r.Makespan))
+	}
+	if s.teams != nil {
+		r.Teams = s.teams.results(s.jobs)
+		r.Fairness = jainUsageOverShare(r.Teams)
+		r.FairShare = s.teams.fair
 	}
 	return r
 }

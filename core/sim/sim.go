@@ -31,6 +31,19 @@ type Config struct {
 	// before the job makes progress again. 0 matches the Tiresias
 	// simulator.
 	PreemptCostS float64
+
+	// Teams are the teams the jobs name (trace.Job.Team), with their
+	// guarantees and weights. With teams, the scheduler applies fair share
+	// (docs/fair-share.md), with each team's usage decayed by HalfLifeS,
+	// and the result reports every team. Sched.MinRuntimeS sets the
+	// minimum runtime before a reclaim.
+	Teams []trace.Team
+	// NoFairShare hides the teams from the scheduler, which then schedules
+	// as without them; the result still reports every team, to compare.
+	NoFairShare bool
+	// HalfLifeS is the half-life of team usage in seconds; 0 means
+	// sched.DefaultHalfLifeS (7 days), negative means no decay.
+	HalfLifeS float64
 }
 
 // Run simulates jobs under cfg and returns the outcome. It refuses a job
@@ -101,11 +114,16 @@ type simulator struct {
 	preemptions int
 	busy        float64 // GPU-seconds held, restores included
 	done        int
+
+	teams *teams // nil without Config.Teams
 }
 
 func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	if cfg.PreemptCostS < 0 || math.IsNaN(cfg.PreemptCostS) || math.IsInf(cfg.PreemptCostS, 0) {
 		return nil, fmt.Errorf("preempt cost %v s: want a finite number of seconds, 0 or more", cfg.PreemptCostS)
+	}
+	if math.IsNaN(cfg.HalfLifeS) || math.IsInf(cfg.HalfLifeS, 0) {
+		return nil, fmt.Errorf("usage half-life %v s: want a finite number of seconds", cfg.HalfLifeS)
 	}
 	sc, err := sched.New(cfg.Sched)
 	if err != nil {
@@ -145,6 +163,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 		s.jobs[k] = job{tj: tj, order: k, pos: -1}
 		s.byID[tj.ID] = &s.jobs[k]
 	}
+	s.teams = newTeams(cfg, s.jobs)
 	return s, nil
 }
 
@@ -159,6 +178,9 @@ func (s *simulator) loop(ctx context.Context) error {
 		t, ok := s.nextTime()
 		if !ok {
 			return nil
+		}
+		if s.teams != nil {
+			s.teams.advance(t)
 		}
 		s.now = t
 		// A pass can start jobs only if some wait; a completion therefore
@@ -246,6 +268,9 @@ func (s *simulator) stopRun(j *job) {
 	j.account(ran)
 	s.busy += float64(j.tj.GPUs) * ran
 	s.gpus.release(j.tj.GPUs, j.gpus)
+	if s.teams != nil {
+		s.teams.t[j.team].held -= j.tj.GPUs
+	}
 	j.gpus = nil
 	j.running = false
 	last := s.running[len(s.running)-1]
@@ -264,6 +289,9 @@ func (s *simulator) startRun(j *job, gpus []sched.GPURef) {
 	j.running = true
 	j.run++
 	j.runStart = s.now
+	if s.teams != nil {
+		s.teams.t[j.team].held += j.tj.GPUs
+	}
 	j.gpus = gpus
 	j.runIdx = len(s.running)
 	s.running = append(s.running, j)

@@ -1,0 +1,886 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/web"
+)
+
+const jobUsage = `Usage: gpuportal job COMMAND [flags]
+
+Commands:
+  submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
+         (--sim-duration 10m | -- PROGRAM [ARG...])
+  list   [--scope mine|team|all] [--state STATE] [--limit N]
+  show   ID
+  cancel ID...
+  logs   [--tail-bytes N] [--follow [--interval 1s]] ID
+
+Every command takes --server URL (default $GPUPORTAL_SERVER, else
+http://127.0.0.1:8080); submit, list, show and cancel take --json to print
+the server's JSON instead of text.
+
+A job's command follows "--" as separate words; it is never run through a
+shell: gpuportal job submit --name train --gpus 2 -- python train.py --lr 0.1
+
+The API token comes from $GPUPORTAL_TOKEN, or else from the file
+~/.config/gpuportal/token ($XDG_CONFIG_HOME/gpuportal/token where that is
+set), which only its owner may read (chmod 600). Get a token with
+  curl -u USER -X POST SERVER/api/v1/tokens
+or on the portal's API tokens page (SERVER/tokens).
+`
+
+// Environment variables of the job commands.
+const (
+	jobServerEnv = "GPUPORTAL_SERVER"
+	jobTokenEnv  = "GPUPORTAL_TOKEN"
+)
+
+const (
+	// jobDefaultServer is the server of "gpuportal serve --dev".
+	jobDefaultServer = "http://127.0.0.1:8080"
+	// jobMaxTail is the most output the server returns at once
+	// (web's maxLogTail).
+	jobMaxTail = 10 << 20
+	// jobFollowWindow is how much of a job's output logs --follow asks for
+	// each time: it is exact while the output is smaller, and loses output
+	// only when more than this is written between two polls.
+	jobFollowWindow = 256 << 10
+	// jobMaxResponse bounds the body of one answer.
+	jobMaxResponse = 32 << 20
+)
+
+// runJob runs "gpuportal job ...": a client of the REST API for
+// submitting, listing, showing and cancelling jobs and reading their
+// output.
+func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := jobCmd{
+		getenv: os.Getenv, configDir: os.UserConfigDir, now: time.Now,
+		http: &http.Client{Timeout: 30 * time.Second}, stdout: stdout, stderr: stderr,
+	}
+	return c.run(ctx, args)
+}
+
+// jobCmd is the job command with what it reads from its surroundings.
+type jobCmd struct {
+	getenv    func(string) string
+	configDir func() (string, error)
+	now       func() time.Time
+	http      *http.Client
+
+	stdout, stderr io.Writer
+}
+
+func (c jobCmd) run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, jobUsage)
+		return errors.New("job: no command given")
+	}
+	switch args[0] {
+	case "submit":
+		return c.submit(ctx, args[1:])
+	case "list":
+		return c.list(ctx, args[1:])
+	case "show":
+		return c.show(ctx, args[1:])
+	case "cancel":
+		return c.cancel(ctx, args[1:])
+	case "logs":
+		return c.logs(ctx, args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprint(c.stdout, jobUsage)
+		return nil
+	}
+	fmt.Fprint(c.stderr, jobUsage)
+	return fmt.Errorf("job: unknown command %q", args[0])
+}
+
+// jobFlags are the flags every job command has.
+type jobFlags struct {
+	fs     *flag.FlagSet
+	server string
+	json   bool
+}
+
+// flags starts the flag set of command name; withJSON adds --json.
+func (c jobCmd) flags(name string, withJSON bool) *jobFlags {
+	f := &jobFlags{fs: flag.NewFlagSet("job "+name, flag.ContinueOnError)}
+	f.fs.SetOutput(c.stderr)
+	def := c.getenv(jobServerEnv)
+	if def == "" {
+		def = jobDefaultServer
+	}
+	f.fs.StringVar(&f.server, "server", def, "the portal's URL (default: $"+jobServerEnv+" where set)")
+	if withJSON {
+		f.fs.BoolVar(&f.json, "json", false, "print the server's JSON")
+	}
+	return f
+}
+
+// parse reads flags and positional arguments in any order, so that
+// "show 12 --json" works as "show --json 12" does.
+func (f *jobFlags) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if f.fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, f.fs.Arg(0))
+		args = f.fs.Args()[1:]
+	}
+}
+
+// client connects to the server named by --server with the user's token.
+func (c jobCmd) client(f *jobFlags) (*jobClient, error) {
+	base, err := parseJobServer(f.server)
+	if err != nil {
+		return nil, err
+	}
+	token, err := c.token(base)
+	if err != nil {
+		return nil, err
+	}
+	if base.Scheme == "http" && !isLoopbackHost(base.Hostname()) {
+		fmt.Fprintf(c.stderr, "gpuportal: warning: your API token goes to %s unencrypted; use an https:// server URL\n", base.Host)
+	}
+	return &jobClient{base: base, token: token, http: c.http}, nil
+}
+
+// parseJobServer checks a --server URL.
+func parseJobServer(s string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("--server %q: want the portal's URL, such as https://gpus.example.com", s)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// tokenPath is where the job commands look for the API token when
+// $GPUPORTAL_TOKEN is not set.
+func (c jobCmd) tokenPath() (string, error) {
+	dir, err := c.configDir()
+	if err != nil {
+		return "", fmt.Errorf("find the token file: %w", err)
+	}
+	return filepath.Join(dir, "gpuportal", "token"), nil
+}
+
+// token returns the API token: $GPUPORTAL_TOKEN, or the token file, which
+// only its owner may read.
+func (c jobCmd) token(server *url.URL) (string, error) {
+	if t := strings.TrimSpace(c.getenv(jobTokenEnv)); t != "" {
+		return t, nil
+	}
+	path, err := c.tokenPath()
+	if err != nil {
+		return "", fmt.Errorf("no API token: set $%s (%w)", jobTokenEnv, err)
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("no API token: set $%s or save the token in %s (chmod 600). %s",
+			jobTokenEnv, path, howToGetToken(server))
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the token file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("token file %s is not a regular file", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("token file %s may be read by other users (mode %04o): run chmod 600 %s", path, perm, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the token file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("token file %s is empty. %s", path, howToGetToken(server))
+	}
+	return t, nil
+}
+
+// howToGetToken tells a user how to get an API token from server.
+func howToGetToken(server *url.URL) string {
+	s := server.String()
+	return fmt.Sprintf("Get a token with `curl -u YOUR_USER -X POST %s/api/v1/tokens` (it prints {\"token\": ...}) "+
+		"or on the portal's API tokens page, %s/tokens", s, s)
+}
+
+// jobClient calls the REST API.
+type jobClient struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// jobAPIError is an answer of the server other than a success.
+type jobAPIError struct {
+	Status  int
+	Message string // the server's own message
+	hint    string
+}
+
+func (e *jobAPIError) Error() string {
+	msg := fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+	if e.hint != "" {
+		msg += ". " + e.hint
+	}
+	return msg
+}
+
+// isNotFound reports whether err is the server's 404.
+func isNotFound(err error) bool {
+	var ae *jobAPIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// do sends a request (body, if not nil, as JSON) and returns the body of
+// a successful answer; other answers become *jobAPIError with the
+// server's message.
+func (cl *jobClient) do(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
+	u := *cl.base
+	u.Path = cl.base.Path + path
+	u.RawQuery = query.Encode()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+cl.token)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "gpuportal-cli")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := cl.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, jobMaxResponse))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return raw, nil
+	}
+	ae := &jobAPIError{Status: resp.StatusCode, Message: serverMessage(resp, raw)}
+	if resp.StatusCode == http.StatusUnauthorized {
+		ae.hint = howToGetToken(cl.base)
+	}
+	return nil, ae
+}
+
+// serverMessage is the error message in an answer: the API's
+// {"error": "..."}, or the start of whatever else came back (a proxy's
+// error page).
+func serverMessage(resp *http.Response, raw []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	text := strings.Join(strings.Fields(string(raw)), " ")
+	if len(text) > 200 {
+		text = text[:200]
+		for !utf8.ValidString(text) {
+			text = text[:len(text)-1]
+		}
+		text += "..."
+	}
+	if text == "" {
+		return resp.Status
+	}
+	return resp.Status + ": " + text
+}
+
+// getJSON fetches path and decodes it into out, returning the raw body too.
+func (cl *jobClient) getJSON(ctx context.Context, path string, query url.Values, out any) ([]byte, error) {
+	raw, err := cl.do(ctx, http.MethodGet, path, query, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return nil, fmt.Errorf("GET %s: the server's answer is not the expected JSON: %w", path, err)
+	}
+	return raw, nil
+}
+
+func (cl *jobClient) job(ctx context.Context, id int64) (web.JobJSON, []byte, error) {
+	var j web.JobJSON
+	raw, err := cl.getJSON(ctx, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j)
+	return j, raw, err
+}
+
+// printJSON writes a JSON answer indented.
+func printJSON(w io.Writer, raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return fmt.Errorf("the server's answer is not JSON: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// parseJobID reads a job ID argument.
+func parseJobID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("job ID %q: must be a positive number", s)
+	}
+	return id, nil
+}
+
+// oneJobID reads the single job ID a command takes.
+func oneJobID(cmd string, pos []string) (int64, error) {
+	if len(pos) != 1 {
+		return 0, fmt.Errorf("job %s: want one job ID, got %d arguments", cmd, len(pos))
+	}
+	return parseJobID(pos[0])
+}
+
+func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
+	defer wrapJobErr("submit", &err)
+	// The job's command is everything after "--", untouched by flag parsing.
+	var argv []string
+	for i, a := range args {
+		if a == "--" {
+			args, argv = args[:i], args[i+1:]
+			break
+		}
+	}
+	f := c.flags("submit", true)
+	var req web.SubmitRequest
+	var simDuration string
+	f.fs.StringVar(&req.Name, "name", "", "the job's name (required)")
+	f.fs.StringVar(&req.Team, "team", "", "the team the job runs for (default: yours)")
+	f.fs.IntVar(&req.GPUs, "gpus", 1, "GPUs the job needs")
+	f.fs.StringVar(&simDuration, "sim-duration", "", "run a simulated training job this long (90s, 10m, or seconds) instead of a command")
+	f.fs.Float64Var(&req.GPUMemGB, "gpu-mem-gb", 0, "GPU memory the job needs on each GPU, in GB (0: unknown)")
+	f.fs.StringVar(&req.Model, "model", "", "the job's model, for placement (see the submit page for the list)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q: put the job's command after --, as in: -- python train.py", pos[0])
+	}
+	switch {
+	case len(argv) > 0 && simDuration != "":
+		return errors.New("give either a command after -- or --sim-duration, not both")
+	case len(argv) > 0:
+		req.Command = web.Command(argv)
+	case simDuration != "":
+		d, err := parseSimDuration(simDuration)
+		if err != nil {
+			return err
+		}
+		req.Sim = &web.SimSpec{DurationS: d}
+	default:
+		return errors.New("give the job's command after -- (as in: gpuportal job submit --name train --gpus 2 -- python train.py) or --sim-duration for a simulated job")
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	raw, err := cl.do(ctx, http.MethodPost, "/api/v1/jobs", nil, req)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(c.stdout, raw)
+	}
+	var j web.JobJSON
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return fmt.Errorf("the server's answer is not a job: %w", err)
+	}
+	fmt.Fprintf(c.stdout, "job %d submitted: %s, %s for team %s (%s)\n", j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.State)
+	return nil
+}
+
+// parseSimDuration reads --sim-duration: a Go duration or seconds.
+func parseSimDuration(s string) (float64, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return d.Seconds(), nil
+	}
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return v, nil
+	}
+	return 0, fmt.Errorf("--sim-duration %q: want a duration such as 90s or 10m, or a number of seconds", s)
+}
+
+func (c jobCmd) list(ctx context.Context, args []string) (err error) {
+	defer wrapJobErr("list", &err)
+	f := c.flags("list", true)
+	scope := f.fs.String("scope", "", "mine, team or all (admins); default: your team's (all jobs for admins)")
+	state := f.fs.String("state", "", "only jobs in this state: "+jobStateNames())
+	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	}
+	q := url.Values{}
+	if *scope != "" {
+		q.Set("scope", *scope)
+	}
+	if *state != "" {
+		q.Set("state", *state)
+	}
+	if *limit != 0 {
+		q.Set("limit", strconv.Itoa(*limit))
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	var jobs []web.JobJSON
+	raw, err := cl.getJSON(ctx, "/api/v1/jobs", q, &jobs)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(c.stdout, raw)
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(c.stdout, "no jobs")
+		return nil
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tUSER\tTEAM\tGPUS\tSTATE\tQUEUE\tSUBMITTED\tREASON")
+	for _, j := range jobs {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", j.ID, cell(j.Name, 40), j.User, j.Team, j.GPUs,
+			j.State, j.Queue, c.ago(j.SubmittedAt), cell(j.Reason, 60))
+	}
+	return w.Flush()
+}
+
+func jobStateNames() string {
+	names := make([]string, len(job.States))
+	for i, s := range job.States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (c jobCmd) show(ctx context.Context, args []string) (err error) {
+	defer wrapJobErr("show", &err)
+	f := c.flags("show", true)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	id, err := oneJobID("show", pos)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	j, rawJob, err := cl.job(ctx, id)
+	if err != nil {
+		return err
+	}
+	var history []web.EventJSON
+	rawHistory, err := cl.getJSON(ctx, fmt.Sprintf("/api/v1/jobs/%d/history", id), nil, &history)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		b, err := json.Marshal(map[string]json.RawMessage{"job": rawJob, "history": rawHistory})
+		if err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+		return printJSON(c.stdout, b)
+	}
+	c.printJob(j, history)
+	return nil
+}
+
+// printJob writes a job and its history for a person.
+func (c jobCmd) printJob(j web.JobJSON, history []web.EventJSON) {
+	fmt.Fprintf(c.stdout, "job %d: %s\n", j.ID, oneLine(j.Name))
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(w, "  %s:\t%s\n", k, v) }
+	row("state", string(j.State))
+	if j.Reason != "" {
+		row("reason", oneLine(j.Reason))
+	}
+	row("user", fmt.Sprintf("%s (team %s)", j.User, j.Team))
+	gpus := plural(j.GPUs, "GPU")
+	if len(j.Placement) > 0 {
+		gpus += " on " + strings.Join(j.Placement, ", ")
+	}
+	row("GPUs", gpus)
+	switch {
+	case len(j.Command) > 0:
+		row("command", shellQuote(j.Command))
+	case j.Sim != nil:
+		row("workload", "simulated training, "+fmtSeconds(j.Sim.DurationS))
+	}
+	if j.Model != "" {
+		row("model", j.Model)
+	}
+	if j.GPUMemGB > 0 {
+		row("GPU memory", strconv.FormatFloat(j.GPUMemGB, 'f', -1, 64)+" GB per GPU")
+	}
+	if !j.State.Final() {
+		row("queue", strconv.Itoa(j.Queue))
+	}
+	if j.EstimatedStartAt != nil && j.State.Waiting() {
+		row("expected start", c.when(*j.EstimatedStartAt))
+	}
+	row("submitted", c.when(j.SubmittedAt))
+	if j.StartedAt != nil {
+		row("started", c.when(*j.StartedAt))
+	}
+	if j.FinishedAt != nil {
+		row("finished", c.when(*j.FinishedAt))
+	}
+	if j.JCTS != nil {
+		row("JCT", fmtSeconds(*j.JCTS))
+	}
+	if j.ExitCode != nil {
+		row("exit code", strconv.Itoa(*j.ExitCode))
+	}
+	row("executed", fmtSeconds(j.ExecutedS))
+	row("attained service", fmt.Sprintf("%.0f GPU-seconds", j.AttainedService))
+	if j.Preemptions > 0 {
+		row("preemptions", strconv.Itoa(j.Preemptions))
+	}
+	if j.Failures > 0 {
+		row("failures", strconv.Itoa(j.Failures))
+	}
+	if j.RetryAt != nil {
+		row("next retry", c.when(*j.RetryAt))
+	}
+	_ = w.Flush()
+	if len(history) == 0 {
+		return
+	}
+	fmt.Fprintln(c.stdout, "\nhistory:")
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	for _, e := range history {
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.State, oneLine(e.Detail))
+	}
+	_ = w.Flush()
+}
+
+func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
+	defer wrapJobErr("cancel", &err)
+	f := c.flags("cancel", true)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return errors.New("want the IDs of the jobs to cancel")
+	}
+	ids := make([]int64, len(pos))
+	for i, p := range pos {
+		if ids[i], err = parseJobID(p); err != nil {
+			return err
+		}
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		raw, err := cl.do(ctx, http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil)
+		if err != nil {
+			if len(ids) > 1 {
+				// Say which job; the server's message does too, mostly.
+				err = fmt.Errorf("job %d: %w", id, err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if f.json {
+			if err := printJSON(c.stdout, raw); err != nil {
+				errs = append(errs, fmt.Errorf("job %d: %w", id, err))
+			}
+			continue
+		}
+		var j web.JobJSON
+		if err := json.Unmarshal(raw, &j); err != nil {
+			errs = append(errs, fmt.Errorf("job %d: the server's answer is not a job: %w", id, err))
+			continue
+		}
+		if j.State.Final() {
+			fmt.Fprintf(c.stdout, "job %d %s\n", id, j.State)
+		} else {
+			fmt.Fprintf(c.stdout, "job %d: cancel requested; it is %s and stopping\n", id, j.State)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c jobCmd) logs(ctx context.Context, args []string) (err error) {
+	defer wrapJobErr("logs", &err)
+	f := c.flags("logs", false)
+	tail := f.fs.Int("tail-bytes", 64<<10, fmt.Sprintf("show at most the last N bytes of output (1 to %d)", jobMaxTail))
+	follow := f.fs.Bool("follow", false, "keep showing new output until the job ends")
+	interval := f.fs.Duration("interval", time.Second, "with --follow: how often to ask the server for new output")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	id, err := oneJobID("logs", pos)
+	if err != nil {
+		return err
+	}
+	if *tail < 1 || *tail > jobMaxTail {
+		return fmt.Errorf("--tail-bytes %d: must be from 1 to %d", *tail, jobMaxTail)
+	}
+	if *interval <= 0 {
+		return fmt.Errorf("--interval %s: must be positive", *interval)
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	if !*follow {
+		out, err := cl.logTail(ctx, id, *tail)
+		if err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(out)
+		return err
+	}
+	return c.followLogs(ctx, cl, id, *tail, *interval)
+}
+
+func (cl *jobClient) logTail(ctx context.Context, id int64, n int) ([]byte, error) {
+	return cl.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/logs", id),
+		url.Values{"tail_bytes": {strconv.Itoa(n)}}, nil)
+}
+
+// followLogs shows the last tail bytes of a job's output, then new output
+// as it comes, until the job ends or ctx is done. The API returns the end
+// of the output, so each poll asks for a window of it and shows what lies
+// beyond the overlap with the previous window (see newOutput).
+func (c jobCmd) followLogs(ctx context.Context, cl *jobClient, id int64, tail int, interval time.Duration) error {
+	window := min(max(tail, jobFollowWindow), jobMaxTail)
+	var prev []byte
+	first := true
+	for {
+		// The state first: output written before the job ended is all
+		// there when it is read after.
+		j, _, err := cl.job(ctx, id)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cur, err := cl.logTail(ctx, id, window)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case isNotFound(err):
+			// No output yet (the job has not started), or its machine
+			// is away for now.
+			cur = nil
+		case err != nil:
+			return err
+		}
+		if cur != nil {
+			var out []byte
+			if first {
+				out = cur[max(0, len(cur)-tail):]
+			} else {
+				var gap bool
+				out, gap = newOutput(prev, cur, window)
+				if gap {
+					fmt.Fprintln(c.stderr, "gpuportal: some output came too fast to show; the rest follows")
+				}
+			}
+			if _, err := c.stdout.Write(out); err != nil {
+				return err
+			}
+			prev = cur
+		}
+		// Output that appears after the first poll is all new.
+		first = false
+		if j.State.Final() {
+			msg := fmt.Sprintf("job %d %s", id, j.State)
+			if j.ExitCode != nil {
+				msg += fmt.Sprintf(" (exit code %d)", *j.ExitCode)
+			}
+			fmt.Fprintln(c.stderr, "gpuportal:", msg)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+// newOutput returns what cur, the end of a job's output now, holds beyond
+// prev, the end of it at the previous poll: cur past the longest suffix of
+// prev that begins cur. Both are windows of at most window bytes; shorter
+// ones are the whole output, and then the answer is exact (the output only
+// grows). Between full windows it is exact unless the output repeats
+// itself with a period shorter than the window, when repeated lines may
+// be shown fewer times. gap reports that no overlap was found between full
+// windows: more than a window was written between the polls.
+func newOutput(prev, cur []byte, window int) (out []byte, gap bool) {
+	n := overlap(prev, cur)
+	return cur[n:], n == 0 && len(prev) > 0 && len(cur) >= window
+}
+
+// overlap is the length of the longest suffix of a that is a prefix of b
+// (Knuth-Morris-Pratt: b's prefix function, then a run through it).
+func overlap(a, b []byte) int {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	pi := make([]int, len(b))
+	for i, k := 1, 0; i < len(b); i++ {
+		for k > 0 && b[i] != b[k] {
+			k = pi[k-1]
+		}
+		if b[i] == b[k] {
+			k++
+		}
+		pi[i] = k
+	}
+	k := 0
+	for _, ch := range a {
+		if k == len(b) {
+			k = pi[k-1]
+		}
+		for k > 0 && ch != b[k] {
+			k = pi[k-1]
+		}
+		if ch == b[k] {
+			k++
+		}
+	}
+	return k
+}
+
+// wrapJobErr prefixes an error of a job command with the command's name.
+// Help requests pass unchanged, so that main stays quiet about them.
+func wrapJobErr(cmd string, err *error) {
+	if *err != nil && !errors.Is(*err, flag.ErrHelp) {
+		*err = fmt.Errorf("job %s: %w", cmd, *err)
+	}
+}
+
+// ago says how long before now t was ("5m ago"), or how long after now
+// it will be ("in 5m"), for tables.
+func (c jobCmd) ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := c.now().Sub(t)
+	format := "%s ago"
+	if d < 0 {
+		d, format = -d, "in %s"
+	}
+	var n string
+	switch {
+	case d < time.Minute:
+		n = fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		n = fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		n = fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return t.Local().Format(time.DateOnly)
+	}
+	return fmt.Sprintf(format, n)
+}
+
+// when writes a time in local time with how long ago it was.
+func (c jobCmd) when(t time.Time) string {
+	return fmt.Sprintf("%s (%s)", t.Local().Format(time.DateTime), c.ago(t))
+}
+
+func fmtSeconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// oneLine keeps a server's text on one line of a table.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// cell shortens s to at most n characters for a table.
+func cell(s string, n int) string {
+	s = oneLine(s)
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// shellQuote writes argv as a shell would read it back, for display.
+func shellQuote(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`!*?;&|<>(){}[]#~") {
+			parts[i] = a
+			continue
+		}
+		parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(parts, " ")
+}

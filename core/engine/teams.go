@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
+)
+
+// Team is a team's share as the engine reads it from the store.
+type Team struct {
+	Name            string
+	GuaranteeGPUs   int
+	Weight          float64
+	MaxGPUsPerUser  int
+	UserCaps        map[string]int
+	UsageGPUSeconds float64   // decayed usage as of UsageAt
+	UsageAt         time.Time // zero: never recorded
+}
+
+// TeamSample is where a team stood at one time.
+type TeamSample struct {
+	Team          string
+	At            time.Time
+	InUseGPUs     int
+	BorrowedGPUs  int
+	GuaranteeGPUs int
+}
+
+// TeamStore is what fair share needs from the store.
+type TeamStore interface {
+	EngineTeams(ctx context.Context) ([]Team, error)
+	SetTeamUsage(ctx context.Context, usage map[string]float64, at time.Time) error
+	RecordTeamSamples(ctx context.Context, samples []TeamSample) error
+}
+
+// How often team usage is saved and team samples are recorded.
+const (
+	usageSaveEvery  = 30 * time.Second
+	teamSampleEvery = time.Minute
+)
+
+// teamState is the engine's running account of team usage.
+type teamState struct {
+	usage     map[string]float64 // decayed GPU-seconds, as of at
+	at        time.Time
+	savedAt   time.Time
+	sampledAt time.Time
+}
+
+// teams reads the teams, brings their decayed usage up to now (counting
+// the GPUs their jobs held since the last pass) and returns them as the
+// scheduler takes them. Without a TeamStore, fair share is off.
+func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.Team, error) {
+	ts, ok := e.cfg.Store.(TeamStore)
+	if !ok {
+		return nil, nil
+	}
+	teams, err := ts.EngineTeams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &e.teamState
+	if st.usage == nil {
+		// First pass: start from what the store kept, decayed to now.
+		st.usage = make(map[string]float64)
+		for _, t := range teams {
+			if !t.UsageAt.IsZero() {
+				st.usage[t.Name] = sched.DecayUsage(t.UsageGPUSeconds, now.Sub(t.UsageAt).Seconds(), e.halfLifeS(), 0)
+			}
+		}
+		st.at, st.savedAt, st.sampledAt = now, now, now
+	}
+	inUse := make(map[string]int)
+	for _, j := range jobs {
+		if j.State == job.Running {
+			inUse[j.Team] += j.GPUs
+		}
+	}
+	if dt := now.Sub(st.at).Seconds(); dt > 0 {
+		for _, t := range teams {
+			st.usage[t.Name] = sched.DecayUsage(st.usage[t.Name], dt, e.halfLifeS(), float64(inUse[t.Name])*dt)
+		}
+		st.at = now
+	}
+	out := make([]sched.Team, len(teams))
+	for i, t := range teams {
+		out[i] = sched.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight,
+			UsageGPUSeconds: st.usage[t.Name], MaxGPUsPerUser: t.MaxGPUsPerUser, UserCaps: t.UserCaps}
+	}
+	if now.Sub(st.savedAt) >= usageSaveEvery {
+		if err := ts.SetTeamUsage(ctx, st.usage, now); err != nil {
+			return nil, err
+		}
+		st.savedAt = now
+	}
+	return out, nil
+}
+
+func (e *Engine) halfLifeS() float64 {
+	if e.cfg.HalfLife <= 0 {
+		return sched.DefaultHalfLifeS
+	}
+	return e.cfg.HalfLife.Seconds()
+}
+
+// recordShares keeps each team's standing after a pass for the portal and,
+// once a minute, records it for the usage charts.
+func (e *Engine) recordShares(ctx context.Context, snap sched.Snapshot, d sched.Decisions, now time.Time) error {
+	if len(snap.Teams) == 0 {
+		return nil
+	}
+	shares := sched.FairShare(snap.Teams, snap.Jobs)
+	borrowed := make(map[int64]bool, len(d.Borrowed))
+	for _, id := range d.Borrowed {
+		borrowed[id] = true
+	}
+	e.shareMu.Lock()
+	e.shares, e.borrowed = shares, borrowed
+	e.shareMu.Unlock()
+	ts, ok := e.cfg.Store.(TeamStore)
+	st := &e.teamState
+	if !ok || now.Sub(st.sampledAt) < teamSampleEvery {
+		return nil
+	}
+	samples := make([]TeamSample, 0, len(shares))
+	for _, s := range shares {
+		samples = append(samples, TeamSample{Team: s.Name, At: now, InUseGPUs: s.InUseGPUs,
+			BorrowedGPUs: s.BorrowedGPUs, GuaranteeGPUs: s.GuaranteeGPUs})
+	}
+	st.sampledAt = now
+	return ts.RecordTeamSamples(ctx, samples)
+}
+
+// FairShare returns each team's standing as of the last pass, by name.
+func (e *Engine) FairShare() []sched.TeamShare {
+	e.shareMu.Lock()
+	defer e.shareMu.Unlock()
+	out := append([]sched.TeamShare(nil), e.shares...)
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out
+}
+
+// Borrowed reports whether a running job runs on GPUs lent by other teams.
+func (e *Engine) Borrowed(id int64) bool {
+	e.shareMu.Lock()
+	defer e.shareMu.Unlock()
+	return e.borrowed[id]
+}

@@ -1,0 +1,681 @@
+package sched
+
+import (
+	"slices"
+	"strconv"
+)
+
+// Fair share in the pass (docs/fair-share.md). teamScan gives every job
+// its team and its tier: a team's jobs, in the policy's order, are within
+// its guarantee (fk 0) up to the point where they would pass it, and
+// borrowers after (fk 2-F), so that the walk serves every team's
+// guaranteed jobs first, then borrowers, best fair-share factor first,
+// and within a team keeps the policy's order. A job within its tier may
+// reclaim, from other teams over their guarantee, the borrowed jobs that
+// have run the minimum runtime (nextFairVictim); while a job within its
+// team's guarantee waits, no GPUs are lent (teamHold).
+
+// userKey names a user within a team.
+type userKey struct {
+	team int32
+	user string
+}
+
+// release drops references into the snapshot.
+func (ft *fairTeams) release() {
+	all := ft.t[:cap(ft.t)]
+	for i := range all {
+		all[i] = fteam{cross: all[i].cross[:0], own: all[i].own[:0]}
+	}
+	clear(ft.byName)
+}
+
+// teamScan reads the teams of the jobs: GPUs held per team and per capped
+// user, and, under fair share, each job's tier, which running jobs borrow
+// and which of those may be reclaimed.
+func (p *pass) teamScan() {
+	jobs := p.s.Jobs
+	ft := &p.fs
+	for i := range jobs {
+		if p.outcome[i] != outSkipped {
+			ft.index(jobs[i].Team)
+		}
+	}
+	ft.sortExtra()
+	p.jteam = resize(p.jteam, len(jobs))
+	p.juser = resize(p.juser, len(jobs))
+	p.uheld, p.ucap = p.uheld[:0], p.ucap[:0]
+	if p.users == nil {
+		p.users = map[userKey]int32{}
+	}
+	for i := range jobs {
+		p.jteam[i], p.juser[i] = -1, -1
+		if p.outcome[i] == outSkipped {
+			continue
+		}
+		j := &jobs[i]
+		t := ft.byName[j.Team]
+		p.jteam[i] = t
+		n := jobGPUs(j)
+		running := p.outcome[i] == outRunning
+		if running {
+			ft.t[t].inUse += n
+		}
+		if !ft.capped {
+			continue
+		}
+		c := ft.t[t].capOf(j.User)
+		if c <= 0 {
+			continue
+		}
+		k := userKey{t, j.User}
+		u, ok := p.users[k]
+		if !ok {
+			u = int32(len(p.uheld))
+			p.users[k] = u
+			p.uheld = append(p.uheld, 0)
+			p.ucap = append(p.ucap, int32(min(c, 1<<30)))
+		}
+		p.juser[i] = u
+		if running {
+			p.uheld[u] += int32(n)
+		}
+	}
+	p.lendStop = false
+	if !p.fair {
+		return
+	}
+	p.jstart = resize(p.jstart, len(jobs))
+	p.running()
+	p.keyRunning()
+	p.tiers()
+}
+
+// jobGPUs is what a job counts for in its team's GPUs.
+func jobGPUs(j *Job) int { return int(max(clampGPUs(j.GPUs), 0)) }
+
+// ref encodes a pending entry k as k, a running one as -1-k.
+func (p *pass) refEntry(r int32) *entry {
+	if r >= 0 {
+		return &p.ents[r]
+	}
+	return &p.rents[-1-r]
+}
+
+// tiers walks every team's jobs in the policy's order. A pending job is
+// within the guarantee when its team holds less than the guarantee, or
+// when the jobs of its team ranked above it hold or ask for less; a
+// running job when it also ends within it. Running jobs are also counted
+// alone: one that passes the guarantee on its own team's running jobs
+// borrows, and may be reclaimed once it has run the minimum runtime.
+func (p *pass) tiers() {
+	order := p.order[:0]
+	for k := range p.ents {
+		order = append(order, int32(k))
+	}
+	for k := range p.rents {
+		order = append(order, -1-int32(k))
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		ea, eb := p.refEntry(a), p.refEntry(b)
+		if ta, tb := p.jteam[ea.job], p.jteam[eb.job]; ta != tb {
+			return int(ta - tb)
+		}
+		return compareKeys(ea, eb)
+	})
+	p.order = order
+	minRun := p.sc.minRun
+	cumAll, cumRun, team := 0, 0, int32(-1)
+	for _, r := range order {
+		e := p.refEntry(r)
+		j := &p.s.Jobs[e.job]
+		t := &p.fs.t[p.jteam[e.job]]
+		if p.jteam[e.job] != team {
+			team, cumAll, cumRun = p.jteam[e.job], 0, 0
+		}
+		n := jobGPUs(j)
+		within := cumAll < t.g
+		cumAll += n
+		if r >= 0 {
+			// Every pending job starts within; the walk defers it to the
+			// borrowers if, when its turn comes, it does not fit within
+			// its team's guarantee (teamHold).
+			continue
+		}
+		if !within || cumAll > t.g {
+			e.fk = 2 - t.f
+		}
+		run := &p.runs[e.run]
+		if p.ownPreempt {
+			t.own = append(t.own, e.run)
+			t.ownOpen += int(run.n)
+		}
+		cumRun += n
+		if cumRun <= t.g {
+			continue
+		}
+		run.flags |= runBorrowed
+		if run.n <= 0 {
+			continue
+		}
+		// A job whose start time is not a number is never reclaimed.
+		if ran := p.now - j.LastStartTime; ran >= minRun {
+			run.flags |= runEligible
+			t.cross = append(t.cross, e.run)
+			t.crossOpen += int(run.n)
+		} else if ran < minRun {
+			run.flags |= runYoung
+			if at := j.LastStartTime + minRun; t.youngGPUs == 0 || at < t.youngAt {
+				t.youngAt = at
+			}
+			t.youngGPUs += int(run.n)
+		}
+	}
+	// Candidates are taken lowest rank first.
+	for i := range p.fs.t {
+		slices.Reverse(p.fs.t[i].cross)
+		slices.Reverse(p.fs.t[i].own)
+	}
+}
+
+// peek returns the next pending entry in the walk's order: from the
+// stream, or a job deferred to the borrowers, whichever ranks first.
+func (p *pass) peek() *entry {
+	a := p.pending.peek()
+	if len(p.later) == 0 {
+		return a
+	}
+	if b := p.later[0]; a == nil || compareEntries(b, a) < 0 {
+		return b
+	}
+	return a
+}
+
+// pop takes next, which peek returned.
+func (p *pass) pop(next *entry) *entry {
+	if len(p.later) > 0 && p.later[0] == next {
+		heapPop(&p.later)
+		return next
+	}
+	return p.pending.pop()
+}
+
+// teamHold takes pending entry e, which peek returned, out of the walk
+// for its team's sake, and tells whether it did. A job of a team under
+// its guarantee that does not fit within it is deferred to the borrowers,
+// by its team's fair-share factor. A job waits (explained) when its user
+// would pass a cap, or when it would borrow while lending is stopped.
+func (p *pass) teamHold(e *entry) bool {
+	n := int(e.gpus)
+	if n <= 0 {
+		return false
+	}
+	if p.fair && e.fk == 0 && !p.entitled(e) {
+		e = p.pop(e)
+		e.fk = 2 - p.fs.t[p.jteam[e.job]].f
+		heapPush(&p.later, e)
+		return true
+	}
+	if u := p.juser[e.job]; u >= 0 && int(p.uheld[u])+n > int(p.ucap[u]) {
+		p.waitUserCap(e, u)
+		p.pop(e)
+		return true
+	}
+	if p.lendStop {
+		if t := &p.fs.t[p.jteam[e.job]]; t.inUse+n > t.g {
+			p.waitLending(e)
+			p.pop(e)
+			return true
+		}
+	}
+	return false
+}
+
+// entitled tells whether e's team has room for e within its guarantee.
+func (p *pass) entitled(e *entry) bool {
+	t := &p.fs.t[p.jteam[e.job]]
+	return t.inUse+int(e.gpus) <= t.g
+}
+
+// reclaims tells whether e may reclaim GPUs lent to other teams: it fits
+// within its team's guarantee (the walk defers the others).
+func (p *pass) reclaims(e *entry) bool {
+	return e.fk == 0 && p.entitled(e) && !p.sc.cfg.NoPreemption
+}
+
+// fairBound is at least what preemption could free for e: its own team's
+// open jobs (when the policy preempts) and, when it may reclaim, the open
+// reclaimable jobs of teams over their guarantee.
+func (p *pass) fairBound(e *entry) int {
+	ti := p.jteam[e.job]
+	b := 0
+	if p.ownPreempt {
+		b = p.fs.t[ti].ownOpen
+	}
+	if p.reclaims(e) {
+		for v := range p.fs.t {
+			if t := &p.fs.t[v]; int32(v) != ti && t.inUse > t.g {
+				b += t.crossOpen
+			}
+		}
+	}
+	return b
+}
+
+// fairVictims is the state of one search for victims.
+type fairVictims struct {
+	cross bool    // the other teams' borrowed jobs may be taken
+	share float64 // Kueue's share of e's team once e runs
+	own   int     // cursor in e's team's own list
+}
+
+// startFairVictims begins a search for e's victims.
+func (p *pass) startFairVictims(e *entry, fv *fairVictims) {
+	t := &p.fs.t[p.jteam[e.job]]
+	*fv = fairVictims{cross: p.reclaims(e), share: t.share(t.inUse + int(e.gpus)), own: t.ownLo}
+	if fv.cross {
+		for i := range p.fs.t {
+			v := &p.fs.t[i]
+			for v.crossLo < len(v.cross) && p.runs[v.cross[v.crossLo]].state != runOpen {
+				v.crossLo++
+			}
+			v.cur, v.tent = v.crossLo, 0
+		}
+	}
+}
+
+// endFairVictims forgets the tentative victims of a search.
+func (p *pass) endFairVictims(fv *fairVictims) {
+	if fv.cross {
+		for i := range p.fs.t {
+			p.fs.t[i].tent = 0
+		}
+	}
+}
+
+// nextFairVictim returns the next victim for e, as an index in rents, or
+// -1. First the borrowed jobs of other teams, when e may reclaim: from
+// the team furthest over its guarantee (Kueue's share, recomputed after
+// each victim), its lowest-ranked job first, only while that team is
+// still over its guarantee and only if e's team ends no further over its
+// guarantee than the victim's (Kueue's LessThanOrEqualToFinalShare). Then,
+// when the policy preempts, e's own team's jobs ranked below it, lowest
+// first.
+func (p *pass) nextFairVictim(e *entry, fv *fairVictims) int32 {
+	me := p.jteam[e.job]
+	for fv.cross {
+		best := int32(-1)
+		var bestShare float64
+		for i := range p.fs.t {
+			v := &p.fs.t[i]
+			if int32(i) == me || v.cur >= len(v.cross) || v.inUse-v.tent <= v.g {
+				continue
+			}
+			if s := v.share(v.inUse - v.tent); best < 0 || s > bestShare || s == bestShare && v.name < p.fs.t[best].name {
+				best, bestShare = int32(i), s
+			}
+		}
+		if best < 0 {
+			fv.cross = false
+			break
+		}
+		v := &p.fs.t[best]
+		for v.cur < len(v.cross) {
+			ri := v.cross[v.cur]
+			v.cur++
+			r := &p.runs[ri]
+			if r.state != runOpen {
+				continue
+			}
+			n := jobGPUs(&p.s.Jobs[r.job])
+			if v.share(v.inUse-v.tent-n) < fv.share {
+				continue // Kueue's rule: e's team would end further over
+			}
+			v.tent += n
+			return r.ent
+		}
+	}
+	if !p.ownPreempt {
+		return -1
+	}
+	t := &p.fs.t[me]
+	for t.ownLo < len(t.own) && p.runs[t.own[t.ownLo]].state != runOpen {
+		t.ownLo++
+	}
+	fv.own = max(fv.own, t.ownLo)
+	for fv.own < len(t.own) {
+		r := &p.runs[t.own[fv.own]]
+		fv.own++
+		if r.state != runOpen || r.n <= 0 {
+			continue
+		}
+		if compareKeys(&p.rents[r.ent], e) < 0 {
+			break // the policy ranks it above e: and the rest
+		}
+		return r.ent
+	}
+	fv.own = len(t.own)
+	return -1
+}
+
+// teamKeep records that a running job keeps its GPUs: no longer a
+// candidate.
+func (p *pass) teamKeep(r *runJob) {
+	t := &p.fs.t[p.jteam[r.job]]
+	if p.ownPreempt {
+		t.ownOpen -= int(r.n)
+	}
+	if r.flags&runEligible != 0 {
+		t.crossOpen -= int(r.n)
+	}
+}
+
+// teamStart moves a job's GPUs into (sign +1) or out of (-1) its team's
+// and user's counts.
+func (p *pass) teamStart(job int32, sign int) {
+	n := jobGPUs(&p.s.Jobs[job]) * sign
+	p.fs.t[p.jteam[job]].inUse += n
+	if u := p.juser[job]; u >= 0 {
+		p.uheld[u] += int32(n)
+	}
+}
+
+// teamPreempted follows the preemption of job (reclaimed or not). Its team
+// may now have room within its guarantee: if it has room for a job of its
+// preempted in this pass, nothing more is lent in this pass (lendCheck).
+// After a reclaim, the team's jobs deferred to the borrowers also get
+// another turn among the jobs within their guarantee.
+func (p *pass) teamPreempted(job int32, reclaim bool) {
+	v := p.jteam[job]
+	t := &p.fs.t[v]
+	if n := jobGPUs(&p.s.Jobs[job]); t.smallest < 0 || n < jobGPUs(&p.s.Jobs[t.smallest]) {
+		t.smallest = job
+	}
+	if !reclaim {
+		return // the job it makes way for starts next: see start
+	}
+	p.lendCheck(v)
+	if t.inUse >= t.g {
+		return
+	}
+	changed := false
+	for _, e := range p.later {
+		if p.jteam[e.job] == v && e.fk != 0 {
+			e.fk, changed = 0, true
+		}
+	}
+	if changed {
+		heapInit(p.later)
+	}
+}
+
+// lendCheck stops lending for the rest of the pass when team v, as it now
+// stands, has room within its guarantee for one of its jobs preempted in
+// this pass. That job waits from the next pass on within its guarantee,
+// and would reclaim whatever was lent meanwhile: lending it now would make
+// the two teams reclaim from each other in turn.
+func (p *pass) lendCheck(v int32) {
+	t := &p.fs.t[v]
+	if !p.lendStop && t.smallest >= 0 && t.inUse+jobGPUs(&p.s.Jobs[t.smallest]) <= t.g {
+		p.lendStop, p.lendBy = true, t.smallest
+	}
+}
+
+// mayRestore tells whether a preempted job may keep running after all.
+// Under fair share it may not: its team no longer counts it, and may have
+// used the room since, or let it be lent. Nor may a job whose user would
+// pass a cap (a job of the user may have started on other GPUs
+// meanwhile).
+func (p *pass) mayRestore(r *runJob) bool {
+	if p.fair {
+		return false
+	}
+	u := p.juser[r.job]
+	return u < 0 || int(p.uheld[u])+jobGPUs(&p.s.Jobs[r.job]) <= int(p.ucap[u])
+}
+
+// markBorrowed finds the jobs that run beyond their team's guarantee
+// after the pass: a team's running jobs, in the policy's order, fill its
+// guarantee; those that pass it borrow.
+func (p *pass) markBorrowed() {
+	order := p.order[:0]
+	for k := range p.ents {
+		if p.outcome[p.ents[k].job] == outStarted {
+			order = append(order, int32(k))
+		}
+	}
+	for k := range p.rents {
+		if p.outcome[p.rents[k].job] == outRunning {
+			order = append(order, -1-int32(k))
+		}
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		ea, eb := p.refEntry(a), p.refEntry(b)
+		if ta, tb := p.jteam[ea.job], p.jteam[eb.job]; ta != tb {
+			return int(ta - tb)
+		}
+		return compareKeys(ea, eb)
+	})
+	p.order = order
+	cum, team := 0, int32(-1)
+	for _, r := range order {
+		e := p.refEntry(r)
+		if p.jteam[e.job] != team {
+			team, cum = p.jteam[e.job], 0
+		}
+		cum += jobGPUs(&p.s.Jobs[e.job])
+		if cum <= p.fs.t[team].g {
+			continue
+		}
+		p.d.Borrowed = append(p.d.Borrowed, e.id)
+		if r >= 0 {
+			p.d.Starts[p.jstart[e.job]].Borrowed = true
+		}
+	}
+	if p.d.Borrowed == nil {
+		p.d.Borrowed = []int64{}
+	}
+	slices.Sort(p.d.Borrowed)
+}
+
+// fairCause refines a capacity wait under fair share: a job that may
+// reclaim but waits for borrowed jobs to reach their minimum runtime
+// (WaitReclaim, with a recheck then), or a job that would borrow while
+// other teams hold the busy GPUs (WaitTeamShare). It returns the cause and
+// when the reclaim may happen.
+func (p *pass) fairCause(e *entry, r rule, reclaimable int) (WaitCause, float64) {
+	me := p.jteam[e.job]
+	t := &p.fs.t[me]
+	if p.reclaims(e) {
+		young, at := 0, 0.0
+		for i := range p.fs.t {
+			v := &p.fs.t[i]
+			if int32(i) != me && v.inUse > v.g && v.youngGPUs > 0 {
+				young += v.youngGPUs
+				if at == 0 || v.youngAt < at {
+					at = v.youngAt
+				}
+			}
+		}
+		if young > 0 && r.n <= p.cl.free+reclaimable+young && at > p.now {
+			return WaitReclaim, at
+		}
+		return WaitCapacity, 0
+	}
+	if t.inUse+r.n > t.g {
+		others := 0
+		for i := range p.fs.t {
+			if int32(i) != me {
+				others += p.fs.t[i].inUse
+			}
+		}
+		if others > 0 {
+			return WaitTeamShare, 0
+		}
+	}
+	return WaitCapacity, 0
+}
+
+// appendTeam appends "team NAME holds H of its G guaranteed GPUs", or
+// "team NAME holds H GPUs, B beyond its guarantee of G".
+func (p *pass) appendTeam(b []byte, t *fteam) []byte {
+	b = append(b, "team "...)
+	b = appendName(b, t.name)
+	b = append(b, " holds "...)
+	h := t.inUse
+	b = strconv.AppendInt(b, int64(h), 10)
+	switch {
+	case t.g == 0:
+		return append(b, " GPUs and has no guarantee"...)
+	case h > t.g:
+		b = append(b, " GPUs, "...)
+		b = strconv.AppendInt(b, int64(h-t.g), 10)
+		b = append(b, " beyond its guarantee of "...)
+		return strconv.AppendInt(b, int64(t.g), 10)
+	}
+	b = append(b, " of its "...)
+	b = strconv.AppendInt(b, int64(t.g), 10)
+	return append(b, " guaranteed GPUs"...)
+}
+
+func appendName(b []byte, name string) []byte {
+	if name == "" {
+		return append(b, `""`...)
+	}
+	return append(b, name...)
+}
+
+// waitUserCap records a job whose user would pass the team's cap.
+func (p *pass) waitUserCap(e *entry, u int32) {
+	if p.sc.cfg.OmitWaits {
+		return
+	}
+	j := &p.s.Jobs[e.job]
+	b := appendNeeds(p.buf[:0], int(e.gpus))
+	b = append(b, "; user "...)
+	b = appendName(b, j.User)
+	b = append(b, " holds "...)
+	b = strconv.AppendInt(b, int64(p.uheld[u]), 10)
+	b = append(b, " GPUs in team "...)
+	b = appendName(b, j.Team)
+	b = append(b, ", whose cap per user is "...)
+	b = strconv.AppendInt(b, int64(p.ucap[u]), 10)
+	p.addWait(e, WaitUserCap, b)
+}
+
+// waitLending records a job that would borrow while a job within its
+// team's guarantee waits.
+func (p *pass) waitLending(e *entry) {
+	if p.sc.cfg.OmitWaits {
+		return
+	}
+	t := &p.fs.t[p.jteam[e.job]]
+	by := &p.s.Jobs[p.lendBy]
+	b := appendNeeds(p.buf[:0], int(e.gpus))
+	b = append(b, ", which would take it beyond its team's guarantee ("...)
+	b = p.appendTeam(b, t)
+	b = append(b, "); no GPUs are lent while job "...)
+	b = strconv.AppendInt(b, by.ID, 10)
+	b = append(b, " of team "...)
+	b = appendName(b, by.Team)
+	b = append(b, ", within its guarantee, waits for GPUs"...)
+	p.addWait(e, WaitTeamShare, b)
+}
+
+// appendFairCapacity appends, after "needs N GPUs; F free", why preemption
+// does not help under fair share.
+func (p *pass) appendFairCapacity(b []byte, e *entry, cause WaitCause, reclaimable int, at float64) []byte {
+	t := &p.fs.t[p.jteam[e.job]]
+	switch cause {
+	case WaitReclaim:
+		b = append(b, "; "...)
+		b = p.appendTeam(b, t)
+		b = append(b, "; GPUs lent to other teams may be reclaimed in "...)
+		b = appendNum(b, at-p.now)
+		b = append(b, " s, once their jobs have run "...)
+		b = appendNum(b, p.sc.minRun)
+		return append(b, " s"...)
+	case WaitTeamShare:
+		b = append(b, "; "...)
+		b = p.appendTeam(b, t)
+		b = append(b, ", so this job would borrow: it may take idle GPUs, never other teams' jobs"...)
+	}
+	if reclaimable > 0 {
+		b = append(b, "; preempting what it may would free only "...)
+		b = strconv.AppendInt(b, int64(reclaimable), 10)
+		b = append(b, " more"...)
+	} else if cause == WaitCapacity && p.cl.free < p.cl.capacity {
+		if p.reclaims(e) {
+			b = append(b, "; "...)
+			b = p.appendTeam(b, t)
+			b = append(b, ", but no other team has lent it GPUs it could reclaim"...)
+		} else {
+			b = append(b, "; the busy GPUs are held by jobs it may not preempt"...)
+		}
+	}
+	return b
+}
+
+// reclaimReason says why a borrowed job gives its GPUs back.
+func (p *pass) reclaimReason(victim, by *entry) string {
+	bt := &p.fs.t[p.jteam[by.job]]
+	vt := &p.fs.t[p.jteam[victim.job]]
+	b := append(p.buf[:0], "reclaimed by team "...)
+	b = appendName(b, bt.name)
+	b = append(b, " under its guarantee, for job "...)
+	b = strconv.AppendInt(b, by.id, 10)
+	b = append(b, " ("...)
+	b = p.appendTeam(b, bt)
+	b = append(b, "); this job borrowed: "...)
+	b = p.appendTeam(b, vt)
+	p.buf = b
+	return string(b)
+}
+
+// heapPush and heapPop keep a binary heap of entries, highest rank first.
+func heapPush(h *[]*entry, e *entry) {
+	*h = append(*h, e)
+	s := *h
+	for k := len(s) - 1; k > 0; {
+		up := (k - 1) / 2
+		if compareEntries(s[k], s[up]) >= 0 {
+			break
+		}
+		s[k], s[up] = s[up], s[k]
+		k = up
+	}
+}
+
+func heapPop(h *[]*entry) {
+	s := *h
+	last := len(s) - 1
+	s[0] = s[last]
+	s[last] = nil
+	s = s[:last]
+	*h = s
+	heapDown(s, 0)
+}
+
+func heapInit(s []*entry) {
+	for i := len(s)/2 - 1; i >= 0; i-- {
+		heapDown(s, i)
+	}
+}
+
+func heapDown(s []*entry, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(s) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(s) && compareEntries(s[r], s[l]) < 0 {
+			m = r
+		}
+		if compareEntries(s[m], s[i]) >= 0 {
+			return
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+}

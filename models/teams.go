@@ -1,0 +1,127 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// Team returns the team called name.
+func (s *Store) Team(ctx context.Context, name string) (*Team, error) {
+	var t Team
+	if err := s.db.WithContext(ctx).Where("name = ?", name).First(&t).Error; err != nil {
+		return nil, notFound(err, "team "+name)
+	}
+	return &t, nil
+}
+
+// SetTeamShare changes a team's guarantee, weight and per-user cap.
+func (s *Store) SetTeamShare(ctx context.Context, name string, guaranteeGPUs int, weight float64, maxGPUsPerUser int) error {
+	if guaranteeGPUs < 0 || maxGPUsPerUser < 0 || !(weight > 0) || math.IsInf(weight, 0) {
+		return fmt.Errorf("set share of team %s: guarantee and cap must be 0 or more, weight positive", name)
+	}
+	res := s.db.WithContext(ctx).Model(&Team{}).Where("name = ?", name).Updates(map[string]any{
+		"GuaranteeGPUs": guaranteeGPUs, "Weight": weight, "MaxGPUsPerUser": maxGPUsPerUser,
+	})
+	if res.Error != nil {
+		return fmt.Errorf("set share of team %s: %w", name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("team %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+// SetTeamUsage records each team's decayed usage as of at.
+func (s *Store) SetTeamUsage(ctx context.Context, usage map[string]float64, at time.Time) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for team, u := range usage {
+			err := tx.Model(&Team{}).Where("name = ?", team).
+				Updates(map[string]any{"UsageGPUSeconds": u, "UsageAt": at}).Error
+			if err != nil {
+				return fmt.Errorf("set usage of team %s: %w", team, err)
+			}
+		}
+		return nil
+	})
+}
+
+// UserCaps returns the per-user caps of every team: team -> user -> GPUs.
+func (s *Store) UserCaps(ctx context.Context) (map[string]map[string]int, error) {
+	var cs []UserCap
+	if err := s.db.WithContext(ctx).Find(&cs).Error; err != nil {
+		return nil, fmt.Errorf("list user caps: %w", err)
+	}
+	out := make(map[string]map[string]int)
+	for _, c := range cs {
+		if out[c.Team] == nil {
+			out[c.Team] = make(map[string]int)
+		}
+		out[c.Team][c.User] = c.MaxGPUs
+	}
+	return out, nil
+}
+
+// SetUserCap caps user's GPUs in team; 0 removes the cap.
+func (s *Store) SetUserCap(ctx context.Context, team, user string, maxGPUs int) error {
+	if maxGPUs < 0 {
+		return fmt.Errorf("cap of %s in %s: must be 0 or more", user, team)
+	}
+	db := s.db.WithContext(ctx)
+	if maxGPUs == 0 {
+		if err := db.Where("team = ? AND \"user\" = ?", team, user).Delete(&UserCap{}).Error; err != nil {
+			return fmt.Errorf("remove cap of %s in %s: %w", user, team, err)
+		}
+		return nil
+	}
+	c := UserCap{Team: team, User: user, MaxGPUs: maxGPUs}
+	err := db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&c).Error
+	if err != nil {
+		return fmt.Errorf("cap of %s in %s: %w", user, team, err)
+	}
+	return nil
+}
+
+// AddTeamSamples records where teams stand now.
+func (s *Store) AddTeamSamples(ctx context.Context, samples []TeamSample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	if err := s.db.WithContext(ctx).Create(&samples).Error; err != nil {
+		return fmt.Errorf("record team samples: %w", err)
+	}
+	return nil
+}
+
+// TeamSamples returns a team's samples since a time, oldest first.
+func (s *Store) TeamSamples(ctx context.Context, team string, since time.Time) ([]TeamSample, error) {
+	var out []TeamSample
+	err := s.db.WithContext(ctx).Where("team = ? AND at >= ?", team, since).Order("at").Limit(20000).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("samples of team %s: %w", team, err)
+	}
+	return out, nil
+}
+
+// MemberUsage returns the attained service (GPU-seconds) of each user's
+// jobs in team that were submitted since a time.
+func (s *Store) MemberUsage(ctx context.Context, team string, since time.Time) (map[string]float64, error) {
+	var rows []struct {
+		Member string
+		Total  float64
+	}
+	err := s.db.WithContext(ctx).Model(&Job{}).Select("jobs.user AS member, sum(jobs.attained_service) AS total").
+		Where("team = ? AND submitted_at >= ?", team, since).Group("jobs.user").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("usage of team %s: %w", team, err)
+	}
+	out := make(map[string]float64, len(rows))
+	for _, r := range rows {
+		out[r.Member] = r.Total
+	}
+	return out, nil
+}

@@ -1,0 +1,229 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"html"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+// submitFields are the fields of a job submission, as its errors name
+// them: the JSON fields and sim.duration_s.
+var submitFields = []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb"}
+
+// fuzzTeams and fuzzUsers are who submits in the fuzz tests: a researcher,
+// a lead and an admin of no team.
+var (
+	fuzzTeams = []string{"vision", "nlp"}
+	fuzzUsers = []*models.User{
+		{Name: "alice", Role: models.RoleResearcher, Team: "vision"},
+		{Name: "lead", Role: models.RoleLead, Team: "nlp"},
+		{Name: "admin", Role: models.RoleAdmin},
+	}
+)
+
+// namesField reports whether msg begins with the name of a field of a
+// job submission ("gpus: ...", "command must be ...").
+func namesField(msg string) bool {
+	for _, f := range submitFields {
+		if rest, ok := strings.CutPrefix(msg, f); ok && (strings.HasPrefix(rest, ": ") || strings.HasPrefix(rest, " ")) {
+			return true
+		}
+	}
+	return false
+}
+
+// quoted matches the user's own input quoted in a message (Go's %q).
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// checkClear fails t unless a rejection's message is one a person can act
+// on: not empty, and (outside the user's input it quotes) free of Go's
+// names for types.
+func checkClear(t *testing.T, input any, msg string) {
+	t.Helper()
+	if strings.TrimSpace(msg) == "" {
+		t.Fatalf("%q: rejected with an empty message", input)
+	}
+	own := quoted.ReplaceAllString(msg, `""`)
+	for _, goism := range []string{"web.", "models.", "struct", "map["} {
+		if strings.Contains(own, goism) {
+			t.Fatalf("%q: message %q speaks of Go's types (%q), not the request's", input, msg, goism)
+		}
+	}
+}
+
+// checkSubmit validates req as each user, on an empty cluster and on one
+// of 8 GPUs, and checks the outcome: either a job within every limit, or
+// errors each naming a field. It returns the field errors of the first
+// user (alice) on the 8-GPU cluster.
+func checkSubmit(t *testing.T, input any, req SubmitRequest) fieldErrors {
+	t.Helper()
+	var aliceErrs fieldErrors
+	for _, u := range fuzzUsers {
+		for _, clusterGPUs := range []int{0, 8} {
+			j, fe := req.validate(u, fuzzTeams, clusterGPUs)
+			if u == fuzzUsers[0] && clusterGPUs == 8 {
+				aliceErrs = fe
+			}
+			if (j == nil) == (len(fe) == 0) {
+				t.Fatalf("%q as %s: job %v with errors %v; want exactly one of them", input, u.Name, j, fe)
+			}
+			if j == nil {
+				for k, msg := range fe {
+					if !slices.Contains(submitFields, k) {
+						t.Fatalf("%q as %s: error for unknown field %q: %s", input, u.Name, k, msg)
+					}
+					checkClear(t, input, msg)
+				}
+				if first := fe.first(); !namesField(first) {
+					t.Fatalf("%q as %s: first error %q names no field", input, u.Name, first)
+				}
+				continue
+			}
+			checkJob(t, input, u, clusterGPUs, j)
+		}
+	}
+	return aliceErrs
+}
+
+// checkJob checks that an accepted job is within every limit.
+func checkJob(t *testing.T, input any, u *models.User, clusterGPUs int, j *models.Job) {
+	t.Helper()
+	fail := func(what string) {
+		t.Helper()
+		t.Fatalf("%q as %s accepted with %s: %+v", input, u.Name, what, j)
+	}
+	switch {
+	case j.Name == "" || j.Name != strings.TrimSpace(j.Name) || len(j.Name) > maxJobName:
+		fail("a bad name")
+	case !utf8.ValidString(j.Name) || !utf8.ValidString(j.Model):
+		// PostgreSQL refuses text that is not UTF-8: a 500 at insert time.
+		fail("text that is not UTF-8")
+	case !slices.Contains(fuzzTeams, j.Team) || (u.Role != models.RoleAdmin && j.Team != u.Team):
+		fail("a team the user may not submit to")
+	case j.User != u.Name:
+		fail("another user")
+	case j.GPUs < 1 || j.GPUs > maxGPUs || (clusterGPUs > 0 && j.GPUs > clusterGPUs):
+		fail("a GPU count out of range")
+	case (len(j.Command) > 0) == (j.SimDuration > 0):
+		fail("not exactly one of command and simulation")
+	case len(j.Command) > 0 && j.Command[0] == "":
+		fail("an empty program name")
+	case j.SimDuration < 0 || j.SimDuration > maxSimDuration || math.IsNaN(j.SimDuration):
+		fail("a simulated duration out of range")
+	case j.GPUMemMiB < 0 || j.GPUMemMiB > maxGPUMemGB*1024:
+		fail("GPU memory out of range")
+	}
+	n := 0
+	for _, a := range j.Command {
+		if strings.ContainsRune(a, 0) {
+			fail("a NUL byte in the command")
+		}
+		if !utf8.ValidString(a) {
+			// The store keeps the command as JSON, which would turn the
+			// bytes into U+FFFD: the job would run another command.
+			fail("a command that is not UTF-8")
+		}
+		n += len(a)
+	}
+	if n > maxCommandLen {
+		fail("a command that is too long")
+	}
+}
+
+// FuzzSubmitJSON feeds arbitrary bodies to the API's decoding and
+// validation of a job (apiSubmit without the store): no panic, and every
+// rejection is a clear message about the body or one of its fields.
+func FuzzSubmitJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"resnet","gpus":2,"sim":{"duration_s":60}}`,
+		`{"name":"cmd","team":"vision","gpus":1,"command":["python","train.py"],"gpu_mem_gb":12.5,"model":"resnet50"}`,
+		`{"name":"cmd","gpus":1,"command":"python \"train file.py\" --lr 0.1"}`,
+		`{"name":"x","gpus":1,"command":"python 'unclosed"}`,
+		`{"name":"x","gpus":1,"command":[""]}`,
+		`{"name":"x","gpus":1,"command":5}`,
+		`{"name":"x","gpus":"two"}`,
+		`{"name":"x","gpus":1e400,"sim":{"duration_s":1}}`,
+		`{"name":"x","gpus":1,"sim":{"duration_s":"long"}}`,
+		`{"name":"x","gpus":1,"sim":{"duration_s":-1}}`,
+		`{"name":"x","gpus":1,"gpu":2}`,
+		`{"name":" \u0007 ","gpus":1,"sim":{"duration_s":1}}`,
+		`{"name":"x","team":"ghosts","gpus":1,"sim":{"duration_s":1}}`,
+		`{"name":"x","gpus":1,"model":"RESNET50 ","sim":{"duration_s":1}}`,
+		`{"name":`, ``, `null`, `{}`,
+		// Found by this fuzzer: Go type names leaked into the messages.
+		`5`, `[]`, `"x"`, `000`, `{"sim":5}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req SubmitRequest
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			msg := jsonError(err)
+			checkClear(t, string(body), msg)
+			if !namesField(msg) && !strings.HasPrefix(msg, "body ") && !strings.HasPrefix(msg, "body: ") && !strings.HasPrefix(msg, "unknown field ") {
+				t.Fatalf("%q: rejected with %q, which names neither the body nor a field", body, msg)
+			}
+			return
+		}
+		checkSubmit(t, string(body), req)
+	})
+}
+
+// FuzzSubmitForm feeds arbitrary values to the submit form's reading and
+// validation (submitForm without the store): no panic, every rejection
+// names a field the form shows, and the page shows its message there.
+func FuzzSubmitForm(f *testing.F) {
+	f.Add("resnet", "vision", "2", "sim", "", "60", "", "")
+	f.Add("cmd", "", "1", "command", `python "train file.py" --lr 0.1`, "", "12.5", "resnet50")
+	f.Add("", "nlp", "0", "command", `python "unclosed`, "", "", "")
+	f.Add("x", "vision", "two", "sim", "", "soon", "lots", "gpt-9")
+	f.Add("x", "vision", "1", "sim", "", "NaN", "Inf", "")
+	f.Add("x\x00", "vision", " 3 ", "command", "   ", "", "-1", "")
+	// Invalid UTF-8 reached PostgreSQL (a 500) and was silently rewritten in commands.
+	f.Add("a\xff", "vision", "1", "command", "run \xfe", "", "", "")
+	f.Fuzz(func(t *testing.T, name, team, gpus, kind, command, duration, mem, model string) {
+		form := templates.SubmitForm{
+			Name: name, Team: team, GPUs: gpus, Kind: kind, Command: command,
+			DurationS: duration, GPUMemGB: mem, Model: model,
+		}
+		req, fe := formRequest(form)
+		for k, msg := range fe {
+			if !slices.Contains(submitFields, k) {
+				t.Fatalf("%+v: form error for unknown field %q: %s", form, k, msg)
+			}
+			checkClear(t, form, msg)
+		}
+		more := checkSubmit(t, form, req)
+		// As submitForm: the form's own errors first, then validation's.
+		for k, v := range more {
+			if _, ok := fe[k]; !ok {
+				fe[k] = v
+			}
+		}
+		if len(fe) == 0 {
+			return
+		}
+		form.Teams, form.Errors, form.Models = fuzzTeams, fe, modelNames()
+		var page bytes.Buffer
+		if err := templates.Submit(templates.Page{Title: "Submit"}, form).Render(context.Background(), &page); err != nil {
+			t.Fatalf("%+v: render the form: %v", form, err)
+		}
+		for k, msg := range fe {
+			if !strings.Contains(page.String(), html.EscapeString(msg)) {
+				t.Fatalf("%+v: the page does not show the error of %s: %q", form, k, msg)
+			}
+		}
+	})
+}
