@@ -34,7 +34,7 @@ type testServer struct {
 
 var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
 
-func newTestServer(t *testing.T) *testServer {
+func newTestServer(t testing.TB) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	store, err := models.Open(ctx, modelstest.SQLiteDSN(t))
@@ -86,7 +86,7 @@ func newTestServer(t *testing.T) *testServer {
 }
 
 // newJob stores a queued job of alice's and returns its ID.
-func (ts *testServer) newJob(t *testing.T) int64 {
+func (ts *testServer) newJob(t testing.TB) int64 {
 	t.Helper()
 	j := &models.Job{Name: "j", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: time.Now()}
 	if err := ts.store.CreateJob(context.Background(), j); err != nil {

@@ -44,6 +44,22 @@ type wsOut struct {
 	Type  string `json:"type"` // "snapshot", "update" or "error"
 	Data  any    `json:"data,omitempty"`
 	Error string `json:"error,omitempty"`
+	// prepared, when set, is the message encoded once for many clients.
+	prepared *websocket.PreparedMessage
+}
+
+// prepare encodes m once, for sending the same update to many clients.
+func prepare(m wsOut) (wsOut, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return m, fmt.Errorf("encode %s update: %w", m.Topic, err)
+	}
+	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b)
+	if err != nil {
+		return m, fmt.Errorf("prepare %s update: %w", m.Topic, err)
+	}
+	m.prepared = pm
+	return m, nil
 }
 
 // wsIn is what a client may send.
@@ -195,7 +211,13 @@ func (c *wsClient) writeLoop(ctx context.Context, log *slog.Logger) {
 					c.close(websocket.CloseGoingAway, "")
 					return
 				}
-				if err := c.conn.WriteJSON(m); err != nil {
+				var err error
+				if m.prepared != nil {
+					err = c.conn.WritePreparedMessage(m.prepared)
+				} else {
+					err = c.conn.WriteJSON(m)
+				}
+				if err != nil {
 					log.Info("websocket client dropped", "user", c.user.Name, "err", err)
 					c.close(websocket.ClosePolicyViolation, "too slow: messages could not be delivered in time")
 					return

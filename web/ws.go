@@ -155,9 +155,7 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
-	for _, cl := range s.hub.subscribers(topicGPUs) {
-		cl.send(wsOut{Topic: topicGPUs, Type: "update", Data: f})
-	}
+	s.broadcast(s.hub.subscribers(topicGPUs), wsOut{Topic: topicGPUs, Type: "update", Data: f})
 	for _, id := range s.hub.jobTopics() {
 		topic := fmt.Sprintf("%s%d", topicJob, id)
 		j, err := s.cfg.Store.Job(ctx, id)
@@ -172,9 +170,7 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 				}
 			}
 		}
-		for _, cl := range s.hub.subscribers(topic) {
-			cl.send(wsOut{Topic: topic, Type: "update", Data: upd})
-		}
+		s.broadcast(s.hub.subscribers(topic), wsOut{Topic: topic, Type: "update", Data: upd})
 	}
 	// Queues differ by what each user may see: render once per team.
 	byTeam := make(map[string]QueuesJSON)
@@ -193,9 +189,25 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 	if subs := s.hub.subscribers(topicJCT); jct && len(subs) > 0 {
 		st, err := s.jctStatsFor(ctx, 24*time.Hour)
 		if err == nil {
-			for _, cl := range subs {
-				cl.send(wsOut{Topic: topicJCT, Type: "update", Data: st})
-			}
+			s.broadcast(subs, wsOut{Topic: topicJCT, Type: "update", Data: st})
 		}
+	}
+}
+
+// broadcast sends the same message to clients, encoding it only once.
+func (s *Server) broadcast(clients []*wsClient, m wsOut) {
+	if len(clients) == 0 {
+		return
+	}
+	if len(clients) > 1 {
+		pm, err := prepare(m)
+		if err != nil {
+			s.cfg.Logger.Error("live stream", "err", err)
+			return
+		}
+		m = pm
+	}
+	for _, cl := range clients {
+		cl.send(m)
 	}
 }
