@@ -51,6 +51,9 @@ type Exit struct {
 	// Requeue is set when the gate stopped the job because it outgrew
 	// its lane (Err says so): run it again with this estimate.
 	Requeue *memest.Estimate
+	// Infra marks an end that is not the job's fault (its machine failed):
+	// the job waits again, and the run does not count against its retries.
+	Infra bool
 }
 
 // Config sets up a Local agent.

@@ -389,6 +389,11 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		return
 	}
 	delete(r.parts, ex.Node)
+	if r.stop == "" && ex.Infra {
+		r.stop, r.reason = job.Queued, "requeued: "+ex.Err+" on "+ex.Node
+		e.stopAll(ctx, ex.JobID, r)
+		e.stats.add(func(s *Stats) { s.Requeues++ })
+	}
 	if r.stop == "" && ex.ExitCode != 0 {
 		r.exited = true
 		r.stop, r.reason = job.Failed, fmt.Sprintf("exit code %d on %s", ex.ExitCode, ex.Node)
@@ -412,7 +417,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 	switch to {
 	case "":
 		to = job.Succeeded
-	case job.Preempted:
+	case job.Preempted, job.Queued:
 		code = nil
 	case job.Failed:
 		if r.exited && e.retry(ctx, ex, r) {

@@ -666,3 +666,16 @@ func TestTeamUnderGuaranteeReclaims(t *testing.T) {
 		t.Errorf("usage %v, %d samples; want nlp's usage counted and the teams sampled", store.usage, len(store.samples))
 	}
 }
+
+func TestMachineFailureRequeuesWithoutRetry(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
+	n := newFakeNode("n0", 1)
+	e, clock := newTestEngine(t, store, n)
+	mustPass(t, e)
+	ex := exit("n0", 1, -1, clock.t)
+	ex.Err, ex.Infra = "node failure in Slurm", true
+	e.handleExit(context.Background(), ex)
+	if store.state(1) != job.Queued || store.jobs[1].Failures != 0 || !strings.Contains(store.reason[1], "node failure") {
+		t.Errorf("state %s, failures %d, reason %q; want queued again, not counted", store.state(1), store.jobs[1].Failures, store.reason[1])
+	}
+}

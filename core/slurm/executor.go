@@ -503,6 +503,7 @@ func (e *Executor) exitLocked(r *run, j Job, now time.Time) (agent.Exit, bool) {
 		ex.ExitCode = code
 	default:
 		ex.ExitCode, ex.Err = -1, describeEnd(j)
+		ex.Infra = j.State == "NODE_FAIL"
 	}
 	if n := e.nodes[r.node]; n == nil || !n.registered {
 		e.log.Info("run ended on a node gpuportal lost", "job", r.jobID, "slurm_job", r.slurmID, "node", r.node, "state", j.State)
