@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/cmdline"
+
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
@@ -68,7 +70,7 @@ func jobRow(j *models.Job) templates.JobRow {
 		JCT: "—", Reason: j.Reason,
 	}
 	if len(j.Command) > 0 {
-		r.Workload = joinCommand(j.Command)
+		r.Workload = cmdline.Join(j.Command)
 	} else {
 		r.Workload = "simulated, " + fmtDuration(time.Duration(j.SimDuration*float64(time.Second)))
 	}
@@ -167,7 +169,7 @@ func fillForm(f *templates.SubmitForm, r SubmitRequest) {
 		f.GPUMemGB = strconv.FormatFloat(r.GPUMemGB, 'f', -1, 64)
 	}
 	if len(r.Command) > 0 {
-		f.Kind, f.Command = "command", joinCommand(r.Command)
+		f.Kind, f.Command = "command", cmdline.Join(r.Command)
 	} else if r.Sim != nil {
 		f.Kind, f.DurationS = "sim", strconv.FormatFloat(r.Sim.DurationS, 'f', -1, 64)
 	}
@@ -225,7 +227,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 		fe["gpus"] = "must be a whole number"
 	}
 	if f.Kind == "command" {
-		argv, err := splitCommand(f.Command)
+		argv, err := cmdline.Split(f.Command)
 		if err != nil {
 			fe["command"] = err.Error()
 		}

@@ -9,6 +9,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gpuportal/gpuportal/core/cmdline"
+
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -48,7 +50,7 @@ type Command []string
 func (c *Command) UnmarshalJSON(b []byte) error {
 	var line string
 	if err := json.Unmarshal(b, &line); err == nil {
-		argv, err := splitCommand(line)
+		argv, err := cmdline.Split(line)
 		if err != nil {
 			return fmt.Errorf("command %s", err)
 		}

@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gpuportal/gpuportal/core/cmdline"
+
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/web"
 )
@@ -558,7 +560,7 @@ func (c jobCmd) printJob(j web.JobJSON, history []web.EventJSON) {
 	row("GPUs", gpus)
 	switch {
 	case len(j.Command) > 0:
-		row("command", shellQuote(j.Command))
+		row("command", cmdline.Join(j.Command))
 	case j.Sim != nil:
 		row("workload", "simulated training, "+fmtSeconds(j.Sim.DurationS))
 	}
@@ -870,17 +872,4 @@ func cell(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
-}
-
-// shellQuote writes argv as a shell would read it back, for display.
-func shellQuote(argv []string) string {
-	parts := make([]string, len(argv))
-	for i, a := range argv {
-		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`!*?;&|<>(){}[]#~") {
-			parts[i] = a
-			continue
-		}
-		parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(parts, " ")
 }

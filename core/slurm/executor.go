@@ -902,20 +902,12 @@ func lookupRunAs(name string, euid int) (*runAs, error) {
 	if name == "" {
 		return nil, nil
 	}
-	u, err := user.Lookup(name)
+	u, err := agent.LookupUser(name)
 	if err != nil {
-		return nil, fmt.Errorf("run jobs as %q: %w", name, err)
+		return nil, err
 	}
-	uid, err := strconv.Atoi(u.Uid)
-	if err != nil {
-		return nil, fmt.Errorf("run jobs as %q: user id %q: %w", name, u.Uid, err)
-	}
-	gid, err := strconv.Atoi(u.Gid)
-	if err != nil {
-		return nil, fmt.Errorf("run jobs as %q: group id %q: %w", name, u.Gid, err)
-	}
-	if euid != 0 && uid != euid {
+	if euid != 0 && u.UID != euid {
 		return nil, fmt.Errorf("run jobs as %q: only root can submit jobs for another user (sbatch --uid)", name)
 	}
-	return &runAs{name: u.Username, uid: uid, gid: gid, home: u.HomeDir}, nil
+	return &runAs{name: u.Name, uid: u.UID, gid: u.GID, home: u.Home}, nil
 }

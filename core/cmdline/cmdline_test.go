@@ -1,11 +1,11 @@
-package web
+package cmdline
 
 import (
 	"reflect"
 	"testing"
 )
 
-func TestSplitCommand(t *testing.T) {
+func TestSplit(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
@@ -23,9 +23,9 @@ func TestSplitCommand(t *testing.T) {
 		{"empty line", "   ", nil, false},
 	}
 	for _, tc := range tests {
-		got, err := splitCommand(tc.in)
+		got, err := Split(tc.in)
 		if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: splitCommand(%q) = %q, %v; want %q, error %v", tc.name, tc.in, got, err, tc.want, tc.wantErr)
+			t.Errorf("%s: Split(%q) = %q, %v; want %q, error %v", tc.name, tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
@@ -35,11 +35,11 @@ func FuzzSplitJoin(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		argv, err := splitCommand(line)
+		argv, err := Split(line)
 		if err != nil {
 			return
 		}
-		again, err := splitCommand(joinCommand(argv))
+		again, err := Split(Join(argv))
 		if err != nil || !reflect.DeepEqual(again, argv) && len(argv) > 0 {
 			t.Fatalf("join then split changed %q into %q (%v)", argv, again, err)
 		}

@@ -1,16 +1,19 @@
-package web
+// Package cmdline splits a command line into argv the way a POSIX shell
+// splits words, and writes argv back as a line that splits the same, so
+// that users may type commands without any shell ever running them.
+package cmdline
 
 import (
 	"errors"
 	"strings"
 )
 
-// splitCommand splits a command line into argv the way a POSIX shell splits
+// Split splits a command line into argv the way a POSIX shell splits
 // words: blanks separate words, single quotes keep everything literal,
 // double quotes keep blanks, a backslash escapes the next character. Nothing
 // else a shell does (variables, globs, pipes) happens: the job's program
 // receives exactly these words.
-func splitCommand(line string) ([]string, error) {
+func Split(line string) ([]string, error) {
 	var (
 		args    []string
 		cur     strings.Builder
@@ -56,8 +59,8 @@ func splitCommand(line string) ([]string, error) {
 	return args, nil
 }
 
-// joinCommand writes argv back as a command line splitCommand reads the same.
-func joinCommand(argv []string) string {
+// Join writes argv back as a command line Split reads the same.
+func Join(argv []string) string {
 	parts := make([]string, len(argv))
 	for i, a := range argv {
 		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`!*?;&|<>(){}[]#~") {
