@@ -1,0 +1,346 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// DefaultCgroupRoot is where the kernel's cgroup file systems are mounted.
+const DefaultCgroupRoot = "/sys/fs/cgroup"
+
+// cgroupParent is the folder, under each hierarchy, that holds the job
+// cgroups this agent makes: ROOT/gpuportal/job-ID.
+const cgroupParent = "gpuportal"
+
+// ErrCgroupsUnavailable is wrapped by DetectCgroups when this machine's
+// cgroups cannot be written (no cgroup file system, no permission, no CPU
+// controller): jobs then keep the proportional share, unenforced.
+var ErrCgroupsUnavailable = errors.New("cgroups not writable")
+
+// Cgroups makes per-job cgroups on one machine, through cgroup v2 where
+// the unified hierarchy has the cpu controller, else through the v1 cpu,
+// cpuacct and memory hierarchies (hybrid hosts and many containers).
+type Cgroups struct {
+	// Version is 2 or 1.
+	Version int
+	// dirs are the parent folders to make job cgroups in, one per
+	// hierarchy, by controller ("cpu", "cpuacct", "memory"); under v2 all
+	// three name the same folder.
+	dirs map[string]string
+}
+
+// DetectCgroups finds a writable cgroup hierarchy under root (normally
+// DefaultCgroupRoot), makes the agent's parent folder there and checks
+// that a child can be made and removed. The error wraps
+// ErrCgroupsUnavailable and says why, for the agent to log once before it
+// falls back to proportional shares.
+func DetectCgroups(root string) (*Cgroups, error) {
+	var why []string
+	if c, err := detectV2(root); err == nil {
+		return c, nil
+	} else {
+		why = append(why, "v2: "+err.Error())
+	}
+	if c, err := detectV1(root); err == nil {
+		return c, nil
+	} else {
+		why = append(why, "v1: "+err.Error())
+	}
+	return nil, fmt.Errorf("%w under %s (%s)", ErrCgroupsUnavailable, root, strings.Join(why, "; "))
+}
+
+func detectV2(root string) (*Cgroups, error) {
+	ctrl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("no unified hierarchy: %w", err)
+	}
+	have := strings.Fields(string(ctrl))
+	if !slices.Contains(have, "cpu") {
+		return nil, fmt.Errorf("the unified hierarchy has no cpu controller (it has %q)", strings.TrimSpace(string(ctrl)))
+	}
+	enable := "+cpu"
+	if slices.Contains(have, "memory") {
+		enable += " +memory"
+	}
+	parent := filepath.Join(root, cgroupParent)
+	if err := writeFile(filepath.Join(root, "cgroup.subtree_control"), enable); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("make %s: %w", parent, err)
+	}
+	if err := writeFile(filepath.Join(parent, "cgroup.subtree_control"), enable); err != nil {
+		return nil, err
+	}
+	if err := probe(parent); err != nil {
+		return nil, err
+	}
+	return &Cgroups{Version: 2, dirs: map[string]string{"cpu": parent, "cpuacct": parent, "memory": parent}}, nil
+}
+
+func detectV1(root string) (*Cgroups, error) {
+	c := &Cgroups{Version: 1, dirs: map[string]string{}}
+	for _, ctl := range []string{"cpu", "cpuacct", "memory"} {
+		base := filepath.Join(root, ctl)
+		if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil {
+			continue
+		}
+		parent := filepath.Join(base, cgroupParent)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			if ctl == "cpu" {
+				return nil, fmt.Errorf("make %s: %w", parent, err)
+			}
+			continue
+		}
+		if err := probe(parent); err != nil {
+			if ctl == "cpu" {
+				return nil, err
+			}
+			continue
+		}
+		c.dirs[ctl] = parent
+	}
+	if c.dirs["cpu"] == "" {
+		return nil, fmt.Errorf("no cpu hierarchy at %s", filepath.Join(root, "cpu"))
+	}
+	return c, nil
+}
+
+// probe makes and removes a child of parent.
+func probe(parent string) error {
+	p := filepath.Join(parent, fmt.Sprintf("probe-%d", os.Getpid()))
+	if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("make a cgroup in %s: %w", parent, err)
+	}
+	if err := os.Remove(p); err != nil {
+		return fmt.Errorf("remove probe cgroup %s: %w", p, err)
+	}
+	return nil
+}
+
+func writeFile(path, value string) error {
+	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, path, err)
+	}
+	return nil
+}
+
+// JobCgroup is one job's cgroup (one folder per hierarchy under v1).
+type JobCgroup struct {
+	version int
+	dirs    map[string]string // by controller
+}
+
+// New makes the cgroup of a job; a leftover one from an earlier run of the
+// same job is reused.
+func (c *Cgroups) New(jobID int64) (*JobCgroup, error) {
+	j := &JobCgroup{version: c.Version, dirs: map[string]string{}}
+	for ctl, parent := range c.dirs {
+		d := filepath.Join(parent, fmt.Sprintf("job-%d", jobID))
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("make cgroup for job %d: %w", jobID, err)
+		}
+		j.dirs[ctl] = d
+	}
+	return j, nil
+}
+
+// Path is the job's cgroup folder in the cpu hierarchy.
+func (j *JobCgroup) Path() string { return j.dirs["cpu"] }
+
+// unique lists the job's folders, each once, sorted.
+func (j *JobCgroup) unique() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range j.dirs {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// AddGroup moves every process of process group pgid into the cgroup.
+// Processes the group forks afterwards are born inside it. It scans /proc
+// twice so that children forked during the first scan are caught too.
+func (j *JobCgroup) AddGroup(pgid int) error {
+	for range 2 {
+		pids, err := groupMembers(pgid)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return fmt.Errorf("process group %d has no processes", pgid)
+		}
+		for _, d := range j.unique() {
+			for _, pid := range pids {
+				err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid))
+				if err != nil && !errors.Is(err, os.ErrNotExist) && !isESRCH(err) {
+					return fmt.Errorf("add process %d of group %d: %w", pid, pgid, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func isESRCH(err error) bool { return strings.Contains(err.Error(), "no such process") }
+
+// groupMembers lists the processes whose process group is pgid.
+func groupMembers(pgid int) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) >= 3 {
+			if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out, nil
+}
+
+// cfsPeriodUS is the CPU quota period: 100 ms, the kernel's default.
+const cfsPeriodUS = 100000
+
+// SetCPU limits the job to milli thousandths of a core (cpu.max under v2,
+// cpu.cfs_quota_us under v1); 0 or less lifts the limit.
+func (j *JobCgroup) SetCPU(milli int64) error {
+	d := j.dirs["cpu"]
+	quota := int64(-1)
+	if milli > 0 {
+		quota = max(milli*cfsPeriodUS/1000, 1000) // the kernel's least is 1 ms
+	}
+	if j.version == 2 {
+		v := "max " + strconv.Itoa(cfsPeriodUS)
+		if quota > 0 {
+			v = fmt.Sprintf("%d %d", quota, cfsPeriodUS)
+		}
+		return writeFile(filepath.Join(d, "cpu.max"), v)
+	}
+	if err := writeFile(filepath.Join(d, "cpu.cfs_period_us"), strconv.Itoa(cfsPeriodUS)); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(d, "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10))
+}
+
+// SetMemory limits the job's memory to mib MiB (memory.max under v2,
+// memory.limit_in_bytes under v1); 0 or less lifts the limit. Without a
+// memory hierarchy it fails.
+func (j *JobCgroup) SetMemory(mib int64) error {
+	d, ok := j.dirs["memory"]
+	if !ok {
+		return fmt.Errorf("set memory limit: %w: no memory controller", ErrCgroupsUnavailable)
+	}
+	if j.version == 2 {
+		v := "max"
+		if mib > 0 {
+			v = strconv.FormatInt(mib<<20, 10)
+		}
+		return writeFile(filepath.Join(d, "memory.max"), v)
+	}
+	v := "-1"
+	if mib > 0 {
+		v = strconv.FormatInt(mib<<20, 10)
+	}
+	return writeFile(filepath.Join(d, "memory.limit_in_bytes"), v)
+}
+
+// CgroupUsage is what a job's cgroup has used.
+type CgroupUsage struct {
+	// CPUUsec is CPU time used since the cgroup was made, microseconds.
+	CPUUsec int64
+	// MemBytes is memory in use now; -1 when no memory hierarchy.
+	MemBytes int64
+}
+
+// Usage reads cpu.stat and memory.current (v2), or cpuacct.usage and
+// memory.usage_in_bytes (v1).
+func (j *JobCgroup) Usage() (CgroupUsage, error) {
+	u := CgroupUsage{MemBytes: -1}
+	if j.version == 2 {
+		b, err := os.ReadFile(filepath.Join(j.dirs["cpu"], "cpu.stat"))
+		if err != nil {
+			return u, fmt.Errorf("read cpu usage: %w", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				u.CPUUsec, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
+		}
+		if m, err := readInt(filepath.Join(j.dirs["memory"], "memory.current")); err == nil {
+			u.MemBytes = m
+		}
+		return u, nil
+	}
+	d, ok := j.dirs["cpuacct"]
+	if !ok {
+		return u, fmt.Errorf("read cpu usage: no cpuacct hierarchy")
+	}
+	ns, err := readInt(filepath.Join(d, "cpuacct.usage"))
+	if err != nil {
+		return u, fmt.Errorf("read cpu usage: %w", err)
+	}
+	u.CPUUsec = ns / 1000
+	if md, ok := j.dirs["memory"]; ok {
+		if m, err := readInt(filepath.Join(md, "memory.usage_in_bytes")); err == nil {
+			u.MemBytes = m
+		}
+	}
+	return u, nil
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return v, nil
+}
+
+// Remove moves any process left in the cgroup to its hierarchy's root and
+// removes the cgroup's folders.
+func (j *JobCgroup) Remove() error {
+	var errs []error
+	for _, d := range j.unique() {
+		root := filepath.Dir(filepath.Dir(d)) // ROOT/gpuportal/job-ID -> ROOT
+		if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
+			for _, pid := range strings.Fields(string(b)) {
+				_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(pid), 0o644)
+			}
+		}
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
