@@ -113,6 +113,7 @@ func TestBrowserJourney(t *testing.T) {
 	err = chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/cluster"),
 		chromedp.WaitVisible(`#gpu-wall .gpu-chart canvas`),
+		chromedp.WaitVisible(`#gpu-util canvas`),
 	)
 	if err != nil {
 		t.Fatalf("cluster page: %v", err)

@@ -39,8 +39,38 @@
     if (cut > 0) { for (var i = 0; i < data.length; i++) { data[i].splice(0, cut); } }
   }
 
+  // utilization draws, over time, how many GPUs hold a job and the share
+  // of GPU memory in use, from the same samples as the wall.
+  function utilization(el) {
+    var buckets = {}, u = null; // unix second -> {busy, used, total}
+    function add(t, p) {
+      var b = buckets[t] || (buckets[t] = { busy: 0, used: 0, total: 0 });
+      if ((p.Jobs || []).length) { b.busy++; }
+      b.used += p.MemUsedMiB; b.total += p.MemMiB;
+    }
+    function draw() {
+      var ts = Object.keys(buckets).map(Number).sort(function (a, b) { return a - b; });
+      var last = ts.length ? ts[ts.length - 1] : 0;
+      ts.forEach(function (t) { if (t < last - WINDOW) { delete buckets[t]; } });
+      ts = ts.filter(function (t) { return t >= last - WINDOW; });
+      var data = [ts, ts.map(function (t) { return buckets[t].busy; }),
+                  ts.map(function (t) { var b = buckets[t]; return b.total ? 100 * b.used / b.total : 0; })];
+      if (!u) {
+        u = new uPlot({
+          width: width(el), height: 200, scales: { x: { time: true }, pct: { range: [0, 100] } },
+          series: [{}, { label: "GPUs busy", stroke: "#2458d6", width: 1.5, points: { show: false } },
+                   { label: "memory used %", stroke: "#1e8a4c", width: 1.5, scale: "pct", points: { show: false } }],
+          axes: [{}, { label: "GPUs", size: 50 }, { side: 1, scale: "pct", label: "%", grid: { show: false } }],
+        }, data, el);
+      } else { u.setData(data); }
+    }
+    return { add: add, draw: draw };
+  }
+
   function gpuWall(wall) {
     var charts = {}; // "node/index" -> {u, data}
+    var utilEl = document.getElementById("gpu-util");
+    var util = utilEl ? utilization(utilEl) : null;
 
     function chartFor(node, index, memMiB) {
       var key = node + "/" + index;
@@ -75,12 +105,14 @@
         wall.innerHTML = ""; charts = {};
         data.forEach(function (g) {
           chartFor(g.node, g.index, g.points.length ? g.points[0].MemMiB : 1);
-          g.points.forEach(function (p) { add(g.node, g.index, p); });
+          g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.T, p); } });
         });
         Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
+        if (util) { util.draw(); }
         return;
       }
-      (data.GPUs || []).forEach(function (g) { add(g.Node, g.Index, g); });
+      (data.GPUs || []).forEach(function (g) { add(g.Node, g.Index, g); if (util) { util.add(g.T, g); } });
+      if (util) { util.draw(); }
       Object.keys(charts).forEach(function (k) { trim(charts[k].data); charts[k].u.setData(charts[k].data); });
     });
   }
