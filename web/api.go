@@ -122,16 +122,25 @@ func (s *Server) apiMe(c echo.Context) error {
 
 func (s *Server) apiSubmit(c echo.Context) error {
 	var req SubmitRequest
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, jsonError(err))
+	if err := decodeJSON(c, &req); err != nil {
+		return err
 	}
 	j, err := s.submit(c, req)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, s.jobJSON(j))
+}
+
+// decodeJSON reads the request's JSON body into v, refusing unknown
+// fields; its errors are 400s that name the field at fault.
+func decodeJSON(c echo.Context, v any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, jsonError(err))
+	}
+	return nil
 }
 
 // jsonError explains a decoding error in terms of the request's fields.

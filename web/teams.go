@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -199,10 +198,8 @@ func (s *Server) setShare(c echo.Context, in shareInput) error {
 
 func (s *Server) apiSetShare(c echo.Context) error {
 	var in shareInput
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, jsonError(err))
+	if err := decodeJSON(c, &in); err != nil {
+		return err
 	}
 	if err := s.setShare(c, in); err != nil {
 		return err
@@ -236,10 +233,8 @@ func (s *Server) apiSetCap(c echo.Context) error {
 	var in struct {
 		MaxGPUs *int `json:"max_gpus"`
 	}
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, jsonError(err))
+	if err := decodeJSON(c, &in); err != nil {
+		return err
 	}
 	if in.MaxGPUs == nil {
 		return badRequest("max_gpus: is required (0 removes the cap)")

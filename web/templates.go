@@ -91,10 +91,8 @@ func (s *Server) apiCreateTemplate(c echo.Context) error {
 		Name string        `json:"name"`
 		Job  SubmitRequest `json:"job"`
 	}
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, jsonError(err))
+	if err := decodeJSON(c, &in); err != nil {
+		return err
 	}
 	t, err := s.saveTemplate(c, in.Name, in.Job)
 	if err != nil {
