@@ -6,14 +6,15 @@ import (
 )
 
 // Fair share in the pass (docs/fair-share.md). teamScan gives every job
-// its team and its tier: a team's jobs, in the policy's order, are within
-// its guarantee (fk 0) up to the point where they would pass it, and
-// borrowers after (fk 2-F), so that the walk serves every team's
-// guaranteed jobs first, then borrowers, best fair-share factor first,
-// and within a team keeps the policy's order. A job within its tier may
-// reclaim, from other teams over their guarantee, the borrowed jobs that
-// have run the minimum runtime (nextFairVictim); while a job within its
-// team's guarantee waits, no GPUs are lent (teamHold).
+// its team, and tiers marks the running jobs that borrow. The walk takes
+// the pending jobs in the policy's order (fk 0) and defers to the
+// borrowers (fk 2-F, best fair-share factor first) any that does not fit
+// within its team's guarantee when its turn comes (teamHold); the running
+// jobs are all with the borrowers. A job that fits within its guarantee
+// may reclaim, from other teams beyond theirs, the borrowed jobs that have
+// run the minimum runtime (nextFairVictim); while such a job waits, or a
+// team has room for one of its jobs preempted in the pass, nothing is lent
+// (lendStop).
 
 // userKey names a user within a team.
 type userKey struct {
@@ -31,8 +32,8 @@ func (ft *fairTeams) release() {
 }
 
 // teamScan reads the teams of the jobs: GPUs held per team and per capped
-// user, and, under fair share, each job's tier, which running jobs borrow
-// and which of those may be reclaimed.
+// user, and, under fair share, which running jobs borrow and which of
+// those may be reclaimed.
 func (p *pass) teamScan() {
 	jobs := p.s.Jobs
 	ft := &p.fs
@@ -85,7 +86,6 @@ func (p *pass) teamScan() {
 	if !p.fair {
 		return
 	}
-	p.jstart = resize(p.jstart, len(jobs))
 	p.running()
 	p.keyRunning()
 	p.tiers()
@@ -94,7 +94,7 @@ func (p *pass) teamScan() {
 // jobGPUs is what a job counts for in its team's GPUs.
 func jobGPUs(j *Job) int { return int(max(clampGPUs(j.GPUs), 0)) }
 
-// ref encodes a pending entry k as k, a running one as -1-k.
+// refEntry decodes a pending entry k as k, a running one as -1-k.
 func (p *pass) refEntry(r int32) *entry {
 	if r >= 0 {
 		return &p.ents[r]
@@ -102,22 +102,21 @@ func (p *pass) refEntry(r int32) *entry {
 	return &p.rents[-1-r]
 }
 
-// tiers walks every team's jobs in the policy's order. A pending job is
-// within the guarantee when its team holds less than the guarantee, or
-// when the jobs of its team ranked above it hold or ask for less; a
-// running job when it also ends within it. Running jobs are also counted
-// alone: one that passes the guarantee on its own team's running jobs
-// borrows, and may be reclaimed once it has run the minimum runtime.
+// tiers marks the running jobs. Every running job goes with the
+// borrowers, by its team's fair-share factor: so the jobs that fit within
+// their team's guarantee come first, and may preempt (by the rules of
+// nextFairVictim) any running job, while within a team the policy's order
+// holds. In each team's running jobs, in the policy's order, a job that
+// passes the guarantee borrows, and may be reclaimed once it has run the
+// minimum runtime. The walk defers a pending job that does not fit
+// within its team's guarantee (teamHold).
 func (p *pass) tiers() {
 	order := p.order[:0]
-	for k := range p.ents {
+	for k := range p.rents {
 		order = append(order, int32(k))
 	}
-	for k := range p.rents {
-		order = append(order, -1-int32(k))
-	}
 	slices.SortFunc(order, func(a, b int32) int {
-		ea, eb := p.refEntry(a), p.refEntry(b)
+		ea, eb := &p.rents[a], &p.rents[b]
 		if ta, tb := p.jteam[ea.job], p.jteam[eb.job]; ta != tb {
 			return int(ta - tb)
 		}
@@ -125,33 +124,22 @@ func (p *pass) tiers() {
 	})
 	p.order = order
 	minRun := p.sc.minRun
-	cumAll, cumRun, team := 0, 0, int32(-1)
-	for _, r := range order {
-		e := p.refEntry(r)
+	cum, team := 0, int32(-1)
+	for _, k := range order {
+		e := &p.rents[k]
 		j := &p.s.Jobs[e.job]
 		t := &p.fs.t[p.jteam[e.job]]
 		if p.jteam[e.job] != team {
-			team, cumAll, cumRun = p.jteam[e.job], 0, 0
+			team, cum = p.jteam[e.job], 0
 		}
-		n := jobGPUs(j)
-		within := cumAll < t.g
-		cumAll += n
-		if r >= 0 {
-			// Every pending job starts within; the walk defers it to the
-			// borrowers if, when its turn comes, it does not fit within
-			// its team's guarantee (teamHold).
-			continue
-		}
-		if !within || cumAll > t.g {
-			e.fk = 2 - t.f
-		}
+		e.fk = 2 - t.f
 		run := &p.runs[e.run]
 		if p.ownPreempt {
 			t.own = append(t.own, e.run)
 			t.ownOpen += int(run.n)
 		}
-		cumRun += n
-		if cumRun <= t.g {
+		cum += jobGPUs(j)
+		if cum <= t.g {
 			continue
 		}
 		run.flags |= runBorrowed
@@ -468,9 +456,6 @@ func (p *pass) markBorrowed() {
 			continue
 		}
 		p.d.Borrowed = append(p.d.Borrowed, e.id)
-		if r >= 0 {
-			p.d.Starts[p.jstart[e.job]].Borrowed = true
-		}
 	}
 	if p.d.Borrowed == nil {
 		p.d.Borrowed = []int64{}

@@ -87,8 +87,8 @@ func TestFairShareRules(t *testing.T) {
 			jobs:   []Job{pend(1, 8, 0, of("a"))},
 			starts: []int64{1},
 			check: all(borrowed(1), func(t *testing.T, d Decisions) {
-				if !d.Starts[0].Borrowed {
-					t.Errorf("start %+v is not marked borrowed", d.Starts[0])
+				if !d.IsBorrowed(d.Starts[0].JobID) || d.IsBorrowed(2) {
+					t.Errorf("IsBorrowed(%d) = %v, IsBorrowed(2) = %v", d.Starts[0].JobID, d.IsBorrowed(d.Starts[0].JobID), d.IsBorrowed(2))
 				}
 			}),
 		}, {

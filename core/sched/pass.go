@@ -48,7 +48,6 @@ type pass struct {
 	juser       []int32 // per job: its user's slot in uheld, or -1 (no cap)
 	uheld, ucap []int32
 	users       map[userKey]int32
-	jstart      []int32  // per job: its Start in Decisions (fair), or -1
 	lendStop    bool     // a job within its guarantee waits: nothing is lent
 	lendBy      int32    // that job, an index in Snapshot.Jobs
 	order       []int32  // scratch

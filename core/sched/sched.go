@@ -18,6 +18,8 @@
 // knobs; docs/fair-share.md the fair-share rules.
 package sched
 
+import "slices"
+
 // GPURef names one GPU: the node it sits on and its index on that node.
 type GPURef struct {
 	Node  string
@@ -141,12 +143,11 @@ type Snapshot struct {
 }
 
 // Start asks the caller to start (or resume) a job on the given GPUs.
+// Under fair share, Decisions.IsBorrowed tells whether it starts on
+// borrowed GPUs.
 type Start struct {
 	JobID int64
 	GPUs  []GPURef
-	// Borrowed: the job runs beyond its team's guarantee, on GPUs lent
-	// by other teams, and may be reclaimed (see Decisions.Borrowed).
-	Borrowed bool
 }
 
 // Preempt asks the caller to stop a running job and put it back in the queue.
@@ -237,4 +238,11 @@ type Decisions struct {
 	// pass (kept or started) beyond their team's guarantee: the ones a
 	// team under its guarantee may reclaim. Nil when fair share is off.
 	Borrowed []int64
+}
+
+// IsBorrowed tells whether job id runs beyond its team's guarantee after
+// the pass: whether it is in d.Borrowed.
+func (d *Decisions) IsBorrowed(id int64) bool {
+	_, found := slices.BinarySearch(d.Borrowed, id)
+	return found
 }

@@ -294,7 +294,6 @@ func (p *pass) start(e *entry, r rule) {
 	if p.teams {
 		p.teamStart(e.job, +1)
 		if p.fair {
-			p.jstart[e.job] = int32(len(p.d.Starts))
 			p.lendCheck(p.jteam[e.job])
 		}
 	}

@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -20,6 +23,7 @@ func TestFairShareGolden(t *testing.T) {
 		jct                 map[int64]float64
 		preemptions         int
 		teamsWant           []TeamResult
+		fairness            float64 // when not 0
 	}{
 		{
 			// vision's four jobs reach 3,250 GPU-s at 406.25 s and enter
@@ -37,10 +41,16 @@ func TestFairShareGolden(t *testing.T) {
 			teamsWant: []TeamResult{
 				// vision borrows 16 GPUs over 0-600 and 1,600-10,300.
 				{Team: "vision", GuaranteedGPUs: 16, Weight: 1, Jobs: 4, Finished: 4, AvgJCT: 10500, AvgPending: 500,
-					GPUSeconds: 320000, BorrowedGPUSeconds: 16 * (600 + 8700), PreemptedByReclaim: 2},
+					GPUSeconds: 320000, BorrowedGPUSeconds: 16 * (600 + 8700), PreemptedByReclaim: 2, GuaranteeMet: 1},
+				// nlp wants its 16 GPUs from 100 and gets them from 600
+				// to 1,600: 1,000 of 1,500 s. Each job waits 500 s within
+				// the guarantee: the minimum runtime less the 100 s the
+				// borrowed jobs had run when nlp's arrived.
 				{Team: "nlp", GuaranteedGPUs: 16, Weight: 1, Jobs: 2, Finished: 2, AvgJCT: 1500, AvgPending: 500,
-					GPUSeconds: 16000, Reclaims: 2},
+					GPUSeconds: 16000, Reclaims: 2, GuaranteeMet: 1000.0 / 1500, WaitWithinS: 1000, MaxWaitWithinS: 500},
 			},
+			// Jain's index of 1 and 2/3: (5/3)^2 / (2 (1 + 4/9)).
+			fairness: 25.0 / 26,
 		},
 		{
 			// No minimum: nlp reclaims 3 and 4 on arrival, at 100, and
@@ -63,9 +73,9 @@ func TestFairShareGolden(t *testing.T) {
 			preemptions: 4,
 			teamsWant: []TeamResult{
 				{Team: "vision", GuaranteedGPUs: 16, Weight: 1, Jobs: 4, Finished: 4, AvgJCT: 10500, AvgPending: 500,
-					GPUSeconds: 320000, BorrowedGPUSeconds: 16 * (406.25 + 9087.5)},
+					GPUSeconds: 320000, BorrowedGPUSeconds: 16 * (406.25 + 9087.5), GuaranteeMet: 1},
 				{Team: "nlp", GuaranteedGPUs: 16, Weight: 1, Jobs: 2, Finished: 2, AvgJCT: 1306.25, AvgPending: 306.25,
-					GPUSeconds: 16000},
+					GPUSeconds: 16000, GuaranteeMet: 1000 / 1306.25, WaitWithinS: 612.5, MaxWaitWithinS: 306.25},
 			},
 		},
 		{
@@ -132,20 +142,27 @@ func TestFairShareGolden(t *testing.T) {
 			for i, w := range c.teamsWant {
 				g := r.Teams[i]
 				near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
+				if w.GuaranteeMet == 0 { // not worked out: only the rest
+					g.GuaranteeMet, g.WaitWithinS, g.MaxWaitWithinS = 0, 0, 0
+				}
 				if g.Team != w.Team || g.GuaranteedGPUs != w.GuaranteedGPUs || g.Weight != w.Weight || g.Jobs != w.Jobs ||
 					g.Finished != w.Finished || g.Reclaims != w.Reclaims || g.PreemptedByReclaim != w.PreemptedByReclaim ||
 					!near(g.AvgJCT, w.AvgJCT) || !near(g.AvgPending, w.AvgPending) ||
-					!near(g.GPUSeconds, w.GPUSeconds) || !near(g.BorrowedGPUSeconds, w.BorrowedGPUSeconds) {
+					!near(g.GPUSeconds, w.GPUSeconds) || !near(g.BorrowedGPUSeconds, w.BorrowedGPUSeconds) ||
+					!near(g.GuaranteeMet, w.GuaranteeMet) || !near(g.WaitWithinS, w.WaitWithinS) || !near(g.MaxWaitWithinS, w.MaxWaitWithinS) {
 					t.Errorf("team %s:\n got %+v\nwant %+v", w.Team, g, w)
 				}
+			}
+			if c.fairness != 0 && math.Abs(r.Fairness-c.fairness) > 1e-9 {
+				t.Errorf("fairness %v, want %v", r.Fairness, c.fairness)
 			}
 		})
 	}
 }
 
-// TestFairnessIndex checks Jain's index of usage over share on the first
-// golden run: x = 320,000/16 and 16,000/16, so (21,000)^2 / (2 (20,000^2
-// + 1,000^2)).
+// TestFairnessIndex checks Jain's index of usage over share (uncapped) on
+// the first golden run: x = 320,000/16 and 16,000/16, so (21,000)^2 /
+// (2 (20,000^2 + 1,000^2)).
 func TestFairnessIndex(t *testing.T) {
 	rs := []TeamResult{{GuaranteedGPUs: 16, GPUSeconds: 320000}, {GuaranteedGPUs: 16, GPUSeconds: 16000}, {GPUSeconds: 5}}
 	if got, want := jainUsageOverShare(rs), 21000.0*21000/(2*(20000.0*20000+1000*1000)); math.Abs(got-want) > 1e-12 {
@@ -173,10 +190,65 @@ func TestTeamUsageDecays(t *testing.T) {
 	if err := s.loop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	s.teams.advance(2000)
+	s.teams.advance(2000, nil)
 	// 8 GPUs over [0, 1000] with h = 1000, then one half-life of decay.
 	want := 8 * 1000 / math.Ln2 * 0.5 * 0.5
 	if got := s.teams.t[0].usage; math.Abs(got-want) > 1e-9*want {
 		t.Errorf("usage %v, want %v", got, want)
+	}
+}
+
+// TestInvariantsWithTeams runs random traces of three teams (one of
+// them unlisted) under every policy with fair share, and checks what
+// TestInvariants checks, and that the teams' GPU-seconds add up to the
+// GPU-seconds held, and reclaims made to reclaims suffered.
+func TestInvariantsWithTeams(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 13))
+	teams := []trace.Team{{Name: "a", GuaranteeGPUs: 4, Weight: 1}, {Name: "b", GuaranteeGPUs: 3, Weight: 2, MaxGPUsPerUser: 4}}
+	for trial := range 3 {
+		jobs := make([]trace.Job, 40)
+		now := 0.0
+		for i := range jobs {
+			now += math.Floor(r.ExpFloat64() * 60)
+			jobs[i] = gj(int64(i), now, []int{1, 1, 2, 4, 8}[r.IntN(5)], math.Ceil(r.ExpFloat64()*1800))
+			jobs[i].Team = []string{"a", "b", "c"}[r.IntN(3)]
+			jobs[i].User = []string{"u", "v"}[r.IntN(2)]
+			if jobs[i].Team == "b" {
+				jobs[i].GPUs = min(jobs[i].GPUs, 4) // b caps users at 4
+			}
+		}
+		for _, p := range sched.Policies() {
+			for _, placement := range []string{sched.PlaceCount, sched.PlaceNodes} {
+				name := fmt.Sprintf("trial%d/%s/%s", trial, p, placement)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					cfg := Config{
+						Sched: sched.Config{Policy: p, Placement: placement, Thresholds: []float64{600, 3000}, MinRuntimeS: 120},
+						Teams: teams, HalfLifeS: 3600, PreemptCostS: float64(trial),
+					}
+					checkInvariants(t, jobs, cfg)
+					nodes, _ := trace.ParseClusterSpec("2x4")
+					cfg.Nodes = nodes
+					res, err := Run(context.Background(), jobs, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var gpuSeconds, busy float64
+					reclaims, reclaimed := 0, 0
+					for _, tr := range res.Teams {
+						gpuSeconds += tr.GPUSeconds
+						reclaims += tr.Reclaims
+						reclaimed += tr.PreemptedByReclaim
+					}
+					for _, j := range jobs {
+						busy += float64(j.GPUs) * j.Duration
+					}
+					if gpuSeconds < busy-1e-6*busy || reclaims != reclaimed || reclaims > res.Preemptions {
+						t.Errorf("teams %+v: GPU-seconds %v (work %v), reclaims %d made, %d suffered, %d preemptions",
+							res.Teams, gpuSeconds, busy, reclaims, reclaimed, res.Preemptions)
+					}
+				})
+			}
+		}
 	}
 }

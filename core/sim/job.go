@@ -12,6 +12,9 @@ type job struct {
 	order int // rank in arrival order
 	pos   int // index in the active list and the snapshot; -1 once done
 	team  int // index in simulator.teams, when there are teams
+	// within is when the job began to wait while fitting within its
+	// team's guarantee, or -1 (teams only).
+	within float64
 
 	running  bool
 	run      int     // runs so far; a completion event carries the run it ends

@@ -35,6 +35,9 @@ func (s *simulator) pass() error {
 		s.stopRun(j)
 		s.preemptions++
 		j.preempts++
+		if s.teams != nil {
+			s.teams.t[j.team].pending += j.tj.GPUs
+		}
 		if p.Reclaim && s.teams != nil {
 			s.teams.t[j.team].reclaimed++
 			if by := s.byID[p.For]; by != nil {

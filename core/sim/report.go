@@ -33,7 +33,7 @@ func writeTeamTable(w io.Writer, results []*Result) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tfair share\tteam\tguarantee\tjobs\tavg JCT s\tavg pending s\tGPU-s\tborrowed GPU-s\treclaims\treclaimed\tJain\t")
+	fmt.Fprintln(tw, "policy\tfair share\tteam\tguarantee\tjobs\tavg JCT s\tavg pending s\tGPU-s\tborrowed GPU-s\treclaims\treclaimed\tguarantee met\tmax wait within s\tJain\t")
 	for _, r := range results {
 		fs := "off"
 		if r.FairShare {
@@ -48,9 +48,10 @@ func writeTeamTable(w io.Writer, results []*Result) error {
 			if name == "" {
 				name = `""`
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%.3f\t%.0f\t%s\t\n",
 				r.Policy, fs, name, t.GuaranteedGPUs, t.Jobs, t.AvgJCT, t.AvgPending,
-				t.GPUSeconds, t.BorrowedGPUSeconds, t.Reclaims, t.PreemptedByReclaim, jain)
+				t.GPUSeconds, t.BorrowedGPUSeconds, t.Reclaims, t.PreemptedByReclaim,
+				t.GuaranteeMet, t.MaxWaitWithinS, jain)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -31,9 +31,14 @@ type Result struct {
 	WallS float64 `json:"wall_s"`
 	// Teams reports every team, when the run had teams (Config.Teams).
 	Teams []TeamResult `json:"teams,omitempty"`
-	// Fairness is Jain's index of GPU-seconds used over guaranteed GPUs
-	// across the teams that guarantee GPUs, in (0, 1]; 0 without teams.
+	// Fairness is Jain's index, across the teams that guarantee GPUs, of
+	// usage over share, both capped by demand (TeamResult.GuaranteeMet),
+	// in (0, 1]: 1 when every team got the same share of the guarantee it
+	// wanted. 0 without teams.
 	Fairness float64 `json:"fairness_jain,omitempty"`
+	// UsageFairness is Jain's index of GPU-seconds used over guaranteed
+	// GPUs, uncapped. When every job finishes it only reflects demand.
+	UsageFairness float64 `json:"usage_fairness_jain,omitempty"`
 	// FairShare tells whether the scheduler applied fair share.
 	FairShare bool `json:"fair_share,omitempty"`
 	// JCTs are the finished jobs' completion times, ascending.
@@ -79,7 +84,8 @@ func (s *simulator) result() *Result {
 	}
 	if s.teams != nil {
 		r.Teams = s.teams.results(s.jobs)
-		r.Fairness = jainUsageOverShare(r.Teams)
+		r.Fairness = jainGuaranteeMet(r.Teams)
+		r.UsageFairness = jainUsageOverShare(r.Teams)
 		r.FairShare = s.teams.fair
 	}
 	return r

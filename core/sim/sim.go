@@ -160,7 +160,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 		if _, dup := s.byID[tj.ID]; dup {
 			return nil, fmt.Errorf("job id %d appears twice", tj.ID)
 		}
-		s.jobs[k] = job{tj: tj, order: k, pos: -1}
+		s.jobs[k] = job{tj: tj, order: k, pos: -1, within: -1}
 		s.byID[tj.ID] = &s.jobs[k]
 	}
 	s.teams = newTeams(cfg, s.jobs)
@@ -180,7 +180,7 @@ func (s *simulator) loop(ctx context.Context) error {
 			return nil
 		}
 		if s.teams != nil {
-			s.teams.advance(t)
+			s.teams.advance(t, s.active)
 		}
 		s.now = t
 		// A pass can start jobs only if some wait; a completion therefore
@@ -240,6 +240,9 @@ func (s *simulator) arrive(j *job) {
 	tj := j.tj
 	j.pos = len(s.active)
 	s.active = append(s.active, j)
+	if s.teams != nil {
+		s.teams.t[j.team].pending += tj.GPUs
+	}
 	s.snap = append(s.snap, sched.Job{
 		ID:         tj.ID,
 		Team:       tj.Team,
@@ -290,7 +293,10 @@ func (s *simulator) startRun(j *job, gpus []sched.GPURef) {
 	j.run++
 	j.runStart = s.now
 	if s.teams != nil {
-		s.teams.t[j.team].held += j.tj.GPUs
+		st := &s.teams.t[j.team]
+		st.held += j.tj.GPUs
+		st.pending -= j.tj.GPUs
+		j.within = -1
 	}
 	j.gpus = gpus
 	j.runIdx = len(s.running)

@@ -25,14 +25,22 @@ type teams struct {
 
 type simTeam struct {
 	trace.Team
-	listed bool
-	held   int // GPUs its running jobs hold now
+	listed  bool
+	held    int // GPUs its running jobs hold now
+	pending int // GPUs its waiting jobs ask for now
 
 	usage              float64 // decayed GPU-seconds
 	gpuSeconds         float64
 	borrowedGPUSeconds float64 // GPU-seconds held beyond the guarantee
 	reclaims           int     // preemptions made for its jobs by reclaim
 	reclaimed          int     // preemptions of its jobs by reclaim
+
+	// Of its guarantee, what it could use (min(G, held + pending)) and
+	// what it held (min(G, held)), integrated over time.
+	owed, got float64
+	// waitWithin sums the time its jobs waited while they fitted within
+	// its guarantee; maxWaitWithin is the longest such wait of one job.
+	waitWithin, maxWaitWithin float64
 }
 
 // newTeams sets up the teams of cfg and of the jobs, which it points at
@@ -73,15 +81,22 @@ func newTeams(cfg Config, jobs []job) *teams {
 	return ts
 }
 
-// advance brings every team's counts to time t.
-func (ts *teams) advance(t float64) {
+// advance brings every team's counts to time t; active are the arrived
+// jobs, finished ones possibly among them. Nothing changes between two
+// events, so the counts are exact.
+func (ts *teams) advance(t float64, active []*job) {
 	dt := t - ts.last
 	if !(dt > 0) {
 		return
 	}
+	from := ts.last
 	ts.last = t
 	for i := range ts.t {
 		st := &ts.t[i]
+		if g := st.GuaranteeGPUs; g > 0 {
+			st.owed += float64(min(g, st.held+st.pending)) * dt
+			st.got += float64(min(g, st.held)) * dt
+		}
 		if st.held == 0 && st.usage == 0 {
 			continue
 		}
@@ -89,6 +104,21 @@ func (ts *teams) advance(t float64) {
 		st.usage = sched.DecayUsage(st.usage, dt, ts.half, used)
 		st.gpuSeconds += used
 		st.borrowedGPUSeconds += float64(max(st.held-st.GuaranteeGPUs, 0)) * dt
+	}
+	for _, j := range active {
+		if j.running || j.done {
+			continue
+		}
+		st := &ts.t[j.team]
+		if st.held+j.tj.GPUs > st.GuaranteeGPUs {
+			j.within = -1
+			continue
+		}
+		if j.within < 0 {
+			j.within = from
+		}
+		st.waitWithin += dt
+		st.maxWaitWithin = max(st.maxWaitWithin, t-j.within)
 	}
 }
 
@@ -130,6 +160,16 @@ type TeamResult struct {
 	// GPUs back.
 	Reclaims           int `json:"reclaims"`
 	PreemptedByReclaim int `json:"preempted_by_reclaim"`
+	// GuaranteeMet is the share of its guarantee the team held while it
+	// wanted it: the integral of min(G, held) over that of min(G, held +
+	// GPUs its waiting jobs ask for). 1 when it never wanted it.
+	GuaranteeMet float64 `json:"guarantee_met"`
+	// WaitWithinS sums the time its jobs waited while they fitted within
+	// its guarantee (its GPUs held plus theirs at most the guarantee);
+	// MaxWaitWithinS is the longest such wait of one job: the bound of
+	// docs/fair-share.md, in practice.
+	WaitWithinS    float64 `json:"wait_within_guarantee_s"`
+	MaxWaitWithinS float64 `json:"max_wait_within_guarantee_s"`
 }
 
 // results reports every team: the listed ones in order, then the others.
@@ -145,7 +185,11 @@ func (ts *teams) results(jobs []job) []TeamResult {
 		out[i] = TeamResult{
 			Team: st.Name, GuaranteedGPUs: st.GuaranteeGPUs, Weight: w,
 			GPUSeconds: st.gpuSeconds, BorrowedGPUSeconds: st.borrowedGPUSeconds,
-			Reclaims: st.reclaims, PreemptedByReclaim: st.reclaimed,
+			Reclaims: st.reclaims, PreemptedByReclaim: st.reclaimed, GuaranteeMet: 1,
+			WaitWithinS: st.waitWithin, MaxWaitWithinS: st.maxWaitWithin,
+		}
+		if st.owed > 0 {
+			out[i].GuaranteeMet = st.got / st.owed
 		}
 	}
 	for i := range jobs {
@@ -167,23 +211,41 @@ func (ts *teams) results(jobs []job) []TeamResult {
 	return out
 }
 
-// jainUsageOverShare is Jain's fairness index of x_t = GPU-seconds used /
-// guaranteed GPUs over the teams that guarantee GPUs:
-// (sum x)^2 / (n sum x^2), 1 when every team used GPUs in proportion to
-// its guarantee, 1/n when one team used everything. 0 without such teams.
-func jainUsageOverShare(rs []TeamResult) float64 {
+// jain is Jain's fairness index of xs, (sum x)^2 / (n sum x^2): 1 when
+// all are equal, 1/n when one has everything; 0 for none.
+func jain(xs []float64) float64 {
 	var sum, sq float64
-	n := 0
-	for _, r := range rs {
-		if r.GuaranteedGPUs > 0 {
-			x := r.GPUSeconds / float64(r.GuaranteedGPUs)
-			sum += x
-			sq += x * x
-			n++
-		}
+	for _, x := range xs {
+		sum += x
+		sq += x * x
 	}
-	if n == 0 || sq == 0 || math.IsInf(sq, 0) {
+	if len(xs) == 0 || sq == 0 || math.IsInf(sq, 0) {
 		return 0
 	}
-	return sum * sum / (float64(n) * sq)
+	return sum * sum / (float64(len(xs)) * sq)
+}
+
+// jainUsageOverShare is Jain's index, over the teams that guarantee GPUs,
+// of the GPU-seconds each used over its guarantee. Over a whole trace in
+// which every job finishes, it only reflects the teams' demand.
+func jainUsageOverShare(rs []TeamResult) float64 {
+	var xs []float64
+	for _, r := range rs {
+		if r.GuaranteedGPUs > 0 {
+			xs = append(xs, r.GPUSeconds/float64(r.GuaranteedGPUs))
+		}
+	}
+	return jain(xs)
+}
+
+// jainGuaranteeMet is Jain's index, over the teams that guarantee GPUs,
+// of GuaranteeMet: usage over share, each capped by the team's demand.
+func jainGuaranteeMet(rs []TeamResult) float64 {
+	var xs []float64
+	for _, r := range rs {
+		if r.GuaranteedGPUs > 0 {
+			xs = append(xs, r.GuaranteeMet)
+		}
+	}
+	return jain(xs)
 }
