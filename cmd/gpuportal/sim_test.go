@@ -68,3 +68,32 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestSimCommandFairShare(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"sim", "--trace", "../../core/sim/testdata/fairshare.csv", "--cluster", "4x8",
+		"--policy", "tiresias-l", "--teams", "vision:16,nlp:16", "--json"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("sim: %v\n%s", err, errOut.String())
+	}
+	var rows []struct {
+		Teams []struct {
+			Team     string `json:"team"`
+			Reclaims int    `json:"reclaims"`
+		} `json:"teams"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+	reclaims := map[string]int{}
+	for _, tm := range rows[0].Teams {
+		reclaims[tm.Team] = tm.Reclaims
+	}
+	// The scenario of docs/simulator.md: nlp reclaims vision's two borrowed jobs.
+	if len(reclaims) != 2 || reclaims["nlp"] != 2 || reclaims["vision"] != 0 {
+		t.Errorf("reclaims per team = %v, want nlp 2, vision 0", reclaims)
+	}
+	if err := run(context.Background(), []string{"sim", "--trace", "../../core/sim/testdata/fairshare.csv", "--cluster", "4x8", "--teams", "vision"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--teams") {
+		t.Errorf("bad --teams: err = %v, want it to name the flag", err)
+	}
+}
