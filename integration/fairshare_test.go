@@ -14,7 +14,7 @@ func TestFairShareReclaim(t *testing.T) {
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80", "--dev-token", "adm", "--min-runtime", "2s")
 	admin := &api{t: t, base: srv.URL, token: "adm"}
 	for _, team := range []string{"vision", "nlp"} {
-		if st := admin.do("PUT", "/api/v1/teams/"+team, map[string]any{"guarantee_gpus": 1, "weight": 1}, nil); st != http.StatusOK {
+		if st := admin.do("PATCH", "/api/v1/teams/"+team, map[string]any{"guaranteed_gpus": 1, "weight": 1}, nil); st != http.StatusOK {
 			t.Fatalf("set share of %s: %d", team, st)
 		}
 	}
@@ -42,6 +42,12 @@ func TestFairShareReclaim(t *testing.T) {
 		return borrowed != 0
 	})
 
+	bb := newBrowser(t, srv.URL)
+	bb.login("bob", "dev")
+	if _, page := bb.get(fmt.Sprintf("/jobs/%d", borrowed)); !strings.Contains(page, "state-borrowed") {
+		t.Errorf("the borrowed job's page does not say it is borrowed")
+	}
+
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	var mine jobView
 	if st := alice.do("POST", "/api/v1/jobs", map[string]any{"name": "vision0", "gpus": 1, "sim": map[string]any{"duration_s": 600}}, &mine); st != http.StatusCreated {
@@ -65,8 +71,8 @@ func TestFairShareReclaim(t *testing.T) {
 	var team struct {
 		Name          string
 		InUseGPUs     int     `json:"in_use_gpus"`
-		GuaranteeGPUs int     `json:"guarantee_gpus"`
-		Factor        float64 `json:"factor"`
+		GuaranteeGPUs int     `json:"guaranteed_gpus"`
+		Factor        float64 `json:"fair_share_factor"`
 		Members       []struct{ User string }
 	}
 	if st := alice.do("GET", "/api/v1/teams/vision", nil, &team); st != http.StatusOK || team.InUseGPUs != 1 || team.GuaranteeGPUs != 1 ||

@@ -34,6 +34,8 @@ type JobRow struct {
 	Finished  string
 	JCT       string
 	Reason    string
+	// Borrowed: it runs on GPUs lent by other teams and may be reclaimed.
+	Borrowed bool
 }
 
 // JobDetail is the job page.

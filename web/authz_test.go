@@ -227,7 +227,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /api/v1/nodes", nil, nil, apiAll},
 		{"GET /api/v1/teams", nil, nil, apiAll},
 		{"GET /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, nil, apiTeam},
-		{"PUT /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, func() string { return `{"weight":2}` }, access{401, 403, 403, 403, 200}},
+		{"PATCH /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, func() string { return `{"weight":2}` }, access{401, 403, 403, 403, 200}},
 		{"PUT /api/v1/teams/:name/caps/:user", func(*testing.T) string { return "/api/v1/teams/vision/caps/alice" }, func() string { return `{"max_gpus":4}` }, access{401, 403, 403, 200, 200}},
 		{"POST /api/v1/nodes/:name/drain", func(*testing.T) string { return "/api/v1/nodes/none/drain" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/resume", func(*testing.T) string { return "/api/v1/nodes/none/resume" }, nil, access{401, 403, 403, 403, 404}},

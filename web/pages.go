@@ -63,6 +63,13 @@ func fmtDuration(d time.Duration) string {
 	}
 }
 
+// jobRow is j as lists and pages show it, marked if it borrows GPUs.
+func (s *Server) jobRow(j *models.Job) templates.JobRow {
+	r := jobRow(j)
+	r.Borrowed = j.State == job.Running && s.cfg.Engine.Borrowed(j.ID)
+	return r
+}
+
 func jobRow(j *models.Job) templates.JobRow {
 	r := templates.JobRow{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),
@@ -105,7 +112,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		l.States = append(l.States, string(st))
 	}
 	for i := range js {
-		l.Jobs = append(l.Jobs, jobRow(&js[i]))
+		l.Jobs = append(l.Jobs, s.jobRow(&js[i]))
 	}
 	return l, nil
 }
@@ -255,7 +262,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		return templates.JobDetail{}, err
 	}
 	d := templates.JobDetail{
-		JobRow:      jobRow(j),
+		JobRow:      s.jobRow(j),
 		Placement:   strings.Join(j.Placement, ", "),
 		Executed:    fmtDuration(time.Duration(j.ExecutedS * float64(time.Second))),
 		Attained:    fmt.Sprintf("%.0f GPU-seconds", j.AttainedService),

@@ -114,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/nodes", s.apiNodes)
 	authed.GET("/teams", s.apiTeams)
 	authed.GET("/teams/:name", s.apiTeam)
-	authed.PUT("/teams/:name", s.apiSetShare, requireAdmin)
+	authed.PATCH("/teams/:name", s.apiSetShare, requireAdmin)
 	authed.PUT("/teams/:name/caps/:user", s.apiSetCap)
 	authed.POST("/nodes/:name/drain", s.apiDrain, requireAdmin)
 	authed.POST("/nodes/:name/resume", s.apiDrain, requireAdmin)

@@ -20,15 +20,15 @@ import (
 // of its factor F = 2^(-U/S) (see docs/fair-share.md).
 type TeamShareJSON struct {
 	Name            string  `json:"name"`
-	GuaranteeGPUs   int     `json:"guarantee_gpus"`
+	GuaranteeGPUs   int     `json:"guaranteed_gpus"`
 	Weight          float64 `json:"weight"`
 	MaxGPUsPerUser  int     `json:"max_gpus_per_user"`
 	InUseGPUs       int     `json:"in_use_gpus"`
 	BorrowedGPUs    int     `json:"borrowed_gpus"`
 	UsageGPUSeconds float64 `json:"usage_gpu_s"`
-	Entitlement     float64 `json:"entitlement"` // S: weight over all weights
-	UsageShare      float64 `json:"usage_share"` // U: usage over all usage
-	Factor          float64 `json:"factor"`      // F = 2^(-U/S)
+	Entitlement     float64 `json:"entitlement"`       // S: weight over all weights
+	UsageShare      float64 `json:"usage_share"`       // U: usage over all usage
+	Factor          float64 `json:"fair_share_factor"` // F = 2^(-U/S)
 }
 
 // TeamJSON is a team's page: its standing, members, caps and usage over time.
@@ -53,7 +53,7 @@ type TeamSampleJSON struct {
 	At            time.Time `json:"at"`
 	InUseGPUs     int       `json:"in_use_gpus"`
 	BorrowedGPUs  int       `json:"borrowed_gpus"`
-	GuaranteeGPUs int       `json:"guarantee_gpus"`
+	GuaranteeGPUs int       `json:"guaranteed_gpus"`
 }
 
 // teamWindow is how far back a team's page looks.
@@ -157,7 +157,7 @@ func (s *Server) apiTeam(c echo.Context) error {
 
 // shareInput is what an admin may change of a team.
 type shareInput struct {
-	GuaranteeGPUs  *int     `json:"guarantee_gpus"`
+	GuaranteeGPUs  *int     `json:"guaranteed_gpus"`
 	Weight         *float64 `json:"weight"`
 	MaxGPUsPerUser *int     `json:"max_gpus_per_user"`
 }
@@ -183,7 +183,7 @@ func (s *Server) setShare(c echo.Context, in shareInput) error {
 	}
 	switch {
 	case g < 0 || g > maxGPUs:
-		return badRequest("guarantee_gpus: must be from 0 to %d", maxGPUs)
+		return badRequest("guaranteed_gpus: must be from 0 to %d", maxGPUs)
 	case !(w > 0) || w > 1e6 || math.IsInf(w, 0):
 		return badRequest("weight: must be a positive number")
 	case m < 0 || m > maxGPUs:
@@ -315,7 +315,7 @@ func (s *Server) teamFormError(c echo.Context, err error) error {
 func (s *Server) shareForm(c echo.Context) error {
 	var in shareInput
 	var err error
-	if in.GuaranteeGPUs, err = formInt(c, "guarantee_gpus"); err != nil {
+	if in.GuaranteeGPUs, err = formInt(c, "guaranteed_gpus"); err != nil {
 		return s.teamFormError(c, err)
 	}
 	if in.MaxGPUsPerUser, err = formInt(c, "max_gpus_per_user"); err != nil {
