@@ -102,23 +102,20 @@ func ReadNodes(r io.Reader, name string) ([]Node, error) {
 	}
 	var out []Node
 	seen := map[string]int{}
-	for {
-		row, err := t.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err = t.each(func(row row) error {
 		n, err := nodeOf(row)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if first, dup := seen[n.Name]; dup {
-			return nil, row.errorf("", "node %q already named on line %d", n.Name, first)
+			return row.errorf("", "node %q already named on line %d", n.Name, first)
 		}
 		seen[n.Name] = row.line
 		out = append(out, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, &ParseError{File: name, Err: errors.New("no nodes")}

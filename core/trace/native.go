@@ -2,7 +2,6 @@ package trace
 
 import (
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -33,22 +32,19 @@ func ReadNative(r io.Reader, name string) (*Trace, error) {
 	}
 	tr := &Trace{Name: name, Format: FormatNative}
 	ids := newIDSet()
-	for {
-		row, err := t.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err = t.each(func(row row) error {
 		j, err := nativeJob(row)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := ids.add(row, "id", j.ID); err != nil {
-			return nil, err
+			return err
 		}
 		tr.Jobs = append(tr.Jobs, j)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return tr, checkNotEmpty(tr)
 }

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"errors"
 	"io"
 	"strings"
 )
@@ -36,24 +35,23 @@ func ReadOpenB(r io.Reader, name string) (*Trace, error) {
 		return nil, err
 	}
 	tr := &Trace{Name: name, Format: FormatOpenB, Skipped: map[string]int{}}
-	for index := int64(0); ; index++ {
-		row, err := t.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	index := int64(-1)
+	err = t.each(func(row row) error {
+		index++
 		j, skip, err := openbJob(row)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if skip != "" {
 			tr.Skipped[skip]++
-			continue
+			return nil
 		}
 		j.ID = index
 		tr.Jobs = append(tr.Jobs, j)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return tr, checkNotEmpty(tr)
 }

@@ -111,6 +111,23 @@ func (t *table) next() (row, error) {
 	return row{t: t, rec: rec, line: line}, nil
 }
 
+// each calls f on every remaining row, in order, and stops at the first
+// error, its own or f's.
+func (t *table) each(f func(row) error) error {
+	for {
+		r, err := t.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := f(r); err != nil {
+			return err
+		}
+	}
+}
+
 // row is one record of a table; its accessors return ParseErrors.
 type row struct {
 	t    *table

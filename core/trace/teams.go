@@ -96,46 +96,53 @@ func ReadTeams(r io.Reader, name string) ([]Team, error) {
 	}
 	var out []Team
 	seen := map[string]int{}
-	for {
-		row, err := t.next()
-		if errors.Is(err, io.EOF) {
-			break
+	err = t.each(func(row row) error {
+		name := row.str("team")
+		if name == "" {
+			return row.errorf("team", "empty team name")
 		}
+		if first, dup := seen[name]; dup {
+			return row.errorf("team", "team %q already named on line %d", name, first)
+		}
+		seen[name] = row.line
+		tm, err := teamOf(row)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		tm := Team{Name: row.str("team"), Weight: 1}
-		if tm.Name == "" {
-			return nil, row.errorf("team", "empty team name")
-		}
-		if first, dup := seen[tm.Name]; dup {
-			return nil, row.errorf("team", "team %q already named on line %d", tm.Name, first)
-		}
-		seen[tm.Name] = row.line
-		g, err := row.intIn("guaranteed_gpus", 0, maxGuarantee)
-		if err != nil {
-			return nil, err
-		}
-		tm.GuaranteeGPUs = int(g)
-		if row.str("weight") != "" {
-			if tm.Weight, err = row.float("weight"); err != nil {
-				return nil, err
-			}
-			if !(tm.Weight > 0) {
-				return nil, row.errorf("weight", "%v: want a positive number", tm.Weight)
-			}
-		}
-		c, err := row.optIntIn("max_gpus_per_user", 0, 0, maxGuarantee)
-		if err != nil {
-			return nil, err
-		}
-		tm.MaxGPUsPerUser = int(c)
 		out = append(out, tm)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, &ParseError{File: name, Err: errors.New("no teams")}
 	}
 	return out, nil
+}
+
+// teamOf reads the share of one row of a team file.
+func teamOf(row row) (Team, error) {
+	tm := Team{Name: row.str("team"), Weight: 1}
+	g, err := row.intIn("guaranteed_gpus", 0, maxGuarantee)
+	if err != nil {
+		return tm, err
+	}
+	tm.GuaranteeGPUs = int(g)
+	if row.str("weight") != "" {
+		if tm.Weight, err = row.float("weight"); err != nil {
+			return tm, err
+		}
+		if !(tm.Weight > 0) {
+			return tm, row.errorf("weight", "%v: want a positive number", tm.Weight)
+		}
+	}
+	c, err := row.optIntIn("max_gpus_per_user", 0, 0, maxGuarantee)
+	if err != nil {
+		return tm, err
+	}
+	tm.MaxGPUsPerUser = int(c)
+	return tm, nil
 }
 
 // LoadTeams reads --teams' value: the name of a team file (see ReadTeams)

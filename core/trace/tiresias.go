@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"errors"
 	"io"
 )
 
@@ -23,22 +22,19 @@ func ReadTiresias(r io.Reader, name string) (*Trace, error) {
 	}
 	tr := &Trace{Name: name, Format: FormatTiresias}
 	ids := newIDSet()
-	for {
-		row, err := t.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err = t.each(func(row row) error {
 		j, err := tiresiasJob(row)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := ids.add(row, "job_id", j.ID); err != nil {
-			return nil, err
+			return err
 		}
 		tr.Jobs = append(tr.Jobs, j)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return tr, checkNotEmpty(tr)
 }
