@@ -96,6 +96,20 @@ type Job struct {
 	// catalogue entry for Model is used.
 	Skew float64
 
+	// Sharing: the job may share its GPU with other sharing jobs, Salus
+	// style (it asked for a fraction of a GPU, or opted in). Only
+	// single-GPU jobs share; whole-GPU jobs stay exclusive. A sharing job
+	// is co-located only where the safety condition holds (see
+	// docs/salus.md): the persistent memory of a GPU's jobs plus the
+	// largest ephemeral memory of each of its lanes fits its memory.
+	Sharing bool
+	// MemPersistentMiB and MemEphemeralMiB are a sharing job's memory
+	// estimate on its GPU, already padded by the caller (core/memest):
+	// persistent memory held for the whole run, and ephemeral memory
+	// allocated and freed within each iteration.
+	MemPersistentMiB int64
+	MemEphemeralMiB  int64
+
 	// Queue is the priority-queue state the scheduler handed back for
 	// this job in an earlier pass (QueueChange.State). The caller stores it
 	// and passes it back unchanged; the zero value is right for a new job.
