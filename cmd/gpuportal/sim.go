@@ -9,9 +9,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/sim"
 	"github.com/gpuportal/gpuportal/core/trace"
@@ -40,6 +42,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fairShare   = fs.Bool("fair-share", true, "with --teams: apply fair share (false: schedule without it, still reporting per team)")
 		halfLife    = fs.String("half-life", "7d", "half-life of team usage for the fair-share factor, such as 7d, 168h or 3600 (seconds); 0 for no decay")
 		minRuntime  = fs.Float64("min-runtime-s", sched.DefaultMinRuntimeS, "`seconds` a borrowed job runs before it may be reclaimed; 0 for none")
+		cpuAlloc    = fs.String("cpu-alloc", "", "model CPUs and host memory: proportional (by GPUs) or synergy (by each job's sensitivity); jobs then run at their profile's speed (default: not modelled)")
+		sharing     = fs.String("sharing", "none", "GPU sharing: none (every job takes whole GPUs) or salus (fractional jobs, gpu_milli < 1000, share GPUs where the safety condition holds; needs --placement nodes)")
 		assign      = fs.String("assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -80,6 +84,19 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *placement != sched.PlaceNodes && *placement != sched.PlaceCount {
 		return fmt.Errorf("sim: --placement %q: want %s or %s", *placement, sched.PlaceNodes, sched.PlaceCount)
+	}
+	if *cpuAlloc != "" && !slices.Contains(sched.CPUAllocModes(), *cpuAlloc) {
+		return fmt.Errorf("sim: --cpu-alloc %q: want %s", *cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
+	}
+	if *cpuAlloc != "" && *placement == sched.PlaceCount {
+		return errors.New("sim: --cpu-alloc needs --placement nodes: count placement puts jobs on no node")
+	}
+	shareMode, err := salussim.ParseSharing(*sharing)
+	if err != nil {
+		return fmt.Errorf("sim: --sharing: %w", err)
+	}
+	if shareMode == salussim.SharingSalus && *placement == sched.PlaceCount {
+		return errors.New("sim: --sharing salus needs --placement nodes: count placement names no GPU to share")
 	}
 	half, err := trace.ParseDuration(*halfLife)
 	if err != nil {
@@ -124,12 +141,14 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			Placement:   *placement,
 			MinRuntimeS: minRun,
 			OmitWaits:   true,
+			CPUAlloc:    *cpuAlloc,
 		},
 		Nodes:        nodes,
 		PreemptCostS: *preemptCost,
 		Teams:        teamList,
 		NoFairShare:  !*fairShare,
 		HalfLifeS:    half,
+		Sharing:      shareMode,
 	}
 	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
 	if err != nil {

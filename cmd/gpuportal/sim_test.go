@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,8 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--preempt-cost-s", "-1"}, "--preempt-cost-s"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--format", "xml"}, "--format"},
 		{[]string{"sim", "--trace", "/no/such/trace.csv", "--cluster", "4x8"}, "trace.csv"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--sharing", "mps"}, "--sharing"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--sharing", "salus", "--placement", "count"}, "--sharing"},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
@@ -95,5 +98,56 @@ func TestSimCommandFairShare(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"sim", "--trace", "../../core/sim/testdata/fairshare.csv", "--cluster", "4x8", "--teams", "vision"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--teams") {
 		t.Errorf("bad --teams: err = %v, want it to name the flag", err)
+	}
+}
+
+// TestSimCommandSharing runs --sharing none and salus end to end on a
+// tiny openb trace on one node of two 16 GB GPUs: two pods of 250
+// thousandths of a GPU, 100 s each, at 0 and 2 s, and a whole-GPU pod of
+// 50 s at 1 s. With salus the second small pod joins the first one's GPU
+// (two lanes, each at full speed) and the whole pod takes the other;
+// without, the second small pod waits for the whole one (docs/salus.md).
+func TestSimCommandSharing(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "tiny-openb.csv")
+	csv := "name,num_gpu,gpu_milli,creation_time,scheduled_time,deletion_time\n" +
+		"a,1,250,0,0,100\n" +
+		"w,1,1000,1,1,51\n" +
+		"b,1,250,2,2,102\n"
+	if err := os.WriteFile(trace, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		AvgJCT      float64 `json:"avg_jct_s"`
+		Util        float64 `json:"gpu_utilization"`
+		Sharing     string  `json:"sharing"`
+		SharingJobs int     `json:"sharing_jobs"`
+		CoLocations int     `json:"co_locations"`
+	}
+	want := map[string]row{
+		"none":  {AvgJCT: (100 + 50 + 149) / 3.0, Util: 250.0 / 302},
+		"salus": {AvgJCT: (100 + 50 + 100) / 3.0, Util: 152.0 / 204, Sharing: "salus", SharingJobs: 2, CoLocations: 1},
+	}
+	for mode, w := range want {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), []string{"sim", "--trace", trace, "--format", "openb", "--cluster", "1x2x16",
+			"--policy", "fjf", "--sharing", mode, "--json"}, &out, &errOut)
+		if err != nil {
+			t.Fatalf("--sharing %s: %v\n%s", mode, err, errOut.String())
+		}
+		var rows []row
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("--sharing %s --json: %v\n%s", mode, err, out.String())
+		}
+		got := rows[0]
+		if math.Abs(got.AvgJCT-w.AvgJCT) > 1e-6 || math.Abs(got.Util-w.Util) > 1e-9 ||
+			got.Sharing != w.Sharing || got.SharingJobs != w.SharingJobs || got.CoLocations != w.CoLocations {
+			t.Errorf("--sharing %s: %+v, want %+v", mode, got, w)
+		}
+		out.Reset()
+		err = run(context.Background(), []string{"sim", "--trace", trace, "--format", "openb", "--cluster", "1x2x16",
+			"--policy", "fjf", "--sharing", mode}, &out, &errOut)
+		if err != nil || strings.Contains(out.String(), "co-locations") != (mode == "salus") {
+			t.Errorf("--sharing %s table: %v\n%s", mode, err, out.String())
+		}
 	}
 }

@@ -131,9 +131,7 @@ func fractional(j trace.Job) bool { return j.GPUs == 1 && j.GPUMilli > 0 && j.GP
 // memoryOf derives a fractional job's memory: gpu_milli/1000 of the GPU,
 // PersistentShare of it persistent, the rest ephemeral.
 func (s *simulator) memoryOf(j trace.Job) memest.Estimate {
-	total := float64(j.GPUMilli) / 1000 * float64(s.cfg.GPUMemMiB)
-	p := int64(math.Round(total * s.cfg.PersistentShare))
-	return memest.Estimate{PersistentMiB: p, EphemeralMiB: int64(math.Round(total)) - p, Source: memest.Declared}
+	return Memory(j, s.cfg.GPUMemMiB, s.cfg.PersistentShare)
 }
 
 func checkJob(j trace.Job, gpus int) error {

@@ -73,13 +73,7 @@ func (s *simulator) retime() {
 		for _, j := range st.running {
 			demand += j.share
 		}
-		st.rate = 1
-		if demand > 1 {
-			st.rate = 1 / demand
-		}
-		if st.hosted > 1 {
-			st.rate *= 1 - s.cfg.ShareSlowdown
-		}
+		st.rate = Rate(demand, st.hosted, s.cfg.ShareSlowdown)
 		for _, j := range st.running {
 			j.ver++
 			s.ev.push(s.now+j.iterLeft/st.rate, j)

@@ -47,10 +47,14 @@ func (p *pass) explain(e *entry, r rule, reclaimable int) WaitCause {
 		b = strconv.AppendInt(b, int64(cl.capacity), 10)
 		b = append(b, " in all"...)
 	case WaitCapacity, WaitReclaim, WaitTeamShare:
-		b = appendNeeds(b, r.n)
-		b = append(b, "; "...)
-		b = strconv.AppendInt(b, int64(max(cl.free, 0)), 10)
-		b = append(b, " free"...)
+		if p.sh.on && sharesGPU(&p.s.Jobs[e.job]) {
+			b = p.appendShareNeeds(b, e)
+		} else {
+			b = appendNeeds(b, r.n)
+			b = append(b, "; "...)
+			b = strconv.AppendInt(b, int64(max(cl.free, 0)), 10)
+			b = append(b, " free"...)
+		}
 		if p.count {
 			// no blocks to speak of
 		} else if big, at := cl.largest(); big > 0 && cl.free > big {

@@ -157,6 +157,27 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 			j.LastStartTime = r.float()
 		}
 	}
+	// Sharing, after teams for the same reason: GPU memory, and jobs that
+	// share with any estimate, negative and huge ones included.
+	if r.next()&1 != 0 {
+		for i := range s.Nodes {
+			for k := range s.Nodes[i].GPUs {
+				s.Nodes[i].GPUs[k].MemMiB = int64(r.next()) * 128
+			}
+		}
+		for i := range s.Jobs {
+			j := &s.Jobs[i]
+			b := r.next()
+			j.Sharing = b&1 != 0
+			j.MemPersistentMiB, j.MemEphemeralMiB = int64(r.next())*64, int64(r.next())*64
+			if b&2 != 0 {
+				j.MemPersistentMiB = -j.MemPersistentMiB
+			}
+			if b&4 != 0 {
+				j.MemEphemeralMiB = 1 << 62
+			}
+		}
+	}
 	return cfg, s
 }
 
@@ -178,6 +199,15 @@ func FuzzSchedule(f *testing.F) {
 		1, 0, 20, 0, 0, 0, 0, 0, 0,
 		4, 0, 20, 0, 0, 0, 0, 0, 0,
 		0, 3, 0, 0, 8, 4, 8, 0, 0, 16, 1, 0, 17, 2, 0, 18, 0, 0, 17, 1, 0, 18, 2, 0})
+	// With sharing: one node of 2 GPUs, a running sharing job, two
+	// pending ones and a whole one; no teams.
+	f.Add([]byte{1, 0, 10, 0, 8, 4,
+		1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 8,
+		1, 0, 20, 0, 0, 0, 0, 0, 1,
+		1, 0, 30, 0, 0, 0, 0, 0, 1,
+		1, 0, 40, 0, 0, 0, 0, 0, 1,
+		0, 0, 1,
+		128, 128, 1, 20, 60, 1, 10, 40, 1, 10, 30, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, s := decodeSnapshot(data)
 		sc, err := New(cfg)
@@ -192,6 +222,9 @@ func FuzzSchedule(f *testing.F) {
 			if p := fairProblems(sc, s, cfg, d); len(p) > 0 {
 				t.Fatalf("%+v\n%s", cfg, joinProblems(p))
 			}
+		}
+		if p := shareProblems(s, d); len(p) > 0 && uniqueIDs(s) {
+			t.Fatalf("%+v\n%s", cfg, joinProblems(p))
 		}
 		if p := internalProblems(sc, s); p != "" {
 			t.Fatalf("%+v: %s", cfg, p)

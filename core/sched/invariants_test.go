@@ -92,7 +92,7 @@ func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a a
 				bad("job %d starts on %v, which does not exist", st.JobID, g)
 			case !sched[g.Node]:
 				bad("job %d starts on unschedulable node %s", st.JobID, g.Node)
-			case a.held[g] != 0:
+			case a.held[g] != 0 && !(sharesGPU(j) && sharesGPU(a.jobs[a.held[g]])):
 				bad("GPU %v given to job %d is held by job %d", g, st.JobID, a.held[g])
 			}
 			a.held[g] = st.JobID

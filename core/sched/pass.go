@@ -17,6 +17,7 @@ type pass struct {
 
 	cl     cluster
 	models modelCache
+	sh     shareState // Salus co-location (share.go)
 
 	ents      []entry // pending jobs
 	pending   stream  // ents in priority order
@@ -111,6 +112,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 		p.dist = s.GPUTimeDist
 	}
 	p.d = Decisions{}
+	p.sh.on = false
 
 	if p.count {
 		p.cl.resetCount(s.Nodes)
@@ -123,6 +125,9 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 			p.dropShared()
 		}
 		p.cl.index()
+		if p.sh.on {
+			p.shareBuild()
+		}
 	}
 	if p.teams {
 		p.teamScan()
@@ -133,6 +138,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	if p.fair {
 		p.markBorrowed()
 	}
+	p.allocate()
 	return p.d
 }
 
@@ -150,6 +156,10 @@ func (p *pass) release() {
 	clear(p.cl.nodes[:cap(p.cl.nodes)])
 	clear(p.cl.byName)
 	p.cl.lastName = ""
+	shared := p.sh.gpus[:cap(p.sh.gpus)]
+	for k := range shared {
+		shared[k].lg = nil
+	}
 }
 
 // scan reads every job once. It records what each running job holds: in
@@ -189,6 +199,9 @@ func (p *pass) scan() {
 			e := entry{id: j.ID, job: int32(i), run: -1, gpus: clampGPUs(j.GPUs)}
 			p.key(&e, j, qs)
 			p.ents = append(p.ents, e)
+			if j.Sharing {
+				p.shareScan(j)
+			}
 			continue
 		}
 		p.outcome[i] = outRunning

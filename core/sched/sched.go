@@ -18,7 +18,11 @@
 // knobs; docs/fair-share.md the fair-share rules.
 package sched
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/gpuportal/gpuportal/core/synergy"
+)
 
 // GPURef names one GPU: the node it sits on and its index on that node.
 type GPURef struct {
@@ -109,6 +113,18 @@ type Job struct {
 	// allocated and freed within each iteration.
 	MemPersistentMiB int64
 	MemEphemeralMiB  int64
+
+	// CPUMilli (thousandths of a core) and MemMiB are the CPUs and host
+	// memory the job asked for; 0 when not said. The allocation step
+	// (alloc.go) never gives it less, within its proportional share.
+	CPUMilli int64
+	MemMiB   int64
+	// CPUProfile is the job's sensitivity to CPUs and host memory, nil
+	// when not known: the catalogue's profile for Model's family is used
+	// then (see JobProfile). CPUProfileSource says where it came from
+	// (declared when empty).
+	CPUProfile       *synergy.Profile
+	CPUProfileSource synergy.Source
 
 	// Queue is the priority-queue state the scheduler handed back for
 	// this job in an earlier pass (QueueChange.State). The caller stores it
@@ -252,6 +268,11 @@ type Decisions struct {
 	// pass (kept or started) beyond their team's guarantee: the ones a
 	// team under its guarantee may reclaim. Nil when fair share is off.
 	Borrowed []int64
+	// Allocations gives, for every node a job starts on in this pass, the
+	// CPUs and host memory of each job running there after the pass
+	// (Config.CPUAlloc decides how), sorted by job ID then node. Empty in
+	// count placement.
+	Allocations []Allocation
 }
 
 // IsBorrowed tells whether job id runs beyond its team's guarantee after

@@ -86,6 +86,11 @@ type Config struct {
 	// OmitWaits skips building Waits (the explanations), which the trace
 	// simulator never shows; a pass is then cheaper.
 	OmitWaits bool
+
+	// CPUAlloc is how CPUs and host memory are divided among the jobs of
+	// a node (Decisions.Allocations): AllocProportional (the default, also
+	// "") or AllocSynergy.
+	CPUAlloc string
 }
 
 // PolicyInfo describes a policy for people: the portal lists these.
@@ -213,6 +218,11 @@ func New(cfg Config) (*Scheduler, error) {
 	case m > 0:
 		sc.minRun = m
 	}
+	mode, err := checkCPUAlloc(cfg.CPUAlloc)
+	if err != nil {
+		return nil, err
+	}
+	sc.cfg.CPUAlloc = mode
 	if !(sc.cfg.SkewThreshold > 0 && sc.cfg.SkewThreshold <= 1) {
 		return nil, fmt.Errorf("skew threshold %v: must be in (0, 1]", cfg.SkewThreshold)
 	}

@@ -42,12 +42,15 @@ func (p *pass) walk() {
 		if p.teams && p.teamHold(next) {
 			continue
 		}
+		if p.sh.on && p.tryJoin(next) {
+			continue
+		}
 		n := int(next.gpus)
 		reclaimable := 0
 		if n > p.cl.free {
 			reclaimable = p.reclaimable(next)
 		}
-		if omit && p.cl.free+reclaimable <= 0 && !p.fair {
+		if omit && p.cl.free+reclaimable <= 0 && !p.fair && !p.sh.on {
 			return // nothing behind can start
 		}
 		e := p.pop(next)
@@ -112,7 +115,7 @@ func (p *pass) reclaimable(e *entry) int {
 		p.keyRunning()
 		sum := 0
 		for i := range p.rents {
-			if compareEntries(&p.rents[i], e) > 0 {
+			if p.runs[p.rents[i].run].state == runOpen && compareEntries(&p.rents[i], e) > 0 {
 				sum += int(p.runs[p.rents[i].run].n)
 			}
 		}
@@ -137,13 +140,19 @@ func (p *pass) merge(e *entry) {
 	}
 	if !p.count {
 		clear(p.cl.recl)
-		for _, s := range p.held {
-			p.cl.recl[p.cl.slotNode[s]]++
+		for i := range p.runs {
+			if r := &p.runs[i]; r.state == runOpen { // not pinned (share.go)
+				for _, s := range p.held[r.lo:r.hi] {
+					p.cl.recl[p.cl.slotNode[s]]++
+				}
+			}
 		}
 		p.cl.frDirty = true
 	}
 	for i := range above {
-		p.keep(&p.runs[p.rents[i].run])
+		if r := &p.runs[p.rents[i].run]; r.state == runOpen {
+			p.keep(r)
+		}
 	}
 	grouped := (p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D) && !p.fair
 	p.below.init(p.rents, above, grouped, p.sc.Queues())
@@ -290,6 +299,9 @@ func (p *pass) start(e *entry, r rule) {
 		p.cl.free -= r.n
 	} else {
 		gpus = p.cl.place(r)
+		if p.sh.on {
+			p.shareStarted(e.job, p.cl.taken)
+		}
 	}
 	if p.teams {
 		p.teamStart(e.job, +1)

@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"math"
+
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/core/trace"
 )
 
@@ -31,18 +34,35 @@ type job struct {
 	preempts int
 	finish   float64
 	done     bool
+
+	// CPU modelling (cpualloc.go): the job's profile, its allocation on
+	// each of its nodes while running, and its speed (0 means 1).
+	profile    synergy.Profile
+	profileSrc synergy.Source
+	alloc      []sched.Allocation
+	speed      float64
+
+	// Salus sharing (share.go): the compute the job asks of its GPU
+	// (gpu_milli/1,000), its speed from sharing it (0 means 1), and
+	// whether it waits for its lane's turn (speed 0).
+	demand, shareRate float64
+	waitsLane         bool
 }
 
 // remaining is the run time the job needs from runStart to finish.
 func (j *job) remaining() float64 {
-	return j.owed + max(0, j.tj.Duration-j.progress)
+	speed := j.rate() * j.shareSpeed()
+	if speed <= 0 {
+		return math.Inf(1) // waits for its lane's turn (share.go)
+	}
+	return j.owed + max(0, j.tj.Duration-j.progress)/speed
 }
 
 // account adds a run of length ran (ending now) to the job's totals.
 func (j *job) account(ran float64) {
 	paid := min(j.owed, ran)
 	j.owed -= paid
-	j.progress += ran - paid
+	j.progress += (ran - paid) * j.rate() * j.shareSpeed()
 	j.executed += ran
 	j.service += float64(j.tj.GPUs) * ran
 }

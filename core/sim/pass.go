@@ -57,10 +57,13 @@ func (s *simulator) pass() error {
 		if j.running {
 			return fmt.Errorf("t=%v: scheduler starts job %d, which is already running", s.now, st.JobID)
 		}
-		if err := s.gpus.take(j.tj.GPUs, st.GPUs); err != nil {
+		if err := s.gpus.take(j.tj.GPUs, st.GPUs, s.snap[j.pos].Sharing); err != nil {
 			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)
 		}
 		s.startRun(j, st.GPUs)
+		if err := s.shareStart(j); err != nil {
+			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)
+		}
 	}
 	switch {
 	case d.Recheck > s.now:

@@ -19,6 +19,12 @@ func WriteTable(w io.Writer, results []*Result) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
+	if err := writeCPUTable(w, results); err != nil {
+		return err
+	}
+	if err := writeShareTable(w, results); err != nil {
+		return err
+	}
 	return writeTeamTable(w, results)
 }
 

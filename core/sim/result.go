@@ -23,7 +23,8 @@ type Result struct {
 	// Makespan is the last finish minus the first submit.
 	Makespan    float64 `json:"makespan_s"`
 	Preemptions int     `json:"preemptions"`
-	// GPUUtilization is GPU-seconds held over GPUs x makespan, in [0, 1].
+	// GPUUtilization is the GPU-seconds during which a GPU hosts a job (a
+	// shared GPU counted once) over GPUs x makespan, in [0, 1].
 	GPUUtilization float64 `json:"gpu_utilization"`
 	// Passes counts the scheduling passes the run made.
 	Passes int `json:"passes"`
@@ -41,6 +42,20 @@ type Result struct {
 	UsageFairness float64 `json:"usage_fairness_jain,omitempty"`
 	// FairShare tells whether the scheduler applied fair share.
 	FairShare bool `json:"fair_share,omitempty"`
+	// Sharing is "salus" when fractional jobs shared GPUs (Config.Sharing);
+	// SharingJobs counts the jobs that could share, CoLocations the starts
+	// on a GPU that already hosted a job, and MaxJobsPerGPU the most jobs
+	// on one GPU at once. JobsPerBusyGPU is the job GPU-seconds held over
+	// the GPU-seconds during which a GPU hosts any job: 1 without sharing.
+	// GPUUtilization counts a shared GPU once.
+	Sharing        string  `json:"sharing,omitempty"`
+	SharingJobs    int     `json:"sharing_jobs,omitempty"`
+	CoLocations    int     `json:"co_locations,omitempty"`
+	MaxJobsPerGPU  int     `json:"max_jobs_per_gpu,omitempty"`
+	JobsPerBusyGPU float64 `json:"jobs_per_busy_gpu,omitempty"`
+	// CPU reports CPU and memory allocation when the run modelled it
+	// (Config.Sched.CPUAlloc set).
+	CPU *CPUResult `json:"cpu,omitempty"`
 	// JCTs are the finished jobs' completion times, ascending.
 	JCTs []float64 `json:"-"`
 }
@@ -81,6 +96,10 @@ func (s *simulator) result() *Result {
 	r.Makespan = last - first
 	if r.Makespan > 0 {
 		r.GPUUtilization = math.Min(1, s.busy/(float64(s.gpus.total)*r.Makespan))
+	}
+	s.shareResult(r)
+	if s.cpu != nil {
+		r.CPU = s.cpu.result(last)
 	}
 	if s.teams != nil {
 		r.Teams = s.teams.results(s.jobs)

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/trace"
 )
@@ -44,6 +45,10 @@ type Config struct {
 	// HalfLifeS is the half-life of team usage in seconds; 0 means
 	// sched.DefaultHalfLifeS (7 days), negative means no decay.
 	HalfLifeS float64
+
+	// Sharing is salussim.SharingNone (also "") or SharingSalus: under
+	// salus, fractional jobs share GPUs (see share.go, docs/salus.md).
+	Sharing salussim.Sharing
 }
 
 // Run simulates jobs under cfg and returns the outcome. It refuses a job
@@ -113,9 +118,12 @@ type simulator struct {
 	passes      int
 	preemptions int
 	busy        float64 // GPU-seconds held, restores included
+	occupied    float64 // GPU-seconds during which a GPU hosts a job
 	done        int
+	share       *shareState // nil without sharing
 
-	teams *teams // nil without Config.Teams
+	teams *teams    // nil without Config.Teams
+	cpu   *cpuState // nil unless Config.Sched.CPUAlloc is set
 }
 
 func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
@@ -133,6 +141,9 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	s.nodes, s.gpus = buildCluster(cfg.Nodes)
 	if s.gpus.total == 0 {
 		return nil, fmt.Errorf("the cluster has no GPUs")
+	}
+	if s.share, err = newShareState(cfg, s.nodes); err != nil {
+		return nil, err
 	}
 	order := make([]int, len(jobs))
 	for i := range order {
@@ -164,6 +175,9 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 		s.byID[tj.ID] = &s.jobs[k]
 	}
 	s.teams = newTeams(cfg, s.jobs)
+	if err := s.modelCPUs(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -182,7 +196,11 @@ func (s *simulator) loop(ctx context.Context) error {
 		if s.teams != nil {
 			s.teams.advance(t, s.active)
 		}
+		s.occupied += float64(s.gpus.total-s.gpus.free) * (t - s.now)
 		s.now = t
+		if s.cpu != nil {
+			s.cpu.advance(t, s.running)
+		}
 		// A pass can start jobs only if some wait; a completion therefore
 		// needs one only then. An arrival always waits, and a recheck is
 		// due because the scheduler asked for it (a running job crossing
@@ -209,6 +227,7 @@ func (s *simulator) loop(ctx context.Context) error {
 				return err
 			}
 		}
+		s.applySpeeds()
 	}
 }
 
@@ -254,6 +273,11 @@ func (s *simulator) arrive(j *job) {
 		DurationS:  tj.Duration,
 		Model:      tj.Model,
 	})
+	s.shareJob(j, &s.snap[len(s.snap)-1])
+	if s.cpu != nil {
+		sj := &s.snap[len(s.snap)-1]
+		sj.CPUProfile, sj.CPUProfileSource = &j.profile, j.profileSrc
+	}
 }
 
 // complete ends a running job at s.now.
@@ -271,6 +295,10 @@ func (s *simulator) stopRun(j *job) {
 	j.account(ran)
 	s.busy += float64(j.tj.GPUs) * ran
 	s.gpus.release(j.tj.GPUs, j.gpus)
+	s.shareStop(j)
+	if s.cpu != nil {
+		s.cpu.place(j, j.gpus, false)
+	}
 	if s.teams != nil {
 		s.teams.t[j.team].held -= j.tj.GPUs
 	}
@@ -299,6 +327,9 @@ func (s *simulator) startRun(j *job, gpus []sched.GPURef) {
 		j.within = -1
 	}
 	j.gpus = gpus
+	if s.cpu != nil {
+		s.cpu.place(j, gpus, true)
+	}
 	j.runIdx = len(s.running)
 	s.running = append(s.running, j)
 	sj := &s.snap[j.pos]

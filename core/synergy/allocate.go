@@ -129,8 +129,8 @@ func Allocate(node NodeResources, jobs []JobDemand) []Allocation {
 //  3. The pool is handed out until it is empty or no job gains anything;
 //     the rest stays free.
 //
-// The result is in the order of jobs and deterministic: ties go to the
-// earlier job. Every job's Speed is at least its PropSpeed, and the sums
+// The result is in the order of jobs and deterministic: among equal
+// gains the job holding least per GPU goes first, then the earlier job. Every job's Speed is at least its PropSpeed, and the sums
 // of CPUMilli and MemMiB never exceed the node's.
 func AllocateWith(node NodeResources, jobs []JobDemand, opt Options) []Allocation {
 	opt = opt.withDefaults()
@@ -153,8 +153,10 @@ func AllocateWith(node NodeResources, jobs []JobDemand, opt Options) []Allocatio
 		usedMem += a.MemMiB
 	}
 	// Step 2 and 3: hand out the pool, CPU first, then memory.
-	grow(jobs, out, node.CPUMilli-usedCPU, opt.CPUQuantumMilli, func(a *Allocation, d int64) { a.CPUMilli += d })
-	grow(jobs, out, node.MemMiB-usedMem, opt.MemQuantumMiB, func(a *Allocation, d int64) { a.MemMiB += d })
+	grow(jobs, out, node.CPUMilli-usedCPU, opt.CPUQuantumMilli,
+		func(a *Allocation, d int64) { a.CPUMilli += d }, func(a Allocation) int64 { return a.CPUMilli })
+	grow(jobs, out, node.MemMiB-usedMem, opt.MemQuantumMiB,
+		func(a *Allocation, d int64) { a.MemMiB += d }, func(a Allocation) int64 { return a.MemMiB })
 	for i, j := range jobs {
 		a := &out[i]
 		a.Speed = j.Profile.Speed(j.GPUs, a.CPUMilli, a.MemMiB)
@@ -164,21 +166,25 @@ func AllocateWith(node NodeResources, jobs []JobDemand, opt Options) []Allocatio
 }
 
 // grow hands pool out in quanta by the greatest gain in GPUs x speed per
-// quantum; add applies a step to an allocation.
-func grow(jobs []JobDemand, out []Allocation, pool, quantum int64, add func(*Allocation, int64)) {
-	const minGain = 1e-9
+// quantum; add applies a step to an allocation and amount reads what it
+// holds. Among equal gains the job holding least per GPU goes first, so
+// that identical jobs end up with the same share.
+func grow(jobs []JobDemand, out []Allocation, pool, quantum int64, add func(*Allocation, int64), amount func(Allocation) int64) {
+	const minGain, tie = 1e-9, 1e-12
 	for pool > 0 {
-		best, bestK, bestRate := -1, int64(0), minGain
+		best, bestK, bestRate, bestPer := -1, int64(0), minGain, 0.0
 		for i, j := range jobs {
 			a := out[i]
+			per := float64(amount(a)) / float64(max(j.GPUs, 1))
 			base := float64(j.GPUs) * j.Profile.Speed(j.GPUs, a.CPUMilli, a.MemMiB)
 			for k := int64(1); k <= lookahead; k++ {
 				step := min(k*quantum, pool)
 				trial := a
 				add(&trial, step)
 				gain := float64(j.GPUs)*j.Profile.Speed(j.GPUs, trial.CPUMilli, trial.MemMiB) - base
-				if rate := gain * float64(quantum) / float64(step); rate > bestRate+1e-12 {
-					best, bestK, bestRate = i, step, rate
+				rate := gain * float64(quantum) / float64(step)
+				if rate > bestRate+tie || (best >= 0 && rate > bestRate-tie && per < bestPer-1e-9) {
+					best, bestK, bestRate, bestPer = i, step, rate, per
 				}
 				if step == pool {
 					break

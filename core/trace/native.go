@@ -13,7 +13,7 @@ var nativeRequired = []string{"id", "submit_s", "duration_s", "gpus"}
 // nativeColumns are all columns of the native format, in the order
 // WriteNative writes them.
 var nativeColumns = []string{"id", "name", "submit_s", "duration_s", "gpus", "gpu_milli",
-	"gpu_mem_mib", "cpu_milli", "mem_mib", "team", "user", "model"}
+	"gpu_mem_mib", "cpu_milli", "mem_mib", "team", "user", "model", "batch", "cpu_curve", "mem_curve"}
 
 // ReadNative parses gpuportal's own trace CSV (see docs/simulator.md).
 // The header names the columns, in any order; id, submit_s, duration_s
@@ -84,6 +84,17 @@ func nativeJob(row row) (Job, error) {
 	j.Team = row.str("team")
 	j.User = row.str("user")
 	j.Model = row.str("model")
+	b, err := row.optIntIn("batch", 0, 0, 1<<30)
+	if err != nil {
+		return j, err
+	}
+	j.Batch = int(b)
+	if j.CPUCurve, err = curveCell(row, "cpu_curve"); err != nil {
+		return j, err
+	}
+	if j.MemCurve, err = curveCell(row, "mem_curve"); err != nil {
+		return j, err
+	}
 	return j, nil
 }
 
@@ -102,7 +113,8 @@ func WriteNative(w io.Writer, jobs []Job) error {
 			formatSeconds(j.Submit), formatSeconds(j.Duration),
 			strconv.Itoa(j.GPUs), milliText(j.GPUMilli),
 			strconv.FormatInt(j.GPUMemMiB, 10), strconv.FormatInt(j.CPUMilli, 10),
-			strconv.FormatInt(j.MemMiB, 10), j.Team, j.User, j.Model)
+			strconv.FormatInt(j.MemMiB, 10), j.Team, j.User, j.Model,
+			batchText(j.Batch), j.CPUCurve, j.MemCurve)
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write native trace: job %d: %w", j.ID, err)
 		}
@@ -124,4 +136,12 @@ func milliText(m int) string {
 		return ""
 	}
 	return strconv.Itoa(m)
+}
+
+// batchText writes a batch size; 0, unknown, becomes an empty cell.
+func batchText(b int) string {
+	if b == 0 {
+		return ""
+	}
+	return strconv.Itoa(b)
 }

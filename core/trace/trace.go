@@ -43,6 +43,13 @@ type Job struct {
 	Team   string
 	User   string
 	Model  string
+	// Batch is the job's batch size, 0 when unknown (native traces).
+	Batch int
+	// CPUCurve and MemCurve are the job's sensitivity to CPUs and host
+	// memory per GPU, as ParseCurve reads them ("0:0;3:0.42;12:1"), ""
+	// when not given (native traces; see docs/synergy.md).
+	CPUCurve string
+	MemCurve string
 }
 
 // Format names a trace file format.
