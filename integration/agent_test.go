@@ -18,12 +18,14 @@ import (
 const agentToken = "it-agent-token"
 
 // startAgent runs "gpuportal agent" with one simulated 2-GPU machine
-// named name, connected to serverURL, until t ends. It reuses server's
-// plumbing for a child process: its output, stop and kill.
-func startAgent(t *testing.T, serverURL, name string) *server {
+// named name, connected to serverURL, until t ends; extra flags follow
+// (a later --gpus wins). It reuses server's plumbing for a child process:
+// its output, stop and kill.
+func startAgent(t *testing.T, serverURL, name string, extra ...string) *server {
 	t.Helper()
 	args := []string{"agent", "--server", serverURL, "--name", name, "--gpus", "sim:1x2x80",
 		"--work-dir", t.TempDir(), "--grace", "1s", "--log-level", "debug"}
+	args = append(args, extra...)
 	if os.Geteuid() == 0 {
 		args = append(args, "--run-as", "root") // jobs never run as root unless asked
 	}

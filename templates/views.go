@@ -56,6 +56,19 @@ type JobDetail struct {
 	// it is made and how good past estimates were.
 	Estimate     string
 	EstimateNote string
+	// Sharing says how a sharing job shares its GPU and its memory
+	// estimate ("" for a job that does not share); Lane where it runs
+	// now and with whom.
+	Sharing string
+	Lane    string
+	// LiveMemory says why the live GPU memory of the machines the job
+	// runs on is unknown (Slurm nodes without a monitor-only agent).
+	LiveMemory string
+	// Resources are a running job's CPUs and memory per node, Profile
+	// where its sensitivity profile came from, ProfileCurve its chart.
+	Resources    []ResourceRow
+	Profile      string
+	ProfileCurve ProfileCurve
 }
 
 // Event is one step of a job's history.
@@ -82,7 +95,14 @@ type SubmitForm struct {
 	GPUMemGB  string
 	Model     string
 	Models    []string
-	Errors    map[string]string
+	// Salus sharing: Sharing is the checkbox; the rest as typed.
+	Sharing          bool
+	GPUFraction      string
+	MemPersistentMiB string
+	MemEphemeralMiB  string
+	BatchSize        string
+	Parameters       string
+	Errors           map[string]string
 	// Templates are the user's saved jobs; FromTemplate names the one
 	// that filled this form.
 	Templates    []TemplateRow
@@ -98,20 +118,31 @@ type TemplateRow struct {
 // GPUCard is one GPU on the cluster page.
 type GPUCard struct {
 	Index   int
+	UUID    string // opens the GPU's detail chart
 	Model   string
 	UsedGB  string
 	TotalGB string
 	UsedPct int
 	UtilPct int
 	Jobs    string
+	// Fault is what the GPU reported (XID, ECC) when it is out of
+	// service; empty when healthy.
+	Fault string
+	// Lanes describes the GPU's Salus lanes, empty when it has none.
+	Lanes string
 }
 
 // NodeCard is one machine on the cluster page.
 type NodeCard struct {
 	Name     string
-	State    string // ready, draining or drained
+	State    string // ready, cordoned, draining or drained
 	CanDrain bool   // the viewer is an admin
 	GPUs     []GPUCard
+	// LiveMemory says why the GPUs' live memory is unknown (a Slurm node
+	// without a monitor-only agent); empty when known.
+	LiveMemory string
+	// Resources says the CPUs and memory allocated to its jobs.
+	Resources string
 }
 
 // Cluster is the cluster page.
@@ -200,6 +231,17 @@ type Team struct {
 	Samples      [][4]int64 // unix time, in use, borrowed, guarantee
 	CanEditShare bool       // admins
 	CanEditCaps  bool       // the team's lead and admins
+	// Queue is the team's unfinished jobs, running ones first; the page
+	// keeps it live over the team:<name> topic.
+	Queue []TeamQueueRow
+}
+
+// TeamQueueRow is one of a team's unfinished jobs.
+type TeamQueueRow struct {
+	ID                int64
+	Name, User, State string
+	GPUs, Queue       int
+	Attained          string
 }
 
 // MemberRow is one member of a team.

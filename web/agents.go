@@ -23,6 +23,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/lanes"
 )
 
 // AgentConfig sets up the endpoint where remote node agents connect
@@ -227,7 +228,7 @@ func (c *agentConn) register(ctx context.Context) error {
 		}
 		c.nodes[n.Name] = &remoteNode{
 			conn: c, name: n.Name, devices: wire.Devices(n.GPUs), cpus: n.CPUs, memMiB: n.MemMiB,
-			running: make(map[int64]bool),
+			running: make(map[int64]bool), monitor: n.Monitor,
 		}
 		for _, id := range n.Running {
 			c.nodes[n.Name].running[id] = true
@@ -236,7 +237,7 @@ func (c *agentConn) register(ctx context.Context) error {
 	// A machine of the same name that is not an agent's (the server's
 	// built-in agent) is not taken over.
 	for _, n := range h.registry.Nodes() {
-		if _, ours := n.(*remoteNode); !ours && c.nodes[n.Name()] != nil {
+		if _, ours := n.(*remoteNode); !ours && c.nodes[n.Name()] != nil && !c.nodes[n.Name()].monitor {
 			return fmt.Errorf("a machine named %s is already connected to the server: give this agent another --name", n.Name())
 		}
 	}
@@ -266,11 +267,11 @@ func (c *agentConn) register(ctx context.Context) error {
 			// another agent uses the same name: the newest connection wins.
 			h.log.Warn("machine taken over by a new agent connection", "node", name, "old", old.remote, "new", c.remote)
 			old.closeWith(websocket.ClosePolicyViolation, "machine "+name+" taken over by a new connection")
-			if err := h.registry.RemoveNode(rctx, name); err != nil {
+			if err := h.leave(rctx, old.nodes[name]); err != nil {
 				return fmt.Errorf("remove %s: %w", name, err)
 			}
 		}
-		if err := h.registry.AddNode(rctx, rn); err != nil {
+		if err := h.join(rctx, rn); err != nil {
 			h.mu.Lock()
 			delete(h.owners, name)
 			h.mu.Unlock()
@@ -318,7 +319,7 @@ func (c *agentConn) unregister(ctx context.Context) {
 		if !mine {
 			continue
 		}
-		if err := h.registry.RemoveNode(rctx, name); err != nil {
+		if err := h.leave(rctx, c.nodes[name]); err != nil {
 			h.log.Error("remove a disconnected machine", "node", name, "err", err)
 		}
 	}
@@ -367,7 +368,8 @@ func (c *agentConn) read() error {
 func (c *agentConn) heartbeat(hb *wire.Heartbeat) {
 	for _, ns := range hb.Nodes {
 		if rn := c.nodes[ns.Node]; rn != nil {
-			rn.setSamples(wire.Samples(ns.Samples))
+			rn.setSamples(wire.Samples(ns.Samples), wire.Lanes(ns.Lanes))
+			rn.setUsage(ns.Usage)
 		}
 	}
 }
@@ -544,6 +546,11 @@ type remoteNode struct {
 	mu      sync.Mutex
 	running map[int64]bool
 	samples []gpu.Sample
+	lanes   []lanes.GPUView
+	usage   []agent.JobUsage // jobs' CPU and memory use (agents_usage.go)
+	// monitor: the agent only watches the machine's GPUs (see
+	// agents_monitor.go).
+	monitor bool
 }
 
 var _ engine.Node = (*remoteNode)(nil)
@@ -630,10 +637,18 @@ func (n *remoteNode) Sample(now time.Time) []gpu.Sample {
 	return out
 }
 
-func (n *remoteNode) setSamples(ss []gpu.Sample) {
+func (n *remoteNode) setSamples(ss []gpu.Sample, ls []lanes.GPUView) {
 	n.mu.Lock()
-	n.samples = ss
+	n.samples, n.lanes = ss, ls
 	n.mu.Unlock()
+}
+
+// Lanes are the Salus lanes of the machine's GPUs as of the agent's last
+// heartbeat; nil when its agent serves no gate.
+func (n *remoteNode) Lanes() []lanes.GPUView {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lanes
 }
 
 // LogPath is where the server keeps a job's output from this machine.

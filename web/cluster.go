@@ -7,7 +7,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
@@ -27,8 +29,15 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 		state[st.Name] = nodeJSON(st).State
 	}
 	admin := currentUser(c).Role == models.RoleAdmin
+	faults := gpuFaults(s.cfg.Engine)
+	gl := s.gpuLanes()
+	allocs := s.cfg.Engine.NodeAllocations()
 	for _, n := range s.cfg.Engine.Nodes() {
-		card := templates.NodeCard{Name: n.Name(), State: state[n.Name()], CanDrain: admin}
+		card := templates.NodeCard{Name: n.Name(), State: state[n.Name()], CanDrain: admin,
+			LiveMemory: engine.LiveMemoryUnavailable(n)}
+		if cpus, mem := n.Resources(); cpus > 0 || mem > 0 {
+			card.Resources = nodeAllocation(allocs[n.Name()], cpus, mem)
+		}
 		devs := n.Devices()
 		for i, smp := range n.Sample(now) {
 			g := templates.GPUCard{
@@ -36,9 +45,10 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 				UsedGB:  fmt.Sprintf("%.1f", float64(smp.MemUsedMiB)/1024),
 				TotalGB: fmt.Sprintf("%.0f", float64(smp.MemMiB)/1024),
 				UtilPct: int(smp.UtilPct),
+				Fault:   faults[gpuName(n.Name(), smp.Index)],
 			}
 			if i < len(devs) {
-				g.Model = devs[i].Model
+				g.Model, g.UUID = devs[i].Model, devs[i].UUID
 			}
 			if smp.MemMiB > 0 {
 				g.UsedPct = int(100 * smp.MemUsedMiB / smp.MemMiB)
@@ -48,6 +58,9 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 				jobs = append(jobs, fmt.Sprintf("job %d: %.1f GB", jm.JobID, float64(jm.MemMiB)/1024))
 			}
 			g.Jobs = strings.Join(jobs, ", ")
+			if l, ok := gl[telemetry.GPUKey{Node: n.Name(), Index: smp.Index}]; ok {
+				g.Lanes = lanesText(l)
+			}
 			if g.Jobs == "" {
 				g.Jobs = "idle"
 			}

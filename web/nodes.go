@@ -17,12 +17,19 @@ import (
 // NodeJSON is a connected machine as the API shows it.
 type NodeJSON struct {
 	Name        string    `json:"name"`
-	State       string    `json:"state"` // ready, draining or drained
+	State       string    `json:"state"` // ready, cordoned, draining or drained
 	ConnectedAt time.Time `json:"connected_at"`
 	CPUs        int       `json:"cpus"`
 	MemMiB      int64     `json:"mem_mib"`
 	GPUs        []GPUJSON `json:"gpus"`
 	Jobs        []int64   `json:"jobs"`
+	// LiveMemoryUnavailable says why the GPUs' live memory is unknown
+	// (a Slurm node without a monitor-only agent); empty when known.
+	LiveMemoryUnavailable string `json:"live_memory_unavailable,omitempty"`
+	// CPUAllocatedMilli and MemAllocatedMiB are what the scheduler
+	// allocated to the jobs running there (docs/synergy.md).
+	CPUAllocatedMilli int64 `json:"cpu_allocated_milli"`
+	MemAllocatedMiB   int64 `json:"mem_allocated_mib"`
 }
 
 // GPUJSON is one GPU of a machine.
@@ -31,6 +38,10 @@ type GPUJSON struct {
 	UUID   string `json:"uuid"`
 	Model  string `json:"model"`
 	MemMiB int64  `json:"mem_mib"`
+	// Health is ok, or unhealthy when the GPU reported an error (Fault
+	// says which) and takes no new jobs until an admin clears it.
+	Health string `json:"health"`
+	Fault  string `json:"fault,omitempty"`
 }
 
 func nodeJSON(st engine.NodeStatus) NodeJSON {
@@ -39,14 +50,16 @@ func nodeJSON(st engine.NodeStatus) NodeJSON {
 	if n.Jobs == nil {
 		n.Jobs = []int64{}
 	}
-	if st.Draining {
+	switch {
+	case st.Draining && len(st.Jobs) == 0:
+		n.State = "drained"
+	case st.Draining:
 		n.State = "draining"
-		if len(st.Jobs) == 0 {
-			n.State = "drained"
-		}
+	case st.Cordoned:
+		n.State = "cordoned"
 	}
 	for _, d := range st.Devices {
-		n.GPUs = append(n.GPUs, GPUJSON{Index: d.Index, UUID: d.UUID, Model: d.Model, MemMiB: d.MemMiB})
+		n.GPUs = append(n.GPUs, GPUJSON{Index: d.Index, UUID: d.UUID, Model: d.Model, MemMiB: d.MemMiB, Health: "ok"})
 	}
 	return n
 }
@@ -54,7 +67,7 @@ func nodeJSON(st engine.NodeStatus) NodeJSON {
 func (s *Server) apiNodes(c echo.Context) error {
 	out := []NodeJSON{}
 	for _, st := range s.cfg.Engine.NodeStatuses() {
-		out = append(out, nodeJSON(st))
+		out = append(out, s.describeNode(st))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -63,6 +76,9 @@ func (s *Server) apiNodes(c echo.Context) error {
 // an admin, and records it in the audit log.
 func (s *Server) setDraining(c echo.Context, on bool) error {
 	name := c.Param("name")
+	if !s.leading() {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, followerNodes)
+	}
 	err := s.cfg.Engine.SetDraining(name, on)
 	if errors.Is(err, engine.ErrUnknownNode) {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no node %q is connected", name))
@@ -73,6 +89,9 @@ func (s *Server) setDraining(c echo.Context, on bool) error {
 	action := "node.resume"
 	if on {
 		action = "node.drain"
+	} else if err := s.cfg.Engine.SetCordoned(name, false); err != nil {
+		// Resume makes the machine ready again: not cordoned either.
+		return err
 	}
 	return s.audit(c, action, name, "")
 }
@@ -81,12 +100,7 @@ func (s *Server) apiDrain(c echo.Context) error {
 	if err := s.setDraining(c, c.Request().Method == http.MethodPost && c.Path() == "/api/v1/nodes/:name/drain"); err != nil {
 		return err
 	}
-	for _, st := range s.cfg.Engine.NodeStatuses() {
-		if st.Name == c.Param("name") {
-			return c.JSON(http.StatusOK, nodeJSON(st))
-		}
-	}
-	return echo.NewHTTPError(http.StatusNotFound, "node disconnected")
+	return s.nodeResponse(c)
 }
 
 func (s *Server) drainForm(c echo.Context) error {

@@ -197,6 +197,7 @@ func (s *Server) submitForm(c echo.Context) error {
 		DurationS: c.FormValue("duration_s"), GPUMemGB: c.FormValue("gpu_mem_gb"),
 		Model: c.FormValue("model"),
 	}
+	sharingForm(c, &f)
 	req, fe := formRequest(f)
 	j, more, err := s.validateSubmit(c, req)
 	if err != nil {
@@ -253,6 +254,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 		}
 		req.GPUMemGB = m
 	}
+	sharingRequest(f, &req, fe)
 	return req, fe
 }
 
@@ -291,6 +293,11 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if j.ExitCode != nil {
 		d.ExitCode = strconv.Itoa(*j.ExitCode)
 	}
+	s.describeSharing(j, &d)
+	if j.State == job.Running {
+		describeResources(s.jobResources(j.ID), &d)
+	}
+	d.LiveMemory = s.placementLiveMemory(j.Placement)
 	return d, nil
 }
 

@@ -42,6 +42,9 @@ type Config struct {
 	Now            func() time.Time
 	// Agents sets up the endpoint where remote node agents connect.
 	Agents AgentConfig
+	// Leader reports whether this replica schedules (see leader.go); nil
+	// means it always does, as a lone server does.
+	Leader func() bool
 }
 
 // Server serves the portal and the API.
@@ -91,10 +94,10 @@ func New(cfg Config) (*Server, error) {
 
 	e.GET("/healthz", s.healthz)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{s: s})
+	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.StaticFS("/static", static.FS)
-	e.GET(wire.Path, echo.WrapHandler(newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)))
+	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger))))
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
 	api := e.Group("/api/v1")
@@ -110,6 +113,9 @@ func New(cfg Config) (*Server, error) {
 	authed.POST("/templates", s.apiCreateTemplate)
 	authed.DELETE("/templates/:id", s.apiDeleteTemplate)
 	authed.GET("/gpus", s.apiGPUs)
+	authed.GET("/gpus/history", s.apiGPUsHistory)
+	authed.GET("/gpus/:uuid/history", s.apiGPUHistory)
+	authed.GET("/cluster/history", s.apiClusterHistory)
 	authed.GET("/queues", s.apiQueues)
 	authed.GET("/nodes", s.apiNodes)
 	authed.GET("/teams", s.apiTeams)
@@ -118,6 +124,9 @@ func New(cfg Config) (*Server, error) {
 	authed.PUT("/teams/:name/caps/:user", s.apiSetCap)
 	authed.POST("/nodes/:name/drain", s.apiDrain, requireAdmin)
 	authed.POST("/nodes/:name/resume", s.apiDrain, requireAdmin)
+	authed.POST("/nodes/:name/cordon", s.apiCordon, requireAdmin)
+	authed.POST("/nodes/:name/uncordon", s.apiCordon, requireAdmin)
+	authed.POST("/nodes/:name/gpus/:index/clear", s.apiClearGPU, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
 	authed.GET("/stats/jct", s.apiJCT)
@@ -146,11 +155,19 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/jobs/:id/cancel", s.cancelForm)
 	in.GET("/cluster", s.clusterPage)
 	in.GET("/cluster/live", s.clusterLive)
+	// The charts' longer ranges, for pages: the API's handlers on the session.
+	in.GET("/cluster/history", s.apiClusterHistory)
+	in.GET("/cluster/gpus/history", s.apiGPUsHistory)
+	in.GET("/cluster/gpus/:uuid/history", s.apiGPUHistory)
+	in.GET("/jobs/:id/memory", s.apiJobMemory)
 	in.GET("/jobs/:id/logs", s.apiJobLogs)
 	in.POST("/jobs/:id/template", s.saveTemplateForm)
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)
 	in.POST("/cluster/nodes/:name/drain", s.drainForm, requireAdmin)
 	in.POST("/cluster/nodes/:name/resume", s.drainForm, requireAdmin)
+	in.POST("/cluster/nodes/:name/cordon", s.cordonForm, requireAdmin)
+	in.POST("/cluster/nodes/:name/uncordon", s.cordonForm, requireAdmin)
+	in.POST("/cluster/nodes/:name/gpus/:index/clear", s.clearGPUForm, requireAdmin)
 	in.GET("/teams", s.teamsPage)
 	in.GET("/teams/:name", s.teamPage)
 	in.POST("/teams/:name/share", s.shareForm, requireAdmin)
@@ -175,7 +192,7 @@ func (s *Server) healthz(c echo.Context) error {
 	if err := s.cfg.Store.Ping(ctx); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "database unavailable"})
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "role": s.role()})
 }
 
 // logRequests logs each request with its status and duration. Query

@@ -33,6 +33,10 @@ type agentFlags struct {
 	caFile              string
 	grace               time.Duration
 	logLevel            string
+	gate                gateFlags
+	monitorOnly         bool
+	cgroups             bool
+	simFaults           []gpu.SimFault
 }
 
 func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
@@ -40,7 +44,7 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.server, "server", "", "the server's URL, such as https://gpus.example.com (required)")
+	fs.StringVar(&f.server, "server", "", "the server's URL, such as https://gpus.example.com (required); the URLs of several replicas, comma-separated, to connect to whichever leads")
 	fs.StringVar(&f.token, "token", "", "the server's agent token (serve --agent-token); default: $"+agentTokenEnv+", which other users cannot see")
 	fs.StringVar(&f.gpus, "gpus", "nvml", "GPUs: nvml (this machine's NVIDIA GPUs) or sim:NODESxGPUSxGB (simulated machines)")
 	fs.StringVar(&f.name, "name", host, "this machine's name; simulated machines are NAME-0, NAME-1, ... when there are several")
@@ -49,11 +53,26 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	fs.StringVar(&f.caFile, "ca", "", "PEM file of certificate authorities to trust for an https server, besides the system's")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.gate.register(fs)
+	fs.BoolVar(&f.cgroups, "cgroups", true, "enforce jobs' CPU and memory allocations with cgroups where they are writable, and profile jobs' CPU sensitivity (docs/synergy.md)")
+	fs.BoolVar(&f.monitorOnly, "monitor-only", false, "only watch this machine's GPUs and stream their samples, starting no jobs: for Slurm nodes under serve --executor slurm (docs/slurm.md)")
+	simFaults := fs.String("sim-fault", "", "with --gpus sim:...: GPU failures to inject, GPU:xidN[@AFTER] or GPU:ecc[@AFTER], comma-separated (0:xid79@2s: GPU 0 reports XID 79 two seconds after a job first starts on it)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	faults, err := gpu.ParseSimFaults(*simFaults)
+	if err != nil {
+		return f, fmt.Errorf("agent: --sim-fault: %w", err)
+	}
+	if len(faults) > 0 && !strings.HasPrefix(f.gpus, "sim:") {
+		return f, errors.New("agent: --sim-fault needs simulated GPUs (--gpus sim:...)")
+	}
+	f.simFaults = faults
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("agent: unexpected argument %q", fs.Arg(0))
+	}
+	if err := f.gate.check("agent"); err != nil {
+		return f, err
 	}
 	if f.server == "" {
 		return f, errors.New("agent: --server is required")
@@ -114,7 +133,13 @@ func agentMachines(f agentFlags, log *slog.Logger) (ms []machine, close func() e
 		if err := wire.CheckNodeName(m.name); err != nil {
 			return nil, nil, fmt.Errorf("--name: %w", err)
 		}
-		m.backend = gpu.NewSim(m.name, c.gpus, c.memGB*1024)
+		sim := gpu.NewSim(m.name, c.gpus, c.memGB*1024)
+		for _, fault := range f.simFaults {
+			if err := sim.InjectFault(fault, time.Now()); err != nil {
+				return nil, nil, fmt.Errorf("--sim-fault: %w", err)
+			}
+		}
+		m.backend = sim
 		ms = append(ms, m)
 	}
 	return ms, func() error { return nil }, nil
@@ -179,7 +204,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if f.runAs == "" && os.Geteuid() == 0 {
+	if f.runAs == "" && os.Geteuid() == 0 && !f.monitorOnly {
 		log.Warn("the agent runs as root without --run-as: command jobs will be refused (pass --run-as USER, or --run-as root)")
 	}
 	machines, closeGPUs, err := agentMachines(f, log)
@@ -199,7 +224,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		a, err := agent.New(agent.Config{
 			Name: m.name, Backend: m.backend, WorkDir: m.workDir, Grace: f.grace,
 			CPUs: m.cpus, MemMiB: m.memMiB, Logger: log.With("node", m.name),
-			RunAs: f.runAs, RefuseRoot: true,
+			RunAs: f.runAs, RefuseRoot: true, MonitorOnly: f.monitorOnly, Cgroups: f.cgroups && !f.monitorOnly,
+			Gate: f.gate.config(m.workDir, log.With("node", m.name)),
 		}, exits)
 		if err != nil {
 			return err
@@ -213,7 +239,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "gpuportal agent: %d machine(s), %d GPUs, connecting to %s\n", len(locals), gpus, f.server)
+	mode := ""
+	if f.monitorOnly {
+		mode = " (monitor-only: no jobs)"
+	}
+	fmt.Fprintf(stdout, "gpuportal agent: %d machine(s), %d GPUs%s, connecting to %s\n", len(locals), gpus, mode, f.server)
 	runErr := client.Run(ctx)
 
 	// Disconnected: the server requeues this machine's jobs after its

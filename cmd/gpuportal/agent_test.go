@@ -24,6 +24,11 @@ func TestParseAgentFlags(t *testing.T) {
 		{"defaults", []string{"--server", "http://s", "--token", "t"}, "", "", func(f agentFlags) bool {
 			return f.gpus == "nvml" && f.runAs == "" && f.workDir == "gpuportal-agent" && f.name != ""
 		}},
+		{"monitor-only with injected faults", []string{"--server", "http://s", "--token", "t", "--monitor-only", "--gpus", "sim:1x2x40", "--sim-fault", "1:xid79@2s"}, "", "", func(f agentFlags) bool {
+			return f.monitorOnly && len(f.simFaults) == 1 && f.simFaults[0].XID == 79 && f.simFaults[0].GPU == 1
+		}},
+		{"a fault that does not parse", []string{"--server", "http://s", "--token", "t", "--gpus", "sim:1x2x40", "--sim-fault", "0:melt"}, "", "--sim-fault", nil},
+		{"faults need simulated GPUs", []string{"--server", "http://s", "--token", "t", "--sim-fault", "0:ecc"}, "", "simulated GPUs", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

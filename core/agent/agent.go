@@ -36,9 +36,13 @@ type Spec struct {
 	// Memory is the job's GPU memory on a simulated GPU.
 	Memory gpu.SimMemory
 	GPUs   []int // indices of this machine's GPUs
-	// Sharing opts a command job in to sharing its GPUs an iteration at
-	// a time through the agent's gate (Config.Gate); nil: not shared.
+	// Sharing opts a job in to sharing its GPUs an iteration at a time
+	// through the agent's gate (Config.Gate); nil: not shared. A
+	// simulated job iterates through the gate in process (simshare.go).
 	Sharing *Sharing
+	// Resources are the CPUs and memory allocated here (resources.go);
+	// nil: not limited.
+	Resources *Resources
 }
 
 // Exit reports that a job's run ended.
@@ -79,6 +83,18 @@ type Config struct {
 	// these lanes (policy, padding, aging), so that command jobs with
 	// Spec.Sharing share their GPUs an iteration at a time.
 	Gate *lanes.Config
+	// Cgroups enforces jobs' CPU and memory allocations (Spec.Resources)
+	// with cgroups under CgroupRoot (default /sys/fs/cgroup) when they
+	// are writable; the agent says once why not otherwise. Profile sets
+	// the CPU profiling phase's steps (see ProfileCPU).
+	Cgroups    bool
+	CgroupRoot string
+	Profile    ProfileConfig
+	// MonitorOnly makes the agent watch its GPUs and refuse to start jobs
+	// (see monitor.go); ProcDir is where it reads processes' environments,
+	// default /proc.
+	MonitorOnly bool
+	ProcDir     string
 }
 
 // ErrDisconnected is wrapped by the errors of a remote machine's Start and
@@ -101,6 +117,7 @@ type Local struct {
 	pgidOf func(pid int) (int, error)
 
 	gate *gate.Server // nil: no gate
+	lim  limits       // CPU and memory allocations (resources.go)
 
 	mu   sync.Mutex
 	runs map[int64]*run
@@ -144,6 +161,7 @@ func New(cfg Config, exits chan<- Exit) (*Local, error) {
 		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid,
 		runs: make(map[int64]*run),
 	}
+	a.lim.setup(cfg)
 	if cfg.Gate != nil {
 		if err := a.startGate(*cfg.Gate); err != nil {
 			return nil, err
@@ -164,6 +182,9 @@ func (a *Local) Resources() (cpus int, memMiB int64) { return a.cfg.CPUs, a.cfg.
 // Sample reads every GPU. The memory of processes that belong to a job
 // (by process group) is counted as the job's.
 func (a *Local) Sample(now time.Time) []gpu.Sample {
+	if a.cfg.MonitorOnly {
+		return a.monitorSample(now)
+	}
 	ss := a.cfg.Backend.Sample(now)
 	var groups map[int]int64
 	for i := range ss {
@@ -249,6 +270,9 @@ func (a *Local) jobDir(jobID int64) string {
 
 // Start begins a run of the job. The run's end is reported as an Exit.
 func (a *Local) Start(ctx context.Context, s Spec) error {
+	if a.cfg.MonitorOnly {
+		return a.refuseMonitorOnly(s.JobID)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, ok := a.runs[s.JobID]; ok {
@@ -286,10 +310,15 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 	}
 	if sim, ok := a.cfg.Backend.(*gpu.Sim); ok {
 		sim.Attach(s.JobID, s.GPUs, s.Memory, time.Now())
+		if s.Sharing != nil && a.gate != nil && len(s.Command) == 0 {
+			sim.Gate(s.JobID)
+		}
 	}
 	a.runs[s.JobID] = r
+	a.lim.begin(s, r.pgid, log, a.LogPath(s.JobID))
 	go func() {
 		code, why := wait()
+		a.lim.end(s.JobID)
 		log.Close()
 		a.leaveGate(s.JobID)
 		if sim, ok := a.cfg.Backend.(*gpu.Sim); ok {

@@ -25,7 +25,9 @@ import (
 // ClientConfig sets up a Client.
 type ClientConfig struct {
 	// Server is the server's base URL: http://host:port or https://host
-	// (a path prefix is kept; ws:// and wss:// are accepted too).
+	// (a path prefix is kept; ws:// and wss:// are accepted too). The
+	// URLs of several server replicas may be given, comma-separated: the
+	// client connects to whichever accepts it, the leader (servers.go).
 	Server string
 	// Token is the agent token the server was started with
 	// (serve --agent-token).
@@ -58,7 +60,7 @@ type ClientConfig struct {
 // nothing is lost across disconnections and server restarts.
 type Client struct {
 	cfg   ClientConfig
-	url   string
+	urls  []string // agent endpoints, one per server replica
 	nodes map[string]*Local
 	kick  chan struct{} // an exit waits to be sent
 
@@ -88,7 +90,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if len(cfg.Nodes) == 0 || cfg.Exits == nil {
 		return nil, errors.New("agent client: no nodes or no exits channel")
 	}
-	u, err := agentURL(cfg.Server)
+	urls, err := agentURLs(cfg.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +113,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.MaxBackoff = max(cfg.MinBackoff, 15*time.Second)
 	}
 	c := &Client{
-		cfg: cfg, url: u, nodes: make(map[string]*Local),
+		cfg: cfg, urls: urls, nodes: make(map[string]*Local),
 		kick: make(chan struct{}, 1), live: make(map[jobKey]*liveJob),
 	}
 	for _, n := range cfg.Nodes {
@@ -153,8 +155,9 @@ func agentURL(server string) (string, error) {
 func (c *Client) Run(ctx context.Context) error {
 	go c.collectExits(ctx)
 	backoff := c.cfg.MinBackoff
-	for {
-		welcomed, err := c.session(ctx)
+	for attempt := 0; ; attempt++ {
+		url := c.urls[attempt%len(c.urls)]
+		welcomed, err := c.session(ctx, url)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -163,13 +166,16 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		// Jitter keeps a fleet of agents from reconnecting in step.
 		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
-		c.cfg.Logger.Warn("not connected to the server; retrying", "server", c.url, "err", err, "in", wait.Round(time.Millisecond))
+		c.cfg.Logger.Warn("not connected to the server; retrying", "server", url, "err", err, "in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, c.cfg.MaxBackoff)
+		// With several servers, the wait grows once all have been tried.
+		if (attempt+1)%len(c.urls) == 0 {
+			backoff = min(2*backoff, c.cfg.MaxBackoff)
+		}
 	}
 }
 
@@ -217,13 +223,13 @@ const writeWait = 10 * time.Second
 
 // session connects, registers and serves until the connection ends. It
 // reports whether the server accepted the registration.
-func (c *Client) session(ctx context.Context) (welcomed bool, err error) {
+func (c *Client) session(ctx context.Context, url string) (welcomed bool, err error) {
 	dialer := websocket.Dialer{
 		Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second,
 		TLSClientConfig: c.cfg.TLS,
 	}
 	hdr := http.Header{"Authorization": {"Bearer " + c.cfg.Token}}
-	conn, resp, err := dialer.DialContext(ctx, c.url, hdr)
+	conn, resp, err := dialer.DialContext(ctx, url, hdr)
 	if err != nil {
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -241,7 +247,7 @@ func (c *Client) session(ctx context.Context) (welcomed bool, err error) {
 	if !stopClosing() || err != nil {
 		return false, errors.Join(err, ctx.Err())
 	}
-	c.cfg.Logger.Info("connected to the server", "server", c.url, "nodes", len(c.nodes))
+	c.cfg.Logger.Info("connected to the server", "server", url, "nodes", len(c.nodes))
 
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -270,7 +276,8 @@ func (s *session) register() error {
 	c.mu.Lock()
 	for _, n := range c.cfg.Nodes {
 		cpus, mem := n.Resources()
-		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []int64{}}
+		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []int64{},
+			Monitor: n.MonitorOnly()}
 		for k := range c.live {
 			if k.node == n.Name() {
 				wn.Running = append(wn.Running, k.job)
@@ -435,12 +442,7 @@ func (s *session) heartbeats(ctx context.Context) {
 	tick := time.NewTicker(s.c.cfg.SampleEvery)
 	defer tick.Stop()
 	for {
-		hb := &wire.Heartbeat{}
-		now := time.Now()
-		for _, n := range s.c.cfg.Nodes {
-			hb.Nodes = append(hb.Nodes, wire.NodeSamples{Node: n.Name(), Samples: wire.FromSamples(n.Sample(now))})
-		}
-		if err := s.send(&wire.Message{Type: wire.TypeHeartbeat, Heartbeat: hb}); err != nil {
+		if err := s.beat(); err != nil {
 			s.conn.Close()
 			return
 		}
@@ -450,6 +452,17 @@ func (s *session) heartbeats(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// beat sends one heartbeat with every GPU's sample.
+func (s *session) beat() error {
+	hb := &wire.Heartbeat{}
+	now := time.Now()
+	for _, n := range s.c.cfg.Nodes {
+		hb.Nodes = append(hb.Nodes, wire.NodeSamples{Node: n.Name(), Samples: wire.FromSamples(n.Sample(now)),
+			Lanes: wire.FromLanes(n.Lanes()), Usage: wireUsage(n.JobUsage(now))})
+	}
+	return s.send(&wire.Message{Type: wire.TypeHeartbeat, Heartbeat: hb})
 }
 
 // pump sends new job output every LogEvery, and each run's exit after the
@@ -526,6 +539,11 @@ func (s *session) pumpOnce() error {
 		c.mu.Unlock()
 		if m == nil {
 			continue
+		}
+		// The GPUs' latest readings go first, so that the server judges
+		// the exit knowing whether a GPU failed (XID, ECC) meanwhile.
+		if err := s.beat(); err != nil {
+			return err
 		}
 		if err := s.send(m); err != nil {
 			return err

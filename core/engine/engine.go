@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/estimate"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
 
@@ -39,6 +41,16 @@ type Job struct {
 	Failures        int        // failed runs retried so far
 	ExitCode        *int       // of the last run that ended
 	RetryAt         *time.Time // a failed job waits until then
+	// CancelRequest is the reason of a cancel asked through a replica
+	// that does not schedule (replicas.go); empty when none.
+	CancelRequest string
+	// Sharing, GPUFraction and Memory: see sharing.go.
+	Sharing     bool
+	GPUFraction float64         // in (0, 1) when the job asked for a fraction of a GPU
+	Memory      memest.Estimate // unpadded; zero when unknown
+	// BatchSize is the batch size the user declared, 0 when unknown: with
+	// Model it keys the measured CPU profiles (alloc.go).
+	BatchSize int
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -53,6 +65,9 @@ type Store interface {
 	MarkRetry(ctx context.Context, id int64, exitCode int, reason string, retryAt, now time.Time) error
 	CompletedDurations(ctx context.Context, limit int) ([]float64, error)
 	SetFirstEstimates(ctx context.Context, at map[int64]time.Time) error
+	// MarkRequeued puts a running job back in the queue with a new memory
+	// estimate, without counting a failure: it outgrew its Salus lane.
+	MarkRequeued(ctx context.Context, id int64, est memest.Estimate, reason string, now time.Time) error
 }
 
 // Node is one machine's agent as the engine drives it: in-process for
@@ -102,15 +117,22 @@ type Engine struct {
 	wake  chan struct{}
 	calls chan func(context.Context)
 
+	follower atomic.Bool // another replica schedules (replicas.go)
+
 	mu        sync.Mutex
 	nodes     map[string]Node
 	connected map[string]time.Time // when each node connected
 	draining  map[string]bool      // nodes that take no new jobs
+	cordoned  map[string]bool      // nodes that take no new jobs (see cordon.go)
 
-	stats stats
+	stats    stats
+	health   health   // GPUs' error counters and the GPUs out of service
+	monitors monitors // monitor-only agents, by machine (see monitors.go)
 
 	estMu     sync.Mutex
 	estimates map[int64]time.Time // estimated start of each waiting job
+
+	alloc allocState // CPU and memory allocations (alloc.go)
 
 	shareMu  sync.Mutex
 	shares   []sched.TeamShare // each team's standing after the last pass
@@ -141,8 +163,11 @@ type run struct {
 	// together with the job's history it decides whether to retry.
 	exited   bool
 	started  time.Time
-	failures int  // earlier failed runs
-	lastCode *int // exit code of the last failed run
+	gpus     map[string][]int // the GPUs of each part, by node; nil when adopted
+	failures int              // earlier failed runs
+	lastCode *int             // exit code of the last failed run
+	// requeue is the larger estimate of a job that outgrew its lane.
+	requeue *memest.Estimate
 }
 
 // stopAll asks every part of r to stop.
@@ -270,6 +295,7 @@ type NodeStatus struct {
 	CPUs        int
 	MemMiB      int64
 	Draining    bool
+	Cordoned    bool
 	ConnectedAt time.Time
 	Jobs        []int64 // jobs running there
 }
@@ -285,15 +311,9 @@ func (e *Engine) NodeStatuses() []NodeStatus {
 		jobs := n.Running()
 		sort.Slice(jobs, func(a, b int) bool { return jobs[a] < jobs[b] })
 		out = append(out, NodeStatus{Name: n.Name(), Devices: n.Devices(), CPUs: cpus, MemMiB: mem,
-			Draining: e.draining[n.Name()], ConnectedAt: e.connected[n.Name()], Jobs: jobs})
+			Draining: e.draining[n.Name()], Cordoned: e.cordoned[n.Name()], ConnectedAt: e.connected[n.Name()], Jobs: jobs})
 	}
 	return out
-}
-
-func (e *Engine) isDraining(name string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.draining[name]
 }
 
 // Nodes returns the connected machines, by name.
@@ -318,6 +338,9 @@ func (e *Engine) Wake() {
 
 // Cancel ends a job: a waiting job at once, a running one by stopping it.
 func (e *Engine) Cancel(ctx context.Context, id int64, reason string) error {
+	if e.follower.Load() {
+		return e.requestCancel(ctx, id, reason)
+	}
 	var err error
 	callErr := e.call(ctx, func(ctx context.Context) {
 		if r, ok := e.runs[id]; ok {
@@ -359,6 +382,7 @@ func (e *Engine) node(name string) Node {
 
 // Run schedules until ctx ends.
 func (e *Engine) Run(ctx context.Context) error {
+	e.follower.Store(false)
 	e.started = e.cfg.Now()
 	tick := time.NewTicker(e.cfg.Interval)
 	defer tick.Stop()
@@ -389,10 +413,16 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		return
 	}
 	delete(r.parts, ex.Node)
+	if !ex.Infra && e.requeueIfGPUFailed(ctx, ex.Node, ex.ExitCode, r, e.cfg.Now()) {
+		e.stopAll(ctx, ex.JobID, r)
+	}
 	if r.stop == "" && ex.Infra {
 		r.stop, r.reason = job.Queued, "requeued: "+ex.Err+" on "+ex.Node
 		e.stopAll(ctx, ex.JobID, r)
 		e.stats.add(func(s *Stats) { s.Requeues++ })
+	}
+	if r.stop == "" && ex.Requeue != nil {
+		e.outgrewLane(ctx, ex, r)
 	}
 	if r.stop == "" && ex.ExitCode != 0 {
 		r.exited = true
@@ -414,6 +444,10 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		return
 	}
 	to, code := r.stop, r.code
+	if r.requeue != nil && to == job.Queued {
+		e.recordRequeue(ctx, ex, r)
+		return
+	}
 	switch to {
 	case "":
 		to = job.Succeeded

@@ -22,8 +22,11 @@ func (e *Engine) pass(ctx context.Context) error {
 		return err
 	}
 	now := e.cfg.Now()
+	e.checkHealth(now)
 	e.stopUnwanted(ctx, jobs)
 	jobs = e.requeueLost(ctx, jobs, now)
+	jobs = e.carryOutCancels(ctx, jobs, now)
+	e.learnProfiles(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
 		return err
@@ -31,6 +34,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
 	e.stats.pass(time.Since(began), len(d.Preempts), len(d.Starts))
+	e.recordAllocations(ctx, d, byID)
 	if err := e.recordQueues(ctx, d.QueueChanges); err != nil {
 		return err
 	}
@@ -123,13 +127,17 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 	snap := sched.Snapshot{Now: seconds(now)}
 	for _, n := range e.Nodes() {
 		cpus, mem := n.Resources()
-		sn := sched.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, Unschedulable: e.isDraining(n.Name())}
+		sn := sched.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, Unschedulable: e.unschedulable(n.Name())}
 		for _, d := range n.Devices() {
+			if e.gpuUnhealthy(n.Name(), d.Index) {
+				continue // out of service: no new jobs
+			}
 			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, MemMiB: d.MemMiB})
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
 	byID := make(map[int64]Job, len(jobs))
+	gpuMiB := smallestGPU(snap.Nodes)
 	for _, j := range jobs {
 		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
 			continue // waits out its retry backoff
@@ -141,6 +149,8 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 			AttainedService: j.AttainedService, DurationS: j.SimDuration,
 			Model: j.Model, Queue: j.Queue,
 		}
+		shareable(&sj, j, gpuMiB)
+		e.cpuProfile(&sj, j.BatchSize)
 		if j.LastStartAt != nil {
 			sj.LastStartTime = seconds(*j.LastStartAt)
 		}
@@ -194,7 +204,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		return
 	}
 	delete(e.reasons, j.ID)
-	r := &run{parts: make(map[string]bool), started: now, failures: j.Failures}
+	r := &run{parts: make(map[string]bool), started: now, failures: j.Failures, gpus: perNode}
 	if j.Failures > 0 {
 		r.lastCode = j.ExitCode
 	}
@@ -205,6 +215,8 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
 		}
+		shareSpec(&spec, j, e.smallestGPU())
+		spec.Resources = e.resourcesFor(j.ID, name)
 		if err := e.node(name).Start(ctx, spec); err != nil {
 			e.cfg.Logger.Warn("job failed to start", "job", j.ID, "node", name, "err", err)
 			// A machine that went away is not the job's fault: it waits again.

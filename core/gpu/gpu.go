@@ -44,6 +44,11 @@ type Sample struct {
 	// ECCErrors counts uncorrected ECC memory errors since the driver
 	// loaded: a GPU whose count grows is failing.
 	ECCErrors uint64
+	// XIDErrors counts the critical XID events (see CriticalXID) the back
+	// end has seen on the GPU since it started, and LastXID is the code of
+	// the last one. A GPU whose count grows has failed.
+	XIDErrors uint64
+	LastXID   int
 	// Processes lists the processes holding memory on the GPU, as NVML
 	// reports them. The agent moves the memory of its jobs' processes
 	// into Jobs and leaves the other processes here.

@@ -45,19 +45,25 @@ type Sim struct {
 	node    string
 	devices []Device
 
-	mu   sync.Mutex
-	jobs map[int][]simJob // by GPU index
+	mu     sync.Mutex
+	jobs   map[int][]simJob // by GPU index
+	errs   map[int]simErrors
+	faults []*simFault // injected, to fire later
 }
 
 type simJob struct {
 	id    int64
 	mem   SimMemory
 	start time.Time
+	// gated jobs share the GPU through lanes (simlanes.go): their
+	// ephemeral memory is there only during an iteration, from iterStart.
+	gated     bool
+	iterStart time.Time
 }
 
 // NewSim returns count simulated GPUs of memMiB each, named after node.
 func NewSim(node string, count int, memMiB int64) *Sim {
-	s := &Sim{node: node, jobs: make(map[int][]simJob)}
+	s := &Sim{node: node, jobs: make(map[int][]simJob), errs: make(map[int]simErrors)}
 	for i := range count {
 		s.devices = append(s.devices, Device{
 			Index:  i,
@@ -78,6 +84,7 @@ func (s *Sim) Attach(id int64, gpus []int, mem SimMemory, start time.Time) {
 	defer s.mu.Unlock()
 	for _, g := range gpus {
 		s.jobs[g] = append(s.jobs[g], simJob{id: id, mem: mem, start: start})
+		s.armFaultsLocked(g, start)
 	}
 }
 
@@ -100,11 +107,14 @@ func (s *Sim) Detach(id int64) {
 func (s *Sim) Sample(now time.Time) []Sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.fireFaultsLocked(now)
 	out := make([]Sample, 0, len(s.devices))
 	for _, d := range s.devices {
 		smp := Sample{At: now, Index: d.Index, MemMiB: d.MemMiB}
+		errs := s.errs[d.Index]
+		smp.ECCErrors, smp.XIDErrors, smp.LastXID = errs.ecc, errs.xids, errs.lastXID
 		for _, j := range s.jobs[d.Index] {
-			m := min(j.mem.At(now.Sub(j.start)), d.MemMiB-smp.MemUsedMiB)
+			m := min(j.memAt(now), d.MemMiB-smp.MemUsedMiB)
 			smp.MemUsedMiB += m
 			smp.Jobs = append(smp.Jobs, JobMem{JobID: j.id, MemMiB: m})
 		}

@@ -67,7 +67,10 @@ type Config struct {
 	JobCompZone *time.Location
 	// Path is the PATH of jobs; default the server's.
 	Path string
-	Now  func() time.Time
+	// Monitors finds the monitor-only gpuportal agent of a node, whose
+	// GPU samples become the node's (see monitor.go); nil: none.
+	Monitors Monitors
+	Now      func() time.Time
 }
 
 // Executor makes the nodes of a Slurm cluster engine nodes and runs the
@@ -882,10 +885,14 @@ func (n *node) Running() []int64 {
 	return ids
 }
 
-// Sample implements engine.Node. Slurm reports no GPU readings: the
-// samples carry each GPU's size and nothing used.
+// Sample implements engine.Node: the readings of the node's monitor-only
+// agent, if one is connected. Slurm itself reports no GPU readings:
+// without a monitor the samples carry each GPU's size and nothing used.
 func (n *node) Sample(now time.Time) []gpu.Sample {
 	devs := n.Devices()
+	if ss, ok := n.monitorSamples(devs, now); ok {
+		return ss
+	}
 	out := make([]gpu.Sample, len(devs))
 	for i, d := range devs {
 		out[i] = gpu.Sample{At: now, Index: d.Index, MemMiB: d.MemMiB}

@@ -111,6 +111,9 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	if err != nil {
 		return err
 	}
+	if m, ok := reg.(Monitors); ok {
+		ex.cfg.Monitors = m
+	}
 	log.Info("running jobs on Slurm", "partition", f.Partition, "work_dir", ex.cfg.WorkDir)
 	go ex.Run(ctx)
 	return nil

@@ -113,6 +113,10 @@ type Node struct {
 	// Running lists the jobs whose runs the server has not yet seen end:
 	// those still running and those whose Exit is not yet acknowledged.
 	Running []int64 `json:"running"`
+	// Monitor says the agent only watches this machine's GPUs (gpuportal
+	// agent --monitor-only): another system (Slurm) runs its jobs, and the
+	// agent refuses starts.
+	Monitor bool `json:"monitor,omitempty"`
 }
 
 // GPU describes one GPU of a machine.
@@ -152,6 +156,11 @@ type Heartbeat struct {
 type NodeSamples struct {
 	Node    string   `json:"node"`
 	Samples []Sample `json:"samples"`
+	// Lanes are the Salus lanes of the machine's GPUs, when its agent
+	// serves a gate (see lanes.go).
+	Lanes []GPULanes `json:"lanes,omitempty"`
+	// Usage is each running job's CPU and memory use (resources.go).
+	Usage []JobUsage `json:"usage,omitempty"`
 }
 
 // Sample is one reading of one GPU.
@@ -164,6 +173,8 @@ type Sample struct {
 	TempC      int       `json:"temp_c,omitempty"`
 	PowerW     float64   `json:"power_w,omitempty"`
 	ECCErrors  uint64    `json:"ecc_errors,omitempty"`
+	XIDErrors  uint64    `json:"xid_errors,omitempty"`
+	LastXID    int       `json:"last_xid,omitempty"`
 	Jobs       []JobMem  `json:"jobs,omitempty"`
 }
 
@@ -190,6 +201,27 @@ type JobSpec struct {
 	// SimRemainingMS is how long a simulated job still has to run.
 	SimRemainingMS int64      `json:"sim_remaining_ms,omitempty"`
 	SimMemory      *SimMemory `json:"sim_memory,omitempty"`
+	// Sharing opts the job in to Salus sharing through the agent's gate
+	// (agent.Sharing); absent: not shared.
+	Sharing *Sharing `json:"sharing,omitempty"`
+	// Resources are the part's CPUs and memory; absent: not limited.
+	Resources *Resources `json:"resources,omitempty"`
+}
+
+// Sharing is a job's opt-in to sharing its GPU, an iteration at a time.
+type Sharing struct {
+	// Memory is the job's estimate on each of its GPUs, unpadded.
+	Memory     Estimate `json:"memory"`
+	DurationS  float64  `json:"duration_s,omitempty"`
+	Iterations int64    `json:"iterations,omitempty"`
+}
+
+// Estimate is a memory estimate (memest.Estimate): persistent memory P,
+// ephemeral memory E, and where it came from.
+type Estimate struct {
+	PersistentMiB int64  `json:"persistent_mib"`
+	EphemeralMiB  int64  `json:"ephemeral_mib"`
+	Source        string `json:"source,omitempty"`
 }
 
 // SimMemory is a simulated job's memory model (see gpu.SimMemory).
@@ -213,6 +245,9 @@ type Exit struct {
 	ExitCode int       `json:"exit_code"` // -1 when killed by a signal or never started
 	Err      string    `json:"err,omitempty"`
 	At       time.Time `json:"at"`
+	// Requeue is set when the agent's gate stopped the job because it
+	// outgrew its lane: the estimate to run it again with.
+	Requeue *Estimate `json:"requeue,omitempty"`
 }
 
 // Log is a chunk of a job's output: Data belongs at Offset of the job's
@@ -269,6 +304,7 @@ func FromSamples(ss []gpu.Sample) []Sample {
 		w := Sample{
 			At: s.At, Index: s.Index, MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, UtilPct: s.UtilPct,
 			TempC: s.TempC, PowerW: s.PowerW, ECCErrors: s.ECCErrors,
+			XIDErrors: s.XIDErrors, LastXID: s.LastXID,
 		}
 		for _, j := range s.Jobs {
 			w.Jobs = append(w.Jobs, JobMem{JobID: j.JobID, MemMiB: j.MemMiB})
@@ -285,6 +321,7 @@ func Samples(ws []Sample) []gpu.Sample {
 		s := gpu.Sample{
 			At: w.At, Index: w.Index, MemUsedMiB: w.MemUsedMiB, MemMiB: w.MemMiB, UtilPct: w.UtilPct,
 			TempC: w.TempC, PowerW: w.PowerW, ECCErrors: w.ECCErrors,
+			XIDErrors: w.XIDErrors, LastXID: w.LastXID,
 		}
 		for _, j := range w.Jobs {
 			s.Jobs = append(s.Jobs, gpu.JobMem{JobID: j.JobID, MemMiB: j.MemMiB})

@@ -2,8 +2,8 @@
 
 // Package nvml reads NVIDIA GPUs through NVML (github.com/NVIDIA/go-nvml):
 // each GPU's identity, and once a second its memory, utilization,
-// temperature, power draw, uncorrected ECC errors and the memory of each
-// process on it.
+// temperature, power draw, uncorrected ECC errors, critical XID errors
+// (through NVML's event set) and the memory of each process on it.
 //
 // go-nvml needs cgo, so this package builds only with cgo, and the
 // gpuportal binary includes it only when built with the nvml build tag
@@ -37,6 +37,8 @@ type Backend struct {
 	mu     sync.Mutex
 	closed bool
 	warned map[string]bool // readings that failed, each logged once
+	events nv.EventSet     // XID events; nil where NVML gives none
+	xids   []xidState      // by GPU
 }
 
 var _ gpu.Backend = (*Backend)(nil)
@@ -62,6 +64,7 @@ func New(lib nv.Interface, log *slog.Logger) (*Backend, error) {
 		_ = lib.Shutdown()
 		return nil, err
 	}
+	b.openEvents()
 	return b, nil
 }
 
@@ -117,6 +120,9 @@ func (b *Backend) Sample(now time.Time) []gpu.Sample {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]gpu.Sample, len(b.devs))
+	if !b.closed {
+		b.readEvents()
+	}
 	for i, d := range b.devs {
 		s := gpu.Sample{At: now, Index: i, MemMiB: b.info[i].MemMiB}
 		if b.closed {
@@ -138,6 +144,7 @@ func (b *Backend) Sample(now time.Time) []gpu.Sample {
 		if n, ret := d.GetTotalEccErrors(nv.MEMORY_ERROR_TYPE_UNCORRECTED, nv.VOLATILE_ECC); b.ok(i, "ECC errors", ret) {
 			s.ECCErrors = n
 		}
+		s.XIDErrors, s.LastXID = b.xids[i].count, b.xids[i].last
 		s.Processes = b.processes(i, d)
 		out[i] = s
 	}
@@ -198,6 +205,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.closeEvents()
 	if ret := b.lib.Shutdown(); ret != nv.SUCCESS {
 		return fmt.Errorf("nvml: shutdown: %v", ret)
 	}

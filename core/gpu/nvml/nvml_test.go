@@ -35,6 +35,8 @@ type reading struct {
 func fakeMachine(t *testing.T, readings map[int]reading) *dgxa100.Server {
 	t.Helper()
 	srv := dgxa100.New()
+	// No XID events unless a test queues some (see queueEvents).
+	newEventQueue(srv)
 	for i, d := range srv.Devices {
 		dev := d.(*dgxa100.Device)
 		r := readings[i]

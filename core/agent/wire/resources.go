@@ -1,0 +1,44 @@
+package wire
+
+import "time"
+
+// Resources are the CPUs and host memory allocated to a job's part on a
+// machine (the scheduler's allocation step, docs/synergy.md), for the
+// agent to enforce with cgroups where it can.
+type Resources struct {
+	CPUMilli int64 `json:"cpu_milli"`
+	MemMiB   int64 `json:"mem_mib"`
+	// PropCPUMilli is the job's proportional share of the machine's CPUs:
+	// profiling never goes below it.
+	PropCPUMilli int64 `json:"prop_cpu_milli,omitempty"`
+	// ProfileMaxMilli, when positive, asks the agent to profile the job's
+	// CPU sensitivity (no profile is known for its model and batch), up
+	// to this many thousandths of a core.
+	ProfileMaxMilli int64 `json:"profile_max_milli,omitempty"`
+}
+
+// JobUsage is what a job's part uses on a machine, against what it was
+// allocated, and whether the limits are enforced.
+type JobUsage struct {
+	JobID int64     `json:"job_id"`
+	At    time.Time `json:"at"`
+	// CPUMilli and MemMiB are the allocation the agent holds (0: none).
+	CPUMilli int64 `json:"cpu_milli"`
+	MemMiB   int64 `json:"mem_mib"`
+	// UsedCPUMilli is the CPU used since the last reading, in thousandths
+	// of a core; UsedMemMiB the memory in use now.
+	UsedCPUMilli int64 `json:"used_cpu_milli"`
+	UsedMemMiB   int64 `json:"used_mem_mib"`
+	// Enforced says cgroups hold the job to its allocation; Note says why
+	// not when they do not ("CPU limits not enforced: ...").
+	Enforced bool   `json:"enforced"`
+	Note     string `json:"note,omitempty"`
+	// Profile is the job's measured CPU profile, once profiling is done.
+	Profile []ProfilePoint `json:"profile,omitempty"`
+}
+
+// ProfilePoint is one measured step: the job's rate at a CPU quota.
+type ProfilePoint struct {
+	CPUMilli int64   `json:"cpu_milli"`
+	Rate     float64 `json:"rate"`
+}

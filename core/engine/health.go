@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// GPU health: every pass reads each GPU's error counters (uncorrected ECC
+// errors, critical XID errors). A GPU whose counters grow has failed: it
+// is marked unhealthy and takes no new jobs until an admin clears it, and
+// a job that fails on it during its run is requeued as an infrastructure
+// failure, which does not count against the job's retries.
+
+// GPUFault is a GPU taken out of service because it reported an error.
+type GPUFault struct {
+	Node  string
+	Index int
+	// Reason says what the GPU reported, such as "GPU node-1/2 reported
+	// XID 79 (GPU fell off the bus)".
+	Reason string
+	At     time.Time
+}
+
+// gpuKey names one GPU of the cluster.
+type gpuKey struct {
+	node  string
+	index int
+}
+
+// gpuErrors is what a GPU's error counters read.
+type gpuErrors struct {
+	ecc, xids uint64
+}
+
+// health tracks the GPUs' error counters and the GPUs they took out of
+// service. The Run goroutine observes; admins read and clear.
+type health struct {
+	mu     sync.Mutex
+	seen   map[gpuKey]gpuErrors
+	faults map[gpuKey]GPUFault
+}
+
+// observe compares a machine's samples with its counters' last readings
+// and records the GPUs that failed since. The first reading of a GPU is
+// its baseline: errors from before gpuportal watched it (since the driver
+// loaded) do not take it out of service. Counters that go down (the
+// agent restarted) become the new baseline.
+func (h *health) observe(node string, ss []gpu.Sample, now time.Time) []GPUFault {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.seen == nil {
+		h.seen = make(map[gpuKey]gpuErrors)
+		h.faults = make(map[gpuKey]GPUFault)
+	}
+	var out []GPUFault
+	for _, s := range ss {
+		k := gpuKey{node, s.Index}
+		cur := gpuErrors{ecc: s.ECCErrors, xids: s.XIDErrors}
+		prev, known := h.seen[k]
+		h.seen[k] = cur
+		if !known || cur.ecc < prev.ecc || cur.xids < prev.xids {
+			continue
+		}
+		var what string
+		switch {
+		case cur.xids > prev.xids:
+			what = gpu.XIDText(s.LastXID)
+		case cur.ecc > prev.ecc:
+			what = fmt.Sprintf("%d uncorrectable ECC error(s)", cur.ecc-prev.ecc)
+		default:
+			continue
+		}
+		f := GPUFault{Node: node, Index: s.Index, At: now,
+			Reason: fmt.Sprintf("GPU %s/%d reported %s", node, s.Index, what)}
+		h.faults[k] = f
+		out = append(out, f)
+	}
+	return out
+}
+
+// fault returns the fault of a GPU, if it has one.
+func (h *health) fault(node string, index int) (GPUFault, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, ok := h.faults[gpuKey{node, index}]
+	return f, ok
+}
+
+// checkHealth reads every connected machine's GPUs and records the ones
+// that failed.
+func (e *Engine) checkHealth(now time.Time) {
+	for _, n := range e.Nodes() {
+		e.observeNode(n, now)
+	}
+}
+
+func (e *Engine) observeNode(n Node, now time.Time) {
+	for _, f := range e.health.observe(n.Name(), n.Sample(now), now) {
+		e.cfg.Logger.Warn("GPU taken out of service", "node", f.Node, "gpu", f.Index, "reason", f.Reason)
+	}
+}
+
+// gpuUnhealthy reports whether a GPU is out of service.
+func (e *Engine) gpuUnhealthy(node string, index int) bool {
+	_, ok := e.health.fault(node, index)
+	return ok
+}
+
+// GPUFaults lists the GPUs out of service, by node and index.
+func (e *Engine) GPUFaults() []GPUFault {
+	e.health.mu.Lock()
+	out := make([]GPUFault, 0, len(e.health.faults))
+	for _, f := range e.health.faults {
+		out = append(out, f)
+	}
+	e.health.mu.Unlock()
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Node != out[b].Node {
+			return out[a].Node < out[b].Node
+		}
+		return out[a].Index < out[b].Index
+	})
+	return out
+}
+
+// ErrGPUHealthy is returned when clearing a GPU that is not out of
+// service.
+var ErrGPUHealthy = fmt.Errorf("GPU is not out of service")
+
+// ClearGPUFault puts a GPU back in service, once an admin has looked at
+// it. Its counters' current readings become its new baseline.
+func (e *Engine) ClearGPUFault(node string, index int) error {
+	e.health.mu.Lock()
+	k := gpuKey{node, index}
+	_, ok := e.health.faults[k]
+	delete(e.health.faults, k)
+	e.health.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("GPU %s/%d: %w", node, index, ErrGPUHealthy)
+	}
+	e.cfg.Logger.Info("GPU back in service", "node", node, "gpu", index)
+	e.Wake()
+	return nil
+}
+
+// requeueIfGPUFailed makes the failed end of a run on node an
+// infrastructure failure when one of the GPUs it ran on there failed
+// during the run: the job waits again, and the run does not count against
+// its retries. It reports whether it did.
+func (e *Engine) requeueIfGPUFailed(ctx context.Context, node string, code int, r *run, now time.Time) bool {
+	if r.stop != "" || code == 0 {
+		return false
+	}
+	// The machine's latest readings: the failure may have come after the
+	// last pass.
+	if n := e.node(node); n != nil {
+		e.observeNode(n, now)
+	}
+	gpus := r.gpus[node]
+	if gpus == nil {
+		// Adopted after a reconnect: which GPUs it holds is not known
+		// here, so any of the machine's counts.
+		if n := e.node(node); n != nil {
+			for _, d := range n.Devices() {
+				gpus = append(gpus, d.Index)
+			}
+		}
+	}
+	for _, g := range gpus {
+		f, ok := e.health.fault(node, g)
+		if !ok || f.At.Before(r.started) {
+			continue
+		}
+		r.stop, r.reason = job.Queued, "requeued: "+f.Reason
+		e.stats.add(func(s *Stats) { s.Requeues++ })
+		return true
+	}
+	return false
+}

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+// Monitors: where jobs run on another system's machines (Slurm), a
+// gpuportal agent in monitor-only mode (gpuportal agent --monitor-only)
+// may still watch their GPUs. It registers as the monitor of the machine
+// of the same name: the engine does not run jobs through it, and the
+// machine's own Node (the Slurm executor's) reads its GPU samples from it.
+
+// Monitor is a machine's GPU readings from a monitor-only agent.
+type Monitor interface {
+	Name() string
+	Sample(now time.Time) []gpu.Sample
+}
+
+// monitors holds the connected monitors by machine name.
+type monitors struct {
+	mu     sync.Mutex
+	byName map[string]Monitor
+}
+
+// AddMonitor connects the monitor of a machine, replacing any earlier
+// one of the same name.
+func (e *Engine) AddMonitor(_ context.Context, m Monitor) error {
+	e.monitors.mu.Lock()
+	defer e.monitors.mu.Unlock()
+	if e.monitors.byName == nil {
+		e.monitors.byName = make(map[string]Monitor)
+	}
+	e.monitors.byName[m.Name()] = m
+	e.cfg.Logger.Info("monitor connected", "node", m.Name())
+	return nil
+}
+
+// RemoveMonitor disconnects the monitor of a machine.
+func (e *Engine) RemoveMonitor(_ context.Context, name string) error {
+	e.monitors.mu.Lock()
+	defer e.monitors.mu.Unlock()
+	if _, ok := e.monitors.byName[name]; !ok {
+		return fmt.Errorf("monitor of %s: %w", name, ErrUnknownNode)
+	}
+	delete(e.monitors.byName, name)
+	e.cfg.Logger.Warn("monitor disconnected", "node", name)
+	return nil
+}
+
+// Monitor returns the monitor of a machine, if one is connected.
+func (e *Engine) Monitor(name string) (Monitor, bool) {
+	e.monitors.mu.Lock()
+	defer e.monitors.mu.Unlock()
+	m, ok := e.monitors.byName[name]
+	return m, ok
+}
+
+// LiveMemoryNode is implemented by machines whose GPUs' live memory may be
+// unknown (Slurm's, without a monitor).
+type LiveMemoryNode interface {
+	// LiveMemoryUnavailable says why the machine's live GPU memory is
+	// unknown; empty when it is known.
+	LiveMemoryUnavailable() string
+}
+
+// LiveMemoryUnavailable says why a machine's live GPU memory is unknown;
+// empty when it is known.
+func LiveMemoryUnavailable(n Node) string {
+	if lm, ok := n.(LiveMemoryNode); ok {
+		return lm.LiveMemoryUnavailable()
+	}
+	return ""
+}
