@@ -28,7 +28,9 @@ func (s *Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) 
 			SubmittedAt: j.SubmittedAt, Placement: j.Placement, LastStartAt: j.LastStartAt,
 			ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
 			Model: j.Model, Queue: j.QueueState(),
-			Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt,
+			Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
+			Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
+			BatchSize: j.BatchSize,
 		}
 	}
 	return out, nil

@@ -37,6 +37,20 @@ type Job struct {
 	GPUMemMiB   int64   // declared memory per GPU, 0 when unknown
 	Model       string  `gorm:"size:64"` // declared model, for placement (see sched.Models)
 
+	// Salus sharing (docs/salus.md). Sharing: the job may share its one
+	// GPU with other sharing jobs; GPUFraction, in (0, 1) when asked for,
+	// implies it. MemPersistentMiB and MemEphemeralMiB are its memory
+	// estimate on its GPU, unpadded, and MemSource where it came from
+	// (core/memest: declared, catalogue, params, measured); 0 when unknown.
+	// BatchSize and Parameters are what the user declared for the estimate.
+	Sharing          bool
+	GPUFraction      float64
+	MemPersistentMiB int64
+	MemEphemeralMiB  int64
+	MemSource        string `gorm:"size:16"`
+	BatchSize        int
+	Parameters       int64
+
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended
 	SubmittedAt time.Time
@@ -56,6 +70,9 @@ type Job struct {
 	// measure how good the estimates are.
 	FirstEstimate *time.Time
 	UpdatedAt     time.Time
+	// CancelRequest, when set, is the reason of a cancel asked through a
+	// replica that does not schedule; the leader carries it out.
+	CancelRequest string `gorm:"size:512"`
 
 	// The scheduler's memory of the job's priority queue (sched.QueueState).
 	QueueIndex    int

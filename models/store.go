@@ -69,11 +69,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	err := s.db.WithContext(ctx).AutoMigrate(&User{}, &Team{}, &Session{}, &APIToken{}, &Job{}, &AuditEntry{}, &JobEvent{}, &JobTemplate{}, &UserCap{}, &TeamSample{})
-	if err != nil {
-		return fmt.Errorf("migrate schema: %w", err)
-	}
-	return nil
+	_, err := migrate(ctx, s.db, migrations())
+	return err
 }
 
 // Close releases the database connections.

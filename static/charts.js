@@ -67,6 +67,59 @@
     return { add: add, draw: draw };
   }
 
+  // Salus lanes drawn on a GPU's memory timeline: a band for the jobs'
+  // persistent memory from 0, then one band per lane stacked above it, as
+  // large as the lane; the lane whose job runs an iteration now is drawn
+  // stronger. The used-memory line rises into a lane while its iteration
+  // runs. c.lanes is the GPU's lanes from the gpus topic.
+  var LANE_COLORS = ["#b7791f", "#6b46c1", "#2c7a7b", "#d53f8c", "#c53030", "#4a5568"];
+  function lanesPlugin(c) {
+    function band(u, ctx, lo, hi, fill, stroke, label) {
+      var y0 = u.valToPos(lo / GB, "y", true), y1 = u.valToPos(hi / GB, "y", true);
+      var b = u.bbox;
+      ctx.fillStyle = fill;
+      ctx.fillRect(b.left, y1, b.width, y0 - y1);
+      ctx.strokeStyle = stroke;
+      ctx.setLineDash([3, 3]);
+      ctx.strokeRect(b.left, y1, b.width, y0 - y1);
+      ctx.setLineDash([]);
+      if (y0 - y1 >= 10 * devicePixelRatio) {
+        ctx.fillStyle = stroke;
+        ctx.font = (10 * devicePixelRatio) + "px sans-serif";
+        ctx.textBaseline = "top";
+        ctx.textAlign = "left";
+        ctx.fillText(label, b.left + 4 * devicePixelRatio, y1 + 2 * devicePixelRatio);
+      }
+    }
+    return { hooks: { drawAxes: [function (u) {
+      var g = c.lanes;
+      if (!g || !g.lanes || !g.lanes.length) { return; }
+      var ctx = u.ctx;
+      ctx.save();
+      var ids = [];
+      g.lanes.forEach(function (l) { l.jobs.forEach(function (j) { ids.push(j.job_id); }); });
+      band(u, ctx, 0, g.persistent_mib, "rgba(138,148,160,0.18)", "#5a6470", "persistent · jobs " + ids.join(", "));
+      var base = g.persistent_mib;
+      g.lanes.forEach(function (l, i) {
+        var col = LANE_COLORS[i % LANE_COLORS.length];
+        var label = "lane " + l.id + " · jobs " + l.jobs.map(function (j) { return j.job_id; }).join(", ") +
+          (l.running ? " · job " + l.running + " runs" : "");
+        band(u, ctx, base, base + l.size_mib, l.running ? hexAlpha(col, 0.22) : hexAlpha(col, 0.08), col, label);
+        base += l.size_mib;
+      });
+      ctx.restore();
+    }] } };
+  }
+  function hexAlpha(hex, a) {
+    var n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + a + ")";
+  }
+  function setLanes(c, lanes) {
+    c.lanes = lanes && lanes.lanes && lanes.lanes.length ? lanes : null;
+    c.box.dataset.lanes = c.lanes ? c.lanes.lanes.length : 0; // for tests and curious people
+    c.u.redraw(false);
+  }
+
   function gpuWall(wall) {
     var charts = {}; // "node/index" -> {u, data}
     var utilEl = document.getElementById("gpu-util");
@@ -80,16 +133,19 @@
       box.dataset.gpu = key;
       wall.appendChild(box);
       var data = [[], [], []];
+      var c = { data: data, box: box, lanes: null };
       var u = new uPlot({
         title: node + " · GPU " + index, width: width(box), height: 170,
+        plugins: [lanesPlugin(c)],
         scales: { x: { time: true }, y: { range: [0, Math.max(1, memMiB / GB)] } },
         series: [{}, { label: "used GB", stroke: "#2458d6", fill: "rgba(36,88,214,0.15)", width: 1.5, points: { show: false } },
                  { label: "capacity GB", stroke: "#8a94a0", dash: [4, 4], width: 1, points: { show: false } }],
         axes: [{}, { label: "GB", size: 50 }],
         legend: { live: false },
       }, data, box);
-      charts[key] = { u: u, data: data, box: box };
-      return charts[key];
+      c.u = u;
+      charts[key] = c;
+      return c;
     }
 
     function add(node, index, p) {
@@ -101,10 +157,20 @@
     }
 
     stream(["gpus"], function (topic, type, data) {
+      if (type === "lanes") {
+        var seen = {};
+        (data || []).forEach(function (g) {
+          var c = charts[g.node + "/" + g.index];
+          if (c) { setLanes(c, g.lanes); seen[g.node + "/" + g.index] = true; }
+        });
+        Object.keys(charts).forEach(function (k) { if (!seen[k] && charts[k].lanes) { setLanes(charts[k], null); } });
+        return;
+      }
       if (type === "snapshot") {
         wall.innerHTML = ""; charts = {};
         data.forEach(function (g) {
-          chartFor(g.node, g.index, g.points.length ? g.points[0].MemMiB : 1);
+          var c = chartFor(g.node, g.index, g.points.length ? g.points[0].MemMiB : (g.lanes ? g.lanes.capacity_mib : 1));
+          if (g.lanes) { setLanes(c, g.lanes); }
           g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.T, p); } });
         });
         Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
@@ -191,7 +257,35 @@
     }, data, el);
   }
 
+  // jobProfile draws a job's CPU sensitivity (speed against cores per
+  // GPU) with its allocation as a dashed vertical line.
+  function jobProfile(el) {
+    var p = JSON.parse(el.dataset.profile || "{}");
+    var pts = (p.cpu || []).slice();
+    if (!pts.length) { el.textContent = "The job's speed does not depend on its CPUs."; return; }
+    var last = pts[pts.length - 1];
+    var xmax = Math.max(last[0], p.alloc || 0) * 1.15 || 1;
+    if (last[0] < xmax) { pts.push([xmax, last[1]]); }
+    var data = [pts.map(function (q) { return q[0]; }), pts.map(function (q) { return q[1]; })];
+    new uPlot({
+      width: width(el), height: 220,
+      scales: { x: { time: false }, y: { range: [0, 1.05] } },
+      series: [{ label: "cores per GPU" }, { label: "speed", stroke: "#2458d6", width: 1.5 }],
+      axes: [{ label: "cores per GPU" }, { label: "speed (1 = best)", size: 50 }],
+      hooks: { draw: [function (u) {
+        if (!p.alloc) { return; }
+        var x = Math.round(u.valToPos(p.alloc, "x", true)), ctx = u.ctx;
+        ctx.save();
+        ctx.strokeStyle = "#b7791f"; ctx.lineWidth = 1.5; ctx.setLineDash([5, 4]);
+        ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+        ctx.restore();
+      }] },
+    }, data, el);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var prof = document.getElementById("job-profile");
+    if (prof) { jobProfile(prof); }
     var tu = document.getElementById("team-usage");
     if (tu) { teamUsage(tu); }
     var cdf = document.getElementById("jct-cdf");

@@ -47,6 +47,18 @@ type JobJSON struct {
 	EstimatedStartAt *time.Time `json:"estimated_start_at"`
 	// Borrowed: the job runs beyond its team's guarantee and may be reclaimed.
 	Borrowed bool `json:"borrowed"`
+	// Salus sharing: whether the job shares its GPU, the fraction of a
+	// GPU it asked for (0: none), its memory estimate (unpadded; measured
+	// after it outgrew a lane), and while it runs, its lane.
+	Sharing        bool          `json:"sharing"`
+	GPUFraction    float64       `json:"gpu_fraction,omitempty"`
+	MemoryEstimate *EstimateJSON `json:"memory_estimate,omitempty"`
+	BatchSize      int           `json:"batch_size,omitempty"`
+	Parameters     int64         `json:"parameters,omitempty"`
+	Lane           *JobLaneJSON  `json:"lane,omitempty"`
+	// Resources are a running job's CPUs and host memory: allocated and
+	// used per node, and its sensitivity profile (docs/synergy.md).
+	Resources *JobResourcesJSON `json:"resources,omitempty"`
 }
 
 // EventJSON is one step of a job's history.
@@ -85,6 +97,12 @@ func (s *Server) apiJobHistory(c echo.Context) error {
 func (s *Server) jobJSON(j *models.Job) JobJSON {
 	out := jobJSON(j)
 	out.Borrowed = j.State == job.Running && s.cfg.Engine.Borrowed(j.ID)
+	if j.Sharing && j.State == job.Running {
+		out.Lane = s.jobLane(j.ID)
+	}
+	if j.State == job.Running {
+		out.Resources = s.jobResources(j.ID)
+	}
 	if j.State.Waiting() {
 		if t, ok := s.cfg.Engine.EstimatedStart(j.ID); ok {
 			out.EstimatedStartAt = &t
@@ -104,6 +122,10 @@ func jobJSON(j *models.Job) JobJSON {
 	}
 	if out.Placement == nil {
 		out.Placement = []string{}
+	}
+	out.Sharing, out.GPUFraction, out.BatchSize, out.Parameters = j.Sharing, j.GPUFraction, j.BatchSize, j.Parameters
+	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
+		out.MemoryEstimate = &EstimateJSON{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
 	}
 	if len(j.Command) == 0 {
 		out.Sim = &SimSpec{DurationS: j.SimDuration}

@@ -30,7 +30,12 @@ const (
 	topicQueues = "queues" // the scheduler's queues
 	topicJCT    = "jct"    // JCT figures of the last 24 hours
 	topicJob    = "job:"   // job:<id>: the job's state and its GPU memory
+	topicGPU    = "gpu:"   // gpu:<uuid>: one GPU's memory and jobs, each second
+	topicTeam   = "team:"  // team:<name>: the team's GPUs and queue (its members and admins)
 )
+
+// topicKinds lists the topics; the authorization test walks each.
+var topicKinds = []string{topicGPUs, topicQueues, topicJCT, topicJob, topicGPU, topicTeam}
 
 const (
 	clientWriteWait = 10 * time.Second
@@ -68,16 +73,18 @@ type wsIn struct {
 	Unsubscribe []string `json:"unsubscribe"`
 }
 
-// hub knows the connected clients and what each subscribed to.
+// hub knows the connected clients and, per topic, who follows it, so that
+// a publish touches only the followers.
 type hub struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
 	clients map[*wsClient]struct{}
+	topics  map[string]map[*wsClient]struct{}
 }
 
 func newHub(log *slog.Logger) *hub {
-	return &hub{log: log, clients: make(map[*wsClient]struct{})}
+	return &hub{log: log, clients: make(map[*wsClient]struct{}), topics: make(map[string]map[*wsClient]struct{})}
 }
 
 // wsClient is one connected browser or program.
@@ -85,13 +92,20 @@ type wsClient struct {
 	user *models.User
 	conn *websocket.Conn
 
+	// follows is the client's topics, guarded by the hub's mutex.
+	follows map[string]bool
+
 	mu      sync.Mutex
-	topics  map[string]bool
-	pending map[string]wsOut // newest unsent message per topic
-	order   []string         // topics in pending, oldest first
+	pending []wsOut // newest unsent message per topic and type, oldest first
+	spare   []wsOut // the slice next returned last time, reused
 	wake    chan struct{}
 	closed  chan struct{}
 	once    sync.Once
+}
+
+func newClient(u *models.User, conn *websocket.Conn) *wsClient {
+	return &wsClient{user: u, conn: conn, follows: make(map[string]bool),
+		wake: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 func (h *hub) add(c *wsClient) {
@@ -104,6 +118,45 @@ func (h *hub) remove(c *wsClient) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.clients, c)
+	for t := range c.follows {
+		h.unfollowLocked(c, t)
+	}
+}
+
+// follow subscribes c to topic; false when c follows maxTopics already.
+func (h *hub) follow(c *wsClient, topic string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.follows[topic] {
+		return true
+	}
+	if len(c.follows) >= maxTopics {
+		return false
+	}
+	c.follows[topic] = true
+	set := h.topics[topic]
+	if set == nil {
+		set = make(map[*wsClient]struct{})
+		h.topics[topic] = set
+	}
+	set[c] = struct{}{}
+	return true
+}
+
+func (h *hub) unfollow(c *wsClient, topic string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unfollowLocked(c, topic)
+}
+
+func (h *hub) unfollowLocked(c *wsClient, topic string) {
+	delete(c.follows, topic)
+	if set := h.topics[topic]; set != nil {
+		delete(set, c)
+		if len(set) == 0 {
+			delete(h.topics, topic)
+		}
+	}
 }
 
 // count is the number of connected clients.
@@ -117,10 +170,25 @@ func (h *hub) count() int {
 func (h *hub) subscribers(topic string) []*wsClient {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []*wsClient
-	for c := range h.clients {
-		if c.subscribed(topic) {
-			out = append(out, c)
+	set := h.topics[topic]
+	if len(set) == 0 {
+		return nil
+	}
+	out := make([]*wsClient, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	return out
+}
+
+// followed returns the topics starting with prefix that some client follows.
+func (h *hub) followed(prefix string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for t := range h.topics {
+		if strings.HasPrefix(t, prefix) {
+			out = append(out, t)
 		}
 	}
 	return out
@@ -128,19 +196,11 @@ func (h *hub) subscribers(topic string) []*wsClient {
 
 // jobTopics returns the job IDs some client follows.
 func (h *hub) jobTopics() []int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	seen := make(map[int64]bool)
 	var out []int64
-	for c := range h.clients {
-		c.mu.Lock()
-		for t := range c.topics {
-			if id, ok := jobTopicID(t); ok && !seen[id] {
-				seen[id] = true
-				out = append(out, id)
-			}
+	for _, t := range h.followed(topicJob) {
+		if id, ok := jobTopicID(t); ok {
+			out = append(out, id)
 		}
-		c.mu.Unlock()
 	}
 	return out
 }
@@ -154,21 +214,22 @@ func jobTopicID(topic string) (int64, bool) {
 	return id, err == nil && id > 0
 }
 
-func (c *wsClient) subscribed(topic string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.topics[topic]
-}
-
-// send queues m, replacing an unsent message of the same topic. It never
-// blocks.
+// send queues m, replacing an unsent message of the same topic and type.
+// It never blocks and, once the queue has grown to the client's topics,
+// allocates nothing.
 func (c *wsClient) send(m wsOut) {
 	c.mu.Lock()
-	key := m.Topic + "/" + m.Type
-	if _, ok := c.pending[key]; !ok {
-		c.order = append(c.order, key)
+	replaced := false
+	for i := range c.pending {
+		if c.pending[i].Topic == m.Topic && c.pending[i].Type == m.Type {
+			c.pending[i] = m
+			replaced = true
+			break
+		}
 	}
-	c.pending[key] = m
+	if !replaced {
+		c.pending = append(c.pending, m)
+	}
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -176,16 +237,13 @@ func (c *wsClient) send(m wsOut) {
 	}
 }
 
-// next takes the pending messages, oldest topic first.
+// next takes the pending messages, oldest topic first. The slice is the
+// client's until the next call: only the write loop calls it.
 func (c *wsClient) next() []wsOut {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]wsOut, 0, len(c.order))
-	for _, k := range c.order {
-		out = append(out, c.pending[k])
-	}
-	c.order = c.order[:0]
-	clear(c.pending)
+	out := c.pending
+	c.pending, c.spare = c.spare[:0], out
 	return out
 }
 
@@ -206,7 +264,8 @@ func (c *wsClient) writeLoop(ctx context.Context, log *slog.Logger) {
 				return
 			}
 		case <-c.wake:
-			for _, m := range c.next() {
+			msgs := c.next()
+			for _, m := range msgs {
 				if err := c.conn.SetWriteDeadline(time.Now().Add(clientWriteWait)); err != nil {
 					c.close(websocket.CloseGoingAway, "")
 					return
@@ -223,6 +282,7 @@ func (c *wsClient) writeLoop(ctx context.Context, log *slog.Logger) {
 					return
 				}
 			}
+			clear(msgs) // let the sent data go
 		}
 	}
 }

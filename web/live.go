@@ -19,11 +19,14 @@ type GPUSeries struct {
 	Node   string            `json:"node"`
 	Index  int               `json:"index"`
 	Points []telemetry.Point `json:"points"`
+	// Lanes are the GPU's Salus lanes now, when its agent serves a gate.
+	Lanes *GPULanesJSON `json:"lanes,omitempty"`
 }
 
 // gpuHistory returns the history of every GPU of the connected machines.
 func (s *Server) gpuHistory(since int64) []GPUSeries {
 	out := []GPUSeries{}
+	gl := s.gpuLanes()
 	for _, n := range s.cfg.Engine.Nodes() {
 		for _, d := range n.Devices() {
 			k := telemetry.GPUKey{Node: n.Name(), Index: d.Index}
@@ -31,7 +34,11 @@ func (s *Server) gpuHistory(since int64) []GPUSeries {
 			if pts == nil {
 				pts = []telemetry.Point{}
 			}
-			out = append(out, GPUSeries{Node: k.Node, Index: k.Index, Points: pts})
+			gs := GPUSeries{Node: k.Node, Index: k.Index, Points: pts}
+			if l, ok := gl[k]; ok {
+				gs.Lanes = &l
+			}
+			out = append(out, gs)
 		}
 	}
 	return out
@@ -60,11 +67,26 @@ func (s *Server) apiGPUs(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.gpuHistory(since))
 }
 
-// apiJobMemory returns a job's GPU memory over time, one point per GPU per second.
+// apiJobMemory returns a job's GPU memory over time, one point per GPU per
+// second; with ?range= past 10m, the memory used on the GPUs it runs on
+// (or last ran on), per step, while it ran (jobGPUHistory).
 func (s *Server) apiJobMemory(c echo.Context) error {
 	j, err := s.loadJob(c)
 	if err != nil {
 		return err
+	}
+	if c.QueryParam("range") != "" {
+		r, err := rangeParam(c)
+		if err != nil {
+			return err
+		}
+		if r.Step > 1 {
+			pts, err := s.jobGPUHistory(c.Request().Context(), j, r)
+			if err != nil {
+				return err
+			}
+			return c.JSON(http.StatusOK, pts)
+		}
 	}
 	since, err := s.sinceParam(c)
 	if err != nil {

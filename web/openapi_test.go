@@ -83,15 +83,24 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for name, typ := range map[string]reflect.Type{
-		"Job":           reflect.TypeOf(JobJSON{}),
-		"SubmitRequest": reflect.TypeOf(SubmitRequest{}),
-		"Node":          reflect.TypeOf(NodeJSON{}),
-		"Event":         reflect.TypeOf(EventJSON{}),
-		"JCTStats":      reflect.TypeOf(JCTStatsJSON{}),
-		"Queues":        reflect.TypeOf(QueuesJSON{}),
-		"Template":      reflect.TypeOf(TemplateJSON{}),
-		"Estimates":     reflect.TypeOf(EstimatesJSON{}),
-		"TeamShare":     reflect.TypeOf(TeamShareJSON{}),
+		"Job":            reflect.TypeOf(JobJSON{}),
+		"SubmitRequest":  reflect.TypeOf(SubmitRequest{}),
+		"Node":           reflect.TypeOf(NodeJSON{}),
+		"Event":          reflect.TypeOf(EventJSON{}),
+		"JCTStats":       reflect.TypeOf(JCTStatsJSON{}),
+		"Queues":         reflect.TypeOf(QueuesJSON{}),
+		"Template":       reflect.TypeOf(TemplateJSON{}),
+		"Estimates":      reflect.TypeOf(EstimatesJSON{}),
+		"TeamShare":      reflect.TypeOf(TeamShareJSON{}),
+		"GPUSeries":      reflect.TypeOf(GPUSeries{}),
+		"GPULanes":       reflect.TypeOf(GPULanesJSON{}),
+		"Lane":           reflect.TypeOf(LaneJSON{}),
+		"LaneJob":        reflect.TypeOf(LaneJobJSON{}),
+		"JobLane":        reflect.TypeOf(JobLaneJSON{}),
+		"MemoryEstimate": reflect.TypeOf(EstimateJSON{}),
+		"JobResources":   reflect.TypeOf(JobResourcesJSON{}),
+		"Allocation":     reflect.TypeOf(AllocationJSON{}),
+		"CPUProfile":     reflect.TypeOf(CPUProfileJSON{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

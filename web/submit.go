@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpuportal/gpuportal/core/cmdline"
+	"github.com/gpuportal/gpuportal/core/memest"
 
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
@@ -35,6 +36,16 @@ type SubmitRequest struct {
 	// Model is the job's model, from the catalogue of sched.Models; it
 	// tells placement whether to keep the job's GPUs on few machines.
 	Model string `json:"model,omitempty"`
+	// Salus sharing (submit_sharing.go): opt in, or ask for a fraction of
+	// a GPU; the memory estimate from the declared persistent and
+	// ephemeral memory, else the model and batch size, else the
+	// parameter count and batch size.
+	Sharing          bool    `json:"sharing,omitempty"`
+	GPUFraction      float64 `json:"gpu_fraction,omitempty"`
+	MemPersistentMiB int64   `json:"mem_persistent_mib,omitempty"`
+	MemEphemeralMiB  int64   `json:"mem_ephemeral_mib,omitempty"`
+	BatchSize        int     `json:"batch_size,omitempty"`
+	Parameters       int64   `json:"parameters,omitempty"`
 }
 
 // SimSpec describes a simulated training job.
@@ -70,7 +81,7 @@ type fieldErrors map[string]string
 
 // first returns one error message naming its field, for APIs that return one.
 func (fe fieldErrors) first() string {
-	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb"} {
+	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters"} {
 		if msg, ok := fe[k]; ok {
 			return k + ": " + msg
 		}
@@ -109,6 +120,9 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 	case u.Role != models.RoleAdmin && team != u.Team:
 		fe["team"] = fmt.Sprintf("you may submit only to your team %q", u.Team)
 	}
+	if r.GPUs == 0 && r.GPUFraction != 0 {
+		r.GPUs = 1 // a fraction of a GPU is a job of one GPU
+	}
 	switch {
 	case r.GPUs < 1:
 		fe["gpus"] = "must be at least 1"
@@ -134,13 +148,14 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 	}
 	model := strings.ToLower(strings.TrimSpace(r.Model))
 	if model != "" {
-		if _, ok := sched.LookupModel(model); !ok {
+		if _, ok := sched.LookupModel(model); !ok && !memestModel(model) {
 			fe["model"] = fmt.Sprintf("unknown model %q (known: %s)", r.Model, strings.Join(modelNames(), ", "))
 		}
 	}
 	if math.IsNaN(r.GPUMemGB) || r.GPUMemGB < 0 || r.GPUMemGB > maxGPUMemGB {
 		fe["gpu_mem_gb"] = fmt.Sprintf("must be between 0 and %d", maxGPUMemGB)
 	}
+	share := r.sharing(fe, model)
 	if len(fe) > 0 {
 		return nil, fe
 	}
@@ -153,6 +168,7 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 	if r.Sim != nil {
 		j.SimDuration = r.Sim.DurationS
 	}
+	share.apply(j)
 	return j, nil
 }
 
@@ -161,6 +177,11 @@ func modelNames() []string {
 	var names []string
 	for _, m := range sched.Models() {
 		names = append(names, m.Name)
+	}
+	for _, e := range memest.Entries() {
+		if !slices.Contains(names, e.Model) {
+			names = append(names, e.Model)
+		}
 	}
 	return names
 }

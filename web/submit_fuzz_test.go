@@ -18,7 +18,8 @@ import (
 
 // submitFields are the fields of a job submission, as its errors name
 // them: the JSON fields and sim.duration_s.
-var submitFields = []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb"}
+var submitFields = []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb",
+	"sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters"}
 
 // fuzzTeams and fuzzUsers are who submits in the fuzz tests: a researcher,
 // a lead and an admin of no team.

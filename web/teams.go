@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -61,8 +62,8 @@ const teamWindow = 7 * 24 * time.Hour
 
 // teamShares returns every team's standing: from the last scheduling pass
 // for teams the scheduler knows, from the store for the others.
-func (s *Server) teamShares(c echo.Context) ([]TeamShareJSON, error) {
-	ts, err := s.cfg.Store.Teams(c.Request().Context())
+func (s *Server) teamShares(ctx context.Context) ([]TeamShareJSON, error) {
+	ts, err := s.cfg.Store.Teams(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +85,7 @@ func (s *Server) teamShares(c echo.Context) ([]TeamShareJSON, error) {
 }
 
 func (s *Server) apiTeams(c echo.Context) error {
-	ts, err := s.teamShares(c)
+	ts, err := s.teamShares(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (s *Server) team(c echo.Context) (TeamJSON, error) {
 	if !canSee(u, name) {
 		return TeamJSON{}, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only members of %s and admins may see its page", name))
 	}
-	shares, err := s.teamShares(c)
+	shares, err := s.teamShares(c.Request().Context())
 	if err != nil {
 		return TeamJSON{}, err
 	}
@@ -258,7 +259,7 @@ func formInt(c echo.Context, field string) (*int, error) {
 }
 
 func (s *Server) teamsPage(c echo.Context) error {
-	ts, err := s.teamShares(c)
+	ts, err := s.teamShares(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -297,6 +298,14 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	}
 	for _, sm := range t.Samples {
 		v.Samples = append(v.Samples, [4]int64{sm.At.Unix(), int64(sm.InUseGPUs), int64(sm.BorrowedGPUs), int64(sm.GuaranteeGPUs)})
+	}
+	live, err := s.teamTopics(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	for _, j := range live(t.Name).Queue {
+		v.Queue = append(v.Queue, templates.TeamQueueRow{ID: j.ID, Name: j.Name, User: j.User, State: string(j.State),
+			GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})
 	}
 	p := page(c, "Team "+t.Name, "teams")
 	p.Charts, p.Flash, p.Notice = true, flash, notice

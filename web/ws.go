@@ -37,8 +37,7 @@ func (s *Server) ws(c echo.Context) error {
 	if err != nil {
 		return nil // the upgrader has answered
 	}
-	cl := &wsClient{user: currentUser(c), conn: conn, topics: make(map[string]bool),
-		pending: make(map[string]wsOut), wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	cl := newClient(currentUser(c), conn)
 	conn.SetReadLimit(maxClientBytes)
 	s.hub.add(cl)
 	defer s.hub.remove(cl)
@@ -62,11 +61,9 @@ func (s *Server) ws(c echo.Context) error {
 			return nil
 		}
 		s.subscribe(ctx, cl, in.Subscribe)
-		cl.mu.Lock()
 		for _, t := range in.Unsubscribe {
-			delete(cl.topics, t)
+			s.hub.unfollow(cl, strings.TrimSpace(t))
 		}
-		cl.mu.Unlock()
 	}
 }
 
@@ -78,21 +75,15 @@ func (s *Server) subscribe(ctx context.Context, cl *wsClient, topics []string) {
 		if t == "" {
 			continue
 		}
-		cl.mu.Lock()
-		full := len(cl.topics) >= maxTopics
-		cl.mu.Unlock()
-		if full {
-			cl.send(wsOut{Topic: t, Type: "error", Error: fmt.Sprintf("at most %d topics per connection", maxTopics)})
-			continue
-		}
 		data, err := s.snapshot(ctx, cl.user, t)
 		if err != nil {
 			cl.send(wsOut{Topic: t, Type: "error", Error: err.Error()})
 			continue
 		}
-		cl.mu.Lock()
-		cl.topics[t] = true
-		cl.mu.Unlock()
+		if !s.hub.follow(cl, t) {
+			cl.send(wsOut{Topic: t, Type: "error", Error: fmt.Sprintf("at most %d topics per connection", maxTopics)})
+			continue
+		}
 		cl.send(wsOut{Topic: t, Type: "snapshot", Data: data})
 	}
 }
@@ -111,10 +102,14 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 		return s.queuesFor(ctx, u)
 	case topic == topicJCT:
 		return s.jctStatsFor(ctx, 24*time.Hour)
+	case strings.HasPrefix(topic, topicGPU):
+		return s.gpuSnapshot(strings.TrimPrefix(topic, topicGPU))
+	case strings.HasPrefix(topic, topicTeam):
+		return s.teamSnapshot(ctx, u, strings.TrimPrefix(topic, topicTeam))
 	}
 	id, ok := jobTopicID(topic)
 	if !ok {
-		return nil, errTopic(fmt.Sprintf("unknown topic %q: want gpus, queues, jct or job:<id>", topic))
+		return nil, errTopic(fmt.Sprintf("unknown topic %q: want gpus, queues, jct, job:<id>, gpu:<uuid> or team:<name>", topic))
 	}
 	j, err := s.cfg.Store.Job(ctx, id)
 	if errors.Is(err, models.ErrNotFound) || (err == nil && !canSee(u, j.Team)) {
@@ -156,6 +151,9 @@ func (s *Server) Run(ctx context.Context) {
 
 func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 	s.broadcast(s.hub.subscribers(topicGPUs), wsOut{Topic: topicGPUs, Type: "update", Data: f})
+	s.publishLanes()
+	s.publishGPUs(f)
+	s.publishTeams(ctx)
 	for _, id := range s.hub.jobTopics() {
 		topic := fmt.Sprintf("%s%d", topicJob, id)
 		j, err := s.cfg.Store.Job(ctx, id)

@@ -68,6 +68,11 @@ const maxDemoBacklog = 14
 func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *slog.Logger) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	gpuChoices := []int{1, 1, 1, 2, 2, 4, 4, 8}
+	if err := submitDemoSharing(ctx, store, rng); err != nil {
+		log.Warn("demo: sharing jobs", "err", err)
+	}
+	eng.Wake()
+	shared := demoSharingFirst
 	for {
 		wait := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
 		select {
@@ -81,6 +86,18 @@ func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *
 			continue
 		}
 		if len(unfinished) >= maxDemoBacklog {
+			continue
+		}
+		if rng.IntN(3) == 0 { // a third of the jobs share a GPU
+			j, err := demoSharingJob(rng, shared)
+			shared++
+			if err == nil {
+				err = store.CreateJob(ctx, j)
+			}
+			if err != nil {
+				log.Warn("demo: submit", "err", err)
+			}
+			eng.Wake()
 			continue
 		}
 		m := demoModels[rng.IntN(len(demoModels))]

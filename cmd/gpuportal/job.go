@@ -401,6 +401,12 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.StringVar(&simDuration, "sim-duration", "", "run a simulated training job this long (90s, 10m, or seconds) instead of a command")
 	f.fs.Float64Var(&req.GPUMemGB, "gpu-mem-gb", 0, "GPU memory the job needs on each GPU, in GB (0: unknown)")
 	f.fs.StringVar(&req.Model, "model", "", "the job's model, for placement (see the submit page for the list)")
+	f.fs.BoolVar(&req.Sharing, "share", false, "opt in to Salus sharing: the job may share its one GPU, an iteration at a time (docs/salus.md)")
+	f.fs.Float64Var(&req.GPUFraction, "gpu-fraction", 0, "ask for this fraction of one GPU (0 < f < 1): implies --share")
+	f.fs.Int64Var(&req.MemPersistentMiB, "mem-persistent-mib", 0, "with --share: persistent GPU memory (weights, optimizer state), MiB")
+	f.fs.Int64Var(&req.MemEphemeralMiB, "mem-ephemeral-mib", 0, "with --share: ephemeral GPU memory per iteration (activations), MiB")
+	f.fs.IntVar(&req.BatchSize, "batch-size", 0, "with --share and --model or --parameters: the batch size, for the memory estimate")
+	f.fs.Int64Var(&req.Parameters, "parameters", 0, "with --share: the model's parameter count, for the memory estimate")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -569,6 +575,12 @@ func (c jobCmd) printJob(j web.JobJSON, history []web.EventJSON) {
 	}
 	if j.GPUMemGB > 0 {
 		row("GPU memory", strconv.FormatFloat(j.GPUMemGB, 'f', -1, 64)+" GB per GPU")
+	}
+	if j.Sharing {
+		row("sharing", sharingLine(j))
+	}
+	if l := j.Lane; l != nil {
+		row("lane", laneLine(l))
 	}
 	if !j.State.Final() {
 		row("queue", strconv.Itoa(j.Queue))

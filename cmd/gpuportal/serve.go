@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ type serveFlags struct {
 	simGPUs          string
 	noLocalAgent     bool
 	policy           string
+	cpuAlloc         string
 	thresholds       string
 	promoteKnob      float64
 	halfLife         time.Duration
@@ -46,6 +48,9 @@ type serveFlags struct {
 	retryBackoff     time.Duration
 	executor         string
 	slurm            slurm.Flags
+	historyRaw       time.Duration
+	historyKeep      time.Duration
+	gate             gateFlags
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -61,6 +66,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.simGPUs, "sim-gpus", "2x4x80", "simulated machines for the built-in agent: NODESxGPUSxGB")
 	fs.BoolVar(&f.noLocalAgent, "no-local-agent", false, "start no built-in agent")
 	fs.StringVar(&f.policy, "policy", "tiresias-l", "scheduling policy: "+strings.Join(sched.Policies(), ", "))
+	fs.StringVar(&f.cpuAlloc, "cpu-alloc", sched.AllocProportional, "CPUs and host memory per job: proportional (by GPUs) or synergy (by each job's sensitivity, docs/synergy.md)")
 	fs.StringVar(&f.thresholds, "thresholds", "", "queue thresholds of dlas and tiresias, comma-separated GPU-seconds (default 3250,7200; with --demo 200,800)")
 	fs.DurationVar(&f.halfLife, "half-life", 7*24*time.Hour, "fair share: how fast a team's past usage fades")
 	fs.DurationVar(&f.minRuntime, "min-runtime", 10*time.Minute, "fair share: how long a borrowed job runs before it may be reclaimed (with --demo, 30s)")
@@ -74,8 +80,15 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
+	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
+	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
+	fs.Var(days{&f.historyKeep}, "history-keep", "GPU history: delete hourly rows older than this")
 	f.slurm.Register(fs)
+	f.gate.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if err := f.gate.check("serve"); err != nil {
 		return f, err
 	}
 	f.set = make(map[string]bool)
@@ -110,7 +123,7 @@ const demoMinRuntime = 30 * time.Second
 // newScheduler configures the scheduling core from the flags. tiresias-g
 // starts from the GPU-times of jobs this cluster has completed.
 func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, error) {
-	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob}
+	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc}
 	if f.thresholds != "" {
 		for _, part := range strings.Split(f.thresholds, ",") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
@@ -131,6 +144,9 @@ func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sche
 	}
 	if f.promoteKnob < 0 {
 		return nil, fmt.Errorf("--promote-knob %v: must be 0 (off) or positive", f.promoteKnob)
+	}
+	if !slices.Contains(sched.CPUAllocModes(), f.cpuAlloc) {
+		return nil, fmt.Errorf("--cpu-alloc %q: want %s", f.cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
 	}
 	samples, err := store.CompletedGPUTimes(ctx, 5000)
 	if err != nil {
@@ -232,33 +248,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
-	engDone := make(chan error, 1)
-	go func() { engDone <- eng.Run(engCtx) }()
-	if f.executor == "slurm" {
-		if err := f.slurm.Start(engCtx, f.data, f.grace, eng, log.With("executor", "slurm")); err != nil {
-			return err
+	// What only the leader runs (serve_leader.go); with SQLite, or when
+	// no other replica leads, it starts at once.
+	work := &leaderWork{}
+	lead := func() error {
+		engDone := make(chan error, 1)
+		go func() { engDone <- eng.Run(engCtx) }()
+		work.engineRuns(engDone)
+		if f.executor == "slurm" {
+			if err := f.slurm.Start(engCtx, f.data, f.grace, eng, log.With("executor", "slurm")); err != nil {
+				return err
+			}
 		}
+		if localAgent {
+			if err := startLocalAgents(engCtx, f, cluster, eng, work, log); err != nil {
+				return err
+			}
+		}
+		if f.demo {
+			go runDemo(engCtx, store, eng, log)
+		}
+		return nil
 	}
-
-	var agents []*agent.Local
-	if localAgent {
-		for i := range cluster.nodes {
-			name := fmt.Sprintf("node-%d", i)
-			a, err := agent.New(agent.Config{
-				Name:    name,
-				Backend: gpu.NewSim(name, cluster.gpus, cluster.memGB*1024),
-				WorkDir: filepath.Join(f.data, "agents", name),
-				Grace:   f.grace,
-				CPUs:    8 * cluster.gpus, MemMiB: int64(cluster.gpus) * 128 * 1024,
-				Logger: log.With("node", name),
-			}, eng.Exits())
-			if err != nil {
-				return err
-			}
-			if err := eng.AddNode(ctx, a); err != nil {
-				return err
-			}
-			agents = append(agents, a)
+	rep, err := newReplica(ctx, store, eng, log)
+	if err != nil {
+		return err
+	}
+	defer rep.release()
+	if rep.leader() {
+		if err := lead(); err != nil {
+			return err
 		}
 	}
 
@@ -277,12 +296,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
-		SecureCookies: f.secureCookies, TrustedProxies: proxies,
+		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		Agents: web.AgentConfig{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents")}})
 	if err != nil {
 		return err
 	}
 	go srv.Run(engCtx)
+	go srv.RecordHistory(engCtx, web.HistoryConfig{Raw: f.historyRaw, Keep: f.historyKeep})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.addr, err)
@@ -293,15 +313,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
 
-	if f.demo {
-		go runDemo(engCtx, store, eng, log)
-	}
+	leadErr := rep.follow(engCtx, lead)
 
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case err := <-serveErr:
 		return fmt.Errorf("serve http: %w", err)
+	case err := <-leadErr:
+		return err
+	case <-rep.lost:
+		stopEngine()
+		return rep.lostError()
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), f.grace+5*time.Second)
 	defer cancel()
@@ -309,10 +332,30 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Warn("http shutdown", "err", err)
 	}
 	stopEngine()
-	<-engDone
-	for _, a := range agents {
-		if err := a.Shutdown(shutCtx); err != nil {
-			log.Warn("agent shutdown", "err", err)
+	work.stop(shutCtx, log)
+	return nil
+}
+
+// startLocalAgents connects the built-in agents' simulated machines
+// (serve --dev) to the engine, which runs.
+func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng *engine.Engine, work *leaderWork, log *slog.Logger) error {
+	for i := range cluster.nodes {
+		name := fmt.Sprintf("node-%d", i)
+		a, err := agent.New(agent.Config{
+			Name:    name,
+			Backend: gpu.NewSim(name, cluster.gpus, cluster.memGB*1024),
+			WorkDir: filepath.Join(f.data, "agents", name),
+			Grace:   f.grace,
+			CPUs:    8 * cluster.gpus, MemMiB: int64(cluster.gpus) * 128 * 1024,
+			Logger: log.With("node", name),
+			Gate:   f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
+		}, eng.Exits())
+		if err != nil {
+			return err
+		}
+		work.addAgent(a)
+		if err := eng.AddNode(ctx, a); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -62,12 +62,12 @@ func (a *Local) startGate(cfg lanes.Config) error {
 	return nil
 }
 
-// joinGate admits a command job that opted in to the gate and returns
+// joinGate admits a job that opted in to the gate and returns
 // the environment variables that tell it where the gate is; none for
 // other jobs, or when the agent serves no gate (the job then runs
 // unshared: the Python client does nothing without GPUPORTAL_GATE).
 func (a *Local) joinGate(s Spec) ([]string, error) {
-	if s.Sharing == nil || len(s.Command) == 0 {
+	if s.Sharing == nil {
 		return nil, nil
 	}
 	if a.gate == nil {
@@ -80,6 +80,9 @@ func (a *Local) joinGate(s Spec) ([]string, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(s.Command) == 0 {
+		return nil, nil // a simulated job iterates in process (simshare.go)
 	}
 	return []string{GateEnv + "=" + a.gate.Path(), GateTokenEnv + "=" + token}, nil
 }

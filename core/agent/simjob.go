@@ -16,6 +16,9 @@ func (a *Local) startSim(s Spec, log *os.File) (wait func() (int, string), stop 
 	stopped := make(chan struct{})
 	var once sync.Once
 	stop = func() { once.Do(func() { close(stopped) }) }
+	if s.Sharing != nil && a.gate != nil {
+		return func() (int, string) { return a.sharedSim(s, log, stopped) }, stop
+	}
 	wait = func() (int, string) {
 		start := time.Now()
 		fmt.Fprintf(log, "%s simulated job %d started on GPUs %v, %s to go\n",

@@ -12,12 +12,16 @@ func (s Spec) Wire() wire.JobSpec {
 	w := wire.JobSpec{
 		JobID: s.JobID, Command: s.Command, GPUs: s.GPUs,
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
+		Resources:      s.Resources.wire(),
 	}
 	if s.Memory != (gpu.SimMemory{}) {
 		w.SimMemory = &wire.SimMemory{
 			PersistentMiB: s.Memory.PersistentMiB, EphemeralMiB: s.Memory.EphemeralMiB,
 			IterationMS: s.Memory.Iteration.Milliseconds(),
 		}
+	}
+	if sh := s.Sharing; sh != nil {
+		w.Sharing = &wire.Sharing{Memory: wire.FromEstimate(sh.Memory), DurationS: sh.DurationS, Iterations: sh.Iterations}
 	}
 	return w
 }
@@ -27,6 +31,7 @@ func SpecFromWire(w wire.JobSpec) Spec {
 	s := Spec{
 		JobID: w.JobID, Command: w.Command, GPUs: w.GPUs,
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
+		Resources:    resourcesFromWire(w.Resources),
 	}
 	if m := w.SimMemory; m != nil {
 		s.Memory = gpu.SimMemory{
@@ -34,15 +39,28 @@ func SpecFromWire(w wire.JobSpec) Spec {
 			Iteration: time.Duration(m.IterationMS) * time.Millisecond,
 		}
 	}
+	if sh := w.Sharing; sh != nil {
+		s.Sharing = &Sharing{Memory: sh.Memory.Estimate(), DurationS: sh.DurationS, Iterations: sh.Iterations}
+	}
 	return s
 }
 
 // Wire encodes the exit for the server.
 func (e Exit) Wire() wire.Exit {
-	return wire.Exit{Node: e.Node, JobID: e.JobID, ExitCode: e.ExitCode, Err: e.Err, At: e.At}
+	w := wire.Exit{Node: e.Node, JobID: e.JobID, ExitCode: e.ExitCode, Err: e.Err, At: e.At}
+	if e.Requeue != nil {
+		r := wire.FromEstimate(*e.Requeue)
+		w.Requeue = &r
+	}
+	return w
 }
 
 // ExitFromWire decodes an exit sent by an agent.
 func ExitFromWire(w wire.Exit) Exit {
-	return Exit{Node: w.Node, JobID: w.JobID, ExitCode: w.ExitCode, Err: w.Err, At: w.At}
+	e := Exit{Node: w.Node, JobID: w.JobID, ExitCode: w.ExitCode, Err: w.Err, At: w.At}
+	if w.Requeue != nil {
+		r := w.Requeue.Estimate()
+		e.Requeue = &r
+	}
+	return e
 }

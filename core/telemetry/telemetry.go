@@ -23,6 +23,9 @@ type Point struct {
 	MemMiB     int64
 	UtilPct    float64
 	Jobs       []gpu.JobMem
+	// PowerW and TempC are 0 where the GPU does not report them.
+	PowerW float64 `json:",omitempty"`
+	TempC  int     `json:",omitempty"`
 }
 
 // JobPoint is a job's memory on one GPU at one time.
@@ -80,7 +83,7 @@ func (r *Recorder) Record(node string, samples []gpu.Sample) {
 	for _, s := range samples {
 		k := GPUKey{Node: node, Index: s.Index}
 		p := Point{T: s.At.Unix(), MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, UtilPct: s.UtilPct,
-			Jobs: append([]gpu.JobMem(nil), s.Jobs...)}
+			Jobs: append([]gpu.JobMem(nil), s.Jobs...), PowerW: s.PowerW, TempC: s.TempC}
 		g := r.gpus[k]
 		if g == nil {
 			g = newRing[Point](r.window)

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gpuportal/gpuportal/web"
+)
+
+// sharingLine says how a sharing job shares its GPU and with what memory
+// estimate.
+func sharingLine(j web.JobJSON) string {
+	s := "opted in"
+	if j.GPUFraction > 0 {
+		s = strconv.FormatFloat(j.GPUFraction, 'f', -1, 64) + " of a GPU"
+	}
+	if e := j.MemoryEstimate; e != nil {
+		s += fmt.Sprintf(", estimate P %d MiB + E %d MiB (%s)", e.PersistentMiB, e.EphemeralMiB, e.Source)
+	}
+	return s
+}
+
+// laneLine says where a running sharing job runs and with whom.
+func laneLine(l *web.JobLaneJSON) string {
+	s := fmt.Sprintf("lane %d of %s GPU %d, %d MiB", l.Lane, l.Node, l.GPU, l.SizeMiB)
+	if len(l.LaneJobs) > 0 {
+		s += ", taking turns with " + jobList(l.LaneJobs)
+	}
+	if len(l.GPUJobs) > 0 {
+		s += ", beside " + jobList(l.GPUJobs)
+	}
+	return s
+}
+
+func jobList(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = "job " + strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/gpuportal/gpuportal/web"
+)
+
+func TestSharingLines(t *testing.T) {
+	tests := []struct {
+		name string
+		job  web.JobJSON
+		want string
+	}{
+		{"opted in", web.JobJSON{Sharing: true, MemoryEstimate: &web.EstimateJSON{PersistentMiB: 1587, EphemeralMiB: 8158, Source: "catalogue"}},
+			"opted in, estimate P 1587 MiB + E 8158 MiB (catalogue)"},
+		{"a fraction", web.JobJSON{Sharing: true, GPUFraction: 0.25}, "0.25 of a GPU"},
+	}
+	for _, tc := range tests {
+		if got := sharingLine(tc.job); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	l := &web.JobLaneJSON{Node: "node-0", GPU: 1, Lane: 2, SizeMiB: 7405, LaneJobs: []int64{4}, GPUJobs: []int64{5, 6}}
+	if got, want := laneLine(l), "lane 2 of node-0 GPU 1, 7405 MiB, taking turns with job 4, beside job 5, job 6"; got != want {
+		t.Errorf("laneLine = %q, want %q", got, want)
+	}
+}

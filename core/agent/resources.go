@@ -1,0 +1,449 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent/wire"
+)
+
+// Resources are the CPUs and host memory the scheduler allocated to a
+// job's part on this machine (docs/synergy.md). The agent enforces them
+// with cgroups where it can (Config.Cgroups).
+type Resources struct {
+	CPUMilli int64
+	MemMiB   int64
+	// PropCPUMilli is the job's proportional share of CPUs: profiling
+	// never goes below it.
+	PropCPUMilli int64
+	// ProfileMaxMilli, when positive, asks for the job's CPU sensitivity
+	// to be profiled, from PropCPUMilli up to this quota.
+	ProfileMaxMilli int64
+}
+
+func (r *Resources) wire() *wire.Resources {
+	if r == nil {
+		return nil
+	}
+	return &wire.Resources{CPUMilli: r.CPUMilli, MemMiB: r.MemMiB, PropCPUMilli: r.PropCPUMilli, ProfileMaxMilli: r.ProfileMaxMilli}
+}
+
+func resourcesFromWire(w *wire.Resources) *Resources {
+	if w == nil {
+		return nil
+	}
+	return &Resources{CPUMilli: w.CPUMilli, MemMiB: w.MemMiB, PropCPUMilli: w.PropCPUMilli, ProfileMaxMilli: w.ProfileMaxMilli}
+}
+
+// JobUsage is what a running job's part uses on this machine against what
+// it was allocated.
+type JobUsage struct {
+	JobID int64
+	At    time.Time
+	// CPUMilli and MemMiB are the allocation (0: none).
+	CPUMilli int64
+	MemMiB   int64
+	// UsedCPUMilli is the CPU used since the previous reading (since the
+	// start for the first), in thousandths of a core; UsedMemMiB the
+	// memory in use now.
+	UsedCPUMilli int64
+	UsedMemMiB   int64
+	// Enforced: cgroups hold the job to its allocation. Otherwise Note
+	// says why ("CPU limits not enforced: ...").
+	Enforced bool
+	Note     string
+	// Profile is the measured CPU profile, once profiling has finished.
+	Profile []ProfilePoint
+}
+
+// Wire encodes the usage for the server.
+func (u JobUsage) Wire() wire.JobUsage {
+	w := wire.JobUsage{JobID: u.JobID, At: u.At, CPUMilli: u.CPUMilli, MemMiB: u.MemMiB,
+		UsedCPUMilli: u.UsedCPUMilli, UsedMemMiB: u.UsedMemMiB, Enforced: u.Enforced, Note: u.Note}
+	for _, p := range u.Profile {
+		w.Profile = append(w.Profile, wire.ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
+	}
+	return w
+}
+
+// JobUsageFromWire decodes a usage sent by an agent.
+func JobUsageFromWire(w wire.JobUsage) JobUsage {
+	u := JobUsage{JobID: w.JobID, At: w.At, CPUMilli: w.CPUMilli, MemMiB: w.MemMiB,
+		UsedCPUMilli: w.UsedCPUMilli, UsedMemMiB: w.UsedMemMiB, Enforced: w.Enforced, Note: w.Note}
+	for _, p := range w.Profile {
+		u.Profile = append(u.Profile, ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
+	}
+	return u
+}
+
+// NotEnforcedPrefix starts the note of a job whose limits are not held.
+const NotEnforcedPrefix = "CPU limits not enforced: "
+
+// limits is the agent's per-job enforcement and accounting of CPUs and
+// memory.
+type limits struct {
+	mu   sync.Mutex
+	cg   *Cgroups // nil: not enforced, for the reason in why
+	why  string
+	prof ProfileConfig
+	log  *slog.Logger
+	jobs map[int64]*limited
+}
+
+// limited is one job's part.
+type limited struct {
+	res     Resources
+	gpus    int
+	pgid    int // 0 for a simulated job
+	cg      *JobCgroup
+	note    string
+	started time.Time
+	// The previous reading, for the CPU rate.
+	lastAt  time.Time
+	lastCPU time.Duration
+	profile []ProfilePoint
+	cancel  context.CancelFunc
+}
+
+// setup detects cgroups once, when cfg asks for them, and says once why
+// limits will not be enforced otherwise.
+func (l *limits) setup(cfg Config) {
+	l.log, l.prof, l.jobs = cfg.Logger, cfg.Profile, map[int64]*limited{}
+	if !cfg.Cgroups {
+		l.why = "cgroups are off in the agent's configuration"
+		return
+	}
+	root := cmpOr(cfg.CgroupRoot, DefaultCgroupRoot)
+	cg, err := DetectCgroups(root)
+	if err != nil {
+		l.why = err.Error()
+		l.log.Warn(NotEnforcedPrefix+"jobs keep their allocation unenforced", "agent", cfg.Name, "why", l.why)
+		return
+	}
+	l.cg = cg
+	l.log.Info("cgroups enforce CPU and memory allocations", "agent", cfg.Name, "version", cg.Version)
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// begin starts accounting for a job that has just started (pgid 0 for a
+// simulated one) and puts it in its cgroup with its limits, writing to
+// its log why not when that cannot be done.
+func (l *limits) begin(s Spec, pgid int, log io.Writer, logPath string) {
+	j := &limited{gpus: len(s.GPUs), pgid: pgid, started: time.Now()}
+	j.lastAt = j.started
+	if s.Resources != nil {
+		j.res = *s.Resources
+	}
+	switch {
+	case pgid == 0:
+		j.note = "simulated job: CPU and memory use are simulated"
+	case l.cg == nil:
+		j.note = NotEnforcedPrefix + l.why
+	default:
+		if err := j.enter(l.cg, s.JobID); err != nil {
+			j.note = NotEnforcedPrefix + err.Error()
+		}
+	}
+	if j.note != "" && pgid != 0 && s.Resources != nil {
+		fmt.Fprintf(log, "gpuportal: %s\n", j.note)
+	}
+	if j.cg != nil && j.res.ProfileMaxMilli > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		j.cancel = cancel
+		go l.profileJob(ctx, s.JobID, j, logPath)
+	}
+	l.mu.Lock()
+	l.jobs[s.JobID] = j
+	l.mu.Unlock()
+}
+
+// enter makes the job's cgroup, sets its limits and moves its process
+// group in.
+func (j *limited) enter(cgs *Cgroups, jobID int64) error {
+	cg, err := cgs.New(jobID)
+	if err != nil {
+		return err
+	}
+	if err := j.apply(cg, j.res); err != nil {
+		_ = cg.Remove()
+		return err
+	}
+	if err := cg.AddGroup(j.pgid); err != nil {
+		_ = cg.Remove()
+		return err
+	}
+	j.cg = cg
+	return nil
+}
+
+// apply sets a cgroup's CPU quota and memory limit; 0 lifts either.
+func (j *limited) apply(cg *JobCgroup, r Resources) error {
+	if err := cg.SetCPU(r.CPUMilli); err != nil {
+		return err
+	}
+	if r.MemMiB > 0 || j.res.MemMiB > 0 {
+		if err := cg.SetMemory(r.MemMiB); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// end stops accounting for a job whose run ended and removes its cgroup.
+func (l *limits) end(jobID int64) {
+	l.mu.Lock()
+	j := l.jobs[jobID]
+	delete(l.jobs, jobID)
+	l.mu.Unlock()
+	if j == nil {
+		return
+	}
+	if j.cancel != nil {
+		j.cancel()
+	}
+	if j.cg != nil {
+		if err := j.cg.Remove(); err != nil {
+			l.log.Warn("remove job cgroup", "job", jobID, "err", err)
+		}
+	}
+}
+
+// resize changes a running job's allocation.
+func (l *limits) resize(jobID int64, r Resources) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	j := l.jobs[jobID]
+	if j == nil {
+		return fmt.Errorf("resize job %d: not running here", jobID)
+	}
+	r.ProfileMaxMilli, r.PropCPUMilli = j.res.ProfileMaxMilli, j.res.PropCPUMilli
+	if j.cg != nil && j.cancel == nil {
+		if err := j.apply(j.cg, r); err != nil {
+			return fmt.Errorf("resize job %d: %w", jobID, err)
+		}
+	}
+	j.res = r
+	return nil
+}
+
+// usage reads every job's use since the previous reading.
+func (l *limits) usage(now time.Time) []JobUsage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]JobUsage, 0, len(l.jobs))
+	for id, j := range l.jobs {
+		u := JobUsage{JobID: id, At: now, CPUMilli: j.res.CPUMilli, MemMiB: j.res.MemMiB,
+			Enforced: j.cg != nil, Note: j.note, Profile: j.profile}
+		var cpu time.Duration
+		var mem int64
+		var err error
+		switch {
+		case j.cg != nil:
+			var cu CgroupUsage
+			if cu, err = j.cg.Usage(); err == nil {
+				cpu, mem = time.Duration(cu.CPUUsec)*time.Microsecond, max(cu.MemBytes, 0)>>20
+			}
+		case j.pgid > 0:
+			cpu, mem, err = groupUsage(j.pgid)
+		default:
+			u.UsedCPUMilli, u.UsedMemMiB = simUsage(id, j, now)
+			out = append(out, u)
+			continue
+		}
+		if err == nil {
+			if dt := now.Sub(j.lastAt); dt > 0 && cpu >= j.lastCPU {
+				u.UsedCPUMilli = int64(float64(cpu-j.lastCPU) / float64(dt) * 1000)
+			}
+			j.lastAt, j.lastCPU = now, cpu
+			u.UsedMemMiB = mem
+		}
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b JobUsage) int { return int(a.JobID - b.JobID) })
+	return out
+}
+
+// simUsage is a simulated job's plausible use: most of its allocation
+// (or of a core per GPU without one), moving slowly over time the way a
+// data loader's does.
+func simUsage(id int64, j *limited, now time.Time) (cpuMilli, memMiB int64) {
+	cpu := j.res.CPUMilli
+	if cpu <= 0 {
+		cpu = 1000 * int64(max(j.gpus, 1))
+	}
+	mem := j.res.MemMiB
+	if mem <= 0 {
+		mem = 8192 * int64(max(j.gpus, 1))
+	}
+	t := now.Sub(j.started).Seconds()
+	wave := math.Abs(math.Sin(float64(id) + t/90))
+	return int64(float64(cpu) * (0.55 + 0.4*wave)), int64(float64(mem) * (0.45 + 0.25*math.Min(1, t/600)))
+}
+
+// clockTicks is the kernel's USER_HZ, which /proc/PID/stat counts in: 100
+// on every Linux architecture gpuportal runs on.
+const clockTicks = 100
+
+// groupUsage sums the CPU time and resident memory of a process group's
+// live processes from /proc (time of exited children is lost).
+func groupUsage(pgid int) (cpu time.Duration, memMiB int64, err error) {
+	pids, err := groupMembers(pgid)
+	if err != nil {
+		return 0, 0, err
+	}
+	page := int64(os.Getpagesize())
+	var ticks, pages int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		// After "pid (comm)": state is field 3; utime 14, stime 15, rss 24.
+		f := strings.Fields(s[i+1:])
+		if len(f) < 22 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		rss, _ := strconv.ParseInt(f[21], 10, 64)
+		ticks += ut + st
+		pages += rss
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, pages * page >> 20, nil
+}
+
+// profileJob runs the profiling phase of a job (ProfileCPU), counting its
+// iterations from the progress lines it prints (tailing its log), and
+// keeps the curve for the server. Then the job goes back to its
+// allocation.
+func (l *limits) profileJob(ctx context.Context, jobID int64, j *limited, logPath string) {
+	counter := &ProgressCounter{}
+	go tailLog(ctx, logPath, counter)
+	// Profiling starts once the job reports progress (it may load data
+	// first); a job that never does is not profiled.
+	if !waitProgress(ctx, counter, profileStartWait) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if ctx.Err() == nil {
+			j.cancel = nil
+			j.note = "CPU profiling skipped: the job printed no " + ProgressPrefix + " line"
+		}
+		return
+	}
+	l.mu.Lock()
+	cfg := l.prof
+	cfg.PropMilli = max(j.res.PropCPUMilli, j.res.CPUMilli)
+	cfg.MaxMilli = j.res.ProfileMaxMilli
+	cg := j.cg
+	l.mu.Unlock()
+	prof, err := ProfileCPU(ctx, cg, counter, cfg)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	j.cancel = nil
+	if ctx.Err() != nil {
+		return // the job ended
+	}
+	if err := j.apply(cg, j.res); err != nil {
+		l.log.Warn("restore job's CPU allocation after profiling", "job", jobID, "err", err)
+	}
+	if err != nil {
+		l.log.Info("CPU profiling gave up", "job", jobID, "err", err)
+		j.note = "CPU profiling gave up: " + err.Error()
+		return
+	}
+	j.profile = prof.Points
+	l.log.Info("CPU profile measured", "job", jobID, "points", len(prof.Points), "took", prof.Elapsed.Round(time.Second))
+}
+
+// tailLog feeds what is appended to the file at path to w until ctx ends.
+func tailLog(ctx context.Context, path string, w io.Writer) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for {
+			n, err := f.Read(buf)
+			if n > 0 {
+				_, _ = w.Write(buf[:n])
+			}
+			if err != nil || n == 0 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// JobUsage reports every running job's CPU and memory use on this
+// machine against its allocation.
+func (a *Local) JobUsage(now time.Time) []JobUsage { return a.lim.usage(now) }
+
+// Resize changes a running job's CPU and memory allocation, enforced
+// where its cgroup is (not while it is being profiled: the new limits
+// apply when profiling ends).
+func (a *Local) Resize(_ context.Context, jobID int64, r Resources) error {
+	return a.lim.resize(jobID, r)
+}
+
+// wireUsage encodes usages for a heartbeat.
+func wireUsage(us []JobUsage) []wire.JobUsage {
+	if len(us) == 0 {
+		return nil
+	}
+	out := make([]wire.JobUsage, len(us))
+	for i, u := range us {
+		out[i] = u.Wire()
+	}
+	return out
+}
+
+// profileStartWait is how long profiling waits for a job's first progress
+// line.
+const profileStartWait = 10 * time.Minute
+
+// waitProgress waits until src has seen a progress line, for at most d.
+func waitProgress(ctx context.Context, src IterationSource, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, ok := src.Iterations(); ok {
+			return true
+		}
+		if sleepCtx(ctx, 200*time.Millisecond) != nil {
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+func TestResourcesRoundTrip(t *testing.T) {
+	spec := Spec{JobID: 4, Command: []string{"train"}, GPUs: []int{0, 1},
+		Resources: &Resources{CPUMilli: 7500, MemMiB: 96000, PropCPUMilli: 6000, ProfileMaxMilli: 12000}}
+	if back := SpecFromWire(roundTrip(t, spec.Wire())); !reflect.DeepEqual(back, spec) {
+		t.Errorf("spec %+v came back %+v", spec, back)
+	}
+	plain := Spec{JobID: 5, GPUs: []int{0}}
+	if w := plain.Wire(); w.Resources != nil || SpecFromWire(roundTrip(t, w)).Resources != nil {
+		t.Errorf("a spec without resources gained some: %+v", w)
+	}
+	u := JobUsage{JobID: 4, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), CPUMilli: 7500, MemMiB: 96000,
+		UsedCPUMilli: 6100, UsedMemMiB: 40000, Note: NotEnforcedPrefix + "no permission",
+		Profile: []ProfilePoint{{CPUMilli: 6000, Rate: 10}, {CPUMilli: 12000, Rate: 14.5}}}
+	hb := roundTrip(t, wire.Heartbeat{Nodes: []wire.NodeSamples{{Node: "n0", Usage: wireUsage([]JobUsage{u})}}})
+	if back := JobUsageFromWire(hb.Nodes[0].Usage[0]); !reflect.DeepEqual(back, u) {
+		t.Errorf("usage %+v came back %+v", u, back)
+	}
+}
+
+// busyJob is a command that burns CPU until stopped: the test binary as
+// TestCPUBoundHelper (two threads, progress lines every 20 ms).
+func busyJob(t *testing.T) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"sh", "-c", helperEnv + "=1 exec \"$0\" -test.run='^TestCPUBoundHelper$'", exe}
+}
+
+func newLimitAgent(t *testing.T, cfg Config) (*Local, chan Exit) {
+	t.Helper()
+	exits := make(chan Exit, 8)
+	cfg.Name, cfg.Backend, cfg.WorkDir, cfg.Grace = "n0", gpu.NewSim("n0", 4, 8192), t.TempDir(), time.Second
+	a, err := New(cfg, exits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
+	return a, exits
+}
+
+func usageOf(t *testing.T, a *Local, id int64) JobUsage {
+	t.Helper()
+	for _, u := range a.JobUsage(time.Now()) {
+		if u.JobID == id {
+			return u
+		}
+	}
+	t.Fatalf("no usage for job %d", id)
+	return JobUsage{}
+}
+
+// TestLimitsFallback: where cgroups cannot be written, the job runs
+// anyway, its log and its usage say why its limits are not enforced, and
+// its use is read from /proc.
+func TestLimitsFallback(t *testing.T) {
+	a, _ := newLimitAgent(t, Config{Cgroups: true, CgroupRoot: t.TempDir()})
+	if err := a.Start(context.Background(), Spec{JobID: 3, Command: busyJob(t), GPUs: []int{0},
+		Resources: &Resources{CPUMilli: 500, MemMiB: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	u := usageOf(t, a, 3)
+	if u.Enforced || !strings.HasPrefix(u.Note, NotEnforcedPrefix) || !strings.Contains(u.Note, "cgroups not writable") {
+		t.Errorf("usage %+v: want unenforced with the reason", u)
+	}
+	if u.UsedCPUMilli < 200 || u.UsedMemMiB <= 0 || u.CPUMilli != 500 {
+		t.Errorf("usage %+v: want the busy job's CPU (two threads, unlimited) and memory from /proc", u)
+	}
+	log, _ := os.ReadFile(a.LogPath(3))
+	if !strings.Contains(string(log), "gpuportal: "+NotEnforcedPrefix) {
+		t.Errorf("log does not say the limits are not enforced:\n%.500s", log)
+	}
+	off, _ := newLimitAgent(t, Config{})
+	if off.lim.why == "" || off.lim.cg != nil {
+		t.Errorf("agent without Cgroups: why %q, cgroups %v", off.lim.why, off.lim.cg)
+	}
+}
+
+// realCgroups skips the test where this machine's cgroups are not
+// writable (not root, no cgroup file system).
+func realCgroups(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("cgroups are Linux only")
+	}
+	if _, err := DetectCgroups(DefaultCgroupRoot); err != nil {
+		t.Skipf("cgroups not writable here: %v", err)
+	}
+}
+
+// TestLimitsEnforced: with writable cgroups, a job that would burn two
+// cores is held to its quota, and a resize lifts it.
+func TestLimitsEnforced(t *testing.T) {
+	realCgroups(t)
+	a, _ := newLimitAgent(t, Config{Cgroups: true})
+	if err := a.Start(context.Background(), Spec{JobID: 9, Command: busyJob(t), GPUs: []int{0},
+		Resources: &Resources{CPUMilli: 250, MemMiB: 512}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	usageOf(t, a, 9) // start a fresh window
+	time.Sleep(1500 * time.Millisecond)
+	u := usageOf(t, a, 9)
+	if !u.Enforced || u.Note != "" || u.UsedCPUMilli > 400 || u.UsedCPUMilli < 50 || u.UsedMemMiB <= 0 {
+		t.Fatalf("usage %+v: want enforced at about 250 milli-CPUs", u)
+	}
+	if err := a.Resize(context.Background(), 9, Resources{CPUMilli: 1500, MemMiB: 512}); err != nil {
+		t.Fatal(err)
+	}
+	if u := usageOf(t, a, 9); u.CPUMilli != 1500 {
+		t.Errorf("after resize to 1.5 cores: %+v", u)
+	}
+	// The use then depends on how busy this machine is; the quota not.
+	a.lim.mu.Lock()
+	dir := a.lim.jobs[9].cg.Path()
+	a.lim.mu.Unlock()
+	file, want := "cpu.cfs_quota_us", "150000"
+	if _, err := os.Stat(dir + "/cpu.max"); err == nil {
+		file, want = "cpu.max", "150000 100000"
+	}
+	if b, err := os.ReadFile(dir + "/" + file); err != nil || strings.TrimSpace(string(b)) != want {
+		t.Errorf("%s/%s = %q, %v; want %q", dir, file, b, err, want)
+	}
+}
+
+// TestAgentProfilesJob: a job started with a profiling request is
+// profiled through its cgroup from its progress lines, and its usage
+// carries a curve whose rate rises with the quota.
+func TestAgentProfilesJob(t *testing.T) {
+	realCgroups(t)
+	a, _ := newLimitAgent(t, Config{Cgroups: true,
+		Profile: ProfileConfig{Steps: 3, Warmup: 300 * time.Millisecond, Window: 700 * time.Millisecond}})
+	if err := a.Start(context.Background(), Spec{JobID: 11, Command: busyJob(t), GPUs: []int{0},
+		Resources: &Resources{CPUMilli: 100, PropCPUMilli: 100, ProfileMaxMilli: 500}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		u := usageOf(t, a, 11)
+		if p := u.Profile; len(p) > 0 {
+			if len(p) != 3 || p[0].CPUMilli != 100 || p[2].CPUMilli != 500 || !(p[2].Rate > 1.5*p[0].Rate) {
+				t.Fatalf("profile %+v: want 3 steps from 100 to 500 milli, the rate rising with the quota", p)
+			}
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal("no profile within 10 s")
+}
+
+func TestSimulatedJobUsage(t *testing.T) {
+	a, _ := newLimitAgent(t, Config{})
+	if err := a.Start(context.Background(), Spec{JobID: 2, GPUs: []int{0, 1}, SimRemaining: time.Minute,
+		Resources: &Resources{CPUMilli: 6000, MemMiB: 64000}}); err != nil {
+		t.Fatal(err)
+	}
+	u := usageOf(t, a, 2)
+	if u.UsedCPUMilli <= 0 || u.UsedCPUMilli > 6000 || u.UsedMemMiB <= 0 || u.UsedMemMiB > 64000 || u.Enforced {
+		t.Errorf("simulated usage %+v: want plausible use within the allocation", u)
+	}
+}

@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/synergy"
+)
+
+// UsageReporter is a Node that reports its jobs' CPU and memory use
+// (agent.Local, and remote machines from their heartbeats).
+type UsageReporter interface {
+	JobUsage(now time.Time) []agent.JobUsage
+}
+
+// Resizer is a Node that can change a running job's CPU and memory
+// allocation (agent.Local). Remote machines apply a new allocation at the
+// job's next start.
+type Resizer interface {
+	Resize(ctx context.Context, jobID int64, r agent.Resources) error
+}
+
+// JobNoter is a Store that can add a line to a job's history; the engine
+// notes there, once per run, that a job's CPU limits are not enforced.
+type JobNoter interface {
+	AddJobNote(ctx context.Context, id int64, note string, at time.Time) error
+}
+
+// ProfileStore is a Store that keeps measured profiles by model and batch
+// size across restarts (models.Store).
+type ProfileStore interface {
+	SaveCPUProfile(ctx context.Context, p LearnedProfile) error
+	CPUProfiles(ctx context.Context) ([]LearnedProfile, error)
+}
+
+// LearnedProfile is a profile measured by an agent's profiling phase.
+type LearnedProfile struct {
+	Model   string
+	Batch   int
+	Profile synergy.Profile
+	JobID   int64
+	At      time.Time
+}
+
+// profileKey names a model at a batch size.
+type profileKey struct {
+	model string
+	batch int
+}
+
+// allocState is what the engine keeps of CPU and memory allocation
+// (docs/synergy.md): the allocation of each running job on each of its
+// nodes, the profiles learned by profiling, and which notes it recorded.
+type allocState struct {
+	mu      sync.Mutex
+	byJob   map[int64][]sched.Allocation
+	key     map[int64]profileKey // running jobs' models and batches
+	history synergy.History      // measured profiles by model and batch
+	loaded  bool                 // history read from the store
+	learned map[int64]bool       // jobs whose profile is recorded
+	noted   map[int64]bool       // jobs whose unenforced limits are noted
+}
+
+// JobResources is a job's CPUs and memory: what it was allocated on each
+// node, what it uses there, and its sensitivity profile.
+type JobResources struct {
+	Allocations []sched.Allocation
+	Usage       []NodeUsage
+	Profile     synergy.Profile
+	// ProfileSource is declared, history, catalogue or none.
+	ProfileSource synergy.Source
+}
+
+// NodeUsage is a job's use on one node.
+type NodeUsage struct {
+	Node string
+	agent.JobUsage
+}
+
+// NodeAllocation sums what the jobs on a node were allocated.
+type NodeAllocation struct {
+	CPUMilli int64
+	MemMiB   int64
+	Jobs     int
+}
+
+// loadProfiles reads the measured profiles the store keeps, once.
+func (e *Engine) loadProfiles(ctx context.Context) {
+	e.alloc.mu.Lock()
+	done := e.alloc.loaded
+	e.alloc.loaded = true
+	e.alloc.mu.Unlock()
+	ps, ok := e.cfg.Store.(ProfileStore)
+	if done || !ok {
+		return
+	}
+	lps, err := ps.CPUProfiles(ctx)
+	if err != nil {
+		e.cfg.Logger.Warn("measured CPU profiles unavailable; jobs will be profiled again", "err", err)
+		return
+	}
+	e.alloc.mu.Lock()
+	defer e.alloc.mu.Unlock()
+	for _, lp := range lps {
+		e.alloc.history.Record(lp.Model, lp.Batch, lp.Profile)
+	}
+}
+
+// cpuProfile gives the scheduler the learned profile of the job's model
+// at its batch size (or the nearest batch), if any; the scheduler falls
+// back to the catalogue by model otherwise.
+func (e *Engine) cpuProfile(sj *sched.Job, batch int) {
+	if sj.Model == "" {
+		return
+	}
+	e.alloc.mu.Lock()
+	defer e.alloc.mu.Unlock()
+	if p, ok := e.alloc.history.Lookup(sj.Model, batch); ok {
+		sj.CPUProfile, sj.CPUProfileSource = &p, synergy.SourceHistory
+	}
+}
+
+// recordAllocations keeps the pass's allocations, forgets those of jobs
+// no longer running, and resizes running jobs whose allocation changed on
+// machines that can (before the pass's jobs start beside them).
+func (e *Engine) recordAllocations(ctx context.Context, d sched.Decisions, byID map[int64]Job) {
+	starting := make(map[int64]bool, len(d.Starts))
+	for _, st := range d.Starts {
+		starting[st.JobID] = true
+	}
+	e.alloc.mu.Lock()
+	if e.alloc.byJob == nil {
+		e.alloc.byJob, e.alloc.key = map[int64][]sched.Allocation{}, map[int64]profileKey{}
+		e.alloc.learned, e.alloc.noted = map[int64]bool{}, map[int64]bool{}
+	}
+	var resize []sched.Allocation
+	for id, as := range groupByJob(d.Allocations) {
+		old := e.alloc.byJob[id]
+		e.alloc.byJob[id] = as
+		e.alloc.key[id] = profileKey{byID[id].Model, byID[id].BatchSize}
+		if starting[id] {
+			continue
+		}
+		for _, a := range as {
+			if i := slices.IndexFunc(old, func(o sched.Allocation) bool { return o.Node == a.Node }); i < 0 ||
+				old[i].CPUMilli != a.CPUMilli || old[i].MemMiB != a.MemMiB {
+				resize = append(resize, a)
+			}
+		}
+	}
+	for id := range e.alloc.byJob {
+		if _, running := e.runs[id]; !running && !starting[id] {
+			delete(e.alloc.byJob, id)
+			delete(e.alloc.key, id)
+			delete(e.alloc.learned, id)
+			delete(e.alloc.noted, id)
+		}
+	}
+	e.alloc.mu.Unlock()
+	for _, a := range resize {
+		if _, running := e.runs[a.JobID]; !running {
+			continue
+		}
+		if rz, ok := e.node(a.Node).(Resizer); ok {
+			if err := rz.Resize(ctx, a.JobID, agent.Resources{CPUMilli: a.CPUMilli, MemMiB: a.MemMiB}); err != nil {
+				e.cfg.Logger.Warn("resize job", "job", a.JobID, "node", a.Node, "err", err)
+			}
+		}
+	}
+}
+
+func groupByJob(as []sched.Allocation) map[int64][]sched.Allocation {
+	out := map[int64][]sched.Allocation{}
+	for _, a := range as {
+		out[a.JobID] = append(out[a.JobID], a)
+	}
+	return out
+}
+
+// resourcesFor is what the agent of node gets for job id: its allocation
+// there, and a request to profile it when nothing measured is known of
+// its model and the node has idle cores to lend.
+func (e *Engine) resourcesFor(id int64, node string) *agent.Resources {
+	e.alloc.mu.Lock()
+	defer e.alloc.mu.Unlock()
+	i := slices.IndexFunc(e.alloc.byJob[id], func(a sched.Allocation) bool { return a.Node == node })
+	if i < 0 {
+		return nil
+	}
+	a := e.alloc.byJob[id][i]
+	r := &agent.Resources{CPUMilli: a.CPUMilli, MemMiB: a.MemMiB, PropCPUMilli: a.PropCPUMilli}
+	measured := strings.HasPrefix(a.Profile, string(synergy.SourceHistory)) || strings.HasPrefix(a.Profile, string(synergy.SourceDeclared))
+	if !measured && e.alloc.key[id].model != "" {
+		if n := e.node(node); n != nil {
+			cpus, _ := n.Resources()
+			var used int64
+			for _, as := range e.alloc.byJob {
+				for _, o := range as {
+					if o.Node == node && o.JobID != id {
+						used += o.CPUMilli
+					}
+				}
+			}
+			if lend := int64(cpus)*1000 - used; lend > max(a.CPUMilli, a.PropCPUMilli) {
+				r.ProfileMaxMilli = lend
+			}
+		}
+	}
+	return r
+}
+
+// learnProfiles records the curves agents measured, by model and batch
+// (in the store too, when it keeps them), so that the next job of the
+// same model is not profiled again, and notes in a job's history once
+// that its limits are not enforced.
+func (e *Engine) learnProfiles(ctx context.Context, now time.Time) {
+	e.loadProfiles(ctx)
+	type note struct {
+		id   int64
+		text string
+	}
+	var notes []note
+	var learned []LearnedProfile
+	for _, n := range e.Nodes() {
+		ur, ok := n.(UsageReporter)
+		if !ok {
+			continue
+		}
+		for _, u := range ur.JobUsage(now) {
+			e.alloc.mu.Lock()
+			as, running := e.alloc.byJob[u.JobID]
+			key := e.alloc.key[u.JobID]
+			if running && len(u.Profile) > 0 && !e.alloc.learned[u.JobID] && key.model != "" {
+				gpus := 0
+				for _, a := range as {
+					if a.Node == n.Name() {
+						gpus = a.GPUs
+					}
+				}
+				// Only CPU is profiled: memory keeps the catalogue's curve.
+				p, _ := synergy.Resolve(nil, nil, key.model, key.batch)
+				p.Family, p.CPU = "measured", agent.CPUProfile{Points: u.Profile}.Curve(gpus)
+				if p.Validate() == nil && len(p.CPU) > 0 {
+					e.alloc.history.Record(key.model, key.batch, p)
+					e.alloc.learned[u.JobID] = true
+					learned = append(learned, LearnedProfile{Model: key.model, Batch: key.batch, Profile: p, JobID: u.JobID, At: now})
+					e.cfg.Logger.Info("CPU profile learned", "job", u.JobID, "model", key.model, "batch", key.batch, "points", len(u.Profile))
+				}
+			}
+			if running && strings.HasPrefix(u.Note, agent.NotEnforcedPrefix) && !e.alloc.noted[u.JobID] {
+				e.alloc.noted[u.JobID] = true
+				notes = append(notes, note{u.JobID, u.Note + " (on " + n.Name() + ")"})
+			}
+			e.alloc.mu.Unlock()
+		}
+	}
+	if ps, ok := e.cfg.Store.(ProfileStore); ok {
+		for _, lp := range learned {
+			if err := ps.SaveCPUProfile(ctx, lp); err != nil {
+				e.cfg.Logger.Warn("keep measured CPU profile", "job", lp.JobID, "err", err)
+			}
+		}
+	}
+	noter, ok := e.cfg.Store.(JobNoter)
+	for _, nt := range notes {
+		e.cfg.Logger.Warn("job's CPU limits not enforced", "job", nt.id, "why", nt.text)
+		if ok {
+			if err := noter.AddJobNote(ctx, nt.id, nt.text, now); err != nil {
+				e.cfg.Logger.Warn("note job history", "job", nt.id, "err", err)
+			}
+		}
+	}
+}
+
+// JobResources returns a running job's allocations, use and profile;
+// false when it has no allocation (not running, or CPUs not known).
+func (e *Engine) JobResources(id int64) (JobResources, bool) {
+	e.alloc.mu.Lock()
+	as := slices.Clone(e.alloc.byJob[id])
+	key := e.alloc.key[id]
+	e.alloc.mu.Unlock()
+	if len(as) == 0 {
+		return JobResources{}, false
+	}
+	out := JobResources{Allocations: as}
+	sj := sched.Job{ID: id, Model: key.model}
+	e.cpuProfile(&sj, key.batch)
+	out.Profile, out.ProfileSource = sched.JobProfile(&sj)
+	now := e.cfg.Now()
+	for _, a := range as {
+		if ur, ok := e.node(a.Node).(UsageReporter); ok {
+			for _, u := range ur.JobUsage(now) {
+				if u.JobID == id {
+					out.Usage = append(out.Usage, NodeUsage{Node: a.Node, JobUsage: u})
+				}
+			}
+		}
+	}
+	return out, true
+}
+
+// NodeAllocations sums, per node, the CPUs and memory allocated to the
+// jobs running there.
+func (e *Engine) NodeAllocations() map[string]NodeAllocation {
+	e.alloc.mu.Lock()
+	defer e.alloc.mu.Unlock()
+	out := map[string]NodeAllocation{}
+	for _, id := range slices.Sorted(maps.Keys(e.alloc.byJob)) {
+		for _, a := range e.alloc.byJob[id] {
+			n := out[a.Node]
+			n.CPUMilli += a.CPUMilli
+			n.MemMiB += a.MemMiB
+			n.Jobs++
+			out[a.Node] = n
+		}
+	}
+	return out
+}

@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// Several server replicas may share one database; only the leader runs
+// an engine (Run). The others still take submits and cancels: a submit is
+// a queued row, which the leader's next pass reads; a cancel of a waiting
+// job ends it in the store at once, and a cancel of a running one is
+// recorded as a request that the leader's next pass carries out.
+
+// CancelRequester is a Store that can record a cancel for the leader.
+type CancelRequester interface {
+	RequestCancel(ctx context.Context, id int64, reason string, now time.Time) error
+}
+
+// errNoCancelRequests is returned by Cancel on an engine that does not run
+// when its store cannot record requests.
+var errNoCancelRequests = errors.New("engine: not scheduling, and its store records no cancel requests")
+
+// SetFollower marks the engine of a replica that does not schedule:
+// until Run starts, its Cancel records requests for the leader.
+func (e *Engine) SetFollower() { e.follower.Store(true) }
+
+// requestCancel records a cancel for whichever replica schedules.
+func (e *Engine) requestCancel(ctx context.Context, id int64, reason string) error {
+	rc, ok := e.cfg.Store.(CancelRequester)
+	if !ok {
+		return errNoCancelRequests
+	}
+	return rc.RequestCancel(ctx, id, reason, e.cfg.Now())
+}
+
+// carryOutCancels acts on the cancels other replicas asked for: a running
+// job is stopped and ends cancelled when it exits; a waiting one (a job
+// requeued after the request) is cancelled. It returns the jobs left to
+// schedule.
+func (e *Engine) carryOutCancels(ctx context.Context, jobs []Job, now time.Time) []Job {
+	out := jobs[:0]
+	for _, j := range jobs {
+		if j.CancelRequest == "" {
+			out = append(out, j)
+			continue
+		}
+		switch {
+		case j.State == job.Running:
+			if r := e.runs[j.ID]; r != nil && !r.orphan && r.stop != job.Cancelled {
+				r.stop, r.reason = job.Cancelled, j.CancelRequest
+				e.cfg.Logger.Info("cancelling job as asked through another replica", "job", j.ID)
+				e.stopAll(ctx, j.ID, r)
+			}
+			// Without a run here, its machine is away: once it is
+			// requeued, the next pass cancels it.
+			out = append(out, j)
+		case j.State.Waiting():
+			if err := e.cfg.Store.Cancel(ctx, j.ID, j.CancelRequest, now); err != nil {
+				e.cfg.Logger.Error("carry out cancel request", "job", j.ID, "err", err)
+				out = append(out, j)
+				continue
+			}
+			e.cfg.Logger.Info("job cancelled as asked through another replica", "job", j.ID)
+		default:
+			out = append(out, j)
+		}
+	}
+	return out
+}

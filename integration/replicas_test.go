@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"bufio"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/models/modelstest"
+)
+
+// role is what a replica's /healthz says it is: "leader" or "follower".
+func role(base string) string {
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var h struct{ Role string }
+	if json.NewDecoder(resp.Body).Decode(&h) != nil {
+		return ""
+	}
+	return h.Role
+}
+
+// leaderGauge reads gpuportal_leader from a replica's /metrics.
+func leaderGauge(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "gpuportal_leader "); ok {
+			return v
+		}
+	}
+	return "missing"
+}
+
+// TestTwoReplicasOneDatabase runs two servers on one PostgreSQL database:
+// one leads (schedules, takes the agent), the other follows (serves the
+// API, refuses agents). A job submitted through the follower runs; after
+// the leader is killed, the follower takes over, the agent reconnects to
+// it, and the job finishes, never having run twice at once.
+func TestTwoReplicasOneDatabase(t *testing.T) {
+	dsn := modelstest.PostgresDSN(t)
+	replica := func() *server {
+		return startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--heartbeat-timeout", "30s")
+	}
+	a := replica()
+	eventually(t, 10*time.Second, "the first replica to lead", func() bool { return role(a.URL) == "leader" })
+	b := replica()
+	eventually(t, 10*time.Second, "the second replica to follow", func() bool { return role(b.URL) == "follower" })
+	if g := leaderGauge(t, a.URL) + "/" + leaderGauge(t, b.URL); g != "1/0" {
+		t.Errorf("gpuportal_leader of leader/follower = %s, want 1/0", g)
+	}
+
+	// The follower refuses agents with 503 and says why.
+	req, _ := http.NewRequest(http.MethodGet, b.URL+wire.Path, nil)
+	req.Header.Set("Authorization", "Bearer "+agentToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refusal struct{ Error string }
+	_ = json.NewDecoder(resp.Body).Decode(&refusal)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(refusal.Error, "follower") {
+		t.Errorf("agent on the follower: %d %q; want 503 naming the follower", resp.StatusCode, refusal.Error)
+	}
+
+	// The agent is given the follower first: it must skip to the leader.
+	ag := startAgent(t, b.URL+","+a.URL, "replica-box")
+	waitGPUs(t, a.URL, 2)
+
+	// Submits and cancels through the follower reach the leader.
+	alice := newAPI(t, b.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "survivor", "gpus": 1, "sim": map[string]any{"duration_s": 12}})
+	doomed := submit(t, alice, map[string]any{"name": "doomed", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
+	alice.waitState(id, 15*time.Second, "running")
+	alice.waitState(doomed, 15*time.Second, "running")
+	if st := alice.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", doomed), nil, nil); st >= 300 {
+		t.Fatalf("cancel through the follower: status %d", st)
+	}
+	if j := alice.waitState(doomed, 15*time.Second, "cancelled"); !strings.Contains(j.Reason, "alice") {
+		t.Errorf("cancelled job's reason = %q, want who cancelled it", j.Reason)
+	}
+
+	a.kill()
+	killed := time.Now()
+	eventually(t, 10*time.Second, "the follower to take over", func() bool { return role(b.URL) == "leader" })
+	took := time.Since(killed)
+	waitGPUs(t, b.URL, 2)
+	reconnected := time.Since(killed)
+	t.Logf("leader killed: the follower led after %v, the agent reconnected after %v",
+		took.Round(10*time.Millisecond), reconnected.Round(10*time.Millisecond))
+	if took > 5*time.Second {
+		t.Errorf("takeover took %v, want a few seconds", took)
+	}
+
+	j := alice.waitState(id, 30*time.Second, "succeeded")
+	var history []struct{ State, Detail string }
+	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/history", id), nil, &history); st != http.StatusOK {
+		t.Fatalf("history: status %d", st)
+	}
+	runs := 0
+	for _, h := range history {
+		if h.State == "running" && strings.HasPrefix(h.Detail, "on ") { // a start, not a note
+			runs++
+		}
+	}
+	if runs != 1 || j.ExitCode == nil || *j.ExitCode != 0 {
+		t.Errorf("job %d: %d runs in its history %v, exit %v; want one run, through the takeover, exit 0", id, runs, history, j.ExitCode)
+	}
+	if n := strings.Count(ag.output(), fmt.Sprintf(`msg="job started" job=%d `, id)); n != 1 {
+		t.Errorf("the agent started job %d %d times, want once", id, n)
+	}
+}
+
+// TestLeaderThatLosesItsLockExits ends the leader's lock session from the
+// database side, as a network cut or a database restart would: the
+// leader must stop scheduling and exit, and the follower take over.
+func TestLeaderThatLosesItsLockExits(t *testing.T) {
+	dsn := modelstest.PostgresDSN(t)
+	a := startAgentServer(t, "--data", t.TempDir(), "--db", dsn)
+	eventually(t, 10*time.Second, "the first replica to lead", func() bool { return role(a.URL) == "leader" })
+	b := startAgentServer(t, "--data", t.TempDir(), "--db", dsn)
+	eventually(t, 10*time.Second, "the second replica to follow", func() bool { return role(b.URL) == "follower" })
+
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ended bool
+	err = db.QueryRow(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ended)
+	if err != nil || !ended {
+		t.Fatalf("end the leader's lock session: %v, %v", ended, err)
+	}
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader kept running after losing its lock")
+	}
+	if out := a.output(); !strings.Contains(out, "lost the leader lock") {
+		t.Errorf("the leader's last words lack the lost lock:\n%s", out)
+	}
+	if code := a.cmd.ProcessState.ExitCode(); code == 0 {
+		t.Errorf("the leader exited with 0 after losing its lock; want a failure, for its service manager to restart it")
+	}
+	eventually(t, 10*time.Second, "the follower to take over", func() bool { return role(b.URL) == "leader" })
+}

@@ -1,0 +1,260 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// gpuLanes is what GET /api/v1/gpus says of one GPU's Salus lanes.
+type gpuLanes struct {
+	Node  string `json:"node"`
+	Index int    `json:"index"`
+	Lanes *struct {
+		CapacityMiB   int64 `json:"capacity_mib"`
+		UsedMiB       int64 `json:"used_mib"`
+		PersistentMiB int64 `json:"persistent_mib"`
+		Lanes         []struct {
+			ID      int   `json:"id"`
+			SizeMiB int64 `json:"size_mib"`
+			Running int64 `json:"running"`
+			Jobs    []struct {
+				JobID         int64 `json:"job_id"`
+				PersistentMiB int64 `json:"persistent_mib"`
+				EphemeralMiB  int64 `json:"ephemeral_mib"`
+			} `json:"jobs"`
+		} `json:"lanes"`
+	} `json:"lanes"`
+}
+
+// laneJobs lists the jobs in the GPU's lanes.
+func (g gpuLanes) laneJobs() []int64 {
+	var ids []int64
+	if g.Lanes != nil {
+		for _, l := range g.Lanes.Lanes {
+			for _, j := range l.Jobs {
+				ids = append(ids, j.JobID)
+			}
+		}
+	}
+	return ids
+}
+
+// Two simulated jobs that opt in to sharing, on a server with one 16 GB
+// GPU: the scheduler co-locates them on it, the built-in agent's gate
+// admits them to its lanes (too large for a lane each once padded, they
+// take turns in one), GET /api/v1/gpus shows both in the GPU's lanes with
+// their padded memory, each job's page says whom it shares with, and both
+// finish.
+func TestSharingJobsShareALane(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x16", "--dev-token", "test-dev-token")
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	admin := &api{t: t, base: srv.URL, token: "test-dev-token"}
+
+	// P 1000 + E 7000 MiB, padded: P 1100, E 7405. Two lanes would need
+	// 17,010 MiB of 16,384; one shared lane needs 9,605.
+	var ids []int64
+	for i := range 2 {
+		var j struct {
+			ID      int64 `json:"id"`
+			Sharing bool  `json:"sharing"`
+		}
+		st := alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{
+			"name": fmt.Sprintf("shared-%d", i), "gpus": 1, "sim": map[string]any{"duration_s": 6},
+			"sharing": true, "mem_persistent_mib": 1000, "mem_ephemeral_mib": 7000,
+		}, &j)
+		if st != http.StatusCreated || !j.Sharing {
+			t.Fatalf("submit: status %d, %+v", st, j)
+		}
+		ids = append(ids, j.ID)
+	}
+
+	var seen gpuLanes
+	eventually(t, 30*time.Second, "both jobs in the GPU's lanes", func() bool {
+		var gpus []gpuLanes
+		if st := admin.do(http.MethodGet, "/api/v1/gpus", nil, &gpus); st != http.StatusOK {
+			t.Fatalf("GET /api/v1/gpus: status %d", st)
+		}
+		for _, g := range gpus {
+			if got := g.laneJobs(); slices.Contains(got, ids[0]) && slices.Contains(got, ids[1]) {
+				seen = g
+				return true
+			}
+		}
+		return false
+	})
+	l := seen.Lanes
+	if len(l.Lanes) != 1 || l.Lanes[0].SizeMiB != 7405 || l.PersistentMiB != 2200 || l.UsedMiB != 2200+7405 {
+		t.Fatalf("lanes %+v: want one lane of 7,405 MiB above 2,200 MiB of persistent memory", l)
+	}
+	for _, j := range l.Lanes[0].Jobs {
+		if j.PersistentMiB != 1100 || j.EphemeralMiB != 7405 {
+			t.Fatalf("job %d holds P %d E %d, want the padded 1,100 and 7,405", j.JobID, j.PersistentMiB, j.EphemeralMiB)
+		}
+	}
+	var view struct {
+		State string `json:"state"`
+		Lane  *struct {
+			Node     string  `json:"node"`
+			LaneJobs []int64 `json:"lane_jobs"`
+		} `json:"lane"`
+	}
+	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", ids[0]), nil, &view); st != http.StatusOK {
+		t.Fatalf("job %d: status %d", ids[0], st)
+	}
+	if view.State == "running" && (view.Lane == nil || !slices.Equal(view.Lane.LaneJobs, ids[1:])) {
+		t.Fatalf("job %d's lane %+v: want it to take turns with job %d", ids[0], view.Lane, ids[1])
+	}
+	for _, id := range ids {
+		alice.waitState(id, 60*time.Second, "succeeded")
+	}
+	log := jobLog(t, alice, ids[0])
+	if !strings.Contains(log, "sharing them") {
+		t.Errorf("job %d's output does not say it shared its GPU:\n%s", ids[0], log)
+	}
+}
+
+// The GPU wall draws the lanes of a GPU that two sharing jobs share, and
+// a sharing job's page says which lane it runs in and with whom.
+func TestBrowserWallDrawsLanes(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x16")
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	var ids []int64
+	for i := range 2 {
+		var j struct {
+			ID int64 `json:"id"`
+		}
+		st := alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{
+			"name": fmt.Sprintf("shared-%d", i), "sim": map[string]any{"duration_s": 60},
+			"gpu_fraction": 0.5, "mem_persistent_mib": 1000, "mem_ephemeral_mib": 7000,
+		}, &j)
+		if st != http.StatusCreated {
+			t.Fatalf("submit: status %d", st)
+		}
+		ids = append(ids, j.ID)
+	}
+	for _, id := range ids {
+		alice.waitState(id, 30*time.Second, "running")
+	}
+	ctx := newTab(t)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/login"),
+		chromedp.WaitVisible(`input[name=username]`),
+		chromedp.SendKeys(`input[name=username]`, "admin"),
+		chromedp.SendKeys(`input[name=password]`, "dev"),
+		chromedp.Submit(`input[name=password]`),
+		chromedp.WaitVisible(`#jobs`),
+		chromedp.Navigate(srv.URL+"/cluster"),
+		chromedp.WaitVisible(`#gpu-wall .gpu-chart[data-lanes="1"]`),
+		chromedp.Sleep(3*time.Second), // a few samples, for the screenshot
+	)
+	if err != nil {
+		t.Fatalf("the GPU wall with its lane: %v", err)
+	}
+	screenshot(t, ctx, "wall-lanes")
+	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, ids[0]))); err != nil {
+		t.Fatalf("job page: %v", err)
+	}
+	lane, err := chromedp.Run(ctx, chromedp.Text(`#job-lane`))
+	if err != nil {
+		t.Fatalf("job page: %v", err)
+	}
+	if want := fmt.Sprintf("takes turns with job %d", ids[1]); !strings.Contains(lane, want) {
+		t.Fatalf("job %d's lane: %q, want %q", ids[0], lane, want)
+	}
+	screenshot(t, ctx, "job-lane")
+}
+
+// A training script on a remote agent uses the Python client: it reports
+// an ephemeral peak larger than its lane, the agent's gate stops it, the
+// exit carries the larger estimate over the agent protocol, and the job
+// goes back to the queue with it, counting no failure. Run again with
+// the estimate it measured, it fits its lane and succeeds. The lanes of
+// the remote machine reach GET /api/v1/gpus through its heartbeats.
+func TestRemoteJobOutgrowsItsLane(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	clients, err := filepath.Abs(filepath.Join("..", "static", "clients"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startAgentServer(t, "--data", t.TempDir(), "--dev-token", "test-dev-token")
+	startAgent(t, srv.URL, "remote-s", "--gpus", "sim:1x1x16")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	admin := &api{t: t, base: srv.URL, token: "test-dev-token"}
+	script := fmt.Sprintf(`import sys, time
+sys.path.insert(0, %q)
+import gpuportal_gate
+gate = gpuportal_gate.connect()
+print("gate", gate.enabled, flush=True)
+for i in range(8):
+    with gate.iteration() as it:
+        time.sleep(0.25)
+        it.peak_e_mib = 9000
+print("done", flush=True)
+`, clients)
+	// Declared E 4000 MiB: a lane of 4,255 once padded, and the script
+	// measures 9,000.
+	var j struct {
+		ID int64 `json:"id"`
+	}
+	st := alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{
+		"name": "outgrows", "gpus": 1, "command": []string{py, "-c", script},
+		"sharing": true, "mem_persistent_mib": 1000, "mem_ephemeral_mib": 4000,
+	}, &j)
+	if st != http.StatusCreated {
+		t.Fatalf("submit: status %d", st)
+	}
+	eventually(t, 30*time.Second, "the remote machine's lanes to hold the job", func() bool {
+		var gpus []gpuLanes
+		admin.do(http.MethodGet, "/api/v1/gpus", nil, &gpus)
+		for _, g := range gpus {
+			if g.Node == "remote-s" && slices.Contains(g.laneJobs(), j.ID) {
+				return true
+			}
+		}
+		// The first run may already be over: the history says so below.
+		return alice.job(j.ID).State == "succeeded"
+	})
+	done := alice.waitState(j.ID, 60*time.Second, "succeeded", "failed")
+	var full struct {
+		State          string `json:"state"`
+		Failures       int    `json:"failures"`
+		MemoryEstimate struct {
+			PersistentMiB int64  `json:"persistent_mib"`
+			EphemeralMiB  int64  `json:"ephemeral_mib"`
+			Source        string `json:"source"`
+		} `json:"memory_estimate"`
+	}
+	alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", j.ID), nil, &full)
+	if done.State != "succeeded" || full.Failures != 0 {
+		t.Fatalf("job %+v: want it succeeded with no failure counted", full)
+	}
+	if e := full.MemoryEstimate; e.PersistentMiB != 1000 || e.EphemeralMiB != 9000 || e.Source != "measured" {
+		t.Fatalf("estimate %+v: want P 1000, E 9000 measured", e)
+	}
+	var history []struct {
+		State  string `json:"state"`
+		Detail string `json:"detail"`
+	}
+	alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/history", j.ID), nil, &history)
+	requeued := slices.ContainsFunc(history, func(e struct {
+		State  string `json:"state"`
+		Detail string `json:"detail"`
+	}) bool {
+		return e.State == "queued" && strings.HasPrefix(e.Detail, "outgrew its lane: requeued with E=9000 MiB")
+	})
+	if !requeued {
+		t.Fatalf("history %+v: want the requeue with E=9000 MiB", history)
+	}
+}

@@ -1,0 +1,69 @@
+package models
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/synergy"
+	"github.com/gpuportal/gpuportal/models/modelstest"
+)
+
+func TestCPUProfilesAndNotes(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, modelstest.SQLiteDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The cpu_profiles table comes with its migration step; until that is
+	// in place, the test makes it.
+	if !s.db.Migrator().HasTable(&CPUProfile{}) {
+		if err := s.db.AutoMigrate(&CPUProfile{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	p := synergy.Profile{Family: "measured", CPU: synergy.Curve{{X: 0, Speed: 0}, {X: 3, Speed: 0.5}, {X: 6.5, Speed: 1}},
+		Mem: synergy.Curve{{X: 0, Speed: 0.6}, {X: 160, Speed: 1}}}
+	lp := engine.LearnedProfile{Model: "ResNet50", Batch: 256, Profile: p, JobID: 7, At: at}
+	if err := s.SaveCPUProfile(ctx, lp); err != nil {
+		t.Fatal(err)
+	}
+	lp.Profile.CPU = synergy.Curve{{X: 0, Speed: 0}, {X: 4, Speed: 1}}
+	if err := s.SaveCPUProfile(ctx, lp); err != nil { // replaces the first
+		t.Fatal(err)
+	}
+	got, err := s.CPUProfiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lp
+	want.Model = "resnet50"
+	if len(got) != 1 || !reflect.DeepEqual(got[0].Profile, want.Profile) || got[0].Model != want.Model ||
+		got[0].Batch != 256 || got[0].JobID != 7 || !got[0].At.Equal(at) {
+		t.Fatalf("profiles %+v, want %+v", got, want)
+	}
+
+	j := &Job{Name: "j", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: at, State: JobQueued}
+	if err := s.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddJobNote(ctx, j.ID, "CPU limits not enforced: "+strings.Repeat("x", 600), at); err != nil {
+		t.Fatal(err)
+	}
+	es, err := s.JobEvents(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := es[len(es)-1]
+	if last.State != JobQueued || !strings.HasPrefix(last.Detail, "CPU limits not enforced: xx") || len(last.Detail) > 512 {
+		t.Errorf("note %+v", last)
+	}
+	if err := s.AddJobNote(ctx, 9999, "x", at); err == nil {
+		t.Error("a note on a job that does not exist was kept")
+	}
+}

@@ -1,0 +1,216 @@
+package models
+
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// migrations is the schema's history, oldest first. Append new steps; never
+// edit or renumber a released one. A step that adds a column to a table
+// with rows gives it a default, so old rows read as the zero value.
+func migrations() []migration {
+	return []migration{
+		{1, "baseline: the schema before versioned migrations", baseline},
+		{2, "jobs: Salus sharing and memory estimate", jobsSharing},
+		{3, "jobs: cancel requests from any replica", jobsCancelRequest},
+		{4, "GPU and cluster history (history.go)", historyTables},
+		{5, "cpu_profiles: measured Synergy sensitivity curves", cpuProfilesTable},
+	}
+}
+
+// baseline is the schema as gorm's AutoMigrate made it before versioned
+// migrations (commit c9668cf). On such a database it finds everything in
+// place and changes nothing; on an empty one it creates it.
+func baseline(tx *gorm.DB) error {
+	return tx.Migrator().AutoMigrate(baselineModels()...)
+}
+
+func baselineModels() []any {
+	return []any{&v1User{}, &v1Team{}, &v1Session{}, &v1APIToken{}, &v1Job{}, &v1AuditEntry{},
+		&v1JobEvent{}, &v1JobTemplate{}, &v1UserCap{}, &v1TeamSample{}}
+}
+
+// The baseline's tables, frozen: copies of the structs of commit c9668cf.
+
+type v1User struct {
+	ID           int64  `gorm:"primaryKey"`
+	Name         string `gorm:"uniqueIndex;size:64;not null"`
+	PasswordHash string `gorm:"not null"`
+	Role         string `gorm:"size:16;not null"`
+	Team         string `gorm:"size:64"`
+	CreatedAt    time.Time
+}
+
+func (v1User) TableName() string { return "users" }
+
+type v1Team struct {
+	ID              int64  `gorm:"primaryKey"`
+	Name            string `gorm:"uniqueIndex;size:64;not null"`
+	GuaranteeGPUs   int    `gorm:"not null;default:0"`
+	Weight          float64
+	MaxGPUsPerUser  int
+	UsageGPUSeconds float64
+	UsageAt         time.Time
+	CreatedAt       time.Time
+}
+
+func (v1Team) TableName() string { return "teams" }
+
+type v1UserCap struct {
+	Team    string `gorm:"primaryKey;size:64"`
+	User    string `gorm:"primaryKey;size:64"`
+	MaxGPUs int    `gorm:"not null"`
+}
+
+func (v1UserCap) TableName() string { return "user_caps" }
+
+type v1TeamSample struct {
+	ID            int64     `gorm:"primaryKey"`
+	Team          string    `gorm:"size:64;index:idx_team_sample,priority:1;not null"`
+	At            time.Time `gorm:"index:idx_team_sample,priority:2;not null"`
+	InUseGPUs     int
+	BorrowedGPUs  int
+	GuaranteeGPUs int
+}
+
+func (v1TeamSample) TableName() string { return "team_samples" }
+
+type v1Session struct {
+	TokenHash string `gorm:"primaryKey;size:64"`
+	UserID    int64  `gorm:"index;not null"`
+	CreatedAt time.Time
+	ExpiresAt time.Time `gorm:"index"`
+}
+
+func (v1Session) TableName() string { return "sessions" }
+
+type v1APIToken struct {
+	ID        int64  `gorm:"primaryKey"`
+	TokenHash string `gorm:"uniqueIndex;size:64;not null"`
+	UserID    int64  `gorm:"index;not null"`
+	Name      string `gorm:"size:128"`
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+func (v1APIToken) TableName() string { return "api_tokens" }
+
+type v1Job struct {
+	ID          int64  `gorm:"primaryKey"`
+	Name        string `gorm:"size:128;not null"`
+	Team        string `gorm:"size:64;index;not null"`
+	User        string `gorm:"size:64;index;not null"`
+	GPUs        int    `gorm:"not null"`
+	Command     string `gorm:"type:text"`
+	SimDuration float64
+	GPUMemMiB   int64
+	Model       string `gorm:"size:64"`
+
+	State       string `gorm:"size:16;index;not null"`
+	Reason      string `gorm:"size:512"`
+	SubmittedAt time.Time
+	StartedAt   *time.Time
+	FinishedAt  *time.Time
+	ExitCode    *int
+
+	Placement       string `gorm:"type:text"`
+	LastStartAt     *time.Time
+	ExecutedS       float64
+	AttainedService float64
+	Preemptions     int
+	Failures        int
+	RetryAt         *time.Time
+	FirstEstimate   *time.Time
+	UpdatedAt       time.Time
+
+	QueueIndex    int
+	QueueSince    float64
+	CycleStart    float64
+	CycleService  float64
+	CycleExecuted float64
+	Promotions    int
+}
+
+func (v1Job) TableName() string { return "jobs" }
+
+type v1AuditEntry struct {
+	ID     int64     `gorm:"primaryKey"`
+	At     time.Time `gorm:"index;not null"`
+	Actor  string    `gorm:"size:64;not null"`
+	Action string    `gorm:"size:64;not null"`
+	Target string    `gorm:"size:128"`
+	Detail string    `gorm:"size:512"`
+	From   string    `gorm:"size:64"`
+}
+
+func (v1AuditEntry) TableName() string { return "audit_entries" }
+
+type v1JobEvent struct {
+	ID     int64     `gorm:"primaryKey"`
+	JobID  int64     `gorm:"index;not null"`
+	At     time.Time `gorm:"not null"`
+	State  string    `gorm:"size:16;not null"`
+	Detail string    `gorm:"size:512"`
+}
+
+func (v1JobEvent) TableName() string { return "job_events" }
+
+type v1JobTemplate struct {
+	ID        int64  `gorm:"primaryKey"`
+	User      string `gorm:"size:64;not null;uniqueIndex:idx_template_user_name"`
+	Name      string `gorm:"size:128;not null;uniqueIndex:idx_template_user_name"`
+	Body      string `gorm:"type:text;not null"`
+	CreatedAt time.Time
+}
+
+func (v1JobTemplate) TableName() string { return "job_templates" }
+
+// v2Job holds the columns step 2 adds to jobs: a job's Salus sharing
+// request and its memory estimate (docs/salus.md).
+type v2Job struct {
+	Sharing          bool    `gorm:"default:false"`
+	GPUFraction      float64 `gorm:"default:0"`
+	MemPersistentMiB int64   `gorm:"default:0"`
+	MemEphemeralMiB  int64   `gorm:"default:0"`
+	MemSource        string  `gorm:"size:16;default:''"`
+	BatchSize        int     `gorm:"default:0"`
+	Parameters       int64   `gorm:"default:0"`
+}
+
+func (v2Job) TableName() string { return "jobs" }
+
+func jobsSharing(tx *gorm.DB) error {
+	return addColumns(tx, &v2Job{}, "Sharing", "GPUFraction", "MemPersistentMiB", "MemEphemeralMiB",
+		"MemSource", "BatchSize", "Parameters")
+}
+
+// v3Job holds the column step 3 adds to jobs: a cancel that a replica
+// which does not schedule asks of the one that does.
+type v3Job struct {
+	CancelRequest string `gorm:"size:512;default:''"`
+}
+
+func (v3Job) TableName() string { return "jobs" }
+
+func jobsCancelRequest(tx *gorm.DB) error {
+	return addColumns(tx, &v3Job{}, "CancelRequest")
+}
+
+// v5CPUProfile is the cpu_profiles table step 5 creates: the CPU and host
+// memory sensitivity curves measured per model and batch (docs/synergy.md).
+type v5CPUProfile struct {
+	Model      string `gorm:"primaryKey;size:64"`
+	Batch      int    `gorm:"primaryKey;autoIncrement:false"`
+	Family     string `gorm:"size:32;not null"`
+	CPUCurve   string `gorm:"size:2048;not null"`
+	MemCurve   string `gorm:"size:2048;not null"`
+	JobID      int64
+	MeasuredAt time.Time
+}
+
+func (v5CPUProfile) TableName() string { return "cpu_profiles" }
+
+func cpuProfilesTable(tx *gorm.DB) error {
+	return createTables(tx, &v5CPUProfile{})
+}

@@ -1,0 +1,174 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// TestHistoryIsWrittenAndServed records two minutes of samples through the
+// history writer, then reads them back through the API at each range.
+func TestHistoryIsWrittenAndServed(t *testing.T) {
+	ls := newLiveServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ls.RecordHistory(ctx, HistoryConfig{}); close(done) }()
+	// Let the writer subscribe before the frames come.
+	time.Sleep(100 * time.Millisecond)
+	now := time.Now()
+	start := now.Add(-3 * time.Minute).Truncate(time.Minute)
+	for s := range 121 {
+		at := start.Add(time.Duration(s) * time.Second)
+		smp := []gpu.Sample{{At: at, Index: 0, MemUsedMiB: 512, MemMiB: 1024, UtilPct: 40, PowerW: 100, TempC: 50,
+			Jobs: []gpu.JobMem{{JobID: 1, MemMiB: 512}}}, {At: at, Index: 1, MemMiB: 1024}}
+		ls.cfg.Telemetry.Record("node-0", smp)
+		time.Sleep(time.Millisecond) // the writer drops frames it cannot take
+	}
+	var rows []models.GPUHistory
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var err error
+		if rows, err = ls.store.GPUHistoryRange(context.Background(), "", 0, 1<<40); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := ls.store.ClusterHistoryRange(context.Background(), 0, 1<<40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) >= 4 && len(jobs) >= 2 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done // flushes the minute in progress
+	rows, _ = ls.store.GPUHistoryRange(context.Background(), "", 0, 1<<40)
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6 (two GPUs, two whole minutes and one second): %+v", len(rows), rows)
+	}
+	var g0 []models.GPUHistory
+	for _, r := range rows {
+		if r.GPU == ls.gpus[0].UUID {
+			g0 = append(g0, r)
+		}
+	}
+	if len(g0) != 3 || g0[0].Samples < 55 || g0[0].MemUsedAvgMiB != 512 || g0[0].BusySamples != g0[0].Samples ||
+		g0[0].PowerAvgW == nil || *g0[0].PowerAvgW != 100 || g0[2].Samples != 1 {
+		t.Errorf("GPU 0 rows = %+v", g0)
+	}
+	if jobs, _ := ls.store.ClusterHistoryRange(context.Background(), 0, 1<<40); len(jobs) != 2 {
+		t.Errorf("cluster history = %+v, want one row per closed minute", jobs)
+	}
+
+	// One GPU, one hour: minute points.
+	rec := ls.do(t, "bob", http.MethodGet, "/api/v1/gpus/"+ls.gpus[0].UUID+"/history?range=1h", "")
+	var one GPUHistoryJSON
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &one) != nil {
+		t.Fatalf("1h: %d %s", rec.Code, rec.Body)
+	}
+	if one.UUID != ls.gpus[0].UUID || one.Step != 60 || len(one.Points) != 3 || one.Points[0].BusyPct != 100 || one.Points[0].TempAvgC == nil {
+		t.Errorf("1h = %+v", one)
+	}
+	// Every GPU over 24 hours: five-minute points (one here, or two across a boundary).
+	rec = ls.do(t, "alice", http.MethodGet, "/api/v1/gpus/history?range=24h", "")
+	var all []GPUHistoryJSON
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &all) != nil || len(all) != 2 {
+		t.Fatalf("24h: %d %s", rec.Code, rec.Body)
+	}
+	if n := len(all[1].Points); all[1].Step != 300 || n < 1 || n > 2 || all[1].Points[0].MemUsedMaxMiB != 0 {
+		t.Errorf("24h GPU 1 = %+v", all[1])
+	}
+	// The cluster over 7 days: hourly points, two GPUs, one busy.
+	rec = ls.do(t, "alice", http.MethodGet, "/api/v1/cluster/history?range=7d", "")
+	var cl ClusterHistoryJSON
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &cl) != nil {
+		t.Fatalf("cluster 7d: %d %s", rec.Code, rec.Body)
+	}
+	if len(cl.Points) < 1 || cl.Points[0].GPUs != 2 || cl.Points[0].MemMiB != 2048 || len(cl.Jobs) < 1 {
+		t.Errorf("cluster 7d = %+v", cl)
+	}
+	// The live range reads memory, not the database.
+	rec = ls.do(t, "alice", http.MethodGet, "/api/v1/gpus/"+ls.gpus[1].UUID+"/history", "")
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &one) != nil || one.Step != 1 || one.Range != "10m" {
+		t.Errorf("default range: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestHistoryRangeIsChecked(t *testing.T) {
+	ts := newTestServer(t)
+	for _, target := range []string{"/api/v1/gpus/history?range=2y", "/api/v1/cluster/history?range=", "/api/v1/gpus/x/history?range=1d"} {
+		rec := ts.do(t, "alice", http.MethodGet, target, "")
+		if target == "/api/v1/cluster/history?range=" {
+			if rec.Code != http.StatusOK {
+				t.Errorf("%s: %d, want the default range", target, rec.Code)
+			}
+			continue
+		}
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "range") {
+			t.Errorf("%s: %d %s, want 400 naming range", target, rec.Code, rec.Body)
+		}
+	}
+}
+
+func TestRollupAndPrune(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	now := time.Unix(100*86400, 0)
+	day := int64(86400)
+	rows := []models.GPUHistory{
+		{Step: models.StepMinute, Start: now.Unix() - 100*day, GPU: "G", Samples: 60}, // past keep: pruned
+		{Step: models.StepMinute, Start: now.Unix() - 8*day, GPU: "G", Samples: 60},   // past raw: rolled up
+		{Step: models.StepMinute, Start: now.Unix() - 8*day + 60, GPU: "G", Samples: 60},
+		{Step: models.StepMinute, Start: now.Unix() - day, GPU: "G", Samples: 60}, // kept as is
+	}
+	if err := ts.store.SaveGPUHistory(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	cfg := HistoryConfig{Raw: 7 * 24 * time.Hour, Keep: 90 * 24 * time.Hour}.withDefaults()
+	if err := ts.rollupAndPrune(ctx, now, cfg); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := ts.store.GPUHistoryRange(ctx, "", 0, 1<<40)
+	var steps []int
+	for _, r := range got {
+		steps = append(steps, r.Step)
+	}
+	if len(got) != 2 || !reflect.DeepEqual(steps, []int{models.StepHour, models.StepMinute}) || got[0].Samples != 120 {
+		t.Errorf("after roll-up and pruning: %+v", got)
+	}
+}
+
+// TestOpenAPIHistorySchemas checks the history objects the document names
+// against the JSON the handlers write.
+func TestOpenAPIHistorySchemas(t *testing.T) {
+	doc := loadOpenAPI(t)
+	for name, typ := range map[string]reflect.Type{
+		"HistoryPoint":   reflect.TypeOf(HistoryPointJSON{}),
+		"GPUHistory":     reflect.TypeOf(GPUHistoryJSON{}),
+		"ClusterHistory": reflect.TypeOf(ClusterHistoryJSON{}),
+	} {
+		var fields, props []string
+		for i := range typ.NumField() {
+			tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if tag != "" && tag != "-" {
+				fields = append(fields, tag)
+			}
+		}
+		for p := range doc.Components.Schemas[name].Properties {
+			props = append(props, p)
+		}
+		sort.Strings(fields)
+		sort.Strings(props)
+		if !reflect.DeepEqual(fields, props) {
+			t.Errorf("schema %s has %v; %s writes %v", name, props, typ.Name(), fields)
+		}
+	}
+}

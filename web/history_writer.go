@@ -1,0 +1,131 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// HistoryConfig says how long GPU history is kept in the database.
+type HistoryConfig struct {
+	// Raw is how long minute rows are kept before they are rolled up
+	// into hours (default 7 days).
+	Raw time.Duration
+	// Keep is how long any history is kept (default 90 days).
+	Keep time.Duration
+	// Every is how often roll-up and pruning run (default 10 minutes).
+	Every time.Duration
+}
+
+func (h HistoryConfig) withDefaults() HistoryConfig {
+	if h.Raw <= 0 {
+		h.Raw = 7 * 24 * time.Hour
+	}
+	if h.Keep <= 0 {
+		h.Keep = 90 * 24 * time.Hour
+	}
+	if h.Keep < h.Raw {
+		h.Keep = h.Raw
+	}
+	if h.Every <= 0 {
+		h.Every = 10 * time.Minute
+	}
+	return h
+}
+
+// RecordHistory writes the GPU samples, downsampled to one row per GPU
+// and minute, and the jobs by state each minute, to the database until
+// ctx ends; it rolls minutes older than cfg.Raw up into hours and deletes
+// history older than cfg.Keep.
+func (s *Server) RecordHistory(ctx context.Context, cfg HistoryConfig) {
+	cfg = cfg.withDefaults()
+	frames, cancel := s.cfg.Telemetry.Subscribe()
+	defer cancel()
+	d := telemetry.NewDownsampler(models.StepMinute)
+	tick := time.NewTicker(cfg.Every)
+	defer tick.Stop()
+	s.maintainHistory(ctx, cfg)
+	for {
+		select {
+		case <-ctx.Done():
+			// Keep the minute in progress: a restart merges into it.
+			flushCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			s.saveAggregates(flushCtx, d.Flush())
+			done()
+			return
+		case f := <-frames:
+			closed := d.AddFrame(f)
+			if len(closed) == 0 {
+				continue
+			}
+			s.saveAggregates(ctx, closed)
+			s.saveJobCounts(ctx, closed[0].Start)
+		case <-tick.C:
+			s.maintainHistory(ctx, cfg)
+		}
+	}
+}
+
+// saveAggregates stores closed minutes under their GPUs' UUIDs. GPUs whose
+// machine left before their minute closed have no UUID and are skipped.
+func (s *Server) saveAggregates(ctx context.Context, as []telemetry.Aggregate) {
+	if len(as) == 0 {
+		return
+	}
+	uuids := make(map[telemetry.GPUKey]string)
+	for _, g := range s.connectedGPUs() {
+		uuids[g.Key] = g.Device.UUID
+	}
+	rows := make([]models.GPUHistory, 0, len(as))
+	for _, a := range as {
+		if id := uuids[a.GPU]; id != "" {
+			rows = append(rows, models.HistoryFromAggregate(id, a))
+		}
+	}
+	if err := s.cfg.Store.SaveGPUHistory(ctx, rows); err != nil {
+		s.cfg.Logger.Warn("GPU history", "err", err)
+	}
+}
+
+// saveJobCounts records the jobs waiting and running at the end of a minute.
+func (s *Server) saveJobCounts(ctx context.Context, minute int64) {
+	counts, err := s.cfg.Store.CountJobsByState(ctx)
+	if err != nil {
+		s.cfg.Logger.Warn("cluster history", "err", err)
+		return
+	}
+	h := models.ClusterHistory{Start: minute, Queued: counts[job.Queued], Running: counts[job.Running], Preempted: counts[job.Preempted]}
+	if err := s.cfg.Store.SaveClusterHistory(ctx, h); err != nil {
+		s.cfg.Logger.Warn("cluster history", "err", err)
+	}
+}
+
+// maintainHistory rolls up and prunes.
+func (s *Server) maintainHistory(ctx context.Context, cfg HistoryConfig) {
+	if !s.leading() {
+		return // the leader maintains the history of all replicas (leader.go)
+	}
+	now := s.cfg.Now()
+	if err := s.rollupAndPrune(ctx, now, cfg); err != nil {
+		s.cfg.Logger.Warn("GPU history maintenance", "err", err)
+	}
+}
+
+func (s *Server) rollupAndPrune(ctx context.Context, now time.Time, cfg HistoryConfig) error {
+	n, err := s.cfg.Store.RollupGPUHistory(ctx, now.Add(-cfg.Raw).Unix())
+	if err != nil {
+		return err
+	}
+	pruned, err := s.cfg.Store.PruneHistory(ctx, now.Add(-cfg.Keep).Unix())
+	if err != nil {
+		return fmt.Errorf("after rolling up %d minutes: %w", n, err)
+	}
+	if n > 0 || pruned > 0 {
+		s.cfg.Logger.Debug("GPU history", "minutes_rolled_up", n, "rows_pruned", pruned)
+	}
+	return nil
+}

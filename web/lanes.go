@@ -1,0 +1,233 @@
+package web
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/lanes"
+	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+// Salus lanes as the API and the pages show them (docs/salus.md): per
+// GPU, the lanes its agent's gate holds, each lane's jobs with the
+// persistent (P) and ephemeral (E) memory they hold, and who runs an
+// iteration now.
+
+// GPULanesJSON is one GPU's lanes.
+type GPULanesJSON struct {
+	CapacityMiB int64 `json:"capacity_mib"`
+	// UsedMiB is what the safety condition counts: the jobs' P plus each
+	// lane's size.
+	UsedMiB       int64      `json:"used_mib"`
+	PersistentMiB int64      `json:"persistent_mib"`
+	Lanes         []LaneJSON `json:"lanes"`
+}
+
+// LaneJSON is one lane: a slice of the GPU's ephemeral memory its jobs
+// share in time, one iteration at a time.
+type LaneJSON struct {
+	ID      int   `json:"id"`
+	SizeMiB int64 `json:"size_mib"`
+	// Running is the job whose iteration runs now, 0 when none.
+	Running  int64         `json:"running"`
+	Draining bool          `json:"draining"`
+	Jobs     []LaneJobJSON `json:"jobs"`
+}
+
+// LaneJobJSON is a job of a lane with the padded memory it holds.
+type LaneJobJSON struct {
+	JobID         int64  `json:"job_id"`
+	PersistentMiB int64  `json:"persistent_mib"`
+	EphemeralMiB  int64  `json:"ephemeral_mib"`
+	Source        string `json:"source"`
+	MaxPeakMiB    int64  `json:"max_peak_mib"`
+	Iterations    int64  `json:"iterations"`
+}
+
+// JobLaneJSON says where a sharing job runs: its GPU, its lane and the
+// jobs it shares them with.
+type JobLaneJSON struct {
+	Node    string `json:"node"`
+	GPU     int    `json:"gpu"`
+	Lane    int    `json:"lane"`
+	SizeMiB int64  `json:"size_mib"`
+	// LaneJobs are the others of its lane, taking turns with it;
+	// GPUJobs the jobs of the GPU's other lanes, running beside it.
+	LaneJobs []int64 `json:"lane_jobs"`
+	GPUJobs  []int64 `json:"gpu_jobs"`
+	Running  int64   `json:"running"`
+}
+
+// laneNode is a machine whose agent serves a gate and reports its lanes.
+type laneNode interface {
+	Lanes() []lanes.GPUView
+}
+
+// gpuLanes returns the lanes of every GPU whose agent reports them.
+func (s *Server) gpuLanes() map[telemetry.GPUKey]GPULanesJSON {
+	out := make(map[telemetry.GPUKey]GPULanesJSON)
+	for _, n := range s.cfg.Engine.Nodes() {
+		ln, ok := n.(laneNode)
+		if !ok {
+			continue
+		}
+		for _, g := range ln.Lanes() {
+			out[telemetry.GPUKey{Node: n.Name(), Index: g.Index}] = lanesJSON(g)
+		}
+	}
+	return out
+}
+
+func lanesJSON(g lanes.GPUView) GPULanesJSON {
+	out := GPULanesJSON{CapacityMiB: g.CapacityMiB, UsedMiB: g.UsedMiB, PersistentMiB: g.PersistentMiB, Lanes: []LaneJSON{}}
+	for _, l := range g.Lanes {
+		lj := LaneJSON{ID: l.ID, SizeMiB: l.SizeMiB, Running: l.Running, Draining: l.Draining, Jobs: []LaneJobJSON{}}
+		for _, j := range l.Jobs {
+			lj.Jobs = append(lj.Jobs, LaneJobJSON{JobID: j.ID, PersistentMiB: j.Memory.PersistentMiB,
+				EphemeralMiB: j.Memory.EphemeralMiB, Source: string(j.Memory.Source),
+				MaxPeakMiB: j.MaxPeakMiB, Iterations: j.Iterations})
+		}
+		out.Lanes = append(out.Lanes, lj)
+	}
+	return out
+}
+
+// jobLane finds the lane of a sharing job; nil when it holds none.
+func (s *Server) jobLane(id int64) *JobLaneJSON {
+	for k, g := range s.gpuLanes() {
+		for _, l := range g.Lanes {
+			i := slices.IndexFunc(l.Jobs, func(j LaneJobJSON) bool { return j.JobID == id })
+			if i < 0 {
+				continue
+			}
+			out := &JobLaneJSON{Node: k.Node, GPU: k.Index, Lane: l.ID, SizeMiB: l.SizeMiB,
+				Running: l.Running, LaneJobs: []int64{}, GPUJobs: []int64{}}
+			for _, o := range g.Lanes {
+				for _, j := range o.Jobs {
+					switch {
+					case j.JobID == id:
+					case o.ID == l.ID:
+						out.LaneJobs = append(out.LaneJobs, j.JobID)
+					default:
+						out.GPUJobs = append(out.GPUJobs, j.JobID)
+					}
+				}
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// EstimateJSON is a job's memory estimate on its GPU, unpadded:
+// persistent memory P, ephemeral memory E, and where it came from
+// (declared, catalogue, params, measured).
+type EstimateJSON struct {
+	PersistentMiB int64  `json:"persistent_mib"`
+	EphemeralMiB  int64  `json:"ephemeral_mib"`
+	Source        string `json:"source"`
+}
+
+// describeSharing says on the job page how a sharing job shares its GPU,
+// its memory estimate, and while it runs, its lane and its neighbours.
+func (s *Server) describeSharing(j *models.Job, d *templates.JobDetail) {
+	if !j.Sharing {
+		return
+	}
+	d.Sharing = "opted in"
+	if j.GPUFraction > 0 {
+		d.Sharing = fmt.Sprintf("%g of a GPU", j.GPUFraction)
+	}
+	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
+		d.Sharing += fmt.Sprintf("; memory estimate P %d MiB + E %d MiB (%s), padded at admission",
+			j.MemPersistentMiB, j.MemEphemeralMiB, j.MemSource)
+	}
+	if j.State != job.Running {
+		return
+	}
+	l := s.jobLane(j.ID)
+	if l == nil {
+		d.Lane = "not in a lane: its agent serves no gate, or it waits to be admitted"
+		return
+	}
+	d.Lane = fmt.Sprintf("lane %d of %s GPU %d (%d MiB)", l.Lane, l.Node, l.GPU, l.SizeMiB)
+	switch {
+	case len(l.LaneJobs) > 0:
+		d.Lane += "; takes turns with " + jobIDs(l.LaneJobs)
+	default:
+		d.Lane += "; alone in its lane"
+	}
+	if len(l.GPUJobs) > 0 {
+		d.Lane += "; beside " + jobIDs(l.GPUJobs) + " in other lanes"
+	}
+	if l.Running == j.ID {
+		d.Lane += "; running an iteration now"
+	}
+}
+
+// jobIDs names jobs: "jobs 3, 7".
+func jobIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	if len(ids) == 1 {
+		return "job " + parts[0]
+	}
+	return "jobs " + strings.Join(parts, ", ")
+}
+
+// lanesText describes a GPU's lanes in one line, for pages without
+// charts: "persistent 2.3 GB · lane 1: 4.2 GB, jobs 3, 5 (job 3 runs) · ...".
+func lanesText(g GPULanesJSON) string {
+	if len(g.Lanes) == 0 {
+		return ""
+	}
+	parts := []string{fmt.Sprintf("persistent %.1f GB", float64(g.PersistentMiB)/1024)}
+	for _, l := range g.Lanes {
+		ids := make([]int64, len(l.Jobs))
+		for i, j := range l.Jobs {
+			ids[i] = j.JobID
+		}
+		p := fmt.Sprintf("lane %d: %.1f GB, %s", l.ID, float64(l.SizeMiB)/1024, jobIDs(ids))
+		if l.Running != 0 {
+			p += fmt.Sprintf(" (job %d runs)", l.Running)
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// lanesUpdate is one GPU's lanes in the gpus topic's "lanes" messages.
+type lanesUpdate struct {
+	Node  string       `json:"node"`
+	Index int          `json:"index"`
+	Lanes GPULanesJSON `json:"lanes"`
+}
+
+// publishLanes sends the gpus topic's subscribers every GPU's lanes, as
+// a "lanes" message beside the samples' "update": the GPU wall draws them
+// on the memory timelines.
+func (s *Server) publishLanes() {
+	subs := s.hub.subscribers(topicGPUs)
+	if len(subs) == 0 {
+		return
+	}
+	gl := s.gpuLanes()
+	out := make([]lanesUpdate, 0, len(gl))
+	for k, l := range gl {
+		out = append(out, lanesUpdate{Node: k.Node, Index: k.Index, Lanes: l})
+	}
+	slices.SortFunc(out, func(a, b lanesUpdate) int {
+		if c := strings.Compare(a.Node, b.Node); c != 0 {
+			return c
+		}
+		return a.Index - b.Index
+	})
+	s.broadcast(subs, wsOut{Topic: topicGPUs, Type: "lanes", Data: out})
+}

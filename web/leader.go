@@ -1,0 +1,52 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Several replicas may serve one PostgreSQL database. All of them serve
+// pages and the API; only the leader schedules and runs machines, so only
+// it takes agents (docs/operations.md).
+
+// followerNodes answers what only the leader can do with machines.
+const followerNodes = "this server is a follower replica: machines are connected to the leader; drain and resume there"
+
+// leading reports whether this replica schedules.
+func (s *Server) leading() bool { return s.cfg.Leader == nil || s.cfg.Leader() }
+
+// role names this replica's role for /healthz.
+func (s *Server) role() string {
+	if s.leading() {
+		return "leader"
+	}
+	return "follower"
+}
+
+// agentsOnLeader refuses agents on a follower, with 503 and a message, so
+// that an agent given several servers tries the next.
+func (s *Server) agentsOnLeader(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.leading() {
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusServiceUnavailable,
+				"this server is a follower replica: agents connect to the leader (give the agent every server: --server URL1,URL2)")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// leaderGauge is gpuportal_leader: 1 on the replica that schedules.
+func leaderGauge(s *Server) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gpuportal_leader",
+		Help: "1 when this replica schedules (holds the leader lock), 0 when it is a follower.",
+	}, func() float64 {
+		if s.leading() {
+			return 1
+		}
+		return 0
+	})
+}

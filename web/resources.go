@@ -1,0 +1,134 @@
+package web
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/synergy"
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+// CPUs and host memory of running jobs (docs/synergy.md): what the
+// scheduler allocated on each node against what the job uses there, and
+// the sensitivity profile the allocation followed.
+
+// JobResourcesJSON is a running job's CPUs and memory.
+type JobResourcesJSON struct {
+	Allocations []AllocationJSON `json:"allocations"`
+	Profile     CPUProfileJSON   `json:"profile"`
+}
+
+// AllocationJSON is a job's part on one node.
+type AllocationJSON struct {
+	Node string `json:"node"`
+	GPUs int    `json:"gpus"`
+	// CPUMilli (thousandths of a core) and MemMiB are allocated;
+	// PropCPUMilli and PropMemMiB are the proportional share.
+	CPUMilli     int64 `json:"cpu_milli"`
+	MemMiB       int64 `json:"mem_mib"`
+	PropCPUMilli int64 `json:"prop_cpu_milli"`
+	PropMemMiB   int64 `json:"prop_mem_mib"`
+	// UsedCPUMilli and UsedMemMiB are what the job uses, as its agent
+	// last reported; null before the first report.
+	UsedCPUMilli *int64 `json:"used_cpu_milli"`
+	UsedMemMiB   *int64 `json:"used_mem_mib"`
+	// Enforced: cgroups hold the job to its allocation; Note says why not.
+	Enforced bool   `json:"enforced"`
+	Note     string `json:"note,omitempty"`
+	// Speed and PropSpeed are the profile's speed under the allocation
+	// and under the proportional share (1 is the job's best).
+	Speed     float64 `json:"speed"`
+	PropSpeed float64 `json:"prop_speed"`
+	Reason    string  `json:"reason"`
+}
+
+// CPUProfileJSON is a job's sensitivity: speed against cores per GPU and
+// against GiB of host memory per GPU, as [x, speed] points.
+type CPUProfileJSON struct {
+	// Source is declared, history, catalogue or none.
+	Source string       `json:"source"`
+	Family string       `json:"family"`
+	CPU    [][2]float64 `json:"cpu"`
+	Mem    [][2]float64 `json:"mem"`
+}
+
+func points(c synergy.Curve) [][2]float64 {
+	out := make([][2]float64, len(c))
+	for i, p := range c {
+		out[i] = [2]float64{p.X, p.Speed}
+	}
+	return out
+}
+
+// jobResources is a running job's CPUs and memory; nil when the engine
+// holds no allocation for it.
+func (s *Server) jobResources(id int64) *JobResourcesJSON {
+	jr, ok := s.cfg.Engine.JobResources(id)
+	if !ok {
+		return nil
+	}
+	out := &JobResourcesJSON{Allocations: []AllocationJSON{}, Profile: CPUProfileJSON{
+		Source: string(jr.ProfileSource), Family: jr.Profile.Family, CPU: points(jr.Profile.CPU), Mem: points(jr.Profile.Mem)}}
+	for _, a := range jr.Allocations {
+		aj := AllocationJSON{Node: a.Node, GPUs: a.GPUs, CPUMilli: a.CPUMilli, MemMiB: a.MemMiB,
+			PropCPUMilli: a.PropCPUMilli, PropMemMiB: a.PropMemMiB, Speed: a.Speed, PropSpeed: a.PropSpeed, Reason: a.Reason}
+		for _, u := range jr.Usage {
+			if u.Node == a.Node {
+				cpu, mem := u.UsedCPUMilli, u.UsedMemMiB
+				aj.UsedCPUMilli, aj.UsedMemMiB, aj.Enforced, aj.Note = &cpu, &mem, u.Enforced, u.Note
+			}
+		}
+		out.Allocations = append(out.Allocations, aj)
+	}
+	return out
+}
+
+func cores(milli int64) string { return fmt.Sprintf("%.1f", float64(milli)/1000) }
+func gib(mib int64) string     { return fmt.Sprintf("%.1f", float64(mib)/1024) }
+
+// describeResources fills the job page's CPU and memory rows and its
+// profile chart.
+func describeResources(r *JobResourcesJSON, d *templates.JobDetail) {
+	if r == nil {
+		return
+	}
+	for _, a := range r.Allocations {
+		row := templates.ResourceRow{Node: a.Node,
+			Allocated: fmt.Sprintf("%s cores, %s GiB", cores(a.CPUMilli), gib(a.MemMiB)),
+			Share:     fmt.Sprintf("proportional %s cores, %s GiB", cores(a.PropCPUMilli), gib(a.PropMemMiB)),
+			Used:      "not reported yet", Reason: a.Reason, Note: a.Note}
+		if a.UsedCPUMilli != nil {
+			row.Used = fmt.Sprintf("%s cores, %s GiB", cores(*a.UsedCPUMilli), gib(*a.UsedMemMiB))
+		}
+		if a.Enforced {
+			row.Note = "enforced by cgroups"
+		}
+		d.Resources = append(d.Resources, row)
+	}
+	p := r.Profile
+	d.Profile = fmt.Sprintf("%s, %s", p.Source, p.Family)
+	if len(p.CPU) == 0 {
+		d.Profile += ": insensitive to CPUs"
+	}
+	var alloc float64
+	if len(r.Allocations) > 0 && r.Allocations[0].GPUs > 0 {
+		alloc = float64(r.Allocations[0].CPUMilli) / 1000 / float64(r.Allocations[0].GPUs)
+	}
+	d.ProfileCurve = templates.ProfileCurve{CPU: p.CPU, AllocCoresPerGPU: alloc}
+}
+
+// nodeAllocation writes a node's allocated CPUs and memory for the
+// cluster page.
+func nodeAllocation(a engine.NodeAllocation, cpus int, memMiB int64) string {
+	if a.Jobs == 0 {
+		return fmt.Sprintf("CPUs 0 of %d allocated · memory 0 of %s GiB", cpus, gib(memMiB))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "CPUs %s of %d allocated · memory %s of %s GiB", cores(a.CPUMilli), cpus, gib(a.MemMiB), gib(memMiB))
+	fmt.Fprintf(&b, " · %d job", a.Jobs)
+	if a.Jobs > 1 {
+		b.WriteString("s")
+	}
+	return b.String()
+}

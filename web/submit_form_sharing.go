@@ -1,0 +1,53 @@
+package web
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+// sharingForm reads the submit form's sharing fields.
+func sharingForm(c echo.Context, f *templates.SubmitForm) {
+	f.Sharing = c.FormValue("sharing") != ""
+	f.GPUFraction, f.BatchSize, f.Parameters = c.FormValue("gpu_fraction"), c.FormValue("batch_size"), c.FormValue("parameters")
+	f.MemPersistentMiB, f.MemEphemeralMiB = c.FormValue("mem_persistent_mib"), c.FormValue("mem_ephemeral_mib")
+}
+
+// sharingRequest puts the form's sharing fields into req, noting fields
+// that are not numbers.
+func sharingRequest(f templates.SubmitForm, req *SubmitRequest, fe fieldErrors) {
+	req.Sharing = f.Sharing
+	if v := strings.TrimSpace(f.GPUFraction); v != "" {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			fe["gpu_fraction"] = "must be a number, such as 0.5"
+		}
+		req.GPUFraction = x
+	}
+	for _, w := range []struct {
+		field, v string
+		into     *int64
+	}{
+		{"mem_persistent_mib", f.MemPersistentMiB, &req.MemPersistentMiB},
+		{"mem_ephemeral_mib", f.MemEphemeralMiB, &req.MemEphemeralMiB},
+		{"parameters", f.Parameters, &req.Parameters},
+	} {
+		if v := strings.TrimSpace(w.v); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				fe[w.field] = "must be a whole number"
+			}
+			*w.into = n
+		}
+	}
+	if v := strings.TrimSpace(f.BatchSize); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fe["batch_size"] = "must be a whole number"
+		}
+		req.BatchSize = n
+	}
+}
