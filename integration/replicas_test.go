@@ -151,9 +151,11 @@ func TestLeaderThatLosesItsLockExits(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the leader kept running after losing its lock")
 	}
-	if out := a.output(); !strings.Contains(out, "lost the leader lock") {
+	out := strings.TrimSpace(a.output())
+	if !strings.Contains(out, "lost the leader lock") {
 		t.Errorf("the leader's last words lack the lost lock:\n%s", out)
 	}
+	t.Logf("the leader's last words: %s", out[strings.LastIndex(out, "\n")+1:])
 	if code := a.cmd.ProcessState.ExitCode(); code == 0 {
 		t.Errorf("the leader exited with 0 after losing its lock; want a failure, for its service manager to restart it")
 	}

@@ -87,7 +87,7 @@ func (l *Lease) watch(every time.Duration) {
 		err := l.conn.PingContext(ctx)
 		cancel()
 		if err != nil {
-			l.err = fmt.Errorf("leader lock lost: %w", err)
+			l.err = fmt.Errorf("check the lock's connection: %w", err)
 			close(l.lost)
 			return
 		}

@@ -54,7 +54,7 @@ func TestLeaseOnPostgres(t *testing.T) {
 	}
 	select {
 	case <-la.Lost():
-		if la.Err() == nil || !strings.Contains(la.Err().Error(), "leader lock lost") {
+		if la.Err() == nil || !strings.Contains(la.Err().Error(), "lock's connection") {
 			t.Errorf("lost lease's error = %v", la.Err())
 		}
 	case <-time.After(5 * time.Second):

@@ -134,6 +134,14 @@ func TestUpgradeFromBaseline(t *testing.T) {
 		if j, _ := s.Job(ctx, 1); j.CancelRequest != "cancelled by bob" {
 			t.Errorf("cancel request = %q", j.CancelRequest)
 		}
+		for _, m := range currentModels() {
+			if !s.db.Migrator().HasTable(m) {
+				t.Errorf("no table for %T after the upgrade", m)
+			}
+		}
+		if err := checkColumns(s.db, currentModels()); err != nil {
+			t.Errorf("after the upgrade: %v", err)
+		}
 		checkVersions(t, s.db)
 	})
 }

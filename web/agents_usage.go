@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
@@ -25,4 +27,15 @@ func (n *remoteNode) JobUsage(time.Time) []agent.JobUsage {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]agent.JobUsage(nil), n.usage...)
+}
+
+// Resize asks the agent to change a running job's allocation
+// (engine.Resizer) and waits for its answer.
+func (n *remoteNode) Resize(ctx context.Context, jobID int64, r agent.Resources) error {
+	m := &wire.Message{Type: wire.TypeResize, Resize: &wire.Resize{Node: n.name, JobID: jobID,
+		Resources: wire.Resources{CPUMilli: r.CPUMilli, MemMiB: r.MemMiB}}}
+	if err := n.conn.request(ctx, m); err != nil {
+		return fmt.Errorf("resize job %d on %s: %w", jobID, n.name, err)
+	}
+	return nil
 }

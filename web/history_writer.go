@@ -40,30 +40,62 @@ func (h HistoryConfig) withDefaults() HistoryConfig {
 // RecordHistory writes the GPU samples, downsampled to one row per GPU
 // and minute, and the jobs by state each minute, to the database until
 // ctx ends; it rolls minutes older than cfg.Raw up into hours and deletes
-// history older than cfg.Keep.
+// history older than cfg.Keep. Frames are folded in as they come; the
+// database is written by a second goroutine, so that a slow write or a
+// long roll-up makes no frame miss.
 func (s *Server) RecordHistory(ctx context.Context, cfg HistoryConfig) {
 	cfg = cfg.withDefaults()
-	frames, cancel := s.cfg.Telemetry.Subscribe()
+	frames, cancel := s.cfg.Telemetry.SubscribeBuffered(historyFrameBuffer)
 	defer cancel()
+	closed := make(chan []telemetry.Aggregate, 16)
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		s.saveHistory(ctx, cfg, closed)
+	}()
 	d := telemetry.NewDownsampler(models.StepMinute)
+	for {
+		select {
+		case <-ctx.Done():
+			// Keep the minute in progress: a restart merges into it.
+			closed <- d.Flush()
+			close(closed)
+			<-saved
+			return
+		case f := <-frames:
+			if as := d.AddFrame(f); len(as) > 0 {
+				closed <- as
+			}
+		}
+	}
+}
+
+// historyFrameBuffer is how many frames the history writer may fall behind.
+const historyFrameBuffer = 120
+
+// saveHistory writes closed minutes as they come and rolls up and prunes
+// on a timer; once ctx ends it writes what is left and returns.
+func (s *Server) saveHistory(ctx context.Context, cfg HistoryConfig, closed <-chan []telemetry.Aggregate) {
 	tick := time.NewTicker(cfg.Every)
 	defer tick.Stop()
 	s.maintainHistory(ctx, cfg)
 	for {
 		select {
-		case <-ctx.Done():
-			// Keep the minute in progress: a restart merges into it.
-			flushCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			s.saveAggregates(flushCtx, d.Flush())
-			done()
-			return
-		case f := <-frames:
-			closed := d.AddFrame(f)
-			if len(closed) == 0 {
+		case as, ok := <-closed:
+			if !ok {
+				return
+			}
+			if len(as) == 0 {
 				continue
 			}
-			s.saveAggregates(ctx, closed)
-			s.saveJobCounts(ctx, closed[0].Start)
+			if ctx.Err() != nil {
+				flushCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				s.saveAggregates(flushCtx, as)
+				done()
+				continue
+			}
+			s.saveAggregates(ctx, as)
+			s.saveJobCounts(ctx, as[0].Start)
 		case <-tick.C:
 			s.maintainHistory(ctx, cfg)
 		}

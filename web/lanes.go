@@ -61,6 +61,13 @@ type JobLaneJSON struct {
 	LaneJobs []int64 `json:"lane_jobs"`
 	GPUJobs  []int64 `json:"gpu_jobs"`
 	Running  int64   `json:"running"`
+	// Held is the padded memory the job holds in its lane, corrected from
+	// its measured peaks once it has some (source "measured");
+	// MaxPeakMiB is its largest measured ephemeral peak, Iterations how
+	// many it ran.
+	Held       EstimateJSON `json:"held"`
+	MaxPeakMiB int64        `json:"max_peak_mib"`
+	Iterations int64        `json:"iterations"`
 }
 
 // laneNode is a machine whose agent serves a gate and reports its lanes.
@@ -105,8 +112,11 @@ func (s *Server) jobLane(id int64) *JobLaneJSON {
 			if i < 0 {
 				continue
 			}
+			me := l.Jobs[i]
 			out := &JobLaneJSON{Node: k.Node, GPU: k.Index, Lane: l.ID, SizeMiB: l.SizeMiB,
-				Running: l.Running, LaneJobs: []int64{}, GPUJobs: []int64{}}
+				Running: l.Running, LaneJobs: []int64{}, GPUJobs: []int64{},
+				Held:       EstimateJSON{PersistentMiB: me.PersistentMiB, EphemeralMiB: me.EphemeralMiB, Source: me.Source},
+				MaxPeakMiB: me.MaxPeakMiB, Iterations: me.Iterations}
 			for _, o := range g.Lanes {
 				for _, j := range o.Jobs {
 					switch {
@@ -167,6 +177,13 @@ func (s *Server) describeSharing(j *models.Job, d *templates.JobDetail) {
 	}
 	if l.Running == j.ID {
 		d.Lane += "; running an iteration now"
+	}
+	d.Lane += fmt.Sprintf("; holds P %d MiB + E %d MiB (%s, padded)", l.Held.PersistentMiB, l.Held.EphemeralMiB, l.Held.Source)
+	if l.Iterations > 0 {
+		d.Lane += fmt.Sprintf("; %d iterations", l.Iterations)
+	}
+	if l.MaxPeakMiB > 0 {
+		d.Lane += fmt.Sprintf(", largest measured ephemeral peak %d MiB", l.MaxPeakMiB)
 	}
 }
 

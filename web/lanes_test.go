@@ -83,7 +83,8 @@ func TestLanesInTheAPI(t *testing.T) {
 		page             string
 	}{
 		{a, 1, []int64{b}, []int64{c}, fmt.Sprintf("lane 1 of lanes-0 GPU 0 (7405 MiB); takes turns with job %d; beside job %d in other lanes", b, c)},
-		{c, 2, []int64{}, []int64{a, b}, "alone in its lane"},
+		{c, 2, []int64{}, []int64{a, b}, fmt.Sprintf("alone in its lane; beside jobs %d, %d in other lanes; "+
+			"holds P 1100 MiB + E 1000 MiB (measured, padded); 4 iterations, largest measured ephemeral peak 900 MiB", a, b)},
 	}
 	for _, tc := range tests {
 		var j JobJSON

@@ -60,8 +60,12 @@ func (s *Server) publishGPUs(f telemetry.Frame) {
 	for _, g := range f.GPUs {
 		byKey[g.GPUKey] = g.Point
 	}
+	byUUID := make(map[string]connectedGPU)
+	for _, g := range s.connectedGPUs() {
+		byUUID[g.Device.UUID] = g
+	}
 	for _, t := range topics {
-		g, ok := s.gpuByUUID(strings.TrimPrefix(t, topicGPU))
+		g, ok := byUUID[strings.TrimPrefix(t, topicGPU)]
 		if !ok {
 			continue
 		}

@@ -30,6 +30,10 @@ func laneLine(l *web.JobLaneJSON) string {
 	if len(l.GPUJobs) > 0 {
 		s += ", beside " + jobList(l.GPUJobs)
 	}
+	s += fmt.Sprintf("; holds P %d MiB + E %d MiB (%s)", l.Held.PersistentMiB, l.Held.EphemeralMiB, l.Held.Source)
+	if l.MaxPeakMiB > 0 {
+		s += fmt.Sprintf(", peak %d MiB over %d iterations", l.MaxPeakMiB, l.Iterations)
+	}
 	return s
 }
 

@@ -21,8 +21,11 @@ func TestSharingLines(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	l := &web.JobLaneJSON{Node: "node-0", GPU: 1, Lane: 2, SizeMiB: 7405, LaneJobs: []int64{4}, GPUJobs: []int64{5, 6}}
-	if got, want := laneLine(l), "lane 2 of node-0 GPU 1, 7405 MiB, taking turns with job 4, beside job 5, job 6"; got != want {
+	l := &web.JobLaneJSON{Node: "node-0", GPU: 1, Lane: 2, SizeMiB: 7405, LaneJobs: []int64{4}, GPUJobs: []int64{5, 6},
+		Held: web.EstimateJSON{PersistentMiB: 1100, EphemeralMiB: 7000, Source: "measured"}, MaxPeakMiB: 6500, Iterations: 12}
+	want := "lane 2 of node-0 GPU 1, 7405 MiB, taking turns with job 4, beside job 5, job 6; " +
+		"holds P 1100 MiB + E 7000 MiB (measured), peak 6500 MiB over 12 iterations"
+	if got := laneLine(l); got != want {
 		t.Errorf("laneLine = %q, want %q", got, want)
 	}
 }

@@ -302,7 +302,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	go srv.Run(engCtx)
-	go srv.RecordHistory(engCtx, web.HistoryConfig{Raw: f.historyRaw, Keep: f.historyKeep})
+	historyDone := make(chan struct{})
+	go func() {
+		srv.RecordHistory(engCtx, web.HistoryConfig{Raw: f.historyRaw, Keep: f.historyKeep})
+		close(historyDone)
+	}()
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.addr, err)
@@ -332,6 +336,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Warn("http shutdown", "err", err)
 	}
 	stopEngine()
+	<-historyDone // the minute in progress is written before the store closes
 	work.stop(shutCtx, log)
 	return nil
 }

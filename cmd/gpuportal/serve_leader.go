@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -67,6 +66,9 @@ func (r *replica) tryLead(ctx context.Context) (bool, error) {
 	go func() {
 		select {
 		case <-l.Lost():
+			// A follower at once: no more agents, /healthz says so.
+			r.lease.CompareAndSwap(l, nil)
+			l.Release()
 			r.lostOnce.Do(func() { r.lostErr = l.Err(); close(r.lost) })
 		case <-ctx.Done():
 		}
@@ -109,8 +111,8 @@ func (r *replica) follow(ctx context.Context, lead func() error) <-chan error {
 
 // lostError says why the lease was lost.
 func (r *replica) lostError() error {
-	return fmt.Errorf("%w: stopped scheduling and exiting, as another replica may lead now; restart this one to serve as a follower",
-		errors.Join(errors.New("lost the leader lock"), r.lostErr))
+	return fmt.Errorf("lost the leader lock (%w): stopped scheduling and exiting, as another replica may lead now; restart this one to serve as a follower",
+		r.lostErr)
 }
 
 // release gives the lock up, if held.

@@ -271,6 +271,32 @@ func (j *JobCgroup) SetMemory(mib int64) error {
 	return writeFile(filepath.Join(d, "memory.limit_in_bytes"), v)
 }
 
+// SetMemorySoft asks the kernel to hold the job to mib MiB without ever
+// killing it for memory: memory.high under v2 (above it the job's page
+// cache is reclaimed and its allocations throttled),
+// memory.soft_limit_in_bytes under v1 (reclaimed to it first when the
+// machine runs short); 0 or less lifts it. This is how the agent enforces
+// a memory allocation: the sensitivity curves say what speeds a job up,
+// not what it needs to survive. Without a memory hierarchy it fails.
+func (j *JobCgroup) SetMemorySoft(mib int64) error {
+	d, ok := j.dirs["memory"]
+	if !ok {
+		return fmt.Errorf("set memory limit: %w: no memory controller", ErrCgroupsUnavailable)
+	}
+	if j.version == 2 {
+		v := "max"
+		if mib > 0 {
+			v = strconv.FormatInt(mib<<20, 10)
+		}
+		return writeFile(filepath.Join(d, "memory.high"), v)
+	}
+	v := "-1"
+	if mib > 0 {
+		v = strconv.FormatInt(mib<<20, 10)
+	}
+	return writeFile(filepath.Join(d, "memory.soft_limit_in_bytes"), v)
+}
+
 // CgroupUsage is what a job's cgroup has used.
 type CgroupUsage struct {
 	// CPUUsec is CPU time used since the cgroup was made, microseconds.

@@ -358,6 +358,8 @@ func (s *session) read(ctx context.Context) error {
 			s.answer(m.ID, s.start(ctx, m.Start))
 		case wire.TypeStop:
 			s.answer(m.ID, s.stop(ctx, m.Stop))
+		case wire.TypeResize:
+			s.answer(m.ID, s.resize(ctx, m.Resize))
 		case wire.TypeAck:
 			s.acked(m.ID, m.Ack)
 		default:

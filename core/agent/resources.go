@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -123,7 +124,7 @@ func (l *limits) setup(cfg Config) {
 		l.why = "cgroups are off in the agent's configuration"
 		return
 	}
-	root := cmpOr(cfg.CgroupRoot, DefaultCgroupRoot)
+	root := cmp.Or(cfg.CgroupRoot, DefaultCgroupRoot)
 	cg, err := DetectCgroups(root)
 	if err != nil {
 		l.why = err.Error()
@@ -132,13 +133,6 @@ func (l *limits) setup(cfg Config) {
 	}
 	l.cg = cg
 	l.log.Info("cgroups enforce CPU and memory allocations", "agent", cfg.Name, "version", cg.Version)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // begin starts accounting for a job that has just started (pgid 0 for a
@@ -192,13 +186,15 @@ func (j *limited) enter(cgs *Cgroups, jobID int64) error {
 	return nil
 }
 
-// apply sets a cgroup's CPU quota and memory limit; 0 lifts either.
+// apply sets a cgroup's CPU quota (hard: the job only slows) and memory
+// limit (soft: SetMemorySoft, the job is never killed for it); 0 lifts
+// either.
 func (j *limited) apply(cg *JobCgroup, r Resources) error {
 	if err := cg.SetCPU(r.CPUMilli); err != nil {
 		return err
 	}
 	if r.MemMiB > 0 || j.res.MemMiB > 0 {
-		if err := cg.SetMemory(r.MemMiB); err != nil {
+		if err := cg.SetMemorySoft(r.MemMiB); err != nil {
 			return err
 		}
 	}
@@ -210,12 +206,16 @@ func (l *limits) end(jobID int64) {
 	l.mu.Lock()
 	j := l.jobs[jobID]
 	delete(l.jobs, jobID)
+	var cancel context.CancelFunc
+	if j != nil {
+		cancel = j.cancel
+	}
 	l.mu.Unlock()
 	if j == nil {
 		return
 	}
-	if j.cancel != nil {
-		j.cancel()
+	if cancel != nil {
+		cancel()
 	}
 	if j.cg != nil {
 		if err := j.cg.Remove(); err != nil {
@@ -258,6 +258,11 @@ func (l *limits) usage(now time.Time) []JobUsage {
 			var cu CgroupUsage
 			if cu, err = j.cg.Usage(); err == nil {
 				cpu, mem = time.Duration(cu.CPUUsec)*time.Microsecond, max(cu.MemBytes, 0)>>20
+				// Pages a process touched before it joined the cgroup stay
+				// charged elsewhere: its resident set is the floor.
+				if _, rss, perr := groupUsage(j.pgid); perr == nil {
+					mem = max(mem, rss)
+				}
 			}
 		case j.pgid > 0:
 			cpu, mem, err = groupUsage(j.pgid)
@@ -339,13 +344,16 @@ func groupUsage(pgid int) (cpu time.Duration, memMiB int64, err error) {
 // allocation.
 func (l *limits) profileJob(ctx context.Context, jobID int64, j *limited, logPath string) {
 	counter := &ProgressCounter{}
-	go tailLog(ctx, logPath, counter)
+	tailCtx, stopTail := context.WithCancel(ctx)
+	defer stopTail()
+	go tailLog(tailCtx, logPath, counter)
 	// Profiling starts once the job reports progress (it may load data
 	// first); a job that never does is not profiled.
 	if !waitProgress(ctx, counter, profileStartWait) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if ctx.Err() == nil {
+			j.cancel() // releases the context; the job goes on
 			j.cancel = nil
 			j.note = "CPU profiling skipped: the job printed no " + ProgressPrefix + " line"
 		}
@@ -360,10 +368,11 @@ func (l *limits) profileJob(ctx context.Context, jobID int64, j *limited, logPat
 	prof, err := ProfileCPU(ctx, cg, counter, cfg)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	j.cancel = nil
 	if ctx.Err() != nil {
 		return // the job ended
 	}
+	j.cancel() // releases the context; the job goes on
+	j.cancel = nil
 	if err := j.apply(cg, j.res); err != nil {
 		l.log.Warn("restore job's CPU allocation after profiling", "job", jobID, "err", err)
 	}
@@ -446,4 +455,13 @@ func waitProgress(ctx context.Context, src IterationSource, d time.Duration) boo
 		}
 	}
 	return false
+}
+
+// resize changes a running job's allocation as the server asks.
+func (s *session) resize(ctx context.Context, r *wire.Resize) error {
+	n := s.c.nodes[r.Node]
+	if n == nil {
+		return fmt.Errorf("no node %q on this agent", r.Node)
+	}
+	return n.Resize(ctx, r.JobID, *resourcesFromWire(&r.Resources))
 }

@@ -20,8 +20,7 @@ type UsageReporter interface {
 }
 
 // Resizer is a Node that can change a running job's CPU and memory
-// allocation (agent.Local). Remote machines apply a new allocation at the
-// job's next start.
+// allocation (agent.Local, and remote machines through their agent).
 type Resizer interface {
 	Resize(ctx context.Context, jobID int64, r agent.Resources) error
 }

@@ -136,3 +136,24 @@ func closeAggregate(a, b Aggregate) bool {
 	return fa == fb && near(a.MemUsedAvgMiB, b.MemUsedAvgMiB) && near(a.UtilAvgPct, b.UtilAvgPct) &&
 		near(a.PowerAvgW, b.PowerAvgW) && near(a.TempAvgC, b.TempAvgC)
 }
+
+func TestAddFrameFoldsRecorderFrames(t *testing.T) {
+	r := New(time.Minute, 2)
+	frames, cancel := r.SubscribeBuffered(200)
+	defer cancel()
+	d := NewDownsampler(60)
+	for ts := int64(0); ts < 121; ts++ {
+		r.Record("n0", []gpu.Sample{reading(ts, 3, 100, 20, 150, 40, 1)})
+	}
+	var closed []Aggregate
+	for range 121 {
+		closed = append(closed, d.AddFrame(<-frames)...)
+	}
+	if len(closed) != 2 || closed[0].GPU != (GPUKey{"n0", 3}) || closed[0].Samples != 60 || closed[1].Start != 60 ||
+		closed[0].PowerAvgW != 150 || closed[0].TempAvgC != 40 || closed[0].BusySamples != 60 {
+		t.Errorf("closed = %+v", closed)
+	}
+	if rest := d.Flush(); len(rest) != 1 || rest[0].Start != 120 || rest[0].Samples != 1 {
+		t.Errorf("open = %+v", rest)
+	}
+}

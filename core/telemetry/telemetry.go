@@ -154,7 +154,13 @@ func (r *Recorder) Job(id int64, since int64) []JobPoint {
 // Subscribe returns a channel of new frames; call the returned function to
 // stop receiving them.
 func (r *Recorder) Subscribe() (<-chan Frame, func()) {
-	ch := make(chan Frame, 4)
+	return r.SubscribeBuffered(4)
+}
+
+// SubscribeBuffered is Subscribe with room for n frames, for a subscriber
+// that must miss none while it sometimes stalls.
+func (r *Recorder) SubscribeBuffered(n int) (<-chan Frame, func()) {
+	ch := make(chan Frame, max(1, n))
 	r.mu.Lock()
 	r.subs[ch] = struct{}{}
 	r.mu.Unlock()

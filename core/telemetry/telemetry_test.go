@@ -57,3 +57,23 @@ func TestSubscribersGetFrames(t *testing.T) {
 	default:
 	}
 }
+
+func TestRingGrowsThenWraps(t *testing.T) {
+	r := newRing[int64](4)
+	id := func(v int64) int64 { return v }
+	for v := int64(1); v <= 3; v++ {
+		r.add(v)
+	}
+	if got := r.since(0, id); len(got) != 3 || got[0] != 1 || got[2] != 3 || cap(r.buf) > 4 {
+		t.Errorf("before full: %v (buffer cap %d)", got, cap(r.buf))
+	}
+	for v := int64(4); v <= 10; v++ {
+		r.add(v)
+	}
+	if got := r.since(0, id); len(got) != 4 || got[0] != 7 || got[3] != 10 {
+		t.Errorf("after wrapping: %v, want 7..10", got)
+	}
+	if got := r.since(9, id); len(got) != 2 || got[0] != 9 {
+		t.Errorf("since 9: %v", got)
+	}
+}

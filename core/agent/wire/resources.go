@@ -42,3 +42,11 @@ type ProfilePoint struct {
 	CPUMilli int64   `json:"cpu_milli"`
 	Rate     float64 `json:"rate"`
 }
+
+// Resize asks the agent to change a running job's allocation on one of
+// its machines (its neighbours' changed when another job started there).
+type Resize struct {
+	Node      string    `json:"node"`
+	JobID     int64     `json:"job_id"`
+	Resources Resources `json:"resources"`
+}

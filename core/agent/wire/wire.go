@@ -24,7 +24,7 @@ import (
 
 // Version is the protocol's version. The server refuses a Hello of any
 // other.
-const Version = 1
+const Version = 2
 
 // Path is where the server accepts agent connections.
 const Path = "/api/v1/agents/connect"
@@ -48,7 +48,8 @@ const (
 	TypeStop      Type = "stop"      // server -> agent, answered by Ack
 	TypeExit      Type = "exit"      // agent -> server, answered by Ack
 	TypeLog       Type = "log"       // agent -> server
-	TypeAck       Type = "ack"       // answers Start, Stop and Exit
+	TypeAck       Type = "ack"       // answers Start, Stop, Resize and Exit
+	TypeResize    Type = "resize"    // server -> agent, answered by Ack (resources.go)
 )
 
 // Message is one frame. Type says which other field is set.
@@ -65,6 +66,7 @@ type Message struct {
 	Exit      *Exit      `json:"exit,omitempty"`
 	Log       *Log       `json:"log,omitempty"`
 	Ack       *Ack       `json:"ack,omitempty"`
+	Resize    *Resize    `json:"resize,omitempty"`
 }
 
 // Check reports whether the field that Type names is set.
@@ -87,6 +89,8 @@ func (m *Message) Check() error {
 		ok = m.Log != nil
 	case TypeAck:
 		ok = m.Ack != nil
+	case TypeResize:
+		ok = m.Resize != nil
 	default:
 		return fmt.Errorf("unknown message type %q", m.Type)
 	}
