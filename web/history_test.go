@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -169,5 +171,48 @@ func TestOpenAPIHistorySchemas(t *testing.T) {
 		if !reflect.DeepEqual(fields, props) {
 			t.Errorf("schema %s has %v; %s writes %v", name, props, typ.Name(), fields)
 		}
+	}
+}
+
+// TestJobMemoryOverLongerRanges reads the history of the GPUs a job ran
+// on, while it ran.
+func TestJobMemoryOverLongerRanges(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	now := time.Now()
+	started, finished := now.Add(-50*time.Minute), now.Add(-20*time.Minute)
+	j := &models.Job{Name: "j", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: started,
+		StartedAt: &started, FinishedAt: &finished, Placement: models.Strings{"node-0:1"}}
+	if err := ts.store.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	var rows []models.GPUHistory
+	for m := int64(0); m < 60; m++ {
+		start := now.Unix()/60*60 - m*60
+		for idx, used := range []float64{100, 700} {
+			rows = append(rows, models.GPUHistory{Step: models.StepMinute, Start: start, GPU: fmt.Sprint("G", idx), Node: "node-0",
+				GPUIndex: idx, Samples: 60, MemUsedAvgMiB: used})
+		}
+	}
+	if err := ts.store.SaveGPUHistory(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	rec := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/memory?range=1h", j.ID), "")
+	var pts []telemetry.JobPoint
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &pts) != nil {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	// Minutes from the one holding the start to the one holding the end, of GPU 1 only.
+	if len(pts) < 30 || len(pts) > 32 {
+		t.Errorf("%d points, want the 30 or so minutes the job ran", len(pts))
+	}
+	for _, p := range pts {
+		if p.GPU != (telemetry.GPUKey{Node: "node-0", Index: 1}) || p.MemMiB != 700 || p.T < started.Unix()/60*60 || p.T > finished.Unix() {
+			t.Errorf("point %+v: want GPU node-0:1 at 700 MiB while the job ran", p)
+			break
+		}
+	}
+	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/memory?range=1h", j.ID), ""); rec.Code != http.StatusForbidden {
+		t.Errorf("bob: %d, want 403", rec.Code)
 	}
 }

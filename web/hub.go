@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,12 +54,18 @@ type wsOut struct {
 	prepared *websocket.PreparedMessage
 }
 
-// prepare encodes m once, for sending the same update to many clients.
-func prepare(m wsOut) (wsOut, error) {
+// encode is m as it goes on the wire.
+func encode(m wsOut) ([]byte, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
-		return m, fmt.Errorf("encode %s update: %w", m.Topic, err)
+		return nil, fmt.Errorf("encode %s update: %w", m.Topic, err)
 	}
+	return b, nil
+}
+
+// prepare makes m, encoded as b, ready to send to many clients: each
+// write then costs a system call and no encoding.
+func prepare(m wsOut, b []byte) (wsOut, error) {
 	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b)
 	if err != nil {
 		return m, fmt.Errorf("prepare %s update: %w", m.Topic, err)
@@ -81,10 +88,35 @@ type hub struct {
 	mu      sync.Mutex
 	clients map[*wsClient]struct{}
 	topics  map[string]map[*wsClient]struct{}
+	// last is the last broadcast of each followed topic, by message type,
+	// as encoded: an update equal to it is not sent again.
+	last map[string]map[string][]byte
 }
 
 func newHub(log *slog.Logger) *hub {
-	return &hub{log: log, clients: make(map[*wsClient]struct{}), topics: make(map[string]map[*wsClient]struct{})}
+	return &hub{log: log, clients: make(map[*wsClient]struct{}), topics: make(map[string]map[*wsClient]struct{}),
+		last: make(map[string]map[string][]byte)}
+}
+
+// changed records b as the last broadcast of topic and type, and reports
+// whether it differs from the one before: followers have that one already
+// (or a snapshot at least as new).
+func (h *hub) changed(topic, typ string, b []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	byType := h.last[topic]
+	if byType == nil {
+		if h.topics[topic] == nil {
+			return true // nobody follows it: nothing to remember
+		}
+		byType = make(map[string][]byte)
+		h.last[topic] = byType
+	}
+	if bytes.Equal(byType[typ], b) {
+		return false
+	}
+	byType[typ] = b
+	return true
 }
 
 // wsClient is one connected browser or program.
@@ -155,6 +187,7 @@ func (h *hub) unfollowLocked(c *wsClient, topic string) {
 		delete(set, c)
 		if len(set) == 0 {
 			delete(h.topics, topic)
+			delete(h.last, topic)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -64,14 +65,20 @@ func benchHub(b *testing.B, clients int) {
 		}
 		// Each reader keeps its own latencies and reads into no new
 		// buffer: the harness should cost little next to the hub.
+		// Only the frames' updates count, not other messages of the topic.
 		go func() {
+			head := make([]byte, 48)
 			for {
 				_, r, err := c.NextReader()
 				if err != nil {
 					return
 				}
+				n, _ := io.ReadFull(r, head)
 				if _, err := io.Copy(io.Discard, r); err != nil {
 					return
+				}
+				if !bytes.Contains(head[:n], []byte(`"type":"update"`)) {
+					continue
 				}
 				latencies[i] = append(latencies[i], float64(time.Now().UnixNano()-sent.Load())/1e9)
 				got <- struct{}{}
@@ -92,6 +99,7 @@ func benchHub(b *testing.B, clients int) {
 	for k := range frame {
 		frame[k].At = time.Unix(999_999, 0)
 	}
+	sent.Store(time.Now().UnixNano())
 	ts.cfg.Telemetry.Record("node-0", frame)
 	for range clients {
 		<-got

@@ -192,18 +192,23 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 	}
 }
 
-// broadcast sends the same message to clients, encoding it only once.
+// broadcast sends the same message to clients, encoding it only once,
+// unless it equals the topic's last broadcast of its type.
 func (s *Server) broadcast(clients []*wsClient, m wsOut) {
 	if len(clients) == 0 {
 		return
 	}
-	if len(clients) > 1 {
-		pm, err := prepare(m)
-		if err != nil {
-			s.cfg.Logger.Error("live stream", "err", err)
-			return
-		}
-		m = pm
+	b, err := encode(m)
+	if err != nil {
+		s.cfg.Logger.Error("live stream", "err", err)
+		return
+	}
+	if !s.hub.changed(m.Topic, m.Type, b) {
+		return
+	}
+	if m, err = prepare(m, b); err != nil {
+		s.cfg.Logger.Error("live stream", "err", err)
+		return
 	}
 	for _, cl := range clients {
 		cl.send(m)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,5 +30,21 @@ func TestDaysFlag(t *testing.T) {
 	d := 7 * 24 * time.Hour
 	if s := (days{&d}).String(); s != "7d" {
 		t.Errorf("String() = %q, want 7d", s)
+	}
+}
+
+func TestHistoryFlags(t *testing.T) {
+	f, err := parseServeFlags([]string{"--history-raw", "2d", "--history-keep", "30d"}, io.Discard)
+	if err != nil || f.historyRaw != 48*time.Hour || f.historyKeep != 30*24*time.Hour {
+		t.Errorf("flags = %v, %v, %v", f.historyRaw, f.historyKeep, err)
+	}
+	if f, err := parseServeFlags(nil, io.Discard); err != nil || f.historyRaw != 7*24*time.Hour || f.historyKeep != 90*24*time.Hour {
+		t.Errorf("defaults = %v, %v, %v", f.historyRaw, f.historyKeep, err)
+	}
+	if _, err := parseServeFlags([]string{"--history-raw", "10d", "--history-keep", "2d"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--history-keep") {
+		t.Errorf("keep shorter than raw: %v", err)
+	}
+	if _, err := parseServeFlags([]string{"--history-raw", "soon"}, io.Discard); err == nil || !strings.Contains(err.Error(), "history-raw") {
+		t.Errorf("bad value: %v", err)
 	}
 }

@@ -93,6 +93,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	f.set = make(map[string]bool)
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if f.historyKeep < f.historyRaw {
+		return f, fmt.Errorf("serve: --history-keep %v is shorter than --history-raw %v: history must be kept at least as long as its minutes", days{&f.historyKeep}, days{&f.historyRaw})
+	}
 	if f.executor != "agents" && f.executor != "slurm" {
 		return f, fmt.Errorf("serve: --executor %q: want agents or slurm", f.executor)
 	}

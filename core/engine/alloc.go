@@ -126,9 +126,10 @@ func (e *Engine) cpuProfile(sj *sched.Job, batch int) {
 }
 
 // recordAllocations keeps the pass's allocations, forgets those of jobs
-// no longer running, and resizes running jobs whose allocation changed on
-// machines that can (before the pass's jobs start beside them).
-func (e *Engine) recordAllocations(ctx context.Context, d sched.Decisions, byID map[int64]Job) {
+// no longer running and allocates anew the nodes they left (so that their
+// CPUs and memory go to the neighbours), and resizes running jobs whose
+// allocation changed (before the pass's jobs start beside them).
+func (e *Engine) recordAllocations(ctx context.Context, snap sched.Snapshot, d sched.Decisions, byID map[int64]Job) {
 	starting := make(map[int64]bool, len(d.Starts))
 	for _, st := range d.Starts {
 		starting[st.JobID] = true
@@ -138,27 +139,41 @@ func (e *Engine) recordAllocations(ctx context.Context, d sched.Decisions, byID 
 		e.alloc.byJob, e.alloc.key = map[int64][]sched.Allocation{}, map[int64]profileKey{}
 		e.alloc.learned, e.alloc.noted = map[int64]bool{}, map[int64]bool{}
 	}
+	left := map[string]bool{} // nodes that jobs left
+	for id, as := range e.alloc.byJob {
+		if _, running := e.runs[id]; !running && !starting[id] {
+			for _, a := range as {
+				left[a.Node] = true
+			}
+			delete(e.alloc.byJob, id)
+			delete(e.alloc.key, id)
+			delete(e.alloc.learned, id)
+			delete(e.alloc.noted, id)
+		}
+	}
+	e.alloc.mu.Unlock()
+	allocs := append(slices.Clone(d.Allocations), e.reallocateLeft(snap, d, left)...)
+	e.alloc.mu.Lock()
 	var resize []sched.Allocation
-	for id, as := range groupByJob(d.Allocations) {
+	for id, as := range groupByJob(allocs) {
 		old := e.alloc.byJob[id]
-		e.alloc.byJob[id] = as
 		e.alloc.key[id] = profileKey{byID[id].Model, byID[id].BatchSize}
 		if starting[id] {
+			e.alloc.byJob[id] = as
 			continue
 		}
+		// A job on several nodes keeps its allocation on the others.
+		merged := slices.DeleteFunc(slices.Clone(old), func(o sched.Allocation) bool {
+			return slices.ContainsFunc(as, func(a sched.Allocation) bool { return a.Node == o.Node })
+		})
+		merged = append(merged, as...)
+		slices.SortFunc(merged, func(a, b sched.Allocation) int { return strings.Compare(a.Node, b.Node) })
+		e.alloc.byJob[id] = merged
 		for _, a := range as {
 			if i := slices.IndexFunc(old, func(o sched.Allocation) bool { return o.Node == a.Node }); i < 0 ||
 				old[i].CPUMilli != a.CPUMilli || old[i].MemMiB != a.MemMiB {
 				resize = append(resize, a)
 			}
-		}
-	}
-	for id := range e.alloc.byJob {
-		if _, running := e.runs[id]; !running && !starting[id] {
-			delete(e.alloc.byJob, id)
-			delete(e.alloc.key, id)
-			delete(e.alloc.learned, id)
-			delete(e.alloc.noted, id)
 		}
 	}
 	e.alloc.mu.Unlock()
@@ -172,6 +187,35 @@ func (e *Engine) recordAllocations(ctx context.Context, d sched.Decisions, byID 
 			}
 		}
 	}
+}
+
+// reallocateLeft allocates anew the nodes that jobs left since the last
+// pass and on which no job started in this one (the pass allocated
+// those), among the jobs still running there.
+func (e *Engine) reallocateLeft(snap sched.Snapshot, d sched.Decisions, left map[string]bool) []sched.Allocation {
+	for _, a := range d.Allocations {
+		delete(left, a.Node)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	var nodes []sched.Node
+	for _, n := range snap.Nodes {
+		if left[n.Name] {
+			nodes = append(nodes, n)
+		}
+	}
+	preempted := make(map[int64]bool, len(d.Preempts))
+	for _, p := range d.Preempts {
+		preempted[p.JobID] = true
+	}
+	var jobs []sched.Job
+	for _, j := range snap.Jobs {
+		if j.State == sched.Running && !preempted[j.ID] {
+			jobs = append(jobs, j)
+		}
+	}
+	return sched.AllocateNodes(e.cfg.Scheduler.Config().CPUAlloc, nodes, jobs)
 }
 
 func groupByJob(as []sched.Allocation) map[int64][]sched.Allocation {

@@ -158,3 +158,32 @@ func TestEngineProportionalAndProfileRequest(t *testing.T) {
 		t.Errorf("resources %+v: want 8 cores, 64 GiB and profiling up to the node's 32 idle cores", r)
 	}
 }
+
+// TestEngineReallocatesWhenAJobLeaves: when a job ends, the next pass
+// gives its CPUs to the neighbours it left and resizes them.
+func TestEngineReallocatesWhenAJobLeaves(t *testing.T) {
+	store := newMemStore(
+		Job{ID: 1, GPUs: 4, Model: "bert-base", SimDuration: 100, SubmittedAt: t0},
+		Job{ID: 2, GPUs: 4, Model: "resnet50", SimDuration: 100, SubmittedAt: t0.Add(time.Second)},
+	)
+	n := &usageNode{fakeNode: newFakeNode("n0", 8), resized: map[int64]agent.Resources{}}
+	e := newAllocEngine(t, store, sched.AllocSynergy, n)
+	mustPass(t, e)
+	before, _ := e.JobResources(2)
+	e.handleExit(context.Background(), exit("n0", 1, 0, t0.Add(time.Minute)))
+	delete(n.running, 1)
+	mustPass(t, e)
+	after, ok := e.JobResources(2)
+	if !ok || len(after.Allocations) != 1 || after.Allocations[0].CPUMilli <= before.Allocations[0].CPUMilli {
+		t.Fatalf("resnet before %+v, after %+v: want the cores bert left", before.Allocations, after.Allocations)
+	}
+	if r, ok := n.resized[2]; !ok || r.CPUMilli != after.Allocations[0].CPUMilli {
+		t.Errorf("resizes %+v: want resnet resized to %d", n.resized, after.Allocations[0].CPUMilli)
+	}
+	if _, ok := e.JobResources(1); ok {
+		t.Error("the finished job still has an allocation")
+	}
+	if na := e.NodeAllocations()["n0"]; na.Jobs != 1 {
+		t.Errorf("node allocation %+v, want the one job left", na)
+	}
+}

@@ -34,7 +34,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
 	e.stats.pass(time.Since(began), len(d.Preempts), len(d.Starts))
-	e.recordAllocations(ctx, d, byID)
+	e.recordAllocations(ctx, snap, d, byID)
 	if err := e.recordQueues(ctx, d.QueueChanges); err != nil {
 		return err
 	}
