@@ -96,6 +96,7 @@ type limits struct {
 	mu   sync.Mutex
 	cg   *Cgroups // nil: not enforced, for the reason in why
 	why  string
+	off  bool // cgroups off in the configuration, not failed
 	prof ProfileConfig
 	log  *slog.Logger
 	jobs map[int64]*limited
@@ -121,7 +122,9 @@ type limited struct {
 func (l *limits) setup(cfg Config) {
 	l.log, l.prof, l.jobs = cfg.Logger, cfg.Profile, map[int64]*limited{}
 	if !cfg.Cgroups {
-		l.why = "cgroups are off in the agent's configuration"
+		// Off by choice: the job page says so, but no job's output or
+		// history is told on every run.
+		l.why, l.off = "cgroups are off in the agent's configuration", true
 		return
 	}
 	root := cmp.Or(cfg.CgroupRoot, DefaultCgroupRoot)
@@ -147,6 +150,8 @@ func (l *limits) begin(s Spec, pgid int, log io.Writer, logPath string) {
 	switch {
 	case pgid == 0:
 		j.note = "simulated job: CPU and memory use are simulated"
+	case l.cg == nil && l.off:
+		j.note = "not enforced: " + l.why
 	case l.cg == nil:
 		j.note = NotEnforcedPrefix + l.why
 	default:
@@ -154,7 +159,7 @@ func (l *limits) begin(s Spec, pgid int, log io.Writer, logPath string) {
 			j.note = NotEnforcedPrefix + err.Error()
 		}
 	}
-	if j.note != "" && pgid != 0 && s.Resources != nil {
+	if strings.HasPrefix(j.note, NotEnforcedPrefix) && pgid != 0 && s.Resources != nil {
 		fmt.Fprintf(log, "gpuportal: %s\n", j.note)
 	}
 	if j.cg != nil && j.res.ProfileMaxMilli > 0 {
