@@ -43,9 +43,11 @@ func nodes(t *testing.T, a *api) map[string]nodeView {
 // them. The job dies with its GPU: it is requeued without counting
 // against its retries, its history names the GPU and the XID, and it
 // finishes on the other GPU; the failed GPU takes no jobs until an admin
-// clears it.
+// clears it, even across a restart of the server.
 func TestGPUFailureIsAnInfrastructureFailure(t *testing.T) {
-	srv := startAgentServer(t, "--data", t.TempDir(), "--max-retries", "0", "--dev-token", "dev-admin")
+	data := t.TempDir()
+	args := []string{"--data", data, "--max-retries", "0", "--dev-token", "dev-admin"}
+	srv := startAgentServer(t, args...)
 	startAgent(t, srv.URL, "gpu-node", "--gpus", "sim:1x2x40", "--sim-fault", "0:xid79@1s,1:xid79@1s")
 	waitGPUs(t, srv.URL, 2)
 	admin := &api{t: t, base: srv.URL, token: "dev-admin"}
@@ -103,6 +105,30 @@ touch "$GPUPORTAL_CHECKPOINT_DIR/ran"; sleep 3; echo "CUDA error: GPU is lost"; 
 	if _, page := b.get("/cluster"); !strings.Contains(page, "unhealthy: GPU gpu-node/1 reported XID 79") || !strings.Contains(page, "/cluster/nodes/gpu-node/gpus/1/clear") {
 		t.Errorf("cluster page lacks the failed GPU and its clear button")
 	}
+
+	// The server restarts; the agent, with its GPUs' counters unchanged,
+	// reconnects. The store keeps both GPUs out of service: the job
+	// still waits.
+	srv.stop()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = startAgentServer(t, append(args, "--addr", u.Host)...)
+	admin = &api{t: t, base: srv.URL, token: "dev-admin"}
+	alice = newAPI(t, srv.URL, "alice", "dev")
+	waitGPUs(t, srv.URL, 2)
+	n0 := nodes(t, admin)["gpu-node"]
+	if len(n0.GPUs) != 2 || n0.GPUs[0].Health != "unhealthy" || n0.GPUs[1].Health != "unhealthy" ||
+		n0.GPUs[0].Fault != "GPU gpu-node/0 reported XID 79 (GPU fell off the bus)" {
+		t.Fatalf("after the restart: %+v; want both GPUs still out of service, with their faults", n0)
+	}
+	time.Sleep(2 * time.Second)
+	if st := alice.job(waiting).State; st != "queued" {
+		t.Fatalf("after the restart a job went to a failed GPU: %s", st)
+	}
+	b = newBrowser(t, srv.URL)
+	b.login("admin", "dev")
 
 	// Only admins clear a GPU; then it takes jobs again.
 	if st := alice.do("POST", "/api/v1/nodes/gpu-node/gpus/0/clear", nil, nil); st != http.StatusForbidden {

@@ -32,6 +32,9 @@ func (s *Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) 
 			Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
 			BatchSize: j.BatchSize,
 		}
+		// A profile that no longer decodes (it was validated when the
+		// job was submitted) leaves the job to history and the catalogue.
+		out[i].CPUProfile, _ = j.DeclaredProfile()
 	}
 	return out, nil
 }

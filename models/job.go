@@ -50,6 +50,10 @@ type Job struct {
 	MemSource        string `gorm:"size:16"`
 	BatchSize        int
 	Parameters       int64
+	// CPUProfile is the CPU and host memory sensitivity profile the user
+	// declared (docs/synergy.md), as JSON (declaredprofile.go); empty
+	// when none was. It comes before history and the catalogue.
+	CPUProfile string `gorm:"type:text"`
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended

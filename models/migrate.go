@@ -37,7 +37,8 @@ const migrationLock int64 = 0x677075706f72746d
 // the migrations, the database must have every column they name.
 func currentModels() []any {
 	return []any{&User{}, &Team{}, &Session{}, &APIToken{}, &Job{}, &AuditEntry{}, &JobEvent{},
-		&JobTemplate{}, &UserCap{}, &TeamSample{}, &GPUHistory{}, &ClusterHistory{}, &CPUProfile{}}
+		&JobTemplate{}, &UserCap{}, &TeamSample{}, &GPUHistory{}, &ClusterHistory{}, &CPUProfile{},
+		&NodeHold{}, &GPUFault{}}
 }
 
 // migrate brings the schema up to date with steps, in one transaction, and

@@ -16,6 +16,8 @@ func migrations() []migration {
 		{3, "jobs: cancel requests from any replica", jobsCancelRequest},
 		{4, "GPU and cluster history (history.go)", historyTables},
 		{5, "cpu_profiles: measured Synergy sensitivity curves", cpuProfilesTable},
+		{6, "jobs: declared Synergy sensitivity profile", jobsDeclaredProfile},
+		{7, "node_holds and gpu_faults: cordons, drains and GPUs out of service (nodestate.go)", nodeStateTables},
 	}
 }
 
@@ -213,4 +215,16 @@ func (v5CPUProfile) TableName() string { return "cpu_profiles" }
 
 func cpuProfilesTable(tx *gorm.DB) error {
 	return createTables(tx, &v5CPUProfile{})
+}
+
+// v6Job holds the column step 6 adds to jobs: the CPU and host memory
+// sensitivity profile the user declared (docs/synergy.md).
+type v6Job struct {
+	CPUProfile string `gorm:"type:text;default:''"`
+}
+
+func (v6Job) TableName() string { return "jobs" }
+
+func jobsDeclaredProfile(tx *gorm.DB) error {
+	return addColumns(tx, &v6Job{}, "CPUProfile")
 }

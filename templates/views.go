@@ -69,6 +69,9 @@ type JobDetail struct {
 	Resources    []ResourceRow
 	Profile      string
 	ProfileCurve ProfileCurve
+	// DeclaredProfile is the sensitivity profile the user declared at
+	// submission, in words; "" when none was.
+	DeclaredProfile string
 }
 
 // Event is one step of a job's history.
@@ -102,7 +105,12 @@ type SubmitForm struct {
 	MemEphemeralMiB  string
 	BatchSize        string
 	Parameters       string
-	Errors           map[string]string
+	// Synergy: a declared profile, a catalogue family and curves as
+	// typed (x:speed pairs, docs/synergy.md).
+	CPUFamily string
+	CPUCurve  string
+	MemCurve  string
+	Errors    map[string]string
 	// Templates are the user's saved jobs; FromTemplate names the one
 	// that filled this form.
 	Templates    []TemplateRow

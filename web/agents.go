@@ -233,6 +233,7 @@ func (c *agentConn) register(ctx context.Context) error {
 		for _, id := range n.Running {
 			c.nodes[n.Name].running[id] = true
 		}
+		c.nodes[n.Name].runGPUs = runGPUsOf(n)
 	}
 	// A machine of the same name that is not an agent's (the server's
 	// built-in agent) is not taken over.
@@ -299,7 +300,7 @@ func checkNode(n wire.Node) error {
 			return fmt.Errorf("machine %s: running job %d", n.Name, id)
 		}
 	}
-	return nil
+	return wire.CheckRunningGPUs(n)
 }
 
 // unregister disconnects the machines this connection still runs.
@@ -551,6 +552,9 @@ type remoteNode struct {
 	// monitor: the agent only watches the machine's GPUs (see
 	// agents_monitor.go).
 	monitor bool
+	// runGPUs are the GPUs of the runs the agent reported at hello, nil
+	// from agents that do not report them (agents_rungpus.go).
+	runGPUs map[int64][]int
 }
 
 var _ engine.Node = (*remoteNode)(nil)

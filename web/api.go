@@ -56,6 +56,9 @@ type JobJSON struct {
 	BatchSize      int           `json:"batch_size,omitempty"`
 	Parameters     int64         `json:"parameters,omitempty"`
 	Lane           *JobLaneJSON  `json:"lane,omitempty"`
+	// CPUProfile is the CPU and host memory sensitivity profile the user
+	// declared at submission (source "declared"); absent when none was.
+	CPUProfile *CPUProfileJSON `json:"cpu_profile,omitempty"`
 	// Resources are a running job's CPUs and host memory: allocated and
 	// used per node, and its sensitivity profile (docs/synergy.md).
 	Resources *JobResourcesJSON `json:"resources,omitempty"`
@@ -124,6 +127,7 @@ func jobJSON(j *models.Job) JobJSON {
 		out.Placement = []string{}
 	}
 	out.Sharing, out.GPUFraction, out.BatchSize, out.Parameters = j.Sharing, j.GPUFraction, j.BatchSize, j.Parameters
+	out.CPUProfile = declaredProfileJSON(j)
 	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
 		out.MemoryEstimate = &EstimateJSON{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
 	}

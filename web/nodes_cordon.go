@@ -61,6 +61,9 @@ func (s *Server) nodeResponse(c echo.Context) error {
 // ready again: it ends a drain too.
 func (s *Server) setCordoned(c echo.Context, on bool) error {
 	name := c.Param("name")
+	if !s.leading() {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, followerNodes)
+	}
 	err := s.cfg.Engine.SetCordoned(name, on)
 	if errors.Is(err, engine.ErrUnknownNode) {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no node %q is connected", name))
@@ -99,6 +102,11 @@ func (s *Server) clearGPU(c echo.Context) error {
 	index, err := strconv.Atoi(c.Param("index"))
 	if err != nil || index < 0 {
 		return echo.NewHTTPError(http.StatusBadRequest, "index: want a GPU index (0, 1, ...)")
+	}
+	if !s.leading() {
+		// The GPUs out of service are the leader's (kept in the store,
+		// loaded when it starts scheduling).
+		return echo.NewHTTPError(http.StatusServiceUnavailable, followerNodes)
 	}
 	var reason string
 	for _, f := range s.cfg.Engine.GPUFaults() {

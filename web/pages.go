@@ -172,6 +172,7 @@ func (s *Server) submitPage(c echo.Context) error {
 // fillForm puts a saved submission into the submit form.
 func fillForm(f *templates.SubmitForm, r SubmitRequest) {
 	f.Name, f.Team, f.GPUs, f.Model = r.Name, r.Team, strconv.Itoa(r.GPUs), r.Model
+	fillProfileForm(f, r.CPUProfile)
 	if r.GPUMemGB > 0 {
 		f.GPUMemGB = strconv.FormatFloat(r.GPUMemGB, 'f', -1, 64)
 	}
@@ -198,6 +199,7 @@ func (s *Server) submitForm(c echo.Context) error {
 		Model: c.FormValue("model"),
 	}
 	sharingForm(c, &f)
+	profileForm(c, &f)
 	req, fe := formRequest(f)
 	j, more, err := s.validateSubmit(c, req)
 	if err != nil {
@@ -255,6 +257,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 		req.GPUMemGB = m
 	}
 	sharingRequest(f, &req, fe)
+	profileRequest(f, &req, fe)
 	return req, fe
 }
 
@@ -294,6 +297,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		d.ExitCode = strconv.Itoa(*j.ExitCode)
 	}
 	s.describeSharing(j, &d)
+	d.DeclaredProfile = describeDeclaredProfile(j)
 	if j.State == job.Running {
 		describeResources(s.jobResources(j.ID), &d)
 	}

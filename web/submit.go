@@ -46,6 +46,10 @@ type SubmitRequest struct {
 	MemEphemeralMiB  int64   `json:"mem_ephemeral_mib,omitempty"`
 	BatchSize        int     `json:"batch_size,omitempty"`
 	Parameters       int64   `json:"parameters,omitempty"`
+	// CPUProfile declares the job's CPU and host memory sensitivity
+	// (submit_profile.go, docs/synergy.md); without it the job's profile
+	// is learned from history, measured, or the catalogue's.
+	CPUProfile *CPUProfileRequest `json:"cpu_profile,omitempty"`
 }
 
 // SimSpec describes a simulated training job.
@@ -81,7 +85,8 @@ type fieldErrors map[string]string
 
 // first returns one error message naming its field, for APIs that return one.
 func (fe fieldErrors) first() string {
-	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters"} {
+	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
+		"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve"} {
 		if msg, ok := fe[k]; ok {
 			return k + ": " + msg
 		}
@@ -156,6 +161,7 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		fe["gpu_mem_gb"] = fmt.Sprintf("must be between 0 and %d", maxGPUMemGB)
 	}
 	share := r.sharing(fe, model)
+	profile := r.declaredProfile(fe)
 	if len(fe) > 0 {
 		return nil, fe
 	}
@@ -169,6 +175,9 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		j.SimDuration = r.Sim.DurationS
 	}
 	share.apply(j)
+	if err := j.SetDeclaredProfile(profile); err != nil {
+		return nil, fieldErrors{"cpu_profile": err.Error()}
+	}
 	return j, nil
 }
 

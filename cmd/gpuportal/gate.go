@@ -22,7 +22,7 @@ type gateFlags struct {
 
 func (g *gateFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.off, "no-gate", false, "serve no Salus gate: jobs that opted in to sharing run unshared")
-	fs.StringVar(&g.policy, "lane-policy", "pack", "which job of a Salus lane runs the next iteration: pack, fair or srtf")
+	fs.StringVar(&g.policy, "lane-policy", string(lanes.Fair), "which job of a Salus lane runs the next iteration: fair (least GPU time so far), srtf (least work left; needs declared durations) or pack (arrival order)")
 }
 
 // check validates the flags.

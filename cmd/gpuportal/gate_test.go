@@ -28,8 +28,8 @@ func TestGateFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := g.config(t.TempDir(), quiet)
-	if runtime.GOOS == "linux" && (cfg == nil || cfg.Policy != lanes.Pack) {
-		t.Fatalf("default: gate %+v, want on with pack", cfg)
+	if runtime.GOOS == "linux" && (cfg == nil || cfg.Policy != lanes.Fair) {
+		t.Fatalf("default: gate %+v, want on with fair", cfg)
 	}
 	if g, _ := parse("--lane-policy", "SRTF"); g.config(t.TempDir(), quiet).Policy != lanes.SRTF && runtime.GOOS == "linux" {
 		t.Fatal("--lane-policy srtf not taken")

@@ -407,8 +407,13 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.Int64Var(&req.MemEphemeralMiB, "mem-ephemeral-mib", 0, "with --share: ephemeral GPU memory per iteration (activations), MiB")
 	f.fs.IntVar(&req.BatchSize, "batch-size", 0, "with --share and --model or --parameters: the batch size, for the memory estimate")
 	f.fs.Int64Var(&req.Parameters, "parameters", 0, "with --share: the model's parameter count, for the memory estimate")
+	var prof profileFlags
+	prof.register(f.fs)
 	pos, err := f.parse(args)
 	if err != nil {
+		return err
+	}
+	if req.CPUProfile, err = prof.request(); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
@@ -578,6 +583,9 @@ func (c jobCmd) printJob(j web.JobJSON, history []web.EventJSON) {
 	}
 	if j.Sharing {
 		row("sharing", sharingLine(j))
+	}
+	if j.CPUProfile != nil {
+		row("CPU profile", profileLine(j.CPUProfile))
 	}
 	if l := j.Lane; l != nil {
 		row("lane", laneLine(l))

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/sim"
@@ -44,6 +45,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		minRuntime  = fs.Float64("min-runtime-s", sched.DefaultMinRuntimeS, "`seconds` a borrowed job runs before it may be reclaimed; 0 for none")
 		cpuAlloc    = fs.String("cpu-alloc", "", "model CPUs and host memory: proportional (by GPUs) or synergy (by each job's sensitivity); jobs then run at their profile's speed (default: not modelled)")
 		sharing     = fs.String("sharing", "none", "GPU sharing: none (every job takes whole GPUs) or salus (fractional jobs, gpu_milli < 1000, share GPUs where the safety condition holds; needs --placement nodes)")
+		lanePolicy  = fs.String("lane-policy", string(lanes.Fair), "with --sharing salus: which job of a shared lane runs, pack (arrival order), fair (least GPU time so far) or srtf (least work left), as the agent's --lane-policy")
 		assign      = fs.String("assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +100,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if shareMode == salussim.SharingSalus && *placement == sched.PlaceCount {
 		return errors.New("sim: --sharing salus needs --placement nodes: count placement names no GPU to share")
 	}
+	lanePol, err := lanes.ParsePolicy(*lanePolicy)
+	if err != nil {
+		return fmt.Errorf("sim: --lane-policy: %w", err)
+	}
 	half, err := trace.ParseDuration(*halfLife)
 	if err != nil {
 		return fmt.Errorf("sim: --half-life: %w", err)
@@ -149,6 +155,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		NoFairShare:  !*fairShare,
 		HalfLifeS:    half,
 		Sharing:      shareMode,
+		LanePolicy:   lanePol,
 	}
 	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
 	if err != nil {

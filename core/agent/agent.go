@@ -55,6 +55,10 @@ type Exit struct {
 	// Requeue is set when the gate stopped the job because it outgrew
 	// its lane (Err says so): run it again with this estimate.
 	Requeue *memest.Estimate
+	// Measured is a sharing job's estimate as the gate corrected it from
+	// its measured peaks, unpadded (gate.Server.Measured); nil when the
+	// gate measured too few. The job's next run starts from it.
+	Measured *memest.Estimate
 	// Infra marks an end that is not the job's fault (its machine failed):
 	// the job waits again, and the run does not count against its retries.
 	Infra bool
@@ -315,11 +319,12 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 		}
 	}
 	a.runs[s.JobID] = r
-	a.lim.begin(s, r.pgid, log, a.LogPath(s.JobID))
+	a.lim.begin(s, r.pgid, log, a.LogPath(s.JobID), a.gateIterations(s))
 	go func() {
 		code, why := wait()
 		a.lim.end(s.JobID)
 		log.Close()
+		measured := a.measured(s.JobID)
 		a.leaveGate(s.JobID)
 		if sim, ok := a.cfg.Backend.(*gpu.Sim); ok {
 			sim.Detach(s.JobID)
@@ -329,7 +334,7 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 		exceeded := r.exceeded
 		a.mu.Unlock()
 		close(r.done)
-		ex := Exit{Node: a.cfg.Name, JobID: s.JobID, ExitCode: code, Err: why, At: time.Now()}
+		ex := Exit{Node: a.cfg.Name, JobID: s.JobID, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
 		if exceeded != nil {
 			ex.Err, ex.Requeue = "stopped by the agent: "+exceeded.Error(), &exceeded.Requeue
 		}

@@ -191,6 +191,23 @@ func (j *JobCgroup) AddGroup(pgid int) error {
 	return nil
 }
 
+// procStat returns the fields of /proc/PID/stat after "pid (comm)", so
+// that f[0] is the state, f[2] the process group, f[11] and f[12] utime
+// and stime, f[21] rss; nil when the process is gone. comm may hold
+// spaces and ')'.
+func procStat(pid int) []string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
 func isESRCH(err error) bool { return strings.Contains(err.Error(), "no such process") }
 
 // groupMembers lists the processes whose process group is pgid.
@@ -205,17 +222,7 @@ func groupMembers(pgid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and ')'.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
+		f := procStat(pid)
 		if len(f) >= 3 {
 			if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
 				out = append(out, pid)
@@ -253,22 +260,7 @@ func (j *JobCgroup) SetCPU(milli int64) error {
 // memory.limit_in_bytes under v1); 0 or less lifts the limit. Without a
 // memory hierarchy it fails.
 func (j *JobCgroup) SetMemory(mib int64) error {
-	d, ok := j.dirs["memory"]
-	if !ok {
-		return fmt.Errorf("set memory limit: %w: no memory controller", ErrCgroupsUnavailable)
-	}
-	if j.version == 2 {
-		v := "max"
-		if mib > 0 {
-			v = strconv.FormatInt(mib<<20, 10)
-		}
-		return writeFile(filepath.Join(d, "memory.max"), v)
-	}
-	v := "-1"
-	if mib > 0 {
-		v = strconv.FormatInt(mib<<20, 10)
-	}
-	return writeFile(filepath.Join(d, "memory.limit_in_bytes"), v)
+	return j.setMemory("memory.max", "memory.limit_in_bytes", mib)
 }
 
 // SetMemorySoft asks the kernel to hold the job to mib MiB without ever
@@ -279,22 +271,24 @@ func (j *JobCgroup) SetMemory(mib int64) error {
 // a memory allocation: the sensitivity curves say what speeds a job up,
 // not what it needs to survive. Without a memory hierarchy it fails.
 func (j *JobCgroup) SetMemorySoft(mib int64) error {
+	return j.setMemory("memory.high", "memory.soft_limit_in_bytes", mib)
+}
+
+// setMemory writes mib MiB, or no limit when mib <= 0, to the memory
+// controller's file v2 or v1, whichever hierarchy the job has.
+func (j *JobCgroup) setMemory(v2, v1 string, mib int64) error {
 	d, ok := j.dirs["memory"]
 	if !ok {
 		return fmt.Errorf("set memory limit: %w: no memory controller", ErrCgroupsUnavailable)
 	}
+	file, v := v1, "-1"
 	if j.version == 2 {
-		v := "max"
-		if mib > 0 {
-			v = strconv.FormatInt(mib<<20, 10)
-		}
-		return writeFile(filepath.Join(d, "memory.high"), v)
+		file, v = v2, "max"
 	}
-	v := "-1"
 	if mib > 0 {
 		v = strconv.FormatInt(mib<<20, 10)
 	}
-	return writeFile(filepath.Join(d, "memory.soft_limit_in_bytes"), v)
+	return writeFile(filepath.Join(d, file), v)
 }
 
 // CgroupUsage is what a job's cgroup has used.

@@ -80,6 +80,7 @@ type liveJob struct {
 	// exitID is the ID of the exit message on the current connection; 0
 	// when not yet sent on it.
 	exitID uint64
+	gpus   []int // the machine's GPUs the run holds; nil when unknown
 }
 
 // NewClient checks cfg and returns a client; Run connects it.
@@ -278,9 +279,12 @@ func (s *session) register() error {
 		cpus, mem := n.Resources()
 		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []int64{},
 			Monitor: n.MonitorOnly()}
-		for k := range c.live {
+		for k, lj := range c.live {
 			if k.node == n.Name() {
 				wn.Running = append(wn.Running, k.job)
+				if lj.gpus != nil {
+					wn.RunningGPUs = append(wn.RunningGPUs, wire.JobGPUs{JobID: k.job, GPUs: lj.gpus})
+				}
 			}
 		}
 		hello.Nodes = append(hello.Nodes, wn)
@@ -388,7 +392,7 @@ func (s *session) start(ctx context.Context, st *wire.Start) error {
 	}
 	spec := SpecFromWire(st.Job)
 	k := jobKey{st.Node, spec.JobID}
-	lj := &liveJob{sent: st.LogOffset}
+	lj := &liveJob{sent: st.LogOffset, gpus: append([]int{}, spec.GPUs...)}
 	c.mu.Lock()
 	if old := c.live[k]; old != nil && old.exit == nil {
 		c.mu.Unlock()

@@ -99,6 +99,41 @@ func (c *ProgressCounter) Iterations() (int64, bool) {
 	return c.iter, c.seen
 }
 
+// FirstIterations is an IterationSource over several (the Salus gate's
+// count and the progress lines): the profiler takes the job's rate from
+// whichever reports, the earliest in Sources when several do at once.
+// Once one has reported it is the only one read, so that the counts of
+// different sources never mix in one rate. It is safe for concurrent use.
+type FirstIterations struct {
+	Sources []IterationSource
+	mu      sync.Mutex
+	chosen  IterationSource
+}
+
+// Iterations is the count of the chosen source; ok is false while none
+// has reported.
+func (f *FirstIterations) Iterations() (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.chosen != nil {
+		return f.chosen.Iterations()
+	}
+	for _, s := range f.Sources {
+		if n, ok := s.Iterations(); ok {
+			f.chosen = s
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// IterationFunc adapts a function, such as a job's count at the gate, to
+// an IterationSource.
+type IterationFunc func() (int64, bool)
+
+// Iterations calls f.
+func (f IterationFunc) Iterations() (int64, bool) { return f() }
+
 // CPULimiter sets a job's CPU quota; *JobCgroup is one.
 type CPULimiter interface {
 	SetCPU(milli int64) error

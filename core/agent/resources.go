@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,8 +139,10 @@ func (l *limits) setup(cfg Config) {
 
 // begin starts accounting for a job that has just started (pgid 0 for a
 // simulated one) and puts it in its cgroup with its limits, writing to
-// its log why not when that cannot be done.
-func (l *limits) begin(s Spec, pgid int, log io.Writer, logPath string) {
+// its log why not when that cannot be done. gateIters is the gate's count
+// of the job's iterations when it shares (nil otherwise), which its
+// profiling phase reads besides its progress lines.
+func (l *limits) begin(s Spec, pgid int, log io.Writer, logPath string, gateIters IterationSource) {
 	j := &limited{gpus: len(s.GPUs), pgid: pgid, started: time.Now()}
 	j.lastAt = j.started
 	if s.Resources != nil {
@@ -165,7 +166,7 @@ func (l *limits) begin(s Spec, pgid int, log io.Writer, logPath string) {
 	if j.cg != nil && j.res.ProfileMaxMilli > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		j.cancel = cancel
-		go l.profileJob(ctx, s.JobID, j, logPath)
+		go l.profileJob(ctx, s.JobID, j, logPath, gateIters)
 	}
 	l.mu.Lock()
 	l.jobs[s.JobID] = j
@@ -320,18 +321,8 @@ func groupUsage(pgid int) (cpu time.Duration, memMiB int64, err error) {
 	page := int64(os.Getpagesize())
 	var ticks, pages int64
 	for _, pid := range pids {
-		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		// After "pid (comm)": state is field 3; utime 14, stime 15, rss 24.
-		f := strings.Fields(s[i+1:])
-		if len(f) < 22 {
+		f := procStat(pid)
+		if len(f) < 22 { // gone meanwhile, or unreadable
 			continue
 		}
 		ut, _ := strconv.ParseInt(f[11], 10, 64)
@@ -344,23 +335,30 @@ func groupUsage(pgid int) (cpu time.Duration, memMiB int64, err error) {
 }
 
 // profileJob runs the profiling phase of a job (ProfileCPU), counting its
-// iterations from the progress lines it prints (tailing its log), and
-// keeps the curve for the server. Then the job goes back to its
-// allocation.
-func (l *limits) profileJob(ctx context.Context, jobID int64, j *limited, logPath string) {
+// iterations at the gate (gateIters, nil for a job that does not share)
+// or from the progress lines it prints (tailing its log), whichever
+// reports first, and keeps the curve for the server. Then the job goes
+// back to its allocation.
+func (l *limits) profileJob(ctx context.Context, jobID int64, j *limited, logPath string, gateIters IterationSource) {
 	counter := &ProgressCounter{}
 	tailCtx, stopTail := context.WithCancel(ctx)
 	defer stopTail()
 	go tailLog(tailCtx, logPath, counter)
+	var src IterationSource = counter
+	skipped := "CPU profiling skipped: the job printed no " + ProgressPrefix + " line"
+	if gateIters != nil {
+		src = &FirstIterations{Sources: []IterationSource{gateIters, counter}}
+		skipped = "CPU profiling skipped: the job finished no iteration at the gate and printed no " + ProgressPrefix + " line"
+	}
 	// Profiling starts once the job reports progress (it may load data
 	// first); a job that never does is not profiled.
-	if !waitProgress(ctx, counter, profileStartWait) {
+	if !waitProgress(ctx, src, profileStartWait) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if ctx.Err() == nil {
 			j.cancel() // releases the context; the job goes on
 			j.cancel = nil
-			j.note = "CPU profiling skipped: the job printed no " + ProgressPrefix + " line"
+			j.note = skipped
 		}
 		return
 	}
@@ -370,7 +368,7 @@ func (l *limits) profileJob(ctx context.Context, jobID int64, j *limited, logPat
 	cfg.MaxMilli = j.res.ProfileMaxMilli
 	cg := j.cg
 	l.mu.Unlock()
-	prof, err := ProfileCPU(ctx, cg, counter, cfg)
+	prof, err := ProfileCPU(ctx, cg, src, cfg)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ctx.Err() != nil {

@@ -87,6 +87,18 @@ func (a *Local) joinGate(s Spec) ([]string, error) {
 	return []string{GateEnv + "=" + a.gate.Path(), GateTokenEnv + "=" + token}, nil
 }
 
+// measured is the job's estimate as the gate corrected it from its
+// peaks, unpadded; nil without a gate or with too few peaks.
+func (a *Local) measured(jobID int64) *memest.Estimate {
+	if a.gate == nil {
+		return nil
+	}
+	if est, ok := a.gate.Measured(jobID); ok {
+		return &est
+	}
+	return nil
+}
+
 // leaveGate releases the job's lanes, if it had any.
 func (a *Local) leaveGate(jobID int64) {
 	if a.gate != nil {

@@ -52,6 +52,10 @@ func (e Exit) Wire() wire.Exit {
 		r := wire.FromEstimate(*e.Requeue)
 		w.Requeue = &r
 	}
+	if e.Measured != nil {
+		m := wire.FromEstimate(*e.Measured)
+		w.Measured = &m
+	}
 	return w
 }
 
@@ -61,6 +65,10 @@ func ExitFromWire(w wire.Exit) Exit {
 	if w.Requeue != nil {
 		r := w.Requeue.Estimate()
 		e.Requeue = &r
+	}
+	if w.Measured != nil {
+		m := w.Measured.Estimate()
+		e.Measured = &m
 	}
 	return e
 }

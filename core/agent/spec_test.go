@@ -51,9 +51,11 @@ func TestSpecRoundTrip(t *testing.T) {
 func TestExitRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	bigger := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 9000, Source: memest.Measured}
+	measured := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 2600, Source: memest.Measured}
 	for _, ex := range []Exit{
 		{Node: "n1", JobID: 7, ExitCode: 0, At: at},
 		{Node: "n1", JobID: 7, ExitCode: -1, Err: "stopped by the agent: job 7 outgrew its Salus lane", At: at, Requeue: &bigger},
+		{Node: "n1", JobID: 7, ExitCode: -1, Err: "terminated", At: at, Measured: &measured},
 	} {
 		got := ExitFromWire(roundTrip(t, ex.Wire()))
 		if !reflect.DeepEqual(got, ex) {
@@ -76,7 +78,7 @@ func TestOldPeerIgnoresSharing(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"node":"n","job_id":4,"exit_code":1,"at":"2026-11-22T12:00:00Z"}`), &e); err != nil {
 		t.Fatal(err)
 	}
-	if ex := ExitFromWire(e); ex.Requeue != nil || ex.ExitCode != 1 {
+	if ex := ExitFromWire(e); ex.Requeue != nil || ex.Measured != nil || ex.ExitCode != 1 {
 		t.Fatalf("exit %+v", ex)
 	}
 }

@@ -47,10 +47,12 @@ type LearnedProfile struct {
 	At      time.Time
 }
 
-// profileKey names a model at a batch size.
+// profileKey names a model at a batch size, and holds the profile the
+// user declared for the job, if any.
 type profileKey struct {
-	model string
-	batch int
+	model    string
+	batch    int
+	declared *synergy.Profile
 }
 
 // allocState is what the engine keeps of CPU and memory allocation
@@ -111,16 +113,22 @@ func (e *Engine) loadProfiles(ctx context.Context) {
 	}
 }
 
-// cpuProfile gives the scheduler the learned profile of the job's model
-// at its batch size (or the nearest batch), if any; the scheduler falls
-// back to the catalogue by model otherwise.
-func (e *Engine) cpuProfile(sj *sched.Job, batch int) {
+// cpuProfile gives the scheduler the job's profile, most trusted first
+// (docs/synergy.md): the one its user declared, else the learned profile
+// of its model at its batch size (or the nearest batch); the scheduler
+// falls back to the catalogue by model otherwise.
+func (e *Engine) cpuProfile(sj *sched.Job, j Job) {
+	if j.CPUProfile != nil {
+		p := *j.CPUProfile
+		sj.CPUProfile, sj.CPUProfileSource = &p, synergy.SourceDeclared
+		return
+	}
 	if sj.Model == "" {
 		return
 	}
 	e.alloc.mu.Lock()
 	defer e.alloc.mu.Unlock()
-	if p, ok := e.alloc.history.Lookup(sj.Model, batch); ok {
+	if p, ok := e.alloc.history.Lookup(sj.Model, j.BatchSize); ok {
 		sj.CPUProfile, sj.CPUProfileSource = &p, synergy.SourceHistory
 	}
 }
@@ -157,7 +165,7 @@ func (e *Engine) recordAllocations(ctx context.Context, snap sched.Snapshot, d s
 	var resize []sched.Allocation
 	for id, as := range groupByJob(allocs) {
 		old := e.alloc.byJob[id]
-		e.alloc.key[id] = profileKey{byID[id].Model, byID[id].BatchSize}
+		e.alloc.key[id] = profileKey{byID[id].Model, byID[id].BatchSize, byID[id].CPUProfile}
 		if starting[id] {
 			e.alloc.byJob[id] = as
 			continue
@@ -227,8 +235,9 @@ func groupByJob(as []sched.Allocation) map[int64][]sched.Allocation {
 }
 
 // resourcesFor is what the agent of node gets for job id: its allocation
-// there, and a request to profile it when nothing measured is known of
-// its model and the node has idle cores to lend.
+// there, and a request to profile it when its user declared no profile,
+// nothing measured is known of its model and the node has idle cores to
+// lend.
 func (e *Engine) resourcesFor(id int64, node string) *agent.Resources {
 	e.alloc.mu.Lock()
 	defer e.alloc.mu.Unlock()
@@ -239,7 +248,7 @@ func (e *Engine) resourcesFor(id int64, node string) *agent.Resources {
 	a := e.alloc.byJob[id][i]
 	r := &agent.Resources{CPUMilli: a.CPUMilli, MemMiB: a.MemMiB, PropCPUMilli: a.PropCPUMilli}
 	measured := strings.HasPrefix(a.Profile, string(synergy.SourceHistory)) || strings.HasPrefix(a.Profile, string(synergy.SourceDeclared))
-	if !measured && e.alloc.key[id].model != "" {
+	if key := e.alloc.key[id]; !measured && key.declared == nil && key.model != "" {
 		if n := e.node(node); n != nil {
 			cpus, _ := n.Resources()
 			var used int64
@@ -279,7 +288,7 @@ func (e *Engine) learnProfiles(ctx context.Context, now time.Time) {
 			e.alloc.mu.Lock()
 			as, running := e.alloc.byJob[u.JobID]
 			key := e.alloc.key[u.JobID]
-			if running && len(u.Profile) > 0 && !e.alloc.learned[u.JobID] && key.model != "" {
+			if running && len(u.Profile) > 0 && !e.alloc.learned[u.JobID] && key.model != "" && key.declared == nil {
 				gpus := 0
 				for _, a := range as {
 					if a.Node == n.Name() {
@@ -333,7 +342,7 @@ func (e *Engine) JobResources(id int64) (JobResources, bool) {
 	}
 	out := JobResources{Allocations: as}
 	sj := sched.Job{ID: id, Model: key.model}
-	e.cpuProfile(&sj, key.batch)
+	e.cpuProfile(&sj, Job{BatchSize: key.batch, CPUProfile: key.declared})
 	out.Profile, out.ProfileSource = sched.JobProfile(&sj)
 	now := e.cfg.Now()
 	for _, a := range as {

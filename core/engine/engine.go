@@ -20,6 +20,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
 // Job is what the engine needs to know of one unfinished job.
@@ -51,6 +52,10 @@ type Job struct {
 	// BatchSize is the batch size the user declared, 0 when unknown: with
 	// Model it keys the measured CPU profiles (alloc.go).
 	BatchSize int
+	// CPUProfile is the sensitivity profile the user declared, nil when
+	// none: it comes before learned and catalogue profiles, and a job
+	// with one is never profiled (alloc.go).
+	CPUProfile *synergy.Profile
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -68,6 +73,9 @@ type Store interface {
 	// MarkRequeued puts a running job back in the queue with a new memory
 	// estimate, without counting a failure: it outgrew its Salus lane.
 	MarkRequeued(ctx context.Context, id int64, est memest.Estimate, reason string, now time.Time) error
+	// SetMeasuredMemory stores a sharing job's estimate as its run
+	// measured it, for its next run; it changes nothing else.
+	SetMeasuredMemory(ctx context.Context, id int64, est memest.Estimate) error
 }
 
 // Node is one machine's agent as the engine drives it: in-process for
@@ -163,11 +171,14 @@ type run struct {
 	// together with the job's history it decides whether to retry.
 	exited   bool
 	started  time.Time
-	gpus     map[string][]int // the GPUs of each part, by node; nil when adopted
+	gpus     map[string][]int // the GPUs of each part, by node; none when adopted unknown (adopt.go)
 	failures int              // earlier failed runs
 	lastCode *int             // exit code of the last failed run
 	// requeue is the larger estimate of a job that outgrew its lane.
 	requeue *memest.Estimate
+	// measured is a sharing job's estimate as the gate corrected it
+	// (agent.Exit.Measured), stored for its next run.
+	measured *memest.Estimate
 }
 
 // stopAll asks every part of r to stop.
@@ -241,6 +252,7 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 				e.runs[id] = r
 			}
 			r.parts[n.Name()] = true
+			adoptGPUs(r, n, id)
 		}
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
 	})
@@ -272,20 +284,12 @@ func (e *Engine) RemoveNode(ctx context.Context, name string) error {
 var ErrUnknownNode = errors.New("no such node connected")
 
 // SetDraining stops (on) or resumes (off) placing new jobs on a machine.
-// Jobs running there finish as usual. The setting outlives a reconnect.
+// Jobs running there finish as usual. The setting outlives a reconnect,
+// and a restart where the store keeps it (nodestate.go).
 func (e *Engine) SetDraining(name string, on bool) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := e.nodes[name]; !ok {
-		return fmt.Errorf("%s: %w", name, ErrUnknownNode)
-	}
-	if on {
-		e.draining[name] = true
-	} else {
-		delete(e.draining, name)
-	}
-	e.Wake()
-	return nil
+	return e.setNodeFlag(name, on, &e.draining, func(ns NodeStateStore, ctx context.Context) error {
+		return ns.SetNodeDraining(ctx, name, on, e.cfg.Now())
+	})
 }
 
 // NodeStatus is a connected machine as admins see it.
@@ -380,10 +384,15 @@ func (e *Engine) node(name string) Node {
 	return e.nodes[name]
 }
 
-// Run schedules until ctx ends.
+// Run schedules until ctx ends. It first loads the machines' state
+// (cordons, drains, GPUs out of service) from the store, and returns an
+// error if it cannot.
 func (e *Engine) Run(ctx context.Context) error {
 	e.follower.Store(false)
 	e.started = e.cfg.Now()
+	if err := e.loadNodeStates(ctx); err != nil {
+		return err
+	}
 	tick := time.NewTicker(e.cfg.Interval)
 	defer tick.Stop()
 	for {
@@ -413,6 +422,9 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		return
 	}
 	delete(r.parts, ex.Node)
+	if ex.Measured != nil {
+		r.measured = ex.Measured
+	}
 	if !ex.Infra && e.requeueIfGPUFailed(ctx, ex.Node, ex.ExitCode, r, e.cfg.Now()) {
 		e.stopAll(ctx, ex.JobID, r)
 	}
@@ -448,6 +460,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		e.recordRequeue(ctx, ex, r)
 		return
 	}
+	e.recordMeasured(ctx, ex.JobID, r)
 	switch to {
 	case "":
 		to = job.Succeeded

@@ -15,7 +15,8 @@ import (
 // errors, critical XID errors). A GPU whose counters grow has failed: it
 // is marked unhealthy and takes no new jobs until an admin clears it, and
 // a job that fails on it during its run is requeued as an infrastructure
-// failure, which does not count against the job's retries.
+// failure, which does not count against the job's retries. The GPUs out
+// of service are kept in the store where it can (nodestate.go).
 
 // GPUFault is a GPU taken out of service because it reported an error.
 type GPUFault struct {
@@ -84,6 +85,20 @@ func (h *health) observe(node string, ss []gpu.Sample, now time.Time) []GPUFault
 	return out
 }
 
+// load adds faults (read from the store) to the GPUs out of service.
+// Counters keep their baselines.
+func (h *health) load(faults []GPUFault) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.seen == nil {
+		h.seen = make(map[gpuKey]gpuErrors)
+		h.faults = make(map[gpuKey]GPUFault)
+	}
+	for _, f := range faults {
+		h.faults[gpuKey{f.Node, f.Index}] = f
+	}
+}
+
 // fault returns the fault of a GPU, if it has one.
 func (h *health) fault(node string, index int) (GPUFault, bool) {
 	h.mu.Lock()
@@ -94,15 +109,26 @@ func (h *health) fault(node string, index int) (GPUFault, bool) {
 
 // checkHealth reads every connected machine's GPUs and records the ones
 // that failed.
-func (e *Engine) checkHealth(now time.Time) {
+func (e *Engine) checkHealth(ctx context.Context, now time.Time) {
 	for _, n := range e.Nodes() {
-		e.observeNode(n, now)
+		e.observeNode(ctx, n, now)
 	}
 }
 
-func (e *Engine) observeNode(n Node, now time.Time) {
+// observeNode records the GPUs of n that failed since its last reading,
+// in memory and in the store, which keeps them out of service across
+// restarts. A GPU the store fails to record stays out of service until
+// this server stops.
+func (e *Engine) observeNode(ctx context.Context, n Node, now time.Time) {
+	ns := e.nodeStates()
 	for _, f := range e.health.observe(n.Name(), n.Sample(now), now) {
 		e.cfg.Logger.Warn("GPU taken out of service", "node", f.Node, "gpu", f.Index, "reason", f.Reason)
+		if ns == nil {
+			continue
+		}
+		if err := ns.RecordGPUFault(ctx, f); err != nil {
+			e.cfg.Logger.Error("record GPU out of service", "node", f.Node, "gpu", f.Index, "err", err)
+		}
 	}
 }
 
@@ -134,16 +160,22 @@ func (e *Engine) GPUFaults() []GPUFault {
 var ErrGPUHealthy = fmt.Errorf("GPU is not out of service")
 
 // ClearGPUFault puts a GPU back in service, once an admin has looked at
-// it. Its counters' current readings become its new baseline.
+// it, in the store first. Its counters' current readings become its new
+// baseline.
 func (e *Engine) ClearGPUFault(node string, index int) error {
-	e.health.mu.Lock()
-	k := gpuKey{node, index}
-	_, ok := e.health.faults[k]
-	delete(e.health.faults, k)
-	e.health.mu.Unlock()
-	if !ok {
+	if _, ok := e.health.fault(node, index); !ok {
 		return fmt.Errorf("GPU %s/%d: %w", node, index, ErrGPUHealthy)
 	}
+	if ns := e.nodeStates(); ns != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), nodeStateTimeout)
+		defer cancel()
+		if err := ns.DeleteGPUFault(ctx, node, index); err != nil {
+			return fmt.Errorf("put GPU %s/%d back in service: %w", node, index, err)
+		}
+	}
+	e.health.mu.Lock()
+	delete(e.health.faults, gpuKey{node, index})
+	e.health.mu.Unlock()
 	e.cfg.Logger.Info("GPU back in service", "node", node, "gpu", index)
 	e.Wake()
 	return nil
@@ -160,12 +192,12 @@ func (e *Engine) requeueIfGPUFailed(ctx context.Context, node string, code int, 
 	// The machine's latest readings: the failure may have come after the
 	// last pass.
 	if n := e.node(node); n != nil {
-		e.observeNode(n, now)
+		e.observeNode(ctx, n, now)
 	}
 	gpus := r.gpus[node]
 	if gpus == nil {
-		// Adopted after a reconnect: which GPUs it holds is not known
-		// here, so any of the machine's counts.
+		// Adopted after a reconnect from an agent that does not report
+		// its runs' GPUs (adopt.go): any of the machine's counts.
 		if n := e.node(node); n != nil {
 			for _, d := range n.Devices() {
 				gpus = append(gpus, d.Index)

@@ -22,7 +22,7 @@ func (e *Engine) pass(ctx context.Context) error {
 		return err
 	}
 	now := e.cfg.Now()
-	e.checkHealth(now)
+	e.checkHealth(ctx, now)
 	e.stopUnwanted(ctx, jobs)
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
@@ -150,7 +150,7 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 			Model: j.Model, Queue: j.Queue,
 		}
 		shareable(&sj, j, gpuMiB)
-		e.cpuProfile(&sj, j.BatchSize)
+		e.cpuProfile(&sj, j)
 		if j.LastStartAt != nil {
 			sj.LastStartTime = seconds(*j.LastStartAt)
 		}

@@ -66,12 +66,36 @@ func shareable(sj *sched.Job, j Job, gpuMiB int64) {
 	}
 }
 
-// smallestGPU is the memory of the cluster's smallest GPU, 0 with none.
+// recordMeasured stores the estimate the gate corrected during a sharing
+// job's run (agent.Exit.Measured), so that the job's next run, after a
+// preemption, a requeue or a retry, starts from it rather than from the
+// estimate it was submitted with. A run that outgrew its lane stores its
+// requeue estimate instead (recordRequeue).
+func (e *Engine) recordMeasured(ctx context.Context, id int64, r *run) {
+	if r.measured == nil {
+		return
+	}
+	est := *r.measured
+	if est.Source == "" {
+		est.Source = memest.Measured
+	}
+	if err := e.cfg.Store.SetMeasuredMemory(ctx, id, est); err != nil {
+		e.cfg.Logger.Error("record measured memory", "job", id, "err", err)
+	}
+}
+
+// smallestGPU is the memory of the smallest schedulable GPU, 0 with
+// none: nodes that take no new jobs (lost, draining, cordoned) and GPUs of
+// unknown memory do not count. The caller leaves GPUs out of service out
+// of nodes.
 func smallestGPU(nodes []sched.Node) int64 {
 	var least int64
 	for _, n := range nodes {
+		if n.Unschedulable {
+			continue
+		}
 		for _, g := range n.GPUs {
-			if least == 0 || (g.MemMiB > 0 && g.MemMiB < least) {
+			if g.MemMiB > 0 && (least == 0 || g.MemMiB < least) {
 				least = g.MemMiB
 			}
 		}
@@ -120,13 +144,17 @@ func (e *Engine) recordRequeue(ctx context.Context, ex agent.Exit, r *run) {
 	e.cfg.Logger.Info("job outgrew its lane", "job", ex.JobID, "reason", r.reason)
 }
 
-// smallestGPU is the memory of the smallest GPU of the connected
-// machines, as the pass's snapshot has it.
+// smallestGPU is the memory of the smallest schedulable GPU of the
+// connected machines, as the pass's snapshot has it: GPUs out of service
+// and nodes that take no new jobs do not count.
 func (e *Engine) smallestGPU() int64 {
 	var nodes []sched.Node
 	for _, n := range e.Nodes() {
-		sn := sched.Node{Name: n.Name()}
+		sn := sched.Node{Name: n.Name(), Unschedulable: e.unschedulable(n.Name())}
 		for _, d := range n.Devices() {
+			if e.gpuUnhealthy(n.Name(), d.Index) {
+				continue
+			}
 			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, MemMiB: d.MemMiB})
 		}
 		nodes = append(nodes, sn)

@@ -4,11 +4,15 @@ import "container/heap"
 
 // completion is a running job's scheduled finish. run is the job's run
 // number when it was scheduled: a preemption starts a new run, which
-// turns the old completion stale.
+// turns the old completion stale. With lane set, it is instead a retime
+// of that shared GPU's turns (share.go), stale once the GPU retimed since
+// (epoch); job is then one of its jobs, for the order of ties.
 type completion struct {
-	at  float64
-	job *job
-	run int
+	at    float64
+	job   *job
+	run   int
+	lane  *shareGPU
+	epoch int
 }
 
 // completions is a min-heap of finishes, earliest first; ties go to the
@@ -35,7 +39,11 @@ func (h *completions) Pop() any {
 func (h *completions) next() (completion, bool) {
 	for h.Len() > 0 {
 		c := (*h)[0]
-		if c.run == c.job.run && c.job.running {
+		if c.lane != nil {
+			if c.lane.epoch == c.epoch {
+				return c, true
+			}
+		} else if c.run == c.job.run && c.job.running {
 			return c, true
 		}
 		heap.Pop(h)

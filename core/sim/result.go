@@ -48,8 +48,11 @@ type Result struct {
 	// on one GPU at once. JobsPerBusyGPU is the job GPU-seconds held over
 	// the GPU-seconds during which a GPU hosts any job: 1 without sharing.
 	// GPUUtilization counts a shared GPU once.
-	Sharing        string  `json:"sharing,omitempty"`
-	SharingJobs    int     `json:"sharing_jobs,omitempty"`
+	Sharing     string `json:"sharing,omitempty"`
+	SharingJobs int    `json:"sharing_jobs,omitempty"`
+	// LanePolicy is the lane policy the shared GPUs' turns went by
+	// (Config.LanePolicy).
+	LanePolicy     string  `json:"lane_policy,omitempty"`
 	CoLocations    int     `json:"co_locations,omitempty"`
 	MaxJobsPerGPU  int     `json:"max_jobs_per_gpu,omitempty"`
 	JobsPerBusyGPU float64 `json:"jobs_per_busy_gpu,omitempty"`

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"text/tabwriter"
 
@@ -19,31 +20,52 @@ import (
 // scheduler co-locates it where the safety condition holds. A job too
 // large once padded runs alone. Each shared GPU keeps its jobs in a
 // core/lanes GPU: a start the lanes refuse is a scheduler bug and stops
-// the run. Co-located jobs slow down as in core/salussim's srtf lanes: in
-// each lane the job with the least work left runs and the others wait,
-// and the running jobs of a GPU's lanes share its compute
-// (salussim.Rate). When a job leaves, jobs that shared a lane get lanes of
-// their own where memory allows (Spread).
+// the run. Co-located jobs take turns in each lane by the lane policy
+// (Config.LanePolicy, see laneTurns), and the running jobs of a GPU's
+// lanes share its compute (salussim.Rate). When a job leaves, jobs that
+// shared a lane get lanes of their own where memory allows (Spread).
 
 // shareState is the simulator's sharing state; nil under SharingNone.
 type shareState struct {
 	memMiB int64                      // the GPU memory estimates are shares of
+	policy lanes.Policy               // who runs next in a lane
 	gpus   map[sched.GPURef]*shareGPU // GPUs hosting sharing jobs
+	seq    int                        // admissions so far: pack's order
 	jobs   int                        // sharing jobs
 	joins  int                        // starts on a GPU that already hosted a job
 	most   int                        // most jobs on one GPU at once
 }
 
-// shareGPU is one GPU's sharing jobs.
+// shareGPU is one GPU's sharing jobs. seq is each job's admission
+// number; gpuTime the lane time each had since its admission, up to since
+// (fair's measure), and share the part of its lane's time it has now.
+// epoch counts retimes: a scheduled retime of an older epoch is stale.
 type shareGPU struct {
-	lg   *lanes.GPU
-	jobs map[int64]*job
+	lg      *lanes.GPU
+	jobs    map[int64]*job
+	seq     map[int64]int
+	gpuTime map[int64]float64
+	share   map[int64]float64
+	since   float64
+	epoch   int
+}
+
+// accrue brings every job's lane time up to now.
+func (g *shareGPU) accrue(now float64) {
+	for id, sh := range g.share {
+		g.gpuTime[id] += sh * (now - g.since)
+	}
+	g.since = now
 }
 
 // newShareState turns on sharing: GPUs of unknown memory get
 // salussim.DefaultGPUMemMiB, and estimates are shares of the smallest.
 // Count placement names no GPU, so nothing could share: refused.
 func newShareState(cfg Config, nodes []sched.Node) (*shareState, error) {
+	policy, err := lanes.ParsePolicy(string(cfg.LanePolicy))
+	if err != nil {
+		return nil, err
+	}
 	mode := cfg.Sharing
 	if mode == "" {
 		mode = salussim.SharingNone
@@ -57,7 +79,7 @@ func newShareState(cfg Config, nodes []sched.Node) (*shareState, error) {
 	if cfg.Sched.Placement == sched.PlaceCount {
 		return nil, fmt.Errorf("sharing %s needs placement %s: %s names no GPU to share", mode, sched.PlaceNodes, sched.PlaceCount)
 	}
-	st := &shareState{gpus: map[sched.GPURef]*shareGPU{}}
+	st := &shareState{gpus: map[sched.GPURef]*shareGPU{}, policy: policy}
 	for i := range nodes {
 		nodes[i].GPUs = append([]sched.GPU(nil), nodes[i].GPUs...)
 		for k := range nodes[i].GPUs {
@@ -101,7 +123,8 @@ func (s *simulator) shareStart(j *job) error {
 		if err != nil {
 			return err
 		}
-		g = &shareGPU{lg: lg, jobs: map[int64]*job{}}
+		g = &shareGPU{lg: lg, jobs: map[int64]*job{}, seq: map[int64]int{},
+			gpuTime: map[int64]float64{}, share: map[int64]float64{}, since: s.now}
 		s.share.gpus[ref] = g
 	}
 	mem := memest.Estimate{PersistentMiB: sj.MemPersistentMiB, EphemeralMiB: sj.MemEphemeralMiB, Source: memest.Declared}
@@ -112,6 +135,8 @@ func (s *simulator) shareStart(j *job) error {
 		s.share.joins++
 	}
 	g.jobs[j.tj.ID] = j
+	s.share.seq++
+	g.seq[j.tj.ID] = s.share.seq
 	s.share.most = max(s.share.most, len(g.jobs))
 	s.shareRetime(g)
 	return nil
@@ -126,10 +151,15 @@ func (s *simulator) shareStop(j *job) {
 	if g == nil || g.jobs[j.tj.ID] == nil {
 		return
 	}
+	g.accrue(s.now)
 	delete(g.jobs, j.tj.ID)
+	delete(g.seq, j.tj.ID)
+	delete(g.gpuTime, j.tj.ID)
+	delete(g.share, j.tj.ID)
 	_ = g.lg.Release(j.tj.ID) // the job is there: g.jobs says so
 	j.shareRate, j.waitsLane = 0, false
 	if len(g.jobs) == 0 {
+		g.epoch++ // no retime is due any more
 		delete(s.share.gpus, j.gpus[0])
 		return
 	}
@@ -137,33 +167,34 @@ func (s *simulator) shareStop(j *job) {
 	s.shareRetime(g)
 }
 
-// shareRetime gives every job on g its speed, as core/salussim's srtf
-// lanes would: in each lane the job with the least work left runs (then
-// the one admitted first), and the others wait their turn; the running
-// jobs of the GPU's lanes share its compute (salussim.Rate). A job whose
-// speed changes closes its run so far and goes on at the new speed; a
-// waiting job (speed 0) gets its completion when it runs again.
+// shareRetime gives every job on g its speed: each lane's turns go by
+// the lane policy (laneTurns), and the running jobs of the GPU's lanes
+// share its compute (salussim.Rate). A job whose speed changes closes its
+// run so far and goes on at the new speed; a waiting job (speed 0) gets
+// its completion when it runs again. Under fair, a retime is also due
+// when the jobs that run catch up with the next least served one.
 func (s *simulator) shareRetime(g *shareGPU) {
+	g.accrue(s.now)
+	g.epoch++
 	v := g.lg.View()
-	run := make([]*job, len(v.Lanes))
+	share := make(map[int64]float64, len(g.jobs))
 	var demand float64
-	for k, l := range v.Lanes {
-		for _, jv := range l.Jobs {
-			j := g.jobs[jv.ID]
-			if run[k] == nil || j.workLeft(s.now) < run[k].workLeft(s.now) {
-				run[k] = j
-			}
-		}
-		demand += run[k].demand
+	catchUp := math.Inf(1)
+	for _, l := range v.Lanes {
+		d, next := s.laneTurns(g, l, share)
+		demand += d
+		catchUp = min(catchUp, next)
 	}
 	rate := salussim.Rate(demand, len(g.jobs), 0)
-	for k, l := range v.Lanes {
+	var first *job
+	for _, l := range v.Lanes {
 		for _, jv := range l.Jobs {
 			j := g.jobs[jv.ID]
-			r := 0.0
-			if j == run[k] {
-				r = rate
+			g.share[jv.ID] = share[jv.ID]
+			if first == nil || j.order < first.order {
+				first = j
 			}
+			r := rate * share[jv.ID]
 			if r == j.shareSpeed() {
 				continue
 			}
@@ -178,6 +209,72 @@ func (s *simulator) shareRetime(g *shareGPU) {
 			}
 		}
 	}
+	if !math.IsInf(catchUp, 1) {
+		s.ends.push(completion{at: s.now + catchUp, job: first, lane: g, epoch: g.epoch})
+	}
+}
+
+// sameTime is how close two lane times must be to count as equal under
+// fair: float error, far below a second.
+const sameTime = 1e-6
+
+// laneTurns sets, in share, the part of lane l's time each of its jobs
+// gets from now on, by the lane policy (core/lanes, Policy), with every
+// job always ready for its next iteration:
+//
+//   - pack: the job admitted first runs; the others wait (arrival order).
+//   - fair: the jobs with the least lane time so far take turns, in equal
+//     parts: the fluid limit of iterations given to the least served.
+//     They catch up with the next least served after catchUp seconds.
+//   - srtf: the job with the least work left runs, then the one admitted
+//     first; the trace knows every duration, so every job has an
+//     estimate. The running job's work left only shrinks, so the turns
+//     change only when a job joins or leaves.
+//
+// demand is the compute the lane asks of the GPU: its running job's, or
+// under fair the mean of the jobs taking turns. catchUp is +Inf when no
+// retime is due.
+func (s *simulator) laneTurns(g *shareGPU, l lanes.LaneView, share map[int64]float64) (demand, catchUp float64) {
+	catchUp = math.Inf(1)
+	if s.share.policy == lanes.Fair {
+		least, next := math.Inf(1), math.Inf(1)
+		for _, jv := range l.Jobs {
+			least = min(least, g.gpuTime[jv.ID])
+		}
+		var turns []int64
+		for _, jv := range l.Jobs {
+			if t := g.gpuTime[jv.ID]; t <= least+sameTime {
+				turns = append(turns, jv.ID)
+			} else {
+				next = min(next, t)
+			}
+		}
+		k := float64(len(turns))
+		for _, id := range turns {
+			share[id] = 1 / k
+			demand += g.jobs[id].demand / k
+		}
+		if !math.IsInf(next, 1) {
+			catchUp = (next - least) * k
+		}
+		return demand, catchUp
+	}
+	var run *job
+	for _, jv := range l.Jobs {
+		j := g.jobs[jv.ID]
+		switch {
+		case run == nil:
+			run = j
+		case s.share.policy == lanes.Pack:
+			if g.seq[jv.ID] < g.seq[run.tj.ID] {
+				run = j
+			}
+		case j.workLeft(s.now) < run.workLeft(s.now):
+			run = j
+		}
+	}
+	share[run.tj.ID] = 1
+	return run.demand, catchUp
 }
 
 // workLeft is the work a running job has left at now: restore time
@@ -229,6 +326,7 @@ func (s *simulator) shareResult(r *Result) {
 		return
 	}
 	r.Sharing = string(salussim.SharingSalus)
+	r.LanePolicy = string(s.share.policy)
 	r.SharingJobs, r.CoLocations, r.MaxJobsPerGPU = s.share.jobs, s.share.joins, s.share.most
 }
 
@@ -239,10 +337,10 @@ func writeShareTable(w io.Writer, results []*Result) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tsharing\tsharing jobs\tco-locations\tmost jobs per GPU\tjobs per busy GPU\tGPU util\t")
+	fmt.Fprintln(tw, "policy\tsharing\tlane policy\tsharing jobs\tco-locations\tmost jobs per GPU\tjobs per busy GPU\tGPU util\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t\n",
-			r.Policy, r.Sharing, r.SharingJobs, r.CoLocations, r.MaxJobsPerGPU, r.JobsPerBusyGPU, r.GPUUtilization)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t\n",
+			r.Policy, r.Sharing, r.LanePolicy, r.SharingJobs, r.CoLocations, r.MaxJobsPerGPU, r.JobsPerBusyGPU, r.GPUUtilization)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/trace"
@@ -16,7 +17,8 @@ func fj(id int64, submit float64, milli int, dur float64) trace.Job {
 	return trace.Job{ID: id, Submit: submit, GPUs: 1, Duration: dur, GPUMilli: milli}
 }
 
-// TestSharingGolden checks tiny scenarios worked out by hand, on GPUs of
+// TestSharingGolden checks tiny scenarios worked out by hand, with srtf
+// lanes (TestLanePolicyGolden has the others), on GPUs of
 // 16 GiB (16,384 MiB). Memory is gpu_milli/1,000 of it, 20% persistent,
 // padded (P x 1.1, then the total x 1.05, rounded up):
 //
@@ -97,7 +99,7 @@ func TestSharingGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, pol := range []string{"fjf", "tiresias-l"} {
-				r, jct := run(t, c.jobs, c.cluster, Config{Sched: sched.Config{Policy: pol}, Sharing: c.sharing})
+				r, jct := run(t, c.jobs, c.cluster, Config{Sched: sched.Config{Policy: pol}, Sharing: c.sharing, LanePolicy: lanes.SRTF})
 				for id, want := range c.jct {
 					if math.Abs(jct[id]-want) > 1e-6 {
 						t.Errorf("%s: job %d JCT %v, want %v", pol, id, jct[id], want)
@@ -158,9 +160,9 @@ func openbLast6w(b testing.TB) []trace.Job {
 
 // BenchmarkOpenBSharing runs the openb trace's last six weeks at 24 and
 // 32 GPUs (3x8 and 4x8 nodes of 16 GiB GPUs), without sharing and with
-// Salus co-location, under fjf (core/salussim's cluster order) and
-// tiresias-l, and reports the figures as metrics. docs/salus.md's table
-// comes from:
+// Salus co-location under each lane policy (pack, fair, srtf), under fjf
+// (core/salussim's cluster order) and tiresias-l, and reports the figures
+// as metrics. docs/salus.md's tables come from:
 //
 //	go test -run '^$' -bench OpenBSharing -benchtime 1x ./core/sim
 func BenchmarkOpenBSharing(b *testing.B) {
@@ -171,11 +173,23 @@ func BenchmarkOpenBSharing(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, pol := range []string{"fjf", "tiresias-l"} {
-			for _, mode := range []salussim.Sharing{salussim.SharingNone, salussim.SharingSalus} {
-				b.Run(fmt.Sprintf("%s/%s/%s", cluster, pol, mode), func(b *testing.B) {
+			type mode struct {
+				sharing salussim.Sharing
+				lane    lanes.Policy
+			}
+			modes := []mode{{salussim.SharingNone, ""}}
+			for _, lp := range lanes.Policies() {
+				modes = append(modes, mode{salussim.SharingSalus, lp})
+			}
+			for _, m := range modes {
+				name := fmt.Sprintf("%s/%s/%s", cluster, pol, m.sharing)
+				if m.lane != "" {
+					name += "-" + string(m.lane)
+				}
+				b.Run(name, func(b *testing.B) {
 					var r *Result
 					for b.Loop() {
-						r, err = Run(context.Background(), jobs, Config{Sched: sched.Config{Policy: pol, OmitWaits: true}, Nodes: nodes, Sharing: mode})
+						r, err = Run(context.Background(), jobs, Config{Sched: sched.Config{Policy: pol, OmitWaits: true}, Nodes: nodes, Sharing: m.sharing, LanePolicy: m.lane})
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/trace"
@@ -49,6 +50,9 @@ type Config struct {
 	// Sharing is salussim.SharingNone (also "") or SharingSalus: under
 	// salus, fractional jobs share GPUs (see share.go, docs/salus.md).
 	Sharing salussim.Sharing
+	// LanePolicy picks which job of a shared lane runs: lanes.Pack (also
+	// ""), Fair or SRTF, as the agent's --lane-policy does (share.go).
+	LanePolicy lanes.Policy
 }
 
 // Run simulates jobs under cfg and returns the outcome. It refuses a job
@@ -209,6 +213,10 @@ func (s *simulator) loop(ctx context.Context) error {
 		need := false
 		for c, ok := s.ends.next(); ok && c.at <= t; c, ok = s.ends.next() {
 			s.ends.pop()
+			if c.lane != nil {
+				s.shareRetime(c.lane) // turns change in a fair lane
+				continue
+			}
 			s.complete(c.job)
 			need = true
 		}

@@ -25,7 +25,7 @@ import (
 type Registry interface {
 	AddNode(ctx context.Context, n engine.Node) error
 	RemoveNode(ctx context.Context, name string) error
-	SetDraining(name string, on bool) error
+	MirrorDraining(name string, on bool) error
 	NodeStatuses() []engine.NodeStatus
 	Exits() chan<- agent.Exit
 }
@@ -369,7 +369,7 @@ func (e *Executor) syncDrains(draining map[string]bool) {
 		if on && already[name] {
 			continue // drained in gpuportal already: not ours to resume
 		}
-		if err := e.cfg.Registry.SetDraining(name, on); err != nil {
+		if err := e.cfg.Registry.MirrorDraining(name, on); err != nil {
 			e.log.Error("drain a node as Slurm does", "node", name, "drain", on, "err", err)
 			continue
 		}

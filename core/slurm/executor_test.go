@@ -187,7 +187,7 @@ func (e *fakeEngine) RemoveNode(_ context.Context, name string) error {
 	return nil
 }
 
-func (e *fakeEngine) SetDraining(name string, on bool) error {
+func (e *fakeEngine) MirrorDraining(name string, on bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.nodes[name] == nil {
@@ -605,7 +605,7 @@ func TestDrainFollowsSlurm(t *testing.T) {
 	f.slurm.setNode("n1", "IDLE")
 	f.ex.Sync(f.ctx)
 	// n2 an admin drained in gpuportal: Slurm's resume leaves it drained.
-	if err := f.eng.SetDraining("n2", true); err != nil {
+	if err := f.eng.MirrorDraining("n2", true); err != nil {
 		t.Fatal(err)
 	}
 	f.slurm.setNode("n2", "IDLE", "DRAIN")

@@ -123,6 +123,7 @@ type job struct {
 	fail     error // an error of the lane manager: the connection ends
 	gone     bool  // removed
 	wake     chan struct{}
+	seen     *memest.Tracker // the job's peaks, unpadded (Measured)
 }
 
 func (j *job) anyHeld() bool { return slices.Contains(j.held, true) }
@@ -286,7 +287,8 @@ func (s *Server) Add(j Job) (token string, err error) {
 		}
 	}
 	s.jobs[j.ID] = &job{Job: j, token: hex.EncodeToString(secret), pending: -1,
-		held: make([]bool, len(j.GPUs)), wake: make(chan struct{}, 1)}
+		held: make([]bool, len(j.GPUs)), wake: make(chan struct{}, 1),
+		seen: memest.NewTracker(j.Memory, memest.NoPadding)}
 	s.pump()
 	return s.jobs[j.ID].token, nil
 }
@@ -403,6 +405,9 @@ func (s *Server) request(j *job, k int, now float64) {
 // peak, and returns the largest E j holds after, whether a lane was too
 // tight to grow, and the first lane the peak exceeded.
 func (s *Server) finishHeld(j *job, now float64, peak int64) (eMiB int64, tight bool, exceeded *ExceededError) {
+	if j.anyHeld() {
+		j.seen.Observe(peak)
+	}
 	for k, h := range j.held {
 		if !h {
 			continue

@@ -117,6 +117,9 @@ type Node struct {
 	// Running lists the jobs whose runs the server has not yet seen end:
 	// those still running and those whose Exit is not yet acknowledged.
 	Running []int64 `json:"running"`
+	// RunningGPUs are the GPUs each job of Running holds on this machine
+	// (rungpus.go); agents before it leave it out.
+	RunningGPUs []JobGPUs `json:"running_gpus,omitempty"`
 	// Monitor says the agent only watches this machine's GPUs (gpuportal
 	// agent --monitor-only): another system (Slurm) runs its jobs, and the
 	// agent refuses starts.
@@ -252,6 +255,10 @@ type Exit struct {
 	// Requeue is set when the agent's gate stopped the job because it
 	// outgrew its lane: the estimate to run it again with.
 	Requeue *Estimate `json:"requeue,omitempty"`
+	// Measured is a sharing job's estimate as the gate corrected it from
+	// the peaks it measured (unpadded, source "measured"), set once it
+	// measured enough of them: its next run starts from it.
+	Measured *Estimate `json:"measured,omitempty"`
 }
 
 // Log is a chunk of a job's output: Data belongs at Offset of the job's

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gpuportal/gpuportal/web"
+)
+
+// profileFlags are the flags of gpuportal job submit that declare the
+// job's CPU and host memory sensitivity (docs/synergy.md).
+type profileFlags struct {
+	family, cpu, mem string
+}
+
+func (p *profileFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.family, "cpu-profile", "", "declare the job's CPU and memory sensitivity by a catalogue family: image-cnn, language, speech, recommendation or insensitive")
+	fs.StringVar(&p.cpu, "cpu-curve", "", "declare the job's speed (0 to 1) against cores per GPU, as x:speed pairs such as 1:0.4,2:0.7,4:1 (replaces the family's)")
+	fs.StringVar(&p.mem, "mem-curve", "", "declare the job's speed against GiB of host memory per GPU, such as 0:0.8,32:1 (replaces the family's)")
+}
+
+// request is the declared profile the flags give; nil when none. The
+// server checks the values; here only the syntax, naming the flag.
+func (p profileFlags) request() (*web.CPUProfileRequest, error) {
+	r := web.CPUProfileRequest{Family: strings.TrimSpace(p.family)}
+	for _, f := range []struct {
+		name, v string
+		into    *[][]float64
+	}{
+		{"--cpu-curve", p.cpu, &r.CPUCurve},
+		{"--mem-curve", p.mem, &r.MemCurve},
+	} {
+		pts, err := web.ParseCurve(f.v)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", f.name, f.v, err)
+		}
+		*f.into = pts
+	}
+	if r.Family == "" && len(r.CPUCurve) == 0 && len(r.MemCurve) == 0 {
+		return nil, nil
+	}
+	return &r, nil
+}
+
+// profileLine says what sensitivity profile a job's user declared.
+func profileLine(p *web.CPUProfileJSON) string {
+	curve := func(pts [][2]float64) string {
+		if len(pts) == 0 {
+			return "flat"
+		}
+		parts := make([]string, len(pts))
+		for i, pt := range pts {
+			parts[i] = strconv.FormatFloat(pt[0], 'g', 4, 64) + ":" + strconv.FormatFloat(pt[1], 'g', 3, 64)
+		}
+		return strings.Join(parts, ",")
+	}
+	return fmt.Sprintf("declared %s: CPU %s; memory %s", p.Family, curve(p.CPU), curve(p.Mem))
+}

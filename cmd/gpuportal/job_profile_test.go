@@ -1,0 +1,64 @@
+package main
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/web"
+)
+
+// TestSubmitProfileFlags: --cpu-profile, --cpu-curve and --mem-curve
+// become the request's cpu_profile; a curve that is not x:speed pairs is
+// refused before anything is sent, naming the flag.
+func TestSubmitProfileFlags(t *testing.T) {
+	sim := []string{"submit", "--name", "x", "--sim-duration", "60"}
+	tests := []struct {
+		name    string
+		flags   []string
+		want    map[string]any // cpu_profile in the body; nil: none
+		wantErr string
+	}{
+		{"none", nil, nil, ""},
+		{"family", []string{"--cpu-profile", "image-cnn"}, map[string]any{"family": "image-cnn"}, ""},
+		{"curve", []string{"--cpu-curve", "1:0.4,2:0.7,4:1"},
+			map[string]any{"cpu_curve": []any{[]any{1.0, 0.4}, []any{2.0, 0.7}, []any{4.0, 1.0}}}, ""},
+		{"family and memory curve", []string{"--cpu-profile", "language", "--mem-curve", "0:0.8;32:1"},
+			map[string]any{"family": "language", "mem_curve": []any{[]any{0.0, 0.8}, []any{32.0, 1.0}}}, ""},
+		{"not x:speed", []string{"--cpu-curve", "1=0.4"}, nil, `--cpu-curve "1=0.4"`},
+		{"memory not a number", []string{"--mem-curve", "lots:1"}, nil, "--mem-curve"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &fakeAPI{routes: map[string]fakeAnswer{"POST /api/v1/jobs": {201, jsonOf(t, testJob(7, job.Queued))}}}
+			srv := httptest.NewServer(fake)
+			defer srv.Close()
+			args := append(append([]string{}, sim[:1]...), tc.flags...)
+			args = append(args, sim[1:]...)
+			_, _, err := jobRun(srv.URL, map[string]string{jobTokenEnv: "tok"}, t.TempDir(), args...)
+			got := fake.requests()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || len(got) != 0 {
+					t.Fatalf("err = %v, %d requests; want %q and nothing sent", err, len(got), tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(got) != 1 {
+				t.Fatalf("err = %v, %d requests", err, len(got))
+			}
+			want := map[string]any{"name": "x", "team": "", "gpus": 1.0, "sim": map[string]any{"duration_s": 60.0}}
+			if tc.want != nil {
+				want["cpu_profile"] = tc.want
+			}
+			wantBody(t, got[0], want)
+		})
+	}
+}
+
+func TestProfileLine(t *testing.T) {
+	p := &web.CPUProfileJSON{Source: "declared", Family: "custom", CPU: [][2]float64{{1, 0.4}, {4, 1}}}
+	if got, want := profileLine(p), "declared custom: CPU 1:0.4,4:1; memory flat"; got != want {
+		t.Errorf("profileLine = %q, want %q", got, want)
+	}
+}

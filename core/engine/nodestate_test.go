@@ -1,0 +1,229 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// stateStore is a memStore that keeps the machines' state, as the real
+// store does across restarts.
+type stateStore struct {
+	*memStore
+	mu      sync.Mutex
+	st      NodeStates
+	loadErr error
+}
+
+func newStateStore(m *memStore) *stateStore {
+	return &stateStore{memStore: m, st: NodeStates{Cordoned: map[string]bool{}, Draining: map[string]bool{}}}
+}
+
+func (s *stateStore) NodeStates(context.Context) (NodeStates, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := NodeStates{Cordoned: map[string]bool{}, Draining: map[string]bool{}, Faults: append([]GPUFault(nil), s.st.Faults...)}
+	for k, v := range s.st.Cordoned {
+		out.Cordoned[k] = v
+	}
+	for k, v := range s.st.Draining {
+		out.Draining[k] = v
+	}
+	return out, s.loadErr
+}
+
+func (s *stateStore) SetNodeCordoned(_ context.Context, node string, on bool, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Cordoned[node] = on
+	return nil
+}
+
+func (s *stateStore) SetNodeDraining(_ context.Context, node string, on bool, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Draining[node] = on
+	return nil
+}
+
+func (s *stateStore) RecordGPUFault(_ context.Context, f GPUFault) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, g := range s.st.Faults {
+		if g.Node == f.Node && g.Index == f.Index {
+			s.st.Faults[i] = f
+			return nil
+		}
+	}
+	s.st.Faults = append(s.st.Faults, f)
+	return nil
+}
+
+func (s *stateStore) DeleteGPUFault(_ context.Context, node string, index int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.st.Faults[:0]
+	for _, g := range s.st.Faults {
+		if g.Node != node || g.Index != index {
+			out = append(out, g)
+		}
+	}
+	s.st.Faults = out
+	return nil
+}
+
+func TestRestartKeepsGPUsOutOfServiceAndCordons(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemStore()
+	store := newStateStore(mem)
+
+	// The first server: GPU n0/0 falls off the bus, n1 is cordoned and
+	// n2 drained.
+	e1, clock := newTestEngine(t, mem, newFakeNode("n1", 1), newFakeNode("n2", 1))
+	e1.cfg.Store = store
+	sick := &sickNode{fakeNode: newFakeNode("n0", 2), errs: map[int]gpu.Sample{}}
+	e1.nodes["n0"] = sick
+	mustPass(t, e1)
+	sick.errs[0] = gpu.Sample{XIDErrors: 1, LastXID: 79}
+	mustPass(t, e1)
+	if err := e1.SetCordoned("n1", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e1.SetDraining("n2", true); err != nil {
+		t.Fatal(err)
+	}
+
+	// The restarted server (or the next leader) loads it when it starts:
+	// a 1-GPU job goes to n0's GPU 1, not to the failed GPU nor to the
+	// held machines, though n0's counters read zero again (its agent
+	// restarted too).
+	mem.jobs[1] = &Job{ID: 1, GPUs: 1, State: job.Queued, SubmittedAt: clock.t}
+	n0 := newFakeNode("n0", 2)
+	n1, n2 := newFakeNode("n1", 1), newFakeNode("n2", 1)
+	e2, _ := newTestEngine(t, mem, n0, n1, n2)
+	e2.cfg.Store = store
+	if err := e2.loadNodeStates(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustPass(t, e2)
+	if len(n0.starts) != 1 || n0.starts[0].GPUs[0] != 1 || len(n1.starts)+len(n2.starts) != 0 {
+		t.Fatalf("starts n0 %+v n1 %+v n2 %+v; want job 1 on n0's GPU 1 only", n0.starts, n1.starts, n2.starts)
+	}
+	f := e2.GPUFaults()
+	if len(f) != 1 || f[0].Node != "n0" || f[0].Index != 0 || !strings.Contains(f[0].Reason, "XID 79") {
+		t.Fatalf("faults after restart = %+v, want n0/0 with XID 79", f)
+	}
+	st := e2.NodeStatuses()
+	if !st[1].Cordoned || st[1].Draining || !st[2].Draining || st[2].Cordoned {
+		t.Errorf("node statuses after restart = %+v, want n1 cordoned and n2 draining", st)
+	}
+
+	// An admin's clear and uncordon reach the store: a third start sees
+	// neither.
+	if err := e2.ClearGPUFault("n0", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.SetCordoned("n1", false); err != nil {
+		t.Fatal(err)
+	}
+	e3, _ := newTestEngine(t, mem, newFakeNode("n0", 2), newFakeNode("n1", 1))
+	e3.cfg.Store = store
+	if err := e3.loadNodeStates(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := e3.GPUFaults(); len(f) != 0 {
+		t.Errorf("faults after clear and restart = %+v, want none", f)
+	}
+	if e3.unschedulable("n1") || !e3.unschedulable("n2") {
+		t.Errorf("after restart: n1 unschedulable %v (want false), n2 %v (want true)", e3.unschedulable("n1"), e3.unschedulable("n2"))
+	}
+}
+
+func TestRunFailsWhenTheMachinesStateCannotBeLoaded(t *testing.T) {
+	store := newStateStore(newMemStore())
+	store.loadErr = errors.New("database gone")
+	e, _ := newTestEngine(t, store.memStore)
+	e.cfg.Store = store
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Run(ctx); err == nil || !strings.Contains(err.Error(), "database gone") {
+		t.Errorf("Run = %v, want the load error: scheduling on GPUs out of service is worse than not", err)
+	}
+}
+
+// reportingNode is a sickNode whose agent reports the GPUs of the runs it
+// still has when it reconnects.
+type reportingNode struct {
+	*sickNode
+	runGPUs map[int64][]int
+}
+
+func (n *reportingNode) RunGPUs(id int64) ([]int, bool) {
+	g, ok := n.runGPUs[id]
+	return g, ok
+}
+
+func TestAdoptedRunCountsOnlyItsOwnGPUs(t *testing.T) {
+	tests := []struct {
+		name    string
+		runGPUs map[int64][]int // nil: an agent that does not report them
+		want    job.State
+	}{
+		{"agent reports the run on GPU 1: GPU 0's fault is not the run's", map[int64][]int{1: {1}}, job.Failed},
+		{"agent reports the run on GPU 0: its fault requeues the run", map[int64][]int{1: {0}}, job.Queued},
+		{"older agent: any GPU of the machine counts", nil, job.Queued},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			start := t0.Add(-time.Hour)
+			store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:1"},
+				LastStartAt: &start, SubmittedAt: start})
+			e, clock := newTestEngine(t, store)
+			sick := &sickNode{fakeNode: newFakeNode("n0", 2), errs: map[int]gpu.Sample{}}
+			sick.running[1] = true
+			var n Node = sick
+			if tc.runGPUs != nil {
+				n = &reportingNode{sickNode: sick, runGPUs: tc.runGPUs}
+			}
+			// The agent reconnects and reports job 1: the engine adopts it.
+			go func() { _ = e.AddNode(ctx, n) }()
+			(<-e.calls)(ctx)
+			mustPass(t, e)
+			sick.errs[0] = gpu.Sample{ECCErrors: 2}
+			delete(sick.running, 1)
+			e.handleExit(ctx, exit("n0", 1, 3, clock.t.Add(time.Minute)))
+			if got := store.state(1); got != tc.want {
+				t.Errorf("state %s (%q), want %s", got, store.reason[1], tc.want)
+			}
+			if f := e.GPUFaults(); len(f) != 1 || f[0].Index != 0 {
+				t.Errorf("faults = %+v, want GPU 0", f)
+			}
+		})
+	}
+}
+
+func TestMirroredDrainsAreNotKept(t *testing.T) {
+	mem := newMemStore()
+	store := newStateStore(mem)
+	e, _ := newTestEngine(t, mem, newFakeNode("s1", 1))
+	e.cfg.Store = store
+	if err := e.MirrorDraining("s1", true); err != nil {
+		t.Fatal(err)
+	}
+	if !e.unschedulable("s1") {
+		t.Error("a machine Slurm drains takes jobs")
+	}
+	if err := e.MirrorDraining("nowhere", true); !errors.Is(err, ErrUnknownNode) {
+		t.Errorf("mirror a drain of an unknown machine: %v", err)
+	}
+	if st, _ := store.NodeStates(context.Background()); len(st.Draining) != 0 {
+		t.Errorf("kept drains = %v; Slurm's drains are Slurm's to say again", st.Draining)
+	}
+}
