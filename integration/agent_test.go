@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -89,6 +90,18 @@ func waitGPUs(t *testing.T, base string, want int) {
 	eventually(t, 30*time.Second, fmt.Sprintf("%d GPUs to connect", want), func() bool { return connectedGPUs(t, base) == want })
 }
 
+// metricsText is the server's /metrics page, or "" when unreachable.
+func metricsText(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 // jobPage is a job's page, as a logged-in user sees it.
 func jobPage(t *testing.T, base string, id int64) string {
 	t.Helper()
@@ -121,6 +134,9 @@ func TestRemoteAgentRunsCommandJobs(t *testing.T) {
 	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
 	startAgent(t, srv.URL, "remote-a")
 	waitGPUs(t, srv.URL, 2)
+	eventually(t, 30*time.Second, "remote-a's heartbeat in /metrics", func() bool {
+		return strings.Contains(metricsText(t, srv.URL), `gpuportal_agent_heartbeat_age_seconds{node="remote-a"}`)
+	})
 	alice := newAPI(t, srv.URL, "alice", "dev")
 
 	ok := submit(t, alice, map[string]any{"name": "hello", "gpus": 2, "command": []string{"sh", "-c",

@@ -63,6 +63,8 @@ type agentHub struct {
 
 	mu     sync.Mutex
 	owners map[string]*agentConn // machine name -> the connection that runs it
+
+	heartbeats atomic.Int64 // heartbeats received, for /metrics
 }
 
 func newAgentHub(cfg AgentConfig, registry nodeRegistry, log *slog.Logger) *agentHub {
@@ -126,6 +128,20 @@ func (h *agentHub) logSize(node string, jobID int64) int64 {
 	return fi.Size()
 }
 
+// heartbeatAges says, per machine run by a remote agent, how long ago
+// its agent's last heartbeat came (since it connected, before the first).
+func (h *agentHub) heartbeatAges(now time.Time) map[string]time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]time.Duration, len(h.owners))
+	for node, c := range h.owners {
+		if at := c.lastBeat.Load(); at > 0 {
+			out[node] = now.Sub(time.Unix(0, at))
+		}
+	}
+	return out
+}
+
 func (h *agentHub) owner(node string) *agentConn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -149,6 +165,8 @@ type agentConn struct {
 	closed    chan struct{} // closed when the connection ends
 
 	nodes map[string]*remoteNode // set by register, then read-only
+
+	lastBeat atomic.Int64 // when the last heartbeat came, Unix nanoseconds
 
 	qmu     sync.Mutex
 	exitQ   []queuedExit // exits to hand to the engine, in order
@@ -367,6 +385,8 @@ func (c *agentConn) read() error {
 }
 
 func (c *agentConn) heartbeat(hb *wire.Heartbeat) {
+	c.hub.heartbeats.Add(1)
+	c.lastBeat.Store(time.Now().UnixNano())
 	for _, ns := range hb.Nodes {
 		if rn := c.nodes[ns.Node]; rn != nil {
 			rn.setSamples(wire.Samples(ns.Samples), wire.Lanes(ns.Lanes))

@@ -28,6 +28,9 @@ var (
 	requeuesDesc  = desc("requeues_total", "Jobs requeued because their machine was lost.")
 	retriesDesc   = desc("retries_total", "Failed jobs started again.")
 	nodeLostDesc  = desc("node_disconnects_total", "Machines that disconnected or missed their heartbeats.")
+	reclaimsDesc  = desc("reclaims_total", "Preemptions that gave borrowed GPUs back to a team under its guarantee.")
+	beatsDesc     = desc("agent_heartbeats_total", "Heartbeats received from remote agents.")
+	beatAgeDesc   = desc("agent_heartbeat_age_seconds", "Time since the last heartbeat of the agent that runs a machine.", "node")
 	wsClientsDesc = desc("websocket_clients", "Browsers and programs following the live stream.")
 )
 
@@ -36,7 +39,8 @@ type collector struct{ s *Server }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, gpuMemDesc, nodesDesc, passesDesc, passSecsDesc,
-		lastPassDesc, preemptDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc, wsClientsDesc} {
+		lastPassDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc, beatsDesc, beatAgeDesc,
+		wsClientsDesc} {
 		ch <- d
 	}
 }
@@ -90,7 +94,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- gauge(gpusDesc, float64(busy), "busy")
 	ch <- gauge(gpusDesc, float64(idle), "idle")
-	nodeStates := map[string]int{"ready": 0, "draining": 0, "drained": 0}
+	nodeStates := map[string]int{"ready": 0, "cordoned": 0, "draining": 0, "drained": 0}
 	for _, st := range eng.NodeStatuses() {
 		nodeStates[nodeJSON(st).State]++
 	}
@@ -102,9 +106,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(passSecsDesc, st.PassSeconds)
 	ch <- gauge(lastPassDesc, st.LastPass.Seconds())
 	ch <- counter(preemptDesc, float64(st.Preemptions))
+	ch <- counter(reclaimsDesc, float64(st.Reclaims))
 	ch <- counter(startsDesc, float64(st.Starts))
 	ch <- counter(requeuesDesc, float64(st.Requeues))
 	ch <- counter(retriesDesc, float64(st.Retries))
 	ch <- counter(nodeLostDesc, float64(st.NodesRemoved))
+	ch <- counter(beatsDesc, float64(c.s.agents.heartbeats.Load()))
+	for node, age := range c.s.agents.heartbeatAges(now) {
+		ch <- gauge(beatAgeDesc, age.Seconds(), node)
+	}
 	ch <- gauge(wsClientsDesc, float64(c.s.hub.count()))
 }

@@ -82,6 +82,9 @@ func TestMetrics(t *testing.T) {
 		`gpuportal_queue_jobs{queue="0",status="waiting",team="vision"} 1`,
 		`gpuportal_scheduler_passes_total`,
 		`gpuportal_preemptions_total 0`,
+		`gpuportal_reclaims_total 0`,
+		`gpuportal_agent_heartbeats_total 0`,
+		`gpuportal_nodes{state="cordoned"} 0`,
 		`gpuportal_websocket_clients 0`,
 		`gpuportal_nodes{state="ready"} 0`,
 	} {

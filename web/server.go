@@ -53,6 +53,7 @@ type Server struct {
 	echo   *echo.Echo
 	logins *limiter // failed logins
 	hub    *hub     // websocket clients
+	agents *agentHub
 }
 
 // sessionTTL is how long a login lasts.
@@ -97,7 +98,8 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.StaticFS("/static", static.FS)
-	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger))))
+	s.agents = newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)
+	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents)))
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
 	api := e.Group("/api/v1")

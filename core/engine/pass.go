@@ -33,7 +33,13 @@ func (e *Engine) pass(ctx context.Context) error {
 	}
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
-	e.stats.pass(time.Since(began), len(d.Preempts), len(d.Starts))
+	reclaims := 0
+	for _, p := range d.Preempts {
+		if p.Reclaim {
+			reclaims++
+		}
+	}
+	e.stats.pass(time.Since(began), len(d.Preempts), reclaims, len(d.Starts))
 	e.recordAllocations(ctx, snap, d, byID)
 	if err := e.recordQueues(ctx, d.QueueChanges); err != nil {
 		return err

@@ -11,6 +11,7 @@ type Stats struct {
 	PassSeconds  float64 // total time inside the scheduling core
 	LastPass     time.Duration
 	Preemptions  int64
+	Reclaims     int64 // preemptions that gave borrowed GPUs back to a team under its guarantee
 	Starts       int64
 	Requeues     int64 // jobs put back after their machine was lost
 	Retries      int64
@@ -22,13 +23,14 @@ type stats struct {
 	s  Stats
 }
 
-func (st *stats) pass(d time.Duration, preempts, starts int) {
+func (st *stats) pass(d time.Duration, preempts, reclaims, starts int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.s.Passes++
 	st.s.PassSeconds += d.Seconds()
 	st.s.LastPass = d
 	st.s.Preemptions += int64(preempts)
+	st.s.Reclaims += int64(reclaims)
 	st.s.Starts += int64(starts)
 }
 
