@@ -94,11 +94,25 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 		t.Errorf("cancelled job's reason = %q, want who cancelled it", j.Reason)
 	}
 
+	// An admin cordons the agent's machine on the leader (a follower
+	// refuses: machines are the leader's); the database keeps the cordon
+	// for the next leader.
+	adminA, adminB := newAPI(t, a.URL, "admin", "dev"), newAPI(t, b.URL, "admin", "dev")
+	if st := adminB.do(http.MethodPost, "/api/v1/nodes/replica-box/cordon", nil, nil); st != http.StatusServiceUnavailable {
+		t.Errorf("cordon on the follower: %d, want 503", st)
+	}
+	if st := adminA.do(http.MethodPost, "/api/v1/nodes/replica-box/cordon", nil, nil); st != http.StatusOK {
+		t.Fatalf("cordon on the leader: %d", st)
+	}
+
 	a.kill()
 	killed := time.Now()
 	eventually(t, 10*time.Second, "the follower to take over", func() bool { return role(b.URL) == "leader" })
 	took := time.Since(killed)
 	waitGPUs(t, b.URL, 2)
+	if st := nodes(t, adminB)["replica-box"].State; st != "cordoned" {
+		t.Errorf("replica-box on the new leader is %s, want still cordoned", st)
+	}
 	reconnected := time.Since(killed)
 	t.Logf("leader killed: the follower led after %v, the agent reconnected after %v",
 		took.Round(10*time.Millisecond), reconnected.Round(10*time.Millisecond))
