@@ -1,0 +1,115 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
+
+// node is a Slurm node as the engine drives it.
+type node struct {
+	e    *Executor
+	name string
+	// Guarded by e.mu.
+	devices    []gpu.Device
+	cpus       int
+	memMiB     int64
+	registered bool // the engine has it
+}
+
+var _ engine.Node = (*node)(nil)
+
+// update takes in what Slurm reports of the node.
+func (n *node) update(sn Node, mem GPUMemory) {
+	n.cpus, n.memMiB = sn.CPUs, sn.MemMiB
+	n.devices = n.devices[:0]
+	for _, g := range sn.GPUs {
+		model := g.Type
+		if model == "" {
+			model = "gpu"
+		}
+		n.devices = append(n.devices, gpu.Device{Index: g.Index, Model: model, MemMiB: mem.For(g.Type)})
+	}
+}
+
+func (n *node) checkGPUsLocked(gpus []int) error {
+	if len(gpus) == 0 {
+		return errors.New("no GPUs")
+	}
+	for i, g := range gpus {
+		if g < 0 || g >= len(n.devices) {
+			return fmt.Errorf("no GPU %d (the node has %d)", g, len(n.devices))
+		}
+		if i > 0 && gpus[i-1] == g {
+			return fmt.Errorf("GPU %d given twice", g)
+		}
+	}
+	return nil
+}
+
+// Name implements engine.Node.
+func (n *node) Name() string { return n.name }
+
+// Devices implements engine.Node: the node's GPUs from its gres, with
+// the memory the configuration gives their type.
+func (n *node) Devices() []gpu.Device {
+	n.e.mu.Lock()
+	defer n.e.mu.Unlock()
+	return slices.Clone(n.devices)
+}
+
+// Resources implements engine.Node: CPUs and RealMemory as Slurm reports
+// them.
+func (n *node) Resources() (cpus int, memMiB int64) {
+	n.e.mu.Lock()
+	defer n.e.mu.Unlock()
+	return n.cpus, n.memMiB
+}
+
+// Start implements engine.Node: it submits the run held and pinned, then
+// releases it. Its end is reported later, as an Exit.
+func (n *node) Start(ctx context.Context, s agent.Spec) error { return n.e.start(ctx, n, s) }
+
+// Stop implements engine.Node: SIGTERM, then a cancel after the grace
+// period. The Exit follows.
+func (n *node) Stop(ctx context.Context, jobID int64) error { return n.e.stop(ctx, n.name, jobID) }
+
+// Running implements engine.Node: the gpuportal jobs whose runs there
+// have not ended.
+func (n *node) Running() []int64 {
+	n.e.mu.Lock()
+	defer n.e.mu.Unlock()
+	var ids []int64
+	for _, r := range n.e.runs {
+		if r.node == n.name && !slices.Contains(ids, r.jobID) {
+			ids = append(ids, r.jobID)
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	return ids
+}
+
+// Sample implements engine.Node: the readings of the node's monitor-only
+// agent, if one is connected. Slurm itself reports no GPU readings:
+// without a monitor the samples carry each GPU's size and nothing used.
+func (n *node) Sample(now time.Time) []gpu.Sample {
+	devs := n.Devices()
+	if ss, ok := n.monitorSamples(devs, now); ok {
+		return ss
+	}
+	out := make([]gpu.Sample, len(devs))
+	for i, d := range devs {
+		out[i] = gpu.Sample{At: now, Index: d.Index, MemMiB: d.MemMiB}
+	}
+	return out
+}
+
+// LogPath is where a job's output is, for the portal.
+func (n *node) LogPath(jobID int64) string { return n.e.LogPath(jobID) }
