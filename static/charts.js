@@ -6,32 +6,7 @@
   var WINDOW = 600; // seconds kept on screen
   var GB = 1024;
 
-  function socketURL(path) {
-    return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
-  }
-
-  // stream subscribes to topics on the live websocket and calls
-  // handlers[topic](type, data) for each message ("snapshot" first, then
-  // "update"), reconnecting with backoff and subscribing again.
-  function stream(topics, handler) {
-    var delay = 1000;
-    function connect() {
-      var ws = new WebSocket(socketURL("/ws?topics=" + encodeURIComponent(topics.join(","))));
-      ws.onopen = function () { delay = 1000; };
-      ws.onmessage = function (ev) {
-        var m = JSON.parse(ev.data);
-        if (m.type === "error") { console.warn("gpuportal stream:", m.topic, m.error); return; }
-        handler(m.topic, m.type, m.data);
-      };
-      ws.onclose = function () {
-        setTimeout(connect, delay);
-        delay = Math.min(delay * 2, 30000);
-      };
-    }
-    connect();
-  }
-
-  function width(el) { return Math.max(260, el.clientWidth - 8); }
+  var live = window.gpuportalLive, stream = live.follow, width = live.width;
 
   function trim(data) {
     var cut = 0, last = data[0][data[0].length - 1];

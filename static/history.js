@@ -8,30 +8,12 @@
   var GB = 1024;
   var REFRESH = 60000; // history charts reload each minute
 
-  function socketURL(path) {
-    return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
-  }
+  var live = window.gpuportalLive, width = live.width;
 
   // follow subscribes to one topic and calls handler(type, data) for each
-  // message, reconnecting with backoff; it returns a function that stops.
+  // message; it returns a function that stops.
   function follow(topic, handler) {
-    var delay = 1000, ws = null, stopped = false;
-    function connect() {
-      ws = new WebSocket(socketURL("/ws?topics=" + encodeURIComponent(topic)));
-      ws.onopen = function () { delay = 1000; };
-      ws.onmessage = function (ev) {
-        var m = JSON.parse(ev.data);
-        if (m.type === "error") { console.warn("gpuportal stream:", m.topic, m.error); return; }
-        handler(m.type, m.data);
-      };
-      ws.onclose = function () {
-        if (stopped) { return; }
-        setTimeout(connect, delay);
-        delay = Math.min(delay * 2, 30000);
-      };
-    }
-    connect();
-    return function () { stopped = true; if (ws) { ws.close(); } };
+    return live.follow([topic], function (t, type, data) { handler(type, data); });
   }
 
   function getJSON(url, done) {
@@ -41,7 +23,6 @@
       .catch(function (err) { console.warn("gpuportal history:", err); });
   }
 
-  function width(el) { return Math.max(260, el.clientWidth - 8); }
   var COLORS = ["#2458d6", "#1e8a4c", "#b7791f", "#c53030", "#6b46c1", "#2c7a7b", "#d53f8c", "#4a5568"];
   function line(label, i, scale) {
     var s = { label: label, stroke: COLORS[i % COLORS.length], width: 1.5, points: { show: false } };
