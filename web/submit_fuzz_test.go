@@ -19,7 +19,8 @@ import (
 // submitFields are the fields of a job submission, as its errors name
 // them: the JSON fields and sim.duration_s.
 var submitFields = []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb",
-	"sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters"}
+	"sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
+	"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve"}
 
 // fuzzTeams and fuzzUsers are who submits in the fuzz tests: a researcher,
 // a lead and an admin of no team.
@@ -160,6 +161,11 @@ func FuzzSubmitJSON(f *testing.F) {
 		`{"name":" \u0007 ","gpus":1,"sim":{"duration_s":1}}`,
 		`{"name":"x","team":"ghosts","gpus":1,"sim":{"duration_s":1}}`,
 		`{"name":"x","gpus":1,"model":"RESNET50 ","sim":{"duration_s":1}}`,
+		`{"name":"share","gpu_fraction":0.25,"model":"vgg16","batch_size":50,"sim":{"duration_s":60}}`,
+		`{"name":"share","gpus":2,"sharing":true,"mem_persistent_mib":-1,"sim":{"duration_s":60}}`,
+		`{"name":"p","gpus":1,"cpu_profile":{"family":"image-cnn"},"sim":{"duration_s":60}}`,
+		`{"name":"p","gpus":1,"cpu_profile":{"cpu_curve":[[1,0.5],[2,0.4]],"mem_curve":[[0]]},"sim":{"duration_s":60}}`,
+		`{"name":"p","gpus":1,"cpu_profile":{"family":5},"sim":{"duration_s":60}}`,
 		`{"name":`, ``, `null`, `{}`,
 		// Found by this fuzzer: Go type names leaked into the messages.
 		`5`, `[]`, `"x"`, `000`, `{"sim":5}`,
