@@ -47,7 +47,8 @@ func leaderGauge(t *testing.T, base string) string {
 
 // TestTwoReplicasOneDatabase runs two servers on one PostgreSQL database:
 // one leads (schedules, takes the agent), the other follows (serves the
-// API, refuses agents). A job submitted through the follower runs; after
+// API, refuses agents). A job submitted through the follower runs, and a
+// cordon and uncordon through the follower reach the leader; after
 // the leader is killed, the follower takes over, the agent reconnects to
 // it, and the job finishes, never having run twice at once.
 func TestTwoReplicasOneDatabase(t *testing.T) {
@@ -83,7 +84,7 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 
 	// Submits and cancels through the follower reach the leader.
 	alice := newAPI(t, b.URL, "alice", "dev")
-	id := submit(t, alice, map[string]any{"name": "survivor", "gpus": 1, "sim": map[string]any{"duration_s": 12}})
+	id := submit(t, alice, map[string]any{"name": "survivor", "gpus": 1, "sim": map[string]any{"duration_s": 20}})
 	doomed := submit(t, alice, map[string]any{"name": "doomed", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
 	alice.waitState(id, 15*time.Second, "running")
 	alice.waitState(doomed, 15*time.Second, "running")
@@ -94,13 +95,35 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 		t.Errorf("cancelled job's reason = %q, want who cancelled it", j.Reason)
 	}
 
-	// An admin cordons the agent's machine on the leader (a follower
-	// refuses: machines are the leader's); the database keeps the cordon
-	// for the next leader.
+	// An admin cordons the agent's machine through the follower: it
+	// records the cordon in the database, and the leader's next pass
+	// applies it. The leader shows the machine cordoned and places no new
+	// job there, until an uncordon through the follower.
 	adminA, adminB := newAPI(t, a.URL, "admin", "dev"), newAPI(t, b.URL, "admin", "dev")
-	if st := adminB.do(http.MethodPost, "/api/v1/nodes/replica-box/cordon", nil, nil); st != http.StatusServiceUnavailable {
-		t.Errorf("cordon on the follower: %d, want 503", st)
+	var answer struct{ State, Note string }
+	if st := adminB.do(http.MethodPost, "/api/v1/nodes/replica-box/cordon", nil, &answer); st != http.StatusOK ||
+		answer.State != "cordoned" || !strings.Contains(answer.Note, "leader's next pass") {
+		t.Fatalf("cordon on the follower: %d %+v, want 200, cordoned, on the leader's next pass", st, answer)
 	}
+	cordoned := time.Now()
+	eventually(t, 5*time.Second, "the leader to show replica-box cordoned", func() bool {
+		return nodes(t, adminA)["replica-box"].State == "cordoned"
+	})
+	t.Logf("a cordon through the follower took effect on the leader after %v", time.Since(cordoned).Round(10*time.Millisecond))
+	late := submit(t, alice, map[string]any{"name": "late", "gpus": 1, "sim": map[string]any{"duration_s": 1}})
+	time.Sleep(3 * time.Second) // three of the leader's passes, with a GPU free
+	if j := alice.job(late); j.State != "queued" {
+		t.Errorf("job %d on a cordoned machine with a free GPU: %s, want queued", late, j.State)
+	}
+	if st := adminB.do(http.MethodPost, "/api/v1/nodes/replica-box/uncordon", nil, &answer); st != http.StatusOK || answer.State != "ready" {
+		t.Fatalf("uncordon on the follower: %d %+v, want 200, ready", st, answer)
+	}
+	alice.waitState(late, 10*time.Second, "running", "succeeded")
+	if st := nodes(t, adminA)["replica-box"].State; st != "ready" {
+		t.Errorf("replica-box on the leader after the uncordon is %s, want ready", st)
+	}
+
+	// The leader's own cordon: the database keeps it for the next leader.
 	if st := adminA.do(http.MethodPost, "/api/v1/nodes/replica-box/cordon", nil, nil); st != http.StatusOK {
 		t.Fatalf("cordon on the leader: %d", st)
 	}

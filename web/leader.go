@@ -10,9 +10,6 @@ import (
 // pages and the API; only the leader schedules and runs machines, so only
 // it takes agents (docs/operations.md).
 
-// followerNodes answers what only the leader can do with machines.
-const followerNodes = "this server is a follower replica: machines are connected to the leader; drain and resume there"
-
 // leading reports whether this replica schedules.
 func (s *Server) leading() bool { return s.cfg.Leader == nil || s.cfg.Leader() }
 

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -71,5 +72,92 @@ func TestRoleShows(t *testing.T) {
 				t.Errorf("GET %s: %d %.200q; want %d with %q", tc.path, code, body, tc.wantCode, tc.wantInBody)
 			}
 		})
+	}
+}
+
+// TestFollowerNodeActions checks an admin's drain, resume, cordon,
+// uncordon and GPU clear on a follower replica: they answer as on the
+// leader (no 503), write the store for the leader's next pass, and are
+// audited.
+func TestFollowerNodeActions(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	sc, err := sched.New(sched.Config{Policy: "fifo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.New(engine.Config{Store: ts.store, Scheduler: sc, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.SetFollower()
+	srv, err := New(Config{Store: ts.store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
+		Leader: func() bool { return false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fol := &testServer{Server: srv, store: ts.store, sessions: ts.sessions, tokens: ts.tokens}
+	if err := ts.store.RecordGPUFault(ctx, engine.GPUFault{Node: "box", Index: 1, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name, role, method, target string
+		wantCode                   int
+		wantState, wantNote        string // of the API's answer
+		wantCordoned, wantDraining bool   // in the store after
+		wantAudit                  string // the newest audit entry's action
+	}{
+		{"a researcher may not cordon", "alice", http.MethodPost, "/api/v1/nodes/box/cordon", http.StatusForbidden, "", "", false, false, ""},
+		{"cordon", "admin", http.MethodPost, "/api/v1/nodes/box/cordon", http.StatusOK, "cordoned", "cordoned; takes effect on the leader's next pass", true, false, "node.cordon"},
+		{"drain", "admin", http.MethodPost, "/api/v1/nodes/box/drain", http.StatusOK, "draining", "draining; takes effect", true, true, "node.drain"},
+		{"resume ends the drain and the cordon", "admin", http.MethodPost, "/api/v1/nodes/box/resume", http.StatusOK, "ready", "resumed", false, false, "node.resume"},
+		{"cordon from the page", "admin", http.MethodPost, "/cluster/nodes/box/cordon", http.StatusSeeOther, "", "", true, false, "node.cordon"},
+		{"uncordon", "admin", http.MethodPost, "/api/v1/nodes/box/uncordon", http.StatusOK, "ready", "uncordoned", false, false, "node.uncordon"},
+		{"clear a GPU in service", "admin", http.MethodPost, "/api/v1/nodes/box/gpus/0/clear", http.StatusNotFound, "", "", false, false, "node.uncordon"},
+		{"clear a GPU out of service", "admin", http.MethodPost, "/api/v1/nodes/box/gpus/1/clear", http.StatusOK, "ready", "GPU 1 cleared", false, false, "gpu.clear"},
+		{"clear it again", "admin", http.MethodPost, "/api/v1/nodes/box/gpus/1/clear", http.StatusNotFound, "", "", false, false, "gpu.clear"},
+		{"bad GPU index", "admin", http.MethodPost, "/api/v1/nodes/box/gpus/x/clear", http.StatusBadRequest, "", "", false, false, "gpu.clear"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := fol.do(t, tc.role, tc.method, tc.target, "")
+			if rec.Code != tc.wantCode {
+				t.Fatalf("%s %s: %d %.200q, want %d", tc.method, tc.target, rec.Code, rec.Body.String(), tc.wantCode)
+			}
+			if tc.wantState != "" {
+				var n NodeJSON
+				if err := json.Unmarshal(rec.Body.Bytes(), &n); err != nil {
+					t.Fatal(err)
+				}
+				if n.Name != "box" || n.State != tc.wantState || !strings.Contains(n.Note, tc.wantNote) {
+					t.Errorf("answer %+v, want box %s with a note %q", n, tc.wantState, tc.wantNote)
+				}
+			}
+			st, err := ts.store.NodeStates(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Cordoned["box"] != tc.wantCordoned || st.Draining["box"] != tc.wantDraining {
+				t.Errorf("store: cordoned %v draining %v, want %v %v", st.Cordoned["box"], st.Draining["box"], tc.wantCordoned, tc.wantDraining)
+			}
+			if tc.wantAudit == "" {
+				return
+			}
+			log, err := ts.store.AuditLog(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(log) != 1 || log[0].Action != tc.wantAudit || log[0].Actor != "admin" {
+				t.Errorf("newest audit entry %+v, want admin's %s", log, tc.wantAudit)
+			}
+		})
+	}
+	if st, _ := ts.store.NodeStates(ctx); len(st.Faults) != 0 {
+		t.Errorf("faults left in the store: %+v", st.Faults)
+	}
+	if log, err := ts.store.AuditLog(ctx, 1); err != nil || len(log) != 1 || log[0].Detail != "GPU box/1 reported XID 79" {
+		t.Errorf("the clear's audit entry %+v (%v) lacks the fault it cleared", log, err)
 	}
 }

@@ -30,6 +30,9 @@ type NodeJSON struct {
 	// allocated to the jobs running there (docs/synergy.md).
 	CPUAllocatedMilli int64 `json:"cpu_allocated_milli"`
 	MemAllocatedMiB   int64 `json:"mem_allocated_mib"`
+	// Note, in a follower replica's answer to an admin's action, says
+	// that the leader applies it on its next pass.
+	Note string `json:"note,omitempty"`
 }
 
 // GPUJSON is one GPU of a machine.
@@ -73,12 +76,10 @@ func (s *Server) apiNodes(c echo.Context) error {
 }
 
 // setDraining drains (on) or resumes (off) the node named by :name, for
-// an admin, and records it in the audit log.
+// an admin, and records it in the audit log. On a follower replica it
+// records the change in the store, for the leader's next pass.
 func (s *Server) setDraining(c echo.Context, on bool) error {
 	name := c.Param("name")
-	if !s.leading() {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, followerNodes)
-	}
 	err := s.cfg.Engine.SetDraining(name, on)
 	if errors.Is(err, engine.ErrUnknownNode) {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no node %q is connected", name))
@@ -97,10 +98,14 @@ func (s *Server) setDraining(c echo.Context, on bool) error {
 }
 
 func (s *Server) apiDrain(c echo.Context) error {
-	if err := s.setDraining(c, c.Request().Method == http.MethodPost && c.Path() == "/api/v1/nodes/:name/drain"); err != nil {
+	on := c.Request().Method == http.MethodPost && c.Path() == "/api/v1/nodes/:name/drain"
+	if err := s.setDraining(c, on); err != nil {
 		return err
 	}
-	return s.nodeResponse(c)
+	if on {
+		return s.nodeActionResponse(c, "draining")
+	}
+	return s.nodeActionResponse(c, "resumed")
 }
 
 func (s *Server) drainForm(c echo.Context) error {

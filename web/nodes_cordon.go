@@ -58,12 +58,10 @@ func (s *Server) nodeResponse(c echo.Context) error {
 
 // setCordoned cordons (on) or uncordons (off) the node named by :name, for
 // an admin, and records it in the audit log. Uncordon makes the machine
-// ready again: it ends a drain too.
+// ready again: it ends a drain too. On a follower replica it records the
+// change in the store, for the leader's next pass.
 func (s *Server) setCordoned(c echo.Context, on bool) error {
 	name := c.Param("name")
-	if !s.leading() {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, followerNodes)
-	}
 	err := s.cfg.Engine.SetCordoned(name, on)
 	if errors.Is(err, engine.ErrUnknownNode) {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no node %q is connected", name))
@@ -82,10 +80,14 @@ func (s *Server) setCordoned(c echo.Context, on bool) error {
 }
 
 func (s *Server) apiCordon(c echo.Context) error {
-	if err := s.setCordoned(c, c.Path() == "/api/v1/nodes/:name/cordon"); err != nil {
+	on := c.Path() == "/api/v1/nodes/:name/cordon"
+	if err := s.setCordoned(c, on); err != nil {
 		return err
 	}
-	return s.nodeResponse(c)
+	if on {
+		return s.nodeActionResponse(c, "cordoned")
+	}
+	return s.nodeActionResponse(c, "uncordoned")
 }
 
 func (s *Server) cordonForm(c echo.Context) error {
@@ -96,20 +98,27 @@ func (s *Server) cordonForm(c echo.Context) error {
 }
 
 // clearGPU puts the GPU named by :name and :index back in service, for an
-// admin, and records it in the audit log.
+// admin, and records it in the audit log. On a follower replica it
+// deletes the store's fault, and the leader's next pass puts the GPU back
+// in service.
 func (s *Server) clearGPU(c echo.Context) error {
 	name := c.Param("name")
 	index, err := strconv.Atoi(c.Param("index"))
 	if err != nil || index < 0 {
 		return echo.NewHTTPError(http.StatusBadRequest, "index: want a GPU index (0, 1, ...)")
 	}
+	faults := s.cfg.Engine.GPUFaults()
 	if !s.leading() {
-		// The GPUs out of service are the leader's (kept in the store,
-		// loaded when it starts scheduling).
-		return echo.NewHTTPError(http.StatusServiceUnavailable, followerNodes)
+		// A follower runs no machines: the store has the GPUs out of
+		// service.
+		st, err := s.cfg.Engine.StoredNodeStates(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		faults = st.Faults
 	}
 	var reason string
-	for _, f := range s.cfg.Engine.GPUFaults() {
+	for _, f := range faults {
 		if f.Node == name && f.Index == index {
 			reason = f.Reason
 		}
@@ -126,7 +135,33 @@ func (s *Server) apiClearGPU(c echo.Context) error {
 	if err := s.clearGPU(c); err != nil {
 		return err
 	}
-	return s.nodeResponse(c)
+	return s.nodeActionResponse(c, "GPU "+c.Param("index")+" cleared")
+}
+
+// nodeActionResponse answers an admin's action on the machine named by
+// :name: the machine, from the leader; from a follower, which runs no
+// machines, its hold as the store now has it and a note that the leader
+// applies the action (done, such as "cordoned") on its next pass. A
+// follower cannot tell whether the machine is connected: a hold of one
+// that is not takes effect when it connects.
+func (s *Server) nodeActionResponse(c echo.Context, done string) error {
+	if s.leading() {
+		return s.nodeResponse(c)
+	}
+	name := c.Param("name")
+	st, err := s.cfg.Engine.StoredNodeStates(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	n := NodeJSON{Name: name, State: "ready", GPUs: []GPUJSON{}, Jobs: []int64{},
+		Note: done + "; takes effect on the leader's next pass"}
+	switch {
+	case st.Draining[name]:
+		n.State = "draining"
+	case st.Cordoned[name]:
+		n.State = "cordoned"
+	}
+	return c.JSON(http.StatusOK, n)
 }
 
 func (s *Server) clearGPUForm(c echo.Context) error {

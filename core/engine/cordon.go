@@ -11,7 +11,8 @@ import "context"
 
 // SetCordoned cordons (on) or uncordons (off) a machine. The setting
 // outlives a reconnect, and a restart where the store keeps it
-// (nodestate.go).
+// (nodestate.go). On a follower it is recorded in the store for the
+// leader, which applies it on its next pass.
 func (e *Engine) SetCordoned(name string, on bool) error {
 	return e.setNodeFlag(name, on, &e.cordoned, func(ns NodeStateStore, ctx context.Context) error {
 		return ns.SetNodeCordoned(ctx, name, on, e.cfg.Now())

@@ -156,6 +156,7 @@ type Engine struct {
 	completed bool               // a job succeeded since
 	estimated map[int64]bool     // jobs whose first estimate is recorded
 	teamState teamState
+	stored    storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
 }
 
 // run is a job's current run: one part per machine it spans.

@@ -99,6 +99,47 @@ func (h *health) load(faults []GPUFault) {
 	}
 }
 
+// apply applies what the store changed from old to cur: faults new or
+// changed there are taken, and faults gone from it (cleared through
+// another replica) are dropped, unless the GPU failed again since. It
+// returns the GPUs put back in service.
+func (h *health) apply(old, cur []GPUFault) []GPUFault {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.seen == nil {
+		h.seen = make(map[gpuKey]gpuErrors)
+		h.faults = make(map[gpuKey]GPUFault)
+	}
+	was := make(map[gpuKey]GPUFault, len(old))
+	for _, f := range old {
+		was[gpuKey{f.Node, f.Index}] = f
+	}
+	for _, f := range cur {
+		k := gpuKey{f.Node, f.Index}
+		if o, ok := was[k]; !ok || !sameFault(o, f) {
+			h.faults[k] = f
+		}
+		delete(was, k)
+	}
+	var back []GPUFault
+	for k, o := range was {
+		// A fault of this engine other than the store's is a new
+		// failure, not the one cleared.
+		if m, ok := h.faults[k]; ok && sameFault(m, o) {
+			delete(h.faults, k)
+			back = append(back, m)
+		}
+	}
+	return back
+}
+
+// sameFault reports whether a and b are one fault of a GPU, to the
+// store's precision (PostgreSQL keeps microseconds).
+func sameFault(a, b GPUFault) bool {
+	d := a.At.Sub(b.At)
+	return a.Reason == b.Reason && d < time.Microsecond && d > -time.Microsecond
+}
+
 // fault returns the fault of a GPU, if it has one.
 func (h *health) fault(node string, index int) (GPUFault, bool) {
 	h.mu.Lock()
@@ -128,7 +169,9 @@ func (e *Engine) observeNode(ctx context.Context, n Node, now time.Time) {
 		}
 		if err := ns.RecordGPUFault(ctx, f); err != nil {
 			e.cfg.Logger.Error("record GPU out of service", "node", f.Node, "gpu", f.Index, "err", err)
+			continue
 		}
+		e.stored.noteFault(f, true)
 	}
 }
 
@@ -161,8 +204,12 @@ var ErrGPUHealthy = fmt.Errorf("GPU is not out of service")
 
 // ClearGPUFault puts a GPU back in service, once an admin has looked at
 // it, in the store first. Its counters' current readings become its new
-// baseline.
+// baseline. On a follower it deletes the store's fault only; the leader's
+// next pass puts the GPU back in service (nodestate.go).
 func (e *Engine) ClearGPUFault(node string, index int) error {
+	if e.follower.Load() {
+		return e.clearStoredGPUFault(node, index)
+	}
 	if _, ok := e.health.fault(node, index); !ok {
 		return fmt.Errorf("GPU %s/%d: %w", node, index, ErrGPUHealthy)
 	}
@@ -172,6 +219,7 @@ func (e *Engine) ClearGPUFault(node string, index int) error {
 		if err := ns.DeleteGPUFault(ctx, node, index); err != nil {
 			return fmt.Errorf("put GPU %s/%d back in service: %w", node, index, err)
 		}
+		e.stored.noteFault(GPUFault{Node: node, Index: index}, false)
 	}
 	e.health.mu.Lock()
 	delete(e.health.faults, gpuKey{node, index})

@@ -227,3 +227,127 @@ func TestMirroredDrainsAreNotKept(t *testing.T) {
 		t.Errorf("kept drains = %v; Slurm's drains are Slurm's to say again", st.Draining)
 	}
 }
+
+func TestLeaderPicksUpHoldsAndClearsMadeThroughAFollower(t *testing.T) {
+	mem := newMemStore()
+	store := newStateStore(mem)
+
+	// The leader: GPU n0/0 falls off the bus.
+	lead, clock := newTestEngine(t, mem, newFakeNode("n1", 1))
+	lead.cfg.Store = store
+	sick := &sickNode{fakeNode: newFakeNode("n0", 2), errs: map[int]gpu.Sample{}}
+	lead.nodes["n0"] = sick
+	if err := lead.loadNodeStates(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustPass(t, lead)
+	sick.errs[0] = gpu.Sample{XIDErrors: 1, LastXID: 79}
+	mustPass(t, lead)
+
+	// A follower, with no machines, cordons n1, drains n0 and clears
+	// n0/0: the store only.
+	fol, _ := newTestEngine(t, mem)
+	fol.cfg.Store = store
+	fol.SetFollower()
+	if err := fol.ClearGPUFault("n0", 1); !errors.Is(err, ErrGPUHealthy) {
+		t.Errorf("follower's clear of a healthy GPU: %v, want ErrGPUHealthy", err)
+	}
+	for _, step := range []func() error{
+		func() error { return fol.SetCordoned("n1", true) },
+		func() error { return fol.ClearGPUFault("n0", 0) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := store.NodeStates(context.Background()); !st.Cordoned["n1"] || len(st.Faults) != 0 {
+		t.Fatalf("store after the follower's actions = %+v, want n1 cordoned and no fault", st)
+	}
+	if !lead.gpuUnhealthy("n0", 0) || lead.unschedulable("n1") {
+		t.Fatal("the leader changed before its next pass")
+	}
+
+	// The leader's next pass picks both up: n1 takes no job, n0/0 does.
+	clock.t = clock.t.Add(lead.cfg.Interval)
+	mem.jobs[1] = &Job{ID: 1, GPUs: 2, State: job.Queued, SubmittedAt: clock.t}
+	mustPass(t, lead)
+	if !lead.unschedulable("n1") || lead.gpuUnhealthy("n0", 0) {
+		t.Errorf("after a pass: n1 unschedulable %v (want true), n0/0 unhealthy %v (want false)",
+			lead.unschedulable("n1"), lead.gpuUnhealthy("n0", 0))
+	}
+	if len(sick.starts) != 1 || len(sick.starts[0].GPUs) != 2 {
+		t.Errorf("starts on n0 = %+v, want the 2-GPU job on both its GPUs", sick.starts)
+	}
+
+	// The follower uncordons; the leader's own drain of n1 (store first)
+	// and a later fault outlive re-reads that do not change them.
+	if err := fol.SetCordoned("n1", false); err != nil {
+		t.Fatal(err)
+	}
+	clock.t = clock.t.Add(lead.cfg.Interval)
+	mustPass(t, lead)
+	if lead.unschedulable("n1") {
+		t.Error("n1 still cordoned after the follower's uncordon and a pass")
+	}
+	if err := lead.SetDraining("n1", true); err != nil {
+		t.Fatal(err)
+	}
+	sick.errs[1] = gpu.Sample{ECCErrors: 1}
+	for range 2 {
+		clock.t = clock.t.Add(lead.cfg.Interval)
+		mustPass(t, lead)
+	}
+	if !lead.unschedulable("n1") || !lead.gpuUnhealthy("n0", 1) {
+		t.Errorf("after re-reads: n1 unschedulable %v, n0/1 unhealthy %v; want both kept",
+			lead.unschedulable("n1"), lead.gpuUnhealthy("n0", 1))
+	}
+}
+
+func TestFollowerWithoutNodeStatesRefuses(t *testing.T) {
+	e, _ := newTestEngine(t, newMemStore())
+	e.SetFollower()
+	if err := e.SetCordoned("n1", true); !errors.Is(err, errNoNodeStates) {
+		t.Errorf("cordon on a follower whose store keeps no state: %v", err)
+	}
+	if err := e.ClearGPUFault("n0", 0); !errors.Is(err, errNoNodeStates) {
+		t.Errorf("clear on a follower whose store keeps no state: %v", err)
+	}
+}
+
+// racingStore runs hook once, just after a read of the machines' state.
+type racingStore struct {
+	*stateStore
+	hook func()
+}
+
+func (s *racingStore) NodeStates(ctx context.Context) (NodeStates, error) {
+	st, err := s.stateStore.NodeStates(ctx)
+	if h := s.hook; h != nil {
+		s.hook = nil
+		h()
+	}
+	return st, err
+}
+
+func TestReReadDoesNotUndoTheLeadersOwnWriteMadeMeanwhile(t *testing.T) {
+	mem := newMemStore()
+	store := &racingStore{stateStore: newStateStore(mem)}
+	e, clock := newTestEngine(t, mem, newFakeNode("n1", 1))
+	e.cfg.Store = store
+	if err := e.loadNodeStates(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// An admin cordons n1 on the leader while its pass reads the store:
+	// the read misses the cordon, and must not undo it.
+	store.hook = func() {
+		if err := e.SetCordoned("n1", true); err != nil {
+			t.Error(err)
+		}
+	}
+	clock.t = clock.t.Add(e.cfg.Interval)
+	mustPass(t, e)
+	mustPass(t, e) // the read made again
+	if !e.unschedulable("n1") {
+		t.Error("a re-read that raced with the leader's cordon undid it")
+	}
+}

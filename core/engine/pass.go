@@ -22,6 +22,7 @@ func (e *Engine) pass(ctx context.Context) error {
 		return err
 	}
 	now := e.cfg.Now()
+	e.refreshNodeStates(ctx, now)
 	e.checkHealth(ctx, now)
 	e.stopUnwanted(ctx, jobs)
 	jobs = e.requeueLost(ctx, jobs, now)
