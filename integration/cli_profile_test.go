@@ -137,7 +137,7 @@ func TestCLIFallingCurveRejected(t *testing.T) {
 	c := newCLI(t, srv.URL)
 	env := []string{"GPUPORTAL_TOKEN=" + alice.token}
 
-	c.fails(env, []string{"cpu_curve", "point 2: speed 0.4 falls from 0.5", "(HTTP 400)"},
+	c.fails(env, []string{"cpu_curve", "point 2: speed 0.4 falls from 0.5", "(HTTP 400)", "Fix --cpu-curve."},
 		"job", "submit", "--name", "falls", "--sim-duration", "4s", "--cpu-curve", "1:0.5,2:0.4")
 	// Bad syntax never leaves the CLI, and says which flag.
 	c.fails(env, []string{"--cpu-curve", `point 2 "2-0.4"`},

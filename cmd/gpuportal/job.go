@@ -439,7 +439,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	}
 	raw, err := cl.do(ctx, http.MethodPost, "/api/v1/jobs", nil, req)
 	if err != nil {
-		return err
+		return flagForField(err)
 	}
 	if f.json {
 		return printJSON(c.stdout, raw)

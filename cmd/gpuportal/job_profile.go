@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -57,4 +59,34 @@ func profileLine(p *web.CPUProfileJSON) string {
 		return strings.Join(parts, ",")
 	}
 	return fmt.Sprintf("declared %s: CPU %s; memory %s", p.Family, curve(p.CPU), curve(p.Mem))
+}
+
+// submitFlagOf names the flag of gpuportal job submit that sets each
+// field of a submission, as the server's 400 names it; most specific
+// first.
+var submitFlagOf = []struct{ field, flag string }{
+	{"cpu_profile.family", "--cpu-profile"}, {"cpu_profile.cpu_curve", "--cpu-curve"},
+	{"cpu_profile.mem_curve", "--mem-curve"}, {"cpu_profile", "--cpu-profile"},
+	{"sim.duration_s", "--sim-duration"}, {"sim", "--sim-duration"}, {"name", "--name"},
+	{"team", "--team"}, {"gpus", "--gpus"}, {"command", "the command after --"},
+	{"gpu_mem_gb", "--gpu-mem-gb"}, {"model", "--model"}, {"sharing", "--share"},
+	{"gpu_fraction", "--gpu-fraction"}, {"mem_persistent_mib", "--mem-persistent-mib"},
+	{"mem_ephemeral_mib", "--mem-ephemeral-mib"}, {"batch_size", "--batch-size"},
+	{"parameters", "--parameters"},
+}
+
+// flagForField adds to the server's 400 for a submission the flag that
+// sets the field it names ("Fix --cpu-curve.").
+func flagForField(err error) error {
+	var ae *jobAPIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.hint != "" {
+		return err
+	}
+	for _, f := range submitFlagOf {
+		if strings.HasPrefix(ae.Message, f.field+": ") || strings.HasPrefix(ae.Message, f.field+" ") {
+			ae.hint = "Fix " + f.flag + "."
+			break
+		}
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -60,5 +61,27 @@ func TestProfileLine(t *testing.T) {
 	p := &web.CPUProfileJSON{Source: "declared", Family: "custom", CPU: [][2]float64{{1, 0.4}, {4, 1}}}
 	if got, want := profileLine(p), "declared custom: CPU 1:0.4,4:1; memory flat"; got != want {
 		t.Errorf("profileLine = %q, want %q", got, want)
+	}
+}
+
+func TestFlagForField(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{&jobAPIError{Status: 400, Message: "cpu_profile.cpu_curve: point 2: speed 0.4 falls from 0.5"}, "Fix --cpu-curve."},
+		{&jobAPIError{Status: 400, Message: "cpu_profile.family: unknown family \"x\""}, "Fix --cpu-profile."},
+		{&jobAPIError{Status: 400, Message: "sim.duration_s: must be more than 0"}, "Fix --sim-duration."},
+		{&jobAPIError{Status: 400, Message: "gpus: must be at least 1"}, "Fix --gpus."},
+		{&jobAPIError{Status: 400, Message: "command must be given"}, "Fix the command after --."},
+		{&jobAPIError{Status: 400, Message: "body: not JSON"}, ""},
+		{&jobAPIError{Status: 403, Message: "gpus: over your cap"}, ""},
+	}
+	for _, tc := range tests {
+		err := flagForField(tc.err)
+		var ae *jobAPIError
+		if !errors.As(err, &ae) || ae.hint != tc.want {
+			t.Errorf("%v: hint %q, want %q", tc.err, ae.hint, tc.want)
+		}
 	}
 }
