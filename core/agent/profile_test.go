@@ -287,9 +287,17 @@ func TestProfileRealProcess(t *testing.T) {
 		t.Fatalf("points %+v", r)
 	}
 	// Ideally the rate is proportional to the quota (4x from 0.1 to 0.4
-	// core); other tests share the machine, so ask only for clear growth.
-	if r[1].Rate <= r[0].Rate*1.2 || r[2].Rate < r[0].Rate*2 {
-		t.Errorf("rate does not rise with the quota: %+v", r)
+	// core), but what the process gets depends on how busy the machine is
+	// (a loaded CI machine gave 3064, 11237, 2833), so only the steps and
+	// a measured rate are checked here; TestProfileCPUFake checks the
+	// curve against a counter that follows the quota exactly.
+	if r[0].CPUMilli != 100 || r[1].CPUMilli != 250 || r[2].CPUMilli != 400 {
+		t.Errorf("quotas %+v: want 100, 250 and 400 milli-CPUs", r)
+	}
+	for _, pt := range r {
+		if !(pt.Rate > 0) {
+			t.Errorf("no rate measured at %d milli-CPUs: %+v", pt.CPUMilli, r)
+		}
 	}
 	u, err := job.Usage()
 	if err != nil {
