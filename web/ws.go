@@ -60,10 +60,13 @@ func (s *Server) ws(c echo.Context) error {
 			cl.close(websocket.CloseGoingAway, "")
 			return nil
 		}
-		s.subscribe(ctx, cl, in.Subscribe)
+		// Unsubscribe first: a message that does both has its snapshots
+		// sent once the old topics are gone, and a topic in both lists
+		// is followed afresh, with a new snapshot.
 		for _, t := range in.Unsubscribe {
 			s.hub.unfollow(cl, strings.TrimSpace(t))
 		}
+		s.subscribe(ctx, cl, in.Subscribe)
 	}
 }
 
