@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // RequestCancel cancels a job from a replica that does not schedule: a
@@ -15,21 +14,17 @@ import (
 // carries out by stopping the job. A finished job is an ErrConflict.
 func (s *Store) RequestCancel(ctx context.Context, id int64, reason string, now time.Time) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var j Job
-		q := tx
-		if tx.Dialector.Name() == "postgres" {
-			q = tx.Clauses(clause.Locking{Strength: "UPDATE"})
-		}
-		if err := q.First(&j, id).Error; err != nil {
-			return notFound(err, fmt.Sprintf("job %d", id))
+		j, err := lockJob(tx, id)
+		if err != nil {
+			return err
 		}
 		switch {
 		case j.State.Waiting():
 			j.State, j.Reason, j.FinishedAt = JobCancelled, reason, &now
-			if err := tx.Save(&j).Error; err != nil {
+			if err := tx.Save(j).Error; err != nil {
 				return fmt.Errorf("cancel job %d: %w", id, err)
 			}
-			return addEvent(tx, &j, now)
+			return addEvent(tx, j, now)
 		case j.State == JobRunning:
 			if j.CancelRequest != "" {
 				return nil // the first request's reason stands

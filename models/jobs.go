@@ -196,26 +196,37 @@ func (s *Store) SetReasons(ctx context.Context, reasons map[int64]string) error 
 	})
 }
 
+// lockJob loads job id within transaction tx, its row locked against
+// other writers where the database can (PostgreSQL; SQLite serializes
+// writing transactions anyway).
+func lockJob(tx *gorm.DB, id int64) (*Job, error) {
+	var j Job
+	q := tx
+	if tx.Dialector.Name() == "postgres" {
+		q = tx.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	if err := q.First(&j, id).Error; err != nil {
+		return nil, notFound(err, fmt.Sprintf("job %d", id))
+	}
+	return &j, nil
+}
+
 // transition loads job id, lets change modify it, saves it and records
 // the new state in the job's history, all in one transaction with the row
 // locked where the database can.
 func (s *Store) transition(ctx context.Context, id int64, at time.Time, change func(*Job) error) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var j Job
-		q := tx
-		if tx.Dialector.Name() == "postgres" {
-			q = tx.Clauses(clause.Locking{Strength: "UPDATE"})
-		}
-		if err := q.First(&j, id).Error; err != nil {
-			return notFound(err, fmt.Sprintf("job %d", id))
-		}
-		if err := change(&j); err != nil {
+		j, err := lockJob(tx, id)
+		if err != nil {
 			return err
 		}
-		if err := tx.Save(&j).Error; err != nil {
+		if err := change(j); err != nil {
+			return err
+		}
+		if err := tx.Save(j).Error; err != nil {
 			return fmt.Errorf("save job %d: %w", id, err)
 		}
-		return addEvent(tx, &j, at)
+		return addEvent(tx, j, at)
 	})
 }
 
