@@ -77,12 +77,7 @@ func (s *Server) Release(id int64, peakE int64) error {
 		}
 		return fmt.Errorf("gate release job %d: %w: release without an iteration", id, ErrProtocol)
 	}
-	_, _, exceeded := s.finishHeld(j, s.now(), peakE)
-	j.want = false
-	if exceeded != nil {
-		j.stop = exceeded
-	}
-	s.pump()
+	_, _, exceeded := s.release(j, peakE)
 	s.mu.Unlock()
 	if exceeded != nil {
 		s.deliverStop(j)

@@ -401,6 +401,20 @@ func (s *Server) request(j *job, k int, now float64) {
 	j.notify()
 }
 
+// release ends j's iteration, which it asked for and holds on every
+// lane, with its measured peak (see finishHeld), marks j to be stopped
+// when the peak exceeded a lane, and lets the next iterations run. The
+// caller holds s.mu and, if exceeded is not nil, has j stopped.
+func (s *Server) release(j *job, peak int64) (eMiB int64, tight bool, exceeded *ExceededError) {
+	eMiB, tight, exceeded = s.finishHeld(j, s.now(), peak)
+	j.want = false
+	if exceeded != nil {
+		j.stop = exceeded
+	}
+	s.pump()
+	return eMiB, tight, exceeded
+}
+
 // finishHeld ends the iteration on every lane j holds, with the measured
 // peak, and returns the largest E j holds after, whether a lane was too
 // tight to grow, and the first lane the peak exceeded.

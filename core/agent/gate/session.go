@@ -257,12 +257,7 @@ func (ss *session) release(j *job, req Request) bool {
 		}
 		return false
 	}
-	e, tight, exceeded := s.finishHeld(j, s.now(), req.PeakEMiB)
-	j.want = false
-	if exceeded != nil {
-		j.stop = exceeded
-	}
-	s.pump()
+	e, tight, exceeded := s.release(j, req.PeakEMiB)
 	s.mu.Unlock()
 	if exceeded != nil {
 		return ss.stop(j, OpRelease)
