@@ -24,7 +24,7 @@ func (s *Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) 
 	for i, j := range js {
 		out[i] = engine.Job{
 			ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
-			Command: j.Command, SimDuration: j.SimDuration, State: j.State,
+			Command: j.Command, SimDuration: j.SimDuration, State: j.State, Run: j.Run,
 			SubmittedAt: j.SubmittedAt, Placement: j.Placement, LastStartAt: j.LastStartAt,
 			ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
 			Model: j.Model, Queue: j.QueueState(),

@@ -62,6 +62,10 @@ type Job struct {
 	FinishedAt  *time.Time
 	ExitCode    *int
 
+	// Run numbers the job's current or last run (models.Run), 0 before
+	// its first start.
+	Run int64 `gorm:"not null;default:0"`
+
 	// Where it runs now ("node:index" per GPU), and what it has consumed.
 	Placement       Strings `gorm:"type:text"`
 	LastStartAt     *time.Time

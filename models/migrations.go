@@ -18,6 +18,7 @@ func migrations() []migration {
 		{5, "cpu_profiles: measured Synergy sensitivity curves", cpuProfilesTable},
 		{6, "jobs: declared Synergy sensitivity profile", jobsDeclaredProfile},
 		{7, "node_holds and gpu_faults: cordons, drains and GPUs out of service (nodestate.go)", nodeStateTables},
+		{8, "runs: every start of a job, numbered; jobs.run and job_events.run (runs.go)", runsTable},
 	}
 }
 
@@ -227,4 +228,45 @@ func (v6Job) TableName() string { return "jobs" }
 
 func jobsDeclaredProfile(tx *gorm.DB) error {
 	return addColumns(tx, &v6Job{}, "CPUProfile")
+}
+
+// v8Job holds the column step 8 adds to jobs: the number of the job's
+// current (or last) run, 0 before its first start.
+type v8Job struct {
+	Run int64 `gorm:"not null;default:0"`
+}
+
+func (v8Job) TableName() string { return "jobs" }
+
+// v8JobEvent holds the column step 8 adds to job_events: the run an
+// event belongs to, 0 for events outside a run.
+type v8JobEvent struct {
+	Run int64 `gorm:"not null;default:0"`
+}
+
+func (v8JobEvent) TableName() string { return "job_events" }
+
+// v8Run is the runs table step 8 creates: one row per start of a job.
+type v8Run struct {
+	ID        int64     `gorm:"primaryKey"`
+	JobID     int64     `gorm:"uniqueIndex:idx_runs_job_run,priority:1;not null"`
+	Run       int64     `gorm:"uniqueIndex:idx_runs_job_run,priority:2;not null"`
+	Placement string    `gorm:"type:text"`
+	StartedAt time.Time `gorm:"not null"`
+	EndedAt   *time.Time
+	State     string `gorm:"size:16"`
+	ExitCode  *int
+	Reason    string `gorm:"size:512"`
+}
+
+func (v8Run) TableName() string { return "runs" }
+
+func runsTable(tx *gorm.DB) error {
+	if err := addColumns(tx, &v8Job{}, "Run"); err != nil {
+		return err
+	}
+	if err := addColumns(tx, &v8JobEvent{}, "Run"); err != nil {
+		return err
+	}
+	return createTables(tx, &v8Run{})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 )
 
@@ -16,9 +17,9 @@ func (j *Job) MemoryEstimate() memest.Estimate {
 // MarkRequeued puts a running job that outgrew its Salus lane back in the
 // queue with a larger memory estimate. Unlike MarkRetry it counts no
 // failure: the job did nothing wrong, its estimate was too small.
-func (s *Store) MarkRequeued(ctx context.Context, id int64, est memest.Estimate, reason string, now time.Time) error {
-	return s.transition(ctx, id, now, func(j *Job) error {
-		if err := j.stopRun(now); err != nil {
+func (s *Store) MarkRequeued(ctx context.Context, ref job.RunRef, est memest.Estimate, reason string, now time.Time) error {
+	return s.transition(ctx, ref.Job, now, func(j *Job) error {
+		if err := j.stopRun(ref.Run, now); err != nil {
 			return err
 		}
 		j.State, j.Reason, j.ExitCode, j.Placement = JobQueued, reason, nil, nil

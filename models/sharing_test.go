@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
@@ -24,12 +25,12 @@ func TestMarkRequeuedKeepsTheLargerEstimate(t *testing.T) {
 		if err := s.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStarted(ctx, j.ID, []string{"n:0"}, now); err != nil {
+		if _, err := s.MarkStarted(ctx, j.ID, []string{"n:0"}, now); err != nil {
 			t.Fatal(err)
 		}
 		est := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 9000, Source: memest.Measured}
 		reason := "outgrew its lane: requeued with E=9000 MiB, P=1000 MiB (on n)"
-		if err := s.MarkRequeued(ctx, j.ID, est, reason, now.Add(time.Minute)); err != nil {
+		if err := s.MarkRequeued(ctx, job.RunRef{Job: j.ID, Run: 1}, est, reason, now.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Job(ctx, j.ID)
@@ -49,7 +50,7 @@ func TestMarkRequeuedKeepsTheLargerEstimate(t *testing.T) {
 		if last := es[len(es)-1]; last.State != models.JobQueued || !strings.HasPrefix(last.Detail, "outgrew its lane") {
 			t.Fatalf("history ends with %+v", last)
 		}
-		if err := s.MarkRequeued(ctx, j.ID, est, reason, now); err == nil {
+		if err := s.MarkRequeued(ctx, job.RunRef{Job: j.ID, Run: 1}, est, reason, now); err == nil {
 			t.Fatal("requeued a job that is not running")
 		}
 	})

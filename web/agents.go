@@ -23,6 +23,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 )
 
@@ -246,10 +247,10 @@ func (c *agentConn) register(ctx context.Context) error {
 		}
 		c.nodes[n.Name] = &remoteNode{
 			conn: c, name: n.Name, devices: wire.Devices(n.GPUs), cpus: n.CPUs, memMiB: n.MemMiB,
-			running: make(map[int64]bool), monitor: n.Monitor,
+			running: make(map[job.RunRef]bool), monitor: n.Monitor,
 		}
-		for _, id := range n.Running {
-			c.nodes[n.Name].running[id] = true
+		for _, ref := range n.Running {
+			c.nodes[n.Name].running[ref] = true
 		}
 		c.nodes[n.Name].runGPUs = runGPUsOf(n)
 	}
@@ -263,8 +264,8 @@ func (c *agentConn) register(ctx context.Context) error {
 
 	welcome := &wire.Welcome{Version: wire.Version, HeartbeatTimeoutMS: h.cfg.HeartbeatTimeout.Milliseconds()}
 	for name, rn := range c.nodes {
-		for _, id := range rn.Running() {
-			welcome.Logs = append(welcome.Logs, wire.LogOffset{Node: name, JobID: id, Offset: h.logSize(name, id)})
+		for _, ref := range rn.Running() {
+			welcome.Logs = append(welcome.Logs, wire.LogOffset{Node: name, JobID: ref.Job, Offset: h.logSize(name, ref.Job)})
 		}
 	}
 	// Once a machine is added the engine may send it a start, which must
@@ -313,9 +314,9 @@ func checkNode(n wire.Node) error {
 			return fmt.Errorf("machine %s: GPU %d: want index %d and some memory, got index %d with %d MiB", n.Name, i, i, g.Index, g.MemMiB)
 		}
 	}
-	for _, id := range n.Running {
-		if id <= 0 {
-			return fmt.Errorf("machine %s: running job %d", n.Name, id)
+	for _, ref := range n.Running {
+		if ref.Job <= 0 || ref.Run <= 0 {
+			return fmt.Errorf("machine %s: running %s: want positive job and run numbers", n.Name, ref)
 		}
 	}
 	return wire.CheckRunningGPUs(n)
@@ -461,13 +462,16 @@ func (c *agentConn) forwardExits(ctx context.Context) {
 			if c.hub.owner(qe.ex.Node) != c {
 				continue
 			}
-			rn.ended(qe.ex.JobID)
+			rn.ended(qe.ex.Ref())
+			// The agent forgets the exit once acknowledged: the ack waits
+			// until the engine has stored it.
+			id := qe.id
+			qe.ex.Recorded = func() { c.answer(id, nil) }
 			select {
 			case c.hub.registry.Exits() <- qe.ex:
 			case <-ctx.Done():
 				return
 			}
-			c.answer(qe.id, nil)
 		}
 		select {
 		case <-ctx.Done():
@@ -565,7 +569,7 @@ type remoteNode struct {
 	memMiB  int64
 
 	mu      sync.Mutex
-	running map[int64]bool
+	running map[job.RunRef]bool
 	samples []gpu.Sample
 	lanes   []lanes.GPUView
 	usage   []agent.JobUsage // jobs' CPU and memory use (agents_usage.go)
@@ -590,8 +594,9 @@ func (n *remoteNode) Resources() (cpus int, memMiB int64) { return n.cpus, n.mem
 
 // Start asks the agent to start a run and waits for its answer.
 func (n *remoteNode) Start(ctx context.Context, s agent.Spec) error {
+	ref := job.RunRef{Job: s.JobID, Run: s.Run}
 	n.mu.Lock()
-	n.running[s.JobID] = true // before sending: the exit may overtake the ack
+	n.running[ref] = true // before sending: the exit may overtake the ack
 	n.mu.Unlock()
 	m := &wire.Message{Type: wire.TypeStart, Start: &wire.Start{
 		Node: n.name, Job: s.Wire(), LogOffset: n.conn.hub.logSize(n.name, s.JobID),
@@ -600,44 +605,47 @@ func (n *remoteNode) Start(ctx context.Context, s agent.Spec) error {
 	if err == nil {
 		return nil
 	}
-	n.ended(s.JobID)
+	n.ended(ref)
 	if errors.Is(err, context.DeadlineExceeded) {
 		// It may have started after all: make sure it does not run on.
 		go func() {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.conn.hub.cfg.AckTimeout)
 			defer cancel()
-			_ = n.Stop(sctx, s.JobID)
+			_ = n.Stop(sctx, ref)
 		}()
 	}
-	return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, err)
+	if strings.Contains(err.Error(), agent.ErrBusy.Error()) {
+		err = fmt.Errorf("%w: %v", agent.ErrBusy, err)
+	}
+	return fmt.Errorf("start %s on %s: %w", ref, n.name, err)
 }
 
 // Stop asks the agent to stop a run and waits for its answer; the exit
 // follows.
-func (n *remoteNode) Stop(ctx context.Context, jobID int64) error {
-	m := &wire.Message{Type: wire.TypeStop, Stop: &wire.Stop{Node: n.name, JobID: jobID}}
+func (n *remoteNode) Stop(ctx context.Context, ref job.RunRef) error {
+	m := &wire.Message{Type: wire.TypeStop, Stop: &wire.Stop{Node: n.name, JobID: ref.Job, Run: ref.Run}}
 	if err := n.conn.request(ctx, m); err != nil {
-		return fmt.Errorf("stop job %d on %s: %w", jobID, n.name, err)
+		return fmt.Errorf("stop %s on %s: %w", ref, n.name, err)
 	}
 	return nil
 }
 
 // Running implements engine.Node: the runs the agent reported or started
 // whose exits have not arrived.
-func (n *remoteNode) Running() []int64 {
+func (n *remoteNode) Running() []job.RunRef {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ids := make([]int64, 0, len(n.running))
-	for id := range n.running {
-		ids = append(ids, id)
+	refs := make([]job.RunRef, 0, len(n.running))
+	for ref := range n.running {
+		refs = append(refs, ref)
 	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	return ids
+	sort.Slice(refs, func(a, b int) bool { return refs[a].Job < refs[b].Job })
+	return refs
 }
 
-func (n *remoteNode) ended(jobID int64) {
+func (n *remoteNode) ended(ref job.RunRef) {
 	n.mu.Lock()
-	delete(n.running, jobID)
+	delete(n.running, ref)
 	n.mu.Unlock()
 }
 

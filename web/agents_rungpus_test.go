@@ -12,6 +12,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // TestReconnectingAgentReportsItsRunsGPUs drops an agent's connection
@@ -24,19 +25,19 @@ func TestReconnectingAgentReportsItsRunsGPUs(t *testing.T) {
 	if _, ok := n.(engine.RunGPUsReporter).RunGPUs(7); ok {
 		t.Fatal("GPUs of a job the agent did not report")
 	}
-	if err := n.Start(context.Background(), agent.Spec{JobID: 7, Command: []string{"sleep", "5"}, GPUs: []int{1}}); err != nil {
+	if err := n.Start(context.Background(), agent.Spec{JobID: 7, Run: 1, Command: []string{"sleep", "5"}, GPUs: []int{1}}); err != nil {
 		t.Fatal(err)
 	}
 	hub.owner("gpu-a").ws.Close()
 	waitUntil(t, "the machine to join again", func() bool {
 		h := reg.history()
-		return len(h) >= 3 && h[2] == "add gpu-a [7]"
+		return len(h) >= 3 && h[2] == "add gpu-a [job 7 run 1]"
 	})
 	gpus, ok := reg.node("gpu-a").(engine.RunGPUsReporter).RunGPUs(7)
 	if !ok || !reflect.DeepEqual(gpus, []int{1}) {
 		t.Errorf("GPUs of job 7 after the reconnect = %v, %v; want [1]", gpus, ok)
 	}
-	if err := reg.node("gpu-a").Stop(context.Background(), 7); err != nil {
+	if err := reg.node("gpu-a").Stop(context.Background(), job.RunRef{Job: 7, Run: 1}); err != nil {
 		t.Fatal(err)
 	}
 	nextExit(t, reg)
@@ -44,8 +45,8 @@ func TestReconnectingAgentReportsItsRunsGPUs(t *testing.T) {
 
 func TestHubRefusesRunsOnGPUsTheMachineLacks(t *testing.T) {
 	h := helloFor("n1")
-	h.Nodes[0].Running = []int64{7}
-	h.Nodes[0].RunningGPUs = []wire.JobGPUs{{JobID: 7, GPUs: []int{3}}}
+	h.Nodes[0].Running = []job.RunRef{{Job: 7, Run: 1}}
+	h.Nodes[0].RunningGPUs = []wire.JobGPUs{{JobID: 7, Run: 1, GPUs: []int{3}}}
 	_, srv, reg := startHub(t, false)
 	_, _, err := rawAgent(t, srv, h)
 	var ce *websocket.CloseError

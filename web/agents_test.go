@@ -23,6 +23,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // fakeRegistry stands in for the engine: it records machines joining and
@@ -146,6 +147,9 @@ func nextExit(t *testing.T, reg *fakeRegistry) agent.Exit {
 	t.Helper()
 	select {
 	case ex := <-reg.exits:
+		if ex.Recorded != nil {
+			ex.Recorded() // as the engine does once the store has it
+		}
 		return ex
 	case <-time.After(10 * time.Second):
 		t.Fatal("no exit within 10s")
@@ -207,7 +211,7 @@ func TestRemoteAgentRunsAndStopsJobs(t *testing.T) {
 
 	// A command job runs, its output reaches the server, its exit the engine.
 	cmd := []string{"sh", "-c", "echo hello from $CUDA_VISIBLE_DEVICES; exit 3"}
-	if err := n.Start(ctx, agent.Spec{JobID: 1, Command: cmd, GPUs: []int{1}}); err != nil {
+	if err := n.Start(ctx, agent.Spec{JobID: 1, Run: 1, Command: cmd, GPUs: []int{1}}); err != nil {
 		t.Fatal(err)
 	}
 	if ex := nextExit(t, reg); ex.JobID != 1 || ex.Node != "gpu-a" || ex.ExitCode != 3 {
@@ -222,20 +226,20 @@ func TestRemoteAgentRunsAndStopsJobs(t *testing.T) {
 	}
 
 	// The agent's refusal comes back as the start's error.
-	if err := n.Start(ctx, agent.Spec{JobID: 2, Command: []string{"true"}, GPUs: []int{5}}); err == nil || !strings.Contains(err.Error(), "no GPU 5") {
+	if err := n.Start(ctx, agent.Spec{JobID: 2, Run: 1, Command: []string{"true"}, GPUs: []int{5}}); err == nil || !strings.Contains(err.Error(), "no GPU 5") {
 		t.Errorf("start on a GPU the machine lacks: %v", err)
 	}
 
 	// A simulated job holds memory, which heartbeats report; stop ends it.
 	mem := gpu.SimMemory{PersistentMiB: 3000}
-	if err := n.Start(ctx, agent.Spec{JobID: 3, SimRemaining: time.Hour, Memory: mem, GPUs: []int{0}}); err != nil {
+	if err := n.Start(ctx, agent.Spec{JobID: 3, Run: 1, SimRemaining: time.Hour, Memory: mem, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "a sample with job 3", func() bool {
 		s := n.Sample(time.Now())
 		return len(s) == 2 && s[0].MemUsedMiB == 3000 && len(s[0].Jobs) == 1 && s[0].TempC > 0
 	})
-	if err := n.Stop(ctx, 3); err != nil {
+	if err := n.Stop(ctx, job.RunRef{Job: 3, Run: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if ex := nextExit(t, reg); ex.JobID != 3 || ex.ExitCode != -1 {
@@ -251,7 +255,7 @@ func TestAgentReconnectsAndDeliversExitsOnce(t *testing.T) {
 	startClient(t, srv.URL, nil, "gpu-a")
 	n := waitNode(t, reg, "gpu-a")
 	cmd := []string{"sh", "-c", "echo before; sleep 0.3; echo after"}
-	if err := n.Start(context.Background(), agent.Spec{JobID: 7, Command: cmd, GPUs: []int{0}}); err != nil {
+	if err := n.Start(context.Background(), agent.Spec{JobID: 7, Run: 1, Command: cmd, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	// The network drops while the job runs.
@@ -261,7 +265,7 @@ func TestAgentReconnectsAndDeliversExitsOnce(t *testing.T) {
 		return len(h) >= 3 && h[1] == "remove gpu-a" && strings.HasPrefix(h[2], "add gpu-a")
 	})
 	// It joined again reporting the job, running or ended but unreported.
-	if h := reg.history(); h[2] != "add gpu-a [7]" {
+	if h := reg.history(); h[2] != "add gpu-a [job 7 run 1]" {
 		t.Errorf("rejoin = %q, want it to report job 7", h[2])
 	}
 	if ex := nextExit(t, reg); ex.JobID != 7 || ex.ExitCode != 0 {
@@ -385,7 +389,7 @@ func TestAgentConnectsOverTLS(t *testing.T) {
 	pool.AddCert(srv.Certificate())
 	startClient(t, srv.URL, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, "gpu-tls")
 	n := waitNode(t, reg, "gpu-tls")
-	if err := n.Start(context.Background(), agent.Spec{JobID: 1, Command: []string{"true"}, GPUs: []int{0}}); err != nil {
+	if err := n.Start(context.Background(), agent.Spec{JobID: 1, Run: 1, Command: []string{"true"}, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	if ex := nextExit(t, reg); ex.ExitCode != 0 {
@@ -416,8 +420,8 @@ func TestUnansweredStartFailsAsDisconnectedAndIsStopped(t *testing.T) {
 			got <- m.Type
 		}
 	}()
-	err = n.Start(context.Background(), agent.Spec{JobID: 4, Command: []string{"true"}, GPUs: []int{0}})
-	if !errors.Is(err, agent.ErrDisconnected) || !strings.Contains(err.Error(), "start job 4 on mute") {
+	err = n.Start(context.Background(), agent.Spec{JobID: 4, Run: 1, Command: []string{"true"}, GPUs: []int{0}})
+	if !errors.Is(err, agent.ErrDisconnected) || !strings.Contains(err.Error(), "start job 4 run 1 on mute") {
 		t.Fatalf("Start = %v; want ErrDisconnected", err)
 	}
 	// In case it started after all, it is told to stop.

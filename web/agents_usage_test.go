@@ -17,7 +17,7 @@ func TestRemoteAgentResourcesAndUsage(t *testing.T) {
 	a := startClient(t, srv.URL, nil, "gpu-a")
 	n := waitNode(t, reg, "gpu-a")
 	ctx := context.Background()
-	if err := n.Start(ctx, agent.Spec{JobID: 4, SimRemaining: time.Hour, GPUs: []int{0},
+	if err := n.Start(ctx, agent.Spec{JobID: 4, Run: 1, SimRemaining: time.Hour, GPUs: []int{0},
 		Resources: &agent.Resources{CPUMilli: 6000, MemMiB: 16384, PropCPUMilli: 8000}}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/models"
@@ -30,10 +31,10 @@ func (n *fakeLaneNode) Resources() (int, int64) { return 8, 64 << 10 }
 func (n *fakeLaneNode) Start(context.Context, agent.Spec) error {
 	return fmt.Errorf("fake node runs nothing")
 }
-func (n *fakeLaneNode) Stop(context.Context, int64) error { return nil }
-func (n *fakeLaneNode) Running() []int64                  { return nil }
-func (n *fakeLaneNode) Sample(time.Time) []gpu.Sample     { return nil }
-func (n *fakeLaneNode) Lanes() []lanes.GPUView            { return n.lanes }
+func (n *fakeLaneNode) Stop(context.Context, job.RunRef) error { return nil }
+func (n *fakeLaneNode) Running() []job.RunRef                  { return nil }
+func (n *fakeLaneNode) Sample(time.Time) []gpu.Sample          { return nil }
+func (n *fakeLaneNode) Lanes() []lanes.GPUView                 { return n.lanes }
 
 func TestLanesInTheAPI(t *testing.T) {
 	ts := newTestServer(t)
@@ -44,7 +45,7 @@ func TestLanesInTheAPI(t *testing.T) {
 		if err := ts.store.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.store.MarkStarted(ctx, j.ID, []string{"lanes-0:0"}, time.Now()); err != nil {
+		if _, err := ts.store.MarkStarted(ctx, j.ID, []string{"lanes-0:0"}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		return j.ID

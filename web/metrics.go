@@ -32,6 +32,10 @@ var (
 	beatsDesc     = desc("agent_heartbeats_total", "Heartbeats received from remote agents.")
 	beatAgeDesc   = desc("agent_heartbeat_age_seconds", "Time since the last heartbeat of the agent that runs a machine.", "node")
 	wsClientsDesc = desc("websocket_clients", "Browsers and programs following the live stream.")
+	strayDesc     = desc("stray_runs_total", "Runs stopped because a machine came back with a run the cluster had replaced.")
+	handoverDesc  = desc("handover_seconds", "Time from asking a run to stop to the start of the job that waited for its GPUs.")
+	releaseDesc   = desc("release_seconds", "Time from asking a run to stop to the exit of its last process.")
+	unrecDesc     = desc("unrecorded_exits", "Job exits the database has yet to take (it failed): kept, retried every pass, not yet acknowledged to agents.")
 )
 
 // collector reads its figures when scraped, so they are never stale.
@@ -40,7 +44,7 @@ type collector struct{ s *Server }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, gpuMemDesc, nodesDesc, passesDesc, passSecsDesc,
 		lastPassDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc, beatsDesc, beatAgeDesc,
-		wsClientsDesc} {
+		wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc} {
 		ch <- d
 	}
 }
@@ -111,6 +115,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(requeuesDesc, float64(st.Requeues))
 	ch <- counter(retriesDesc, float64(st.Retries))
 	ch <- counter(nodeLostDesc, float64(st.NodesRemoved))
+	ch <- counter(strayDesc, float64(st.StrayRuns))
+	ch <- prometheus.MustNewConstSummary(handoverDesc, uint64(st.Handovers), st.HandoverSeconds, nil)
+	ch <- prometheus.MustNewConstSummary(releaseDesc, uint64(st.Releases), st.ReleaseSeconds, nil)
+	ch <- gauge(unrecDesc, float64(st.UnrecordedExits))
 	ch <- counter(beatsDesc, float64(c.s.agents.heartbeats.Load()))
 	for node, age := range c.s.agents.heartbeatAges(now) {
 		ch <- gauge(beatAgeDesc, age.Seconds(), node)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -50,12 +51,13 @@ func TestJCTStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := j.ID
-		if err := ts.store.MarkStarted(ctx, id, []string{"n:0"}, start); err != nil {
+		run, err := ts.store.MarkStarted(ctx, id, []string{"n:0"}, start)
+		if err != nil {
 			t.Fatal(err)
 		}
 		zero := 0
 		end := start.Add(jct)
-		if err := ts.store.MarkStopped(ctx, id, models.JobSucceeded, &zero, "", end); err != nil {
+		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: id, Run: run}, models.JobSucceeded, &zero, "", end); err != nil {
 			t.Fatal(err)
 		}
 	}

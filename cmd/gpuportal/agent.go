@@ -217,6 +217,23 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}()
 
+	// The watchdog stops the jobs if this process freezes or dies.
+	var watchdog *agent.WatchdogLink
+	if !f.monitorOnly {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this program for its job watchdog: %w", err)
+		}
+		if watchdog, err = agent.StartWatchdog(exe, log); err != nil {
+			return err
+		}
+		defer func() {
+			if err := watchdog.Close(); err != nil {
+				log.Warn("job watchdog", "err", err)
+			}
+		}()
+	}
+
 	exits := make(chan agent.Exit, 64)
 	var locals []*agent.Local
 	gpus := 0
@@ -225,7 +242,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Name: m.name, Backend: m.backend, WorkDir: m.workDir, Grace: f.grace,
 			CPUs: m.cpus, MemMiB: m.memMiB, Logger: log.With("node", m.name),
 			RunAs: f.runAs, RefuseRoot: true, MonitorOnly: f.monitorOnly, Cgroups: f.cgroups && !f.monitorOnly,
-			Gate: f.gate.config(m.workDir, log.With("node", m.name)),
+			Gate:     f.gate.config(m.workDir, log.With("node", m.name)),
+			Watchdog: watchdog,
 		}, exits)
 		if err != nil {
 			return err
@@ -235,6 +253,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	client, err := agent.NewClient(agent.ClientConfig{
 		Server: f.server, Token: f.token, Nodes: locals, Exits: exits, TLS: tlsCfg, Logger: log,
+		Watchdog: watchdog,
 	})
 	if err != nil {
 		return err

@@ -23,13 +23,16 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/gate"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 )
 
 // Spec is what the agent needs to run one job.
 type Spec struct {
-	JobID   int64
+	JobID int64
+	// Run numbers this start of the job (job.RunRef); the Exit names it.
+	Run     int64
 	Command []string // argv; empty for a simulated job
 	// SimRemaining is how long a simulated job still has to run.
 	SimRemaining time.Duration
@@ -49,6 +52,7 @@ type Spec struct {
 type Exit struct {
 	Node     string
 	JobID    int64
+	Run      int64
 	ExitCode int    // -1 when killed by a signal or never started
 	Err      string // why it could not start, or the signal that ended it
 	At       time.Time
@@ -62,7 +66,14 @@ type Exit struct {
 	// Infra marks an end that is not the job's fault (its machine failed):
 	// the job waits again, and the run does not count against its retries.
 	Infra bool
+	// Recorded, when set, is called once the exit is durably recorded (or
+	// found to be about a run that is no longer the job's, which nothing
+	// records): only then may the agent forget it. It never travels.
+	Recorded func() `json:"-"`
 }
+
+// Ref names the run that ended.
+func (e Exit) Ref() job.RunRef { return job.RunRef{Job: e.JobID, Run: e.Run} }
 
 // Config sets up a Local agent.
 type Config struct {
@@ -99,12 +110,20 @@ type Config struct {
 	// default /proc.
 	MonitorOnly bool
 	ProcDir     string
+	// Watchdog, when set, is told the process group of every command job,
+	// so that it stops them if this agent freezes or dies (watchdog.go).
+	Watchdog *WatchdogLink
 }
 
 // ErrDisconnected is wrapped by the errors of a remote machine's Start and
 // Stop when its agent disconnected or did not answer in time: the job
 // itself is not at fault.
 var ErrDisconnected = errors.New("agent disconnected")
+
+// ErrBusy is wrapped by the error of a start on a machine that still runs
+// another run of the same job (one it was asked to stop, say): the new run
+// may start once that one has ended.
+var ErrBusy = errors.New("another run of the job still runs here")
 
 // ErrRootJobs is why an agent that runs as root, with no user to run jobs
 // as, refuses command jobs.
@@ -128,11 +147,14 @@ type Local struct {
 }
 
 type run struct {
+	id   int64  // the run's number (Spec.Run)
 	stop func() // asks the run to end
 	done chan struct{}
 	pgid int // the process group of a command job; 0 for a simulated one
 	// exceeded is why the gate had the run stopped.
 	exceeded *gate.ExceededError
+	// fenced: stopped because no server was heard (fence.go).
+	fenced bool
 }
 
 // New returns an agent that reports job exits on exits.
@@ -244,15 +266,16 @@ func attributeProcesses(s *gpu.Sample, groups map[int]int64, pgidOf func(int) (i
 	sort.Slice(s.Jobs, func(x, y int) bool { return s.Jobs[x].JobID < s.Jobs[y].JobID })
 }
 
-// Running lists the jobs whose runs have not ended.
-func (a *Local) Running() []int64 {
+// Running lists the runs that have not ended, by job.
+func (a *Local) Running() []job.RunRef {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ids := make([]int64, 0, len(a.runs))
-	for id := range a.runs {
-		ids = append(ids, id)
+	refs := make([]job.RunRef, 0, len(a.runs))
+	for id, r := range a.runs {
+		refs = append(refs, job.RunRef{Job: id, Run: r.id})
 	}
-	return ids
+	sort.Slice(refs, func(x, y int) bool { return refs[x].Job < refs[y].Job })
+	return refs
 }
 
 // LogPath is where a job's output is kept on this machine.
@@ -279,8 +302,8 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.runs[s.JobID]; ok {
-		return fmt.Errorf("start job %d on %s: already running", s.JobID, a.cfg.Name)
+	if r, ok := a.runs[s.JobID]; ok {
+		return fmt.Errorf("start run %d of job %d on %s: %w (run %d)", s.Run, s.JobID, a.cfg.Name, ErrBusy, r.id)
 	}
 	if err := a.checkGPUs(s.GPUs); err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
@@ -300,7 +323,7 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 		log.Close()
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
-	r := &run{done: make(chan struct{})}
+	r := &run{id: s.Run, done: make(chan struct{})}
 	var wait func() (int, string)
 	if len(s.Command) > 0 {
 		wait, r.stop, r.pgid, err = a.startProcess(s, log, gateEnv)
@@ -320,8 +343,14 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 	}
 	a.runs[s.JobID] = r
 	a.lim.begin(s, r.pgid, log, a.LogPath(s.JobID), a.gateIterations(s))
+	if r.pgid > 0 {
+		a.cfg.Watchdog.Add(r.pgid, a.cfg.Grace)
+	}
 	go func() {
 		code, why := wait()
+		if r.pgid > 0 {
+			a.cfg.Watchdog.Remove(r.pgid)
+		}
 		a.lim.end(s.JobID)
 		log.Close()
 		measured := a.measured(s.JobID)
@@ -334,7 +363,7 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 		exceeded := r.exceeded
 		a.mu.Unlock()
 		close(r.done)
-		ex := Exit{Node: a.cfg.Name, JobID: s.JobID, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
+		ex := Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
 		if exceeded != nil {
 			ex.Err, ex.Requeue = "stopped by the agent: "+exceeded.Error(), &exceeded.Requeue
 		}
@@ -369,14 +398,15 @@ func (a *Local) checkGPUs(gpus []int) error {
 	return nil
 }
 
-// Stop ends a run: SIGTERM, then SIGKILL after the grace period. It
-// returns at once; the Exit follows. Stopping a job that is not running
-// is not an error.
-func (a *Local) Stop(ctx context.Context, jobID int64) error {
+// Stop ends run ref: SIGTERM, then SIGKILL after the grace period. It
+// returns at once; the Exit follows. Stopping a run that is not running
+// (it ended, or another run of the job runs) is not an error, and leaves
+// any other run alone.
+func (a *Local) Stop(ctx context.Context, ref job.RunRef) error {
 	a.mu.Lock()
-	r, ok := a.runs[jobID]
+	r, ok := a.runs[ref.Job]
 	a.mu.Unlock()
-	if ok {
+	if ok && r.id == ref.Run {
 		r.stop()
 	}
 	return nil

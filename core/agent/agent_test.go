@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 func newTestAgent(t *testing.T, grace time.Duration) (*Local, chan Exit) {
@@ -101,7 +102,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := a.Stop(context.Background(), 5); err != nil {
+	if err := a.Stop(context.Background(), job.RunRef{Job: 5}); err != nil {
 		t.Fatal(err)
 	}
 	ex := waitExit(t, exits)

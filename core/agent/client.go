@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // ClientConfig sets up a Client.
@@ -50,6 +51,9 @@ type ClientConfig struct {
 	// MinBackoff and MaxBackoff bound the wait between connection
 	// attempts, which doubles after each failed one; default 500ms and 15s.
 	MinBackoff, MaxBackoff time.Duration
+	// Watchdog, when set, gets a lease each time a server is heard: the
+	// heartbeat timeout from then (watchdog.go, fence.go).
+	Watchdog *WatchdogLink
 }
 
 // Client connects Local agents to a remote server: it registers their
@@ -66,6 +70,12 @@ type Client struct {
 
 	mu   sync.Mutex
 	live map[jobKey]*liveJob // runs the server has not yet seen end
+
+	// heard is when a server was last heard (Unix nanoseconds), and
+	// timeout the heartbeat timeout it announced (nanoseconds; 0 before
+	// the first welcome): see fence.go.
+	heard   atomic.Int64
+	timeout atomic.Int64
 }
 
 type jobKey struct {
@@ -75,6 +85,7 @@ type jobKey struct {
 
 // liveJob is a run that the server has not yet seen end.
 type liveJob struct {
+	run  int64 // the run's number
 	sent int64 // bytes of the job's output sent to the server
 	exit *Exit // how the run ended; nil while it runs
 	// exitID is the ID of the exit message on the current connection; 0
@@ -126,6 +137,16 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		c.nodes[n.Name()] = n
 	}
+	for _, n := range cfg.Nodes {
+		exits, err := n.keptExits()
+		if err != nil {
+			return nil, fmt.Errorf("agent client: %w", err)
+		}
+		for _, ex := range exits {
+			cfg.Logger.Info("resending a job exit kept by an earlier agent", "job", ex.JobID, "run", ex.Run, "node", ex.Node)
+			c.addExit(ex)
+		}
+	}
 	return c, nil
 }
 
@@ -155,6 +176,7 @@ func agentURL(server string) (string, error) {
 // after each disconnection. Call it once.
 func (c *Client) Run(ctx context.Context) error {
 	go c.collectExits(ctx)
+	go c.fence(ctx)
 	backoff := c.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
 		url := c.urls[attempt%len(c.urls)]
@@ -175,7 +197,7 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		// With several servers, the wait grows once all have been tried.
 		if (attempt+1)%len(c.urls) == 0 {
-			backoff = min(2*backoff, c.cfg.MaxBackoff)
+			backoff = min(2*backoff, c.maxBackoff())
 		}
 	}
 }
@@ -187,21 +209,40 @@ func (c *Client) collectExits(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ex := <-c.cfg.Exits:
-			c.cfg.Logger.Info("job ended", "job", ex.JobID, "node", ex.Node, "code", ex.ExitCode, "err", ex.Err)
-			c.mu.Lock()
-			k := jobKey{ex.Node, ex.JobID}
-			lj := c.live[k]
-			if lj == nil {
-				lj = &liveJob{}
-				c.live[k] = lj
+			if c.fencing() && ex.ExitCode != 0 && !ex.Infra {
+				// Stopped because no server was heard (fence.go), by the
+				// agent or its watchdog: not the job's fault.
+				ex.Infra = true
+				ex.Err = "stopped by its agent, which heard no server for longer than the heartbeat timeout"
 			}
-			lj.exit, lj.exitID = &ex, 0
-			c.mu.Unlock()
-			select {
-			case c.kick <- struct{}{}:
-			default:
+			c.cfg.Logger.Info("job ended", "job", ex.JobID, "run", ex.Run, "node", ex.Node, "code", ex.ExitCode, "err", ex.Err)
+			// Kept on disk until the server acknowledges it, so that an
+			// agent restart does not lose it.
+			if n := c.nodes[ex.Node]; n != nil {
+				if err := n.keepExit(ex); err != nil {
+					c.cfg.Logger.Error("keep a job exit on disk", "job", ex.JobID, "run", ex.Run, "err", err)
+				}
 			}
+			c.addExit(ex)
 		}
+	}
+}
+
+// addExit records how a run ended, to be sent until the server
+// acknowledges it.
+func (c *Client) addExit(ex Exit) {
+	c.mu.Lock()
+	k := jobKey{ex.Node, ex.JobID}
+	lj := c.live[k]
+	if lj == nil || lj.run != ex.Run {
+		lj = &liveJob{run: ex.Run}
+		c.live[k] = lj
+	}
+	lj.exit, lj.exitID = &ex, 0
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -277,13 +318,13 @@ func (s *session) register() error {
 	c.mu.Lock()
 	for _, n := range c.cfg.Nodes {
 		cpus, mem := n.Resources()
-		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []int64{},
+		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []job.RunRef{},
 			Monitor: n.MonitorOnly()}
 		for k, lj := range c.live {
 			if k.node == n.Name() {
-				wn.Running = append(wn.Running, k.job)
+				wn.Running = append(wn.Running, job.RunRef{Job: k.job, Run: lj.run})
 				if lj.gpus != nil {
-					wn.RunningGPUs = append(wn.RunningGPUs, wire.JobGPUs{JobID: k.job, GPUs: lj.gpus})
+					wn.RunningGPUs = append(wn.RunningGPUs, wire.JobGPUs{JobID: k.job, Run: lj.run, GPUs: lj.gpus})
 				}
 			}
 		}
@@ -298,6 +339,7 @@ func (s *session) register() error {
 	// The server pings more often than its timeout; each ping shows it is
 	// alive.
 	s.conn.SetPingHandler(func(data string) error {
+		c.hear()
 		_ = s.conn.SetReadDeadline(time.Now().Add(s.timeout))
 		err := s.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeWait))
 		var ne net.Error
@@ -321,6 +363,8 @@ func (s *session) register() error {
 	if s.timeout < 3*c.cfg.SampleEvery {
 		s.timeout = 3 * c.cfg.SampleEvery
 	}
+	c.timeout.Store(int64(s.timeout))
+	c.hear()
 	offsets := make(map[jobKey]int64, len(m.Welcome.Logs))
 	for _, l := range m.Welcome.Logs {
 		offsets[jobKey{l.Node, l.JobID}] = l.Offset
@@ -357,6 +401,7 @@ func (s *session) read(ctx context.Context) error {
 		if err := m.Check(); err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
+		s.c.hear()
 		switch m.Type {
 		case wire.TypeStart:
 			s.answer(m.ID, s.start(ctx, m.Start))
@@ -392,11 +437,14 @@ func (s *session) start(ctx context.Context, st *wire.Start) error {
 	}
 	spec := SpecFromWire(st.Job)
 	k := jobKey{st.Node, spec.JobID}
-	lj := &liveJob{sent: st.LogOffset, gpus: append([]int{}, spec.GPUs...)}
+	lj := &liveJob{run: spec.Run, sent: st.LogOffset, gpus: append([]int{}, spec.GPUs...)}
 	c.mu.Lock()
 	if old := c.live[k]; old != nil && old.exit == nil {
 		c.mu.Unlock()
-		return fmt.Errorf("start job %d on %s: already running", spec.JobID, st.Node)
+		return fmt.Errorf("start run %d of job %d on %s: %w (run %d)", spec.Run, spec.JobID, st.Node, ErrBusy, old.run)
+	}
+	if old := c.live[k]; old != nil {
+		n.dropExit(job.RunRef{Job: k.job, Run: old.run})
 	}
 	// An unacknowledged exit of an earlier run is dropped: the server
 	// starting the job again has given that run up.
@@ -421,8 +469,8 @@ func (s *session) stop(ctx context.Context, st *wire.Stop) error {
 	if n == nil {
 		return fmt.Errorf("no node %q on this agent", st.Node)
 	}
-	s.c.cfg.Logger.Info("stopping job", "job", st.JobID, "node", st.Node)
-	return n.Stop(ctx, st.JobID)
+	s.c.cfg.Logger.Info("stopping job", "job", st.JobID, "run", st.Run, "node", st.Node)
+	return n.Stop(ctx, job.RunRef{Job: st.JobID, Run: st.Run})
 }
 
 // acked drops the run whose exit the server acknowledged.
@@ -440,6 +488,9 @@ func (s *session) acked(id uint64, ack *wire.Ack) {
 	}
 	if lj := c.live[k]; lj != nil && lj.exitID == id {
 		delete(c.live, k)
+		if n := c.nodes[k.node]; n != nil {
+			n.dropExit(job.RunRef{Job: k.job, Run: lj.run})
+		}
 	}
 }
 

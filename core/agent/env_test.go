@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 func TestJobEnv(t *testing.T) {
@@ -269,6 +270,6 @@ func TestSampleCountsAJobsProcessesAsTheJob(t *testing.T) {
 	if len(s.Jobs) != 1 || s.Jobs[0] != (gpu.JobMem{JobID: 11, MemMiB: 3000}) || len(s.Processes) != 1 {
 		t.Errorf("sample = %+v; want job 11 holding 3000 MiB and one other process", s)
 	}
-	_ = a.Stop(context.Background(), 11)
+	_ = a.Stop(context.Background(), job.RunRef{Job: 11})
 	waitExit(t, exits)
 }

@@ -26,6 +26,7 @@ func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func
 	if a.runAs != nil {
 		cmd.SysProcAttr.Credential = a.runAs.cred
 	}
+	extraEnv = append([]string{"GPUPORTAL_NODE=" + a.cfg.Name}, extraEnv...)
 	cmd.Env = append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), a.runAs), extraEnv...)
 	if err := cmd.Start(); err != nil {
 		if a.runAs != nil && errors.Is(err, os.ErrPermission) {
@@ -90,6 +91,7 @@ func jobEnv(base []string, s Spec, checkpointDir string, ra *runAs) []string {
 	env = append(env,
 		"CUDA_VISIBLE_DEVICES="+strings.Join(devs, ","),
 		"GPUPORTAL_JOB_ID="+strconv.FormatInt(s.JobID, 10),
+		"GPUPORTAL_RUN="+strconv.FormatInt(s.Run, 10),
 		"GPUPORTAL_CHECKPOINT_DIR="+checkpointDir,
 	)
 	if ra != nil {

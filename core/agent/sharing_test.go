@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/gate"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 )
@@ -357,7 +358,7 @@ func TestGateTokenIsTheJobsAlone(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("the impostor's connection stays open: %v", err)
 	}
-	_ = a.Stop(context.Background(), 2)
+	_ = a.Stop(context.Background(), job.RunRef{Job: 2})
 	waitExits(t, a, exits, 1)
 
 	// A job that does not fit any GPU does not start.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 )
@@ -43,7 +44,7 @@ func TestStoppedSharedJobReportsMeasured(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	_ = a.Stop(context.Background(), 1)
+	_ = a.Stop(context.Background(), job.RunRef{Job: 1})
 	select {
 	case ex := <-exits:
 		want := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 2500, Source: memest.Measured}

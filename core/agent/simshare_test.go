@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 )
@@ -98,7 +99,7 @@ func TestSharedSimJobStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = a.Stop(context.Background(), 1)
+	_ = a.Stop(context.Background(), job.RunRef{Job: 1})
 	select {
 	case ex := <-exits:
 		if ex.ExitCode != -1 {

@@ -10,7 +10,7 @@ import (
 // Wire encodes the spec for a remote agent.
 func (s Spec) Wire() wire.JobSpec {
 	w := wire.JobSpec{
-		JobID: s.JobID, Command: s.Command, GPUs: s.GPUs,
+		JobID: s.JobID, Run: s.Run, Command: s.Command, GPUs: s.GPUs,
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
 		Resources:      s.Resources.wire(),
 	}
@@ -29,7 +29,7 @@ func (s Spec) Wire() wire.JobSpec {
 // SpecFromWire decodes a spec sent by the server.
 func SpecFromWire(w wire.JobSpec) Spec {
 	s := Spec{
-		JobID: w.JobID, Command: w.Command, GPUs: w.GPUs,
+		JobID: w.JobID, Run: w.Run, Command: w.Command, GPUs: w.GPUs,
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
 		Resources:    resourcesFromWire(w.Resources),
 	}
@@ -47,7 +47,7 @@ func SpecFromWire(w wire.JobSpec) Spec {
 
 // Wire encodes the exit for the server.
 func (e Exit) Wire() wire.Exit {
-	w := wire.Exit{Node: e.Node, JobID: e.JobID, ExitCode: e.ExitCode, Err: e.Err, At: e.At}
+	w := wire.Exit{Node: e.Node, JobID: e.JobID, Run: e.Run, ExitCode: e.ExitCode, Err: e.Err, At: e.At, Infra: e.Infra}
 	if e.Requeue != nil {
 		r := wire.FromEstimate(*e.Requeue)
 		w.Requeue = &r
@@ -61,7 +61,7 @@ func (e Exit) Wire() wire.Exit {
 
 // ExitFromWire decodes an exit sent by an agent.
 func ExitFromWire(w wire.Exit) Exit {
-	e := Exit{Node: w.Node, JobID: w.JobID, ExitCode: w.ExitCode, Err: w.Err, At: w.At}
+	e := Exit{Node: w.Node, JobID: w.JobID, Run: w.Run, ExitCode: w.ExitCode, Err: w.Err, At: w.At, Infra: w.Infra}
 	if w.Requeue != nil {
 		r := w.Requeue.Estimate()
 		e.Requeue = &r

@@ -170,7 +170,7 @@ func TestEngineReallocatesWhenAJobLeaves(t *testing.T) {
 	e := newAllocEngine(t, store, sched.AllocSynergy, n)
 	mustPass(t, e)
 	before, _ := e.JobResources(2)
-	e.handleExit(context.Background(), exit("n0", 1, 0, t0.Add(time.Minute)))
+	e.testExit(context.Background(), exit("n0", 1, 0, t0.Add(time.Minute)))
 	delete(n.running, 1)
 	mustPass(t, e)
 	after, ok := e.JobResources(2)

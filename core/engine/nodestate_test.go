@@ -187,7 +187,7 @@ func TestAdoptedRunCountsOnlyItsOwnGPUs(t *testing.T) {
 				LastStartAt: &start, SubmittedAt: start})
 			e, clock := newTestEngine(t, store)
 			sick := &sickNode{fakeNode: newFakeNode("n0", 2), errs: map[int]gpu.Sample{}}
-			sick.running[1] = true
+			sick.running[1] = 1
 			var n Node = sick
 			if tc.runGPUs != nil {
 				n = &reportingNode{sickNode: sick, runGPUs: tc.runGPUs}
@@ -198,7 +198,7 @@ func TestAdoptedRunCountsOnlyItsOwnGPUs(t *testing.T) {
 			mustPass(t, e)
 			sick.errs[0] = gpu.Sample{ECCErrors: 2}
 			delete(sick.running, 1)
-			e.handleExit(ctx, exit("n0", 1, 3, clock.t.Add(time.Minute)))
+			e.testExit(ctx, exit("n0", 1, 3, clock.t.Add(time.Minute)))
 			if got := store.state(1); got != tc.want {
 				t.Errorf("state %s (%q), want %s", got, store.reason[1], tc.want)
 			}

@@ -136,12 +136,13 @@ func (e *Engine) outgrewLane(ctx context.Context, ex agent.Exit, r *run) {
 }
 
 // recordRequeue stores the requeue of a job that outgrew its lane.
-func (e *Engine) recordRequeue(ctx context.Context, ex agent.Exit, r *run) {
-	if err := e.cfg.Store.MarkRequeued(ctx, ex.JobID, *r.requeue, r.reason, ex.At); err != nil {
-		e.cfg.Logger.Error("record job requeue", "job", ex.JobID, "err", err)
-		return
+func (e *Engine) recordRequeue(ctx context.Context, ex agent.Exit, r *run) error {
+	ref := job.RunRef{Job: ex.JobID, Run: r.id}
+	if err := e.cfg.Store.MarkRequeued(ctx, ref, *r.requeue, r.reason, ex.At); err != nil {
+		return fmt.Errorf("record requeue of %s: %w", ref, err)
 	}
 	e.cfg.Logger.Info("job outgrew its lane", "job", ex.JobID, "reason", r.reason)
+	return nil
 }
 
 // smallestGPU is the memory of the smallest schedulable GPU of the

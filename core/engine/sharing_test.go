@@ -10,12 +10,13 @@ import (
 	"github.com/gpuportal/gpuportal/core/memest"
 )
 
-func (s *memStore) MarkRequeued(_ context.Context, id int64, est memest.Estimate, reason string, now time.Time) error {
+func (s *memStore) MarkRequeued(_ context.Context, ref job.RunRef, est memest.Estimate, reason string, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.jobs[id]
-	if j.State != job.Running {
-		return errConflict
+	id := ref.Job
+	j, err := s.current(ref)
+	if err != nil {
+		return err
 	}
 	j.ExecutedS += now.Sub(*j.LastStartAt).Seconds()
 	j.State, j.Placement, j.Memory = job.Queued, nil, est
@@ -93,7 +94,7 @@ func TestOutgrownLaneRequeues(t *testing.T) {
 	ex := exit("n1", 1, -1, clock.t)
 	ex.Err, ex.Requeue = "stopped by the agent: job 1 outgrew its Salus lane", &bigger
 	delete(n.running, 1)
-	e.handleExit(context.Background(), ex)
+	e.testExit(context.Background(), ex)
 
 	j := store.jobs[1]
 	if j.State != job.Queued || j.Failures != 0 || j.RetryAt != nil {
@@ -126,7 +127,7 @@ func TestOutgrownLaneAfterStopIsNotRequeued(t *testing.T) {
 	clock.t = t0.Add(time.Minute)
 	ex := exit("n1", 1, -1, clock.t)
 	ex.Requeue = &memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 9000}
-	e.handleExit(context.Background(), ex)
+	e.testExit(context.Background(), ex)
 	if store.state(1) != job.Cancelled {
 		t.Fatalf("state %s, want cancelled", store.state(1))
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // Registry is the part of the engine that Slurm's nodes join and report
@@ -94,6 +95,7 @@ type run struct {
 	slurmID int64
 	name    string // the Slurm job's name
 	jobID   int64
+	run     int64 // the gpuportal run's number (job.RunRef)
 	node    string
 	gpus    []int // the GPUs gpuportal chose
 	// claimed are the GPUs counted in the Slurm job's gres: its GPUs that
@@ -263,7 +265,7 @@ func (e *Executor) adopt(ctx context.Context, jobs []Job) {
 			stale = append(stale, j.ID)
 			continue
 		}
-		r := &run{slurmID: j.ID, name: j.Name, jobID: jobID, node: j.Nodes, gpus: commentGPUs(j.Comment),
+		r := &run{slurmID: j.ID, name: j.Name, jobID: jobID, run: commentRun(j.Comment), node: j.Nodes, gpus: commentGPUs(j.Comment),
 			cpus: j.CPUs, memMiB: j.MemMiB, recorded: now, released: now, running: j.Started()}
 		if r.node == "" {
 			r.node = j.RequiredNodes
@@ -492,7 +494,7 @@ func (e *Executor) missing(ids []int64, now time.Time) []agent.Exit {
 // nobody is to be told: its node left the engine, which has requeued or
 // will requeue the job.
 func (e *Executor) exitLocked(r *run, j Job, now time.Time) (agent.Exit, bool) {
-	ex := agent.Exit{Node: r.node, JobID: r.jobID, At: j.EndTime}
+	ex := agent.Exit{Node: r.node, JobID: r.jobID, Run: r.run, At: j.EndTime}
 	if ex.At.IsZero() || ex.At.After(now) {
 		ex.At = now
 	}
@@ -604,7 +606,7 @@ func (e *Executor) start(ctx context.Context, n *node, s agent.Spec) error {
 			delete(e.runs, id)
 		}
 	}
-	r := &run{name: e.jobName(s.JobID), jobID: s.JobID, node: n.name, gpus: gpus}
+	r := &run{name: e.jobName(s.JobID), jobID: s.JobID, run: s.Run, node: n.name, gpus: gpus}
 	r.claimed, r.cpus, r.memMiB = e.shareLocked(n, gpus)
 	e.mu.Unlock()
 	for _, id := range stale {
@@ -615,10 +617,10 @@ func (e *Executor) start(ctx context.Context, n *node, s agent.Spec) error {
 	}
 
 	sub := Submission{
-		Name: r.name, Comment: runComment(s.JobID, gpus), Partition: e.cfg.Partition, Node: n.name,
+		Name: r.name, Comment: runComment(s.JobID, s.Run, gpus), Partition: e.cfg.Partition, Node: n.name,
 		GPUs: len(r.claimed), CPUs: r.cpus, MemMiB: r.memMiB,
 		Dir: e.jobDir(s.JobID), Output: e.LogPath(s.JobID), Held: true,
-		Script: e.script, Args: command, Env: e.jobEnv(s.JobID, gpus),
+		Script: e.script, Args: command, Env: e.jobEnv(s.JobID, s.Run, gpus),
 	}
 	if e.runAs != nil && e.euid == 0 {
 		sub.User = e.runAs.name
@@ -680,8 +682,21 @@ func (e *Executor) shareLocked(n *node, gpus []int) (claimed []int, cpus int, me
 
 // runComment is a run's Slurm comment: its gpuportal job and GPUs, read
 // back when a restarted server adopts it.
-func runComment(jobID int64, gpus []int) string {
-	return fmt.Sprintf("gpuportal job %d gpus=%s", jobID, joinInts(gpus))
+func runComment(jobID, run int64, gpus []int) string {
+	return fmt.Sprintf("gpuportal job %d run=%d gpus=%s", jobID, run, joinInts(gpus))
+}
+
+// commentRun reads the run's number back from its comment, 0 when it has
+// none (a run started before runs were numbered).
+func commentRun(comment string) int64 {
+	for _, word := range strings.Fields(comment) {
+		if v, ok := strings.CutPrefix(word, "run="); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // commentGPUs reads the GPUs back from a run's comment.
@@ -707,7 +722,7 @@ func joinInts(xs []int) string {
 // jobEnv is sbatch's whole environment, which the job inherits: a PATH,
 // the Slurm configuration's location, the user's identity, and the job's
 // variables. Nothing else of the server's environment reaches the job.
-func (e *Executor) jobEnv(jobID int64, gpus []int) []string {
+func (e *Executor) jobEnv(jobID, run int64, gpus []int) []string {
 	env := []string{"PATH=" + e.cfg.Path}
 	if conf := os.Getenv("SLURM_CONF"); conf != "" {
 		env = append(env, "SLURM_CONF="+conf)
@@ -719,6 +734,7 @@ func (e *Executor) jobEnv(jobID int64, gpus []int) []string {
 	}
 	return append(env,
 		"GPUPORTAL_JOB_ID="+strconv.FormatInt(jobID, 10),
+		"GPUPORTAL_RUN="+strconv.FormatInt(run, 10),
 		"GPUPORTAL_CHECKPOINT_DIR="+e.CheckpointDir(jobID),
 		"GPUPORTAL_GPUS="+joinInts(gpus),
 	)
@@ -755,11 +771,12 @@ func (e *Executor) CheckpointDir(jobID int64) string {
 // stop asks the run of jobID on node to end: SIGTERM to all its processes
 // (scancel --full --signal=TERM), then after Grace a cancel. A run Slurm
 // has not started is cancelled at once.
-func (e *Executor) stop(ctx context.Context, nodeName string, jobID int64) error {
+func (e *Executor) stop(ctx context.Context, nodeName string, ref job.RunRef) error {
+	jobID := ref.Job
 	e.mu.Lock()
 	var r *run
 	for _, x := range e.runs {
-		if x.jobID == jobID && x.node == nodeName {
+		if x.jobID == ref.Job && x.run == ref.Run && x.node == nodeName {
 			r = x
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // fakeSlurm is an in-memory Slurm: jobs are submitted, released and
@@ -350,7 +351,7 @@ func TestStartSubmitsHeldAndPinnedThenReleases(t *testing.T) {
 	s := f.slurm.lastSub()
 	dir := filepath.Join(f.ex.cfg.WorkDir, "jobs", "7")
 	if !s.Held || s.Node != "n1" || s.Partition != "gpu" || s.GPUs != 2 || s.CPUs != 4 || s.MemMiB != 1024 ||
-		s.Name != "gpuportal-7" || s.Comment != "gpuportal job 7 gpus=1,2" || s.Dir != dir ||
+		s.Name != "gpuportal-7" || s.Comment != "gpuportal job 7 run=0 gpus=1,2" || s.Dir != dir ||
 		s.Output != filepath.Join(dir, "output.log") || s.User != "" {
 		t.Errorf("submission %+v", s)
 	}
@@ -373,7 +374,7 @@ func TestStartSubmitsHeldAndPinnedThenReleases(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, "checkpoint")); err != nil || !st.IsDir() {
 		t.Errorf("checkpoint folder: %v", err)
 	}
-	if got := f.eng.node(t, "n1").Running(); !slices.Equal(got, []int64{7}) {
+	if got := f.eng.node(t, "n1").Running(); !slices.Equal(got, []job.RunRef{{Job: 7}}) {
 		t.Errorf("running %v", got)
 	}
 	lp, ok := f.eng.node(t, "n1").(interface{ LogPath(int64) string })
@@ -492,7 +493,7 @@ func TestStopSignalsThenCancelsAfterTheGrace(t *testing.T) {
 	id := f.start("n1", 5, 0)
 	f.slurm.set(id, "RUNNING", 0)
 	f.ex.Sync(f.ctx)
-	if err := n1.Stop(f.ctx, 5); err != nil {
+	if err := n1.Stop(f.ctx, job.RunRef{Job: 5}); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprint("signal ", id, " TERM")
@@ -511,7 +512,7 @@ func TestStopSignalsThenCancelsAfterTheGrace(t *testing.T) {
 	id = f.start("n1", 6, 1)
 	f.slurm.set(id, "RUNNING", 0)
 	f.ex.Sync(f.ctx)
-	if err := n1.Stop(f.ctx, 6); err != nil {
+	if err := n1.Stop(f.ctx, job.RunRef{Job: 6}); err != nil {
 		t.Fatal(err)
 	}
 	f.slurm.set(id, "COMPLETED", 0)
@@ -520,7 +521,7 @@ func TestStopSignalsThenCancelsAfterTheGrace(t *testing.T) {
 	if slices.Contains(f.slurm.callLog(), fmt.Sprint("cancel ", id)) {
 		t.Errorf("a run that ended in its grace period was cancelled")
 	}
-	if err := n1.Stop(f.ctx, 99); err != nil {
+	if err := n1.Stop(f.ctx, job.RunRef{Job: 99}); err != nil {
 		t.Errorf("stopping a job that does not run: %v", err)
 	}
 }
@@ -529,7 +530,7 @@ func TestStopBeforeSlurmStartsItCancels(t *testing.T) {
 	f := newFixture(t, nil, gpuNode("n1", 2))
 	f.ex.Sync(f.ctx)
 	id := f.start("n1", 5, 0)
-	if err := f.eng.node(t, "n1").Stop(f.ctx, 5); err != nil {
+	if err := f.eng.node(t, "n1").Stop(f.ctx, job.RunRef{Job: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if calls := f.slurm.callLog(); calls[len(calls)-1] != fmt.Sprint("cancel ", id) {
@@ -583,7 +584,7 @@ func TestLostNodeRequeuesThroughTheEngine(t *testing.T) {
 	f.eng.noExit(t)
 	f.slurm.setNode("n1", "IDLE")
 	f.ex.Sync(f.ctx)
-	want := []string{"add n1 running []", "add n2 running []", "remove n1", "add n1 running [5]", "remove n1", "add n1 running []"}
+	want := []string{"add n1 running []", "add n2 running []", "remove n1", "add n1 running [job 5 run 0]", "remove n1", "add n1 running []"}
 	if ev := f.eng.eventLog(); !slices.Equal(ev, want) {
 		t.Errorf("events\n %q\nwant\n %q", ev, want)
 	}
@@ -621,14 +622,14 @@ func TestDrainFollowsSlurm(t *testing.T) {
 func TestAdoptsTheRunsOfAnEarlierServer(t *testing.T) {
 	f := newFixture(t, nil, gpuNode("n1", 4))
 	f.slurm.jobs = []*Job{
-		{ID: 40, Name: "gpuportal-7", Comment: "gpuportal job 7 gpus=0,1", State: "RUNNING", Nodes: "n1", CPUs: 4, MemMiB: 1024},
+		{ID: 40, Name: "gpuportal-7", Comment: "gpuportal job 7 run=3 gpus=0,1", State: "RUNNING", Nodes: "n1", CPUs: 4, MemMiB: 1024},
 		{ID: 41, Name: "gpuportal-8", State: "PENDING", Reason: "JobHeldUser", RequiredNodes: "n1"},
 		{ID: 42, Name: "gpuportal-9", State: "COMPLETED", Nodes: "n1"},
 		{ID: 43, Name: "someone-elses", State: "RUNNING", Nodes: "n1"},
 		{ID: 44, Name: "gpuportal-10", State: "PENDING", Reason: "None", RequiredNodes: "n1", Comment: "gpuportal job 10 gpus=3"},
 	}
 	f.ex.Sync(f.ctx)
-	if ev := f.eng.eventLog(); !slices.Equal(ev, []string{"add n1 running [7 10]"}) {
+	if ev := f.eng.eventLog(); !slices.Equal(ev, []string{"add n1 running [job 7 run 3 job 10 run 0]"}) {
 		t.Errorf("events %q; want n1 added running 7 and 10", ev)
 	}
 	if calls := f.slurm.callLog(); !slices.Equal(calls, []string{"cancel 41"}) {
@@ -673,7 +674,7 @@ func TestStartOnTheGPUsOfAStoppingRun(t *testing.T) {
 	old := f.start("n1", 1, 0, 1, 2, 3)
 	f.slurm.set(old, "RUNNING", 0)
 	f.ex.Sync(f.ctx)
-	if err := f.eng.node(t, "n1").Stop(f.ctx, 1); err != nil {
+	if err := f.eng.node(t, "n1").Stop(f.ctx, job.RunRef{Job: 1}); err != nil {
 		t.Fatal(err)
 	}
 	f.start("n1", 2, 0, 1)
@@ -706,7 +707,7 @@ func TestStartingAgainCancelsTheEarlierRun(t *testing.T) {
 	f.slurm.set(first, "CANCELLED", 15)
 	f.ex.Sync(f.ctx)
 	f.eng.noExit(t)
-	if r := f.eng.node(t, "n1").Running(); !slices.Equal(r, []int64{5}) {
+	if r := f.eng.node(t, "n1").Running(); !slices.Equal(r, []job.RunRef{{Job: 5}}) {
 		t.Errorf("running %v", r)
 	}
 }

@@ -1,0 +1,363 @@
+package integration
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// The fault suite (issue 15): real servers and agents, real command jobs
+// that trace themselves (trace_test.go), and the faults a cluster has.
+// Each test checks, from the trace files and the job histories, that no
+// job ran twice at once, that no GPU ran two jobs at once, and that every
+// job submitted ended exactly once, succeeded.
+
+// Timing used by the fault tests: the heartbeat timeout and the agents'
+// grace period (startAgent passes --grace 1s).
+const (
+	faultTimeout = "2s"
+	faultGrace   = "1s"
+)
+
+// faultServer starts a server for remote agents with the fault tests'
+// timing; extra flags follow.
+func faultServer(t *testing.T, data string, extra ...string) *server {
+	t.Helper()
+	args := append([]string{"--data", data, "--heartbeat-timeout", faultTimeout, "--grace", faultGrace,
+		"--max-retries", "0", "--policy", "fifo"}, extra...)
+	return startAgentServer(t, args...)
+}
+
+// oneGPUAgent starts an agent of one simulated 1-GPU machine.
+func oneGPUAgent(t *testing.T, url, name string, extra ...string) *server {
+	t.Helper()
+	return startAgent(t, url, name, append([]string{"--gpus", "sim:1x1x80"}, extra...)...)
+}
+
+// history is a job's history as the API gives it.
+type historyEntry struct {
+	State  string `json:"state"`
+	Detail string `json:"detail"`
+}
+
+func jobHistory(t *testing.T, a *api, id int64) []historyEntry {
+	t.Helper()
+	var h []historyEntry
+	if st := a.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/history", id), nil, &h); st != http.StatusOK {
+		t.Fatalf("history of job %d: status %d", id, st)
+	}
+	return h
+}
+
+// endsOnce checks that each job succeeded and that its history ends once.
+func endsOnce(t *testing.T, a *api, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		j := a.job(id)
+		if j.State != "succeeded" {
+			t.Errorf("job %d = %s (%s), want succeeded", id, j.State, j.Reason)
+		}
+		ends := 0
+		var states []string
+		for _, h := range jobHistory(t, a, id) {
+			states = append(states, h.State+": "+h.Detail)
+			if h.State == "succeeded" || h.State == "failed" || h.State == "cancelled" {
+				ends++
+			}
+		}
+		if ends != 1 {
+			t.Errorf("job %d ended %d times: %q", id, ends, states)
+		}
+		if testing.Verbose() {
+			t.Logf("job %d history: %q", id, states)
+		}
+	}
+}
+
+// traceStarted waits until job id's trace shows a line of a run on node.
+func traceStarted(t *testing.T, dir string, id int64, node string) *runSpan {
+	t.Helper()
+	var got *runSpan
+	eventually(t, 30*time.Second, fmt.Sprintf("job %d to trace on %s", id, node), func() bool {
+		for _, s := range readTraces(t, dir) {
+			if s.job == id && (node == "" || s.node == node) {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// signal sends sig to a child process of the test.
+func (s *server) signal(sig syscall.Signal) {
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// TestFaultFrozenAgent freezes the agent that runs a job (SIGSTOP) for
+// longer than the heartbeat timeout. Its watchdog stops the job before
+// the server starts it on the other agent; when the agent thaws, the
+// stale run changes nothing.
+func TestFaultFrozenAgent(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	agents := map[string]*server{"a1": oneGPUAgent(t, srv.URL, "a1"), "a2": oneGPUAgent(t, srv.URL, "a2")}
+	waitGPUs(t, srv.URL, 2)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "frozen", "gpus": 1, "command": tracedJob(traces, 60)})
+	first := traceStarted(t, traces, id, "")
+	frozen := agents[first.node]
+	frozen.signal(syscall.SIGSTOP)
+	other := "a1"
+	if first.node == "a1" {
+		other = "a2"
+	}
+	second := traceStarted(t, traces, id, other)
+	time.Sleep(2 * time.Second) // both would run now, were the first not fenced
+	frozen.signal(syscall.SIGCONT)
+	alice.waitState(id, 60*time.Second, "succeeded")
+	spans := checkTraces(t, traces)
+	endsOnce(t, alice, id)
+	if second.run == first.run {
+		t.Errorf("the job's second start is run %d, like the first", second.run)
+	}
+	if last := spans[len(spans)-1]; last.lines != 60 {
+		t.Errorf("the last run traced %d lines, want all 60", last.lines)
+	}
+}
+
+// TestFaultPartition cuts the network between an agent and the server
+// with a TCP forwarder that stops passing bytes both ways, then heals it.
+func TestFaultPartition(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	fw := newForwarder(t, strings.TrimPrefix(srv.URL, "http://"))
+	oneGPUAgent(t, "http://"+fw.addr(), "cut")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "partitioned", "gpus": 1, "command": tracedJob(traces, 40)})
+	traceStarted(t, traces, id, "cut")
+	oneGPUAgent(t, srv.URL, "whole")
+	fw.freeze()
+	traceStarted(t, traces, id, "whole")
+	time.Sleep(2 * time.Second)
+	fw.thaw()
+	alice.waitState(id, 60*time.Second, "succeeded")
+	checkTraces(t, traces)
+	endsOnce(t, alice, id)
+}
+
+// TestFaultKilledAgentRestarts kills an agent with SIGKILL while its job
+// runs, and starts it again on the same work folder at once: the job must
+// not run twice, and must end once.
+func TestFaultKilledAgentRestarts(t *testing.T) {
+	data, traces, work := t.TempDir(), t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	a := oneGPUAgent(t, srv.URL, "phoenix", "--work-dir", work)
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "killed", "gpus": 1, "command": tracedJob(traces, 20)})
+	traceStarted(t, traces, id, "phoenix")
+	a.kill()
+	oneGPUAgent(t, srv.URL, "phoenix", "--work-dir", work)
+	alice.waitState(id, 60*time.Second, "succeeded")
+	checkTraces(t, traces)
+	endsOnce(t, alice, id)
+}
+
+// TestFaultServerDownLongerThanTheTimeout kills the server under load
+// and keeps it down past the heartbeat timeout: the agents fence their
+// runs and keep their exits; the new server requeues the jobs, and the
+// old runs' exits, delivered late, change nothing.
+func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	for _, n := range []string{"s1", "s2"} {
+		startAgent(t, srv.URL, n) // 2 GPUs each
+	}
+	waitGPUs(t, srv.URL, 4)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	var ids []int64
+	for i := range 6 {
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("load", i), "gpus": 1, "command": tracedJob(traces, 16)}))
+	}
+	for _, id := range ids[:4] {
+		traceStarted(t, traces, id, "")
+	}
+	srv.kill()
+	time.Sleep(4 * time.Second) // past the 2 s timeout: the agents fence
+	srv2 := faultServer(t, data, "--addr", strings.TrimPrefix(srv.URL, "http://"))
+	alice2 := newAPI(t, srv2.URL, "alice", "dev")
+	for _, id := range ids {
+		alice2.waitState(id, 90*time.Second, "succeeded")
+	}
+	checkTraces(t, traces)
+	endsOnce(t, alice2, ids...)
+}
+
+// TestFaultForgedExit: an agent with the shared token registers a machine
+// of its own and reports a job running elsewhere as ended. Nothing
+// changes.
+func TestFaultForgedExit(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	oneGPUAgent(t, srv.URL, "honest")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "victim", "gpus": 1, "command": tracedJob(traces, 12)})
+	run := traceStarted(t, traces, id, "honest").run
+
+	ws := dialAgent(t, srv.URL, map[string]any{"version": 3, "agent": "mallory", "nodes": []any{map[string]any{
+		"name": "mallory", "cpus": 1, "mem_mib": 1024, "gpus": []any{map[string]any{"index": 0, "uuid": "GPU-x", "model": "x", "mem_mib": 1024}},
+		"running": []any{},
+	}}})
+	for _, node := range []string{"honest", "mallory"} {
+		forged := map[string]any{"type": "exit", "id": 99, "exit": map[string]any{"node": node, "job_id": id, "run": run, "exit_code": 0, "at": time.Now()}}
+		if err := ws.WriteJSON(forged); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	if j := alice.job(id); j.State != "running" {
+		t.Fatalf("after forged exits, job %d = %s, want still running", id, j.State)
+	}
+	alice.waitState(id, 30*time.Second, "succeeded")
+	spans := checkTraces(t, traces)
+	endsOnce(t, alice, id)
+	if len(spans) != 1 || spans[0].lines != 12 {
+		t.Errorf("spans %v, want one run of 12 lines", spans)
+	}
+}
+
+// forwarder passes TCP connections to a target and can freeze: stop
+// passing bytes both ways, without closing anything, as a partition does.
+type forwarder struct {
+	t      *testing.T
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	frozen bool
+	thawed *sync.Cond
+	conns  []net.Conn
+}
+
+func newForwarder(t *testing.T, target string) *forwarder {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forwarder{t: t, ln: ln, target: target}
+	f.thawed = sync.NewCond(&f.mu)
+	t.Cleanup(f.close)
+	go f.accept()
+	return f
+}
+
+func (f *forwarder) addr() string { return f.ln.Addr().String() }
+
+func (f *forwarder) accept() {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		d, err := net.Dial("tcp", f.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		f.mu.Lock()
+		f.conns = append(f.conns, c, d)
+		f.mu.Unlock()
+		go f.pipe(c, d)
+		go f.pipe(d, c)
+	}
+}
+
+// pipe copies from src to dst, holding every chunk while frozen.
+func (f *forwarder) pipe(src, dst net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			f.mu.Lock()
+			for f.frozen {
+				f.thawed.Wait()
+			}
+			f.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				dst.Close()
+			}
+			return
+		}
+	}
+}
+
+func (f *forwarder) freeze() {
+	f.mu.Lock()
+	f.frozen = true
+	f.mu.Unlock()
+}
+
+func (f *forwarder) thaw() {
+	f.mu.Lock()
+	f.frozen = false
+	f.thawed.Broadcast()
+	f.mu.Unlock()
+}
+
+func (f *forwarder) close() {
+	f.thaw()
+	f.ln.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+}
+
+// dialAgent opens an agent connection with the shared agent token, says
+// hello and reads the welcome.
+func dialAgent(t *testing.T, base string, hello map[string]any) *websocket.Conn {
+	t.Helper()
+	url := "ws" + strings.TrimPrefix(base, "http") + "/api/v1/agents/connect"
+	ws, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"Authorization": {"Bearer " + agentToken}})
+	if err != nil {
+		t.Fatalf("dial %s: %v (%v)", url, err, resp)
+	}
+	t.Cleanup(func() { ws.Close() })
+	if err := ws.WriteJSON(map[string]any{"type": "hello", "hello": hello}); err != nil {
+		t.Fatal(err)
+	}
+	var welcome map[string]any
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := ws.ReadJSON(&welcome); err != nil || welcome["type"] != "welcome" {
+		t.Fatalf("hello answered %v, %v", welcome, err)
+	}
+	go func() { // answer nothing, but keep reading so pings are handled
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	return ws
+}
