@@ -1,10 +1,14 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -360,4 +364,205 @@ func dialAgent(t *testing.T, base string, hello map[string]any) *websocket.Conn 
 		}
 	}()
 	return ws
+}
+
+// TestFaultDiskFull fills the server's data disk (a small tmpfs holding
+// its SQLite database) while jobs end: their exits must wait, unanswered,
+// until space returns, and then be recorded once; no job runs again.
+func TestFaultDiskFull(t *testing.T) {
+	data := smallDisk(t, 64)
+	traces := t.TempDir()
+	srv := faultServer(t, data)
+	startAgent(t, srv.URL, "d1") // 2 GPUs
+	waitGPUs(t, srv.URL, 2)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	var ids []int64
+	for i := range 2 {
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("full", i), "gpus": 1, "command": tracedJob(traces, 12)}))
+	}
+	for _, id := range ids {
+		traceStarted(t, traces, id, "d1")
+	}
+	filler := fill(t, data)
+	// The jobs end while the disk is full.
+	eventually(t, 30*time.Second, "both jobs to trace all their lines", func() bool {
+		n := 0
+		for _, s := range readTraces(t, traces) {
+			if s.lines == 12 {
+				n++
+			}
+		}
+		return n == 2
+	})
+	eventually(t, 15*time.Second, "the server to hold the exits it cannot store", func() bool {
+		return strings.Contains(metricsText(t, srv.URL), "gpuportal_unrecorded_exits 2")
+	})
+	time.Sleep(3 * time.Second) // several passes fail to store them
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		alice.waitState(id, 30*time.Second, "succeeded")
+	}
+	spans := checkTraces(t, traces)
+	endsOnce(t, alice, ids...)
+	if len(spans) != 2 {
+		t.Errorf("%d runs traced, want 2: a job ran again", len(spans))
+	}
+}
+
+// smallDisk mounts a tmpfs of mib MiB for the test and returns its path.
+// It needs root (CI runs as root); elsewhere the test is skipped, saying
+// so, and under CI=true it fails.
+func smallDisk(t *testing.T, mib int) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", mib), "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		msg := fmt.Sprintf("cannot mount a tmpfs for a full disk (needs root): %v: %s", err, out)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Logf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fill writes a file in dir until the disk is full and returns its path.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return path
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFaultDatabaseStopped stops the server's PostgreSQL (a private
+// instance) for longer than the heartbeat timeout while jobs run. The
+// server loses its leader lock and exits, and is started again by a
+// supervisor (the test) until the database is back; the agents fence
+// their runs meanwhile. Every job ends once, none ran twice at once.
+func TestFaultDatabaseStopped(t *testing.T) {
+	pg := startPrivatePG(t)
+	data, traces := t.TempDir(), t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	sup := supervise(t, "serve", "--dev", "--addr", addr, "--no-local-agent", "--agent-token", agentToken,
+		"--data", data, "--db", pg.DSN(), "--heartbeat-timeout", faultTimeout, "--grace", faultGrace,
+		"--max-retries", "0", "--policy", "fifo")
+	base := "http://" + addr
+	eventually(t, 30*time.Second, "the server to answer", func() bool { return role(base) == "leader" })
+	for _, n := range []string{"p1", "p2"} {
+		startAgent(t, base, n)
+	}
+	waitGPUs(t, base, 4)
+	alice := newAPI(t, base, "alice", "dev")
+	var ids []int64
+	for i := range 6 {
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("db", i), "gpus": 1, "command": tracedJob(traces, 20)}))
+	}
+	for _, id := range ids[:4] {
+		traceStarted(t, traces, id, "")
+	}
+	pg.stop()
+	time.Sleep(dbDown)
+	pg.start()
+	eventually(t, 60*time.Second, "the server to lead again", func() bool { return role(base) == "leader" })
+	alice = newAPI(t, base, "alice", "dev")
+	for _, id := range ids {
+		alice.waitState(id, 120*time.Second, "succeeded")
+	}
+	checkTraces(t, traces)
+	endsOnce(t, alice, ids...)
+	if sup.starts() < 2 {
+		t.Errorf("the server started %d times; want it to have exited while the database was down", sup.starts())
+	}
+}
+
+// dbDown is how long TestFaultDatabaseStopped keeps the database down:
+// longer than the heartbeat timeout, so runs are fenced and requeued.
+const dbDown = 8 * time.Second
+
+// supervisor runs the gpuportal binary with args again each time it
+// exits, as systemd would, until the test ends.
+type supervisor struct {
+	mu    sync.Mutex
+	n     int
+	out   strings.Builder
+	cmd   *exec.Cmd
+	ended bool
+}
+
+func supervise(t *testing.T, args ...string) *supervisor {
+	t.Helper()
+	s := &supervisor{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			cmd := exec.Command(binary, args...)
+			cmd.Stdout, cmd.Stderr = &lockedWriter{s}, &lockedWriter{s}
+			s.mu.Lock()
+			if s.ended {
+				s.mu.Unlock()
+				return
+			}
+			s.cmd = cmd
+			s.n++
+			err := cmd.Start()
+			s.mu.Unlock()
+			if err == nil {
+				_ = cmd.Wait()
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() {
+		s.mu.Lock()
+		s.ended = true
+		if s.cmd != nil && s.cmd.Process != nil {
+			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		s.mu.Unlock()
+		<-done
+		if t.Failed() {
+			t.Logf("supervised gpuportal output:\n%s", s.output())
+		}
+	})
+	return s
+}
+
+func (s *supervisor) starts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *supervisor) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+type lockedWriter struct{ s *supervisor }
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	return w.s.out.Write(p)
 }
