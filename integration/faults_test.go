@@ -102,6 +102,30 @@ func traceStarted(t *testing.T, dir string, id int64, node string) *runSpan {
 	return got
 }
 
+// traceNextRun waits until job id's trace shows a run other than prev.
+func traceNextRun(t *testing.T, dir string, id int64, prev *runSpan) *runSpan {
+	t.Helper()
+	var got *runSpan
+	eventually(t, 30*time.Second, fmt.Sprintf("job %d to start again", id), func() bool {
+		for _, s := range readTraces(t, dir) {
+			if s.job == id && s.run != prev.run {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// placedOn is the machine a running job's first GPU is on, as the API says.
+func placedOn(t *testing.T, a *api, id int64) string {
+	t.Helper()
+	j := a.waitState(id, 30*time.Second, "running")
+	node, _, _ := strings.Cut(j.Placement[0], ":")
+	return node
+}
+
 // signal sends sig to a child process of the test.
 func (s *server) signal(sig syscall.Signal) {
 	if err := s.cmd.Process.Signal(sig); err != nil {
@@ -121,13 +145,9 @@ func TestFaultFrozenAgent(t *testing.T) {
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	id := submit(t, alice, map[string]any{"name": "frozen", "gpus": 1, "command": tracedJob(traces, 60)})
 	first := traceStarted(t, traces, id, "")
-	frozen := agents[first.node]
+	frozen := agents[placedOn(t, alice, id)]
 	frozen.signal(syscall.SIGSTOP)
-	other := "a1"
-	if first.node == "a1" {
-		other = "a2"
-	}
-	second := traceStarted(t, traces, id, other)
+	second := traceNextRun(t, traces, id, first)
 	time.Sleep(2 * time.Second) // both would run now, were the first not fenced
 	frozen.signal(syscall.SIGCONT)
 	alice.waitState(id, 60*time.Second, "succeeded")
@@ -151,10 +171,10 @@ func TestFaultPartition(t *testing.T) {
 	waitGPUs(t, srv.URL, 1)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	id := submit(t, alice, map[string]any{"name": "partitioned", "gpus": 1, "command": tracedJob(traces, 40)})
-	traceStarted(t, traces, id, "cut")
+	first := traceStarted(t, traces, id, "")
 	oneGPUAgent(t, srv.URL, "whole")
 	fw.freeze()
-	traceStarted(t, traces, id, "whole")
+	traceNextRun(t, traces, id, first)
 	time.Sleep(2 * time.Second)
 	fw.thaw()
 	alice.waitState(id, 60*time.Second, "succeeded")
@@ -172,7 +192,7 @@ func TestFaultKilledAgentRestarts(t *testing.T) {
 	waitGPUs(t, srv.URL, 1)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	id := submit(t, alice, map[string]any{"name": "killed", "gpus": 1, "command": tracedJob(traces, 20)})
-	traceStarted(t, traces, id, "phoenix")
+	traceStarted(t, traces, id, "")
 	a.kill()
 	oneGPUAgent(t, srv.URL, "phoenix", "--work-dir", work)
 	alice.waitState(id, 60*time.Second, "succeeded")
@@ -220,7 +240,7 @@ func TestFaultForgedExit(t *testing.T) {
 	waitGPUs(t, srv.URL, 1)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	id := submit(t, alice, map[string]any{"name": "victim", "gpus": 1, "command": tracedJob(traces, 12)})
-	run := traceStarted(t, traces, id, "honest").run
+	run := traceStarted(t, traces, id, "").run
 
 	ws := dialAgent(t, srv.URL, map[string]any{"version": 3, "agent": "mallory", "nodes": []any{map[string]any{
 		"name": "mallory", "cpus": 1, "mem_mib": 1024, "gpus": []any{map[string]any{"index": 0, "uuid": "GPU-x", "model": "x", "mem_mib": 1024}},
@@ -381,7 +401,7 @@ func TestFaultDiskFull(t *testing.T) {
 		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("full", i), "gpus": 1, "command": tracedJob(traces, 12)}))
 	}
 	for _, id := range ids {
-		traceStarted(t, traces, id, "d1")
+		traceStarted(t, traces, id, "")
 	}
 	filler := fill(t, data)
 	// The jobs end while the disk is full.
@@ -565,4 +585,96 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	return w.s.out.Write(p)
+}
+
+// TestFaultTwoAgentsOneName starts a second agent under the name of a
+// machine that runs a job (two machines cloned from one image): it is
+// refused with a message naming the cause, the first keeps its machine and
+// its job, and nothing flaps.
+func TestFaultTwoAgentsOneName(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	oneGPUAgent(t, srv.URL, "twin")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "cloned", "gpus": 1, "command": tracedJob(traces, 24)})
+	traceStarted(t, traces, id, "twin")
+	clone := oneGPUAgent(t, srv.URL, "twin")
+	eventually(t, 15*time.Second, "the clone to be refused", func() bool {
+		return strings.Contains(clone.output(), "machine name twin is taken by another machine")
+	})
+	alice.waitState(id, 30*time.Second, "succeeded")
+	spans := checkTraces(t, traces)
+	endsOnce(t, alice, id)
+	if len(spans) != 1 {
+		t.Errorf("%d runs, want the job's one run, undisturbed", len(spans))
+	}
+	if n := strings.Count(srv.output(), `nodes=[twin]`); n != 1 {
+		t.Errorf("twin connected %d times, want once (no flapping)", n)
+	}
+}
+
+// TestJoinTokens: an admin's join token lets a new machine join, which
+// then reconnects with its own credential even after the token is
+// revoked; a revoked token lets no new machine in; wrong tokens are
+// refused, then rate-limited.
+func TestJoinTokens(t *testing.T) {
+	data := t.TempDir()
+	srv := startServer(t, "--data", data, "--no-local-agent", "--heartbeat-timeout", faultTimeout)
+	admin := func(args ...string) string {
+		out, err := exec.Command(binary, append([]string{"admin", "--data", data}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("admin %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := admin("create-join-token", "--name", "rack 3", "--ttl", "1h")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	token := lines[len(lines)-1]
+	if !strings.HasPrefix(token, "gpj_") {
+		t.Fatalf("create-join-token printed %q", out)
+	}
+	work := t.TempDir()
+	a := startAgentWithToken(t, srv.URL, "rack3-a", token, "--work-dir", work)
+	waitGPUs(t, srv.URL, 2)
+	// The agent keeps the machine's credential in its work folder.
+	if cred, err := os.ReadFile(filepath.Join(work, "credential")); err != nil || !strings.HasPrefix(string(cred), "gpm_") {
+		t.Fatalf("credential kept: %q, %v", cred, err)
+	} else if strings.Contains(srv.output()+a.output(), strings.TrimSpace(string(cred))) {
+		t.Error("the machine's credential appears in a log")
+	}
+	if got := admin("list-machines"); !strings.Contains(got, "rack3-a") || !strings.Contains(got, "join token 1") {
+		t.Errorf("list-machines:\n%s", got)
+	}
+	admin("revoke-join-token", "--id", "1")
+	a.kill()
+	// Its credential still works; the token no longer lets anyone join.
+	startAgentWithToken(t, srv.URL, "rack3-a", token, "--work-dir", work)
+	waitGPUs(t, srv.URL, 2)
+	newcomer := startAgentWithToken(t, srv.URL, "rack3-b", token)
+	eventually(t, 10*time.Second, "the revoked token to be refused", func() bool {
+		return strings.Contains(newcomer.output(), "401 Unauthorized")
+	})
+	if g := connectedGPUs(t, srv.URL); g != 2 {
+		t.Errorf("%d GPUs connected, want rack3-a's 2 only", g)
+	}
+	if got := admin("audit"); !strings.Contains(got, "join-token.create") || !strings.Contains(got, "join-token.revoke") {
+		t.Errorf("audit lacks the join token actions:\n%s", got)
+	}
+	// Wrong tokens: refused, and after ten from one address (the
+	// newcomer's included), answered 429.
+	codes := map[int]int{}
+	for range 12 {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/agents/connect", nil)
+		req.Header.Set("Authorization", "Bearer gpj_wrong")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[http.StatusUnauthorized] < 8 || codes[http.StatusTooManyRequests] < 2 || codes[http.StatusUnauthorized]+codes[http.StatusTooManyRequests] != 12 {
+		t.Errorf("answers to 12 wrong tokens: %v, want 401 until ten failures, then 429", codes)
+	}
 }

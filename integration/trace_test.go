@@ -23,11 +23,12 @@ const tick = 250 * time.Millisecond
 
 // tracedJob returns the command of a job that writes ticks lines to a
 // trace file in dir, one every tick, then exits 0. Each run starts over.
-// Where the agent does not say the run (a build before runs were
-// numbered), the shell's PID stands for it.
+// Where the agent does not say the run and the machine (a build before
+// runs were numbered), the shell's PID stands for the run and the agent's
+// work folder for the machine.
 func tracedJob(dir string, ticks int) []string {
 	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do `+
-		`echo "$(date +%%s%%3N) $GPUPORTAL_JOB_ID ${GPUPORTAL_RUN:-$$} $$ ${GPUPORTAL_NODE:-unknown} $CUDA_VISIBLE_DEVICES" >> %s/job-$GPUPORTAL_JOB_ID.trace; `+
+		`echo "$(date +%%s%%3N) $GPUPORTAL_JOB_ID ${GPUPORTAL_RUN:-$$} $$ ${GPUPORTAL_NODE:-$(basename $(dirname $(dirname $PWD)))} $CUDA_VISIBLE_DEVICES" >> %s/job-$GPUPORTAL_JOB_ID.trace; `+
 		`sleep %.2f; i=$((i+1)); done`, ticks, dir, tick.Seconds())
 	return []string{"sh", "-c", script}
 }

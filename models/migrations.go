@@ -19,6 +19,7 @@ func migrations() []migration {
 		{6, "jobs: declared Synergy sensitivity profile", jobsDeclaredProfile},
 		{7, "node_holds and gpu_faults: cordons, drains and GPUs out of service (nodestate.go)", nodeStateTables},
 		{8, "runs: every start of a job, numbered; jobs.run and job_events.run (runs.go)", runsTable},
+		{9, "join_tokens and machines: agents' machine identity (machines.go)", machineTables},
 	}
 }
 
@@ -269,4 +270,34 @@ func runsTable(tx *gorm.DB) error {
 		return err
 	}
 	return createTables(tx, &v8Run{})
+}
+
+// v9JoinToken and v9Machine are the tables step 9 creates: join tokens
+// and the machines agents registered with them (machines.go).
+type v9JoinToken struct {
+	ID        int64  `gorm:"primaryKey"`
+	Name      string `gorm:"size:128;not null"`
+	TokenHash string `gorm:"uniqueIndex;size:64;not null"`
+	CreatedBy string `gorm:"size:64;not null"`
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+	RevokedAt *time.Time
+	Uses      int `gorm:"not null;default:0"`
+}
+
+func (v9JoinToken) TableName() string { return "join_tokens" }
+
+type v9Machine struct {
+	ID             int64  `gorm:"primaryKey"`
+	Name           string `gorm:"uniqueIndex;size:64;not null"`
+	CredentialHash string `gorm:"size:64;not null"`
+	JoinedWith     int64  `gorm:"not null;default:0"`
+	CreatedAt      time.Time
+	LastSeenAt     time.Time
+}
+
+func (v9Machine) TableName() string { return "machines" }
+
+func machineTables(tx *gorm.DB) error {
+	return createTables(tx, &v9JoinToken{}, &v9Machine{})
 }

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +40,11 @@ type AgentConfig struct {
 	// AckTimeout bounds the wait for an agent to answer a start or stop;
 	// default 10s.
 	AckTimeout time.Duration
+	// Machines, when set, gives machines their identity: agents join with
+	// a join token (or Token) and each machine gets a credential of its
+	// own (agents_identity.go). Nil: any agent with Token may name any
+	// machine.
+	Machines MachineStore
 }
 
 // nodeRegistry is the part of the engine that agents' machines join.
@@ -66,6 +70,8 @@ type agentHub struct {
 	owners map[string]*agentConn // machine name -> the connection that runs it
 
 	heartbeats atomic.Int64 // heartbeats received, for /metrics
+
+	badTokens *limiter // wrong tokens, per client address
 }
 
 func newAgentHub(cfg AgentConfig, registry nodeRegistry, log *slog.Logger) *agentHub {
@@ -77,20 +83,30 @@ func newAgentHub(cfg AgentConfig, registry nodeRegistry, log *slog.Logger) *agen
 	}
 	return &agentHub{
 		cfg: cfg, registry: registry, log: log, owners: make(map[string]*agentConn),
-		upgrader: websocket.Upgrader{HandshakeTimeout: 10 * time.Second},
+		upgrader:  websocket.Upgrader{HandshakeTimeout: 10 * time.Second},
+		badTokens: newLimiter(agentTokenFailures, agentTokenWindow),
 	}
 }
 
 // ServeHTTP checks the agent token, upgrades to a websocket and serves the
 // agent until it disconnects.
 func (h *agentHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Token == "" {
+	if h.cfg.Token == "" && h.cfg.Machines == nil {
 		writeJSONError(w, http.StatusNotFound, "remote agents are off: start the server with --agent-token")
 		return
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.Token)) != 1 {
-		h.log.Warn("agent refused: missing or wrong agent token", "remote", r.RemoteAddr)
+	now := time.Now()
+	addr := clientAddr(r.RemoteAddr)
+	if blocked, wait := h.badTokens.blocked(now, addr); blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		writeJSONError(w, http.StatusTooManyRequests, "too many wrong agent tokens from this address: try again later")
+		return
+	}
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	auth, err := h.authenticate(r.Context(), token, now)
+	if err != nil {
+		h.badTokens.fail(now, addr)
+		h.log.Warn("agent refused: missing or wrong agent token", "remote", r.RemoteAddr, "err", err)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gpuportal-agents"`)
 		writeJSONError(w, http.StatusUnauthorized, "missing or wrong agent token")
 		return
@@ -101,7 +117,7 @@ func (h *agentHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	c := &agentConn{
-		hub: h, ws: ws, remote: r.RemoteAddr, pending: make(map[uint64]chan *wire.Ack),
+		hub: h, ws: ws, remote: r.RemoteAddr, auth: auth, pending: make(map[uint64]chan *wire.Ack),
 		closed: make(chan struct{}), nodes: make(map[string]*remoteNode), exitSig: make(chan struct{}, 1),
 	}
 	// The connection outlives no request context of interest: engine
@@ -154,7 +170,8 @@ type agentConn struct {
 	hub    *agentHub
 	ws     *websocket.Conn
 	remote string
-	agent  string // the agent's name, from its hello
+	agent  string    // the agent's name, from its hello
+	auth   agentAuth // what its token proved
 
 	wmu    sync.Mutex // one writer at a time
 	nextID atomic.Uint64
@@ -220,11 +237,26 @@ func (c *agentConn) serve(ctx context.Context) {
 
 // register reads the agent's hello, adds its machines to the engine
 // (taking over any that another connection ran) and welcomes it.
-func (c *agentConn) register(ctx context.Context) error {
+func (c *agentConn) register(ctx context.Context) (err error) {
 	h := c.hub
 	_ = c.ws.SetReadDeadline(time.Now().Add(h.cfg.HeartbeatTimeout))
+	_, raw, err := c.ws.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("read hello: %w", err)
+	}
+	// The version first: an agent of another version may not decode.
+	var v struct {
+		Hello struct {
+			Version int    `json:"version"`
+			Agent   string `json:"agent"`
+		} `json:"hello"`
+	}
+	if err := json.Unmarshal(raw, &v); err == nil && v.Hello.Version != wire.Version {
+		c.agent = v.Hello.Agent
+		return fmt.Errorf("agent speaks protocol version %d, the server %d: run the same gpuportal version on both", v.Hello.Version, wire.Version)
+	}
 	var m wire.Message
-	if err := c.ws.ReadJSON(&m); err != nil {
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return fmt.Errorf("read hello: %w", err)
 	}
 	if m.Type != wire.TypeHello || m.Hello == nil {
@@ -232,9 +264,6 @@ func (c *agentConn) register(ctx context.Context) error {
 	}
 	hello := m.Hello
 	c.agent = hello.Agent
-	if hello.Version != wire.Version {
-		return fmt.Errorf("agent speaks protocol version %d, the server %d: run the same gpuportal version on both", hello.Version, wire.Version)
-	}
 	if len(hello.Nodes) == 0 {
 		return errors.New("hello names no machines")
 	}
@@ -263,6 +292,17 @@ func (c *agentConn) register(ctx context.Context) error {
 	}
 
 	welcome := &wire.Welcome{Version: wire.Version, HeartbeatTimeoutMS: h.cfg.HeartbeatTimeout.Milliseconds()}
+	creds, err := h.identify(ctx, c.auth, hello.Nodes)
+	if err != nil {
+		return err
+	}
+	welcome.Credentials = creds
+	defer func() {
+		if err != nil {
+			// The agent never got its credentials: free the names.
+			h.unregisterMachines(ctx, creds)
+		}
+	}()
 	for name, rn := range c.nodes {
 		for _, ref := range rn.Running() {
 			welcome.Logs = append(welcome.Logs, wire.LogOffset{Node: name, JobID: ref.Job, Offset: h.logSize(name, ref.Job)})

@@ -27,6 +27,11 @@ Commands:
   create-token   --name NAME [--label LABEL] [--ttl 720h]
   list-users
   audit          [--limit 50]
+  create-join-token --name NAME [--ttl 24h]   let agents join new machines (shown once)
+  list-join-tokens
+  revoke-join-token --id ID
+  list-machines
+  remove-machine    --name NAME               forget a machine and its credential
 
 Without --password-stdin a random password is generated and printed once.
 `
@@ -71,6 +76,16 @@ func runAdmin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return a.listUsers(ctx)
 	case "audit":
 		return a.audit(ctx, rest)
+	case "create-join-token":
+		return a.createJoinToken(ctx, rest)
+	case "list-join-tokens":
+		return a.listJoinTokens(ctx)
+	case "revoke-join-token":
+		return a.revokeJoinToken(ctx, rest)
+	case "list-machines":
+		return a.listMachines(ctx)
+	case "remove-machine":
+		return a.removeMachine(ctx, rest)
 	}
 	fs.Usage()
 	return fmt.Errorf("admin: unknown command %q", cmd)

@@ -68,6 +68,10 @@ type Client struct {
 	nodes map[string]*Local
 	kick  chan struct{} // an exit waits to be sent
 
+	// joinAgain: the server refused the machines' credentials (its
+	// database was replaced, say): present the join token next time.
+	joinAgain atomic.Bool
+
 	mu   sync.Mutex
 	live map[jobKey]*liveJob // runs the server has not yet seen end
 
@@ -96,8 +100,8 @@ type liveJob struct {
 
 // NewClient checks cfg and returns a client; Run connects it.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if cfg.Token == "" {
-		return nil, errors.New("agent client: no token")
+	if cfg.Token == "" && !allJoined(cfg.Nodes) {
+		return nil, errors.New("agent client: no token: give the server's join token (a machine that joined before uses its credential)")
 	}
 	if len(cfg.Nodes) == 0 || cfg.Exits == nil {
 		return nil, errors.New("agent client: no nodes or no exits channel")
@@ -148,6 +152,28 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// allJoined reports whether every machine has its credential.
+func allJoined(nodes []*Local) bool {
+	for _, n := range nodes {
+		if n.credential() == "" {
+			return false
+		}
+	}
+	return len(nodes) > 0
+}
+
+// bearer is the token the client presents: the join token while a machine
+// has yet to join, a machine credential once all have.
+func (c *Client) bearer() string {
+	if c.cfg.Token != "" && !allJoined(c.cfg.Nodes) {
+		return c.cfg.Token
+	}
+	if allJoined(c.cfg.Nodes) && !(c.joinAgain.Load() && c.cfg.Token != "") {
+		return c.cfg.Nodes[0].credential()
+	}
+	return c.cfg.Token
 }
 
 // agentURL turns a server's base URL into its agent endpoint.
@@ -270,12 +296,13 @@ func (c *Client) session(ctx context.Context, url string) (welcomed bool, err er
 		Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second,
 		TLSClientConfig: c.cfg.TLS,
 	}
-	hdr := http.Header{"Authorization": {"Bearer " + c.cfg.Token}}
+	hdr := http.Header{"Authorization": {"Bearer " + c.bearer()}}
 	conn, resp, err := dialer.DialContext(ctx, url, hdr)
 	if err != nil {
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()
+			c.joinAgain.Store(resp.StatusCode == http.StatusUnauthorized)
 			return false, fmt.Errorf("connect: server answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 		}
 		return false, fmt.Errorf("connect: %w", err)
@@ -319,7 +346,7 @@ func (s *session) register() error {
 	for _, n := range c.cfg.Nodes {
 		cpus, mem := n.Resources()
 		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []job.RunRef{},
-			Monitor: n.MonitorOnly()}
+			Monitor: n.MonitorOnly(), Credential: n.credential()}
 		for k, lj := range c.live {
 			if k.node == n.Name() {
 				wn.Running = append(wn.Running, job.RunRef{Job: k.job, Run: lj.run})
@@ -358,6 +385,16 @@ func (s *session) register() error {
 	}
 	if m.Welcome.Version != wire.Version {
 		return fmt.Errorf("register: server speaks protocol version %d, this agent %d", m.Welcome.Version, wire.Version)
+	}
+	for _, nc := range m.Welcome.Credentials {
+		n := c.nodes[nc.Node]
+		if n == nil {
+			continue
+		}
+		if err := n.saveCredential(nc.Credential); err != nil {
+			return fmt.Errorf("register: %w", err)
+		}
+		c.cfg.Logger.Info("machine joined the cluster: its credential is kept in its work folder", "node", nc.Node)
 	}
 	s.timeout = time.Duration(m.Welcome.HeartbeatTimeoutMS) * time.Millisecond
 	if s.timeout < 3*c.cfg.SampleEvery {

@@ -84,3 +84,29 @@ func (a *Local) keptExits() ([]Exit, error) {
 	}
 	return out, nil
 }
+
+// credentialPath is where the machine's credential is kept: the server
+// gave it when the machine joined (docs/agents.md, "Joining machines").
+func (a *Local) credentialPath() string { return filepath.Join(a.cfg.WorkDir, "credential") }
+
+// credential is the machine's credential, empty before it joined.
+func (a *Local) credential() string {
+	b, err := os.ReadFile(a.credentialPath())
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// saveCredential keeps the machine's credential, readable by the agent's
+// user only.
+func (a *Local) saveCredential(c string) error {
+	tmp := a.credentialPath() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(c+"\n"), 0o600); err != nil {
+		return fmt.Errorf("keep the machine's credential: %w", err)
+	}
+	if err := os.Rename(tmp, a.credentialPath()); err != nil {
+		return fmt.Errorf("keep the machine's credential: %w", err)
+	}
+	return nil
+}

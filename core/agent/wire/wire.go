@@ -125,6 +125,9 @@ type Node struct {
 	// agent --monitor-only): another system (Slurm) runs its jobs, and the
 	// agent refuses starts.
 	Monitor bool `json:"monitor,omitempty"`
+	// Credential is the machine's own credential, which the server gave it
+	// when it first joined (Welcome.Credentials); empty before.
+	Credential string `json:"credential,omitempty"`
 }
 
 // GPU describes one GPU of a machine.
@@ -145,6 +148,16 @@ type Welcome struct {
 	// Logs says how much of each running job's output the server holds,
 	// so the agent sends the rest.
 	Logs []LogOffset `json:"logs,omitempty"`
+	// Credentials are the credentials of the machines this hello
+	// registered: the agent keeps each in the machine's work folder and
+	// presents it from then on. They are shown once.
+	Credentials []NodeCredential `json:"credentials,omitempty"`
+}
+
+// NodeCredential is a newly registered machine's credential.
+type NodeCredential struct {
+	Node       string `json:"node"`
+	Credential string `json:"credential"`
 }
 
 // LogOffset is how many bytes of a job's output on a node the server has.
