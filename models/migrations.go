@@ -19,6 +19,7 @@ func migrations() []migration {
 		{6, "jobs: declared Synergy sensitivity profile", jobsDeclaredProfile},
 		{7, "node_holds and gpu_faults: cordons, drains and GPUs out of service (nodestate.go)", nodeStateTables},
 		{8, "runs: every start of a job, numbered; jobs.run and job_events.run (runs.go)", runsTable},
+		{9, "jobs: requeues without progress of a sharing job (held jobs)", jobsRequeueStalls},
 	}
 }
 
@@ -269,4 +270,17 @@ func runsTable(tx *gorm.DB) error {
 		return err
 	}
 	return createTables(tx, &v8Run{})
+}
+
+// v9Job holds the column step 9 adds to jobs: a sharing job's requeues in
+// a row for outgrowing its lane that brought no larger estimate, which
+// back it off and, past a bound, hold it (engine.Requeue).
+type v9Job struct {
+	RequeueStalls int `gorm:"default:0"`
+}
+
+func (v9Job) TableName() string { return "jobs" }
+
+func jobsRequeueStalls(tx *gorm.DB) error {
+	return addColumns(tx, &v9Job{}, "RequeueStalls")
 }
