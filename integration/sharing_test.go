@@ -393,3 +393,54 @@ print("done", flush=True)
 	}
 	t.Logf("python %s (PyTorch %v); output:\n%s", py, torch, out)
 }
+
+// A job that asks for more ephemeral memory than its GPU has does not
+// loop either: it is stopped at its first ask and requeued once with an
+// estimate that covers the ask, and then the gate refuses to admit it,
+// too large for the GPU, so its run fails with that reason.
+func TestAnImpossibleAskFailsWithItsReason(t *testing.T) {
+	py, _ := pythonForGate(t)
+	clients, err := filepath.Abs(filepath.Join("..", "static", "clients"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startAgentServer(t, "--data", t.TempDir(), "--retry-backoff", "1s")
+	startAgent(t, srv.URL, "remote-i", "--gpus", "sim:1x1x16")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	script := fmt.Sprintf(`import sys
+sys.path.insert(0, %q)
+import gpuportal_gate
+gate = gpuportal_gate.connect()
+with gate.iteration(expected_e_mib=100000):
+    pass
+`, clients)
+	var j struct {
+		ID int64 `json:"id"`
+	}
+	st := alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{
+		"name": "impossible-ask", "gpus": 1, "command": []string{py, "-c", script},
+		"sharing": true, "mem_persistent_mib": 1000, "mem_ephemeral_mib": 4096,
+	}, &j)
+	if st != http.StatusCreated {
+		t.Fatalf("submit: status %d", st)
+	}
+	done := alice.waitState(j.ID, 60*time.Second, "succeeded", "failed")
+	var history []struct {
+		State  string `json:"state"`
+		Detail string `json:"detail"`
+	}
+	alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/history", j.ID), nil, &history)
+	requeues := 0
+	for _, e := range history {
+		if e.State == "queued" && strings.HasPrefix(e.Detail, "outgrew its lane") {
+			requeues++
+			if e.Detail != "outgrew its lane: requeued with E=100000 MiB, P=1000 MiB (on remote-i)" {
+				t.Errorf("requeue %q: want it with E=100000 MiB, the ask", e.Detail)
+			}
+		}
+	}
+	if done.State != "failed" || requeues != 1 || !strings.Contains(done.Reason, "job larger than the GPU") {
+		t.Fatalf("job %+v, history %+v: want it failed, as larger than the GPU, after one requeue", done, history)
+	}
+}
