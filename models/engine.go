@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -15,11 +16,15 @@ import (
 var _ engine.Store = (*Store)(nil)
 
 // UnfinishedEngineJobs returns the unfinished jobs as the engine sees them.
+// Held jobs (Job.Held) are left out, so that the engine never schedules
+// them, unless a replica asked for their cancel, which the engine
+// carries out.
 func (s *Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
 	js, err := s.UnfinishedJobs(ctx)
 	if err != nil {
 		return nil, err
 	}
+	js = slices.DeleteFunc(js, func(j Job) bool { return j.Held() && j.CancelRequest == "" })
 	out := make([]engine.Job, len(js))
 	for i, j := range js {
 		out[i] = engine.Job{

@@ -74,6 +74,11 @@ type Job struct {
 	Preemptions     int
 	Failures        int        // failed runs that were retried
 	RetryAt         *time.Time // a failed job waits until then
+	// RequeueStalls counts a sharing job's requeues in a row for
+	// outgrowing its lane that brought no larger estimate
+	// (engine.Requeue.Outcome); from engine.MaxRequeueStalls on, the job
+	// is held (Held).
+	RequeueStalls int
 	// FirstEstimate is the first estimate of the job's start: kept to
 	// measure how good the estimates are.
 	FirstEstimate *time.Time

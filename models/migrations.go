@@ -19,7 +19,8 @@ func migrations() []migration {
 		{6, "jobs: declared Synergy sensitivity profile", jobsDeclaredProfile},
 		{7, "node_holds and gpu_faults: cordons, drains and GPUs out of service (nodestate.go)", nodeStateTables},
 		{8, "runs: every start of a job, numbered; jobs.run and job_events.run (runs.go)", runsTable},
-		{9, "join_tokens and machines: agents' machine identity (machines.go)", machineTables},
+		{9, "jobs: requeues without progress of a sharing job (held jobs)", jobsRequeueStalls},
+		{10, "join_tokens and machines: agents' machine identity (machines.go)", machineTables},
 	}
 }
 
@@ -272,9 +273,22 @@ func runsTable(tx *gorm.DB) error {
 	return createTables(tx, &v8Run{})
 }
 
-// v9JoinToken and v9Machine are the tables step 9 creates: join tokens
+// v9Job holds the column step 9 adds to jobs: a sharing job's requeues in
+// a row for outgrowing its lane that brought no larger estimate, which
+// back it off and, past a bound, hold it (engine.Requeue).
+type v9Job struct {
+	RequeueStalls int `gorm:"default:0"`
+}
+
+func (v9Job) TableName() string { return "jobs" }
+
+func jobsRequeueStalls(tx *gorm.DB) error {
+	return addColumns(tx, &v9Job{}, "RequeueStalls")
+}
+
+// v10JoinToken and v10Machine are the tables step 10 creates: join tokens
 // and the machines agents registered with them (machines.go).
-type v9JoinToken struct {
+type v10JoinToken struct {
 	ID        int64  `gorm:"primaryKey"`
 	Name      string `gorm:"size:128;not null"`
 	TokenHash string `gorm:"uniqueIndex;size:64;not null"`
@@ -285,9 +299,9 @@ type v9JoinToken struct {
 	Uses      int `gorm:"not null;default:0"`
 }
 
-func (v9JoinToken) TableName() string { return "join_tokens" }
+func (v10JoinToken) TableName() string { return "join_tokens" }
 
-type v9Machine struct {
+type v10Machine struct {
 	ID             int64  `gorm:"primaryKey"`
 	Name           string `gorm:"uniqueIndex;size:64;not null"`
 	CredentialHash string `gorm:"size:64;not null"`
@@ -296,8 +310,8 @@ type v9Machine struct {
 	LastSeenAt     time.Time
 }
 
-func (v9Machine) TableName() string { return "machines" }
+func (v10Machine) TableName() string { return "machines" }
 
 func machineTables(tx *gorm.DB) error {
-	return createTables(tx, &v9JoinToken{}, &v9Machine{})
+	return createTables(tx, &v10JoinToken{}, &v10Machine{})
 }

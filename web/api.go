@@ -42,6 +42,10 @@ type JobJSON struct {
 	Preemptions     int        `json:"preemptions"`
 	Failures        int        `json:"failures"`
 	RetryAt         *time.Time `json:"retry_at"`
+	// Held: the job waits but is never scheduled (a sharing job requeued
+	// too often for outgrowing its lane without progress); Reason says
+	// why and what to do.
+	Held bool `json:"held"`
 	// EstimatedStartAt is when a waiting job is expected to start (see
 	// GET /api/v1/stats/estimates for how good the estimates have been).
 	EstimatedStartAt *time.Time `json:"estimated_start_at"`
@@ -121,7 +125,7 @@ func jobJSON(j *models.Job) JobJSON {
 		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: j.ExecutedS,
 		AttainedService: j.AttainedService, Preemptions: j.Preemptions,
-		Model: j.Model, Queue: j.QueueIndex, Failures: j.Failures, RetryAt: j.RetryAt,
+		Model: j.Model, Queue: j.QueueIndex, Failures: j.Failures, RetryAt: j.RetryAt, Held: j.Held(),
 	}
 	if out.Placement == nil {
 		out.Placement = []string{}

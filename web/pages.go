@@ -367,6 +367,10 @@ func (s *Server) cancelForm(c echo.Context) error {
 // describeEstimate fills in when a waiting job should start and how good
 // such estimates have been.
 func (s *Server) describeEstimate(c echo.Context, j *models.Job, d *templates.JobDetail) error {
+	if j.Held() {
+		d.Estimate = "never: held until cancelled (see its reason)"
+		return nil
+	}
 	if j.RetryAt != nil {
 		d.Estimate = "retries at " + j.RetryAt.Local().Format(timeLayout)
 		return nil

@@ -620,6 +620,9 @@ func (c jobCmd) printJob(j web.JobJSON, history []web.EventJSON) {
 	if j.RetryAt != nil {
 		row("next retry", c.when(*j.RetryAt))
 	}
+	if j.Held {
+		row("held", "yes: never scheduled; cancel it and submit it again (see its reason)")
+	}
 	_ = w.Flush()
 	if len(history) == 0 {
 		return

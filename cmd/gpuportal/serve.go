@@ -32,6 +32,7 @@ type serveFlags struct {
 	simGPUs          string
 	noLocalAgent     bool
 	policy           string
+	sharePlacement   string
 	cpuAlloc         string
 	thresholds       string
 	promoteKnob      float64
@@ -67,6 +68,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.BoolVar(&f.noLocalAgent, "no-local-agent", false, "start no built-in agent")
 	fs.StringVar(&f.policy, "policy", "tiresias-l", "scheduling policy: "+strings.Join(sched.Policies(), ", "))
 	fs.StringVar(&f.cpuAlloc, "cpu-alloc", sched.AllocProportional, "CPUs and host memory per job: proportional (by GPUs) or synergy (by each job's sensitivity, docs/synergy.md)")
+	fs.StringVar(&f.sharePlacement, "share-placement", sched.ShareFreeFirst, "where a sharing job goes: free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room); docs/salus.md")
 	fs.StringVar(&f.thresholds, "thresholds", "", "queue thresholds of dlas and tiresias, comma-separated GPU-seconds (default 3250,7200; with --demo 200,800)")
 	fs.DurationVar(&f.halfLife, "half-life", 7*24*time.Hour, "fair share: how fast a team's past usage fades")
 	fs.DurationVar(&f.minRuntime, "min-runtime", 10*time.Minute, "fair share: how long a borrowed job runs before it may be reclaimed (with --demo, 30s)")
@@ -99,6 +101,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.executor != "agents" && f.executor != "slurm" {
 		return f, fmt.Errorf("serve: --executor %q: want agents or slurm", f.executor)
 	}
+	if !slices.Contains(sched.SharePlacements(), f.sharePlacement) {
+		return f, fmt.Errorf("serve: --share-placement %q: want %s", f.sharePlacement, strings.Join(sched.SharePlacements(), " or "))
+	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
@@ -126,7 +131,7 @@ const demoMinRuntime = 30 * time.Second
 // newScheduler configures the scheduling core from the flags. tiresias-g
 // starts from the GPU-times of jobs this cluster has completed.
 func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, error) {
-	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc}
+	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc, SharePlacement: f.sharePlacement}
 	if f.thresholds != "" {
 		for _, part := range strings.Split(f.thresholds, ",") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)

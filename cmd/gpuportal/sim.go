@@ -46,6 +46,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		cpuAlloc    = fs.String("cpu-alloc", "", "model CPUs and host memory: proportional (by GPUs) or synergy (by each job's sensitivity); jobs then run at their profile's speed (default: not modelled)")
 		sharing     = fs.String("sharing", "none", "GPU sharing: none (every job takes whole GPUs) or salus (fractional jobs, gpu_milli < 1000, share GPUs where the safety condition holds; needs --placement nodes)")
 		lanePolicy  = fs.String("lane-policy", string(lanes.Fair), "with --sharing salus: which job of a shared lane runs, pack (arrival order), fair (least GPU time so far) or srtf (least work left), as the agent's --lane-policy")
+		sharePlace  = fs.String("share-placement", sched.ShareFreeFirst, "with --sharing salus: where a sharing job goes, free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room)")
 		assign      = fs.String("assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -104,6 +105,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("sim: --lane-policy: %w", err)
 	}
+	if !slices.Contains(sched.SharePlacements(), *sharePlace) {
+		return fmt.Errorf("sim: --share-placement %q: want %s", *sharePlace, strings.Join(sched.SharePlacements(), " or "))
+	}
 	half, err := trace.ParseDuration(*halfLife)
 	if err != nil {
 		return fmt.Errorf("sim: --half-life: %w", err)
@@ -148,6 +152,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			MinRuntimeS: minRun,
 			OmitWaits:   true,
 			CPUAlloc:    *cpuAlloc,
+			// Read only with --sharing salus.
+			SharePlacement: *sharePlace,
 		},
 		Nodes:        nodes,
 		PreemptCostS: *preemptCost,

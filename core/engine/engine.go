@@ -80,8 +80,10 @@ type Store interface {
 	CompletedDurations(ctx context.Context, limit int) ([]float64, error)
 	SetFirstEstimates(ctx context.Context, at map[int64]time.Time) error
 	// MarkRequeued puts a running job back in the queue with a new memory
-	// estimate, without counting a failure: it outgrew its Salus lane.
-	MarkRequeued(ctx context.Context, ref job.RunRef, est memest.Estimate, reason string, now time.Time) error
+	// estimate, without counting a failure: it outgrew its Salus lane. It
+	// applies rq.Outcome to the estimate the run started from and the
+	// job's stalls so far, and returns it (sharing.go).
+	MarkRequeued(ctx context.Context, ref job.RunRef, rq Requeue) (RequeueOutcome, error)
 	// SetMeasuredMemory stores a sharing job's estimate as its run
 	// measured it, for its next run; it changes nothing else.
 	SetMeasuredMemory(ctx context.Context, id int64, est memest.Estimate) error

@@ -26,6 +26,7 @@ type memStore struct {
 	reason map[int64]string
 	first  map[int64]time.Time // first start estimates
 	fail   error               // MarkStopped fails with it while set
+	stalls map[int64]int       // requeues without progress (sharing_test.go)
 }
 
 func newMemStore(jobs ...Job) *memStore {
@@ -49,7 +50,7 @@ func (s *memStore) UnfinishedEngineJobs(context.Context) ([]Job, error) {
 	defer s.mu.Unlock()
 	var out []Job
 	for _, j := range s.jobs {
-		if !j.State.Final() {
+		if !j.State.Final() && !s.held(j) {
 			out = append(out, *j)
 		}
 	}

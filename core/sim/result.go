@@ -52,7 +52,10 @@ type Result struct {
 	SharingJobs int    `json:"sharing_jobs,omitempty"`
 	// LanePolicy is the lane policy the shared GPUs' turns went by
 	// (Config.LanePolicy).
-	LanePolicy     string  `json:"lane_policy,omitempty"`
+	LanePolicy string `json:"lane_policy,omitempty"`
+	// SharePlacement is where a sharing job went (sched.Config's
+	// SharePlacement: free-first or fullest-first).
+	SharePlacement string  `json:"share_placement,omitempty"`
 	CoLocations    int     `json:"co_locations,omitempty"`
 	MaxJobsPerGPU  int     `json:"max_jobs_per_gpu,omitempty"`
 	JobsPerBusyGPU float64 `json:"jobs_per_busy_gpu,omitempty"`
