@@ -38,6 +38,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		thresholds  = fs.String("thresholds", "", "comma-separated queue `limits`, GPU-seconds (seconds for dlas) (default 3250,7200)")
 		promoteKnob = fs.Float64("promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
 		preemptCost = fs.Float64("preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
+		handover    = fs.Float64("handover-s", 0, "`seconds` a preempted job keeps its GPUs (checkpoint and exit) before the next job may start on them, as live")
 		placement   = fs.String("placement", sched.PlaceNodes, "placement: nodes (real nodes) or count (count GPUs only, as the Tiresias simulator's count scheme)")
 		teams       = fs.String("teams", "", "teams for fair share, `NAME:GPUS[:WEIGHT[:CAP]],...` (guaranteed GPUs, weight, GPUs per user) or a team file; jobs name their team in the trace")
 		fairShare   = fs.Bool("fair-share", true, "with --teams: apply fair share (false: schedule without it, still reporting per team)")
@@ -81,6 +82,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
 		return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
+	}
+	if !(*handover >= 0) || math.IsInf(*handover, 1) {
+		return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
 	}
 	if !(*promoteKnob >= 0) || math.IsInf(*promoteKnob, 1) {
 		return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", *promoteKnob)
@@ -157,6 +161,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		},
 		Nodes:        nodes,
 		PreemptCostS: *preemptCost,
+		HandoverS:    *handover,
 		Teams:        teamList,
 		NoFairShare:  !*fairShare,
 		HalfLifeS:    half,

@@ -330,35 +330,25 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 	for _, p := range preempts {
 		hold(p.JobID)
 	}
-	if len(held) == 0 {
-		return starts, nil
-	}
-	var out []sched.Start
-	var waits []sched.Wait
-	for _, s := range starts {
-		var by int64
-		var gpu sched.GPURef
-		for _, g := range s.GPUs {
-			if id, ok := held[g]; ok {
-				by, gpu = id, g
-				break
-			}
-		}
-		if by == 0 {
-			out = append(out, s)
+	now, waits := sched.HandOver(starts, held)
+	for _, w := range waits {
+		if _, ok := e.handover[w.JobID]; ok {
 			continue
 		}
-		if _, ok := e.handover[s.JobID]; !ok {
-			asked := e.cfg.Now() // preempted in this pass
-			if r := e.runs[by]; r != nil && !r.stopAsked.IsZero() {
-				asked = r.stopAsked
+		asked := e.cfg.Now() // preempted in this pass
+		for _, st := range starts {
+			if st.JobID != w.JobID {
+				continue
 			}
-			e.handover[s.JobID] = asked
+			for _, g := range st.GPUs {
+				if r := e.runs[held[g]]; r != nil && !r.stopAsked.IsZero() {
+					asked = r.stopAsked
+				}
+			}
 		}
-		waits = append(waits, sched.Wait{JobID: s.JobID, Cause: sched.WaitCapacity,
-			Reason: fmt.Sprintf("starts once job %d has released %s:%d: it was asked to stop and may save a checkpoint first (up to the grace period)", by, gpu.Node, gpu.Index)})
+		e.handover[w.JobID] = asked
 	}
-	return out, waits
+	return now, waits
 }
 
 // handleExit records the end of one part of a run. The job ends when its
