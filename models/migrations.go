@@ -19,6 +19,7 @@ func migrations() []migration {
 		{6, "jobs: declared Synergy sensitivity profile", jobsDeclaredProfile},
 		{7, "node_holds and gpu_faults: cordons, drains and GPUs out of service (nodestate.go)", nodeStateTables},
 		{8, "runs: every start of a job, numbered; jobs.run and job_events.run (runs.go)", runsTable},
+		{9, "team_samples: GPUs in use and borrowed as fractions (shared GPUs)", teamSampleFractions},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -19,7 +20,7 @@ func TestQueuesHideOtherTeamsJobs(t *testing.T) {
 		role     string
 		wantName string
 	}{{"alice", "j"}, {"lead", "j"}, {"bob", ""}, {"admin", "j"}} {
-		var got QueuesJSON
+		var got api.Queues
 		rec := ts.do(t, tc.role, http.MethodGet, "/api/v1/queues", "")
 		if rec.Code != http.StatusOK {
 			t.Fatalf("%s: status %d", tc.role, rec.Code)
@@ -62,7 +63,7 @@ func TestJCTStats(t *testing.T) {
 		}
 	}
 	rec := ts.do(t, "alice", http.MethodGet, "/api/v1/stats/jct?window=24h", "")
-	var st JCTStatsJSON
+	var st api.JCTStats
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %v", rec.Code, err)
 	}
