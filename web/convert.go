@@ -40,29 +40,35 @@ func (s *Server) moment(ctx context.Context) (*moment, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &moment{now: s.cfg.Now(), unfinished: js, teams: ts, fair: make(map[string]sched.TeamShare)}
-	for _, sh := range s.cfg.Engine.FairShare() {
+	return newMoment(s.cfg.Now(), js, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed), nil
+}
+
+// newMoment derives the figures of now from the unfinished jobs and the
+// teams; fair is the last scheduling pass's standing of the teams, and
+// beyond tells the jobs that pass counted beyond their team's guarantee.
+func newMoment(now time.Time, unfinished []models.Job, teams []models.Team, fair []sched.TeamShare, beyond func(id int64) bool) *moment {
+	m := &moment{now: now, unfinished: unfinished, teams: teams, fair: make(map[string]sched.TeamShare, len(fair))}
+	for _, sh := range fair {
 		m.fair[sh.Name] = sh
 	}
-	guarantees := make(map[string]int, len(ts))
-	for _, t := range ts {
+	guarantees := make(map[string]int, len(teams))
+	for _, t := range teams {
 		guarantees[t.Name] = t.GuaranteeGPUs
 	}
 	var runs []usage.Run
-	for i := range js {
-		j := &js[i]
+	for i := range unfinished {
+		j := &unfinished[i]
 		if j.State != job.Running {
 			continue
 		}
-		r := usage.Run{Job: j.ID, Team: j.Team, GPUs: j.Placement, Sharing: j.Sharing, Fraction: j.GPUFraction,
-			Beyond: s.cfg.Engine.Borrowed(j.ID)}
+		r := usage.Run{Job: j.ID, Team: j.Team, GPUs: j.Placement, Sharing: j.Sharing, Fraction: j.GPUFraction, Beyond: beyond(j.ID)}
 		if j.LastStartAt != nil {
 			r.Since = *j.LastStartAt
 		}
 		runs = append(runs, r)
 	}
 	m.figures = usage.Of(runs, guarantees)
-	return m, nil
+	return m
 }
 
 // job converts j with the figures of m. The engine's live details (lane,

@@ -90,6 +90,10 @@ func TestMetrics(t *testing.T) {
 		`gpuportal_nodes{state="cordoned"} 0`,
 		`gpuportal_websocket_clients 0`,
 		`gpuportal_nodes{state="ready"} 0`,
+		`gpuportal_gpus_in_use 0`,
+		`gpuportal_team_gpus_in_use{team="vision"} 0`,
+		`gpuportal_team_gpus_borrowed{team="nlp"} 0`,
+		`gpuportal_team_gpus_guaranteed{team="vision"} 2`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
