@@ -1,6 +1,10 @@
 package api
 
-import "github.com/gpuportal/gpuportal/core/job"
+import (
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+)
 
 // Queues is the scheduler's view (GET /api/v1/queues, the queues topic):
 // its policy, thresholds and priority queues.
@@ -8,6 +12,8 @@ type Queues struct {
 	Policy     string    `json:"policy"`
 	Thresholds []float64 `json:"thresholds"`
 	Queues     []Queue   `json:"queues"`
+	// AsOf is when the figures of the running jobs were read.
+	AsOf time.Time `json:"as_of"`
 }
 
 // Queue is one priority queue of the scheduler with its jobs: running

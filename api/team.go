@@ -53,6 +53,9 @@ type TeamSample struct {
 type TeamTopic struct {
 	Team  TeamShare      `json:"team"`
 	Queue []TeamQueueJob `json:"queue"`
+	// AsOf, while a job of the team runs, is when the figures were read:
+	// the standing and the queue are of the same moment.
+	AsOf *time.Time `json:"as_of,omitempty"`
 }
 
 // TeamQueueJob is one of the team's jobs and the priority queue it is in.

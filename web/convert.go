@@ -2,7 +2,8 @@ package web
 
 import (
 	"context"
-	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
@@ -187,17 +188,12 @@ func jobMemoryOf(ps []telemetry.JobPoint) []api.JobMemory {
 	return out
 }
 
-// fmtGPUs writes a number of GPUs as a person reads it: 3, 2.5, 0.33.
+// fmtGPUs writes a number of GPUs as a person reads it, to the hundredth
+// (as static/history.js does): 3, 2.5, 0.33.
 func fmtGPUs(n float64) string {
-	s := fmt.Sprintf("%.2f", n)
-	for s[len(s)-1] == '0' {
-		s = s[:len(s)-1]
+	r := math.Round(n*100) / 100
+	if r == 0 {
+		r = 0 // not -0
 	}
-	if s[len(s)-1] == '.' {
-		s = s[:len(s)-1]
-	}
-	if s == "-0" {
-		s = "0"
-	}
-	return s
+	return strconv.FormatFloat(r, 'f', -1, 64)
 }

@@ -86,7 +86,7 @@ func TestMomentFigures(t *testing.T) {
 }
 
 func TestFmtGPUs(t *testing.T) {
-	for in, want := range map[float64]string{0: "0", 3: "3", 2.5: "2.5", 1.0 / 3: "0.33", 2.999999999: "3", 0.126: "0.13", -0.0001: "0"} {
+	for in, want := range map[float64]string{0: "0", 3: "3", 2.5: "2.5", 1.0 / 3: "0.33", 2.999999999: "3", 0.125: "0.13", -0.0001: "0"} {
 		if got := fmtGPUs(in); got != want {
 			t.Errorf("fmtGPUs(%v) = %q, want %q", in, got, want)
 		}

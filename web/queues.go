@@ -30,7 +30,7 @@ func (s *Server) queues(c echo.Context) (api.Queues, error) {
 func (s *Server) queuesFor(m *moment, u *models.User) api.Queues {
 	sc := s.cfg.Engine.Scheduler()
 	cfg := sc.Config()
-	out := api.Queues{Policy: cfg.Policy, Thresholds: []float64{}}
+	out := api.Queues{Policy: cfg.Policy, Thresholds: []float64{}, AsOf: m.now}
 	n := sc.Queues()
 	if n > 1 {
 		out.Thresholds = cfg.Thresholds

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -82,6 +83,10 @@ func (s *Server) teamTopic(m *moment, u *models.User, name string) api.TeamTopic
 		for _, j := range qu.Jobs {
 			if j.Team == name {
 				out.Queue = append(out.Queue, api.TeamQueueJob{QueueJob: j, Queue: qu.Index})
+				if j.State == job.Running && out.AsOf == nil {
+					now := m.now
+					out.AsOf = &now // its figures grow: say when they were read
+				}
 			}
 		}
 	}

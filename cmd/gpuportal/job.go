@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -560,7 +561,11 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	fmt.Fprintf(c.stdout, "job %d: %s\n", j.ID, oneLine(j.Name))
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "  %s:\t%s\n", k, v) }
-	row("state", string(j.State))
+	state := string(j.State)
+	if j.Borrowed {
+		state += " (borrowed: beyond its team's guarantee, it may be reclaimed)"
+	}
+	row("state", state)
 	if j.Reason != "" {
 		row("reason", oneLine(j.Reason))
 	}
@@ -568,6 +573,9 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	gpus := plural(j.GPUs, "GPU")
 	if len(j.Placement) > 0 {
 		gpus += " on " + strings.Join(j.Placement, ", ")
+	}
+	if j.State == job.Running && j.HeldGPUs > 0 && j.HeldGPUs < float64(j.GPUs) {
+		gpus += fmt.Sprintf(" (shared: holds %s)", strconv.FormatFloat(math.Round(j.HeldGPUs*100)/100, 'f', -1, 64))
 	}
 	row("GPUs", gpus)
 	switch {
