@@ -78,17 +78,18 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 		}
 		st.at, st.savedAt, st.sampledAt = now, now, now
 	}
-	inUse := make(map[string]int)
 	st.runs = st.runs[:0]
 	for _, j := range jobs {
 		if j.State == job.Running {
-			inUse[j.Team] += j.GPUs
 			st.runs = append(st.runs, usageRun(j))
 		}
 	}
+	// A team uses the GPUs it holds, a shared GPU by its jobs' shares, as
+	// the portal shows them (core/usage).
+	held := usage.Of(st.runs, nil)
 	if dt := now.Sub(st.at).Seconds(); dt > 0 {
 		for _, t := range teams {
-			st.usage[t.Name] = sched.DecayUsage(st.usage[t.Name], dt, e.halfLifeS(), float64(inUse[t.Name])*dt)
+			st.usage[t.Name] = sched.DecayUsage(st.usage[t.Name], dt, e.halfLifeS(), held.Team(t.Name).InUseGPUs*dt)
 		}
 		st.at = now
 	}
