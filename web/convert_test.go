@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +151,15 @@ func TestRunningJobFiguresAgree(t *testing.T) {
 		t.Fatalf("team = %+v", team)
 	}
 	within("alice's usage on the team page", team.Members[0].UsageGPUSeconds, 60, 10)
+}
+
+// TestEmptyListsAreArrays: a list with nothing in it is [], never null.
+func TestEmptyListsAreArrays(t *testing.T) {
+	ts := newTestServer(t) // no machine is connected
+	for _, path := range []string{"/api/v1/gpus", "/api/v1/jobs?state=running", "/api/v1/nodes"} {
+		rec := ts.do(t, "alice", http.MethodGet, path, "")
+		if got := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusOK || got != "[]" {
+			t.Errorf("GET %s: %d %s; want 200 []", path, rec.Code, got)
+		}
+	}
 }
