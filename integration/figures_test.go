@@ -347,7 +347,7 @@ func (f *figures) teams(admin *api, b *browser) {
 			t.Errorf("team %s's page: card %q in use, %q borrowed; table %q; chart ends at %v", tm.Name, inUse, borrowed, cell, last)
 		}
 	}
-	if v, ok := metricValue(metrics, "gpuportal_gpus_in_use", ""); !ok || v > f.cluster+1e-6 {
+	if v, ok := metricValue(metrics, "gpuportal_gpus_in_use", ""); !ok || v > f.cluster {
 		t.Errorf("/metrics: %v GPUs in use (found %v) of a cluster of %v", v, ok, f.cluster)
 	}
 }

@@ -8,6 +8,7 @@ package usage
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -71,6 +72,10 @@ type Standing struct {
 
 // eps absorbs the rounding of sums of fractions (three thirds).
 const eps = 1e-9
+
+// round drops what the sums of fractions add beyond the ninth decimal,
+// so that seven sevenths of a GPU are one GPU, not 1.0000000000000002.
+func round(x float64) float64 { return math.Round(x*1e9) / 1e9 }
 
 // Of computes the figures of runs, with each team's guaranteed GPUs
 // (a team not in guarantees has none).
@@ -148,11 +153,13 @@ func Of(runs []Run, guarantees map[string]int) Figures {
 		f.inUse += f.held[r.Job]
 	}
 	for name, t := range f.teams {
+		t.InUseGPUs = round(t.InUseGPUs)
 		if t.InUseGPUs > float64(t.GuaranteeGPUs)+eps {
-			t.BorrowedGPUs = t.InUseGPUs - float64(t.GuaranteeGPUs)
+			t.BorrowedGPUs = round(t.InUseGPUs - float64(t.GuaranteeGPUs))
 		}
 		f.teams[name] = t
 	}
+	f.inUse = round(f.inUse)
 	for name, g := range guarantees {
 		if _, ok := f.teams[name]; !ok {
 			f.teams[name] = Standing{GuaranteeGPUs: g}

@@ -99,6 +99,20 @@ func TestNeverMoreThanTheCluster(t *testing.T) {
 	}
 }
 
+// TestSevenSevenths: shares that make whole GPUs add up to whole GPUs,
+// never a hair more than the cluster.
+func TestSevenSevenths(t *testing.T) {
+	var runs []Run
+	for i := range 7 {
+		runs = append(runs, Run{Job: int64(i + 1), Team: "a", Sharing: true, GPUs: []string{"n:0"}})
+	}
+	runs = append(runs, Run{Job: 8, Team: "a", GPUs: []string{"n:1", "n:2", "n:3", "n:4", "n:5", "n:6", "n:7"}})
+	f := Of(runs, map[string]int{"a": 7})
+	if f.InUseGPUs() != 8 || f.Team("a").InUseGPUs != 8 || f.Team("a").BorrowedGPUs != 1 {
+		t.Errorf("in use %v, team %+v; want exactly 8 in use, 1 borrowed", f.InUseGPUs(), f.Team("a"))
+	}
+}
+
 func TestBorrowed(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
