@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // JobState is a job's place in its life cycle.
@@ -108,4 +109,14 @@ func (j *Job) JCT() time.Duration {
 		return 0
 	}
 	return j.FinishedAt.Sub(j.SubmittedAt)
+}
+
+// Service is the time the job has run and the service it has attained
+// as of now, the run in progress included.
+func (j *Job) Service(now time.Time) usage.Service {
+	var since *time.Time
+	if j.State == JobRunning {
+		since = j.LastStartAt
+	}
+	return usage.Current(usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, j.GPUs, since, now)
 }

@@ -183,12 +183,8 @@ func (j *Job) stopRun(run int64, now time.Time) error {
 	if err := checkRun(j, run); err != nil {
 		return err
 	}
-	if j.LastStartAt != nil {
-		if ran := now.Sub(*j.LastStartAt).Seconds(); ran > 0 {
-			j.ExecutedS += ran
-			j.AttainedService += ran * float64(j.GPUs)
-		}
-	}
+	s := j.Service(now)
+	j.ExecutedS, j.AttainedService = s.ExecutedS, s.GPUSeconds
 	return nil
 }
 

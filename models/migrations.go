@@ -21,6 +21,7 @@ func migrations() []migration {
 		{8, "runs: every start of a job, numbered; jobs.run and job_events.run (runs.go)", runsTable},
 		{9, "jobs: requeues without progress of a sharing job (held jobs)", jobsRequeueStalls},
 		{10, "join_tokens and machines: agents' machine identity (machines.go)", machineTables},
+		{11, "team_samples: GPUs in use and borrowed as fractions (shared GPUs)", teamSampleFractions},
 	}
 }
 

@@ -54,11 +54,13 @@ type UserCap struct {
 
 // TeamSample is where a team stood at one time: what its usage chart draws.
 type TeamSample struct {
-	ID            int64     `gorm:"primaryKey"`
-	Team          string    `gorm:"size:64;index:idx_team_sample,priority:1;not null"`
-	At            time.Time `gorm:"index:idx_team_sample,priority:2;not null"`
-	InUseGPUs     int
-	BorrowedGPUs  int
+	ID   int64     `gorm:"primaryKey"`
+	Team string    `gorm:"size:64;index:idx_team_sample,priority:1;not null"`
+	At   time.Time `gorm:"index:idx_team_sample,priority:2;not null"`
+	// InUseGPUs and BorrowedGPUs count a shared GPU by the share each
+	// job holds of it (core/usage).
+	InUseGPUs     float64
+	BorrowedGPUs  float64
 	GuaranteeGPUs int
 }
 

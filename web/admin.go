@@ -16,10 +16,7 @@ import (
 
 // audit records an action of the current user.
 func (s *Server) audit(c echo.Context, action, target, detail string) error {
-	u := currentUser(c)
-	return s.cfg.Store.Audit(c.Request().Context(), models.AuditEntry{
-		At: s.cfg.Now(), Actor: u.Name, Action: action, Target: target, Detail: detail, From: c.RealIP(),
-	})
+	return s.auditBy(c.Request().Context(), actorOf(c), action, target, detail)
 }
 
 // requireAdmin lets only admins through.

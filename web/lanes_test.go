@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -65,7 +66,7 @@ func TestLanesInTheAPI(t *testing.T) {
 	}
 
 	rec := ts.do(t, "admin", http.MethodGet, "/api/v1/gpus", "")
-	var gpus []GPUSeries
+	var gpus []api.GPUSeries
 	if err := json.Unmarshal(rec.Body.Bytes(), &gpus); err != nil || len(gpus) != 2 {
 		t.Fatalf("GET /api/v1/gpus: %v, %s", err, rec.Body)
 	}
@@ -88,7 +89,7 @@ func TestLanesInTheAPI(t *testing.T) {
 			"holds P 1100 MiB + E 1000 MiB (measured, padded); 4 iterations, largest measured ephemeral peak 900 MiB", a, b)},
 	}
 	for _, tc := range tests {
-		var j JobJSON
+		var j api.Job
 		rec := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", tc.job), "")
 		if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -127,7 +128,7 @@ func TestFollowerNodeActions(t *testing.T) {
 				t.Fatalf("%s %s: %d %.200q, want %d", tc.method, tc.target, rec.Code, rec.Body.String(), tc.wantCode)
 			}
 			if tc.wantState != "" {
-				var n NodeJSON
+				var n api.Node
 				if err := json.Unmarshal(rec.Body.Bytes(), &n); err != nil {
 					t.Fatal(err)
 				}

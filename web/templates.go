@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -33,7 +34,7 @@ func requestOf(j *models.Job) SubmitRequest {
 	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command),
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j)}
 	if len(j.Command) == 0 {
-		r.Sim = &SimSpec{DurationS: j.SimDuration}
+		r.Sim = &api.SimSpec{DurationS: j.SimDuration}
 	}
 	return r
 }
@@ -44,7 +45,7 @@ func (s *Server) saveTemplate(c echo.Context, name string, req SubmitRequest) (T
 	if name == "" || len(name) > maxJobName {
 		return TemplateJSON{}, badRequest("name: is required (at most %d characters)", maxJobName)
 	}
-	if _, fe, err := s.validateSubmit(c, req); err != nil {
+	if _, fe, err := s.checkSubmit(c.Request().Context(), actorOf(c), req); err != nil {
 		return TemplateJSON{}, err
 	} else if fe != nil {
 		return TemplateJSON{}, badRequest("job.%s", fe.first())
