@@ -1,0 +1,340 @@
+package forecast
+
+import (
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+)
+
+// nodes returns n nodes of g GPUs each, named n0, n1, ...
+func nodes(n, g int) []sched.Node {
+	out := make([]sched.Node, n)
+	for i := range out {
+		out[i].Name = "n" + itoa(i)
+		for k := range g {
+			out[i].GPUs = append(out[i].GPUs, sched.GPU{Index: k, MemMiB: 81920})
+		}
+	}
+	return out
+}
+
+// running is a job that has run ran seconds on the first gpus GPUs of n0.
+func running(id int64, gpus int, ran, now float64) sched.Job {
+	j := sched.Job{ID: id, User: "u", Team: "t", GPUs: gpus, State: sched.Running, SubmitTime: now - ran - 1,
+		LastStartTime: now - ran, ExecutedS: ran, AttainedService: ran * float64(gpus), Model: "resnet50"}
+	for k := range gpus {
+		j.Placement = append(j.Placement, sched.GPURef{Node: "n0", Index: k})
+	}
+	return j
+}
+
+func waiting(id int64, gpus int, submit float64) sched.Job {
+	return sched.Job{ID: id, User: "u", Team: "t", GPUs: gpus, SubmitTime: submit, Model: "resnet50"}
+}
+
+// runTimes is a history of n jobs, each ran s seconds.
+func runTimes(s ...float64) *History {
+	out := make([]Sample, len(s))
+	for i, v := range s {
+		out[i] = Sample{User: "someone", Team: "other", Model: "vgg16", RunS: v}
+	}
+	return NewHistory(out, 0)
+}
+
+func newForecaster(t *testing.T, policy string, quantiles ...float64) *Forecaster {
+	t.Helper()
+	f, err := New(Config{Sched: sched.Config{Policy: policy}, Quantiles: quantiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+const now = 10_000.0
+
+func TestForecast(t *testing.T) {
+	spread := runTimes(50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150) // every 10 s from 50 to 150
+	tests := []struct {
+		name   string
+		policy string
+		nodes  []sched.Node
+		jobs   []sched.Job
+		teams  []sched.Team
+		later  []Arrival
+		h      *History
+		id     int64
+		want   Forecast
+		reason string // a part of the reason
+	}{
+		{
+			name: "behind one running job of known remaining time: starts when it ends", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{running(1, 2, 40, now), waiting(2, 2, now-5)},
+			h: runTimes(100, 100, 100), id: 2,
+			want: Forecast{JobID: 2, State: StateExpected, Earliest: now + 60, Likely: now + 60, Latest: now + 60},
+		},
+		{
+			name: "behind one running job of uncertain remaining time: the range of its end", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{running(1, 2, 40, now), waiting(2, 2, now-5)},
+			h: spread, id: 2,
+			// 20th, 50th and 80th percentiles of 50..150: 70, 100, 130 s.
+			want: Forecast{JobID: 2, State: StateExpected, Earliest: now + 30, Likely: now + 60, Latest: now + 90},
+		},
+		{
+			name: "the run so far conditions the rest: a job past most run times ends soon", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{running(1, 2, 125, now), waiting(2, 2, now-5)},
+			h: spread, id: 2,
+			// Of the jobs that ran past 125 s (130, 140, 150): 134, 140, 146.
+			want: Forecast{JobID: 2, State: StateExpected, Earliest: now + 9, Likely: now + 15, Latest: now + 21},
+		},
+		{
+			name: "second in line waits for the first to run too", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{running(1, 2, 40, now), waiting(2, 2, now-5), waiting(3, 2, now-4)},
+			h: runTimes(100, 100, 100), id: 3,
+			want: Forecast{JobID: 3, State: StateExpected, Earliest: now + 160, Likely: now + 160, Latest: now + 160},
+		},
+		{
+			name: "a job that fits now starts now", policy: "fifo",
+			nodes: nodes(1, 4), jobs: []sched.Job{running(1, 2, 40, now), waiting(2, 2, now-5)},
+			h: runTimes(100, 100, 100), id: 2,
+			want: Forecast{JobID: 2, State: StateExpected, Earliest: now, Likely: now, Latest: now},
+		},
+		{
+			name: "cap forbids: never, naming the cap", policy: "fifo",
+			nodes: nodes(1, 8), jobs: []sched.Job{waiting(2, 4, now-5)},
+			teams: []sched.Team{{Name: "t", MaxGPUsPerUser: 2}},
+			h:     runTimes(100, 100, 100), id: 2,
+			want:   Forecast{JobID: 2, State: StateNever, Cause: sched.WaitUserCap},
+			reason: "cannot start while the cap of user u in team t is 2 GPUs: it needs 4",
+		},
+		{
+			name: "a user's own cap overrides the team's", policy: "fifo",
+			nodes: nodes(1, 8), jobs: []sched.Job{waiting(2, 2, now-5)},
+			teams: []sched.Team{{Name: "t", MaxGPUsPerUser: 4, UserCaps: map[string]int{"u": 1}}},
+			h:     runTimes(100, 100, 100), id: 2,
+			want:   Forecast{JobID: 2, State: StateNever, Cause: sched.WaitUserCap},
+			reason: "is 1 GPU: it needs 2",
+		},
+		{
+			name: "cap reached by the user's own running job: starts when that one ends", policy: "fifo",
+			nodes: nodes(1, 8), jobs: []sched.Job{running(1, 2, 40, now), waiting(2, 2, now-5)},
+			teams: []sched.Team{{Name: "t", MaxGPUsPerUser: 2}},
+			h:     runTimes(100, 100, 100), id: 2,
+			want: Forecast{JobID: 2, State: StateExpected, Earliest: now + 60, Likely: now + 60, Latest: now + 60},
+		},
+		{
+			name: "too large for the cluster: never", policy: "tiresias-l",
+			nodes: nodes(2, 4), jobs: []sched.Job{waiting(2, 16, now-5)},
+			h: runTimes(100, 100, 100), id: 2,
+			want:   Forecast{JobID: 2, State: StateNever, Cause: sched.WaitTooLarge},
+			reason: "needs 16 GPUs; the schedulable nodes have 8 in all",
+		},
+		{
+			name: "no history: unknown, saying why", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{running(1, 2, 40, now), waiting(2, 2, now-5)},
+			h: runTimes(100), id: 2,
+			want:   Forecast{JobID: 2, State: StateUnknown},
+			reason: "1 of the 3 finished jobs",
+		},
+		{
+			name: "waiting out a retry backoff: not before it ends", policy: "fifo",
+			nodes: nodes(1, 2), later: []Arrival{{Job: waiting(2, 2, now-50), At: now + 30}},
+			h: runTimes(100, 100, 100), id: 2,
+			want: Forecast{JobID: 2, State: StateExpected, Earliest: now + 30, Likely: now + 30, Latest: now + 30},
+		},
+		{
+			name: "a later arrival too large for the cluster: never, once nothing is left to happen", policy: "fifo",
+			nodes: nodes(1, 2), later: []Arrival{{Job: waiting(2, 4, now-50), At: now + 30}},
+			h: runTimes(100, 100, 100), id: 2,
+			want:   Forecast{JobID: 2, State: StateNever, Cause: sched.WaitTooLarge},
+			reason: "even once every other job has finished",
+		},
+		{
+			name: "a running job older than every finished one runs on in proportion to its age", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{running(1, 2, 1000, now), waiting(2, 2, now-5)},
+			h: runTimes(100, 100, 100), id: 2,
+			// 1000 x q/(1-q) for q = 0.2, 0.5, 0.8.
+			want: Forecast{JobID: 2, State: StateExpected, Earliest: now + 250, Likely: now + 1000, Latest: now + 4000},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newForecaster(t, tc.policy)
+			r := f.Forecast(Input{Snapshot: sched.Snapshot{Now: now, Nodes: tc.nodes, Jobs: tc.jobs, Teams: tc.teams}, Later: tc.later, History: tc.h})
+			got, ok := r.Job(tc.id)
+			if !ok {
+				t.Fatalf("no forecast for job %d in %+v", tc.id, r.Jobs)
+			}
+			if !strings.Contains(got.Reason, tc.reason) {
+				t.Errorf("reason %q, want it to contain %q", got.Reason, tc.reason)
+			}
+			got.Reason = ""
+			if !near(got, tc.want) {
+				t.Errorf("forecast %+v\nwant     %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func near(a, b Forecast) bool {
+	const eps = 1e-6
+	return a.JobID == b.JobID && a.State == b.State && a.Cause == b.Cause &&
+		math.Abs(a.Earliest-b.Earliest) < eps && math.Abs(a.Likely-b.Likely) < eps && math.Abs(a.Latest-b.Latest) < eps
+}
+
+// A preemptive policy: a running job demoted past a queue threshold gives
+// way to a waiting one of the top queue, and the forecast sees it.
+func TestForecastSeesPreemption(t *testing.T) {
+	f, err := New(Config{Sched: sched.Config{Policy: "tiresias-l", Thresholds: []float64{100}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Job 1 holds both GPUs, has attained 2 x 30 = 60 GPU-s of the 100 of
+	// queue 0: it is demoted 20 s from now, and job 2 then takes its GPUs.
+	in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{running(1, 2, 30, now), waiting(2, 2, now-5)}},
+		History: runTimes(1000, 1000, 1000)}
+	got, _ := f.Forecast(in).Job(2)
+	want := Forecast{JobID: 2, State: StateExpected, Earliest: now + 20, Likely: now + 20, Latest: now + 20}
+	if !near(got, want) {
+		t.Errorf("forecast %+v, want %+v", got, want)
+	}
+}
+
+func TestForecastIsDeterministic(t *testing.T) {
+	in := bigInput(300, 40, 4)
+	f := newForecaster(t, "tiresias-l")
+	a := f.Forecast(in)
+	b := f.Forecast(in)
+	g := newForecaster(t, "tiresias-l")
+	c := g.Forecast(in)
+	if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(a, c) {
+		t.Fatal("the same input gave different forecasts")
+	}
+	expected := 0
+	for _, fc := range a.Jobs {
+		if fc.State == StateExpected {
+			expected++
+			if fc.Earliest < now || (fc.Latest != 0 && fc.Latest < fc.Earliest) || (fc.Likely != 0 && (fc.Likely < fc.Earliest || (fc.Latest != 0 && fc.Likely > fc.Latest))) {
+				t.Fatalf("forecast out of order: %+v", fc)
+			}
+		}
+	}
+	if expected == 0 {
+		t.Fatalf("no job expected to start: %+v", a.Jobs[:5])
+	}
+}
+
+func TestForecastBudget(t *testing.T) {
+	in := bigInput(400, 16, 2)
+	f, err := New(Config{Sched: sched.Config{Policy: "fifo"}, Budget: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.Forecast(in)
+	if !r.Truncated {
+		t.Fatal("a small budget did not truncate the forecast")
+	}
+	last := r.Jobs[len(r.Jobs)-1]
+	if last.State != StateLater || !(last.Earliest > now) || last.Reason == "" {
+		t.Errorf("the last job's forecast: %+v; want later, not before where the forecast stopped", last)
+	}
+	// Budget per scenario, plus one explained pass and slack of one pass.
+	if r.Visits > 3*2000+2*len(in.Snapshot.Jobs) {
+		t.Errorf("visited %d jobs, over the budget", r.Visits)
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"unknown policy", Config{Sched: sched.Config{Policy: "nope"}}, "unknown policy"},
+		{"quantile out of range", Config{Sched: sched.Config{Policy: "fifo"}, Quantiles: []float64{0.5, 1}}, "quantile 1"},
+		{"quantiles out of order", Config{Sched: sched.Config{Policy: "fifo"}, Quantiles: []float64{0.5, 0.2}}, "increasing"},
+		{"negative budget", Config{Sched: sched.Config{Policy: "fifo"}, Budget: -1}, "budget"},
+		{"NaN horizon", Config{Sched: sched.Config{Policy: "fifo"}, HorizonS: math.NaN()}, "horizon"},
+	}
+	for _, tc := range tests {
+		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestRemaining(t *testing.T) {
+	var samples []Sample
+	for i := range 10 {
+		samples = append(samples, Sample{User: "alice", Team: "vision", Model: "resnet50", RunS: 1000 + float64(i)})
+		samples = append(samples, Sample{User: "bob", Team: "nlp", Model: "bert", RunS: 10 + float64(i)})
+	}
+	h := NewHistory(append(samples, Sample{RunS: -1}, Sample{RunS: math.Inf(1)}), 5)
+	tests := []struct {
+		name string
+		job  sched.Job
+		q    float64
+		want float64
+	}{
+		{"the user's jobs of the model", sched.Job{User: "alice", Team: "vision", Model: "resnet50"}, 0.5, 1004.5},
+		{"the user's jobs, another model", sched.Job{User: "bob", Team: "nlp", Model: "gpt2"}, 0.5, 14.5},
+		{"the model's jobs, a new user", sched.Job{User: "carol", Team: "x", Model: "bert"}, 0, 10},
+		{"the team's jobs", sched.Job{User: "dave", Team: "vision"}, 1, 1009},
+		{"everyone's jobs", sched.Job{User: "erin", Team: "y"}, 0.5, (19 + 1000) / 2.0},
+		{"conditioned on the run so far", sched.Job{User: "bob", Model: "bert", ExecutedS: 14.5}, 0.5, 17 - 14.5},
+		{"past the group, the broader one", sched.Job{User: "bob", Model: "bert", ExecutedS: 100}, 0.5, 1004.5 - 100},
+		{"past everyone, in proportion to its age", sched.Job{User: "bob", Model: "bert", ExecutedS: 5000}, 0.5, 5000},
+	}
+	for _, tc := range tests {
+		got, ok := h.Remaining(&tc.job, tc.q)
+		if !ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: Remaining = %v, %v; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+	if h.Len() != 20 {
+		t.Errorf("Len = %d, want 20 (bad samples left out)", h.Len())
+	}
+	if _, ok := NewHistory(nil, 0).Remaining(&sched.Job{}, 0.5); ok {
+		t.Error("an empty history knows a run time")
+	}
+}
+
+// bigInput is a cluster of nodes x gpus GPUs, all held, with n jobs
+// waiting for 1, 2, 4 or 8 of them and a history of varied run times.
+func bigInput(n, nodeCount, gpus int) Input {
+	s := sched.Snapshot{Now: now, Nodes: nodes(0, 0)}
+	for i := range nodeCount {
+		node := sched.Node{Name: "node" + itoa(i)}
+		for k := range gpus {
+			node.GPUs = append(node.GPUs, sched.GPU{Index: k, MemMiB: 81920})
+		}
+		s.Nodes = append(s.Nodes, node)
+		// One running job per node holds all its GPUs.
+		id := int64(1_000_000 + i)
+		j := sched.Job{ID: id, User: "u" + itoa(i%5), Team: "t", GPUs: gpus, State: sched.Running,
+			SubmitTime: now - 500, LastStartTime: now - float64(50+i*13%400), Model: "resnet50"}
+		j.ExecutedS = now - j.LastStartTime
+		j.AttainedService = j.ExecutedS * float64(gpus)
+		for k := range gpus {
+			j.Placement = append(j.Placement, sched.GPURef{Node: node.Name, Index: k})
+		}
+		s.Jobs = append(s.Jobs, j)
+	}
+	sizes := []int{1, 1, 2, 4, 8}
+	for i := range n {
+		g := min(sizes[i%len(sizes)], gpus)
+		s.Jobs = append(s.Jobs, sched.Job{ID: int64(i + 1), User: "u" + itoa(i%7), Team: "t", GPUs: g,
+			SubmitTime: now - float64(n-i), Model: []string{"resnet50", "vgg16", "bert"}[i%3]})
+	}
+	var hist []Sample
+	for i := range 500 {
+		hist = append(hist, Sample{User: "u" + itoa(i%7), Team: "t", Model: []string{"resnet50", "vgg16", "bert"}[i%3],
+			RunS: 30 + math.Exp(float64(i%97)/97*6)})
+	}
+	return Input{Snapshot: s, History: NewHistory(hist, 0)}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

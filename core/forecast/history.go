@@ -1,0 +1,198 @@
+package forecast
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+)
+
+// Sample is one finished job: who ran what, and how long it held its
+// GPUs in all (its executed time over every run). Jobs that failed or
+// were cancelled while running count as much as jobs that succeeded: what
+// a forecast needs is when GPUs come free, not whether the work was good.
+type Sample struct {
+	User, Team, Model string
+	RunS              float64
+}
+
+// DefaultMinGroup is how many finished jobs a group (a user's jobs of one
+// model, a user's, a model's, a team's) needs, beyond the time a job has
+// already run, before its run times stand for the job's; below it the
+// next, broader group is used, and last every finished job.
+const DefaultMinGroup = 8
+
+// DefaultMinHistory is how many finished jobs the cluster needs before
+// any forecast is made: with fewer, run times are not known at all.
+const DefaultMinHistory = 3
+
+// minTail is how many finished jobs, all groups counted, must have run
+// longer than a job for their run times to stand for its own.
+const minTail = 3
+
+// History is the distribution of finished jobs' run times, overall and by
+// group, from which a job's remaining run time is drawn. It is read-only
+// once built and safe for concurrent use.
+type History struct {
+	minGroup int
+	all      []float64 // sorted
+	groups   map[groupKey][]float64
+}
+
+// level is one way of grouping jobs, from the most specific.
+type level uint8
+
+const (
+	byUserModel level = iota
+	byUser
+	byModel
+	byTeam
+	levels
+)
+
+type groupKey struct {
+	level level
+	a, b  string
+}
+
+// keys are the groups j belongs to, most specific first; a group whose
+// field is empty is left out.
+func keys(user, team, model string) [levels]groupKey {
+	var k [levels]groupKey
+	k[byUserModel] = groupKey{level: byUserModel, a: user, b: model}
+	k[byUser] = groupKey{level: byUser, a: user}
+	k[byModel] = groupKey{level: byModel, a: model}
+	k[byTeam] = groupKey{level: byTeam, a: team}
+	if user == "" || model == "" {
+		k[byUserModel].level = levels
+	}
+	if user == "" {
+		k[byUser].level = levels
+	}
+	if model == "" {
+		k[byModel].level = levels
+	}
+	if team == "" {
+		k[byTeam].level = levels
+	}
+	return k
+}
+
+// NewHistory builds the distribution of samples. Samples with a run time
+// that is not a positive finite number are left out. minGroup is the
+// size a group needs to stand for its jobs (DefaultMinGroup when 0 or
+// less).
+func NewHistory(samples []Sample, minGroup int) *History {
+	if minGroup <= 0 {
+		minGroup = DefaultMinGroup
+	}
+	h := &History{minGroup: minGroup, groups: make(map[groupKey][]float64)}
+	for _, s := range samples {
+		if !(s.RunS > 0) || math.IsInf(s.RunS, 1) {
+			continue
+		}
+		h.all = append(h.all, s.RunS)
+		for _, k := range keys(s.User, s.Team, s.Model) {
+			if k.level < levels {
+				h.groups[k] = append(h.groups[k], s.RunS)
+			}
+		}
+	}
+	sort.Float64s(h.all)
+	for _, v := range h.groups {
+		sort.Float64s(v)
+	}
+	return h
+}
+
+// Len is the number of finished jobs the history holds.
+func (h *History) Len() int {
+	if h == nil {
+		return 0
+	}
+	return len(h.all)
+}
+
+// Describe says in a few words what the history holds.
+func (h *History) Describe() string {
+	switch n := h.Len(); n {
+	case 0:
+		return "no finished job yet"
+	case 1:
+		return "the run time of 1 finished job"
+	default:
+		return "the run times of " + strconv.Itoa(n) + " finished jobs"
+	}
+}
+
+// Remaining is the q-quantile (0 < q < 1) of the remaining run time of
+// job j, which has run j.ExecutedS seconds so far: drawn from the run
+// times of the most specific group of finished jobs (the same user and
+// model, the user, the model, the team, then all) that has at least
+// minGroup jobs that ran longer than j has (for all jobs, 3 are enough).
+// A job that has run longer than all but 2 finished jobs is expected to run on in proportion to its age, as heavy tails
+// do: the q-quantile of a Pareto tail of index 1, a*q/(1-q). ok is false
+// when the history is empty.
+func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
+	if h.Len() == 0 {
+		return 0, false
+	}
+	a := max(j.ExecutedS, 0)
+	for _, k := range keys(j.User, j.Team, j.Model) {
+		if k.level == levels {
+			continue
+		}
+		if v := h.groups[k]; len(v) >= h.minGroup {
+			if r, ok := tailQuantile(v, a, q, h.minGroup); ok {
+				return r, true
+			}
+		}
+	}
+	if r, ok := tailQuantile(h.all, a, q, min(h.minGroup, minTail)); ok {
+		return r, true
+	}
+	return a * q / (1 - q), true
+}
+
+// tailQuantile is the q-quantile of the samples above a, less a, when at
+// least need samples lie above a. sorted is in increasing order.
+func tailQuantile(sorted []float64, a, q float64, need int) (float64, bool) {
+	i := sort.Search(len(sorted), func(i int) bool { return sorted[i] > a })
+	tail := sorted[i:]
+	if len(tail) == 0 || len(tail) < need {
+		return 0, false
+	}
+	return quantile(tail, q) - a, true
+}
+
+// quantile interpolates linearly between the order statistics of sorted.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 1 {
+		return sorted[0]
+	}
+	pos := q * float64(len(sorted)-1)
+	lo := int(math.Floor(pos))
+	if lo >= len(sorted)-1 {
+		return sorted[len(sorted)-1]
+	}
+	f := pos - float64(lo)
+	return sorted[lo]*(1-f) + sorted[lo+1]*f
+}
+
+// checkQuantiles refuses quantiles outside (0, 1) or out of order.
+func checkQuantiles(qs []float64) error {
+	if len(qs) == 0 {
+		return fmt.Errorf("quantiles: want at least one")
+	}
+	for i, q := range qs {
+		if !(q > 0 && q < 1) {
+			return fmt.Errorf("quantile %v: want a number between 0 and 1, exclusive", q)
+		}
+		if i > 0 && q <= qs[i-1] {
+			return fmt.Errorf("quantiles %v: want them in increasing order", qs)
+		}
+	}
+	return nil
+}
