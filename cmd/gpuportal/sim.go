@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,7 +13,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
+	"github.com/gpuportal/gpuportal/core/forecast"
+	"github.com/gpuportal/gpuportal/core/forecast/replay"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -49,6 +53,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		lanePolicy  = fs.String("lane-policy", string(lanes.Fair), "with --sharing salus: which job of a shared lane runs, pack (arrival order), fair (least GPU time so far) or srtf (least work left), as the agent's --lane-policy")
 		sharePlace  = fs.String("share-placement", sched.ShareFreeFirst, "with --sharing salus: where a sharing job goes, free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room)")
 		assign      = fs.String("assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
+		forecastOn  = fs.Bool("forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
+		forecastN   = fs.Int("forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
+		forecastArr = fs.Bool("forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -168,6 +175,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Sharing:      shareMode,
 		LanePolicy:   lanePol,
 	}
+	if *forecastOn {
+		if *forecastN < 1 {
+			return fmt.Errorf("sim: --forecast-every %d: want 1 or more", *forecastN)
+		}
+		return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: *forecastN, NoArrivals: !*forecastArr}, *asJSON)
+	}
 	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
@@ -186,6 +199,46 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return sim.WriteJSON(stdout, results)
 	}
 	return sim.WriteTable(stdout, results)
+}
+
+// simForecast replays jobs under each policy, forecasting starts at each
+// arrival, and prints how the forecasts did (core/forecast/replay).
+func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg sim.Config, policies []string, rc replay.Config, asJSON bool) error {
+	var reports []*replay.Report
+	for _, p := range policies {
+		rc.Sim = cfg
+		rc.Sim.Sched.Policy = p
+		r, err := replay.Run(ctx, jobs, rc)
+		if err != nil {
+			return fmt.Errorf("sim: --forecast: %w", err)
+		}
+		reports = append(reports, r)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\twaits\tstarted at once\tforecast\twaits of\tcompared\twithin range\tmedian |err| s\tp90 |err| s\tmean err s\tmedian lead s\tnever, started\tunknown\tlater\tforecast passes\t")
+	for _, r := range reports {
+		for _, part := range []struct {
+			name string
+			c    forecast.Calibration
+		}{{"all", r.Calibration}, {"arrivals", r.Arrivals}, {"resumes", r.Resumes}} {
+			c := part.c
+			if part.name != "all" && c.Forecasts == 0 {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%.1f%%\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t\n", r.Policy, r.Waits, r.StartedAtOnce,
+				r.Forecast, part.name, c.Forecasts, 100*c.WithinShare, c.MedianAbsErrorS, c.P90AbsErrorS, c.MeanErrorS, c.MedianLeadS,
+				c.NeverStarted, r.States[forecast.StateUnknown], r.States[forecast.StateLater], r.Passes)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("sim: write table: %w", err)
+	}
+	return nil
 }
 
 // simParsePolicies splits a comma-separated list and checks every name.

@@ -7,14 +7,20 @@
 // that a job that has run long is expected to run longer. The scheduler
 // then runs pass after pass, as the simulator does, with jobs finishing
 // when their run time is up, until every waiting job has started (or the
-// forecast's budget is spent). This is done once per quantile of the
-// run-time model (Config.Quantiles): in the first scenario every job runs
-// as briefly as the low quantile says, in the last as long as the high
-// one does. A job's forecast is the range of its start over the
-// scenarios, and its start in the middle one. No job arrives in a
-// forecast that has not been submitted, so a job that later arrivals may
-// overtake (a preemptive policy ranks new jobs first) starts later than
-// forecast; the portal measures how often (calibration).
+// forecast's budget is spent). This is done Config.Samples times, each
+// time with every job's run time drawn afresh and independently of the
+// others (a job waiting for a whole machine waits for the longest of the
+// jobs there, which no single quantile of the run times describes). A
+// job's forecast is the range of its sampled starts (the 10th to the
+// 90th percentile by default), and their median. The draws come from a
+// fixed seed, so the same input gives the same forecast.
+//
+// Jobs yet to be submitted matter too: a small job that arrives later may
+// take GPUs a large waiting job waits for (skip-ahead), and a preemptive
+// policy ranks new jobs first. When the input says what arrivals to
+// expect (Input.Arrivals: a rate, and jobs like the recent ones), each
+// sample also draws arrivals, a Poisson process of jobs like those. The
+// portal measures how good the forecasts have been (calibration).
 //
 // Jobs that cannot start at all get no range but a reason, from the
 // scheduler's own wait causes: a request larger than every schedulable
@@ -40,16 +46,25 @@ import (
 
 // Defaults applied to zero Config fields.
 var (
-	// DefaultQuantiles are the run-time quantiles of the three scenarios:
-	// the optimistic one, the median one and the pessimistic one.
-	DefaultQuantiles = []float64{0.2, 0.5, 0.8}
+	// DefaultRange are the quantiles of the sampled starts that bound a
+	// forecast's range.
+	DefaultRange = [2]float64{0.1, 0.9}
 )
 
 const (
-	// DefaultBudget bounds one scenario's work: the jobs the scheduler
-	// looks at, summed over its passes (so 2,000 passes over 1,000 jobs,
-	// or 200 over 10,000).
-	DefaultBudget = 2_000_000
+	// DefaultSamples is how many times a forecast runs the cluster
+	// forward.
+	DefaultSamples = 10
+	// DefaultSeed seeds the draws of run times.
+	DefaultSeed = 0x9e3779b97f4a7c15
+	// DefaultDrift is Config.Drift's default, measured on trace replays
+	// (docs/forecast.md): without it, ranges of long queues are too
+	// narrow to hold the starts they forecast.
+	DefaultDrift = 0.2
+	// DefaultBudget bounds a forecast's work: the jobs the scheduler
+	// looks at, summed over its passes and samples (so 1,000 passes per
+	// sample over 1,000 jobs, or 100 over 10,000).
+	DefaultBudget = 10_000_000
 	// DefaultHorizonS is how far ahead a forecast looks: 7 days.
 	DefaultHorizonS = 7 * 24 * 3600.0
 	// DefaultStepS and DefaultStepFrac set how finely events are told
@@ -64,13 +79,22 @@ type Config struct {
 	// Sched is the configuration of the scheduler whose decisions are
 	// forecast: the live one.
 	Sched sched.Config
-	// Quantiles of the run-time model, in increasing order, one scenario
-	// each; the middle one (the lower middle of an even number) gives the
-	// likely start. Nil means DefaultQuantiles.
-	Quantiles []float64
-	// Budget bounds each scenario's work (see DefaultBudget); jobs not
-	// started within it are forecast to start later than the scenario
-	// reached (StateLater).
+	// Samples is how many times the cluster is run forward, with run
+	// times drawn afresh each time; 0 means DefaultSamples.
+	Samples int
+	// Range are the quantiles of a job's sampled starts that bound its
+	// forecast, Earliest and Latest; the zero value means DefaultRange.
+	Range [2]float64
+	// Seed seeds the draws; 0 means DefaultSeed.
+	Seed uint64
+	// Drift is how far the run times of the jobs to come may stray from
+	// those of the history, as the log-normal sigma of a factor that
+	// scales all of one sample's run times (the samples take its
+	// quantiles in turn); 0 means DefaultDrift, negative none.
+	Drift float64
+	// Budget bounds a forecast's work (see DefaultBudget), shared evenly
+	// by the samples; a job not started within it is forecast to start
+	// later than the samples reached (StateLater).
 	Budget int
 	// HorizonS bounds how far ahead a forecast looks, in seconds.
 	HorizonS float64
@@ -122,8 +146,8 @@ type Result struct {
 	// Jobs holds one forecast per waiting job (pending in the snapshot,
 	// or arriving later), by job ID.
 	Jobs []Forecast
-	// Quantiles are the scenarios' run-time quantiles.
-	Quantiles []float64
+	// Samples is how many times the cluster was run forward.
+	Samples int
 	// Passes is the scheduling passes run over all scenarios, and Visits
 	// the jobs they looked at in all: the forecast's cost.
 	Passes, Visits int
@@ -158,12 +182,23 @@ type Arrival struct {
 	At  float64
 }
 
+// Arrivals describes the jobs expected to be submitted: RatePerS of them
+// per second on average, at independent times, each like one of Like
+// (drawn at random): its GPUs, team, user, model and sharing.
+type Arrivals struct {
+	RatePerS float64
+	Like     []sched.Job
+}
+
 // Input is what one forecast starts from.
 type Input struct {
 	// Snapshot is the cluster now, as the live pass saw it.
 	Snapshot sched.Snapshot
 	// Later are jobs that join the queue after Snapshot.Now.
 	Later []Arrival
+	// Arrivals, when set, are the jobs expected to be submitted from now
+	// on; they compete with the waiting jobs but get no forecast.
+	Arrivals *Arrivals
 	// History is what run times are drawn from.
 	History *History
 }
@@ -178,13 +213,29 @@ type Forecaster struct {
 
 // New checks cfg and returns a Forecaster.
 func New(cfg Config) (*Forecaster, error) {
-	if cfg.Quantiles == nil {
-		cfg.Quantiles = DefaultQuantiles
+	if cfg.Samples < 0 {
+		return nil, fmt.Errorf("forecast: samples %d: want 0 (the default) or more", cfg.Samples)
 	}
-	if err := checkQuantiles(cfg.Quantiles); err != nil {
-		return nil, fmt.Errorf("forecast: %w", err)
+	if cfg.Samples == 0 {
+		cfg.Samples = DefaultSamples
 	}
-	cfg.Quantiles = slices.Clone(cfg.Quantiles)
+	if cfg.Range == [2]float64{} {
+		cfg.Range = DefaultRange
+	}
+	if lo, hi := cfg.Range[0], cfg.Range[1]; !(lo >= 0 && lo <= hi && hi <= 1) {
+		return nil, fmt.Errorf("forecast: range %v: want two quantiles, 0 <= low <= high <= 1", cfg.Range)
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = DefaultSeed
+	}
+	switch d := cfg.Drift; {
+	case math.IsNaN(d) || math.IsInf(d, 0):
+		return nil, fmt.Errorf("forecast: drift %v: want a finite number", d)
+	case d == 0:
+		cfg.Drift = DefaultDrift
+	case d < 0:
+		cfg.Drift = 0
+	}
 	if cfg.Budget < 0 {
 		return nil, fmt.Errorf("forecast: budget %d: want 0 (the default) or more", cfg.Budget)
 	}
@@ -221,16 +272,12 @@ func New(cfg Config) (*Forecaster, error) {
 }
 
 // Config returns the configuration with defaults filled in.
-func (f *Forecaster) Config() Config {
-	c := f.cfg
-	c.Quantiles = slices.Clone(c.Quantiles)
-	return c
-}
+func (f *Forecaster) Config() Config { return f.cfg }
 
 // Forecast forecasts the start of every waiting job of in.
 func (f *Forecaster) Forecast(in Input) Result {
 	s := in.Snapshot
-	res := Result{Now: s.Now, Quantiles: slices.Clone(f.cfg.Quantiles), History: in.History.Describe()}
+	res := Result{Now: s.Now, Samples: f.cfg.Samples, History: in.History.Describe()}
 	var targets []int64
 	for i := range s.Jobs {
 		if s.Jobs[i].State == sched.Pending {
@@ -249,7 +296,7 @@ func (f *Forecaster) Forecast(in Input) Result {
 	// scenario.
 	first := f.waits.Schedule(s)
 	res.Passes, res.Visits = 1, len(s.Jobs)
-	never := nevers(&s, first.Waits)
+	nv := nevers(&s, first.Waits)
 	startsNow := make(map[int64]bool, len(first.Starts))
 	for _, st := range first.Starts {
 		startsNow[st.JobID] = true
@@ -257,19 +304,35 @@ func (f *Forecaster) Forecast(in Input) Result {
 
 	known := in.History.Len() >= f.cfg.MinHistory
 	var runs []scenarioResult
+	arrivals := in.Arrivals != nil && in.Arrivals.RatePerS > 0 && len(in.Arrivals.Like) > 0
 	if known {
-		for _, q := range f.cfg.Quantiles {
-			r := f.scenario(in, first, q)
+		for k := range f.cfg.Samples {
+			r := f.scenario(in, first, uint64(k), arrivals, s.Now+f.cfg.HorizonS)
 			res.Passes += r.passes
 			res.Visits += r.visits
 			res.Truncated = res.Truncated || (r.truncated && len(r.starts) < len(targets))
 			runs = append(runs, r)
 		}
+		// With arrivals, a sample never runs out of events: whether a job
+		// that started in none can start at all is asked of one more
+		// sample, without arrivals, which ends when nothing is left to
+		// happen.
+		if arrivals && notStarted(targets, runs, nv, startsNow) {
+			r := f.scenario(in, first, 0, false, s.Now+f.cfg.HorizonS)
+			res.Passes += r.passes
+			res.Visits += r.visits
+			if r.quiet {
+				for id, c := range r.causes {
+					if _, ok := nv[id]; !ok && !startedIn(id, runs) {
+						nv[id] = never{cause: c, reason: "cannot start with the cluster as it is, even once every other job has finished: " + r.reasons[id]}
+					}
+				}
+			}
+		}
 	}
-	mid := (len(f.cfg.Quantiles) - 1) / 2
 	for _, id := range targets {
 		fc := Forecast{JobID: id}
-		switch n, ok := never[id]; {
+		switch n, ok := nv[id]; {
 		case ok:
 			fc.State, fc.Reason, fc.Cause = StateNever, n.reason, n.cause
 		case startsNow[id]:
@@ -279,43 +342,64 @@ func (f *Forecaster) Forecast(in Input) Result {
 			fc.Reason = "run times are not known yet: " + strconv.Itoa(in.History.Len()) + " of the " +
 				strconv.Itoa(f.cfg.MinHistory) + " finished jobs a forecast needs"
 		default:
-			fc = combine(id, runs, mid)
+			fc = combine(id, runs, f.cfg.Range)
 		}
 		res.Jobs = append(res.Jobs, fc)
 	}
 	return res
 }
 
-// combine makes job id's forecast from its start in each scenario.
-func combine(id int64, runs []scenarioResult, mid int) Forecast {
+// notStarted tells whether some target that is not known never to start
+// and does not start now started in no sample.
+func notStarted(targets []int64, runs []scenarioResult, nv map[int64]never, now map[int64]bool) bool {
+	for _, id := range targets {
+		if _, ok := nv[id]; !ok && !now[id] && !startedIn(id, runs) {
+			return true
+		}
+	}
+	return false
+}
+
+func startedIn(id int64, runs []scenarioResult) bool {
+	for _, r := range runs {
+		if _, ok := r.starts[id]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// combine makes job id's forecast from its start in each sample: the
+// range's quantiles of the starts, a sample that did not start the job
+// counting as a start after every other.
+func combine(id int64, runs []scenarioResult, rng [2]float64) Forecast {
 	fc := Forecast{JobID: id}
-	all, some := true, false
+	starts := make([]float64, len(runs))
+	started := 0
 	for i, r := range runs {
 		at, ok := r.starts[id]
 		if !ok {
-			all = false
-			continue
+			at = math.Inf(1)
+		} else {
+			started++
 		}
-		if !some || at < fc.Earliest {
-			fc.Earliest = at
-		}
-		if at > fc.Latest {
-			fc.Latest = at
-		}
-		if i == mid {
-			fc.Likely = at
-		}
-		some = true
+		starts[i] = at
 	}
-	if some {
-		fc.State = StateExpected
-		if !all {
-			fc.Latest = 0
+	slices.Sort(starts)
+	if started > 0 {
+		if lo := quantile(starts, rng[0]); !math.IsInf(lo, 1) && !math.IsNaN(lo) {
+			fc.State, fc.Earliest = StateExpected, lo
+			if m := quantile(starts, 0.5); !math.IsInf(m, 1) && !math.IsNaN(m) {
+				fc.Likely = m
+			}
+			if hi := quantile(starts, rng[1]); !math.IsInf(hi, 1) && !math.IsNaN(hi) {
+				fc.Latest = hi
+			}
+			return fc
 		}
-		return fc
 	}
 	for _, r := range runs {
-		if r.quiet {
+		if r.quiet && math.IsInf(starts[0], 1) {
 			fc.State, fc.Cause = StateNever, r.causes[id]
 			fc.Reason = "cannot start with the cluster as it is, even once every other job has finished"
 			if w := r.reasons[id]; w != "" {
@@ -324,12 +408,16 @@ func combine(id int64, runs []scenarioResult, mid int) Forecast {
 			return fc
 		}
 	}
-	// Started in no scenario within its reach: not before the optimistic
-	// scenario's end.
+	// Started in too few samples within their reach: not before the
+	// earliest point a sample reached without starting it.
 	fc.State = StateLater
-	fc.Earliest = runs[0].reached
-	for _, r := range runs[1:] {
-		fc.Earliest = min(fc.Earliest, r.reached)
+	fc.Earliest = math.Inf(1)
+	for _, r := range runs {
+		if at, ok := r.starts[id]; ok {
+			fc.Earliest = min(fc.Earliest, at)
+		} else {
+			fc.Earliest = min(fc.Earliest, r.reached)
+		}
 	}
 	fc.Reason = "not started within the forecast's reach"
 	return fc
@@ -416,11 +504,12 @@ type simJob struct {
 	team     int // index in the scenario's teams, or -1
 }
 
-// scenario runs the scheduler forward with every job running for the
-// q-quantile of its remaining run time, starting from the first pass's
-// decisions.
-func (f *Forecaster) scenario(in Input, first sched.Decisions, q float64) scenarioResult {
-	s := &scen{f: f, q: q, h: in.History, now: in.Snapshot.Now, start: in.Snapshot.Now,
+// scenario runs the scheduler forward with every job's remaining run
+// time drawn from its distribution (sample k of the forecast), starting
+// from the first pass's decisions.
+func (f *Forecaster) scenario(in Input, first sched.Decisions, k uint64, arrivals bool, horizon float64) scenarioResult {
+	s := &scen{f: f, k: k, h: in.History, budget: f.cfg.Budget / f.cfg.Samples, nextArr: math.Inf(1),
+		scale: math.Exp(f.cfg.Drift * normalQuantile((float64(k)+0.5)/float64(f.cfg.Samples))), now: in.Snapshot.Now, start: in.Snapshot.Now,
 		nodes: in.Snapshot.Nodes, dist: in.Snapshot.GPUTimeDist,
 		res: scenarioResult{starts: make(map[int64]float64)}}
 	s.teams = slices.Clone(in.Snapshot.Teams)
@@ -442,6 +531,13 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, q float64) scenar
 			s.waiting++
 		}
 	}
+	if arrivals {
+		s.arr = in.Arrivals
+		s.nextArr = s.now + s.gap()
+		if s.nextArr > horizon {
+			s.nextArr = math.Inf(1)
+		}
+	}
 	s.apply(first)
 	s.res.passes, s.res.visits = 0, 0 // the first pass is counted once, by Forecast
 	s.run()
@@ -451,13 +547,15 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, q float64) scenar
 
 // scen is one scenario's state.
 type scen struct {
-	f     *Forecaster
-	q     float64
-	h     *History
-	now   float64
-	start float64
-	nodes []sched.Node
-	dist  *sched.GPUTimeDist
+	f      *Forecaster
+	k      uint64  // the sample
+	scale  float64 // every run time of the sample is scaled by it
+	budget int
+	h      *History
+	now    float64
+	start  float64
+	nodes  []sched.Node
+	dist   *sched.GPUTimeDist
 
 	jobs  []sched.Job // unfinished jobs, the scheduler's view
 	meta  []simJob    // index for index with jobs
@@ -468,6 +566,9 @@ type scen struct {
 	teamIdx map[string]int
 
 	later   []Arrival // jobs still to arrive, by time
+	arr     *Arrivals // expected arrivals, nil when none are drawn
+	nextArr float64   // when the next expected arrival comes; +Inf: none
+	drawn   uint64    // expected arrivals drawn so far
 	ends    ends
 	recheck float64
 	waiting int // targets not yet started
@@ -477,7 +578,8 @@ type scen struct {
 // add puts a job in the scenario, with its run time drawn.
 func (s *scen) add(j sched.Job) {
 	m := simJob{team: -1}
-	rem, _ := s.h.Remaining(&j, s.q)
+	rem, _ := s.h.Remaining(&j, draw(s.f.cfg.Seed, s.k, j.ID))
+	rem *= s.scale
 	m.dur = max(j.ExecutedS, 0) + rem
 	if t, ok := s.teamIdx[j.Team]; ok {
 		m.team = t
@@ -512,7 +614,7 @@ func (s *scen) run() {
 			s.res.truncated = true
 			return
 		}
-		if s.res.visits+len(s.jobs) > cfg.Budget {
+		if s.res.visits+len(s.jobs) > s.budget {
 			s.res.truncated = true
 			return
 		}
@@ -535,6 +637,10 @@ func (s *scen) run() {
 			s.arrive(s.later[0].Job)
 			s.later = s.later[1:]
 		}
+		for s.nextArr <= until {
+			at = max(at, s.nextArr)
+			s.arriveExpected()
+		}
 		if s.recheck > 0 && s.recheck <= until {
 			at = max(at, s.recheck)
 			s.recheck = 0
@@ -556,7 +662,38 @@ func (s *scen) next() (float64, bool) {
 	if s.recheck > 0 && s.recheck < t {
 		t, ok = s.recheck, true
 	}
+	if s.nextArr < t {
+		t, ok = s.nextArr, true
+	}
 	return max(t, s.now), ok
+}
+
+// Salts keep the draws of arrivals apart from those of run times.
+const (
+	saltGap  = 0x2545f4914f6cdd1d
+	saltLike = 0x7f4a7c159e3779b9
+)
+
+// gap draws the time to the next expected arrival.
+func (s *scen) gap() float64 {
+	u := draw(s.f.cfg.Seed^saltGap, s.k, int64(s.drawn))
+	return -math.Log(u) / s.arr.RatePerS
+}
+
+// arriveExpected adds the next expected arrival, a job like one of
+// s.arr.Like with a negative ID of its own, and draws the one after.
+func (s *scen) arriveExpected() {
+	s.drawn++
+	like := s.arr.Like[int(draw(s.f.cfg.Seed^saltLike, s.k, int64(s.drawn))*float64(len(s.arr.Like)))%len(s.arr.Like)]
+	j := sched.Job{ID: -int64(s.drawn), Team: like.Team, User: like.User, GPUs: like.GPUs, GPUMemMiB: like.GPUMemMiB,
+		SubmitTime: s.nextArr, Model: like.Model, Skew: like.Skew, Sharing: like.Sharing,
+		MemPersistentMiB: like.MemPersistentMiB, MemEphemeralMiB: like.MemEphemeralMiB,
+		CPUMilli: like.CPUMilli, MemMiB: like.MemMiB, CPUProfile: like.CPUProfile, CPUProfileSource: like.CPUProfileSource}
+	s.add(j)
+	s.nextArr += s.gap()
+	if s.nextArr > s.start+s.f.cfg.HorizonS {
+		s.nextArr = math.Inf(1)
+	}
 }
 
 // finish ends a job's run when e names its current run; it reports
@@ -696,6 +833,22 @@ func (s *scen) quiet() {
 	for _, w := range d.Waits {
 		s.res.causes[w.JobID], s.res.reasons[w.JobID] = w.Cause, w.Reason
 	}
+}
+
+// normalQuantile is the p-quantile of the standard normal distribution.
+func normalQuantile(p float64) float64 { return math.Sqrt2 * math.Erfinv(2*p-1) }
+
+// draw is job id's uniform draw in (0, 1) for sample k: a hash, so that
+// it depends on neither the order of the jobs nor the other draws.
+func draw(seed, k uint64, id int64) float64 {
+	x := seed ^ (k+1)*0xbf58476d1ce4e5b9 ^ uint64(id)*0x94d049bb133111eb
+	// splitmix64's finalizer.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return (float64(x>>11) + 0.5) / (1 << 53)
 }
 
 // end is when a run is due to finish.

@@ -1,7 +1,6 @@
 package forecast
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -153,6 +152,7 @@ func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 	if r, ok := tailQuantile(h.all, a, q, min(h.minGroup, minTail)); ok {
 		return r, true
 	}
+	q = min(max(q, 0.01), 0.99)
 	return a * q / (1 - q), true
 }
 
@@ -179,20 +179,4 @@ func quantile(sorted []float64, q float64) float64 {
 	}
 	f := pos - float64(lo)
 	return sorted[lo]*(1-f) + sorted[lo+1]*f
-}
-
-// checkQuantiles refuses quantiles outside (0, 1) or out of order.
-func checkQuantiles(qs []float64) error {
-	if len(qs) == 0 {
-		return fmt.Errorf("quantiles: want at least one")
-	}
-	for i, q := range qs {
-		if !(q > 0 && q < 1) {
-			return fmt.Errorf("quantile %v: want a number between 0 and 1, exclusive", q)
-		}
-		if i > 0 && q <= qs[i-1] {
-			return fmt.Errorf("quantiles %v: want them in increasing order", qs)
-		}
-	}
-	return nil
 }

@@ -16,7 +16,11 @@ func (s *simulator) pass() error {
 		sj.AttainedService = j.service + float64(j.tj.GPUs)*ran
 	}
 	s.passes++
-	d := s.sc.Schedule(sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()})
+	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()}
+	d := s.sc.Schedule(snap)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Pass(snap, d)
+	}
 	for _, qc := range d.QueueChanges {
 		j, err := s.lookup(qc.JobID, "queue change")
 		if err != nil {
@@ -63,6 +67,9 @@ func (s *simulator) pass() error {
 			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)
 		}
 		s.startRun(j, st.GPUs)
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.Started(st.JobID, s.now)
+		}
 		s.startedAfterHandover(st.JobID)
 		if err := s.shareStart(j); err != nil {
 			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)

@@ -58,6 +58,24 @@ type Config struct {
 	// LanePolicy picks which job of a shared lane runs: lanes.Pack (also
 	// ""), Fair or SRTF, as the agent's --lane-policy does (share.go).
 	LanePolicy lanes.Policy
+
+	// Observer, when set, is told of every pass, start and finish, so
+	// that a caller can watch the run unfold (core/forecast/replay
+	// forecasts starts at each arrival and checks them).
+	Observer Observer
+}
+
+// Observer watches a simulation. Its methods run on the simulator's
+// goroutine, in virtual-time order.
+type Observer interface {
+	// Pass is called before each pass's decisions are applied, with the
+	// snapshot the scheduler saw and what it decided; the observer must
+	// not keep either after it returns.
+	Pass(s sched.Snapshot, d sched.Decisions)
+	// Started is called when a job starts a run, its first or a later one.
+	Started(id int64, at float64)
+	// Finished is called when a job finishes, with the time it ran in all.
+	Finished(id int64, at, executedS float64)
 }
 
 // Run simulates jobs under cfg and returns the outcome. It refuses a job
@@ -314,6 +332,9 @@ func (s *simulator) complete(j *job) {
 	j.finish = s.now
 	s.finished++
 	s.done++
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Finished(j.tj.ID, s.now, j.executed)
+	}
 }
 
 // stopRun closes the job's current run at s.now and frees its GPUs.

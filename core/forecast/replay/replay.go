@@ -1,0 +1,242 @@
+// Package replay measures start-time forecasts on a trace: it replays the
+// trace through the simulator and, at each job's arrival, forecasts its
+// start from the simulator's snapshot and the run times of the jobs
+// finished so far, as the live engine would, then sets the forecast
+// against the start the simulation gives it.
+package replay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gpuportal/gpuportal/core/forecast"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/sim"
+	"github.com/gpuportal/gpuportal/core/trace"
+)
+
+// Config is one measurement's setup.
+type Config struct {
+	// Sim is the simulation; its Observer is replaced.
+	Sim sim.Config
+	// Forecast is the forecaster's setup; its Sched is taken from Sim.
+	Forecast forecast.Config
+	// Every forecasts one arrival in Every (1, or 0, for all): a cheaper
+	// measurement of a long trace.
+	Every int
+	// HistoryLimit bounds the finished jobs the forecasts learn from, the
+	// most recent first, as the live engine does; 0 means 5,000.
+	HistoryLimit int
+	// NoArrivals leaves expected arrivals out of the forecasts; by default
+	// they expect jobs like the last ArrivalWindow arrivals, at their rate.
+	NoArrivals    bool
+	ArrivalWindow int
+}
+
+// Report is how the forecasts did.
+type Report struct {
+	Policy string `json:"policy"`
+	// Waits counts the times a job began to wait: on arrival, or when it
+	// was preempted. StartedAtOnce counts those that started in the very
+	// pass that first saw them waiting (nothing to forecast); Forecast
+	// the waits forecast (one in Every of the others).
+	Waits         int `json:"waits"`
+	StartedAtOnce int `json:"started_at_once"`
+	Forecast      int `json:"forecast"`
+	// States counts the forecasts by state.
+	States map[forecast.State]int `json:"states"`
+	// Calibration compares each forecast with the start that ended its
+	// wait in the simulation; Arrivals and Resumes split it between
+	// waits that began on arrival and after a preemption.
+	Calibration forecast.Calibration `json:"calibration"`
+	Arrivals    forecast.Calibration `json:"arrivals"`
+	Resumes     forecast.Calibration `json:"resumes"`
+	// Passes and Visits are the forecasts' cost (forecast.Result),
+	// summed; Sim is the simulation's own result.
+	Passes int         `json:"forecast_passes"`
+	Visits int         `json:"forecast_visits"`
+	Sim    *sim.Result `json:"sim"`
+}
+
+// Run replays jobs under cfg and reports how the forecasts did.
+func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
+	fcfg := cfg.Forecast
+	fcfg.Sched = cfg.Sim.Sched
+	if fcfg.HalfLifeS == 0 {
+		fcfg.HalfLifeS = cfg.Sim.HalfLifeS
+	}
+	f, err := forecast.New(fcfg)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	o := &observer{f: f, every: max(cfg.Every, 1), limit: cfg.HistoryLimit,
+		byID: make(map[int64]*trace.Job, len(jobs)), state: make(map[int64]uint8, len(jobs)),
+		open: make(map[int64]*wait), rep: &Report{Policy: cfg.Sim.Sched.Policy, States: make(map[forecast.State]int)}}
+	if o.limit <= 0 {
+		o.limit = 5000
+	}
+	o.window = cfg.ArrivalWindow
+	if o.window <= 0 {
+		o.window = 100
+	}
+	o.arrivals = !cfg.NoArrivals
+	for i := range jobs {
+		o.byID[jobs[i].ID] = &jobs[i]
+	}
+	sc := cfg.Sim
+	sc.Observer = o
+	res, err := sim.Run(ctx, jobs, sc)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	o.rep.Sim = res
+	var all, arrivals, resumes []forecast.Outcome
+	for _, w := range o.done {
+		all = append(all, w.Outcome)
+		if w.resume {
+			resumes = append(resumes, w.Outcome)
+		} else {
+			arrivals = append(arrivals, w.Outcome)
+		}
+	}
+	o.rep.Calibration = forecast.Calibrate(all)
+	o.rep.Arrivals = forecast.Calibrate(arrivals)
+	o.rep.Resumes = forecast.Calibrate(resumes)
+	return o.rep, nil
+}
+
+// The states of a job as the observer knows it.
+const (
+	unseen uint8 = iota
+	waiting
+	running
+)
+
+// wait is one forecast wait of a job, until its next start.
+type wait struct {
+	forecast.Outcome
+	resume bool
+}
+
+// observer forecasts waits and records starts (sim.Observer).
+type observer struct {
+	f     *forecast.Forecaster
+	every int
+	limit int
+	byID  map[int64]*trace.Job
+	state map[int64]uint8
+	waits int // waits not started at once, for Every
+
+	samples []forecast.Sample
+	hist    *forecast.History
+	histN   int // len(samples) when hist was built
+
+	open map[int64]*wait // forecast waits not yet ended by a start
+	done []*wait
+	rep  *Report
+
+	arrivals bool
+	window   int
+	recent   []arrived // the last window arrivals, oldest first
+}
+
+type arrived struct {
+	at  float64
+	job sched.Job
+}
+
+// expected is what arrivals to expect: jobs like the recent ones, at
+// their rate; nil before 5 have arrived.
+func (o *observer) expected(now float64) *forecast.Arrivals {
+	if !o.arrivals || len(o.recent) < 5 {
+		return nil
+	}
+	span := now - o.recent[0].at
+	if !(span > 0) {
+		return nil
+	}
+	a := &forecast.Arrivals{RatePerS: float64(len(o.recent)) / span}
+	for _, r := range o.recent {
+		a.Like = append(a.Like, r.job)
+	}
+	return a
+}
+
+func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
+	startsNow := make(map[int64]bool, len(d.Starts))
+	for _, st := range d.Starts {
+		startsNow[st.JobID] = true
+	}
+	type ask struct {
+		id     int64
+		resume bool
+	}
+	var asks []ask
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		was := o.state[j.ID]
+		if j.State != sched.Pending || was == waiting {
+			continue
+		}
+		if was == unseen {
+			jj := *j
+			jj.Placement, jj.Queue = nil, sched.QueueState{}
+			o.recent = append(o.recent, arrived{at: s.Now, job: jj})
+			if len(o.recent) > o.window {
+				o.recent = o.recent[1:]
+			}
+		}
+		o.state[j.ID] = waiting
+		o.rep.Waits++
+		if startsNow[j.ID] {
+			o.rep.StartedAtOnce++
+			continue
+		}
+		o.waits++
+		if o.waits%o.every == 0 {
+			asks = append(asks, ask{id: j.ID, resume: was == running})
+		}
+	}
+	if len(asks) == 0 {
+		return
+	}
+	r := o.f.Forecast(forecast.Input{Snapshot: s, History: o.history(), Arrivals: o.expected(s.Now)})
+	o.rep.Passes += r.Passes
+	o.rep.Visits += r.Visits
+	for _, a := range asks {
+		fc, ok := r.Job(a.id)
+		if !ok {
+			continue
+		}
+		o.rep.Forecast++
+		o.rep.States[fc.State]++
+		o.open[a.id] = &wait{Outcome: forecast.Outcome{State: fc.State, Earliest: fc.Earliest, Likely: fc.Likely, Latest: fc.Latest, MadeAt: s.Now}, resume: a.resume}
+	}
+}
+
+// history is the run times of the jobs finished so far, the most recent
+// limit of them.
+func (o *observer) history() *forecast.History {
+	if o.hist == nil || o.histN != len(o.samples) {
+		from := max(0, len(o.samples)-o.limit)
+		o.hist, o.histN = forecast.NewHistory(o.samples[from:], 0), len(o.samples)
+	}
+	return o.hist
+}
+
+func (o *observer) Started(id int64, at float64) {
+	o.state[id] = running
+	if w := o.open[id]; w != nil {
+		w.Start = at
+		o.done = append(o.done, w)
+		delete(o.open, id)
+	}
+}
+
+func (o *observer) Finished(id int64, _, executedS float64) {
+	tj := o.byID[id]
+	if tj == nil {
+		return
+	}
+	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS})
+}
