@@ -45,9 +45,10 @@ type Job struct {
 	// too often for outgrowing its lane without progress); Reason says
 	// why and what to do.
 	Held bool `json:"held"`
-	// EstimatedStartAt is when a waiting job is expected to start (see
-	// GET /api/v1/stats/estimates for how good the estimates have been).
-	EstimatedStartAt *time.Time `json:"estimated_start_at"`
+	// Forecast is when a waiting job is expected to start, or why it
+	// cannot (see GET /api/v1/stats/estimates for how good forecasts have
+	// been); null unless the job waits.
+	Forecast *Forecast `json:"forecast"`
 	// Borrowed: the job runs beyond its team's guarantee and may be
 	// reclaimed. Only a job of a team over its guarantee borrows.
 	Borrowed bool `json:"borrowed"`

@@ -41,6 +41,9 @@ type QueueJob struct {
 	AttainedService float64 `json:"attained_service_gpu_s"`
 	Borrowed        bool    `json:"borrowed"`
 	Reason          string  `json:"reason,omitempty"`
+	// Forecast is a waiting job's start forecast, as in Job; its reason
+	// is left out where Reason is.
+	Forecast *Forecast `json:"forecast,omitempty"`
 }
 
 // JCTStats summarizes the JCTs of jobs that ended within a window.

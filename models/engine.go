@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -26,20 +25,8 @@ func (s *Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) 
 	}
 	js = slices.DeleteFunc(js, func(j Job) bool { return j.Held() && j.CancelRequest == "" })
 	out := make([]engine.Job, len(js))
-	for i, j := range js {
-		out[i] = engine.Job{
-			ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
-			Command: j.Command, SimDuration: j.SimDuration, State: j.State, Run: j.Run,
-			SubmittedAt: j.SubmittedAt, Placement: j.Placement, LastStartAt: j.LastStartAt,
-			ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
-			Model: j.Model, Queue: j.QueueState(),
-			Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
-			Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
-			BatchSize: j.BatchSize,
-		}
-		// A profile that no longer decodes (it was validated when the
-		// job was submitted) leaves the job to history and the catalogue.
-		out[i].CPUProfile, _ = j.DeclaredProfile()
+	for i := range js {
+		out[i] = engineJob(&js[i])
 	}
 	return out, nil
 }
@@ -72,52 +59,6 @@ func (s *Store) CompletedGPUTimes(ctx context.Context, limit int) ([]float64, er
 		Order("id DESC").Limit(limit).Pluck("attained_service", &out).Error
 	if err != nil {
 		return nil, fmt.Errorf("completed GPU times: %w", err)
-	}
-	return out, nil
-}
-
-// CompletedDurations returns the run time (seconds) of up to limit
-// recently succeeded jobs: what start estimates learn from.
-func (s *Store) CompletedDurations(ctx context.Context, limit int) ([]float64, error) {
-	var out []float64
-	err := s.db.WithContext(ctx).Model(&Job{}).Where("state = ? AND executed_s > 0", JobSucceeded).
-		Order("id DESC").Limit(limit).Pluck("executed_s", &out).Error
-	if err != nil {
-		return nil, fmt.Errorf("completed durations: %w", err)
-	}
-	return out, nil
-}
-
-// SetFirstEstimates records the first start estimate of waiting jobs that
-// have none yet.
-func (s *Store) SetFirstEstimates(ctx context.Context, at map[int64]time.Time) error {
-	if len(at) == 0 {
-		return nil
-	}
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for id, t := range at {
-			err := tx.Model(&Job{}).Where("id = ? AND first_estimate IS NULL AND started_at IS NULL", id).
-				Update("first_estimate", t).Error
-			if err != nil {
-				return fmt.Errorf("set first estimate of job %d: %w", id, err)
-			}
-		}
-		return nil
-	})
-}
-
-// EstimateErrors returns, for up to limit recently started jobs, how much
-// later (positive) or earlier than first estimated they started, in seconds.
-func (s *Store) EstimateErrors(ctx context.Context, limit int) ([]float64, error) {
-	var js []Job
-	err := s.db.WithContext(ctx).Where("first_estimate IS NOT NULL AND started_at IS NOT NULL").
-		Order("id DESC").Limit(limit).Find(&js).Error
-	if err != nil {
-		return nil, fmt.Errorf("estimate errors: %w", err)
-	}
-	out := make([]float64, len(js))
-	for i, j := range js {
-		out[i] = j.StartedAt.Sub(*j.FirstEstimate).Seconds()
 	}
 	return out, nil
 }

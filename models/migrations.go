@@ -22,6 +22,7 @@ func migrations() []migration {
 		{9, "jobs: requeues without progress of a sharing job (held jobs)", jobsRequeueStalls},
 		{10, "join_tokens and machines: agents' machine identity (machines.go)", machineTables},
 		{11, "team_samples: GPUs in use and borrowed as fractions (shared GPUs)", teamSampleFractions},
+		{12, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
 	}
 }
 

@@ -36,6 +36,9 @@ type JobRow struct {
 	Reason    string
 	// Borrowed: it runs on GPUs lent by other teams and may be reclaimed.
 	Borrowed bool
+	// ETA is a waiting job's start forecast in a few characters, ETAText
+	// in a sentence (api.Forecast); empty unless it waits.
+	ETA, ETAText string
 }
 
 // JobDetail is the job page.
@@ -198,9 +201,16 @@ type TokenRow struct {
 
 // Queues is the scheduler's queues page with the live JCT figures.
 type Queues struct {
-	Policy string
-	Queues []Queue
-	JCT    JCTStats
+	Policy    string
+	Queues    []Queue
+	JCT       JCTStats
+	Forecasts ForecastStats
+}
+
+// ForecastStats says how start forecasts are made and how good they have
+// been, in sentences.
+type ForecastStats struct {
+	Calibration, Latest, Method string
 }
 
 // Queue is one priority queue.
@@ -216,7 +226,10 @@ type QueueJob struct {
 	Name, Team, User, State, Attained, Reason string
 	GPUs                                      int
 	Visible                                   bool
-	Borrowed                                  bool
+	// ETA is a waiting job's start forecast in a few characters, ETAText
+	// in a sentence (api.Forecast).
+	ETA, ETAText string
+	Borrowed     bool
 }
 
 // JCTStats are the JCT figures of recently finished jobs.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/telemetry"
@@ -29,6 +30,7 @@ type moment struct {
 	teams      []models.Team
 	fair       map[string]sched.TeamShare // the last pass's fair-share standing
 	figures    usage.Figures
+	forecasts  map[int64]engine.JobForecast // the latest start forecasts
 }
 
 // moment reads the store and the engine once.
@@ -41,7 +43,9 @@ func (s *Server) moment(ctx context.Context) (*moment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newMoment(s.cfg.Now(), js, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed), nil
+	m := newMoment(s.cfg.Now(), js, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
+	m.forecasts = s.cfg.Engine.Forecasts()
+	return m, nil
 }
 
 // newMoment derives the figures of now from the unfinished jobs and the
@@ -72,8 +76,8 @@ func newMoment(now time.Time, unfinished []models.Job, teams []models.Team, fair
 	return m
 }
 
-// job converts j with the figures of m. The engine's live details (lane,
-// resources, estimated start) are added by Server.jobOf.
+// job converts j with the figures of m, its start forecast included. The
+// engine's live details (lane, resources) are added by Server.jobOf.
 func (m *moment) job(j *models.Job) api.Job {
 	sv := j.Service(m.now)
 	out := api.Job{
@@ -85,6 +89,7 @@ func (m *moment) job(j *models.Job) api.Job {
 		Model: j.Model, Queue: j.QueueIndex, Failures: j.Failures, RetryAt: j.RetryAt, Held: j.Held(),
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
 		CPUProfile: declaredProfileJSON(j),
+		Forecast:   m.forecast(j),
 	}
 	if j.State == job.Running {
 		now := m.now
@@ -108,9 +113,8 @@ func (m *moment) job(j *models.Job) api.Job {
 	return out
 }
 
-// jobOf is j as the API and the job:<id> topic show it: its figures as of
-// m, and while it runs its lane and resources, while it waits its
-// estimated start.
+// jobOf is j as the API and the job:<id> topic show it: its figures and
+// forecast as of m, and while it runs its lane and resources.
 func (s *Server) jobOf(m *moment, j *models.Job) api.Job {
 	out := m.job(j)
 	if j.Sharing && j.State == job.Running {
@@ -119,12 +123,30 @@ func (s *Server) jobOf(m *moment, j *models.Job) api.Job {
 	if j.State == job.Running {
 		out.Resources = s.jobResources(j.ID)
 	}
-	if j.State.Waiting() {
-		if t, ok := s.cfg.Engine.EstimatedStart(j.ID); ok {
-			out.EstimatedStartAt = &t
-		}
-	}
 	return out
+}
+
+// forecast is a waiting job's start forecast at m; nil unless it waits.
+func (m *moment) forecast(j *models.Job) *api.Forecast {
+	if !j.State.Waiting() {
+		return nil
+	}
+	if j.Held() {
+		return &api.Forecast{State: api.ForecastHeld, Reason: "held until cancelled: " + j.Reason}
+	}
+	f, ok := m.forecasts[j.ID]
+	if !ok {
+		return &api.Forecast{State: api.ForecastUnknown, Reason: "not forecast yet: a forecast follows every change within seconds"}
+	}
+	return &api.Forecast{State: string(f.State), Earliest: timeOrNil(f.Earliest), Likely: timeOrNil(f.Likely),
+		Latest: timeOrNil(f.Latest), Reason: f.Reason, MadeAt: timeOrNil(f.MadeAt)}
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // queueJob converts j for a queue; visible says whether the viewer may
@@ -132,9 +154,11 @@ func (s *Server) jobOf(m *moment, j *models.Job) api.Job {
 func (m *moment) queueJob(j *models.Job, visible bool) api.QueueJob {
 	sv := j.Service(m.now)
 	out := api.QueueJob{ID: j.ID, Team: j.Team, GPUs: j.GPUs, State: j.State, ExecutedS: sv.ExecutedS,
-		AttainedService: sv.GPUSeconds, Borrowed: m.figures.Borrowed(j.ID)}
+		AttainedService: sv.GPUSeconds, Borrowed: m.figures.Borrowed(j.ID), Forecast: m.forecast(j)}
 	if visible {
 		out.Name, out.User, out.Reason = j.Name, j.User, j.Reason
+	} else if out.Forecast != nil {
+		out.Forecast.Reason = "" // it may name the user
 	}
 	return out
 }

@@ -2,51 +2,100 @@ package web
 
 import (
 	"context"
-	"math"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpuportal/gpuportal/core/jct"
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/forecast"
 )
 
-// estimateMethod says in one sentence how start times are estimated.
-const estimateMethod = "Running jobs are expected to run for the mean remaining run time of completed jobs that ran at least as long; " +
-	"waiting jobs then start in priority order as GPUs free up and hold them for the mean run time. Backfilling and new arrivals are ignored."
+// forecastMethod says in a few sentences how start times are forecast.
+const forecastMethod = "The scheduler is run forward from the cluster as it is, on a virtual clock, " +
+	"with each job's run time drawn from the run times of finished jobs (the same user and model first, " +
+	"then the user, the model, the team, all), given how long it has run already, and with new jobs " +
+	"arriving like the recent ones. This is done several times; the range holds the middle of the starts."
 
-// EstimatesJSON says how good start estimates have been: for recently
-// started jobs, their start minus their first estimate.
-type EstimatesJSON struct {
-	Method         string  `json:"method"`
-	Jobs           int     `json:"jobs"`
-	MedianAbsError float64 `json:"median_abs_error_s"`
-	P90AbsError    float64 `json:"p90_abs_error_s"`
-	MeanError      float64 `json:"mean_error_s"` // positive: jobs started later than estimated
-}
+// How many recorded forecasts the calibration figures cover: the most
+// recent ones whose job has started since.
+const (
+	calibrationFirst = 500
+	calibrationAll   = 2000
+)
 
-func (s *Server) estimateStats(ctx context.Context) (EstimatesJSON, error) {
-	errs, err := s.cfg.Store.EstimateErrors(ctx, 500)
+// forecastStats says how forecasts are made and how good they have been.
+func (s *Server) forecastStats(ctx context.Context) (api.ForecastStats, error) {
+	info := s.cfg.Engine.ForecastInfo()
+	out := api.ForecastStats{Method: forecastMethod,
+		Range: rangeText(info.Range, info.Samples)}
+	first, err := s.cfg.Store.ForecastOutcomes(ctx, "first", calibrationFirst)
 	if err != nil {
-		return EstimatesJSON{}, err
+		return out, err
 	}
-	out := EstimatesJSON{Method: estimateMethod, Jobs: len(errs)}
-	abs := make([]float64, len(errs))
-	sum := 0.0
-	for i, e := range errs {
-		abs[i] = math.Abs(e)
-		sum += e
+	all, err := s.cfg.Store.ForecastOutcomes(ctx, "", calibrationAll)
+	if err != nil {
+		return out, err
 	}
-	if len(errs) > 0 {
-		sm := jct.Summarize(abs)
-		out.MedianAbsError, out.P90AbsError, out.MeanError = sm.P50, jct.Percentile(abs, 90), sum/float64(len(errs))
+	out.First, out.All = calibrationOf(forecast.Calibrate(first)), calibrationOf(forecast.Calibrate(all))
+	out.Jobs, out.MedianAbsError, out.P90AbsError, out.MeanError = out.First.Errors, out.First.MedianAbsErrorS, out.First.P90AbsErrorS, out.First.MeanErrorS
+	if !info.MadeAt.IsZero() {
+		at := info.MadeAt
+		out.Latest = &api.ForecastRun{MadeAt: &at, TookMS: float64(info.Took.Microseconds()) / 1000, Passes: info.Passes,
+			Jobs: info.Jobs, Truncated: info.Truncated, History: info.History, ArrivalsPerHour: info.ArrivalsPerHour, Samples: info.Samples}
 	}
 	return out, nil
 }
 
+// rangeText says which starts a forecast's range holds.
+func rangeText(r [2]float64, samples int) string {
+	pct := func(q float64) string { return strconv.FormatFloat(100*q, 'f', -1, 64) }
+	return fmt.Sprintf("the %sth to %sth percentile of the starts of %d samples", pct(r[0]), pct(r[1]), samples)
+}
+
+func calibrationOf(c forecast.Calibration) api.Calibration {
+	return api.Calibration{Forecasts: c.Forecasts, Within: c.Within, WithinShare: c.WithinShare, Errors: c.Errors,
+		MedianAbsErrorS: c.MedianAbsErrorS, P90AbsErrorS: c.P90AbsErrorS, MeanErrorS: c.MeanErrorS,
+		MedianLeadS: c.MedianLeadS, NeverStarted: c.NeverStarted}
+}
+
 func (s *Server) apiEstimates(c echo.Context) error {
-	st, err := s.estimateStats(c.Request().Context())
+	st, err := s.forecastStats(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, st)
+}
+
+// calibrationText says how good forecasts have been, for people: the
+// queues page and the job page.
+func calibrationText(st api.ForecastStats) string {
+	c := st.First
+	if c.Forecasts == 0 {
+		return "No forecast has been checked against a start yet."
+	}
+	s := fmt.Sprintf("Of the last %d jobs that waited, %.0f%% started within their first forecast's range", c.Forecasts, 100*c.WithinShare)
+	if c.Errors > 0 {
+		bias := "late"
+		if c.MeanErrorS < 0 {
+			bias = "early"
+		}
+		s += fmt.Sprintf("; the likely start was off by a median of %s (90%% within %s; on average %s %s)",
+			fmtDuration(secs(c.MedianAbsErrorS)), fmtDuration(secs(c.P90AbsErrorS)), fmtDuration(secs(abs(c.MeanErrorS))), bias)
+	}
+	if c.NeverStarted > 0 {
+		s += fmt.Sprintf("; %d said never and started all the same (a cap or the cluster changed)", c.NeverStarted)
+	}
+	if a := st.All; a.Forecasts > c.Forecasts {
+		s += fmt.Sprintf(". Counting the forecasts made later in their waits too: %.0f%% of %d within the range", 100*a.WithinShare, a.Forecasts)
+	}
+	return s + "."
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

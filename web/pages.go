@@ -3,7 +3,6 @@ package web
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -65,11 +64,13 @@ func fmtDuration(d time.Duration) string {
 }
 
 // jobRow is j as lists and pages show it.
-func jobRow(j api.Job) templates.JobRow {
+// jobRow is j as a row of the jobs list at now.
+func jobRow(j api.Job, now time.Time) templates.JobRow {
 	r := templates.JobRow{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),
 		Submitted: fmtTime(&j.SubmittedAt), Started: fmtTime(j.StartedAt), Finished: fmtTime(j.FinishedAt),
 		JCT: "—", Reason: j.Reason, Borrowed: j.Borrowed,
+		ETA: j.Forecast.Short(now, time.Local), ETAText: j.Forecast.Text(now, time.Local),
 	}
 	switch {
 	case len(j.Command) > 0:
@@ -113,7 +114,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		l.States = append(l.States, string(st))
 	}
 	for i := range js {
-		l.Jobs = append(l.Jobs, jobRow(m.job(&js[i])))
+		l.Jobs = append(l.Jobs, jobRow(m.job(&js[i]), m.now))
 	}
 	return l, nil
 }
@@ -278,7 +279,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	}
 	aj := s.jobOf(m, j)
 	d := templates.JobDetail{
-		JobRow:      jobRow(aj),
+		JobRow:      jobRow(aj, m.now),
 		Placement:   strings.Join(aj.Placement, ", "),
 		Executed:    fmtDuration(secs(aj.ExecutedS)),
 		Attained:    fmt.Sprintf("%.0f GPU-seconds", aj.AttainedService),
@@ -292,10 +293,8 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if d.Placement == "" {
 		d.Placement = "—"
 	}
-	if j.State.Waiting() {
-		if err := s.describeEstimate(c, j, &d); err != nil {
-			return d, err
-		}
+	if err := s.describeForecast(c, aj, m.now, &d); err != nil {
+		return d, err
 	}
 	h, err := s.jobHistory(c, j.ID)
 	if err != nil {
@@ -377,37 +376,17 @@ func (s *Server) cancelForm(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/jobs/%d", j.ID))
 }
 
-// describeEstimate fills in when a waiting job should start and how good
-// such estimates have been.
-func (s *Server) describeEstimate(c echo.Context, j *models.Job, d *templates.JobDetail) error {
-	if j.Held() {
-		d.Estimate = "never: held until cancelled (see its reason)"
+// describeForecast fills in when a waiting job should start and how good
+// such forecasts have been.
+func (s *Server) describeForecast(c echo.Context, aj api.Job, now time.Time, d *templates.JobDetail) error {
+	if aj.Forecast == nil {
 		return nil
 	}
-	if j.RetryAt != nil {
-		d.Estimate = "retries at " + j.RetryAt.Local().Format(timeLayout)
-		return nil
-	}
-	at, ok := s.cfg.Engine.EstimatedStart(j.ID)
-	if !ok {
-		d.Estimate = "unknown: no completed job to learn run times from yet, or it cannot fit"
-		return nil
-	}
-	d.Estimate = fmt.Sprintf("%s (in %s)", at.Local().Format(timeLayout), fmtDuration(max(0, at.Sub(s.cfg.Now()))))
-	st, err := s.estimateStats(c.Request().Context())
+	d.Estimate = aj.Forecast.Text(now, time.Local)
+	st, err := s.forecastStats(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	if st.Jobs == 0 {
-		d.EstimateNote = "No estimate has been checked against a real start yet. " + estimateMethod
-		return nil
-	}
-	bias := "late"
-	if st.MeanError < 0 {
-		bias = "early"
-	}
-	d.EstimateNote = fmt.Sprintf("Over the last %d jobs, estimates were off by a median of %s (90%% within %s; on average %s %s). %s",
-		st.Jobs, fmtDuration(secs(st.MedianAbsError)), fmtDuration(secs(st.P90AbsError)),
-		fmtDuration(secs(math.Abs(st.MeanError))), bias, estimateMethod)
+	d.EstimateNote = calibrationText(st) + " " + forecastMethod
 	return nil
 }

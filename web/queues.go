@@ -143,12 +143,36 @@ func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
 			tq.Jobs = append(tq.Jobs, templates.QueueJob{
 				ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),
 				Attained: strconv.FormatFloat(j.AttainedService, 'f', 0, 64), Reason: j.Reason, Visible: j.Name != "",
-				Borrowed: j.Borrowed,
+				Borrowed: j.Borrowed, ETA: j.Forecast.Short(q.AsOf, time.Local), ETAText: j.Forecast.Text(q.AsOf, time.Local),
 			})
 		}
 		v.Queues = append(v.Queues, tq)
 	}
+	fs, err := s.forecastStats(c.Request().Context())
+	if err != nil {
+		return templates.Queues{}, err
+	}
+	v.Forecasts = templates.ForecastStats{Calibration: calibrationText(fs), Method: forecastMethod + " The range is " + fs.Range + "."}
+	if l := fs.Latest; l != nil {
+		v.Forecasts.Latest = fmt.Sprintf("Latest forecast: %d waiting jobs at %s, in %s (%d scheduling passes), from %s",
+			l.Jobs, l.MadeAt.Local().Format("15:04:05"), fmtMillis(l.TookMS), l.Passes, l.History)
+		if l.ArrivalsPerHour > 0 {
+			v.Forecasts.Latest += fmt.Sprintf(", expecting %.0f submissions an hour", l.ArrivalsPerHour)
+		}
+		if l.Truncated {
+			v.Forecasts.Latest += "; it stopped at its budget before every job had started"
+		}
+		v.Forecasts.Latest += "."
+	}
 	return v, nil
+}
+
+// fmtMillis writes a time in milliseconds as a person reads it.
+func fmtMillis(ms float64) string {
+	if ms < 10 {
+		return strconv.FormatFloat(ms, 'f', 1, 64) + " ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -33,7 +34,9 @@ const jobUsage = `Usage: gpuportal job COMMAND [flags]
 Commands:
   submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
          (--sim-duration 10m | -- PROGRAM [ARG...])
-  list   [--scope mine|team|all] [--state STATE] [--limit N]
+  list   [--scope mine|team|all] [--state STATE] [--limit N] [--start]
+         (--start: the waiting jobs with their forecast start, soonest
+         first, as squeue --start)
   show   ID
   cancel ID...
   logs   [--tail-bytes N] [--follow [--interval 1s]] ID
@@ -471,12 +474,16 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	scope := f.fs.String("scope", "", "mine, team or all (admins); default: your team's (all jobs for admins)")
 	state := f.fs.String("state", "", "only jobs in this state: "+jobStateNames())
 	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default)")
+	start := f.fs.Bool("start", false, "only waiting jobs (queued and preempted), with when each is forecast to start, soonest first")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return fmt.Errorf("unexpected argument %q", pos[0])
+	}
+	if *start && *state != "" && !job.State(*state).Waiting() {
+		return fmt.Errorf("--start lists waiting jobs: --state %s names none", *state)
 	}
 	q := url.Values{}
 	if *scope != "" {
@@ -491,6 +498,9 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	cl, err := c.client(f)
 	if err != nil {
 		return err
+	}
+	if *start {
+		return c.listStart(ctx, cl, q, *state, f.json)
 	}
 	var jobs []api.Job
 	raw, err := cl.getJSON(ctx, "/api/v1/jobs", q, &jobs)
@@ -511,6 +521,61 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 			j.State, j.Queue, c.ago(j.SubmittedAt), cell(j.Reason, 60))
 	}
 	return w.Flush()
+}
+
+// listStart prints the waiting jobs of q (of state, when set) with their
+// start forecasts, soonest first: "list --start".
+func (c jobCmd) listStart(ctx context.Context, cl *jobClient, q url.Values, state string, asJSON bool) error {
+	states := []job.State{job.Queued, job.Preempted}
+	if state != "" {
+		states = []job.State{job.State(state)}
+	}
+	var jobs []api.Job
+	for _, st := range states {
+		q.Set("state", string(st))
+		var part []api.Job
+		if _, err := cl.getJSON(ctx, "/api/v1/jobs", q, &part); err != nil {
+			return err
+		}
+		jobs = append(jobs, part...)
+	}
+	sort.SliceStable(jobs, func(a, b int) bool {
+		ka, kb := startKey(jobs[a]), startKey(jobs[b])
+		if ka != kb {
+			return ka < kb
+		}
+		return jobs[a].ID < jobs[b].ID
+	})
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(jobs)
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(c.stdout, "no waiting jobs")
+		return nil
+	}
+	now := c.now()
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tUSER\tTEAM\tGPUS\tSTATE\tSTART\tLIKELY\tFORECAST")
+	for _, j := range jobs {
+		likely := "-"
+		if f := j.Forecast; f != nil && f.Likely != nil {
+			likely = f.Likely.Local().Format("15:04:05")
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, cell(j.Name, 30), j.User, j.Team, j.GPUs,
+			j.State, j.Forecast.Short(now, time.Local), likely, cell(j.Forecast.Text(now, time.Local), 90))
+	}
+	return w.Flush()
+}
+
+// startKey orders jobs by forecast start: expected and later by their
+// earliest start, then the jobs that have none.
+func startKey(j api.Job) int64 {
+	if f := j.Forecast; f != nil && f.Earliest != nil {
+		return f.Earliest.UnixNano()
+	}
+	return math.MaxInt64
 }
 
 func jobStateNames() string {
@@ -602,8 +667,11 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	if !j.State.Final() {
 		row("queue", strconv.Itoa(j.Queue))
 	}
-	if j.EstimatedStartAt != nil && j.State.Waiting() {
-		row("expected start", c.when(*j.EstimatedStartAt))
+	if f := j.Forecast; f != nil {
+		row("expected start", f.Text(c.now(), time.Local))
+		if f.MadeAt != nil {
+			row("forecast made", c.when(*f.MadeAt))
+		}
 	}
 	row("submitted", c.when(j.SubmittedAt))
 	if j.StartedAt != nil {

@@ -41,7 +41,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	f.got = append(f.got, fakeRequest{r.Method, r.URL.Path, r.URL.Query(), r.Header.Get("Authorization"), string(body)})
-	a, ok := f.routes[r.Method+" "+r.URL.Path]
+	a, ok := f.routes[r.Method+" "+r.URL.Path+"?state="+r.URL.Query().Get("state")]
+	if !ok {
+		a, ok = f.routes[r.Method+" "+r.URL.Path]
+	}
 	f.mu.Unlock()
 	if !ok {
 		a = fakeAnswer{http.StatusNotFound, `{"error":"no such route"}`}
@@ -57,6 +60,9 @@ func (f *fakeAPI) requests() []fakeRequest {
 }
 
 var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// hms is t's time of day where the test runs, as the commands print it.
+func hms(t time.Time) string { return t.Local().Format("15:04:05") }
 
 func testJob(id int64, state job.State) api.Job {
 	started := testNow.Add(-90 * time.Second)
@@ -100,8 +106,15 @@ func jobRun(base string, env map[string]string, dir string, args ...string) (std
 func TestJobCommands(t *testing.T) {
 	running := testJob(7, job.Running)
 	waiting := testJob(12, job.Queued)
-	expected := testNow.Add(20 * time.Minute)
-	waiting.EstimatedStartAt, waiting.StartedAt, waiting.Placement = &expected, nil, nil
+	earliest, likely, latest, made := testNow.Add(20*time.Minute), testNow.Add(25*time.Minute), testNow.Add(40*time.Minute), testNow.Add(-2*time.Second)
+	waiting.Forecast = &api.Forecast{State: api.ForecastExpected, Earliest: &earliest, Likely: &likely, Latest: &latest, MadeAt: &made}
+	waiting.StartedAt, waiting.Placement = nil, nil
+	capped := testJob(13, job.Queued)
+	capped.StartedAt, capped.Placement = nil, nil
+	capped.Forecast = &api.Forecast{State: api.ForecastNever, Reason: "cannot start while the cap of user alice in team vision is 2 GPUs: it needs 4", MadeAt: &made}
+	preempted := testJob(14, job.Preempted)
+	soon := testNow.Add(time.Minute)
+	preempted.Forecast = &api.Forecast{State: api.ForecastExpected, Earliest: &soon, Likely: &soon, Latest: &soon, MadeAt: &made}
 	cancelled := testJob(7, job.Cancelled)
 	history := []api.Event{
 		{At: testNow.Add(-5 * time.Minute), State: job.Queued, Detail: "submitted"},
@@ -109,18 +122,20 @@ func TestJobCommands(t *testing.T) {
 	}
 	routes := func(t *testing.T) map[string]fakeAnswer {
 		return map[string]fakeAnswer{
-			"POST /api/v1/jobs":           {201, jsonOf(t, testJob(7, job.Queued))},
-			"GET /api/v1/jobs":            {200, jsonOf(t, []api.Job{running})},
-			"GET /api/v1/jobs/7":          {200, jsonOf(t, running)},
-			"GET /api/v1/jobs/7/history":  {200, jsonOf(t, history)},
-			"DELETE /api/v1/jobs/7":       {200, jsonOf(t, cancelled)},
-			"DELETE /api/v1/jobs/8":       {409, `{"error":"job 8 has already ended (succeeded)"}`},
-			"GET /api/v1/jobs/7/logs":     {200, "epoch 1\nepoch 2\n"},
-			"GET /api/v1/jobs/9":          {404, `{"error":"job 9 not found"}`},
-			"GET /api/v1/jobs/10":         {502, "<html><body>Bad gateway</body></html>"},
-			"GET /api/v1/jobs/11":         {401, `{"error":"invalid or expired token"}`},
-			"GET /api/v1/jobs/12":         {200, jsonOf(t, waiting)},
-			"GET /api/v1/jobs/12/history": {200, jsonOf(t, history[:1])},
+			"POST /api/v1/jobs":                {201, jsonOf(t, testJob(7, job.Queued))},
+			"GET /api/v1/jobs":                 {200, jsonOf(t, []api.Job{running})},
+			"GET /api/v1/jobs?state=queued":    {200, jsonOf(t, []api.Job{capped, waiting})},
+			"GET /api/v1/jobs?state=preempted": {200, jsonOf(t, []api.Job{preempted})},
+			"GET /api/v1/jobs/7":               {200, jsonOf(t, running)},
+			"GET /api/v1/jobs/7/history":       {200, jsonOf(t, history)},
+			"DELETE /api/v1/jobs/7":            {200, jsonOf(t, cancelled)},
+			"DELETE /api/v1/jobs/8":            {409, `{"error":"job 8 has already ended (succeeded)"}`},
+			"GET /api/v1/jobs/7/logs":          {200, "epoch 1\nepoch 2\n"},
+			"GET /api/v1/jobs/9":               {404, `{"error":"job 9 not found"}`},
+			"GET /api/v1/jobs/10":              {502, "<html><body>Bad gateway</body></html>"},
+			"GET /api/v1/jobs/11":              {401, `{"error":"invalid or expired token"}`},
+			"GET /api/v1/jobs/12":              {200, jsonOf(t, waiting)},
+			"GET /api/v1/jobs/12/history":      {200, jsonOf(t, history[:1])},
 		}
 	}
 	token := map[string]string{jobTokenEnv: "tok"}
@@ -174,7 +189,15 @@ func TestJobCommands(t *testing.T) {
 			wantOut: []string{"job 7: resnet", "state:", "running", "command:", "python train.py --lr '0.1 0.2'", "node-0/0, node-0/1",
 				"history:", "started on node-0", "submitted"}},
 		{name: "show a waiting job with its expected start", args: []string{"show", "12"},
-			wantOut: []string{"state:", "queued", "queue:", "expected start:", "(in 20m)"}},
+			wantOut: []string{"state:", "queued", "queue:", "expected start:", "between " + hms(earliest) + " and " + hms(latest) + " (in 20m00s to 40m00s), likely " + hms(likely), "forecast made:"}},
+		{name: "list --start: waiting jobs, soonest first, the capped one last with its reason", args: []string{"list", "--start"},
+			wantOut: []string{"START", "LIKELY", "FORECAST", "14 ", hms(soon), "12 ", hms(earliest) + "–" + hms(latest), hms(likely), "13 ", "never", "cap of user alice"},
+			check: func(t *testing.T, got []fakeRequest) {
+				if len(got) != 2 || got[0].query.Get("state") != "queued" || got[1].query.Get("state") != "preempted" {
+					t.Errorf("requests %+v: want queued then preempted jobs", got)
+				}
+			}},
+		{name: "list --start with a final state", args: []string{"list", "--start", "--state", "succeeded"}, wantErr: []string{"--start lists waiting jobs"}},
 		{name: "show with flags after the ID", args: []string{"show", "7", "--json"}, wantOut: []string{`"job": {`, `"history": [`}},
 		{name: "show an unknown job gives the server's message", args: []string{"show", "9"}, wantErr: []string{"job show: job 9 not found (HTTP 404)"}},
 		{name: "a proxy's error page", args: []string{"show", "10"}, wantErr: []string{"502 Bad Gateway", "Bad gateway"}},

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
-	"github.com/gpuportal/gpuportal/core/estimate"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
@@ -77,8 +76,6 @@ type Store interface {
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
 	MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, reason string, retryAt, now time.Time) error
-	CompletedDurations(ctx context.Context, limit int) ([]float64, error)
-	SetFirstEstimates(ctx context.Context, at map[int64]time.Time) error
 	// MarkRequeued puts a running job back in the queue with a new memory
 	// estimate, without counting a failure: it outgrew its Salus lane. It
 	// applies rq.Outcome to the estimate the run started from and the
@@ -128,7 +125,9 @@ type Config struct {
 	// same exit code as the run before counts as a fault in the job
 	// itself, which retrying will not fix.
 	QuickFailure time.Duration
-	Now          func() time.Time
+	// Forecast sets up the start forecasts (forecast.go).
+	Forecast ForecastConfig
+	Now      func() time.Time
 }
 
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.
@@ -150,8 +149,7 @@ type Engine struct {
 	health   health   // GPUs' error counters and the GPUs out of service
 	monitors monitors // monitor-only agents, by machine (see monitors.go)
 
-	estMu     sync.Mutex
-	estimates map[int64]time.Time // estimated start of each waiting job
+	fc *forecasts // start forecasts of waiting jobs (forecast.go)
 
 	alloc allocState // CPU and memory allocations (alloc.go)
 
@@ -168,10 +166,7 @@ type Engine struct {
 	stopLater  []strayKey          // runs to ask their machines to stop next pass
 	reasons    map[int64]string    // last recorded wait reason per job
 	lostSince  map[string]time.Time
-	durations  estimate.Durations // run times of completed jobs
-	loadedAt   time.Time          // when durations were read
-	completed  bool               // a job succeeded since
-	estimated  map[int64]bool     // jobs whose first estimate is recorded
+	completed  bool // a job succeeded since the forecasts' history was read
 	teamState  teamState
 	stored     storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
 }
@@ -199,8 +194,13 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.QuickFailure <= 0 {
 		cfg.QuickFailure = time.Minute
 	}
+	fc, err := newForecasts(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	return &Engine{
 		cfg:       cfg,
+		fc:        fc,
 		exits:     make(chan agent.Exit, 64),
 		wake:      make(chan struct{}, 1),
 		calls:     make(chan func(context.Context)),
@@ -212,8 +212,6 @@ func New(cfg Config) (*Engine, error) {
 		handover:  make(map[int64]time.Time),
 		reasons:   make(map[int64]string),
 		lostSince: make(map[string]time.Time),
-		estimates: make(map[int64]time.Time),
-		estimated: make(map[int64]bool),
 	}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -20,17 +21,17 @@ import (
 
 // memStore is an in-memory Store with the same rules as the real one.
 type memStore struct {
-	mu     sync.Mutex
-	jobs   map[int64]*Job
-	end    map[int64]*int // exit codes
-	reason map[int64]string
-	first  map[int64]time.Time // first start estimates
-	fail   error               // MarkStopped fails with it while set
-	stalls map[int64]int       // requeues without progress (sharing_test.go)
+	mu        sync.Mutex
+	jobs      map[int64]*Job
+	end       map[int64]*int // exit codes
+	reason    map[int64]string
+	forecasts []ForecastRecord // recorded start forecasts
+	fail      error            // MarkStopped fails with it while set
+	stalls    map[int64]int    // requeues without progress (sharing_test.go)
 }
 
 func newMemStore(jobs ...Job) *memStore {
-	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int), reason: make(map[int64]string), first: make(map[int64]time.Time)}
+	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int), reason: make(map[int64]string)}
 	for _, j := range jobs {
 		if j.State == "" {
 			j.State = job.Queued
@@ -129,18 +130,17 @@ func (s *memStore) MarkRetry(_ context.Context, ref job.RunRef, code int, reason
 	return nil
 }
 
-func (s *memStore) CompletedDurations(context.Context, int) ([]float64, error) {
-	return []float64{100}, nil
+// FinishedRunTimes says every finished job ran 100 s.
+func (s *memStore) FinishedRunTimes(context.Context, int) ([]forecast.Sample, error) {
+	return []forecast.Sample{{RunS: 100}, {RunS: 100}, {RunS: 100}}, nil
 }
 
-func (s *memStore) SetFirstEstimates(_ context.Context, at map[int64]time.Time) error {
+func (s *memStore) RecentSubmissions(context.Context, time.Time, int) ([]Job, error) { return nil, nil }
+
+func (s *memStore) RecordForecasts(_ context.Context, rs []ForecastRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, t := range at {
-		if s.first[id].IsZero() {
-			s.first[id] = t
-		}
-	}
+	s.forecasts = append(s.forecasts, rs...)
 	return nil
 }
 
@@ -241,7 +241,8 @@ func newTestEngine(t *testing.T, store *memStore, nodes ...*fakeNode) (*Engine, 
 	}
 	clock := &fakeClock{t: t0}
 	e, err := New(Config{Store: store, Scheduler: sc, Now: clock.now, LostAfter: 30 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Forecast: ForecastConfig{Sync: true, Forecaster: forecast.Config{Drift: -1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +635,7 @@ func TestRetryWaitsOutItsBackoff(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestEstimatedStarts(t *testing.T) {
+func TestForecastStarts(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
 		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []string{"n0:0", "n0:1"}, LastStartAt: &start, SubmittedAt: start},
@@ -644,16 +645,44 @@ func TestEstimatedStarts(t *testing.T) {
 	n.running[1] = 1
 	e, _ := newTestEngine(t, store, n)
 	mustPass(t, e)
-	// Every completed job ran 100s; job 1 has run 90s: job 2 starts in 10s.
+	// Every finished job ran 100s; job 1 has run 90s: job 2 starts in 10s.
 	want := t0.Add(10 * time.Second)
-	if got, ok := e.EstimatedStart(2); !ok || !got.Equal(want) {
-		t.Errorf("estimate = %v, %v; want %v", got, ok, want)
+	got, ok := e.Forecast(2)
+	if !ok || got.State != forecast.StateExpected || !got.Earliest.Equal(want) || !got.Likely.Equal(want) || !got.Latest.Equal(want) || !got.MadeAt.Equal(t0) {
+		t.Errorf("forecast = %+v, %v; want a start at %v", got, ok, want)
 	}
-	if !store.first[2].Equal(want) {
-		t.Errorf("first estimate recorded = %v, want %v", store.first[2], want)
+	if len(store.forecasts) != 1 || store.forecasts[0].Kind != "first" || store.forecasts[0].JobID != 2 || !store.forecasts[0].Likely.Equal(want) {
+		t.Errorf("recorded %+v; want job 2's first forecast", store.forecasts)
 	}
-	if _, ok := e.EstimatedStart(1); ok {
-		t.Error("a running job has no start estimate")
+	if _, ok := e.Forecast(1); ok {
+		t.Error("a running job has a start forecast")
+	}
+	if info := e.ForecastInfo(); info.Jobs != 1 || info.Made != 1 || info.Samples != 10 {
+		t.Errorf("forecast info %+v", info)
+	}
+}
+
+// A forecast is recorded once per job and kind: the first, then one at
+// each checkpoint of the job's age.
+func TestForecastCheckpoints(t *testing.T) {
+	start := t0.Add(-90 * time.Second)
+	store := newMemStore(
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []string{"n0:0", "n0:1"}, LastStartAt: &start, SubmittedAt: start, SimDuration: 1e6},
+		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
+	)
+	n := newFakeNode("n0", 2)
+	n.running[1] = 1
+	e, clock := newTestEngine(t, store, n)
+	for range 70 {
+		mustPass(t, e)
+		clock.t = clock.t.Add(5 * time.Second)
+	}
+	var kinds []string
+	for _, r := range store.forecasts {
+		kinds = append(kinds, r.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "first,1m,5m" {
+		t.Errorf("recorded kinds %s, want first,1m,5m", got)
 	}
 }
 

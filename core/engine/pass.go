@@ -55,9 +55,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	for _, s := range d.Starts {
 		e.start(ctx, byID[s.JobID], s.GPUs, now)
 	}
-	if err := e.estimate(ctx, snap, d, now); err != nil {
-		return err
-	}
+	e.forecast(ctx, snap, d, jobs, now)
 	snap.Jobs = afterStarts(snap.Jobs, d.Starts, e.runs)
 	if err := e.recordShares(ctx, snap, d, now); err != nil {
 		return err
@@ -128,29 +126,35 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 			continue // waits out its retry backoff
 		}
 		byID[j.ID] = j
-		sj := sched.Job{
-			ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
-			SubmitTime: seconds(j.SubmittedAt), ExecutedS: j.ExecutedS,
-			AttainedService: j.AttainedService, DurationS: j.SimDuration,
-			Model: j.Model, Queue: j.Queue,
-		}
-		shareable(&sj, j, gpuMiB)
-		e.cpuProfile(&sj, j)
-		if j.LastStartAt != nil {
-			sj.LastStartTime = seconds(*j.LastStartAt)
-		}
-		if j.State == job.Running {
-			sj.State = sched.Running
-			sj.Placement = parsePlacement(j.Placement)
-			if j.LastStartAt != nil {
-				ran := now.Sub(*j.LastStartAt).Seconds()
-				sj.ExecutedS += ran
-				sj.AttainedService += ran * float64(j.GPUs)
-			}
-		}
-		snap.Jobs = append(snap.Jobs, sj)
+		snap.Jobs = append(snap.Jobs, e.schedJob(j, now, gpuMiB))
 	}
 	return snap, byID
+}
+
+// schedJob is j as the scheduler sees it at now; gpuMiB is the memory of
+// the smallest GPU (sharing.go).
+func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
+	sj := sched.Job{
+		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
+		SubmitTime: seconds(j.SubmittedAt), ExecutedS: j.ExecutedS,
+		AttainedService: j.AttainedService, DurationS: j.SimDuration,
+		Model: j.Model, Queue: j.Queue,
+	}
+	shareable(&sj, j, gpuMiB)
+	e.cpuProfile(&sj, j)
+	if j.LastStartAt != nil {
+		sj.LastStartTime = seconds(*j.LastStartAt)
+	}
+	if j.State == job.Running {
+		sj.State = sched.Running
+		sj.Placement = parsePlacement(j.Placement)
+		if j.LastStartAt != nil {
+			ran := now.Sub(*j.LastStartAt).Seconds()
+			sj.ExecutedS += ran
+			sj.AttainedService += ran * float64(j.GPUs)
+		}
+	}
+	return sj
 }
 
 func (e *Engine) preempt(ctx context.Context, p sched.Preempt) {

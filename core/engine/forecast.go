@@ -1,0 +1,425 @@
+package engine
+
+import (
+	"context"
+	"hash/fnv"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/forecast"
+	"github.com/gpuportal/gpuportal/core/sched"
+)
+
+// The engine forecasts when each waiting job starts (core/forecast) from
+// the snapshot of a scheduling pass: beside the loop, not in it, a few
+// seconds apart and soon after anything changes, never spending more than
+// a tenth of the time it runs. Each forecast is published whole (Forecast,
+// ForecastInfo), so that every page, the API and the CLI show the same
+// one, and recorded (the first of each job, and one at each checkpoint of
+// its wait) to measure how good forecasts are.
+
+// ForecastConfig sets up the engine's start forecasts.
+type ForecastConfig struct {
+	// Every is the longest time between two forecasts while jobs wait
+	// (default 5 s). A forecast also follows any change of the jobs (a
+	// submit, a start, an end) once MinGap (default 1 s) has passed since
+	// the last. A forecast that took d is followed by none for 10 d.
+	Every, MinGap time.Duration
+	// Forecaster configures the forecasts; its Sched is the engine's
+	// scheduler's configuration, and its HalfLifeS the engine's HalfLife.
+	Forecaster forecast.Config
+	// HistoryLimit is how many recently finished jobs run times are drawn
+	// from (default 5,000). Arrivals are expected like the submissions
+	// of the last ArrivalWindow (default 1 h), at most ArrivalLimit of
+	// them (default 200), at their rate.
+	HistoryLimit  int
+	ArrivalWindow time.Duration
+	ArrivalLimit  int
+	// Sync forecasts inside the scheduling pass instead of beside it, for
+	// tests that drive passes by hand.
+	Sync bool
+	// Off turns forecasts off.
+	Off bool
+}
+
+// ForecastStore is what forecasts need from the store; a store without it
+// gives no forecasts but unknown ones.
+type ForecastStore interface {
+	// FinishedRunTimes returns up to limit recently finished jobs' run
+	// times, with who ran what.
+	FinishedRunTimes(ctx context.Context, limit int) ([]forecast.Sample, error)
+	// RecentSubmissions returns up to limit jobs submitted since then,
+	// newest first.
+	RecentSubmissions(ctx context.Context, since time.Time, limit int) ([]Job, error)
+	// RecordForecasts keeps forecasts; a job's second of one kind is
+	// dropped.
+	RecordForecasts(ctx context.Context, rs []ForecastRecord) error
+}
+
+// ForecastRecord is one forecast of a job's start, kept to measure
+// forecasts against the starts that follow them.
+type ForecastRecord struct {
+	JobID int64
+	// Kind is "first" for a job's first forecast, else the checkpoint of
+	// its wait it was made at (ForecastCheckpoints).
+	Kind                     string
+	MadeAt                   time.Time
+	State                    forecast.State
+	Earliest, Likely, Latest *time.Time
+	Reason                   string
+}
+
+// ForecastCheckpoints are the ages of a job (time since its submission)
+// at which a forecast is recorded besides its first, and the names of
+// their kinds.
+var ForecastCheckpoints = []struct {
+	Kind string
+	Age  time.Duration
+}{{"1m", time.Minute}, {"5m", 5 * time.Minute}, {"15m", 15 * time.Minute}, {"1h", time.Hour}, {"4h", 4 * time.Hour}}
+
+// JobForecast is a waiting job's start forecast, on the wall clock: a
+// zero time is none (forecast.Forecast).
+type JobForecast struct {
+	State                    forecast.State
+	Earliest, Likely, Latest time.Time
+	Reason                   string
+	MadeAt                   time.Time
+}
+
+// ForecastInfo describes the latest forecast.
+type ForecastInfo struct {
+	MadeAt time.Time
+	// Took is how long it took; Passes and Visits what it cost
+	// (forecast.Result).
+	Took           time.Duration
+	Passes, Visits int
+	// Jobs counts the waiting jobs it forecast.
+	Jobs      int
+	Truncated bool
+	// History says what run times it learned from; ArrivalsPerHour the
+	// arrivals it expected (0: none).
+	History         string
+	ArrivalsPerHour float64
+	// Samples and Range are the forecaster's (forecast.Config).
+	Samples int
+	Range   [2]float64
+	// Made counts the forecasts made since the engine started.
+	Made int64
+}
+
+// forecasts is the engine's forecasting state.
+type forecasts struct {
+	cfg ForecastConfig
+	f   *forecast.Forecaster
+
+	mu   sync.Mutex // guards jobs and info
+	jobs map[int64]JobForecast
+	info ForecastInfo
+
+	done chan forecastDone // a forecast made beside the loop, to record
+
+	// Owned by the Run goroutine.
+	inFlight bool
+	lastAt   time.Time
+	lastCost time.Duration
+	sig      uint64
+	hist     *forecast.History
+	histAt   time.Time
+	histSig  uint64
+	arr      *forecast.Arrivals
+	arrAt    time.Time
+	recorded map[int64]uint8 // kinds recorded per job: bit 0 first, bit i checkpoint i-1
+}
+
+type forecastDone struct {
+	madeAt    time.Time
+	res       forecast.Result
+	startsNow map[int64]bool // started by the pass the forecast came from
+}
+
+func newForecasts(cfg *Config) (*forecasts, error) {
+	fc := &cfg.Forecast
+	if fc.Every <= 0 {
+		fc.Every = 5 * time.Second
+	}
+	if fc.MinGap <= 0 {
+		fc.MinGap = time.Second
+	}
+	if fc.HistoryLimit <= 0 {
+		fc.HistoryLimit = 5000
+	}
+	if fc.ArrivalWindow <= 0 {
+		fc.ArrivalWindow = time.Hour
+	}
+	if fc.ArrivalLimit <= 0 {
+		fc.ArrivalLimit = 200
+	}
+	fcfg := fc.Forecaster
+	fcfg.Sched = cfg.Scheduler.Config()
+	if fcfg.HalfLifeS == 0 {
+		fcfg.HalfLifeS = cfg.HalfLife.Seconds()
+	}
+	f, err := forecast.New(fcfg)
+	if err != nil {
+		return nil, err
+	}
+	c := f.Config()
+	return &forecasts{cfg: *fc, f: f, jobs: map[int64]JobForecast{}, done: make(chan forecastDone, 1),
+		recorded: map[int64]uint8{}, info: ForecastInfo{Samples: c.Samples, Range: c.Range}}, nil
+}
+
+// Forecast is job id's start forecast from the latest forecast, if it
+// was waiting then.
+func (e *Engine) Forecast(id int64) (JobForecast, bool) {
+	e.fc.mu.Lock()
+	defer e.fc.mu.Unlock()
+	f, ok := e.fc.jobs[id]
+	return f, ok
+}
+
+// ForecastInfo describes the latest forecast.
+func (e *Engine) ForecastInfo() ForecastInfo {
+	e.fc.mu.Lock()
+	defer e.fc.mu.Unlock()
+	return e.fc.info
+}
+
+// forecast records a forecast made since the last pass, and starts the
+// next one when it is due. snap and d are the pass's snapshot and
+// decisions; jobs are all the unfinished jobs it read, those waiting out
+// a retry backoff included.
+func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Decisions, jobs []Job, now time.Time) {
+	fc := e.fc
+	if fc.cfg.Off {
+		return
+	}
+	select {
+	case r := <-fc.done:
+		fc.inFlight = false
+		fc.lastCost = e.ForecastInfo().Took
+		e.recordForecast(ctx, r, jobs)
+	default:
+	}
+	if fc.inFlight {
+		return
+	}
+	sig, waiting := jobsSignature(jobs)
+	gap := now.Sub(fc.lastAt)
+	due := gap >= max(fc.cfg.Every, 10*fc.lastCost) || (sig != fc.sig && gap >= max(fc.cfg.MinGap, 10*fc.lastCost))
+	if !due {
+		return
+	}
+	fc.sig, fc.lastAt = sig, now
+	if waiting == 0 {
+		fc.publish(forecastDone{madeAt: now}, 0, fc.info.ArrivalsPerHour)
+		return
+	}
+	e.loadForecastInputs(ctx, now, sig)
+	in := forecast.Input{Snapshot: snap, History: fc.hist, Arrivals: fc.arr}
+	// The pass goes on with its snapshot: the forecast gets its own.
+	in.Snapshot.Jobs = append([]sched.Job(nil), snap.Jobs...)
+	in.Snapshot.Teams = append([]sched.Team(nil), snap.Teams...)
+	gpuMiB := smallestGPU(snap.Nodes)
+	for _, j := range jobs {
+		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
+			in.Later = append(in.Later, forecast.Arrival{Job: e.schedJob(j, now, gpuMiB), At: seconds(*j.RetryAt)})
+		}
+	}
+	startsNow := make(map[int64]bool, len(d.Starts))
+	for _, s := range d.Starts {
+		startsNow[s.JobID] = true
+	}
+	rate := 0.0
+	if fc.arr != nil {
+		rate = fc.arr.RatePerS * 3600
+	}
+	run := func() forecastDone {
+		began := time.Now()
+		r := fc.f.Forecast(in)
+		took := time.Since(began)
+		out := forecastDone{madeAt: now, res: r, startsNow: startsNow}
+		fc.publish(out, took, rate)
+		return out
+	}
+	fc.inFlight = true
+	if fc.cfg.Sync {
+		r := run()
+		fc.inFlight = false
+		fc.lastCost = fc.info.Took
+		e.recordForecast(ctx, r, jobs)
+		return
+	}
+	go func() { fc.done <- run() }()
+}
+
+// publish makes r the forecast every reader sees.
+func (fc *forecasts) publish(r forecastDone, took time.Duration, arrivalsPerHour float64) {
+	jobs := make(map[int64]JobForecast, len(r.res.Jobs))
+	for _, f := range r.res.Jobs {
+		jobs[f.JobID] = JobForecast{State: f.State, Reason: f.Reason, MadeAt: r.madeAt,
+			Earliest: wallTime(r.madeAt, r.res.Now, f.Earliest), Likely: wallTime(r.madeAt, r.res.Now, f.Likely),
+			Latest: wallTime(r.madeAt, r.res.Now, f.Latest)}
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.jobs = jobs
+	made := fc.info.Made
+	if r.res.Now != 0 {
+		made++
+	}
+	fc.info = ForecastInfo{MadeAt: r.madeAt, Took: took, Passes: r.res.Passes, Visits: r.res.Visits, Jobs: len(r.res.Jobs),
+		Truncated: r.res.Truncated, History: r.res.History, ArrivalsPerHour: arrivalsPerHour,
+		Samples: fc.info.Samples, Range: fc.info.Range, Made: made}
+}
+
+// wallTime is the time at seconds s on a snapshot's clock whose now,
+// snapNow, was at; zero for none.
+func wallTime(at time.Time, snapNow, s float64) time.Time {
+	if s == 0 || math.IsInf(s, 0) || math.IsNaN(s) {
+		return time.Time{}
+	}
+	return at.Add(time.Duration((s - snapNow) * float64(time.Second))).Round(time.Millisecond)
+}
+
+// loadForecastInputs rereads the run times of finished jobs when jobs
+// have finished since (at most every 5 s, and at least every minute), and
+// the recent submissions every 30 s.
+func (e *Engine) loadForecastInputs(ctx context.Context, now time.Time, sig uint64) {
+	fc := e.fc
+	st, ok := e.cfg.Store.(ForecastStore)
+	if !ok {
+		return
+	}
+	age := now.Sub(fc.histAt)
+	if fc.hist == nil || age >= time.Minute || ((e.completed || sig != fc.histSig) && age >= 5*time.Second) {
+		samples, err := st.FinishedRunTimes(ctx, fc.cfg.HistoryLimit)
+		if err != nil {
+			e.cfg.Logger.Warn("forecast: read run times", "err", err)
+		} else {
+			fc.hist, fc.histAt, fc.histSig, e.completed = forecast.NewHistory(samples, 0), now, sig, false
+		}
+	}
+	if fc.arrAt.IsZero() || now.Sub(fc.arrAt) >= 30*time.Second {
+		js, err := st.RecentSubmissions(ctx, now.Add(-fc.cfg.ArrivalWindow), fc.cfg.ArrivalLimit)
+		if err != nil {
+			e.cfg.Logger.Warn("forecast: read recent submissions", "err", err)
+			return
+		}
+		fc.arr, fc.arrAt = expectedArrivals(js, now, e), now
+	}
+}
+
+// expectedArrivals expects jobs like js (newest first) at their rate: as
+// many as they are over the time since the oldest of them. Fewer than 5
+// say too little: none are expected then.
+func expectedArrivals(js []Job, now time.Time, e *Engine) *forecast.Arrivals {
+	if len(js) < 5 {
+		return nil
+	}
+	span := now.Sub(js[len(js)-1].SubmittedAt).Seconds()
+	if !(span > 0) {
+		return nil
+	}
+	a := &forecast.Arrivals{RatePerS: float64(len(js)) / span}
+	gpuMiB := e.smallestGPU()
+	for _, j := range js {
+		sj := e.schedJob(Job{ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB, Model: j.Model,
+			Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.Memory, BatchSize: j.BatchSize, CPUProfile: j.CPUProfile,
+			Command: j.Command, SubmittedAt: j.SubmittedAt}, now, gpuMiB)
+		a.Like = append(a.Like, sj)
+	}
+	return a
+}
+
+// recordForecast keeps a job's first forecast and one per checkpoint of
+// its wait, for the jobs still waiting that the forecast's own pass did
+// not start.
+func (e *Engine) recordForecast(ctx context.Context, r forecastDone, jobs []Job) {
+	fc := e.fc
+	st, ok := e.cfg.Store.(ForecastStore)
+	if !ok || r.res.Now == 0 {
+		return
+	}
+	submitted := make(map[int64]time.Time, len(jobs))
+	for _, j := range jobs {
+		submitted[j.ID] = j.SubmittedAt
+	}
+	for id := range fc.recorded {
+		if _, ok := submitted[id]; !ok {
+			delete(fc.recorded, id) // finished
+		}
+	}
+	var rs []ForecastRecord
+	for _, f := range r.res.Jobs {
+		sub, ok := submitted[f.JobID]
+		if !ok || r.startsNow[f.JobID] {
+			continue
+		}
+		had := fc.recorded[f.JobID]
+		kind, bit := "", uint8(0)
+		if had&1 == 0 {
+			kind, bit = "first", 1
+		} else {
+			age := r.madeAt.Sub(sub)
+			for i := len(ForecastCheckpoints) - 1; i >= 0; i-- {
+				if age >= ForecastCheckpoints[i].Age {
+					if b := uint8(2) << i; had&b == 0 {
+						kind, bit = ForecastCheckpoints[i].Kind, b
+					}
+					break
+				}
+			}
+		}
+		if kind == "" {
+			continue
+		}
+		rec := ForecastRecord{JobID: f.JobID, Kind: kind, MadeAt: r.madeAt, State: f.State, Reason: f.Reason,
+			Earliest: timePtr(wallTime(r.madeAt, r.res.Now, f.Earliest)), Likely: timePtr(wallTime(r.madeAt, r.res.Now, f.Likely)),
+			Latest: timePtr(wallTime(r.madeAt, r.res.Now, f.Latest))}
+		rs = append(rs, rec)
+		fc.recorded[f.JobID] = had | bit
+	}
+	if err := st.RecordForecasts(ctx, rs); err != nil {
+		e.cfg.Logger.Warn("forecast: record", "err", err)
+		for _, rec := range rs {
+			delete(fc.recorded, rec.JobID) // tried again with the next forecast
+		}
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// jobsSignature sums up the unfinished jobs and their states, so that a
+// change is seen; it also counts the waiting ones.
+func jobsSignature(jobs []Job) (uint64, int) {
+	h := fnv.New64a()
+	var b [9]byte
+	waiting := 0
+	for _, j := range jobs {
+		for i := range 8 {
+			b[i] = byte(j.ID >> (8 * i))
+		}
+		b[8] = 0
+		if j.State.Waiting() {
+			b[8] = 1
+			waiting++
+		}
+		h.Write(b[:])
+	}
+	return h.Sum64(), waiting
+}
+
+// Forecasts returns every waiting job's forecast from the latest
+// forecast, by job ID. The map is never changed once published: a new
+// forecast replaces it whole, so a caller may read it as one moment.
+func (e *Engine) Forecasts() map[int64]JobForecast {
+	e.fc.mu.Lock()
+	defer e.fc.mu.Unlock()
+	return e.fc.jobs
+}

@@ -1,0 +1,176 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm/clause"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/forecast"
+)
+
+// Forecast is one forecast of a job's start, kept to measure forecasts
+// against the starts that followed (engine.ForecastRecord): a job's first
+// forecast, and one at each checkpoint of its wait.
+type Forecast struct {
+	ID     int64     `gorm:"primaryKey"`
+	JobID  int64     `gorm:"uniqueIndex:idx_forecasts_job_kind,priority:1;not null"`
+	Kind   string    `gorm:"uniqueIndex:idx_forecasts_job_kind,priority:2;size:16;not null"`
+	MadeAt time.Time `gorm:"index;not null"`
+	State  string    `gorm:"size:16;not null"`
+	// Earliest, Likely and Latest bound the start (forecast.Forecast);
+	// null where the forecast has none.
+	Earliest *time.Time
+	Likely   *time.Time
+	Latest   *time.Time
+	Reason   string `gorm:"size:512"`
+}
+
+// Store implements engine.ForecastStore.
+var _ engine.ForecastStore = (*Store)(nil)
+
+// FinishedRunTimes returns, for up to limit jobs that finished most
+// recently after running, who ran what and for how long in all: what
+// forecasts draw run times from. Failed and cancelled jobs count: they
+// freed their GPUs all the same.
+func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]forecast.Sample, error) {
+	var js []Job
+	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s").
+		Where("state IN ? AND executed_s > 0", []JobState{JobSucceeded, JobFailed, JobCancelled}).
+		Order("finished_at DESC, id DESC").Limit(limit).Find(&js).Error
+	if err != nil {
+		return nil, fmt.Errorf("finished run times: %w", err)
+	}
+	out := make([]forecast.Sample, len(js))
+	for i, j := range js {
+		out[i] = forecast.Sample{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS}
+	}
+	return out, nil
+}
+
+// RecentSubmissions returns up to limit jobs submitted since then, newest
+// first, as the engine sees jobs: what forecasts expect arrivals to be
+// like.
+func (s *Store) RecentSubmissions(ctx context.Context, since time.Time, limit int) ([]engine.Job, error) {
+	var js []Job
+	err := s.db.WithContext(ctx).Where("submitted_at >= ?", since).Order("submitted_at DESC, id DESC").Limit(limit).Find(&js).Error
+	if err != nil {
+		return nil, fmt.Errorf("recent submissions: %w", err)
+	}
+	out := make([]engine.Job, len(js))
+	for i := range js {
+		out[i] = engineJob(&js[i])
+	}
+	return out, nil
+}
+
+// RecordForecasts stores forecasts; one of a kind the job already has is
+// left as it was.
+func (s *Store) RecordForecasts(ctx context.Context, rs []engine.ForecastRecord) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	rows := make([]Forecast, len(rs))
+	for i, r := range rs {
+		rows[i] = Forecast{JobID: r.JobID, Kind: r.Kind, MadeAt: r.MadeAt, State: string(r.State),
+			Earliest: r.Earliest, Likely: r.Likely, Latest: r.Latest, Reason: truncate(r.Reason, 512)}
+	}
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 200).Error
+	if err != nil {
+		return fmt.Errorf("record %d forecasts: %w", len(rs), err)
+	}
+	return nil
+}
+
+// ForecastOutcomes returns the most recent forecasts of kind (any kind
+// when empty), up to limit, whose job has started since, each set against
+// that start: the first start at or after the forecast.
+func (s *Store) ForecastOutcomes(ctx context.Context, kind string, limit int) ([]forecast.Outcome, error) {
+	var fs []Forecast
+	q := s.db.WithContext(ctx).Where("state <> ?", string(forecast.StateUnknown))
+	if kind != "" {
+		q = q.Where("kind = ?", kind)
+	}
+	// Forecasts of jobs that have started at least once: the others wait
+	// still (or ended without a start) and have nothing to compare with.
+	q = q.Where("job_id IN (?)", s.db.Model(&Run{}).Select("job_id"))
+	if err := q.Order("made_at DESC, id DESC").Limit(limit).Find(&fs).Error; err != nil {
+		return nil, fmt.Errorf("forecast outcomes: %w", err)
+	}
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, 0, len(fs))
+	seen := make(map[int64]bool, len(fs))
+	for _, f := range fs {
+		if !seen[f.JobID] {
+			seen[f.JobID] = true
+			ids = append(ids, f.JobID)
+		}
+	}
+	var runs []Run
+	for from := 0; from < len(ids); from += 500 {
+		var part []Run
+		to := min(from+500, len(ids))
+		if err := s.db.WithContext(ctx).Select("job_id", "run", "started_at").Where("job_id IN ?", ids[from:to]).
+			Order("job_id, run").Find(&part).Error; err != nil {
+			return nil, fmt.Errorf("forecast outcomes: runs: %w", err)
+		}
+		runs = append(runs, part...)
+	}
+	starts := make(map[int64][]time.Time, len(ids))
+	for _, r := range runs {
+		starts[r.JobID] = append(starts[r.JobID], r.StartedAt)
+	}
+	out := make([]forecast.Outcome, 0, len(fs))
+	for _, f := range fs {
+		var start time.Time
+		for _, at := range starts[f.JobID] {
+			if !at.Before(f.MadeAt) {
+				start = at
+				break
+			}
+		}
+		if start.IsZero() {
+			continue
+		}
+		out = append(out, forecast.Outcome{State: forecast.State(f.State), Earliest: unixOf(f.Earliest), Likely: unixOf(f.Likely),
+			Latest: unixOf(f.Latest), MadeAt: unixOf(&f.MadeAt), Start: unixOf(&start)})
+	}
+	return out, nil
+}
+
+// unixOf is t in seconds since 1970, 0 for none.
+func unixOf(t *time.Time) float64 {
+	if t == nil || t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// engineJob is j as the engine sees it.
+func engineJob(j *Job) engine.Job {
+	out := engine.Job{
+		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
+		Command: j.Command, SimDuration: j.SimDuration, State: j.State, Run: j.Run,
+		SubmittedAt: j.SubmittedAt, Placement: j.Placement, LastStartAt: j.LastStartAt,
+		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
+		Model: j.Model, Queue: j.QueueState(),
+		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
+		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
+		BatchSize: j.BatchSize,
+	}
+	// A profile that no longer decodes (it was validated when the job
+	// was submitted) leaves the job to history and the catalogue.
+	out.CPUProfile, _ = j.DeclaredProfile()
+	return out
+}
