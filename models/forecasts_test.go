@@ -66,10 +66,10 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		}
 		// Newest first: the 1m one, against the second start; the first
 		// one, against the first start.
-		if outs[0].State != forecast.StateLater || outs[0].Start-outs[0].MadeAt != 30 || !outs[0].Within() {
+		if outs[0].State != forecast.StateLater || outs[0].Start-outs[0].MadeAt != 30 || !outs[0].Within(0) {
 			t.Errorf("1m outcome %+v: want later, started 30 s after, within", outs[0])
 		}
-		if outs[1].Start-outs[1].MadeAt != 11 || outs[1].Likely-outs[1].MadeAt != 9 || !outs[1].Within() {
+		if outs[1].Start-outs[1].MadeAt != 11 || outs[1].Likely-outs[1].MadeAt != 9 || !outs[1].Within(0) {
 			t.Errorf("first outcome %+v: want the first forecast, started 11 s after, within", outs[1])
 		}
 		if first, err := s.ForecastOutcomes(ctx, "first", 100); err != nil || len(first) != 1 {

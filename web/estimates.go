@@ -29,7 +29,7 @@ const (
 func (s *Server) forecastStats(ctx context.Context) (api.ForecastStats, error) {
 	info := s.cfg.Engine.ForecastInfo()
 	out := api.ForecastStats{Method: forecastMethod,
-		Range: rangeText(info.Range, info.Samples)}
+		Range: rangeText(info.Range, info.Samples) + ", give or take the " + fmtDuration(s.cfg.Engine.PassInterval()) + " between scheduling passes"}
 	first, err := s.cfg.Store.ForecastOutcomes(ctx, "first", calibrationFirst)
 	if err != nil {
 		return out, err
@@ -38,7 +38,8 @@ func (s *Server) forecastStats(ctx context.Context) (api.ForecastStats, error) {
 	if err != nil {
 		return out, err
 	}
-	out.First, out.All = calibrationOf(forecast.Calibrate(first)), calibrationOf(forecast.Calibrate(all))
+	slack := s.cfg.Engine.PassInterval().Seconds()
+	out.First, out.All = calibrationOf(forecast.Calibrate(first, slack)), calibrationOf(forecast.Calibrate(all, slack))
 	out.Jobs, out.MedianAbsError, out.P90AbsError, out.MeanError = out.First.Errors, out.First.MedianAbsErrorS, out.First.P90AbsErrorS, out.First.MeanErrorS
 	if !info.MadeAt.IsZero() {
 		at := info.MadeAt

@@ -423,3 +423,7 @@ func (e *Engine) Forecasts() map[int64]JobForecast {
 	defer e.fc.mu.Unlock()
 	return e.fc.jobs
 }
+
+// PassInterval is the longest time between two scheduling passes: how
+// finely the engine times starts.
+func (e *Engine) PassInterval() time.Duration { return e.cfg.Interval }

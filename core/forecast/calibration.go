@@ -14,16 +14,18 @@ type Outcome struct {
 	MadeAt, Start float64
 }
 
-// Within tells whether the start fell in the forecast's range: between
-// Earliest and Latest for an expected start (no Latest: any time after
-// Earliest), after Earliest for a later one. A never forecast is never
-// right about a job that started, and an unknown one makes no claim.
-func (o Outcome) Within() bool {
+// Within tells whether the start fell in the forecast's range, give or
+// take slack seconds (the live engine starts jobs at passes, so a start
+// is only known to the pass): between Earliest and Latest for an
+// expected start (no Latest: any time after Earliest), after Earliest for
+// a later one. A never forecast is never right about a job that started,
+// and an unknown one makes no claim.
+func (o Outcome) Within(slack float64) bool {
 	switch o.State {
 	case StateExpected:
-		return o.Start >= o.Earliest && (o.Latest == 0 || o.Start <= o.Latest)
+		return o.Start >= o.Earliest-slack && (o.Latest == 0 || o.Start <= o.Latest+slack)
 	case StateLater:
-		return o.Start >= o.Earliest
+		return o.Start >= o.Earliest-slack
 	}
 	return false
 }
@@ -52,8 +54,9 @@ type Calibration struct {
 	NeverStarted int `json:"never_started"`
 }
 
-// Calibrate summarizes outcomes.
-func Calibrate(outcomes []Outcome) Calibration {
+// Calibrate summarizes outcomes; a start within slack seconds of a range
+// counts as within it (Outcome.Within).
+func Calibrate(outcomes []Outcome, slack float64) Calibration {
 	var c Calibration
 	var abs, leads []float64
 	sum := 0.0
@@ -66,7 +69,7 @@ func Calibrate(outcomes []Outcome) Calibration {
 		if o.State == StateNever {
 			c.NeverStarted++
 		}
-		if o.Within() {
+		if o.Within(slack) {
 			c.Within++
 		}
 		if o.State == StateExpected && o.Likely != 0 {

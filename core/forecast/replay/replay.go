@@ -99,9 +99,9 @@ func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
 			arrivals = append(arrivals, w.Outcome)
 		}
 	}
-	o.rep.Calibration = forecast.Calibrate(all)
-	o.rep.Arrivals = forecast.Calibrate(arrivals)
-	o.rep.Resumes = forecast.Calibrate(resumes)
+	o.rep.Calibration = forecast.Calibrate(all, 0)
+	o.rep.Arrivals = forecast.Calibrate(arrivals, 0)
+	o.rep.Resumes = forecast.Calibrate(resumes, 0)
 	return o.rep, nil
 }
 

@@ -1,0 +1,234 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	apitypes "github.com/gpuportal/gpuportal/api"
+)
+
+// TestForecastEverywhere: a waiting job's start forecast appears in its
+// JSON, on its page, in the jobs list, on the queues page and in the
+// CLI (job show, job list --start), and all say the same; a job its
+// user's cap forbids says so everywhere instead of promising a start.
+func TestForecastEverywhere(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80")
+	admin := newAPI(t, srv.URL, "admin", "dev")
+	bob := newAPI(t, srv.URL, "bob", "dev")
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	b := newBrowser(t, srv.URL)
+	b.login("admin", "dev")
+	cl := newCLI(t, srv.URL)
+	cliEnv := []string{"GPUPORTAL_TOKEN=" + admin.token}
+
+	submit := func(a *api, name string, gpus int, seconds float64) int64 {
+		t.Helper()
+		var j jobView
+		body := map[string]any{"name": name, "gpus": gpus, "sim": map[string]any{"duration_s": seconds}}
+		if st := a.do(http.MethodPost, "/api/v1/jobs", body, &j); st != http.StatusCreated {
+			t.Fatalf("submit %s: status %d", name, st)
+		}
+		return j.ID
+	}
+	// Run times to learn from: three short jobs.
+	for i := range 3 {
+		id := submit(bob, fmt.Sprintf("warmup-%d", i), 1, 1)
+		bob.waitState(id, 60*time.Second, "succeeded")
+	}
+	blocker := submit(bob, "blocker", 2, 600)
+	bob.waitState(blocker, 30*time.Second, "running")
+	waiter := submit(bob, "waiter", 2, 10)
+	if st := admin.do(http.MethodPut, "/api/v1/teams/vision/caps/alice", map[string]any{"max_gpus": 1}, nil); st != http.StatusOK {
+		t.Fatalf("set alice's cap: status %d", st)
+	}
+	capped := submit(alice, "capped", 2, 10)
+
+	forecastOf := func(id int64) *apitypes.Forecast {
+		var j apitypes.Job
+		if st := admin.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK {
+			t.Fatalf("GET job %d: status %d", id, st)
+		}
+		return j.Forecast
+	}
+	eventually(t, 30*time.Second, "forecasts of the waiting and the capped job", func() bool {
+		w, c := forecastOf(waiter), forecastOf(capped)
+		return w != nil && w.State == apitypes.ForecastExpected && c != nil && c.State == apitypes.ForecastNever
+	})
+
+	// The capped job says why, never when.
+	c := forecastOf(capped)
+	wantCap := "cannot start while the cap of user alice in team vision is 1 GPU: it needs 2"
+	if c.Reason != wantCap || c.Earliest != nil || c.Likely != nil || c.Latest != nil {
+		t.Errorf("capped job's forecast %+v; want never, %q, no times", c, wantCap)
+	}
+
+	// Every place shows one forecast: read them all between two reads of
+	// the API that found the same forecast.
+	agreed := false
+	for attempt := 0; attempt < 10 && !agreed; attempt++ {
+		before := forecastOf(waiter)
+		now := time.Now()
+		_, page := b.get(fmt.Sprintf("/jobs/%d", waiter))
+		_, cappedPage := b.get(fmt.Sprintf("/jobs/%d", capped))
+		_, rows := b.get("/jobs/rows?scope=all")
+		_, queues := b.get("/queues/live")
+		show := cl.ok(cliEnv, "job", "show", fmt.Sprint(waiter))
+		showCapped := cl.ok(cliEnv, "job", "show", fmt.Sprint(capped))
+		start := cl.ok(cliEnv, "job", "list", "--start", "--scope", "all")
+		var startJSON []apitypes.Job
+		if err := json.Unmarshal([]byte(cl.ok(cliEnv, "job", "list", "--start", "--scope", "all", "--json")), &startJSON); err != nil {
+			t.Fatal(err)
+		}
+		var q apitypes.Queues
+		admin.do(http.MethodGet, "/api/v1/queues", nil, &q)
+		after := forecastOf(waiter)
+		if before.MadeAt == nil || after.MadeAt == nil || !before.MadeAt.Equal(*after.MadeAt) {
+			continue // a new forecast came meanwhile
+		}
+		agreed = true
+		f := before
+		short := f.Short(now, time.Local)
+		// The sentence's times, without its relative part ("in 3m").
+		text := f.Text(now, time.Local)
+		absolute, _, _ := strings.Cut(text, " (")
+		t.Logf("waiting job %d: %s; ETA %s", waiter, text, short)
+
+		if got := pageText(page, `id="job-estimate">`); !strings.HasPrefix(got, absolute) {
+			t.Errorf("job page says %q; the API's forecast reads %q", got, absolute)
+		}
+		if got := etaCell(rows, fmt.Sprintf(`href="/jobs/%d"`, waiter)); got != short {
+			t.Errorf("jobs list ETA %q; want %q", got, short)
+		}
+		if got := etaCell(queues, fmt.Sprintf(`data-job="%d"`, waiter)); got != short {
+			t.Errorf("queues page ETA %q; want %q", got, short)
+		}
+		if !strings.Contains(show, "expected start:") || !strings.Contains(show, absolute) {
+			t.Errorf("job show lacks %q:\n%s", absolute, show)
+		}
+		if line := lineOf(start, fmt.Sprint(waiter)); !strings.Contains(line, short) {
+			t.Errorf("job list --start: %q lacks %q:\n%s", line, short, start)
+		}
+		if got := queueForecast(q, waiter); got == nil || !sameForecast(got, f) {
+			t.Errorf("queues API forecast %+v; want %+v", got, f)
+		}
+		for _, j := range startJSON {
+			if j.ID == waiter && !sameForecast(j.Forecast, f) {
+				t.Errorf("job list --start --json forecast %+v; want %+v", j.Forecast, f)
+			}
+		}
+
+		// The capped job: never, with its reason, everywhere.
+		if got := pageText(cappedPage, `id="job-estimate">`); !strings.HasPrefix(got, "never: "+wantCap) {
+			t.Errorf("capped job's page says %q", got)
+		}
+		if got := etaCell(rows, fmt.Sprintf(`href="/jobs/%d"`, capped)); got != "never" {
+			t.Errorf("capped job's ETA in the jobs list %q; want never", got)
+		}
+		if !strings.Contains(showCapped, "never: "+wantCap) {
+			t.Errorf("job show of the capped job lacks its reason:\n%s", showCapped)
+		}
+		if line := lineOf(start, fmt.Sprint(capped)); !strings.Contains(line, "never") {
+			t.Errorf("job list --start: the capped job's line %q says nothing of never", line)
+		}
+		if !(startKeyIndex(startJSON, waiter) < startKeyIndex(startJSON, capped)) {
+			t.Errorf("job list --start lists the capped job before the one with a start")
+		}
+	}
+	if !agreed {
+		t.Fatal("no two reads of the API in 10 found the same forecast")
+	}
+
+	var st apitypes.ForecastStats
+	if code := admin.do(http.MethodGet, "/api/v1/stats/estimates", nil, &st); code != http.StatusOK || st.Latest == nil || st.Latest.Jobs < 2 || st.Range == "" {
+		t.Errorf("stats/estimates: status %d, %+v", code, st)
+	}
+	// Once the blocker is gone, the waiting job starts and its first
+	// forecast is checked against the start.
+	admin.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", blocker), nil, nil)
+	bob.waitState(waiter, 60*time.Second, "running", "succeeded")
+	eventually(t, 30*time.Second, "the waiting job's forecast in the calibration", func() bool {
+		admin.do(http.MethodGet, "/api/v1/stats/estimates", nil, &st)
+		return st.First.Forecasts >= 1
+	})
+	_, queuesPage := b.get("/queues")
+	if !strings.Contains(html.UnescapeString(queuesPage), "started within their first forecast's range") {
+		t.Errorf("the queues page shows no calibration")
+	}
+}
+
+// pageText is the text of a page after marker, up to the next tag.
+func pageText(page, marker string) string {
+	i := strings.Index(page, marker)
+	if i < 0 {
+		return ""
+	}
+	rest := page[i+len(marker):]
+	if j := strings.IndexByte(rest, '<'); j >= 0 {
+		rest = rest[:j]
+	}
+	return strings.TrimSpace(html.UnescapeString(rest))
+}
+
+var etaRe = regexp.MustCompile(`class="eta"[^>]*>([^<]*)<`)
+
+// etaCell is the ETA cell of the table row holding marker.
+func etaCell(page, marker string) string {
+	i := strings.Index(page, marker)
+	if i < 0 {
+		return ""
+	}
+	row := page[i:]
+	if j := strings.Index(row, "</tr>"); j >= 0 {
+		row = row[:j]
+	}
+	m := etaRe.FindStringSubmatch(row)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(m[1])
+}
+
+// lineOf is the line of a table that starts with id.
+func lineOf(out, id string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, id+" ") {
+			return l
+		}
+	}
+	return ""
+}
+
+func queueForecast(q apitypes.Queues, id int64) *apitypes.Forecast {
+	for _, qu := range q.Queues {
+		for _, j := range qu.Jobs {
+			if j.ID == id {
+				return j.Forecast
+			}
+		}
+	}
+	return nil
+}
+
+func startKeyIndex(js []apitypes.Job, id int64) int {
+	for i, j := range js {
+		if j.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func sameForecast(a, b *apitypes.Forecast) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	eq := func(x, y *time.Time) bool { return (x == nil) == (y == nil) && (x == nil || x.Equal(*y)) }
+	return a.State == b.State && a.Reason == b.Reason && eq(a.Earliest, b.Earliest) && eq(a.Likely, b.Likely) &&
+		eq(a.Latest, b.Latest) && eq(a.MadeAt, b.MadeAt)
+}
