@@ -60,7 +60,10 @@ const (
 	// DefaultDrift is Config.Drift's default, measured on trace replays
 	// (docs/forecast.md): without it, ranges of long queues are too
 	// narrow to hold the starts they forecast.
-	DefaultDrift = 0.2
+	DefaultDrift = 0.3
+	// DefaultMaxLoad is Config.MaxLoad's default: no more arrivals than
+	// the cluster serves.
+	DefaultMaxLoad = 1.0
 	// DefaultBudget bounds a forecast's work: the jobs the scheduler
 	// looks at, summed over its passes and samples (so 1,000 passes per
 	// sample over 1,000 jobs, or 100 over 10,000).
@@ -106,6 +109,14 @@ type Config struct {
 	// HalfLifeS is the half-life of team usage under fair share, as the
 	// live engine decays it; 0 or less means no decay.
 	HalfLifeS float64
+	// MaxLoad bounds the expected arrivals (Input.Arrivals): never more
+	// GPU-seconds a second than this share of the cluster's GPUs, the
+	// work of an arrival taken as its GPUs times the mean run time. A
+	// submission rate beyond what the cluster serves does not last (its
+	// queue would grow without end; people wait for their results before
+	// they submit more), and forecasting it would starve large jobs
+	// forever. 0 means DefaultMaxLoad.
+	MaxLoad float64
 }
 
 // State says what kind of forecast a job has.
@@ -156,6 +167,9 @@ type Result struct {
 	Truncated bool
 	// History says what run times the forecast learned from.
 	History string
+	// ArrivalsPerS is the rate of the arrivals the forecast expected: the
+	// input's, bounded by Config.MaxLoad; 0 when none.
+	ArrivalsPerS float64
 }
 
 // Job returns the forecast of job id.
@@ -257,6 +271,12 @@ func New(cfg Config) (*Forecaster, error) {
 	if cfg.MinHistory <= 0 {
 		cfg.MinHistory = DefaultMinHistory
 	}
+	switch m := cfg.MaxLoad; {
+	case math.IsNaN(m) || math.IsInf(m, 0) || m < 0:
+		return nil, fmt.Errorf("forecast: max load %v: want a finite number, 0 (the default) or more", m)
+	case m == 0:
+		cfg.MaxLoad = DefaultMaxLoad
+	}
 	sc := cfg.Sched
 	sc.OmitWaits = false
 	waits, err := sched.New(sc)
@@ -305,6 +325,12 @@ func (f *Forecaster) Forecast(in Input) Result {
 	known := in.History.Len() >= f.cfg.MinHistory
 	var runs []scenarioResult
 	arrivals := in.Arrivals != nil && in.Arrivals.RatePerS > 0 && len(in.Arrivals.Like) > 0
+	if arrivals && known {
+		a := *in.Arrivals
+		a.RatePerS = min(a.RatePerS, f.maxRate(&s, &a, in.History))
+		in.Arrivals, res.ArrivalsPerS = &a, a.RatePerS
+		arrivals = a.RatePerS > 0
+	}
 	if known {
 		for k := range f.cfg.Samples {
 			r := f.scenario(in, first, uint64(k), arrivals, s.Now+f.cfg.HorizonS)
@@ -347,6 +373,26 @@ func (f *Forecaster) Forecast(in Input) Result {
 		res.Jobs = append(res.Jobs, fc)
 	}
 	return res
+}
+
+// maxRate is the arrival rate at which jobs like a's would load the
+// schedulable GPUs of s to Config.MaxLoad.
+func (f *Forecaster) maxRate(s *sched.Snapshot, a *Arrivals, h *History) float64 {
+	gpus := 0
+	for _, n := range s.Nodes {
+		if !n.Unschedulable {
+			gpus += len(n.GPUs)
+		}
+	}
+	perJob := 0.0
+	for _, j := range a.Like {
+		perJob += float64(max(j.GPUs, 1))
+	}
+	work := perJob / float64(len(a.Like)) * h.Mean()
+	if !(work > 0) {
+		return 0
+	}
+	return f.cfg.MaxLoad * float64(gpus) / work
 }
 
 // notStarted tells whether some target that is not known never to start
@@ -501,7 +547,8 @@ type simJob struct {
 	execAt   float64 // ExecutedS and AttainedService at runStart
 	servAt   float64
 	done     bool
-	team     int // index in the scenario's teams, or -1
+	team     int  // index in the scenario's teams, or -1
+	target   bool // a job waiting at the forecast, or one of Input.Later: its start is forecast
 }
 
 // scenario runs the scheduler forward with every job's remaining run
@@ -523,11 +570,11 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, k uint64, arrival
 	s.meta = make([]simJob, 0, cap(s.jobs))
 	s.index = make(map[int64]int, cap(s.jobs))
 	for _, j := range in.Snapshot.Jobs {
-		s.add(j)
+		s.add(j, j.State == sched.Pending)
 	}
 	s.waiting = len(in.Later)
 	for i := range s.jobs {
-		if s.jobs[i].State == sched.Pending {
+		if s.meta[i].target {
 			s.waiting++
 		}
 	}
@@ -575,9 +622,10 @@ type scen struct {
 	res     scenarioResult
 }
 
-// add puts a job in the scenario, with its run time drawn.
-func (s *scen) add(j sched.Job) {
-	m := simJob{team: -1}
+// add puts a job in the scenario, with its run time drawn; target says
+// whether its start is forecast.
+func (s *scen) add(j sched.Job, target bool) {
+	m := simJob{team: -1, target: target}
 	rem, _ := s.h.Remaining(&j, draw(s.f.cfg.Seed, s.k, j.ID))
 	rem *= s.scale
 	m.dur = max(j.ExecutedS, 0) + rem
@@ -689,7 +737,7 @@ func (s *scen) arriveExpected() {
 		SubmitTime: s.nextArr, Model: like.Model, Skew: like.Skew, Sharing: like.Sharing,
 		MemPersistentMiB: like.MemPersistentMiB, MemEphemeralMiB: like.MemEphemeralMiB,
 		CPUMilli: like.CPUMilli, MemMiB: like.MemMiB, CPUProfile: like.CPUProfile, CPUProfileSource: like.CPUProfileSource}
-	s.add(j)
+	s.add(j, false)
 	s.nextArr += s.gap()
 	if s.nextArr > s.start+s.f.cfg.HorizonS {
 		s.nextArr = math.Inf(1)
@@ -715,7 +763,7 @@ func (s *scen) arrive(j sched.Job) {
 		return
 	}
 	j.State, j.Placement = sched.Pending, nil
-	s.add(j)
+	s.add(j, true)
 }
 
 // advance moves the clock to t, adding the GPU-seconds held meanwhile to
@@ -773,7 +821,7 @@ func (s *scen) apply(d sched.Decisions) {
 			continue
 		}
 		j, m := &s.jobs[i], &s.meta[i]
-		if _, started := s.res.starts[j.ID]; !started {
+		if _, started := s.res.starts[j.ID]; !started && m.target {
 			s.res.starts[j.ID] = s.now
 			s.waiting--
 		}

@@ -37,6 +37,7 @@ const minTail = 3
 type History struct {
 	minGroup int
 	all      []float64 // sorted
+	alpha    float64   // the tail index of all (hill)
 	groups   map[groupKey][]float64
 }
 
@@ -103,6 +104,7 @@ func NewHistory(samples []Sample, minGroup int) *History {
 	for _, v := range h.groups {
 		sort.Float64s(v)
 	}
+	h.alpha = hill(h.all)
 	return h
 }
 
@@ -112,6 +114,18 @@ func (h *History) Len() int {
 		return 0
 	}
 	return len(h.all)
+}
+
+// Mean is the mean run time, 0 without samples.
+func (h *History) Mean() float64 {
+	if h.Len() == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, v := range h.all {
+		sum += v
+	}
+	return sum / float64(len(h.all))
 }
 
 // Describe says in a few words what the history holds.
@@ -131,9 +145,11 @@ func (h *History) Describe() string {
 // times of the most specific group of finished jobs (the same user and
 // model, the user, the model, the team, then all) that has at least
 // minGroup jobs that ran longer than j has (for all jobs, 3 are enough).
-// A job that has run longer than all but 2 finished jobs is expected to run on in proportion to its age, as heavy tails
-// do: the q-quantile of a Pareto tail of index 1, a*q/(1-q). ok is false
-// when the history is empty.
+// A job that has run longer than all but 2 finished jobs is expected to
+// run on in proportion to its age, as heavy tails do: the q-quantile of a
+// Pareto tail from a, a((1-q)^(-1/alpha) - 1), its index alpha estimated
+// from the longest run times (Hill's estimator; History.TailIndex). ok is
+// false when the history is empty.
 func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 	if h.Len() == 0 {
 		return 0, false
@@ -153,7 +169,42 @@ func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 		return r, true
 	}
 	q = min(max(q, 0.01), 0.99)
-	return a * q / (1 - q), true
+	return a * (math.Pow(1-q, -1/h.alpha) - 1), true
+}
+
+// Tail indices: the default, when too few run times say, and the bounds
+// of the estimate. An index of 1 is the heaviest tail with a mean (a job
+// expected to run as long again as it has); larger ones are lighter.
+const (
+	defaultAlpha = 2.0
+	minAlpha     = 1.0
+	maxAlpha     = 10.0
+)
+
+// TailIndex is the index of the Pareto tail that the longest run times
+// follow: Hill's estimator over the longest tenth of them (5 at least),
+// within [1, 10]; 2 with fewer than 20 run times.
+func (h *History) TailIndex() float64 { return h.alpha }
+
+// hill estimates the tail index of sorted (increasing).
+func hill(sorted []float64) float64 {
+	n := len(sorted)
+	if n < 20 {
+		return defaultAlpha
+	}
+	k := max(5, n/10)
+	u := sorted[n-k-1]
+	if !(u > 0) {
+		return defaultAlpha
+	}
+	sum := 0.0
+	for _, x := range sorted[n-k:] {
+		sum += math.Log(x / u)
+	}
+	if !(sum > 0) {
+		return maxAlpha
+	}
+	return min(max(float64(k)/sum, minAlpha), maxAlpha)
 }
 
 // tailQuantile is the q-quantile of the samples above a, less a, when at

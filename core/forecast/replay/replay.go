@@ -210,6 +210,7 @@ func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
 		}
 		o.rep.Forecast++
 		o.rep.States[fc.State]++
+
 		o.open[a.id] = &wait{Outcome: forecast.Outcome{State: fc.State, Earliest: fc.Earliest, Likely: fc.Likely, Latest: fc.Latest, MadeAt: s.Now}, resume: a.resume}
 	}
 }

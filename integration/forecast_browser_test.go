@@ -1,0 +1,70 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	apitypes "github.com/gpuportal/gpuportal/api"
+)
+
+// TestForecastInBrowser looks at the forecasts as alice and an admin see
+// them in a real browser, at 1440 and 390 px, on the demo: the jobs list's
+// ETA column, the queues page with its calibration, and a waiting job's
+// page. Screenshots go to $GPUPORTAL_SCREENSHOTS.
+func TestForecastInBrowser(t *testing.T) {
+	srv := startServer(t, "--demo", "--data", t.TempDir())
+	admin := newAPI(t, srv.URL, "admin", "dev")
+	var waiting apitypes.Job
+	eventually(t, 120*time.Second, "a job of team vision waiting with a forecast start", func() bool {
+		var js []apitypes.Job
+		admin.do(http.MethodGet, "/api/v1/jobs?scope=all&state=queued", nil, &js)
+		for _, j := range js {
+			if j.Team == "vision" && j.Forecast != nil && j.Forecast.State == apitypes.ForecastExpected {
+				waiting = j
+				return true
+			}
+		}
+		return false
+	})
+	for _, user := range []string{"alice", "admin"} {
+		for _, width := range []int64{1440, 390} {
+			t.Run(fmt.Sprintf("%s-%d", user, width), func(t *testing.T) {
+				ctx := newTab(t)
+				err := chromedp.Do(ctx,
+					chromedp.EmulateViewport(width, 900),
+					chromedp.Navigate(srv.URL+"/jobs"),
+					chromedp.WaitVisible(`input[name=username]`),
+					chromedp.SendKeys(`input[name=username]`, user),
+					chromedp.SendKeys(`input[name=password]`, "dev"),
+					chromedp.Submit(`input[name=password]`),
+					chromedp.WaitVisible(`#jobs td.eta`),
+				)
+				if err != nil {
+					t.Fatal(err)
+				}
+				screenshot(t, ctx, fmt.Sprintf("forecast-jobs-%s-%d", user, width))
+				etas, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#jobs td.eta")].map(td => td.textContent.trim()).filter(s => s)`))
+				if err != nil || len(etas) == 0 {
+					t.Errorf("no ETA in the jobs list: %v, %v", etas, err)
+				}
+				if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/queues"), chromedp.WaitVisible(`#forecast-stats`)); err != nil {
+					t.Fatal(err)
+				}
+				screenshot(t, ctx, fmt.Sprintf("forecast-queues-%s-%d", user, width))
+				stats, err := chromedp.Run(ctx, chromedp.Text(`#forecast-stats`))
+				if err != nil || !strings.Contains(stats, "Start forecasts") || !strings.Contains(stats, "percentile") {
+					t.Errorf("queues page forecast card: %q, %v", stats, err)
+				}
+				if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, waiting.ID)), chromedp.WaitVisible(`#job-state`)); err != nil {
+					t.Fatal(err)
+				}
+				screenshot(t, ctx, fmt.Sprintf("forecast-job-%s-%d", user, width))
+			})
+		}
+	}
+}
