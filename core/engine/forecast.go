@@ -212,7 +212,7 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 	}
 	fc.sig, fc.lastAt = sig, now
 	if waiting == 0 {
-		fc.publish(forecastDone{madeAt: now}, 0, fc.info.ArrivalsPerHour)
+		fc.publish(forecastDone{madeAt: now}, 0)
 		return
 	}
 	e.loadForecastInputs(ctx, now, sig)
@@ -230,16 +230,12 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 	for _, s := range d.Starts {
 		startsNow[s.JobID] = true
 	}
-	rate := 0.0
-	if fc.arr != nil {
-		rate = fc.arr.RatePerS * 3600
-	}
 	run := func() forecastDone {
 		began := time.Now()
 		r := fc.f.Forecast(in)
 		took := time.Since(began)
 		out := forecastDone{madeAt: now, res: r, startsNow: startsNow}
-		fc.publish(out, took, rate)
+		fc.publish(out, took)
 		return out
 	}
 	fc.inFlight = true
@@ -254,7 +250,7 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 }
 
 // publish makes r the forecast every reader sees.
-func (fc *forecasts) publish(r forecastDone, took time.Duration, arrivalsPerHour float64) {
+func (fc *forecasts) publish(r forecastDone, took time.Duration) {
 	jobs := make(map[int64]JobForecast, len(r.res.Jobs))
 	for _, f := range r.res.Jobs {
 		jobs[f.JobID] = JobForecast{State: f.State, Reason: f.Reason, MadeAt: r.madeAt,
@@ -269,7 +265,7 @@ func (fc *forecasts) publish(r forecastDone, took time.Duration, arrivalsPerHour
 		made++
 	}
 	fc.info = ForecastInfo{MadeAt: r.madeAt, Took: took, Passes: r.res.Passes, Visits: r.res.Visits, Jobs: len(r.res.Jobs),
-		Truncated: r.res.Truncated, History: r.res.History, ArrivalsPerHour: arrivalsPerHour,
+		Truncated: r.res.Truncated, History: r.res.History, ArrivalsPerHour: r.res.ArrivalsPerS * 3600,
 		Samples: fc.info.Samples, Range: fc.info.Range, Made: made}
 }
 

@@ -65,9 +65,9 @@ const (
 	// the cluster serves.
 	DefaultMaxLoad = 1.0
 	// DefaultBudget bounds a forecast's work: the jobs the scheduler
-	// looks at, summed over its passes and samples (so 1,000 passes per
-	// sample over 1,000 jobs, or 100 over 10,000).
-	DefaultBudget = 10_000_000
+	// looks at, summed over its passes and samples (so 400 passes per
+	// sample over 1,000 jobs, or 40 over 10,000).
+	DefaultBudget = 4_000_000
 	// DefaultHorizonS is how far ahead a forecast looks: 7 days.
 	DefaultHorizonS = 7 * 24 * 3600.0
 	// DefaultStepS and DefaultStepFrac set how finely events are told
@@ -198,7 +198,9 @@ type Arrival struct {
 
 // Arrivals describes the jobs expected to be submitted: RatePerS of them
 // per second on average, at independent times, each like one of Like
-// (drawn at random): its GPUs, team, user, model and sharing.
+// (drawn at random): its GPUs, team, user, model and sharing. No job
+// arrives while twice as many jobs wait as waited at the forecast (20 at
+// least): people stop submitting to a queue that long.
 type Arrivals struct {
 	RatePerS float64
 	Like     []sched.Job
@@ -580,6 +582,7 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, k uint64, arrival
 	}
 	if arrivals {
 		s.arr = in.Arrivals
+		s.maxQueue = max(20, 2*s.pending())
 		s.nextArr = s.now + s.gap()
 		if s.nextArr > horizon {
 			s.nextArr = math.Inf(1)
@@ -612,14 +615,15 @@ type scen struct {
 	teams   []sched.Team
 	teamIdx map[string]int
 
-	later   []Arrival // jobs still to arrive, by time
-	arr     *Arrivals // expected arrivals, nil when none are drawn
-	nextArr float64   // when the next expected arrival comes; +Inf: none
-	drawn   uint64    // expected arrivals drawn so far
-	ends    ends
-	recheck float64
-	waiting int // targets not yet started
-	res     scenarioResult
+	later    []Arrival // jobs still to arrive, by time
+	arr      *Arrivals // expected arrivals, nil when none are drawn
+	nextArr  float64   // when the next expected arrival comes; +Inf: none
+	drawn    uint64    // expected arrivals drawn so far
+	maxQueue int       // no expected arrival while this many jobs wait
+	ends     ends
+	recheck  float64
+	waiting  int // targets not yet started
+	res      scenarioResult
 }
 
 // add puts a job in the scenario, with its run time drawn; target says
@@ -716,6 +720,17 @@ func (s *scen) next() (float64, bool) {
 	return max(t, s.now), ok
 }
 
+// pending counts the jobs waiting in the scenario.
+func (s *scen) pending() int {
+	n := 0
+	for i := range s.jobs {
+		if s.jobs[i].State == sched.Pending && !s.meta[i].done {
+			n++
+		}
+	}
+	return n
+}
+
 // Salts keep the draws of arrivals apart from those of run times.
 const (
 	saltGap  = 0x2545f4914f6cdd1d
@@ -729,9 +744,17 @@ func (s *scen) gap() float64 {
 }
 
 // arriveExpected adds the next expected arrival, a job like one of
-// s.arr.Like with a negative ID of its own, and draws the one after.
+// s.arr.Like with a negative ID of its own, unless s.maxQueue jobs wait
+// already, and draws the one after.
 func (s *scen) arriveExpected() {
 	s.drawn++
+	if s.pending() >= s.maxQueue {
+		s.nextArr += s.gap()
+		if s.nextArr > s.start+s.f.cfg.HorizonS {
+			s.nextArr = math.Inf(1)
+		}
+		return
+	}
 	like := s.arr.Like[int(draw(s.f.cfg.Seed^saltLike, s.k, int64(s.drawn))*float64(len(s.arr.Like)))%len(s.arr.Like)]
 	j := sched.Job{ID: -int64(s.drawn), Team: like.Team, User: like.User, GPUs: like.GPUs, GPUMemMiB: like.GPUMemMiB,
 		SubmitTime: s.nextArr, Model: like.Model, Skew: like.Skew, Sharing: like.Sharing,
