@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -161,5 +164,56 @@ func TestEmptyListsAreArrays(t *testing.T) {
 		if got := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusOK || got != "[]" {
 			t.Errorf("GET %s: %d %s; want 200 []", path, rec.Code, got)
 		}
+	}
+}
+
+// TestMomentForecasts: a waiting job's forecast comes from the moment's
+// one forecast, the same in its JSON and its queue entry (where another
+// team's viewer loses the reason, which may name its user); a held job
+// says held, a job the forecast has not seen says so, and a running job
+// has none.
+func TestMomentForecasts(t *testing.T) {
+	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return now.Add(time.Duration(s) * time.Second) }
+	jobs := []models.Job{
+		{ID: 1, Team: "vision", User: "alice", GPUs: 2, State: job.Queued},
+		{ID: 2, Team: "vision", User: "alice", GPUs: 4, State: job.Queued},
+		{ID: 3, Team: "vision", GPUs: 1, State: job.Queued, Sharing: true, RequeueStalls: engine.MaxRequeueStalls, Reason: "held: requeued 5 times"},
+		{ID: 4, Team: "vision", GPUs: 1, State: job.Preempted},
+		{ID: 5, Team: "vision", GPUs: 1, State: job.Running, Placement: models.Strings{"n:0"}, LastStartAt: &now},
+	}
+	m := newMoment(now, jobs, nil, nil, func(int64) bool { return false })
+	m.forecasts = map[int64]engine.JobForecast{
+		1: {State: forecast.StateExpected, Earliest: at(60), Likely: at(90), Latest: at(300), MadeAt: now},
+		2: {State: forecast.StateNever, Reason: "cannot start while the cap of user alice in team vision is 2 GPUs: it needs 4", MadeAt: now},
+	}
+	f1 := m.job(&jobs[0]).Forecast
+	if f1 == nil || f1.State != api.ForecastExpected || !f1.Earliest.Equal(at(60)) || !f1.Likely.Equal(at(90)) || !f1.Latest.Equal(at(300)) {
+		t.Fatalf("job 1's forecast %+v", f1)
+	}
+	if got := f1.Short(now, time.UTC); got != "10:01:00–10:05:00" {
+		t.Errorf("job 1's ETA %q", got)
+	}
+	if got := f1.Text(now, time.UTC); got != "between 10:01:00 and 10:05:00 (in 1m00s to 5m00s), likely 10:01:30" {
+		t.Errorf("job 1's forecast reads %q", got)
+	}
+	if q := m.queueJob(&jobs[0], true); q.Forecast == nil || !reflect.DeepEqual(*q.Forecast, *f1) {
+		t.Errorf("queue entry's forecast %+v, the job's %+v", q.Forecast, f1)
+	}
+	f2 := m.job(&jobs[1]).Forecast
+	if f2.State != api.ForecastNever || f2.Text(now, time.UTC) != "never: cannot start while the cap of user alice in team vision is 2 GPUs: it needs 4" || f2.Short(now, time.UTC) != "never" {
+		t.Errorf("job 2's forecast %+v", f2)
+	}
+	if q := m.queueJob(&jobs[1], false); q.Forecast == nil || q.Forecast.State != api.ForecastNever || q.Forecast.Reason != "" {
+		t.Errorf("another team's view of job 2's forecast %+v: want never, without the reason", q.Forecast)
+	}
+	if f := m.job(&jobs[2]).Forecast; f == nil || f.State != api.ForecastHeld {
+		t.Errorf("held job's forecast %+v", f)
+	}
+	if f := m.job(&jobs[3]).Forecast; f == nil || f.State != api.ForecastUnknown || !strings.Contains(f.Reason, "not forecast yet") {
+		t.Errorf("a job the forecast has not seen: %+v", f)
+	}
+	if f := m.job(&jobs[4]).Forecast; f != nil {
+		t.Errorf("running job's forecast %+v", f)
 	}
 }
