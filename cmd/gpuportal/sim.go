@@ -75,6 +75,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *cluster == "" {
 		return errors.New("sim: --cluster is required (for example --cluster 4x8)")
 	}
+	if *forecastN < 1 {
+		return fmt.Errorf("sim: --forecast-every %d: want 1 or more", *forecastN)
+	}
 	f, err := trace.ParseFormat(*format)
 	if err != nil {
 		return fmt.Errorf("sim: --format: %w", err)
@@ -176,9 +179,6 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		LanePolicy:   lanePol,
 	}
 	if *forecastOn {
-		if *forecastN < 1 {
-			return fmt.Errorf("sim: --forecast-every %d: want 1 or more", *forecastN)
-		}
 		return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: *forecastN, NoArrivals: !*forecastArr}, *asJSON)
 	}
 	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)

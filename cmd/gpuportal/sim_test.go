@@ -62,6 +62,7 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		{[]string{"sim", "--trace", "/no/such/trace.csv", "--cluster", "4x8"}, "trace.csv"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--sharing", "mps"}, "--sharing"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--sharing", "salus", "--placement", "count"}, "--sharing"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-every", "0"}, "--forecast-every"},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
@@ -149,5 +150,37 @@ func TestSimCommandSharing(t *testing.T) {
 		if err != nil || strings.Contains(out.String(), "co-locations") != (mode == "salus") {
 			t.Errorf("--sharing %s table: %v\n%s", mode, err, out.String())
 		}
+	}
+}
+
+// TestSimCommandForecast: --forecast replays the trace, forecasting each
+// wait, and prints the calibration per policy (--json: the reports).
+func TestSimCommandForecast(t *testing.T) {
+	if _, err := os.Stat(sixtyJobs); err != nil {
+		t.Skipf("shared traces not here: %v", err)
+	}
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "2x4", "--policy", "fifo,tiresias-l", "--forecast"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("sim --forecast: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"within range", "median |err| s", "fifo", "tiresias-l", "arrivals"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "2x4", "--policy", "fifo", "--forecast", "--json"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	var reports []struct {
+		Policy      string `json:"policy"`
+		Calibration struct {
+			Forecasts   int     `json:"forecasts"`
+			WithinShare float64 `json:"within_share"`
+		} `json:"calibration"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &reports); err != nil || len(reports) != 1 || reports[0].Calibration.Forecasts == 0 {
+		t.Errorf("--json: %+v, %v\n%s", reports, err, out.String())
 	}
 }
