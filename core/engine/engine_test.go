@@ -752,3 +752,29 @@ func TestMachineFailureRequeuesWithoutRetry(t *testing.T) {
 		t.Errorf("state %s, failures %d, reason %q; want queued again, not counted", store.state(1), store.jobs[1].Failures, store.reason[1])
 	}
 }
+
+// noHistory is a store where no job has finished yet.
+type noHistory struct{ *memStore }
+
+func (noHistory) FinishedRunTimes(context.Context, int) ([]forecast.Sample, error) { return nil, nil }
+
+// Before any job has finished, forecasts say so, and none is recorded:
+// a job's first recorded forecast is its first that claims a start.
+func TestForecastUnknownIsNotRecorded(t *testing.T) {
+	start := t0.Add(-90 * time.Second)
+	store := newMemStore(
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []string{"n0:0", "n0:1"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
+	)
+	n := newFakeNode("n0", 2)
+	n.running[1] = 1
+	e, _ := newTestEngine(t, store, n)
+	e.cfg.Store = noHistory{store}
+	mustPass(t, e)
+	if got, ok := e.Forecast(2); !ok || got.State != forecast.StateUnknown || !strings.Contains(got.Reason, "0 of the 3 finished jobs") {
+		t.Errorf("forecast %+v, %v; want unknown, saying why", got, ok)
+	}
+	if len(store.forecasts) != 0 {
+		t.Errorf("recorded %+v; want nothing", store.forecasts)
+	}
+}
