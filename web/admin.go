@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,15 +95,61 @@ func badRequest(format string, args ...any) error {
 	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(format, args...))
 }
 
-func (s *Server) applyAdminAction(c echo.Context, action string) (string, error) {
-	ctx := c.Request().Context()
+// maxAccountName is the longest user or team name the store keeps.
+const maxAccountName = 64
+
+// accountName reads the form's name field: required, at most
+// maxAccountName characters.
+func accountName(c echo.Context) (string, error) {
 	name := strings.TrimSpace(c.FormValue("name"))
 	if name == "" {
 		return "", badRequest("name: is required")
 	}
+	if len(name) > maxAccountName {
+		return "", badRequest("name: at most %d characters", maxAccountName)
+	}
+	return name, nil
+}
+
+// roleAndTeam reads the form's role and team: a known role, and a team
+// that exists, which every role but admin needs.
+func (s *Server) roleAndTeam(c echo.Context) (models.Role, string, error) {
+	role, team := models.Role(c.FormValue("role")), strings.TrimSpace(c.FormValue("team"))
+	if !role.Valid() {
+		return "", "", badRequest("role: must be researcher, lead or admin")
+	}
+	if team == "" {
+		if role != models.RoleAdmin {
+			return "", "", badRequest("team: a %s needs a team", role)
+		}
+		return role, "", nil
+	}
+	if _, err := s.cfg.Store.Team(c.Request().Context(), team); errors.Is(err, models.ErrNotFound) {
+		return "", "", badRequest("team: no team %s", team)
+	} else if err != nil {
+		return "", "", fmt.Errorf("look up team %s: %w", team, err)
+	}
+	return role, team, nil
+}
+
+// minPassword is the shortest password an admin may give.
+const minPassword = 8
+
+// adminActions are the forms of the admin page.
+var adminActions = []string{"create-team", "create-user", "set-role", "reset-password"}
+
+func (s *Server) applyAdminAction(c echo.Context, action string) (string, error) {
+	if !slices.Contains(adminActions, action) {
+		return "", echo.NewHTTPError(http.StatusNotFound, "unknown admin action "+action)
+	}
+	ctx := c.Request().Context()
+	name, err := accountName(c)
+	if err != nil {
+		return "", err
+	}
 	switch action {
 	case "create-team":
-		g, err := strconv.Atoi(c.FormValue("guarantee"))
+		g, err := strconv.Atoi(strings.TrimSpace(c.FormValue("guarantee")))
 		if err != nil || g < 0 {
 			return "", badRequest("guarantee: must be a whole number of GPUs, 0 or more")
 		}
@@ -113,34 +160,37 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 		}
 		return "Team " + name + " created.", s.audit(c, "team.create", name, fmt.Sprintf("guarantee %d", g))
 	case "create-user":
-		role, team, pw := models.Role(c.FormValue("role")), c.FormValue("team"), c.FormValue("password")
-		if !role.Valid() {
-			return "", badRequest("role: must be researcher, lead or admin")
+		role, team, err := s.roleAndTeam(c)
+		if err != nil {
+			return "", err
 		}
-		if role != models.RoleAdmin && team == "" {
-			return "", badRequest("team: a %s needs a team", role)
-		}
-		if len(pw) < 8 {
-			return "", badRequest("password: must be at least 8 characters")
+		pw := c.FormValue("password")
+		if len(pw) < minPassword {
+			return "", badRequest("password: must be at least %d characters", minPassword)
 		}
 		if _, err := s.cfg.Store.CreateUser(ctx, name, pw, role, team); errors.Is(err, models.ErrExists) {
 			return "", badRequest("name: user %s already exists", name)
 		} else if err != nil {
 			return "", err
 		}
-		return "User " + name + " created.", s.audit(c, "user.create", name, fmt.Sprintf("role %s team %s", role, team))
+		return fmt.Sprintf("User %s created: %s.", name, roleOf(role, team)),
+			s.audit(c, "user.create", name, fmt.Sprintf("role %s team %s", role, team))
 	case "set-role":
-		role, team := models.Role(c.FormValue("role")), c.FormValue("team")
-		if err := s.cfg.Store.SetRole(ctx, name, role, team); errors.Is(err, models.ErrNotFound) {
-			return "", badRequest("%s", err.Error())
-		} else if err != nil {
-			return "", badRequest("role: %s", err.Error())
+		role, team, err := s.roleAndTeam(c)
+		if err != nil {
+			return "", err
 		}
-		return fmt.Sprintf("%s is now %s of %q.", name, role, team), s.audit(c, "user.role", name, fmt.Sprintf("role %s team %s", role, team))
+		if err := s.cfg.Store.SetRole(ctx, name, role, team); errors.Is(err, models.ErrNotFound) {
+			return "", badRequest("name: no user %s", name)
+		} else if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s is now %s.", name, roleOf(role, team)),
+			s.audit(c, "user.role", name, fmt.Sprintf("role %s team %s", role, team))
 	case "reset-password":
 		pw := c.FormValue("password")
-		if len(pw) < 8 {
-			return "", badRequest("password: must be at least 8 characters")
+		if len(pw) < minPassword {
+			return "", badRequest("password: must be at least %d characters", minPassword)
 		}
 		if err := s.cfg.Store.SetPassword(ctx, name, pw); errors.Is(err, models.ErrNotFound) {
 			return "", badRequest("name: no user %s", name)
@@ -149,7 +199,15 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 		}
 		return "Password of " + name + " reset.", s.audit(c, "user.password", name, "")
 	}
-	return "", echo.NewHTTPError(http.StatusNotFound, "unknown admin action "+action)
+	return "", fmt.Errorf("admin action %s: no handler", action)
+}
+
+// roleOf says a role in words: "lead of vision", "admin".
+func roleOf(role models.Role, team string) string {
+	if team == "" {
+		return string(role)
+	}
+	return fmt.Sprintf("%s of %s", role, team)
 }
 
 // tokensPage lists the user's API tokens and lets them make and revoke one.
