@@ -34,5 +34,25 @@
   // width is the width a chart in el may take.
   function width(el) { return Math.max(260, el.clientWidth - 8); }
 
-  window.gpuportalLive = { follow: follow, width: width };
+  function pad(n) { return n < 10 ? "0" + n : String(n); }
+
+  // timeAxis is the x axis of a chart over time: one row of labels
+  // (14:05:30, 14:05 or 11/24 14:05, by the span shown) spaced so that
+  // they never overlap, on a phone as on a laptop.
+  function timeAxis() {
+    return {
+      space: function (u, i, min, max) { return max - min > 36 * 3600 ? 100 : 80; },
+      values: function (u, splits) {
+        var span = u.scales.x.max - u.scales.x.min;
+        return splits.map(function (t) {
+          var d = new Date(t * 1000), hm = pad(d.getHours()) + ":" + pad(d.getMinutes());
+          if (span <= 15 * 60) { return hm + ":" + pad(d.getSeconds()); }
+          if (span <= 36 * 3600) { return hm; }
+          return (d.getMonth() + 1) + "/" + d.getDate() + " " + hm;
+        });
+      },
+    };
+  }
+
+  window.gpuportalLive = { follow: follow, width: width, timeAxis: timeAxis };
 })();

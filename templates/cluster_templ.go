@@ -59,7 +59,7 @@ func ClusterPage(p Page, c Cluster) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</h2><div id=\"gpu-util\" class=\"chart\"></div><h3>Jobs by state</h3><div id=\"jobs-by-state\" class=\"chart\"></div><div id=\"gpu-detail\" hidden><h2><span id=\"gpu-detail-title\">GPU</span>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</h2><div id=\"gpu-util\" class=\"chart\"></div><h2>Jobs by state</h2><div id=\"jobs-by-state\" class=\"chart\"></div><div id=\"gpu-detail\" hidden><h2><span id=\"gpu-detail-title\">GPU</span>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
