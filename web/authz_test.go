@@ -175,7 +175,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 	}{
 		{"GET /healthz", nil, nil, public},
 		{"GET /metrics", nil, nil, public},
-		{"GET /static*", func(*testing.T) string { return "/static/portal.css" }, nil, public},
+		{"GET /static/*", func(*testing.T) string { return "/static/portal.css" }, nil, public},
+		{"GET /favicon.ico", nil, nil, public},
 		{"GET /login", nil, nil, access{200, 303, 303, 303, 303}},
 		{"POST /login", nil, func() string { return form("username", "nobody", "password", "x") }, access{401, 401, 401, 401, 401}},
 		{"POST /logout", nil, nil, access{303, 303, 303, 303, 303}},

@@ -73,6 +73,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	a, err := newAssets(static.FS)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
@@ -88,6 +92,16 @@ func New(cfg Config) (*Server, error) {
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
 	e.Use(middleware.BodyLimit("1M"))
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
+		// Websockets are upgraded, not compressed here; /metrics
+		// compresses itself.
+		Skipper: func(c echo.Context) bool {
+			p := c.Request().URL.Path
+			return p == "/ws" || p == wire.Path || p == "/metrics"
+		},
+		MinLength: 1024,
+	}))
+	e.Use(a.withAssetURLs)
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy: "same-origin",
@@ -97,7 +111,8 @@ func New(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	e.StaticFS("/static", static.FS)
+	e.GET("/static/*", a.serve)
+	e.GET("/favicon.ico", a.favicon)
 	s.agents = newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)
 	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents)))
 
@@ -236,9 +251,19 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if code >= 500 {
 		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
-	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+	path := c.Request().URL.Path
+	switch {
+	case strings.HasPrefix(path, "/api/"):
 		_ = c.JSON(code, map[string]string{"error": msg})
-		return
+	case strings.HasPrefix(path, "/static/") || c.Request().Header.Get("HX-Request") == "true":
+		// Files and page fragments get the message alone.
+		_ = c.String(code, msg)
+	default:
+		if errors.Is(err, middleware.ErrCSRFInvalid) {
+			msg = "The form was too old to accept: reload the page and try again."
+		}
+		if err := s.renderError(c, code, msg); err != nil {
+			s.cfg.Logger.Error("render error page", "path", path, "err", err)
+		}
 	}
-	_ = c.String(code, msg)
 }
