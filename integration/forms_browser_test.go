@@ -106,6 +106,7 @@ func TestBrowserSubmitAndConfirm(t *testing.T) {
 	if !aligned {
 		t.Error("the sharing checkbox is not at the start of its label's line")
 	}
+	screenshot(t, ctx, "submit-advanced-phone")
 	problems, err := sc.judge(phone, 200)
 	if err != nil {
 		t.Fatal(err)

@@ -43,8 +43,11 @@
     return {
       space: function (u, i, min, max) { return max - min > 36 * 3600 ? 100 : 80; },
       values: function (u, splits) {
-        var span = u.scales.x.max - u.scales.x.min;
+        var min = u.scales.x.min, max = u.scales.x.max, span = max - min;
+        var plot = u.bbox.width / devicePixelRatio; // css px, 0 before the first layout
         return splits.map(function (t) {
+          // A label centred on a tick at the right edge would be cut in half.
+          if (plot > 0 && (max - t) / span * plot < 30) { return ""; }
           var d = new Date(t * 1000), hm = pad(d.getHours()) + ":" + pad(d.getMinutes());
           if (span <= 15 * 60) { return hm + ":" + pad(d.getSeconds()); }
           if (span <= 36 * 3600) { return hm; }

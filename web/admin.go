@@ -176,6 +176,9 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 		return fmt.Sprintf("User %s created: %s.", name, roleOf(role, team)),
 			s.audit(c, "user.create", name, fmt.Sprintf("role %s team %s", role, team))
 	case "set-role":
+		if name == currentUser(c).Name {
+			return "", badRequest("name: you may not change your own role; ask another admin")
+		}
 		role, team, err := s.roleAndTeam(c)
 		if err != nil {
 			return "", err

@@ -34,6 +34,7 @@ func TestAdminActions(t *testing.T) {
 		{"a password has 8 characters", "create-user", url.Values{"name": {"dan"}, "role": {"researcher"}, "team": {"nlp"}, "password": {"short"}}, 400, "password: must be at least 8 characters"},
 		{"a user exists once", "create-user", url.Values{"name": {"alice"}, "role": {"researcher"}, "team": {"nlp"}, "password": {"correct horse"}}, 400, "name: user alice already exists"},
 		{"make bob a lead of vision", "set-role", url.Values{"name": {"bob"}, "role": {"lead"}, "team": {"vision"}}, 200, "bob is now lead of vision."},
+		{"an admin keeps their own role", "set-role", url.Values{"name": {"admin"}, "role": {"researcher"}, "team": {"vision"}}, 400, "name: you may not change your own role"},
 		{"set the role of nobody", "set-role", url.Values{"name": {"nobody"}, "role": {"lead"}, "team": {"vision"}}, 400, "name: no user nobody"},
 		{"set a role in no team", "set-role", url.Values{"name": {"bob"}, "role": {"lead"}, "team": {"nope"}}, 400, "team: no team nope"},
 		{"reset a password", "reset-password", url.Values{"name": {"alice"}, "password": {"new password"}}, 200, "Password of alice reset."},
