@@ -225,13 +225,13 @@ func (e *Engine) Exits() chan<- agent.Exit { return e.exits }
 
 // AddNode connects a machine. Jobs it reports as running are adopted.
 func (e *Engine) AddNode(ctx context.Context, n Node) error {
-	return e.call(ctx, func(context.Context) {
+	return e.call(ctx, func(ctx context.Context) {
 		e.mu.Lock()
 		e.nodes[n.Name()] = n
 		e.connected[n.Name()] = e.cfg.Now()
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
-		e.adopt(n)
+		e.adopt(ctx, n)
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
 	})
 }
@@ -240,18 +240,25 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 // answering. Its jobs stay recorded as running until it reconnects and
 // reports them, or until LostAfter passes and they are requeued.
 func (e *Engine) RemoveNode(ctx context.Context, name string) error {
-	return e.call(ctx, func(context.Context) {
+	return e.call(ctx, func(ctx context.Context) {
 		e.mu.Lock()
 		delete(e.nodes, name)
 		delete(e.connected, name)
 		e.mu.Unlock()
 		e.lostSince[name] = e.cfg.Now()
 		for id, r := range e.runs {
-			if r.parts[name] {
+			if !r.parts[name] {
+				continue
+			}
+			if len(r.parts) == 1 && len(r.lost) == 0 {
 				// The whole run is forgotten: requeueLost decides its fate
 				// from the store, and a reconnect re-adopts it.
 				delete(e.runs, id)
+				continue
 			}
+			// A part of a run on several machines: the others stop, and
+			// the run ends once this one is known gone (runs.go).
+			e.losePart(ctx, id, r, name, "its part on "+name+" was lost with its machine")
 		}
 		for k := range e.strays {
 			if k.node == name {

@@ -407,14 +407,24 @@ func TestStartFailureFailsJob(t *testing.T) {
 	}
 }
 
+// TestStartOnDisconnectedMachineRequeues: the job waits again once the
+// machine that lost the start's answer has had the time to fence it (it
+// may have started), with no exit code: not the job's fault.
 func TestStartOnDisconnectedMachineRequeues(t *testing.T) {
 	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
 	n := newFakeNode("n0", 1)
 	n.failAll, n.startErr = true, fmt.Errorf("start job 1: %w", agent.ErrDisconnected)
-	e, _ := newTestEngine(t, store, n)
+	e, clock := newTestEngine(t, store, n)
 	mustPass(t, e)
-	if store.state(1) != job.Queued || store.end[1] != nil {
-		t.Errorf("state = %s, exit %v; want queued again with no exit code", store.state(1), store.end[1])
+	if store.state(1) != job.Running {
+		t.Errorf("state = %s at once, want running until the machine has fenced it", store.state(1))
+	}
+	n.failAll = false
+	clock.t = clock.t.Add(31 * time.Second)
+	mustPass(t, e)
+	// Requeued with no exit code, then started again in the same pass.
+	if store.jobs[1].Run != 2 || store.end[1] != nil || !strings.Contains(store.reason[1], "disconnected while starting it") {
+		t.Errorf("run %d, exit %v (%q); want run 1 requeued with no exit code and run 2 started", store.jobs[1].Run, store.end[1], store.reason[1])
 	}
 }
 

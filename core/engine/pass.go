@@ -18,6 +18,7 @@ import (
 // the scheduler, apply its decisions.
 func (e *Engine) pass(ctx context.Context) error {
 	e.retryRecords(ctx)
+	e.resolveLost(ctx, e.cfg.Now())
 	jobs, err := e.cfg.Store.UnfinishedEngineJobs(ctx)
 	if err != nil {
 		return err
@@ -216,7 +217,13 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			r.stop, r.reason, r.code = job.Failed, err.Error(), &code
 			switch {
 			case errors.Is(err, agent.ErrDisconnected):
-				r.stop, r.reason, r.code = job.Queued, "requeued: "+name+" disconnected while starting it", nil
+				// It may have started before the answer was lost: the part
+				// counts as running until its machine says otherwise or
+				// has fenced it (losePart).
+				r.parts[name] = true
+				r.stop, r.reason, r.code = "", "", nil
+				e.losePart(ctx, j.ID, r, name, name+" disconnected while starting it")
+				return
 			case errors.Is(err, agent.ErrBusy):
 				r.stop, r.reason, r.code = job.Queued, "requeued: an earlier run of the job still stops on "+name, nil
 			}

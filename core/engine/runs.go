@@ -72,6 +72,63 @@ type run struct {
 	measured *memest.Estimate
 	// stopAsked is when the run was asked to stop, for the handover time.
 	stopAsked time.Time
+	// lost are parts whose state is unknown, since when: their machine
+	// disconnected, or did not answer the start. They count as running
+	// (in parts) until their machine comes back without them, or it has
+	// fenced them: LostAfter has passed (losePart, resolveLost).
+	lost map[string]time.Time
+}
+
+// losePart marks r's part on node as lost: the run is asked to stop (a job
+// on several machines cannot go on without one of them), and its outcome
+// waits until every lost part is known gone.
+func (e *Engine) losePart(ctx context.Context, id int64, r *run, node, why string) {
+	if r.lost == nil {
+		r.lost = make(map[string]time.Time)
+	}
+	if _, ok := r.lost[node]; !ok {
+		r.lost[node] = e.cfg.Now()
+	}
+	if r.stop == "" {
+		r.stop, r.reason, r.code = job.Queued, "requeued: "+why, nil
+		e.stats.add(func(s *Stats) { s.Requeues++ })
+	}
+	e.cfg.Logger.Warn("a part of a run is lost: the run stops once it is known gone", "job", id, "run", r.id, "node", node, "why", why)
+	e.stopAll(ctx, id, r)
+}
+
+// resolveLost ends lost parts whose machines have had the time to fence
+// them, and records the runs that thereby ended.
+func (e *Engine) resolveLost(ctx context.Context, now time.Time) {
+	for _, id := range sortedRunIDs(e.runs) {
+		r := e.runs[id]
+		for name, since := range r.lost {
+			if now.Sub(since) >= e.cfg.LostAfter {
+				e.cfg.Logger.Info("a lost part of a run is taken for gone: its machine has fenced it", "job", id, "run", r.id, "node", name)
+				e.partGone(ctx, id, r, name, now)
+			}
+		}
+	}
+}
+
+// partGone ends r's lost part on node, and the run if it was its last.
+func (e *Engine) partGone(ctx context.Context, id int64, r *run, node string, now time.Time) {
+	delete(r.lost, node)
+	delete(r.parts, node)
+	if len(r.parts) > 0 {
+		return
+	}
+	ex := agent.Exit{Node: node, JobID: id, Run: r.id, ExitCode: -1, Infra: true, At: now}
+	e.tryRecord(ctx, &unrecorded{ex: ex, r: r, record: e.outcome(ex, r), since: now})
+}
+
+func sortedRunIDs(runs map[int64]*run) []int64 {
+	ids := make([]int64, 0, len(runs))
+	for id := range runs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	return ids
 }
 
 // strayKey names one part of a run the cluster does not want: a run of a
@@ -152,7 +209,23 @@ func partGPUs(r *run, n Node, id int64) []int {
 // adopt takes in the runs a connecting machine reports: parts of current
 // runs rejoin them, runs the engine knows to be stale become strays, and
 // the others wait for the next pass to be checked against the store.
-func (e *Engine) adopt(n Node) {
+func (e *Engine) adopt(ctx context.Context, n Node) {
+	reported := make(map[job.RunRef]bool)
+	for _, ref := range n.Running() {
+		reported[ref] = true
+	}
+	// Lost parts on this machine: back with it, or gone.
+	for _, id := range sortedRunIDs(e.runs) {
+		r := e.runs[id]
+		if _, ok := r.lost[n.Name()]; !ok {
+			continue
+		}
+		if reported[job.RunRef{Job: id, Run: r.id}] {
+			delete(r.lost, n.Name()) // it rejoins below, and is asked to stop
+			continue
+		}
+		e.partGone(ctx, id, r, n.Name(), e.cfg.Now())
+	}
 	for _, ref := range n.Running() {
 		if gpus, ok := e.strays[strayKey{ref, n.Name()}]; ok {
 			e.stray(ref, n.Name(), gpus, "still running after it was asked to stop")
@@ -191,15 +264,10 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 			delete(e.handover, id) // started or gone: nothing to measure
 		}
 	}
-	ids := make([]int64, 0, len(e.runs))
-	for id := range e.runs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	for _, id := range ids {
+	for _, id := range sortedRunIDs(e.runs) {
 		r := e.runs[id]
-		if len(r.parts) == 0 {
-			continue // ended; its outcome waits for the store
+		if len(r.parts) == 0 || len(r.lost) > 0 {
+			continue // ended, its outcome waiting for the store; or waiting for lost parts
 		}
 		i, known := index[id]
 		var j Job
@@ -383,6 +451,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		return
 	}
 	delete(r.parts, ex.Node)
+	delete(r.lost, ex.Node)
 	if ex.Measured != nil {
 		r.measured = ex.Measured
 	}
