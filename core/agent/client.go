@@ -80,6 +80,10 @@ type Client struct {
 	// the first welcome): see fence.go.
 	heard   atomic.Int64
 	timeout atomic.Int64
+	// fencedSpans are the recent silences longer than the timeout, from
+	// when fencing began to when a server was heard again.
+	fmu         sync.Mutex
+	fencedSpans [][2]time.Time
 }
 
 type jobKey struct {
@@ -235,7 +239,7 @@ func (c *Client) collectExits(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ex := <-c.cfg.Exits:
-			if c.fencing() && ex.ExitCode != 0 && !ex.Infra {
+			if ex.ExitCode != 0 && !ex.Infra && c.fencedAt(ex.At) {
 				// Stopped because no server was heard (fence.go), by the
 				// agent or its watchdog: not the job's fault.
 				ex.Infra = true
