@@ -18,7 +18,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -52,7 +51,7 @@ type nodeRegistry interface {
 	AddNode(ctx context.Context, n engine.Node) error
 	RemoveNode(ctx context.Context, name string) error
 	Nodes() []engine.Node
-	Exits() chan<- agent.Exit
+	Exits() chan<- job.Exit
 }
 
 // agentHub accepts agent connections and registers their machines.
@@ -193,7 +192,7 @@ type agentConn struct {
 
 type queuedExit struct {
 	id uint64
-	ex agent.Exit
+	ex job.Exit
 }
 
 // closeWith ends the connection, telling the agent why.
@@ -470,7 +469,7 @@ func (c *agentConn) writeLog(l *wire.Log) error {
 // queueExit hands an exit to the forwarder, so that reading never waits
 // for the engine (which may itself wait for this agent's ack).
 func (c *agentConn) queueExit(id uint64, w *wire.Exit) {
-	ex := agent.ExitFromWire(*w)
+	ex := w.Exit()
 	if now := time.Now(); ex.At.IsZero() || ex.At.After(now) {
 		ex.At = now
 	}
@@ -579,7 +578,7 @@ func (c *agentConn) request(ctx context.Context, m *wire.Message) error {
 	}()
 	select {
 	case <-c.closed:
-		return agent.ErrDisconnected
+		return job.ErrDisconnected
 	default:
 	}
 	if err := c.send(m); err != nil {
@@ -594,9 +593,9 @@ func (c *agentConn) request(ctx context.Context, m *wire.Message) error {
 		}
 		return nil
 	case <-c.closed:
-		return agent.ErrDisconnected
+		return job.ErrDisconnected
 	case <-ctx.Done():
-		return fmt.Errorf("%w: agent %s did not answer %s in time (%w)", agent.ErrDisconnected, c.agent, m.Type, ctx.Err())
+		return fmt.Errorf("%w: agent %s did not answer %s in time (%w)", job.ErrDisconnected, c.agent, m.Type, ctx.Err())
 	}
 }
 
@@ -612,7 +611,7 @@ type remoteNode struct {
 	running map[job.RunRef]bool
 	samples []gpu.Sample
 	lanes   []lanes.GPUView
-	usage   []agent.JobUsage // jobs' CPU and memory use (agents_usage.go)
+	usage   []job.Usage // jobs' CPU and memory use (agents_usage.go)
 	// monitor: the agent only watches the machine's GPUs (see
 	// agents_monitor.go).
 	monitor bool
@@ -633,13 +632,13 @@ func (n *remoteNode) Devices() []gpu.Device { return append([]gpu.Device(nil), n
 func (n *remoteNode) Resources() (cpus int, memMiB int64) { return n.cpus, n.memMiB }
 
 // Start asks the agent to start a run and waits for its answer.
-func (n *remoteNode) Start(ctx context.Context, s agent.Spec) error {
+func (n *remoteNode) Start(ctx context.Context, s job.Spec) error {
 	ref := job.RunRef{Job: s.JobID, Run: s.Run}
 	n.mu.Lock()
 	n.running[ref] = true // before sending: the exit may overtake the ack
 	n.mu.Unlock()
 	m := &wire.Message{Type: wire.TypeStart, Start: &wire.Start{
-		Node: n.name, Job: s.Wire(), LogOffset: n.conn.hub.logSize(n.name, s.JobID),
+		Node: n.name, Job: wire.FromSpec(s), LogOffset: n.conn.hub.logSize(n.name, s.JobID),
 	}}
 	err := n.conn.request(ctx, m)
 	if err == nil {
@@ -654,8 +653,8 @@ func (n *remoteNode) Start(ctx context.Context, s agent.Spec) error {
 			_ = n.Stop(sctx, ref)
 		}()
 	}
-	if strings.Contains(err.Error(), agent.ErrBusy.Error()) {
-		err = fmt.Errorf("%w: %v", agent.ErrBusy, err)
+	if strings.Contains(err.Error(), job.ErrBusy.Error()) {
+		err = fmt.Errorf("%w: %v", job.ErrBusy, err)
 	}
 	return fmt.Errorf("start %s on %s: %w", ref, n.name, err)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // startProcess runs the job's command in its own process group with
@@ -17,7 +19,7 @@ import (
 // variables) added, as the agent's RunAs user. The command is argv, never
 // a shell string. The process is killed if the agent dies, so no job
 // outlives the agent that tracks it.
-func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
+func (a *Local) startProcess(s job.Spec, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)
 	cmd.Dir = a.jobDir(s.JobID)
 	cmd.Stdout = log
@@ -70,7 +72,7 @@ func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func
 // CUDA_VISIBLE_DEVICES variables it has (they may carry the agent's token,
 // and the job's own come next), plus the job's GPUs, ID and checkpoint
 // folder, and the identity of the user it runs as.
-func jobEnv(base []string, s Spec, checkpointDir string, ra *runAs) []string {
+func jobEnv(base []string, s job.Spec, checkpointDir string, ra *runAs) []string {
 	drop := func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "GPUPORTAL_") || name == "CUDA_VISIBLE_DEVICES" {

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/estimate"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -97,7 +96,7 @@ type Node interface {
 	Resources() (cpus int, memMiB int64)
 	// Start starts run s.Run of a job; Stop stops a run, and no other run
 	// of the job. Running lists the runs that have not exited.
-	Start(ctx context.Context, s agent.Spec) error
+	Start(ctx context.Context, s job.Spec) error
 	Stop(ctx context.Context, ref job.RunRef) error
 	Running() []job.RunRef
 	Sample(now time.Time) []gpu.Sample
@@ -134,7 +133,7 @@ type Config struct {
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.
 type Engine struct {
 	cfg   Config
-	exits chan agent.Exit
+	exits chan job.Exit
 	wake  chan struct{}
 	calls chan func(context.Context)
 
@@ -201,7 +200,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	return &Engine{
 		cfg:       cfg,
-		exits:     make(chan agent.Exit, 64),
+		exits:     make(chan job.Exit, 64),
 		wake:      make(chan struct{}, 1),
 		calls:     make(chan func(context.Context)),
 		nodes:     make(map[string]Node),
@@ -221,7 +220,7 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Scheduler() *sched.Scheduler { return e.cfg.Scheduler }
 
 // Exits is where agents report the end of job runs.
-func (e *Engine) Exits() chan<- agent.Exit { return e.exits }
+func (e *Engine) Exits() chan<- job.Exit { return e.exits }
 
 // AddNode connects a machine. Jobs it reports as running are adopted.
 func (e *Engine) AddNode(ctx context.Context, n Node) error {

@@ -179,7 +179,7 @@ type fakeNode struct {
 	failAll  bool  // Start fails
 	startErr error // what a failing Start returns
 
-	starts   []agent.Spec
+	starts   []job.Spec
 	stops    []int64 // the jobs of stopRefs
 	stopRefs []job.RunRef
 	running  map[int64]int64 // job -> run
@@ -198,7 +198,7 @@ func (n *fakeNode) Devices() []gpu.Device {
 	return d
 }
 func (n *fakeNode) Resources() (int, int64) { return 32, 256 << 10 }
-func (n *fakeNode) Start(_ context.Context, s agent.Spec) error {
+func (n *fakeNode) Start(_ context.Context, s job.Spec) error {
 	if n.failAll {
 		if n.startErr != nil {
 			return n.startErr
@@ -257,7 +257,7 @@ func newTestEngine(t *testing.T, store *memStore, nodes ...*fakeNode) (*Engine, 
 
 // testExit hands ex to the engine as an agent would, naming the job's
 // current run when ex names none.
-func (e *Engine) testExit(ctx context.Context, ex agent.Exit) {
+func (e *Engine) testExit(ctx context.Context, ex job.Exit) {
 	if r := e.runs[ex.JobID]; ex.Run == 0 && r != nil {
 		ex.Run = r.id
 	}
@@ -271,8 +271,8 @@ func mustPass(t *testing.T, e *Engine) {
 	}
 }
 
-func exit(node string, id int64, code int, at time.Time) agent.Exit {
-	return agent.Exit{Node: node, JobID: id, ExitCode: code, At: at}
+func exit(node string, id int64, code int, at time.Time) job.Exit {
+	return job.Exit{Node: node, JobID: id, ExitCode: code, At: at}
 }
 
 func TestStartRecordsThenRuns(t *testing.T) {
@@ -410,7 +410,7 @@ func TestStartFailureFailsJob(t *testing.T) {
 func TestStartOnDisconnectedMachineRequeues(t *testing.T) {
 	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
 	n := newFakeNode("n0", 1)
-	n.failAll, n.startErr = true, fmt.Errorf("start job 1: %w", agent.ErrDisconnected)
+	n.failAll, n.startErr = true, fmt.Errorf("start job 1: %w", job.ErrDisconnected)
 	e, _ := newTestEngine(t, store, n)
 	mustPass(t, e)
 	if store.state(1) != job.Queued || store.end[1] != nil {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -202,7 +201,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 	}
 	e.runs[j.ID] = r
 	for _, name := range order {
-		spec := agent.Spec{
+		spec := job.Spec{
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
@@ -215,9 +214,9 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			code := -1
 			r.stop, r.reason, r.code = job.Failed, err.Error(), &code
 			switch {
-			case errors.Is(err, agent.ErrDisconnected):
+			case errors.Is(err, job.ErrDisconnected):
 				r.stop, r.reason, r.code = job.Queued, "requeued: "+name+" disconnected while starting it", nil
-			case errors.Is(err, agent.ErrBusy):
+			case errors.Is(err, job.ErrBusy):
 				r.stop, r.reason, r.code = job.Queued, "requeued: an earlier run of the job still stops on "+name, nil
 			}
 			if len(r.parts) == 0 {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -32,7 +31,7 @@ import (
 //     processes have exited: a job the scheduler places on them starts in
 //     a later pass (deferStarts);
 //   - an exit is acknowledged to its agent only once the store has it
-//     (agent.Exit.Recorded); when the store fails, the engine keeps the
+//     (job.Exit.Recorded); when the store fails, the engine keeps the
 //     outcome and tries again every pass.
 
 // FenceBound is how long after the server lets go of a machine (its
@@ -68,7 +67,7 @@ type run struct {
 	// requeue is the larger estimate of a job that outgrew its lane.
 	requeue *memest.Estimate
 	// measured is a sharing job's estimate as the gate corrected it
-	// (agent.Exit.Measured), stored for its next run.
+	// (job.Exit.Measured), stored for its next run.
 	measured *memest.Estimate
 	// stopAsked is when the run was asked to stop, for the handover time.
 	stopAsked time.Time
@@ -83,7 +82,7 @@ type strayKey struct {
 
 // unrecorded is a run's outcome the store could not take yet.
 type unrecorded struct {
-	ex     agent.Exit
+	ex     job.Exit
 	r      *run
 	record func(context.Context) error
 	since  time.Time
@@ -354,7 +353,7 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 // handleExit records the end of one part of a run. The job ends when its
 // last part does; a part that fails stops the others. The exit of a run
 // that is not the job's current one changes nothing.
-func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
+func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	if _, ok := e.strays[strayKey{ex.Ref(), ex.Node}]; ok {
 		delete(e.strays, strayKey{ex.Ref(), ex.Node})
 		e.cfg.Logger.Info("a stray run ended", "job", ex.JobID, "run", ex.Run, "node", ex.Node)
@@ -418,7 +417,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 }
 
 // recorded tells the exit's agent that it may forget the exit.
-func recorded(ex agent.Exit) {
+func recorded(ex job.Exit) {
 	if ex.Recorded != nil {
 		ex.Recorded()
 	}
@@ -469,7 +468,7 @@ func (e *Engine) retryRecords(ctx context.Context) {
 
 // outcome decides, once, how the job of run r goes on after its last part
 // exited, and returns the store write that records it.
-func (e *Engine) outcome(ex agent.Exit, r *run) func(context.Context) error {
+func (e *Engine) outcome(ex job.Exit, r *run) func(context.Context) error {
 	ref := job.RunRef{Job: ex.JobID, Run: r.id}
 	to, code := r.stop, r.code
 	if r.requeue != nil && to == job.Queued {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -66,7 +65,7 @@ func TestMachineBackWithAReplacedRun(t *testing.T) {
 		}
 	}
 	delete(a1.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "a1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+	e.handleExit(ctx, job.Exit{Node: "a1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
 	if store.state(1) != job.Running || store.jobs[1].Run != 2 {
 		t.Errorf("after the stray's exit, job 1: %s run %d, want running run 2", store.state(1), store.jobs[1].Run)
 	}
@@ -87,7 +86,7 @@ func TestStaleExitChangesNothing(t *testing.T) {
 	store.jobs[1].Run = 5 // as if the store had moved on
 	e.runs[1].id = 5
 	acked := false
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 4, ExitCode: 0, At: clock.t, Recorded: func() { acked = true }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 4, ExitCode: 0, At: clock.t, Recorded: func() { acked = true }})
 	if store.state(1) != job.Running {
 		t.Errorf("a stale exit changed job 1 to %s", store.state(1))
 	}
@@ -159,7 +158,7 @@ func TestPreemptorWaitsForTheVictim(t *testing.T) {
 		t.Fatalf("job 2 started on a GPU job 1 still holds")
 	}
 	delete(n.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
 	mustPass(t, e)
 	if len(n.starts) != 1 || n.starts[0].JobID != 2 {
 		t.Fatalf("starts = %+v, want job 2 once job 1 exited", n.starts)
@@ -182,12 +181,12 @@ func TestExitAcknowledgedOnlyOnceStored(t *testing.T) {
 	store.fail = errors.New("disk full")
 	acks := 0
 	delete(n.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
 	if acks != 0 {
 		t.Fatal("exit acknowledged while the store refused it")
 	}
 	// Sent again (the agent reconnected): still not acknowledged.
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
 	clock.t = clock.t.Add(time.Second)
 	mustPass(t, e)
 	if acks != 0 || store.state(1) != job.Running || store.state(2) != job.Queued {

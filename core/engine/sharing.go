@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -16,7 +15,7 @@ import (
 // sharing, or asked for a fraction of a GPU, goes to the scheduler with
 // its padded memory estimate (sched.Job.Sharing), which may co-locate it
 // on a GPU where the safety condition holds. It starts with
-// agent.Spec.Sharing, so that the agent's gate admits it to a lane. When
+// job.Spec.Sharing, so that the agent's gate admits it to a lane. When
 // the gate stops it because it outgrew its lane, it goes back to the
 // queue with the larger estimate the agent measured, and the run does not
 // count as a failure.
@@ -68,7 +67,7 @@ func shareable(sj *sched.Job, j Job, gpuMiB int64) {
 }
 
 // recordMeasured stores the estimate the gate corrected during a sharing
-// job's run (agent.Exit.Measured), so that the job's next run, after a
+// job's run (job.Exit.Measured), so that the job's next run, after a
 // preemption, a requeue or a retry, starts from it rather than from the
 // estimate it was submitted with. A run that outgrew its lane stores its
 // requeue estimate instead (recordRequeue).
@@ -108,7 +107,7 @@ func smallestGPU(nodes []sched.Node) int64 {
 // unpadded estimate, the one the scheduler was given: gpuMiB is the
 // cluster's smallest GPU, what a fraction of a GPU is taken of. A simulated job's memory model takes the estimate,
 // so that the simulated GPU shows what the lanes hold.
-func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
+func shareSpec(spec *job.Spec, j Job, gpuMiB int64) {
 	if !shares(j) || len(spec.GPUs) != 1 {
 		return
 	}
@@ -116,7 +115,7 @@ func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
 	if !ok {
 		return
 	}
-	spec.Sharing = &agent.Sharing{Memory: est}
+	spec.Sharing = &job.Sharing{Memory: est}
 	if len(j.Command) == 0 {
 		spec.Memory.PersistentMiB, spec.Memory.EphemeralMiB = est.PersistentMiB, est.EphemeralMiB
 		spec.Sharing.DurationS = max(0, j.SimDuration-j.ExecutedS)
@@ -125,7 +124,7 @@ func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
 
 // outgrewLane handles the exit of a run the gate stopped because the job
 // outgrew its lane: the job waits again with the larger estimate.
-func (e *Engine) outgrewLane(ctx context.Context, ex agent.Exit, r *run) {
+func (e *Engine) outgrewLane(ctx context.Context, ex job.Exit, r *run) {
 	est := *ex.Requeue
 	if est.Source == "" {
 		est.Source = memest.Measured
@@ -139,7 +138,7 @@ func (e *Engine) outgrewLane(ctx context.Context, ex agent.Exit, r *run) {
 // recordRequeue stores the requeue of a job that outgrew its lane. The
 // store decides it by Requeue.Outcome, against the estimate the run
 // started from and the requeues without progress before it.
-func (e *Engine) recordRequeue(ctx context.Context, ex agent.Exit, r *run) error {
+func (e *Engine) recordRequeue(ctx context.Context, ex job.Exit, r *run) error {
 	ref := job.RunRef{Job: ex.JobID, Run: r.id}
 	rq := Requeue{Estimate: *r.requeue, Node: ex.Node, At: ex.At, Backoff: e.cfg.RetryBackoff}
 	out, err := e.cfg.Store.MarkRequeued(ctx, ref, rq)
