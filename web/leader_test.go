@@ -17,6 +17,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -34,7 +35,7 @@ func TestRoleShows(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Config{Store: store, Scheduler: sc, Logger: quiet})
+	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: sc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestFollowerNodeActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Config{Store: ts.store, Scheduler: sc, Logger: quiet})
+	eng, err := engine.New(engine.Config{Store: enginestore.New(ts.store), Scheduler: sc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestFollowerNodeActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	fol := &testServer{Server: srv, store: ts.store, sessions: ts.sessions, tokens: ts.tokens}
-	if err := ts.store.RecordGPUFault(ctx, engine.GPUFault{Node: "box", Index: 1, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
+	if err := enginestore.New(ts.store).RecordGPUFault(ctx, engine.GPUFault{Node: "box", Index: 1, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -136,7 +137,7 @@ func TestFollowerNodeActions(t *testing.T) {
 					t.Errorf("answer %+v, want box %s with a note %q", n, tc.wantState, tc.wantNote)
 				}
 			}
-			st, err := ts.store.NodeStates(ctx)
+			st, err := enginestore.New(ts.store).NodeStates(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +156,7 @@ func TestFollowerNodeActions(t *testing.T) {
 			}
 		})
 	}
-	if st, _ := ts.store.NodeStates(ctx); len(st.Faults) != 0 {
+	if st, _ := enginestore.New(ts.store).NodeStates(ctx); len(st.Faults) != 0 {
 		t.Errorf("faults left in the store: %+v", st.Faults)
 	}
 	if log, err := ts.store.AuditLog(ctx, 1); err != nil || len(log) != 1 || log[0].Detail != "GPU box/1 reported XID 79" {

@@ -21,6 +21,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/web"
 )
@@ -249,7 +250,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.maxRetries < 0 {
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
-	eng, err := engine.New(engine.Config{Store: store, Scheduler: scheduler, Logger: log,
+	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, Logger: log,
 		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: f.halfLife})
 	if err != nil {
 		return err

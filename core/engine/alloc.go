@@ -34,17 +34,8 @@ type JobNoter interface {
 // ProfileStore is a Store that keeps measured profiles by model and batch
 // size across restarts (models.Store).
 type ProfileStore interface {
-	SaveCPUProfile(ctx context.Context, p LearnedProfile) error
-	CPUProfiles(ctx context.Context) ([]LearnedProfile, error)
-}
-
-// LearnedProfile is a profile measured by an agent's profiling phase.
-type LearnedProfile struct {
-	Model   string
-	Batch   int
-	Profile synergy.Profile
-	JobID   int64
-	At      time.Time
+	SaveCPUProfile(ctx context.Context, p synergy.LearnedProfile) error
+	CPUProfiles(ctx context.Context) ([]synergy.LearnedProfile, error)
 }
 
 // profileKey names a model at a batch size, and holds the profile the
@@ -278,7 +269,7 @@ func (e *Engine) learnProfiles(ctx context.Context, now time.Time) {
 		text string
 	}
 	var notes []note
-	var learned []LearnedProfile
+	var learned []synergy.LearnedProfile
 	for _, n := range e.Nodes() {
 		ur, ok := n.(UsageReporter)
 		if !ok {
@@ -301,7 +292,7 @@ func (e *Engine) learnProfiles(ctx context.Context, now time.Time) {
 				if p.Validate() == nil && len(p.CPU) > 0 {
 					e.alloc.history.Record(key.model, key.batch, p)
 					e.alloc.learned[u.JobID] = true
-					learned = append(learned, LearnedProfile{Model: key.model, Batch: key.batch, Profile: p, JobID: u.JobID, At: now})
+					learned = append(learned, synergy.LearnedProfile{Model: key.model, Batch: key.batch, Profile: p, JobID: u.JobID, At: now})
 					e.cfg.Logger.Info("CPU profile learned", "job", u.JobID, "model", key.model, "batch", key.batch, "points", len(u.Profile))
 				}
 			}

@@ -22,7 +22,7 @@ func TestEngineDeclaredProfileBeatsHistoryAndCatalogue(t *testing.T) {
 	t.Run("declared beats history, no profiling", func(t *testing.T) {
 		store := &notingStore{memStore: newMemStore(
 			Job{ID: 1, GPUs: 2, Model: "resnet50", BatchSize: 64, SimDuration: 100, SubmittedAt: t0, CPUProfile: declared},
-		), notes: map[int64][]string{}, profiles: []LearnedProfile{{Model: "resnet50", Batch: 64, Profile: learned}}}
+		), notes: map[int64][]string{}, profiles: []synergy.LearnedProfile{{Model: "resnet50", Batch: 64, Profile: learned}}}
 		n := &usageNode{fakeNode: newFakeNode("n0", 8), resized: map[int64]job.Resources{}}
 		e := newAllocEngine(t, store, sched.AllocProportional, n)
 		mustPass(t, e)

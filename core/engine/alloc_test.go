@@ -31,15 +31,17 @@ func (n *usageNode) Resize(_ context.Context, id int64, r job.Resources) error {
 type notingStore struct {
 	*memStore
 	notes    map[int64][]string
-	profiles []LearnedProfile
+	profiles []synergy.LearnedProfile
 }
 
-func (s *notingStore) SaveCPUProfile(_ context.Context, p LearnedProfile) error {
+func (s *notingStore) SaveCPUProfile(_ context.Context, p synergy.LearnedProfile) error {
 	s.profiles = append(s.profiles, p)
 	return nil
 }
 
-func (s *notingStore) CPUProfiles(context.Context) ([]LearnedProfile, error) { return s.profiles, nil }
+func (s *notingStore) CPUProfiles(context.Context) ([]synergy.LearnedProfile, error) {
+	return s.profiles, nil
+}
 
 func (s *notingStore) AddJobNote(_ context.Context, id int64, note string, _ time.Time) error {
 	s.notes[id] = append(s.notes[id], note)

@@ -82,7 +82,7 @@ type Store interface {
 	// estimate, without counting a failure: it outgrew its Salus lane. It
 	// applies rq.Outcome to the estimate the run started from and the
 	// job's stalls so far, and returns it (sharing.go).
-	MarkRequeued(ctx context.Context, ref job.RunRef, rq Requeue) (RequeueOutcome, error)
+	MarkRequeued(ctx context.Context, ref job.RunRef, rq job.Requeue) (job.RequeueOutcome, error)
 	// SetMeasuredMemory stores a sharing job's estimate as its run
 	// measured it, for its next run; it changes nothing else.
 	SetMeasuredMemory(ctx context.Context, id int64, est memest.Estimate) error

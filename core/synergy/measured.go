@@ -1,6 +1,10 @@
 package synergy
 
-import "github.com/gpuportal/gpuportal/core/job"
+import (
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+)
 
 // MeasuredCurve turns the steps of an agent's CPU profiling (quotas
 // ascending) into a CPU curve for a job with gpus GPUs: X in cores per
@@ -27,4 +31,15 @@ func MeasuredCurve(points []job.ProfilePoint, gpus int) Curve {
 		c = append(c, Point{X: float64(pt.CPUMilli) / 1000 / g, Speed: top})
 	}
 	return c
+}
+
+// LearnedProfile is a profile measured by an agent's profiling phase, of
+// Model at batch size Batch: the engine records it in a History, and a
+// store keeps it across restarts.
+type LearnedProfile struct {
+	Model   string
+	Batch   int
+	Profile Profile
+	JobID   int64
+	At      time.Time
 }
