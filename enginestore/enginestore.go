@@ -1,14 +1,20 @@
 // Package enginestore is the engine's store over the database: it turns
 // the rows of package models into the engine's jobs, teams and machine
-// states, so that neither the engine imports models (and the database)
-// nor models the engine. Everything else the engine asks of its store
+// states, and typed placements into the stored "node:index" strings and
+// back, so that neither the engine imports models (and the database) nor
+// models the engine. Everything else the engine asks of its store
 // models.Store answers in core types, and Store passes it through.
 package enginestore
 
 import (
 	"context"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -49,7 +55,7 @@ func engineJob(j models.Job) engine.Job {
 	ej := engine.Job{
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
 		Command: j.Command, SimDuration: j.SimDuration, State: j.State, Run: j.Run,
-		SubmittedAt: j.SubmittedAt, Placement: j.Placement, LastStartAt: j.LastStartAt,
+		SubmittedAt: j.SubmittedAt, Placement: parsePlacement(j.Placement), LastStartAt: j.LastStartAt,
 		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
 		Model: j.Model, Queue: j.QueueState(),
 		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
@@ -60,6 +66,49 @@ func engineJob(j models.Job) engine.Job {
 	// submitted) leaves the job to history and the catalogue.
 	ej.CPUProfile, _ = j.DeclaredProfile()
 	return ej
+}
+
+// MarkStarted records a new run of a waiting job on placement and
+// returns its number.
+func (s Store) MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
+	return s.Store.MarkStarted(ctx, id, formatPlacement(placement), now)
+}
+
+// MarkResumed puts a job that waits again back to running as its last
+// run ref, on placement.
+func (s Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error {
+	return s.Store.MarkResumed(ctx, ref, formatPlacement(placement), reason, now)
+}
+
+// formatPlacement is a placement as the store keeps it: "node:index" per
+// GPU.
+func formatPlacement(p []sched.GPURef) []string {
+	out := make([]string, len(p))
+	for i, g := range p {
+		out[i] = g.String()
+	}
+	return out
+}
+
+// parsePlacement reads a stored placement back, leaving out what does
+// not parse; none is nil.
+func parsePlacement(p []string) []sched.GPURef {
+	if len(p) == 0 {
+		return nil
+	}
+	out := make([]sched.GPURef, 0, len(p))
+	for _, s := range p {
+		i := strings.LastIndexByte(s, ':')
+		if i < 0 {
+			continue
+		}
+		idx, err := strconv.Atoi(s[i+1:])
+		if err != nil {
+			continue
+		}
+		out = append(out, sched.GPURef{Node: s[:i], Index: idx})
+	}
+	return out
 }
 
 // EngineTeams returns every team's share, caps and saved usage.

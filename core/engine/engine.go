@@ -33,7 +33,7 @@ type Job struct {
 	State           job.State
 	Run             int64 // the current or last run's number (job.RunRef)
 	SubmittedAt     time.Time
-	Placement       []string // "node:index" per GPU while running
+	Placement       []sched.GPURef // the GPUs held while running
 	LastStartAt     *time.Time
 	ExecutedS       float64
 	AttainedService float64
@@ -64,14 +64,14 @@ type Store interface {
 	UnfinishedEngineJobs(ctx context.Context) ([]Job, error)
 	// MarkStarted records a new run of a waiting job on placement and
 	// returns its number.
-	MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) (run int64, err error)
+	MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (run int64, err error)
 	// MarkStopped records how run ref ended; for a run that is not the
 	// job's current one it changes nothing and returns an error wrapping
 	// job.ErrConflict, as the other changes of a run do.
 	MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, now time.Time) error
 	// MarkResumed puts a job that waits again back to running as its last
 	// run ref, which its machine came back still running.
-	MarkResumed(ctx context.Context, ref job.RunRef, placement []string, reason string, now time.Time) error
+	MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -140,7 +139,7 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 		}
 		if j.State == job.Running {
 			sj.State = sched.Running
-			sj.Placement = parsePlacement(j.Placement)
+			sj.Placement = slices.Clone(j.Placement)
 			if j.LastStartAt != nil {
 				ran := now.Sub(*j.LastStartAt).Seconds()
 				sj.ExecutedS += ran
@@ -171,7 +170,6 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 	}
 	var order []string
 	perNode := make(map[string][]int)
-	placement := make([]string, 0, len(gpus))
 	for _, g := range gpus {
 		if e.node(g.Node) == nil {
 			e.cfg.Logger.Error("scheduler placed a job on an unknown node", "job", j.ID, "node", g.Node)
@@ -181,9 +179,8 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			order = append(order, g.Node)
 		}
 		perNode[g.Node] = append(perNode[g.Node], g.Index)
-		placement = append(placement, g.Node+":"+strconv.Itoa(g.Index))
 	}
-	id, err := e.cfg.Store.MarkStarted(ctx, j.ID, placement, now)
+	id, err := e.cfg.Store.MarkStarted(ctx, j.ID, slices.Clone(gpus), now)
 	if err != nil {
 		e.cfg.Logger.Error("record job start", "job", j.ID, "err", err)
 		return
@@ -231,7 +228,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		}
 		r.parts[name] = true
 	}
-	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", placement)
+	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", gpuNames(gpus))
 }
 
 // afterStarts returns the snapshot's jobs as they stand once the pass's
@@ -304,26 +301,19 @@ func simMemory(j Job) gpu.SimMemory {
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-func placementNode(p []string) string {
+// placementNode is the machine a placement starts on; "" for none.
+func placementNode(p []sched.GPURef) string {
 	if len(p) == 0 {
 		return ""
 	}
-	node, _, _ := strings.Cut(p[0], ":")
-	return node
+	return p[0].Node
 }
 
-func parsePlacement(p []string) []sched.GPURef {
-	out := make([]sched.GPURef, 0, len(p))
-	for _, s := range p {
-		i := strings.LastIndexByte(s, ':')
-		if i < 0 {
-			continue
-		}
-		idx, err := strconv.Atoi(s[i+1:])
-		if err != nil {
-			continue
-		}
-		out = append(out, sched.GPURef{Node: s[:i], Index: idx})
+// gpuNames formats a placement as "node:index" per GPU.
+func gpuNames(p []sched.GPURef) []string {
+	out := make([]string, len(p))
+	for i, g := range p {
+		out[i] = g.String()
 	}
 	return out
 }

@@ -208,7 +208,7 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 		switch {
 		case known && j.State == job.Running && j.Run == r.id:
 			nodes := make(map[string]bool)
-			for _, p := range parsePlacement(j.Placement) {
+			for _, p := range j.Placement {
 				nodes[p.Node] = true
 			}
 			for _, name := range sortedParts(r) {
@@ -259,7 +259,7 @@ func (e *Engine) strayPart(id int64, r *run, node, why string) {
 
 // resumable returns the placement of an adopted run that can take its
 // requeued job back: all of it runs on one machine that reported its GPUs.
-func (e *Engine) resumable(j Job, r *run) ([]string, bool) {
+func (e *Engine) resumable(j Job, r *run) ([]sched.GPURef, bool) {
 	if len(r.parts) != 1 {
 		return nil, false
 	}
@@ -275,9 +275,9 @@ func (e *Engine) resumable(j Job, r *run) ([]string, bool) {
 	if len(gpus) != j.GPUs || j.GPUs == 0 {
 		return nil, false
 	}
-	placement := make([]string, len(gpus))
+	placement := make([]sched.GPURef, len(gpus))
 	for i, g := range gpus {
-		placement[i] = fmt.Sprintf("%s:%d", node, g)
+		placement[i] = sched.GPURef{Node: node, Index: g}
 	}
 	return placement, true
 }
@@ -317,7 +317,7 @@ func (e *Engine) strayGPU(node string, index int) bool {
 func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID map[int64]Job) ([]sched.Start, []sched.Wait) {
 	held := make(map[sched.GPURef]int64)
 	hold := func(id int64) {
-		for _, g := range parsePlacement(byID[id].Placement) {
+		for _, g := range byID[id].Placement {
 			held[g] = id
 		}
 	}

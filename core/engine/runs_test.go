@@ -42,7 +42,7 @@ func TestMachineBackWithAReplacedRun(t *testing.T) {
 	clock.t = clock.t.Add(31 * time.Second) // past LostAfter
 	mustPass(t, e)                          // requeued
 	mustPass(t, e)                          // started on a2
-	if store.jobs[1].Run != 2 || store.jobs[1].Placement[0] != "a2:0" {
+	if store.jobs[1].Run != 2 || store.jobs[1].Placement[0] != (sched.GPURef{Node: "a2", Index: 0}) {
 		t.Fatalf("job 1: run %d on %v, want run 2 on a2", store.jobs[1].Run, store.jobs[1].Placement)
 	}
 
@@ -137,7 +137,7 @@ func TestPreemptorWaitsForTheVictim(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Minute)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 1)
