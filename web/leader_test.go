@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	agenthub "github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -41,7 +42,7 @@ func TestRoleShows(t *testing.T) {
 	}
 	var leading atomic.Bool
 	srv, err := New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
-		Agents: AgentConfig{Token: "agent-secret"}, Leader: leading.Load})
+		Agents: agenthub.New(agenthub.Config{Token: "agent-secret"}, eng, quiet), Leader: leading.Load})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package web
+package hub
 
 import (
 	"context"
@@ -82,10 +82,10 @@ func (r *fakeRegistry) history() []string {
 const testAgentToken = "agent-secret"
 
 // startHub serves an agent hub with a short heartbeat timeout.
-func startHub(t *testing.T, tlsServer bool) (*agentHub, *httptest.Server, *fakeRegistry) {
+func startHub(t *testing.T, tlsServer bool) (*Hub, *httptest.Server, *fakeRegistry) {
 	t.Helper()
 	reg := newFakeRegistry()
-	hub := newAgentHub(AgentConfig{
+	hub := New(Config{
 		Token: testAgentToken, HeartbeatTimeout: 600 * time.Millisecond, Dir: t.TempDir(), AckTimeout: 5 * time.Second,
 	}, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var srv *httptest.Server
@@ -159,7 +159,7 @@ func nextExit(t *testing.T, reg *fakeRegistry) job.Exit {
 
 func TestAgentEndpointChecksTheToken(t *testing.T) {
 	_, srv, reg := startHub(t, false)
-	off := httptest.NewServer(newAgentHub(AgentConfig{}, reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	off := httptest.NewServer(New(Config{}, reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer off.Close()
 	tests := []struct {
 		name   string
