@@ -243,6 +243,11 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/nodes/:name/drain", func(*testing.T) string { return "/api/v1/nodes/none/drain" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/resume", func(*testing.T) string { return "/api/v1/nodes/none/resume" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/cordon", func(*testing.T) string { return "/api/v1/nodes/none/cordon" }, nil, access{401, 403, 403, 403, 404}},
+		{"GET /api/v1/join-tokens", nil, nil, access{401, 403, 403, 403, 200}},
+		{"POST /api/v1/join-tokens", nil, func() string { return `{"name":"rack"}` }, access{401, 403, 403, 403, 201}},
+		{"DELETE /api/v1/join-tokens/:id", func(*testing.T) string { return "/api/v1/join-tokens/999" }, nil, access{401, 403, 403, 403, 404}},
+		{"GET /api/v1/machines", nil, nil, access{401, 403, 403, 403, 200}},
+		{"DELETE /api/v1/machines/:name", func(*testing.T) string { return "/api/v1/machines/none" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/uncordon", func(*testing.T) string { return "/api/v1/nodes/none/uncordon" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/gpus/:index/clear", func(*testing.T) string { return "/api/v1/nodes/none/gpus/0/clear" }, nil, access{401, 403, 403, 403, 404}},
 		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet

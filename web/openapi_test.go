@@ -105,6 +105,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"JobResources":   reflect.TypeOf(api.JobResources{}),
 		"Allocation":     reflect.TypeOf(api.Allocation{}),
 		"CPUProfile":     reflect.TypeOf(api.CPUProfile{}),
+		"JoinToken":      reflect.TypeOf(api.JoinToken{}),
+		"NewJoinToken":   reflect.TypeOf(api.NewJoinToken{}),
+		"Machine":        reflect.TypeOf(api.Machine{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,6 +29,8 @@ import (
 )
 
 type serveFlags struct {
+	runAs            string   // the built-in agents' jobs run as this user
+	passEnv          []string // --pass-env for the built-in agents
 	addr, data, db   string
 	dev, demo        bool
 	devToken         string
@@ -81,6 +84,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
+	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as (default: this server's user; when it is root, nobody, unless --run-as root)")
+	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
@@ -92,6 +97,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	pass, err := parsePassEnv(*passEnv)
+	if err != nil {
+		return f, fmt.Errorf("serve: %w", err)
+	}
+	f.passEnv = pass
 	if err := f.gate.check("serve"); err != nil {
 		return f, err
 	}
@@ -353,8 +363,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // startLocalAgents connects the built-in agents' simulated machines
-// (serve --dev) to the engine, which runs.
+// (serve --dev) to the engine, which runs. Their command jobs never run
+// as root unless --run-as root says so: a server that runs as root runs
+// them as nobody.
 func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng *engine.Engine, work *leaderWork, log *slog.Logger) error {
+	if f.runAs == "" && os.Geteuid() == 0 {
+		f.runAs = "nobody"
+		log.Warn("serve runs as root: the built-in agents run command jobs as nobody (pass --run-as USER to choose, or --run-as root to allow root)")
+	}
+	if f.runAs != "" && f.runAs != "root" {
+		// The jobs' user passes through the data folder to its own job's.
+		for _, dir := range []string{f.data, filepath.Join(f.data, "agents")} {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return fmt.Errorf("data folder: %w", err)
+			}
+			if fi, err := os.Stat(dir); err == nil {
+				if err := os.Chmod(dir, fi.Mode().Perm()|0o001); err != nil {
+					return fmt.Errorf("let %s pass through %s: %w", f.runAs, dir, err)
+				}
+			}
+		}
+	}
 	for i := range cluster.nodes {
 		name := fmt.Sprintf("node-%d", i)
 		a, err := agent.New(agent.Config{
@@ -363,8 +392,10 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 			WorkDir: filepath.Join(f.data, "agents", name),
 			Grace:   f.grace,
 			CPUs:    8 * cluster.gpus, MemMiB: int64(cluster.gpus) * 128 * 1024,
-			Logger: log.With("node", name),
-			Gate:   f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
+			Logger:  log.With("node", name),
+			Gate:    f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
+			RunAs:   f.runAs,
+			PassEnv: f.passEnv,
 		}, eng.Exits())
 		if err != nil {
 			return err

@@ -62,6 +62,10 @@ type Config struct {
 	// default /proc.
 	MonitorOnly bool
 	ProcDir     string
+	// PassEnv names variables of the agent's environment that jobs get
+	// besides the minimal environment (KeptEnv); nothing else of the
+	// agent's environment reaches a job (agent --pass-env).
+	PassEnv []string
 	// Watchdog, when set, is told the process group of every command job,
 	// so that it stops them if this agent freezes or dies (watchdog.go).
 	Watchdog *WatchdogLink
@@ -121,9 +125,25 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, "jobs"), 0o750); err != nil {
 		return nil, fmt.Errorf("agent %s: work dir: %w", cfg.Name, err)
 	}
+	if err := CheckPassEnv(cfg.PassEnv); err != nil {
+		return nil, fmt.Errorf("agent %s: pass-env: %w", cfg.Name, err)
+	}
 	ra, err := lookupRunAs(cfg.RunAs, os.Geteuid())
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Name, err)
+	}
+	if ra != nil && ra.cred != nil {
+		// The job's user must reach its own folder, WORK/jobs/ID, and no
+		// other: the folders above it may be passed through, not listed.
+		for _, dir := range []string{cfg.WorkDir, filepath.Join(cfg.WorkDir, "jobs")} {
+			if err := os.Chmod(dir, 0o711); err != nil {
+				return nil, fmt.Errorf("agent %s: let %s reach its jobs' folders: %w", cfg.Name, ra.name, err)
+			}
+		}
+		if dir := unreachable(cfg.WorkDir); dir != "" {
+			cfg.Logger.Warn("the user jobs run as cannot reach the work folder: command jobs will fail; let others pass through it (chmod o+x) or choose another work folder",
+				"user", ra.name, "folder", dir)
+		}
 	}
 	a := &Local{
 		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid,
@@ -377,4 +397,17 @@ func (a *Local) Shutdown(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// unreachable returns the first folder above dir (dir included) that
+// others may not pass through, "" when there is none.
+func unreachable(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
 }

@@ -17,24 +17,32 @@ import (
 )
 
 func TestJobEnv(t *testing.T) {
-	base := []string{"PATH=/bin", "HOME=/root", "USER=root", "GPUPORTAL_AGENT_TOKEN=secret", "CUDA_VISIBLE_DEVICES=7", "GPUPORTAL_JOB_ID=99"}
-	spec := job.Spec{JobID: 5, GPUs: []int{2, 0}}
+	base := []string{"PATH=/bin", "HOME=/root", "USER=root", "LANG=C.UTF-8", "LC_ALL=C", "GPUPORTAL_AGENT_TOKEN=secret", "CUDA_VISIBLE_DEVICES=7",
+		"GPUPORTAL_JOB_ID=99", "AWS_SECRET_ACCESS_KEY=k", "PGPASSWORD=p", "LD_LIBRARY_PATH=/usr/local/cuda/lib64"}
+	spec := job.Spec{JobID: 5, Run: 2, GPUs: []int{2, 0}}
+	secrets := []string{"GPUPORTAL_AGENT_TOKEN=secret", "AWS_SECRET_ACCESS_KEY=k", "PGPASSWORD=p"}
 	tests := []struct {
 		name    string
+		base    []string
 		ra      *runAs
+		pass    []string
 		want    []string
 		wantNot []string
 	}{
-		{"own user keeps its identity", nil,
-			[]string{"PATH=/bin", "HOME=/root", "USER=root", "CUDA_VISIBLE_DEVICES=2,0", "GPUPORTAL_JOB_ID=5", "GPUPORTAL_CHECKPOINT_DIR=/w/jobs/5/checkpoint"},
-			[]string{"GPUPORTAL_AGENT_TOKEN=secret", "CUDA_VISIBLE_DEVICES=7", "GPUPORTAL_JOB_ID=99"}},
-		{"another user gets its own identity", &runAs{name: "alice", home: "/home/alice"},
+		{"own user keeps its identity, the minimal environment and nothing else", base, nil, nil,
+			[]string{"PATH=/bin", "HOME=/root", "USER=root", "LANG=C.UTF-8", "LC_ALL=C", "CUDA_VISIBLE_DEVICES=2,0", "GPUPORTAL_JOB_ID=5",
+				"GPUPORTAL_RUN=2", "GPUPORTAL_CHECKPOINT_DIR=/w/jobs/5/checkpoint"},
+			append([]string{"CUDA_VISIBLE_DEVICES=7", "GPUPORTAL_JOB_ID=99", "LD_LIBRARY_PATH=/usr/local/cuda/lib64"}, secrets...)},
+		{"another user gets its own identity", base, &runAs{name: "alice", home: "/home/alice"}, nil,
 			[]string{"PATH=/bin", "HOME=/home/alice", "USER=alice", "LOGNAME=alice", "GPUPORTAL_JOB_ID=5"},
-			[]string{"HOME=/root", "USER=root", "GPUPORTAL_AGENT_TOKEN=secret"}},
+			append([]string{"HOME=/root", "USER=root"}, secrets...)},
+		{"the operator passes named variables through", base, nil, []string{"LD_LIBRARY_PATH"},
+			[]string{"LD_LIBRARY_PATH=/usr/local/cuda/lib64"}, secrets},
+		{"no PATH: a default one", []string{"HOME=/root"}, nil, nil, []string{"PATH=" + DefaultPath}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env := jobEnv(base, spec, "/w/jobs/5/checkpoint", tc.ra)
+			env := jobEnv(tc.base, spec, "/w/jobs/5/checkpoint", tc.ra, tc.pass)
 			for _, w := range tc.want {
 				if !slices.Contains(env, w) {
 					t.Errorf("env lacks %q: %v", w, env)
@@ -46,6 +54,24 @@ func TestJobEnv(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCheckPassEnv(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"LD_LIBRARY_PATH", "NCCL_DEBUG"}, ""},
+		{[]string{"1BAD"}, "not a variable name"},
+		{[]string{"A=B"}, "not a variable name"},
+		{[]string{"GPUPORTAL_AGENT_TOKEN"}, "set by the agent"},
+		{[]string{"CUDA_VISIBLE_DEVICES"}, "set by the agent"},
+	} {
+		err := CheckPassEnv(tc.names)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckPassEnv(%q) = %v, want %q", tc.names, err, tc.want)
+		}
 	}
 }
 
