@@ -77,7 +77,7 @@ type Job struct {
 	RetryAt         *time.Time // a failed job waits until then
 	// RequeueStalls counts a sharing job's requeues in a row for
 	// outgrowing its lane that brought no larger estimate
-	// (engine.Requeue.Outcome); from engine.MaxRequeueStalls on, the job
+	// (job.Requeue.Outcome); from job.MaxRequeueStalls on, the job
 	// is held (Held).
 	RequeueStalls int
 	// FirstEstimate is the first estimate of the job's start: kept to

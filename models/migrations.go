@@ -276,7 +276,7 @@ func runsTable(tx *gorm.DB) error {
 
 // v9Job holds the column step 9 adds to jobs: a sharing job's requeues in
 // a row for outgrowing its lane that brought no larger estimate, which
-// back it off and, past a bound, hold it (engine.Requeue).
+// back it off and, past a bound, hold it (job.Requeue).
 type v9Job struct {
 	RequeueStalls int `gorm:"default:0"`
 }

@@ -89,14 +89,14 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 func (s *Server) authenticate(c echo.Context, name, password string) (*models.User, error) {
 	now := s.cfg.Now()
 	keys := []string{"ip:" + c.RealIP(), "user:" + strings.ToLower(name)}
-	if blocked, wait := s.logins.blocked(now, keys...); blocked {
+	if blocked, wait := s.logins.Blocked(now, keys...); blocked {
 		s.cfg.Logger.Warn("login refused: too many failures", "user", name, "from", c.RealIP())
 		return nil, echo.NewHTTPError(http.StatusTooManyRequests,
 			fmt.Sprintf("Too many failed logins; try again in %s.", wait.Round(time.Second)))
 	}
 	u, err := s.cfg.Store.Authenticate(c.Request().Context(), name, password)
 	if errors.Is(err, models.ErrBadCredentials) {
-		s.logins.fail(now, keys...)
+		s.logins.Fail(now, keys...)
 		s.cfg.Logger.Info("login failed", "user", name, "from", c.RealIP())
 		return nil, echo.NewHTTPError(http.StatusUnauthorized, "Wrong user name or password.")
 	}

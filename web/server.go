@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/ratelimit"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/static"
@@ -40,8 +41,9 @@ type Config struct {
 	// log or around the login limit.
 	TrustedProxies []*net.IPNet
 	Now            func() time.Time
-	// Agents sets up the endpoint where remote node agents connect.
-	Agents AgentConfig
+	// Agents is where remote node agents connect (core/agent/hub.Hub),
+	// mounted at wire.Path on the leader; nil: remote agents are off.
+	Agents Agents
 	// Leader reports whether this replica schedules (see leader.go); nil
 	// means it always does, as a lone server does.
 	Leader func() bool
@@ -51,9 +53,19 @@ type Config struct {
 type Server struct {
 	cfg    Config
 	echo   *echo.Echo
-	logins *limiter // failed logins
-	hub    *hub     // websocket clients
-	agents *agentHub
+	logins *ratelimit.Limiter // failed logins
+	hub    *hub               // websocket clients
+}
+
+// Agents is the endpoint where remote node agents connect, with what
+// /metrics says of them. core/agent/hub.Hub implements it.
+type Agents interface {
+	http.Handler
+	// Heartbeats counts the heartbeats received from agents.
+	Heartbeats() int64
+	// HeartbeatAges says, per machine run by a remote agent, how long ago
+	// its agent's last heartbeat came.
+	HeartbeatAges(now time.Time) map[string]time.Duration
 }
 
 // sessionTTL is how long a login lasts.
@@ -73,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: ratelimit.New(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
@@ -98,8 +110,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.StaticFS("/static", static.FS)
-	s.agents = newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)
-	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents)))
+	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
 	v1 := e.Group("/api/v1")

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // agentTokenEnv holds the agent token when --token is not given: unlike a
@@ -241,7 +242,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}()
 	}
 
-	exits := make(chan agent.Exit, 64)
+	exits := make(chan job.Exit, 64)
 	var locals []*agent.Local
 	gpus := 0
 	for _, m := range machines {

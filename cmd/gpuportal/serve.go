@@ -17,11 +17,13 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/web"
 )
@@ -259,7 +261,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.maxRetries < 0 {
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
-	eng, err := engine.New(engine.Config{Store: store, Scheduler: scheduler, Logger: log,
+	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, Logger: log,
 		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: f.halfLife})
 	if err != nil {
 		return err
@@ -313,10 +315,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
+		Machines: machineStore{store}}, eng, log)
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
-		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
-		Agents: web.AgentConfig{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
-			Machines: store}})
+		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader, Agents: agents})
 	if err != nil {
 		return err
 	}

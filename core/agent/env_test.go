@@ -19,7 +19,7 @@ import (
 func TestJobEnv(t *testing.T) {
 	base := []string{"PATH=/bin", "HOME=/root", "USER=root", "LANG=C.UTF-8", "LC_ALL=C", "GPUPORTAL_AGENT_TOKEN=secret", "CUDA_VISIBLE_DEVICES=7",
 		"GPUPORTAL_JOB_ID=99", "AWS_SECRET_ACCESS_KEY=k", "PGPASSWORD=p", "LD_LIBRARY_PATH=/usr/local/cuda/lib64"}
-	spec := Spec{JobID: 5, Run: 2, GPUs: []int{2, 0}}
+	spec := job.Spec{JobID: 5, Run: 2, GPUs: []int{2, 0}}
 	secrets := []string{"GPUPORTAL_AGENT_TOKEN=secret", "AWS_SECRET_ACCESS_KEY=k", "PGPASSWORD=p"}
 	tests := []struct {
 		name    string
@@ -132,7 +132,7 @@ func TestRootAgentRefusesCommandJobsUnlessAsked(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			exits := make(chan Exit, 1)
+			exits := make(chan job.Exit, 1)
 			a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 1, 1024), WorkDir: t.TempDir(), RunAs: tc.runAs, RefuseRoot: tc.refuseRoot}, exits)
 			if err != nil {
 				t.Skipf("run as %q: %v", tc.runAs, err) // not root here
@@ -141,7 +141,7 @@ func TestRootAgentRefusesCommandJobsUnlessAsked(t *testing.T) {
 			if a.runAs != nil {
 				a.runAs.cred = nil // and was root already
 			}
-			err = a.Start(context.Background(), Spec{JobID: 1, Command: tc.command, SimRemaining: time.Millisecond, GPUs: []int{0}})
+			err = a.Start(context.Background(), job.Spec{JobID: 1, Command: tc.command, SimRemaining: time.Millisecond, GPUs: []int{0}})
 			if got := errors.Is(err, ErrRootJobs); got != tc.wantRefuse {
 				t.Fatalf("Start: %v; want refused %v", err, tc.wantRefuse)
 			}
@@ -160,7 +160,7 @@ func TestRunAsAnotherUser(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	exits := make(chan Exit, 1)
+	exits := make(chan job.Exit, 1)
 	// nobody must reach its job folder: t.TempDir's parent is private.
 	dir, err := os.MkdirTemp("", "gpuportal-runas-")
 	if err != nil {
@@ -174,7 +174,7 @@ func TestRunAsAnotherUser(t *testing.T) {
 	}
 	_ = os.Chmod(filepath.Join(dir, "jobs"), 0o755)
 	cmd := []string{"sh", "-c", `id -u; echo $USER; touch "$GPUPORTAL_CHECKPOINT_DIR/ok"`}
-	if err := a.Start(context.Background(), Spec{JobID: 3, Command: cmd, GPUs: []int{0}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 3, Command: cmd, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	if ex := waitExit(t, exits); ex.ExitCode != 0 {
@@ -195,7 +195,7 @@ func TestCheckpointDirOutlivesRuns(t *testing.T) {
 	// Each run resumes from the step the last one saved.
 	cmd := []string{"sh", "-c", `f="$GPUPORTAL_CHECKPOINT_DIR/step"; s=$(cat "$f" 2>/dev/null || echo 0); s=$((s+1)); echo $s > "$f"; echo "run $s"`}
 	for range 3 {
-		if err := a.Start(context.Background(), Spec{JobID: 4, Command: cmd, GPUs: []int{0}}); err != nil {
+		if err := a.Start(context.Background(), job.Spec{JobID: 4, Command: cmd, GPUs: []int{0}}); err != nil {
 			t.Fatal(err)
 		}
 		if ex := waitExit(t, exits); ex.ExitCode != 0 {
@@ -274,7 +274,7 @@ func (b procBackend) Sample(now time.Time) []gpu.Sample {
 }
 
 func TestSampleCountsAJobsProcessesAsTheJob(t *testing.T) {
-	exits := make(chan Exit, 1)
+	exits := make(chan job.Exit, 1)
 	var a *Local
 	backend := procBackend{Sim: gpu.NewSim("n0", 1, 8192), procs: func() []gpu.ProcMem {
 		a.mu.Lock()
@@ -289,7 +289,7 @@ func TestSampleCountsAJobsProcessesAsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Start(context.Background(), Spec{JobID: 11, Command: []string{"sleep", "30"}, GPUs: []int{0}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 11, Command: []string{"sleep", "30"}, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	s := a.Sample(time.Now())[0]

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // startProcess runs the job's command in its own process group with
@@ -19,7 +21,7 @@ import (
 // variables) added, as the agent's RunAs user. The command is argv, never
 // a shell string. The process is killed if the agent dies, so no job
 // outlives the agent that tracks it.
-func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
+func (a *Local) startProcess(s job.Spec, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)
 	cmd.Dir = a.jobDir(s.JobID)
 	cmd.Stdout = log
@@ -74,7 +76,7 @@ func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func
 // environment (a cloud key, a database password, the agent's token) are
 // never a job's. It holds the job's GPUs, ID, run and checkpoint folder,
 // and the identity of the user it runs as (ra; nil: the agent's own).
-func jobEnv(base []string, s Spec, checkpointDir string, ra *runAs, pass []string) []string {
+func jobEnv(base []string, s job.Spec, checkpointDir string, ra *runAs, pass []string) []string {
 	keep := func(name string) bool {
 		if strings.HasPrefix(name, "GPUPORTAL_") || name == "CUDA_VISIBLE_DEVICES" {
 			return false // the job's own come next

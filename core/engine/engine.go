@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/estimate"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -34,7 +33,7 @@ type Job struct {
 	State           job.State
 	Run             int64 // the current or last run's number (job.RunRef)
 	SubmittedAt     time.Time
-	Placement       []string // "node:index" per GPU while running
+	Placement       []sched.GPURef // the GPUs held while running
 	LastStartAt     *time.Time
 	ExecutedS       float64
 	AttainedService float64
@@ -65,14 +64,14 @@ type Store interface {
 	UnfinishedEngineJobs(ctx context.Context) ([]Job, error)
 	// MarkStarted records a new run of a waiting job on placement and
 	// returns its number.
-	MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) (run int64, err error)
+	MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (run int64, err error)
 	// MarkStopped records how run ref ended; for a run that is not the
 	// job's current one it changes nothing and returns an error wrapping
 	// job.ErrConflict, as the other changes of a run do.
 	MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, now time.Time) error
 	// MarkResumed puts a job that waits again back to running as its last
 	// run ref, which its machine came back still running.
-	MarkResumed(ctx context.Context, ref job.RunRef, placement []string, reason string, now time.Time) error
+	MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
@@ -83,7 +82,7 @@ type Store interface {
 	// estimate, without counting a failure: it outgrew its Salus lane. It
 	// applies rq.Outcome to the estimate the run started from and the
 	// job's stalls so far, and returns it (sharing.go).
-	MarkRequeued(ctx context.Context, ref job.RunRef, rq Requeue) (RequeueOutcome, error)
+	MarkRequeued(ctx context.Context, ref job.RunRef, rq job.Requeue) (job.RequeueOutcome, error)
 	// SetMeasuredMemory stores a sharing job's estimate as its run
 	// measured it, for its next run; it changes nothing else.
 	SetMeasuredMemory(ctx context.Context, id int64, est memest.Estimate) error
@@ -97,7 +96,7 @@ type Node interface {
 	Resources() (cpus int, memMiB int64)
 	// Start starts run s.Run of a job; Stop stops a run, and no other run
 	// of the job. Running lists the runs that have not exited.
-	Start(ctx context.Context, s agent.Spec) error
+	Start(ctx context.Context, s job.Spec) error
 	Stop(ctx context.Context, ref job.RunRef) error
 	Running() []job.RunRef
 	Sample(now time.Time) []gpu.Sample
@@ -134,7 +133,7 @@ type Config struct {
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.
 type Engine struct {
 	cfg   Config
-	exits chan agent.Exit
+	exits chan job.Exit
 	wake  chan struct{}
 	calls chan func(context.Context)
 
@@ -201,7 +200,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	return &Engine{
 		cfg:       cfg,
-		exits:     make(chan agent.Exit, 64),
+		exits:     make(chan job.Exit, 64),
 		wake:      make(chan struct{}, 1),
 		calls:     make(chan func(context.Context)),
 		nodes:     make(map[string]Node),
@@ -221,7 +220,7 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Scheduler() *sched.Scheduler { return e.cfg.Scheduler }
 
 // Exits is where agents report the end of job runs.
-func (e *Engine) Exits() chan<- agent.Exit { return e.exits }
+func (e *Engine) Exits() chan<- job.Exit { return e.exits }
 
 // AddNode connects a machine. Jobs it reports as running are adopted.
 func (e *Engine) AddNode(ctx context.Context, n Node) error {

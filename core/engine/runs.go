@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -32,7 +31,7 @@ import (
 //     processes have exited: a job the scheduler places on them starts in
 //     a later pass (deferStarts);
 //   - an exit is acknowledged to its agent only once the store has it
-//     (agent.Exit.Recorded); when the store fails, the engine keeps the
+//     (job.Exit.Recorded); when the store fails, the engine keeps the
 //     outcome and tries again every pass.
 
 // FenceBound is how long after the server lets go of a machine (its
@@ -68,7 +67,7 @@ type run struct {
 	// requeue is the larger estimate of a job that outgrew its lane.
 	requeue *memest.Estimate
 	// measured is a sharing job's estimate as the gate corrected it
-	// (agent.Exit.Measured), stored for its next run.
+	// (job.Exit.Measured), stored for its next run.
 	measured *memest.Estimate
 	// stopAsked is when the run was asked to stop, for the handover time.
 	stopAsked time.Time
@@ -118,7 +117,7 @@ func (e *Engine) partGone(ctx context.Context, id int64, r *run, node string, no
 	if len(r.parts) > 0 {
 		return
 	}
-	ex := agent.Exit{Node: node, JobID: id, Run: r.id, ExitCode: -1, Infra: true, At: now}
+	ex := job.Exit{Node: node, JobID: id, Run: r.id, ExitCode: -1, Infra: true, At: now}
 	e.tryRecord(ctx, &unrecorded{ex: ex, r: r, record: e.outcome(ex, r), since: now})
 }
 
@@ -140,7 +139,7 @@ type strayKey struct {
 
 // unrecorded is a run's outcome the store could not take yet.
 type unrecorded struct {
-	ex     agent.Exit
+	ex     job.Exit
 	r      *run
 	record func(context.Context) error
 	since  time.Time
@@ -277,7 +276,7 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 		switch {
 		case known && j.State == job.Running && j.Run == r.id:
 			nodes := make(map[string]bool)
-			for _, p := range parsePlacement(j.Placement) {
+			for _, p := range j.Placement {
 				nodes[p.Node] = true
 			}
 			for _, name := range sortedParts(r) {
@@ -328,7 +327,7 @@ func (e *Engine) strayPart(id int64, r *run, node, why string) {
 
 // resumable returns the placement of an adopted run that can take its
 // requeued job back: all of it runs on one machine that reported its GPUs.
-func (e *Engine) resumable(j Job, r *run) ([]string, bool) {
+func (e *Engine) resumable(j Job, r *run) ([]sched.GPURef, bool) {
 	if len(r.parts) != 1 {
 		return nil, false
 	}
@@ -344,9 +343,9 @@ func (e *Engine) resumable(j Job, r *run) ([]string, bool) {
 	if len(gpus) != j.GPUs || j.GPUs == 0 {
 		return nil, false
 	}
-	placement := make([]string, len(gpus))
+	placement := make([]sched.GPURef, len(gpus))
 	for i, g := range gpus {
-		placement[i] = fmt.Sprintf("%s:%d", node, g)
+		placement[i] = sched.GPURef{Node: node, Index: g}
 	}
 	return placement, true
 }
@@ -386,7 +385,7 @@ func (e *Engine) strayGPU(node string, index int) bool {
 func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID map[int64]Job) ([]sched.Start, []sched.Wait) {
 	held := make(map[sched.GPURef]int64)
 	hold := func(id int64) {
-		for _, g := range parsePlacement(byID[id].Placement) {
+		for _, g := range byID[id].Placement {
 			held[g] = id
 		}
 	}
@@ -422,7 +421,7 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 // handleExit records the end of one part of a run. The job ends when its
 // last part does; a part that fails stops the others. The exit of a run
 // that is not the job's current one changes nothing.
-func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
+func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	if _, ok := e.strays[strayKey{ex.Ref(), ex.Node}]; ok {
 		delete(e.strays, strayKey{ex.Ref(), ex.Node})
 		e.cfg.Logger.Info("a stray run ended", "job", ex.JobID, "run", ex.Run, "node", ex.Node)
@@ -487,7 +486,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 }
 
 // recorded tells the exit's agent that it may forget the exit.
-func recorded(ex agent.Exit) {
+func recorded(ex job.Exit) {
 	if ex.Recorded != nil {
 		ex.Recorded()
 	}
@@ -538,7 +537,7 @@ func (e *Engine) retryRecords(ctx context.Context) {
 
 // outcome decides, once, how the job of run r goes on after its last part
 // exited, and returns the store write that records it.
-func (e *Engine) outcome(ex agent.Exit, r *run) func(context.Context) error {
+func (e *Engine) outcome(ex job.Exit, r *run) func(context.Context) error {
 	ref := job.RunRef{Job: ex.JobID, Run: r.id}
 	to, code := r.stop, r.code
 	if r.requeue != nil && to == job.Queued {

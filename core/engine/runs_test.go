@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -44,7 +43,7 @@ func TestMachineBackWithAReplacedRun(t *testing.T) {
 	clock.t = clock.t.Add(31 * time.Second) // past LostAfter
 	mustPass(t, e)                          // requeued
 	mustPass(t, e)                          // started on a2
-	if store.jobs[1].Run != 2 || store.jobs[1].Placement[0] != "a2:0" {
+	if store.jobs[1].Run != 2 || store.jobs[1].Placement[0] != (sched.GPURef{Node: "a2", Index: 0}) {
 		t.Fatalf("job 1: run %d on %v, want run 2 on a2", store.jobs[1].Run, store.jobs[1].Placement)
 	}
 
@@ -67,7 +66,7 @@ func TestMachineBackWithAReplacedRun(t *testing.T) {
 		}
 	}
 	delete(a1.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "a1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+	e.handleExit(ctx, job.Exit{Node: "a1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
 	if store.state(1) != job.Running || store.jobs[1].Run != 2 {
 		t.Errorf("after the stray's exit, job 1: %s run %d, want running run 2", store.state(1), store.jobs[1].Run)
 	}
@@ -88,7 +87,7 @@ func TestStaleExitChangesNothing(t *testing.T) {
 	store.jobs[1].Run = 5 // as if the store had moved on
 	e.runs[1].id = 5
 	acked := false
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 4, ExitCode: 0, At: clock.t, Recorded: func() { acked = true }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 4, ExitCode: 0, At: clock.t, Recorded: func() { acked = true }})
 	if store.state(1) != job.Running {
 		t.Errorf("a stale exit changed job 1 to %s", store.state(1))
 	}
@@ -139,7 +138,7 @@ func TestPreemptorWaitsForTheVictim(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Minute)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 1)
@@ -160,7 +159,7 @@ func TestPreemptorWaitsForTheVictim(t *testing.T) {
 		t.Fatalf("job 2 started on a GPU job 1 still holds")
 	}
 	delete(n.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
 	mustPass(t, e)
 	if len(n.starts) != 1 || n.starts[0].JobID != 2 {
 		t.Fatalf("starts = %+v, want job 2 once job 1 exited", n.starts)
@@ -183,12 +182,12 @@ func TestExitAcknowledgedOnlyOnceStored(t *testing.T) {
 	store.fail = errors.New("disk full")
 	acks := 0
 	delete(n.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
 	if acks != 0 {
 		t.Fatal("exit acknowledged while the store refused it")
 	}
 	// Sent again (the agent reconnected): still not acknowledged.
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
 	clock.t = clock.t.Add(time.Second)
 	mustPass(t, e)
 	if acks != 0 || store.state(1) != job.Running || store.state(2) != job.Queued {
@@ -230,7 +229,7 @@ func TestLostPartOfAGang(t *testing.T) {
 				t.Fatalf("n1 stops = %v, want its part stopped at once", n1.stopRefs)
 			}
 			delete(n1.running, 1)
-			e.handleExit(ctx, agent.Exit{Node: "n1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+			e.handleExit(ctx, job.Exit{Node: "n1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
 			clock.t = clock.t.Add(5 * time.Second)
 			mustPass(t, e)
 			if store.state(1) != job.Running {
@@ -259,7 +258,7 @@ func TestLostPartOfAGang(t *testing.T) {
 func TestUnansweredStartWaitsForTheFence(t *testing.T) {
 	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
 	mute, other := newFakeNode("mute", 1), newFakeNode("other", 1)
-	mute.failAll, mute.startErr = true, fmt.Errorf("start: %w", agent.ErrDisconnected)
+	mute.failAll, mute.startErr = true, fmt.Errorf("start: %w", job.ErrDisconnected)
 	e, clock := newTestEngine(t, store, mute)
 	mustPass(t, e)
 	removeNode(t, e, "mute")
