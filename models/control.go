@@ -215,3 +215,17 @@ func (s *Store) usersByID(ctx context.Context, ids map[string]int64) (map[string
 	}
 	return out, nil
 }
+
+// AllAPITokens lists every user's unexpired API tokens, by user ID,
+// newest first: names and dates, never secrets.
+func (s *Store) AllAPITokens(ctx context.Context, now time.Time) (map[int64][]APIToken, error) {
+	var ts []APIToken
+	if err := s.db.WithContext(ctx).Where("expires_at > ?", now).Order("id DESC").Find(&ts).Error; err != nil {
+		return nil, fmt.Errorf("list API tokens: %w", err)
+	}
+	out := make(map[int64][]APIToken)
+	for _, t := range ts {
+		out[t.UserID] = append(out[t.UserID], t)
+	}
+	return out, nil
+}

@@ -130,16 +130,21 @@ func (ts *testServer) doAs(t *testing.T, role, session, method, target, body str
 		}
 	} else {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.AddCookie(&http.Cookie{Name: "gpuportal_csrf", Value: "csrf-test-token"})
-		req.Header.Set("X-CSRF-Token", "csrf-test-token")
 		if session != "" {
 			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: session})
+			req.Header.Set(csrfHeader, sessionCSRF(session))
+		} else {
+			req.AddCookie(&http.Cookie{Name: csrfCookie, Value: preSessionCSRF})
+			req.Header.Set(csrfHeader, preSessionCSRF)
 		}
 	}
 	rec := httptest.NewRecorder()
 	ts.Handler().ServeHTTP(rec, req)
 	return rec
 }
+
+// preSessionCSRF is the double-submit token of requests without a session.
+var preSessionCSRF = strings.Repeat("ab", 32)
 
 // access is the status each role gets, in the order of roles.
 type access [5]int
@@ -246,6 +251,13 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/join-tokens", nil, func() string { return `{"name":"rack"}` }, access{401, 403, 403, 403, 201}},
 		{"DELETE /api/v1/join-tokens/:id", func(*testing.T) string { return "/api/v1/join-tokens/999" }, nil, access{401, 403, 403, 403, 404}},
 		{"GET /api/v1/machines", nil, nil, access{401, 403, 403, 403, 200}},
+		{"GET /api/v1/users", nil, nil, access{401, 403, 403, 403, 200}},
+		{"GET /api/v1/users/:name/tokens", func(*testing.T) string { return "/api/v1/users/alice/tokens" }, nil, access{401, 403, 403, 403, 200}},
+		{"DELETE /api/v1/users/:name/tokens/:id", func(*testing.T) string { return "/api/v1/users/alice/tokens/999999" }, nil, access{401, 403, 403, 403, 404}},
+		// On a user that does not exist: the rules of the others need theirs.
+		{"POST /api/v1/users/:name/disable", func(*testing.T) string { return "/api/v1/users/nosuch/disable" }, nil, access{401, 403, 403, 403, 404}},
+		{"POST /api/v1/users/:name/enable", func(*testing.T) string { return "/api/v1/users/nosuch/enable" }, nil, access{401, 403, 403, 403, 404}},
+		{"DELETE /api/v1/users/:name", func(*testing.T) string { return "/api/v1/users/nosuch" }, nil, access{401, 403, 403, 403, 404}},
 		{"DELETE /api/v1/machines/:name", func(*testing.T) string { return "/api/v1/machines/none" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/uncordon", func(*testing.T) string { return "/api/v1/nodes/none/uncordon" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/gpus/:index/clear", func(*testing.T) string { return "/api/v1/nodes/none/gpus/0/clear" }, nil, access{401, 403, 403, 403, 404}},
@@ -302,31 +314,72 @@ func TestEveryRouteHasARule(t *testing.T) {
 	}
 }
 
-// TestCSRF refuses page forms without a matching token.
+// TestCSRF refuses page forms without the token of their session: none,
+// the pre-session token, or another session's.
 func TestCSRF(t *testing.T) {
 	ts := newTestServer(t)
-	req := httptest.NewRequest(http.MethodPost, "/jobs", strings.NewReader("name=x&gpus=1&kind=sim&duration_s=5"))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: ts.sessions["alice"]})
-	rec := httptest.NewRecorder()
-	ts.Handler().ServeHTTP(rec, req)
-	if rec.Code != http.StatusBadRequest && rec.Code != http.StatusForbidden {
-		t.Errorf("form without CSRF token: status %d, want 400 or 403", rec.Code)
+	tests := []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusForbidden},
+		{"a made-up token", strings.Repeat("0", 64), http.StatusForbidden},
+		{"another session's token", sessionCSRF(ts.sessions["bob"]), http.StatusForbidden},
+		{"the pre-session token", preSessionCSRF, http.StatusForbidden},
+		{"its own session's token", sessionCSRF(ts.sessions["alice"]), http.StatusSeeOther},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			form := "name=x&team=vision&gpus=1&kind=sim&duration_s=5"
+			if tc.token != "" {
+				form += "&_csrf=" + tc.token
+			}
+			req := httptest.NewRequest(http.MethodPost, "/jobs", strings.NewReader(form))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: ts.sessions["alice"]})
+			req.AddCookie(&http.Cookie{Name: csrfCookie, Value: preSessionCSRF})
+			rec := httptest.NewRecorder()
+			ts.Handler().ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Errorf("status %d, want %d; body %.200s", rec.Code, tc.want, rec.Body.String())
+			}
+		})
 	}
 }
 
-// TestLoginRateLimit answers 429 with a clear message after repeated failures.
-func TestLoginRateLimit(t *testing.T) {
+// TestLoginThrottle slows failures per (account, address): the address
+// that failed waits, another address logs in at once with the right
+// password, and the same address may try another account.
+func TestLoginThrottle(t *testing.T) {
 	ts := newTestServer(t)
-	var last *httptest.ResponseRecorder
-	for range loginFailures + 1 {
-		last = ts.do(t, "anonymous", http.MethodPost, "/login", "username=alice&password=wrong")
+	login := func(from, user, password string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(url.Values{
+			"username": {user}, "password": {password}, "_csrf": {preSessionCSRF}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: csrfCookie, Value: preSessionCSRF})
+		req.RemoteAddr = from + ":40000"
+		rec := httptest.NewRecorder()
+		ts.Handler().ServeHTTP(rec, req)
+		return rec
 	}
-	if last.Code != http.StatusTooManyRequests || !strings.Contains(last.Body.String(), "Too many failed logins") {
-		t.Errorf("after %d failures: status %d; body %.300s", loginFailures+1, last.Code, last.Body.String())
+	for i := range pairFree {
+		if rec := login("192.0.2.1", "admin", "wrong"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d", i+1, rec.Code)
+		}
 	}
-	// The right password is refused too while the limit holds.
-	if rec := ts.do(t, "anonymous", http.MethodPost, "/login", "username=alice&password=password1"); rec.Code != http.StatusTooManyRequests {
-		t.Errorf("right password during the lock-out: status %d", rec.Code)
+	if rec := login("192.0.2.1", "admin", "wrong"); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("failure %d: status %d, want 401 (it starts the delay)", pairFree+1, rec.Code)
+	}
+	rec := login("192.0.2.1", "admin", "password1")
+	if rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "Too many failed logins") || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("right password from the failing address during its delay: status %d, Retry-After %q; body %.300s",
+			rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+	}
+	if rec := login("192.0.2.2", "admin", "password1"); rec.Code != http.StatusSeeOther {
+		t.Errorf("right password from another address: status %d, want 303 (no lock-out from elsewhere)", rec.Code)
+	}
+	if rec := login("192.0.2.1", "alice", "password1"); rec.Code != http.StatusSeeOther {
+		t.Errorf("another account from the failing address: status %d, want 303", rec.Code)
 	}
 }

@@ -5,14 +5,6 @@ import (
 	"time"
 )
 
-// loginLimit bounds failed logins: at most loginFailures per key within
-// loginWindow, counted per client address and per user name, so that
-// neither one address nor many addresses can guess one password quickly.
-const (
-	loginFailures = 10
-	loginWindow   = 10 * time.Minute
-)
-
 // limiter counts recent failures per key.
 type limiter struct {
 	max    int

@@ -45,14 +45,22 @@ type Config struct {
 	// Leader reports whether this replica schedules (see leader.go); nil
 	// means it always does, as a lone server does.
 	Leader func() bool
+	// SocketRecheck is how often live connections' credentials and
+	// topics are checked again (sockets.go); default 2s.
+	SocketRecheck time.Duration
+	// SocketMaxAge is how long a live connection may last before the
+	// client must reconnect and authenticate again; default 1h.
+	SocketMaxAge time.Duration
+	// MaxSocketsPerUser caps one user's live connections; default 16.
+	MaxSocketsPerUser int
 }
 
 // Server serves the portal and the API.
 type Server struct {
 	cfg    Config
 	echo   *echo.Echo
-	logins *limiter // failed logins
-	hub    *hub     // websocket clients
+	logins *throttle // failed logins
+	hub    *hub      // websocket clients
 	agents *agentHub
 }
 
@@ -73,7 +81,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
+	if cfg.SocketRecheck <= 0 {
+		cfg.SocketRecheck = defaultSocketRecheck
+	}
+	if cfg.SocketMaxAge <= 0 {
+		cfg.SocketMaxAge = defaultSocketMaxAge
+	}
+	if cfg.MaxSocketsPerUser <= 0 {
+		cfg.MaxSocketsPerUser = defaultMaxSocketsPerUser
+	}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
@@ -132,6 +149,12 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/join-tokens", s.apiJoinTokens, requireAdmin)
 	authed.POST("/join-tokens", s.apiCreateJoinToken, requireAdmin)
 	authed.DELETE("/join-tokens/:id", s.apiRevokeJoinToken, requireAdmin)
+	authed.GET("/users", s.apiUsers, requireAdmin)
+	authed.GET("/users/:name/tokens", s.apiUserTokens, requireAdmin)
+	authed.DELETE("/users/:name/tokens/:id", s.apiRevokeUserToken, requireAdmin)
+	authed.POST("/users/:name/disable", s.apiAccountAction(disableAccount), requireAdmin)
+	authed.POST("/users/:name/enable", s.apiAccountAction(enableAccount), requireAdmin)
+	authed.DELETE("/users/:name", s.apiAccountAction(deleteAccount), requireAdmin)
 	authed.GET("/machines", s.apiMachines, requireAdmin)
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
@@ -140,14 +163,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
-	pages := e.Group("", middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "form:_csrf,header:X-CSRF-Token",
-		CookieName:     "gpuportal_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSecure:   cfg.SecureCookies,
-		CookieSameSite: http.SameSiteStrictMode,
-	}), s.loadSessionUser)
+	pages := e.Group("", s.csrf, s.loadSessionUser)
 	pages.GET("/login", s.loginPage)
 	pages.POST("/login", s.login)
 	in := pages.Group("", s.requireSessionUser)
