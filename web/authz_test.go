@@ -1,22 +1,28 @@
 package web
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
@@ -78,7 +84,8 @@ func newTestServer(t testing.TB) *testServer {
 	done := make(chan struct{})
 	go func() { _ = eng.Run(runCtx); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
-	ts.Server, err = New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet})
+	ts.Server, err = New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
+		SocketRecheck: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,5 +388,291 @@ func TestLoginThrottle(t *testing.T) {
 	}
 	if rec := login("192.0.2.1", "alice", "password1"); rec.Code != http.StatusSeeOther {
 		t.Errorf("another account from the failing address: status %d, want 303", rec.Code)
+	}
+}
+
+// credEvent is what happens to a live connection's user or credential
+// in TestTopicsFollowTheCredential.
+type credEvent struct {
+	name string
+	kind credKind // the credential it applies to; 0: both
+	// ends: the connection must close with closeCredentialEnded.
+	ends bool
+	// ttl of the credential; 0 is an hour.
+	ttl time.Duration
+	// do applies the event to user u (their credential is cred).
+	do func(t *testing.T, ts *testServer, u *models.User, cred string)
+	// after is the user as the event leaves them (team changes).
+	after func(u models.User) models.User
+}
+
+// TestTopicsFollowTheCredential is the live stream's part of the route x
+// role table: for each role, credential kind and credential state, a
+// connection subscribed to every topic the user may see keeps the topics
+// the user still may see and loses the others, or is closed.
+func TestTopicsFollowTheCredential(t *testing.T) {
+	ls := newLiveServer(t)
+	ctx := context.Background()
+	job := ls.newJob(t)       // alice's, team vision: it runs and updates every frame
+	t.Cleanup(feedFrames(ls)) // parallel subtests run after this function returns
+	adminAPI := func(t *testing.T, method, target string) {
+		t.Helper()
+		if rec := ls.do(t, "admin", method, target, ""); rec.Code >= 300 {
+			t.Fatalf("%s %s: %d %s", method, target, rec.Code, rec.Body.String())
+		}
+	}
+	moveTeam := func(u models.User) models.User {
+		switch {
+		case u.Role == models.RoleAdmin:
+			u.Role, u.Team = models.RoleResearcher, "nlp" // an admin demoted
+		case u.Team == "vision":
+			u.Team = "nlp"
+		default:
+			u.Team = "vision"
+		}
+		return u
+	}
+	events := []credEvent{
+		{name: "live"},
+		{name: "logged out", kind: credSession, ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			if rec := ts.doAs(t, u.Name, cred, http.MethodPost, "/logout", ""); rec.Code != http.StatusSeeOther {
+				t.Fatalf("logout: %d", rec.Code)
+			}
+		}},
+		{name: "token revoked", kind: credToken, ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			toks, err := ts.store.APITokens(ctx, u.ID, time.Now())
+			if err != nil || len(toks) != 1 {
+				t.Fatalf("tokens of %s: %v %v", u.Name, toks, err)
+			}
+			adminAPI(t, http.MethodDelete, fmt.Sprintf("/api/v1/users/%s/tokens/%d", u.Name, toks[0].ID))
+		}},
+		{name: "expired", ends: true, ttl: 1500 * time.Millisecond},
+		{name: "password reset", ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			if rec := ts.do(t, "admin", http.MethodPost, "/admin/reset-password", "name="+u.Name+"&password=another-password"); rec.Code != http.StatusOK {
+				t.Fatalf("reset: %d %.300s", rec.Code, rec.Body.String())
+			}
+		}},
+		{name: "disabled", ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			adminAPI(t, http.MethodPost, "/api/v1/users/"+u.Name+"/disable")
+		}},
+		{name: "deleted", ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			adminAPI(t, http.MethodDelete, "/api/v1/users/"+u.Name)
+		}},
+		// As `gpuportal admin set-role` does, in the store: the periodic
+		// check finds it.
+		{name: "team changed", after: moveTeam, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			v := moveTeam(*u)
+			if err := ts.store.SetRole(ctx, u.Name, v.Role, v.Team); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	roleOf := map[string]struct {
+		role models.Role
+		team string
+	}{"alice": {models.RoleResearcher, "vision"}, "bob": {models.RoleResearcher, "nlp"}, "lead": {models.RoleLead, "vision"}, "admin": {models.RoleAdmin, ""}}
+	topics := []string{topicGPUs, topicQueues, topicJCT, "gpu:" + ls.gpus[0].UUID, fmt.Sprintf("job:%d", job), "team:vision", "team:nlp"}
+	n := 0
+	for _, role := range []string{"alice", "bob", "lead", "admin"} {
+		for _, kind := range []credKind{credSession, credToken} {
+			for _, ev := range events {
+				if ev.kind != 0 && ev.kind != kind {
+					continue
+				}
+				n++
+				name := fmt.Sprintf("u%d", n)
+				t.Run(fmt.Sprintf("%s with a %s, %s", role, kind, ev.name), func(t *testing.T) {
+					t.Parallel()
+					r := roleOf[role]
+					u, err := ls.store.CreateUser(ctx, name, "password1", r.role, r.team)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ttl := cmp.Or(ev.ttl, time.Hour)
+					var cred string
+					hdr := http.Header{}
+					if kind == credSession {
+						cred, err = ls.store.CreateSession(ctx, u.ID, time.Now(), ttl)
+						hdr.Set("Cookie", sessionCookie+"="+cred)
+					} else {
+						cred, err = ls.store.CreateAPIToken(ctx, u.ID, "t", time.Now(), ttl)
+						hdr.Set("Authorization", "Bearer "+cred)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					var mine []string
+					for _, tp := range topics {
+						if ls.mayFollow(ctx, u, tp, map[int64]string{}) == nil {
+							mine = append(mine, tp)
+						}
+					}
+					conn, _, err := websocket.DefaultDialer.Dial(ls.url+"?topics="+strings.Join(mine, ","), hdr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer conn.Close()
+					st := newStream(conn)
+					for _, tp := range mine {
+						st.await(t, 5*time.Second, tp+" snapshot", func(m wsMsg) bool { return m.Topic == tp && m.Type == "snapshot" })
+					}
+					if ev.do != nil {
+						ev.do(t, ls.testServer, u, cred)
+					}
+					if ev.ends {
+						code := st.closed(t, 5*time.Second)
+						if code != closeCredentialEnded {
+							t.Errorf("closed with %d, want %d", code, closeCredentialEnded)
+						}
+						return
+					}
+					after := *u
+					if ev.after != nil {
+						after = ev.after(after)
+					}
+					var kept, lost []string
+					for _, tp := range mine {
+						if ls.mayFollow(ctx, &after, tp, map[int64]string{}) == nil {
+							kept = append(kept, tp)
+						} else {
+							lost = append(lost, tp)
+						}
+					}
+					for _, tp := range lost {
+						st.await(t, 5*time.Second, tp+" unsubscribed", func(m wsMsg) bool {
+							return m.Topic == tp && m.Type == "error" && strings.Contains(m.Error, "unsubscribed")
+						})
+					}
+					// From now on: updates of every kept topic that changes each
+					// frame, none of a lost one.
+					since := st.mark()
+					st.await(t, 5*time.Second, "gpus updates", func(m wsMsg) bool { return m.Topic == topicGPUs && m.Type == "update" })
+					if slices.Contains(kept, fmt.Sprintf("job:%d", job)) {
+						st.await(t, 5*time.Second, "job updates", func(m wsMsg) bool { return m.Topic == fmt.Sprintf("job:%d", job) && m.Type == "update" })
+					}
+					time.Sleep(time.Second)
+					for _, m := range st.from(since) {
+						if slices.Contains(lost, m.Topic) {
+							t.Errorf("after losing %s: %s message %.120s", m.Topic, m.Type, m.Data)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// feedFrames records a GPU sample of node-0 every 200ms, each unlike the
+// last, until the returned function is called.
+func feedFrames(ls *liveServer) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := int64(0); ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			at := time.Now()
+			ls.cfg.Telemetry.Record("node-0", []gpu.Sample{
+				{At: at, Index: 0, MemUsedMiB: 100 + i%500, MemMiB: 1024},
+				{At: at, Index: 1, MemUsedMiB: 200 + i%500, MemMiB: 1024},
+			})
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// stream reads a live connection in the background, keeping every
+// message and how the connection closed.
+type stream struct {
+	mu   sync.Mutex
+	msgs []wsMsg
+	code int // the close code, once closed
+	more chan struct{}
+	done chan struct{}
+}
+
+func newStream(c *websocket.Conn) *stream {
+	st := &stream{more: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(st.done)
+		for {
+			var m wsMsg
+			err := c.ReadJSON(&m)
+			st.mu.Lock()
+			if err != nil {
+				st.code = -1
+				var ce *websocket.CloseError
+				if errors.As(err, &ce) {
+					st.code = ce.Code
+				}
+				st.mu.Unlock()
+				return
+			}
+			st.msgs = append(st.msgs, m)
+			st.mu.Unlock()
+			select {
+			case st.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return st
+}
+
+// mark is where the messages read so far end.
+func (st *stream) mark() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.msgs)
+}
+
+// from returns the messages read since mark i.
+func (st *stream) from(i int) []wsMsg {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Clone(st.msgs[i:])
+}
+
+// await waits until a message read since await was called satisfies ok.
+func (st *stream) await(t *testing.T, timeout time.Duration, what string, ok func(wsMsg) bool) {
+	t.Helper()
+	seen := 0
+	deadline := time.After(timeout)
+	for {
+		for _, m := range st.from(seen) {
+			if ok(m) {
+				return
+			}
+			seen++
+		}
+		select {
+		case <-st.more:
+		case <-st.done:
+			if len(st.from(seen)) == 0 {
+				t.Fatalf("connection closed (code %d) waiting for %s", st.code, what)
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, timeout)
+		}
+	}
+}
+
+// closed waits for the connection to close and returns its close code.
+func (st *stream) closed(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-st.done:
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.code
+	case <-time.After(timeout):
+		t.Fatalf("still open %v later", timeout)
+		return 0
 	}
 }
