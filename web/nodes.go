@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -123,6 +124,8 @@ func (s *Server) apiJobLogs(c echo.Context) error {
 		return err
 	}
 	if c.QueryParam("download") == "1" {
+		// A whole output may take longer than an answer may (writeTimeout).
+		_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(downloadTimeout))
 		c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf("attachment; filename=job-%d.log", id))
 		return c.Stream(http.StatusOK, "text/plain; charset=utf-8", f)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -53,6 +54,9 @@ type Config struct {
 	SocketMaxAge time.Duration
 	// MaxSocketsPerUser caps one user's live connections; default 16.
 	MaxSocketsPerUser int
+	// MaxConnsPerAddr caps the connections one client address holds at
+	// once (LimitConnections); 0 is the default, 128; negative: no cap.
+	MaxConnsPerAddr int
 }
 
 // Server serves the portal and the API.
@@ -62,6 +66,8 @@ type Server struct {
 	logins *throttle // failed logins
 	hub    *hub      // websocket clients
 	agents *agentHub
+	// refusedConns counts connections closed for the per-address cap.
+	refusedConns atomic.Int64
 }
 
 // sessionTTL is how long a login lasts.
@@ -90,6 +96,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxSocketsPerUser <= 0 {
 		cfg.MaxSocketsPerUser = defaultMaxSocketsPerUser
 	}
+	if cfg.MaxConnsPerAddr == 0 {
+		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
+	}
 	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
@@ -104,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
-	e.Use(middleware.BodyLimit("1M"))
+	e.Use(limitBody)
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy: "same-origin",
@@ -113,6 +122,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/healthz", s.healthz)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
+	reg.MustRegister(limitMetrics(s)...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.StaticFS("/static", static.FS)
 	s.agents = newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)
