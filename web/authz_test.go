@@ -186,6 +186,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		want   access
 	}{
 		{"GET /healthz", nil, nil, public},
+		{"GET /readyz", nil, nil, public},
 		{"GET /metrics", nil, nil, public},
 		{"GET /static*", func(*testing.T) string { return "/static/portal.css" }, nil, public},
 		{"GET /login", nil, nil, access{200, 303, 303, 303, 303}},

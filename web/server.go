@@ -54,6 +54,9 @@ type Config struct {
 	SocketMaxAge time.Duration
 	// MaxSocketsPerUser caps one user's live connections; default 16.
 	MaxSocketsPerUser int
+	// DataDir is the folder of job output (and, with SQLite, the
+	// database): readiness checks that it takes a file. Empty: not checked.
+	DataDir string
 	// MaxConnsPerAddr caps the connections one client address holds at
 	// once (LimitConnections); 0 is the default, 128; negative: no cap.
 	MaxConnsPerAddr int
@@ -68,6 +71,7 @@ type Server struct {
 	agents *agentHub
 	// refusedConns counts connections closed for the per-address cap.
 	refusedConns atomic.Int64
+	readiness    readiness
 }
 
 // sessionTTL is how long a login lasts.
@@ -120,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 	}))
 
 	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	reg.MustRegister(limitMetrics(s)...)
@@ -219,13 +224,21 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the server as an http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// healthz says whether the server runs and reaches its database
+// (liveness), and whether it can save (readiness, as /readyz): a full
+// disk is not fixed by a restart, so it does not fail this check, but it
+// is told.
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "database unavailable"})
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "database unavailable", "ready": false})
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "role": s.role()})
+	out := map[string]any{"status": "ok", "role": s.role(), "ready": true}
+	if cause := s.ready(ctx); cause != "" {
+		out["ready"], out["cause"] = false, cause
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // logRequests logs each request with its status and duration. Query
@@ -256,7 +269,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	code, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
-	if errors.As(err, &he) {
+	if models.Unavailable(err) {
+		code, msg = http.StatusServiceUnavailable, cannotSave
+		c.Response().Header().Set("Retry-After", "60")
+	} else if errors.As(err, &he) {
 		code = he.Code
 		if m, ok := he.Message.(string); ok {
 			msg = m
@@ -265,7 +281,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	}
 	if code >= 500 {
-		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path,
+			"cause", models.Cause(err), "err", err)
 	}
 	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
 		_ = c.JSON(code, map[string]string{"error": msg})

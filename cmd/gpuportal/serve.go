@@ -314,7 +314,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
-		MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
+		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
 		Agents: web.AgentConfig{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
 			Machines: store}})
 	if err != nil {
