@@ -543,3 +543,71 @@ func TestRemoteOutputAfterTheAgentLeaves(t *testing.T) {
 		t.Error("the job page lacks the output once the agent is gone")
 	}
 }
+
+// TestDisabledAccount: an admin disables alice on the admin page; her
+// token and session stop at once, her waiting job is held saying why
+// (not lost), and enabling her releases it.
+func TestDisabledAccount(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--policy", "fifo")
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	aliceBrowser := newBrowser(t, srv.URL)
+	aliceBrowser.login("alice", "dev")
+	running := submit(t, alice, map[string]any{"name": "holds-the-gpu", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
+	alice.waitState(running, 30*time.Second, "running")
+	waiting := submit(t, alice, map[string]any{"name": "waits", "gpus": 1, "sim": map[string]any{"duration_s": 1}})
+
+	admin := newBrowser(t, srv.URL)
+	admin.login("admin", "dev")
+	st, _, page := admin.post("/admin/disable-user", url.Values{"_csrf": {admin.csrf("/admin")}, "name": {"alice"}})
+	if st != http.StatusOK || !strings.Contains(page, "alice is disabled") {
+		t.Fatalf("disable on the admin page: %d %.300s", st, page)
+	}
+	if st := alice.do(http.MethodGet, "/api/v1/me", nil, nil); st != http.StatusUnauthorized {
+		t.Errorf("alice's token after disable: %d, want 401", st)
+	}
+	if st, path := getFinal(aliceBrowser, "/jobs"); st != http.StatusOK || path != "/login" {
+		t.Errorf("alice's session after disable: %d at %s, want the login page", st, path)
+	}
+	if st, _, page := aliceBrowser.post("/login", url.Values{"_csrf": {aliceBrowser.csrf("/login")}, "username": {"alice"}, "password": {"dev"}}); st != http.StatusForbidden || !strings.Contains(page, "disabled") {
+		t.Errorf("alice logs in while disabled: %d %.200s", st, page)
+	}
+	adminAPI := newAPI(t, srv.URL, "admin", "dev")
+	var j struct {
+		State  string `json:"state"`
+		Reason string `json:"reason"`
+		Held   bool   `json:"held"`
+	}
+	adminAPI.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", waiting), nil, &j)
+	t.Logf("alice's waiting job once she is disabled: %+v", j)
+	if !j.Held || j.State != "queued" || !strings.Contains(j.Reason, "disabled by admin") {
+		t.Errorf("waiting job of a disabled user: %+v, want held, saying why", j)
+	}
+	// The GPU frees; the held job still does not start.
+	if st := adminAPI.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", running), nil, nil); st != http.StatusOK {
+		t.Fatalf("cancel the running job: %d", st)
+	}
+	time.Sleep(3 * time.Second)
+	adminAPI.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", waiting), nil, &j)
+	if j.State != "queued" {
+		t.Errorf("a held job is %s with a free GPU", j.State)
+	}
+	var change struct {
+		ReleasedJobs int `json:"released_jobs"`
+	}
+	if st := adminAPI.do(http.MethodPost, "/api/v1/users/alice/enable", nil, &change); st != http.StatusOK || change.ReleasedJobs != 1 {
+		t.Fatalf("enable: %d %+v", st, change)
+	}
+	adminAPI.waitState(waiting, 30*time.Second, "succeeded")
+}
+
+// getFinal fetches path following redirects and returns the status and
+// the final path.
+func getFinal(b *browser, path string) (int, string) {
+	b.t.Helper()
+	resp, err := b.c.Get(b.base + path)
+	if err != nil {
+		b.t.Fatalf("GET %s: %v", path, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Request.URL.Path
+}
