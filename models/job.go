@@ -80,6 +80,10 @@ type Job struct {
 	// (job.Requeue.Outcome); from job.MaxRequeueStalls on, the job
 	// is held (Held).
 	RequeueStalls int
+	// HoldReason, when set, holds the job while it waits, whatever its
+	// queue: its owner's account was disabled or deleted (accounts.go).
+	// It says why, for the job's page.
+	HoldReason string `gorm:"size:512"`
 	// FirstEstimate is the first estimate of the job's start: kept to
 	// measure how good the estimates are.
 	FirstEstimate *time.Time

@@ -37,7 +37,9 @@ func (s *Store) MarkRequeued(ctx context.Context, ref job.RunRef, rq job.Requeue
 
 // Held tells whether the job waits but is never scheduled: a sharing job
 // requeued job.MaxRequeueStalls times in a row for outgrowing its lane
-// without progress. Its Reason says why and what to do.
+// without progress, or a job whose owner's account is disabled
+// (HoldReason). Its Reason says why and what to do.
 func (j *Job) Held() bool {
-	return (j.State == JobQueued || j.State == JobPreempted) && j.RequeueStalls >= job.MaxRequeueStalls
+	return (j.State == JobQueued || j.State == JobPreempted) &&
+		(j.RequeueStalls >= job.MaxRequeueStalls || j.HoldReason != "")
 }

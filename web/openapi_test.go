@@ -108,6 +108,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"JoinToken":      reflect.TypeOf(api.JoinToken{}),
 		"NewJoinToken":   reflect.TypeOf(api.NewJoinToken{}),
 		"Machine":        reflect.TypeOf(api.Machine{}),
+		"User":           reflect.TypeOf(api.User{}),
+		"APIToken":       reflect.TypeOf(api.APIToken{}),
+		"AccountChange":  reflect.TypeOf(api.AccountChange{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

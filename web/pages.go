@@ -381,7 +381,7 @@ func (s *Server) cancelForm(c echo.Context) error {
 // such estimates have been.
 func (s *Server) describeEstimate(c echo.Context, j *models.Job, d *templates.JobDetail) error {
 	if j.Held() {
-		d.Estimate = "never: held until cancelled (see its reason)"
+		d.Estimate = "never while held (its reason says until when)"
 		return nil
 	}
 	if j.RetryAt != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
-	"github.com/gpuportal/gpuportal/core/ratelimit"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/static"
@@ -47,14 +47,31 @@ type Config struct {
 	// Leader reports whether this replica schedules (see leader.go); nil
 	// means it always does, as a lone server does.
 	Leader func() bool
+	// SocketRecheck is how often live connections' credentials and
+	// topics are checked again (sockets.go); default 2s.
+	SocketRecheck time.Duration
+	// SocketMaxAge is how long a live connection may last before the
+	// client must reconnect and authenticate again; default 1h.
+	SocketMaxAge time.Duration
+	// MaxSocketsPerUser caps one user's live connections; default 16.
+	MaxSocketsPerUser int
+	// DataDir is the folder of job output (and, with SQLite, the
+	// database): readiness checks that it takes a file. Empty: not checked.
+	DataDir string
+	// MaxConnsPerAddr caps the connections one client address holds at
+	// once (LimitConnections); 0 is the default, 128; negative: no cap.
+	MaxConnsPerAddr int
 }
 
 // Server serves the portal and the API.
 type Server struct {
 	cfg    Config
 	echo   *echo.Echo
-	logins *ratelimit.Limiter // failed logins
-	hub    *hub               // websocket clients
+	logins *throttle // failed logins
+	hub    *hub      // websocket clients
+	// refusedConns counts connections closed for the per-address cap.
+	refusedConns atomic.Int64
+	readiness    readiness
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -85,7 +102,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: ratelimit.New(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
+	if cfg.SocketRecheck <= 0 {
+		cfg.SocketRecheck = defaultSocketRecheck
+	}
+	if cfg.SocketMaxAge <= 0 {
+		cfg.SocketMaxAge = defaultSocketMaxAge
+	}
+	if cfg.MaxSocketsPerUser <= 0 {
+		cfg.MaxSocketsPerUser = defaultMaxSocketsPerUser
+	}
+	if cfg.MaxConnsPerAddr == 0 {
+		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
+	}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
@@ -99,15 +128,17 @@ func New(cfg Config) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
-	e.Use(middleware.BodyLimit("1M"))
+	e.Use(limitBody)
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy: "same-origin",
 	}))
 
 	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
+	reg.MustRegister(limitMetrics(s)...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.StaticFS("/static", static.FS)
 	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
@@ -143,6 +174,12 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/join-tokens", s.apiJoinTokens, requireAdmin)
 	authed.POST("/join-tokens", s.apiCreateJoinToken, requireAdmin)
 	authed.DELETE("/join-tokens/:id", s.apiRevokeJoinToken, requireAdmin)
+	authed.GET("/users", s.apiUsers, requireAdmin)
+	authed.GET("/users/:name/tokens", s.apiUserTokens, requireAdmin)
+	authed.DELETE("/users/:name/tokens/:id", s.apiRevokeUserToken, requireAdmin)
+	authed.POST("/users/:name/disable", s.apiAccountAction(disableAccount), requireAdmin)
+	authed.POST("/users/:name/enable", s.apiAccountAction(enableAccount), requireAdmin)
+	authed.DELETE("/users/:name", s.apiAccountAction(deleteAccount), requireAdmin)
 	authed.GET("/machines", s.apiMachines, requireAdmin)
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
@@ -151,14 +188,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
-	pages := e.Group("", middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "form:_csrf,header:X-CSRF-Token",
-		CookieName:     "gpuportal_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSecure:   cfg.SecureCookies,
-		CookieSameSite: http.SameSiteStrictMode,
-	}), s.loadSessionUser)
+	pages := e.Group("", s.csrf, s.loadSessionUser)
 	pages.GET("/login", s.loginPage)
 	pages.POST("/login", s.login)
 	in := pages.Group("", s.requireSessionUser)
@@ -204,13 +234,21 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the server as an http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// healthz says whether the server runs and reaches its database
+// (liveness), and whether it can save (readiness, as /readyz): a full
+// disk is not fixed by a restart, so it does not fail this check, but it
+// is told.
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "database unavailable"})
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "database unavailable", "ready": false})
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "role": s.role()})
+	out := map[string]any{"status": "ok", "role": s.role(), "ready": true}
+	if cause := s.ready(ctx); cause != "" {
+		out["ready"], out["cause"] = false, cause
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // logRequests logs each request with its status and duration. Query
@@ -241,7 +279,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	code, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
-	if errors.As(err, &he) {
+	if models.Unavailable(err) {
+		code, msg = http.StatusServiceUnavailable, cannotSave
+		c.Response().Header().Set("Retry-After", "60")
+	} else if errors.As(err, &he) {
 		code = he.Code
 		if m, ok := he.Message.(string); ok {
 			msg = m
@@ -250,7 +291,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	}
 	if code >= 500 {
-		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path,
+			"cause", models.Cause(err), "err", err)
 	}
 	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
 		_ = c.JSON(code, map[string]string{"error": msg})

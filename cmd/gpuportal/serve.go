@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,34 +29,37 @@ import (
 )
 
 type serveFlags struct {
-	runAs            string   // the built-in agents' jobs run as this user
-	passEnv          []string // --pass-env for the built-in agents
-	addr, data, db   string
-	dev, demo        bool
-	devToken         string
-	simGPUs          string
-	noLocalAgent     bool
-	policy           string
-	sharePlacement   string
-	cpuAlloc         string
-	thresholds       string
-	promoteKnob      float64
-	halfLife         time.Duration
-	minRuntime       time.Duration
-	set              map[string]bool // flags given on the command line
-	secureCookies    bool
-	trustedProxies   string
-	logLevel         string
-	heartbeatTimeout time.Duration
-	agentToken       string
-	grace            time.Duration
-	maxRetries       int
-	retryBackoff     time.Duration
-	executor         string
-	slurm            slurm.Flags
-	historyRaw       time.Duration
-	historyKeep      time.Duration
-	gate             gateFlags
+	runAs             string   // the built-in agents' jobs run as this user
+	passEnv           []string // --pass-env for the built-in agents
+	addr, data, db    string
+	dev, demo         bool
+	devToken          string
+	simGPUs           string
+	noLocalAgent      bool
+	policy            string
+	sharePlacement    string
+	cpuAlloc          string
+	thresholds        string
+	promoteKnob       float64
+	halfLife          time.Duration
+	minRuntime        time.Duration
+	set               map[string]bool // flags given on the command line
+	secureCookies     bool
+	trustedProxies    string
+	logLevel          string
+	heartbeatTimeout  time.Duration
+	agentToken        string
+	grace             time.Duration
+	maxRetries        int
+	retryBackoff      time.Duration
+	executor          string
+	slurm             slurm.Flags
+	historyRaw        time.Duration
+	historyKeep       time.Duration
+	gate              gateFlags
+	maxConnsPerAddr   int
+	maxSocketsPerUser int
+	wsMaxAge          time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -92,6 +95,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
 	fs.Var(days{&f.historyKeep}, "history-keep", "GPU history: delete hourly rows older than this")
+	fs.IntVar(&f.maxConnsPerAddr, "max-conns-per-addr", 128, "connections one client address may hold at once (trusted proxies are not capped); 0: no cap")
+	fs.IntVar(&f.maxSocketsPerUser, "max-websockets-per-user", 16, "live connections (/ws) one user may hold at once")
+	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -118,6 +124,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
+		return f, fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
 	}
 	if f.db == "" {
 		f.db = "sqlite:" + filepath.Join(f.data, "gpuportal.db")
@@ -318,7 +327,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
 		Machines: machineStore{store}}, eng, log)
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
-		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader, Agents: agents})
+		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
+		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
+		Agents: agents})
 	if err != nil {
 		return err
 	}
@@ -332,9 +343,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.addr, err)
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := srv.HTTPServer()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
+	go func() { serveErr <- httpSrv.Serve(srv.LimitConnections(ln)) }()
 	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
 

@@ -29,6 +29,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/ratelimit"
 )
@@ -457,26 +458,10 @@ func (c *agentConn) writeLog(l *wire.Log) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o640)
-	if err != nil {
-		return err
-	}
 	// Chunks come in order from where the server's copy ends (or before,
-	// when repeated); one beyond it would leave a hole.
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return err
-	}
-	if l.Offset > fi.Size() {
-		f.Close()
-		return fmt.Errorf("output chunk at offset %d, beyond the %d bytes kept", l.Offset, fi.Size())
-	}
-	if _, err := f.WriteAt(l.Data, l.Offset); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	// when repeated). One beyond it follows chunks the server could not
+	// keep (its disk was full): the gap is marked (core/joboutput).
+	return joboutput.WriteChunk(path, l.Offset, l.Data)
 }
 
 // queueExit hands an exit to the forwarder, so that reading never waits

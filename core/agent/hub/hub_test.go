@@ -24,6 +24,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 // fakeRegistry stands in for the engine: it records machines joining and
@@ -452,8 +453,10 @@ func TestRemoteOutputIsKeptAtItsOffsets(t *testing.T) {
 		{"first chunk", wire.Log{Node: "n1", JobID: 3, Offset: 0, Data: []byte("abc")}, "abc", ""},
 		{"next chunk", wire.Log{Node: "n1", JobID: 3, Offset: 3, Data: []byte("def")}, "abcdef", ""},
 		{"a repeated chunk changes nothing", wire.Log{Node: "n1", JobID: 3, Offset: 1, Data: []byte("bcd")}, "abcdef", ""},
-		{"a chunk past the end would leave a hole", wire.Log{Node: "n1", JobID: 3, Offset: 99, Data: []byte("x")}, "abcdef", "beyond"},
 		{"another connection's machine", wire.Log{Node: "n2", JobID: 3, Data: []byte("x")}, "abcdef", "unknown machine"},
+		// Chunks the server could not keep (its disk was full) leave a
+		// marker of their length, and later bytes keep their offsets.
+		{"a chunk past the end marks the gap", wire.Log{Node: "n1", JobID: 3, Offset: 99, Data: []byte("x")}, "abcdef" + joboutput.Marker(93) + "x", ""},
 	}
 	for _, tc := range tests {
 		err := c.writeLog(&tc.log)
