@@ -362,6 +362,10 @@ func TestCSRF(t *testing.T) {
 // password, and the same address may try another account.
 func TestLoginThrottle(t *testing.T) {
 	ts := newTestServer(t)
+	// A stopped clock: the delays are judged by it, not by how long the
+	// password checks take on a busy machine.
+	frozen := time.Now()
+	ts.cfg.Now = func() time.Time { return frozen }
 	login := func(from, user, password string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(url.Values{
 			"username": {user}, "password": {password}, "_csrf": {preSessionCSRF}}.Encode()))
