@@ -78,13 +78,13 @@ func TestBrowserAdminForms(t *testing.T) {
 				{"create a team", "/admin/create-team", map[string]string{"name": team, "guarantee": "1"}, 200,
 					"Team " + team + " created."},
 				{"create a researcher", "/admin/create-user", map[string]string{"name": user, "role": "researcher", "team": team, "password": "first password"}, 200,
-					"User " + user + " created: researcher of " + team + "."},
+					"User " + user + " created."},
 				{"create the same user again", "/admin/create-user", map[string]string{"name": user, "role": "researcher", "team": team, "password": "first password"}, 400,
 					"name: user " + user + " already exists"},
 				{"make them a lead of vision", "/admin/set-role", map[string]string{"name": user, "role": "lead", "team": "vision"}, 200,
-					user + " is now lead of vision."},
+					user + ` is now lead of "vision".`},
 				{"reset their password", "/admin/reset-password", map[string]string{"name": user, "password": "second password"}, 200,
-					"Password of " + user + " reset."},
+					"Password of " + user + " reset:"},
 			}
 			for _, step := range steps {
 				if err := submitForm(sc, step); err != nil {

@@ -24,6 +24,12 @@ const agentToken = "it-agent-token"
 // its output, stop and kill.
 func startAgent(t *testing.T, serverURL, name string, extra ...string) *server {
 	t.Helper()
+	return startAgentWithToken(t, serverURL, name, agentToken, extra...)
+}
+
+// startAgentWithToken is startAgent with another join token.
+func startAgentWithToken(t *testing.T, serverURL, name, token string, extra ...string) *server {
+	t.Helper()
 	args := []string{"agent", "--server", serverURL, "--name", name, "--gpus", "sim:1x2x80",
 		"--work-dir", t.TempDir(), "--grace", "1s", "--log-level", "debug"}
 	args = append(args, extra...)
@@ -32,7 +38,7 @@ func startAgent(t *testing.T, serverURL, name string, extra ...string) *server {
 	}
 	a := &server{t: t, URL: serverURL, cmd: exec.Command(binary, args...), done: make(chan struct{})}
 	// The token travels in the environment, as operators should pass it.
-	a.cmd.Env = append(os.Environ(), "GPUPORTAL_AGENT_TOKEN="+agentToken)
+	a.cmd.Env = append(os.Environ(), "GPUPORTAL_AGENT_TOKEN="+token)
 	stdout, err := a.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

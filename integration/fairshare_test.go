@@ -70,7 +70,7 @@ func TestFairShareReclaim(t *testing.T) {
 
 	var team struct {
 		Name          string
-		InUseGPUs     int     `json:"in_use_gpus"`
+		InUseGPUs     float64 `json:"in_use_gpus"`
 		GuaranteeGPUs int     `json:"guaranteed_gpus"`
 		Factor        float64 `json:"fair_share_factor"`
 		Members       []struct{ User string }

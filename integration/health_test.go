@@ -263,8 +263,10 @@ func TestMonitorOnlyAgentOnASlurmNode(t *testing.T) {
 	// GPUs have 40 GB, where Slurm's configuration says 80.
 	eventually(t, 20*time.Second, "n1's timelines from its monitor", func() bool {
 		var series []struct {
-			Node   string                   `json:"node"`
-			Points []struct{ MemMiB int64 } `json:"points"`
+			Node   string `json:"node"`
+			Points []struct {
+				MemMiB int64 `json:"mem_mib"`
+			} `json:"points"`
 		}
 		if st := admin.do(http.MethodGet, "/api/v1/gpus", nil, &series); st != http.StatusOK {
 			t.Fatalf("GET /api/v1/gpus: %d", st)

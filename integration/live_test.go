@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	apitypes "github.com/gpuportal/gpuportal/api"
 )
 
 type wsMsg struct {
@@ -76,17 +78,18 @@ func TestLiveStream(t *testing.T) {
 	if err := json.Unmarshal(snap.Data, &hist); err != nil || len(hist) != 2 {
 		t.Fatalf("gpus snapshot: %v, %d GPUs; want 2", err, len(hist))
 	}
+	// An update has the snapshot's shape: each GPU with its newest reading.
 	readUntil(t, conn, 5, func(m wsMsg) bool {
-		var f struct {
-			GPUs []struct {
-				Jobs []struct{ JobID, MemMiB int64 }
-			}
+		var f []apitypes.GPUSeries
+		if m.Type != "update" || json.Unmarshal(m.Data, &f) != nil {
+			return false
 		}
-		_ = json.Unmarshal(m.Data, &f)
-		for _, g := range f.GPUs {
-			for _, jm := range g.Jobs {
-				if jm.JobID == j.ID && jm.MemMiB > 0 && jm.MemMiB <= 10*1024 {
-					return true
+		for _, g := range f {
+			for _, p := range g.Points {
+				for _, jm := range p.Jobs {
+					if jm.JobID == j.ID && jm.MemMiB > 0 && jm.MemMiB <= 10*1024 {
+						return true
+					}
 				}
 			}
 		}
@@ -99,12 +102,10 @@ func TestLiveStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	readUntil(t, conn, 10, func(m wsMsg) bool {
-		var upd struct {
-			Job    struct{ State string }
-			Memory []struct{ MemMiB int64 }
-		}
+		var upd apitypes.JobUpdate
 		_ = json.Unmarshal(m.Data, &upd)
-		return m.Topic == topic && m.Type == "update" && upd.Job.State == "running" && len(upd.Memory) == 1
+		return m.Topic == topic && m.Type == "update" && upd.Job.State == "running" && len(upd.Memory) == 1 &&
+			upd.Memory[0].MemMiB > 0 && upd.Memory[0].Node != ""
 	})
 
 	// Bob may not follow alice's job, nor guess that it exists.

@@ -28,11 +28,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "gpuportal")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/gpuportal")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build gpuportal:", err)
-		os.Exit(1)
+	if b := os.Getenv("GPUPORTAL_TEST_BINARY"); b != "" {
+		// Another build, to compare with (by hand: the fault suite's
+		// before and after).
+		binary = b
+	} else {
+		build := exec.Command("go", "build", "-o", binary, "../cmd/gpuportal")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build gpuportal:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -54,7 +60,11 @@ type server struct {
 // waits until it listens. The server is stopped when t ends.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	all := append([]string{"serve", "--dev", "--addr", "127.0.0.1:0", "--log-level", "debug"}, args...)
+	all := []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--log-level", "debug"}
+	if os.Geteuid() == 0 {
+		all = append(all, "--run-as", "root") // jobs never run as root unless asked
+	}
+	all = append(all, args...)
 	s := &server{t: t, cmd: exec.Command(binary, all...), done: make(chan struct{})}
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {

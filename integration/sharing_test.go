@@ -258,3 +258,189 @@ print("done", flush=True)
 		t.Fatalf("history %+v: want the requeue with E=9000 MiB", history)
 	}
 }
+
+// pythonForGate returns a python3 that can import PyTorch where one is
+// installed (Debian's python3-torch is CPU-only), else the first
+// python3 on the PATH, and whether it has PyTorch. It skips t without
+// any python3.
+func pythonForGate(t *testing.T) (py string, torch bool) {
+	t.Helper()
+	var found []string
+	for _, name := range []string{"python3", "/usr/bin/python3"} {
+		if p, err := exec.LookPath(name); err == nil && !slices.Contains(found, p) {
+			found = append(found, p)
+		}
+	}
+	if len(found) == 0 {
+		t.Skip("python3 not found")
+	}
+	for _, p := range found {
+		if exec.Command(p, "-c", "import torch").Run() == nil {
+			return p, true
+		}
+	}
+	t.Logf("no python3 here has PyTorch (%v): the job runs without it", found)
+	return found[0], false
+}
+
+// Issue 15: a training script that asks the gate for 4,096 MiB before
+// every iteration (a constant expected_e_mib, as docs/salus.md shows)
+// and measures peaks near 1,000 MiB used to run three iterations, have
+// its lane shrunk to the padded mean of its peaks, ask for more than the
+// lane held, be stopped as "outgrew its lane" and requeued with E=4,096
+// again, forever. Now its lane never shrinks below its ask: it runs all
+// its iterations in one run and succeeds, with no requeue in its history,
+// and its measured estimate covers the ask. With PyTorch installed (CPU
+// only), the script also runs an iteration with measure_torch=True,
+// which measures nothing there instead of crashing.
+func TestAConstantAskRunsWithoutRequeues(t *testing.T) {
+	py, torch := pythonForGate(t)
+	clients, err := filepath.Abs(filepath.Join("..", "static", "clients"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startAgentServer(t, "--data", t.TempDir(), "--dev-token", "test-dev-token")
+	startAgent(t, srv.URL, "remote-c", "--gpus", "sim:1x1x16")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	const iterations = 12
+	script := fmt.Sprintf(`import sys, time
+sys.path.insert(0, %q)
+import gpuportal_gate
+try:
+    import torch
+except ImportError:
+    torch = None
+gate = gpuportal_gate.connect()
+print("gate", gate.enabled, "torch", torch is not None, flush=True)
+for i in range(%d):
+    with gate.iteration(expected_e_mib=4096) as it:
+        if torch is not None:
+            (torch.randn(128, 128) @ torch.randn(128, 128)).sum()
+        time.sleep(0.15)
+        it.peak_e_mib = 1000 + 10 * (i %% 3)
+    print("iteration", i, "lane", it.lane_mib, flush=True)
+if torch is not None:
+    with gate.iteration(expected_e_mib=4096, measure_torch=True) as it:
+        torch.randn(64, 64).sum()
+    print("measure_torch peak", it.peak_e_mib, flush=True)
+print("done", flush=True)
+`, clients, iterations)
+	var j struct {
+		ID int64 `json:"id"`
+	}
+	st := alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{
+		"name": "constant-ask", "gpus": 1, "command": []string{py, "-c", script},
+		"sharing": true, "mem_persistent_mib": 1000, "mem_ephemeral_mib": 4096,
+	}, &j)
+	if st != http.StatusCreated {
+		t.Fatalf("submit: status %d", st)
+	}
+	done := alice.waitState(j.ID, 90*time.Second, "succeeded", "failed", "cancelled")
+	admin := &api{t: t, base: srv.URL, token: "test-dev-token"}
+	out := jobLog(t, admin, j.ID)
+	var full struct {
+		State          string `json:"state"`
+		Failures       int    `json:"failures"`
+		Held           bool   `json:"held"`
+		MemoryEstimate struct {
+			PersistentMiB int64  `json:"persistent_mib"`
+			EphemeralMiB  int64  `json:"ephemeral_mib"`
+			Source        string `json:"source"`
+		} `json:"memory_estimate"`
+	}
+	alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", j.ID), nil, &full)
+	var history []struct {
+		State  string `json:"state"`
+		Detail string `json:"detail"`
+	}
+	alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/history", j.ID), nil, &history)
+	if done.State != "succeeded" || full.Failures != 0 || full.Held {
+		t.Fatalf("job %+v, history %+v, output:\n%s\nwant it succeeded, no failure, not held", full, history, out)
+	}
+	runs := 0
+	for _, e := range history {
+		if e.State == "running" {
+			runs++
+		}
+		if strings.Contains(e.Detail, "outgrew its lane") {
+			t.Fatalf("history %+v: requeued for outgrowing its lane", history)
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("history %+v: %d runs, want 1", history, runs)
+	}
+	lines := strings.Split(out, "\n")
+	for i := range iterations {
+		prefix := fmt.Sprintf("iteration %d lane ", i)
+		k := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
+		if k < 0 {
+			t.Fatalf("output has no %q:\n%s", prefix, out)
+		}
+		var lane int64
+		if _, err := fmt.Sscan(strings.TrimPrefix(lines[k], prefix), &lane); err != nil || lane < 4096 {
+			t.Fatalf("%q: the lane holds less than the 4,096 MiB asked for", lines[k])
+		}
+	}
+	if !slices.Contains(lines, "done") {
+		t.Fatalf("output does not end with done:\n%s", out)
+	}
+	if torch && !slices.Contains(lines, "measure_torch peak 0") {
+		t.Fatalf("measure_torch on a PyTorch without CUDA: output\n%s\nwant a peak of 0 (not measured)", out)
+	}
+	if e := full.MemoryEstimate; e.PersistentMiB != 1000 || e.EphemeralMiB != 4096 || e.Source != "measured" {
+		t.Fatalf("estimate %+v: want P 1000, E 4096 (the ask, above every peak) measured", e)
+	}
+	t.Logf("python %s (PyTorch %v); output:\n%s", py, torch, out)
+}
+
+// A job that asks for more ephemeral memory than its GPU has does not
+// loop either: it is stopped at its first ask and requeued once with an
+// estimate that covers the ask, and then the gate refuses to admit it,
+// too large for the GPU, so its run fails with that reason.
+func TestAnImpossibleAskFailsWithItsReason(t *testing.T) {
+	py, _ := pythonForGate(t)
+	clients, err := filepath.Abs(filepath.Join("..", "static", "clients"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startAgentServer(t, "--data", t.TempDir(), "--retry-backoff", "1s")
+	startAgent(t, srv.URL, "remote-i", "--gpus", "sim:1x1x16")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	script := fmt.Sprintf(`import sys
+sys.path.insert(0, %q)
+import gpuportal_gate
+gate = gpuportal_gate.connect()
+with gate.iteration(expected_e_mib=100000):
+    pass
+`, clients)
+	var j struct {
+		ID int64 `json:"id"`
+	}
+	st := alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{
+		"name": "impossible-ask", "gpus": 1, "command": []string{py, "-c", script},
+		"sharing": true, "mem_persistent_mib": 1000, "mem_ephemeral_mib": 4096,
+	}, &j)
+	if st != http.StatusCreated {
+		t.Fatalf("submit: status %d", st)
+	}
+	done := alice.waitState(j.ID, 60*time.Second, "succeeded", "failed")
+	var history []struct {
+		State  string `json:"state"`
+		Detail string `json:"detail"`
+	}
+	alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/history", j.ID), nil, &history)
+	requeues := 0
+	for _, e := range history {
+		if e.State == "queued" && strings.HasPrefix(e.Detail, "outgrew its lane") {
+			requeues++
+			if e.Detail != "outgrew its lane: requeued with E=100000 MiB, P=1000 MiB (on remote-i)" {
+				t.Errorf("requeue %q: want it with E=100000 MiB, the ask", e.Detail)
+			}
+		}
+	}
+	if done.State != "failed" || requeues != 1 || !strings.Contains(done.Reason, "job larger than the GPU") {
+		t.Fatalf("job %+v, history %+v: want it failed, as larger than the GPU, after one requeue", done, history)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -162,8 +163,8 @@ func TestTeamShares(t *testing.T) {
 		if err := s.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
-		_ = s.MarkStarted(ctx, j.ID, []string{"n:0", "n:1"}, t0)
-		_ = s.MarkStopped(ctx, j.ID, models.JobSucceeded, nil, "", t0.Add(10*time.Second))
+		run, _ := s.MarkStarted(ctx, j.ID, []string{"n:0", "n:1"}, t0)
+		_ = s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobSucceeded, nil, "", t0.Add(10*time.Second))
 		mu, err := s.MemberUsage(ctx, "vision", t0.Add(-time.Hour))
 		if err != nil || mu["alice"] != 20 {
 			t.Errorf("member usage = %v, %v", mu, err)

@@ -17,6 +17,9 @@ type JobEvent struct {
 	At     time.Time `gorm:"not null"`
 	State  JobState  `gorm:"size:16;not null"`
 	Detail string    `gorm:"size:512"`
+	// Run is the job's run the event belongs to: its current or last run
+	// when the event was recorded, 0 before the first.
+	Run int64 `gorm:"not null;default:0"`
 }
 
 // addEvent records j's current state in its history.
@@ -25,7 +28,7 @@ func addEvent(tx *gorm.DB, j *Job, at time.Time) error {
 	if j.State == JobRunning {
 		detail = "on " + strings.Join(j.Placement, ", ")
 	}
-	e := JobEvent{JobID: j.ID, At: at, State: j.State, Detail: detail}
+	e := JobEvent{JobID: j.ID, At: at, State: j.State, Detail: detail, Run: j.Run}
 	if err := tx.Create(&e).Error; err != nil {
 		return fmt.Errorf("record history of job %d: %w", j.ID, err)
 	}

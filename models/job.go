@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // JobState is a job's place in its life cycle.
@@ -62,6 +63,10 @@ type Job struct {
 	FinishedAt  *time.Time
 	ExitCode    *int
 
+	// Run numbers the job's current or last run (models.Run), 0 before
+	// its first start.
+	Run int64 `gorm:"not null;default:0"`
+
 	// Where it runs now ("node:index" per GPU), and what it has consumed.
 	Placement       Strings `gorm:"type:text"`
 	LastStartAt     *time.Time
@@ -70,6 +75,15 @@ type Job struct {
 	Preemptions     int
 	Failures        int        // failed runs that were retried
 	RetryAt         *time.Time // a failed job waits until then
+	// RequeueStalls counts a sharing job's requeues in a row for
+	// outgrowing its lane that brought no larger estimate
+	// (job.Requeue.Outcome); from job.MaxRequeueStalls on, the job
+	// is held (Held).
+	RequeueStalls int
+	// HoldReason, when set, holds the job while it waits, whatever its
+	// queue: its owner's account was disabled or deleted (accounts.go).
+	// It says why, for the job's page.
+	HoldReason string `gorm:"size:512"`
 	// FirstEstimate is the first estimate of the job's start: kept to
 	// measure how good the estimates are.
 	FirstEstimate *time.Time
@@ -99,4 +113,14 @@ func (j *Job) JCT() time.Duration {
 		return 0
 	}
 	return j.FinishedAt.Sub(j.SubmittedAt)
+}
+
+// Service is the time the job has run and the service it has attained
+// as of now, the run in progress included.
+func (j *Job) Service(now time.Time) usage.Service {
+	var since *time.Time
+	if j.State == JobRunning {
+		since = j.LastStartAt
+	}
+	return usage.Current(usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, j.GPUs, since, now)
 }

@@ -2,16 +2,21 @@ package models
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // ErrConflict is returned when a job is not in a state that allows the change.
-var ErrConflict = errors.New("conflicts with the job's state")
+var ErrConflict = job.ErrConflict
+
+// ErrStaleRun is returned for a change about a run that is not the job's
+// current run: it is an ErrConflict too.
+var ErrStaleRun = fmt.Errorf("not the job's current run: %w", ErrConflict)
 
 // CreateJob stores a new queued job and fills in its ID. It returns only
 // once the job is committed.
@@ -93,12 +98,18 @@ func (s *Store) CountJobsByState(ctx context.Context) (map[JobState]int, error) 
 	return out, nil
 }
 
-// MarkStarted records that a queued or preempted job now runs on placement.
-func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) error {
-	return s.transition(ctx, id, now, func(j *Job) error {
+// MarkStarted records that a queued or preempted job now runs on
+// placement, as a new run, and returns the run's number.
+func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) (run int64, err error) {
+	err = s.transition(ctx, id, now, func(j *Job) error {
 		if j.State != JobQueued && j.State != JobPreempted {
 			return fmt.Errorf("start job %d in state %s: %w", id, j.State, ErrConflict)
 		}
+		if j.HoldReason != "" {
+			// Held since the engine read it (its owner was disabled).
+			return fmt.Errorf("start job %d: held: %w", id, ErrConflict)
+		}
+		j.Run++
 		j.State = JobRunning
 		j.Placement = placement
 		j.Reason = ""
@@ -107,17 +118,37 @@ func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, n
 		if j.StartedAt == nil {
 			j.StartedAt = &now
 		}
+		run = j.Run
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return run, nil
+}
+
+// MarkResumed records that run, the last run of a job that was put back
+// in the queue while its machine was away, runs on placement after all:
+// its machine came back still running it, and nothing else runs the job.
+// The job runs again from now, as that run.
+func (s *Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []string, reason string, now time.Time) error {
+	return s.transition(ctx, ref.Job, now, func(j *Job) error {
+		if !j.State.Waiting() || j.Run != ref.Run {
+			return fmt.Errorf("resume run %d of job %d (state %s, run %d): %w", ref.Run, j.ID, j.State, j.Run, ErrConflict)
+		}
+		j.State, j.Placement, j.Reason, j.RetryAt, j.LastStartAt = JobRunning, placement, reason, nil, &now
 		return nil
 	})
 }
 
-// MarkStopped records that a running job stopped at now and moves it to
-// state to: JobPreempted or JobQueued put it back in the queue, a final
-// state ends it. The time it ran is added to its executed time and
-// attained service.
-func (s *Store) MarkStopped(ctx context.Context, id int64, to JobState, exitCode *int, reason string, now time.Time) error {
-	return s.transition(ctx, id, now, func(j *Job) error {
-		if err := j.stopRun(now); err != nil {
+// MarkStopped records that run ref of a job stopped at now and moves the
+// job to state to: JobPreempted or JobQueued put it back in the queue, a
+// final state ends it. The time it ran is added to its executed time and
+// attained service. A run that is not the job's current one changes
+// nothing and returns ErrStaleRun.
+func (s *Store) MarkStopped(ctx context.Context, ref job.RunRef, to JobState, exitCode *int, reason string, now time.Time) error {
+	return s.transition(ctx, ref.Job, now, func(j *Job) error {
+		if err := j.stopRun(ref.Run, now); err != nil {
 			return err
 		}
 		j.State = to
@@ -136,11 +167,11 @@ func (s *Store) MarkStopped(ctx context.Context, id int64, to JobState, exitCode
 	})
 }
 
-// MarkRetry records that a running job failed with exitCode and puts it
-// back in the queue to start again no earlier than retryAt.
-func (s *Store) MarkRetry(ctx context.Context, id int64, exitCode int, reason string, retryAt, now time.Time) error {
-	return s.transition(ctx, id, now, func(j *Job) error {
-		if err := j.stopRun(now); err != nil {
+// MarkRetry records that run ref of a job failed with exitCode and puts
+// the job back in the queue to start again no earlier than retryAt.
+func (s *Store) MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, reason string, retryAt, now time.Time) error {
+	return s.transition(ctx, ref.Job, now, func(j *Job) error {
+		if err := j.stopRun(ref.Run, now); err != nil {
 			return err
 		}
 		j.State, j.Reason, j.ExitCode, j.Placement = JobQueued, reason, &exitCode, nil
@@ -150,18 +181,14 @@ func (s *Store) MarkRetry(ctx context.Context, id int64, exitCode int, reason st
 	})
 }
 
-// stopRun ends the job's current run at now, adding its time to the
-// executed time and attained service.
-func (j *Job) stopRun(now time.Time) error {
-	if j.State != JobRunning {
-		return fmt.Errorf("stop job %d in state %s: %w", j.ID, j.State, ErrConflict)
+// stopRun ends the job's current run, which must be run, at now, adding
+// its time to the executed time and attained service.
+func (j *Job) stopRun(run int64, now time.Time) error {
+	if err := checkRun(j, run); err != nil {
+		return err
 	}
-	if j.LastStartAt != nil {
-		if ran := now.Sub(*j.LastStartAt).Seconds(); ran > 0 {
-			j.ExecutedS += ran
-			j.AttainedService += ran * float64(j.GPUs)
-		}
-	}
+	s := j.Service(now)
+	j.ExecutedS, j.AttainedService = s.ExecutedS, s.GPUSeconds
 	return nil
 }
 
@@ -213,18 +240,31 @@ func lockJob(tx *gorm.DB, id int64) (*Job, error) {
 
 // transition loads job id, lets change modify it, saves it and records
 // the new state in the job's history, all in one transaction with the row
-// locked where the database can.
+// locked where the database can. A change that starts a run or ends one
+// records it in the runs table too.
 func (s *Store) transition(ctx context.Context, id int64, at time.Time, change func(*Job) error) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		j, err := lockJob(tx, id)
 		if err != nil {
 			return err
 		}
+		wasRunning, run := j.State == JobRunning, j.Run
 		if err := change(j); err != nil {
 			return err
 		}
 		if err := tx.Save(j).Error; err != nil {
 			return fmt.Errorf("save job %d: %w", id, err)
+		}
+		switch running := j.State == JobRunning; {
+		case running && j.Run != run:
+			err = openRun(tx, j, at)
+		case running && !wasRunning:
+			err = reopenRun(tx, j)
+		case wasRunning && !running:
+			err = closeRun(tx, j, at)
+		}
+		if err != nil {
+			return err
 		}
 		return addEvent(tx, j, at)
 	})

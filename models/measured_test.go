@@ -24,7 +24,7 @@ func TestSetMeasuredMemory(t *testing.T) {
 		if err := s.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStarted(ctx, j.ID, []string{"n:0"}, now); err != nil {
+		if _, err := s.MarkStarted(ctx, j.ID, []string{"n:0"}, now); err != nil {
 			t.Fatal(err)
 		}
 		est := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 2600, Source: memest.Measured}

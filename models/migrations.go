@@ -18,6 +18,11 @@ func migrations() []migration {
 		{5, "cpu_profiles: measured Synergy sensitivity curves", cpuProfilesTable},
 		{6, "jobs: declared Synergy sensitivity profile", jobsDeclaredProfile},
 		{7, "node_holds and gpu_faults: cordons, drains and GPUs out of service (nodestate.go)", nodeStateTables},
+		{8, "runs: every start of a job, numbered; jobs.run and job_events.run (runs.go)", runsTable},
+		{9, "jobs: requeues without progress of a sharing job (held jobs)", jobsRequeueStalls},
+		{10, "join_tokens and machines: agents' machine identity (machines.go)", machineTables},
+		{11, "team_samples: GPUs in use and borrowed as fractions (shared GPUs)", teamSampleFractions},
+		{12, "users.disabled_at, jobs.hold_reason and store_probes: account control and readiness (accounts.go, probe.go)", accountControl},
 	}
 }
 
@@ -227,4 +232,125 @@ func (v6Job) TableName() string { return "jobs" }
 
 func jobsDeclaredProfile(tx *gorm.DB) error {
 	return addColumns(tx, &v6Job{}, "CPUProfile")
+}
+
+// v8Job holds the column step 8 adds to jobs: the number of the job's
+// current (or last) run, 0 before its first start.
+type v8Job struct {
+	Run int64 `gorm:"not null;default:0"`
+}
+
+func (v8Job) TableName() string { return "jobs" }
+
+// v8JobEvent holds the column step 8 adds to job_events: the run an
+// event belongs to, 0 for events outside a run.
+type v8JobEvent struct {
+	Run int64 `gorm:"not null;default:0"`
+}
+
+func (v8JobEvent) TableName() string { return "job_events" }
+
+// v8Run is the runs table step 8 creates: one row per start of a job.
+type v8Run struct {
+	ID        int64     `gorm:"primaryKey"`
+	JobID     int64     `gorm:"uniqueIndex:idx_runs_job_run,priority:1;not null"`
+	Run       int64     `gorm:"uniqueIndex:idx_runs_job_run,priority:2;not null"`
+	Placement string    `gorm:"type:text"`
+	StartedAt time.Time `gorm:"not null"`
+	EndedAt   *time.Time
+	State     string `gorm:"size:16"`
+	ExitCode  *int
+	Reason    string `gorm:"size:512"`
+}
+
+func (v8Run) TableName() string { return "runs" }
+
+func runsTable(tx *gorm.DB) error {
+	if err := addColumns(tx, &v8Job{}, "Run"); err != nil {
+		return err
+	}
+	if err := addColumns(tx, &v8JobEvent{}, "Run"); err != nil {
+		return err
+	}
+	return createTables(tx, &v8Run{})
+}
+
+// v9Job holds the column step 9 adds to jobs: a sharing job's requeues in
+// a row for outgrowing its lane that brought no larger estimate, which
+// back it off and, past a bound, hold it (job.Requeue).
+type v9Job struct {
+	RequeueStalls int `gorm:"default:0"`
+}
+
+func (v9Job) TableName() string { return "jobs" }
+
+func jobsRequeueStalls(tx *gorm.DB) error {
+	return addColumns(tx, &v9Job{}, "RequeueStalls")
+}
+
+// v10JoinToken and v10Machine are the tables step 10 creates: join tokens
+// and the machines agents registered with them (machines.go).
+type v10JoinToken struct {
+	ID        int64  `gorm:"primaryKey"`
+	Name      string `gorm:"size:128;not null"`
+	TokenHash string `gorm:"uniqueIndex;size:64;not null"`
+	CreatedBy string `gorm:"size:64;not null"`
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+	RevokedAt *time.Time
+	Uses      int `gorm:"not null;default:0"`
+}
+
+func (v10JoinToken) TableName() string { return "join_tokens" }
+
+type v10Machine struct {
+	ID             int64  `gorm:"primaryKey"`
+	Name           string `gorm:"uniqueIndex;size:64;not null"`
+	CredentialHash string `gorm:"size:64;not null"`
+	JoinedWith     int64  `gorm:"not null;default:0"`
+	CreatedAt      time.Time
+	LastSeenAt     time.Time
+}
+
+func (v10Machine) TableName() string { return "machines" }
+
+func machineTables(tx *gorm.DB) error {
+	return createTables(tx, &v10JoinToken{}, &v10Machine{})
+}
+
+// v12User holds the columns step 12 adds to users: when and by whom an
+// admin disabled the account.
+type v12User struct {
+	DisabledAt *time.Time
+	DisabledBy string `gorm:"size:64;default:''"`
+}
+
+func (v12User) TableName() string { return "users" }
+
+// v12Job holds the column step 12 adds to jobs: why the job is held
+// while its owner's account is disabled or deleted.
+type v12Job struct {
+	HoldReason string `gorm:"size:512;default:''"`
+}
+
+func (v12Job) TableName() string { return "jobs" }
+
+// v12StoreProbe is the table step 12 creates: the row readiness writes
+// and deletes to learn whether the store can save (probe.go).
+type v12StoreProbe struct {
+	ID      int64     `gorm:"primaryKey"`
+	At      time.Time `gorm:"not null"`
+	Payload string    `gorm:"type:text;not null"`
+}
+
+func (v12StoreProbe) TableName() string { return "store_probes" }
+
+func accountControl(tx *gorm.DB) error {
+	if err := addColumns(tx, &v12User{}, "DisabledAt", "DisabledBy"); err != nil {
+		return err
+	}
+	if err := addColumns(tx, &v12Job{}, "HoldReason"); err != nil {
+		return err
+	}
+	return createTables(tx, &v12StoreProbe{})
 }

@@ -29,7 +29,16 @@ type User struct {
 	Role         Role   `gorm:"size:16;not null"`
 	Team         string `gorm:"size:64"` // the team the user belongs to; empty for admins
 	CreatedAt    time.Time
+	// DisabledAt, when set, is when an admin disabled the account: it
+	// cannot log in, its sessions are gone, its tokens and sockets are
+	// refused and its waiting jobs are held (accounts.go).
+	DisabledAt *time.Time
+	// DisabledBy is the admin who disabled it.
+	DisabledBy string `gorm:"size:64"`
 }
+
+// Disabled reports whether an admin disabled the account.
+func (u *User) Disabled() bool { return u.DisabledAt != nil }
 
 // Team is a group of users that shares a GPU guarantee.
 type Team struct {
@@ -54,11 +63,13 @@ type UserCap struct {
 
 // TeamSample is where a team stood at one time: what its usage chart draws.
 type TeamSample struct {
-	ID            int64     `gorm:"primaryKey"`
-	Team          string    `gorm:"size:64;index:idx_team_sample,priority:1;not null"`
-	At            time.Time `gorm:"index:idx_team_sample,priority:2;not null"`
-	InUseGPUs     int
-	BorrowedGPUs  int
+	ID   int64     `gorm:"primaryKey"`
+	Team string    `gorm:"size:64;index:idx_team_sample,priority:1;not null"`
+	At   time.Time `gorm:"index:idx_team_sample,priority:2;not null"`
+	// InUseGPUs and BorrowedGPUs count a shared GPU by the share each
+	// job holds of it (core/usage).
+	InUseGPUs     float64
+	BorrowedGPUs  float64
 	GuaranteeGPUs int
 }
 

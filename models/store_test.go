@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -92,20 +93,24 @@ func TestJobLifeCycle(t *testing.T) {
 		if j.ID == 0 || j.State != models.JobQueued {
 			t.Fatalf("created job = %+v", j)
 		}
-		if err := s.MarkStarted(ctx, j.ID, []string{"node-0:0", "node-0:1"}, t0.Add(10*time.Second)); err != nil {
-			t.Fatal(err)
+		if run, err := s.MarkStarted(ctx, j.ID, []string{"node-0:0", "node-0:1"}, t0.Add(10*time.Second)); err != nil || run != 1 {
+			t.Fatalf("first start: run %d, err %v; want run 1", run, err)
 		}
-		if err := s.MarkStarted(ctx, j.ID, nil, t0); !errors.Is(err, models.ErrConflict) {
+		if _, err := s.MarkStarted(ctx, j.ID, nil, t0); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("start twice: err = %v", err)
 		}
-		if err := s.MarkStopped(ctx, j.ID, models.JobPreempted, nil, "preempted by job 9", t0.Add(20*time.Second)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 1}, models.JobPreempted, nil, "preempted by job 9", t0.Add(20*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStarted(ctx, j.ID, []string{"node-1:0", "node-1:1"}, t0.Add(30*time.Second)); err != nil {
-			t.Fatal(err)
+		if run, err := s.MarkStarted(ctx, j.ID, []string{"node-1:0", "node-1:1"}, t0.Add(30*time.Second)); err != nil || run != 2 {
+			t.Fatalf("second start: run %d, err %v; want run 2", run, err)
 		}
 		zero := 0
-		if err := s.MarkStopped(ctx, j.ID, models.JobSucceeded, &zero, "", t0.Add(60*time.Second)); err != nil {
+		// The end of the first run, reported late, changes nothing.
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 1}, models.JobSucceeded, &zero, "", t0.Add(40*time.Second)); !errors.Is(err, models.ErrStaleRun) || !errors.Is(err, models.ErrConflict) {
+			t.Errorf("end of a replaced run: err = %v, want ErrStaleRun", err)
+		}
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 2}, models.JobSucceeded, &zero, "", t0.Add(60*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Job(ctx, j.ID)
@@ -215,11 +220,11 @@ func TestRetryAndHistory(t *testing.T) {
 		if err := s.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStarted(ctx, j.ID, []string{"n:0"}, t0.Add(time.Second)); err != nil {
+		if _, err := s.MarkStarted(ctx, j.ID, []string{"n:0"}, t0.Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		retryAt := t0.Add(time.Minute)
-		if err := s.MarkRetry(ctx, j.ID, 2, "exit code 2; retry 1 of 3", retryAt, t0.Add(5*time.Second)); err != nil {
+		if err := s.MarkRetry(ctx, job.RunRef{Job: j.ID, Run: 1}, 2, "exit code 2; retry 1 of 3", retryAt, t0.Add(5*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Job(ctx, j.ID)
@@ -230,10 +235,10 @@ func TestRetryAndHistory(t *testing.T) {
 			*got.ExitCode != 2 || got.ExecutedS != 4 {
 			t.Errorf("after retry: %+v", got)
 		}
-		if err := s.MarkRetry(ctx, j.ID, 2, "again", retryAt, t0); !errors.Is(err, models.ErrConflict) {
+		if err := s.MarkRetry(ctx, job.RunRef{Job: j.ID, Run: 1}, 2, "again", retryAt, t0); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("retry of a queued job: %v", err)
 		}
-		if err := s.MarkStarted(ctx, j.ID, []string{"n:1"}, t0.Add(2*time.Minute)); err != nil {
+		if _, err := s.MarkStarted(ctx, j.ID, []string{"n:1"}, t0.Add(2*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := s.Job(ctx, j.ID); got.RetryAt != nil {

@@ -20,8 +20,8 @@
     var buckets = {}, u = null; // unix second -> {busy, used, total}
     function add(t, p) {
       var b = buckets[t] || (buckets[t] = { busy: 0, used: 0, total: 0 });
-      if ((p.Jobs || []).length) { b.busy++; }
-      b.used += p.MemUsedMiB; b.total += p.MemMiB;
+      if ((p.jobs || []).length) { b.busy++; }
+      b.used += p.mem_used_mib; b.total += p.mem_mib;
     }
     function draw() {
       var ts = Object.keys(buckets).map(Number).sort(function (a, b) { return a - b; });
@@ -124,11 +124,11 @@
     }
 
     function add(node, index, p) {
-      var c = chartFor(node, index, p.MemMiB);
-      c.data[0].push(p.T); c.data[1].push(p.MemUsedMiB / GB); c.data[2].push(p.MemMiB / GB);
-      var jobs = (p.Jobs || []).map(function (j) { return "job " + j.JobID; }).join(", ");
+      var c = chartFor(node, index, p.mem_mib);
+      c.data[0].push(p.t); c.data[1].push(p.mem_used_mib / GB); c.data[2].push(p.mem_mib / GB);
+      var jobs = (p.jobs || []).map(function (j) { return "job " + j.job_id; }).join(", ");
       c.box.title = jobs ? "running: " + jobs : "idle";
-      c.box.dataset.last = p.T; // the newest sample drawn, for tests and curious people
+      c.box.dataset.last = p.t; // the newest sample drawn, for tests and curious people
     }
 
     stream(["gpus"], function (topic, type, data) {
@@ -144,15 +144,18 @@
       if (type === "snapshot") {
         wall.innerHTML = ""; charts = {};
         data.forEach(function (g) {
-          var c = chartFor(g.node, g.index, g.points.length ? g.points[0].MemMiB : (g.lanes ? g.lanes.capacity_mib : 1));
+          var c = chartFor(g.node, g.index, g.points.length ? g.points[0].mem_mib : (g.lanes ? g.lanes.capacity_mib : 1));
           if (g.lanes) { setLanes(c, g.lanes); }
-          g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.T, p); } });
+          g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, p); } });
         });
         Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
         if (util) { util.draw(); }
         return;
       }
-      (data.GPUs || []).forEach(function (g) { add(g.Node, g.Index, g); if (util) { util.add(g.T, g); } });
+      // An update has the snapshot's shape, with each GPU's newest reading.
+      (data || []).forEach(function (g) {
+        g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, p); } });
+      });
       if (util) { util.draw(); }
       Object.keys(charts).forEach(function (k) { trim(charts[k].data); charts[k].u.setData(charts[k].data); });
     });
@@ -199,7 +202,7 @@
     }
 
     stream(["job:" + job], function (topic, type, data) {
-      (data.memory || []).forEach(function (p) { add(p.T, p.GPU.Node + ":" + p.GPU.Index, p.MemMiB); });
+      (data.memory || []).forEach(function (p) { add(p.t, p.node + ":" + p.gpu, p.mem_mib); });
       draw();
     });
   }

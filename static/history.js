@@ -152,10 +152,10 @@
       if (!pts.length) { empty(box, "history of this job's GPUs"); return; }
       var keys = [], rows = {}, ts = [];
       pts.forEach(function (p) {
-        var k = p.GPU.Node + ":" + p.GPU.Index;
+        var k = p.node + ":" + p.gpu;
         if (keys.indexOf(k) < 0) { keys.push(k); }
-        if (!rows[p.T]) { rows[p.T] = {}; ts.push(p.T); }
-        rows[p.T][k] = p.MemMiB / GB;
+        if (!rows[p.t]) { rows[p.t] = {}; ts.push(p.t); }
+        rows[p.t][k] = p.mem_mib / GB;
       });
       ts.sort(function (a, b) { return a - b; });
       var data = [ts].concat(keys.map(function (k) { return ts.map(function (t) { return rows[t][k] === undefined ? null : rows[t][k]; }); }));
@@ -187,7 +187,7 @@
       }, data);
     }
     function fromLive(p) {
-      return { t: p.T, used: p.MemUsedMiB, util: p.UtilPct, power: p.PowerW || null, temp: p.TempC || null };
+      return { t: p.t, used: p.mem_used_mib, util: p.util_pct, power: p.power_w || null, temp: p.temp_c || null };
     }
     function fromHistory(p) {
       return { t: p.t, used: p.mem_used_avg_mib, util: p.util_avg_pct,
@@ -241,6 +241,8 @@
     follow("team:" + card.dataset.team, function (type, d) {
       card.querySelectorAll("[data-field]").forEach(function (el) {
         var v = d.team[el.dataset.field];
+        // GPUs as the server writes them: 3, 2.5, 0.33.
+        if (typeof v === "number") { v = String(Math.round(v * 100) / 100); }
         if (v !== undefined) { el.textContent = v; }
       });
       if (!body) { return; }

@@ -167,9 +167,10 @@ type Count struct {
 
 // Admin is the admin page: users, teams and the audit log.
 type Admin struct {
-	Users []UserRow
-	Teams []TeamRow
-	Audit []AuditRow
+	Accounts Accounts
+	Users    []UserRow
+	Teams    []TeamRow
+	Audit    []AuditRow
 }
 
 // UserRow is one user on the admin page.
@@ -216,6 +217,7 @@ type QueueJob struct {
 	Name, Team, User, State, Attained, Reason string
 	GPUs                                      int
 	Visible                                   bool
+	Borrowed                                  bool
 }
 
 // JCTStats are the JCT figures of recently finished jobs.
@@ -225,10 +227,12 @@ type JCTStats struct {
 	CDF                        [][2]float64 // (JCT seconds, fraction)
 }
 
-// TeamShareRow is a team's standing under fair share.
+// TeamShareRow is a team's standing under fair share. InUse and
+// Borrowed are GPUs, a shared GPU counted by the share each job holds.
 type TeamShareRow struct {
 	Name                                           string
-	Guarantee, InUse, Borrowed, MaxPerUser         int
+	Guarantee, MaxPerUser                          int
+	InUse, Borrowed                                string
 	Weight, Usage, Entitlement, UsageShare, Factor string
 }
 
@@ -236,9 +240,9 @@ type TeamShareRow struct {
 type Team struct {
 	Share        TeamShareRow
 	Members      []MemberRow
-	Samples      [][4]int64 // unix time, in use, borrowed, guarantee
-	CanEditShare bool       // admins
-	CanEditCaps  bool       // the team's lead and admins
+	Samples      [][4]float64 // unix time, in use, borrowed, guarantee
+	CanEditShare bool         // admins
+	CanEditCaps  bool         // the team's lead and admins
 	// Queue is the team's unfinished jobs, running ones first; the page
 	// keeps it live over the team:<name> topic.
 	Queue []TeamQueueRow

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,76 +10,22 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
-// JobJSON is a job as the API shows it.
-type JobJSON struct {
-	ID              int64      `json:"id"`
-	Name            string     `json:"name"`
-	Team            string     `json:"team"`
-	User            string     `json:"user"`
-	GPUs            int        `json:"gpus"`
-	State           job.State  `json:"state"`
-	Reason          string     `json:"reason"`
-	Command         []string   `json:"command,omitempty"`
-	Sim             *SimSpec   `json:"sim,omitempty"`
-	GPUMemGB        float64    `json:"gpu_mem_gb,omitempty"`
-	Model           string     `json:"model,omitempty"`
-	Queue           int        `json:"queue"`
-	SubmittedAt     time.Time  `json:"submitted_at"`
-	StartedAt       *time.Time `json:"started_at"`
-	FinishedAt      *time.Time `json:"finished_at"`
-	JCTS            *float64   `json:"jct_s"`
-	Placement       []string   `json:"placement"`
-	ExitCode        *int       `json:"exit_code"`
-	ExecutedS       float64    `json:"executed_s"`
-	AttainedService float64    `json:"attained_service_gpu_s"`
-	Preemptions     int        `json:"preemptions"`
-	Failures        int        `json:"failures"`
-	RetryAt         *time.Time `json:"retry_at"`
-	// EstimatedStartAt is when a waiting job is expected to start (see
-	// GET /api/v1/stats/estimates for how good the estimates have been).
-	EstimatedStartAt *time.Time `json:"estimated_start_at"`
-	// Borrowed: the job runs beyond its team's guarantee and may be reclaimed.
-	Borrowed bool `json:"borrowed"`
-	// Salus sharing: whether the job shares its GPU, the fraction of a
-	// GPU it asked for (0: none), its memory estimate (unpadded; measured
-	// after it outgrew a lane), and while it runs, its lane.
-	Sharing        bool          `json:"sharing"`
-	GPUFraction    float64       `json:"gpu_fraction,omitempty"`
-	MemoryEstimate *EstimateJSON `json:"memory_estimate,omitempty"`
-	BatchSize      int           `json:"batch_size,omitempty"`
-	Parameters     int64         `json:"parameters,omitempty"`
-	Lane           *JobLaneJSON  `json:"lane,omitempty"`
-	// CPUProfile is the CPU and host memory sensitivity profile the user
-	// declared at submission (source "declared"); absent when none was.
-	CPUProfile *CPUProfileJSON `json:"cpu_profile,omitempty"`
-	// Resources are a running job's CPUs and host memory: allocated and
-	// used per node, and its sensitivity profile (docs/synergy.md).
-	Resources *JobResourcesJSON `json:"resources,omitempty"`
-}
-
-// EventJSON is one step of a job's history.
-type EventJSON struct {
-	At     time.Time `json:"at"`
-	State  job.State `json:"state"`
-	Detail string    `json:"detail"`
-}
-
-func (s *Server) jobHistory(c echo.Context, id int64) ([]EventJSON, error) {
+func (s *Server) jobHistory(c echo.Context, id int64) ([]api.Event, error) {
 	es, err := s.cfg.Store.JobEvents(c.Request().Context(), id)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]EventJSON, len(es))
+	out := make([]api.Event, len(es))
 	for i, e := range es {
-		out[i] = EventJSON{At: e.At, State: e.State, Detail: e.Detail}
+		out[i] = api.Event{At: e.At, State: e.State, Detail: e.Detail}
 	}
 	return out, nil
 }
@@ -96,51 +43,6 @@ func (s *Server) apiJobHistory(c echo.Context) error {
 	return c.JSON(http.StatusOK, h)
 }
 
-// jobJSON is j as the API shows it, with its estimated start if it waits.
-func (s *Server) jobJSON(j *models.Job) JobJSON {
-	out := jobJSON(j)
-	out.Borrowed = j.State == job.Running && s.cfg.Engine.Borrowed(j.ID)
-	if j.Sharing && j.State == job.Running {
-		out.Lane = s.jobLane(j.ID)
-	}
-	if j.State == job.Running {
-		out.Resources = s.jobResources(j.ID)
-	}
-	if j.State.Waiting() {
-		if t, ok := s.cfg.Engine.EstimatedStart(j.ID); ok {
-			out.EstimatedStartAt = &t
-		}
-	}
-	return out
-}
-
-func jobJSON(j *models.Job) JobJSON {
-	out := JobJSON{
-		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: j.State,
-		Reason: j.Reason, Command: j.Command, GPUMemGB: float64(j.GPUMemMiB) / 1024,
-		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
-		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: j.ExecutedS,
-		AttainedService: j.AttainedService, Preemptions: j.Preemptions,
-		Model: j.Model, Queue: j.QueueIndex, Failures: j.Failures, RetryAt: j.RetryAt,
-	}
-	if out.Placement == nil {
-		out.Placement = []string{}
-	}
-	out.Sharing, out.GPUFraction, out.BatchSize, out.Parameters = j.Sharing, j.GPUFraction, j.BatchSize, j.Parameters
-	out.CPUProfile = declaredProfileJSON(j)
-	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
-		out.MemoryEstimate = &EstimateJSON{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
-	}
-	if len(j.Command) == 0 {
-		out.Sim = &SimSpec{DurationS: j.SimDuration}
-	}
-	if j.FinishedAt != nil {
-		jct := j.JCT().Seconds()
-		out.JCTS = &jct
-	}
-	return out
-}
-
 func (s *Server) apiMe(c echo.Context) error {
 	u := currentUser(c)
 	return c.JSON(http.StatusOK, map[string]string{"name": u.Name, "role": string(u.Role), "team": u.Team})
@@ -151,11 +53,24 @@ func (s *Server) apiSubmit(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	j, err := s.submit(c, req)
+	ctx := c.Request().Context()
+	j, fe, err := s.submitJob(ctx, actorOf(c), req)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, s.jobJSON(j))
+	if fe != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fe.first())
+	}
+	return s.jobResponse(c, http.StatusCreated, j)
+}
+
+// jobResponse answers with j as the API shows it now.
+func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
+	m, err := s.moment(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, s.jobOf(m, j))
 }
 
 // decodeJSON reads the request's JSON body into v, refusing unknown
@@ -212,39 +127,8 @@ func jsonKind(t reflect.Type) string {
 	return "a JSON object"
 }
 
-// submit validates req for the current user and stores the job.
-func (s *Server) submit(c echo.Context, req SubmitRequest) (*models.Job, error) {
-	j, fe, err := s.validateSubmit(c, req)
-	if err != nil {
-		return nil, err
-	}
-	if fe != nil {
-		return nil, echo.NewHTTPError(http.StatusBadRequest, fe.first())
-	}
-	return j, s.createJob(c, j)
-}
-
-func (s *Server) validateSubmit(c echo.Context, req SubmitRequest) (*models.Job, fieldErrors, error) {
-	teams, err := s.teamNames(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	j, fe := req.validate(currentUser(c), teams, s.clusterGPUs())
-	return j, fe, nil
-}
-
-func (s *Server) createJob(c echo.Context, j *models.Job) error {
-	j.SubmittedAt = s.cfg.Now()
-	if err := s.cfg.Store.CreateJob(c.Request().Context(), j); err != nil {
-		return err
-	}
-	s.cfg.Engine.Wake()
-	s.cfg.Logger.Info("job submitted", "job", j.ID, "user", j.User, "team", j.Team, "gpus", j.GPUs)
-	return nil
-}
-
-func (s *Server) teamNames(c echo.Context) ([]string, error) {
-	ts, err := s.cfg.Store.Teams(c.Request().Context())
+func (s *Server) teamNames(ctx context.Context) ([]string, error) {
+	ts, err := s.cfg.Store.Teams(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -275,13 +159,18 @@ func (s *Server) apiListJobs(c echo.Context) error {
 		}
 		f.Limit = n
 	}
-	js, err := s.cfg.Store.ListJobs(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	js, err := s.cfg.Store.ListJobs(ctx, f)
 	if err != nil {
 		return err
 	}
-	out := make([]JobJSON, len(js))
+	m, err := s.moment(ctx)
+	if err != nil {
+		return err
+	}
+	out := make([]api.Job, len(js))
 	for i := range js {
-		out[i] = s.jobJSON(&js[i])
+		out[i] = s.jobOf(m, &js[i])
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -317,21 +206,20 @@ func (s *Server) jobFilter(c echo.Context, scope, state string) (models.JobFilte
 
 // loadJob returns the job named by the :id parameter if the user may see it.
 func (s *Server) loadJob(c echo.Context) (*models.Job, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return nil, echo.NewHTTPError(http.StatusBadRequest, "id: must be a positive number")
-	}
-	j, err := s.cfg.Store.Job(c.Request().Context(), id)
-	if errors.Is(err, models.ErrNotFound) {
-		return nil, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("job %d not found", id))
-	}
+	id, err := jobIDParam(c)
 	if err != nil {
 		return nil, err
 	}
-	if !canSee(currentUser(c), j.Team) {
-		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to team %s", id, j.Team))
+	return s.jobFor(c.Request().Context(), currentUser(c), id)
+}
+
+// jobIDParam reads the :id parameter.
+func jobIDParam(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, echo.NewHTTPError(http.StatusBadRequest, "id: must be a positive number")
 	}
-	return j, nil
+	return id, nil
 }
 
 func (s *Server) apiGetJob(c echo.Context) error {
@@ -339,44 +227,17 @@ func (s *Server) apiGetJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.jobJSON(j))
+	return s.jobResponse(c, http.StatusOK, j)
 }
 
 func (s *Server) apiCancel(c echo.Context) error {
-	j, err := s.cancel(c)
+	id, err := jobIDParam(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.jobJSON(j))
-}
-
-// cancel cancels the job named by :id for the current user and returns it
-// as it is afterwards (a running job may still be stopping).
-func (s *Server) cancel(c echo.Context) (*models.Job, error) {
-	j, err := s.loadJob(c)
+	j, err := s.cancelJob(c.Request().Context(), actorOf(c), id)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	u := currentUser(c)
-	if !canCancel(u, j) {
-		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to %s: only its owner, the lead of %s or an admin may cancel it", j.ID, j.User, j.Team))
-	}
-	if j.State.Final() {
-		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d has already ended (%s)", j.ID, j.State))
-	}
-	ctx := c.Request().Context()
-	err = s.cfg.Engine.Cancel(ctx, j.ID, "cancelled by "+u.Name)
-	if errors.Is(err, models.ErrConflict) {
-		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d has already ended", j.ID))
-	}
-	if err != nil {
-		return nil, err
-	}
-	s.cfg.Logger.Info("job cancel requested", "job", j.ID, "by", u.Name)
-	if u.Name != j.User {
-		if err := s.audit(c, "job.cancel", fmt.Sprintf("job %d of %s", j.ID, j.User), ""); err != nil {
-			return nil, err
-		}
-	}
-	return s.cfg.Store.Job(ctx, j.ID)
+	return s.jobResponse(c, http.StatusOK, j)
 }

@@ -28,8 +28,12 @@ func errorView(c echo.Context, code int, msg string) templates.ErrorView {
 	if v.Title == "" {
 		v.Title = http.StatusText(code)
 	}
-	if code >= 500 {
+	switch {
+	case code == http.StatusInternalServerError:
+		// The cause is in the log, not for the page.
 		v.Title, v.Message = "Something went wrong", "The portal could not do this; it logged the cause. Try again in a moment."
+	case code > 500:
+		v.Title = "Not possible right now"
 	}
 	if code == http.StatusNotFound && msg == http.StatusText(code) {
 		v.Message = "There is no page at " + c.Request().URL.Path + "."

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
@@ -48,59 +49,8 @@ func rangeParam(c echo.Context) (historyRange, error) {
 	return historyRange{}, badRequest("range: want 10m, 1h, 24h or 7d, got %q", v)
 }
 
-// HistoryPointJSON is one GPU over one step of a range.
-type HistoryPointJSON struct {
-	T             int64    `json:"t"`      // Unix seconds, the step's start
-	Step          int64    `json:"step_s"` // 1, 60, 300 or 3600
-	Samples       int      `json:"samples"`
-	MemMiB        int64    `json:"mem_mib"`
-	MemUsedAvgMiB float64  `json:"mem_used_avg_mib"`
-	MemUsedMaxMiB int64    `json:"mem_used_max_mib"`
-	UtilAvgPct    float64  `json:"util_avg_pct"`
-	BusyPct       float64  `json:"busy_pct"` // share of the step with a job on the GPU
-	PowerAvgW     *float64 `json:"power_avg_w,omitempty"`
-	TempAvgC      *float64 `json:"temp_avg_c,omitempty"`
-}
-
-// GPUHistoryJSON is one GPU's history over a range.
-type GPUHistoryJSON struct {
-	UUID   string             `json:"uuid"`
-	Node   string             `json:"node"`
-	Index  int                `json:"index"`
-	Range  string             `json:"range"`
-	Step   int64              `json:"step_s"`
-	Points []HistoryPointJSON `json:"points"`
-}
-
-// ClusterHistoryJSON is the cluster over a range: GPUs busy, memory used
-// and jobs by state.
-type ClusterHistoryJSON struct {
-	Range  string                 `json:"range"`
-	Step   int64                  `json:"step_s"`
-	Points []ClusterPointJSON     `json:"points"`
-	Jobs   []ClusterJobsPointJSON `json:"jobs"`
-}
-
-// ClusterPointJSON is the cluster's GPUs over one step.
-type ClusterPointJSON struct {
-	T          int64   `json:"t"`
-	GPUs       int     `json:"gpus"`
-	BusyGPUs   float64 `json:"busy_gpus"`
-	MemUsedMiB float64 `json:"mem_used_mib"`
-	MemMiB     int64   `json:"mem_mib"`
-}
-
-// ClusterJobsPointJSON is the number of jobs in each state at one time
-// (the average over the step).
-type ClusterJobsPointJSON struct {
-	T         int64   `json:"t"`
-	Queued    float64 `json:"queued"`
-	Running   float64 `json:"running"`
-	Preempted float64 `json:"preempted"`
-}
-
-func pointFromAggregate(a telemetry.Aggregate) HistoryPointJSON {
-	p := HistoryPointJSON{T: a.Start, Step: a.Step, Samples: a.Samples, MemMiB: a.MemMiB, MemUsedAvgMiB: a.MemUsedAvgMiB,
+func pointFromAggregate(a telemetry.Aggregate) api.HistoryPoint {
+	p := api.HistoryPoint{T: a.Start, Step: a.Step, Samples: a.Samples, MemMiB: a.MemMiB, MemUsedAvgMiB: a.MemUsedAvgMiB,
 		MemUsedMaxMiB: a.MemUsedMaxMiB, UtilAvgPct: a.UtilAvgPct}
 	if a.Samples > 0 {
 		p.BusyPct = 100 * float64(a.BusySamples) / float64(a.Samples)
@@ -116,12 +66,12 @@ func pointFromAggregate(a telemetry.Aggregate) HistoryPointJSON {
 	return p
 }
 
-func pointFromLive(p telemetry.Point) HistoryPointJSON {
+func pointFromLive(p telemetry.Point) api.HistoryPoint {
 	busy := 0.0
 	if len(p.Jobs) > 0 {
 		busy = 100
 	}
-	out := HistoryPointJSON{T: p.T, Step: 1, Samples: 1, MemMiB: p.MemMiB, MemUsedAvgMiB: float64(p.MemUsedMiB),
+	out := api.HistoryPoint{T: p.T, Step: 1, Samples: 1, MemMiB: p.MemMiB, MemUsedAvgMiB: float64(p.MemUsedMiB),
 		MemUsedMaxMiB: p.MemUsedMiB, UtilAvgPct: p.UtilPct, BusyPct: busy}
 	if p.PowerW > 0 {
 		w := p.PowerW
@@ -164,16 +114,16 @@ func (s *Server) gpuByUUID(uuid string) (connectedGPU, bool) {
 // historyOf returns the history of GPUs over r, one series per GPU
 // (uuid; all GPUs when empty), live GPUs first in node order, then GPUs
 // that are gone but left history.
-func (s *Server) historyOf(ctx context.Context, uuid string, r historyRange) ([]GPUHistoryJSON, error) {
+func (s *Server) historyOf(ctx context.Context, uuid string, r historyRange) ([]api.GPUHistory, error) {
 	now := s.cfg.Now()
-	var out []GPUHistoryJSON
+	var out []api.GPUHistory
 	byUUID := make(map[string]int)
-	series := func(id, node string, index int) *GPUHistoryJSON {
+	series := func(id, node string, index int) *api.GPUHistory {
 		i, ok := byUUID[id]
 		if !ok {
 			i = len(out)
 			byUUID[id] = i
-			out = append(out, GPUHistoryJSON{UUID: id, Node: node, Index: index, Range: r.Name, Step: r.Step, Points: []HistoryPointJSON{}})
+			out = append(out, api.GPUHistory{UUID: id, Node: node, Index: index, Range: r.Name, Step: r.Step, Points: []api.HistoryPoint{}})
 		}
 		return &out[i]
 	}
@@ -249,24 +199,24 @@ func (s *Server) apiGPUsHistory(c echo.Context) error {
 		return err
 	}
 	if hs == nil {
-		hs = []GPUHistoryJSON{}
+		hs = []api.GPUHistory{}
 	}
 	return c.JSON(http.StatusOK, hs)
 }
 
 // clusterHistory sums the GPU history of the cluster over r, with the jobs
 // by state. The 10-minute range reads the live window.
-func (s *Server) clusterHistory(ctx context.Context, r historyRange) (ClusterHistoryJSON, error) {
-	out := ClusterHistoryJSON{Range: r.Name, Step: r.Step, Points: []ClusterPointJSON{}, Jobs: []ClusterJobsPointJSON{}}
+func (s *Server) clusterHistory(ctx context.Context, r historyRange) (api.ClusterHistory, error) {
+	out := api.ClusterHistory{Range: r.Name, Step: r.Step, Points: []api.ClusterPoint{}, Jobs: []api.ClusterJobsPoint{}}
 	now := s.cfg.Now().Unix()
 	from := now - int64(r.Span/time.Second)
 	if r.Step == 1 {
-		byT := make(map[int64]*ClusterPointJSON)
+		byT := make(map[int64]*api.ClusterPoint)
 		for _, sr := range s.gpuHistory(from) {
 			for _, p := range sr.Points {
 				cp := byT[p.T]
 				if cp == nil {
-					cp = &ClusterPointJSON{T: p.T}
+					cp = &api.ClusterPoint{T: p.T}
 					byT[p.T] = cp
 				}
 				cp.GPUs++
@@ -298,9 +248,9 @@ func (s *Server) clusterHistory(ctx context.Context, r historyRange) (ClusterHis
 }
 
 // clusterSteps averages stored cluster buckets (minutes, hours) into steps.
-func clusterSteps(pts []models.ClusterGPUPoint, step int64) []ClusterPointJSON {
+func clusterSteps(pts []models.ClusterGPUPoint, step int64) []api.ClusterPoint {
 	type acc struct {
-		p ClusterPointJSON
+		p api.ClusterPoint
 		w float64 // seconds covered
 	}
 	var order []int64
@@ -312,7 +262,7 @@ func clusterSteps(pts []models.ClusterGPUPoint, step int64) []ClusterPointJSON {
 		}
 		a := accs[t]
 		if a == nil {
-			a = &acc{p: ClusterPointJSON{T: t}}
+			a = &acc{p: api.ClusterPoint{T: t}}
 			accs[t] = a
 			order = append(order, t)
 		}
@@ -323,7 +273,7 @@ func clusterSteps(pts []models.ClusterGPUPoint, step int64) []ClusterPointJSON {
 		a.p.MemMiB = max(a.p.MemMiB, p.MemMiB)
 		a.w += w
 	}
-	out := make([]ClusterPointJSON, 0, len(order))
+	out := make([]api.ClusterPoint, 0, len(order))
 	for _, t := range order {
 		a := accs[t]
 		a.p.BusyGPUs /= a.w
@@ -334,8 +284,8 @@ func clusterSteps(pts []models.ClusterGPUPoint, step int64) []ClusterPointJSON {
 }
 
 // jobSteps averages the per-minute job counts into steps.
-func jobSteps(rows []models.ClusterHistory, step int64) []ClusterJobsPointJSON {
-	out := []ClusterJobsPointJSON{}
+func jobSteps(rows []models.ClusterHistory, step int64) []api.ClusterJobsPoint {
+	out := []api.ClusterJobsPoint{}
 	n := 0
 	for _, r := range rows {
 		t := r.Start - r.Start%step
@@ -344,7 +294,7 @@ func jobSteps(rows []models.ClusterHistory, step int64) []ClusterJobsPointJSON {
 				last := &out[len(out)-1]
 				last.Queued, last.Running, last.Preempted = last.Queued/float64(n), last.Running/float64(n), last.Preempted/float64(n)
 			}
-			out = append(out, ClusterJobsPointJSON{T: t})
+			out = append(out, api.ClusterJobsPoint{T: t})
 			n = 0
 		}
 		last := &out[len(out)-1]
@@ -376,8 +326,8 @@ func (s *Server) apiClusterHistory(c echo.Context) error {
 // jobGPUHistory is the average memory used on the GPUs a job runs on (or
 // last ran on) over r, per step, while the job ran: the database keeps
 // GPUs, not jobs, so on a shared GPU this includes its neighbours.
-func (s *Server) jobGPUHistory(ctx context.Context, j *models.Job, r historyRange) ([]telemetry.JobPoint, error) {
-	out := []telemetry.JobPoint{}
+func (s *Server) jobGPUHistory(ctx context.Context, j *models.Job, r historyRange) ([]api.JobMemory, error) {
+	out := []api.JobMemory{}
 	if j.StartedAt == nil {
 		return out, nil
 	}
@@ -410,7 +360,7 @@ func (s *Server) jobGPUHistory(ctx context.Context, j *models.Job, r historyRang
 	rolled := telemetry.Rollup(as, r.Step)
 	sort.SliceStable(rolled, func(a, b int) bool { return rolled[a].Start < rolled[b].Start })
 	for _, a := range rolled {
-		out = append(out, telemetry.JobPoint{T: a.Start, GPU: a.GPU, MemMiB: int64(a.MemUsedAvgMiB + 0.5)})
+		out = append(out, api.JobMemory{T: a.Start, Node: a.GPU.Node, GPU: a.GPU.Index, MemMiB: int64(a.MemUsedAvgMiB + 0.5)})
 	}
 	return out, nil
 }

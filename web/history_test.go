@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpu"
-	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -71,7 +71,7 @@ func TestHistoryIsWrittenAndServed(t *testing.T) {
 
 	// One GPU, one hour: minute points.
 	rec := ls.do(t, "bob", http.MethodGet, "/api/v1/gpus/"+ls.gpus[0].UUID+"/history?range=1h", "")
-	var one GPUHistoryJSON
+	var one api.GPUHistory
 	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &one) != nil {
 		t.Fatalf("1h: %d %s", rec.Code, rec.Body)
 	}
@@ -80,7 +80,7 @@ func TestHistoryIsWrittenAndServed(t *testing.T) {
 	}
 	// Every GPU over 24 hours: five-minute points (one here, or two across a boundary).
 	rec = ls.do(t, "alice", http.MethodGet, "/api/v1/gpus/history?range=24h", "")
-	var all []GPUHistoryJSON
+	var all []api.GPUHistory
 	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &all) != nil || len(all) != 2 {
 		t.Fatalf("24h: %d %s", rec.Code, rec.Body)
 	}
@@ -89,7 +89,7 @@ func TestHistoryIsWrittenAndServed(t *testing.T) {
 	}
 	// The cluster over 7 days: hourly points, two GPUs, one busy.
 	rec = ls.do(t, "alice", http.MethodGet, "/api/v1/cluster/history?range=7d", "")
-	var cl ClusterHistoryJSON
+	var cl api.ClusterHistory
 	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &cl) != nil {
 		t.Fatalf("cluster 7d: %d %s", rec.Code, rec.Body)
 	}
@@ -152,9 +152,9 @@ func TestRollupAndPrune(t *testing.T) {
 func TestOpenAPIHistorySchemas(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for name, typ := range map[string]reflect.Type{
-		"HistoryPoint":   reflect.TypeOf(HistoryPointJSON{}),
-		"GPUHistory":     reflect.TypeOf(GPUHistoryJSON{}),
-		"ClusterHistory": reflect.TypeOf(ClusterHistoryJSON{}),
+		"HistoryPoint":   reflect.TypeOf(api.HistoryPoint{}),
+		"GPUHistory":     reflect.TypeOf(api.GPUHistory{}),
+		"ClusterHistory": reflect.TypeOf(api.ClusterHistory{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {
@@ -198,7 +198,7 @@ func TestJobMemoryOverLongerRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/memory?range=1h", j.ID), "")
-	var pts []telemetry.JobPoint
+	var pts []api.JobMemory
 	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &pts) != nil {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
@@ -207,7 +207,7 @@ func TestJobMemoryOverLongerRanges(t *testing.T) {
 		t.Errorf("%d points, want the 30 or so minutes the job ran", len(pts))
 	}
 	for _, p := range pts {
-		if p.GPU != (telemetry.GPUKey{Node: "node-0", Index: 1}) || p.MemMiB != 700 || p.T < started.Unix()/60*60 || p.T > finished.Unix() {
+		if p.Node != "node-0" || p.GPU != 1 || p.MemMiB != 700 || p.T < started.Unix()/60*60 || p.T > finished.Unix() {
 			t.Errorf("point %+v: want GPU node-0:1 at 700 MiB while the job ran", p)
 			break
 		}

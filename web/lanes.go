@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/telemetry"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -18,66 +18,14 @@ import (
 // persistent (P) and ephemeral (E) memory they hold, and who runs an
 // iteration now.
 
-// GPULanesJSON is one GPU's lanes.
-type GPULanesJSON struct {
-	CapacityMiB int64 `json:"capacity_mib"`
-	// UsedMiB is what the safety condition counts: the jobs' P plus each
-	// lane's size.
-	UsedMiB       int64      `json:"used_mib"`
-	PersistentMiB int64      `json:"persistent_mib"`
-	Lanes         []LaneJSON `json:"lanes"`
-}
-
-// LaneJSON is one lane: a slice of the GPU's ephemeral memory its jobs
-// share in time, one iteration at a time.
-type LaneJSON struct {
-	ID      int   `json:"id"`
-	SizeMiB int64 `json:"size_mib"`
-	// Running is the job whose iteration runs now, 0 when none.
-	Running  int64         `json:"running"`
-	Draining bool          `json:"draining"`
-	Jobs     []LaneJobJSON `json:"jobs"`
-}
-
-// LaneJobJSON is a job of a lane with the padded memory it holds.
-type LaneJobJSON struct {
-	JobID         int64  `json:"job_id"`
-	PersistentMiB int64  `json:"persistent_mib"`
-	EphemeralMiB  int64  `json:"ephemeral_mib"`
-	Source        string `json:"source"`
-	MaxPeakMiB    int64  `json:"max_peak_mib"`
-	Iterations    int64  `json:"iterations"`
-}
-
-// JobLaneJSON says where a sharing job runs: its GPU, its lane and the
-// jobs it shares them with.
-type JobLaneJSON struct {
-	Node    string `json:"node"`
-	GPU     int    `json:"gpu"`
-	Lane    int    `json:"lane"`
-	SizeMiB int64  `json:"size_mib"`
-	// LaneJobs are the others of its lane, taking turns with it;
-	// GPUJobs the jobs of the GPU's other lanes, running beside it.
-	LaneJobs []int64 `json:"lane_jobs"`
-	GPUJobs  []int64 `json:"gpu_jobs"`
-	Running  int64   `json:"running"`
-	// Held is the padded memory the job holds in its lane, corrected from
-	// its measured peaks once it has some (source "measured");
-	// MaxPeakMiB is its largest measured ephemeral peak, Iterations how
-	// many it ran.
-	Held       EstimateJSON `json:"held"`
-	MaxPeakMiB int64        `json:"max_peak_mib"`
-	Iterations int64        `json:"iterations"`
-}
-
 // laneNode is a machine whose agent serves a gate and reports its lanes.
 type laneNode interface {
 	Lanes() []lanes.GPUView
 }
 
 // gpuLanes returns the lanes of every GPU whose agent reports them.
-func (s *Server) gpuLanes() map[telemetry.GPUKey]GPULanesJSON {
-	out := make(map[telemetry.GPUKey]GPULanesJSON)
+func (s *Server) gpuLanes() map[telemetry.GPUKey]api.GPULanes {
+	out := make(map[telemetry.GPUKey]api.GPULanes)
 	for _, n := range s.cfg.Engine.Nodes() {
 		ln, ok := n.(laneNode)
 		if !ok {
@@ -90,12 +38,12 @@ func (s *Server) gpuLanes() map[telemetry.GPUKey]GPULanesJSON {
 	return out
 }
 
-func lanesJSON(g lanes.GPUView) GPULanesJSON {
-	out := GPULanesJSON{CapacityMiB: g.CapacityMiB, UsedMiB: g.UsedMiB, PersistentMiB: g.PersistentMiB, Lanes: []LaneJSON{}}
+func lanesJSON(g lanes.GPUView) api.GPULanes {
+	out := api.GPULanes{CapacityMiB: g.CapacityMiB, UsedMiB: g.UsedMiB, PersistentMiB: g.PersistentMiB, Lanes: []api.Lane{}}
 	for _, l := range g.Lanes {
-		lj := LaneJSON{ID: l.ID, SizeMiB: l.SizeMiB, Running: l.Running, Draining: l.Draining, Jobs: []LaneJobJSON{}}
+		lj := api.Lane{ID: l.ID, SizeMiB: l.SizeMiB, Running: l.Running, Draining: l.Draining, Jobs: []api.LaneJob{}}
 		for _, j := range l.Jobs {
-			lj.Jobs = append(lj.Jobs, LaneJobJSON{JobID: j.ID, PersistentMiB: j.Memory.PersistentMiB,
+			lj.Jobs = append(lj.Jobs, api.LaneJob{JobID: j.ID, PersistentMiB: j.Memory.PersistentMiB,
 				EphemeralMiB: j.Memory.EphemeralMiB, Source: string(j.Memory.Source),
 				MaxPeakMiB: j.MaxPeakMiB, Iterations: j.Iterations})
 		}
@@ -105,17 +53,17 @@ func lanesJSON(g lanes.GPUView) GPULanesJSON {
 }
 
 // jobLane finds the lane of a sharing job; nil when it holds none.
-func (s *Server) jobLane(id int64) *JobLaneJSON {
+func (s *Server) jobLane(id int64) *api.JobLane {
 	for k, g := range s.gpuLanes() {
 		for _, l := range g.Lanes {
-			i := slices.IndexFunc(l.Jobs, func(j LaneJobJSON) bool { return j.JobID == id })
+			i := slices.IndexFunc(l.Jobs, func(j api.LaneJob) bool { return j.JobID == id })
 			if i < 0 {
 				continue
 			}
 			me := l.Jobs[i]
-			out := &JobLaneJSON{Node: k.Node, GPU: k.Index, Lane: l.ID, SizeMiB: l.SizeMiB,
+			out := &api.JobLane{Node: k.Node, GPU: k.Index, Lane: l.ID, SizeMiB: l.SizeMiB,
 				Running: l.Running, LaneJobs: []int64{}, GPUJobs: []int64{},
-				Held:       EstimateJSON{PersistentMiB: me.PersistentMiB, EphemeralMiB: me.EphemeralMiB, Source: me.Source},
+				Held:       api.MemoryEstimate{PersistentMiB: me.PersistentMiB, EphemeralMiB: me.EphemeralMiB, Source: me.Source},
 				MaxPeakMiB: me.MaxPeakMiB, Iterations: me.Iterations}
 			for _, o := range g.Lanes {
 				for _, j := range o.Jobs {
@@ -134,18 +82,9 @@ func (s *Server) jobLane(id int64) *JobLaneJSON {
 	return nil
 }
 
-// EstimateJSON is a job's memory estimate on its GPU, unpadded:
-// persistent memory P, ephemeral memory E, and where it came from
-// (declared, catalogue, params, measured).
-type EstimateJSON struct {
-	PersistentMiB int64  `json:"persistent_mib"`
-	EphemeralMiB  int64  `json:"ephemeral_mib"`
-	Source        string `json:"source"`
-}
-
 // describeSharing says on the job page how a sharing job shares its GPU,
 // its memory estimate, and while it runs, its lane and its neighbours.
-func (s *Server) describeSharing(j *models.Job, d *templates.JobDetail) {
+func describeSharing(j api.Job, d *templates.JobDetail) {
 	if !j.Sharing {
 		return
 	}
@@ -153,14 +92,17 @@ func (s *Server) describeSharing(j *models.Job, d *templates.JobDetail) {
 	if j.GPUFraction > 0 {
 		d.Sharing = fmt.Sprintf("%g of a GPU", j.GPUFraction)
 	}
-	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
+	if e := j.MemoryEstimate; e != nil {
 		d.Sharing += fmt.Sprintf("; memory estimate P %d MiB + E %d MiB (%s), padded at admission",
-			j.MemPersistentMiB, j.MemEphemeralMiB, j.MemSource)
+			e.PersistentMiB, e.EphemeralMiB, e.Source)
 	}
 	if j.State != job.Running {
 		return
 	}
-	l := s.jobLane(j.ID)
+	if j.HeldGPUs > 0 {
+		d.Sharing += "; holds " + fmtGPUs(j.HeldGPUs) + " of a GPU now"
+	}
+	l := j.Lane
 	if l == nil {
 		d.Lane = "not in a lane: its agent serves no gate, or it waits to be admitted"
 		return
@@ -201,7 +143,7 @@ func jobIDs(ids []int64) string {
 
 // lanesText describes a GPU's lanes in one line, for pages without
 // charts: "persistent 2.3 GB · lane 1: 4.2 GB, jobs 3, 5 (job 3 runs) · ...".
-func lanesText(g GPULanesJSON) string {
+func lanesText(g api.GPULanes) string {
 	if len(g.Lanes) == 0 {
 		return ""
 	}
@@ -220,13 +162,6 @@ func lanesText(g GPULanesJSON) string {
 	return strings.Join(parts, " · ")
 }
 
-// lanesUpdate is one GPU's lanes in the gpus topic's "lanes" messages.
-type lanesUpdate struct {
-	Node  string       `json:"node"`
-	Index int          `json:"index"`
-	Lanes GPULanesJSON `json:"lanes"`
-}
-
 // publishLanes sends the gpus topic's subscribers every GPU's lanes, as
 // a "lanes" message beside the samples' "update": the GPU wall draws them
 // on the memory timelines.
@@ -236,11 +171,11 @@ func (s *Server) publishLanes() {
 		return
 	}
 	gl := s.gpuLanes()
-	out := make([]lanesUpdate, 0, len(gl))
+	out := make([]api.GPULanesUpdate, 0, len(gl))
 	for k, l := range gl {
-		out = append(out, lanesUpdate{Node: k.Node, Index: k.Index, Lanes: l})
+		out = append(out, api.GPULanesUpdate{Node: k.Node, Index: k.Index, Lanes: l})
 	}
-	slices.SortFunc(out, func(a, b lanesUpdate) int {
+	slices.SortFunc(out, func(a, b api.GPULanesUpdate) int {
 		if c := strings.Compare(a.Node, b.Node); c != 0 {
 			return c
 		}

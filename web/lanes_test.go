@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/models"
@@ -27,13 +28,13 @@ func (n *fakeLaneNode) Devices() []gpu.Device {
 	return []gpu.Device{{Index: 0, UUID: "GPU-l0", MemMiB: 16384}, {Index: 1, UUID: "GPU-l1", MemMiB: 16384}}
 }
 func (n *fakeLaneNode) Resources() (int, int64) { return 8, 64 << 10 }
-func (n *fakeLaneNode) Start(context.Context, agent.Spec) error {
+func (n *fakeLaneNode) Start(context.Context, job.Spec) error {
 	return fmt.Errorf("fake node runs nothing")
 }
-func (n *fakeLaneNode) Stop(context.Context, int64) error { return nil }
-func (n *fakeLaneNode) Running() []int64                  { return nil }
-func (n *fakeLaneNode) Sample(time.Time) []gpu.Sample     { return nil }
-func (n *fakeLaneNode) Lanes() []lanes.GPUView            { return n.lanes }
+func (n *fakeLaneNode) Stop(context.Context, job.RunRef) error { return nil }
+func (n *fakeLaneNode) Running() []job.RunRef                  { return nil }
+func (n *fakeLaneNode) Sample(time.Time) []gpu.Sample          { return nil }
+func (n *fakeLaneNode) Lanes() []lanes.GPUView                 { return n.lanes }
 
 func TestLanesInTheAPI(t *testing.T) {
 	ts := newTestServer(t)
@@ -44,7 +45,7 @@ func TestLanesInTheAPI(t *testing.T) {
 		if err := ts.store.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.store.MarkStarted(ctx, j.ID, []string{"lanes-0:0"}, time.Now()); err != nil {
+		if _, err := ts.store.MarkStarted(ctx, j.ID, []string{"lanes-0:0"}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		return j.ID
@@ -64,7 +65,7 @@ func TestLanesInTheAPI(t *testing.T) {
 	}
 
 	rec := ts.do(t, "admin", http.MethodGet, "/api/v1/gpus", "")
-	var gpus []GPUSeries
+	var gpus []api.GPUSeries
 	if err := json.Unmarshal(rec.Body.Bytes(), &gpus); err != nil || len(gpus) != 2 {
 		t.Fatalf("GET /api/v1/gpus: %v, %s", err, rec.Body)
 	}
@@ -87,7 +88,7 @@ func TestLanesInTheAPI(t *testing.T) {
 			"holds P 1100 MiB + E 1000 MiB (measured, padded); 4 iterations, largest measured ephemeral peak 900 MiB", a, b)},
 	}
 	for _, tc := range tests {
-		var j JobJSON
+		var j api.Job
 		rec := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", tc.job), "")
 		if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
 			t.Fatal(err)

@@ -8,37 +8,40 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 )
 
 // historyWindow is how much GPU history a chart starts with.
 const historyWindow = 10 * time.Minute
 
-// GPUSeries is one GPU's recent history as the API and the charts get it.
-type GPUSeries struct {
-	Node   string            `json:"node"`
-	Index  int               `json:"index"`
-	Points []telemetry.Point `json:"points"`
-	// Lanes are the GPU's Salus lanes now, when its agent serves a gate.
-	Lanes *GPULanesJSON `json:"lanes,omitempty"`
+// gpuHistory returns the history of every GPU of the connected machines.
+func (s *Server) gpuHistory(since int64) []api.GPUSeries {
+	out := []api.GPUSeries{}
+	gl := s.gpuLanes()
+	for _, g := range s.connectedGPUs() {
+		gs := api.GPUSeries{UUID: g.Device.UUID, Node: g.Key.Node, Index: g.Key.Index, Model: g.Device.Model,
+			Points: pointsOf(s.cfg.Telemetry.GPU(g.Key, since))}
+		if l, ok := gl[g.Key]; ok {
+			gs.Lanes = &l
+		}
+		out = append(out, gs)
+	}
+	return out
 }
 
-// gpuHistory returns the history of every GPU of the connected machines.
-func (s *Server) gpuHistory(since int64) []GPUSeries {
-	out := []GPUSeries{}
-	gl := s.gpuLanes()
-	for _, n := range s.cfg.Engine.Nodes() {
-		for _, d := range n.Devices() {
-			k := telemetry.GPUKey{Node: n.Name(), Index: d.Index}
-			pts := s.cfg.Telemetry.GPU(k, since)
-			if pts == nil {
-				pts = []telemetry.Point{}
-			}
-			gs := GPUSeries{Node: k.Node, Index: k.Index, Points: pts}
-			if l, ok := gl[k]; ok {
-				gs.Lanes = &l
-			}
-			out = append(out, gs)
+// frameSeries is frame f as the gpus topic's update sends it: each
+// connected GPU with its reading of f, as the snapshot's series.
+func (s *Server) frameSeries(f telemetry.Frame) []api.GPUSeries {
+	byKey := make(map[telemetry.GPUKey]telemetry.Point, len(f.GPUs))
+	for _, g := range f.GPUs {
+		byKey[g.GPUKey] = g.Point
+	}
+	out := []api.GPUSeries{}
+	for _, g := range s.connectedGPUs() {
+		if p, ok := byKey[g.Key]; ok {
+			out = append(out, api.GPUSeries{UUID: g.Device.UUID, Node: g.Key.Node, Index: g.Key.Index, Model: g.Device.Model,
+				Points: []api.Point{pointOf(p)}})
 		}
 	}
 	return out
@@ -92,11 +95,7 @@ func (s *Server) apiJobMemory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pts := s.cfg.Telemetry.Job(j.ID, since)
-	if pts == nil {
-		pts = []telemetry.JobPoint{}
-	}
-	return c.JSON(http.StatusOK, pts)
+	return c.JSON(http.StatusOK, jobMemoryOf(s.cfg.Telemetry.Job(j.ID, since)))
 }
 
 var upgrader = websocket.Upgrader{

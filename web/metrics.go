@@ -32,6 +32,14 @@ var (
 	beatsDesc     = desc("agent_heartbeats_total", "Heartbeats received from remote agents.")
 	beatAgeDesc   = desc("agent_heartbeat_age_seconds", "Time since the last heartbeat of the agent that runs a machine.", "node")
 	wsClientsDesc = desc("websocket_clients", "Browsers and programs following the live stream.")
+	strayDesc     = desc("stray_runs_total", "Runs stopped because a machine came back with a run the cluster had replaced.")
+	handoverDesc  = desc("handover_seconds", "Time from asking a run to stop to the start of the job that waited for its GPUs.")
+	releaseDesc   = desc("release_seconds", "Time from asking a run to stop to the exit of its last process.")
+	unrecDesc     = desc("unrecorded_exits", "Job exits the database has yet to take (it failed): kept, retried every pass, not yet acknowledged to agents.")
+	inUseDesc     = desc("gpus_in_use", "GPUs held by running jobs, a shared GPU counted by the share each job holds (as the portal shows it).")
+	teamInUseDesc = desc("team_gpus_in_use", "GPUs held by a team's running jobs, a shared GPU counted by the share each job holds.", "team")
+	teamBorrDesc  = desc("team_gpus_borrowed", "GPUs a team holds beyond its guarantee.", "team")
+	teamGuarDesc  = desc("team_gpus_guaranteed", "GPUs guaranteed to a team.", "team")
 )
 
 // collector reads its figures when scraped, so they are never stale.
@@ -40,7 +48,7 @@ type collector struct{ s *Server }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, gpuMemDesc, nodesDesc, passesDesc, passSecsDesc,
 		lastPassDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc, beatsDesc, beatAgeDesc,
-		wsClientsDesc} {
+		wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, inUseDesc, teamInUseDesc, teamBorrDesc, teamGuarDesc} {
 		ch <- d
 	}
 }
@@ -64,10 +72,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
 	}
-	if js, err := store.UnfinishedJobs(ctx); err == nil {
+	if m, err := c.s.moment(ctx); err == nil {
 		type key struct{ queue, team, status string }
 		n := make(map[key]int)
-		for _, j := range js {
+		for _, j := range m.unfinished {
 			status := "waiting"
 			if j.State == job.Running {
 				status = "running"
@@ -76,6 +84,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for k, v := range n {
 			ch <- gauge(queueDesc, float64(v), k.queue, k.team, k.status)
+		}
+		ch <- gauge(inUseDesc, m.figures.InUseGPUs())
+		for _, t := range m.teamShares() {
+			ch <- gauge(teamInUseDesc, t.InUseGPUs, t.Name)
+			ch <- gauge(teamBorrDesc, t.BorrowedGPUs, t.Name)
+			ch <- gauge(teamGuarDesc, float64(t.GuaranteeGPUs), t.Name)
 		}
 	} else {
 		ch <- prometheus.NewInvalidMetric(queueDesc, err)
@@ -111,9 +125,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(requeuesDesc, float64(st.Requeues))
 	ch <- counter(retriesDesc, float64(st.Retries))
 	ch <- counter(nodeLostDesc, float64(st.NodesRemoved))
-	ch <- counter(beatsDesc, float64(c.s.agents.heartbeats.Load()))
-	for node, age := range c.s.agents.heartbeatAges(now) {
-		ch <- gauge(beatAgeDesc, age.Seconds(), node)
+	ch <- counter(strayDesc, float64(st.StrayRuns))
+	ch <- prometheus.MustNewConstSummary(handoverDesc, uint64(st.Handovers), st.HandoverSeconds, nil)
+	ch <- prometheus.MustNewConstSummary(releaseDesc, uint64(st.Releases), st.ReleaseSeconds, nil)
+	ch <- gauge(unrecDesc, float64(st.UnrecordedExits))
+	var beats int64
+	if a := c.s.cfg.Agents; a != nil {
+		beats = a.Heartbeats()
+		for node, age := range a.HeartbeatAges(now) {
+			ch <- gauge(beatAgeDesc, age.Seconds(), node)
+		}
 	}
+	ch <- counter(beatsDesc, float64(beats))
 	ch <- gauge(wsClientsDesc, float64(c.s.hub.count()))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
 )
 
@@ -17,7 +18,7 @@ import (
 
 // describeNode is a machine as the API shows it: its state, the health of
 // each GPU, and whether its live memory is known.
-func (s *Server) describeNode(st engine.NodeStatus) NodeJSON {
+func (s *Server) describeNode(st engine.NodeStatus) api.Node {
 	n := nodeJSON(st)
 	for _, f := range s.cfg.Engine.GPUFaults() {
 		if f.Node != st.Name {
@@ -54,47 +55,6 @@ func (s *Server) nodeResponse(c echo.Context) error {
 		}
 	}
 	return echo.NewHTTPError(http.StatusNotFound, "node disconnected")
-}
-
-// setCordoned cordons (on) or uncordons (off) the node named by :name, for
-// an admin, and records it in the audit log. Uncordon makes the machine
-// ready again: it ends a drain too. On a follower replica it records the
-// change in the store, for the leader's next pass.
-func (s *Server) setCordoned(c echo.Context, on bool) error {
-	name := c.Param("name")
-	err := s.cfg.Engine.SetCordoned(name, on)
-	if errors.Is(err, engine.ErrUnknownNode) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no node %q is connected", name))
-	}
-	if err != nil {
-		return err
-	}
-	action := "node.cordon"
-	if !on {
-		action = "node.uncordon"
-		if err := s.cfg.Engine.SetDraining(name, false); err != nil {
-			return err
-		}
-	}
-	return s.audit(c, action, name, "")
-}
-
-func (s *Server) apiCordon(c echo.Context) error {
-	on := c.Path() == "/api/v1/nodes/:name/cordon"
-	if err := s.setCordoned(c, on); err != nil {
-		return err
-	}
-	if on {
-		return s.nodeActionResponse(c, "cordoned")
-	}
-	return s.nodeActionResponse(c, "uncordoned")
-}
-
-func (s *Server) cordonForm(c echo.Context) error {
-	if err := s.setCordoned(c, c.Path() == "/cluster/nodes/:name/cordon"); err != nil {
-		return err
-	}
-	return c.Redirect(http.StatusSeeOther, "/cluster")
 }
 
 // clearGPU puts the GPU named by :name and :index back in service, for an
@@ -153,7 +113,7 @@ func (s *Server) nodeActionResponse(c echo.Context, done string) error {
 	if err != nil {
 		return err
 	}
-	n := NodeJSON{Name: name, State: "ready", GPUs: []GPUJSON{}, Jobs: []int64{},
+	n := api.Node{Name: name, State: "ready", GPUs: []api.GPU{}, Jobs: []int64{},
 		Note: done + "; takes effect on the leader's next pass"}
 	switch {
 	case st.Draining[name]:

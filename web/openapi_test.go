@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/api"
 )
 
 type openAPIDoc struct {
@@ -83,24 +85,32 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for name, typ := range map[string]reflect.Type{
-		"Job":            reflect.TypeOf(JobJSON{}),
+		"Job":            reflect.TypeOf(api.Job{}),
 		"SubmitRequest":  reflect.TypeOf(SubmitRequest{}),
-		"Node":           reflect.TypeOf(NodeJSON{}),
-		"Event":          reflect.TypeOf(EventJSON{}),
-		"JCTStats":       reflect.TypeOf(JCTStatsJSON{}),
-		"Queues":         reflect.TypeOf(QueuesJSON{}),
+		"Node":           reflect.TypeOf(api.Node{}),
+		"Event":          reflect.TypeOf(api.Event{}),
+		"JCTStats":       reflect.TypeOf(api.JCTStats{}),
+		"Queues":         reflect.TypeOf(api.Queues{}),
 		"Template":       reflect.TypeOf(TemplateJSON{}),
 		"Estimates":      reflect.TypeOf(EstimatesJSON{}),
-		"TeamShare":      reflect.TypeOf(TeamShareJSON{}),
-		"GPUSeries":      reflect.TypeOf(GPUSeries{}),
-		"GPULanes":       reflect.TypeOf(GPULanesJSON{}),
-		"Lane":           reflect.TypeOf(LaneJSON{}),
-		"LaneJob":        reflect.TypeOf(LaneJobJSON{}),
-		"JobLane":        reflect.TypeOf(JobLaneJSON{}),
-		"MemoryEstimate": reflect.TypeOf(EstimateJSON{}),
-		"JobResources":   reflect.TypeOf(JobResourcesJSON{}),
-		"Allocation":     reflect.TypeOf(AllocationJSON{}),
-		"CPUProfile":     reflect.TypeOf(CPUProfileJSON{}),
+		"TeamShare":      reflect.TypeOf(api.TeamShare{}),
+		"GPUSeries":      reflect.TypeOf(api.GPUSeries{}),
+		"Point":          reflect.TypeOf(api.Point{}),
+		"JobMemory":      reflect.TypeOf(api.JobMemory{}),
+		"GPULanes":       reflect.TypeOf(api.GPULanes{}),
+		"Lane":           reflect.TypeOf(api.Lane{}),
+		"LaneJob":        reflect.TypeOf(api.LaneJob{}),
+		"JobLane":        reflect.TypeOf(api.JobLane{}),
+		"MemoryEstimate": reflect.TypeOf(api.MemoryEstimate{}),
+		"JobResources":   reflect.TypeOf(api.JobResources{}),
+		"Allocation":     reflect.TypeOf(api.Allocation{}),
+		"CPUProfile":     reflect.TypeOf(api.CPUProfile{}),
+		"JoinToken":      reflect.TypeOf(api.JoinToken{}),
+		"NewJoinToken":   reflect.TypeOf(api.NewJoinToken{}),
+		"Machine":        reflect.TypeOf(api.Machine{}),
+		"User":           reflect.TypeOf(api.User{}),
+		"APIToken":       reflect.TypeOf(api.APIToken{}),
+		"AccountChange":  reflect.TypeOf(api.AccountChange{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

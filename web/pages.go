@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/cmdline"
 
 	"github.com/a-h/templ"
@@ -63,26 +64,21 @@ func fmtDuration(d time.Duration) string {
 	}
 }
 
-// jobRow is j as lists and pages show it, marked if it borrows GPUs.
-func (s *Server) jobRow(j *models.Job) templates.JobRow {
-	r := jobRow(j)
-	r.Borrowed = j.State == job.Running && s.cfg.Engine.Borrowed(j.ID)
-	return r
-}
-
-func jobRow(j *models.Job) templates.JobRow {
+// jobRow is j as lists and pages show it.
+func jobRow(j api.Job) templates.JobRow {
 	r := templates.JobRow{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),
 		Submitted: fmtTime(&j.SubmittedAt), Started: fmtTime(j.StartedAt), Finished: fmtTime(j.FinishedAt),
-		JCT: "—", Reason: j.Reason,
+		JCT: "—", Reason: j.Reason, Borrowed: j.Borrowed,
 	}
-	if len(j.Command) > 0 {
+	switch {
+	case len(j.Command) > 0:
 		r.Workload = cmdline.Join(j.Command)
-	} else {
-		r.Workload = "simulated, " + fmtDuration(time.Duration(j.SimDuration*float64(time.Second)))
+	case j.Sim != nil:
+		r.Workload = "simulated, " + fmtDuration(secs(j.Sim.DurationS))
 	}
-	if j.FinishedAt != nil {
-		r.JCT = fmtDuration(j.JCT())
+	if j.JCTS != nil {
+		r.JCT = fmtDuration(secs(*j.JCTS))
 	}
 	return r
 }
@@ -100,7 +96,12 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		return templates.JobList{}, err
 	}
 	f.Limit = 200
-	js, err := s.cfg.Store.ListJobs(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	js, err := s.cfg.Store.ListJobs(ctx, f)
+	if err != nil {
+		return templates.JobList{}, err
+	}
+	m, err := s.moment(ctx)
 	if err != nil {
 		return templates.JobList{}, err
 	}
@@ -112,7 +113,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		l.States = append(l.States, string(st))
 	}
 	for i := range js {
-		l.Jobs = append(l.Jobs, s.jobRow(&js[i]))
+		l.Jobs = append(l.Jobs, jobRow(m.job(&js[i])))
 	}
 	return l, nil
 }
@@ -134,7 +135,7 @@ func (s *Server) jobRows(c echo.Context) error {
 }
 
 func (s *Server) submitPage(c echo.Context) error {
-	teams, err := s.teamNames(c)
+	teams, err := s.teamNames(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -201,7 +202,15 @@ func (s *Server) submitForm(c echo.Context) error {
 	sharingForm(c, &f)
 	profileForm(c, &f)
 	req, fe := formRequest(f)
-	j, more, err := s.validateSubmit(c, req)
+	ctx, a := c.Request().Context(), actorOf(c)
+	var j *models.Job
+	var more fieldErrors
+	var err error
+	if len(fe) == 0 {
+		j, more, err = s.submitJob(ctx, a, req)
+	} else {
+		_, more, err = s.checkSubmit(ctx, a, req) // to mark every field at fault
+	}
 	if err != nil {
 		return err
 	}
@@ -211,17 +220,14 @@ func (s *Server) submitForm(c echo.Context) error {
 		}
 	}
 	if len(fe) > 0 {
-		teams, err := s.teamNames(c)
+		teams, err := s.teamNames(ctx)
 		if err != nil {
 			return err
 		}
-		f.Teams, f.Errors, f.Models = allowedTeams(currentUser(c), teams), fe, modelNames()
+		f.Teams, f.Errors, f.Models = allowedTeams(a.user, teams), fe, modelNames()
 		p := page(c, "Submit", "submit")
 		p.Flash = "The job was not submitted: see the fields marked below."
 		return s.render(c, http.StatusBadRequest, templates.Submit(p, f))
-	}
-	if err := s.createJob(c, j); err != nil {
-		return err
 	}
 	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/jobs/%d", j.ID))
 }
@@ -247,7 +253,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 		if err != nil {
 			fe["sim.duration_s"] = "must be a number of seconds"
 		}
-		req.Sim = &SimSpec{DurationS: d}
+		req.Sim = &api.SimSpec{DurationS: d}
 	}
 	if v := strings.TrimSpace(f.GPUMemGB); v != "" {
 		m, err := strconv.ParseFloat(v, 64)
@@ -266,11 +272,16 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if err != nil {
 		return templates.JobDetail{}, err
 	}
+	m, err := s.moment(c.Request().Context())
+	if err != nil {
+		return templates.JobDetail{}, err
+	}
+	aj := s.jobOf(m, j)
 	d := templates.JobDetail{
-		JobRow:      s.jobRow(j),
-		Placement:   strings.Join(j.Placement, ", "),
-		Executed:    fmtDuration(time.Duration(j.ExecutedS * float64(time.Second))),
-		Attained:    fmt.Sprintf("%.0f GPU-seconds", j.AttainedService),
+		JobRow:      jobRow(aj),
+		Placement:   strings.Join(aj.Placement, ", "),
+		Executed:    fmtDuration(secs(aj.ExecutedS)),
+		Attained:    fmt.Sprintf("%.0f GPU-seconds", aj.AttainedService),
 		Preemptions: j.Preemptions,
 		Queue:       j.QueueIndex,
 		Model:       j.Model,
@@ -296,11 +307,9 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if j.ExitCode != nil {
 		d.ExitCode = strconv.Itoa(*j.ExitCode)
 	}
-	s.describeSharing(j, &d)
+	describeSharing(aj, &d)
 	d.DeclaredProfile = describeDeclaredProfile(j)
-	if j.State == job.Running {
-		describeResources(s.jobResources(j.ID), &d)
-	}
+	describeResources(aj.Resources, &d)
 	d.LiveMemory = s.placementLiveMemory(j.Placement)
 	return d, nil
 }
@@ -357,7 +366,11 @@ func (s *Server) jobLive(c echo.Context) error {
 }
 
 func (s *Server) cancelForm(c echo.Context) error {
-	j, err := s.cancel(c)
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	j, err := s.cancelJob(c.Request().Context(), actorOf(c), id)
 	if err != nil {
 		return err
 	}
@@ -367,6 +380,10 @@ func (s *Server) cancelForm(c echo.Context) error {
 // describeEstimate fills in when a waiting job should start and how good
 // such estimates have been.
 func (s *Server) describeEstimate(c echo.Context, j *models.Job, d *templates.JobDetail) error {
+	if j.Held() {
+		d.Estimate = "never while held (its reason says until when)"
+		return nil
+	}
 	if j.RetryAt != nil {
 		d.Estimate = "retries at " + j.RetryAt.Local().Format(timeLayout)
 		return nil

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -18,7 +20,7 @@ func TestQueuesHideOtherTeamsJobs(t *testing.T) {
 		role     string
 		wantName string
 	}{{"alice", "j"}, {"lead", "j"}, {"bob", ""}, {"admin", "j"}} {
-		var got QueuesJSON
+		var got api.Queues
 		rec := ts.do(t, tc.role, http.MethodGet, "/api/v1/queues", "")
 		if rec.Code != http.StatusOK {
 			t.Fatalf("%s: status %d", tc.role, rec.Code)
@@ -50,17 +52,18 @@ func TestJCTStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := j.ID
-		if err := ts.store.MarkStarted(ctx, id, []string{"n:0"}, start); err != nil {
+		run, err := ts.store.MarkStarted(ctx, id, []string{"n:0"}, start)
+		if err != nil {
 			t.Fatal(err)
 		}
 		zero := 0
 		end := start.Add(jct)
-		if err := ts.store.MarkStopped(ctx, id, models.JobSucceeded, &zero, "", end); err != nil {
+		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: id, Run: run}, models.JobSucceeded, &zero, "", end); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rec := ts.do(t, "alice", http.MethodGet, "/api/v1/stats/jct?window=24h", "")
-	var st JCTStatsJSON
+	var st api.JCTStats
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %v", rec.Code, err)
 	}
@@ -87,6 +90,10 @@ func TestMetrics(t *testing.T) {
 		`gpuportal_nodes{state="cordoned"} 0`,
 		`gpuportal_websocket_clients 0`,
 		`gpuportal_nodes{state="ready"} 0`,
+		`gpuportal_gpus_in_use 0`,
+		`gpuportal_team_gpus_in_use{team="vision"} 0`,
+		`gpuportal_team_gpus_borrowed{team="nlp"} 0`,
+		`gpuportal_team_gpus_guaranteed{team="vision"} 2`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/templates"
@@ -12,46 +13,6 @@ import (
 // CPUs and host memory of running jobs (docs/synergy.md): what the
 // scheduler allocated on each node against what the job uses there, and
 // the sensitivity profile the allocation followed.
-
-// JobResourcesJSON is a running job's CPUs and memory.
-type JobResourcesJSON struct {
-	Allocations []AllocationJSON `json:"allocations"`
-	Profile     CPUProfileJSON   `json:"profile"`
-}
-
-// AllocationJSON is a job's part on one node.
-type AllocationJSON struct {
-	Node string `json:"node"`
-	GPUs int    `json:"gpus"`
-	// CPUMilli (thousandths of a core) and MemMiB are allocated;
-	// PropCPUMilli and PropMemMiB are the proportional share.
-	CPUMilli     int64 `json:"cpu_milli"`
-	MemMiB       int64 `json:"mem_mib"`
-	PropCPUMilli int64 `json:"prop_cpu_milli"`
-	PropMemMiB   int64 `json:"prop_mem_mib"`
-	// UsedCPUMilli and UsedMemMiB are what the job uses, as its agent
-	// last reported; null before the first report.
-	UsedCPUMilli *int64 `json:"used_cpu_milli"`
-	UsedMemMiB   *int64 `json:"used_mem_mib"`
-	// Enforced: cgroups hold the job to its allocation; Note says why not.
-	Enforced bool   `json:"enforced"`
-	Note     string `json:"note,omitempty"`
-	// Speed and PropSpeed are the profile's speed under the allocation
-	// and under the proportional share (1 is the job's best).
-	Speed     float64 `json:"speed"`
-	PropSpeed float64 `json:"prop_speed"`
-	Reason    string  `json:"reason"`
-}
-
-// CPUProfileJSON is a job's sensitivity: speed against cores per GPU and
-// against GiB of host memory per GPU, as [x, speed] points.
-type CPUProfileJSON struct {
-	// Source is declared, history, catalogue or none.
-	Source string       `json:"source"`
-	Family string       `json:"family"`
-	CPU    [][2]float64 `json:"cpu"`
-	Mem    [][2]float64 `json:"mem"`
-}
 
 func points(c synergy.Curve) [][2]float64 {
 	out := make([][2]float64, len(c))
@@ -63,15 +24,15 @@ func points(c synergy.Curve) [][2]float64 {
 
 // jobResources is a running job's CPUs and memory; nil when the engine
 // holds no allocation for it.
-func (s *Server) jobResources(id int64) *JobResourcesJSON {
+func (s *Server) jobResources(id int64) *api.JobResources {
 	jr, ok := s.cfg.Engine.JobResources(id)
 	if !ok {
 		return nil
 	}
-	out := &JobResourcesJSON{Allocations: []AllocationJSON{}, Profile: CPUProfileJSON{
+	out := &api.JobResources{Allocations: []api.Allocation{}, Profile: api.CPUProfile{
 		Source: string(jr.ProfileSource), Family: jr.Profile.Family, CPU: points(jr.Profile.CPU), Mem: points(jr.Profile.Mem)}}
 	for _, a := range jr.Allocations {
-		aj := AllocationJSON{Node: a.Node, GPUs: a.GPUs, CPUMilli: a.CPUMilli, MemMiB: a.MemMiB,
+		aj := api.Allocation{Node: a.Node, GPUs: a.GPUs, CPUMilli: a.CPUMilli, MemMiB: a.MemMiB,
 			PropCPUMilli: a.PropCPUMilli, PropMemMiB: a.PropMemMiB, Speed: a.Speed, PropSpeed: a.PropSpeed, Reason: a.Reason}
 		for _, u := range jr.Usage {
 			if u.Node == a.Node {
@@ -89,7 +50,7 @@ func gib(mib int64) string     { return fmt.Sprintf("%.1f", float64(mib)/1024) }
 
 // describeResources fills the job page's CPU and memory rows and its
 // profile chart.
-func describeResources(r *JobResourcesJSON, d *templates.JobDetail) {
+func describeResources(r *api.JobResources, d *templates.JobDetail) {
 	if r == nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -33,7 +34,7 @@ func TestJobResourcesShown(t *testing.T) {
 	if err := ts.store.CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	var got JobJSON
+	var got api.Job
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		ts.cfg.Engine.Wake()
 		rec := ts.do(t, "alice", http.MethodGet, "/api/v1/jobs/"+itoa(j.ID), "")
@@ -72,7 +73,7 @@ func TestJobResourcesShown(t *testing.T) {
 			t.Errorf("job page lacks %q", want)
 		}
 	}
-	var nodes []NodeJSON
+	var nodes []api.Node
 	if err := json.Unmarshal(ts.do(t, "admin", http.MethodGet, "/api/v1/nodes", "").Body.Bytes(), &nodes); err != nil {
 		t.Fatal(err)
 	}

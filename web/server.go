@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -40,20 +41,48 @@ type Config struct {
 	// log or around the login limit.
 	TrustedProxies []*net.IPNet
 	Now            func() time.Time
-	// Agents sets up the endpoint where remote node agents connect.
-	Agents AgentConfig
+	// Agents is where remote node agents connect (core/agent/hub.Hub),
+	// mounted at wire.Path on the leader; nil: remote agents are off.
+	Agents Agents
 	// Leader reports whether this replica schedules (see leader.go); nil
 	// means it always does, as a lone server does.
 	Leader func() bool
+	// SocketRecheck is how often live connections' credentials and
+	// topics are checked again (sockets.go); default 2s.
+	SocketRecheck time.Duration
+	// SocketMaxAge is how long a live connection may last before the
+	// client must reconnect and authenticate again; default 1h.
+	SocketMaxAge time.Duration
+	// MaxSocketsPerUser caps one user's live connections; default 16.
+	MaxSocketsPerUser int
+	// DataDir is the folder of job output (and, with SQLite, the
+	// database): readiness checks that it takes a file. Empty: not checked.
+	DataDir string
+	// MaxConnsPerAddr caps the connections one client address holds at
+	// once (LimitConnections); 0 is the default, 128; negative: no cap.
+	MaxConnsPerAddr int
 }
 
 // Server serves the portal and the API.
 type Server struct {
 	cfg    Config
 	echo   *echo.Echo
-	logins *limiter // failed logins
-	hub    *hub     // websocket clients
-	agents *agentHub
+	logins *throttle // failed logins
+	hub    *hub      // websocket clients
+	// refusedConns counts connections closed for the per-address cap.
+	refusedConns atomic.Int64
+	readiness    readiness
+}
+
+// Agents is the endpoint where remote node agents connect, with what
+// /metrics says of them. core/agent/hub.Hub implements it.
+type Agents interface {
+	http.Handler
+	// Heartbeats counts the heartbeats received from agents.
+	Heartbeats() int64
+	// HeartbeatAges says, per machine run by a remote agent, how long ago
+	// its agent's last heartbeat came.
+	HeartbeatAges(now time.Time) map[string]time.Duration
 }
 
 // sessionTTL is how long a login lasts.
@@ -77,7 +106,19 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
+	if cfg.SocketRecheck <= 0 {
+		cfg.SocketRecheck = defaultSocketRecheck
+	}
+	if cfg.SocketMaxAge <= 0 {
+		cfg.SocketMaxAge = defaultSocketMaxAge
+	}
+	if cfg.MaxSocketsPerUser <= 0 {
+		cfg.MaxSocketsPerUser = defaultMaxSocketsPerUser
+	}
+	if cfg.MaxConnsPerAddr == 0 {
+		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
+	}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
@@ -91,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
-	e.Use(middleware.BodyLimit("1M"))
+	e.Use(limitBody)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
 		// Websockets are upgraded, not compressed here; /metrics
 		// compresses itself.
@@ -108,19 +149,20 @@ func New(cfg Config) (*Server, error) {
 	}))
 
 	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
+	reg.MustRegister(limitMetrics(s)...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
-	s.agents = newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)
-	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents)))
+	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
-	api := e.Group("/api/v1")
-	api.POST("/tokens", s.apiCreateToken)
-	api.GET("/openapi.json", s.apiOpenAPI)
-	authed := api.Group("", s.requireAPIUser)
+	v1 := e.Group("/api/v1")
+	v1.POST("/tokens", s.apiCreateToken)
+	v1.GET("/openapi.json", s.apiOpenAPI)
+	authed := v1.Group("", s.requireAPIUser)
 	authed.GET("/jobs", s.apiListJobs)
 	authed.POST("/jobs", s.apiSubmit)
 	authed.GET("/jobs/:id", s.apiGetJob)
@@ -139,25 +181,29 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/teams/:name", s.apiTeam)
 	authed.PATCH("/teams/:name", s.apiSetShare, requireAdmin)
 	authed.PUT("/teams/:name/caps/:user", s.apiSetCap)
-	authed.POST("/nodes/:name/drain", s.apiDrain, requireAdmin)
-	authed.POST("/nodes/:name/resume", s.apiDrain, requireAdmin)
-	authed.POST("/nodes/:name/cordon", s.apiCordon, requireAdmin)
-	authed.POST("/nodes/:name/uncordon", s.apiCordon, requireAdmin)
+	authed.POST("/nodes/:name/drain", s.apiNodeAction(drainNode), requireAdmin)
+	authed.POST("/nodes/:name/resume", s.apiNodeAction(resumeNode), requireAdmin)
+	authed.POST("/nodes/:name/cordon", s.apiNodeAction(cordonNode), requireAdmin)
+	authed.POST("/nodes/:name/uncordon", s.apiNodeAction(uncordonNode), requireAdmin)
 	authed.POST("/nodes/:name/gpus/:index/clear", s.apiClearGPU, requireAdmin)
+	authed.GET("/join-tokens", s.apiJoinTokens, requireAdmin)
+	authed.POST("/join-tokens", s.apiCreateJoinToken, requireAdmin)
+	authed.DELETE("/join-tokens/:id", s.apiRevokeJoinToken, requireAdmin)
+	authed.GET("/users", s.apiUsers, requireAdmin)
+	authed.GET("/users/:name/tokens", s.apiUserTokens, requireAdmin)
+	authed.DELETE("/users/:name/tokens/:id", s.apiRevokeUserToken, requireAdmin)
+	authed.POST("/users/:name/disable", s.apiAccountAction(disableAccount), requireAdmin)
+	authed.POST("/users/:name/enable", s.apiAccountAction(enableAccount), requireAdmin)
+	authed.DELETE("/users/:name", s.apiAccountAction(deleteAccount), requireAdmin)
+	authed.GET("/machines", s.apiMachines, requireAdmin)
+	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
 	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
-	pages := e.Group("", middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "form:_csrf,header:X-CSRF-Token",
-		CookieName:     "gpuportal_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSecure:   cfg.SecureCookies,
-		CookieSameSite: http.SameSiteStrictMode,
-	}), s.loadSessionUser)
+	pages := e.Group("", s.csrf, s.loadSessionUser)
 	pages.GET("/login", s.loginPage)
 	pages.POST("/login", s.login)
 	in := pages.Group("", s.requireSessionUser)
@@ -180,10 +226,10 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id/logs", s.apiJobLogs)
 	in.POST("/jobs/:id/template", s.saveTemplateForm)
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)
-	in.POST("/cluster/nodes/:name/drain", s.drainForm, requireAdmin)
-	in.POST("/cluster/nodes/:name/resume", s.drainForm, requireAdmin)
-	in.POST("/cluster/nodes/:name/cordon", s.cordonForm, requireAdmin)
-	in.POST("/cluster/nodes/:name/uncordon", s.cordonForm, requireAdmin)
+	in.POST("/cluster/nodes/:name/drain", s.nodeActionForm(drainNode), requireAdmin)
+	in.POST("/cluster/nodes/:name/resume", s.nodeActionForm(resumeNode), requireAdmin)
+	in.POST("/cluster/nodes/:name/cordon", s.nodeActionForm(cordonNode), requireAdmin)
+	in.POST("/cluster/nodes/:name/uncordon", s.nodeActionForm(uncordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/gpus/:index/clear", s.clearGPUForm, requireAdmin)
 	in.GET("/teams", s.teamsPage)
 	in.GET("/teams/:name", s.teamPage)
@@ -203,13 +249,21 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the server as an http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// healthz says whether the server runs and reaches its database
+// (liveness), and whether it can save (readiness, as /readyz): a full
+// disk is not fixed by a restart, so it does not fail this check, but it
+// is told.
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "database unavailable"})
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "database unavailable", "ready": false})
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "role": s.role()})
+	out := map[string]any{"status": "ok", "role": s.role(), "ready": true}
+	if cause := s.ready(ctx); cause != "" {
+		out["ready"], out["cause"] = false, cause
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // logRequests logs each request with its status and duration. Query
@@ -240,7 +294,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	code, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
-	if errors.As(err, &he) {
+	if models.Unavailable(err) {
+		code, msg = http.StatusServiceUnavailable, cannotSave
+		c.Response().Header().Set("Retry-After", "60")
+	} else if errors.As(err, &he) {
 		code = he.Code
 		if m, ok := he.Message.(string); ok {
 			msg = m
@@ -249,7 +306,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	}
 	if code >= 500 {
-		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path,
+			"cause", models.Cause(err), "err", err)
 	}
 	path := c.Request().URL.Path
 	switch {
@@ -259,9 +317,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		// Files and page fragments get the message alone.
 		_ = c.String(code, msg)
 	default:
-		if errors.Is(err, middleware.ErrCSRFInvalid) {
-			msg = "The form was too old to accept: reload the page and try again."
-		}
 		if err := s.renderError(c, code, msg); err != nil {
 			s.cfg.Logger.Error("render error page", "path", path, "err", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/cmdline"
 	"github.com/gpuportal/gpuportal/core/memest"
 
@@ -27,12 +28,12 @@ const (
 
 // SubmitRequest is a job as a user submits it, from the form or the API.
 type SubmitRequest struct {
-	Name     string   `json:"name"`
-	Team     string   `json:"team"`
-	GPUs     int      `json:"gpus"`
-	Command  Command  `json:"command,omitempty"`
-	Sim      *SimSpec `json:"sim,omitempty"`
-	GPUMemGB float64  `json:"gpu_mem_gb,omitempty"`
+	Name     string       `json:"name"`
+	Team     string       `json:"team"`
+	GPUs     int          `json:"gpus"`
+	Command  Command      `json:"command,omitempty"`
+	Sim      *api.SimSpec `json:"sim,omitempty"`
+	GPUMemGB float64      `json:"gpu_mem_gb,omitempty"`
 	// Model is the job's model, from the catalogue of sched.Models; it
 	// tells placement whether to keep the job's GPUs on few machines.
 	Model string `json:"model,omitempty"`
@@ -50,11 +51,6 @@ type SubmitRequest struct {
 	// (submit_profile.go, docs/synergy.md); without it the job's profile
 	// is learned from history, measured, or the catalogue's.
 	CPUProfile *CPUProfileRequest `json:"cpu_profile,omitempty"`
-}
-
-// SimSpec describes a simulated training job.
-type SimSpec struct {
-	DurationS float64 `json:"duration_s"`
 }
 
 // Command is argv. In JSON it is a list of strings, or one string that is
@@ -102,10 +98,12 @@ func (fe fieldErrors) first() string {
 // (0 when none is, which does not limit the request).
 func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int) (*models.Job, fieldErrors) {
 	fe := fieldErrors{}
-	name := strings.TrimSpace(r.Name)
+	name := r.Name
 	switch {
-	case name == "":
+	case strings.TrimSpace(name) == "":
 		fe["name"] = "is required"
+	case strings.TrimSpace(name) != name:
+		fe["name"] = "begins or ends with white space: remove it"
 	case len(name) > maxJobName:
 		fe["name"] = fmt.Sprintf("is longer than %d characters", maxJobName)
 	case !utf8.ValidString(name):

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
@@ -167,12 +168,12 @@ func profileRequest(f templates.SubmitForm, req *SubmitRequest, fe fieldErrors) 
 
 // declaredProfileJSON is the profile the user declared for j, for the
 // job's JSON; nil when none was.
-func declaredProfileJSON(j *models.Job) *CPUProfileJSON {
+func declaredProfileJSON(j *models.Job) *api.CPUProfile {
 	p, err := j.DeclaredProfile()
 	if err != nil || p == nil {
 		return nil
 	}
-	return &CPUProfileJSON{Source: string(synergy.SourceDeclared), Family: p.Family, CPU: points(p.CPU), Mem: points(p.Mem)}
+	return &api.CPUProfile{Source: string(synergy.SourceDeclared), Family: p.Family, CPU: points(p.CPU), Mem: points(p.Mem)}
 }
 
 // describeDeclaredProfile puts the profile the user declared for j in

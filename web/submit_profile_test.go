@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
@@ -76,7 +77,7 @@ func TestSubmitProfileStores(t *testing.T) {
 			if rec.Code != http.StatusCreated {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
-			var j JobJSON
+			var j api.Job
 			if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +87,7 @@ func TestSubmitProfileStores(t *testing.T) {
 			}
 			// Read back from the store, not only echoed.
 			got := ts.do(t, "alice", http.MethodGet, "/api/v1/jobs/"+itoa(j.ID), "")
-			var again JobJSON
+			var again api.Job
 			if err := json.Unmarshal(got.Body.Bytes(), &again); err != nil || !reflect.DeepEqual(again.CPUProfile, p) {
 				t.Fatalf("GET job: cpu_profile %+v (%v), want %+v", again.CPUProfile, err, p)
 			}

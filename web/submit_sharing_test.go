@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/api"
 )
 
 func TestSubmitSharingRejects(t *testing.T) {
@@ -62,7 +64,7 @@ func TestSubmitSharingStores(t *testing.T) {
 			if rec.Code != http.StatusCreated {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
-			var j JobJSON
+			var j api.Job
 			if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
 				t.Fatal(err)
 			}

@@ -1,120 +1,46 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
-// TeamShareJSON is where a team stands under fair share, with the inputs
-// of its factor F = 2^(-U/S) (see docs/fair-share.md).
-type TeamShareJSON struct {
-	Name            string  `json:"name"`
-	GuaranteeGPUs   int     `json:"guaranteed_gpus"`
-	Weight          float64 `json:"weight"`
-	MaxGPUsPerUser  int     `json:"max_gpus_per_user"`
-	InUseGPUs       int     `json:"in_use_gpus"`
-	BorrowedGPUs    int     `json:"borrowed_gpus"`
-	UsageGPUSeconds float64 `json:"usage_gpu_s"`
-	Entitlement     float64 `json:"entitlement"`       // S: weight over all weights
-	UsageShare      float64 `json:"usage_share"`       // U: usage over all usage
-	Factor          float64 `json:"fair_share_factor"` // F = 2^(-U/S)
-}
-
-// TeamJSON is a team's page: its standing, members, caps and usage over time.
-type TeamJSON struct {
-	TeamShareJSON
-	Members []MemberJSON     `json:"members"`
-	Samples []TeamSampleJSON `json:"samples"`
-	Window  float64          `json:"usage_window_s"`
-	Caps    map[string]int   `json:"caps"`
-}
-
-// MemberJSON is one member's usage of the team's GPUs.
-type MemberJSON struct {
-	User            string  `json:"user"`
-	Role            string  `json:"role"`
-	UsageGPUSeconds float64 `json:"usage_gpu_s"` // attained service of jobs submitted in the window
-	MaxGPUs         int     `json:"max_gpus"`    // their cap; 0 none
-}
-
-// TeamSampleJSON is where the team stood at one time.
-type TeamSampleJSON struct {
-	At            time.Time `json:"at"`
-	InUseGPUs     int       `json:"in_use_gpus"`
-	BorrowedGPUs  int       `json:"borrowed_gpus"`
-	GuaranteeGPUs int       `json:"guaranteed_gpus"`
-}
-
 // teamWindow is how far back a team's page looks.
 const teamWindow = 7 * 24 * time.Hour
 
-// teamShares returns every team's standing: from the last scheduling pass
-// for teams the scheduler knows, from the store for the others.
-func (s *Server) teamShares(ctx context.Context) ([]TeamShareJSON, error) {
-	ts, err := s.cfg.Store.Teams(ctx)
-	if err != nil {
-		return nil, err
-	}
-	live := make(map[string]sched.TeamShare)
-	for _, sh := range s.cfg.Engine.FairShare() {
-		live[sh.Name] = sh
-	}
-	out := make([]TeamShareJSON, 0, len(ts))
-	for _, t := range ts {
-		j := TeamShareJSON{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight, MaxGPUsPerUser: t.MaxGPUsPerUser,
-			UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1}
-		if sh, ok := live[t.Name]; ok {
-			j.InUseGPUs, j.BorrowedGPUs, j.UsageGPUSeconds = sh.InUseGPUs, sh.BorrowedGPUs, sh.UsageGPUSeconds
-			j.Entitlement, j.UsageShare, j.Factor = sh.Entitlement, sh.UsageShare, sh.Factor
-		}
-		out = append(out, j)
-	}
-	return out, nil
-}
-
 func (s *Server) apiTeams(c echo.Context) error {
-	ts, err := s.teamShares(c.Request().Context())
+	m, err := s.moment(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, ts)
+	return c.JSON(http.StatusOK, m.teamShares())
 }
 
-// team returns the team named by :name for a member of it or an admin.
-func (s *Server) team(c echo.Context) (TeamJSON, error) {
+// team returns the team named by :name for a member of it or an admin,
+// as of m.
+func (s *Server) team(c echo.Context, m *moment) (api.Team, error) {
 	name := c.Param("name")
-	u := currentUser(c)
 	ctx := c.Request().Context()
-	if _, err := s.cfg.Store.Team(ctx, name); errors.Is(err, models.ErrNotFound) {
-		return TeamJSON{}, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
-	} else if err != nil {
-		return TeamJSON{}, err
+	i := slices.IndexFunc(m.teams, func(t models.Team) bool { return t.Name == name })
+	if i < 0 {
+		return api.Team{}, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
 	}
-	if !canSee(u, name) {
-		return TeamJSON{}, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only members of %s and admins may see its page", name))
+	if !canSee(currentUser(c), name) {
+		return api.Team{}, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only members of %s and admins may see its page", name))
 	}
-	shares, err := s.teamShares(c.Request().Context())
-	if err != nil {
-		return TeamJSON{}, err
-	}
-	out := TeamJSON{Window: teamWindow.Seconds(), Members: []MemberJSON{}, Samples: []TeamSampleJSON{}}
-	for _, sh := range shares {
-		if sh.Name == name {
-			out.TeamShareJSON = sh
-		}
-	}
+	out := api.Team{TeamShare: m.teamShare(m.teams[i]), Window: teamWindow.Seconds(), Members: []api.Member{}, Samples: []api.TeamSample{}}
 	caps, err := s.cfg.Store.UserCaps(ctx)
 	if err != nil {
 		return out, err
@@ -123,18 +49,25 @@ func (s *Server) team(c echo.Context) (TeamJSON, error) {
 	if out.Caps == nil {
 		out.Caps = map[string]int{}
 	}
-	since := s.cfg.Now().Add(-teamWindow)
+	since := m.now.Add(-teamWindow)
 	usage, err := s.cfg.Store.MemberUsage(ctx, name, since)
 	if err != nil {
 		return out, err
+	}
+	// The store sums the service of ended runs; add the runs in progress.
+	for k := range m.unfinished {
+		j := &m.unfinished[k]
+		if j.Team == name && !j.SubmittedAt.Before(since) {
+			usage[j.User] += j.Service(m.now).GPUSeconds - j.AttainedService
+		}
 	}
 	users, err := s.cfg.Store.Users(ctx)
 	if err != nil {
 		return out, err
 	}
-	for _, m := range users {
-		if m.Team == name {
-			out.Members = append(out.Members, MemberJSON{User: m.Name, Role: string(m.Role), UsageGPUSeconds: usage[m.Name], MaxGPUs: out.Caps[m.Name]})
+	for _, u := range users {
+		if u.Team == name {
+			out.Members = append(out.Members, api.Member{User: u.Name, Role: string(u.Role), UsageGPUSeconds: usage[u.Name], MaxGPUs: out.Caps[u.Name]})
 		}
 	}
 	sort.Slice(out.Members, func(a, b int) bool { return out.Members[a].UsageGPUSeconds > out.Members[b].UsageGPUSeconds })
@@ -143,13 +76,17 @@ func (s *Server) team(c echo.Context) (TeamJSON, error) {
 		return out, err
 	}
 	for _, sm := range samples {
-		out.Samples = append(out.Samples, TeamSampleJSON{At: sm.At, InUseGPUs: sm.InUseGPUs, BorrowedGPUs: sm.BorrowedGPUs, GuaranteeGPUs: sm.GuaranteeGPUs})
+		out.Samples = append(out.Samples, api.TeamSample{At: sm.At, InUseGPUs: sm.InUseGPUs, BorrowedGPUs: sm.BorrowedGPUs, GuaranteeGPUs: sm.GuaranteeGPUs})
 	}
 	return out, nil
 }
 
 func (s *Server) apiTeam(c echo.Context) error {
-	t, err := s.team(c)
+	m, err := s.moment(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	t, err := s.team(c, m)
 	if err != nil {
 		return err
 	}
@@ -259,20 +196,20 @@ func formInt(c echo.Context, field string) (*int, error) {
 }
 
 func (s *Server) teamsPage(c echo.Context) error {
-	ts, err := s.teamShares(c.Request().Context())
+	m, err := s.moment(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	var rows []templates.TeamShareRow
-	for _, t := range ts {
+	for _, t := range m.teamShares() {
 		rows = append(rows, shareRow(t))
 	}
 	return s.render(c, http.StatusOK, templates.TeamsPage(page(c, "Teams", "teams"), rows))
 }
 
-func shareRow(t TeamShareJSON) templates.TeamShareRow {
+func shareRow(t api.TeamShare) templates.TeamShareRow {
 	return templates.TeamShareRow{
-		Name: t.Name, Guarantee: t.GuaranteeGPUs, InUse: t.InUseGPUs, Borrowed: t.BorrowedGPUs,
+		Name: t.Name, Guarantee: t.GuaranteeGPUs, InUse: fmtGPUs(t.InUseGPUs), Borrowed: fmtGPUs(t.BorrowedGPUs),
 		Weight: strconv.FormatFloat(t.Weight, 'g', 4, 64), Usage: fmt.Sprintf("%.0f", t.UsageGPUSeconds),
 		Entitlement: fmt.Sprintf("%.3f", t.Entitlement), UsageShare: fmt.Sprintf("%.3f", t.UsageShare),
 		Factor: fmt.Sprintf("%.3f", t.Factor), MaxPerUser: t.MaxGPUsPerUser,
@@ -284,12 +221,16 @@ func (s *Server) teamPage(c echo.Context) error {
 }
 
 func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) error {
-	t, err := s.team(c)
+	m, err := s.moment(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	t, err := s.team(c, m)
 	if err != nil {
 		return err
 	}
 	u := currentUser(c)
-	v := templates.Team{Share: shareRow(t.TeamShareJSON),
+	v := templates.Team{Share: shareRow(t.TeamShare),
 		CanEditShare: u.Role == models.RoleAdmin,
 		CanEditCaps:  u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == t.Name)}
 	for _, m := range t.Members {
@@ -297,13 +238,11 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 			Usage: fmt.Sprintf("%.0f", m.UsageGPUSeconds), MaxGPUs: m.MaxGPUs})
 	}
 	for _, sm := range t.Samples {
-		v.Samples = append(v.Samples, [4]int64{sm.At.Unix(), int64(sm.InUseGPUs), int64(sm.BorrowedGPUs), int64(sm.GuaranteeGPUs)})
+		v.Samples = append(v.Samples, [4]float64{float64(sm.At.Unix()), sm.InUseGPUs, sm.BorrowedGPUs, float64(sm.GuaranteeGPUs)})
 	}
-	live, err := s.teamTopics(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	for _, j := range live(t.Name).Queue {
+	// The chart ends now, with the figures the card shows.
+	v.Samples = append(v.Samples, [4]float64{float64(m.now.Unix()), t.InUseGPUs, t.BorrowedGPUs, float64(t.GuaranteeGPUs)})
+	for _, j := range s.teamTopic(m, currentUser(c), t.Name).Queue {
 		v.Queue = append(v.Queue, templates.TeamQueueRow{ID: j.ID, Name: j.Name, User: j.User, State: string(j.State),
 			GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -33,18 +34,17 @@ func requestOf(j *models.Job) SubmitRequest {
 	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command),
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j)}
 	if len(j.Command) == 0 {
-		r.Sim = &SimSpec{DurationS: j.SimDuration}
+		r.Sim = &api.SimSpec{DurationS: j.SimDuration}
 	}
 	return r
 }
 
 // saveTemplate checks that req is a job the user may submit and saves it.
 func (s *Server) saveTemplate(c echo.Context, name string, req SubmitRequest) (TemplateJSON, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > maxJobName {
-		return TemplateJSON{}, badRequest("name: is required (at most %d characters)", maxJobName)
+	if name == "" || len(name) > maxJobName || strings.TrimSpace(name) != name {
+		return TemplateJSON{}, badRequest("name: is required: 1 to %d characters, not beginning or ending with white space", maxJobName)
 	}
-	if _, fe, err := s.validateSubmit(c, req); err != nil {
+	if _, fe, err := s.checkSubmit(c.Request().Context(), actorOf(c), req); err != nil {
 		return TemplateJSON{}, err
 	} else if fe != nil {
 		return TemplateJSON{}, badRequest("job.%s", fe.first())

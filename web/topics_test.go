@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
 )
@@ -144,7 +145,7 @@ func TestGPUTopicSendsOneGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := readUntil(t, c, func(m wsMsg) bool { return m.Type == "snapshot" })
-	var s GPUTopicJSON
+	var s api.GPUSeries
 	if err := json.Unmarshal(snap.Data, &s); err != nil || s.UUID != want.UUID || s.Node != "node-0" || s.Index != 1 || s.Points == nil {
 		t.Fatalf("snapshot = %+v, %v", s, err)
 	}
@@ -154,7 +155,7 @@ func TestGPUTopicSendsOneGPU(t *testing.T) {
 		{At: at, Index: 1, MemUsedMiB: 700, MemMiB: 1024, PowerW: 210, TempC: 61},
 	})
 	upd := readUntil(t, c, func(m wsMsg) bool { return m.Type == "update" })
-	var u GPUTopicJSON
+	var u api.GPUSeries
 	if err := json.Unmarshal(upd.Data, &u); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestTeamTopicSendsTheTeamAndItsQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got TeamTopicJSON
+	var got api.TeamTopic
 	readUntil(t, c, func(m wsMsg) bool {
 		if m.Topic != "team:vision" || m.Type == "error" {
 			t.Fatalf("message %+v", m)

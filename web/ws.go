@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -31,13 +32,21 @@ func (s *Server) requireAnyUser(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// ws serves the live stream described in hub.go.
+// ws serves the live stream described in hub.go, for as long as the
+// client's credential holds (sockets.go).
 func (s *Server) ws(c echo.Context) error {
+	u := currentUser(c)
+	if !s.hub.reserve(u.ID, s.cfg.MaxSocketsPerUser) {
+		return echo.NewHTTPError(http.StatusTooManyRequests,
+			fmt.Sprintf("you have %d live connections open already: close one first", s.cfg.MaxSocketsPerUser))
+	}
+	defer s.hub.release(u.ID)
 	conn, err := upgrader.Upgrade(c.Response(), c.Request(), nil)
 	if err != nil {
 		return nil // the upgrader has answered
 	}
-	cl := newClient(currentUser(c), conn)
+	cl := newClient(u, conn)
+	cl.cred, cl.opened = currentCredential(c), s.cfg.Now()
 	conn.SetReadLimit(maxClientBytes)
 	s.hub.add(cl)
 	defer s.hub.remove(cl)
@@ -78,7 +87,7 @@ func (s *Server) subscribe(ctx context.Context, cl *wsClient, topics []string) {
 		if t == "" {
 			continue
 		}
-		data, err := s.snapshot(ctx, cl.user, t)
+		data, err := s.snapshot(ctx, cl.viewer(), t)
 		if err != nil {
 			cl.send(wsOut{Topic: t, Type: "error", Error: err.Error()})
 			continue
@@ -102,7 +111,11 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 	case topic == topicGPUs:
 		return s.gpuHistory(s.cfg.Now().Add(-historyWindow).Unix()), nil
 	case topic == topicQueues:
-		return s.queuesFor(ctx, u)
+		m, err := s.moment(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return s.queuesFor(m, u), nil
 	case topic == topicJCT:
 		return s.jctStatsFor(ctx, 24*time.Hour)
 	case strings.HasPrefix(topic, topicGPU):
@@ -122,17 +135,12 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 	if err != nil {
 		return nil, err
 	}
-	pts := s.cfg.Telemetry.Job(id, s.cfg.Now().Add(-historyWindow).Unix())
-	if pts == nil {
-		pts = []telemetry.JobPoint{}
+	m, err := s.moment(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return jobUpdate{Job: s.jobJSON(j), Memory: pts}, nil
-}
-
-// jobUpdate is what the job:<id> topic sends: the job and new memory points.
-type jobUpdate struct {
-	Job    JobJSON              `json:"job"`
-	Memory []telemetry.JobPoint `json:"memory"`
+	pts := s.cfg.Telemetry.Job(id, s.cfg.Now().Add(-historyWindow).Unix())
+	return api.JobUpdate{Job: s.jobOf(m, j), Memory: jobMemoryOf(pts)}, nil
 }
 
 // Run publishes updates to subscribed clients until ctx ends: a frame of
@@ -140,6 +148,9 @@ type jobUpdate struct {
 func (s *Server) Run(ctx context.Context) {
 	frames, cancel := s.cfg.Telemetry.Subscribe()
 	defer cancel()
+	watched := make(chan struct{})
+	go func() { s.watchSockets(ctx); close(watched) }()
+	defer func() { <-watched }()
 	n := 0
 	for {
 		select {
@@ -153,45 +164,62 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
-	s.broadcast(s.hub.subscribers(topicGPUs), wsOut{Topic: topicGPUs, Type: "update", Data: f})
+	s.broadcast(s.hub.subscribers(topicGPUs), wsOut{Topic: topicGPUs, Type: "update", Data: s.frameSeries(f)})
 	s.publishLanes()
 	s.publishGPUs(f)
-	s.publishTeams(ctx)
-	for _, id := range s.hub.jobTopics() {
-		topic := fmt.Sprintf("%s%d", topicJob, id)
-		j, err := s.cfg.Store.Job(ctx, id)
+	jobs, queues, teams := s.hub.jobTopics(), s.hub.subscribers(topicQueues), s.hub.followed(topicTeam)
+	if len(jobs) > 0 || len(queues) > 0 || len(teams) > 0 {
+		// One moment for every topic of this second, so that they agree.
+		m, err := s.moment(ctx)
 		if err != nil {
-			continue
+			s.cfg.Logger.Warn("live stream", "err", err)
+		} else {
+			s.publishJobs(ctx, m, f, jobs)
+			s.publishQueues(m, queues)
+			s.publishTeams(m)
 		}
-		upd := jobUpdate{Job: s.jobJSON(j), Memory: []telemetry.JobPoint{}}
-		for _, g := range f.GPUs {
-			for _, jm := range g.Jobs {
-				if jm.JobID == id {
-					upd.Memory = append(upd.Memory, telemetry.JobPoint{T: f.T, GPU: g.GPUKey, MemMiB: jm.MemMiB})
-				}
-			}
-		}
-		s.broadcast(s.hub.subscribers(topic), wsOut{Topic: topic, Type: "update", Data: upd})
-	}
-	// Queues differ by what each user may see: render once per team.
-	byTeam := make(map[string]QueuesJSON)
-	for _, cl := range s.hub.subscribers(topicQueues) {
-		key := string(cl.user.Role) + "/" + cl.user.Team
-		q, ok := byTeam[key]
-		if !ok {
-			var err error
-			if q, err = s.queuesFor(ctx, cl.user); err != nil {
-				continue
-			}
-			byTeam[key] = q
-		}
-		cl.send(wsOut{Topic: topicQueues, Type: "update", Data: q})
 	}
 	if subs := s.hub.subscribers(topicJCT); jct && len(subs) > 0 {
 		st, err := s.jctStatsFor(ctx, 24*time.Hour)
 		if err == nil {
 			s.broadcast(subs, wsOut{Topic: topicJCT, Type: "update", Data: st})
 		}
+	}
+}
+
+// publishJobs sends each followed job its state and its memory in frame f.
+func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, ids []int64) {
+	for _, id := range ids {
+		topic := fmt.Sprintf("%s%d", topicJob, id)
+		j, err := s.cfg.Store.Job(ctx, id)
+		if err != nil {
+			continue
+		}
+		upd := api.JobUpdate{Job: s.jobOf(m, j), Memory: []api.JobMemory{}}
+		for _, g := range f.GPUs {
+			for _, jm := range g.Jobs {
+				if jm.JobID == id {
+					upd.Memory = append(upd.Memory, api.JobMemory{T: f.T, Node: g.Node, GPU: g.Index, MemMiB: jm.MemMiB})
+				}
+			}
+		}
+		s.broadcast(seeing(s.hub.subscribers(topic), j.Team), wsOut{Topic: topic, Type: "update", Data: upd})
+	}
+}
+
+// publishQueues sends the queues to their followers. What a follower may
+// see depends on their role and team: the queues are made once per pair.
+func (s *Server) publishQueues(m *moment, clients []*wsClient) {
+	byViewer := make(map[string]api.Queues)
+	for _, cl := range clients {
+		u := cl.viewer()
+		key := string(u.Role) + "/" + u.Team
+		q, ok := byViewer[key]
+		if !ok {
+			q = s.queuesFor(m, u)
+			byViewer[key] = q
+		}
+		cl.send(wsOut{Topic: topicQueues, Type: "update", Data: q})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/cmdline"
 
 	"github.com/gpuportal/gpuportal/core/job"
@@ -348,8 +350,8 @@ func (cl *jobClient) getJSON(ctx context.Context, path string, query url.Values,
 	return raw, nil
 }
 
-func (cl *jobClient) job(ctx context.Context, id int64) (web.JobJSON, []byte, error) {
-	var j web.JobJSON
+func (cl *jobClient) job(ctx context.Context, id int64) (api.Job, []byte, error) {
+	var j api.Job
 	raw, err := cl.getJSON(ctx, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j)
 	return j, raw, err
 }
@@ -429,7 +431,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 		if err != nil {
 			return err
 		}
-		req.Sim = &web.SimSpec{DurationS: d}
+		req.Sim = &api.SimSpec{DurationS: d}
 	default:
 		return errors.New("give the job's command after -- (as in: gpuportal job submit --name train --gpus 2 -- python train.py) or --sim-duration for a simulated job")
 	}
@@ -444,7 +446,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	if f.json {
 		return printJSON(c.stdout, raw)
 	}
-	var j web.JobJSON
+	var j api.Job
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return fmt.Errorf("the server's answer is not a job: %w", err)
 	}
@@ -490,7 +492,7 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	var jobs []web.JobJSON
+	var jobs []api.Job
 	raw, err := cl.getJSON(ctx, "/api/v1/jobs", q, &jobs)
 	if err != nil {
 		return err
@@ -538,7 +540,7 @@ func (c jobCmd) show(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	var history []web.EventJSON
+	var history []api.Event
 	rawHistory, err := cl.getJSON(ctx, fmt.Sprintf("/api/v1/jobs/%d/history", id), nil, &history)
 	if err != nil {
 		return err
@@ -555,11 +557,15 @@ func (c jobCmd) show(ctx context.Context, args []string) (err error) {
 }
 
 // printJob writes a job and its history for a person.
-func (c jobCmd) printJob(j web.JobJSON, history []web.EventJSON) {
+func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	fmt.Fprintf(c.stdout, "job %d: %s\n", j.ID, oneLine(j.Name))
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(w, "  %s:\t%s\n", k, v) }
-	row("state", string(j.State))
+	state := string(j.State)
+	if j.Borrowed {
+		state += " (borrowed: beyond its team's guarantee, it may be reclaimed)"
+	}
+	row("state", state)
 	if j.Reason != "" {
 		row("reason", oneLine(j.Reason))
 	}
@@ -567,6 +573,9 @@ func (c jobCmd) printJob(j web.JobJSON, history []web.EventJSON) {
 	gpus := plural(j.GPUs, "GPU")
 	if len(j.Placement) > 0 {
 		gpus += " on " + strings.Join(j.Placement, ", ")
+	}
+	if j.State == job.Running && j.HeldGPUs > 0 && j.HeldGPUs < float64(j.GPUs) {
+		gpus += fmt.Sprintf(" (shared: holds %s)", strconv.FormatFloat(math.Round(j.HeldGPUs*100)/100, 'f', -1, 64))
 	}
 	row("GPUs", gpus)
 	switch {
@@ -620,6 +629,9 @@ func (c jobCmd) printJob(j web.JobJSON, history []web.EventJSON) {
 	if j.RetryAt != nil {
 		row("next retry", c.when(*j.RetryAt))
 	}
+	if j.Held {
+		row("held", "yes: never scheduled; cancel it and submit it again (see its reason)")
+	}
 	_ = w.Flush()
 	if len(history) == 0 {
 		return
@@ -669,7 +681,7 @@ func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
 			}
 			continue
 		}
-		var j web.JobJSON
+		var j api.Job
 		if err := json.Unmarshal(raw, &j); err != nil {
 			errs = append(errs, fmt.Errorf("job %d: the server's answer is not a job: %w", id, err))
 			continue

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/web"
 )
 
@@ -47,7 +48,7 @@ func (p profileFlags) request() (*web.CPUProfileRequest, error) {
 }
 
 // profileLine says what sensitivity profile a job's user declared.
-func profileLine(p *web.CPUProfileJSON) string {
+func profileLine(p *api.CPUProfile) string {
 	curve := func(pts [][2]float64) string {
 		if len(pts) == 0 {
 			return "flat"

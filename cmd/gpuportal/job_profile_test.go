@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/web"
 )
 
 // TestSubmitProfileFlags: --cpu-profile, --cpu-curve and --mem-curve
@@ -58,7 +58,7 @@ func TestSubmitProfileFlags(t *testing.T) {
 }
 
 func TestProfileLine(t *testing.T) {
-	p := &web.CPUProfileJSON{Source: "declared", Family: "custom", CPU: [][2]float64{{1, 0.4}, {4, 1}}}
+	p := &api.CPUProfile{Source: "declared", Family: "custom", CPU: [][2]float64{{1, 0.4}, {4, 1}}}
 	if got, want := profileLine(p), "declared custom: CPU 1:0.4,4:1; memory flat"; got != want {
 		t.Errorf("profileLine = %q, want %q", got, want)
 	}

@@ -5,12 +5,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpuportal/gpuportal/web"
+	"github.com/gpuportal/gpuportal/api"
 )
 
 // sharingLine says how a sharing job shares its GPU and with what memory
 // estimate.
-func sharingLine(j web.JobJSON) string {
+func sharingLine(j api.Job) string {
 	s := "opted in"
 	if j.GPUFraction > 0 {
 		s = strconv.FormatFloat(j.GPUFraction, 'f', -1, 64) + " of a GPU"
@@ -22,7 +22,7 @@ func sharingLine(j web.JobJSON) string {
 }
 
 // laneLine says where a running sharing job runs and with whom.
-func laneLine(l *web.JobLaneJSON) string {
+func laneLine(l *api.JobLane) string {
 	s := fmt.Sprintf("lane %d of %s GPU %d, %d MiB", l.Lane, l.Node, l.GPU, l.SizeMiB)
 	if len(l.LaneJobs) > 0 {
 		s += ", taking turns with " + jobList(l.LaneJobs)

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/web"
 )
 
 // fakeAPI answers the job API from fixed routes and records the requests.
@@ -58,9 +58,9 @@ func (f *fakeAPI) requests() []fakeRequest {
 
 var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func testJob(id int64, state job.State) web.JobJSON {
+func testJob(id int64, state job.State) api.Job {
 	started := testNow.Add(-90 * time.Second)
-	return web.JobJSON{
+	return api.Job{
 		ID: id, Name: "resnet", Team: "vision", User: "alice", GPUs: 2, State: state,
 		Reason: "running on node-0", Command: []string{"python", "train.py", "--lr", "0.1 0.2"},
 		SubmittedAt: testNow.Add(-5 * time.Minute), StartedAt: &started,
@@ -103,14 +103,14 @@ func TestJobCommands(t *testing.T) {
 	expected := testNow.Add(20 * time.Minute)
 	waiting.EstimatedStartAt, waiting.StartedAt, waiting.Placement = &expected, nil, nil
 	cancelled := testJob(7, job.Cancelled)
-	history := []web.EventJSON{
+	history := []api.Event{
 		{At: testNow.Add(-5 * time.Minute), State: job.Queued, Detail: "submitted"},
 		{At: testNow.Add(-90 * time.Second), State: job.Running, Detail: "started on node-0"},
 	}
 	routes := func(t *testing.T) map[string]fakeAnswer {
 		return map[string]fakeAnswer{
 			"POST /api/v1/jobs":           {201, jsonOf(t, testJob(7, job.Queued))},
-			"GET /api/v1/jobs":            {200, jsonOf(t, []web.JobJSON{running})},
+			"GET /api/v1/jobs":            {200, jsonOf(t, []api.Job{running})},
 			"GET /api/v1/jobs/7":          {200, jsonOf(t, running)},
 			"GET /api/v1/jobs/7/history":  {200, jsonOf(t, history)},
 			"DELETE /api/v1/jobs/7":       {200, jsonOf(t, cancelled)},

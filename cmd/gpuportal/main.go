@@ -8,9 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gpuportal/gpuportal/core/agent"
 )
 
 const usage = `gpuportal: a GPU cluster manager for deep-learning teams
@@ -49,6 +52,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return runAgent(ctx, args[1:], stdout, stderr)
+	case "agent-watchdog":
+		// Started by the agent itself (core/agent/watchdog.go).
+		return agent.RunWatchdog(ctx, os.Stdin, slog.New(slog.NewTextHandler(stderr, nil)).With("process", "agent-watchdog"))
 	case "job":
 		return runJob(ctx, args[1:], stdout, stderr)
 	case "sim":

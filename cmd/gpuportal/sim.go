@@ -38,6 +38,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		thresholds  = fs.String("thresholds", "", "comma-separated queue `limits`, GPU-seconds (seconds for dlas) (default 3250,7200)")
 		promoteKnob = fs.Float64("promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
 		preemptCost = fs.Float64("preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
+		handover    = fs.Float64("handover-s", 0, "`seconds` a preempted job keeps its GPUs (checkpoint and exit) before the next job may start on them, as live")
 		placement   = fs.String("placement", sched.PlaceNodes, "placement: nodes (real nodes) or count (count GPUs only, as the Tiresias simulator's count scheme)")
 		teams       = fs.String("teams", "", "teams for fair share, `NAME:GPUS[:WEIGHT[:CAP]],...` (guaranteed GPUs, weight, GPUs per user) or a team file; jobs name their team in the trace")
 		fairShare   = fs.Bool("fair-share", true, "with --teams: apply fair share (false: schedule without it, still reporting per team)")
@@ -46,6 +47,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		cpuAlloc    = fs.String("cpu-alloc", "", "model CPUs and host memory: proportional (by GPUs) or synergy (by each job's sensitivity); jobs then run at their profile's speed (default: not modelled)")
 		sharing     = fs.String("sharing", "none", "GPU sharing: none (every job takes whole GPUs) or salus (fractional jobs, gpu_milli < 1000, share GPUs where the safety condition holds; needs --placement nodes)")
 		lanePolicy  = fs.String("lane-policy", string(lanes.Fair), "with --sharing salus: which job of a shared lane runs, pack (arrival order), fair (least GPU time so far) or srtf (least work left), as the agent's --lane-policy")
+		sharePlace  = fs.String("share-placement", sched.ShareFreeFirst, "with --sharing salus: where a sharing job goes, free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room)")
 		assign      = fs.String("assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +83,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
 		return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
 	}
+	if !(*handover >= 0) || math.IsInf(*handover, 1) {
+		return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
+	}
 	if !(*promoteKnob >= 0) || math.IsInf(*promoteKnob, 1) {
 		return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", *promoteKnob)
 	}
@@ -103,6 +108,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	lanePol, err := lanes.ParsePolicy(*lanePolicy)
 	if err != nil {
 		return fmt.Errorf("sim: --lane-policy: %w", err)
+	}
+	if !slices.Contains(sched.SharePlacements(), *sharePlace) {
+		return fmt.Errorf("sim: --share-placement %q: want %s", *sharePlace, strings.Join(sched.SharePlacements(), " or "))
 	}
 	half, err := trace.ParseDuration(*halfLife)
 	if err != nil {
@@ -148,9 +156,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			MinRuntimeS: minRun,
 			OmitWaits:   true,
 			CPUAlloc:    *cpuAlloc,
+			// Read only with --sharing salus.
+			SharePlacement: *sharePlace,
 		},
 		Nodes:        nodes,
 		PreemptCostS: *preemptCost,
+		HandoverS:    *handover,
 		Teams:        teamList,
 		NoFairShare:  !*fairShare,
 		HalfLifeS:    half,

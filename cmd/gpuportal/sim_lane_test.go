@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,5 +62,79 @@ func TestSimCommandLanePolicy(t *testing.T) {
 		"--sharing", "salus", "--lane-policy", "lifo"}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "--lane-policy") {
 		t.Fatalf("--lane-policy lifo: %v, want an error naming the flag", err)
+	}
+}
+
+// TestSimCommandSharePlacement: two 600-milli pods on two GPUs.
+// free-first gives the second its own GPU; fullest-first has it join the
+// first one's lane, where fair turns stretch the first (as in
+// TestSimCommandLanePolicy's one GPU).
+func TestSimCommandSharePlacement(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "place-openb.csv")
+	csv := "name,num_gpu,gpu_milli,creation_time,scheduled_time,deletion_time\n" +
+		"a,1,600,0,0,300\n" +
+		"b,1,600,100,100,150\n"
+	if err := os.WriteFile(trace, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		flags       []string
+		placement   string
+		avg         float64
+		coLocations int
+	}{
+		{nil, "free-first", (300 + 50) / 2.0, 0},
+		{[]string{"--share-placement", "fullest-first"}, "fullest-first", (350 + 50) / 2.0, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.placement, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string{"sim", "--trace", trace, "--format", "openb", "--cluster", "1x2x16",
+				"--policy", "fjf", "--sharing", "salus", "--json"}, tc.flags...)
+			if err := run(context.Background(), args, &out, &errOut); err != nil {
+				t.Fatalf("%v\n%s", err, errOut.String())
+			}
+			var rows []struct {
+				AvgJCT         float64 `json:"avg_jct_s"`
+				SharePlacement string  `json:"share_placement"`
+				CoLocations    int     `json:"co_locations"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 {
+				t.Fatalf("--json: %v\n%s", err, out.String())
+			}
+			r := rows[0]
+			if r.SharePlacement != tc.placement || math.Abs(r.AvgJCT-tc.avg) > 1e-6 || r.CoLocations != tc.coLocations {
+				t.Fatalf("%+v; want placement %q, avg JCT %v, %d co-locations", r, tc.placement, tc.avg, tc.coLocations)
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"sim", "--trace", trace, "--format", "openb", "--cluster", "1x2x16",
+		"--sharing", "salus", "--share-placement", "emptiest"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--share-placement") {
+		t.Fatalf("--share-placement emptiest: %v, want an error naming the flag", err)
+	}
+}
+
+// TestServeSharePlacementFlag: serve's --share-placement defaults to
+// free-first, takes fullest-first, and refuses anything else by name.
+func TestServeSharePlacementFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // the rule, or a piece of the error
+		err  bool
+	}{
+		{nil, "free-first", false},
+		{[]string{"--share-placement", "fullest-first"}, "fullest-first", false},
+		{[]string{"--share-placement", "emptiest"}, `--share-placement "emptiest"`, true},
+	}
+	for _, tc := range tests {
+		f, err := parseServeFlags(tc.args, io.Discard)
+		switch {
+		case tc.err && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want one with %q", tc.args, err, tc.want)
+		case !tc.err && (err != nil || f.sharePlacement != tc.want):
+			t.Errorf("%v: %q, %v; want %q", tc.args, f.sharePlacement, err, tc.want)
+		}
 	}
 }

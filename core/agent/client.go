@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // ClientConfig sets up a Client.
@@ -37,7 +38,7 @@ type ClientConfig struct {
 	// Nodes are the machines this agent runs. Each reports job exits on
 	// Exits.
 	Nodes []*Local
-	Exits <-chan Exit
+	Exits <-chan job.Exit
 	// TLS configures connections to an https server; nil trusts the
 	// system's certificate authorities.
 	TLS    *tls.Config
@@ -50,6 +51,9 @@ type ClientConfig struct {
 	// MinBackoff and MaxBackoff bound the wait between connection
 	// attempts, which doubles after each failed one; default 500ms and 15s.
 	MinBackoff, MaxBackoff time.Duration
+	// Watchdog, when set, gets a lease each time a server is heard: the
+	// heartbeat timeout from then (watchdog.go, fence.go).
+	Watchdog *WatchdogLink
 }
 
 // Client connects Local agents to a remote server: it registers their
@@ -64,8 +68,22 @@ type Client struct {
 	nodes map[string]*Local
 	kick  chan struct{} // an exit waits to be sent
 
+	// joinAgain: the server refused the machines' credentials (its
+	// database was replaced, say): present the join token next time.
+	joinAgain atomic.Bool
+
 	mu   sync.Mutex
 	live map[jobKey]*liveJob // runs the server has not yet seen end
+
+	// heard is when a server was last heard (Unix nanoseconds), and
+	// timeout the heartbeat timeout it announced (nanoseconds; 0 before
+	// the first welcome): see fence.go.
+	heard   atomic.Int64
+	timeout atomic.Int64
+	// fencedSpans are the recent silences longer than the timeout, from
+	// when fencing began to when a server was heard again.
+	fmu         sync.Mutex
+	fencedSpans [][2]time.Time
 }
 
 type jobKey struct {
@@ -75,8 +93,9 @@ type jobKey struct {
 
 // liveJob is a run that the server has not yet seen end.
 type liveJob struct {
-	sent int64 // bytes of the job's output sent to the server
-	exit *Exit // how the run ended; nil while it runs
+	run  int64     // the run's number
+	sent int64     // bytes of the job's output sent to the server
+	exit *job.Exit // how the run ended; nil while it runs
 	// exitID is the ID of the exit message on the current connection; 0
 	// when not yet sent on it.
 	exitID uint64
@@ -85,8 +104,8 @@ type liveJob struct {
 
 // NewClient checks cfg and returns a client; Run connects it.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if cfg.Token == "" {
-		return nil, errors.New("agent client: no token")
+	if cfg.Token == "" && !allJoined(cfg.Nodes) {
+		return nil, errors.New("agent client: no token: give the server's join token (a machine that joined before uses its credential)")
 	}
 	if len(cfg.Nodes) == 0 || cfg.Exits == nil {
 		return nil, errors.New("agent client: no nodes or no exits channel")
@@ -126,7 +145,39 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		c.nodes[n.Name()] = n
 	}
+	for _, n := range cfg.Nodes {
+		exits, err := n.keptExits()
+		if err != nil {
+			return nil, fmt.Errorf("agent client: %w", err)
+		}
+		for _, ex := range exits {
+			cfg.Logger.Info("resending a job exit kept by an earlier agent", "job", ex.JobID, "run", ex.Run, "node", ex.Node)
+			c.addExit(ex)
+		}
+	}
 	return c, nil
+}
+
+// allJoined reports whether every machine has its credential.
+func allJoined(nodes []*Local) bool {
+	for _, n := range nodes {
+		if n.credential() == "" {
+			return false
+		}
+	}
+	return len(nodes) > 0
+}
+
+// bearer is the token the client presents: the join token while a machine
+// has yet to join, a machine credential once all have.
+func (c *Client) bearer() string {
+	if c.cfg.Token != "" && !allJoined(c.cfg.Nodes) {
+		return c.cfg.Token
+	}
+	if allJoined(c.cfg.Nodes) && !(c.joinAgain.Load() && c.cfg.Token != "") {
+		return c.cfg.Nodes[0].credential()
+	}
+	return c.cfg.Token
 }
 
 // agentURL turns a server's base URL into its agent endpoint.
@@ -155,6 +206,7 @@ func agentURL(server string) (string, error) {
 // after each disconnection. Call it once.
 func (c *Client) Run(ctx context.Context) error {
 	go c.collectExits(ctx)
+	go c.fence(ctx)
 	backoff := c.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
 		url := c.urls[attempt%len(c.urls)]
@@ -175,7 +227,7 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		// With several servers, the wait grows once all have been tried.
 		if (attempt+1)%len(c.urls) == 0 {
-			backoff = min(2*backoff, c.cfg.MaxBackoff)
+			backoff = min(2*backoff, c.maxBackoff())
 		}
 	}
 }
@@ -187,21 +239,40 @@ func (c *Client) collectExits(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ex := <-c.cfg.Exits:
-			c.cfg.Logger.Info("job ended", "job", ex.JobID, "node", ex.Node, "code", ex.ExitCode, "err", ex.Err)
-			c.mu.Lock()
-			k := jobKey{ex.Node, ex.JobID}
-			lj := c.live[k]
-			if lj == nil {
-				lj = &liveJob{}
-				c.live[k] = lj
+			if ex.ExitCode != 0 && !ex.Infra && c.fencedAt(ex.At) {
+				// Stopped because no server was heard (fence.go), by the
+				// agent or its watchdog: not the job's fault.
+				ex.Infra = true
+				ex.Err = "stopped by its agent, which heard no server for longer than the heartbeat timeout"
 			}
-			lj.exit, lj.exitID = &ex, 0
-			c.mu.Unlock()
-			select {
-			case c.kick <- struct{}{}:
-			default:
+			c.cfg.Logger.Info("job ended", "job", ex.JobID, "run", ex.Run, "node", ex.Node, "code", ex.ExitCode, "err", ex.Err)
+			// Kept on disk until the server acknowledges it, so that an
+			// agent restart does not lose it.
+			if n := c.nodes[ex.Node]; n != nil {
+				if err := n.keepExit(ex); err != nil {
+					c.cfg.Logger.Error("keep a job exit on disk", "job", ex.JobID, "run", ex.Run, "err", err)
+				}
 			}
+			c.addExit(ex)
 		}
+	}
+}
+
+// addExit records how a run ended, to be sent until the server
+// acknowledges it.
+func (c *Client) addExit(ex job.Exit) {
+	c.mu.Lock()
+	k := jobKey{ex.Node, ex.JobID}
+	lj := c.live[k]
+	if lj == nil || lj.run != ex.Run {
+		lj = &liveJob{run: ex.Run}
+		c.live[k] = lj
+	}
+	lj.exit, lj.exitID = &ex, 0
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -229,12 +300,13 @@ func (c *Client) session(ctx context.Context, url string) (welcomed bool, err er
 		Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second,
 		TLSClientConfig: c.cfg.TLS,
 	}
-	hdr := http.Header{"Authorization": {"Bearer " + c.cfg.Token}}
+	hdr := http.Header{"Authorization": {"Bearer " + c.bearer()}}
 	conn, resp, err := dialer.DialContext(ctx, url, hdr)
 	if err != nil {
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()
+			c.joinAgain.Store(resp.StatusCode == http.StatusUnauthorized)
 			return false, fmt.Errorf("connect: server answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 		}
 		return false, fmt.Errorf("connect: %w", err)
@@ -277,13 +349,13 @@ func (s *session) register() error {
 	c.mu.Lock()
 	for _, n := range c.cfg.Nodes {
 		cpus, mem := n.Resources()
-		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []int64{},
-			Monitor: n.MonitorOnly()}
+		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []job.RunRef{},
+			Monitor: n.MonitorOnly(), Credential: n.credential()}
 		for k, lj := range c.live {
 			if k.node == n.Name() {
-				wn.Running = append(wn.Running, k.job)
+				wn.Running = append(wn.Running, job.RunRef{Job: k.job, Run: lj.run})
 				if lj.gpus != nil {
-					wn.RunningGPUs = append(wn.RunningGPUs, wire.JobGPUs{JobID: k.job, GPUs: lj.gpus})
+					wn.RunningGPUs = append(wn.RunningGPUs, wire.JobGPUs{JobID: k.job, Run: lj.run, GPUs: lj.gpus})
 				}
 			}
 		}
@@ -298,6 +370,7 @@ func (s *session) register() error {
 	// The server pings more often than its timeout; each ping shows it is
 	// alive.
 	s.conn.SetPingHandler(func(data string) error {
+		c.hear()
 		_ = s.conn.SetReadDeadline(time.Now().Add(s.timeout))
 		err := s.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeWait))
 		var ne net.Error
@@ -317,10 +390,22 @@ func (s *session) register() error {
 	if m.Welcome.Version != wire.Version {
 		return fmt.Errorf("register: server speaks protocol version %d, this agent %d", m.Welcome.Version, wire.Version)
 	}
+	for _, nc := range m.Welcome.Credentials {
+		n := c.nodes[nc.Node]
+		if n == nil {
+			continue
+		}
+		if err := n.saveCredential(nc.Credential); err != nil {
+			return fmt.Errorf("register: %w", err)
+		}
+		c.cfg.Logger.Info("machine joined the cluster: its credential is kept in its work folder", "node", nc.Node)
+	}
 	s.timeout = time.Duration(m.Welcome.HeartbeatTimeoutMS) * time.Millisecond
 	if s.timeout < 3*c.cfg.SampleEvery {
 		s.timeout = 3 * c.cfg.SampleEvery
 	}
+	c.timeout.Store(int64(s.timeout))
+	c.hear()
 	offsets := make(map[jobKey]int64, len(m.Welcome.Logs))
 	for _, l := range m.Welcome.Logs {
 		offsets[jobKey{l.Node, l.JobID}] = l.Offset
@@ -357,6 +442,7 @@ func (s *session) read(ctx context.Context) error {
 		if err := m.Check(); err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
+		s.c.hear()
 		switch m.Type {
 		case wire.TypeStart:
 			s.answer(m.ID, s.start(ctx, m.Start))
@@ -390,13 +476,16 @@ func (s *session) start(ctx context.Context, st *wire.Start) error {
 	if n == nil {
 		return fmt.Errorf("no node %q on this agent", st.Node)
 	}
-	spec := SpecFromWire(st.Job)
+	spec := st.Job.Spec()
 	k := jobKey{st.Node, spec.JobID}
-	lj := &liveJob{sent: st.LogOffset, gpus: append([]int{}, spec.GPUs...)}
+	lj := &liveJob{run: spec.Run, sent: st.LogOffset, gpus: append([]int{}, spec.GPUs...)}
 	c.mu.Lock()
 	if old := c.live[k]; old != nil && old.exit == nil {
 		c.mu.Unlock()
-		return fmt.Errorf("start job %d on %s: already running", spec.JobID, st.Node)
+		return fmt.Errorf("start run %d of job %d on %s: %w (run %d)", spec.Run, spec.JobID, st.Node, job.ErrBusy, old.run)
+	}
+	if old := c.live[k]; old != nil {
+		n.dropExit(job.RunRef{Job: k.job, Run: old.run})
 	}
 	// An unacknowledged exit of an earlier run is dropped: the server
 	// starting the job again has given that run up.
@@ -421,8 +510,8 @@ func (s *session) stop(ctx context.Context, st *wire.Stop) error {
 	if n == nil {
 		return fmt.Errorf("no node %q on this agent", st.Node)
 	}
-	s.c.cfg.Logger.Info("stopping job", "job", st.JobID, "node", st.Node)
-	return n.Stop(ctx, st.JobID)
+	s.c.cfg.Logger.Info("stopping job", "job", st.JobID, "run", st.Run, "node", st.Node)
+	return n.Stop(ctx, job.RunRef{Job: st.JobID, Run: st.Run})
 }
 
 // acked drops the run whose exit the server acknowledged.
@@ -440,6 +529,9 @@ func (s *session) acked(id uint64, ack *wire.Ack) {
 	}
 	if lj := c.live[k]; lj != nil && lj.exitID == id {
 		delete(c.live, k)
+		if n := c.nodes[k.node]; n != nil {
+			n.dropExit(job.RunRef{Job: k.job, Run: lj.run})
+		}
 	}
 }
 
@@ -466,7 +558,7 @@ func (s *session) beat() error {
 	now := time.Now()
 	for _, n := range s.c.cfg.Nodes {
 		hb.Nodes = append(hb.Nodes, wire.NodeSamples{Node: n.Name(), Samples: wire.FromSamples(n.Sample(now)),
-			Lanes: wire.FromLanes(n.Lanes()), Usage: wireUsage(n.JobUsage(now))})
+			Lanes: wire.FromLanes(n.Lanes()), Usage: wire.FromUsage(n.JobUsage(now))})
 	}
 	return s.send(&wire.Message{Type: wire.TypeHeartbeat, Heartbeat: hb})
 }
@@ -501,7 +593,7 @@ func (s *session) pumpOnce() error {
 		k    jobKey
 		lj   *liveJob
 		sent int64
-		exit *Exit // the run ended and its exit is not yet sent
+		exit *job.Exit // the run ended and its exit is not yet sent
 	}
 	c.mu.Lock()
 	var work []todo
@@ -535,7 +627,7 @@ func (s *session) pumpOnce() error {
 		if c.live[w.k] == w.lj {
 			w.lj.sent = sent
 			if w.exit != nil && w.lj.exit == w.exit && w.lj.exitID == 0 {
-				we := w.exit.Wire()
+				we := wire.FromExit(*w.exit)
 				m = &wire.Message{Type: wire.TypeExit, ID: s.nextID.Add(1), Exit: &we}
 				// Recorded before sending, so the ack finds it.
 				w.lj.exitID = m.ID

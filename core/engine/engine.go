@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/estimate"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -32,8 +31,9 @@ type Job struct {
 	Command         []string
 	SimDuration     float64 // seconds; for simulated jobs
 	State           job.State
+	Run             int64 // the current or last run's number (job.RunRef)
 	SubmittedAt     time.Time
-	Placement       []string // "node:index" per GPU while running
+	Placement       []sched.GPURef // the GPUs held while running
 	LastStartAt     *time.Time
 	ExecutedS       float64
 	AttainedService float64
@@ -62,17 +62,27 @@ type Job struct {
 // Every change is committed before the engine acts on it.
 type Store interface {
 	UnfinishedEngineJobs(ctx context.Context) ([]Job, error)
-	MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) error
-	MarkStopped(ctx context.Context, id int64, to job.State, exitCode *int, reason string, now time.Time) error
+	// MarkStarted records a new run of a waiting job on placement and
+	// returns its number.
+	MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (run int64, err error)
+	// MarkStopped records how run ref ended; for a run that is not the
+	// job's current one it changes nothing and returns an error wrapping
+	// job.ErrConflict, as the other changes of a run do.
+	MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, now time.Time) error
+	// MarkResumed puts a job that waits again back to running as its last
+	// run ref, which its machine came back still running.
+	MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
-	MarkRetry(ctx context.Context, id int64, exitCode int, reason string, retryAt, now time.Time) error
+	MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, reason string, retryAt, now time.Time) error
 	CompletedDurations(ctx context.Context, limit int) ([]float64, error)
 	SetFirstEstimates(ctx context.Context, at map[int64]time.Time) error
 	// MarkRequeued puts a running job back in the queue with a new memory
-	// estimate, without counting a failure: it outgrew its Salus lane.
-	MarkRequeued(ctx context.Context, id int64, est memest.Estimate, reason string, now time.Time) error
+	// estimate, without counting a failure: it outgrew its Salus lane. It
+	// applies rq.Outcome to the estimate the run started from and the
+	// job's stalls so far, and returns it (sharing.go).
+	MarkRequeued(ctx context.Context, ref job.RunRef, rq job.Requeue) (job.RequeueOutcome, error)
 	// SetMeasuredMemory stores a sharing job's estimate as its run
 	// measured it, for its next run; it changes nothing else.
 	SetMeasuredMemory(ctx context.Context, id int64, est memest.Estimate) error
@@ -84,9 +94,11 @@ type Node interface {
 	Name() string
 	Devices() []gpu.Device
 	Resources() (cpus int, memMiB int64)
-	Start(ctx context.Context, s agent.Spec) error
-	Stop(ctx context.Context, jobID int64) error
-	Running() []int64
+	// Start starts run s.Run of a job; Stop stops a run, and no other run
+	// of the job. Running lists the runs that have not exited.
+	Start(ctx context.Context, s job.Spec) error
+	Stop(ctx context.Context, ref job.RunRef) error
+	Running() []job.RunRef
 	Sample(now time.Time) []gpu.Sample
 }
 
@@ -121,7 +133,7 @@ type Config struct {
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.
 type Engine struct {
 	cfg   Config
-	exits chan agent.Exit
+	exits chan job.Exit
 	wake  chan struct{}
 	calls chan func(context.Context)
 
@@ -147,50 +159,20 @@ type Engine struct {
 	borrowed map[int64]bool    // running jobs beyond their team's guarantee
 
 	// Owned by the Run goroutine.
-	started   time.Time
-	runs      map[int64]*run   // jobs running on connected nodes
-	reasons   map[int64]string // last recorded wait reason per job
-	lostSince map[string]time.Time
-	durations estimate.Durations // run times of completed jobs
-	loadedAt  time.Time          // when durations were read
-	completed bool               // a job succeeded since
-	estimated map[int64]bool     // jobs whose first estimate is recorded
-	teamState teamState
-	stored    storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
-}
-
-// run is a job's current run: one part per machine it spans.
-type run struct {
-	parts map[string]bool // nodes whose part has not exited
-	// stop, once set, is the state the job ends in when all parts exit.
-	stop   job.State
-	reason string
-	code   *int
-	// orphan runs are not the store's: their end is not recorded.
-	orphan bool
-	// exited is set when a part ended on its own (not asked to stop);
-	// together with the job's history it decides whether to retry.
-	exited   bool
-	started  time.Time
-	gpus     map[string][]int // the GPUs of each part, by node; none when adopted unknown (adopt.go)
-	failures int              // earlier failed runs
-	lastCode *int             // exit code of the last failed run
-	// requeue is the larger estimate of a job that outgrew its lane.
-	requeue *memest.Estimate
-	// measured is a sharing job's estimate as the gate corrected it
-	// (agent.Exit.Measured), stored for its next run.
-	measured *memest.Estimate
-}
-
-// stopAll asks every part of r to stop.
-func (e *Engine) stopAll(ctx context.Context, id int64, r *run) {
-	for name := range r.parts {
-		if n := e.node(name); n != nil {
-			if err := n.Stop(ctx, id); err != nil {
-				e.cfg.Logger.Error("stop job", "job", id, "node", name, "err", err)
-			}
-		}
-	}
+	started    time.Time
+	runs       map[int64]*run      // each job's current run on connected nodes (runs.go)
+	strays     map[strayKey][]int  // parts of runs the cluster does not want, and their GPUs
+	unrecorded []*unrecorded       // outcomes the store has yet to take
+	handover   map[int64]time.Time // jobs kept back while a run stops: when it was asked to
+	stopLater  []strayKey          // runs to ask their machines to stop next pass
+	reasons    map[int64]string    // last recorded wait reason per job
+	lostSince  map[string]time.Time
+	durations  estimate.Durations // run times of completed jobs
+	loadedAt   time.Time          // when durations were read
+	completed  bool               // a job succeeded since
+	estimated  map[int64]bool     // jobs whose first estimate is recorded
+	teamState  teamState
+	stored     storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
 }
 
 // New returns an engine for cfg.
@@ -218,13 +200,15 @@ func New(cfg Config) (*Engine, error) {
 	}
 	return &Engine{
 		cfg:       cfg,
-		exits:     make(chan agent.Exit, 64),
+		exits:     make(chan job.Exit, 64),
 		wake:      make(chan struct{}, 1),
 		calls:     make(chan func(context.Context)),
 		nodes:     make(map[string]Node),
 		connected: make(map[string]time.Time),
 		draining:  make(map[string]bool),
 		runs:      make(map[int64]*run),
+		strays:    make(map[strayKey][]int),
+		handover:  make(map[int64]time.Time),
 		reasons:   make(map[int64]string),
 		lostSince: make(map[string]time.Time),
 		estimates: make(map[int64]time.Time),
@@ -236,25 +220,17 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Scheduler() *sched.Scheduler { return e.cfg.Scheduler }
 
 // Exits is where agents report the end of job runs.
-func (e *Engine) Exits() chan<- agent.Exit { return e.exits }
+func (e *Engine) Exits() chan<- job.Exit { return e.exits }
 
 // AddNode connects a machine. Jobs it reports as running are adopted.
 func (e *Engine) AddNode(ctx context.Context, n Node) error {
-	return e.call(ctx, func(context.Context) {
+	return e.call(ctx, func(ctx context.Context) {
 		e.mu.Lock()
 		e.nodes[n.Name()] = n
 		e.connected[n.Name()] = e.cfg.Now()
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
-		for _, id := range n.Running() {
-			r := e.runs[id]
-			if r == nil {
-				r = &run{parts: make(map[string]bool)}
-				e.runs[id] = r
-			}
-			r.parts[n.Name()] = true
-			adoptGPUs(r, n, id)
-		}
+		e.adopt(ctx, n)
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
 	})
 }
@@ -263,17 +239,31 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 // answering. Its jobs stay recorded as running until it reconnects and
 // reports them, or until LostAfter passes and they are requeued.
 func (e *Engine) RemoveNode(ctx context.Context, name string) error {
-	return e.call(ctx, func(context.Context) {
+	return e.call(ctx, func(ctx context.Context) {
 		e.mu.Lock()
 		delete(e.nodes, name)
 		delete(e.connected, name)
 		e.mu.Unlock()
 		e.lostSince[name] = e.cfg.Now()
 		for id, r := range e.runs {
-			if r.parts[name] {
+			if !r.parts[name] {
+				continue
+			}
+			if len(r.parts) == 1 && len(r.lost) == 0 {
 				// The whole run is forgotten: requeueLost decides its fate
 				// from the store, and a reconnect re-adopts it.
 				delete(e.runs, id)
+				continue
+			}
+			// A part of a run on several machines: the others stop, and
+			// the run ends once this one is known gone (runs.go).
+			e.losePart(ctx, id, r, name, "its part on "+name+" was lost with its machine")
+		}
+		for k := range e.strays {
+			if k.node == name {
+				// Its machine fences it (docs/agents.md); a reconnect
+				// reports it again if it still runs.
+				delete(e.strays, k)
 			}
 		}
 		e.cfg.Logger.Warn("node disconnected", "node", name)
@@ -313,7 +303,10 @@ func (e *Engine) NodeStatuses() []NodeStatus {
 	out := make([]NodeStatus, 0, len(nodes))
 	for _, n := range nodes {
 		cpus, mem := n.Resources()
-		jobs := n.Running()
+		var jobs []int64
+		for _, ref := range n.Running() {
+			jobs = append(jobs, ref.Job)
+		}
 		sort.Slice(jobs, func(a, b int) bool { return jobs[a] < jobs[b] })
 		out = append(out, NodeStatus{Name: n.Name(), Devices: n.Devices(), CPUs: cpus, MemMiB: mem,
 			Draining: e.draining[n.Name()], Cordoned: e.cordoned[n.Name()], ConnectedAt: e.connected[n.Name()], Jobs: jobs})
@@ -411,73 +404,5 @@ func (e *Engine) Run(ctx context.Context) error {
 		if err := e.pass(ctx); err != nil && ctx.Err() == nil {
 			e.cfg.Logger.Error("scheduling pass failed", "err", err)
 		}
-	}
-}
-
-// handleExit records the end of one part of a run. The job ends when its
-// last part does; a part that fails stops the others.
-func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
-	r := e.runs[ex.JobID]
-	if r == nil || !r.parts[ex.Node] {
-		e.cfg.Logger.Warn("exit of a job the engine did not run there", "job", ex.JobID, "node", ex.Node)
-		return
-	}
-	delete(r.parts, ex.Node)
-	if ex.Measured != nil {
-		r.measured = ex.Measured
-	}
-	if !ex.Infra && e.requeueIfGPUFailed(ctx, ex.Node, ex.ExitCode, r, e.cfg.Now()) {
-		e.stopAll(ctx, ex.JobID, r)
-	}
-	if r.stop == "" && ex.Infra {
-		r.stop, r.reason = job.Queued, "requeued: "+ex.Err+" on "+ex.Node
-		e.stopAll(ctx, ex.JobID, r)
-		e.stats.add(func(s *Stats) { s.Requeues++ })
-	}
-	if r.stop == "" && ex.Requeue != nil {
-		e.outgrewLane(ctx, ex, r)
-	}
-	if r.stop == "" && ex.ExitCode != 0 {
-		r.exited = true
-		r.stop, r.reason = job.Failed, fmt.Sprintf("exit code %d on %s", ex.ExitCode, ex.Node)
-		if ex.Err != "" {
-			r.reason = ex.Err + " on " + ex.Node
-		}
-		e.stopAll(ctx, ex.JobID, r)
-	}
-	if r.code == nil || (*r.code == 0 && ex.ExitCode != 0) {
-		code := ex.ExitCode // the first failure's code is the job's
-		r.code = &code
-	}
-	if len(r.parts) > 0 {
-		return
-	}
-	delete(e.runs, ex.JobID)
-	if r.orphan {
-		return
-	}
-	to, code := r.stop, r.code
-	if r.requeue != nil && to == job.Queued {
-		e.recordRequeue(ctx, ex, r)
-		return
-	}
-	e.recordMeasured(ctx, ex.JobID, r)
-	switch to {
-	case "":
-		to = job.Succeeded
-	case job.Preempted, job.Queued:
-		code = nil
-	case job.Failed:
-		if r.exited && e.retry(ctx, ex, r) {
-			return
-		}
-	}
-	if err := e.cfg.Store.MarkStopped(ctx, ex.JobID, to, code, r.reason, ex.At); err != nil {
-		e.cfg.Logger.Error("record job exit", "job", ex.JobID, "err", err)
-		return
-	}
-	e.cfg.Logger.Info("job ended", "job", ex.JobID, "state", to, "reason", r.reason)
-	if to == job.Succeeded {
-		e.completed = true
 	}
 }

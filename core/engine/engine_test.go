@@ -25,6 +25,8 @@ type memStore struct {
 	end    map[int64]*int // exit codes
 	reason map[int64]string
 	first  map[int64]time.Time // first start estimates
+	fail   error               // MarkStopped fails with it while set
+	stalls map[int64]int       // requeues without progress (sharing_test.go)
 }
 
 func newMemStore(jobs ...Job) *memStore {
@@ -33,19 +35,22 @@ func newMemStore(jobs ...Job) *memStore {
 		if j.State == "" {
 			j.State = job.Queued
 		}
+		if j.State == job.Running && j.Run == 0 {
+			j.Run = 1 // the run fake nodes report
+		}
 		s.jobs[j.ID] = &j
 	}
 	return s
 }
 
-var errConflict = errors.New("conflict")
+var errConflict = fmt.Errorf("memStore: %w", job.ErrConflict)
 
 func (s *memStore) UnfinishedEngineJobs(context.Context) ([]Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Job
 	for _, j := range s.jobs {
-		if !j.State.Final() {
+		if !j.State.Final() && !s.held(j) {
 			out = append(out, *j)
 		}
 	}
@@ -53,23 +58,49 @@ func (s *memStore) UnfinishedEngineJobs(context.Context) ([]Job, error) {
 	return out, nil
 }
 
-func (s *memStore) MarkStarted(_ context.Context, id int64, placement []string, now time.Time) error {
+func (s *memStore) MarkStarted(_ context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[id]
 	if !j.State.Waiting() {
+		return 0, errConflict
+	}
+	j.Run++
+	j.State, j.Placement, j.LastStartAt = job.Running, placement, &now
+	return j.Run, nil
+}
+
+func (s *memStore) MarkResumed(_ context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[ref.Job]
+	if !j.State.Waiting() || j.Run != ref.Run {
 		return errConflict
 	}
 	j.State, j.Placement, j.LastStartAt = job.Running, placement, &now
+	s.reason[ref.Job] = reason
 	return nil
 }
 
-func (s *memStore) MarkStopped(_ context.Context, id int64, to job.State, code *int, reason string, now time.Time) error {
+// current checks that ref is the job's current run; the caller holds mu.
+func (s *memStore) current(ref job.RunRef) (*Job, error) {
+	j := s.jobs[ref.Job]
+	if j.State != job.Running || j.Run != ref.Run {
+		return nil, errConflict
+	}
+	return j, nil
+}
+
+func (s *memStore) MarkStopped(_ context.Context, ref job.RunRef, to job.State, code *int, reason string, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.jobs[id]
-	if j.State != job.Running {
-		return errConflict
+	if s.fail != nil {
+		return s.fail
+	}
+	id := ref.Job
+	j, err := s.current(ref)
+	if err != nil {
+		return err
 	}
 	ran := now.Sub(*j.LastStartAt).Seconds()
 	j.ExecutedS += ran
@@ -83,12 +114,13 @@ func (s *memStore) MarkStopped(_ context.Context, id int64, to job.State, code *
 	return nil
 }
 
-func (s *memStore) MarkRetry(_ context.Context, id int64, code int, reason string, retryAt, now time.Time) error {
+func (s *memStore) MarkRetry(_ context.Context, ref job.RunRef, code int, reason string, retryAt, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.jobs[id]
-	if j.State != job.Running {
-		return errConflict
+	id := ref.Job
+	j, err := s.current(ref)
+	if err != nil {
+		return err
 	}
 	j.ExecutedS += now.Sub(*j.LastStartAt).Seconds()
 	j.State, j.Placement, j.ExitCode, j.RetryAt = job.Queued, nil, &code, &retryAt
@@ -147,13 +179,14 @@ type fakeNode struct {
 	failAll  bool  // Start fails
 	startErr error // what a failing Start returns
 
-	starts  []agent.Spec
-	stops   []int64
-	running map[int64]bool
+	starts   []job.Spec
+	stops    []int64 // the jobs of stopRefs
+	stopRefs []job.RunRef
+	running  map[int64]int64 // job -> run
 }
 
 func newFakeNode(name string, gpus int) *fakeNode {
-	return &fakeNode{name: name, gpus: gpus, running: make(map[int64]bool)}
+	return &fakeNode{name: name, gpus: gpus, running: make(map[int64]int64)}
 }
 
 func (n *fakeNode) Name() string { return n.name }
@@ -165,7 +198,7 @@ func (n *fakeNode) Devices() []gpu.Device {
 	return d
 }
 func (n *fakeNode) Resources() (int, int64) { return 32, 256 << 10 }
-func (n *fakeNode) Start(_ context.Context, s agent.Spec) error {
+func (n *fakeNode) Start(_ context.Context, s job.Spec) error {
 	if n.failAll {
 		if n.startErr != nil {
 			return n.startErr
@@ -173,19 +206,21 @@ func (n *fakeNode) Start(_ context.Context, s agent.Spec) error {
 		return fmt.Errorf("no such program")
 	}
 	n.starts = append(n.starts, s)
-	n.running[s.JobID] = true
+	n.running[s.JobID] = s.Run
 	return nil
 }
-func (n *fakeNode) Stop(_ context.Context, id int64) error {
-	n.stops = append(n.stops, id)
+func (n *fakeNode) Stop(_ context.Context, ref job.RunRef) error {
+	n.stops = append(n.stops, ref.Job)
+	n.stopRefs = append(n.stopRefs, ref)
 	return nil
 }
-func (n *fakeNode) Running() []int64 {
-	var ids []int64
-	for id := range n.running {
-		ids = append(ids, id)
+func (n *fakeNode) Running() []job.RunRef {
+	var refs []job.RunRef
+	for id, run := range n.running {
+		refs = append(refs, job.RunRef{Job: id, Run: run})
 	}
-	return ids
+	sort.Slice(refs, func(a, b int) bool { return refs[a].Job < refs[b].Job })
+	return refs
 }
 func (n *fakeNode) Sample(time.Time) []gpu.Sample { return nil }
 
@@ -213,11 +248,20 @@ func newTestEngine(t *testing.T, store *memStore, nodes ...*fakeNode) (*Engine, 
 	e.started = clock.t
 	for _, n := range nodes {
 		e.nodes[n.name] = n
-		for _, id := range n.Running() {
-			e.runs[id] = &run{parts: map[string]bool{n.name: true}}
+		for _, ref := range n.Running() {
+			e.runs[ref.Job] = &run{id: ref.Run, parts: map[string]bool{n.name: true}}
 		}
 	}
 	return e, clock
+}
+
+// testExit hands ex to the engine as an agent would, naming the job's
+// current run when ex names none.
+func (e *Engine) testExit(ctx context.Context, ex job.Exit) {
+	if r := e.runs[ex.JobID]; ex.Run == 0 && r != nil {
+		ex.Run = r.id
+	}
+	e.handleExit(ctx, ex)
 }
 
 func mustPass(t *testing.T, e *Engine) {
@@ -227,8 +271,8 @@ func mustPass(t *testing.T, e *Engine) {
 	}
 }
 
-func exit(node string, id int64, code int, at time.Time) agent.Exit {
-	return agent.Exit{Node: node, JobID: id, ExitCode: code, At: at}
+func exit(node string, id int64, code int, at time.Time) job.Exit {
+	return job.Exit{Node: node, JobID: id, ExitCode: code, At: at}
 }
 
 func TestStartRecordsThenRuns(t *testing.T) {
@@ -242,7 +286,7 @@ func TestStartRecordsThenRuns(t *testing.T) {
 	if len(n.starts) != 1 || len(n.starts[0].GPUs) != 2 || n.starts[0].SimRemaining != 60*time.Second {
 		t.Errorf("starts = %+v; want one start of 2 GPUs with the 60s the job has left", n.starts)
 	}
-	if got := store.jobs[1].Placement; len(got) != 2 || got[0] != "n0:0" {
+	if got := store.jobs[1].Placement; len(got) != 2 || got[0] != (sched.GPURef{Node: "n0", Index: 0}) {
 		t.Errorf("placement = %v", got)
 	}
 	mustPass(t, e) // a second pass must not start it again
@@ -267,7 +311,7 @@ func TestExitDecidesFinalState(t *testing.T) {
 			n := newFakeNode("n0", 1)
 			e, clock := newTestEngine(t, store, n)
 			mustPass(t, e)
-			e.handleExit(context.Background(), exit("n0", 1, tc.code, clock.t.Add(time.Minute)))
+			e.testExit(context.Background(), exit("n0", 1, tc.code, clock.t.Add(time.Minute)))
 			if got := store.state(1); got != tc.want {
 				t.Errorf("state = %s, want %s", got, tc.want)
 			}
@@ -295,8 +339,8 @@ func TestPreemptAndCancelEndAsAsked(t *testing.T) {
 	if len(n.stops) != 2 || n.stops[0] != 1 || n.stops[1] != 2 {
 		t.Fatalf("stops = %v, want [1 2]", n.stops)
 	}
-	e.handleExit(ctx, exit("n0", 1, -1, clock.t))
-	e.handleExit(ctx, exit("n0", 2, -1, clock.t))
+	e.testExit(ctx, exit("n0", 1, -1, clock.t))
+	e.testExit(ctx, exit("n0", 2, -1, clock.t))
 	if store.state(1) != job.Preempted || store.end[1] != nil {
 		t.Errorf("job 1: state %s exit %v, want preempted with no exit code", store.state(1), store.end[1])
 	}
@@ -304,7 +348,7 @@ func TestPreemptAndCancelEndAsAsked(t *testing.T) {
 		t.Errorf("job 2: state %s, want cancelled", store.state(2))
 	}
 	// The preempted job is resumed by the next pass.
-	n.running = map[int64]bool{}
+	n.running = map[int64]int64{}
 	mustPass(t, e)
 	if store.state(1) != job.Running || len(n.starts) != 3 {
 		t.Errorf("preempted job not resumed: state %s, %d starts", store.state(1), len(n.starts))
@@ -336,14 +380,14 @@ func TestMultiNodeJobFailsAsOne(t *testing.T) {
 	if len(a.starts) != 1 || len(b.starts) != 1 {
 		t.Fatalf("parts started: a %d, b %d; want one each", len(a.starts), len(b.starts))
 	}
-	e.handleExit(ctx, exit("a", 1, 1, clock.t))
+	e.testExit(ctx, exit("a", 1, 1, clock.t))
 	if len(b.stops) != 1 {
 		t.Errorf("failed part did not stop the other: b stops %v", b.stops)
 	}
 	if store.state(1) != job.Running {
 		t.Errorf("job ended before its last part: %s", store.state(1))
 	}
-	e.handleExit(ctx, exit("b", 1, -1, clock.t))
+	e.testExit(ctx, exit("b", 1, -1, clock.t))
 	if store.state(1) != job.Failed || *store.end[1] != 1 {
 		t.Errorf("state %s code %v, want failed with code 1", store.state(1), *store.end[1])
 	}
@@ -363,25 +407,35 @@ func TestStartFailureFailsJob(t *testing.T) {
 	}
 }
 
+// TestStartOnDisconnectedMachineRequeues: the job waits again once the
+// machine that lost the start's answer has had the time to fence it (it
+// may have started), with no exit code: not the job's fault.
 func TestStartOnDisconnectedMachineRequeues(t *testing.T) {
 	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
 	n := newFakeNode("n0", 1)
-	n.failAll, n.startErr = true, fmt.Errorf("start job 1: %w", agent.ErrDisconnected)
-	e, _ := newTestEngine(t, store, n)
+	n.failAll, n.startErr = true, fmt.Errorf("start job 1: %w", job.ErrDisconnected)
+	e, clock := newTestEngine(t, store, n)
 	mustPass(t, e)
-	if store.state(1) != job.Queued || store.end[1] != nil {
-		t.Errorf("state = %s, exit %v; want queued again with no exit code", store.state(1), store.end[1])
+	if store.state(1) != job.Running {
+		t.Errorf("state = %s at once, want running until the machine has fenced it", store.state(1))
+	}
+	n.failAll = false
+	clock.t = clock.t.Add(31 * time.Second)
+	mustPass(t, e)
+	// Requeued with no exit code, then started again in the same pass.
+	if store.jobs[1].Run != 2 || store.end[1] != nil || !strings.Contains(store.reason[1], "disconnected while starting it") {
+		t.Errorf("run %d, exit %v (%q); want run 1 requeued with no exit code and run 2 started", store.jobs[1].Run, store.end[1], store.reason[1])
 	}
 }
 
 func TestLostJobsAreRequeued(t *testing.T) {
 	running := func(id int64, node string) Job {
 		start := t0.Add(-time.Hour)
-		return Job{ID: id, GPUs: 1, State: job.Running, Placement: []string{node + ":0"}, LastStartAt: &start, SubmittedAt: start}
+		return Job{ID: id, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: node, Index: 0}}, LastStartAt: &start, SubmittedAt: start}
 	}
 	store := newMemStore(running(1, "back"), running(2, "gone"), running(3, "back"))
 	back := newFakeNode("back", 2)
-	back.running[3] = true // still running there: adopted
+	back.running[3] = 1 // still running there: adopted
 	e, clock := newTestEngine(t, store, back)
 
 	e.requeueLost(context.Background(), mustJobs(t, store), clock.t)
@@ -445,17 +499,17 @@ func TestReconnectStopsRunsNoLongerWanted(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Minute)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, State: job.Cancelled, SubmittedAt: start},
 	)
 	n := newFakeNode("n0", 2)
-	n.running[1], n.running[2] = true, true // it reports both
+	n.running[1], n.running[2] = 1, 1 // it reports both
 	e, clock := newTestEngine(t, store, n)
 	mustPass(t, e)
 	if len(n.stops) != 1 || n.stops[0] != 2 {
 		t.Fatalf("stops = %v, want only the cancelled job 2", n.stops)
 	}
-	e.handleExit(ctx, exit("n0", 2, -1, clock.t))
+	e.testExit(ctx, exit("n0", 2, -1, clock.t))
 	if store.state(2) != job.Cancelled || store.state(1) != job.Running {
 		t.Errorf("states after reconcile: 1 %s, 2 %s", store.state(1), store.state(2))
 	}
@@ -479,11 +533,11 @@ func TestTiresiasPreemptsDemotedJob(t *testing.T) {
 	start := t0.Add(-time.Minute)
 	// Job 1 has run 60s on 1 GPU: past the 30 GPU-second threshold.
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 1)
-	n.running[1] = true
+	n.running[1] = 1
 	e, clock := newTestEngine(t, store, n)
 	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{30}})
 	if err != nil {
@@ -498,7 +552,7 @@ func TestTiresiasPreemptsDemotedJob(t *testing.T) {
 		t.Fatalf("stops = %v, want job 1 preempted for the new job", n.stops)
 	}
 	delete(n.running, 1)
-	e.handleExit(ctx, exit("n0", 1, -1, clock.t))
+	e.testExit(ctx, exit("n0", 1, -1, clock.t))
 	if store.state(1) != job.Preempted {
 		t.Fatalf("job 1 = %s, want preempted", store.state(1))
 	}
@@ -560,7 +614,7 @@ func TestRetryPolicy(t *testing.T) {
 			e, clock := newTestEngine(t, store, n)
 			e.cfg.MaxRetries = tc.maxRetries
 			mustPass(t, e)
-			e.handleExit(context.Background(), exit("n0", 1, tc.code, clock.t.Add(tc.ran)))
+			e.testExit(context.Background(), exit("n0", 1, tc.code, clock.t.Add(tc.ran)))
 			if got := store.state(1); got != tc.want || !strings.Contains(store.reason[1], tc.wantReason) {
 				t.Errorf("state %s reason %q; want %s with %q", got, store.reason[1], tc.want, tc.wantReason)
 			}
@@ -575,7 +629,7 @@ func TestRetryWaitsOutItsBackoff(t *testing.T) {
 	e.cfg.MaxRetries = 3
 	mustPass(t, e)
 	delete(n.running, 1)
-	e.handleExit(context.Background(), exit("n0", 1, 1, clock.t))
+	e.testExit(context.Background(), exit("n0", 1, 1, clock.t))
 	clock.t = clock.t.Add(29 * time.Second)
 	mustPass(t, e)
 	if store.state(1) != job.Queued || len(n.starts) != 1 {
@@ -593,11 +647,11 @@ func ptr[T any](v T) *T { return &v }
 func TestEstimatedStarts(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []string{"n0:0", "n0:1"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 2)
-	n.running[1] = true
+	n.running[1] = 1
 	e, _ := newTestEngine(t, store, n)
 	mustPass(t, e)
 	// Every completed job ran 100s; job 1 has run 90s: job 2 starts in 10s.
@@ -633,13 +687,13 @@ func (s *teamStore) RecordTeamSamples(_ context.Context, ss []TeamSample) error 
 
 func TestTeamUnderGuaranteeReclaims(t *testing.T) {
 	start := t0.Add(-time.Hour)
-	running := func(id int64, gpu string) Job {
-		return Job{ID: id, Team: "nlp", GPUs: 1, State: job.Running, Placement: []string{"n0:" + gpu}, LastStartAt: &start, SubmittedAt: start}
+	running := func(id int64, gpu int) Job {
+		return Job{ID: id, Team: "nlp", GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: gpu}}, LastStartAt: &start, SubmittedAt: start}
 	}
-	mem := newMemStore(running(1, "0"), running(2, "1"), Job{ID: 3, Team: "vision", GPUs: 1, SubmittedAt: t0})
+	mem := newMemStore(running(1, 0), running(2, 1), Job{ID: 3, Team: "vision", GPUs: 1, SubmittedAt: t0})
 	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 1}, {Name: "nlp", GuaranteeGPUs: 1}}}
 	n := newFakeNode("n0", 2)
-	n.running[1], n.running[2] = true, true
+	n.running[1], n.running[2] = 1, 1
 	e, clock := newTestEngine(t, mem, n)
 	e.cfg.Store = store
 	sc, err := sched.New(sched.Config{Policy: "tiresias-l"})
@@ -656,7 +710,7 @@ func TestTeamUnderGuaranteeReclaims(t *testing.T) {
 		t.Errorf("fair share = %+v", e.FairShare())
 	}
 	delete(n.running, victim)
-	e.handleExit(context.Background(), exit("n0", victim, -1, clock.t))
+	e.testExit(context.Background(), exit("n0", victim, -1, clock.t))
 	clock.t = clock.t.Add(time.Minute)
 	mustPass(t, e)
 	if mem.state(3) != job.Running {
@@ -674,7 +728,7 @@ func TestMachineFailureRequeuesWithoutRetry(t *testing.T) {
 	mustPass(t, e)
 	ex := exit("n0", 1, -1, clock.t)
 	ex.Err, ex.Infra = "node failure in Slurm", true
-	e.handleExit(context.Background(), ex)
+	e.testExit(context.Background(), ex)
 	if store.state(1) != job.Queued || store.jobs[1].Failures != 0 || !strings.Contains(store.reason[1], "node failure") {
 		t.Errorf("state %s, failures %d, reason %q; want queued again, not counted", store.state(1), store.jobs[1].Failures, store.reason[1])
 	}

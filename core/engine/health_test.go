@@ -79,7 +79,7 @@ func TestJobFailingOnAFailedGPUIsRequeuedWithoutARetry(t *testing.T) {
 	clock.t = clock.t.Add(10 * time.Second)
 	n.errs[0] = gpu.Sample{XIDErrors: 1, LastXID: 79}
 	delete(fake.running, 1)
-	e.handleExit(context.Background(), exit("n0", 1, 1, clock.t))
+	e.testExit(context.Background(), exit("n0", 1, 1, clock.t))
 	const want = "GPU n0/0 reported XID 79 (GPU fell off the bus)"
 	if store.state(1) != job.Queued || !strings.Contains(store.reason[1], want) {
 		t.Fatalf("state %s reason %q; want queued saying %q", store.state(1), store.reason[1], want)
@@ -115,7 +115,7 @@ func TestFailureOnAnotherGPUIsTheJobs(t *testing.T) {
 	e.nodes["n0"] = n
 	mustPass(t, e)
 	n.errs[1] = gpu.Sample{ECCErrors: 1} // not the job's GPU
-	e.handleExit(context.Background(), exit("n0", 1, 2, clock.t.Add(time.Minute)))
+	e.testExit(context.Background(), exit("n0", 1, 2, clock.t.Add(time.Minute)))
 	if store.state(1) != job.Failed || !strings.Contains(store.reason[1], "exit code 2") {
 		t.Errorf("state %s reason %q; want failed with exit code 2", store.state(1), store.reason[1])
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
 )
 
 // stateStore is a memStore that keeps the machines' state, as the real
@@ -183,11 +184,11 @@ func TestAdoptedRunCountsOnlyItsOwnGPUs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			start := t0.Add(-time.Hour)
-			store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:1"},
+			store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 1}},
 				LastStartAt: &start, SubmittedAt: start})
 			e, clock := newTestEngine(t, store)
 			sick := &sickNode{fakeNode: newFakeNode("n0", 2), errs: map[int]gpu.Sample{}}
-			sick.running[1] = true
+			sick.running[1] = 1
 			var n Node = sick
 			if tc.runGPUs != nil {
 				n = &reportingNode{sickNode: sick, runGPUs: tc.runGPUs}
@@ -198,7 +199,7 @@ func TestAdoptedRunCountsOnlyItsOwnGPUs(t *testing.T) {
 			mustPass(t, e)
 			sick.errs[0] = gpu.Sample{ECCErrors: 2}
 			delete(sick.running, 1)
-			e.handleExit(ctx, exit("n0", 1, 3, clock.t.Add(time.Minute)))
+			e.testExit(ctx, exit("n0", 1, 3, clock.t.Add(time.Minute)))
 			if got := store.state(1); got != tc.want {
 				t.Errorf("state %s (%q), want %s", got, store.reason[1], tc.want)
 			}

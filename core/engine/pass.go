@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -17,6 +15,8 @@ import (
 // pass runs one scheduling pass: requeue jobs lost with their machine, ask
 // the scheduler, apply its decisions.
 func (e *Engine) pass(ctx context.Context) error {
+	e.retryRecords(ctx)
+	e.resolveLost(ctx, e.cfg.Now())
 	jobs, err := e.cfg.Store.UnfinishedEngineJobs(ctx)
 	if err != nil {
 		return err
@@ -24,7 +24,8 @@ func (e *Engine) pass(ctx context.Context) error {
 	now := e.cfg.Now()
 	e.refreshNodeStates(ctx, now)
 	e.checkHealth(ctx, now)
-	e.stopUnwanted(ctx, jobs)
+	jobs = e.reconcile(ctx, jobs, now)
+	e.stopQueued(ctx)
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
@@ -34,6 +35,8 @@ func (e *Engine) pass(ctx context.Context) error {
 	}
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
+	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
+	d.Starts, d.Waits = starts, append(d.Waits, held...)
 	reclaims := 0
 	for _, p := range d.Preempts {
 		if p.Reclaim {
@@ -54,40 +57,11 @@ func (e *Engine) pass(ctx context.Context) error {
 	if err := e.estimate(ctx, snap, d, now); err != nil {
 		return err
 	}
+	snap.Jobs = afterStarts(snap.Jobs, d.Starts, e.runs)
 	if err := e.recordShares(ctx, snap, d, now); err != nil {
 		return err
 	}
 	return e.recordReasons(ctx, d.Waits)
-}
-
-// stopUnwanted stops runs that the store no longer records as running on
-// their node: a reconnecting machine may report jobs that were requeued or
-// cancelled while it was away.
-func (e *Engine) stopUnwanted(ctx context.Context, jobs []Job) {
-	wanted := make(map[int64]map[string]bool)
-	for _, j := range jobs {
-		if j.State != job.Running {
-			continue
-		}
-		nodes := make(map[string]bool)
-		for _, p := range parsePlacement(j.Placement) {
-			nodes[p.Node] = true
-		}
-		wanted[j.ID] = nodes
-	}
-	for id, r := range e.runs {
-		if r.stop != "" {
-			continue
-		}
-		for name := range r.parts {
-			if !wanted[id][name] {
-				e.cfg.Logger.Warn("stopping a run the cluster no longer wants", "job", id, "node", name)
-				r.stop, r.reason, r.orphan = job.Queued, "stopped: not wanted on "+name, true
-				e.stopAll(ctx, id, r)
-				break
-			}
-		}
-	}
 }
 
 // requeueLost puts back in the queue the jobs recorded as running that no
@@ -116,7 +90,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 			}
 			reason = fmt.Sprintf("requeued: node %s lost for %s", node, now.Sub(since).Round(time.Second))
 		}
-		if err := e.cfg.Store.MarkStopped(ctx, j.ID, job.Queued, nil, reason, now); err != nil {
+		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, job.Queued, nil, reason, now); err != nil {
 			e.cfg.Logger.Error("requeue lost job", "job", j.ID, "err", err)
 			out = append(out, j)
 			continue
@@ -138,6 +112,9 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 		for _, d := range n.Devices() {
 			if e.gpuUnhealthy(n.Name(), d.Index) {
 				continue // out of service: no new jobs
+			}
+			if e.strayGPU(n.Name(), d.Index) {
+				continue // a run the cluster does not want has yet to leave it
 			}
 			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, MemMiB: d.MemMiB})
 		}
@@ -163,7 +140,7 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 		}
 		if j.State == job.Running {
 			sj.State = sched.Running
-			sj.Placement = parsePlacement(j.Placement)
+			sj.Placement = slices.Clone(j.Placement)
 			if j.LastStartAt != nil {
 				ran := now.Sub(*j.LastStartAt).Seconds()
 				sj.ExecutedS += ran
@@ -194,7 +171,6 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 	}
 	var order []string
 	perNode := make(map[string][]int)
-	placement := make([]string, 0, len(gpus))
 	for _, g := range gpus {
 		if e.node(g.Node) == nil {
 			e.cfg.Logger.Error("scheduler placed a job on an unknown node", "job", j.ID, "node", g.Node)
@@ -204,21 +180,27 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			order = append(order, g.Node)
 		}
 		perNode[g.Node] = append(perNode[g.Node], g.Index)
-		placement = append(placement, g.Node+":"+strconv.Itoa(g.Index))
 	}
-	if err := e.cfg.Store.MarkStarted(ctx, j.ID, placement, now); err != nil {
+	id, err := e.cfg.Store.MarkStarted(ctx, j.ID, slices.Clone(gpus), now)
+	if err != nil {
 		e.cfg.Logger.Error("record job start", "job", j.ID, "err", err)
 		return
 	}
 	delete(e.reasons, j.ID)
-	r := &run{parts: make(map[string]bool), started: now, failures: j.Failures, gpus: perNode}
+	if asked, ok := e.handover[j.ID]; ok {
+		delete(e.handover, j.ID)
+		if !asked.IsZero() {
+			e.stats.handover(now.Sub(asked))
+		}
+	}
+	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, gpus: perNode}
 	if j.Failures > 0 {
 		r.lastCode = j.ExitCode
 	}
 	e.runs[j.ID] = r
 	for _, name := range order {
-		spec := agent.Spec{
-			JobID: j.ID, Command: j.Command, GPUs: perNode[name],
+		spec := job.Spec{
+			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
 		}
@@ -229,12 +211,21 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			// A machine that went away is not the job's fault: it waits again.
 			code := -1
 			r.stop, r.reason, r.code = job.Failed, err.Error(), &code
-			if errors.Is(err, agent.ErrDisconnected) {
-				r.stop, r.reason, r.code = job.Queued, "requeued: "+name+" disconnected while starting it", nil
+			switch {
+			case errors.Is(err, job.ErrDisconnected):
+				// It may have started before the answer was lost: the part
+				// counts as running until its machine says otherwise or
+				// has fenced it (losePart).
+				r.parts[name] = true
+				r.stop, r.reason, r.code = "", "", nil
+				e.losePart(ctx, j.ID, r, name, name+" disconnected while starting it")
+				return
+			case errors.Is(err, job.ErrBusy):
+				r.stop, r.reason, r.code = job.Queued, "requeued: an earlier run of the job still stops on "+name, nil
 			}
 			if len(r.parts) == 0 {
 				delete(e.runs, j.ID)
-				if err := e.cfg.Store.MarkStopped(ctx, j.ID, r.stop, r.code, r.reason, now); err != nil {
+				if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: id}, r.stop, r.code, r.reason, now); err != nil {
 					e.cfg.Logger.Error("record failed start", "job", j.ID, "err", err)
 				}
 				return
@@ -244,7 +235,31 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		}
 		r.parts[name] = true
 	}
-	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", placement)
+	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", gpuNames(gpus))
+}
+
+// afterStarts returns the snapshot's jobs as they stand once the pass's
+// starts are made: the jobs that started hold their GPUs. Preempted jobs
+// still hold theirs until they exit. Team figures are computed from it, so
+// they count a job from the pass that starts it.
+func afterStarts(jobs []sched.Job, starts []sched.Start, runs map[int64]*run) []sched.Job {
+	if len(starts) == 0 {
+		return jobs
+	}
+	at := make(map[int64][]sched.GPURef, len(starts))
+	for _, s := range starts {
+		if runs[s.JobID] != nil { // it did start
+			at[s.JobID] = s.GPUs
+		}
+	}
+	out := make([]sched.Job, len(jobs))
+	for i, j := range jobs {
+		if g, ok := at[j.ID]; ok {
+			j.State, j.Placement = sched.Running, g
+		}
+		out[i] = j
+	}
+	return out
 }
 
 // recordQueues stores the queue moves of this pass before anything acts
@@ -293,26 +308,19 @@ func simMemory(j Job) gpu.SimMemory {
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-func placementNode(p []string) string {
+// placementNode is the machine a placement starts on; "" for none.
+func placementNode(p []sched.GPURef) string {
 	if len(p) == 0 {
 		return ""
 	}
-	node, _, _ := strings.Cut(p[0], ":")
-	return node
+	return p[0].Node
 }
 
-func parsePlacement(p []string) []sched.GPURef {
-	out := make([]sched.GPURef, 0, len(p))
-	for _, s := range p {
-		i := strings.LastIndexByte(s, ':')
-		if i < 0 {
-			continue
-		}
-		idx, err := strconv.Atoi(s[i+1:])
-		if err != nil {
-			continue
-		}
-		out = append(out, sched.GPURef{Node: s[:i], Index: idx})
+// gpuNames formats a placement as "node:index" per GPU.
+func gpuNames(p []sched.GPURef) []string {
+	out := make([]string, len(p))
+	for i, g := range p {
+		out[i] = g.String()
 	}
 	return out
 }

@@ -49,7 +49,7 @@ func (e *Engine) carryOutCancels(ctx context.Context, jobs []Job, now time.Time)
 		}
 		switch {
 		case j.State == job.Running:
-			if r := e.runs[j.ID]; r != nil && !r.orphan && r.stop != job.Cancelled {
+			if r := e.runs[j.ID]; r != nil && len(r.parts) > 0 && r.stop != job.Cancelled {
 				r.stop, r.reason = job.Cancelled, j.CancelRequest
 				e.cfg.Logger.Info("cancelling job as asked through another replica", "job", j.ID)
 				e.stopAll(ctx, j.ID, r)

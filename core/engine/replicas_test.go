@@ -64,7 +64,7 @@ func TestFollowerCancelIsCarriedOutByTheLeader(t *testing.T) {
 	if len(n.stops) != 1 {
 		t.Errorf("stops after another pass = %v, want [1]", n.stops)
 	}
-	leader.handleExit(ctx, exit("n0", 1, -1, clock.t))
+	leader.testExit(ctx, exit("n0", 1, -1, clock.t))
 	if got := mem.state(1); got != job.Cancelled || mem.reason[1] != "cancelled by alice" {
 		t.Errorf("job 1 = %s (%q), want cancelled by alice", got, mem.reason[1])
 	}

@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // retry decides whether a run that failed on its own starts again, and
-// records it if so. A run is retried up to MaxRetries times, with a
-// backoff that doubles each time, unless it failed like the run before:
-// with the same exit code, soon after its start. That is a fault in the
-// job (a typo, a missing file), and retrying only wastes GPUs.
-func (e *Engine) retry(ctx context.Context, ex agent.Exit, r *run) bool {
+// if so returns the store write that records it; nil means no retry. A
+// run is retried up to MaxRetries times, with a backoff that doubles each
+// time, unless it failed like the run before: with the same exit code,
+// soon after its start. That is a fault in the job (a typo, a missing
+// file), and retrying only wastes GPUs. When it is not retried, r.reason
+// says why.
+func (e *Engine) retry(ex job.Exit, r *run) func(context.Context) error {
 	code := ex.ExitCode
 	if r.code != nil {
 		code = *r.code
@@ -22,21 +24,23 @@ func (e *Engine) retry(ctx context.Context, ex agent.Exit, r *run) bool {
 		if e.cfg.MaxRetries > 0 {
 			r.reason += fmt.Sprintf("; gave up after %d retries", r.failures)
 		}
-		return false
+		return nil
 	}
 	ran := ex.At.Sub(r.started)
 	if r.lastCode != nil && *r.lastCode == code && ran < e.cfg.QuickFailure {
 		r.reason += fmt.Sprintf("; failed again the same way %s after its start: not retried", ran.Round(time.Second))
-		return false
+		return nil
 	}
 	wait := e.cfg.RetryBackoff << r.failures
 	at := ex.At.Add(wait)
 	reason := fmt.Sprintf("%s; retry %d of %d at %s", r.reason, r.failures+1, e.cfg.MaxRetries, at.Format(time.TimeOnly))
-	if err := e.cfg.Store.MarkRetry(ctx, ex.JobID, code, reason, at, ex.At); err != nil {
-		e.cfg.Logger.Error("record job retry", "job", ex.JobID, "err", err)
-		return true
+	ref := job.RunRef{Job: ex.JobID, Run: r.id}
+	return func(ctx context.Context) error {
+		if err := e.cfg.Store.MarkRetry(ctx, ref, code, reason, at, ex.At); err != nil {
+			return fmt.Errorf("record retry of %s: %w", ref, err)
+		}
+		e.cfg.Logger.Info("job will be retried", "job", ex.JobID, "exit_code", code, "at", at)
+		e.stats.add(func(s *Stats) { s.Retries++ })
+		return nil
 	}
-	e.cfg.Logger.Info("job will be retried", "job", ex.JobID, "exit_code", code, "at", at)
-	e.stats.add(func(s *Stats) { s.Retries++ })
-	return true
 }

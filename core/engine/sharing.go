@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -15,7 +14,7 @@ import (
 // sharing, or asked for a fraction of a GPU, goes to the scheduler with
 // its padded memory estimate (sched.Job.Sharing), which may co-locate it
 // on a GPU where the safety condition holds. It starts with
-// agent.Spec.Sharing, so that the agent's gate admits it to a lane. When
+// job.Spec.Sharing, so that the agent's gate admits it to a lane. When
 // the gate stops it because it outgrew its lane, it goes back to the
 // queue with the larger estimate the agent measured, and the run does not
 // count as a failure.
@@ -67,7 +66,7 @@ func shareable(sj *sched.Job, j Job, gpuMiB int64) {
 }
 
 // recordMeasured stores the estimate the gate corrected during a sharing
-// job's run (agent.Exit.Measured), so that the job's next run, after a
+// job's run (job.Exit.Measured), so that the job's next run, after a
 // preemption, a requeue or a retry, starts from it rather than from the
 // estimate it was submitted with. A run that outgrew its lane stores its
 // requeue estimate instead (recordRequeue).
@@ -107,7 +106,7 @@ func smallestGPU(nodes []sched.Node) int64 {
 // unpadded estimate, the one the scheduler was given: gpuMiB is the
 // cluster's smallest GPU, what a fraction of a GPU is taken of. A simulated job's memory model takes the estimate,
 // so that the simulated GPU shows what the lanes hold.
-func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
+func shareSpec(spec *job.Spec, j Job, gpuMiB int64) {
 	if !shares(j) || len(spec.GPUs) != 1 {
 		return
 	}
@@ -115,7 +114,7 @@ func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
 	if !ok {
 		return
 	}
-	spec.Sharing = &agent.Sharing{Memory: est}
+	spec.Sharing = &job.Sharing{Memory: est}
 	if len(j.Command) == 0 {
 		spec.Memory.PersistentMiB, spec.Memory.EphemeralMiB = est.PersistentMiB, est.EphemeralMiB
 		spec.Sharing.DurationS = max(0, j.SimDuration-j.ExecutedS)
@@ -124,24 +123,36 @@ func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
 
 // outgrewLane handles the exit of a run the gate stopped because the job
 // outgrew its lane: the job waits again with the larger estimate.
-func (e *Engine) outgrewLane(ctx context.Context, ex agent.Exit, r *run) {
+func (e *Engine) outgrewLane(ctx context.Context, ex job.Exit, r *run) {
 	est := *ex.Requeue
 	if est.Source == "" {
 		est.Source = memest.Measured
 	}
 	r.stop, r.requeue = job.Queued, &est
-	r.reason = fmt.Sprintf("outgrew its lane: requeued with E=%d MiB, P=%d MiB (on %s)", est.EphemeralMiB, est.PersistentMiB, ex.Node)
+	r.reason = fmt.Sprintf("outgrew its lane on %s", ex.Node)
 	e.stopAll(ctx, ex.JobID, r)
 	e.stats.add(func(s *Stats) { s.Requeues++ })
 }
 
-// recordRequeue stores the requeue of a job that outgrew its lane.
-func (e *Engine) recordRequeue(ctx context.Context, ex agent.Exit, r *run) {
-	if err := e.cfg.Store.MarkRequeued(ctx, ex.JobID, *r.requeue, r.reason, ex.At); err != nil {
-		e.cfg.Logger.Error("record job requeue", "job", ex.JobID, "err", err)
-		return
+// recordRequeue stores the requeue of a job that outgrew its lane. The
+// store decides it by job.Requeue.Outcome, against the estimate the run
+// started from and the requeues without progress before it.
+func (e *Engine) recordRequeue(ctx context.Context, ex job.Exit, r *run) error {
+	ref := job.RunRef{Job: ex.JobID, Run: r.id}
+	rq := job.Requeue{Estimate: *r.requeue, Node: ex.Node, At: ex.At, Backoff: e.cfg.RetryBackoff}
+	out, err := e.cfg.Store.MarkRequeued(ctx, ref, rq)
+	if err != nil {
+		return fmt.Errorf("record requeue of %s: %w", ref, err)
 	}
-	e.cfg.Logger.Info("job outgrew its lane", "job", ex.JobID, "reason", r.reason)
+	switch {
+	case out.Held:
+		e.cfg.Logger.Warn("job held: requeued without progress too often", "job", ex.JobID, "reason", out.Reason)
+	case out.Stalls > 0:
+		e.cfg.Logger.Warn("job outgrew its lane without progress", "job", ex.JobID, "stalls", out.Stalls, "retry_at", out.RetryAt, "reason", out.Reason)
+	default:
+		e.cfg.Logger.Info("job outgrew its lane", "job", ex.JobID, "reason", out.Reason)
+	}
+	return nil
 }
 
 // smallestGPU is the memory of the smallest schedulable GPU of the

@@ -48,7 +48,7 @@ func TestPreemptedSharingJobResumesFromMeasured(t *testing.T) {
 			ex := exit("n1", 1, -1, clock.t)
 			ex.Measured = tc.measured
 			delete(n.running, 1)
-			e.handleExit(ctx, ex)
+			e.testExit(ctx, ex)
 			if got := store.jobs[1]; got.State != job.Preempted || got.Memory != tc.want {
 				t.Fatalf("state %s, estimate %+v: want preempted with %+v", got.State, got.Memory, tc.want)
 			}

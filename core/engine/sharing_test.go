@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,17 +11,29 @@ import (
 	"github.com/gpuportal/gpuportal/core/memest"
 )
 
-func (s *memStore) MarkRequeued(_ context.Context, id int64, est memest.Estimate, reason string, now time.Time) error {
+func (s *memStore) MarkRequeued(_ context.Context, ref job.RunRef, rq job.Requeue) (job.RequeueOutcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.jobs[id]
-	if j.State != job.Running {
-		return errConflict
+	id := ref.Job
+	j, err := s.current(ref)
+	if err != nil {
+		return job.RequeueOutcome{}, err
 	}
-	j.ExecutedS += now.Sub(*j.LastStartAt).Seconds()
-	j.State, j.Placement, j.Memory = job.Queued, nil, est
-	s.reason[id] = reason
-	return nil
+	if s.stalls == nil {
+		s.stalls = make(map[int64]int)
+	}
+	out := rq.Outcome(j.Memory, s.stalls[id])
+	j.ExecutedS += rq.At.Sub(*j.LastStartAt).Seconds()
+	j.State, j.Placement, j.Memory, j.RetryAt = job.Queued, nil, rq.Estimate, out.RetryAt
+	s.stalls[id] = out.Stalls
+	s.reason[id] = out.Reason
+	return out, nil
+}
+
+// held tells whether the store holds j, as models.Job.Held: the engine
+// never sees it, unless it is to be cancelled. The caller holds s.mu.
+func (s *memStore) held(j *Job) bool {
+	return j.State.Waiting() && s.stalls[j.ID] >= job.MaxRequeueStalls && j.CancelRequest == ""
 }
 
 func TestSharingSnapshot(t *testing.T) {
@@ -93,7 +106,7 @@ func TestOutgrownLaneRequeues(t *testing.T) {
 	ex := exit("n1", 1, -1, clock.t)
 	ex.Err, ex.Requeue = "stopped by the agent: job 1 outgrew its Salus lane", &bigger
 	delete(n.running, 1)
-	e.handleExit(context.Background(), ex)
+	e.testExit(context.Background(), ex)
 
 	j := store.jobs[1]
 	if j.State != job.Queued || j.Failures != 0 || j.RetryAt != nil {
@@ -126,8 +139,63 @@ func TestOutgrownLaneAfterStopIsNotRequeued(t *testing.T) {
 	clock.t = t0.Add(time.Minute)
 	ex := exit("n1", 1, -1, clock.t)
 	ex.Requeue = &memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 9000}
-	e.handleExit(context.Background(), ex)
+	e.testExit(context.Background(), ex)
 	if store.state(1) != job.Cancelled {
 		t.Fatalf("state %s, want cancelled", store.state(1))
+	}
+}
+
+// TestRequeueWithoutProgressIsHeld drives issue 15's loop through the
+// engine: a job stopped again and again for outgrowing its lane, each
+// time with the estimate it started with, waits longer and longer before
+// each start, and after the fifth such requeue is never started again.
+func TestRequeueWithoutProgressIsHeld(t *testing.T) {
+	est := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 4096, Source: memest.Declared}
+	store := newMemStore(Job{ID: 1, GPUs: 1, Sharing: true, Memory: est, Command: []string{"train"}, SubmittedAt: t0})
+	n := newFakeNode("n1", 1)
+	e, clock := newTestEngine(t, store, n)
+	ctx := context.Background()
+	var waits []time.Duration
+	for i := range job.MaxRequeueStalls {
+		mustPass(t, e)
+		if store.state(1) != job.Running {
+			t.Fatalf("requeue %d: state %s, want running", i, store.state(1))
+		}
+		clock.t = clock.t.Add(5 * time.Second)
+		again := est
+		again.Source = memest.Measured
+		ex := exit("n1", 1, -1, clock.t)
+		ex.Err, ex.Requeue = "stopped by the agent: job 1 outgrew its Salus lane", &again
+		delete(n.running, 1)
+		e.testExit(ctx, ex)
+		if store.state(1) != job.Queued || store.jobs[1].Failures != 0 {
+			t.Fatalf("requeue %d: state %s, %d failures; want queued, none", i, store.state(1), store.jobs[1].Failures)
+		}
+		retry := store.jobs[1].RetryAt
+		if i == job.MaxRequeueStalls-1 {
+			if retry != nil {
+				t.Fatalf("held job retries at %v", retry)
+			}
+			break
+		}
+		// Not started before its backoff ends, started once it has.
+		waits = append(waits, retry.Sub(clock.t))
+		clock.t = retry.Add(-time.Second)
+		mustPass(t, e)
+		if store.state(1) != job.Queued {
+			t.Fatalf("requeue %d: started a second before its backoff ends", i)
+		}
+		clock.t = *retry
+	}
+	if want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute}; !slices.Equal(waits, want) {
+		t.Fatalf("backoffs %v, want %v", waits, want)
+	}
+	clock.t = clock.t.Add(24 * time.Hour)
+	mustPass(t, e)
+	if store.state(1) != job.Queued || len(n.starts) != job.MaxRequeueStalls {
+		t.Fatalf("held job: state %s after %d starts, want queued after %d", store.state(1), len(n.starts), job.MaxRequeueStalls)
+	}
+	if r := store.reason[1]; !strings.HasPrefix(r, "held: requeued 5 times in a row") {
+		t.Fatalf("reason %q", r)
 	}
 }

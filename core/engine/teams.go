@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // Team is a team's share as the engine reads it from the store.
@@ -20,12 +21,14 @@ type Team struct {
 	UsageAt         time.Time // zero: never recorded
 }
 
-// TeamSample is where a team stood at one time.
+// TeamSample is where a team stood at one time. InUseGPUs and
+// BorrowedGPUs count a shared GPU by the share each job holds of it
+// (core/usage), as the portal does.
 type TeamSample struct {
 	Team          string
 	At            time.Time
-	InUseGPUs     int
-	BorrowedGPUs  int
+	InUseGPUs     float64
+	BorrowedGPUs  float64
 	GuaranteeGPUs int
 }
 
@@ -48,6 +51,8 @@ type teamState struct {
 	at        time.Time
 	savedAt   time.Time
 	sampledAt time.Time
+	// runs are the jobs running when the last pass began, for the samples.
+	runs []usage.Run
 }
 
 // teams reads the teams, brings their decayed usage up to now (counting
@@ -73,15 +78,18 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 		}
 		st.at, st.savedAt, st.sampledAt = now, now, now
 	}
-	inUse := make(map[string]int)
+	st.runs = st.runs[:0]
 	for _, j := range jobs {
 		if j.State == job.Running {
-			inUse[j.Team] += j.GPUs
+			st.runs = append(st.runs, usageRun(j))
 		}
 	}
+	// A team uses the GPUs it holds, a shared GPU by its jobs' shares, as
+	// the portal shows them (core/usage).
+	held := usage.Of(st.runs, nil)
 	if dt := now.Sub(st.at).Seconds(); dt > 0 {
 		for _, t := range teams {
-			st.usage[t.Name] = sched.DecayUsage(st.usage[t.Name], dt, e.halfLifeS(), float64(inUse[t.Name])*dt)
+			st.usage[t.Name] = sched.DecayUsage(st.usage[t.Name], dt, e.halfLifeS(), held.Team(t.Name).InUseGPUs*dt)
 		}
 		st.at = now
 	}
@@ -125,10 +133,19 @@ func (e *Engine) recordShares(ctx context.Context, snap sched.Snapshot, d sched.
 	if !ok || now.Sub(st.sampledAt) < teamSampleEvery {
 		return nil
 	}
+	guarantees := make(map[string]int, len(snap.Teams))
+	for _, t := range snap.Teams {
+		guarantees[t.Name] = t.GuaranteeGPUs
+	}
+	for i := range st.runs {
+		st.runs[i].Beyond = borrowed[st.runs[i].Job]
+	}
+	fig := usage.Of(st.runs, guarantees)
 	samples := make([]TeamSample, 0, len(shares))
 	for _, s := range shares {
-		samples = append(samples, TeamSample{Team: s.Name, At: now, InUseGPUs: s.InUseGPUs,
-			BorrowedGPUs: s.BorrowedGPUs, GuaranteeGPUs: s.GuaranteeGPUs})
+		t := fig.Team(s.Name)
+		samples = append(samples, TeamSample{Team: s.Name, At: now, InUseGPUs: t.InUseGPUs,
+			BorrowedGPUs: t.BorrowedGPUs, GuaranteeGPUs: s.GuaranteeGPUs})
 	}
 	st.sampledAt = now
 	return ts.RecordTeamSamples(ctx, samples)
@@ -148,4 +165,13 @@ func (e *Engine) Borrowed(id int64) bool {
 	e.shareMu.Lock()
 	defer e.shareMu.Unlock()
 	return e.borrowed[id]
+}
+
+// usageRun is running job j as the GPU count sees it.
+func usageRun(j Job) usage.Run {
+	r := usage.Run{Job: j.ID, Team: j.Team, GPUs: gpuNames(j.Placement), Sharing: j.Sharing, Fraction: j.GPUFraction}
+	if j.LastStartAt != nil {
+		r.Since = *j.LastStartAt
+	}
+	return r
 }

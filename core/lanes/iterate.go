@@ -45,9 +45,12 @@ type Finished struct {
 
 // Request records that job id is ready for its next iteration.
 // expectedMiB is the ephemeral memory the job says the iteration needs,
-// 0 when it does not say; more than its lane holds fails with
-// ErrExceedsLane, and the job should be stopped and submitted again.
-// Asking twice is harmless; asking while running is ErrRunning.
+// 0 when it does not say. The job's E is raised to it, its lane growing
+// when the safety condition allows, and a correction from measured peaks
+// never takes E below it again (memest.Tracker.Expect). When the lane
+// cannot grow that far, Request fails with ErrExceedsLane, and the job
+// should be stopped and submitted again. Asking twice is harmless;
+// asking while running is ErrRunning.
 func (g *GPU) Request(id int64, expectedMiB int64) error {
 	m, ok := g.jobs[id]
 	switch {
@@ -57,10 +60,15 @@ func (g *GPU) Request(id int64, expectedMiB int64) error {
 		return fmt.Errorf("GPU %d job %d: %w", g.index, id, ErrRunning)
 	case m.exceeded:
 		return fmt.Errorf("GPU %d job %d outgrew lane %d: %w", g.index, id, m.lane.id, ErrExceedsLane)
-	case expectedMiB > m.lane.size:
-		m.exceeded = true
-		return fmt.Errorf("GPU %d job %d expects %d MiB, lane %d holds %d: %w",
-			g.index, id, expectedMiB, m.lane.id, m.lane.size, ErrExceedsLane)
+	}
+	m.tracker.Expect(expectedMiB)
+	if expectedMiB > m.mem.EphemeralMiB {
+		if expectedMiB > m.lane.size+g.FreeMiB() {
+			m.exceeded = true
+			return fmt.Errorf("GPU %d job %d expects %d MiB, lane %d holds %d and cannot grow: %w",
+				g.index, id, expectedMiB, m.lane.id, m.lane.size, ErrExceedsLane)
+		}
+		g.setEphemeral(m, expectedMiB)
 	}
 	m.ready = true
 	return nil

@@ -219,11 +219,40 @@ func TestOnlineCorrection(t *testing.T) {
 			t.Fatalf("request after exceeding: %v", err)
 		}
 	})
-	t.Run("an expected E above the lane is refused", func(t *testing.T) {
+	t.Run("an expected E above the lane grows it where the GPU has room", func(t *testing.T) {
 		g := mustGPU(t, 100, noPad(Pack))
 		mustAdmit(t, g, job(1, 10, 50))
-		if err := g.Request(1, 51); !errors.Is(err, ErrExceedsLane) {
+		if err := g.Request(1, 90); err != nil {
 			t.Fatalf("request: %v", err)
+		}
+		if v := g.View(); v.Lanes[0].SizeMiB != 90 {
+			t.Fatalf("lane %+v, want it grown to 90", v.Lanes[0])
+		}
+		if err := g.Check(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("an expected E the lane cannot grow to is refused", func(t *testing.T) {
+		g := mustGPU(t, 100, noPad(Pack))
+		mustAdmit(t, g, job(1, 10, 50))
+		if err := g.Request(1, 91); !errors.Is(err, ErrExceedsLane) {
+			t.Fatalf("request: %v", err)
+		}
+		if v := g.View(); v.Lanes[0].SizeMiB != 50 {
+			t.Fatalf("lane %+v, want it left at 50", v.Lanes[0])
+		}
+	})
+	t.Run("the correction never shrinks a lane below the job's ask", func(t *testing.T) {
+		g := mustGPU(t, 1000, noPad(Pack))
+		mustAdmit(t, g, job(1, 10, 400))
+		for i := range 5 {
+			if err := g.Request(1, 400); err != nil {
+				t.Fatalf("iteration %d: %v", i, err)
+			}
+			g.Grant(float64(i))
+			if f, err := g.Finish(1, float64(i)+1, 100); err != nil || f.Exceeded || f.EphemeralMiB != 400 {
+				t.Fatalf("iteration %d: %+v, %v; want E kept at the ask, 400", i, f, err)
+			}
 		}
 	})
 }

@@ -105,3 +105,43 @@ func TestTracker(t *testing.T) {
 		t.Fatalf("requeue: %+v", got)
 	}
 }
+
+// TestTrackerFloor: a correction never takes E below what the job asked
+// for, nor below a measured admitted E; a declared or catalogue E is
+// corrected freely; a requeue covers the asks.
+func TestTrackerFloor(t *testing.T) {
+	tests := []struct {
+		name         string
+		base         Estimate
+		asks         []int64
+		peaks        []int64
+		wantE        int64 // Padded().EphemeralMiB, no padding
+		wantRequeueE int64
+	}{
+		{"no ask: E follows the peaks", Estimate{100, 4096, Declared}, nil, []int64{1000, 1000, 1000}, 1000, 4096},
+		{"a constant ask is honoured", Estimate{100, 4096, Declared}, []int64{4096, 4096, 4096}, []int64{1000, 1000, 1000}, 4096, 4096},
+		{"the largest ask is the floor", Estimate{100, 1000, Declared}, []int64{3000, 2000}, []int64{900, 900, 900}, 3000, 3000},
+		{"an ask raises E before three peaks", Estimate{100, 1000, Declared}, []int64{2500}, []int64{900}, 2500, 2500},
+		{"an ask of 0 says nothing", Estimate{100, 4096, Declared}, []int64{0}, []int64{1000, 1000, 1000}, 1000, 4096},
+		{"a measured admitted E is the floor", Estimate{100, 2000, Measured}, nil, []int64{1000, 1000, 1000}, 2000, 2000},
+		{"a catalogue E is not a floor", Estimate{100, 2000, Catalogue}, nil, []int64{1000, 1000, 1000}, 1000, 2000},
+		{"peaks above the ask win", Estimate{100, 1000, Declared}, []int64{1500}, []int64{1800, 1800, 1800}, 1800, 1800},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTracker(tc.base, NoPadding)
+			for _, a := range tc.asks {
+				tr.Expect(a)
+			}
+			for _, p := range tc.peaks {
+				tr.Observe(p)
+			}
+			if got := tr.Padded().EphemeralMiB; got != tc.wantE {
+				t.Errorf("E %d, want %d", got, tc.wantE)
+			}
+			if got := tr.Requeue().EphemeralMiB; got != tc.wantRequeueE {
+				t.Errorf("requeue E %d, want %d", got, tc.wantRequeueE)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ func TestNewRejectsBadConfigs(t *testing.T) {
 		{"unknown placement", Config{Policy: "fifo", Placement: "random"}, "placement"},
 		{"skew threshold above 1", Config{Policy: "fifo", SkewThreshold: 2}, "skew"},
 		{"NaN locality wait", Config{Policy: "fifo", LocalityWaitS: math.NaN()}, "locality"},
+		{"unknown share placement", Config{Policy: "fifo", SharePlacement: "emptiest"}, "share placement"},
 	}
 	for _, c := range cases {
 		if _, err := New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -37,7 +38,7 @@ func TestNewFillsDefaults(t *testing.T) {
 	got := sc.Config()
 	if !slices.Equal(got.Thresholds, []float64{3250, 7200}) || got.Placement != PlaceNodes ||
 		got.LocalityWaitS != DefaultLocalityWaitS || got.SkewThreshold != DefaultSkewThreshold ||
-		got.GittinsQuantum != DefaultGittinsQuantum || sc.Queues() != 3 {
+		got.GittinsQuantum != DefaultGittinsQuantum || got.SharePlacement != ShareFreeFirst || sc.Queues() != 3 {
 		t.Errorf("defaults: %+v, %d queues", got, sc.Queues())
 	}
 	if q := mustNew(t, Config{Policy: "fifo"}).Queues(); q != 1 {

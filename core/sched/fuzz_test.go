@@ -65,6 +65,9 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 		cfg.Thresholds = []float64{float64(1 + r.next())}
 	}
 	dupIDs := flags&64 != 0
+	if flags&128 != 0 {
+		cfg.SharePlacement = ShareFullestFirst
+	}
 
 	s := Snapshot{Now: r.float()}
 	nn := 1 + int(r.next()%6)

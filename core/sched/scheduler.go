@@ -91,6 +91,10 @@ type Config struct {
 	// a node (Decisions.Allocations): AllocProportional (the default, also
 	// "") or AllocSynergy.
 	CPUAlloc string
+
+	// SharePlacement is where a sharing job goes (share.go):
+	// ShareFreeFirst (the default, also "") or ShareFullestFirst.
+	SharePlacement string
 }
 
 // PolicyInfo describes a policy for people: the portal lists these.
@@ -223,6 +227,9 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	sc.cfg.CPUAlloc = mode
+	if sc.cfg.SharePlacement, err = checkSharePlacement(cfg.SharePlacement); err != nil {
+		return nil, err
+	}
 	if !(sc.cfg.SkewThreshold > 0 && sc.cfg.SkewThreshold <= 1) {
 		return nil, fmt.Errorf("skew threshold %v: must be in (0, 1]", cfg.SkewThreshold)
 	}

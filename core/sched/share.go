@@ -2,6 +2,7 @@ package sched
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -10,14 +11,46 @@ import (
 )
 
 // Salus co-location in the pass (docs/salus.md, docs/scheduling.md). A
-// pending sharing job (Job.Sharing, one GPU, a memory estimate) first
-// tries to join a GPU that already hosts sharing jobs and no other: the
-// GPU's jobs are replayed into a core/lanes GPU, and the job joins where
-// the lanes admit it, which is where the safety condition holds. Among
-// such GPUs it takes the one it leaves fullest (then the first in node
-// order), so that empty GPUs stay for whole-GPU jobs. When none has room, it goes through the ordinary
-// walk like any one-GPU job, and the GPU it takes becomes shareable.
-// Nothing of this runs unless a pending job may share.
+// pending sharing job (Job.Sharing, one GPU, a memory estimate) may join
+// a GPU that already hosts sharing jobs and no other: the GPU's jobs are
+// replayed into a core/lanes GPU, and the job joins where the lanes admit
+// it, which is where the safety condition holds. Among such GPUs it takes
+// the one it leaves fullest (then the first in node order). Whether it
+// looks for one at all is Config.SharePlacement's rule: under
+// ShareFreeFirst only when no GPU is free, or when whole-GPU jobs wait
+// for more GPUs than are free; under ShareFullestFirst always. Otherwise
+// it goes through the ordinary walk like any one-GPU job, and the GPU it
+// takes becomes shareable. Nothing of this runs unless a pending job may
+// share.
+
+// Where a sharing job goes (Config.SharePlacement).
+const (
+	// ShareFreeFirst: a sharing job takes a free GPU when one is free. It
+	// joins a shared GPU's lanes only when no GPU is free, or when the
+	// whole-GPU jobs still waiting in the pass ask for at least as many
+	// GPUs as are free: packing then leaves the free GPUs to them. The
+	// default: jobs that share a GPU take turns and run slower, so they
+	// share only when that buys a GPU for someone.
+	ShareFreeFirst = "free-first"
+	// ShareFullestFirst: a sharing job joins the shared GPU it leaves
+	// fullest whenever one has room, and takes a free GPU only when none
+	// has: it always packs. The rule before ShareFreeFirst, kept to
+	// compare the two (docs/salus.md, "Where a sharing job goes").
+	ShareFullestFirst = "fullest-first"
+)
+
+// SharePlacements lists the values Config.SharePlacement accepts.
+func SharePlacements() []string { return []string{ShareFreeFirst, ShareFullestFirst} }
+
+func checkSharePlacement(rule string) (string, error) {
+	switch rule {
+	case "":
+		return ShareFreeFirst, nil
+	case ShareFreeFirst, ShareFullestFirst:
+		return rule, nil
+	}
+	return "", fmt.Errorf("unknown share placement %q (known: %s, %s)", rule, ShareFreeFirst, ShareFullestFirst)
+}
 
 // maxShareMiB bounds a sharing job's P and E: larger estimates are not
 // believed, and the job runs alone.
@@ -37,8 +70,12 @@ type shareState struct {
 	on   bool    // a pending job may share: the rest is built
 	at   []int32 // per slot: its index in gpus, or -1
 	gpus []shareGPU
-	mem  []memest.Estimate // scratch for the replay
-	ids  []int32           // scratch
+	// wholeGPUs is how many GPUs the pending jobs that take whole GPUs
+	// still ask for: those not started yet in this pass, each asking
+	// for no more GPUs than the schedulable nodes have.
+	wholeGPUs int
+	mem       []memest.Estimate // scratch for the replay
+	ids       []int32           // scratch
 }
 
 // shareGPU is one GPU that hosts jobs, as co-location sees it.
@@ -106,6 +143,25 @@ func (p *pass) shareBuild() {
 	for k := range sh.gpus {
 		p.shareReplay(&sh.gpus[k])
 	}
+	sh.wholeGPUs = 0
+	for i := range jobs {
+		if p.outcome[i] == outWaiting && p.asksWholeGPUs(&jobs[i]) {
+			sh.wholeGPUs += jobs[i].GPUs
+		}
+	}
+}
+
+// asksWholeGPUs tells whether pending job j takes whole GPUs that it
+// could get: it does not share, and the schedulable nodes have enough.
+func (p *pass) asksWholeGPUs(j *Job) bool {
+	return !sharesGPU(j) && j.GPUs >= 1 && j.GPUs <= p.cl.capacity
+}
+
+// packs tells whether a sharing job looks for a shared GPU to join
+// before it looks for a free one (Config.SharePlacement).
+func (p *pass) packs() bool {
+	free := p.cl.free
+	return p.sc.cfg.SharePlacement == ShareFullestFirst || free <= 0 || p.sh.wholeGPUs >= free
 }
 
 // shareGPUAt returns slot s's record, adding an empty one.
@@ -177,7 +233,7 @@ func (p *pass) joinable(st *shareGPU) bool {
 // GPU, if one has room for it, and tells whether it did.
 func (p *pass) tryJoin(next *entry) bool {
 	j := &p.s.Jobs[next.job]
-	if !sharesGPU(j) {
+	if !sharesGPU(j) || !p.packs() {
 		return false
 	}
 	lj := laneJob(j)
@@ -249,6 +305,9 @@ func (p *pass) pin(r *runJob) {
 func (p *pass) shareStarted(job int32, slots []int32) {
 	j := &p.s.Jobs[job]
 	member := sharesGPU(j) && len(slots) == 1
+	if p.asksWholeGPUs(j) {
+		p.sh.wholeGPUs -= j.GPUs
+	}
 	for _, s := range slots {
 		st := p.shareGPUAt(s)
 		st.members, st.excl, st.claim = st.members[:0], !member, -1

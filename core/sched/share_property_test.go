@@ -9,15 +9,19 @@ import (
 
 // TestSharingProperties applies the decisions of every pass to a small
 // cluster over random sequences of arrivals, completions and passes,
-// under every policy, with and without teams. After every pass: the
+// under every policy, with and without teams, under both share
+// placements. After every pass: the
 // decisions keep the general invariants (checkDecisions); every GPU that
 // holds several jobs holds sharing jobs only, and they meet the safety
 // condition; and the same snapshot, its jobs in another order, gives the
 // same decisions to a fresh scheduler.
 func TestSharingProperties(t *testing.T) {
 	for _, pol := range Policies() {
-		for variant := range 4 {
+		for variant := range 5 {
 			cfg := Config{Policy: pol, OmitWaits: variant == 1, NoPreemption: variant == 3}
+			if variant == 4 {
+				cfg.SharePlacement = ShareFullestFirst
+			}
 			teams := variant >= 2
 			t.Run(fmt.Sprintf("%s/%d", pol, variant), func(t *testing.T) {
 				shared := 0

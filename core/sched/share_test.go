@@ -39,6 +39,7 @@ func TestCoLocation(t *testing.T) {
 	cases := []struct {
 		name     string
 		policy   string
+		share    string // Config.SharePlacement
 		nodes    []Node
 		jobs     []Job
 		teams    []Team
@@ -47,7 +48,16 @@ func TestCoLocation(t *testing.T) {
 		wait     map[int64]string // job -> substring of its reason
 	}{
 		{
-			name: "joins a shared GPU rather than an empty one", policy: "fjf", nodes: shareNodes(2),
+			name: "free-first: takes a free GPU rather than join a shared one", policy: "fjf", nodes: shareNodes(2),
+			jobs: []Job{
+				run(1, 0, n0(0), shares(2000, 6000)),
+				pend(2, 1, 10, shares(1000, 4000)),
+			},
+			starts: map[int64][]GPURef{2: n0(1)},
+		},
+		{
+			name: "fullest-first: joins a shared GPU rather than an empty one", policy: "fjf", nodes: shareNodes(2),
+			share: ShareFullestFirst,
 			jobs: []Job{
 				run(1, 0, n0(0), shares(2000, 6000)),
 				pend(2, 1, 10, shares(1000, 4000)),
@@ -55,7 +65,80 @@ func TestCoLocation(t *testing.T) {
 			starts: map[int64][]GPURef{2: n0(0)},
 		},
 		{
-			name: "takes the shared GPU it leaves fullest", policy: "fjf", nodes: shareNodes(3),
+			name: "free-first: joins a shared GPU when no GPU is free", policy: "fjf", nodes: shareNodes(2),
+			jobs: []Job{
+				run(1, 0, n0(0), shares(2000, 6000)),
+				run(2, 0, n0(1)),
+				pend(3, 1, 10, shares(1000, 4000)),
+			},
+			starts: map[int64][]GPURef{3: n0(0)},
+		},
+		{
+			// Two GPUs free, and job 4 (after it in the order) needs both:
+			// job 3 joins job 1's GPU, so job 4 starts in the same pass.
+			name: "free-first: joins a shared GPU when whole-GPU jobs wait for the free ones", policy: "fjf", nodes: shareNodes(3),
+			jobs: []Job{
+				run(1, 0, n0(0), shares(2000, 6000)),
+				pend(3, 1, 10, shares(1000, 4000)),
+				pend(4, 2, 20),
+			},
+			starts: map[int64][]GPURef{3: n0(0), 4: n0(1, 2)},
+		},
+		{
+			// Job 3 (first in the order) needs 3 GPUs and waits: the free
+			// GPU is kept for it.
+			name: "free-first: joins a shared GPU when a whole-GPU job before it waits", policy: "fjf", nodes: shareNodes(3),
+			jobs: []Job{
+				run(1, 0, n0(0), shares(2000, 6000)),
+				run(2, 0, n0(1)),
+				pend(3, 3, 10),
+				pend(4, 1, 20, shares(1000, 4000)),
+			},
+			starts: map[int64][]GPURef{4: n0(0)},
+			wait:   map[int64]string{3: "needs 3 GPUs"},
+		},
+		{
+			// Job 4 needs one GPU and two are free: one is left for it.
+			name: "free-first: takes a free GPU when more are free than whole-GPU jobs wait for", policy: "fjf", nodes: shareNodes(3),
+			jobs: []Job{
+				run(1, 0, n0(0), shares(2000, 6000)),
+				pend(3, 1, 10, shares(1000, 4000)),
+				pend(4, 1, 20),
+			},
+			starts: map[int64][]GPURef{3: n0(1), 4: n0(2)},
+		},
+		{
+			name: "free-first: a whole-GPU job too large for the cluster keeps no GPU", policy: "fjf", nodes: shareNodes(2),
+			jobs: []Job{
+				run(1, 0, n0(0), shares(2000, 6000)),
+				pend(3, 1, 10, shares(1000, 4000)),
+				pend(4, 3, 20),
+			},
+			starts: map[int64][]GPURef{3: n0(1)},
+			wait:   map[int64]string{4: "3 GPUs"},
+		},
+		{
+			// Job 4 opted in but asks for two GPUs: it takes whole ones.
+			name: "free-first: a sharing job on two GPUs waits as a whole-GPU job", policy: "fjf", nodes: shareNodes(3),
+			jobs: []Job{
+				run(1, 0, n0(0), shares(2000, 6000)),
+				pend(3, 1, 10, shares(1000, 4000)),
+				pend(4, 2, 20, shares(1000, 1000)),
+			},
+			starts: map[int64][]GPURef{3: n0(0), 4: n0(1, 2)},
+		},
+		{
+			name: "free-first: no room on the shared GPU: takes a free one though whole-GPU jobs wait", policy: "fjf", nodes: shareNodes(3),
+			jobs: []Job{
+				run(1, 0, n0(0), shares(2000, 14000)),
+				pend(3, 1, 10, shares(1000, 4000)),
+				pend(4, 2, 20),
+			},
+			starts: map[int64][]GPURef{3: n0(1)},
+			wait:   map[int64]string{4: "needs 2 GPUs"},
+		},
+		{
+			name: "takes the shared GPU it leaves fullest", policy: "fjf", nodes: shareNodes(2),
 			jobs: []Job{
 				run(1, 0, n0(0), shares(2000, 4000)),
 				run(2, 0, n0(1), shares(2000, 9000)),
@@ -64,7 +147,7 @@ func TestCoLocation(t *testing.T) {
 			starts: map[int64][]GPURef{3: n0(1)},
 		},
 		{
-			name: "safety condition met exactly: joins", policy: "fjf", nodes: shareNodes(2),
+			name: "safety condition met exactly: joins", policy: "fjf", nodes: shareNodes(1),
 			// 2000 + 3000 P, one lane of 11384 E: 16384.
 			jobs: []Job{
 				run(1, 0, n0(0), shares(2000, 11384)),
@@ -74,6 +157,7 @@ func TestCoLocation(t *testing.T) {
 		},
 		{
 			name: "safety condition missed by 1 MiB: takes an empty GPU", policy: "fjf", nodes: shareNodes(2),
+			share: ShareFullestFirst,
 			jobs: []Job{
 				run(1, 0, n0(0), shares(2000, 11384)),
 				pend(2, 1, 10, shares(3001, 11000)),
@@ -144,7 +228,7 @@ func TestCoLocation(t *testing.T) {
 			wait: map[int64]string{4: "waits behind job 3"},
 		},
 		{
-			name: "a co-located job counts one GPU against its user's cap", policy: "fjf", nodes: shareNodes(2),
+			name: "a co-located job counts one GPU against its user's cap", policy: "fjf", nodes: shareNodes(1),
 			teams: []Team{{Name: "", MaxGPUsPerUser: 1}},
 			jobs: []Job{
 				run(1, 0, n0(0), shares(1000, 1000), byUser("ann")),
@@ -180,7 +264,7 @@ func TestCoLocation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := Config{Policy: c.policy}
+			cfg := Config{Policy: c.policy, SharePlacement: c.share}
 			if strings.HasPrefix(c.name, "count mode") {
 				cfg.Placement = PlaceCount
 			}
@@ -302,8 +386,9 @@ func TestCoLocationOrderFree(t *testing.T) {
 	a := run(1, 0, on("node-1", 0), shares(1000, 2000))
 	b := run(2, 0, on("node-0", 1), shares(1000, 2000))
 	c := pend(3, 1, 10, shares(500, 500))
+	w0, w1 := run(4, 0, on("node-0", 0)), run(5, 0, on("node-1", 1)) // no GPU is free
 	sc := mustNew(t, Config{Policy: "fjf"})
-	for _, jobs := range [][]Job{{a, b, c}, {b, a, c}, {c, b, a}} {
+	for _, jobs := range [][]Job{{a, b, c, w0, w1}, {b, a, w1, c, w0}, {c, w1, w0, b, a}} {
 		d := sc.Schedule(Snapshot{Now: 100, Nodes: shareNodes(2, 2), Jobs: jobs})
 		if len(d.Starts) != 1 || !slices.Equal(d.Starts[0].GPUs, on("node-0", 1)) {
 			t.Errorf("jobs %d, %d, %d: starts %+v, want job 3 on node-0/1", jobs[0].ID, jobs[1].ID, jobs[2].ID, d.Starts)

@@ -32,7 +32,9 @@ func (s *simulator) pass() error {
 		if !j.running {
 			return fmt.Errorf("t=%v: scheduler preempts job %d, which is not running", s.now, p.JobID)
 		}
+		gpus := j.gpus
 		s.stopRun(j)
+		s.holdAfterPreempt(j, gpus)
 		s.preemptions++
 		j.preempts++
 		if s.teams != nil {
@@ -49,7 +51,7 @@ func (s *simulator) pass() error {
 			s.snap[j.pos].DurationS += c
 		}
 	}
-	for _, st := range d.Starts {
+	for _, st := range s.handOver(d.Starts) {
 		j, err := s.lookup(st.JobID, "start")
 		if err != nil {
 			return err
@@ -61,6 +63,7 @@ func (s *simulator) pass() error {
 			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)
 		}
 		s.startRun(j, st.GPUs)
+		s.startedAfterHandover(st.JobID)
 		if err := s.shareStart(j); err != nil {
 			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)
 		}

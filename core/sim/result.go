@@ -23,6 +23,11 @@ type Result struct {
 	// Makespan is the last finish minus the first submit.
 	Makespan    float64 `json:"makespan_s"`
 	Preemptions int     `json:"preemptions"`
+	// Handovers counts starts kept back while a preempted job still held
+	// the GPUs (Config.HandoverS), and HandoverMeanS is their mean time
+	// from the preemption to the start.
+	Handovers     int     `json:"handovers,omitempty"`
+	HandoverMeanS float64 `json:"handover_mean_s,omitempty"`
 	// GPUUtilization is the GPU-seconds during which a GPU hosts a job (a
 	// shared GPU counted once) over GPUs x makespan, in [0, 1].
 	GPUUtilization float64 `json:"gpu_utilization"`
@@ -52,7 +57,10 @@ type Result struct {
 	SharingJobs int    `json:"sharing_jobs,omitempty"`
 	// LanePolicy is the lane policy the shared GPUs' turns went by
 	// (Config.LanePolicy).
-	LanePolicy     string  `json:"lane_policy,omitempty"`
+	LanePolicy string `json:"lane_policy,omitempty"`
+	// SharePlacement is where a sharing job went (sched.Config's
+	// SharePlacement: free-first or fullest-first).
+	SharePlacement string  `json:"share_placement,omitempty"`
 	CoLocations    int     `json:"co_locations,omitempty"`
 	MaxJobsPerGPU  int     `json:"max_jobs_per_gpu,omitempty"`
 	JobsPerBusyGPU float64 `json:"jobs_per_busy_gpu,omitempty"`
@@ -70,6 +78,10 @@ func (s *simulator) result() *Result {
 		Finished:    s.done,
 		Preemptions: s.preemptions,
 		Passes:      s.passes,
+		Handovers:   s.handovers,
+	}
+	if s.handovers > 0 {
+		r.HandoverMeanS = s.handoverS / float64(s.handovers)
 	}
 	if len(s.jobs) == 0 {
 		return r

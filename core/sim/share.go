@@ -327,6 +327,10 @@ func (s *simulator) shareResult(r *Result) {
 	}
 	r.Sharing = string(salussim.SharingSalus)
 	r.LanePolicy = string(s.share.policy)
+	r.SharePlacement = s.cfg.Sched.SharePlacement
+	if r.SharePlacement == "" {
+		r.SharePlacement = sched.ShareFreeFirst
+	}
 	r.SharingJobs, r.CoLocations, r.MaxJobsPerGPU = s.share.jobs, s.share.joins, s.share.most
 }
 
@@ -337,10 +341,10 @@ func writeShareTable(w io.Writer, results []*Result) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tsharing\tlane policy\tsharing jobs\tco-locations\tmost jobs per GPU\tjobs per busy GPU\tGPU util\t")
+	fmt.Fprintln(tw, "policy\tsharing\tlane policy\tshare placement\tsharing jobs\tco-locations\tmost jobs per GPU\tjobs per busy GPU\tGPU util\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t\n",
-			r.Policy, r.Sharing, r.LanePolicy, r.SharingJobs, r.CoLocations, r.MaxJobsPerGPU, r.JobsPerBusyGPU, r.GPUUtilization)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t\n",
+			r.Policy, r.Sharing, r.LanePolicy, r.SharePlacement, r.SharingJobs, r.CoLocations, r.MaxJobsPerGPU, r.JobsPerBusyGPU, r.GPUUtilization)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)

@@ -160,7 +160,8 @@ func openbLast6w(b testing.TB) []trace.Job {
 
 // BenchmarkOpenBSharing runs the openb trace's last six weeks at 24 and
 // 32 GPUs (3x8 and 4x8 nodes of 16 GiB GPUs), without sharing and with
-// Salus co-location under each lane policy (pack, fair, srtf), under fjf
+// Salus co-location under each lane policy (pack, fair, srtf) and each
+// share placement (free-first, fullest-first), under fjf
 // (core/salussim's cluster order) and tiresias-l, and reports the figures
 // as metrics. docs/salus.md's tables come from:
 //
@@ -176,20 +177,25 @@ func BenchmarkOpenBSharing(b *testing.B) {
 			type mode struct {
 				sharing salussim.Sharing
 				lane    lanes.Policy
+				place   string
 			}
-			modes := []mode{{salussim.SharingNone, ""}}
+			modes := []mode{{salussim.SharingNone, "", ""}}
 			for _, lp := range lanes.Policies() {
-				modes = append(modes, mode{salussim.SharingSalus, lp})
+				for _, place := range sched.SharePlacements() {
+					modes = append(modes, mode{salussim.SharingSalus, lp, place})
+				}
 			}
 			for _, m := range modes {
 				name := fmt.Sprintf("%s/%s/%s", cluster, pol, m.sharing)
 				if m.lane != "" {
-					name += "-" + string(m.lane)
+					name += "-" + string(m.lane) + "-" + m.place
 				}
 				b.Run(name, func(b *testing.B) {
 					var r *Result
+					cfg := Config{Sched: sched.Config{Policy: pol, OmitWaits: true, SharePlacement: m.place},
+						Nodes: nodes, Sharing: m.sharing, LanePolicy: m.lane}
 					for b.Loop() {
-						r, err = Run(context.Background(), jobs, Config{Sched: sched.Config{Policy: pol, OmitWaits: true}, Nodes: nodes, Sharing: m.sharing, LanePolicy: m.lane})
+						r, err = Run(context.Background(), jobs, cfg)
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -33,6 +33,11 @@ type Config struct {
 	// before the job makes progress again. 0 matches the Tiresias
 	// simulator.
 	PreemptCostS float64
+	// HandoverS is how long a preempted job keeps its GPUs after the
+	// preemption (its checkpoint and exit, up to the agents' grace
+	// period): a job placed on them starts once they are free, as in the
+	// live engine (handover.go). 0 matches the Tiresias simulator.
+	HandoverS float64
 
 	// Teams are the teams the jobs name (trace.Job.Team), with their
 	// guarantees and weights. With teams, the scheduler applies fair share
@@ -126,6 +131,11 @@ type simulator struct {
 	done        int
 	share       *shareState // nil without sharing
 
+	releases     []release         // preempted jobs' GPUs not yet handed over (handover.go)
+	waitingSince map[int64]float64 // jobs kept back by a handover, since when
+	handovers    int
+	handoverS    float64
+
 	teams *teams    // nil without Config.Teams
 	cpu   *cpuState // nil unless Config.Sched.CPUAlloc is set
 }
@@ -134,6 +144,9 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	if cfg.PreemptCostS < 0 || math.IsNaN(cfg.PreemptCostS) || math.IsInf(cfg.PreemptCostS, 0) {
 		return nil, fmt.Errorf("preempt cost %v s: want a finite number of seconds, 0 or more", cfg.PreemptCostS)
 	}
+	if cfg.HandoverS < 0 || math.IsNaN(cfg.HandoverS) || math.IsInf(cfg.HandoverS, 0) {
+		return nil, fmt.Errorf("handover %v s: want a finite number of seconds, 0 or more", cfg.HandoverS)
+	}
 	if math.IsNaN(cfg.HalfLifeS) || math.IsInf(cfg.HalfLifeS, 0) {
 		return nil, fmt.Errorf("usage half-life %v s: want a finite number of seconds", cfg.HalfLifeS)
 	}
@@ -141,7 +154,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &simulator{cfg: cfg, sc: sc, byID: make(map[int64]*job, len(jobs))}
+	s := &simulator{cfg: cfg, sc: sc, byID: make(map[int64]*job, len(jobs)), waitingSince: make(map[int64]float64)}
 	s.nodes, s.gpus = buildCluster(cfg.Nodes)
 	if s.gpus.total == 0 {
 		return nil, fmt.Errorf("the cluster has no GPUs")
@@ -230,6 +243,9 @@ func (s *simulator) loop(ctx context.Context) error {
 			s.recheck = 0
 			need = need || s.unfinished() > 0
 		}
+		if len(s.releases) > 0 && s.releaseDue() {
+			need = need || s.pending() > 0
+		}
 		if need {
 			if err := s.pass(); err != nil {
 				return err
@@ -250,6 +266,9 @@ func (s *simulator) nextTime() (float64, bool) {
 	}
 	if s.recheck > 0 && s.recheck < t {
 		t, ok = s.recheck, true
+	}
+	if r := s.nextRelease(); r < t {
+		t, ok = r, true
 	}
 	return t, ok
 }

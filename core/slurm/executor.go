@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // Registry is the part of the engine that Slurm's nodes join and report
@@ -25,7 +26,7 @@ type Registry interface {
 	RemoveNode(ctx context.Context, name string) error
 	MirrorDraining(name string, on bool) error
 	NodeStatuses() []engine.NodeStatus
-	Exits() chan<- agent.Exit
+	Exits() chan<- job.Exit
 }
 
 // Config sets up an Executor.
@@ -94,6 +95,7 @@ type run struct {
 	slurmID int64
 	name    string // the Slurm job's name
 	jobID   int64
+	run     int64 // the gpuportal run's number (job.RunRef)
 	node    string
 	gpus    []int // the GPUs gpuportal chose
 	// claimed are the GPUs counted in the Slurm job's gres: its GPUs that
@@ -263,7 +265,7 @@ func (e *Executor) adopt(ctx context.Context, jobs []Job) {
 			stale = append(stale, j.ID)
 			continue
 		}
-		r := &run{slurmID: j.ID, name: j.Name, jobID: jobID, node: j.Nodes, gpus: commentGPUs(j.Comment),
+		r := &run{slurmID: j.ID, name: j.Name, jobID: jobID, run: commentRun(j.Comment), node: j.Nodes, gpus: commentGPUs(j.Comment),
 			cpus: j.CPUs, memMiB: j.MemMiB, recorded: now, released: now, running: j.Started()}
 		if r.node == "" {
 			r.node = j.RequiredNodes
@@ -394,7 +396,7 @@ func (e *Executor) syncJobs(ctx context.Context, jobs []Job, readAt time.Time) {
 		byID[j.ID] = j
 	}
 	now := e.cfg.Now()
-	var exits []agent.Exit
+	var exits []job.Exit
 	var cancel []int64
 	var missing []int64
 	e.mu.Lock()
@@ -457,7 +459,7 @@ func (e *Executor) syncJobs(ctx context.Context, jobs []Job, readAt time.Time) {
 
 // missing ends the runs squeue no longer lists, from the job completion
 // log where there is one.
-func (e *Executor) missing(ids []int64, now time.Time) []agent.Exit {
+func (e *Executor) missing(ids []int64, now time.Time) []job.Exit {
 	done := make(map[int64]Job)
 	if e.cfg.JobCompFile != "" {
 		jobs, err := ReadJobComp(e.cfg.JobCompFile, e.cfg.JobCompZone)
@@ -468,7 +470,7 @@ func (e *Executor) missing(ids []int64, now time.Time) []agent.Exit {
 			done[j.ID] = j // the last record of an ID wins
 		}
 	}
-	var exits []agent.Exit
+	var exits []job.Exit
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, id := range ids {
@@ -491,8 +493,8 @@ func (e *Executor) missing(ids []int64, now time.Time) []agent.Exit {
 // exitLocked is how run r ended, as Slurm's job j reports it; not ok when
 // nobody is to be told: its node left the engine, which has requeued or
 // will requeue the job.
-func (e *Executor) exitLocked(r *run, j Job, now time.Time) (agent.Exit, bool) {
-	ex := agent.Exit{Node: r.node, JobID: r.jobID, At: j.EndTime}
+func (e *Executor) exitLocked(r *run, j Job, now time.Time) (job.Exit, bool) {
+	ex := job.Exit{Node: r.node, JobID: r.jobID, Run: r.run, At: j.EndTime}
 	if ex.At.IsZero() || ex.At.After(now) {
 		ex.At = now
 	}
@@ -568,15 +570,15 @@ var ErrRootJobs = errors.New("gpuportal runs as root and jobs never run as root 
 
 // unavailableError is a start that Slurm refused or could not be asked:
 // not the job's fault, so the engine queues it again (it matches
-// agent.ErrDisconnected).
+// job.ErrDisconnected).
 type unavailableError struct{ err error }
 
 func (e unavailableError) Error() string   { return e.err.Error() }
-func (e unavailableError) Unwrap() []error { return []error{e.err, agent.ErrDisconnected} }
+func (e unavailableError) Unwrap() []error { return []error{e.err, job.ErrDisconnected} }
 
 // start submits a run of s held and pinned to node n and the GPUs the
 // scheduler chose, then releases it.
-func (e *Executor) start(ctx context.Context, n *node, s agent.Spec) error {
+func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	command := s.Command
 	if len(command) == 0 {
 		// A simulated job holds its GPUs for its remaining time.
@@ -604,7 +606,7 @@ func (e *Executor) start(ctx context.Context, n *node, s agent.Spec) error {
 			delete(e.runs, id)
 		}
 	}
-	r := &run{name: e.jobName(s.JobID), jobID: s.JobID, node: n.name, gpus: gpus}
+	r := &run{name: e.jobName(s.JobID), jobID: s.JobID, run: s.Run, node: n.name, gpus: gpus}
 	r.claimed, r.cpus, r.memMiB = e.shareLocked(n, gpus)
 	e.mu.Unlock()
 	for _, id := range stale {
@@ -615,10 +617,10 @@ func (e *Executor) start(ctx context.Context, n *node, s agent.Spec) error {
 	}
 
 	sub := Submission{
-		Name: r.name, Comment: runComment(s.JobID, gpus), Partition: e.cfg.Partition, Node: n.name,
+		Name: r.name, Comment: runComment(s.JobID, s.Run, gpus), Partition: e.cfg.Partition, Node: n.name,
 		GPUs: len(r.claimed), CPUs: r.cpus, MemMiB: r.memMiB,
 		Dir: e.jobDir(s.JobID), Output: e.LogPath(s.JobID), Held: true,
-		Script: e.script, Args: command, Env: e.jobEnv(s.JobID, gpus),
+		Script: e.script, Args: command, Env: e.jobEnv(s.JobID, s.Run, gpus),
 	}
 	if e.runAs != nil && e.euid == 0 {
 		sub.User = e.runAs.name
@@ -680,8 +682,21 @@ func (e *Executor) shareLocked(n *node, gpus []int) (claimed []int, cpus int, me
 
 // runComment is a run's Slurm comment: its gpuportal job and GPUs, read
 // back when a restarted server adopts it.
-func runComment(jobID int64, gpus []int) string {
-	return fmt.Sprintf("gpuportal job %d gpus=%s", jobID, joinInts(gpus))
+func runComment(jobID, run int64, gpus []int) string {
+	return fmt.Sprintf("gpuportal job %d run=%d gpus=%s", jobID, run, joinInts(gpus))
+}
+
+// commentRun reads the run's number back from its comment, 0 when it has
+// none (a run started before runs were numbered).
+func commentRun(comment string) int64 {
+	for _, word := range strings.Fields(comment) {
+		if v, ok := strings.CutPrefix(word, "run="); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // commentGPUs reads the GPUs back from a run's comment.
@@ -707,7 +722,7 @@ func joinInts(xs []int) string {
 // jobEnv is sbatch's whole environment, which the job inherits: a PATH,
 // the Slurm configuration's location, the user's identity, and the job's
 // variables. Nothing else of the server's environment reaches the job.
-func (e *Executor) jobEnv(jobID int64, gpus []int) []string {
+func (e *Executor) jobEnv(jobID, run int64, gpus []int) []string {
 	env := []string{"PATH=" + e.cfg.Path}
 	if conf := os.Getenv("SLURM_CONF"); conf != "" {
 		env = append(env, "SLURM_CONF="+conf)
@@ -719,6 +734,7 @@ func (e *Executor) jobEnv(jobID int64, gpus []int) []string {
 	}
 	return append(env,
 		"GPUPORTAL_JOB_ID="+strconv.FormatInt(jobID, 10),
+		"GPUPORTAL_RUN="+strconv.FormatInt(run, 10),
 		"GPUPORTAL_CHECKPOINT_DIR="+e.CheckpointDir(jobID),
 		"GPUPORTAL_GPUS="+joinInts(gpus),
 	)
@@ -755,11 +771,12 @@ func (e *Executor) CheckpointDir(jobID int64) string {
 // stop asks the run of jobID on node to end: SIGTERM to all its processes
 // (scancel --full --signal=TERM), then after Grace a cancel. A run Slurm
 // has not started is cancelled at once.
-func (e *Executor) stop(ctx context.Context, nodeName string, jobID int64) error {
+func (e *Executor) stop(ctx context.Context, nodeName string, ref job.RunRef) error {
+	jobID := ref.Job
 	e.mu.Lock()
 	var r *run
 	for _, x := range e.runs {
-		if x.jobID == jobID && x.node == nodeName {
+		if x.jobID == ref.Job && x.run == ref.Run && x.node == nodeName {
 			r = x
 		}
 	}

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // fakeSlurm is an in-memory Slurm: jobs are submitted, released and
@@ -164,11 +164,11 @@ type fakeEngine struct {
 	nodes    map[string]engine.Node
 	draining map[string]bool
 	events   []string
-	exits    chan agent.Exit
+	exits    chan job.Exit
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{nodes: make(map[string]engine.Node), draining: make(map[string]bool), exits: make(chan agent.Exit, 100)}
+	return &fakeEngine{nodes: make(map[string]engine.Node), draining: make(map[string]bool), exits: make(chan job.Exit, 100)}
 }
 
 func (e *fakeEngine) AddNode(_ context.Context, n engine.Node) error {
@@ -208,7 +208,7 @@ func (e *fakeEngine) NodeStatuses() []engine.NodeStatus {
 	return out
 }
 
-func (e *fakeEngine) Exits() chan<- agent.Exit { return e.exits }
+func (e *fakeEngine) Exits() chan<- job.Exit { return e.exits }
 
 func (e *fakeEngine) node(t *testing.T, name string) engine.Node {
 	t.Helper()
@@ -228,14 +228,14 @@ func (e *fakeEngine) eventLog() []string {
 }
 
 // exit returns the next exit, failing if none came.
-func (e *fakeEngine) exit(t *testing.T) agent.Exit {
+func (e *fakeEngine) exit(t *testing.T) job.Exit {
 	t.Helper()
 	select {
 	case ex := <-e.exits:
 		return ex
 	default:
 		t.Fatal("no exit reported")
-		return agent.Exit{}
+		return job.Exit{}
 	}
 }
 
@@ -302,7 +302,7 @@ func newFixture(t *testing.T, edit func(*Config), nodes ...Node) *fixture {
 // start starts a command job on node and returns its Slurm job ID.
 func (f *fixture) start(node string, jobID int64, gpus ...int) int64 {
 	f.t.Helper()
-	err := f.eng.node(f.t, node).Start(f.ctx, agent.Spec{JobID: jobID, GPUs: gpus, Command: []string{"python", "train.py"}})
+	err := f.eng.node(f.t, node).Start(f.ctx, job.Spec{JobID: jobID, GPUs: gpus, Command: []string{"python", "train.py"}})
 	if err != nil {
 		f.t.Fatalf("start job %d: %v", jobID, err)
 	}
@@ -350,7 +350,7 @@ func TestStartSubmitsHeldAndPinnedThenReleases(t *testing.T) {
 	s := f.slurm.lastSub()
 	dir := filepath.Join(f.ex.cfg.WorkDir, "jobs", "7")
 	if !s.Held || s.Node != "n1" || s.Partition != "gpu" || s.GPUs != 2 || s.CPUs != 4 || s.MemMiB != 1024 ||
-		s.Name != "gpuportal-7" || s.Comment != "gpuportal job 7 gpus=1,2" || s.Dir != dir ||
+		s.Name != "gpuportal-7" || s.Comment != "gpuportal job 7 run=0 gpus=1,2" || s.Dir != dir ||
 		s.Output != filepath.Join(dir, "output.log") || s.User != "" {
 		t.Errorf("submission %+v", s)
 	}
@@ -373,7 +373,7 @@ func TestStartSubmitsHeldAndPinnedThenReleases(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, "checkpoint")); err != nil || !st.IsDir() {
 		t.Errorf("checkpoint folder: %v", err)
 	}
-	if got := f.eng.node(t, "n1").Running(); !slices.Equal(got, []int64{7}) {
+	if got := f.eng.node(t, "n1").Running(); !slices.Equal(got, []job.RunRef{{Job: 7}}) {
 		t.Errorf("running %v", got)
 	}
 	lp, ok := f.eng.node(t, "n1").(interface{ LogPath(int64) string })
@@ -392,25 +392,25 @@ func TestStartRefusals(t *testing.T) {
 	n1 := f.eng.node(t, "n1")
 	for _, tt := range []struct {
 		name string
-		spec agent.Spec
+		spec job.Spec
 		want string
 	}{
-		{"GPU the node lacks", agent.Spec{JobID: 1, GPUs: []int{2}, Command: []string{"x"}}, "no GPU 2"},
-		{"GPU twice", agent.Spec{JobID: 1, GPUs: []int{1, 1}, Command: []string{"x"}}, "twice"},
-		{"no GPU", agent.Spec{JobID: 1, Command: []string{"x"}}, "no GPUs"},
+		{"GPU the node lacks", job.Spec{JobID: 1, GPUs: []int{2}, Command: []string{"x"}}, "no GPU 2"},
+		{"GPU twice", job.Spec{JobID: 1, GPUs: []int{1, 1}, Command: []string{"x"}}, "twice"},
+		{"no GPU", job.Spec{JobID: 1, Command: []string{"x"}}, "no GPUs"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := n1.Start(f.ctx, tt.spec)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, agent.ErrDisconnected) {
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, job.ErrDisconnected) {
 				t.Errorf("err = %v; want the job's fault, %q", err, tt.want)
 			}
 		})
 	}
 	f.ex.euid = 0
-	if err := n1.Start(f.ctx, agent.Spec{JobID: 2, GPUs: []int{0}, Command: []string{"id"}}); !errors.Is(err, ErrRootJobs) {
+	if err := n1.Start(f.ctx, job.Spec{JobID: 2, GPUs: []int{0}, Command: []string{"id"}}); !errors.Is(err, ErrRootJobs) {
 		t.Errorf("a server running as root started a command job as root: %v", err)
 	}
-	if err := n1.Start(f.ctx, agent.Spec{JobID: 3, GPUs: []int{0}, SimRemaining: 2500 * time.Millisecond}); err != nil {
+	if err := n1.Start(f.ctx, job.Spec{JobID: 3, GPUs: []int{0}, SimRemaining: 2500 * time.Millisecond}); err != nil {
 		t.Fatalf("simulated job: %v", err)
 	}
 	if s := f.slurm.lastSub(); !slices.Equal(s.Args, []string{"sleep", "2.500"}) {
@@ -426,16 +426,16 @@ func TestSlurmTroubleRequeuesTheJob(t *testing.T) {
 	f.ex.Sync(f.ctx)
 	n1 := f.eng.node(t, "n1")
 	f.slurm.submitErr = errors.New("sbatch: error: Batch job submission failed: Unable to contact slurm controller")
-	err := n1.Start(f.ctx, agent.Spec{JobID: 1, GPUs: []int{0}, Command: []string{"x"}})
-	if !errors.Is(err, agent.ErrDisconnected) || !strings.Contains(err.Error(), "Unable to contact slurm controller") ||
+	err := n1.Start(f.ctx, job.Spec{JobID: 1, GPUs: []int{0}, Command: []string{"x"}})
+	if !errors.Is(err, job.ErrDisconnected) || !strings.Contains(err.Error(), "Unable to contact slurm controller") ||
 		strings.Contains(err.Error(), "agent disconnected") {
-		t.Errorf("err = %v; want Slurm's message, matching agent.ErrDisconnected", err)
+		t.Errorf("err = %v; want Slurm's message, matching job.ErrDisconnected", err)
 	}
 	f.slurm.submitErr = nil
 	f.slurm.releaseErr = errors.New("scontrol: error: Invalid job id specified")
-	err = n1.Start(f.ctx, agent.Spec{JobID: 1, GPUs: []int{0}, Command: []string{"x"}})
-	if !errors.Is(err, agent.ErrDisconnected) {
-		t.Errorf("err = %v; want agent.ErrDisconnected", err)
+	err = n1.Start(f.ctx, job.Spec{JobID: 1, GPUs: []int{0}, Command: []string{"x"}})
+	if !errors.Is(err, job.ErrDisconnected) {
+		t.Errorf("err = %v; want job.ErrDisconnected", err)
 	}
 	id := f.slurm.next
 	if calls := f.slurm.callLog(); calls[len(calls)-1] != fmt.Sprint("cancel ", id) {
@@ -492,7 +492,7 @@ func TestStopSignalsThenCancelsAfterTheGrace(t *testing.T) {
 	id := f.start("n1", 5, 0)
 	f.slurm.set(id, "RUNNING", 0)
 	f.ex.Sync(f.ctx)
-	if err := n1.Stop(f.ctx, 5); err != nil {
+	if err := n1.Stop(f.ctx, job.RunRef{Job: 5}); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprint("signal ", id, " TERM")
@@ -511,7 +511,7 @@ func TestStopSignalsThenCancelsAfterTheGrace(t *testing.T) {
 	id = f.start("n1", 6, 1)
 	f.slurm.set(id, "RUNNING", 0)
 	f.ex.Sync(f.ctx)
-	if err := n1.Stop(f.ctx, 6); err != nil {
+	if err := n1.Stop(f.ctx, job.RunRef{Job: 6}); err != nil {
 		t.Fatal(err)
 	}
 	f.slurm.set(id, "COMPLETED", 0)
@@ -520,7 +520,7 @@ func TestStopSignalsThenCancelsAfterTheGrace(t *testing.T) {
 	if slices.Contains(f.slurm.callLog(), fmt.Sprint("cancel ", id)) {
 		t.Errorf("a run that ended in its grace period was cancelled")
 	}
-	if err := n1.Stop(f.ctx, 99); err != nil {
+	if err := n1.Stop(f.ctx, job.RunRef{Job: 99}); err != nil {
 		t.Errorf("stopping a job that does not run: %v", err)
 	}
 }
@@ -529,7 +529,7 @@ func TestStopBeforeSlurmStartsItCancels(t *testing.T) {
 	f := newFixture(t, nil, gpuNode("n1", 2))
 	f.ex.Sync(f.ctx)
 	id := f.start("n1", 5, 0)
-	if err := f.eng.node(t, "n1").Stop(f.ctx, 5); err != nil {
+	if err := f.eng.node(t, "n1").Stop(f.ctx, job.RunRef{Job: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if calls := f.slurm.callLog(); calls[len(calls)-1] != fmt.Sprint("cancel ", id) {
@@ -583,7 +583,7 @@ func TestLostNodeRequeuesThroughTheEngine(t *testing.T) {
 	f.eng.noExit(t)
 	f.slurm.setNode("n1", "IDLE")
 	f.ex.Sync(f.ctx)
-	want := []string{"add n1 running []", "add n2 running []", "remove n1", "add n1 running [5]", "remove n1", "add n1 running []"}
+	want := []string{"add n1 running []", "add n2 running []", "remove n1", "add n1 running [job 5 run 0]", "remove n1", "add n1 running []"}
 	if ev := f.eng.eventLog(); !slices.Equal(ev, want) {
 		t.Errorf("events\n %q\nwant\n %q", ev, want)
 	}
@@ -621,14 +621,14 @@ func TestDrainFollowsSlurm(t *testing.T) {
 func TestAdoptsTheRunsOfAnEarlierServer(t *testing.T) {
 	f := newFixture(t, nil, gpuNode("n1", 4))
 	f.slurm.jobs = []*Job{
-		{ID: 40, Name: "gpuportal-7", Comment: "gpuportal job 7 gpus=0,1", State: "RUNNING", Nodes: "n1", CPUs: 4, MemMiB: 1024},
+		{ID: 40, Name: "gpuportal-7", Comment: "gpuportal job 7 run=3 gpus=0,1", State: "RUNNING", Nodes: "n1", CPUs: 4, MemMiB: 1024},
 		{ID: 41, Name: "gpuportal-8", State: "PENDING", Reason: "JobHeldUser", RequiredNodes: "n1"},
 		{ID: 42, Name: "gpuportal-9", State: "COMPLETED", Nodes: "n1"},
 		{ID: 43, Name: "someone-elses", State: "RUNNING", Nodes: "n1"},
 		{ID: 44, Name: "gpuportal-10", State: "PENDING", Reason: "None", RequiredNodes: "n1", Comment: "gpuportal job 10 gpus=3"},
 	}
 	f.ex.Sync(f.ctx)
-	if ev := f.eng.eventLog(); !slices.Equal(ev, []string{"add n1 running [7 10]"}) {
+	if ev := f.eng.eventLog(); !slices.Equal(ev, []string{"add n1 running [job 7 run 3 job 10 run 0]"}) {
 		t.Errorf("events %q; want n1 added running 7 and 10", ev)
 	}
 	if calls := f.slurm.callLog(); !slices.Equal(calls, []string{"cancel 41"}) {
@@ -673,7 +673,7 @@ func TestStartOnTheGPUsOfAStoppingRun(t *testing.T) {
 	old := f.start("n1", 1, 0, 1, 2, 3)
 	f.slurm.set(old, "RUNNING", 0)
 	f.ex.Sync(f.ctx)
-	if err := f.eng.node(t, "n1").Stop(f.ctx, 1); err != nil {
+	if err := f.eng.node(t, "n1").Stop(f.ctx, job.RunRef{Job: 1}); err != nil {
 		t.Fatal(err)
 	}
 	f.start("n1", 2, 0, 1)
@@ -706,7 +706,7 @@ func TestStartingAgainCancelsTheEarlierRun(t *testing.T) {
 	f.slurm.set(first, "CANCELLED", 15)
 	f.ex.Sync(f.ctx)
 	f.eng.noExit(t)
-	if r := f.eng.node(t, "n1").Running(); !slices.Equal(r, []int64{5}) {
+	if r := f.eng.node(t, "n1").Running(); !slices.Equal(r, []job.RunRef{{Job: 5}}) {
 		t.Errorf("running %v", r)
 	}
 }
@@ -730,7 +730,7 @@ func TestJobsSqueueForgot(t *testing.T) {
 
 	f.clock.Add(time.Second)
 	f.ex.Sync(f.ctx)
-	got := map[int64]agent.Exit{}
+	got := map[int64]job.Exit{}
 	for range 2 {
 		ex := f.eng.exit(t)
 		got[ex.JobID] = ex

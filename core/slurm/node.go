@@ -8,9 +8,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // node is a Slurm node as the engine drives it.
@@ -75,25 +75,26 @@ func (n *node) Resources() (cpus int, memMiB int64) {
 
 // Start implements engine.Node: it submits the run held and pinned, then
 // releases it. Its end is reported later, as an Exit.
-func (n *node) Start(ctx context.Context, s agent.Spec) error { return n.e.start(ctx, n, s) }
+func (n *node) Start(ctx context.Context, s job.Spec) error { return n.e.start(ctx, n, s) }
 
 // Stop implements engine.Node: SIGTERM, then a cancel after the grace
 // period. The Exit follows.
-func (n *node) Stop(ctx context.Context, jobID int64) error { return n.e.stop(ctx, n.name, jobID) }
+func (n *node) Stop(ctx context.Context, ref job.RunRef) error { return n.e.stop(ctx, n.name, ref) }
 
-// Running implements engine.Node: the gpuportal jobs whose runs there
-// have not ended.
-func (n *node) Running() []int64 {
+// Running implements engine.Node: the gpuportal runs there that have not
+// ended.
+func (n *node) Running() []job.RunRef {
 	n.e.mu.Lock()
 	defer n.e.mu.Unlock()
-	var ids []int64
+	var refs []job.RunRef
 	for _, r := range n.e.runs {
-		if r.node == n.name && !slices.Contains(ids, r.jobID) {
-			ids = append(ids, r.jobID)
+		ref := job.RunRef{Job: r.jobID, Run: r.run}
+		if r.node == n.name && !slices.Contains(refs, ref) {
+			refs = append(refs, ref)
 		}
 	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	return ids
+	sort.Slice(refs, func(a, b int) bool { return refs[a].Job < refs[b].Job })
+	return refs
 }
 
 // Sample implements engine.Node: the readings of the node's monitor-only

@@ -12,9 +12,12 @@ iteration and tell it after:
             train_step(batch)
 
 expected_e_mib is the ephemeral memory (activations, workspace) the
-iteration needs, 0 if unknown. With measure_torch=True the client waits
-for the GPU to finish the iteration, measures its ephemeral peak with
-PyTorch and reports it; without it, wait for the GPU yourself (for
+iteration needs, 0 if unknown: the gate keeps a lane at least that large
+for the job. With measure_torch=True the client waits for the GPU to
+finish the iteration, measures its ephemeral peak with PyTorch and
+reports it; on a PyTorch without CUDA (or with no GPU visible) there is
+no GPU memory to measure, and the client says so once on stderr and
+reports no peak. Without measure_torch, wait for the GPU yourself (for
 example torch.cuda.synchronize()) before the block ends, and report a
 peak you measured through the object the block gives:
 
@@ -35,6 +38,7 @@ import json
 import math
 import os
 import socket
+import sys
 import threading
 import time
 
@@ -88,6 +92,7 @@ class Gate:
         self._sock = None
         self._file = None
         self._torch = None
+        self._torch_checked = False
         if not self.enabled:
             return
         try:
@@ -168,11 +173,22 @@ class Gate:
             raise GateError(reply.get("error", "refused"))
         return reply
 
-    def _torch_module(self):
-        if self._torch is None:
+    def _torch_cuda(self):
+        """PyTorch, when it can measure GPU memory; None when it cannot
+        (no CUDA in this build, or no GPU visible), said once."""
+        if not self._torch_checked:
+            self._torch_checked = True
             import torch  # only with measure_torch=True
 
-            self._torch = torch
+            if torch.cuda.is_available():
+                self._torch = torch
+            else:
+                print(
+                    "gpuportal_gate: measure_torch=True, but PyTorch sees no CUDA GPU: "
+                    "iterations are not measured",
+                    file=sys.stderr,
+                    flush=True,
+                )
         return self._torch
 
 
@@ -180,21 +196,21 @@ class _IterationBlock:
     def __init__(self, gate, expected_e_mib, measure_torch):
         self.gate = gate
         self.expected = expected_e_mib
-        self.measure = measure_torch and gate.enabled
+        self.torch = gate._torch_cuda() if measure_torch and gate.enabled else None
         self.it = None
         self.base = 0
 
     def __enter__(self):
         self.it = Iteration(self.gate.acquire(self.expected))
-        if self.measure:
-            torch = self.gate._torch_module()
+        torch = self.torch
+        if torch is not None:
             torch.cuda.reset_peak_memory_stats()
             self.base = torch.cuda.memory_allocated()
         return self.it
 
     def __exit__(self, kind, value, tb):
-        if self.measure:
-            torch = self.gate._torch_module()
+        torch = self.torch
+        if torch is not None:
             # The lane is free only once the GPU finished the iteration.
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - self.base

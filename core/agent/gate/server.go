@@ -378,10 +378,13 @@ func (s *Server) pump() {
 	}
 }
 
-// request asks for j's lane on its GPU at position k. A job that expects
-// more than its lane holds is told to stop.
+// request asks for j's lane on its GPU at position k. The lane grows to
+// what the job expects where the GPU has room, and never shrinks below
+// it again; a job that expects more than its lane can hold is told to
+// stop, and comes back with an estimate that covers its ask.
 func (s *Server) request(j *job, k int, now float64) {
 	g := j.GPUs[k]
+	j.seen.Expect(j.expected)
 	err := s.pools[g].Request(j.ID, j.expected)
 	if err == nil {
 		j.pending = k
@@ -389,9 +392,7 @@ func (s *Server) request(j *job, k int, now float64) {
 	}
 	if errors.Is(err, lanes.ErrExceedsLane) {
 		size, _ := laneOf(s.pools[g], j.ID)
-		req := j.Memory
-		req.EphemeralMiB = max(req.EphemeralMiB, j.expected)
-		j.stop = &ExceededError{Job: j.ID, GPU: g, LaneMiB: size, NeedMiB: j.expected, Requeue: req}
+		j.stop = &ExceededError{Job: j.ID, GPU: g, LaneMiB: size, NeedMiB: j.expected, Requeue: j.seen.Requeue()}
 	} else {
 		j.fail = fmt.Errorf("job %d GPU %d: %w", j.ID, g, err)
 		s.cfg.Logger.Error("gate: lane request failed", "job", j.ID, "gpu", g, "err", err)

@@ -267,7 +267,9 @@ func TestOutgrowingTheLaneStopsTheJob(t *testing.T) {
 		wantE    int64 // E to run again with
 	}{
 		{"measured peak above the lane", 0, 6000, true, 6000},
-		{"expected E above the lane", 5000, 0, false, 5000},
+		// Two wide jobs hold 2,200 MiB of P and a lane of 4,255: the lane
+		// can grow to 5,992 MiB, not 6,000.
+		{"expected E the lane cannot grow to", 6000, 0, false, 6000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -308,6 +310,38 @@ func TestOutgrowingTheLaneStopsTheJob(t *testing.T) {
 			case <-time.After(50 * time.Millisecond):
 			}
 		})
+	}
+}
+
+// A job that asks for more than its lane holds gets it where the GPU
+// has room: its lane grows, and the job runs.
+func TestAnAskGrowsTheLane(t *testing.T) {
+	s := newServer(t, []int64{gpuMiB}, Config{Stop: func(id int64, err *ExceededError) { t.Errorf("job %d stopped: %v", id, err) }})
+	a := connect(t, s, 1, add(t, s, 1, wide, 0))
+	if r := a.acquire(5000); !r.OK || r.LaneMiB != 5000 {
+		t.Fatalf("acquire(5000) = %+v, want granted in a lane grown to 5,000 MiB", r)
+	}
+	a.release(1000)
+}
+
+// Issue 15: a job that asks for 4,096 MiB before every iteration and
+// measures peaks near 1,000 keeps a lane of at least 4,096: its lane is
+// never shrunk below its ask, so no ask exceeds it, and it is never
+// stopped. What it reports when its run ends (Measured) covers the ask
+// too, for its next run.
+func TestAConstantAskIsHonoured(t *testing.T) {
+	s := newServer(t, []int64{gpuMiB}, Config{Stop: func(id int64, err *ExceededError) { t.Errorf("job %d stopped: %v", id, err) }})
+	a := connect(t, s, 1, add(t, s, 1, wide, 0))
+	for i := range 10 {
+		r := a.acquire(4096)
+		if !r.OK || r.LaneMiB < 4096 {
+			t.Fatalf("iteration %d: acquire = %+v, want a lane of at least 4,096 MiB", i, r)
+		}
+		a.release(1000 + int64(i%3)*20)
+	}
+	est, ok := s.Measured(1)
+	if !ok || est.EphemeralMiB != 4096 || est.Source != memest.Measured {
+		t.Fatalf("measured %+v, %v; want E 4,096 (the ask), measured", est, ok)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // fuzzSeeds are one message of each type, as JSON.
@@ -15,7 +17,7 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	msgs := []Message{
 		{Type: TypeHello, Hello: &Hello{Version: Version, Agent: "gpu-01", Nodes: []Node{{
-			Name: "gpu-01", CPUs: 64, MemMiB: 512 << 10, Running: []int64{4},
+			Name: "gpu-01", CPUs: 64, MemMiB: 512 << 10, Running: []job.RunRef{{Job: 4, Run: 1}},
 			GPUs: []GPU{{Index: 0, UUID: "GPU-1", Model: "A100", MemMiB: 81920}},
 		}}}},
 		{Type: TypeWelcome, Welcome: &Welcome{Version: Version, HeartbeatTimeoutMS: 30000,
@@ -25,11 +27,11 @@ func fuzzSeeds(t testing.TB) [][]byte {
 			Jobs: []JobMem{{JobID: 4, MemMiB: 90}},
 		}}}}}},
 		{Type: TypeStart, ID: 1, Start: &Start{Node: "gpu-01", LogOffset: 10, Job: JobSpec{
-			JobID: 4, Command: []string{"python", "train.py"}, GPUs: []int{0, 1},
+			JobID: 4, Run: 1, Command: []string{"python", "train.py"}, GPUs: []int{0, 1},
 			SimRemainingMS: 5000, SimMemory: &SimMemory{PersistentMiB: 100, EphemeralMiB: 200, IterationMS: 50},
 		}}},
-		{Type: TypeStop, ID: 2, Stop: &Stop{Node: "gpu-01", JobID: 4}},
-		{Type: TypeExit, ID: 3, Exit: &Exit{Node: "gpu-01", JobID: 4, ExitCode: -1, Err: "killed", At: at}},
+		{Type: TypeStop, ID: 2, Stop: &Stop{Node: "gpu-01", JobID: 4, Run: 1}},
+		{Type: TypeExit, ID: 3, Exit: &Exit{Node: "gpu-01", JobID: 4, Run: 1, ExitCode: -1, Err: "killed", At: at}},
 		{Type: TypeLog, Log: &Log{Node: "gpu-01", JobID: 4, Offset: 7, Data: []byte("epoch 1\n\xff")}},
 		{Type: TypeAck, ID: 3, Ack: &Ack{Error: "no such job"}},
 	}

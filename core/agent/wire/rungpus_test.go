@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"github.com/gpuportal/gpuportal/core/job"
+
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -9,8 +11,8 @@ import (
 
 func TestRunningGPUsCrossTheWire(t *testing.T) {
 	gpus := []GPU{{Index: 0, MemMiB: 1}, {Index: 1, MemMiB: 1}, {Index: 2, MemMiB: 1}}
-	in := Hello{Version: Version, Agent: "a", Nodes: []Node{{Name: "n1", GPUs: gpus, Running: []int64{7, 8},
-		RunningGPUs: []JobGPUs{{JobID: 7, GPUs: []int{0, 2}}, {JobID: 8, GPUs: []int{1}}}}}}
+	in := Hello{Version: Version, Agent: "a", Nodes: []Node{{Name: "n1", GPUs: gpus, Running: []job.RunRef{{Job: 7, Run: 1}, {Job: 8, Run: 2}},
+		RunningGPUs: []JobGPUs{{JobID: 7, Run: 1, GPUs: []int{0, 2}}, {JobID: 8, Run: 2, GPUs: []int{1}}}}}}
 	b, err := json.Marshal(Message{Type: TypeHello, Hello: &in})
 	if err != nil {
 		t.Fatal(err)
@@ -26,17 +28,7 @@ func TestRunningGPUsCrossTheWire(t *testing.T) {
 		t.Error(err)
 	}
 
-	// An older agent's hello has no list: it reads as none, and none is
-	// what a new agent with no running jobs sends.
-	old := `{"type":"hello","hello":{"version":1,"agent":"a","nodes":[{"name":"n1","cpus":1,"mem_mib":1,"gpus":[],"running":[7]}]}}`
-	m = Message{}
-	if err := json.Unmarshal([]byte(old), &m); err != nil {
-		t.Fatal(err)
-	}
-	if n := m.Hello.Nodes[0]; n.RunningGPUs != nil || len(n.Running) != 1 {
-		t.Errorf("older agent's node = %+v, want running 7 and no GPU list", n)
-	}
-	b, err = json.Marshal(Node{Name: "n1", Running: []int64{}})
+	b, err = json.Marshal(Node{Name: "n1", Running: []job.RunRef{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,15 +45,15 @@ func TestCheckRunningGPUs(t *testing.T) {
 		want string // part of the error; empty: none
 	}{
 		{"none", nil, ""},
-		{"own GPUs", []JobGPUs{{JobID: 7, GPUs: []int{1}}}, ""},
-		{"no GPUs", []JobGPUs{{JobID: 7, GPUs: []int{}}}, ""},
-		{"job not running", []JobGPUs{{JobID: 9, GPUs: []int{0}}}, "job 9 is not running"},
-		{"job twice", []JobGPUs{{JobID: 7, GPUs: []int{0}}, {JobID: 7, GPUs: []int{1}}}, "listed twice"},
-		{"GPU beyond the machine", []JobGPUs{{JobID: 7, GPUs: []int{2}}}, "GPU 2"},
-		{"negative GPU", []JobGPUs{{JobID: 7, GPUs: []int{-1}}}, "GPU -1"},
+		{"own GPUs", []JobGPUs{{JobID: 7, Run: 1, GPUs: []int{1}}}, ""},
+		{"no GPUs", []JobGPUs{{JobID: 7, Run: 1, GPUs: []int{}}}, ""},
+		{"job not running", []JobGPUs{{JobID: 9, Run: 1, GPUs: []int{0}}}, "job 9 run 1 is not running"},
+		{"job twice", []JobGPUs{{JobID: 7, Run: 1, GPUs: []int{0}}, {JobID: 7, Run: 1, GPUs: []int{1}}}, "listed twice"},
+		{"GPU beyond the machine", []JobGPUs{{JobID: 7, Run: 1, GPUs: []int{2}}}, "GPU 2"},
+		{"negative GPU", []JobGPUs{{JobID: 7, Run: 1, GPUs: []int{-1}}}, "GPU -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckRunningGPUs(Node{Name: "n1", GPUs: gpus, Running: []int64{7}, RunningGPUs: tc.list})
+			err := CheckRunningGPUs(Node{Name: "n1", GPUs: gpus, Running: []job.RunRef{{Job: 7, Run: 1}}, RunningGPUs: tc.list})
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}

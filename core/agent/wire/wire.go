@@ -20,11 +20,12 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // Version is the protocol's version. The server refuses a Hello of any
 // other.
-const Version = 2
+const Version = 3
 
 // Path is where the server accepts agent connections.
 const Path = "/api/v1/agents/connect"
@@ -114,9 +115,9 @@ type Node struct {
 	CPUs   int    `json:"cpus"`
 	MemMiB int64  `json:"mem_mib"`
 	GPUs   []GPU  `json:"gpus"`
-	// Running lists the jobs whose runs the server has not yet seen end:
-	// those still running and those whose Exit is not yet acknowledged.
-	Running []int64 `json:"running"`
+	// Running lists the runs the server has not yet seen end: those
+	// still running and those whose Exit is not yet acknowledged.
+	Running []job.RunRef `json:"running"`
 	// RunningGPUs are the GPUs each job of Running holds on this machine
 	// (rungpus.go); agents before it leave it out.
 	RunningGPUs []JobGPUs `json:"running_gpus,omitempty"`
@@ -124,6 +125,9 @@ type Node struct {
 	// agent --monitor-only): another system (Slurm) runs its jobs, and the
 	// agent refuses starts.
 	Monitor bool `json:"monitor,omitempty"`
+	// Credential is the machine's own credential, which the server gave it
+	// when it first joined (Welcome.Credentials); empty before.
+	Credential string `json:"credential,omitempty"`
 }
 
 // GPU describes one GPU of a machine.
@@ -144,6 +148,16 @@ type Welcome struct {
 	// Logs says how much of each running job's output the server holds,
 	// so the agent sends the rest.
 	Logs []LogOffset `json:"logs,omitempty"`
+	// Credentials are the credentials of the machines this hello
+	// registered: the agent keeps each in the machine's work folder and
+	// presents it from then on. They are shown once.
+	Credentials []NodeCredential `json:"credentials,omitempty"`
+}
+
+// NodeCredential is a newly registered machine's credential.
+type NodeCredential struct {
+	Node       string `json:"node"`
+	Credential string `json:"credential"`
 }
 
 // LogOffset is how many bytes of a job's output on a node the server has.
@@ -202,14 +216,17 @@ type Start struct {
 
 // JobSpec is what a machine needs to run its part of a job.
 type JobSpec struct {
-	JobID   int64    `json:"job_id"`
+	JobID int64 `json:"job_id"`
+	// Run numbers this start of the job; every later message about it
+	// names it.
+	Run     int64    `json:"run"`
 	Command []string `json:"command,omitempty"` // argv; empty for a simulated job
 	GPUs    []int    `json:"gpus"`
 	// SimRemainingMS is how long a simulated job still has to run.
 	SimRemainingMS int64      `json:"sim_remaining_ms,omitempty"`
 	SimMemory      *SimMemory `json:"sim_memory,omitempty"`
 	// Sharing opts the job in to Salus sharing through the agent's gate
-	// (agent.Sharing); absent: not shared.
+	// (job.Sharing); absent: not shared.
 	Sharing *Sharing `json:"sharing,omitempty"`
 	// Resources are the part's CPUs and memory; absent: not limited.
 	Resources *Resources `json:"resources,omitempty"`
@@ -243,12 +260,15 @@ type SimMemory struct {
 type Stop struct {
 	Node  string `json:"node"`
 	JobID int64  `json:"job_id"`
+	// Run is the run to stop: another run of the job is left alone.
+	Run int64 `json:"run"`
 }
 
 // Exit reports that a job's run ended.
 type Exit struct {
 	Node     string    `json:"node"`
 	JobID    int64     `json:"job_id"`
+	Run      int64     `json:"run"`
 	ExitCode int       `json:"exit_code"` // -1 when killed by a signal or never started
 	Err      string    `json:"err,omitempty"`
 	At       time.Time `json:"at"`
@@ -259,6 +279,10 @@ type Exit struct {
 	// the peaks it measured (unpadded, source "measured"), set once it
 	// measured enough of them: its next run starts from it.
 	Measured *Estimate `json:"measured,omitempty"`
+	// Infra marks an end that is not the job's fault: the agent stopped
+	// the run because it heard no server (it fenced itself). The job waits
+	// again without a failure counted.
+	Infra bool `json:"infra,omitempty"`
 }
 
 // Log is a chunk of a job's output: Data belongs at Offset of the job's

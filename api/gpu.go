@@ -1,0 +1,131 @@
+package api
+
+// GPUSeries is one GPU and its readings: GET /api/v1/gpus, the gpus topic
+// (the last 10 minutes of every GPU in the snapshot, the newest reading
+// of every GPU in each update) and the gpu:<uuid> topic (one GPU).
+type GPUSeries struct {
+	UUID   string  `json:"uuid,omitempty"`
+	Node   string  `json:"node"`
+	Index  int     `json:"index"`
+	Model  string  `json:"model,omitempty"`
+	Points []Point `json:"points"`
+	// Lanes are the GPU's Salus lanes now, when its agent serves a gate.
+	Lanes *GPULanes `json:"lanes,omitempty"`
+}
+
+// Point is one reading of one GPU.
+type Point struct {
+	T          int64   `json:"t"` // Unix seconds
+	MemUsedMiB int64   `json:"mem_used_mib"`
+	MemMiB     int64   `json:"mem_mib"`
+	UtilPct    float64 `json:"util_pct"`
+	// Jobs are the jobs on the GPU and the memory each holds.
+	Jobs []PointJob `json:"jobs"`
+	// PowerW and TempC are absent where the GPU does not report them.
+	PowerW float64 `json:"power_w,omitempty"`
+	TempC  int     `json:"temp_c,omitempty"`
+}
+
+// PointJob is a job on a GPU and the memory it holds there.
+type PointJob struct {
+	JobID  int64 `json:"job_id"`
+	MemMiB int64 `json:"mem_mib"`
+}
+
+// JobMemory is the GPU memory a job holds on one of its GPUs at one time
+// (GET /api/v1/jobs/{id}/memory, the job:<id> topic).
+type JobMemory struct {
+	T      int64  `json:"t"` // Unix seconds
+	Node   string `json:"node"`
+	GPU    int    `json:"gpu"` // the GPU's index on Node
+	MemMiB int64  `json:"mem_mib"`
+}
+
+// GPULanes is one GPU's Salus lanes (docs/salus.md).
+type GPULanes struct {
+	CapacityMiB int64 `json:"capacity_mib"`
+	// UsedMiB is what the safety condition counts: the jobs' P plus each
+	// lane's size.
+	UsedMiB       int64  `json:"used_mib"`
+	PersistentMiB int64  `json:"persistent_mib"`
+	Lanes         []Lane `json:"lanes"`
+}
+
+// Lane is one lane: a slice of the GPU's ephemeral memory its jobs share
+// in time, one iteration at a time.
+type Lane struct {
+	ID      int   `json:"id"`
+	SizeMiB int64 `json:"size_mib"`
+	// Running is the job whose iteration runs now, 0 when none.
+	Running  int64     `json:"running"`
+	Draining bool      `json:"draining"`
+	Jobs     []LaneJob `json:"jobs"`
+}
+
+// LaneJob is a job of a lane with the padded memory it holds.
+type LaneJob struct {
+	JobID         int64  `json:"job_id"`
+	PersistentMiB int64  `json:"persistent_mib"`
+	EphemeralMiB  int64  `json:"ephemeral_mib"`
+	Source        string `json:"source"`
+	MaxPeakMiB    int64  `json:"max_peak_mib"`
+	Iterations    int64  `json:"iterations"`
+}
+
+// GPULanesUpdate is one GPU's lanes in the gpus topic's "lanes" messages.
+type GPULanesUpdate struct {
+	Node  string   `json:"node"`
+	Index int      `json:"index"`
+	Lanes GPULanes `json:"lanes"`
+}
+
+// HistoryPoint is one GPU over one step of a range.
+type HistoryPoint struct {
+	T             int64    `json:"t"`      // Unix seconds, the step's start
+	Step          int64    `json:"step_s"` // 1, 60, 300 or 3600
+	Samples       int      `json:"samples"`
+	MemMiB        int64    `json:"mem_mib"`
+	MemUsedAvgMiB float64  `json:"mem_used_avg_mib"`
+	MemUsedMaxMiB int64    `json:"mem_used_max_mib"`
+	UtilAvgPct    float64  `json:"util_avg_pct"`
+	BusyPct       float64  `json:"busy_pct"` // share of the step with a job on the GPU
+	PowerAvgW     *float64 `json:"power_avg_w,omitempty"`
+	TempAvgC      *float64 `json:"temp_avg_c,omitempty"`
+}
+
+// GPUHistory is one GPU's history over a range.
+type GPUHistory struct {
+	UUID   string         `json:"uuid"`
+	Node   string         `json:"node"`
+	Index  int            `json:"index"`
+	Range  string         `json:"range"`
+	Step   int64          `json:"step_s"`
+	Points []HistoryPoint `json:"points"`
+}
+
+// ClusterHistory is the cluster over a range: GPUs busy, memory used and
+// jobs by state.
+type ClusterHistory struct {
+	Range  string             `json:"range"`
+	Step   int64              `json:"step_s"`
+	Points []ClusterPoint     `json:"points"`
+	Jobs   []ClusterJobsPoint `json:"jobs"`
+}
+
+// ClusterPoint is the cluster's GPUs over one step.
+type ClusterPoint struct {
+	T          int64   `json:"t"`
+	GPUs       int     `json:"gpus"`
+	BusyGPUs   float64 `json:"busy_gpus"`
+	MemUsedMiB float64 `json:"mem_used_mib"`
+	MemMiB     int64   `json:"mem_mib"`
+}
+
+// ClusterJobsPoint is the number of jobs in each state at one time (the
+// average over the step).
+type ClusterJobsPoint struct {
+	T         int64   `json:"t"`
+	Queued    float64 `json:"queued"`
+	Running   float64 `json:"running"`
+	Preempted float64 `json:"preempted"`
+}

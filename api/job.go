@@ -1,0 +1,159 @@
+package api
+
+import (
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// Job is a job as the API, the job:<id> topic and the CLI show it.
+type Job struct {
+	ID          int64      `json:"id"`
+	Name        string     `json:"name"`
+	Team        string     `json:"team"`
+	User        string     `json:"user"`
+	GPUs        int        `json:"gpus"`
+	State       job.State  `json:"state"`
+	Reason      string     `json:"reason"`
+	Command     []string   `json:"command,omitempty"`
+	Sim         *SimSpec   `json:"sim,omitempty"`
+	GPUMemGB    float64    `json:"gpu_mem_gb,omitempty"`
+	Model       string     `json:"model,omitempty"`
+	Queue       int        `json:"queue"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	// JCTS is the job completion time, finish minus submit; null until
+	// the job ends.
+	JCTS      *float64 `json:"jct_s"`
+	Placement []string `json:"placement"`
+	ExitCode  *int     `json:"exit_code"`
+	// ExecutedS and AttainedService are the seconds the job has run and
+	// the GPU-seconds it has attained (GPUs x seconds) over all its runs,
+	// the run in progress included. While it runs they grow, and AsOf
+	// says when they were read.
+	ExecutedS       float64    `json:"executed_s"`
+	AttainedService float64    `json:"attained_service_gpu_s"`
+	AsOf            *time.Time `json:"as_of,omitempty"`
+	// HeldGPUs is the GPUs the job holds now: a whole GPU each, or on a
+	// shared GPU its share of it; 0 unless it runs.
+	HeldGPUs    float64    `json:"held_gpus"`
+	Preemptions int        `json:"preemptions"`
+	Failures    int        `json:"failures"`
+	RetryAt     *time.Time `json:"retry_at"`
+	// Held: the job waits but is never scheduled (a sharing job requeued
+	// too often for outgrowing its lane without progress); Reason says
+	// why and what to do.
+	Held bool `json:"held"`
+	// EstimatedStartAt is when a waiting job is expected to start (see
+	// GET /api/v1/stats/estimates for how good the estimates have been).
+	EstimatedStartAt *time.Time `json:"estimated_start_at"`
+	// Borrowed: the job runs beyond its team's guarantee and may be
+	// reclaimed. Only a job of a team over its guarantee borrows.
+	Borrowed bool `json:"borrowed"`
+	// Salus sharing: whether the job shares its GPU, the fraction of a
+	// GPU it asked for (0: none), its memory estimate (unpadded; measured
+	// after it outgrew a lane), and while it runs, its lane.
+	Sharing        bool            `json:"sharing"`
+	GPUFraction    float64         `json:"gpu_fraction,omitempty"`
+	MemoryEstimate *MemoryEstimate `json:"memory_estimate,omitempty"`
+	BatchSize      int             `json:"batch_size,omitempty"`
+	Parameters     int64           `json:"parameters,omitempty"`
+	Lane           *JobLane        `json:"lane,omitempty"`
+	// CPUProfile is the CPU and host memory sensitivity profile the user
+	// declared at submission (source "declared"); absent when none was.
+	CPUProfile *CPUProfile `json:"cpu_profile,omitempty"`
+	// Resources are a running job's CPUs and host memory: allocated and
+	// used per node, and its sensitivity profile (docs/synergy.md).
+	Resources *JobResources `json:"resources,omitempty"`
+}
+
+// SimSpec describes a simulated training job.
+type SimSpec struct {
+	DurationS float64 `json:"duration_s"`
+}
+
+// Event is one step of a job's history: the state it entered, when and why.
+type Event struct {
+	At     time.Time `json:"at"`
+	State  job.State `json:"state"`
+	Detail string    `json:"detail"`
+}
+
+// MemoryEstimate is a job's memory estimate on its GPU, unpadded:
+// persistent memory P, ephemeral memory E, and where it came from
+// (declared, catalogue, params, measured).
+type MemoryEstimate struct {
+	PersistentMiB int64  `json:"persistent_mib"`
+	EphemeralMiB  int64  `json:"ephemeral_mib"`
+	Source        string `json:"source"`
+}
+
+// JobLane says where a sharing job runs: its GPU, its lane and the jobs
+// it shares them with.
+type JobLane struct {
+	Node    string `json:"node"`
+	GPU     int    `json:"gpu"`
+	Lane    int    `json:"lane"`
+	SizeMiB int64  `json:"size_mib"`
+	// LaneJobs are the others of its lane, taking turns with it;
+	// GPUJobs the jobs of the GPU's other lanes, running beside it.
+	LaneJobs []int64 `json:"lane_jobs"`
+	GPUJobs  []int64 `json:"gpu_jobs"`
+	Running  int64   `json:"running"`
+	// Held is the padded memory the job holds in its lane, corrected from
+	// its measured peaks once it has some (source "measured");
+	// MaxPeakMiB is its largest measured ephemeral peak, Iterations how
+	// many it ran.
+	Held       MemoryEstimate `json:"held"`
+	MaxPeakMiB int64          `json:"max_peak_mib"`
+	Iterations int64          `json:"iterations"`
+}
+
+// JobResources are a running job's CPUs and memory.
+type JobResources struct {
+	Allocations []Allocation `json:"allocations"`
+	Profile     CPUProfile   `json:"profile"`
+}
+
+// Allocation is a job's part on one node.
+type Allocation struct {
+	Node string `json:"node"`
+	GPUs int    `json:"gpus"`
+	// CPUMilli (thousandths of a core) and MemMiB are allocated;
+	// PropCPUMilli and PropMemMiB are the proportional share.
+	CPUMilli     int64 `json:"cpu_milli"`
+	MemMiB       int64 `json:"mem_mib"`
+	PropCPUMilli int64 `json:"prop_cpu_milli"`
+	PropMemMiB   int64 `json:"prop_mem_mib"`
+	// UsedCPUMilli and UsedMemMiB are what the job uses, as its agent
+	// last reported; null before the first report.
+	UsedCPUMilli *int64 `json:"used_cpu_milli"`
+	UsedMemMiB   *int64 `json:"used_mem_mib"`
+	// Enforced: cgroups hold the job to its allocation; Note says why not.
+	Enforced bool   `json:"enforced"`
+	Note     string `json:"note,omitempty"`
+	// Speed and PropSpeed are the profile's speed under the allocation
+	// and under the proportional share (1 is the job's best).
+	Speed     float64 `json:"speed"`
+	PropSpeed float64 `json:"prop_speed"`
+	Reason    string  `json:"reason"`
+}
+
+// CPUProfile is a job's sensitivity: speed against cores per GPU and
+// against GiB of host memory per GPU, as [x, speed] points.
+type CPUProfile struct {
+	// Source is declared, history, catalogue or none.
+	Source string       `json:"source"`
+	Family string       `json:"family"`
+	CPU    [][2]float64 `json:"cpu"`
+	Mem    [][2]float64 `json:"mem"`
+}
+
+// JobUpdate is what the job:<id> topic sends: the job, and its GPU
+// memory (the last 10 minutes in the snapshot, the newest second in
+// each update).
+type JobUpdate struct {
+	Job    Job         `json:"job"`
+	Memory []JobMemory `json:"memory"`
+}

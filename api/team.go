@@ -1,0 +1,65 @@
+package api
+
+import "time"
+
+// TeamShare is where a team stands under fair share, with the inputs of
+// its factor F = 2^(-U/S) (see docs/fair-share.md). GPUs in use count a
+// shared GPU by the share each job holds of it, so the teams' GPUs in use
+// never add up to more than the cluster; a team borrows only beyond its
+// guarantee.
+type TeamShare struct {
+	Name            string  `json:"name"`
+	GuaranteeGPUs   int     `json:"guaranteed_gpus"`
+	Weight          float64 `json:"weight"`
+	MaxGPUsPerUser  int     `json:"max_gpus_per_user"`
+	InUseGPUs       float64 `json:"in_use_gpus"`
+	BorrowedGPUs    float64 `json:"borrowed_gpus"` // max(0, in use - guaranteed)
+	UsageGPUSeconds float64 `json:"usage_gpu_s"`
+	Entitlement     float64 `json:"entitlement"`       // S: weight over all weights
+	UsageShare      float64 `json:"usage_share"`       // U: usage over all usage
+	Factor          float64 `json:"fair_share_factor"` // F = 2^(-U/S)
+}
+
+// Team is a team's page: its standing, members, caps and usage over time.
+type Team struct {
+	TeamShare
+	Members []Member       `json:"members"`
+	Samples []TeamSample   `json:"samples"`
+	Window  float64        `json:"usage_window_s"`
+	Caps    map[string]int `json:"caps"`
+}
+
+// Member is one member's usage of the team's GPUs.
+type Member struct {
+	User string `json:"user"`
+	Role string `json:"role"`
+	// UsageGPUSeconds is the attained service of their jobs submitted in
+	// the window, runs in progress included.
+	UsageGPUSeconds float64 `json:"usage_gpu_s"`
+	MaxGPUs         int     `json:"max_gpus"` // their cap; 0 none
+}
+
+// TeamSample is where the team stood at one time (one a minute).
+type TeamSample struct {
+	At            time.Time `json:"at"`
+	InUseGPUs     float64   `json:"in_use_gpus"`
+	BorrowedGPUs  float64   `json:"borrowed_gpus"`
+	GuaranteeGPUs int       `json:"guaranteed_gpus"`
+}
+
+// TeamTopic is what the team:<name> topic sends: the team's standing and
+// its unfinished jobs, running ones first, then waiting ones in queue
+// order.
+type TeamTopic struct {
+	Team  TeamShare      `json:"team"`
+	Queue []TeamQueueJob `json:"queue"`
+	// AsOf, while a job of the team runs, is when the figures were read:
+	// the standing and the queue are of the same moment.
+	AsOf *time.Time `json:"as_of,omitempty"`
+}
+
+// TeamQueueJob is one of the team's jobs and the priority queue it is in.
+type TeamQueueJob struct {
+	QueueJob
+	Queue int `json:"queue"`
+}

@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// Self-fencing. An agent that has not heard any server for longer than the
+// heartbeat timeout the server announced stops its own runs (SIGTERM, then
+// SIGKILL after the grace period), because by then the server may have
+// taken its machines for lost and will start their jobs elsewhere once the
+// timeout and the grace period have passed (docs/agents.md, "A job runs
+// once"). So a partition never leaves two copies of a job running.
+//
+// The agent reconnects more often than that timeout allows (maxBackoff),
+// so a server restart shorter than the timeout costs no run.
+
+// hear records that a server was heard now, and renews the watchdog's
+// lease to the heartbeat timeout from now. A silence longer than the
+// timeout is remembered: runs that ended within it were fenced.
+func (c *Client) hear() {
+	now := time.Now()
+	prev := time.Unix(0, c.heard.Swap(now.UnixNano()))
+	if t := time.Duration(c.timeout.Load()); t > 0 {
+		if now.Sub(prev) > t {
+			c.fmu.Lock()
+			c.fencedSpans = append(c.fencedSpans, [2]time.Time{prev.Add(t), now})
+			if len(c.fencedSpans) > 16 {
+				c.fencedSpans = c.fencedSpans[1:]
+			}
+			c.fmu.Unlock()
+		}
+		c.cfg.Watchdog.Lease(now.Add(t))
+	}
+}
+
+// fencedAt reports whether at fell in a time when runs were being fenced:
+// no server heard for longer than the timeout, now or in a silence since
+// ended. The watchdog's lease, renewed at most every fifth of a second,
+// may end that much earlier.
+func (c *Client) fencedAt(at time.Time) bool {
+	timeout := time.Duration(c.timeout.Load())
+	if timeout <= 0 {
+		return false
+	}
+	const slack = 250 * time.Millisecond
+	if at.Sub(time.Unix(0, c.heard.Load())) > timeout-slack {
+		return true
+	}
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	for _, s := range c.fencedSpans {
+		if !at.Before(s[0].Add(-slack)) && !at.After(s[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// fencing reports whether no server has been heard for longer than the
+// heartbeat timeout: runs are being stopped.
+func (c *Client) fencing() bool {
+	timeout := time.Duration(c.timeout.Load())
+	if timeout <= 0 {
+		return false
+	}
+	now := time.Now()
+	if d := c.cfg.Watchdog.Deadline(); !d.IsZero() && now.After(d) {
+		return true // the watchdog's lease, renewed less often, ran out first
+	}
+	return now.Sub(time.Unix(0, c.heard.Load())) > timeout
+}
+
+// maxBackoff is the longest wait between connection attempts: the
+// configured one, but at most a quarter of the heartbeat timeout once a
+// server announced one.
+func (c *Client) maxBackoff() time.Duration {
+	b := c.cfg.MaxBackoff
+	if t := time.Duration(c.timeout.Load()); t > 0 {
+		b = min(b, max(t/4, c.cfg.MinBackoff))
+	}
+	return b
+}
+
+// fenceEvery is how often the client checks whether it must fence.
+const fenceEvery = 200 * time.Millisecond
+
+// fence stops every run of every machine whenever no server has been heard
+// for longer than the heartbeat timeout, until ctx ends.
+func (c *Client) fence(ctx context.Context) {
+	tick := time.NewTicker(fenceEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !c.fencing() {
+			continue // heard lately, or never welcomed: no server can have given a run to anyone else
+		}
+		timeout := time.Duration(c.timeout.Load())
+		silent := time.Since(time.Unix(0, c.heard.Load()))
+		for _, n := range c.cfg.Nodes {
+			for _, ref := range n.Running() {
+				if n.fenced(ref) {
+					continue
+				}
+				c.cfg.Logger.Warn("no server heard for longer than the heartbeat timeout: stopping the run, which the server may start elsewhere",
+					"job", ref.Job, "run", ref.Run, "node", n.Name(), "silent", silent.Round(time.Millisecond), "timeout", timeout)
+				_ = n.Stop(ctx, ref)
+			}
+		}
+	}
+}
+
+// fenced reports whether ref was already stopped for fencing, and marks
+// it so: the warning is said once per run.
+func (a *Local) fenced(ref job.RunRef) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.runs[ref.Job]
+	if !ok || r.id != ref.Run {
+		return true
+	}
+	was := r.fenced
+	r.fenced = true
+	return was
+}

@@ -1,0 +1,144 @@
+package hub
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent/wire"
+)
+
+// Machine identity (docs/agents.md, "Joining machines"). An agent presents
+// a join token (an admin's, or the server's --agent-token) or the
+// credential of a machine it registered before. A machine not yet
+// registered is registered under the join token and gets a credential of
+// its own, which its agent keeps and presents from then on; a registered
+// machine must be presented with its credential. So a second agent that
+// uses a taken name is refused, and a token shared by many agents lets no
+// one take over another's machine.
+
+// MachineStore keeps join tokens and machines (models.Store, through the
+// serve command's adapter).
+type MachineStore interface {
+	// JoinToken returns the ID of the active join token token; an error
+	// wrapping ErrNotFound when it is none (or revoked, or expired).
+	JoinToken(ctx context.Context, token string, now time.Time) (id int64, err error)
+	// MachineCredential reports whether credential is a registered
+	// machine's.
+	MachineCredential(ctx context.Context, credential string) (bool, error)
+	// RegisterMachine registers a machine under the join token joinedWith
+	// (0: the server's --agent-token) and returns its new credential.
+	RegisterMachine(ctx context.Context, name string, joinedWith int64, now time.Time) (credential string, err error)
+	// CheckMachine returns nil when name is registered with credential,
+	// an error wrapping ErrNotFound when name is not registered, and one
+	// wrapping ErrWrongCredential when credential is not its own.
+	CheckMachine(ctx context.Context, name, credential string, now time.Time) error
+	// RemoveMachine forgets a machine's registration.
+	RemoveMachine(ctx context.Context, name string) error
+}
+
+// The errors a MachineStore wraps.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrWrongCredential = errors.New("the machine's credential does not match")
+)
+
+// Wrong agent tokens from one address: at most agentTokenFailures within
+// agentTokenWindow, then 429 until the window has passed.
+const (
+	agentTokenFailures = 10
+	agentTokenWindow   = 5 * time.Minute
+)
+
+// agentAuth is what an agent's bearer token proved.
+type agentAuth struct {
+	join    bool  // a join token: it may register new machines
+	tokenID int64 // the join token's ID; 0 for the server's --agent-token
+	machine bool  // a machine credential: only registered machines
+}
+
+// authenticate checks an agent's bearer token.
+func (h *Hub) authenticate(ctx context.Context, token string, now time.Time) (agentAuth, error) {
+	if token == "" {
+		return agentAuth{}, errors.New("no token")
+	}
+	if h.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.Token)) == 1 {
+		return agentAuth{join: true}, nil
+	}
+	if h.cfg.Machines == nil {
+		return agentAuth{}, errors.New("wrong token")
+	}
+	if id, err := h.cfg.Machines.JoinToken(ctx, token, now); err == nil {
+		return agentAuth{join: true, tokenID: id}, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return agentAuth{}, err
+	}
+	ok, err := h.cfg.Machines.MachineCredential(ctx, token)
+	if err != nil {
+		return agentAuth{}, err
+	}
+	if !ok {
+		return agentAuth{}, errors.New("wrong token")
+	}
+	return agentAuth{machine: true}, nil
+}
+
+// identify checks the machines of a hello against their credentials and
+// registers the new ones, returning their credentials. On error nothing
+// stays registered.
+func (h *Hub) identify(ctx context.Context, auth agentAuth, nodes []wire.Node) ([]wire.NodeCredential, error) {
+	ms := h.cfg.Machines
+	if ms == nil {
+		return nil, nil
+	}
+	now := time.Now()
+	var creds []wire.NodeCredential
+	undo := func() { h.unregisterMachines(ctx, creds) }
+	for _, n := range nodes {
+		err := ms.CheckMachine(ctx, n.Name, n.Credential, now)
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, ErrWrongCredential):
+			undo()
+			return nil, fmt.Errorf("machine name %s is taken by another machine (this agent lacks its credential): give this agent another --name; "+
+				"if this is that machine and its work folder was lost, an admin removes the old registration (gpuportal admin remove-machine %s)", n.Name, n.Name)
+		case !errors.Is(err, ErrNotFound):
+			undo()
+			return nil, fmt.Errorf("machine %s: %w", n.Name, err)
+		}
+		if !auth.join {
+			undo()
+			return nil, fmt.Errorf("machine %s is not registered: its agent must join with a join token (gpuportal admin create-join-token)", n.Name)
+		}
+		cred, err := ms.RegisterMachine(ctx, n.Name, auth.tokenID, now)
+		if err != nil {
+			undo()
+			return nil, fmt.Errorf("register machine %s: %w", n.Name, err)
+		}
+		h.log.Info("machine registered", "node", n.Name, "join_token", auth.tokenID)
+		creds = append(creds, wire.NodeCredential{Node: n.Name, Credential: cred})
+	}
+	return creds, nil
+}
+
+// unregisterMachines forgets machines registered for a hello that failed.
+func (h *Hub) unregisterMachines(ctx context.Context, creds []wire.NodeCredential) {
+	for _, c := range creds {
+		if err := h.cfg.Machines.RemoveMachine(context.WithoutCancel(ctx), c.Node); err != nil {
+			h.log.Error("undo a machine's registration", "node", c.Node, "err", err)
+		}
+	}
+}
+
+// clientAddr is the host part of a remote address, the key of the wrong
+// token limit.
+func clientAddr(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}

@@ -1,0 +1,182 @@
+// Package usage computes, in one place, the figures of what jobs consume
+// that the portal shows in many (a job's page, the API, the queues, the
+// teams, the live stream, /metrics, the CLI): a job's executed time and
+// attained service including the run in progress, the GPUs jobs and teams
+// hold with a shared GPU counted by the share each of its jobs holds, and
+// which jobs borrow GPUs beyond their team's guarantee.
+package usage
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// Service is what a job has consumed over its runs: the seconds it ran
+// and the service it attained, GPUs held x seconds run (GPU-seconds).
+type Service struct {
+	ExecutedS  float64
+	GPUSeconds float64
+}
+
+// Current is a job's service at now: ended, the service of its ended
+// runs, plus, while a run is in progress (runningSince not nil), that
+// run's on gpus GPUs. A run that starts after now adds nothing.
+func Current(ended Service, gpus int, runningSince *time.Time, now time.Time) Service {
+	if runningSince == nil {
+		return ended
+	}
+	ran := now.Sub(*runningSince).Seconds()
+	if ran <= 0 {
+		return ended
+	}
+	return Service{ExecutedS: ended.ExecutedS + ran, GPUSeconds: ended.GPUSeconds + ran*float64(max(gpus, 0))}
+}
+
+// Run is a running job as the GPU count sees it.
+type Run struct {
+	Job  int64
+	Team string
+	// GPUs names the GPUs it runs on ("node:index"), each once.
+	GPUs []string
+	// Sharing: the job may share its GPU (Salus); Fraction, in (0, 1),
+	// is the share of a GPU it asked for, 0 when it asked for none.
+	Sharing  bool
+	Fraction float64
+	// Since is when the run began: a team's earlier runs fill its
+	// guarantee first.
+	Since time.Time
+	// Beyond: the scheduler counted the job beyond its team's guarantee
+	// (sched.Decisions.Borrowed), so it comes after the team's others.
+	Beyond bool
+}
+
+// Figures are the GPUs held by running jobs and teams at one moment.
+// The zero value holds nothing.
+type Figures struct {
+	held     map[int64]float64
+	borrowed map[int64]bool
+	teams    map[string]Standing
+	inUse    float64
+}
+
+// Standing is where a team stands: the GPUs its running jobs hold, its
+// guarantee, and how far beyond it the team runs.
+type Standing struct {
+	InUseGPUs     float64
+	GuaranteeGPUs int
+	// BorrowedGPUs is max(0, InUseGPUs - GuaranteeGPUs).
+	BorrowedGPUs float64
+}
+
+// eps absorbs the rounding of sums of fractions (three thirds).
+const eps = 1e-9
+
+// round drops what the sums of fractions add beyond the ninth decimal,
+// so that seven sevenths of a GPU are one GPU, not 1.0000000000000002.
+func round(x float64) float64 { return math.Round(x*1e9) / 1e9 }
+
+// Of computes the figures of runs, with each team's guaranteed GPUs
+// (a team not in guarantees has none).
+//
+// On each GPU, a job that does not share holds the whole GPU, a sharing
+// job that asked for fraction f holds f, and one that did not holds
+// 1/n of it, n the jobs on the GPU; where these add up to more than one
+// GPU, each is scaled down so that they add up to one. So the GPUs held
+// never exceed the GPUs the jobs run on.
+//
+// A team's runs fill its guarantee in order (those the scheduler counts
+// within it first, then the earliest started); a job borrows when the
+// GPUs held so far, its own included, pass the guarantee. So a job
+// borrows only when its team is over its guarantee.
+func Of(runs []Run, guarantees map[string]int) Figures {
+	f := Figures{held: make(map[int64]float64, len(runs)), borrowed: make(map[int64]bool),
+		teams: make(map[string]Standing)}
+	onGPU := make(map[string][]int) // GPU -> indices into runs
+	for i, r := range runs {
+		for _, g := range r.GPUs {
+			onGPU[g] = append(onGPU[g], i)
+		}
+	}
+	for _, idx := range onGPU {
+		shares := make([]float64, len(idx))
+		sum := 0.0
+		for k, i := range idx {
+			r := &runs[i]
+			switch {
+			case !r.Sharing:
+				shares[k] = 1
+			case r.Fraction > 0 && r.Fraction < 1:
+				shares[k] = r.Fraction
+			default:
+				shares[k] = 1 / float64(len(idx))
+			}
+			sum += shares[k]
+		}
+		for k, i := range idx {
+			if sum > 1 {
+				shares[k] /= sum
+			}
+			f.held[runs[i].Job] += shares[k]
+		}
+	}
+	order := make([]int, len(runs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		ra, rb := &runs[a], &runs[b]
+		if c := cmp.Compare(ra.Team, rb.Team); c != 0 {
+			return c
+		}
+		if ra.Beyond != rb.Beyond {
+			if rb.Beyond {
+				return -1
+			}
+			return 1
+		}
+		if c := ra.Since.Compare(rb.Since); c != 0 {
+			return c
+		}
+		return cmp.Compare(ra.Job, rb.Job)
+	})
+	for _, i := range order {
+		r := &runs[i]
+		t := f.teams[r.Team]
+		t.GuaranteeGPUs = guarantees[r.Team]
+		t.InUseGPUs += f.held[r.Job]
+		if t.InUseGPUs > float64(t.GuaranteeGPUs)+eps {
+			f.borrowed[r.Job] = true
+		}
+		f.teams[r.Team] = t
+		f.inUse += f.held[r.Job]
+	}
+	for name, t := range f.teams {
+		t.InUseGPUs = round(t.InUseGPUs)
+		if t.InUseGPUs > float64(t.GuaranteeGPUs)+eps {
+			t.BorrowedGPUs = round(t.InUseGPUs - float64(t.GuaranteeGPUs))
+		}
+		f.teams[name] = t
+	}
+	f.inUse = round(f.inUse)
+	for name, g := range guarantees {
+		if _, ok := f.teams[name]; !ok {
+			f.teams[name] = Standing{GuaranteeGPUs: g}
+		}
+	}
+	return f
+}
+
+// Held is the GPUs job id holds; 0 when it does not run.
+func (f Figures) Held(id int64) float64 { return f.held[id] }
+
+// Borrowed reports whether job id runs beyond its team's guarantee.
+func (f Figures) Borrowed(id int64) bool { return f.borrowed[id] }
+
+// Team is where team stands; a team with no running job and no
+// guarantee given to Of holds nothing.
+func (f Figures) Team(team string) Standing { return f.teams[team] }
+
+// InUseGPUs is the GPUs all running jobs hold.
+func (f Figures) InUseGPUs() float64 { return f.inUse }

@@ -1,0 +1,82 @@
+package models_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/models/modelstest"
+)
+
+// TestRunsAreRecorded: every start is a numbered run in the runs table,
+// closed with how it ended; a run resumed after its machine came back is
+// the same run, reopened.
+func TestRunsAreRecorded(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		j := &models.Job{Name: "r", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: t0}
+		if err := s.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		run1, err := s.MarkStarted(ctx, j.ID, []string{"a1:0"}, t0.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run1}, models.JobQueued, nil, "requeued: node a1 lost", t0.Add(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		// a1 comes back still running run 1: resumed.
+		if err := s.MarkResumed(ctx, job.RunRef{Job: j.ID, Run: run1}, []string{"a1:0"}, "resumed", t0.Add(12*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkResumed(ctx, job.RunRef{Job: j.ID, Run: run1}, []string{"a1:0"}, "resumed", t0.Add(12*time.Second)); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("resume a running job: err = %v, want ErrConflict", err)
+		}
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run1}, models.JobPreempted, nil, "preempted", t0.Add(20*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		run2, err := s.MarkStarted(ctx, j.ID, []string{"a2:0"}, t0.Add(30*time.Second))
+		if err != nil || run2 != run1+1 {
+			t.Fatalf("second start: run %d, err %v", run2, err)
+		}
+		if err := s.MarkResumed(ctx, job.RunRef{Job: j.ID, Run: run1}, []string{"a1:0"}, "resumed", t0.Add(31*time.Second)); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("resume a replaced run: err = %v, want ErrConflict", err)
+		}
+		code := 0
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run2}, models.JobSucceeded, &code, "", t0.Add(40*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := s.Runs(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 2 {
+			t.Fatalf("runs = %+v, want 2", rs)
+		}
+		if r := rs[0]; r.Run != 1 || r.State != models.JobPreempted || r.EndedAt == nil || !r.EndedAt.Equal(t0.Add(20*time.Second)) || r.Placement != "a1:0" {
+			t.Errorf("run 1 = %+v, want preempted at +20s on a1:0", r)
+		}
+		if r := rs[1]; r.Run != 2 || r.State != models.JobSucceeded || r.ExitCode == nil || *r.ExitCode != 0 || r.Placement != "a2:0" {
+			t.Errorf("run 2 = %+v, want succeeded with code 0 on a2:0", r)
+		}
+		es, err := s.JobEvents(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := es[len(es)-1]; last.Run != 2 || last.State != models.JobSucceeded {
+			t.Errorf("last event = %+v, want run 2 succeeded", last)
+		}
+		got, err := s.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 1..10 s, 12..20 s and 30..40 s.
+		if got.ExecutedS != 27 {
+			t.Errorf("executed %v s, want 27", got.ExecutedS)
+		}
+	})
+}

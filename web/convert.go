@@ -1,0 +1,199 @@
+package web
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/core/usage"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// The converters from the store's and the engine's values to the api
+// types: one per entity, each computing the entity's derived figures
+// from a moment, so that a page, the API, a topic and the CLI that show
+// the same figure show the same number.
+
+// moment is what the portal knows at one instant: the unfinished jobs,
+// the teams, and the figures derived from them (core/usage). A request
+// or a published update reads one moment and converts everything it
+// shows from it.
+type moment struct {
+	now        time.Time
+	unfinished []models.Job
+	teams      []models.Team
+	fair       map[string]sched.TeamShare // the last pass's fair-share standing
+	figures    usage.Figures
+}
+
+// moment reads the store and the engine once.
+func (s *Server) moment(ctx context.Context) (*moment, error) {
+	js, err := s.cfg.Store.UnfinishedJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.cfg.Store.Teams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return newMoment(s.cfg.Now(), js, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed), nil
+}
+
+// newMoment derives the figures of now from the unfinished jobs and the
+// teams; fair is the last scheduling pass's standing of the teams, and
+// beyond tells the jobs that pass counted beyond their team's guarantee.
+func newMoment(now time.Time, unfinished []models.Job, teams []models.Team, fair []sched.TeamShare, beyond func(id int64) bool) *moment {
+	m := &moment{now: now, unfinished: unfinished, teams: teams, fair: make(map[string]sched.TeamShare, len(fair))}
+	for _, sh := range fair {
+		m.fair[sh.Name] = sh
+	}
+	guarantees := make(map[string]int, len(teams))
+	for _, t := range teams {
+		guarantees[t.Name] = t.GuaranteeGPUs
+	}
+	var runs []usage.Run
+	for i := range unfinished {
+		j := &unfinished[i]
+		if j.State != job.Running {
+			continue
+		}
+		r := usage.Run{Job: j.ID, Team: j.Team, GPUs: j.Placement, Sharing: j.Sharing, Fraction: j.GPUFraction, Beyond: beyond(j.ID)}
+		if j.LastStartAt != nil {
+			r.Since = *j.LastStartAt
+		}
+		runs = append(runs, r)
+	}
+	m.figures = usage.Of(runs, guarantees)
+	return m
+}
+
+// job converts j with the figures of m. The engine's live details (lane,
+// resources, estimated start) are added by Server.jobOf.
+func (m *moment) job(j *models.Job) api.Job {
+	sv := j.Service(m.now)
+	out := api.Job{
+		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: j.State,
+		Reason: j.Reason, Command: j.Command, GPUMemGB: float64(j.GPUMemMiB) / 1024,
+		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
+		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: sv.ExecutedS,
+		AttainedService: sv.GPUSeconds, Preemptions: j.Preemptions,
+		Model: j.Model, Queue: j.QueueIndex, Failures: j.Failures, RetryAt: j.RetryAt, Held: j.Held(),
+		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
+		CPUProfile: declaredProfileJSON(j),
+	}
+	if j.State == job.Running {
+		now := m.now
+		out.AsOf = &now
+		out.HeldGPUs = m.figures.Held(j.ID)
+		out.Borrowed = m.figures.Borrowed(j.ID)
+	}
+	if out.Placement == nil {
+		out.Placement = []string{}
+	}
+	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
+		out.MemoryEstimate = &api.MemoryEstimate{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
+	}
+	if len(j.Command) == 0 {
+		out.Sim = &api.SimSpec{DurationS: j.SimDuration}
+	}
+	if j.FinishedAt != nil {
+		jct := j.JCT().Seconds()
+		out.JCTS = &jct
+	}
+	return out
+}
+
+// jobOf is j as the API and the job:<id> topic show it: its figures as of
+// m, and while it runs its lane and resources, while it waits its
+// estimated start.
+func (s *Server) jobOf(m *moment, j *models.Job) api.Job {
+	out := m.job(j)
+	if j.Sharing && j.State == job.Running {
+		out.Lane = s.jobLane(j.ID)
+	}
+	if j.State == job.Running {
+		out.Resources = s.jobResources(j.ID)
+	}
+	if j.State.Waiting() {
+		if t, ok := s.cfg.Engine.EstimatedStart(j.ID); ok {
+			out.EstimatedStartAt = &t
+		}
+	}
+	return out
+}
+
+// queueJob converts j for a queue; visible says whether the viewer may
+// see its name, user and reason.
+func (m *moment) queueJob(j *models.Job, visible bool) api.QueueJob {
+	sv := j.Service(m.now)
+	out := api.QueueJob{ID: j.ID, Team: j.Team, GPUs: j.GPUs, State: j.State, ExecutedS: sv.ExecutedS,
+		AttainedService: sv.GPUSeconds, Borrowed: m.figures.Borrowed(j.ID)}
+	if visible {
+		out.Name, out.User, out.Reason = j.Name, j.User, j.Reason
+	}
+	return out
+}
+
+// teamShare converts t: its GPUs from m's figures, its fair-share
+// factor from the last scheduling pass (1 before the first).
+func (m *moment) teamShare(t models.Team) api.TeamShare {
+	st := m.figures.Team(t.Name)
+	out := api.TeamShare{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight, MaxGPUsPerUser: t.MaxGPUsPerUser,
+		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1}
+	if sh, ok := m.fair[t.Name]; ok {
+		out.UsageGPUSeconds, out.Entitlement, out.UsageShare, out.Factor = sh.UsageGPUSeconds, sh.Entitlement, sh.UsageShare, sh.Factor
+	}
+	return out
+}
+
+// teamShares is every team's standing at m.
+func (m *moment) teamShares() []api.TeamShare {
+	out := make([]api.TeamShare, 0, len(m.teams))
+	for _, t := range m.teams {
+		out = append(out, m.teamShare(t))
+	}
+	return out
+}
+
+// pointOf converts a GPU reading.
+func pointOf(p telemetry.Point) api.Point {
+	out := api.Point{T: p.T, MemUsedMiB: p.MemUsedMiB, MemMiB: p.MemMiB, UtilPct: p.UtilPct,
+		Jobs: make([]api.PointJob, len(p.Jobs)), PowerW: p.PowerW, TempC: p.TempC}
+	for i, j := range p.Jobs {
+		out.Jobs[i] = api.PointJob{JobID: j.JobID, MemMiB: j.MemMiB}
+	}
+	return out
+}
+
+// pointsOf converts GPU readings; never nil.
+func pointsOf(ps []telemetry.Point) []api.Point {
+	out := make([]api.Point, len(ps))
+	for i, p := range ps {
+		out[i] = pointOf(p)
+	}
+	return out
+}
+
+// jobMemoryOf converts a job's memory readings; never nil.
+func jobMemoryOf(ps []telemetry.JobPoint) []api.JobMemory {
+	out := make([]api.JobMemory, len(ps))
+	for i, p := range ps {
+		out[i] = api.JobMemory{T: p.T, Node: p.GPU.Node, GPU: p.GPU.Index, MemMiB: p.MemMiB}
+	}
+	return out
+}
+
+// fmtGPUs writes a number of GPUs as a person reads it, to the hundredth
+// (as static/history.js does): 3, 2.5, 0.33.
+func fmtGPUs(n float64) string {
+	r := math.Round(n*100) / 100
+	if r == 0 {
+		r = 0 // not -0
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}

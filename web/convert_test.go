@@ -1,0 +1,165 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+
+// TestMomentFigures: every converter reads the same figures from one
+// moment: service including the run in progress, GPUs held by share,
+// borrowed only beyond a team's guarantee.
+func TestMomentFigures(t *testing.T) {
+	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
+	ago := func(s int) *time.Time { t := now.Add(-time.Duration(s) * time.Second); return &t }
+	jobs := []models.Job{
+		// A whole 2-GPU job in its second run: 10 s before, 30 s now.
+		{ID: 1, Team: "vision", GPUs: 2, State: job.Running, Placement: models.Strings{"n:0", "n:1"},
+			LastStartAt: ago(30), ExecutedS: 10, AttainedService: 20},
+		// Three sharing jobs on one GPU.
+		{ID: 2, Team: "vision", GPUs: 1, State: job.Running, Sharing: true, Placement: models.Strings{"n:2"}, LastStartAt: ago(5)},
+		{ID: 3, Team: "nlp", GPUs: 1, State: job.Running, Sharing: true, Placement: models.Strings{"n:2"}, LastStartAt: ago(5)},
+		{ID: 4, Team: "nlp", GPUs: 1, State: job.Running, Sharing: true, GPUFraction: 0.25, Placement: models.Strings{"n:2"}, LastStartAt: ago(5)},
+		// nlp's whole job beyond its guarantee of 1.
+		{ID: 5, Team: "nlp", GPUs: 1, State: job.Running, Placement: models.Strings{"n:3"}, LastStartAt: ago(1)},
+		// A preempted job keeps what it ran.
+		{ID: 6, Team: "vision", GPUs: 4, State: job.Preempted, ExecutedS: 7, AttainedService: 28, LastStartAt: ago(100)},
+	}
+	teams := []models.Team{{Name: "vision", GuaranteeGPUs: 3, Weight: 1}, {Name: "nlp", GuaranteeGPUs: 1, Weight: 1}}
+	m := newMoment(now, jobs, teams, nil, func(int64) bool { return false })
+
+	for _, tc := range []struct {
+		id                 int64
+		executed, attained float64
+		held               float64
+		borrowed           bool
+	}{
+		{1, 40, 80, 2, false},
+		{2, 5, 5, 1.0 / 3, false}, // 1/3: three jobs on its GPU
+		{3, 5, 5, 1.0 / 3, false}, // nlp: 1/3 + 0.25 within 1
+		{4, 5, 5, 0.25, false},    // its fraction
+		{5, 1, 1, 1, true},        // nlp: 7/12 + 1 > 1
+		{6, 7, 28, 0, false},      // not running: no current run
+	} {
+		j := &jobs[tc.id-1]
+		aj, qj := m.job(j), m.queueJob(j, true)
+		if !near(aj.ExecutedS, tc.executed) || !near(aj.AttainedService, tc.attained) {
+			t.Errorf("job %d: executed %v, attained %v; want %v, %v", tc.id, aj.ExecutedS, aj.AttainedService, tc.executed, tc.attained)
+		}
+		if qj.ExecutedS != aj.ExecutedS || qj.AttainedService != aj.AttainedService || qj.Borrowed != aj.Borrowed {
+			t.Errorf("job %d: queue entry %+v disagrees with the job %+v", tc.id, qj, aj)
+		}
+		if !near(aj.HeldGPUs, tc.held) || aj.Borrowed != tc.borrowed {
+			t.Errorf("job %d: holds %v, borrowed %v; want %v, %v", tc.id, aj.HeldGPUs, aj.Borrowed, tc.held, tc.borrowed)
+		}
+		if (aj.AsOf != nil) != (j.State == job.Running) {
+			t.Errorf("job %d (%s): as_of %v", tc.id, j.State, aj.AsOf)
+		}
+	}
+	total := 0.0
+	for _, ts := range m.teamShares() {
+		total += ts.InUseGPUs
+		if ts.BorrowedGPUs > 0 != (ts.InUseGPUs > float64(ts.GuaranteeGPUs)) {
+			t.Errorf("team %s: %v in use, %d guaranteed, %v borrowed", ts.Name, ts.InUseGPUs, ts.GuaranteeGPUs, ts.BorrowedGPUs)
+		}
+	}
+	// 2 + 1 + (1/3 + 1/3 + 1/4): within the 4 GPUs they run on.
+	if want := 3 + 11.0/12; !near(total, want) || !near(m.figures.InUseGPUs(), want) {
+		t.Errorf("teams hold %v GPUs, jobs %v; want %v", total, m.figures.InUseGPUs(), want)
+	}
+	if v, n := m.teamShare(teams[0]), m.teamShare(teams[1]); !near(v.InUseGPUs, 7.0/3) || v.BorrowedGPUs != 0 ||
+		!near(n.InUseGPUs, 1+7.0/12) || !near(n.BorrowedGPUs, 7.0/12) {
+		t.Errorf("vision %+v, nlp %+v", v, n)
+	}
+}
+
+func TestFmtGPUs(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 3: "3", 2.5: "2.5", 1.0 / 3: "0.33", 2.999999999: "3", 0.125: "0.13", -0.0001: "0"} {
+		if got := fmtGPUs(in); got != want {
+			t.Errorf("fmtGPUs(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRunningJobFiguresAgree runs a job for 30 s (by its start time) and
+// reads its executed time and attained service from the API, its page,
+// the queues and its team's page: all include the run in progress.
+func TestRunningJobFiguresAgree(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	start := time.Now().Add(-30 * time.Second)
+	j := &models.Job{Name: "j", Team: "vision", User: "alice", GPUs: 2, SimDuration: 600, SubmittedAt: start}
+	if err := ts.store.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.store.MarkStarted(ctx, j.ID, []string{"n:0", "n:1"}, start); err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, got, want, slack float64) {
+		t.Helper()
+		if got < want || got > want+slack {
+			t.Errorf("%s = %v, want %v to %v", what, got, want, want+slack)
+		}
+	}
+
+	var aj api.Job
+	if rec := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", j.ID), ""); rec.Code != http.StatusOK ||
+		json.Unmarshal(rec.Body.Bytes(), &aj) != nil {
+		t.Fatalf("GET job: %d %s", rec.Code, rec.Body)
+	}
+	within("API executed_s", aj.ExecutedS, 30, 5)
+	within("API attained_service_gpu_s", aj.AttainedService, 60, 10)
+	if aj.HeldGPUs != 2 || aj.Borrowed || aj.AsOf == nil {
+		t.Errorf("API: held %v, borrowed %v, as_of %v; want 2 GPUs within vision's guarantee of 2", aj.HeldGPUs, aj.Borrowed, aj.AsOf)
+	}
+
+	page := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/jobs/%d", j.ID), "").Body.String()
+	m := regexp.MustCompile(`id="job-attained">(\d+) GPU-seconds<`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("job page has no attained service:\n%s", page)
+	}
+	a, _ := strconv.ParseFloat(m[1], 64)
+	within("page's attained service", a, 60, 10)
+	if !regexp.MustCompile(`id="job-executed">(3\d)s<`).MatchString(page) {
+		t.Errorf("job page's executed time is not 30-39s")
+	}
+
+	var q api.Queues
+	if rec := ts.do(t, "alice", http.MethodGet, "/api/v1/queues", ""); json.Unmarshal(rec.Body.Bytes(), &q) != nil || len(q.Queues[0].Jobs) != 1 {
+		t.Fatalf("queues: %s", rec.Body)
+	}
+	within("queues' attained service", q.Queues[0].Jobs[0].AttainedService, 60, 10)
+
+	var team api.Team
+	if rec := ts.do(t, "alice", http.MethodGet, "/api/v1/teams/vision", ""); json.Unmarshal(rec.Body.Bytes(), &team) != nil {
+		t.Fatalf("team: %s", rec.Body)
+	}
+	if team.InUseGPUs != 2 || team.BorrowedGPUs != 0 || len(team.Members) == 0 || team.Members[0].User != "alice" {
+		t.Fatalf("team = %+v", team)
+	}
+	within("alice's usage on the team page", team.Members[0].UsageGPUSeconds, 60, 10)
+}
+
+// TestEmptyListsAreArrays: a list with nothing in it is [], never null.
+func TestEmptyListsAreArrays(t *testing.T) {
+	ts := newTestServer(t) // no machine is connected
+	for _, path := range []string{"/api/v1/gpus", "/api/v1/jobs?state=running", "/api/v1/nodes"} {
+		rec := ts.do(t, "alice", http.MethodGet, path, "")
+		if got := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusOK || got != "[]" {
+			t.Errorf("GET %s: %d %s; want 200 []", path, rec.Code, got)
+		}
+	}
+}
