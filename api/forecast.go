@@ -18,7 +18,7 @@ const (
 	// ForecastNever: the job cannot start while the cluster, its team's
 	// caps and its user's are as they are; Reason says why.
 	ForecastNever = "never"
-	// ForecastHeld: the job is held until cancelled (see its reason).
+	// ForecastHeld: the job is held (its reason says why and until when).
 	ForecastHeld = "held"
 	// ForecastUnknown: no forecast could be made; Reason says why.
 	ForecastUnknown = "unknown"
@@ -128,7 +128,7 @@ func (f *Forecast) Text(now time.Time, loc *time.Location) string {
 	case ForecastNever:
 		return "never: " + f.Reason
 	case ForecastHeld:
-		return "never: held until cancelled (see its reason)"
+		return "never while held (its reason says until when)"
 	}
 	if f.Reason != "" {
 		return "unknown: " + f.Reason

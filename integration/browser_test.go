@@ -26,8 +26,15 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// newTab starts a headless Chromium and returns a context for its first tab.
+// newTab starts a headless Chromium and returns a context for its first
+// tab, which ends after 90 seconds.
 func newTab(t *testing.T) context.Context {
+	t.Helper()
+	return newTabFor(t, 90*time.Second)
+}
+
+// newTabFor is newTab for a test that needs the browser for d.
+func newTabFor(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
@@ -42,7 +49,7 @@ func newTab(t *testing.T) context.Context {
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTime := context.WithTimeout(ctx, d)
 	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
 	return ctx
 }

@@ -500,7 +500,11 @@ func TestFaultDatabaseStopped(t *testing.T) {
 		traceStarted(t, traces, id, "")
 	}
 	pg.stop()
-	time.Sleep(dbDown)
+	down := dbDown
+	if d, err := time.ParseDuration(os.Getenv("GPUPORTAL_DB_DOWN")); err == nil && d > 0 {
+		down = d // by hand: the 20 s
+	}
+	time.Sleep(down)
 	pg.start()
 	eventually(t, 60*time.Second, "the server to lead again", func() bool { return role(base) == "leader" })
 	alice = newAPI(t, base, "alice", "dev")
@@ -516,6 +520,7 @@ func TestFaultDatabaseStopped(t *testing.T) {
 
 // dbDown is how long TestFaultDatabaseStopped keeps the database down:
 // longer than the heartbeat timeout, so runs are fenced and requeued.
+// GPUPORTAL_DB_DOWN sets another time (GPUPORTAL_DB_DOWN=20s).
 const dbDown = 8 * time.Second
 
 // supervisor runs the gpuportal binary with args again each time it

@@ -60,7 +60,11 @@ type server struct {
 // waits until it listens. The server is stopped when t ends.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	all := append([]string{"serve", "--dev", "--addr", "127.0.0.1:0", "--log-level", "debug"}, args...)
+	all := []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--log-level", "debug"}
+	if os.Geteuid() == 0 {
+		all = append(all, "--run-as", "root") // jobs never run as root unless asked
+	}
+	all = append(all, args...)
 	s := &server{t: t, cmd: exec.Command(binary, all...), done: make(chan struct{})}
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {

@@ -49,3 +49,55 @@ echo "done at step $i"`
 		t.Errorf("output does not show a resume from the checkpoint:\n%s", log)
 	}
 }
+
+// TestPreemptorWaitsForTheCheckpoint: the victim of a preemption takes
+// 1.5 s to save its checkpoint after SIGTERM; the job that preempted it
+// starts on its GPU only once it has exited (the traces show no moment
+// with both on the GPU), and /metrics reports the handover.
+func TestPreemptorWaitsForTheCheckpoint(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := startServer(t, "--data", data, "--sim-gpus", "1x1x80", "--thresholds", "3", "--grace", "5s")
+	a := newAPI(t, srv.URL, "alice", "dev")
+	victim := tracedJob(traces, 200)
+	victim[2] = `trap 'sleep 1.5; exit 143' TERM; ` + victim[2]
+	long := submit(t, a, map[string]any{"name": "victim", "gpus": 1, "command": victim})
+	traceStarted(t, traces, long, "")
+	time.Sleep(4 * time.Second) // past 3 GPU-seconds: demoted to queue 1
+	short := submit(t, a, map[string]any{"name": "preemptor", "gpus": 1, "command": tracedJob(traces, 8)})
+	a.waitState(short, 60*time.Second, "succeeded")
+	spans := checkTraces(t, traces)
+	var v, p *runSpan
+	for _, s := range spans {
+		switch {
+		case s.job == long && v == nil:
+			v = s
+		case s.job == short:
+			p = s
+		}
+	}
+	if v == nil || p == nil {
+		t.Fatalf("traces: %v", spans)
+	}
+	if gap := p.first.Sub(v.last); gap < time.Second {
+		t.Errorf("the preemptor started %v after the victim's last line; want after its 1.5 s checkpoint", gap)
+	}
+	m := metricsText(t, srv.URL)
+	if !strings.Contains(m, "gpuportal_handover_seconds_count 1") {
+		t.Errorf("/metrics lacks the handover:\n%s", grepLines(m, "handover"))
+	}
+	t.Logf("handover: %s; victim's last line %s, preemptor's first %s", grepLines(m, "handover_seconds_sum"),
+		v.last.Format("15:04:05.000"), p.first.Format("15:04:05.000"))
+	if j := a.job(long); j.Preemptions != 1 {
+		t.Errorf("victim preemptions = %d, want 1", j.Preemptions)
+	}
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

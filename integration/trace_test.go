@@ -42,8 +42,9 @@ type traceLine struct {
 	gpus     []string
 }
 
-// runSpan is what the trace files show of one run: when it was seen first
-// and last, where, and by which processes.
+// runSpan is what the trace files show of one run's part on one machine
+// (a job on several machines runs one part on each): when it was seen
+// first and last, where, and by which processes.
 type runSpan struct {
 	job, run    int64
 	first, last time.Time
@@ -65,7 +66,11 @@ func readTraces(t *testing.T, dir string) []*runSpan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spans := make(map[[2]int64]*runSpan)
+	type key struct {
+		job, run int64
+		node     string
+	}
+	spans := make(map[key]*runSpan)
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
@@ -77,7 +82,7 @@ func readTraces(t *testing.T, dir string) []*runSpan {
 			if !ok {
 				continue // a line cut short by a kill
 			}
-			k := [2]int64{l.job, l.run}
+			k := key{l.job, l.run, l.node}
 			s := spans[k]
 			if s == nil {
 				s = &runSpan{job: l.job, run: l.run, first: l.at, node: l.node, gpus: l.gpus, pids: map[int]bool{}}
@@ -102,7 +107,10 @@ func readTraces(t *testing.T, dir string) []*runSpan {
 		if out[a].job != out[b].job {
 			return out[a].job < out[b].job
 		}
-		return out[a].run < out[b].run
+		if out[a].run != out[b].run {
+			return out[a].run < out[b].run
+		}
+		return out[a].node < out[b].node
 	})
 	return out
 }
@@ -140,6 +148,9 @@ func traceViolations(spans []*runSpan) []string {
 		for _, b := range spans[i+1:] {
 			if !overlaps(a, b) {
 				continue
+			}
+			if a.job == b.job && a.run == b.run {
+				continue // two parts of one run, on two machines
 			}
 			if a.job == b.job {
 				out = append(out, fmt.Sprintf("job %d ran twice at once: %s and %s", a.job, a, b))
@@ -194,6 +205,8 @@ func TestTraceViolations(t *testing.T) {
 		{"two jobs on one GPU", []*runSpan{span(1, 1, "a", "0", 0, 10), span(2, 1, "a", "0", 9, 20)}, 1},
 		{"two jobs on two GPUs", []*runSpan{span(1, 1, "a", "0", 0, 10), span(2, 1, "a", "1", 0, 10)}, 0},
 		{"same GPU index on two machines", []*runSpan{span(1, 1, "a", "0", 0, 10), span(2, 1, "b", "0", 0, 10)}, 0},
+		{"one run's parts on two machines", []*runSpan{span(1, 1, "a", "0", 0, 10), span(1, 1, "b", "0", 0, 10)}, 0},
+		{"a part of an old run beside the new run", []*runSpan{span(1, 1, "a", "0", 0, 10), span(1, 1, "b", "0", 0, 14), span(1, 2, "c", "0", 12, 20)}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// SetPassword replaces a user's password and ends their sessions.
+// SetPassword replaces a user's password and ends their sessions and API
+// tokens: whoever knew the old password may have made either.
 func (s *Store) SetPassword(ctx context.Context, name, password string) error {
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
 	if err != nil {
@@ -24,11 +25,19 @@ func (s *Store) SetPassword(ctx context.Context, name, password string) error {
 		if err := tx.Model(u).Update("password_hash", string(hash)).Error; err != nil {
 			return fmt.Errorf("set password of %s: %w", name, err)
 		}
-		if err := tx.Where("user_id = ?", u.ID).Delete(&Session{}).Error; err != nil {
-			return fmt.Errorf("end sessions of %s: %w", name, err)
-		}
-		return nil
+		return endCredentials(tx, u)
 	})
+}
+
+// endCredentials deletes u's sessions and API tokens.
+func endCredentials(tx *gorm.DB, u *User) error {
+	if err := tx.Where("user_id = ?", u.ID).Delete(&Session{}).Error; err != nil {
+		return fmt.Errorf("end sessions of %s: %w", u.Name, err)
+	}
+	if err := tx.Where("user_id = ?", u.ID).Delete(&APIToken{}).Error; err != nil {
+		return fmt.Errorf("revoke API tokens of %s: %w", u.Name, err)
+	}
+	return nil
 }
 
 // SetRole changes a user's role and team. A lead or researcher needs a team.
@@ -67,8 +76,8 @@ func userByName(tx *gorm.DB, name string) (*User, error) {
 
 // CreateTeam adds a team with a guarantee of guaranteeGPUs.
 func (s *Store) CreateTeam(ctx context.Context, name string, guaranteeGPUs int) (*Team, error) {
-	if name == "" {
-		return nil, errors.New("create team: name is empty")
+	if err := CheckName(name); err != nil {
+		return nil, fmt.Errorf("create team: name %w: %w", err, ErrInvalid)
 	}
 	if guaranteeGPUs < 0 {
 		return nil, fmt.Errorf("create team %s: guarantee must not be negative", name)

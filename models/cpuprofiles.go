@@ -8,7 +8,6 @@ import (
 
 	"gorm.io/gorm/clause"
 
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/core/trace"
 )
@@ -52,7 +51,7 @@ func parseCurve(s string) (synergy.Curve, error) {
 
 // SaveCPUProfile keeps a measured profile of model at batch size batch,
 // replacing an earlier one (engine.ProfileStore).
-func (s *Store) SaveCPUProfile(ctx context.Context, lp engine.LearnedProfile) error {
+func (s *Store) SaveCPUProfile(ctx context.Context, lp synergy.LearnedProfile) error {
 	r := CPUProfile{Model: strings.ToLower(lp.Model), Batch: lp.Batch, Family: lp.Profile.Family,
 		CPUCurve: formatCurve(lp.Profile.CPU), MemCurve: formatCurve(lp.Profile.Mem), JobID: lp.JobID, MeasuredAt: lp.At}
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{UpdateAll: true}).Create(&r).Error
@@ -63,12 +62,12 @@ func (s *Store) SaveCPUProfile(ctx context.Context, lp engine.LearnedProfile) er
 }
 
 // CPUProfiles returns every measured profile (engine.ProfileStore).
-func (s *Store) CPUProfiles(ctx context.Context) ([]engine.LearnedProfile, error) {
+func (s *Store) CPUProfiles(ctx context.Context) ([]synergy.LearnedProfile, error) {
 	var rs []CPUProfile
 	if err := s.db.WithContext(ctx).Order("model, batch").Find(&rs).Error; err != nil {
 		return nil, fmt.Errorf("read CPU profiles: %w", err)
 	}
-	out := make([]engine.LearnedProfile, 0, len(rs))
+	out := make([]synergy.LearnedProfile, 0, len(rs))
 	for _, r := range rs {
 		cpu, err := parseCurve(r.CPUCurve)
 		if err != nil {
@@ -78,7 +77,7 @@ func (s *Store) CPUProfiles(ctx context.Context) ([]engine.LearnedProfile, error
 		if err != nil {
 			return nil, fmt.Errorf("CPU profile of %s at batch %d: memory curve: %w", r.Model, r.Batch, err)
 		}
-		out = append(out, engine.LearnedProfile{Model: r.Model, Batch: r.Batch, JobID: r.JobID, At: r.MeasuredAt,
+		out = append(out, synergy.LearnedProfile{Model: r.Model, Batch: r.Batch, JobID: r.JobID, At: r.MeasuredAt,
 			Profile: synergy.Profile{Family: r.Family, CPU: cpu, Mem: mem}})
 	}
 	return out, nil

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -29,7 +28,7 @@ func TestCPUProfilesAndNotes(t *testing.T) {
 	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	p := synergy.Profile{Family: "measured", CPU: synergy.Curve{{X: 0, Speed: 0}, {X: 3, Speed: 0.5}, {X: 6.5, Speed: 1}},
 		Mem: synergy.Curve{{X: 0, Speed: 0.6}, {X: 160, Speed: 1}}}
-	lp := engine.LearnedProfile{Model: "ResNet50", Batch: 256, Profile: p, JobID: 7, At: at}
+	lp := synergy.LearnedProfile{Model: "ResNet50", Batch: 256, Profile: p, JobID: 7, At: at}
 	if err := s.SaveCPUProfile(ctx, lp); err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,13 @@ import (
 
 	"gorm.io/gorm/clause"
 
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/forecast"
 )
 
 // Forecast is one forecast of a job's start, kept to measure forecasts
-// against the starts that followed (engine.ForecastRecord): a job's first
-// forecast, and one at each checkpoint of its wait.
+// against the starts that followed (the engine's ForecastRecord, turned
+// into rows by enginestore): a job's first forecast, and one at each
+// checkpoint of its wait.
 type Forecast struct {
 	ID     int64     `gorm:"primaryKey"`
 	JobID  int64     `gorm:"uniqueIndex:idx_forecasts_job_kind,priority:1;not null"`
@@ -27,9 +27,6 @@ type Forecast struct {
 	Latest   *time.Time
 	Reason   string `gorm:"size:512"`
 }
-
-// Store implements engine.ForecastStore.
-var _ engine.ForecastStore = (*Store)(nil)
 
 // FinishedRunTimes returns, for up to limit jobs that finished most
 // recently after running, who ran what and for how long in all: what
@@ -50,36 +47,29 @@ func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]forecast.Sam
 	return out, nil
 }
 
-// RecentSubmissions returns up to limit jobs submitted since then, newest
-// first, as the engine sees jobs: what forecasts expect arrivals to be
-// like.
-func (s *Store) RecentSubmissions(ctx context.Context, since time.Time, limit int) ([]engine.Job, error) {
+// SubmittedSince returns up to limit jobs submitted since then, newest
+// first: what forecasts expect arrivals to be like.
+func (s *Store) SubmittedSince(ctx context.Context, since time.Time, limit int) ([]Job, error) {
 	var js []Job
 	err := s.db.WithContext(ctx).Where("submitted_at >= ?", since).Order("submitted_at DESC, id DESC").Limit(limit).Find(&js).Error
 	if err != nil {
 		return nil, fmt.Errorf("recent submissions: %w", err)
 	}
-	out := make([]engine.Job, len(js))
-	for i := range js {
-		out[i] = engineJob(&js[i])
-	}
-	return out, nil
+	return js, nil
 }
 
-// RecordForecasts stores forecasts; one of a kind the job already has is
-// left as it was.
-func (s *Store) RecordForecasts(ctx context.Context, rs []engine.ForecastRecord) error {
-	if len(rs) == 0 {
+// AddForecasts stores forecast rows (their reasons cut to 512 bytes); one
+// of a kind the job already has is left as it was.
+func (s *Store) AddForecasts(ctx context.Context, rows []Forecast) error {
+	if len(rows) == 0 {
 		return nil
 	}
-	rows := make([]Forecast, len(rs))
-	for i, r := range rs {
-		rows[i] = Forecast{JobID: r.JobID, Kind: r.Kind, MadeAt: r.MadeAt, State: string(r.State),
-			Earliest: r.Earliest, Likely: r.Likely, Latest: r.Latest, Reason: truncate(r.Reason, 512)}
+	for i := range rows {
+		rows[i].Reason = truncate(rows[i].Reason, 512)
 	}
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 200).Error
 	if err != nil {
-		return fmt.Errorf("record %d forecasts: %w", len(rs), err)
+		return fmt.Errorf("record %d forecasts: %w", len(rows), err)
 	}
 	return nil
 }
@@ -155,22 +145,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
-}
-
-// engineJob is j as the engine sees it.
-func engineJob(j *Job) engine.Job {
-	out := engine.Job{
-		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
-		Command: j.Command, SimDuration: j.SimDuration, State: j.State, Run: j.Run,
-		SubmittedAt: j.SubmittedAt, Placement: j.Placement, LastStartAt: j.LastStartAt,
-		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
-		Model: j.Model, Queue: j.QueueState(),
-		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
-		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
-		BatchSize: j.BatchSize,
-	}
-	// A profile that no longer decodes (it was validated when the job
-	// was submitted) leaves the job to history and the catalogue.
-	out.CPUProfile, _ = j.DeclaredProfile()
-	return out
 }

@@ -6,9 +6,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// v12Forecast is the table step 12 creates: jobs' start forecasts
+// v13Forecast is the table step 13 creates: jobs' start forecasts
 // (forecasts.go), frozen as the step made it.
-type v12Forecast struct {
+type v13Forecast struct {
 	ID       int64     `gorm:"primaryKey"`
 	JobID    int64     `gorm:"uniqueIndex:idx_forecasts_job_kind,priority:1;not null"`
 	Kind     string    `gorm:"uniqueIndex:idx_forecasts_job_kind,priority:2;size:16;not null"`
@@ -20,8 +20,8 @@ type v12Forecast struct {
 	Reason   string `gorm:"size:512"`
 }
 
-func (v12Forecast) TableName() string { return "forecasts" }
+func (v13Forecast) TableName() string { return "forecasts" }
 
 func forecastsTable(tx *gorm.DB) error {
-	return createTables(tx, &v12Forecast{})
+	return createTables(tx, &v13Forecast{})
 }

@@ -77,9 +77,13 @@ type Job struct {
 	RetryAt         *time.Time // a failed job waits until then
 	// RequeueStalls counts a sharing job's requeues in a row for
 	// outgrowing its lane that brought no larger estimate
-	// (engine.Requeue.Outcome); from engine.MaxRequeueStalls on, the job
+	// (job.Requeue.Outcome); from job.MaxRequeueStalls on, the job
 	// is held (Held).
 	RequeueStalls int
+	// HoldReason, when set, holds the job while it waits, whatever its
+	// queue: its owner's account was disabled or deleted (accounts.go).
+	// It says why, for the job's page.
+	HoldReason string `gorm:"size:512"`
 	// FirstEstimate is the first estimate of the job's start: kept to
 	// measure how good the estimates are.
 	FirstEstimate *time.Time

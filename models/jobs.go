@@ -105,6 +105,10 @@ func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, n
 		if j.State != JobQueued && j.State != JobPreempted {
 			return fmt.Errorf("start job %d in state %s: %w", id, j.State, ErrConflict)
 		}
+		if j.HoldReason != "" {
+			// Held since the engine read it (its owner was disabled).
+			return fmt.Errorf("start job %d: held: %w", id, ErrConflict)
+		}
 		j.Run++
 		j.State = JobRunning
 		j.Placement = placement

@@ -105,7 +105,7 @@ func TestUpgradeFromBaseline(t *testing.T) {
 		if j.Sharing || j.GPUFraction != 0 || j.MemPersistentMiB != 0 || j.MemSource != "" || j.CancelRequest != "" {
 			t.Errorf("new columns of an old job are not zero: %+v", j)
 		}
-		unfinished, err := s.UnfinishedEngineJobs(ctx)
+		unfinished, err := s.JobsToSchedule(ctx)
 		if err != nil || len(unfinished) != 2 {
 			t.Errorf("unfinished jobs after the upgrade = %d, %v; want 2", len(unfinished), err)
 		}

@@ -22,7 +22,8 @@ func migrations() []migration {
 		{9, "jobs: requeues without progress of a sharing job (held jobs)", jobsRequeueStalls},
 		{10, "join_tokens and machines: agents' machine identity (machines.go)", machineTables},
 		{11, "team_samples: GPUs in use and borrowed as fractions (shared GPUs)", teamSampleFractions},
-		{12, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
+		{12, "users.disabled_at, jobs.hold_reason and store_probes: account control and readiness (accounts.go, probe.go)", accountControl},
+		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
 	}
 }
 
@@ -277,7 +278,7 @@ func runsTable(tx *gorm.DB) error {
 
 // v9Job holds the column step 9 adds to jobs: a sharing job's requeues in
 // a row for outgrowing its lane that brought no larger estimate, which
-// back it off and, past a bound, hold it (engine.Requeue).
+// back it off and, past a bound, hold it (job.Requeue).
 type v9Job struct {
 	RequeueStalls int `gorm:"default:0"`
 }
@@ -316,4 +317,41 @@ func (v10Machine) TableName() string { return "machines" }
 
 func machineTables(tx *gorm.DB) error {
 	return createTables(tx, &v10JoinToken{}, &v10Machine{})
+}
+
+// v12User holds the columns step 12 adds to users: when and by whom an
+// admin disabled the account.
+type v12User struct {
+	DisabledAt *time.Time
+	DisabledBy string `gorm:"size:64;default:''"`
+}
+
+func (v12User) TableName() string { return "users" }
+
+// v12Job holds the column step 12 adds to jobs: why the job is held
+// while its owner's account is disabled or deleted.
+type v12Job struct {
+	HoldReason string `gorm:"size:512;default:''"`
+}
+
+func (v12Job) TableName() string { return "jobs" }
+
+// v12StoreProbe is the table step 12 creates: the row readiness writes
+// and deletes to learn whether the store can save (probe.go).
+type v12StoreProbe struct {
+	ID      int64     `gorm:"primaryKey"`
+	At      time.Time `gorm:"not null"`
+	Payload string    `gorm:"type:text;not null"`
+}
+
+func (v12StoreProbe) TableName() string { return "store_probes" }
+
+func accountControl(tx *gorm.DB) error {
+	if err := addColumns(tx, &v12User{}, "DisabledAt", "DisabledBy"); err != nil {
+		return err
+	}
+	if err := addColumns(tx, &v12Job{}, "HoldReason"); err != nil {
+		return err
+	}
+	return createTables(tx, &v12StoreProbe{})
 }

@@ -29,7 +29,16 @@ type User struct {
 	Role         Role   `gorm:"size:16;not null"`
 	Team         string `gorm:"size:64"` // the team the user belongs to; empty for admins
 	CreatedAt    time.Time
+	// DisabledAt, when set, is when an admin disabled the account: it
+	// cannot log in, its sessions are gone, its tokens and sockets are
+	// refused and its waiting jobs are held (accounts.go).
+	DisabledAt *time.Time
+	// DisabledBy is the admin who disabled it.
+	DisabledBy string `gorm:"size:64"`
 }
+
+// Disabled reports whether an admin disabled the account.
+func (u *User) Disabled() bool { return u.DisabledAt != nil }
 
 // Team is a group of users that shares a GPU guarantee.
 type Team struct {

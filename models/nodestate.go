@@ -6,15 +6,12 @@ import (
 	"time"
 
 	"gorm.io/gorm/clause"
-
-	"github.com/gpuportal/gpuportal/core/engine"
 )
 
 // The machines' scheduling state, kept so that it outlives a server
-// restart and a change of leader replica (engine.NodeStateStore): which
-// machines are cordoned or draining, and which GPUs are out of service.
-
-var _ engine.NodeStateStore = (*Store)(nil)
+// restart and a change of leader replica (engine.NodeStateStore, through
+// package enginestore): which machines are cordoned or draining, and which
+// GPUs are out of service.
 
 // NodeHold is a machine that takes no new jobs: an admin cordoned it, or
 // an admin or Slurm drains it. A row with neither is a machine that was
@@ -39,29 +36,23 @@ type GPUFault struct {
 
 func (GPUFault) TableName() string { return "gpu_faults" }
 
-// NodeStates returns the machines held and the GPUs out of service.
-func (s *Store) NodeStates(ctx context.Context) (engine.NodeStates, error) {
-	out := engine.NodeStates{Cordoned: map[string]bool{}, Draining: map[string]bool{}}
+// HeldNodes returns the machines that take no new jobs: cordoned or
+// draining.
+func (s *Store) HeldNodes(ctx context.Context) ([]NodeHold, error) {
 	var holds []NodeHold
 	if err := s.db.WithContext(ctx).Where("cordoned OR draining").Find(&holds).Error; err != nil {
-		return out, fmt.Errorf("read node holds: %w", err)
+		return nil, fmt.Errorf("read node holds: %w", err)
 	}
-	for _, h := range holds {
-		if h.Cordoned {
-			out.Cordoned[h.Node] = true
-		}
-		if h.Draining {
-			out.Draining[h.Node] = true
-		}
-	}
+	return holds, nil
+}
+
+// GPUFaults returns the GPUs out of service, by machine and index.
+func (s *Store) GPUFaults(ctx context.Context) ([]GPUFault, error) {
 	var faults []GPUFault
 	if err := s.db.WithContext(ctx).Order("node, gpu_index").Find(&faults).Error; err != nil {
-		return out, fmt.Errorf("read GPU faults: %w", err)
+		return nil, fmt.Errorf("read GPU faults: %w", err)
 	}
-	for _, f := range faults {
-		out.Faults = append(out.Faults, engine.GPUFault{Node: f.Node, Index: f.GPUIndex, Reason: f.Reason, At: f.At})
-	}
-	return out, nil
+	return faults, nil
 }
 
 // SetNodeCordoned records a machine's cordon (on) or its end (off).
@@ -88,11 +79,10 @@ func (s *Store) setNodeHold(ctx context.Context, h NodeHold, column string) erro
 
 // RecordGPUFault takes a GPU out of service; for a GPU already out, the
 // new fault replaces the one before, as in the engine.
-func (s *Store) RecordGPUFault(ctx context.Context, f engine.GPUFault) error {
-	r := GPUFault{Node: f.Node, GPUIndex: f.Index, Reason: f.Reason, At: f.At}
-	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{UpdateAll: true}).Create(&r).Error
+func (s *Store) RecordGPUFault(ctx context.Context, f GPUFault) error {
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{UpdateAll: true}).Create(&f).Error
 	if err != nil {
-		return fmt.Errorf("record fault of GPU %s/%d: %w", f.Node, f.Index, err)
+		return fmt.Errorf("record fault of GPU %s/%d: %w", f.Node, f.GPUIndex, err)
 	}
 	return nil
 }

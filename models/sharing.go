@@ -3,7 +3,6 @@ package models
 import (
 	"context"
 
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 )
@@ -20,8 +19,8 @@ func (j *Job) MemoryEstimate() memest.Estimate {
 // estimate the run started from and the job's stalls so far, decides
 // whether it waits (RetryAt) or is held, and its reason; MarkRequeued
 // stores that and returns it.
-func (s *Store) MarkRequeued(ctx context.Context, ref job.RunRef, rq engine.Requeue) (engine.RequeueOutcome, error) {
-	var out engine.RequeueOutcome
+func (s *Store) MarkRequeued(ctx context.Context, ref job.RunRef, rq job.Requeue) (job.RequeueOutcome, error) {
+	var out job.RequeueOutcome
 	err := s.transition(ctx, ref.Job, rq.At, func(j *Job) error {
 		if err := j.stopRun(ref.Run, rq.At); err != nil {
 			return err
@@ -37,8 +36,10 @@ func (s *Store) MarkRequeued(ctx context.Context, ref job.RunRef, rq engine.Requ
 }
 
 // Held tells whether the job waits but is never scheduled: a sharing job
-// requeued engine.MaxRequeueStalls times in a row for outgrowing its lane
-// without progress. Its Reason says why and what to do.
+// requeued job.MaxRequeueStalls times in a row for outgrowing its lane
+// without progress, or a job whose owner's account is disabled
+// (HoldReason). Its Reason says why and what to do.
 func (j *Job) Held() bool {
-	return (j.State == JobQueued || j.State == JobPreempted) && j.RequeueStalls >= engine.MaxRequeueStalls
+	return (j.State == JobQueued || j.State == JobPreempted) &&
+		(j.RequeueStalls >= job.MaxRequeueStalls || j.HoldReason != "")
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/models"
@@ -31,7 +30,7 @@ func TestMarkRequeuedKeepsTheLargerEstimate(t *testing.T) {
 			t.Fatal(err)
 		}
 		est := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 9000, Source: memest.Measured}
-		rq := engine.Requeue{Estimate: est, Node: "n", At: now.Add(time.Minute), Backoff: 30 * time.Second}
+		rq := job.Requeue{Estimate: est, Node: "n", At: now.Add(time.Minute), Backoff: 30 * time.Second}
 		if out, err := s.MarkRequeued(ctx, job.RunRef{Job: j.ID, Run: 1}, rq); err != nil || out.Stalls != 0 || out.Held {
 			t.Fatalf("requeue: %+v, %v; want progress", out, err)
 		}
@@ -82,7 +81,7 @@ func TestRequeuesWithoutProgressHold(t *testing.T) {
 		}
 		// requeue starts job id and requeues it with E 4,096 again; cancel
 		// asks for its cancel while it runs.
-		requeue := func(id int64, cancel bool) engine.RequeueOutcome {
+		requeue := func(id int64, cancel bool) job.RequeueOutcome {
 			t.Helper()
 			now = now.Add(time.Minute)
 			run, err := s.MarkStarted(ctx, id, []string{"n:0"}, now)
@@ -95,7 +94,7 @@ func TestRequeuesWithoutProgressHold(t *testing.T) {
 				}
 			}
 			now = now.Add(10 * time.Second)
-			rq := engine.Requeue{Estimate: memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 4096, Source: memest.Measured},
+			rq := job.Requeue{Estimate: memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 4096, Source: memest.Measured},
 				Node: "n", At: now, Backoff: 30 * time.Second}
 			out, err := s.MarkRequeued(ctx, job.RunRef{Job: id, Run: run}, rq)
 			if err != nil {
@@ -105,14 +104,14 @@ func TestRequeuesWithoutProgressHold(t *testing.T) {
 		}
 		inEngine := func(id int64) bool {
 			t.Helper()
-			js, err := s.UnfinishedEngineJobs(ctx)
+			js, err := s.JobsToSchedule(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return slices.ContainsFunc(js, func(ej engine.Job) bool { return ej.ID == id })
+			return slices.ContainsFunc(js, func(j models.Job) bool { return j.ID == id })
 		}
 		id := submit("asks")
-		for i := 1; i < engine.MaxRequeueStalls; i++ {
+		for i := 1; i < job.MaxRequeueStalls; i++ {
 			out := requeue(id, false)
 			got, err := s.Job(ctx, id)
 			if err != nil {
@@ -147,7 +146,7 @@ func TestRequeuesWithoutProgressHold(t *testing.T) {
 		}
 
 		other := submit("asks-and-cancelled")
-		for i := 1; i < engine.MaxRequeueStalls; i++ {
+		for i := 1; i < job.MaxRequeueStalls; i++ {
 			requeue(other, false)
 		}
 		if out := requeue(other, true); !out.Held {
@@ -179,7 +178,7 @@ func TestRequeueProgressResetsStalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rq := engine.Requeue{Estimate: memest.Estimate{PersistentMiB: 1000, EphemeralMiB: e}, Node: "n", At: now, Backoff: time.Second}
+			rq := job.Requeue{Estimate: memest.Estimate{PersistentMiB: 1000, EphemeralMiB: e}, Node: "n", At: now, Backoff: time.Second}
 			out, err := s.MarkRequeued(ctx, job.RunRef{Job: j.ID, Run: run}, rq)
 			if want := []int{1, 2, 0, 1}[i]; err != nil || out.Stalls != want {
 				t.Fatalf("requeue %d with E %d: %+v, %v; want %d stalls", i, e, out, err, want)

@@ -20,10 +20,17 @@ var ErrBadCredentials = errors.New("wrong user name or password")
 // ErrExists is returned when a record with the same unique key exists.
 var ErrExists = errors.New("already exists")
 
+// ErrDisabled is returned when the right password is given for an
+// account an admin disabled.
+var ErrDisabled = errors.New("account disabled")
+
+// ErrInvalid marks input the store refuses: its error says what is wrong.
+var ErrInvalid = errors.New("invalid")
+
 // CreateUser stores a new user with a bcrypt hash of password.
 func (s *Store) CreateUser(ctx context.Context, name, password string, role Role, team string) (*User, error) {
-	if name == "" {
-		return nil, errors.New("create user: name is empty")
+	if err := CheckName(name); err != nil {
+		return nil, fmt.Errorf("create user: name %w: %w", err, ErrInvalid)
 	}
 	if !role.Valid() {
 		return nil, fmt.Errorf("create user %s: unknown role %q", name, role)
@@ -64,6 +71,9 @@ func (s *Store) Authenticate(ctx context.Context, name, password string) (*User,
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
 		return nil, ErrBadCredentials
+	}
+	if u.Disabled() {
+		return nil, fmt.Errorf("log in as %s: %w", name, ErrDisabled)
 	}
 	return u, nil
 }
@@ -132,12 +142,13 @@ func (s *Store) CreateSession(ctx context.Context, userID int64, now time.Time, 
 	return token, nil
 }
 
-// SessionUser returns the user of an unexpired session token.
+// SessionUser returns the user of an unexpired session token, unless an
+// admin disabled the account.
 func (s *Store) SessionUser(ctx context.Context, token string, now time.Time) (*User, error) {
 	var u User
 	err := s.db.WithContext(ctx).
 		Joins("JOIN sessions ON sessions.user_id = users.id").
-		Where("sessions.token_hash = ? AND sessions.expires_at > ?", HashToken(token), now).
+		Where("sessions.token_hash = ? AND sessions.expires_at > ? AND users.disabled_at IS NULL", HashToken(token), now).
 		First(&u).Error
 	if err != nil {
 		return nil, notFound(err, "session")
@@ -168,12 +179,13 @@ func (s *Store) CreateAPIToken(ctx context.Context, userID int64, name string, n
 	return token, nil
 }
 
-// TokenUser returns the user of an unexpired API token.
+// TokenUser returns the user of an unexpired API token, unless an admin
+// disabled the account.
 func (s *Store) TokenUser(ctx context.Context, token string, now time.Time) (*User, error) {
 	var u User
 	err := s.db.WithContext(ctx).
 		Joins("JOIN api_tokens ON api_tokens.user_id = users.id").
-		Where("api_tokens.token_hash = ? AND api_tokens.expires_at > ?", HashToken(token), now).
+		Where("api_tokens.token_hash = ? AND api_tokens.expires_at > ? AND users.disabled_at IS NULL", HashToken(token), now).
 		First(&u).Error
 	if err != nil {
 		return nil, notFound(err, "API token")

@@ -6,7 +6,7 @@
   var WINDOW = 600; // seconds kept on screen
   var GB = 1024;
 
-  var live = window.gpuportalLive, stream = live.follow, width = live.width;
+  var live = window.gpuportalLive, stream = live.follow, width = live.width, timeAxis = live.timeAxis;
 
   function trim(data) {
     var cut = 0, last = data[0][data[0].length - 1];
@@ -35,7 +35,7 @@
           width: width(el), height: 200, scales: { x: { time: true }, pct: { range: [0, 100] } },
           series: [{}, { label: "GPUs busy", stroke: "#2458d6", width: 1.5, points: { show: false } },
                    { label: "memory used %", stroke: "#1e8a4c", width: 1.5, scale: "pct", points: { show: false } }],
-          axes: [{}, { label: "GPUs", size: 50 }, { side: 1, scale: "pct", label: "%", grid: { show: false } }],
+          axes: [timeAxis(), { label: "GPUs", size: 50 }, { side: 1, scale: "pct", label: "%", size: 50, grid: { show: false } }],
         }, data, el);
       } else { u.setData(data); }
     }
@@ -115,7 +115,7 @@
         scales: { x: { time: true }, y: { range: [0, Math.max(1, memMiB / GB)] } },
         series: [{}, { label: "used GB", stroke: "#2458d6", fill: "rgba(36,88,214,0.15)", width: 1.5, points: { show: false } },
                  { label: "capacity GB", stroke: "#8a94a0", dash: [4, 4], width: 1, points: { show: false } }],
-        axes: [{}, { label: "GB", size: 50 }],
+        axes: [timeAxis(), { label: "GB", size: 50 }],
         legend: { live: false },
       }, data, box);
       c.u = u;
@@ -193,7 +193,7 @@
           width: width(el), height: 220,
           scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
           series: [{}].concat(keys.map(function (k, i) { return { label: k + " GB", stroke: color(i), width: 1.5, points: { show: false } }; })),
-          axes: [{}, { label: "GB", size: 50 }],
+          axes: [timeAxis(), { label: "GB", size: 50 }],
         }, data, el);
         return;
       }
@@ -209,21 +209,21 @@
 
   // jctCDF draws the CDF of recent JCTs embedded in the page.
   function jctCDF(el) {
-    var pts = JSON.parse(el.dataset.cdf || "[]");
+    var pts = JSON.parse(el.dataset.cdf || "null") || [];
     if (!pts.length) { el.textContent = "No job has finished in this window yet."; return; }
     var data = [pts.map(function (p) { return p[0]; }), pts.map(function (p) { return p[1]; })];
     new uPlot({
       width: width(el), height: 240,
       scales: { x: { time: false, distr: 3 }, y: { range: [0, 1] } },
       series: [{ label: "JCT s" }, { label: "fraction of jobs", stroke: "#2458d6", width: 1.5, points: { show: pts.length < 30 } }],
-      axes: [{ label: "JCT (seconds, log scale)" }, { label: "fraction", size: 50 }],
+      axes: [{ label: "JCT (seconds, log scale)", space: 60 }, { label: "fraction", size: 50 }],
     }, data, el);
   }
 
   // teamUsage draws a team's GPUs in use against its guarantee.
   function teamUsage(el) {
-    var s = JSON.parse(el.dataset.samples || "[]");
-    if (!s.length) { el.textContent = "No samples yet: the scheduler records one a minute."; return; }
+    var s = JSON.parse(el.dataset.samples || "null") || [];
+    if (s.length < 2) { el.textContent = "The scheduler records one sample a minute: the chart starts with the second."; return; }
     var data = [s.map(function (r) { return r[0]; }), s.map(function (r) { return r[1]; }),
                 s.map(function (r) { return r[2]; }), s.map(function (r) { return r[3]; })];
     new uPlot({
@@ -231,7 +231,7 @@
       series: [{}, { label: "in use", stroke: "#2458d6", fill: "rgba(36,88,214,0.12)", width: 1.5, points: { show: false } },
                { label: "borrowed", stroke: "#b7791f", width: 1.5, points: { show: false } },
                { label: "guaranteed", stroke: "#8a94a0", dash: [4, 4], width: 1, points: { show: false } }],
-      axes: [{}, { label: "GPUs", size: 50 }],
+      axes: [timeAxis(), { label: "GPUs", size: 50 }],
     }, data, el);
   }
 

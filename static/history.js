@@ -8,7 +8,7 @@
   var GB = 1024;
   var REFRESH = 60000; // history charts reload each minute
 
-  var live = window.gpuportalLive, width = live.width;
+  var live = window.gpuportalLive, width = live.width, timeAxis = live.timeAxis;
 
   // follow subscribes to one topic and calls handler(type, data) for each
   // message; it returns a function that stops.
@@ -96,7 +96,7 @@
       plot(box, {
         height: 200, scales: { x: { time: true }, pct: { range: [0, 100] } },
         series: [{}, line("GPUs busy", 0), line("memory used %", 1, "pct")],
-        axes: [{}, { label: "GPUs", size: 50 }, { side: 1, scale: "pct", label: "%", grid: { show: false } }],
+        axes: [timeAxis(), { label: "GPUs", size: 50 }, { side: 1, scale: "pct", label: "%", size: 50, grid: { show: false } }],
       }, data);
     });
   }
@@ -104,13 +104,17 @@
   // jobsByState: jobs queued, running and preempted over a range.
   function drawJobs(el, r) {
     getJSON("/cluster/history?range=" + r, function (h) {
-      if (!h.jobs.length) { empty(el, "job counts"); return; }
+      if (h.jobs.length < 2) {
+        if (el._u) { el._u.destroy(); el._u = null; }
+        el.textContent = "The job counts are recorded once a minute: the chart starts with the second.";
+        return;
+      }
       var data = [h.jobs.map(function (p) { return p.t; }), h.jobs.map(function (p) { return p.queued; }),
                   h.jobs.map(function (p) { return p.running; }), h.jobs.map(function (p) { return p.preempted; })];
       plot(el, {
         height: 180, scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
         series: [{}, line("queued", 2), line("running", 0), line("preempted", 3)],
-        axes: [{}, { label: "jobs", size: 50 }],
+        axes: [timeAxis(), { label: "jobs", size: 50 }],
       }, data);
       el.dataset.points = h.jobs.length;
     });
@@ -133,7 +137,7 @@
           scales: { x: { time: true }, y: { range: [0, Math.max(1, cap / GB)] } },
           series: [{}, { label: "avg GB", stroke: "#2458d6", fill: "rgba(36,88,214,0.15)", width: 1.5, points: { show: false } },
                    { label: "peak GB", stroke: "#c53030", width: 1, points: { show: false } }],
-          axes: [{}, { label: "GB", size: 50 }],
+          axes: [timeAxis(), { label: "GB", size: 50 }],
         }, [g.points.map(function (p) { return p.t; }), g.points.map(function (p) { return p.mem_used_avg_mib / GB; }),
             g.points.map(function (p) { return p.mem_used_max_mib / GB; })]);
         c.dataset.points = g.points.length;
@@ -158,7 +162,7 @@
       plot(box, {
         height: 220, scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
         series: [{}].concat(keys.map(function (k, i) { return line(k + " GB used", i); })),
-        axes: [{}, { label: "GB", size: 50 }],
+        axes: [timeAxis(), { label: "GB", size: 50 }],
       }, data);
     });
   }
@@ -179,7 +183,7 @@
       plot(chart, {
         height: 240, scales: { x: { time: true }, pct: { range: [0, 100] }, w: {}, c: {} },
         series: [{}, line("used GB", 0), line("utilization %", 1, "pct"), line("power W", 2, "w"), line("temperature °C", 3, "c")],
-        axes: [{}, { label: "GB", size: 50 }, { side: 1, scale: "pct", label: "%", grid: { show: false } }],
+        axes: [timeAxis(), { label: "GB", size: 50 }, { side: 1, scale: "pct", label: "%", size: 50, grid: { show: false } }],
       }, data);
     }
     function fromLive(p) {
@@ -231,6 +235,9 @@
   function teamLive(card) {
     var body = document.querySelector("#team-queue tbody");
     var none = document.getElementById("team-queue-empty");
+    // The column names label each cell where the table shows as cards.
+    var labels = Array.prototype.map.call(document.querySelectorAll("#team-queue thead th"),
+      function (th) { return th.textContent; });
     follow("team:" + card.dataset.team, function (type, d) {
       card.querySelectorAll("[data-field]").forEach(function (el) {
         var v = d.team[el.dataset.field];
@@ -245,9 +252,14 @@
         var a = document.createElement("a");
         a.href = "/jobs/" + j.id;
         a.textContent = j.id + " " + (j.name || "");
-        var cells = [a, j.user || "", j.state, String(j.gpus), String(j.queue), String(Math.round(j.attained_service_gpu_s))];
+        var state = document.createElement("span");
+        state.className = "state state-" + j.state;
+        state.textContent = j.state;
+        var cells = [a, j.user || "", state, String(j.gpus), String(j.queue), String(Math.round(j.attained_service_gpu_s))];
         cells.forEach(function (c, i) {
           var td = document.createElement("td");
+          td.dataset.label = labels[i] || "";
+          if (i === 0) { td.className = "title"; }
           if (i >= 3) { td.className = "num"; }
           if (typeof c === "string") { td.textContent = c; } else { td.appendChild(c); }
           tr.appendChild(td);

@@ -34,5 +34,28 @@
   // width is the width a chart in el may take.
   function width(el) { return Math.max(260, el.clientWidth - 8); }
 
-  window.gpuportalLive = { follow: follow, width: width };
+  function pad(n) { return n < 10 ? "0" + n : String(n); }
+
+  // timeAxis is the x axis of a chart over time: one row of labels
+  // (14:05:30, 14:05 or 11/24 14:05, by the span shown) spaced so that
+  // they never overlap, on a phone as on a laptop.
+  function timeAxis() {
+    return {
+      space: function (u, i, min, max) { return max - min > 36 * 3600 ? 100 : 80; },
+      values: function (u, splits) {
+        var min = u.scales.x.min, max = u.scales.x.max, span = max - min;
+        var plot = u.bbox.width / devicePixelRatio; // css px, 0 before the first layout
+        return splits.map(function (t) {
+          // A label centred on a tick at the right edge would be cut in half.
+          if (plot > 0 && (max - t) / span * plot < 30) { return ""; }
+          var d = new Date(t * 1000), hm = pad(d.getHours()) + ":" + pad(d.getMinutes());
+          if (span <= 15 * 60) { return hm + ":" + pad(d.getSeconds()); }
+          if (span <= 36 * 3600) { return hm; }
+          return (d.getMonth() + 1) + "/" + d.getDate() + " " + hm;
+        });
+      },
+    };
+  }
+
+  window.gpuportalLive = { follow: follow, width: width, timeAxis: timeAxis };
 })();

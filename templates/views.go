@@ -170,9 +170,10 @@ type Count struct {
 
 // Admin is the admin page: users, teams and the audit log.
 type Admin struct {
-	Users []UserRow
-	Teams []TeamRow
-	Audit []AuditRow
+	Accounts Accounts
+	Users    []UserRow
+	Teams    []TeamRow
+	Audit    []AuditRow
 }
 
 // UserRow is one user on the admin page.

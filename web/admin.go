@@ -1,9 +1,11 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +41,9 @@ func (s *Server) adminView(c echo.Context) (templates.Admin, error) {
 	for _, u := range us {
 		v.Users = append(v.Users, templates.UserRow{Name: u.Name, Role: string(u.Role), Team: u.Team})
 	}
+	if v.Accounts, err = s.accountsView(c, us); err != nil {
+		return v, err
+	}
 	ts, err := s.cfg.Store.Teams(ctx)
 	if err != nil {
 		return v, err
@@ -73,13 +78,15 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, notice string) e
 }
 
 // adminAction applies one form of the admin page: it returns a notice
-// for the page, or an *echo.HTTPError with what was wrong.
+// for the page, or an *echo.HTTPError with what was wrong, shown on the
+// page with its status (400 naming the field, 404, 409).
 func (s *Server) adminAction(c echo.Context) error {
 	action := c.Param("action")
 	notice, err := s.applyAdminAction(c, action)
 	var he *echo.HTTPError
-	if errors.As(err, &he) && he.Code == http.StatusBadRequest {
-		return s.renderAdmin(c, http.StatusBadRequest, he.Message.(string), "")
+	if errors.As(err, &he) && he.Code >= 400 && he.Code < 500 && he.Code != http.StatusNotFound {
+		msg, _ := he.Message.(string)
+		return s.renderAdmin(c, he.Code, msg, "")
 	}
 	if err != nil {
 		return err
@@ -91,17 +98,60 @@ func badRequest(format string, args ...any) error {
 	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(format, args...))
 }
 
+// Bounds of the admin forms' fields.
+const (
+	minPassword  = 8
+	maxPassword  = 72 // bcrypt reads no further: a longer one would be cut
+	maxGuarantee = 1_000_000
+)
+
+// checkPassword says what is wrong with a new password, naming the field.
+func checkPassword(pw string) error {
+	switch {
+	case len(pw) < minPassword:
+		return badRequest("password: must be at least %d characters", minPassword)
+	case len(pw) > maxPassword:
+		return badRequest("password: must be at most %d bytes (bcrypt reads no further)", maxPassword)
+	}
+	return nil
+}
+
+// checkRoleTeam says what is wrong with a role and team for a user,
+// naming the field: the team must exist, and only admins may have none.
+func (s *Server) checkRoleTeam(ctx context.Context, role models.Role, team string) error {
+	if !role.Valid() {
+		return badRequest("role: must be researcher, lead or admin, not %q", role)
+	}
+	if team == "" {
+		if role != models.RoleAdmin {
+			return badRequest("team: a %s needs a team", role)
+		}
+		return nil
+	}
+	teams, err := s.teamNames(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(teams, team) {
+		return badRequest("team: no team %q", team)
+	}
+	return nil
+}
+
+// applyAdminAction validates the form of action as the API validates its
+// requests: every field as given, never trimmed or clipped; a field at
+// fault is a 400 naming it.
 func (s *Server) applyAdminAction(c echo.Context, action string) (string, error) {
 	ctx := c.Request().Context()
-	name := strings.TrimSpace(c.FormValue("name"))
-	if name == "" {
-		return "", badRequest("name: is required")
+	name := c.FormValue("name")
+	if err := models.CheckName(name); err != nil {
+		return "", badRequest("name: %s", err)
 	}
 	switch action {
 	case "create-team":
 		g, err := strconv.Atoi(c.FormValue("guarantee"))
-		if err != nil || g < 0 {
-			return "", badRequest("guarantee: must be a whole number of GPUs, 0 or more")
+		if err != nil || g < 0 || g > maxGuarantee {
+			return "", badRequest("guarantee: must be a whole number of GPUs from 0 to %d", maxGuarantee)
 		}
 		if _, err := s.cfg.Store.CreateTeam(ctx, name, g); errors.Is(err, models.ErrExists) {
 			return "", badRequest("name: team %s already exists", name)
@@ -111,14 +161,11 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 		return "Team " + name + " created.", s.audit(c, "team.create", name, fmt.Sprintf("guarantee %d", g))
 	case "create-user":
 		role, team, pw := models.Role(c.FormValue("role")), c.FormValue("team"), c.FormValue("password")
-		if !role.Valid() {
-			return "", badRequest("role: must be researcher, lead or admin")
+		if err := s.checkRoleTeam(ctx, role, team); err != nil {
+			return "", err
 		}
-		if role != models.RoleAdmin && team == "" {
-			return "", badRequest("team: a %s needs a team", role)
-		}
-		if len(pw) < 8 {
-			return "", badRequest("password: must be at least 8 characters")
+		if err := checkPassword(pw); err != nil {
+			return "", err
 		}
 		if _, err := s.cfg.Store.CreateUser(ctx, name, pw, role, team); errors.Is(err, models.ErrExists) {
 			return "", badRequest("name: user %s already exists", name)
@@ -127,26 +174,66 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 		}
 		return "User " + name + " created.", s.audit(c, "user.create", name, fmt.Sprintf("role %s team %s", role, team))
 	case "set-role":
-		role, team := models.Role(c.FormValue("role")), c.FormValue("team")
-		if err := s.cfg.Store.SetRole(ctx, name, role, team); errors.Is(err, models.ErrNotFound) {
-			return "", badRequest("%s", err.Error())
-		} else if err != nil {
-			return "", badRequest("role: %s", err.Error())
+		if name == currentUser(c).Name {
+			return "", badRequest("name: you may not change your own role; ask another admin")
 		}
+		role, team := models.Role(c.FormValue("role")), c.FormValue("team")
+		if err := s.checkRoleTeam(ctx, role, team); err != nil {
+			return "", err
+		}
+		if err := s.cfg.Store.SetRole(ctx, name, role, team); errors.Is(err, models.ErrNotFound) {
+			return "", badRequest("name: no user %s", name)
+		} else if err != nil {
+			return "", err
+		}
+		s.hub.poke() // live connections lose the topics of the old team at once
 		return fmt.Sprintf("%s is now %s of %q.", name, role, team), s.audit(c, "user.role", name, fmt.Sprintf("role %s team %s", role, team))
 	case "reset-password":
 		pw := c.FormValue("password")
-		if len(pw) < 8 {
-			return "", badRequest("password: must be at least 8 characters")
+		if err := checkPassword(pw); err != nil {
+			return "", err
 		}
 		if err := s.cfg.Store.SetPassword(ctx, name, pw); errors.Is(err, models.ErrNotFound) {
 			return "", badRequest("name: no user %s", name)
 		} else if err != nil {
 			return "", err
 		}
-		return "Password of " + name + " reset.", s.audit(c, "user.password", name, "")
+		s.hub.poke()
+		return "Password of " + name + " reset: their sessions, API tokens and live connections have ended.", s.audit(c, "user.password", name, "sessions and tokens ended")
+	case "disable-user", "enable-user", "delete-user":
+		act := map[string]accountAction{"disable-user": disableAccount, "enable-user": enableAccount, "delete-user": deleteAccount}[action]
+		out, err := s.changeAccount(ctx, actorOf(c), name, act)
+		if err != nil {
+			return "", asFormError(err)
+		}
+		switch act {
+		case disableAccount:
+			return fmt.Sprintf("%s is disabled: their sessions, tokens and live connections have ended; %d waiting jobs are held.", name, out.HeldJobs), nil
+		case enableAccount:
+			return fmt.Sprintf("%s is enabled again; %d held jobs were released.", name, out.ReleasedJobs), nil
+		}
+		return fmt.Sprintf("%s is deleted; %d waiting jobs are held until an admin cancels them.", name, out.HeldJobs), nil
+	case "revoke-token":
+		id, err := strconv.ParseInt(c.FormValue("id"), 10, 64)
+		if err != nil || id < 1 {
+			return "", badRequest("id: must be a token's number")
+		}
+		if err := s.revokeUserToken(ctx, actorOf(c), name, id); err != nil {
+			return "", asFormError(err)
+		}
+		return fmt.Sprintf("Token %d of %s revoked.", id, name), nil
 	}
 	return "", echo.NewHTTPError(http.StatusNotFound, "unknown admin action "+action)
+}
+
+// asFormError turns a service's 404 about the named user into a 400
+// naming the field, as a form shows it.
+func asFormError(err error) error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) && he.Code == http.StatusNotFound {
+		return badRequest("name: %v", he.Message)
+	}
+	return err
 }
 
 // tokensPage lists the user's API tokens and lets them make and revoke one.
@@ -171,10 +258,10 @@ func (s *Server) renderTokens(c echo.Context, status int, flash, newToken string
 }
 
 func (s *Server) createTokenForm(c echo.Context) error {
-	name := strings.TrimSpace(c.FormValue("name"))
+	name := c.FormValue("name")
 	days, err := strconv.Atoi(c.FormValue("days"))
-	if name == "" || len(name) > 128 {
-		return s.renderTokens(c, http.StatusBadRequest, "name: is required (at most 128 characters)", "")
+	if name == "" || len(name) > 128 || strings.TrimSpace(name) != name {
+		return s.renderTokens(c, http.StatusBadRequest, "name: is required: 1 to 128 characters, not beginning or ending with spaces", "")
 	}
 	if err != nil || days < 1 || days > 365 {
 		return s.renderTokens(c, http.StatusBadRequest, "days: must be from 1 to 365", "")
@@ -203,6 +290,7 @@ func (s *Server) revokeTokenForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.hub.poke() // connections opened with it end
 	if err := s.audit(c, "token.revoke", u.Name, strconv.FormatInt(id, 10)); err != nil {
 		return err
 	}

@@ -1,16 +1,18 @@
 package web
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -18,12 +20,48 @@ import (
 const (
 	sessionCookie = "gpuportal_session"
 	userKey       = "user"
+	credKey       = "credential"
 )
 
 // currentUser returns the authenticated user, or nil.
 func currentUser(c echo.Context) *models.User {
 	u, _ := c.Get(userKey).(*models.User)
 	return u
+}
+
+// credential is what a request proved who it is with: a session cookie
+// or an API token, by the hash the store keeps of it (never the secret),
+// or the development token. Live connections keep it, to check it again
+// (sockets.go).
+type credential struct {
+	kind credKind
+	hash string
+}
+
+type credKind int
+
+const (
+	credSession credKind = iota + 1
+	credToken
+	credDevToken
+)
+
+func (k credKind) String() string {
+	switch k {
+	case credSession:
+		return "session"
+	case credToken:
+		return "API token"
+	case credDevToken:
+		return "development token"
+	}
+	return "no credential"
+}
+
+// currentCredential returns the request's credential.
+func currentCredential(c echo.Context) credential {
+	cr, _ := c.Get(credKey).(credential)
+	return cr
 }
 
 // requireAPIUser authenticates a bearer token.
@@ -35,30 +73,42 @@ func (s *Server) requireAPIUser(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="gpuportal"`)
 			return echo.NewHTTPError(http.StatusUnauthorized, "missing bearer token")
 		}
-		u, err := s.tokenUser(c, token)
+		u, cred, err := s.tokenUser(c, token)
 		if err != nil {
 			return err
 		}
 		c.Set(userKey, u)
+		c.Set(credKey, cred)
 		return next(c)
 	}
 }
 
-func (s *Server) tokenUser(c echo.Context, token string) (*models.User, error) {
+func (s *Server) tokenUser(c echo.Context, token string) (*models.User, credential, error) {
+	ctx := c.Request().Context()
 	if s.cfg.DevToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.DevToken)) == 1 {
-		// The development token acts as the demo admin.
-		u, err := s.cfg.Store.UserByName(c.Request().Context(), "admin")
-		if err != nil || u.Role != models.RoleAdmin {
-			return nil, echo.NewHTTPError(http.StatusUnauthorized, "development token: no admin user named admin")
-		}
-		return u, nil
+		cred := credential{kind: credDevToken, hash: models.HashToken(token)}
+		u, err := s.devTokenUser(ctx)
+		return u, cred, err
 	}
-	u, err := s.cfg.Store.TokenUser(c.Request().Context(), token, s.cfg.Now())
+	u, err := s.cfg.Store.TokenUser(ctx, token, s.cfg.Now())
 	if errors.Is(err, models.ErrNotFound) {
-		return nil, echo.NewHTTPError(http.StatusUnauthorized, "invalid or expired token")
+		return nil, credential{}, echo.NewHTTPError(http.StatusUnauthorized, "invalid or expired token")
 	}
 	if err != nil {
+		return nil, credential{}, err
+	}
+	return u, credential{kind: credToken, hash: models.HashToken(token)}, nil
+}
+
+// devTokenUser is who the development token acts as: the demo admin,
+// while it is an admin and enabled.
+func (s *Server) devTokenUser(ctx context.Context) (*models.User, error) {
+	u, err := s.cfg.Store.UserByName(ctx, "admin")
+	if err != nil && !errors.Is(err, models.ErrNotFound) {
 		return nil, err
+	}
+	if err != nil || u.Role != models.RoleAdmin || u.Disabled() {
+		return nil, echo.NewHTTPError(http.StatusUnauthorized, "development token: no enabled admin user named admin")
 	}
 	return u, nil
 }
@@ -84,23 +134,34 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 	return c.JSON(http.StatusCreated, map[string]any{"token": token, "expires_at": now.Add(tokenTTL)})
 }
 
-// authenticate checks a password, within the limit on failed logins.
-// Failures come back as HTTP errors with a message for the person.
+// authenticate checks a password, within the throttle on failed logins
+// (throttle.go). Failures come back as HTTP errors with a message for
+// the person.
 func (s *Server) authenticate(c echo.Context, name, password string) (*models.User, error) {
 	now := s.cfg.Now()
-	keys := []string{"ip:" + c.RealIP(), "user:" + strings.ToLower(name)}
-	if blocked, wait := s.logins.blocked(now, keys...); blocked {
-		s.cfg.Logger.Warn("login refused: too many failures", "user", name, "from", c.RealIP())
+	pair, addr := loginKeys(name, c.RealIP())
+	if wait := max(s.logins.wait(now, pair), s.logins.wait(now, addr)); wait > 0 {
+		s.cfg.Logger.Warn("login refused: throttled after failures", "user", name, "from", c.RealIP(), "wait", wait)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
 		return nil, echo.NewHTTPError(http.StatusTooManyRequests,
-			fmt.Sprintf("Too many failed logins; try again in %s.", wait.Round(time.Second)))
+			fmt.Sprintf("Too many failed logins from your address; try again in %s.", max(time.Second, wait.Round(time.Second))))
 	}
 	u, err := s.cfg.Store.Authenticate(c.Request().Context(), name, password)
-	if errors.Is(err, models.ErrBadCredentials) {
-		s.logins.fail(now, keys...)
+	switch {
+	case errors.Is(err, models.ErrBadCredentials):
+		s.logins.fail(now, pair, pairFree)
+		s.logins.fail(now, addr, addrFree)
 		s.cfg.Logger.Info("login failed", "user", name, "from", c.RealIP())
 		return nil, echo.NewHTTPError(http.StatusUnauthorized, "Wrong user name or password.")
+	case errors.Is(err, models.ErrDisabled):
+		s.logins.succeed(pair)
+		s.cfg.Logger.Info("login refused: account disabled", "user", name, "from", c.RealIP())
+		return nil, echo.NewHTTPError(http.StatusForbidden, "This account is disabled: ask an admin.")
+	case err != nil:
+		return nil, err
 	}
-	return u, err
+	s.logins.succeed(pair)
+	return u, nil
 }
 
 // loadSessionUser puts the session's user, if any, in the context.
@@ -111,6 +172,7 @@ func (s *Server) loadSessionUser(next echo.HandlerFunc) echo.HandlerFunc {
 			switch {
 			case err == nil:
 				c.Set(userKey, u)
+				c.Set(credKey, credential{kind: credSession, hash: models.HashToken(ck.Value)})
 			case !errors.Is(err, models.ErrNotFound):
 				return err
 			}
@@ -134,17 +196,33 @@ func (s *Server) requireSessionUser(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func csrfToken(c echo.Context) string {
-	t, _ := c.Get(middleware.DefaultCSRFConfig.ContextKey).(string)
-	return t
-}
-
-// safeNext keeps a post-login redirect on this site.
+// safeNext keeps a post-login redirect on this site: it returns next if
+// it is a path of this site, as a browser would read it, else /jobs.
+// Browsers drop tabs and newlines from URLs and read a backslash as a
+// slash, so "/\t/evil.example" and "/\\evil.example" lead off site
+// ("//evil.example"): a target with either, or with any control
+// character, is refused before it is parsed; then only a path with no
+// scheme, host or user, not starting with two slashes once decoded, is
+// kept, re-encoded from its parts.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/jobs"
+	const home = "/jobs"
+	if next == "" || len(next) > 2048 || strings.ContainsAny(next, "\\") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f || unicode.IsSpace(r) }) {
+		return home
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return home
+	}
+	out := u.EscapedPath()
+	if strings.HasPrefix(out, "//") {
+		return home
+	}
+	if u.RawQuery != "" {
+		out += "?" + u.RawQuery
+	}
+	return out
 }
 
 func (s *Server) loginPage(c echo.Context) error {
@@ -182,6 +260,7 @@ func (s *Server) logout(c echo.Context) error {
 		if err := s.cfg.Store.DeleteSession(c.Request().Context(), ck.Value); err != nil {
 			return err
 		}
+		s.hub.poke() // the session's live connections end
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
 	return c.Redirect(http.StatusSeeOther, "/login")

@@ -1,24 +1,31 @@
 package web
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -70,7 +77,7 @@ func newTestServer(t testing.TB) *testServer {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Config{Store: store, Scheduler: sc, Logger: quiet})
+	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: sc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +85,8 @@ func newTestServer(t testing.TB) *testServer {
 	done := make(chan struct{})
 	go func() { _ = eng.Run(runCtx); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
-	ts.Server, err = New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet})
+	ts.Server, err = New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
+		SocketRecheck: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,16 +138,21 @@ func (ts *testServer) doAs(t *testing.T, role, session, method, target, body str
 		}
 	} else {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.AddCookie(&http.Cookie{Name: "gpuportal_csrf", Value: "csrf-test-token"})
-		req.Header.Set("X-CSRF-Token", "csrf-test-token")
 		if session != "" {
 			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: session})
+			req.Header.Set(csrfHeader, sessionCSRF(session))
+		} else {
+			req.AddCookie(&http.Cookie{Name: csrfCookie, Value: preSessionCSRF})
+			req.Header.Set(csrfHeader, preSessionCSRF)
 		}
 	}
 	rec := httptest.NewRecorder()
 	ts.Handler().ServeHTTP(rec, req)
 	return rec
 }
+
+// preSessionCSRF is the double-submit token of requests without a session.
+var preSessionCSRF = strings.Repeat("ab", 32)
 
 // access is the status each role gets, in the order of roles.
 type access [5]int
@@ -174,8 +187,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		want   access
 	}{
 		{"GET /healthz", nil, nil, public},
+		{"GET /readyz", nil, nil, public},
 		{"GET /metrics", nil, nil, public},
-		{"GET /static*", func(*testing.T) string { return "/static/portal.css" }, nil, public},
+		{"GET /static/*", func(*testing.T) string { return "/static/portal.css" }, nil, public},
+		{"GET /favicon.ico", nil, nil, public},
 		{"GET /login", nil, nil, access{200, 303, 303, 303, 303}},
 		{"POST /login", nil, func() string { return form("username", "nobody", "password", "x") }, access{401, 401, 401, 401, 401}},
 		{"POST /logout", nil, nil, access{303, 303, 303, 303, 303}},
@@ -242,6 +257,18 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/nodes/:name/drain", func(*testing.T) string { return "/api/v1/nodes/none/drain" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/resume", func(*testing.T) string { return "/api/v1/nodes/none/resume" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/cordon", func(*testing.T) string { return "/api/v1/nodes/none/cordon" }, nil, access{401, 403, 403, 403, 404}},
+		{"GET /api/v1/join-tokens", nil, nil, access{401, 403, 403, 403, 200}},
+		{"POST /api/v1/join-tokens", nil, func() string { return `{"name":"rack"}` }, access{401, 403, 403, 403, 201}},
+		{"DELETE /api/v1/join-tokens/:id", func(*testing.T) string { return "/api/v1/join-tokens/999" }, nil, access{401, 403, 403, 403, 404}},
+		{"GET /api/v1/machines", nil, nil, access{401, 403, 403, 403, 200}},
+		{"GET /api/v1/users", nil, nil, access{401, 403, 403, 403, 200}},
+		{"GET /api/v1/users/:name/tokens", func(*testing.T) string { return "/api/v1/users/alice/tokens" }, nil, access{401, 403, 403, 403, 200}},
+		{"DELETE /api/v1/users/:name/tokens/:id", func(*testing.T) string { return "/api/v1/users/alice/tokens/999999" }, nil, access{401, 403, 403, 403, 404}},
+		// On a user that does not exist: the rules of the others need theirs.
+		{"POST /api/v1/users/:name/disable", func(*testing.T) string { return "/api/v1/users/nosuch/disable" }, nil, access{401, 403, 403, 403, 404}},
+		{"POST /api/v1/users/:name/enable", func(*testing.T) string { return "/api/v1/users/nosuch/enable" }, nil, access{401, 403, 403, 403, 404}},
+		{"DELETE /api/v1/users/:name", func(*testing.T) string { return "/api/v1/users/nosuch" }, nil, access{401, 403, 403, 403, 404}},
+		{"DELETE /api/v1/machines/:name", func(*testing.T) string { return "/api/v1/machines/none" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/uncordon", func(*testing.T) string { return "/api/v1/nodes/none/uncordon" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/gpus/:index/clear", func(*testing.T) string { return "/api/v1/nodes/none/gpus/0/clear" }, nil, access{401, 403, 403, 403, 404}},
 		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet
@@ -297,31 +324,362 @@ func TestEveryRouteHasARule(t *testing.T) {
 	}
 }
 
-// TestCSRF refuses page forms without a matching token.
+// TestCSRF refuses page forms without the token of their session: none,
+// the pre-session token, or another session's.
 func TestCSRF(t *testing.T) {
 	ts := newTestServer(t)
-	req := httptest.NewRequest(http.MethodPost, "/jobs", strings.NewReader("name=x&gpus=1&kind=sim&duration_s=5"))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: ts.sessions["alice"]})
-	rec := httptest.NewRecorder()
-	ts.Handler().ServeHTTP(rec, req)
-	if rec.Code != http.StatusBadRequest && rec.Code != http.StatusForbidden {
-		t.Errorf("form without CSRF token: status %d, want 400 or 403", rec.Code)
+	tests := []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusForbidden},
+		{"a made-up token", strings.Repeat("0", 64), http.StatusForbidden},
+		{"another session's token", sessionCSRF(ts.sessions["bob"]), http.StatusForbidden},
+		{"the pre-session token", preSessionCSRF, http.StatusForbidden},
+		{"its own session's token", sessionCSRF(ts.sessions["alice"]), http.StatusSeeOther},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			form := "name=x&team=vision&gpus=1&kind=sim&duration_s=5"
+			if tc.token != "" {
+				form += "&_csrf=" + tc.token
+			}
+			req := httptest.NewRequest(http.MethodPost, "/jobs", strings.NewReader(form))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: ts.sessions["alice"]})
+			req.AddCookie(&http.Cookie{Name: csrfCookie, Value: preSessionCSRF})
+			rec := httptest.NewRecorder()
+			ts.Handler().ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Errorf("status %d, want %d; body %.200s", rec.Code, tc.want, rec.Body.String())
+			}
+		})
 	}
 }
 
-// TestLoginRateLimit answers 429 with a clear message after repeated failures.
-func TestLoginRateLimit(t *testing.T) {
+// TestLoginThrottle slows failures per (account, address): the address
+// that failed waits, another address logs in at once with the right
+// password, and the same address may try another account.
+func TestLoginThrottle(t *testing.T) {
 	ts := newTestServer(t)
-	var last *httptest.ResponseRecorder
-	for range loginFailures + 1 {
-		last = ts.do(t, "anonymous", http.MethodPost, "/login", "username=alice&password=wrong")
+	// A stopped clock: the delays are judged by it, not by how long the
+	// password checks take on a busy machine.
+	frozen := time.Now()
+	ts.cfg.Now = func() time.Time { return frozen }
+	login := func(from, user, password string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(url.Values{
+			"username": {user}, "password": {password}, "_csrf": {preSessionCSRF}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: csrfCookie, Value: preSessionCSRF})
+		req.RemoteAddr = from + ":40000"
+		rec := httptest.NewRecorder()
+		ts.Handler().ServeHTTP(rec, req)
+		return rec
 	}
-	if last.Code != http.StatusTooManyRequests || !strings.Contains(last.Body.String(), "Too many failed logins") {
-		t.Errorf("after %d failures: status %d; body %.300s", loginFailures+1, last.Code, last.Body.String())
+	for i := range pairFree {
+		if rec := login("192.0.2.1", "admin", "wrong"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d", i+1, rec.Code)
+		}
 	}
-	// The right password is refused too while the limit holds.
-	if rec := ts.do(t, "anonymous", http.MethodPost, "/login", "username=alice&password=password1"); rec.Code != http.StatusTooManyRequests {
-		t.Errorf("right password during the lock-out: status %d", rec.Code)
+	if rec := login("192.0.2.1", "admin", "wrong"); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("failure %d: status %d, want 401 (it starts the delay)", pairFree+1, rec.Code)
+	}
+	rec := login("192.0.2.1", "admin", "password1")
+	if rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "Too many failed logins") || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("right password from the failing address during its delay: status %d, Retry-After %q; body %.300s",
+			rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+	}
+	if rec := login("192.0.2.2", "admin", "password1"); rec.Code != http.StatusSeeOther {
+		t.Errorf("right password from another address: status %d, want 303 (no lock-out from elsewhere)", rec.Code)
+	}
+	if rec := login("192.0.2.1", "alice", "password1"); rec.Code != http.StatusSeeOther {
+		t.Errorf("another account from the failing address: status %d, want 303", rec.Code)
+	}
+}
+
+// credEvent is what happens to a live connection's user or credential
+// in TestTopicsFollowTheCredential.
+type credEvent struct {
+	name string
+	kind credKind // the credential it applies to; 0: both
+	// ends: the connection must close with closeCredentialEnded.
+	ends bool
+	// ttl of the credential; 0 is an hour.
+	ttl time.Duration
+	// do applies the event to user u (their credential is cred).
+	do func(t *testing.T, ts *testServer, u *models.User, cred string)
+	// after is the user as the event leaves them (team changes).
+	after func(u models.User) models.User
+}
+
+// TestTopicsFollowTheCredential is the live stream's part of the route x
+// role table: for each role, credential kind and credential state, a
+// connection subscribed to every topic the user may see keeps the topics
+// the user still may see and loses the others, or is closed.
+func TestTopicsFollowTheCredential(t *testing.T) {
+	ls := newLiveServer(t)
+	ctx := context.Background()
+	job := ls.newJob(t)       // alice's, team vision: it runs and updates every frame
+	t.Cleanup(feedFrames(ls)) // parallel subtests run after this function returns
+	adminAPI := func(t *testing.T, method, target string) {
+		t.Helper()
+		if rec := ls.do(t, "admin", method, target, ""); rec.Code >= 300 {
+			t.Fatalf("%s %s: %d %s", method, target, rec.Code, rec.Body.String())
+		}
+	}
+	moveTeam := func(u models.User) models.User {
+		switch {
+		case u.Role == models.RoleAdmin:
+			u.Role, u.Team = models.RoleResearcher, "nlp" // an admin demoted
+		case u.Team == "vision":
+			u.Team = "nlp"
+		default:
+			u.Team = "vision"
+		}
+		return u
+	}
+	events := []credEvent{
+		{name: "live"},
+		{name: "logged out", kind: credSession, ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			if rec := ts.doAs(t, u.Name, cred, http.MethodPost, "/logout", ""); rec.Code != http.StatusSeeOther {
+				t.Fatalf("logout: %d", rec.Code)
+			}
+		}},
+		{name: "token revoked", kind: credToken, ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			toks, err := ts.store.APITokens(ctx, u.ID, time.Now())
+			if err != nil || len(toks) != 1 {
+				t.Fatalf("tokens of %s: %v %v", u.Name, toks, err)
+			}
+			adminAPI(t, http.MethodDelete, fmt.Sprintf("/api/v1/users/%s/tokens/%d", u.Name, toks[0].ID))
+		}},
+		{name: "expired", ends: true, ttl: 1500 * time.Millisecond},
+		{name: "password reset", ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			if rec := ts.do(t, "admin", http.MethodPost, "/admin/reset-password", "name="+u.Name+"&password=another-password"); rec.Code != http.StatusOK {
+				t.Fatalf("reset: %d %.300s", rec.Code, rec.Body.String())
+			}
+		}},
+		{name: "disabled", ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			adminAPI(t, http.MethodPost, "/api/v1/users/"+u.Name+"/disable")
+		}},
+		{name: "deleted", ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			adminAPI(t, http.MethodDelete, "/api/v1/users/"+u.Name)
+		}},
+		// As `gpuportal admin set-role` does, in the store: the periodic
+		// check finds it.
+		{name: "team changed", after: moveTeam, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
+			v := moveTeam(*u)
+			if err := ts.store.SetRole(ctx, u.Name, v.Role, v.Team); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	roleOf := map[string]struct {
+		role models.Role
+		team string
+	}{"alice": {models.RoleResearcher, "vision"}, "bob": {models.RoleResearcher, "nlp"}, "lead": {models.RoleLead, "vision"}, "admin": {models.RoleAdmin, ""}}
+	topics := []string{topicGPUs, topicQueues, topicJCT, "gpu:" + ls.gpus[0].UUID, fmt.Sprintf("job:%d", job), "team:vision", "team:nlp"}
+	n := 0
+	for _, role := range []string{"alice", "bob", "lead", "admin"} {
+		for _, kind := range []credKind{credSession, credToken} {
+			for _, ev := range events {
+				if ev.kind != 0 && ev.kind != kind {
+					continue
+				}
+				n++
+				name := fmt.Sprintf("u%d", n)
+				t.Run(fmt.Sprintf("%s with a %s, %s", role, kind, ev.name), func(t *testing.T) {
+					t.Parallel()
+					r := roleOf[role]
+					u, err := ls.store.CreateUser(ctx, name, "password1", r.role, r.team)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ttl := cmp.Or(ev.ttl, time.Hour)
+					var cred string
+					hdr := http.Header{}
+					if kind == credSession {
+						cred, err = ls.store.CreateSession(ctx, u.ID, time.Now(), ttl)
+						hdr.Set("Cookie", sessionCookie+"="+cred)
+					} else {
+						cred, err = ls.store.CreateAPIToken(ctx, u.ID, "t", time.Now(), ttl)
+						hdr.Set("Authorization", "Bearer "+cred)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					var mine []string
+					for _, tp := range topics {
+						if ls.mayFollow(ctx, u, tp, map[int64]string{}) == nil {
+							mine = append(mine, tp)
+						}
+					}
+					conn, _, err := websocket.DefaultDialer.Dial(ls.url+"?topics="+strings.Join(mine, ","), hdr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer conn.Close()
+					st := newStream(conn)
+					for _, tp := range mine {
+						st.await(t, 5*time.Second, tp+" snapshot", func(m wsMsg) bool { return m.Topic == tp && m.Type == "snapshot" })
+					}
+					if ev.do != nil {
+						ev.do(t, ls.testServer, u, cred)
+					}
+					if ev.ends {
+						code := st.closed(t, 5*time.Second)
+						if code != closeCredentialEnded {
+							t.Errorf("closed with %d, want %d", code, closeCredentialEnded)
+						}
+						return
+					}
+					after := *u
+					if ev.after != nil {
+						after = ev.after(after)
+					}
+					var kept, lost []string
+					for _, tp := range mine {
+						if ls.mayFollow(ctx, &after, tp, map[int64]string{}) == nil {
+							kept = append(kept, tp)
+						} else {
+							lost = append(lost, tp)
+						}
+					}
+					for _, tp := range lost {
+						st.await(t, 5*time.Second, tp+" unsubscribed", func(m wsMsg) bool {
+							return m.Topic == tp && m.Type == "error" && strings.Contains(m.Error, "unsubscribed")
+						})
+					}
+					// From now on: updates of every kept topic that changes each
+					// frame, none of a lost one.
+					since := st.mark()
+					st.await(t, 5*time.Second, "gpus updates", func(m wsMsg) bool { return m.Topic == topicGPUs && m.Type == "update" })
+					if slices.Contains(kept, fmt.Sprintf("job:%d", job)) {
+						st.await(t, 5*time.Second, "job updates", func(m wsMsg) bool { return m.Topic == fmt.Sprintf("job:%d", job) && m.Type == "update" })
+					}
+					time.Sleep(time.Second)
+					for _, m := range st.from(since) {
+						if slices.Contains(lost, m.Topic) {
+							t.Errorf("after losing %s: %s message %.120s", m.Topic, m.Type, m.Data)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// feedFrames records a GPU sample of node-0 every 200ms, each unlike the
+// last, until the returned function is called.
+func feedFrames(ls *liveServer) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := int64(0); ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			at := time.Now()
+			ls.cfg.Telemetry.Record("node-0", []gpu.Sample{
+				{At: at, Index: 0, MemUsedMiB: 100 + i%500, MemMiB: 1024},
+				{At: at, Index: 1, MemUsedMiB: 200 + i%500, MemMiB: 1024},
+			})
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// stream reads a live connection in the background, keeping every
+// message and how the connection closed.
+type stream struct {
+	mu   sync.Mutex
+	msgs []wsMsg
+	code int // the close code, once closed
+	more chan struct{}
+	done chan struct{}
+}
+
+func newStream(c *websocket.Conn) *stream {
+	st := &stream{more: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(st.done)
+		for {
+			var m wsMsg
+			err := c.ReadJSON(&m)
+			st.mu.Lock()
+			if err != nil {
+				st.code = -1
+				var ce *websocket.CloseError
+				if errors.As(err, &ce) {
+					st.code = ce.Code
+				}
+				st.mu.Unlock()
+				return
+			}
+			st.msgs = append(st.msgs, m)
+			st.mu.Unlock()
+			select {
+			case st.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return st
+}
+
+// mark is where the messages read so far end.
+func (st *stream) mark() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.msgs)
+}
+
+// from returns the messages read since mark i.
+func (st *stream) from(i int) []wsMsg {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Clone(st.msgs[i:])
+}
+
+// await waits until a message read since await was called satisfies ok.
+func (st *stream) await(t *testing.T, timeout time.Duration, what string, ok func(wsMsg) bool) {
+	t.Helper()
+	seen := 0
+	deadline := time.After(timeout)
+	for {
+		for _, m := range st.from(seen) {
+			if ok(m) {
+				return
+			}
+			seen++
+		}
+		select {
+		case <-st.more:
+		case <-st.done:
+			if len(st.from(seen)) == 0 {
+				t.Fatalf("connection closed (code %d) waiting for %s", st.code, what)
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, timeout)
+		}
+	}
+}
+
+// closed waits for the connection to close and returns its close code.
+func (st *stream) closed(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-st.done:
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.code
+	case <-time.After(timeout):
+		t.Fatalf("still open %v later", timeout)
+		return 0
 	}
 }

@@ -132,7 +132,7 @@ func (m *moment) forecast(j *models.Job) *api.Forecast {
 		return nil
 	}
 	if j.Held() {
-		return &api.Forecast{State: api.ForecastHeld, Reason: "held until cancelled: " + j.Reason}
+		return &api.Forecast{State: api.ForecastHeld, Reason: "held: " + j.Reason}
 	}
 	f, ok := m.forecasts[j.ID]
 	if !ok {

@@ -178,7 +178,7 @@ func TestMomentForecasts(t *testing.T) {
 	jobs := []models.Job{
 		{ID: 1, Team: "vision", User: "alice", GPUs: 2, State: job.Queued},
 		{ID: 2, Team: "vision", User: "alice", GPUs: 4, State: job.Queued},
-		{ID: 3, Team: "vision", GPUs: 1, State: job.Queued, Sharing: true, RequeueStalls: engine.MaxRequeueStalls, Reason: "held: requeued 5 times"},
+		{ID: 3, Team: "vision", GPUs: 1, State: job.Queued, Sharing: true, RequeueStalls: job.MaxRequeueStalls, Reason: "held: requeued 5 times"},
 		{ID: 4, Team: "vision", GPUs: 1, State: job.Preempted},
 		{ID: 5, Team: "vision", GPUs: 1, State: job.Running, Placement: models.Strings{"n:0"}, LastStartAt: &now},
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -87,15 +88,28 @@ type hub struct {
 
 	mu      sync.Mutex
 	clients map[*wsClient]struct{}
+	perUser map[int64]int // sockets per user ID, counted from reserve
 	topics  map[string]map[*wsClient]struct{}
 	// last is the last broadcast of each followed topic, by message type,
 	// as encoded: an update equal to it is not sent again.
 	last map[string]map[string][]byte
+
+	// poked asks for the clients' credentials to be checked now (sockets.go).
+	poked chan struct{}
+}
+
+// poke asks for every client's credential and topics to be checked at
+// once: a credential ended or a user's rights changed.
+func (h *hub) poke() {
+	select {
+	case h.poked <- struct{}{}:
+	default:
+	}
 }
 
 func newHub(log *slog.Logger) *hub {
-	return &hub{log: log, clients: make(map[*wsClient]struct{}), topics: make(map[string]map[*wsClient]struct{}),
-		last: make(map[string]map[string][]byte)}
+	return &hub{log: log, clients: make(map[*wsClient]struct{}), perUser: make(map[int64]int),
+		topics: make(map[string]map[*wsClient]struct{}), last: make(map[string]map[string][]byte), poked: make(chan struct{}, 1)}
 }
 
 // changed records b as the last broadcast of topic and type, and reports
@@ -121,8 +135,14 @@ func (h *hub) changed(topic, typ string, b []byte) bool {
 
 // wsClient is one connected browser or program.
 type wsClient struct {
-	user *models.User
-	conn *websocket.Conn
+	// user is who the client is as of its credential's last check
+	// (sockets.go): every subscription and delivery is judged by it.
+	user atomic.Pointer[models.User]
+	// cred is what the client authenticated with, checked again and
+	// again; opened is when it connected.
+	cred   credential
+	opened time.Time
+	conn   *websocket.Conn
 
 	// follows is the client's topics, guarded by the hub's mutex.
 	follows map[string]bool
@@ -136,8 +156,35 @@ type wsClient struct {
 }
 
 func newClient(u *models.User, conn *websocket.Conn) *wsClient {
-	return &wsClient{user: u, conn: conn, follows: make(map[string]bool),
+	c := &wsClient{conn: conn, follows: make(map[string]bool),
 		wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	c.user.Store(u)
+	return c
+}
+
+// viewer is the client's user as last checked.
+func (c *wsClient) viewer() *models.User { return c.user.Load() }
+
+// reserve counts a new connection of user userID, unless the user has
+// max already; release undoes it. The hub counts at most max live
+// sockets per user, so that no user holds the server's memory and
+// publishing time.
+func (h *hub) reserve(userID int64, max int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.perUser[userID] >= max {
+		return false
+	}
+	h.perUser[userID]++
+	return true
+}
+
+func (h *hub) release(userID int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.perUser[userID]--; h.perUser[userID] <= 0 {
+		delete(h.perUser, userID)
+	}
 }
 
 func (h *hub) add(c *wsClient) {
@@ -153,6 +200,28 @@ func (h *hub) remove(c *wsClient) {
 	for t := range c.follows {
 		h.unfollowLocked(c, t)
 	}
+}
+
+// all returns the connected clients.
+func (h *hub) all() []*wsClient {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*wsClient, 0, len(h.clients))
+	for c := range h.clients {
+		out = append(out, c)
+	}
+	return out
+}
+
+// topicsOf returns the topics c follows.
+func (h *hub) topicsOf(c *wsClient) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(c.follows))
+	for t := range c.follows {
+		out = append(out, t)
+	}
+	return out
 }
 
 // follow subscribes c to topic; false when c follows maxTopics already.
@@ -310,7 +379,7 @@ func (c *wsClient) writeLoop(ctx context.Context, log *slog.Logger) {
 					err = c.conn.WriteJSON(m)
 				}
 				if err != nil {
-					log.Info("websocket client dropped", "user", c.user.Name, "err", err)
+					log.Info("websocket client dropped", "user", c.viewer().Name, "err", err)
 					c.close(websocket.ClosePolicyViolation, "too slow: messages could not be delivered in time")
 					return
 				}

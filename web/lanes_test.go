@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
@@ -29,7 +28,7 @@ func (n *fakeLaneNode) Devices() []gpu.Device {
 	return []gpu.Device{{Index: 0, UUID: "GPU-l0", MemMiB: 16384}, {Index: 1, UUID: "GPU-l1", MemMiB: 16384}}
 }
 func (n *fakeLaneNode) Resources() (int, int64) { return 8, 64 << 10 }
-func (n *fakeLaneNode) Start(context.Context, agent.Spec) error {
+func (n *fakeLaneNode) Start(context.Context, job.Spec) error {
 	return fmt.Errorf("fake node runs nothing")
 }
 func (n *fakeLaneNode) Stop(context.Context, job.RunRef) error { return nil }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,17 @@ func (s *Server) role() string {
 		return "leader"
 	}
 	return "follower"
+}
+
+// agents is the handler of the agents' endpoint: Config.Agents, or one
+// that says remote agents are off.
+func (s *Server) agents() http.Handler {
+	if s.cfg.Agents != nil {
+		return s.cfg.Agents
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "remote agents are off: start the server with --agent-token")
+	})
 }
 
 // agentsOnLeader refuses agents on a follower, with 503 and a message, so
@@ -46,4 +58,10 @@ func leaderGauge(s *Server) prometheus.Collector {
 		}
 		return 0
 	})
+}
+
+func writeJSONError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }

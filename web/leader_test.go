@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	agenthub "github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -34,13 +36,13 @@ func TestRoleShows(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Config{Store: store, Scheduler: sc, Logger: quiet})
+	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: sc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var leading atomic.Bool
 	srv, err := New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
-		Agents: AgentConfig{Token: "agent-secret"}, Leader: leading.Load})
+		Agents: agenthub.New(agenthub.Config{Token: "agent-secret"}, eng, quiet), Leader: leading.Load})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestFollowerNodeActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Config{Store: ts.store, Scheduler: sc, Logger: quiet})
+	eng, err := engine.New(engine.Config{Store: enginestore.New(ts.store), Scheduler: sc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestFollowerNodeActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	fol := &testServer{Server: srv, store: ts.store, sessions: ts.sessions, tokens: ts.tokens}
-	if err := ts.store.RecordGPUFault(ctx, engine.GPUFault{Node: "box", Index: 1, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
+	if err := enginestore.New(ts.store).RecordGPUFault(ctx, engine.GPUFault{Node: "box", Index: 1, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -136,7 +138,7 @@ func TestFollowerNodeActions(t *testing.T) {
 					t.Errorf("answer %+v, want box %s with a note %q", n, tc.wantState, tc.wantNote)
 				}
 			}
-			st, err := ts.store.NodeStates(ctx)
+			st, err := enginestore.New(ts.store).NodeStates(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +157,7 @@ func TestFollowerNodeActions(t *testing.T) {
 			}
 		})
 	}
-	if st, _ := ts.store.NodeStates(ctx); len(st.Faults) != 0 {
+	if st, _ := enginestore.New(ts.store).NodeStates(ctx); len(st.Faults) != 0 {
 		t.Errorf("faults left in the store: %+v", st.Faults)
 	}
 	if log, err := ts.store.AuditLog(ctx, 1); err != nil || len(log) != 1 || log[0].Detail != "GPU box/1 reported XID 79" {

@@ -129,9 +129,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstSummary(handoverDesc, uint64(st.Handovers), st.HandoverSeconds, nil)
 	ch <- prometheus.MustNewConstSummary(releaseDesc, uint64(st.Releases), st.ReleaseSeconds, nil)
 	ch <- gauge(unrecDesc, float64(st.UnrecordedExits))
-	ch <- counter(beatsDesc, float64(c.s.agents.heartbeats.Load()))
-	for node, age := range c.s.agents.heartbeatAges(now) {
-		ch <- gauge(beatAgeDesc, age.Seconds(), node)
+	var beats int64
+	if a := c.s.cfg.Agents; a != nil {
+		beats = a.Heartbeats()
+		for node, age := range a.HeartbeatAges(now) {
+			ch <- gauge(beatAgeDesc, age.Seconds(), node)
+		}
 	}
+	ch <- counter(beatsDesc, float64(beats))
 	ch <- gauge(wsClientsDesc, float64(c.s.hub.count()))
 }

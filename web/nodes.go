@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -77,14 +79,15 @@ func (s *Server) jobLogFile(c echo.Context) (*os.File, int64, error) {
 	}
 	f, err := s.openJobLog(j.ID)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, j.ID, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("job %d has no output on a connected machine", j.ID))
+		return nil, j.ID, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("job %d has no output yet", j.ID))
 	}
 	return f, j.ID, err
 }
 
 // openJobLog opens a job's output file, kept by the machine that ran it
-// (or, for remote machines, the server's copy). It returns an error
-// wrapping os.ErrNotExist when no connected machine has it.
+// or, for remote machines, the server's copy, which stays readable once
+// the machine's agent has gone: Agents.Dir/NODE/jobs/ID/output.log. It
+// returns an error wrapping os.ErrNotExist when there is neither.
 func (s *Server) openJobLog(id int64) (*os.File, error) {
 	for _, n := range s.cfg.Engine.Nodes() {
 		lp, ok := n.(interface{ LogPath(int64) string })
@@ -99,7 +102,34 @@ func (s *Server) openJobLog(id int64) (*os.File, error) {
 			return nil, fmt.Errorf("open output of job %d: %w", id, err)
 		}
 	}
+	if path := s.keptJobLog(id); path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("open output of job %d: %w", id, err)
+		}
+		return f, nil
+	}
 	return nil, fmt.Errorf("output of job %d: %w", id, os.ErrNotExist)
+}
+
+// keptJobLog is the server's copy of job id's output from a machine that
+// is not connected now, the newest when it ran on several; "" if none.
+func (s *Server) keptJobLog(id int64) string {
+	if s.cfg.DataDir == "" {
+		return ""
+	}
+	// Where the agents' hub keeps remote output (core/agent/hub).
+	paths, err := filepath.Glob(filepath.Join(s.cfg.DataDir, "agents", "*", "jobs", strconv.FormatInt(id, 10), "output.log"))
+	if err != nil {
+		return ""
+	}
+	newest, at := "", time.Time{}
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.ModTime().After(at) {
+			newest, at = p, fi.ModTime()
+		}
+	}
+	return newest
 }
 
 // apiJobLogs returns the end of a job's output as text (?tail_bytes=N,
@@ -123,6 +153,8 @@ func (s *Server) apiJobLogs(c echo.Context) error {
 		return err
 	}
 	if c.QueryParam("download") == "1" {
+		// A whole output may take longer than an answer may (writeTimeout).
+		_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(downloadTimeout))
 		c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf("attachment; filename=job-%d.log", id))
 		return c.Stream(http.StatusOK, "text/plain; charset=utf-8", f)
 	}

@@ -108,6 +108,12 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"JobResources":   reflect.TypeOf(api.JobResources{}),
 		"Allocation":     reflect.TypeOf(api.Allocation{}),
 		"CPUProfile":     reflect.TypeOf(api.CPUProfile{}),
+		"JoinToken":      reflect.TypeOf(api.JoinToken{}),
+		"NewJoinToken":   reflect.TypeOf(api.NewJoinToken{}),
+		"Machine":        reflect.TypeOf(api.Machine{}),
+		"User":           reflect.TypeOf(api.User{}),
+		"APIToken":       reflect.TypeOf(api.APIToken{}),
+		"AccountChange":  reflect.TypeOf(api.AccountChange{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

@@ -63,8 +63,7 @@ func fmtDuration(d time.Duration) string {
 	}
 }
 
-// jobRow is j as lists and pages show it.
-// jobRow is j as a row of the jobs list at now.
+// jobRow is j as lists and pages show it, at now.
 func jobRow(j api.Job, now time.Time) templates.JobRow {
 	r := templates.JobRow{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),

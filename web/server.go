@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -40,20 +41,48 @@ type Config struct {
 	// log or around the login limit.
 	TrustedProxies []*net.IPNet
 	Now            func() time.Time
-	// Agents sets up the endpoint where remote node agents connect.
-	Agents AgentConfig
+	// Agents is where remote node agents connect (core/agent/hub.Hub),
+	// mounted at wire.Path on the leader; nil: remote agents are off.
+	Agents Agents
 	// Leader reports whether this replica schedules (see leader.go); nil
 	// means it always does, as a lone server does.
 	Leader func() bool
+	// SocketRecheck is how often live connections' credentials and
+	// topics are checked again (sockets.go); default 2s.
+	SocketRecheck time.Duration
+	// SocketMaxAge is how long a live connection may last before the
+	// client must reconnect and authenticate again; default 1h.
+	SocketMaxAge time.Duration
+	// MaxSocketsPerUser caps one user's live connections; default 16.
+	MaxSocketsPerUser int
+	// DataDir is the folder of job output (and, with SQLite, the
+	// database): readiness checks that it takes a file. Empty: not checked.
+	DataDir string
+	// MaxConnsPerAddr caps the connections one client address holds at
+	// once (LimitConnections); 0 is the default, 128; negative: no cap.
+	MaxConnsPerAddr int
 }
 
 // Server serves the portal and the API.
 type Server struct {
 	cfg    Config
 	echo   *echo.Echo
-	logins *limiter // failed logins
-	hub    *hub     // websocket clients
-	agents *agentHub
+	logins *throttle // failed logins
+	hub    *hub      // websocket clients
+	// refusedConns counts connections closed for the per-address cap.
+	refusedConns atomic.Int64
+	readiness    readiness
+}
+
+// Agents is the endpoint where remote node agents connect, with what
+// /metrics says of them. core/agent/hub.Hub implements it.
+type Agents interface {
+	http.Handler
+	// Heartbeats counts the heartbeats received from agents.
+	Heartbeats() int64
+	// HeartbeatAges says, per machine run by a remote agent, how long ago
+	// its agent's last heartbeat came.
+	HeartbeatAges(now time.Time) map[string]time.Duration
 }
 
 // sessionTTL is how long a login lasts.
@@ -73,7 +102,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newLimiter(loginFailures, loginWindow), hub: newHub(cfg.Logger)}
+	a, err := newAssets(static.FS)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.SocketRecheck <= 0 {
+		cfg.SocketRecheck = defaultSocketRecheck
+	}
+	if cfg.SocketMaxAge <= 0 {
+		cfg.SocketMaxAge = defaultSocketMaxAge
+	}
+	if cfg.MaxSocketsPerUser <= 0 {
+		cfg.MaxSocketsPerUser = defaultMaxSocketsPerUser
+	}
+	if cfg.MaxConnsPerAddr == 0 {
+		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
+	}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
@@ -87,19 +132,31 @@ func New(cfg Config) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
-	e.Use(middleware.BodyLimit("1M"))
+	e.Use(limitBody)
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
+		// Websockets are upgraded, not compressed here; /metrics
+		// compresses itself.
+		Skipper: func(c echo.Context) bool {
+			p := c.Request().URL.Path
+			return p == "/ws" || p == wire.Path || p == "/metrics"
+		},
+		MinLength: 1024,
+	}))
+	e.Use(a.withAssetURLs)
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy: "same-origin",
 	}))
 
 	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
+	reg.MustRegister(limitMetrics(s)...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	e.StaticFS("/static", static.FS)
-	s.agents = newAgentHub(cfg.Agents, cfg.Engine, cfg.Logger)
-	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents)))
+	e.GET("/static/*", a.serve)
+	e.GET("/favicon.ico", a.favicon)
+	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
 	v1 := e.Group("/api/v1")
@@ -129,20 +186,24 @@ func New(cfg Config) (*Server, error) {
 	authed.POST("/nodes/:name/cordon", s.apiNodeAction(cordonNode), requireAdmin)
 	authed.POST("/nodes/:name/uncordon", s.apiNodeAction(uncordonNode), requireAdmin)
 	authed.POST("/nodes/:name/gpus/:index/clear", s.apiClearGPU, requireAdmin)
+	authed.GET("/join-tokens", s.apiJoinTokens, requireAdmin)
+	authed.POST("/join-tokens", s.apiCreateJoinToken, requireAdmin)
+	authed.DELETE("/join-tokens/:id", s.apiRevokeJoinToken, requireAdmin)
+	authed.GET("/users", s.apiUsers, requireAdmin)
+	authed.GET("/users/:name/tokens", s.apiUserTokens, requireAdmin)
+	authed.DELETE("/users/:name/tokens/:id", s.apiRevokeUserToken, requireAdmin)
+	authed.POST("/users/:name/disable", s.apiAccountAction(disableAccount), requireAdmin)
+	authed.POST("/users/:name/enable", s.apiAccountAction(enableAccount), requireAdmin)
+	authed.DELETE("/users/:name", s.apiAccountAction(deleteAccount), requireAdmin)
+	authed.GET("/machines", s.apiMachines, requireAdmin)
+	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
 	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
-	pages := e.Group("", middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "form:_csrf,header:X-CSRF-Token",
-		CookieName:     "gpuportal_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSecure:   cfg.SecureCookies,
-		CookieSameSite: http.SameSiteStrictMode,
-	}), s.loadSessionUser)
+	pages := e.Group("", s.csrf, s.loadSessionUser)
 	pages.GET("/login", s.loginPage)
 	pages.POST("/login", s.login)
 	in := pages.Group("", s.requireSessionUser)
@@ -188,13 +249,21 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the server as an http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// healthz says whether the server runs and reaches its database
+// (liveness), and whether it can save (readiness, as /readyz): a full
+// disk is not fixed by a restart, so it does not fail this check, but it
+// is told.
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "database unavailable"})
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "database unavailable", "ready": false})
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "role": s.role()})
+	out := map[string]any{"status": "ok", "role": s.role(), "ready": true}
+	if cause := s.ready(ctx); cause != "" {
+		out["ready"], out["cause"] = false, cause
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // logRequests logs each request with its status and duration. Query
@@ -225,7 +294,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	code, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
-	if errors.As(err, &he) {
+	if models.Unavailable(err) {
+		code, msg = http.StatusServiceUnavailable, cannotSave
+		c.Response().Header().Set("Retry-After", "60")
+	} else if errors.As(err, &he) {
 		code = he.Code
 		if m, ok := he.Message.(string); ok {
 			msg = m
@@ -234,11 +306,19 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	}
 	if code >= 500 {
-		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path,
+			"cause", models.Cause(err), "err", err)
 	}
-	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+	path := c.Request().URL.Path
+	switch {
+	case strings.HasPrefix(path, "/api/"):
 		_ = c.JSON(code, map[string]string{"error": msg})
-		return
+	case strings.HasPrefix(path, "/static/") || c.Request().Header.Get("HX-Request") == "true":
+		// Files and page fragments get the message alone.
+		_ = c.String(code, msg)
+	default:
+		if err := s.renderError(c, code, msg); err != nil {
+			s.cfg.Logger.Error("render error page", "path", path, "err", err)
+		}
 	}
-	_ = c.String(code, msg)
 }

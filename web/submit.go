@@ -98,10 +98,12 @@ func (fe fieldErrors) first() string {
 // (0 when none is, which does not limit the request).
 func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int) (*models.Job, fieldErrors) {
 	fe := fieldErrors{}
-	name := strings.TrimSpace(r.Name)
+	name := r.Name
 	switch {
-	case name == "":
+	case strings.TrimSpace(name) == "":
 		fe["name"] = "is required"
+	case strings.TrimSpace(name) != name:
+		fe["name"] = "begins or ends with white space: remove it"
 	case len(name) > maxJobName:
 		fe["name"] = fmt.Sprintf("is longer than %d characters", maxJobName)
 	case !utf8.ValidString(name):

@@ -41,9 +41,8 @@ func requestOf(j *models.Job) SubmitRequest {
 
 // saveTemplate checks that req is a job the user may submit and saves it.
 func (s *Server) saveTemplate(c echo.Context, name string, req SubmitRequest) (TemplateJSON, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > maxJobName {
-		return TemplateJSON{}, badRequest("name: is required (at most %d characters)", maxJobName)
+	if name == "" || len(name) > maxJobName || strings.TrimSpace(name) != name {
+		return TemplateJSON{}, badRequest("name: is required: 1 to %d characters, not beginning or ending with white space", maxJobName)
 	}
 	if _, fe, err := s.checkSubmit(c.Request().Context(), actorOf(c), req); err != nil {
 		return TemplateJSON{}, err

@@ -94,10 +94,11 @@ func (s *Server) teamTopic(m *moment, u *models.User, name string) api.TeamTopic
 }
 
 // publishTeams sends each followed team its standing and queue, from one
-// moment. The followers were checked when they subscribed.
+// moment, to the followers who may see the team now.
 func (s *Server) publishTeams(m *moment) {
 	admin := &models.User{Role: models.RoleAdmin}
 	for _, t := range s.hub.followed(topicTeam) {
-		s.broadcast(s.hub.subscribers(t), wsOut{Topic: t, Type: "update", Data: s.teamTopic(m, admin, strings.TrimPrefix(t, topicTeam))})
+		name := strings.TrimPrefix(t, topicTeam)
+		s.broadcast(seeing(s.hub.subscribers(t), name), wsOut{Topic: t, Type: "update", Data: s.teamTopic(m, admin, name)})
 	}
 }

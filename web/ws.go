@@ -32,13 +32,21 @@ func (s *Server) requireAnyUser(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// ws serves the live stream described in hub.go.
+// ws serves the live stream described in hub.go, for as long as the
+// client's credential holds (sockets.go).
 func (s *Server) ws(c echo.Context) error {
+	u := currentUser(c)
+	if !s.hub.reserve(u.ID, s.cfg.MaxSocketsPerUser) {
+		return echo.NewHTTPError(http.StatusTooManyRequests,
+			fmt.Sprintf("you have %d live connections open already: close one first", s.cfg.MaxSocketsPerUser))
+	}
+	defer s.hub.release(u.ID)
 	conn, err := upgrader.Upgrade(c.Response(), c.Request(), nil)
 	if err != nil {
 		return nil // the upgrader has answered
 	}
-	cl := newClient(currentUser(c), conn)
+	cl := newClient(u, conn)
+	cl.cred, cl.opened = currentCredential(c), s.cfg.Now()
 	conn.SetReadLimit(maxClientBytes)
 	s.hub.add(cl)
 	defer s.hub.remove(cl)
@@ -79,7 +87,7 @@ func (s *Server) subscribe(ctx context.Context, cl *wsClient, topics []string) {
 		if t == "" {
 			continue
 		}
-		data, err := s.snapshot(ctx, cl.user, t)
+		data, err := s.snapshot(ctx, cl.viewer(), t)
 		if err != nil {
 			cl.send(wsOut{Topic: t, Type: "error", Error: err.Error()})
 			continue
@@ -140,6 +148,9 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 func (s *Server) Run(ctx context.Context) {
 	frames, cancel := s.cfg.Telemetry.Subscribe()
 	defer cancel()
+	watched := make(chan struct{})
+	go func() { s.watchSockets(ctx); close(watched) }()
+	defer func() { <-watched }()
 	n := 0
 	for {
 		select {
@@ -192,7 +203,7 @@ func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, 
 				}
 			}
 		}
-		s.broadcast(s.hub.subscribers(topic), wsOut{Topic: topic, Type: "update", Data: upd})
+		s.broadcast(seeing(s.hub.subscribers(topic), j.Team), wsOut{Topic: topic, Type: "update", Data: upd})
 	}
 }
 
@@ -201,10 +212,11 @@ func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, 
 func (s *Server) publishQueues(m *moment, clients []*wsClient) {
 	byViewer := make(map[string]api.Queues)
 	for _, cl := range clients {
-		key := string(cl.user.Role) + "/" + cl.user.Team
+		u := cl.viewer()
+		key := string(u.Role) + "/" + u.Team
 		q, ok := byViewer[key]
 		if !ok {
-			q = s.queuesFor(m, cl.user)
+			q = s.queuesFor(m, u)
 			byViewer[key] = q
 		}
 		cl.send(wsOut{Topic: topicQueues, Type: "update", Data: q})

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,6 +27,11 @@ Commands:
   set-role       --name NAME --role ROLE [--team TEAM]
   create-token   --name NAME [--label LABEL] [--ttl 720h]
   list-users
+  list-tokens    --name NAME                  a user's API tokens (names and dates)
+  revoke-token   --name NAME --id ID
+  disable-user   --name NAME                  no login; sessions end, tokens refused, waiting jobs held
+  enable-user    --name NAME                  undo disable-user; held jobs released
+  delete-user    --name NAME                  jobs stay (waiting ones held); tokens, templates go
   audit          [--limit 50]
   create-join-token --name NAME [--ttl 24h]   let agents join new machines (shown once)
   list-join-tokens
@@ -74,6 +80,12 @@ func runAdmin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return a.createToken(ctx, rest)
 	case "list-users":
 		return a.listUsers(ctx)
+	case "list-tokens":
+		return a.listTokens(ctx, rest)
+	case "revoke-token":
+		return a.revokeToken(ctx, rest)
+	case "disable-user", "enable-user", "delete-user":
+		return a.changeUser(ctx, cmd, rest)
 	case "audit":
 		return a.audit(ctx, rest)
 	case "create-join-token":
@@ -142,6 +154,9 @@ func (a adminCmd) password(fromStdin bool, user string) (string, error) {
 		pw := strings.TrimRight(line, "\r\n")
 		if len(pw) < 8 {
 			return "", errors.New("password: must be at least 8 characters")
+		}
+		if len(pw) > 72 {
+			return "", errors.New("password: must be at most 72 bytes (bcrypt reads no further)")
 		}
 		return pw, nil
 	}
@@ -222,8 +237,8 @@ func (a adminCmd) resetPassword(ctx context.Context, args []string) error {
 	if err := a.store.SetPassword(ctx, *name, pw); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "password of %s reset; their sessions are ended\n", *name)
-	return a.record(ctx, "user.password", *name, "")
+	fmt.Fprintf(a.stdout, "password of %s reset; their sessions, API tokens and live connections are ended\n", *name)
+	return a.record(ctx, "user.password", *name, "sessions and tokens ended")
 }
 
 func (a adminCmd) setRole(ctx context.Context, args []string) error {
@@ -276,11 +291,93 @@ func (a adminCmd) listUsers(ctx context.Context) error {
 		return err
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tROLE\tTEAM")
+	fmt.Fprintln(w, "NAME\tROLE\tTEAM\tSTATE")
 	for _, u := range us {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", u.Name, u.Role, u.Team)
+		state := "enabled"
+		if u.Disabled() {
+			state = fmt.Sprintf("disabled by %s at %s", u.DisabledBy, u.DisabledAt.Local().Format(time.DateTime))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", u.Name, u.Role, u.Team, state)
 	}
 	return w.Flush()
+}
+
+func (a adminCmd) listTokens(ctx context.Context, args []string) error {
+	fs := a.flags("list-tokens")
+	name := fs.String("name", "", "user name")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	ts, err := a.store.UserTokens(ctx, *name, time.Now())
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tCREATED\tEXPIRES")
+	for _, t := range ts {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Local().Format(time.DateTime), t.ExpiresAt.Local().Format(time.DateTime))
+	}
+	return w.Flush()
+}
+
+func (a adminCmd) revokeToken(ctx context.Context, args []string) error {
+	fs := a.flags("revoke-token")
+	name := fs.String("name", "", "user name")
+	id := fs.Int64("id", 0, "token ID (list-tokens)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	if *id <= 0 {
+		return errors.New("--id is required: a token's ID from list-tokens")
+	}
+	if err := a.store.RevokeUserToken(ctx, *name, *id); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "token %d of %s revoked; connections opened with it end within seconds\n", *id, *name)
+	return a.record(ctx, "token.revoke", *name, strconv.FormatInt(*id, 10))
+}
+
+// changeUser disables, enables or deletes an account. A running server
+// sees the change at its next look-up of a session or token, and ends the
+// user's live connections within seconds (web/sockets.go).
+func (a adminCmd) changeUser(ctx context.Context, cmd string, args []string) error {
+	fs := a.flags(cmd)
+	name := fs.String("name", "", "user name")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	now := time.Now()
+	switch cmd {
+	case "disable-user":
+		n, err := a.store.DisableUser(ctx, *name, "admin-cli", now)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "%s is disabled: sessions ended, tokens refused, %d waiting jobs held\n", *name, n)
+		return a.record(ctx, "user.disable", *name, fmt.Sprintf("%d waiting jobs held", n))
+	case "enable-user":
+		n, err := a.store.EnableUser(ctx, *name, now)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "%s is enabled; %d held jobs released\n", *name, n)
+		return a.record(ctx, "user.enable", *name, fmt.Sprintf("%d jobs released", n))
+	}
+	n, err := a.store.DeleteUser(ctx, *name, "admin-cli", now)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s is deleted; %d waiting jobs held until an admin cancels them\n", *name, n)
+	return a.record(ctx, "user.delete", *name, fmt.Sprintf("%d waiting jobs held", n))
 }
 
 func (a adminCmd) audit(ctx context.Context, args []string) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // agentTokenEnv holds the agent token when --token is not given: unlike a
@@ -37,6 +38,7 @@ type agentFlags struct {
 	monitorOnly         bool
 	cgroups             bool
 	simFaults           []gpu.SimFault
+	passEnv             []string
 }
 
 func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
@@ -56,10 +58,16 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	f.gate.register(fs)
 	fs.BoolVar(&f.cgroups, "cgroups", true, "enforce jobs' CPU and memory allocations with cgroups where they are writable, and profile jobs' CPU sensitivity (docs/synergy.md)")
 	fs.BoolVar(&f.monitorOnly, "monitor-only", false, "only watch this machine's GPUs and stream their samples, starting no jobs: for Slurm nodes under serve --executor slurm (docs/slurm.md)")
+	passEnv := fs.String("pass-env", "", "variables of this agent's environment that jobs get besides the minimal one (PATH, HOME, USER, LANG, LC_*, TZ, ...), comma-separated, such as LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME; nothing else of the agent's environment reaches a job")
 	simFaults := fs.String("sim-fault", "", "with --gpus sim:...: GPU failures to inject, GPU:xidN[@AFTER] or GPU:ecc[@AFTER], comma-separated (0:xid79@2s: GPU 0 reports XID 79 two seconds after a job first starts on it)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	pass, err := parsePassEnv(*passEnv)
+	if err != nil {
+		return f, fmt.Errorf("agent: %w", err)
+	}
+	f.passEnv = pass
 	faults, err := gpu.ParseSimFaults(*simFaults)
 	if err != nil {
 		return f, fmt.Errorf("agent: --sim-fault: %w", err)
@@ -234,7 +242,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}()
 	}
 
-	exits := make(chan agent.Exit, 64)
+	exits := make(chan job.Exit, 64)
 	var locals []*agent.Local
 	gpus := 0
 	for _, m := range machines {
@@ -243,7 +251,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			CPUs: m.cpus, MemMiB: m.memMiB, Logger: log.With("node", m.name),
 			RunAs: f.runAs, RefuseRoot: true, MonitorOnly: f.monitorOnly, Cgroups: f.cgroups && !f.monitorOnly,
 			Gate:     f.gate.config(m.workDir, log.With("node", m.name)),
-			Watchdog: watchdog,
+			Watchdog: watchdog, PassEnv: f.passEnv,
 		}, exits)
 		if err != nil {
 			return err
@@ -287,4 +295,18 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	return runErr
+}
+
+// parsePassEnv reads --pass-env: variable names, comma-separated.
+func parsePassEnv(list string) ([]string, error) {
+	var names []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if err := agent.CheckPassEnv(names); err != nil {
+		return nil, fmt.Errorf("--pass-env: %w", err)
+	}
+	return names, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,7 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,42 +17,49 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/web"
 )
 
 type serveFlags struct {
-	addr, data, db   string
-	dev, demo        bool
-	devToken         string
-	simGPUs          string
-	noLocalAgent     bool
-	policy           string
-	sharePlacement   string
-	cpuAlloc         string
-	thresholds       string
-	promoteKnob      float64
-	halfLife         time.Duration
-	minRuntime       time.Duration
-	set              map[string]bool // flags given on the command line
-	secureCookies    bool
-	trustedProxies   string
-	logLevel         string
-	heartbeatTimeout time.Duration
-	agentToken       string
-	grace            time.Duration
-	maxRetries       int
-	retryBackoff     time.Duration
-	executor         string
-	slurm            slurm.Flags
-	historyRaw       time.Duration
-	historyKeep      time.Duration
-	gate             gateFlags
+	runAs             string   // the built-in agents' jobs run as this user
+	passEnv           []string // --pass-env for the built-in agents
+	addr, data, db    string
+	dev, demo         bool
+	devToken          string
+	simGPUs           string
+	noLocalAgent      bool
+	policy            string
+	sharePlacement    string
+	cpuAlloc          string
+	thresholds        string
+	promoteKnob       float64
+	halfLife          time.Duration
+	minRuntime        time.Duration
+	set               map[string]bool // flags given on the command line
+	secureCookies     bool
+	trustedProxies    string
+	logLevel          string
+	heartbeatTimeout  time.Duration
+	agentToken        string
+	grace             time.Duration
+	maxRetries        int
+	retryBackoff      time.Duration
+	executor          string
+	slurm             slurm.Flags
+	historyRaw        time.Duration
+	historyKeep       time.Duration
+	gate              gateFlags
+	maxConnsPerAddr   int
+	maxSocketsPerUser int
+	wsMaxAge          time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -79,17 +87,27 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
+	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as (default: this server's user; when it is root, nobody, unless --run-as root)")
+	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
 	fs.Var(days{&f.historyKeep}, "history-keep", "GPU history: delete hourly rows older than this")
+	fs.IntVar(&f.maxConnsPerAddr, "max-conns-per-addr", 128, "connections one client address may hold at once (trusted proxies are not capped); 0: no cap")
+	fs.IntVar(&f.maxSocketsPerUser, "max-websockets-per-user", 16, "live connections (/ws) one user may hold at once")
+	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	pass, err := parsePassEnv(*passEnv)
+	if err != nil {
+		return f, fmt.Errorf("serve: %w", err)
+	}
+	f.passEnv = pass
 	if err := f.gate.check("serve"); err != nil {
 		return f, err
 	}
@@ -106,6 +124,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
+		return f, fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
 	}
 	if f.db == "" {
 		f.db = "sqlite:" + filepath.Join(f.data, "gpuportal.db")
@@ -249,7 +270,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.maxRetries < 0 {
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
-	eng, err := engine.New(engine.Config{Store: store, Scheduler: scheduler, Logger: log,
+	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, Logger: log,
 		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: f.halfLife})
 	if err != nil {
 		return err
@@ -303,10 +324,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
+		Machines: machineStore{store}}, eng, log)
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
-		Agents: web.AgentConfig{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
-			Machines: store}})
+		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
+		Agents: agents})
 	if err != nil {
 		return err
 	}
@@ -320,9 +343,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.addr, err)
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := srv.HTTPServer()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
+	go func() { serveErr <- httpSrv.Serve(srv.LimitConnections(ln)) }()
 	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
 
@@ -351,8 +374,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // startLocalAgents connects the built-in agents' simulated machines
-// (serve --dev) to the engine, which runs.
+// (serve --dev) to the engine, which runs. Their command jobs never run
+// as root unless --run-as root says so: a server that runs as root runs
+// them as nobody.
 func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng *engine.Engine, work *leaderWork, log *slog.Logger) error {
+	if f.runAs == "" && os.Geteuid() == 0 {
+		f.runAs = "nobody"
+		log.Warn("serve runs as root: the built-in agents run command jobs as nobody (pass --run-as USER to choose, or --run-as root to allow root)")
+	}
+	if f.runAs != "" && f.runAs != "root" {
+		// The jobs' user passes through the data folder to its own job's.
+		for _, dir := range []string{f.data, filepath.Join(f.data, "agents")} {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return fmt.Errorf("data folder: %w", err)
+			}
+			if fi, err := os.Stat(dir); err == nil {
+				if err := os.Chmod(dir, fi.Mode().Perm()|0o001); err != nil {
+					return fmt.Errorf("let %s pass through %s: %w", f.runAs, dir, err)
+				}
+			}
+		}
+	}
 	for i := range cluster.nodes {
 		name := fmt.Sprintf("node-%d", i)
 		a, err := agent.New(agent.Config{
@@ -361,8 +403,10 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 			WorkDir: filepath.Join(f.data, "agents", name),
 			Grace:   f.grace,
 			CPUs:    8 * cluster.gpus, MemMiB: int64(cluster.gpus) * 128 * 1024,
-			Logger: log.With("node", name),
-			Gate:   f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
+			Logger:  log.With("node", name),
+			Gate:    f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
+			RunAs:   f.runAs,
+			PassEnv: f.passEnv,
 		}, eng.Exits())
 		if err != nil {
 			return err

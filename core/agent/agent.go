@@ -25,55 +25,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
-	"github.com/gpuportal/gpuportal/core/memest"
 )
-
-// Spec is what the agent needs to run one job.
-type Spec struct {
-	JobID int64
-	// Run numbers this start of the job (job.RunRef); the Exit names it.
-	Run     int64
-	Command []string // argv; empty for a simulated job
-	// SimRemaining is how long a simulated job still has to run.
-	SimRemaining time.Duration
-	// Memory is the job's GPU memory on a simulated GPU.
-	Memory gpu.SimMemory
-	GPUs   []int // indices of this machine's GPUs
-	// Sharing opts a job in to sharing its GPUs an iteration at a time
-	// through the agent's gate (Config.Gate); nil: not shared. A
-	// simulated job iterates through the gate in process (simshare.go).
-	Sharing *Sharing
-	// Resources are the CPUs and memory allocated here (resources.go);
-	// nil: not limited.
-	Resources *Resources
-}
-
-// Exit reports that a job's run ended.
-type Exit struct {
-	Node     string
-	JobID    int64
-	Run      int64
-	ExitCode int    // -1 when killed by a signal or never started
-	Err      string // why it could not start, or the signal that ended it
-	At       time.Time
-	// Requeue is set when the gate stopped the job because it outgrew
-	// its lane (Err says so): run it again with this estimate.
-	Requeue *memest.Estimate
-	// Measured is a sharing job's estimate as the gate corrected it from
-	// its measured peaks, unpadded (gate.Server.Measured); nil when the
-	// gate measured too few. The job's next run starts from it.
-	Measured *memest.Estimate
-	// Infra marks an end that is not the job's fault (its machine failed):
-	// the job waits again, and the run does not count against its retries.
-	Infra bool
-	// Recorded, when set, is called once the exit is durably recorded (or
-	// found to be about a run that is no longer the job's, which nothing
-	// records): only then may the agent forget it. It never travels.
-	Recorded func() `json:"-"`
-}
-
-// Ref names the run that ended.
-func (e Exit) Ref() job.RunRef { return job.RunRef{Job: e.JobID, Run: e.Run} }
 
 // Config sets up a Local agent.
 type Config struct {
@@ -96,9 +48,9 @@ type Config struct {
 	RefuseRoot bool
 	// Gate, when set, serves the Salus gate on WorkDir/gate.sock with
 	// these lanes (policy, padding, aging), so that command jobs with
-	// Spec.Sharing share their GPUs an iteration at a time.
+	// job.Spec.Sharing share their GPUs an iteration at a time.
 	Gate *lanes.Config
-	// Cgroups enforces jobs' CPU and memory allocations (Spec.Resources)
+	// Cgroups enforces jobs' CPU and memory allocations (job.Spec.Resources)
 	// with cgroups under CgroupRoot (default /sys/fs/cgroup) when they
 	// are writable; the agent says once why not otherwise. Profile sets
 	// the CPU profiling phase's steps (see ProfileCPU).
@@ -110,20 +62,14 @@ type Config struct {
 	// default /proc.
 	MonitorOnly bool
 	ProcDir     string
+	// PassEnv names variables of the agent's environment that jobs get
+	// besides the minimal environment (KeptEnv); nothing else of the
+	// agent's environment reaches a job (agent --pass-env).
+	PassEnv []string
 	// Watchdog, when set, is told the process group of every command job,
 	// so that it stops them if this agent freezes or dies (watchdog.go).
 	Watchdog *WatchdogLink
 }
-
-// ErrDisconnected is wrapped by the errors of a remote machine's Start and
-// Stop when its agent disconnected or did not answer in time: the job
-// itself is not at fault.
-var ErrDisconnected = errors.New("agent disconnected")
-
-// ErrBusy is wrapped by the error of a start on a machine that still runs
-// another run of the same job (one it was asked to stop, say): the new run
-// may start once that one has ended.
-var ErrBusy = errors.New("another run of the job still runs here")
 
 // ErrRootJobs is why an agent that runs as root, with no user to run jobs
 // as, refuses command jobs.
@@ -133,7 +79,7 @@ var ErrRootJobs = errors.New("the agent runs as root and jobs never run as root 
 // Local runs jobs on the machine it runs on.
 type Local struct {
 	cfg   Config
-	exits chan<- Exit
+	exits chan<- job.Exit
 	runAs *runAs // nil: the agent's own user
 	euid  int    // the agent's effective user
 	// pgidOf finds the process group of a process.
@@ -147,7 +93,7 @@ type Local struct {
 }
 
 type run struct {
-	id   int64  // the run's number (Spec.Run)
+	id   int64  // the run's number (job.Spec.Run)
 	stop func() // asks the run to end
 	done chan struct{}
 	pgid int // the process group of a command job; 0 for a simulated one
@@ -158,7 +104,7 @@ type run struct {
 }
 
 // New returns an agent that reports job exits on exits.
-func New(cfg Config, exits chan<- Exit) (*Local, error) {
+func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("agent: name is empty")
 	}
@@ -179,9 +125,25 @@ func New(cfg Config, exits chan<- Exit) (*Local, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, "jobs"), 0o750); err != nil {
 		return nil, fmt.Errorf("agent %s: work dir: %w", cfg.Name, err)
 	}
+	if err := CheckPassEnv(cfg.PassEnv); err != nil {
+		return nil, fmt.Errorf("agent %s: pass-env: %w", cfg.Name, err)
+	}
 	ra, err := lookupRunAs(cfg.RunAs, os.Geteuid())
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Name, err)
+	}
+	if ra != nil && ra.cred != nil {
+		// The job's user must reach its own folder, WORK/jobs/ID, and no
+		// other: the folders above it may be passed through, not listed.
+		for _, dir := range []string{cfg.WorkDir, filepath.Join(cfg.WorkDir, "jobs")} {
+			if err := os.Chmod(dir, 0o711); err != nil {
+				return nil, fmt.Errorf("agent %s: let %s reach its jobs' folders: %w", cfg.Name, ra.name, err)
+			}
+		}
+		if dir := unreachable(cfg.WorkDir); dir != "" {
+			cfg.Logger.Warn("the user jobs run as cannot reach the work folder: command jobs will fail; let others pass through it (chmod o+x) or choose another work folder",
+				"user", ra.name, "folder", dir)
+		}
 	}
 	a := &Local{
 		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid,
@@ -296,14 +258,14 @@ func (a *Local) jobDir(jobID int64) string {
 }
 
 // Start begins a run of the job. The run's end is reported as an Exit.
-func (a *Local) Start(ctx context.Context, s Spec) error {
+func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	if a.cfg.MonitorOnly {
 		return a.refuseMonitorOnly(s.JobID)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if r, ok := a.runs[s.JobID]; ok {
-		return fmt.Errorf("start run %d of job %d on %s: %w (run %d)", s.Run, s.JobID, a.cfg.Name, ErrBusy, r.id)
+		return fmt.Errorf("start run %d of job %d on %s: %w (run %d)", s.Run, s.JobID, a.cfg.Name, job.ErrBusy, r.id)
 	}
 	if err := a.checkGPUs(s.GPUs); err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
@@ -363,7 +325,7 @@ func (a *Local) Start(ctx context.Context, s Spec) error {
 		exceeded := r.exceeded
 		a.mu.Unlock()
 		close(r.done)
-		ex := Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
+		ex := job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
 		if exceeded != nil {
 			ex.Err, ex.Requeue = "stopped by the agent: "+exceeded.Error(), &exceeded.Requeue
 		}
@@ -435,4 +397,17 @@ func (a *Local) Shutdown(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// unreachable returns the first folder above dir (dir included) that
+// others may not pass through, "" when there is none.
+func unreachable(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
 }

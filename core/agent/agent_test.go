@@ -11,9 +11,9 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
-func newTestAgent(t *testing.T, grace time.Duration) (*Local, chan Exit) {
+func newTestAgent(t *testing.T, grace time.Duration) (*Local, chan job.Exit) {
 	t.Helper()
-	exits := make(chan Exit, 8)
+	exits := make(chan job.Exit, 8)
 	a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 4, 8192), WorkDir: t.TempDir(), Grace: grace}, exits)
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +21,7 @@ func newTestAgent(t *testing.T, grace time.Duration) (*Local, chan Exit) {
 	return a, exits
 }
 
-func waitExit(t *testing.T, exits chan Exit) Exit {
+func waitExit(t *testing.T, exits chan job.Exit) job.Exit {
 	t.Helper()
 	select {
 	case ex := <-exits:
@@ -29,7 +29,7 @@ func waitExit(t *testing.T, exits chan Exit) Exit {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no exit reported within 20s")
 	}
-	return Exit{}
+	return job.Exit{}
 }
 
 func TestProcessExitCodesAndEnvironment(t *testing.T) {
@@ -46,7 +46,7 @@ func TestProcessExitCodesAndEnvironment(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a, exits := newTestAgent(t, time.Second)
-			if err := a.Start(context.Background(), Spec{JobID: 7, Command: tc.command, GPUs: []int{1, 3}}); err != nil {
+			if err := a.Start(context.Background(), job.Spec{JobID: 7, Command: tc.command, GPUs: []int{1, 3}}); err != nil {
 				t.Fatal(err)
 			}
 			ex := waitExit(t, exits)
@@ -64,16 +64,16 @@ func TestProcessExitCodesAndEnvironment(t *testing.T) {
 func TestStartRefusesBadRequests(t *testing.T) {
 	a, exits := newTestAgent(t, time.Second)
 	ctx := context.Background()
-	if err := a.Start(ctx, Spec{JobID: 1, Command: []string{"/no/such/program"}, GPUs: []int{0}}); err == nil {
+	if err := a.Start(ctx, job.Spec{JobID: 1, Command: []string{"/no/such/program"}, GPUs: []int{0}}); err == nil {
 		t.Error("missing program: no error")
 	}
-	if err := a.Start(ctx, Spec{JobID: 2, SimRemaining: time.Hour, GPUs: []int{4}}); err == nil {
+	if err := a.Start(ctx, job.Spec{JobID: 2, SimRemaining: time.Hour, GPUs: []int{4}}); err == nil {
 		t.Error("GPU 4 of 4: no error")
 	}
-	if err := a.Start(ctx, Spec{JobID: 3, SimRemaining: time.Hour, GPUs: []int{0}}); err != nil {
+	if err := a.Start(ctx, job.Spec{JobID: 3, SimRemaining: time.Hour, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Start(ctx, Spec{JobID: 3, SimRemaining: time.Hour, GPUs: []int{1}}); err == nil {
+	if err := a.Start(ctx, job.Spec{JobID: 3, SimRemaining: time.Hour, GPUs: []int{1}}); err == nil {
 		t.Error("second start of a running job: no error")
 	}
 	if err := a.Shutdown(ctx); err != nil {
@@ -88,7 +88,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	a, exits := newTestAgent(t, 200*time.Millisecond)
 	// The job ignores SIGTERM, so only SIGKILL after the grace ends it.
 	cmd := []string{"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}
-	if err := a.Start(context.Background(), Spec{JobID: 5, Command: cmd, GPUs: []int{0}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 5, Command: cmd, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -117,7 +117,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 func TestSimulatedJobHoldsGPUMemory(t *testing.T) {
 	a, exits := newTestAgent(t, time.Second)
 	mem := gpu.SimMemory{PersistentMiB: 3000}
-	if err := a.Start(context.Background(), Spec{JobID: 9, SimRemaining: 300 * time.Millisecond, Memory: mem, GPUs: []int{2}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 9, SimRemaining: 300 * time.Millisecond, Memory: mem, GPUs: []int{2}}); err != nil {
 		t.Fatal(err)
 	}
 	if s := a.Sample(time.Now()); s[2].MemUsedMiB != 3000 || len(s[2].Jobs) != 1 {

@@ -38,7 +38,7 @@ type ClientConfig struct {
 	// Nodes are the machines this agent runs. Each reports job exits on
 	// Exits.
 	Nodes []*Local
-	Exits <-chan Exit
+	Exits <-chan job.Exit
 	// TLS configures connections to an https server; nil trusts the
 	// system's certificate authorities.
 	TLS    *tls.Config
@@ -80,6 +80,10 @@ type Client struct {
 	// the first welcome): see fence.go.
 	heard   atomic.Int64
 	timeout atomic.Int64
+	// fencedSpans are the recent silences longer than the timeout, from
+	// when fencing began to when a server was heard again.
+	fmu         sync.Mutex
+	fencedSpans [][2]time.Time
 }
 
 type jobKey struct {
@@ -89,9 +93,9 @@ type jobKey struct {
 
 // liveJob is a run that the server has not yet seen end.
 type liveJob struct {
-	run  int64 // the run's number
-	sent int64 // bytes of the job's output sent to the server
-	exit *Exit // how the run ended; nil while it runs
+	run  int64     // the run's number
+	sent int64     // bytes of the job's output sent to the server
+	exit *job.Exit // how the run ended; nil while it runs
 	// exitID is the ID of the exit message on the current connection; 0
 	// when not yet sent on it.
 	exitID uint64
@@ -235,7 +239,7 @@ func (c *Client) collectExits(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ex := <-c.cfg.Exits:
-			if c.fencing() && ex.ExitCode != 0 && !ex.Infra {
+			if ex.ExitCode != 0 && !ex.Infra && c.fencedAt(ex.At) {
 				// Stopped because no server was heard (fence.go), by the
 				// agent or its watchdog: not the job's fault.
 				ex.Infra = true
@@ -256,7 +260,7 @@ func (c *Client) collectExits(ctx context.Context) {
 
 // addExit records how a run ended, to be sent until the server
 // acknowledges it.
-func (c *Client) addExit(ex Exit) {
+func (c *Client) addExit(ex job.Exit) {
 	c.mu.Lock()
 	k := jobKey{ex.Node, ex.JobID}
 	lj := c.live[k]
@@ -472,13 +476,13 @@ func (s *session) start(ctx context.Context, st *wire.Start) error {
 	if n == nil {
 		return fmt.Errorf("no node %q on this agent", st.Node)
 	}
-	spec := SpecFromWire(st.Job)
+	spec := st.Job.Spec()
 	k := jobKey{st.Node, spec.JobID}
 	lj := &liveJob{run: spec.Run, sent: st.LogOffset, gpus: append([]int{}, spec.GPUs...)}
 	c.mu.Lock()
 	if old := c.live[k]; old != nil && old.exit == nil {
 		c.mu.Unlock()
-		return fmt.Errorf("start run %d of job %d on %s: %w (run %d)", spec.Run, spec.JobID, st.Node, ErrBusy, old.run)
+		return fmt.Errorf("start run %d of job %d on %s: %w (run %d)", spec.Run, spec.JobID, st.Node, job.ErrBusy, old.run)
 	}
 	if old := c.live[k]; old != nil {
 		n.dropExit(job.RunRef{Job: k.job, Run: old.run})
@@ -554,7 +558,7 @@ func (s *session) beat() error {
 	now := time.Now()
 	for _, n := range s.c.cfg.Nodes {
 		hb.Nodes = append(hb.Nodes, wire.NodeSamples{Node: n.Name(), Samples: wire.FromSamples(n.Sample(now)),
-			Lanes: wire.FromLanes(n.Lanes()), Usage: wireUsage(n.JobUsage(now))})
+			Lanes: wire.FromLanes(n.Lanes()), Usage: wire.FromUsage(n.JobUsage(now))})
 	}
 	return s.send(&wire.Message{Type: wire.TypeHeartbeat, Heartbeat: hb})
 }
@@ -589,7 +593,7 @@ func (s *session) pumpOnce() error {
 		k    jobKey
 		lj   *liveJob
 		sent int64
-		exit *Exit // the run ended and its exit is not yet sent
+		exit *job.Exit // the run ended and its exit is not yet sent
 	}
 	c.mu.Lock()
 	var work []todo
@@ -623,7 +627,7 @@ func (s *session) pumpOnce() error {
 		if c.live[w.k] == w.lj {
 			w.lj.sent = sent
 			if w.exit != nil && w.lj.exit == w.exit && w.lj.exitID == 0 {
-				we := w.exit.Wire()
+				we := wire.FromExit(*w.exit)
 				m = &wire.Message{Type: wire.TypeExit, ID: s.nextID.Add(1), Exit: &we}
 				// Recorded before sending, so the ack finds it.
 				w.lj.exitID = m.ID

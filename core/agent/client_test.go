@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 func TestAgentURL(t *testing.T) {
@@ -34,29 +34,9 @@ func TestAgentURL(t *testing.T) {
 	}
 }
 
-func TestSpecAndExitRoundTrip(t *testing.T) {
-	specs := []Spec{
-		{JobID: 1, Run: 4, Command: []string{"python", "train.py"}, GPUs: []int{0, 3}},
-		{JobID: 2, GPUs: []int{1}, SimRemaining: 90 * time.Second,
-			Memory: gpu.SimMemory{PersistentMiB: 4000, EphemeralMiB: 2000, Iteration: 3 * time.Second}},
-	}
-	for _, s := range specs {
-		got := SpecFromWire(s.Wire())
-		if got.JobID != s.JobID || got.Run != s.Run || strings.Join(got.Command, " ") != strings.Join(s.Command, " ") ||
-			len(got.GPUs) != len(s.GPUs) || got.SimRemaining != s.SimRemaining || got.Memory != s.Memory {
-			t.Errorf("round trip of %+v gave %+v", s, got)
-		}
-	}
-	ex := Exit{Node: "n", JobID: 3, Run: 2, ExitCode: -1, Err: "killed by killed", At: time.Unix(5, 0)}
-	if got := ExitFromWire(ex.Wire()); got.Node != ex.Node || got.JobID != ex.JobID || got.Run != ex.Run ||
-		got.ExitCode != ex.ExitCode || got.Err != ex.Err || !got.At.Equal(ex.At) {
-		t.Errorf("exit round trip: %+v", got)
-	}
-}
-
 func TestNewClientChecksItsConfig(t *testing.T) {
 	a, _ := newTestAgent(t, time.Second)
-	exits := make(chan Exit)
+	exits := make(chan job.Exit)
 	tests := []struct {
 		name    string
 		cfg     ClientConfig

@@ -17,24 +17,32 @@ import (
 )
 
 func TestJobEnv(t *testing.T) {
-	base := []string{"PATH=/bin", "HOME=/root", "USER=root", "GPUPORTAL_AGENT_TOKEN=secret", "CUDA_VISIBLE_DEVICES=7", "GPUPORTAL_JOB_ID=99"}
-	spec := Spec{JobID: 5, GPUs: []int{2, 0}}
+	base := []string{"PATH=/bin", "HOME=/root", "USER=root", "LANG=C.UTF-8", "LC_ALL=C", "GPUPORTAL_AGENT_TOKEN=secret", "CUDA_VISIBLE_DEVICES=7",
+		"GPUPORTAL_JOB_ID=99", "AWS_SECRET_ACCESS_KEY=k", "PGPASSWORD=p", "LD_LIBRARY_PATH=/usr/local/cuda/lib64"}
+	spec := job.Spec{JobID: 5, Run: 2, GPUs: []int{2, 0}}
+	secrets := []string{"GPUPORTAL_AGENT_TOKEN=secret", "AWS_SECRET_ACCESS_KEY=k", "PGPASSWORD=p"}
 	tests := []struct {
 		name    string
+		base    []string
 		ra      *runAs
+		pass    []string
 		want    []string
 		wantNot []string
 	}{
-		{"own user keeps its identity", nil,
-			[]string{"PATH=/bin", "HOME=/root", "USER=root", "CUDA_VISIBLE_DEVICES=2,0", "GPUPORTAL_JOB_ID=5", "GPUPORTAL_CHECKPOINT_DIR=/w/jobs/5/checkpoint"},
-			[]string{"GPUPORTAL_AGENT_TOKEN=secret", "CUDA_VISIBLE_DEVICES=7", "GPUPORTAL_JOB_ID=99"}},
-		{"another user gets its own identity", &runAs{name: "alice", home: "/home/alice"},
+		{"own user keeps its identity, the minimal environment and nothing else", base, nil, nil,
+			[]string{"PATH=/bin", "HOME=/root", "USER=root", "LANG=C.UTF-8", "LC_ALL=C", "CUDA_VISIBLE_DEVICES=2,0", "GPUPORTAL_JOB_ID=5",
+				"GPUPORTAL_RUN=2", "GPUPORTAL_CHECKPOINT_DIR=/w/jobs/5/checkpoint"},
+			append([]string{"CUDA_VISIBLE_DEVICES=7", "GPUPORTAL_JOB_ID=99", "LD_LIBRARY_PATH=/usr/local/cuda/lib64"}, secrets...)},
+		{"another user gets its own identity", base, &runAs{name: "alice", home: "/home/alice"}, nil,
 			[]string{"PATH=/bin", "HOME=/home/alice", "USER=alice", "LOGNAME=alice", "GPUPORTAL_JOB_ID=5"},
-			[]string{"HOME=/root", "USER=root", "GPUPORTAL_AGENT_TOKEN=secret"}},
+			append([]string{"HOME=/root", "USER=root"}, secrets...)},
+		{"the operator passes named variables through", base, nil, []string{"LD_LIBRARY_PATH"},
+			[]string{"LD_LIBRARY_PATH=/usr/local/cuda/lib64"}, secrets},
+		{"no PATH: a default one", []string{"HOME=/root"}, nil, nil, []string{"PATH=" + DefaultPath}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env := jobEnv(base, spec, "/w/jobs/5/checkpoint", tc.ra)
+			env := jobEnv(tc.base, spec, "/w/jobs/5/checkpoint", tc.ra, tc.pass)
 			for _, w := range tc.want {
 				if !slices.Contains(env, w) {
 					t.Errorf("env lacks %q: %v", w, env)
@@ -46,6 +54,24 @@ func TestJobEnv(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCheckPassEnv(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"LD_LIBRARY_PATH", "NCCL_DEBUG"}, ""},
+		{[]string{"1BAD"}, "not a variable name"},
+		{[]string{"A=B"}, "not a variable name"},
+		{[]string{"GPUPORTAL_AGENT_TOKEN"}, "set by the agent"},
+		{[]string{"CUDA_VISIBLE_DEVICES"}, "set by the agent"},
+	} {
+		err := CheckPassEnv(tc.names)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckPassEnv(%q) = %v, want %q", tc.names, err, tc.want)
+		}
 	}
 }
 
@@ -106,7 +132,7 @@ func TestRootAgentRefusesCommandJobsUnlessAsked(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			exits := make(chan Exit, 1)
+			exits := make(chan job.Exit, 1)
 			a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 1, 1024), WorkDir: t.TempDir(), RunAs: tc.runAs, RefuseRoot: tc.refuseRoot}, exits)
 			if err != nil {
 				t.Skipf("run as %q: %v", tc.runAs, err) // not root here
@@ -115,7 +141,7 @@ func TestRootAgentRefusesCommandJobsUnlessAsked(t *testing.T) {
 			if a.runAs != nil {
 				a.runAs.cred = nil // and was root already
 			}
-			err = a.Start(context.Background(), Spec{JobID: 1, Command: tc.command, SimRemaining: time.Millisecond, GPUs: []int{0}})
+			err = a.Start(context.Background(), job.Spec{JobID: 1, Command: tc.command, SimRemaining: time.Millisecond, GPUs: []int{0}})
 			if got := errors.Is(err, ErrRootJobs); got != tc.wantRefuse {
 				t.Fatalf("Start: %v; want refused %v", err, tc.wantRefuse)
 			}
@@ -134,7 +160,7 @@ func TestRunAsAnotherUser(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	exits := make(chan Exit, 1)
+	exits := make(chan job.Exit, 1)
 	// nobody must reach its job folder: t.TempDir's parent is private.
 	dir, err := os.MkdirTemp("", "gpuportal-runas-")
 	if err != nil {
@@ -148,7 +174,7 @@ func TestRunAsAnotherUser(t *testing.T) {
 	}
 	_ = os.Chmod(filepath.Join(dir, "jobs"), 0o755)
 	cmd := []string{"sh", "-c", `id -u; echo $USER; touch "$GPUPORTAL_CHECKPOINT_DIR/ok"`}
-	if err := a.Start(context.Background(), Spec{JobID: 3, Command: cmd, GPUs: []int{0}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 3, Command: cmd, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	if ex := waitExit(t, exits); ex.ExitCode != 0 {
@@ -169,7 +195,7 @@ func TestCheckpointDirOutlivesRuns(t *testing.T) {
 	// Each run resumes from the step the last one saved.
 	cmd := []string{"sh", "-c", `f="$GPUPORTAL_CHECKPOINT_DIR/step"; s=$(cat "$f" 2>/dev/null || echo 0); s=$((s+1)); echo $s > "$f"; echo "run $s"`}
 	for range 3 {
-		if err := a.Start(context.Background(), Spec{JobID: 4, Command: cmd, GPUs: []int{0}}); err != nil {
+		if err := a.Start(context.Background(), job.Spec{JobID: 4, Command: cmd, GPUs: []int{0}}); err != nil {
 			t.Fatal(err)
 		}
 		if ex := waitExit(t, exits); ex.ExitCode != 0 {
@@ -248,7 +274,7 @@ func (b procBackend) Sample(now time.Time) []gpu.Sample {
 }
 
 func TestSampleCountsAJobsProcessesAsTheJob(t *testing.T) {
-	exits := make(chan Exit, 1)
+	exits := make(chan job.Exit, 1)
 	var a *Local
 	backend := procBackend{Sim: gpu.NewSim("n0", 1, 8192), procs: func() []gpu.ProcMem {
 		a.mu.Lock()
@@ -263,7 +289,7 @@ func TestSampleCountsAJobsProcessesAsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Start(context.Background(), Spec{JobID: 11, Command: []string{"sleep", "30"}, GPUs: []int{0}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 11, Command: []string{"sleep", "30"}, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	s := a.Sample(time.Now())[0]

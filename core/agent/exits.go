@@ -25,8 +25,8 @@ func (a *Local) exitPath(ref job.RunRef) string {
 
 // keepExit writes ex to disk, replacing the file at once (write, sync,
 // rename), so that a crash leaves the old file or the new one.
-func (a *Local) keepExit(ex Exit) error {
-	data, err := json.Marshal(ex.Wire())
+func (a *Local) keepExit(ex job.Exit) error {
+	data, err := json.Marshal(wire.FromExit(ex))
 	if err != nil {
 		return fmt.Errorf("keep exit of %s: %w", ex.Ref(), err)
 	}
@@ -61,12 +61,12 @@ func (a *Local) dropExit(ref job.RunRef) {
 
 // keptExits reads the exits an earlier agent process kept and the server
 // has not acknowledged.
-func (a *Local) keptExits() ([]Exit, error) {
+func (a *Local) keptExits() ([]job.Exit, error) {
 	paths, err := filepath.Glob(filepath.Join(a.cfg.WorkDir, "jobs", "*", "exit-*.json"))
 	if err != nil {
 		return nil, fmt.Errorf("kept exits: %w", err)
 	}
-	var out []Exit
+	var out []job.Exit
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -80,7 +80,7 @@ func (a *Local) keptExits() ([]Exit, error) {
 		if !strings.HasSuffix(p, "exit-"+strconv.FormatInt(w.Run, 10)+".json") {
 			continue
 		}
-		out = append(out, ExitFromWire(w))
+		out = append(out, w.Exit())
 	}
 	return out, nil
 }

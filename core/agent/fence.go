@@ -18,13 +18,45 @@ import (
 // so a server restart shorter than the timeout costs no run.
 
 // hear records that a server was heard now, and renews the watchdog's
-// lease to the heartbeat timeout from now.
+// lease to the heartbeat timeout from now. A silence longer than the
+// timeout is remembered: runs that ended within it were fenced.
 func (c *Client) hear() {
 	now := time.Now()
-	c.heard.Store(now.UnixNano())
+	prev := time.Unix(0, c.heard.Swap(now.UnixNano()))
 	if t := time.Duration(c.timeout.Load()); t > 0 {
+		if now.Sub(prev) > t {
+			c.fmu.Lock()
+			c.fencedSpans = append(c.fencedSpans, [2]time.Time{prev.Add(t), now})
+			if len(c.fencedSpans) > 16 {
+				c.fencedSpans = c.fencedSpans[1:]
+			}
+			c.fmu.Unlock()
+		}
 		c.cfg.Watchdog.Lease(now.Add(t))
 	}
+}
+
+// fencedAt reports whether at fell in a time when runs were being fenced:
+// no server heard for longer than the timeout, now or in a silence since
+// ended. The watchdog's lease, renewed at most every fifth of a second,
+// may end that much earlier.
+func (c *Client) fencedAt(at time.Time) bool {
+	timeout := time.Duration(c.timeout.Load())
+	if timeout <= 0 {
+		return false
+	}
+	const slack = 250 * time.Millisecond
+	if at.Sub(time.Unix(0, c.heard.Load())) > timeout-slack {
+		return true
+	}
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	for _, s := range c.fencedSpans {
+		if !at.Before(s[0].Add(-slack)) && !at.After(s[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // fencing reports whether no server has been heard for longer than the

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent/gate"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
+	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
 // fixedCount is an IterationSource that says what it is told.
@@ -104,18 +106,18 @@ func TestProfileCPUFromGate(t *testing.T) {
 	if _, err := g.Add(gate.Job{ID: 1, GPUs: []int{0}, Memory: memest.Estimate{PersistentMiB: 100, EphemeralMiB: 100}}); err != nil {
 		t.Fatal(err)
 	}
-	job := &gatedJob{quota: 1000, satMilli: 2000, perIter: 4 * time.Millisecond}
+	gj := &gatedJob{quota: 1000, satMilli: 2000, perIter: 4 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); job.run(ctx, g, 1) }()
+	go func() { defer close(done); gj.run(ctx, g, 1) }()
 	defer func() { cancel(); <-done }()
 
 	l := &Local{gate: g}
-	gateIters := l.gateIterations(Spec{JobID: 1, Sharing: &Sharing{}})
+	gateIters := l.gateIterations(job.Spec{JobID: 1, Sharing: &job.Sharing{}})
 	if gateIters == nil {
 		t.Fatal("no gate count for a sharing job")
 	}
-	if l.gateIterations(Spec{JobID: 1}) != nil {
+	if l.gateIterations(job.Spec{JobID: 1}) != nil {
 		t.Fatal("a gate count for a job that does not share")
 	}
 	src := &FirstIterations{Sources: []IterationSource{gateIters, &ProgressCounter{}}}
@@ -123,7 +125,7 @@ func TestProfileCPUFromGate(t *testing.T) {
 		t.Fatal("the gate counted no iteration")
 	}
 	cfg := ProfileConfig{PropMilli: 1000, MaxMilli: 4000, Steps: 4, Warmup: 10 * time.Millisecond, Window: 200 * time.Millisecond}
-	p, err := ProfileCPU(ctx, job, src, cfg)
+	p, err := ProfileCPU(ctx, gj, src, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestProfileCPUFromGate(t *testing.T) {
 			t.Errorf("no rate from the gate at %d milli-CPUs (points %+v)", pt.CPUMilli, p.Points)
 		}
 	}
-	c := p.Curve(1)
+	c := synergy.MeasuredCurve(p.Points, 1)
 	if err := c.Validate(); err != nil || c.At(4) < 0.999 {
 		t.Errorf("curve %v (%v): want a valid curve reaching 1", c, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // watchedGPU is one GPU whose processes NVML would report.
@@ -51,7 +52,7 @@ func TestMonitorOnlyAgentRefusesStartsAndNamesJobsByEnvironment(t *testing.T) {
 	fakeProc(t, proc, 300, "GPUPORTAL_JOB_ID=nope")
 	// PID 400 is gone, or another user's: unreadable.
 	be := watchedGPU{procs: []gpu.ProcMem{{PID: 100, MemMiB: 1000}, {PID: 101, MemMiB: 500}, {PID: 200, MemMiB: 50}, {PID: 300, MemMiB: 5}, {PID: 400, MemMiB: 1}}}
-	exits := make(chan Exit, 1)
+	exits := make(chan job.Exit, 1)
 	a, err := New(Config{Name: "n1", Backend: be, WorkDir: t.TempDir(), MonitorOnly: true, ProcDir: proc}, exits)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func TestMonitorOnlyAgentRefusesStartsAndNamesJobsByEnvironment(t *testing.T) {
 	if !a.MonitorOnly() {
 		t.Error("MonitorOnly() = false")
 	}
-	err = a.Start(context.Background(), Spec{JobID: 3, GPUs: []int{0}, Command: []string{"true"}})
+	err = a.Start(context.Background(), job.Spec{JobID: 3, GPUs: []int{0}, Command: []string{"true"}})
 	if !errors.Is(err, ErrMonitorOnly) {
 		t.Fatalf("Start = %v, want ErrMonitorOnly", err)
 	}

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // startProcess runs the job's command in its own process group with
@@ -17,7 +21,7 @@ import (
 // variables) added, as the agent's RunAs user. The command is argv, never
 // a shell string. The process is killed if the agent dies, so no job
 // outlives the agent that tracks it.
-func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
+func (a *Local) startProcess(s job.Spec, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)
 	cmd.Dir = a.jobDir(s.JobID)
 	cmd.Stdout = log
@@ -27,7 +31,7 @@ func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func
 		cmd.SysProcAttr.Credential = a.runAs.cred
 	}
 	extraEnv = append([]string{"GPUPORTAL_NODE=" + a.cfg.Name}, extraEnv...)
-	cmd.Env = append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), a.runAs), extraEnv...)
+	cmd.Env = append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), a.runAs, a.cfg.PassEnv), extraEnv...)
 	if err := cmd.Start(); err != nil {
 		if a.runAs != nil && errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, a.runAs.name, cmd.Dir)
@@ -66,23 +70,33 @@ func (a *Local) startProcess(s Spec, log *os.File, extraEnv []string) (wait func
 	return wait, stop, pgid, nil
 }
 
-// jobEnv is a job's environment: the agent's own, less any GPUPORTAL_ or
-// CUDA_VISIBLE_DEVICES variables it has (they may carry the agent's token,
-// and the job's own come next), plus the job's GPUs, ID and checkpoint
-// folder, and the identity of the user it runs as.
-func jobEnv(base []string, s Spec, checkpointDir string, ra *runAs) []string {
-	drop := func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
+// jobEnv is a job's environment. Nothing of the agent's own environment
+// reaches it but the variables of the minimal environment (KeptEnv) and
+// those the operator names with --pass-env (pass): secrets in the agent's
+// environment (a cloud key, a database password, the agent's token) are
+// never a job's. It holds the job's GPUs, ID, run and checkpoint folder,
+// and the identity of the user it runs as (ra; nil: the agent's own).
+func jobEnv(base []string, s job.Spec, checkpointDir string, ra *runAs, pass []string) []string {
+	keep := func(name string) bool {
 		if strings.HasPrefix(name, "GPUPORTAL_") || name == "CUDA_VISIBLE_DEVICES" {
-			return true
+			return false // the job's own come next
 		}
-		return ra != nil && (name == "HOME" || name == "USER" || name == "LOGNAME")
+		if ra != nil && (name == "HOME" || name == "USER" || name == "LOGNAME") {
+			return false
+		}
+		return slices.Contains(KeptEnv, name) || strings.HasPrefix(name, "LC_") || slices.Contains(pass, name)
 	}
-	env := make([]string, 0, len(base)+6)
+	env := make([]string, 0, len(KeptEnv)+len(pass)+8)
+	hasPath := false
 	for _, kv := range base {
-		if !drop(kv) {
+		name, _, _ := strings.Cut(kv, "=")
+		if keep(name) {
 			env = append(env, kv)
+			hasPath = hasPath || name == "PATH"
 		}
+	}
+	if !hasPath {
+		env = append(env, "PATH="+DefaultPath)
 	}
 	devs := make([]string, len(s.GPUs))
 	for i, g := range s.GPUs {
@@ -98,4 +112,27 @@ func jobEnv(base []string, s Spec, checkpointDir string, ra *runAs) []string {
 		env = append(env, "HOME="+ra.home, "USER="+ra.name, "LOGNAME="+ra.name)
 	}
 	return env
+}
+
+// KeptEnv are the variables of the agent's environment that every job
+// gets (with LC_*): the rest stay the agent's unless named by --pass-env.
+var KeptEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "SHELL", "TMPDIR"}
+
+// DefaultPath is a job's PATH when the agent has none.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckPassEnv checks the names given to --pass-env: variable names, and
+// none of the agent's own (GPUPORTAL_*) or the job's GPUs.
+func CheckPassEnv(names []string) error {
+	for _, n := range names {
+		switch {
+		case !envNameRe.MatchString(n):
+			return fmt.Errorf("%q is not a variable name (letters, digits and _, not starting with a digit)", n)
+		case strings.HasPrefix(n, "GPUPORTAL_") || n == "CUDA_VISIBLE_DEVICES":
+			return fmt.Errorf("%s is set by the agent for each job and cannot be passed through", n)
+		}
+	}
+	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/synergy"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // ProgressPrefix starts the progress line a job may print on its standard
@@ -177,16 +177,10 @@ func (c ProfileConfig) Duration() time.Duration {
 	return time.Duration(c.Steps) * (c.Warmup + c.Window)
 }
 
-// ProfilePoint is one measured step: the job's rate at a CPU quota.
-type ProfilePoint struct {
-	CPUMilli int64
-	// Rate is iterations per second.
-	Rate float64
-}
-
-// CPUProfile is a measured curve, quotas ascending.
+// CPUProfile is a measured profile, quotas ascending
+// (synergy.MeasuredCurve turns it into a curve).
 type CPUProfile struct {
-	Points []ProfilePoint
+	Points []job.ProfilePoint
 	// Elapsed is how long profiling took.
 	Elapsed time.Duration
 }
@@ -233,7 +227,7 @@ func ProfileCPU(ctx context.Context, lim CPULimiter, src IterationSource, cfg Pr
 		if !ok0 || !ok1 || n1 <= n0 {
 			return prof, fmt.Errorf("profile cpu: step %d at %d milli: %w", i, q, ErrNoProgress)
 		}
-		prof.Points = append(prof.Points, ProfilePoint{CPUMilli: q, Rate: float64(n1-n0) / dt})
+		prof.Points = append(prof.Points, job.ProfilePoint{CPUMilli: q, Rate: float64(n1-n0) / dt})
 	}
 	prof.Elapsed = time.Since(began)
 	return prof, nil
@@ -248,31 +242,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// Curve turns a measured profile into a synergy CPU curve for a job with
-// gpus GPUs: X in cores per GPU, speed relative to the fastest step. The
-// curve starts at (0, 0) and rises linearly to the first step (nothing
-// below the proportional share was measured, so Allocate never takes the
-// job below it), and measurement noise is smoothed into a non-decreasing
-// curve.
-func (p CPUProfile) Curve(gpus int) synergy.Curve {
-	if len(p.Points) == 0 {
-		return nil
-	}
-	best := 0.0
-	for _, pt := range p.Points {
-		best = max(best, pt.Rate)
-	}
-	if best <= 0 {
-		return nil
-	}
-	g := float64(max(gpus, 1))
-	c := synergy.Curve{{X: 0, Speed: 0}}
-	top := 0.0
-	for _, pt := range p.Points {
-		top = max(top, pt.Rate/best)
-		c = append(c, synergy.Point{X: float64(pt.CPUMilli) / 1000 / g, Speed: top})
-	}
-	return c
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
 func TestProgressCounter(t *testing.T) {
@@ -101,7 +103,7 @@ func TestProfileCPUFake(t *testing.T) {
 	}
 	// Rising from 1 to 2 cores, flat after: the curve saturates at 2
 	// cores, i.e. 1 core per GPU for a 2-GPU job.
-	c := p.Curve(2)
+	c := synergy.MeasuredCurve(p.Points, 2)
 	if s := c.At(0.5); s < 0.35 || s > 0.65 {
 		t.Errorf("speed at the share %v, want about 0.5 (curve %v)", s, c)
 	}

@@ -15,79 +15,8 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/core/job"
 )
-
-// Resources are the CPUs and host memory the scheduler allocated to a
-// job's part on this machine (docs/synergy.md). The agent enforces them
-// with cgroups where it can (Config.Cgroups).
-type Resources struct {
-	CPUMilli int64
-	MemMiB   int64
-	// PropCPUMilli is the job's proportional share of CPUs: profiling
-	// never goes below it.
-	PropCPUMilli int64
-	// ProfileMaxMilli, when positive, asks for the job's CPU sensitivity
-	// to be profiled, from PropCPUMilli up to this quota.
-	ProfileMaxMilli int64
-}
-
-func (r *Resources) wire() *wire.Resources {
-	if r == nil {
-		return nil
-	}
-	return &wire.Resources{CPUMilli: r.CPUMilli, MemMiB: r.MemMiB, PropCPUMilli: r.PropCPUMilli, ProfileMaxMilli: r.ProfileMaxMilli}
-}
-
-func resourcesFromWire(w *wire.Resources) *Resources {
-	if w == nil {
-		return nil
-	}
-	return &Resources{CPUMilli: w.CPUMilli, MemMiB: w.MemMiB, PropCPUMilli: w.PropCPUMilli, ProfileMaxMilli: w.ProfileMaxMilli}
-}
-
-// JobUsage is what a running job's part uses on this machine against what
-// it was allocated.
-type JobUsage struct {
-	JobID int64
-	At    time.Time
-	// CPUMilli and MemMiB are the allocation (0: none).
-	CPUMilli int64
-	MemMiB   int64
-	// UsedCPUMilli is the CPU used since the previous reading (since the
-	// start for the first), in thousandths of a core; UsedMemMiB the
-	// memory in use now.
-	UsedCPUMilli int64
-	UsedMemMiB   int64
-	// Enforced: cgroups hold the job to its allocation. Otherwise Note
-	// says why ("CPU limits not enforced: ...").
-	Enforced bool
-	Note     string
-	// Profile is the measured CPU profile, once profiling has finished.
-	Profile []ProfilePoint
-}
-
-// Wire encodes the usage for the server.
-func (u JobUsage) Wire() wire.JobUsage {
-	w := wire.JobUsage{JobID: u.JobID, At: u.At, CPUMilli: u.CPUMilli, MemMiB: u.MemMiB,
-		UsedCPUMilli: u.UsedCPUMilli, UsedMemMiB: u.UsedMemMiB, Enforced: u.Enforced, Note: u.Note}
-	for _, p := range u.Profile {
-		w.Profile = append(w.Profile, wire.ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
-	}
-	return w
-}
-
-// JobUsageFromWire decodes a usage sent by an agent.
-func JobUsageFromWire(w wire.JobUsage) JobUsage {
-	u := JobUsage{JobID: w.JobID, At: w.At, CPUMilli: w.CPUMilli, MemMiB: w.MemMiB,
-		UsedCPUMilli: w.UsedCPUMilli, UsedMemMiB: w.UsedMemMiB, Enforced: w.Enforced, Note: w.Note}
-	for _, p := range w.Profile {
-		u.Profile = append(u.Profile, ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
-	}
-	return u
-}
-
-// NotEnforcedPrefix starts the note of a job whose limits are not held.
-const NotEnforcedPrefix = "CPU limits not enforced: "
 
 // limits is the agent's per-job enforcement and accounting of CPUs and
 // memory.
@@ -103,7 +32,7 @@ type limits struct {
 
 // limited is one job's part.
 type limited struct {
-	res     Resources
+	res     job.Resources
 	gpus    int
 	pgid    int // 0 for a simulated job
 	cg      *JobCgroup
@@ -112,7 +41,7 @@ type limited struct {
 	// The previous reading, for the CPU rate.
 	lastAt  time.Time
 	lastCPU time.Duration
-	profile []ProfilePoint
+	profile []job.ProfilePoint
 	cancel  context.CancelFunc
 }
 
@@ -130,7 +59,7 @@ func (l *limits) setup(cfg Config) {
 	cg, err := DetectCgroups(root)
 	if err != nil {
 		l.why = err.Error()
-		l.log.Warn(NotEnforcedPrefix+"jobs keep their allocation unenforced", "agent", cfg.Name, "why", l.why)
+		l.log.Warn(job.NotEnforcedPrefix+"jobs keep their allocation unenforced", "agent", cfg.Name, "why", l.why)
 		return
 	}
 	l.cg = cg
@@ -142,7 +71,7 @@ func (l *limits) setup(cfg Config) {
 // its log why not when that cannot be done. gateIters is the gate's count
 // of the job's iterations when it shares (nil otherwise), which its
 // profiling phase reads besides its progress lines.
-func (l *limits) begin(s Spec, pgid int, log io.Writer, logPath string, gateIters IterationSource) {
+func (l *limits) begin(s job.Spec, pgid int, log io.Writer, logPath string, gateIters IterationSource) {
 	j := &limited{gpus: len(s.GPUs), pgid: pgid, started: time.Now()}
 	j.lastAt = j.started
 	if s.Resources != nil {
@@ -154,13 +83,13 @@ func (l *limits) begin(s Spec, pgid int, log io.Writer, logPath string, gateIter
 	case l.cg == nil && l.off:
 		j.note = "not enforced: " + l.why
 	case l.cg == nil:
-		j.note = NotEnforcedPrefix + l.why
+		j.note = job.NotEnforcedPrefix + l.why
 	default:
 		if err := j.enter(l.cg, s.JobID); err != nil {
-			j.note = NotEnforcedPrefix + err.Error()
+			j.note = job.NotEnforcedPrefix + err.Error()
 		}
 	}
-	if strings.HasPrefix(j.note, NotEnforcedPrefix) && pgid != 0 && s.Resources != nil {
+	if strings.HasPrefix(j.note, job.NotEnforcedPrefix) && pgid != 0 && s.Resources != nil {
 		fmt.Fprintf(log, "gpuportal: %s\n", j.note)
 	}
 	if j.cg != nil && j.res.ProfileMaxMilli > 0 {
@@ -195,7 +124,7 @@ func (j *limited) enter(cgs *Cgroups, jobID int64) error {
 // apply sets a cgroup's CPU quota (hard: the job only slows) and memory
 // limit (soft: SetMemorySoft, the job is never killed for it); 0 lifts
 // either.
-func (j *limited) apply(cg *JobCgroup, r Resources) error {
+func (j *limited) apply(cg *JobCgroup, r job.Resources) error {
 	if err := cg.SetCPU(r.CPUMilli); err != nil {
 		return err
 	}
@@ -231,7 +160,7 @@ func (l *limits) end(jobID int64) {
 }
 
 // resize changes a running job's allocation.
-func (l *limits) resize(jobID int64, r Resources) error {
+func (l *limits) resize(jobID int64, r job.Resources) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	j := l.jobs[jobID]
@@ -249,12 +178,12 @@ func (l *limits) resize(jobID int64, r Resources) error {
 }
 
 // usage reads every job's use since the previous reading.
-func (l *limits) usage(now time.Time) []JobUsage {
+func (l *limits) usage(now time.Time) []job.Usage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]JobUsage, 0, len(l.jobs))
+	out := make([]job.Usage, 0, len(l.jobs))
 	for id, j := range l.jobs {
-		u := JobUsage{JobID: id, At: now, CPUMilli: j.res.CPUMilli, MemMiB: j.res.MemMiB,
+		u := job.Usage{JobID: id, At: now, CPUMilli: j.res.CPUMilli, MemMiB: j.res.MemMiB,
 			Enforced: j.cg != nil, Note: j.note, Profile: j.profile}
 		var cpu time.Duration
 		var mem int64
@@ -286,7 +215,7 @@ func (l *limits) usage(now time.Time) []JobUsage {
 		}
 		out = append(out, u)
 	}
-	slices.SortFunc(out, func(a, b JobUsage) int { return int(a.JobID - b.JobID) })
+	slices.SortFunc(out, func(a, b job.Usage) int { return int(a.JobID - b.JobID) })
 	return out
 }
 
@@ -421,25 +350,13 @@ func tailLog(ctx context.Context, path string, w io.Writer) {
 
 // JobUsage reports every running job's CPU and memory use on this
 // machine against its allocation.
-func (a *Local) JobUsage(now time.Time) []JobUsage { return a.lim.usage(now) }
+func (a *Local) JobUsage(now time.Time) []job.Usage { return a.lim.usage(now) }
 
 // Resize changes a running job's CPU and memory allocation, enforced
 // where its cgroup is (not while it is being profiled: the new limits
 // apply when profiling ends).
-func (a *Local) Resize(_ context.Context, jobID int64, r Resources) error {
+func (a *Local) Resize(_ context.Context, jobID int64, r job.Resources) error {
 	return a.lim.resize(jobID, r)
-}
-
-// wireUsage encodes usages for a heartbeat.
-func wireUsage(us []JobUsage) []wire.JobUsage {
-	if len(us) == 0 {
-		return nil
-	}
-	out := make([]wire.JobUsage, len(us))
-	for i, u := range us {
-		out[i] = u.Wire()
-	}
-	return out
 }
 
 // profileStartWait is how long profiling waits for a job's first progress
@@ -466,5 +383,5 @@ func (s *session) resize(ctx context.Context, r *wire.Resize) error {
 	if n == nil {
 		return fmt.Errorf("no node %q on this agent", r.Node)
 	}
-	return n.Resize(ctx, r.JobID, *resourcesFromWire(&r.Resources))
+	return n.Resize(ctx, r.JobID, *r.Resources.Resources())
 }

@@ -3,34 +3,14 @@ package agent
 import (
 	"context"
 	"os"
-	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
-
-func TestResourcesRoundTrip(t *testing.T) {
-	spec := Spec{JobID: 4, Command: []string{"train"}, GPUs: []int{0, 1},
-		Resources: &Resources{CPUMilli: 7500, MemMiB: 96000, PropCPUMilli: 6000, ProfileMaxMilli: 12000}}
-	if back := SpecFromWire(roundTrip(t, spec.Wire())); !reflect.DeepEqual(back, spec) {
-		t.Errorf("spec %+v came back %+v", spec, back)
-	}
-	plain := Spec{JobID: 5, GPUs: []int{0}}
-	if w := plain.Wire(); w.Resources != nil || SpecFromWire(roundTrip(t, w)).Resources != nil {
-		t.Errorf("a spec without resources gained some: %+v", w)
-	}
-	u := JobUsage{JobID: 4, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), CPUMilli: 7500, MemMiB: 96000,
-		UsedCPUMilli: 6100, UsedMemMiB: 40000, Note: NotEnforcedPrefix + "no permission",
-		Profile: []ProfilePoint{{CPUMilli: 6000, Rate: 10}, {CPUMilli: 12000, Rate: 14.5}}}
-	hb := roundTrip(t, wire.Heartbeat{Nodes: []wire.NodeSamples{{Node: "n0", Usage: wireUsage([]JobUsage{u})}}})
-	if back := JobUsageFromWire(hb.Nodes[0].Usage[0]); !reflect.DeepEqual(back, u) {
-		t.Errorf("usage %+v came back %+v", u, back)
-	}
-}
 
 // busyJob is a command that burns CPU until stopped: the test binary as
 // TestCPUBoundHelper (two threads, progress lines every 20 ms).
@@ -43,9 +23,9 @@ func busyJob(t *testing.T) []string {
 	return []string{"sh", "-c", helperEnv + "=1 exec \"$0\" -test.run='^TestCPUBoundHelper$'", exe}
 }
 
-func newLimitAgent(t *testing.T, cfg Config) (*Local, chan Exit) {
+func newLimitAgent(t *testing.T, cfg Config) (*Local, chan job.Exit) {
 	t.Helper()
-	exits := make(chan Exit, 8)
+	exits := make(chan job.Exit, 8)
 	cfg.Name, cfg.Backend, cfg.WorkDir, cfg.Grace = "n0", gpu.NewSim("n0", 4, 8192), t.TempDir(), time.Second
 	a, err := New(cfg, exits)
 	if err != nil {
@@ -59,7 +39,7 @@ func newLimitAgent(t *testing.T, cfg Config) (*Local, chan Exit) {
 	return a, exits
 }
 
-func usageOf(t *testing.T, a *Local, id int64) JobUsage {
+func usageOf(t *testing.T, a *Local, id int64) job.Usage {
 	t.Helper()
 	for _, u := range a.JobUsage(time.Now()) {
 		if u.JobID == id {
@@ -67,7 +47,7 @@ func usageOf(t *testing.T, a *Local, id int64) JobUsage {
 		}
 	}
 	t.Fatalf("no usage for job %d", id)
-	return JobUsage{}
+	return job.Usage{}
 }
 
 // TestLimitsFallback: where cgroups cannot be written, the job runs
@@ -75,20 +55,20 @@ func usageOf(t *testing.T, a *Local, id int64) JobUsage {
 // its use is read from /proc.
 func TestLimitsFallback(t *testing.T) {
 	a, _ := newLimitAgent(t, Config{Cgroups: true, CgroupRoot: t.TempDir()})
-	if err := a.Start(context.Background(), Spec{JobID: 3, Command: busyJob(t), GPUs: []int{0},
-		Resources: &Resources{CPUMilli: 500, MemMiB: 1024}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 3, Command: busyJob(t), GPUs: []int{0},
+		Resources: &job.Resources{CPUMilli: 500, MemMiB: 1024}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
 	u := usageOf(t, a, 3)
-	if u.Enforced || !strings.HasPrefix(u.Note, NotEnforcedPrefix) || !strings.Contains(u.Note, "cgroups not writable") {
+	if u.Enforced || !strings.HasPrefix(u.Note, job.NotEnforcedPrefix) || !strings.Contains(u.Note, "cgroups not writable") {
 		t.Errorf("usage %+v: want unenforced with the reason", u)
 	}
 	if u.UsedCPUMilli <= 0 || u.UsedMemMiB <= 0 || u.CPUMilli != 500 {
 		t.Errorf("usage %+v: want the busy job's CPU (two threads, unlimited) and memory from /proc", u)
 	}
 	log, _ := os.ReadFile(a.LogPath(3))
-	if !strings.Contains(string(log), "gpuportal: "+NotEnforcedPrefix) {
+	if !strings.Contains(string(log), "gpuportal: "+job.NotEnforcedPrefix) {
 		t.Errorf("log does not say the limits are not enforced:\n%.500s", log)
 	}
 	off, _ := newLimitAgent(t, Config{})
@@ -114,8 +94,8 @@ func realCgroups(t *testing.T) {
 func TestLimitsEnforced(t *testing.T) {
 	realCgroups(t)
 	a, _ := newLimitAgent(t, Config{Cgroups: true})
-	if err := a.Start(context.Background(), Spec{JobID: 9, Command: busyJob(t), GPUs: []int{0},
-		Resources: &Resources{CPUMilli: 250, MemMiB: 512}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 9, Command: busyJob(t), GPUs: []int{0},
+		Resources: &job.Resources{CPUMilli: 250, MemMiB: 512}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -127,7 +107,7 @@ func TestLimitsEnforced(t *testing.T) {
 	if !u.Enforced || u.Note != "" || u.UsedCPUMilli < 0 || u.UsedMemMiB <= 0 {
 		t.Fatalf("usage %+v: want enforced, with its use reported", u)
 	}
-	if err := a.Resize(context.Background(), 9, Resources{CPUMilli: 1500, MemMiB: 512}); err != nil {
+	if err := a.Resize(context.Background(), 9, job.Resources{CPUMilli: 1500, MemMiB: 512}); err != nil {
 		t.Fatal(err)
 	}
 	if u := usageOf(t, a, 9); u.CPUMilli != 1500 {
@@ -167,8 +147,8 @@ func TestAgentProfilesJob(t *testing.T) {
 	realCgroups(t)
 	a, _ := newLimitAgent(t, Config{Cgroups: true,
 		Profile: ProfileConfig{Steps: 3, Warmup: 300 * time.Millisecond, Window: 700 * time.Millisecond}})
-	if err := a.Start(context.Background(), Spec{JobID: 11, Command: busyJob(t), GPUs: []int{0},
-		Resources: &Resources{CPUMilli: 100, PropCPUMilli: 100, ProfileMaxMilli: 500}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 11, Command: busyJob(t), GPUs: []int{0},
+		Resources: &job.Resources{CPUMilli: 100, PropCPUMilli: 100, ProfileMaxMilli: 500}}); err != nil {
 		t.Fatal(err)
 	}
 	// The rates depend on how much CPU this machine has to spare, so only
@@ -190,8 +170,8 @@ func TestAgentProfilesJob(t *testing.T) {
 
 func TestSimulatedJobUsage(t *testing.T) {
 	a, _ := newLimitAgent(t, Config{})
-	if err := a.Start(context.Background(), Spec{JobID: 2, GPUs: []int{0, 1}, SimRemaining: time.Minute,
-		Resources: &Resources{CPUMilli: 6000, MemMiB: 64000}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 2, GPUs: []int{0, 1}, SimRemaining: time.Minute,
+		Resources: &job.Resources{CPUMilli: 6000, MemMiB: 64000}}); err != nil {
 		t.Fatal(err)
 	}
 	u := usageOf(t, a, 2)

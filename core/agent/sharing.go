@@ -8,24 +8,10 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent/gate"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 )
-
-// Sharing opts a command job in to Salus sharing: its GPUs' lanes are
-// shared in time with other jobs that opted in, one iteration at a time,
-// through the agent's gate (package gate). The job asks the gate before
-// each iteration and reports after it; static/clients/gpuportal_gate.py
-// does so for Python.
-type Sharing struct {
-	// Memory is the job's estimate on each of its GPUs, unpadded (see
-	// core/memest): the gate admits it to lanes with this and pads it.
-	Memory memest.Estimate
-	// DurationS and Iterations are what the job declared, 0 when unknown;
-	// the srtf policy reads them.
-	DurationS  float64
-	Iterations int64
-}
 
 // The environment variables a job that opted in finds.
 const (
@@ -66,7 +52,7 @@ func (a *Local) startGate(cfg lanes.Config) error {
 // the environment variables that tell it where the gate is; none for
 // other jobs, or when the agent serves no gate (the job then runs
 // unshared: the Python client does nothing without GPUPORTAL_GATE).
-func (a *Local) joinGate(s Spec) ([]string, error) {
+func (a *Local) joinGate(s job.Spec) ([]string, error) {
 	if s.Sharing == nil {
 		return nil, nil
 	}

@@ -93,7 +93,7 @@ var python3 = sync.OnceValues(func() (string, error) {
 // gateAgent is an agent with a gate and one simulated 8 GiB GPU, and a
 // folder holding the Python client and the training script. Its work
 // folder is short: socket paths are limited.
-func gateAgent(t *testing.T, policy lanes.Policy) (*Local, chan Exit, string) {
+func gateAgent(t *testing.T, policy lanes.Policy) (*Local, chan job.Exit, string) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not found: the end-to-end test of the Python client needs it")
@@ -106,7 +106,7 @@ func gateAgent(t *testing.T, policy lanes.Policy) (*Local, chan Exit, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
-	exits := make(chan Exit, 8)
+	exits := make(chan job.Exit, 8)
 	a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 1, 8192), WorkDir: work, Grace: time.Second,
 		Gate: &lanes.Config{Policy: policy}, Logger: quiet}, exits)
 	if err != nil {
@@ -136,7 +136,7 @@ func startTrain(t *testing.T, a *Local, dir string, id int64, mem memest.Estimat
 	t.Helper()
 	py, _ := python3()
 	cmd := append([]string{py, filepath.Join(dir, "train.py"), dir, filepath.Join(dir, fmt.Sprintf("iterations-%d", id))}, args...)
-	err := a.Start(context.Background(), Spec{JobID: id, Command: cmd, GPUs: []int{0}, Sharing: &Sharing{Memory: mem}})
+	err := a.Start(context.Background(), job.Spec{JobID: id, Command: cmd, GPUs: []int{0}, Sharing: &job.Sharing{Memory: mem}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +161,9 @@ func readIterations(t *testing.T, dir string, id int64) []iteration {
 }
 
 // waitExits waits for n exits, by job.
-func waitExits(t *testing.T, a *Local, exits chan Exit, n int) map[int64]Exit {
+func waitExits(t *testing.T, a *Local, exits chan job.Exit, n int) map[int64]job.Exit {
 	t.Helper()
-	out := make(map[int64]Exit)
+	out := make(map[int64]job.Exit)
 	for range n {
 		ex := waitExit(t, exits)
 		out[ex.JobID] = ex
@@ -297,7 +297,7 @@ func TestGateTokenIsTheJobsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(work)
-	exits := make(chan Exit, 4)
+	exits := make(chan job.Exit, 4)
 	a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 1, 8192), WorkDir: work, Grace: time.Second,
 		Gate: &lanes.Config{}, Logger: quiet}, exits)
 	if err != nil {
@@ -305,7 +305,7 @@ func TestGateTokenIsTheJobsAlone(t *testing.T) {
 	}
 	defer a.Shutdown(context.Background())
 	show := []string{"sh", "-c", `echo "gate=$GPUPORTAL_GATE token=$GPUPORTAL_GATE_TOKEN"`}
-	if err := a.Start(context.Background(), Spec{JobID: 1, Command: show, GPUs: []int{0}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 1, Command: show, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	waitExits(t, a, exits, 1)
@@ -314,7 +314,7 @@ func TestGateTokenIsTheJobsAlone(t *testing.T) {
 	}
 
 	mem := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 1000}
-	if err := a.Start(context.Background(), Spec{JobID: 2, Command: []string{"sleep", "30"}, GPUs: []int{0}, Sharing: &Sharing{Memory: mem}}); err != nil {
+	if err := a.Start(context.Background(), job.Spec{JobID: 2, Command: []string{"sleep", "30"}, GPUs: []int{0}, Sharing: &job.Sharing{Memory: mem}}); err != nil {
 		t.Fatal(err)
 	}
 	a.mu.Lock()
@@ -362,7 +362,7 @@ func TestGateTokenIsTheJobsAlone(t *testing.T) {
 	waitExits(t, a, exits, 1)
 
 	// A job that does not fit any GPU does not start.
-	err = a.Start(context.Background(), Spec{JobID: 3, Command: []string{"true"}, GPUs: []int{0}, Sharing: &Sharing{Memory: memest.Estimate{PersistentMiB: 9000}}})
+	err = a.Start(context.Background(), job.Spec{JobID: 3, Command: []string{"true"}, GPUs: []int{0}, Sharing: &job.Sharing{Memory: memest.Estimate{PersistentMiB: 9000}}})
 	if !errors.Is(err, lanes.ErrTooLarge) {
 		t.Errorf("a job larger than its GPU: %v", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // simLogEvery is how often a simulated job writes a progress line.
@@ -12,7 +14,7 @@ const simLogEvery = 5 * time.Second
 
 // startSim runs a simulated job: it holds its GPUs for SimRemaining and
 // writes progress lines as a training script would.
-func (a *Local) startSim(s Spec, log *os.File) (wait func() (int, string), stop func()) {
+func (a *Local) startSim(s job.Spec, log *os.File) (wait func() (int, string), stop func()) {
 	stopped := make(chan struct{})
 	var once sync.Once
 	stop = func() { once.Do(func() { close(stopped) }) }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/gate"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // defaultSimIteration is a shared simulated job's iteration when its
@@ -21,7 +22,7 @@ const defaultSimIteration = 2 * time.Second
 // iterations, so jobs that take turns in one lane each take longer. On a
 // simulated GPU its ephemeral memory is there only during its
 // iterations.
-func (a *Local) sharedSim(s Spec, log *os.File, stopped <-chan struct{}) (int, string) {
+func (a *Local) sharedSim(s job.Spec, log *os.File, stopped <-chan struct{}) (int, string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

@@ -21,16 +21,16 @@ func TestStoppedSharedJobReportsMeasured(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
-	exits := make(chan Exit, 4)
+	exits := make(chan job.Exit, 4)
 	a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 1, 8192), WorkDir: work, Grace: time.Second,
 		Gate: &lanes.Config{}, Logger: quiet}, exits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Shutdown(context.Background()) })
-	err = a.Start(context.Background(), Spec{JobID: 1, GPUs: []int{0}, SimRemaining: time.Hour,
+	err = a.Start(context.Background(), job.Spec{JobID: 1, GPUs: []int{0}, SimRemaining: time.Hour,
 		Memory:  gpu.SimMemory{PersistentMiB: 1000, EphemeralMiB: 2500, Iteration: 10 * time.Millisecond},
-		Sharing: &Sharing{Memory: memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 4000, Source: memest.Declared}}})
+		Sharing: &job.Sharing{Memory: memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 4000, Source: memest.Declared}}})
 	if err != nil {
 		t.Fatal(err)
 	}

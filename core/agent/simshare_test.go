@@ -23,7 +23,7 @@ func TestSharedSimJobsTakeTurnsInOneLane(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
 	sim := gpu.NewSim("n0", 1, 8192)
-	exits := make(chan Exit, 4)
+	exits := make(chan job.Exit, 4)
 	a, err := New(Config{Name: "n0", Backend: sim, WorkDir: work, Grace: time.Second,
 		Gate: &lanes.Config{}, Logger: quiet}, exits)
 	if err != nil {
@@ -37,8 +37,8 @@ func TestSharedSimJobsTakeTurnsInOneLane(t *testing.T) {
 	est := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 4000} // padded 1100 + 4255: two share a lane
 	mem := gpu.SimMemory{PersistentMiB: 1000, EphemeralMiB: 4000, Iteration: 100 * time.Millisecond}
 	for _, id := range []int64{1, 2} {
-		err := a.Start(context.Background(), Spec{JobID: id, GPUs: []int{0}, SimRemaining: time.Second,
-			Memory: mem, Sharing: &Sharing{Memory: est}})
+		err := a.Start(context.Background(), job.Spec{JobID: id, GPUs: []int{0}, SimRemaining: time.Second,
+			Memory: mem, Sharing: &job.Sharing{Memory: est}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,16 +86,16 @@ func TestSharedSimJobStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
-	exits := make(chan Exit, 4)
+	exits := make(chan job.Exit, 4)
 	a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 1, 8192), WorkDir: work, Grace: time.Second,
 		Gate: &lanes.Config{}, Logger: quiet}, exits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Shutdown(context.Background()) })
-	err = a.Start(context.Background(), Spec{JobID: 1, GPUs: []int{0}, SimRemaining: time.Hour,
+	err = a.Start(context.Background(), job.Spec{JobID: 1, GPUs: []int{0}, SimRemaining: time.Hour,
 		Memory:  gpu.SimMemory{PersistentMiB: 1000, EphemeralMiB: 1000, Iteration: time.Second},
-		Sharing: &Sharing{Memory: memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 1000}}})
+		Sharing: &job.Sharing{Memory: memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 1000}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
@@ -16,13 +16,13 @@ import (
 // UsageReporter is a Node that reports its jobs' CPU and memory use
 // (agent.Local, and remote machines from their heartbeats).
 type UsageReporter interface {
-	JobUsage(now time.Time) []agent.JobUsage
+	JobUsage(now time.Time) []job.Usage
 }
 
 // Resizer is a Node that can change a running job's CPU and memory
 // allocation (agent.Local, and remote machines through their agent).
 type Resizer interface {
-	Resize(ctx context.Context, jobID int64, r agent.Resources) error
+	Resize(ctx context.Context, jobID int64, r job.Resources) error
 }
 
 // JobNoter is a Store that can add a line to a job's history; the engine
@@ -34,17 +34,8 @@ type JobNoter interface {
 // ProfileStore is a Store that keeps measured profiles by model and batch
 // size across restarts (models.Store).
 type ProfileStore interface {
-	SaveCPUProfile(ctx context.Context, p LearnedProfile) error
-	CPUProfiles(ctx context.Context) ([]LearnedProfile, error)
-}
-
-// LearnedProfile is a profile measured by an agent's profiling phase.
-type LearnedProfile struct {
-	Model   string
-	Batch   int
-	Profile synergy.Profile
-	JobID   int64
-	At      time.Time
+	SaveCPUProfile(ctx context.Context, p synergy.LearnedProfile) error
+	CPUProfiles(ctx context.Context) ([]synergy.LearnedProfile, error)
 }
 
 // profileKey names a model at a batch size, and holds the profile the
@@ -81,7 +72,7 @@ type JobResources struct {
 // NodeUsage is a job's use on one node.
 type NodeUsage struct {
 	Node string
-	agent.JobUsage
+	job.Usage
 }
 
 // NodeAllocation sums what the jobs on a node were allocated.
@@ -190,7 +181,7 @@ func (e *Engine) recordAllocations(ctx context.Context, snap sched.Snapshot, d s
 			continue
 		}
 		if rz, ok := e.node(a.Node).(Resizer); ok {
-			if err := rz.Resize(ctx, a.JobID, agent.Resources{CPUMilli: a.CPUMilli, MemMiB: a.MemMiB}); err != nil {
+			if err := rz.Resize(ctx, a.JobID, job.Resources{CPUMilli: a.CPUMilli, MemMiB: a.MemMiB}); err != nil {
 				e.cfg.Logger.Warn("resize job", "job", a.JobID, "node", a.Node, "err", err)
 			}
 		}
@@ -238,7 +229,7 @@ func groupByJob(as []sched.Allocation) map[int64][]sched.Allocation {
 // there, and a request to profile it when its user declared no profile,
 // nothing measured is known of its model and the node has idle cores to
 // lend.
-func (e *Engine) resourcesFor(id int64, node string) *agent.Resources {
+func (e *Engine) resourcesFor(id int64, node string) *job.Resources {
 	e.alloc.mu.Lock()
 	defer e.alloc.mu.Unlock()
 	i := slices.IndexFunc(e.alloc.byJob[id], func(a sched.Allocation) bool { return a.Node == node })
@@ -246,7 +237,7 @@ func (e *Engine) resourcesFor(id int64, node string) *agent.Resources {
 		return nil
 	}
 	a := e.alloc.byJob[id][i]
-	r := &agent.Resources{CPUMilli: a.CPUMilli, MemMiB: a.MemMiB, PropCPUMilli: a.PropCPUMilli}
+	r := &job.Resources{CPUMilli: a.CPUMilli, MemMiB: a.MemMiB, PropCPUMilli: a.PropCPUMilli}
 	measured := strings.HasPrefix(a.Profile, string(synergy.SourceHistory)) || strings.HasPrefix(a.Profile, string(synergy.SourceDeclared))
 	if key := e.alloc.key[id]; !measured && key.declared == nil && key.model != "" {
 		if n := e.node(node); n != nil {
@@ -278,7 +269,7 @@ func (e *Engine) learnProfiles(ctx context.Context, now time.Time) {
 		text string
 	}
 	var notes []note
-	var learned []LearnedProfile
+	var learned []synergy.LearnedProfile
 	for _, n := range e.Nodes() {
 		ur, ok := n.(UsageReporter)
 		if !ok {
@@ -297,15 +288,15 @@ func (e *Engine) learnProfiles(ctx context.Context, now time.Time) {
 				}
 				// Only CPU is profiled: memory keeps the catalogue's curve.
 				p, _ := synergy.Resolve(nil, nil, key.model, key.batch)
-				p.Family, p.CPU = "measured", agent.CPUProfile{Points: u.Profile}.Curve(gpus)
+				p.Family, p.CPU = "measured", synergy.MeasuredCurve(u.Profile, gpus)
 				if p.Validate() == nil && len(p.CPU) > 0 {
 					e.alloc.history.Record(key.model, key.batch, p)
 					e.alloc.learned[u.JobID] = true
-					learned = append(learned, LearnedProfile{Model: key.model, Batch: key.batch, Profile: p, JobID: u.JobID, At: now})
+					learned = append(learned, synergy.LearnedProfile{Model: key.model, Batch: key.batch, Profile: p, JobID: u.JobID, At: now})
 					e.cfg.Logger.Info("CPU profile learned", "job", u.JobID, "model", key.model, "batch", key.batch, "points", len(u.Profile))
 				}
 			}
-			if running && strings.HasPrefix(u.Note, agent.NotEnforcedPrefix) && !e.alloc.noted[u.JobID] {
+			if running && strings.HasPrefix(u.Note, job.NotEnforcedPrefix) && !e.alloc.noted[u.JobID] {
 				e.alloc.noted[u.JobID] = true
 				notes = append(notes, note{u.JobID, u.Note + " (on " + n.Name() + ")"})
 			}
@@ -349,7 +340,7 @@ func (e *Engine) JobResources(id int64) (JobResources, bool) {
 		if ur, ok := e.node(a.Node).(UsageReporter); ok {
 			for _, u := range ur.JobUsage(now) {
 				if u.JobID == id {
-					out.Usage = append(out.Usage, NodeUsage{Node: a.Node, JobUsage: u})
+					out.Usage = append(out.Usage, NodeUsage{Node: a.Node, Usage: u})
 				}
 			}
 		}

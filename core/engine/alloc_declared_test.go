@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
@@ -22,8 +22,8 @@ func TestEngineDeclaredProfileBeatsHistoryAndCatalogue(t *testing.T) {
 	t.Run("declared beats history, no profiling", func(t *testing.T) {
 		store := &notingStore{memStore: newMemStore(
 			Job{ID: 1, GPUs: 2, Model: "resnet50", BatchSize: 64, SimDuration: 100, SubmittedAt: t0, CPUProfile: declared},
-		), notes: map[int64][]string{}, profiles: []LearnedProfile{{Model: "resnet50", Batch: 64, Profile: learned}}}
-		n := &usageNode{fakeNode: newFakeNode("n0", 8), resized: map[int64]agent.Resources{}}
+		), notes: map[int64][]string{}, profiles: []synergy.LearnedProfile{{Model: "resnet50", Batch: 64, Profile: learned}}}
+		n := &usageNode{fakeNode: newFakeNode("n0", 8), resized: map[int64]job.Resources{}}
 		e := newAllocEngine(t, store, sched.AllocProportional, n)
 		mustPass(t, e)
 		if len(n.starts) != 1 || n.starts[0].Resources == nil {
@@ -38,8 +38,8 @@ func TestEngineDeclaredProfileBeatsHistoryAndCatalogue(t *testing.T) {
 		if !ok || jr.ProfileSource != synergy.SourceDeclared || jr.Profile.Family != "declared" || jr.Profile.CPU.At(0.5) != 0.9 {
 			t.Fatalf("job resources %+v, %v: want the declared profile", jr, ok)
 		}
-		n.usage = []agent.JobUsage{{JobID: 1, CPUMilli: 8000, Enforced: true,
-			Profile: []agent.ProfilePoint{{CPUMilli: 8000, Rate: 10}, {CPUMilli: 16000, Rate: 30}}}}
+		n.usage = []job.Usage{{JobID: 1, CPUMilli: 8000, Enforced: true,
+			Profile: []job.ProfilePoint{{CPUMilli: 8000, Rate: 10}, {CPUMilli: 16000, Rate: 30}}}}
 		mustPass(t, e)
 		if len(store.profiles) != 1 {
 			t.Errorf("stored profiles %+v: a declared job's curve was learned", store.profiles)
@@ -54,7 +54,7 @@ func TestEngineDeclaredProfileBeatsHistoryAndCatalogue(t *testing.T) {
 		n := newFakeNode("n0", 8)
 		e := newAllocEngine(t, store, sched.AllocSynergy, n)
 		mustPass(t, e)
-		res := map[int64]*agent.Resources{}
+		res := map[int64]*job.Resources{}
 		for _, s := range n.starts {
 			res[s.JobID] = s.Resources
 		}

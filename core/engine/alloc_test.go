@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
@@ -16,12 +16,12 @@ import (
 // usageNode is a fake machine that reports usage and takes resizes.
 type usageNode struct {
 	*fakeNode
-	usage   []agent.JobUsage
-	resized map[int64]agent.Resources
+	usage   []job.Usage
+	resized map[int64]job.Resources
 }
 
-func (n *usageNode) JobUsage(time.Time) []agent.JobUsage { return n.usage }
-func (n *usageNode) Resize(_ context.Context, id int64, r agent.Resources) error {
+func (n *usageNode) JobUsage(time.Time) []job.Usage { return n.usage }
+func (n *usageNode) Resize(_ context.Context, id int64, r job.Resources) error {
 	n.resized[id] = r
 	return nil
 }
@@ -31,15 +31,17 @@ func (n *usageNode) Resize(_ context.Context, id int64, r agent.Resources) error
 type notingStore struct {
 	*memStore
 	notes    map[int64][]string
-	profiles []LearnedProfile
+	profiles []synergy.LearnedProfile
 }
 
-func (s *notingStore) SaveCPUProfile(_ context.Context, p LearnedProfile) error {
+func (s *notingStore) SaveCPUProfile(_ context.Context, p synergy.LearnedProfile) error {
 	s.profiles = append(s.profiles, p)
 	return nil
 }
 
-func (s *notingStore) CPUProfiles(context.Context) ([]LearnedProfile, error) { return s.profiles, nil }
+func (s *notingStore) CPUProfiles(context.Context) ([]synergy.LearnedProfile, error) {
+	return s.profiles, nil
+}
 
 func (s *notingStore) AddJobNote(_ context.Context, id int64, note string, _ time.Time) error {
 	s.notes[id] = append(s.notes[id], note)
@@ -73,13 +75,13 @@ func TestEngineAllocates(t *testing.T) {
 		Job{ID: 1, GPUs: 4, Model: "bert-base", SimDuration: 100, SubmittedAt: t0},
 		Job{ID: 2, GPUs: 4, Model: "resnet50", BatchSize: 256, SimDuration: 100, SubmittedAt: t0.Add(time.Second)},
 	), notes: map[int64][]string{}}
-	n := &usageNode{fakeNode: newFakeNode("n0", 8), resized: map[int64]agent.Resources{}}
+	n := &usageNode{fakeNode: newFakeNode("n0", 8), resized: map[int64]job.Resources{}}
 	e := newAllocEngine(t, store, sched.AllocSynergy, n)
 	mustPass(t, e)
 	if len(n.starts) != 2 {
 		t.Fatalf("starts %+v, want both jobs", n.starts)
 	}
-	res := map[int64]*agent.Resources{}
+	res := map[int64]*job.Resources{}
 	for _, s := range n.starts {
 		if s.Resources == nil {
 			t.Fatalf("job %d started without resources", s.JobID)
@@ -101,10 +103,10 @@ func TestEngineAllocates(t *testing.T) {
 		t.Errorf("node allocation %+v", na)
 	}
 
-	n.usage = []agent.JobUsage{
-		{JobID: 1, CPUMilli: res[1].CPUMilli, UsedCPUMilli: 900, UsedMemMiB: 2000, Note: agent.NotEnforcedPrefix + "no permission"},
+	n.usage = []job.Usage{
+		{JobID: 1, CPUMilli: res[1].CPUMilli, UsedCPUMilli: 900, UsedMemMiB: 2000, Note: job.NotEnforcedPrefix + "no permission"},
 		{JobID: 2, CPUMilli: res[2].CPUMilli, UsedCPUMilli: 20000, Enforced: true,
-			Profile: []agent.ProfilePoint{{CPUMilli: 12000, Rate: 50}, {CPUMilli: 24000, Rate: 100}}},
+			Profile: []job.ProfilePoint{{CPUMilli: 12000, Rate: 50}, {CPUMilli: 24000, Rate: 100}}},
 	}
 	mustPass(t, e)
 	mustPass(t, e)
@@ -166,7 +168,7 @@ func TestEngineReallocatesWhenAJobLeaves(t *testing.T) {
 		Job{ID: 1, GPUs: 4, Model: "bert-base", SimDuration: 100, SubmittedAt: t0},
 		Job{ID: 2, GPUs: 4, Model: "resnet50", SimDuration: 100, SubmittedAt: t0.Add(time.Second)},
 	)
-	n := &usageNode{fakeNode: newFakeNode("n0", 8), resized: map[int64]agent.Resources{}}
+	n := &usageNode{fakeNode: newFakeNode("n0", 8), resized: map[int64]job.Resources{}}
 	e := newAllocEngine(t, store, sched.AllocSynergy, n)
 	mustPass(t, e)
 	before, _ := e.JobResources(2)

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
@@ -33,7 +32,7 @@ type Job struct {
 	State           job.State
 	Run             int64 // the current or last run's number (job.RunRef)
 	SubmittedAt     time.Time
-	Placement       []string // "node:index" per GPU while running
+	Placement       []sched.GPURef // the GPUs held while running
 	LastStartAt     *time.Time
 	ExecutedS       float64
 	AttainedService float64
@@ -64,14 +63,14 @@ type Store interface {
 	UnfinishedEngineJobs(ctx context.Context) ([]Job, error)
 	// MarkStarted records a new run of a waiting job on placement and
 	// returns its number.
-	MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) (run int64, err error)
+	MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (run int64, err error)
 	// MarkStopped records how run ref ended; for a run that is not the
 	// job's current one it changes nothing and returns an error wrapping
 	// job.ErrConflict, as the other changes of a run do.
 	MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, now time.Time) error
 	// MarkResumed puts a job that waits again back to running as its last
 	// run ref, which its machine came back still running.
-	MarkResumed(ctx context.Context, ref job.RunRef, placement []string, reason string, now time.Time) error
+	MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
@@ -80,7 +79,7 @@ type Store interface {
 	// estimate, without counting a failure: it outgrew its Salus lane. It
 	// applies rq.Outcome to the estimate the run started from and the
 	// job's stalls so far, and returns it (sharing.go).
-	MarkRequeued(ctx context.Context, ref job.RunRef, rq Requeue) (RequeueOutcome, error)
+	MarkRequeued(ctx context.Context, ref job.RunRef, rq job.Requeue) (job.RequeueOutcome, error)
 	// SetMeasuredMemory stores a sharing job's estimate as its run
 	// measured it, for its next run; it changes nothing else.
 	SetMeasuredMemory(ctx context.Context, id int64, est memest.Estimate) error
@@ -94,7 +93,7 @@ type Node interface {
 	Resources() (cpus int, memMiB int64)
 	// Start starts run s.Run of a job; Stop stops a run, and no other run
 	// of the job. Running lists the runs that have not exited.
-	Start(ctx context.Context, s agent.Spec) error
+	Start(ctx context.Context, s job.Spec) error
 	Stop(ctx context.Context, ref job.RunRef) error
 	Running() []job.RunRef
 	Sample(now time.Time) []gpu.Sample
@@ -133,7 +132,7 @@ type Config struct {
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.
 type Engine struct {
 	cfg   Config
-	exits chan agent.Exit
+	exits chan job.Exit
 	wake  chan struct{}
 	calls chan func(context.Context)
 
@@ -201,7 +200,7 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{
 		cfg:       cfg,
 		fc:        fc,
-		exits:     make(chan agent.Exit, 64),
+		exits:     make(chan job.Exit, 64),
 		wake:      make(chan struct{}, 1),
 		calls:     make(chan func(context.Context)),
 		nodes:     make(map[string]Node),
@@ -219,17 +218,17 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Scheduler() *sched.Scheduler { return e.cfg.Scheduler }
 
 // Exits is where agents report the end of job runs.
-func (e *Engine) Exits() chan<- agent.Exit { return e.exits }
+func (e *Engine) Exits() chan<- job.Exit { return e.exits }
 
 // AddNode connects a machine. Jobs it reports as running are adopted.
 func (e *Engine) AddNode(ctx context.Context, n Node) error {
-	return e.call(ctx, func(context.Context) {
+	return e.call(ctx, func(ctx context.Context) {
 		e.mu.Lock()
 		e.nodes[n.Name()] = n
 		e.connected[n.Name()] = e.cfg.Now()
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
-		e.adopt(n)
+		e.adopt(ctx, n)
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
 	})
 }
@@ -238,18 +237,25 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 // answering. Its jobs stay recorded as running until it reconnects and
 // reports them, or until LostAfter passes and they are requeued.
 func (e *Engine) RemoveNode(ctx context.Context, name string) error {
-	return e.call(ctx, func(context.Context) {
+	return e.call(ctx, func(ctx context.Context) {
 		e.mu.Lock()
 		delete(e.nodes, name)
 		delete(e.connected, name)
 		e.mu.Unlock()
 		e.lostSince[name] = e.cfg.Now()
 		for id, r := range e.runs {
-			if r.parts[name] {
+			if !r.parts[name] {
+				continue
+			}
+			if len(r.parts) == 1 && len(r.lost) == 0 {
 				// The whole run is forgotten: requeueLost decides its fate
 				// from the store, and a reconnect re-adopts it.
 				delete(e.runs, id)
+				continue
 			}
+			// A part of a run on several machines: the others stop, and
+			// the run ends once this one is known gone (runs.go).
+			e.losePart(ctx, id, r, name, "its part on "+name+" was lost with its machine")
 		}
 		for k := range e.strays {
 			if k.node == name {

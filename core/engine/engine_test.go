@@ -59,7 +59,7 @@ func (s *memStore) UnfinishedEngineJobs(context.Context) ([]Job, error) {
 	return out, nil
 }
 
-func (s *memStore) MarkStarted(_ context.Context, id int64, placement []string, now time.Time) (int64, error) {
+func (s *memStore) MarkStarted(_ context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[id]
@@ -71,7 +71,7 @@ func (s *memStore) MarkStarted(_ context.Context, id int64, placement []string, 
 	return j.Run, nil
 }
 
-func (s *memStore) MarkResumed(_ context.Context, ref job.RunRef, placement []string, reason string, now time.Time) error {
+func (s *memStore) MarkResumed(_ context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[ref.Job]
@@ -179,7 +179,7 @@ type fakeNode struct {
 	failAll  bool  // Start fails
 	startErr error // what a failing Start returns
 
-	starts   []agent.Spec
+	starts   []job.Spec
 	stops    []int64 // the jobs of stopRefs
 	stopRefs []job.RunRef
 	running  map[int64]int64 // job -> run
@@ -198,7 +198,7 @@ func (n *fakeNode) Devices() []gpu.Device {
 	return d
 }
 func (n *fakeNode) Resources() (int, int64) { return 32, 256 << 10 }
-func (n *fakeNode) Start(_ context.Context, s agent.Spec) error {
+func (n *fakeNode) Start(_ context.Context, s job.Spec) error {
 	if n.failAll {
 		if n.startErr != nil {
 			return n.startErr
@@ -258,7 +258,7 @@ func newTestEngine(t *testing.T, store *memStore, nodes ...*fakeNode) (*Engine, 
 
 // testExit hands ex to the engine as an agent would, naming the job's
 // current run when ex names none.
-func (e *Engine) testExit(ctx context.Context, ex agent.Exit) {
+func (e *Engine) testExit(ctx context.Context, ex job.Exit) {
 	if r := e.runs[ex.JobID]; ex.Run == 0 && r != nil {
 		ex.Run = r.id
 	}
@@ -272,8 +272,8 @@ func mustPass(t *testing.T, e *Engine) {
 	}
 }
 
-func exit(node string, id int64, code int, at time.Time) agent.Exit {
-	return agent.Exit{Node: node, JobID: id, ExitCode: code, At: at}
+func exit(node string, id int64, code int, at time.Time) job.Exit {
+	return job.Exit{Node: node, JobID: id, ExitCode: code, At: at}
 }
 
 func TestStartRecordsThenRuns(t *testing.T) {
@@ -287,7 +287,7 @@ func TestStartRecordsThenRuns(t *testing.T) {
 	if len(n.starts) != 1 || len(n.starts[0].GPUs) != 2 || n.starts[0].SimRemaining != 60*time.Second {
 		t.Errorf("starts = %+v; want one start of 2 GPUs with the 60s the job has left", n.starts)
 	}
-	if got := store.jobs[1].Placement; len(got) != 2 || got[0] != "n0:0" {
+	if got := store.jobs[1].Placement; len(got) != 2 || got[0] != (sched.GPURef{Node: "n0", Index: 0}) {
 		t.Errorf("placement = %v", got)
 	}
 	mustPass(t, e) // a second pass must not start it again
@@ -408,21 +408,31 @@ func TestStartFailureFailsJob(t *testing.T) {
 	}
 }
 
+// TestStartOnDisconnectedMachineRequeues: the job waits again once the
+// machine that lost the start's answer has had the time to fence it (it
+// may have started), with no exit code: not the job's fault.
 func TestStartOnDisconnectedMachineRequeues(t *testing.T) {
 	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
 	n := newFakeNode("n0", 1)
-	n.failAll, n.startErr = true, fmt.Errorf("start job 1: %w", agent.ErrDisconnected)
-	e, _ := newTestEngine(t, store, n)
+	n.failAll, n.startErr = true, fmt.Errorf("start job 1: %w", job.ErrDisconnected)
+	e, clock := newTestEngine(t, store, n)
 	mustPass(t, e)
-	if store.state(1) != job.Queued || store.end[1] != nil {
-		t.Errorf("state = %s, exit %v; want queued again with no exit code", store.state(1), store.end[1])
+	if store.state(1) != job.Running {
+		t.Errorf("state = %s at once, want running until the machine has fenced it", store.state(1))
+	}
+	n.failAll = false
+	clock.t = clock.t.Add(31 * time.Second)
+	mustPass(t, e)
+	// Requeued with no exit code, then started again in the same pass.
+	if store.jobs[1].Run != 2 || store.end[1] != nil || !strings.Contains(store.reason[1], "disconnected while starting it") {
+		t.Errorf("run %d, exit %v (%q); want run 1 requeued with no exit code and run 2 started", store.jobs[1].Run, store.end[1], store.reason[1])
 	}
 }
 
 func TestLostJobsAreRequeued(t *testing.T) {
 	running := func(id int64, node string) Job {
 		start := t0.Add(-time.Hour)
-		return Job{ID: id, GPUs: 1, State: job.Running, Placement: []string{node + ":0"}, LastStartAt: &start, SubmittedAt: start}
+		return Job{ID: id, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: node, Index: 0}}, LastStartAt: &start, SubmittedAt: start}
 	}
 	store := newMemStore(running(1, "back"), running(2, "gone"), running(3, "back"))
 	back := newFakeNode("back", 2)
@@ -490,7 +500,7 @@ func TestReconnectStopsRunsNoLongerWanted(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Minute)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, State: job.Cancelled, SubmittedAt: start},
 	)
 	n := newFakeNode("n0", 2)
@@ -524,7 +534,7 @@ func TestTiresiasPreemptsDemotedJob(t *testing.T) {
 	start := t0.Add(-time.Minute)
 	// Job 1 has run 60s on 1 GPU: past the 30 GPU-second threshold.
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 1)
@@ -638,7 +648,7 @@ func ptr[T any](v T) *T { return &v }
 func TestForecastStarts(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []string{"n0:0", "n0:1"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 2)
@@ -667,7 +677,7 @@ func TestForecastStarts(t *testing.T) {
 func TestForecastCheckpoints(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []string{"n0:0", "n0:1"}, LastStartAt: &start, SubmittedAt: start, SimDuration: 1e6},
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start, SimDuration: 1e6},
 		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 2)
@@ -706,10 +716,10 @@ func (s *teamStore) RecordTeamSamples(_ context.Context, ss []TeamSample) error 
 
 func TestTeamUnderGuaranteeReclaims(t *testing.T) {
 	start := t0.Add(-time.Hour)
-	running := func(id int64, gpu string) Job {
-		return Job{ID: id, Team: "nlp", GPUs: 1, State: job.Running, Placement: []string{"n0:" + gpu}, LastStartAt: &start, SubmittedAt: start}
+	running := func(id int64, gpu int) Job {
+		return Job{ID: id, Team: "nlp", GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: gpu}}, LastStartAt: &start, SubmittedAt: start}
 	}
-	mem := newMemStore(running(1, "0"), running(2, "1"), Job{ID: 3, Team: "vision", GPUs: 1, SubmittedAt: t0})
+	mem := newMemStore(running(1, 0), running(2, 1), Job{ID: 3, Team: "vision", GPUs: 1, SubmittedAt: t0})
 	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 1}, {Name: "nlp", GuaranteeGPUs: 1}}}
 	n := newFakeNode("n0", 2)
 	n.running[1], n.running[2] = 1, 1
@@ -763,7 +773,7 @@ func (noHistory) FinishedRunTimes(context.Context, int) ([]forecast.Sample, erro
 func TestForecastUnknownIsNotRecorded(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []string{"n0:0", "n0:1"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 2)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -18,6 +16,7 @@ import (
 // the scheduler, apply its decisions.
 func (e *Engine) pass(ctx context.Context) error {
 	e.retryRecords(ctx)
+	e.resolveLost(ctx, e.cfg.Now())
 	jobs, err := e.cfg.Store.UnfinishedEngineJobs(ctx)
 	if err != nil {
 		return err
@@ -147,7 +146,7 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 	}
 	if j.State == job.Running {
 		sj.State = sched.Running
-		sj.Placement = parsePlacement(j.Placement)
+		sj.Placement = slices.Clone(j.Placement)
 		if j.LastStartAt != nil {
 			ran := now.Sub(*j.LastStartAt).Seconds()
 			sj.ExecutedS += ran
@@ -176,7 +175,6 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 	}
 	var order []string
 	perNode := make(map[string][]int)
-	placement := make([]string, 0, len(gpus))
 	for _, g := range gpus {
 		if e.node(g.Node) == nil {
 			e.cfg.Logger.Error("scheduler placed a job on an unknown node", "job", j.ID, "node", g.Node)
@@ -186,9 +184,8 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			order = append(order, g.Node)
 		}
 		perNode[g.Node] = append(perNode[g.Node], g.Index)
-		placement = append(placement, g.Node+":"+strconv.Itoa(g.Index))
 	}
-	id, err := e.cfg.Store.MarkStarted(ctx, j.ID, placement, now)
+	id, err := e.cfg.Store.MarkStarted(ctx, j.ID, slices.Clone(gpus), now)
 	if err != nil {
 		e.cfg.Logger.Error("record job start", "job", j.ID, "err", err)
 		return
@@ -206,7 +203,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 	}
 	e.runs[j.ID] = r
 	for _, name := range order {
-		spec := agent.Spec{
+		spec := job.Spec{
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
@@ -219,9 +216,15 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			code := -1
 			r.stop, r.reason, r.code = job.Failed, err.Error(), &code
 			switch {
-			case errors.Is(err, agent.ErrDisconnected):
-				r.stop, r.reason, r.code = job.Queued, "requeued: "+name+" disconnected while starting it", nil
-			case errors.Is(err, agent.ErrBusy):
+			case errors.Is(err, job.ErrDisconnected):
+				// It may have started before the answer was lost: the part
+				// counts as running until its machine says otherwise or
+				// has fenced it (losePart).
+				r.parts[name] = true
+				r.stop, r.reason, r.code = "", "", nil
+				e.losePart(ctx, j.ID, r, name, name+" disconnected while starting it")
+				return
+			case errors.Is(err, job.ErrBusy):
 				r.stop, r.reason, r.code = job.Queued, "requeued: an earlier run of the job still stops on "+name, nil
 			}
 			if len(r.parts) == 0 {
@@ -236,7 +239,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		}
 		r.parts[name] = true
 	}
-	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", placement)
+	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", gpuNames(gpus))
 }
 
 // afterStarts returns the snapshot's jobs as they stand once the pass's
@@ -309,26 +312,19 @@ func simMemory(j Job) gpu.SimMemory {
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-func placementNode(p []string) string {
+// placementNode is the machine a placement starts on; "" for none.
+func placementNode(p []sched.GPURef) string {
 	if len(p) == 0 {
 		return ""
 	}
-	node, _, _ := strings.Cut(p[0], ":")
-	return node
+	return p[0].Node
 }
 
-func parsePlacement(p []string) []sched.GPURef {
-	out := make([]sched.GPURef, 0, len(p))
-	for _, s := range p {
-		i := strings.LastIndexByte(s, ':')
-		if i < 0 {
-			continue
-		}
-		idx, err := strconv.Atoi(s[i+1:])
-		if err != nil {
-			continue
-		}
-		out = append(out, sched.GPURef{Node: s[:i], Index: idx})
+// gpuNames formats a placement as "node:index" per GPU.
+func gpuNames(p []sched.GPURef) []string {
+	out := make([]string, len(p))
+	for i, g := range p {
+		out[i] = g.String()
 	}
 	return out
 }

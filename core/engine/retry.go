@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -16,7 +15,7 @@ import (
 // soon after its start. That is a fault in the job (a typo, a missing
 // file), and retrying only wastes GPUs. When it is not retried, r.reason
 // says why.
-func (e *Engine) retry(ex agent.Exit, r *run) func(context.Context) error {
+func (e *Engine) retry(ex job.Exit, r *run) func(context.Context) error {
 	code := ex.ExitCode
 	if r.code != nil {
 		code = *r.code

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -32,7 +31,7 @@ import (
 //     processes have exited: a job the scheduler places on them starts in
 //     a later pass (deferStarts);
 //   - an exit is acknowledged to its agent only once the store has it
-//     (agent.Exit.Recorded); when the store fails, the engine keeps the
+//     (job.Exit.Recorded); when the store fails, the engine keeps the
 //     outcome and tries again every pass.
 
 // FenceBound is how long after the server lets go of a machine (its
@@ -68,10 +67,67 @@ type run struct {
 	// requeue is the larger estimate of a job that outgrew its lane.
 	requeue *memest.Estimate
 	// measured is a sharing job's estimate as the gate corrected it
-	// (agent.Exit.Measured), stored for its next run.
+	// (job.Exit.Measured), stored for its next run.
 	measured *memest.Estimate
 	// stopAsked is when the run was asked to stop, for the handover time.
 	stopAsked time.Time
+	// lost are parts whose state is unknown, since when: their machine
+	// disconnected, or did not answer the start. They count as running
+	// (in parts) until their machine comes back without them, or it has
+	// fenced them: LostAfter has passed (losePart, resolveLost).
+	lost map[string]time.Time
+}
+
+// losePart marks r's part on node as lost: the run is asked to stop (a job
+// on several machines cannot go on without one of them), and its outcome
+// waits until every lost part is known gone.
+func (e *Engine) losePart(ctx context.Context, id int64, r *run, node, why string) {
+	if r.lost == nil {
+		r.lost = make(map[string]time.Time)
+	}
+	if _, ok := r.lost[node]; !ok {
+		r.lost[node] = e.cfg.Now()
+	}
+	if r.stop == "" {
+		r.stop, r.reason, r.code = job.Queued, "requeued: "+why, nil
+		e.stats.add(func(s *Stats) { s.Requeues++ })
+	}
+	e.cfg.Logger.Warn("a part of a run is lost: the run stops once it is known gone", "job", id, "run", r.id, "node", node, "why", why)
+	e.stopAll(ctx, id, r)
+}
+
+// resolveLost ends lost parts whose machines have had the time to fence
+// them, and records the runs that thereby ended.
+func (e *Engine) resolveLost(ctx context.Context, now time.Time) {
+	for _, id := range sortedRunIDs(e.runs) {
+		r := e.runs[id]
+		for name, since := range r.lost {
+			if now.Sub(since) >= e.cfg.LostAfter {
+				e.cfg.Logger.Info("a lost part of a run is taken for gone: its machine has fenced it", "job", id, "run", r.id, "node", name)
+				e.partGone(ctx, id, r, name, now)
+			}
+		}
+	}
+}
+
+// partGone ends r's lost part on node, and the run if it was its last.
+func (e *Engine) partGone(ctx context.Context, id int64, r *run, node string, now time.Time) {
+	delete(r.lost, node)
+	delete(r.parts, node)
+	if len(r.parts) > 0 {
+		return
+	}
+	ex := job.Exit{Node: node, JobID: id, Run: r.id, ExitCode: -1, Infra: true, At: now}
+	e.tryRecord(ctx, &unrecorded{ex: ex, r: r, record: e.outcome(ex, r), since: now})
+}
+
+func sortedRunIDs(runs map[int64]*run) []int64 {
+	ids := make([]int64, 0, len(runs))
+	for id := range runs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	return ids
 }
 
 // strayKey names one part of a run the cluster does not want: a run of a
@@ -83,7 +139,7 @@ type strayKey struct {
 
 // unrecorded is a run's outcome the store could not take yet.
 type unrecorded struct {
-	ex     agent.Exit
+	ex     job.Exit
 	r      *run
 	record func(context.Context) error
 	since  time.Time
@@ -152,7 +208,23 @@ func partGPUs(r *run, n Node, id int64) []int {
 // adopt takes in the runs a connecting machine reports: parts of current
 // runs rejoin them, runs the engine knows to be stale become strays, and
 // the others wait for the next pass to be checked against the store.
-func (e *Engine) adopt(n Node) {
+func (e *Engine) adopt(ctx context.Context, n Node) {
+	reported := make(map[job.RunRef]bool)
+	for _, ref := range n.Running() {
+		reported[ref] = true
+	}
+	// Lost parts on this machine: back with it, or gone.
+	for _, id := range sortedRunIDs(e.runs) {
+		r := e.runs[id]
+		if _, ok := r.lost[n.Name()]; !ok {
+			continue
+		}
+		if reported[job.RunRef{Job: id, Run: r.id}] {
+			delete(r.lost, n.Name()) // it rejoins below, and is asked to stop
+			continue
+		}
+		e.partGone(ctx, id, r, n.Name(), e.cfg.Now())
+	}
 	for _, ref := range n.Running() {
 		if gpus, ok := e.strays[strayKey{ref, n.Name()}]; ok {
 			e.stray(ref, n.Name(), gpus, "still running after it was asked to stop")
@@ -191,15 +263,10 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 			delete(e.handover, id) // started or gone: nothing to measure
 		}
 	}
-	ids := make([]int64, 0, len(e.runs))
-	for id := range e.runs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	for _, id := range ids {
+	for _, id := range sortedRunIDs(e.runs) {
 		r := e.runs[id]
-		if len(r.parts) == 0 {
-			continue // ended; its outcome waits for the store
+		if len(r.parts) == 0 || len(r.lost) > 0 {
+			continue // ended, its outcome waiting for the store; or waiting for lost parts
 		}
 		i, known := index[id]
 		var j Job
@@ -209,7 +276,7 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 		switch {
 		case known && j.State == job.Running && j.Run == r.id:
 			nodes := make(map[string]bool)
-			for _, p := range parsePlacement(j.Placement) {
+			for _, p := range j.Placement {
 				nodes[p.Node] = true
 			}
 			for _, name := range sortedParts(r) {
@@ -260,7 +327,7 @@ func (e *Engine) strayPart(id int64, r *run, node, why string) {
 
 // resumable returns the placement of an adopted run that can take its
 // requeued job back: all of it runs on one machine that reported its GPUs.
-func (e *Engine) resumable(j Job, r *run) ([]string, bool) {
+func (e *Engine) resumable(j Job, r *run) ([]sched.GPURef, bool) {
 	if len(r.parts) != 1 {
 		return nil, false
 	}
@@ -276,9 +343,9 @@ func (e *Engine) resumable(j Job, r *run) ([]string, bool) {
 	if len(gpus) != j.GPUs || j.GPUs == 0 {
 		return nil, false
 	}
-	placement := make([]string, len(gpus))
+	placement := make([]sched.GPURef, len(gpus))
 	for i, g := range gpus {
-		placement[i] = fmt.Sprintf("%s:%d", node, g)
+		placement[i] = sched.GPURef{Node: node, Index: g}
 	}
 	return placement, true
 }
@@ -318,7 +385,7 @@ func (e *Engine) strayGPU(node string, index int) bool {
 func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID map[int64]Job) ([]sched.Start, []sched.Wait) {
 	held := make(map[sched.GPURef]int64)
 	hold := func(id int64) {
-		for _, g := range parsePlacement(byID[id].Placement) {
+		for _, g := range byID[id].Placement {
 			held[g] = id
 		}
 	}
@@ -354,7 +421,7 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 // handleExit records the end of one part of a run. The job ends when its
 // last part does; a part that fails stops the others. The exit of a run
 // that is not the job's current one changes nothing.
-func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
+func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	if _, ok := e.strays[strayKey{ex.Ref(), ex.Node}]; ok {
 		delete(e.strays, strayKey{ex.Ref(), ex.Node})
 		e.cfg.Logger.Info("a stray run ended", "job", ex.JobID, "run", ex.Run, "node", ex.Node)
@@ -383,6 +450,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 		return
 	}
 	delete(r.parts, ex.Node)
+	delete(r.lost, ex.Node)
 	if ex.Measured != nil {
 		r.measured = ex.Measured
 	}
@@ -418,7 +486,7 @@ func (e *Engine) handleExit(ctx context.Context, ex agent.Exit) {
 }
 
 // recorded tells the exit's agent that it may forget the exit.
-func recorded(ex agent.Exit) {
+func recorded(ex job.Exit) {
 	if ex.Recorded != nil {
 		ex.Recorded()
 	}
@@ -469,7 +537,7 @@ func (e *Engine) retryRecords(ctx context.Context) {
 
 // outcome decides, once, how the job of run r goes on after its last part
 // exited, and returns the store write that records it.
-func (e *Engine) outcome(ex agent.Exit, r *run) func(context.Context) error {
+func (e *Engine) outcome(ex job.Exit, r *run) func(context.Context) error {
 	ref := job.RunRef{Job: ex.JobID, Run: r.id}
 	to, code := r.stop, r.code
 	if r.requeue != nil && to == job.Queued {

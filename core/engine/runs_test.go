@@ -3,11 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -43,7 +43,7 @@ func TestMachineBackWithAReplacedRun(t *testing.T) {
 	clock.t = clock.t.Add(31 * time.Second) // past LostAfter
 	mustPass(t, e)                          // requeued
 	mustPass(t, e)                          // started on a2
-	if store.jobs[1].Run != 2 || store.jobs[1].Placement[0] != "a2:0" {
+	if store.jobs[1].Run != 2 || store.jobs[1].Placement[0] != (sched.GPURef{Node: "a2", Index: 0}) {
 		t.Fatalf("job 1: run %d on %v, want run 2 on a2", store.jobs[1].Run, store.jobs[1].Placement)
 	}
 
@@ -66,7 +66,7 @@ func TestMachineBackWithAReplacedRun(t *testing.T) {
 		}
 	}
 	delete(a1.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "a1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+	e.handleExit(ctx, job.Exit{Node: "a1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
 	if store.state(1) != job.Running || store.jobs[1].Run != 2 {
 		t.Errorf("after the stray's exit, job 1: %s run %d, want running run 2", store.state(1), store.jobs[1].Run)
 	}
@@ -87,7 +87,7 @@ func TestStaleExitChangesNothing(t *testing.T) {
 	store.jobs[1].Run = 5 // as if the store had moved on
 	e.runs[1].id = 5
 	acked := false
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 4, ExitCode: 0, At: clock.t, Recorded: func() { acked = true }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 4, ExitCode: 0, At: clock.t, Recorded: func() { acked = true }})
 	if store.state(1) != job.Running {
 		t.Errorf("a stale exit changed job 1 to %s", store.state(1))
 	}
@@ -138,7 +138,7 @@ func TestPreemptorWaitsForTheVictim(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Minute)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []string{"n0:0"}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 1)
@@ -159,7 +159,7 @@ func TestPreemptorWaitsForTheVictim(t *testing.T) {
 		t.Fatalf("job 2 started on a GPU job 1 still holds")
 	}
 	delete(n.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
 	mustPass(t, e)
 	if len(n.starts) != 1 || n.starts[0].JobID != 2 {
 		t.Fatalf("starts = %+v, want job 2 once job 1 exited", n.starts)
@@ -182,12 +182,12 @@ func TestExitAcknowledgedOnlyOnceStored(t *testing.T) {
 	store.fail = errors.New("disk full")
 	acks := 0
 	delete(n.running, 1)
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
 	if acks != 0 {
 		t.Fatal("exit acknowledged while the store refused it")
 	}
 	// Sent again (the agent reconnected): still not acknowledged.
-	e.handleExit(ctx, agent.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t, Recorded: func() { acks++ }})
 	clock.t = clock.t.Add(time.Second)
 	mustPass(t, e)
 	if acks != 0 || store.state(1) != job.Running || store.state(2) != job.Queued {
@@ -203,5 +203,76 @@ func TestExitAcknowledgedOnlyOnceStored(t *testing.T) {
 	mustPass(t, e)
 	if store.state(2) != job.Running {
 		t.Errorf("job 2 = %s, want it started on the freed GPU", store.state(2))
+	}
+}
+
+// TestLostPartOfAGang: a job on two machines loses one with its machine.
+// The other part is stopped at once, and the job waits again only once the
+// lost part is known gone: its machine came back without it, or has had
+// the time to fence it. It never runs twice.
+func TestLostPartOfAGang(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		back bool // n0 comes back (without the run) before LostAfter
+	}{{"machine back without the part", true}, {"machine away past LostAfter", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := newMemStore(Job{ID: 1, GPUs: 2, SubmittedAt: t0})
+			n0, n1 := newFakeNode("n0", 1), newFakeNode("n1", 1)
+			e, clock := newTestEngine(t, store, n0, n1)
+			mustPass(t, e)
+			if store.state(1) != job.Running || len(n0.starts) != 1 || len(n1.starts) != 1 {
+				t.Fatalf("job 1 %s; starts %d, %d: want one part on each machine", store.state(1), len(n0.starts), len(n1.starts))
+			}
+			removeNode(t, e, "n0")
+			if len(n1.stopRefs) != 1 {
+				t.Fatalf("n1 stops = %v, want its part stopped at once", n1.stopRefs)
+			}
+			delete(n1.running, 1)
+			e.handleExit(ctx, job.Exit{Node: "n1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+			clock.t = clock.t.Add(5 * time.Second)
+			mustPass(t, e)
+			if store.state(1) != job.Running {
+				t.Fatalf("job 1 = %s while its part on n0 may still run; want it held as running", store.state(1))
+			}
+			if !tc.back {
+				clock.t = clock.t.Add(31 * time.Second)
+				mustPass(t, e) // the run ends: queued, for want of n0's GPU
+				if store.state(1) != job.Queued || store.jobs[1].Run != 1 || !strings.Contains(store.reason[1], "lost") {
+					t.Errorf("job 1: %s run %d (%q), want run 1 ended as lost", store.state(1), store.jobs[1].Run, store.reason[1])
+				}
+			}
+			delete(n0.running, 1) // it died with the machine
+			addNode(t, e, n0)
+			mustPass(t, e) // starts again
+			if store.state(1) != job.Running || store.jobs[1].Run != 2 {
+				t.Errorf("job 1: %s run %d, want running run 2", store.state(1), store.jobs[1].Run)
+			}
+		})
+	}
+}
+
+// TestUnansweredStartWaitsForTheFence: a start whose answer was lost may
+// have started: the job does not start elsewhere until its machine has
+// had the time to fence it.
+func TestUnansweredStartWaitsForTheFence(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
+	mute, other := newFakeNode("mute", 1), newFakeNode("other", 1)
+	mute.failAll, mute.startErr = true, fmt.Errorf("start: %w", job.ErrDisconnected)
+	e, clock := newTestEngine(t, store, mute)
+	mustPass(t, e)
+	removeNode(t, e, "mute")
+	addNode(t, e, other)
+	clock.t = clock.t.Add(5 * time.Second)
+	mustPass(t, e)
+	mustPass(t, e)
+	if len(other.starts) != 0 {
+		t.Fatalf("started on another machine %v after the start's answer was lost", clock.t.Sub(t0))
+	}
+	clock.t = clock.t.Add(30 * time.Second)
+	mustPass(t, e)
+	mustPass(t, e)
+	if len(other.starts) != 1 || store.jobs[1].Run != 2 {
+		t.Errorf("starts on other %d, run %d: want run 2 there once the mute machine has fenced the first", len(other.starts), store.jobs[1].Run)
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -16,7 +14,7 @@ import (
 // sharing, or asked for a fraction of a GPU, goes to the scheduler with
 // its padded memory estimate (sched.Job.Sharing), which may co-locate it
 // on a GPU where the safety condition holds. It starts with
-// agent.Spec.Sharing, so that the agent's gate admits it to a lane. When
+// job.Spec.Sharing, so that the agent's gate admits it to a lane. When
 // the gate stops it because it outgrew its lane, it goes back to the
 // queue with the larger estimate the agent measured, and the run does not
 // count as a failure.
@@ -68,7 +66,7 @@ func shareable(sj *sched.Job, j Job, gpuMiB int64) {
 }
 
 // recordMeasured stores the estimate the gate corrected during a sharing
-// job's run (agent.Exit.Measured), so that the job's next run, after a
+// job's run (job.Exit.Measured), so that the job's next run, after a
 // preemption, a requeue or a retry, starts from it rather than from the
 // estimate it was submitted with. A run that outgrew its lane stores its
 // requeue estimate instead (recordRequeue).
@@ -108,7 +106,7 @@ func smallestGPU(nodes []sched.Node) int64 {
 // unpadded estimate, the one the scheduler was given: gpuMiB is the
 // cluster's smallest GPU, what a fraction of a GPU is taken of. A simulated job's memory model takes the estimate,
 // so that the simulated GPU shows what the lanes hold.
-func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
+func shareSpec(spec *job.Spec, j Job, gpuMiB int64) {
 	if !shares(j) || len(spec.GPUs) != 1 {
 		return
 	}
@@ -116,7 +114,7 @@ func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
 	if !ok {
 		return
 	}
-	spec.Sharing = &agent.Sharing{Memory: est}
+	spec.Sharing = &job.Sharing{Memory: est}
 	if len(j.Command) == 0 {
 		spec.Memory.PersistentMiB, spec.Memory.EphemeralMiB = est.PersistentMiB, est.EphemeralMiB
 		spec.Sharing.DurationS = max(0, j.SimDuration-j.ExecutedS)
@@ -125,7 +123,7 @@ func shareSpec(spec *agent.Spec, j Job, gpuMiB int64) {
 
 // outgrewLane handles the exit of a run the gate stopped because the job
 // outgrew its lane: the job waits again with the larger estimate.
-func (e *Engine) outgrewLane(ctx context.Context, ex agent.Exit, r *run) {
+func (e *Engine) outgrewLane(ctx context.Context, ex job.Exit, r *run) {
 	est := *ex.Requeue
 	if est.Source == "" {
 		est.Source = memest.Measured
@@ -137,11 +135,11 @@ func (e *Engine) outgrewLane(ctx context.Context, ex agent.Exit, r *run) {
 }
 
 // recordRequeue stores the requeue of a job that outgrew its lane. The
-// store decides it by Requeue.Outcome, against the estimate the run
+// store decides it by job.Requeue.Outcome, against the estimate the run
 // started from and the requeues without progress before it.
-func (e *Engine) recordRequeue(ctx context.Context, ex agent.Exit, r *run) error {
+func (e *Engine) recordRequeue(ctx context.Context, ex job.Exit, r *run) error {
 	ref := job.RunRef{Job: ex.JobID, Run: r.id}
-	rq := Requeue{Estimate: *r.requeue, Node: ex.Node, At: ex.At, Backoff: e.cfg.RetryBackoff}
+	rq := job.Requeue{Estimate: *r.requeue, Node: ex.Node, At: ex.At, Backoff: e.cfg.RetryBackoff}
 	out, err := e.cfg.Store.MarkRequeued(ctx, ref, rq)
 	if err != nil {
 		return fmt.Errorf("record requeue of %s: %w", ref, err)
@@ -155,63 +153,6 @@ func (e *Engine) recordRequeue(ctx context.Context, ex agent.Exit, r *run) error
 		e.cfg.Logger.Info("job outgrew its lane", "job", ex.JobID, "reason", out.Reason)
 	}
 	return nil
-}
-
-// MaxRequeueStalls is how many requeues in a row without progress
-// (Requeue.Outcome) hold a sharing job.
-const MaxRequeueStalls = 5
-
-// Requeue is the return of a sharing job to the queue after the gate
-// stopped it for outgrowing its lane (Store.MarkRequeued).
-type Requeue struct {
-	// Estimate is what the job runs again with, unpadded: no smaller than
-	// what it measured or asked for (memest.Tracker.Requeue).
-	Estimate memest.Estimate
-	Node     string // where it outgrew its lane
-	At       time.Time
-	// Backoff is the wait after the first requeue without progress; it
-	// doubles with each further one.
-	Backoff time.Duration
-}
-
-// RequeueOutcome is what a requeue does to the job.
-type RequeueOutcome struct {
-	// Stalls counts the requeues in a row without progress, this one
-	// included; 0 when it made progress.
-	Stalls int
-	// RetryAt is when the job may start again: nil for at once, and for
-	// never when Held.
-	RetryAt *time.Time
-	// Held: the job stays queued but is never scheduled; its owner
-	// cancels it and submits it again (Reason says with what).
-	Held   bool
-	Reason string
-}
-
-// Outcome decides the requeue of a job whose run started from estimate
-// started, after stalls requeues in a row without progress. A requeue
-// makes progress when it brings a larger estimate, P or E: the next run
-// is admitted with more room. One that brings no larger estimate gives
-// the next run what this one had, and that run would end the same way:
-// a stall. The job then waits Backoff, doubled for each earlier stall,
-// and the MaxRequeueStalls-th stall in a row holds it.
-func (rq Requeue) Outcome(started memest.Estimate, stalls int) RequeueOutcome {
-	est := rq.Estimate
-	if est.PersistentMiB > started.PersistentMiB || est.EphemeralMiB > started.EphemeralMiB {
-		return RequeueOutcome{Reason: fmt.Sprintf("outgrew its lane: requeued with E=%d MiB, P=%d MiB (on %s)",
-			est.EphemeralMiB, est.PersistentMiB, rq.Node)}
-	}
-	n := max(stalls, 0) + 1
-	if n >= MaxRequeueStalls {
-		return RequeueOutcome{Stalls: n, Held: true, Reason: fmt.Sprintf(
-			"held: requeued %d times in a row for outgrowing its lane with no larger estimate (E=%d MiB, P=%d MiB, last on %s), "+
-				"so another run would end the same way; cancel it and submit it again with --mem-ephemeral-mib above %d, or without --share",
-			n, est.EphemeralMiB, est.PersistentMiB, rq.Node, est.EphemeralMiB)}
-	}
-	at := rq.At.Add(rq.Backoff << (n - 1))
-	return RequeueOutcome{Stalls: n, RetryAt: &at, Reason: fmt.Sprintf(
-		"outgrew its lane again with no larger estimate (E=%d MiB, P=%d MiB, on %s): requeue %d of %d without progress before it is held; next try at %s",
-		est.EphemeralMiB, est.PersistentMiB, rq.Node, n, MaxRequeueStalls, at.Format(time.TimeOnly))}
 }
 
 // smallestGPU is the memory of the smallest schedulable GPU of the

@@ -11,13 +11,13 @@ import (
 	"github.com/gpuportal/gpuportal/core/memest"
 )
 
-func (s *memStore) MarkRequeued(_ context.Context, ref job.RunRef, rq Requeue) (RequeueOutcome, error) {
+func (s *memStore) MarkRequeued(_ context.Context, ref job.RunRef, rq job.Requeue) (job.RequeueOutcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := ref.Job
 	j, err := s.current(ref)
 	if err != nil {
-		return RequeueOutcome{}, err
+		return job.RequeueOutcome{}, err
 	}
 	if s.stalls == nil {
 		s.stalls = make(map[int64]int)
@@ -33,7 +33,7 @@ func (s *memStore) MarkRequeued(_ context.Context, ref job.RunRef, rq Requeue) (
 // held tells whether the store holds j, as models.Job.Held: the engine
 // never sees it, unless it is to be cancelled. The caller holds s.mu.
 func (s *memStore) held(j *Job) bool {
-	return j.State.Waiting() && s.stalls[j.ID] >= MaxRequeueStalls && j.CancelRequest == ""
+	return j.State.Waiting() && s.stalls[j.ID] >= job.MaxRequeueStalls && j.CancelRequest == ""
 }
 
 func TestSharingSnapshot(t *testing.T) {
@@ -145,54 +145,6 @@ func TestOutgrownLaneAfterStopIsNotRequeued(t *testing.T) {
 	}
 }
 
-// TestRequeueOutcome: a requeue that brings a larger estimate makes
-// progress; one that does not is a stall, which backs off, doubling, and
-// the fifth in a row holds the job, saying what to do.
-func TestRequeueOutcome(t *testing.T) {
-	started := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 4096, Source: memest.Declared}
-	same := started
-	same.Source = memest.Measured
-	at := t0.Add(time.Hour)
-	rq := func(est memest.Estimate) Requeue {
-		return Requeue{Estimate: est, Node: "n1", At: at, Backoff: 10 * time.Second}
-	}
-	tests := []struct {
-		name       string
-		est        memest.Estimate
-		stalls     int // before
-		wantStalls int
-		wantWait   time.Duration // 0: no RetryAt
-		wantHeld   bool
-		wantReason string
-	}{
-		{"a larger E is progress", memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 9000}, 3, 0, 0, false,
-			"outgrew its lane: requeued with E=9000 MiB, P=1000 MiB (on n1)"},
-		{"a larger P is progress", memest.Estimate{PersistentMiB: 1200, EphemeralMiB: 4096}, 0, 0, 0, false,
-			"outgrew its lane: requeued with E=4096 MiB, P=1200 MiB (on n1)"},
-		{"the same estimate is a stall", same, 0, 1, 10 * time.Second, false,
-			"outgrew its lane again with no larger estimate (E=4096 MiB, P=1000 MiB, on n1): requeue 1 of 5 without progress before it is held; next try at 13:00:10"},
-		{"a smaller estimate is a stall", memest.Estimate{PersistentMiB: 900, EphemeralMiB: 4000}, 0, 1, 10 * time.Second, false, "requeue 1 of 5"},
-		{"the backoff doubles", same, 3, 4, 80 * time.Second, false, "requeue 4 of 5 without progress before it is held; next try at 13:01:20"},
-		{"the fifth stall holds the job", same, 4, 5, 0, true,
-			"held: requeued 5 times in a row for outgrowing its lane with no larger estimate (E=4096 MiB, P=1000 MiB, last on n1), " +
-				"so another run would end the same way; cancel it and submit it again with --mem-ephemeral-mib above 4096, or without --share"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			out := rq(tc.est).Outcome(started, tc.stalls)
-			if out.Stalls != tc.wantStalls || out.Held != tc.wantHeld || !strings.Contains(out.Reason, tc.wantReason) {
-				t.Errorf("outcome %+v; want %d stalls, held %v, a reason with %q", out, tc.wantStalls, tc.wantHeld, tc.wantReason)
-			}
-			switch {
-			case tc.wantWait == 0 && out.RetryAt != nil:
-				t.Errorf("retry at %v, want none", out.RetryAt)
-			case tc.wantWait > 0 && (out.RetryAt == nil || !out.RetryAt.Equal(at.Add(tc.wantWait))):
-				t.Errorf("retry at %v, want %v", out.RetryAt, at.Add(tc.wantWait))
-			}
-		})
-	}
-}
-
 // TestRequeueWithoutProgressIsHeld drives issue 15's loop through the
 // engine: a job stopped again and again for outgrowing its lane, each
 // time with the estimate it started with, waits longer and longer before
@@ -204,7 +156,7 @@ func TestRequeueWithoutProgressIsHeld(t *testing.T) {
 	e, clock := newTestEngine(t, store, n)
 	ctx := context.Background()
 	var waits []time.Duration
-	for i := range MaxRequeueStalls {
+	for i := range job.MaxRequeueStalls {
 		mustPass(t, e)
 		if store.state(1) != job.Running {
 			t.Fatalf("requeue %d: state %s, want running", i, store.state(1))
@@ -220,7 +172,7 @@ func TestRequeueWithoutProgressIsHeld(t *testing.T) {
 			t.Fatalf("requeue %d: state %s, %d failures; want queued, none", i, store.state(1), store.jobs[1].Failures)
 		}
 		retry := store.jobs[1].RetryAt
-		if i == MaxRequeueStalls-1 {
+		if i == job.MaxRequeueStalls-1 {
 			if retry != nil {
 				t.Fatalf("held job retries at %v", retry)
 			}
@@ -240,8 +192,8 @@ func TestRequeueWithoutProgressIsHeld(t *testing.T) {
 	}
 	clock.t = clock.t.Add(24 * time.Hour)
 	mustPass(t, e)
-	if store.state(1) != job.Queued || len(n.starts) != MaxRequeueStalls {
-		t.Fatalf("held job: state %s after %d starts, want queued after %d", store.state(1), len(n.starts), MaxRequeueStalls)
+	if store.state(1) != job.Queued || len(n.starts) != job.MaxRequeueStalls {
+		t.Fatalf("held job: state %s after %d starts, want queued after %d", store.state(1), len(n.starts), job.MaxRequeueStalls)
 	}
 	if r := store.reason[1]; !strings.HasPrefix(r, "held: requeued 5 times in a row") {
 		t.Fatalf("reason %q", r)

@@ -169,7 +169,7 @@ func (e *Engine) Borrowed(id int64) bool {
 
 // usageRun is running job j as the GPU count sees it.
 func usageRun(j Job) usage.Run {
-	r := usage.Run{Job: j.ID, Team: j.Team, GPUs: j.Placement, Sharing: j.Sharing, Fraction: j.GPUFraction}
+	r := usage.Run{Job: j.ID, Team: j.Team, GPUs: gpuNames(j.Placement), Sharing: j.Sharing, Fraction: j.GPUFraction}
 	if j.LastStartAt != nil {
 		r.Since = *j.LastStartAt
 	}

@@ -1,5 +1,8 @@
-// Package job names the states of a job's life cycle, shared by the
-// engine, the store and the portal.
+// Package job names the states of a job's life cycle and its runs, shared
+// by the engine, the store and the portal, and what the engine and the
+// machines say to each other about runs (Spec, Exit, Usage): a leaf of
+// plain types, so that the engine drives machines without importing an
+// agent.
 package job
 
 import (

@@ -20,6 +20,7 @@ package sched
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
@@ -29,6 +30,10 @@ type GPURef struct {
 	Node  string
 	Index int
 }
+
+// String formats the GPU as "node:index", as the store keeps placements
+// and the portal shows them.
+func (g GPURef) String() string { return g.Node + ":" + strconv.Itoa(g.Index) }
 
 // GPU is one device of a node.
 type GPU struct {

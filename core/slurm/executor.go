@@ -26,7 +26,7 @@ type Registry interface {
 	RemoveNode(ctx context.Context, name string) error
 	MirrorDraining(name string, on bool) error
 	NodeStatuses() []engine.NodeStatus
-	Exits() chan<- agent.Exit
+	Exits() chan<- job.Exit
 }
 
 // Config sets up an Executor.
@@ -396,7 +396,7 @@ func (e *Executor) syncJobs(ctx context.Context, jobs []Job, readAt time.Time) {
 		byID[j.ID] = j
 	}
 	now := e.cfg.Now()
-	var exits []agent.Exit
+	var exits []job.Exit
 	var cancel []int64
 	var missing []int64
 	e.mu.Lock()
@@ -459,7 +459,7 @@ func (e *Executor) syncJobs(ctx context.Context, jobs []Job, readAt time.Time) {
 
 // missing ends the runs squeue no longer lists, from the job completion
 // log where there is one.
-func (e *Executor) missing(ids []int64, now time.Time) []agent.Exit {
+func (e *Executor) missing(ids []int64, now time.Time) []job.Exit {
 	done := make(map[int64]Job)
 	if e.cfg.JobCompFile != "" {
 		jobs, err := ReadJobComp(e.cfg.JobCompFile, e.cfg.JobCompZone)
@@ -470,7 +470,7 @@ func (e *Executor) missing(ids []int64, now time.Time) []agent.Exit {
 			done[j.ID] = j // the last record of an ID wins
 		}
 	}
-	var exits []agent.Exit
+	var exits []job.Exit
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, id := range ids {
@@ -493,8 +493,8 @@ func (e *Executor) missing(ids []int64, now time.Time) []agent.Exit {
 // exitLocked is how run r ended, as Slurm's job j reports it; not ok when
 // nobody is to be told: its node left the engine, which has requeued or
 // will requeue the job.
-func (e *Executor) exitLocked(r *run, j Job, now time.Time) (agent.Exit, bool) {
-	ex := agent.Exit{Node: r.node, JobID: r.jobID, Run: r.run, At: j.EndTime}
+func (e *Executor) exitLocked(r *run, j Job, now time.Time) (job.Exit, bool) {
+	ex := job.Exit{Node: r.node, JobID: r.jobID, Run: r.run, At: j.EndTime}
 	if ex.At.IsZero() || ex.At.After(now) {
 		ex.At = now
 	}
@@ -570,15 +570,15 @@ var ErrRootJobs = errors.New("gpuportal runs as root and jobs never run as root 
 
 // unavailableError is a start that Slurm refused or could not be asked:
 // not the job's fault, so the engine queues it again (it matches
-// agent.ErrDisconnected).
+// job.ErrDisconnected).
 type unavailableError struct{ err error }
 
 func (e unavailableError) Error() string   { return e.err.Error() }
-func (e unavailableError) Unwrap() []error { return []error{e.err, agent.ErrDisconnected} }
+func (e unavailableError) Unwrap() []error { return []error{e.err, job.ErrDisconnected} }
 
 // start submits a run of s held and pinned to node n and the GPUs the
 // scheduler chose, then releases it.
-func (e *Executor) start(ctx context.Context, n *node, s agent.Spec) error {
+func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	command := s.Command
 	if len(command) == 0 {
 		// A simulated job holds its GPUs for its remaining time.

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -165,11 +164,11 @@ type fakeEngine struct {
 	nodes    map[string]engine.Node
 	draining map[string]bool
 	events   []string
-	exits    chan agent.Exit
+	exits    chan job.Exit
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{nodes: make(map[string]engine.Node), draining: make(map[string]bool), exits: make(chan agent.Exit, 100)}
+	return &fakeEngine{nodes: make(map[string]engine.Node), draining: make(map[string]bool), exits: make(chan job.Exit, 100)}
 }
 
 func (e *fakeEngine) AddNode(_ context.Context, n engine.Node) error {
@@ -209,7 +208,7 @@ func (e *fakeEngine) NodeStatuses() []engine.NodeStatus {
 	return out
 }
 
-func (e *fakeEngine) Exits() chan<- agent.Exit { return e.exits }
+func (e *fakeEngine) Exits() chan<- job.Exit { return e.exits }
 
 func (e *fakeEngine) node(t *testing.T, name string) engine.Node {
 	t.Helper()
@@ -229,14 +228,14 @@ func (e *fakeEngine) eventLog() []string {
 }
 
 // exit returns the next exit, failing if none came.
-func (e *fakeEngine) exit(t *testing.T) agent.Exit {
+func (e *fakeEngine) exit(t *testing.T) job.Exit {
 	t.Helper()
 	select {
 	case ex := <-e.exits:
 		return ex
 	default:
 		t.Fatal("no exit reported")
-		return agent.Exit{}
+		return job.Exit{}
 	}
 }
 
@@ -303,7 +302,7 @@ func newFixture(t *testing.T, edit func(*Config), nodes ...Node) *fixture {
 // start starts a command job on node and returns its Slurm job ID.
 func (f *fixture) start(node string, jobID int64, gpus ...int) int64 {
 	f.t.Helper()
-	err := f.eng.node(f.t, node).Start(f.ctx, agent.Spec{JobID: jobID, GPUs: gpus, Command: []string{"python", "train.py"}})
+	err := f.eng.node(f.t, node).Start(f.ctx, job.Spec{JobID: jobID, GPUs: gpus, Command: []string{"python", "train.py"}})
 	if err != nil {
 		f.t.Fatalf("start job %d: %v", jobID, err)
 	}
@@ -393,25 +392,25 @@ func TestStartRefusals(t *testing.T) {
 	n1 := f.eng.node(t, "n1")
 	for _, tt := range []struct {
 		name string
-		spec agent.Spec
+		spec job.Spec
 		want string
 	}{
-		{"GPU the node lacks", agent.Spec{JobID: 1, GPUs: []int{2}, Command: []string{"x"}}, "no GPU 2"},
-		{"GPU twice", agent.Spec{JobID: 1, GPUs: []int{1, 1}, Command: []string{"x"}}, "twice"},
-		{"no GPU", agent.Spec{JobID: 1, Command: []string{"x"}}, "no GPUs"},
+		{"GPU the node lacks", job.Spec{JobID: 1, GPUs: []int{2}, Command: []string{"x"}}, "no GPU 2"},
+		{"GPU twice", job.Spec{JobID: 1, GPUs: []int{1, 1}, Command: []string{"x"}}, "twice"},
+		{"no GPU", job.Spec{JobID: 1, Command: []string{"x"}}, "no GPUs"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := n1.Start(f.ctx, tt.spec)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, agent.ErrDisconnected) {
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, job.ErrDisconnected) {
 				t.Errorf("err = %v; want the job's fault, %q", err, tt.want)
 			}
 		})
 	}
 	f.ex.euid = 0
-	if err := n1.Start(f.ctx, agent.Spec{JobID: 2, GPUs: []int{0}, Command: []string{"id"}}); !errors.Is(err, ErrRootJobs) {
+	if err := n1.Start(f.ctx, job.Spec{JobID: 2, GPUs: []int{0}, Command: []string{"id"}}); !errors.Is(err, ErrRootJobs) {
 		t.Errorf("a server running as root started a command job as root: %v", err)
 	}
-	if err := n1.Start(f.ctx, agent.Spec{JobID: 3, GPUs: []int{0}, SimRemaining: 2500 * time.Millisecond}); err != nil {
+	if err := n1.Start(f.ctx, job.Spec{JobID: 3, GPUs: []int{0}, SimRemaining: 2500 * time.Millisecond}); err != nil {
 		t.Fatalf("simulated job: %v", err)
 	}
 	if s := f.slurm.lastSub(); !slices.Equal(s.Args, []string{"sleep", "2.500"}) {
@@ -427,16 +426,16 @@ func TestSlurmTroubleRequeuesTheJob(t *testing.T) {
 	f.ex.Sync(f.ctx)
 	n1 := f.eng.node(t, "n1")
 	f.slurm.submitErr = errors.New("sbatch: error: Batch job submission failed: Unable to contact slurm controller")
-	err := n1.Start(f.ctx, agent.Spec{JobID: 1, GPUs: []int{0}, Command: []string{"x"}})
-	if !errors.Is(err, agent.ErrDisconnected) || !strings.Contains(err.Error(), "Unable to contact slurm controller") ||
+	err := n1.Start(f.ctx, job.Spec{JobID: 1, GPUs: []int{0}, Command: []string{"x"}})
+	if !errors.Is(err, job.ErrDisconnected) || !strings.Contains(err.Error(), "Unable to contact slurm controller") ||
 		strings.Contains(err.Error(), "agent disconnected") {
-		t.Errorf("err = %v; want Slurm's message, matching agent.ErrDisconnected", err)
+		t.Errorf("err = %v; want Slurm's message, matching job.ErrDisconnected", err)
 	}
 	f.slurm.submitErr = nil
 	f.slurm.releaseErr = errors.New("scontrol: error: Invalid job id specified")
-	err = n1.Start(f.ctx, agent.Spec{JobID: 1, GPUs: []int{0}, Command: []string{"x"}})
-	if !errors.Is(err, agent.ErrDisconnected) {
-		t.Errorf("err = %v; want agent.ErrDisconnected", err)
+	err = n1.Start(f.ctx, job.Spec{JobID: 1, GPUs: []int{0}, Command: []string{"x"}})
+	if !errors.Is(err, job.ErrDisconnected) {
+		t.Errorf("err = %v; want job.ErrDisconnected", err)
 	}
 	id := f.slurm.next
 	if calls := f.slurm.callLog(); calls[len(calls)-1] != fmt.Sprint("cancel ", id) {
@@ -731,7 +730,7 @@ func TestJobsSqueueForgot(t *testing.T) {
 
 	f.clock.Add(time.Second)
 	f.ex.Sync(f.ctx)
-	got := map[int64]agent.Exit{}
+	got := map[int64]job.Exit{}
 	for range 2 {
 		ex := f.eng.exit(t)
 		got[ex.JobID] = ex

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -76,7 +75,7 @@ func (n *node) Resources() (cpus int, memMiB int64) {
 
 // Start implements engine.Node: it submits the run held and pinned, then
 // releases it. Its end is reported later, as an Exit.
-func (n *node) Start(ctx context.Context, s agent.Spec) error { return n.e.start(ctx, n, s) }
+func (n *node) Start(ctx context.Context, s job.Spec) error { return n.e.start(ctx, n, s) }
 
 // Stop implements engine.Node: SIGTERM, then a cancel after the grace
 // period. The Exit follows.

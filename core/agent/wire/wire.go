@@ -226,7 +226,7 @@ type JobSpec struct {
 	SimRemainingMS int64      `json:"sim_remaining_ms,omitempty"`
 	SimMemory      *SimMemory `json:"sim_memory,omitempty"`
 	// Sharing opts the job in to Salus sharing through the agent's gate
-	// (agent.Sharing); absent: not shared.
+	// (job.Sharing); absent: not shared.
 	Sharing *Sharing `json:"sharing,omitempty"`
 	// Resources are the part's CPUs and memory; absent: not limited.
 	Resources *Resources `json:"resources,omitempty"`

@@ -1,4 +1,11 @@
-package web
+// Package hub is the server's half of the agent protocol (the agent's is
+// core/agent; the protocol, core/agent/wire): remote node agents connect
+// to a Hub, which checks their tokens and machines' credentials, adds
+// their machines to the engine as engine.Nodes (or as monitors), drives
+// them (start, stop, resize), keeps their jobs' output, and hands their
+// runs' exits to the engine, acknowledging each once it is stored. The
+// web server only mounts the Hub's HTTP handler.
+package hub
 
 import (
 	"context"
@@ -18,17 +25,18 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 	"github.com/gpuportal/gpuportal/core/lanes"
+	"github.com/gpuportal/gpuportal/core/ratelimit"
 )
 
-// AgentConfig sets up the endpoint where remote node agents connect
+// Config sets up the endpoint where remote node agents connect
 // (gpuportal agent; protocol in core/agent/wire).
-type AgentConfig struct {
+type Config struct {
 	// Token is the agent token; empty turns remote agents off.
 	Token string
 	// HeartbeatTimeout is how long an agent may stay silent before the
@@ -42,23 +50,24 @@ type AgentConfig struct {
 	AckTimeout time.Duration
 	// Machines, when set, gives machines their identity: agents join with
 	// a join token (or Token) and each machine gets a credential of its
-	// own (agents_identity.go). Nil: any agent with Token may name any
-	// machine.
+	// own (identity.go). Nil: any agent with Token may name any machine.
 	Machines MachineStore
 }
 
-// nodeRegistry is the part of the engine that agents' machines join.
-type nodeRegistry interface {
+// Registry is the part of the engine that agents' machines join.
+// *engine.Engine implements it.
+type Registry interface {
 	AddNode(ctx context.Context, n engine.Node) error
 	RemoveNode(ctx context.Context, name string) error
 	Nodes() []engine.Node
-	Exits() chan<- agent.Exit
+	Exits() chan<- job.Exit
 }
 
-// agentHub accepts agent connections and registers their machines.
-type agentHub struct {
-	cfg      AgentConfig
-	registry nodeRegistry
+// Hub accepts agent connections and registers their machines. Create it
+// with New and serve it at wire.Path.
+type Hub struct {
+	cfg      Config
+	registry Registry
 	log      *slog.Logger
 	upgrader websocket.Upgrader
 
@@ -71,33 +80,34 @@ type agentHub struct {
 
 	heartbeats atomic.Int64 // heartbeats received, for /metrics
 
-	badTokens *limiter // wrong tokens, per client address
+	badTokens *ratelimit.Limiter // wrong tokens, per client address
 }
 
-func newAgentHub(cfg AgentConfig, registry nodeRegistry, log *slog.Logger) *agentHub {
+// New returns a hub that adds agents' machines to registry.
+func New(cfg Config, registry Registry, log *slog.Logger) *Hub {
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = 30 * time.Second
 	}
 	if cfg.AckTimeout <= 0 {
 		cfg.AckTimeout = 10 * time.Second
 	}
-	return &agentHub{
+	return &Hub{
 		cfg: cfg, registry: registry, log: log, owners: make(map[string]*agentConn),
 		upgrader:  websocket.Upgrader{HandshakeTimeout: 10 * time.Second},
-		badTokens: newLimiter(agentTokenFailures, agentTokenWindow),
+		badTokens: ratelimit.New(agentTokenFailures, agentTokenWindow),
 	}
 }
 
 // ServeHTTP checks the agent token, upgrades to a websocket and serves the
 // agent until it disconnects.
-func (h *agentHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Token == "" && h.cfg.Machines == nil {
 		writeJSONError(w, http.StatusNotFound, "remote agents are off: start the server with --agent-token")
 		return
 	}
 	now := time.Now()
 	addr := clientAddr(r.RemoteAddr)
-	if blocked, wait := h.badTokens.blocked(now, addr); blocked {
+	if blocked, wait := h.badTokens.Blocked(now, addr); blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		writeJSONError(w, http.StatusTooManyRequests, "too many wrong agent tokens from this address: try again later")
 		return
@@ -105,7 +115,7 @@ func (h *agentHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	auth, err := h.authenticate(r.Context(), token, now)
 	if err != nil {
-		h.badTokens.fail(now, addr)
+		h.badTokens.Fail(now, addr)
 		h.log.Warn("agent refused: missing or wrong agent token", "remote", r.RemoteAddr, "err", err)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gpuportal-agents"`)
 		writeJSONError(w, http.StatusUnauthorized, "missing or wrong agent token")
@@ -132,12 +142,12 @@ func writeJSONError(w http.ResponseWriter, code int, msg string) {
 }
 
 // logPath is where the server keeps a remote job's output.
-func (h *agentHub) logPath(node string, jobID int64) string {
+func (h *Hub) logPath(node string, jobID int64) string {
 	return filepath.Join(h.cfg.Dir, node, "jobs", strconv.FormatInt(jobID, 10), "output.log")
 }
 
 // logSize is how much of a job's output the server holds.
-func (h *agentHub) logSize(node string, jobID int64) int64 {
+func (h *Hub) logSize(node string, jobID int64) int64 {
 	fi, err := os.Stat(h.logPath(node, jobID))
 	if err != nil {
 		return 0
@@ -145,9 +155,12 @@ func (h *agentHub) logSize(node string, jobID int64) int64 {
 	return fi.Size()
 }
 
-// heartbeatAges says, per machine run by a remote agent, how long ago
+// Heartbeats counts the heartbeats received from agents, for /metrics.
+func (h *Hub) Heartbeats() int64 { return h.heartbeats.Load() }
+
+// HeartbeatAges says, per machine run by a remote agent, how long ago
 // its agent's last heartbeat came (since it connected, before the first).
-func (h *agentHub) heartbeatAges(now time.Time) map[string]time.Duration {
+func (h *Hub) HeartbeatAges(now time.Time) map[string]time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make(map[string]time.Duration, len(h.owners))
@@ -159,7 +172,7 @@ func (h *agentHub) heartbeatAges(now time.Time) map[string]time.Duration {
 	return out
 }
 
-func (h *agentHub) owner(node string) *agentConn {
+func (h *Hub) owner(node string) *agentConn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.owners[node]
@@ -167,7 +180,7 @@ func (h *agentHub) owner(node string) *agentConn {
 
 // agentConn is one agent's connection.
 type agentConn struct {
-	hub    *agentHub
+	hub    *Hub
 	ws     *websocket.Conn
 	remote string
 	agent  string    // the agent's name, from its hello
@@ -193,7 +206,7 @@ type agentConn struct {
 
 type queuedExit struct {
 	id uint64
-	ex agent.Exit
+	ex job.Exit
 }
 
 // closeWith ends the connection, telling the agent why.
@@ -445,32 +458,16 @@ func (c *agentConn) writeLog(l *wire.Log) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o640)
-	if err != nil {
-		return err
-	}
 	// Chunks come in order from where the server's copy ends (or before,
-	// when repeated); one beyond it would leave a hole.
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return err
-	}
-	if l.Offset > fi.Size() {
-		f.Close()
-		return fmt.Errorf("output chunk at offset %d, beyond the %d bytes kept", l.Offset, fi.Size())
-	}
-	if _, err := f.WriteAt(l.Data, l.Offset); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	// when repeated). One beyond it follows chunks the server could not
+	// keep (its disk was full): the gap is marked (core/joboutput).
+	return joboutput.WriteChunk(path, l.Offset, l.Data)
 }
 
 // queueExit hands an exit to the forwarder, so that reading never waits
 // for the engine (which may itself wait for this agent's ack).
 func (c *agentConn) queueExit(id uint64, w *wire.Exit) {
-	ex := agent.ExitFromWire(*w)
+	ex := w.Exit()
 	if now := time.Now(); ex.At.IsZero() || ex.At.After(now) {
 		ex.At = now
 	}
@@ -579,7 +576,7 @@ func (c *agentConn) request(ctx context.Context, m *wire.Message) error {
 	}()
 	select {
 	case <-c.closed:
-		return agent.ErrDisconnected
+		return job.ErrDisconnected
 	default:
 	}
 	if err := c.send(m); err != nil {
@@ -594,9 +591,9 @@ func (c *agentConn) request(ctx context.Context, m *wire.Message) error {
 		}
 		return nil
 	case <-c.closed:
-		return agent.ErrDisconnected
+		return job.ErrDisconnected
 	case <-ctx.Done():
-		return fmt.Errorf("%w: agent %s did not answer %s in time (%w)", agent.ErrDisconnected, c.agent, m.Type, ctx.Err())
+		return fmt.Errorf("%w: agent %s did not answer %s in time (%w)", job.ErrDisconnected, c.agent, m.Type, ctx.Err())
 	}
 }
 
@@ -612,16 +609,19 @@ type remoteNode struct {
 	running map[job.RunRef]bool
 	samples []gpu.Sample
 	lanes   []lanes.GPUView
-	usage   []agent.JobUsage // jobs' CPU and memory use (agents_usage.go)
+	usage   []job.Usage // jobs' CPU and memory use (usage.go)
 	// monitor: the agent only watches the machine's GPUs (see
-	// agents_monitor.go).
+	// monitor.go).
 	monitor bool
 	// runGPUs are the GPUs of the runs the agent reported at hello, nil
-	// from agents that do not report them (agents_rungpus.go).
+	// from agents that do not report them (rungpus.go).
 	runGPUs map[int64][]int
 }
 
-var _ engine.Node = (*remoteNode)(nil)
+var (
+	_ engine.Node = (*remoteNode)(nil)
+	_ Registry    = (*engine.Engine)(nil)
+)
 
 // Name implements engine.Node.
 func (n *remoteNode) Name() string { return n.name }
@@ -633,13 +633,13 @@ func (n *remoteNode) Devices() []gpu.Device { return append([]gpu.Device(nil), n
 func (n *remoteNode) Resources() (cpus int, memMiB int64) { return n.cpus, n.memMiB }
 
 // Start asks the agent to start a run and waits for its answer.
-func (n *remoteNode) Start(ctx context.Context, s agent.Spec) error {
+func (n *remoteNode) Start(ctx context.Context, s job.Spec) error {
 	ref := job.RunRef{Job: s.JobID, Run: s.Run}
 	n.mu.Lock()
 	n.running[ref] = true // before sending: the exit may overtake the ack
 	n.mu.Unlock()
 	m := &wire.Message{Type: wire.TypeStart, Start: &wire.Start{
-		Node: n.name, Job: s.Wire(), LogOffset: n.conn.hub.logSize(n.name, s.JobID),
+		Node: n.name, Job: wire.FromSpec(s), LogOffset: n.conn.hub.logSize(n.name, s.JobID),
 	}}
 	err := n.conn.request(ctx, m)
 	if err == nil {
@@ -654,8 +654,8 @@ func (n *remoteNode) Start(ctx context.Context, s agent.Spec) error {
 			_ = n.Stop(sctx, ref)
 		}()
 	}
-	if strings.Contains(err.Error(), agent.ErrBusy.Error()) {
-		err = fmt.Errorf("%w: %v", agent.ErrBusy, err)
+	if strings.Contains(err.Error(), job.ErrBusy.Error()) {
+		err = fmt.Errorf("%w: %v", job.ErrBusy, err)
 	}
 	return fmt.Errorf("start %s on %s: %w", ref, n.name, err)
 }

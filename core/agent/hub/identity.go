@@ -1,4 +1,4 @@
-package web
+package hub
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // Machine identity (docs/agents.md, "Joining machines"). An agent presents
@@ -21,14 +20,31 @@ import (
 // uses a taken name is refused, and a token shared by many agents lets no
 // one take over another's machine.
 
-// MachineStore keeps join tokens and machines (models.Store).
+// MachineStore keeps join tokens and machines (models.Store, through the
+// serve command's adapter).
 type MachineStore interface {
-	JoinTokenFor(ctx context.Context, token string, now time.Time) (*models.JoinToken, error)
+	// JoinToken returns the ID of the active join token token; an error
+	// wrapping ErrNotFound when it is none (or revoked, or expired).
+	JoinToken(ctx context.Context, token string, now time.Time) (id int64, err error)
+	// MachineCredential reports whether credential is a registered
+	// machine's.
 	MachineCredential(ctx context.Context, credential string) (bool, error)
-	RegisterMachine(ctx context.Context, name string, joinedWith int64, now time.Time) (string, error)
+	// RegisterMachine registers a machine under the join token joinedWith
+	// (0: the server's --agent-token) and returns its new credential.
+	RegisterMachine(ctx context.Context, name string, joinedWith int64, now time.Time) (credential string, err error)
+	// CheckMachine returns nil when name is registered with credential,
+	// an error wrapping ErrNotFound when name is not registered, and one
+	// wrapping ErrWrongCredential when credential is not its own.
 	CheckMachine(ctx context.Context, name, credential string, now time.Time) error
+	// RemoveMachine forgets a machine's registration.
 	RemoveMachine(ctx context.Context, name string) error
 }
+
+// The errors a MachineStore wraps.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrWrongCredential = errors.New("the machine's credential does not match")
+)
 
 // Wrong agent tokens from one address: at most agentTokenFailures within
 // agentTokenWindow, then 429 until the window has passed.
@@ -45,7 +61,7 @@ type agentAuth struct {
 }
 
 // authenticate checks an agent's bearer token.
-func (h *agentHub) authenticate(ctx context.Context, token string, now time.Time) (agentAuth, error) {
+func (h *Hub) authenticate(ctx context.Context, token string, now time.Time) (agentAuth, error) {
 	if token == "" {
 		return agentAuth{}, errors.New("no token")
 	}
@@ -55,9 +71,9 @@ func (h *agentHub) authenticate(ctx context.Context, token string, now time.Time
 	if h.cfg.Machines == nil {
 		return agentAuth{}, errors.New("wrong token")
 	}
-	if t, err := h.cfg.Machines.JoinTokenFor(ctx, token, now); err == nil {
-		return agentAuth{join: true, tokenID: t.ID}, nil
-	} else if !errors.Is(err, models.ErrNotFound) {
+	if id, err := h.cfg.Machines.JoinToken(ctx, token, now); err == nil {
+		return agentAuth{join: true, tokenID: id}, nil
+	} else if !errors.Is(err, ErrNotFound) {
 		return agentAuth{}, err
 	}
 	ok, err := h.cfg.Machines.MachineCredential(ctx, token)
@@ -73,7 +89,7 @@ func (h *agentHub) authenticate(ctx context.Context, token string, now time.Time
 // identify checks the machines of a hello against their credentials and
 // registers the new ones, returning their credentials. On error nothing
 // stays registered.
-func (h *agentHub) identify(ctx context.Context, auth agentAuth, nodes []wire.Node) ([]wire.NodeCredential, error) {
+func (h *Hub) identify(ctx context.Context, auth agentAuth, nodes []wire.Node) ([]wire.NodeCredential, error) {
 	ms := h.cfg.Machines
 	if ms == nil {
 		return nil, nil
@@ -86,11 +102,11 @@ func (h *agentHub) identify(ctx context.Context, auth agentAuth, nodes []wire.No
 		switch {
 		case err == nil:
 			continue
-		case errors.Is(err, models.ErrWrongCredential):
+		case errors.Is(err, ErrWrongCredential):
 			undo()
 			return nil, fmt.Errorf("machine name %s is taken by another machine (this agent lacks its credential): give this agent another --name; "+
 				"if this is that machine and its work folder was lost, an admin removes the old registration (gpuportal admin remove-machine %s)", n.Name, n.Name)
-		case !errors.Is(err, models.ErrNotFound):
+		case !errors.Is(err, ErrNotFound):
 			undo()
 			return nil, fmt.Errorf("machine %s: %w", n.Name, err)
 		}
@@ -110,7 +126,7 @@ func (h *agentHub) identify(ctx context.Context, auth agentAuth, nodes []wire.No
 }
 
 // unregisterMachines forgets machines registered for a hello that failed.
-func (h *agentHub) unregisterMachines(ctx context.Context, creds []wire.NodeCredential) {
+func (h *Hub) unregisterMachines(ctx context.Context, creds []wire.NodeCredential) {
 	for _, c := range creds {
 		if err := h.cfg.Machines.RemoveMachine(context.WithoutCancel(ctx), c.Node); err != nil {
 			h.log.Error("undo a machine's registration", "node", c.Node, "err", err)

@@ -1,4 +1,4 @@
-package web
+package hub
 
 import (
 	"context"
@@ -26,7 +26,7 @@ var _ monitorRegistry = (*engine.Engine)(nil)
 var errNoMonitors = errors.New("this server takes no monitor-only agents")
 
 // join adds a machine an agent registers: as a node, or as a monitor.
-func (h *agentHub) join(ctx context.Context, rn *remoteNode) error {
+func (h *Hub) join(ctx context.Context, rn *remoteNode) error {
 	if !rn.monitor {
 		return h.registry.AddNode(ctx, rn)
 	}
@@ -38,7 +38,7 @@ func (h *agentHub) join(ctx context.Context, rn *remoteNode) error {
 }
 
 // leave removes a machine an agent registered; nil is none.
-func (h *agentHub) leave(ctx context.Context, rn *remoteNode) error {
+func (h *Hub) leave(ctx context.Context, rn *remoteNode) error {
 	if rn == nil {
 		return nil
 	}

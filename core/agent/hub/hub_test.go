@@ -1,4 +1,4 @@
-package web
+package hub
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 // fakeRegistry stands in for the engine: it records machines joining and
@@ -32,11 +33,11 @@ type fakeRegistry struct {
 	mu     sync.Mutex
 	nodes  map[string]engine.Node
 	events []string // "add NAME [running jobs]", "remove NAME"
-	exits  chan agent.Exit
+	exits  chan job.Exit
 }
 
 func newFakeRegistry() *fakeRegistry {
-	return &fakeRegistry{nodes: make(map[string]engine.Node), exits: make(chan agent.Exit, 16)}
+	return &fakeRegistry{nodes: make(map[string]engine.Node), exits: make(chan job.Exit, 16)}
 }
 
 func (r *fakeRegistry) AddNode(_ context.Context, n engine.Node) error {
@@ -65,7 +66,7 @@ func (r *fakeRegistry) Nodes() []engine.Node {
 	return out
 }
 
-func (r *fakeRegistry) Exits() chan<- agent.Exit { return r.exits }
+func (r *fakeRegistry) Exits() chan<- job.Exit { return r.exits }
 
 func (r *fakeRegistry) node(name string) engine.Node {
 	r.mu.Lock()
@@ -82,10 +83,10 @@ func (r *fakeRegistry) history() []string {
 const testAgentToken = "agent-secret"
 
 // startHub serves an agent hub with a short heartbeat timeout.
-func startHub(t *testing.T, tlsServer bool) (*agentHub, *httptest.Server, *fakeRegistry) {
+func startHub(t *testing.T, tlsServer bool) (*Hub, *httptest.Server, *fakeRegistry) {
 	t.Helper()
 	reg := newFakeRegistry()
-	hub := newAgentHub(AgentConfig{
+	hub := New(Config{
 		Token: testAgentToken, HeartbeatTimeout: 600 * time.Millisecond, Dir: t.TempDir(), AckTimeout: 5 * time.Second,
 	}, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var srv *httptest.Server
@@ -101,7 +102,7 @@ func startHub(t *testing.T, tlsServer bool) (*agentHub, *httptest.Server, *fakeR
 // startClient runs an agent with one simulated 2-GPU machine named name.
 func startClient(t *testing.T, server string, tlsCfg *tls.Config, name string) *agent.Local {
 	t.Helper()
-	exits := make(chan agent.Exit, 16)
+	exits := make(chan job.Exit, 16)
 	a, err := agent.New(agent.Config{Name: name, Backend: gpu.NewSim(name, 2, 8192), WorkDir: t.TempDir(), Grace: time.Second,
 		CPUs: 16, MemMiB: 65536, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, exits)
 	if err != nil {
@@ -143,7 +144,7 @@ func waitNode(t *testing.T, reg *fakeRegistry, name string) engine.Node {
 	return reg.node(name)
 }
 
-func nextExit(t *testing.T, reg *fakeRegistry) agent.Exit {
+func nextExit(t *testing.T, reg *fakeRegistry) job.Exit {
 	t.Helper()
 	select {
 	case ex := <-reg.exits:
@@ -154,12 +155,12 @@ func nextExit(t *testing.T, reg *fakeRegistry) agent.Exit {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no exit within 10s")
 	}
-	return agent.Exit{}
+	return job.Exit{}
 }
 
 func TestAgentEndpointChecksTheToken(t *testing.T) {
 	_, srv, reg := startHub(t, false)
-	off := httptest.NewServer(newAgentHub(AgentConfig{}, reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	off := httptest.NewServer(New(Config{}, reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer off.Close()
 	tests := []struct {
 		name   string
@@ -211,7 +212,7 @@ func TestRemoteAgentRunsAndStopsJobs(t *testing.T) {
 
 	// A command job runs, its output reaches the server, its exit the engine.
 	cmd := []string{"sh", "-c", "echo hello from $CUDA_VISIBLE_DEVICES; exit 3"}
-	if err := n.Start(ctx, agent.Spec{JobID: 1, Run: 1, Command: cmd, GPUs: []int{1}}); err != nil {
+	if err := n.Start(ctx, job.Spec{JobID: 1, Run: 1, Command: cmd, GPUs: []int{1}}); err != nil {
 		t.Fatal(err)
 	}
 	if ex := nextExit(t, reg); ex.JobID != 1 || ex.Node != "gpu-a" || ex.ExitCode != 3 {
@@ -226,13 +227,13 @@ func TestRemoteAgentRunsAndStopsJobs(t *testing.T) {
 	}
 
 	// The agent's refusal comes back as the start's error.
-	if err := n.Start(ctx, agent.Spec{JobID: 2, Run: 1, Command: []string{"true"}, GPUs: []int{5}}); err == nil || !strings.Contains(err.Error(), "no GPU 5") {
+	if err := n.Start(ctx, job.Spec{JobID: 2, Run: 1, Command: []string{"true"}, GPUs: []int{5}}); err == nil || !strings.Contains(err.Error(), "no GPU 5") {
 		t.Errorf("start on a GPU the machine lacks: %v", err)
 	}
 
 	// A simulated job holds memory, which heartbeats report; stop ends it.
 	mem := gpu.SimMemory{PersistentMiB: 3000}
-	if err := n.Start(ctx, agent.Spec{JobID: 3, Run: 1, SimRemaining: time.Hour, Memory: mem, GPUs: []int{0}}); err != nil {
+	if err := n.Start(ctx, job.Spec{JobID: 3, Run: 1, SimRemaining: time.Hour, Memory: mem, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "a sample with job 3", func() bool {
@@ -255,7 +256,7 @@ func TestAgentReconnectsAndDeliversExitsOnce(t *testing.T) {
 	startClient(t, srv.URL, nil, "gpu-a")
 	n := waitNode(t, reg, "gpu-a")
 	cmd := []string{"sh", "-c", "echo before; sleep 0.3; echo after"}
-	if err := n.Start(context.Background(), agent.Spec{JobID: 7, Run: 1, Command: cmd, GPUs: []int{0}}); err != nil {
+	if err := n.Start(context.Background(), job.Spec{JobID: 7, Run: 1, Command: cmd, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	// The network drops while the job runs.
@@ -389,7 +390,7 @@ func TestAgentConnectsOverTLS(t *testing.T) {
 	pool.AddCert(srv.Certificate())
 	startClient(t, srv.URL, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, "gpu-tls")
 	n := waitNode(t, reg, "gpu-tls")
-	if err := n.Start(context.Background(), agent.Spec{JobID: 1, Run: 1, Command: []string{"true"}, GPUs: []int{0}}); err != nil {
+	if err := n.Start(context.Background(), job.Spec{JobID: 1, Run: 1, Command: []string{"true"}, GPUs: []int{0}}); err != nil {
 		t.Fatal(err)
 	}
 	if ex := nextExit(t, reg); ex.ExitCode != 0 {
@@ -420,8 +421,8 @@ func TestUnansweredStartFailsAsDisconnectedAndIsStopped(t *testing.T) {
 			got <- m.Type
 		}
 	}()
-	err = n.Start(context.Background(), agent.Spec{JobID: 4, Run: 1, Command: []string{"true"}, GPUs: []int{0}})
-	if !errors.Is(err, agent.ErrDisconnected) || !strings.Contains(err.Error(), "start job 4 run 1 on mute") {
+	err = n.Start(context.Background(), job.Spec{JobID: 4, Run: 1, Command: []string{"true"}, GPUs: []int{0}})
+	if !errors.Is(err, job.ErrDisconnected) || !strings.Contains(err.Error(), "start job 4 run 1 on mute") {
 		t.Fatalf("Start = %v; want ErrDisconnected", err)
 	}
 	// In case it started after all, it is told to stop.
@@ -452,8 +453,10 @@ func TestRemoteOutputIsKeptAtItsOffsets(t *testing.T) {
 		{"first chunk", wire.Log{Node: "n1", JobID: 3, Offset: 0, Data: []byte("abc")}, "abc", ""},
 		{"next chunk", wire.Log{Node: "n1", JobID: 3, Offset: 3, Data: []byte("def")}, "abcdef", ""},
 		{"a repeated chunk changes nothing", wire.Log{Node: "n1", JobID: 3, Offset: 1, Data: []byte("bcd")}, "abcdef", ""},
-		{"a chunk past the end would leave a hole", wire.Log{Node: "n1", JobID: 3, Offset: 99, Data: []byte("x")}, "abcdef", "beyond"},
 		{"another connection's machine", wire.Log{Node: "n2", JobID: 3, Data: []byte("x")}, "abcdef", "unknown machine"},
+		// Chunks the server could not keep (its disk was full) leave a
+		// marker of their length, and later bytes keep their offsets.
+		{"a chunk past the end marks the gap", wire.Log{Node: "n1", JobID: 3, Offset: 99, Data: []byte("x")}, "abcdef" + joboutput.Marker(93) + "x", ""},
 	}
 	for _, tc := range tests {
 		err := c.writeLog(&tc.log)

@@ -1,20 +1,16 @@
-package web
+// Package ratelimit counts recent failures per key (a client address, a
+// user name), so that a caller can refuse a key that failed too often:
+// wrong passwords at the portal's login, wrong tokens at the agents'
+// endpoint.
+package ratelimit
 
 import (
 	"sync"
 	"time"
 )
 
-// loginLimit bounds failed logins: at most loginFailures per key within
-// loginWindow, counted per client address and per user name, so that
-// neither one address nor many addresses can guess one password quickly.
-const (
-	loginFailures = 10
-	loginWindow   = 10 * time.Minute
-)
-
-// limiter counts recent failures per key.
-type limiter struct {
+// Limiter counts recent failures per key: at most max within window.
+type Limiter struct {
 	max    int
 	window time.Duration
 
@@ -22,13 +18,14 @@ type limiter struct {
 	fails map[string][]time.Time
 }
 
-func newLimiter(max int, window time.Duration) *limiter {
-	return &limiter{max: max, window: window, fails: make(map[string][]time.Time)}
+// New returns a limiter of max failures per key within window.
+func New(max int, window time.Duration) *Limiter {
+	return &Limiter{max: max, window: window, fails: make(map[string][]time.Time)}
 }
 
-// blocked reports whether any key has reached the limit at now, and when
+// Blocked reports whether any key has reached the limit at now, and when
 // the oldest counted failure expires.
-func (l *limiter) blocked(now time.Time, keys ...string) (bool, time.Duration) {
+func (l *Limiter) Blocked(now time.Time, keys ...string) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var wait time.Duration
@@ -41,8 +38,8 @@ func (l *limiter) blocked(now time.Time, keys ...string) (bool, time.Duration) {
 	return wait > 0, wait
 }
 
-// fail counts a failure for every key.
-func (l *limiter) fail(now time.Time, keys ...string) {
+// Fail counts a failure for every key.
+func (l *Limiter) Fail(now time.Time, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range keys {
@@ -58,7 +55,7 @@ func (l *limiter) fail(now time.Time, keys ...string) {
 	}
 }
 
-func (l *limiter) prune(k string, now time.Time) []time.Time {
+func (l *Limiter) prune(k string, now time.Time) []time.Time {
 	fs := l.fails[k]
 	i := 0
 	for i < len(fs) && now.Sub(fs[i]) >= l.window {

@@ -1,4 +1,4 @@
-package models
+package enginestore
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
@@ -14,10 +15,11 @@ func TestNodeStatesOutliveTheStore(t *testing.T) {
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-		s, err := Open(ctx, dsn)
+		ms, err := models.Open(ctx, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
+		s := New(ms)
 		steps := []func() error{
 			func() error { return s.SetNodeCordoned(ctx, "n1", true, at) },
 			func() error { return s.SetNodeDraining(ctx, "n1", true, at) },
@@ -48,10 +50,11 @@ func TestNodeStatesOutliveTheStore(t *testing.T) {
 		s.Close()
 
 		// A restarted server (or another replica) reads what was recorded.
-		s, err = Open(ctx, dsn)
+		ms, err = models.Open(ctx, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
+		s = New(ms)
 		defer s.Close()
 		got, err := s.NodeStates(ctx)
 		if err != nil {

@@ -1,4 +1,4 @@
-package web
+package hub
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -25,7 +24,7 @@ func TestReconnectingAgentReportsItsRunsGPUs(t *testing.T) {
 	if _, ok := n.(engine.RunGPUsReporter).RunGPUs(7); ok {
 		t.Fatal("GPUs of a job the agent did not report")
 	}
-	if err := n.Start(context.Background(), agent.Spec{JobID: 7, Run: 1, Command: []string{"sleep", "5"}, GPUs: []int{1}}); err != nil {
+	if err := n.Start(context.Background(), job.Spec{JobID: 7, Run: 1, Command: []string{"sleep", "5"}, GPUs: []int{1}}); err != nil {
 		t.Fatal(err)
 	}
 	hub.owner("gpu-a").ws.Close()

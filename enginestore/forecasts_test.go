@@ -1,4 +1,4 @@
-package models_test
+package enginestore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -17,6 +18,7 @@ import (
 // a preemption included; run times come from every job that ran and
 // finished, with who ran what.
 func TestForecastsRecordedAgainstStarts(t *testing.T) {
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
@@ -39,7 +41,7 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		if err := s.RecordForecasts(ctx, []engine.ForecastRecord{{JobID: a.ID, Kind: "first", MadeAt: *at(2), State: forecast.StateExpected, Earliest: at(100), Likely: at(100)}}); err != nil {
 			t.Fatal(err)
 		}
-		run, err := s.MarkStarted(ctx, a.ID, []string{"n:0"}, *at(12))
+		run, err := s.MarkStarted(ctx, a.ID, []sched.GPURef{{Node: "n", Index: 0}}, *at(12))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +51,7 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		if err := s.RecordForecasts(ctx, []engine.ForecastRecord{{JobID: a.ID, Kind: "1m", MadeAt: *at(60), State: forecast.StateLater, Earliest: at(70)}}); err != nil {
 			t.Fatal(err)
 		}
-		run, err = s.MarkStarted(ctx, a.ID, []string{"n:0"}, *at(90))
+		run, err = s.MarkStarted(ctx, a.ID, []sched.GPURef{{Node: "n", Index: 0}}, *at(90))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,36 @@
+package api
+
+import "time"
+
+// User is an account as admins see it.
+type User struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	Team string `json:"team"`
+	// Disabled: an admin disabled the account (when, by whom): it cannot
+	// log in, its sessions ended and its tokens are refused.
+	Disabled   bool       `json:"disabled"`
+	DisabledAt *time.Time `json:"disabled_at"`
+	DisabledBy string     `json:"disabled_by"`
+	CreatedAt  time.Time  `json:"created_at"`
+}
+
+// APIToken is a user's API token as its owner and admins see it: its
+// secret is never kept, so never shown after it is made.
+type APIToken struct {
+	ID        int64     `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// AccountChange answers a change an admin made to an account: the
+// account as it is now, and how many of its waiting jobs were held or
+// released.
+type AccountChange struct {
+	User User `json:"user"`
+	// HeldJobs: waiting jobs held by a disable or delete; ReleasedJobs:
+	// held jobs released by an enable.
+	HeldJobs     int `json:"held_jobs"`
+	ReleasedJobs int `json:"released_jobs"`
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the module's path, the prefix of its packages.
+const module = "github.com/gpuportal/gpuportal/"
+
+// TestDependencyRules checks the layout's rules (README.md, "Layout") on
+// what each package may depend on, directly or not, as go list -deps sees
+// it. A rule names packages by their path in the module; "x/..." is x and
+// every package under it.
+func TestDependencyRules(t *testing.T) {
+	deps := moduleDeps(t)
+	tests := []struct {
+		name string
+		pkgs string
+		// forbid lists what the packages must not depend on.
+		forbid []string
+		// only, when set, lists all they may depend on besides the
+		// standard library.
+		only []string
+	}{
+		{name: "the engine drives machines through engine.Node, never an agent",
+			pkgs: "core/engine", forbid: []string{"core/agent/...", "web/...", "models/...", "enginestore"}},
+		{name: "the store knows neither the engine nor websockets",
+			pkgs: "models", forbid: []string{"core/engine", "core/agent/...", "web/...", "github.com/gorilla/websocket"}},
+		{name: "the scheduling core is pure: the standard library and core leaf packages",
+			pkgs: "core/sched", only: []string{"core/job", "core/gpu", "core/memest", "core/lanes", "core/synergy", "core/trace"}},
+		{name: "core stands alone: core, websockets for the agent protocol, go-nvml for the NVML back end",
+			pkgs: "core/...", only: []string{"core/...", "github.com/gorilla/websocket", "github.com/NVIDIA/go-nvml/..."}},
+		{name: "the server half of the agent protocol knows no web server or database",
+			pkgs: "core/agent/hub", forbid: []string{"web/...", "models/...", "gorm.io/...", "github.com/labstack/..."}},
+		{name: "the web server mounts the agents' endpoint without their implementation",
+			pkgs: "web", forbid: []string{"core/agent", "core/agent/hub"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var checked int
+			for pkg, ds := range deps {
+				if !matches(tc.pkgs, pkg) {
+					continue
+				}
+				checked++
+				for _, d := range ds {
+					if isStandard(d) {
+						continue
+					}
+					short, dep := strings.TrimPrefix(pkg, module), strings.TrimPrefix(d, module)
+					if slices.ContainsFunc(tc.forbid, func(f string) bool { return matches(f, d) }) {
+						t.Errorf("%s depends on %s", short, dep)
+					}
+					if tc.only != nil && !slices.ContainsFunc(tc.only, func(o string) bool { return matches(o, d) }) {
+						t.Errorf("%s depends on %s, which is none of %v", short, dep, tc.only)
+					}
+				}
+			}
+			if checked == 0 {
+				t.Fatalf("no package matches %q", tc.pkgs)
+			}
+		})
+	}
+}
+
+// moduleDeps returns every package of the module with its dependencies,
+// direct or not, as go list sees them (test files left out).
+func moduleDeps(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", module+"...")
+	out, err := cmd.Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	deps := make(map[string][]string)
+	for line := range strings.Lines(string(out)) {
+		if fields := strings.Fields(line); len(fields) > 0 {
+			deps[fields[0]] = fields[1:]
+		}
+	}
+	return deps
+}
+
+// matches reports whether pkg is pattern, or under it for "x/...". A
+// pattern whose first element has no dot is a path in the module.
+func matches(pattern, pkg string) bool {
+	if !hasDomain(pattern) {
+		pattern = module + pattern
+	}
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return pkg == base || strings.HasPrefix(pkg, base+"/")
+	}
+	return pkg == pattern
+}
+
+// isStandard reports whether pkg is in the standard library.
+func isStandard(pkg string) bool { return !hasDomain(pkg) }
+
+// hasDomain reports whether path starts with a domain name, as every
+// import path outside the standard library does.
+func hasDomain(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return strings.Contains(first, ".")
+}

@@ -1,0 +1,121 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// FromSpec encodes a run's spec for a remote agent.
+func FromSpec(s job.Spec) JobSpec {
+	w := JobSpec{
+		JobID: s.JobID, Run: s.Run, Command: s.Command, GPUs: s.GPUs,
+		SimRemainingMS: s.SimRemaining.Milliseconds(),
+		Resources:      FromResources(s.Resources),
+	}
+	if s.Memory != (gpu.SimMemory{}) {
+		w.SimMemory = &SimMemory{
+			PersistentMiB: s.Memory.PersistentMiB, EphemeralMiB: s.Memory.EphemeralMiB,
+			IterationMS: s.Memory.Iteration.Milliseconds(),
+		}
+	}
+	if sh := s.Sharing; sh != nil {
+		w.Sharing = &Sharing{Memory: FromEstimate(sh.Memory), DurationS: sh.DurationS, Iterations: sh.Iterations}
+	}
+	return w
+}
+
+// Spec decodes a spec sent by the server.
+func (w JobSpec) Spec() job.Spec {
+	s := job.Spec{
+		JobID: w.JobID, Run: w.Run, Command: w.Command, GPUs: w.GPUs,
+		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
+		Resources:    w.Resources.Resources(),
+	}
+	if m := w.SimMemory; m != nil {
+		s.Memory = gpu.SimMemory{
+			PersistentMiB: m.PersistentMiB, EphemeralMiB: m.EphemeralMiB,
+			Iteration: time.Duration(m.IterationMS) * time.Millisecond,
+		}
+	}
+	if sh := w.Sharing; sh != nil {
+		s.Sharing = &job.Sharing{Memory: sh.Memory.Estimate(), DurationS: sh.DurationS, Iterations: sh.Iterations}
+	}
+	return s
+}
+
+// FromExit encodes an exit for the server.
+func FromExit(e job.Exit) Exit {
+	w := Exit{Node: e.Node, JobID: e.JobID, Run: e.Run, ExitCode: e.ExitCode, Err: e.Err, At: e.At, Infra: e.Infra}
+	if e.Requeue != nil {
+		r := FromEstimate(*e.Requeue)
+		w.Requeue = &r
+	}
+	if e.Measured != nil {
+		m := FromEstimate(*e.Measured)
+		w.Measured = &m
+	}
+	return w
+}
+
+// Exit decodes an exit sent by an agent.
+func (w Exit) Exit() job.Exit {
+	e := job.Exit{Node: w.Node, JobID: w.JobID, Run: w.Run, ExitCode: w.ExitCode, Err: w.Err, At: w.At, Infra: w.Infra}
+	if w.Requeue != nil {
+		r := w.Requeue.Estimate()
+		e.Requeue = &r
+	}
+	if w.Measured != nil {
+		m := w.Measured.Estimate()
+		e.Measured = &m
+	}
+	return e
+}
+
+// FromResources encodes an allocation; nil (not limited) stays nil.
+func FromResources(r *job.Resources) *Resources {
+	if r == nil {
+		return nil
+	}
+	return &Resources{CPUMilli: r.CPUMilli, MemMiB: r.MemMiB, PropCPUMilli: r.PropCPUMilli, ProfileMaxMilli: r.ProfileMaxMilli}
+}
+
+// Resources decodes an allocation; nil (not limited) stays nil.
+func (w *Resources) Resources() *job.Resources {
+	if w == nil {
+		return nil
+	}
+	return &job.Resources{CPUMilli: w.CPUMilli, MemMiB: w.MemMiB, PropCPUMilli: w.PropCPUMilli, ProfileMaxMilli: w.ProfileMaxMilli}
+}
+
+// FromUsage encodes jobs' usage for a heartbeat.
+func FromUsage(us []job.Usage) []JobUsage {
+	if len(us) == 0 {
+		return nil
+	}
+	out := make([]JobUsage, len(us))
+	for i, u := range us {
+		w := JobUsage{JobID: u.JobID, At: u.At, CPUMilli: u.CPUMilli, MemMiB: u.MemMiB,
+			UsedCPUMilli: u.UsedCPUMilli, UsedMemMiB: u.UsedMemMiB, Enforced: u.Enforced, Note: u.Note}
+		for _, p := range u.Profile {
+			w.Profile = append(w.Profile, ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
+		}
+		out[i] = w
+	}
+	return out
+}
+
+// Usage decodes jobs' usage sent by an agent.
+func Usage(ws []JobUsage) []job.Usage {
+	out := make([]job.Usage, len(ws))
+	for i, w := range ws {
+		u := job.Usage{JobID: w.JobID, At: w.At, CPUMilli: w.CPUMilli, MemMiB: w.MemMiB,
+			UsedCPUMilli: w.UsedCPUMilli, UsedMemMiB: w.UsedMemMiB, Enforced: w.Enforced, Note: w.Note}
+		for _, p := range w.Profile {
+			u.Profile = append(u.Profile, job.ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
+		}
+		out[i] = u
+	}
+	return out
+}

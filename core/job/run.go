@@ -1,0 +1,132 @@
+package job
+
+import (
+	"errors"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/memest"
+)
+
+// What the engine and a machine say to each other about runs: the engine
+// starts a run with a Spec and learns how it ended from an Exit, whether
+// the machine's agent runs in process (core/agent) or on another machine
+// (core/agent/hub, protocol in core/agent/wire).
+
+// Spec is what a machine needs to start one run of a job.
+type Spec struct {
+	JobID int64
+	// Run numbers this start of the job (RunRef); the Exit names it.
+	Run     int64
+	Command []string // argv; empty for a simulated job
+	// SimRemaining is how long a simulated job still has to run.
+	SimRemaining time.Duration
+	// Memory is the job's GPU memory on a simulated GPU.
+	Memory gpu.SimMemory
+	GPUs   []int // indices of this machine's GPUs
+	// Sharing opts a job in to sharing its GPUs an iteration at a time
+	// through the agent's gate; nil: not shared. A simulated job iterates
+	// through the gate in process.
+	Sharing *Sharing
+	// Resources are the CPUs and memory allocated on this machine; nil:
+	// not limited.
+	Resources *Resources
+}
+
+// Sharing opts a command job in to Salus sharing: its GPUs' lanes are
+// shared in time with other jobs that opted in, one iteration at a time,
+// through the agent's gate (core/agent/gate). The job asks the gate before
+// each iteration and reports after it; static/clients/gpuportal_gate.py
+// does so for Python.
+type Sharing struct {
+	// Memory is the job's estimate on each of its GPUs, unpadded (see
+	// core/memest): the gate admits it to lanes with this and pads it.
+	Memory memest.Estimate
+	// DurationS and Iterations are what the job declared, 0 when unknown;
+	// the srtf policy reads them.
+	DurationS  float64
+	Iterations int64
+}
+
+// Resources are the CPUs and host memory the scheduler allocated to a
+// job's part on one machine (docs/synergy.md). The agent enforces them
+// with cgroups where it can.
+type Resources struct {
+	CPUMilli int64
+	MemMiB   int64
+	// PropCPUMilli is the job's proportional share of CPUs: profiling
+	// never goes below it.
+	PropCPUMilli int64
+	// ProfileMaxMilli, when positive, asks for the job's CPU sensitivity
+	// to be profiled, from PropCPUMilli up to this quota.
+	ProfileMaxMilli int64
+}
+
+// Exit reports that a job's run ended.
+type Exit struct {
+	Node     string
+	JobID    int64
+	Run      int64
+	ExitCode int    // -1 when killed by a signal or never started
+	Err      string // why it could not start, or the signal that ended it
+	At       time.Time
+	// Requeue is set when the gate stopped the job because it outgrew
+	// its lane (Err says so): run it again with this estimate.
+	Requeue *memest.Estimate
+	// Measured is a sharing job's estimate as the gate corrected it from
+	// its measured peaks, unpadded (gate.Server.Measured); nil when the
+	// gate measured too few. The job's next run starts from it.
+	Measured *memest.Estimate
+	// Infra marks an end that is not the job's fault (its machine failed):
+	// the job waits again, and the run does not count against its retries.
+	Infra bool
+	// Recorded, when set, is called once the exit is durably recorded (or
+	// found to be about a run that is no longer the job's, which nothing
+	// records): only then may the agent forget it. It never travels.
+	Recorded func() `json:"-"`
+}
+
+// Ref names the run that ended.
+func (e Exit) Ref() RunRef { return RunRef{Job: e.JobID, Run: e.Run} }
+
+// Usage is what a running job's part uses on one machine against what it
+// was allocated.
+type Usage struct {
+	JobID int64
+	At    time.Time
+	// CPUMilli and MemMiB are the allocation (0: none).
+	CPUMilli int64
+	MemMiB   int64
+	// UsedCPUMilli is the CPU used since the previous reading (since the
+	// start for the first), in thousandths of a core; UsedMemMiB the
+	// memory in use now.
+	UsedCPUMilli int64
+	UsedMemMiB   int64
+	// Enforced: cgroups hold the job to its allocation. Otherwise Note
+	// says why (NotEnforcedPrefix...).
+	Enforced bool
+	Note     string
+	// Profile is the measured CPU profile, once profiling has finished.
+	Profile []ProfilePoint
+}
+
+// NotEnforcedPrefix starts the note of a job whose limits are not held.
+const NotEnforcedPrefix = "CPU limits not enforced: "
+
+// ProfilePoint is one measured step of CPU profiling: the job's rate at a
+// CPU quota (synergy.MeasuredCurve turns the steps into a curve).
+type ProfilePoint struct {
+	CPUMilli int64
+	// Rate is iterations per second.
+	Rate float64
+}
+
+// ErrDisconnected is wrapped by the errors of a remote machine's Start and
+// Stop when its agent disconnected or did not answer in time: the job
+// itself is not at fault.
+var ErrDisconnected = errors.New("agent disconnected")
+
+// ErrBusy is wrapped by the error of a start on a machine that still runs
+// another run of the same job (one it was asked to stop, say): the new run
+// may start once that one has ended.
+var ErrBusy = errors.New("another run of the job still runs here")

@@ -1,0 +1,199 @@
+// Package enginestore is the engine's store over the database: it turns
+// the rows of package models into the engine's jobs, teams and machine
+// states, and typed placements into the stored "node:index" strings and
+// back, so that neither the engine imports models (and the database) nor
+// models the engine. Everything else the engine asks of its store
+// models.Store answers in core types, and Store passes it through.
+package enginestore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// Store is a models.Store as the engine's Store, with every optional
+// store interface the engine looks for.
+type Store struct {
+	*models.Store
+}
+
+// New wraps s for the engine.
+func New(s *models.Store) Store { return Store{s} }
+
+var (
+	_ engine.Store           = Store{}
+	_ engine.TeamStore       = Store{}
+	_ engine.NodeStateStore  = Store{}
+	_ engine.ProfileStore    = Store{}
+	_ engine.JobNoter        = Store{}
+	_ engine.CancelRequester = Store{}
+)
+
+// UnfinishedEngineJobs returns the jobs the engine acts on
+// (models.Store.JobsToSchedule) as it sees them.
+func (s Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
+	js, err := s.JobsToSchedule(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Job, len(js))
+	for i, j := range js {
+		out[i] = engineJob(j)
+	}
+	return out, nil
+}
+
+// engineJob is a job row as the engine sees it.
+func engineJob(j models.Job) engine.Job {
+	ej := engine.Job{
+		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
+		Command: j.Command, SimDuration: j.SimDuration, State: j.State, Run: j.Run,
+		SubmittedAt: j.SubmittedAt, Placement: parsePlacement(j.Placement), LastStartAt: j.LastStartAt,
+		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
+		Model: j.Model, Queue: j.QueueState(),
+		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
+		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
+		BatchSize: j.BatchSize,
+	}
+	// A profile that no longer decodes (it was validated when the job was
+	// submitted) leaves the job to history and the catalogue.
+	ej.CPUProfile, _ = j.DeclaredProfile()
+	return ej
+}
+
+// MarkStarted records a new run of a waiting job on placement and
+// returns its number.
+func (s Store) MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
+	return s.Store.MarkStarted(ctx, id, formatPlacement(placement), now)
+}
+
+// MarkResumed puts a job that waits again back to running as its last
+// run ref, on placement.
+func (s Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error {
+	return s.Store.MarkResumed(ctx, ref, formatPlacement(placement), reason, now)
+}
+
+// formatPlacement is a placement as the store keeps it: "node:index" per
+// GPU.
+func formatPlacement(p []sched.GPURef) []string {
+	out := make([]string, len(p))
+	for i, g := range p {
+		out[i] = g.String()
+	}
+	return out
+}
+
+// parsePlacement reads a stored placement back, leaving out what does
+// not parse; none is nil.
+func parsePlacement(p []string) []sched.GPURef {
+	if len(p) == 0 {
+		return nil
+	}
+	out := make([]sched.GPURef, 0, len(p))
+	for _, s := range p {
+		i := strings.LastIndexByte(s, ':')
+		if i < 0 {
+			continue
+		}
+		idx, err := strconv.Atoi(s[i+1:])
+		if err != nil {
+			continue
+		}
+		out = append(out, sched.GPURef{Node: s[:i], Index: idx})
+	}
+	return out
+}
+
+// EngineTeams returns every team's share, caps and saved usage.
+func (s Store) EngineTeams(ctx context.Context) ([]engine.Team, error) {
+	ts, err := s.Teams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	caps, err := s.UserCaps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Team, len(ts))
+	for i, t := range ts {
+		out[i] = engine.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight,
+			MaxGPUsPerUser: t.MaxGPUsPerUser, UserCaps: caps[t.Name],
+			UsageGPUSeconds: t.UsageGPUSeconds, UsageAt: t.UsageAt}
+	}
+	return out, nil
+}
+
+// RecordTeamSamples stores where teams stood.
+func (s Store) RecordTeamSamples(ctx context.Context, samples []engine.TeamSample) error {
+	rows := make([]models.TeamSample, len(samples))
+	for i, t := range samples {
+		rows[i] = models.TeamSample{Team: t.Team, At: t.At, InUseGPUs: t.InUseGPUs, BorrowedGPUs: t.BorrowedGPUs, GuaranteeGPUs: t.GuaranteeGPUs}
+	}
+	return s.AddTeamSamples(ctx, rows)
+}
+
+// NodeStates returns the machines held and the GPUs out of service.
+func (s Store) NodeStates(ctx context.Context) (engine.NodeStates, error) {
+	out := engine.NodeStates{Cordoned: map[string]bool{}, Draining: map[string]bool{}}
+	holds, err := s.HeldNodes(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, h := range holds {
+		if h.Cordoned {
+			out.Cordoned[h.Node] = true
+		}
+		if h.Draining {
+			out.Draining[h.Node] = true
+		}
+	}
+	faults, err := s.GPUFaults(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, f := range faults {
+		out.Faults = append(out.Faults, engine.GPUFault{Node: f.Node, Index: f.GPUIndex, Reason: f.Reason, At: f.At})
+	}
+	return out, nil
+}
+
+// RecordGPUFault takes a GPU out of service; for a GPU already out, the
+// new fault replaces the one before, as in the engine.
+func (s Store) RecordGPUFault(ctx context.Context, f engine.GPUFault) error {
+	return s.Store.RecordGPUFault(ctx, models.GPUFault{Node: f.Node, GPUIndex: f.Index, Reason: f.Reason, At: f.At})
+}
+
+var _ engine.ForecastStore = Store{}
+
+// RecentSubmissions returns up to limit jobs submitted since then, newest
+// first, as the engine sees jobs: what forecasts expect arrivals to be
+// like.
+func (s Store) RecentSubmissions(ctx context.Context, since time.Time, limit int) ([]engine.Job, error) {
+	js, err := s.SubmittedSince(ctx, since, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Job, len(js))
+	for i, j := range js {
+		out[i] = engineJob(j)
+	}
+	return out, nil
+}
+
+// RecordForecasts stores forecasts (models.Forecast); one of a kind the
+// job already has is left as it was.
+func (s Store) RecordForecasts(ctx context.Context, rs []engine.ForecastRecord) error {
+	rows := make([]models.Forecast, len(rs))
+	for i, r := range rs {
+		rows[i] = models.Forecast{JobID: r.JobID, Kind: r.Kind, MadeAt: r.MadeAt, State: string(r.State),
+			Earliest: r.Earliest, Likely: r.Likely, Latest: r.Latest, Reason: r.Reason}
+	}
+	return s.AddForecasts(ctx, rows)
+}

@@ -1,0 +1,65 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestReadyz: ready with a writable data folder; 503 naming the cause
+// when the folder cannot take a file, and /healthz tells it too.
+func TestReadyz(t *testing.T) {
+	ts := newTestServer(t)
+	ts.cfg.DataDir = t.TempDir()
+	if rec := ts.do(t, "anonymous", http.MethodGet, "/readyz", ""); rec.Code != http.StatusOK {
+		t.Fatalf("ready: %d %s", rec.Code, rec.Body.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(ts.cfg.DataDir, ".ready-*")); len(left) > 0 {
+		t.Errorf("the probe left %v", left)
+	}
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts.cfg.DataDir = notDir
+	ts.readiness.at = ts.readiness.at.AddDate(-1, 0, 0) // forget the last probe
+	rec := ts.do(t, "anonymous", http.MethodGet, "/readyz", "")
+	var out map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &out)
+	if rec.Code != http.StatusServiceUnavailable || !strings.HasPrefix(fmt.Sprint(out["cause"]), "data folder:") {
+		t.Errorf("unwritable data folder: %d %s", rec.Code, rec.Body.String())
+	}
+	rec = ts.do(t, "anonymous", http.MethodGet, "/healthz", "")
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"ready":false`) {
+		t.Errorf("healthz while not ready: %d %s; want 200 (it runs) saying ready false", rec.Code, rec.Body.String())
+	}
+}
+
+// TestCannotSaveIsNotAnInternalError: a store that cannot save is a 503
+// that says so, on pages and in the API.
+func TestCannotSaveIsNotAnInternalError(t *testing.T) {
+	ts := newTestServer(t)
+	for _, path := range []string{"/jobs", "/api/v1/jobs"} {
+		req := httptest.NewRequest(http.MethodPost, path, nil)
+		rec := httptest.NewRecorder()
+		c := ts.echo.NewContext(req, rec)
+		ts.handleError(fmt.Errorf("create job: %w", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}), c)
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "cannot save right now") ||
+			rec.Header().Get("Retry-After") == "" {
+			t.Errorf("%s: %d %s", path, rec.Code, rec.Body.String())
+		}
+		req = httptest.NewRequest(http.MethodPost, path, nil)
+		rec = httptest.NewRecorder()
+		ts.handleError(errors.New("a bug"), ts.echo.NewContext(req, rec))
+		if rec.Code != http.StatusInternalServerError {
+			t.Errorf("%s: a bug gave %d", path, rec.Code)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// Live connections keep their rights only as long as their credential:
+// every connection's session or token is checked again every
+// SocketRecheck (at once when this server ends a credential or changes a
+// user), and a connection whose credential ended (logout, revocation,
+// expiry, password reset, a disabled or deleted account) is closed with
+// closeCredentialEnded. A user whose role or team changed keeps the
+// connection with the new rights: topics they may no longer see are
+// unsubscribed, each with an error message saying so, and every delivery
+// is judged by the user as last checked. No connection lives longer than
+// SocketMaxAge: the client reconnects, authenticating anew.
+
+// Close codes of the live stream (4000-4999 are the application's).
+const (
+	// closeCredentialEnded: the session or token the connection opened
+	// with has ended; log in again, or use a valid token.
+	closeCredentialEnded = 4401
+	// closeMaxAge: the connection reached SocketMaxAge; reconnect.
+	closeMaxAge = 4408
+)
+
+// Defaults of the live stream's limits (Config).
+const (
+	defaultSocketRecheck     = 2 * time.Second
+	defaultSocketMaxAge      = time.Hour
+	defaultMaxSocketsPerUser = 16
+)
+
+// watchSockets checks the clients' credentials and topics every
+// SocketRecheck, and whenever the hub is poked, until ctx ends.
+func (s *Server) watchSockets(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.SocketRecheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.hub.poked:
+		}
+		if err := s.recheckSockets(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("live stream: check credentials", "err", err)
+		}
+	}
+}
+
+// recheckSockets checks every client once: it closes those whose
+// credential ended or that are too old, and prunes the topics the others
+// may no longer see. When the store cannot answer it changes nothing:
+// the connections are checked again on the next tick, and end at
+// SocketMaxAge regardless.
+func (s *Server) recheckSockets(ctx context.Context) error {
+	clients := s.hub.all()
+	if len(clients) == 0 {
+		return nil
+	}
+	now := s.cfg.Now()
+	users, err := s.credentialUsers(ctx, clients, now)
+	if err != nil {
+		return err
+	}
+	teams := make(map[int64]string) // job ID -> team, read once per pass
+	for _, cl := range clients {
+		if now.Sub(cl.opened) >= s.cfg.SocketMaxAge {
+			cl.close(closeMaxAge, fmt.Sprintf("connections last at most %s: reconnect", s.cfg.SocketMaxAge))
+			continue
+		}
+		u, ok := users[cl.cred]
+		if !ok {
+			cl.close(closeCredentialEnded, fmt.Sprintf("your %s has ended: log in again, or use a valid token", cl.cred.kind))
+			continue
+		}
+		cl.user.Store(u)
+		for _, t := range s.hub.topicsOf(cl) {
+			err := s.mayFollow(ctx, u, t, teams)
+			var refused errTopic
+			if errors.As(err, &refused) {
+				s.hub.unfollow(cl, t)
+				cl.send(wsOut{Topic: t, Type: "error", Error: "unsubscribed: " + err.Error()})
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// credentialUsers returns the current user of each distinct credential
+// of clients that is still valid: two queries for them all.
+func (s *Server) credentialUsers(ctx context.Context, clients []*wsClient, now time.Time) (map[credential]*models.User, error) {
+	var sessions, tokens []string
+	out := make(map[credential]*models.User)
+	for _, cl := range clients {
+		switch cl.cred.kind {
+		case credSession:
+			sessions = append(sessions, cl.cred.hash)
+		case credToken:
+			tokens = append(tokens, cl.cred.hash)
+		case credDevToken:
+			if u, err := s.devTokenUser(ctx); err == nil {
+				out[cl.cred] = u
+			}
+		}
+	}
+	for _, q := range []struct {
+		kind   credKind
+		hashes []string
+		lookup func(context.Context, []string, time.Time) (map[string]models.User, error)
+	}{
+		{credSession, sessions, s.cfg.Store.SessionUsers},
+		{credToken, tokens, s.cfg.Store.TokenUsers},
+	} {
+		if len(q.hashes) == 0 {
+			continue
+		}
+		us, err := q.lookup(ctx, q.hashes, now)
+		if err != nil {
+			return nil, err
+		}
+		for h, u := range us {
+			out[credential{kind: q.kind, hash: h}] = &u
+		}
+	}
+	return out, nil
+}
+
+// mayFollow returns an errTopic when u may not follow topic, nil when u
+// may, or another error when that cannot be told now. teams caches the
+// teams of jobs across calls.
+func (s *Server) mayFollow(ctx context.Context, u *models.User, topic string, teams map[int64]string) error {
+	switch {
+	case topic == topicGPUs, topic == topicQueues, topic == topicJCT, strings.HasPrefix(topic, topicGPU):
+		return nil // every user sees every GPU and the queues (as their role may)
+	case strings.HasPrefix(topic, topicTeam):
+		if name := strings.TrimPrefix(topic, topicTeam); !canSee(u, name) {
+			return errTopic(fmt.Sprintf("no team %q that you may see", name))
+		}
+		return nil
+	}
+	id, ok := jobTopicID(topic)
+	if !ok {
+		return errTopic(fmt.Sprintf("unknown topic %q", topic))
+	}
+	team, ok := teams[id]
+	if !ok {
+		j, err := s.cfg.Store.Job(ctx, id)
+		if errors.Is(err, models.ErrNotFound) {
+			return errTopic(fmt.Sprintf("no job %d that you may see", id))
+		}
+		if err != nil {
+			return err
+		}
+		team, teams[id] = j.Team, j.Team
+	}
+	if !canSee(u, team) {
+		return errTopic(fmt.Sprintf("no job %d that you may see", id))
+	}
+	return nil
+}
+
+// seeing returns those of clients whose user may see the jobs of team:
+// the followers of a job or team topic, checked at each delivery.
+func seeing(clients []*wsClient, team string) []*wsClient {
+	out := clients[:0:0]
+	for _, cl := range clients {
+		if canSee(cl.viewer(), team) {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
