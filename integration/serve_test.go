@@ -295,4 +295,3 @@ func TestTemplates(t *testing.T) {
 		t.Errorf("templates API: %d %+v", st, ts)
 	}
 }
-
