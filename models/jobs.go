@@ -195,15 +195,43 @@ func (j *Job) stopRun(run int64, now time.Time) error {
 // Cancel ends an unfinished job that is not running. A running job must be
 // stopped first and then passed to MarkStopped.
 func (s *Store) Cancel(ctx context.Context, id int64, reason string, now time.Time) error {
+	return s.EndWaiting(ctx, id, JobCancelled, reason, now)
+}
+
+// EndWaiting ends a queued or preempted job in final state to, for
+// reason: cancelled, or timed out when its time is used up.
+func (s *Store) EndWaiting(ctx context.Context, id int64, to JobState, reason string, now time.Time) error {
+	if !to.Final() {
+		return fmt.Errorf("end job %d as %s: not a final state", id, to)
+	}
 	return s.transition(ctx, id, now, func(j *Job) error {
 		if j.State != JobQueued && j.State != JobPreempted {
-			return fmt.Errorf("cancel job %d in state %s: %w", id, j.State, ErrConflict)
+			return fmt.Errorf("end job %d in state %s as %s: %w", id, j.State, to, ErrConflict)
 		}
-		j.State = JobCancelled
+		j.State = to
 		j.Reason = reason
 		j.FinishedAt = &now
 		return nil
 	})
+}
+
+// JobStates returns the states of the jobs ids that exist.
+func (s *Store) JobStates(ctx context.Context, ids []int64) (map[int64]JobState, error) {
+	out := make(map[int64]JobState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ID    int64
+		State JobState
+	}
+	if err := s.db.WithContext(ctx).Model(&Job{}).Select("id, state").Where("id IN ?", ids).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("states of jobs %v: %w", ids, err)
+	}
+	for _, r := range rows {
+		out[r.ID] = r.State
+	}
+	return out, nil
 }
 
 // SetReasons records why waiting jobs wait. Jobs no longer waiting are left alone.

@@ -28,6 +28,8 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.stopQueued(ctx)
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
+	e.enforceTimeLimits(ctx, jobs, now)
+	jobs, gated := e.gate(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
@@ -36,7 +38,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
-	d.Starts, d.Waits = starts, append(d.Waits, held...)
+	d.Starts, d.Waits = starts, append(append(d.Waits, held...), gated...)
 	reclaims := 0
 	for _, p := range d.Preempts {
 		if p.Reclaim {
@@ -197,7 +199,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			e.stats.handover(now.Sub(asked))
 		}
 	}
-	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, gpus: perNode}
+	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, retries: j.Retries, gpus: perNode}
 	if j.Failures > 0 {
 		r.lastCode = j.ExitCode
 	}
@@ -207,6 +209,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
+			Env:          j.Env, Dir: j.Dir, Array: j.Array,
 		}
 		shareSpec(&spec, j, e.smallestGPU())
 		spec.Resources = e.resourcesFor(j.ID, name)

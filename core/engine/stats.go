@@ -15,6 +15,7 @@ type Stats struct {
 	Starts       int64
 	Requeues     int64 // jobs put back after their machine was lost
 	Retries      int64
+	TimedOut     int64 // runs stopped at their job's time limit
 	NodesRemoved int64
 	// StrayRuns counts runs stopped because the cluster no longer wanted
 	// them (runs.go): a machine came back with a run that was replaced.

@@ -31,6 +31,15 @@ type Spec struct {
 	// Resources are the CPUs and memory allocated on this machine; nil:
 	// not limited.
 	Resources *Resources
+	// Env are the job's own variables, "NAME=VALUE", names checked by
+	// CheckEnvName: the machine adds them to the job's minimal
+	// environment, before its GPUPORTAL_* variables.
+	Env []string
+	// Dir is the folder the job starts in; "": its job folder.
+	Dir string
+	// Array names the task of an array this job is (GPUPORTAL_ARRAY_*);
+	// nil: not a task.
+	Array *ArrayTask
 }
 
 // Sharing opts a command job in to Salus sharing: its GPUs' lanes are
@@ -80,6 +89,11 @@ type Exit struct {
 	// Infra marks an end that is not the job's fault (its machine failed):
 	// the job waits again, and the run does not count against its retries.
 	Infra bool
+	// EndedAs, when set, is the state the executor says the run ended in
+	// that is neither the job's own exit nor a failure: Cancelled (an
+	// administrator cancelled it outside gpuportal, as with scancel) or
+	// TimedOut (the executor's own time limit). The job ends so.
+	EndedAs State `json:",omitempty"`
 	// Recorded, when set, is called once the exit is durably recorded (or
 	// found to be about a run that is no longer the job's, which nothing
 	// records): only then may the agent forget it. It never travels.

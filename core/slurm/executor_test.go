@@ -453,14 +453,15 @@ func TestExitsFromSlurm(t *testing.T) {
 		ws    int
 		code  int
 		err   string
+		as    job.State // EndedAs
 	}{
-		{"completed", "COMPLETED", 0, 0, ""},
-		{"exit code 3 is wait status 768", "FAILED", 768, 3, ""},
-		{"killed by SIGTERM", "FAILED", 15, -1, "killed by signal 15 (terminated)"},
-		{"cancelled", "CANCELLED", 15, -1, "cancelled in Slurm"},
-		{"node failure", "NODE_FAIL", 0, -1, "node failure in Slurm"},
-		{"time limit", "TIMEOUT", 0, -1, "Slurm's time limit reached"},
-		{"out of memory", "OUT_OF_MEMORY", 0, -1, "out of memory (Slurm)"},
+		{"completed", "COMPLETED", 0, 0, "", ""},
+		{"exit code 3 is wait status 768", "FAILED", 768, 3, "", ""},
+		{"killed by SIGTERM", "FAILED", 15, -1, "killed by signal 15 (terminated)", ""},
+		{"an scancel is a cancel", "CANCELLED", 15, -1, "cancelled in Slurm", job.Cancelled},
+		{"node failure", "NODE_FAIL", 0, -1, "node failure in Slurm", ""},
+		{"time limit", "TIMEOUT", 0, -1, "Slurm's time limit reached", job.TimedOut},
+		{"out of memory", "OUT_OF_MEMORY", 0, -1, "out of memory (Slurm)", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -473,8 +474,8 @@ func TestExitsFromSlurm(t *testing.T) {
 			f.slurm.set(id, tt.state, tt.ws)
 			f.ex.Sync(f.ctx)
 			ex := f.eng.exit(t)
-			if ex.Node != "n1" || ex.JobID != 5 || ex.ExitCode != tt.code || ex.Err != tt.err || ex.At.IsZero() {
-				t.Errorf("exit %+v; want code %d, err %q", ex, tt.code, tt.err)
+			if ex.Node != "n1" || ex.JobID != 5 || ex.ExitCode != tt.code || ex.Err != tt.err || ex.At.IsZero() || ex.EndedAs != tt.as {
+				t.Errorf("exit %+v; want code %d, err %q, ended as %q", ex, tt.code, tt.err, tt.as)
 			}
 			if r := f.eng.node(t, "n1").Running(); len(r) != 0 {
 				t.Errorf("still running %v", r)

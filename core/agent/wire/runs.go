@@ -13,6 +13,10 @@ func FromSpec(s job.Spec) JobSpec {
 		JobID: s.JobID, Run: s.Run, Command: s.Command, GPUs: s.GPUs,
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
 		Resources:      FromResources(s.Resources),
+		Env:            s.Env, Dir: s.Dir,
+	}
+	if a := s.Array; a != nil {
+		w.Array = &ArrayTask{ID: a.ID, Index: a.Index}
 	}
 	if s.Memory != (gpu.SimMemory{}) {
 		w.SimMemory = &SimMemory{
@@ -32,6 +36,10 @@ func (w JobSpec) Spec() job.Spec {
 		JobID: w.JobID, Run: w.Run, Command: w.Command, GPUs: w.GPUs,
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
 		Resources:    w.Resources.Resources(),
+		Env:          w.Env, Dir: w.Dir,
+	}
+	if a := w.Array; a != nil {
+		s.Array = &job.ArrayTask{ID: a.ID, Index: a.Index}
 	}
 	if m := w.SimMemory; m != nil {
 		s.Memory = gpu.SimMemory{

@@ -38,6 +38,8 @@ func TestSpecRoundTrip(t *testing.T) {
 		{"simulated, shared", job.Spec{JobID: 3, GPUs: []int{0}, SimRemaining: 90 * time.Second,
 			Memory:  gpu.SimMemory{PersistentMiB: 1587, EphemeralMiB: 5028, Iteration: 2 * time.Second},
 			Sharing: &job.Sharing{Memory: est}}},
+		{"command with its variables, folder and array task", job.Spec{JobID: 4, Command: []string{"train"}, GPUs: []int{0},
+			Env: []string{"LR=0.1", "EMPTY="}, Dir: "/data/run", Array: &job.ArrayTask{ID: 4, Index: 3}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

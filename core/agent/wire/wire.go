@@ -230,6 +230,17 @@ type JobSpec struct {
 	Sharing *Sharing `json:"sharing,omitempty"`
 	// Resources are the part's CPUs and memory; absent: not limited.
 	Resources *Resources `json:"resources,omitempty"`
+	// Env are the job's own variables, "NAME=VALUE"; Dir the folder it
+	// starts in ("": its job folder); Array the array task it is.
+	Env   []string   `json:"env,omitempty"`
+	Dir   string     `json:"dir,omitempty"`
+	Array *ArrayTask `json:"array,omitempty"`
+}
+
+// ArrayTask names a task of an array (job.ArrayTask).
+type ArrayTask struct {
+	ID    int64 `json:"id"`
+	Index int   `json:"index"`
 }
 
 // Sharing is a job's opt-in to sharing its GPU, an iteration at a time.
