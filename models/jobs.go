@@ -31,6 +31,44 @@ func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 	})
 }
 
+// CreateArray stores the tasks of an array, queued, in one transaction:
+// the first task's ID becomes every task's ArrayID.
+func (s *Store) CreateArray(ctx context.Context, tasks []*Job) error {
+	if len(tasks) == 0 {
+		return fmt.Errorf("create array: no tasks")
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i, j := range tasks {
+			j.State, j.Reason = JobQueued, "submitted"
+			if i > 0 {
+				j.ArrayID = tasks[0].ID
+			}
+			if err := tx.Create(j).Error; err != nil {
+				return fmt.Errorf("create task %d of array %q: %w", j.ArrayIndex, j.Name, err)
+			}
+			if i == 0 {
+				j.ArrayID = j.ID
+				if err := tx.Model(j).Update("array_id", j.ID).Error; err != nil {
+					return fmt.Errorf("create array %q: %w", j.Name, err)
+				}
+			}
+			if err := addEvent(tx, j, j.SubmittedAt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ArrayTasks returns the tasks of array id, by index.
+func (s *Store) ArrayTasks(ctx context.Context, id int64) ([]Job, error) {
+	var js []Job
+	if err := s.db.WithContext(ctx).Where("array_id = ?", id).Order("array_index, id").Find(&js).Error; err != nil {
+		return nil, fmt.Errorf("tasks of array %d: %w", id, err)
+	}
+	return js, nil
+}
+
 // Job returns the job with the given ID.
 func (s *Store) Job(ctx context.Context, id int64) (*Job, error) {
 	var j Job
