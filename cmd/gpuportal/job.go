@@ -33,7 +33,11 @@ const jobUsage = `Usage: gpuportal job COMMAND [flags]
 
 Commands:
   submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
+         [--env NAME=VALUE]... [--chdir DIR] [--time 2h] [--retries N]
+         [--dependency afterok:41] [--array 0-5%2 [--array-params FILE.csv]]
          (--sim-duration 10m | -- PROGRAM [ARG...])
+  resubmit ID  (submit a job again with the same fields: a new job)
+  array  [--cancel] ID  (an array's tasks by index; --cancel: cancel them all)
   list   [--scope mine|team|all] [--state STATE] [--limit N] [--start]
          (--start: the waiting jobs with their forecast start, soonest
          first, as squeue --start)
@@ -110,6 +114,10 @@ func (c jobCmd) run(ctx context.Context, args []string) error {
 		return c.show(ctx, args[1:])
 	case "cancel":
 		return c.cancel(ctx, args[1:])
+	case "resubmit":
+		return c.resubmit(ctx, args[1:])
+	case "array":
+		return c.array(ctx, args[1:])
 	case "logs":
 		return c.logs(ctx, args[1:])
 	case "help", "-h", "--help":
@@ -414,11 +422,16 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.Int64Var(&req.Parameters, "parameters", 0, "with --share: the model's parameter count, for the memory estimate")
 	var prof profileFlags
 	prof.register(f.fs)
+	var run runFlags
+	run.register(f.fs)
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if req.CPUProfile, err = prof.request(); err != nil {
+		return err
+	}
+	if err := run.request(&req); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
@@ -453,7 +466,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return fmt.Errorf("the server's answer is not a job: %w", err)
 	}
-	fmt.Fprintf(c.stdout, "job %d submitted: %s, %s for team %s (%s)\n", j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.State)
+	c.submitted(j, arrayTasks(req))
 	return nil
 }
 
@@ -700,6 +713,7 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	if j.Held {
 		row("held", "yes: never scheduled; cancel it and submit it again (see its reason)")
 	}
+	printRun(row, j)
 	_ = w.Flush()
 	if len(history) == 0 {
 		return
