@@ -155,7 +155,7 @@ func testArray(t *testing.T, a *api) {
 		Tasks  []struct {
 			ID       int64
 			State    string
-			ExitCode *int `json:"exit_code"`
+			ExitCode *int     `json:"exit_code"`
 			JCTS     *float64 `json:"jct_s"`
 			Array    struct{ Index int }
 		}
