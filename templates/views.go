@@ -114,8 +114,11 @@ type ArrayDetail struct {
 
 // ArrayTaskRow is one task on its array's page.
 type ArrayTaskRow struct {
-	ID       int64
-	Index    int
+	ID    int64
+	Index int
+	// Params are the task's variables that differ from task to task
+	// (its row of the parameter table), NAME=VALUE.
+	Params   string
 	State    string
 	Started  string
 	JCT      string

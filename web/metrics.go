@@ -27,6 +27,7 @@ var (
 	startsDesc    = desc("job_starts_total", "Job starts and resumes.")
 	requeuesDesc  = desc("requeues_total", "Jobs requeued because their machine was lost.")
 	retriesDesc   = desc("retries_total", "Failed jobs started again.")
+	timedOutDesc  = desc("timed_out_total", "Runs stopped at their job's time limit.")
 	nodeLostDesc  = desc("node_disconnects_total", "Machines that disconnected or missed their heartbeats.")
 	reclaimsDesc  = desc("reclaims_total", "Preemptions that gave borrowed GPUs back to a team under its guarantee.")
 	beatsDesc     = desc("agent_heartbeats_total", "Heartbeats received from remote agents.")
@@ -47,7 +48,7 @@ type collector struct{ s *Server }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, gpuMemDesc, nodesDesc, passesDesc, passSecsDesc,
-		lastPassDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc, beatsDesc, beatAgeDesc,
+		lastPassDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, timedOutDesc, nodeLostDesc, beatsDesc, beatAgeDesc,
 		wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, inUseDesc, teamInUseDesc, teamBorrDesc, teamGuarDesc} {
 		ch <- d
 	}
@@ -124,6 +125,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(startsDesc, float64(st.Starts))
 	ch <- counter(requeuesDesc, float64(st.Requeues))
 	ch <- counter(retriesDesc, float64(st.Retries))
+	ch <- counter(timedOutDesc, float64(st.TimedOut))
 	ch <- counter(nodeLostDesc, float64(st.NodesRemoved))
 	ch <- counter(strayDesc, float64(st.StrayRuns))
 	ch <- prometheus.MustNewConstSummary(handoverDesc, uint64(st.Handovers), st.HandoverSeconds, nil)

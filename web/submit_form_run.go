@@ -194,8 +194,15 @@ func (s *Server) arrayDetail(c echo.Context) (templates.ArrayDetail, error) {
 	if a.Limit > 0 {
 		d.Limit = fmt.Sprintf("at most %d tasks run at once", a.Limit)
 	}
-	for _, t := range a.Tasks {
-		row := templates.ArrayTaskRow{ID: t.ID, Index: t.Array.Index, State: string(t.State), Started: fmtTime(t.StartedAt),
+	varying := varyingEnv(tasks)
+	for i, t := range a.Tasks {
+		var params []string
+		for _, kv := range tasks[i].Env {
+			if name, _, _ := strings.Cut(kv, "="); varying[name] {
+				params = append(params, kv)
+			}
+		}
+		row := templates.ArrayTaskRow{ID: t.ID, Index: t.Array.Index, State: string(t.State), Started: fmtTime(t.StartedAt), Params: strings.Join(params, " "),
 			JCT: "—", ExitCode: "—", Reason: t.Reason}
 		if t.JCTS != nil {
 			row.JCT = fmtDuration(secs(*t.JCTS))
@@ -234,4 +241,26 @@ func (s *Server) cancelArrayForm(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/arrays/%d", id))
+}
+
+// varyingEnv names the variables whose values differ between tasks: the
+// columns of the array's parameter table.
+func varyingEnv(tasks []models.Job) map[string]bool {
+	values := map[string]map[string]bool{}
+	for _, t := range tasks {
+		for _, kv := range t.Env {
+			name, value, _ := strings.Cut(kv, "=")
+			if values[name] == nil {
+				values[name] = map[string]bool{}
+			}
+			values[name][value] = true
+		}
+	}
+	out := map[string]bool{}
+	for name, vs := range values {
+		if len(vs) > 1 {
+			out[name] = true
+		}
+	}
+	return out
 }

@@ -160,7 +160,7 @@ func TestSubmitArray(t *testing.T) {
 		t.Errorf("jobs list does not group the array: %s", list)
 	}
 	if page := ts.do(t, "lead", http.MethodGet, fmt.Sprint("/arrays/", a.ID), "").Body.String(); !strings.Contains(page, "at most 2 tasks run at once") ||
-		!strings.Contains(page, "Cancel all tasks") {
+		!strings.Contains(page, "Cancel all tasks") || !strings.Contains(page, "<code>LR=0.001 BATCH=128</code>") {
 		t.Errorf("array page: %s", page)
 	}
 	// Cancel all.

@@ -839,3 +839,27 @@ func TestJobScript(t *testing.T) {
 		})
 	}
 }
+
+// A job's own variables and folder reach sbatch; its variables never
+// replace the identity, the Slurm configuration or gpuportal's own.
+func TestJobEnvAndWorkdir(t *testing.T) {
+	f := newFixture(t, nil, gpuNode("n1", 2))
+	s := job.Spec{JobID: 9, Run: 1, Env: []string{"LR=0.1", "PATH=/opt/bin", "USER=mallory", "GPUPORTAL_RUN=7", "SLURM_CONF=/x"},
+		Array: &job.ArrayTask{ID: 8, Index: 1}}
+	env := f.ex.jobEnv(s, []int{0})
+	for _, want := range []string{"LR=0.1", "PATH=/opt/bin", "GPUPORTAL_RUN=1", "GPUPORTAL_ARRAY_JOB_ID=8", "GPUPORTAL_ARRAY_INDEX=1"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("environment %q lacks %s", env, want)
+		}
+	}
+	for _, not := range []string{"USER=mallory", "GPUPORTAL_RUN=7", "SLURM_CONF=/x", "PATH=" + f.ex.cfg.Path} {
+		if slices.Contains(env, not) {
+			t.Errorf("environment %q has %s", env, not)
+		}
+	}
+	for dir, want := range map[string]string{"": f.ex.jobDir(9), "/data/x/": "/data/x", "sub": filepath.Join(f.ex.jobDir(9), "sub")} {
+		if got := f.ex.workdir(job.Spec{JobID: 9, Dir: dir}); got != want {
+			t.Errorf("workdir(%q) = %q, want %q", dir, got, want)
+		}
+	}
+}
