@@ -63,6 +63,10 @@ func (e *Engine) gate(ctx context.Context, jobs []Job, now time.Time) ([]Job, []
 	})
 	for _, j := range tasks {
 		id := j.Array.ID
+		if j.RetryAt != nil && j.RetryAt.After(now) {
+			out = append(out, j) // waits out its retry backoff: no place taken
+			continue
+		}
 		if running[id] < j.ArrayLimit {
 			running[id]++ // a place the scheduler may fill this pass
 			out = append(out, j)
