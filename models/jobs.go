@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -253,23 +254,54 @@ func (s *Store) EndWaiting(ctx context.Context, id int64, to JobState, reason st
 	})
 }
 
-// JobStates returns the states of the jobs ids that exist.
+// JobStates returns the states of the jobs ids that exist, as jobs that
+// depend on them see them (job.Dependency): the ID of an array (its
+// first task's) stands for the whole array, as in Slurm. An array is
+// unfinished while any task is; then succeeded if every task did, else
+// in the state of its first task, by index, that did not.
 func (s *Store) JobStates(ctx context.Context, ids []int64) (map[int64]JobState, error) {
 	out := make(map[int64]JobState, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
 	var rows []struct {
-		ID    int64
-		State JobState
+		ID, ArrayID int64
+		ArrayIndex  int
+		State       JobState
 	}
-	if err := s.db.WithContext(ctx).Model(&Job{}).Select("id, state").Where("id IN ?", ids).Scan(&rows).Error; err != nil {
+	q := s.db.WithContext(ctx).Model(&Job{}).Select("id, array_id, array_index, state")
+	if err := q.Where("id IN ? OR array_id IN ?", ids, ids).Order("array_index, id").Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("states of jobs %v: %w", ids, err)
 	}
+	arrays := map[int64][]JobState{}
 	for _, r := range rows {
-		out[r.ID] = r.State
+		if r.ArrayID != 0 && slices.Contains(ids, r.ArrayID) {
+			arrays[r.ArrayID] = append(arrays[r.ArrayID], r.State)
+		}
+		if r.ArrayID != r.ID && slices.Contains(ids, r.ID) {
+			out[r.ID] = r.State
+		}
+	}
+	for id, states := range arrays {
+		out[id] = arrayState(states)
 	}
 	return out, nil
+}
+
+// arrayState is the state of an array whose tasks are in states, by
+// index (JobStates).
+func arrayState(states []JobState) JobState {
+	for _, st := range states {
+		if !st.Final() {
+			return JobQueued
+		}
+	}
+	for _, st := range states {
+		if st != JobSucceeded {
+			return st
+		}
+	}
+	return JobSucceeded
 }
 
 // SetReasons records why waiting jobs wait. Jobs no longer waiting are left alone.

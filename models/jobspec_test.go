@@ -46,9 +46,19 @@ func TestJobSpecStore(t *testing.T) {
 		if err := s.EndWaiting(ctx, got[1].ID, JobCancelled, "again", now); !errors.Is(err, ErrConflict) {
 			t.Errorf("ending an ended job: %v; want a conflict", err)
 		}
+		// The array's ID stands for the whole array: unfinished while a
+		// task is, then the first task's that did not succeed.
 		states, err := s.JobStates(ctx, []int64{got[0].ID, got[1].ID, 999999})
 		if err != nil || states[got[0].ID] != JobQueued || states[got[1].ID] != JobTimedOut || len(states) != 2 {
 			t.Errorf("states %v, %v", states, err)
+		}
+		for _, j := range []Job{got[0], got[2]} {
+			if err := s.EndWaiting(ctx, j.ID, JobCancelled, "test", now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if states, err := s.JobStates(ctx, []int64{got[0].ID}); err != nil || states[got[0].ID] != JobCancelled {
+			t.Errorf("the ended array: %v, %v; want its first task by index that did not succeed (cancelled)", states, err)
 		}
 		if err := s.SetTeamTimeLimits(ctx, "vision", 3600, 7200); err != nil {
 			t.Fatal(err)
