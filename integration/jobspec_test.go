@@ -150,6 +150,9 @@ func testArray(t *testing.T, a *api) {
 		"workdir": dir, "array": "0-5%2", "array_params": params}, &first); st != http.StatusCreated || first.Array.ID != first.ID || first.Array.Limit != 2 {
 		t.Fatalf("submit the array: status %d, %+v", st, first)
 	}
+	// A job after the array (its ID, as in Slurm) waits for every task.
+	after := submitJob(t, a, map[string]any{"name": "after-sweep", "gpus": 1, "command": []string{"true"},
+		"dependencies": []map[string]any{{"kind": "after_ok", "job_id": first.ID}}})
 	var arr struct {
 		States map[string]int
 		Tasks  []struct {
@@ -177,6 +180,15 @@ func testArray(t *testing.T, a *api) {
 		if got := apiJobLog(t, a, task.ID); got != want {
 			t.Errorf("task %d printed %q; want %q", i, got, want)
 		}
+	}
+	last := time.Time{}
+	for _, task := range arr.Tasks {
+		if j := own.job(task.ID); j.FinishedAt != nil && j.FinishedAt.After(last) {
+			last = *j.FinishedAt
+		}
+	}
+	if j := waitJob(t, a, after, 30*time.Second, "succeeded", "failed", "cancelled"); j.State != "succeeded" || j.StartedAt == nil || j.StartedAt.Before(last) {
+		t.Errorf("the job after the array: %s, started %v; want it to run after the last task ended (%v)", j.State, j.StartedAt, last)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "trace"))
 	if err != nil {
