@@ -1386,7 +1386,7 @@ func ArrayLive(p Page, a ArrayDetail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if a.CanCancel && !isFinal(t.State) {
+			if a.CanCancel && !t.Final {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 126, "<form class=\"inline\" method=\"post\" action=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -1442,15 +1442,6 @@ func ArrayLive(p Page, a ArrayDetail) templ.Component {
 		}
 		return nil
 	})
-}
-
-// isFinal reports whether a job in state will never run again.
-func isFinal(state string) bool {
-	switch state {
-	case "succeeded", "failed", "cancelled", "timed_out":
-		return true
-	}
-	return false
 }
 
 var _ = templruntime.GeneratedTemplate

@@ -124,6 +124,7 @@ type ArrayTaskRow struct {
 	JCT      string
 	ExitCode string
 	Reason   string
+	Final    bool // it has ended
 }
 
 // Event is one step of a job's history.

@@ -133,7 +133,7 @@ func groupArrays(rows []templates.JobRow, js []models.Job) []templates.JobRow {
 	}
 	for id, g := range groups {
 		r := &out[g.at]
-		r.State = string(arrayState(g.states))
+		r.State = string(arrayBadge(g.states))
 		r.ArraySummary = fmt.Sprintf("array %d: %s", id, countStates(g.n, g.states))
 	}
 	return out
@@ -145,9 +145,9 @@ func arrayName(j models.Job) string {
 	return strings.TrimSuffix(j.Name, fmt.Sprintf("[%d]", j.ArrayIndex))
 }
 
-// arrayState is the state an array shows: running while any task runs,
+// arrayBadge is the state an array shows in the jobs list: running while any task runs,
 // else waiting while any waits, else failed if any did not succeed.
-func arrayState(states map[job.State]int) job.State {
+func arrayBadge(states map[job.State]int) job.State {
 	for _, st := range []job.State{job.Running, job.Queued, job.Preempted} {
 		if states[st] > 0 {
 			return st
@@ -202,7 +202,7 @@ func (s *Server) arrayDetail(c echo.Context) (templates.ArrayDetail, error) {
 				params = append(params, kv)
 			}
 		}
-		row := templates.ArrayTaskRow{ID: t.ID, Index: t.Array.Index, State: string(t.State), Started: fmtTime(t.StartedAt), Params: strings.Join(params, " "),
+		row := templates.ArrayTaskRow{ID: t.ID, Index: t.Array.Index, State: string(t.State), Started: fmtTime(t.StartedAt), Params: strings.Join(params, " "), Final: t.State.Final(),
 			JCT: "—", ExitCode: "—", Reason: t.Reason}
 		if t.JCTS != nil {
 			row.JCT = fmtDuration(secs(*t.JCTS))
