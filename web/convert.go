@@ -155,6 +155,11 @@ func (m *moment) forecast(j *models.Job) *api.Forecast {
 		return &api.Forecast{State: api.ForecastHeld, Reason: "held: " + j.Reason}
 	}
 	f, ok := m.forecasts[j.ID]
+	if !ok && (len(j.Dependencies) > 0 || j.ArrayLimit > 0) && j.Reason != "submitted" {
+		// Kept from the scheduler until its dependencies or its array
+		// let it (core/engine/gates.go): nothing forecasts it before.
+		return &api.Forecast{State: api.ForecastUnknown, Reason: j.Reason + "; forecast once it may start"}
+	}
 	if !ok {
 		return &api.Forecast{State: api.ForecastUnknown, Reason: "not forecast yet: a forecast follows every change within seconds"}
 	}

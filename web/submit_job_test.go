@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -76,6 +77,18 @@ func TestSubmitRunSettingsStored(t *testing.T) {
 		j.TimeLimitS == nil || *j.TimeLimitS != 26*3600 || j.TimeLeftS == nil || *j.TimeLeftS != 26*3600 ||
 		len(j.Dependencies) != 1 || j.Dependencies[0] != (job.Dependency{Kind: job.AfterOK, JobID: dep}) {
 		t.Errorf("job = %+v", j)
+	}
+	// While it waits for job dep, nothing forecasts it, and it says why.
+	want := fmt.Sprintf("waiting for job %d to succeed; forecast once it may start", dep)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var got api.Job
+		_ = json.Unmarshal(ts.do(t, "alice", http.MethodGet, fmt.Sprint("/api/v1/jobs/", j.ID), "").Body.Bytes(), &got)
+		if got.Forecast != nil && got.Forecast.Reason == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("forecast %+v, reason %q; want %q", got.Forecast, got.Reason, want)
+		}
 	}
 	// Its page says what it runs with.
 	page := ts.do(t, "alice", http.MethodGet, fmt.Sprint("/jobs/", j.ID), "").Body.String()
