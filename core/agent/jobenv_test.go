@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -83,5 +84,33 @@ func TestProcessGetsEnvAndDir(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(a.LogPath(9)); !strings.Contains(string(b), "missing") {
 		t.Errorf("log = %q; want the missing folder named", b)
+	}
+}
+
+// A run whose time is up, that no server stopped, is stopped by its agent
+// a margin later and reported timed out; one that ends in time is not.
+func TestTimeLimitBackstop(t *testing.T) {
+	exits := make(chan job.Exit, 8)
+	a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 2, 8192), WorkDir: t.TempDir(), Grace: time.Second,
+		Backstop: 100 * time.Millisecond}, exits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background(), job.Spec{JobID: 1, Run: 1, Command: []string{"sleep", "30"}, GPUs: []int{0}, TimeLeft: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background(), job.Spec{JobID: 2, Run: 1, Command: []string{"true"}, GPUs: []int{1}, TimeLeft: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]job.Exit{}
+	for range 2 {
+		ex := waitExit(t, exits)
+		got[ex.JobID] = ex
+	}
+	if ex := got[1]; ex.EndedAs != job.TimedOut || !strings.Contains(ex.Err, "time limit") {
+		t.Errorf("the job past its time: %+v; want it ended timed out", ex)
+	}
+	if ex := got[2]; ex.EndedAs != "" || ex.ExitCode != 0 {
+		t.Errorf("the job in time: %+v", ex)
 	}
 }

@@ -169,11 +169,26 @@ func TestCancelOutsideIsACancel(t *testing.T) {
 // The job's own variables, folder and array task reach its machine.
 func TestSpecCarriesEnvDirAndTask(t *testing.T) {
 	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0, Command: []string{"env"}, Env: []string{"LR=0.1"}, Dir: "/data/x",
-		Array: &job.ArrayTask{ID: 1, Index: 0}})
+		Array: &job.ArrayTask{ID: 1, Index: 0}, TimeLimit: time.Hour, ExecutedS: 600})
 	n := newFakeNode("n0", 1)
 	e, _ := newTestEngine(t, store, n)
 	mustPass(t, e)
-	if len(n.starts) != 1 || n.starts[0].Dir != "/data/x" || len(n.starts[0].Env) != 1 || n.starts[0].Array == nil {
+	if len(n.starts) != 1 || n.starts[0].Dir != "/data/x" || len(n.starts[0].Env) != 1 || n.starts[0].Array == nil || n.starts[0].TimeLeft != 50*time.Minute {
 		t.Errorf("starts = %+v", n.starts)
+	}
+}
+
+// A run its machine stopped because its time was up (the engine was
+// away) ends the job timed out, never failed or retried.
+func TestMachineTimedOutRun(t *testing.T) {
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0, Retries: 3, TimeLimit: time.Minute})
+	n := newFakeNode("n0", 1)
+	e, clock := newTestEngine(t, store, n)
+	e.cfg.MaxRetries = 3
+	mustPass(t, e)
+	e.testExit(context.Background(), job.Exit{Node: "n0", JobID: 1, ExitCode: -1, Err: "time limit reached: stopped by its agent",
+		EndedAs: job.TimedOut, At: clock.t.Add(70 * time.Second)})
+	if store.state(1) != job.TimedOut || !strings.Contains(store.reason[1], "stopped by its agent on n0") {
+		t.Errorf("state %s reason %q; want timed_out", store.state(1), store.reason[1])
 	}
 }

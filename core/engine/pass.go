@@ -211,6 +211,9 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			Memory:       simMemory(j),
 			Env:          j.Env, Dir: j.Dir, Array: j.Array,
 		}
+		if j.TimeLimit > 0 {
+			spec.TimeLeft = max(job.TimeLeft(j.TimeLimit, executed(j, now)), time.Second)
+		}
 		shareSpec(&spec, j, e.smallestGPU())
 		spec.Resources = e.resourcesFor(j.ID, name)
 		if err := e.node(name).Start(ctx, spec); err != nil {

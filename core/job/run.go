@@ -40,7 +40,17 @@ type Spec struct {
 	// Array names the task of an array this job is (GPUPORTAL_ARRAY_*);
 	// nil: not a task.
 	Array *ArrayTask
+	// TimeLeft is what remains of the job's time limit as the run starts;
+	// 0: no limit. The engine stops the run at its limit; the machine
+	// stops it itself a margin later (BackstopMargin), should the
+	// engine not (it is away), and reports it TimedOut.
+	TimeLeft time.Duration
 }
+
+// BackstopMargin is how long after a run's time is up (Spec.TimeLeft) its
+// machine stops it, should the engine not have: the engine, which checks
+// every pass, always acts first while it is there.
+const BackstopMargin = 10 * time.Second
 
 // Sharing opts a command job in to Salus sharing: its GPUs' lanes are
 // shared in time with other jobs that opted in, one iteration at a time,

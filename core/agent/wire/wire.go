@@ -235,6 +235,8 @@ type JobSpec struct {
 	Env   []string   `json:"env,omitempty"`
 	Dir   string     `json:"dir,omitempty"`
 	Array *ArrayTask `json:"array,omitempty"`
+	// TimeLeftMS is what remains of the job's time limit (job.Spec.TimeLeft); 0: none.
+	TimeLeftMS int64 `json:"time_left_ms,omitempty"`
 }
 
 // ArrayTask names a task of an array (job.ArrayTask).
@@ -294,6 +296,9 @@ type Exit struct {
 	// the run because it heard no server (it fenced itself). The job waits
 	// again without a failure counted.
 	Infra bool `json:"infra,omitempty"`
+	// EndedAs is "timed_out" when the agent stopped the run because its
+	// time was up and no server had (job.Exit.EndedAs).
+	EndedAs string `json:"ended_as,omitempty"`
 }
 
 // Log is a chunk of a job's output: Data belongs at Offset of the job's
