@@ -39,6 +39,35 @@ func TestJobSpec(t *testing.T) {
 		run("dependencies", func(t *testing.T) { testDependencies(t, a, c, cliEnv) })
 		wg.Wait()
 	})
+	t.Run("team time limits", func(t *testing.T) { testTeamTimeLimits(t, srv.URL, a, c, cliEnv) })
+}
+
+// testTeamTimeLimits: the lead sets the team's default and longest time
+// limit; a job without one gets the default, one beyond the longest is
+// refused naming the field, or the flag.
+func testTeamTimeLimits(t *testing.T, base string, a *api, c *cli, cliEnv []string) {
+	lead := newAPI(t, base, "lead", "dev")
+	if st := lead.do(http.MethodPut, "/api/v1/teams/vision/time-limits", map[string]string{"default_time_limit": "1h", "max_time_limit": "2h"}, nil); st != http.StatusOK {
+		t.Fatalf("set time limits: %d", st)
+	}
+	own := *a
+	own.t = t
+	var j struct {
+		ID         int64
+		TimeLimitS *float64 `json:"time_limit_s"`
+	}
+	if st := own.do(http.MethodPost, "/api/v1/jobs", map[string]any{"name": "d", "gpus": 1, "sim": map[string]any{"duration_s": 1}}, &j); st != http.StatusCreated ||
+		j.TimeLimitS == nil || *j.TimeLimitS != 3600 {
+		t.Errorf("a job without a limit: %d, %+v; want the team's default of 1h", st, j)
+	}
+	var e struct{ Error string }
+	if st := own.do(http.MethodPost, "/api/v1/jobs", map[string]any{"name": "d", "gpus": 1, "sim": map[string]any{"duration_s": 1}, "time_limit": "3h"}, &e); st != http.StatusBadRequest ||
+		!strings.HasPrefix(e.Error, "time_limit: team vision allows at most 02:00:00") {
+		t.Errorf("a job beyond the team's longest: %d %q", st, e.Error)
+	}
+	cc := *c
+	cc.t = t
+	cc.fails(cliEnv, []string{"time_limit: team vision allows at most 02:00:00", "Fix --time"}, "job", "submit", "--name", "x", "--time", "1-00:00:00", "--", "true")
 }
 
 // submit posts a job and returns its ID.
