@@ -97,6 +97,7 @@ type JobDetail struct {
 type DepLink struct {
 	Kind  string
 	JobID int64
+	State string // the other job's (an array's: all its tasks'), "" when unknown
 }
 
 // ArrayDetail is an array's page: its tasks, by index.

@@ -325,6 +325,9 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	describeSharing(aj, &d)
 	d.DeclaredProfile = describeDeclaredProfile(j)
 	describeRun(aj, j, &d)
+	if err := s.depStates(c.Request().Context(), &d); err != nil {
+		return d, err
+	}
 	describeResources(aj.Resources, &d)
 	d.LiveMemory = s.placementLiveMemory(j.Placement)
 	return d, nil

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -101,6 +102,26 @@ func describeRun(aj api.Job, j *models.Job, d *templates.JobDetail) {
 	if aj.Array != nil {
 		d.ArrayID, d.ArrayIndex = aj.Array.ID, aj.Array.Index
 	}
+}
+
+// depStates adds to the jobs d waits for their states, as the engine
+// judges them (an array's ID stands for all its tasks).
+func (s *Server) depStates(ctx context.Context, d *templates.JobDetail) error {
+	if len(d.Dependencies) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(d.Dependencies))
+	for i, dep := range d.Dependencies {
+		ids[i] = dep.JobID
+	}
+	states, err := s.cfg.Store.JobStates(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range d.Dependencies {
+		d.Dependencies[i].State = string(states[d.Dependencies[i].JobID])
+	}
+	return nil
 }
 
 // groupArrays makes one row of the tasks of each array in rows (rows[i]
