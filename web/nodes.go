@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
 )
 
@@ -94,7 +95,8 @@ func (s *Server) openJobLog(id int64) (*os.File, error) {
 		if !ok {
 			continue
 		}
-		f, err := os.Open(lp.LogPath(id))
+		// Never through a link a job put in its own folder.
+		f, err := agent.OpenLog(lp.LogPath(id))
 		if err == nil {
 			return f, nil
 		}

@@ -460,10 +460,7 @@ func (s *session) read(ctx context.Context) error {
 
 // answer acknowledges request id.
 func (s *session) answer(id uint64, err error) {
-	ack := &wire.Ack{}
-	if err != nil {
-		ack.Error = err.Error()
-	}
+	ack := wire.AckError(err)
 	if err := s.send(&wire.Message{Type: wire.TypeAck, ID: id, Ack: ack}); err != nil {
 		s.c.cfg.Logger.Warn("answer the server", "err", err)
 	}
@@ -653,12 +650,15 @@ func (s *session) pumpOnce() error {
 // sendLog sends a job's output from offset on, in up to limit chunks
 // (limit < 0: all of it), and returns the new offset.
 func (s *session) sendLog(n *Local, k jobKey, offset int64, limit int) (int64, error) {
-	f, err := os.Open(n.LogPath(k.job))
+	f, err := OpenLog(n.LogPath(k.job))
 	if errors.Is(err, os.ErrNotExist) {
 		return offset, nil
 	}
 	if err != nil {
-		return offset, fmt.Errorf("job %d output: %w", k.job, err)
+		// A job that swapped its output for a link or a FIFO loses it;
+		// the connection and the other jobs' output go on.
+		s.c.cfg.Logger.Warn("job output not sent", "job", k.job, "node", k.node, "err", err)
+		return offset, nil
 	}
 	defer f.Close()
 	buf := make([]byte, wire.MaxLogChunk)

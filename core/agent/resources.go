@@ -319,7 +319,7 @@ func (l *limits) profileJob(ctx context.Context, jobID int64, j *limited, logPat
 
 // tailLog feeds what is appended to the file at path to w until ctx ends.
 func tailLog(ctx context.Context, path string, w io.Writer) {
-	f, err := os.Open(path)
+	f, err := OpenLog(path)
 	if err != nil {
 		return
 	}
