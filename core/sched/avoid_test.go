@@ -35,9 +35,9 @@ func TestAvoidNodes(t *testing.T) {
 		jobs:   []Job{pend(1, 1, 0, avoiding("node-0", "node-1")), pend(2, 2, 1)},
 		starts: map[int64][]GPURef{2: on("node-0", 0, 1)},
 	}, {
-		name:  "a job spanning machines spans only those it may use",
-		nodes: nodes(4, 4, 4),
-		jobs:  []Job{pend(1, 8, 0, avoiding("node-1"))},
+		name:   "a job spanning machines spans only those it may use",
+		nodes:  nodes(4, 4, 4),
+		jobs:   []Job{pend(1, 8, 0, avoiding("node-1"))},
 		starts: map[int64][]GPURef{1: append(on("node-0", 0, 1, 2, 3), on("node-2", 0, 1, 2, 3)...)},
 	}, {
 		name:  "no preemption on an avoided machine",
