@@ -166,7 +166,7 @@ func blockedFor(dir string, ra *runAs) (blocked string, mode os.FileMode, ok boo
 	for i := len(chain) - 1; i >= 0; i-- {
 		fi, err := os.Stat(chain[i])
 		if err != nil {
-			return chain[i], 0, false
+			continue // not there yet: creating it will say why
 		}
 		st, isUnix := fi.Sys().(*syscall.Stat_t)
 		if !isUnix || ra.uid == 0 {

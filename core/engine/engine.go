@@ -23,8 +23,11 @@ import (
 
 // Job is what the engine needs to know of one unfinished job.
 type Job struct {
-	ID              int64
-	Team, User      string
+	ID         int64
+	Team, User string
+	// Account is the Unix account of the job's owner, which machines run
+	// it as (job.Spec.Account; accounts.go); empty when not known.
+	Account         string
 	GPUs            int
 	GPUMemMiB       int64
 	Command         []string
@@ -158,12 +161,13 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	started    time.Time
-	runs       map[int64]*run      // each job's current run on connected nodes (runs.go)
-	strays     map[strayKey][]int  // parts of runs the cluster does not want, and their GPUs
-	unrecorded []*unrecorded       // outcomes the store has yet to take
-	handover   map[int64]time.Time // jobs kept back while a run stops: when it was asked to
-	stopLater  []strayKey          // runs to ask their machines to stop next pass
-	reasons    map[int64]string    // last recorded wait reason per job
+	runs       map[int64]*run         // each job's current run on connected nodes (runs.go)
+	strays     map[strayKey][]int     // parts of runs the cluster does not want, and their GPUs
+	unrecorded []*unrecorded          // outcomes the store has yet to take
+	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
+	stopLater  []strayKey             // runs to ask their machines to stop next pass
+	reasons    map[int64]string       // last recorded wait reason per job
+	noAccount  map[accountKey]refused // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
 	completed  bool // a job succeeded since the forecasts' history was read
 	teamState  teamState
@@ -228,6 +232,7 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 		e.connected[n.Name()] = e.cfg.Now()
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
+		e.forgetAccounts(n.Name())
 		e.adopt(ctx, n)
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
 	})
