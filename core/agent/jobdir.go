@@ -37,21 +37,11 @@ func (a *Local) openJobDir(jobID int64, ra *runAs) (*os.File, error) {
 	if ra != nil && ra.cred != nil {
 		uid, gid, owner = ra.uid, ra.gid, ra.name
 	}
-	jobs, err := openDir(-1, a.jobsDir())
+	dir, err := makeJobDirs(a.jobsDir(), jobID, uid, gid, mode)
 	if err != nil {
-		return nil, fmt.Errorf("job folder: %w", err)
-	}
-	defer syscall.Close(jobs)
-	dir, err := ownedDir(jobs, strconv.FormatInt(jobID, 10), uid, gid, mode)
-	if err != nil {
-		return nil, fmt.Errorf("job folder for %s: %w", owner, err)
+		return nil, fmt.Errorf("%w (for %s)", err, owner)
 	}
 	defer syscall.Close(dir)
-	ckpt, err := ownedDir(dir, "checkpoint", uid, gid, mode)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint folder of job %d for %s: %w", jobID, owner, err)
-	}
-	syscall.Close(ckpt)
 	fd, err := syscall.Openat(dir, "output.log",
 		syscall.O_WRONLY|syscall.O_APPEND|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC,
 		uint32(mode.Perm()&0o660))
@@ -78,6 +68,39 @@ func (a *Local) openJobDir(jobID int64, ra *runAs) (*os.File, error) {
 }
 
 func (a *Local) jobsDir() string { return a.cfg.WorkDir + "/jobs" }
+
+// MakeJobDirs creates or takes over job jobID's folder, jobsDir/ID, and
+// its checkpoint folder for uid:gid (-1: leave the owner) with mode, never
+// through a link: for executors whose jobs write their own output (the
+// Slurm executor). jobsDir must be the agent's or server's own, writable
+// by nobody else.
+func MakeJobDirs(jobsDir string, jobID int64, uid, gid int, mode os.FileMode) error {
+	dir, err := makeJobDirs(jobsDir, jobID, uid, gid, mode)
+	if err != nil {
+		return err
+	}
+	return syscall.Close(dir)
+}
+
+// makeJobDirs is MakeJobDirs, returning the job's folder open.
+func makeJobDirs(jobsDir string, jobID int64, uid, gid int, mode os.FileMode) (int, error) {
+	jobs, err := openDir(-1, jobsDir)
+	if err != nil {
+		return -1, fmt.Errorf("job folder: %w", err)
+	}
+	defer syscall.Close(jobs)
+	dir, err := ownedDir(jobs, strconv.FormatInt(jobID, 10), uid, gid, mode)
+	if err != nil {
+		return -1, fmt.Errorf("job folder: %w", err)
+	}
+	ckpt, err := ownedDir(dir, "checkpoint", uid, gid, mode)
+	if err != nil {
+		syscall.Close(dir)
+		return -1, fmt.Errorf("checkpoint folder of job %d: %w", jobID, err)
+	}
+	syscall.Close(ckpt)
+	return dir, nil
+}
 
 // ownedDir creates folder name in the folder open at parent (if absent),
 // opens it without following a link, and gives it to uid:gid (-1: leave
