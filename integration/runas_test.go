@@ -209,3 +209,39 @@ func TestJobsRunAsOneServiceAccount(t *testing.T) {
 		t.Errorf("job %s, output %q; want it run as gpt-svc, able to write its checkpoint folder", j.State, out)
 	}
 }
+
+// TestSlurmRunsJobsAsTheirOwners: with --slurm-run-as owner, Slurm runs a
+// job as its owner's Unix account, with the account's own group (sbatch
+// --uid and --gid; with --uid alone the job kept root's group), in a job
+// folder of its own.
+func TestSlurmRunsJobsAsTheirOwners(t *testing.T) {
+	needRootAccounts(t)
+	unixGroup(t, "gpt-lab")
+	alice := unixUser(t, "gpt-alice", "gpt-lab")
+	c := startSlurm(t)
+	// alice's job passes through the cluster's folder to its work folder.
+	if err := os.Chmod(c.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	srv := startSlurmServer(t, c, "--data", data, "--slurm-run-as", "owner", "--max-retries", "0")
+	a := portalUser(t, srv.URL, data, "gpt-alice")
+	id := submit(t, a, map[string]any{"name": "ids", "gpus": 1, "command": []string{"sh", "-c",
+		`id -u; id -g; id -Gn; touch "$GPUPORTAL_CHECKPOINT_DIR/x" && echo touched`}})
+	if j := a.waitState(id, 60*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("job %s: %q\n%s", j.State, j.Reason, jobLog(t, a, id))
+	}
+	out := strings.TrimSpace(jobLog(t, a, id))
+	t.Logf("the job as Slurm ran it:\n%s", out)
+	want := strings.Join([]string{alice.Uid, alice.Gid, "gpt-alice gpt-lab", "touched"}, "\n")
+	if out != want {
+		t.Errorf("the job printed %q, want %q: alice's user and group IDs, her groups, its checkpoint written", out, want)
+	}
+	fi, err := os.Stat(filepath.Join(c.dir, "work", "jobs", strconv.FormatInt(id, 10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); strconv.Itoa(int(st.Uid)) != alice.Uid || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the job folder belongs to %d with mode %v, want alice's, 0700", st.Uid, fi.Mode().Perm())
+	}
+}
