@@ -87,7 +87,7 @@ type Config struct {
 // ErrRootJobs is why an agent that runs as root, with no user to run jobs
 // as, refuses command jobs.
 var ErrRootJobs = errors.New("the agent runs as root and jobs never run as root unless asked: " +
-	"start the agent with --run-as USER (or --run-as root to allow it)")
+	"start the agent with --run-as owner (each job as its owner's Unix account), --run-as USER, or --run-as root to allow it")
 
 // Local runs jobs on the machine it runs on.
 type Local struct {
