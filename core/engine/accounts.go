@@ -21,8 +21,6 @@ import (
 // refused it before they may try it again.
 const AccountRecheck = 10 * time.Minute
 
-type accountKey struct{ account, node string }
-
 // refused is a machine's refusal of an account.
 type refused struct {
 	at     time.Time
@@ -35,9 +33,12 @@ func (e *Engine) refuseAccount(ae *job.AccountError, now time.Time) {
 		return
 	}
 	if e.noAccount == nil {
-		e.noAccount = make(map[accountKey]refused)
+		e.noAccount = make(map[string]map[string]refused)
 	}
-	e.noAccount[accountKey{ae.Account, ae.Node}] = refused{at: now, reason: ae.Error()}
+	if e.noAccount[ae.Account] == nil {
+		e.noAccount[ae.Account] = make(map[string]refused)
+	}
+	e.noAccount[ae.Account][ae.Node] = refused{at: now, reason: ae.Error()}
 	e.cfg.Logger.Warn("a machine refused a job's Unix account: the account's jobs avoid it", "account", ae.Account, "node", ae.Node,
 		"reason", ae.Error(), "for", AccountRecheck)
 }
@@ -45,38 +46,48 @@ func (e *Engine) refuseAccount(ae *job.AccountError, now time.Time) {
 // forgetAccounts drops a machine's refusals: it (re)connected, perhaps
 // with the accounts created meanwhile.
 func (e *Engine) forgetAccounts(node string) {
-	for k := range e.noAccount {
-		if k.node == node {
-			delete(e.noAccount, k)
+	for account, nodes := range e.noAccount {
+		delete(nodes, node)
+		if len(nodes) == 0 {
+			delete(e.noAccount, account)
+		}
+	}
+}
+
+// expireAccounts drops the refusals older than AccountRecheck.
+func (e *Engine) expireAccounts(now time.Time) {
+	for account, nodes := range e.noAccount {
+		for node, r := range nodes {
+			if now.Sub(r.at) >= AccountRecheck {
+				delete(nodes, node)
+			}
+		}
+		if len(nodes) == 0 {
+			delete(e.noAccount, account)
 		}
 	}
 }
 
 // avoided lists the machines that refused account, in name order, with
-// why, dropping refusals older than AccountRecheck.
-func (e *Engine) avoided(account string, now time.Time) (nodes, reasons []string) {
-	if account == "" || len(e.noAccount) == 0 {
+// why.
+func (e *Engine) avoided(account string) (nodes, reasons []string) {
+	refusals := e.noAccount[account]
+	if len(refusals) == 0 {
 		return nil, nil
 	}
-	for k, r := range e.noAccount {
-		if now.Sub(r.at) >= AccountRecheck {
-			delete(e.noAccount, k)
-			continue
-		}
-		if k.account == account {
-			nodes = append(nodes, k.node)
-		}
+	for n := range refusals {
+		nodes = append(nodes, n)
 	}
 	slices.Sort(nodes)
 	for _, n := range nodes {
-		reasons = append(reasons, e.noAccount[accountKey{account, n}].reason)
+		reasons = append(reasons, refusals[n].reason)
 	}
 	return nodes, reasons
 }
 
 // explainAccounts puts first in the wait reasons of jobs that avoid
 // machines why they do: "alice has no Unix account on gpu-07; ...".
-func (e *Engine) explainAccounts(waits []sched.Wait, byID map[int64]Job, now time.Time) {
+func (e *Engine) explainAccounts(waits []sched.Wait, byID map[int64]Job) {
 	if len(e.noAccount) == 0 {
 		return
 	}
@@ -85,7 +96,7 @@ func (e *Engine) explainAccounts(waits []sched.Wait, byID map[int64]Job, now tim
 		if !ok {
 			continue
 		}
-		if _, reasons := e.avoided(j.Account, now); len(reasons) > 0 {
+		if _, reasons := e.avoided(j.Account); len(reasons) > 0 {
 			waits[i].Reason = strings.Join(reasons, "; ") + "; " + waits[i].Reason
 		}
 	}

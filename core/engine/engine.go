@@ -161,13 +161,13 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	started    time.Time
-	runs       map[int64]*run         // each job's current run on connected nodes (runs.go)
-	strays     map[strayKey][]int     // parts of runs the cluster does not want, and their GPUs
-	unrecorded []*unrecorded          // outcomes the store has yet to take
-	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
-	stopLater  []strayKey             // runs to ask their machines to stop next pass
-	reasons    map[int64]string       // last recorded wait reason per job
-	noAccount  map[accountKey]refused // machines that refused accounts (accounts.go)
+	runs       map[int64]*run                // each job's current run on connected nodes (runs.go)
+	strays     map[strayKey][]int            // parts of runs the cluster does not want, and their GPUs
+	unrecorded []*unrecorded                 // outcomes the store has yet to take
+	handover   map[int64]time.Time           // jobs kept back while a run stops: when it was asked to
+	stopLater  []strayKey                    // runs to ask their machines to stop next pass
+	reasons    map[int64]string              // last recorded wait reason per job
+	noAccount  map[string]map[string]refused // account -> machines that refused it (accounts.go)
 	lostSince  map[string]time.Time
 	completed  bool // a job succeeded since the forecasts' history was read
 	teamState  teamState

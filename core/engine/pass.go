@@ -37,7 +37,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	d := e.cfg.Scheduler.Schedule(snap)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
 	d.Starts, d.Waits = starts, append(d.Waits, held...)
-	e.explainAccounts(d.Waits, byID, now)
+	e.explainAccounts(d.Waits, byID)
 	reclaims := 0
 	for _, p := range d.Preempts {
 		if p.Reclaim {
@@ -105,6 +105,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 // snapshot describes the cluster to the scheduler.
 func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]Job) {
 	snap := sched.Snapshot{Now: seconds(now)}
+	e.expireAccounts(now)
 	for _, n := range e.Nodes() {
 		cpus, mem := n.Resources()
 		sn := sched.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, Unschedulable: e.unschedulable(n.Name())}
@@ -143,7 +144,7 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 	shareable(&sj, j, gpuMiB)
 	e.cpuProfile(&sj, j)
 	if j.State.Waiting() {
-		sj.AvoidNodes, _ = e.avoided(j.Account, now)
+		sj.AvoidNodes, _ = e.avoided(j.Account)
 	}
 	if j.LastStartAt != nil {
 		sj.LastStartTime = seconds(*j.LastStartAt)
