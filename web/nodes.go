@@ -13,8 +13,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 func nodeJSON(st engine.NodeStatus) api.Node {
@@ -96,7 +96,7 @@ func (s *Server) openJobLog(id int64) (*os.File, error) {
 			continue
 		}
 		// Never through a link a job put in its own folder.
-		f, err := agent.OpenLog(lp.LogPath(id))
+		f, err := joboutput.Open(lp.LogPath(id))
 		if err == nil {
 			return f, nil
 		}

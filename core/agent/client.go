@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 // ClientConfig sets up a Client.
@@ -650,7 +651,7 @@ func (s *session) pumpOnce() error {
 // sendLog sends a job's output from offset on, in up to limit chunks
 // (limit < 0: all of it), and returns the new offset.
 func (s *session) sendLog(n *Local, k jobKey, offset int64, limit int) (int64, error) {
-	f, err := OpenLog(n.LogPath(k.job))
+	f, err := joboutput.Open(n.LogPath(k.job))
 	if errors.Is(err, os.ErrNotExist) {
 		return offset, nil
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 // Private job folders. WORK/jobs belongs to the agent's user and others
@@ -49,7 +51,7 @@ func (a *Local) openJobDir(jobID int64, ra *runAs) (*os.File, error) {
 		return nil, fmt.Errorf("output of job %d: %w", jobID, pathErr("openat", a.LogPath(jobID), err))
 	}
 	f := os.NewFile(uintptr(fd), a.LogPath(jobID))
-	if err := checkRegular(f); err != nil {
+	if err := joboutput.CheckRegular(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("output of job %d: %w", jobID, err)
 	}
@@ -148,40 +150,6 @@ func openDir(parent int, name string) (int, error) {
 		return -1, pathErr("open", name, err)
 	}
 	return fd, nil
-}
-
-// OpenLog opens a job's output for reading as the agent (or the server): a regular file
-// reached without a link, which a job cannot swap for another file the
-// agent may read (a link to /etc/shadow) or for a FIFO that would block it.
-func OpenLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%s is a link, not the job's output: not read", path)
-		}
-		return nil, err
-	}
-	if err := checkRegular(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-// checkRegular reports an error unless f is a regular file with one name:
-// a hard link to another file is not a job's output.
-func checkRegular(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file (%s): not used", f.Name(), fi.Mode().Type())
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-		return fmt.Errorf("%s has %d names (a hard link put there by a job?): not used", f.Name(), st.Nlink)
-	}
-	return nil
 }
 
 func pathErr(op, path string, err error) error {

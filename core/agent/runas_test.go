@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 // needRoot skips a test that changes files' owners unless it runs as
@@ -259,7 +260,7 @@ func TestPrivateJobFolders(t *testing.T) {
 			if _, err := a.openJobDir(7, ra); err == nil {
 				t.Error("output is a link: opened")
 			}
-			if f, err := OpenLog(a.LogPath(7)); err == nil {
+			if f, err := joboutput.Open(a.LogPath(7)); err == nil {
 				f.Close()
 				t.Error("output is a link: read")
 			}
@@ -270,7 +271,7 @@ func TestPrivateJobFolders(t *testing.T) {
 			if _, err := a.openJobDir(7, ra); err == nil {
 				t.Error("output is a FIFO: opened")
 			}
-			if f, err := OpenLog(a.LogPath(7)); err == nil {
+			if f, err := joboutput.Open(a.LogPath(7)); err == nil {
 				f.Close()
 				t.Error("output is a FIFO: read")
 			}

@@ -21,6 +21,9 @@ import (
 // refused it before they may try it again.
 const AccountRecheck = 10 * time.Minute
 
+// refusals are the machines that refused each account.
+type refusals map[string]map[string]refused
+
 // refused is a machine's refusal of an account.
 type refused struct {
 	at     time.Time
@@ -33,7 +36,7 @@ func (e *Engine) refuseAccount(ae *job.AccountError, now time.Time) {
 		return
 	}
 	if e.noAccount == nil {
-		e.noAccount = make(map[string]map[string]refused)
+		e.noAccount = make(refusals)
 	}
 	if e.noAccount[ae.Account] == nil {
 		e.noAccount[ae.Account] = make(map[string]refused)

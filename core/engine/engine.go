@@ -23,11 +23,8 @@ import (
 
 // Job is what the engine needs to know of one unfinished job.
 type Job struct {
-	ID         int64
-	Team, User string
-	// Account is the Unix account of the job's owner, which machines run
-	// it as (job.Spec.Account; accounts.go); empty when not known.
-	Account         string
+	ID              int64
+	Team, User      string
 	GPUs            int
 	GPUMemMiB       int64
 	Command         []string
@@ -58,6 +55,9 @@ type Job struct {
 	// none: it comes before learned and catalogue profiles, and a job
 	// with one is never profiled (alloc.go).
 	CPUProfile *synergy.Profile
+	// Account is the Unix account of the job's owner, which machines run
+	// it as (job.Spec.Account; accounts.go); empty when not known.
+	Account string
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -161,13 +161,13 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	started    time.Time
-	runs       map[int64]*run                // each job's current run on connected nodes (runs.go)
-	strays     map[strayKey][]int            // parts of runs the cluster does not want, and their GPUs
-	unrecorded []*unrecorded                 // outcomes the store has yet to take
-	handover   map[int64]time.Time           // jobs kept back while a run stops: when it was asked to
-	stopLater  []strayKey                    // runs to ask their machines to stop next pass
-	reasons    map[int64]string              // last recorded wait reason per job
-	noAccount  map[string]map[string]refused // account -> machines that refused it (accounts.go)
+	runs       map[int64]*run      // each job's current run on connected nodes (runs.go)
+	strays     map[strayKey][]int  // parts of runs the cluster does not want, and their GPUs
+	unrecorded []*unrecorded       // outcomes the store has yet to take
+	handover   map[int64]time.Time // jobs kept back while a run stops: when it was asked to
+	stopLater  []strayKey          // runs to ask their machines to stop next pass
+	reasons    map[int64]string    // last recorded wait reason per job
+	noAccount  refusals            // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
 	completed  bool // a job succeeded since the forecasts' history was read
 	teamState  teamState

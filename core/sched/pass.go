@@ -19,30 +19,32 @@ type pass struct {
 	models modelCache
 	sh     shareState // Salus co-location (share.go)
 
-	ents       []entry // pending jobs
-	pending    stream  // ents in priority order
-	rents      []entry // running jobs that may be preempted
-	merged     bool    // rents sorted and merged into the walk
-	keyed      bool    // rents have their sort keys
-	counted    bool    // reclaimable compared one entry with every running job
-	runQ       []int   // GPUs of running jobs per queue (queue policies)
-	runIdx     []int32 // count mode: the running jobs, until running() builds runs
-	below      below   // merged rents not reached yet
-	reachBuf   []int32
-	preempted  []int32 // runs preempted in this pass
-	restored   int     // preemptions taken back
-	runs       []runJob
-	held       []int32 // slots held by running jobs: runs[i].lo..hi
-	shared     []int32 // slots more than one running job claims
-	qs         []QueueState
-	due        []float64 // per job: when its queue changes if it stays as it is
-	outcome    []uint8   // per job: what the pass did to it
-	victims    []int32
-	masked     []int32 // nodes hidden from the entry being placed (avoid.go)
-	maskedCap  int     // their GPUs
-	maskedFree int     // and their free GPUs
-	qpos       []int32 // waiting jobs seen so far, per queue
-	buf        []byte
+	ents      []entry // pending jobs
+	pending   stream  // ents in priority order
+	rents     []entry // running jobs that may be preempted
+	merged    bool    // rents sorted and merged into the walk
+	keyed     bool    // rents have their sort keys
+	counted   bool    // reclaimable compared one entry with every running job
+	runQ      []int   // GPUs of running jobs per queue (queue policies)
+	runIdx    []int32 // count mode: the running jobs, until running() builds runs
+	below     below   // merged rents not reached yet
+	reachBuf  []int32
+	preempted []int32 // runs preempted in this pass
+	restored  int     // preemptions taken back
+	runs      []runJob
+	held      []int32 // slots held by running jobs: runs[i].lo..hi
+	shared    []int32 // slots more than one running job claims
+	qs        []QueueState
+	due       []float64 // per job: when its queue changes if it stays as it is
+	outcome   []uint8   // per job: what the pass did to it
+	victims   []int32
+	qpos      []int32 // waiting jobs seen so far, per queue
+	buf       []byte
+
+	// Machines hidden from the pending job being decided (avoid.go).
+	masked     []int32
+	maskedCap  int // their GPUs
+	maskedFree int // their free GPUs
 
 	// Teams (fair.go): set when Snapshot.Teams guarantees GPUs (fair) or
 	// caps users (teams without fair).
