@@ -126,6 +126,9 @@ func (a *Local) jobRunAs(s job.Spec) (*runAs, error) {
 		return nil, fmt.Errorf("the agent runs jobs as their owners (--run-as %s) and the server did not say whose job %d is: upgrade the server", RunAsOwner, s.JobID)
 	}
 	refuse := func(why string) error { return &job.AccountError{Account: s.Account, Node: a.cfg.Name, Why: why} }
+	if !validAccountName(s.Account) {
+		return nil, refuse("it is not an account name (no '/', ':', spaces or control characters, not starting with '-', at most 256 bytes)")
+	}
 	u, err := a.lookup(s.Account)
 	var unknown user.UnknownUserError
 	switch {
@@ -143,6 +146,21 @@ func (a *Local) jobRunAs(s job.Spec) (*runAs, error) {
 		return nil, fmt.Errorf("job %d: %s cannot pass through %s (mode %04o): let others pass through it (chmod o+x) or choose another --work-dir", s.JobID, ra.name, dir, mode)
 	}
 	return ra, nil
+}
+
+// validAccountName reports whether name can name an account in the name
+// service: permissive (directories allow "alice@lab.example"), but never
+// a path, a passwd field separator, white space or an option.
+func validAccountName(name string) bool {
+	if name == "" || len(name) > 256 || name[0] == '-' || name == "." || name == ".." {
+		return false
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f || r == '/' || r == ':' {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *Local) minUID() int {
