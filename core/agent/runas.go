@@ -126,7 +126,7 @@ func (a *Local) jobRunAs(s job.Spec) (*runAs, error) {
 		return nil, fmt.Errorf("the agent runs jobs as their owners (--run-as %s) and the server did not say whose job %d is: upgrade the server", RunAsOwner, s.JobID)
 	}
 	refuse := func(why string) error { return &job.AccountError{Account: s.Account, Node: a.cfg.Name, Why: why} }
-	if !validAccountName(s.Account) {
+	if !ValidAccountName(s.Account) {
 		return nil, refuse("it is not an account name (no '/', ':', spaces or control characters, not starting with '-', at most 256 bytes)")
 	}
 	u, err := a.lookup(s.Account)
@@ -148,10 +148,10 @@ func (a *Local) jobRunAs(s job.Spec) (*runAs, error) {
 	return ra, nil
 }
 
-// validAccountName reports whether name can name an account in the name
+// ValidAccountName reports whether name can name an account in the name
 // service: permissive (directories allow "alice@lab.example"), but never
 // a path, a passwd field separator, white space or an option.
-func validAccountName(name string) bool {
+func ValidAccountName(name string) bool {
 	if name == "" || len(name) > 256 || name[0] == '-' || name == "." || name == ".." {
 		return false
 	}

@@ -784,6 +784,9 @@ func (e *Executor) jobRunAs(node string, s job.Spec) (*runAs, error) {
 	if s.Account == "" {
 		return nil, fmt.Errorf("jobs run as their owners (--slurm-run-as %s) and job %d has no owner's account", agent.RunAsOwner, s.JobID)
 	}
+	if !agent.ValidAccountName(s.Account) {
+		return nil, &job.AccountError{Account: s.Account, Node: node, Why: "it is not an account name"}
+	}
 	u, err := agent.LookupUser(s.Account)
 	var unknown user.UnknownUserError
 	switch {
