@@ -101,6 +101,9 @@ type liveJob struct {
 	// when not yet sent on it.
 	exitID uint64
 	gpus   []int // the machine's GPUs the run holds; nil when unknown
+	// outputLost: the run's output could not be read (a job put a link
+	// in its place); said once.
+	outputLost bool
 }
 
 // NewClient checks cfg and returns a client; Run connects it.
@@ -657,8 +660,17 @@ func (s *session) sendLog(n *Local, k jobKey, offset int64, limit int) (int64, e
 	}
 	if err != nil {
 		// A job that swapped its output for a link or a FIFO loses it;
-		// the connection and the other jobs' output go on.
-		s.c.cfg.Logger.Warn("job output not sent", "job", k.job, "node", k.node, "err", err)
+		// the connection and the other jobs' output go on. Said once.
+		s.c.mu.Lock()
+		lj := s.c.live[k]
+		first := lj != nil && !lj.outputLost
+		if first {
+			lj.outputLost = true
+		}
+		s.c.mu.Unlock()
+		if first {
+			s.c.cfg.Logger.Warn("job output not sent", "job", k.job, "node", k.node, "err", err)
+		}
 		return offset, nil
 	}
 	defer f.Close()
