@@ -183,6 +183,16 @@ echo probed`, dir)
 	if _, err := os.Lstat(filepath.Join(dir, "checkpoint", "y")); err == nil {
 		t.Error("bob's job wrote into alice's checkpoint folder")
 	}
+	// alice's next job swaps its output for a link to a file only root
+	// may read: the agent, which runs as root, never follows it.
+	swap := submit(t, aliceAPI, map[string]any{"name": "swap", "gpus": 1, "command": []string{"sh", "-c",
+		`echo before; sleep 1.5; rm output.log; ln -s /etc/shadow output.log; sleep 1.5; echo after`}})
+	aliceAPI.waitState(swap, 30*time.Second, "succeeded", "failed")
+	// Its output ends where it swapped it: nothing of /etc/shadow.
+	if sout := jobLog(t, aliceAPI, swap); strings.TrimSpace(sout) != "before" {
+		t.Errorf("a job that swapped its output for a link to /etc/shadow shows %q, want only %q", sout, "before")
+	}
+
 	// carol still waits, and has not been started elsewhere.
 	cj = carolAPI.job(carol)
 	t.Logf("carol's job later: %s, %q", cj.State, cj.Reason)
