@@ -55,6 +55,9 @@ type Job struct {
 	// none: it comes before learned and catalogue profiles, and a job
 	// with one is never profiled (alloc.go).
 	CPUProfile *synergy.Profile
+	// Account is the Unix account of the job's owner, which machines run
+	// it as (job.Spec.Account; accounts.go); empty when not known.
+	Account string
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -164,6 +167,7 @@ type Engine struct {
 	handover   map[int64]time.Time // jobs kept back while a run stops: when it was asked to
 	stopLater  []strayKey          // runs to ask their machines to stop next pass
 	reasons    map[int64]string    // last recorded wait reason per job
+	noAccount  refusals            // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
 	completed  bool // a job succeeded since the forecasts' history was read
 	teamState  teamState
@@ -228,6 +232,7 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 		e.connected[n.Name()] = e.cfg.Now()
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
+		e.forgetAccounts(n.Name())
 		e.adopt(ctx, n)
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
 	})

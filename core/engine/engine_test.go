@@ -178,6 +178,10 @@ type fakeNode struct {
 	gpus     int
 	failAll  bool  // Start fails
 	startErr error // what a failing Start returns
+	// noAccounts are the Unix accounts the machine does not have: their
+	// starts are refused (accounts.go).
+	noAccounts map[string]bool
+	refusals   int
 
 	starts   []job.Spec
 	stops    []int64 // the jobs of stopRefs
@@ -199,6 +203,11 @@ func (n *fakeNode) Devices() []gpu.Device {
 }
 func (n *fakeNode) Resources() (int, int64) { return 32, 256 << 10 }
 func (n *fakeNode) Start(_ context.Context, s job.Spec) error {
+	if n.noAccounts[s.Account] {
+		n.refusals++
+		// As the hub wraps an agent's refusal.
+		return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, &job.AccountError{Account: s.Account, Node: n.name})
+	}
 	if n.failAll {
 		if n.startErr != nil {
 			return n.startErr

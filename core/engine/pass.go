@@ -37,6 +37,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	d := e.cfg.Scheduler.Schedule(snap)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
 	d.Starts, d.Waits = starts, append(d.Waits, held...)
+	e.explainAccounts(d.Waits, byID)
 	reclaims := 0
 	for _, p := range d.Preempts {
 		if p.Reclaim {
@@ -104,6 +105,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 // snapshot describes the cluster to the scheduler.
 func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]Job) {
 	snap := sched.Snapshot{Now: seconds(now)}
+	e.expireAccounts(now)
 	for _, n := range e.Nodes() {
 		cpus, mem := n.Resources()
 		sn := sched.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, Unschedulable: e.unschedulable(n.Name())}
@@ -141,6 +143,9 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 	}
 	shareable(&sj, j, gpuMiB)
 	e.cpuProfile(&sj, j)
+	if j.State.Waiting() {
+		sj.AvoidNodes, _ = e.avoided(j.Account)
+	}
 	if j.LastStartAt != nil {
 		sj.LastStartTime = seconds(*j.LastStartAt)
 	}
@@ -207,10 +212,12 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
+			Account:      j.Account,
 		}
 		shareSpec(&spec, j, e.smallestGPU())
 		spec.Resources = e.resourcesFor(j.ID, name)
 		if err := e.node(name).Start(ctx, spec); err != nil {
+			var refusal *job.AccountError
 			e.cfg.Logger.Warn("job failed to start", "job", j.ID, "node", name, "err", err)
 			// A machine that went away is not the job's fault: it waits again.
 			code := -1
@@ -226,6 +233,14 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 				return
 			case errors.Is(err, job.ErrBusy):
 				r.stop, r.reason, r.code = job.Queued, "requeued: an earlier run of the job still stops on "+name, nil
+			case errors.As(err, &refusal):
+				// Not the job's fault: it waits for a machine where its
+				// owner has an account (accounts.go).
+				if refusal.Node == "" {
+					refusal.Node = name
+				}
+				e.refuseAccount(refusal, now)
+				r.stop, r.reason, r.code = job.Queued, refusal.Error(), nil
 			}
 			if len(r.parts) == 0 {
 				delete(e.runs, j.ID)
