@@ -333,8 +333,8 @@ func TestPreemptAndCancelEndAsAsked(t *testing.T) {
 	e, clock := newTestEngine(t, store, n)
 	mustPass(t, e)
 
-	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"})
-	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "again"}) // already stopping: no second stop
+	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"}, nil)
+	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "again"}, nil) // already stopping: no second stop
 	go func() { _ = e.Cancel(ctx, 2, "cancelled by alice") }()
 	(<-e.calls)(ctx)
 	if len(n.stops) != 2 || n.stops[0] != 1 || n.stops[1] != 2 {
