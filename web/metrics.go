@@ -32,7 +32,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 // Hostname, gpu and UUID), and the jobs placed on it with their users and
 // teams, comma-separated in job order when jobs share it, empty when the
 // GPU is not allocated.
-var gpuLabels = []string{"node", "gpu", "uuid", "job", "user", "team"}
+// The label is job_id, not job: Prometheus gives "job" to the scrape job.
+var gpuLabels = []string{"node", "gpu", "uuid", "job_id", "user", "team"}
 
 var (
 	jobsDesc      = desc("jobs", "Jobs by state.", "state")
@@ -79,8 +80,8 @@ var (
 	gpuAllocDesc   = desc("gpu_allocated", "The share of a GPU allocated to running jobs, from 0 (free) to 1, as core/usage counts it.", gpuLabels...)
 
 	// Per running job and GPU.
-	jobShareDesc = desc("job_gpu_share", "The share of a GPU a running job holds (its page's held GPUs are their sum).", "job", "user", "team", "node", "gpu")
-	jobMemDesc   = desc("job_gpu_memory_used_bytes", "GPU memory a running job's processes hold on a GPU, bytes (its page's memory chart).", "job", "user", "team", "node", "gpu")
+	jobShareDesc = desc("job_gpu_share", "The share of a GPU a running job holds (its page's held GPUs are their sum).", "job_id", "user", "team", "node", "gpu")
+	jobMemDesc   = desc("job_gpu_memory_used_bytes", "GPU memory a running job's processes hold on a GPU, bytes (its page's memory chart).", "job_id", "user", "team", "node", "gpu")
 )
 
 // collector reads its figures when scraped, so they are never stale.
