@@ -324,13 +324,13 @@ func collectEngine(ch chan<- prometheus.Metric, st engine.Stats, m *moment) {
 
 // buildInfo is the version, revision and Go version of the running
 // binary, from the build information Go stamps into it: the module's
-// version ("(devel)" for a build from a checkout) and the VCS revision,
-// with "-dirty" when the tree had changes; "unknown" where it has none.
+// version ("dev" for a build from a checkout) and the VCS revision, with
+// "-dirty" when the tree had changes ("unknown" where it has none).
 func buildInfo() []string {
-	version, revision := "unknown", "unknown"
+	version, revision := "dev", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			version = v
 		}
 		dirty := false
 		for _, s := range bi.Settings {
