@@ -96,6 +96,10 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 			for _, tg := range pn.Targets {
 				queries++
 				expr := substitute(tg.Expr, vars)
+				if strings.Contains(expr, "$") {
+					t.Errorf("panel %q, query %s: a variable the dashboard does not define: %s", pn.Title, tg.RefID, expr)
+					continue
+				}
 				var n int
 				var err error
 				if tg.Instant {
