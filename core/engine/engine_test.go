@@ -527,6 +527,9 @@ func TestReconnectStopsRunsNoLongerWanted(t *testing.T) {
 	if store.state(1) != job.Queued {
 		t.Errorf("job of a lost node: %s, want queued", store.state(1))
 	}
+	if got := e.Stats().RequeuedBy[RequeueNodeLost]; got != 1 {
+		t.Errorf("requeues for a lost node: %d, want 1", got)
+	}
 }
 
 func TestTiresiasPreemptsDemotedJob(t *testing.T) {
@@ -760,6 +763,9 @@ func TestMachineFailureRequeuesWithoutRetry(t *testing.T) {
 	e.testExit(context.Background(), ex)
 	if store.state(1) != job.Queued || store.jobs[1].Failures != 0 || !strings.Contains(store.reason[1], "node failure") {
 		t.Errorf("state %s, failures %d, reason %q; want queued again, not counted", store.state(1), store.jobs[1].Failures, store.reason[1])
+	}
+	if st := e.Stats(); st.RequeuedBy[RequeueAgentError] != 1 || st.Retries != 0 {
+		t.Errorf("requeues %v, retries %d; want one for the agent's error, no retry", st.RequeuedBy, st.Retries)
 	}
 }
 
