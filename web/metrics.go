@@ -285,7 +285,7 @@ func collectEngine(ch chan<- prometheus.Metric, st engine.Stats, m *moment) {
 	preempted := make(map[engine.CauseTeam]int64, len(st.Preempted))
 	reclaimed := make(map[string]int64, len(st.Reclaimed))
 	for _, t := range teams {
-		for _, cause := range engine.PreemptCauses {
+		for _, cause := range engine.PreemptCauses() {
 			preempted[engine.CauseTeam{Cause: cause, Team: t}] = 0
 		}
 		reclaimed[t] = 0
@@ -302,10 +302,10 @@ func collectEngine(ch chan<- prometheus.Metric, st engine.Stats, m *moment) {
 	for t, v := range reclaimed {
 		ch <- counter(reclaimsDesc, float64(v), t)
 	}
-	for _, cause := range engine.RequeueCauses {
+	for _, cause := range engine.RequeueCauses() {
 		ch <- counter(requeuesDesc, float64(st.RequeuedBy[cause]), cause)
 	}
-	for _, cause := range engine.RetryCauses {
+	for _, cause := range engine.RetryCauses() {
 		ch <- counter(retriesDesc, float64(st.RetriedBy[cause]), cause)
 	}
 	for k, h := range st.SubmitToStart {

@@ -92,13 +92,17 @@ const (
 	RetryError    = "error"
 )
 
-// PreemptCauses, RequeueCauses and RetryCauses list every cause, so
-// that /metrics shows each counter from 0.
-var (
-	PreemptCauses = []string{PreemptReclaim, PreemptPriority}
-	RequeueCauses = []string{RequeueNodeLost, RequeueGPUFault, RequeueAgentError, RequeueOutgrewLane}
-	RetryCauses   = []string{RetryExitCode, RetryError}
-)
+// PreemptCauses lists every cause of preemptions, so that /metrics
+// shows each counter from 0; RequeueCauses and RetryCauses likewise.
+func PreemptCauses() []string { return []string{PreemptReclaim, PreemptPriority} }
+
+// RequeueCauses lists every cause of requeues.
+func RequeueCauses() []string {
+	return []string{RequeueNodeLost, RequeueGPUFault, RequeueAgentError, RequeueOutgrewLane}
+}
+
+// RetryCauses lists every cause of retries.
+func RetryCauses() []string { return []string{RetryExitCode, RetryError} }
 
 // Histogram counts observations in buckets, as a Prometheus histogram
 // does. The zero value has no buckets and counts only Count and Sum.
