@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,62 @@ func TestMetricsGPUs(t *testing.T) {
 	}
 	if got, want := len(fams["gpuportal_gpu_utilization_percent"].GetMetric()), 4; got != want {
 		t.Errorf("%d utilization series, want one per GPU (%d)", got, want)
+	}
+}
+
+// bigNode is a machine of 8 simulated readings for the scrape benchmark.
+type bigNode struct {
+	metricsNode
+	name string
+}
+
+func (n *bigNode) Name() string { return n.name }
+func (n *bigNode) Devices() []gpu.Device {
+	var out []gpu.Device
+	for i := range 8 {
+		out = append(out, gpu.Device{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", n.name, i), Model: "H100", MemMiB: 81920})
+	}
+	return out
+}
+func (n *bigNode) Sample(now time.Time) []gpu.Sample {
+	var out []gpu.Sample
+	for i := range 8 {
+		out = append(out, gpu.Sample{At: now, Index: i, MemMiB: 81920, MemUsedMiB: 40000, UtilPct: 75, TempC: 60, PowerW: 400})
+	}
+	return out
+}
+
+// BenchmarkMetricsScrape scrapes a cluster of 64 machines of 8 GPUs,
+// each GPU held by a running job: the cost of one /metrics.
+func BenchmarkMetricsScrape(b *testing.B) {
+	ts := newTestServer(b)
+	ctx := context.Background()
+	for m := range 64 {
+		node := &bigNode{name: fmt.Sprintf("m%02d", m)}
+		for g := range 8 {
+			j := &models.Job{Name: "b", Team: []string{"vision", "nlp"}[g%2], User: "alice", GPUs: 1,
+				Command: []string{"true"}, SubmittedAt: time.Now()}
+			if err := ts.store.CreateJob(ctx, j); err != nil {
+				b.Fatal(err)
+			}
+			run, err := ts.store.MarkStarted(ctx, j.ID, []string{fmt.Sprintf("%s:%d", node.name, g)}, time.Now())
+			if err != nil {
+				b.Fatal(err)
+			}
+			node.runs = append(node.runs, job.RunRef{Job: j.ID, Run: run})
+		}
+		if err := ts.cfg.Engine.AddNode(ctx, node); err != nil {
+			b.Fatal(err)
+		}
+	}
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	b.ResetTimer()
+	for range b.N {
+		rec := httptest.NewRecorder()
+		ts.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d", rec.Code)
+		}
+		b.SetBytes(int64(rec.Body.Len()))
 	}
 }
