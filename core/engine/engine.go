@@ -169,9 +169,12 @@ type Engine struct {
 	reasons    map[int64]string    // last recorded wait reason per job
 	noAccount  refusals            // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
-	completed  bool // a job succeeded since the forecasts' history was read
-	teamState  teamState
-	stored     storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
+	// waiting is when each waiting job began to wait for its GPUs, for
+	// the queue wait of its next start (waits.go); zero when unknown.
+	waiting   map[int64]time.Time
+	completed bool // a job succeeded since the forecasts' history was read
+	teamState teamState
+	stored    storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
 }
 
 // New returns an engine for cfg.
@@ -215,6 +218,8 @@ func New(cfg Config) (*Engine, error) {
 		handover:  make(map[int64]time.Time),
 		reasons:   make(map[int64]string),
 		lostSince: make(map[string]time.Time),
+		waiting:   make(map[int64]time.Time),
+		stats:     stats{s: emptyStats()},
 	}, nil
 }
 
