@@ -39,7 +39,7 @@ func (s *Store) CreateUser(ctx context.Context, name, password string, role Role
 	if err != nil {
 		return nil, fmt.Errorf("create user %s: hash password: %w", name, err)
 	}
-	u := &User{Name: name, PasswordHash: string(hash), Role: role, Team: team}
+	u := &User{Name: name, PasswordHash: string(hash), Role: role, Team: team, UnixName: name, Source: SourceLocal}
 	if err := s.db.WithContext(ctx).Create(u).Error; err != nil {
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			return nil, fmt.Errorf("create user %s: %w", name, ErrExists)
