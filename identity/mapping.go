@@ -38,8 +38,11 @@ func ParseRule(s string) (Rule, error) {
 		return Rule{}, fmt.Errorf("mapping %q: want \"group:GROUP -> team TEAM\" or \"group:GROUP -> ROLE\"", s)
 	}
 	r := Rule{Group: strings.TrimSpace(group)}
-	if team, isTeam := strings.CutPrefix(rhs, "team "); isTeam {
+	if team, isTeam := strings.CutPrefix(rhs, "team"); isTeam && (team == "" || team[0] == ' ') {
 		r.Team = strings.TrimSpace(team)
+		if r.Team == "" {
+			return Rule{}, fmt.Errorf("mapping %q: give a team or a role, one of them", s)
+		}
 	} else {
 		r.Role = rhs
 	}

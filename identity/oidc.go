@@ -133,9 +133,10 @@ func (o *OIDC) Finish(ctx context.Context, f Flow, query url.Values) (Claims, er
 	if err := idt.Claims(&claims); err != nil {
 		return Claims{}, fmt.Errorf("oidc: read the ID token's claims: %w: %w", err, ErrFlow)
 	}
-	// Providers that keep groups out of the ID token give them at
-	// userinfo; the ID token's claims win where both have one.
-	if _, ok := claims[o.cfg.GroupsClaim]; !ok && o.cfg.GroupsClaim != "" {
+	// Providers that keep the name, groups or Unix account out of the ID
+	// token give them at userinfo, for the same subject; the ID token's
+	// claims win where both have one.
+	if o.missing(claims) {
 		if ui, err := d.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok)); err == nil && ui.Subject == idt.Subject {
 			more := map[string]any{}
 			if err := ui.Claims(&more); err == nil {
@@ -157,6 +158,16 @@ func (o *OIDC) Finish(ctx context.Context, f Flow, query url.Values) (Claims, er
 	}
 	c.Groups = stringList(claims[o.cfg.GroupsClaim])
 	return c, nil
+}
+
+// missing reports whether claims lack one the configuration reads.
+func (o *OIDC) missing(claims map[string]any) bool {
+	for _, k := range []string{o.cfg.UsernameClaim, o.cfg.GroupsClaim, o.cfg.UnixClaim} {
+		if _, ok := claims[k]; k != "" && !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // LogoutURL returns where to send a person who signs out, to end their
