@@ -10,7 +10,8 @@
 //	    --redirect-uri http://127.0.0.1:8080/login/oidc/callback \
 //	    --post-logout-uri http://127.0.0.1:8080/login
 //
-// It prints "testidp issuer http://127.0.0.1:PORT" once it listens.
+// It prints "testidp issuer http://127.0.0.1:PORT" once it listens, and
+// logs each request on stderr.
 package main
 
 import (
@@ -163,7 +164,7 @@ func run() error {
 	if *postLogout != "" {
 		st.postLogout = []string{*postLogout}
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	router := exampleop.SetupServer(issuer, st, logger, false)
 	srv := &http.Server{Handler: router}
 	fmt.Printf("testidp issuer %s\n", issuer)
