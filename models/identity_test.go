@@ -53,6 +53,9 @@ func TestExternalSignIn(t *testing.T) {
 		if _, err := s.Authenticate(ctx, "dave", ""); !errors.Is(err, models.ErrBadCredentials) {
 			t.Errorf("an LDAP account has no local password: %v", err)
 		}
+		if err := s.SetPassword(ctx, "dave", "a-local-password"); !errors.Is(err, models.ErrInvalid) {
+			t.Errorf("a local password set on an LDAP account: %v", err)
+		}
 		// The group changed at the source: the team moves (a new one is made),
 		// and the directory names a Unix account.
 		dave.Team, dave.Role, dave.UnixName = "speech", models.RoleLead, "dmiller"

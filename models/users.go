@@ -69,7 +69,8 @@ func (s *Store) Authenticate(ctx context.Context, name, password string) (*User,
 	if err != nil {
 		return nil, err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil ||
+		u.Source != "" && u.Source != SourceLocal { // its password is kept at its source
 		return nil, ErrBadCredentials
 	}
 	if u.Disabled() {

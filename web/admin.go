@@ -197,6 +197,8 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 		}
 		if err := s.cfg.Store.SetPassword(ctx, name, pw); errors.Is(err, models.ErrNotFound) {
 			return "", badRequest("name: no user %s", name)
+		} else if errors.Is(err, models.ErrInvalid) {
+			return "", badRequest("name: %s signs in through the lab's directory or identity provider, which keeps the password", name)
 		} else if err != nil {
 			return "", err
 		}
