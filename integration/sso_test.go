@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/go-ldap/ldap/v3"
@@ -99,6 +100,9 @@ func TestLDAPSignIn(t *testing.T) {
 		t.Errorf("accounts: %v", got)
 	}
 
+	// dave's open page follows his team live.
+	ws := dialLive(t, srv.URL, cookieHeader(b), "team:vision")
+
 	// dave moves from ml-vision to ml-nlp in the directory.
 	conn, err := ldap.DialURL(dir.URL)
 	if err != nil {
@@ -124,6 +128,11 @@ func TestLDAPSignIn(t *testing.T) {
 			t.Errorf("dave after the group change: %q, want researcher of nlp", whoOnPage(body))
 		}
 	}
+	// His connection opened before the change loses the old team's topic
+	// at once.
+	ws.await(t, 10*time.Second, "team:vision unsubscribed", func(m wsMsg) bool {
+		return m.Topic == "team:vision" && m.Type == "error" && strings.Contains(m.Error, "unsubscribed")
+	})
 	// The admin page's audit log says who changed dave's team, and how.
 	if _, body := admin.get("/admin"); !strings.Contains(body, "user.sync") || !strings.Contains(body, "sign-in:ldap") ||
 		!strings.Contains(body, "team &#34;vision&#34; -&gt; &#34;nlp&#34;") {
