@@ -158,12 +158,12 @@ func (l *idpLog) String() string {
 	return l.buf.String()
 }
 
-// startIDP runs internal/testidp, an OpenID Connect provider on
+// startIDP runs internal/testidp/cmd/testidp, an OpenID Connect provider on
 // zitadel/oidc, for the portal at portal, and returns its issuer and log.
 func startIDP(t *testing.T, portal string) (string, *idpLog) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "testidp")
-	if out, err := exec.Command("go", "build", "-o", bin, "../internal/testidp").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../internal/testidp/cmd/testidp").CombinedOutput(); err != nil {
 		t.Fatalf("build testidp: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, "--users", "../testdata/oidc/users.json", "--client-id", "gpuportal", "--client-secret", "idp-secret",

@@ -1,32 +1,18 @@
-// Command testidp is an OpenID Connect provider for gpuportal's
-// integration tests: zitadel/oidc's provider (op), its in-memory example
-// storage, and users, groups and Unix accounts read from a JSON file. It
-// serves discovery, the authorization endpoint with its login form, the
-// token, userinfo, keys and end_session endpoints, and checks PKCE. It is
-// a real provider run as its own process, not a stub: tests drive it
-// through a browser.
-//
-//	testidp --users users.json --client-id gpuportal --client-secret S \
-//	    --redirect-uri http://127.0.0.1:8080/login/oidc/callback \
-//	    --post-logout-uri http://127.0.0.1:8080/login
-//
-// It prints "testidp issuer http://127.0.0.1:PORT" once it listens, and
-// logs each request on stderr.
-package main
+// Package testidp is an OpenID Connect provider for gpuportal's tests:
+// zitadel/oidc's provider (op) with its in-memory example storage, and
+// users, groups and Unix accounts of the test's choosing. It serves
+// discovery, the authorization endpoint with its login form, the token,
+// userinfo, keys and end_session endpoints, and checks PKCE. It is a real
+// provider, not a stub: the identity package's tests run it in process,
+// the integration tests as its own process (cmd/testidp) driven by a
+// browser.
+package testidp
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
@@ -35,8 +21,8 @@ import (
 	"golang.org/x/text/language"
 )
 
-// person is one user of the users file.
-type person struct {
+// Person is one user of the provider.
+type Person struct {
 	ID       string   `json:"id"`
 	Username string   `json:"username"`
 	Password string   `json:"password"`
@@ -46,7 +32,7 @@ type person struct {
 }
 
 // users is the example storage's UserStore over the users file.
-type users struct{ byID map[string]person }
+type users struct{ byID map[string]Person }
 
 func (u users) GetUserByID(id string) *storage.User {
 	p, ok := u.byID[id]
@@ -124,55 +110,24 @@ type logoutClient struct {
 
 func (c logoutClient) PostLogoutRedirectURIs() []string { return c.uris }
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "testidp:", err)
-		os.Exit(1)
-	}
+// Client is the one client (relying party) the provider knows.
+type Client struct {
+	ID, Secret, RedirectURI string
+	// PostLogoutURI is where end_session may send the browser back to.
+	PostLogoutURI string
 }
 
-func run() error {
-	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
-	usersFile := flag.String("users", "", "JSON file of users: [{id, username, password, email, groups, unix_name}]")
-	clientID := flag.String("client-id", "gpuportal", "the one client's ID")
-	secret := flag.String("client-secret", "", "its secret")
-	redirect := flag.String("redirect-uri", "", "its redirect URI")
-	postLogout := flag.String("post-logout-uri", "", "its post-logout redirect URI")
-	flag.Parse()
-	if *usersFile == "" || *secret == "" || *redirect == "" {
-		return errors.New("--users, --client-secret and --redirect-uri are required")
-	}
-	b, err := os.ReadFile(*usersFile)
-	if err != nil {
-		return err
-	}
-	var people []person
-	if err := json.Unmarshal(b, &people); err != nil {
-		return fmt.Errorf("%s: %w", *usersFile, err)
-	}
-	us := users{byID: map[string]person{}}
+// Handler returns the provider of issuer (its http:// URL, no trailing
+// slash) for people and client.
+func Handler(issuer string, people []Person, client Client, logger *slog.Logger) http.Handler {
+	us := users{byID: map[string]Person{}}
 	for _, p := range people {
 		us.byID[p.ID] = p
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	issuer := "http://" + ln.Addr().String()
-	storage.RegisterClients(storage.WebClient(*clientID, *secret, *redirect))
+	storage.RegisterClients(storage.WebClient(client.ID, client.Secret, client.RedirectURI))
 	st := &store{Storage: storage.NewStorage(us), users: us}
-	if *postLogout != "" {
-		st.postLogout = []string{*postLogout}
+	if client.PostLogoutURI != "" {
+		st.postLogout = []string{client.PostLogoutURI}
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	router := exampleop.SetupServer(issuer, st, logger, false)
-	srv := &http.Server{Handler: router}
-	fmt.Printf("testidp issuer %s\n", issuer)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return exampleop.SetupServer(issuer, st, logger, false)
 }
