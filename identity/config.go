@@ -64,6 +64,11 @@ type LDAPConfig struct {
 	GroupAttr   string `json:"group_attr"`
 	// Timeout bounds each exchange with the directory.
 	Timeout Duration `json:"timeout"`
+	// SyncInterval is how often the accounts from the directory are read
+	// again between sign-ins, their teams and roles set anew, and the
+	// sessions and tokens of those gone from it or from every mapped group
+	// ended; 0: only at sign-in.
+	SyncInterval Duration `json:"sync_interval"`
 
 	bindPassword string
 }
@@ -109,8 +114,8 @@ func (d *Duration) String() string { return time.Duration(*d).String() }
 // Set reads "12h".
 func (d *Duration) Set(s string) error {
 	v, err := time.ParseDuration(s)
-	if err != nil || v <= 0 {
-		return fmt.Errorf("%q: want a positive duration such as 12h", s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("%q: want a duration such as 12h", s)
 	}
 	*d = Duration(v)
 	return nil
@@ -139,6 +144,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	c := &f.cfg
 	c.SessionTTL = Duration(12 * time.Hour)
 	c.LDAP.Timeout = Duration(10 * time.Second)
+	c.LDAP.SyncInterval = Duration(15 * time.Minute)
 	fs.StringVar(&f.file, "auth-config", "", "JSON file configuring sign-in through LDAP or OpenID Connect (docs/operations.md); flags given override it")
 	fs.Func("auth-map", `a group rule, repeatable, tried in order: "group:ml-vision -> team vision", "group:gpu-admins -> admin"`, func(s string) error {
 		f.maps = append(f.maps, s)
@@ -160,6 +166,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.LDAP.GroupFilter, "ldap-group-filter", "(|(member={dn})(uniqueMember={dn})(memberUid={name}))", "filter that finds a person's groups; {dn} is their entry, {name} their login name")
 	fs.StringVar(&c.LDAP.GroupAttr, "ldap-group-attr", "cn", "attribute holding a group's name")
 	fs.Var(&c.LDAP.Timeout, "ldap-timeout", "bound on each exchange with the directory")
+	fs.Var(&c.LDAP.SyncInterval, "ldap-sync-interval", "how often accounts from the directory are read again between sign-ins (teams and roles set anew; those gone lose their sessions and tokens); 0: only at sign-in")
 	fs.StringVar(&c.OIDC.Issuer, "oidc-issuer", "", "OpenID Connect issuer URL (discovery starts there); empty: no OpenID Connect sign-in")
 	fs.StringVar(&c.OIDC.Name, "oidc-name", "SSO", `name on the login button: "Sign in with NAME"`)
 	fs.StringVar(&c.OIDC.ClientID, "oidc-client-id", "", "the portal's client ID at the provider")
@@ -288,6 +295,9 @@ func (c *LDAPConfig) check() error {
 	}
 	if c.Timeout <= 0 {
 		return errors.New("--ldap-timeout: must be positive")
+	}
+	if c.SyncInterval > 0 && c.SyncInterval < Duration(time.Second) {
+		return errors.New("--ldap-sync-interval: 1s or more, or 0 for none")
 	}
 	if c.BindDN != "" {
 		pw, err := secret(c.BindPasswordFile, "GPUPORTAL_LDAP_BIND_PASSWORD")

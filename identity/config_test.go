@@ -127,6 +127,8 @@ func TestLoad(t *testing.T) {
 		{[]string{"--auth-config", bad}, "--auth-config"},
 		{[]string{"--auth-config", filepath.Join(dir, "none.json")}, "--auth-config"},
 		{[]string{"--sso-session-ttl", "-1h"}, "sso-session-ttl"},
+		{[]string{"--sso-session-ttl", "0s", "--auth-default-team", "x", "--ldap-url", "ldap://h", "--ldap-user-base", "o=x"}, "--sso-session-ttl"},
+		{[]string{"--ldap-sync-interval", "10ms", "--auth-default-team", "x", "--ldap-url", "ldap://h", "--ldap-user-base", "o=x"}, "--ldap-sync-interval"},
 	} {
 		if _, err := load(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want it to name %s", tc.args, err, tc.want)

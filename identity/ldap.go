@@ -111,6 +111,42 @@ func (l *LDAP) Authenticate(ctx context.Context, name, password string) (Claims,
 	return c, nil
 }
 
+// Lookup reads the entry dn and its groups again, as the service account
+// (or anonymously), to re-check a person between sign-ins. found is false
+// when the entry is gone or no longer matches the user filter.
+func (l *LDAP) Lookup(ctx context.Context, dn string) (c Claims, found bool, err error) {
+	conn, err := l.dial(ctx)
+	if err != nil {
+		return Claims{}, false, err
+	}
+	defer conn.Close()
+	if err := l.serviceBind(conn); err != nil {
+		return Claims{}, false, err
+	}
+	filter := strings.ReplaceAll(l.cfg.UserFilter, "{name}", "*")
+	attrs := []string{l.cfg.NameAttr}
+	if l.cfg.UnixAttr != "" {
+		attrs = append(attrs, l.cfg.UnixAttr)
+	}
+	res, err := conn.Search(ldap.NewSearchRequest(dn, ldap.ScopeBaseObject, ldap.NeverDerefAliases,
+		1, l.seconds(), false, filter, attrs, nil))
+	if ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) || err == nil && len(res.Entries) == 0 {
+		return Claims{}, false, nil
+	}
+	if err != nil {
+		return Claims{}, false, fmt.Errorf("ldap: read %s: %w: %w", dn, err, ErrUnavailable)
+	}
+	entry := res.Entries[0]
+	c = Claims{Source: "ldap", Subject: entry.DN, Name: entry.GetAttributeValue(l.cfg.NameAttr)}
+	if l.cfg.UnixAttr != "" {
+		c.UnixName = entry.GetAttributeValue(l.cfg.UnixAttr)
+	}
+	if c.Groups, err = l.groups(conn, entry.DN, c.Name); err != nil {
+		return Claims{}, false, err
+	}
+	return c, true, nil
+}
+
 func (l *LDAP) seconds() int { return max(1, int(time.Duration(l.cfg.Timeout).Seconds())) }
 
 // dial connects, with TLS for ldaps:// and after StartTLS when asked.

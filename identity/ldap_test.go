@@ -75,6 +75,23 @@ func TestLDAP(t *testing.T) {
 		})
 	}
 
+	t.Run("lookup between sign-ins", func(t *testing.T) {
+		l, err := NewLDAP(labLDAP(srv.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, found, err := l.Lookup(ctx, "uid=erin,ou=people,"+testldap.Base)
+		slices.Sort(c.Groups)
+		if err != nil || !found || c.Name != "erin" || !slices.Equal(c.Groups, []string{"ml-nlp", "ml-vision", "vision-leads"}) {
+			t.Errorf("erin: %+v, %v, %v", c, found, err)
+		}
+		for _, dn := range []string{"uid=zoe,ou=people," + testldap.Base, "cn=ml-nlp,ou=groups," + testldap.Base} {
+			if _, found, err := l.Lookup(ctx, dn); found || err != nil {
+				t.Errorf("%s: found %v, %v; want not found", dn, found, err)
+			}
+		}
+	})
+
 	t.Run("group change shows at the next sign-in", func(t *testing.T) {
 		l, err := NewLDAP(labLDAP(srv.URL))
 		if err != nil {

@@ -303,3 +303,80 @@ func TestOIDCSignInBrowser(t *testing.T) {
 		t.Errorf("forged callback: status %d", status)
 	}
 }
+
+// TestLDAPDirectorySync: with --ldap-sync-interval, accounts follow the
+// directory between sign-ins: erin, taken out of the vision groups, is a
+// researcher of nlp on her open page without signing in again; frank,
+// taken out of every mapped group, loses his session and API token; an
+// entry deleted from the directory loses its access too.
+func TestLDAPDirectorySync(t *testing.T) {
+	dir := testldap.Start(t, "../testdata/ldap/lab.ldif")
+	srv := startServer(t, append([]string{"--data", t.TempDir(), "--sim-gpus", "1x1x80", "--ldap-sync-interval", "1s"}, ldapArgs(t, dir)...)...)
+	erin := newBrowser(t, srv.URL)
+	erin.login("erin", "erin-secret")
+	frank := newBrowser(t, srv.URL)
+	frank.login("frank", "frank-secret")
+	frankAPI := newAPI(t, srv.URL, "frank", "frank-secret")
+	dave := newAPI(t, srv.URL, "dave", "dave-secret")
+
+	conn, err := ldap.DialURL(dir.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Bind(testldap.Admin, testldap.AdminPassword); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"ml-vision", "vision-leads", "gpu-admins"} {
+		who := "uid=erin,ou=people," + testldap.Base
+		if g == "gpu-admins" {
+			who = "uid=frank,ou=people," + testldap.Base
+		}
+		if g != "ml-vision" {
+			// A groupOfNames needs a member: dave takes the place.
+			add := ldap.NewModifyRequest("cn="+g+",ou=groups,"+testldap.Base, nil)
+			add.Add("member", []string{"uid=dave,ou=people," + testldap.Base})
+			if err := conn.Modify(add); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := ldap.NewModifyRequest("cn="+g+",ou=groups,"+testldap.Base, nil)
+		m.Delete("member", []string{who})
+		if err := conn.Modify(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "erin a researcher of nlp without signing in", func() bool {
+		_, body := erin.get("/jobs")
+		return whoOnPage(body) == "erin · researcher · nlp"
+	})
+	eventually(t, 10*time.Second, "frank's session and token ended", func() bool {
+		var me map[string]string
+		return landsOn(t, frank, "/jobs") == "/login" && frankAPI.do("GET", "/api/v1/me", nil, &me) == http.StatusUnauthorized
+	})
+	eventually(t, 10*time.Second, "dave an admin without signing in", func() bool {
+		var me map[string]string
+		dave.do("GET", "/api/v1/me", nil, &me)
+		return me["role"] == "admin"
+	})
+	if err := conn.Del(ldap.NewDelRequest("uid=erin,ou=people,"+testldap.Base, nil)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "erin, gone from the directory, logged out", func() bool {
+		return landsOn(t, erin, "/jobs") == "/login"
+	})
+	if !strings.Contains(srv.output(), "gone from the directory") {
+		t.Errorf("the end of erin's access is not logged")
+	}
+}
+
+// landsOn is the path where b ends up after following redirects from path.
+func landsOn(t *testing.T, b *browser, path string) string {
+	t.Helper()
+	resp, err := b.c.Get(b.base + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	resp.Body.Close()
+	return resp.Request.URL.Path
+}

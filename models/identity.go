@@ -214,3 +214,33 @@ func sourceWords(source string) string {
 	}
 	return "a local password"
 }
+
+// UsersFrom lists the accounts that sign in through source, by name.
+func (s *Store) UsersFrom(ctx context.Context, source string) ([]User, error) {
+	var us []User
+	if err := s.db.WithContext(ctx).Where("source = ?", source).Order("name").Find(&us).Error; err != nil {
+		return nil, fmt.Errorf("list users from %s: %w", source, err)
+	}
+	return us, nil
+}
+
+// EndCredentials ends the sessions and API tokens of the user called
+// name, and says how many there were.
+func (s *Store) EndCredentials(ctx context.Context, name string) (ended int64, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		u, err := userByName(tx, name)
+		if err != nil {
+			return err
+		}
+		var n, m int64
+		if err := tx.Model(&Session{}).Where("user_id = ?", u.ID).Count(&n).Error; err != nil {
+			return fmt.Errorf("count sessions of %s: %w", name, err)
+		}
+		if err := tx.Model(&APIToken{}).Where("user_id = ?", u.ID).Count(&m).Error; err != nil {
+			return fmt.Errorf("count API tokens of %s: %w", name, err)
+		}
+		ended = n + m
+		return endCredentials(tx, u)
+	})
+	return ended, err
+}

@@ -105,14 +105,25 @@ func (s *Server) signIn(c echo.Context, cl identity.Claims) (*models.User, error
 			return nil, err
 		}
 	}
-	if len(in.Changed) > 0 {
-		s.cfg.Logger.Info("account changed at sign-in", "user", cl.Name, "source", cl.Source, "changes", in.Changed)
-		if err := s.auditBy(ctx, by, "user.sync", cl.Name, strings.Join(in.Changed, "; ")); err != nil {
-			return nil, err
-		}
-		s.hub.poke() // live connections lose the topics of the old team at once
+	if err := s.recordChanges(ctx, by, in); err != nil {
+		return nil, err
 	}
 	return in.User, nil
+}
+
+// recordChanges logs and audits what a sign-in or a directory sync
+// changed of an account, and has live connections checked again at once,
+// so that they lose the topics of a team the account left.
+func (s *Server) recordChanges(ctx context.Context, by actor, in models.SignIn) error {
+	if len(in.Changed) == 0 {
+		return nil
+	}
+	s.cfg.Logger.Info("account changed from its source", "user", in.User.Name, "source", in.User.Source, "by", by.user.Name, "changes", in.Changed)
+	if err := s.auditBy(ctx, by, "user.sync", in.User.Name, strings.Join(in.Changed, "; ")); err != nil {
+		return err
+	}
+	s.hub.poke()
+	return nil
 }
 
 // startSession logs u in on this browser for ttl.
