@@ -201,8 +201,9 @@ func freeAddr(t *testing.T) string {
 // userinfo), and lands on her jobs with the team of her group and the
 // Unix account of her claim; her local account of the same name is taken
 // over (--auth-link-local). Logging out ends her session at the provider
-// too (RP-initiated logout) and brings her back to the login page. The
-// login page fits 1440 and 390 px.
+// too (RP-initiated logout) and brings her back to the login page; hugo,
+// in no mapped group, is told why he cannot sign in. The login page fits
+// 1440 and 390 px.
 func TestOIDCSignInBrowser(t *testing.T) {
 	ctx := newTab(t)
 	addr := freeAddr(t)
@@ -296,6 +297,21 @@ func TestOIDCSignInBrowser(t *testing.T) {
 		if !strings.Contains(idp.String(), "path="+path+" ") {
 			t.Errorf("the provider never served %s:\n%s", path, idp)
 		}
+	}
+	// hugo's groups give no team: the login page says so.
+	err = chromedp.Do(ctx,
+		chromedp.Click(`#sso`),
+		chromedp.WaitVisible(`#username`),
+		chromedp.SendKeys(`#username`, "hugo"),
+		chromedp.SendKeys(`#password`, "hugo-secret"),
+		chromedp.Submit(`#password`),
+		chromedp.WaitVisible(`#sso`),
+	)
+	if err != nil {
+		t.Fatalf("hugo signs in: %v", err)
+	}
+	if flash, err := chromedp.Run(ctx, chromedp.Text(`body`)); err != nil || !strings.Contains(flash, "None of your groups gives you a team") {
+		t.Errorf("hugo, in no mapped group, is told %q (%v)", flash, err)
 	}
 	// A callback that this browser did not begin is refused.
 	b := newBrowser(t, srv.URL)
