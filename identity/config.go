@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -275,6 +276,9 @@ func (c *LDAPConfig) check() error {
 	if c.StartTLS && u.Scheme == "ldaps" {
 		return errors.New("--ldap-start-tls: only with an ldap:// URL (ldaps:// is TLS from the start)")
 	}
+	if u.Scheme == "ldap" && !c.StartTLS && !loopback(u.Hostname()) {
+		return fmt.Errorf("--ldap-url %s: passwords would cross the network in clear: use ldaps:// or --ldap-start-tls", c.URL)
+	}
 	if c.UserBase == "" {
 		return errors.New("--ldap-user-base is required with --ldap-url")
 	}
@@ -314,8 +318,8 @@ func (c *LDAPConfig) check() error {
 
 func (c *OIDCConfig) check() error {
 	u, err := url.Parse(c.Issuer)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("--oidc-issuer %q: want an https:// URL", c.Issuer)
+	if err != nil || !(u.Scheme == "https" || u.Scheme == "http" && loopback(u.Hostname())) || u.Host == "" {
+		return fmt.Errorf("--oidc-issuer %q: want an https:// URL (http:// only on this machine)", c.Issuer)
 	}
 	if c.ClientID == "" {
 		return errors.New("--oidc-client-id is required with --oidc-issuer")
@@ -339,6 +343,16 @@ func (c *OIDCConfig) check() error {
 	}
 	c.clientSecret = pw
 	return nil
+}
+
+// loopback reports whether host is this machine, where plain
+// connections stay off the network.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // secret reads a secret from file (its first line), else from the

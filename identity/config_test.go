@@ -116,19 +116,21 @@ func TestLoad(t *testing.T) {
 		want string
 	}{
 		{[]string{"--ldap-url", "ldap.lab.example", "--auth-default-team", "x"}, "--ldap-url"},
-		{[]string{"--ldap-url", "ldap://h", "--auth-default-team", "x"}, "--ldap-user-base"},
+		{[]string{"--ldap-url", "ldap://h", "--ldap-start-tls", "--auth-default-team", "x"}, "--ldap-user-base"},
+		{[]string{"--ldap-url", "ldap://ldap.lab.example", "--ldap-user-base", "o=x", "--auth-default-team", "x"}, "in clear"},
+		{[]string{"--oidc-issuer", "http://sso.lab.example", "--oidc-client-id", "c", "--oidc-redirect-url", "https://p/login/oidc/callback", "--auth-default-team", "x"}, "--oidc-issuer"},
 		{[]string{"--ldap-url", "ldaps://h", "--ldap-start-tls", "--ldap-user-base", "o=x", "--auth-default-team", "x"}, "--ldap-start-tls"},
-		{[]string{"--ldap-url", "ldap://h", "--ldap-user-base", "o=x", "--ldap-bind-dn", "cn=x", "--auth-default-team", "x"}, "--ldap-bind-password-file"},
-		{[]string{"--ldap-url", "ldap://h", "--ldap-user-base", "o=x", "--ldap-ca-file", secret, "--auth-default-team", "x"}, "--ldap-ca-file"},
-		{[]string{"--ldap-url", "ldap://h", "--ldap-user-base", "o=x"}, "--auth-map"},
+		{[]string{"--ldap-url", "ldap://127.0.0.1", "--ldap-user-base", "o=x", "--ldap-bind-dn", "cn=x", "--auth-default-team", "x"}, "--ldap-bind-password-file"},
+		{[]string{"--ldap-url", "ldap://127.0.0.1", "--ldap-user-base", "o=x", "--ldap-ca-file", secret, "--auth-default-team", "x"}, "--ldap-ca-file"},
+		{[]string{"--ldap-url", "ldaps://h", "--ldap-user-base", "o=x"}, "--auth-map"},
 		{[]string{"--oidc-issuer", "https://i", "--auth-default-team", "x"}, "--oidc-client-id"},
 		{[]string{"--oidc-issuer", "https://i", "--oidc-client-id", "c", "--oidc-redirect-url", "https://p/cb", "--auth-default-team", "x"}, "--oidc-redirect-url"},
 		{[]string{"--auth-map", "vision"}, "--auth-map"},
 		{[]string{"--auth-config", bad}, "--auth-config"},
 		{[]string{"--auth-config", filepath.Join(dir, "none.json")}, "--auth-config"},
 		{[]string{"--sso-session-ttl", "-1h"}, "sso-session-ttl"},
-		{[]string{"--sso-session-ttl", "0s", "--auth-default-team", "x", "--ldap-url", "ldap://h", "--ldap-user-base", "o=x"}, "--sso-session-ttl"},
-		{[]string{"--ldap-sync-interval", "10ms", "--auth-default-team", "x", "--ldap-url", "ldap://h", "--ldap-user-base", "o=x"}, "--ldap-sync-interval"},
+		{[]string{"--sso-session-ttl", "0s", "--auth-default-team", "x", "--ldap-url", "ldaps://h", "--ldap-user-base", "o=x"}, "--sso-session-ttl"},
+		{[]string{"--ldap-sync-interval", "10ms", "--auth-default-team", "x", "--ldap-url", "ldaps://h", "--ldap-user-base", "o=x"}, "--ldap-sync-interval"},
 	} {
 		if _, err := load(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want it to name %s", tc.args, err, tc.want)
