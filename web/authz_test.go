@@ -41,7 +41,7 @@ type testServer struct {
 
 var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
 
-func newTestServer(t testing.TB) *testServer {
+func newTestServer(t testing.TB, opts ...func(*Config)) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	store, err := models.Open(ctx, modelstest.SQLiteDSN(t))
@@ -85,8 +85,12 @@ func newTestServer(t testing.TB) *testServer {
 	done := make(chan struct{})
 	go func() { _ = eng.Run(runCtx); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
-	ts.Server, err = New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
-		SocketRecheck: 100 * time.Millisecond})
+	cfg := Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
+		SocketRecheck: 100 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ts.Server, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
