@@ -127,6 +127,15 @@ type SignIn struct {
 // linkLocal is set, when it is taken over by the source. A disabled
 // account is refused with ErrDisabled.
 func (s *Store) SyncExternalUser(ctx context.Context, x ExternalUser, linkLocal bool, now time.Time) (SignIn, error) {
+	out, err := s.syncExternalUser(ctx, x, linkLocal, now)
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		// A first sign-in of the same person made the account meanwhile.
+		out, err = s.syncExternalUser(ctx, x, linkLocal, now)
+	}
+	return out, err
+}
+
+func (s *Store) syncExternalUser(ctx context.Context, x ExternalUser, linkLocal bool, now time.Time) (SignIn, error) {
 	var out SignIn
 	if err := CheckName(x.Name); err != nil {
 		return out, fmt.Errorf("sign in: name %w: %w", err, ErrInvalid)

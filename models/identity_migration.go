@@ -13,8 +13,8 @@ type v17User struct {
 
 func (v17User) TableName() string { return "users" }
 
-// userIdentity adds the columns and gives every existing user the Unix
-// account of their login name.
+// userIdentity adds the columns, gives every existing user the Unix
+// account of their login name, and makes (source, subject) unique.
 func userIdentity(tx *gorm.DB) error {
 	if err := addColumns(tx, &v17User{}, "UnixName", "Source", "Subject"); err != nil {
 		return err
@@ -22,5 +22,10 @@ func userIdentity(tx *gorm.DB) error {
 	if err := tx.Exec("UPDATE users SET unix_name = name WHERE unix_name = '' OR unix_name IS NULL").Error; err != nil {
 		return err
 	}
-	return tx.Exec("UPDATE users SET source = 'local' WHERE source = '' OR source IS NULL").Error
+	if err := tx.Exec("UPDATE users SET source = 'local' WHERE source = '' OR source IS NULL").Error; err != nil {
+		return err
+	}
+	// One account per person at a source, even when their first two
+	// sign-ins race.
+	return tx.Exec("CREATE UNIQUE INDEX IF NOT EXISTS idx_users_source_subject ON users (source, subject) WHERE subject <> ''").Error
 }

@@ -105,3 +105,30 @@ func TestExternalSignIn(t *testing.T) {
 		}
 	})
 }
+
+// TestExternalSignInRace: two first sign-ins of one person at once make
+// one account, and both succeed.
+func TestExternalSignInRace(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		x := models.ExternalUser{Source: models.SourceOIDC, Subject: "https://idp|u-ivy", Name: "ivy",
+			Role: models.RoleResearcher, Team: "speech"}
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				_, err := s.SyncExternalUser(ctx, x, false, t0)
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Errorf("sign-in: %v", err)
+			}
+		}
+		us, err := s.UsersFrom(ctx, models.SourceOIDC)
+		if err != nil || len(us) != 1 || us[0].Name != "ivy" {
+			t.Errorf("accounts from oidc: %+v, %v", us, err)
+		}
+	})
+}
