@@ -24,6 +24,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
+	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/web"
 )
@@ -60,6 +61,8 @@ type serveFlags struct {
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
 	wsMaxAge          time.Duration
+	signIn            identity.Flags  // LDAP and OpenID Connect (docs/operations.md)
+	signInCfg         identity.Config // signIn, loaded
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -100,9 +103,15 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
+	f.signIn.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	signInCfg, err := f.signIn.Load()
+	if err != nil {
+		return f, fmt.Errorf("serve: %w", err)
+	}
+	f.signInCfg = signInCfg
 	pass, err := parsePassEnv(*passEnv)
 	if err != nil {
 		return f, fmt.Errorf("serve: %w", err)
@@ -329,7 +338,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents})
+		Agents: agents, SignIn: f.signInCfg})
 	if err != nil {
 		return err
 	}
