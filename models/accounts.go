@@ -22,6 +22,10 @@ func (s *Store) SetPassword(ctx context.Context, name, password string) error {
 		if err != nil {
 			return err
 		}
+		if u.Source != "" && u.Source != SourceLocal {
+			return fmt.Errorf("set password of %s: the account signs in with %s, which keeps its password: %w",
+				name, sourceWords(u.Source), ErrInvalid)
+		}
 		if err := tx.Model(u).Update("password_hash", string(hash)).Error; err != nil {
 			return fmt.Errorf("set password of %s: %w", name, err)
 		}

@@ -27,6 +27,7 @@ func migrations() []migration {
 		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
 		{14, "jobs: environment, working folder, time limit, retries, dependencies and arrays", jobsSpec},
 		{15, "teams: default and maximum time limit of their jobs", teamsTimeLimits},
+		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
 	}
 }
 

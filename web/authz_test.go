@@ -41,7 +41,7 @@ type testServer struct {
 
 var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
 
-func newTestServer(t testing.TB) *testServer {
+func newTestServer(t testing.TB, opts ...func(*Config)) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	store, err := models.Open(ctx, modelstest.SQLiteDSN(t))
@@ -85,8 +85,12 @@ func newTestServer(t testing.TB) *testServer {
 	done := make(chan struct{})
 	go func() { _ = eng.Run(runCtx); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
-	ts.Server, err = New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
-		SocketRecheck: 100 * time.Millisecond})
+	cfg := Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
+		SocketRecheck: 100 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ts.Server, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +213,9 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /login", nil, nil, access{200, 303, 303, 303, 303}},
 		{"POST /login", nil, func() string { return form("username", "nobody", "password", "x") }, access{401, 401, 401, 401, 401}},
 		{"POST /logout", nil, nil, access{303, 303, 303, 303, 303}},
+		// Without a provider configured, its sign-in does not exist.
+		{"GET /login/oidc", nil, nil, access{404, 404, 404, 404, 404}},
+		{"GET /login/oidc/callback", nil, nil, access{404, 404, 404, 404, 404}},
 		{"GET /", nil, nil, access{303, 303, 303, 303, 303}},
 		{"GET /jobs", nil, nil, pageAny},
 		{"GET /jobs/rows", nil, nil, pageAny},
@@ -287,6 +294,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 		// On a user that does not exist: the rules of the others need theirs.
 		{"POST /api/v1/users/:name/disable", func(*testing.T) string { return "/api/v1/users/nosuch/disable" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/users/:name/enable", func(*testing.T) string { return "/api/v1/users/nosuch/enable" }, nil, access{401, 403, 403, 403, 404}},
+		{"PUT /api/v1/users/:name/unix-name", func(*testing.T) string { return "/api/v1/users/bob/unix-name" },
+			func() string { return `{"unix_name":"bob2"}` }, access{401, 403, 403, 403, 200}},
 		{"DELETE /api/v1/users/:name", func(*testing.T) string { return "/api/v1/users/nosuch" }, nil, access{401, 403, 403, 403, 404}},
 		{"DELETE /api/v1/machines/:name", func(*testing.T) string { return "/api/v1/machines/none" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/uncordon", func(*testing.T) string { return "/api/v1/nodes/none/uncordon" }, nil, access{401, 403, 403, 403, 404}},

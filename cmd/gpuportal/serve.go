@@ -24,6 +24,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
+	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/web"
 )
@@ -60,6 +61,8 @@ type serveFlags struct {
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
 	wsMaxAge          time.Duration
+	signIn            identity.Flags  // LDAP and OpenID Connect (docs/operations.md)
+	signInCfg         identity.Config // signIn, loaded
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -87,7 +90,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
-	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as (default: this server's user; when it is root, nobody, unless --run-as root)")
+	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
@@ -100,9 +103,15 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
+	f.signIn.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	signInCfg, err := f.signIn.Load()
+	if err != nil {
+		return f, fmt.Errorf("serve: %w", err)
+	}
+	f.signInCfg = signInCfg
 	pass, err := parsePassEnv(*passEnv)
 	if err != nil {
 		return f, fmt.Errorf("serve: %w", err)
@@ -329,7 +338,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents})
+		Agents: agents, SignIn: f.signInCfg})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -14,6 +15,7 @@ func FromSpec(s job.Spec) JobSpec {
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
 		Resources:      FromResources(s.Resources),
 		Env:            s.Env, Dir: s.Dir, TimeLeftMS: s.TimeLeft.Milliseconds(),
+		Account: s.Account,
 	}
 	if a := s.Array; a != nil {
 		w.Array = &ArrayTask{ID: a.ID, Index: a.Index}
@@ -37,6 +39,7 @@ func (w JobSpec) Spec() job.Spec {
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
 		Resources:    w.Resources.Resources(),
 		Env:          w.Env, Dir: w.Dir, TimeLeft: time.Duration(w.TimeLeftMS) * time.Millisecond,
+		Account: w.Account,
 	}
 	if a := w.Array; a != nil {
 		s.Array = &job.ArrayTask{ID: a.ID, Index: a.Index}
@@ -129,4 +132,31 @@ func Usage(ws []JobUsage) []job.Usage {
 		out[i] = u
 	}
 	return out
+}
+
+// AckError is the answer to a request that failed with err: a refusal
+// for the job's Unix account says so in NoAccount.
+func AckError(err error) *Ack {
+	ack := &Ack{}
+	if err == nil {
+		return ack
+	}
+	ack.Error = err.Error()
+	var ae *job.AccountError
+	if errors.As(err, &ae) {
+		ack.NoAccount = &NoAccount{Account: ae.Account, Why: ae.Why}
+	}
+	return ack
+}
+
+// Err is the error an Ack reports for a request to node, nil on success:
+// a refusal for the job's Unix account is a *job.AccountError.
+func (a *Ack) Err(node string) error {
+	switch {
+	case a.NoAccount != nil:
+		return &job.AccountError{Account: a.NoAccount.Account, Node: node, Why: a.NoAccount.Why}
+	case a.Error != "":
+		return errors.New(a.Error)
+	}
+	return nil
 }

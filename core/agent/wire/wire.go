@@ -237,6 +237,12 @@ type JobSpec struct {
 	Array *ArrayTask `json:"array,omitempty"`
 	// TimeLeftMS is what remains of the job's time limit (job.Spec.TimeLeft); 0: none.
 	TimeLeftMS int64 `json:"time_left_ms,omitempty"`
+	// Account is the Unix account of the job's owner (job.Spec.Account),
+	// which an agent started with --run-as owner runs the job as. Servers
+	// before it leave it out, and such an agent refuses their command
+	// jobs; other agents ignore it. Optional both ways, so the protocol's
+	// version stays.
+	Account string `json:"account,omitempty"`
 }
 
 // ArrayTask names a task of an array (job.ArrayTask).
@@ -314,6 +320,19 @@ type Log struct {
 // Ack answers the request whose ID it repeats. Error is empty on success.
 type Ack struct {
 	Error string `json:"error,omitempty"`
+	// NoAccount says why a Start was refused when the job's Unix account
+	// does not exist on the machine or may not run jobs there
+	// (job.AccountError): the server waits the job for another machine.
+	// Agents before it leave it out, and their refusal is a plain error.
+	NoAccount *NoAccount `json:"no_account,omitempty"`
+}
+
+// NoAccount is a start refused for the job's Unix account.
+type NoAccount struct {
+	Account string `json:"account"`
+	// Why is set when the account exists but may not run jobs (root, a
+	// system account); empty: there is no such account.
+	Why string `json:"why,omitempty"`
 }
 
 var nodeNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
