@@ -162,6 +162,7 @@ func New(cfg Config) (*Server, error) {
 	v1 := e.Group("/api/v1")
 	v1.POST("/tokens", s.apiCreateToken)
 	v1.GET("/openapi.json", s.apiOpenAPI)
+	v1.GET("/version", s.apiVersion)
 	authed := v1.Group("", s.requireAPIUser)
 	authed.GET("/jobs", s.apiListJobs)
 	authed.POST("/jobs", s.apiSubmit)
