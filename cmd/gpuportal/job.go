@@ -966,7 +966,7 @@ func (c jobCmd) followLogs(ctx context.Context, cl *jobClient, id int64, tail in
 		}
 		// Output that appears after the first poll is all new.
 		first = false
-		if j.State.Final() {
+		if ended(j) {
 			return c.jobEnded(j)
 		}
 		select {

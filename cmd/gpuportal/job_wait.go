@@ -62,7 +62,7 @@ func (c jobCmd) waitJob(ctx context.Context, cl *jobClient, id int64, interval t
 		if err != nil {
 			return api.Job{}, err
 		}
-		if j.State.Final() {
+		if ended(j) {
 			return j, nil
 		}
 		select {
@@ -71,4 +71,10 @@ func (c jobCmd) waitJob(ctx context.Context, cl *jobClient, id int64, interval t
 		case <-time.After(interval):
 		}
 	}
+}
+
+// ended reports whether a job has ended: in a final state, or in a state
+// this client does not know (a newer server's) with a finish time.
+func ended(j api.Job) bool {
+	return j.State.Final() || (!j.State.Valid() && j.FinishedAt != nil)
 }
