@@ -217,59 +217,130 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// TestCLICompletionInBash sources the generated script in a real bash on
-// a pseudo-terminal and presses TAB: "gpuportal jo" becomes "gpuportal
-// job", and "job show " the ID of the user's only job, asked of the
-// server.
-func TestCLICompletionInBash(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Fatalf("bash is needed to test completion: %v", err)
-	}
+// TestCLICompletion sources the generated scripts in real shells and asks
+// them to complete: bash and zsh on a pseudo-terminal, pressing TAB
+// ("gpuportal jo" becomes "gpuportal job", "job show " the ID of the
+// user's only job, asked of the server); fish through its complete -C.
+func TestCLICompletion(t *testing.T) {
 	srv := startServer(t, "--data", t.TempDir())
 	c := newCLI(t, srv.URL)
 	token := newAPI(t, srv.URL, "alice", "dev").token
 	c.env = append(c.env, "GPUPORTAL_TOKEN="+token)
 	id := strings.TrimSpace(c.ok(nil, "job", "submit", "--parsable", "--name", "only", "--sim-duration", "10m"))
-	script := filepath.Join(t.TempDir(), "gpuportal.bash")
-	if err := os.WriteFile(script, []byte(c.ok(nil, "completion", "bash")), 0o600); err != nil {
-		t.Fatal(err)
+	env := append(append([]string{}, c.env...), "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"), "PS1=$ ", "TERM=dumb", "INPUTRC=/dev/null")
+	dir := t.TempDir()
+	script := func(sh string) string {
+		path := filepath.Join(dir, "gpuportal."+sh)
+		if err := os.WriteFile(path, []byte(c.ok(nil, "completion", sh)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
 
-	sh := exec.Command("bash", "--norc", "--noprofile", "-i")
-	sh.Env = append(append([]string{}, c.env...), "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"), "PS1=$ ", "TERM=dumb", "INPUTRC=/dev/null")
+	for _, sh := range []struct {
+		name  string
+		args  []string
+		setup string
+	}{
+		{"bash", []string{"--norc", "--noprofile", "-i"}, "source " + script("bash")},
+		{"zsh", []string{"-f", "-i"}, "autoload -Uz compinit && compinit -u && source " + script("zsh")},
+	} {
+		t.Run(sh.name, func(t *testing.T) {
+			term := startShell(t, sh.name, env, sh.args...)
+			term.send(sh.setup + " && echo sourced\n")
+			term.expect("sourced")
+			term.send("gpuportal jo\t")
+			term.expect("gpuportal job ")
+			term.send("sh\t")
+			term.expect("show")
+			term.send("\t")
+			term.expect(id + " ")
+			term.send("\n")
+			term.expect("job " + id + ": only")
+		})
+	}
+
+	t.Run("fish", func(t *testing.T) {
+		fish := shellPath(t, "fish")
+		path := script("fish")
+		cmd := exec.Command(fish, "--no-config", "-c", "source "+path+`; complete -C "gpuportal jo"; complete -C "gpuportal job show "; complete -C "gpuportal job list -o y"`)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("fish: %v\n%s", err, out)
+		}
+		for _, want := range []string{"job\tsubmit, list, show", id + "\tonly (running)", "yaml\toutput format"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("fish completes:\n%s\nwant %q", out, want)
+			}
+		}
+	})
+}
+
+// shellPath finds a shell, or fails in CI (scripts/ensure-shells installs
+// them) and skips elsewhere, saying so.
+func shellPath(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("no %s: the completion tests need it in CI (scripts/ensure-shells)", name)
+	}
+	t.Skipf("no %s installed (scripts/ensure-shells installs it)", name)
+	return ""
+}
+
+// shellTerm is an interactive shell on a pseudo-terminal.
+type shellTerm struct {
+	t      *testing.T
+	tty    *os.File
+	screen *chanBuffer
+	seen   int // how much of the screen expect has read
+}
+
+// startShell starts shell name on a pseudo-terminal; it is killed when t
+// ends.
+func startShell(t *testing.T, name string, env []string, args ...string) *shellTerm {
+	t.Helper()
+	sh := exec.Command(shellPath(t, name), args...)
+	sh.Env = env
 	tty, err := pty.StartWithSize(sh, &pty.Winsize{Rows: 40, Cols: 200})
 	if err != nil {
-		t.Fatalf("start bash on a pseudo-terminal: %v", err)
+		t.Fatalf("start %s on a pseudo-terminal: %v", name, err)
 	}
-	defer func() {
+	st := &shellTerm{t: t, tty: tty, screen: &chanBuffer{}}
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(st.screen, tty); close(copied) }()
+	t.Cleanup(func() {
 		_ = sh.Process.Kill()
 		_ = sh.Wait()
 		tty.Close()
-	}()
-	var screen chanBuffer
-	go func() { _, _ = io.Copy(&screen, tty) }()
-	expect := func(what string) {
-		t.Helper()
-		eventually(t, 20*time.Second, fmt.Sprintf("%q on the terminal (it shows %q)", what, screen.String()), func() bool {
-			return strings.Contains(screen.String(), what)
-		})
+		<-copied
+	})
+	return st
+}
+
+func (st *shellTerm) send(s string) {
+	st.t.Helper()
+	if _, err := st.tty.Write([]byte(s)); err != nil {
+		st.t.Fatal(err)
 	}
-	send := func(s string) {
-		t.Helper()
-		if _, err := tty.Write([]byte(s)); err != nil {
-			t.Fatal(err)
+}
+
+// expect waits until what appears on the terminal after what was
+// expected last.
+func (st *shellTerm) expect(what string) {
+	st.t.Helper()
+	eventually(st.t, 20*time.Second, fmt.Sprintf("%q on the terminal (it shows %q)", what, st.screen.String()[st.seen:]), func() bool {
+		i := strings.Index(st.screen.String()[st.seen:], what)
+		if i < 0 {
+			return false
 		}
-	}
-	send("source " + script + " && echo sourced\n")
-	expect("sourced")
-	send("gpuportal jo\t")
-	expect("gpuportal job ")
-	send("sh\t")
-	expect("gpuportal job show ")
-	send("\t")
-	expect("gpuportal job show " + id + " ")
-	send("\n")
-	expect("job " + id + ": only")
+		st.seen += i + len(what)
+		return true
+	})
 }
 
 // chanBuffer is a bytes.Buffer safe for one writer and one reader.

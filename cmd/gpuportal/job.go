@@ -33,26 +33,37 @@ const jobUsage = `Usage: gpuportal job COMMAND [flags]
 
 Commands:
   submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
-         (--sim-duration 10m | -- PROGRAM [ARG...])
+         [--parsable] [--wait] (--sim-duration 10m | -- PROGRAM [ARG...])
+         (--parsable: print only the job's ID, as sbatch --parsable;
+         --wait: wait until the job ends, exit codes below)
   list   [--scope mine|team|all] [--state STATE] [--limit N] [--start]
+         [--parsable] [--no-headers]
          (--start: the waiting jobs with their forecast start, soonest
-         first, as squeue --start)
+         first, as squeue --start; --parsable: every column separated
+         by "|", as sacct --parsable2)
   show   ID
   cancel ID...
   logs   [--tail-bytes N] [--follow [--interval 1s]] ID
 
-Every command takes --server URL (default $GPUPORTAL_SERVER, else
-http://127.0.0.1:8080); submit, list, show and cancel take --json to print
-the server's JSON instead of text.
+Every command takes --server URL and --context NAME; submit, list, show
+and cancel take -o json|yaml|wide|name (json and yaml: the REST API's
+objects; name: job/ID) and --json (for show: the job with its history).
+
+The server and the API token come from the flags, else from
+$GPUPORTAL_SERVER and $GPUPORTAL_TOKEN, else from the current context of
+the config file that "gpuportal login" writes (see "gpuportal config"),
+else from the older token file ~/.config/gpuportal/token; the server
+defaults to http://127.0.0.1:8080. A context's token is sent only to its
+own server. Get a token with "gpuportal login", or with
+  curl -u USER -X POST SERVER/api/v1/tokens
+or on the portal's API tokens page (SERVER/tokens).
 
 A job's command follows "--" as separate words; it is never run through a
 shell: gpuportal job submit --name train --gpus 2 -- python train.py --lr 0.1
 
-The API token comes from $GPUPORTAL_TOKEN, or else from the file
-~/.config/gpuportal/token ($XDG_CONFIG_HOME/gpuportal/token where that is
-set), which only its owner may read (chmod 600). Get a token with
-  curl -u USER -X POST SERVER/api/v1/tokens
-or on the portal's API tokens page (SERVER/tokens).
+Exit codes of submit --wait and logs --follow: 0 the job succeeded, 3 it
+failed, 4 it was cancelled, 5 it timed out, 130 the wait was interrupted
+(the job goes on); 1 for any other error (a flag, the server's refusal).
 `
 
 // Environment variables of the job commands.
