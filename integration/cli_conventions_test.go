@@ -203,8 +203,33 @@ func TestCLIConventions(t *testing.T) {
 		t.Errorf("version:\n%s", out)
 	}
 
-	// Logout forgets the token; the next command says how to log in.
-	c.ok(nil, "logout")
+	// Logout revokes the token on the server and deletes it from the
+	// file; the next command says how to log in.
+	raw, err := os.ReadFile(configFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved struct {
+		Contexts []struct{ Name, Token string }
+	}
+	if err := yaml.Unmarshal(raw, &saved); err != nil {
+		t.Fatal(err)
+	}
+	var tokenA string
+	for _, cx := range saved.Contexts {
+		if cx.Name == nameA {
+			tokenA = cx.Token
+		}
+	}
+	if out := c.ok(nil, "logout"); !strings.Contains(out, "revoked on "+srvA.URL) {
+		t.Errorf("logout printed %q", out)
+	}
+	if code := (&api{t: t, base: srvA.URL, token: tokenA}).do("GET", "/api/v1/me", nil, nil); code != 401 {
+		t.Errorf("the logged-out token still works: GET /api/v1/me answered %d", code)
+	}
+	if raw, _ := os.ReadFile(configFile); strings.Contains(string(raw), tokenA) {
+		t.Error("the logged-out token is still in the config file")
+	}
 	c.fails(nil, []string{"no API token for " + srvA.URL, "gpuportal login --context " + nameA}, "job", "list")
 }
 

@@ -169,6 +169,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/jobs/:id", s.apiGetJob)
 	authed.DELETE("/jobs/:id", s.apiCancel)
 	authed.GET("/me", s.apiMe)
+	authed.DELETE("/tokens/current", s.apiRevokeCurrentToken)
 	authed.GET("/templates", s.apiTemplates)
 	authed.POST("/templates", s.apiCreateTemplate)
 	authed.DELETE("/templates/:id", s.apiDeleteTemplate)

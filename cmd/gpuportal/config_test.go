@@ -156,9 +156,10 @@ func runConfigForTest(dir string, args ...string) (string, error) {
 // input against a fake server, and saves the context owner-only.
 func TestLogin(t *testing.T) {
 	fake := &fakeAPI{routes: map[string]fakeAnswer{
-		"GET /api/v1/version": {200, `{"version":"v9.9.9","revision":"","modified":false,"commit_time":null,"go_version":"go1.26.0"}`},
-		"POST /api/v1/tokens": {201, `{"token":"tok-new"}`},
-		"GET /api/v1/me":      {200, `{"name":"alice","role":"researcher","team":"vision"}`},
+		"GET /api/v1/version":           {200, `{"version":"v9.9.9","revision":"","modified":false,"commit_time":null,"go_version":"go1.26.0"}`},
+		"POST /api/v1/tokens":           {201, `{"token":"tok-new"}`},
+		"GET /api/v1/me":                {200, `{"name":"alice","role":"researcher","team":"vision"}`},
+		"DELETE /api/v1/tokens/current": {204, ""},
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
@@ -193,8 +194,11 @@ func TestLogin(t *testing.T) {
 	if cfg.CurrentContext != "second" || cfg.context("second").Token != "tok-pasted" || len(cfg.Contexts) != 2 {
 		t.Errorf("after the second login: %+v", cfg)
 	}
-	if err := c.logout(nil); err != nil {
+	if err := c.logout(context.Background(), nil); err != nil {
 		t.Fatal(err)
+	}
+	if last := fake.requests()[len(fake.requests())-1]; last.method != http.MethodDelete || last.path != "/api/v1/tokens/current" || last.auth != "Bearer tok-pasted" {
+		t.Errorf("logout sent %+v; want the token to revoke itself", last)
 	}
 	cfg, _, _ = c.loadConfig()
 	if cfg.context("second").Token != "" || cfg.context(cfg.Contexts[0].Name).Token != "tok-new" {

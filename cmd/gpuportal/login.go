@@ -187,9 +187,10 @@ func (cl *jobClient) createToken(ctx context.Context, user, password string) (st
 	return t.Token, nil
 }
 
-// logout is "gpuportal logout": it deletes a context's token from the
-// config file, keeping its server for the next login.
-func (c jobCmd) logout(args []string) (err error) {
+// logout is "gpuportal logout": the context's token revokes itself on
+// its server and is deleted from the config file; the context keeps its
+// server for the next login.
+func (c jobCmd) logout(ctx context.Context, args []string) (err error) {
 	defer wrapCmdErr("logout", &err)
 	f := c.flagSet("logout")
 	f.fs.StringVar(&f.context, "context", "", "log out of this context (default: the current one)")
@@ -219,12 +220,26 @@ func (c jobCmd) logout(args []string) (err error) {
 		fmt.Fprintf(c.stdout, "Context %q is already logged out.\n", name)
 		return nil
 	}
+	revoked := "revoked on " + cx.Server
+	if base, err := parseJobServer(cx.Server); err != nil {
+		revoked = "not revoked: " + err.Error()
+	} else {
+		cl := &jobClient{base: base, token: cx.Token, http: c.http}
+		var ae *jobAPIError
+		switch _, err := cl.do(ctx, http.MethodDelete, "/api/v1/tokens/current", nil, nil); {
+		case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
+			revoked = "it was no longer valid on " + cx.Server
+		case err != nil:
+			fmt.Fprintf(c.stderr, "gpuportal: warning: the token could not be revoked on %s (%v): it stays valid until it expires; revoke it on %s/tokens\n",
+				cx.Server, err, cx.Server)
+			revoked = "not revoked on the server"
+		}
+	}
 	cx.Token = ""
 	if err := saveConfig(path, cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "Logged out of %q: its token is deleted from %s.\n", name, path)
-	fmt.Fprintf(c.stderr, "gpuportal: the token stays valid on %s until it expires; revoke it on %s/tokens if it may have leaked\n", cx.Server, cx.Server)
+	fmt.Fprintf(c.stdout, "Logged out of %q: its token is %s and deleted from %s.\n", name, revoked, path)
 	return nil
 }
 

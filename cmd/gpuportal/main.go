@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "login":
 		return newJobCmd(stdin, stdout, stderr).login(ctx, args[1:])
 	case "logout":
-		return newJobCmd(stdin, stdout, stderr).logout(args[1:])
+		return newJobCmd(stdin, stdout, stderr).logout(ctx, args[1:])
 	case "config":
 		return newJobCmd(stdin, stdout, stderr).runConfig(args[1:])
 	case "version":
