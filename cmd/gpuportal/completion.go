@@ -114,7 +114,9 @@ func commandTable() cmdSpec {
 					return inspectFlags(c, func(c jobCmd) error { return c.login(context.Background(), nil) })
 				}},
 			{name: "logout", summary: "forget the token of a context",
-				flags: func(c jobCmd) []*flag.Flag { return inspectFlags(c, func(c jobCmd) error { return c.logout(context.Background(), nil) }) }},
+				flags: func(c jobCmd) []*flag.Flag {
+					return inspectFlags(c, func(c jobCmd) error { return c.logout(context.Background(), nil) })
+				}},
 			{name: "config", summary: "list and switch contexts", subs: []cmdSpec{
 				configSub("get-contexts", "the saved contexts", nil),
 				configSub("current-context", "the current context's name", nil),
