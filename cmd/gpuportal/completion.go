@@ -70,7 +70,6 @@ func commandTable() cmdSpec {
 	}
 	adminSubs := []cmdSpec{}
 	for _, a := range adminCommands() {
-		a := a
 		spec := cmdSpec{name: a.name, summary: a.summary}
 		if a.run != nil {
 			spec.flags = func(jobCmd) []*flag.Flag {
@@ -128,7 +127,7 @@ func commandTable() cmdSpec {
 					return inspectFlags(c, func(c jobCmd) error { return c.version(context.Background(), nil) })
 				}},
 			{name: "completion", summary: "print a shell's completion script",
-				args: func(_ context.Context, _ jobCmd, f *jobFlags) []candidate { return words(completionShells, "shell") }},
+				args: func(context.Context, jobCmd, *jobFlags) []candidate { return words(completionShells, "shell") }},
 			{name: "help", summary: "show the commands"},
 		},
 	}
@@ -313,8 +312,8 @@ func (c jobCmd) candidates(ctx context.Context, words []string) (cands []candida
 		if cur == "=" {
 			cur = ""
 		}
-		vals, files := c.flagValues(ctx, node, pending, seen)
-		return filterPrefix(vals, cur, files)
+		vals, files := c.flagValues(node, pending)
+		return filterPrefix(vals, cur), files
 	}
 	if strings.HasPrefix(cur, "-") {
 		if name, _, ok := strings.Cut(cur, "="); ok {
@@ -322,11 +321,11 @@ func (c jobCmd) candidates(ctx context.Context, words []string) (cands []candida
 			if f == nil || !takesValue(f) {
 				return nil, false
 			}
-			vals, files := c.flagValues(ctx, node, f, seen)
+			vals, files := c.flagValues(node, f)
 			for i := range vals {
 				vals[i].value = name + "=" + vals[i].value
 			}
-			return filterPrefix(vals, cur, files)
+			return filterPrefix(vals, cur), files
 		}
 		var out []candidate
 		for _, f := range flagsOf() {
@@ -337,30 +336,30 @@ func (c jobCmd) candidates(ctx context.Context, words []string) (cands []candida
 			out = append(out, candidate{dash + f.Name, f.Usage})
 		}
 		sort.Slice(out, func(a, b int) bool { return out[a].value < out[b].value })
-		return filterPrefix(out, cur)
+		return filterPrefix(out, cur), false
 	}
 	if len(node.subs) > 0 && positional == 0 {
 		var out []candidate
 		for _, s := range node.subs {
 			out = append(out, candidate{s.name, s.summary})
 		}
-		return filterPrefix(out, cur)
+		return filterPrefix(out, cur), false
 	}
 	if node.args != nil {
-		return filterPrefix(node.args(ctx, c, seen), cur)
+		return filterPrefix(node.args(ctx, c, seen), cur), false
 	}
 	return nil, false
 }
 
 // filterPrefix keeps the candidates that start with prefix.
-func filterPrefix(cands []candidate, prefix string, files ...bool) ([]candidate, bool) {
+func filterPrefix(cands []candidate, prefix string) []candidate {
 	var out []candidate
 	for _, cd := range cands {
 		if strings.HasPrefix(cd.value, prefix) {
 			out = append(out, cd)
 		}
 	}
-	return out, len(files) > 0 && files[0]
+	return out
 }
 
 func findSub(node cmdSpec, name string) *cmdSpec {
@@ -393,7 +392,7 @@ func setSeen(f *jobFlags, name, value string) {
 
 // flagValues are the values flag f of command node takes, where they are
 // few; files: the value is a file or folder name.
-func (c jobCmd) flagValues(ctx context.Context, node cmdSpec, f *flag.Flag, seen *jobFlags) ([]candidate, bool) {
+func (c jobCmd) flagValues(node cmdSpec, f *flag.Flag) ([]candidate, bool) {
 	switch f.Name {
 	case "o", "output":
 		return words(node.outputs, "output format"), false
