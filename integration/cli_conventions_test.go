@@ -242,11 +242,12 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// TestCLICompletion sources the generated scripts in real shells and asks
-// them to complete: bash and zsh on a pseudo-terminal, pressing TAB
-// ("gpuportal jo" becomes "gpuportal job", "job show " the ID of the
+// TestCLIInShells sources the generated completion scripts in real shells
+// and asks them to complete: bash and zsh on a pseudo-terminal, pressing
+// TAB ("gpuportal jo" becomes "gpuportal job", "job show " the ID of the
 // user's only job, asked of the server); fish through its complete -C.
-func TestCLICompletion(t *testing.T) {
+// It also logs in on a terminal, where the password is not echoed.
+func TestCLIInShells(t *testing.T) {
 	srv := startServer(t, "--data", t.TempDir())
 	c := newCLI(t, srv.URL)
 	token := newAPI(t, srv.URL, "alice", "dev").token
@@ -284,6 +285,25 @@ func TestCLICompletion(t *testing.T) {
 			term.expect("job " + id + ": only")
 		})
 	}
+
+	// On a terminal, login asks for the user name, and for the password
+	// without echoing it.
+	t.Run("login on a terminal", func(t *testing.T) {
+		term := startShell(t, "bash", env, "--norc", "--noprofile", "-i")
+		term.send("gpuportal login\n")
+		term.expect("User name (leave empty to paste an API token instead): ")
+		term.send("alice\n")
+		term.expect("Password for alice: ")
+		term.send("s3cret-dev\n")
+		term.expect("Wrong user name or password")
+		term.send("gpuportal login --user alice\n")
+		term.expect("Password for alice: ")
+		term.send("dev\n")
+		term.expect("Logged in to " + srv.URL)
+		if strings.Contains(term.screen.String(), "s3cret-dev") {
+			t.Errorf("the password was echoed:\n%s", term.screen.String())
+		}
+	})
 
 	t.Run("fish", func(t *testing.T) {
 		fish := shellPath(t, "fish")
