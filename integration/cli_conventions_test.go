@@ -199,6 +199,9 @@ func TestCLIConventions(t *testing.T) {
 	if versions.Client.Version != testVersion || !reflect.DeepEqual(versions.Server, served) || served.Version != testVersion || served.GoVersion == "" {
 		t.Errorf("version -o json = %+v; GET /api/v1/version = %+v", versions, served)
 	}
+	if m := metricsText(t, srvA.URL); !strings.Contains(m, `version="`+testVersion+`"`) {
+		t.Errorf("gpuportal_build_info lacks version %s:\n%s", testVersion, grepLines(m, "gpuportal_build_info"))
+	}
 	if out := c.ok(nil, "version"); !strings.Contains(out, "Client: "+testVersion) || !strings.Contains(out, "Server: "+testVersion) || !strings.Contains(out, srvA.URL) {
 		t.Errorf("version:\n%s", out)
 	}
