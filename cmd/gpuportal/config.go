@@ -198,7 +198,7 @@ func (c jobCmd) runConfig(args []string) error {
 }
 
 func (c jobCmd) configCommand(cmd string, args []string) error {
-	f := c.flags("config "+cmd, false)
+	f := c.flagSet("config " + cmd)
 	var output string
 	if cmd == "get-contexts" {
 		f.fs.StringVar(&output, "o", "", "name: print only the contexts' names")

@@ -712,6 +712,7 @@ func jobStateNames() string {
 func (c jobCmd) show(ctx context.Context, args []string) (err error) {
 	defer wrapJobErr("show", &err)
 	f := c.flags("show", true)
+	f.fs.Lookup("json").Usage = "print the job and its history in one JSON object (-o json: the job as the API returns it)"
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
