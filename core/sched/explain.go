@@ -157,7 +157,7 @@ func (p *pass) addWait(e *entry, cause WaitCause, b []byte) {
 		b = strconv.AppendInt(b, int64(pos-1), 10)
 		b = append(b, " jobs ahead in "...)
 	}
-	if p.sc.kind.queued() {
+	if p.pol.queues != nil {
 		b = append(b, "queue "...)
 		b = strconv.AppendInt(b, int64(q), 10)
 	} else {
@@ -181,35 +181,7 @@ func (p *pass) preemptReason(victim, by *entry) string {
 }
 
 // appendRank describes what places e where it is in the order.
-func (p *pass) appendRank(b []byte, e *entry) []byte {
-	v := p.rankValue(e)
-	switch p.sc.kind {
-	case kindSRTF, kindSRSF:
-		if math.IsInf(v, 1) {
-			return append(b, "duration unknown"...)
-		}
-		b = appendNum(b, v)
-		if p.sc.kind == kindSRSF {
-			return append(b, " GPU-s remaining"...)
-		}
-		return append(b, " s remaining"...)
-	case kindDLAS, kindLAS2D:
-		b = append(b, "queue "...)
-		b = strconv.AppendInt(b, int64(e.queue), 10)
-		b = append(b, ", "...)
-		b = appendNum(b, v)
-		if p.sc.kind == kindDLAS {
-			return append(b, " s executed"...)
-		}
-		return append(b, " GPU-s attained"...)
-	case kindGittins:
-		b = append(b, "queue "...)
-		b = strconv.AppendInt(b, int64(e.queue), 10)
-		b = append(b, ", Gittins index "...)
-		return strconv.AppendFloat(b, v, 'g', 3, 64)
-	}
-	return append(b, "arrival order"...)
-}
+func (p *pass) appendRank(b []byte, e *entry) []byte { return p.pol.rank(p, b, e) }
 
 func appendNeeds(b []byte, n int) []byte {
 	b = append(b, "needs "...)

@@ -5,6 +5,7 @@ package sched
 // the Decisions it returns.
 type pass struct {
 	sc      *Scheduler
+	pol     *policy // sc's policy
 	s       *Snapshot
 	now     float64
 	count   bool // PlaceCount
@@ -97,14 +98,14 @@ const (
 
 // run executes the pass and returns its decisions.
 func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
-	p.sc, p.s, p.now = sc, s, s.Now
+	p.sc, p.pol, p.s, p.now = sc, sc.pol, s, s.Now
 	p.count = sc.cfg.Placement == PlaceCount
 	p.fair, p.teams = false, false
 	if len(s.Teams) > 0 {
 		p.fs.build(s.Teams)
 		p.fair, p.teams = p.fs.on, p.fs.on || p.fs.capped
 	}
-	p.ownPreempt = sc.kind.preemptive() && !sc.cfg.NoPreemption
+	p.ownPreempt = sc.pol.preempts && !sc.cfg.NoPreemption
 	p.preempt = p.ownPreempt || p.fair && !sc.cfg.NoPreemption
 	p.track = p.preempt || p.fair
 	p.dist = sc.dist
@@ -144,7 +145,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 
 // release drops references into the snapshot before the pass is pooled.
 func (p *pass) release() {
-	p.sc, p.s, p.dist = nil, nil, nil
+	p.sc, p.pol, p.s, p.dist = nil, nil, nil, nil
 	p.d = Decisions{}
 	p.models = modelCache{}
 	if p.teams {
@@ -170,7 +171,7 @@ func (p *pass) release() {
 // the order, running ones too when they may be preempted.
 func (p *pass) scan() {
 	jobs := p.s.Jobs
-	queued := p.sc.kind.queued()
+	queued := p.pol.queues != nil
 	p.runs, p.held, p.shared = p.runs[:0], p.held[:0], p.shared[:0]
 	p.ents, p.rents, p.runIdx = p.ents[:0], p.rents[:0], p.runIdx[:0]
 	p.outcome = resize(p.outcome, len(jobs))
@@ -287,7 +288,7 @@ func (p *pass) dropShared() {
 		}
 		if lost := int(r.n - (out - lo)); lost > 0 && p.preempt {
 			p.cl.reclTotal -= lost
-			if p.sc.kind.queued() { // rents[i] is run i's entry (nodes mode)
+			if p.pol.queues != nil { // rents[i] is run i's entry (nodes mode)
 				p.runQ[min(max(int(p.rents[i].queue), 0), len(p.runQ)-1)] -= lost
 			}
 		}
@@ -299,7 +300,7 @@ func (p *pass) dropShared() {
 // recheck finds the earliest time at which a job changes queue: a running
 // job reaching its queue's threshold, a waiting one due for promotion.
 func (p *pass) recheck() {
-	if !p.sc.kind.queued() {
+	if p.pol.queues == nil {
 		return
 	}
 	for i, out := range p.outcome {

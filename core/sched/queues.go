@@ -10,20 +10,11 @@ import (
 const thresholdSlack = 1e-9
 
 // cycleService is the service that decides a job's queue, counted since
-// its cycle began (its submission or its last promotion): attained
-// service (GPU-seconds) for tiresias-l and tiresias-g, executed seconds
-// for dlas.
+// its cycle began (its submission or its last promotion), by the policy's
+// measure: attained service (GPU-seconds) for tiresias-l and tiresias-g,
+// executed seconds for dlas.
 func (p *pass) cycleService(j *Job, qs *QueueState) float64 {
-	var s float64
-	if p.sc.kind == kindDLAS {
-		s = j.ExecutedS - qs.CycleExecuted
-	} else {
-		s = j.AttainedService - qs.CycleService
-	}
-	if s > 0 {
-		return s
-	}
-	return 0
+	return p.pol.queues.cycle(j, qs)
 }
 
 // level is the queue of a job with cycle service s: the number of
@@ -67,10 +58,7 @@ func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 	}
 	from := qs.Index
 	qs.Index, qs.Since = q, p.now
-	unit := "GPU-s attained"
-	if p.sc.kind == kindDLAS {
-		unit = "s executed"
-	}
+	unit := p.pol.queues.unit
 	why := fmt.Sprintf("moved from queue %d to queue %d: %s %s", from, q, fmtNum(s), unit)
 	if q > from && q > 0 {
 		why = fmt.Sprintf("demoted from queue %d to queue %d: %s %s reached queue %d's limit of %s",
@@ -104,10 +92,7 @@ func (p *pass) dueAt(j *Job, qs *QueueState, s float64, running bool) float64 {
 		if qs.Index >= len(p.sc.thr) || qs.Index < 0 {
 			return 0
 		}
-		rate := float64(j.GPUs)
-		if p.sc.kind == kindDLAS {
-			rate = 1
-		}
+		rate := p.pol.queues.rate(j)
 		if !(rate > 0) {
 			return 0
 		}

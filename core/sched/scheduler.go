@@ -109,27 +109,23 @@ type PolicyInfo struct {
 	NeedsDurations bool
 }
 
-var policyInfos = []PolicyInfo{
-	{Name: "fifo", Summary: "arrival order; the first job that does not fit blocks all behind it", Source: "YARN capacity scheduler, the production baseline of Tiresias (NSDI'19)"},
-	{Name: "fjf", Summary: "arrival order; a job that does not fit is skipped", Source: "Tiresias simulator's fit-job-first"},
-	{Name: "srtf", Summary: "shortest remaining time first, preemptive; knows durations", Source: "clairvoyant baseline (Tiresias, Optimus)", Preemptive: true, NeedsDurations: true},
-	{Name: "srsf", Summary: "shortest remaining service (time x GPUs) first, preemptive; knows durations", Source: "clairvoyant baseline of Tiresias (shortest-gpu)", Preemptive: true, NeedsDurations: true},
-	{Name: "dlas", Summary: "discretized least attained service on executed time, preemptive", Source: "Tiresias (NSDI'19), its 1D baseline", Preemptive: true},
-	{Name: "tiresias-l", Summary: "2D-LAS: queues by attained service (GPUs x seconds), FIFO within a queue, preemptive", Source: "Tiresias (NSDI'19)", Preemptive: true},
-	{Name: "tiresias-g", Summary: "2D-Gittins: queues by attained service, Gittins index within a queue, preemptive", Source: "Tiresias (NSDI'19)", Preemptive: true},
-}
-
 // Policies lists the policy names Config accepts.
 func Policies() []string {
-	out := make([]string, len(policyInfos))
-	for i, p := range policyInfos {
-		out[i] = p.Name
+	out := make([]string, len(policies))
+	for i, p := range policies {
+		out[i] = p.info.Name
 	}
 	return out
 }
 
 // PolicyInfos describes every policy, in the order of Policies.
-func PolicyInfos() []PolicyInfo { return append([]PolicyInfo(nil), policyInfos...) }
+func PolicyInfos() []PolicyInfo {
+	out := make([]PolicyInfo, len(policies))
+	for i, p := range policies {
+		out[i] = p.info
+	}
+	return out
+}
 
 // Scheduler runs scheduling passes under one configuration. No decision
 // depends on an earlier pass: everything a pass needs is in its Snapshot
@@ -137,7 +133,7 @@ func PolicyInfos() []PolicyInfo { return append([]PolicyInfo(nil), policyInfos..
 // concurrent use.
 type Scheduler struct {
 	cfg   Config
-	kind  policyKind
+	pol   *policy
 	thr   []float64
 	lim   []float64 // thr less thresholdSlack
 	delta float64
@@ -154,11 +150,11 @@ type Scheduler struct {
 
 // New checks cfg and returns a Scheduler for it.
 func New(cfg Config) (*Scheduler, error) {
-	kind, ok := kindByName[cfg.Policy]
-	if !ok {
+	pol := policyByName(cfg.Policy)
+	if pol == nil {
 		return nil, fmt.Errorf("unknown policy %q (known: %v)", cfg.Policy, Policies())
 	}
-	sc := &Scheduler{cfg: cfg, kind: kind}
+	sc := &Scheduler{cfg: cfg, pol: pol}
 	sc.thr = cfg.Thresholds
 	if sc.thr == nil {
 		sc.thr = DefaultThresholds
@@ -191,7 +187,7 @@ func New(cfg Config) (*Scheduler, error) {
 			return nil, fmt.Errorf("GPU-time sample %v: must be zero or positive", v)
 		}
 	}
-	if kind == kindGittins {
+	if pol.gittins {
 		sc.dist = PriorGPUTimeDist()
 		if len(cfg.GPUTimeSamples) > 0 {
 			sc.dist = sc.dist.With(cfg.GPUTimeSamples...)
@@ -247,7 +243,7 @@ func (sc *Scheduler) Config() Config {
 
 // Queues is the number of priority queues: 1 for the policies without.
 func (sc *Scheduler) Queues() int {
-	if sc.kind.queued() {
+	if sc.pol.queues != nil {
 		return len(sc.thr) + 1
 	}
 	return 1

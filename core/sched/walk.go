@@ -85,7 +85,7 @@ func (p *pass) walk() {
 			// (docs/fair-share.md).
 			p.lendStop, p.lendBy = true, e.job
 		}
-		if p.sc.kind == kindFIFO && n > 0 && n <= p.cl.capacity {
+		if p.pol.blocks && n > 0 && n <= p.cl.capacity {
 			blocker = e // a job that can never run blocks nobody
 		}
 	}
@@ -104,7 +104,7 @@ func (p *pass) reclaimable(e *entry) int {
 		return p.fairBound(e)
 	case p.merged:
 		return p.cl.reclTotal
-	case p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D:
+	case p.pol.runningFirstInQueue:
 		sum := 0
 		for q := int(e.queue) + 1; q < len(p.runQ); q++ {
 			sum += p.runQ[q]
@@ -154,7 +154,7 @@ func (p *pass) merge(e *entry) {
 			p.keep(r)
 		}
 	}
-	grouped := (p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D) && !p.fair
+	grouped := p.pol.runningFirstInQueue && !p.fair
 	p.below.init(p.rents, above, grouped, p.sc.Queues())
 	for i := range p.rents {
 		p.runs[p.rents[i].run].ent = int32(i)
@@ -173,7 +173,7 @@ func (p *pass) keyRunning() {
 	for i := range p.rents {
 		e := &p.rents[i]
 		qs := &none
-		if p.sc.kind.queued() {
+		if p.pol.queues != nil {
 			qs = &p.qs[e.job]
 		}
 		p.key(e, &p.s.Jobs[e.job], qs)

@@ -1,0 +1,44 @@
+package sched
+
+// The least-attained-service family: dlas and tiresias-l sort jobs into
+// priority queues by the service they have attained (queues.go), serve
+// queue 0 first, and within a queue run the running jobs first, then the
+// waiting ones in the order they entered the queue. Both preempt: a
+// waiting job may take the GPUs of running jobs of lower queues, never
+// of its own, since those rank above it.
+
+var dlasPolicy = &policy{
+	info: PolicyInfo{Name: "dlas",
+		Summary: "discretized least attained service on executed time, preemptive",
+		Source:  "Tiresias (NSDI'19), its 1D baseline", Preemptive: true},
+	preempts:            true,
+	queues:              byExecuted,
+	runningFirstInQueue: true,
+	key:                 lasKey,
+	rank:                lasRank,
+}
+
+var lasPolicy = &policy{
+	info: PolicyInfo{Name: "tiresias-l",
+		Summary: "2D-LAS: queues by attained service (GPUs x seconds), FIFO within a queue, preemptive",
+		Source:  "Tiresias (NSDI'19)", Preemptive: true},
+	preempts:            true,
+	queues:              byAttained,
+	runningFirstInQueue: true,
+	key:                 lasKey,
+	rank:                lasRank,
+}
+
+// lasKey is (queue, running first, queue-entry time).
+func lasKey(_ *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	e.k0, e.k1, e.k2 = float64(qs.Index), run, since(j, qs)
+}
+
+// lasRank is "queue 1, 4000 GPU-s attained".
+func lasRank(p *pass, b []byte, e *entry) []byte {
+	b = appendQueue(b, e)
+	b = append(b, ", "...)
+	b = appendNum(b, p.cycleService(&p.s.Jobs[e.job], &p.qs[e.job]))
+	b = append(b, ' ')
+	return append(b, p.pol.queues.unit...)
+}
