@@ -144,3 +144,39 @@ func upperBound(sorted []float64, v float64) int {
 	}
 	return lo
 }
+
+// FullIndex is the Gittins index of a job that has attained a GPU-seconds
+// of service, best over every quantum:
+//
+//	sup over delta > 0 of P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a]
+//
+// Between two samples the ratio falls as delta grows (the chance of
+// finishing stays, the expected service grows), so the best quantum ends
+// on a sample: it is found in one pass over the samples above a. Unlike
+// Index with a fixed quantum, the index of a job that has outlived all
+// but a few samples stays positive, and rises as the job nears the
+// largest; a job that has outlived every sample, or an empty
+// distribution, gets 0.
+func (d *GPUTimeDist) FullIndex(a float64) float64 {
+	if d == nil || len(d.sorted) == 0 || math.IsNaN(a) {
+		return 0
+	}
+	s := d.sorted
+	n := len(s)
+	i := upperBound(s, a)
+	best := 0.0
+	for j := i; j < n; j++ {
+		if j+1 < n && s[j+1] == s[j] {
+			continue // the quantum s[j]-a ends every sample equal to s[j]
+		}
+		// Over the n-i samples above a: j-i+1 end within the quantum;
+		// the expected service sums S-a over those and the quantum over
+		// the rest. The common factor 1/(n-i) cancels.
+		done := float64(j - i + 1)
+		e := d.suffix[i] - d.suffix[j+1] - done*a + float64(n-1-j)*(s[j]-a)
+		if e > 0 && done > best*e {
+			best = done / e
+		}
+	}
+	return best
+}

@@ -19,6 +19,7 @@ type pass struct {
 	cl     cluster
 	models modelCache
 	sh     shareState // Salus co-location (share.go)
+	gcache indexCache // full Gittins indices (policy_gittins.go)
 
 	ents      []entry // pending jobs
 	pending   stream  // ents in priority order
@@ -39,7 +40,8 @@ type pass struct {
 	due       []float64 // per job: when its queue changes if it stays as it is
 	outcome   []uint8   // per job: what the pass did to it
 	victims   []int32
-	qpos      []int32 // waiting jobs seen so far, per queue
+	headBuf   []float64 // preemptedFirst: the head of each queue's line
+	qpos      []int32   // waiting jobs seen so far, per queue
 	buf       []byte
 
 	// Teams (fair.go): set when Snapshot.Teams guarantees GPUs (fair) or
@@ -135,6 +137,9 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	}
 	p.pending.init(p.ents, p.sc.cfg.OmitWaits)
 	p.walk()
+	if p.pol.preemptedFirst {
+		p.preemptedFirst()
+	}
 	p.recheck()
 	if p.fair {
 		p.markBorrowed()

@@ -12,6 +12,13 @@ import (
 type policy struct {
 	// info describes the policy for people (PolicyInfos).
 	info PolicyInfo
+	// rule names the policy's own rule where it has a choice of rules
+	// (docs/scheduling.md), "" where it has none.
+	rule string
+	// reference, when not nil, is the same policy under Config.Reference:
+	// the rules whose figures are traced, rule by rule, to the Tiresias
+	// authors' simulator (docs/simulator.md, "Fidelity").
+	reference *policy
 
 	// preempts: the preemption rule. A preemptive policy orders running
 	// and pending jobs together, and a pending job may take the GPUs of
@@ -28,6 +35,9 @@ type policy struct {
 	// pending jobs, so the walk may handle running jobs a queue at a time
 	// (below.go) and count what preemption frees per queue.
 	runningFirstInQueue bool
+	// preemptedFirst: a job preempted in a pass goes back ahead of the
+	// jobs already waiting in its queue (queues.go).
+	preemptedFirst bool
 	// gittins: the key reads the distribution of job GPU-time (the
 	// prior, Config.GPUTimeSamples, Snapshot.GPUTimeDist).
 	gittins bool

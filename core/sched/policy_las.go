@@ -6,6 +6,12 @@ package sched
 // waiting ones in the order they entered the queue. Both preempt: a
 // waiting job may take the GPUs of running jobs of lower queues, never
 // of its own, since those rank above it.
+//
+// tiresias-l's rule (docs/scheduling.md, "Preempted first"):
+// preempted-first, a job preempted in a pass goes back ahead of the jobs
+// already waiting in its queue. Under Config.Reference, queue-entry: it
+// goes back to its place by queue entry, the rule whose figures are
+// traced to the Tiresias simulator's. dlas keeps queue-entry order.
 
 var dlasPolicy = &policy{
 	info: PolicyInfo{Name: "dlas",
@@ -19,15 +25,30 @@ var dlasPolicy = &policy{
 }
 
 var lasPolicy = &policy{
-	info: PolicyInfo{Name: "tiresias-l",
-		Summary: "2D-LAS: queues by attained service (GPUs x seconds), FIFO within a queue, preemptive",
-		Source:  "Tiresias (NSDI'19)", Preemptive: true},
+	info:                lasInfo,
+	rule:                "preempted-first",
+	preempts:            true,
+	queues:              byAttained,
+	runningFirstInQueue: true,
+	preemptedFirst:      true,
+	key:                 lasKey,
+	rank:                lasRank,
+	reference:           lasQueueEntryPolicy,
+}
+
+var lasQueueEntryPolicy = &policy{
+	info:                lasInfo,
+	rule:                "queue-entry",
 	preempts:            true,
 	queues:              byAttained,
 	runningFirstInQueue: true,
 	key:                 lasKey,
 	rank:                lasRank,
 }
+
+var lasInfo = PolicyInfo{Name: "tiresias-l",
+	Summary: "2D-LAS: queues by attained service (GPUs x seconds), a just-preempted job first, then FIFO within a queue, preemptive",
+	Source:  "Tiresias (NSDI'19)", Preemptive: true}
 
 // lasKey is (queue, running first, queue-entry time).
 func lasKey(_ *pass, e *entry, j *Job, qs *QueueState, run float64) {

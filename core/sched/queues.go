@@ -3,6 +3,8 @@ package sched
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 )
 
 // thresholdSlack absorbs rounding when a caller's clock advances a job's
@@ -127,4 +129,63 @@ func nonNeg(v float64) float64 {
 		return v
 	}
 	return 0
+}
+
+// preemptedFirst puts every job preempted in this pass back ahead of the
+// jobs already waiting in its queue: its Since becomes just before the
+// earliest of theirs (and of now), so later passes serve it first, and a
+// job preempted later goes ahead of it in turn. Victims of one queue keep
+// their rank order. The new state is reported as a QueueChange within
+// the same queue.
+func (p *pass) preemptedFirst() {
+	late := p.victims[:0]
+	for _, ri := range p.preempted {
+		if r := &p.runs[ri]; r.state&^runReached == runPreempted {
+			late = append(late, r.ent)
+		}
+	}
+	if len(late) == 0 {
+		return
+	}
+	// The head of each queue's line: the earliest Since of the jobs
+	// that wait at the end of the pass, or now.
+	head := p.headBuf[:0]
+	for range p.sc.Queues() {
+		head = append(head, p.now)
+	}
+	for i, out := range p.outcome {
+		if out == outWaiting {
+			q := min(max(p.qs[i].Index, 0), len(head)-1)
+			head[q] = min(head[q], since(&p.s.Jobs[i], &p.qs[i]))
+		}
+	}
+	// Lowest-ranked first, so that the highest-ranked ends first in line.
+	slices.SortFunc(late, func(a, b int32) int { return compareEntries(&p.rents[b], &p.rents[a]) })
+	for _, ei := range late {
+		e := &p.rents[ei]
+		j, qs := &p.s.Jobs[e.job], &p.qs[e.job]
+		q := min(max(qs.Index, 0), len(head)-1)
+		head[q] = math.Nextafter(head[q], math.Inf(-1))
+		qs.Since = head[q]
+		why := "preempted: back at the head of queue " + strconv.Itoa(qs.Index) +
+			"'s line, ahead of the jobs waiting there (preempted-first)"
+		if k := p.queueChangeOf(j.ID); k >= 0 {
+			c := &p.d.QueueChanges[k]
+			c.State, c.Reason = *qs, c.Reason+"; "+why
+			continue
+		}
+		p.queueChange(j, qs.Index, qs, why)
+	}
+	p.headBuf = head
+}
+
+// queueChangeOf returns the index of job id's QueueChange in this pass,
+// or -1.
+func (p *pass) queueChangeOf(id int64) int {
+	for k := range p.d.QueueChanges {
+		if p.d.QueueChanges[k].JobID == id {
+			return k
+		}
+	}
+	return -1
 }

@@ -80,6 +80,14 @@ type Config struct {
 	// read under fair share (Snapshot.Teams).
 	MinRuntimeS float64
 
+	// Reference selects, where a policy has a choice of rules, the rules
+	// whose figures are traced rule by rule to the Tiresias authors'
+	// simulator (docs/simulator.md, "Fidelity"): tiresias-l's queue-entry
+	// order instead of preempted-first, tiresias-g's index of one
+	// GittinsQuantum instead of the full index. Other policies have one
+	// rule each and ignore it.
+	Reference bool
+
 	// NoPreemption keeps every running job running, whatever the policy;
 	// under fair share it also turns off reclaiming.
 	NoPreemption bool
@@ -153,6 +161,9 @@ func New(cfg Config) (*Scheduler, error) {
 	pol := policyByName(cfg.Policy)
 	if pol == nil {
 		return nil, fmt.Errorf("unknown policy %q (known: %v)", cfg.Policy, Policies())
+	}
+	if cfg.Reference && pol.reference != nil {
+		pol = pol.reference
 	}
 	sc := &Scheduler{cfg: cfg, pol: pol}
 	sc.thr = cfg.Thresholds
@@ -240,6 +251,12 @@ func (sc *Scheduler) Config() Config {
 	c.GPUTimeSamples = append([]float64(nil), c.GPUTimeSamples...)
 	return c
 }
+
+// Rule names the rule the policy follows where it has a choice
+// (docs/scheduling.md): "preempted-first" or "queue-entry" for
+// tiresias-l, "full-index" or "one-quantum" for tiresias-g; "" for the
+// policies with one rule.
+func (sc *Scheduler) Rule() string { return sc.pol.rule }
 
 // Queues is the number of priority queues: 1 for the policies without.
 func (sc *Scheduler) Queues() int {

@@ -43,7 +43,8 @@ type deviation struct {
 }
 
 // TestFidelity replays the openb trace under the settings of the
-// reference figures (GPU counting, free preemption) and checks each
+// reference figures (GPU counting, free preemption, the rules traced to
+// the reference: sched.Config.Reference) and checks each
 // average JCT within fidelityBand of the reference, or, for a documented
 // deviation, within 1% of the figure it is explained by.
 func TestFidelity(t *testing.T) {
@@ -64,7 +65,7 @@ func TestFidelity(t *testing.T) {
 				t.Skipf("policy %s is not in the scheduling core yet", c.policy)
 			}
 			r, err := Run(context.Background(), tr.Jobs, Config{
-				Sched: sched.Config{Policy: c.policy, Placement: sched.PlaceCount, OmitWaits: true},
+				Sched: sched.Config{Policy: c.policy, Placement: sched.PlaceCount, OmitWaits: true, Reference: true},
 				Nodes: clusters[c.cluster],
 			})
 			if err != nil {
@@ -83,6 +84,40 @@ func TestFidelity(t *testing.T) {
 				return
 			}
 			t.Errorf("avg JCT %.0f s is %+.1f%% from the reference %.0f s (band %.0f%%)", r.AvgJCT, 100*off, c.avgJCT, 100*fidelityBand)
+		})
+	}
+}
+
+// TestBetterThanReference replays the openb trace under the core's own
+// rules (preempted-first for tiresias-l, the full Gittins index for
+// tiresias-g) and requires each average JCT at or below the reference
+// simulator's.
+func TestBetterThanReference(t *testing.T) {
+	tr, err := trace.ReadFile(sharedTrace(t, "openb-last6w-tiresias.csv"), trace.FormatTiresias)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range referenceAvgJCT {
+		if c.policy != "tiresias-l" && c.policy != "tiresias-g" {
+			continue
+		}
+		t.Run(c.policy+"/"+c.cluster, func(t *testing.T) {
+			t.Parallel()
+			nodes, err := trace.ParseClusterSpec(c.cluster)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(context.Background(), tr.Jobs, Config{
+				Sched: sched.Config{Policy: c.policy, Placement: sched.PlaceCount, OmitWaits: true},
+				Nodes: nodes,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("avg JCT %.0f s, reference %.0f s (%+.1f%%)", r.AvgJCT, c.avgJCT, 100*(r.AvgJCT/c.avgJCT-1))
+			if r.Finished != r.Jobs || r.AvgJCT > c.avgJCT {
+				t.Errorf("avg JCT %.0f s (%d of %d jobs finished), want at most the reference's %.0f s", r.AvgJCT, r.Finished, r.Jobs, c.avgJCT)
+			}
 		})
 	}
 }
