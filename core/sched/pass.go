@@ -40,8 +40,9 @@ type pass struct {
 	due       []float64 // per job: when its queue changes if it stays as it is
 	outcome   []uint8   // per job: what the pass did to it
 	victims   []int32
-	headBuf   []float64 // preemptedFirst: the head of each queue's line
-	qpos      []int32   // waiting jobs seen so far, per queue
+	noQueue   QueueState // the queue state of jobs under a policy without queues
+	headBuf   []float64  // preemptedFirst: the head of each queue's line
+	qpos      []int32    // waiting jobs seen so far, per queue
 	buf       []byte
 
 	// Teams (fair.go): set when Snapshot.Teams guarantees GPUs (fair) or
@@ -188,14 +189,14 @@ func (p *pass) scan() {
 		p.runQ = resize(p.runQ, len(p.sc.thr)+1)
 		clear(p.runQ)
 	}
-	var none QueueState
+	none := &p.noQueue
 	for i := range jobs {
 		j := &jobs[i]
 		if j.State != Pending && j.State != Running {
 			continue
 		}
 		running := j.State == Running
-		qs := &none
+		qs := none
 		if queued {
 			qs = &p.qs[i]
 			p.due[i] = p.dueAt(j, qs, p.queueState(j, qs), running)

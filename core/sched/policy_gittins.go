@@ -39,15 +39,15 @@ var gittinsInfo = PolicyInfo{Name: "tiresias-g",
 
 // gittinsKey is (queue, higher full Gittins index, running first,
 // queue-entry time).
-func gittinsKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+func gittinsKey(p *pass, j *Job, qs *QueueState, run float64) keys {
 	g := p.fullIndex(p.cycleService(j, qs))
-	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, run, since(j, qs)
+	return keys{float64(qs.Index), -g, run, since(j, qs)}
 }
 
 // gittinsQuantumKey is gittinsKey with the index of one quantum.
-func gittinsQuantumKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+func gittinsQuantumKey(p *pass, j *Job, qs *QueueState, run float64) keys {
 	g := p.dist.Index(p.cycleService(j, qs), p.sc.delta)
-	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, run, since(j, qs)
+	return keys{float64(qs.Index), -g, run, since(j, qs)}
 }
 
 // gittinsRank is "queue 0, Gittins index 0.004".

@@ -51,8 +51,8 @@ var lasInfo = PolicyInfo{Name: "tiresias-l",
 	Source:  "Tiresias (NSDI'19)", Preemptive: true}
 
 // lasKey is (queue, running first, queue-entry time).
-func lasKey(_ *pass, e *entry, j *Job, qs *QueueState, run float64) {
-	e.k0, e.k1, e.k2 = float64(qs.Index), run, since(j, qs)
+func lasKey(_ *pass, j *Job, qs *QueueState, run float64) keys {
+	return keys{float64(qs.Index), run, since(j, qs)}
 }
 
 // lasRank is "queue 1, 4000 GPU-s attained".

@@ -169,10 +169,10 @@ func (p *pass) keyRunning() {
 	}
 	p.keyed = true
 	p.running()
-	var none QueueState
+	none := &p.noQueue
 	for i := range p.rents {
 		e := &p.rents[i]
-		qs := &none
+		qs := none
 		if p.pol.queues != nil {
 			qs = &p.qs[e.job]
 		}
