@@ -40,6 +40,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		plot        = fs.String("plot", "", "write a CDF of JCT for all policies to this SVG `file`")
 		queues      = fs.Int("queues", 0, "number of priority queues of dlas, tiresias-l and tiresias-g (default: one more than the thresholds)")
 		thresholds  = fs.String("thresholds", "", "comma-separated queue `limits`, GPU-seconds (seconds for dlas) (default 3250,7200)")
+		reference   = fs.Bool("reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
 		promoteKnob = fs.Float64("promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
 		preemptCost = fs.Float64("preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
 		handover    = fs.Float64("handover-s", 0, "`seconds` a preempted job keeps its GPUs (checkpoint and exit) before the next job may start on them, as live")
@@ -134,7 +135,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	minRun := *minRuntime
 	if minRun == 0 {
-		minRun = -1 // none
+		minRun = sched.NoMinRuntime
 	}
 	var teamList []trace.Team
 	if *teams != "" {
@@ -162,6 +163,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Sched: sched.Config{
 			Thresholds:  thr,
 			PromoteKnob: *promoteKnob,
+			Reference:   *reference,
 			Placement:   *placement,
 			MinRuntimeS: minRun,
 			OmitWaits:   true,

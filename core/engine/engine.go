@@ -116,7 +116,8 @@ type Config struct {
 	// means never. Jobs lost with their machine are requeued without
 	// counting against this.
 	MaxRetries int
-	// HalfLife is how fast team usage fades for fair share (default 7 days).
+	// HalfLife is how fast team usage fades for fair share: zero means
+	// the default (7 days), negative no decay at all.
 	HalfLife time.Duration
 	// RetryBackoff is the wait before the first retry; it doubles each time.
 	RetryBackoff time.Duration
