@@ -180,3 +180,70 @@ func (d *GPUTimeDist) FullIndex(a float64) float64 {
 	}
 	return best
 }
+
+// ReferenceIndex is the Gittins index as the Tiresias authors' simulator
+// computes it (run_sim.py, cal_r_gittins_index and get_gittins_index),
+// for a job that has attained a GPU-seconds with quantum delta. It is
+// tabulated at the samples: for each sample v, the index at v-1, with
+//
+//	P = (#samples in (a, a+delta]) / #samples > a
+//	E = (sum of those samples + delta x #samples > a+delta) / #samples > a
+//
+// where the sum is of whole GPU-times S rather than S - a, E is divided
+// as integers (rounded down, as Python 2 divides), P and E are rounded
+// to 5 decimals and P/E to 4 (after scaling by 10^6), and the last
+// sample never counts as finishing. A job gets the entry of the first
+// sample above its service; beyond the largest, 0. So the index falls
+// with service in steps, and stays positive in the sparse tail. It is
+// returned per GPU-second, as Index is (the reference's is per 10^6).
+func (d *GPUTimeDist) ReferenceIndex(a, delta float64) float64 {
+	t := d.referenceTable(delta)
+	return t.lookup(a)
+}
+
+// referenceTable is ReferenceIndex at every sample: gi[k] for a job whose
+// service is below sorted[k] and not below sorted[k-1].
+type referenceTable struct {
+	sorted []float64
+	gi     []float64
+}
+
+func (d *GPUTimeDist) referenceTable(delta float64) referenceTable {
+	if d == nil || len(d.sorted) == 0 || !(delta > 0) {
+		return referenceTable{}
+	}
+	s := d.sorted
+	n := len(s)
+	t := referenceTable{sorted: s, gi: make([]float64, n)}
+	for k, v := range s {
+		a := math.Trunc(v - 1)
+		i := upperBound(s, a)
+		j := n - 1 // beyond the largest sample but one: the last never finishes
+		if a+delta <= s[n-1]-1 {
+			j = upperBound(s, a+delta)
+		}
+		left := float64(n - i)
+		p := roundTo(float64(j-i)/left, 5)
+		e := roundTo(math.Floor((d.suffix[i]-d.suffix[j]+delta*float64(n-j))/left), 5)
+		if e > 0 {
+			t.gi[k] = roundTo(p*1e6/e, 4)
+		}
+	}
+	return t
+}
+
+func (t referenceTable) lookup(a float64) float64 {
+	if len(t.sorted) == 0 || math.IsNaN(a) || a >= t.sorted[len(t.sorted)-1] {
+		return 0
+	}
+	return t.gi[upperBound(t.sorted, a)] / 1e6
+}
+
+// roundTo rounds v to places decimals, correctly (as Python's round).
+func roundTo(v float64, places int) float64 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'f', places, 64), 64)
+	if err != nil {
+		return v
+	}
+	return r
+}

@@ -12,13 +12,14 @@ import (
 type policy struct {
 	// info describes the policy for people (PolicyInfos).
 	info PolicyInfo
-	// rule names the policy's own rule where it has a choice of rules
+	// rule names the policy's rule where it has a choice of rules
 	// (docs/scheduling.md), "" where it has none.
 	rule string
-	// reference, when not nil, is the same policy under Config.Reference:
-	// the rules whose figures are traced, rule by rule, to the Tiresias
-	// authors' simulator (docs/simulator.md, "Fidelity").
-	reference *policy
+	// rules are the other rules of the same policy, by rule name, which
+	// Config.Rule picks; the one named RuleReference is the rule of the
+	// Tiresias authors' simulator, which Config.Reference picks. Only
+	// the table's entries (the defaults) carry them.
+	rules []*policy
 
 	// preempts: the preemption rule. A preemptive policy orders running
 	// and pending jobs together, and a pending job may take the GPUs of
@@ -38,6 +39,11 @@ type policy struct {
 	// preemptedFirst: a job preempted in a pass goes back ahead of the
 	// jobs already waiting in its queue (queues.go).
 	preemptedFirst bool
+	// demotedBehind: a job demoted in a pass goes behind the jobs
+	// waiting in its new queue for that pass, and, if preempted in it,
+	// stays behind them (the Tiresias simulator appends it to the
+	// queue's list).
+	demotedBehind bool
 	// gittins: the key reads the distribution of job GPU-time (the
 	// prior, Config.GPUTimeSamples, Snapshot.GPUTimeDist).
 	gittins bool
@@ -99,6 +105,45 @@ func policyByName(name string) *policy {
 		if pol.info.Name == name {
 			return pol
 		}
+	}
+	return nil
+}
+
+// RuleReference names, for the policies with a choice of rules, the rule
+// of the Tiresias authors' simulator (Config.Reference).
+const RuleReference = "reference"
+
+// withRule returns the policy under the named rule, or nil if it has no
+// such rule. The empty name is the default rule.
+func (pol *policy) withRule(name string) *policy {
+	if name == "" || name == pol.rule {
+		return pol
+	}
+	for _, alt := range pol.rules {
+		if alt.rule == name {
+			return alt
+		}
+	}
+	return nil
+}
+
+// ruleNames lists the policy's rules, the default first.
+func (pol *policy) ruleNames() []string {
+	if pol.rule == "" {
+		return nil
+	}
+	out := []string{pol.rule}
+	for _, alt := range pol.rules {
+		out = append(out, alt.rule)
+	}
+	return out
+}
+
+// PolicyRules lists the rules Config.Rule accepts for a policy, its
+// default first; nil for a policy with one rule (or no such policy).
+func PolicyRules(policy string) []string {
+	if pol := policyByName(policy); pol != nil {
+		return pol.ruleNames()
 	}
 	return nil
 }

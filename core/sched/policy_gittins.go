@@ -4,23 +4,26 @@ import "strconv"
 
 // tiresias-g (2D-Gittins): the queues of tiresias-l; within a queue the
 // highest Gittins index of the job's attained service first (gittins.go).
-// Ties: running first, then queue-entry order.
+// Its rules (docs/scheduling.md, "The Gittins index"):
 //
-// Its rule (docs/scheduling.md, "The Gittins index"): full-index, the
-// index best over every quantum (GPUTimeDist.FullIndex). Under
-// Config.Reference, one-quantum, the index of one GittinsQuantum
-// (GPUTimeDist.Index), whose figures are traced to the Tiresias
-// simulator's.
+//   - full-index (the default): the index best over every quantum
+//     (GPUTimeDist.FullIndex); ties: running first, then queue entry.
+//   - one-quantum: the index of one GittinsQuantum (GPUTimeDist.Index),
+//     the rule of this core before full-index; ties the same.
+//   - least-service: one-quantum, ties broken by the least attained
+//     service, then as above.
+//   - reference: the Tiresias simulator's tabulated index
+//     (GPUTimeDist.ReferenceIndex); ties: earliest submitted first.
 
 var gittinsPolicy = &policy{
-	info:      gittinsInfo,
-	rule:      "full-index",
-	preempts:  true,
-	queues:    byAttained,
-	gittins:   true,
-	key:       gittinsKey,
-	rank:      gittinsRank,
-	reference: gittinsQuantumPolicy,
+	info:     gittinsInfo,
+	rule:     "full-index",
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsKey,
+	rank:     gittinsRank,
+	rules:    []*policy{gittinsQuantumPolicy, gittinsLeastServicePolicy, gittinsReferencePolicy},
 }
 
 var gittinsQuantumPolicy = &policy{
@@ -30,6 +33,26 @@ var gittinsQuantumPolicy = &policy{
 	queues:   byAttained,
 	gittins:  true,
 	key:      gittinsQuantumKey,
+	rank:     gittinsRank,
+}
+
+var gittinsLeastServicePolicy = &policy{
+	info:     gittinsInfo,
+	rule:     "least-service",
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsLeastServiceKey,
+	rank:     gittinsRank,
+}
+
+var gittinsReferencePolicy = &policy{
+	info:     gittinsInfo,
+	rule:     RuleReference,
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsReferenceKey,
 	rank:     gittinsRank,
 }
 
@@ -48,6 +71,23 @@ func gittinsKey(p *pass, j *Job, qs *QueueState, run float64) keys {
 func gittinsQuantumKey(p *pass, j *Job, qs *QueueState, run float64) keys {
 	g := p.dist.Index(p.cycleService(j, qs), p.sc.delta)
 	return keys{float64(qs.Index), -g, run, since(j, qs)}
+}
+
+// gittinsLeastServiceKey is (queue, higher one-quantum index, less
+// attained service, running first); its last key is the queue-entry time
+// only where the service ties too, which compareEntries reaches through
+// the job ID: the key has four places.
+func gittinsLeastServiceKey(p *pass, j *Job, qs *QueueState, run float64) keys {
+	a := p.cycleService(j, qs)
+	g := p.dist.Index(a, p.sc.delta)
+	return keys{float64(qs.Index), -g, a, run}
+}
+
+// gittinsReferenceKey is (queue, higher tabulated index, earlier
+// submission, running first).
+func gittinsReferenceKey(p *pass, j *Job, qs *QueueState, run float64) keys {
+	g := p.referenceIndex(p.cycleService(j, qs))
+	return keys{float64(qs.Index), -g, j.SubmitTime, run}
 }
 
 // gittinsRank is "queue 0, Gittins index 0.004".
@@ -78,12 +118,27 @@ func (p *pass) fullIndex(a float64) float64 {
 	return g
 }
 
+// referenceIndex is p.dist.ReferenceIndex(a, delta) through a table built
+// once per distribution and quantum.
+func (p *pass) referenceIndex(a float64) float64 {
+	c := &p.gcache
+	if c.refDist != p.dist || c.refDelta != p.sc.delta {
+		c.refDist, c.refDelta = p.dist, p.sc.delta
+		c.ref = p.dist.referenceTable(p.sc.delta)
+	}
+	return c.ref.lookup(a)
+}
+
 // maxIndexCache bounds the remembered indices.
 const maxIndexCache = 1 << 17
 
-// indexCache remembers full Gittins indices by attained service for one
-// distribution.
+// indexCache remembers Gittins indices for one distribution: full
+// indices by attained service, and the reference's table.
 type indexCache struct {
 	dist *GPUTimeDist
 	m    map[float64]float64
+
+	refDist  *GPUTimeDist
+	refDelta float64
+	ref      referenceTable
 }

@@ -1,17 +1,22 @@
 package sched
 
 // The least-attained-service family: dlas and tiresias-l sort jobs into
-// priority queues by the service they have attained (queues.go), serve
-// queue 0 first, and within a queue run the running jobs first, then the
-// waiting ones in the order they entered the queue. Both preempt: a
-// waiting job may take the GPUs of running jobs of lower queues, never
-// of its own, since those rank above it.
+// priority queues by the service they have attained (queues.go) and serve
+// queue 0 first. Both preempt: a waiting job may take the GPUs of running
+// jobs ranked below it.
 //
-// tiresias-l's rule (docs/scheduling.md, "Preempted first"):
-// preempted-first, a job preempted in a pass goes back ahead of the jobs
-// already waiting in its queue. Under Config.Reference, queue-entry: it
-// goes back to its place by queue entry, the rule whose figures are
-// traced to the Tiresias simulator's. dlas keeps queue-entry order.
+// Within a queue, dlas runs the running jobs first, then the waiting ones
+// in the order they entered the queue. tiresias-l has three rules for the
+// order within a queue (docs/scheduling.md, "Order within a queue"):
+//
+//   - preempted-first (the default): as dlas, but a job preempted in a
+//     pass goes back ahead of the jobs already waiting in its queue
+//     (queues.go, preemptedFirst).
+//   - queue-entry: as dlas; the rule of this core before preempted-first.
+//   - reference: the Tiresias simulator's list per queue. Preempted first
+//     too; running jobs in the order they began to run in the queue, so
+//     the most recently started is preempted first; and a job demoted in
+//     a pass ranks behind the waiting jobs of its new queue for that pass.
 
 var dlasPolicy = &policy{
 	info: PolicyInfo{Name: "dlas",
@@ -33,7 +38,7 @@ var lasPolicy = &policy{
 	preemptedFirst:      true,
 	key:                 lasKey,
 	rank:                lasRank,
-	reference:           lasQueueEntryPolicy,
+	rules:               []*policy{lasQueueEntryPolicy, lasReferencePolicy},
 }
 
 var lasQueueEntryPolicy = &policy{
@@ -46,13 +51,46 @@ var lasQueueEntryPolicy = &policy{
 	rank:                lasRank,
 }
 
+var lasReferencePolicy = &policy{
+	info:           lasInfo,
+	rule:           RuleReference,
+	preempts:       true,
+	queues:         byAttained,
+	preemptedFirst: true,
+	demotedBehind:  true,
+	// A demoted job ranks behind waiting jobs: not running first.
+	runningFirstInQueue: false,
+	key:                 lasListKey,
+	rank:                lasRank,
+}
+
 var lasInfo = PolicyInfo{Name: "tiresias-l",
-	Summary: "2D-LAS: queues by attained service (GPUs x seconds), a just-preempted job first, then FIFO within a queue, preemptive",
+	Summary: "2D-LAS: queues by attained service (GPUs x seconds); within a queue running jobs, then a just-preempted job, then FIFO; preemptive",
 	Source:  "Tiresias (NSDI'19)", Preemptive: true}
 
 // lasKey is (queue, running first, queue-entry time).
 func lasKey(_ *pass, j *Job, qs *QueueState, run float64) keys {
 	return keys{float64(qs.Index), run, since(j, qs)}
+}
+
+// lasListKey is the Tiresias simulator's list order within a queue:
+//
+//	running:             (queue, 0, when it began to run in the queue, queue-entry time)
+//	waiting:             (queue, 1, queue-entry time)
+//	demoted in the pass: (queue, 2, 0, queue-entry time)
+//
+// A running job began to run in its queue when it last started, or when
+// it entered the queue, whichever is later; jobs that did so at the same
+// time keep their order in the line they came from.
+func lasListKey(_ *pass, j *Job, qs *QueueState, run float64) keys {
+	s := since(j, qs)
+	switch {
+	case run != 0:
+		return keys{float64(qs.Index), 1, s}
+	case qs.Index != j.Queue.Index:
+		return keys{float64(qs.Index), 2, 0, s} // demoted in this pass
+	}
+	return keys{float64(qs.Index), 0, max(j.LastStartTime, s), s}
 }
 
 // lasRank is "queue 1, 4000 GPU-s attained".

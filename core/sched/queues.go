@@ -164,6 +164,9 @@ func (p *pass) preemptedFirst() {
 	for _, ei := range late {
 		e := &p.rents[ei]
 		j, qs := &p.s.Jobs[e.job], &p.qs[e.job]
+		if p.pol.demotedBehind && qs.Index != j.Queue.Index {
+			continue // demoted in this pass: it stays at the back
+		}
 		q := min(max(qs.Index, 0), len(head)-1)
 		head[q] = math.Nextafter(head[q], math.Inf(-1))
 		qs.Since = head[q]

@@ -5,22 +5,27 @@ import (
 	"testing"
 )
 
-// TestPreemptedFirst checks tiresias-l's rule over two passes: a job
+// TestPreemptedFirst checks tiresias-l's rules over two passes: a job
 // preempted in the first goes back ahead of a job that entered its queue
-// earlier and was already waiting, and starts first in the second. Under
-// Config.Reference (queue-entry order) the earlier entrant starts.
+// earlier and was already waiting, and starts first in the second, under
+// preempted-first and the reference's rules. Under queue-entry the
+// earlier entrant starts.
 func TestPreemptedFirst(t *testing.T) {
 	cases := []struct {
-		name      string
-		reference bool
-		start     int64 // who starts in the second pass
+		name  string
+		cfg   Config
+		start int64 // who starts in the second pass
 	}{
-		{"preempted-first: the just-preempted job goes first", false, 1},
-		{"reference, queue-entry: the earlier entrant goes first", true, 2},
+		{"preempted-first: the just-preempted job goes first", Config{}, 1},
+		{"reference: the just-preempted job goes first", Config{Reference: true}, 1},
+		{"queue-entry: the earlier entrant goes first", Config{Rule: "queue-entry"}, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sc := mustNew(t, Config{Policy: "tiresias-l", Reference: c.reference})
+			cfg := c.cfg
+			cfg.Policy = "tiresias-l"
+			sc := mustNew(t, cfg)
+			queueEntry := sc.Rule() == "queue-entry"
 			jobs := []Job{
 				run(1, 0, on("node-0", 0), served(4000), inQueue(1, 1000)), // queue 1 since 1000
 				pend(2, 1, 0, served(3500), inQueue(1, 500)),               // queue 1 since 500, waiting
@@ -34,12 +39,12 @@ func TestPreemptedFirst(t *testing.T) {
 			for _, qc := range d.QueueChanges {
 				if qc.JobID == 1 {
 					state = qc.State
-					if c.reference || qc.From != 1 || qc.To != 1 || !(qc.State.Since < 500) {
+					if queueEntry || qc.From != 1 || qc.To != 1 || !(qc.State.Since < 500) {
 						t.Errorf("queue change %+v", qc)
 					}
 				}
 			}
-			if !c.reference && state == jobs[0].Queue {
+			if !queueEntry && state == jobs[0].Queue {
 				t.Fatalf("no queue change for the preempted job: %+v", d.QueueChanges)
 			}
 			// Job 3 finishes; one GPU frees.
@@ -62,13 +67,13 @@ func TestTiresiasGFullIndex(t *testing.T) {
 	dist := NewGPUTimeDist([]float64{100, 200, 1000})
 	cfg := Config{Thresholds: []float64{1e9}, GittinsQuantum: 150}
 	ref := cfg
-	ref.Reference = true
+	ref.Rule = "one-quantum"
 	tail := []Job{pend(1, 1, 0, served(200)), pend(2, 1, 5, served(300))}
 	runPolicyCases(t, "tiresias-g", []policyCase{{
 		name: "in the sparse tail the job nearer the largest sample goes first", cfg: cfg,
 		now: 1000, nodes: nodes(1), dist: dist, jobs: tail, starts: []int64{2},
 	}, {
-		name: "reference, one quantum: the tail ties, and the earlier job goes first", cfg: ref,
+		name: "one-quantum: the tail ties, and the earlier job goes first", cfg: ref,
 		now: 1000, nodes: nodes(1), dist: dist, jobs: tail, starts: []int64{1},
 	}, {
 		name:  "a pending job with a higher index preempts a running one",

@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 )
 
@@ -80,12 +81,15 @@ type Config struct {
 	// read under fair share (Snapshot.Teams).
 	MinRuntimeS float64
 
-	// Reference selects, where a policy has a choice of rules, the rules
-	// whose figures are traced rule by rule to the Tiresias authors'
-	// simulator (docs/simulator.md, "Fidelity"): tiresias-l's queue-entry
-	// order instead of preempted-first, tiresias-g's index of one
-	// GittinsQuantum instead of the full index. Other policies have one
-	// rule each and ignore it.
+	// Rule picks, for a policy with a choice of rules (tiresias-l,
+	// tiresias-g; see PolicyRules and docs/scheduling.md), the rule by
+	// name; "" is the policy's default. A policy without a choice accepts
+	// only "".
+	Rule string
+	// Reference picks, for a policy with a choice of rules, the rule of
+	// the Tiresias authors' simulator (RuleReference), so that fidelity
+	// to its figures stays provable (docs/simulator.md, "Fidelity"). The
+	// other policies follow it already and ignore Reference.
 	Reference bool
 
 	// NoPreemption keeps every running job running, whatever the policy;
@@ -162,8 +166,19 @@ func New(cfg Config) (*Scheduler, error) {
 	if pol == nil {
 		return nil, fmt.Errorf("unknown policy %q (known: %v)", cfg.Policy, Policies())
 	}
-	if cfg.Reference && pol.reference != nil {
-		pol = pol.reference
+	rule := cfg.Rule
+	if cfg.Reference && pol.rule != "" {
+		if rule != "" && rule != RuleReference {
+			return nil, fmt.Errorf("rule %q and the reference rule both asked for %s", rule, cfg.Policy)
+		}
+		rule = RuleReference
+	}
+	if p := pol.withRule(rule); p != nil {
+		pol = p
+	} else if names := pol.ruleNames(); names == nil {
+		return nil, fmt.Errorf("policy %s has one rule; rule %q does not apply", cfg.Policy, rule)
+	} else {
+		return nil, fmt.Errorf("unknown rule %q for %s (known: %s)", rule, cfg.Policy, strings.Join(names, ", "))
 	}
 	sc := &Scheduler{cfg: cfg, pol: pol}
 	sc.thr = cfg.Thresholds
@@ -248,14 +263,13 @@ func (sc *Scheduler) Config() Config {
 	c := sc.cfg
 	c.Thresholds = append([]float64(nil), sc.thr...)
 	c.GittinsQuantum = sc.delta
+	c.Rule = sc.pol.rule
 	c.GPUTimeSamples = append([]float64(nil), c.GPUTimeSamples...)
 	return c
 }
 
 // Rule names the rule the policy follows where it has a choice
-// (docs/scheduling.md): "preempted-first" or "queue-entry" for
-// tiresias-l, "full-index" or "one-quantum" for tiresias-g; "" for the
-// policies with one rule.
+// (PolicyRules, docs/scheduling.md); "" for the policies with one rule.
 func (sc *Scheduler) Rule() string { return sc.pol.rule }
 
 // Queues is the number of priority queues: 1 for the policies without.
