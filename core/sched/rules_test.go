@@ -2,6 +2,7 @@ package sched
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func TestPreemptedFirst(t *testing.T) {
 			jobs := []Job{
 				run(1, 0, on("node-0", 0), served(4000), inQueue(1, 1000)), // queue 1 since 1000
 				pend(2, 1, 0, served(3500), inQueue(1, 500)),               // queue 1 since 500, waiting
-				pend(3, 1, 4900),                                           // queue 0
+				pend(3, 1, 4900), // queue 0
 			}
 			d := sc.Schedule(Snapshot{Now: 5000, Nodes: nodes(1), Jobs: jobs})
 			if !sameIDs(startIDs(d), []int64{3}) || !sameIDs(preemptIDs(d), []int64{1}) {
@@ -124,5 +125,136 @@ func TestFullIndex(t *testing.T) {
 	var empty *GPUTimeDist
 	if g := empty.FullIndex(0); g != 0 {
 		t.Errorf("empty: %v, want 0", g)
+	}
+}
+
+// TestReferenceListOrder checks the two rules of the Tiresias simulator's
+// list per queue that the reference rule of tiresias-l adds to
+// preempted-first.
+func TestReferenceListOrder(t *testing.T) {
+	startedAt := func(at float64) func(*Job) { return func(j *Job) { j.LastStartTime = at } }
+	// Two running jobs in queue 1: A entered it later, B started later.
+	recent := []Job{
+		run(1, 0, on("node-0", 0), served(4000), inQueue(1, 150), startedAt(100)),
+		run(2, 0, on("node-0", 1), served(4000), inQueue(1, 50), startedAt(200)),
+		pend(3, 1, 900), // queue 0, no GPU free
+	}
+	// A running job reaches queue 1 in this pass; a job waits there.
+	demoted := []Job{
+		run(1, 0, on("node-0", 0), served(3250)),
+		pend(2, 1, 0, served(4000), inQueue(1, 500)),
+	}
+	cases := []struct {
+		name     string
+		rule     string
+		jobs     []Job
+		gpus     int
+		preempts []int64
+		starts   []int64
+	}{
+		{"reference: the most recently started job is preempted first", RuleReference, recent, 2, []int64{2}, []int64{3}},
+		{"preempted-first: the last to enter the queue is preempted first", "", recent, 2, []int64{1}, []int64{3}},
+		{"reference: a job demoted in the pass goes behind its new queue", RuleReference, demoted, 1, []int64{1}, []int64{2}},
+		{"preempted-first: a demoted job keeps running ahead of the waiting", "", demoted, 1, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sc := mustNew(t, Config{Policy: "tiresias-l", Rule: c.rule})
+			d := sc.Schedule(Snapshot{Now: 1000, Nodes: nodes(c.gpus), Jobs: c.jobs})
+			if !sameIDs(preemptIDs(d), c.preempts) || !sameIDs(startIDs(d), c.starts) {
+				t.Errorf("preempts %v, starts %v; want %v, %v", preemptIDs(d), startIDs(d), c.preempts, c.starts)
+			}
+			if c.rule == RuleReference && len(c.jobs) == 2 {
+				// The demoted victim stays at the back of queue 1: no
+				// preempted-first move.
+				for _, qc := range d.QueueChanges {
+					if qc.JobID == 1 && (qc.To != 1 || qc.State.Since != 1000) {
+						t.Errorf("queue change %+v, want queue 1 since 1000", qc)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestLeastServiceTies checks tiresias-g's least-service rule: where the
+// one-quantum index ties (0 in the sparse tail), the least-served job
+// goes first.
+func TestLeastServiceTies(t *testing.T) {
+	dist := NewGPUTimeDist([]float64{100, 200, 1000})
+	jobs := []Job{pend(1, 1, 0, served(300)), pend(2, 1, 5, served(200))}
+	runPolicyCases(t, "tiresias-g", []policyCase{{
+		name: "least-service: the least-served job goes first", cfg: Config{Thresholds: []float64{1e9}, GittinsQuantum: 150, Rule: "least-service"},
+		now: 1000, nodes: nodes(1), dist: dist, jobs: jobs, starts: []int64{2},
+	}, {
+		name: "one-quantum: the tie goes to the earlier job", cfg: Config{Thresholds: []float64{1e9}, GittinsQuantum: 150, Rule: "one-quantum"},
+		now: 1000, nodes: nodes(1), dist: dist, jobs: jobs, starts: []int64{1},
+	}})
+}
+
+// TestReferenceIndex checks the Tiresias simulator's tabulated index on
+// samples 100, 200, 1000 with a quantum of 150 (per 10^6 GPU-s):
+//
+//	at 99:  P = round(2/3) = 0.66667, E = (100+200+150)//3 = 150: 4444.4667
+//	at 199: P = 1/2, E = (200+150)//2 = 175: 2857.1429
+//	at 999: nothing finishes (the last sample never does): 0
+func TestReferenceIndex(t *testing.T) {
+	d := NewGPUTimeDist([]float64{1000, 100, 200})
+	cases := []struct{ a, want float64 }{
+		{0, 4444.4667}, {99.5, 4444.4667}, {100, 2857.1429}, {150, 2857.1429},
+		{200, 0}, {999, 0}, {1000, 0}, {5000, 0},
+	}
+	for _, c := range cases {
+		if got := d.ReferenceIndex(c.a, 150); math.Abs(got*1e6-c.want) > 1e-6 {
+			t.Errorf("ReferenceIndex(%v) = %v per 10^6, want %v", c.a, got*1e6, c.want)
+		}
+	}
+	var empty *GPUTimeDist
+	if g := empty.ReferenceIndex(0, 150); g != 0 {
+		t.Errorf("empty: %v", g)
+	}
+}
+
+// TestRules checks how Config.Rule and Config.Reference pick a rule.
+func TestRules(t *testing.T) {
+	cases := []struct {
+		cfg  Config
+		rule string // Scheduler.Rule
+		err  string
+	}{
+		{Config{Policy: "tiresias-l"}, "preempted-first", ""},
+		{Config{Policy: "tiresias-l", Rule: "queue-entry"}, "queue-entry", ""},
+		{Config{Policy: "tiresias-l", Reference: true}, RuleReference, ""},
+		{Config{Policy: "tiresias-l", Reference: true, Rule: RuleReference}, RuleReference, ""},
+		{Config{Policy: "tiresias-g"}, "full-index", ""},
+		{Config{Policy: "tiresias-g", Reference: true}, RuleReference, ""},
+		{Config{Policy: "tiresias-g", Rule: "least-service"}, "least-service", ""},
+		{Config{Policy: "fifo", Reference: true}, "", ""},
+		{Config{Policy: "tiresias-l", Rule: "full-index"}, "", `unknown rule "full-index" for tiresias-l (known: preempted-first, queue-entry, reference)`},
+		{Config{Policy: "fjf", Rule: "queue-entry"}, "", `policy fjf has one rule; rule "queue-entry" does not apply`},
+		{Config{Policy: "tiresias-g", Reference: true, Rule: "one-quantum"}, "", `rule "one-quantum" and the reference rule both asked for tiresias-g`},
+	}
+	for _, c := range cases {
+		sc, err := New(c.cfg)
+		switch {
+		case c.err != "":
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%+v: error %v, want %q", c.cfg, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%+v: %v", c.cfg, err)
+		case sc.Rule() != c.rule || sc.Config().Rule != c.rule:
+			t.Errorf("%+v: rule %q (config %q), want %q", c.cfg, sc.Rule(), sc.Config().Rule, c.rule)
+		default:
+			if again, err := New(sc.Config()); err != nil || again.Rule() != c.rule {
+				t.Errorf("%+v: the filled-in config gives %v, %v", c.cfg, again, err)
+			}
+		}
+	}
+	if got := PolicyRules("tiresias-g"); !slices.Equal(got, []string{"full-index", "one-quantum", "least-service", RuleReference}) {
+		t.Errorf("PolicyRules(tiresias-g) = %v", got)
+	}
+	if got := PolicyRules("fifo"); got != nil {
+		t.Errorf("PolicyRules(fifo) = %v, want none", got)
 	}
 }
