@@ -38,7 +38,7 @@ var lasPolicy = &policy{
 	preemptedFirst:      true,
 	key:                 lasKey,
 	rank:                lasRank,
-	rules:               []*policy{lasQueueEntryPolicy, lasReferencePolicy},
+	rules:               []*policy{lasQueueEntryPolicy, lasLeastServicePolicy, lasReferencePolicy},
 }
 
 var lasQueueEntryPolicy = &policy{
@@ -49,6 +49,22 @@ var lasQueueEntryPolicy = &policy{
 	runningFirstInQueue: true,
 	key:                 lasKey,
 	rank:                lasRank,
+}
+
+var lasLeastServicePolicy = &policy{
+	info:                lasInfo,
+	rule:                "least-service",
+	preempts:            true,
+	queues:              byAttained,
+	runningFirstInQueue: true,
+	key:                 lasLeastServiceKey,
+	rank:                lasRank,
+}
+
+// lasLeastServiceKey is (queue, running first, least attained service in
+// the cycle, queue-entry time).
+func lasLeastServiceKey(p *pass, j *Job, qs *QueueState, run float64) keys {
+	return keys{float64(qs.Index), run, p.cycleService(j, qs), since(j, qs)}
 }
 
 var lasReferencePolicy = &policy{

@@ -177,10 +177,22 @@ func TestReferenceListOrder(t *testing.T) {
 	}
 }
 
-// TestLeastServiceTies checks tiresias-g's least-service rule: where the
-// one-quantum index ties (0 in the sparse tail), the least-served job
-// goes first.
-func TestLeastServiceTies(t *testing.T) {
+// TestLeastService checks the least-service rules: tiresias-l serves a
+// queue's waiting jobs least served first; tiresias-g breaks the ties of
+// the one-quantum index (0 in the sparse tail) the same way.
+func TestLeastService(t *testing.T) {
+	waiting := []Job{
+		pend(1, 1, 0, served(5000), inQueue(1, 100)),
+		pend(2, 1, 0, served(4000), inQueue(1, 200)),
+	}
+	runPolicyCases(t, "tiresias-l", []policyCase{{
+		name: "tiresias-l least-service: the least-served waiting job goes first", cfg: Config{Rule: "least-service"},
+		now: 1000, nodes: nodes(1), jobs: waiting, starts: []int64{2},
+	}, {
+		name: "tiresias-l preempted-first: queue entry among the waiting", cfg: Config{},
+		now: 1000, nodes: nodes(1), jobs: waiting, starts: []int64{1},
+	}})
+
 	dist := NewGPUTimeDist([]float64{100, 200, 1000})
 	jobs := []Job{pend(1, 1, 0, served(300)), pend(2, 1, 5, served(200))}
 	runPolicyCases(t, "tiresias-g", []policyCase{{
@@ -230,7 +242,7 @@ func TestRules(t *testing.T) {
 		{Config{Policy: "tiresias-g", Reference: true}, RuleReference, ""},
 		{Config{Policy: "tiresias-g", Rule: "least-service"}, "least-service", ""},
 		{Config{Policy: "fifo", Reference: true}, "", ""},
-		{Config{Policy: "tiresias-l", Rule: "full-index"}, "", `unknown rule "full-index" for tiresias-l (known: preempted-first, queue-entry, reference)`},
+		{Config{Policy: "tiresias-l", Rule: "full-index"}, "", `unknown rule "full-index" for tiresias-l (known: preempted-first, queue-entry, least-service, reference)`},
 		{Config{Policy: "fjf", Rule: "queue-entry"}, "", `policy fjf has one rule; rule "queue-entry" does not apply`},
 		{Config{Policy: "tiresias-g", Reference: true, Rule: "one-quantum"}, "", `rule "one-quantum" and the reference rule both asked for tiresias-g`},
 	}
