@@ -9,10 +9,10 @@ import (
 
 // Result is how one policy did over one trace. Times are in seconds.
 type Result struct {
-	Policy   string `json:"policy"`
+	Policy string `json:"policy"`
 	// Rule is the rule the policy followed where it has a choice
 	// (sched.PolicyRules): preempted-first, reference, full-index, ...
-	Rule string `json:"rule,omitempty"`
+	Rule     string `json:"rule,omitempty"`
 	Jobs     int    `json:"jobs"`
 	Finished int    `json:"finished"`
 	// JCT (job completion time) is finish minus submit, over finished jobs.
