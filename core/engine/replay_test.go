@@ -114,7 +114,7 @@ func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job) []replayEvent 
 	at := func() float64 { return clock.t.Sub(t0).Seconds() }
 	var events []replayEvent
 	finish := map[int64]float64{} // running job -> when it ends
-	next := 0                      // the next arrival
+	next := 0                     // the next arrival
 	starts, stops := 0, 0
 	for steps := 0; ; steps++ {
 		if steps > 10000 {
