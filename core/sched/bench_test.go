@@ -139,3 +139,23 @@ func BenchmarkScheduleTeams(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScheduleColdIndex is BenchmarkSchedule's busy 1,000-GPU pass
+// under tiresias-g with a fresh Scheduler each time, so that no Gittins
+// index is remembered from an earlier pass: the cost of the full index's
+// first look at every job, against the one-quantum index.
+func BenchmarkScheduleColdIndex(b *testing.B) {
+	s := randomSnapshot(rand.New(rand.NewPCG(1, 2)), genOpts{nodes: 125, gpusPerNode: 8, jobs: 10000, busy: 0.97})
+	for _, rule := range []string{"full-index", "one-quantum"} {
+		b.Run(rule, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sc, err := New(Config{Policy: "tiresias-g", Rule: rule, OmitWaits: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sc.Schedule(s)
+			}
+		})
+	}
+}

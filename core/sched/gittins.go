@@ -23,6 +23,10 @@ var yarnGPUTime string
 type GPUTimeDist struct {
 	sorted []float64
 	suffix []float64 // suffix[i] = sum(sorted[i:]), len(sorted)+1 entries
+
+	// hulls serve FullIndex, built on first use.
+	hullOnce sync.Once
+	hulls    hullTree
 }
 
 var (
@@ -152,33 +156,172 @@ func upperBound(sorted []float64, v float64) int {
 //
 // Between two samples the ratio falls as delta grows (the chance of
 // finishing stays, the expected service grows), so the best quantum ends
-// on a sample: it is found in one pass over the samples above a. Unlike
-// Index with a fixed quantum, the index of a job that has outlived all
-// but a few samples stays positive, and rises as the job nears the
-// largest; a job that has outlived every sample, or an empty
-// distribution, gets 0.
+// on a sample. Unlike Index with a fixed quantum, the index of a job that
+// has outlived all but a few samples stays positive, and rises as the
+// job nears the largest; a job that has outlived every sample, or an
+// empty distribution, gets 0. It costs O(log^2 n) for n samples
+// (hullTree); fullIndexScan is the same in one pass over the samples.
 func (d *GPUTimeDist) FullIndex(a float64) float64 {
 	if d == nil || len(d.sorted) == 0 || math.IsNaN(a) {
 		return 0
 	}
-	s := d.sorted
-	n := len(s)
-	i := upperBound(s, a)
+	i := upperBound(d.sorted, a)
+	if i == len(d.sorted) {
+		return 0
+	}
+	d.hullOnce.Do(d.buildHulls)
+	j := d.hulls.best(i, d.fullX(i, a))
+	return d.fullRatio(i, j, a)
+}
+
+// fullIndexScan is FullIndex by trying every sample above a as the end of
+// the quantum.
+func (d *GPUTimeDist) fullIndexScan(a float64) float64 {
+	if d == nil || len(d.sorted) == 0 || math.IsNaN(a) {
+		return 0
+	}
 	best := 0.0
-	for j := i; j < n; j++ {
-		if j+1 < n && s[j+1] == s[j] {
-			continue // the quantum s[j]-a ends every sample equal to s[j]
-		}
-		// Over the n-i samples above a: j-i+1 end within the quantum;
-		// the expected service sums S-a over those and the quantum over
-		// the rest. The common factor 1/(n-i) cancels.
-		done := float64(j - i + 1)
-		e := d.suffix[i] - d.suffix[j+1] - done*a + float64(n-1-j)*(s[j]-a)
-		if e > 0 && done > best*e {
-			best = done / e
-		}
+	for j := upperBound(d.sorted, a); j < len(d.sorted); j++ {
+		best = max(best, d.fullRatio(upperBound(d.sorted, a), j, a))
 	}
 	return best
+}
+
+// fullRatio is the index for a job above samples[:i] (the first i are at
+// most a) and the quantum that ends at sample j >= i: of the n-i samples
+// above a, j-i+1 end within it (with ties, up to the last equal one);
+// the expected service sums S-a over those and the quantum over the rest.
+// The common factor 1/(n-i) cancels.
+func (d *GPUTimeDist) fullRatio(i, j int, a float64) float64 {
+	s, n := d.sorted, len(d.sorted)
+	for j+1 < n && s[j+1] == s[j] {
+		j++
+	}
+	done := float64(j - i + 1)
+	e := d.suffix[i] - d.suffix[j+1] - done*a + float64(n-1-j)*(s[j]-a)
+	if !(e > 0) {
+		return 0
+	}
+	return done / e
+}
+
+// The full index as a geometric query. With C_j = sum(sorted[:j+1]) +
+// (n-1-j) x sorted[j], the ratio for the quantum ending at sample j is
+//
+//	(j+1 - i) / (C_j - X),  X = sum(sorted[:i]) + a x (n-i),
+//
+// the slope from the point (X, i) to the point (C_j, j+1). C_j never
+// falls as j grows, and X < C_j for every j >= i, so the best j is where
+// the line from (X, i) touches the upper convex hull of the points
+// j >= i: a suffix of a fixed set. hullTree keeps the upper hull of every
+// node of a segment tree over j; a suffix is O(log n) nodes, and along a
+// hull the slope from the left rises then falls, so each node is one
+// binary search.
+
+// fullX is X for a job above samples[:i] with service a.
+func (d *GPUTimeDist) fullX(i int, a float64) float64 {
+	return d.suffix[0] - d.suffix[i] + a*float64(len(d.sorted)-i)
+}
+
+func (d *GPUTimeDist) buildHulls() {
+	s, n := d.sorted, len(d.sorted)
+	x := make([]float64, n)
+	for j := range s {
+		x[j] = d.suffix[0] - d.suffix[j+1] + float64(n-1-j)*s[j]
+	}
+	d.hulls.build(x)
+}
+
+// hullTree is a segment tree over the points (x[j], j+1) whose nodes hold
+// the indices of their range's upper convex hull, left to right.
+type hullTree struct {
+	x    []float64
+	size int     // leaves, a power of two
+	node [][]int // node k covers a range; children 2k+1, 2k+2
+}
+
+func (h *hullTree) build(x []float64) {
+	h.x = x
+	h.size = 1
+	for h.size < len(x) {
+		h.size *= 2
+	}
+	h.node = make([][]int, 2*h.size-1)
+	h.fill(0, 0, h.size)
+}
+
+func (h *hullTree) fill(k, lo, hi int) {
+	if lo >= len(h.x) {
+		return
+	}
+	if hi-lo == 1 {
+		h.node[k] = []int{lo}
+		return
+	}
+	mid := (lo + hi) / 2
+	h.fill(2*k+1, lo, mid)
+	h.fill(2*k+2, mid, hi)
+	var hull []int
+	for _, j := range append(append([]int(nil), h.node[2*k+1]...), h.node[2*k+2]...) {
+		for len(hull) > 0 && h.x[hull[len(hull)-1]] == h.x[j] {
+			hull = hull[:len(hull)-1] // same x: the later is higher
+		}
+		for len(hull) >= 2 && h.cross(hull[len(hull)-2], hull[len(hull)-1], j) >= 0 {
+			hull = hull[:len(hull)-1]
+		}
+		hull = append(hull, j)
+	}
+	h.node[k] = hull
+}
+
+// cross is the turn o -> p -> q of the points of o, p, q: positive to the
+// left.
+func (h *hullTree) cross(o, p, q int) float64 {
+	return (h.x[p]-h.x[o])*float64(q-o) - float64(p-o)*(h.x[q]-h.x[o])
+}
+
+// best returns the j >= i whose point has the steepest slope from
+// (qx, i), which lies left of all of them.
+func (h *hullTree) best(i int, qx float64) int {
+	bestJ, bestNum, bestDen := -1, 0.0, 1.0
+	h.query(0, 0, h.size, i, qx, func(j int) {
+		num, den := float64(j+1-i), h.x[j]-qx
+		if bestJ < 0 || num*bestDen > bestNum*den {
+			bestJ, bestNum, bestDen = j, num, den
+		}
+	})
+	return bestJ
+}
+
+func (h *hullTree) query(k, lo, hi, i int, qx float64, see func(int)) {
+	if hi <= i || lo >= len(h.x) {
+		return
+	}
+	if lo >= i {
+		see(h.tangent(h.node[k], i, qx))
+		return
+	}
+	mid := (lo + hi) / 2
+	h.query(2*k+1, lo, mid, i, qx, see)
+	h.query(2*k+2, mid, hi, i, qx, see)
+}
+
+// tangent returns the vertex of hull with the steepest slope from
+// (qx, qy): the first whose next vertex is no steeper.
+func (h *hullTree) tangent(hull []int, qy int, qx float64) int {
+	steeper := func(a, b int) bool { // the slope to b beats the slope to a
+		return float64(b+1-qy)*(h.x[a]-qx) > float64(a+1-qy)*(h.x[b]-qx)
+	}
+	lo, hi := 0, len(hull)-1
+	for lo < hi {
+		m := (lo + hi) / 2
+		if steeper(hull[m], hull[m+1]) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return hull[lo]
 }
 
 // ReferenceIndex is the Gittins index as the Tiresias authors' simulator

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -116,6 +117,21 @@ func TestFullIndex(t *testing.T) {
 		for delta := 1.0; delta < 1e8; delta *= 1.3 {
 			if g := d.Index(a, delta); g > full*(1+1e-12) {
 				t.Errorf("FullIndex(%v) = %v below Index(%v, %v) = %v", a, full, a, delta, g)
+			}
+		}
+	}
+	// The hull query against the scan, on random distributions with ties.
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 300 {
+		samples := make([]float64, 1+rng.IntN(60))
+		for k := range samples {
+			samples[k] = math.Floor(math.Exp(rng.Float64() * 12))
+		}
+		r := NewGPUTimeDist(samples)
+		for range 20 {
+			a := math.Exp(rng.Float64()*13) - 1
+			if got, want := r.FullIndex(a), r.fullIndexScan(a); math.Abs(got-want) > 1e-12*want {
+				t.Fatalf("trial %d, samples %v, a %v: FullIndex %v, scan %v", trial, samples, a, got, want)
 			}
 		}
 	}
