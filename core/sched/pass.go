@@ -208,9 +208,8 @@ func (p *pass) scan() {
 		}
 		if !running {
 			p.outcome[i] = outWaiting
-			e := entry{id: j.ID, job: int32(i), run: -1, gpus: clampGPUs(j.GPUs)}
-			p.key(&e, j, qs)
-			p.ents = append(p.ents, e)
+			p.ents = append(p.ents, entry{id: j.ID, job: int32(i), run: -1, gpus: clampGPUs(j.GPUs)})
+			p.key(&p.ents[len(p.ents)-1], j, qs)
 			if j.Sharing {
 				p.shareScan(j)
 			}

@@ -48,11 +48,11 @@ type policy struct {
 	// prior, Config.GPUTimeSamples, Snapshot.GPUTimeDist).
 	gittins bool
 
-	// key returns the sort key (k0 to k3; lowest first) of job j with
-	// queue state qs; run is 0 for a running job, 1 for a pending one.
-	// It returns the key rather than fill an entry so that no entry
-	// escapes through the call.
-	key func(p *pass, j *Job, qs *QueueState, run float64) keys
+	// key fills the sort key (k0 to k3, lowest first; those it leaves
+	// are 0) of e, the entry of job j with queue state qs; run is 0 for
+	// a running job, 1 for a pending one. Entries live in the pass's
+	// slices, so none escapes through the call.
+	key func(p *pass, e *entry, j *Job, qs *QueueState, run float64)
 	// rank describes, for a preemption's reason, what places e where it
 	// is in the order ("queue 1, 4000 GPU-s attained").
 	rank func(p *pass, b []byte, e *entry) []byte
@@ -148,9 +148,6 @@ func PolicyRules(policy string) []string {
 	return nil
 }
 
-// keys is a policy's sort key, k0 to k3, lowest first.
-type keys [4]float64
-
 // entry is one job in the pass's priority order. The order compares
 // (fk, k0, k1, k2, k3, id), lowest first: fk is the fair-share tier (0
 // without fair share), k0 to k3 the policy's key.
@@ -227,8 +224,8 @@ func (p *pass) key(e *entry, j *Job, qs *QueueState) {
 	if j.State == Running {
 		run = 0
 	}
-	k := p.pol.key(p, j, qs, run)
-	e.k0, e.k1, e.k2, e.k3 = noNaN(k[0]), noNaN(k[1]), noNaN(k[2]), noNaN(k[3])
+	p.pol.key(p, e, j, qs, run)
+	e.k0, e.k1, e.k2, e.k3 = noNaN(e.k0), noNaN(e.k1), noNaN(e.k2), noNaN(e.k3)
 	e.queue = int32(qs.Index)
 	e.fk = 0
 }

@@ -21,8 +21,8 @@ var fjfPolicy = &policy{
 }
 
 // arrivalKey is (submit time).
-func arrivalKey(_ *pass, j *Job, _ *QueueState, _ float64) keys {
-	return keys{j.SubmitTime}
+func arrivalKey(_ *pass, e *entry, j *Job, _ *QueueState, _ float64) {
+	e.k0 = j.SubmitTime
 }
 
 func arrivalRank(_ *pass, b []byte, _ *entry) []byte {

@@ -62,32 +62,32 @@ var gittinsInfo = PolicyInfo{Name: "tiresias-g",
 
 // gittinsKey is (queue, higher full Gittins index, running first,
 // queue-entry time).
-func gittinsKey(p *pass, j *Job, qs *QueueState, run float64) keys {
+func gittinsKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
 	g := p.fullIndex(p.cycleService(j, qs))
-	return keys{float64(qs.Index), -g, run, since(j, qs)}
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, run, since(j, qs)
 }
 
 // gittinsQuantumKey is gittinsKey with the index of one quantum.
-func gittinsQuantumKey(p *pass, j *Job, qs *QueueState, run float64) keys {
+func gittinsQuantumKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
 	g := p.dist.Index(p.cycleService(j, qs), p.sc.delta)
-	return keys{float64(qs.Index), -g, run, since(j, qs)}
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, run, since(j, qs)
 }
 
 // gittinsLeastServiceKey is (queue, higher one-quantum index, less
 // attained service, running first); its last key is the queue-entry time
 // only where the service ties too, which compareEntries reaches through
 // the job ID: the key has four places.
-func gittinsLeastServiceKey(p *pass, j *Job, qs *QueueState, run float64) keys {
+func gittinsLeastServiceKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
 	a := p.cycleService(j, qs)
 	g := p.dist.Index(a, p.sc.delta)
-	return keys{float64(qs.Index), -g, a, run}
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, a, run
 }
 
 // gittinsReferenceKey is (queue, higher tabulated index, earlier
 // submission, running first).
-func gittinsReferenceKey(p *pass, j *Job, qs *QueueState, run float64) keys {
+func gittinsReferenceKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
 	g := p.referenceIndex(p.cycleService(j, qs))
-	return keys{float64(qs.Index), -g, j.SubmitTime, run}
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, j.SubmitTime, run
 }
 
 // gittinsRank is "queue 0, Gittins index 0.004".

@@ -63,8 +63,8 @@ var lasLeastServicePolicy = &policy{
 
 // lasLeastServiceKey is (queue, running first, least attained service in
 // the cycle, queue-entry time).
-func lasLeastServiceKey(p *pass, j *Job, qs *QueueState, run float64) keys {
-	return keys{float64(qs.Index), run, p.cycleService(j, qs), since(j, qs)}
+func lasLeastServiceKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), run, p.cycleService(j, qs), since(j, qs)
 }
 
 var lasReferencePolicy = &policy{
@@ -85,8 +85,8 @@ var lasInfo = PolicyInfo{Name: "tiresias-l",
 	Source:  "Tiresias (NSDI'19)", Preemptive: true}
 
 // lasKey is (queue, running first, queue-entry time).
-func lasKey(_ *pass, j *Job, qs *QueueState, run float64) keys {
-	return keys{float64(qs.Index), run, since(j, qs)}
+func lasKey(_ *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	e.k0, e.k1, e.k2 = float64(qs.Index), run, since(j, qs)
 }
 
 // lasListKey is the Tiresias simulator's list order within a queue:
@@ -98,15 +98,16 @@ func lasKey(_ *pass, j *Job, qs *QueueState, run float64) keys {
 // A running job began to run in its queue when it last started, or when
 // it entered the queue, whichever is later; jobs that did so at the same
 // time keep their order in the line they came from.
-func lasListKey(_ *pass, j *Job, qs *QueueState, run float64) keys {
+func lasListKey(_ *pass, e *entry, j *Job, qs *QueueState, run float64) {
 	s := since(j, qs)
 	switch {
 	case run != 0:
-		return keys{float64(qs.Index), 1, s}
+		e.k0, e.k1, e.k2 = float64(qs.Index), 1, s
 	case qs.Index != j.Queue.Index:
-		return keys{float64(qs.Index), 2, 0, s} // demoted in this pass
+		e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), 2, 0, s // demoted in this pass
+	default:
+		e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), 0, max(j.LastStartTime, s), s
 	}
-	return keys{float64(qs.Index), 0, max(j.LastStartTime, s), s}
 }
 
 // lasRank is "queue 1, 4000 GPU-s attained".

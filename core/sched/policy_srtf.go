@@ -11,7 +11,7 @@ var srtfPolicy = &policy{
 		Summary: "shortest remaining time first, preemptive; knows durations",
 		Source:  "clairvoyant baseline (Tiresias, Optimus)", Preemptive: true, NeedsDurations: true},
 	preempts: true,
-	key:      func(_ *pass, j *Job, _ *QueueState, run float64) keys { return remainingKey(j, run, false) },
+	key:      func(_ *pass, e *entry, j *Job, _ *QueueState, run float64) { remainingKey(e, j, run, false) },
 	rank:     func(_ *pass, b []byte, e *entry) []byte { return remainingRank(b, e, " s remaining") },
 }
 
@@ -20,13 +20,13 @@ var srsfPolicy = &policy{
 		Summary: "shortest remaining service (time x GPUs) first, preemptive; knows durations",
 		Source:  "clairvoyant baseline of Tiresias (shortest-gpu)", Preemptive: true, NeedsDurations: true},
 	preempts: true,
-	key:      func(_ *pass, j *Job, _ *QueueState, run float64) keys { return remainingKey(j, run, true) },
+	key:      func(_ *pass, e *entry, j *Job, _ *QueueState, run float64) { remainingKey(e, j, run, true) },
 	rank:     func(_ *pass, b []byte, e *entry) []byte { return remainingRank(b, e, " GPU-s remaining") },
 }
 
 // remainingKey is (remaining time, or remaining time x GPUs when
 // perGPU; running first; submit time).
-func remainingKey(j *Job, run float64, perGPU bool) keys {
+func remainingKey(e *entry, j *Job, run float64, perGPU bool) {
 	rem := math.Inf(1)
 	if j.DurationS > 0 {
 		rem = max(j.DurationS-j.ExecutedS, 0)
@@ -34,7 +34,7 @@ func remainingKey(j *Job, run float64, perGPU bool) keys {
 			rem *= float64(max(j.GPUs, 1))
 		}
 	}
-	return keys{rem, run, j.SubmitTime}
+	e.k0, e.k1, e.k2 = rem, run, j.SubmitTime
 }
 
 func remainingRank(b []byte, e *entry, unit string) []byte {

@@ -172,12 +172,17 @@ func (p *pass) preemptedFirst() {
 		qs.Since = head[q]
 		why := "preempted: back at the head of queue " + strconv.Itoa(qs.Index) +
 			"'s line, ahead of the jobs waiting there (preempted-first)"
-		if k := p.queueChangeOf(j.ID); k >= 0 {
-			c := &p.d.QueueChanges[k]
-			c.State, c.Reason = *qs, c.Reason+"; "+why
-			continue
+		// A running job changed queue in this pass only if it was
+		// demoted (promotion is for waiting jobs): then it has a
+		// QueueChange already, which takes the new state.
+		if qs.Index != j.Queue.Index {
+			if k := p.queueChangeOf(j.ID); k >= 0 {
+				c := &p.d.QueueChanges[k]
+				c.State, c.Reason = *qs, c.Reason+"; "+why
+				continue
+			}
 		}
-		p.queueChange(j, qs.Index, qs, why)
+		p.queueChange(j, j.Queue.Index, qs, why)
 	}
 	p.headBuf = head
 }
