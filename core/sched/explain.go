@@ -10,26 +10,21 @@ import (
 // it stands in its queue. They are appended into one reused buffer and
 // copied out once per job.
 
-// explain records why a pending job that the pass could not start waits.
-// Reclaimable is what preempting every running job ranked below it
-// would free.
-func (p *pass) explain(e *entry, r rule, reclaimable int) WaitCause {
+// explain records why a pending job that the pass could not start waits:
+// cause is placement's refusal (cluster.refusal). Under fair share a
+// capacity refusal is refined into the fair-share cause that kept the
+// job from the GPUs (fairCause). Reclaimable is what preempting every
+// running job ranked below it would free.
+func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitCause {
 	cl := &p.cl
-	var cause WaitCause
 	var at float64 // WaitReclaim: when it may reclaim
-	switch {
-	case r.n <= 0:
-		cause = WaitInvalid
-	case r.n > cl.capacity:
-		cause = WaitTooLarge
-	case r.n > cl.free+reclaimable || r.maxNodes == 0:
-		cause = WaitCapacity
+	switch cause {
+	case WaitCapacity:
 		if p.fair {
 			cause, at = p.fairCause(e, r, reclaimable)
 			p.recheckAt(at)
 		}
-	default:
-		cause = WaitLocality
+	case WaitLocality:
 		p.recheckAt(p.nextRelax(r))
 	}
 	if p.sc.cfg.OmitWaits {

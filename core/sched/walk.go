@@ -60,7 +60,8 @@ func (p *pass) walk() {
 		var cause WaitCause
 		if n <= 0 || n > p.cl.free+reclaimable {
 			// No placement can help: decide without reading the job.
-			cause = p.explain(e, rule{n: n}, reclaimable)
+			r := rule{n: n}
+			cause = p.explain(e, r, p.cl.refusal(r, reclaimable), reclaimable)
 		} else {
 			r := p.ruleFor(e)
 			if p.cl.fits(r) {
@@ -81,7 +82,7 @@ func (p *pass) walk() {
 					reclaimable = p.cl.reclTotal
 				}
 			}
-			cause = p.explain(e, r, reclaimable)
+			cause = p.explain(e, r, p.cl.refusal(r, reclaimable), reclaimable)
 		}
 		if p.fair && !p.lendStop && cause != WaitTooLarge && cause != WaitInvalid && p.entitled(e) {
 			// Its team has room for it: lend nothing until it starts
