@@ -118,3 +118,16 @@ func (s *Store) RevokeAPIToken(ctx context.Context, userID, id int64) error {
 	}
 	return nil
 }
+
+// RevokeAPITokenByHash deletes userID's token whose hash is hash: a token
+// revoking itself (gpuportal logout).
+func (s *Store) RevokeAPITokenByHash(ctx context.Context, userID int64, hash string) error {
+	res := s.db.WithContext(ctx).Where("token_hash = ? AND user_id = ?", hash, userID).Delete(&APIToken{})
+	if res.Error != nil {
+		return fmt.Errorf("revoke API token: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("API token: %w", ErrNotFound)
+	}
+	return nil
+}

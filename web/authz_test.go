@@ -143,6 +143,20 @@ func (ts *testServer) freshSession(t *testing.T, role string) string {
 	return s
 }
 
+// freshToken is a new API token of role's user.
+func (ts *testServer) freshToken(t *testing.T, role string) string {
+	t.Helper()
+	u, err := ts.store.UserByName(context.Background(), role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ts.store.CreateAPIToken(context.Background(), u.ID, "fresh", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 func (ts *testServer) doAs(t *testing.T, role, session, method, target, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	var r io.Reader
@@ -270,6 +284,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 		}, access{401, 201, 400, 201, 201}},
 		{"DELETE /api/v1/templates/:id", func(*testing.T) string { return "/api/v1/templates/999999" }, nil, access{401, 404, 404, 404, 404}},
 		{"GET /api/v1/openapi.json", nil, nil, public},
+		{"GET /api/v1/version", nil, nil, public},
+		{"DELETE /api/v1/tokens/current", nil, nil, access{401, 204, 204, 204, 204}}, // with a fresh token: it ends it
 		{"GET /api/v1/gpus", nil, nil, apiAll},
 		{"GET /api/v1/gpus/history", func(*testing.T) string { return "/api/v1/gpus/history?range=24h" }, nil, apiAll},
 		{"GET /api/v1/gpus/:uuid/history", func(*testing.T) string { return "/api/v1/gpus/GPU-none/history?range=1h" }, nil, access{401, 404, 404, 404, 404}},
@@ -333,6 +349,11 @@ func TestEveryRouteHasARule(t *testing.T) {
 				session := ts.sessions[role]
 				if rule.route == "POST /logout" && role != "anonymous" {
 					session = ts.freshSession(t, role) // logging out ends it
+				}
+				if rule.route == "DELETE /api/v1/tokens/current" && role != "anonymous" {
+					kept := ts.tokens[role]
+					ts.tokens[role] = ts.freshToken(t, role) // revoking ends it
+					defer func() { ts.tokens[role] = kept }()
 				}
 				rec := ts.doAs(t, role, session, method, target, body)
 				if rec.Code != rule.want[i] {

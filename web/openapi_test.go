@@ -114,6 +114,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"User":           reflect.TypeOf(api.User{}),
 		"APIToken":       reflect.TypeOf(api.APIToken{}),
 		"AccountChange":  reflect.TypeOf(api.AccountChange{}),
+		"Version":        reflect.TypeOf(api.Version{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

@@ -143,18 +143,18 @@ func printRun(row func(k, v string), j api.Job) {
 	}
 }
 
-// submitted says what a submission made: a job, or an array's tasks.
-func (c jobCmd) submitted(j api.Job, tasks int) {
+// submittedLine says what a submission made: a job, or an array's
+// tasks (tasks of them).
+func submittedLine(j api.Job, tasks int) string {
 	if j.Array != nil && tasks > 0 {
 		limit := ""
 		if j.Array.Limit > 0 {
 			limit = fmt.Sprintf(", at most %d at once", j.Array.Limit)
 		}
-		fmt.Fprintf(c.stdout, "array %d submitted: %s, %s each for team %s (jobs %d to %d%s)\n",
+		return fmt.Sprintf("array %d submitted: %s, %s each for team %s (jobs %d to %d%s)",
 			j.Array.ID, plural(tasks, "task"), plural(j.GPUs, "GPU"), j.Team, j.ID, j.ID+int64(tasks)-1, limit)
-		return
 	}
-	fmt.Fprintf(c.stdout, "job %d submitted: %s, %s for team %s (%s)\n", j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.State)
+	return fmt.Sprintf("job %d submitted: %s, %s for team %s (%s)", j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.State)
 }
 
 // arrayTasks counts the tasks a submission's --array and --array-params
