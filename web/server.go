@@ -61,6 +61,11 @@ type Config struct {
 	// MaxConnsPerAddr caps the connections one client address holds at
 	// once (LimitConnections); 0 is the default, 128; negative: no cap.
 	MaxConnsPerAddr int
+	// Notifier delivers users' notifications (package notify); the test
+	// button wakes it. nil: tests wait for its next poll.
+	Notifier interface{ Wake() }
+	// EmailEnabled: the server sends email (serve --smtp-addr).
+	EmailEnabled bool
 }
 
 // Server serves the portal and the API.
@@ -168,6 +173,9 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/jobs/:id", s.apiGetJob)
 	authed.DELETE("/jobs/:id", s.apiCancel)
 	authed.GET("/me", s.apiMe)
+	authed.GET("/me/notifications", s.apiNotifications)
+	authed.PUT("/me/notifications", s.apiSetNotifications)
+	authed.POST("/me/notifications/test", s.apiTestNotification)
 	authed.GET("/templates", s.apiTemplates)
 	authed.POST("/templates", s.apiCreateTemplate)
 	authed.DELETE("/templates/:id", s.apiDeleteTemplate)
@@ -238,6 +246,10 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/queues", s.queuesPage)
 	in.GET("/queues/live", s.queuesLive)
 	in.GET("/tokens", s.tokensPage)
+	in.GET("/notifications", s.notificationsPage)
+	in.GET("/notifications/deliveries", s.notificationDeliveries)
+	in.POST("/notifications", s.notificationsForm)
+	in.POST("/notifications/test", s.testNotificationForm)
 	in.POST("/tokens", s.createTokenForm)
 	in.POST("/tokens/:id/revoke", s.revokeTokenForm)
 	admin := in.Group("/admin", requireAdmin)
