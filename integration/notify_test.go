@@ -207,6 +207,22 @@ func TestNotifications(t *testing.T) {
 		t.Errorf("the test email did not come")
 	}
 
+	// The CLI shows and sets the same settings.
+	c := newCLI(t, srv.URL)
+	tok := []string{"GPUPORTAL_TOKEN=" + alice.token}
+	out := c.ok(tok, "notify", "show")
+	for _, want := range []string{"alice@example.org", "secret:      set", "started,succeeded,failed", "test", "sent"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("notify show lacks %q:\n%s", want, out)
+		}
+	}
+	c.fails(tok, []string{"webhook_url", "scheme"}, "notify", "set", "--webhook-url", "ftp://example.org/x")
+	c.fails(tok, []string{"nothing to set"}, "notify", "set")
+	out = c.ok(tok, "notify", "set", "--events", "failed,timed_out,held", "--held-after", "6h", "--email", "")
+	if !strings.Contains(out, "events:      failed,timed_out,held") || !strings.Contains(out, "held after:  6h0m0s") || !strings.Contains(out, "email:       -") {
+		t.Errorf("notify set printed:\n%s", out)
+	}
+
 	// Bob sees none of alice's settings.
 	bob := newAPI(t, srv.URL, "bob", "dev")
 	var theirs notifySettings
