@@ -79,7 +79,7 @@ func (w *Webhook) Post(ctx context.Context, target, secret string, delivery int6
 	}
 	resp, err := w.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("post: %w", withoutURL(err))
+		return fmt.Errorf("could not reach the receiver: %w", withoutURL(err))
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
