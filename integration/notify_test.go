@@ -42,9 +42,9 @@ func newHook(t *testing.T, secret string, status func(n int) int) *hook {
 		ok := notify.Verify(h.secret, ts, body, r.Header.Get(notify.SignatureHeader))
 		h.mu.Lock()
 		h.reqs = append(h.reqs, hookRequest{body: string(body), verified: ok, delivery: r.Header.Get(notify.DeliveryHeader)})
-		n, status := len(h.reqs), h.status
+		code := h.status(len(h.reqs))
 		h.mu.Unlock()
-		w.WriteHeader(status(n))
+		w.WriteHeader(code)
 	}))
 	t.Cleanup(h.srv.Close)
 	return h

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,11 +165,15 @@ func TestSignVerify(t *testing.T) {
 // TestWebhookPost: the request is signed, and a failure says what the
 // receiver answered without the URL, which may hold a token.
 func TestWebhookPost(t *testing.T) {
+	var mu sync.Mutex
 	var gotSig, gotTS, gotDelivery string
 	var gotBody []byte
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
 		gotSig, gotTS, gotDelivery = r.Header.Get(SignatureHeader), r.Header.Get(TimestampHeader), r.Header.Get(DeliveryHeader)
-		gotBody, _ = io.ReadAll(r.Body)
+		gotBody = body
 	}))
 	defer ok.Close()
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,14 +191,19 @@ func TestWebhookPost(t *testing.T) {
 	if err := w.Post(ctx, ok.URL+"/hook", "s3cret", 9, at, p); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
 	ts, _ := strconv.ParseInt(gotTS, 10, 64)
 	if !Verify("s3cret", ts, gotBody, gotSig) || gotDelivery != "9" {
 		t.Errorf("signature %q of %q at %q does not verify (delivery %q)", gotSig, gotBody, gotTS, gotDelivery)
 	}
 	gotSig = "x"
-	if err := w.Post(ctx, ok.URL+"/hook", "", 9, at, p); err != nil || gotSig != "" {
+	mu.Unlock()
+	err := w.Post(ctx, ok.URL+"/hook", "", 9, at, p)
+	mu.Lock()
+	if err != nil || gotSig != "" {
 		t.Errorf("without a secret: %v, signature %q", err, gotSig)
 	}
+	mu.Unlock()
 	for _, c := range []struct {
 		name, url, want string
 	}{
