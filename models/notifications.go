@@ -485,3 +485,16 @@ func waitStart(es []JobEvent) *JobEvent {
 	}
 	return since
 }
+
+// deleteNotifications deletes a user's notification settings and
+// notifications, as the user is deleted: a later account that happens to
+// get the same ID must not inherit where they went.
+func deleteNotifications(tx *gorm.DB, userID int64) error {
+	if err := tx.Where("user_id = ?", userID).Delete(&NotificationSettings{}).Error; err != nil {
+		return fmt.Errorf("delete notification settings of user %d: %w", userID, err)
+	}
+	if err := tx.Where("user_id = ?", userID).Delete(&Notification{}).Error; err != nil {
+		return fmt.Errorf("delete notifications of user %d: %w", userID, err)
+	}
+	return nil
+}

@@ -165,6 +165,17 @@ func TestNotificationOutbox(t *testing.T) {
 		if k, err := s.EnqueueTestNotification(ctx, alice.ID, now); err != nil || k != 1 {
 			t.Errorf("test queued %d, %v", k, err)
 		}
+
+		// A deleted user's settings and notifications go with them.
+		if _, err := s.DeleteUser(ctx, "alice", "admin", now); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.NotificationSettings(ctx, alice.ID); got.Email != "" || len(got.Events) != 0 {
+			t.Errorf("settings outlive their user: %+v", got)
+		}
+		if ns, _ := s.Notifications(ctx, alice.ID, 10); len(ns) != 0 {
+			t.Errorf("%d notifications outlive their user", len(ns))
+		}
 	})
 }
 
