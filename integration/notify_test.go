@@ -207,6 +207,20 @@ func TestNotifications(t *testing.T) {
 		t.Errorf("the test email did not come")
 	}
 
+	// /metrics counts the attempts and the backlog.
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`gpuportal_notification_attempts_total{channel="webhook",outcome="failed"} 2`,
+		`gpuportal_notification_attempts_total{channel="email",outcome="sent"} 5`, "gpuportal_notifications_pending 0"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	// The CLI shows and sets the same settings.
 	c := newCLI(t, srv.URL)
 	tok := []string{"GPUPORTAL_TOKEN=" + alice.token}

@@ -498,3 +498,23 @@ func deleteNotifications(tx *gorm.DB, userID int64) error {
 	}
 	return nil
 }
+
+// PendingNotifications counts the notifications not yet delivered nor
+// given up: the outbox's backlog.
+func (s *Store) PendingNotifications(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&Notification{}).Where("state = ?", NotifyPending).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("count pending notifications: %w", err)
+	}
+	return n, nil
+}
+
+// PruneNotifications deletes the notifications delivered, given up or
+// dropped before before, and returns how many it deleted.
+func (s *Store) PruneNotifications(ctx context.Context, before time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("state <> ? AND created_at < ?", NotifyPending, before).Delete(&Notification{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("prune notifications: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}

@@ -161,6 +161,18 @@ func TestNotificationOutbox(t *testing.T) {
 			t.Errorf("settings read back %+v", got)
 		}
 
+		// The backlog, and pruning what is done with.
+		// (the two left were the webhook's, dropped with it).
+		if k, err := s.PendingNotifications(ctx); err != nil || k != 0 {
+			t.Errorf("pending %d, %v; want none", k, err)
+		}
+		if k, err := s.PruneNotifications(ctx, t0); err != nil || k != 0 {
+			t.Errorf("pruned %d before the first, %v", k, err)
+		}
+		if k, err := s.PruneNotifications(ctx, now.Add(time.Hour)); err != nil || k != 4 {
+			t.Errorf("pruned %d, %v; want the sent, failed and 2 dropped", k, err)
+		}
+
 		// A test goes by each channel.
 		if k, err := s.EnqueueTestNotification(ctx, alice.ID, now); err != nil || k != 1 {
 			t.Errorf("test queued %d, %v", k, err)

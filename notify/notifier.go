@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -36,12 +38,18 @@ type Config struct {
 	Now     func() time.Time
 }
 
+// Keep is how long delivered, given-up and dropped notifications stay
+// in the outbox for users to see.
+const Keep = 30 * 24 * time.Hour
+
 // Notifier delivers the outbox.
 type Notifier struct {
 	cfg     Config
 	webhook *Webhook
 	// wake asks for a read of the outbox before the next poll.
 	wake chan struct{}
+	// attempts counts attempts by channel and outcome.
+	attempts *prometheus.CounterVec
 }
 
 // New makes a Notifier; Run starts it.
@@ -81,7 +89,29 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Notifier{cfg: cfg, webhook: NewWebhook(cfg.WebhookTimeout), wake: make(chan struct{}, 1)}, nil
+	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpuportal_notification_attempts_total",
+		Help: "Notification deliveries this replica attempted, by channel and outcome (sent, failed: to be retried, gave_up, dropped).",
+	}, []string{"channel", "outcome"})
+	return &Notifier{cfg: cfg, webhook: NewWebhook(cfg.WebhookTimeout), wake: make(chan struct{}, 1), attempts: attempts}, nil
+}
+
+// Collectors are the notifier's metrics: its attempts, and the outbox's
+// backlog (gpuportal_notifications_pending).
+func (n *Notifier) Collectors() []prometheus.Collector {
+	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gpuportal_notifications_pending",
+		Help: "Notifications waiting for delivery (or for their next try).",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		k, err := n.cfg.Store.PendingNotifications(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(k)
+	})
+	return []prometheus.Collector{n.attempts, pending}
 }
 
 // Wake makes the notifier read the outbox now rather than at its next poll.
@@ -130,6 +160,11 @@ func (n *Notifier) Run(ctx context.Context) {
 			} else if k > 0 {
 				log.Info("notify: queued held notifications", "count", k)
 			}
+			if k, err := n.cfg.Store.PruneNotifications(ctx, now.Add(-Keep)); err != nil {
+				log.Warn("notify: prune the outbox", "err", err)
+			} else if k > 0 {
+				log.Debug("notify: pruned old notifications", "count", k)
+			}
 		}
 		free := cap(slots) - len(slots)
 		if free == 0 {
@@ -162,21 +197,25 @@ func (n *Notifier) deliver(ctx context.Context, nt *models.Notification) {
 	var drop *dropError
 	switch {
 	case err == nil:
+		n.attempts.WithLabelValues(nt.Channel, "sent").Inc()
 		if err := n.cfg.Store.NotificationSent(rec, nt.ID, n.cfg.Now()); err != nil {
 			log.Warn("notify: record delivery", "err", err)
 		}
 		log.Debug("notify: delivered")
 	case errors.As(err, &drop):
+		n.attempts.WithLabelValues(nt.Channel, "dropped").Inc()
 		if err := n.cfg.Store.DropNotification(rec, nt.ID, drop.why); err != nil {
 			log.Warn("notify: drop", "err", err)
 		}
 	default:
 		attempts := nt.Attempts + 1
 		var retry *time.Time
+		outcome := "gave_up"
 		if attempts < models.MaxNotifyAttempts {
 			at := n.cfg.Now().Add(Backoff(attempts, n.cfg.RetryBase, n.cfg.RetryMax))
-			retry = &at
+			retry, outcome = &at, "failed"
 		}
+		n.attempts.WithLabelValues(nt.Channel, outcome).Inc()
 		log.Warn("notify: delivery failed", "attempt", attempts, "err", err, "retry_at", retry)
 		if err := n.cfg.Store.NotificationFailed(rec, nt.ID, err.Error(), retry); err != nil {
 			log.Warn("notify: record failure", "err", err)

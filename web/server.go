@@ -64,6 +64,8 @@ type Config struct {
 	// Notifier delivers users' notifications (package notify); the test
 	// button wakes it. nil: tests wait for its next poll.
 	Notifier interface{ Wake() }
+	// Collectors are more metrics for /metrics (the notifier's).
+	Collectors []prometheus.Collector
 	// EmailEnabled: the server sends email (serve --smtp-addr).
 	EmailEnabled bool
 }
@@ -158,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	reg.MustRegister(limitMetrics(s)...)
+	reg.MustRegister(cfg.Collectors...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)

@@ -349,7 +349,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents, Notifier: notifier, EmailEnabled: mailer != nil})
+		Agents: agents, Notifier: notifier, EmailEnabled: mailer != nil,
+		Collectors: notifier.Collectors()})
 	if err != nil {
 		return err
 	}
