@@ -53,6 +53,11 @@ func (n *notifyFlags) check() error {
 	if n.smtpAddr != "" && n.smtpFrom == "" {
 		return fmt.Errorf("serve: --smtp-addr needs --smtp-from, the sender's address")
 	}
+	if n.smtpAddr != "" {
+		if err := notify.CheckMailer(&notify.Mailer{Addr: n.smtpAddr, From: n.smtpFrom}); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
 	if n.webhookTimeout < time.Second || n.webhookTimeout > 5*time.Minute {
 		return fmt.Errorf("serve: --webhook-timeout %v: want 1s to 5m", n.webhookTimeout)
 	}
