@@ -230,7 +230,8 @@ func TestNotifications(t *testing.T) {
 			t.Errorf("notify show lacks %q:\n%s", want, out)
 		}
 	}
-	c.fails(tok, []string{"webhook_url", "scheme"}, "notify", "set", "--webhook-url", "ftp://example.org/x")
+	c.fails(tok, []string{"--webhook-url: webhook_url", "scheme"}, "notify", "set", "--webhook-url", "ftp://example.org/x")
+	c.fails(tok, []string{"--held-after: held_after_hours"}, "notify", "set", "--events", "held")
 	c.fails(tok, []string{"nothing to set"}, "notify", "set")
 	out = c.ok(tok, "notify", "set", "--events", "failed,timed_out,held", "--held-after", "6h", "--email", "")
 	if !strings.Contains(out, "events:      failed,timed_out,held") || !strings.Contains(out, "held after:  6h0m0s") || !strings.Contains(out, "email:       -") {

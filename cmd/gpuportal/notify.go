@@ -210,7 +210,7 @@ func (c notifyCmd) set(ctx context.Context, args []string) error {
 	}
 	raw, err := cl.do(ctx, http.MethodPut, "/api/v1/me/notifications", nil, upd)
 	if err != nil {
-		return err
+		return withFlag(err)
 	}
 	if f.json {
 		return printJSON(c.stdout, raw)
@@ -271,4 +271,23 @@ func decodeAnswer(raw []byte, out any) error {
 		return fmt.Errorf("the server's answer is not the expected JSON: %w", err)
 	}
 	return nil
+}
+
+// flagOfField names the set flag of each field of the settings.
+var flagOfField = map[string]string{
+	"email": "--email", "webhook_url": "--webhook-url", "webhook_secret": "--webhook-secret-file",
+	"events": "--events", "held_after_hours": "--held-after",
+}
+
+// withFlag names, in the server's refusal of a field, the flag that set it.
+func withFlag(err error) error {
+	var ae *jobAPIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	field, _, ok := strings.Cut(ae.Message, ":")
+	if flag, known := flagOfField[field]; ok && known {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	return err
 }
