@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -158,7 +159,7 @@ func (s *Server) notificationsView(c echo.Context, form *api.NotificationSetting
 		}
 	}
 	for _, e := range st.AvailableEvents {
-		v.Events = append(v.Events, templates.EventChoice{Name: e, Label: eventLabel(e), Chosen: contains(chosen, e)})
+		v.Events = append(v.Events, templates.EventChoice{Name: e, Label: eventLabel(e), Chosen: slices.Contains(chosen, e)})
 	}
 	v.Deliveries = deliveryRows(st.Deliveries)
 	return v, nil
@@ -185,15 +186,6 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // eventLabel is an event's name for people.
