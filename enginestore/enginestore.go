@@ -43,11 +43,42 @@ func (s Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	accounts, err := s.UnixAccounts(ctx, owners(js))
+	if err != nil {
+		return nil, err
+	}
 	out := make([]engine.Job, len(js))
 	for i, j := range js {
 		out[i] = engineJob(j)
+		out[i].Account = accounts[j.User]
 	}
 	return out, nil
+}
+
+// UnixAccounts returns the Unix account of each of the portal users named
+// (login names): the account their jobs run as on the machines (agent
+// --run-as owner, sbatch --uid and --gid under --slurm-run-as owner). It
+// is the one place the server maps users to Unix accounts; for now each
+// user's account is their login name.
+func (s Store) UnixAccounts(ctx context.Context, users []string) (map[string]string, error) {
+	out := make(map[string]string, len(users))
+	for _, u := range users {
+		out[u] = u
+	}
+	return out, nil
+}
+
+// owners lists the owners of js once each.
+func owners(js []models.Job) []string {
+	seen := make(map[string]bool, len(js))
+	var out []string
+	for _, j := range js {
+		if !seen[j.User] {
+			seen[j.User] = true
+			out = append(out, j.User)
+		}
+	}
+	return out
 }
 
 // engineJob is a job row as the engine sees it.

@@ -89,7 +89,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
-	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as (default: this server's user; when it is root, nobody, unless --run-as root)")
+	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")

@@ -55,6 +55,9 @@ type Job struct {
 	// none: it comes before learned and catalogue profiles, and a job
 	// with one is never profiled (alloc.go).
 	CPUProfile *synergy.Profile
+	// Account is the Unix account of the job's owner, which machines run
+	// it as (job.Spec.Account; accounts.go); empty when not known.
+	Account string
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -164,10 +167,14 @@ type Engine struct {
 	handover   map[int64]time.Time // jobs kept back while a run stops: when it was asked to
 	stopLater  []strayKey          // runs to ask their machines to stop next pass
 	reasons    map[int64]string    // last recorded wait reason per job
+	noAccount  refusals            // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
-	completed  bool // a job succeeded since the forecasts' history was read
-	teamState  teamState
-	stored     storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
+	// waiting is when each waiting job began to wait for its GPUs, for
+	// the queue wait of its next start (waits.go); zero when unknown.
+	waiting   map[int64]time.Time
+	completed bool // a job succeeded since the forecasts' history was read
+	teamState teamState
+	stored    storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
 }
 
 // New returns an engine for cfg.
@@ -211,6 +218,8 @@ func New(cfg Config) (*Engine, error) {
 		handover:  make(map[int64]time.Time),
 		reasons:   make(map[int64]string),
 		lostSince: make(map[string]time.Time),
+		waiting:   make(map[int64]time.Time),
+		stats:     stats{s: emptyStats()},
 	}, nil
 }
 
@@ -228,6 +237,7 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 		e.connected[n.Name()] = e.cfg.Now()
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
+		e.forgetAccounts(n.Name())
 		e.adopt(ctx, n)
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
 	})

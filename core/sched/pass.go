@@ -41,6 +41,11 @@ type pass struct {
 	qpos      []int32 // waiting jobs seen so far, per queue
 	buf       []byte
 
+	// Machines hidden from the pending job being decided (avoid.go).
+	masked     []int32
+	maskedCap  int // their GPUs
+	maskedFree int // their free GPUs
+
 	// Teams (fair.go): set when Snapshot.Teams guarantees GPUs (fair) or
 	// caps users (teams without fair).
 	fair, teams bool

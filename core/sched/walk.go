@@ -23,8 +23,10 @@ func (p *pass) walk() {
 	p.merged, p.restored, p.counted = false, 0, false
 	p.preempted = p.preempted[:0]
 	defer p.dropRestored()
+	defer p.unmask()
 	var blocker *entry
 	for {
+		p.unmask()
 		next := p.peek()
 		if p.merged {
 			p.reach(next)
@@ -42,6 +44,7 @@ func (p *pass) walk() {
 		if p.teams && p.teamHold(next) {
 			continue
 		}
+		p.mask(next)
 		if p.sh.on && p.tryJoin(next) {
 			continue
 		}
@@ -50,7 +53,7 @@ func (p *pass) walk() {
 		if n > p.cl.free {
 			reclaimable = p.reclaimable(next)
 		}
-		if omit && p.cl.free+reclaimable <= 0 && !p.fair && !p.sh.on {
+		if omit && p.cl.free+p.maskedFree+reclaimable <= 0 && !p.fair && !p.sh.on {
 			return // nothing behind can start
 		}
 		e := p.pop(next)
@@ -85,7 +88,7 @@ func (p *pass) walk() {
 			// (docs/fair-share.md).
 			p.lendStop, p.lendBy = true, e.job
 		}
-		if p.sc.kind == kindFIFO && n > 0 && n <= p.cl.capacity {
+		if p.sc.kind == kindFIFO && n > 0 && n <= p.cl.capacity-p.maskedCap {
 			blocker = e // a job that can never run blocks nobody
 		}
 	}
@@ -383,6 +386,9 @@ func (p *pass) shift(run *runJob, sign int32) {
 	}
 	for _, s := range p.held[run.lo:run.hi] {
 		n := p.cl.slotNode[s]
+		if !p.cl.nodes[n].sched {
+			continue // masked for the job being placed (avoid.go)
+		}
 		p.cl.setFree(int(n), p.cl.nodes[n].free+sign)
 	}
 }
