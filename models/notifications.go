@@ -409,6 +409,7 @@ func (s *Store) UserByID(ctx context.Context, id int64) (*User, error) {
 // EnqueueHeldNotifications queues the held notification of each job that
 // has waited (queued or preempted) longer than its owner's
 // HeldAfterHours at now, once per wait, and returns how many it queued.
+// Its queries per user do not grow with the number of waiting jobs.
 func (s *Store) EnqueueHeldNotifications(ctx context.Context, now time.Time) (int, error) {
 	var ns []NotificationSettings
 	err := s.db.WithContext(ctx).Where("held_after_hours > 0").Find(&ns).Error
@@ -418,72 +419,112 @@ func (s *Store) EnqueueHeldNotifications(ctx context.Context, now time.Time) (in
 	queued := 0
 	for i := range ns {
 		n := &ns[i]
-		chs := n.channels()
-		if !n.Wants(EventHeld) || len(chs) == 0 {
+		if !n.Wants(EventHeld) || len(n.channels()) == 0 {
 			continue
 		}
-		u, err := s.UserByID(ctx, n.UserID)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
+		k, err := s.enqueueHeld(ctx, n, now)
+		queued += k
 		if err != nil {
 			return queued, err
-		}
-		after := time.Duration(n.HeldAfterHours * float64(time.Hour))
-		var jobs []Job
-		err = s.db.WithContext(ctx).Where("\"user\" = ? AND state IN ? AND submitted_at <= ?", u.Name,
-			[]JobState{JobQueued, JobPreempted}, now.Add(-after)).Find(&jobs).Error
-		if err != nil {
-			return queued, fmt.Errorf("waiting jobs of %s: %w", u.Name, err)
-		}
-		for _, j := range jobs {
-			es, err := s.JobEvents(ctx, j.ID)
-			if err != nil {
-				return queued, err
-			}
-			since := waitStart(es)
-			if since == nil || now.Sub(since.At) < after {
-				continue
-			}
-			detail := fmt.Sprintf("waiting since %s", since.At.UTC().Format(time.RFC3339))
-			if j.Reason != "" {
-				detail += ": " + j.Reason
-			}
-			err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-				for _, ch := range chs {
-					key := fmt.Sprintf("held:%d:%s", since.ID, ch)
-					added, err := insertNotification(tx, n.UserID, j.ID, since.ID, EventHeld, ch, detail, now, key)
-					if err != nil {
-						return err
-					}
-					if added {
-						queued++
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				return queued, err
-			}
 		}
 	}
 	return queued, nil
 }
 
-// waitStart is the event that began a job's current wait: the first of
-// the waiting events after its last other one; nil when it does not wait.
-func waitStart(es []JobEvent) *JobEvent {
-	var since *JobEvent
-	for i := range es {
-		if es[i].State.Waiting() {
-			if since == nil {
-				since = &es[i]
-			}
-		} else {
-			since = nil
+// enqueueHeld queues the held notifications of one user's settings n.
+func (s *Store) enqueueHeld(ctx context.Context, n *NotificationSettings, now time.Time) (int, error) {
+	db := s.db.WithContext(ctx)
+	u, err := s.UserByID(ctx, n.UserID)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	after := time.Duration(n.HeldAfterHours * float64(time.Hour))
+	waiting := []JobState{JobQueued, JobPreempted}
+	var jobs []Job
+	err = db.Select("id", "reason").Where("\"user\" = ? AND state IN ? AND submitted_at <= ?", u.Name, waiting, now.Add(-after)).
+		Find(&jobs).Error
+	if err != nil || len(jobs) == 0 {
+		return 0, wrapErr(err, "waiting jobs of "+u.Name)
+	}
+	ids := make([]int64, len(jobs))
+	reason := make(map[int64]string, len(jobs))
+	for i, j := range jobs {
+		ids[i], reason[j.ID] = j.ID, j.Reason
+	}
+	// Each job's current wait began with its first event after its last
+	// one in another state.
+	var starts []int64
+	err = db.Raw(`SELECT MIN(e.id) FROM job_events e WHERE e.job_id IN ? AND e.id > COALESCE(
+		(SELECT MAX(x.id) FROM job_events x WHERE x.job_id = e.job_id AND x.state NOT IN ?), 0) GROUP BY e.job_id`,
+		ids, waiting).Scan(&starts).Error
+	if err != nil || len(starts) == 0 {
+		return 0, wrapErr(err, "waits of "+u.Name+"'s jobs")
+	}
+	var es []JobEvent
+	if err := db.Where("id IN ? AND at <= ?", starts, now.Add(-after)).Find(&es).Error; err != nil {
+		return 0, fmt.Errorf("waits of %s's jobs: %w", u.Name, err)
+	}
+	chs := n.channels()
+	keys := make([]string, 0, len(es)*len(chs))
+	for _, e := range es {
+		for _, ch := range chs {
+			keys = append(keys, heldKey(e.ID, ch))
 		}
 	}
-	return since
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	var have []string
+	if err := db.Model(&Notification{}).Where("dedupe_key IN ?", keys).Pluck("dedupe_key", &have).Error; err != nil {
+		return 0, fmt.Errorf("held notifications of %s: %w", u.Name, err)
+	}
+	told := make(map[string]bool, len(have))
+	for _, k := range have {
+		told[k] = true
+	}
+	queued := 0
+	err = db.Transaction(func(tx *gorm.DB) error {
+		for _, e := range es {
+			detail := "waiting since " + e.At.UTC().Format(time.RFC3339)
+			if r := reason[e.JobID]; r != "" {
+				detail += ": " + r
+			}
+			for _, ch := range chs {
+				if told[heldKey(e.ID, ch)] {
+					continue
+				}
+				added, err := insertNotification(tx, n.UserID, e.JobID, e.ID, EventHeld, ch, detail, now, heldKey(e.ID, ch))
+				if err != nil {
+					return err
+				}
+				if added {
+					queued++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return queued, nil
+}
+
+// heldKey is the DedupeKey of the held notification of the wait that
+// began with event eventID.
+func heldKey(eventID int64, channel string) string {
+	return fmt.Sprintf("held:%d:%s", eventID, channel)
+}
+
+// wrapErr is err with context, nil for nil.
+func wrapErr(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // deleteNotifications deletes a user's notification settings and
