@@ -397,15 +397,6 @@ func (s *Store) DropNotification(ctx context.Context, id int64, cause string) er
 	return nil
 }
 
-// UserByID returns the user with id.
-func (s *Store) UserByID(ctx context.Context, id int64) (*User, error) {
-	var u User
-	if err := s.db.WithContext(ctx).First(&u, id).Error; err != nil {
-		return nil, notFound(err, fmt.Sprintf("user %d", id))
-	}
-	return &u, nil
-}
-
 // EnqueueHeldNotifications queues the held notification of each job that
 // has waited (queued or preempted) longer than its owner's
 // HeldAfterHours at now, once per wait, and returns how many it queued.
