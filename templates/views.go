@@ -295,6 +295,9 @@ type EventChoice struct {
 type DeliveryRow struct {
 	JobID                         int64
 	Event, Channel, State, Detail string
+	// Label names the state for people: "retrying" for a pending one
+	// that failed before.
+	Label string
 	Attempts                      int
 	LastError                     string
 	At, NextAttempt, Sent         string

@@ -169,7 +169,10 @@ func deliveryRows(ds []api.Notification) []templates.DeliveryRow {
 	var out []templates.DeliveryRow
 	for _, d := range ds {
 		r := templates.DeliveryRow{JobID: d.JobID, Event: eventLabel(d.Event), Channel: d.Channel, State: d.State,
-			Attempts: d.Attempts, LastError: d.LastError, At: d.At.Local().Format(timeLayout), Detail: d.Detail}
+			Attempts: d.Attempts, LastError: d.LastError, At: d.At.Local().Format(timeLayout), Detail: d.Detail, Label: d.State}
+		if d.State == models.NotifyPending && d.Attempts > 0 {
+			r.Label = "retrying"
+		}
 		if d.NextAttemptAt != nil {
 			r.NextAttempt = d.NextAttemptAt.Local().Format(timeLayout)
 		}
