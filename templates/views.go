@@ -297,8 +297,8 @@ type DeliveryRow struct {
 	Event, Channel, State, Detail string
 	// Label names the state for people: "retrying" for a pending one
 	// that failed before.
-	Label string
-	Attempts                      int
-	LastError                     string
-	At, NextAttempt, Sent         string
+	Label                 string
+	Attempts              int
+	LastError             string
+	At, NextAttempt, Sent string
 }
