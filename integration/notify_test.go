@@ -384,3 +384,34 @@ func TestNotificationReceiverDown(t *testing.T) {
 		t.Errorf("form with a gopher URL: %d", st)
 	}
 }
+
+// TestHeldNotification: a job that waits longer than its owner's
+// threshold is told of, once, by webhook.
+func TestHeldNotification(t *testing.T) {
+	h := newHook(t, "", func(int) int { return http.StatusOK })
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x4x80", "--notify-held-check", "1s")
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	// 0.001 hours: 3.6 seconds.
+	if st := alice.do(http.MethodPut, "/api/v1/me/notifications", map[string]any{
+		"webhook_url": h.srv.URL, "events": []string{"held"}, "held_after_hours": 0.001,
+	}, nil); st != http.StatusOK {
+		t.Fatalf("PUT settings: %d", st)
+	}
+	var first, second jobView
+	alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{"name": "hog", "gpus": 4, "sim": map[string]any{"duration_s": 60}}, &first)
+	alice.waitState(first.ID, 30*time.Second, "running")
+	alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{"name": "patient", "gpus": 4, "sim": map[string]any{"duration_s": 1}}, &second)
+	eventually(t, 30*time.Second, "the held notification", func() bool { return len(h.requests()) >= 1 })
+	body := h.requests()[0].body
+	want := fmt.Sprintf(`"text":"Job %d (patient) of alice has waited more than 3 seconds: waiting since `, second.ID)
+	if !strings.Contains(body, want) || !strings.Contains(body, `"event":"held"`) {
+		t.Errorf("held notification %s; want %s", body, want)
+	}
+	time.Sleep(3 * time.Second) // three more checks: told once per wait
+	if n := len(h.requests()); n != 1 {
+		t.Errorf("%d held notifications for one wait", n)
+	}
+	if j := alice.job(second.ID); j.State != "queued" {
+		t.Errorf("the patient job is %s; the test wants it waiting", j.State)
+	}
+}

@@ -69,6 +69,9 @@ func what(event, detail string, heldAfter float64) string {
 
 // hours writes h hours for people: "6 hours", "1 hour", "30 minutes".
 func hours(h float64) string {
+	if d := time.Duration(h * float64(time.Hour)); d < time.Minute {
+		return fmt.Sprintf("%d seconds", int(d/time.Second))
+	}
 	if h < 1 {
 		m := int(h*60 + 0.5)
 		if m == 1 {

@@ -26,6 +26,7 @@ type notifyFlags struct {
 	smtpPassFile   string
 	webhookTimeout time.Duration
 	retryBase      time.Duration
+	heldCheck      time.Duration
 }
 
 func (n *notifyFlags) register(fs *flag.FlagSet) {
@@ -35,6 +36,7 @@ func (n *notifyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.smtpUser, "smtp-user", "", "SMTP user, when the server wants authentication (the password from --smtp-password-file or $"+smtpPasswordEnv+")")
 	fs.StringVar(&n.smtpPassFile, "smtp-password-file", "", "file holding the SMTP password (its first line); default: $"+smtpPasswordEnv)
 	fs.DurationVar(&n.webhookTimeout, "webhook-timeout", 10*time.Second, "time a webhook receiver has to answer before the attempt counts as failed")
+	fs.DurationVar(&n.heldCheck, "notify-held-check", 30*time.Second, "how often waiting jobs are checked for users' \"waiting too long\" (held) notifications")
 	fs.DurationVar(&n.retryBase, "notify-retry", 30*time.Second, "wait before a failed notification is tried again; it doubles each time, up to 1h, for 12 attempts")
 }
 
@@ -60,6 +62,9 @@ func (n *notifyFlags) check() error {
 	}
 	if n.webhookTimeout < time.Second || n.webhookTimeout > 5*time.Minute {
 		return fmt.Errorf("serve: --webhook-timeout %v: want 1s to 5m", n.webhookTimeout)
+	}
+	if n.heldCheck < time.Second || n.heldCheck > time.Hour {
+		return fmt.Errorf("serve: --notify-held-check %v: want 1s to 1h", n.heldCheck)
 	}
 	if n.retryBase < 100*time.Millisecond || n.retryBase > time.Hour {
 		return fmt.Errorf("serve: --notify-retry %v: want 100ms to 1h", n.retryBase)

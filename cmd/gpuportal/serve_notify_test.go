@@ -27,6 +27,7 @@ func TestNotifyFlags(t *testing.T) {
 		{"a user without a server", []string{"--smtp-user", "portal"}, "--smtp-addr"},
 		{"a webhook timeout too short", []string{"--webhook-timeout", "10ms"}, "--webhook-timeout"},
 		{"a retry too long", []string{"--notify-retry", "3h"}, "--notify-retry"},
+		{"held checks too often", []string{"--notify-held-check", "10ms"}, "--notify-held-check"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseServeFlags(c.args, io.Discard)
