@@ -8,6 +8,7 @@ package enginestore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -57,15 +58,15 @@ func (s Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
 
 // UnixAccounts returns the Unix account of each of the portal users named
 // (login names): the account their jobs run as on the machines (agent
-// --run-as owner, sbatch --uid and --gid under --slurm-run-as owner). It
-// is the one place the server maps users to Unix accounts; for now each
-// user's account is their login name.
+// --run-as owner, sbatch --uid and --gid under --slurm-run-as owner), as
+// models.Store.UnixNames gives it (the directory's, the identity
+// provider's or an admin's choice, else the login name).
 func (s Store) UnixAccounts(ctx context.Context, users []string) (map[string]string, error) {
-	out := make(map[string]string, len(users))
-	for _, u := range users {
-		out[u] = u
+	m, err := s.UnixNames(ctx, users)
+	if err != nil {
+		return nil, fmt.Errorf("unix accounts of jobs' owners: %w", err)
 	}
-	return out, nil
+	return m, nil
 }
 
 // owners lists the owners of js once each.

@@ -193,6 +193,18 @@ echo probed`, dir)
 		t.Errorf("a job that swapped its output for a link to /etc/shadow shows %q, want only %q", sout, "before")
 	}
 
+	// dave signs in as "gpt-dave" but his Unix account, set by an admin,
+	// is gpt-bob: his job runs as gpt-bob (models.Store.UnixNames).
+	daveAPI := portalUser(t, srv.URL, data, "gpt-dave")
+	adminCLI(t, data, "set-unix-name", "--name", "gpt-dave", "--unix-name", "gpt-bob")
+	dj := submit(t, daveAPI, map[string]any{"name": "whoami", "gpus": 1, "command": []string{"id", "-un"}})
+	if j := daveAPI.waitState(dj, 30*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("dave's job %s: %q\n%s", j.State, j.Reason, jobLog(t, daveAPI, dj))
+	}
+	if out := strings.TrimSpace(jobLog(t, daveAPI, dj)); out != "gpt-bob" {
+		t.Errorf("dave's job ran as %q; want gpt-bob, the Unix account an admin set for him", out)
+	}
+
 	// carol still waits, and has not been started elsewhere.
 	cj = carolAPI.job(carol)
 	t.Logf("carol's job later: %s, %q", cj.State, cj.Reason)

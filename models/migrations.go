@@ -25,6 +25,7 @@ func migrations() []migration {
 		{12, "users.disabled_at, jobs.hold_reason and store_probes: account control and readiness (accounts.go, probe.go)", accountControl},
 		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
 		{16, "notification_settings and notifications: users' notifications and their outbox (notifications.go)", notificationTables},
+		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
 	}
 }
 

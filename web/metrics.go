@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuportal/gpuportal/core/buildinfo"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -323,27 +322,18 @@ func collectEngine(ch chan<- prometheus.Metric, st engine.Stats, m *moment) {
 }
 
 // buildInfo is the version, revision and Go version of the running
-// binary, from the build information Go stamps into it: the module's
-// version ("dev" for a build from a checkout) and the VCS revision, with
-// "-dirty" when the tree had changes ("unknown" where it has none).
+// binary (core/buildinfo, as --version and GET /api/v1/version say
+// them): the release's version ("dev" for a build from a checkout) and
+// the VCS revision, with "-dirty" when the tree had changes ("unknown"
+// where it has none).
 func buildInfo() []string {
-	version, revision := "dev", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v := bi.Main.Version; v != "" && v != "(devel)" {
-			version = v
-		}
-		dirty := false
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				revision = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
-		if dirty && revision != "unknown" {
+	in := buildinfo.Read()
+	revision := "unknown"
+	if in.Revision != "" {
+		revision = in.Revision
+		if in.Modified {
 			revision += "-dirty"
 		}
 	}
-	return []string{version, revision, runtime.Version()}
+	return []string{in.Version, revision, in.GoVersion}
 }

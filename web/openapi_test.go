@@ -118,6 +118,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"NotificationSettings":       reflect.TypeOf(api.NotificationSettings{}),
 		"NotificationSettingsUpdate": reflect.TypeOf(api.NotificationSettingsUpdate{}),
 		"NotificationTest":           reflect.TypeOf(api.NotificationTest{}),
+		"Version":                    reflect.TypeOf(api.Version{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

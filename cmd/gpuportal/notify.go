@@ -31,25 +31,20 @@ Commands:
          (--email ""); --webhook-secret-file - reads the secret from stdin
   test   send a test notification by each channel
 
-Every command takes --server URL and the API token as "gpuportal job" does
-(gpuportal job help); show and set take --json.
+Every command takes --server URL (or --context NAME) and the API token as
+"gpuportal job" does (gpuportal job help); show and set take -o json|yaml.
 `
 
 // runNotify runs "gpuportal notify ...", a client of
 // /api/v1/me/notifications.
 func runNotify(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := jobCmd{
-		getenv: os.Getenv, configDir: os.UserConfigDir, now: time.Now,
-		http: &http.Client{Timeout: 30 * time.Second}, stdout: stdout, stderr: stderr,
-	}
-	return notifyCmd{jobCmd: c, stdin: stdin}.run(ctx, args)
+	return notifyCmd{jobCmd: newJobCmd(stdin, stdout, stderr)}.run(ctx, args)
 }
 
 // notifyCmd is the notify command; it shares the job command's server,
-// token and client.
+// contexts, token and client.
 type notifyCmd struct {
 	jobCmd
-	stdin io.Reader
 }
 
 func (c notifyCmd) run(ctx context.Context, args []string) (err error) {
@@ -102,8 +97,21 @@ func (c notifyCmd) show(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f.json {
+	return c.write(f, raw, s)
+}
+
+// write prints the settings as -o asks: the API's JSON or YAML, else a
+// table for people.
+func (c notifyCmd) write(f *jobFlags, raw []byte, s api.NotificationSettings) error {
+	switch format, err := f.format(); {
+	case err != nil:
+		return err
+	case format == "json":
 		return printJSON(c.stdout, raw)
+	case format == "yaml":
+		return writeYAML(c.stdout, raw)
+	case format == "name":
+		return errors.New("-o name: notify has no named objects; want json or yaml")
 	}
 	c.print(s)
 	return nil
@@ -172,6 +180,9 @@ func (c notifyCmd) set(ctx context.Context, args []string) error {
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	var upd api.NotificationSettingsUpdate
+	if !set["email"] && !set["webhook-url"] && !set["webhook-secret-file"] && !set["events"] && !set["held-after"] {
+		return errors.New("nothing to set: give --email, --webhook-url, --webhook-secret-file, --events or --held-after")
+	}
 	if set["email"] {
 		upd.Email = email
 	}
@@ -201,9 +212,6 @@ func (c notifyCmd) set(ctx context.Context, args []string) error {
 		h := held.Hours()
 		upd.HeldAfterHours = &h
 	}
-	if !set["email"] && !set["webhook-url"] && !set["webhook-secret-file"] && !set["events"] && !set["held-after"] {
-		return errors.New("nothing to set: give --email, --webhook-url, --webhook-secret-file, --events or --held-after")
-	}
 	cl, err := c.client(f)
 	if err != nil {
 		return err
@@ -212,15 +220,11 @@ func (c notifyCmd) set(ctx context.Context, args []string) error {
 	if err != nil {
 		return withFlag(err)
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
 	var s api.NotificationSettings
 	if err := decodeAnswer(raw, &s); err != nil {
 		return err
 	}
-	c.print(s)
-	return nil
+	return c.write(f, raw, s)
 }
 
 // readSecret reads the first line of file, or of stdin for "-".

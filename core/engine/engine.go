@@ -119,7 +119,8 @@ type Config struct {
 	// means never. Jobs lost with their machine are requeued without
 	// counting against this.
 	MaxRetries int
-	// HalfLife is how fast team usage fades for fair share (default 7 days).
+	// HalfLife is how fast team usage fades for fair share: zero means
+	// the default (7 days), negative no decay at all.
 	HalfLife time.Duration
 	// RetryBackoff is the wait before the first retry; it doubles each time.
 	RetryBackoff time.Duration
@@ -137,7 +138,11 @@ type Engine struct {
 	cfg   Config
 	exits chan job.Exit
 	wake  chan struct{}
-	calls chan func(context.Context)
+	// recheck is the scheduler's Recheck of the last pass, on the
+	// engine's clock: the next pass runs then, or after Interval if that
+	// comes first. Zero when the scheduler named no time.
+	recheck time.Time
+	calls   chan func(context.Context)
 
 	follower atomic.Bool // another replica schedules (replicas.go)
 
@@ -395,8 +400,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.loadNodeStates(ctx); err != nil {
 		return err
 	}
-	tick := time.NewTicker(e.cfg.Interval)
-	defer tick.Stop()
+	timer := time.NewTimer(e.cfg.Interval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -407,10 +412,26 @@ func (e *Engine) Run(ctx context.Context) error {
 		case ex := <-e.exits:
 			e.handleExit(ctx, ex)
 		case <-e.wake:
-		case <-tick.C:
+		case <-timer.C:
 		}
 		if err := e.pass(ctx); err != nil && ctx.Err() == nil {
 			e.cfg.Logger.Error("scheduling pass failed", "err", err)
 		}
+		timer.Reset(e.untilNextPass(e.cfg.Now()))
 	}
+}
+
+// untilNextPass is how long after now the next pass is due when nothing
+// happens: at the last pass's Recheck (a running job crossing a queue
+// threshold, a waiting one due for promotion, a locality relaxing, a
+// borrowed job reaching its minimum runtime), so that the decision lands
+// when the simulator would make it; and never later than Interval.
+func (e *Engine) untilNextPass(now time.Time) time.Duration {
+	wait := e.cfg.Interval
+	if !e.recheck.IsZero() {
+		if d := e.recheck.Sub(now); d < wait {
+			wait = max(d, 0)
+		}
+	}
+	return wait
 }

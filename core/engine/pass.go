@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -36,6 +37,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	}
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
+	e.recheck = recheckTime(d.Recheck)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
 	d.Starts, d.Waits = starts, append(d.Waits, held...)
 	e.explainAccounts(d.Waits, byID)
@@ -331,6 +333,17 @@ func simMemory(j Job) gpu.SimMemory {
 }
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// recheckTime turns a Decisions.Recheck (seconds, as seconds gives them)
+// into a time on the engine's clock, rounded up to the nanosecond so that
+// a pass then sees the threshold reached; zero for none.
+func recheckTime(s float64) time.Time {
+	if !(s > 0) || s >= math.MaxInt64/1e9 {
+		return time.Time{}
+	}
+	ns := math.Ceil(s * 1e9)
+	return time.Unix(0, int64(ns))
+}
 
 // placementNode is the machine a placement starts on; "" for none.
 func placementNode(p []sched.GPURef) string {
