@@ -270,6 +270,7 @@ func screensOf(user, job string, spec specJobs) []screen {
 		{"team-vision", "/teams/vision", 200},
 		{"cluster", "/cluster", 200},
 		{"tokens", "/tokens", 200},
+		{"notifications", "/notifications", 200},
 		{"not-found", "/no-such-page", 404},
 	}
 	switch user {

@@ -27,6 +27,7 @@ func migrations() []migration {
 		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
 		{14, "jobs: environment, working folder, time limit, retries, dependencies and arrays", jobsSpec},
 		{15, "teams: default and maximum time limit of their jobs", teamsTimeLimits},
+		{16, "notification_settings and notifications: users' notifications and their outbox (notifications.go)", notificationTables},
 		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
 	}
 }
@@ -399,4 +400,43 @@ func (v15Team) TableName() string { return "teams" }
 
 func teamsTimeLimits(tx *gorm.DB) error {
 	return addColumns(tx, &v15Team{}, "DefaultTimeLimitS", "MaxTimeLimitS")
+}
+
+// v16NotificationSettings and v16Notification are the tables step 16
+// creates: each user's notification choices, and the outbox of their
+// notifications (notifications.go).
+type v16NotificationSettings struct {
+	UserID         int64   `gorm:"primaryKey;autoIncrement:false"`
+	Email          string  `gorm:"size:254;not null;default:''"`
+	WebhookURL     string  `gorm:"size:2048;not null;default:''"`
+	WebhookSecret  string  `gorm:"size:256;not null;default:''"`
+	Events         string  `gorm:"type:text"`
+	HeldAfterHours float64 `gorm:"not null;default:0"`
+	UpdatedAt      time.Time
+}
+
+func (v16NotificationSettings) TableName() string { return "notification_settings" }
+
+type v16Notification struct {
+	ID            int64     `gorm:"primaryKey"`
+	UserID        int64     `gorm:"index;not null"`
+	JobID         int64     `gorm:"not null;default:0"`
+	EventID       int64     `gorm:"not null;default:0"`
+	Event         string    `gorm:"size:16;not null"`
+	Channel       string    `gorm:"size:16;not null"`
+	Detail        string    `gorm:"size:512;not null;default:''"`
+	At            time.Time `gorm:"not null"`
+	DedupeKey     string    `gorm:"size:128;uniqueIndex;not null"`
+	State         string    `gorm:"size:16;not null;index:idx_notifications_due,priority:1"`
+	Attempts      int       `gorm:"not null;default:0"`
+	LastError     string    `gorm:"size:512;not null;default:''"`
+	NextAttemptAt time.Time `gorm:"not null;index:idx_notifications_due,priority:2"`
+	SentAt        *time.Time
+	CreatedAt     time.Time `gorm:"not null"`
+}
+
+func (v16Notification) TableName() string { return "notifications" }
+
+func notificationTables(tx *gorm.DB) error {
+	return createTables(tx, &v16NotificationSettings{}, &v16Notification{})
 }

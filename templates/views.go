@@ -341,3 +341,31 @@ type MemberRow struct {
 	User, Role, Usage string
 	MaxGPUs           int
 }
+
+// Notifications is a user's notification settings page.
+type Notifications struct {
+	Email, WebhookURL string
+	SecretSet         bool
+	Events            []EventChoice
+	HeldAfterHours    string
+	EmailEnabled      bool // the server sends email
+	Deliveries        []DeliveryRow
+}
+
+// EventChoice is one event's checkbox.
+type EventChoice struct {
+	Name, Label string
+	Chosen      bool
+}
+
+// DeliveryRow is one notification and where its delivery stands.
+type DeliveryRow struct {
+	JobID                         int64
+	Event, Channel, State, Detail string
+	// Label names the state for people: "retrying" for a pending one
+	// that failed before.
+	Label                 string
+	Attempts              int
+	LastError             string
+	At, NextAttempt, Sent string
+}

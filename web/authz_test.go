@@ -269,6 +269,15 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /queues/live", nil, nil, pageAny},
 		{"GET /tokens", nil, nil, pageAny},
 		{"POST /tokens", nil, func() string { return form("name", "t", "days", "3") }, pageAny},
+		// Each user's own notifications: the form's rule sets an address,
+		// so that the test has somewhere to go.
+		{"GET /notifications", nil, nil, pageAny},
+		{"GET /notifications/deliveries", nil, nil, pageAny},
+		{"POST /notifications", nil, func() string { return form("email", "me@example.org", "events", "failed") }, pageAny},
+		{"POST /notifications/test", nil, nil, pageAny},
+		{"GET /api/v1/me/notifications", nil, nil, apiAll},
+		{"PUT /api/v1/me/notifications", nil, func() string { return `{"events":["failed","timed_out"]}` }, apiAll},
+		{"POST /api/v1/me/notifications/test", nil, nil, access{401, 202, 202, 202, 202}},
 		{"POST /tokens/:id/revoke", func(*testing.T) string { return "/tokens/999999/revoke" }, nil, access{303, 404, 404, 404, 404}},
 		{"GET /admin", nil, nil, access{303, 403, 403, 403, 200}},
 		{"POST /admin/:action", func(*testing.T) string { return "/admin/create-team" }, func() string {

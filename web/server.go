@@ -62,6 +62,13 @@ type Config struct {
 	// MaxConnsPerAddr caps the connections one client address holds at
 	// once (LimitConnections); 0 is the default, 128; negative: no cap.
 	MaxConnsPerAddr int
+	// Notifier delivers users' notifications (package notify); the test
+	// button wakes it. nil: tests wait for its next poll.
+	Notifier interface{ Wake() }
+	// Collectors are more metrics for /metrics (the notifier's).
+	Collectors []prometheus.Collector
+	// EmailEnabled: the server sends email (serve --smtp-addr).
+	EmailEnabled bool
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
@@ -163,6 +170,7 @@ func New(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	reg.MustRegister(limitMetrics(s)...)
+	reg.MustRegister(cfg.Collectors...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
@@ -182,6 +190,9 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/arrays/:id", s.apiGetArray)
 	authed.DELETE("/arrays/:id", s.apiCancelArray)
 	authed.GET("/me", s.apiMe)
+	authed.GET("/me/notifications", s.apiNotifications)
+	authed.PUT("/me/notifications", s.apiSetNotifications)
+	authed.POST("/me/notifications/test", s.apiTestNotification)
 	authed.DELETE("/tokens/current", s.apiRevokeCurrentToken)
 	authed.GET("/templates", s.apiTemplates)
 	authed.POST("/templates", s.apiCreateTemplate)
@@ -261,6 +272,10 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/queues", s.queuesPage)
 	in.GET("/queues/live", s.queuesLive)
 	in.GET("/tokens", s.tokensPage)
+	in.GET("/notifications", s.notificationsPage)
+	in.GET("/notifications/deliveries", s.notificationDeliveries)
+	in.POST("/notifications", s.notificationsForm)
+	in.POST("/notifications/test", s.testNotificationForm)
 	in.POST("/tokens", s.createTokenForm)
 	in.POST("/tokens/:id/revoke", s.revokeTokenForm)
 	admin := in.Group("/admin", requireAdmin)

@@ -32,6 +32,8 @@ func TestCompletion(t *testing.T) {
 		{words: []string{"jo"}, want: []string{"job"}},
 		{words: []string{""}, contains: []string{"serve", "agent", "admin", "sim", "job", "login", "logout", "config", "version", "completion"}, lacks: []string{completeCommand, "agent-watchdog"}},
 		{words: []string{"job", "s"}, want: []string{"submit", "show"}},
+		{words: []string{"notify", ""}, want: []string{"show", "set", "test"}},
+		{words: []string{"notify", "set", "--web"}, want: []string{"--webhook-secret-file", "--webhook-url"}},
 		{words: []string{"job", "list", "--st"}, want: []string{"--start", "--state"}},
 		{words: []string{"job", "list", "--state", ""}, want: []string{"queued", "running", "preempted", "succeeded", "failed", "cancelled", "timed_out"}},
 		{words: []string{"job", "list", "-o", ""}, want: []string{"json", "yaml", "wide", "name"}},

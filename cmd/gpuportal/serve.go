@@ -26,6 +26,7 @@ import (
 	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/notify"
 	"github.com/gpuportal/gpuportal/web"
 )
 
@@ -59,6 +60,7 @@ type serveFlags struct {
 	historyRaw        time.Duration
 	historyKeep       time.Duration
 	gate              gateFlags
+	notify            notifyFlags
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
 	wsMaxAge          time.Duration
@@ -105,6 +107,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
+	f.notify.register(fs)
 	f.signIn.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -120,6 +123,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	f.passEnv = pass
 	if err := f.gate.check("serve"); err != nil {
+		return f, err
+	}
+	if err := f.notify.check(); err != nil {
 		return f, err
 	}
 	f.set = make(map[string]bool)
@@ -355,12 +361,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	mailer, err := f.notify.mailer(os.Getenv)
+	if err != nil {
+		return err
+	}
+	// Notifications go out from the leader only (serve_notify.go).
+	notifier, err := notify.New(notify.Config{Store: store, Leader: rep.leader, PublicURL: f.notify.linkBase(ln.Addr()),
+		Mailer: mailer, WebhookTimeout: f.notify.webhookTimeout, RetryBase: f.notify.retryBase, HeldEvery: f.notify.heldCheck, Logger: log.With("part", "notify")})
+	if err != nil {
+		return err
+	}
 	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
 		Machines: machineStore{store}}, eng, log)
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents, SignIn: f.signInCfg})
+		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
+		Collectors: notifier.Collectors()})
 	if err != nil {
 		return err
 	}
@@ -370,15 +391,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		srv.RecordHistory(engCtx, web.HistoryConfig{Raw: f.historyRaw, Keep: f.historyKeep})
 		close(historyDone)
 	}()
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.addr, err)
-	}
 	httpSrv := srv.HTTPServer()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(srv.LimitConnections(ln)) }()
 	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
+	notifyDone := make(chan struct{})
+	go func() { notifier.Run(engCtx); close(notifyDone) }()
 
 	leadErr := rep.follow(engCtx, lead)
 
@@ -400,6 +419,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	stopEngine()
 	<-historyDone // the minute in progress is written before the store closes
+	<-notifyDone
 	work.stop(shutCtx, log)
 	return nil
 }
