@@ -130,6 +130,14 @@ func testEnvAndChdir(t *testing.T, a *api, c *cli, cliEnv []string) {
 }
 
 func testTimeLimit(t *testing.T, a *api) {
+	// Its owner asked to be told of jobs that time out (notify18).
+	h := newHook(t, "s3cret", func(int) int { return http.StatusOK })
+	own := *a
+	own.t = t
+	if st := own.do(http.MethodPut, "/api/v1/me/notifications", map[string]any{"webhook_url": h.srv.URL + "/hook", "webhook_secret": "s3cret",
+		"events": []string{"timed_out"}}, nil); st != http.StatusOK {
+		t.Fatalf("notification settings: %d", st)
+	}
 	// On SIGTERM it says so and keeps going: SIGKILL ends it after the
 	// grace period (1s).
 	script := `trap 'echo "got TERM"; while :; do echo "alive after TERM"; sleep 0.2; done' TERM; echo started; while :; do sleep 0.1; done`
@@ -148,18 +156,22 @@ func testTimeLimit(t *testing.T, a *api) {
 		t.Errorf("the job printed %q; want started, got TERM, then lines through the grace period until SIGKILL", out)
 	}
 	// Timed out once: one run, one timed_out in its history.
-	var h []struct{ State string }
-	own := *a
-	own.t = t
-	own.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/history", id), nil, &h)
+	var history []struct{ State string }
+	own.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/history", id), nil, &history)
 	n := 0
-	for _, e := range h {
+	for _, e := range history {
 		if e.State == "timed_out" {
 			n++
 		}
 	}
 	if n != 1 {
-		t.Errorf("history %v: want one timed_out", h)
+		t.Errorf("history %v: want one timed_out", history)
+	}
+	// Its owner is told, once, by the state's own name.
+	eventually(t, 20*time.Second, "the timed_out notification", func() bool { return len(h.requests()) > 0 })
+	if r := h.requests(); len(r) != 1 || !r[0].verified || !strings.Contains(r[0].body, `"event":"timed_out"`) ||
+		!strings.Contains(r[0].body, fmt.Sprint(id)) {
+		t.Errorf("webhook requests %+v; want one signed timed_out of job %d", r, id)
 	}
 }
 
