@@ -55,7 +55,7 @@ func eventOfState(s JobState) string {
 		return EventPreempted
 	case JobCancelled:
 		return EventCancelled
-	case JobState(EventTimedOut):
+	case JobTimedOut:
 		return EventTimedOut
 	}
 	return ""

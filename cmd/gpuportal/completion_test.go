@@ -35,7 +35,7 @@ func TestCompletion(t *testing.T) {
 		{words: []string{"notify", ""}, want: []string{"show", "set", "test"}},
 		{words: []string{"notify", "set", "--web"}, want: []string{"--webhook-secret-file", "--webhook-url"}},
 		{words: []string{"job", "list", "--st"}, want: []string{"--start", "--state"}},
-		{words: []string{"job", "list", "--state", ""}, want: []string{"queued", "running", "preempted", "succeeded", "failed", "cancelled"}},
+		{words: []string{"job", "list", "--state", ""}, want: []string{"queued", "running", "preempted", "succeeded", "failed", "cancelled", "timed_out"}},
 		{words: []string{"job", "list", "-o", ""}, want: []string{"json", "yaml", "wide", "name"}},
 		{words: []string{"job", "list", "--output", "=", "y"}, want: []string{"yaml"}},
 		{words: []string{"job", "list", "--output=w"}, want: []string{"--output=wide"}},
