@@ -1,6 +1,7 @@
 package models
 
 import (
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -24,6 +25,7 @@ func migrations() []migration {
 		{11, "team_samples: GPUs in use and borrowed as fractions (shared GPUs)", teamSampleFractions},
 		{12, "users.disabled_at, jobs.hold_reason and store_probes: account control and readiness (accounts.go, probe.go)", accountControl},
 		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
+		{18, "jobs: indexes for the paged, filtered jobs list (team, user, state with id) and sim_util_pct", jobsListIndexes},
 	}
 }
 
@@ -354,4 +356,31 @@ func accountControl(tx *gorm.DB) error {
 		return err
 	}
 	return createTables(tx, &v12StoreProbe{})
+}
+
+// v18Job holds the column step 18 adds to jobs: a simulated job's GPU
+// utilization while it runs, NULL for a training job's usual one.
+type v18Job struct {
+	SimUtilPct *float64
+}
+
+func (v18Job) TableName() string { return "jobs" }
+
+// jobsListIndexes adds the indexes the jobs list pages by: each filter
+// column with the ID, so "team = ? AND id < ? ORDER BY id DESC LIMIT n"
+// reads n index entries on PostgreSQL as on SQLite.
+func jobsListIndexes(tx *gorm.DB) error {
+	if err := addColumns(tx, &v18Job{}, "SimUtilPct"); err != nil {
+		return err
+	}
+	for _, stmt := range []string{
+		`CREATE INDEX IF NOT EXISTS idx_jobs_team_id ON jobs (team, id)`,
+		`CREATE INDEX IF NOT EXISTS idx_jobs_user_id ON jobs ("user", id)`,
+		`CREATE INDEX IF NOT EXISTS idx_jobs_state_id ON jobs (state, id)`,
+	} {
+		if err := tx.Exec(stmt).Error; err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
 }

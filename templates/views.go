@@ -87,6 +87,15 @@ type JobList struct {
 	Scopes []string
 	State  string
 	States []string
+	// The other filters as asked: Teams lists the teams to choose from
+	// (admins only), Kinds the kinds of workload.
+	Team, User, Queue, Kind, Q, Limit string
+	Teams, Kinds                      []string
+	// Query is the filters as a URL query; Self adds the page's cursor
+	// (for the rows' refresh). Newer, Older and First link to the pages
+	// around, "" where there is none.
+	Query, Self          string
+	Newer, Older, First string
 }
 
 // SubmitForm is the submit page, with what the user typed and what was wrong.

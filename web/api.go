@@ -147,31 +147,31 @@ func (s *Server) clusterGPUs() int {
 	return n
 }
 
+// apiListJobs lists the jobs the user may see, newest first, filtered
+// and paged (joblist.go): the cursors of the pages around come back in
+// X-Next-Cursor, X-Prev-Cursor and Link.
 func (s *Server) apiListJobs(c echo.Context) error {
-	f, err := s.jobFilter(c, c.QueryParam("scope"), c.QueryParam("state"))
+	q, err := readJobListQuery(c, maxListLimit)
 	if err != nil {
 		return err
 	}
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 1000 {
-			return echo.NewHTTPError(http.StatusBadRequest, "limit: must be a number from 1 to 1000")
-		}
-		f.Limit = n
-	}
-	ctx := c.Request().Context()
-	js, err := s.cfg.Store.ListJobs(ctx, f)
+	f, err := s.jobListFilter(c, q)
 	if err != nil {
 		return err
 	}
-	m, err := s.moment(ctx)
+	p, err := s.listJobPage(c, f, q.Limit)
 	if err != nil {
 		return err
 	}
-	out := make([]api.Job, len(js))
-	for i := range js {
-		out[i] = s.jobOf(m, &js[i])
+	m, err := s.moment(c.Request().Context())
+	if err != nil {
+		return err
 	}
+	out := make([]api.Job, len(p.Jobs))
+	for i := range p.Jobs {
+		out[i] = s.jobOf(m, &p.Jobs[i])
+	}
+	setPageHeaders(c, q, p)
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -34,7 +34,9 @@ const jobUsage = `Usage: gpuportal job COMMAND [flags]
 Commands:
   submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
          (--sim-duration 10m | -- PROGRAM [ARG...])
-  list   [--scope mine|team|all] [--state STATE] [--limit N] [--start]
+  list   [--scope mine|team|all] [--state STATE[,STATE...]] [--user USER]
+         [--team TEAM] [--limit N] [--all] [--start]
+         (--all: every matching job, page after page)
          (--start: the waiting jobs with their forecast start, soonest
          first, as squeue --start)
   show   ID
@@ -277,6 +279,12 @@ func isNotFound(err error) bool {
 // a successful answer; other answers become *jobAPIError with the
 // server's message.
 func (cl *jobClient) do(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
+	raw, _, err := cl.doHeader(ctx, method, path, query, body)
+	return raw, err
+}
+
+// doHeader is do that also returns the answer's headers.
+func (cl *jobClient) doHeader(ctx context.Context, method, path string, query url.Values, body any) ([]byte, http.Header, error) {
 	u := *cl.base
 	u.Path = cl.base.Path + path
 	u.RawQuery = query.Encode()
@@ -284,13 +292,13 @@ func (cl *jobClient) do(ctx context.Context, method, path string, query url.Valu
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
+			return nil, nil, fmt.Errorf("encode request: %w", err)
 		}
 		r = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+cl.token)
 	req.Header.Set("Accept", "application/json")
@@ -300,21 +308,21 @@ func (cl *jobClient) do(ctx context.Context, method, path string, query url.Valu
 	}
 	resp, err := cl.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, jobMaxResponse))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+		return nil, nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return raw, nil
+		return raw, resp.Header, nil
 	}
 	ae := &jobAPIError{Status: resp.StatusCode, Message: serverMessage(resp, raw)}
 	if resp.StatusCode == http.StatusUnauthorized {
 		ae.hint = howToGetToken(cl.base)
 	}
-	return nil, ae
+	return nil, nil, ae
 }
 
 // serverMessage is the error message in an answer: the API's
@@ -472,8 +480,11 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	defer wrapJobErr("list", &err)
 	f := c.flags("list", true)
 	scope := f.fs.String("scope", "", "mine, team or all (admins); default: your team's (all jobs for admins)")
-	state := f.fs.String("state", "", "only jobs in this state: "+jobStateNames())
-	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default)")
+	state := f.fs.String("state", "", "only jobs in these states, comma-separated: "+jobStateNames())
+	user := f.fs.String("user", "", "only this user's jobs")
+	team := f.fs.String("team", "", "only this team's jobs (admins: any team; others: their own)")
+	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default, 1000); with --all, per request")
+	all := f.fs.Bool("all", false, "every matching job: follow the server's cursor page after page")
 	start := f.fs.Bool("start", false, "only waiting jobs (queued and preempted), with when each is forecast to start, soonest first")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -482,15 +493,22 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	if len(pos) > 0 {
 		return fmt.Errorf("unexpected argument %q", pos[0])
 	}
+	if *limit < 0 || *limit > 1000 {
+		return fmt.Errorf("--limit %d: must be from 1 to 1000 (0: the server's default)", *limit)
+	}
+	for _, st := range strings.Split(*state, ",") {
+		if st != "" && !job.State(st).Valid() {
+			return fmt.Errorf("--state %s: unknown state %q (want %s)", *state, st, jobStateNames())
+		}
+	}
 	if *start && *state != "" && !job.State(*state).Waiting() {
 		return fmt.Errorf("--start lists waiting jobs: --state %s names none", *state)
 	}
 	q := url.Values{}
-	if *scope != "" {
-		q.Set("scope", *scope)
-	}
-	if *state != "" {
-		q.Set("state", *state)
+	for k, v := range map[string]string{"scope": *scope, "state": *state, "user": *user, "team": *team} {
+		if v != "" {
+			q.Set(k, v)
+		}
 	}
 	if *limit != 0 {
 		q.Set("limit", strconv.Itoa(*limit))
@@ -502,8 +520,7 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	if *start {
 		return c.listStart(ctx, cl, q, *state, f.json)
 	}
-	var jobs []api.Job
-	raw, err := cl.getJSON(ctx, "/api/v1/jobs", q, &jobs)
+	jobs, raw, err := cl.listJobs(ctx, q, *all)
 	if err != nil {
 		return err
 	}
@@ -521,6 +538,39 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 			j.State, j.Queue, c.ago(j.SubmittedAt), cell(j.Reason, 60))
 	}
 	return w.Flush()
+}
+
+// listJobs gets the jobs list of q: one page, or with all every page,
+// following the server's cursor (X-Next-Cursor). raw is the jobs as one
+// JSON list.
+func (cl *jobClient) listJobs(ctx context.Context, q url.Values, all bool) (jobs []api.Job, raw []byte, err error) {
+	for {
+		body, h, err := cl.doHeader(ctx, http.MethodGet, "/api/v1/jobs", q, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		var page []api.Job
+		if err := json.Unmarshal(body, &page); err != nil {
+			return nil, nil, fmt.Errorf("GET /api/v1/jobs: the server's answer is not the expected JSON: %w", err)
+		}
+		if !all {
+			return page, body, nil
+		}
+		jobs = append(jobs, page...)
+		next := h.Get("X-Next-Cursor")
+		if next == "" || len(page) == 0 {
+			break
+		}
+		q.Set("cursor", next)
+	}
+	if jobs == nil {
+		jobs = []api.Job{}
+	}
+	raw, err = json.Marshal(jobs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode jobs: %w", err)
+	}
+	return jobs, raw, nil
 }
 
 // listStart prints the waiting jobs of q (of state, when set) with their
