@@ -74,7 +74,18 @@ const (
 // f.After (keyset pagination on the ID) neither skip nor repeat a job
 // while jobs are submitted: new jobs only ever get larger IDs.
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
-	q := s.db.WithContext(ctx)
+	var js []Job
+	if err := listJobsQuery(s.db.WithContext(ctx), f).Find(&js).Error; err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	if f.After > 0 {
+		slices.Reverse(js)
+	}
+	return js, nil
+}
+
+// listJobsQuery is the query of ListJobs, in the order it reads rows.
+func listJobsQuery(q *gorm.DB, f JobFilter) *gorm.DB {
 	if f.After > 0 {
 		q = q.Where("id > ?", f.After).Order("id ASC")
 	} else {
@@ -89,7 +100,11 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if f.User != "" {
 		q = q.Where("\"user\" = ?", f.User)
 	}
-	if len(f.States) > 0 {
+	switch len(f.States) {
+	case 0:
+	case 1: // "=", not "IN": the (state, id) index gives the order
+		q = q.Where("state = ?", f.States[0])
+	default:
 		q = q.Where("state IN ?", f.States)
 	}
 	if f.Queue != nil {
@@ -118,14 +133,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	var js []Job
-	if err := q.Limit(limit).Find(&js).Error; err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	if f.After > 0 {
-		slices.Reverse(js)
-	}
-	return js, nil
+	return q.Model(&Job{}).Limit(limit)
 }
 
 // likeEscaper escapes the wildcards of a LIKE pattern (ESCAPE '\').

@@ -43,8 +43,14 @@ var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
 
 func newTestServer(t testing.TB) *testServer {
 	t.Helper()
+	return newTestServerOn(t, modelstest.SQLiteDSN(t))
+}
+
+// newTestServerOn is newTestServer on the database dsn.
+func newTestServerOn(t testing.TB, dsn string) *testServer {
+	t.Helper()
 	ctx := context.Background()
-	store, err := models.Open(ctx, modelstest.SQLiteDSN(t))
+	store, err := models.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +130,7 @@ func (ts *testServer) freshSession(t *testing.T, role string) string {
 	return s
 }
 
-func (ts *testServer) doAs(t *testing.T, role, session, method, target, body string) *httptest.ResponseRecorder {
+func (ts *testServer) doAs(t testing.TB, role, session, method, target, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
