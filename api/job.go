@@ -67,11 +67,21 @@ type Job struct {
 	// Resources are a running job's CPUs and host memory: allocated and
 	// used per node, and its sensitivity profile (docs/synergy.md).
 	Resources *JobResources `json:"resources,omitempty"`
+	// Idle is a running job's idle-GPU verdict (api.Idle), in lists and
+	// pages alike.
+	Idle *Idle `json:"idle,omitempty"`
+	// Usage is how the job used its GPUs over its run, without the
+	// points: only in GET /api/v1/jobs/{id} (points: .../usage).
+	Usage *JobUsage `json:"usage,omitempty"`
 }
 
 // SimSpec describes a simulated training job.
 type SimSpec struct {
 	DurationS float64 `json:"duration_s"`
+	// UtilPct, when set, is the job's GPU utilization all along (0 to
+	// 100): near 0 simulates a job that holds its GPUs without using
+	// them. Unset, it follows a training iteration (about 88%).
+	UtilPct *float64 `json:"util_pct,omitempty"`
 }
 
 // Event is one step of a job's history: the state it entered, when and why.

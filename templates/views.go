@@ -75,6 +75,31 @@ type JobDetail struct {
 	// DeclaredProfile is the sensitivity profile the user declared at
 	// submission, in words; "" when none was.
 	DeclaredProfile string
+	// Idle says that the job holds its GPUs idle and since when; "" when
+	// it does not. Usage is its use of its GPUs over its run.
+	Idle  string
+	Usage JobUsage
+}
+
+// JobUsage is a job's use of its GPUs over its run, per GPU.
+type JobUsage struct {
+	Span    string // "over the run (12m30s)"
+	UtilAvg string // mean utilization of its GPUs, "—" when unknown
+	GPUs    []GPUUsage
+}
+
+// GPUUsage is one GPU of a job's run, as its page shows it.
+type GPUUsage struct {
+	Name    string // "node-0:3"
+	Util    string // the latest utilization, "—" when not running
+	UtilAvg string // over the run
+	Mem     string // the job's own memory now, or the GPU's, with what it is
+	MemPeak string
+	Shared  string // "" unless shared: with whom, and what the figures mean
+	// UtilLine and MemLine are SVG polyline points of utilization and
+	// memory (0 at the bottom, 100% or the GPU's memory at the top)
+	// over the run, in a 300x60 box.
+	UtilLine, MemLine string
 }
 
 // Event is one step of a job's history.

@@ -64,13 +64,21 @@ func (s *Server) apiSubmit(c echo.Context) error {
 	return s.jobResponse(c, http.StatusCreated, j)
 }
 
-// jobResponse answers with j as the API shows it now.
+// jobResponse answers with j as the API shows it now, with its use of
+// its GPUs (without the points) and its idle verdict.
 func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
-	m, err := s.moment(c.Request().Context())
+	ctx := c.Request().Context()
+	m, err := s.moment(ctx)
 	if err != nil {
 		return err
 	}
-	return c.JSON(status, s.jobOf(m, j))
+	out := s.jobOf(m, j)
+	u, err := s.jobUsage(ctx, j, m.now, false)
+	if err != nil {
+		return err
+	}
+	out.Usage, out.Idle = &u, u.Idle
+	return c.JSON(status, out)
 }
 
 // decodeJSON reads the request's JSON body into v, refusing unknown
@@ -170,6 +178,9 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	out := make([]api.Job, len(p.Jobs))
 	for i := range p.Jobs {
 		out[i] = s.jobOf(m, &p.Jobs[i])
+	}
+	if err := s.addIdle(c.Request().Context(), p.Jobs, out, m.now); err != nil {
+		return err
 	}
 	setPageHeaders(c, q, p)
 	return c.JSON(http.StatusOK, out)

@@ -336,6 +336,11 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	d.DeclaredProfile = describeDeclaredProfile(j)
 	describeResources(aj.Resources, &d)
 	d.LiveMemory = s.placementLiveMemory(j.Placement)
+	u, err := s.jobUsage(c.Request().Context(), j, m.now, true)
+	if err != nil {
+		return d, err
+	}
+	describeUsage(u, m.now, &d)
 	return d, nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/static"
@@ -61,6 +62,10 @@ type Config struct {
 	// MaxConnsPerAddr caps the connections one client address holds at
 	// once (LimitConnections); 0 is the default, 128; negative: no cap.
 	MaxConnsPerAddr int
+	// Idle is when a running job counts as holding its GPUs idle
+	// (core/idle); the zero Rule is idle.DefaultRule, and a rule that is
+	// not Valid (After 0) turns the flag off.
+	Idle idle.Rule
 }
 
 // Server serves the portal and the API.
@@ -101,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Idle == (idle.Rule{}) {
+		cfg.Idle = idle.DefaultRule
 	}
 	a, err := newAssets(static.FS)
 	if err != nil {
@@ -199,6 +207,7 @@ func New(cfg Config) (*Server, error) {
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
+	authed.GET("/jobs/:id/usage", s.apiJobUsage)
 	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
@@ -223,6 +232,7 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/cluster/gpus/history", s.apiGPUsHistory)
 	in.GET("/cluster/gpus/:uuid/history", s.apiGPUHistory)
 	in.GET("/jobs/:id/memory", s.apiJobMemory)
+	in.GET("/jobs/:id/usage", s.apiJobUsage)
 	in.GET("/jobs/:id/logs", s.apiJobLogs)
 	in.POST("/jobs/:id/template", s.saveTemplateForm)
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)

@@ -307,7 +307,7 @@ func simMemory(j Job) gpu.SimMemory {
 	}
 	p := total * 2 / 5
 	return gpu.SimMemory{PersistentMiB: p, EphemeralMiB: total - p,
-		Iteration: time.Duration(2+j.ID%4) * time.Second}
+		Iteration: time.Duration(2+j.ID%4) * time.Second, UtilPct: j.SimUtilPct}
 }
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
