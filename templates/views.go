@@ -119,7 +119,7 @@ type JobList struct {
 	// Query is the filters as a URL query; Self adds the page's cursor
 	// (for the rows' refresh). Newer, Older and First link to the pages
 	// around, "" where there is none.
-	Query, Self          string
+	Query, Self         string
 	Newer, Older, First string
 }
 
