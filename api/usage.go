@@ -76,18 +76,19 @@ type Idle struct {
 	BelowPct float64 `json:"below_pct"`
 }
 
-// Text says the verdict in a sentence, with times in loc, as of now: what
-// the job, team and cluster pages and `gpuportal job show` print; "" when
-// the job is not idle.
+// Text says since when an idle job's GPUs have been idle, with times in
+// loc, as of now ("since 14:05:10 (34m00s): all its GPUs under 5%
+// utilization"): what the job, team and cluster pages and `gpuportal job
+// show` print after "idle"; "" when the job is not idle.
 func (i *Idle) Text(now time.Time, loc *time.Location) string {
 	if i == nil || !i.Idle || i.Since == nil {
 		return ""
 	}
-	rule := fmt.Sprintf("under %s%% utilization", strconv.FormatFloat(i.BelowPct, 'f', -1, 64))
+	rule := fmt.Sprintf("all its GPUs under %s%% utilization", strconv.FormatFloat(i.BelowPct, 'f', -1, 64))
 	if i.AtLeast {
-		return fmt.Sprintf("idle: its GPUs %s since before %s (over %s)", rule, clock(*i.Since, now, loc), roughDuration(now.Sub(*i.Since)))
+		return fmt.Sprintf("since before %s (over %s): %s", clock(*i.Since, now, loc), roughDuration(now.Sub(*i.Since)), rule)
 	}
-	return fmt.Sprintf("idle: its GPUs %s since %s (%s)", rule, clock(*i.Since, now, loc), roughDuration(now.Sub(*i.Since)))
+	return fmt.Sprintf("since %s (%s): %s", clock(*i.Since, now, loc), roughDuration(now.Sub(*i.Since)), rule)
 }
 
 // Short says the verdict in a few characters, for a badge: "idle 34m";

@@ -10,7 +10,10 @@ type Page struct {
 	CSRF   string
 	Flash  string
 	Notice string
-	Charts bool // the page draws live charts
+	// Warning is something the viewer should act on (not an error of
+	// theirs): shown above the page.
+	Warning string
+	Charts  bool // the page draws live charts
 }
 
 // User is the logged-in user as the frame shows them.
@@ -175,6 +178,8 @@ type GPUCard struct {
 	Fault string
 	// Lanes describes the GPU's Salus lanes, empty when it has none.
 	Lanes string
+	// Idle says which of its jobs hold it idle ("job 3 idle 34m"); "" for none.
+	Idle string
 }
 
 // NodeCard is one machine on the cluster page.
@@ -194,6 +199,18 @@ type NodeCard struct {
 type Cluster struct {
 	Nodes  []NodeCard
 	Counts []Count
+	// Idle lists the running jobs that hold their GPUs idle.
+	Idle []IdleRow
+}
+
+// IdleRow is a running job that holds its GPUs idle. Name and User are
+// empty for a viewer who may not see the job's team.
+type IdleRow struct {
+	ID               int64
+	Name, Team, User string
+	GPUs             string // where it runs
+	Short            string // "idle 34m"
+	Text             string // since when, and the rule
 }
 
 // Count is a labelled number.
@@ -293,6 +310,23 @@ type Team struct {
 	// Queue is the team's unfinished jobs, running ones first; the page
 	// keeps it live over the team:<name> topic.
 	Queue []TeamQueueRow
+	// Flags are the team's warnings: idle jobs and stranded ones.
+	Flags TeamFlags
+}
+
+// TeamFlags are what a team's lead should act on: jobs holding GPUs idle,
+// and queued jobs a cap keeps from ever starting.
+type TeamFlags struct {
+	Team     string
+	Idle     []IdleRow
+	Stranded []StrandedRow
+}
+
+// StrandedRow is a queued job that a cap keeps from starting, and why.
+type StrandedRow struct {
+	ID         int64
+	Name, User string
+	Why        string
 }
 
 // TeamQueueRow is one of a team's unfinished jobs.

@@ -243,6 +243,7 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/cluster/nodes/:name/gpus/:index/clear", s.clearGPUForm, requireAdmin)
 	in.GET("/teams", s.teamsPage)
 	in.GET("/teams/:name", s.teamPage)
+	in.GET("/teams/:name/flags", s.teamFlagsPart)
 	in.POST("/teams/:name/share", s.shareForm, requireAdmin)
 	in.POST("/teams/:name/caps", s.capForm)
 	in.GET("/queues", s.queuesPage)

@@ -750,6 +750,15 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	if j.Held {
 		row("held", "yes: never scheduled; cancel it and submit it again (see its reason)")
 	}
+	if t := j.Idle.Text(c.now(), time.Local); t != "" {
+		row("idle", t)
+	}
+	if u := j.Usage; u != nil && len(u.GPUs) > 0 {
+		row("utilization", fmt.Sprintf("%s mean over the run (%s)", pct(u.UtilAvgPct), fmtSeconds(u.To.Sub(u.From).Seconds())))
+		for _, g := range u.GPUs {
+			row(fmt.Sprintf("GPU %s:%d", g.Node, g.Index), gpuUsageLine(g))
+		}
+	}
 	_ = w.Flush()
 	if len(history) == 0 {
 		return
@@ -1022,4 +1031,39 @@ func cell(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// gpuUsageLine says how a job uses one of its GPUs: what its page shows.
+func gpuUsageLine(g api.GPUUsage) string {
+	gb := func(v int64) string { return fmt.Sprintf("%.1f GB", float64(v)/1024) }
+	line := "utilization " + pct(g.UtilPct) + " now, " + pct(g.UtilAvgPct) + " over the run"
+	switch {
+	case g.JobMemMiB != nil:
+		line += "; memory " + gb(*g.JobMemMiB) + " (its own) of " + gb(g.MemMiB)
+	case g.UtilPct != nil:
+		line += "; memory " + gb(g.MemUsedMiB) + " used on the GPU of " + gb(g.MemMiB)
+	}
+	if g.JobMemMaxMiB != nil {
+		line += ", peak " + gb(*g.JobMemMaxMiB)
+	}
+	if g.Shared {
+		line += "; shared"
+		if len(g.SharedWith) > 0 {
+			ids := make([]string, len(g.SharedWith))
+			for i, id := range g.SharedWith {
+				ids[i] = strconv.FormatInt(id, 10)
+			}
+			line += " with job " + strings.Join(ids, ", ")
+		}
+		line += " (utilization is the whole GPU's)"
+	}
+	return line
+}
+
+// pct writes a percentage as the pages do: "87%", "—" when unknown.
+func pct(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f%%", *v)
 }
