@@ -57,7 +57,6 @@ func (ts *testServer) getJob(t *testing.T, role string, id int64) api.Job {
 	return j
 }
 
-
 // TestJobUsageAndIdle checks a job's GPU usage and idle verdict from the
 // history rows and the live readings, in the API, on the job page and in
 // the lists, and that a shared GPU says so and gives the job's own memory.
