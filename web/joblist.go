@@ -41,6 +41,8 @@ type jobListQuery struct {
 	Scope, State, Team, User, Queue, Kind, Q string
 	Limit                                    int
 	Cursor                                   string
+	// limitAsked: ?limit= was given (else Limit is the default).
+	limitAsked bool
 }
 
 // values is q as URL query parameters, without the cursor; empty fields
@@ -53,7 +55,7 @@ func (q jobListQuery) values() url.Values {
 			v.Set(kv[0], kv[1])
 		}
 	}
-	if q.Limit > 0 {
+	if q.limitAsked {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	return v
@@ -79,7 +81,7 @@ func readJobListQuery(c echo.Context, defaultLimit int) (jobListQuery, error) {
 		if err != nil || n < 1 || n > maxListLimit {
 			return q, badRequest("limit: must be a number from 1 to %d", maxListLimit)
 		}
-		q.Limit = n
+		q.Limit, q.limitAsked = n, true
 	}
 	return q, nil
 }

@@ -114,6 +114,10 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"User":           reflect.TypeOf(api.User{}),
 		"APIToken":       reflect.TypeOf(api.APIToken{}),
 		"AccountChange":  reflect.TypeOf(api.AccountChange{}),
+		"JobUsage":       reflect.TypeOf(api.JobUsage{}),
+		"GPUUsage":       reflect.TypeOf(api.GPUUsage{}),
+		"UsagePoint":     reflect.TypeOf(api.UsagePoint{}),
+		"Idle":           reflect.TypeOf(api.Idle{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

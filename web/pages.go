@@ -110,7 +110,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	}
 	l := templates.JobList{Scope: q.Scope, State: q.State, Team: q.Team, User: q.User, Queue: q.Queue, Kind: q.Kind, Q: q.Q,
 		Scopes: []string{"mine", "team"}, Kinds: []string{models.KindCommand, models.KindSim}}
-	if q.Limit != pageListLimit {
+	if q.limitAsked {
 		l.Limit = strconv.Itoa(q.Limit)
 	}
 	if admin {
