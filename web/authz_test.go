@@ -216,10 +216,12 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /cluster/gpus/history", func(*testing.T) string { return "/cluster/gpus/history?range=1h" }, nil, pageAny},
 		{"GET /cluster/gpus/:uuid/history", func(*testing.T) string { return "/cluster/gpus/GPU-none/history?range=7d" }, nil, access{303, 404, 404, 404, 404}},
 		{"GET /jobs/:id/memory", func(t *testing.T) string { return "/jobs/" + job(t) + "/memory?range=24h" }, nil, team},
+		{"GET /jobs/:id/usage", func(t *testing.T) string { return "/jobs/" + job(t) + "/usage" }, nil, team},
 		{"GET /ws", nil, nil, access{401, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
 		{"GET /teams", nil, nil, pageAny},
 		{"GET /teams/:name", func(*testing.T) string { return "/teams/vision" }, nil, team},
+		{"GET /teams/:name/flags", func(*testing.T) string { return "/teams/vision/flags" }, nil, team},
 		{"POST /teams/:name/share", func(*testing.T) string { return "/teams/vision/share" }, func() string { return form("weight", "1.5") }, access{303, 403, 403, 403, 200}},
 		{"POST /teams/:name/caps", func(*testing.T) string { return "/teams/vision/caps" }, func() string { return form("user", "alice", "max_gpus", "2") }, access{303, 403, 403, 200, 200}},
 		{"POST /jobs/:id/template", func(t *testing.T) string { return "/jobs/" + job(t) + "/template" }, func() string {
@@ -287,6 +289,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
 		{"GET /api/v1/jobs/:id/history", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/history" }, nil, apiTeam},
 		{"GET /api/v1/jobs/:id/memory", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/memory" }, nil, apiTeam},
+		{"GET /api/v1/jobs/:id/usage", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/usage" }, nil, apiTeam},
 		{"DELETE /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
 	}
 
