@@ -159,3 +159,57 @@ func explainListJobs(t *testing.T, s *Store, f JobFilter) string {
 	}
 	return b.String()
 }
+
+// TestListJobsFilters checks the list's filters and its two cursors on
+// SQLite and PostgreSQL alike: search ignores case and takes % and _
+// literally, #N is job N alone, kind tells commands from simulations.
+func TestListJobsFilters(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		s := openTestStore(t, dsn)
+		ctx := context.Background()
+		var ids []int64
+		for i, j := range []Job{
+			{Name: "ResNet-50", Command: Strings{"python", "train.py"}},
+			{Name: "sweep_50%"},
+			{Name: "bert", Command: Strings{"python", "finetune.py", "--lr=0.1"}},
+			{Name: "sweepx50"},
+		} {
+			j.Team, j.User, j.GPUs, j.SubmittedAt, j.QueueIndex = "vision", "alice", 1, time.Now(), i%2
+			if err := s.CreateJob(ctx, &j); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, j.ID)
+		}
+		queue1 := 1
+		for _, tc := range []struct {
+			name string
+			f    JobFilter
+			want []int64
+		}{
+			{"search ignores case", JobFilter{Query: "RESNET"}, []int64{ids[0]}},
+			{"search the command", JobFilter{Query: "lr=0.1"}, []int64{ids[2]}},
+			{"% is a percent sign", JobFilter{Query: "50%"}, []int64{ids[1]}},
+			{"_ is an underscore", JobFilter{Query: "sweep_"}, []int64{ids[1]}},
+			{"#N is job N", JobFilter{Query: fmt.Sprintf("#%d", ids[3])}, []int64{ids[3]}},
+			{"commands", JobFilter{Kind: KindCommand}, []int64{ids[2], ids[0]}},
+			{"simulations", JobFilter{Kind: KindSim}, []int64{ids[3], ids[1]}},
+			{"queue", JobFilter{Queue: &queue1}, []int64{ids[3], ids[1]}},
+			{"before", JobFilter{Before: ids[2], Limit: 1}, []int64{ids[1]}},
+			{"after, newest first", JobFilter{After: ids[0], Limit: 2}, []int64{ids[2], ids[1]}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				js, err := s.ListJobs(ctx, tc.f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []int64
+				for _, j := range js {
+					got = append(got, j.ID)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Errorf("got %v, want %v", got, tc.want)
+				}
+			})
+		}
+	})
+}
