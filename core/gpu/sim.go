@@ -24,22 +24,19 @@ type SimMemory struct {
 }
 
 // UtilAt is the job's GPU utilization at elapsed time since it started:
-// UtilPct where set; otherwise that of a training iteration, near full
-// while it computes (94-99%) and low (25-45%) over the first eighth of
-// each iteration while the next batch is loaded and gradients are
-// synchronized, so about 88% on average. A per-second jitter, the same
-// for the same job and second, makes the readings look measured.
+// UtilPct where set; otherwise a training job's, near full while it
+// computes (94-99%) and low (25-45%) in about one second in eight, while
+// its input pipeline stalls or gradients are synchronized: about 88% on
+// average. Which seconds stall, and the jitter of each reading, are the
+// same for the same job and second, so readings look measured and a
+// sampler's period does not alias with the job's iterations.
 func (m SimMemory) UtilAt(id int64, elapsed time.Duration) float64 {
 	j := jitter(id, elapsed)
 	if m.UtilPct != nil {
 		u := *m.UtilPct
 		return min(100, max(0, u+j*min(3, u/2)))
 	}
-	it := m.Iteration
-	if it <= 0 {
-		it = 2 * time.Second
-	}
-	if phase := float64(elapsed%it) / float64(it); phase < 0.125 {
+	if jitter(^id, elapsed) < -0.75 {
 		return 35 + 10*j
 	}
 	return 96.5 + 2.5*j
