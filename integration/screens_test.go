@@ -274,7 +274,7 @@ func screensOf(user, job string) []screen {
 		{"not-found", "/no-such-page", 404},
 		// The jobs list filtered, searched and paged; the demo's idle
 		// notebook (job 1, alice's), flagged by now (--idle-after 20s).
-		{"jobs-filtered", "/jobs?limit=3&kind=sim&q=-&state=succeeded", 200},
+		{"jobs-filtered", "/jobs?limit=3&kind=sim&q=-&state=running", 200},
 		{"jobs-page-2", "/jobs?limit=3&cursor=" + screensCursor, 200},
 		{"job-idle", "/jobs/1", 200},
 		{"team-vision-flags", "/teams/vision", 200},

@@ -333,7 +333,7 @@ func Jobs(p Page, l JobList) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if l.Query != "scope="+l.Scope {
+			if l.Filtered() {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<a href=\"/jobs\">Clear</a> ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -356,7 +356,7 @@ func Jobs(p Page, l JobList) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = JobRows(l.Jobs).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = JobRows(l.Jobs, l.Filtered()).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -480,7 +480,7 @@ func JobPager(l JobList) templ.Component {
 	})
 }
 
-func JobRows(jobs []JobRow) templ.Component {
+func JobRows(jobs []JobRow, filtered bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -675,13 +675,18 @@ func JobRows(jobs []JobRow) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if len(jobs) == 0 {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 69, "<tr><td colspan=\"10\" class=\"muted\">No jobs yet. <a href=\"/jobs/new\">Submit one.</a></td></tr>")
+		if len(jobs) == 0 && filtered {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 69, "<tr><td colspan=\"10\" class=\"muted\">No job matches these filters. <a href=\"/jobs\">Show all jobs.</a></td></tr>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		} else if len(jobs) == 0 {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "<tr><td colspan=\"10\" class=\"muted\">No jobs yet. <a href=\"/jobs/new\">Submit one.</a></td></tr>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "</tbody></table>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "</tbody></table>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

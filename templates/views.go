@@ -126,6 +126,11 @@ type JobList struct {
 	Newer, Older, First string
 }
 
+// Filtered reports whether the list is narrowed beyond its scope.
+func (l JobList) Filtered() bool {
+	return l.State != "" || l.Team != "" || l.User != "" || l.Queue != "" || l.Kind != "" || l.Q != ""
+}
+
 // SubmitForm is the submit page, with what the user typed and what was wrong.
 type SubmitForm struct {
 	Name      string

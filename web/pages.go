@@ -158,7 +158,7 @@ func (s *Server) jobRows(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.JobRows(l.Jobs))
+	return s.render(c, http.StatusOK, templates.JobRows(l.Jobs, l.Filtered()))
 }
 
 func (s *Server) submitPage(c echo.Context) error {
