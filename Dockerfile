@@ -12,6 +12,13 @@
 # (libnvidia-ml.so.1) comes from the host's driver at run time: run an
 # agent with "docker run --gpus all" and the NVIDIA Container Toolkit.
 #
+# Version stamp: .dockerignore leaves .git out of the build context, so
+# the image knows its commit only where the go build line names it, as
+# "gpuportal --version" and GET /api/v1/version then show. A release adds
+# one word to that line (no shell syntax there), such as
+#   -ldflags=-X=github.com/gpuportal/gpuportal/core/buildinfo.version=v1.2.0
+# (buildinfo.revision and buildinfo.commitTime may be set so too).
+#
 # No Docker engine runs in CI: cmd/gpuportal/dockerfile_test.go runs the
 # "go build" line below with the same environment and flags, and checks the
 # rest of this file. Keep that line one plain command.

@@ -13,6 +13,15 @@ type User struct {
 	DisabledAt *time.Time `json:"disabled_at"`
 	DisabledBy string     `json:"disabled_by"`
 	CreatedAt  time.Time  `json:"created_at"`
+	// UnixName is the Unix account the user's jobs run as.
+	UnixName string `json:"unix_name"`
+	// Source is where the account signs in: local, ldap or oidc.
+	Source string `json:"source"`
+}
+
+// SetUnixName is the body of PUT /users/{name}/unix-name.
+type SetUnixName struct {
+	UnixName string `json:"unix_name"`
 }
 
 // APIToken is a user's API token as its owner and admins see it: its

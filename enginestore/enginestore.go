@@ -8,6 +8,7 @@ package enginestore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -43,11 +44,42 @@ func (s Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	accounts, err := s.UnixAccounts(ctx, owners(js))
+	if err != nil {
+		return nil, err
+	}
 	out := make([]engine.Job, len(js))
 	for i, j := range js {
 		out[i] = engineJob(j)
+		out[i].Account = accounts[j.User]
 	}
 	return out, nil
+}
+
+// UnixAccounts returns the Unix account of each of the portal users named
+// (login names): the account their jobs run as on the machines (agent
+// --run-as owner, sbatch --uid and --gid under --slurm-run-as owner), as
+// models.Store.UnixNames gives it (the directory's, the identity
+// provider's or an admin's choice, else the login name).
+func (s Store) UnixAccounts(ctx context.Context, users []string) (map[string]string, error) {
+	m, err := s.UnixNames(ctx, users)
+	if err != nil {
+		return nil, fmt.Errorf("unix accounts of jobs' owners: %w", err)
+	}
+	return m, nil
+}
+
+// owners lists the owners of js once each.
+func owners(js []models.Job) []string {
+	seen := make(map[string]bool, len(js))
+	var out []string
+	for _, j := range js {
+		if !seen[j.User] {
+			seen[j.User] = true
+			out = append(out, j.User)
+		}
+	}
+	return out
 }
 
 // engineJob is a job row as the engine sees it.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ func startAgentWithToken(t *testing.T, serverURL, name, token string, extra ...s
 	args := []string{"agent", "--server", serverURL, "--name", name, "--gpus", "sim:1x2x80",
 		"--work-dir", t.TempDir(), "--grace", "1s", "--log-level", "debug"}
 	args = append(args, extra...)
-	if os.Geteuid() == 0 {
+	if os.Geteuid() == 0 && !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--run-as") }) {
 		args = append(args, "--run-as", "root") // jobs never run as root unless asked
 	}
 	a := &server{t: t, URL: serverURL, cmd: exec.Command(binary, args...), done: make(chan struct{})}

@@ -33,7 +33,10 @@ func TestMain(m *testing.M) {
 		// before and after).
 		binary = b
 	} else {
-		build := exec.Command("go", "build", "-o", binary, "../cmd/gpuportal")
+		// Stamped as a release build is (see the README): the version
+		// tests expect testVersion.
+		build := exec.Command("go", "build", "-ldflags", "-X github.com/gpuportal/gpuportal/core/buildinfo.version="+testVersion,
+			"-o", binary, "../cmd/gpuportal")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build gpuportal:", err)

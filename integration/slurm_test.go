@@ -528,6 +528,13 @@ echo "finished at step $s"`}})
 	if !strings.HasPrefix(j.Placement[0], "n1:") {
 		t.Fatalf("job placed on %v; n2 is drained", j.Placement)
 	}
+	// The GPUs a job holds are busy though Slurm's readings name no job;
+	// a drained machine's free GPUs are unavailable, not idle.
+	eventually(t, 10*time.Second, "/metrics: n1's 4 GPUs busy, n2's 4 unavailable, none idle", func() bool {
+		m := metricsText(t, srv.URL)
+		return strings.Contains(m, `gpuportal_gpus{state="busy"} 4`+"\n") &&
+			strings.Contains(m, `gpuportal_gpus{state="unavailable"} 4`+"\n") && strings.Contains(m, `gpuportal_gpus{state="idle"} 0`+"\n")
+	})
 	stepFile := filepath.Join(c.dir, "work", "jobs", strconv.FormatInt(long, 10), "checkpoint", "step")
 	eventually(t, 20*time.Second, "the long job's second step", func() bool {
 		b, _ := os.ReadFile(stepFile)

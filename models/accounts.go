@@ -22,6 +22,10 @@ func (s *Store) SetPassword(ctx context.Context, name, password string) error {
 		if err != nil {
 			return err
 		}
+		if u.Source != "" && u.Source != SourceLocal {
+			return fmt.Errorf("set password of %s: the account signs in with %s, which keeps its password: %w",
+				name, sourceWords(u.Source), ErrInvalid)
+		}
 		if err := tx.Model(u).Update("password_hash", string(hash)).Error; err != nil {
 			return fmt.Errorf("set password of %s: %w", name, err)
 		}
@@ -111,6 +115,19 @@ func (s *Store) RevokeAPIToken(ctx context.Context, userID, id int64) error {
 	}
 	if res.RowsAffected == 0 {
 		return fmt.Errorf("API token %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// RevokeAPITokenByHash deletes userID's token whose hash is hash: a token
+// revoking itself (gpuportal logout).
+func (s *Store) RevokeAPITokenByHash(ctx context.Context, userID int64, hash string) error {
+	res := s.db.WithContext(ctx).Where("token_hash = ? AND user_id = ?", hash, userID).Delete(&APIToken{})
+	if res.Error != nil {
+		return fmt.Errorf("revoke API token: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("API token: %w", ErrNotFound)
 	}
 	return nil
 }

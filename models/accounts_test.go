@@ -72,6 +72,21 @@ func TestAccountsAndAudit(t *testing.T) {
 		if _, err := s.TokenUser(ctx, tok, t0); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("revoked token still works: %v", err)
 		}
+		// A token revokes itself by its hash (gpuportal logout), only
+		// its own user's.
+		tok, err = s.CreateAPIToken(ctx, u.ID, "cli", t0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RevokeAPITokenByHash(ctx, u.ID+1, models.HashToken(tok)); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("revoking by hash as another user: %v", err)
+		}
+		if err := s.RevokeAPITokenByHash(ctx, u.ID, models.HashToken(tok)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TokenUser(ctx, tok, t0); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("token revoked by hash still works: %v", err)
+		}
 		for _, a := range []string{"role.set", "job.cancel"} {
 			if err := s.Audit(ctx, models.AuditEntry{At: t0, Actor: "admin", Action: a, Target: "carol", From: "127.0.0.1"}); err != nil {
 				t.Fatal(err)

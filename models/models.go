@@ -35,6 +35,16 @@ type User struct {
 	DisabledAt *time.Time
 	// DisabledBy is the admin who disabled it.
 	DisabledBy string `gorm:"size:64"`
+	// UnixName is the Unix account the user's jobs run as (see
+	// Store.UnixName): the login name unless the directory, the identity
+	// provider or an admin says otherwise.
+	UnixName string `gorm:"size:64;default:''"`
+	// Source is where the account signs in: SourceLocal (a password kept
+	// here), SourceLDAP or SourceOIDC.
+	Source string `gorm:"size:16;default:'local'"`
+	// Subject names the account at its source: the LDAP entry's DN, or
+	// the OpenID Connect issuer and subject. Empty for local accounts.
+	Subject string `gorm:"size:512;default:''"`
 }
 
 // Disabled reports whether an admin disabled the account.

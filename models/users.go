@@ -39,7 +39,7 @@ func (s *Store) CreateUser(ctx context.Context, name, password string, role Role
 	if err != nil {
 		return nil, fmt.Errorf("create user %s: hash password: %w", name, err)
 	}
-	u := &User{Name: name, PasswordHash: string(hash), Role: role, Team: team}
+	u := &User{Name: name, PasswordHash: string(hash), Role: role, Team: team, UnixName: name, Source: SourceLocal}
 	if err := s.db.WithContext(ctx).Create(u).Error; err != nil {
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			return nil, fmt.Errorf("create user %s: %w", name, ErrExists)
@@ -69,7 +69,8 @@ func (s *Store) Authenticate(ctx context.Context, name, password string) (*User,
 	if err != nil {
 		return nil, err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil ||
+		u.Source != "" && u.Source != SourceLocal { // its password is kept at its source
 		return nil, ErrBadCredentials
 	}
 	if u.Disabled() {

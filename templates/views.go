@@ -232,8 +232,9 @@ type Admin struct {
 	Audit    []AuditRow
 }
 
-// UserRow is one user on the admin page.
-type UserRow struct{ Name, Role, Team string }
+// UserRow is one user on the admin page: UnixName is the account their
+// jobs run as, Source where they sign in (local, ldap, oidc).
+type UserRow struct{ Name, Role, Team, UnixName, Source string }
 
 // TeamRow is one team on the admin page.
 type TeamRow struct {

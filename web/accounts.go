@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,8 @@ import (
 
 func userAPI(u *models.User) api.User {
 	return api.User{Name: u.Name, Role: string(u.Role), Team: u.Team, Disabled: u.Disabled(),
-		DisabledAt: u.DisabledAt, DisabledBy: u.DisabledBy, CreatedAt: u.CreatedAt}
+		DisabledAt: u.DisabledAt, DisabledBy: u.DisabledBy, CreatedAt: u.CreatedAt,
+		UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)}
 }
 
 func tokenAPI(t models.APIToken) api.APIToken {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,8 @@ func (s *Server) adminView(c echo.Context) (templates.Admin, error) {
 		return v, err
 	}
 	for _, u := range us {
-		v.Users = append(v.Users, templates.UserRow{Name: u.Name, Role: string(u.Role), Team: u.Team})
+		v.Users = append(v.Users, templates.UserRow{Name: u.Name, Role: string(u.Role), Team: u.Team,
+			UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)})
 	}
 	if v.Accounts, err = s.accountsView(c, us); err != nil {
 		return v, err
@@ -200,6 +202,8 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 		}
 		if err := s.cfg.Store.SetPassword(ctx, name, pw); errors.Is(err, models.ErrNotFound) {
 			return "", badRequest("name: no user %s", name)
+		} else if errors.Is(err, models.ErrInvalid) {
+			return "", badRequest("name: %s signs in through the lab's directory or identity provider, which keeps the password", name)
 		} else if err != nil {
 			return "", err
 		}
@@ -218,6 +222,8 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 			return fmt.Sprintf("%s is enabled again; %d held jobs were released.", name, out.ReleasedJobs), nil
 		}
 		return fmt.Sprintf("%s is deleted; %d waiting jobs are held until an admin cancels them.", name, out.HeldJobs), nil
+	case "set-unix-name":
+		return s.unixNameForm(c, name)
 	case "revoke-token":
 		id, err := strconv.ParseInt(c.FormValue("id"), 10, 64)
 		if err != nil || id < 1 {

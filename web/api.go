@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,8 @@ func (s *Server) apiJobHistory(c echo.Context) error {
 
 func (s *Server) apiMe(c echo.Context) error {
 	u := currentUser(c)
-	return c.JSON(http.StatusOK, map[string]string{"name": u.Name, "role": string(u.Role), "team": u.Team})
+	return c.JSON(http.StatusOK, map[string]string{"name": u.Name, "role": string(u.Role), "team": u.Team,
+		"unix_name": cmp.Or(u.UnixName, u.Name), "source": cmp.Or(u.Source, models.SourceLocal)})
 }
 
 func (s *Server) apiSubmit(c echo.Context) error {

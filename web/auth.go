@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -146,8 +147,15 @@ func (s *Server) authenticate(c echo.Context, name, password string) (*models.Us
 		return nil, echo.NewHTTPError(http.StatusTooManyRequests,
 			fmt.Sprintf("Too many failed logins from your address; try again in %s.", max(time.Second, wait.Round(time.Second))))
 	}
-	u, err := s.cfg.Store.Authenticate(c.Request().Context(), name, password)
+	u, err := s.checkPassword(c, name, password)
+	var he *echo.HTTPError
 	switch {
+	case errors.As(err, &he):
+		s.logins.succeed(pair)
+		return nil, err
+	case identity.Unavailable(err):
+		s.cfg.Logger.Error("login: the directory is unavailable", "user", name, "err", err)
+		return nil, echo.NewHTTPError(http.StatusServiceUnavailable, "The directory cannot be reached now: try again soon, or ask an admin.")
 	case errors.Is(err, models.ErrBadCredentials):
 		s.logins.fail(now, pair, pairFree)
 		s.logins.fail(now, addr, addrFree)
@@ -229,29 +237,22 @@ func (s *Server) loginPage(c echo.Context) error {
 	if currentUser(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
-	return s.render(c, http.StatusOK, loginView(c, "", "", c.QueryParam("next")))
+	return s.render(c, http.StatusOK, s.loginView(c, "", "", c.QueryParam("next")))
 }
 
 func (s *Server) login(c echo.Context) error {
 	name, password, next := c.FormValue("username"), c.FormValue("password"), c.FormValue("next")
-	ctx := c.Request().Context()
 	u, err := s.authenticate(c, name, password)
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
-		return s.render(c, he.Code, loginView(c, he.Message.(string), name, next))
+		return s.render(c, he.Code, s.loginView(c, he.Message.(string), name, next))
 	}
 	if err != nil {
 		return err
 	}
-	token, err := s.cfg.Store.CreateSession(ctx, u.ID, s.cfg.Now(), sessionTTL)
-	if err != nil {
+	if err := s.startSession(c, u, s.sessionTTLOf(u)); err != nil {
 		return err
 	}
-	c.SetCookie(&http.Cookie{
-		Name: sessionCookie, Value: token, Path: "/", HttpOnly: true,
-		Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, MaxAge: int(sessionTTL.Seconds()),
-	})
-	s.cfg.Logger.Info("login", "user", u.Name, "from", c.RealIP())
 	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }
 
@@ -263,6 +264,11 @@ func (s *Server) logout(c echo.Context) error {
 		s.hub.poke() // the session's live connections end
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+	if to := s.providerLogout(c.Request().Context(), currentUser(c)); to != "" {
+		// RP-initiated logout: the provider ends its session too, then
+		// sends the browser back to the login page.
+		return c.Redirect(http.StatusSeeOther, to)
+	}
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
 

@@ -41,13 +41,13 @@ type testServer struct {
 
 var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
 
-func newTestServer(t testing.TB) *testServer {
+func newTestServer(t testing.TB, opts ...func(*Config)) *testServer {
 	t.Helper()
-	return newTestServerOn(t, modelstest.SQLiteDSN(t))
+	return newTestServerOn(t, modelstest.SQLiteDSN(t), opts...)
 }
 
 // newTestServerOn is newTestServer on the database dsn.
-func newTestServerOn(t testing.TB, dsn string) *testServer {
+func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	store, err := models.Open(ctx, dsn)
@@ -91,8 +91,12 @@ func newTestServerOn(t testing.TB, dsn string) *testServer {
 	done := make(chan struct{})
 	go func() { _ = eng.Run(runCtx); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
-	ts.Server, err = New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
-		SocketRecheck: 100 * time.Millisecond})
+	cfg := Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
+		SocketRecheck: 100 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ts.Server, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +132,20 @@ func (ts *testServer) freshSession(t *testing.T, role string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// freshToken is a new API token of role's user.
+func (ts *testServer) freshToken(t *testing.T, role string) string {
+	t.Helper()
+	u, err := ts.store.UserByName(context.Background(), role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ts.store.CreateAPIToken(context.Background(), u.ID, "fresh", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 func (ts *testServer) doAs(t testing.TB, role, session, method, target, body string) *httptest.ResponseRecorder {
@@ -200,6 +218,9 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /login", nil, nil, access{200, 303, 303, 303, 303}},
 		{"POST /login", nil, func() string { return form("username", "nobody", "password", "x") }, access{401, 401, 401, 401, 401}},
 		{"POST /logout", nil, nil, access{303, 303, 303, 303, 303}},
+		// Without a provider configured, its sign-in does not exist.
+		{"GET /login/oidc", nil, nil, access{404, 404, 404, 404, 404}},
+		{"GET /login/oidc/callback", nil, nil, access{404, 404, 404, 404, 404}},
 		{"GET /", nil, nil, access{303, 303, 303, 303, 303}},
 		{"GET /jobs", nil, nil, pageAny},
 		{"GET /jobs/rows", nil, nil, pageAny},
@@ -252,6 +273,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 		}, access{401, 201, 400, 201, 201}},
 		{"DELETE /api/v1/templates/:id", func(*testing.T) string { return "/api/v1/templates/999999" }, nil, access{401, 404, 404, 404, 404}},
 		{"GET /api/v1/openapi.json", nil, nil, public},
+		{"GET /api/v1/version", nil, nil, public},
+		{"DELETE /api/v1/tokens/current", nil, nil, access{401, 204, 204, 204, 204}}, // with a fresh token: it ends it
 		{"GET /api/v1/gpus", nil, nil, apiAll},
 		{"GET /api/v1/gpus/history", func(*testing.T) string { return "/api/v1/gpus/history?range=24h" }, nil, apiAll},
 		{"GET /api/v1/gpus/:uuid/history", func(*testing.T) string { return "/api/v1/gpus/GPU-none/history?range=1h" }, nil, access{401, 404, 404, 404, 404}},
@@ -275,6 +298,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 		// On a user that does not exist: the rules of the others need theirs.
 		{"POST /api/v1/users/:name/disable", func(*testing.T) string { return "/api/v1/users/nosuch/disable" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/users/:name/enable", func(*testing.T) string { return "/api/v1/users/nosuch/enable" }, nil, access{401, 403, 403, 403, 404}},
+		{"PUT /api/v1/users/:name/unix-name", func(*testing.T) string { return "/api/v1/users/bob/unix-name" },
+			func() string { return `{"unix_name":"bob2"}` }, access{401, 403, 403, 403, 200}},
 		{"DELETE /api/v1/users/:name", func(*testing.T) string { return "/api/v1/users/nosuch" }, nil, access{401, 403, 403, 403, 404}},
 		{"DELETE /api/v1/machines/:name", func(*testing.T) string { return "/api/v1/machines/none" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/uncordon", func(*testing.T) string { return "/api/v1/nodes/none/uncordon" }, nil, access{401, 403, 403, 403, 404}},
@@ -310,6 +335,11 @@ func TestEveryRouteHasARule(t *testing.T) {
 				session := ts.sessions[role]
 				if rule.route == "POST /logout" && role != "anonymous" {
 					session = ts.freshSession(t, role) // logging out ends it
+				}
+				if rule.route == "DELETE /api/v1/tokens/current" && role != "anonymous" {
+					kept := ts.tokens[role]
+					ts.tokens[role] = ts.freshToken(t, role) // revoking ends it
+					defer func() { ts.tokens[role] = kept }()
 				}
 				rec := ts.doAs(t, role, session, method, target, body)
 				if rec.Code != rule.want[i] {

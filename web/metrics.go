@@ -2,33 +2,53 @@ package web
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuportal/gpuportal/core/buildinfo"
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
+
+// /metrics: what the portal knows, for Prometheus. Every figure a page
+// also shows comes from the computation behind the page: the GPUs held
+// from core/usage through a moment (convert.go), GPU readings from the
+// nodes' latest samples (as the cluster page), job counts from the store.
+// docs/operations.md lists every metric; deploy/ has a Grafana dashboard
+// and alert rules built on them.
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("gpuportal_"+name, help, labels, nil)
 }
 
+// The labels of a GPU's series: its machine, index and UUID (as DCGM's
+// Hostname, gpu and UUID), and the jobs placed on it with their users and
+// teams, comma-separated in job order when jobs share it, empty when the
+// GPU is not allocated.
+// The label is job_id, not job: Prometheus gives "job" to the scrape job.
+var gpuLabels = []string{"node", "gpu", "uuid", "job_id", "user", "team"}
+
 var (
 	jobsDesc      = desc("jobs", "Jobs by state.", "state")
 	queueDesc     = desc("queue_jobs", "Unfinished jobs by priority queue, team and whether they run or wait.", "queue", "team", "status")
-	gpusDesc      = desc("gpus", "GPUs of connected nodes by state (busy: some job holds memory on it).", "state")
-	gpuMemDesc    = desc("gpu_memory_used_bytes", "GPU memory in use.", "node", "gpu")
+	gpusDesc      = desc("gpus", "GPUs of connected nodes by state: busy (a running job is placed on it), idle (free and schedulable), unavailable (free, but out of service or on a machine that takes no new jobs).", "state")
 	nodesDesc     = desc("nodes", "Connected machines by state.", "state")
 	passesDesc    = desc("scheduler_passes_total", "Scheduling passes run.")
 	passSecsDesc  = desc("scheduler_pass_seconds_total", "Time spent in the scheduling core.")
 	lastPassDesc  = desc("scheduler_last_pass_seconds", "Duration of the last scheduling pass.")
-	preemptDesc   = desc("preemptions_total", "Jobs the scheduler preempted.")
+	passHistDesc  = desc("scheduler_pass_duration_seconds", "Time of each scheduling pass inside the scheduling core.")
+	preemptDesc   = desc("preemptions_total", "Jobs the scheduler preempted, by cause (reclaim: another team took back GPUs under its guarantee; priority: the policy's order) and the preempted job's team.", "cause", "team")
+	reclaimsDesc  = desc("reclaims_total", "Preemptions that gave borrowed GPUs back to a team under its guarantee, by that team.", "team")
 	startsDesc    = desc("job_starts_total", "Job starts and resumes.")
-	requeuesDesc  = desc("requeues_total", "Jobs requeued because their machine was lost.")
-	retriesDesc   = desc("retries_total", "Failed jobs started again.")
+	requeuesDesc  = desc("requeues_total", "Running jobs put back in the queue without counting a failure, by cause.", "cause")
+	retriesDesc   = desc("retries_total", "Failed jobs started again after their backoff, by cause (exit_code: a non-zero exit; error: could not start or ended by a signal).", "cause")
 	nodeLostDesc  = desc("node_disconnects_total", "Machines that disconnected or missed their heartbeats.")
-	reclaimsDesc  = desc("reclaims_total", "Preemptions that gave borrowed GPUs back to a team under its guarantee.")
 	beatsDesc     = desc("agent_heartbeats_total", "Heartbeats received from remote agents.")
 	beatAgeDesc   = desc("agent_heartbeat_age_seconds", "Time since the last heartbeat of the agent that runs a machine.", "node")
 	wsClientsDesc = desc("websocket_clients", "Browsers and programs following the live stream.")
@@ -36,19 +56,43 @@ var (
 	handoverDesc  = desc("handover_seconds", "Time from asking a run to stop to the start of the job that waited for its GPUs.")
 	releaseDesc   = desc("release_seconds", "Time from asking a run to stop to the exit of its last process.")
 	unrecDesc     = desc("unrecorded_exits", "Job exits the database has yet to take (it failed): kept, retried every pass, not yet acknowledged to agents.")
-	inUseDesc     = desc("gpus_in_use", "GPUs held by running jobs, a shared GPU counted by the share each job holds (as the portal shows it).")
-	teamInUseDesc = desc("team_gpus_in_use", "GPUs held by a team's running jobs, a shared GPU counted by the share each job holds.", "team")
+	submitDesc    = desc("job_submit_to_start_seconds", "Time from a job's submission to its first start, by the queue it started from and its team.", "queue", "team")
+	waitDesc      = desc("job_queue_wait_seconds", "Time each run waited for its GPUs (from the submission, or from when the job waited again or its retry backoff ended), by queue and team.", "queue", "team")
+	inUseDesc     = desc("gpus_in_use", "GPUs allocated to running jobs, a shared GPU counted by the share each job holds (as the portal shows it).")
+	utilizedDesc  = desc("gpus_utilized", "GPUs running jobs keep busy: on each allocated GPU, its utilization times the share the jobs hold.")
+	teamInUseDesc = desc("team_gpus_in_use", "GPUs allocated to a team's running jobs, a shared GPU counted by the share each job holds (as the teams page).", "team")
+	teamUtilDesc  = desc("team_gpus_utilized", "GPUs a team's running jobs keep busy: on each GPU they hold, its utilization times their share; at most team_gpus_in_use.", "team")
 	teamBorrDesc  = desc("team_gpus_borrowed", "GPUs a team holds beyond its guarantee.", "team")
 	teamGuarDesc  = desc("team_gpus_guaranteed", "GPUs guaranteed to a team.", "team")
+	buildDesc     = desc("build_info", "The running server's version and revision, and the Go version that built it (always 1).", "version", "revision", "goversion")
+
+	// Per GPU, as DCGM's exporter has them (its field in brackets).
+	gpuInfoDesc    = desc("gpu_info", "A GPU of a connected machine and its model (always 1).", "node", "gpu", "uuid", "model")
+	gpuMemDesc     = desc("gpu_memory_used_bytes", "GPU framebuffer memory in use, bytes (DCGM_FI_DEV_FB_USED, in MiB there).", gpuLabels...)
+	gpuMemTotDesc  = desc("gpu_memory_total_bytes", "GPU framebuffer memory, bytes (DCGM_FI_DEV_FB_TOTAL, in MiB there).", gpuLabels...)
+	gpuUtilDesc    = desc("gpu_utilization_percent", "GPU utilization, percent from 0 to 100 (DCGM_FI_DEV_GPU_UTIL).", gpuLabels...)
+	gpuPowerDesc   = desc("gpu_power_usage_watts", "GPU power draw, watts (DCGM_FI_DEV_POWER_USAGE); 0 where the GPU does not report it.", gpuLabels...)
+	gpuTempDesc    = desc("gpu_temperature_celsius", "GPU core temperature, degrees Celsius (DCGM_FI_DEV_GPU_TEMP); 0 where the GPU does not report it.", gpuLabels...)
+	gpuECCDesc     = desc("gpu_ecc_uncorrected_errors_total", "Uncorrected (double-bit) ECC memory errors since the driver loaded (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL).", gpuLabels...)
+	gpuXIDDesc     = desc("gpu_xid_errors_total", "Critical XID errors (the GPU's own faults, not an application's) seen since the agent started.", gpuLabels...)
+	gpuLastXIDDesc = desc("gpu_last_xid", "The code of the last critical XID error, 0 when none (DCGM_FI_DEV_XID_ERRORS).", gpuLabels...)
+	gpuAllocDesc   = desc("gpu_allocated", "The share of a GPU allocated to running jobs, from 0 (free) to 1, as core/usage counts it.", gpuLabels...)
+
+	// Per running job and GPU.
+	jobShareDesc = desc("job_gpu_share", "The share of a GPU a running job holds (its page's held GPUs are their sum).", "job_id", "user", "team", "node", "gpu")
+	jobMemDesc   = desc("job_gpu_memory_used_bytes", "GPU memory a running job's processes hold on a GPU, bytes (its page's memory chart).", "job_id", "user", "team", "node", "gpu")
 )
 
 // collector reads its figures when scraped, so they are never stale.
 type collector struct{ s *Server }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, gpuMemDesc, nodesDesc, passesDesc, passSecsDesc,
-		lastPassDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc, beatsDesc, beatAgeDesc,
-		wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, inUseDesc, teamInUseDesc, teamBorrDesc, teamGuarDesc} {
+	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, nodesDesc, passesDesc, passSecsDesc,
+		lastPassDesc, passHistDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc,
+		beatsDesc, beatAgeDesc, wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, submitDesc, waitDesc,
+		inUseDesc, utilizedDesc, teamInUseDesc, teamUtilDesc, teamBorrDesc, teamGuarDesc, buildDesc,
+		gpuInfoDesc, gpuMemDesc, gpuMemTotDesc, gpuUtilDesc, gpuPowerDesc, gpuTempDesc, gpuECCDesc, gpuXIDDesc,
+		gpuLastXIDDesc, gpuAllocDesc, jobShareDesc, jobMemDesc} {
 		ch <- d
 	}
 }
@@ -57,8 +101,12 @@ func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
-func counter(d *prometheus.Desc, v float64) prometheus.Metric {
-	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+func counter(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func histogram(d *prometheus.Desc, h engine.Histogram, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, h.Cumulative(), labels...)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -72,42 +120,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
 	}
-	if m, err := c.s.moment(ctx); err == nil {
-		type key struct{ queue, team, status string }
-		n := make(map[key]int)
-		for _, j := range m.unfinished {
-			status := "waiting"
-			if j.State == job.Running {
-				status = "running"
-			}
-			n[key{strconv.Itoa(j.QueueIndex), j.Team, status}]++
-		}
-		for k, v := range n {
-			ch <- gauge(queueDesc, float64(v), k.queue, k.team, k.status)
-		}
-		ch <- gauge(inUseDesc, m.figures.InUseGPUs())
-		for _, t := range m.teamShares() {
-			ch <- gauge(teamInUseDesc, t.InUseGPUs, t.Name)
-			ch <- gauge(teamBorrDesc, t.BorrowedGPUs, t.Name)
-			ch <- gauge(teamGuarDesc, float64(t.GuaranteeGPUs), t.Name)
-		}
-	} else {
+	m, err := c.s.moment(ctx)
+	if err != nil {
 		ch <- prometheus.NewInvalidMetric(queueDesc, err)
+		ch <- prometheus.NewInvalidMetric(gpusDesc, err)
+	} else {
+		collectQueues(ch, m)
+		c.collectGPUs(ch, m, time.Now())
 	}
-	busy, idle := 0, 0
-	now := time.Now()
-	for _, n := range eng.Nodes() {
-		for _, smp := range n.Sample(now) {
-			if len(smp.Jobs) > 0 {
-				busy++
-			} else {
-				idle++
-			}
-			ch <- gauge(gpuMemDesc, float64(smp.MemUsedMiB)*(1<<20), n.Name(), strconv.Itoa(smp.Index))
-		}
-	}
-	ch <- gauge(gpusDesc, float64(busy), "busy")
-	ch <- gauge(gpusDesc, float64(idle), "idle")
 	nodeStates := map[string]int{"ready": 0, "cordoned": 0, "draining": 0, "drained": 0}
 	for _, st := range eng.NodeStatuses() {
 		nodeStates[nodeJSON(st).State]++
@@ -115,27 +135,205 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for state, v := range nodeStates {
 		ch <- gauge(nodesDesc, float64(v), state)
 	}
-	st := eng.Stats()
-	ch <- counter(passesDesc, float64(st.Passes))
-	ch <- counter(passSecsDesc, st.PassSeconds)
-	ch <- gauge(lastPassDesc, st.LastPass.Seconds())
-	ch <- counter(preemptDesc, float64(st.Preemptions))
-	ch <- counter(reclaimsDesc, float64(st.Reclaims))
-	ch <- counter(startsDesc, float64(st.Starts))
-	ch <- counter(requeuesDesc, float64(st.Requeues))
-	ch <- counter(retriesDesc, float64(st.Retries))
-	ch <- counter(nodeLostDesc, float64(st.NodesRemoved))
-	ch <- counter(strayDesc, float64(st.StrayRuns))
-	ch <- prometheus.MustNewConstSummary(handoverDesc, uint64(st.Handovers), st.HandoverSeconds, nil)
-	ch <- prometheus.MustNewConstSummary(releaseDesc, uint64(st.Releases), st.ReleaseSeconds, nil)
-	ch <- gauge(unrecDesc, float64(st.UnrecordedExits))
+	collectEngine(ch, eng.Stats(), m)
 	var beats int64
 	if a := c.s.cfg.Agents; a != nil {
 		beats = a.Heartbeats()
-		for node, age := range a.HeartbeatAges(now) {
+		for node, age := range a.HeartbeatAges(time.Now()) {
 			ch <- gauge(beatAgeDesc, age.Seconds(), node)
 		}
 	}
 	ch <- counter(beatsDesc, float64(beats))
 	ch <- gauge(wsClientsDesc, float64(c.s.hub.count()))
+	ch <- gauge(buildDesc, 1, buildInfo()...)
+}
+
+// collectQueues sends the unfinished jobs by queue and the GPUs teams
+// hold, as the queues and teams pages show them.
+func collectQueues(ch chan<- prometheus.Metric, m *moment) {
+	type key struct{ queue, team, status string }
+	n := make(map[key]int)
+	for _, j := range m.unfinished {
+		status := "waiting"
+		if j.State == job.Running {
+			status = "running"
+		}
+		n[key{strconv.Itoa(j.QueueIndex), j.Team, status}]++
+	}
+	for k, v := range n {
+		ch <- gauge(queueDesc, float64(v), k.queue, k.team, k.status)
+	}
+	ch <- gauge(inUseDesc, m.figures.InUseGPUs())
+	for _, t := range m.teamShares() {
+		ch <- gauge(teamInUseDesc, t.InUseGPUs, t.Name)
+		ch <- gauge(teamBorrDesc, t.BorrowedGPUs, t.Name)
+		ch <- gauge(teamGuarDesc, float64(t.GuaranteeGPUs), t.Name)
+	}
+}
+
+// collectGPUs sends every GPU of the connected machines: its latest
+// readings (as the cluster page), who it is allocated to and how much
+// of it they keep busy (core/usage, as the job and teams pages).
+func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.Time) {
+	eng := c.s.cfg.Engine
+	unschedulable := make(map[string]bool)
+	for _, st := range eng.NodeStatuses() {
+		unschedulable[st.Name] = nodeJSON(st).State != "ready"
+	}
+	faults := gpuFaults(eng)
+	users := make(map[int64]string, len(m.unfinished))
+	teams := make(map[int64]string, len(m.unfinished))
+	for _, j := range m.unfinished {
+		users[j.ID], teams[j.ID] = j.User, j.Team
+	}
+	util := make(map[string]float64) // "node:index" -> utilization from 0 to 1
+	states := map[string]int{"busy": 0, "idle": 0, "unavailable": 0}
+	for _, n := range eng.Nodes() {
+		samples := make(map[int]gpu.Sample)
+		for _, smp := range n.Sample(now) {
+			samples[smp.Index] = smp
+		}
+		for _, d := range n.Devices() {
+			place := n.Name() + ":" + strconv.Itoa(d.Index)
+			held := m.figures.OnGPU(place)
+			switch {
+			case len(held) > 0:
+				states["busy"]++
+			case unschedulable[n.Name()] || faults[gpuName(n.Name(), d.Index)] != "":
+				states["unavailable"]++
+			default:
+				states["idle"]++
+			}
+			idx := strconv.Itoa(d.Index)
+			ch <- gauge(gpuInfoDesc, 1, n.Name(), idx, d.UUID, d.Model)
+			labels := append([]string{n.Name(), idx, d.UUID}, holders(held, users, teams)...)
+			share := 0.0
+			for _, h := range held {
+				share += h.Share
+				ch <- gauge(jobShareDesc, h.Share, strconv.FormatInt(h.Job, 10), users[h.Job], teams[h.Job], n.Name(), idx)
+			}
+			ch <- gauge(gpuAllocDesc, min(share, 1), labels...)
+			smp, ok := samples[d.Index]
+			if !ok {
+				continue // no reading yet
+			}
+			util[place] = smp.UtilPct / 100
+			mem := smp.MemMiB
+			if mem == 0 {
+				mem = d.MemMiB
+			}
+			ch <- gauge(gpuMemDesc, float64(smp.MemUsedMiB)*(1<<20), labels...)
+			ch <- gauge(gpuMemTotDesc, float64(mem)*(1<<20), labels...)
+			ch <- gauge(gpuUtilDesc, smp.UtilPct, labels...)
+			ch <- gauge(gpuPowerDesc, smp.PowerW, labels...)
+			ch <- gauge(gpuTempDesc, float64(smp.TempC), labels...)
+			ch <- counter(gpuECCDesc, float64(smp.ECCErrors), labels...)
+			ch <- counter(gpuXIDDesc, float64(smp.XIDErrors), labels...)
+			ch <- gauge(gpuLastXIDDesc, float64(smp.LastXID), labels...)
+			for _, jm := range smp.Jobs {
+				if _, running := users[jm.JobID]; running {
+					ch <- gauge(jobMemDesc, float64(jm.MemMiB)*(1<<20), strconv.FormatInt(jm.JobID, 10),
+						users[jm.JobID], teams[jm.JobID], n.Name(), idx)
+				}
+			}
+		}
+	}
+	for state, v := range states {
+		ch <- gauge(gpusDesc, float64(v), state)
+	}
+	utilized := m.figures.Utilized(func(g string) float64 { return util[g] })
+	total := 0.0
+	for _, t := range m.teams {
+		ch <- gauge(teamUtilDesc, utilized[t.Name], t.Name)
+	}
+	for _, v := range utilized {
+		total += v
+	}
+	ch <- gauge(utilizedDesc, total)
+}
+
+// holders are the job, user and team labels of a GPU held by held:
+// comma-separated in job order, each user and team once; empty when none.
+func holders(held []usage.Holding, users, teams map[int64]string) []string {
+	var ids, us, ts []string
+	for _, h := range held {
+		ids = append(ids, strconv.FormatInt(h.Job, 10))
+		if u := users[h.Job]; !slices.Contains(us, u) {
+			us = append(us, u)
+		}
+		if t := teams[h.Job]; !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
+	}
+	return []string{strings.Join(ids, ","), strings.Join(us, ","), strings.Join(ts, ",")}
+}
+
+// collectEngine sends what the engine counted; m, when not nil, names
+// the teams whose counters start at 0.
+func collectEngine(ch chan<- prometheus.Metric, st engine.Stats, m *moment) {
+	ch <- counter(passesDesc, float64(st.Passes))
+	ch <- counter(passSecsDesc, st.PassSeconds)
+	ch <- gauge(lastPassDesc, st.LastPass.Seconds())
+	ch <- histogram(passHistDesc, st.PassTime)
+	var teams []string
+	if m != nil {
+		for _, t := range m.teams {
+			teams = append(teams, t.Name)
+		}
+	}
+	preempted := make(map[engine.CauseTeam]int64, len(st.Preempted))
+	reclaimed := make(map[string]int64, len(st.Reclaimed))
+	for _, t := range teams {
+		for _, cause := range engine.PreemptCauses() {
+			preempted[engine.CauseTeam{Cause: cause, Team: t}] = 0
+		}
+		reclaimed[t] = 0
+	}
+	for k, v := range st.Preempted {
+		preempted[k] = v
+	}
+	for t, v := range st.Reclaimed {
+		reclaimed[t] = v
+	}
+	for k, v := range preempted {
+		ch <- counter(preemptDesc, float64(v), k.Cause, k.Team)
+	}
+	for t, v := range reclaimed {
+		ch <- counter(reclaimsDesc, float64(v), t)
+	}
+	for _, cause := range engine.RequeueCauses() {
+		ch <- counter(requeuesDesc, float64(st.RequeuedBy[cause]), cause)
+	}
+	for _, cause := range engine.RetryCauses() {
+		ch <- counter(retriesDesc, float64(st.RetriedBy[cause]), cause)
+	}
+	for k, h := range st.SubmitToStart {
+		ch <- histogram(submitDesc, h, strconv.Itoa(k.Queue), k.Team)
+	}
+	for k, h := range st.QueueWait {
+		ch <- histogram(waitDesc, h, strconv.Itoa(k.Queue), k.Team)
+	}
+	ch <- counter(startsDesc, float64(st.Starts))
+	ch <- counter(nodeLostDesc, float64(st.NodesRemoved))
+	ch <- counter(strayDesc, float64(st.StrayRuns))
+	ch <- prometheus.MustNewConstSummary(handoverDesc, uint64(st.Handovers), st.HandoverSeconds, nil)
+	ch <- prometheus.MustNewConstSummary(releaseDesc, uint64(st.Releases), st.ReleaseSeconds, nil)
+	ch <- gauge(unrecDesc, float64(st.UnrecordedExits))
+}
+
+// buildInfo is the version, revision and Go version of the running
+// binary (core/buildinfo, as --version and GET /api/v1/version say
+// them): the release's version ("dev" for a build from a checkout) and
+// the VCS revision, with "-dirty" when the tree had changes ("unknown"
+// where it has none).
+func buildInfo() []string {
+	in := buildinfo.Read()
+	revision := "unknown"
+	if in.Revision != "" {
+		revision = in.Revision
+		if in.Modified {
+			revision += "-dirty"
+		}
+	}
+	return []string{in.Version, revision, in.GoVersion}
 }

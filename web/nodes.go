@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 func nodeJSON(st engine.NodeStatus) api.Node {
@@ -94,7 +95,8 @@ func (s *Server) openJobLog(id int64) (*os.File, error) {
 		if !ok {
 			continue
 		}
-		f, err := os.Open(lp.LogPath(id))
+		// Never through a link a job put in its own folder.
+		f, err := joboutput.Open(lp.LogPath(id))
 		if err == nil {
 			return f, nil
 		}

@@ -118,6 +118,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"GPUUsage":       reflect.TypeOf(api.GPUUsage{}),
 		"UsagePoint":     reflect.TypeOf(api.UsagePoint{}),
 		"Idle":           reflect.TypeOf(api.Idle{}),
+		"Version":        reflect.TypeOf(api.Version{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

@@ -35,10 +35,14 @@ func page(c echo.Context, title, nav string) templates.Page {
 	return p
 }
 
-func loginView(c echo.Context, flash, name, next string) templ.Component {
+func (s *Server) loginView(c echo.Context, flash, name, next string) templ.Component {
 	p := page(c, "Log in", "")
 	p.Flash = flash
-	return templates.Login(p, name, next)
+	o := templates.LoginOptions{Directory: s.ldap != nil}
+	if s.oidc != nil {
+		o.SSO = s.oidc.Name()
+	}
+	return templates.Login(p, name, next, o)
 }
 
 const timeLayout = "2006-01-02 15:04:05"

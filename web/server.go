@@ -21,6 +21,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/static"
 )
@@ -66,6 +67,10 @@ type Config struct {
 	// (core/idle); the zero Rule is idle.DefaultRule, and a rule that is
 	// not Valid (After 0) turns the flag off.
 	Idle idle.Rule
+	// SignIn configures sign-in through the lab's LDAP directory or
+	// OpenID Connect provider, and how groups map to teams and roles
+	// (identity.Flags.Load); the zero value: local accounts only.
+	SignIn identity.Config
 }
 
 // Server serves the portal and the API.
@@ -77,6 +82,8 @@ type Server struct {
 	// refusedConns counts connections closed for the per-address cap.
 	refusedConns atomic.Int64
 	readiness    readiness
+	ldap         *identity.LDAP // nil: no LDAP sign-in
+	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -127,6 +134,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
 	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger)}
+	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
+		return nil, err
+	}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
@@ -170,12 +180,14 @@ func New(cfg Config) (*Server, error) {
 	v1 := e.Group("/api/v1")
 	v1.POST("/tokens", s.apiCreateToken)
 	v1.GET("/openapi.json", s.apiOpenAPI)
+	v1.GET("/version", s.apiVersion)
 	authed := v1.Group("", s.requireAPIUser)
 	authed.GET("/jobs", s.apiListJobs)
 	authed.POST("/jobs", s.apiSubmit)
 	authed.GET("/jobs/:id", s.apiGetJob)
 	authed.DELETE("/jobs/:id", s.apiCancel)
 	authed.GET("/me", s.apiMe)
+	authed.DELETE("/tokens/current", s.apiRevokeCurrentToken)
 	authed.GET("/templates", s.apiTemplates)
 	authed.POST("/templates", s.apiCreateTemplate)
 	authed.DELETE("/templates/:id", s.apiDeleteTemplate)
@@ -203,6 +215,7 @@ func New(cfg Config) (*Server, error) {
 	authed.POST("/users/:name/disable", s.apiAccountAction(disableAccount), requireAdmin)
 	authed.POST("/users/:name/enable", s.apiAccountAction(enableAccount), requireAdmin)
 	authed.DELETE("/users/:name", s.apiAccountAction(deleteAccount), requireAdmin)
+	authed.PUT("/users/:name/unix-name", s.apiSetUnixName, requireAdmin)
 	authed.GET("/machines", s.apiMachines, requireAdmin)
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
@@ -215,6 +228,8 @@ func New(cfg Config) (*Server, error) {
 	pages := e.Group("", s.csrf, s.loadSessionUser)
 	pages.GET("/login", s.loginPage)
 	pages.POST("/login", s.login)
+	pages.GET("/login/oidc", s.oidcStart)
+	pages.GET("/login/oidc/callback", s.oidcCallback)
 	in := pages.Group("", s.requireSessionUser)
 	in.POST("/logout", s.logout)
 	in.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/jobs") })

@@ -151,6 +151,9 @@ func (s *Server) Run(ctx context.Context) {
 	watched := make(chan struct{})
 	go func() { s.watchSockets(ctx); close(watched) }()
 	defer func() { <-watched }()
+	synced := make(chan struct{})
+	go func() { s.syncDirectory(ctx); close(synced) }()
+	defer func() { <-synced }()
 	n := 0
 	for {
 		select {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -25,6 +26,7 @@ Commands:
   create-user    --name NAME --role researcher|lead|admin [--team TEAM] [--password-stdin]
   reset-password --name NAME [--password-stdin]
   set-role       --name NAME --role ROLE [--team TEAM]
+  set-unix-name  --name NAME --unix-name ACCOUNT   the Unix account the user's jobs run as
   create-token   --name NAME [--label LABEL] [--ttl 720h]
   list-users
   list-tokens    --name NAME                  a user's API tokens (names and dates)
@@ -76,6 +78,8 @@ func runAdmin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return a.resetPassword(ctx, rest)
 	case "set-role":
 		return a.setRole(ctx, rest)
+	case "set-unix-name":
+		return a.setUnixName(ctx, rest)
 	case "create-token":
 		return a.createToken(ctx, rest)
 	case "list-users":
@@ -259,6 +263,29 @@ func (a adminCmd) setRole(ctx context.Context, args []string) error {
 	return a.record(ctx, "user.role", *name, fmt.Sprintf("role %s team %s", *role, *team))
 }
 
+func (a adminCmd) setUnixName(ctx context.Context, args []string) error {
+	fs := a.flags("set-unix-name")
+	name := fs.String("name", "", "user name")
+	unix := fs.String("unix-name", "", "Unix account the user's jobs run as")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := required("name", *name); err != nil {
+		return err
+	}
+	if err := required("unix-name", *unix); err != nil {
+		return err
+	}
+	if err := models.CheckUnixName(*unix); err != nil {
+		return fmt.Errorf("--unix-name %w", err)
+	}
+	if err := a.store.SetUnixName(ctx, *name, *unix); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "jobs of %s run as the Unix account %s\n", *name, *unix)
+	return a.record(ctx, "user.unix_name", *name, "unix name "+*unix)
+}
+
 func (a adminCmd) createToken(ctx context.Context, args []string) error {
 	fs := a.flags("create-token")
 	name := fs.String("name", "", "user name")
@@ -291,13 +318,13 @@ func (a adminCmd) listUsers(ctx context.Context) error {
 		return err
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tROLE\tTEAM\tSTATE")
+	fmt.Fprintln(w, "NAME\tROLE\tTEAM\tUNIX\tSOURCE\tSTATE")
 	for _, u := range us {
 		state := "enabled"
 		if u.Disabled() {
 			state = fmt.Sprintf("disabled by %s at %s", u.DisabledBy, u.DisabledAt.Local().Format(time.DateTime))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", u.Name, u.Role, u.Team, state)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, u.Role, u.Team, cmp.Or(u.UnixName, u.Name), cmp.Or(u.Source, models.SourceLocal), state)
 	}
 	return w.Flush()
 }

@@ -31,6 +31,9 @@ type agentFlags struct {
 	server, token, gpus string
 	name, workDir       string
 	runAs               string
+	allowRootOwner      bool
+	minUID              int
+	jobDirMode          os.FileMode
 	caFile              string
 	grace               time.Duration
 	logLevel            string
@@ -51,7 +54,10 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	fs.StringVar(&f.gpus, "gpus", "nvml", "GPUs: nvml (this machine's NVIDIA GPUs) or sim:NODESxGPUSxGB (simulated machines)")
 	fs.StringVar(&f.name, "name", host, "this machine's name; simulated machines are NAME-0, NAME-1, ... when there are several")
 	fs.StringVar(&f.workDir, "work-dir", "gpuportal-agent", "folder for jobs' work folders, output and checkpoints")
-	fs.StringVar(&f.runAs, "run-as", "", "user that jobs run as (default: this agent's user, but never root unless --run-as root)")
+	fs.StringVar(&f.runAs, "run-as", "", "who jobs run as: owner (each job as its owner's Unix account on this machine; recommended when the agent runs as root), or one USER for every job (default: this agent's user, but never root unless --run-as root)")
+	fs.BoolVar(&f.allowRootOwner, "allow-root-owner", false, "with --run-as owner: run the jobs of an owner whose Unix account is root as root (refused otherwise)")
+	fs.IntVar(&f.minUID, "min-uid", agent.DefaultMinUID, "with --run-as owner: the lowest user ID a job runs as (root aside); the system's accounts below it never run jobs")
+	jobDirMode := fs.String("job-dir-mode", "0700", "mode of each job's folder and checkpoint folder, which belong to the job's account: 0700, or a group mode such as 0750 or 2770 to share them with the account's group; others never get access")
 	fs.StringVar(&f.caFile, "ca", "", "PEM file of certificate authorities to trust for an https server, besides the system's")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -68,6 +74,15 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 		return f, fmt.Errorf("agent: %w", err)
 	}
 	f.passEnv = pass
+	if f.jobDirMode, err = agent.ParseJobDirMode(*jobDirMode); err != nil {
+		return f, fmt.Errorf("agent: --job-dir-mode %w", err)
+	}
+	if f.minUID < 1 {
+		return f, fmt.Errorf("agent: --min-uid %d: want a user ID of 1 or more (root is allowed only by --allow-root-owner)", f.minUID)
+	}
+	if f.allowRootOwner && f.runAs != agent.RunAsOwner {
+		return f, errors.New("agent: --allow-root-owner needs --run-as owner")
+	}
 	faults, err := gpu.ParseSimFaults(*simFaults)
 	if err != nil {
 		return f, fmt.Errorf("agent: --sim-fault: %w", err)
@@ -213,7 +228,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if f.runAs == "" && os.Geteuid() == 0 && !f.monitorOnly {
-		log.Warn("the agent runs as root without --run-as: command jobs will be refused (pass --run-as USER, or --run-as root)")
+		log.Warn("the agent runs as root without --run-as: command jobs will be refused (pass --run-as owner to run each job as its owner's Unix account, --run-as USER for one account, or --run-as root)")
 	}
 	machines, closeGPUs, err := agentMachines(f, log)
 	if err != nil {
@@ -249,7 +264,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		a, err := agent.New(agent.Config{
 			Name: m.name, Backend: m.backend, WorkDir: m.workDir, Grace: f.grace,
 			CPUs: m.cpus, MemMiB: m.memMiB, Logger: log.With("node", m.name),
-			RunAs: f.runAs, RefuseRoot: true, MonitorOnly: f.monitorOnly, Cgroups: f.cgroups && !f.monitorOnly,
+			RunAs: f.runAs, AllowRootOwner: f.allowRootOwner, MinUID: f.minUID, JobDirMode: f.jobDirMode, RefuseRoot: true, MonitorOnly: f.monitorOnly, Cgroups: f.cgroups && !f.monitorOnly,
 			Gate:     f.gate.config(m.workDir, log.With("node", m.name)),
 			Watchdog: watchdog, PassEnv: f.passEnv,
 		}, exits)

@@ -28,6 +28,16 @@ func TestParseAgentFlags(t *testing.T) {
 			return f.monitorOnly && len(f.simFaults) == 1 && f.simFaults[0].XID == 79 && f.simFaults[0].GPU == 1
 		}},
 		{"a fault that does not parse", []string{"--server", "http://s", "--token", "t", "--gpus", "sim:1x2x40", "--sim-fault", "0:melt"}, "", "--sim-fault", nil},
+		{"jobs as their owners, private folders by default", []string{"--server", "http://s", "--token", "t", "--run-as", "owner"}, "", "", func(f agentFlags) bool {
+			return f.runAs == "owner" && f.jobDirMode == 0o700 && f.minUID == 1000 && !f.allowRootOwner
+		}},
+		{"a group mode for team sharing", []string{"--server", "http://s", "--token", "t", "--run-as", "owner", "--job-dir-mode", "0750"}, "", "", func(f agentFlags) bool {
+			return f.jobDirMode == 0o750
+		}},
+		{"a job folder open to others", []string{"--server", "http://s", "--token", "t", "--job-dir-mode", "0755"}, "", "--job-dir-mode", nil},
+		{"a job folder mode that is not octal", []string{"--server", "http://s", "--token", "t", "--job-dir-mode", "rwx"}, "", "--job-dir-mode", nil},
+		{"a minimum user ID of 0", []string{"--server", "http://s", "--token", "t", "--min-uid", "0"}, "", "--min-uid", nil},
+		{"root owners need --run-as owner", []string{"--server", "http://s", "--token", "t", "--allow-root-owner"}, "", "--run-as owner", nil},
 		{"faults need simulated GPUs", []string{"--server", "http://s", "--token", "t", "--sim-fault", "0:ecc"}, "", "simulated GPUs", nil},
 	}
 	for _, tc := range tests {

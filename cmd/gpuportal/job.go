@@ -33,28 +33,38 @@ const jobUsage = `Usage: gpuportal job COMMAND [flags]
 
 Commands:
   submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
-         (--sim-duration 10m | -- PROGRAM [ARG...])
+         [--parsable] [--wait] (--sim-duration 10m | -- PROGRAM [ARG...])
+         (--parsable: print only the job's ID, as sbatch --parsable;
+         --wait: wait until the job ends, exit codes below)
   list   [--scope mine|team|all] [--state STATE[,STATE...]] [--user USER]
-         [--team TEAM] [--limit N] [--all] [--start]
+         [--team TEAM] [--limit N] [--all] [--start] [--parsable] [--no-headers]
          (--all: every matching job, page after page)
          (--start: the waiting jobs with their forecast start, soonest
-         first, as squeue --start)
+         first, as squeue --start; --parsable: every column separated
+         by "|", as sacct --parsable2)
   show   ID
   cancel ID...
   logs   [--tail-bytes N] [--follow [--interval 1s]] ID
 
-Every command takes --server URL (default $GPUPORTAL_SERVER, else
-http://127.0.0.1:8080); submit, list, show and cancel take --json to print
-the server's JSON instead of text.
+Every command takes --server URL and --context NAME; submit, list, show
+and cancel take -o json|yaml|wide|name (json and yaml: the REST API's
+objects; name: job/ID) and --json (for show: the job with its history).
+
+The server and the API token come from the flags, else from
+$GPUPORTAL_SERVER and $GPUPORTAL_TOKEN, else from the current context of
+the config file that "gpuportal login" writes (see "gpuportal config"),
+else from the older token file ~/.config/gpuportal/token; the server
+defaults to http://127.0.0.1:8080. A context's token is sent only to its
+own server. Get a token with "gpuportal login", or with
+  curl -u USER -X POST SERVER/api/v1/tokens
+or on the portal's API tokens page (SERVER/tokens).
 
 A job's command follows "--" as separate words; it is never run through a
 shell: gpuportal job submit --name train --gpus 2 -- python train.py --lr 0.1
 
-The API token comes from $GPUPORTAL_TOKEN, or else from the file
-~/.config/gpuportal/token ($XDG_CONFIG_HOME/gpuportal/token where that is
-set), which only its owner may read (chmod 600). Get a token with
-  curl -u USER -X POST SERVER/api/v1/tokens
-or on the portal's API tokens page (SERVER/tokens).
+Exit codes of submit --wait and logs --follow: 0 the job succeeded, 3 it
+failed, 4 it was cancelled, 5 it timed out, 130 the wait was interrupted
+(the job goes on); 1 for any other error (a flag, the server's refusal).
 `
 
 // Environment variables of the job commands.
@@ -81,19 +91,30 @@ const (
 // submitting, listing, showing and cancelling jobs and reading their
 // output.
 func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := jobCmd{
-		getenv: os.Getenv, configDir: os.UserConfigDir, now: time.Now,
-		http: &http.Client{Timeout: 30 * time.Second}, stdout: stdout, stderr: stderr,
-	}
-	return c.run(ctx, args)
+	return newJobCmd(os.Stdin, stdout, stderr).run(ctx, args)
 }
 
-// jobCmd is the job command with what it reads from its surroundings.
+// newJobCmd is a client command in the process's surroundings.
+func newJobCmd(stdin io.Reader, stdout, stderr io.Writer) jobCmd {
+	return jobCmd{
+		getenv: os.Getenv, configDir: os.UserConfigDir, now: time.Now,
+		http: &http.Client{Timeout: 30 * time.Second}, stdin: stdin, stdout: stdout, stderr: stderr,
+	}
+}
+
+// jobCmd is a client command of the REST API (job, login, logout,
+// config, version) with what it reads from its surroundings.
 type jobCmd struct {
 	getenv    func(string) string
 	configDir func() (string, error)
 	now       func() time.Time
 	http      *http.Client
+	// stdin is where login reads what it asks; a terminal's input is
+	// read without echo for secrets.
+	stdin io.Reader
+	// inspect, when set, receives each command's flag set instead of
+	// running it (see jobFlags.inspect).
+	inspect func(*flag.FlagSet)
 
 	stdout, stderr io.Writer
 }
@@ -124,35 +145,77 @@ func (c jobCmd) run(ctx context.Context, args []string) error {
 
 // jobFlags are the flags every job command has.
 type jobFlags struct {
-	fs     *flag.FlagSet
-	server string
+	fs      *flag.FlagSet
+	server  string
+	context string
+	// output is -o; json is the older --json, the same as -o json.
+	output string
 	json   bool
+	// parsable is --parsable, of the commands that have it.
+	parsable bool
+	// inspect, when set, receives the flag set instead of parsing
+	// (completion reads the flags so).
+	inspect func(*flag.FlagSet)
 }
 
-// flags starts the flag set of command name; withJSON adds --json.
-func (c jobCmd) flags(name string, withJSON bool) *jobFlags {
-	f := &jobFlags{fs: flag.NewFlagSet("job "+name, flag.ContinueOnError)}
+// flagSet starts a flag set with none of the client's flags.
+func (c jobCmd) flagSet(name string) *jobFlags {
+	f := &jobFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError), inspect: c.inspect}
 	f.fs.SetOutput(c.stderr)
-	def := c.getenv(jobServerEnv)
-	if def == "" {
-		def = jobDefaultServer
-	}
-	f.fs.StringVar(&f.server, "server", def, "the portal's URL (default: $"+jobServerEnv+" where set)")
-	if withJSON {
-		f.fs.BoolVar(&f.json, "json", false, "print the server's JSON")
+	return f
+}
+
+// flags starts the flag set of command name with --server and
+// --context; withOutput adds -o (and --json).
+func (c jobCmd) flags(name string, withOutput bool) *jobFlags {
+	f := c.flagSet("job " + name)
+	f.fs.StringVar(&f.server, "server", "", "the portal's URL (default: $"+jobServerEnv+", else the current context's, else "+jobDefaultServer+")")
+	f.fs.StringVar(&f.context, "context", "", "use this saved context (gpuportal config get-contexts) instead of the current one")
+	if withOutput {
+		f.fs.StringVar(&f.output, "o", "", "output format: json or yaml (the API's objects), wide (more columns) or name (job/ID); default: a table")
+		f.fs.StringVar(&f.output, "output", "", "the same as -o")
+		f.fs.BoolVar(&f.json, "json", false, "the same as -o json")
 	}
 	return f
 }
 
+// format is the output format asked for: "" (the table, or --parsable),
+// json, yaml, wide or name.
+func (f *jobFlags) format() (string, error) {
+	switch {
+	case f.parsable && (f.json || f.output != ""):
+		return "", errors.New("--parsable and -o (or --json): give one")
+	case f.json && f.output != "" && f.output != "json":
+		return "", fmt.Errorf("--json and -o %s: give one", f.output)
+	case f.json:
+		return "json", nil
+	}
+	switch f.output {
+	case "", "json", "yaml", "wide", "name":
+		return f.output, nil
+	}
+	return "", fmt.Errorf("-o %q: want json, yaml, wide or name", f.output)
+}
+
+// errInspected ends a command whose flags were only read (jobFlags.inspect).
+var errInspected = errors.New("flags inspected")
+
 // parse reads flags and positional arguments in any order, so that
 // "show 12 --json" works as "show --json 12" does.
 func (f *jobFlags) parse(args []string) ([]string, error) {
+	if f.inspect != nil {
+		f.inspect(f.fs)
+		return nil, errInspected
+	}
 	var pos []string
 	for {
 		if err := f.fs.Parse(args); err != nil {
 			return nil, err
 		}
 		if f.fs.NArg() == 0 {
+			if _, err := f.format(); err != nil {
+				return nil, err
+			}
 			return pos, nil
 		}
 		pos = append(pos, f.fs.Arg(0))
@@ -160,20 +223,110 @@ func (f *jobFlags) parse(args []string) ([]string, error) {
 	}
 }
 
-// client connects to the server named by --server with the user's token.
+// client connects to the server the flags, the environment and the
+// config file name, with the user's token for it (see target).
 func (c jobCmd) client(f *jobFlags) (*jobClient, error) {
-	base, err := parseJobServer(f.server)
+	t, err := c.target(f)
 	if err != nil {
 		return nil, err
 	}
-	token, err := c.token(base)
-	if err != nil {
-		return nil, err
-	}
+	return c.newClient(t.server, t.token), nil
+}
+
+// newClient is a client of server with token, warning when the token
+// would cross the network unencrypted.
+func (c jobCmd) newClient(base *url.URL, token string) *jobClient {
 	if base.Scheme == "http" && !isLoopbackHost(base.Hostname()) {
 		fmt.Fprintf(c.stderr, "gpuportal: warning: your API token goes to %s unencrypted; use an https:// server URL\n", base.Host)
 	}
-	return &jobClient{base: base, token: token, http: c.http}, nil
+	return &jobClient{base: base, token: token, http: c.http}
+}
+
+// target is the server a command talks to and the token it presents.
+type target struct {
+	server *url.URL
+	token  string
+}
+
+// target resolves the server and the token, flags first, then the
+// environment, then the config file:
+//
+//   - server: --server; else the server of --context; else
+//     $GPUPORTAL_SERVER; else the current context's; else the default;
+//   - token: the token of --context; else $GPUPORTAL_TOKEN; else the
+//     token of the current context; else the older token file.
+//
+// A context's token goes only to that context's server.
+func (c jobCmd) target(f *jobFlags) (target, error) {
+	base, cx, err := c.server(f)
+	if err != nil {
+		return target{}, err
+	}
+	ownServer := cx != nil && sameServer(cx.Server, base.String())
+	switch envToken := strings.TrimSpace(c.getenv(jobTokenEnv)); {
+	case f.context != "" && ownServer:
+		if cx.Token == "" {
+			return target{}, fmt.Errorf("context %q is logged out: run gpuportal login --context %s", cx.Name, cx.Name)
+		}
+		return target{base, cx.Token}, nil
+	case envToken != "":
+		return target{base, envToken}, nil
+	case ownServer && cx.Token != "":
+		return target{base, cx.Token}, nil
+	}
+	token, err := c.token(base, cx)
+	if err != nil {
+		return target{}, err
+	}
+	return target{base, token}, nil
+}
+
+// server resolves the server (see target) and returns it with the
+// context that names it or that was considered: --context's, else the
+// current one, when the config file was read.
+func (c jobCmd) server(f *jobFlags) (*url.URL, *cliContext, error) {
+	var cfg *cliConfig
+	load := func() error {
+		if cfg != nil {
+			return nil
+		}
+		var err error
+		cfg, _, err = c.loadConfig()
+		return err
+	}
+	var cx *cliContext
+	if f.context != "" {
+		if err := load(); err != nil {
+			return nil, nil, err
+		}
+		if cx = cfg.context(f.context); cx == nil {
+			return nil, nil, fmt.Errorf("--context: %w", unknownContext(f.context, cfg))
+		}
+	}
+	server := f.server
+	if server == "" && cx != nil {
+		server = cx.Server
+	}
+	if server == "" {
+		server = c.getenv(jobServerEnv)
+	}
+	if cx == nil && (server == "" || strings.TrimSpace(c.getenv(jobTokenEnv)) == "") {
+		if err := load(); err != nil {
+			return nil, nil, err
+		}
+		cx = cfg.current()
+		if server == "" && cx != nil {
+			server = cx.Server
+		}
+	}
+	if server == "" {
+		server = jobDefaultServer
+	}
+	base, err := parseJobServer(server)
+	if err != nil {
+		return nil, nil, err
+	}
+	return base, cx, nil
 }
 
 // parseJobServer checks a --server URL.
@@ -205,20 +358,22 @@ func (c jobCmd) tokenPath() (string, error) {
 	return filepath.Join(dir, "gpuportal", "token"), nil
 }
 
-// token returns the API token: $GPUPORTAL_TOKEN, or the token file, which
-// only its owner may read.
-func (c jobCmd) token(server *url.URL) (string, error) {
-	if t := strings.TrimSpace(c.getenv(jobTokenEnv)); t != "" {
-		return t, nil
+// token reads the older token file, which only its owner may read:
+// the token when neither a context nor $GPUPORTAL_TOKEN gives one. cx is
+// the context that was considered, if any, for the error message.
+func (c jobCmd) token(server *url.URL, cx *cliContext) (string, error) {
+	login := "run gpuportal login --server " + server.String()
+	if cx != nil && sameServer(cx.Server, server.String()) {
+		login = "run gpuportal login --context " + cx.Name
 	}
 	path, err := c.tokenPath()
 	if err != nil {
-		return "", fmt.Errorf("no API token: set $%s (%w)", jobTokenEnv, err)
+		return "", fmt.Errorf("no API token: %s or set $%s (%w)", login, jobTokenEnv, err)
 	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("no API token: set $%s or save the token in %s (chmod 600). %s",
-			jobTokenEnv, path, howToGetToken(server))
+		return "", fmt.Errorf("no API token for %s: %s, set $%s, or save the token in %s (chmod 600). %s",
+			server, login, jobTokenEnv, path, howToGetToken(server))
 	}
 	if err != nil {
 		return "", fmt.Errorf("read the token file: %w", err)
@@ -406,6 +561,8 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 		}
 	}
 	f := c.flags("submit", true)
+	var sf submitFlags
+	sf.register(f)
 	var req web.SubmitRequest
 	var simDuration string
 	f.fs.StringVar(&req.Name, "name", "", "the job's name (required)")
@@ -454,15 +611,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return flagForField(err)
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
-	var j api.Job
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return fmt.Errorf("the server's answer is not a job: %w", err)
-	}
-	fmt.Fprintf(c.stdout, "job %d submitted: %s, %s for team %s (%s)\n", j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.State)
-	return nil
+	return c.submitted(ctx, cl, f, sf, raw)
 }
 
 // parseSimDuration reads --sim-duration: a Go duration or seconds.
@@ -486,6 +635,8 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default, 1000); with --all, per request")
 	all := f.fs.Bool("all", false, "every matching job: follow the server's cursor page after page")
 	start := f.fs.Bool("start", false, "only waiting jobs (queued and preempted), with when each is forecast to start, soonest first")
+	var lf listFlags
+	lf.register(f)
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -518,26 +669,13 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	if *start {
-		return c.listStart(ctx, cl, q, *state, f.json)
+		return c.listStart(ctx, cl, q, *state, f, lf)
 	}
 	jobs, raw, err := cl.listJobs(ctx, q, *all)
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
-	if len(jobs) == 0 {
-		fmt.Fprintln(c.stdout, "no jobs")
-		return nil
-	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tUSER\tTEAM\tGPUS\tSTATE\tQUEUE\tSUBMITTED\tREASON")
-	for _, j := range jobs {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", j.ID, cell(j.Name, 40), j.User, j.Team, j.GPUs,
-			j.State, j.Queue, c.ago(j.SubmittedAt), cell(j.Reason, 60))
-	}
-	return w.Flush()
+	return c.writeJobs(jobs, raw, f, lf, jobListColumns, "no jobs")
 }
 
 // listJobs gets the jobs list of q: one page, or with all every page,
@@ -575,7 +713,7 @@ func (cl *jobClient) listJobs(ctx context.Context, q url.Values, all bool) (jobs
 
 // listStart prints the waiting jobs of q (of state, when set) with their
 // start forecasts, soonest first: "list --start".
-func (c jobCmd) listStart(ctx context.Context, cl *jobClient, q url.Values, state string, asJSON bool) error {
+func (c jobCmd) listStart(ctx context.Context, cl *jobClient, q url.Values, state string, f *jobFlags, lf listFlags) error {
 	states := []job.State{job.Queued, job.Preempted}
 	if state != "" {
 		states = []job.State{job.State(state)}
@@ -596,27 +734,11 @@ func (c jobCmd) listStart(ctx context.Context, cl *jobClient, q url.Values, stat
 		}
 		return jobs[a].ID < jobs[b].ID
 	})
-	if asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(jobs)
+	raw, err := json.Marshal(jobs)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
 	}
-	if len(jobs) == 0 {
-		fmt.Fprintln(c.stdout, "no waiting jobs")
-		return nil
-	}
-	now := c.now()
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tUSER\tTEAM\tGPUS\tSTATE\tSTART\tLIKELY\tFORECAST")
-	for _, j := range jobs {
-		likely := "-"
-		if f := j.Forecast; f != nil && f.Likely != nil {
-			likely = f.Likely.Local().Format("15:04:05")
-		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, cell(j.Name, 30), j.User, j.Team, j.GPUs,
-			j.State, j.Forecast.Short(now, time.Local), likely, cell(j.Forecast.Text(now, time.Local), 90))
-	}
-	return w.Flush()
+	return c.writeJobs(jobs, raw, f, lf, jobStartColumns, "no waiting jobs")
 }
 
 // startKey orders jobs by forecast start: expected and later by their
@@ -639,6 +761,7 @@ func jobStateNames() string {
 func (c jobCmd) show(ctx context.Context, args []string) (err error) {
 	defer wrapJobErr("show", &err)
 	f := c.flags("show", true)
+	f.fs.Lookup("json").Usage = "print the job and its history in one JSON object (-o json: the job as the API returns it)"
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -660,12 +783,16 @@ func (c jobCmd) show(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if f.json {
+	switch format, _ := f.format(); {
+	case f.json:
+		// --json, older than -o, prints the job with its history.
 		b, err := json.Marshal(map[string]json.RawMessage{"job": rawJob, "history": rawHistory})
 		if err != nil {
 			return fmt.Errorf("encode: %w", err)
 		}
 		return printJSON(c.stdout, b)
+	case format == "json" || format == "yaml" || format == "name":
+		return writeObject(c.stdout, format, "job", j.ID, rawJob)
 	}
 	c.printJob(j, history)
 	return nil
@@ -802,8 +929,8 @@ func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
 			errs = append(errs, err)
 			continue
 		}
-		if f.json {
-			if err := printJSON(c.stdout, raw); err != nil {
+		if format, _ := f.format(); format == "json" || format == "yaml" || format == "name" {
+			if err := writeObject(c.stdout, format, "job", id, raw); err != nil {
 				errs = append(errs, fmt.Errorf("job %d: %w", id, err))
 			}
 			continue
@@ -875,7 +1002,7 @@ func (c jobCmd) followLogs(ctx context.Context, cl *jobClient, id int64, tail in
 		// there when it is read after.
 		j, _, err := cl.job(ctx, id)
 		if ctx.Err() != nil {
-			return nil
+			return c.interrupted(id)
 		}
 		if err != nil {
 			return err
@@ -883,7 +1010,7 @@ func (c jobCmd) followLogs(ctx context.Context, cl *jobClient, id int64, tail in
 		cur, err := cl.logTail(ctx, id, window)
 		switch {
 		case ctx.Err() != nil:
-			return nil
+			return c.interrupted(id)
 		case isNotFound(err):
 			// No output yet (the job has not started), or its machine
 			// is away for now.
@@ -909,17 +1036,12 @@ func (c jobCmd) followLogs(ctx context.Context, cl *jobClient, id int64, tail in
 		}
 		// Output that appears after the first poll is all new.
 		first = false
-		if j.State.Final() {
-			msg := fmt.Sprintf("job %d %s", id, j.State)
-			if j.ExitCode != nil {
-				msg += fmt.Sprintf(" (exit code %d)", *j.ExitCode)
-			}
-			fmt.Fprintln(c.stderr, "gpuportal:", msg)
-			return nil
+		if ended(j) {
+			return c.jobEnded(j)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return c.interrupted(id)
 		case <-time.After(interval):
 		}
 	}
@@ -970,11 +1092,8 @@ func overlap(a, b []byte) int {
 }
 
 // wrapJobErr prefixes an error of a job command with the command's name.
-// Help requests pass unchanged, so that main stays quiet about them.
 func wrapJobErr(cmd string, err *error) {
-	if *err != nil && !errors.Is(*err, flag.ErrHelp) {
-		*err = fmt.Errorf("job %s: %w", cmd, *err)
-	}
+	wrapCmdErr("job "+cmd, err)
 }
 
 // ago says how long before now t was ("5m ago"), or how long after now

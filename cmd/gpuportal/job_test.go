@@ -185,6 +185,22 @@ func TestJobCommands(t *testing.T) {
 				}
 			}},
 		{name: "list --json", args: []string{"list", "--json"}, wantOut: []string{"[\n  {\n    \"id\": 7"}},
+		{name: "list -o name", args: []string{"list", "-o", "name"}, wantOut: []string{"job/7\n"}},
+		{name: "list -o wide adds columns and whole values", args: []string{"list", "-o", "wide"},
+			wantOut: []string{"STARTED", "FINISHED", "EXIT_CODE", "PLACEMENT", "node-0/0,node-0/1", "1m ago"}},
+		{name: "list --parsable: every column, times in RFC 3339", args: []string{"list", "--parsable"},
+			wantOut: []string{"ID|NAME|USER|TEAM|GPUS|STATE|QUEUE|SUBMITTED|STARTED|FINISHED|EXIT_CODE|PLACEMENT|REASON\n" +
+				"7|resnet|alice|vision|2|running|0|2026-05-01T11:55:00Z|2026-05-01T11:58:30Z|||node-0/0,node-0/1|running on node-0\n"}},
+		{name: "list --parsable --no-headers", args: []string{"list", "--parsable", "--no-headers"}, wantOut: []string{"7|resnet|"}},
+		{name: "list -o yaml", args: []string{"list", "-o", "yaml"}, wantOut: []string{"- id: 7\n  name: resnet\n", "started_at: \"2026-05-01T11:58:30Z\"", "finished_at: null"}},
+		{name: "list --parsable with -o", args: []string{"list", "--parsable", "-o", "json"}, wantErr: []string{"--parsable and -o"}},
+		{name: "list with an unknown -o", args: []string{"list", "-o", "xml"}, wantErr: []string{`job list: -o "xml": want json, yaml, wide or name`}},
+		{name: "list --start --parsable", args: []string{"list", "--start", "--parsable"}, wantOut: []string{"ID|NAME|USER|TEAM|GPUS|STATE|START|EARLIEST|LIKELY|LATEST|FORECAST\n14|"}},
+		{name: "show -o json is the API's job", args: []string{"show", "7", "-o", "json"}, wantOut: []string{"{\n  \"id\": 7,"}},
+		{name: "show -o yaml", args: []string{"show", "7", "--output", "yaml"}, wantOut: []string{"id: 7\nname: resnet\n"}},
+		{name: "submit --parsable", args: []string{"submit", "--parsable", "--name", "x", "--sim-duration", "1m"}, wantOut: []string{"7\n"}},
+		{name: "submit -o name", args: []string{"submit", "-o", "name", "--name", "x", "--sim-duration", "1m"}, wantOut: []string{"job/7\n"}},
+		{name: "cancel -o name", args: []string{"cancel", "-o", "name", "7"}, wantOut: []string{"job/7\n"}},
 		{name: "show the job and its history", args: []string{"show", "7"},
 			wantOut: []string{"job 7: resnet", "state:", "running", "command:", "python train.py --lr '0.1 0.2'", "node-0/0, node-0/1",
 				"history:", "started on node-0", "submitted"}},
@@ -476,8 +492,8 @@ func TestJobListAll(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("--json output %q: %v", out, err)
 	}
-	if ids := jobIDs(got); len(ids) != 5 || ids[0] != 9 || ids[4] != 5 {
-		t.Errorf("got jobs %v, want 9 to 5", jobIDs(got))
+	if ids := idsOf(got); len(ids) != 5 || ids[0] != 9 || ids[4] != 5 {
+		t.Errorf("got jobs %v, want 9 to 5", idsOf(got))
 	}
 	if len(queries) != 3 {
 		t.Fatalf("%d requests, want 3", len(queries))
@@ -503,7 +519,7 @@ func TestJobListAll(t *testing.T) {
 	}
 }
 
-func jobIDs(js []api.Job) []int64 {
+func idsOf(js []api.Job) []int64 {
 	out := make([]int64, len(js))
 	for i, j := range js {
 		out[i] = j.ID

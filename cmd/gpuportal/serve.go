@@ -26,6 +26,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
+	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/web"
 )
@@ -43,6 +44,7 @@ type serveFlags struct {
 	cpuAlloc          string
 	thresholds        string
 	promoteKnob       float64
+	reference         bool
 	halfLife          time.Duration
 	minRuntime        time.Duration
 	set               map[string]bool // flags given on the command line
@@ -64,6 +66,8 @@ type serveFlags struct {
 	wsMaxAge          time.Duration
 	idleAfter         time.Duration
 	idleBelow         float64
+	signIn            identity.Flags  // LDAP and OpenID Connect (docs/operations.md)
+	signInCfg         identity.Config // signIn, loaded
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -82,8 +86,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.cpuAlloc, "cpu-alloc", sched.AllocProportional, "CPUs and host memory per job: proportional (by GPUs) or synergy (by each job's sensitivity, docs/synergy.md)")
 	fs.StringVar(&f.sharePlacement, "share-placement", sched.ShareFreeFirst, "where a sharing job goes: free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room); docs/salus.md")
 	fs.StringVar(&f.thresholds, "thresholds", "", "queue thresholds of dlas and tiresias, comma-separated GPU-seconds (default 3250,7200; with --demo 200,800)")
-	fs.DurationVar(&f.halfLife, "half-life", 7*24*time.Hour, "fair share: how fast a team's past usage fades")
+	fs.DurationVar(&f.halfLife, "half-life", 7*24*time.Hour, "fair share: how fast a team's past usage fades; 0 for no decay")
 	fs.DurationVar(&f.minRuntime, "min-runtime", 10*time.Minute, "fair share: how long a borrowed job runs before it may be reclaimed (with --demo, 30s)")
+	fs.BoolVar(&f.reference, "reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
 	fs.Float64Var(&f.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than K x its run time returns to the top queue; 0 is off")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
@@ -91,7 +96,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
-	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as (default: this server's user; when it is root, nobody, unless --run-as root)")
+	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
@@ -106,9 +111,15 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.Float64Var(&f.idleBelow, "idle-below", idle.DefaultRule.BelowPct, "the utilization, in percent, under which a GPU counts as idle (see --idle-after)")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
+	f.signIn.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	signInCfg, err := f.signIn.Load()
+	if err != nil {
+		return f, fmt.Errorf("serve: %w", err)
+	}
+	f.signInCfg = signInCfg
 	pass, err := parsePassEnv(*passEnv)
 	if err != nil {
 		return f, fmt.Errorf("serve: %w", err)
@@ -171,30 +182,9 @@ const demoMinRuntime = 30 * time.Second
 // newScheduler configures the scheduling core from the flags. tiresias-g
 // starts from the GPU-times of jobs this cluster has completed.
 func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, error) {
-	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc, SharePlacement: f.sharePlacement}
-	if f.thresholds != "" {
-		for _, part := range strings.Split(f.thresholds, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
-			if err != nil || v <= 0 {
-				return nil, fmt.Errorf("--thresholds %q: %q is not a positive number of GPU-seconds", f.thresholds, part)
-			}
-			cfg.Thresholds = append(cfg.Thresholds, v)
-		}
-	} else if f.demo {
-		cfg.Thresholds = demoThresholds
-	}
-	cfg.MinRuntimeS = f.minRuntime.Seconds()
-	if f.demo && !f.set["min-runtime"] {
-		cfg.MinRuntimeS = demoMinRuntime.Seconds()
-	}
-	if f.minRuntime < 0 {
-		return nil, fmt.Errorf("--min-runtime %v: must be 0 or more", f.minRuntime)
-	}
-	if f.promoteKnob < 0 {
-		return nil, fmt.Errorf("--promote-knob %v: must be 0 (off) or positive", f.promoteKnob)
-	}
-	if !slices.Contains(sched.CPUAllocModes(), f.cpuAlloc) {
-		return nil, fmt.Errorf("--cpu-alloc %q: want %s", f.cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
+	cfg, err := schedConfig(f)
+	if err != nil {
+		return nil, err
 	}
 	samples, err := store.CompletedGPUTimes(ctx, 5000)
 	if err != nil {
@@ -206,6 +196,47 @@ func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sche
 		return nil, fmt.Errorf("--policy %s: %w", f.policy, err)
 	}
 	return sc, nil
+}
+
+// schedConfig reads the scheduling flags into a core configuration. A
+// zero the user gives means what the flag says (--min-runtime 0s: no
+// minimum), never the core's default for a zero field.
+func schedConfig(f serveFlags) (sched.Config, error) {
+	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc, SharePlacement: f.sharePlacement,
+		Reference: f.reference}
+	if f.thresholds != "" {
+		for _, part := range strings.Split(f.thresholds, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+			if err != nil || v <= 0 {
+				return sched.Config{}, fmt.Errorf("--thresholds %q: %q is not a positive number of GPU-seconds", f.thresholds, part)
+			}
+			cfg.Thresholds = append(cfg.Thresholds, v)
+		}
+	} else if f.demo {
+		cfg.Thresholds = demoThresholds
+	}
+	cfg.MinRuntimeS = f.minRuntime.Seconds()
+	if f.demo && !f.set["min-runtime"] {
+		cfg.MinRuntimeS = demoMinRuntime.Seconds()
+	}
+	if cfg.MinRuntimeS == 0 {
+		// --min-runtime 0s means no minimum; the core reads a zero
+		// MinRuntimeS as its default.
+		cfg.MinRuntimeS = sched.NoMinRuntime
+	}
+	if f.minRuntime < 0 {
+		return sched.Config{}, fmt.Errorf("--min-runtime %v: must be 0 or more", f.minRuntime)
+	}
+	if f.promoteKnob < 0 {
+		return sched.Config{}, fmt.Errorf("--promote-knob %v: must be 0 (off) or positive", f.promoteKnob)
+	}
+	if !slices.Contains(sched.CPUAllocModes(), f.cpuAlloc) {
+		return sched.Config{}, fmt.Errorf("--cpu-alloc %q: want %s", f.cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
+	}
+	if f.halfLife < 0 {
+		return sched.Config{}, fmt.Errorf("--half-life %v: must be 0 (no decay) or more", f.halfLife)
+	}
+	return cfg, nil
 }
 
 // checkLoopback refuses development mode on an address others can reach:
@@ -290,7 +321,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
 	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, Logger: log,
-		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: f.halfLife})
+		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife)})
 	if err != nil {
 		return err
 	}
@@ -348,7 +379,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents, Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}})
+		Agents: agents, SignIn: f.signInCfg, Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}})
 	if err != nil {
 		return err
 	}
@@ -456,4 +487,13 @@ func parseCIDRs(list string) ([]*net.IPNet, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// engineHalfLife maps --half-life onto engine.Config.HalfLife: 0 means no
+// decay there, where the engine reads zero as its default.
+func engineHalfLife(h time.Duration) time.Duration {
+	if h == 0 {
+		return -1
+	}
+	return h
 }

@@ -40,8 +40,21 @@ type Config struct {
 	MemMiB  int64
 	Logger  *slog.Logger
 	// RunAs is the user that command jobs run as. Empty runs them as the
-	// agent's own user, as the in-process agent of serve --dev does.
+	// agent's own user, as the in-process agent of serve --dev does;
+	// RunAsOwner ("owner") runs each as its owner's Unix account
+	// (job.Spec.Account), which needs the agent to run as root (runas.go).
 	RunAs string
+	// AllowRootOwner lets RunAsOwner run the jobs of an owner whose
+	// account is root as root; they are refused otherwise.
+	AllowRootOwner bool
+	// MinUID is the lowest user ID RunAsOwner runs a job as (root aside);
+	// 0: DefaultMinUID. System accounts sit below it.
+	MinUID int
+	// JobDirMode is the mode of each job's folder and checkpoint folder,
+	// which belong to the account the job runs as; 0: DefaultJobDirMode
+	// (0700). A group mode such as 0750 shares them with the account's
+	// group; others never get access (CheckJobDirMode, jobdir.go).
+	JobDirMode os.FileMode
 	// RefuseRoot refuses command jobs that would run as root because
 	// RunAs is empty and the agent runs as root. The remote agent sets it,
 	// so jobs run as root only when RunAs says "root".
@@ -74,14 +87,16 @@ type Config struct {
 // ErrRootJobs is why an agent that runs as root, with no user to run jobs
 // as, refuses command jobs.
 var ErrRootJobs = errors.New("the agent runs as root and jobs never run as root unless asked: " +
-	"start the agent with --run-as USER (or --run-as root to allow it)")
+	"start the agent with --run-as owner (each job as its owner's Unix account), --run-as USER, or --run-as root to allow it")
 
 // Local runs jobs on the machine it runs on.
 type Local struct {
 	cfg   Config
 	exits chan<- job.Exit
-	runAs *runAs // nil: the agent's own user
+	runAs *runAs // nil: the agent's own user, or each job's owner (owners)
 	euid  int    // the agent's effective user
+	// lookup finds a job owner's account (LookupUser).
+	lookup func(name string) (User, error)
 	// pgidOf finds the process group of a process.
 	pgidOf func(pid int) (int, error)
 
@@ -128,25 +143,35 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	if err := CheckPassEnv(cfg.PassEnv); err != nil {
 		return nil, fmt.Errorf("agent %s: pass-env: %w", cfg.Name, err)
 	}
+	if cfg.JobDirMode != 0 {
+		if err := CheckJobDirMode(cfg.JobDirMode); err != nil {
+			return nil, fmt.Errorf("agent %s: job folder mode %w", cfg.Name, err)
+		}
+	}
 	ra, err := lookupRunAs(cfg.RunAs, os.Geteuid())
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Name, err)
 	}
-	if ra != nil && ra.cred != nil {
+	if cfg.RunAs == RunAsOwner || ra != nil && ra.cred != nil {
 		// The job's user must reach its own folder, WORK/jobs/ID, and no
 		// other: the folders above it may be passed through, not listed.
 		for _, dir := range []string{cfg.WorkDir, filepath.Join(cfg.WorkDir, "jobs")} {
 			if err := os.Chmod(dir, 0o711); err != nil {
-				return nil, fmt.Errorf("agent %s: let %s reach its jobs' folders: %w", cfg.Name, ra.name, err)
+				return nil, fmt.Errorf("agent %s: let jobs' users reach their folders: %w", cfg.Name, err)
 			}
 		}
-		if dir := unreachable(cfg.WorkDir); dir != "" {
-			cfg.Logger.Warn("the user jobs run as cannot reach the work folder: command jobs will fail; let others pass through it (chmod o+x) or choose another work folder",
-				"user", ra.name, "folder", dir)
+		who := "the users jobs run as"
+		check := &runAs{uid: -1} // nobody's: needs others' search permission
+		if ra != nil {
+			who, check = ra.name, ra
+		}
+		if dir, mode, ok := blockedFor(cfg.WorkDir, check); !ok {
+			return nil, fmt.Errorf("agent %s: %s cannot pass through %s (mode %04o) to reach their jobs' folders: let others pass through it (chmod o+x %s) or choose another --work-dir",
+				cfg.Name, who, dir, mode, dir)
 		}
 	}
 	a := &Local{
-		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid,
+		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid, lookup: LookupUser,
 		runs: make(map[int64]*run),
 	}
 	a.lim.setup(cfg)
@@ -270,15 +295,16 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	if err := a.checkGPUs(s.GPUs); err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
-	if len(s.Command) > 0 && a.runAs == nil && a.cfg.RefuseRoot && a.euid == 0 {
+	if len(s.Command) > 0 && a.runAs == nil && !a.owners() && a.cfg.RefuseRoot && a.euid == 0 {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, ErrRootJobs)
 	}
-	if err := a.makeJobDirs(s.JobID); err != nil {
+	ra, err := a.jobRunAs(s)
+	if err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
-	log, err := os.OpenFile(a.LogPath(s.JobID), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+	log, err := a.openJobDir(s.JobID, ra)
 	if err != nil {
-		return fmt.Errorf("start job %d: log file: %w", s.JobID, err)
+		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
 	gateEnv, err := a.joinGate(s)
 	if err != nil {
@@ -288,7 +314,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	r := &run{id: s.Run, done: make(chan struct{})}
 	var wait func() (int, string)
 	if len(s.Command) > 0 {
-		wait, r.stop, r.pgid, err = a.startProcess(s, log, gateEnv)
+		wait, r.stop, r.pgid, err = a.startProcess(s, ra, log, gateEnv)
 	} else {
 		wait, r.stop = a.startSim(s, log)
 	}
@@ -331,22 +357,6 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 		a.exits <- ex
 	}()
-	return nil
-}
-
-// makeJobDirs creates the job's folder and its checkpoint folder, owned by
-// the user the job runs as.
-func (a *Local) makeJobDirs(jobID int64) error {
-	for _, dir := range []string{a.jobDir(jobID), a.CheckpointDir(jobID)} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("job folder: %w", err)
-		}
-		if a.runAs != nil && a.runAs.cred != nil {
-			if err := os.Chown(dir, a.runAs.uid, a.runAs.gid); err != nil {
-				return fmt.Errorf("job folder for %s: %w", a.runAs.name, err)
-			}
-		}
-	}
 	return nil
 }
 
@@ -397,17 +407,4 @@ func (a *Local) Shutdown(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// unreachable returns the first folder above dir (dir included) that
-// others may not pass through, "" when there is none.
-func unreachable(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			return d
-		}
-		if d == filepath.Dir(d) {
-			return ""
-		}
-	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 // ClientConfig sets up a Client.
@@ -100,6 +101,9 @@ type liveJob struct {
 	// when not yet sent on it.
 	exitID uint64
 	gpus   []int // the machine's GPUs the run holds; nil when unknown
+	// outputLost: the run's output could not be read (a job put a link
+	// in its place); said once.
+	outputLost bool
 }
 
 // NewClient checks cfg and returns a client; Run connects it.
@@ -460,10 +464,7 @@ func (s *session) read(ctx context.Context) error {
 
 // answer acknowledges request id.
 func (s *session) answer(id uint64, err error) {
-	ack := &wire.Ack{}
-	if err != nil {
-		ack.Error = err.Error()
-	}
+	ack := wire.AckError(err)
 	if err := s.send(&wire.Message{Type: wire.TypeAck, ID: id, Ack: ack}); err != nil {
 		s.c.cfg.Logger.Warn("answer the server", "err", err)
 	}
@@ -653,12 +654,24 @@ func (s *session) pumpOnce() error {
 // sendLog sends a job's output from offset on, in up to limit chunks
 // (limit < 0: all of it), and returns the new offset.
 func (s *session) sendLog(n *Local, k jobKey, offset int64, limit int) (int64, error) {
-	f, err := os.Open(n.LogPath(k.job))
+	f, err := joboutput.Open(n.LogPath(k.job))
 	if errors.Is(err, os.ErrNotExist) {
 		return offset, nil
 	}
 	if err != nil {
-		return offset, fmt.Errorf("job %d output: %w", k.job, err)
+		// A job that swapped its output for a link or a FIFO loses it;
+		// the connection and the other jobs' output go on. Said once.
+		s.c.mu.Lock()
+		lj := s.c.live[k]
+		first := lj != nil && !lj.outputLost
+		if first {
+			lj.outputLost = true
+		}
+		s.c.mu.Unlock()
+		if first {
+			s.c.cfg.Logger.Warn("job output not sent", "job", k.job, "node", k.node, "err", err)
+		}
+		return offset, nil
 	}
 	defer f.Close()
 	buf := make([]byte, wire.MaxLogChunk)

@@ -18,23 +18,23 @@ import (
 
 // startProcess runs the job's command in its own process group with
 // CUDA_VISIBLE_DEVICES naming its GPUs, and extraEnv (the gate's
-// variables) added, as the agent's RunAs user. The command is argv, never
-// a shell string. The process is killed if the agent dies, so no job
-// outlives the agent that tracks it.
-func (a *Local) startProcess(s job.Spec, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
+// variables) added, as user ra (jobRunAs; nil: the agent's own). The
+// command is argv, never a shell string. The process is killed if the
+// agent dies, so no job outlives the agent that tracks it.
+func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)
 	cmd.Dir = a.jobDir(s.JobID)
 	cmd.Stdout = log
 	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if a.runAs != nil {
-		cmd.SysProcAttr.Credential = a.runAs.cred
+	if ra != nil {
+		cmd.SysProcAttr.Credential = ra.cred
 	}
 	extraEnv = append([]string{"GPUPORTAL_NODE=" + a.cfg.Name}, extraEnv...)
-	cmd.Env = append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), a.runAs, a.cfg.PassEnv), extraEnv...)
+	cmd.Env = append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
 	if err := cmd.Start(); err != nil {
-		if a.runAs != nil && errors.Is(err, os.ErrPermission) {
-			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, a.runAs.name, cmd.Dir)
+		if ra != nil && errors.Is(err, os.ErrPermission) {
+			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, ra.name, cmd.Dir)
 		}
 		fmt.Fprintf(log, "gpuportal: cannot start %q: %v\n", s.Command[0], err)
 		return nil, nil, 0, fmt.Errorf("run %q: %w", s.Command[0], err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
 // limits is the agent's per-job enforcement and accounting of CPUs and
@@ -319,7 +320,7 @@ func (l *limits) profileJob(ctx context.Context, jobID int64, j *limited, logPat
 
 // tailLog feeds what is appended to the file at path to w until ctx ends.
 func tailLog(ctx context.Context, path string, w io.Writer) {
-	f, err := os.Open(path)
+	f, err := joboutput.Open(path)
 	if err != nil {
 		return
 	}

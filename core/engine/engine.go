@@ -56,6 +56,9 @@ type Job struct {
 	// none: it comes before learned and catalogue profiles, and a job
 	// with one is never profiled (alloc.go).
 	CPUProfile *synergy.Profile
+	// Account is the Unix account of the job's owner, which machines run
+	// it as (job.Spec.Account; accounts.go); empty when not known.
+	Account string
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -117,7 +120,8 @@ type Config struct {
 	// means never. Jobs lost with their machine are requeued without
 	// counting against this.
 	MaxRetries int
-	// HalfLife is how fast team usage fades for fair share (default 7 days).
+	// HalfLife is how fast team usage fades for fair share: zero means
+	// the default (7 days), negative no decay at all.
 	HalfLife time.Duration
 	// RetryBackoff is the wait before the first retry; it doubles each time.
 	RetryBackoff time.Duration
@@ -135,7 +139,11 @@ type Engine struct {
 	cfg   Config
 	exits chan job.Exit
 	wake  chan struct{}
-	calls chan func(context.Context)
+	// recheck is the scheduler's Recheck of the last pass, on the
+	// engine's clock: the next pass runs then, or after Interval if that
+	// comes first. Zero when the scheduler named no time.
+	recheck time.Time
+	calls   chan func(context.Context)
 
 	follower atomic.Bool // another replica schedules (replicas.go)
 
@@ -165,10 +173,14 @@ type Engine struct {
 	handover   map[int64]time.Time // jobs kept back while a run stops: when it was asked to
 	stopLater  []strayKey          // runs to ask their machines to stop next pass
 	reasons    map[int64]string    // last recorded wait reason per job
+	noAccount  refusals            // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
-	completed  bool // a job succeeded since the forecasts' history was read
-	teamState  teamState
-	stored     storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
+	// waiting is when each waiting job began to wait for its GPUs, for
+	// the queue wait of its next start (waits.go); zero when unknown.
+	waiting   map[int64]time.Time
+	completed bool // a job succeeded since the forecasts' history was read
+	teamState teamState
+	stored    storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
 }
 
 // New returns an engine for cfg.
@@ -212,6 +224,8 @@ func New(cfg Config) (*Engine, error) {
 		handover:  make(map[int64]time.Time),
 		reasons:   make(map[int64]string),
 		lostSince: make(map[string]time.Time),
+		waiting:   make(map[int64]time.Time),
+		stats:     stats{s: emptyStats()},
 	}, nil
 }
 
@@ -229,6 +243,7 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 		e.connected[n.Name()] = e.cfg.Now()
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
+		e.forgetAccounts(n.Name())
 		e.adopt(ctx, n)
 		e.cfg.Logger.Info("node connected", "node", n.Name(), "gpus", len(n.Devices()))
 	})
@@ -386,8 +401,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.loadNodeStates(ctx); err != nil {
 		return err
 	}
-	tick := time.NewTicker(e.cfg.Interval)
-	defer tick.Stop()
+	timer := time.NewTimer(e.cfg.Interval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -398,10 +413,26 @@ func (e *Engine) Run(ctx context.Context) error {
 		case ex := <-e.exits:
 			e.handleExit(ctx, ex)
 		case <-e.wake:
-		case <-tick.C:
+		case <-timer.C:
 		}
 		if err := e.pass(ctx); err != nil && ctx.Err() == nil {
 			e.cfg.Logger.Error("scheduling pass failed", "err", err)
 		}
+		timer.Reset(e.untilNextPass(e.cfg.Now()))
 	}
+}
+
+// untilNextPass is how long after now the next pass is due when nothing
+// happens: at the last pass's Recheck (a running job crossing a queue
+// threshold, a waiting one due for promotion, a locality relaxing, a
+// borrowed job reaching its minimum runtime), so that the decision lands
+// when the simulator would make it; and never later than Interval.
+func (e *Engine) untilNextPass(now time.Time) time.Duration {
+	wait := e.cfg.Interval
+	if !e.recheck.IsZero() {
+		if d := e.recheck.Sub(now); d < wait {
+			wait = max(d, 0)
+		}
+	}
+	return wait
 }

@@ -178,6 +178,10 @@ type fakeNode struct {
 	gpus     int
 	failAll  bool  // Start fails
 	startErr error // what a failing Start returns
+	// noAccounts are the Unix accounts the machine does not have: their
+	// starts are refused (accounts.go).
+	noAccounts map[string]bool
+	refusals   int
 
 	starts   []job.Spec
 	stops    []int64 // the jobs of stopRefs
@@ -199,6 +203,11 @@ func (n *fakeNode) Devices() []gpu.Device {
 }
 func (n *fakeNode) Resources() (int, int64) { return 32, 256 << 10 }
 func (n *fakeNode) Start(_ context.Context, s job.Spec) error {
+	if n.noAccounts[s.Account] {
+		n.refusals++
+		// As the hub wraps an agent's refusal.
+		return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, &job.AccountError{Account: s.Account, Node: n.name})
+	}
 	if n.failAll {
 		if n.startErr != nil {
 			return n.startErr
@@ -333,8 +342,8 @@ func TestPreemptAndCancelEndAsAsked(t *testing.T) {
 	e, clock := newTestEngine(t, store, n)
 	mustPass(t, e)
 
-	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"})
-	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "again"}) // already stopping: no second stop
+	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"}, nil)
+	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "again"}, nil) // already stopping: no second stop
 	go func() { _ = e.Cancel(ctx, 2, "cancelled by alice") }()
 	(<-e.calls)(ctx)
 	if len(n.stops) != 2 || n.stops[0] != 1 || n.stops[1] != 2 {
@@ -526,6 +535,9 @@ func TestReconnectStopsRunsNoLongerWanted(t *testing.T) {
 	mustPass(t, e)
 	if store.state(1) != job.Queued {
 		t.Errorf("job of a lost node: %s, want queued", store.state(1))
+	}
+	if got := e.Stats().RequeuedBy[RequeueNodeLost]; got != 1 {
+		t.Errorf("requeues for a lost node: %d, want 1", got)
 	}
 }
 
@@ -760,6 +772,9 @@ func TestMachineFailureRequeuesWithoutRetry(t *testing.T) {
 	e.testExit(context.Background(), ex)
 	if store.state(1) != job.Queued || store.jobs[1].Failures != 0 || !strings.Contains(store.reason[1], "node failure") {
 		t.Errorf("state %s, failures %d, reason %q; want queued again, not counted", store.state(1), store.jobs[1].Failures, store.reason[1])
+	}
+	if st := e.Stats(); st.RequeuedBy[RequeueAgentError] != 1 || st.Retries != 0 {
+		t.Errorf("requeues %v, retries %d; want one for the agent's error, no retry", st.RequeuedBy, st.Retries)
 	}
 }
 

@@ -258,7 +258,7 @@ func (e *Engine) requeueIfGPUFailed(ctx context.Context, node string, code int, 
 			continue
 		}
 		r.stop, r.reason = job.Queued, "requeued: "+f.Reason
-		e.stats.add(func(s *Stats) { s.Requeues++ })
+		e.stats.requeued(RequeueGPUFault)
 		return true
 	}
 	return false

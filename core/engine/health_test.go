@@ -87,6 +87,9 @@ func TestJobFailingOnAFailedGPUIsRequeuedWithoutARetry(t *testing.T) {
 	if store.jobs[1].Failures != 0 {
 		t.Errorf("the GPU's failure counted against the job: %d failures", store.jobs[1].Failures)
 	}
+	if got := e.Stats().RequeuedBy[RequeueGPUFault]; got != 1 {
+		t.Errorf("requeues for a GPU fault: %d, want 1", got)
+	}
 	faults := e.GPUFaults()
 	if len(faults) != 1 || faults[0].Node != "n0" || faults[0].Index != 0 {
 		t.Fatalf("faults = %+v, want GPU n0/0", faults)

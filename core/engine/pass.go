@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -28,6 +29,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.stopQueued(ctx)
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
+	e.forgetWaits(jobs)
 	e.learnProfiles(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
@@ -35,21 +37,17 @@ func (e *Engine) pass(ctx context.Context) error {
 	}
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
+	e.recheck = recheckTime(d.Recheck)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
 	d.Starts, d.Waits = starts, append(d.Waits, held...)
-	reclaims := 0
-	for _, p := range d.Preempts {
-		if p.Reclaim {
-			reclaims++
-		}
-	}
-	e.stats.pass(time.Since(began), len(d.Preempts), reclaims, len(d.Starts))
+	e.explainAccounts(d.Waits, byID)
+	e.stats.pass(time.Since(began), len(d.Starts))
 	e.recordAllocations(ctx, snap, d, byID)
 	if err := e.recordQueues(ctx, d.QueueChanges); err != nil {
 		return err
 	}
 	for _, p := range d.Preempts {
-		e.preempt(ctx, p)
+		e.preempt(ctx, p, byID)
 	}
 	for _, s := range d.Starts {
 		e.start(ctx, byID[s.JobID], s.GPUs, now)
@@ -94,7 +92,8 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 			continue
 		}
 		e.cfg.Logger.Warn("job requeued", "job", j.ID, "reason", reason)
-		e.stats.add(func(s *Stats) { s.Requeues++ })
+		e.stats.requeued(RequeueNodeLost)
+		e.waitFrom(j.ID, now)
 		j.State, j.Placement = job.Queued, nil
 		out = append(out, j)
 	}
@@ -104,6 +103,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 // snapshot describes the cluster to the scheduler.
 func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]Job) {
 	snap := sched.Snapshot{Now: seconds(now)}
+	e.expireAccounts(now)
 	for _, n := range e.Nodes() {
 		cpus, mem := n.Resources()
 		sn := sched.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, Unschedulable: e.unschedulable(n.Name())}
@@ -141,6 +141,9 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 	}
 	shareable(&sj, j, gpuMiB)
 	e.cpuProfile(&sj, j)
+	if j.State.Waiting() {
+		sj.AvoidNodes, _ = e.avoided(j.Account)
+	}
 	if j.LastStartAt != nil {
 		sj.LastStartTime = seconds(*j.LastStartAt)
 	}
@@ -156,11 +159,17 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 	return sj
 }
 
-func (e *Engine) preempt(ctx context.Context, p sched.Preempt) {
+// preempt stops the run of p's job; byID are the jobs of the pass.
+func (e *Engine) preempt(ctx context.Context, p sched.Preempt, byID map[int64]Job) {
 	r, ok := e.runs[p.JobID]
 	if !ok || r.stop != "" {
 		return
 	}
+	reclaimer := ""
+	if p.Reclaim {
+		reclaimer = byID[p.For].Team
+	}
+	e.stats.preempted(byID[p.JobID].Team, reclaimer)
 	r.stop, r.reason = job.Preempted, p.Reason
 	e.stopAll(ctx, p.JobID, r)
 	e.cfg.Logger.Info("job preempted", "job", p.JobID, "reason", p.Reason)
@@ -191,6 +200,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		return
 	}
 	delete(e.reasons, j.ID)
+	e.observeStart(j, now)
 	if asked, ok := e.handover[j.ID]; ok {
 		delete(e.handover, j.ID)
 		if !asked.IsZero() {
@@ -207,10 +217,12 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
+			Account:      j.Account,
 		}
 		shareSpec(&spec, j, e.smallestGPU())
 		spec.Resources = e.resourcesFor(j.ID, name)
 		if err := e.node(name).Start(ctx, spec); err != nil {
+			var refusal *job.AccountError
 			e.cfg.Logger.Warn("job failed to start", "job", j.ID, "node", name, "err", err)
 			// A machine that went away is not the job's fault: it waits again.
 			code := -1
@@ -226,11 +238,21 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 				return
 			case errors.Is(err, job.ErrBusy):
 				r.stop, r.reason, r.code = job.Queued, "requeued: an earlier run of the job still stops on "+name, nil
+			case errors.As(err, &refusal):
+				// Not the job's fault: it waits for a machine where its
+				// owner has an account (accounts.go).
+				if refusal.Node == "" {
+					refusal.Node = name
+				}
+				e.refuseAccount(refusal, now)
+				r.stop, r.reason, r.code = job.Queued, refusal.Error(), nil
 			}
 			if len(r.parts) == 0 {
 				delete(e.runs, j.ID)
 				if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: id}, r.stop, r.code, r.reason, now); err != nil {
 					e.cfg.Logger.Error("record failed start", "job", j.ID, "err", err)
+				} else if r.stop.Waiting() {
+					e.waitFrom(j.ID, now)
 				}
 				return
 			}
@@ -314,6 +336,17 @@ func simMemory(j Job) gpu.SimMemory {
 }
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// recheckTime turns a Decisions.Recheck (seconds, as seconds gives them)
+// into a time on the engine's clock, rounded up to the nanosecond so that
+// a pass then sees the threshold reached; zero for none.
+func recheckTime(s float64) time.Time {
+	if !(s > 0) || s >= math.MaxInt64/1e9 {
+		return time.Time{}
+	}
+	ns := math.Ceil(s * 1e9)
+	return time.Unix(0, int64(ns))
+}
 
 // placementNode is the machine a placement starts on; "" for none.
 func placementNode(p []sched.GPURef) string {

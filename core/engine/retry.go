@@ -40,7 +40,12 @@ func (e *Engine) retry(ex job.Exit, r *run) func(context.Context) error {
 			return fmt.Errorf("record retry of %s: %w", ref, err)
 		}
 		e.cfg.Logger.Info("job will be retried", "job", ex.JobID, "exit_code", code, "at", at)
-		e.stats.add(func(s *Stats) { s.Retries++ })
+		cause := RetryExitCode
+		if ex.Err != "" {
+			cause = RetryError
+		}
+		e.stats.retried(cause)
+		e.waitFrom(ex.JobID, at)
 		return nil
 	}
 }

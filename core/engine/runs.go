@@ -90,7 +90,7 @@ func (e *Engine) losePart(ctx context.Context, id int64, r *run, node, why strin
 	}
 	if r.stop == "" {
 		r.stop, r.reason, r.code = job.Queued, "requeued: "+why, nil
-		e.stats.add(func(s *Stats) { s.Requeues++ })
+		e.stats.requeued(RequeueNodeLost)
 	}
 	e.cfg.Logger.Warn("a part of a run is lost: the run stops once it is known gone", "job", id, "run", r.id, "node", node, "why", why)
 	e.stopAll(ctx, id, r)
@@ -460,7 +460,7 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	if r.stop == "" && ex.Infra {
 		r.stop, r.reason = job.Queued, "requeued: "+ex.Err+" on "+ex.Node
 		e.stopAll(ctx, ex.JobID, r)
-		e.stats.add(func(s *Stats) { s.Requeues++ })
+		e.stats.requeued(RequeueAgentError)
 	}
 	if r.stop == "" && ex.Requeue != nil {
 		e.outgrewLane(ctx, ex, r)
@@ -565,6 +565,9 @@ func (e *Engine) outcome(ex job.Exit, r *run) func(context.Context) error {
 			return fmt.Errorf("record end of %s: %w", ref, err)
 		}
 		e.cfg.Logger.Info("job ended", "job", ex.JobID, "run", r.id, "state", to, "reason", reason)
+		if to.Waiting() {
+			e.waitFrom(ex.JobID, ex.At)
+		}
 		if to == job.Succeeded {
 			e.completed = true
 		}

@@ -131,7 +131,7 @@ func (e *Engine) outgrewLane(ctx context.Context, ex job.Exit, r *run) {
 	r.stop, r.requeue = job.Queued, &est
 	r.reason = fmt.Sprintf("outgrew its lane on %s", ex.Node)
 	e.stopAll(ctx, ex.JobID, r)
-	e.stats.add(func(s *Stats) { s.Requeues++ })
+	e.stats.requeued(RequeueOutgrewLane)
 }
 
 // recordRequeue stores the requeue of a job that outgrew its lane. The
@@ -144,6 +144,7 @@ func (e *Engine) recordRequeue(ctx context.Context, ex job.Exit, r *run) error {
 	if err != nil {
 		return fmt.Errorf("record requeue of %s: %w", ref, err)
 	}
+	e.waitFrom(ex.JobID, ex.At)
 	switch {
 	case out.Held:
 		e.cfg.Logger.Warn("job held: requeued without progress too often", "job", ex.JobID, "reason", out.Reason)

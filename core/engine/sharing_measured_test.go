@@ -43,7 +43,7 @@ func TestPreemptedSharingJobResumesFromMeasured(t *testing.T) {
 			n := newFakeNode("n1", 1)
 			e, clock := newTestEngine(t, store, n)
 			mustPass(t, e)
-			e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"})
+			e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"}, nil)
 			clock.t = t0.Add(time.Minute)
 			ex := exit("n1", 1, -1, clock.t)
 			ex.Measured = tc.measured

@@ -118,8 +118,8 @@ func TestOutgrownLaneRequeues(t *testing.T) {
 	if r := store.reason[1]; !strings.HasPrefix(r, "outgrew its lane: requeued with E=9000 MiB") {
 		t.Fatalf("reason %q", r)
 	}
-	if got := e.Stats().Requeues; got != 1 {
-		t.Fatalf("requeues %d, want 1", got)
+	if st := e.Stats(); st.Requeues != 1 || st.RequeuedBy[RequeueOutgrewLane] != 1 {
+		t.Fatalf("requeues %d (%v), want 1 for outgrowing its lane", st.Requeues, st.RequeuedBy)
 	}
 	// The next pass starts it again with the larger estimate.
 	mustPass(t, e)

@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -31,6 +32,11 @@ type Spec struct {
 	// Resources are the CPUs and memory allocated on this machine; nil:
 	// not limited.
 	Resources *Resources
+	// Account is the Unix account of the job's owner: an agent that runs
+	// jobs as their owners (agent --run-as owner) runs the job as this
+	// account, looked up on its machine. Empty when the server did not
+	// say; the others ignore it.
+	Account string
 }
 
 // Sharing opts a command job in to Salus sharing: its GPUs' lanes are
@@ -125,6 +131,30 @@ type ProfilePoint struct {
 // Stop when its agent disconnected or did not answer in time: the job
 // itself is not at fault.
 var ErrDisconnected = errors.New("agent disconnected")
+
+// ErrNoAccount is matched by the error of a start that a machine refused
+// because the job's Unix account does not exist there, or may not run
+// jobs there (AccountError): the job waits again, for another machine,
+// without a failure counted.
+var ErrNoAccount = errors.New("no Unix account for the job on the machine")
+
+// AccountError is a start refused for the job's Unix account: Account
+// has no account on Node, or (Why set) has one that may not run jobs
+// there. It matches ErrNoAccount.
+type AccountError struct {
+	Account, Node string
+	Why           string
+}
+
+func (e *AccountError) Error() string {
+	if e.Why == "" {
+		return fmt.Sprintf("%s has no Unix account on %s", e.Account, e.Node)
+	}
+	return fmt.Sprintf("%s's Unix account on %s may not run jobs: %s", e.Account, e.Node, e.Why)
+}
+
+// Is makes the error match ErrNoAccount.
+func (e *AccountError) Is(target error) bool { return target == ErrNoAccount }
 
 // ErrBusy is wrapped by the error of a start on a machine that still runs
 // another run of the same job (one it was asked to stop, say): the new run

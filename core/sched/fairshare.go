@@ -14,6 +14,12 @@ const DefaultHalfLifeS = 7 * 24 * 3600.0
 // reclaimed, in seconds (Config.MinRuntimeS).
 const DefaultMinRuntimeS = 600.0
 
+// NoMinRuntime, as Config.MinRuntimeS, lets a team under its guarantee
+// reclaim borrowed GPUs at once, however briefly their jobs have run. A
+// flag layer maps a user's zero to it: the core reads a zero
+// MinRuntimeS as DefaultMinRuntimeS.
+const NoMinRuntime = -1.0
+
 // Team is one team as the fair-share rules see it. The caller fills it
 // from its store on every pass; the scheduler keeps nothing.
 type Team struct {

@@ -131,6 +131,12 @@ type Job struct {
 	CPUProfile       *synergy.Profile
 	CPUProfileSource synergy.Source
 
+	// AvoidNodes are machines the job must not start on: its owner has
+	// no Unix account there (the engine learns it from the machines'
+	// refusals). Placement passes them over for this job alone, and never
+	// preempts for it there.
+	AvoidNodes []string
+
 	// Queue is the priority-queue state the scheduler handed back for
 	// this job in an earlier pass (QueueChange.State). The caller stores it
 	// and passes it back unchanged; the zero value is right for a new job.

@@ -56,6 +56,7 @@ type Submission struct {
 	Dir       string // working folder on the node (--chdir)
 	Output    string // output file (stdout and stderr), appended to
 	User      string // --uid: the user it runs as; empty: the submitter
+	Group     string // --gid: its group (the user's primary group); empty: Slurm's choice
 	Held      bool   // submitted held, to be released (--hold)
 	// Script is the batch script, a file on the machine that submits; Args
 	// are its arguments, passed as they are.
@@ -163,6 +164,11 @@ func SubmitArgs(s Submission) ([]string, error) {
 	}
 	if s.User != "" {
 		args = append(args, "--uid="+s.User)
+	}
+	if s.Group != "" {
+		// Without it, a job sbatch submits as root for another user keeps
+		// root's group.
+		args = append(args, "--gid="+s.Group)
 	}
 	args = append(args,
 		"--chdir="+s.Dir, "--output="+s.Output, "--open-mode=append",

@@ -41,9 +41,11 @@ func TestSubmitArgs(t *testing.T) {
 			"--chdir=/shared/jobs/7", "--output=/shared/jobs/7/output.log", "--open-mode=append",
 			"--no-requeue", "--export=ALL", "--", "/shared/gpuportal-job.sh",
 			"python", "-u", "train.py", "--lr=$(rm -rf /)"}, false},
-		{"partition and user", func(s *Submission) { s.Partition, s.User, s.Held, s.Comment = "gpu", "alice", false, "" }, []string{
+		{"partition, user and group", func(s *Submission) {
+			s.Partition, s.User, s.Group, s.Held, s.Comment = "gpu", "alice", "1001", false, ""
+		}, []string{
 			"--parsable", "--job-name=gpuportal-7", "--partition=gpu",
-			"--nodelist=n1", "--nodes=1", "--ntasks=1", "--cpus-per-task=4", "--mem=1024M", "--gres=gpu:2", "--uid=alice",
+			"--nodelist=n1", "--nodes=1", "--ntasks=1", "--cpus-per-task=4", "--mem=1024M", "--gres=gpu:2", "--uid=alice", "--gid=1001",
 			"--chdir=/shared/jobs/7", "--output=/shared/jobs/7/output.log", "--open-mode=append",
 			"--no-requeue", "--export=ALL", "--", "/shared/gpuportal-job.sh",
 			"python", "-u", "train.py", "--lr=$(rm -rf /)"}, false},

@@ -41,10 +41,16 @@ type Config struct {
 	// Partition limits gpuportal to one partition's nodes and submits
 	// there; empty: every node, and Slurm's default partition.
 	Partition string
-	// RunAs is the user jobs run as (sbatch --uid, when the server runs
-	// as root). Empty: the server's own user, except that command jobs
-	// never run as root unless RunAs says "root".
+	// RunAs is the user jobs run as (sbatch --uid and --gid, when the
+	// server runs as root). Empty: the server's own user, except that
+	// command jobs never run as root unless RunAs says "root".
+	// agent.RunAsOwner ("owner") runs each job as its owner's Unix account
+	// (job.Spec.Account), looked up on the server, which must see the
+	// cluster's accounts (the same LDAP, say); the server runs as root.
 	RunAs string
+	// MinUID is the lowest user ID RunAsOwner runs a job as; root and the
+	// system's accounts below it are refused. 0: agent.DefaultMinUID.
+	MinUID int
 	// JobPrefix names gpuportal's Slurm jobs: PREFIX-ID for gpuportal job
 	// ID. Default "gpuportal"; give each server sharing a cluster its own.
 	JobPrefix string
@@ -112,7 +118,7 @@ type run struct {
 	warnedGPUs bool
 }
 
-// runAs is the user jobs run as.
+// runAs is the user a job runs as.
 type runAs struct {
 	name     string
 	uid, gid int
@@ -169,6 +175,10 @@ func New(cfg Config) (*Executor, error) {
 	e := &Executor{
 		cfg: cfg, log: cfg.Logger, euid: os.Geteuid(), ctx: context.Background(),
 		nodes: make(map[string]*node), runs: make(map[int64]*run), drained: make(map[string]bool),
+	}
+	if cfg.MinUID <= 0 {
+		cfg.MinUID = agent.DefaultMinUID
+		e.cfg.MinUID = cfg.MinUID
 	}
 	if e.runAs, err = lookupRunAs(cfg.RunAs, e.euid); err != nil {
 		return nil, fmt.Errorf("slurm executor: %w", err)
@@ -583,10 +593,14 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	if len(command) == 0 {
 		// A simulated job holds its GPUs for its remaining time.
 		command = []string{"sleep", strconv.FormatFloat(max(s.SimRemaining.Seconds(), 0), 'f', 3, 64)}
-	} else if e.runAs == nil && e.euid == 0 {
+	} else if e.runAs == nil && e.cfg.RunAs != agent.RunAsOwner && e.euid == 0 {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, ErrRootJobs)
 	}
-	if err := e.makeJobDirs(s.JobID); err != nil {
+	ra, err := e.jobRunAs(n.name, s)
+	if err != nil {
+		return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, err)
+	}
+	if err := e.makeJobDirs(s.JobID, ra); err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, err)
 	}
 	gpus := slices.Clone(s.GPUs)
@@ -620,10 +634,12 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 		Name: r.name, Comment: runComment(s.JobID, s.Run, gpus), Partition: e.cfg.Partition, Node: n.name,
 		GPUs: len(r.claimed), CPUs: r.cpus, MemMiB: r.memMiB,
 		Dir: e.jobDir(s.JobID), Output: e.LogPath(s.JobID), Held: true,
-		Script: e.script, Args: command, Env: e.jobEnv(s.JobID, s.Run, gpus),
+		Script: e.script, Args: command, Env: e.jobEnv(s.JobID, s.Run, gpus, ra),
 	}
-	if e.runAs != nil && e.euid == 0 {
-		sub.User = e.runAs.name
+	if ra != nil && e.euid == 0 {
+		// Both: sbatch run by root for another user keeps root's group
+		// unless told.
+		sub.User, sub.Group = ra.name, strconv.Itoa(ra.gid)
 	}
 	id, err := e.cfg.Client.Submit(ctx, sub)
 	if err != nil {
@@ -722,13 +738,13 @@ func joinInts(xs []int) string {
 // jobEnv is sbatch's whole environment, which the job inherits: a PATH,
 // the Slurm configuration's location, the user's identity, and the job's
 // variables. Nothing else of the server's environment reaches the job.
-func (e *Executor) jobEnv(jobID, run int64, gpus []int) []string {
+func (e *Executor) jobEnv(jobID, run int64, gpus []int, ra *runAs) []string {
 	env := []string{"PATH=" + e.cfg.Path}
 	if conf := os.Getenv("SLURM_CONF"); conf != "" {
 		env = append(env, "SLURM_CONF="+conf)
 	}
-	if e.runAs != nil {
-		env = append(env, "HOME="+e.runAs.home, "USER="+e.runAs.name, "LOGNAME="+e.runAs.name)
+	if ra != nil {
+		env = append(env, "HOME="+ra.home, "USER="+ra.name, "LOGNAME="+ra.name)
 	} else if u, err := user.Current(); err == nil {
 		env = append(env, "HOME="+u.HomeDir, "USER="+u.Username, "LOGNAME="+u.Username)
 	}
@@ -741,19 +757,50 @@ func (e *Executor) jobEnv(jobID, run int64, gpus []int) []string {
 }
 
 // makeJobDirs creates the job's folder and its checkpoint folder, owned by
-// the user the job runs as.
-func (e *Executor) makeJobDirs(jobID int64) error {
-	for _, dir := range []string{e.jobDir(jobID), e.CheckpointDir(jobID)} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("job folder: %w", err)
+// the user ra the job runs as (nil: the server's), 0700, never through a
+// link the job put there (agent.MakeJobDirs).
+func (e *Executor) makeJobDirs(jobID int64, ra *runAs) error {
+	uid, gid := -1, -1
+	if ra != nil && e.euid == 0 && ra.uid != 0 {
+		uid, gid = ra.uid, ra.gid
+	}
+	if err := agent.MakeJobDirs(filepath.Join(e.cfg.WorkDir, "jobs"), jobID, uid, gid, agent.DefaultJobDirMode); err != nil {
+		if ra != nil {
+			return fmt.Errorf("%w (for %s)", err, ra.name)
 		}
-		if e.runAs != nil && e.euid == 0 && e.runAs.uid != 0 {
-			if err := os.Chown(dir, e.runAs.uid, e.runAs.gid); err != nil {
-				return fmt.Errorf("job folder for %s: %w", e.runAs.name, err)
-			}
-		}
+		return err
 	}
 	return nil
+}
+
+// jobRunAs is the user job s runs as: RunAs, or under agent.RunAsOwner
+// its owner's account, which must exist and be neither root nor a system
+// account; a refusal is a *job.AccountError, so the engine waits the job.
+// Simulated jobs run as the executor's user.
+func (e *Executor) jobRunAs(node string, s job.Spec) (*runAs, error) {
+	if e.cfg.RunAs != agent.RunAsOwner || len(s.Command) == 0 {
+		return e.runAs, nil
+	}
+	if s.Account == "" {
+		return nil, fmt.Errorf("jobs run as their owners (--slurm-run-as %s) and job %d has no owner's account", agent.RunAsOwner, s.JobID)
+	}
+	if !agent.ValidAccountName(s.Account) {
+		return nil, &job.AccountError{Account: s.Account, Node: node, Why: "it is not an account name"}
+	}
+	u, err := agent.LookupUser(s.Account)
+	var unknown user.UnknownUserError
+	switch {
+	case errors.As(err, &unknown):
+		return nil, &job.AccountError{Account: s.Account, Node: node}
+	case err != nil:
+		return nil, fmt.Errorf("look up the Unix account of job %d's owner: %w", s.JobID, err)
+	case u.UID == 0:
+		return nil, &job.AccountError{Account: s.Account, Node: node, Why: "it is root"}
+	case u.UID < e.cfg.MinUID:
+		return nil, &job.AccountError{Account: s.Account, Node: node,
+			Why: fmt.Sprintf("its user id %d is below --slurm-min-uid %d (a system account)", u.UID, e.cfg.MinUID)}
+	}
+	return &runAs{name: u.Name, uid: u.UID, gid: u.GID, home: u.Home}, nil
 }
 
 // LogPath is where a job's output is: WorkDir/jobs/ID/output.log, written
@@ -821,6 +868,12 @@ func (e *Executor) kill(ctx context.Context, id int64) {
 // euid; an empty name is the server's own user.
 func lookupRunAs(name string, euid int) (*runAs, error) {
 	if name == "" {
+		return nil, nil
+	}
+	if name == agent.RunAsOwner {
+		if euid != 0 {
+			return nil, fmt.Errorf("run jobs as their owners: only root can submit jobs for other users (sbatch --uid)")
+		}
 		return nil, nil
 	}
 	u, err := agent.LookupUser(name)

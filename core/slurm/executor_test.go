@@ -10,11 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -836,5 +839,62 @@ func TestJobScript(t *testing.T) {
 				t.Errorf("output %q (%v), want %q", out, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestStartAsOwners: under --slurm-run-as owner, a job runs as its
+// owner's account with its primary group (sbatch --uid and --gid), and an
+// owner without an account, root or a system account is refused as the
+// job's account, which the engine waits the job for.
+func TestStartAsOwners(t *testing.T) {
+	f := newFixture(t, nil, gpuNode("n1", 2))
+	f.ex.Sync(f.ctx)
+	f.ex.cfg.RunAs, f.ex.euid = agent.RunAsOwner, 0
+	n1 := f.eng.node(t, "n1")
+	cmd := []string{"id"}
+	for _, tt := range []struct {
+		name    string
+		account string
+		want    string
+		refusal bool
+	}{
+		{"no account", "gpt-no-such-account", "gpt-no-such-account has no Unix account on n1", true},
+		{"root", "root", "root's Unix account on n1 may not run jobs: it is root", true},
+		{"a system account", "daemon", "below --slurm-min-uid 1000", true},
+		{"a server that does not say", "", "has no owner's account", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := n1.Start(f.ctx, job.Spec{JobID: 1, GPUs: []int{0}, Command: cmd, Account: tt.account})
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, job.ErrNoAccount) != tt.refusal {
+				t.Errorf("err = %v; want %q, refusal %v", err, tt.want, tt.refusal)
+			}
+		})
+	}
+	if calls := f.slurm.callLog(); len(calls) != 0 {
+		t.Errorf("calls %q; want none for refused jobs", calls)
+	}
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("giving a job folder to nobody needs root, which CI runs as")
+		}
+		t.Skip("giving a job folder to nobody needs root")
+	}
+	nobody, err := agent.LookupUser("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Start(f.ctx, job.Spec{JobID: 2, GPUs: []int{0}, Command: cmd, Account: "nobody"}); err != nil {
+		t.Fatal(err)
+	}
+	s := f.slurm.lastSub()
+	if s.User != "nobody" || s.Group != strconv.Itoa(nobody.GID) || !slices.Contains(s.Env, "USER=nobody") {
+		t.Errorf("submitted as %q group %q with env %q; want nobody, group %d", s.User, s.Group, s.Env, nobody.GID)
+	}
+	fi, err := os.Stat(f.ex.jobDir(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != nobody.UID || fi.Mode().Perm() != 0o700 {
+		t.Errorf("job folder belongs to %d, mode %v; want nobody's, 0700", st.Uid, fi.Mode().Perm())
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent"
 )
 
 // defaultGPUMemMiB is the memory of a GPU whose type the configuration
@@ -69,6 +71,7 @@ type Flags struct {
 	Partition    string
 	WorkDir      string
 	RunAs        string
+	MinUID       int
 	JobPrefix    string
 	GPUMem       string
 	JobComp      string
@@ -81,7 +84,8 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Partition, "slurm-partition", "", "with --executor slurm: the partition whose nodes gpuportal schedules (default: every node, Slurm's default partition)")
 	fs.StringVar(&f.WorkDir, "slurm-work-dir", "", "with --executor slurm: folder on a file system shared by the server and every node, for job output and checkpoints (default DATA/slurm)")
-	fs.StringVar(&f.RunAs, "slurm-run-as", "", "with --executor slurm: the user jobs run as (sbatch --uid); jobs never run as root unless this says root")
+	fs.StringVar(&f.RunAs, "slurm-run-as", "", "with --executor slurm: who jobs run as (sbatch --uid and --gid): owner (each job as its owner's Unix account; the server runs as root), or one USER for every job; jobs never run as root unless this says root")
+	fs.IntVar(&f.MinUID, "slurm-min-uid", agent.DefaultMinUID, "with --slurm-run-as owner: the lowest user ID a job runs as; the system's accounts below it never run jobs, nor root")
 	fs.StringVar(&f.JobPrefix, "slurm-job-prefix", "gpuportal", "with --executor slurm: Slurm job names are PREFIX-ID; one prefix per server sharing a cluster")
 	fs.StringVar(&f.GPUMem, "slurm-gpu-mem", "80", "with --executor slurm: GPU memory in GB, which Slurm does not know: 80, or by gres type: a100=80,v100=32,16")
 	fs.StringVar(&f.JobComp, "slurm-jobcomp", "", "with --executor slurm: Slurm's job completion log (JobCompType=jobcomp/filetxt), for jobs squeue forgot")
@@ -105,7 +109,7 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	}
 	ex, err := New(Config{
 		Client: CLI{Runner: ExecRunner{Bin: f.Bin}}, Registry: reg, Logger: log,
-		WorkDir: dir, Partition: f.Partition, RunAs: f.RunAs, JobPrefix: f.JobPrefix,
+		WorkDir: dir, Partition: f.Partition, RunAs: f.RunAs, MinUID: f.MinUID, JobPrefix: f.JobPrefix,
 		Poll: f.Poll, Grace: grace, StartTimeout: f.StartTimeout, GPUMemory: mem, JobCompFile: f.JobComp,
 	})
 	if err != nil {

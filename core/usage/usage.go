@@ -56,6 +56,8 @@ type Run struct {
 // The zero value holds nothing.
 type Figures struct {
 	held     map[int64]float64
+	onGPU    map[string][]Holding
+	team     map[int64]string
 	borrowed map[int64]bool
 	teams    map[string]Standing
 	inUse    float64
@@ -92,14 +94,14 @@ func round(x float64) float64 { return math.Round(x*1e9) / 1e9 }
 // borrows only when its team is over its guarantee.
 func Of(runs []Run, guarantees map[string]int) Figures {
 	f := Figures{held: make(map[int64]float64, len(runs)), borrowed: make(map[int64]bool),
-		teams: make(map[string]Standing)}
+		teams: make(map[string]Standing), onGPU: make(map[string][]Holding), team: make(map[int64]string, len(runs))}
 	onGPU := make(map[string][]int) // GPU -> indices into runs
 	for i, r := range runs {
 		for _, g := range r.GPUs {
 			onGPU[g] = append(onGPU[g], i)
 		}
 	}
-	for _, idx := range onGPU {
+	for g, idx := range onGPU {
 		shares := make([]float64, len(idx))
 		sum := 0.0
 		for k, i := range idx {
@@ -119,7 +121,10 @@ func Of(runs []Run, guarantees map[string]int) Figures {
 				shares[k] /= sum
 			}
 			f.held[runs[i].Job] += shares[k]
+			f.onGPU[g] = append(f.onGPU[g], Holding{Job: runs[i].Job, Share: shares[k]})
+			f.team[runs[i].Job] = runs[i].Team
 		}
+		slices.SortFunc(f.onGPU[g], func(a, b Holding) int { return cmp.Compare(a.Job, b.Job) })
 	}
 	order := make([]int, len(runs))
 	for i := range order {
@@ -180,3 +185,33 @@ func (f Figures) Team(team string) Standing { return f.teams[team] }
 
 // InUseGPUs is the GPUs all running jobs hold.
 func (f Figures) InUseGPUs() float64 { return f.inUse }
+
+// Holding is a job's share of one GPU.
+type Holding struct {
+	Job   int64
+	Share float64
+}
+
+// OnGPU lists the running jobs placed on gpu ("node:index"), in job
+// order, each with the share of the GPU it holds (as Of counts them);
+// nil when none: the GPU is not allocated.
+func (f Figures) OnGPU(gpu string) []Holding { return f.onGPU[gpu] }
+
+// Utilized is, per team, the GPUs its running jobs keep busy: on each GPU
+// they run on, the GPU's utilization (util, from 0 to 1; a GPU it knows
+// nothing of counts 0) times the share of the GPU they hold. So a team's
+// utilized GPUs never exceed the GPUs it holds (Standing.InUseGPUs), and
+// a team with jobs on idle GPUs utilizes 0.
+func (f Figures) Utilized(util func(gpu string) float64) map[string]float64 {
+	out := make(map[string]float64, len(f.teams))
+	for g, hs := range f.onGPU {
+		u := min(max(util(g), 0), 1)
+		for _, h := range hs {
+			out[f.team[h.Job]] += u * h.Share
+		}
+	}
+	for t, v := range out {
+		out[t] = round(v)
+	}
+	return out
+}

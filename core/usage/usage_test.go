@@ -167,3 +167,47 @@ func TestBorrowed(t *testing.T) {
 		})
 	}
 }
+
+// TestOnGPUAndUtilized: each GPU lists the jobs placed on it with the
+// shares Held adds up; a team's utilized GPUs are each GPU's utilization
+// times the share its jobs hold, never more than the GPUs it holds.
+func TestOnGPUAndUtilized(t *testing.T) {
+	runs := []Run{
+		{Job: 1, Team: "vision", GPUs: []string{"n:0", "n:1"}},
+		{Job: 3, Team: "nlp", Sharing: true, Fraction: 0.25, GPUs: []string{"n:2"}},
+		{Job: 2, Team: "vision", Sharing: true, GPUs: []string{"n:2"}},
+	}
+	f := Of(runs, map[string]int{"vision": 1, "nlp": 1, "speech": 2})
+	for _, tc := range []struct {
+		gpu  string
+		want []Holding
+	}{
+		{"n:0", []Holding{{Job: 1, Share: 1}}},
+		{"n:2", []Holding{{Job: 2, Share: 0.5}, {Job: 3, Share: 0.25}}}, // 1/n and f
+		{"n:3", nil},
+	} {
+		got := f.OnGPU(tc.gpu)
+		if len(got) != len(tc.want) {
+			t.Errorf("OnGPU(%s) = %v, want %v", tc.gpu, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i].Job != tc.want[i].Job || !near(got[i].Share, tc.want[i].Share) {
+				t.Errorf("OnGPU(%s) = %v, want %v", tc.gpu, got, tc.want)
+			}
+		}
+	}
+	util := map[string]float64{"n:0": 1, "n:1": 0.5, "n:2": 0.8, "n:9": 1}
+	u := f.Utilized(func(g string) float64 { return util[g] })
+	for team, want := range map[string]float64{"vision": 1 + 0.5 + 0.5*0.8, "nlp": 0.25 * 0.8, "speech": 0} {
+		if !near(u[team], want) {
+			t.Errorf("Utilized[%s] = %v, want %v", team, u[team], want)
+		}
+		if u[team] > f.Team(team).InUseGPUs+eps {
+			t.Errorf("%s utilizes %v of the %v GPUs it holds", team, u[team], f.Team(team).InUseGPUs)
+		}
+	}
+	if got := Of(nil, nil).Utilized(func(string) float64 { return 1 }); len(got) != 0 {
+		t.Errorf("nothing running utilizes %v", got)
+	}
+}

@@ -586,10 +586,11 @@ func (c *agentConn) request(ctx context.Context, m *wire.Message) error {
 	defer cancel()
 	select {
 	case ack := <-ch:
-		if ack.Error != "" {
-			return errors.New(ack.Error)
+		node := ""
+		if m.Start != nil {
+			node = m.Start.Node
 		}
-		return nil
+		return ack.Err(node) // a *job.AccountError for a refused account
 	case <-c.closed:
 		return job.ErrDisconnected
 	case <-ctx.Done():

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -13,6 +14,7 @@ func FromSpec(s job.Spec) JobSpec {
 		JobID: s.JobID, Run: s.Run, Command: s.Command, GPUs: s.GPUs,
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
 		Resources:      FromResources(s.Resources),
+		Account:        s.Account,
 	}
 	if s.Memory != (gpu.SimMemory{}) {
 		w.SimMemory = &SimMemory{
@@ -32,6 +34,7 @@ func (w JobSpec) Spec() job.Spec {
 		JobID: w.JobID, Run: w.Run, Command: w.Command, GPUs: w.GPUs,
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
 		Resources:    w.Resources.Resources(),
+		Account:      w.Account,
 	}
 	if m := w.SimMemory; m != nil {
 		s.Memory = gpu.SimMemory{
@@ -118,4 +121,31 @@ func Usage(ws []JobUsage) []job.Usage {
 		out[i] = u
 	}
 	return out
+}
+
+// AckError is the answer to a request that failed with err: a refusal
+// for the job's Unix account says so in NoAccount.
+func AckError(err error) *Ack {
+	ack := &Ack{}
+	if err == nil {
+		return ack
+	}
+	ack.Error = err.Error()
+	var ae *job.AccountError
+	if errors.As(err, &ae) {
+		ack.NoAccount = &NoAccount{Account: ae.Account, Why: ae.Why}
+	}
+	return ack
+}
+
+// Err is the error an Ack reports for a request to node, nil on success:
+// a refusal for the job's Unix account is a *job.AccountError.
+func (a *Ack) Err(node string) error {
+	switch {
+	case a.NoAccount != nil:
+		return &job.AccountError{Account: a.NoAccount.Account, Node: node, Why: a.NoAccount.Why}
+	case a.Error != "":
+		return errors.New(a.Error)
+	}
+	return nil
 }

@@ -33,6 +33,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		spec job.Spec
 	}{
 		{"command, not shared", job.Spec{JobID: 1, Command: []string{"python3", "train.py"}, GPUs: []int{0, 1}}},
+		{"command of an owner", job.Spec{JobID: 4, Command: []string{"train"}, GPUs: []int{0}, Account: "alice"}},
 		{"command, shared", job.Spec{JobID: 2, Command: []string{"train"}, GPUs: []int{3},
 			Sharing: &job.Sharing{Memory: est, DurationS: 600, Iterations: 1000}}},
 		{"simulated, shared", job.Spec{JobID: 3, GPUs: []int{0}, SimRemaining: 90 * time.Second,

@@ -230,6 +230,12 @@ type JobSpec struct {
 	Sharing *Sharing `json:"sharing,omitempty"`
 	// Resources are the part's CPUs and memory; absent: not limited.
 	Resources *Resources `json:"resources,omitempty"`
+	// Account is the Unix account of the job's owner (job.Spec.Account),
+	// which an agent started with --run-as owner runs the job as. Servers
+	// before it leave it out, and such an agent refuses their command
+	// jobs; other agents ignore it. Optional both ways, so the protocol's
+	// version stays.
+	Account string `json:"account,omitempty"`
 }
 
 // Sharing is a job's opt-in to sharing its GPU, an iteration at a time.
@@ -300,6 +306,19 @@ type Log struct {
 // Ack answers the request whose ID it repeats. Error is empty on success.
 type Ack struct {
 	Error string `json:"error,omitempty"`
+	// NoAccount says why a Start was refused when the job's Unix account
+	// does not exist on the machine or may not run jobs there
+	// (job.AccountError): the server waits the job for another machine.
+	// Agents before it leave it out, and their refusal is a plain error.
+	NoAccount *NoAccount `json:"no_account,omitempty"`
+}
+
+// NoAccount is a start refused for the job's Unix account.
+type NoAccount struct {
+	Account string `json:"account"`
+	// Why is set when the account exists but may not run jobs (root, a
+	// system account); empty: there is no such account.
+	Why string `json:"why,omitempty"`
 }
 
 var nodeNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+)
+
+// submitFlags are the flags of gpuportal job submit that say what it
+// prints and whether it waits.
+type submitFlags struct {
+	wait bool
+}
+
+func (s *submitFlags) register(f *jobFlags) {
+	f.fs.BoolVar(&f.parsable, "parsable", false, "print only the job's ID (as sbatch --parsable)")
+	f.fs.BoolVar(&s.wait, "wait", false, "wait until the job ends; exit 0 if it succeeded, 3 if it failed, 4 if cancelled, 5 if timed out")
+}
+
+// waitInterval is how often submit --wait asks for the job's state.
+const waitInterval = time.Second
+
+// submitted prints a job the server accepted (raw, its JSON) as the
+// flags ask, then waits for it to end with --wait.
+func (c jobCmd) submitted(ctx context.Context, cl *jobClient, f *jobFlags, sf submitFlags, raw []byte) error {
+	var j api.Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return fmt.Errorf("the server's answer is not a job: %w", err)
+	}
+	format, _ := f.format()
+	switch {
+	case f.parsable:
+		fmt.Fprintln(c.stdout, j.ID)
+	case format == "json" || format == "yaml" || format == "name":
+		if err := writeObject(c.stdout, format, "job", j.ID, raw); err != nil {
+			return err
+		}
+	default:
+		fmt.Fprintf(c.stdout, "job %d submitted: %s, %s for team %s (%s)\n", j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.State)
+	}
+	if !sf.wait {
+		return nil
+	}
+	end, err := c.waitJob(ctx, cl, j.ID, waitInterval)
+	if err != nil {
+		return err
+	}
+	return c.jobEnded(end)
+}
+
+// waitJob asks for a job's state every interval until it ends, and
+// returns it ended; an interrupted wait is an exitStatus.
+func (c jobCmd) waitJob(ctx context.Context, cl *jobClient, id int64, interval time.Duration) (api.Job, error) {
+	for {
+		j, _, err := cl.job(ctx, id)
+		if ctx.Err() != nil {
+			return api.Job{}, c.interrupted(id)
+		}
+		if err != nil {
+			return api.Job{}, err
+		}
+		if ended(j) {
+			return j, nil
+		}
+		select {
+		case <-ctx.Done():
+			return api.Job{}, c.interrupted(id)
+		case <-time.After(interval):
+		}
+	}
+}
+
+// ended reports whether a job has ended: in a final state, or in a state
+// this client does not know (a newer server's) with a finish time.
+func ended(j api.Job) bool {
+	return j.State.Final() || (!j.State.Valid() && j.FinishedAt != nil)
+}
