@@ -81,7 +81,15 @@ func (s *Server) gpuReadings(ctx context.Context, keys []telemetry.GPUKey, from,
 		return out, nil
 	}
 	start := from.Unix()
-	rows, err := s.cfg.Store.GPUHistoryRange(ctx, "", start-start%models.StepHour, to.Unix()+1)
+	nodes := map[string]bool{}
+	var names []string
+	for _, k := range keys {
+		if !nodes[k.Node] {
+			nodes[k.Node] = true
+			names = append(names, k.Node)
+		}
+	}
+	rows, err := s.cfg.Store.GPUHistoryOnNodes(ctx, names, start-start%models.StepHour, to.Unix()+1)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +97,8 @@ func (s *Server) gpuReadings(ctx context.Context, keys []telemetry.GPUKey, from,
 	for _, r := range rows {
 		k := telemetry.GPUKey{Node: r.Node, Index: r.GPUIndex}
 		lf, live := liveFrom[k]
-		if _, want := out[k]; !want || int64(r.Start+int64(r.Step)) <= start || (live && r.Start+int64(r.Step) > lf) {
+		end := r.Start + int64(r.Step)
+		if _, want := out[k]; !want || end <= start || (live && end > lf) {
 			continue
 		}
 		older[k] = append(older[k], gpuReading{T: r.Start, Step: int64(r.Step), UtilPct: r.UtilAvgPct,
