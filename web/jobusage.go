@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -159,19 +160,54 @@ func (s *Server) detectIdle(j *models.Job, readings map[telemetry.GPUKey][]gpuRe
 	return out
 }
 
-// idleStates is the idle verdict on each running job of js as of now,
-// from one read of their GPUs' readings over the rule's lookback.
+// idleCacheTTL is how long the lists (team, cluster, API lists) reuse a
+// job's idle verdict: a verdict turns at most this late there, and a
+// page of a thousand running jobs reads an hour of their GPUs' history
+// at most once in this time, whoever asks. A job's own page and
+// GET /api/v1/jobs/{id} judge afresh.
+const idleCacheTTL = 10 * time.Second
+
+// idleCache keeps the lists' idle verdicts a little while, per job run.
+type idleCache struct {
+	mu sync.Mutex
+	m  map[int64]idleEntry
+}
+
+type idleEntry struct {
+	run int64
+	at  time.Time
+	st  *api.Idle
+}
+
+// idleStates is the idle verdict on each running job of js as of now:
+// verdicts made within idleCacheTTL for the same run, and for the other
+// jobs from one read of their GPUs' readings over the rule's lookback.
 func (s *Server) idleStates(ctx context.Context, js []*models.Job, now time.Time) (map[int64]*api.Idle, error) {
 	rule := s.cfg.Idle
 	out := make(map[int64]*api.Idle)
 	if !rule.Valid() {
 		return out, nil
 	}
+	s.idle.mu.Lock()
+	var todo []*models.Job
+	for _, j := range js {
+		if j.State != job.Running {
+			continue
+		}
+		if e, ok := s.idle.m[j.ID]; ok && e.run == j.Run && now.Sub(e.at) < idleCacheTTL && !now.Before(e.at) {
+			if e.st != nil {
+				out[j.ID] = e.st
+			}
+			continue
+		}
+		todo = append(todo, j)
+	}
+	s.idle.mu.Unlock()
 	var keys []telemetry.GPUKey
 	from := now
-	for _, j := range js {
+	for _, j := range todo {
 		start, _, ok := runWindow(j, now)
-		if j.State != job.Running || !ok {
+		if !ok {
 			continue
 		}
 		keys = append(keys, placementKeys(j.Placement)...)
@@ -184,8 +220,20 @@ func (s *Server) idleStates(ctx context.Context, js []*models.Job, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range js {
-		if st := s.detectIdle(j, readings, now); st != nil {
+	s.idle.mu.Lock()
+	defer s.idle.mu.Unlock()
+	if s.idle.m == nil {
+		s.idle.m = make(map[int64]idleEntry)
+	}
+	for id, e := range s.idle.m { // forget ended runs
+		if now.Sub(e.at) > time.Minute {
+			delete(s.idle.m, id)
+		}
+	}
+	for _, j := range todo {
+		st := s.detectIdle(j, readings, now)
+		s.idle.m[j.ID] = idleEntry{run: j.Run, at: now, st: st}
+		if st != nil {
 			out[j.ID] = st
 		}
 	}

@@ -84,6 +84,7 @@ type Server struct {
 	readiness    readiness
 	ldap         *identity.LDAP // nil: no LDAP sign-in
 	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
+	idle         idleCache      // the lists' idle verdicts (jobusage.go)
 }
 
 // Agents is the endpoint where remote node agents connect, with what
