@@ -166,6 +166,9 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		if math.IsNaN(d) || d <= 0 || d > maxSimDuration {
 			fe["sim.duration_s"] = fmt.Sprintf("must be between 1 and %d seconds", maxSimDuration)
 		}
+		if u := r.Sim.UtilPct; u != nil && (math.IsNaN(*u) || *u < 0 || *u > 100) {
+			fe["sim.util_pct"] = "must be between 0 and 100"
+		}
 	}
 	model := strings.ToLower(strings.TrimSpace(r.Model))
 	if model != "" {
@@ -189,7 +192,7 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		Model:     model,
 	}
 	if r.Sim != nil {
-		j.SimDuration = r.Sim.DurationS
+		j.SimDuration, j.SimUtilPct = r.Sim.DurationS, r.Sim.UtilPct
 	}
 	share.apply(j)
 	spec.apply(j)
