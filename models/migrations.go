@@ -24,6 +24,7 @@ func migrations() []migration {
 		{11, "team_samples: GPUs in use and borrowed as fractions (shared GPUs)", teamSampleFractions},
 		{12, "users.disabled_at, jobs.hold_reason and store_probes: account control and readiness (accounts.go, probe.go)", accountControl},
 		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
+		{21, "accounting_days and accounting_closed_days: GPU time used per day, team and user, kept after GPU history expires (accounting.go)", accountingTables},
 	}
 }
 
