@@ -114,6 +114,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"User":           reflect.TypeOf(api.User{}),
 		"APIToken":       reflect.TypeOf(api.APIToken{}),
 		"AccountChange":  reflect.TypeOf(api.AccountChange{}),
+		"Accounting":     reflect.TypeOf(api.Accounting{}),
+		"AccountingRow":  reflect.TypeOf(api.AccountingRow{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

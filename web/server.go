@@ -61,6 +61,10 @@ type Config struct {
 	// MaxConnsPerAddr caps the connections one client address holds at
 	// once (LimitConnections); 0 is the default, 128; negative: no cap.
 	MaxConnsPerAddr int
+	// AccountingIdleBelowPct is the GPU utilization, in percent, under
+	// which an allocated GPU counts idle in accounting; 0 is the
+	// default, DefaultIdleBelowPct.
+	AccountingIdleBelowPct float64
 }
 
 // Server serves the portal and the API.
@@ -199,6 +203,7 @@ func New(cfg Config) (*Server, error) {
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
+	authed.GET("/accounting", s.apiAccounting)
 	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
@@ -231,6 +236,7 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/cluster/nodes/:name/cordon", s.nodeActionForm(cordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/uncordon", s.nodeActionForm(uncordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/gpus/:index/clear", s.clearGPUForm, requireAdmin)
+	in.GET("/accounting", s.accountingPage)
 	in.GET("/teams", s.teamsPage)
 	in.GET("/teams/:name", s.teamPage)
 	in.POST("/teams/:name/share", s.shareForm, requireAdmin)
