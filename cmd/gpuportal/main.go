@@ -24,6 +24,7 @@ Usage:
   gpuportal admin ...       manage users, teams and API tokens in the database
   gpuportal sim [flags]     replay a cluster trace under several policies and compare them
   gpuportal job ...         submit, list, show, cancel jobs and read their logs over the REST API
+  gpuportal accounting ...  GPU-hours allocated, used and idle per team or user (like sreport)
   gpuportal help            show this help
 
 Run "gpuportal COMMAND -h" for the flags of a command.
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return agent.RunWatchdog(ctx, os.Stdin, slog.New(slog.NewTextHandler(stderr, nil)).With("process", "agent-watchdog"))
 	case "job":
 		return runJob(ctx, args[1:], stdout, stderr)
+	case "accounting":
+		return runAccounting(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return runSim(ctx, args[1:], stdout, stderr)
 	case "admin":
