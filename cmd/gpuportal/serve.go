@@ -56,6 +56,7 @@ type serveFlags struct {
 	slurm             slurm.Flags
 	historyRaw        time.Duration
 	historyKeep       time.Duration
+	idleBelowPct      float64
 	gate              gateFlags
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
@@ -95,6 +96,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
 	fs.Var(days{&f.historyKeep}, "history-keep", "GPU history: delete hourly rows older than this")
+	fs.Float64Var(&f.idleBelowPct, "accounting-idle-below", web.DefaultIdleBelowPct, "accounting: an allocated GPU below this utilization (percent) counts idle (docs/portal.md)")
 	fs.IntVar(&f.maxConnsPerAddr, "max-conns-per-addr", 128, "connections one client address may hold at once (trusted proxies are not capped); 0: no cap")
 	fs.IntVar(&f.maxSocketsPerUser, "max-websockets-per-user", 16, "live connections (/ws) one user may hold at once")
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
@@ -115,6 +117,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	if f.historyKeep < f.historyRaw {
 		return f, fmt.Errorf("serve: --history-keep %v is shorter than --history-raw %v: history must be kept at least as long as its minutes", days{&f.historyKeep}, days{&f.historyRaw})
+	}
+	if !(f.idleBelowPct > 0 && f.idleBelowPct <= 100) {
+		return f, fmt.Errorf("serve: --accounting-idle-below %g: want a utilization in percent, above 0 and at most 100", f.idleBelowPct)
 	}
 	if f.executor != "agents" && f.executor != "slurm" {
 		return f, fmt.Errorf("serve: --executor %q: want agents or slurm", f.executor)
@@ -329,7 +334,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents})
+		Agents: agents, AccountingIdleBelowPct: f.idleBelowPct})
 	if err != nil {
 		return err
 	}
