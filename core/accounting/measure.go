@@ -116,9 +116,16 @@ func Measure(runs []Run, samples []Sample, from, to, now time.Time, idleBelow fl
 			byGPU[g] = append(byGPU[g], span{i, s, e})
 		}
 	}
-	samplesOf := make(map[string][]Sample)
+	count := make(map[string]int, len(byGPU))
+	for _, s := range samples {
+		count[s.GPU]++
+	}
+	samplesOf := make(map[string][]Sample, len(byGPU))
 	for _, s := range samples {
 		if _, ok := byGPU[s.GPU]; ok {
+			if samplesOf[s.GPU] == nil {
+				samplesOf[s.GPU] = make([]Sample, 0, count[s.GPU])
+			}
 			samplesOf[s.GPU] = append(samplesOf[s.GPU], s)
 		}
 	}
@@ -140,35 +147,60 @@ func Measure(runs []Run, samples []Sample, from, to, now time.Time, idleBelow fl
 		}
 		slices.SortFunc(cuts, func(a, b time.Time) int { return a.Compare(b) })
 		cuts = slices.CompactFunc(cuts, func(a, b time.Time) bool { return a.Equal(b) })
+		keys := make(map[int64]Key)
+		for _, sp := range spans {
+			r := &runs[sp.run]
+			keys[r.Job] = Key{Team: r.Team, User: r.User}
+		}
+		slices.SortFunc(spans, func(x, y span) int { return x.start.Compare(y.start) })
+		var active []span
+		next := 0
 		for c := 0; c+1 < len(cuts); c++ {
 			a, b := cuts[c], cuts[c+1]
-			var on []usage.Run
-			for _, sp := range spans {
-				if !sp.start.After(a) && !sp.end.Before(b) {
-					r := &runs[sp.run]
-					on = append(on, usage.Run{Job: r.Job, Team: r.Team, GPUs: []string{g}, Sharing: r.Sharing, Fraction: r.Fraction, Since: r.Start})
-				}
+			// The runs on g over [a, b): those begun by a and not ended.
+			for next < len(spans) && !spans[next].start.After(a) {
+				active = append(active, spans[next])
+				next++
 			}
-			if len(on) == 0 {
+			active = slices.DeleteFunc(active, func(sp span) bool { return !sp.end.After(a) })
+			if len(active) == 0 {
 				continue
 			}
-			holds := usage.Of(on, nil).OnGPU(g)
-			keys := make(map[int64]Key, len(on))
-			for _, sp := range spans {
+			on := make([]usage.Run, 0, len(active))
+			for _, sp := range active {
 				r := &runs[sp.run]
-				keys[r.Job] = Key{Team: r.Team, User: r.User}
+				on = append(on, usage.Run{Job: r.Job, Team: r.Team, GPUs: []string{g}, Sharing: r.Sharing, Fraction: r.Fraction, Since: r.Start})
 			}
+			holds := usage.Of(on, nil).OnGPU(g)
 			// Walk [a, b) in pieces that cross no day boundary and no
-			// sample boundary.
+			// sample boundary, summing per GPU-second first and sharing
+			// out per day.
+			day := DayOf(a)
+			var sum Usage // of one whole GPU
+			flush := func() {
+				for _, h := range holds {
+					add(day, keys[h.Job], Usage{Allocated: h.Share * sum.Allocated, Used: h.Share * sum.Used,
+						Sampled: h.Share * sum.Sampled, IdleAllocated: h.Share * sum.IdleAllocated})
+				}
+				sum = Usage{}
+			}
+			// The first sample that ends after a.
+			i := sort.Search(len(ss), func(i int) bool { return ss[i].Start.Add(ss[i].Step).After(a) })
 			for t := a; t.Before(b); {
-				next := DayOf(t).AddDate(0, 0, 1)
+				if d := DayOf(t); !d.Equal(day) {
+					flush()
+					day = d
+				}
+				next := day.AddDate(0, 0, 1)
 				if b.Before(next) {
 					next = b
 				}
+				for i < len(ss) && !ss[i].Start.Add(ss[i].Step).After(t) {
+					i++
+				}
 				util, sampled := 0.0, false
-				i := sort.Search(len(ss), func(i int) bool { return ss[i].Start.Add(ss[i].Step).After(t) })
 				if i < len(ss) && !ss[i].Start.After(t) {
-					util, sampled = ss[i].Util, true
+					util, sampled = min(max(ss[i].Util, 0), 1), true
 					if e := ss[i].Start.Add(ss[i].Step); e.Before(next) {
 						next = e
 					}
@@ -176,21 +208,19 @@ func Measure(runs []Run, samples []Sample, from, to, now time.Time, idleBelow fl
 					next = ss[i].Start
 				}
 				dt := next.Sub(t).Seconds()
-				util = min(max(util, 0), 1)
-				for _, h := range holds {
-					u := Usage{Allocated: h.Share * dt}
-					if sampled {
-						u.Sampled = u.Allocated
-						u.Used = util * u.Allocated
-						if util < idleBelow {
-							u.IdleAllocated = u.Allocated
-						}
+				sum.Allocated += dt
+				if sampled {
+					sum.Sampled += dt
+					sum.Used += util * dt
+					if util < idleBelow {
+						sum.IdleAllocated += dt
 					}
-					add(DayOf(t), keys[h.Job], u)
 				}
 				t = next
 			}
+			flush()
 		}
 	}
 	return out
 }
+
