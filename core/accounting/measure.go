@@ -223,4 +223,3 @@ func Measure(runs []Run, samples []Sample, from, to, now time.Time, idleBelow fl
 	}
 	return out
 }
-
