@@ -36,7 +36,61 @@ func TestAccounting(t *testing.T) {
 			checkAccounting(t, srv)
 		})
 	}
+	t.Run("demo", checkAccountingDemo)
 }
+
+// checkAccountingDemo replays the demo workload for a few seconds, jobs
+// running, sharing GPUs and waiting, and checks that the report adds up
+// and that its allocated GPU-hours lie between what the job records say:
+// at least the attained service of the jobs that do not share (read
+// before the report), at most that of all jobs (read after), a sharing
+// job holding only its share of its GPU.
+func checkAccountingDemo(t *testing.T) {
+	srv := startServer(t, "--demo", "--data", t.TempDir())
+	admin := newAPI(t, srv.URL, "admin", "dev")
+	time.Sleep(demoAccountingRun)
+	attained := func(sharing bool) float64 {
+		var js []apitypes.Job
+		if st := admin.do(http.MethodGet, "/api/v1/jobs?scope=all&limit=1000", nil, &js); st != http.StatusOK {
+			t.Fatalf("jobs: status %d", st)
+		}
+		sum := 0.0
+		for _, j := range js {
+			if sharing || !j.Sharing {
+				sum += j.AttainedService / 3600
+			}
+		}
+		return sum
+	}
+	low := attained(false)
+	var teams, users apitypes.Accounting
+	admin.do(http.MethodGet, "/api/v1/accounting?by=team&period=range", nil, &teams)
+	admin.do(http.MethodGet, "/api/v1/accounting?by=user&period=day", nil, &users)
+	high := attained(true)
+	if high <= 0 || teams.Total.AllocatedGPUHours < low-1e-3 || teams.Total.AllocatedGPUHours > high+1e-3 {
+		t.Errorf("allocated %.4f GPU-hours; the jobs that do not share attained %.4f before, all jobs %.4f after", teams.Total.AllocatedGPUHours, low, high)
+	}
+	sum := 0.0
+	for _, r := range teams.Rows {
+		sum += r.AllocatedGPUHours
+		members := 0.0
+		for _, u := range users.Rows {
+			if u.Team == r.Team {
+				members += u.AllocatedGPUHours
+			}
+		}
+		if math.Abs(members-r.AllocatedGPUHours) > 2e-3 {
+			t.Errorf("team %s: %.4f GPU-hours; its users add up to %.4f", r.Team, r.AllocatedGPUHours, members)
+		}
+	}
+	if math.Abs(sum-teams.Total.AllocatedGPUHours) > 2e-3 || len(teams.Rows) < 2 {
+		t.Errorf("%d teams add up to %.4f GPU-hours, the cluster has %.4f", len(teams.Rows), sum, teams.Total.AllocatedGPUHours)
+	}
+	t.Logf("demo after %v: %.4f GPU-hours allocated (non-sharing jobs %.4f, all jobs %.4f), %d jobs started", demoAccountingRun, teams.Total.AllocatedGPUHours, low, high, teams.Total.JobsStarted)
+}
+
+// demoAccountingRun is how long the demo runs before its report is read.
+const demoAccountingRun = 10 * time.Second
 
 func checkAccounting(t *testing.T, srv *server) {
 	admin := newAPI(t, srv.URL, "admin", "dev")
