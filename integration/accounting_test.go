@@ -207,6 +207,7 @@ func checkAccounting(t *testing.T, srv *server) {
 		{"a researcher asking for another user", alice, "by=user&user=bob", http.StatusForbidden, ""},
 		{"a lead", lead, "by=user", http.StatusOK, "team vision"},
 		{"a lead asking for another team", lead, "team=nlp", http.StatusForbidden, ""},
+		{"a lead asking for another team's member", lead, "by=user&user=bob", http.StatusForbidden, ""},
 		{"no token", &api{t: t, base: srv.URL}, "", http.StatusUnauthorized, ""},
 		{"a bad day", admin, "from=yesterday", http.StatusBadRequest, ""},
 	} {

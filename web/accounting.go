@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -136,6 +137,15 @@ func (s *Server) accountingReport(c echo.Context) (api.Accounting, accountingQue
 	include, scope, err := accountingScope(u, aq)
 	if err != nil {
 		return api.Accounting{}, aq, err
+	}
+	if u.Role == models.RoleLead && aq.user != "" && aq.user != u.Name {
+		member, err := s.cfg.Store.UserByName(c.Request().Context(), aq.user)
+		if errors.Is(err, models.ErrNotFound) || (err == nil && member.Team != u.Team) {
+			return api.Accounting{}, aq, echo.NewHTTPError(http.StatusForbidden,
+				fmt.Sprintf("user: a lead sees the accounting of the members of %s; %s is not one", u.Team, aq.user))
+		} else if err != nil {
+			return api.Accounting{}, aq, err
+		}
 	}
 	end := aq.to.AddDate(0, 0, 1)
 	idle := s.idleBelowPct()
