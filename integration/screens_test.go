@@ -274,6 +274,7 @@ func screensOf(user, job string, spec specJobs) []screen {
 		{"teams", "/teams", 200},
 		{"team-vision", "/teams/vision", 200},
 		{"cluster", "/cluster", 200},
+		{"accounting", "/accounting", 200},
 		{"tokens", "/tokens", 200},
 		{"notifications", "/notifications", 200},
 		{"not-found", "/no-such-page", 404},

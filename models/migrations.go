@@ -30,6 +30,7 @@ func migrations() []migration {
 		{16, "notification_settings and notifications: users' notifications and their outbox (notifications.go)", notificationTables},
 		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
 		{18, "jobs: indexes for the paged, filtered jobs list (team, user, state with id) and sim_util_pct", jobsListIndexes},
+		{21, "accounting_days and accounting_closed_days: GPU time used per day, team and user, kept after GPU history expires (accounting.go)", accountingTables},
 	}
 }
 

@@ -442,3 +442,32 @@ type DeliveryRow struct {
 	LastError             string
 	At, NextAttempt, Sent string
 }
+
+// Accounting is the accounting page: the filters asked, the rows, and
+// their sums per period and over the range.
+type Accounting struct {
+	From, To, By, Period string
+	Team, User           string
+	Scope                string
+	IdleBelowPct         string
+	// States names the outcome columns, in order; a row's Jobs match.
+	States  []string
+	Rows    []AccountingRow
+	Periods []AccountingRow
+	Total   AccountingRow
+	CSVURL  string
+	APIURL  string
+	// What the viewer may pick: grouping by team (not researchers), a
+	// team (admins), a user (leads and admins).
+	CanByTeam, CanPickTeam, CanPickUser bool
+}
+
+// AccountingRow is one row of the accounting page, GPU-hours formatted.
+type AccountingRow struct {
+	Period, Team, User                            string
+	Allocated, Used, UsedPct, Idle, IdleAllocated string
+	Unsampled                                     string
+	Jobs                                          []int
+	Preempted, Requeued, Started                  int
+	WaitMedian, WaitP95                           string
+}

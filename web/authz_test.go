@@ -258,6 +258,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /jobs/:id/usage", func(t *testing.T) string { return "/jobs/" + job(t) + "/usage" }, nil, team},
 		{"GET /ws", nil, nil, access{401, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
+		{"GET /accounting", func(*testing.T) string { return "/accounting?by=team" }, nil, access{303, 403, 403, 200, 200}},
 		{"GET /teams", nil, nil, pageAny},
 		{"GET /teams/:name", func(*testing.T) string { return "/teams/vision" }, nil, team},
 		{"GET /teams/:name/flags", func(*testing.T) string { return "/teams/vision/flags" }, nil, team},
@@ -335,6 +336,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/nodes/:name/gpus/:index/clear", func(*testing.T) string { return "/api/v1/nodes/none/gpus/0/clear" }, nil, access{401, 403, 403, 403, 404}},
 		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet
 		{"GET /api/v1/stats/jct", nil, nil, apiAll},
+		// By team: researchers see only their own usage.
+		{"GET /api/v1/accounting", func(*testing.T) string { return "/api/v1/accounting?by=team" }, nil, access{401, 403, 403, 200, 200}},
 		{"GET /api/v1/stats/estimates", nil, nil, apiAll},
 		{"GET /api/v1/jobs", nil, nil, apiAll},
 		{"POST /api/v1/jobs", nil, func() string {

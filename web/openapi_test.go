@@ -123,6 +123,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"GPUUsage":                   reflect.TypeOf(api.GPUUsage{}),
 		"UsagePoint":                 reflect.TypeOf(api.UsagePoint{}),
 		"Idle":                       reflect.TypeOf(api.Idle{}),
+		"Accounting":                 reflect.TypeOf(api.Accounting{}),
+		"AccountingRow":              reflect.TypeOf(api.AccountingRow{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

@@ -78,6 +78,10 @@ type Config struct {
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
 	SignIn identity.Config
+	// AccountingIdleBelowPct is the GPU utilization, in percent, under
+	// which an allocated GPU counts idle in accounting; 0 is the
+	// default, DefaultIdleBelowPct.
+	AccountingIdleBelowPct float64
 }
 
 // Server serves the portal and the API.
@@ -237,6 +241,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
 	authed.GET("/jobs/:id/usage", s.apiJobUsage)
+	authed.GET("/accounting", s.apiAccounting)
 	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
@@ -275,6 +280,7 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/cluster/nodes/:name/cordon", s.nodeActionForm(cordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/uncordon", s.nodeActionForm(uncordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/gpus/:index/clear", s.clearGPUForm, requireAdmin)
+	in.GET("/accounting", s.accountingPage)
 	in.GET("/teams", s.teamsPage)
 	in.GET("/teams/:name", s.teamPage)
 	in.GET("/teams/:name/flags", s.teamFlagsPart)

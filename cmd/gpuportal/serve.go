@@ -400,7 +400,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
-		Collectors: notifier.Collectors(), Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}})
+		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
+		Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}})
 	if err != nil {
 		return err
 	}
