@@ -30,44 +30,41 @@ func needRootAccounts(t *testing.T) {
 	t.Skip("needs root: it creates Unix accounts and runs jobs as them")
 }
 
-// unixGroup makes sure group name exists, and removes it when t ends if
-// the test created it.
+// The Unix accounts and groups these tests use (gpt-*) are fixtures of
+// the machine: made when absent, put in the groups a test needs, and kept
+// afterwards (locked, no password, no home, no login shell). Removing them
+// at the end would pull them from under another test binary running at the
+// same time on the same machine (two checkouts, or a CI run beside a
+// session), which then saw an account without its groups.
+
+// unixGroup makes sure group name exists.
 func unixGroup(t *testing.T, name string) {
 	t.Helper()
 	if _, err := user.LookupGroup(name); err == nil {
 		return
 	}
-	if out, err := exec.Command("groupadd", name).CombinedOutput(); err != nil {
+	out, err := exec.Command("groupadd", name).CombinedOutput()
+	if _, lerr := user.LookupGroup(name); err != nil && lerr != nil {
 		t.Fatalf("groupadd %s: %v: %s", name, err, out)
 	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("groupdel", name).CombinedOutput(); err != nil {
-			t.Errorf("groupdel %s: %v: %s", name, err, out)
-		}
-	})
 }
 
-// unixUser makes sure account name exists (with its own primary group and
-// the supplementary groups named), and removes it when t ends if the test
-// created it. It returns the account.
+// unixUser makes sure account name exists, with its own primary group and
+// (at least) the supplementary groups named, and returns it.
 func unixUser(t *testing.T, name string, groups ...string) *user.User {
 	t.Helper()
-	if u, err := user.Lookup(name); err == nil {
-		return u
-	}
-	args := []string{"--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", "--user-group"}
-	if len(groups) > 0 {
-		args = append(args, "--groups", strings.Join(groups, ","))
-	}
-	if out, err := exec.Command("useradd", append(args, name)...).CombinedOutput(); err != nil {
-		t.Fatalf("useradd %s: %v: %s", name, err, out)
-	}
-	// Registered before the groups' cleanups run (last in, first out).
-	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-			t.Errorf("userdel %s: %v: %s", name, err, out)
+	if _, err := user.Lookup(name); err != nil {
+		args := []string{"--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--user-group"}
+		out, err := exec.Command("useradd", append(args, name)...).CombinedOutput()
+		if _, lerr := user.Lookup(name); err != nil && lerr != nil {
+			t.Fatalf("useradd %s: %v: %s", name, err, out)
 		}
-	})
+	}
+	if len(groups) > 0 {
+		if out, err := exec.Command("usermod", "--append", "--groups", strings.Join(groups, ","), name).CombinedOutput(); err != nil {
+			t.Fatalf("usermod --append --groups %s %s: %v: %s", strings.Join(groups, ","), name, err, out)
+		}
+	}
 	u, err := user.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
