@@ -25,6 +25,7 @@ func migrations() []migration {
 		{12, "users.disabled_at, jobs.hold_reason and store_probes: account control and readiness (accounts.go, probe.go)", accountControl},
 		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
 		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
+		{22, "jobs.image: the container image a job's command runs in", jobsImage},
 	}
 }
 
@@ -355,4 +356,16 @@ func accountControl(tx *gorm.DB) error {
 		return err
 	}
 	return createTables(tx, &v12StoreProbe{})
+}
+
+// v22Job holds the column step 22 adds to jobs: the container image the
+// job's command runs in, empty for a command on the machine.
+type v22Job struct {
+	Image string `gorm:"size:512;default:''"`
+}
+
+func (v22Job) TableName() string { return "jobs" }
+
+func jobsImage(tx *gorm.DB) error {
+	return addColumns(tx, &v22Job{}, "Image")
 }

@@ -5,6 +5,7 @@ package web
 import (
 	"context"
 	"errors"
+	"github.com/gpuportal/gpuportal/core/job"
 	"log/slog"
 	"net"
 	"net/http"
@@ -66,6 +67,9 @@ type Config struct {
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
 	SignIn identity.Config
+	// AllowedImages are the prefixes of the container images jobs may
+	// name (serve --allowed-images); empty: any.
+	AllowedImages job.ImagePrefixes
 }
 
 // Server serves the portal and the API.

@@ -59,6 +59,12 @@ func (s *Server) checkSubmit(ctx context.Context, a actor, req SubmitRequest) (*
 		return nil, nil, err
 	}
 	j, fe := req.validate(a.user, teams, s.clusterGPUs())
+	if _, bad := fe["image"]; !bad && req.Image != "" && !s.cfg.AllowedImages.Allows(req.Image) {
+		if fe == nil {
+			fe = fieldErrors{}
+		}
+		fe["image"], j = s.cfg.AllowedImages.Refusal(req.Image), nil
+	}
 	if len(fe) == 0 {
 		fe = nil
 	}

@@ -31,7 +31,7 @@ func templateJSON(t models.JobTemplate) (TemplateJSON, error) {
 
 // requestOf is the submission that would make j again.
 func requestOf(j *models.Job) SubmitRequest {
-	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command),
+	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command), Image: j.Image,
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j)}
 	if len(j.Command) == 0 {
 		r.Sim = &api.SimSpec{DurationS: j.SimDuration}

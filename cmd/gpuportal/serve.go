@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gpuportal/gpuportal/core/job"
 	"io"
 	"log/slog"
 	"net"
@@ -64,6 +65,7 @@ type serveFlags struct {
 	wsMaxAge          time.Duration
 	signIn            identity.Flags  // LDAP and OpenID Connect (docs/operations.md)
 	signInCfg         identity.Config // signIn, loaded
+	allowedImages     job.ImagePrefixes
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -96,6 +98,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
+	allowedImages := fs.String("allowed-images", "", `prefixes of the container images jobs may name, comma-separated, such as "localhost/,registry.lab/" (a prefix without '/' names a registry); empty: any image`)
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
@@ -119,6 +122,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		return f, fmt.Errorf("serve: %w", err)
 	}
 	f.passEnv = pass
+	if f.allowedImages, err = job.ParseImagePrefixes(*allowedImages); err != nil {
+		return f, fmt.Errorf("serve: --allowed-images: %w", err)
+	}
 	if err := f.gate.check("serve"); err != nil {
 		return f, err
 	}
@@ -360,7 +366,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents, SignIn: f.signInCfg})
+		Agents: agents, SignIn: f.signInCfg, AllowedImages: f.allowedImages})
 	if err != nil {
 		return err
 	}
