@@ -354,7 +354,9 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	switch {
 	case s.Image != "":
 		r.container = containerName(a.cfg.Name, job.RunRef{Job: s.JobID, Run: s.Run})
-		cgroupParent = a.lim.prepare(s.JobID)
+		if a.cfg.Containers != nil {
+			cgroupParent = a.lim.prepare(s.JobID)
+		}
 		wait, r.stop, err = a.startContainer(s, r, ra, log, gateEnv, cgroupParent)
 	case len(s.Command) > 0:
 		wait, r.stop, r.pgid, err = a.startProcess(s, ra, log, gateEnv)
