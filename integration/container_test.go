@@ -165,11 +165,12 @@ func TestContainerJob(t *testing.T) {
 		}
 	}
 
-	script := `id -un; echo "gpus=$CUDA_VISIBLE_DEVICES"; echo "job=$GPUPORTAL_JOB_ID"; echo "secret=$GPT_LAB_SECRET"; pwd
+	script := `id -un; echo "gpus=$CUDA_VISIBLE_DEVICES"; echo "job=$GPUPORTAL_JOB_ID"; echo "secret=$GPT_LAB_SECRET"; echo "lr=$LEARNING_RATE"; pwd
 trap 'echo "got SIGTERM"; exit 143' TERM
 echo ready
 while true; do sleep 0.2; done`
-	id := submit(t, cara, map[string]any{"name": "in-image", "gpus": 1, "image": image, "command": []string{"sh", "-c", script}})
+	id := submit(t, cara, map[string]any{"name": "in-image", "gpus": 1, "image": image, "command": []string{"sh", "-c", script},
+		"env": map[string]string{"LEARNING_RATE": "0.1"}, "workdir": "checkpoint"})
 	if j := cara.job(id); j.Image != image {
 		t.Errorf("the job's image is %q, want %q", j.Image, image)
 	}
@@ -184,7 +185,7 @@ while true; do sleep 0.2; done`
 	})
 	t.Logf("the container job printed:\n%s", out)
 	gpu := strings.TrimPrefix(j.Placement[0], "gpu-c1:")
-	want := fmt.Sprintf("gpt-cara\ngpus=%s\njob=%d\nsecret=s3cret-value\n%s\nready", gpu, id, filepath.Join(work, "jobs", fmt.Sprint(id)))
+	want := fmt.Sprintf("gpt-cara\ngpus=%s\njob=%d\nsecret=s3cret-value\nlr=0.1\n%s\nready", gpu, id, filepath.Join(work, "jobs", fmt.Sprint(id), "checkpoint"))
 	if strings.TrimSpace(out) != want {
 		t.Errorf("the container job printed\n%s\nwant\n%s", out, want)
 	}

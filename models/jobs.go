@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -29,6 +30,44 @@ func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 		}
 		return addEvent(tx, j, j.SubmittedAt)
 	})
+}
+
+// CreateArray stores the tasks of an array, queued, in one transaction:
+// the first task's ID becomes every task's ArrayID.
+func (s *Store) CreateArray(ctx context.Context, tasks []*Job) error {
+	if len(tasks) == 0 {
+		return fmt.Errorf("create array: no tasks")
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i, j := range tasks {
+			j.State, j.Reason = JobQueued, "submitted"
+			if i > 0 {
+				j.ArrayID = tasks[0].ID
+			}
+			if err := tx.Create(j).Error; err != nil {
+				return fmt.Errorf("create task %d of array %q: %w", j.ArrayIndex, j.Name, err)
+			}
+			if i == 0 {
+				j.ArrayID = j.ID
+				if err := tx.Model(j).Update("array_id", j.ID).Error; err != nil {
+					return fmt.Errorf("create array %q: %w", j.Name, err)
+				}
+			}
+			if err := addEvent(tx, j, j.SubmittedAt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ArrayTasks returns the tasks of array id, by index.
+func (s *Store) ArrayTasks(ctx context.Context, id int64) ([]Job, error) {
+	var js []Job
+	if err := s.db.WithContext(ctx).Where("array_id = ?", id).Order("array_index, id").Find(&js).Error; err != nil {
+		return nil, fmt.Errorf("tasks of array %d: %w", id, err)
+	}
+	return js, nil
 }
 
 // Job returns the job with the given ID.
@@ -195,15 +234,74 @@ func (j *Job) stopRun(run int64, now time.Time) error {
 // Cancel ends an unfinished job that is not running. A running job must be
 // stopped first and then passed to MarkStopped.
 func (s *Store) Cancel(ctx context.Context, id int64, reason string, now time.Time) error {
+	return s.EndWaiting(ctx, id, JobCancelled, reason, now)
+}
+
+// EndWaiting ends a queued or preempted job in final state to, for
+// reason: cancelled, or timed out when its time is used up.
+func (s *Store) EndWaiting(ctx context.Context, id int64, to JobState, reason string, now time.Time) error {
+	if !to.Final() {
+		return fmt.Errorf("end job %d as %s: not a final state", id, to)
+	}
 	return s.transition(ctx, id, now, func(j *Job) error {
 		if j.State != JobQueued && j.State != JobPreempted {
-			return fmt.Errorf("cancel job %d in state %s: %w", id, j.State, ErrConflict)
+			return fmt.Errorf("end job %d in state %s as %s: %w", id, j.State, to, ErrConflict)
 		}
-		j.State = JobCancelled
+		j.State = to
 		j.Reason = reason
 		j.FinishedAt = &now
 		return nil
 	})
+}
+
+// JobStates returns the states of the jobs ids that exist, as jobs that
+// depend on them see them (job.Dependency): the ID of an array (its
+// first task's) stands for the whole array, as in Slurm. An array is
+// unfinished while any task is; then succeeded if every task did, else
+// in the state of its first task, by index, that did not.
+func (s *Store) JobStates(ctx context.Context, ids []int64) (map[int64]JobState, error) {
+	out := make(map[int64]JobState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ID, ArrayID int64
+		ArrayIndex  int
+		State       JobState
+	}
+	q := s.db.WithContext(ctx).Model(&Job{}).Select("id, array_id, array_index, state")
+	if err := q.Where("id IN ? OR array_id IN ?", ids, ids).Order("array_index, id").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("states of jobs %v: %w", ids, err)
+	}
+	arrays := map[int64][]JobState{}
+	for _, r := range rows {
+		if r.ArrayID != 0 && slices.Contains(ids, r.ArrayID) {
+			arrays[r.ArrayID] = append(arrays[r.ArrayID], r.State)
+		}
+		if r.ArrayID != r.ID && slices.Contains(ids, r.ID) {
+			out[r.ID] = r.State
+		}
+	}
+	for id, states := range arrays {
+		out[id] = arrayState(states)
+	}
+	return out, nil
+}
+
+// arrayState is the state of an array whose tasks are in states, by
+// index (JobStates).
+func arrayState(states []JobState) JobState {
+	for _, st := range states {
+		if !st.Final() {
+			return JobQueued
+		}
+	}
+	for _, st := range states {
+		if st != JobSucceeded {
+			return st
+		}
+	}
+	return JobSucceeded
 }
 
 // SetReasons records why waiting jobs wait. Jobs no longer waiting are left alone.

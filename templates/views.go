@@ -39,6 +39,10 @@ type JobRow struct {
 	// ETA is a waiting job's start forecast in a few characters, ETAText
 	// in a sentence (api.Forecast); empty unless it waits.
 	ETA, ETAText string
+	// Array, when set, makes the row an array's (ID is the array's):
+	// ArraySummary counts its tasks by state.
+	Array        int64
+	ArraySummary string
 }
 
 // JobDetail is the job page.
@@ -78,6 +82,53 @@ type JobDetail struct {
 	// DeclaredProfile is the sensitivity profile the user declared at
 	// submission, in words; "" when none was.
 	DeclaredProfile string
+	// What it runs with: its own variables (NAME=VALUE), its working
+	// folder, its time limit and what is left of it ("" without one),
+	// its retries and the jobs it waits for ("" when none).
+	Env          []string
+	Workdir      string
+	TimeLimit    string
+	TimeLeft     string
+	Retries      int
+	Dependencies []DepLink
+	// ArrayID and ArrayIndex place a task in its array (0: none).
+	ArrayID    int64
+	ArrayIndex int
+}
+
+// DepLink is a job a job waits for: how, and the other job.
+type DepLink struct {
+	Kind  string
+	JobID int64
+	State string // the other job's (an array's: all its tasks'), "" when unknown
+}
+
+// ArrayDetail is an array's page: its tasks, by index.
+type ArrayDetail struct {
+	ID        int64
+	Name      string
+	Team      string
+	User      string
+	Limit     string
+	Summary   string
+	CanCancel bool
+	Final     bool // every task has ended
+	Tasks     []ArrayTaskRow
+}
+
+// ArrayTaskRow is one task on its array's page.
+type ArrayTaskRow struct {
+	ID    int64
+	Index int
+	// Params are the task's variables that differ from task to task
+	// (its row of the parameter table), NAME=VALUE.
+	Params   string
+	State    string
+	Started  string
+	JCT      string
+	ExitCode string
+	Reason   string
+	Final    bool // it has ended
 }
 
 // Event is one step of a job's history.
@@ -122,6 +173,18 @@ type SubmitForm struct {
 	// that filled this form.
 	Templates    []TemplateRow
 	FromTemplate string
+	// FromJob is the job this form was filled from (resubmit); 0: none.
+	FromJob int64
+	// What the job runs with, as typed: variables one NAME=VALUE a line,
+	// its folder, its time limit, retries, dependencies as Slurm writes
+	// them (afterok:41), an array (0-5%2) and its parameter table (CSV).
+	Env          string
+	Workdir      string
+	TimeLimit    string
+	Retries      string
+	Dependencies string
+	Array        string
+	ArrayParams  string
 }
 
 // TemplateRow is one saved job.
@@ -252,6 +315,9 @@ type TeamShareRow struct {
 	Guarantee, MaxPerUser                          int
 	InUse, Borrowed                                string
 	Weight, Usage, Entitlement, UsageShare, Factor string
+	// DefaultTimeLimit and MaxTimeLimit are the time limits of the team's
+	// jobs (job.FormatTimeLimit); "" when none.
+	DefaultTimeLimit, MaxTimeLimit string
 }
 
 // Team is a team's page.
@@ -278,4 +344,32 @@ type TeamQueueRow struct {
 type MemberRow struct {
 	User, Role, Usage string
 	MaxGPUs           int
+}
+
+// Notifications is a user's notification settings page.
+type Notifications struct {
+	Email, WebhookURL string
+	SecretSet         bool
+	Events            []EventChoice
+	HeldAfterHours    string
+	EmailEnabled      bool // the server sends email
+	Deliveries        []DeliveryRow
+}
+
+// EventChoice is one event's checkbox.
+type EventChoice struct {
+	Name, Label string
+	Chosen      bool
+}
+
+// DeliveryRow is one notification and where its delivery stands.
+type DeliveryRow struct {
+	JobID                         int64
+	Event, Channel, State, Detail string
+	// Label names the state for people: "retrying" for a pending one
+	// that failed before.
+	Label                 string
+	Attempts              int
+	LastError             string
+	At, NextAttempt, Sent string
 }

@@ -119,6 +119,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	for i := range js {
 		l.Jobs = append(l.Jobs, jobRow(m.job(&js[i]), m.now))
 	}
+	l.Jobs = groupArrays(l.Jobs, js)
 	return l, nil
 }
 
@@ -171,6 +172,18 @@ func (s *Server) submitPage(c echo.Context) error {
 		fillForm(&f, tj.Job)
 		f.FromTemplate = tj.Name
 	}
+	if v := c.QueryParam("from"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id < 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, "from: must be a job ID")
+		}
+		j, err := s.jobFor(c.Request().Context(), u, id)
+		if err != nil {
+			return err
+		}
+		fillForm(&f, requestOf(j))
+		f.FromJob = j.ID
+	}
 	return s.render(c, http.StatusOK, templates.Submit(page(c, "Submit", "submit"), f))
 }
 
@@ -178,6 +191,8 @@ func (s *Server) submitPage(c echo.Context) error {
 func fillForm(f *templates.SubmitForm, r SubmitRequest) {
 	f.Name, f.Team, f.GPUs, f.Model = r.Name, r.Team, strconv.Itoa(r.GPUs), r.Model
 	fillProfileForm(f, r.CPUProfile)
+	fillRunForm(f, r)
+	fillSharingForm(f, r)
 	if r.GPUMemGB > 0 {
 		f.GPUMemGB = strconv.FormatFloat(r.GPUMemGB, 'f', -1, 64)
 	}
@@ -205,6 +220,7 @@ func (s *Server) submitForm(c echo.Context) error {
 	}
 	sharingForm(c, &f)
 	profileForm(c, &f)
+	runForm(c, &f)
 	req, fe := formRequest(f)
 	ctx, a := c.Request().Context(), actorOf(c)
 	var j *models.Job
@@ -268,6 +284,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 	}
 	sharingRequest(f, &req, fe)
 	profileRequest(f, &req, fe)
+	runRequest(f, &req, fe)
 	return req, fe
 }
 
@@ -312,6 +329,10 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	}
 	describeSharing(aj, &d)
 	d.DeclaredProfile = describeDeclaredProfile(j)
+	describeRun(aj, j, &d)
+	if err := s.depStates(c.Request().Context(), &d); err != nil {
+		return d, err
+	}
 	describeResources(aj.Resources, &d)
 	d.LiveMemory = s.placementLiveMemory(j.Placement)
 	return d, nil

@@ -63,6 +63,13 @@ type Config struct {
 	// MaxConnsPerAddr caps the connections one client address holds at
 	// once (LimitConnections); 0 is the default, 128; negative: no cap.
 	MaxConnsPerAddr int
+	// Notifier delivers users' notifications (package notify); the test
+	// button wakes it. nil: tests wait for its next poll.
+	Notifier interface{ Wake() }
+	// Collectors are more metrics for /metrics (the notifier's).
+	Collectors []prometheus.Collector
+	// EmailEnabled: the server sends email (serve --smtp-addr).
+	EmailEnabled bool
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
@@ -167,6 +174,7 @@ func New(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	reg.MustRegister(limitMetrics(s)...)
+	reg.MustRegister(cfg.Collectors...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
@@ -182,7 +190,13 @@ func New(cfg Config) (*Server, error) {
 	authed.POST("/jobs", s.apiSubmit)
 	authed.GET("/jobs/:id", s.apiGetJob)
 	authed.DELETE("/jobs/:id", s.apiCancel)
+	authed.POST("/jobs/:id/resubmit", s.apiResubmit)
+	authed.GET("/arrays/:id", s.apiGetArray)
+	authed.DELETE("/arrays/:id", s.apiCancelArray)
 	authed.GET("/me", s.apiMe)
+	authed.GET("/me/notifications", s.apiNotifications)
+	authed.PUT("/me/notifications", s.apiSetNotifications)
+	authed.POST("/me/notifications/test", s.apiTestNotification)
 	authed.DELETE("/tokens/current", s.apiRevokeCurrentToken)
 	authed.GET("/templates", s.apiTemplates)
 	authed.POST("/templates", s.apiCreateTemplate)
@@ -197,6 +211,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/teams/:name", s.apiTeam)
 	authed.PATCH("/teams/:name", s.apiSetShare, requireAdmin)
 	authed.PUT("/teams/:name/caps/:user", s.apiSetCap)
+	authed.PUT("/teams/:name/time-limits", s.apiSetTimeLimits)
 	authed.POST("/nodes/:name/drain", s.apiNodeAction(drainNode), requireAdmin)
 	authed.POST("/nodes/:name/resume", s.apiNodeAction(resumeNode), requireAdmin)
 	authed.POST("/nodes/:name/cordon", s.apiNodeAction(cordonNode), requireAdmin)
@@ -235,6 +250,9 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id", s.jobPage)
 	in.GET("/jobs/:id/live", s.jobLive)
 	in.POST("/jobs/:id/cancel", s.cancelForm)
+	in.GET("/arrays/:id", s.arrayPage)
+	in.GET("/arrays/:id/live", s.arrayLive)
+	in.POST("/arrays/:id/cancel", s.cancelArrayForm)
 	in.GET("/cluster", s.clusterPage)
 	in.GET("/cluster/live", s.clusterLive)
 	// The charts' longer ranges, for pages: the API's handlers on the session.
@@ -254,9 +272,14 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/teams/:name", s.teamPage)
 	in.POST("/teams/:name/share", s.shareForm, requireAdmin)
 	in.POST("/teams/:name/caps", s.capForm)
+	in.POST("/teams/:name/time-limits", s.timeLimitsForm)
 	in.GET("/queues", s.queuesPage)
 	in.GET("/queues/live", s.queuesLive)
 	in.GET("/tokens", s.tokensPage)
+	in.GET("/notifications", s.notificationsPage)
+	in.GET("/notifications/deliveries", s.notificationDeliveries)
+	in.POST("/notifications", s.notificationsForm)
+	in.POST("/notifications/test", s.testNotificationForm)
 	in.POST("/tokens", s.createTokenForm)
 	in.POST("/tokens/:id/revoke", s.revokeTokenForm)
 	admin := in.Group("/admin", requireAdmin)

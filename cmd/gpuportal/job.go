@@ -33,9 +33,13 @@ const jobUsage = `Usage: gpuportal job COMMAND [flags]
 
 Commands:
   submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
+         [--env NAME=VALUE]... [--chdir DIR] [--time 2h] [--retries N]
+         [--dependency afterok:41] [--array 0-5%2 [--array-params FILE.csv]]
          [--parsable] [--wait] (--sim-duration 10m | -- PROGRAM [ARG...])
          (--parsable: print only the job's ID, as sbatch --parsable;
          --wait: wait until the job ends, exit codes below)
+  resubmit ID  (submit a job again with the same fields: a new job)
+  array  [--cancel] ID  (an array's tasks by index; --cancel: cancel them all)
   list   [--scope mine|team|all] [--state STATE] [--limit N] [--start]
          [--parsable] [--no-headers]
          (--start: the waiting jobs with their forecast start, soonest
@@ -132,6 +136,10 @@ func (c jobCmd) run(ctx context.Context, args []string) error {
 		return c.show(ctx, args[1:])
 	case "cancel":
 		return c.cancel(ctx, args[1:])
+	case "resubmit":
+		return c.resubmit(ctx, args[1:])
+	case "array":
+		return c.array(ctx, args[1:])
 	case "logs":
 		return c.logs(ctx, args[1:])
 	case "help", "-h", "--help":
@@ -573,11 +581,16 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.Int64Var(&req.Parameters, "parameters", 0, "with --share: the model's parameter count, for the memory estimate")
 	var prof profileFlags
 	prof.register(f.fs)
+	var run runFlags
+	run.register(f.fs)
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if req.CPUProfile, err = prof.request(); err != nil {
+		return err
+	}
+	if err := run.request(&req); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
@@ -607,6 +620,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return flagForField(err)
 	}
+	sf.tasks = arrayTasks(req)
 	return c.submitted(ctx, cl, f, sf, raw)
 }
 
@@ -834,6 +848,7 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	if j.Held {
 		row("held", "yes: never scheduled; cancel it and submit it again (see its reason)")
 	}
+	printRun(row, j)
 	_ = w.Flush()
 	if len(history) == 0 {
 		return

@@ -27,6 +27,7 @@ import (
 	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/notify"
 	"github.com/gpuportal/gpuportal/web"
 )
 
@@ -60,6 +61,7 @@ type serveFlags struct {
 	historyRaw        time.Duration
 	historyKeep       time.Duration
 	gate              gateFlags
+	notify            notifyFlags
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
 	wsMaxAge          time.Duration
@@ -97,7 +99,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
-	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
+	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run the built-in agents' jobs that name a container image with podman or docker (as agent --container-runtime); empty: such jobs are refused")
 	allowedImages := fs.String("allowed-images", "", `prefixes of the container images jobs may name, comma-separated, such as "localhost/,registry.lab/" (a prefix without '/' names a registry); empty: any image`)
@@ -110,6 +112,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
+	f.notify.register(fs)
 	f.signIn.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -128,6 +131,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		return f, fmt.Errorf("serve: --allowed-images: %w", err)
 	}
 	if err := f.gate.check("serve"); err != nil {
+		return f, err
+	}
+	if err := f.notify.check(); err != nil {
 		return f, err
 	}
 	f.set = make(map[string]bool)
@@ -363,12 +369,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	mailer, err := f.notify.mailer(os.Getenv)
+	if err != nil {
+		return err
+	}
+	// Notifications go out from the leader only (serve_notify.go).
+	notifier, err := notify.New(notify.Config{Store: store, Leader: rep.leader, PublicURL: f.notify.linkBase(ln.Addr()),
+		Mailer: mailer, WebhookTimeout: f.notify.webhookTimeout, RetryBase: f.notify.retryBase, HeldEvery: f.notify.heldCheck, Logger: log.With("part", "notify")})
+	if err != nil {
+		return err
+	}
 	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
 		Machines: machineStore{store}}, eng, log)
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents, SignIn: f.signInCfg, AllowedImages: f.allowedImages})
+		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
+		Collectors: notifier.Collectors(), AllowedImages: f.allowedImages})
 	if err != nil {
 		return err
 	}
@@ -378,15 +399,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		srv.RecordHistory(engCtx, web.HistoryConfig{Raw: f.historyRaw, Keep: f.historyKeep})
 		close(historyDone)
 	}()
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.addr, err)
-	}
 	httpSrv := srv.HTTPServer()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(srv.LimitConnections(ln)) }()
 	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
+	notifyDone := make(chan struct{})
+	go func() { notifier.Run(engCtx); close(notifyDone) }()
 
 	leadErr := rep.follow(engCtx, lead)
 
@@ -408,6 +427,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	stopEngine()
 	<-historyDone // the minute in progress is written before the store closes
+	<-notifyDone
 	work.stop(shutCtx, log)
 	return nil
 }

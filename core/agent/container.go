@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,7 +117,8 @@ type containerRun struct {
 	// Rootless: the runtime runs as the agent's user, not root: podman
 	// maps that user into the container (--userns=keep-id).
 	Rootless bool
-	JobDir   string // mounted at the same path, the working folder
+	JobDir   string // mounted at the same path
+	Workdir  string // the folder the command starts in (the job's, or the one it asked for)
 	Gate     string // the gate's socket, mounted at the same path; "" when none
 	// Env are the job's variables: Values go on the command line, Names
 	// come from the runtime client's own environment, so that secrets
@@ -162,7 +164,7 @@ func containerArgs(r containerRun) []string {
 	if r.CgroupParent != "" {
 		args = append(args, "--cgroup-parent", r.CgroupParent)
 	}
-	args = append(args, "--volume", r.JobDir+":"+r.JobDir, "--workdir", r.JobDir)
+	args = append(args, "--volume", r.JobDir+":"+r.JobDir, "--workdir", cmp.Or(r.Workdir, r.JobDir))
 	if r.Gate != "" {
 		args = append(args, "--volume", r.Gate+":"+r.Gate)
 	}
@@ -207,24 +209,28 @@ func clientOwn(name string) bool {
 	return false
 }
 
-// imageOwn are variables a container takes from its image, not from the
-// machine: the machine's would point at folders the image may not have.
+// imageOwn are variables a container takes from its image unless the job
+// set them itself: the machine's would point at folders the image may not
+// have.
 func imageOwn(name string) bool { return name == "PATH" || name == "TMPDIR" || name == "SHELL" }
 
 // containerEnv splits a job's environment for the container: values for
 // the command line, names to pass through, and the client's environment
-// (the agent's own with the passed variables set).
-func containerEnv(jobEnv, agentEnv []string) (values, names, client []string) {
+// (the agent's own with the passed variables set). own are the names the
+// job set itself (job.Spec.Env), which the image's never replace.
+func containerEnv(jobEnv, agentEnv []string, own map[string]bool) (values, names, client []string) {
 	set := map[string]string{}
 	for _, kv := range jobEnv {
 		name, _, _ := strings.Cut(kv, "=")
 		switch {
-		case imageOwn(name):
+		case imageOwn(name) && !own[name]:
 		case clientOwn(name):
 			values = append(values, kv)
 		default:
-			names = append(names, name)
-			set[name] = kv
+			if _, dup := set[name]; !dup {
+				names = append(names, name)
+			}
+			set[name] = kv // the last value wins, as for a command
 		}
 	}
 	for _, kv := range agentEnv {
@@ -262,7 +268,8 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 	ref := job.RunRef{Job: s.JobID, Run: s.Run}
 	cr := containerRun{
 		Kind: cc.kind(), Name: containerName(a.cfg.Name, ref), Agent: a.agentLabel(),
-		Image: s.Image, Argv: s.Command, JobDir: a.jobDir(s.JobID), CgroupParent: cgroupParent, Grace: a.cfg.Grace,
+		Image: s.Image, Argv: s.Command, JobDir: a.jobDir(s.JobID), Workdir: jobWorkdir(a.jobDir(s.JobID), s.Dir),
+		CgroupParent: cgroupParent, Grace: a.cfg.Grace,
 		UID: os.Geteuid(), GID: os.Getegid(),
 	}
 	if ra != nil {
@@ -282,18 +289,23 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 		}
 	}
 	extraEnv = append([]string{"GPUPORTAL_NODE=" + a.cfg.Name}, extraEnv...)
+	own := map[string]bool{}
+	for _, kv := range s.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		own[name] = true
+	}
 	env := append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
 	for i, kv := range env {
 		switch {
 		case strings.HasPrefix(kv, "CUDA_VISIBLE_DEVICES=") && cc.CDI:
 			env[i] = "CUDA_VISIBLE_DEVICES=" + cudaDevices(len(s.GPUs))
-		case strings.HasPrefix(kv, "HOME="):
+		case strings.HasPrefix(kv, "HOME=") && (ra != nil || !own["HOME"]):
 			// The account's home is not in the container: its folder is.
 			env[i] = "HOME=" + cr.JobDir
 		}
 	}
 	var clientEnv []string
-	cr.Values, cr.Names, clientEnv = containerEnv(env, os.Environ())
+	cr.Values, cr.Names, clientEnv = containerEnv(env, os.Environ(), own)
 	cmd := exec.Command(cc.Runtime, containerArgs(cr)...)
 	cmd.Env = clientEnv
 	cmd.Stdout, cmd.Stderr = log, log

@@ -44,6 +44,8 @@ func TestContainerArgs(t *testing.T) {
 		{"values on the command line, secrets by name", func(r *containerRun) {
 			r.Values, r.Names = []string{"HOME=/work/jobs/7"}, []string{"GPUPORTAL_GATE_TOKEN"}
 		}, []string{"--env", "HOME=/work/jobs/7", "--env", "GPUPORTAL_GATE_TOKEN", "localhost/train:1"}, nil},
+		{"the folder the job asked for", func(r *containerRun) { r.Workdir = "/work/jobs/7/src" },
+			[]string{"--volume", "/work/jobs/7:/work/jobs/7", "--workdir", "/work/jobs/7/src"}, nil},
 		{"a grace under a second is a second", func(r *containerRun) { r.Grace = 300 * time.Millisecond },
 			[]string{"--stop-timeout", "1"}, nil},
 	}
@@ -89,7 +91,7 @@ func TestContainerEnv(t *testing.T) {
 	jobEnv := []string{"PATH=/usr/bin", "HOME=/work/jobs/7", "LANG=C.UTF-8", "CUDA_VISIBLE_DEVICES=0,1",
 		"GPUPORTAL_JOB_ID=7", "GPUPORTAL_GATE_TOKEN=secret", "WANDB_API_KEY=key", "TMPDIR=/var/tmp"}
 	agentEnv := []string{"PATH=/sbin:/usr/bin", "HOME=/root", "CONTAINERS_CONF=/etc/x.conf", "WANDB_API_KEY=other"}
-	values, names, client := containerEnv(jobEnv, agentEnv)
+	values, names, client := containerEnv(jobEnv, agentEnv, nil)
 	if want := []string{"HOME=/work/jobs/7", "LANG=C.UTF-8"}; !slices.Equal(values, want) {
 		t.Errorf("values %q, want %q (PATH and TMPDIR are the image's)", values, want)
 	}
@@ -105,6 +107,11 @@ func TestContainerEnv(t *testing.T) {
 	}
 	if slices.Contains(client, "WANDB_API_KEY=other") {
 		t.Error("the agent's own value of a job's variable reached the client")
+	}
+	// A PATH the job set itself goes in; the machine's does not.
+	values, _, _ = containerEnv(append(jobEnv, "PATH=/opt/conda/bin:/usr/bin"), agentEnv, map[string]bool{"PATH": true})
+	if !slices.Contains(values, "PATH=/opt/conda/bin:/usr/bin") {
+		t.Errorf("values %q lack the job's own PATH", values)
 	}
 }
 

@@ -55,12 +55,36 @@ type Job struct {
 	// none: it comes before learned and catalogue profiles, and a job
 	// with one is never profiled (alloc.go).
 	CPUProfile *synergy.Profile
+	// Env and Dir are the job's own variables and the folder it starts
+	// in (job.Spec).
+	Env []string
+	Dir string
+	// TimeLimit bounds the time the job runs over all its runs; 0: none
+	// (timelimit.go).
+	TimeLimit time.Duration
+	// Retries is how many times a run that fails on its own is started
+	// again, as the job asked (retry.go).
+	Retries int
+	// Deps are the jobs it waits for, with their states now (gates.go).
+	Deps []Dep
+	// Array is the task of an array the job is, nil when none;
+	// ArrayLimit how many of the array's tasks may run at once (0: no
+	// limit; gates.go).
+	Array      *job.ArrayTask
+	ArrayLimit int
 	// Account is the Unix account of the job's owner, which machines run
 	// it as (job.Spec.Account; accounts.go); empty when not known.
 	Account string
 	// Image is the container image the job's command runs in; empty: on
 	// the machine (job.Spec.Image).
 	Image string
+}
+
+// Dep is a job's dependency on another, and the other's state as the
+// store read it: "" when the store does not know that job.
+type Dep struct {
+	job.Dependency
+	State job.State
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -78,6 +102,10 @@ type Store interface {
 	// run ref, which its machine came back still running.
 	MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
+	// EndWaiting ends a job that waits, in final state to: cancelled
+	// when a job it depends on ended the wrong way, timed out when its
+	// time is used up (gates.go).
+	EndWaiting(ctx context.Context, id int64, to job.State, reason string, now time.Time) error
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
 	MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, reason string, retryAt, now time.Time) error
@@ -118,9 +146,10 @@ type Config struct {
 	// LostAfter is how long jobs recorded as running on a machine that is
 	// not connected wait for it before they are requeued.
 	LostAfter time.Duration
-	// MaxRetries is how many times a job that fails is started again; 0
-	// means never. Jobs lost with their machine are requeued without
-	// counting against this.
+	// MaxRetries is the most times a job that fails on its own is
+	// started again, whatever it asked for (Job.Retries); 0 means never.
+	// Jobs lost with their machine, or whose GPU failed, are requeued
+	// without counting against this.
 	MaxRetries int
 	// HalfLife is how fast team usage fades for fair share: zero means
 	// the default (7 days), negative no decay at all.

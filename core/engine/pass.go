@@ -30,6 +30,8 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
 	e.forgetWaits(jobs)
+	e.enforceTimeLimits(ctx, jobs, now)
+	jobs, gated := e.gate(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
@@ -39,7 +41,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	d := e.cfg.Scheduler.Schedule(snap)
 	e.recheck = recheckTime(d.Recheck)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
-	d.Starts, d.Waits = starts, append(d.Waits, held...)
+	d.Starts, d.Waits = starts, append(append(d.Waits, held...), gated...)
 	e.explainAccounts(d.Waits, byID)
 	e.stats.pass(time.Since(began), len(d.Starts))
 	e.recordAllocations(ctx, snap, d, byID)
@@ -207,7 +209,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			e.stats.handover(now.Sub(asked))
 		}
 	}
-	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, gpus: perNode}
+	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, retries: j.Retries, gpus: perNode}
 	if j.Failures > 0 {
 		r.lastCode = j.ExitCode
 	}
@@ -217,8 +219,11 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
-			Account:      j.Account,
-			Image:        j.Image,
+			Env:          j.Env, Dir: j.Dir, Array: j.Array,
+			Account: j.Account, Image: j.Image,
+		}
+		if j.TimeLimit > 0 {
+			spec.TimeLeft = max(job.TimeLeft(j.TimeLimit, executed(j, now)), time.Second)
 		}
 		shareSpec(&spec, j, e.smallestGPU())
 		spec.Resources = e.resourcesFor(j.ID, name)
