@@ -331,6 +331,14 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 				case <-time.After(a.cfg.Grace):
 				}
 				a.signalContainer(r, cr.Name, "KILL")
+				a.mu.Lock()
+				running := r.init > 0
+				a.mu.Unlock()
+				if !running {
+					// Still not started (an image that unpacks or pulls):
+					// the client goes, and wait removes what it made.
+					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				}
 			}()
 		})
 	}
@@ -434,8 +442,12 @@ func (a *Local) signalContainer(r *run, name, sig string) {
 func (a *Local) removeContainer(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, a.cfg.Containers.Runtime, "rm", "--force", "--ignore", name).CombinedOutput()
-	if err != nil && a.cfg.Containers.kind() == "podman" {
+	args := []string{"rm", "--force", name}
+	if a.cfg.Containers.kind() == "podman" {
+		args = []string{"rm", "--force", "--ignore", name} // docker has no --ignore, and says "No such container"
+	}
+	out, err := exec.CommandContext(ctx, a.cfg.Containers.Runtime, args...).CombinedOutput()
+	if err != nil && !bytes.Contains(bytes.ToLower(out), []byte("no such container")) {
 		a.cfg.Logger.Warn("remove a job's container", "container", name, "err", err, "output", strings.TrimSpace(string(out)))
 	}
 }
@@ -474,7 +486,7 @@ func (a *Local) StopStrayContainers(ctx context.Context) ([]string, error) {
 	var errs []error
 	for _, n := range names {
 		out, err := exec.CommandContext(ctx, cc.Runtime, "rm", "--force", n).CombinedOutput()
-		if err != nil && !bytes.Contains(out, []byte("no such container")) && !bytes.Contains(bytes.ToLower(out), []byte("no such container")) {
+		if err != nil && !bytes.Contains(bytes.ToLower(out), []byte("no such container")) {
 			errs = append(errs, fmt.Errorf("remove stray container %s: %w: %s", n, err, strings.TrimSpace(string(out))))
 		}
 	}
