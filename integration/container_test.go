@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,8 +230,21 @@ while true; do sleep 0.2; done`
 	}
 
 	// The agent dies while a container job runs: its watchdog stops the
-	// container.
-	id2 := submit(t, cara, map[string]any{"name": "orphan", "gpus": 1, "image": image, "command": []string{"sh", "-c", "echo ready; while true; do sleep 0.2; done"}})
+	// container. This one comes from the CLI, which names the flag of a
+	// refused image.
+	c := newCLI(t, srv.URL)
+	tok := []string{"GPUPORTAL_TOKEN=" + cara.token}
+	c.fails(tok, []string{`image: "docker.io/library/busybox" is not allowed here`, "Fix --image."},
+		"job", "submit", "--name", "x", "--image", "docker.io/library/busybox", "--", "true")
+	c.fails(tok, []string{"--image needs the command"}, "job", "submit", "--name", "x", "--image", image, "--sim-duration", "1m")
+	out2 := strings.TrimSpace(c.ok(tok, "job", "submit", "--parsable", "--name", "orphan", "--image", image, "--", "sh", "-c", "echo ready; while true; do sleep 0.2; done"))
+	id2, err := strconv.ParseInt(out2, 10, 64)
+	if err != nil {
+		t.Fatalf("submit --parsable printed %q", out2)
+	}
+	if show := c.ok(tok, "job", "show", out2); !strings.Contains(show, image) {
+		t.Errorf("job show does not name the image:\n%s", show)
+	}
 	cara.waitState(id2, 60*time.Second, "running")
 	prefix2 := fmt.Sprintf("gpuportal-gpu-c1-%d-", id2)
 	eventually(t, 60*time.Second, "the second container job to run", func() bool {
