@@ -129,7 +129,9 @@ func containersOf(t *testing.T, conf, prefix string) []string {
 // root, --run-as owner, --container-runtime podman) runs it in a
 // container as her Unix account, with CUDA_VISIBLE_DEVICES naming its
 // GPU, the job's variables and a --pass-env variable, in its folder.
-// Cancelled, it gets SIGTERM and its container is gone. The agent killed
+// Cancelled, it gets SIGTERM and its container is gone. A container job
+// preempted by a newer one saves its checkpoint on SIGTERM and resumes
+// from it in a new container. The agent killed
 // with SIGKILL while a container job runs leaves no container behind (its
 // watchdog stops it). An image outside --allowed-images is refused at
 // submit, naming the field.
@@ -141,7 +143,7 @@ func TestContainerJob(t *testing.T) {
 	t.Setenv("GPT_LAB_SECRET", "s3cret-value")
 
 	data := t.TempDir()
-	srv := startAgentServer(t, "--data", data, "--max-retries", "0", "--allowed-images", "localhost/,registry.lab/")
+	srv := startAgentServer(t, "--data", data, "--max-retries", "0", "--allowed-images", "localhost/,registry.lab/", "--thresholds", "3")
 	work := passableDir(t)
 	ag := startAgent(t, srv.URL, "gpu-c1", "--run-as", "owner", "--work-dir", work, "--container-runtime", "podman",
 		"--pass-env", "GPT_LAB_SECRET", "--grace", "3s")
@@ -227,6 +229,33 @@ while true; do sleep 0.2; done`
 	eventually(t, 30*time.Second, "the container to be gone", func() bool { return len(containersOf(t, conf, prefix)) == 0 })
 	if out := jobLog(t, cara, id); !strings.Contains(out, "got SIGTERM") {
 		t.Errorf("the cancelled container job did not get SIGTERM:\n%s", out)
+	}
+
+	// A container job of both GPUs counts steps into its checkpoint
+	// folder; past 3 GPU-seconds it is demoted, and a newer job preempts
+	// it: its container gets SIGTERM, saves and goes; it runs again in a
+	// new container from where it stopped.
+	counter := `f="$GPUPORTAL_CHECKPOINT_DIR/step"; i=$(cat "$f" 2>/dev/null || echo 0)
+echo "start at step $i"
+trap 'echo "$i" > "$f"; echo "saved at step $i"; exit 143' TERM
+while [ "$i" -lt 12 ]; do sleep 0.5 & wait $!; i=$((i+1)); echo "$i" > "$f"; done
+echo "done at step $i"`
+	long := submit(t, cara, map[string]any{"name": "counter", "gpus": 2, "image": image, "command": []string{"sh", "-c", counter}})
+	cara.waitState(long, 60*time.Second, "running")
+	eventually(t, 30*time.Second, "the counter to start", func() bool { return strings.Contains(jobLog(t, cara, long), "start at step 0") })
+	time.Sleep(2 * time.Second) // past 3 GPU-seconds: demoted to queue 1
+	short := submit(t, cara, map[string]any{"name": "short", "gpus": 2, "sim": map[string]any{"duration_s": 1}})
+	cara.waitState(short, 30*time.Second, "succeeded")
+	if j := cara.waitState(long, 60*time.Second, "succeeded", "failed"); j.State != "succeeded" || j.Preemptions != 1 {
+		t.Errorf("the preempted container job ended %s after %d preemptions, want succeeded after 1:\n%s", j.State, j.Preemptions, jobLog(t, cara, long))
+	}
+	clog := jobLog(t, cara, long)
+	t.Logf("the preempted container job printed:\n%s", clog)
+	if strings.Count(clog, "start at step 0") != 1 || !strings.Contains(clog, "saved at step") || !strings.Contains(clog, "done at step 12") {
+		t.Errorf("the container job did not resume from its checkpoint:\n%s", clog)
+	}
+	if names := containersOf(t, conf, fmt.Sprintf("gpuportal-gpu-c1-%d-", long)); len(names) != 0 {
+		t.Errorf("containers of the finished job: %v", names)
 	}
 
 	// The agent dies while a container job runs: its watchdog stops the
