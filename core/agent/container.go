@@ -265,6 +265,10 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 		fmt.Fprintf(log, "gpuportal: this machine runs no containers: cannot run image %s\n", s.Image)
 		return nil, nil, fmt.Errorf("job %d names image %s, and the agent of %s runs no containers (start it with --container-runtime podman)", s.JobID, s.Image, a.cfg.Name)
 	}
+	if err := job.CheckImage(s.Image); err != nil {
+		// Checked at submission; never an option to the runtime.
+		return nil, nil, fmt.Errorf("job %d: image %w", s.JobID, err)
+	}
 	ref := job.RunRef{Job: s.JobID, Run: s.Run}
 	cr := containerRun{
 		Kind: cc.kind(), Name: containerName(a.cfg.Name, ref), Agent: a.agentLabel(),
