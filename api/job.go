@@ -86,6 +86,12 @@ type Job struct {
 	Dependencies []job.Dependency `json:"dependencies,omitempty"`
 	// Array is the array the job is a task of; absent when none.
 	Array *ArrayTask `json:"array,omitempty"`
+	// Idle is a running job's idle-GPU verdict (api.Idle), in lists and
+	// pages alike.
+	Idle *Idle `json:"idle,omitempty"`
+	// Usage is how the job used its GPUs over its run, without the
+	// points: only in GET /api/v1/jobs/{id} (points: .../usage).
+	Usage *JobUsage `json:"usage,omitempty"`
 }
 
 // ArrayTask places a job in its array: the array's ID (its first task's),
@@ -111,6 +117,10 @@ type Array struct {
 // SimSpec describes a simulated training job.
 type SimSpec struct {
 	DurationS float64 `json:"duration_s"`
+	// UtilPct, when set, is the job's GPU utilization all along (0 to
+	// 100): near 0 simulates a job that holds its GPUs without using
+	// them. Unset, it follows a training iteration (about 88%).
+	UtilPct *float64 `json:"util_pct,omitempty"`
 }
 
 // Event is one step of a job's history: the state it entered, when and why.

@@ -31,6 +31,10 @@ type Team struct {
 	Samples []TeamSample   `json:"samples"`
 	Window  float64        `json:"usage_window_s"`
 	Caps    map[string]int `json:"caps"`
+	// Warnings are what the team's lead or an admin should act on: jobs
+	// holding GPUs idle, queued jobs a cap keeps from starting, and (for
+	// admins) guarantees beyond the cluster; absent when none.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Member is one member's usage of the team's GPUs.

@@ -102,7 +102,7 @@ func owners(js []models.Job) []string {
 func engineJob(j models.Job) engine.Job {
 	ej := engine.Job{
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
-		Command: j.Command, SimDuration: j.SimDuration, State: j.State, Run: j.Run,
+		Command: j.Command, SimDuration: j.SimDuration, SimUtilPct: j.SimUtilPct, State: j.State, Run: j.Run,
 		SubmittedAt: j.SubmittedAt, Placement: parsePlacement(j.Placement), LastStartAt: j.LastStartAt,
 		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
 		Model: j.Model, Queue: j.QueueState(),

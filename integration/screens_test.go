@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -255,6 +256,10 @@ func (sc *screenChecker) firstJobLink(timeout time.Duration) (string, error) {
 	}
 }
 
+// screensCursor is the jobs list's cursor of the jobs before job 9 (the
+// server's encoding, web/joblist.go: "b9"): a second page.
+var screensCursor = base64.RawURLEncoding.EncodeToString([]byte("b9"))
+
 // screensOf are the pages user sees, the job page being job's, with the
 // status each must answer.
 func screensOf(user, job string, spec specJobs) []screen {
@@ -269,9 +274,16 @@ func screensOf(user, job string, spec specJobs) []screen {
 		{"teams", "/teams", 200},
 		{"team-vision", "/teams/vision", 200},
 		{"cluster", "/cluster", 200},
+		{"accounting", "/accounting", 200},
 		{"tokens", "/tokens", 200},
 		{"notifications", "/notifications", 200},
 		{"not-found", "/no-such-page", 404},
+		// The jobs list filtered, searched and paged; the demo's idle
+		// notebook (job 1, alice's), flagged by now (--idle-after 20s).
+		{"jobs-filtered", "/jobs?limit=3&kind=sim&q=-&state=running", 200},
+		{"jobs-page-2", "/jobs?limit=3&cursor=" + screensCursor, 200},
+		{"job-idle", "/jobs/1", 200},
+		{"team-vision-flags", "/teams/vision", 200},
 	}
 	switch user {
 	case "admin":
@@ -294,7 +306,7 @@ func TestScreens(t *testing.T) {
 		limit = 10 * time.Minute // pictures of long pages take a while
 	}
 	browser := newTabFor(t, limit)
-	srv := startServer(t, "--data", t.TempDir(), "--demo")
+	srv := startServer(t, "--data", t.TempDir(), "--demo", "--idle-after", "20s")
 	spec := submitSpecJobs(t, srv.URL)
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("start Chromium: %v", err)

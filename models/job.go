@@ -36,8 +36,11 @@ type Job struct {
 	// Either Command (argv, JSON-encoded) or a simulated workload.
 	Command     Strings `gorm:"type:text"`
 	SimDuration float64 // seconds of run time of a simulated job
-	GPUMemMiB   int64   // declared memory per GPU, 0 when unknown
-	Model       string  `gorm:"size:64"` // declared model, for placement (see sched.Models)
+	// SimUtilPct is a simulated job's GPU utilization while it runs
+	// (0 to 100); nil for a training job's usual one (gpu.SimMemory).
+	SimUtilPct *float64
+	GPUMemMiB  int64  // declared memory per GPU, 0 when unknown
+	Model      string `gorm:"size:64"` // declared model, for placement (see sched.Models)
 	// Image is the container image the command runs in (docs/agents.md,
 	// "Container jobs"); empty: the command runs on the machine.
 	Image string `gorm:"size:512;default:''"`

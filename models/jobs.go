@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -84,31 +86,96 @@ type JobFilter struct {
 	Team   string
 	User   string
 	States []JobState
-	Limit  int // at most this many, newest first; 0 means 1000
+	// Queue, when set, keeps the jobs in that priority queue
+	// (Job.QueueIndex).
+	Queue *int
+	// Kind keeps the jobs that run a command (KindCommand) or a
+	// simulated workload (KindSim).
+	Kind string
+	// Query keeps the jobs whose ID is Query, or whose name or command
+	// holds Query, ignoring case; "#12" keeps only job 12.
+	Query string
+	// Before keeps the jobs with a smaller ID (the next page, newest
+	// first); After the jobs with a larger one (the page before). At most
+	// one is set; jobs come newest first either way.
+	Before, After int64
+	Limit         int // at most this many; 0 means 1000
 }
 
-// ListJobs returns jobs matching f, newest first.
+// The kinds of job a JobFilter can keep.
+const (
+	KindCommand = "command"
+	KindSim     = "sim"
+)
+
+// ListJobs returns jobs matching f, newest first. Pages by f.Before and
+// f.After (keyset pagination on the ID) neither skip nor repeat a job
+// while jobs are submitted: new jobs only ever get larger IDs.
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
-	q := s.db.WithContext(ctx).Order("id DESC")
+	var js []Job
+	if err := listJobsQuery(s.db.WithContext(ctx), f).Find(&js).Error; err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	if f.After > 0 {
+		slices.Reverse(js)
+	}
+	return js, nil
+}
+
+// listJobsQuery is the query of ListJobs, in the order it reads rows.
+func listJobsQuery(q *gorm.DB, f JobFilter) *gorm.DB {
+	if f.After > 0 {
+		q = q.Where("id > ?", f.After).Order("id ASC")
+	} else {
+		q = q.Order("id DESC")
+	}
+	if f.Before > 0 {
+		q = q.Where("id < ?", f.Before)
+	}
 	if f.Team != "" {
 		q = q.Where("team = ?", f.Team)
 	}
 	if f.User != "" {
 		q = q.Where("\"user\" = ?", f.User)
 	}
-	if len(f.States) > 0 {
+	switch len(f.States) {
+	case 0:
+	case 1: // "=", not "IN": the (state, id) index gives the order
+		q = q.Where("state = ?", f.States[0])
+	default:
 		q = q.Where("state IN ?", f.States)
+	}
+	if f.Queue != nil {
+		q = q.Where("queue_index = ?", *f.Queue)
+	}
+	switch f.Kind {
+	case KindCommand:
+		q = q.Where("command IS NOT NULL AND command NOT IN ('', 'null', '[]')")
+	case KindSim:
+		q = q.Where("(command IS NULL OR command IN ('', 'null', '[]'))")
+	}
+	if f.Query != "" {
+		like := "%" + likeEscaper.Replace(strings.ToLower(f.Query)) + "%"
+		text := "LOWER(name) LIKE ? ESCAPE '\\' OR LOWER(command) LIKE ? ESCAPE '\\'"
+		id, err := strconv.ParseInt(strings.TrimPrefix(f.Query, "#"), 10, 64)
+		switch {
+		case err == nil && strings.HasPrefix(f.Query, "#"):
+			q = q.Where("id = ?", id)
+		case err == nil:
+			q = q.Where("(id = ? OR "+text+")", id, like, like)
+		default:
+			q = q.Where("("+text+")", like, like)
+		}
 	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
-	var js []Job
-	if err := q.Limit(limit).Find(&js).Error; err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return js, nil
+	return q.Model(&Job{}).Limit(limit)
 }
+
+// likeEscaper escapes the wildcards of a LIKE pattern (ESCAPE '\').
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // UnfinishedJobs returns every queued, running or preempted job, oldest first.
 func (s *Store) UnfinishedJobs(ctx context.Context) ([]Job, error) {

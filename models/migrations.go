@@ -29,6 +29,8 @@ func migrations() []migration {
 		{15, "teams: default and maximum time limit of their jobs", teamsTimeLimits},
 		{16, "notification_settings and notifications: users' notifications and their outbox (notifications.go)", notificationTables},
 		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
+		{18, "jobs: indexes for the paged, filtered jobs list (team, user, state with id) and sim_util_pct", jobsListIndexes},
+		{21, "accounting_days and accounting_closed_days: GPU time used per day, team and user, kept after GPU history expires (accounting.go)", accountingTables},
 		{22, "jobs.image: the container image a job's command runs in", jobsImage},
 	}
 }
@@ -385,6 +387,33 @@ func jobsSpec(tx *gorm.DB) error {
 	if !tx.Migrator().HasIndex(&v14Job{}, "ArrayID") {
 		if err := tx.Migrator().CreateIndex(&v14Job{}, "ArrayID"); err != nil {
 			return fmt.Errorf("index jobs.array_id: %w", err)
+		}
+	}
+	return nil
+}
+
+// v18Job holds the column step 18 adds to jobs: a simulated job's GPU
+// utilization while it runs, NULL for a training job's usual one.
+type v18Job struct {
+	SimUtilPct *float64
+}
+
+func (v18Job) TableName() string { return "jobs" }
+
+// jobsListIndexes adds the indexes the jobs list pages by: each filter
+// column with the ID, so "team = ? AND id < ? ORDER BY id DESC LIMIT n"
+// reads n index entries on PostgreSQL as on SQLite.
+func jobsListIndexes(tx *gorm.DB) error {
+	if err := addColumns(tx, &v18Job{}, "SimUtilPct"); err != nil {
+		return err
+	}
+	for _, stmt := range []string{
+		`CREATE INDEX IF NOT EXISTS idx_jobs_team_id ON jobs (team, id)`,
+		`CREATE INDEX IF NOT EXISTS idx_jobs_user_id ON jobs ("user", id)`,
+		`CREATE INDEX IF NOT EXISTS idx_jobs_state_id ON jobs (state, id)`,
+	} {
+		if err := tx.Exec(stmt).Error; err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
 	return nil

@@ -43,8 +43,14 @@ var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
 
 func newTestServer(t testing.TB, opts ...func(*Config)) *testServer {
 	t.Helper()
+	return newTestServerOn(t, modelstest.SQLiteDSN(t), opts...)
+}
+
+// newTestServerOn is newTestServer on the database dsn.
+func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServer {
+	t.Helper()
 	ctx := context.Background()
-	store, err := models.Open(ctx, modelstest.SQLiteDSN(t))
+	store, err := models.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +163,7 @@ func (ts *testServer) freshToken(t *testing.T, role string) string {
 	return tok
 }
 
-func (ts *testServer) doAs(t *testing.T, role, session, method, target, body string) *httptest.ResponseRecorder {
+func (ts *testServer) doAs(t testing.TB, role, session, method, target, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -249,10 +255,13 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /cluster/gpus/history", func(*testing.T) string { return "/cluster/gpus/history?range=1h" }, nil, pageAny},
 		{"GET /cluster/gpus/:uuid/history", func(*testing.T) string { return "/cluster/gpus/GPU-none/history?range=7d" }, nil, access{303, 404, 404, 404, 404}},
 		{"GET /jobs/:id/memory", func(t *testing.T) string { return "/jobs/" + job(t) + "/memory?range=24h" }, nil, team},
+		{"GET /jobs/:id/usage", func(t *testing.T) string { return "/jobs/" + job(t) + "/usage" }, nil, team},
 		{"GET /ws", nil, nil, access{401, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
+		{"GET /accounting", func(*testing.T) string { return "/accounting?by=team" }, nil, access{303, 403, 403, 200, 200}},
 		{"GET /teams", nil, nil, pageAny},
 		{"GET /teams/:name", func(*testing.T) string { return "/teams/vision" }, nil, team},
+		{"GET /teams/:name/flags", func(*testing.T) string { return "/teams/vision/flags" }, nil, team},
 		{"POST /teams/:name/share", func(*testing.T) string { return "/teams/vision/share" }, func() string { return form("weight", "1.5") }, access{303, 403, 403, 403, 200}},
 		{"POST /teams/:name/time-limits", func(*testing.T) string { return "/teams/vision/time-limits" }, func() string { return form("default_time_limit", "1h", "max_time_limit", "") }, access{303, 403, 403, 200, 200}},
 		{"POST /teams/:name/caps", func(*testing.T) string { return "/teams/vision/caps" }, func() string { return form("user", "alice", "max_gpus", "2") }, access{303, 403, 403, 200, 200}},
@@ -327,6 +336,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/nodes/:name/gpus/:index/clear", func(*testing.T) string { return "/api/v1/nodes/none/gpus/0/clear" }, nil, access{401, 403, 403, 403, 404}},
 		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet
 		{"GET /api/v1/stats/jct", nil, nil, apiAll},
+		// By team: researchers see only their own usage.
+		{"GET /api/v1/accounting", func(*testing.T) string { return "/api/v1/accounting?by=team" }, nil, access{401, 403, 403, 200, 200}},
 		{"GET /api/v1/stats/estimates", nil, nil, apiAll},
 		{"GET /api/v1/jobs", nil, nil, apiAll},
 		{"POST /api/v1/jobs", nil, func() string {
@@ -335,6 +346,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
 		{"GET /api/v1/jobs/:id/history", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/history" }, nil, apiTeam},
 		{"GET /api/v1/jobs/:id/memory", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/memory" }, nil, apiTeam},
+		{"GET /api/v1/jobs/:id/usage", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/usage" }, nil, apiTeam},
 		{"DELETE /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
 		{"POST /api/v1/jobs/:id/resubmit", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/resubmit" }, nil, access{401, 201, 403, 201, 201}},
 		{"GET /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeam},

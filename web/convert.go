@@ -105,7 +105,7 @@ func (m *moment) job(j *models.Job) api.Job {
 		out.MemoryEstimate = &api.MemoryEstimate{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
 	}
 	if len(j.Command) == 0 {
-		out.Sim = &api.SimSpec{DurationS: j.SimDuration}
+		out.Sim = &api.SimSpec{DurationS: j.SimDuration, UtilPct: j.SimUtilPct}
 	}
 	if j.FinishedAt != nil {
 		jct := j.JCT().Seconds()

@@ -119,6 +119,12 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"NotificationSettingsUpdate": reflect.TypeOf(api.NotificationSettingsUpdate{}),
 		"NotificationTest":           reflect.TypeOf(api.NotificationTest{}),
 		"Version":                    reflect.TypeOf(api.Version{}),
+		"JobUsage":                   reflect.TypeOf(api.JobUsage{}),
+		"GPUUsage":                   reflect.TypeOf(api.GPUUsage{}),
+		"UsagePoint":                 reflect.TypeOf(api.UsagePoint{}),
+		"Idle":                       reflect.TypeOf(api.Idle{}),
+		"Accounting":                 reflect.TypeOf(api.Accounting{}),
+		"AccountingRow":              reflect.TypeOf(api.AccountingRow{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
@@ -70,10 +71,18 @@ type Config struct {
 	Collectors []prometheus.Collector
 	// EmailEnabled: the server sends email (serve --smtp-addr).
 	EmailEnabled bool
+	// Idle is when a running job counts as holding its GPUs idle
+	// (core/idle); the zero Rule is idle.DefaultRule, and a rule that is
+	// not Valid (After 0) turns the flag off.
+	Idle idle.Rule
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
 	SignIn identity.Config
+	// AccountingIdleBelowPct is the GPU utilization, in percent, under
+	// which an allocated GPU counts idle in accounting; 0 is the
+	// default, DefaultIdleBelowPct.
+	AccountingIdleBelowPct float64
 	// AllowedImages are the prefixes of the container images jobs may
 	// name (serve --allowed-images); empty: any.
 	AllowedImages job.ImagePrefixes
@@ -90,6 +99,7 @@ type Server struct {
 	readiness    readiness
 	ldap         *identity.LDAP // nil: no LDAP sign-in
 	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
+	idle         idleCache      // the lists' idle verdicts (jobusage.go)
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -119,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Idle == (idle.Rule{}) {
+		cfg.Idle = idle.DefaultRule
 	}
 	a, err := newAssets(static.FS)
 	if err != nil {
@@ -231,6 +244,8 @@ func New(cfg Config) (*Server, error) {
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
+	authed.GET("/jobs/:id/usage", s.apiJobUsage)
+	authed.GET("/accounting", s.apiAccounting)
 	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
@@ -260,6 +275,7 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/cluster/gpus/history", s.apiGPUsHistory)
 	in.GET("/cluster/gpus/:uuid/history", s.apiGPUHistory)
 	in.GET("/jobs/:id/memory", s.apiJobMemory)
+	in.GET("/jobs/:id/usage", s.apiJobUsage)
 	in.GET("/jobs/:id/logs", s.apiJobLogs)
 	in.POST("/jobs/:id/template", s.saveTemplateForm)
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)
@@ -268,8 +284,10 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/cluster/nodes/:name/cordon", s.nodeActionForm(cordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/uncordon", s.nodeActionForm(uncordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/gpus/:index/clear", s.clearGPUForm, requireAdmin)
+	in.GET("/accounting", s.accountingPage)
 	in.GET("/teams", s.teamsPage)
 	in.GET("/teams/:name", s.teamPage)
+	in.GET("/teams/:name/flags", s.teamFlagsPart)
 	in.POST("/teams/:name/share", s.shareForm, requireAdmin)
 	in.POST("/teams/:name/caps", s.capForm)
 	in.POST("/teams/:name/time-limits", s.timeLimitsForm)

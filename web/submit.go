@@ -169,6 +169,9 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		if math.IsNaN(d) || d <= 0 || d > maxSimDuration {
 			fe["sim.duration_s"] = fmt.Sprintf("must be between 1 and %d seconds", maxSimDuration)
 		}
+		if u := r.Sim.UtilPct; u != nil && (math.IsNaN(*u) || *u < 0 || *u > 100) {
+			fe["sim.util_pct"] = "must be between 0 and 100"
+		}
 	}
 	if r.Image != "" {
 		switch {
@@ -203,7 +206,7 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		Model:     model,
 	}
 	if r.Sim != nil {
-		j.SimDuration = r.Sim.DurationS
+		j.SimDuration, j.SimUtilPct = r.Sim.DurationS, r.Sim.UtilPct
 	}
 	share.apply(j)
 	spec.apply(j)

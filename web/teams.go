@@ -91,6 +91,20 @@ func (s *Server) apiTeam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	u := currentUser(c)
+	f, err := s.teamFlags(c.Request().Context(), m, u, t.Name)
+	if err != nil {
+		return err
+	}
+	for _, r := range f.Idle {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("job %d holds GPUs idle %s", r.ID, r.Text))
+	}
+	for _, r := range f.Stranded {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("job %d cannot start: %s", r.ID, r.Why))
+	}
+	if w := guaranteeWarning(m.teams, s.clusterGPUs()); w != "" && u.Role == models.RoleAdmin {
+		t.Warnings = append(t.Warnings, w)
+	}
 	return c.JSON(http.StatusOK, t)
 }
 
@@ -205,7 +219,9 @@ func (s *Server) teamsPage(c echo.Context) error {
 	for _, t := range m.teamShares() {
 		rows = append(rows, shareRow(t))
 	}
-	return s.render(c, http.StatusOK, templates.TeamsPage(page(c, "Teams", "teams"), rows))
+	p := page(c, "Teams", "teams")
+	p.Warning = guaranteeWarning(m.teams, s.clusterGPUs())
+	return s.render(c, http.StatusOK, templates.TeamsPage(p, rows))
 }
 
 func shareRow(t api.TeamShare) templates.TeamShareRow {
@@ -305,8 +321,14 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		v.Queue = append(v.Queue, templates.TeamQueueRow{ID: j.ID, Name: j.Name, User: j.User, State: string(j.State),
 			GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})
 	}
+	if v.Flags, err = s.teamFlags(c.Request().Context(), m, u, t.Name); err != nil {
+		return err
+	}
 	p := page(c, "Team "+t.Name, "teams")
 	p.Charts, p.Flash, p.Notice = true, flash, notice
+	if u.Role == models.RoleAdmin {
+		p.Warning = guaranteeWarning(m.teams, s.clusterGPUs())
+	}
 	return s.render(c, status, templates.TeamPage(p, v))
 }
 

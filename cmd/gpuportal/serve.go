@@ -9,6 +9,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
@@ -65,6 +67,8 @@ type serveFlags struct {
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
 	wsMaxAge          time.Duration
+	idleAfter         time.Duration
+	idleBelow         float64
 	signIn            identity.Flags  // LDAP and OpenID Connect (docs/operations.md)
 	signInCfg         identity.Config // signIn, loaded
 	allowedImages     job.ImagePrefixes
@@ -110,6 +114,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxConnsPerAddr, "max-conns-per-addr", 128, "connections one client address may hold at once (trusted proxies are not capped); 0: no cap")
 	fs.IntVar(&f.maxSocketsPerUser, "max-websockets-per-user", 16, "live connections (/ws) one user may hold at once")
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
+	fs.DurationVar(&f.idleAfter, "idle-after", idle.DefaultRule.After, "a running job whose GPUs all stay under --idle-below utilization this long is flagged idle on its page, its team's and the cluster's (with --demo, 2m); 0: no flags")
+	fs.Float64Var(&f.idleBelow, "idle-below", idle.DefaultRule.BelowPct, "the utilization, in percent, under which a GPU counts as idle (see --idle-after)")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
 	f.notify.register(fs)
@@ -150,6 +156,15 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
+	if f.idleAfter < 0 || (f.idleAfter > 0 && f.idleAfter < 10*time.Second) {
+		return f, fmt.Errorf("serve: --idle-after %v: must be 0 (no flags) or at least 10s", f.idleAfter)
+	}
+	if math.IsNaN(f.idleBelow) || f.idleBelow <= 0 || f.idleBelow > 100 {
+		return f, fmt.Errorf("serve: --idle-below %v: must be a percentage above 0, at most 100", f.idleBelow)
+	}
+	if f.demo && !f.set["idle-after"] {
+		f.idleAfter = demoIdleAfter
+	}
 	if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
 		return f, fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
 	}
@@ -165,6 +180,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	return f, nil
 }
+
+// demoIdleAfter is --idle-after with --demo: its idle notebook is
+// flagged two minutes after it starts, for a newcomer to see it.
+const demoIdleAfter = 2 * time.Minute
 
 // demoThresholds are the queue thresholds of --demo: its jobs are short,
 // so the queues must be too for a newcomer to see demotions and preemptions.
@@ -389,7 +408,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
-		Collectors: notifier.Collectors(), AllowedImages: f.allowedImages})
+		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
+		Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}, AllowedImages: f.allowedImages})
 	if err != nil {
 		return err
 	}

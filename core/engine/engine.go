@@ -28,7 +28,8 @@ type Job struct {
 	GPUs            int
 	GPUMemMiB       int64
 	Command         []string
-	SimDuration     float64 // seconds; for simulated jobs
+	SimDuration     float64  // seconds; for simulated jobs
+	SimUtilPct      *float64 // a simulated job's GPU utilization; nil: a training job's
 	State           job.State
 	Run             int64 // the current or last run's number (job.RunRef)
 	SubmittedAt     time.Time

@@ -334,8 +334,11 @@ func simMemory(j Job) gpu.SimMemory {
 		total = (8 + (j.ID*7919)%48) * 1024
 	}
 	p := total * 2 / 5
-	return gpu.SimMemory{PersistentMiB: p, EphemeralMiB: total - p,
-		Iteration: time.Duration(2+j.ID%4) * time.Second}
+	it := time.Duration(2+j.ID%4) * time.Second
+	if u := j.SimUtilPct; u != nil && *u < 5 {
+		it = 0 // a job that hardly computes runs no iterations: its memory stays put
+	}
+	return gpu.SimMemory{PersistentMiB: p, EphemeralMiB: total - p, Iteration: it, UtilPct: j.SimUtilPct}
 }
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -44,6 +44,16 @@ type Team struct {
 	UserCaps map[string]int
 }
 
+// CapOf is the most GPUs user's jobs of the team may hold at once; 0 is
+// no cap. A waiting job that needs more than this never starts until the
+// cap is raised.
+func (t Team) CapOf(user string) int {
+	if c := t.UserCaps[user]; c > 0 {
+		return c
+	}
+	return max(t.MaxGPUsPerUser, 0)
+}
+
 // TeamShare is where a team stands under fair share, with the inputs of
 // its fair-share factor, for people (the team lead's and admin's pages).
 type TeamShare struct {

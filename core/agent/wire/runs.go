@@ -23,7 +23,7 @@ func FromSpec(s job.Spec) JobSpec {
 	if s.Memory != (gpu.SimMemory{}) {
 		w.SimMemory = &SimMemory{
 			PersistentMiB: s.Memory.PersistentMiB, EphemeralMiB: s.Memory.EphemeralMiB,
-			IterationMS: s.Memory.Iteration.Milliseconds(),
+			IterationMS: s.Memory.Iteration.Milliseconds(), UtilPct: s.Memory.UtilPct,
 		}
 	}
 	if sh := s.Sharing; sh != nil {
@@ -47,7 +47,7 @@ func (w JobSpec) Spec() job.Spec {
 	if m := w.SimMemory; m != nil {
 		s.Memory = gpu.SimMemory{
 			PersistentMiB: m.PersistentMiB, EphemeralMiB: m.EphemeralMiB,
-			Iteration: time.Duration(m.IterationMS) * time.Millisecond,
+			Iteration: time.Duration(m.IterationMS) * time.Millisecond, UtilPct: m.UtilPct,
 		}
 	}
 	if sh := w.Sharing; sh != nil {

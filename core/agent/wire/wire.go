@@ -276,6 +276,8 @@ type SimMemory struct {
 	PersistentMiB int64 `json:"persistent_mib"`
 	EphemeralMiB  int64 `json:"ephemeral_mib"`
 	IterationMS   int64 `json:"iteration_ms"`
+	// UtilPct is gpu.SimMemory.UtilPct: absent for a training job's.
+	UtilPct *float64 `json:"util_pct,omitempty"`
 }
 
 // Stop asks the agent to stop a job's run: SIGTERM, then SIGKILL after
