@@ -145,6 +145,7 @@ type jobView struct {
 	User        string     `json:"user"`
 	State       string     `json:"state"`
 	Reason      string     `json:"reason"`
+	Image       string     `json:"image"`
 	SubmittedAt time.Time  `json:"submitted_at"`
 	StartedAt   *time.Time `json:"started_at"`
 	FinishedAt  *time.Time `json:"finished_at"`

@@ -41,6 +41,9 @@ type Job struct {
 	SimUtilPct *float64
 	GPUMemMiB  int64  // declared memory per GPU, 0 when unknown
 	Model      string `gorm:"size:64"` // declared model, for placement (see sched.Models)
+	// Image is the container image the command runs in (docs/agents.md,
+	// "Container jobs"); empty: the command runs on the machine.
+	Image string `gorm:"size:512;default:''"`
 
 	// Salus sharing (docs/salus.md). Sharing: the job may share its one
 	// GPU with other sharing jobs; GPUFraction, in (0, 1) when asked for,

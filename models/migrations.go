@@ -31,6 +31,7 @@ func migrations() []migration {
 		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
 		{18, "jobs: indexes for the paged, filtered jobs list (team, user, state with id) and sim_util_pct", jobsListIndexes},
 		{21, "accounting_days and accounting_closed_days: GPU time used per day, team and user, kept after GPU history expires (accounting.go)", accountingTables},
+		{22, "jobs.image: the container image a job's command runs in", jobsImage},
 	}
 }
 
@@ -468,4 +469,16 @@ func (v16Notification) TableName() string { return "notifications" }
 
 func notificationTables(tx *gorm.DB) error {
 	return createTables(tx, &v16NotificationSettings{}, &v16Notification{})
+}
+
+// v22Job holds the column step 22 adds to jobs: the container image the
+// job's command runs in, empty for a command on the machine.
+type v22Job struct {
+	Image string `gorm:"size:512;default:''"`
+}
+
+func (v22Job) TableName() string { return "jobs" }
+
+func jobsImage(tx *gorm.DB) error {
+	return addColumns(tx, &v22Job{}, "Image")
 }

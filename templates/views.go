@@ -58,10 +58,13 @@ type JobDetail struct {
 	Preemptions int
 	Queue       int
 	Model       string
-	CanCancel   bool
-	Log         string
-	Final       bool
-	History     []Event
+	// Image is the container image the command runs in; "" for a
+	// command on the machine.
+	Image     string
+	CanCancel bool
+	Log       string
+	Final     bool
+	History   []Event
 	// Estimate is when a waiting job should start; EstimateNote says how
 	// it is made and how good past estimates were.
 	Estimate     string
@@ -190,6 +193,7 @@ type SubmitForm struct {
 	GPUs      string
 	Kind      string // "sim" or "command"
 	Command   string
+	Image     string // the container image the command runs in
 	DurationS string
 	GPUMemGB  string
 	Model     string

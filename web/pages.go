@@ -224,7 +224,7 @@ func fillForm(f *templates.SubmitForm, r SubmitRequest) {
 		f.GPUMemGB = strconv.FormatFloat(r.GPUMemGB, 'f', -1, 64)
 	}
 	if len(r.Command) > 0 {
-		f.Kind, f.Command = "command", cmdline.Join(r.Command)
+		f.Kind, f.Command, f.Image = "command", cmdline.Join(r.Command), r.Image
 	} else if r.Sim != nil {
 		f.Kind, f.DurationS = "sim", strconv.FormatFloat(r.Sim.DurationS, 'f', -1, 64)
 	}
@@ -243,7 +243,7 @@ func (s *Server) submitForm(c echo.Context) error {
 		Name: c.FormValue("name"), Team: c.FormValue("team"), GPUs: c.FormValue("gpus"),
 		Kind: c.FormValue("kind"), Command: c.FormValue("command"),
 		DurationS: c.FormValue("duration_s"), GPUMemGB: c.FormValue("gpu_mem_gb"),
-		Model: c.FormValue("model"),
+		Model: c.FormValue("model"), Image: strings.TrimSpace(c.FormValue("image")),
 	}
 	sharingForm(c, &f)
 	profileForm(c, &f)
@@ -294,7 +294,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 		if err != nil {
 			fe["command"] = err.Error()
 		}
-		req.Command = argv
+		req.Command, req.Image = argv, f.Image
 	} else {
 		d, err := strconv.ParseFloat(strings.TrimSpace(f.DurationS), 64)
 		if err != nil {
@@ -333,6 +333,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		Preemptions: j.Preemptions,
 		Queue:       j.QueueIndex,
 		Model:       j.Model,
+		Image:       j.Image,
 		CanCancel:   canCancel(currentUser(c), j),
 		Final:       j.State.Final(),
 		Log:         s.jobLog(j.ID),

@@ -5,6 +5,7 @@ package web
 import (
 	"context"
 	"errors"
+	"github.com/gpuportal/gpuportal/core/job"
 	"log/slog"
 	"net"
 	"net/http"
@@ -82,6 +83,9 @@ type Config struct {
 	// which an allocated GPU counts idle in accounting; 0 is the
 	// default, DefaultIdleBelowPct.
 	AccountingIdleBelowPct float64
+	// AllowedImages are the prefixes of the container images jobs may
+	// name (serve --allowed-images); empty: any.
+	AllowedImages job.ImagePrefixes
 }
 
 // Server serves the portal and the API.

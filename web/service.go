@@ -67,6 +67,9 @@ func (s *Server) checkSubmit(ctx context.Context, a actor, req SubmitRequest) (*
 			return nil, nil, err
 		}
 	}
+	if _, bad := fe["image"]; !bad && req.Image != "" && !s.cfg.AllowedImages.Allows(req.Image) {
+		fe["image"] = s.cfg.AllowedImages.Refusal(req.Image)
+	}
 	if len(fe) == 0 {
 		fe = nil
 	}

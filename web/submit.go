@@ -29,10 +29,13 @@ const (
 
 // SubmitRequest is a job as a user submits it, from the form or the API.
 type SubmitRequest struct {
-	Name     string       `json:"name"`
-	Team     string       `json:"team"`
-	GPUs     int          `json:"gpus"`
-	Command  Command      `json:"command,omitempty"`
+	Name    string  `json:"name"`
+	Team    string  `json:"team"`
+	GPUs    int     `json:"gpus"`
+	Command Command `json:"command,omitempty"`
+	// Image is the container image the command runs in (docs/agents.md,
+	// "Container jobs"); empty: on the machine.
+	Image    string       `json:"image,omitempty"`
 	Sim      *api.SimSpec `json:"sim,omitempty"`
 	GPUMemGB float64      `json:"gpu_mem_gb,omitempty"`
 	// Model is the job's model, from the catalogue of sched.Models; it
@@ -98,7 +101,7 @@ type fieldErrors map[string]string
 
 // first returns one error message naming its field, for APIs that return one.
 func (fe fieldErrors) first() string {
-	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
+	for _, k := range []string{"name", "team", "gpus", "command", "image", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
 		"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve",
 		"env", "workdir", "time_limit", "retries", "dependencies", "array", "array_params"} {
 		if msg, ok := fe[k]; ok {
@@ -170,6 +173,16 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 			fe["sim.util_pct"] = "must be between 0 and 100"
 		}
 	}
+	if r.Image != "" {
+		switch {
+		case len(r.Command) == 0:
+			fe["image"] = "needs a command to run in it (a simulated job has no image)"
+		default:
+			if err := job.CheckImage(r.Image); err != nil {
+				fe["image"] = err.Error()
+			}
+		}
+	}
 	model := strings.ToLower(strings.TrimSpace(r.Model))
 	if model != "" {
 		if _, ok := sched.LookupModel(model); !ok && !memestModel(model) {
@@ -188,6 +201,7 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 	j := &models.Job{
 		Name: name, Team: team, User: u.Name, GPUs: r.GPUs,
 		Command:   models.Strings(r.Command),
+		Image:     r.Image,
 		GPUMemMiB: int64(r.GPUMemGB * 1024),
 		Model:     model,
 	}

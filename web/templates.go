@@ -32,7 +32,7 @@ func templateJSON(t models.JobTemplate) (TemplateJSON, error) {
 
 // requestOf is the submission that would make j again.
 func requestOf(j *models.Job) SubmitRequest {
-	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command),
+	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command), Image: j.Image,
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j),
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
 		Workdir: j.Workdir, Retries: j.Retries, Dependencies: j.Deps()}

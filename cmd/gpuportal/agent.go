@@ -42,6 +42,7 @@ type agentFlags struct {
 	cgroups             bool
 	simFaults           []gpu.SimFault
 	passEnv             []string
+	containerRuntime    string // podman or docker; "": no container jobs
 }
 
 func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
@@ -64,6 +65,7 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	f.gate.register(fs)
 	fs.BoolVar(&f.cgroups, "cgroups", true, "enforce jobs' CPU and memory allocations with cgroups where they are writable, and profile jobs' CPU sensitivity (docs/synergy.md)")
 	fs.BoolVar(&f.monitorOnly, "monitor-only", false, "only watch this machine's GPUs and stream their samples, starting no jobs: for Slurm nodes under serve --executor slurm (docs/slurm.md)")
+	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run jobs that name a container image with this runtime: podman (the reference) or docker, or a path to one; empty: such jobs are refused (docs/agents.md, Container jobs)")
 	passEnv := fs.String("pass-env", "", "variables of this agent's environment that jobs get besides the minimal one (PATH, HOME, USER, LANG, LC_*, TZ, ...), comma-separated, such as LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME; nothing else of the agent's environment reaches a job")
 	simFaults := fs.String("sim-fault", "", "with --gpus sim:...: GPU failures to inject, GPU:xidN[@AFTER] or GPU:ecc[@AFTER], comma-separated (0:xid79@2s: GPU 0 reports XID 79 two seconds after a job first starts on it)")
 	if err := fs.Parse(args); err != nil {
@@ -257,6 +259,20 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}()
 	}
 
+	var containers *agent.ContainerConfig
+	if f.containerRuntime != "" && !f.monitorOnly {
+		v, err := agent.CheckContainerRuntime(ctx, f.containerRuntime)
+		if err != nil {
+			return fmt.Errorf("agent: --container-runtime %w", err)
+		}
+		containers = &agent.ContainerConfig{Runtime: f.containerRuntime, CDI: agent.HasNvidiaCDI(agent.CDISpecDirs)}
+		if f.gpus == "nvml" && !containers.CDI {
+			return fmt.Errorf("agent: --container-runtime %s: no CDI spec of this machine's GPUs in %s, so containers could not be given only their jobs' GPUs: generate it with the NVIDIA container toolkit (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)",
+				f.containerRuntime, strings.Join(agent.CDISpecDirs, " or "))
+		}
+		log.Info("container jobs run with "+f.containerRuntime, "version", v, "cdi", containers.CDI)
+	}
+
 	exits := make(chan job.Exit, 64)
 	var locals []*agent.Local
 	gpus := 0
@@ -266,10 +282,15 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			CPUs: m.cpus, MemMiB: m.memMiB, Logger: log.With("node", m.name),
 			RunAs: f.runAs, AllowRootOwner: f.allowRootOwner, MinUID: f.minUID, JobDirMode: f.jobDirMode, RefuseRoot: true, MonitorOnly: f.monitorOnly, Cgroups: f.cgroups && !f.monitorOnly,
 			Gate:     f.gate.config(m.workDir, log.With("node", m.name)),
-			Watchdog: watchdog, PassEnv: f.passEnv,
+			Watchdog: watchdog, PassEnv: f.passEnv, Containers: containers,
 		}, exits)
 		if err != nil {
 			return err
+		}
+		if stray, err := a.StopStrayContainers(ctx); err != nil {
+			return fmt.Errorf("agent %s: %w", m.name, err)
+		} else if len(stray) > 0 {
+			log.Warn("stopped containers an earlier agent process left", "node", m.name, "containers", stray)
 		}
 		locals = append(locals, a)
 		gpus += len(a.Devices())

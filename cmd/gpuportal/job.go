@@ -579,6 +579,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.StringVar(&simDuration, "sim-duration", "", "run a simulated training job this long (90s, 10m, or seconds) instead of a command")
 	f.fs.Float64Var(&req.GPUMemGB, "gpu-mem-gb", 0, "GPU memory the job needs on each GPU, in GB (0: unknown)")
 	f.fs.StringVar(&req.Model, "model", "", "the job's model, for placement (see the submit page for the list)")
+	f.fs.StringVar(&req.Image, "image", "", "run the command in this container image (registry.lab/team/pytorch:2.3), as you, with only the job's GPUs (docs/agents.md)")
 	f.fs.BoolVar(&req.Sharing, "share", false, "opt in to Salus sharing: the job may share its one GPU, an iteration at a time (docs/salus.md)")
 	f.fs.Float64Var(&req.GPUFraction, "gpu-fraction", 0, "ask for this fraction of one GPU (0 < f < 1): implies --share")
 	f.fs.Int64Var(&req.MemPersistentMiB, "mem-persistent-mib", 0, "with --share: persistent GPU memory (weights, optimizer state), MiB")
@@ -603,6 +604,8 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("unexpected argument %q: put the job's command after --, as in: -- python train.py", pos[0])
 	}
 	switch {
+	case req.Image != "" && len(argv) == 0:
+		return errors.New("--image needs the command to run in it after --, as in: --image localhost/train:1 -- python train.py")
 	case len(argv) > 0 && simDuration != "":
 		return errors.New("give either a command after -- or --sim-duration, not both")
 	case len(argv) > 0:
@@ -837,6 +840,9 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	switch {
 	case len(j.Command) > 0:
 		row("command", cmdline.Join(j.Command))
+		if j.Image != "" {
+			row("image", j.Image)
+		}
 	case j.Sim != nil:
 		row("workload", "simulated training, "+fmtSeconds(j.Sim.DurationS))
 	}

@@ -69,7 +69,7 @@ var submitFlagOf = []struct{ field, flag string }{
 	{"cpu_profile.family", "--cpu-profile"}, {"cpu_profile.cpu_curve", "--cpu-curve"},
 	{"cpu_profile.mem_curve", "--mem-curve"}, {"cpu_profile", "--cpu-profile"},
 	{"sim.duration_s", "--sim-duration"}, {"sim", "--sim-duration"}, {"name", "--name"},
-	{"team", "--team"}, {"gpus", "--gpus"}, {"command", "the command after --"},
+	{"team", "--team"}, {"gpus", "--gpus"}, {"command", "the command after --"}, {"image", "--image"},
 	{"gpu_mem_gb", "--gpu-mem-gb"}, {"model", "--model"}, {"sharing", "--share"},
 	{"gpu_fraction", "--gpu-fraction"}, {"mem_persistent_mib", "--mem-persistent-mib"},
 	{"mem_ephemeral_mib", "--mem-ephemeral-mib"}, {"batch_size", "--batch-size"},

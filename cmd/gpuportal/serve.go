@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gpuportal/gpuportal/core/job"
 	"io"
 	"log/slog"
 	"math"
@@ -70,6 +71,8 @@ type serveFlags struct {
 	idleBelow         float64
 	signIn            identity.Flags  // LDAP and OpenID Connect (docs/operations.md)
 	signInCfg         identity.Config // signIn, loaded
+	allowedImages     job.ImagePrefixes
+	containerRuntime  string // the built-in agents' (agent --container-runtime)
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -102,6 +105,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
+	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run the built-in agents' jobs that name a container image with podman or docker (as agent --container-runtime); empty: such jobs are refused")
+	allowedImages := fs.String("allowed-images", "", `prefixes of the container images jobs may name, comma-separated, such as "localhost/,registry.lab/" (a prefix without '/' names a registry); empty: any image`)
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
@@ -128,6 +133,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		return f, fmt.Errorf("serve: %w", err)
 	}
 	f.passEnv = pass
+	if f.allowedImages, err = job.ParseImagePrefixes(*allowedImages); err != nil {
+		return f, fmt.Errorf("serve: --allowed-images: %w", err)
+	}
 	if err := f.gate.check("serve"); err != nil {
 		return f, err
 	}
@@ -401,7 +409,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
 		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
-		Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}})
+		Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}, AllowedImages: f.allowedImages})
 	if err != nil {
 		return err
 	}
@@ -466,6 +474,15 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 			}
 		}
 	}
+	var containers *agent.ContainerConfig
+	if f.containerRuntime != "" {
+		v, err := agent.CheckContainerRuntime(ctx, f.containerRuntime)
+		if err != nil {
+			return fmt.Errorf("serve: --container-runtime %w", err)
+		}
+		containers = &agent.ContainerConfig{Runtime: f.containerRuntime} // simulated GPUs: no devices
+		log.Info("the built-in agents' container jobs run with "+f.containerRuntime, "version", v)
+	}
 	for i := range cluster.nodes {
 		name := fmt.Sprintf("node-%d", i)
 		a, err := agent.New(agent.Config{
@@ -474,13 +491,17 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 			WorkDir: filepath.Join(f.data, "agents", name),
 			Grace:   f.grace,
 			CPUs:    8 * cluster.gpus, MemMiB: int64(cluster.gpus) * 128 * 1024,
-			Logger:  log.With("node", name),
-			Gate:    f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
-			RunAs:   f.runAs,
-			PassEnv: f.passEnv,
+			Logger:     log.With("node", name),
+			Gate:       f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
+			RunAs:      f.runAs,
+			PassEnv:    f.passEnv,
+			Containers: containers,
 		}, eng.Exits())
 		if err != nil {
 			return err
+		}
+		if _, err := a.StopStrayContainers(ctx); err != nil {
+			return fmt.Errorf("serve: %w", err)
 		}
 		work.addAgent(a)
 		if err := eng.AddNode(ctx, a); err != nil {

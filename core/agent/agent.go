@@ -85,6 +85,9 @@ type Config struct {
 	// Backstop is how long after a run's time is up (job.Spec.TimeLeft)
 	// the agent stops it itself; default job.BackstopMargin.
 	Backstop time.Duration
+	// Containers, when set, runs jobs that name an image in containers
+	// (container.go); nil: such jobs are refused.
+	Containers *ContainerConfig
 }
 
 // ErrRootJobs is why an agent that runs as root, with no user to run jobs
@@ -121,6 +124,13 @@ type run struct {
 	fenced bool
 	// timedOut: stopped by its own time limit's backstop (job.Spec.TimeLeft).
 	timedOut bool
+	// container is a container job's container (container.go); init and
+	// pidns its init's process ID and PID namespace once it runs (0
+	// before); stopping: asked to stop.
+	container string
+	init      int
+	pidns     uint64
+	stopping  bool
 }
 
 // New returns an agent that reports job exits on exits.
@@ -215,7 +225,7 @@ func (a *Local) Sample(now time.Time) []gpu.Sample {
 		if groups == nil {
 			groups = a.processGroups()
 		}
-		attributeProcesses(&ss[i], groups, a.pgidOf)
+		attributeProcesses(&ss[i], groups, a.groupOf)
 	}
 	return ss
 }
@@ -230,8 +240,35 @@ func (a *Local) processGroups() map[int]int64 {
 		if r.pgid > 0 {
 			out[r.pgid] = id
 		}
+		if r.init > 0 {
+			out[r.init] = id // a container's processes, by groupOf
+		}
 	}
 	return out
+}
+
+// groupOf is the process group of a process, or for a process of a
+// container job's container, the container's init (processGroups).
+func (a *Local) groupOf(pid int) (int, error) {
+	a.mu.Lock()
+	var inits map[uint64]int
+	for _, r := range a.runs {
+		if r.pidns != 0 {
+			if inits == nil {
+				inits = make(map[uint64]int)
+			}
+			inits[r.pidns] = r.init
+		}
+	}
+	a.mu.Unlock()
+	if inits != nil {
+		if ns, err := pidNamespace(pid); err == nil {
+			if init, ok := inits[ns]; ok {
+				return init, nil
+			}
+		}
+	}
+	return a.pgidOf(pid)
 }
 
 // attributeProcesses moves the memory of s's processes that belong to a
@@ -321,9 +358,17 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	}
 	r := &run{id: s.Run, done: make(chan struct{})}
 	var wait func() (int, string)
-	if len(s.Command) > 0 {
+	var cgroupParent string
+	switch {
+	case s.Image != "":
+		r.container = containerName(a.cfg.Name, job.RunRef{Job: s.JobID, Run: s.Run})
+		if a.cfg.Containers != nil {
+			cgroupParent = a.lim.prepare(s.JobID)
+		}
+		wait, r.stop, err = a.startContainer(s, r, ra, log, gateEnv, cgroupParent)
+	case len(s.Command) > 0:
 		wait, r.stop, r.pgid, err = a.startProcess(s, ra, log, gateEnv)
-	} else {
+	default:
 		wait, r.stop = a.startSim(s, log)
 	}
 	if err != nil {
@@ -342,7 +387,19 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	if s.TimeLeft > 0 {
 		backstop = time.AfterFunc(s.TimeLeft+a.cfg.Backstop, func() { a.timeUp(s.JobID, r) })
 	}
-	a.lim.begin(s, r.pgid, log, a.LogPath(s.JobID), a.gateIterations(s))
+	procs := jobProcs{pgid: r.pgid}
+	if r.container != "" {
+		procs = jobProcs{container: true, inCgroup: cgroupParent != "", members: func() ([]int, error) {
+			a.mu.Lock()
+			ns := r.pidns
+			a.mu.Unlock()
+			if ns == 0 {
+				return nil, nil
+			}
+			return nsMembers(ns)
+		}}
+	}
+	a.lim.begin(s, procs, log, a.LogPath(s.JobID), a.gateIterations(s))
 	if r.pgid > 0 {
 		a.cfg.Watchdog.Add(r.pgid, a.cfg.Grace)
 	}

@@ -348,19 +348,37 @@ func readInt(path string) (int64, error) {
 }
 
 // Remove moves any process left in the cgroup to its hierarchy's root and
-// removes the cgroup's folders.
+// removes the cgroup's folders, with those a container runtime made
+// inside them (a container's, its monitor's).
 func (j *JobCgroup) Remove() error {
 	var errs []error
 	for _, d := range j.unique() {
 		root := filepath.Dir(filepath.Dir(d)) // ROOT/gpuportal/job-ID -> ROOT
-		if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
-			for _, pid := range strings.Fields(string(b)) {
-				_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(pid), 0o644)
+		if err := removeCgroupTree(d, root); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroupTree removes cgroup folder d and the cgroups below it,
+// deepest first, moving their processes to root.
+func removeCgroupTree(d, root string) error {
+	var errs []error
+	if ents, err := os.ReadDir(d); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				errs = append(errs, removeCgroupTree(filepath.Join(d, e.Name()), root))
 			}
 		}
-		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+	}
+	if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
+		for _, pid := range strings.Fields(string(b)) {
+			_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(pid), 0o644)
 		}
+	}
+	if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +36,7 @@ type limits struct {
 type limited struct {
 	res     job.Resources
 	gpus    int
-	pgid    int // 0 for a simulated job
+	procs   jobProcs
 	cg      *JobCgroup
 	note    string
 	started time.Time
@@ -44,6 +45,42 @@ type limited struct {
 	lastCPU time.Duration
 	profile []job.ProfilePoint
 	cancel  context.CancelFunc
+}
+
+// jobProcs are a job's processes: a command's process group, or a
+// container's processes (members, its PID namespace), whose cgroup the
+// runtime made inside the job's (inCgroup); neither for a simulated job.
+type jobProcs struct {
+	pgid      int
+	container bool
+	inCgroup  bool
+	members   func() ([]int, error)
+}
+
+// simulated reports whether the job has no processes of its own.
+func (p jobProcs) simulated() bool { return p.pgid == 0 && !p.container }
+
+// list lists the job's live processes.
+func (p jobProcs) list() ([]int, error) {
+	if p.container {
+		return p.members()
+	}
+	return groupMembers(p.pgid)
+}
+
+// prepare makes job jobID's cgroup before a container of it starts and
+// returns its path under the hierarchies' root, for the runtime's
+// --cgroup-parent; "" without cgroups. begin sets its limits.
+func (l *limits) prepare(jobID int64) string {
+	if l.cg == nil {
+		return ""
+	}
+	cg, err := l.cg.New(jobID)
+	if err != nil {
+		l.log.Warn("make a container job's cgroup", "job", jobID, "err", err)
+		return ""
+	}
+	return "/" + cgroupParent + "/" + filepath.Base(cg.Path())
 }
 
 // setup detects cgroups once, when cfg asks for them, and says once why
@@ -72,15 +109,17 @@ func (l *limits) setup(cfg Config) {
 // its log why not when that cannot be done. gateIters is the gate's count
 // of the job's iterations when it shares (nil otherwise), which its
 // profiling phase reads besides its progress lines.
-func (l *limits) begin(s job.Spec, pgid int, log io.Writer, logPath string, gateIters IterationSource) {
-	j := &limited{gpus: len(s.GPUs), pgid: pgid, started: time.Now()}
+func (l *limits) begin(s job.Spec, procs jobProcs, log io.Writer, logPath string, gateIters IterationSource) {
+	j := &limited{gpus: len(s.GPUs), procs: procs, started: time.Now()}
 	j.lastAt = j.started
 	if s.Resources != nil {
 		j.res = *s.Resources
 	}
 	switch {
-	case pgid == 0:
+	case procs.simulated():
 		j.note = "simulated job: CPU and memory use are simulated"
+	case procs.container && !procs.inCgroup && l.cg != nil:
+		j.note = job.NotEnforcedPrefix + "the container's cgroup could not be made inside the job's"
 	case l.cg == nil && l.off:
 		j.note = "not enforced: " + l.why
 	case l.cg == nil:
@@ -90,7 +129,7 @@ func (l *limits) begin(s job.Spec, pgid int, log io.Writer, logPath string, gate
 			j.note = job.NotEnforcedPrefix + err.Error()
 		}
 	}
-	if strings.HasPrefix(j.note, job.NotEnforcedPrefix) && pgid != 0 && s.Resources != nil {
+	if strings.HasPrefix(j.note, job.NotEnforcedPrefix) && !procs.simulated() && s.Resources != nil {
 		fmt.Fprintf(log, "gpuportal: %s\n", j.note)
 	}
 	if j.cg != nil && j.res.ProfileMaxMilli > 0 {
@@ -114,7 +153,12 @@ func (j *limited) enter(cgs *Cgroups, jobID int64) error {
 		_ = cg.Remove()
 		return err
 	}
-	if err := cg.AddGroup(j.pgid); err != nil {
+	if j.procs.inCgroup {
+		// The runtime made the container's cgroup inside the job's.
+		j.cg = cg
+		return nil
+	}
+	if err := cg.AddGroup(j.procs.pgid); err != nil {
 		_ = cg.Remove()
 		return err
 	}
@@ -196,12 +240,12 @@ func (l *limits) usage(now time.Time) []job.Usage {
 				cpu, mem = time.Duration(cu.CPUUsec)*time.Microsecond, max(cu.MemBytes, 0)>>20
 				// Pages a process touched before it joined the cgroup stay
 				// charged elsewhere: its resident set is the floor.
-				if _, rss, perr := groupUsage(j.pgid); perr == nil {
+				if _, rss, perr := groupUsage(j.procs.list); perr == nil {
 					mem = max(mem, rss)
 				}
 			}
-		case j.pgid > 0:
-			cpu, mem, err = groupUsage(j.pgid)
+		case !j.procs.simulated():
+			cpu, mem, err = groupUsage(j.procs.list)
 		default:
 			u.UsedCPUMilli, u.UsedMemMiB = simUsage(id, j, now)
 			out = append(out, u)
@@ -241,10 +285,10 @@ func simUsage(id int64, j *limited, now time.Time) (cpuMilli, memMiB int64) {
 // on every Linux architecture gpuportal runs on.
 const clockTicks = 100
 
-// groupUsage sums the CPU time and resident memory of a process group's
-// live processes from /proc (time of exited children is lost).
-func groupUsage(pgid int) (cpu time.Duration, memMiB int64, err error) {
-	pids, err := groupMembers(pgid)
+// groupUsage sums the CPU time and resident memory of a job's live
+// processes (list) from /proc (time of exited children is lost).
+func groupUsage(list func() ([]int, error)) (cpu time.Duration, memMiB int64, err error) {
+	pids, err := list()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -104,7 +104,18 @@ func (a *Local) authorizeGate(jobID int64, pid int) error {
 	}
 	a.mu.Lock()
 	r, ok := a.runs[jobID]
+	var ns uint64
+	if ok {
+		ns = r.pidns
+	}
 	a.mu.Unlock()
+	if ok && r.container != "" {
+		// A container job's processes are those of its PID namespace.
+		if pns, err := pidNamespace(pid); err != nil || ns == 0 || pns != ns {
+			return fmt.Errorf("process %d is not in job %d's container", pid, jobID)
+		}
+		return nil
+	}
 	if !ok || r.pgid <= 0 || r.pgid != pg {
 		return fmt.Errorf("process %d, in process group %d, is not one of job %d's", pid, pg, jobID)
 	}

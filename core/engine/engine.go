@@ -76,6 +76,9 @@ type Job struct {
 	// Account is the Unix account of the job's owner, which machines run
 	// it as (job.Spec.Account; accounts.go); empty when not known.
 	Account string
+	// Image is the container image the job's command runs in; empty: on
+	// the machine (job.Spec.Image).
+	Image string
 }
 
 // Dep is a job's dependency on another, and the other's state as the

@@ -51,6 +51,9 @@ type Spec struct {
 	// account, looked up on its machine. Empty when the server did not
 	// say; the others ignore it.
 	Account string
+	// Image, when set, is the container image the command runs in (agent
+	// --container-runtime); empty: the command runs on the machine.
+	Image string
 }
 
 // BackstopMargin is how long after a run's time is up (Spec.TimeLeft) its

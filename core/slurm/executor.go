@@ -608,6 +608,10 @@ func (e unavailableError) Unwrap() []error { return []error{e.err, job.ErrDiscon
 // start submits a run of s held and pinned to node n and the GPUs the
 // scheduler chose, then releases it.
 func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
+	if s.Image != "" {
+		// Never the command outside the image it asked for.
+		return fmt.Errorf("start job %d on %s: it names container image %s, and the Slurm executor runs no container jobs (they need gpuportal agents with --container-runtime)", s.JobID, n.name, s.Image)
+	}
 	command := s.Command
 	if len(command) == 0 {
 		// A simulated job holds its GPUs for its remaining time.

@@ -243,6 +243,10 @@ type JobSpec struct {
 	// jobs; other agents ignore it. Optional both ways, so the protocol's
 	// version stays.
 	Account string `json:"account,omitempty"`
+	// Image is the container image the command runs in (job.Spec.Image);
+	// absent: on the machine. An agent that runs no containers refuses
+	// the job rather than run it outside its image.
+	Image string `json:"image,omitempty"`
 }
 
 // ArrayTask names a task of an array (job.ArrayTask).
