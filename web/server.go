@@ -54,6 +54,9 @@ type Config struct {
 	// SocketMaxAge is how long a live connection may last before the
 	// client must reconnect and authenticate again; default 1h.
 	SocketMaxAge time.Duration
+	// LiveInterval is the least time between two updates of a live
+	// topic (ws.go); default 1s, the documented rate.
+	LiveInterval time.Duration
 	// MaxSocketsPerUser caps one user's live connections; default 16.
 	MaxSocketsPerUser int
 	// DataDir is the folder of job output (and, with SQLite, the
@@ -115,6 +118,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.SocketRecheck <= 0 {
 		cfg.SocketRecheck = defaultSocketRecheck
+	}
+	if cfg.LiveInterval <= 0 {
+		cfg.LiveInterval = defaultLiveInterval
 	}
 	if cfg.SocketMaxAge <= 0 {
 		cfg.SocketMaxAge = defaultSocketMaxAge
