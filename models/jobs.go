@@ -18,19 +18,6 @@ var ErrConflict = job.ErrConflict
 // current run: it is an ErrConflict too.
 var ErrStaleRun = fmt.Errorf("not the job's current run: %w", ErrConflict)
 
-// CreateJob stores a new queued job and fills in its ID. It returns only
-// once the job is committed.
-func (s *Store) CreateJob(ctx context.Context, j *Job) error {
-	j.State = JobQueued
-	j.Reason = "submitted"
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(j).Error; err != nil {
-			return fmt.Errorf("create job %q: %w", j.Name, err)
-		}
-		return addEvent(tx, j, j.SubmittedAt)
-	})
-}
-
 // Job returns the job with the given ID.
 func (s *Store) Job(ctx context.Context, id int64) (*Job, error) {
 	var j Job

@@ -116,7 +116,7 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 		if err != nil {
 			return nil, err
 		}
-		return s.queuesFor(m, u), nil
+		return queueTopic(s.queuesFor(m, u)), nil
 	case topic == topicJCT:
 		return s.jctStatsFor(ctx, 24*time.Hour)
 	case strings.HasPrefix(topic, topicGPU):
@@ -270,20 +270,36 @@ func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, 
 	}
 }
 
-// publishQueues sends the queues to their followers. What a follower may
-// see depends on their role and team: the queues are made once per pair.
+// publishQueues sends the queues to their followers: the first page of
+// each queue with its counts (queueTopic). What a follower may see depends
+// on their role and team: the message is made and encoded once per pair.
 func (s *Server) publishQueues(m *moment, clients []*wsClient) {
-	byViewer := make(map[string]api.Queues)
+	byViewer := make(map[string][]*wsClient)
 	for _, cl := range clients {
 		u := cl.viewer()
 		key := string(u.Role) + "/" + u.Team
-		q, ok := byViewer[key]
-		if !ok {
-			q = s.queuesFor(m, u)
-			byViewer[key] = q
-		}
-		cl.send(wsOut{Topic: topicQueues, Type: "update", Data: q})
+		byViewer[key] = append(byViewer[key], cl)
 	}
+	for _, cls := range byViewer {
+		msg := wsOut{Topic: topicQueues, Type: "update", Data: queueTopic(s.queuesFor(m, cls[0].viewer()))}
+		b, err := encode(msg)
+		if err == nil {
+			msg, err = prepare(msg, b)
+		}
+		if err != nil {
+			s.cfg.Logger.Error("live stream", "err", err)
+			continue
+		}
+		for _, cl := range cls {
+			cl.send(msg)
+		}
+	}
+}
+
+// queueTopic is q as the queues topic sends it: each queue's counts and
+// its first queueTopicPage jobs, whatever the length of the queue.
+func queueTopic(q api.Queues) api.Queues {
+	return queuePage{queue: -1, limit: queueTopicPage}.page(q)
 }
 
 // broadcast sends the same message to clients, encoding it only once,
