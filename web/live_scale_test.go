@@ -17,6 +17,7 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/models"
 )
 
 // liveMachines is how many simulated machines the scale tests connect.
@@ -156,5 +157,133 @@ func TestHistoryKeepsEveryMachine(t *testing.T) {
 	t.Logf("%d machines: %d rows for the minute, %.1f samples kept per machine per minute, %d machines short", n, len(rows), float64(kept)/float64(n), short)
 	if len(rows) != n || short != 0 {
 		t.Errorf("%d of %d machines have the minute, %d of them with fewer than 60 samples", len(rows), n, short)
+	}
+}
+
+// queueJobs stores n waiting jobs of team vision.
+func queueJobs(t testing.TB, ts *testServer, n int) {
+	t.Helper()
+	js := make([]*models.Job, n)
+	for i := range js {
+		js[i] = &models.Job{Name: fmt.Sprint("q", i), Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: time.Unix(int64(1000+i), 0)}
+	}
+	if err := ts.store.CreateJobs(context.Background(), js); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The queues topic sends each queue's counts and first page, at most
+// once a second, however long the queue and however often machines
+// report; the rest of a queue is read a page at a time from the API.
+// GPUPORTAL_SCALE_QUEUED sets the queue for runs by hand (10000 for the
+// issue's figure); the test logs the bytes a viewer gets per second.
+func TestQueuesTopicAtScale(t *testing.T) {
+	queued := 2000
+	if v := os.Getenv("GPUPORTAL_SCALE_QUEUED"); v != "" {
+		var err error
+		if queued, err = strconv.Atoi(v); err != nil || queued < 1 {
+			t.Fatalf("GPUPORTAL_SCALE_QUEUED=%q: want a number of jobs", v)
+		}
+	}
+	const machines = 16
+	ts, url := manyMachines(t, machines, 1)
+	queueJobs(t, ts, queued)
+	c, _, err := websocket.DefaultDialer.Dial(url+"?topics=queues", http.Header{"Authorization": {"Bearer " + ts.tokens["alice"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	snap := readUntil(t, c, func(m wsMsg) bool { return m.Type == "snapshot" })
+	var q api.Queues
+	if err := json.Unmarshal(snap.Data, &q); err != nil {
+		t.Fatal(err)
+	}
+	total, listed := 0, 0
+	for _, qu := range q.Queues {
+		total += qu.Total
+		listed += len(qu.Jobs)
+	}
+	if total != queued || listed > queueTopicPage*len(q.Queues) {
+		t.Fatalf("snapshot counts %d jobs and lists %d; want %d counted, at most %d listed", total, listed, queued, queueTopicPage*len(q.Queues))
+	}
+
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for sec := int64(1_000_000); ; sec++ {
+			report(ts, machines, 1, sec)
+			select {
+			case <-stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	const window = 3 * time.Second
+	_ = c.SetReadDeadline(time.Now().Add(window))
+	bytes, updates := 0, 0
+	for {
+		_, b, err := c.ReadMessage()
+		if err != nil {
+			break
+		}
+		bytes += len(b)
+		updates++
+	}
+	t.Logf("%d queued: %d queues updates in %s, %.1f kB/s per viewer", queued, updates, window, float64(bytes)/window.Seconds()/1000)
+	if updates > 4 {
+		t.Errorf("%d queues updates in %s: want at most one a second", updates, window)
+	}
+
+	// The rest of the queue, a page at a time.
+	rec := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/api/v1/queues?queue=%d&offset=%d&limit=100", q.Queues[0].Index, queueTopicPage), "")
+	var page api.Queues
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &page) != nil || len(page.Queues) != 1 ||
+		page.Queues[0].Offset != queueTopicPage || len(page.Queues[0].Jobs) != min(100, q.Queues[0].Total-queueTopicPage) {
+		t.Fatalf("page: %d %.300s", rec.Code, rec.Body.String())
+	}
+}
+
+func TestQueuesAPIPages(t *testing.T) {
+	ts := newTestServer(t)
+	queueJobs(t, ts, 30)
+	for _, tc := range []struct {
+		query string
+		code  int
+		jobs  int // in the first queue answered
+		field string
+	}{
+		{"", http.StatusOK, 30, ""},
+		{"?limit=10", http.StatusOK, 10, ""},
+		{"?offset=25&limit=10", http.StatusOK, 5, ""},
+		{"?offset=40", http.StatusOK, 0, ""},
+		{"?queue=0", http.StatusOK, 30, ""},
+		{"?queue=99", http.StatusBadRequest, 0, "queue"},
+		{"?offset=-1", http.StatusBadRequest, 0, "offset"},
+		{"?limit=0", http.StatusBadRequest, 0, "limit"},
+		{"?limit=many", http.StatusBadRequest, 0, "limit"},
+	} {
+		rec := ts.do(t, "alice", http.MethodGet, "/api/v1/queues"+tc.query, "")
+		if rec.Code != tc.code {
+			t.Errorf("%s: status %d, want %d: %s", tc.query, rec.Code, tc.code, rec.Body.String())
+			continue
+		}
+		if tc.code != http.StatusOK {
+			if !strings.Contains(rec.Body.String(), tc.field+":") {
+				t.Errorf("%s: %s does not name %s", tc.query, rec.Body.String(), tc.field)
+			}
+			continue
+		}
+		var q api.Queues
+		if err := json.Unmarshal(rec.Body.Bytes(), &q); err != nil || len(q.Queues) == 0 {
+			t.Fatalf("%s: %v %s", tc.query, err, rec.Body.String())
+		}
+		total := 0
+		for _, qu := range q.Queues {
+			total += qu.Total
+		}
+		if got := len(q.Queues[0].Jobs); got != tc.jobs || total != 30 {
+			t.Errorf("%s: %d jobs listed, %d counted; want %d, 30", tc.query, got, total, tc.jobs)
+		}
 	}
 }
