@@ -77,6 +77,7 @@ func (s *Server) RecordHistory(ctx context.Context, cfg HistoryConfig) {
 			// minutes they close go to the database together.
 			frames, dropped := feed.Take()
 			if dropped > 0 {
+				s.scale.historyDropped.Add(dropped)
 				s.cfg.Logger.Warn("GPU history fell behind the machines' reports", "frames_dropped", dropped)
 			}
 			for _, f := range frames {

@@ -287,3 +287,22 @@ func TestQueuesAPIPages(t *testing.T) {
 		}
 	}
 }
+
+// /metrics counts the rows the store wrote and says how the live stream
+// and the history writer keep up.
+func TestScaleMetrics(t *testing.T) {
+	ts := newTestServer(t)
+	queueJobs(t, ts, 7)
+	body := ts.do(t, "anonymous", http.MethodGet, "/metrics", "").Body.String()
+	for _, want := range []string{
+		`gpuportal_store_rows_written_total{kind="job"} 7`,
+		`gpuportal_store_rows_written_total{kind="gpu_history"} 0`,
+		"gpuportal_live_reports_dropped_total 0",
+		"gpuportal_history_reports_dropped_total 0",
+		"gpuportal_live_update_age_seconds",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

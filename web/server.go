@@ -79,6 +79,7 @@ type Server struct {
 	hub    *hub      // websocket clients
 	// refusedConns counts connections closed for the per-address cap.
 	refusedConns atomic.Int64
+	scale        scaleStats // the live stream and history at scale (metrics_scale.go)
 	readiness    readiness
 	ldap         *identity.LDAP // nil: no LDAP sign-in
 	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
@@ -169,6 +170,7 @@ func New(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	reg.MustRegister(limitMetrics(s)...)
+	reg.MustRegister(scaleMetrics(s)...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)

@@ -168,7 +168,9 @@ func (s *Server) Run(ctx context.Context) {
 	flush := func() {
 		n++
 		last, due = time.Now(), nil
-		s.publish(ctx, coalesced(pending), n%5 == 1)
+		f := coalesced(pending)
+		s.publish(ctx, f, n%5 == 1)
+		s.scale.liveAge.Store(int64(s.cfg.Now().Sub(oldest(f))))
 		clear(pending)
 	}
 	for {
@@ -178,6 +180,7 @@ func (s *Server) Run(ctx context.Context) {
 		case <-feed.Ready():
 			frames, dropped := feed.Take()
 			if dropped > 0 {
+				s.scale.liveDropped.Add(dropped)
 				s.cfg.Logger.Warn("live stream fell behind the machines' reports", "frames_dropped", dropped)
 			}
 			for _, f := range frames {
@@ -208,6 +211,15 @@ const defaultLiveInterval = time.Second
 // liveFeedMax is how many machine reports the live stream may fall behind
 // before it drops the oldest: a minute of 1,000 machines.
 const liveFeedMax = 60_000
+
+// oldest is the time of the oldest reading of f.
+func oldest(f telemetry.Frame) time.Time {
+	t := f.T
+	for _, g := range f.GPUs {
+		t = min(t, g.T)
+	}
+	return time.Unix(t, 0)
+}
 
 // coalesced is the latest reading of each GPU as one frame, in the order
 // of machine and GPU index, timed at its newest reading.
