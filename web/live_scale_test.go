@@ -306,3 +306,76 @@ func TestScaleMetrics(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLiveMachines has machines report one at a time, each once a
+// second, for 3 s per iteration to one viewer of the gpus topic, and
+// reports how many distinct machines the viewer saw in that window (all
+// of them, since the stream coalesces per GPU), its updates per second
+// and its bytes per second.
+//
+//	go test -run '^$' -bench LiveMachines -benchtime 1x ./web
+func BenchmarkLiveMachines(b *testing.B) {
+	for _, n := range []int{128, 500} {
+		b.Run(fmt.Sprintf("machines=%d", n), func(b *testing.B) {
+			ts, url := manyMachines(b, n, 8)
+			c, _, err := websocket.DefaultDialer.Dial(url+"?topics=gpus", http.Header{"Authorization": {"Bearer " + ts.tokens["alice"]}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { c.Close() }()
+			var snap wsMsg
+			if err := c.ReadJSON(&snap); err != nil {
+				b.Fatal(err)
+			}
+			const window = 3 * time.Second
+			var seen, updates, bytes float64
+			for i := range b.N {
+				stop := make(chan struct{})
+				go func() {
+					for sec := int64(2_000_000 + i*10); ; sec++ {
+						report(ts, n, 8, sec)
+						select {
+						case <-stop:
+							return
+						case <-time.After(time.Second):
+						}
+					}
+				}()
+				nodes := make(map[string]bool)
+				_ = c.SetReadDeadline(time.Now().Add(window))
+				for {
+					_, raw, err := c.ReadMessage()
+					if err != nil {
+						break
+					}
+					var m wsMsg
+					if json.Unmarshal(raw, &m) != nil || m.Type != "update" {
+						continue
+					}
+					updates++
+					bytes += float64(len(raw))
+					var series []api.GPUSeries
+					if err := json.Unmarshal(m.Data, &series); err != nil {
+						b.Fatal(err)
+					}
+					for _, s := range series {
+						nodes[s.Node] = true
+					}
+				}
+				close(stop)
+				seen += float64(len(nodes))
+				// The connection is done after its deadline: a new one.
+				c.Close()
+				if c, _, err = websocket.DefaultDialer.Dial(url+"?topics=gpus", http.Header{"Authorization": {"Bearer " + ts.tokens["alice"]}}); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.ReadJSON(&snap); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(seen/float64(b.N), "machines-seen")
+			b.ReportMetric(updates/float64(b.N)/window.Seconds(), "updates/s")
+			b.ReportMetric(bytes/float64(b.N)/window.Seconds()/1000, "kB/s")
+		})
+	}
+}
