@@ -178,7 +178,7 @@ func queueJobs(t testing.TB, ts *testServer, n int) {
 // GPUPORTAL_SCALE_QUEUED sets the queue for runs by hand (10000 for the
 // issue's figure); the test logs the bytes a viewer gets per second.
 func TestQueuesTopicAtScale(t *testing.T) {
-	queued := 2000
+	queued := 1000
 	if v := os.Getenv("GPUPORTAL_SCALE_QUEUED"); v != "" {
 		var err error
 		if queued, err = strconv.Atoi(v); err != nil || queued < 1 {
@@ -377,5 +377,64 @@ func BenchmarkLiveMachines(b *testing.B) {
 			b.ReportMetric(updates/float64(b.N)/window.Seconds(), "updates/s")
 			b.ReportMetric(bytes/float64(b.N)/window.Seconds()/1000, "kB/s")
 		})
+	}
+}
+
+// A job:<id> topic is sent at most once a second, as documented, though
+// the job's GPUs are on many machines that report one at a time.
+func TestJobTopicRate(t *testing.T) {
+	const machines = 16
+	ts, url := manyMachines(t, machines, 1)
+	queueJobs(t, ts, 1)
+	js, err := ts.store.ListJobs(context.Background(), models.JobFilter{})
+	if err != nil || len(js) != 1 {
+		t.Fatalf("jobs %v, %v", js, err)
+	}
+	id := js[0].ID
+	c, _, err := websocket.DefaultDialer.Dial(url+fmt.Sprintf("?topics=job:%d", id), http.Header{"Authorization": {"Bearer " + ts.tokens["alice"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	readUntil(t, c, func(m wsMsg) bool { return m.Type == "snapshot" })
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for sec := int64(1_000_000); ; sec++ {
+			for i := range machines {
+				ts.cfg.Telemetry.Record(fmt.Sprintf("m%03d", i), []gpu.Sample{{At: time.Unix(sec, 0), MemMiB: 80 << 10,
+					MemUsedMiB: sec % 1000, Jobs: []gpu.JobMem{{JobID: id, MemMiB: sec % 1000}}}})
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	_ = c.SetReadDeadline(time.Now().Add(2500 * time.Millisecond))
+	updates, nodes := 0, make(map[string]bool)
+	for {
+		var m wsMsg
+		if err := c.ReadJSON(&m); err != nil {
+			break
+		}
+		if m.Type != "update" {
+			continue
+		}
+		updates++
+		var u api.JobUpdate
+		if err := json.Unmarshal(m.Data, &u); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range u.Memory {
+			nodes[p.Node] = true
+		}
+	}
+	if updates < 1 || updates > 4 {
+		t.Errorf("%d job updates in 2.5 s: want one a second", updates)
+	}
+	if len(nodes) != machines {
+		t.Errorf("the job's memory came from %d of its %d machines", len(nodes), machines)
 	}
 }
