@@ -31,14 +31,17 @@ type Store struct {
 
 // Options tune the connection to the database.
 type Options struct {
-	// MaxConns bounds the open connections (default DefaultMaxConns).
-	// SQLite runs in WAL mode: readers proceed beside the one writer, and
-	// a transaction takes the write lock when it begins, so that writers
-	// queue (busy timeout 10 s) instead of failing.
+	// MaxConns bounds the open connections; 0 is the database's default:
+	// DefaultMaxConns on PostgreSQL, 1 on SQLite. SQLite runs in WAL mode
+	// and its transactions take the write lock when they begin: with more
+	// than one connection, readers proceed beside the one writer, but
+	// writers waiting for the lock poll for it (busy timeout 10 s) rather
+	// than queue in order, so a long write starves the others; with one,
+	// the pool queues them.
 	MaxConns int
 }
 
-// DefaultMaxConns is the default bound on open database connections.
+// DefaultMaxConns is the default bound on PostgreSQL connections.
 const DefaultMaxConns = 16
 
 // Open connects to the database named by dsn with the default options
@@ -50,9 +53,6 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = DefaultMaxConns
-	}
 	var dialector gorm.Dialector
 	sqliteDB := false
 	switch {
@@ -78,6 +78,12 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+		if sqliteDB {
+			opts.MaxConns = 1
+		}
 	}
 	sqlDB.SetMaxOpenConns(opts.MaxConns)
 	sqlDB.SetMaxIdleConns(opts.MaxConns)

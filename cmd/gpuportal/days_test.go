@@ -55,9 +55,9 @@ func TestServeDBMaxConns(t *testing.T) {
 		want int
 		err  string
 	}{
-		{nil, 16, ""},
+		{nil, 0, ""},
 		{[]string{"--db-max-conns", "4"}, 4, ""},
-		{[]string{"--db-max-conns", "0"}, 0, "--db-max-conns"},
+		{[]string{"--db-max-conns", "-1"}, 0, "--db-max-conns"},
 		{[]string{"--db-max-conns", "5000"}, 0, "--db-max-conns"},
 	} {
 		f, err := parseServeFlags(tc.args, io.Discard)

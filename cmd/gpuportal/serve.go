@@ -73,7 +73,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
 	fs.StringVar(&f.data, "data", "./data", "folder for the SQLite database and job output")
 	fs.StringVar(&f.db, "db", "", `database: "sqlite:PATH" or a "postgres://..." URL (default: SQLite in --data)`)
-	fs.IntVar(&f.dbMaxConns, "db-max-conns", models.DefaultMaxConns, "database connections open at most (PostgreSQL and SQLite)")
+	fs.IntVar(&f.dbMaxConns, "db-max-conns", 0, fmt.Sprintf("database connections open at most; 0: %d on PostgreSQL, 1 on SQLite (one writer)", models.DefaultMaxConns))
 	fs.BoolVar(&f.dev, "dev", false, "development mode: demo users, simulated GPUs, loopback only")
 	fs.BoolVar(&f.demo, "demo", false, "with --dev: submit a stream of simulated jobs from the demo users")
 	fs.StringVar(&f.devToken, "dev-token", "", "with --dev: an admin API token accepted as a bearer token")
@@ -136,8 +136,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	if f.dbMaxConns < 1 || f.dbMaxConns > 1000 {
-		return f, fmt.Errorf("serve: --db-max-conns %d: must be from 1 to 1000", f.dbMaxConns)
+	if f.dbMaxConns < 0 || f.dbMaxConns > 1000 {
+		return f, fmt.Errorf("serve: --db-max-conns %d: must be from 0 (the database's default) to 1000", f.dbMaxConns)
 	}
 	if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
 		return f, fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
