@@ -67,11 +67,57 @@ type Job struct {
 	// Resources are a running job's CPUs and host memory: allocated and
 	// used per node, and its sensitivity profile (docs/synergy.md).
 	Resources *JobResources `json:"resources,omitempty"`
+	// Env are the job's own variables; Workdir the folder it starts in
+	// ("": its job folder).
+	Env     map[string]string `json:"env,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
+	// TimeLimitS bounds the seconds the job runs over all its runs
+	// (null: no limit); TimeLeftS is what remains of it as of AsOf (or
+	// now), never below 0; null without a limit.
+	TimeLimitS *float64 `json:"time_limit_s"`
+	TimeLeftS  *float64 `json:"time_left_s"`
+	// Retries is how many times a run that fails on its own is started
+	// again, as the submission asked.
+	Retries int `json:"retries"`
+	// Dependencies are the jobs it waits for.
+	Dependencies []job.Dependency `json:"dependencies,omitempty"`
+	// Array is the array the job is a task of; absent when none.
+	Array *ArrayTask `json:"array,omitempty"`
+	// Idle is a running job's idle-GPU verdict (api.Idle), in lists and
+	// pages alike.
+	Idle *Idle `json:"idle,omitempty"`
+	// Usage is how the job used its GPUs over its run, without the
+	// points: only in GET /api/v1/jobs/{id} (points: .../usage).
+	Usage *JobUsage `json:"usage,omitempty"`
+}
+
+// ArrayTask places a job in its array: the array's ID (its first task's),
+// the task's index, and how many tasks may run at once (0: no limit).
+type ArrayTask struct {
+	ID    int64 `json:"id"`
+	Index int   `json:"index"`
+	Limit int   `json:"limit"`
+}
+
+// Array is an array of tasks (a sweep) as GET /api/v1/arrays/{id} shows
+// it: its tasks, by index, and how many are in each state.
+type Array struct {
+	ID     int64             `json:"id"`
+	Name   string            `json:"name"`
+	Team   string            `json:"team"`
+	User   string            `json:"user"`
+	Limit  int               `json:"limit"`
+	States map[job.State]int `json:"states"`
+	Tasks  []Job             `json:"tasks"`
 }
 
 // SimSpec describes a simulated training job.
 type SimSpec struct {
 	DurationS float64 `json:"duration_s"`
+	// UtilPct, when set, is the job's GPU utilization all along (0 to
+	// 100): near 0 simulates a job that holds its GPUs without using
+	// them. Unset, it follows a training iteration (about 88%).
+	UtilPct *float64 `json:"util_pct,omitempty"`
 }
 
 // Event is one step of a job's history: the state it entered, when and why.

@@ -18,6 +18,10 @@ type TeamShare struct {
 	Entitlement     float64 `json:"entitlement"`       // S: weight over all weights
 	UsageShare      float64 `json:"usage_share"`       // U: usage over all usage
 	Factor          float64 `json:"fair_share_factor"` // F = 2^(-U/S)
+	// DefaultTimeLimitS is the time limit of the team's jobs submitted
+	// without one, MaxTimeLimitS the longest one may ask for; 0: none.
+	DefaultTimeLimitS int64 `json:"default_time_limit_s"`
+	MaxTimeLimitS     int64 `json:"max_time_limit_s"`
 }
 
 // Team is a team's page: its standing, members, caps and usage over time.
@@ -27,6 +31,10 @@ type Team struct {
 	Samples []TeamSample   `json:"samples"`
 	Window  float64        `json:"usage_window_s"`
 	Caps    map[string]int `json:"caps"`
+	// Warnings are what the team's lead or an admin should act on: jobs
+	// holding GPUs idle, queued jobs a cap keeps from starting, and (for
+	// admins) guarantees beyond the cluster; absent when none.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Member is one member's usage of the team's GPUs.

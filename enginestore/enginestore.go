@@ -49,9 +49,25 @@ func (s Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
 		return nil, err
 	}
 	out := make([]engine.Job, len(js))
+	var depIDs []int64
 	for i, j := range js {
 		out[i] = engineJob(j)
 		out[i].Account = accounts[j.User]
+		for _, d := range out[i].Deps {
+			depIDs = append(depIDs, d.JobID)
+		}
+	}
+	if len(depIDs) == 0 {
+		return out, nil
+	}
+	states, err := s.JobStates(ctx, depIDs)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		for k, d := range out[i].Deps {
+			out[i].Deps[k].State = states[d.JobID]
+		}
 	}
 	return out, nil
 }
@@ -86,13 +102,18 @@ func owners(js []models.Job) []string {
 func engineJob(j models.Job) engine.Job {
 	ej := engine.Job{
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
-		Command: j.Command, SimDuration: j.SimDuration, State: j.State, Run: j.Run,
+		Command: j.Command, SimDuration: j.SimDuration, SimUtilPct: j.SimUtilPct, State: j.State, Run: j.Run,
 		SubmittedAt: j.SubmittedAt, Placement: parsePlacement(j.Placement), LastStartAt: j.LastStartAt,
 		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
 		Model: j.Model, Queue: j.QueueState(),
 		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
 		BatchSize: j.BatchSize,
+		Env:       j.Env, Dir: j.Workdir, TimeLimit: j.TimeLimit(), Retries: j.Retries,
+		Array: j.Task(), ArrayLimit: j.ArrayLimit,
+	}
+	for _, d := range j.Deps() {
+		ej.Deps = append(ej.Deps, engine.Dep{Dependency: d})
 	}
 	// A profile that no longer decodes (it was validated when the job was
 	// submitted) leaves the job to history and the catalogue.

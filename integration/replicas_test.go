@@ -31,6 +31,12 @@ func role(base string) string {
 // leaderGauge reads gpuportal_leader from a replica's /metrics.
 func leaderGauge(t *testing.T, base string) string {
 	t.Helper()
+	return metric(t, base, "gpuportal_leader")
+}
+
+// metric reads one series from a replica's /metrics: "missing" when absent.
+func metric(t *testing.T, base, series string) string {
+	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func leaderGauge(t *testing.T, base string) string {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "gpuportal_leader "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
 			return v
 		}
 	}
@@ -82,8 +88,15 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 	ag := startAgent(t, b.URL+","+a.URL, "replica-box")
 	waitGPUs(t, a.URL, 2)
 
-	// Submits and cancels through the follower reach the leader.
+	// Submits and cancels through the follower reach the leader; so do
+	// notification settings, and only the leader delivers.
 	alice := newAPI(t, b.URL, "alice", "dev")
+	h := newHook(t, "", func(int) int { return http.StatusOK })
+	if st := alice.do(http.MethodPut, "/api/v1/me/notifications", map[string]any{"webhook_url": h.srv.URL,
+		"events": []string{"started", "succeeded", "cancelled"}}, nil); st != http.StatusOK {
+		t.Fatalf("notification settings through the follower: %d", st)
+	}
+	const sent = `gpuportal_notification_attempts_total{channel="webhook",outcome="sent"}`
 	id := submit(t, alice, map[string]any{"name": "survivor", "gpus": 1, "sim": map[string]any{"duration_s": 20}})
 	doomed := submit(t, alice, map[string]any{"name": "doomed", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
 	alice.waitState(id, 15*time.Second, "running")
@@ -123,6 +136,14 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 		t.Errorf("replica-box on the leader after the uncordon is %s, want ready", st)
 	}
 
+	eventually(t, 10*time.Second, "the leader to deliver the notifications", func() bool { return len(h.requests()) >= 4 })
+	if got := metric(t, b.URL, sent); got != "missing" {
+		t.Errorf("the follower delivered %s notifications; only the leader may", got)
+	}
+	if got := metric(t, a.URL, sent); got == "missing" || got == "0" {
+		t.Errorf("the leader delivered %s notifications", got)
+	}
+
 	// The leader's own cordon: the database keeps it for the next leader.
 	if st := adminA.do(http.MethodPost, "/api/v1/nodes/replica-box/cordon", nil, nil); st != http.StatusOK {
 		t.Fatalf("cordon on the leader: %d", st)
@@ -156,6 +177,18 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 	}
 	if runs != 1 || j.ExitCode == nil || *j.ExitCode != 0 {
 		t.Errorf("job %d: %d runs in its history %v, exit %v; want one run, through the takeover, exit 0", id, runs, history, j.ExitCode)
+	}
+	// The new leader told of the success.
+	eventually(t, 10*time.Second, "the new leader to tell of the success", func() bool {
+		for _, r := range h.requests() {
+			if strings.Contains(r.body, `"event":"succeeded","at"`) && strings.Contains(r.body, fmt.Sprintf(`"job":{"id":%d,`, id)) {
+				return true
+			}
+		}
+		return false
+	})
+	if got := metric(t, b.URL, sent); got == "missing" {
+		t.Errorf("the new leader delivered no notification")
 	}
 	if n := strings.Count(ag.output(), fmt.Sprintf(`msg="job started" job=%d `, id)); n != 1 {
 		t.Errorf("the agent started job %d %d times, want once", id, n)

@@ -2,8 +2,10 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -254,19 +256,34 @@ func (sc *screenChecker) firstJobLink(timeout time.Duration) (string, error) {
 	}
 }
 
+// screensCursor is the jobs list's cursor of the jobs before job 9 (the
+// server's encoding, web/joblist.go: "b9"): a second page.
+var screensCursor = base64.RawURLEncoding.EncodeToString([]byte("b9"))
+
 // screensOf are the pages user sees, the job page being job's, with the
 // status each must answer.
-func screensOf(user, job string) []screen {
+func screensOf(user, job string, spec specJobs) []screen {
 	s := []screen{
 		{"jobs", "/jobs", 200},
 		{"submit", "/jobs/new", 200},
 		{"job", job, 200},
+		{"job-spec", fmt.Sprint("/jobs/", spec.job), 200},
+		{"resubmit", fmt.Sprint("/jobs/new?from=", spec.job), 200},
+		{"array", fmt.Sprint("/arrays/", spec.array), 200},
 		{"queues", "/queues", 200},
 		{"teams", "/teams", 200},
 		{"team-vision", "/teams/vision", 200},
 		{"cluster", "/cluster", 200},
+		{"accounting", "/accounting", 200},
 		{"tokens", "/tokens", 200},
+		{"notifications", "/notifications", 200},
 		{"not-found", "/no-such-page", 404},
+		// The jobs list filtered, searched and paged; the demo's idle
+		// notebook (job 1, alice's), flagged by now (--idle-after 20s).
+		{"jobs-filtered", "/jobs?limit=3&kind=sim&q=-&state=running", 200},
+		{"jobs-page-2", "/jobs?limit=3&cursor=" + screensCursor, 200},
+		{"job-idle", "/jobs/1", 200},
+		{"team-vision-flags", "/teams/vision", 200},
 	}
 	switch user {
 	case "admin":
@@ -289,7 +306,8 @@ func TestScreens(t *testing.T) {
 		limit = 10 * time.Minute // pictures of long pages take a while
 	}
 	browser := newTabFor(t, limit)
-	srv := startServer(t, "--data", t.TempDir(), "--demo")
+	srv := startServer(t, "--data", t.TempDir(), "--demo", "--idle-after", "20s")
+	spec := submitSpecJobs(t, srv.URL)
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("start Chromium: %v", err)
 	}
@@ -299,7 +317,7 @@ func TestScreens(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, user := range []string{"guest", "alice", "lead", "admin"} {
 		wg.Go(func() {
-			t.Run(user, func(t *testing.T) { checkScreensOf(t, browser, srv.URL, user) })
+			t.Run(user, func(t *testing.T) { checkScreensOf(t, browser, srv.URL, user, spec) })
 		})
 	}
 	wg.Wait()
@@ -307,7 +325,7 @@ func TestScreens(t *testing.T) {
 }
 
 // checkScreensOf checks every page user sees, in a tab of its own.
-func checkScreensOf(t *testing.T, browser context.Context, base, user string) {
+func checkScreensOf(t *testing.T, browser context.Context, base, user string, spec specJobs) {
 	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
 	defer cancel()
 	sc := newScreenChecker(t, ctx, base)
@@ -322,7 +340,7 @@ func checkScreensOf(t *testing.T, browser context.Context, base, user string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		screens = screensOf(user, job)
+		screens = screensOf(user, job, spec)
 	}
 	for _, vp := range viewports {
 		for _, s := range screens {
@@ -335,4 +353,34 @@ func checkScreensOf(t *testing.T, browser context.Context, base, user string) {
 			}
 		}
 	}
+}
+
+// specJobs are alice's jobs that show what a job may run with: one with
+// its variables, folder, time limit, retries and a dependency, and an
+// array of tasks with parameters.
+type specJobs struct{ job, array int64 }
+
+func submitSpecJobs(t *testing.T, base string) specJobs {
+	t.Helper()
+	a := newAPI(t, base, "alice", "dev")
+	var first, j, arr struct{ ID int64 }
+	for _, sub := range []struct {
+		body map[string]any
+		into *struct{ ID int64 }
+	}{
+		{map[string]any{"name": "prepare-data", "gpus": 1, "sim": map[string]any{"duration_s": 30}}, &first},
+		{map[string]any{"name": "resnet50-finetune", "gpus": 1, "sim": map[string]any{"duration_s": 600},
+			"env":     map[string]string{"LR": "3e-4", "WANDB_MODE": "offline", "DATA": "/datasets/imagenet-subset-with-a-long-name"},
+			"workdir": "/tmp", "time_limit": "2h", "retries": 2}, &j},
+		{map[string]any{"name": "lr-sweep", "gpus": 1, "sim": map[string]any{"duration_s": 120}, "array": "0-5%2",
+			"array_params": "LR,BATCH\n0.1,32\n0.03,32\n0.01,64\n0.003,64\n0.001,128\n0.0003,128\n"}, &arr},
+	} {
+		if sub.into == &j {
+			sub.body["dependencies"] = []map[string]any{{"kind": "after_ok", "job_id": first.ID}}
+		}
+		if st := a.do(http.MethodPost, "/api/v1/jobs", sub.body, sub.into); st != http.StatusCreated {
+			t.Fatalf("submit %v: status %d", sub.body["name"], st)
+		}
+	}
+	return specJobs{job: j.ID, array: arr.ID}
 }

@@ -225,19 +225,26 @@ func TestRestartLosesNothing(t *testing.T) {
 	}
 }
 
-// TestFailedJobIsRetried runs a job that fails once, then finds its
-// checkpoint and succeeds; and one that fails the same way twice, which is
-// not retried a third time.
+// TestFailedJobIsRetried runs a job that asked for retries and fails
+// once, then finds its checkpoint and succeeds; one that fails the same
+// way twice, which is not retried a third time; and one that asked for
+// none, whose own failure is final.
 func TestFailedJobIsRetried(t *testing.T) {
 	srv := startServer(t, "--data", t.TempDir(), "--retry-backoff", "1s")
 	a := newAPI(t, srv.URL, "alice", "dev")
-	var flaky, broken jobView
+	var flaky, broken, once jobView
 	script := `if [ -f "$GPUPORTAL_CHECKPOINT_DIR/seen" ]; then echo resumed; else touch "$GPUPORTAL_CHECKPOINT_DIR/seen"; exit 7; fi`
-	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "flaky", "gpus": 1, "command": []string{"sh", "-c", script}}, &flaky); st != http.StatusCreated {
+	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "flaky", "gpus": 1, "command": []string{"sh", "-c", script}, "retries": 3}, &flaky); st != http.StatusCreated {
 		t.Fatalf("submit: %d", st)
 	}
-	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "broken", "gpus": 1, "command": "sh -c 'exit 2'"}, &broken); st != http.StatusCreated {
+	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "broken", "gpus": 1, "command": "sh -c 'exit 2'", "retries": 3}, &broken); st != http.StatusCreated {
 		t.Fatalf("submit: %d", st)
+	}
+	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "once", "gpus": 1, "command": []string{"sh", "-c", script}}, &once); st != http.StatusCreated {
+		t.Fatalf("submit: %d", st)
+	}
+	if j := a.waitState(once.ID, 30*time.Second, "failed", "succeeded"); j.State != "failed" || j.Failures != 0 || j.ExitCode == nil || *j.ExitCode != 7 {
+		t.Errorf("a job that asked for no retries: %s, %d failures; want its own failure final", j.State, j.Failures)
 	}
 	got := a.waitState(flaky.ID, 30*time.Second, "succeeded")
 	if got.Failures != 1 {

@@ -450,7 +450,7 @@ func portalNodes(t *testing.T, base string) map[string]string {
 // portal ends them in Slurm.
 func TestSlurmRunsJobsOnTheChosenGPUs(t *testing.T) {
 	c := startSlurm(t)
-	srv := startSlurmServer(t, c, "--max-retries", "0", "--grace", "1s")
+	srv := startSlurmServer(t, c, "--grace", "1s")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	show := `echo "on $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES slurm=$SLURM_JOB_GPUS job=$GPUPORTAL_JOB_ID"`
 
@@ -493,6 +493,24 @@ func TestSlurmRunsJobsOnTheChosenGPUs(t *testing.T) {
 	}
 	if out := jobLog(t, alice, holder); out != fmt.Sprintf("on %s gpus=0 slurm=0 job=%d\n", node, holder) {
 		t.Errorf("holder's output %q", out)
+	}
+
+	// A job's own variables and folder reach Slurm; an administrator's
+	// scancel is a cancel, never a failure (nor, for a job that asked
+	// for retries, a retry).
+	dir := t.TempDir()
+	victim := submit(t, alice, map[string]any{"name": "victim", "gpus": 1, "retries": 3, "env": map[string]string{"LR": "0.5"},
+		"workdir": dir, "command": []string{"sh", "-c", `echo "LR=$LR pwd=$(pwd)"; exec sleep 60`}})
+	alice.waitState(victim, 30*time.Second, "running")
+	eventually(t, 15*time.Second, "the victim's output", func() bool { return jobLog(t, alice, victim) != "" })
+	if out := jobLog(t, alice, victim); out != fmt.Sprintf("LR=0.5 pwd=%s\n", dir) {
+		t.Errorf("the job printed %q", out)
+	}
+	slurmID := strings.TrimSpace(c.mustCommand("squeue", "--noheader", "--name", fmt.Sprintf("gpuportal-%d", victim), "--format", "%i"))
+	c.mustCommand("scancel", slurmID)
+	if v := alice.waitState(victim, 15*time.Second, "cancelled", "failed", "queued"); v.State != "cancelled" || v.Failures != 0 ||
+		!strings.Contains(v.Reason, "cancelled in Slurm") {
+		t.Errorf("after scancel: %s, %d failures, reason %q; want cancelled", v.State, v.Failures, v.Reason)
 	}
 
 	// Cancelled in the portal: SIGTERM in Slurm, and the job ends.

@@ -84,7 +84,7 @@ func (s *Store) EnableUser(ctx context.Context, name string, now time.Time) (rel
 }
 
 // DeleteUser deletes the account name: its sessions, API tokens, job
-// templates and caps go with it. Its jobs stay, as history; the waiting
+// templates, caps and notifications go with it. Its jobs stay, as history; the waiting
 // ones are held, saying why, until an admin cancels them. It returns how
 // many waiting jobs it held.
 func (s *Store) DeleteUser(ctx context.Context, name, admin string, now time.Time) (held int, err error) {
@@ -101,6 +101,9 @@ func (s *Store) DeleteUser(ctx context.Context, name, admin string, now time.Tim
 		}
 		if err := tx.Where("\"user\" = ?", name).Delete(&UserCap{}).Error; err != nil {
 			return fmt.Errorf("delete caps of %s: %w", name, err)
+		}
+		if err := deleteNotifications(tx, u.ID); err != nil {
+			return err
 		}
 		if err := tx.Delete(u).Error; err != nil {
 			return fmt.Errorf("delete user %s: %w", name, err)

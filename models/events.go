@@ -32,7 +32,9 @@ func addEvent(tx *gorm.DB, j *Job, at time.Time) error {
 	if err := tx.Create(&e).Error; err != nil {
 		return fmt.Errorf("record history of job %d: %w", j.ID, err)
 	}
-	return nil
+	// The owner's notifications of the event commit with it, or not at
+	// all (notifications.go).
+	return enqueueNotifications(tx, j, &e)
 }
 
 // JobEvents returns a job's history, oldest first.

@@ -140,9 +140,13 @@ func unixOf(t *time.Time) float64 {
 	return float64(t.UnixNano()) / 1e9
 }
 
+// truncate cuts s to at most n bytes, on a character's boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
 	}
 	return s[:n]
 }

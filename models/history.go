@@ -168,6 +168,19 @@ func (s *Store) GPUHistoryRange(ctx context.Context, uuid string, from, to int64
 	return out, nil
 }
 
+// GPUHistoryOnNodes returns the rows of the GPUs of nodes whose bucket
+// starts in [from, to), ordered by time: GPUHistoryRange for the machines
+// a few jobs run on, with the utilization and memory only.
+func (s *Store) GPUHistoryOnNodes(ctx context.Context, nodes []string, from, to int64) ([]GPUHistory, error) {
+	var out []GPUHistory
+	err := s.db.WithContext(ctx).Select("step, start, gpu, node, gpu_index, samples, mem_mib, mem_used_avg_mib, util_avg_pct").Where("step IN ? AND start >= ? AND start < ? AND node IN ?", []int{StepMinute, StepHour}, from, to, nodes).
+		Order("start, gpu").Limit(500000).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("GPU history of %d machines from %d to %d: %w", len(nodes), from, to, err)
+	}
+	return out, nil
+}
+
 // ClusterGPUPoint is the whole cluster over one stored bucket.
 type ClusterGPUPoint struct {
 	Step  int

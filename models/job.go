@@ -19,6 +19,7 @@ const (
 	JobSucceeded = job.Succeeded
 	JobFailed    = job.Failed
 	JobCancelled = job.Cancelled
+	JobTimedOut  = job.TimedOut
 )
 
 // UnfinishedStates are the states of jobs the scheduler still looks at.
@@ -35,8 +36,11 @@ type Job struct {
 	// Either Command (argv, JSON-encoded) or a simulated workload.
 	Command     Strings `gorm:"type:text"`
 	SimDuration float64 // seconds of run time of a simulated job
-	GPUMemMiB   int64   // declared memory per GPU, 0 when unknown
-	Model       string  `gorm:"size:64"` // declared model, for placement (see sched.Models)
+	// SimUtilPct is a simulated job's GPU utilization while it runs
+	// (0 to 100); nil for a training job's usual one (gpu.SimMemory).
+	SimUtilPct *float64
+	GPUMemMiB  int64  // declared memory per GPU, 0 when unknown
+	Model      string `gorm:"size:64"` // declared model, for placement (see sched.Models)
 
 	// Salus sharing (docs/salus.md). Sharing: the job may share its one
 	// GPU with other sharing jobs; GPUFraction, in (0, 1) when asked for,
@@ -55,6 +59,24 @@ type Job struct {
 	// declared (docs/synergy.md), as JSON (declaredprofile.go); empty
 	// when none was. It comes before history and the catalogue.
 	CPUProfile string `gorm:"type:text"`
+
+	// What the job runs with (docs/portal.md, "Jobs"): its own variables
+	// ("NAME=VALUE", job.ParseEnv), the folder it starts in ("": its job
+	// folder), its time limit over all its runs (0: none; job.TimeLeft),
+	// and how many times a run that fails on its own is started again.
+	Env        Strings `gorm:"type:text"`
+	Workdir    string  `gorm:"size:1024"`
+	TimeLimitS int64
+	Retries    int
+	// Dependencies are the jobs it waits for, as Slurm writes them
+	// ("afterok:41", job.ParseDependencies).
+	Dependencies Strings `gorm:"type:text"`
+	// An array's tasks share ArrayID, the ID of its first task (0: not
+	// a task); ArrayIndex is the task's index, ArrayLimit how many of
+	// the array's tasks may run at once (0: no limit).
+	ArrayID    int64 `gorm:"index"`
+	ArrayIndex int
+	ArrayLimit int
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended
@@ -99,6 +121,29 @@ type Job struct {
 	CycleService  float64
 	CycleExecuted float64
 	Promotions    int
+}
+
+// TimeLimit is the job's time limit; 0: none.
+func (j *Job) TimeLimit() time.Duration { return time.Duration(j.TimeLimitS) * time.Second }
+
+// Deps returns the jobs j waits for; a stored one that does not parse
+// (it was checked at submission) is left out.
+func (j *Job) Deps() []job.Dependency {
+	var out []job.Dependency
+	for _, s := range j.Dependencies {
+		if ds, err := job.ParseDependencies(s); err == nil {
+			out = append(out, ds...)
+		}
+	}
+	return out
+}
+
+// Task returns the array task j is, nil when it is none.
+func (j *Job) Task() *job.ArrayTask {
+	if j.ArrayID == 0 {
+		return nil
+	}
+	return &job.ArrayTask{ID: j.ArrayID, Index: j.ArrayIndex}
 }
 
 // QueueState returns what the scheduler remembers of the job's queue.

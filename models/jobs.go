@@ -3,6 +3,9 @@ package models
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -18,6 +21,48 @@ var ErrConflict = job.ErrConflict
 // current run: it is an ErrConflict too.
 var ErrStaleRun = fmt.Errorf("not the job's current run: %w", ErrConflict)
 
+// CreateArray stores the tasks of an array, queued, in one transaction:
+// the first task's ID becomes every task's ArrayID.
+func (s *Store) CreateArray(ctx context.Context, tasks []*Job) error {
+	if len(tasks) == 0 {
+		return fmt.Errorf("create array: no tasks")
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i, j := range tasks {
+			j.State, j.Reason = JobQueued, "submitted"
+			if i > 0 {
+				j.ArrayID = tasks[0].ID
+			}
+			if err := tx.Create(j).Error; err != nil {
+				return fmt.Errorf("create task %d of array %q: %w", j.ArrayIndex, j.Name, err)
+			}
+			if i == 0 {
+				j.ArrayID = j.ID
+				if err := tx.Model(j).Update("array_id", j.ID).Error; err != nil {
+					return fmt.Errorf("create array %q: %w", j.Name, err)
+				}
+			}
+			if err := addEvent(tx, j, j.SubmittedAt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		s.writes.add("job", len(tasks))
+	}
+	return err
+}
+
+// ArrayTasks returns the tasks of array id, by index.
+func (s *Store) ArrayTasks(ctx context.Context, id int64) ([]Job, error) {
+	var js []Job
+	if err := s.db.WithContext(ctx).Where("array_id = ?", id).Order("array_index, id").Find(&js).Error; err != nil {
+		return nil, fmt.Errorf("tasks of array %d: %w", id, err)
+	}
+	return js, nil
+}
+
 // Job returns the job with the given ID.
 func (s *Store) Job(ctx context.Context, id int64) (*Job, error) {
 	var j Job
@@ -32,31 +77,96 @@ type JobFilter struct {
 	Team   string
 	User   string
 	States []JobState
-	Limit  int // at most this many, newest first; 0 means 1000
+	// Queue, when set, keeps the jobs in that priority queue
+	// (Job.QueueIndex).
+	Queue *int
+	// Kind keeps the jobs that run a command (KindCommand) or a
+	// simulated workload (KindSim).
+	Kind string
+	// Query keeps the jobs whose ID is Query, or whose name or command
+	// holds Query, ignoring case; "#12" keeps only job 12.
+	Query string
+	// Before keeps the jobs with a smaller ID (the next page, newest
+	// first); After the jobs with a larger one (the page before). At most
+	// one is set; jobs come newest first either way.
+	Before, After int64
+	Limit         int // at most this many; 0 means 1000
 }
 
-// ListJobs returns jobs matching f, newest first.
+// The kinds of job a JobFilter can keep.
+const (
+	KindCommand = "command"
+	KindSim     = "sim"
+)
+
+// ListJobs returns jobs matching f, newest first. Pages by f.Before and
+// f.After (keyset pagination on the ID) neither skip nor repeat a job
+// while jobs are submitted: new jobs only ever get larger IDs.
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
-	q := s.db.WithContext(ctx).Order("id DESC")
+	var js []Job
+	if err := listJobsQuery(s.db.WithContext(ctx), f).Find(&js).Error; err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	if f.After > 0 {
+		slices.Reverse(js)
+	}
+	return js, nil
+}
+
+// listJobsQuery is the query of ListJobs, in the order it reads rows.
+func listJobsQuery(q *gorm.DB, f JobFilter) *gorm.DB {
+	if f.After > 0 {
+		q = q.Where("id > ?", f.After).Order("id ASC")
+	} else {
+		q = q.Order("id DESC")
+	}
+	if f.Before > 0 {
+		q = q.Where("id < ?", f.Before)
+	}
 	if f.Team != "" {
 		q = q.Where("team = ?", f.Team)
 	}
 	if f.User != "" {
 		q = q.Where("\"user\" = ?", f.User)
 	}
-	if len(f.States) > 0 {
+	switch len(f.States) {
+	case 0:
+	case 1: // "=", not "IN": the (state, id) index gives the order
+		q = q.Where("state = ?", f.States[0])
+	default:
 		q = q.Where("state IN ?", f.States)
+	}
+	if f.Queue != nil {
+		q = q.Where("queue_index = ?", *f.Queue)
+	}
+	switch f.Kind {
+	case KindCommand:
+		q = q.Where("command IS NOT NULL AND command NOT IN ('', 'null', '[]')")
+	case KindSim:
+		q = q.Where("(command IS NULL OR command IN ('', 'null', '[]'))")
+	}
+	if f.Query != "" {
+		like := "%" + likeEscaper.Replace(strings.ToLower(f.Query)) + "%"
+		text := "LOWER(name) LIKE ? ESCAPE '\\' OR LOWER(command) LIKE ? ESCAPE '\\'"
+		id, err := strconv.ParseInt(strings.TrimPrefix(f.Query, "#"), 10, 64)
+		switch {
+		case err == nil && strings.HasPrefix(f.Query, "#"):
+			q = q.Where("id = ?", id)
+		case err == nil:
+			q = q.Where("(id = ? OR "+text+")", id, like, like)
+		default:
+			q = q.Where("("+text+")", like, like)
+		}
 	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
-	var js []Job
-	if err := q.Limit(limit).Find(&js).Error; err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return js, nil
+	return q.Model(&Job{}).Limit(limit)
 }
+
+// likeEscaper escapes the wildcards of a LIKE pattern (ESCAPE '\').
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // UnfinishedJobs returns every queued, running or preempted job, oldest first.
 func (s *Store) UnfinishedJobs(ctx context.Context) ([]Job, error) {
@@ -182,15 +292,74 @@ func (j *Job) stopRun(run int64, now time.Time) error {
 // Cancel ends an unfinished job that is not running. A running job must be
 // stopped first and then passed to MarkStopped.
 func (s *Store) Cancel(ctx context.Context, id int64, reason string, now time.Time) error {
+	return s.EndWaiting(ctx, id, JobCancelled, reason, now)
+}
+
+// EndWaiting ends a queued or preempted job in final state to, for
+// reason: cancelled, or timed out when its time is used up.
+func (s *Store) EndWaiting(ctx context.Context, id int64, to JobState, reason string, now time.Time) error {
+	if !to.Final() {
+		return fmt.Errorf("end job %d as %s: not a final state", id, to)
+	}
 	return s.transition(ctx, id, now, func(j *Job) error {
 		if j.State != JobQueued && j.State != JobPreempted {
-			return fmt.Errorf("cancel job %d in state %s: %w", id, j.State, ErrConflict)
+			return fmt.Errorf("end job %d in state %s as %s: %w", id, j.State, to, ErrConflict)
 		}
-		j.State = JobCancelled
+		j.State = to
 		j.Reason = reason
 		j.FinishedAt = &now
 		return nil
 	})
+}
+
+// JobStates returns the states of the jobs ids that exist, as jobs that
+// depend on them see them (job.Dependency): the ID of an array (its
+// first task's) stands for the whole array, as in Slurm. An array is
+// unfinished while any task is; then succeeded if every task did, else
+// in the state of its first task, by index, that did not.
+func (s *Store) JobStates(ctx context.Context, ids []int64) (map[int64]JobState, error) {
+	out := make(map[int64]JobState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ID, ArrayID int64
+		ArrayIndex  int
+		State       JobState
+	}
+	q := s.db.WithContext(ctx).Model(&Job{}).Select("id, array_id, array_index, state")
+	if err := q.Where("id IN ? OR array_id IN ?", ids, ids).Order("array_index, id").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("states of jobs %v: %w", ids, err)
+	}
+	arrays := map[int64][]JobState{}
+	for _, r := range rows {
+		if r.ArrayID != 0 && slices.Contains(ids, r.ArrayID) {
+			arrays[r.ArrayID] = append(arrays[r.ArrayID], r.State)
+		}
+		if r.ArrayID != r.ID && slices.Contains(ids, r.ID) {
+			out[r.ID] = r.State
+		}
+	}
+	for id, states := range arrays {
+		out[id] = arrayState(states)
+	}
+	return out, nil
+}
+
+// arrayState is the state of an array whose tasks are in states, by
+// index (JobStates).
+func arrayState(states []JobState) JobState {
+	for _, st := range states {
+		if !st.Final() {
+			return JobQueued
+		}
+	}
+	for _, st := range states {
+		if st != JobSucceeded {
+			return st
+		}
+	}
+	return JobSucceeded
 }
 
 // SetReasons records why waiting jobs wait. Jobs no longer waiting are left alone.

@@ -38,7 +38,8 @@ const migrationLock int64 = 0x677075706f72746d
 func currentModels() []any {
 	return []any{&User{}, &Team{}, &Session{}, &APIToken{}, &Job{}, &AuditEntry{}, &JobEvent{},
 		&JobTemplate{}, &UserCap{}, &TeamSample{}, &GPUHistory{}, &ClusterHistory{}, &CPUProfile{},
-		&NodeHold{}, &GPUFault{}, &Run{}, &JoinToken{}, &Machine{}, &StoreProbe{}, &Forecast{}}
+		&NodeHold{}, &GPUFault{}, &Run{}, &JoinToken{}, &Machine{}, &StoreProbe{}, &Forecast{},
+		&NotificationSettings{}, &Notification{}, &AccountingDay{}, &AccountingClosedDay{}}
 }
 
 // migrate brings the schema up to date with steps, in one transaction, and

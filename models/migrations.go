@@ -1,6 +1,7 @@
 package models
 
 import (
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -24,7 +25,12 @@ func migrations() []migration {
 		{11, "team_samples: GPUs in use and borrowed as fractions (shared GPUs)", teamSampleFractions},
 		{12, "users.disabled_at, jobs.hold_reason and store_probes: account control and readiness (accounts.go, probe.go)", accountControl},
 		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
+		{14, "jobs: environment, working folder, time limit, retries, dependencies and arrays", jobsSpec},
+		{15, "teams: default and maximum time limit of their jobs", teamsTimeLimits},
+		{16, "notification_settings and notifications: users' notifications and their outbox (notifications.go)", notificationTables},
 		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
+		{18, "jobs: indexes for the paged, filtered jobs list (team, user, state with id) and sim_util_pct", jobsListIndexes},
+		{21, "accounting_days and accounting_closed_days: GPU time used per day, team and user, kept after GPU history expires (accounting.go)", accountingTables},
 	}
 }
 
@@ -355,4 +361,111 @@ func accountControl(tx *gorm.DB) error {
 		return err
 	}
 	return createTables(tx, &v12StoreProbe{})
+}
+
+// v14Job holds the columns step 14 adds to jobs: what a job runs with
+// (its variables, folder, time limit and retries), the jobs it waits for,
+// and the array it is a task of.
+type v14Job struct {
+	Env          string `gorm:"type:text"`
+	Workdir      string `gorm:"size:1024;default:''"`
+	TimeLimitS   int64  `gorm:"default:0"`
+	Retries      int    `gorm:"default:0"`
+	Dependencies string `gorm:"type:text"`
+	ArrayID      int64  `gorm:"index;default:0"`
+	ArrayIndex   int    `gorm:"default:0"`
+	ArrayLimit   int    `gorm:"default:0"`
+}
+
+func (v14Job) TableName() string { return "jobs" }
+
+func jobsSpec(tx *gorm.DB) error {
+	if err := addColumns(tx, &v14Job{}, "Env", "Workdir", "TimeLimitS", "Retries", "Dependencies", "ArrayID", "ArrayIndex", "ArrayLimit"); err != nil {
+		return err
+	}
+	if !tx.Migrator().HasIndex(&v14Job{}, "ArrayID") {
+		if err := tx.Migrator().CreateIndex(&v14Job{}, "ArrayID"); err != nil {
+			return fmt.Errorf("index jobs.array_id: %w", err)
+		}
+	}
+	return nil
+}
+
+// v18Job holds the column step 18 adds to jobs: a simulated job's GPU
+// utilization while it runs, NULL for a training job's usual one.
+type v18Job struct {
+	SimUtilPct *float64
+}
+
+func (v18Job) TableName() string { return "jobs" }
+
+// jobsListIndexes adds the indexes the jobs list pages by: each filter
+// column with the ID, so "team = ? AND id < ? ORDER BY id DESC LIMIT n"
+// reads n index entries on PostgreSQL as on SQLite.
+func jobsListIndexes(tx *gorm.DB) error {
+	if err := addColumns(tx, &v18Job{}, "SimUtilPct"); err != nil {
+		return err
+	}
+	for _, stmt := range []string{
+		`CREATE INDEX IF NOT EXISTS idx_jobs_team_id ON jobs (team, id)`,
+		`CREATE INDEX IF NOT EXISTS idx_jobs_user_id ON jobs ("user", id)`,
+		`CREATE INDEX IF NOT EXISTS idx_jobs_state_id ON jobs (state, id)`,
+	} {
+		if err := tx.Exec(stmt).Error; err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// v15Team holds the columns step 15 adds to teams: the default and the
+// longest time limit of their jobs.
+type v15Team struct {
+	DefaultTimeLimitS int64 `gorm:"default:0"`
+	MaxTimeLimitS     int64 `gorm:"default:0"`
+}
+
+func (v15Team) TableName() string { return "teams" }
+
+func teamsTimeLimits(tx *gorm.DB) error {
+	return addColumns(tx, &v15Team{}, "DefaultTimeLimitS", "MaxTimeLimitS")
+}
+
+// v16NotificationSettings and v16Notification are the tables step 16
+// creates: each user's notification choices, and the outbox of their
+// notifications (notifications.go).
+type v16NotificationSettings struct {
+	UserID         int64   `gorm:"primaryKey;autoIncrement:false"`
+	Email          string  `gorm:"size:254;not null;default:''"`
+	WebhookURL     string  `gorm:"size:2048;not null;default:''"`
+	WebhookSecret  string  `gorm:"size:256;not null;default:''"`
+	Events         string  `gorm:"type:text"`
+	HeldAfterHours float64 `gorm:"not null;default:0"`
+	UpdatedAt      time.Time
+}
+
+func (v16NotificationSettings) TableName() string { return "notification_settings" }
+
+type v16Notification struct {
+	ID            int64     `gorm:"primaryKey"`
+	UserID        int64     `gorm:"index;not null"`
+	JobID         int64     `gorm:"not null;default:0"`
+	EventID       int64     `gorm:"not null;default:0"`
+	Event         string    `gorm:"size:16;not null"`
+	Channel       string    `gorm:"size:16;not null"`
+	Detail        string    `gorm:"size:512;not null;default:''"`
+	At            time.Time `gorm:"not null"`
+	DedupeKey     string    `gorm:"size:128;uniqueIndex;not null"`
+	State         string    `gorm:"size:16;not null;index:idx_notifications_due,priority:1"`
+	Attempts      int       `gorm:"not null;default:0"`
+	LastError     string    `gorm:"size:512;not null;default:''"`
+	NextAttemptAt time.Time `gorm:"not null;index:idx_notifications_due,priority:2"`
+	SentAt        *time.Time
+	CreatedAt     time.Time `gorm:"not null"`
+}
+
+func (v16Notification) TableName() string { return "notifications" }
+
+func notificationTables(tx *gorm.DB) error {
+	return createTables(tx, &v16NotificationSettings{}, &v16Notification{})
 }

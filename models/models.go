@@ -58,6 +58,10 @@ type Team struct {
 	Weight        float64
 	// MaxGPUsPerUser caps one member's running GPUs; 0 is no cap.
 	MaxGPUsPerUser int
+	// DefaultTimeLimitS is the time limit of a job submitted without one,
+	// MaxTimeLimitS the longest a job may ask for; 0: none.
+	DefaultTimeLimitS int64
+	MaxTimeLimitS     int64
 	// UsageGPUSeconds is the team's decayed usage as of UsageAt.
 	UsageGPUSeconds float64
 	UsageAt         time.Time

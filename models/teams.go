@@ -36,6 +36,25 @@ func (s *Store) SetTeamShare(ctx context.Context, name string, guaranteeGPUs int
 	return nil
 }
 
+// SetTeamTimeLimits sets the time limit of the team's jobs submitted
+// without one (defaultS) and the longest one may ask for (maxS), in
+// seconds; 0: none. A default above the maximum is refused.
+func (s *Store) SetTeamTimeLimits(ctx context.Context, name string, defaultS, maxS int64) error {
+	if defaultS < 0 || maxS < 0 || (maxS > 0 && defaultS > maxS) {
+		return fmt.Errorf("set time limits of team %s: default %ds and maximum %ds must be 0 or more, the default within the maximum", name, defaultS, maxS)
+	}
+	res := s.db.WithContext(ctx).Model(&Team{}).Where("name = ?", name).Updates(map[string]any{
+		"DefaultTimeLimitS": defaultS, "MaxTimeLimitS": maxS,
+	})
+	if res.Error != nil {
+		return fmt.Errorf("set time limits of team %s: %w", name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("team %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
 // SetTeamUsage records each team's decayed usage as of at.
 func (s *Store) SetTeamUsage(ctx context.Context, usage map[string]float64, at time.Time) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -58,6 +58,15 @@ func (s *Store) UserByName(ctx context.Context, name string) (*User, error) {
 	return &u, nil
 }
 
+// UserByID returns the user with id.
+func (s *Store) UserByID(ctx context.Context, id int64) (*User, error) {
+	var u User
+	if err := s.db.WithContext(ctx).First(&u, id).Error; err != nil {
+		return nil, notFound(err, fmt.Sprintf("user %d", id))
+	}
+	return &u, nil
+}
+
 // Authenticate returns the user if password is theirs, else ErrBadCredentials.
 func (s *Store) Authenticate(ctx context.Context, name, password string) (*User, error) {
 	u, err := s.UserByName(ctx, name)

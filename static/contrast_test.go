@@ -109,6 +109,8 @@ func TestTextContrast(t *testing.T) {
 		{"danger buttons", "white", "--bad", 4.5},
 		{"notices", "--ok", "--notice-bg", 4.5},
 		{"errors", "--bad", "--flash-bg", 4.5},
+		{"warnings (idle jobs, stranded jobs, guarantees)", "--warn", "--warning-bg", 4.5},
+		{"links in warnings", "--accent", "--warning-bg", 4.5},
 		{"the header's links", "--head-fg", "--head-bg", 4.5},
 		{"who is logged in", "--head-muted", "--head-bg", 4.5},
 		{"input borders", "--input-line", "--card", 3},

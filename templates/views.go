@@ -10,7 +10,10 @@ type Page struct {
 	CSRF   string
 	Flash  string
 	Notice string
-	Charts bool // the page draws live charts
+	// Warning is something the viewer should act on (not an error of
+	// theirs): shown above the page.
+	Warning string
+	Charts  bool // the page draws live charts
 }
 
 // User is the logged-in user as the frame shows them.
@@ -39,6 +42,10 @@ type JobRow struct {
 	// ETA is a waiting job's start forecast in a few characters, ETAText
 	// in a sentence (api.Forecast); empty unless it waits.
 	ETA, ETAText string
+	// Array, when set, makes the row an array's (ID is the array's):
+	// ArraySummary counts its tasks by state.
+	Array        int64
+	ArraySummary string
 }
 
 // JobDetail is the job page.
@@ -75,6 +82,78 @@ type JobDetail struct {
 	// DeclaredProfile is the sensitivity profile the user declared at
 	// submission, in words; "" when none was.
 	DeclaredProfile string
+	// What it runs with: its own variables (NAME=VALUE), its working
+	// folder, its time limit and what is left of it ("" without one),
+	// its retries and the jobs it waits for ("" when none).
+	Env          []string
+	Workdir      string
+	TimeLimit    string
+	TimeLeft     string
+	Retries      int
+	Dependencies []DepLink
+	// ArrayID and ArrayIndex place a task in its array (0: none).
+	ArrayID    int64
+	ArrayIndex int
+	// Idle says that the job holds its GPUs idle and since when; "" when
+	// it does not. Usage is its use of its GPUs over its run.
+	Idle  string
+	Usage JobUsage
+}
+
+// DepLink is a job a job waits for: how, and the other job.
+type DepLink struct {
+	Kind  string
+	JobID int64
+	State string // the other job's (an array's: all its tasks'), "" when unknown
+}
+
+// ArrayDetail is an array's page: its tasks, by index.
+type ArrayDetail struct {
+	ID        int64
+	Name      string
+	Team      string
+	User      string
+	Limit     string
+	Summary   string
+	CanCancel bool
+	Final     bool // every task has ended
+	Tasks     []ArrayTaskRow
+}
+
+// ArrayTaskRow is one task on its array's page.
+type ArrayTaskRow struct {
+	ID    int64
+	Index int
+	// Params are the task's variables that differ from task to task
+	// (its row of the parameter table), NAME=VALUE.
+	Params   string
+	State    string
+	Started  string
+	JCT      string
+	ExitCode string
+	Reason   string
+	Final    bool // it has ended
+}
+
+// JobUsage is a job's use of its GPUs over its run, per GPU.
+type JobUsage struct {
+	Span    string // "over the run (12m30s)"
+	UtilAvg string // mean utilization of its GPUs, "—" when unknown
+	GPUs    []GPUUsage
+}
+
+// GPUUsage is one GPU of a job's run, as its page shows it.
+type GPUUsage struct {
+	Name    string // "node-0:3"
+	Util    string // the latest utilization, "—" when not running
+	UtilAvg string // over the run
+	Mem     string // the job's own memory now, or the GPU's, with what it is
+	MemPeak string
+	Shared  string // "" unless shared: with whom, and what the figures mean
+	// UtilLine and MemLine are SVG polyline points of utilization and
+	// memory (0 at the bottom, 100% or the GPU's memory at the top)
+	// over the run, in a 300x60 box.
+	UtilLine, MemLine string
 }
 
 // Event is one step of a job's history.
@@ -87,6 +166,20 @@ type JobList struct {
 	Scopes []string
 	State  string
 	States []string
+	// The other filters as asked: Teams lists the teams to choose from
+	// (admins only), Kinds the kinds of workload.
+	Team, User, Queue, Kind, Q, Limit string
+	Teams, Kinds                      []string
+	// Query is the filters as a URL query; Self adds the page's cursor
+	// (for the rows' refresh). Newer, Older and First link to the pages
+	// around, "" where there is none.
+	Query, Self         string
+	Newer, Older, First string
+}
+
+// Filtered reports whether the list is narrowed beyond its scope.
+func (l JobList) Filtered() bool {
+	return l.State != "" || l.Team != "" || l.User != "" || l.Queue != "" || l.Kind != "" || l.Q != ""
 }
 
 // SubmitForm is the submit page, with what the user typed and what was wrong.
@@ -118,6 +211,18 @@ type SubmitForm struct {
 	// that filled this form.
 	Templates    []TemplateRow
 	FromTemplate string
+	// FromJob is the job this form was filled from (resubmit); 0: none.
+	FromJob int64
+	// What the job runs with, as typed: variables one NAME=VALUE a line,
+	// its folder, its time limit, retries, dependencies as Slurm writes
+	// them (afterok:41), an array (0-5%2) and its parameter table (CSV).
+	Env          string
+	Workdir      string
+	TimeLimit    string
+	Retries      string
+	Dependencies string
+	Array        string
+	ArrayParams  string
 }
 
 // TemplateRow is one saved job.
@@ -141,6 +246,8 @@ type GPUCard struct {
 	Fault string
 	// Lanes describes the GPU's Salus lanes, empty when it has none.
 	Lanes string
+	// Idle says which of its jobs hold it idle ("job 3 idle 34m"); "" for none.
+	Idle string
 }
 
 // NodeCard is one machine on the cluster page.
@@ -160,6 +267,18 @@ type NodeCard struct {
 type Cluster struct {
 	Nodes  []NodeCard
 	Counts []Count
+	// Idle lists the running jobs that hold their GPUs idle.
+	Idle []IdleRow
+}
+
+// IdleRow is a running job that holds its GPUs idle. Name and User are
+// empty for a viewer who may not see the job's team.
+type IdleRow struct {
+	ID               int64
+	Name, Team, User string
+	GPUs             string // where it runs
+	Short            string // "idle 34m"
+	Text             string // since when, and the rule
 }
 
 // Count is a labelled number.
@@ -248,6 +367,9 @@ type TeamShareRow struct {
 	Guarantee, MaxPerUser                          int
 	InUse, Borrowed                                string
 	Weight, Usage, Entitlement, UsageShare, Factor string
+	// DefaultTimeLimit and MaxTimeLimit are the time limits of the team's
+	// jobs (job.FormatTimeLimit); "" when none.
+	DefaultTimeLimit, MaxTimeLimit string
 }
 
 // Team is a team's page.
@@ -260,6 +382,23 @@ type Team struct {
 	// Queue is the team's unfinished jobs, running ones first; the page
 	// keeps it live over the team:<name> topic.
 	Queue []TeamQueueRow
+	// Flags are the team's warnings: idle jobs and stranded ones.
+	Flags TeamFlags
+}
+
+// TeamFlags are what a team's lead should act on: jobs holding GPUs idle,
+// and queued jobs a cap keeps from ever starting.
+type TeamFlags struct {
+	Team     string
+	Idle     []IdleRow
+	Stranded []StrandedRow
+}
+
+// StrandedRow is a queued job that a cap keeps from starting, and why.
+type StrandedRow struct {
+	ID         int64
+	Name, User string
+	Why        string
 }
 
 // TeamQueueRow is one of a team's unfinished jobs.
@@ -274,4 +413,61 @@ type TeamQueueRow struct {
 type MemberRow struct {
 	User, Role, Usage string
 	MaxGPUs           int
+}
+
+// Notifications is a user's notification settings page.
+type Notifications struct {
+	Email, WebhookURL string
+	SecretSet         bool
+	Events            []EventChoice
+	HeldAfterHours    string
+	EmailEnabled      bool // the server sends email
+	Deliveries        []DeliveryRow
+}
+
+// EventChoice is one event's checkbox.
+type EventChoice struct {
+	Name, Label string
+	Chosen      bool
+}
+
+// DeliveryRow is one notification and where its delivery stands.
+type DeliveryRow struct {
+	JobID                         int64
+	Event, Channel, State, Detail string
+	// Label names the state for people: "retrying" for a pending one
+	// that failed before.
+	Label                 string
+	Attempts              int
+	LastError             string
+	At, NextAttempt, Sent string
+}
+
+// Accounting is the accounting page: the filters asked, the rows, and
+// their sums per period and over the range.
+type Accounting struct {
+	From, To, By, Period string
+	Team, User           string
+	Scope                string
+	IdleBelowPct         string
+	// States names the outcome columns, in order; a row's Jobs match.
+	States  []string
+	Rows    []AccountingRow
+	Periods []AccountingRow
+	Total   AccountingRow
+	CSVURL  string
+	APIURL  string
+	// What the viewer may pick: grouping by team (not researchers), a
+	// team (admins), a user (leads and admins).
+	CanByTeam, CanPickTeam, CanPickUser bool
+}
+
+// AccountingRow is one row of the accounting page, GPU-hours formatted.
+type AccountingRow struct {
+	Period, Team, User                            string
+	Allocated, Used, UsedPct, Idle, IdleAllocated string
+	Unsampled                                     string
+	Jobs                                          []int
+	Preempted, Requeued, Started                  int
+	WaitMedian, WaitP95                           string
 }

@@ -76,6 +76,11 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, notice string) e
 	}
 	p := page(c, "Admin", "admin")
 	p.Flash, p.Notice = flash, notice
+	ts, err := s.cfg.Store.Teams(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	p.Warning = guaranteeWarning(ts, s.clusterGPUs())
 	return s.render(c, status, templates.AdminPage(p, v))
 }
 

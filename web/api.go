@@ -66,13 +66,21 @@ func (s *Server) apiSubmit(c echo.Context) error {
 	return s.jobResponse(c, http.StatusCreated, j)
 }
 
-// jobResponse answers with j as the API shows it now.
+// jobResponse answers with j as the API shows it now, with its use of
+// its GPUs (without the points) and its idle verdict.
 func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
-	m, err := s.moment(c.Request().Context())
+	ctx := c.Request().Context()
+	m, err := s.moment(ctx)
 	if err != nil {
 		return err
 	}
-	return c.JSON(status, s.jobOf(m, j))
+	out := s.jobOf(m, j)
+	u, err := s.jobUsage(ctx, j, m.now, false)
+	if err != nil {
+		return err
+	}
+	out.Usage, out.Idle = &u, u.Idle
+	return c.JSON(status, out)
 }
 
 // decodeJSON reads the request's JSON body into v, refusing unknown
@@ -149,31 +157,34 @@ func (s *Server) clusterGPUs() int {
 	return n
 }
 
+// apiListJobs lists the jobs the user may see, newest first, filtered
+// and paged (joblist.go): the cursors of the pages around come back in
+// X-Next-Cursor, X-Prev-Cursor and Link.
 func (s *Server) apiListJobs(c echo.Context) error {
-	f, err := s.jobFilter(c, c.QueryParam("scope"), c.QueryParam("state"))
+	q, err := readJobListQuery(c, maxListLimit)
 	if err != nil {
 		return err
 	}
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 1000 {
-			return echo.NewHTTPError(http.StatusBadRequest, "limit: must be a number from 1 to 1000")
-		}
-		f.Limit = n
-	}
-	ctx := c.Request().Context()
-	js, err := s.cfg.Store.ListJobs(ctx, f)
+	f, err := s.jobListFilter(c, q)
 	if err != nil {
 		return err
 	}
-	m, err := s.moment(ctx)
+	p, err := s.listJobPage(c, f, q.Limit)
 	if err != nil {
 		return err
 	}
-	out := make([]api.Job, len(js))
-	for i := range js {
-		out[i] = s.jobOf(m, &js[i])
+	m, err := s.moment(c.Request().Context())
+	if err != nil {
+		return err
 	}
+	out := make([]api.Job, len(p.Jobs))
+	for i := range p.Jobs {
+		out[i] = s.jobOf(m, &p.Jobs[i])
+	}
+	if err := s.addIdle(c.Request().Context(), p.Jobs, out, m.now); err != nil {
+		return err
+	}
+	setPageHeaders(c, q, p)
 	return c.JSON(http.StatusOK, out)
 }
 

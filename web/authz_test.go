@@ -43,8 +43,14 @@ var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
 
 func newTestServer(t testing.TB, opts ...func(*Config)) *testServer {
 	t.Helper()
+	return newTestServerOn(t, modelstest.SQLiteDSN(t), opts...)
+}
+
+// newTestServerOn is newTestServer on the database dsn.
+func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServer {
+	t.Helper()
 	ctx := context.Background()
-	store, err := models.Open(ctx, modelstest.SQLiteDSN(t))
+	store, err := models.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +113,21 @@ func (ts *testServer) newJob(t testing.TB) int64 {
 	return j.ID
 }
 
+// newArray stores a queued array of three tasks of alice's and returns
+// its ID.
+func (ts *testServer) newArray(t testing.TB) int64 {
+	t.Helper()
+	var tasks []*models.Job
+	for i := range 3 {
+		tasks = append(tasks, &models.Job{Name: fmt.Sprintf("a[%d]", i), Team: "vision", User: "alice", GPUs: 1, SimDuration: 60,
+			SubmittedAt: time.Now(), ArrayIndex: i, ArrayLimit: 2})
+	}
+	if err := ts.store.CreateArray(context.Background(), tasks); err != nil {
+		t.Fatal(err)
+	}
+	return tasks[0].ArrayID
+}
+
 // do sends a request as role: with a session cookie (and CSRF token) for
 // pages, a bearer token for the API.
 func (ts *testServer) do(t *testing.T, role, method, target, body string) *httptest.ResponseRecorder {
@@ -142,7 +163,7 @@ func (ts *testServer) freshToken(t *testing.T, role string) string {
 	return tok
 }
 
-func (ts *testServer) doAs(t *testing.T, role, session, method, target, body string) *httptest.ResponseRecorder {
+func (ts *testServer) doAs(t testing.TB, role, session, method, target, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -225,17 +246,24 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /jobs/:id", func(t *testing.T) string { return "/jobs/" + job(t) }, nil, team},
 		{"GET /jobs/:id/live", func(t *testing.T) string { return "/jobs/" + job(t) + "/live" }, nil, team},
 		{"POST /jobs/:id/cancel", func(t *testing.T) string { return "/jobs/" + job(t) + "/cancel" }, nil, access{303, 303, 403, 303, 303}},
+		{"GET /arrays/:id", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t)) }, nil, team},
+		{"GET /arrays/:id/live", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t), "/live") }, nil, team},
+		{"POST /arrays/:id/cancel", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t), "/cancel") }, nil, access{303, 303, 403, 303, 303}},
 		{"GET /cluster", nil, nil, pageAny},
 		{"GET /cluster/live", nil, nil, pageAny},
 		{"GET /cluster/history", func(*testing.T) string { return "/cluster/history?range=24h" }, nil, pageAny},
 		{"GET /cluster/gpus/history", func(*testing.T) string { return "/cluster/gpus/history?range=1h" }, nil, pageAny},
 		{"GET /cluster/gpus/:uuid/history", func(*testing.T) string { return "/cluster/gpus/GPU-none/history?range=7d" }, nil, access{303, 404, 404, 404, 404}},
 		{"GET /jobs/:id/memory", func(t *testing.T) string { return "/jobs/" + job(t) + "/memory?range=24h" }, nil, team},
+		{"GET /jobs/:id/usage", func(t *testing.T) string { return "/jobs/" + job(t) + "/usage" }, nil, team},
 		{"GET /ws", nil, nil, access{401, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
+		{"GET /accounting", func(*testing.T) string { return "/accounting?by=team" }, nil, access{303, 403, 403, 200, 200}},
 		{"GET /teams", nil, nil, pageAny},
 		{"GET /teams/:name", func(*testing.T) string { return "/teams/vision" }, nil, team},
+		{"GET /teams/:name/flags", func(*testing.T) string { return "/teams/vision/flags" }, nil, team},
 		{"POST /teams/:name/share", func(*testing.T) string { return "/teams/vision/share" }, func() string { return form("weight", "1.5") }, access{303, 403, 403, 403, 200}},
+		{"POST /teams/:name/time-limits", func(*testing.T) string { return "/teams/vision/time-limits" }, func() string { return form("default_time_limit", "1h", "max_time_limit", "") }, access{303, 403, 403, 200, 200}},
 		{"POST /teams/:name/caps", func(*testing.T) string { return "/teams/vision/caps" }, func() string { return form("user", "alice", "max_gpus", "2") }, access{303, 403, 403, 200, 200}},
 		{"POST /jobs/:id/template", func(t *testing.T) string { return "/jobs/" + job(t) + "/template" }, func() string {
 			return form("template_name", fmt.Sprint("t", uniq.Add(1)))
@@ -250,6 +278,15 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /queues/live", nil, nil, pageAny},
 		{"GET /tokens", nil, nil, pageAny},
 		{"POST /tokens", nil, func() string { return form("name", "t", "days", "3") }, pageAny},
+		// Each user's own notifications: the form's rule sets an address,
+		// so that the test has somewhere to go.
+		{"GET /notifications", nil, nil, pageAny},
+		{"GET /notifications/deliveries", nil, nil, pageAny},
+		{"POST /notifications", nil, func() string { return form("email", "me@example.org", "events", "failed") }, pageAny},
+		{"POST /notifications/test", nil, nil, pageAny},
+		{"GET /api/v1/me/notifications", nil, nil, apiAll},
+		{"PUT /api/v1/me/notifications", nil, func() string { return `{"events":["failed","timed_out"]}` }, apiAll},
+		{"POST /api/v1/me/notifications/test", nil, nil, access{401, 202, 202, 202, 202}},
 		{"POST /tokens/:id/revoke", func(*testing.T) string { return "/tokens/999999/revoke" }, nil, access{303, 404, 404, 404, 404}},
 		{"GET /admin", nil, nil, access{303, 403, 403, 403, 200}},
 		{"POST /admin/:action", func(*testing.T) string { return "/admin/create-team" }, func() string {
@@ -276,6 +313,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /api/v1/teams", nil, nil, apiAll},
 		{"GET /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, nil, apiTeam},
 		{"PATCH /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, func() string { return `{"weight":2}` }, access{401, 403, 403, 403, 200}},
+		{"PUT /api/v1/teams/:name/time-limits", func(*testing.T) string { return "/api/v1/teams/vision/time-limits" }, func() string { return `{"default_time_limit":"","max_time_limit":""}` }, access{401, 403, 403, 200, 200}},
 		{"PUT /api/v1/teams/:name/caps/:user", func(*testing.T) string { return "/api/v1/teams/vision/caps/alice" }, func() string { return `{"max_gpus":4}` }, access{401, 403, 403, 200, 200}},
 		{"POST /api/v1/nodes/:name/drain", func(*testing.T) string { return "/api/v1/nodes/none/drain" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/resume", func(*testing.T) string { return "/api/v1/nodes/none/resume" }, nil, access{401, 403, 403, 403, 404}},
@@ -298,6 +336,8 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/nodes/:name/gpus/:index/clear", func(*testing.T) string { return "/api/v1/nodes/none/gpus/0/clear" }, nil, access{401, 403, 403, 403, 404}},
 		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet
 		{"GET /api/v1/stats/jct", nil, nil, apiAll},
+		// By team: researchers see only their own usage.
+		{"GET /api/v1/accounting", func(*testing.T) string { return "/api/v1/accounting?by=team" }, nil, access{401, 403, 403, 200, 200}},
 		{"GET /api/v1/stats/estimates", nil, nil, apiAll},
 		{"GET /api/v1/jobs", nil, nil, apiAll},
 		{"POST /api/v1/jobs", nil, func() string {
@@ -306,7 +346,11 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
 		{"GET /api/v1/jobs/:id/history", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/history" }, nil, apiTeam},
 		{"GET /api/v1/jobs/:id/memory", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/memory" }, nil, apiTeam},
+		{"GET /api/v1/jobs/:id/usage", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/usage" }, nil, apiTeam},
 		{"DELETE /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
+		{"POST /api/v1/jobs/:id/resubmit", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/resubmit" }, nil, access{401, 201, 403, 201, 201}},
+		{"GET /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeam},
+		{"DELETE /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeam},
 	}
 
 	covered := map[string]bool{}

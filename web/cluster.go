@@ -28,7 +28,23 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	for _, st := range s.cfg.Engine.NodeStatuses() {
 		state[st.Name] = nodeJSON(st).State
 	}
-	admin := currentUser(c).Role == models.RoleAdmin
+	u := currentUser(c)
+	admin := u.Role == models.RoleAdmin
+	m, err := s.moment(c.Request().Context())
+	if err != nil {
+		return out, err
+	}
+	idleJobs, idleSt, err := s.idleJobs(c.Request().Context(), m, "")
+	if err != nil {
+		return out, err
+	}
+	out.Idle = idleRows(m, u, idleJobs, idleSt)
+	idleOn := map[string][]string{} // "node:index" -> "job 3 idle 34m"
+	for _, j := range idleJobs {
+		for _, p := range j.Placement {
+			idleOn[p] = append(idleOn[p], fmt.Sprintf("job %d %s", j.ID, idleSt[j.ID].Short(m.now)))
+		}
+	}
 	faults := gpuFaults(s.cfg.Engine)
 	gl := s.gpuLanes()
 	allocs := s.cfg.Engine.NodeAllocations()
@@ -64,6 +80,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 			if g.Jobs == "" {
 				g.Jobs = "idle"
 			}
+			g.Idle = strings.Join(idleOn[fmt.Sprintf("%s:%d", n.Name(), smp.Index)], ", ")
 			card.GPUs = append(card.GPUs, g)
 		}
 		out.Nodes = append(out.Nodes, card)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
@@ -104,11 +105,30 @@ func (m *moment) job(j *models.Job) api.Job {
 		out.MemoryEstimate = &api.MemoryEstimate{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
 	}
 	if len(j.Command) == 0 {
-		out.Sim = &api.SimSpec{DurationS: j.SimDuration}
+		out.Sim = &api.SimSpec{DurationS: j.SimDuration, UtilPct: j.SimUtilPct}
 	}
 	if j.FinishedAt != nil {
 		jct := j.JCT().Seconds()
 		out.JCTS = &jct
+	}
+	out.Workdir, out.Retries, out.Dependencies = j.Workdir, j.Retries, j.Deps()
+	if len(j.Env) > 0 {
+		out.Env = make(map[string]string, len(j.Env))
+		for _, kv := range j.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			out.Env[k] = v
+		}
+	}
+	if limit := j.TimeLimit(); limit > 0 {
+		l := limit.Seconds()
+		left := max(job.TimeLeft(limit, time.Duration(sv.ExecutedS*float64(time.Second))).Seconds(), 0)
+		if j.State.Final() {
+			left = max(l-j.ExecutedS, 0)
+		}
+		out.TimeLimitS, out.TimeLeftS = &l, &left
+	}
+	if t := j.Task(); t != nil {
+		out.Array = &api.ArrayTask{ID: t.ID, Index: t.Index, Limit: j.ArrayLimit}
 	}
 	return out
 }
@@ -135,6 +155,11 @@ func (m *moment) forecast(j *models.Job) *api.Forecast {
 		return &api.Forecast{State: api.ForecastHeld, Reason: "held: " + j.Reason}
 	}
 	f, ok := m.forecasts[j.ID]
+	if !ok && (len(j.Dependencies) > 0 || j.ArrayLimit > 0) && j.Reason != "submitted" {
+		// Kept from the scheduler until its dependencies or its array
+		// let it (core/engine/gates.go): nothing forecasts it before.
+		return &api.Forecast{State: api.ForecastUnknown, Reason: j.Reason + "; forecast once it may start"}
+	}
 	if !ok {
 		return &api.Forecast{State: api.ForecastUnknown, Reason: "not forecast yet: a forecast follows every change within seconds"}
 	}
@@ -168,7 +193,8 @@ func (m *moment) queueJob(j *models.Job, visible bool) api.QueueJob {
 func (m *moment) teamShare(t models.Team) api.TeamShare {
 	st := m.figures.Team(t.Name)
 	out := api.TeamShare{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight, MaxGPUsPerUser: t.MaxGPUsPerUser,
-		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1}
+		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1,
+		DefaultTimeLimitS: t.DefaultTimeLimitS, MaxTimeLimitS: t.MaxTimeLimitS}
 	if sh, ok := m.fair[t.Name]; ok {
 		out.UsageGPUSeconds, out.Entitlement, out.UsageShare, out.Factor = sh.UsageGPUSeconds, sh.Entitlement, sh.UsageShare, sh.Factor
 	}

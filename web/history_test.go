@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -214,5 +215,49 @@ func TestJobMemoryOverLongerRanges(t *testing.T) {
 	}
 	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/memory?range=1h", j.ID), ""); rec.Code != http.StatusForbidden {
 		t.Errorf("bob: %d, want 403", rec.Code)
+	}
+}
+
+// TestAccountingOutlivesHistory: the history maintenance closes each day's
+// accounting before it prunes the history, so a job's used GPU-hours are
+// still reported after its GPU's history is gone.
+func TestAccountingOutlivesHistory(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	day := now.AddDate(0, 0, -95).Truncate(24 * time.Hour)
+	start := day.Add(time.Hour)
+	j := &models.Job{Name: "old", Team: "vision", User: "alice", GPUs: 1, SimDuration: 7200, SubmittedAt: start}
+	if err := ts.store.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	run, err := ts.store.MarkStarted(ctx, j.ID, []string{"n1:0"}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobSucceeded, nil, "", start.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var rows []models.GPUHistory
+	for m := range 120 {
+		rows = append(rows, models.GPUHistory{Step: models.StepMinute, Start: start.Unix() + int64(m)*60, GPU: "G", Node: "n1", GPUIndex: 0, Samples: 60, UtilAvgPct: 60})
+	}
+	if err := ts.store.SaveGPUHistory(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.rollupAndPrune(ctx, now, HistoryConfig{}.withDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ts.store.GPUHistoryRange(ctx, "", 0, 1<<40); len(got) != 0 {
+		t.Fatalf("%d history rows left; want the day pruned", len(got))
+	}
+	d := day.Format(time.DateOnly)
+	rec := ts.do(t, "admin", http.MethodGet, "/api/v1/accounting?by=user&from="+d+"&to="+d, "")
+	var rep api.Accounting
+	if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].AllocatedGPUHours != 2 || rep.Rows[0].UsedGPUHours != 1.2 || rep.Rows[0].UnsampledGPUHours != 0 {
+		t.Errorf("after the history is pruned: %+v; want 2 GPU-hours allocated, 1.2 used", rep.Rows)
 	}
 }

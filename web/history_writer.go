@@ -181,7 +181,11 @@ func (s *Server) saveJobCounts(ctx context.Context, minute int64) {
 	}
 }
 
-// maintainHistory rolls up and prunes.
+// accountingDaysPerPass bounds the days one maintenance pass closes: a
+// server that starts with months of runs catches up over a few passes.
+const accountingDaysPerPass = 31
+
+// maintainHistory closes accounting days, rolls up and prunes.
 func (s *Server) maintainHistory(ctx context.Context, cfg HistoryConfig) {
 	if !s.leading() {
 		return // the leader maintains the history of all replicas (leader.go)
@@ -193,6 +197,15 @@ func (s *Server) maintainHistory(ctx context.Context, cfg HistoryConfig) {
 }
 
 func (s *Server) rollupAndPrune(ctx context.Context, now time.Time, cfg HistoryConfig) error {
+	// Close the accounting of the days that ended first, so that their
+	// used GPU time is kept before their history goes.
+	days, err := s.cfg.Store.CloseAccountingDays(ctx, now, s.idleBelowPct()/100, accountingDaysPerPass)
+	if err != nil {
+		return fmt.Errorf("close accounting days: %w", err)
+	}
+	if days > 0 {
+		s.cfg.Logger.Debug("accounting", "days_closed", days)
+	}
 	n, err := s.cfg.Store.RollupGPUHistory(ctx, now.Add(-cfg.Raw).Unix())
 	if err != nil {
 		return err

@@ -48,6 +48,7 @@ var (
 	startsDesc    = desc("job_starts_total", "Job starts and resumes.")
 	requeuesDesc  = desc("requeues_total", "Running jobs put back in the queue without counting a failure, by cause.", "cause")
 	retriesDesc   = desc("retries_total", "Failed jobs started again after their backoff, by cause (exit_code: a non-zero exit; error: could not start or ended by a signal).", "cause")
+	timedOutDesc  = desc("timed_out_total", "Runs stopped at their job's time limit.")
 	nodeLostDesc  = desc("node_disconnects_total", "Machines that disconnected or missed their heartbeats.")
 	beatsDesc     = desc("agent_heartbeats_total", "Heartbeats received from remote agents.")
 	beatAgeDesc   = desc("agent_heartbeat_age_seconds", "Time since the last heartbeat of the agent that runs a machine.", "node")
@@ -88,7 +89,7 @@ type collector struct{ s *Server }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, nodesDesc, passesDesc, passSecsDesc,
-		lastPassDesc, passHistDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, nodeLostDesc,
+		lastPassDesc, passHistDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, timedOutDesc, nodeLostDesc,
 		beatsDesc, beatAgeDesc, wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, submitDesc, waitDesc,
 		inUseDesc, utilizedDesc, teamInUseDesc, teamUtilDesc, teamBorrDesc, teamGuarDesc, buildDesc,
 		gpuInfoDesc, gpuMemDesc, gpuMemTotDesc, gpuUtilDesc, gpuPowerDesc, gpuTempDesc, gpuECCDesc, gpuXIDDesc,
@@ -275,6 +276,7 @@ func collectEngine(ch chan<- prometheus.Metric, st engine.Stats, m *moment) {
 	ch <- counter(passSecsDesc, st.PassSeconds)
 	ch <- gauge(lastPassDesc, st.LastPass.Seconds())
 	ch <- histogram(passHistDesc, st.PassTime)
+	ch <- counter(timedOutDesc, float64(st.TimedOut))
 	var teams []string
 	if m != nil {
 		for _, t := range m.teams {

@@ -88,37 +88,65 @@ func jobRow(j api.Job, now time.Time) templates.JobRow {
 }
 
 func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
-	scope, state := c.QueryParam("scope"), c.QueryParam("state")
-	if scope == "" {
-		scope = "team"
-		if currentUser(c).Role == models.RoleAdmin {
-			scope = "all"
+	q, err := readJobListQuery(c, pageListLimit)
+	if err != nil {
+		return templates.JobList{}, err
+	}
+	admin := currentUser(c).Role == models.RoleAdmin
+	if q.Scope == "" {
+		q.Scope = "team"
+		if admin {
+			q.Scope = "all"
 		}
 	}
-	f, err := s.jobFilter(c, scope, state)
+	f, err := s.jobListFilter(c, q)
 	if err != nil {
 		return templates.JobList{}, err
 	}
-	f.Limit = 200
+	p, err := s.listJobPage(c, f, q.Limit)
+	if err != nil {
+		return templates.JobList{}, err
+	}
 	ctx := c.Request().Context()
-	js, err := s.cfg.Store.ListJobs(ctx, f)
-	if err != nil {
-		return templates.JobList{}, err
-	}
 	m, err := s.moment(ctx)
 	if err != nil {
 		return templates.JobList{}, err
 	}
-	l := templates.JobList{Scope: scope, State: state, Scopes: []string{"mine", "team"}}
-	if currentUser(c).Role == models.RoleAdmin {
+	l := templates.JobList{Scope: q.Scope, State: q.State, Team: q.Team, User: q.User, Queue: q.Queue, Kind: q.Kind, Q: q.Q,
+		Scopes: []string{"mine", "team"}, Kinds: []string{models.KindCommand, models.KindSim}}
+	if q.limitAsked {
+		l.Limit = strconv.Itoa(q.Limit)
+	}
+	if admin {
 		l.Scopes = append(l.Scopes, "all")
+		if l.Teams, err = s.teamNames(ctx); err != nil {
+			return templates.JobList{}, err
+		}
 	}
 	for _, st := range job.States {
 		l.States = append(l.States, string(st))
 	}
-	for i := range js {
-		l.Jobs = append(l.Jobs, jobRow(m.job(&js[i]), m.now))
+	for i := range p.Jobs {
+		l.Jobs = append(l.Jobs, jobRow(m.job(&p.Jobs[i]), m.now))
 	}
+	v := q.values()
+	l.Query = v.Encode()
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
+	}
+	l.Self = v.Encode()
+	if p.Next != "" {
+		v.Set("cursor", p.Next)
+		l.Older = "/jobs?" + v.Encode()
+	}
+	if p.Prev != "" {
+		v.Set("cursor", p.Prev)
+		l.Newer = "/jobs?" + v.Encode()
+	}
+	if q.Cursor != "" {
+		l.First = "/jobs?" + l.Query
+	}
+	l.Jobs = groupArrays(l.Jobs, p.Jobs)
 	return l, nil
 }
 
@@ -135,7 +163,7 @@ func (s *Server) jobRows(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.JobRows(l.Jobs))
+	return s.render(c, http.StatusOK, templates.JobRows(l.Jobs, l.Filtered()))
 }
 
 func (s *Server) submitPage(c echo.Context) error {
@@ -171,6 +199,18 @@ func (s *Server) submitPage(c echo.Context) error {
 		fillForm(&f, tj.Job)
 		f.FromTemplate = tj.Name
 	}
+	if v := c.QueryParam("from"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id < 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, "from: must be a job ID")
+		}
+		j, err := s.jobFor(c.Request().Context(), u, id)
+		if err != nil {
+			return err
+		}
+		fillForm(&f, requestOf(j))
+		f.FromJob = j.ID
+	}
 	return s.render(c, http.StatusOK, templates.Submit(page(c, "Submit", "submit"), f))
 }
 
@@ -178,6 +218,8 @@ func (s *Server) submitPage(c echo.Context) error {
 func fillForm(f *templates.SubmitForm, r SubmitRequest) {
 	f.Name, f.Team, f.GPUs, f.Model = r.Name, r.Team, strconv.Itoa(r.GPUs), r.Model
 	fillProfileForm(f, r.CPUProfile)
+	fillRunForm(f, r)
+	fillSharingForm(f, r)
 	if r.GPUMemGB > 0 {
 		f.GPUMemGB = strconv.FormatFloat(r.GPUMemGB, 'f', -1, 64)
 	}
@@ -205,6 +247,7 @@ func (s *Server) submitForm(c echo.Context) error {
 	}
 	sharingForm(c, &f)
 	profileForm(c, &f)
+	runForm(c, &f)
 	req, fe := formRequest(f)
 	ctx, a := c.Request().Context(), actorOf(c)
 	var j *models.Job
@@ -268,6 +311,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 	}
 	sharingRequest(f, &req, fe)
 	profileRequest(f, &req, fe)
+	runRequest(f, &req, fe)
 	return req, fe
 }
 
@@ -311,8 +355,17 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	}
 	describeSharing(aj, &d)
 	d.DeclaredProfile = describeDeclaredProfile(j)
+	describeRun(aj, j, &d)
+	if err := s.depStates(c.Request().Context(), &d); err != nil {
+		return d, err
+	}
 	describeResources(aj.Resources, &d)
 	d.LiveMemory = s.placementLiveMemory(j.Placement)
+	u, err := s.jobUsage(c.Request().Context(), j, m.now, true)
+	if err != nil {
+		return d, err
+	}
+	describeUsage(u, m.now, &d)
 	return d, nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
@@ -65,10 +66,25 @@ type Config struct {
 	// MaxConnsPerAddr caps the connections one client address holds at
 	// once (LimitConnections); 0 is the default, 128; negative: no cap.
 	MaxConnsPerAddr int
+	// Notifier delivers users' notifications (package notify); the test
+	// button wakes it. nil: tests wait for its next poll.
+	Notifier interface{ Wake() }
+	// Collectors are more metrics for /metrics (the notifier's).
+	Collectors []prometheus.Collector
+	// EmailEnabled: the server sends email (serve --smtp-addr).
+	EmailEnabled bool
+	// Idle is when a running job counts as holding its GPUs idle
+	// (core/idle); the zero Rule is idle.DefaultRule, and a rule that is
+	// not Valid (After 0) turns the flag off.
+	Idle idle.Rule
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
 	SignIn identity.Config
+	// AccountingIdleBelowPct is the GPU utilization, in percent, under
+	// which an allocated GPU counts idle in accounting; 0 is the
+	// default, DefaultIdleBelowPct.
+	AccountingIdleBelowPct float64
 }
 
 // Server serves the portal and the API.
@@ -83,6 +99,7 @@ type Server struct {
 	readiness    readiness
 	ldap         *identity.LDAP // nil: no LDAP sign-in
 	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
+	idle         idleCache      // the lists' idle verdicts (jobusage.go)
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -112,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Idle == (idle.Rule{}) {
+		cfg.Idle = idle.DefaultRule
 	}
 	a, err := newAssets(static.FS)
 	if err != nil {
@@ -171,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	reg.MustRegister(limitMetrics(s)...)
 	reg.MustRegister(scaleMetrics(s)...)
+	reg.MustRegister(cfg.Collectors...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
@@ -186,7 +207,13 @@ func New(cfg Config) (*Server, error) {
 	authed.POST("/jobs", s.apiSubmit)
 	authed.GET("/jobs/:id", s.apiGetJob)
 	authed.DELETE("/jobs/:id", s.apiCancel)
+	authed.POST("/jobs/:id/resubmit", s.apiResubmit)
+	authed.GET("/arrays/:id", s.apiGetArray)
+	authed.DELETE("/arrays/:id", s.apiCancelArray)
 	authed.GET("/me", s.apiMe)
+	authed.GET("/me/notifications", s.apiNotifications)
+	authed.PUT("/me/notifications", s.apiSetNotifications)
+	authed.POST("/me/notifications/test", s.apiTestNotification)
 	authed.DELETE("/tokens/current", s.apiRevokeCurrentToken)
 	authed.GET("/templates", s.apiTemplates)
 	authed.POST("/templates", s.apiCreateTemplate)
@@ -201,6 +228,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/teams/:name", s.apiTeam)
 	authed.PATCH("/teams/:name", s.apiSetShare, requireAdmin)
 	authed.PUT("/teams/:name/caps/:user", s.apiSetCap)
+	authed.PUT("/teams/:name/time-limits", s.apiSetTimeLimits)
 	authed.POST("/nodes/:name/drain", s.apiNodeAction(drainNode), requireAdmin)
 	authed.POST("/nodes/:name/resume", s.apiNodeAction(resumeNode), requireAdmin)
 	authed.POST("/nodes/:name/cordon", s.apiNodeAction(cordonNode), requireAdmin)
@@ -220,6 +248,8 @@ func New(cfg Config) (*Server, error) {
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
 	authed.GET("/jobs/:id/logs", s.apiJobLogs)
 	authed.GET("/jobs/:id/history", s.apiJobHistory)
+	authed.GET("/jobs/:id/usage", s.apiJobUsage)
+	authed.GET("/accounting", s.apiAccounting)
 	authed.GET("/stats/jct", s.apiJCT)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
@@ -239,6 +269,9 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id", s.jobPage)
 	in.GET("/jobs/:id/live", s.jobLive)
 	in.POST("/jobs/:id/cancel", s.cancelForm)
+	in.GET("/arrays/:id", s.arrayPage)
+	in.GET("/arrays/:id/live", s.arrayLive)
+	in.POST("/arrays/:id/cancel", s.cancelArrayForm)
 	in.GET("/cluster", s.clusterPage)
 	in.GET("/cluster/live", s.clusterLive)
 	// The charts' longer ranges, for pages: the API's handlers on the session.
@@ -246,6 +279,7 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/cluster/gpus/history", s.apiGPUsHistory)
 	in.GET("/cluster/gpus/:uuid/history", s.apiGPUHistory)
 	in.GET("/jobs/:id/memory", s.apiJobMemory)
+	in.GET("/jobs/:id/usage", s.apiJobUsage)
 	in.GET("/jobs/:id/logs", s.apiJobLogs)
 	in.POST("/jobs/:id/template", s.saveTemplateForm)
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)
@@ -254,13 +288,20 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/cluster/nodes/:name/cordon", s.nodeActionForm(cordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/uncordon", s.nodeActionForm(uncordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/gpus/:index/clear", s.clearGPUForm, requireAdmin)
+	in.GET("/accounting", s.accountingPage)
 	in.GET("/teams", s.teamsPage)
 	in.GET("/teams/:name", s.teamPage)
+	in.GET("/teams/:name/flags", s.teamFlagsPart)
 	in.POST("/teams/:name/share", s.shareForm, requireAdmin)
 	in.POST("/teams/:name/caps", s.capForm)
+	in.POST("/teams/:name/time-limits", s.timeLimitsForm)
 	in.GET("/queues", s.queuesPage)
 	in.GET("/queues/live", s.queuesLive)
 	in.GET("/tokens", s.tokensPage)
+	in.GET("/notifications", s.notificationsPage)
+	in.GET("/notifications/deliveries", s.notificationDeliveries)
+	in.POST("/notifications", s.notificationsForm)
+	in.POST("/notifications/test", s.testNotificationForm)
 	in.POST("/tokens", s.createTokenForm)
 	in.POST("/tokens/:id/revoke", s.revokeTokenForm)
 	admin := in.Group("/admin", requireAdmin)

@@ -59,21 +59,36 @@ func (s *Server) checkSubmit(ctx context.Context, a actor, req SubmitRequest) (*
 		return nil, nil, err
 	}
 	j, fe := req.validate(a.user, teams, s.clusterGPUs())
+	if fe == nil {
+		fe = fieldErrors{}
+	}
+	if j != nil {
+		if err := s.checkJobLimits(ctx, a.user, j, fe); err != nil {
+			return nil, nil, err
+		}
+	}
 	if len(fe) == 0 {
 		fe = nil
 	}
 	return j, fe, nil
 }
 
-// submitJob validates req for a and stores the job; when req is not
-// valid it stores nothing and returns what is wrong, field by field.
+// submitJob validates req for a and stores the job, or an array's tasks
+// (returning the first); when req is not valid it stores nothing and
+// returns what is wrong, field by field.
 func (s *Server) submitJob(ctx context.Context, a actor, req SubmitRequest) (*models.Job, fieldErrors, error) {
 	j, fe, err := s.checkSubmit(ctx, a, req)
 	if err != nil || fe != nil {
 		return nil, fe, err
 	}
 	j.SubmittedAt = s.cfg.Now()
-	if err := s.cfg.Store.CreateJob(ctx, j); err != nil {
+	if tasks := req.spec(fieldErrors{}).tasks(j); tasks != nil {
+		if err := s.cfg.Store.CreateArray(ctx, tasks); err != nil {
+			return nil, nil, err
+		}
+		j = tasks[0]
+		s.cfg.Logger.Info("array submitted", "array", j.ArrayID, "tasks", len(tasks), "limit", j.ArrayLimit, "user", j.User, "team", j.Team)
+	} else if err := s.cfg.Store.CreateJob(ctx, j); err != nil {
 		return nil, nil, err
 	}
 	s.cfg.Engine.Wake()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/cmdline"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -51,6 +52,22 @@ type SubmitRequest struct {
 	// (submit_profile.go, docs/synergy.md); without it the job's profile
 	// is learned from history, measured, or the catalogue's.
 	CPUProfile *CPUProfileRequest `json:"cpu_profile,omitempty"`
+	// What the job runs with (submit_job.go): its own variables, the
+	// folder it starts in (absolute, or inside its job folder), its time
+	// limit (as Slurm's --time or a duration: "2h", "1-00:00:00"), how
+	// many times a run that fails on its own is started again, and the
+	// jobs it waits for.
+	Env          map[string]string `json:"env,omitempty"`
+	Workdir      string            `json:"workdir,omitempty"`
+	TimeLimit    string            `json:"time_limit,omitempty"`
+	Retries      int               `json:"retries,omitempty"`
+	Dependencies []job.Dependency  `json:"dependencies,omitempty"`
+	// Array makes the submission an array of tasks, as Slurm's --array
+	// writes it ("0-5%2"); ArrayParams is a CSV table, a header naming
+	// variables then one row per task, each row the variables of its
+	// task (alone, it makes one task per row).
+	Array       string `json:"array,omitempty"`
+	ArrayParams string `json:"array_params,omitempty"`
 }
 
 // Command is argv. In JSON it is a list of strings, or one string that is
@@ -82,7 +99,8 @@ type fieldErrors map[string]string
 // first returns one error message naming its field, for APIs that return one.
 func (fe fieldErrors) first() string {
 	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
-		"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve"} {
+		"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve",
+		"env", "workdir", "time_limit", "retries", "dependencies", "array", "array_params"} {
 		if msg, ok := fe[k]; ok {
 			return k + ": " + msg
 		}
@@ -148,6 +166,9 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		if math.IsNaN(d) || d <= 0 || d > maxSimDuration {
 			fe["sim.duration_s"] = fmt.Sprintf("must be between 1 and %d seconds", maxSimDuration)
 		}
+		if u := r.Sim.UtilPct; u != nil && (math.IsNaN(*u) || *u < 0 || *u > 100) {
+			fe["sim.util_pct"] = "must be between 0 and 100"
+		}
 	}
 	model := strings.ToLower(strings.TrimSpace(r.Model))
 	if model != "" {
@@ -160,6 +181,7 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 	}
 	share := r.sharing(fe, model)
 	profile := r.declaredProfile(fe)
+	spec := r.spec(fe)
 	if len(fe) > 0 {
 		return nil, fe
 	}
@@ -170,9 +192,10 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		Model:     model,
 	}
 	if r.Sim != nil {
-		j.SimDuration = r.Sim.DurationS
+		j.SimDuration, j.SimUtilPct = r.Sim.DurationS, r.Sim.UtilPct
 	}
 	share.apply(j)
+	spec.apply(j)
 	if err := j.SetDeclaredProfile(profile); err != nil {
 		return nil, fieldErrors{"cpu_profile": err.Error()}
 	}

@@ -51,3 +51,19 @@ func sharingRequest(f templates.SubmitForm, req *SubmitRequest, fe fieldErrors) 
 		req.BatchSize = n
 	}
 }
+
+// fillSharingForm puts a submission's sharing fields into the submit form.
+func fillSharingForm(f *templates.SubmitForm, r SubmitRequest) {
+	f.Sharing = r.Sharing
+	num := func(n int64) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	if r.GPUFraction > 0 {
+		f.GPUFraction = strconv.FormatFloat(r.GPUFraction, 'f', -1, 64)
+	}
+	f.MemPersistentMiB, f.MemEphemeralMiB = num(r.MemPersistentMiB), num(r.MemEphemeralMiB)
+	f.BatchSize, f.Parameters = num(int64(r.BatchSize)), num(r.Parameters)
+}

@@ -20,7 +20,8 @@ import (
 // them: the JSON fields and sim.duration_s.
 var submitFields = []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb",
 	"sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
-	"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve"}
+	"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve",
+	"env", "workdir", "time_limit", "retries", "dependencies", "array", "array_params"}
 
 // fuzzTeams and fuzzUsers are who submits in the fuzz tests: a researcher,
 // a lead and an admin of no team.
@@ -166,6 +167,11 @@ func FuzzSubmitJSON(f *testing.F) {
 		`{"name":"p","gpus":1,"cpu_profile":{"family":"image-cnn"},"sim":{"duration_s":60}}`,
 		`{"name":"p","gpus":1,"cpu_profile":{"cpu_curve":[[1,0.5],[2,0.4]],"mem_curve":[[0]]},"sim":{"duration_s":60}}`,
 		`{"name":"p","gpus":1,"cpu_profile":{"family":5},"sim":{"duration_s":60}}`,
+		`{"name":"r","gpus":1,"command":"x","env":{"LR":"1","GPUPORTAL_X":"2"},"workdir":"../up","time_limit":"1-25:99"}`,
+		`{"name":"r","gpus":1,"command":"x","env":{"":"1"},"retries":99,"dependencies":[{"kind":"afterok","job_id":-4}]}`,
+		`{"name":"r","gpus":1,"command":"x","env":5,"dependencies":"afterok:3"}`,
+		`{"name":"a","gpus":1,"sim":{"duration_s":5},"array":"0-3%2","array_params":"LR\n1\n2\n3\n4\n"}`,
+		`{"name":"a","gpus":1,"sim":{"duration_s":5},"array":"0-99999999999","array_params":"\"unclosed"}`,
 		`{"name":`, ``, `null`, `{}`,
 		// Found by this fuzzer: Go type names leaked into the messages.
 		`5`, `[]`, `"x"`, `000`, `{"sim":5}`,

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
@@ -89,6 +90,20 @@ func (s *Server) apiTeam(c echo.Context) error {
 	t, err := s.team(c, m)
 	if err != nil {
 		return err
+	}
+	u := currentUser(c)
+	f, err := s.teamFlags(c.Request().Context(), m, u, t.Name)
+	if err != nil {
+		return err
+	}
+	for _, r := range f.Idle {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("job %d holds GPUs idle %s", r.ID, r.Text))
+	}
+	for _, r := range f.Stranded {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("job %d cannot start: %s", r.ID, r.Why))
+	}
+	if w := guaranteeWarning(m.teams, s.clusterGPUs()); w != "" && u.Role == models.RoleAdmin {
+		t.Warnings = append(t.Warnings, w)
 	}
 	return c.JSON(http.StatusOK, t)
 }
@@ -204,7 +219,9 @@ func (s *Server) teamsPage(c echo.Context) error {
 	for _, t := range m.teamShares() {
 		rows = append(rows, shareRow(t))
 	}
-	return s.render(c, http.StatusOK, templates.TeamsPage(page(c, "Teams", "teams"), rows))
+	p := page(c, "Teams", "teams")
+	p.Warning = guaranteeWarning(m.teams, s.clusterGPUs())
+	return s.render(c, http.StatusOK, templates.TeamsPage(p, rows))
 }
 
 func shareRow(t api.TeamShare) templates.TeamShareRow {
@@ -213,7 +230,65 @@ func shareRow(t api.TeamShare) templates.TeamShareRow {
 		Weight: strconv.FormatFloat(t.Weight, 'g', 4, 64), Usage: fmt.Sprintf("%.0f", t.UsageGPUSeconds),
 		Entitlement: fmt.Sprintf("%.3f", t.Entitlement), UsageShare: fmt.Sprintf("%.3f", t.UsageShare),
 		Factor: fmt.Sprintf("%.3f", t.Factor), MaxPerUser: t.MaxGPUsPerUser,
+		DefaultTimeLimit: fmtTimeLimit(t.DefaultTimeLimitS), MaxTimeLimit: fmtTimeLimit(t.MaxTimeLimitS),
 	}
+}
+
+// fmtTimeLimit writes a time limit of s seconds; "" for none.
+func fmtTimeLimit(s int64) string {
+	if s <= 0 {
+		return ""
+	}
+	return job.FormatTimeLimit(time.Duration(s) * time.Second)
+}
+
+// setTimeLimits sets team name's default and longest time limit, as
+// typed (job.ParseTimeLimit; "" for none), for its lead or an admin.
+func (s *Server) setTimeLimits(c echo.Context, def, most string) error {
+	name, u := c.Param("name"), currentUser(c)
+	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
+		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its time limits", name))
+	}
+	d, err := job.ParseTimeLimit(def)
+	if err != nil {
+		return badRequest("default_time_limit: %s", err)
+	}
+	m, err := job.ParseTimeLimit(most)
+	if err != nil {
+		return badRequest("max_time_limit: %s", err)
+	}
+	if m > 0 && (d > m) {
+		return badRequest("default_time_limit: %s is above the maximum %s", job.FormatTimeLimit(d), job.FormatTimeLimit(m))
+	}
+	err = s.cfg.Store.SetTeamTimeLimits(c.Request().Context(), name, int64(d/time.Second), int64(m/time.Second))
+	if errors.Is(err, models.ErrNotFound) {
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("team %s not found", name))
+	}
+	if err != nil {
+		return err
+	}
+	return s.audit(c, "team.time_limits", name, fmt.Sprintf("default %s, at most %s", job.FormatTimeLimit(d), job.FormatTimeLimit(m)))
+}
+
+func (s *Server) apiSetTimeLimits(c echo.Context) error {
+	var in struct {
+		Default string `json:"default_time_limit"`
+		Max     string `json:"max_time_limit"`
+	}
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := s.setTimeLimits(c, in.Default, in.Max); err != nil {
+		return err
+	}
+	return s.apiTeam(c)
+}
+
+func (s *Server) timeLimitsForm(c echo.Context) error {
+	if err := s.setTimeLimits(c, c.FormValue("default_time_limit"), c.FormValue("max_time_limit")); err != nil {
+		return s.teamFormError(c, err)
+	}
+	return s.renderTeam(c, http.StatusOK, "", "Time limits saved.")
 }
 
 func (s *Server) teamPage(c echo.Context) error {
@@ -246,8 +321,14 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		v.Queue = append(v.Queue, templates.TeamQueueRow{ID: j.ID, Name: j.Name, User: j.User, State: string(j.State),
 			GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})
 	}
+	if v.Flags, err = s.teamFlags(c.Request().Context(), m, u, t.Name); err != nil {
+		return err
+	}
 	p := page(c, "Team "+t.Name, "teams")
 	p.Charts, p.Flash, p.Notice = true, flash, notice
+	if u.Role == models.RoleAdmin {
+		p.Warning = guaranteeWarning(m.teams, s.clusterGPUs())
+	}
 	return s.render(c, status, templates.TeamPage(p, v))
 }
 

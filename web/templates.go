@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -32,9 +33,24 @@ func templateJSON(t models.JobTemplate) (TemplateJSON, error) {
 // requestOf is the submission that would make j again.
 func requestOf(j *models.Job) SubmitRequest {
 	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command),
-		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j)}
+		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j),
+		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
+		Workdir: j.Workdir, Retries: j.Retries, Dependencies: j.Deps()}
+	if j.MemSource == "declared" {
+		r.MemPersistentMiB, r.MemEphemeralMiB = j.MemPersistentMiB, j.MemEphemeralMiB
+	}
 	if len(j.Command) == 0 {
 		r.Sim = &api.SimSpec{DurationS: j.SimDuration}
+	}
+	if len(j.Env) > 0 {
+		r.Env = make(map[string]string, len(j.Env))
+		for _, kv := range j.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			r.Env[k] = v
+		}
+	}
+	if j.TimeLimitS > 0 {
+		r.TimeLimit = job.FormatTimeLimit(j.TimeLimit())
 	}
 	return r
 }

@@ -59,6 +59,12 @@ func commandTable() cmdSpec {
 				return inspectFlags(c, func(c jobCmd) error { return c.run(context.Background(), []string{name}) })
 			}}
 	}
+	notifySub := func(name, summary string) cmdSpec {
+		return cmdSpec{name: name, summary: summary, outputs: []string{"json", "yaml"},
+			flags: func(c jobCmd) []*flag.Flag {
+				return inspectFlags(c, func(c jobCmd) error { return notifyCmd{jobCmd: c}.run(context.Background(), []string{name}) })
+			}}
+	}
 	configSub := func(name, summary string, args func(context.Context, jobCmd, *jobFlags) []candidate) cmdSpec {
 		return cmdSpec{name: name, summary: summary, args: args, outputs: []string{"name"},
 			flags: func(c jobCmd) []*flag.Flag {
@@ -107,6 +113,11 @@ func commandTable() cmdSpec {
 				jobSub("show", "show a job and its history", jobIDs(false)),
 				jobSub("cancel", "cancel jobs", jobIDs(true)),
 				jobSub("logs", "print a job's output", jobIDs(false)),
+			}},
+			{name: "notify", summary: "show and set your notifications (email, webhook)", subs: []cmdSpec{
+				notifySub("show", "your settings and the latest notifications"),
+				notifySub("set", "change your settings"),
+				notifySub("test", "send a test notification by each channel"),
 			}},
 			{name: "login", summary: "log in to a server and save it as a context",
 				flags: func(c jobCmd) []*flag.Flag {

@@ -68,6 +68,9 @@ const maxDemoBacklog = 14
 func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *slog.Logger) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	gpuChoices := []int{1, 1, 1, 2, 2, 4, 4, 8}
+	if err := submitDemoIdle(ctx, store); err != nil {
+		log.Warn("demo: idle job", "err", err)
+	}
 	if err := submitDemoSharing(ctx, store, rng); err != nil {
 		log.Warn("demo: sharing jobs", "err", err)
 	}
@@ -119,4 +122,18 @@ func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *
 		}
 		eng.Wake()
 	}
+}
+
+// demoIdleUtilPct is the utilization of the demo's idle notebook: a
+// Jupyter kernel that holds a GPU and a model in memory and computes now
+// and then.
+const demoIdleUtilPct = 1
+
+// submitDemoIdle submits alice's notebook, which holds a GPU for half an
+// hour and barely uses it: the demo's idle-GPU flag (--idle-after).
+func submitDemoIdle(ctx context.Context, store *models.Store) error {
+	util := float64(demoIdleUtilPct)
+	j := &models.Job{Name: "notebook-alice", Team: "vision", User: "alice", GPUs: 1, SimDuration: 1800,
+		SimUtilPct: &util, GPUMemMiB: 6 * 1024, SubmittedAt: time.Now()}
+	return store.CreateJob(ctx, j)
 }

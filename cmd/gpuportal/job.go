@@ -33,11 +33,16 @@ const jobUsage = `Usage: gpuportal job COMMAND [flags]
 
 Commands:
   submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
+         [--env NAME=VALUE]... [--chdir DIR] [--time 2h] [--retries N]
+         [--dependency afterok:41] [--array 0-5%2 [--array-params FILE.csv]]
          [--parsable] [--wait] (--sim-duration 10m | -- PROGRAM [ARG...])
          (--parsable: print only the job's ID, as sbatch --parsable;
          --wait: wait until the job ends, exit codes below)
-  list   [--scope mine|team|all] [--state STATE] [--limit N] [--start]
-         [--parsable] [--no-headers]
+  resubmit ID  (submit a job again with the same fields: a new job)
+  array  [--cancel] ID  (an array's tasks by index; --cancel: cancel them all)
+  list   [--scope mine|team|all] [--state STATE[,STATE...]] [--user USER]
+         [--team TEAM] [--limit N] [--all] [--start] [--parsable] [--no-headers]
+         (--all: every matching job, page after page)
          (--start: the waiting jobs with their forecast start, soonest
          first, as squeue --start; --parsable: every column separated
          by "|", as sacct --parsable2)
@@ -132,6 +137,10 @@ func (c jobCmd) run(ctx context.Context, args []string) error {
 		return c.show(ctx, args[1:])
 	case "cancel":
 		return c.cancel(ctx, args[1:])
+	case "resubmit":
+		return c.resubmit(ctx, args[1:])
+	case "array":
+		return c.array(ctx, args[1:])
 	case "logs":
 		return c.logs(ctx, args[1:])
 	case "help", "-h", "--help":
@@ -433,6 +442,12 @@ func isNotFound(err error) bool {
 // a successful answer; other answers become *jobAPIError with the
 // server's message.
 func (cl *jobClient) do(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
+	raw, _, err := cl.doHeader(ctx, method, path, query, body)
+	return raw, err
+}
+
+// doHeader is do that also returns the answer's headers.
+func (cl *jobClient) doHeader(ctx context.Context, method, path string, query url.Values, body any) ([]byte, http.Header, error) {
 	u := *cl.base
 	u.Path = cl.base.Path + path
 	u.RawQuery = query.Encode()
@@ -440,13 +455,13 @@ func (cl *jobClient) do(ctx context.Context, method, path string, query url.Valu
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
+			return nil, nil, fmt.Errorf("encode request: %w", err)
 		}
 		r = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+cl.token)
 	req.Header.Set("Accept", "application/json")
@@ -456,21 +471,21 @@ func (cl *jobClient) do(ctx context.Context, method, path string, query url.Valu
 	}
 	resp, err := cl.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, jobMaxResponse))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+		return nil, nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return raw, nil
+		return raw, resp.Header, nil
 	}
 	ae := &jobAPIError{Status: resp.StatusCode, Message: serverMessage(resp, raw)}
 	if resp.StatusCode == http.StatusUnauthorized {
 		ae.hint = howToGetToken(cl.base)
 	}
-	return nil, ae
+	return nil, nil, ae
 }
 
 // serverMessage is the error message in an answer: the API's
@@ -572,11 +587,16 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.Int64Var(&req.Parameters, "parameters", 0, "with --share: the model's parameter count, for the memory estimate")
 	var prof profileFlags
 	prof.register(f.fs)
+	var run runFlags
+	run.register(f.fs)
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if req.CPUProfile, err = prof.request(); err != nil {
+		return err
+	}
+	if err := run.request(&req); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
@@ -604,6 +624,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return flagForField(err)
 	}
+	sf.tasks = arrayTasks(req)
 	return c.submitted(ctx, cl, f, sf, raw)
 }
 
@@ -622,8 +643,11 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	defer wrapJobErr("list", &err)
 	f := c.flags("list", true)
 	scope := f.fs.String("scope", "", "mine, team or all (admins); default: your team's (all jobs for admins)")
-	state := f.fs.String("state", "", "only jobs in this state: "+jobStateNames())
-	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default)")
+	state := f.fs.String("state", "", "only jobs in these states, comma-separated: "+jobStateNames())
+	user := f.fs.String("user", "", "only this user's jobs")
+	team := f.fs.String("team", "", "only this team's jobs (admins: any team; others: their own)")
+	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default, 1000); with --all, per request")
+	all := f.fs.Bool("all", false, "every matching job: follow the server's cursor page after page")
 	start := f.fs.Bool("start", false, "only waiting jobs (queued and preempted), with when each is forecast to start, soonest first")
 	var lf listFlags
 	lf.register(f)
@@ -634,15 +658,22 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	if len(pos) > 0 {
 		return fmt.Errorf("unexpected argument %q", pos[0])
 	}
+	if *limit < 0 || *limit > 1000 {
+		return fmt.Errorf("--limit %d: must be from 1 to 1000 (0: the server's default)", *limit)
+	}
+	for _, st := range strings.Split(*state, ",") {
+		if st != "" && !job.State(st).Valid() {
+			return fmt.Errorf("--state %s: unknown state %q (want %s)", *state, st, jobStateNames())
+		}
+	}
 	if *start && *state != "" && !job.State(*state).Waiting() {
 		return fmt.Errorf("--start lists waiting jobs: --state %s names none", *state)
 	}
 	q := url.Values{}
-	if *scope != "" {
-		q.Set("scope", *scope)
-	}
-	if *state != "" {
-		q.Set("state", *state)
+	for k, v := range map[string]string{"scope": *scope, "state": *state, "user": *user, "team": *team} {
+		if v != "" {
+			q.Set(k, v)
+		}
 	}
 	if *limit != 0 {
 		q.Set("limit", strconv.Itoa(*limit))
@@ -654,12 +685,44 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	if *start {
 		return c.listStart(ctx, cl, q, *state, f, lf)
 	}
-	var jobs []api.Job
-	raw, err := cl.getJSON(ctx, "/api/v1/jobs", q, &jobs)
+	jobs, raw, err := cl.listJobs(ctx, q, *all)
 	if err != nil {
 		return err
 	}
 	return c.writeJobs(jobs, raw, f, lf, jobListColumns, "no jobs")
+}
+
+// listJobs gets the jobs list of q: one page, or with all every page,
+// following the server's cursor (X-Next-Cursor). raw is the jobs as one
+// JSON list.
+func (cl *jobClient) listJobs(ctx context.Context, q url.Values, all bool) (jobs []api.Job, raw []byte, err error) {
+	for {
+		body, h, err := cl.doHeader(ctx, http.MethodGet, "/api/v1/jobs", q, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		var page []api.Job
+		if err := json.Unmarshal(body, &page); err != nil {
+			return nil, nil, fmt.Errorf("GET /api/v1/jobs: the server's answer is not the expected JSON: %w", err)
+		}
+		if !all {
+			return page, body, nil
+		}
+		jobs = append(jobs, page...)
+		next := h.Get("X-Next-Cursor")
+		if next == "" || len(page) == 0 {
+			break
+		}
+		q.Set("cursor", next)
+	}
+	if jobs == nil {
+		jobs = []api.Job{}
+	}
+	raw, err = json.Marshal(jobs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode jobs: %w", err)
+	}
+	return jobs, raw, nil
 }
 
 // listStart prints the waiting jobs of q (of state, when set) with their
@@ -827,6 +890,16 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	}
 	if j.Held {
 		row("held", "yes: never scheduled; cancel it and submit it again (see its reason)")
+	}
+	printRun(row, j)
+	if t := j.Idle.Text(c.now(), time.Local); t != "" {
+		row("idle", t)
+	}
+	if u := j.Usage; u != nil && len(u.GPUs) > 0 {
+		row("utilization", fmt.Sprintf("%s mean over the run (%s)", pct(u.UtilAvgPct), fmtSeconds(u.To.Sub(u.From).Seconds())))
+		for _, g := range u.GPUs {
+			row(fmt.Sprintf("GPU %s:%d", g.Node, g.Index), gpuUsageLine(g))
+		}
 	}
 	_ = w.Flush()
 	if len(history) == 0 {
@@ -1092,4 +1165,39 @@ func cell(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// gpuUsageLine says how a job uses one of its GPUs: what its page shows.
+func gpuUsageLine(g api.GPUUsage) string {
+	gb := func(v int64) string { return fmt.Sprintf("%.1f GB", float64(v)/1024) }
+	line := "utilization " + pct(g.UtilPct) + " now, " + pct(g.UtilAvgPct) + " over the run"
+	switch {
+	case g.JobMemMiB != nil:
+		line += "; memory " + gb(*g.JobMemMiB) + " (its own) of " + gb(g.MemMiB)
+	case g.UtilPct != nil:
+		line += "; memory " + gb(g.MemUsedMiB) + " used on the GPU of " + gb(g.MemMiB)
+	}
+	if g.JobMemMaxMiB != nil {
+		line += ", peak " + gb(*g.JobMemMaxMiB)
+	}
+	if g.Shared {
+		line += "; shared"
+		if len(g.SharedWith) > 0 {
+			ids := make([]string, len(g.SharedWith))
+			for i, id := range g.SharedWith {
+				ids[i] = strconv.FormatInt(id, 10)
+			}
+			line += " with job " + strings.Join(ids, ", ")
+		}
+		line += " (utilization is the whole GPU's)"
+	}
+	return line
+}
+
+// pct writes a percentage as the pages do: "87%", "—" when unknown.
+func pct(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f%%", *v)
 }

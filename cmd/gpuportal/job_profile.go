@@ -83,7 +83,7 @@ func flagForField(err error) error {
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.hint != "" {
 		return err
 	}
-	for _, f := range submitFlagOf {
+	for _, f := range append(submitFlagOf, runSubmitFlags...) {
 		if strings.HasPrefix(ae.Message, f.field+": ") || strings.HasPrefix(ae.Message, f.field+" ") {
 			ae.hint = "Fix " + f.flag + "."
 			break

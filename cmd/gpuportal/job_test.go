@@ -457,3 +457,72 @@ func TestFollowLogs(t *testing.T) {
 		t.Errorf("stderr = %q, want how the job ended", errOut)
 	}
 }
+
+// TestJobListAll checks that list --all follows the server's cursor to
+// the last page, passing the filters on every request, and that bad
+// filters name the flag.
+func TestJobListAll(t *testing.T) {
+	var mu sync.Mutex
+	var queries []url.Values
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.Query())
+		mu.Unlock()
+		pages := map[string]struct {
+			ids  []int64
+			next string
+		}{"": {[]int64{9, 8}, "c1"}, "c1": {[]int64{7, 6}, "c2"}, "c2": {[]int64{5}, ""}}
+		p := pages[r.URL.Query().Get("cursor")]
+		var js []api.Job
+		for _, id := range p.ids {
+			js = append(js, testJob(id, job.Succeeded))
+		}
+		if p.next != "" {
+			w.Header().Set("X-Next-Cursor", p.next)
+		}
+		_ = json.NewEncoder(w).Encode(js)
+	}))
+	defer srv.Close()
+	env := map[string]string{jobTokenEnv: "tok"}
+	out, _, err := jobRun(srv.URL, env, t.TempDir(), "list", "--all", "--limit", "2", "--user", "alice", "--team", "vision", "--state", "succeeded,failed", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []api.Job
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--json output %q: %v", out, err)
+	}
+	if ids := idsOf(got); len(ids) != 5 || ids[0] != 9 || ids[4] != 5 {
+		t.Errorf("got jobs %v, want 9 to 5", idsOf(got))
+	}
+	if len(queries) != 3 {
+		t.Fatalf("%d requests, want 3", len(queries))
+	}
+	for _, q := range queries {
+		if q.Get("user") != "alice" || q.Get("team") != "vision" || q.Get("state") != "succeeded,failed" || q.Get("limit") != "2" {
+			t.Errorf("query %v lost a filter", q)
+		}
+	}
+	out, _, err = jobRun(srv.URL, env, t.TempDir(), "list", "--limit", "2")
+	if err != nil || strings.Count(out, "resnet") != 2 {
+		t.Errorf("without --all: err %v, output %q: want the first page only", err, out)
+	}
+	for _, tc := range []struct{ args, flag string }{
+		{"--state sleeping", "--state"},
+		{"--limit 5000", "--limit"},
+		{"--limit -1", "--limit"},
+	} {
+		_, _, err := jobRun(srv.URL, env, t.TempDir(), append([]string{"list"}, strings.Fields(tc.args)...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("list %s: err %v, want it to name %s", tc.args, err, tc.flag)
+		}
+	}
+}
+
+func idsOf(js []api.Job) []int64 {
+	out := make([]int64, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}

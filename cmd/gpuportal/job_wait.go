@@ -13,6 +13,8 @@ import (
 // prints and whether it waits.
 type submitFlags struct {
 	wait bool
+	// tasks is how many tasks the submission's array makes; 0: no array.
+	tasks int
 }
 
 func (s *submitFlags) register(f *jobFlags) {
@@ -39,7 +41,7 @@ func (c jobCmd) submitted(ctx context.Context, cl *jobClient, f *jobFlags, sf su
 			return err
 		}
 	default:
-		fmt.Fprintf(c.stdout, "job %d submitted: %s, %s for team %s (%s)\n", j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.State)
+		fmt.Fprintln(c.stdout, submittedLine(j, sf.tasks))
 	}
 	if !sf.wait {
 		return nil

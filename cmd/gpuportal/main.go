@@ -31,6 +31,8 @@ Usage:
   gpuportal version         print the versions of this client and of the server
   gpuportal completion bash|zsh|fish
                             print a shell's completion script
+  gpuportal notify ...      show and set your notifications (email, webhook) over the REST API
+  gpuportal accounting ...  GPU-hours allocated, used and idle per team or user (like sreport)
   gpuportal help            show this help
 
 Run "gpuportal COMMAND -h" for the flags of a command; "gpuportal --version"
@@ -97,6 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case completeCommand:
 		// Called by the completion scripts.
 		return newJobCmd(stdin, stdout, stderr).complete(ctx, args[1:])
+	case "notify":
+		return runNotify(ctx, args[1:], stdin, stdout, stderr)
+	case "accounting":
+		return runAccounting(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return runSim(ctx, args[1:], stdout, stderr)
 	case "admin":

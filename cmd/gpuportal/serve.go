@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,12 +21,14 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/notify"
 	"github.com/gpuportal/gpuportal/web"
 )
 
@@ -43,6 +46,7 @@ type serveFlags struct {
 	cpuAlloc          string
 	thresholds        string
 	promoteKnob       float64
+	reference         bool
 	halfLife          time.Duration
 	minRuntime        time.Duration
 	set               map[string]bool // flags given on the command line
@@ -59,9 +63,12 @@ type serveFlags struct {
 	historyRaw        time.Duration
 	historyKeep       time.Duration
 	gate              gateFlags
+	notify            notifyFlags
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
 	wsMaxAge          time.Duration
+	idleAfter         time.Duration
+	idleBelow         float64
 	signIn            identity.Flags  // LDAP and OpenID Connect (docs/operations.md)
 	signInCfg         identity.Config // signIn, loaded
 }
@@ -83,8 +90,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.cpuAlloc, "cpu-alloc", sched.AllocProportional, "CPUs and host memory per job: proportional (by GPUs) or synergy (by each job's sensitivity, docs/synergy.md)")
 	fs.StringVar(&f.sharePlacement, "share-placement", sched.ShareFreeFirst, "where a sharing job goes: free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room); docs/salus.md")
 	fs.StringVar(&f.thresholds, "thresholds", "", "queue thresholds of dlas and tiresias, comma-separated GPU-seconds (default 3250,7200; with --demo 200,800)")
-	fs.DurationVar(&f.halfLife, "half-life", 7*24*time.Hour, "fair share: how fast a team's past usage fades")
+	fs.DurationVar(&f.halfLife, "half-life", 7*24*time.Hour, "fair share: how fast a team's past usage fades; 0 for no decay")
 	fs.DurationVar(&f.minRuntime, "min-runtime", 10*time.Minute, "fair share: how long a borrowed job runs before it may be reclaimed (with --demo, 30s)")
+	fs.BoolVar(&f.reference, "reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
 	fs.Float64Var(&f.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than K x its run time returns to the top queue; 0 is off")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
@@ -94,7 +102,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
-	fs.IntVar(&f.maxRetries, "max-retries", 3, "times a failed job is started again (not counting machine failures); 0 never")
+	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
@@ -103,8 +111,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxConnsPerAddr, "max-conns-per-addr", 128, "connections one client address may hold at once (trusted proxies are not capped); 0: no cap")
 	fs.IntVar(&f.maxSocketsPerUser, "max-websockets-per-user", 16, "live connections (/ws) one user may hold at once")
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
+	fs.DurationVar(&f.idleAfter, "idle-after", idle.DefaultRule.After, "a running job whose GPUs all stay under --idle-below utilization this long is flagged idle on its page, its team's and the cluster's (with --demo, 2m); 0: no flags")
+	fs.Float64Var(&f.idleBelow, "idle-below", idle.DefaultRule.BelowPct, "the utilization, in percent, under which a GPU counts as idle (see --idle-after)")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
+	f.notify.register(fs)
 	f.signIn.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -120,6 +131,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	f.passEnv = pass
 	if err := f.gate.check("serve"); err != nil {
+		return f, err
+	}
+	if err := f.notify.check(); err != nil {
 		return f, err
 	}
 	f.set = make(map[string]bool)
@@ -139,6 +153,15 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.dbMaxConns < 0 || f.dbMaxConns > 1000 {
 		return f, fmt.Errorf("serve: --db-max-conns %d: must be from 0 (the database's default) to 1000", f.dbMaxConns)
 	}
+	if f.idleAfter < 0 || (f.idleAfter > 0 && f.idleAfter < 10*time.Second) {
+		return f, fmt.Errorf("serve: --idle-after %v: must be 0 (no flags) or at least 10s", f.idleAfter)
+	}
+	if math.IsNaN(f.idleBelow) || f.idleBelow <= 0 || f.idleBelow > 100 {
+		return f, fmt.Errorf("serve: --idle-below %v: must be a percentage above 0, at most 100", f.idleBelow)
+	}
+	if f.demo && !f.set["idle-after"] {
+		f.idleAfter = demoIdleAfter
+	}
 	if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
 		return f, fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
 	}
@@ -155,6 +178,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	return f, nil
 }
 
+// demoIdleAfter is --idle-after with --demo: its idle notebook is
+// flagged two minutes after it starts, for a newcomer to see it.
+const demoIdleAfter = 2 * time.Minute
+
 // demoThresholds are the queue thresholds of --demo: its jobs are short,
 // so the queues must be too for a newcomer to see demotions and preemptions.
 var demoThresholds = []float64{200, 800}
@@ -166,30 +193,9 @@ const demoMinRuntime = 30 * time.Second
 // newScheduler configures the scheduling core from the flags. tiresias-g
 // starts from the GPU-times of jobs this cluster has completed.
 func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, error) {
-	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc, SharePlacement: f.sharePlacement}
-	if f.thresholds != "" {
-		for _, part := range strings.Split(f.thresholds, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
-			if err != nil || v <= 0 {
-				return nil, fmt.Errorf("--thresholds %q: %q is not a positive number of GPU-seconds", f.thresholds, part)
-			}
-			cfg.Thresholds = append(cfg.Thresholds, v)
-		}
-	} else if f.demo {
-		cfg.Thresholds = demoThresholds
-	}
-	cfg.MinRuntimeS = f.minRuntime.Seconds()
-	if f.demo && !f.set["min-runtime"] {
-		cfg.MinRuntimeS = demoMinRuntime.Seconds()
-	}
-	if f.minRuntime < 0 {
-		return nil, fmt.Errorf("--min-runtime %v: must be 0 or more", f.minRuntime)
-	}
-	if f.promoteKnob < 0 {
-		return nil, fmt.Errorf("--promote-knob %v: must be 0 (off) or positive", f.promoteKnob)
-	}
-	if !slices.Contains(sched.CPUAllocModes(), f.cpuAlloc) {
-		return nil, fmt.Errorf("--cpu-alloc %q: want %s", f.cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
+	cfg, err := schedConfig(f)
+	if err != nil {
+		return nil, err
 	}
 	samples, err := store.CompletedGPUTimes(ctx, 5000)
 	if err != nil {
@@ -201,6 +207,47 @@ func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sche
 		return nil, fmt.Errorf("--policy %s: %w", f.policy, err)
 	}
 	return sc, nil
+}
+
+// schedConfig reads the scheduling flags into a core configuration. A
+// zero the user gives means what the flag says (--min-runtime 0s: no
+// minimum), never the core's default for a zero field.
+func schedConfig(f serveFlags) (sched.Config, error) {
+	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc, SharePlacement: f.sharePlacement,
+		Reference: f.reference}
+	if f.thresholds != "" {
+		for _, part := range strings.Split(f.thresholds, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+			if err != nil || v <= 0 {
+				return sched.Config{}, fmt.Errorf("--thresholds %q: %q is not a positive number of GPU-seconds", f.thresholds, part)
+			}
+			cfg.Thresholds = append(cfg.Thresholds, v)
+		}
+	} else if f.demo {
+		cfg.Thresholds = demoThresholds
+	}
+	cfg.MinRuntimeS = f.minRuntime.Seconds()
+	if f.demo && !f.set["min-runtime"] {
+		cfg.MinRuntimeS = demoMinRuntime.Seconds()
+	}
+	if cfg.MinRuntimeS == 0 {
+		// --min-runtime 0s means no minimum; the core reads a zero
+		// MinRuntimeS as its default.
+		cfg.MinRuntimeS = sched.NoMinRuntime
+	}
+	if f.minRuntime < 0 {
+		return sched.Config{}, fmt.Errorf("--min-runtime %v: must be 0 or more", f.minRuntime)
+	}
+	if f.promoteKnob < 0 {
+		return sched.Config{}, fmt.Errorf("--promote-knob %v: must be 0 (off) or positive", f.promoteKnob)
+	}
+	if !slices.Contains(sched.CPUAllocModes(), f.cpuAlloc) {
+		return sched.Config{}, fmt.Errorf("--cpu-alloc %q: want %s", f.cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
+	}
+	if f.halfLife < 0 {
+		return sched.Config{}, fmt.Errorf("--half-life %v: must be 0 (no decay) or more", f.halfLife)
+	}
+	return cfg, nil
 }
 
 // checkLoopback refuses development mode on an address others can reach:
@@ -285,7 +332,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
 	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, Logger: log,
-		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: f.halfLife})
+		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife)})
 	if err != nil {
 		return err
 	}
@@ -338,12 +385,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	mailer, err := f.notify.mailer(os.Getenv)
+	if err != nil {
+		return err
+	}
+	// Notifications go out from the leader only (serve_notify.go).
+	notifier, err := notify.New(notify.Config{Store: store, Leader: rep.leader, PublicURL: f.notify.linkBase(ln.Addr()),
+		Mailer: mailer, WebhookTimeout: f.notify.webhookTimeout, RetryBase: f.notify.retryBase, HeldEvery: f.notify.heldCheck, Logger: log.With("part", "notify")})
+	if err != nil {
+		return err
+	}
 	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
 		Machines: machineStore{store}}, eng, log)
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents, SignIn: f.signInCfg})
+		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
+		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
+		Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}})
 	if err != nil {
 		return err
 	}
@@ -353,15 +416,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		srv.RecordHistory(engCtx, web.HistoryConfig{Raw: f.historyRaw, Keep: f.historyKeep})
 		close(historyDone)
 	}()
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.addr, err)
-	}
 	httpSrv := srv.HTTPServer()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(srv.LimitConnections(ln)) }()
 	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
+	notifyDone := make(chan struct{})
+	go func() { notifier.Run(engCtx); close(notifyDone) }()
 
 	leadErr := rep.follow(engCtx, lead)
 
@@ -383,6 +444,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	stopEngine()
 	<-historyDone // the minute in progress is written before the store closes
+	<-notifyDone
 	work.stop(shutCtx, log)
 	return nil
 }
@@ -451,4 +513,13 @@ func parseCIDRs(list string) ([]*net.IPNet, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// engineHalfLife maps --half-life onto engine.Config.HalfLife: 0 means no
+// decay there, where the engine reads zero as its default.
+func engineHalfLife(h time.Duration) time.Duration {
+	if h == 0 {
+		return -1
+	}
+	return h
 }

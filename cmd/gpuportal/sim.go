@@ -35,11 +35,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		tracePath   = fs.String("trace", "", "job trace `file` (required)")
 		format      = fs.String("format", "", "trace format: tiresias, openb or native (default: detected from the header)")
 		cluster     = fs.String("cluster", "", "cluster: NODESxGPUS[xGPU_MEM_GB] such as 4x8, or a node `file` such as openb-gpu-nodes.csv (required)")
-		policies    = fs.String("policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare")
+		policies    = fs.String("policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare; policy:rule picks one of a policy's rules (tiresias-l: preempted-first, queue-entry, reference; tiresias-g: full-index, one-quantum, least-service, reference)")
 		asJSON      = fs.Bool("json", false, "print a JSON array, one object per policy, instead of a table")
 		plot        = fs.String("plot", "", "write a CDF of JCT for all policies to this SVG `file`")
 		queues      = fs.Int("queues", 0, "number of priority queues of dlas, tiresias-l and tiresias-g (default: one more than the thresholds)")
 		thresholds  = fs.String("thresholds", "", "comma-separated queue `limits`, GPU-seconds (seconds for dlas) (default 3250,7200)")
+		reference   = fs.Bool("reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
 		promoteKnob = fs.Float64("promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
 		preemptCost = fs.Float64("preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
 		handover    = fs.Float64("handover-s", 0, "`seconds` a preempted job keeps its GPUs (checkpoint and exit) before the next job may start on them, as live")
@@ -85,6 +86,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	names, err := simParsePolicies(*policies)
 	if err != nil {
 		return fmt.Errorf("sim: --policy: %w", err)
+	}
+	for _, n := range names {
+		if _, rule := sim.SplitCandidate(n); *reference && rule != "" && rule != sched.RuleReference {
+			return fmt.Errorf("sim: --reference asks for the reference rule, --policy %s for another", n)
+		}
 	}
 	thr, err := simParseThresholds(*thresholds, *queues)
 	if err != nil {
@@ -134,7 +140,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	minRun := *minRuntime
 	if minRun == 0 {
-		minRun = -1 // none
+		minRun = sched.NoMinRuntime
 	}
 	var teamList []trace.Team
 	if *teams != "" {
@@ -162,6 +168,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Sched: sched.Config{
 			Thresholds:  thr,
 			PromoteKnob: *promoteKnob,
+			Reference:   *reference,
 			Placement:   *placement,
 			MinRuntimeS: minRun,
 			OmitWaits:   true,
@@ -207,7 +214,7 @@ func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg si
 	var reports []*replay.Report
 	for _, p := range policies {
 		rc.Sim = cfg
-		rc.Sim.Sched.Policy = p
+		rc.Sim.Sched.Policy, rc.Sim.Sched.Rule = sim.SplitCandidate(p)
 		r, err := replay.Run(ctx, jobs, rc)
 		if err != nil {
 			return fmt.Errorf("sim: --forecast: %w", err)
@@ -241,7 +248,8 @@ func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg si
 	return nil
 }
 
-// simParsePolicies splits a comma-separated list and checks every name.
+// simParsePolicies splits a comma-separated list and checks every name:
+// a policy, or policy:rule for one of its rules (sched.PolicyRules).
 func simParsePolicies(s string) ([]string, error) {
 	known := map[string]bool{}
 	for _, p := range sched.Policies() {
@@ -253,8 +261,15 @@ func simParsePolicies(s string) ([]string, error) {
 		if p == "" {
 			continue
 		}
-		if !known[p] {
-			return nil, fmt.Errorf("unknown policy %q (known: %s)", p, strings.Join(sched.Policies(), ", "))
+		pol, rule := sim.SplitCandidate(p)
+		if !known[pol] {
+			return nil, fmt.Errorf("unknown policy %q (known: %s)", pol, strings.Join(sched.Policies(), ", "))
+		}
+		if rules := sched.PolicyRules(pol); rule != "" && !slices.Contains(rules, rule) {
+			if len(rules) == 0 {
+				return nil, fmt.Errorf("%q: policy %s has one rule, no choice of rules", p, pol)
+			}
+			return nil, fmt.Errorf("%q: unknown rule %q for %s (known: %s)", p, rule, pol, strings.Join(rules, ", "))
 		}
 		out = append(out, p)
 	}

@@ -63,6 +63,9 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--sharing", "mps"}, "--sharing"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--sharing", "salus", "--placement", "count"}, "--sharing"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-every", "0"}, "--forecast-every"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "tiresias-l:magic"}, "--policy"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "fifo:queue-entry"}, "--policy"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "tiresias-l:queue-entry", "--reference"}, "--reference"},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
@@ -182,5 +185,48 @@ func TestSimCommandForecast(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &reports); err != nil || len(reports) != 1 || reports[0].Calibration.Forecasts == 0 {
 		t.Errorf("--json: %+v, %v\n%s", reports, err, out.String())
+	}
+}
+
+// yarnPrior is a trace drawn from tiresias-g's prior (see its header).
+const yarnPrior = "../../core/sim/testdata/yarn-prior.csv"
+
+// TestSimCommandRules compares a policy's rules side by side, as
+// policy:rule, and under --reference.
+func TestSimCommandRules(t *testing.T) {
+	type row struct {
+		Policy   string  `json:"policy"`
+		Rule     string  `json:"rule"`
+		Finished int     `json:"finished"`
+		AvgJCT   float64 `json:"avg_jct_s"`
+	}
+	cases := []struct {
+		args []string
+		want []row // AvgJCT unchecked
+	}{
+		{[]string{"--policy", "tiresias-l,tiresias-l:queue-entry,tiresias-g:least-service,fjf"}, []row{
+			{Policy: "tiresias-l", Rule: "preempted-first"}, {Policy: "tiresias-l:queue-entry", Rule: "queue-entry"},
+			{Policy: "tiresias-g:least-service", Rule: "least-service"}, {Policy: "fjf"}}},
+		{[]string{"--policy", "tiresias-l,tiresias-g,fjf", "--reference"}, []row{
+			{Policy: "tiresias-l:reference", Rule: "reference"}, {Policy: "tiresias-g:reference", Rule: "reference"}, {Policy: "fjf"}}},
+	}
+	for _, c := range cases {
+		var out, errOut bytes.Buffer
+		args := append([]string{"sim", "--trace", yarnPrior, "--cluster", "4x8", "--placement", "count", "--json"}, c.args...)
+		if err := run(context.Background(), args, &out, &errOut); err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, errOut.String())
+		}
+		var rows []row
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+			t.Fatalf("--json output: %v\n%s", err, out.String())
+		}
+		if len(rows) != len(c.want) {
+			t.Fatalf("%v: rows %+v", c.args, rows)
+		}
+		for i, r := range rows {
+			if r.Policy != c.want[i].Policy || r.Rule != c.want[i].Rule || r.Finished != 1001 || !(r.AvgJCT > 0) {
+				t.Errorf("%v: row %d = %+v, want %s (%s), all 1001 jobs finished", c.args, i, r, c.want[i].Policy, c.want[i].Rule)
+			}
+		}
 	}
 }

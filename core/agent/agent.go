@@ -82,6 +82,9 @@ type Config struct {
 	// Watchdog, when set, is told the process group of every command job,
 	// so that it stops them if this agent freezes or dies (watchdog.go).
 	Watchdog *WatchdogLink
+	// Backstop is how long after a run's time is up (job.Spec.TimeLeft)
+	// the agent stops it itself; default job.BackstopMargin.
+	Backstop time.Duration
 }
 
 // ErrRootJobs is why an agent that runs as root, with no user to run jobs
@@ -116,6 +119,8 @@ type run struct {
 	exceeded *gate.ExceededError
 	// fenced: stopped because no server was heard (fence.go).
 	fenced bool
+	// timedOut: stopped by its own time limit's backstop (job.Spec.TimeLeft).
+	timedOut bool
 }
 
 // New returns an agent that reports job exits on exits.
@@ -128,6 +133,9 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
+	}
+	if cfg.Backstop <= 0 {
+		cfg.Backstop = job.BackstopMargin
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -330,12 +338,19 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 	}
 	a.runs[s.JobID] = r
+	var backstop *time.Timer
+	if s.TimeLeft > 0 {
+		backstop = time.AfterFunc(s.TimeLeft+a.cfg.Backstop, func() { a.timeUp(s.JobID, r) })
+	}
 	a.lim.begin(s, r.pgid, log, a.LogPath(s.JobID), a.gateIterations(s))
 	if r.pgid > 0 {
 		a.cfg.Watchdog.Add(r.pgid, a.cfg.Grace)
 	}
 	go func() {
 		code, why := wait()
+		if backstop != nil {
+			backstop.Stop()
+		}
 		if r.pgid > 0 {
 			a.cfg.Watchdog.Remove(r.pgid)
 		}
@@ -348,16 +363,34 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 		a.mu.Lock()
 		delete(a.runs, s.JobID)
-		exceeded := r.exceeded
+		exceeded, timedOut := r.exceeded, r.timedOut
 		a.mu.Unlock()
 		close(r.done)
 		ex := job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
 		if exceeded != nil {
 			ex.Err, ex.Requeue = "stopped by the agent: "+exceeded.Error(), &exceeded.Requeue
 		}
+		if timedOut {
+			ex.Err, ex.EndedAs = "time limit reached: stopped by its agent", job.TimedOut
+		}
 		a.exits <- ex
 	}()
 	return nil
+}
+
+// timeUp stops run r of a job whose time is up: the backstop of the
+// engine's time limit (job.Spec.TimeLeft), for when no server stopped it.
+func (a *Local) timeUp(jobID int64, r *run) {
+	a.mu.Lock()
+	cur, ok := a.runs[jobID]
+	if ok && cur == r {
+		r.timedOut = true
+	}
+	a.mu.Unlock()
+	if ok && cur == r {
+		a.cfg.Logger.Warn("job's time is up and no server stopped it: stopping it", "job", jobID, "run", r.id)
+		r.stop()
+	}
 }
 
 func (a *Local) checkGPUs(gpus []int) error {

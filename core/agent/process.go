@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,7 +24,7 @@ import (
 // agent dies, so no job outlives the agent that tracks it.
 func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
 	cmd := exec.Command(s.Command[0], s.Command[1:]...)
-	cmd.Dir = a.jobDir(s.JobID)
+	cmd.Dir = jobWorkdir(a.jobDir(s.JobID), s.Dir)
 	cmd.Stdout = log
 	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -35,6 +36,9 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 	if err := cmd.Start(); err != nil {
 		if ra != nil && errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, ra.name, cmd.Dir)
+		}
+		if _, serr := os.Stat(cmd.Dir); serr != nil {
+			err = fmt.Errorf("%w (working folder: %v)", err, serr)
 		}
 		fmt.Fprintf(log, "gpuportal: cannot start %q: %v\n", s.Command[0], err)
 		return nil, nil, 0, fmt.Errorf("run %q: %w", s.Command[0], err)
@@ -70,12 +74,28 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 	return wait, stop, pgid, nil
 }
 
+// jobWorkdir is the folder a job starts in: dir as the job asked,
+// relative to its job folder jobDir when not absolute; jobDir when it
+// asked for none.
+func jobWorkdir(jobDir, dir string) string {
+	switch {
+	case dir == "":
+		return jobDir
+	case filepath.IsAbs(dir):
+		return filepath.Clean(dir)
+	}
+	return filepath.Join(jobDir, dir)
+}
+
 // jobEnv is a job's environment. Nothing of the agent's own environment
 // reaches it but the variables of the minimal environment (KeptEnv) and
 // those the operator names with --pass-env (pass): secrets in the agent's
 // environment (a cloud key, a database password, the agent's token) are
-// never a job's. It holds the job's GPUs, ID, run and checkpoint folder,
-// and the identity of the user it runs as (ra; nil: the agent's own).
+// never a job's. Then come the job's own variables (s.Env, whose names
+// were checked at submission and are checked again here), and last the
+// job's GPUs, ID, run, array task and checkpoint folder, and the identity
+// of the user it runs as (ra; nil: the agent's own), which nothing
+// before overrides.
 func jobEnv(base []string, s job.Spec, checkpointDir string, ra *runAs, pass []string) []string {
 	keep := func(name string) bool {
 		if strings.HasPrefix(name, "GPUPORTAL_") || name == "CUDA_VISIBLE_DEVICES" {
@@ -98,6 +118,13 @@ func jobEnv(base []string, s job.Spec, checkpointDir string, ra *runAs, pass []s
 	if !hasPath {
 		env = append(env, "PATH="+DefaultPath)
 	}
+	for _, kv := range s.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		if job.CheckEnvName(name) != nil || (ra != nil && (name == "HOME" || name == "USER" || name == "LOGNAME")) {
+			continue
+		}
+		env = append(env, kv)
+	}
 	devs := make([]string, len(s.GPUs))
 	for i, g := range s.GPUs {
 		devs[i] = strconv.Itoa(g)
@@ -108,6 +135,7 @@ func jobEnv(base []string, s job.Spec, checkpointDir string, ra *runAs, pass []s
 		"GPUPORTAL_RUN="+strconv.FormatInt(s.Run, 10),
 		"GPUPORTAL_CHECKPOINT_DIR="+checkpointDir,
 	)
+	env = append(env, s.Array.Env()...)
 	if ra != nil {
 		env = append(env, "HOME="+ra.home, "USER="+ra.name, "LOGNAME="+ra.name)
 	}

@@ -28,7 +28,8 @@ type Job struct {
 	GPUs            int
 	GPUMemMiB       int64
 	Command         []string
-	SimDuration     float64 // seconds; for simulated jobs
+	SimDuration     float64  // seconds; for simulated jobs
+	SimUtilPct      *float64 // a simulated job's GPU utilization; nil: a training job's
 	State           job.State
 	Run             int64 // the current or last run's number (job.RunRef)
 	SubmittedAt     time.Time
@@ -55,9 +56,33 @@ type Job struct {
 	// none: it comes before learned and catalogue profiles, and a job
 	// with one is never profiled (alloc.go).
 	CPUProfile *synergy.Profile
+	// Env and Dir are the job's own variables and the folder it starts
+	// in (job.Spec).
+	Env []string
+	Dir string
+	// TimeLimit bounds the time the job runs over all its runs; 0: none
+	// (timelimit.go).
+	TimeLimit time.Duration
+	// Retries is how many times a run that fails on its own is started
+	// again, as the job asked (retry.go).
+	Retries int
+	// Deps are the jobs it waits for, with their states now (gates.go).
+	Deps []Dep
+	// Array is the task of an array the job is, nil when none;
+	// ArrayLimit how many of the array's tasks may run at once (0: no
+	// limit; gates.go).
+	Array      *job.ArrayTask
+	ArrayLimit int
 	// Account is the Unix account of the job's owner, which machines run
 	// it as (job.Spec.Account; accounts.go); empty when not known.
 	Account string
+}
+
+// Dep is a job's dependency on another, and the other's state as the
+// store read it: "" when the store does not know that job.
+type Dep struct {
+	job.Dependency
+	State job.State
 }
 
 // Store is where the engine reads jobs and records what happens to them.
@@ -75,6 +100,10 @@ type Store interface {
 	// run ref, which its machine came back still running.
 	MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
+	// EndWaiting ends a job that waits, in final state to: cancelled
+	// when a job it depends on ended the wrong way, timed out when its
+	// time is used up (gates.go).
+	EndWaiting(ctx context.Context, id int64, to job.State, reason string, now time.Time) error
 	SetReasons(ctx context.Context, reasons map[int64]string) error
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
 	MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, reason string, retryAt, now time.Time) error
@@ -115,11 +144,13 @@ type Config struct {
 	// LostAfter is how long jobs recorded as running on a machine that is
 	// not connected wait for it before they are requeued.
 	LostAfter time.Duration
-	// MaxRetries is how many times a job that fails is started again; 0
-	// means never. Jobs lost with their machine are requeued without
-	// counting against this.
+	// MaxRetries is the most times a job that fails on its own is
+	// started again, whatever it asked for (Job.Retries); 0 means never.
+	// Jobs lost with their machine, or whose GPU failed, are requeued
+	// without counting against this.
 	MaxRetries int
-	// HalfLife is how fast team usage fades for fair share (default 7 days).
+	// HalfLife is how fast team usage fades for fair share: zero means
+	// the default (7 days), negative no decay at all.
 	HalfLife time.Duration
 	// RetryBackoff is the wait before the first retry; it doubles each time.
 	RetryBackoff time.Duration
@@ -137,7 +168,11 @@ type Engine struct {
 	cfg   Config
 	exits chan job.Exit
 	wake  chan struct{}
-	calls chan func(context.Context)
+	// recheck is the scheduler's Recheck of the last pass, on the
+	// engine's clock: the next pass runs then, or after Interval if that
+	// comes first. Zero when the scheduler named no time.
+	recheck time.Time
+	calls   chan func(context.Context)
 
 	follower atomic.Bool // another replica schedules (replicas.go)
 
@@ -395,8 +430,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.loadNodeStates(ctx); err != nil {
 		return err
 	}
-	tick := time.NewTicker(e.cfg.Interval)
-	defer tick.Stop()
+	timer := time.NewTimer(e.cfg.Interval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -407,10 +442,26 @@ func (e *Engine) Run(ctx context.Context) error {
 		case ex := <-e.exits:
 			e.handleExit(ctx, ex)
 		case <-e.wake:
-		case <-tick.C:
+		case <-timer.C:
 		}
 		if err := e.pass(ctx); err != nil && ctx.Err() == nil {
 			e.cfg.Logger.Error("scheduling pass failed", "err", err)
 		}
+		timer.Reset(e.untilNextPass(e.cfg.Now()))
 	}
+}
+
+// untilNextPass is how long after now the next pass is due when nothing
+// happens: at the last pass's Recheck (a running job crossing a queue
+// threshold, a waiting one due for promotion, a locality relaxing, a
+// borrowed job reaching its minimum runtime), so that the decision lands
+// when the simulator would make it; and never later than Interval.
+func (e *Engine) untilNextPass(now time.Time) time.Duration {
+	wait := e.cfg.Interval
+	if !e.recheck.IsZero() {
+		if d := e.recheck.Sub(now); d < wait {
+			wait = max(d, 0)
+		}
+	}
+	return wait
 }

@@ -28,6 +28,7 @@ type memStore struct {
 	forecasts []ForecastRecord // recorded start forecasts
 	fail      error            // MarkStopped fails with it while set
 	stalls    map[int64]int    // requeues without progress (sharing_test.go)
+	waits     map[int64]string // why waiting jobs wait (SetReasons)
 }
 
 func newMemStore(jobs ...Job) *memStore {
@@ -155,7 +156,29 @@ func (s *memStore) Cancel(_ context.Context, id int64, _ string, _ time.Time) er
 	return nil
 }
 
-func (s *memStore) SetReasons(context.Context, map[int64]string) error { return nil }
+func (s *memStore) EndWaiting(_ context.Context, id int64, to job.State, reason string, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if !j.State.Waiting() {
+		return errConflict
+	}
+	j.State, s.reason[id] = to, reason
+	return nil
+}
+
+// SetReasons keeps why waiting jobs wait, in waits.
+func (s *memStore) SetReasons(_ context.Context, reasons map[int64]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waits == nil {
+		s.waits = make(map[int64]string)
+	}
+	for id, r := range reasons {
+		s.waits[id] = r
+	}
+	return nil
+}
 
 func (s *memStore) SetQueueStates(_ context.Context, states map[int64]sched.QueueState) error {
 	s.mu.Lock()
@@ -606,6 +629,7 @@ func TestRetryPolicy(t *testing.T) {
 	tests := []struct {
 		name       string
 		maxRetries int
+		retries    int  // what the job asked for
 		failures   int  // earlier failed runs
 		lastCode   *int // their last exit code
 		ran        time.Duration
@@ -613,16 +637,18 @@ func TestRetryPolicy(t *testing.T) {
 		want       job.State
 		wantReason string
 	}{
-		{"no retries configured", 0, 0, nil, time.Minute, 1, job.Failed, "exit code 1"},
-		{"first failure is retried", 3, 0, nil, 5 * time.Second, 1, job.Queued, "retry 1 of 3"},
-		{"a different failure is retried", 3, 1, ptr(2), 5 * time.Second, 1, job.Queued, "retry 2 of 3"},
-		{"the same quick failure is the job's fault", 3, 1, ptr(1), 5 * time.Second, 1, job.Failed, "not retried"},
-		{"the same failure after a long run is retried", 3, 1, ptr(1), 2 * time.Hour, 1, job.Queued, "retry 2 of 3"},
-		{"the limit ends retries", 3, 3, ptr(2), time.Hour, 1, job.Failed, "gave up after 3 retries"},
+		{"no retries configured", 0, 3, 0, nil, time.Minute, 1, job.Failed, "exit code 1"},
+		{"a job's own failure is final unless it asks for retries", 3, 0, 0, nil, time.Minute, 1, job.Failed, "exit code 1"},
+		{"first failure is retried", 3, 3, 0, nil, 5 * time.Second, 1, job.Queued, "retry 1 of 3"},
+		{"the server bounds what a job asks", 2, 5, 0, nil, 5 * time.Second, 1, job.Queued, "retry 1 of 2"},
+		{"a different failure is retried", 3, 3, 1, ptr(2), 5 * time.Second, 1, job.Queued, "retry 2 of 3"},
+		{"the same quick failure is the job's fault", 3, 3, 1, ptr(1), 5 * time.Second, 1, job.Failed, "not retried"},
+		{"the same failure after a long run is retried", 3, 3, 1, ptr(1), 2 * time.Hour, 1, job.Queued, "retry 2 of 3"},
+		{"the limit ends retries", 3, 3, 3, ptr(2), time.Hour, 1, job.Failed, "gave up after 3 retries"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0, Failures: tc.failures, ExitCode: tc.lastCode})
+			store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0, Failures: tc.failures, ExitCode: tc.lastCode, Retries: tc.retries})
 			n := newFakeNode("n0", 1)
 			e, clock := newTestEngine(t, store, n)
 			e.cfg.MaxRetries = tc.maxRetries
@@ -636,7 +662,7 @@ func TestRetryPolicy(t *testing.T) {
 }
 
 func TestRetryWaitsOutItsBackoff(t *testing.T) {
-	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0})
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0, Retries: 3})
 	n := newFakeNode("n0", 1)
 	e, clock := newTestEngine(t, store, n)
 	e.cfg.MaxRetries = 3

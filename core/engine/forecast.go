@@ -158,7 +158,7 @@ func newForecasts(cfg *Config) (*forecasts, error) {
 	fcfg := fc.Forecaster
 	fcfg.Sched = cfg.Scheduler.Config()
 	if fcfg.HalfLifeS == 0 {
-		fcfg.HalfLifeS = cfg.HalfLife.Seconds()
+		fcfg.HalfLifeS = halfLifeSeconds(cfg.HalfLife)
 	}
 	f, err := forecast.New(fcfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -29,6 +30,8 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
 	e.forgetWaits(jobs)
+	e.enforceTimeLimits(ctx, jobs, now)
+	jobs, gated := e.gate(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
@@ -36,8 +39,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	}
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
+	e.recheck = recheckTime(d.Recheck)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
-	d.Starts, d.Waits = starts, append(d.Waits, held...)
+	d.Starts, d.Waits = starts, append(append(d.Waits, held...), gated...)
 	e.explainAccounts(d.Waits, byID)
 	e.stats.pass(time.Since(began), len(d.Starts))
 	e.recordAllocations(ctx, snap, d, byID)
@@ -205,7 +209,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			e.stats.handover(now.Sub(asked))
 		}
 	}
-	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, gpus: perNode}
+	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, retries: j.Retries, gpus: perNode}
 	if j.Failures > 0 {
 		r.lastCode = j.ExitCode
 	}
@@ -215,7 +219,11 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
-			Account:      j.Account,
+			Env:          j.Env, Dir: j.Dir, Array: j.Array,
+			Account: j.Account,
+		}
+		if j.TimeLimit > 0 {
+			spec.TimeLeft = max(job.TimeLeft(j.TimeLimit, executed(j, now)), time.Second)
 		}
 		shareSpec(&spec, j, e.smallestGPU())
 		spec.Resources = e.resourcesFor(j.ID, name)
@@ -326,11 +334,25 @@ func simMemory(j Job) gpu.SimMemory {
 		total = (8 + (j.ID*7919)%48) * 1024
 	}
 	p := total * 2 / 5
-	return gpu.SimMemory{PersistentMiB: p, EphemeralMiB: total - p,
-		Iteration: time.Duration(2+j.ID%4) * time.Second}
+	it := time.Duration(2+j.ID%4) * time.Second
+	if u := j.SimUtilPct; u != nil && *u < 5 {
+		it = 0 // a job that hardly computes runs no iterations: its memory stays put
+	}
+	return gpu.SimMemory{PersistentMiB: p, EphemeralMiB: total - p, Iteration: it, UtilPct: j.SimUtilPct}
 }
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// recheckTime turns a Decisions.Recheck (seconds, as seconds gives them)
+// into a time on the engine's clock, rounded up to the nanosecond so that
+// a pass then sees the threshold reached; zero for none.
+func recheckTime(s float64) time.Time {
+	if !(s > 0) || s >= math.MaxInt64/1e9 {
+		return time.Time{}
+	}
+	ns := math.Ceil(s * 1e9)
+	return time.Unix(0, int64(ns))
+}
 
 // placementNode is the machine a placement starts on; "" for none.
 func placementNode(p []sched.GPURef) string {

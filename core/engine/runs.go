@@ -63,6 +63,7 @@ type run struct {
 	started  time.Time
 	gpus     map[string][]int // the GPUs of each part, by node; none when adopted unknown (adopt.go)
 	failures int              // earlier failed runs
+	retries  int              // how many failures the job asked to have retried
 	lastCode *int             // exit code of the last failed run
 	// requeue is the larger estimate of a job that outgrew its lane.
 	requeue *memest.Estimate
@@ -455,6 +456,12 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 		r.measured = ex.Measured
 	}
 	if !ex.Infra && e.requeueIfGPUFailed(ctx, ex.Node, ex.ExitCode, r, e.cfg.Now()) {
+		e.stopAll(ctx, ex.JobID, r)
+	}
+	if r.stop == "" && ex.EndedAs.Final() {
+		// Ended outside gpuportal: cancelled in the executor (scancel),
+		// or its time limit there reached. Neither is retried.
+		r.stop, r.reason = ex.EndedAs, ex.Err+" on "+ex.Node
 		e.stopAll(ctx, ex.JobID, r)
 	}
 	if r.stop == "" && ex.Infra {

@@ -17,6 +17,7 @@ type Stats struct {
 	Starts       int64
 	Requeues     int64 // jobs put back without counting a failure (RequeuedBy says why)
 	Retries      int64
+	TimedOut     int64 // runs stopped at their job's time limit
 	NodesRemoved int64
 	// StrayRuns counts runs stopped because the cluster no longer wanted
 	// them (runs.go): a machine came back with a run that was replaced.

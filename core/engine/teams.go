@@ -107,11 +107,19 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 	return out, nil
 }
 
-func (e *Engine) halfLifeS() float64 {
-	if e.cfg.HalfLife <= 0 {
+// halfLifeS is the half-life of team usage: Config.HalfLife, its default
+// when zero, and no decay (-1, as sched.DecayUsage reads it) when
+// negative.
+func (e *Engine) halfLifeS() float64 { return halfLifeSeconds(e.cfg.HalfLife) }
+
+func halfLifeSeconds(h time.Duration) float64 {
+	switch {
+	case h == 0:
 		return sched.DefaultHalfLifeS
+	case h < 0:
+		return -1
 	}
-	return e.cfg.HalfLife.Seconds()
+	return h.Seconds()
 }
 
 // recordShares keeps each team's standing after a pass for the portal and,

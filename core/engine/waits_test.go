@@ -15,7 +15,7 @@ import (
 // retries by cause.
 func TestStatsWaitsAndCauses(t *testing.T) {
 	ctx := context.Background()
-	store := newMemStore(Job{ID: 1, Team: "vision", GPUs: 1, SubmittedAt: t0.Add(-20 * time.Second)})
+	store := newMemStore(Job{ID: 1, Team: "vision", GPUs: 1, SubmittedAt: t0.Add(-20 * time.Second), Retries: 1})
 	n := newFakeNode("n0", 1)
 	e, clock := newTestEngine(t, store, n)
 	e.cfg.MaxRetries = 1

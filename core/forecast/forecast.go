@@ -509,13 +509,9 @@ func nevers(s *sched.Snapshot, waits []sched.Wait) map[int64]never {
 // userCap is the GPUs user may hold in team; 0 is no cap.
 func userCap(teams []sched.Team, team, user string) int {
 	for _, t := range teams {
-		if t.Name != team {
-			continue
+		if t.Name == team {
+			return t.CapOf(user)
 		}
-		if c := t.UserCaps[user]; c > 0 {
-			return c
-		}
-		return max(t.MaxGPUsPerUser, 0)
 	}
 	return 0
 }

@@ -16,6 +16,39 @@ type SimMemory struct {
 	PersistentMiB int64
 	EphemeralMiB  int64
 	Iteration     time.Duration
+	// UtilPct, when set, is the job's GPU utilization (0 to 100) all
+	// along: a job that holds its GPUs and barely uses them (a notebook,
+	// a stuck input pipeline) sets it near 0. Unset, utilization follows
+	// a training iteration (UtilAt).
+	UtilPct *float64
+}
+
+// UtilAt is the job's GPU utilization at elapsed time since it started:
+// UtilPct where set; otherwise a training job's, near full while it
+// computes (94-99%) and low (25-45%) in about one second in eight, while
+// its input pipeline stalls or gradients are synchronized: about 88% on
+// average. Which seconds stall, and the jitter of each reading, are the
+// same for the same job and second, so readings look measured and a
+// sampler's period does not alias with the job's iterations.
+func (m SimMemory) UtilAt(id int64, elapsed time.Duration) float64 {
+	j := jitter(id, elapsed)
+	if m.UtilPct != nil {
+		u := *m.UtilPct
+		return min(100, max(0, u+j*min(3, u/2)))
+	}
+	if jitter(^id, elapsed) < -0.75 {
+		return 35 + 10*j
+	}
+	return 96.5 + 2.5*j
+}
+
+// jitter is a number in [-1, 1] fixed by job and second.
+func jitter(id int64, elapsed time.Duration) float64 {
+	x := uint64(id)*0x9E3779B97F4A7C15 ^ uint64(elapsed/time.Second)*0xBF58476D1CE4E5B9
+	x ^= x >> 31
+	x *= 0x94D049BB133111EB
+	x ^= x >> 29
+	return float64(x%2001)/1000 - 1
 }
 
 // At returns the memory held at elapsed time since the job started.
@@ -117,15 +150,16 @@ func (s *Sim) Sample(now time.Time) []Sample {
 			m := min(j.memAt(now), d.MemMiB-smp.MemUsedMiB)
 			smp.MemUsedMiB += m
 			smp.Jobs = append(smp.Jobs, JobMem{JobID: j.id, MemMiB: m})
+			// Jobs sharing a GPU take turns on it: together they keep
+			// it as busy as the busiest, and a little more.
+			smp.UtilPct = min(100, max(smp.UtilPct, j.utilAt(now))+float64(len(smp.Jobs)-1)*2)
 		}
 		// An idle GPU sits cool; a busy one heats up and draws power with
 		// its utilization.
 		smp.TempC, smp.PowerW = simIdleTempC, simIdlePowerW
-		if len(smp.Jobs) > 0 {
-			smp.UtilPct = min(100, 85+5*float64(len(smp.Jobs)))
-			smp.TempC += int(smp.UtilPct * 0.4)
-			smp.PowerW += 3 * smp.UtilPct
-		}
+		smp.UtilPct = math.Round(smp.UtilPct*10) / 10
+		smp.TempC += int(smp.UtilPct * 0.4)
+		smp.PowerW += 3 * smp.UtilPct
 		sort.Slice(smp.Jobs, func(a, b int) bool { return smp.Jobs[a].JobID < smp.Jobs[b].JobID })
 		out = append(out, smp)
 	}

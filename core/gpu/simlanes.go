@@ -42,6 +42,15 @@ func (s *Sim) update(id int64, f func(*simJob)) {
 }
 
 // memAt is the memory the job holds at now.
+// utilAt is the job's utilization of its GPU at now: a gated job's only
+// while it is in an iteration.
+func (j simJob) utilAt(now time.Time) float64 {
+	if j.gated && (j.iterStart.IsZero() || now.Before(j.iterStart) || (j.mem.Iteration > 0 && now.Sub(j.iterStart) >= j.mem.Iteration)) {
+		return 0
+	}
+	return j.mem.UtilAt(j.id, now.Sub(j.start))
+}
+
 func (j simJob) memAt(now time.Time) int64 {
 	if !j.gated {
 		return j.mem.At(now.Sub(j.start))

@@ -14,7 +14,9 @@ import (
 type State string
 
 // The job states. Queued, Running and Preempted are unfinished; the others
-// are final.
+// are final. TimedOut: the job ran for its time limit and was stopped
+// (SIGTERM, the grace period, SIGKILL). The names are stable: events,
+// notifications and clients key on them.
 const (
 	Queued    State = "queued"
 	Running   State = "running"
@@ -22,14 +24,15 @@ const (
 	Succeeded State = "succeeded"
 	Failed    State = "failed"
 	Cancelled State = "cancelled"
+	TimedOut  State = "timed_out"
 )
 
 // States lists every state, in life-cycle order.
-var States = []State{Queued, Running, Preempted, Succeeded, Failed, Cancelled}
+var States = []State{Queued, Running, Preempted, Succeeded, Failed, Cancelled, TimedOut}
 
 // Final reports whether a job in state s will never run again.
 func (s State) Final() bool {
-	return s == Succeeded || s == Failed || s == Cancelled
+	return s == Succeeded || s == Failed || s == Cancelled || s == TimedOut
 }
 
 // Waiting reports whether a job in state s waits for GPUs.

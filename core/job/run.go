@@ -32,12 +32,31 @@ type Spec struct {
 	// Resources are the CPUs and memory allocated on this machine; nil:
 	// not limited.
 	Resources *Resources
+	// Env are the job's own variables, "NAME=VALUE", names checked by
+	// CheckEnvName: the machine adds them to the job's minimal
+	// environment, before its GPUPORTAL_* variables.
+	Env []string
+	// Dir is the folder the job starts in; "": its job folder.
+	Dir string
+	// Array names the task of an array this job is (GPUPORTAL_ARRAY_*);
+	// nil: not a task.
+	Array *ArrayTask
+	// TimeLeft is what remains of the job's time limit as the run starts;
+	// 0: no limit. The engine stops the run at its limit; the machine
+	// stops it itself a margin later (BackstopMargin), should the
+	// engine not (it is away), and reports it TimedOut.
+	TimeLeft time.Duration
 	// Account is the Unix account of the job's owner: an agent that runs
 	// jobs as their owners (agent --run-as owner) runs the job as this
 	// account, looked up on its machine. Empty when the server did not
 	// say; the others ignore it.
 	Account string
 }
+
+// BackstopMargin is how long after a run's time is up (Spec.TimeLeft) its
+// machine stops it, should the engine not have: the engine, which checks
+// every pass, always acts first while it is there.
+const BackstopMargin = 10 * time.Second
 
 // Sharing opts a command job in to Salus sharing: its GPUs' lanes are
 // shared in time with other jobs that opted in, one iteration at a time,
@@ -86,6 +105,11 @@ type Exit struct {
 	// Infra marks an end that is not the job's fault (its machine failed):
 	// the job waits again, and the run does not count against its retries.
 	Infra bool
+	// EndedAs, when set, is the state the executor says the run ended in
+	// that is neither the job's own exit nor a failure: Cancelled (an
+	// administrator cancelled it outside gpuportal, as with scancel) or
+	// TimedOut (the executor's own time limit). The job ends so.
+	EndedAs State `json:",omitempty"`
 	// Recorded, when set, is called once the exit is durably recorded (or
 	// found to be about a run that is no longer the job's, which nothing
 	// records): only then may the agent forget it. It never travels.

@@ -4,23 +4,34 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
 // BenchmarkSchedule measures one pass over a cluster whose GPUs are
-// nearly all held, with most jobs waiting: the busy case.
+// nearly all held, with most jobs waiting: the busy case. Every policy
+// runs under its default rule, and tiresias-l and tiresias-g under each
+// of their other rules too (policy:rule).
 func BenchmarkSchedule(b *testing.B) {
 	sizes := []struct{ nodes, jobs int }{{125, 10000}, {1250, 100000}}
+	var candidates []string
+	for _, pol := range Policies() {
+		candidates = append(candidates, pol)
+		for _, rule := range PolicyRules(pol)[min(1, len(PolicyRules(pol))):] {
+			candidates = append(candidates, pol+":"+rule)
+		}
+	}
 	for _, size := range sizes {
 		s := randomSnapshot(rand.New(rand.NewPCG(1, 2)), genOpts{nodes: size.nodes, gpusPerNode: 8, jobs: size.jobs, busy: 0.97})
-		for _, pol := range Policies() {
+		for _, cand := range candidates {
+			pol, rule, _ := strings.Cut(cand, ":")
 			for _, omit := range []bool{false, true} {
-				name := fmt.Sprintf("%dgpus-%djobs/%s", size.nodes*8, size.jobs, pol)
+				name := fmt.Sprintf("%dgpus-%djobs/%s", size.nodes*8, size.jobs, cand)
 				if omit {
 					name += "/omit-waits"
 				}
 				b.Run(name, func(b *testing.B) {
-					sc, err := New(Config{Policy: pol, OmitWaits: omit})
+					sc, err := New(Config{Policy: pol, Rule: rule, OmitWaits: omit})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -126,5 +137,25 @@ func BenchmarkScheduleTeams(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkScheduleColdIndex is BenchmarkSchedule's busy 1,000-GPU pass
+// under tiresias-g with a fresh Scheduler each time, so that no Gittins
+// index is remembered from an earlier pass: the cost of the full index's
+// first look at every job, against the one-quantum index.
+func BenchmarkScheduleColdIndex(b *testing.B) {
+	s := randomSnapshot(rand.New(rand.NewPCG(1, 2)), genOpts{nodes: 125, gpusPerNode: 8, jobs: 10000, busy: 0.97})
+	for _, rule := range []string{"full-index", "one-quantum"} {
+		b.Run(rule, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sc, err := New(Config{Policy: "tiresias-g", Rule: rule, OmitWaits: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sc.Schedule(s)
+			}
+		})
 	}
 }

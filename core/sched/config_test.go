@@ -58,7 +58,7 @@ func TestPolicies(t *testing.T) {
 		if p.NeedsDurations != (p.Name == "srtf" || p.Name == "srsf") {
 			t.Errorf("%s: NeedsDurations %v", p.Name, p.NeedsDurations)
 		}
-		if p.Preemptive != (kindByName[p.Name].preemptive()) {
+		if p.Preemptive != policyByName(p.Name).preempts {
 			t.Errorf("%s: Preemptive %v disagrees with the pass", p.Name, p.Preemptive)
 		}
 	}

@@ -10,26 +10,21 @@ import (
 // it stands in its queue. They are appended into one reused buffer and
 // copied out once per job.
 
-// explain records why a pending job that the pass could not start waits.
-// Reclaimable is what preempting every running job ranked below it
-// would free.
-func (p *pass) explain(e *entry, r rule, reclaimable int) WaitCause {
+// explain records why a pending job that the pass could not start waits:
+// cause is placement's refusal (cluster.refusal). Under fair share a
+// capacity refusal is refined into the fair-share cause that kept the
+// job from the GPUs (fairCause). Reclaimable is what preempting every
+// running job ranked below it would free.
+func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitCause {
 	cl := &p.cl
-	var cause WaitCause
 	var at float64 // WaitReclaim: when it may reclaim
-	switch {
-	case r.n <= 0:
-		cause = WaitInvalid
-	case r.n > cl.capacity:
-		cause = WaitTooLarge
-	case r.n > cl.free+reclaimable || r.maxNodes == 0:
-		cause = WaitCapacity
+	switch cause {
+	case WaitCapacity:
 		if p.fair {
 			cause, at = p.fairCause(e, r, reclaimable)
 			p.recheckAt(at)
 		}
-	default:
-		cause = WaitLocality
+	case WaitLocality:
 		p.recheckAt(p.nextRelax(r))
 	}
 	if p.sc.cfg.OmitWaits {
@@ -157,7 +152,7 @@ func (p *pass) addWait(e *entry, cause WaitCause, b []byte) {
 		b = strconv.AppendInt(b, int64(pos-1), 10)
 		b = append(b, " jobs ahead in "...)
 	}
-	if p.sc.kind.queued() {
+	if p.pol.queues != nil {
 		b = append(b, "queue "...)
 		b = strconv.AppendInt(b, int64(q), 10)
 	} else {
@@ -181,35 +176,7 @@ func (p *pass) preemptReason(victim, by *entry) string {
 }
 
 // appendRank describes what places e where it is in the order.
-func (p *pass) appendRank(b []byte, e *entry) []byte {
-	v := p.rankValue(e)
-	switch p.sc.kind {
-	case kindSRTF, kindSRSF:
-		if math.IsInf(v, 1) {
-			return append(b, "duration unknown"...)
-		}
-		b = appendNum(b, v)
-		if p.sc.kind == kindSRSF {
-			return append(b, " GPU-s remaining"...)
-		}
-		return append(b, " s remaining"...)
-	case kindDLAS, kindLAS2D:
-		b = append(b, "queue "...)
-		b = strconv.AppendInt(b, int64(e.queue), 10)
-		b = append(b, ", "...)
-		b = appendNum(b, v)
-		if p.sc.kind == kindDLAS {
-			return append(b, " s executed"...)
-		}
-		return append(b, " GPU-s attained"...)
-	case kindGittins:
-		b = append(b, "queue "...)
-		b = strconv.AppendInt(b, int64(e.queue), 10)
-		b = append(b, ", Gittins index "...)
-		return strconv.AppendFloat(b, v, 'g', 3, 64)
-	}
-	return append(b, "arrival order"...)
-}
+func (p *pass) appendRank(b []byte, e *entry) []byte { return p.pol.rank(p, b, e) }
 
 func appendNeeds(b []byte, n int) []byte {
 	b = append(b, "needs "...)

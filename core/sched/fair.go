@@ -537,6 +537,18 @@ func (p *pass) waitUserCap(e *entry, u int32) {
 	}
 	j := &p.s.Jobs[e.job]
 	b := appendNeeds(p.buf[:0], int(e.gpus))
+	if c := int(p.ucap[u]); int(e.gpus) > c {
+		// No amount of waiting helps: only a higher cap.
+		b = append(b, ", more than the cap of "...)
+		b = strconv.AppendInt(b, int64(c), 10)
+		b = append(b, " GPUs per user of "...)
+		b = appendName(b, j.User)
+		b = append(b, " in team "...)
+		b = appendName(b, j.Team)
+		b = append(b, ": it cannot start until the cap is raised"...)
+		p.addWait(e, WaitUserCap, b)
+		return
+	}
 	b = append(b, "; user "...)
 	b = appendName(b, j.User)
 	b = append(b, " holds "...)

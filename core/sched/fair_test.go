@@ -194,6 +194,15 @@ func TestFairShareRules(t *testing.T) {
 			check: all(borrowed(), reason(2, WaitUserCap,
 				"needs 4 GPUs; user ada holds 2 GPUs in team v, whose cap per user is 4; first in line")),
 		}, {
+			name:   "a job larger than its user's cap says that only a higher cap helps",
+			nodes:  nodes(8),
+			teams:  []Team{{Name: "v", MaxGPUsPerUser: 2}},
+			jobs:   []Job{pend(1, 4, 1, of("v"), by("ada")), pend(2, 2, 2, of("v"), by("ada"))},
+			starts: []int64{2},
+			waits:  map[int64]WaitCause{1: WaitUserCap},
+			check: reason(1, WaitUserCap,
+				"needs 4 GPUs, more than the cap of 2 GPUs per user of ada in team v: it cannot start until the cap is raised; first in line"),
+		}, {
 			// x used everything so far: F = 2^-(1/(1/3)) = 1/8 against
 			// y's 1. y's borrower goes first though it came later.
 			name:   "borrowers go in order of their team's fair-share factor",

@@ -14,6 +14,12 @@ const DefaultHalfLifeS = 7 * 24 * 3600.0
 // reclaimed, in seconds (Config.MinRuntimeS).
 const DefaultMinRuntimeS = 600.0
 
+// NoMinRuntime, as Config.MinRuntimeS, lets a team under its guarantee
+// reclaim borrowed GPUs at once, however briefly their jobs have run. A
+// flag layer maps a user's zero to it: the core reads a zero
+// MinRuntimeS as DefaultMinRuntimeS.
+const NoMinRuntime = -1.0
+
 // Team is one team as the fair-share rules see it. The caller fills it
 // from its store on every pass; the scheduler keeps nothing.
 type Team struct {
@@ -36,6 +42,16 @@ type Team struct {
 	// UserCaps overrides MaxGPUsPerUser per user (by Job.User); a value
 	// of 0 or less there means MaxGPUsPerUser.
 	UserCaps map[string]int
+}
+
+// CapOf is the most GPUs user's jobs of the team may hold at once; 0 is
+// no cap. A waiting job that needs more than this never starts until the
+// cap is raised.
+func (t Team) CapOf(user string) int {
+	if c := t.UserCaps[user]; c > 0 {
+		return c
+	}
+	return max(t.MaxGPUsPerUser, 0)
 }
 
 // TeamShare is where a team stands under fair share, with the inputs of

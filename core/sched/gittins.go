@@ -23,6 +23,10 @@ var yarnGPUTime string
 type GPUTimeDist struct {
 	sorted []float64
 	suffix []float64 // suffix[i] = sum(sorted[i:]), len(sorted)+1 entries
+
+	// hulls serve FullIndex, built on first use.
+	hullOnce sync.Once
+	hulls    hullTree
 }
 
 var (
@@ -143,4 +147,246 @@ func upperBound(sorted []float64, v float64) int {
 		}
 	}
 	return lo
+}
+
+// FullIndex is the Gittins index of a job that has attained a GPU-seconds
+// of service, best over every quantum:
+//
+//	sup over delta > 0 of P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a]
+//
+// Between two samples the ratio falls as delta grows (the chance of
+// finishing stays, the expected service grows), so the best quantum ends
+// on a sample. Unlike Index with a fixed quantum, the index of a job that
+// has outlived all but a few samples stays positive, and rises as the
+// job nears the largest; a job that has outlived every sample, or an
+// empty distribution, gets 0. It costs O(log^2 n) for n samples
+// (hullTree); fullIndexScan is the same in one pass over the samples.
+func (d *GPUTimeDist) FullIndex(a float64) float64 {
+	if d == nil || len(d.sorted) == 0 || math.IsNaN(a) {
+		return 0
+	}
+	i := upperBound(d.sorted, a)
+	if i == len(d.sorted) {
+		return 0
+	}
+	d.hullOnce.Do(d.buildHulls)
+	j := d.hulls.best(i, d.fullX(i, a))
+	return d.fullRatio(i, j, a)
+}
+
+// fullIndexScan is FullIndex by trying every sample above a as the end of
+// the quantum.
+func (d *GPUTimeDist) fullIndexScan(a float64) float64 {
+	if d == nil || len(d.sorted) == 0 || math.IsNaN(a) {
+		return 0
+	}
+	best := 0.0
+	for j := upperBound(d.sorted, a); j < len(d.sorted); j++ {
+		best = max(best, d.fullRatio(upperBound(d.sorted, a), j, a))
+	}
+	return best
+}
+
+// fullRatio is the index for a job above samples[:i] (the first i are at
+// most a) and the quantum that ends at sample j >= i: of the n-i samples
+// above a, j-i+1 end within it (with ties, up to the last equal one);
+// the expected service sums S-a over those and the quantum over the rest.
+// The common factor 1/(n-i) cancels.
+func (d *GPUTimeDist) fullRatio(i, j int, a float64) float64 {
+	s, n := d.sorted, len(d.sorted)
+	for j+1 < n && s[j+1] == s[j] {
+		j++
+	}
+	done := float64(j - i + 1)
+	e := d.suffix[i] - d.suffix[j+1] - done*a + float64(n-1-j)*(s[j]-a)
+	if !(e > 0) {
+		return 0
+	}
+	return done / e
+}
+
+// The full index as a geometric query. With C_j = sum(sorted[:j+1]) +
+// (n-1-j) x sorted[j], the ratio for the quantum ending at sample j is
+//
+//	(j+1 - i) / (C_j - X),  X = sum(sorted[:i]) + a x (n-i),
+//
+// the slope from the point (X, i) to the point (C_j, j+1). C_j never
+// falls as j grows, and X < C_j for every j >= i, so the best j is where
+// the line from (X, i) touches the upper convex hull of the points
+// j >= i: a suffix of a fixed set. hullTree keeps the upper hull of every
+// node of a segment tree over j; a suffix is O(log n) nodes, and along a
+// hull the slope from the left rises then falls, so each node is one
+// binary search.
+
+// fullX is X for a job above samples[:i] with service a.
+func (d *GPUTimeDist) fullX(i int, a float64) float64 {
+	return d.suffix[0] - d.suffix[i] + a*float64(len(d.sorted)-i)
+}
+
+func (d *GPUTimeDist) buildHulls() {
+	s, n := d.sorted, len(d.sorted)
+	x := make([]float64, n)
+	for j := range s {
+		x[j] = d.suffix[0] - d.suffix[j+1] + float64(n-1-j)*s[j]
+	}
+	d.hulls.build(x)
+}
+
+// hullTree is a segment tree over the points (x[j], j+1) whose nodes hold
+// the indices of their range's upper convex hull, left to right.
+type hullTree struct {
+	x    []float64
+	size int     // leaves, a power of two
+	node [][]int // node k covers a range; children 2k+1, 2k+2
+}
+
+func (h *hullTree) build(x []float64) {
+	h.x = x
+	h.size = 1
+	for h.size < len(x) {
+		h.size *= 2
+	}
+	h.node = make([][]int, 2*h.size-1)
+	h.fill(0, 0, h.size)
+}
+
+func (h *hullTree) fill(k, lo, hi int) {
+	if lo >= len(h.x) {
+		return
+	}
+	if hi-lo == 1 {
+		h.node[k] = []int{lo}
+		return
+	}
+	mid := (lo + hi) / 2
+	h.fill(2*k+1, lo, mid)
+	h.fill(2*k+2, mid, hi)
+	var hull []int
+	for _, j := range append(append([]int(nil), h.node[2*k+1]...), h.node[2*k+2]...) {
+		for len(hull) > 0 && h.x[hull[len(hull)-1]] == h.x[j] {
+			hull = hull[:len(hull)-1] // same x: the later is higher
+		}
+		for len(hull) >= 2 && h.cross(hull[len(hull)-2], hull[len(hull)-1], j) >= 0 {
+			hull = hull[:len(hull)-1]
+		}
+		hull = append(hull, j)
+	}
+	h.node[k] = hull
+}
+
+// cross is the turn o -> p -> q of the points of o, p, q: positive to the
+// left.
+func (h *hullTree) cross(o, p, q int) float64 {
+	return (h.x[p]-h.x[o])*float64(q-o) - float64(p-o)*(h.x[q]-h.x[o])
+}
+
+// best returns the j >= i whose point has the steepest slope from
+// (qx, i), which lies left of all of them.
+func (h *hullTree) best(i int, qx float64) int {
+	bestJ, bestNum, bestDen := -1, 0.0, 1.0
+	h.query(0, 0, h.size, i, qx, func(j int) {
+		num, den := float64(j+1-i), h.x[j]-qx
+		if bestJ < 0 || num*bestDen > bestNum*den {
+			bestJ, bestNum, bestDen = j, num, den
+		}
+	})
+	return bestJ
+}
+
+func (h *hullTree) query(k, lo, hi, i int, qx float64, see func(int)) {
+	if hi <= i || lo >= len(h.x) {
+		return
+	}
+	if lo >= i {
+		see(h.tangent(h.node[k], i, qx))
+		return
+	}
+	mid := (lo + hi) / 2
+	h.query(2*k+1, lo, mid, i, qx, see)
+	h.query(2*k+2, mid, hi, i, qx, see)
+}
+
+// tangent returns the vertex of hull with the steepest slope from
+// (qx, qy): the first whose next vertex is no steeper.
+func (h *hullTree) tangent(hull []int, qy int, qx float64) int {
+	steeper := func(a, b int) bool { // the slope to b beats the slope to a
+		return float64(b+1-qy)*(h.x[a]-qx) > float64(a+1-qy)*(h.x[b]-qx)
+	}
+	lo, hi := 0, len(hull)-1
+	for lo < hi {
+		m := (lo + hi) / 2
+		if steeper(hull[m], hull[m+1]) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return hull[lo]
+}
+
+// ReferenceIndex is the Gittins index as the Tiresias authors' simulator
+// computes it (run_sim.py, cal_r_gittins_index and get_gittins_index),
+// for a job that has attained a GPU-seconds with quantum delta. It is
+// tabulated at the samples: for each sample v, the index at v-1, with
+//
+//	P = (#samples in (a, a+delta]) / #samples > a
+//	E = (sum of those samples + delta x #samples > a+delta) / #samples > a
+//
+// where the sum is of whole GPU-times S rather than S - a, E is divided
+// as integers (rounded down, as Python 2 divides), P and E are rounded
+// to 5 decimals and P/E to 4 (after scaling by 10^6), and the last
+// sample never counts as finishing. A job gets the entry of the first
+// sample above its service; beyond the largest, 0. So the index falls
+// with service in steps, and stays positive in the sparse tail. It is
+// returned per GPU-second, as Index is (the reference's is per 10^6).
+func (d *GPUTimeDist) ReferenceIndex(a, delta float64) float64 {
+	t := d.referenceTable(delta)
+	return t.lookup(a)
+}
+
+// referenceTable is ReferenceIndex at every sample: gi[k] for a job whose
+// service is below sorted[k] and not below sorted[k-1].
+type referenceTable struct {
+	sorted []float64
+	gi     []float64
+}
+
+func (d *GPUTimeDist) referenceTable(delta float64) referenceTable {
+	if d == nil || len(d.sorted) == 0 || !(delta > 0) {
+		return referenceTable{}
+	}
+	s := d.sorted
+	n := len(s)
+	t := referenceTable{sorted: s, gi: make([]float64, n)}
+	for k, v := range s {
+		a := math.Trunc(v - 1)
+		i := upperBound(s, a)
+		j := n - 1 // beyond the largest sample but one: the last never finishes
+		if a+delta <= s[n-1]-1 {
+			j = upperBound(s, a+delta)
+		}
+		left := float64(n - i)
+		p := roundTo(float64(j-i)/left, 5)
+		e := roundTo(math.Floor((d.suffix[i]-d.suffix[j]+delta*float64(n-j))/left), 5)
+		if e > 0 {
+			t.gi[k] = roundTo(p*1e6/e, 4)
+		}
+	}
+	return t
+}
+
+func (t referenceTable) lookup(a float64) float64 {
+	if len(t.sorted) == 0 || math.IsNaN(a) || a >= t.sorted[len(t.sorted)-1] {
+		return 0
+	}
+	return t.gi[upperBound(t.sorted, a)] / 1e6
+}
+
+// roundTo rounds v to places decimals, correctly (as Python's round).
+func roundTo(v float64, places int) float64 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'f', places, 64), 64)
+	if err != nil {
+		return v
+	}
+	return r
 }

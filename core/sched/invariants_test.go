@@ -176,7 +176,10 @@ func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a a
 			bad("queue change for unknown job %d", c.JobID)
 		case changed[c.JobID]:
 			bad("two queue changes for job %d", c.JobID)
-		case c.From != j.Queue.Index || c.To != c.State.Index || (c.From == c.To && c.State.Promotions == j.Queue.Promotions):
+		case c.From != j.Queue.Index || c.To != c.State.Index ||
+			(c.From == c.To && c.State.Promotions == j.Queue.Promotions && a.preempt[c.JobID].JobID == 0):
+			// Within one queue: a promotion, or a preempted job put back
+			// at the head of its line (preempted-first).
 			bad("queue change %+v for a job in queue %d", c, j.Queue.Index)
 		}
 		changed[c.JobID] = true

@@ -5,6 +5,7 @@ package sched
 // the Decisions it returns.
 type pass struct {
 	sc      *Scheduler
+	pol     *policy // sc's policy
 	s       *Snapshot
 	now     float64
 	count   bool // PlaceCount
@@ -18,6 +19,7 @@ type pass struct {
 	cl     cluster
 	models modelCache
 	sh     shareState // Salus co-location (share.go)
+	gcache indexCache // full Gittins indices (policy_gittins.go)
 
 	ents      []entry // pending jobs
 	pending   stream  // ents in priority order
@@ -38,7 +40,9 @@ type pass struct {
 	due       []float64 // per job: when its queue changes if it stays as it is
 	outcome   []uint8   // per job: what the pass did to it
 	victims   []int32
-	qpos      []int32 // waiting jobs seen so far, per queue
+	noQueue   QueueState // the queue state of jobs under a policy without queues
+	headBuf   []float64  // preemptedFirst: the head of each queue's line
+	qpos      []int32    // waiting jobs seen so far, per queue
 	buf       []byte
 
 	// Machines hidden from the pending job being decided (avoid.go).
@@ -102,14 +106,14 @@ const (
 
 // run executes the pass and returns its decisions.
 func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
-	p.sc, p.s, p.now = sc, s, s.Now
+	p.sc, p.pol, p.s, p.now = sc, sc.pol, s, s.Now
 	p.count = sc.cfg.Placement == PlaceCount
 	p.fair, p.teams = false, false
 	if len(s.Teams) > 0 {
 		p.fs.build(s.Teams)
 		p.fair, p.teams = p.fs.on, p.fs.on || p.fs.capped
 	}
-	p.ownPreempt = sc.kind.preemptive() && !sc.cfg.NoPreemption
+	p.ownPreempt = sc.pol.preempts && !sc.cfg.NoPreemption
 	p.preempt = p.ownPreempt || p.fair && !sc.cfg.NoPreemption
 	p.track = p.preempt || p.fair
 	p.dist = sc.dist
@@ -139,6 +143,9 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	}
 	p.pending.init(p.ents, p.sc.cfg.OmitWaits)
 	p.walk()
+	if p.pol.preemptedFirst {
+		p.preemptedFirst()
+	}
 	p.recheck()
 	if p.fair {
 		p.markBorrowed()
@@ -149,7 +156,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 
 // release drops references into the snapshot before the pass is pooled.
 func (p *pass) release() {
-	p.sc, p.s, p.dist = nil, nil, nil
+	p.sc, p.pol, p.s, p.dist = nil, nil, nil, nil
 	p.d = Decisions{}
 	p.models = modelCache{}
 	if p.teams {
@@ -175,7 +182,7 @@ func (p *pass) release() {
 // the order, running ones too when they may be preempted.
 func (p *pass) scan() {
 	jobs := p.s.Jobs
-	queued := p.sc.kind.queued()
+	queued := p.pol.queues != nil
 	p.runs, p.held, p.shared = p.runs[:0], p.held[:0], p.shared[:0]
 	p.ents, p.rents, p.runIdx = p.ents[:0], p.rents[:0], p.runIdx[:0]
 	p.outcome = resize(p.outcome, len(jobs))
@@ -187,23 +194,22 @@ func (p *pass) scan() {
 		p.runQ = resize(p.runQ, len(p.sc.thr)+1)
 		clear(p.runQ)
 	}
-	var none QueueState
+	none := &p.noQueue
 	for i := range jobs {
 		j := &jobs[i]
 		if j.State != Pending && j.State != Running {
 			continue
 		}
 		running := j.State == Running
-		qs := &none
+		qs := none
 		if queued {
 			qs = &p.qs[i]
 			p.due[i] = p.dueAt(j, qs, p.queueState(j, qs), running)
 		}
 		if !running {
 			p.outcome[i] = outWaiting
-			e := entry{id: j.ID, job: int32(i), run: -1, gpus: clampGPUs(j.GPUs)}
-			p.key(&e, j, qs)
-			p.ents = append(p.ents, e)
+			p.ents = append(p.ents, entry{id: j.ID, job: int32(i), run: -1, gpus: clampGPUs(j.GPUs)})
+			p.key(&p.ents[len(p.ents)-1], j, qs)
 			if j.Sharing {
 				p.shareScan(j)
 			}
@@ -292,7 +298,7 @@ func (p *pass) dropShared() {
 		}
 		if lost := int(r.n - (out - lo)); lost > 0 && p.preempt {
 			p.cl.reclTotal -= lost
-			if p.sc.kind.queued() { // rents[i] is run i's entry (nodes mode)
+			if p.pol.queues != nil { // rents[i] is run i's entry (nodes mode)
 				p.runQ[min(max(int(p.rents[i].queue), 0), len(p.runQ)-1)] -= lost
 			}
 		}
@@ -304,7 +310,7 @@ func (p *pass) dropShared() {
 // recheck finds the earliest time at which a job changes queue: a running
 // job reaching its queue's threshold, a waiting one due for promotion.
 func (p *pass) recheck() {
-	if !p.sc.kind.queued() {
+	if p.pol.queues == nil {
 		return
 	}
 	for i, out := range p.outcome {

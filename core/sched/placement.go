@@ -96,6 +96,24 @@ func (c *cluster) fits(r rule) bool {
 	return r.maxNodes > 1 && c.topSum(r.maxNodes) >= r.n
 }
 
+// refusal is placement's own word on a job it cannot place now, even
+// with reclaimable more GPUs freed by preemption: the request is invalid
+// (no GPUs), larger than the schedulable nodes, more than is free, or
+// placeable only on more nodes than its locality allows. The walk hands
+// it to explain, which words it and refines a capacity refusal under
+// fair share; explain never decides a cause of its own.
+func (c *cluster) refusal(r rule, reclaimable int) WaitCause {
+	switch {
+	case r.n <= 0:
+		return WaitInvalid
+	case r.n > c.capacity:
+		return WaitTooLarge
+	case r.n > c.free+reclaimable || r.maxNodes == 0:
+		return WaitCapacity
+	}
+	return WaitLocality
+}
+
 // fitsReclaiming tells whether r could be placed if every reclaimable GPU
 // were freed: the test before looking for victims.
 func (c *cluster) fitsReclaiming(r rule) bool {

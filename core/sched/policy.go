@@ -1,37 +1,152 @@
 package sched
 
-import "math"
-
-// policyKind is a policy as the pass sees it: an order over jobs and
-// whether that order may preempt.
-type policyKind int
-
-const (
-	kindFIFO policyKind = iota
-	kindFJF
-	kindSRTF
-	kindSRSF
-	kindDLAS
-	kindLAS2D
-	kindGittins
+import (
+	"math"
+	"strconv"
 )
 
-var kindByName = map[string]policyKind{
-	"fifo":       kindFIFO,
-	"fjf":        kindFJF,
-	"srtf":       kindSRTF,
-	"srsf":       kindSRSF,
-	"dlas":       kindDLAS,
-	"tiresias-l": kindLAS2D,
-	"tiresias-g": kindGittins,
+// policy is one ordering rule as the pass sees it: a value, not a case
+// in a switch. Each family lives in its own file (policy_fifo.go,
+// policy_srtf.go, policy_las.go, policy_gittins.go) and the table
+// policies lists them in the order the portal shows them.
+type policy struct {
+	// info describes the policy for people (PolicyInfos).
+	info PolicyInfo
+	// rule names the policy's rule where it has a choice of rules
+	// (docs/scheduling.md), "" where it has none.
+	rule string
+	// rules are the other rules of the same policy, by rule name, which
+	// Config.Rule picks; the one named RuleReference is the rule of the
+	// Tiresias authors' simulator, which Config.Reference picks. Only
+	// the table's entries (the defaults) carry them.
+	rules []*policy
+
+	// preempts: the preemption rule. A preemptive policy orders running
+	// and pending jobs together, and a pending job may take the GPUs of
+	// running jobs ranked below it; otherwise running jobs keep theirs.
+	preempts bool
+	// blocks: the first pending job that does not fit stops every job
+	// behind it (fifo's head-of-line blocking). Otherwise it is skipped.
+	blocks bool
+
+	// queues, when not nil, sorts jobs into priority queues by the
+	// service it measures (queues.go); nil for the policies without.
+	queues *serviceMeasure
+	// runningFirstInQueue: every running job of a queue ranks above its
+	// pending jobs, so the walk may handle running jobs a queue at a time
+	// (below.go) and count what preemption frees per queue.
+	runningFirstInQueue bool
+	// preemptedFirst: a job preempted in a pass goes back ahead of the
+	// jobs already waiting in its queue (queues.go).
+	preemptedFirst bool
+	// demotedBehind: a job demoted in a pass goes behind the jobs
+	// waiting in its new queue for that pass, and, if preempted in it,
+	// stays behind them (the Tiresias simulator appends it to the
+	// queue's list).
+	demotedBehind bool
+	// gittins: the key reads the distribution of job GPU-time (the
+	// prior, Config.GPUTimeSamples, Snapshot.GPUTimeDist).
+	gittins bool
+
+	// key fills the sort key (k0 to k3, lowest first; those it leaves
+	// are 0) of e, the entry of job j with queue state qs; run is 0 for
+	// a running job, 1 for a pending one. Entries live in the pass's
+	// slices, so none escapes through the call.
+	key func(p *pass, e *entry, j *Job, qs *QueueState, run float64)
+	// rank describes, for a preemption's reason, what places e where it
+	// is in the order ("queue 1, 4000 GPU-s attained").
+	rank func(p *pass, b []byte, e *entry) []byte
 }
 
-// queued policies sort jobs into priority queues by service.
-func (k policyKind) queued() bool { return k >= kindDLAS }
+// serviceMeasure is the service that sorts a job into its queue: executed
+// seconds (dlas) or attained service, GPUs x seconds (tiresias-l and
+// tiresias-g).
+type serviceMeasure struct {
+	// executed: seconds run; otherwise GPU-seconds.
+	executed bool
+	// unit names the measure in reasons.
+	unit string
+}
 
-// preemptive policies order running and pending jobs together: a pending
-// job may take the GPUs of running jobs ranked below it.
-func (k policyKind) preemptive() bool { return k >= kindSRTF }
+var (
+	byExecuted = &serviceMeasure{executed: true, unit: "s executed"}
+	byAttained = &serviceMeasure{unit: "GPU-s attained"}
+)
+
+// cycle is the service job j has attained since its cycle began (qs).
+func (m *serviceMeasure) cycle(j *Job, qs *QueueState) float64 {
+	var s float64
+	if m.executed {
+		s = j.ExecutedS - qs.CycleExecuted
+	} else {
+		s = j.AttainedService - qs.CycleService
+	}
+	if s > 0 {
+		return s
+	}
+	return 0
+}
+
+// rate is how fast a running job's service grows, per second.
+func (m *serviceMeasure) rate(j *Job) float64 {
+	if m.executed {
+		return 1
+	}
+	return float64(j.GPUs)
+}
+
+// policies is the table of policies Config.Policy names, in the order of
+// Policies.
+var policies = []*policy{fifoPolicy, fjfPolicy, srtfPolicy, srsfPolicy, dlasPolicy, lasPolicy, gittinsPolicy}
+
+// policyByName finds a policy of the table.
+func policyByName(name string) *policy {
+	for _, pol := range policies {
+		if pol.info.Name == name {
+			return pol
+		}
+	}
+	return nil
+}
+
+// RuleReference names, for the policies with a choice of rules, the rule
+// of the Tiresias authors' simulator (Config.Reference).
+const RuleReference = "reference"
+
+// withRule returns the policy under the named rule, or nil if it has no
+// such rule. The empty name is the default rule.
+func (pol *policy) withRule(name string) *policy {
+	if name == "" || name == pol.rule {
+		return pol
+	}
+	for _, alt := range pol.rules {
+		if alt.rule == name {
+			return alt
+		}
+	}
+	return nil
+}
+
+// ruleNames lists the policy's rules, the default first.
+func (pol *policy) ruleNames() []string {
+	if pol.rule == "" {
+		return nil
+	}
+	out := []string{pol.rule}
+	for _, alt := range pol.rules {
+		out = append(out, alt.rule)
+	}
+	return out
+}
+
+// PolicyRules lists the rules Config.Rule accepts for a policy, its
+// default first; nil for a policy with one rule (or no such policy).
+func PolicyRules(policy string) []string {
+	if pol := policyByName(policy); pol != nil {
+		return pol.ruleNames()
+	}
+	return nil
+}
 
 // entry is one job in the pass's priority order. The order compares
 // (fk, k0, k1, k2, k3, id), lowest first: fk is the fair-share tier (0
@@ -102,55 +217,17 @@ func noNaN(k float64) float64 {
 	return k
 }
 
-// key fills e's sort key for job j, whose queue state is qs.
-//
-//	fifo, fjf:   (submit time)
-//	srtf:        (remaining time, running first, submit time)
-//	srsf:        (remaining time x GPUs, running first, submit time)
-//	dlas, tiresias-l: (queue, running first, queue-entry time)
-//	tiresias-g:  (queue, higher Gittins index, running first, queue-entry time)
+// key fills e's sort key for job j, whose queue state is qs, by the
+// policy's rule.
 func (p *pass) key(e *entry, j *Job, qs *QueueState) {
 	run := 1.0
 	if j.State == Running {
 		run = 0
 	}
-	switch p.sc.kind {
-	case kindFIFO, kindFJF:
-		e.k0 = j.SubmitTime
-	case kindSRTF, kindSRSF:
-		rem := math.Inf(1)
-		if j.DurationS > 0 {
-			rem = max(j.DurationS-j.ExecutedS, 0)
-			if p.sc.kind == kindSRSF {
-				rem *= float64(max(j.GPUs, 1))
-			}
-		}
-		e.k0, e.k1, e.k2 = rem, run, j.SubmitTime
-	case kindDLAS, kindLAS2D:
-		e.k0, e.k1, e.k2 = float64(qs.Index), run, since(j, qs)
-	case kindGittins:
-		a := p.cycleService(j, qs)
-		g := p.dist.Index(a, p.sc.delta)
-		e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, run, since(j, qs)
-	}
+	p.pol.key(p, e, j, qs, run)
 	e.k0, e.k1, e.k2, e.k3 = noNaN(e.k0), noNaN(e.k1), noNaN(e.k2), noNaN(e.k3)
 	e.queue = int32(qs.Index)
 	e.fk = 0
-}
-
-// rankValue is the quantity the policy ranks e by, for explanations:
-// remaining time or service, service attained in the cycle, or Gittins
-// index.
-func (p *pass) rankValue(e *entry) float64 {
-	switch p.sc.kind {
-	case kindSRTF, kindSRSF:
-		return e.k0
-	case kindDLAS, kindLAS2D:
-		return p.cycleService(&p.s.Jobs[e.job], &p.qs[e.job])
-	case kindGittins:
-		return -e.k1
-	}
-	return 0
 }
 
 // since is when the job entered its queue.
@@ -159,4 +236,10 @@ func since(j *Job, qs *QueueState) float64 {
 		return j.SubmitTime
 	}
 	return qs.Since
+}
+
+// appendQueue appends "queue N".
+func appendQueue(b []byte, e *entry) []byte {
+	b = append(b, "queue "...)
+	return strconv.AppendInt(b, int64(e.queue), 10)
 }

@@ -400,13 +400,15 @@ func TestTiresiasL(t *testing.T) {
 	}})
 }
 
+// TestTiresiasG checks tiresias-g's one-quantum rule: the index of one
+// quantum.
 func TestTiresiasG(t *testing.T) {
 	// With samples 100, 200, 1000 and a quantum of 150:
 	//   G(0)   = P(S <= 150)            / E[min(S, 150)]          = (1/3)/(400/3) = 1/400
 	//   G(100) = P(S <= 250 | S > 100)  / E[min(S-100, 150) | ..] = (1/2)/(250/2) = 1/250
 	//   G(200) = P(S <= 350 | S > 200)  / ...                      = 0
 	dist := NewGPUTimeDist([]float64{100, 200, 1000})
-	oneQueue := Config{Thresholds: []float64{1e9}, GittinsQuantum: 150}
+	oneQueue := Config{Thresholds: []float64{1e9}, GittinsQuantum: 150, Rule: "one-quantum"}
 	runPolicyCases(t, "tiresias-g", []policyCase{{
 		name:  "within a queue the highest Gittins index goes first",
 		cfg:   oneQueue,

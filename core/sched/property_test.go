@@ -18,6 +18,12 @@ func propertyConfigs() []Config {
 			Config{Policy: pol, PromoteKnob: 1, OmitWaits: true},
 			Config{Policy: pol, NoPreemption: true, LocalityWaitS: 1000},
 		)
+		for _, rule := range PolicyRules(pol)[min(1, len(PolicyRules(pol))):] {
+			out = append(out,
+				Config{Policy: pol, Rule: rule, LocalityWaitS: -1},
+				Config{Policy: pol, Rule: rule, Placement: PlaceCount, PromoteKnob: 1},
+			)
+		}
 	}
 	return out
 }

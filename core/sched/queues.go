@@ -3,6 +3,8 @@ package sched
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 )
 
 // thresholdSlack absorbs rounding when a caller's clock advances a job's
@@ -10,20 +12,11 @@ import (
 const thresholdSlack = 1e-9
 
 // cycleService is the service that decides a job's queue, counted since
-// its cycle began (its submission or its last promotion): attained
-// service (GPU-seconds) for tiresias-l and tiresias-g, executed seconds
-// for dlas.
+// its cycle began (its submission or its last promotion), by the policy's
+// measure: attained service (GPU-seconds) for tiresias-l and tiresias-g,
+// executed seconds for dlas.
 func (p *pass) cycleService(j *Job, qs *QueueState) float64 {
-	var s float64
-	if p.sc.kind == kindDLAS {
-		s = j.ExecutedS - qs.CycleExecuted
-	} else {
-		s = j.AttainedService - qs.CycleService
-	}
-	if s > 0 {
-		return s
-	}
-	return 0
+	return p.pol.queues.cycle(j, qs)
 }
 
 // level is the queue of a job with cycle service s: the number of
@@ -67,10 +60,7 @@ func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 	}
 	from := qs.Index
 	qs.Index, qs.Since = q, p.now
-	unit := "GPU-s attained"
-	if p.sc.kind == kindDLAS {
-		unit = "s executed"
-	}
+	unit := p.pol.queues.unit
 	why := fmt.Sprintf("moved from queue %d to queue %d: %s %s", from, q, fmtNum(s), unit)
 	if q > from && q > 0 {
 		why = fmt.Sprintf("demoted from queue %d to queue %d: %s %s reached queue %d's limit of %s",
@@ -104,10 +94,7 @@ func (p *pass) dueAt(j *Job, qs *QueueState, s float64, running bool) float64 {
 		if qs.Index >= len(p.sc.thr) || qs.Index < 0 {
 			return 0
 		}
-		rate := float64(j.GPUs)
-		if p.sc.kind == kindDLAS {
-			rate = 1
-		}
+		rate := p.pol.queues.rate(j)
 		if !(rate > 0) {
 			return 0
 		}
@@ -142,4 +129,71 @@ func nonNeg(v float64) float64 {
 		return v
 	}
 	return 0
+}
+
+// preemptedFirst puts every job preempted in this pass back ahead of the
+// jobs already waiting in its queue: its Since becomes just before the
+// earliest of theirs (and of now), so later passes serve it first, and a
+// job preempted later goes ahead of it in turn. Victims of one queue keep
+// their rank order. The new state is reported as a QueueChange within
+// the same queue.
+func (p *pass) preemptedFirst() {
+	late := p.victims[:0]
+	for _, ri := range p.preempted {
+		if r := &p.runs[ri]; r.state&^runReached == runPreempted {
+			late = append(late, r.ent)
+		}
+	}
+	if len(late) == 0 {
+		return
+	}
+	// The head of each queue's line: the earliest Since of the jobs
+	// that wait at the end of the pass, or now.
+	head := p.headBuf[:0]
+	for range p.sc.Queues() {
+		head = append(head, p.now)
+	}
+	for i, out := range p.outcome {
+		if out == outWaiting {
+			q := min(max(p.qs[i].Index, 0), len(head)-1)
+			head[q] = min(head[q], since(&p.s.Jobs[i], &p.qs[i]))
+		}
+	}
+	// Lowest-ranked first, so that the highest-ranked ends first in line.
+	slices.SortFunc(late, func(a, b int32) int { return compareEntries(&p.rents[b], &p.rents[a]) })
+	for _, ei := range late {
+		e := &p.rents[ei]
+		j, qs := &p.s.Jobs[e.job], &p.qs[e.job]
+		if p.pol.demotedBehind && qs.Index != j.Queue.Index {
+			continue // demoted in this pass: it stays at the back
+		}
+		q := min(max(qs.Index, 0), len(head)-1)
+		head[q] = math.Nextafter(head[q], math.Inf(-1))
+		qs.Since = head[q]
+		why := "preempted: back at the head of queue " + strconv.Itoa(qs.Index) +
+			"'s line, ahead of the jobs waiting there (preempted-first)"
+		// A running job changed queue in this pass only if it was
+		// demoted (promotion is for waiting jobs): then it has a
+		// QueueChange already, which takes the new state.
+		if qs.Index != j.Queue.Index {
+			if k := p.queueChangeOf(j.ID); k >= 0 {
+				c := &p.d.QueueChanges[k]
+				c.State, c.Reason = *qs, c.Reason+"; "+why
+				continue
+			}
+		}
+		p.queueChange(j, j.Queue.Index, qs, why)
+	}
+	p.headBuf = head
+}
+
+// queueChangeOf returns the index of job id's QueueChange in this pass,
+// or -1.
+func (p *pass) queueChangeOf(id int64) int {
+	for k := range p.d.QueueChanges {
+		if p.d.QueueChanges[k].JobID == id {
+			return k
+		}
+	}
+	return -1
 }

@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 )
 
@@ -80,6 +81,17 @@ type Config struct {
 	// read under fair share (Snapshot.Teams).
 	MinRuntimeS float64
 
+	// Rule picks, for a policy with a choice of rules (tiresias-l,
+	// tiresias-g; see PolicyRules and docs/scheduling.md), the rule by
+	// name; "" is the policy's default. A policy without a choice accepts
+	// only "".
+	Rule string
+	// Reference picks, for a policy with a choice of rules, the rule of
+	// the Tiresias authors' simulator (RuleReference), so that fidelity
+	// to its figures stays provable (docs/simulator.md, "Fidelity"). The
+	// other policies follow it already and ignore Reference.
+	Reference bool
+
 	// NoPreemption keeps every running job running, whatever the policy;
 	// under fair share it also turns off reclaiming.
 	NoPreemption bool
@@ -109,27 +121,23 @@ type PolicyInfo struct {
 	NeedsDurations bool
 }
 
-var policyInfos = []PolicyInfo{
-	{Name: "fifo", Summary: "arrival order; the first job that does not fit blocks all behind it", Source: "YARN capacity scheduler, the production baseline of Tiresias (NSDI'19)"},
-	{Name: "fjf", Summary: "arrival order; a job that does not fit is skipped", Source: "Tiresias simulator's fit-job-first"},
-	{Name: "srtf", Summary: "shortest remaining time first, preemptive; knows durations", Source: "clairvoyant baseline (Tiresias, Optimus)", Preemptive: true, NeedsDurations: true},
-	{Name: "srsf", Summary: "shortest remaining service (time x GPUs) first, preemptive; knows durations", Source: "clairvoyant baseline of Tiresias (shortest-gpu)", Preemptive: true, NeedsDurations: true},
-	{Name: "dlas", Summary: "discretized least attained service on executed time, preemptive", Source: "Tiresias (NSDI'19), its 1D baseline", Preemptive: true},
-	{Name: "tiresias-l", Summary: "2D-LAS: queues by attained service (GPUs x seconds), FIFO within a queue, preemptive", Source: "Tiresias (NSDI'19)", Preemptive: true},
-	{Name: "tiresias-g", Summary: "2D-Gittins: queues by attained service, Gittins index within a queue, preemptive", Source: "Tiresias (NSDI'19)", Preemptive: true},
-}
-
 // Policies lists the policy names Config accepts.
 func Policies() []string {
-	out := make([]string, len(policyInfos))
-	for i, p := range policyInfos {
-		out[i] = p.Name
+	out := make([]string, len(policies))
+	for i, p := range policies {
+		out[i] = p.info.Name
 	}
 	return out
 }
 
 // PolicyInfos describes every policy, in the order of Policies.
-func PolicyInfos() []PolicyInfo { return append([]PolicyInfo(nil), policyInfos...) }
+func PolicyInfos() []PolicyInfo {
+	out := make([]PolicyInfo, len(policies))
+	for i, p := range policies {
+		out[i] = p.info
+	}
+	return out
+}
 
 // Scheduler runs scheduling passes under one configuration. No decision
 // depends on an earlier pass: everything a pass needs is in its Snapshot
@@ -137,7 +145,7 @@ func PolicyInfos() []PolicyInfo { return append([]PolicyInfo(nil), policyInfos..
 // concurrent use.
 type Scheduler struct {
 	cfg   Config
-	kind  policyKind
+	pol   *policy
 	thr   []float64
 	lim   []float64 // thr less thresholdSlack
 	delta float64
@@ -154,11 +162,25 @@ type Scheduler struct {
 
 // New checks cfg and returns a Scheduler for it.
 func New(cfg Config) (*Scheduler, error) {
-	kind, ok := kindByName[cfg.Policy]
-	if !ok {
+	pol := policyByName(cfg.Policy)
+	if pol == nil {
 		return nil, fmt.Errorf("unknown policy %q (known: %v)", cfg.Policy, Policies())
 	}
-	sc := &Scheduler{cfg: cfg, kind: kind}
+	rule := cfg.Rule
+	if cfg.Reference && pol.rule != "" {
+		if rule != "" && rule != RuleReference {
+			return nil, fmt.Errorf("rule %q and the reference rule both asked for %s", rule, cfg.Policy)
+		}
+		rule = RuleReference
+	}
+	if p := pol.withRule(rule); p != nil {
+		pol = p
+	} else if names := pol.ruleNames(); names == nil {
+		return nil, fmt.Errorf("policy %s has one rule; rule %q does not apply", cfg.Policy, rule)
+	} else {
+		return nil, fmt.Errorf("unknown rule %q for %s (known: %s)", rule, cfg.Policy, strings.Join(names, ", "))
+	}
+	sc := &Scheduler{cfg: cfg, pol: pol}
 	sc.thr = cfg.Thresholds
 	if sc.thr == nil {
 		sc.thr = DefaultThresholds
@@ -191,7 +213,7 @@ func New(cfg Config) (*Scheduler, error) {
 			return nil, fmt.Errorf("GPU-time sample %v: must be zero or positive", v)
 		}
 	}
-	if kind == kindGittins {
+	if pol.gittins {
 		sc.dist = PriorGPUTimeDist()
 		if len(cfg.GPUTimeSamples) > 0 {
 			sc.dist = sc.dist.With(cfg.GPUTimeSamples...)
@@ -241,13 +263,18 @@ func (sc *Scheduler) Config() Config {
 	c := sc.cfg
 	c.Thresholds = append([]float64(nil), sc.thr...)
 	c.GittinsQuantum = sc.delta
+	c.Rule = sc.pol.rule
 	c.GPUTimeSamples = append([]float64(nil), c.GPUTimeSamples...)
 	return c
 }
 
+// Rule names the rule the policy follows where it has a choice
+// (PolicyRules, docs/scheduling.md); "" for the policies with one rule.
+func (sc *Scheduler) Rule() string { return sc.pol.rule }
+
 // Queues is the number of priority queues: 1 for the policies without.
 func (sc *Scheduler) Queues() int {
-	if sc.kind.queued() {
+	if sc.pol.queues != nil {
 		return len(sc.thr) + 1
 	}
 	return 1

@@ -294,7 +294,7 @@ func (p *pass) pin(r *runJob) {
 		p.teamKeep(r)
 	}
 	p.cl.reclTotal -= int(r.n)
-	if p.sc.kind.queued() {
+	if p.pol.queues != nil {
 		p.runQ[min(max(p.qs[r.job].Index, 0), len(p.runQ)-1)] -= int(r.n)
 	}
 }

@@ -60,7 +60,8 @@ func (p *pass) walk() {
 		var cause WaitCause
 		if n <= 0 || n > p.cl.free+reclaimable {
 			// No placement can help: decide without reading the job.
-			cause = p.explain(e, rule{n: n}, reclaimable)
+			r := rule{n: n}
+			cause = p.explain(e, r, p.cl.refusal(r, reclaimable), reclaimable)
 		} else {
 			r := p.ruleFor(e)
 			if p.cl.fits(r) {
@@ -81,14 +82,14 @@ func (p *pass) walk() {
 					reclaimable = p.cl.reclTotal
 				}
 			}
-			cause = p.explain(e, r, reclaimable)
+			cause = p.explain(e, r, p.cl.refusal(r, reclaimable), reclaimable)
 		}
 		if p.fair && !p.lendStop && cause != WaitTooLarge && cause != WaitInvalid && p.entitled(e) {
 			// Its team has room for it: lend nothing until it starts
 			// (docs/fair-share.md).
 			p.lendStop, p.lendBy = true, e.job
 		}
-		if p.sc.kind == kindFIFO && n > 0 && n <= p.cl.capacity-p.maskedCap {
+		if p.pol.blocks && n > 0 && n <= p.cl.capacity-p.maskedCap {
 			blocker = e // a job that can never run blocks nobody
 		}
 	}
@@ -107,7 +108,7 @@ func (p *pass) reclaimable(e *entry) int {
 		return p.fairBound(e)
 	case p.merged:
 		return p.cl.reclTotal
-	case p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D:
+	case p.pol.runningFirstInQueue:
 		sum := 0
 		for q := int(e.queue) + 1; q < len(p.runQ); q++ {
 			sum += p.runQ[q]
@@ -157,7 +158,7 @@ func (p *pass) merge(e *entry) {
 			p.keep(r)
 		}
 	}
-	grouped := (p.sc.kind == kindDLAS || p.sc.kind == kindLAS2D) && !p.fair
+	grouped := p.pol.runningFirstInQueue && !p.fair
 	p.below.init(p.rents, above, grouped, p.sc.Queues())
 	for i := range p.rents {
 		p.runs[p.rents[i].run].ent = int32(i)
@@ -172,11 +173,11 @@ func (p *pass) keyRunning() {
 	}
 	p.keyed = true
 	p.running()
-	var none QueueState
+	none := &p.noQueue
 	for i := range p.rents {
 		e := &p.rents[i]
-		qs := &none
-		if p.sc.kind.queued() {
+		qs := none
+		if p.pol.queues != nil {
 			qs = &p.qs[e.job]
 		}
 		p.key(e, &p.s.Jobs[e.job], qs)

@@ -9,7 +9,10 @@ import (
 
 // Result is how one policy did over one trace. Times are in seconds.
 type Result struct {
-	Policy   string `json:"policy"`
+	Policy string `json:"policy"`
+	// Rule is the rule the policy followed where it has a choice
+	// (sched.PolicyRules): preempted-first, reference, full-index, ...
+	Rule     string `json:"rule,omitempty"`
 	Jobs     int    `json:"jobs"`
 	Finished int    `json:"finished"`
 	// JCT (job completion time) is finish minus submit, over finished jobs.
@@ -74,6 +77,7 @@ type Result struct {
 func (s *simulator) result() *Result {
 	r := &Result{
 		Policy:      s.cfg.Sched.Policy,
+		Rule:        s.rule,
 		Jobs:        len(s.jobs),
 		Finished:    s.done,
 		Preemptions: s.preemptions,

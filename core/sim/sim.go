@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/lanes"
@@ -103,14 +104,31 @@ func Compare(ctx context.Context, jobs []trace.Job, cfg Config, policies []strin
 	out := make([]*Result, 0, len(policies))
 	for _, p := range policies {
 		c := cfg
-		c.Sched.Policy = p
+		c.Sched.Policy, c.Sched.Rule = SplitCandidate(p)
 		r, err := Run(ctx, jobs, c)
 		if err != nil {
 			return nil, err
 		}
+		r.Policy = CandidateLabel(c.Sched.Policy, r.Rule)
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// SplitCandidate reads a candidate to compare: a policy name, or
+// "policy:rule" for one of the policy's rules (sched.PolicyRules).
+func SplitCandidate(s string) (policy, rule string) {
+	policy, rule, _ = strings.Cut(s, ":")
+	return policy, rule
+}
+
+// CandidateLabel names a run in reports: the policy, with ":rule" when
+// the rule is not the policy's default.
+func CandidateLabel(policy, rule string) string {
+	if rules := sched.PolicyRules(policy); len(rules) > 0 && rule != rules[0] {
+		return policy + ":" + rule
+	}
+	return policy
 }
 
 // scheduler is what the simulator needs of sched.Scheduler; tests put a
@@ -123,6 +141,7 @@ type scheduler interface {
 type simulator struct {
 	cfg   Config
 	sc    scheduler
+	rule  string // the policy's rule (sched.Scheduler.Rule)
 	nodes []sched.Node
 	gpus  gpuPool
 
@@ -172,7 +191,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &simulator{cfg: cfg, sc: sc, byID: make(map[int64]*job, len(jobs)), waitingSince: make(map[int64]float64)}
+	s := &simulator{cfg: cfg, sc: sc, rule: sc.Rule(), byID: make(map[int64]*job, len(jobs)), waitingSince: make(map[int64]float64)}
 	s.nodes, s.gpus = buildCluster(cfg.Nodes)
 	if s.gpus.total == 0 {
 		return nil, fmt.Errorf("the cluster has no GPUs")

@@ -517,6 +517,13 @@ func (e *Executor) exitLocked(r *run, j Job, now time.Time) (job.Exit, bool) {
 	default:
 		ex.ExitCode, ex.Err = -1, describeEnd(j)
 		ex.Infra = j.State == "NODE_FAIL"
+		switch {
+		case j.State == "CANCELLED" && !r.stopping:
+			// An administrator's scancel: a cancel, not a failure.
+			ex.EndedAs = job.Cancelled
+		case j.State == "TIMEOUT":
+			ex.EndedAs = job.TimedOut
+		}
 	}
 	if n := e.nodes[r.node]; n == nil || !n.registered {
 		e.log.Info("run ended on a node gpuportal lost", "job", r.jobID, "slurm_job", r.slurmID, "node", r.node, "state", j.State)
@@ -566,6 +573,18 @@ func (e *Executor) jobIDOf(name string) (int64, bool) {
 // jobName is the Slurm job name of gpuportal job id.
 func (e *Executor) jobName(id int64) string {
 	return e.cfg.JobPrefix + "-" + strconv.FormatInt(id, 10)
+}
+
+// workdir is the folder run s starts in: the folder it asked for
+// (relative to its job folder when not absolute), else its job folder.
+func (e *Executor) workdir(s job.Spec) string {
+	switch {
+	case s.Dir == "":
+		return e.jobDir(s.JobID)
+	case filepath.IsAbs(s.Dir):
+		return filepath.Clean(s.Dir)
+	}
+	return filepath.Join(e.jobDir(s.JobID), s.Dir)
 }
 
 // jobDir is the folder of gpuportal job id in the work folder.
@@ -633,8 +652,8 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	sub := Submission{
 		Name: r.name, Comment: runComment(s.JobID, s.Run, gpus), Partition: e.cfg.Partition, Node: n.name,
 		GPUs: len(r.claimed), CPUs: r.cpus, MemMiB: r.memMiB,
-		Dir: e.jobDir(s.JobID), Output: e.LogPath(s.JobID), Held: true,
-		Script: e.script, Args: command, Env: e.jobEnv(s.JobID, s.Run, gpus, ra),
+		Dir: e.workdir(s), Output: e.LogPath(s.JobID), Held: true,
+		Script: e.script, Args: command, Env: e.jobEnv(s, gpus, ra),
 	}
 	if ra != nil && e.euid == 0 {
 		// Both: sbatch run by root for another user keeps root's group
@@ -736,10 +755,24 @@ func joinInts(xs []int) string {
 }
 
 // jobEnv is sbatch's whole environment, which the job inherits: a PATH,
-// the Slurm configuration's location, the user's identity, and the job's
-// variables. Nothing else of the server's environment reaches the job.
-func (e *Executor) jobEnv(jobID, run int64, gpus []int, ra *runAs) []string {
+// the Slurm configuration's location, the user's identity, the job's own
+// variables (names checked at submission and again here: never the
+// identity or gpuportal's), then gpuportal's variables. Nothing else of
+// the server's environment reaches the job.
+func (e *Executor) jobEnv(s job.Spec, gpus []int, ra *runAs) []string {
+	jobID, run := s.JobID, s.Run
 	env := []string{"PATH=" + e.cfg.Path}
+	for _, kv := range s.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		if job.CheckEnvName(name) != nil || name == "HOME" || name == "USER" || name == "LOGNAME" || name == "SLURM_CONF" {
+			continue
+		}
+		if name == "PATH" {
+			env[0] = kv
+			continue
+		}
+		env = append(env, kv)
+	}
 	if conf := os.Getenv("SLURM_CONF"); conf != "" {
 		env = append(env, "SLURM_CONF="+conf)
 	}
@@ -748,12 +781,13 @@ func (e *Executor) jobEnv(jobID, run int64, gpus []int, ra *runAs) []string {
 	} else if u, err := user.Current(); err == nil {
 		env = append(env, "HOME="+u.HomeDir, "USER="+u.Username, "LOGNAME="+u.Username)
 	}
-	return append(env,
+	env = append(env,
 		"GPUPORTAL_JOB_ID="+strconv.FormatInt(jobID, 10),
 		"GPUPORTAL_RUN="+strconv.FormatInt(run, 10),
 		"GPUPORTAL_CHECKPOINT_DIR="+e.CheckpointDir(jobID),
 		"GPUPORTAL_GPUS="+joinInts(gpus),
 	)
+	return append(env, s.Array.Env()...)
 }
 
 // makeJobDirs creates the job's folder and its checkpoint folder, owned by

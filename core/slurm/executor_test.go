@@ -456,14 +456,15 @@ func TestExitsFromSlurm(t *testing.T) {
 		ws    int
 		code  int
 		err   string
+		as    job.State // EndedAs
 	}{
-		{"completed", "COMPLETED", 0, 0, ""},
-		{"exit code 3 is wait status 768", "FAILED", 768, 3, ""},
-		{"killed by SIGTERM", "FAILED", 15, -1, "killed by signal 15 (terminated)"},
-		{"cancelled", "CANCELLED", 15, -1, "cancelled in Slurm"},
-		{"node failure", "NODE_FAIL", 0, -1, "node failure in Slurm"},
-		{"time limit", "TIMEOUT", 0, -1, "Slurm's time limit reached"},
-		{"out of memory", "OUT_OF_MEMORY", 0, -1, "out of memory (Slurm)"},
+		{"completed", "COMPLETED", 0, 0, "", ""},
+		{"exit code 3 is wait status 768", "FAILED", 768, 3, "", ""},
+		{"killed by SIGTERM", "FAILED", 15, -1, "killed by signal 15 (terminated)", ""},
+		{"an scancel is a cancel", "CANCELLED", 15, -1, "cancelled in Slurm", job.Cancelled},
+		{"node failure", "NODE_FAIL", 0, -1, "node failure in Slurm", ""},
+		{"time limit", "TIMEOUT", 0, -1, "Slurm's time limit reached", job.TimedOut},
+		{"out of memory", "OUT_OF_MEMORY", 0, -1, "out of memory (Slurm)", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -476,8 +477,8 @@ func TestExitsFromSlurm(t *testing.T) {
 			f.slurm.set(id, tt.state, tt.ws)
 			f.ex.Sync(f.ctx)
 			ex := f.eng.exit(t)
-			if ex.Node != "n1" || ex.JobID != 5 || ex.ExitCode != tt.code || ex.Err != tt.err || ex.At.IsZero() {
-				t.Errorf("exit %+v; want code %d, err %q", ex, tt.code, tt.err)
+			if ex.Node != "n1" || ex.JobID != 5 || ex.ExitCode != tt.code || ex.Err != tt.err || ex.At.IsZero() || ex.EndedAs != tt.as {
+				t.Errorf("exit %+v; want code %d, err %q, ended as %q", ex, tt.code, tt.err, tt.as)
 			}
 			if r := f.eng.node(t, "n1").Running(); len(r) != 0 {
 				t.Errorf("still running %v", r)
@@ -839,6 +840,30 @@ func TestJobScript(t *testing.T) {
 				t.Errorf("output %q (%v), want %q", out, err, tt.want)
 			}
 		})
+	}
+}
+
+// A job's own variables and folder reach sbatch; its variables never
+// replace the identity, the Slurm configuration or gpuportal's own.
+func TestJobEnvAndWorkdir(t *testing.T) {
+	f := newFixture(t, nil, gpuNode("n1", 2))
+	s := job.Spec{JobID: 9, Run: 1, Env: []string{"LR=0.1", "PATH=/opt/bin", "USER=mallory", "GPUPORTAL_RUN=7", "SLURM_CONF=/x"},
+		Array: &job.ArrayTask{ID: 8, Index: 1}}
+	env := f.ex.jobEnv(s, []int{0}, nil)
+	for _, want := range []string{"LR=0.1", "PATH=/opt/bin", "GPUPORTAL_RUN=1", "GPUPORTAL_ARRAY_JOB_ID=8", "GPUPORTAL_ARRAY_INDEX=1"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("environment %q lacks %s", env, want)
+		}
+	}
+	for _, not := range []string{"USER=mallory", "GPUPORTAL_RUN=7", "SLURM_CONF=/x", "PATH=" + f.ex.cfg.Path} {
+		if slices.Contains(env, not) {
+			t.Errorf("environment %q has %s", env, not)
+		}
+	}
+	for dir, want := range map[string]string{"": f.ex.jobDir(9), "/data/x/": "/data/x", "sub": filepath.Join(f.ex.jobDir(9), "sub")} {
+		if got := f.ex.workdir(job.Spec{JobID: 9, Dir: dir}); got != want {
+			t.Errorf("workdir(%q) = %q, want %q", dir, got, want)
+		}
 	}
 }
 

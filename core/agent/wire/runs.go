@@ -14,12 +14,16 @@ func FromSpec(s job.Spec) JobSpec {
 		JobID: s.JobID, Run: s.Run, Command: s.Command, GPUs: s.GPUs,
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
 		Resources:      FromResources(s.Resources),
-		Account:        s.Account,
+		Env:            s.Env, Dir: s.Dir, TimeLeftMS: s.TimeLeft.Milliseconds(),
+		Account: s.Account,
+	}
+	if a := s.Array; a != nil {
+		w.Array = &ArrayTask{ID: a.ID, Index: a.Index}
 	}
 	if s.Memory != (gpu.SimMemory{}) {
 		w.SimMemory = &SimMemory{
 			PersistentMiB: s.Memory.PersistentMiB, EphemeralMiB: s.Memory.EphemeralMiB,
-			IterationMS: s.Memory.Iteration.Milliseconds(),
+			IterationMS: s.Memory.Iteration.Milliseconds(), UtilPct: s.Memory.UtilPct,
 		}
 	}
 	if sh := s.Sharing; sh != nil {
@@ -34,12 +38,16 @@ func (w JobSpec) Spec() job.Spec {
 		JobID: w.JobID, Run: w.Run, Command: w.Command, GPUs: w.GPUs,
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
 		Resources:    w.Resources.Resources(),
-		Account:      w.Account,
+		Env:          w.Env, Dir: w.Dir, TimeLeft: time.Duration(w.TimeLeftMS) * time.Millisecond,
+		Account: w.Account,
+	}
+	if a := w.Array; a != nil {
+		s.Array = &job.ArrayTask{ID: a.ID, Index: a.Index}
 	}
 	if m := w.SimMemory; m != nil {
 		s.Memory = gpu.SimMemory{
 			PersistentMiB: m.PersistentMiB, EphemeralMiB: m.EphemeralMiB,
-			Iteration: time.Duration(m.IterationMS) * time.Millisecond,
+			Iteration: time.Duration(m.IterationMS) * time.Millisecond, UtilPct: m.UtilPct,
 		}
 	}
 	if sh := w.Sharing; sh != nil {
@@ -50,7 +58,7 @@ func (w JobSpec) Spec() job.Spec {
 
 // FromExit encodes an exit for the server.
 func FromExit(e job.Exit) Exit {
-	w := Exit{Node: e.Node, JobID: e.JobID, Run: e.Run, ExitCode: e.ExitCode, Err: e.Err, At: e.At, Infra: e.Infra}
+	w := Exit{Node: e.Node, JobID: e.JobID, Run: e.Run, ExitCode: e.ExitCode, Err: e.Err, At: e.At, Infra: e.Infra, EndedAs: string(e.EndedAs)}
 	if e.Requeue != nil {
 		r := FromEstimate(*e.Requeue)
 		w.Requeue = &r
@@ -65,6 +73,9 @@ func FromExit(e job.Exit) Exit {
 // Exit decodes an exit sent by an agent.
 func (w Exit) Exit() job.Exit {
 	e := job.Exit{Node: w.Node, JobID: w.JobID, Run: w.Run, ExitCode: w.ExitCode, Err: w.Err, At: w.At, Infra: w.Infra}
+	if job.State(w.EndedAs) == job.TimedOut {
+		e.EndedAs = job.TimedOut // the one end an agent decides itself
+	}
 	if w.Requeue != nil {
 		r := w.Requeue.Estimate()
 		e.Requeue = &r

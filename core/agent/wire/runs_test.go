@@ -39,6 +39,8 @@ func TestSpecRoundTrip(t *testing.T) {
 		{"simulated, shared", job.Spec{JobID: 3, GPUs: []int{0}, SimRemaining: 90 * time.Second,
 			Memory:  gpu.SimMemory{PersistentMiB: 1587, EphemeralMiB: 5028, Iteration: 2 * time.Second},
 			Sharing: &job.Sharing{Memory: est}}},
+		{"command with its variables, folder and array task", job.Spec{JobID: 4, Command: []string{"train"}, GPUs: []int{0},
+			Env: []string{"LR=0.1", "EMPTY="}, Dir: "/data/run", Array: &job.ArrayTask{ID: 4, Index: 3}, TimeLeft: 90 * time.Minute}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +60,7 @@ func TestExitRoundTrip(t *testing.T) {
 		{Node: "n1", JobID: 7, ExitCode: 0, At: at},
 		{Node: "n1", JobID: 7, ExitCode: -1, Err: "stopped by the agent: job 7 outgrew its Salus lane", At: at, Requeue: &bigger},
 		{Node: "n1", JobID: 7, ExitCode: -1, Err: "terminated", At: at, Measured: &measured},
+		{Node: "n1", JobID: 7, ExitCode: -1, Err: "time limit reached: stopped by its agent", At: at, EndedAs: job.TimedOut},
 	} {
 		got := roundTrip(t, FromExit(ex)).Exit()
 		if !reflect.DeepEqual(got, ex) {
@@ -121,5 +124,13 @@ func TestSpecAndExitRoundTrip(t *testing.T) {
 	if got := FromExit(ex).Exit(); got.Node != ex.Node || got.JobID != ex.JobID || got.Run != ex.Run ||
 		got.ExitCode != ex.ExitCode || got.Err != ex.Err || !got.At.Equal(ex.At) {
 		t.Errorf("exit round trip: %+v", got)
+	}
+}
+
+// An agent may say that a run ended timed out, and nothing else: a
+// cancel is the server's to decide.
+func TestExitEndedAsOnlyTimedOut(t *testing.T) {
+	if e := (Exit{JobID: 1, EndedAs: "cancelled"}).Exit(); e.EndedAs != "" {
+		t.Errorf("an agent's cancel was taken: %+v", e)
 	}
 }

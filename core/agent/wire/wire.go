@@ -230,12 +230,25 @@ type JobSpec struct {
 	Sharing *Sharing `json:"sharing,omitempty"`
 	// Resources are the part's CPUs and memory; absent: not limited.
 	Resources *Resources `json:"resources,omitempty"`
+	// Env are the job's own variables, "NAME=VALUE"; Dir the folder it
+	// starts in ("": its job folder); Array the array task it is.
+	Env   []string   `json:"env,omitempty"`
+	Dir   string     `json:"dir,omitempty"`
+	Array *ArrayTask `json:"array,omitempty"`
+	// TimeLeftMS is what remains of the job's time limit (job.Spec.TimeLeft); 0: none.
+	TimeLeftMS int64 `json:"time_left_ms,omitempty"`
 	// Account is the Unix account of the job's owner (job.Spec.Account),
 	// which an agent started with --run-as owner runs the job as. Servers
 	// before it leave it out, and such an agent refuses their command
 	// jobs; other agents ignore it. Optional both ways, so the protocol's
 	// version stays.
 	Account string `json:"account,omitempty"`
+}
+
+// ArrayTask names a task of an array (job.ArrayTask).
+type ArrayTask struct {
+	ID    int64 `json:"id"`
+	Index int   `json:"index"`
 }
 
 // Sharing is a job's opt-in to sharing its GPU, an iteration at a time.
@@ -259,6 +272,8 @@ type SimMemory struct {
 	PersistentMiB int64 `json:"persistent_mib"`
 	EphemeralMiB  int64 `json:"ephemeral_mib"`
 	IterationMS   int64 `json:"iteration_ms"`
+	// UtilPct is gpu.SimMemory.UtilPct: absent for a training job's.
+	UtilPct *float64 `json:"util_pct,omitempty"`
 }
 
 // Stop asks the agent to stop a job's run: SIGTERM, then SIGKILL after
@@ -289,6 +304,9 @@ type Exit struct {
 	// the run because it heard no server (it fenced itself). The job waits
 	// again without a failure counted.
 	Infra bool `json:"infra,omitempty"`
+	// EndedAs is "timed_out" when the agent stopped the run because its
+	// time was up and no server had (job.Exit.EndedAs).
+	EndedAs string `json:"ended_as,omitempty"`
 }
 
 // Log is a chunk of a job's output: Data belongs at Offset of the job's

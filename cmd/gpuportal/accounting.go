@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+)
+
+const accountingUsage = `Usage: gpuportal accounting [--from DAY] [--to DAY] [--by team|user]
+                            [--period day|month|range] [--team TEAM] [--user USER]
+                            [--csv | --json] [--server URL]
+
+GPU-hours allocated, used and idle, jobs by outcome and queue waits, per
+team or user, as sreport and sacct report them for Slurm. Days are UTC,
+as YYYY-MM-DD, both counted; the default is this month so far, by team,
+one line per team over the whole range. Researchers see their own usage,
+leads their team's, admins everyone's. --csv prints the rows as CSV (the
+same as the portal's download), --json the server's JSON.
+
+Example: gpuportal accounting --from 2026-10-01 --to 2026-10-31 --by team
+`
+
+// runAccounting runs "gpuportal accounting": a client of GET
+// /api/v1/accounting, with the job commands' server and token.
+func runAccounting(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	c := jobCmd{
+		getenv: os.Getenv, configDir: os.UserConfigDir, now: time.Now,
+		http: &http.Client{Timeout: 2 * time.Minute}, stdout: stdout, stderr: stderr,
+	}
+	return c.accounting(ctx, args)
+}
+
+func (c jobCmd) accounting(ctx context.Context, args []string) (err error) {
+	defer func() {
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			err = fmt.Errorf("accounting: %w", err)
+		}
+	}()
+	f := c.flags("accounting", true)
+	f.fs.Init("accounting", flag.ContinueOnError)
+	f.fs.Usage = func() { fmt.Fprint(c.stderr, accountingUsage); f.fs.PrintDefaults() }
+	from := f.fs.String("from", "", "the first UTC day counted, YYYY-MM-DD (default: the first of this month)")
+	to := f.fs.String("to", "", "the last UTC day counted, YYYY-MM-DD (default: today)")
+	by := f.fs.String("by", "", "a line per team or per user (default: team; user for researchers)")
+	period := f.fs.String("period", "range", "a line per day, per month, or one over the range")
+	team := f.fs.String("team", "", "only this team")
+	user := f.fs.String("user", "", "only this user")
+	asCSV := f.fs.Bool("csv", false, "print CSV")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q (flags: --from, --to, --by, --period, --team, --user)", pos[0])
+	}
+	q := url.Values{}
+	for _, d := range []struct{ flag, v string }{{"from", *from}, {"to", *to}} {
+		if d.v == "" {
+			continue
+		}
+		if _, err := time.Parse(time.DateOnly, d.v); err != nil {
+			return fmt.Errorf("--%s: %q is not a day as YYYY-MM-DD", d.flag, d.v)
+		}
+		q.Set(d.flag, d.v)
+	}
+	if *by != "" && *by != "team" && *by != "user" {
+		return fmt.Errorf("--by: %q is not team or user", *by)
+	}
+	if !slices.Contains([]string{"day", "month", "range"}, *period) {
+		return fmt.Errorf("--period: %q is not day, month or range", *period)
+	}
+	if *asCSV && f.json {
+		return errors.New("--csv and --json: choose one")
+	}
+	for k, v := range map[string]string{"by": *by, "period": *period, "team": *team, "user": *user} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	if *asCSV {
+		q.Set("format", "csv")
+		raw, err := cl.do(ctx, http.MethodGet, "/api/v1/accounting", q, nil)
+		if err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(raw)
+		return err
+	}
+	var rep api.Accounting
+	raw, err := cl.getJSON(ctx, "/api/v1/accounting", q, &rep)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(c.stdout, raw)
+	}
+	return printAccounting(c.stdout, rep)
+}
+
+// printAccounting writes the report as a table, sreport-like, with a
+// total line.
+func printAccounting(w io.Writer, rep api.Accounting) error {
+	fmt.Fprintf(w, "Accounting of the %s from %s to %s (UTC), by %s, per %s; idle below %g%% utilization\n\n",
+		rep.Scope, rep.From, rep.To, rep.By, rep.Period, rep.IdleBelowPct)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "PERIOD\tTEAM\t"
+	if rep.By == "user" {
+		head += "USER\t"
+	}
+	fmt.Fprintln(tw, head+"ALLOC GPU-H\tUSED GPU-H\tUSED\tIDLE GPU-H\tIDLE<THR GPU-H\tJOBS DONE\tPREEMPT\tREQUEUE\tSTARTED\tWAIT P50\tWAIT P95\t")
+	line := func(r api.AccountingRow, team, user string) {
+		s := r.Period + "\t" + team + "\t"
+		if rep.By == "user" {
+			s += user + "\t"
+		}
+		pct := "-"
+		if r.AllocatedGPUHours > 0 {
+			pct = fmt.Sprintf("%.0f%%", 100*r.UsedGPUHours/r.AllocatedGPUHours)
+		}
+		fmt.Fprintf(tw, "%s%.2f\t%.2f\t%s\t%.2f\t%.2f\t%s\t%d\t%d\t%d\t%s\t%s\t\n", s, r.AllocatedGPUHours, r.UsedGPUHours, pct,
+			r.IdleGPUHours, r.IdleAllocatedGPUHours, outcomes(r.Jobs), r.PreemptedRuns, r.RequeuedRuns, r.JobsStarted,
+			fmtSeconds(r.QueueWaitMedianS), fmtSeconds(r.QueueWaitP95S))
+	}
+	for _, r := range rep.Rows {
+		line(r, r.Team, r.User)
+	}
+	total := rep.Total
+	total.Period = "TOTAL"
+	line(total, "", "")
+	return tw.Flush()
+}
+
+// outcomes writes jobs by final state briefly: "3 succeeded, 1 failed".
+func outcomes(m map[string]int) string {
+	var ks []string
+	for k, n := range m {
+		if n > 0 {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return "0"
+	}
+	slices.Sort(ks)
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("%d %s", m[k], k)
+	}
+	return strings.Join(parts, ", ")
+}

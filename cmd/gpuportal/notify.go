@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+)
+
+const notifyUsage = `Usage: gpuportal notify COMMAND [flags]
+
+Your notifications: be told by email or a webhook when your jobs start,
+end, are preempted or wait too long.
+
+Commands:
+  show   your settings and the latest notifications, with their delivery
+  set    [--email ADDR] [--webhook-url URL] [--webhook-secret-file FILE]
+         [--events started,succeeded,failed,preempted,timed_out,cancelled,held]
+         [--held-after 6h]
+         change the settings given; an empty value clears one
+         (--email ""); --webhook-secret-file - reads the secret from stdin
+  test   send a test notification by each channel
+
+Every command takes --server URL (or --context NAME) and the API token as
+"gpuportal job" does (gpuportal job help); show and set take -o json|yaml.
+`
+
+// runNotify runs "gpuportal notify ...", a client of
+// /api/v1/me/notifications.
+func runNotify(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return notifyCmd{jobCmd: newJobCmd(stdin, stdout, stderr)}.run(ctx, args)
+}
+
+// notifyCmd is the notify command; it shares the job command's server,
+// contexts, token and client.
+type notifyCmd struct {
+	jobCmd
+}
+
+func (c notifyCmd) run(ctx context.Context, args []string) (err error) {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, notifyUsage)
+		return errors.New("notify: no command given")
+	}
+	defer func() {
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			err = fmt.Errorf("notify %s: %w", args[0], err)
+		}
+	}()
+	switch args[0] {
+	case "show":
+		return c.show(ctx, args[1:])
+	case "set":
+		return c.set(ctx, args[1:])
+	case "test":
+		return c.test(ctx, args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprint(c.stdout, notifyUsage)
+		return nil
+	}
+	fmt.Fprint(c.stderr, notifyUsage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// flags starts the flag set of command name.
+func (c notifyCmd) flags(name string, withJSON bool) *jobFlags {
+	f := c.jobCmd.flags(name, withJSON)
+	f.fs.Init("notify "+name, flag.ContinueOnError)
+	return f
+}
+
+func (c notifyCmd) show(ctx context.Context, args []string) error {
+	f := c.flags("show", true)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	var s api.NotificationSettings
+	raw, err := cl.getJSON(ctx, "/api/v1/me/notifications", nil, &s)
+	if err != nil {
+		return err
+	}
+	return c.write(f, raw, s)
+}
+
+// write prints the settings as -o asks: the API's JSON or YAML, else a
+// table for people.
+func (c notifyCmd) write(f *jobFlags, raw []byte, s api.NotificationSettings) error {
+	switch format, err := f.format(); {
+	case err != nil:
+		return err
+	case format == "json":
+		return printJSON(c.stdout, raw)
+	case format == "yaml":
+		return writeYAML(c.stdout, raw)
+	case format == "name":
+		return errors.New("-o name: notify has no named objects; want json or yaml")
+	}
+	c.print(s)
+	return nil
+}
+
+// print writes settings and deliveries for people.
+func (c notifyCmd) print(s api.NotificationSettings) {
+	none := func(v string) string {
+		if v == "" {
+			return "-"
+		}
+		return v
+	}
+	w := c.stdout
+	email := none(s.Email)
+	if s.Email != "" && !s.EmailEnabled {
+		email += " (this server sends no email: its operator has not configured SMTP)"
+	}
+	fmt.Fprintf(w, "email:       %s\n", email)
+	fmt.Fprintf(w, "webhook:     %s\n", none(s.WebhookURL))
+	secret := "not set"
+	if s.WebhookSecretSet {
+		secret = "set"
+	}
+	fmt.Fprintf(w, "secret:      %s\n", secret)
+	fmt.Fprintf(w, "events:      %s\n", none(strings.Join(s.Events, ",")))
+	if s.HeldAfterHours > 0 {
+		fmt.Fprintf(w, "held after:  %s\n", time.Duration(s.HeldAfterHours*float64(time.Hour)).Round(time.Second))
+	}
+	if len(s.Deliveries) == 0 {
+		fmt.Fprintln(w, "\nno notifications yet")
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WHEN\tJOB\tEVENT\tBY\tDELIVERY\tATTEMPTS\tNEXT TRY\tLAST ERROR")
+	for _, d := range s.Deliveries {
+		job := "test"
+		if d.JobID != 0 {
+			job = fmt.Sprint(d.JobID)
+		}
+		next := "-"
+		if d.NextAttemptAt != nil {
+			next = c.ago(*d.NextAttemptAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", c.ago(d.At), job, d.Event, d.Channel, d.State, d.Attempts, next,
+			cell(none(d.LastError), 60))
+	}
+	tw.Flush()
+}
+
+func (c notifyCmd) set(ctx context.Context, args []string) error {
+	f := c.flags("set", true)
+	email := f.fs.String("email", "", `email address; "" clears it`)
+	hook := f.fs.String("webhook-url", "", `webhook URL (http or https); "" clears it`)
+	secretFile := f.fs.String("webhook-secret-file", "", `file holding the webhook's signing secret (its first line), - for stdin; an empty file clears it`)
+	events := f.fs.String("events", "", "comma-separated events: started, succeeded, failed, preempted, timed_out, cancelled, held; \"\" for none")
+	held := f.fs.Duration("held-after", 0, "with the held event: a job waiting longer than this is told of (e.g. 6h)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	}
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var upd api.NotificationSettingsUpdate
+	if !set["email"] && !set["webhook-url"] && !set["webhook-secret-file"] && !set["events"] && !set["held-after"] {
+		return errors.New("nothing to set: give --email, --webhook-url, --webhook-secret-file, --events or --held-after")
+	}
+	if set["email"] {
+		upd.Email = email
+	}
+	if set["webhook-url"] {
+		upd.WebhookURL = hook
+	}
+	if set["webhook-secret-file"] {
+		s, err := c.readSecret(*secretFile)
+		if err != nil {
+			return err
+		}
+		upd.WebhookSecret = &s
+	}
+	if set["events"] {
+		es := []string{}
+		for _, e := range strings.Split(*events, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				es = append(es, e)
+			}
+		}
+		upd.Events = &es
+	}
+	if set["held-after"] {
+		if *held < 0 {
+			return errors.New("--held-after: must be 0 or more")
+		}
+		h := held.Hours()
+		upd.HeldAfterHours = &h
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	raw, err := cl.do(ctx, http.MethodPut, "/api/v1/me/notifications", nil, upd)
+	if err != nil {
+		return withFlag(err)
+	}
+	var s api.NotificationSettings
+	if err := decodeAnswer(raw, &s); err != nil {
+		return err
+	}
+	return c.write(f, raw, s)
+}
+
+// readSecret reads the first line of file, or of stdin for "-".
+func (c notifyCmd) readSecret(file string) (string, error) {
+	var b []byte
+	var err error
+	if file == "-" {
+		b, err = io.ReadAll(io.LimitReader(c.stdin, 4096))
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--webhook-secret-file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimRight(line, "\r"), nil
+}
+
+func (c notifyCmd) test(ctx context.Context, args []string) error {
+	f := c.flags("test", false)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	raw, err := cl.do(ctx, http.MethodPost, "/api/v1/me/notifications/test", url.Values{}, nil)
+	if err != nil {
+		return err
+	}
+	var t api.NotificationTest
+	if err := decodeAnswer(raw, &t); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "%s queued; \"gpuportal notify show\" tells whether %s arrived\n",
+		plural(t.Queued, "test notification"), map[bool]string{true: "they", false: "it"}[t.Queued > 1])
+	return nil
+}
+
+// decodeAnswer reads the server's JSON answer into out.
+func decodeAnswer(raw []byte, out any) error {
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("the server's answer is not the expected JSON: %w", err)
+	}
+	return nil
+}
+
+// flagOfField names the set flag of each field of the settings.
+var flagOfField = map[string]string{
+	"email": "--email", "webhook_url": "--webhook-url", "webhook_secret": "--webhook-secret-file",
+	"events": "--events", "held_after_hours": "--held-after",
+}
+
+// withFlag names, in the server's refusal of a field, the flag that set it.
+func withFlag(err error) error {
+	var ae *jobAPIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	field, _, ok := strings.Cut(ae.Message, ":")
+	if flag, known := flagOfField[field]; ok && known {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	return err
+}

@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/sim"
+	"github.com/gpuportal/gpuportal/core/trace"
+)
+
+// replayTrace is a small trace that makes tiresias-l demote, preempt and
+// resume on one 4-GPU machine, with queue limits of 200 and 800 GPU-s.
+var replayTrace = []trace.Job{
+	{ID: 1, Submit: 0, Duration: 300, GPUs: 2},
+	{ID: 2, Submit: 0, Duration: 500, GPUs: 2},
+	{ID: 3, Submit: 40, Duration: 60, GPUs: 1},
+	{ID: 4, Submit: 90, Duration: 400, GPUs: 4},
+	{ID: 5, Submit: 150, Duration: 30, GPUs: 2},
+	{ID: 6, Submit: 151, Duration: 200, GPUs: 1},
+	{ID: 7, Submit: 300, Duration: 90, GPUs: 3},
+	{ID: 8, Submit: 420, Duration: 700, GPUs: 1},
+	{ID: 9, Submit: 600, Duration: 45, GPUs: 2},
+	{ID: 10, Submit: 610, Duration: 120, GPUs: 4},
+	{ID: 11, Submit: 900, Duration: 20, GPUs: 1},
+	{ID: 12, Submit: 1000, Duration: 300, GPUs: 2},
+}
+
+// replayEvent is one thing that happened to a job: it started, was
+// preempted, or finished, at a time in seconds from the trace's start.
+type replayEvent struct {
+	at   float64
+	job  int64
+	what string
+}
+
+func (ev replayEvent) String() string { return fmt.Sprintf("%8.3f job %d %s", ev.at, ev.job, ev.what) }
+
+// simTimeline records the simulator's decisions.
+type simTimeline struct{ events []replayEvent }
+
+func (o *simTimeline) Pass(s sched.Snapshot, d sched.Decisions) {
+	for _, p := range d.Preempts {
+		o.events = append(o.events, replayEvent{s.Now, p.JobID, "preempted"})
+	}
+}
+func (o *simTimeline) Started(id int64, at float64) {
+	o.events = append(o.events, replayEvent{at, id, "started"})
+}
+func (o *simTimeline) Finished(id int64, at, _ float64) {
+	o.events = append(o.events, replayEvent{at, id, "finished"})
+}
+
+// TestLiveMatchesSimulator replays one trace through the live engine, on
+// its fake clock with a fake machine whose jobs exit the moment they are
+// told to (no handover), and through the simulator, and requires the same
+// decisions at the same times: every start, preemption and finish. The
+// engine passes at arrivals, exits and the scheduler's Recheck, as it does
+// live (Run's timer), so demotions land when the simulator makes them.
+func TestLiveMatchesSimulator(t *testing.T) {
+	limits := []float64{200, 800}
+	for _, cfg := range []sched.Config{
+		{Policy: "tiresias-l", Thresholds: limits},
+		{Policy: "tiresias-l", Thresholds: limits, Reference: true},
+		{Policy: "tiresias-g", Thresholds: limits},
+		{Policy: "srsf"},
+		{Policy: "fifo"},
+	} {
+		name := cfg.Policy
+		if cfg.Reference {
+			name += "/reference"
+		}
+		t.Run(name, func(t *testing.T) {
+			simTL := &simTimeline{}
+			res, err := sim.Run(context.Background(), replayTrace, sim.Config{
+				Sched: cfg, Nodes: []trace.Node{{Name: "n0", GPUs: 4}}, Observer: simTL,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Finished != len(replayTrace) || (res.Preemptions == 0) != (cfg.Policy == "fifo") {
+				t.Fatalf("the simulator finished %d of %d jobs with %d preemptions: the trace must preempt", res.Finished, len(replayTrace), res.Preemptions)
+			}
+			live := replayLive(t, cfg, replayTrace)
+			want, got := sortEvents(simTL.events), sortEvents(live)
+			if !slices.EqualFunc(want, got, func(a, b replayEvent) bool {
+				return a.job == b.job && a.what == b.what && math.Abs(a.at-b.at) < 1e-6
+			}) {
+				t.Errorf("live and simulated decisions differ:\nsimulator:\n%s\nlive:\n%s", joinEvents(want), joinEvents(got))
+			}
+		})
+	}
+}
+
+// replayLive drives the engine through jobs on a fake clock.
+func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job) []replayEvent {
+	t.Helper()
+	ctx := context.Background()
+	store := newMemStore()
+	n := newFakeNode("n0", 4)
+	e, clock := newTestEngine(t, store, n)
+	sc, err := sched.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	at := func() float64 { return clock.t.Sub(t0).Seconds() }
+	var events []replayEvent
+	finish := map[int64]float64{} // running job -> when it ends
+	next := 0                     // the next arrival
+	starts, stops := 0, 0
+	for steps := 0; ; steps++ {
+		if steps > 10000 {
+			t.Fatal("the replay does not end")
+		}
+		// The next event: an arrival, an exit, or the scheduler's Recheck.
+		when := math.Inf(1)
+		if next < len(jobs) {
+			when = jobs[next].Submit
+		}
+		for _, f := range finish {
+			when = min(when, f)
+		}
+		if !e.recheck.IsZero() {
+			when = min(when, e.recheck.Sub(t0).Seconds())
+		}
+		if math.IsInf(when, 1) {
+			break
+		}
+		clock.t = t0.Add(time.Duration(math.Round(max(when, at()) * 1e9)))
+		now := at()
+		ids := make([]int64, 0, len(finish))
+		for id, f := range finish {
+			if f <= now+1e-9 {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			delete(finish, id)
+			delete(n.running, id)
+			e.testExit(ctx, exit("n0", id, 0, clock.t))
+			events = append(events, replayEvent{now, id, "finished"})
+		}
+		for ; next < len(jobs) && jobs[next].Submit <= now; next++ {
+			j := jobs[next]
+			store.mu.Lock()
+			store.jobs[j.ID] = &Job{ID: j.ID, GPUs: j.GPUs, SimDuration: j.Duration, SubmittedAt: t0.Add(time.Duration(j.Submit * 1e9)), State: job.Queued}
+			store.mu.Unlock()
+		}
+		// Pass until nothing more happens at this instant: a preempted
+		// job exits at once, and the job placed on its GPUs starts in
+		// the next pass.
+		for {
+			mustPass(t, e)
+			changed := false
+			for ; starts < len(n.starts); starts++ {
+				s := n.starts[starts]
+				finish[s.JobID] = now + s.SimRemaining.Seconds()
+				events = append(events, replayEvent{now, s.JobID, "started"})
+				changed = true
+			}
+			for ; stops < len(n.stopRefs); stops++ {
+				ref := n.stopRefs[stops]
+				delete(finish, ref.Job)
+				delete(n.running, ref.Job)
+				e.testExit(ctx, job.Exit{Node: "n0", JobID: ref.Job, Run: ref.Run, ExitCode: 143, At: clock.t})
+				events = append(events, replayEvent{now, ref.Job, "preempted"})
+				changed = true
+			}
+			if !changed {
+				break
+			}
+		}
+	}
+	return events
+}
+
+func sortEvents(evs []replayEvent) []replayEvent {
+	out := slices.Clone(evs)
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].at != out[b].at {
+			return out[a].at < out[b].at
+		}
+		if out[a].job != out[b].job {
+			return out[a].job < out[b].job
+		}
+		return out[a].what < out[b].what
+	})
+	return out
+}
+
+func joinEvents(evs []replayEvent) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		b.WriteString(ev.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

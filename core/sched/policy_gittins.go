@@ -1,0 +1,144 @@
+package sched
+
+import "strconv"
+
+// tiresias-g (2D-Gittins): the queues of tiresias-l; within a queue the
+// highest Gittins index of the job's attained service first (gittins.go).
+// Its rules (docs/scheduling.md, "The Gittins index"):
+//
+//   - full-index (the default): the index best over every quantum
+//     (GPUTimeDist.FullIndex); ties: running first, then queue entry.
+//   - one-quantum: the index of one GittinsQuantum (GPUTimeDist.Index),
+//     the rule of this core before full-index; ties the same.
+//   - least-service: one-quantum, ties broken by the least attained
+//     service, then as above.
+//   - reference: the Tiresias simulator's tabulated index
+//     (GPUTimeDist.ReferenceIndex); ties: earliest submitted first.
+
+var gittinsPolicy = &policy{
+	info:     gittinsInfo,
+	rule:     "full-index",
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsKey,
+	rank:     gittinsRank,
+	rules:    []*policy{gittinsQuantumPolicy, gittinsLeastServicePolicy, gittinsReferencePolicy},
+}
+
+var gittinsQuantumPolicy = &policy{
+	info:     gittinsInfo,
+	rule:     "one-quantum",
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsQuantumKey,
+	rank:     gittinsRank,
+}
+
+var gittinsLeastServicePolicy = &policy{
+	info:     gittinsInfo,
+	rule:     "least-service",
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsLeastServiceKey,
+	rank:     gittinsRank,
+}
+
+var gittinsReferencePolicy = &policy{
+	info:     gittinsInfo,
+	rule:     RuleReference,
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsReferenceKey,
+	rank:     gittinsRank,
+}
+
+var gittinsInfo = PolicyInfo{Name: "tiresias-g",
+	Summary: "2D-Gittins: queues by attained service, Gittins index within a queue, preemptive",
+	Source:  "Tiresias (NSDI'19)", Preemptive: true}
+
+// gittinsKey is (queue, higher full Gittins index, running first,
+// queue-entry time).
+func gittinsKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	g := p.fullIndex(p.cycleService(j, qs))
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, run, since(j, qs)
+}
+
+// gittinsQuantumKey is gittinsKey with the index of one quantum.
+func gittinsQuantumKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	g := p.dist.Index(p.cycleService(j, qs), p.sc.delta)
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, run, since(j, qs)
+}
+
+// gittinsLeastServiceKey is (queue, higher one-quantum index, less
+// attained service, running first); its last key is the queue-entry time
+// only where the service ties too, which compareEntries reaches through
+// the job ID: the key has four places.
+func gittinsLeastServiceKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	a := p.cycleService(j, qs)
+	g := p.dist.Index(a, p.sc.delta)
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, a, run
+}
+
+// gittinsReferenceKey is (queue, higher tabulated index, earlier
+// submission, running first).
+func gittinsReferenceKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	g := p.referenceIndex(p.cycleService(j, qs))
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, j.SubmitTime, run
+}
+
+// gittinsRank is "queue 0, Gittins index 0.004".
+func gittinsRank(_ *pass, b []byte, e *entry) []byte {
+	b = appendQueue(b, e)
+	b = append(b, ", Gittins index "...)
+	return strconv.AppendFloat(b, -e.k1, 'g', 3, 64)
+}
+
+// fullIndex is p.dist.FullIndex(a), remembered across the passes of this
+// working memory for as long as the distribution stays the same: a
+// waiting job's service does not change, so most lookups repeat. The
+// value depends on the distribution and a alone, never on the pass.
+func (p *pass) fullIndex(a float64) float64 {
+	c := &p.gcache
+	if c.dist != p.dist || len(c.m) >= maxIndexCache {
+		c.dist = p.dist
+		if c.m == nil {
+			c.m = make(map[float64]float64)
+		}
+		clear(c.m)
+	}
+	if g, ok := c.m[a]; ok {
+		return g
+	}
+	g := p.dist.FullIndex(a)
+	c.m[a] = g
+	return g
+}
+
+// referenceIndex is p.dist.ReferenceIndex(a, delta) through a table built
+// once per distribution and quantum.
+func (p *pass) referenceIndex(a float64) float64 {
+	c := &p.gcache
+	if c.refDist != p.dist || c.refDelta != p.sc.delta {
+		c.refDist, c.refDelta = p.dist, p.sc.delta
+		c.ref = p.dist.referenceTable(p.sc.delta)
+	}
+	return c.ref.lookup(a)
+}
+
+// maxIndexCache bounds the remembered indices.
+const maxIndexCache = 1 << 17
+
+// indexCache remembers Gittins indices for one distribution: full
+// indices by attained service, and the reference's table.
+type indexCache struct {
+	dist *GPUTimeDist
+	m    map[float64]float64
+
+	refDist  *GPUTimeDist
+	refDelta float64
+	ref      referenceTable
+}

@@ -1,0 +1,251 @@
+package models_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/models/modelstest"
+)
+
+// TestCheckNotificationSettings: bad settings are refused naming the field.
+func TestCheckNotificationSettings(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  models.NotificationSettings
+		want string // "" when valid
+	}{
+		{"nothing chosen", models.NotificationSettings{}, ""},
+		{"email and webhook", models.NotificationSettings{Email: "a@b.org", WebhookURL: "https://hooks.example.org/x?y=1",
+			Events: models.Strings{"started", "failed", "timed_out"}}, ""},
+		{"held with hours", models.NotificationSettings{Events: models.Strings{"held"}, HeldAfterHours: 6}, ""},
+		{"not an email", models.NotificationSettings{Email: "alice"}, "email:"},
+		{"email with a name", models.NotificationSettings{Email: "Alice <a@b.org>"}, "email:"},
+		{"ftp webhook", models.NotificationSettings{WebhookURL: "ftp://example.org/x"}, "webhook_url: scheme"},
+		{"file webhook", models.NotificationSettings{WebhookURL: "file:///etc/passwd"}, "webhook_url:"},
+		{"relative webhook", models.NotificationSettings{WebhookURL: "/hook"}, "webhook_url:"},
+		{"webhook with a password", models.NotificationSettings{WebhookURL: "https://u:p@example.org/"}, "webhook_url: user information"},
+		{"unknown event", models.NotificationSettings{Events: models.Strings{"exploded"}}, `events: unknown event "exploded"`},
+		{"event twice", models.NotificationSettings{Events: models.Strings{"failed", "failed"}}, "events:"},
+		{"held without hours", models.NotificationSettings{Events: models.Strings{"held"}}, "held_after_hours:"},
+		{"negative hours", models.NotificationSettings{HeldAfterHours: -1}, "held_after_hours:"},
+		{"too many hours", models.NotificationSettings{HeldAfterHours: 10000}, "held_after_hours:"},
+		{"secret on two lines", models.NotificationSettings{WebhookSecret: "a\nb"}, "webhook_secret:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := models.CheckNotificationSettings(&c.set)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want) || !errors.Is(err, models.ErrInvalid)):
+				t.Errorf("got %v; want an ErrInvalid starting %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestNotificationOutbox: a job's events queue the notifications its
+// owner chose, by each channel, with the event; delivery outcomes and
+// retries are recorded; turning a channel off drops what it had pending.
+func TestNotificationOutbox(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+			t.Fatal(err)
+		}
+		alice, err := s.CreateUser(ctx, "alice", "password1", models.RoleResearcher, "vision")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateUser(ctx, "bob", "password1", models.RoleResearcher, "vision"); err != nil {
+			t.Fatal(err)
+		}
+		set := &models.NotificationSettings{UserID: alice.ID, Email: "alice@example.org", WebhookURL: "http://127.0.0.1:1/hook",
+			Events: models.Strings{models.EventStarted, models.EventFailed}}
+		if err := s.SetNotificationSettings(ctx, set, t0); err != nil {
+			t.Fatal(err)
+		}
+		mine := &models.Job{Name: "train", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: t0}
+		theirs := &models.Job{Name: "other", Team: "vision", User: "bob", GPUs: 1, SimDuration: 60, SubmittedAt: t0}
+		for _, j := range []*models.Job{mine, theirs} {
+			if err := s.CreateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run, err := s.MarkStarted(ctx, mine.ID, []string{"n1:0"}, t0.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkStarted(ctx, theirs.ID, []string{"n1:1"}, t0.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		code := 3
+		if err := s.MarkStopped(ctx, job.RunRef{Job: mine.ID, Run: run}, models.JobFailed, &code, "exit code 3", t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		ns, err := s.Notifications(ctx, alice.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Newest first: failed by both channels, then started by both;
+		// nothing for queued, nothing of bob's job.
+		var got []string
+		for _, n := range ns {
+			got = append(got, n.Event+"/"+n.Channel)
+			if n.JobID != mine.ID || n.State != models.NotifyPending || n.EventID == 0 {
+				t.Errorf("notification %+v", n)
+			}
+		}
+		if strings.Join(got, " ") != "failed/webhook failed/email started/webhook started/email" {
+			t.Fatalf("queued %v", got)
+		}
+		if ns[0].Detail != "exit code 3" || ns[2].Detail != "on n1:0" {
+			t.Errorf("details %q, %q", ns[0].Detail, ns[2].Detail)
+		}
+
+		// Claimed ones are not claimed again until their lease ends.
+		now := t0.Add(2 * time.Minute)
+		claimed, err := s.ClaimNotifications(ctx, now, time.Minute, 3)
+		if err != nil || len(claimed) != 3 {
+			t.Fatalf("claimed %d, %v", len(claimed), err)
+		}
+		again, err := s.ClaimNotifications(ctx, now, time.Minute, 10)
+		if err != nil || len(again) != 1 {
+			t.Fatalf("claimed again %d, %v; want the one left", len(again), err)
+		}
+		if err := s.NotificationSent(ctx, claimed[0].ID, now); err != nil {
+			t.Fatal(err)
+		}
+		retry := now.Add(30 * time.Second)
+		if err := s.NotificationFailed(ctx, claimed[1].ID, "connection refused", &retry); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.NotificationFailed(ctx, claimed[2].ID, "550 no such user", nil); err != nil {
+			t.Fatal(err)
+		}
+		byID := map[int64]models.Notification{}
+		ns, _ = s.Notifications(ctx, alice.ID, 10)
+		for _, n := range ns {
+			byID[n.ID] = n
+		}
+		if n := byID[claimed[0].ID]; n.State != models.NotifySent || n.SentAt == nil || n.Attempts != 1 {
+			t.Errorf("sent: %+v", n)
+		}
+		if n := byID[claimed[1].ID]; n.State != models.NotifyPending || n.Attempts != 1 || n.LastError != "connection refused" || !n.NextAttemptAt.Equal(retry) {
+			t.Errorf("to retry: %+v", n)
+		}
+		if n := byID[claimed[2].ID]; n.State != models.NotifyFailed || n.LastError != "550 no such user" {
+			t.Errorf("given up: %+v", n)
+		}
+		if due, _ := s.ClaimNotifications(ctx, retry, time.Minute, 10); len(due) != 1 || due[0].ID != claimed[1].ID {
+			t.Errorf("due at the retry: %+v", due)
+		}
+
+		// Turning the webhook off drops its pending notifications.
+		set.WebhookURL = ""
+		if err := s.SetNotificationSettings(ctx, set, now); err != nil {
+			t.Fatal(err)
+		}
+		ns, _ = s.Notifications(ctx, alice.ID, 10)
+		for _, n := range ns {
+			if n.Channel == models.ChannelWebhook && n.State == models.NotifyPending {
+				t.Errorf("webhook notification %d still pending after the webhook was removed", n.ID)
+			}
+		}
+		if got, _ := s.NotificationSettings(ctx, alice.ID); got.Email != "alice@example.org" || got.WebhookURL != "" || !got.Wants(models.EventFailed) {
+			t.Errorf("settings read back %+v", got)
+		}
+
+		// The backlog, and pruning what is done with.
+		// (the two left were the webhook's, dropped with it).
+		if k, err := s.PendingNotifications(ctx); err != nil || k != 0 {
+			t.Errorf("pending %d, %v; want none", k, err)
+		}
+		if k, err := s.PruneNotifications(ctx, t0); err != nil || k != 0 {
+			t.Errorf("pruned %d before the first, %v", k, err)
+		}
+		if k, err := s.PruneNotifications(ctx, now.Add(time.Hour)); err != nil || k != 4 {
+			t.Errorf("pruned %d, %v; want the sent, failed and 2 dropped", k, err)
+		}
+
+		// A test goes by each channel.
+		if k, err := s.EnqueueTestNotification(ctx, alice.ID, now); err != nil || k != 1 {
+			t.Errorf("test queued %d, %v", k, err)
+		}
+
+		// A deleted user's settings and notifications go with them.
+		if _, err := s.DeleteUser(ctx, "alice", "admin", now); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.NotificationSettings(ctx, alice.ID); got.Email != "" || len(got.Events) != 0 {
+			t.Errorf("settings outlive their user: %+v", got)
+		}
+		if ns, _ := s.Notifications(ctx, alice.ID, 10); len(ns) != 0 {
+			t.Errorf("%d notifications outlive their user", len(ns))
+		}
+	})
+}
+
+// TestHeldNotifications: a job waiting longer than its owner's threshold
+// is told of once per wait; a new wait after a run is told again.
+func TestHeldNotifications(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+			t.Fatal(err)
+		}
+		u, err := s.CreateUser(ctx, "carol", "password1", models.RoleResearcher, "vision")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := &models.NotificationSettings{UserID: u.ID, WebhookURL: "https://example.org/h",
+			Events: models.Strings{models.EventHeld}, HeldAfterHours: 2}
+		if err := s.SetNotificationSettings(ctx, set, t0); err != nil {
+			t.Fatal(err)
+		}
+		j := &models.Job{Name: "big", Team: "vision", User: "carol", GPUs: 4, SimDuration: 60, SubmittedAt: t0}
+		if err := s.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		held := func(at time.Time) int {
+			t.Helper()
+			k, err := s.EnqueueHeldNotifications(ctx, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		if k := held(t0.Add(time.Hour)); k != 0 {
+			t.Errorf("an hour in: queued %d", k)
+		}
+		if k := held(t0.Add(3 * time.Hour)); k != 1 {
+			t.Errorf("3 hours in: queued %d, want 1", k)
+		}
+		if k := held(t0.Add(4 * time.Hour)); k != 0 {
+			t.Errorf("4 hours in: queued %d again", k)
+		}
+		run, err := s.MarkStarted(ctx, j.ID, []string{"n1:0"}, t0.Add(5*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobPreempted, nil, "reclaimed", t0.Add(6*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if k := held(t0.Add(7 * time.Hour)); k != 0 {
+			t.Errorf("an hour into the second wait: queued %d", k)
+		}
+		if k := held(t0.Add(9 * time.Hour)); k != 1 {
+			t.Errorf("3 hours into the second wait: queued %d, want 1", k)
+		}
+		ns, _ := s.Notifications(ctx, u.ID, 10)
+		if len(ns) != 2 || ns[0].Event != models.EventHeld || !strings.HasPrefix(ns[0].Detail, "waiting since 2026-11-22T18:00:00Z") {
+			t.Errorf("held notifications %+v", ns)
+		}
+	})
+}

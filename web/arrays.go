@@ -1,0 +1,144 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// Arrays (sweeps) and resubmissions: an array is the tasks one
+// submission made (submit_job.go), named by its first task's ID; each task
+// is a job of its own, cancelled alone from its page or with all the
+// others from the array's.
+
+// arrayFor returns the tasks of array id, by index, if u may see them.
+func (s *Server) arrayFor(ctx context.Context, u *models.User, id int64) ([]models.Job, error) {
+	tasks, err := s.cfg.Store.ArrayTasks(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return nil, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("array %d not found", id))
+	}
+	if !canSee(u, tasks[0].Team) {
+		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("array %d belongs to team %s", id, tasks[0].Team))
+	}
+	return tasks, nil
+}
+
+// arrayOf is an array as the API shows it.
+func (s *Server) arrayOf(m *moment, tasks []models.Job) api.Array {
+	first := tasks[0]
+	out := api.Array{ID: first.ArrayID, Name: first.Name, Team: first.Team, User: first.User, Limit: first.ArrayLimit,
+		States: map[job.State]int{}, Tasks: make([]api.Job, len(tasks))}
+	if i := len(first.Name) - len(fmt.Sprintf("[%d]", first.ArrayIndex)); i > 0 {
+		out.Name = first.Name[:i]
+	}
+	for i := range tasks {
+		out.Tasks[i] = m.job(&tasks[i])
+		out.States[tasks[i].State]++
+	}
+	return out
+}
+
+// cancelArray cancels every unfinished task of array id for a, and
+// returns how many it asked to cancel.
+func (s *Server) cancelArray(ctx context.Context, a actor, id int64) (int, error) {
+	tasks, err := s.arrayFor(ctx, a.user, id)
+	if err != nil {
+		return 0, err
+	}
+	if !canCancel(a.user, &tasks[0]) {
+		return 0, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("array %d belongs to %s: only its owner, the lead of %s or an admin may cancel it", id, tasks[0].User, tasks[0].Team))
+	}
+	n := 0
+	for _, t := range tasks {
+		if t.State.Final() {
+			continue
+		}
+		err := s.cfg.Engine.Cancel(ctx, t.ID, fmt.Sprintf("cancelled with array %d by %s", id, a.user.Name))
+		if errors.Is(err, models.ErrConflict) {
+			continue // it ended meanwhile
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	s.cfg.Logger.Info("array cancel requested", "array", id, "tasks", n, "by", a.user.Name)
+	if a.user.Name != tasks[0].User {
+		if err := s.auditBy(ctx, a, "array.cancel", fmt.Sprintf("array %d of %s", id, tasks[0].User), fmt.Sprintf("%d tasks", n)); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// resubmitJob submits job id again for a, with its fields as they were:
+// a new job, a's own.
+func (s *Server) resubmitJob(ctx context.Context, a actor, id int64) (*models.Job, fieldErrors, error) {
+	j, err := s.jobFor(ctx, a.user, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.submitJob(ctx, a, requestOf(j))
+}
+
+func (s *Server) apiGetArray(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	tasks, err := s.arrayFor(ctx, currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	m, err := s.moment(ctx)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.arrayOf(m, tasks))
+}
+
+func (s *Server) apiCancelArray(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if _, err := s.cancelArray(ctx, actorOf(c), id); err != nil {
+		return err
+	}
+	tasks, err := s.arrayFor(ctx, currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	m, err := s.moment(ctx)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.arrayOf(m, tasks))
+}
+
+func (s *Server) apiResubmit(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	j, fe, err := s.resubmitJob(c.Request().Context(), actorOf(c), id)
+	if err != nil {
+		return err
+	}
+	if fe != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fe.first())
+	}
+	return s.jobResponse(c, http.StatusCreated, j)
+}

@@ -1,0 +1,496 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/idle"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+// A job's use of its GPUs, computed in one place for its page, the API
+// and the CLI (GET /api/v1/jobs/{id} and .../usage), and its idle-GPU
+// verdict (core/idle), for those and the team and cluster pages.
+//
+// The readings are the live per-second ones (the telemetry window) and,
+// before them, the minute and hour rows of the GPU history: whole GPUs.
+// A job's own memory is known where the agent reported it per job (the
+// live window); utilization is always the whole GPU's.
+
+// maxUsagePoints bounds the points per GPU of a usage answer.
+const maxUsagePoints = 240
+
+// gpuReading is one GPU's mean readings over [T, T+Step), Unix seconds.
+type gpuReading struct {
+	T, Step    int64
+	UtilPct    float64
+	MemUsedMiB float64
+	MemMiB     int64
+	Jobs       []gpu.JobMem // live readings only
+	Live       bool
+}
+
+// placementKeys reads "node:index" placements.
+func placementKeys(placement []string) []telemetry.GPUKey {
+	var out []telemetry.GPUKey
+	for _, p := range placement {
+		node, idx, ok := strings.Cut(p, ":")
+		if n, err := strconv.Atoi(idx); ok && err == nil {
+			out = append(out, telemetry.GPUKey{Node: node, Index: n})
+		}
+	}
+	return out
+}
+
+// gpuReadings returns the readings of GPUs keys in [from, to], oldest
+// first: history rows up to where the live window starts, then live ones.
+func (s *Server) gpuReadings(ctx context.Context, keys []telemetry.GPUKey, from, to time.Time) (map[telemetry.GPUKey][]gpuReading, error) {
+	out := make(map[telemetry.GPUKey][]gpuReading, len(keys))
+	liveFrom := make(map[telemetry.GPUKey]int64, len(keys))
+	needRows := false
+	for _, k := range keys {
+		var live []gpuReading
+		for _, p := range s.cfg.Telemetry.GPU(k, from.Unix()) {
+			if p.T > to.Unix() {
+				break
+			}
+			live = append(live, gpuReading{T: p.T, Step: 1, UtilPct: p.UtilPct, MemUsedMiB: float64(p.MemUsedMiB),
+				MemMiB: p.MemMiB, Jobs: p.Jobs, Live: true})
+		}
+		out[k] = live
+		if len(live) > 0 {
+			liveFrom[k] = live[0].T
+		}
+		if len(live) == 0 || live[0].T > from.Unix()+60 {
+			needRows = true
+		}
+	}
+	if !needRows {
+		return out, nil
+	}
+	start := from.Unix()
+	nodes := map[string]bool{}
+	var names []string
+	for _, k := range keys {
+		if !nodes[k.Node] {
+			nodes[k.Node] = true
+			names = append(names, k.Node)
+		}
+	}
+	rows, err := s.cfg.Store.GPUHistoryOnNodes(ctx, names, start-start%models.StepHour, to.Unix()+1)
+	if err != nil {
+		return nil, err
+	}
+	older := make(map[telemetry.GPUKey][]gpuReading, len(keys))
+	for _, r := range rows {
+		k := telemetry.GPUKey{Node: r.Node, Index: r.GPUIndex}
+		lf, live := liveFrom[k]
+		end := r.Start + int64(r.Step)
+		if _, want := out[k]; !want || end <= start || (live && end > lf) {
+			continue
+		}
+		older[k] = append(older[k], gpuReading{T: r.Start, Step: int64(r.Step), UtilPct: r.UtilAvgPct,
+			MemUsedMiB: r.MemUsedAvgMiB, MemMiB: r.MemMiB})
+	}
+	for k, rs := range older {
+		sort.SliceStable(rs, func(a, b int) bool { return rs[a].T < rs[b].T })
+		out[k] = append(rs, out[k]...)
+	}
+	return out, nil
+}
+
+// runWindow is the span of j's current or last run: from its start to now
+// while it runs, to its end once it ended; ok is false before any run.
+func runWindow(j *models.Job, now time.Time) (from, to time.Time, ok bool) {
+	start := j.LastStartAt
+	if start == nil {
+		start = j.StartedAt
+	}
+	if start == nil {
+		return time.Time{}, time.Time{}, false
+	}
+	switch {
+	case j.State == job.Running:
+		to = now
+	case j.FinishedAt != nil:
+		to = *j.FinishedAt
+	default:
+		to = now
+	}
+	return *start, to, to.After(*start)
+}
+
+// detectIdle is the idle verdict on running job j from its GPUs'
+// readings: the one place that calls core/idle for the portal.
+func (s *Server) detectIdle(j *models.Job, readings map[telemetry.GPUKey][]gpuReading, now time.Time) *api.Idle {
+	rule := s.cfg.Idle
+	if j.State != job.Running || !rule.Valid() {
+		return nil
+	}
+	start, _, ok := runWindow(j, now)
+	keys := placementKeys(j.Placement)
+	if !ok || len(keys) == 0 {
+		return nil
+	}
+	gpus := make([][]idle.Sample, len(keys))
+	for i, k := range keys {
+		for _, r := range readings[k] {
+			gpus[i] = append(gpus[i], idle.Sample{T: time.Unix(r.T, 0), Step: time.Duration(r.Step) * time.Second, UtilPct: r.UtilPct})
+		}
+	}
+	st := idle.Detect(rule, start, now, gpus)
+	out := &api.Idle{Idle: st.Idle, Known: st.Known, AtLeast: st.Capped, AfterS: rule.After.Seconds(), BelowPct: rule.BelowPct}
+	if !st.Since.IsZero() {
+		since := st.Since
+		out.Since = &since
+	}
+	return out
+}
+
+// idleCacheTTL is how long the lists (team, cluster, API lists) reuse a
+// job's idle verdict: a verdict turns at most this late there, and a
+// page of a thousand running jobs reads an hour of their GPUs' history
+// at most once in this time, whoever asks. A job's own page and
+// GET /api/v1/jobs/{id} judge afresh.
+const idleCacheTTL = 10 * time.Second
+
+// idleCache keeps the lists' idle verdicts a little while, per job run.
+type idleCache struct {
+	mu sync.Mutex
+	m  map[int64]idleEntry
+}
+
+type idleEntry struct {
+	run int64
+	at  time.Time
+	st  *api.Idle
+}
+
+// idleStates is the idle verdict on each running job of js as of now:
+// verdicts made within idleCacheTTL for the same run, and for the other
+// jobs from one read of their GPUs' readings over the rule's lookback.
+func (s *Server) idleStates(ctx context.Context, js []*models.Job, now time.Time) (map[int64]*api.Idle, error) {
+	rule := s.cfg.Idle
+	out := make(map[int64]*api.Idle)
+	if !rule.Valid() {
+		return out, nil
+	}
+	s.idle.mu.Lock()
+	var todo []*models.Job
+	for _, j := range js {
+		if j.State != job.Running {
+			continue
+		}
+		if e, ok := s.idle.m[j.ID]; ok && e.run == j.Run && now.Sub(e.at) < idleCacheTTL && !now.Before(e.at) {
+			if e.st != nil {
+				out[j.ID] = e.st
+			}
+			continue
+		}
+		todo = append(todo, j)
+	}
+	s.idle.mu.Unlock()
+	var keys []telemetry.GPUKey
+	from := now
+	for _, j := range todo {
+		start, _, ok := runWindow(j, now)
+		if !ok {
+			continue
+		}
+		keys = append(keys, placementKeys(j.Placement)...)
+		from = minTime(from, maxTime(start, now.Add(-rule.Lookback())))
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	readings, err := s.gpuReadings(ctx, keys, from, now)
+	if err != nil {
+		return nil, err
+	}
+	s.idle.mu.Lock()
+	defer s.idle.mu.Unlock()
+	if s.idle.m == nil {
+		s.idle.m = make(map[int64]idleEntry)
+	}
+	for id, e := range s.idle.m { // forget ended runs
+		if now.Sub(e.at) > time.Minute {
+			delete(s.idle.m, id)
+		}
+	}
+	for _, j := range todo {
+		st := s.detectIdle(j, readings, now)
+		s.idle.m[j.ID] = idleEntry{run: j.Run, at: now, st: st}
+		if st != nil {
+			out[j.ID] = st
+		}
+	}
+	return out, nil
+}
+
+// addIdle fills in the idle verdict of the running jobs among out (which
+// convert js, in the same order).
+func (s *Server) addIdle(ctx context.Context, js []models.Job, out []api.Job, now time.Time) error {
+	ptrs := make([]*models.Job, len(js))
+	for i := range js {
+		ptrs[i] = &js[i]
+	}
+	st, err := s.idleStates(ctx, ptrs, now)
+	if err != nil {
+		return err
+	}
+	for i := range out {
+		out[i].Idle = st[out[i].ID]
+	}
+	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// jobUsage is how j used its GPUs over its current or last run as of now;
+// with points, the readings themselves, at most maxUsagePoints per GPU.
+func (s *Server) jobUsage(ctx context.Context, j *models.Job, now time.Time, points bool) (api.JobUsage, error) {
+	out := api.JobUsage{GPUs: []api.GPUUsage{}}
+	from, to, ok := runWindow(j, now)
+	keys := placementKeys(j.Placement)
+	if !ok {
+		return out, nil
+	}
+	out.From, out.To = from, to
+	if len(keys) == 0 {
+		return out, nil
+	}
+	readings, err := s.gpuReadings(ctx, keys, from, to)
+	if err != nil {
+		return out, err
+	}
+	uuids := make(map[telemetry.GPUKey]string)
+	for _, g := range s.connectedGPUs() {
+		uuids[g.Key] = g.Device.UUID
+	}
+	running := j.State == job.Running
+	var utilSum, utilW float64
+	for _, k := range keys {
+		rs := readings[k]
+		g := api.GPUUsage{Node: k.Node, Index: k.Index, UUID: uuids[k], Shared: j.Sharing}
+		others := map[int64]bool{}
+		var sum, w float64
+		for _, r := range rs {
+			sum += r.UtilPct * float64(r.Step)
+			w += float64(r.Step)
+			g.MemMiB = max(g.MemMiB, r.MemMiB)
+			for _, jm := range r.Jobs {
+				if jm.JobID == j.ID {
+					if g.JobMemMaxMiB == nil || jm.MemMiB > *g.JobMemMaxMiB {
+						m := jm.MemMiB
+						g.JobMemMaxMiB = &m
+					}
+				} else {
+					others[jm.JobID] = true
+				}
+			}
+		}
+		if w > 0 {
+			avg := sum / w
+			g.UtilAvgPct = &avg
+			utilSum, utilW = utilSum+sum, utilW+w
+		}
+		if n := len(rs); n > 0 && running && now.Unix()-(rs[n-1].T+rs[n-1].Step) <= int64(idle.MaxGap/time.Second) {
+			last := rs[n-1]
+			u := last.UtilPct
+			g.UtilPct, g.MemUsedMiB = &u, int64(last.MemUsedMiB+0.5)
+			for _, jm := range last.Jobs {
+				if jm.JobID == j.ID {
+					m := jm.MemMiB
+					g.JobMemMiB = &m
+				}
+			}
+		}
+		for id := range others {
+			g.SharedWith = append(g.SharedWith, id)
+		}
+		sort.Slice(g.SharedWith, func(a, b int) bool { return g.SharedWith[a] < g.SharedWith[b] })
+		g.Shared = g.Shared || len(g.SharedWith) > 0
+		if !g.Shared && g.JobMemMiB == nil && g.UtilPct != nil {
+			// Alone on its GPU, the job's memory is the GPU's.
+			m := g.MemUsedMiB
+			g.JobMemMiB = &m
+		}
+		if points {
+			g.Points = usagePoints(j.ID, rs, from.Unix(), to.Unix(), g.Shared)
+		}
+		out.GPUs = append(out.GPUs, g)
+	}
+	if utilW > 0 {
+		avg := utilSum / utilW
+		out.UtilAvgPct = &avg
+	}
+	out.Idle = s.detectIdle(j, readings, now)
+	return out, nil
+}
+
+// usagePoints folds one GPU's readings over [from, to] into at most
+// maxUsagePoints points of equal step; the job's own memory is in a point
+// where every reading folded into it knew it (or the GPU is the job's
+// alone).
+func usagePoints(id int64, rs []gpuReading, from, to int64, shared bool) []api.UsagePoint {
+	step := int64(1)
+	for _, s := range []int64{1, 5, 10, 30, 60, 300, 600, 1800, 3600, 6 * 3600, 86400} {
+		step = s
+		if (to-from)/s < maxUsagePoints {
+			break
+		}
+	}
+	type acc struct {
+		util, mem, w   float64
+		jobMem, jobW   float64
+		jobUnknownSeen bool
+	}
+	buckets := map[int64]*acc{}
+	var order []int64
+	for _, r := range rs {
+		b := r.T - r.T%step
+		a := buckets[b]
+		if a == nil {
+			a = &acc{}
+			buckets[b] = a
+			order = append(order, b)
+		}
+		w := float64(r.Step)
+		a.util += r.UtilPct * w
+		a.mem += r.MemUsedMiB * w
+		a.w += w
+		switch {
+		case !shared:
+			a.jobMem += r.MemUsedMiB * w
+			a.jobW += w
+		case r.Live:
+			for _, jm := range r.Jobs {
+				if jm.JobID == id {
+					a.jobMem += float64(jm.MemMiB) * w
+				}
+			}
+			a.jobW += w
+		default:
+			a.jobUnknownSeen = true
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return order[a] < order[b] })
+	out := make([]api.UsagePoint, 0, len(order))
+	for _, b := range order {
+		a := buckets[b]
+		p := api.UsagePoint{T: b, Step: step, UtilPct: a.util / a.w, MemUsedMiB: int64(a.mem/a.w + 0.5)}
+		if a.jobW > 0 && !a.jobUnknownSeen {
+			m := int64(a.jobMem/a.jobW + 0.5)
+			p.JobMemMiB = &m
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// apiJobUsage answers GET /api/v1/jobs/{id}/usage: the job's use of its
+// GPUs over its run, with the points.
+func (s *Server) apiJobUsage(c echo.Context) error {
+	j, err := s.loadJob(c)
+	if err != nil {
+		return err
+	}
+	u, err := s.jobUsage(c.Request().Context(), j, s.cfg.Now(), true)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, u)
+}
+
+// describeUsage fills in a job page's usage section and idle note from u.
+func describeUsage(u api.JobUsage, now time.Time, d *templates.JobDetail) {
+	d.Idle = u.Idle.Text(now, time.Local)
+	if len(u.GPUs) == 0 {
+		return
+	}
+	d.Usage = templates.JobUsage{Span: "over the run (" + fmtDuration(u.To.Sub(u.From)) + ")", UtilAvg: fmtPct(u.UtilAvgPct)}
+	for _, g := range u.GPUs {
+		row := templates.GPUUsage{Name: fmt.Sprintf("%s:%d", g.Node, g.Index), Util: fmtPct(g.UtilPct), UtilAvg: fmtPct(g.UtilAvgPct),
+			MemPeak: fmtMiB(g.JobMemMaxMiB)}
+		switch {
+		case g.JobMemMiB != nil:
+			row.Mem = fmtMiB(g.JobMemMiB) + " (its own) of " + fmtMiB(&g.MemMiB)
+		case g.UtilPct != nil:
+			row.Mem = fmtMiB(&g.MemUsedMiB) + " used on the GPU of " + fmtMiB(&g.MemMiB)
+		default:
+			row.Mem = "—"
+		}
+		if g.Shared {
+			row.Shared = "Shared GPU (Salus): utilization is the whole GPU's; memory is this job's own where the agent reports it."
+			if len(g.SharedWith) > 0 {
+				ids := make([]string, len(g.SharedWith))
+				for i, id := range g.SharedWith {
+					ids[i] = strconv.FormatInt(id, 10)
+				}
+				row.Shared = "Shared with job " + strings.Join(ids, ", ") + ": utilization is the whole GPU's; memory is this job's own where the agent reports it."
+			}
+		}
+		row.UtilLine, row.MemLine = sparkLines(g, u.From.Unix(), u.To.Unix())
+		d.Usage.GPUs = append(d.Usage.GPUs, row)
+	}
+}
+
+// sparkLines are the SVG polyline points of g's utilization and memory
+// (its own where known, else the GPU's) in a 300x60 box over [from, to].
+func sparkLines(g api.GPUUsage, from, to int64) (util, mem string) {
+	if to <= from || len(g.Points) == 0 {
+		return "", ""
+	}
+	var u, m strings.Builder
+	x := func(t int64) float64 { return 300 * float64(t-from) / float64(to-from) }
+	top := float64(max(g.MemMiB, 1))
+	for _, p := range g.Points {
+		px := min(300, max(0, x(p.T+p.Step/2)))
+		fmt.Fprintf(&u, "%.1f,%.1f ", px, 60-0.6*min(100, p.UtilPct))
+		mm := float64(p.MemUsedMiB)
+		if p.JobMemMiB != nil {
+			mm = float64(*p.JobMemMiB)
+		}
+		fmt.Fprintf(&m, "%.1f,%.1f ", px, 60-60*min(1, mm/top))
+	}
+	return strings.TrimSpace(u.String()), strings.TrimSpace(m.String())
+}
+
+func fmtPct(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f%%", *v)
+}
+
+func fmtMiB(v *int64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f GB", float64(*v)/1024)
+}

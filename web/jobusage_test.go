@@ -1,0 +1,228 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/idle"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// startedJob stores a job of alice's running on placement since start.
+func (ts *testServer) startedJob(t *testing.T, name string, gpus int, placement []string, start time.Time) int64 {
+	t.Helper()
+	ctx := context.Background()
+	j := &models.Job{Name: name, Team: "vision", User: "alice", GPUs: gpus, SimDuration: 3600, SubmittedAt: start}
+	if err := ts.store.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.store.MarkStarted(ctx, j.ID, placement, start); err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+// gpuMinutes stores minute history rows of node-0's GPU index from
+// minute from to minute to (exclusive) before now, at util.
+func (ts *testServer) gpuMinutes(t *testing.T, index int, now time.Time, from, to int, util float64, usedMiB int64) {
+	t.Helper()
+	var rows []models.GPUHistory
+	end := now.Unix() - now.Unix()%60
+	for m := from; m > to; m-- {
+		rows = append(rows, models.GPUHistory{Step: models.StepMinute, Start: end - int64(m)*60, GPU: "GPU-test-" + string(rune('0'+index)),
+			Node: "node-0", GPUIndex: index, Samples: 60, MemMiB: 81920, MemUsedAvgMiB: float64(usedMiB), MemUsedMaxMiB: usedMiB,
+			UtilAvgPct: util, BusySamples: 60})
+	}
+	if err := ts.store.SaveGPUHistory(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (ts *testServer) getJob(t *testing.T, role string, id int64) api.Job {
+	t.Helper()
+	rec := ts.do(t, role, http.MethodGet, "/api/v1/jobs/"+itoa(id), "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET job %d: %d %s", id, rec.Code, rec.Body)
+	}
+	var j api.Job
+	if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// TestJobUsageAndIdle checks a job's GPU usage and idle verdict from the
+// history rows and the live readings, in the API, on the job page and in
+// the lists, and that a shared GPU says so and gives the job's own memory.
+func TestJobUsageAndIdle(t *testing.T) {
+	ts := newTestServer(t)
+	ts.cfg.Idle = idle.Rule{After: 2 * time.Minute, BelowPct: 5}
+	now := time.Now()
+	start := now.Add(-6 * time.Minute)
+	notebook := ts.startedJob(t, "notebook", 1, []string{"node-0:0"}, start)
+	train := ts.startedJob(t, "train", 1, []string{"node-0:1"}, start)
+	shared := ts.startedJob(t, "shared", 1, []string{"node-0:1"}, start)
+	// Minutes of history, then the last 50 seconds live.
+	ts.gpuMinutes(t, 0, now, 7, 1, 1, 6000)
+	ts.gpuMinutes(t, 1, now, 7, 1, 90, 30000)
+	for s := 50; s >= 1; s-- {
+		at := now.Add(-time.Duration(s) * time.Second)
+		ts.cfg.Telemetry.Record("node-0", []gpu.Sample{
+			{At: at, Index: 0, MemMiB: 81920, MemUsedMiB: 6000, UtilPct: 0.5, Jobs: []gpu.JobMem{{JobID: notebook, MemMiB: 6000}}},
+			{At: at, Index: 1, MemMiB: 81920, MemUsedMiB: 30000, UtilPct: 92,
+				Jobs: []gpu.JobMem{{JobID: train, MemMiB: 20000}, {JobID: shared, MemMiB: 10000}}},
+		})
+	}
+
+	nb := ts.getJob(t, "alice", notebook)
+	if nb.Idle == nil || !nb.Idle.Idle || nb.Idle.Since == nil {
+		t.Fatalf("notebook idle = %+v, want idle", nb.Idle)
+	}
+	if nb.Usage == nil || len(nb.Usage.GPUs) != 1 || nb.Usage.UtilAvgPct == nil || *nb.Usage.UtilAvgPct > 2 {
+		t.Fatalf("notebook usage = %+v", nb.Usage)
+	}
+	if g := nb.Usage.GPUs[0]; g.Shared || g.JobMemMiB == nil || *g.JobMemMiB != 6000 || g.UtilPct == nil || *g.UtilPct != 0.5 {
+		t.Errorf("notebook GPU = %+v", g)
+	}
+	tr := ts.getJob(t, "alice", train)
+	if tr.Idle == nil || tr.Idle.Idle || !tr.Idle.Known {
+		t.Errorf("train idle = %+v, want known and not idle", tr.Idle)
+	}
+	g := tr.Usage.GPUs[0]
+	if !g.Shared || len(g.SharedWith) != 1 || g.SharedWith[0] != shared || g.JobMemMiB == nil || *g.JobMemMiB != 20000 {
+		t.Errorf("train's shared GPU = %+v, want shared with %d and its own 20000 MiB", g, shared)
+	}
+	if g.UtilAvgPct == nil || *g.UtilAvgPct < 89 || *g.UtilAvgPct > 93 {
+		t.Errorf("train's mean utilization = %v, want about 90", g.UtilAvgPct)
+	}
+
+	// The points: the minutes, then the live seconds, the job's own memory
+	// only where known on a shared GPU.
+	rec := ts.do(t, "alice", http.MethodGet, "/api/v1/jobs/"+itoa(train)+"/usage", "")
+	var u api.JobUsage
+	if err := json.Unmarshal(rec.Body.Bytes(), &u); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("usage: %d %s", rec.Code, rec.Body)
+	}
+	pts := u.GPUs[0].Points
+	if len(pts) < 5 || pts[0].JobMemMiB != nil || pts[len(pts)-1].JobMemMiB == nil {
+		t.Errorf("points %+v: want history without the job's own memory, then live with it", pts)
+	}
+	if rec := ts.do(t, "bob", http.MethodGet, "/api/v1/jobs/"+itoa(train)+"/usage", ""); rec.Code != http.StatusForbidden && rec.Code != http.StatusNotFound {
+		t.Errorf("bob reads alice's usage: %d", rec.Code)
+	}
+
+	// The same verdict in the list, on the job page, the team and the
+	// cluster pages.
+	js, _ := ts.listPage(t, "alice", "state=running")
+	for _, j := range js {
+		if (j.ID == notebook) != (j.Idle != nil && j.Idle.Idle) {
+			t.Errorf("list: job %d idle %+v", j.ID, j.Idle)
+		}
+		if j.ID == notebook && !j.Idle.Since.Equal(*nb.Idle.Since) {
+			t.Errorf("list: idle since %v, the job says %v", j.Idle.Since, nb.Idle.Since)
+		}
+	}
+	since := nb.Idle.Text(time.Now(), time.Local)
+	since = since[:strings.Index(since, " (")] // "since 12:00:00"
+	for _, path := range []string{"/jobs/" + itoa(notebook), "/teams/vision", "/teams/vision/flags", "/cluster"} {
+		body := ts.do(t, "lead", http.MethodGet, path, "").Body.String()
+		if !strings.Contains(body, since) || !strings.Contains(body, "under 5% utilization") {
+			t.Errorf("%s does not say the notebook is idle %s", path, since)
+		}
+		if flags := section(body, "-idle\""); path != "/jobs/"+itoa(notebook) &&
+			(!strings.Contains(flags, `data-job="`+itoa(notebook)+`"`) || strings.Contains(flags, `data-job="`+itoa(train)+`"`)) {
+			t.Errorf("%s: idle jobs %q, want the notebook alone", path, flags)
+		}
+	}
+	page := ts.do(t, "alice", http.MethodGet, "/jobs/"+itoa(train), "").Body.String()
+	for _, want := range []string{"Shared with job " + itoa(shared), "19.5 GB (its own)", "spark-util"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the training job's page lacks %q", want)
+		}
+	}
+	// bob, of another team, sees that a job is idle but not whose.
+	if body := ts.do(t, "bob", http.MethodGet, "/cluster", "").Body.String(); !strings.Contains(body, "(team vision)") || strings.Contains(body, "notebook") {
+		t.Error("the cluster page shows bob the idle job's name, or no idle job")
+	}
+}
+
+// TestStrandedJobs checks that a queued job that needs more GPUs than its
+// user's cap is named on the team page and in the team API, with the cap.
+func TestStrandedJobs(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	if err := ts.store.SetTeamShare(ctx, "vision", 2, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	big := &models.Job{Name: "big", Team: "vision", User: "alice", GPUs: 4, SimDuration: 60, SubmittedAt: time.Now()}
+	small := &models.Job{Name: "small", Team: "vision", User: "alice", GPUs: 2, SimDuration: 60, SubmittedAt: time.Now()}
+	for _, j := range []*models.Job{big, small} {
+		if err := ts.store.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := ts.do(t, "lead", http.MethodGet, "/teams/vision", "").Body.String()
+	stranded := section(body, `id="team-stranded"`)
+	if !strings.Contains(stranded, `data-job="`+itoa(big.ID)+`"`) || !strings.Contains(stranded, "needs 4 GPUs; the team&#39;s cap per user is 2") ||
+		strings.Contains(stranded, `data-job="`+itoa(small.ID)+`"`) {
+		t.Errorf("team page warns %q: want the 4-GPU job named with the team's cap, not the 2-GPU one", stranded)
+	}
+	if err := ts.store.SetUserCap(ctx, "vision", "alice", 1); err != nil {
+		t.Fatal(err)
+	}
+	rec := ts.do(t, "lead", http.MethodGet, "/api/v1/teams/vision", "")
+	var team api.Team
+	if err := json.Unmarshal(rec.Body.Bytes(), &team); err != nil {
+		t.Fatal(err)
+	}
+	if len(team.Warnings) != 2 || !strings.Contains(strings.Join(team.Warnings, "\n"), "alice's own cap is 1") {
+		t.Errorf("warnings %q: want both jobs, under alice's own cap of 1", team.Warnings)
+	}
+}
+
+func TestGuaranteeWarning(t *testing.T) {
+	teams := func(gs ...int) []models.Team {
+		var out []models.Team
+		for _, g := range gs {
+			out = append(out, models.Team{GuaranteeGPUs: g})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		teams   []models.Team
+		cluster int
+		want    string
+	}{
+		{"within", teams(4, 4), 8, ""},
+		{"beyond", teams(4, 6), 8, "add up to 10 GPUs, more than the cluster's 8"},
+		{"no machine yet", teams(4, 6), 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := guaranteeWarning(tc.teams, tc.cluster)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// section is body from the element whose opening tag holds marker to the
+// end of that element's first </div>.
+func section(body, marker string) string {
+	i := strings.Index(body, marker)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(body[i:], "</div>")
+	if j < 0 {
+		return body[i:]
+	}
+	return body[i : i+j]
+}

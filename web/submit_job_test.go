@@ -1,0 +1,235 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+func TestSubmitRunSettingsRejects(t *testing.T) {
+	ts := newTestServer(t)
+	bobs := &models.Job{Name: "b", Team: "nlp", User: "bob", GPUs: 1, SimDuration: 60}
+	if err := ts.store.CreateJob(context.Background(), bobs); err != nil {
+		t.Fatal(err)
+	}
+	const base = `"name":"r","gpus":1,"command":"python3 train.py"`
+	tests := []struct {
+		name, extra, field string
+	}{
+		{"reserved variable", `"env":{"GPUPORTAL_JOB_ID":"1"}`, "env"},
+		{"the job's GPUs", `"env":{"CUDA_VISIBLE_DEVICES":"0"}`, "env"},
+		{"invalid name", `"env":{"1LR":"0.1"}`, "env"},
+		{"name with a dash", `"env":{"MY-VAR":"x"}`, "env"},
+		{"workdir leaving its folder", `"workdir":"../x"`, "workdir"},
+		{"workdir with NUL", `"workdir":"/a\u0000b"`, "workdir"},
+		{"time limit not a duration", `"time_limit":"soon"`, "time_limit"},
+		{"negative time limit", `"time_limit":"-5m"`, "time_limit"},
+		{"too many retries", `"retries":11`, "retries"},
+		{"negative retries", `"retries":-1`, "retries"},
+		{"unknown dependency kind", `"dependencies":[{"kind":"before","job_id":1}]`, "dependencies"},
+		{"dependency on no job", `"dependencies":[{"kind":"after_ok","job_id":999999}]`, "dependencies"},
+		{"dependency on a job of another team", fmt.Sprintf(`"dependencies":[{"kind":"after_ok","job_id":%d}]`, bobs.ID), "dependencies"},
+		{"bad array", `"array":"5-1"`, "array"},
+		{"array limit of 0", `"array":"0-3%0"`, "array"},
+		{"parameters with a reserved column", `"array_params":"GPUPORTAL_X\n1\n"`, "array_params"},
+		{"parameters of the wrong length", `"array":"0-2","array_params":"LR\n0.1\n"`, "array_params"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := ts.do(t, "alice", http.MethodPost, "/api/v1/jobs", `{`+base+`,`+tc.extra+`}`)
+			if rec.Code != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %s", rec.Code, rec.Body)
+			}
+			var e struct{ Error string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(e.Error, tc.field+":") {
+				t.Fatalf("error %q does not name %s", e.Error, tc.field)
+			}
+		})
+	}
+}
+
+func TestSubmitRunSettingsStored(t *testing.T) {
+	ts := newTestServer(t)
+	dep := ts.newJob(t)
+	body := fmt.Sprintf(`{"name":"r","gpus":1,"command":"python3 train.py","env":{"LR":"3e-4","EMPTY":""},"workdir":"/data/x",
+		"time_limit":"1-02:00:00","retries":2,"dependencies":[{"kind":"afterok","job_id":%d}]}`, dep)
+	rec := ts.do(t, "alice", http.MethodPost, "/api/v1/jobs", body)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var j api.Job
+	if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Env["LR"] != "3e-4" || len(j.Env) != 2 || j.Workdir != "/data/x" || j.Retries != 2 ||
+		j.TimeLimitS == nil || *j.TimeLimitS != 26*3600 || j.TimeLeftS == nil || *j.TimeLeftS != 26*3600 ||
+		len(j.Dependencies) != 1 || j.Dependencies[0] != (job.Dependency{Kind: job.AfterOK, JobID: dep}) {
+		t.Errorf("job = %+v", j)
+	}
+	// While it waits for job dep, nothing forecasts it, and it says why.
+	want := fmt.Sprintf("waiting for job %d to succeed; forecast once it may start", dep)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var got api.Job
+		_ = json.Unmarshal(ts.do(t, "alice", http.MethodGet, fmt.Sprint("/api/v1/jobs/", j.ID), "").Body.Bytes(), &got)
+		if got.Forecast != nil && got.Forecast.Reason == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("forecast %+v, reason %q; want %q", got.Forecast, got.Reason, want)
+		}
+	}
+	// Its page says what it runs with.
+	page := ts.do(t, "alice", http.MethodGet, fmt.Sprint("/jobs/", j.ID), "").Body.String()
+	for _, want := range []string{"LR=3e-4", "/data/x", "1-02:00:00 <span class=\"muted\">· 1-02:00:00 left", "after_ok", fmt.Sprintf("/jobs/%d", dep), "up to 2"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("job page lacks %q", want)
+		}
+	}
+	// Resubmitting it makes a new job with the same fields.
+	rec = ts.do(t, "lead", http.MethodPost, fmt.Sprintf("/api/v1/jobs/%d/resubmit", j.ID), "")
+	var again api.Job
+	if err := json.Unmarshal(rec.Body.Bytes(), &again); rec.Code != http.StatusCreated || err != nil {
+		t.Fatalf("resubmit: %d %s", rec.Code, rec.Body)
+	}
+	if again.ID == j.ID || again.User != "lead" || again.Env["LR"] != "3e-4" || *again.TimeLimitS != *j.TimeLimitS ||
+		again.Workdir != j.Workdir || len(again.Dependencies) != 1 || again.Retries != 2 {
+		t.Errorf("resubmitted %+v", again)
+	}
+	// The form, filled from the job.
+	form := ts.do(t, "alice", http.MethodGet, fmt.Sprint("/jobs/new?from=", j.ID), "").Body.String()
+	for _, want := range []string{"LR=3e-4", `value="/data/x"`, `value="1-02:00:00"`, fmt.Sprintf(`value="afterok:%d"`, dep), "python3 train.py"} {
+		if !strings.Contains(form, want) {
+			t.Errorf("resubmit form lacks %q", want)
+		}
+	}
+	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprint("/jobs/new?from=", j.ID), ""); rec.Code != http.StatusForbidden {
+		t.Errorf("bob filled a form from alice's job: %d", rec.Code)
+	}
+}
+
+func TestTeamTimeLimits(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	if err := ts.store.SetTeamTimeLimits(ctx, "vision", 3600, 7200); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(extra string) (int, api.Job, string) {
+		rec := ts.do(t, "alice", http.MethodPost, "/api/v1/jobs", `{"name":"t","gpus":1,"sim":{"duration_s":60}`+extra+`}`)
+		var j api.Job
+		_ = json.Unmarshal(rec.Body.Bytes(), &j)
+		return rec.Code, j, rec.Body.String()
+	}
+	if code, j, body := submit(""); code != http.StatusCreated || j.TimeLimitS == nil || *j.TimeLimitS != 3600 {
+		t.Errorf("without a limit: %d %s; want the team's default of 1h", code, body)
+	}
+	if code, j, body := submit(`,"time_limit":"2h"`); code != http.StatusCreated || *j.TimeLimitS != 7200 {
+		t.Errorf("at the maximum: %d %s", code, body)
+	}
+	if code, _, body := submit(`,"time_limit":"2h1m"`); code != http.StatusBadRequest || !strings.Contains(body, "time_limit: team vision allows at most 02:00:00") {
+		t.Errorf("over the maximum: %d %s", code, body)
+	}
+}
+
+func TestSubmitArray(t *testing.T) {
+	ts := newTestServer(t)
+	rec := ts.do(t, "alice", http.MethodPost, "/api/v1/jobs",
+		`{"name":"sweep","gpus":1,"command":"python3 train.py","env":{"LR":"1"},"array":"0-2%2","array_params":"LR,BATCH\n0.1,32\n0.01,64\n0.001,128\n"}`)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var first api.Job
+	if err := json.Unmarshal(rec.Body.Bytes(), &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Array == nil || first.Array.ID != first.ID || first.Array.Index != 0 || first.Array.Limit != 2 || first.Name != "sweep[0]" {
+		t.Fatalf("first task %+v", first)
+	}
+	rec = ts.do(t, "alice", http.MethodGet, fmt.Sprint("/api/v1/arrays/", first.ID), "")
+	var a api.Array
+	if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("array: %d %s", rec.Code, rec.Body)
+	}
+	if a.Name != "sweep" || len(a.Tasks) != 3 || a.States[job.Queued] != 3 || a.Limit != 2 {
+		t.Fatalf("array %+v", a)
+	}
+	if e := a.Tasks[2].Env; e["LR"] != "0.001" || e["BATCH"] != "128" || len(e) != 2 {
+		t.Errorf("task 2's variables %v: its row's, over the job's", e)
+	}
+	// The jobs list shows the array as one row.
+	list := ts.do(t, "alice", http.MethodGet, "/jobs/rows", "").Body.String()
+	if strings.Count(list, fmt.Sprintf(`href="/arrays/%d"`, a.ID)) != 2 || !strings.Contains(list, "3 tasks: 3 queued") {
+		t.Errorf("jobs list does not group the array: %s", list)
+	}
+	if page := ts.do(t, "lead", http.MethodGet, fmt.Sprint("/arrays/", a.ID), "").Body.String(); !strings.Contains(page, "at most 2 tasks run at once") ||
+		!strings.Contains(page, "Cancel all tasks") || !strings.Contains(page, "<code>LR=0.001 BATCH=128</code>") {
+		t.Errorf("array page: %s", page)
+	}
+	// Cancel all.
+	rec = ts.do(t, "alice", http.MethodDelete, fmt.Sprint("/api/v1/arrays/", a.ID), "")
+	if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil || a.States[job.Cancelled] != 3 {
+		t.Errorf("after cancelling all: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// The form reads the run settings and marks each one at fault.
+func TestSubmitFormRunSettings(t *testing.T) {
+	ts := newTestServer(t)
+	v := url.Values{"name": {"f"}, "team": {"vision"}, "gpus": {"1"}, "kind": {"command"}, "command": {"python3 x.py"},
+		"env": {"LR=1\nGPUPORTAL_X=2"}, "time_limit": {"later"}, "dependencies": {"afterok:x"}, "array": {"0-3%2"}}
+	rec := ts.do(t, "alice", http.MethodPost, "/jobs", v.Encode())
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("status %d", rec.Code)
+	}
+	body := rec.Body.String()
+	for _, want := range []string{"GPUPORTAL_X is set by gpuportal", `name="time_limit" value="later"`, "is not a job ID"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("form lacks %q", want)
+		}
+	}
+	v.Set("env", "LR=1\nDATA=/d")
+	v.Set("time_limit", "30m")
+	v.Set("dependencies", "")
+	rec = ts.do(t, "alice", http.MethodPost, "/jobs", v.Encode())
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	js, err := ts.store.ListJobs(context.Background(), models.JobFilter{User: "alice"})
+	if err != nil || len(js) != 4 || js[0].ArrayLimit != 2 || js[0].TimeLimitS != 1800 || len(js[0].Env) != 2 {
+		t.Errorf("stored %d jobs: %+v, %v", len(js), js, err)
+	}
+}
+
+func TestSetTeamTimeLimits(t *testing.T) {
+	ts := newTestServer(t)
+	rec := ts.do(t, "lead", http.MethodPut, "/api/v1/teams/vision/time-limits", `{"default_time_limit":"4h","max_time_limit":"1-00:00:00"}`)
+	var team api.Team
+	if err := json.Unmarshal(rec.Body.Bytes(), &team); rec.Code != http.StatusOK || err != nil ||
+		team.DefaultTimeLimitS != 4*3600 || team.MaxTimeLimitS != 24*3600 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	for body, field := range map[string]string{
+		`{"default_time_limit":"2d","max_time_limit":"1h"}`: "default_time_limit",
+		`{"default_time_limit":"5h","max_time_limit":"1h"}`: "default_time_limit",
+		`{"default_time_limit":"","max_time_limit":"-1h"}`:  "max_time_limit",
+	} {
+		rec := ts.do(t, "admin", http.MethodPut, "/api/v1/teams/vision/time-limits", body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), field+":") {
+			t.Errorf("%s: %d %s; want 400 naming %s", body, rec.Code, rec.Body, field)
+		}
+	}
+	if page := ts.do(t, "alice", http.MethodGet, "/teams/vision", "").Body.String(); !strings.Contains(page, "04:00:00") || strings.Contains(page, "team-time-limits") {
+		t.Errorf("team page as a member: the limits are shown, the form is not")
+	}
+}
