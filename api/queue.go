@@ -22,9 +22,15 @@ type Queue struct {
 	Index int `json:"index"`
 	// From and To bound the attained service of its jobs (GPU-seconds;
 	// seconds for dlas); To is 0 for the last queue.
-	From float64    `json:"from"`
-	To   float64    `json:"to"`
-	Jobs []QueueJob `json:"jobs"`
+	From float64 `json:"from"`
+	To   float64 `json:"to"`
+	// Total is the number of jobs in the queue, Running those of them
+	// that run; Jobs is those from Offset on, all of them unless a page
+	// was asked for (the queues topic sends the first page).
+	Total   int        `json:"total"`
+	Running int        `json:"running"`
+	Offset  int        `json:"offset"`
+	Jobs    []QueueJob `json:"jobs"`
 }
 
 // QueueJob is a job in a queue. Jobs of teams the user may not see show

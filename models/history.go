@@ -101,6 +101,7 @@ func (s *Store) SaveGPUHistory(ctx context.Context, rows []GPUHistory) error {
 	if err != nil {
 		return fmt.Errorf("save GPU history: %w", err)
 	}
+	s.writes.add("gpu_history", len(rows))
 	return nil
 }
 

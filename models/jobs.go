@@ -21,26 +21,13 @@ var ErrConflict = job.ErrConflict
 // current run: it is an ErrConflict too.
 var ErrStaleRun = fmt.Errorf("not the job's current run: %w", ErrConflict)
 
-// CreateJob stores a new queued job and fills in its ID. It returns only
-// once the job is committed.
-func (s *Store) CreateJob(ctx context.Context, j *Job) error {
-	j.State = JobQueued
-	j.Reason = "submitted"
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(j).Error; err != nil {
-			return fmt.Errorf("create job %q: %w", j.Name, err)
-		}
-		return addEvent(tx, j, j.SubmittedAt)
-	})
-}
-
 // CreateArray stores the tasks of an array, queued, in one transaction:
 // the first task's ID becomes every task's ArrayID.
 func (s *Store) CreateArray(ctx context.Context, tasks []*Job) error {
 	if len(tasks) == 0 {
 		return fmt.Errorf("create array: no tasks")
 	}
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for i, j := range tasks {
 			j.State, j.Reason = JobQueued, "submitted"
 			if i > 0 {
@@ -61,6 +48,10 @@ func (s *Store) CreateArray(ctx context.Context, tasks []*Job) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.writes.add("job", len(tasks))
+	}
+	return err
 }
 
 // ArrayTasks returns the tasks of array id, by index.

@@ -20,11 +20,39 @@ var ErrNotFound = errors.New("not found")
 // Store reads and writes gpuportal's records. It is safe for concurrent use.
 type Store struct {
 	db *gorm.DB
+	// submits gathers concurrent CreateJob calls into one transaction on
+	// SQLite, whose one writer at a time makes each commit count;
+	// PostgreSQL commits them side by side.
+	submits groupCommit
+	grouped bool
+	// writes counts rows written by kind, for /metrics (metrics.go).
+	writes writeCounter
 }
 
-// Open connects to the database named by dsn and brings its schema up to
-// date. dsn is "sqlite:PATH" (the folder is created) or a "postgres://" URL.
+// Options tune the connection to the database.
+type Options struct {
+	// MaxConns bounds the open connections; 0 is the database's default:
+	// DefaultMaxConns on PostgreSQL, 1 on SQLite. SQLite runs in WAL mode
+	// and its transactions take the write lock when they begin: with more
+	// than one connection, readers proceed beside the one writer, but
+	// writers waiting for the lock poll for it (busy timeout 10 s) rather
+	// than queue in order, so a long write starves the others; with one,
+	// the pool queues them.
+	MaxConns int
+}
+
+// DefaultMaxConns is the default bound on PostgreSQL connections.
+const DefaultMaxConns = 16
+
+// Open connects to the database named by dsn with the default options
+// and brings its schema up to date. dsn is "sqlite:PATH" (the folder is
+// created) or a "postgres://" URL.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenWith(ctx, dsn, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	var dialector gorm.Dialector
 	sqliteDB := false
 	switch {
@@ -36,7 +64,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return nil, fmt.Errorf("open database: create folder: %w", err)
 		}
-		dialector = sqlite.Open(path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)")
+		dialector = sqlite.Open(path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate")
 		sqliteDB = true
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		dialector = postgres.Open(dsn)
@@ -51,16 +79,19 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	if sqliteDB {
-		// One writer at a time is all SQLite offers; one connection avoids
-		// "database is locked" between our own goroutines.
-		sqlDB.SetMaxOpenConns(1)
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+		if sqliteDB {
+			opts.MaxConns = 1
+		}
 	}
+	sqlDB.SetMaxOpenConns(opts.MaxConns)
+	sqlDB.SetMaxIdleConns(opts.MaxConns)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, grouped: sqliteDB}
 	if err := s.migrate(ctx); err != nil {
 		sqlDB.Close()
 		return nil, err

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
@@ -45,7 +46,7 @@ func (h HistoryConfig) withDefaults() HistoryConfig {
 // long roll-up makes no frame miss.
 func (s *Server) RecordHistory(ctx context.Context, cfg HistoryConfig) {
 	cfg = cfg.withDefaults()
-	frames, cancel := s.cfg.Telemetry.SubscribeBuffered(historyFrameBuffer)
+	feed, cancel := s.cfg.Telemetry.Feed(historyFeedMax)
 	defer cancel()
 	closed := make(chan []telemetry.Aggregate, 16)
 	saved := make(chan struct{})
@@ -54,50 +55,94 @@ func (s *Server) RecordHistory(ctx context.Context, cfg HistoryConfig) {
 		s.saveHistory(ctx, cfg, closed)
 	}()
 	d := telemetry.NewDownsampler(models.StepMinute)
+	var held []telemetry.Aggregate // closed, not yet handed to the writer
 	for {
+		var out chan<- []telemetry.Aggregate
+		if len(held) > 0 {
+			out = closed
+		}
 		select {
 		case <-ctx.Done():
 			// Keep the minute in progress: a restart merges into it.
-			closed <- d.Flush()
+			frames, _ := feed.Take()
+			for _, f := range frames {
+				held = append(held, d.AddFrame(f)...)
+			}
+			closed <- append(held, d.Flush()...)
 			close(closed)
 			<-saved
 			return
-		case f := <-frames:
-			if as := d.AddFrame(f); len(as) > 0 {
-				closed <- as
+		case <-feed.Ready():
+			// Every machine's report since the last pass, in one batch: the
+			// minutes they close go to the database together.
+			frames, dropped := feed.Take()
+			if dropped > 0 {
+				s.scale.historyDropped.Add(dropped)
+				s.cfg.Logger.Warn("GPU history fell behind the machines' reports", "frames_dropped", dropped)
 			}
+			for _, f := range frames {
+				held = append(held, d.AddFrame(f)...)
+			}
+		case out <- held:
+			held = nil
 		}
 	}
 }
 
-// historyFrameBuffer is how many frames the history writer may fall behind.
-const historyFrameBuffer = 120
+// historyFeedMax is how many machine reports the history writer may fall
+// behind before it drops the oldest: ten minutes of 1,000 machines.
+const historyFeedMax = 600_000
 
-// saveHistory writes closed minutes as they come and rolls up and prunes
-// on a timer; once ctx ends it writes what is left and returns.
+// saveHistory writes closed minutes as they come, all that waits in one
+// batch, and rolls up and prunes on a timer; once ctx ends it writes what
+// is left and returns.
 func (s *Server) saveHistory(ctx context.Context, cfg HistoryConfig, closed <-chan []telemetry.Aggregate) {
 	tick := time.NewTicker(cfg.Every)
 	defer tick.Stop()
 	s.maintainHistory(ctx, cfg)
+	var counted int64 // the last minute whose job counts were saved
 	for {
 		select {
 		case as, ok := <-closed:
 			if !ok {
 				return
 			}
+			as = drain(as, closed)
 			if len(as) == 0 {
 				continue
 			}
+			// A write under way finishes though ctx ends: the minutes it
+			// holds are closed and would be lost.
+			writeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), historyWriteWait)
+			s.saveAggregates(writeCtx, as)
+			done()
 			if ctx.Err() != nil {
-				flushCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				s.saveAggregates(flushCtx, as)
-				done()
 				continue
 			}
-			s.saveAggregates(ctx, as)
-			s.saveJobCounts(ctx, as[0].Start)
+			for _, m := range closedMinutes(as, counted) {
+				s.saveJobCounts(ctx, m)
+				counted = m
+			}
 		case <-tick.C:
 			s.maintainHistory(ctx, cfg)
+		}
+	}
+}
+
+// historyWriteWait bounds one batch's write of GPU history.
+const historyWriteWait = 30 * time.Second
+
+// drain appends to as whatever else waits in closed, without waiting.
+func drain(as []telemetry.Aggregate, closed <-chan []telemetry.Aggregate) []telemetry.Aggregate {
+	for {
+		select {
+		case more, ok := <-closed:
+			if !ok {
+				return as
+			}
+			as = append(as, more...)
+		default:
+			return as
 		}
 	}
 }
@@ -173,4 +218,17 @@ func (s *Server) rollupAndPrune(ctx context.Context, now time.Time, cfg HistoryC
 		s.cfg.Logger.Debug("GPU history", "minutes_rolled_up", n, "rows_pruned", pruned)
 	}
 	return nil
+}
+
+// closedMinutes is the distinct starts among as after the minute after,
+// in order: each gets its row of job counts.
+func closedMinutes(as []telemetry.Aggregate, after int64) []int64 {
+	var out []int64
+	for _, a := range as {
+		if a.Start > after && !slices.Contains(out, a.Start) {
+			out = append(out, a.Start)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -22,9 +22,12 @@ import (
 // to topics, in the URL (/ws?topics=gpus,jct) or by sending
 // {"subscribe": ["job:12"]} (and {"unsubscribe": [...]}). After each
 // subscription the client gets a snapshot of the topic, then updates at
-// most once a second. The hub never blocks on a slow client: each client
-// keeps only the newest unsent message per topic, and a client that cannot
-// take a message within clientWriteWait is dropped with a close reason.
+// most once a second. Machines report one at a time; the publisher (Run,
+// ws.go) coalesces their readings per GPU, not per topic, so that each
+// update carries the latest reading of every machine that reported since
+// the last. The hub never blocks on a slow client: each client keeps only
+// the newest unsent message per topic, and a client that cannot take a
+// message within clientWriteWait is dropped with a close reason.
 
 // Topics a client may ask for.
 const (

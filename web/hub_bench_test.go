@@ -39,6 +39,7 @@ func benchHub(b *testing.B, clients int) {
 	// The recorder as serve makes it: 10 minutes, up to 2000 jobs (the
 	// test server's keeps 10 jobs, fewer than the frame's 64).
 	ts.cfg.Telemetry = telemetry.New(10*time.Minute, 2000)
+	ts.cfg.LiveInterval = time.Millisecond // the hub, not the rate cap
 	srv := httptest.NewServer(ts.Handler())
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -25,6 +25,65 @@ func (s *Server) queues(c echo.Context) (api.Queues, error) {
 	return s.queuesFor(m, currentUser(c)), nil
 }
 
+// queueTopicPage is how many jobs of each queue the queues topic sends:
+// the rest is read on demand from GET /api/v1/queues?queue=&offset=.
+const queueTopicPage = 50
+
+// maxQueuePage bounds ?limit= of GET /api/v1/queues.
+const maxQueuePage = 1000
+
+// queuePage asks for part of the queues: queue -1 is every queue.
+type queuePage struct {
+	queue, offset, limit int
+}
+
+// page keeps of q the jobs p asks for, and of the queues only p's; the
+// counts stay those of the whole queues.
+func (p queuePage) page(q api.Queues) api.Queues {
+	out := q
+	out.Queues = make([]api.Queue, 0, len(q.Queues))
+	for _, qu := range q.Queues {
+		if p.queue >= 0 && qu.Index != p.queue {
+			continue
+		}
+		from := min(p.offset, len(qu.Jobs))
+		to := min(from+p.limit, len(qu.Jobs))
+		qu.Offset, qu.Jobs = from, qu.Jobs[from:to:to]
+		out.Queues = append(out.Queues, qu)
+	}
+	return out
+}
+
+// queuePageParams reads ?queue=, ?offset= and ?limit=; ok is false when
+// none is given (the whole queues).
+func queuePageParams(c echo.Context, queues int) (queuePage, bool, error) {
+	p := queuePage{queue: -1, limit: maxQueuePage}
+	given := false
+	for _, f := range []struct {
+		name string
+		dst  *int
+		min  int
+		max  int
+	}{
+		{"queue", &p.queue, 0, queues - 1},
+		{"offset", &p.offset, 0, 1 << 31},
+		{"limit", &p.limit, 1, maxQueuePage},
+	} {
+		v := c.QueryParam(f.name)
+		if v == "" {
+			continue
+		}
+		given = true
+		n, err := strconv.Atoi(v)
+		if err != nil || n < f.min || n > f.max {
+			return p, false, echo.NewHTTPError(http.StatusBadRequest,
+				fmt.Sprintf("%s: must be a whole number from %d to %d", f.name, f.min, f.max))
+		}
+		*f.dst = n
+	}
+	return p, given, nil
+}
+
 // queuesFor is the queues at m as user u may see them: running jobs
 // first, then waiting ones by when they entered their queue.
 func (s *Server) queuesFor(m *moment, u *models.User) api.Queues {
@@ -58,7 +117,12 @@ func (s *Server) queuesFor(m *moment, u *models.User) api.Queues {
 	})
 	for _, j := range js {
 		qi := min(max(j.QueueIndex, 0), n-1)
-		out.Queues[qi].Jobs = append(out.Queues[qi].Jobs, m.queueJob(j, canSee(u, j.Team)))
+		qu := &out.Queues[qi]
+		qu.Jobs = append(qu.Jobs, m.queueJob(j, canSee(u, j.Team)))
+		qu.Total++
+		if j.State == job.Running {
+			qu.Running++
+		}
 	}
 	return out
 }
@@ -71,10 +135,20 @@ func queueEntry(j *models.Job) float64 {
 	return float64(j.SubmittedAt.UnixNano()) / 1e9
 }
 
+// apiQueues returns the queues: all of them with all their jobs, or, with
+// ?queue=, ?offset= or ?limit=, a page of their jobs (?limit= defaults to
+// and is at most 1000), as the queues topic's first page is followed.
 func (s *Server) apiQueues(c echo.Context) error {
+	p, paged, err := queuePageParams(c, s.cfg.Engine.Scheduler().Queues())
+	if err != nil {
+		return err
+	}
 	q, err := s.queues(c)
 	if err != nil {
 		return err
+	}
+	if paged {
+		q = p.page(q)
 	}
 	return c.JSON(http.StatusOK, q)
 }

@@ -56,6 +56,9 @@ type Config struct {
 	// SocketMaxAge is how long a live connection may last before the
 	// client must reconnect and authenticate again; default 1h.
 	SocketMaxAge time.Duration
+	// LiveInterval is the least time between two updates of a live
+	// topic (ws.go); default 1s, the documented rate.
+	LiveInterval time.Duration
 	// MaxSocketsPerUser caps one user's live connections; default 16.
 	MaxSocketsPerUser int
 	// DataDir is the folder of job output (and, with SQLite, the
@@ -96,6 +99,7 @@ type Server struct {
 	hub    *hub      // websocket clients
 	// refusedConns counts connections closed for the per-address cap.
 	refusedConns atomic.Int64
+	scale        scaleStats // the live stream and history at scale (metrics_scale.go)
 	readiness    readiness
 	ldap         *identity.LDAP // nil: no LDAP sign-in
 	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
@@ -139,6 +143,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.SocketRecheck <= 0 {
 		cfg.SocketRecheck = defaultSocketRecheck
+	}
+	if cfg.LiveInterval <= 0 {
+		cfg.LiveInterval = defaultLiveInterval
 	}
 	if cfg.SocketMaxAge <= 0 {
 		cfg.SocketMaxAge = defaultSocketMaxAge
@@ -187,6 +194,7 @@ func New(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, leaderGauge(s))
 	reg.MustRegister(limitMetrics(s)...)
+	reg.MustRegister(scaleMetrics(s)...)
 	reg.MustRegister(cfg.Collectors...)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,7 +116,7 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 		if err != nil {
 			return nil, err
 		}
-		return s.queuesFor(m, u), nil
+		return queueTopic(s.queuesFor(m, u)), nil
 	case topic == topicJCT:
 		return s.jctStatsFor(ctx, 24*time.Hour)
 	case strings.HasPrefix(topic, topicGPU):
@@ -143,10 +144,14 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 	return api.JobUpdate{Job: s.jobOf(m, j), Memory: jobMemoryOf(pts)}, nil
 }
 
-// Run publishes updates to subscribed clients until ctx ends: a frame of
-// GPU samples each second, with the jobs, queues and JCT figures.
+// Run publishes updates to subscribed clients until ctx ends. Machines
+// report one at a time; their GPUs' readings are coalesced per GPU (the
+// latest of each) and published together at most once per Config.LiveInterval,
+// so that every topic carries the latest state of every machine each
+// second, whatever the number of machines, and no topic is sent more
+// often than once a second (the JCT figures every fifth time).
 func (s *Server) Run(ctx context.Context) {
-	frames, cancel := s.cfg.Telemetry.Subscribe()
+	feed, cancel := s.cfg.Telemetry.Feed(liveFeedMax)
 	defer cancel()
 	watched := make(chan struct{})
 	go func() { s.watchSockets(ctx); close(watched) }()
@@ -154,16 +159,83 @@ func (s *Server) Run(ctx context.Context) {
 	synced := make(chan struct{})
 	go func() { s.syncDirectory(ctx); close(synced) }()
 	defer func() { <-synced }()
-	n := 0
+	var (
+		pending = make(map[telemetry.GPUKey]telemetry.GPUFrame)
+		last    time.Time // of the last publish
+		due     <-chan time.Time
+		n       int
+	)
+	flush := func() {
+		n++
+		last, due = time.Now(), nil
+		f := coalesced(pending)
+		s.publish(ctx, f, n%5 == 1)
+		s.scale.liveAge.Store(int64(s.cfg.Now().Sub(oldest(f))))
+		clear(pending)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case f := <-frames:
-			n++
-			s.publish(ctx, f, n%5 == 0)
+		case <-feed.Ready():
+			frames, dropped := feed.Take()
+			if dropped > 0 {
+				s.scale.liveDropped.Add(dropped)
+				s.cfg.Logger.Warn("live stream fell behind the machines' reports", "frames_dropped", dropped)
+			}
+			for _, f := range frames {
+				for _, g := range f.GPUs {
+					if cur, ok := pending[g.GPUKey]; !ok || g.T >= cur.T {
+						pending[g.GPUKey] = g
+					}
+				}
+			}
+			if len(pending) == 0 || due != nil {
+				continue
+			}
+			if wait := s.cfg.LiveInterval - time.Since(last); wait > 0 {
+				due = time.After(wait)
+				continue
+			}
+			flush()
+		case <-due:
+			flush()
 		}
 	}
+}
+
+// defaultLiveInterval is the least time between two updates of a topic:
+// the documented rate of once a second.
+const defaultLiveInterval = time.Second
+
+// liveFeedMax is how many machine reports the live stream may fall behind
+// before it drops the oldest: a minute of 1,000 machines.
+const liveFeedMax = 60_000
+
+// oldest is the time of the oldest reading of f.
+func oldest(f telemetry.Frame) time.Time {
+	t := f.T
+	for _, g := range f.GPUs {
+		t = min(t, g.T)
+	}
+	return time.Unix(t, 0)
+}
+
+// coalesced is the latest reading of each GPU as one frame, in the order
+// of machine and GPU index, timed at its newest reading.
+func coalesced(byKey map[telemetry.GPUKey]telemetry.GPUFrame) telemetry.Frame {
+	f := telemetry.Frame{GPUs: make([]telemetry.GPUFrame, 0, len(byKey))}
+	for _, g := range byKey {
+		f.GPUs = append(f.GPUs, g)
+		f.T = max(f.T, g.T)
+	}
+	slices.SortFunc(f.GPUs, func(a, b telemetry.GPUFrame) int {
+		if c := strings.Compare(a.Node, b.Node); c != 0 {
+			return c
+		}
+		return a.Index - b.Index
+	})
+	return f
 }
 
 func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
@@ -210,20 +282,36 @@ func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, 
 	}
 }
 
-// publishQueues sends the queues to their followers. What a follower may
-// see depends on their role and team: the queues are made once per pair.
+// publishQueues sends the queues to their followers: the first page of
+// each queue with its counts (queueTopic). What a follower may see depends
+// on their role and team: the message is made and encoded once per pair.
 func (s *Server) publishQueues(m *moment, clients []*wsClient) {
-	byViewer := make(map[string]api.Queues)
+	byViewer := make(map[string][]*wsClient)
 	for _, cl := range clients {
 		u := cl.viewer()
 		key := string(u.Role) + "/" + u.Team
-		q, ok := byViewer[key]
-		if !ok {
-			q = s.queuesFor(m, u)
-			byViewer[key] = q
-		}
-		cl.send(wsOut{Topic: topicQueues, Type: "update", Data: q})
+		byViewer[key] = append(byViewer[key], cl)
 	}
+	for _, cls := range byViewer {
+		msg := wsOut{Topic: topicQueues, Type: "update", Data: queueTopic(s.queuesFor(m, cls[0].viewer()))}
+		b, err := encode(msg)
+		if err == nil {
+			msg, err = prepare(msg, b)
+		}
+		if err != nil {
+			s.cfg.Logger.Error("live stream", "err", err)
+			continue
+		}
+		for _, cl := range cls {
+			cl.send(msg)
+		}
+	}
+}
+
+// queueTopic is q as the queues topic sends it: each queue's counts and
+// its first queueTopicPage jobs, whatever the length of the queue.
+func queueTopic(q api.Queues) api.Queues {
+	return queuePage{queue: -1, limit: queueTopicPage}.page(q)
 }
 
 // broadcast sends the same message to clients, encoding it only once,

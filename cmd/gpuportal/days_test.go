@@ -48,3 +48,27 @@ func TestHistoryFlags(t *testing.T) {
 		t.Errorf("bad value: %v", err)
 	}
 }
+
+func TestServeDBMaxConns(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		err  string
+	}{
+		{nil, 0, ""},
+		{[]string{"--db-max-conns", "4"}, 4, ""},
+		{[]string{"--db-max-conns", "-1"}, 0, "--db-max-conns"},
+		{[]string{"--db-max-conns", "5000"}, 0, "--db-max-conns"},
+	} {
+		f, err := parseServeFlags(tc.args, io.Discard)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: err %v, want one naming %s", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || f.dbMaxConns != tc.want {
+			t.Errorf("%v: %d, %v; want %d", tc.args, f.dbMaxConns, err, tc.want)
+		}
+	}
+}

@@ -37,6 +37,7 @@ type serveFlags struct {
 	runAs             string   // the built-in agents' jobs run as this user
 	passEnv           []string // --pass-env for the built-in agents
 	addr, data, db    string
+	dbMaxConns        int
 	dev, demo         bool
 	devToken          string
 	simGPUs           string
@@ -82,6 +83,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
 	fs.StringVar(&f.data, "data", "./data", "folder for the SQLite database and job output")
 	fs.StringVar(&f.db, "db", "", `database: "sqlite:PATH" or a "postgres://..." URL (default: SQLite in --data)`)
+	fs.IntVar(&f.dbMaxConns, "db-max-conns", 0, fmt.Sprintf("database connections open at most; 0: %d on PostgreSQL, 1 on SQLite (one writer)", models.DefaultMaxConns))
 	fs.BoolVar(&f.dev, "dev", false, "development mode: demo users, simulated GPUs, loopback only")
 	fs.BoolVar(&f.demo, "demo", false, "with --dev: submit a stream of simulated jobs from the demo users")
 	fs.StringVar(&f.devToken, "dev-token", "", "with --dev: an admin API token accepted as a bearer token")
@@ -155,6 +157,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if f.dbMaxConns < 0 || f.dbMaxConns > 1000 {
+		return f, fmt.Errorf("serve: --db-max-conns %d: must be from 0 (the database's default) to 1000", f.dbMaxConns)
 	}
 	if f.idleAfter < 0 || (f.idleAfter > 0 && f.idleAfter < 10*time.Second) {
 		return f, fmt.Errorf("serve: --idle-after %v: must be 0 (no flags) or at least 10s", f.idleAfter)
@@ -315,7 +320,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	store, err := models.Open(ctx, f.db)
+	store, err := models.OpenWith(ctx, f.db, models.Options{MaxConns: f.dbMaxConns})
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,7 @@ type Recorder struct {
 	jobs    map[int64]*ring[JobPoint]
 	jobSeen map[int64]int64 // last time a job was sampled, for eviction
 	subs    map[chan Frame]struct{}
+	feeds   map[*Feed]struct{}
 }
 
 // New keeps window seconds of history for each GPU and for up to maxJobs jobs.
@@ -68,6 +69,7 @@ func New(window time.Duration, maxJobs int) *Recorder {
 		jobs:    make(map[int64]*ring[JobPoint]),
 		jobSeen: make(map[int64]int64),
 		subs:    make(map[chan Frame]struct{}),
+		feeds:   make(map[*Feed]struct{}),
 	}
 }
 
@@ -100,6 +102,9 @@ func (r *Recorder) Record(node string, samples []gpu.Sample) {
 		case ch <- f:
 		default:
 		}
+	}
+	for fd := range r.feeds {
+		fd.put(f)
 	}
 }
 

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,5 +76,29 @@ func TestRingGrowsThenWraps(t *testing.T) {
 	}
 	if got := r.since(9, id); len(got) != 2 || got[0] != 9 {
 		t.Errorf("since 9: %v", got)
+	}
+}
+
+// A feed keeps every frame of many machines while its reader is away,
+// and counts only what falls past its bound.
+func TestFeedKeepsEveryMachine(t *testing.T) {
+	r := New(time.Minute, 10)
+	f, cancel := r.Feed(600)
+	defer cancel()
+	at := time.Unix(1000, 0)
+	for i := range 500 {
+		r.Record(fmt.Sprintf("m%03d", i), []gpu.Sample{{At: at, Index: 0, MemMiB: 80}})
+	}
+	<-f.Ready()
+	frames, dropped := f.Take()
+	if len(frames) != 500 || dropped != 0 {
+		t.Fatalf("took %d frames, %d dropped; want 500, 0", len(frames), dropped)
+	}
+	for i := range 700 {
+		r.Record(fmt.Sprintf("m%03d", i), []gpu.Sample{{At: at, Index: 0, MemMiB: 80}})
+	}
+	frames, dropped = f.Take()
+	if len(frames) != 600 || dropped != 100 || frames[0].GPUs[0].Node != "m100" {
+		t.Fatalf("took %d frames (first %s), %d dropped; want 600 from m100, 100", len(frames), frames[0].GPUs[0].Node, dropped)
 	}
 }
