@@ -35,7 +35,8 @@ type AccountingRow struct {
 	// UsedGPUHours is the allocated time weighted by the GPUs'
 	// utilization samples.
 	UsedGPUHours float64 `json:"used_gpu_hours"`
-	// IdleGPUHours is allocated minus used.
+	// IdleGPUHours is the allocated time samples cover, minus used
+	// (allocated = used + idle + unsampled).
 	IdleGPUHours float64 `json:"idle_gpu_hours"`
 	// IdleAllocatedGPUHours is the allocated time during which the GPU's
 	// utilization was below idle_below_pct.

@@ -159,8 +159,8 @@ func checkAccounting(t *testing.T, srv *server) {
 		if !near(sumUsers, r.AllocatedGPUHours) {
 			t.Errorf("team %s: its users add up to %.4f GPU-hours, the team has %.4f", r.Team, sumUsers, r.AllocatedGPUHours)
 		}
-		if r.UsedGPUHours > r.AllocatedGPUHours+1e-3 || !near(r.IdleGPUHours, r.AllocatedGPUHours-r.UsedGPUHours) {
-			t.Errorf("team %s: used %.4f, idle %.4f of %.4f allocated", r.Team, r.UsedGPUHours, r.IdleGPUHours, r.AllocatedGPUHours)
+		if r.UsedGPUHours > r.AllocatedGPUHours+1e-3 || !near(r.UsedGPUHours+r.IdleGPUHours+r.UnsampledGPUHours, r.AllocatedGPUHours) {
+			t.Errorf("team %s: used %.4f + idle %.4f + unsampled %.4f is not the %.4f allocated", r.Team, r.UsedGPUHours, r.IdleGPUHours, r.UnsampledGPUHours, r.AllocatedGPUHours)
 		}
 	}
 	if !near(sumTeams, teams.Total.AllocatedGPUHours) || teams.Scope != "cluster" {

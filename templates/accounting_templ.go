@@ -100,14 +100,14 @@ func AccountingPage(p Page, a Accounting) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, ". Allocated counts the GPU time runs held (a shared GPU by each job's share of it; runs in progress up to now); used weighs it by the GPUs' utilization; idle is allocated minus used; \"idle &lt; ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, ". Allocated counts the GPU time runs held (a shared GPU by each job's share of it; runs in progress up to now); used weighs it by the GPUs' utilization; idle is the sampled part of it not used (time no sample covers is counted apart, as without samples); \"idle &lt; ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var6 string
 			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(a.IdleBelowPct)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `accounting.templ`, Line: 28, Col: 211}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `accounting.templ`, Line: 28, Col: 283}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 			if templ_7745c5c3_Err != nil {
@@ -120,7 +120,7 @@ func AccountingPage(p Page, a Accounting) templ.Component {
 			var templ_7745c5c3_Var7 string
 			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(a.IdleBelowPct)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `accounting.templ`, Line: 28, Col: 274}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `accounting.templ`, Line: 28, Col: 346}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 			if templ_7745c5c3_Err != nil {

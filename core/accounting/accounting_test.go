@@ -158,3 +158,28 @@ func TestBuildAddsUp(t *testing.T) {
 		t.Errorf("per month: %+v", month.Periods)
 	}
 }
+
+// TestUsageParts: allocated time is used, idle or unsampled, never two of
+// them: time no sample covers is not called idle.
+func TestUsageParts(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		u                       Usage
+		wantIdle, wantUnsampled float64
+	}{
+		{"all sampled, half used", Usage{Allocated: 10, Used: 5, Sampled: 10}, 5, 0},
+		{"nothing sampled", Usage{Allocated: 10}, 0, 10},
+		{"part sampled, all of it used", Usage{Allocated: 10, Used: 4, Sampled: 4}, 0, 6},
+		{"part sampled, part used", Usage{Allocated: 10, Used: 3, Sampled: 8}, 5, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			idle, uns := tc.u.Idle(), tc.u.Unsampled()
+			if idle != tc.wantIdle || uns != tc.wantUnsampled {
+				t.Errorf("idle %g unsampled %g, want %g and %g", idle, uns, tc.wantIdle, tc.wantUnsampled)
+			}
+			if sum := tc.u.Used + idle + uns; sum != tc.u.Allocated {
+				t.Errorf("used + idle + unsampled = %g, want allocated %g", sum, tc.u.Allocated)
+			}
+		})
+	}
+}

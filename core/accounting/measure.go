@@ -54,8 +54,8 @@ type Usage struct {
 	// Used is the allocated time weighted by the GPU's utilization.
 	Used float64
 	// Sampled is the part of Allocated that utilization samples cover;
-	// Allocated - Sampled is time no sample says anything of, which
-	// counts as unused.
+	// Allocated - Sampled is time no sample says anything of: neither
+	// used nor idle (Unsampled).
 	Sampled float64
 	// IdleAllocated is the part of Sampled during which the GPU's
 	// utilization was below the idle threshold.

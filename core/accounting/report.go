@@ -219,8 +219,10 @@ func (r *Row) summarizeWaits() {
 	r.waits = nil
 }
 
-// Idle is the allocated GPU time not used: Allocated - Used.
-func (u Usage) Idle() float64 { return max(u.Allocated-u.Used, 0) }
+// Idle is the allocated GPU time that samples cover and that was not
+// used: Sampled - Used. Time no sample covers is Unsampled, not idle, so
+// Allocated = Used + Idle + Unsampled.
+func (u Usage) Idle() float64 { return max(u.Sampled-u.Used, 0) }
 
 // Unsampled is the allocated GPU time no sample covers.
 func (u Usage) Unsampled() float64 { return max(u.Allocated-u.Sampled, 0) }
