@@ -16,6 +16,8 @@ type Job struct {
 	State       job.State  `json:"state"`
 	Reason      string     `json:"reason"`
 	Command     []string   `json:"command,omitempty"`
+	// Session is set for an interactive session job (session.go).
+	Session *Session `json:"session,omitempty"`
 	Sim         *SimSpec   `json:"sim,omitempty"`
 	GPUMemGB    float64    `json:"gpu_mem_gb,omitempty"`
 	Model       string     `json:"model,omitempty"`

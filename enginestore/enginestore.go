@@ -92,7 +92,7 @@ func engineJob(j models.Job) engine.Job {
 		Model: j.Model, Queue: j.QueueState(),
 		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
-		BatchSize: j.BatchSize,
+		BatchSize: j.BatchSize, Session: j.Session(),
 	}
 	// A profile that no longer decodes (it was validated when the job was
 	// submitted) leaves the job to history and the catalogue.

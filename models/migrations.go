@@ -25,6 +25,7 @@ func migrations() []migration {
 		{12, "users.disabled_at, jobs.hold_reason and store_probes: account control and readiness (accounts.go, probe.go)", accountControl},
 		{13, "forecasts: jobs' start forecasts, kept to measure them (forecasts.go)", forecastsTable},
 		{17, "users.unix_name, users.source and users.subject: Unix accounts and sign-in through LDAP or OpenID Connect (identity.go)", userIdentity},
+		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
 	}
 }
 
@@ -355,4 +356,19 @@ func accountControl(tx *gorm.DB) error {
 		return err
 	}
 	return createTables(tx, &v12StoreProbe{})
+}
+
+// v23Job holds the columns step 23 adds to jobs: what an interactive
+// session serves, its web app's port, its URL's secret and its own token.
+type v23Job struct {
+	SessionType   string `gorm:"size:16;default:''"`
+	SessionPort   int    `gorm:"not null;default:0"`
+	SessionSecret string `gorm:"size:64;default:''"`
+	SessionToken  string `gorm:"size:64;default:''"`
+}
+
+func (v23Job) TableName() string { return "jobs" }
+
+func jobsSession(tx *gorm.DB) error {
+	return addColumns(tx, &v23Job{}, "SessionType", "SessionPort", "SessionSecret", "SessionToken")
 }

@@ -72,7 +72,9 @@ func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(status, s.jobOf(m, j))
+	aj := s.jobOf(m, j)
+	withSessionURL(currentUser(c), j, &aj)
+	return c.JSON(status, aj)
 }
 
 // decodeJSON reads the request's JSON body into v, refusing unknown
@@ -173,6 +175,7 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	out := make([]api.Job, len(js))
 	for i := range js {
 		out[i] = s.jobOf(m, &js[i])
+		withSessionURL(currentUser(c), &js[i], &out[i])
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -51,6 +51,8 @@ type SubmitRequest struct {
 	// (submit_profile.go, docs/synergy.md); without it the job's profile
 	// is learned from history, measured, or the catalogue's.
 	CPUProfile *CPUProfileRequest `json:"cpu_profile,omitempty"`
+	// Session makes the job an interactive session (sessions.go).
+	Session *SessionRequest `json:"session,omitempty"`
 }
 
 // Command is argv. In JSON it is a list of strings, or one string that is
@@ -81,7 +83,7 @@ type fieldErrors map[string]string
 
 // first returns one error message naming its field, for APIs that return one.
 func (fe fieldErrors) first() string {
-	for _, k := range []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
+	for _, k := range []string{"name", "team", "gpus", "session.type", "session.port", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
 		"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve"} {
 		if msg, ok := fe[k]; ok {
 			return k + ": " + msg
@@ -135,6 +137,8 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		fe["gpus"] = fmt.Sprintf("asks for %d GPUs but the cluster has %d", r.GPUs, clusterGPUs)
 	}
 	switch {
+	case r.Session != nil:
+		r.Session.check(fe, r)
 	case len(r.Command) > 0 && r.Sim != nil:
 		fe["command"] = "give either command or sim, not both"
 	case len(r.Command) == 0 && r.Sim == nil:
@@ -171,6 +175,9 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 	}
 	if r.Sim != nil {
 		j.SimDuration = r.Sim.DurationS
+	}
+	if r.Session != nil {
+		j.SessionType, j.SessionPort = r.Session.Type, r.Session.Port
 	}
 	share.apply(j)
 	if err := j.SetDeclaredProfile(profile); err != nil {

@@ -58,6 +58,9 @@ type Job struct {
 	// Account is the Unix account of the job's owner, which machines run
 	// it as (job.Spec.Account; accounts.go); empty when not known.
 	Account string
+	// Session makes the job an interactive session (job.Session); nil: a
+	// batch job.
+	Session *job.Session
 }
 
 // Store is where the engine reads jobs and records what happens to them.

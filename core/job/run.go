@@ -37,6 +37,9 @@ type Spec struct {
 	// account, looked up on its machine. Empty when the server did not
 	// say; the others ignore it.
 	Account string
+	// Session makes the run an interactive session (session.go); nil: a
+	// batch run.
+	Session *Session
 }
 
 // Sharing opts a command job in to Salus sharing: its GPUs' lanes are

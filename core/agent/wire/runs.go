@@ -15,6 +15,7 @@ func FromSpec(s job.Spec) JobSpec {
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
 		Resources:      FromResources(s.Resources),
 		Account:        s.Account,
+		Session:        FromSession(s.Session),
 	}
 	if s.Memory != (gpu.SimMemory{}) {
 		w.SimMemory = &SimMemory{
@@ -35,6 +36,7 @@ func (w JobSpec) Spec() job.Spec {
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
 		Resources:    w.Resources.Resources(),
 		Account:      w.Account,
+		Session:      w.Session.Session(),
 	}
 	if m := w.SimMemory; m != nil {
 		s.Memory = gpu.SimMemory{
