@@ -8,16 +8,16 @@ import (
 
 // Job is a job as the API, the job:<id> topic and the CLI show it.
 type Job struct {
-	ID          int64      `json:"id"`
-	Name        string     `json:"name"`
-	Team        string     `json:"team"`
-	User        string     `json:"user"`
-	GPUs        int        `json:"gpus"`
-	State       job.State  `json:"state"`
-	Reason      string     `json:"reason"`
-	Command     []string   `json:"command,omitempty"`
+	ID      int64     `json:"id"`
+	Name    string    `json:"name"`
+	Team    string    `json:"team"`
+	User    string    `json:"user"`
+	GPUs    int       `json:"gpus"`
+	State   job.State `json:"state"`
+	Reason  string    `json:"reason"`
+	Command []string  `json:"command,omitempty"`
 	// Session is set for an interactive session job (session.go).
-	Session *Session `json:"session,omitempty"`
+	Session     *Session   `json:"session,omitempty"`
 	Sim         *SimSpec   `json:"sim,omitempty"`
 	GPUMemGB    float64    `json:"gpu_mem_gb,omitempty"`
 	Model       string     `json:"model,omitempty"`

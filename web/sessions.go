@@ -259,7 +259,9 @@ func (p *sessionProxy) serve(c echo.Context) error {
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			p.s.cfg.Logger.Info("session not reachable", "job", j.ID, "run", j.Run, "err", err)
-			_ = p.unavailable(c, j, "Its server does not answer yet ("+err.Error()+"): this page tries again.")
+			if err := p.unavailable(c, j, "Its server does not answer yet ("+err.Error()+"): this page tries again."); err != nil {
+				c.Error(err)
+			}
 		},
 	}
 	rp.ServeHTTP(c.Response(), r)

@@ -229,4 +229,3 @@ func Serve(ctx context.Context, addr, shell, token string, env []string, log *sl
 		return 1, ctx.Err()
 	}
 }
-
