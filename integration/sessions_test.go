@@ -368,7 +368,7 @@ func executeCell(t *testing.T, ws *websocket.Conn, code string) string {
 	t.Helper()
 	msgID := fmt.Sprintf("it-%d", time.Now().UnixNano())
 	msg := map[string]any{
-		"header": map[string]any{"msg_id": msgID, "username": "it", "session": "it-session", "msg_type": "execute_request", "version": "5.3"},
+		"header":        map[string]any{"msg_id": msgID, "username": "it", "session": "it-session", "msg_type": "execute_request", "version": "5.3"},
 		"parent_header": map[string]any{}, "metadata": map[string]any{}, "channel": "shell",
 		"content": map[string]any{"code": code, "silent": false, "store_history": false, "user_expressions": map[string]any{}, "allow_stdin": false},
 	}
