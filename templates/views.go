@@ -53,6 +53,8 @@ type JobDetail struct {
 	Model       string
 	CanCancel   bool
 	Log         string
+	// Session is set for an interactive session job (web/sessions.go).
+	Session *SessionView
 	Final       bool
 	History     []Event
 	// Estimate is when a waiting job should start; EstimateNote says how
@@ -95,8 +97,11 @@ type SubmitForm struct {
 	Team      string
 	Teams     []string
 	GPUs      string
-	Kind      string // "sim" or "command"
+	Kind      string // "sim", "command" or "session"
 	Command   string
+	// SessionType and SessionPort are an interactive session's, as typed.
+	SessionType string
+	SessionPort string
 	DurationS string
 	GPUMemGB  string
 	Model     string
@@ -274,4 +279,15 @@ type TeamQueueRow struct {
 type MemberRow struct {
 	User, Role, Usage string
 	MaxGPUs           int
+}
+
+// SessionView is how the job page of a session says to open it.
+type SessionView struct {
+	// Type names what it serves: "Jupyter", "terminal", "web app".
+	Type string
+	// URL is where to open it; empty for those who may not, or while it
+	// cannot be opened.
+	URL string
+	// Note says why it cannot be opened now, or how it is reached.
+	Note string
 }

@@ -171,8 +171,8 @@ func New(cfg Config) (*Server, error) {
 	// Interactive sessions, proxied (sessions.go): every method, checked
 	// on every request.
 	sessions := newSessionProxy(s)
-	e.Any("/sessions/:id/:secret/*", sessions.serve, s.loadSessionUser, s.loadBearerUser)
-	e.Any("/sessions/:id/:secret", sessionSlash)
+	e.Match(sessionMethods, "/sessions/:id/:secret/*", sessions.serve, s.loadSessionUser, s.loadBearerUser)
+	e.GET("/sessions/:id/:secret", sessionSlash)
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
 	v1 := e.Group("/api/v1")

@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/cmdline"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
@@ -408,10 +409,52 @@ func (s *Server) loadBearerUser(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// sessionMethods are the methods the proxy forwards.
+var sessionMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
 // sessionSlash sends /sessions/ID/SECRET to /sessions/ID/SECRET/.
 func sessionSlash(c echo.Context) error {
 	u := *c.Request().URL
 	u.Path += "/"
 	u.RawPath = ""
 	return c.Redirect(http.StatusSeeOther, u.RequestURI())
+}
+
+// sessionTypeNames are the session types as pages name them.
+var sessionTypeNames = map[string]string{
+	string(job.SessionJupyter): "Jupyter", string(job.SessionTerminal): "terminal", string(job.SessionWeb): "web app",
+}
+
+// sessionWorkload is a session's workload as the jobs table shows it.
+func sessionWorkload(typ string, command []string) string {
+	w := sessionTypeNames[typ] + " session"
+	if len(command) > 0 {
+		w += ": " + cmdline.Join(command)
+	}
+	return w
+}
+
+// sessionView is how the job page shows j's session to u; nil for a
+// batch job.
+func sessionView(u *models.User, j *models.Job) *templates.SessionView {
+	if !j.IsSession() {
+		return nil
+	}
+	v := &templates.SessionView{Type: sessionTypeNames[j.SessionType]}
+	switch {
+	case !canOpenSession(u, j):
+		v.Note = "Only " + j.User + " (and admins) may open it."
+	case j.State == job.Running:
+		v.URL = j.SessionPrefix()
+		v.Note = "Opens in a new tab, through the portal; its address is yours alone: do not share it."
+		if u.Name != j.User {
+			v.Note = "You open " + j.User + "'s session as an admin: it is recorded in the audit log."
+		}
+	case j.State.Final():
+		v.Note = "The session has ended."
+	default:
+		v.Note = "It can be opened once it runs."
+	}
+	return v
 }

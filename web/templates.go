@@ -33,7 +33,10 @@ func templateJSON(t models.JobTemplate) (TemplateJSON, error) {
 func requestOf(j *models.Job) SubmitRequest {
 	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command),
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j)}
-	if len(j.Command) == 0 {
+	switch {
+	case j.IsSession():
+		r.Session = &SessionRequest{Type: j.SessionType, Port: j.SessionPort}
+	case len(j.Command) == 0:
 		r.Sim = &api.SimSpec{DurationS: j.SimDuration}
 	}
 	return r
