@@ -55,8 +55,8 @@ type JobDetail struct {
 	Log         string
 	// Session is set for an interactive session job (web/sessions.go).
 	Session *SessionView
-	Final       bool
-	History     []Event
+	Final   bool
+	History []Event
 	// Estimate is when a waiting job should start; EstimateNote says how
 	// it is made and how good past estimates were.
 	Estimate     string
@@ -93,19 +93,19 @@ type JobList struct {
 
 // SubmitForm is the submit page, with what the user typed and what was wrong.
 type SubmitForm struct {
-	Name      string
-	Team      string
-	Teams     []string
-	GPUs      string
-	Kind      string // "sim", "command" or "session"
-	Command   string
+	Name    string
+	Team    string
+	Teams   []string
+	GPUs    string
+	Kind    string // "sim", "command" or "session"
+	Command string
 	// SessionType and SessionPort are an interactive session's, as typed.
 	SessionType string
 	SessionPort string
-	DurationS string
-	GPUMemGB  string
-	Model     string
-	Models    []string
+	DurationS   string
+	GPUMemGB    string
+	Model       string
+	Models      []string
 	// Salus sharing: Sharing is the checkbox; the rest as typed.
 	Sharing          bool
 	GPUFraction      string
