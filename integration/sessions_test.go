@@ -249,6 +249,9 @@ func TestSessions(t *testing.T) {
 		t.Errorf("the kernel printed %q, want %q", out, want)
 	}
 
+	// What the proxy adds per request, against direct access.
+	measureSessionProxy(t, srv, aliceWeb, alice.Uid, prefix)
+
 	// A terminal session: what is typed runs, as alice.
 	term := startSession(t, aliceAPI, map[string]any{"name": "shell", "gpus": 1, "session": map[string]any{"type": "terminal"}})
 	if body := sessionReady(t, aliceWeb, term.Session.URL); !strings.Contains(body, `id="terminal"`) {
