@@ -249,6 +249,33 @@ func TestSessions(t *testing.T) {
 		t.Errorf("the kernel printed %q, want %q", out, want)
 	}
 
+	// The session's job page and the submit form, at both widths: no
+	// console errors, nothing wider than the window; the job page offers
+	// alice the Open button.
+	sc := newScreenChecker(t, ctx, srv.URL)
+	for _, vp := range viewports {
+		for _, sn := range []screen{{"session-job", fmt.Sprintf("/jobs/%d", nb.ID), 200}, {"session-submit", "/jobs/new", 200}} {
+			problems, err := sc.check(sn, vp, "gpt-alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range problems {
+				t.Errorf("%s at %s: %s", sn.path, vp.name, p)
+			}
+		}
+	}
+	err = chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, nb.ID)), chromedp.WaitVisible(`#session-open`))
+	if err != nil {
+		t.Fatalf("the job page of a running session has no Open button: %v", err)
+	}
+	if href, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#session-open`, "href")); href.Value != prefix {
+		t.Errorf("the Open button leads to %q, want %q", href.Value, prefix)
+	}
+	if os.Getenv("GPUPORTAL_SCREENSHOTS") != "" {
+		_ = chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/jobs/new"), chromedp.Click(`input[name=kind][value=session]`))
+		screenshot(t, ctx, "session-submit-chosen")
+	}
+
 	// What the proxy adds per request, against direct access.
 	measureSessionProxy(t, srv, aliceWeb, alice.Uid, prefix)
 
