@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"strings"
@@ -59,6 +60,7 @@ func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
 		}
 	}
 	f := c.flags("session start", true)
+	f.fs.Init("session start", flag.ContinueOnError) // not "job session start"
 	var req web.SubmitRequest
 	sr := &web.SessionRequest{}
 	f.fs.StringVar(&sr.Type, "type", "", "what the session serves: jupyter, terminal or web (required)")
@@ -140,6 +142,7 @@ func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
 func (c jobCmd) sessionOpen(ctx context.Context, args []string) (err error) {
 	defer wrapCmdErr("session open", &err)
 	f := c.flags("session open", false)
+	f.fs.Init("session open", flag.ContinueOnError)
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
