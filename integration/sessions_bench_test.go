@@ -3,7 +3,7 @@ package integration
 import (
 	"io"
 	"net/http"
-	"strconv"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -15,23 +15,14 @@ import (
 // looked up, the portal's credentials stripped, over the agent's tunnel),
 // both over keep-alive connections. TestSessions runs it with the session
 // it has and logs the figures; nothing is asserted of them.
-func measureSessionProxy(t *testing.T, srv *server, web *browser, uid, prefix string) {
+func measureSessionProxy(t *testing.T, srv *server, web *browser, a *api, id int64, prefix string) {
 	t.Helper()
-	ports, _ := loopbackListeners(t, uid)
-	direct := ""
-	for _, p := range ports {
-		u := "http://127.0.0.1:" + strconv.Itoa(p) + prefix + "api"
-		if resp, err := http.Get(u); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				direct = u
-				break
-			}
-		}
+	// Jupyter says where it listens in its output.
+	m := jupyterListens.FindStringSubmatch(jobLog(t, a, id))
+	if m == nil {
+		t.Fatalf("the session's output names no loopback port:\n%s", jobLog(t, a, id))
 	}
-	if direct == "" {
-		t.Fatalf("no port of the session answers %sapi (ports %v)", prefix, ports)
-	}
+	direct := "http://127.0.0.1:" + m[1] + prefix + "api"
 	proxied := srv.URL + prefix + "api"
 	directClient := &http.Client{Timeout: 10 * time.Second}
 	get := func(c *http.Client, u string) time.Duration {
@@ -62,6 +53,9 @@ func measureSessionProxy(t *testing.T, srv *server, web *browser, uid, prefix st
 	t.Logf("BenchmarkSessionProxy/proxied %d requests  %v/request", sessionBenchRequests, p/n)
 	t.Logf("the proxy adds %v per request: %.2fx direct access", (p-d)/n, float64(p)/float64(d))
 }
+
+// jupyterListens finds the port in Jupyter's "running at" line.
+var jupyterListens = regexp.MustCompile(`http://127\.0\.0\.1:(\d+)/sessions/`)
 
 // sessionBenchRequests is how many requests each path gets.
 const sessionBenchRequests = 300

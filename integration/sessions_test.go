@@ -154,8 +154,8 @@ func loopbackListeners(t *testing.T, uid string) (ports []int, exposed []string)
 func TestSessions(t *testing.T) {
 	needRootAccounts(t)
 	needJupyter(t)
-	alice := unixUser(t, "gpt-alice")
-	unixUser(t, "gpt-bob")
+	alice := unixUser(t, "gpt-ses-alice")
+	unixUser(t, "gpt-ses-bob")
 	// The agent runs the terminal server from its own binary, as alice.
 	if err := os.Chmod(filepath.Dir(binary), 0o755); err != nil {
 		t.Fatal(err)
@@ -164,14 +164,14 @@ func TestSessions(t *testing.T) {
 	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
 	startAgent(t, srv.URL, "gpu-22", "--run-as", "owner", "--work-dir", passableDir(t))
 	waitGPUs(t, srv.URL, 2)
-	userWithPassword(t, data, "gpt-alice", "alice-password")
-	userWithPassword(t, data, "gpt-bob", "bob-password")
-	aliceAPI := newAPI(t, srv.URL, "gpt-alice", "alice-password")
+	userWithPassword(t, data, "gpt-ses-alice", "alice-password")
+	userWithPassword(t, data, "gpt-ses-bob", "bob-password")
+	aliceAPI := newAPI(t, srv.URL, "gpt-ses-alice", "alice-password")
 	aliceWeb := newBrowser(t, srv.URL)
-	aliceWeb.login("gpt-alice", "alice-password")
+	aliceWeb.login("gpt-ses-alice", "alice-password")
 	bobWeb := newBrowser(t, srv.URL)
-	bobWeb.login("gpt-bob", "bob-password")
-	bobAPI := newAPI(t, srv.URL, "gpt-bob", "bob-password")
+	bobWeb.login("gpt-ses-bob", "bob-password")
+	bobAPI := newAPI(t, srv.URL, "gpt-ses-bob", "bob-password")
 
 	nb := startSession(t, aliceAPI, map[string]any{"name": "notebook", "gpus": 1, "session": map[string]any{"type": "jupyter"}})
 	prefix := nb.Session.URL
@@ -218,11 +218,12 @@ func TestSessions(t *testing.T) {
 	}
 
 	// The page loads in Chromium through the proxy.
-	ctx := newTabFor(t, 60*time.Second)
+	ctx := newTabFor(t, 2*time.Minute)
+	began := time.Now()
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/login"),
 		chromedp.WaitVisible(`input[name=username]`),
-		chromedp.SendKeys(`input[name=username]`, "gpt-alice"),
+		chromedp.SendKeys(`input[name=username]`, "gpt-ses-alice"),
 		chromedp.SendKeys(`input[name=password]`, "alice-password"),
 		chromedp.Submit(`input[name=password]`),
 		chromedp.WaitVisible(`#jobs`),
@@ -245,7 +246,7 @@ func TestSessions(t *testing.T) {
 	out := executeCell(t, dialSession(t, aliceWeb, prefix+"api/kernels/"+kernel+"/channels"),
 		`import os, pwd; print("GPUS=" + os.environ["CUDA_VISIBLE_DEVICES"], "USER=" + pwd.getpwuid(os.getuid()).pw_name)`)
 	gpu := nb.Placement[0][strings.LastIndexByte(nb.Placement[0], ':')+1:]
-	if want := "GPUS=" + gpu + " USER=gpt-alice"; strings.TrimSpace(out) != want {
+	if want := "GPUS=" + gpu + " USER=gpt-ses-alice"; strings.TrimSpace(out) != want {
 		t.Errorf("the kernel printed %q, want %q", out, want)
 	}
 
@@ -255,7 +256,7 @@ func TestSessions(t *testing.T) {
 	sc := newScreenChecker(t, ctx, srv.URL)
 	for _, vp := range viewports {
 		for _, sn := range []screen{{"session-job", fmt.Sprintf("/jobs/%d", nb.ID), 200}, {"session-submit", "/jobs/new", 200}} {
-			problems, err := sc.check(sn, vp, "gpt-alice")
+			problems, err := sc.check(sn, vp, "gpt-ses-alice")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,9 +277,11 @@ func TestSessions(t *testing.T) {
 		screenshot(t, ctx, "session-submit-chosen")
 	}
 
+	t.Logf("notebook in Chromium, kernel, pages checked: %v", time.Since(began).Round(time.Millisecond))
 	// What the proxy adds per request, against direct access.
-	measureSessionProxy(t, srv, aliceWeb, alice.Uid, prefix)
+	measureSessionProxy(t, srv, aliceWeb, aliceAPI, nb.ID, prefix)
 
+	t.Logf("measured: %v", time.Since(began).Round(time.Millisecond))
 	// A terminal session: what is typed runs, as alice.
 	term := startSession(t, aliceAPI, map[string]any{"name": "shell", "gpus": 1, "session": map[string]any{"type": "terminal"}})
 	if body := sessionReady(t, aliceWeb, term.Session.URL); !strings.Contains(body, `id="terminal"`) {
@@ -287,11 +290,11 @@ func TestSessions(t *testing.T) {
 	ws := dialSession(t, aliceWeb, term.Session.URL+"pty")
 	_ = ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"resize","cols":100,"rows":30}`))
 	_ = ws.WriteMessage(websocket.BinaryMessage, []byte("echo hello-$((6*7)) $(id -un) $(stty size)\n"))
-	readTerminalUntil(t, ws, "hello-42 gpt-alice 30 100")
+	readTerminalUntil(t, ws, "hello-42 gpt-ses-alice 30 100")
 	ws.Close()
 	// Reconnected: the same shell, its latest output first.
 	ws = dialSession(t, aliceWeb, term.Session.URL+"pty")
-	readTerminalUntil(t, ws, "hello-42 gpt-alice 30 100")
+	readTerminalUntil(t, ws, "hello-42 gpt-ses-alice 30 100")
 	_ = ws.WriteMessage(websocket.BinaryMessage, []byte("echo again-$((1+1))\n"))
 	readTerminalUntil(t, ws, "again-2")
 	// bob cannot open the terminal's websocket.
