@@ -18,7 +18,9 @@ type Job struct {
 	Command []string  `json:"command,omitempty"`
 	// Image is the container image the command runs in; absent: the
 	// command runs on the machine.
-	Image       string     `json:"image,omitempty"`
+	Image string `json:"image,omitempty"`
+	// Session is set for an interactive session job (session.go).
+	Session     *Session   `json:"session,omitempty"`
 	Sim         *SimSpec   `json:"sim,omitempty"`
 	GPUMemGB    float64    `json:"gpu_mem_gb,omitempty"`
 	Model       string     `json:"model,omitempty"`

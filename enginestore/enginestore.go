@@ -108,7 +108,7 @@ func engineJob(j models.Job) engine.Job {
 		Model: j.Model, Queue: j.QueueState(),
 		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
-		BatchSize: j.BatchSize, Image: j.Image,
+		BatchSize: j.BatchSize, Image: j.Image, Session: j.Session(),
 		Env: j.Env, Dir: j.Workdir, TimeLimit: j.TimeLimit(), Retries: j.Retries,
 		Array: j.Task(), ArrayLimit: j.ArrayLimit,
 	}

@@ -80,6 +80,16 @@ type Job struct {
 	ArrayID    int64 `gorm:"index"`
 	ArrayIndex int
 	ArrayLimit int
+	// Interactive sessions (jobsession.go): SessionType is empty for a
+	// batch job; SessionPort is the port a web app listens on (0: the
+	// agent picks one); SessionSecret is the random part of the session's
+	// URL prefix, /sessions/ID/SECRET/.
+	SessionType   string `gorm:"size:16;default:''"`
+	SessionPort   int    `gorm:"not null;default:0"`
+	SessionSecret string `gorm:"size:64;default:''"`
+	// SessionToken is the session's own credential, which the proxy
+	// presents to it (job.Session.Token); never shown.
+	SessionToken string `gorm:"size:64;default:''"`
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended

@@ -32,6 +32,7 @@ func migrations() []migration {
 		{18, "jobs: indexes for the paged, filtered jobs list (team, user, state with id) and sim_util_pct", jobsListIndexes},
 		{21, "accounting_days and accounting_closed_days: GPU time used per day, team and user, kept after GPU history expires (accounting.go)", accountingTables},
 		{22, "jobs.image: the container image a job's command runs in", jobsImage},
+		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
 	}
 }
 
@@ -481,4 +482,19 @@ func (v22Job) TableName() string { return "jobs" }
 
 func jobsImage(tx *gorm.DB) error {
 	return addColumns(tx, &v22Job{}, "Image")
+}
+
+// v23Job holds the columns step 23 adds to jobs: what an interactive
+// session serves, its web app's port, its URL's secret and its own token.
+type v23Job struct {
+	SessionType   string `gorm:"size:16;default:''"`
+	SessionPort   int    `gorm:"not null;default:0"`
+	SessionSecret string `gorm:"size:64;default:''"`
+	SessionToken  string `gorm:"size:64;default:''"`
+}
+
+func (v23Job) TableName() string { return "jobs" }
+
+func jobsSession(tx *gorm.DB) error {
+	return addColumns(tx, &v23Job{}, "SessionType", "SessionPort", "SessionSecret", "SessionToken")
 }

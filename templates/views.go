@@ -63,8 +63,10 @@ type JobDetail struct {
 	Image     string
 	CanCancel bool
 	Log       string
-	Final     bool
-	History   []Event
+	// Session is set for an interactive session job (web/sessions.go).
+	Session *SessionView
+	Final   bool
+	History []Event
 	// Estimate is when a waiting job should start; EstimateNote says how
 	// it is made and how good past estimates were.
 	Estimate     string
@@ -187,17 +189,20 @@ func (l JobList) Filtered() bool {
 
 // SubmitForm is the submit page, with what the user typed and what was wrong.
 type SubmitForm struct {
-	Name      string
-	Team      string
-	Teams     []string
-	GPUs      string
-	Kind      string // "sim" or "command"
-	Command   string
-	Image     string // the container image the command runs in
-	DurationS string
-	GPUMemGB  string
-	Model     string
-	Models    []string
+	Name    string
+	Team    string
+	Teams   []string
+	GPUs    string
+	Kind    string // "sim", "command" or "session"
+	Command string
+	Image   string // the container image the command runs in
+	// SessionType and SessionPort are an interactive session's, as typed.
+	SessionType string
+	SessionPort string
+	DurationS   string
+	GPUMemGB    string
+	Model       string
+	Models      []string
 	// Salus sharing: Sharing is the checkbox; the rest as typed.
 	Sharing          bool
 	GPUFraction      string
@@ -474,4 +479,15 @@ type AccountingRow struct {
 	Jobs                                          []int
 	Preempted, Requeued, Started                  int
 	WaitMedian, WaitP95                           string
+}
+
+// SessionView is how the job page of a session says to open it.
+type SessionView struct {
+	// Type names what it serves: "Jupyter", "terminal", "web app".
+	Type string
+	// URL is where to open it; empty for those who may not, or while it
+	// cannot be opened.
+	URL string
+	// Note says why it cannot be opened now, or how it is reached.
+	Note string
 }

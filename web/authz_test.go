@@ -104,6 +104,18 @@ func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServe
 }
 
 // newJob stores a queued job of alice's and returns its ID.
+// newSession stores a Jupyter session of alice's, waiting, and returns
+// its URL prefix.
+func (ts *testServer) newSession(t testing.TB) string {
+	t.Helper()
+	j := &models.Job{Name: "nb", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(),
+		SessionType: "jupyter", SessionSecret: fmt.Sprint("secret", uniq.Add(1)), SessionToken: "token"}
+	if err := ts.store.CreateJob(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	return j.SessionPrefix()
+}
+
 func (ts *testServer) newJob(t testing.TB) int64 {
 	t.Helper()
 	j := &models.Job{Name: "j", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: time.Now()}
@@ -295,6 +307,17 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/tokens", nil, nil, access{401, 401, 401, 401, 401}}, // needs basic auth
 		// Agents present the agent token, never a user's; this server has none.
 		{"GET /api/v1/agents/connect", nil, nil, access{404, 404, 404, 404, 404}},
+		{"GET /api/v1/agents/tunnel", nil, nil, access{404, 404, 404, 404, 404}},
+		// A session: its owner and admins reach it (503: it waits for
+		// its GPUs), nobody else; the visitor is sent to log in.
+		{"GET /sessions/:id/:secret", func(t *testing.T) string { return strings.TrimSuffix(ts.newSession(t), "/") }, nil, access{303, 303, 303, 303, 303}},
+		{"GET /sessions/:id/:secret/*", func(t *testing.T) string { return ts.newSession(t) + "tree" }, nil, access{303, 503, 403, 403, 503}},
+		{"HEAD /sessions/:id/:secret/*", func(t *testing.T) string { return ts.newSession(t) + "tree" }, nil, access{401, 503, 403, 403, 503}},
+		{"OPTIONS /sessions/:id/:secret/*", func(t *testing.T) string { return ts.newSession(t) + "api" }, nil, access{401, 503, 403, 403, 503}},
+		{"POST /sessions/:id/:secret/*", func(t *testing.T) string { return ts.newSession(t) + "api/kernels" }, nil, access{401, 503, 403, 403, 503}},
+		{"PUT /sessions/:id/:secret/*", func(t *testing.T) string { return ts.newSession(t) + "api/contents/x" }, nil, access{401, 503, 403, 403, 503}},
+		{"PATCH /sessions/:id/:secret/*", func(t *testing.T) string { return ts.newSession(t) + "api/contents/x" }, nil, access{401, 503, 403, 403, 503}},
+		{"DELETE /sessions/:id/:secret/*", func(t *testing.T) string { return ts.newSession(t) + "api/contents/x" }, nil, access{401, 503, 403, 403, 503}},
 		{"GET /api/v1/me", nil, nil, apiAll},
 		{"GET /api/v1/templates", nil, nil, apiAll},
 		{"POST /api/v1/templates", nil, func() string {

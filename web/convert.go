@@ -104,7 +104,9 @@ func (m *moment) job(j *models.Job) api.Job {
 	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
 		out.MemoryEstimate = &api.MemoryEstimate{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
 	}
-	if len(j.Command) == 0 {
+	if j.IsSession() {
+		out.Session = &api.Session{Type: j.SessionType, Port: j.SessionPort}
+	} else if len(j.Command) == 0 {
 		out.Sim = &api.SimSpec{DurationS: j.SimDuration, UtilPct: j.SimUtilPct}
 	}
 	if j.FinishedAt != nil {

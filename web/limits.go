@@ -35,6 +35,7 @@ const (
 	// the routes that take a job.
 	defaultBodyLimit = 64 << 10
 	jobBodyLimit     = 1 << 20
+	sessionBodyLimit = 512 << 20
 )
 
 // bodyLimits are the routes whose bodies may exceed defaultBodyLimit.
@@ -42,6 +43,10 @@ var bodyLimits = map[string]int64{
 	"POST /api/v1/jobs":      jobBodyLimit,
 	"POST /jobs":             jobBodyLimit,
 	"POST /api/v1/templates": jobBodyLimit,
+	// Files uploaded to a session (a notebook, a data set).
+	"POST /sessions/:id/:secret/*":  sessionBodyLimit,
+	"PUT /sessions/:id/:secret/*":   sessionBodyLimit,
+	"PATCH /sessions/:id/:secret/*": sessionBodyLimit,
 }
 
 // HTTPServer returns an http.Server for the portal with its timeouts.

@@ -76,6 +76,8 @@ func jobRow(j api.Job, now time.Time) templates.JobRow {
 		ETA: j.Forecast.Short(now, time.Local), ETAText: j.Forecast.Text(now, time.Local),
 	}
 	switch {
+	case j.Session != nil:
+		r.Workload = sessionWorkload(j.Session.Type, j.Command)
 	case len(j.Command) > 0:
 		r.Workload = cmdline.Join(j.Command)
 	case j.Sim != nil:
@@ -223,7 +225,12 @@ func fillForm(f *templates.SubmitForm, r SubmitRequest) {
 	if r.GPUMemGB > 0 {
 		f.GPUMemGB = strconv.FormatFloat(r.GPUMemGB, 'f', -1, 64)
 	}
-	if len(r.Command) > 0 {
+	if r.Session != nil {
+		f.Kind, f.Command, f.SessionType = "session", cmdline.Join(r.Command), r.Session.Type
+		if r.Session.Port > 0 {
+			f.SessionPort = strconv.Itoa(r.Session.Port)
+		}
+	} else if len(r.Command) > 0 {
 		f.Kind, f.Command, f.Image = "command", cmdline.Join(r.Command), r.Image
 	} else if r.Sim != nil {
 		f.Kind, f.DurationS = "sim", strconv.FormatFloat(r.Sim.DurationS, 'f', -1, 64)
@@ -244,6 +251,7 @@ func (s *Server) submitForm(c echo.Context) error {
 		Kind: c.FormValue("kind"), Command: c.FormValue("command"),
 		DurationS: c.FormValue("duration_s"), GPUMemGB: c.FormValue("gpu_mem_gb"),
 		Model: c.FormValue("model"), Image: strings.TrimSpace(c.FormValue("image")),
+		SessionType: c.FormValue("session_type"), SessionPort: c.FormValue("session_port"),
 	}
 	sharingForm(c, &f)
 	profileForm(c, &f)
@@ -289,13 +297,24 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 	} else {
 		fe["gpus"] = "must be a whole number"
 	}
-	if f.Kind == "command" {
+	switch f.Kind {
+	case "command", "session":
 		argv, err := cmdline.Split(f.Command)
 		if err != nil {
 			fe["command"] = err.Error()
 		}
 		req.Command, req.Image = argv, f.Image
-	} else {
+		if f.Kind == "session" {
+			req.Session = &SessionRequest{Type: f.SessionType}
+			if v := strings.TrimSpace(f.SessionPort); v != "" {
+				port, err := strconv.Atoi(v)
+				if err != nil {
+					fe["session.port"] = "must be a whole number"
+				}
+				req.Session.Port = port
+			}
+		}
+	default:
 		d, err := strconv.ParseFloat(strings.TrimSpace(f.DurationS), 64)
 		if err != nil {
 			fe["sim.duration_s"] = "must be a number of seconds"
@@ -337,6 +356,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		CanCancel:   canCancel(currentUser(c), j),
 		Final:       j.State.Final(),
 		Log:         s.jobLog(j.ID),
+		Session:     sessionView(currentUser(c), j),
 	}
 	if d.Placement == "" {
 		d.Placement = "—"

@@ -179,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 		// compresses itself.
 		Skipper: func(c echo.Context) bool {
 			p := c.Request().URL.Path
-			return p == "/ws" || p == wire.Path || p == "/metrics"
+			return p == "/ws" || p == wire.Path || p == wire.TunnelPath || p == "/metrics" || strings.HasPrefix(p, "/sessions/")
 		},
 		MinLength: 1024,
 	}))
@@ -200,6 +200,12 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
 	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
+	e.GET(wire.TunnelPath, echo.WrapHandler(s.agentsOnLeader(s.agents())))
+	// Interactive sessions, proxied (sessions.go): every method, checked
+	// on every request.
+	sessions := newSessionProxy(s)
+	e.Match(sessionMethods, "/sessions/:id/:secret/*", sessions.serve, s.loadSessionUser, s.loadBearerUser)
+	e.GET("/sessions/:id/:secret", sessionSlash)
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
 	v1 := e.Group("/api/v1")

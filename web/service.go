@@ -85,6 +85,14 @@ func (s *Server) submitJob(ctx context.Context, a actor, req SubmitRequest) (*mo
 		return nil, fe, err
 	}
 	j.SubmittedAt = s.cfg.Now()
+	if j.IsSession() {
+		if j.SessionSecret, err = models.NewSessionSecret(); err != nil {
+			return nil, nil, err
+		}
+		if j.SessionToken, err = models.NewSessionSecret(); err != nil {
+			return nil, nil, err
+		}
+	}
 	if tasks := req.spec(fieldErrors{}).tasks(j); tasks != nil {
 		if err := s.cfg.Store.CreateArray(ctx, tasks); err != nil {
 			return nil, nil, err

@@ -71,6 +71,8 @@ type SubmitRequest struct {
 	// task (alone, it makes one task per row).
 	Array       string `json:"array,omitempty"`
 	ArrayParams string `json:"array_params,omitempty"`
+	// Session makes the job an interactive session (sessions.go).
+	Session *SessionRequest `json:"session,omitempty"`
 }
 
 // Command is argv. In JSON it is a list of strings, or one string that is
@@ -101,7 +103,7 @@ type fieldErrors map[string]string
 
 // first returns one error message naming its field, for APIs that return one.
 func (fe fieldErrors) first() string {
-	for _, k := range []string{"name", "team", "gpus", "command", "image", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
+	for _, k := range []string{"name", "team", "gpus", "session.type", "session.port", "command", "image", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
 		"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve",
 		"env", "workdir", "time_limit", "retries", "dependencies", "array", "array_params"} {
 		if msg, ok := fe[k]; ok {
@@ -156,6 +158,8 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		fe["gpus"] = fmt.Sprintf("asks for %d GPUs but the cluster has %d", r.GPUs, clusterGPUs)
 	}
 	switch {
+	case r.Session != nil:
+		r.Session.check(fe, r)
 	case len(r.Command) > 0 && r.Sim != nil:
 		fe["command"] = "give either command or sim, not both"
 	case len(r.Command) == 0 && r.Sim == nil:
@@ -207,6 +211,9 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 	}
 	if r.Sim != nil {
 		j.SimDuration, j.SimUtilPct = r.Sim.DurationS, r.Sim.UtilPct
+	}
+	if r.Session != nil {
+		j.SessionType, j.SessionPort = r.Session.Type, r.Session.Port
 	}
 	share.apply(j)
 	spec.apply(j)

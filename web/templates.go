@@ -39,7 +39,10 @@ func requestOf(j *models.Job) SubmitRequest {
 	if j.MemSource == "declared" {
 		r.MemPersistentMiB, r.MemEphemeralMiB = j.MemPersistentMiB, j.MemEphemeralMiB
 	}
-	if len(j.Command) == 0 {
+	switch {
+	case j.IsSession():
+		r.Session = &SessionRequest{Type: j.SessionType, Port: j.SessionPort}
+	case len(j.Command) == 0:
 		r.Sim = &api.SimSpec{DurationS: j.SimDuration}
 	}
 	if len(j.Env) > 0 {

@@ -65,6 +65,12 @@ func commandTable() cmdSpec {
 				return inspectFlags(c, func(c jobCmd) error { return notifyCmd{jobCmd: c}.run(context.Background(), []string{name}) })
 			}}
 	}
+	sessionSub := func(name, summary string, args func(context.Context, jobCmd, *jobFlags) []candidate) cmdSpec {
+		return cmdSpec{name: name, summary: summary, args: args, outputs: []string{"json", "yaml", "name"},
+			flags: func(c jobCmd) []*flag.Flag {
+				return inspectFlags(c, func(c jobCmd) error { return c.session(context.Background(), []string{name}) })
+			}}
+	}
 	configSub := func(name, summary string, args func(context.Context, jobCmd, *jobFlags) []candidate) cmdSpec {
 		return cmdSpec{name: name, summary: summary, args: args, outputs: []string{"name"},
 			flags: func(c jobCmd) []*flag.Flag {
@@ -118,6 +124,11 @@ func commandTable() cmdSpec {
 				notifySub("show", "your settings and the latest notifications"),
 				notifySub("set", "change your settings"),
 				notifySub("test", "send a test notification by each channel"),
+			}},
+			{name: "session", summary: "start Jupyter, a terminal or a web app on GPUs", subs: []cmdSpec{
+				sessionSub("start", "start a session", nil),
+				sessionSub("open", "print a session's address", jobIDs(false)),
+				sessionSub("stop", "end sessions", jobIDs(true)),
 			}},
 			{name: "login", summary: "log in to a server and save it as a context",
 				flags: func(c jobCmd) []*flag.Flag {

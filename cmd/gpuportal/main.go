@@ -25,6 +25,7 @@ Usage:
   gpuportal admin ...       manage users, teams and API tokens in the database
   gpuportal sim [flags]     replay a cluster trace under several policies and compare them
   gpuportal job ...         submit, list, show, cancel jobs and read their logs over the REST API
+  gpuportal session ...     start Jupyter, a terminal or a web app on GPUs, opened through the portal
   gpuportal login [flags]   log in to a server and save it as a context
   gpuportal logout [flags]  forget the token of a context
   gpuportal config ...      list and switch contexts (get-contexts, use-context NAME, ...)
@@ -81,11 +82,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return runAgent(ctx, args[1:], stdout, stderr)
+	case agent.TerminalCommand:
+		// Started by the agent as a terminal session's command.
+		return runSessionTerminal(ctx, args[1:], stderr)
 	case "agent-watchdog":
 		// Started by the agent itself (core/agent/watchdog.go).
 		return agent.RunWatchdog(ctx, os.Stdin, slog.New(slog.NewTextHandler(stderr, nil)).With("process", "agent-watchdog"))
 	case "job":
 		return newJobCmd(stdin, stdout, stderr).run(ctx, args[1:])
+	case "session":
+		return newJobCmd(stdin, stdout, stderr).session(ctx, args[1:])
 	case "login":
 		return newJobCmd(stdin, stdout, stderr).login(ctx, args[1:])
 	case "logout":

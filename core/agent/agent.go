@@ -118,6 +118,9 @@ type run struct {
 	stop func() // asks the run to end
 	done chan struct{}
 	pgid int // the process group of a command job; 0 for a simulated one
+	// sessionPort is the loopback port a session serves on; 0 for a
+	// batch run (session.go).
+	sessionPort int
 	// exceeded is why the gate had the run stopped.
 	exceeded *gate.ExceededError
 	// fenced: stopped because no server was heard (fence.go).
@@ -340,7 +343,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	if err := a.checkGPUs(s.GPUs); err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
-	if len(s.Command) > 0 && a.runAs == nil && !a.owners() && a.cfg.RefuseRoot && a.euid == 0 {
+	if (len(s.Command) > 0 || s.Session != nil) && a.runAs == nil && !a.owners() && a.cfg.RefuseRoot && a.euid == 0 {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, ErrRootJobs)
 	}
 	ra, err := a.jobRunAs(s)
@@ -357,6 +360,17 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
 	r := &run{id: s.Run, done: make(chan struct{})}
+	if s.Session != nil {
+		ss, err := sessionCommand(s, a.jobDir(s.JobID), ra)
+		if err != nil {
+			fmt.Fprintf(log, "gpuportal: cannot start the session: %v\n", err)
+			log.Close()
+			a.leaveGate(s.JobID)
+			return fmt.Errorf("start session of job %d on %s: %w", s.JobID, a.cfg.Name, err)
+		}
+		s.Command, r.sessionPort = ss.argv, ss.port
+		gateEnv = append(gateEnv, ss.env...)
+	}
 	var wait func() (int, string)
 	var cgroupParent string
 	switch {

@@ -64,10 +64,12 @@ type ClientConfig struct {
 // running (or whose exits the server has not acknowledged) each time, so
 // nothing is lost across disconnections and server restarts.
 type Client struct {
-	cfg   ClientConfig
-	urls  []string // agent endpoints, one per server replica
-	nodes map[string]*Local
-	kick  chan struct{} // an exit waits to be sent
+	cfg  ClientConfig
+	urls []string // agent endpoints, one per server replica
+	// tunnelClient opens tunnels to sessions (tunnel.go).
+	tunnelClient *http.Client
+	nodes        map[string]*Local
+	kick         chan struct{} // an exit waits to be sent
 
 	// joinAgain: the server refused the machines' credentials (its
 	// database was replaced, say): present the join token next time.
@@ -138,7 +140,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, urls: urls, nodes: make(map[string]*Local),
-		kick: make(chan struct{}, 1), live: make(map[jobKey]*liveJob),
+		kick: make(chan struct{}, 1), live: make(map[jobKey]*liveJob), tunnelClient: newTunnelClient(cfg),
 	}
 	for _, n := range cfg.Nodes {
 		if err := wire.CheckNodeName(n.Name()); err != nil {
@@ -284,6 +286,7 @@ func (c *Client) addExit(ex job.Exit) {
 type session struct {
 	c       *Client
 	conn    *websocket.Conn
+	url     string        // the agent endpoint it connected to
 	timeout time.Duration // silence after which the server is taken for lost
 
 	wmu    sync.Mutex // one writer at a time
@@ -317,7 +320,7 @@ func (c *Client) session(ctx context.Context, url string) (welcomed bool, err er
 	}
 	defer conn.Close()
 	conn.SetReadLimit(wire.MaxMessageBytes)
-	s := &session{c: c, conn: conn, inflight: make(map[uint64]jobKey)}
+	s := &session{c: c, conn: conn, url: url, inflight: make(map[uint64]jobKey)}
 	// Registration waits for the server; ending ctx ends the wait.
 	stopClosing := context.AfterFunc(ctx, func() { conn.Close() })
 	err = s.register()
@@ -454,6 +457,10 @@ func (s *session) read(ctx context.Context) error {
 			s.answer(m.ID, s.stop(ctx, m.Stop))
 		case wire.TypeResize:
 			s.answer(m.ID, s.resize(ctx, m.Resize))
+		case wire.TypeDial:
+			// A tunnel takes a connection back to the server: the
+			// messages behind it do not wait.
+			go func(id uint64, d *wire.Dial) { s.answer(id, s.dial(ctx, d)) }(m.ID, m.Dial)
 		case wire.TypeAck:
 			s.acked(m.ID, m.Ack)
 		default:

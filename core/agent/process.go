@@ -47,10 +47,17 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
+			strays := stragglers(pgid, pgid) // descendants.go
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			for _, s := range strays {
+				s.signal(syscall.SIGTERM)
+			}
 			go func() {
 				time.Sleep(a.cfg.Grace)
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				for _, s := range strays {
+					s.signal(syscall.SIGKILL)
+				}
 			}()
 		})
 	}

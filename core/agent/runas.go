@@ -119,7 +119,7 @@ func (a *Local) owners() bool { return a.cfg.RunAs == RunAsOwner }
 // unless Config.AllowRootOwner. A refusal for the account is a
 // *job.AccountError, so the server waits the job for another machine.
 func (a *Local) jobRunAs(s job.Spec) (*runAs, error) {
-	if !a.owners() || len(s.Command) == 0 {
+	if !a.owners() || (len(s.Command) == 0 && s.Session == nil) {
 		return a.runAs, nil
 	}
 	if s.Account == "" {

@@ -79,6 +79,9 @@ type Job struct {
 	// Image is the container image the job's command runs in; empty: on
 	// the machine (job.Spec.Image).
 	Image string
+	// Session makes the job an interactive session (job.Session); nil: a
+	// batch job.
+	Session *job.Session
 }
 
 // Dep is a job's dependency on another, and the other's state as the

@@ -220,7 +220,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
 			Env:          j.Env, Dir: j.Dir, Array: j.Array,
-			Account: j.Account, Image: j.Image,
+			Account: j.Account, Image: j.Image, Session: j.Session,
 		}
 		if j.TimeLimit > 0 {
 			spec.TimeLeft = max(job.TimeLeft(j.TimeLimit, executed(j, now)), time.Second)

@@ -54,6 +54,9 @@ type Spec struct {
 	// Image, when set, is the container image the command runs in (agent
 	// --container-runtime); empty: the command runs on the machine.
 	Image string
+	// Session makes the run an interactive session (session.go); nil: a
+	// batch run.
+	Session *Session
 }
 
 // BackstopMargin is how long after a run's time is up (Spec.TimeLeft) its

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -77,6 +78,8 @@ type Hub struct {
 
 	mu     sync.Mutex
 	owners map[string]*agentConn // machine name -> the connection that runs it
+	// tunnels wait for agents' connections to sessions (tunnel.go).
+	tunnels tunnels
 
 	heartbeats atomic.Int64 // heartbeats received, for /metrics
 
@@ -93,6 +96,7 @@ func New(cfg Config, registry Registry, log *slog.Logger) *Hub {
 	}
 	return &Hub{
 		cfg: cfg, registry: registry, log: log, owners: make(map[string]*agentConn),
+		tunnels:   tunnels{waiting: make(map[string]chan net.Conn)},
 		upgrader:  websocket.Upgrader{HandshakeTimeout: 10 * time.Second},
 		badTokens: ratelimit.New(agentTokenFailures, agentTokenWindow),
 	}
@@ -101,6 +105,10 @@ func New(cfg Config, registry Registry, log *slog.Logger) *Hub {
 // ServeHTTP checks the agent token, upgrades to a websocket and serves the
 // agent until it disconnects.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == wire.TunnelPath {
+		h.serveTunnel(w, r)
+		return
+	}
 	if h.cfg.Token == "" && h.cfg.Machines == nil {
 		writeJSONError(w, http.StatusNotFound, "remote agents are off: start the server with --agent-token")
 		return

@@ -15,7 +15,7 @@ func FromSpec(s job.Spec) JobSpec {
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
 		Resources:      FromResources(s.Resources),
 		Env:            s.Env, Dir: s.Dir, TimeLeftMS: s.TimeLeft.Milliseconds(),
-		Account: s.Account, Image: s.Image,
+		Account: s.Account, Image: s.Image, Session: FromSession(s.Session),
 	}
 	if a := s.Array; a != nil {
 		w.Array = &ArrayTask{ID: a.ID, Index: a.Index}
@@ -39,7 +39,7 @@ func (w JobSpec) Spec() job.Spec {
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
 		Resources:    w.Resources.Resources(),
 		Env:          w.Env, Dir: w.Dir, TimeLeft: time.Duration(w.TimeLeftMS) * time.Millisecond,
-		Account: w.Account, Image: w.Image,
+		Account: w.Account, Image: w.Image, Session: w.Session.Session(),
 	}
 	if a := w.Array; a != nil {
 		s.Array = &job.ArrayTask{ID: a.ID, Index: a.Index}

@@ -49,7 +49,7 @@ const (
 	TypeStop      Type = "stop"      // server -> agent, answered by Ack
 	TypeExit      Type = "exit"      // agent -> server, answered by Ack
 	TypeLog       Type = "log"       // agent -> server
-	TypeAck       Type = "ack"       // answers Start, Stop, Resize and Exit
+	TypeAck       Type = "ack"       // answers Start, Stop, Resize, Dial and Exit
 	TypeResize    Type = "resize"    // server -> agent, answered by Ack (resources.go)
 )
 
@@ -68,6 +68,7 @@ type Message struct {
 	Log       *Log       `json:"log,omitempty"`
 	Ack       *Ack       `json:"ack,omitempty"`
 	Resize    *Resize    `json:"resize,omitempty"`
+	Dial      *Dial      `json:"dial,omitempty"`
 }
 
 // Check reports whether the field that Type names is set.
@@ -92,6 +93,8 @@ func (m *Message) Check() error {
 		ok = m.Ack != nil
 	case TypeResize:
 		ok = m.Resize != nil
+	case TypeDial:
+		ok = m.Dial != nil
 	default:
 		return fmt.Errorf("unknown message type %q", m.Type)
 	}
@@ -247,6 +250,9 @@ type JobSpec struct {
 	// absent: on the machine. An agent that runs no containers refuses
 	// the job rather than run it outside its image.
 	Image string `json:"image,omitempty"`
+	// Session makes the run an interactive session (session.go); absent:
+	// a batch run. Agents before it run the command as a batch job.
+	Session *Session `json:"session,omitempty"`
 }
 
 // ArrayTask names a task of an array (job.ArrayTask).

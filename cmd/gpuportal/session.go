@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/web"
+)
+
+const sessionUsage = `Usage: gpuportal session COMMAND [flags]
+
+Interactive sessions: Jupyter, a terminal, or a web app of yours, on GPUs,
+opened through the portal (docs/portal.md, "Interactive sessions").
+
+  start --type jupyter|terminal|web [--gpus N] [--port P] [--wait] [-- COMMAND...]
+          start a session; a web session's COMMAND serves the app on
+          127.0.0.1:$PORT (or --port) under $GPUPORTAL_BASE_URL; a Jupyter
+          session's COMMAND, if given, is the Jupyter program to run
+  open ID print the address to open session ID at
+  stop ID end session ID (its job is cancelled)
+`
+
+// session runs gpuportal session COMMAND.
+func (c jobCmd) session(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, sessionUsage)
+		return errors.New("session: no command given")
+	}
+	switch args[0] {
+	case "start":
+		return c.sessionStart(ctx, args[1:])
+	case "open":
+		return c.sessionOpen(ctx, args[1:])
+	case "stop":
+		return c.cancel(ctx, args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprint(c.stdout, sessionUsage)
+		return nil
+	}
+	fmt.Fprint(c.stderr, sessionUsage)
+	return fmt.Errorf("session: unknown command %q", args[0])
+}
+
+// sessionStart submits a session job.
+func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
+	defer wrapCmdErr("session start", &err)
+	var argv []string
+	for i, a := range args {
+		if a == "--" {
+			args, argv = args[:i], args[i+1:]
+			break
+		}
+	}
+	f := c.flags("session start", true)
+	f.fs.Init("session start", flag.ContinueOnError) // not "job session start"
+	var req web.SubmitRequest
+	sr := &web.SessionRequest{}
+	f.fs.StringVar(&sr.Type, "type", "", "what the session serves: jupyter, terminal or web (required)")
+	f.fs.IntVar(&sr.Port, "port", 0, "web sessions: the loopback port the app listens on (0: one the agent picks, as $PORT)")
+	f.fs.StringVar(&req.Name, "name", "", "the session's name (default: its type)")
+	f.fs.StringVar(&req.Team, "team", "", "the team the session runs for (default: yours)")
+	f.fs.IntVar(&req.GPUs, "gpus", 1, "GPUs the session holds")
+	wait := f.fs.Bool("wait", false, "wait until the session runs, then print its address")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q: put a command after --", pos[0])
+	}
+	if sr.Type == "" {
+		return errors.New("--type is required: jupyter, terminal or web")
+	}
+	if !job.SessionType(sr.Type).Valid() {
+		return fmt.Errorf("--type %q: want jupyter, terminal or web", sr.Type)
+	}
+	if req.Name == "" {
+		req.Name = sr.Type
+	}
+	req.Session, req.Command = sr, web.Command(argv)
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	raw, err := cl.do(ctx, http.MethodPost, "/api/v1/jobs", nil, req)
+	if err != nil {
+		return sessionFlagForField(err)
+	}
+	var j api.Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return fmt.Errorf("the server's answer is not a job: %w", err)
+	}
+	format, _ := f.format()
+	switch {
+	case f.parsable:
+		fmt.Fprintln(c.stdout, j.ID)
+	case format == "json" || format == "yaml" || format == "name":
+		if err := writeObject(c.stdout, format, "job", j.ID, raw); err != nil {
+			return err
+		}
+	default:
+		fmt.Fprintf(c.stdout, "session %d submitted: %s, %s for team %s (%s)\n", j.ID, sr.Type, plural(j.GPUs, "GPU"), j.Team, j.State)
+		if j.Session != nil && j.Session.URL != "" {
+			fmt.Fprintf(c.stdout, "open it at %s once it runs\n", cl.base.JoinPath(j.Session.URL).String())
+		}
+	}
+	if !*wait {
+		return nil
+	}
+	for {
+		cur, _, err := cl.job(ctx, j.ID)
+		if ctx.Err() != nil {
+			return c.interrupted(j.ID)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.State == job.Running:
+			fmt.Fprintf(c.stdout, "session %d runs on %s\n", j.ID, strings.Join(cur.Placement, ", "))
+			return nil
+		case ended(cur):
+			return c.jobEnded(cur)
+		}
+		select {
+		case <-ctx.Done():
+			return c.interrupted(j.ID)
+		case <-time.After(waitInterval):
+		}
+	}
+}
+
+// sessionOpen prints the address of a session.
+func (c jobCmd) sessionOpen(ctx context.Context, args []string) (err error) {
+	defer wrapCmdErr("session open", &err)
+	f := c.flags("session open", false)
+	f.fs.Init("session open", flag.ContinueOnError)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	id, err := oneJobID("open", pos)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	j, _, err := cl.job(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case j.Session == nil:
+		return fmt.Errorf("job %d is a batch job, not a session", id)
+	case j.Session.URL == "":
+		return fmt.Errorf("the session of job %d is %s's: only its owner or an admin may open it", id, j.User)
+	}
+	fmt.Fprintln(c.stdout, cl.base.JoinPath(j.Session.URL).String())
+	return nil
+}
+
+// sessionFlagForField adds the flag to fix to a refused session.
+func sessionFlagForField(err error) error {
+	var ae *jobAPIError
+	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest && ae.hint == "" {
+		switch {
+		case strings.HasPrefix(ae.Message, "session.type"):
+			ae.hint = "Fix --type."
+		case strings.HasPrefix(ae.Message, "session.port"):
+			ae.hint = "Fix --port."
+		default:
+			return flagForField(err)
+		}
+	}
+	return err
+}

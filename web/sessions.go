@@ -1,0 +1,460 @@
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/cmdline"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+// Interactive sessions (docs/portal.md, "Interactive sessions"): a
+// session job's server listens on its machine's loopback interface, and
+// the portal proxies HTTP and websockets to it at /sessions/ID/SECRET/...
+// through the machine's agent (core/agent/hub/tunnel.go). Every request is
+// checked: the viewer must be the session's owner, or an admin (audited);
+// the portal's cookies and Authorization never reach the session, which
+// gets its own token instead.
+
+// SessionRequest asks for an interactive session instead of a batch job.
+type SessionRequest struct {
+	// Type is jupyter, terminal or web.
+	Type string `json:"type"`
+	// Port is the loopback port a web app listens on; 0: the agent picks
+	// one and passes it as $PORT.
+	Port int `json:"port,omitempty"`
+}
+
+// check validates the session part of r, field by field.
+func (sr *SessionRequest) check(fe fieldErrors, r SubmitRequest) {
+	t := job.SessionType(sr.Type)
+	if !t.Valid() {
+		fe["session.type"] = fmt.Sprintf("unknown session type %q: want jupyter, terminal or web", sr.Type)
+		return
+	}
+	if r.Sim != nil {
+		fe["sim"] = "a session runs a server, not a simulated job: leave sim out"
+	}
+	switch {
+	case sr.Port != 0 && t != job.SessionWeb:
+		fe["session.port"] = "is only for web sessions: Jupyter and terminals get a port from the agent"
+	case sr.Port < 0 || sr.Port > 65535:
+		fe["session.port"] = "must be between 1 and 65535, or 0 for one the agent picks ($PORT)"
+	}
+	switch {
+	case t == job.SessionTerminal && len(r.Command) > 0:
+		fe["command"] = "a terminal session runs a shell: leave command empty"
+	case t == job.SessionWeb && len(r.Command) == 0:
+		fe["command"] = "is required for a web session: the command that serves the app"
+	case len(r.Command) > 0:
+		if msg := checkArgv(r.Command); msg != "" {
+			fe["command"] = msg
+		}
+	}
+}
+
+// canOpenSession reports whether u may open j's session: its owner or an
+// admin. A team lead sees the job, not into it.
+func canOpenSession(u *models.User, j *models.Job) bool {
+	return u != nil && (u.Name == j.User || u.Role == models.RoleAdmin)
+}
+
+// withSessionURL adds the session's URL to aj for those who may open it.
+func withSessionURL(u *models.User, j *models.Job, aj *api.Job) {
+	if aj.Session != nil && canOpenSession(u, j) {
+		aj.Session.URL = j.SessionPrefix()
+	}
+}
+
+// sessionDialer is a machine whose sessions the portal can reach:
+// *agent.Local (in process) and the hub's remote machines (a tunnel).
+type sessionDialer interface {
+	DialSession(ctx context.Context, ref job.RunRef) (net.Conn, error)
+}
+
+// sessionProxy forwards requests to sessions. It keeps one HTTP transport
+// per run, so that a session's connections (tunnels) are reused.
+type sessionProxy struct {
+	s *Server
+
+	mu         sync.Mutex
+	transports map[job.RunRef]*http.Transport
+	// audited is when an admin's opening of another's session was last
+	// recorded, per admin and job: once per auditEvery, not per request.
+	audited map[string]time.Time
+}
+
+// auditEvery is how often an admin's use of another's session is audited.
+const auditEvery = 10 * time.Minute
+
+// maxSessionTransports bounds the transports kept: past it, idle ones go.
+const maxSessionTransports = 256
+
+func newSessionProxy(s *Server) *sessionProxy {
+	return &sessionProxy{s: s, transports: make(map[job.RunRef]*http.Transport), audited: make(map[string]time.Time)}
+}
+
+// transport returns the transport of run ref, which dials through
+// machine node.
+func (p *sessionProxy) transport(ref job.RunRef, node string) *http.Transport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t := p.transports[ref]; t != nil {
+		return t
+	}
+	if len(p.transports) >= maxSessionTransports {
+		for k, t := range p.transports {
+			t.CloseIdleConnections()
+			delete(p.transports, k)
+		}
+	}
+	t := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return p.dial(ctx, node, ref)
+		},
+		MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Minute, ForceAttemptHTTP2: false,
+	}
+	p.transports[ref] = t
+	return t
+}
+
+// dial reaches run ref's session on machine node through its agent.
+func (p *sessionProxy) dial(ctx context.Context, node string, ref job.RunRef) (net.Conn, error) {
+	for _, n := range p.s.cfg.Engine.Nodes() {
+		if n.Name() != node {
+			continue
+		}
+		d, ok := n.(sessionDialer)
+		if !ok {
+			return nil, fmt.Errorf("machine %s cannot reach sessions (its agent is too old, or it is a monitor)", node)
+		}
+		return d.DialSession(ctx, ref)
+	}
+	return nil, fmt.Errorf("machine %s is not connected to this server%s", node, p.followerHint())
+}
+
+func (p *sessionProxy) followerHint() string {
+	if p.s.leading() {
+		return ""
+	}
+	return " (this replica is a follower: sessions are reached through the leader)"
+}
+
+// forget drops the transports of job id's runs other than keep.
+func (p *sessionProxy) forget(id int64, keep int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, t := range p.transports {
+		if k.Job == id && k.Run != keep {
+			t.CloseIdleConnections()
+			delete(p.transports, k)
+		}
+	}
+}
+
+// sessionNode is the machine a running session serves on: the first of
+// its placement.
+func sessionNode(j *models.Job) string {
+	if len(j.Placement) == 0 {
+		return ""
+	}
+	pl := j.Placement[0]
+	if i := strings.LastIndexByte(pl, ':'); i >= 0 {
+		return pl[:i]
+	}
+	return pl
+}
+
+// serve handles /sessions/:id/:secret/*: who asks, whether the session is
+// theirs and reachable, then the proxy.
+func (p *sessionProxy) serve(c echo.Context) error {
+	u := currentUser(c)
+	r := c.Request()
+	if u == nil {
+		if r.Method == http.MethodGet && !isWebsocket(r) {
+			return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(r.URL.RequestURI()))
+		}
+		return echo.NewHTTPError(http.StatusUnauthorized, "log in to the portal to open sessions")
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return echo.NewHTTPError(http.StatusNotFound, "no such session")
+	}
+	ctx := r.Context()
+	j, err := p.s.cfg.Store.Job(ctx, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return echo.NewHTTPError(http.StatusNotFound, "no such session")
+	}
+	if err != nil {
+		return err
+	}
+	// A wrong secret and a job that is no session look the same: the
+	// secret proves nothing, but reveals nothing either.
+	if !j.IsSession() || subtle.ConstantTimeCompare([]byte(c.Param("secret")), []byte(j.SessionSecret)) != 1 {
+		return echo.NewHTTPError(http.StatusNotFound, "no such session")
+	}
+	if !canOpenSession(u, j) {
+		p.s.cfg.Logger.Warn("session refused", "job", j.ID, "owner", j.User, "user", u.Name, "from", c.RealIP())
+		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("the session of job %d is %s's: only its owner (or an admin) may open it", j.ID, j.User))
+	}
+	if u.Name != j.User {
+		if err := p.audit(ctx, actorOf(c), j); err != nil {
+			return err
+		}
+	}
+	// A browser's unsafe request or websocket must come from the portal's
+	// own pages (the session's own checks come after).
+	if !sameOrigin(r) {
+		return echo.NewHTTPError(http.StatusForbidden, "a session's requests must come from the portal's own pages (Origin differs)")
+	}
+	if j.State != job.Running || len(j.Placement) == 0 {
+		return p.unavailable(c, j, "")
+	}
+	rest := c.Param("*")
+	if job.SessionType(j.SessionType) == job.SessionTerminal && rest == "" && r.Method == http.MethodGet && !isWebsocket(r) {
+		return p.s.render(c, http.StatusOK, templates.SessionTerminalPage(templates.SessionTerminal{
+			JobID: j.ID, JobName: j.Name, Prefix: j.SessionPrefix(),
+		}))
+	}
+	ref := job.RunRef{Job: j.ID, Run: j.Run}
+	p.forget(j.ID, j.Run)
+	// Sessions answer slowly and stream (kernels, downloads): the
+	// portal's request timeouts are for its own pages.
+	rc := http.NewResponseController(c.Response())
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(downloadTimeout))
+	rp := &httputil.ReverseProxy{
+		Transport:     p.transport(ref, sessionNode(j)),
+		FlushInterval: -1,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "session"
+			if job.SessionType(j.SessionType) == job.SessionTerminal {
+				// The terminal serves at its root (core/terminal.Path).
+				pr.Out.URL.Path = "/" + rest
+				pr.Out.URL.RawPath = ""
+			}
+			pr.Out.Host = pr.In.Host // Jupyter checks Origin against Host
+			pr.SetXForwarded()
+			stripPortalCredentials(pr.Out.Header)
+			pr.Out.Header.Set("Authorization", "token "+j.SessionToken)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			dropPortalCookies(resp.Header)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			p.s.cfg.Logger.Info("session not reachable", "job", j.ID, "run", j.Run, "err", err)
+			if err := p.unavailable(c, j, "Its server does not answer yet ("+err.Error()+"): this page tries again."); err != nil {
+				c.Error(err)
+			}
+		},
+	}
+	rp.ServeHTTP(c.Response(), r)
+	return nil
+}
+
+// unavailable answers for a session that cannot be reached: a page that
+// retries for a browser while the job starts, a status for the others.
+func (p *sessionProxy) unavailable(c echo.Context, j *models.Job, why string) error {
+	status, retry := http.StatusServiceUnavailable, true
+	switch {
+	case j.State.Final():
+		status, retry = http.StatusGone, false
+		why = "The session has ended."
+	case j.State != job.Running:
+		why = "It starts when the scheduler gives it its GPUs: this page tries again."
+	}
+	if retry {
+		c.Response().Header().Set("Retry-After", "2")
+	}
+	r := c.Request()
+	if isWebsocket(r) || !strings.Contains(r.Header.Get("Accept"), "text/html") {
+		return echo.NewHTTPError(status, fmt.Sprintf("the session of job %d is not reachable: the job is %s. %s", j.ID, j.State, why))
+	}
+	return p.s.render(c, status, templates.SessionUnavailablePage(templates.SessionUnavailable{
+		JobID: j.ID, JobName: j.Name, State: string(j.State), Why: why, Retry: retry,
+	}))
+}
+
+// audit records an admin's opening of another's session, once per
+// auditEvery per admin and job.
+func (p *sessionProxy) audit(ctx context.Context, a actor, j *models.Job) error {
+	key := a.user.Name + "\x00" + strconv.FormatInt(j.ID, 10)
+	now := p.s.cfg.Now()
+	p.mu.Lock()
+	last, ok := p.audited[key]
+	if ok && now.Sub(last) < auditEvery {
+		p.mu.Unlock()
+		return nil
+	}
+	p.audited[key] = now
+	for k, t := range p.audited {
+		if now.Sub(t) >= auditEvery {
+			delete(p.audited, k)
+		}
+	}
+	p.mu.Unlock()
+	return p.s.auditBy(ctx, a, "session.open", fmt.Sprintf("job %d of %s", j.ID, j.User), j.SessionType)
+}
+
+// isWebsocket reports whether r asks to upgrade to a websocket.
+func isWebsocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// sameOrigin reports whether r may reach a session: a safe request, or
+// one whose Origin (when the browser sent one) is the portal's own.
+func sameOrigin(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if !isWebsocket(r) {
+			return true
+		}
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true // not a browser's cross-site request: browsers send Origin
+	}
+	u, err := url.Parse(origin)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+// portalCookies are the cookies of the portal, which never reach a
+// session.
+var portalCookies = []string{sessionCookie, csrfCookie}
+
+// stripPortalCredentials removes the portal's credentials from a request
+// to a session: its cookies, Authorization and the CSRF header. The
+// session's own cookies stay.
+func stripPortalCredentials(h http.Header) {
+	h.Del("Authorization")
+	h.Del(csrfHeader)
+	cookies := h.Values("Cookie")
+	h.Del("Cookie")
+	var kept []string
+	for _, line := range cookies {
+		for _, part := range strings.Split(line, ";") {
+			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if name == "" || isPortalCookie(name) {
+				continue
+			}
+			kept = append(kept, strings.TrimSpace(part))
+		}
+	}
+	if len(kept) > 0 {
+		h.Set("Cookie", strings.Join(kept, "; "))
+	}
+}
+
+// dropPortalCookies removes what a session answers that would set or
+// clear one of the portal's cookies.
+func dropPortalCookies(h http.Header) {
+	set := h.Values("Set-Cookie")
+	if len(set) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, line := range set {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), "=")
+		if !isPortalCookie(strings.TrimSpace(name)) {
+			h.Add("Set-Cookie", line)
+		}
+	}
+}
+
+func isPortalCookie(name string) bool {
+	for _, p := range portalCookies {
+		if strings.EqualFold(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// loadBearerUser authenticates a request that carries an API token and
+// no session cookie (scripts reaching a session); the token is stripped
+// before the request is forwarded.
+func (s *Server) loadBearerUser(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if currentUser(c) != nil {
+			return next(c)
+		}
+		token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+		if !ok || token == "" {
+			return next(c)
+		}
+		u, cred, err := s.tokenUser(c, token)
+		if err != nil {
+			return err
+		}
+		c.Set(userKey, u)
+		c.Set(credKey, cred)
+		return next(c)
+	}
+}
+
+// sessionMethods are the methods the proxy forwards.
+var sessionMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// sessionSlash sends /sessions/ID/SECRET to /sessions/ID/SECRET/.
+func sessionSlash(c echo.Context) error {
+	u := *c.Request().URL
+	u.Path += "/"
+	u.RawPath = ""
+	return c.Redirect(http.StatusSeeOther, u.RequestURI())
+}
+
+// sessionTypeNames are the session types as pages name them.
+var sessionTypeNames = map[string]string{
+	string(job.SessionJupyter): "Jupyter", string(job.SessionTerminal): "terminal", string(job.SessionWeb): "web app",
+}
+
+// sessionWorkload is a session's workload as the jobs table shows it.
+func sessionWorkload(typ string, command []string) string {
+	w := sessionTypeNames[typ] + " session"
+	if len(command) > 0 {
+		w += ": " + cmdline.Join(command)
+	}
+	return w
+}
+
+// sessionView is how the job page shows j's session to u; nil for a
+// batch job.
+func sessionView(u *models.User, j *models.Job) *templates.SessionView {
+	if !j.IsSession() {
+		return nil
+	}
+	v := &templates.SessionView{Type: sessionTypeNames[j.SessionType]}
+	switch {
+	case !canOpenSession(u, j):
+		v.Note = "Only " + j.User + " (and admins) may open it."
+	case j.State == job.Running:
+		v.URL = j.SessionPrefix()
+		v.Note = "Opens in a new tab, through the portal; its address is yours alone: do not share it."
+		if u.Name != j.User {
+			v.Note = "You open " + j.User + "'s session as an admin: it is recorded in the audit log."
+		}
+	case j.State.Final():
+		v.Note = "The session has ended."
+	default:
+		v.Note = "It can be opened once it runs."
+	}
+	return v
+}

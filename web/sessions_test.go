@@ -1,0 +1,143 @@
+package web
+
+import (
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+func TestSessionRequestCheck(t *testing.T) {
+	cases := []struct {
+		name    string
+		req     SubmitRequest
+		wantErr map[string]string // field -> part of its message
+	}{
+		{"jupyter with nothing else", SubmitRequest{Session: &SessionRequest{Type: "jupyter"}}, nil},
+		{"jupyter with its own program", SubmitRequest{Session: &SessionRequest{Type: "jupyter"}, Command: Command{"/opt/venv/bin/jupyter-lab"}}, nil},
+		{"terminal", SubmitRequest{Session: &SessionRequest{Type: "terminal"}}, nil},
+		{"web app on a named port", SubmitRequest{Session: &SessionRequest{Type: "web", Port: 6006}, Command: Command{"tensorboard", "--logdir", "runs"}}, nil},
+		{"web app on $PORT", SubmitRequest{Session: &SessionRequest{Type: "web"}, Command: Command{"sh", "-c", "serve --port $PORT"}}, nil},
+		{"unknown type", SubmitRequest{Session: &SessionRequest{Type: "vnc"}}, map[string]string{"session.type": "unknown session type"}},
+		{"empty type", SubmitRequest{Session: &SessionRequest{}}, map[string]string{"session.type": "want jupyter"}},
+		{"terminal with a command", SubmitRequest{Session: &SessionRequest{Type: "terminal"}, Command: Command{"bash"}}, map[string]string{"command": "leave command empty"}},
+		{"web app without a command", SubmitRequest{Session: &SessionRequest{Type: "web", Port: 8080}}, map[string]string{"command": "is required for a web session"}},
+		{"port for jupyter", SubmitRequest{Session: &SessionRequest{Type: "jupyter", Port: 8888}}, map[string]string{"session.port": "only for web sessions"}},
+		{"port out of range", SubmitRequest{Session: &SessionRequest{Type: "web", Port: 70000}, Command: Command{"x"}}, map[string]string{"session.port": "between 1 and 65535"}},
+		{"negative port", SubmitRequest{Session: &SessionRequest{Type: "web", Port: -1}, Command: Command{"x"}}, map[string]string{"session.port": "between 1 and 65535"}},
+		{"a simulated session", SubmitRequest{Session: &SessionRequest{Type: "jupyter"}, Sim: &api.SimSpec{DurationS: 5}}, map[string]string{"sim": "not a simulated job"}},
+		{"a command with a NUL", SubmitRequest{Session: &SessionRequest{Type: "web"}, Command: Command{"a\x00b"}}, map[string]string{"command": ""}},
+	}
+	u := &models.User{Name: "alice", Team: "vision", Role: models.RoleResearcher}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.req
+			r.Name, r.GPUs = "s", 1
+			j, fe := r.validate(u, []string{"vision"}, 0)
+			if len(c.wantErr) == 0 {
+				if len(fe) > 0 {
+					t.Fatalf("refused: %v", fe)
+				}
+				if !j.IsSession() || j.SessionType != r.Session.Type || j.SessionPort != r.Session.Port {
+					t.Errorf("job's session: %q port %d, want %q port %d", j.SessionType, j.SessionPort, r.Session.Type, r.Session.Port)
+				}
+				return
+			}
+			for field, part := range c.wantErr {
+				if msg, ok := fe[field]; !ok || !strings.Contains(msg, part) {
+					t.Errorf("%s: %q, want it to say %q (all: %v)", field, msg, part, fe)
+				}
+			}
+			if first := fe.first(); first == "" {
+				t.Error("first names no field")
+			}
+		})
+	}
+}
+
+func TestStripPortalCredentials(t *testing.T) {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer portal-token")
+	h.Set(csrfHeader, "csrf")
+	h.Add("Cookie", sessionCookie+"=s3cret; _xsrf=abc; "+csrfCookie+"=c")
+	h.Add("Cookie", "username-127-0-0-1-8888=u")
+	stripPortalCredentials(h)
+	if got := h.Get("Authorization"); got != "" {
+		t.Errorf("Authorization %q left", got)
+	}
+	if got := h.Get(csrfHeader); got != "" {
+		t.Errorf("%s %q left", csrfHeader, got)
+	}
+	if got, want := h.Values("Cookie"), []string{"_xsrf=abc; username-127-0-0-1-8888=u"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("cookies %q, want the session's own only: %q", got, want)
+	}
+	only := http.Header{"Cookie": {sessionCookie + "=s3cret"}}
+	stripPortalCredentials(only)
+	if _, ok := only["Cookie"]; ok {
+		t.Errorf("a Cookie header of the portal's cookie alone is left: %q", only.Values("Cookie"))
+	}
+}
+
+func TestDropPortalCookies(t *testing.T) {
+	h := http.Header{}
+	h.Add("Set-Cookie", sessionCookie+"=fixed; Path=/")
+	h.Add("Set-Cookie", "_xsrf=2|abc; Path=/sessions/1/x/")
+	h.Add("Set-Cookie", " "+strings.ToUpper(csrfCookie)+"=c; Path=/")
+	dropPortalCookies(h)
+	if got, want := h.Values("Set-Cookie"), []string{"_xsrf=2|abc; Path=/sessions/1/x/"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Set-Cookie %q, want %q", got, want)
+	}
+}
+
+func TestSessionSameOrigin(t *testing.T) {
+	cases := []struct {
+		name, method, origin string
+		websocket            bool
+		want                 bool
+	}{
+		{"a page", http.MethodGet, "", false, true},
+		{"a page linked from elsewhere", http.MethodGet, "https://evil.example", false, true},
+		{"a form of the portal", http.MethodPost, "https://portal.example", false, true},
+		{"a form of another site", http.MethodPost, "https://evil.example", false, false},
+		{"a script's POST without Origin", http.MethodPost, "", false, true},
+		{"the portal's websocket", http.MethodGet, "https://portal.example", true, true},
+		{"another site's websocket", http.MethodGet, "https://evil.example", true, false},
+		{"a bad Origin", http.MethodPut, "://", false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, _ := http.NewRequest(c.method, "https://portal.example/sessions/1/s/api", nil)
+			if c.origin != "" {
+				r.Header.Set("Origin", c.origin)
+			}
+			if c.websocket {
+				r.Header.Set("Upgrade", "websocket")
+			}
+			if got := sameOrigin(r); got != c.want {
+				t.Errorf("sameOrigin = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestSessionURLOnlyForWhoMayOpen(t *testing.T) {
+	j := &models.Job{ID: 7, User: "alice", Team: "vision", SessionType: "jupyter", SessionSecret: "s"}
+	for _, c := range []struct {
+		who  *models.User
+		want string
+	}{
+		{&models.User{Name: "alice", Team: "vision", Role: models.RoleResearcher}, "/sessions/7/s/"},
+		{&models.User{Name: "root", Role: models.RoleAdmin}, "/sessions/7/s/"},
+		{&models.User{Name: "lead", Team: "vision", Role: models.RoleLead}, ""},
+		{&models.User{Name: "bob", Team: "vision", Role: models.RoleResearcher}, ""},
+	} {
+		aj := api.Job{Session: &api.Session{Type: "jupyter"}}
+		withSessionURL(c.who, j, &aj)
+		if aj.Session.URL != c.want {
+			t.Errorf("%s sees URL %q, want %q", c.who.Name, aj.Session.URL, c.want)
+		}
+	}
+}
