@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -100,5 +104,61 @@ func TestHostMemory(t *testing.T) {
 	mem, err := hostMemMiB()
 	if err != nil || mem < 64 {
 		t.Errorf("host memory = %d MiB, %v", mem, err)
+	}
+}
+
+// TestAgentCheck: agent --check (the agent image's HEALTHCHECK) exits 0
+// when a server answers /readyz, and with an error naming each server
+// otherwise; it needs no token.
+func TestAgentCheck(t *testing.T) {
+	ready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	}))
+	defer ready.Close()
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+	}))
+	defer notReady.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close()
+
+	tests := []struct {
+		name    string
+		server  string
+		wantErr []string // empty: success
+	}{
+		{"a ready server", ready.URL, nil},
+		{"a trailing slash", ready.URL + "/", nil},
+		{"the second of two replicas", notReady.URL + "," + ready.URL, nil},
+		{"a server that is not ready", notReady.URL, []string{"503", "database unreachable"}},
+		{"no server listening", goneURL, []string{goneURL + "/readyz"}},
+		{"both fail", notReady.URL + "," + goneURL, []string{"503", goneURL}},
+		{"not a URL", "gpus.example.com", []string{"--server", "http://"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(agentTokenEnv, "")
+			var out strings.Builder
+			err := runAgent(context.Background(), []string{"--check", "--server", tc.server}, &out, io.Discard)
+			if len(tc.wantErr) == 0 {
+				if err != nil || !strings.Contains(out.String(), "is ready") {
+					t.Fatalf("agent --check = %v, printed %q; want success", err, out.String())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("agent --check succeeded against %s", tc.server)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("agent --check error %q does not name %q", err, w)
+				}
+			}
+		})
 	}
 }
