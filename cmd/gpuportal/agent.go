@@ -52,7 +52,7 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.server, "server", "", "the server's URL, such as https://gpus.example.com (required); the URLs of several replicas, comma-separated, to connect to whichever leads")
+	fs.StringVar(&f.server, "server", "", "the server's URL, such as https://gpus.example.com (required; default: $"+jobServerEnv+"); the URLs of several replicas, comma-separated, to connect to whichever leads")
 	fs.StringVar(&f.token, "token", "", "the server's agent token (serve --agent-token); default: $"+agentTokenEnv+", which other users cannot see")
 	fs.StringVar(&f.gpus, "gpus", "nvml", "GPUs: nvml (this machine's NVIDIA GPUs) or sim:NODESxGPUSxGB (simulated machines)")
 	fs.StringVar(&f.name, "name", host, "this machine's name; simulated machines are NAME-0, NAME-1, ... when there are several")
@@ -102,7 +102,10 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 		return f, err
 	}
 	if f.server == "" {
-		return f, errors.New("agent: --server is required")
+		f.server = os.Getenv(jobServerEnv)
+	}
+	if f.server == "" {
+		return f, fmt.Errorf("agent: --server is required (or $%s)", jobServerEnv)
 	}
 	if f.token == "" {
 		f.token = os.Getenv(agentTokenEnv)

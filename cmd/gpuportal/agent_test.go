@@ -23,6 +23,7 @@ func TestParseAgentFlags(t *testing.T) {
 		{"the flag wins", []string{"--server", "http://s", "--token", "flag"}, "from-env", "", func(f agentFlags) bool { return f.token == "flag" }},
 		{"no token", []string{"--server", "http://s"}, "", "no token", nil},
 		{"no server", []string{"--token", "t"}, "", "--server", nil},
+		{"check needs no token", []string{"--server", "http://s", "--check"}, "", "", func(f agentFlags) bool { return f.check && f.token == "" }},
 		{"a name that is a path", []string{"--server", "http://s", "--token", "t", "--name", "a/b"}, "", "--name", nil},
 		{"stray argument", []string{"--server", "http://s", "--token", "t", "extra"}, "", "unexpected", nil},
 		{"defaults", []string{"--server", "http://s", "--token", "t"}, "", "", func(f agentFlags) bool {
@@ -47,6 +48,7 @@ func TestParseAgentFlags(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(agentTokenEnv, tc.env)
+			t.Setenv(jobServerEnv, "")
 			f, err := parseAgentFlags(tc.args, io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -139,12 +141,19 @@ func TestAgentCheck(t *testing.T) {
 		{"no server listening", goneURL, []string{goneURL + "/readyz"}},
 		{"both fail", notReady.URL + "," + goneURL, []string{"503", goneURL}},
 		{"not a URL", "gpus.example.com", []string{"--server", "http://"}},
+		{"the server from the environment", "", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(agentTokenEnv, "")
+			args := []string{"--check", "--server", tc.server}
+			t.Setenv(jobServerEnv, "")
+			if tc.server == "" {
+				t.Setenv(jobServerEnv, ready.URL)
+				args = []string{"--check"}
+			}
 			var out strings.Builder
-			err := runAgent(context.Background(), []string{"--check", "--server", tc.server}, &out, io.Discard)
+			err := runAgent(context.Background(), args, &out, io.Discard)
 			if len(tc.wantErr) == 0 {
 				if err != nil || !strings.Contains(out.String(), "is ready") {
 					t.Fatalf("agent --check = %v, printed %q; want success", err, out.String())
