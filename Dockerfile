@@ -15,8 +15,9 @@
 #       --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) .
 #   docker build --target agent -t gpuportal-agent --build-arg VERSION=v1.2.0 ... .
 #
-# (buildah bud --target server ... and podman build work the same; no
-# BuildKit frontend is needed: this file has no "syntax" line on purpose.)
+# (podman build and buildah bud work the same, with --format docker:
+# their default OCI format drops HEALTHCHECK. No BuildKit frontend is
+# needed: this file has no "syntax" line on purpose.)
 #
 # What the build fetches, and nothing else: the base image debian:trixie-slim
 # (a registry-less site mirrors that one image into its own registry and
@@ -59,6 +60,12 @@ RUN CGO_ENABLED=1 go build -tags nvml -ldflags "-X github.com/gpuportal/gpuporta
 # jobs' cgroups, and runs container jobs with podman as their owners. The
 # jobs themselves never run as root (refused unless --allow-root-owner).
 FROM ${BASE} AS agent
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates podman crun uidmap fuse-overlayfs \
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /var/lib/gpuportal-agent
+# Build arguments after the packages, so that a new version or build
+# time does not install them again.
 ARG VERSION=dev
 ARG REVISION=
 ARG CREATED=
@@ -68,10 +75,6 @@ LABEL org.opencontainers.image.title="gpuportal-agent" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}"
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates podman crun uidmap fuse-overlayfs \
- && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /var/lib/gpuportal-agent
 COPY --from=build /out/gpuportal /usr/local/bin/gpuportal
 USER root
 WORKDIR /var/lib/gpuportal-agent
@@ -86,6 +89,15 @@ CMD ["agent", "--run-as", "owner", "--work-dir", "/var/lib/gpuportal-agent"]
 
 # The server (the default target: last).
 FROM ${BASE} AS server
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 gpuportal \
+ && useradd --system --uid 10001 --gid gpuportal --home-dir /data --no-create-home --shell /usr/sbin/nologin gpuportal \
+ && mkdir /data \
+ && chown gpuportal:gpuportal /data
+# Build arguments after the packages, so that a new version or build
+# time does not install them again.
 ARG VERSION=dev
 ARG REVISION=
 ARG CREATED=
@@ -95,13 +107,6 @@ LABEL org.opencontainers.image.title="gpuportal-server" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}"
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
- && groupadd --system --gid 10001 gpuportal \
- && useradd --system --uid 10001 --gid gpuportal --home-dir /data --no-create-home --shell /usr/sbin/nologin gpuportal \
- && mkdir /data \
- && chown gpuportal:gpuportal /data
 COPY --from=build /out/gpuportal /usr/local/bin/gpuportal
 USER 10001:10001
 WORKDIR /data
