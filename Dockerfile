@@ -1,36 +1,94 @@
-# syntax=docker/dockerfile:1
 #
-# gpuportal in one image: the portal, API and scheduler ("serve", the
-# default), and the same binary for node agents ("agent") and admin
-# commands ("admin"). See docs/operations.md.
+# gpuportal's two images, from one base image and this one file:
 #
-#   docker build -t gpuportal .
-#   docker run -p 8080:8080 -v gpuportal-data:/data gpuportal
+#   server (the default target): the portal, API and scheduler
+#       ("gpuportal serve"), as the unprivileged user gpuportal (UID 10001);
+#   agent: "gpuportal agent" for a GPU machine, as root, with podman for
+#       container jobs (root: see below).
 #
-# The binary is built with cgo and the nvml build tag, so that
-# "gpuportal agent --gpus nvml" reads NVIDIA GPUs. NVML itself
-# (libnvidia-ml.so.1) comes from the host's driver at run time: run an
-# agent with "docker run --gpus all" and the NVIDIA Container Toolkit.
+# Both hold the same binary, built here with cgo and the nvml tag so that
+# "gpuportal agent --gpus nvml" reads NVIDIA GPUs; NVML itself
+# (libnvidia-ml.so.1) comes from the host's driver at run time.
 #
-# Version stamp: .dockerignore leaves .git out of the build context, so
-# the image knows its commit only where the go build line names it, as
-# "gpuportal --version" and GET /api/v1/version then show. A release adds
-# one word to that line (no shell syntax there), such as
-#   -ldflags=-X=github.com/gpuportal/gpuportal/core/buildinfo.version=v1.2.0
-# (buildinfo.revision and buildinfo.commitTime may be set so too).
+#   docker build --target server -t gpuportal-server \
+#       --build-arg VERSION=v1.2.0 --build-arg REVISION=$(git rev-parse HEAD) \
+#       --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+#   docker build --target agent -t gpuportal-agent --build-arg VERSION=v1.2.0 ... .
 #
-# No Docker engine runs in CI: cmd/gpuportal/dockerfile_test.go runs the
-# "go build" line below with the same environment and flags, and checks the
-# rest of this file. Keep that line one plain command.
+# (podman build and buildah bud work the same, with --format docker:
+# their default OCI format drops HEALTHCHECK. No BuildKit frontend is
+# needed: this file has no "syntax" line on purpose.)
+#
+# What the build fetches, and nothing else: the base image debian:trixie-slim
+# (a registry-less site mirrors that one image into its own registry and
+# builds with --build-arg BASE=registry.example.com/debian:trixie-slim),
+# Debian packages (from the base image's apt sources, or a Debian mirror),
+# and Go modules and the Go toolchain from the Go module proxy ($GOPROXY,
+# or a proxy such as Athens mirroring it: --build-arg GOPROXY=...).
+# Debian's golang-go is older than go.mod asks for; GOTOOLCHAIN makes it
+# fetch the Go release below as the module golang.org/toolchain from the
+# same proxy. See docs/operations.md, "The images".
+#
+# Version stamp: VERSION (and REVISION, the commit) go into the binary with
+# -ldflags -X, so that "gpuportal --version", GET /api/v1/version and
+# gpuportal_build_info say them, and into the OCI labels, with CREATED.
+#
+# No container engine runs in CI: cmd/gpuportal/dockerfile_test.go runs
+# the "go build" line below with the same environment, flags and default
+# build arguments, checks the stamp, and checks the rest of this file.
+# Keep that line one command: words, "double quotes" and ${ARG}s only.
 
-FROM golang:1.26-trixie AS build
+ARG BASE=debian:trixie-slim
+
+FROM ${BASE} AS build
+ARG GOPROXY=https://proxy.golang.org,direct
+ARG GOTOOLCHAIN=go1.26.8
+ENV GOPROXY=${GOPROXY} GOTOOLCHAIN=${GOTOOLCHAIN} GOFLAGS=-buildvcs=false
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends golang-go gcc libc6-dev ca-certificates git \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN go mod download
+RUN go mod download && go version
 COPY . .
-RUN CGO_ENABLED=1 go build -tags nvml -o /out/gpuportal ./cmd/gpuportal
+ARG VERSION=dev
+ARG REVISION=
+RUN CGO_ENABLED=1 go build -tags nvml -ldflags "-X github.com/gpuportal/gpuportal/core/buildinfo.version=${VERSION} -X github.com/gpuportal/gpuportal/core/buildinfo.revision=${REVISION}" -o /out/gpuportal ./cmd/gpuportal
 
-FROM debian:trixie-slim
+# The agent: root, because it starts each job as its owner's Unix account
+# (--run-as owner: setuid/setgid to the owner, who may not be root), writes
+# jobs' cgroups, and runs container jobs with podman as their owners. The
+# jobs themselves never run as root (refused unless --allow-root-owner).
+FROM ${BASE} AS agent
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates podman crun uidmap fuse-overlayfs \
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /var/lib/gpuportal-agent
+# Build arguments after the packages, so that a new version or build
+# time does not install them again.
+ARG VERSION=dev
+ARG REVISION=
+ARG CREATED=
+LABEL org.opencontainers.image.title="gpuportal-agent" \
+      org.opencontainers.image.description="gpuportal node agent: runs jobs on a GPU machine" \
+      org.opencontainers.image.source="https://github.com/gpuportal/gpuportal" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}"
+COPY --from=build /out/gpuportal /usr/local/bin/gpuportal
+USER root
+WORKDIR /var/lib/gpuportal-agent
+# Jobs' work folders, output and checkpoints; keep them across restarts.
+VOLUME /var/lib/gpuportal-agent
+# The server comes from $GPUPORTAL_SERVER (or --server), the token from
+# $GPUPORTAL_AGENT_TOKEN. Healthy: a server answers /readyz.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=10s --retries=3 \
+    CMD ["gpuportal", "agent", "--check"]
+ENTRYPOINT ["gpuportal"]
+CMD ["agent", "--run-as", "owner", "--container-runtime", "podman", "--work-dir", "/var/lib/gpuportal-agent"]
+
+# The server (the default target: last).
+FROM ${BASE} AS server
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
@@ -38,6 +96,17 @@ RUN apt-get update \
  && useradd --system --uid 10001 --gid gpuportal --home-dir /data --no-create-home --shell /usr/sbin/nologin gpuportal \
  && mkdir /data \
  && chown gpuportal:gpuportal /data
+# Build arguments after the packages, so that a new version or build
+# time does not install them again.
+ARG VERSION=dev
+ARG REVISION=
+ARG CREATED=
+LABEL org.opencontainers.image.title="gpuportal-server" \
+      org.opencontainers.image.description="gpuportal: GPU cluster manager, portal, API and scheduler" \
+      org.opencontainers.image.source="https://github.com/gpuportal/gpuportal" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}"
 COPY --from=build /out/gpuportal /usr/local/bin/gpuportal
 USER 10001:10001
 WORKDIR /data
@@ -45,5 +114,9 @@ WORKDIR /data
 # jobs run by remote agents.
 VOLUME /data
 EXPOSE 8080
+# Healthy: the server answers its own /readyz (the probe agent --check
+# makes; it needs no token).
+HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
+    CMD ["gpuportal", "agent", "--check", "--server", "http://127.0.0.1:8080"]
 ENTRYPOINT ["gpuportal"]
 CMD ["serve", "--addr", "0.0.0.0:8080", "--data", "/data"]

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,6 +41,7 @@ type agentFlags struct {
 	logLevel            string
 	gate                gateFlags
 	monitorOnly         bool
+	check               bool
 	cgroups             bool
 	simFaults           []gpu.SimFault
 	passEnv             []string
@@ -50,7 +53,7 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.server, "server", "", "the server's URL, such as https://gpus.example.com (required); the URLs of several replicas, comma-separated, to connect to whichever leads")
+	fs.StringVar(&f.server, "server", "", "the server's URL, such as https://gpus.example.com (required; default: $"+jobServerEnv+"); the URLs of several replicas, comma-separated, to connect to whichever leads")
 	fs.StringVar(&f.token, "token", "", "the server's agent token (serve --agent-token); default: $"+agentTokenEnv+", which other users cannot see")
 	fs.StringVar(&f.gpus, "gpus", "nvml", "GPUs: nvml (this machine's NVIDIA GPUs) or sim:NODESxGPUSxGB (simulated machines)")
 	fs.StringVar(&f.name, "name", host, "this machine's name; simulated machines are NAME-0, NAME-1, ... when there are several")
@@ -66,6 +69,7 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	fs.BoolVar(&f.cgroups, "cgroups", true, "enforce jobs' CPU and memory allocations with cgroups where they are writable, and profile jobs' CPU sensitivity (docs/synergy.md)")
 	fs.BoolVar(&f.monitorOnly, "monitor-only", false, "only watch this machine's GPUs and stream their samples, starting no jobs: for Slurm nodes under serve --executor slurm (docs/slurm.md)")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run jobs that name a container image with this runtime: podman (the reference) or docker, or a path to one; empty: such jobs are refused (docs/agents.md, Container jobs)")
+	fs.BoolVar(&f.check, "check", false, "only check that a server at --server answers GET /readyz, and exit: 0 when one does, 1 when none does (the agent image's HEALTHCHECK); needs no token")
 	passEnv := fs.String("pass-env", "", "variables of this agent's environment that jobs get besides the minimal one (PATH, HOME, USER, LANG, LC_*, TZ, ...), comma-separated, such as LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME; nothing else of the agent's environment reaches a job")
 	simFaults := fs.String("sim-fault", "", "with --gpus sim:...: GPU failures to inject, GPU:xidN[@AFTER] or GPU:ecc[@AFTER], comma-separated (0:xid79@2s: GPU 0 reports XID 79 two seconds after a job first starts on it)")
 	if err := fs.Parse(args); err != nil {
@@ -100,12 +104,15 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 		return f, err
 	}
 	if f.server == "" {
-		return f, errors.New("agent: --server is required")
+		f.server = os.Getenv(jobServerEnv)
+	}
+	if f.server == "" {
+		return f, fmt.Errorf("agent: --server is required (or $%s)", jobServerEnv)
 	}
 	if f.token == "" {
 		f.token = os.Getenv(agentTokenEnv)
 	}
-	if f.token == "" {
+	if f.token == "" && !f.check {
 		return f, fmt.Errorf("agent: no token: set $%s or pass --token", agentTokenEnv)
 	}
 	if err := wire.CheckNodeName(f.name); err != nil {
@@ -229,6 +236,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if f.check {
+		return checkAgentServers(ctx, f.server, tlsCfg, stdout)
+	}
 	if f.runAs == "" && os.Geteuid() == 0 && !f.monitorOnly {
 		log.Warn("the agent runs as root without --run-as: command jobs will be refused (pass --run-as owner to run each job as its owner's Unix account, --run-as USER for one account, or --run-as root)")
 	}
@@ -345,4 +355,59 @@ func parsePassEnv(list string) ([]string, error) {
 		return nil, fmt.Errorf("--pass-env: %w", err)
 	}
 	return names, nil
+}
+
+// agentCheckTimeout bounds each server's answer to agent --check, below
+// the image's HEALTHCHECK timeout.
+const agentCheckTimeout = 5 * time.Second
+
+// checkAgentServers is agent --check: it asks each server of --server
+// (comma-separated) for GET /readyz and succeeds at the first that answers
+// 200; otherwise it returns every server's failure.
+func checkAgentServers(ctx context.Context, servers string, tlsCfg *tls.Config, stdout io.Writer) error {
+	client := &http.Client{
+		Timeout:   agentCheckTimeout,
+		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsCfg},
+	}
+	defer client.CloseIdleConnections()
+	var errs []error
+	for _, s := range strings.Split(servers, ",") {
+		s = strings.TrimRight(strings.TrimSpace(s), "/")
+		if s == "" {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--server %q: want an http:// or https:// URL", s))
+			continue
+		}
+		if err := checkReady(ctx, client, s+"/readyz"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "gpuportal agent: %s is ready\n", s)
+		return nil
+	}
+	if len(errs) == 0 {
+		return errors.New("agent --check: --server names no server")
+	}
+	return fmt.Errorf("agent --check: no server is ready: %w", errors.Join(errs...))
+}
+
+// checkReady GETs a readiness URL and wants 200.
+func checkReady(ctx context.Context, client *http.Client, readyURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", readyURL, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", readyURL, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", readyURL, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
 }

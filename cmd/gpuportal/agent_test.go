@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -19,6 +23,7 @@ func TestParseAgentFlags(t *testing.T) {
 		{"the flag wins", []string{"--server", "http://s", "--token", "flag"}, "from-env", "", func(f agentFlags) bool { return f.token == "flag" }},
 		{"no token", []string{"--server", "http://s"}, "", "no token", nil},
 		{"no server", []string{"--token", "t"}, "", "--server", nil},
+		{"check needs no token", []string{"--server", "http://s", "--check"}, "", "", func(f agentFlags) bool { return f.check && f.token == "" }},
 		{"a name that is a path", []string{"--server", "http://s", "--token", "t", "--name", "a/b"}, "", "--name", nil},
 		{"stray argument", []string{"--server", "http://s", "--token", "t", "extra"}, "", "unexpected", nil},
 		{"defaults", []string{"--server", "http://s", "--token", "t"}, "", "", func(f agentFlags) bool {
@@ -43,6 +48,7 @@ func TestParseAgentFlags(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(agentTokenEnv, tc.env)
+			t.Setenv(jobServerEnv, "")
 			f, err := parseAgentFlags(tc.args, io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -100,5 +106,68 @@ func TestHostMemory(t *testing.T) {
 	mem, err := hostMemMiB()
 	if err != nil || mem < 64 {
 		t.Errorf("host memory = %d MiB, %v", mem, err)
+	}
+}
+
+// TestAgentCheck: agent --check (the agent image's HEALTHCHECK) exits 0
+// when a server answers /readyz, and with an error naming each server
+// otherwise; it needs no token.
+func TestAgentCheck(t *testing.T) {
+	ready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	}))
+	defer ready.Close()
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+	}))
+	defer notReady.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close()
+
+	tests := []struct {
+		name    string
+		server  string
+		wantErr []string // empty: success
+	}{
+		{"a ready server", ready.URL, nil},
+		{"a trailing slash", ready.URL + "/", nil},
+		{"the second of two replicas", notReady.URL + "," + ready.URL, nil},
+		{"a server that is not ready", notReady.URL, []string{"503", "database unreachable"}},
+		{"no server listening", goneURL, []string{goneURL + "/readyz"}},
+		{"both fail", notReady.URL + "," + goneURL, []string{"503", goneURL}},
+		{"not a URL", "gpus.example.com", []string{"--server", "http://"}},
+		{"the server from the environment", "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(agentTokenEnv, "")
+			args := []string{"--check", "--server", tc.server}
+			t.Setenv(jobServerEnv, "")
+			if tc.server == "" {
+				t.Setenv(jobServerEnv, ready.URL)
+				args = []string{"--check"}
+			}
+			var out strings.Builder
+			err := runAgent(context.Background(), args, &out, io.Discard)
+			if len(tc.wantErr) == 0 {
+				if err != nil || !strings.Contains(out.String(), "is ready") {
+					t.Fatalf("agent --check = %v, printed %q; want success", err, out.String())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("agent --check succeeded against %s", tc.server)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("agent --check error %q does not name %q", err, w)
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,10 @@ import (
 	"context"
 	"debug/buildinfo"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +17,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // dockerStep is one instruction of a Dockerfile.
@@ -22,22 +27,37 @@ type dockerStep struct {
 	args string
 }
 
+// dockerfile is a Dockerfile's instructions: the ARGs before the first
+// FROM, and the stages, each from its FROM.
+type dockerfile struct {
+	globalArgs []dockerStep
+	stages     [][]dockerStep
+}
+
 // readDockerfile reads the instructions of a Dockerfile by stage, joining
-// continued lines and leaving comments out.
-func readDockerfile(t *testing.T, path string) [][]dockerStep {
+// continued lines and leaving comments out. It fails on a parser
+// directive "# syntax=", which makes BuildKit fetch a frontend image from
+// a registry.
+func readDockerfile(t *testing.T, path string) dockerfile {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var stages [][]dockerStep
+	var df dockerfile
 	var cur strings.Builder
 	start := 0
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "#") || (line == "" && cur.Len() == 0) {
+		if c, ok := strings.CutPrefix(line, "#"); ok {
+			if k, _, ok := strings.Cut(c, "="); ok && strings.EqualFold(strings.TrimSpace(k), "syntax") {
+				t.Errorf("%s:%d: %s: a BuildKit frontend comes from a registry; build with the engine's own parser", path, n, line)
+			}
+			continue
+		}
+		if line == "" && cur.Len() == 0 {
 			continue
 		}
 		if cur.Len() == 0 {
@@ -51,32 +71,117 @@ func readDockerfile(t *testing.T, path string) [][]dockerStep {
 		cmd, args, _ := strings.Cut(cur.String(), " ")
 		cur.Reset()
 		step := dockerStep{line: start, cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)}
-		if step.cmd == "FROM" {
-			stages = append(stages, nil)
-		}
-		if len(stages) == 0 {
+		switch {
+		case step.cmd == "FROM":
+			df.stages = append(df.stages, nil)
+		case len(df.stages) == 0 && step.cmd == "ARG":
+			df.globalArgs = append(df.globalArgs, step)
+			continue
+		case len(df.stages) == 0:
 			t.Fatalf("%s:%d: %s before the first FROM", path, start, step.cmd)
 		}
-		stages[len(stages)-1] = append(stages[len(stages)-1], step)
+		df.stages[len(df.stages)-1] = append(df.stages[len(df.stages)-1], step)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return stages
+	return df
+}
+
+// stage returns the stage named by FROM ... AS name.
+func (df dockerfile) stage(t *testing.T, name string) []dockerStep {
+	t.Helper()
+	for _, st := range df.stages {
+		f := strings.Fields(st[0].args)
+		if len(f) == 3 && strings.EqualFold(f[1], "AS") && f[2] == name {
+			return st
+		}
+	}
+	t.Fatalf("Dockerfile has no stage %q", name)
+	return nil
+}
+
+// argDefaults returns the default values of the ARGs of steps.
+func argDefaults(steps []dockerStep) map[string]string {
+	m := map[string]string{}
+	for _, s := range steps {
+		if s.cmd == "ARG" {
+			k, v, _ := strings.Cut(s.args, "=")
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// shellWords splits a line into words as a shell does for words, "double
+// quotes" and ${NAME} or $NAME (from vars; unset is empty), and fails on
+// anything else a shell would treat specially.
+func shellWords(line string, vars map[string]string) ([]string, error) {
+	if i := strings.IndexAny(line, "&|;`'<>()\\"); i >= 0 {
+		return nil, fmt.Errorf("%q at %d: keep it words, double quotes and ${ARG}s", line[i], i)
+	}
+	var words []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '"':
+			quoted, inWord = !quoted, true
+		case c == '$':
+			rest := line[i+1:]
+			var name string
+			if r, ok := strings.CutPrefix(rest, "{"); ok {
+				end := strings.IndexByte(r, '}')
+				if end < 0 {
+					return nil, fmt.Errorf("unclosed ${ at %d", i)
+				}
+				name, i = r[:end], i+2+end
+			} else {
+				end := strings.IndexFunc(rest, func(r rune) bool { return r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+				if end < 0 {
+					end = len(rest)
+				}
+				name, i = rest[:end], i+end
+			}
+			if name == "" {
+				return nil, fmt.Errorf("a $ with no name at %d", i)
+			}
+			w.WriteString(vars[name])
+			inWord = true
+		case (c == ' ' || c == '\t') && !quoted:
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if quoted {
+		return nil, errors.New("unclosed double quote")
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words, nil
 }
 
 // goBuildLine finds the stage's "RUN [VAR=value...] go build ..." and
-// returns its environment and the arguments after "build".
-func goBuildLine(t *testing.T, stage []dockerStep) (env, args []string) {
+// returns its environment and the arguments after "build", with ${ARG}s
+// replaced from vars.
+func goBuildLine(t *testing.T, stage []dockerStep, vars map[string]string) (env, args []string, raw string) {
 	t.Helper()
 	for _, s := range stage {
 		if s.cmd != "RUN" || !strings.Contains(s.args, "go build") {
 			continue
 		}
-		if strings.ContainsAny(s.args, "&|;$`'\"<>()") {
-			t.Fatalf("Dockerfile:%d: keep the go build step one plain command (no shell syntax), so that this test can run it: %s", s.line, s.args)
+		words, err := shellWords(s.args, vars)
+		if err != nil {
+			t.Fatalf("Dockerfile:%d: keep the go build step one plain command, so that this test can run it: %v", s.line, err)
 		}
-		words := strings.Fields(s.args)
 		i := 0
 		for ; i < len(words) && strings.Contains(words[i], "="); i++ {
 			env = append(env, words[i])
@@ -84,10 +189,33 @@ func goBuildLine(t *testing.T, stage []dockerStep) (env, args []string) {
 		if len(words) < i+2 || words[i] != "go" || words[i+1] != "build" {
 			t.Fatalf("Dockerfile:%d: want RUN [VAR=value...] go build ..., got %s", s.line, s.args)
 		}
-		return env, words[i+2:]
+		return env, words[i+2:], s.args
 	}
 	t.Fatal("Dockerfile: the build stage has no RUN ... go build")
-	return nil, nil
+	return nil, nil, ""
+}
+
+// labels reads the stage's LABEL key="value" pairs, ${ARG}s unreplaced.
+func labels(t *testing.T, stage []dockerStep) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, s := range stage {
+		if s.cmd != "LABEL" {
+			continue
+		}
+		words, err := shellWords(strings.ReplaceAll(s.args, "$", "\x00"), nil)
+		if err != nil {
+			t.Fatalf("Dockerfile:%d: LABEL %s: %v", s.line, s.args, err)
+		}
+		for _, w := range words {
+			k, v, ok := strings.Cut(w, "=")
+			if !ok {
+				t.Fatalf("Dockerfile:%d: LABEL %s: want key=value pairs", s.line, s.args)
+			}
+			m[k] = strings.ReplaceAll(v, "\x00", "$")
+		}
+	}
+	return m
 }
 
 // flagValue returns the value of -name or --name in args, as "-name v" or
@@ -125,27 +253,44 @@ func goVersionAtLeast(have, want string) bool {
 	return true
 }
 
-// TestDockerfile checks the Dockerfile where no Docker engine runs: it
-// runs the build stage's go build with the same environment and flags
-// (cgo and the nvml tag: code that only compiles there breaks here
-// first), and checks the image's other promises: a Go no older than
-// go.mod's, a non-root user, serve by default on the data volume.
+// Stamps the test builds with, standing in for --build-arg.
+const (
+	dockerTestVersion  = "v9.8.7-dockerfile-test"
+	dockerTestRevision = "0123456789abcdef0123456789abcdef01234567"
+)
+
+// TestDockerfile checks the Dockerfile where no container engine runs:
+// one base image for every stage (no golang image, no BuildKit frontend
+// from a registry), a Go toolchain from Debian and the Go proxy no older
+// than go.mod's; it runs the build stage's go build with the same
+// environment, flags and build arguments (cgo and the nvml tag: code that
+// only compiles there breaks here first) and checks the version stamp in
+// the binary; then each image's promises: OCI labels, a HEALTHCHECK that
+// the built binary passes against a ready server and fails against one
+// that is not, the server as a non-root user serving the data volume, and
+// the agent as root with podman.
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join("..", "..")
-	stages := readDockerfile(t, filepath.Join(root, "Dockerfile"))
-	if len(stages) < 2 {
-		t.Fatalf("Dockerfile has %d stages; want a build stage and a smaller run stage", len(stages))
+	df := readDockerfile(t, filepath.Join(root, "Dockerfile"))
+	global := argDefaults(df.globalArgs)
+	build, agentStage, server := df.stage(t, "build"), df.stage(t, "agent"), df.stage(t, "server")
+	if last := df.stages[len(df.stages)-1]; last[0].line != server[0].line {
+		t.Errorf("Dockerfile: the last stage (the default target) is at line %d; want the server", last[0].line)
 	}
-	build, final := stages[0], stages[len(stages)-1]
 
-	// The builder's Go is no older than go.mod asks for.
-	image := strings.Fields(build[0].args)[0]
-	tag, ok := strings.CutPrefix(image, "golang:")
-	if !ok {
-		t.Fatalf("Dockerfile:%d: build stage FROM %s; want a golang image", build[0].line, image)
+	// One base image, from a build argument (a site mirrors it and names
+	// its copy), and a Debian one: Go comes from Debian and the Go proxy.
+	base := global["BASE"]
+	if !strings.HasPrefix(base, "debian:") {
+		t.Errorf("Dockerfile: ARG BASE=%q; want a debian: image", base)
 	}
-	imageGo, _, _ := strings.Cut(tag, "-")
+	for _, st := range df.stages {
+		if image := strings.Fields(st[0].args)[0]; image != "${BASE}" {
+			t.Errorf("Dockerfile:%d: FROM %s; want FROM ${BASE} (one base image to mirror)", st[0].line, image)
+		}
+	}
+	buildArgs := argDefaults(build)
 	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
@@ -156,23 +301,27 @@ func TestDockerfile(t *testing.T) {
 			modGo = strings.TrimSpace(v)
 		}
 	}
-	// golang:1.26 is the newest 1.26.x, which satisfies go 1.26.N: compare
-	// language versions.
-	modLang := modGo
-	if parts := strings.Split(modGo, "."); len(parts) > 2 {
-		modLang = strings.Join(parts[:2], ".")
+	toolchain, ok := strings.CutPrefix(buildArgs["GOTOOLCHAIN"], "go")
+	if !ok || !goVersionAtLeast(toolchain, modGo) {
+		t.Errorf("Dockerfile builds with GOTOOLCHAIN=%q; want go%s or newer, as go.mod asks", buildArgs["GOTOOLCHAIN"], modGo)
 	}
-	if !goVersionAtLeast(imageGo, modLang) {
-		t.Errorf("Dockerfile builds with Go %s; go.mod needs go %s", imageGo, modGo)
+	if !stageRuns(build, "apt-get install", "golang-go", "gcc") {
+		t.Error("Dockerfile: the build stage does not install golang-go and gcc (cgo) from Debian")
 	}
 
-	env, args := goBuildLine(t, build)
+	vars := map[string]string{"VERSION": dockerTestVersion, "REVISION": dockerTestRevision}
+	env, args, raw := goBuildLine(t, build, vars)
 	if !slices.Contains(env, "CGO_ENABLED=1") {
 		t.Errorf("Dockerfile go build runs with %v; want CGO_ENABLED=1 (NVML needs cgo)", env)
 	}
 	tags, _ := flagValue(args, "tags")
 	if !slices.Contains(strings.Split(tags, ","), "nvml") {
 		t.Errorf("Dockerfile go build has -tags %q; want nvml", tags)
+	}
+	for _, stamp := range []string{"buildinfo.version=${VERSION}", "buildinfo.revision=${REVISION}"} {
+		if !strings.Contains(raw, "-X github.com/gpuportal/gpuportal/core/"+stamp) {
+			t.Errorf("Dockerfile go build does not stamp -X github.com/gpuportal/gpuportal/core/%s: %s", stamp, raw)
+		}
 	}
 	if _, i := flagValue(args, "o"); i < 0 || strings.HasPrefix(args[i], "-o=") || strings.HasPrefix(args[i], "--o=") {
 		t.Fatalf("Dockerfile go build: want -o PATH (as separate words), got %v", args)
@@ -206,11 +355,164 @@ func TestDockerfile(t *testing.T) {
 	if settings["CGO_ENABLED"] != "1" || !slices.Contains(strings.Split(settings["-tags"], ","), "nvml") {
 		t.Errorf("built binary has CGO_ENABLED=%q -tags=%q; want 1 and nvml", settings["CGO_ENABLED"], settings["-tags"])
 	}
+	// The stamp: what --version (and so /api/v1/version) says.
+	if msg, err := exec.CommandContext(ctx, out, "--version").CombinedOutput(); err != nil ||
+		!strings.Contains(string(msg), dockerTestVersion) || !strings.Contains(string(msg), dockerTestRevision[:12]) {
+		t.Errorf("built binary --version = %q, %v; want version %s and commit %s", msg, err, dockerTestVersion, dockerTestRevision[:12])
+	}
 
-	// The run stage: not root, serve by default, data on the volume.
-	var user, volume, expose string
+	// Both images: OCI labels from the build arguments, declared in the
+	// stage (a global ARG is empty inside a stage that does not repeat it).
+	for _, img := range []struct {
+		name  string
+		stage []dockerStep
+	}{{"gpuportal-server", server}, {"gpuportal-agent", agentStage}} {
+		l := labels(t, img.stage)
+		stageArgs := argDefaults(img.stage)
+		want := map[string]string{
+			"org.opencontainers.image.title":    img.name,
+			"org.opencontainers.image.source":   "https://github.com/gpuportal/gpuportal",
+			"org.opencontainers.image.version":  "${VERSION}",
+			"org.opencontainers.image.revision": "${REVISION}",
+			"org.opencontainers.image.created":  "${CREATED}",
+		}
+		for k, v := range want {
+			if l[k] != v {
+				t.Errorf("Dockerfile stage %s: LABEL %s=%q; want %q", img.name, k, l[k], v)
+			}
+			if arg, ok := strings.CutPrefix(v, "${"); ok {
+				if _, declared := stageArgs[strings.TrimSuffix(arg, "}")]; !declared {
+					t.Errorf("Dockerfile stage %s: label %s uses %s, which the stage does not declare (ARG)", img.name, k, v)
+				}
+			}
+		}
+	}
+
+	// The HEALTHCHECKs run the image's own binary: passes against a ready
+	// server, fails against one that is not.
+	ready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	}))
+	defer ready.Close()
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+	}))
+	defer notReady.Close()
+	checkHealth := func(name string, stage []dockerStep, wantServer string) {
+		argv := healthcheck(t, stage)
+		if len(argv) < 3 || argv[0] != "gpuportal" || argv[1] != "agent" || argv[2] != "--check" {
+			t.Errorf("Dockerfile stage %s: HEALTHCHECK %q; want gpuportal agent --check ...", name, argv)
+			return
+		}
+		srv, i := flagValue(argv, "server")
+		if srv != wantServer {
+			t.Errorf("Dockerfile stage %s: HEALTHCHECK asks --server %q; want %q", name, srv, wantServer)
+		}
+		for _, tc := range []struct {
+			url    string
+			wantOK bool
+		}{{ready.URL, true}, {notReady.URL, false}} {
+			run := slices.Clone(argv[1:])
+			cmd := exec.CommandContext(ctx, out)
+			cmd.Env = append(os.Environ(), jobServerEnv+"=", agentTokenEnv+"=")
+			if i >= 0 {
+				run[i-1] = tc.url
+			} else {
+				cmd.Env = append(cmd.Env, jobServerEnv+"="+tc.url)
+			}
+			cmd.Args = append([]string{out}, run...)
+			msg, err := cmd.CombinedOutput()
+			if (err == nil) != tc.wantOK {
+				t.Errorf("Dockerfile stage %s: HEALTHCHECK against a server that is ready=%v: err = %v\n%s", name, tc.wantOK, err, msg)
+			}
+		}
+	}
+
+	// The server: not root, serve by default, data on the volume, healthy
+	// when it answers its own /readyz.
+	user, volume, expose, argv := runStage(t, server)
+	if name, _, _ := strings.Cut(user, ":"); name == "" || name == "root" || name == "0" {
+		t.Errorf("Dockerfile server runs as user %q; want a user other than root", user)
+	}
+	if len(argv) < 2 || argv[0] != "gpuportal" || argv[1] != "serve" {
+		t.Errorf("Dockerfile server runs %q by default; want gpuportal serve", argv)
+	}
+	if data, _ := flagValue(argv, "data"); volume == "" || data != volume {
+		t.Errorf("Dockerfile: VOLUME %q, serve --data %q; want the data folder on the volume", volume, data)
+	}
+	if addr, _ := flagValue(argv, "addr"); !strings.HasSuffix(addr, ":"+expose) || strings.HasPrefix(addr, "127.") {
+		t.Errorf("Dockerfile: serve --addr %q, EXPOSE %q; want it to listen on the exposed port on every interface", addr, expose)
+	}
+	checkHealth("server", server, "http://127.0.0.1:"+expose)
+
+	// The agent: root (it runs each job as its owner), podman for
+	// container jobs, jobs as their owners, healthy when a server at
+	// $GPUPORTAL_SERVER answers.
+	user, volume, _, argv = runStage(t, agentStage)
+	if user != "root" {
+		t.Errorf("Dockerfile agent runs as user %q; want root, said explicitly (it switches to each job's owner)", user)
+	}
+	if len(argv) < 2 || argv[0] != "gpuportal" || argv[1] != "agent" {
+		t.Errorf("Dockerfile agent runs %q by default; want gpuportal agent", argv)
+	}
+	if runAs, _ := flagValue(argv, "run-as"); runAs != "owner" {
+		t.Errorf("Dockerfile agent runs jobs --run-as %q; want owner (jobs never run as root)", runAs)
+	}
+	if work, _ := flagValue(argv, "work-dir"); volume == "" || work != volume {
+		t.Errorf("Dockerfile: agent VOLUME %q, --work-dir %q; want jobs' folders on the volume", volume, work)
+	}
+	if !stageRuns(agentStage, "apt-get install", "podman") {
+		t.Error("Dockerfile: the agent stage does not install podman (container jobs)")
+	}
+	checkHealth("agent", agentStage, "")
+}
+
+// stageRuns reports whether one RUN of the stage holds every word given.
+func stageRuns(stage []dockerStep, words ...string) bool {
+	for _, s := range stage {
+		if s.cmd != "RUN" {
+			continue
+		}
+		all := true
+		for _, w := range words {
+			all = all && strings.Contains(s.args, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// healthcheck returns the argv of the stage's HEALTHCHECK ... CMD [...].
+func healthcheck(t *testing.T, stage []dockerStep) []string {
+	t.Helper()
+	for _, s := range stage {
+		if s.cmd != "HEALTHCHECK" {
+			continue
+		}
+		_, js, ok := strings.Cut(s.args, "CMD ")
+		var argv []string
+		if !ok || json.Unmarshal([]byte(strings.TrimSpace(js)), &argv) != nil {
+			t.Errorf("Dockerfile:%d: HEALTHCHECK %s: want [options] CMD [\"gpuportal\", ...] (the JSON form: no shell needed)", s.line, s.args)
+			return nil
+		}
+		return argv
+	}
+	t.Errorf("Dockerfile stage at line %d has no HEALTHCHECK", stage[0].line)
+	return nil
+}
+
+// runStage reads a run stage's USER, VOLUME, EXPOSE and its default
+// command line (ENTRYPOINT then CMD, both in the JSON form).
+func runStage(t *testing.T, stage []dockerStep) (user, volume, expose string, argv []string) {
+	t.Helper()
 	var entrypoint, command []string
-	for _, s := range final {
+	for _, s := range stage {
 		switch s.cmd {
 		case "USER":
 			user = s.args
@@ -230,17 +532,5 @@ func TestDockerfile(t *testing.T) {
 			}
 		}
 	}
-	if name, _, _ := strings.Cut(user, ":"); name == "" || name == "root" || name == "0" {
-		t.Errorf("Dockerfile runs as user %q; want a user other than root", user)
-	}
-	argv := append(slices.Clone(entrypoint), command...)
-	if len(argv) < 2 || argv[0] != "gpuportal" || argv[1] != "serve" {
-		t.Errorf("Dockerfile runs %q by default; want gpuportal serve", argv)
-	}
-	if data, _ := flagValue(argv, "data"); volume == "" || data != volume {
-		t.Errorf("Dockerfile: VOLUME %q, serve --data %q; want the data folder on the volume", volume, data)
-	}
-	if addr, _ := flagValue(argv, "addr"); !strings.HasSuffix(addr, ":"+expose) || strings.HasPrefix(addr, "127.") {
-		t.Errorf("Dockerfile: serve --addr %q, EXPOSE %q; want it to listen on the exposed port on every interface", addr, expose)
-	}
+	return user, volume, expose, append(slices.Clone(entrypoint), command...)
 }
