@@ -74,6 +74,10 @@ type Idle struct {
 	Known    bool    `json:"known"`
 	AfterS   float64 `json:"after_s"`
 	BelowPct float64 `json:"below_pct"`
+	// ReclaimAt is when the portal stops the idle job to give its GPUs to
+	// waiting jobs (serve --idle-reclaim-grace after it became idle),
+	// where the team's policy reclaims its kind; absent otherwise.
+	ReclaimAt *time.Time `json:"reclaim_at,omitempty"`
 }
 
 // Text says since when an idle job's GPUs have been idle, with times in

@@ -140,10 +140,40 @@ func (s *Server) detectIdle(j *models.Job, readings map[telemetry.GPUKey][]gpuRe
 	if j.State != job.Running || !rule.Valid() {
 		return nil
 	}
-	start, _, ok := runWindow(j, now)
+	_, _, ok := runWindow(j, now)
 	keys := placementKeys(j.Placement)
 	if !ok || len(keys) == 0 {
 		return nil
+	}
+	st := s.detectState(j, readings, now)
+	out := &api.Idle{Idle: st.Idle, Known: st.Known, AtLeast: st.Capped, AfterS: rule.After.Seconds(), BelowPct: rule.BelowPct}
+	if !st.Since.IsZero() {
+		since := st.Since
+		out.Since = &since
+	}
+	if v := s.reclaimVerdict(j, st, now); v.Action != idle.Leave {
+		at := v.ReclaimAt
+		out.ReclaimAt = &at
+	}
+	return out
+}
+
+// reclaimVerdict is what the reclaim loop does with running job j, whose
+// idle state is st, as of now.
+func (s *Server) reclaimVerdict(j *models.Job, st idle.State, now time.Time) idle.Verdict {
+	if s.cfg.ReclaimGrace <= 0 {
+		return idle.Verdict{}
+	}
+	return idle.Decide(s.cfg.Idle, s.cfg.ReclaimPolicy, s.cfg.ReclaimGrace, idle.Case{State: st, Session: j.IsSession()}, now)
+}
+
+// detectState is core/idle's verdict on running job j as of now, from its
+// GPUs' readings.
+func (s *Server) detectState(j *models.Job, readings map[telemetry.GPUKey][]gpuReading, now time.Time) idle.State {
+	start, _, ok := runWindow(j, now)
+	keys := placementKeys(j.Placement)
+	if !ok || len(keys) == 0 {
+		return idle.State{}
 	}
 	gpus := make([][]idle.Sample, len(keys))
 	for i, k := range keys {
@@ -151,13 +181,7 @@ func (s *Server) detectIdle(j *models.Job, readings map[telemetry.GPUKey][]gpuRe
 			gpus[i] = append(gpus[i], idle.Sample{T: time.Unix(r.T, 0), Step: time.Duration(r.Step) * time.Second, UtilPct: r.UtilPct})
 		}
 	}
-	st := idle.Detect(rule, start, now, gpus)
-	out := &api.Idle{Idle: st.Idle, Known: st.Known, AtLeast: st.Capped, AfterS: rule.After.Seconds(), BelowPct: rule.BelowPct}
-	if !st.Since.IsZero() {
-		since := st.Since
-		out.Since = &since
-	}
-	return out
+	return idle.Detect(s.cfg.Idle, start, now, gpus)
 }
 
 // idleCacheTTL is how long the lists (team, cluster, API lists) reuse a

@@ -78,6 +78,11 @@ type Config struct {
 	// (core/idle); the zero Rule is idle.DefaultRule, and a rule that is
 	// not Valid (After 0) turns the flag off.
 	Idle idle.Rule
+	// ReclaimGrace is how long an idle job is warned before the leader
+	// stops it (serve --idle-reclaim-grace); 0: idle jobs are never
+	// reclaimed. ReclaimPolicy says which kinds of job are.
+	ReclaimGrace  time.Duration
+	ReclaimPolicy idle.Policy
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
@@ -104,6 +109,9 @@ type Server struct {
 	ldap         *identity.LDAP // nil: no LDAP sign-in
 	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
 	idle         idleCache      // the lists' idle verdicts (jobusage.go)
+	// reclaimed counts the GPU-seconds of idle jobs reclaimed, by team
+	// (reclaim.go).
+	reclaimed *prometheus.CounterVec
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -156,7 +164,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerAddr == 0 {
 		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger)}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
+			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
 		return nil, err
 	}
@@ -196,6 +206,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(limitMetrics(s)...)
 	reg.MustRegister(scaleMetrics(s)...)
 	reg.MustRegister(cfg.Collectors...)
+	reg.MustRegister(s.reclaimed)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
