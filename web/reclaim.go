@@ -2,8 +2,13 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -61,7 +66,7 @@ func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("job %d readings: %w", j.ID, err)
 		}
 		st := s.detectState(j, readings, now)
-		v := s.reclaimVerdict(j, st, now)
+		v := s.reclaimVerdict(j, st, s.reclaimPolicy(ctx, j.Team), now)
 		if v.Action != idle.Reclaim {
 			continue
 		}
@@ -73,4 +78,90 @@ func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 		s.cfg.Logger.Info("reclaimed idle job", "job", j.ID, "team", j.Team, "gpus", j.GPUs, "idle_since", st.Since)
 	}
 	return nil
+}
+
+// reclaimPolicy is team's idle-reclaim policy: its own settings
+// (models.Team), or sessions only where it cannot be read.
+func (s *Server) reclaimPolicy(ctx context.Context, team string) idle.Policy {
+	t, err := s.cfg.Store.Team(ctx, team)
+	if err != nil {
+		s.cfg.Logger.Warn("reclaim policy: read team", "team", team, "err", err)
+		return idle.Policy{Sessions: true, MaxKeepAlive: models.DefaultMaxKeepAlive}
+	}
+	return teamPolicy(t)
+}
+
+// teamPolicy is the reclaim policy team t set.
+func teamPolicy(t *models.Team) idle.Policy {
+	return idle.Policy{Sessions: !t.IdleSpareSessions, Batch: t.IdleReclaimBatch, MaxKeepAlive: t.MaxKeepAlive()}
+}
+
+// keepAlive keeps running job id from being reclaimed for the next hours
+// hours, for its owner, its team's lead or an admin, within its team's
+// maximum keep-alive; audited. It returns the job as it is afterwards.
+func (s *Server) keepAlive(ctx context.Context, a actor, id int64, hours float64) (*models.Job, error) {
+	j, err := s.jobFor(ctx, a.user, id)
+	if err != nil {
+		return nil, err
+	}
+	if !canCancel(a.user, j) {
+		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to %s: only its owner, the lead of %s or an admin may keep it alive", j.ID, j.User, j.Team))
+	}
+	if j.State != job.Running {
+		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d is not running (%s): only a running job can be kept alive", j.ID, j.State))
+	}
+	p := s.reclaimPolicy(ctx, j.Team)
+	d := time.Duration(hours * float64(time.Hour))
+	if !(hours > 0) || d > p.MaxKeepAlive {
+		return nil, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %v: want more than 0, at most %v (team %s's maximum keep-alive)", hours, p.MaxKeepAlive.Hours(), j.Team))
+	}
+	until := s.cfg.Now().Add(d)
+	if err := s.cfg.Store.SetKeepAlive(ctx, j.ID, until); err != nil {
+		if errors.Is(err, models.ErrConflict) {
+			return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d has ended", j.ID))
+		}
+		return nil, fmt.Errorf("keep job %d alive: %w", j.ID, err)
+	}
+	if err := s.auditBy(ctx, a, "job.keep-alive", fmt.Sprintf("job %d of %s", j.ID, j.User), "until "+until.UTC().Format(time.RFC3339)); err != nil {
+		return nil, err
+	}
+	s.cfg.Logger.Info("job kept alive", "job", j.ID, "by", a.user.Name, "until", until)
+	return s.cfg.Store.Job(ctx, j.ID)
+}
+
+// keepAliveRequest is the body of POST /api/v1/jobs/{id}/keep-alive.
+type keepAliveRequest struct {
+	Hours float64 `json:"hours" form:"hours"`
+}
+
+func (s *Server) apiKeepAlive(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	var req keepAliveRequest
+	if err := c.Bind(&req); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "hours: want a number of hours")
+	}
+	j, err := s.keepAlive(c.Request().Context(), actorOf(c), id, req.Hours)
+	if err != nil {
+		return err
+	}
+	return s.jobResponse(c, http.StatusOK, j)
+}
+
+func (s *Server) keepAliveForm(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	hours, err := strconv.ParseFloat(c.FormValue("hours"), 64)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %q: want a number of hours", c.FormValue("hours")))
+	}
+	j, err := s.keepAlive(c.Request().Context(), actorOf(c), id, hours)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/jobs/%d", j.ID))
 }
