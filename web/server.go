@@ -251,6 +251,7 @@ func New(cfg Config) (*Server, error) {
 	authed.PATCH("/teams/:name", s.apiSetShare, requireAdmin)
 	authed.PUT("/teams/:name/caps/:user", s.apiSetCap)
 	authed.PUT("/teams/:name/time-limits", s.apiSetTimeLimits)
+	authed.PUT("/teams/:name/idle-policy", s.apiSetIdlePolicy)
 	authed.POST("/nodes/:name/drain", s.apiNodeAction(drainNode), requireAdmin)
 	authed.POST("/nodes/:name/resume", s.apiNodeAction(resumeNode), requireAdmin)
 	authed.POST("/nodes/:name/cordon", s.apiNodeAction(cordonNode), requireAdmin)

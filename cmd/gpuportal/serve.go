@@ -163,8 +163,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.dbMaxConns < 0 || f.dbMaxConns > 1000 {
 		return f, fmt.Errorf("serve: --db-max-conns %d: must be from 0 (the database's default) to 1000", f.dbMaxConns)
 	}
-	if f.idleAfter < 0 || (f.idleAfter > 0 && f.idleAfter < 10*time.Second) {
-		return f, fmt.Errorf("serve: --idle-after %v: must be 0 (no flags) or at least 10s", f.idleAfter)
+	if f.idleAfter < 0 || (f.idleAfter > 0 && f.idleAfter < time.Second) {
+		return f, fmt.Errorf("serve: --idle-after %v: must be 0 (no flags) or at least 1s", f.idleAfter)
 	}
 	if math.IsNaN(f.idleBelow) || f.idleBelow <= 0 || f.idleBelow > 100 {
 		return f, fmt.Errorf("serve: --idle-below %v: must be a percentage above 0, at most 100", f.idleBelow)
