@@ -89,16 +89,10 @@ func TestIdleReclaim(t *testing.T) {
 	if m := metricsText(t, srv.URL); !strings.Contains(m, `gpuportal_reclaimed_idle_gpu_seconds_total{team="vision"}`) {
 		t.Errorf("/metrics has no reclaimed GPU-seconds for vision")
 	}
-	var audit []struct {
-		Action string `json:"action"`
-	}
-	admin.do(http.MethodGet, "/api/v1/audit", nil, &audit)
-	found := false
-	for _, a := range audit {
-		found = found || a.Action == "job.keep-alive"
-	}
-	if !found {
-		t.Errorf("the keep-alive is not in the audit log")
+	ab := newBrowser(t, srv.URL)
+	ab.login("admin", "dev")
+	if _, body := ab.get("/admin"); !strings.Contains(body, "job.keep-alive") || !strings.Contains(body, "team.idle_policy") {
+		t.Errorf("the keep-alive or the idle policy is not in the audit log on /admin")
 	}
 }
 
