@@ -21,7 +21,8 @@ import (
 // reclaim policy) and stops those due, through the engine, as a cancel
 // does: the checkpoint signal first (SIGTERM, the stop grace, SIGKILL),
 // the job's folder kept, the reason "reclaimed: idle since HH:MM" on its
-// page. The freed GPUs go to the next waiting job at the engine's next
+// page. A session ends cancelled; a batch job (where its team's policy
+// reclaims those) is preempted and waits again. The freed GPUs go to the next waiting job at the engine's next
 // pass. Warnings need no action here: the job page and the API show
 // Idle.ReclaimAt from the same verdict.
 func (s *Server) RunReclaim(ctx context.Context, leader func() bool, every time.Duration) {
@@ -71,7 +72,11 @@ func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 			continue
 		}
 		reason := "reclaimed: idle since " + st.Since.Local().Format("15:04")
-		if err := s.cfg.Engine.Cancel(ctx, j.ID, reason); err != nil {
+		stop := s.cfg.Engine.Cancel // a session ends
+		if !j.IsSession() {
+			stop = s.cfg.Engine.Preempt // a batch job waits again
+		}
+		if err := stop(ctx, j.ID, reason); err != nil {
 			return fmt.Errorf("reclaim job %d: %w", j.ID, err)
 		}
 		s.reclaimed.WithLabelValues(j.Team).Add(float64(j.GPUs) * now.Sub(st.Since).Seconds())
