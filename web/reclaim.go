@@ -21,10 +21,11 @@ import (
 // reclaim policy) and stops those due, through the engine, as a cancel
 // does: the checkpoint signal first (SIGTERM, the stop grace, SIGKILL),
 // the job's folder kept, the reason "reclaimed: idle since HH:MM" on its
-// page. A session ends cancelled; a batch job (where its team's policy
+// page. A warned job's owner is told once per run (notification event
+// "idle", where they chose it). A session ends cancelled; a batch job (where its team's policy
 // reclaims those) is preempted and waits again. The freed GPUs go to the next waiting job at the engine's next
-// pass. Warnings need no action here: the job page and the API show
-// Idle.ReclaimAt from the same verdict.
+// pass. The job page and the API show the warning (Idle.ReclaimAt) from
+// the same verdict.
 func (s *Server) RunReclaim(ctx context.Context, leader func() bool, every time.Duration) {
 	if s.cfg.ReclaimGrace <= 0 || !s.cfg.Idle.Valid() {
 		return
@@ -68,6 +69,11 @@ func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 		}
 		st := s.detectState(j, readings, now)
 		v := s.reclaimVerdict(j, st, s.reclaimPolicy(ctx, j.Team), now)
+		if v.Action == idle.Warn {
+			if _, err := s.cfg.Store.EnqueueIdleNotification(ctx, j, v.ReclaimAt, now); err != nil {
+				return fmt.Errorf("warn job %d: %w", j.ID, err)
+			}
+		}
 		if v.Action != idle.Reclaim {
 			continue
 		}
