@@ -69,6 +69,14 @@ func TestIdleReclaim(t *testing.T) {
 	if status != http.StatusOK || at != page {
 		t.Fatalf("keep alive from the page: status %d at %s", status, at)
 	}
+	// And from the CLI, within the team's maximum (this one counts).
+	c := newCLI(t, srv.URL)
+	env := []string{"GPUPORTAL_TOKEN=" + alice.token}
+	c.fails(env, []string{"--hours"}, "session", "keep-alive", fmt.Sprint(idleID), "--hours", "0")
+	c.fails(env, []string{"hours 2", "maximum keep-alive"}, "session", "keep-alive", fmt.Sprint(idleID), "--hours", "2")
+	if out := c.ok(env, "session", "keep-alive", fmt.Sprint(idleID), "--hours", "0.001"); !strings.Contains(out, "kept alive until") {
+		t.Errorf("session keep-alive printed %q", out)
+	}
 	kept := time.Now()
 	j = reclaimJob{}
 	alice.do(http.MethodGet, path, nil, &j)
