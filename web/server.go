@@ -80,9 +80,8 @@ type Config struct {
 	Idle idle.Rule
 	// ReclaimGrace is how long an idle job is warned before the leader
 	// stops it (serve --idle-reclaim-grace); 0: idle jobs are never
-	// reclaimed. ReclaimPolicy says which kinds of job are.
-	ReclaimGrace  time.Duration
-	ReclaimPolicy idle.Policy
+	// reclaimed. Each team's policy says which kinds of job are.
+	ReclaimGrace time.Duration
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.

@@ -420,7 +420,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
 		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
-		ReclaimGrace: f.idleReclaimGrace, ReclaimPolicy: idle.Policy{Sessions: true}, AllowedImages: f.allowedImages})
+		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages})
 	if err != nil {
 		return err
 	}
