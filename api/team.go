@@ -22,6 +22,18 @@ type TeamShare struct {
 	// without one, MaxTimeLimitS the longest one may ask for; 0: none.
 	DefaultTimeLimitS int64 `json:"default_time_limit_s"`
 	MaxTimeLimitS     int64 `json:"max_time_limit_s"`
+	// IdlePolicy is what the portal does with the team's idle jobs
+	// (serve --idle-reclaim-grace).
+	IdlePolicy IdlePolicy `json:"idle_policy"`
+}
+
+// IdlePolicy is a team's idle-GPU reclaim policy: whether its idle
+// sessions and idle batch jobs are stopped after the grace, and the
+// longest keep-alive its members may ask for.
+type IdlePolicy struct {
+	ReclaimSessions   bool    `json:"reclaim_sessions"`
+	ReclaimBatch      bool    `json:"reclaim_batch"`
+	MaxKeepAliveHours float64 `json:"max_keep_alive_hours"`
 }
 
 // Team is a team's page: its standing, members, caps and usage over time.

@@ -74,6 +74,25 @@ type Idle struct {
 	Known    bool    `json:"known"`
 	AfterS   float64 `json:"after_s"`
 	BelowPct float64 `json:"below_pct"`
+	// ReclaimAt is when the portal stops the idle job to give its GPUs to
+	// waiting jobs (serve --idle-reclaim-grace after it became idle),
+	// where the team's policy reclaims its kind; absent otherwise.
+	ReclaimAt *time.Time `json:"reclaim_at,omitempty"`
+	// KeepAliveUntil: its owner keeps it from being reclaimed until then
+	// (POST /api/v1/jobs/{id}/keep-alive); absent when that has passed.
+	KeepAliveUntil *time.Time `json:"keep_alive_until,omitempty"`
+}
+
+// ReclaimText says when the portal reclaims the idle job, for its page:
+// "" when it does not.
+func (i *Idle) ReclaimText(now time.Time, loc *time.Location) string {
+	if i == nil || i.ReclaimAt == nil {
+		return ""
+	}
+	if !now.Before(*i.ReclaimAt) {
+		return "It is being stopped now to give its GPUs to waiting jobs."
+	}
+	return fmt.Sprintf("It will be stopped at %s (in %s) to give its GPUs to waiting jobs, unless they work again or it is kept alive.", clock(*i.ReclaimAt, now, loc), roughDuration(i.ReclaimAt.Sub(now)))
 }
 
 // Text says since when an idle job's GPUs have been idle, with times in

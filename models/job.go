@@ -90,6 +90,9 @@ type Job struct {
 	// SessionToken is the session's own credential, which the proxy
 	// presents to it (job.Session.Token); never shown.
 	SessionToken string `gorm:"size:64;default:''"`
+	// KeepAliveUntil: its owner keeps it running though idle until then
+	// (gpuportal session keep-alive); nil: never asked.
+	KeepAliveUntil *time.Time
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended

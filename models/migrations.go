@@ -33,6 +33,7 @@ func migrations() []migration {
 		{21, "accounting_days and accounting_closed_days: GPU time used per day, team and user, kept after GPU history expires (accounting.go)", accountingTables},
 		{22, "jobs.image: the container image a job's command runs in", jobsImage},
 		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
+		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
 	}
 }
 
@@ -497,4 +498,27 @@ func (v23Job) TableName() string { return "jobs" }
 
 func jobsSession(tx *gorm.DB) error {
 	return addColumns(tx, &v23Job{}, "SessionType", "SessionPort", "SessionSecret", "SessionToken")
+}
+
+// v26Job and v26Team hold the columns step 26 adds: until when a job's
+// owner keeps it alive though idle, and each team's reclaim policy.
+type v26Job struct {
+	KeepAliveUntil *time.Time
+}
+
+func (v26Job) TableName() string { return "jobs" }
+
+type v26Team struct {
+	IdleSpareSessions bool  `gorm:"not null;default:false"`
+	IdleReclaimBatch  bool  `gorm:"not null;default:false"`
+	MaxKeepAliveS     int64 `gorm:"not null;default:0"`
+}
+
+func (v26Team) TableName() string { return "teams" }
+
+func idleReclaim(tx *gorm.DB) error {
+	if err := addColumns(tx, &v26Job{}, "KeepAliveUntil"); err != nil {
+		return err
+	}
+	return addColumns(tx, &v26Team{}, "IdleSpareSessions", "IdleReclaimBatch", "MaxKeepAliveS")
 }

@@ -65,7 +65,26 @@ type Team struct {
 	// UsageGPUSeconds is the team's decayed usage as of UsageAt.
 	UsageGPUSeconds float64
 	UsageAt         time.Time
-	CreatedAt       time.Time
+	// The team's idle-GPU reclaim policy (serve --idle-reclaim-grace):
+	// IdleSpareSessions keeps its idle sessions from being reclaimed,
+	// IdleReclaimBatch lets its idle batch jobs be preempted too, and
+	// MaxKeepAliveS is the longest keep-alive its members may ask for at
+	// once (0: DefaultMaxKeepAlive).
+	IdleSpareSessions bool  `gorm:"not null;default:false"`
+	IdleReclaimBatch  bool  `gorm:"not null;default:false"`
+	MaxKeepAliveS     int64 `gorm:"not null;default:0"`
+	CreatedAt         time.Time
+}
+
+// DefaultMaxKeepAlive is the longest keep-alive where a team sets none.
+const DefaultMaxKeepAlive = 8 * time.Hour
+
+// MaxKeepAlive is the longest keep-alive the team's members may ask for.
+func (t *Team) MaxKeepAlive() time.Duration {
+	if t.MaxKeepAliveS > 0 {
+		return time.Duration(t.MaxKeepAliveS) * time.Second
+	}
+	return DefaultMaxKeepAlive
 }
 
 // UserCap caps the GPUs one member of a team may hold at once.

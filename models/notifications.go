@@ -35,12 +35,15 @@ const (
 	// EventHeld: the job has waited (queued or preempted) longer than the
 	// user's HeldAfterHours.
 	EventHeld = "held"
+	// EventIdle: the job's GPUs are idle and it will be reclaimed (serve
+	// --idle-reclaim-grace) unless they work again or it is kept alive.
+	EventIdle = "idle"
 	// EventTest is the test a user sends from the settings page.
 	EventTest = "test"
 )
 
 // NotifyEvents are the events a user may choose, in the order pages list them.
-var NotifyEvents = []string{EventStarted, EventSucceeded, EventFailed, EventPreempted, EventTimedOut, EventCancelled, EventHeld}
+var NotifyEvents = []string{EventStarted, EventSucceeded, EventFailed, EventPreempted, EventTimedOut, EventCancelled, EventHeld, EventIdle}
 
 // eventOfState is the event a job's entering state tells, "" for none.
 func eventOfState(s JobState) string {
@@ -549,4 +552,36 @@ func (s *Store) PruneNotifications(ctx context.Context, before time.Time) (int64
 		return 0, fmt.Errorf("prune notifications: %w", res.Error)
 	}
 	return res.RowsAffected, nil
+}
+
+// EnqueueIdleNotification queues, by each channel of j's owner who chose
+// EventIdle, the warning that run of j is idle and will be reclaimed at
+// reclaimAt: once per run. It returns how many it queued.
+func (s *Store) EnqueueIdleNotification(ctx context.Context, j *Job, reclaimAt, now time.Time) (int, error) {
+	u, err := s.UserByName(ctx, j.User)
+	if err != nil {
+		return 0, fmt.Errorf("idle notification of job %d: %w", j.ID, err)
+	}
+	n, err := s.NotificationSettings(ctx, u.ID)
+	if err != nil {
+		return 0, err
+	}
+	if !n.Wants(EventIdle) {
+		return 0, nil
+	}
+	detail := "its GPUs are idle: it will be stopped at " + reclaimAt.UTC().Format(time.RFC3339) + " unless they work again or it is kept alive"
+	queued := 0
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, ch := range n.channels() {
+			added, err := insertNotification(tx, u.ID, j.ID, 0, EventIdle, ch, detail, now, fmt.Sprintf("idle:%d:%d:%s", j.ID, j.Run, ch))
+			if err != nil {
+				return err
+			}
+			if added {
+				queued++
+			}
+		}
+		return nil
+	})
+	return queued, err
 }

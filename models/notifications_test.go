@@ -249,3 +249,63 @@ func TestHeldNotifications(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleNotificationsAndKeepAlive: a warned job's owner who chose the
+// idle event is told once per run; SetKeepAlive holds only for a running
+// job; a team's idle policy round-trips.
+func TestIdleNotificationsAndKeepAlive(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+			t.Fatal(err)
+		}
+		u, err := s.CreateUser(ctx, "carol", "password1", models.RoleResearcher, "vision")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &models.Job{Name: "nb", Team: "vision", User: "carol", GPUs: 1, SimDuration: 60, SubmittedAt: t0}
+		if err := s.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetKeepAlive(ctx, j.ID, t0.Add(time.Hour)); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("keep a queued job alive: %v, want ErrConflict", err)
+		}
+		if _, err := s.MarkStarted(ctx, j.ID, []string{"n1:0"}, t0); err != nil {
+			t.Fatal(err)
+		}
+		if k, err := s.EnqueueIdleNotification(ctx, j, t0.Add(time.Hour), t0); err != nil || k != 0 {
+			t.Errorf("no idle event chosen: queued %d, %v", k, err)
+		}
+		set := &models.NotificationSettings{UserID: u.ID, WebhookURL: "https://example.org/h", Events: models.Strings{models.EventIdle}}
+		if err := s.SetNotificationSettings(ctx, set, t0); err != nil {
+			t.Fatal(err)
+		}
+		j, err = s.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int{1, 0} {
+			if k, err := s.EnqueueIdleNotification(ctx, j, t0.Add(time.Hour), t0); err != nil || k != want {
+				t.Errorf("warning %d: queued %d, %v; want %d", i, k, err, want)
+			}
+		}
+		until := t0.Add(2 * time.Hour)
+		if err := s.SetKeepAlive(ctx, j.ID, until); err != nil {
+			t.Fatal(err)
+		}
+		if j, err = s.Job(ctx, j.ID); err != nil || j.KeepAliveUntil == nil || !j.KeepAliveUntil.Equal(until) {
+			t.Errorf("kept alive until %v (%v), want %v", j.KeepAliveUntil, err, until)
+		}
+		if err := s.SetTeamIdlePolicy(ctx, "vision", models.IdlePolicy{SpareSessions: true, ReclaimBatch: true, MaxKeepAliveS: 3600}); err != nil {
+			t.Fatal(err)
+		}
+		tm, err := s.Team(ctx, "vision")
+		if err != nil || !tm.IdleSpareSessions || !tm.IdleReclaimBatch || tm.MaxKeepAlive() != time.Hour {
+			t.Errorf("team policy read back %+v (%v)", tm, err)
+		}
+		if err := s.SetTeamIdlePolicy(ctx, "nobody", models.IdlePolicy{}); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("unknown team: %v, want ErrNotFound", err)
+		}
+	})
+}

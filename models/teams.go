@@ -55,6 +55,30 @@ func (s *Store) SetTeamTimeLimits(ctx context.Context, name string, defaultS, ma
 	return nil
 }
 
+// IdlePolicy is a team's idle-GPU reclaim policy (see Team).
+type IdlePolicy struct {
+	SpareSessions bool
+	ReclaimBatch  bool
+	MaxKeepAliveS int64
+}
+
+// SetTeamIdlePolicy sets team name's idle-GPU reclaim policy.
+func (s *Store) SetTeamIdlePolicy(ctx context.Context, name string, p IdlePolicy) error {
+	if p.MaxKeepAliveS < 0 {
+		return fmt.Errorf("set idle policy of team %s: maximum keep-alive %ds must be 0 or more", name, p.MaxKeepAliveS)
+	}
+	res := s.db.WithContext(ctx).Model(&Team{}).Where("name = ?", name).Updates(map[string]any{
+		"IdleSpareSessions": p.SpareSessions, "IdleReclaimBatch": p.ReclaimBatch, "MaxKeepAliveS": p.MaxKeepAliveS,
+	})
+	if res.Error != nil {
+		return fmt.Errorf("set idle policy of team %s: %w", name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("team %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
 // SetTeamUsage records each team's decayed usage as of at.
 func (s *Store) SetTeamUsage(ctx context.Context, usage map[string]float64, at time.Time) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -103,6 +103,14 @@ type JobDetail struct {
 	// it does not. Usage is its use of its GPUs over its run.
 	Idle  string
 	Usage JobUsage
+	// Reclaim says when the portal stops the idle job ("" when it does
+	// not), KeepAlive until when its owner keeps it alive ("" for none).
+	Reclaim   string
+	KeepAlive string
+	// KeepAliveMaxH is the longest keep-alive, in hours, its viewer may
+	// ask for; 0: the viewer cannot (not running, not theirs, or its
+	// team's policy never reclaims it).
+	KeepAliveMaxH float64
 }
 
 // DepLink is a job a job waits for: how, and the other job.

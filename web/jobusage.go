@@ -135,15 +135,53 @@ func runWindow(j *models.Job, now time.Time) (from, to time.Time, ok bool) {
 
 // detectIdle is the idle verdict on running job j from its GPUs'
 // readings: the one place that calls core/idle for the portal.
-func (s *Server) detectIdle(j *models.Job, readings map[telemetry.GPUKey][]gpuReading, now time.Time) *api.Idle {
+func (s *Server) detectIdle(ctx context.Context, j *models.Job, readings map[telemetry.GPUKey][]gpuReading, now time.Time) *api.Idle {
 	rule := s.cfg.Idle
 	if j.State != job.Running || !rule.Valid() {
 		return nil
 	}
-	start, _, ok := runWindow(j, now)
+	_, _, ok := runWindow(j, now)
 	keys := placementKeys(j.Placement)
 	if !ok || len(keys) == 0 {
 		return nil
+	}
+	st := s.detectState(j, readings, now)
+	out := &api.Idle{Idle: st.Idle, Known: st.Known, AtLeast: st.Capped, AfterS: rule.After.Seconds(), BelowPct: rule.BelowPct}
+	if !st.Since.IsZero() {
+		since := st.Since
+		out.Since = &since
+	}
+	if v := s.reclaimVerdict(j, st, s.reclaimPolicy(ctx, j.Team), now); v.Action != idle.Leave {
+		at := v.ReclaimAt
+		out.ReclaimAt = &at
+	}
+	if j.KeepAliveUntil != nil && j.KeepAliveUntil.After(now) {
+		until := *j.KeepAliveUntil
+		out.KeepAliveUntil = &until
+	}
+	return out
+}
+
+// reclaimVerdict is what the reclaim loop does with running job j, whose
+// idle state is st, under its team's policy p, as of now.
+func (s *Server) reclaimVerdict(j *models.Job, st idle.State, p idle.Policy, now time.Time) idle.Verdict {
+	if s.cfg.ReclaimGrace <= 0 {
+		return idle.Verdict{}
+	}
+	c := idle.Case{State: st, Session: j.IsSession()}
+	if j.KeepAliveUntil != nil {
+		c.KeepAliveUntil = *j.KeepAliveUntil
+	}
+	return idle.Decide(s.cfg.Idle, p, s.cfg.ReclaimGrace, c, now)
+}
+
+// detectState is core/idle's verdict on running job j as of now, from its
+// GPUs' readings.
+func (s *Server) detectState(j *models.Job, readings map[telemetry.GPUKey][]gpuReading, now time.Time) idle.State {
+	start, _, ok := runWindow(j, now)
+	keys := placementKeys(j.Placement)
+	if !ok || len(keys) == 0 {
+		return idle.State{}
 	}
 	gpus := make([][]idle.Sample, len(keys))
 	for i, k := range keys {
@@ -151,13 +189,7 @@ func (s *Server) detectIdle(j *models.Job, readings map[telemetry.GPUKey][]gpuRe
 			gpus[i] = append(gpus[i], idle.Sample{T: time.Unix(r.T, 0), Step: time.Duration(r.Step) * time.Second, UtilPct: r.UtilPct})
 		}
 	}
-	st := idle.Detect(rule, start, now, gpus)
-	out := &api.Idle{Idle: st.Idle, Known: st.Known, AtLeast: st.Capped, AfterS: rule.After.Seconds(), BelowPct: rule.BelowPct}
-	if !st.Since.IsZero() {
-		since := st.Since
-		out.Since = &since
-	}
-	return out
+	return idle.Detect(s.cfg.Idle, start, now, gpus)
 }
 
 // idleCacheTTL is how long the lists (team, cluster, API lists) reuse a
@@ -231,7 +263,7 @@ func (s *Server) idleStates(ctx context.Context, js []*models.Job, now time.Time
 		}
 	}
 	for _, j := range todo {
-		st := s.detectIdle(j, readings, now)
+		st := s.detectIdle(ctx, j, readings, now)
 		s.idle.m[j.ID] = idleEntry{run: j.Run, at: now, st: st}
 		if st != nil {
 			out[j.ID] = st
@@ -349,7 +381,7 @@ func (s *Server) jobUsage(ctx context.Context, j *models.Job, now time.Time, poi
 		avg := utilSum / utilW
 		out.UtilAvgPct = &avg
 	}
-	out.Idle = s.detectIdle(j, readings, now)
+	out.Idle = s.detectIdle(ctx, j, readings, now)
 	return out, nil
 }
 
@@ -430,6 +462,10 @@ func (s *Server) apiJobUsage(c echo.Context) error {
 // describeUsage fills in a job page's usage section and idle note from u.
 func describeUsage(u api.JobUsage, now time.Time, d *templates.JobDetail) {
 	d.Idle = u.Idle.Text(now, time.Local)
+	d.Reclaim = u.Idle.ReclaimText(now, time.Local)
+	if u.Idle != nil && u.Idle.KeepAliveUntil != nil {
+		d.KeepAlive = "Kept alive until " + u.Idle.KeepAliveUntil.In(time.Local).Format("15:04") + ": not stopped for being idle before then."
+	}
 	if len(u.GPUs) == 0 {
 		return
 	}

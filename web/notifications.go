@@ -198,6 +198,8 @@ func eventLabel(e string) string {
 		return "timed out"
 	case models.EventHeld:
 		return "waiting too long"
+	case models.EventIdle:
+		return "idle, to be reclaimed"
 	}
 	return e
 }

@@ -387,6 +387,11 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		return d, err
 	}
 	describeUsage(u, m.now, &d)
+	if d.CanCancel && j.State == job.Running && s.cfg.ReclaimGrace > 0 {
+		if p := s.reclaimPolicy(c.Request().Context(), j.Team); p.Sessions && j.IsSession() || p.Batch && !j.IsSession() {
+			d.KeepAliveMaxH = p.MaxKeepAlive.Hours()
+		}
+	}
 	return d, nil
 }
 

@@ -78,6 +78,10 @@ type Config struct {
 	// (core/idle); the zero Rule is idle.DefaultRule, and a rule that is
 	// not Valid (After 0) turns the flag off.
 	Idle idle.Rule
+	// ReclaimGrace is how long an idle job is warned before the leader
+	// stops it (serve --idle-reclaim-grace); 0: idle jobs are never
+	// reclaimed. Each team's policy says which kinds of job are.
+	ReclaimGrace time.Duration
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
@@ -104,6 +108,9 @@ type Server struct {
 	ldap         *identity.LDAP // nil: no LDAP sign-in
 	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
 	idle         idleCache      // the lists' idle verdicts (jobusage.go)
+	// reclaimed counts the GPU-seconds of idle jobs reclaimed, by team
+	// (reclaim.go).
+	reclaimed *prometheus.CounterVec
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -156,7 +163,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerAddr == 0 {
 		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger)}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
+			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
 		return nil, err
 	}
@@ -196,6 +205,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(limitMetrics(s)...)
 	reg.MustRegister(scaleMetrics(s)...)
 	reg.MustRegister(cfg.Collectors...)
+	reg.MustRegister(s.reclaimed)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
@@ -217,6 +227,7 @@ func New(cfg Config) (*Server, error) {
 	authed.POST("/jobs", s.apiSubmit)
 	authed.GET("/jobs/:id", s.apiGetJob)
 	authed.DELETE("/jobs/:id", s.apiCancel)
+	authed.POST("/jobs/:id/keep-alive", s.apiKeepAlive)
 	authed.POST("/jobs/:id/resubmit", s.apiResubmit)
 	authed.GET("/arrays/:id", s.apiGetArray)
 	authed.DELETE("/arrays/:id", s.apiCancelArray)
@@ -239,6 +250,7 @@ func New(cfg Config) (*Server, error) {
 	authed.PATCH("/teams/:name", s.apiSetShare, requireAdmin)
 	authed.PUT("/teams/:name/caps/:user", s.apiSetCap)
 	authed.PUT("/teams/:name/time-limits", s.apiSetTimeLimits)
+	authed.PUT("/teams/:name/idle-policy", s.apiSetIdlePolicy)
 	authed.POST("/nodes/:name/drain", s.apiNodeAction(drainNode), requireAdmin)
 	authed.POST("/nodes/:name/resume", s.apiNodeAction(resumeNode), requireAdmin)
 	authed.POST("/nodes/:name/cordon", s.apiNodeAction(cordonNode), requireAdmin)
@@ -279,6 +291,7 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id", s.jobPage)
 	in.GET("/jobs/:id/live", s.jobLive)
 	in.POST("/jobs/:id/cancel", s.cancelForm)
+	in.POST("/jobs/:id/keep-alive", s.keepAliveForm)
 	in.GET("/arrays/:id", s.arrayPage)
 	in.GET("/arrays/:id/live", s.arrayLive)
 	in.POST("/arrays/:id/cancel", s.cancelArrayForm)

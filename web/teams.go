@@ -284,6 +284,34 @@ func (s *Server) apiSetTimeLimits(c echo.Context) error {
 	return s.apiTeam(c)
 }
 
+// apiSetIdlePolicy sets a team's idle-GPU reclaim policy, for its lead
+// or an admin: PUT /api/v1/teams/{name}/idle-policy with api.IdlePolicy.
+func (s *Server) apiSetIdlePolicy(c echo.Context) error {
+	name, u := c.Param("name"), currentUser(c)
+	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
+		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its idle policy", name))
+	}
+	var in api.IdlePolicy
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	if in.MaxKeepAliveHours < 0 || in.MaxKeepAliveHours > 24*30 || math.IsNaN(in.MaxKeepAliveHours) {
+		return badRequest("max_keep_alive_hours: %v: want 0 (the default, %v hours) to 720", in.MaxKeepAliveHours, models.DefaultMaxKeepAlive.Hours())
+	}
+	p := models.IdlePolicy{SpareSessions: !in.ReclaimSessions, ReclaimBatch: in.ReclaimBatch, MaxKeepAliveS: int64(in.MaxKeepAliveHours * 3600)}
+	err := s.cfg.Store.SetTeamIdlePolicy(c.Request().Context(), name, p)
+	if errors.Is(err, models.ErrNotFound) {
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("team %s not found", name))
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.audit(c, "team.idle_policy", name, fmt.Sprintf("reclaim sessions %v, batch jobs %v, keep-alive at most %vh", in.ReclaimSessions, in.ReclaimBatch, in.MaxKeepAliveHours)); err != nil {
+		return err
+	}
+	return s.apiTeam(c)
+}
+
 func (s *Server) timeLimitsForm(c echo.Context) error {
 	if err := s.setTimeLimits(c, c.FormValue("default_time_limit"), c.FormValue("max_time_limit")); err != nil {
 		return s.teamFormError(c, err)

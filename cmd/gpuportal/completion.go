@@ -129,6 +129,7 @@ func commandTable() cmdSpec {
 				sessionSub("start", "start a session", nil),
 				sessionSub("open", "print a session's address", jobIDs(false)),
 				sessionSub("stop", "end sessions", jobIDs(true)),
+				sessionSub("keep-alive", "keep an idle session from being stopped for N hours", jobIDs(false)),
 			}},
 			{name: "login", summary: "log in to a server and save it as a context",
 				flags: func(c jobCmd) []*flag.Flag {

@@ -130,8 +130,13 @@ func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *
 const demoIdleUtilPct = 1
 
 // submitDemoIdle submits alice's notebook, which holds a GPU for half an
-// hour and barely uses it: the demo's idle-GPU flag (--idle-after).
+// hour and barely uses it: the demo's idle-GPU flag (--idle-after). Team
+// vision reclaims idle batch jobs, so its page also shows the reclaim
+// warning and the keep-alive button (--idle-reclaim-grace).
 func submitDemoIdle(ctx context.Context, store *models.Store) error {
+	if err := store.SetTeamIdlePolicy(ctx, "vision", models.IdlePolicy{ReclaimBatch: true}); err != nil {
+		return fmt.Errorf("demo: vision's idle policy: %w", err)
+	}
 	util := float64(demoIdleUtilPct)
 	j := &models.Job{Name: "notebook-alice", Team: "vision", User: "alice", GPUs: 1, SimDuration: 1800,
 		SimUtilPct: &util, GPUMemMiB: 6 * 1024, SubmittedAt: time.Now()}

@@ -70,6 +70,7 @@ type serveFlags struct {
 	wsMaxAge          time.Duration
 	idleAfter         time.Duration
 	idleBelow         float64
+	idleReclaimGrace  time.Duration
 	signIn            identity.Flags  // LDAP and OpenID Connect (docs/operations.md)
 	signInCfg         identity.Config // signIn, loaded
 	allowedImages     job.ImagePrefixes
@@ -117,6 +118,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxSocketsPerUser, "max-websockets-per-user", 16, "live connections (/ws) one user may hold at once")
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
 	fs.DurationVar(&f.idleAfter, "idle-after", idle.DefaultRule.After, "a running job whose GPUs all stay under --idle-below utilization this long is flagged idle on its page, its team's and the cluster's (with --demo, 2m); 0: no flags")
+	fs.DurationVar(&f.idleReclaimGrace, "idle-reclaim-grace", 30*time.Minute, "an idle interactive session (see --idle-after) is warned on its page, then stopped this long after, its GPUs given to waiting jobs; 0: never reclaim")
 	fs.Float64Var(&f.idleBelow, "idle-below", idle.DefaultRule.BelowPct, "the utilization, in percent, under which a GPU counts as idle (see --idle-after)")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
@@ -161,11 +163,14 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.dbMaxConns < 0 || f.dbMaxConns > 1000 {
 		return f, fmt.Errorf("serve: --db-max-conns %d: must be from 0 (the database's default) to 1000", f.dbMaxConns)
 	}
-	if f.idleAfter < 0 || (f.idleAfter > 0 && f.idleAfter < 10*time.Second) {
-		return f, fmt.Errorf("serve: --idle-after %v: must be 0 (no flags) or at least 10s", f.idleAfter)
+	if f.idleAfter < 0 || (f.idleAfter > 0 && f.idleAfter < time.Second) {
+		return f, fmt.Errorf("serve: --idle-after %v: must be 0 (no flags) or at least 1s", f.idleAfter)
 	}
 	if math.IsNaN(f.idleBelow) || f.idleBelow <= 0 || f.idleBelow > 100 {
 		return f, fmt.Errorf("serve: --idle-below %v: must be a percentage above 0, at most 100", f.idleBelow)
+	}
+	if f.idleReclaimGrace < 0 {
+		return f, fmt.Errorf("serve: --idle-reclaim-grace %v: must not be negative", f.idleReclaimGrace)
 	}
 	if f.demo && !f.set["idle-after"] {
 		f.idleAfter = demoIdleAfter
@@ -414,7 +419,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
 		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
-		Idle: idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow}, AllowedImages: f.allowedImages})
+		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
+		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages})
 	if err != nil {
 		return err
 	}
@@ -431,6 +437,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
 	notifyDone := make(chan struct{})
 	go func() { notifier.Run(engCtx); close(notifyDone) }()
+	reclaimDone := make(chan struct{})
+	go func() { srv.RunReclaim(engCtx, rep.leader, time.Second); close(reclaimDone) }()
 
 	leadErr := rep.follow(engCtx, lead)
 
@@ -453,6 +461,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stopEngine()
 	<-historyDone // the minute in progress is written before the store closes
 	<-notifyDone
+	<-reclaimDone
 	work.stop(shutCtx, log)
 	return nil
 }

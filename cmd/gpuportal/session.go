@@ -26,6 +26,9 @@ opened through the portal (docs/portal.md, "Interactive sessions").
           session's COMMAND, if given, is the Jupyter program to run
   open ID print the address to open session ID at
   stop ID end session ID (its job is cancelled)
+  keep-alive ID --hours N
+          keep session ID from being stopped for being idle for the next N
+          hours (at most its team's maximum keep-alive)
 `
 
 // session runs gpuportal session COMMAND.
@@ -41,6 +44,8 @@ func (c jobCmd) session(ctx context.Context, args []string) error {
 		return c.sessionOpen(ctx, args[1:])
 	case "stop":
 		return c.cancel(ctx, args[1:])
+	case "keep-alive":
+		return c.sessionKeepAlive(ctx, args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(c.stdout, sessionUsage)
 		return nil
@@ -166,6 +171,47 @@ func (c jobCmd) sessionOpen(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("the session of job %d is %s's: only its owner or an admin may open it", id, j.User)
 	}
 	fmt.Fprintln(c.stdout, cl.base.JoinPath(j.Session.URL).String())
+	return nil
+}
+
+// sessionKeepAlive keeps a session (or any running job of the caller's)
+// from being reclaimed while idle for the next --hours hours.
+func (c jobCmd) sessionKeepAlive(ctx context.Context, args []string) (err error) {
+	defer wrapCmdErr("session keep-alive", &err)
+	f := c.flags("session keep-alive", false)
+	f.fs.Init("session keep-alive", flag.ContinueOnError)
+	hours := f.fs.Float64("hours", 0, "how many hours to keep the session alive though idle (required)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	id, err := oneJobID("keep alive", pos)
+	if err != nil {
+		return err
+	}
+	if !(*hours > 0) {
+		return fmt.Errorf("--hours %v: want a number of hours above 0", *hours)
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	raw, err := cl.do(ctx, "POST", fmt.Sprintf("/api/v1/jobs/%d/keep-alive", id), nil, map[string]float64{"hours": *hours})
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		return printJSON(c.stdout, raw)
+	}
+	var j api.Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return fmt.Errorf("the server's answer is not a job: %w", err)
+	}
+	if j.Idle != nil && j.Idle.KeepAliveUntil != nil {
+		fmt.Fprintf(c.stdout, "job %d kept alive until %s\n", id, j.Idle.KeepAliveUntil.Local().Format("2006-01-02 15:04"))
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "job %d kept alive for %v hours\n", id, *hours)
 	return nil
 }
 

@@ -405,6 +405,24 @@ func (e *Engine) Cancel(ctx context.Context, id int64, reason string) error {
 	return err
 }
 
+// Preempt stops running job id as preemption does (the checkpoint
+// signal, the grace, then SIGKILL) and puts it back in the queue, with
+// reason on its page: what reclaiming an idle batch job does. Only the
+// leader's engine preempts; a job not running is left alone.
+func (e *Engine) Preempt(ctx context.Context, id int64, reason string) error {
+	if e.follower.Load() {
+		return fmt.Errorf("engine: preempt job %d: this replica does not lead", id)
+	}
+	return e.call(ctx, func(ctx context.Context) {
+		if r, ok := e.runs[id]; ok {
+			if r.stop == "" {
+				r.stop, r.reason = job.Preempted, reason
+			}
+			e.stopAll(ctx, id, r)
+		}
+	})
+}
+
 // call runs f on the Run goroutine and waits for it.
 func (e *Engine) call(ctx context.Context, f func(context.Context)) error {
 	done := make(chan struct{})

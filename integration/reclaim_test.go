@@ -1,0 +1,119 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reclaimJob is what TestIdleReclaim reads of a job.
+type reclaimJob struct {
+	State       string `json:"state"`
+	Reason      string `json:"reason"`
+	Preemptions int    `json:"preemptions"`
+	Idle        *struct {
+		Idle           bool       `json:"idle"`
+		ReclaimAt      *time.Time `json:"reclaim_at"`
+		KeepAliveUntil *time.Time `json:"keep_alive_until"`
+	} `json:"idle"`
+}
+
+// TestIdleReclaim runs a simulated job at 0% GPU utilization on the one
+// simulated GPU, with a job waiting behind it, a team policy that
+// reclaims idle batch jobs, --idle-after 3s and --idle-reclaim-grace 3s:
+// the job is warned (the API's reclaim_at, its page's banner), kept
+// alive from its page's button (no warning while kept), then stopped
+// grace after the keep-alive ends, ending cancelled with reason
+// "reclaimed: idle since HH:MM"; and /metrics counts the reclaimed GPU-seconds for the team.
+func TestIdleReclaim(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-after", "3s", "--idle-reclaim-grace", "3s")
+	admin := newAPI(t, srv.URL, "admin", "dev")
+	alice := newAPI(t, srv.URL, "alice", "dev") // vision
+	bob := newAPI(t, srv.URL, "bob", "dev")     // nlp
+	// Leads and admins set the policy; members may not.
+	if st := alice.do(http.MethodPut, "/api/v1/teams/vision/idle-policy", map[string]any{"reclaim_batch": true}, nil); st != http.StatusForbidden {
+		t.Errorf("a member set the idle policy: status %d, want 403", st)
+	}
+	if st := admin.do(http.MethodPut, "/api/v1/teams/vision/idle-policy", map[string]any{"reclaim_sessions": true, "reclaim_batch": true, "max_keep_alive_hours": 1}, nil); st != http.StatusOK {
+		t.Fatalf("set vision's idle policy: status %d", st)
+	}
+	idleID := submit(t, alice, map[string]any{"name": "idle", "gpus": 1, "sim": map[string]any{"duration_s": 600, "util_pct": 0}})
+	waitJob(t, alice, idleID, 15*time.Second, "running")
+	nextID := submit(t, bob, map[string]any{"name": "next", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
+	path := fmt.Sprintf("/api/v1/jobs/%d", idleID)
+	var j reclaimJob
+	eventually(t, 15*time.Second, "the idle job warned (reclaim_at)", func() bool {
+		j = reclaimJob{}
+		alice.do(http.MethodGet, path, nil, &j)
+		return j.Idle != nil && j.Idle.ReclaimAt != nil
+	})
+	b := newBrowser(t, srv.URL)
+	b.login("alice", "dev")
+	page := fmt.Sprintf("/jobs/%d", idleID)
+	if _, body := b.get(page); !strings.Contains(body, `id="job-reclaim"`) || !strings.Contains(body, `id="job-keep-alive"`) {
+		t.Errorf("the idle job's page shows no reclaim warning or keep-alive button")
+	}
+	// Beyond the team's maximum: refused, naming the field.
+	var e struct{ Error string }
+	if st := alice.do(http.MethodPost, path+"/keep-alive", map[string]any{"hours": 2}, &e); st != http.StatusBadRequest || !strings.Contains(e.Error, "hours") {
+		t.Errorf("keep alive 2h over a 1h maximum: status %d %q, want 400 naming hours", st, e.Error)
+	}
+	if st := bob.do(http.MethodPost, path+"/keep-alive", map[string]any{"hours": 0.001}, nil); st != http.StatusForbidden {
+		t.Errorf("another team's member kept the job alive: status %d, want 403", st)
+	}
+	// Kept alive from its page for 0.001 h (3.6 s): no warning meanwhile.
+	status, at, _ := b.post(page+"/keep-alive", url.Values{"_csrf": {b.csrf(page)}, "hours": {"0.001"}})
+	if status != http.StatusOK || at != page {
+		t.Fatalf("keep alive from the page: status %d at %s", status, at)
+	}
+	// And from the CLI, within the team's maximum (this one counts).
+	c := newCLI(t, srv.URL)
+	env := []string{"GPUPORTAL_TOKEN=" + alice.token}
+	c.fails(env, []string{"--hours"}, "session", "keep-alive", fmt.Sprint(idleID), "--hours", "0")
+	c.fails(env, []string{"hours 2", "maximum keep-alive"}, "session", "keep-alive", fmt.Sprint(idleID), "--hours", "2")
+	if out := c.ok(env, "session", "keep-alive", fmt.Sprint(idleID), "--hours", "0.001"); !strings.Contains(out, "kept alive until") {
+		t.Errorf("session keep-alive printed %q", out)
+	}
+	kept := time.Now()
+	j = reclaimJob{}
+	alice.do(http.MethodGet, path, nil, &j)
+	if j.State != "running" || j.Idle == nil || j.Idle.KeepAliveUntil == nil || j.Idle.ReclaimAt != nil {
+		t.Errorf("kept alive: state %s, idle %+v; want running, keep_alive_until and no reclaim_at", j.State, j.Idle)
+	}
+	j = waitJob2(t, alice, path, 15*time.Second)
+	if since := time.Since(kept); since < 3*time.Second {
+		t.Errorf("reclaimed %v after a 3.6s keep-alive", since)
+	}
+	if _, body := b.get(page); !strings.Contains(body, "reclaimed: idle since") {
+		t.Errorf("the reclaimed job's page does not say why it was preempted")
+	}
+	// Requeued, the reclaimed job keeps its place in the queue (Tiresias:
+	// same priority queue, earlier submit), so the waiting job is not
+	// promised the GPU; it must at least still be waiting, not lost.
+	if n := bob.job(nextID); n.State != "queued" && n.State != "running" {
+		t.Errorf("the waiting job is %s", n.State)
+	}
+	if m := metricsText(t, srv.URL); !strings.Contains(m, `gpuportal_reclaimed_idle_gpu_seconds_total{team="vision"}`) {
+		t.Errorf("/metrics has no reclaimed GPU-seconds for vision")
+	}
+	ab := newBrowser(t, srv.URL)
+	ab.login("admin", "dev")
+	if _, body := ab.get("/admin"); !strings.Contains(body, "job.keep-alive") || !strings.Contains(body, "team.idle_policy") {
+		t.Errorf("the keep-alive or the idle policy is not in the audit log on /admin")
+	}
+}
+
+// waitJob2 waits for the job at path to be preempted, and returns it.
+func waitJob2(t *testing.T, a *api, path string, timeout time.Duration) reclaimJob {
+	t.Helper()
+	var j reclaimJob
+	eventually(t, timeout, path+" preempted", func() bool {
+		j = reclaimJob{}
+		a.do(http.MethodGet, path, nil, &j)
+		return j.Preemptions > 0
+	})
+	return j
+}

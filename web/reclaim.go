@@ -1,0 +1,178 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/core/idle"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// RunReclaim gives idle GPUs back until ctx ends: every every, on the
+// leader replica only (leader), it judges each running job afresh
+// (core/idle Detect, then Decide with serve --idle-reclaim-grace and the
+// reclaim policy) and stops those due, through the engine, as a cancel
+// does: the checkpoint signal first (SIGTERM, the stop grace, SIGKILL),
+// the job's folder kept, the reason "reclaimed: idle since HH:MM" on its
+// page. A warned job's owner is told once per run (notification event
+// "idle", where they chose it). A session ends cancelled; a batch job (where its team's policy
+// reclaims those) is preempted and waits again. The freed GPUs go to the next waiting job at the engine's next
+// pass. The job page and the API show the warning (Idle.ReclaimAt) from
+// the same verdict.
+func (s *Server) RunReclaim(ctx context.Context, leader func() bool, every time.Duration) {
+	if s.cfg.ReclaimGrace <= 0 || !s.cfg.Idle.Valid() {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !leader() {
+			continue
+		}
+		if err := s.reclaimOnce(ctx, time.Now()); err != nil {
+			s.cfg.Logger.Warn("reclaim idle jobs", "err", err)
+		}
+	}
+}
+
+// reclaimOnce stops every running job that Decide says to reclaim now.
+func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
+	js, err := s.cfg.Store.ListJobs(ctx, models.JobFilter{States: []models.JobState{models.JobRunning}})
+	if err != nil {
+		return fmt.Errorf("list running jobs: %w", err)
+	}
+	for i := range js {
+		j := &js[i]
+		if j.State != job.Running {
+			continue
+		}
+		start, _, ok := runWindow(j, now)
+		if !ok {
+			continue
+		}
+		from := maxTime(start, now.Add(-s.cfg.Idle.Lookback()))
+		readings, err := s.gpuReadings(ctx, placementKeys(j.Placement), from, now)
+		if err != nil {
+			return fmt.Errorf("job %d readings: %w", j.ID, err)
+		}
+		st := s.detectState(j, readings, now)
+		v := s.reclaimVerdict(j, st, s.reclaimPolicy(ctx, j.Team), now)
+		if v.Action == idle.Warn {
+			if _, err := s.cfg.Store.EnqueueIdleNotification(ctx, j, v.ReclaimAt, now); err != nil {
+				return fmt.Errorf("warn job %d: %w", j.ID, err)
+			}
+		}
+		if v.Action != idle.Reclaim {
+			continue
+		}
+		reason := "reclaimed: idle since " + st.Since.Local().Format("15:04")
+		stop := s.cfg.Engine.Cancel // a session ends
+		if !j.IsSession() {
+			stop = s.cfg.Engine.Preempt // a batch job waits again
+		}
+		if err := stop(ctx, j.ID, reason); err != nil {
+			return fmt.Errorf("reclaim job %d: %w", j.ID, err)
+		}
+		s.reclaimed.WithLabelValues(j.Team).Add(float64(j.GPUs) * now.Sub(st.Since).Seconds())
+		s.cfg.Logger.Info("reclaimed idle job", "job", j.ID, "team", j.Team, "gpus", j.GPUs, "idle_since", st.Since)
+	}
+	return nil
+}
+
+// reclaimPolicy is team's idle-reclaim policy: its own settings
+// (models.Team), or sessions only where it cannot be read.
+func (s *Server) reclaimPolicy(ctx context.Context, team string) idle.Policy {
+	t, err := s.cfg.Store.Team(ctx, team)
+	if err != nil {
+		s.cfg.Logger.Warn("reclaim policy: read team", "team", team, "err", err)
+		return idle.Policy{Sessions: true, MaxKeepAlive: models.DefaultMaxKeepAlive}
+	}
+	return teamPolicy(t)
+}
+
+// teamPolicy is the reclaim policy team t set.
+func teamPolicy(t *models.Team) idle.Policy {
+	return idle.Policy{Sessions: !t.IdleSpareSessions, Batch: t.IdleReclaimBatch, MaxKeepAlive: t.MaxKeepAlive()}
+}
+
+// keepAlive keeps running job id from being reclaimed for the next hours
+// hours, for its owner, its team's lead or an admin, within its team's
+// maximum keep-alive; audited. It returns the job as it is afterwards.
+func (s *Server) keepAlive(ctx context.Context, a actor, id int64, hours float64) (*models.Job, error) {
+	j, err := s.jobFor(ctx, a.user, id)
+	if err != nil {
+		return nil, err
+	}
+	if !canCancel(a.user, j) {
+		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to %s: only its owner, the lead of %s or an admin may keep it alive", j.ID, j.User, j.Team))
+	}
+	if j.State != job.Running {
+		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d is not running (%s): only a running job can be kept alive", j.ID, j.State))
+	}
+	p := s.reclaimPolicy(ctx, j.Team)
+	d := time.Duration(hours * float64(time.Hour))
+	if !(hours > 0) || d > p.MaxKeepAlive {
+		return nil, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %v: want more than 0, at most %v (team %s's maximum keep-alive)", hours, p.MaxKeepAlive.Hours(), j.Team))
+	}
+	until := s.cfg.Now().Add(d)
+	if err := s.cfg.Store.SetKeepAlive(ctx, j.ID, until); err != nil {
+		if errors.Is(err, models.ErrConflict) {
+			return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d has ended", j.ID))
+		}
+		return nil, fmt.Errorf("keep job %d alive: %w", j.ID, err)
+	}
+	if err := s.auditBy(ctx, a, "job.keep-alive", fmt.Sprintf("job %d of %s", j.ID, j.User), "until "+until.UTC().Format(time.RFC3339)); err != nil {
+		return nil, err
+	}
+	s.cfg.Logger.Info("job kept alive", "job", j.ID, "by", a.user.Name, "until", until)
+	return s.cfg.Store.Job(ctx, j.ID)
+}
+
+// keepAliveRequest is the body of POST /api/v1/jobs/{id}/keep-alive.
+type keepAliveRequest struct {
+	Hours float64 `json:"hours" form:"hours"`
+}
+
+func (s *Server) apiKeepAlive(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	var req keepAliveRequest
+	if err := c.Bind(&req); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "hours: want a number of hours")
+	}
+	j, err := s.keepAlive(c.Request().Context(), actorOf(c), id, req.Hours)
+	if err != nil {
+		return err
+	}
+	return s.jobResponse(c, http.StatusOK, j)
+}
+
+func (s *Server) keepAliveForm(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	hours, err := strconv.ParseFloat(c.FormValue("hours"), 64)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %q: want a number of hours", c.FormValue("hours")))
+	}
+	j, err := s.keepAlive(c.Request().Context(), actorOf(c), id, hours)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/jobs/%d", j.ID))
+}
