@@ -42,6 +42,11 @@ type Team struct {
 	// UserCaps overrides MaxGPUsPerUser per user (by Job.User); a value
 	// of 0 or less there means MaxGPUsPerUser.
 	UserCaps map[string]int
+	// UserUsage is each user's decayed usage within the team (by
+	// Job.User), kept with DecayUsage at the team's half-life. Fair share
+	// inside a team orders the team's jobs by it (UserFactor); a user
+	// absent from it used nothing. Negative or not finite counts as 0.
+	UserUsage map[string]float64
 }
 
 // CapOf is the most GPUs user's jobs of the team may hold at once; 0 is
