@@ -272,3 +272,14 @@ func (s Store) RecordForecasts(ctx context.Context, rs []engine.ForecastRecord) 
 	}
 	return s.AddForecasts(ctx, rows)
 }
+
+// SetLatestForecasts stores the jobs' latest forecasts
+// (models.ForecastKindLatest), which follower replicas show.
+func (s Store) SetLatestForecasts(ctx context.Context, rs []engine.ForecastRecord) error {
+	rows := make([]models.Forecast, len(rs))
+	for i, r := range rs {
+		rows[i] = models.Forecast{JobID: r.JobID, MadeAt: r.MadeAt, State: string(r.State),
+			Earliest: r.Earliest, Likely: r.Likely, Latest: r.Latest, Reason: r.Reason}
+	}
+	return s.Store.SetLatestForecasts(ctx, rows)
+}

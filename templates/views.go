@@ -257,7 +257,13 @@ type GPUCard struct {
 	TotalGB string
 	UsedPct int
 	UtilPct int
-	Jobs    string
+	// State is "busy" (jobs are placed on it), "idle" or "unavailable",
+	// by allocation, as /metrics gpuportal_gpus counts it.
+	State string
+	// Jobs names the jobs placed on it, with the share of a shared GPU
+	// each holds; Memory the GPU memory each job has allocated so far.
+	Jobs   string
+	Memory string
 	// Fault is what the GPU reported (XID, ECC) when it is out of
 	// service; empty when healthy.
 	Fault string

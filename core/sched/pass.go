@@ -56,6 +56,8 @@ type pass struct {
 	fs          fairTeams
 	jteam       []int32 // per job: its team in fs
 	juser       []int32 // per job: its user's slot in uheld, or -1 (no cap)
+	jheld       []int   // per job: what it counts for in its team's GPUs, in units (heldGPUs)
+	heldTmp     heldScratch
 	uheld, ucap []int32
 	users       map[userKey]int32
 	// Fair share inside a team (usershare.go): per pending job moved
