@@ -183,6 +183,28 @@ func (s Store) EngineTeams(ctx context.Context) ([]engine.Team, error) {
 	return out, nil
 }
 
+// UserUsages returns every user's saved decayed usage within each team.
+func (s Store) UserUsages(ctx context.Context) ([]engine.UserUsage, error) {
+	rows, err := s.Store.UserUsages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.UserUsage, len(rows))
+	for i, r := range rows {
+		out[i] = engine.UserUsage{Team: r.Team, User: r.User, UsageGPUSeconds: r.UsageGPUSeconds, UsageAt: r.UsageAt}
+	}
+	return out, nil
+}
+
+// SetUserUsage saves users' decayed usage within their teams as of at.
+func (s Store) SetUserUsage(ctx context.Context, usage []engine.UserUsage, at time.Time) error {
+	m := make(map[models.TeamUser]float64, len(usage))
+	for _, u := range usage {
+		m[models.TeamUser{Team: u.Team, User: u.User}] = u.UsageGPUSeconds
+	}
+	return s.Store.SetUserUsage(ctx, m, at)
+}
+
 // RecordTeamSamples stores where teams stood.
 func (s Store) RecordTeamSamples(ctx context.Context, samples []engine.TeamSample) error {
 	rows := make([]models.TeamSample, len(samples))
@@ -249,4 +271,15 @@ func (s Store) RecordForecasts(ctx context.Context, rs []engine.ForecastRecord) 
 			Earliest: r.Earliest, Likely: r.Likely, Latest: r.Latest, Reason: r.Reason}
 	}
 	return s.AddForecasts(ctx, rows)
+}
+
+// SetLatestForecasts stores the jobs' latest forecasts
+// (models.ForecastKindLatest), which follower replicas show.
+func (s Store) SetLatestForecasts(ctx context.Context, rs []engine.ForecastRecord) error {
+	rows := make([]models.Forecast, len(rs))
+	for i, r := range rs {
+		rows[i] = models.Forecast{JobID: r.JobID, MadeAt: r.MadeAt, State: string(r.State),
+			Earliest: r.Earliest, Likely: r.Likely, Latest: r.Latest, Reason: r.Reason}
+	}
+	return s.Store.SetLatestForecasts(ctx, rows)
 }

@@ -87,3 +87,46 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		}
 	})
 }
+
+// TestLatestForecasts: a job's latest forecast replaces the one stored
+// before, only waiting jobs' are read back, and none is measured against
+// starts.
+func TestLatestForecasts(t *testing.T) {
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		at := func(sec int) *time.Time { v := t0.Add(time.Duration(sec) * time.Second); return &v }
+		a := &models.Job{Name: "a", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: t0}
+		b := &models.Job{Name: "b", Team: "nlp", User: "bob", GPUs: 1, SubmittedAt: t0}
+		for _, j := range []*models.Job{a, b} {
+			if err := s.CreateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, rs := range [][]engine.ForecastRecord{
+			{{JobID: a.ID, MadeAt: *at(1), State: forecast.StateExpected, Earliest: at(5), Likely: at(10), Latest: at(20)},
+				{JobID: b.ID, MadeAt: *at(1), State: forecast.StateExpected, Likely: at(3)}},
+			{{JobID: a.ID, MadeAt: *at(6), State: forecast.StateLater, Earliest: at(30), Reason: "behind b"}},
+		} {
+			if err := s.SetLatestForecasts(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.MarkStarted(ctx, b.ID, []sched.GPURef{{Node: "n", Index: 0}}, *at(8)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LatestForecasts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fa, ok := got[a.ID]
+		if len(got) != 1 || !ok || fa.State != string(forecast.StateLater) || !fa.MadeAt.Equal(*at(6)) ||
+			fa.Earliest == nil || !fa.Earliest.Equal(*at(30)) || fa.Likely != nil || fa.Reason != "behind b" {
+			t.Errorf("latest forecasts %+v: want a's second only (b runs)", got)
+		}
+		if outs, err := s.ForecastOutcomes(ctx, "", 100); err != nil || len(outs) != 0 {
+			t.Errorf("outcomes %+v, %v: want none (latest forecasts are not measured)", outs, err)
+		}
+	})
+}

@@ -73,7 +73,7 @@ func TestFiguresAgree(t *testing.T) {
 	if f.grew < 5 {
 		t.Errorf("executed time and attained service were seen growing %d times; want 5 at least", f.grew)
 	}
-	for _, src := range []string{"page", "cli", "queues api", "queues page", "queues topic", "team topic", "job topic", "teams page", "metrics"} {
+	for _, src := range []string{"page", "cli", "queues api", "queues page", "queues topic", "team topic", "job topic", "teams page", "metrics", "cluster page"} {
 		if f.sources[src] == 0 {
 			t.Errorf("no figure was checked from the %s", src)
 		}
@@ -288,6 +288,40 @@ func (f *figures) round(admin *api, b *browser, cl *cli, cliEnv []string, stream
 	}
 
 	f.teams(admin, b)
+	f.busy(admin, b)
+}
+
+// busy checks the GPUs busy (allocated to running jobs) on the cluster
+// page and in /metrics gpuportal_gpus{state="busy"} against the GPUs the
+// API places running jobs on, read before and after.
+func (f *figures) busy(admin *api, b *browser) {
+	t := f.t
+	placed := func() int {
+		var running []apitypes.Job
+		admin.do(http.MethodGet, "/api/v1/jobs?scope=all&state=running", nil, &running)
+		on := map[string]bool{}
+		for _, j := range running {
+			for _, g := range j.Placement {
+				on[g] = true
+			}
+		}
+		return len(on)
+	}
+	before := placed()
+	_, page := b.get("/cluster")
+	metrics := metricsText(t, admin.base)
+	after := placed()
+	lo, hi := float64(min(before, after)), float64(max(before, after))
+	shown := float64(strings.Count(page, `data-field="gpu-state">busy</span>`))
+	f.note("cluster page")
+	if shown < lo || shown > hi {
+		t.Errorf("cluster page: %v GPUs busy; the API placed running jobs on %d, then %d GPUs", shown, before, after)
+	}
+	m, ok := metricValue(metrics, `gpuportal_gpus{state="busy"}`, "")
+	f.note("metrics")
+	if !ok || m < lo || m > hi {
+		t.Errorf(`/metrics: gpuportal_gpus{state="busy"} is %v (found %v); the API placed running jobs on %d, then %d GPUs`, m, ok, before, after)
+	}
 }
 
 // gpus writes a number of GPUs as the pages do: 3, 2.5, 0.33.

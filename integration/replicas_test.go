@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	apitypes "github.com/gpuportal/gpuportal/api"
 	"net/http"
 	"strings"
 	"testing"
@@ -87,6 +88,28 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 	// The agent is given the follower first: it must skip to the leader.
 	ag := startAgent(t, b.URL+","+a.URL, "replica-box")
 	waitGPUs(t, a.URL, 2)
+
+	// The follower shows the leader's start forecast of a waiting job
+	// (only the leader's engine forecasts), not "unknown". Forecasts
+	// learn run times from three finished jobs first.
+	lead := newAPI(t, a.URL, "alice", "dev")
+	var short []int64
+	for i := range 3 {
+		short = append(short, submit(t, lead, map[string]any{"name": fmt.Sprintf("short-%d", i), "gpus": 1, "sim": map[string]any{"duration_s": 1}}))
+	}
+	for _, s := range short {
+		lead.waitState(s, 15*time.Second, "succeeded")
+	}
+	blocker := submit(t, lead, map[string]any{"name": "blocker", "gpus": 2, "sim": map[string]any{"duration_s": 60}})
+	lead.waitState(blocker, 15*time.Second, "running")
+	waiter := submit(t, lead, map[string]any{"name": "waiter", "gpus": 2, "sim": map[string]any{"duration_s": 5}})
+	followerForecast(t, lead, newAPI(t, b.URL, "alice", "dev"), waiter)
+	for _, j := range []int64{waiter, blocker} {
+		if st := lead.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", j), nil, nil); st >= 300 {
+			t.Fatalf("cancel job %d: status %d", j, st)
+		}
+		lead.waitState(j, 15*time.Second, "cancelled")
+	}
 
 	// Submits and cancels through the follower reach the leader; so do
 	// notification settings, and only the leader delivers.
@@ -230,4 +253,36 @@ func TestLeaderThatLosesItsLockExits(t *testing.T) {
 		t.Errorf("the leader exited with 0 after losing its lock; want a failure, for its service manager to restart it")
 	}
 	eventually(t, 10*time.Second, "the follower to take over", func() bool { return role(b.URL) == "leader" })
+}
+
+// followerForecast waits until the leader forecasts job id's start (not
+// "unknown"), and the follower shows the same forecast.
+func followerForecast(t *testing.T, leader, follower *api, id int64) {
+	t.Helper()
+	get := func(c *api) apitypes.Forecast {
+		var j struct{ Forecast *apitypes.Forecast }
+		if st := c.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK {
+			t.Fatalf("job %d: status %d", id, st)
+		}
+		if j.Forecast == nil {
+			t.Fatalf("job %d started before the check: it has no forecast", id)
+		}
+		return *j.Forecast
+	}
+	near := func(a, b *time.Time) bool {
+		if a == nil || b == nil {
+			return a == nil && b == nil
+		}
+		return a.Sub(*b).Abs() < time.Millisecond // the database keeps microseconds
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		l, f := get(leader), get(follower)
+		if l.State != "unknown" && l.State == f.State && l.Reason == f.Reason &&
+			near(l.Earliest, f.Earliest) && near(l.Likely, f.Likely) && near(l.Latest, f.Latest) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("forecast of job %d after 20s: leader %+v, follower %+v; want the same, not unknown", id, l, f)
+		}
+	}
 }

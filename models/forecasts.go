@@ -28,6 +28,50 @@ type Forecast struct {
 	Reason   string `gorm:"size:512"`
 }
 
+// ForecastKindLatest is the kind of a waiting job's latest forecast, which
+// the leader replaces as it changes, so that follower replicas (which
+// run no engine) show it. It is not measured against starts: the first
+// and checkpoint kinds are.
+const ForecastKindLatest = "latest"
+
+// SetLatestForecasts stores rows as their jobs' latest forecasts
+// (ForecastKindLatest, whatever their Kind), replacing those stored.
+func (s *Store) SetLatestForecasts(ctx context.Context, rows []Forecast) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	for i := range rows {
+		rows[i].ID = 0
+		rows[i].Kind = ForecastKindLatest
+		rows[i].Reason = truncate(rows[i].Reason, 512)
+	}
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "job_id"}, {Name: "kind"}},
+		DoUpdates: clause.AssignmentColumns([]string{"made_at", "state", "earliest", "likely", "latest", "reason"}),
+	}).CreateInBatches(rows, 200).Error
+	if err != nil {
+		return fmt.Errorf("store %d latest forecasts: %w", len(rows), err)
+	}
+	return nil
+}
+
+// LatestForecasts returns the latest forecasts (ForecastKindLatest) of
+// the jobs that wait, by job.
+func (s *Store) LatestForecasts(ctx context.Context) (map[int64]Forecast, error) {
+	var fs []Forecast
+	err := s.db.WithContext(ctx).Where("kind = ?", ForecastKindLatest).
+		Where("job_id IN (?)", s.db.Model(&Job{}).Select("id").Where("state IN ?", []JobState{JobQueued, JobPreempted})).
+		Find(&fs).Error
+	if err != nil {
+		return nil, fmt.Errorf("latest forecasts: %w", err)
+	}
+	out := make(map[int64]Forecast, len(fs))
+	for _, f := range fs {
+		out[f.JobID] = f
+	}
+	return out, nil
+}
+
 // FinishedRunTimes returns, for up to limit jobs that finished most
 // recently after running, who ran what and for how long in all: what
 // forecasts draw run times from. Failed and cancelled jobs count: they
@@ -82,6 +126,8 @@ func (s *Store) ForecastOutcomes(ctx context.Context, kind string, limit int) ([
 	q := s.db.WithContext(ctx).Where("state <> ?", string(forecast.StateUnknown))
 	if kind != "" {
 		q = q.Where("kind = ?", kind)
+	} else {
+		q = q.Where("kind <> ?", ForecastKindLatest)
 	}
 	// Forecasts of jobs that have started at least once: the others wait
 	// still (or ended without a start) and have nothing to compare with.

@@ -33,6 +33,7 @@ func migrations() []migration {
 		{21, "accounting_days and accounting_closed_days: GPU time used per day, team and user, kept after GPU history expires (accounting.go)", accountingTables},
 		{22, "jobs.image: the container image a job's command runs in", jobsImage},
 		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
+		{24, "user_usage: each user's decayed GPU usage within a team, for fair share inside a team (teams.go)", userUsageTable},
 		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
 	}
 }
@@ -521,4 +522,19 @@ func idleReclaim(tx *gorm.DB) error {
 		return err
 	}
 	return addColumns(tx, &v26Team{}, "IdleSpareSessions", "IdleReclaimBatch", "MaxKeepAliveS")
+}
+
+// v24UserUsage is the table step 24 creates: a user's decayed usage
+// within a team as of UsageAt, kept as teams.usage_gpu_seconds is.
+type v24UserUsage struct {
+	Team            string    `gorm:"primaryKey;size:64"`
+	User            string    `gorm:"primaryKey;size:64"`
+	UsageGPUSeconds float64   `gorm:"not null;default:0"`
+	UsageAt         time.Time `gorm:"not null"`
+}
+
+func (v24UserUsage) TableName() string { return "user_usage" }
+
+func userUsageTable(tx *gorm.DB) error {
+	return createTables(tx, &v24UserUsage{})
 }

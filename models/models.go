@@ -94,6 +94,20 @@ type UserCap struct {
 	MaxGPUs int    `gorm:"not null"`
 }
 
+// UserUsage is a user's decayed GPU usage within a team as of UsageAt:
+// GPU-seconds held by the user's jobs of the team, each counted at
+// 2^(-age/half-life), the team's half-life. Fair share inside a team
+// orders the team's jobs by it.
+type UserUsage struct {
+	Team            string    `gorm:"primaryKey;size:64"`
+	User            string    `gorm:"primaryKey;size:64"`
+	UsageGPUSeconds float64   `gorm:"not null;default:0"`
+	UsageAt         time.Time `gorm:"not null"`
+}
+
+// TableName keeps one row per team and user in user_usage.
+func (UserUsage) TableName() string { return "user_usage" }
+
 // TeamSample is where a team stood at one time: what its usage chart draws.
 type TeamSample struct {
 	ID   int64     `gorm:"primaryKey"`

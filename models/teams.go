@@ -93,6 +93,38 @@ func (s *Store) SetTeamUsage(ctx context.Context, usage map[string]float64, at t
 	})
 }
 
+// TeamUser names a user within a team.
+type TeamUser struct {
+	Team string
+	User string
+}
+
+// SetUserUsage records each user's decayed usage within a team as of at.
+func (s *Store) SetUserUsage(ctx context.Context, usage map[TeamUser]float64, at time.Time) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for k, u := range usage {
+			row := UserUsage{Team: k.Team, User: k.User, UsageGPUSeconds: u, UsageAt: at}
+			err := tx.Clauses(clause.OnConflict{
+				Columns:   []clause.Column{{Name: "team"}, {Name: "user"}},
+				DoUpdates: clause.AssignmentColumns([]string{"usage_gpu_seconds", "usage_at"}),
+			}).Create(&row).Error
+			if err != nil {
+				return fmt.Errorf("set usage of user %s in team %s: %w", k.User, k.Team, err)
+			}
+		}
+		return nil
+	})
+}
+
+// UserUsages returns every user's saved decayed usage within each team.
+func (s *Store) UserUsages(ctx context.Context) ([]UserUsage, error) {
+	var out []UserUsage
+	if err := s.db.WithContext(ctx).Order("team, \"user\"").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("read user usage: %w", err)
+	}
+	return out, nil
+}
+
 // UserCaps returns the per-user caps of every team: team -> user -> GPUs.
 func (s *Store) UserCaps(ctx context.Context) (map[string]map[string]int, error) {
 	var cs []UserCap

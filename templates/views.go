@@ -257,7 +257,13 @@ type GPUCard struct {
 	TotalGB string
 	UsedPct int
 	UtilPct int
-	Jobs    string
+	// State is "busy" (jobs are placed on it), "idle" or "unavailable",
+	// by allocation, as /metrics gpuportal_gpus counts it.
+	State string
+	// Jobs names the jobs placed on it, with the share of a shared GPU
+	// each holds; Memory the GPU memory each job has allocated so far.
+	Jobs   string
+	Memory string
 	// Fault is what the GPU reported (XID, ECC) when it is out of
 	// service; empty when healthy.
 	Fault string
@@ -396,6 +402,9 @@ type Team struct {
 	Samples      [][4]float64 // unix time, in use, borrowed, guarantee
 	CanEditShare bool         // admins
 	CanEditCaps  bool         // the team's lead and admins
+	// ShowShares shows each member's fair share inside the team (the
+	// team's lead and admins).
+	ShowShares bool
 	// Queue is the team's unfinished jobs, running ones first; the page
 	// keeps it live over the team:<name> topic.
 	Queue []TeamQueueRow
@@ -430,6 +439,10 @@ type TeamQueueRow struct {
 type MemberRow struct {
 	User, Role, Usage string
 	MaxGPUs           int
+	// Fair share inside the team, for the lead and admins: the member's
+	// decayed GPU-seconds, equal split of the guarantee (GPUs), share of
+	// the team's decayed usage and factor, formatted.
+	Decayed, Split, UsageShare, Factor string
 }
 
 // Notifications is a user's notification settings page.

@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -69,16 +70,24 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 			if smp.MemMiB > 0 {
 				g.UsedPct = int(100 * smp.MemUsedMiB / smp.MemMiB)
 			}
+			held := m.figures.OnGPU(fmt.Sprintf("%s:%d", n.Name(), smp.Index))
+			g.State = gpuState(held, state[n.Name()] != "ready" || g.Fault != "")
 			var jobs []string
-			for _, jm := range smp.Jobs {
-				jobs = append(jobs, fmt.Sprintf("job %d: %.1f GB", jm.JobID, float64(jm.MemMiB)/1024))
+			for _, h := range held {
+				if h.Share < 1 {
+					jobs = append(jobs, fmt.Sprintf("job %d (%s GPU)", h.Job, strconv.FormatFloat(h.Share, 'f', -1, 64)))
+				} else {
+					jobs = append(jobs, fmt.Sprintf("job %d", h.Job))
+				}
 			}
 			g.Jobs = strings.Join(jobs, ", ")
+			var mem []string
+			for _, jm := range smp.Jobs {
+				mem = append(mem, fmt.Sprintf("job %d: %.1f GB", jm.JobID, float64(jm.MemMiB)/1024))
+			}
+			g.Memory = strings.Join(mem, ", ")
 			if l, ok := gl[telemetry.GPUKey{Node: n.Name(), Index: smp.Index}]; ok {
 				g.Lanes = lanesText(l)
-			}
-			if g.Jobs == "" {
-				g.Jobs = "idle"
 			}
 			g.Idle = strings.Join(idleOn[fmt.Sprintf("%s:%d", n.Name(), smp.Index)], ", ")
 			card.GPUs = append(card.GPUs, g)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/telemetry"
@@ -45,8 +46,37 @@ func (s *Server) moment(ctx context.Context) (*moment, error) {
 		return nil, err
 	}
 	m := newMoment(s.cfg.Now(), js, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
-	m.forecasts = s.cfg.Engine.Forecasts()
+	if m.forecasts, err = s.forecasts(ctx); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// forecasts are the latest start forecasts of the waiting jobs: the
+// engine's on the leader, and on a follower replica, which runs no
+// engine, the leader's as it stored them (models.ForecastKindLatest).
+func (s *Server) forecasts(ctx context.Context) (map[int64]engine.JobForecast, error) {
+	if s.leading() {
+		return s.cfg.Engine.Forecasts(), nil
+	}
+	rows, err := s.cfg.Store.LatestForecasts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]engine.JobForecast, len(rows))
+	for id, f := range rows {
+		out[id] = engine.JobForecast{State: forecast.State(f.State), Earliest: timeOr(f.Earliest), Likely: timeOr(f.Likely),
+			Latest: timeOr(f.Latest), Reason: f.Reason, MadeAt: f.MadeAt}
+	}
+	return out, nil
+}
+
+// timeOr is *t, the zero time for nil.
+func timeOr(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // newMoment derives the figures of now from the unfinished jobs and the

@@ -197,14 +197,7 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 		for _, d := range n.Devices() {
 			place := n.Name() + ":" + strconv.Itoa(d.Index)
 			held := m.figures.OnGPU(place)
-			switch {
-			case len(held) > 0:
-				states["busy"]++
-			case unschedulable[n.Name()] || faults[gpuName(n.Name(), d.Index)] != "":
-				states["unavailable"]++
-			default:
-				states["idle"]++
-			}
+			states[gpuState(held, unschedulable[n.Name()] || faults[gpuName(n.Name(), d.Index)] != "")]++
 			idx := strconv.Itoa(d.Index)
 			ch <- gauge(gpuInfoDesc, 1, n.Name(), idx, d.UUID, d.Model)
 			labels := append([]string{n.Name(), idx, d.UUID}, holders(held, users, teams)...)
@@ -338,4 +331,19 @@ func buildInfo() []string {
 		}
 	}
 	return []string{in.Version, revision, in.GoVersion}
+}
+
+// gpuState is what a GPU is doing, by allocation, as /metrics
+// (gpuportal_gpus) and the cluster page both say: "busy" when running
+// jobs are placed on it (held: usage.Figures.OnGPU), whatever memory
+// they have allocated yet; else "unavailable" when its machine takes no
+// jobs or it reported a fault; else "idle".
+func gpuState(held []usage.Holding, unavailable bool) string {
+	switch {
+	case len(held) > 0:
+		return "busy"
+	case unavailable:
+		return "unavailable"
+	}
+	return "idle"
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"github.com/gpuportal/gpuportal/core/sched"
 	"math"
 	"net/http"
 	"slices"
@@ -336,9 +337,26 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	v := templates.Team{Share: shareRow(t.TeamShare),
 		CanEditShare: u.Role == models.RoleAdmin,
 		CanEditCaps:  u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == t.Name)}
+	v.ShowShares = v.CanEditCaps
+	shares := map[string]sched.UserShare{}
+	if v.ShowShares {
+		for _, us := range s.cfg.Engine.UserShares(t.Name) {
+			shares[us.User] = us
+		}
+	}
 	for _, m := range t.Members {
-		v.Members = append(v.Members, templates.MemberRow{User: m.User, Role: m.Role,
-			Usage: fmt.Sprintf("%.0f", m.UsageGPUSeconds), MaxGPUs: m.MaxGPUs})
+		row := templates.MemberRow{User: m.User, Role: m.Role,
+			Usage: fmt.Sprintf("%.0f", m.UsageGPUSeconds), MaxGPUs: m.MaxGPUs}
+		if v.ShowShares {
+			row.Decayed, row.Split, row.UsageShare, row.Factor = "0", "—", "0%", "1.00"
+			if us, ok := shares[m.User]; ok {
+				row.Decayed = fmt.Sprintf("%.0f", us.UsageGPUSeconds)
+				row.Split = fmt.Sprintf("%.1f", us.ShareGPUs)
+				row.UsageShare = fmt.Sprintf("%.0f%%", 100*us.UsageShare)
+				row.Factor = fmt.Sprintf("%.2f", us.Factor)
+			}
+		}
+		v.Members = append(v.Members, row)
 	}
 	for _, sm := range t.Samples {
 		v.Samples = append(v.Samples, [4]float64{float64(sm.At.Unix()), sm.InUseGPUs, sm.BorrowedGPUs, float64(sm.GuaranteeGPUs)})

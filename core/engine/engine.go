@@ -196,9 +196,10 @@ type Engine struct {
 
 	alloc allocState // CPU and memory allocations (alloc.go)
 
-	shareMu  sync.Mutex
-	shares   []sched.TeamShare // each team's standing after the last pass
-	borrowed map[int64]bool    // running jobs beyond their team's guarantee
+	shareMu    sync.Mutex
+	shares     []sched.TeamShare            // each team's standing after the last pass
+	borrowed   map[int64]bool               // running jobs beyond their team's guarantee
+	userShares map[string][]sched.UserShare // per team: its users' standing after the last pass
 
 	// Owned by the Run goroutine.
 	started    time.Time

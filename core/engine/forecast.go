@@ -57,6 +57,14 @@ type ForecastStore interface {
 	RecordForecasts(ctx context.Context, rs []ForecastRecord) error
 }
 
+// LatestForecastStore keeps each waiting job's latest forecast, so that
+// follower replicas, which run no engine, show the leader's forecasts.
+type LatestForecastStore interface {
+	// SetLatestForecasts replaces the latest forecasts of rs's jobs
+	// (their Kind is ignored).
+	SetLatestForecasts(ctx context.Context, rs []ForecastRecord) error
+}
+
 // ForecastRecord is one forecast of a job's start, kept to measure
 // forecasts against the starts that follow them.
 type ForecastRecord struct {
@@ -129,7 +137,8 @@ type forecasts struct {
 	histSig  uint64
 	arr      *forecast.Arrivals
 	arrAt    time.Time
-	recorded map[int64]uint8 // kinds recorded per job: bit 0 first, bit i checkpoint i-1
+	recorded map[int64]uint8       // kinds recorded per job: bit 0 first, bit i checkpoint i-1
+	stored   map[int64]JobForecast // the latest forecasts stored (LatestForecastStore)
 }
 
 type forecastDone struct {
@@ -381,6 +390,50 @@ func (e *Engine) recordForecast(ctx context.Context, r forecastDone, jobs []Job)
 		e.cfg.Logger.Warn("forecast: record", "err", err)
 		for _, rec := range rs {
 			delete(fc.recorded, rec.JobID) // tried again with the next forecast
+		}
+	}
+	e.storeLatestForecasts(ctx, r, submitted)
+}
+
+// storeLatestForecasts stores the forecasts of r that changed since they
+// were last stored, for the jobs still waiting that r's pass did not
+// start (submitted holds the unfinished jobs).
+func (e *Engine) storeLatestForecasts(ctx context.Context, r forecastDone, submitted map[int64]time.Time) {
+	fc := e.fc
+	st, ok := e.cfg.Store.(LatestForecastStore)
+	if !ok {
+		return
+	}
+	if fc.stored == nil {
+		fc.stored = map[int64]JobForecast{}
+	}
+	for id := range fc.stored {
+		if _, ok := submitted[id]; !ok {
+			delete(fc.stored, id) // finished
+		}
+	}
+	var rs []ForecastRecord
+	for _, f := range r.res.Jobs {
+		if _, ok := submitted[f.JobID]; !ok || r.startsNow[f.JobID] {
+			continue
+		}
+		jf := JobForecast{State: f.State, Reason: f.Reason,
+			Earliest: wallTime(r.madeAt, r.res.Now, f.Earliest), Likely: wallTime(r.madeAt, r.res.Now, f.Likely),
+			Latest: wallTime(r.madeAt, r.res.Now, f.Latest)}
+		if old, ok := fc.stored[f.JobID]; ok && old == jf {
+			continue
+		}
+		fc.stored[f.JobID] = jf
+		rs = append(rs, ForecastRecord{JobID: f.JobID, MadeAt: r.madeAt, State: f.State, Reason: f.Reason,
+			Earliest: timePtr(jf.Earliest), Likely: timePtr(jf.Likely), Latest: timePtr(jf.Latest)})
+	}
+	if len(rs) == 0 {
+		return
+	}
+	if err := st.SetLatestForecasts(ctx, rs); err != nil {
+		e.cfg.Logger.Warn("forecast: store latest", "err", err)
+		for _, rec := range rs {
+			delete(fc.stored, rec.JobID) // stored again with the next forecast
 		}
 	}
 }

@@ -60,6 +60,9 @@ func shareable(sj *sched.Job, j Job, gpuMiB int64) {
 	}
 	p := memest.Padding{}.Apply(est)
 	sj.Sharing, sj.MemPersistentMiB, sj.MemEphemeralMiB = true, p.PersistentMiB, p.EphemeralMiB
+	if j.GPUFraction > 0 && j.GPUFraction < 1 {
+		sj.GPUFraction = j.GPUFraction
+	}
 	if sj.GPUMemMiB == 0 {
 		sj.GPUMemMiB = p.TotalMiB()
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"time"
 
@@ -47,7 +48,8 @@ const (
 
 // teamState is the engine's running account of team usage.
 type teamState struct {
-	usage     map[string]float64 // decayed GPU-seconds, as of at
+	usage     map[string]float64            // decayed GPU-seconds, as of at
+	users     map[string]map[string]float64 // team -> user -> decayed GPU-seconds, as of at
 	at        time.Time
 	savedAt   time.Time
 	sampledAt time.Time
@@ -77,6 +79,9 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 			}
 		}
 		st.at, st.savedAt, st.sampledAt = now, now, now
+		if err := e.loadUserUsage(ctx, now); err != nil {
+			return nil, err
+		}
 	}
 	st.runs = st.runs[:0]
 	for _, j := range jobs {
@@ -91,15 +96,20 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 		for _, t := range teams {
 			st.usage[t.Name] = sched.DecayUsage(st.usage[t.Name], dt, e.halfLifeS(), held.Team(t.Name).InUseGPUs*dt)
 		}
+		e.addUserUsage(jobs, held, dt)
 		st.at = now
 	}
 	out := make([]sched.Team, len(teams))
 	for i, t := range teams {
 		out[i] = sched.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight,
-			UsageGPUSeconds: st.usage[t.Name], MaxGPUsPerUser: t.MaxGPUsPerUser, UserCaps: t.UserCaps}
+			UsageGPUSeconds: st.usage[t.Name], MaxGPUsPerUser: t.MaxGPUsPerUser, UserCaps: t.UserCaps,
+			UserUsage: maps.Clone(st.users[t.Name])}
 	}
 	if now.Sub(st.savedAt) >= usageSaveEvery {
 		if err := ts.SetTeamUsage(ctx, st.usage, now); err != nil {
+			return nil, err
+		}
+		if err := e.saveUserUsage(ctx, now); err != nil {
 			return nil, err
 		}
 		st.savedAt = now
@@ -129,6 +139,7 @@ func (e *Engine) recordShares(ctx context.Context, snap sched.Snapshot, d sched.
 		return nil
 	}
 	shares := sched.FairShare(snap.Teams, snap.Jobs)
+	e.recordUserShares(snap)
 	borrowed := make(map[int64]bool, len(d.Borrowed))
 	for _, id := range d.Borrowed {
 		borrowed[id] = true

@@ -95,6 +95,9 @@ func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitC
 			b = append(b, " s more"...)
 		}
 	}
+	if len(p.behind) > 0 {
+		b = p.appendBehind(b, e)
+	}
 	p.addWait(e, cause, b)
 	return cause
 }
@@ -110,6 +113,9 @@ func (p *pass) waitBlocked(e *entry, head *entry) {
 	b = append(b, ", which needs "...)
 	b = strconv.AppendInt(b, int64(head.gpus), 10)
 	b = append(b, " GPUs and does not fit; fifo starts jobs strictly in arrival order"...)
+	if len(p.behind) > 0 {
+		b = p.appendBehind(b, e)
+	}
 	p.addWait(e, WaitBlocked, b)
 }
 

@@ -45,6 +45,7 @@ func (p *pass) teamScan() {
 	ft.sortExtra()
 	p.jteam = resize(p.jteam, len(jobs))
 	p.juser = resize(p.juser, len(jobs))
+	p.heldGPUs(nil)
 	p.uheld, p.ucap = p.uheld[:0], p.ucap[:0]
 	if p.users == nil {
 		p.users = map[userKey]int32{}
@@ -60,7 +61,7 @@ func (p *pass) teamScan() {
 		n := jobGPUs(j)
 		running := p.outcome[i] == outRunning
 		if running {
-			ft.t[t].inUse += n
+			ft.t[t].inUse += p.jheld[i]
 		}
 		if !ft.capped {
 			continue
@@ -138,7 +139,7 @@ func (p *pass) tiers() {
 			t.own = append(t.own, e.run)
 			t.ownOpen += int(run.n)
 		}
-		cum += jobGPUs(j)
+		cum += p.jheld[e.job]
 		if cum <= t.g {
 			continue
 		}
@@ -210,7 +211,7 @@ func (p *pass) teamHold(e *entry) bool {
 		return true
 	}
 	if p.lendStop {
-		if t := &p.fs.t[p.jteam[e.job]]; t.inUse+n > t.g {
+		if t := &p.fs.t[p.jteam[e.job]]; t.inUse+n*unit > t.g {
 			p.waitLending(e)
 			p.pop(e)
 			return true
@@ -222,7 +223,7 @@ func (p *pass) teamHold(e *entry) bool {
 // entitled tells whether e's team has room for e within its guarantee.
 func (p *pass) entitled(e *entry) bool {
 	t := &p.fs.t[p.jteam[e.job]]
-	return t.inUse+int(e.gpus) <= t.g
+	return t.inUse+int(e.gpus)*unit <= t.g
 }
 
 // reclaims tells whether e may reclaim GPUs lent to other teams: it fits
@@ -260,7 +261,7 @@ type fairVictims struct {
 // startFairVictims begins a search for e's victims.
 func (p *pass) startFairVictims(e *entry, fv *fairVictims) {
 	t := &p.fs.t[p.jteam[e.job]]
-	*fv = fairVictims{cross: p.reclaims(e), share: t.share(t.inUse + int(e.gpus)), own: t.ownLo}
+	*fv = fairVictims{cross: p.reclaims(e), share: t.share(t.inUse + int(e.gpus)*unit), own: t.ownLo}
 	if fv.cross {
 		for i := range p.fs.t {
 			v := &p.fs.t[i]
@@ -315,7 +316,7 @@ func (p *pass) nextFairVictim(e *entry, fv *fairVictims) int32 {
 			if r.state != runOpen {
 				continue
 			}
-			n := jobGPUs(&p.s.Jobs[r.job])
+			n := p.jheld[r.job]
 			if v.share(v.inUse-v.tent-n) < fv.share {
 				continue // Kueue's rule: e's team would end further over
 			}
@@ -361,10 +362,9 @@ func (p *pass) teamKeep(r *runJob) {
 // teamStart moves a job's GPUs into (sign +1) or out of (-1) its team's
 // and user's counts.
 func (p *pass) teamStart(job int32, sign int) {
-	n := jobGPUs(&p.s.Jobs[job]) * sign
-	p.fs.t[p.jteam[job]].inUse += n
+	p.fs.t[p.jteam[job]].inUse += p.jheld[job] * sign
 	if u := p.juser[job]; u >= 0 {
-		p.uheld[u] += int32(n)
+		p.uheld[u] += int32(jobGPUs(&p.s.Jobs[job]) * sign)
 	}
 }
 
@@ -376,7 +376,7 @@ func (p *pass) teamStart(job int32, sign int) {
 func (p *pass) teamPreempted(job int32, reclaim bool) {
 	v := p.jteam[job]
 	t := &p.fs.t[v]
-	if n := jobGPUs(&p.s.Jobs[job]); t.smallest < 0 || n < jobGPUs(&p.s.Jobs[t.smallest]) {
+	if t.smallest < 0 || p.jheld[job] < p.jheld[t.smallest] {
 		t.smallest = job
 	}
 	if !reclaim {
@@ -404,7 +404,7 @@ func (p *pass) teamPreempted(job int32, reclaim bool) {
 // the two teams reclaim from each other in turn.
 func (p *pass) lendCheck(v int32) {
 	t := &p.fs.t[v]
-	if !p.lendStop && t.smallest >= 0 && t.inUse+jobGPUs(&p.s.Jobs[t.smallest]) <= t.g {
+	if !p.lendStop && t.smallest >= 0 && t.inUse+p.jheld[t.smallest] <= t.g {
 		p.lendStop, p.lendBy = true, t.smallest
 	}
 }
@@ -445,13 +445,20 @@ func (p *pass) markBorrowed() {
 		return compareKeys(ea, eb)
 	})
 	p.order = order
+	if p.sh.on && len(p.d.Starts) > 0 {
+		started := make(map[int64][]GPURef, len(p.d.Starts))
+		for _, st := range p.d.Starts {
+			started[st.JobID] = st.GPUs
+		}
+		p.heldGPUs(started)
+	}
 	cum, team := 0, int32(-1)
 	for _, r := range order {
 		e := p.refEntry(r)
 		if p.jteam[e.job] != team {
 			team, cum = p.jteam[e.job], 0
 		}
-		cum += jobGPUs(&p.s.Jobs[e.job])
+		cum += p.jheld[e.job]
 		if cum <= p.fs.t[team].g {
 			continue
 		}
@@ -487,7 +494,7 @@ func (p *pass) fairCause(e *entry, r rule, reclaimable int) (WaitCause, float64)
 		}
 		return WaitCapacity, 0
 	}
-	if t.inUse+r.n > t.g {
+	if t.inUse+r.n*unit > t.g {
 		others := 0
 		for i := range p.fs.t {
 			if int32(i) != me {
@@ -508,18 +515,18 @@ func (p *pass) appendTeam(b []byte, t *fteam) []byte {
 	b = appendName(b, t.name)
 	b = append(b, " holds "...)
 	h := t.inUse
-	b = strconv.AppendInt(b, int64(h), 10)
+	b = appendGPUs(b, h)
 	switch {
 	case t.g == 0:
 		return append(b, " GPUs and has no guarantee"...)
 	case h > t.g:
 		b = append(b, " GPUs, "...)
-		b = strconv.AppendInt(b, int64(h-t.g), 10)
+		b = appendGPUs(b, h-t.g)
 		b = append(b, " beyond its guarantee of "...)
-		return strconv.AppendInt(b, int64(t.g), 10)
+		return appendGPUs(b, t.g)
 	}
 	b = append(b, " of its "...)
-	b = strconv.AppendInt(b, int64(t.g), 10)
+	b = appendGPUs(b, t.g)
 	return append(b, " guaranteed GPUs"...)
 }
 

@@ -42,6 +42,11 @@ type Team struct {
 	// UserCaps overrides MaxGPUsPerUser per user (by Job.User); a value
 	// of 0 or less there means MaxGPUsPerUser.
 	UserCaps map[string]int
+	// UserUsage is each user's decayed usage within the team (by
+	// Job.User), kept with DecayUsage at the team's half-life. Fair share
+	// inside a team orders the team's jobs by it (UserFactor); a user
+	// absent from it used nothing. Negative or not finite counts as 0.
+	UserUsage map[string]float64
 }
 
 // CapOf is the most GPUs user's jobs of the team may hold at once; 0 is
@@ -89,7 +94,7 @@ func FairShare(teams []Team, jobs []Job) []TeamShare {
 		j := &jobs[i]
 		t := ft.index(j.Team)
 		if j.State == Running {
-			ft.t[t].inUse += max(int(clampGPUs(j.GPUs)), 0)
+			ft.t[t].inUse += max(int(clampGPUs(j.GPUs)), 0) * unit
 		}
 	}
 	ft.sortExtra()
@@ -97,8 +102,8 @@ func FairShare(teams []Team, jobs []Job) []TeamShare {
 	for i := range ft.t {
 		t := &ft.t[i]
 		out[i] = TeamShare{
-			Name: t.name, GuaranteeGPUs: t.g, Weight: t.w,
-			InUseGPUs: t.inUse, BorrowedGPUs: max(t.inUse-t.g, 0),
+			Name: t.name, GuaranteeGPUs: t.g / unit, Weight: t.w,
+			InUseGPUs: t.inUse / unit, BorrowedGPUs: max(t.inUse-t.g, 0) / unit,
 			UsageGPUSeconds: t.usage, Entitlement: t.s, UsageShare: t.u, Factor: t.f,
 		}
 	}
@@ -144,7 +149,7 @@ type fairTeams struct {
 // fteam is one team during a pass.
 type fteam struct {
 	name  string
-	g     int
+	g     int // guaranteed GPUs, in units
 	w     float64
 	usage float64
 	s, u  float64 // Entitlement, UsageShare
@@ -152,11 +157,11 @@ type fteam struct {
 	cap   int
 	caps  map[string]int
 
-	inUse int // GPUs its jobs hold now (running and started, less preempted)
+	inUse int // units of GPUs its jobs hold now (running and started, less preempted)
 	// smallest is its smallest job reclaimed in this pass (an index in
 	// Snapshot.Jobs), or -1.
 	smallest int32
-	tent     int // GPUs of victims tentatively taken in the current reclaim
+	tent     int // units of GPUs of victims tentatively taken in the current reclaim
 
 	// Reclaim candidates: indices into pass.rents, lowest rank first.
 	cross   []int32 // borrowed jobs past their minimum runtime
@@ -188,7 +193,7 @@ func (ft *fairTeams) build(teams []Team) {
 		if _, dup := ft.byName[tm.Name]; dup {
 			continue
 		}
-		t := fteam{name: tm.Name, g: max(tm.GuaranteeGPUs, 0), w: tm.Weight, usage: tm.UsageGPUSeconds,
+		t := fteam{name: tm.Name, g: min(max(tm.GuaranteeGPUs, 0), maxGuarantee) * unit, w: tm.Weight, usage: tm.UsageGPUSeconds,
 			cap: max(tm.MaxGPUsPerUser, 0), caps: tm.UserCaps}
 		if !(t.w > 0) || math.IsInf(t.w, 1) {
 			t.w = 1
@@ -276,5 +281,5 @@ func (t *fteam) share(inUse int) float64 {
 	if w == 0 { // an unlisted team
 		w = 1
 	}
-	return float64(inUse-t.g) / w
+	return float64(inUse-t.g) / unit / w
 }

@@ -56,12 +56,18 @@ type pass struct {
 	fs          fairTeams
 	jteam       []int32 // per job: its team in fs
 	juser       []int32 // per job: its user's slot in uheld, or -1 (no cap)
+	jheld       []int   // per job: what it counts for in its team's GPUs, in units (heldGPUs)
+	heldTmp     heldScratch
 	uheld, ucap []int32
 	users       map[userKey]int32
-	lendStop    bool     // a job within its guarantee waits: nothing is lent
-	lendBy      int32    // that job, an index in Snapshot.Jobs
-	order       []int32  // scratch
-	later       []*entry // pending jobs deferred to the borrowers, a heap
+	// Fair share inside a team (usershare.go): per pending job moved
+	// down its team's slots, the teammate's job now in its old slot.
+	behind   map[int32]int32
+	ugroup   map[string][]int32
+	lendStop bool     // a job within its guarantee waits: nothing is lent
+	lendBy   int32    // that job, an index in Snapshot.Jobs
+	order    []int32  // scratch
+	later    []*entry // pending jobs deferred to the borrowers, a heap
 
 	d Decisions
 }
@@ -137,6 +143,9 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 		if p.sh.on {
 			p.shareBuild()
 		}
+	}
+	if p.fair {
+		p.userOrder()
 	}
 	if p.teams {
 		p.teamScan()

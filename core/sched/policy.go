@@ -162,6 +162,10 @@ type entry struct {
 	// without fair share), 2 - F for a borrower of a team whose
 	// fair-share factor is F: borrowers come after, best factor first.
 	fk float64
+	// uk is the entry's slot within its team's pending jobs when fair
+	// share inside the team reordered them (userOrder), else 0: it
+	// breaks ties of equal keys so that the slots keep their order.
+	uk int32
 }
 
 // compareEntries orders entries by their keys, which key keeps free of
@@ -178,6 +182,8 @@ func compareEntries(a, b *entry) int {
 		return order(a.k2 < b.k2)
 	case a.k3 != b.k3:
 		return order(a.k3 < b.k3)
+	case a.uk != b.uk:
+		return order(a.uk < b.uk)
 	case a.id != b.id:
 		return order(a.id < b.id)
 	}
@@ -196,6 +202,8 @@ func compareKeys(a, b *entry) int {
 		return order(a.k2 < b.k2)
 	case a.k3 != b.k3:
 		return order(a.k3 < b.k3)
+	case a.uk != b.uk:
+		return order(a.uk < b.uk)
 	case a.id != b.id:
 		return order(a.id < b.id)
 	}
@@ -227,7 +235,7 @@ func (p *pass) key(e *entry, j *Job, qs *QueueState) {
 	p.pol.key(p, e, j, qs, run)
 	e.k0, e.k1, e.k2, e.k3 = noNaN(e.k0), noNaN(e.k1), noNaN(e.k2), noNaN(e.k3)
 	e.queue = int32(qs.Index)
-	e.fk = 0
+	e.fk, e.uk = 0, 0
 }
 
 // since is when the job entered its queue.

@@ -79,14 +79,48 @@ const eps = 1e-9
 // so that seven sevenths of a GPU are one GPU, not 1.0000000000000002.
 func round(x float64) float64 { return math.Round(x*1e9) / 1e9 }
 
+// Claim is how a running job holds one GPU it runs on: Sharing, the job
+// may share it (Salus); Fraction, in (0, 1), the share of a GPU it asked
+// for, 0 when it asked for none.
+type Claim struct {
+	Sharing  bool
+	Fraction float64
+}
+
+// Shares appends to dst[:0] the share of one GPU that each of the jobs
+// on it holds, claims[k] being the k-th job's claim, and returns it. A
+// job that does not share holds the whole GPU, a sharing job that asked
+// for fraction f holds f, and one that did not holds 1/n of it, n the
+// jobs on the GPU; where these add up to more than one GPU, each is
+// scaled down so that they add up to one. It is the one rule by which
+// the portal (Of) and the scheduler (core/sched) count shared GPUs.
+func Shares(dst []float64, claims []Claim) []float64 {
+	dst = dst[:0]
+	sum := 0.0
+	for _, c := range claims {
+		s := 1 / float64(len(claims))
+		switch {
+		case !c.Sharing:
+			s = 1
+		case c.Fraction > 0 && c.Fraction < 1:
+			s = c.Fraction
+		}
+		dst = append(dst, s)
+		sum += s
+	}
+	if sum > 1 {
+		for k := range dst {
+			dst[k] /= sum
+		}
+	}
+	return dst
+}
+
 // Of computes the figures of runs, with each team's guaranteed GPUs
 // (a team not in guarantees has none).
 //
-// On each GPU, a job that does not share holds the whole GPU, a sharing
-// job that asked for fraction f holds f, and one that did not holds
-// 1/n of it, n the jobs on the GPU; where these add up to more than one
-// GPU, each is scaled down so that they add up to one. So the GPUs held
-// never exceed the GPUs the jobs run on.
+// On each GPU, the jobs on it hold the shares that Shares gives them.
+// So the GPUs held never exceed the GPUs the jobs run on.
 //
 // A team's runs fill its guarantee in order (those the scheduler counts
 // within it first, then the earliest started); a job borrows when the
@@ -101,25 +135,15 @@ func Of(runs []Run, guarantees map[string]int) Figures {
 			onGPU[g] = append(onGPU[g], i)
 		}
 	}
+	var claims []Claim
+	var shares []float64
 	for g, idx := range onGPU {
-		shares := make([]float64, len(idx))
-		sum := 0.0
-		for k, i := range idx {
-			r := &runs[i]
-			switch {
-			case !r.Sharing:
-				shares[k] = 1
-			case r.Fraction > 0 && r.Fraction < 1:
-				shares[k] = r.Fraction
-			default:
-				shares[k] = 1 / float64(len(idx))
-			}
-			sum += shares[k]
+		claims = claims[:0]
+		for _, i := range idx {
+			claims = append(claims, Claim{Sharing: runs[i].Sharing, Fraction: runs[i].Fraction})
 		}
+		shares = Shares(shares, claims)
 		for k, i := range idx {
-			if sum > 1 {
-				shares[k] /= sum
-			}
 			f.held[runs[i].Job] += shares[k]
 			f.onGPU[g] = append(f.onGPU[g], Holding{Job: runs[i].Job, Share: shares[k]})
 			f.team[runs[i].Job] = runs[i].Team
