@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 )
@@ -103,17 +102,21 @@ func newAPI(t *testing.T, base, user, password string) *api {
 // do sends a request with an optional JSON body and decodes the JSON answer into out.
 func (a *api) do(method, path string, body any, out any) int {
 	a.t.Helper()
-	var r io.Reader
+	var reqBody []byte
 	switch b := body.(type) {
 	case nil:
 	case string:
-		r = strings.NewReader(b)
+		reqBody = []byte(b)
 	default:
 		buf, err := json.Marshal(b)
 		if err != nil {
 			a.t.Fatal(err)
 		}
-		r = bytes.NewReader(buf)
+		reqBody = buf
+	}
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(reqBody)
 	}
 	req, err := http.NewRequest(method, a.base+path, r)
 	if err != nil {
@@ -129,6 +132,9 @@ func (a *api) do(method, path string, body any, out any) int {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	if err := checkContract(req, reqBody, resp.StatusCode, resp.Header, raw); err != nil {
+		a.t.Error(err)
+	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
 			a.t.Fatalf("%s %s: status %d, body %q: %v", method, path, resp.StatusCode, raw, err)
