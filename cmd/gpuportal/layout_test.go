@@ -30,7 +30,7 @@ func TestDependencyRules(t *testing.T) {
 		{name: "the store knows neither the engine nor websockets",
 			pkgs: "models", forbid: []string{"core/engine", "core/agent/...", "web/...", "github.com/gorilla/websocket"}},
 		{name: "the scheduling core is pure: the standard library and core leaf packages",
-			pkgs: "core/sched", only: []string{"core/job", "core/gpu", "core/memest", "core/lanes", "core/synergy", "core/trace"}},
+			pkgs: "core/sched", only: []string{"core/job", "core/gpu", "core/memest", "core/lanes", "core/synergy", "core/trace", "core/usage"}},
 		{name: "core stands alone: core, websockets for the agent protocol, go-nvml for the NVML back end, pty for terminal sessions",
 			pkgs: "core/...", only: []string{"core/...", "github.com/gorilla/websocket", "github.com/NVIDIA/go-nvml/...", "github.com/creack/pty"}},
 		{name: "pseudo-terminals only in core/terminal, which the session's own process runs, never the agent",
