@@ -19,8 +19,13 @@ type Point struct {
 	MemUsedMiB int64   `json:"mem_used_mib"`
 	MemMiB     int64   `json:"mem_mib"`
 	UtilPct    float64 `json:"util_pct"`
-	// Jobs are the jobs on the GPU and the memory each holds.
+	// Jobs are the jobs with memory on the GPU and the memory each holds,
+	// as the machine measured it.
 	Jobs []PointJob `json:"jobs"`
+	// Held are the jobs the scheduler had placed on the GPU at T (running
+	// jobs' placements): the GPU is busy when there is one, as on the
+	// cluster page and in /metrics, whatever memory they hold yet.
+	Held []int64 `json:"held"`
 	// PowerW and TempC are absent where the GPU does not report them.
 	PowerW float64 `json:"power_w,omitempty"`
 	TempC  int     `json:"temp_c,omitempty"`

@@ -322,6 +322,34 @@ func (f *figures) busy(admin *api, b *browser) {
 	if !ok || m < lo || m > hi {
 		t.Errorf(`/metrics: gpuportal_gpus{state="busy"} is %v (found %v); the API placed running jobs on %d, then %d GPUs`, m, ok, before, after)
 	}
+	// The GPU wall's "GPUs busy" line counts the readings' held jobs (the
+	// gpus topic and GET /api/v1/gpus send the same points). A reading is
+	// up to a second old, so a job starting or ending in between may move
+	// the count: it must fall between two placements read around it in
+	// one of a few tries.
+	var got []string
+	for try := 0; try < 5; try++ {
+		before := placed()
+		var series []apitypes.GPUSeries
+		admin.do(http.MethodGet, fmt.Sprintf("/api/v1/gpus?since=%d", time.Now().Unix()-3), nil, &series)
+		after := placed()
+		busy := 0
+		for _, g := range series {
+			if n := len(g.Points); n > 0 && len(g.Points[n-1].Held) > 0 {
+				busy++
+			}
+		}
+		if busy >= min(before, after) && busy <= max(before, after) {
+			got = nil
+			break
+		}
+		got = append(got, fmt.Sprintf("%d busy in the readings, placed on %d then %d", busy, before, after))
+		time.Sleep(300 * time.Millisecond)
+	}
+	f.note("gpus")
+	if got != nil {
+		t.Errorf("GET /api/v1/gpus: the latest readings' held jobs disagree with the running jobs' placements: %s", strings.Join(got, "; "))
+	}
 }
 
 // gpus writes a number of GPUs as the pages do: 3, 2.5, 0.33.

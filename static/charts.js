@@ -14,13 +14,14 @@
     if (cut > 0) { for (var i = 0; i < data.length; i++) { data[i].splice(0, cut); } }
   }
 
-  // utilization draws, over time, how many GPUs hold a job and the share
+  // utilization draws, over time, how many GPUs are busy (jobs placed on
+  // them: p.held, the rule of the cluster page and /metrics) and the share
   // of GPU memory in use, from the same samples as the wall.
   function utilization(el) {
     var buckets = {}, u = null; // unix second -> {busy, used, total}
     function add(t, p) {
       var b = buckets[t] || (buckets[t] = { busy: 0, used: 0, total: 0 });
-      if ((p.jobs || []).length) { b.busy++; }
+      if ((p.held || []).length) { b.busy++; }
       b.used += p.mem_used_mib; b.total += p.mem_mib;
     }
     function draw() {
@@ -126,7 +127,7 @@
     function add(node, index, p) {
       var c = chartFor(node, index, p.mem_mib);
       c.data[0].push(p.t); c.data[1].push(p.mem_used_mib / GB); c.data[2].push(p.mem_mib / GB);
-      var jobs = (p.jobs || []).map(function (j) { return "job " + j.job_id; }).join(", ");
+      var jobs = (p.held || []).map(function (id) { return "job " + id; }).join(", ");
       c.box.title = jobs ? "running: " + jobs : "idle";
       c.box.dataset.last = p.t; // the newest sample drawn, for tests and curious people
     }

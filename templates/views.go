@@ -39,6 +39,9 @@ type JobRow struct {
 	Reason    string
 	// Borrowed: it runs on GPUs lent by other teams and may be reclaimed.
 	Borrowed bool
+	// Idle, IdleText: a running job whose GPUs sat idle (api.Idle), in a
+	// few characters and in a sentence; empty unless flagged idle.
+	Idle, IdleText string
 	// ETA is a waiting job's start forecast in a few characters, ETAText
 	// in a sentence (api.Forecast); empty unless it waits.
 	ETA, ETAText string

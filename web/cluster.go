@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -75,7 +74,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 			var jobs []string
 			for _, h := range held {
 				if h.Share < 1 {
-					jobs = append(jobs, fmt.Sprintf("job %d (%s GPU)", h.Job, strconv.FormatFloat(h.Share, 'f', -1, 64)))
+					jobs = append(jobs, fmt.Sprintf("job %d (%s GPU)", h.Job, fmtGPUs(h.Share)))
 				} else {
 					jobs = append(jobs, fmt.Sprintf("job %d", h.Job))
 				}

@@ -68,7 +68,7 @@ func pointFromAggregate(a telemetry.Aggregate) api.HistoryPoint {
 
 func pointFromLive(p telemetry.Point) api.HistoryPoint {
 	busy := 0.0
-	if len(p.Jobs) > 0 {
+	if p.Busy() {
 		busy = 100
 	}
 	out := api.HistoryPoint{T: p.T, Step: 1, Samples: 1, MemMiB: p.MemMiB, MemUsedAvgMiB: float64(p.MemUsedMiB),
@@ -222,7 +222,7 @@ func (s *Server) clusterHistory(ctx context.Context, r historyRange) (api.Cluste
 				cp.GPUs++
 				cp.MemUsedMiB += float64(p.MemUsedMiB)
 				cp.MemMiB += p.MemMiB
-				if len(p.Jobs) > 0 {
+				if len(p.Held) > 0 { // telemetry.Point.Busy, as converted
 					cp.BusyGPUs++
 				}
 			}

@@ -47,9 +47,8 @@ type gpuReading struct {
 func placementKeys(placement []string) []telemetry.GPUKey {
 	var out []telemetry.GPUKey
 	for _, p := range placement {
-		node, idx, ok := strings.Cut(p, ":")
-		if n, err := strconv.Atoi(idx); ok && err == nil {
-			out = append(out, telemetry.GPUKey{Node: node, Index: n})
+		if k, ok := telemetry.ParseKey(p); ok {
+			out = append(out, k)
 		}
 	}
 	return out

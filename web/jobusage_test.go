@@ -140,6 +140,19 @@ func TestJobUsageAndIdle(t *testing.T) {
 			t.Errorf("%s: idle jobs %q, want the notebook alone", path, flags)
 		}
 	}
+	// The jobs list badges the idle job's row, not the busy ones.
+	list := ts.do(t, "alice", http.MethodGet, "/jobs?state=running", "").Body.String()
+	for _, id := range []int64{notebook, train, shared} {
+		i := strings.Index(list, `" data-job="`+itoa(id)+`"`)
+		end := strings.Index(list[max(i, 0):], "</tr>")
+		if i < 0 || end < 0 {
+			t.Fatalf("the jobs list has no row for job %d", id)
+		}
+		row := list[i : i+end]
+		if got, want := strings.Contains(row, `data-field="idle"`), id == notebook; got != want {
+			t.Errorf("jobs list: job %d badged idle %v, want %v: %s", id, got, want, row)
+		}
+	}
 	page := ts.do(t, "alice", http.MethodGet, "/jobs/"+itoa(train), "").Body.String()
 	for _, want := range []string{"Shared with job " + itoa(shared), "19.5 GB (its own)", "spark-util"} {
 		if !strings.Contains(page, want) {

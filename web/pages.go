@@ -128,8 +128,20 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	for _, st := range job.States {
 		l.States = append(l.States, string(st))
 	}
+	shown := make([]*models.Job, len(p.Jobs))
 	for i := range p.Jobs {
-		l.Jobs = append(l.Jobs, jobRow(m.job(&p.Jobs[i]), m.now))
+		shown[i] = &p.Jobs[i]
+	}
+	idle, err := s.idleStates(ctx, shown, m.now)
+	if err != nil {
+		return templates.JobList{}, err
+	}
+	for i := range p.Jobs {
+		r := jobRow(m.job(&p.Jobs[i]), m.now)
+		if st := idle[p.Jobs[i].ID]; st != nil && st.Idle {
+			r.Idle, r.IdleText = st.Short(m.now), "idle "+st.Text(m.now, time.Local)
+		}
+		l.Jobs = append(l.Jobs, r)
 	}
 	v := q.values()
 	l.Query = v.Encode()

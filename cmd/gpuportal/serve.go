@@ -9,6 +9,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -392,7 +393,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			out[i] = n
 		}
 		return out
-	}, time.Second)
+	}, heldGPUs(store), time.Second, func(err error) { log.Warn("GPU readings without their jobs", "err", err) })
 
 	proxies, err := parseCIDRs(f.trustedProxies)
 	if err != nil {
@@ -552,4 +553,26 @@ func engineHalfLife(h time.Duration) time.Duration {
 		return -1
 	}
 	return h
+}
+
+// heldGPUs tells the GPU readings which jobs the scheduler placed on each
+// GPU, from the running jobs' placements in the store: what the cluster
+// page and /metrics count as busy, so the live charts and the GPU history
+// count the same.
+func heldGPUs(store *models.Store) telemetry.Holders {
+	return func(ctx context.Context) (map[telemetry.GPUKey][]int64, error) {
+		placed, err := store.RunningPlacements(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[telemetry.GPUKey][]int64)
+		for _, id := range slices.Sorted(maps.Keys(placed)) {
+			for _, p := range placed[id] {
+				if k, ok := telemetry.ParseKey(p); ok {
+					out[k] = append(out[k], id)
+				}
+			}
+		}
+		return out, nil
+	}
 }

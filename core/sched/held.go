@@ -89,11 +89,11 @@ func (p *pass) heldGPUs(started map[int64][]GPURef) {
 	}
 }
 
-// appendGPUs appends n units of GPUs as a number of GPUs: "3", "2.5",
-// "0.333333".
+// appendGPUs appends n units of GPUs as a number of GPUs, to the
+// hundredth as the pages write GPUs: "3", "2.5", "0.33".
 func appendGPUs(b []byte, n int) []byte {
 	if n%unit == 0 {
 		return strconv.AppendInt(b, int64(n/unit), 10)
 	}
-	return strconv.AppendFloat(b, float64(n)/unit, 'f', -1, 64)
+	return strconv.AppendFloat(b, math.Round(float64(n)/unit*100)/100, 'f', -1, 64)
 }

@@ -2,9 +2,6 @@ package telemetry
 
 import (
 	"sort"
-	"time"
-
-	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // Aggregate is one GPU's readings over one bucket of time (a minute, an
@@ -19,7 +16,8 @@ type Aggregate struct {
 	MemUsedAvgMiB float64
 	MemUsedMaxMiB int64
 	UtilAvgPct    float64
-	// BusySamples counts the readings with at least one job on the GPU.
+	// BusySamples counts the readings taken while jobs were placed on the
+	// GPU (Point.Busy).
 	BusySamples int
 	// PowerAvgW and TempAvgC average the readings that had them;
 	// PowerSamples and TempSamples count those readings (0: unknown).
@@ -56,11 +54,11 @@ func weighted(x float64, nx int, y float64, ny int) float64 {
 	return (x*float64(nx) + y*float64(ny)) / float64(nx+ny)
 }
 
-// fromSample is one reading as an aggregate of one sample.
-func fromSample(k GPUKey, start, step int64, s gpu.Sample) Aggregate {
+// fromPoint is one reading as an aggregate of one sample.
+func fromPoint(k GPUKey, start, step int64, s Point) Aggregate {
 	a := Aggregate{GPU: k, Start: start, Step: step, Samples: 1, MemMiB: s.MemMiB,
 		MemUsedAvgMiB: float64(s.MemUsedMiB), MemUsedMaxMiB: s.MemUsedMiB, UtilAvgPct: s.UtilPct}
-	if len(s.Jobs) > 0 {
+	if s.Busy() {
 		a.BusySamples = 1
 	}
 	if s.PowerW > 0 {
@@ -94,36 +92,24 @@ func NewDownsampler(step int64) *Downsampler {
 	return &Downsampler{step: max(1, step), open: make(map[GPUKey]Aggregate)}
 }
 
-// Add folds in one node's readings and returns the buckets they closed.
-// Readings older than a GPU's open bucket are dropped: time only moves on.
-func (d *Downsampler) Add(node string, samples []gpu.Sample) []Aggregate {
-	var done []Aggregate
-	for _, s := range samples {
-		k := GPUKey{Node: node, Index: s.Index}
-		t := s.At.Unix()
-		start := bucket(t, d.step)
-		a, ok := d.open[k]
-		switch {
-		case !ok:
-			d.open[k] = fromSample(k, start, d.step, s)
-		case start == a.Start:
-			d.open[k] = a.Merge(fromSample(k, start, d.step, s))
-		case start > a.Start:
-			done = append(done, a)
-			d.open[k] = fromSample(k, start, d.step, s)
-		}
-	}
-	sortAggregates(done)
-	return done
-}
-
-// AddFrame folds in a frame of the Recorder, as Add does.
+// AddFrame folds in a frame of the Recorder and returns the buckets it
+// closed. Readings older than a GPU's open bucket are dropped: time only
+// moves on.
 func (d *Downsampler) AddFrame(f Frame) []Aggregate {
 	var done []Aggregate
 	for _, g := range f.GPUs {
-		s := gpu.Sample{At: time.Unix(g.T, 0), Index: g.Index, MemUsedMiB: g.MemUsedMiB, MemMiB: g.MemMiB,
-			UtilPct: g.UtilPct, Jobs: g.Jobs, PowerW: g.PowerW, TempC: g.TempC}
-		done = append(done, d.Add(g.Node, []gpu.Sample{s})...)
+		k := g.GPUKey
+		start := bucket(g.T, d.step)
+		a, ok := d.open[k]
+		switch {
+		case !ok:
+			d.open[k] = fromPoint(k, start, d.step, g.Point)
+		case start == a.Start:
+			d.open[k] = a.Merge(fromPoint(k, start, d.step, g.Point))
+		case start > a.Start:
+			done = append(done, a)
+			d.open[k] = fromPoint(k, start, d.step, g.Point)
+		}
 	}
 	sortAggregates(done)
 	return done

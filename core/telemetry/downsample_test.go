@@ -8,13 +8,16 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
-func reading(t int64, index int, used int64, util, power float64, temp int, jobs int) gpu.Sample {
-	s := gpu.Sample{At: time.Unix(t, 0), Index: index, MemUsedMiB: used, MemMiB: 1000, UtilPct: util, PowerW: power, TempC: temp}
+// reading is GPU index of node n0 read at t, with jobs placed on it.
+func reading(t int64, index int, used int64, util, power float64, temp int, jobs int) GPUFrame {
+	p := Point{T: t, MemUsedMiB: used, MemMiB: 1000, UtilPct: util, PowerW: power, TempC: temp}
 	for j := range jobs {
-		s.Jobs = append(s.Jobs, gpu.JobMem{JobID: int64(j + 1), MemMiB: used})
+		p.Held = append(p.Held, int64(j+1))
 	}
-	return s
+	return GPUFrame{GPUKey: GPUKey{Node: "n0", Index: index}, Point: p}
 }
+
+func frame(gs ...GPUFrame) Frame { return Frame{T: gs[0].T, GPUs: gs} }
 
 func TestDownsamplerClosesBuckets(t *testing.T) {
 	d := NewDownsampler(60)
@@ -22,10 +25,10 @@ func TestDownsamplerClosesBuckets(t *testing.T) {
 	// Two GPUs, 120 seconds from t=600: GPU 0 busy at 100..700 MiB, GPU 1 idle.
 	for ts := int64(600); ts < 720; ts++ {
 		used := 100 + (ts-600)*5
-		closed = append(closed, d.Add("n0", []gpu.Sample{
+		closed = append(closed, d.AddFrame(frame(
 			reading(ts, 0, used, 50, 200, 60, 1),
 			reading(ts, 1, 0, 0, 0, 0, 0),
-		})...)
+		))...)
 	}
 	if len(closed) != 2 {
 		t.Fatalf("closed %d buckets after the first minute, want 2 (one per GPU): %+v", len(closed), closed)
@@ -54,8 +57,8 @@ func TestDownsamplerClosesBuckets(t *testing.T) {
 
 func TestDownsamplerDropsReadingsFromThePast(t *testing.T) {
 	d := NewDownsampler(60)
-	d.Add("n0", []gpu.Sample{reading(130, 0, 10, 0, 0, 0, 0)})
-	if got := d.Add("n0", []gpu.Sample{reading(50, 0, 999, 0, 0, 0, 0)}); len(got) != 0 {
+	d.AddFrame(frame(reading(130, 0, 10, 0, 0, 0, 0)))
+	if got := d.AddFrame(frame(reading(50, 0, 999, 0, 0, 0, 0))); len(got) != 0 {
 		t.Errorf("a reading from an earlier minute closed %+v", got)
 	}
 	if got := d.Flush(); len(got) != 1 || got[0].MemUsedMaxMiB != 10 || got[0].Samples != 1 {
@@ -142,8 +145,10 @@ func TestAddFrameFoldsRecorderFrames(t *testing.T) {
 	frames, cancel := r.SubscribeBuffered(200)
 	defer cancel()
 	d := NewDownsampler(60)
+	held := map[GPUKey][]int64{{Node: "n0", Index: 3}: {1}}
 	for ts := int64(0); ts < 121; ts++ {
-		r.Record("n0", []gpu.Sample{reading(ts, 3, 100, 20, 150, 40, 1)})
+		r.RecordHeld("n0", []gpu.Sample{{At: time.Unix(ts, 0), Index: 3, MemUsedMiB: 100, MemMiB: 1000, UtilPct: 20,
+			PowerW: 150, TempC: 40}}, held)
 	}
 	var closed []Aggregate
 	for range 121 {
@@ -155,5 +160,48 @@ func TestAddFrameFoldsRecorderFrames(t *testing.T) {
 	}
 	if rest := d.Flush(); len(rest) != 1 || rest[0].Start != 120 || rest[0].Samples != 1 {
 		t.Errorf("open = %+v", rest)
+	}
+}
+
+// A GPU is busy when the scheduler placed a job on it, not when a job
+// holds memory there: a job that has not allocated yet keeps its GPU
+// busy, and memory left by no placed job (a process outside the cluster,
+// a job being stopped) does not.
+func TestBusyIsPlacement(t *testing.T) {
+	r := New(time.Minute, 2)
+	k0, k1 := GPUKey{Node: "n0", Index: 0}, GPUKey{Node: "n0", Index: 1}
+	at := time.Unix(100, 0)
+	r.RecordHeld("n0", []gpu.Sample{
+		{At: at, Index: 0, MemMiB: 1000},
+		{At: at, Index: 1, MemMiB: 1000, MemUsedMiB: 500, Jobs: []gpu.JobMem{{JobID: 7, MemMiB: 500}}},
+	}, map[GPUKey][]int64{k0: {7}})
+	if p := r.GPU(k0, 0); len(p) != 1 || !p[0].Busy() || len(p[0].Held) != 1 || p[0].Held[0] != 7 {
+		t.Errorf("GPU 0, job 7 placed, no memory yet: %+v", p)
+	}
+	if p := r.GPU(k1, 0); len(p) != 1 || p[0].Busy() {
+		t.Errorf("GPU 1, memory but no job placed: %+v", p)
+	}
+	r.Record("n0", []gpu.Sample{{At: at.Add(time.Second), Index: 0, MemMiB: 1000}})
+	if p := r.GPU(k0, 101); len(p) != 1 || p[0].Busy() {
+		t.Errorf("a reading recorded without holders: %+v", p)
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want GPUKey
+		ok   bool
+	}{
+		{"node-0:3", GPUKey{Node: "node-0", Index: 3}, true},
+		{"a:b:1", GPUKey{}, false},
+		{"node-0", GPUKey{}, false},
+		{"node-0:-1", GPUKey{}, false},
+		{"node-0:x", GPUKey{}, false},
+	} {
+		got, ok := ParseKey(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseKey(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }

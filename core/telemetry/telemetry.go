@@ -4,6 +4,8 @@
 package telemetry
 
 import (
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,10 +24,30 @@ type Point struct {
 	MemUsedMiB int64
 	MemMiB     int64
 	UtilPct    float64
-	Jobs       []gpu.JobMem
+	// Jobs are the jobs with memory on the GPU, as its machine measured.
+	Jobs []gpu.JobMem
+	// Held are the jobs the scheduler had placed on the GPU when it was
+	// read (running jobs' placements): the GPU is busy when there is one,
+	// whatever memory they hold yet. Nil when nobody told the recorder.
+	Held []int64 `json:",omitempty"`
 	// PowerW and TempC are 0 where the GPU does not report them.
 	PowerW float64 `json:",omitempty"`
 	TempC  int     `json:",omitempty"`
+}
+
+// Busy reports whether jobs were placed on the GPU at p: the one rule for
+// a GPU being busy in the GPU history, the live charts and the cluster's
+// figures (the scheduler's allocation, not the memory jobs hold).
+func (p Point) Busy() bool { return len(p.Held) > 0 }
+
+// ParseKey reads a placement's "node:index".
+func ParseKey(placement string) (GPUKey, bool) {
+	node, idx, ok := strings.Cut(placement, ":")
+	n, err := strconv.Atoi(idx)
+	if !ok || err != nil || n < 0 {
+		return GPUKey{}, false
+	}
+	return GPUKey{Node: node, Index: n}, true
 }
 
 // JobPoint is a job's memory on one GPU at one time.
@@ -76,6 +98,12 @@ func New(window time.Duration, maxJobs int) *Recorder {
 // Record adds the samples of one node at one time and sends the frame to
 // subscribers. A subscriber too slow to take it misses it.
 func (r *Recorder) Record(node string, samples []gpu.Sample) {
+	r.RecordHeld(node, samples, nil)
+}
+
+// RecordHeld is Record with held, the jobs placed on each GPU when the
+// samples were taken (Holders): the readings of those GPUs are busy.
+func (r *Recorder) RecordHeld(node string, samples []gpu.Sample, held map[GPUKey][]int64) {
 	if len(samples) == 0 {
 		return
 	}
@@ -85,7 +113,7 @@ func (r *Recorder) Record(node string, samples []gpu.Sample) {
 	for _, s := range samples {
 		k := GPUKey{Node: node, Index: s.Index}
 		p := Point{T: s.At.Unix(), MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, UtilPct: s.UtilPct,
-			Jobs: append([]gpu.JobMem(nil), s.Jobs...), PowerW: s.PowerW, TempC: s.TempC}
+			Jobs: append([]gpu.JobMem(nil), s.Jobs...), Held: held[k], PowerW: s.PowerW, TempC: s.TempC}
 		g := r.gpus[k]
 		if g == nil {
 			g = newRing[Point](r.window)
