@@ -8,8 +8,14 @@ there, and on the CPU otherwise (Debian's python3-torch is CPU-only).
 
     gpuportal job submit --name torch-demo --gpus 1 --env STEPS=300 \
         -- python3 examples/pytorch/train.py
+
+examples/pytorch/build-image makes a container image of it from Debian's
+packages (docs/portal.md, "A real PyTorch job in a container").
+
+Variables: STEPS (300), CHECKPOINT_EVERY (50), LEARNING_RATE (0.05).
 """
 import os
+import pwd
 import signal
 import sys
 import time
@@ -18,6 +24,7 @@ import torch
 
 steps = int(os.environ.get("STEPS", "300"))
 every = int(os.environ.get("CHECKPOINT_EVERY", "50"))
+lr = float(os.environ.get("LEARNING_RATE", "0.05"))
 ckdir = os.environ.get("GPUPORTAL_CHECKPOINT_DIR", "checkpoint")
 os.makedirs(ckdir, exist_ok=True)
 ckpt = os.path.join(ckdir, "model.pt")
@@ -25,7 +32,7 @@ ckpt = os.path.join(ckdir, "model.pt")
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
+opt = torch.optim.SGD(model.parameters(), lr=lr)
 w_true = torch.randn(32, 1, device=device)
 
 start = 0
@@ -54,8 +61,13 @@ def on_term(signum, frame):
 
 signal.signal(signal.SIGTERM, on_term)
 
-print(f"torch {torch.__version__} on {device}; job {os.environ.get('GPUPORTAL_JOB_ID')}, "
-      f"run {os.environ.get('GPUPORTAL_RUN')}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}", flush=True)
+try:
+    account = pwd.getpwuid(os.getuid()).pw_name
+except KeyError:  # a container without the account in its /etc/passwd (Docker)
+    account = "?"
+print(f"torch {torch.__version__} on {device} as {account} (uid {os.getuid()}); job {os.environ.get('GPUPORTAL_JOB_ID')}, "
+      f"run {os.environ.get('GPUPORTAL_RUN')}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}, "
+      f"LEARNING_RATE={lr}", flush=True)
 t0 = time.time()
 for step in range(start, steps):
     x = torch.randn(256, 32, device=device)
