@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -96,11 +97,42 @@ func TestIdleReclaim(t *testing.T) {
 	if n := bob.job(nextID); n.State != "queued" && n.State != "running" {
 		t.Errorf("the waiting job is %s", n.State)
 	}
-	if m := metricsText(t, srv.URL); !strings.Contains(m, `gpuportal_reclaimed_idle_gpu_seconds_total{team="vision"}`) {
-		t.Errorf("/metrics has no reclaimed GPU-seconds for vision")
+	// Accounting counts what /metrics counts: the server started at 0,
+	// so the counter's value is its increase over this one reclaim.
+	counted, ok := metricValue(metricsText(t, srv.URL), "gpuportal_reclaimed_idle_gpu_seconds_total", "vision")
+	if !ok || !(counted > 0) {
+		t.Fatalf("/metrics has no reclaimed GPU-seconds for vision (%v)", counted)
+	}
+	var rep struct {
+		Rows []struct {
+			Team              string  `json:"team"`
+			ReclaimedGPUHours float64 `json:"reclaimed_gpu_hours"`
+		} `json:"rows"`
+		Total struct {
+			ReclaimedGPUHours float64 `json:"reclaimed_gpu_hours"`
+		} `json:"total"`
+	}
+	if st := admin.do(http.MethodGet, "/api/v1/accounting?by=team&period=range", nil, &rep); st != http.StatusOK {
+		t.Fatalf("accounting: status %d", st)
+	}
+	for _, r := range rep.Rows {
+		want := 0.0
+		if r.Team == "vision" {
+			want = counted / 3600
+		}
+		// The API rounds hours to 4 decimals.
+		if math.Abs(r.ReclaimedGPUHours-want) > 0.00005 {
+			t.Errorf("accounting: team %s reclaimed %v GPU-hours, /metrics %v GPU-seconds (%v h)", r.Team, r.ReclaimedGPUHours, counted, want)
+		}
+	}
+	if math.Abs(rep.Total.ReclaimedGPUHours-counted/3600) > 0.00005 {
+		t.Errorf("accounting total: %v reclaimed GPU-hours, /metrics %v GPU-seconds", rep.Total.ReclaimedGPUHours, counted)
 	}
 	ab := newBrowser(t, srv.URL)
 	ab.login("admin", "dev")
+	if _, body := ab.get("/accounting?by=team&period=range"); !strings.Contains(body, fmt.Sprintf(`data-field="reclaimed">%.2f<`, counted/3600)) {
+		t.Errorf("the accounting page does not show %.2f reclaimed GPU-hours", counted/3600)
+	}
 	if _, body := ab.get("/admin"); !strings.Contains(body, "job.keep-alive") || !strings.Contains(body, "team.idle_policy") {
 		t.Errorf("the keep-alive or the idle policy is not in the audit log on /admin")
 	}

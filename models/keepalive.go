@@ -20,3 +20,22 @@ func (s *Store) SetKeepAlive(ctx context.Context, id int64, until time.Time) err
 	}
 	return nil
 }
+
+// RecordReclaim records that the portal reclaims the idle GPUs of run
+// ref at at, giving back gpuSeconds (the run's GPUs x the time they had
+// been idle, what /metrics counts): accounting's reclaimed GPU-hours are
+// the sum of these. ErrConflict: ref is not a running run.
+func (s *Store) RecordReclaim(ctx context.Context, ref job.RunRef, gpuSeconds float64, at time.Time) error {
+	if !(gpuSeconds >= 0) {
+		return fmt.Errorf("record reclaim of run %d of job %d: %v GPU-seconds: want 0 or more", ref.Run, ref.Job, gpuSeconds)
+	}
+	res := s.db.WithContext(ctx).Model(&Run{}).Where("job_id = ? AND run = ? AND ended_at IS NULL", ref.Job, ref.Run).
+		Updates(map[string]any{"reclaimed_at": at, "reclaimed_gpu_seconds": gpuSeconds})
+	if res.Error != nil {
+		return fmt.Errorf("record reclaim of run %d of job %d: %w", ref.Run, ref.Job, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("record reclaim of run %d of job %d: %w", ref.Run, ref.Job, ErrConflict)
+	}
+	return nil
+}

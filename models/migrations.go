@@ -35,6 +35,7 @@ func migrations() []migration {
 		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
 		{24, "user_usage: each user's decayed GPU usage within a team, for fair share inside a team (teams.go)", userUsageTable},
 		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
+		{27, "runs.reclaimed_at and reclaimed_gpu_seconds: idle GPUs reclaimed, for accounting (reclaim.go)", reclaimedRuns},
 	}
 }
 
@@ -537,4 +538,17 @@ func (v24UserUsage) TableName() string { return "user_usage" }
 
 func userUsageTable(tx *gorm.DB) error {
 	return createTables(tx, &v24UserUsage{})
+}
+
+// v27Run holds the columns step 27 adds to runs: when the portal
+// reclaimed a run's idle GPUs and how many GPU-seconds that gave back.
+type v27Run struct {
+	ReclaimedAt         *time.Time
+	ReclaimedGPUSeconds float64 `gorm:"not null;default:0"`
+}
+
+func (v27Run) TableName() string { return "runs" }
+
+func reclaimedRuns(tx *gorm.DB) error {
+	return addColumns(tx, &v27Run{}, "ReclaimedAt", "ReclaimedGPUSeconds")
 }

@@ -497,6 +497,8 @@ type AccountingRow struct {
 	Period, Team, User                            string
 	Allocated, Used, UsedPct, Idle, IdleAllocated string
 	Unsampled                                     string
+	// Reclaimed is the idle GPU-hours idle reclaim gave back.
+	Reclaimed                                     string
 	Jobs                                          []int
 	Preempted, Requeued, Started                  int
 	WaitMedian, WaitP95                           string

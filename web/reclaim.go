@@ -82,10 +82,19 @@ func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 		if !j.IsSession() {
 			stop = s.cfg.Engine.Preempt // a batch job waits again
 		}
+		// What the reclaim gives back, recorded on the run (accounting)
+		// and counted in /metrics: one figure for both.
+		gpuSeconds := float64(j.GPUs) * max(now.Sub(st.Since).Seconds(), 0)
+		if err := s.cfg.Store.RecordReclaim(ctx, job.RunRef{Job: j.ID, Run: j.Run}, gpuSeconds, now); err != nil {
+			if errors.Is(err, models.ErrConflict) {
+				continue // it ended meanwhile
+			}
+			return fmt.Errorf("reclaim job %d: %w", j.ID, err)
+		}
 		if err := stop(ctx, j.ID, reason); err != nil {
 			return fmt.Errorf("reclaim job %d: %w", j.ID, err)
 		}
-		s.reclaimed.WithLabelValues(j.Team).Add(float64(j.GPUs) * now.Sub(st.Since).Seconds())
+		s.reclaimed.WithLabelValues(j.Team).Add(gpuSeconds)
 		s.cfg.Logger.Info("reclaimed idle job", "job", j.ID, "team", j.Team, "gpus", j.GPUs, "idle_since", st.Since)
 	}
 	return nil
