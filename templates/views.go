@@ -498,10 +498,10 @@ type AccountingRow struct {
 	Allocated, Used, UsedPct, Idle, IdleAllocated string
 	Unsampled                                     string
 	// Reclaimed is the idle GPU-hours idle reclaim gave back.
-	Reclaimed                                     string
-	Jobs                                          []int
-	Preempted, Requeued, Started                  int
-	WaitMedian, WaitP95                           string
+	Reclaimed                    string
+	Jobs                         []int
+	Preempted, Requeued, Started int
+	WaitMedian, WaitP95          string
 }
 
 // SessionView is how the job page of a session says to open it.

@@ -186,7 +186,7 @@ func accountingRowOf(r accounting.Row, p accounting.Period) api.AccountingRow {
 		IdleAllocatedGPUHours: h(r.IdleAllocated), UnsampledGPUHours: h(r.Unsampled()),
 		Jobs: r.Outcomes, PreemptedRuns: r.Preempted, RequeuedRuns: r.Requeued, JobsStarted: r.Started,
 		ReclaimedGPUHours: h(r.ReclaimedGPUSeconds),
-		QueueWaitMedianS: roundTo(r.QueueWaitMedianS, 1), QueueWaitP95S: roundTo(r.QueueWaitP95S, 1)}
+		QueueWaitMedianS:  roundTo(r.QueueWaitMedianS, 1), QueueWaitP95S: roundTo(r.QueueWaitP95S, 1)}
 }
 
 func roundTo(x float64, digits int) float64 {
@@ -308,7 +308,7 @@ func accountingView(r api.AccountingRow, states []string) templates.AccountingRo
 		Allocated: f(r.AllocatedGPUHours), Used: f(r.UsedGPUHours), Idle: f(r.IdleGPUHours),
 		IdleAllocated: f(r.IdleAllocatedGPUHours), Unsampled: f(r.UnsampledGPUHours),
 		Preempted: r.PreemptedRuns, Requeued: r.RequeuedRuns, Started: r.JobsStarted,
-		Reclaimed: f(r.ReclaimedGPUHours),
+		Reclaimed:  f(r.ReclaimedGPUHours),
 		WaitMedian: fmtWait(r.QueueWaitMedianS), WaitP95: fmtWait(r.QueueWaitP95S)}
 	if r.AllocatedGPUHours > 0 {
 		out.UsedPct = fmt.Sprintf("%.0f%%", 100*r.UsedGPUHours/r.AllocatedGPUHours)
