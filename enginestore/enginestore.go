@@ -110,7 +110,7 @@ func engineJob(j models.Job) engine.Job {
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
 		BatchSize: j.BatchSize, Image: j.Image, Session: j.Session(),
 		Env: j.Env, Dir: j.Workdir, TimeLimit: j.TimeLimit(), Retries: j.Retries,
-		Array: j.Task(), ArrayLimit: j.ArrayLimit,
+		Array: j.Task(), ArrayLimit: j.ArrayLimit, ReenteredAt: j.ReenteredAt,
 	}
 	for _, d := range j.Deps() {
 		ej.Deps = append(ej.Deps, engine.Dep{Dependency: d})

@@ -26,9 +26,11 @@ type reclaimJob struct {
 // simulated GPU, with a job waiting behind it, a team policy that
 // reclaims idle batch jobs, --idle-after 3s and --idle-reclaim-grace 3s:
 // the job is warned (the API's reclaim_at, its page's banner), kept
-// alive from its page's button (no warning while kept), then stopped
-// grace after the keep-alive ends, ending cancelled with reason
-// "reclaimed: idle since HH:MM"; and /metrics counts the reclaimed GPU-seconds for the team.
+// alive from its page's button (no warning while kept), then preempted
+// grace after the keep-alive ends with reason "reclaimed: idle since
+// HH:MM"; its GPU starts the job waiting behind it, while it goes to the
+// back of the queue; /metrics counts the reclaimed GPU-seconds for the
+// team, and accounting's reclaimed GPU-hours equal them.
 func TestIdleReclaim(t *testing.T) {
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-after", "3s", "--idle-reclaim-grace", "3s")
 	admin := newAPI(t, srv.URL, "admin", "dev")
@@ -91,11 +93,13 @@ func TestIdleReclaim(t *testing.T) {
 	if _, body := b.get(page); !strings.Contains(body, "reclaimed: idle since") {
 		t.Errorf("the reclaimed job's page does not say why it was preempted")
 	}
-	// Requeued, the reclaimed job keeps its place in the queue (Tiresias:
-	// same priority queue, earlier submit), so the waiting job is not
-	// promised the GPU; it must at least still be waiting, not lost.
-	if n := bob.job(nextID); n.State != "queued" && n.State != "running" {
-		t.Errorf("the waiting job is %s", n.State)
+	// The reclaimed job went to the back of the queue: its GPU starts the
+	// job that was waiting, and it waits behind it.
+	eventually(t, 15*time.Second, "the waiting job running on the reclaimed GPU", func() bool {
+		return bob.job(nextID).State == "running"
+	})
+	if r := alice.job(idleID); r.State != "queued" && r.State != "preempted" {
+		t.Errorf("the reclaimed job is %s, want waiting behind the job that took its GPU", r.State)
 	}
 	// Accounting counts what /metrics counts: the server started at 0,
 	// so the counter's value is its increase over this one reclaim.

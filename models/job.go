@@ -93,6 +93,10 @@ type Job struct {
 	// KeepAliveUntil: its owner keeps it running though idle until then
 	// (gpuportal session keep-alive); nil: never asked.
 	KeepAliveUntil *time.Time
+	// ReenteredAt is when the job went to the back of its queue, as if
+	// submitted then: its idle GPUs were reclaimed (RecordReclaim), so
+	// the jobs waiting then go first (sched.Job.ReenteredAt); nil: never.
+	ReenteredAt *time.Time
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended

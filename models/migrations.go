@@ -35,7 +35,7 @@ func migrations() []migration {
 		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
 		{24, "user_usage: each user's decayed GPU usage within a team, for fair share inside a team (teams.go)", userUsageTable},
 		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
-		{27, "runs.reclaimed_at and reclaimed_gpu_seconds: idle GPUs reclaimed, for accounting (reclaim.go)", reclaimedRuns},
+		{27, "runs.reclaimed_at and reclaimed_gpu_seconds, jobs.reentered_at: idle GPUs reclaimed, for accounting and the queue (keepalive.go)", reclaimedRuns},
 	}
 }
 
@@ -549,6 +549,17 @@ type v27Run struct {
 
 func (v27Run) TableName() string { return "runs" }
 
+// v27Job holds the column step 27 adds to jobs: when a job whose idle
+// GPUs were reclaimed went to the back of its queue.
+type v27Job struct {
+	ReenteredAt *time.Time
+}
+
+func (v27Job) TableName() string { return "jobs" }
+
 func reclaimedRuns(tx *gorm.DB) error {
+	if err := addColumns(tx, &v27Job{}, "ReenteredAt"); err != nil {
+		return err
+	}
 	return addColumns(tx, &v27Run{}, "ReclaimedAt", "ReclaimedGPUSeconds")
 }

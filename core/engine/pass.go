@@ -149,6 +149,9 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 	if j.LastStartAt != nil {
 		sj.LastStartTime = seconds(*j.LastStartAt)
 	}
+	if j.ReenteredAt != nil {
+		sj.ReenteredAt = seconds(*j.ReenteredAt)
+	}
 	if j.State == job.Running {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
