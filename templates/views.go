@@ -410,6 +410,18 @@ type Team struct {
 	Queue []TeamQueueRow
 	// Flags are the team's warnings: idle jobs and stranded ones.
 	Flags TeamFlags
+	// Idle is the team's idle-GPU policy.
+	Idle TeamIdle
+}
+
+// TeamIdle is a team's idle-GPU policy as its page shows it, with the
+// server's rule for "idle" and its grace.
+type TeamIdle struct {
+	ReclaimSessions, ReclaimBatch bool
+	MaxKeepAliveHours             string
+	// Rule says, in a sentence, when a job counts idle and how long it
+	// is warned before being stopped (server settings).
+	Rule string
 }
 
 // TeamFlags are what a team's lead should act on: jobs holding GPUs idle,

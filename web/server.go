@@ -318,6 +318,7 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/teams/:name/share", s.shareForm, requireAdmin)
 	in.POST("/teams/:name/caps", s.capForm)
 	in.POST("/teams/:name/time-limits", s.timeLimitsForm)
+	in.POST("/teams/:name/idle-policy", s.idlePolicyForm)
 	in.GET("/queues", s.queuesPage)
 	in.GET("/queues/live", s.queuesLive)
 	in.GET("/tokens", s.tokensPage)

@@ -233,3 +233,40 @@ func TestSetTeamTimeLimits(t *testing.T) {
 		t.Errorf("team page as a member: the limits are shown, the form is not")
 	}
 }
+
+// TestTeamIdlePolicyForm: the team's lead sets its idle policy from the
+// team page (CSRF, as every form), sees the values it saved, gets a 400
+// naming the field for a bad keep-alive, and a member sees the policy
+// but not the form.
+func TestTeamIdlePolicyForm(t *testing.T) {
+	ts := newTestServer(t)
+	rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/idle-policy", "reclaim_batch=on&max_keep_alive_hours=2.5")
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Idle GPU policy saved.") {
+		t.Fatalf("save: %d %.300s", rec.Code, rec.Body)
+	}
+	tm, err := ts.store.Team(context.Background(), "vision")
+	if err != nil || !tm.IdleSpareSessions || !tm.IdleReclaimBatch || tm.MaxKeepAliveS != 9000 {
+		t.Fatalf("stored %+v, %v; want sessions spared, batch reclaimed, 2.5 h", tm, err)
+	}
+	page := rec.Body.String()
+	for _, want := range []string{`data-field="reclaim_sessions">spared<`, `data-field="reclaim_batch">preempted<`,
+		`data-field="max_keep_alive_hours">2.5<`, `name="max_keep_alive_hours" type="number" min="0" max="720" step="any" value="2.5"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page after saving lacks %s", want)
+		}
+	}
+	for body, field := range map[string]string{"max_keep_alive_hours=lots": "max_keep_alive_hours", "max_keep_alive_hours=-1": "max_keep_alive_hours",
+		"max_keep_alive_hours=721": "max_keep_alive_hours"} {
+		rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/idle-policy", body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), field+":") {
+			t.Errorf("%s: %d; want 400 naming %s", body, rec.Code, field)
+		}
+	}
+	if tm, _ := ts.store.Team(context.Background(), "vision"); tm.MaxKeepAliveS != 9000 {
+		t.Errorf("a refused form changed the policy: %+v", tm)
+	}
+	member := ts.do(t, "alice", http.MethodGet, "/teams/vision", "").Body.String()
+	if !strings.Contains(member, `id="team-idle-now"`) || strings.Contains(member, `id="team-idle-policy"`) {
+		t.Errorf("team page as a member: want the policy shown, not the form")
+	}
+}
