@@ -153,3 +153,47 @@ func waitJob2(t *testing.T, a *api, path string, timeout time.Duration) reclaimJ
 	})
 	return j
 }
+
+// TestSessionPolicy: team vision's lead gives its sessions a maximum of
+// 2 hours and 1 GPU of interactive priority (API); alice's session gets
+// the maximum as its time limit, and one asking for more is refused
+// naming time_limit; on the one GPU, held by alice's running job, her
+// session that asks for priority waits ahead of her batch job submitted
+// before it, which says why.
+func TestSessionPolicy(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80")
+	lead := newAPI(t, srv.URL, "lead", "dev")
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	var team struct {
+		SessionPolicy struct {
+			MaxSessionHours float64 `json:"max_session_hours"`
+			PriorityGPUs    int     `json:"priority_gpus"`
+		} `json:"session_policy"`
+	}
+	if st := lead.do(http.MethodPut, "/api/v1/teams/vision/session-policy", map[string]any{"max_session_hours": 2, "priority_gpus": 1}, &team); st != http.StatusOK ||
+		team.SessionPolicy.MaxSessionHours != 2 || team.SessionPolicy.PriorityGPUs != 1 {
+		t.Fatalf("set vision's session policy: status %d, %+v", st, team.SessionPolicy)
+	}
+	var e struct{ Error string }
+	if st := alice.do(http.MethodPost, "/api/v1/jobs", map[string]any{"name": "long", "gpus": 1, "time_limit": "3:00:00", "session": map[string]any{"type": "terminal"}}, &e); st != http.StatusBadRequest || !strings.Contains(e.Error, "time_limit") {
+		t.Errorf("a 3h session over a 2h maximum: status %d %q, want 400 naming time_limit", st, e.Error)
+	}
+	holder := submit(t, alice, map[string]any{"name": "holder", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
+	waitJob(t, alice, holder, 15*time.Second, "running")
+	batch := submit(t, alice, map[string]any{"name": "batch", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
+	session := submit(t, alice, map[string]any{"name": "nb", "gpus": 1, "session": map[string]any{"type": "terminal", "priority": true}})
+	var s struct {
+		TimeLimitS *float64 `json:"time_limit_s"`
+		Session    *struct {
+			Priority bool `json:"priority"`
+		} `json:"session"`
+	}
+	alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", session), nil, &s)
+	if s.TimeLimitS == nil || *s.TimeLimitS != 7200 || s.Session == nil || !s.Session.Priority {
+		t.Errorf("the session: time limit %v, session %+v; want the team's 2 hours and its priority", s.TimeLimitS, s.Session)
+	}
+	want := fmt.Sprintf("behind alice's interactive session %d", session)
+	eventually(t, 15*time.Second, "the batch job waiting behind the session", func() bool {
+		return strings.Contains(alice.job(batch).Reason, want)
+	})
+}

@@ -207,10 +207,12 @@ type SubmitForm struct {
 	// SessionType and SessionPort are an interactive session's, as typed.
 	SessionType string
 	SessionPort string
-	DurationS   string
-	GPUMemGB    string
-	Model       string
-	Models      []string
+	// SessionPriority: the session asks for interactive priority.
+	SessionPriority bool
+	DurationS       string
+	GPUMemGB        string
+	Model           string
+	Models          []string
 	// Salus sharing: Sharing is the checkbox; the rest as typed.
 	Sharing          bool
 	GPUFraction      string
@@ -412,6 +414,17 @@ type Team struct {
 	Flags TeamFlags
 	// Idle is the team's idle-GPU policy.
 	Idle TeamIdle
+	// Sessions is the team's session policy.
+	Sessions TeamSessions
+}
+
+// TeamSessions is a team's session policy as its page shows it.
+type TeamSessions struct {
+	// MaxHours is the longest a session runs, in hours; "0": no maximum.
+	MaxHours string
+	// PriorityGPUs is how many GPUs its sessions may hold with
+	// interactive priority; 0: none.
+	PriorityGPUs int
 }
 
 // TeamIdle is a team's idle-GPU policy as its page shows it, with the

@@ -320,6 +320,67 @@ func (s *Server) apiSetIdlePolicy(c echo.Context) error {
 	return s.apiTeam(c)
 }
 
+// setSessionPolicy sets team name's session policy, for its lead or an
+// admin (audited): the API's and the team page's form's one way.
+func (s *Server) setSessionPolicy(c echo.Context, in api.SessionPolicy) error {
+	name, u := c.Param("name"), currentUser(c)
+	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
+		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its session policy", name))
+	}
+	if in.MaxSessionHours < 0 || in.MaxSessionHours > 24*365 || math.IsNaN(in.MaxSessionHours) {
+		return badRequest("max_session_hours: %v: want 0 (no maximum) to 8760", in.MaxSessionHours)
+	}
+	if in.PriorityGPUs < 0 || in.PriorityGPUs > maxGPUs {
+		return badRequest("priority_gpus: %d: want 0 (no interactive priority) to %d", in.PriorityGPUs, maxGPUs)
+	}
+	p := models.SessionPolicy{MaxSessionS: int64(math.Round(in.MaxSessionHours * 3600)), SessionPriorityGPUs: in.PriorityGPUs}
+	err := s.cfg.Store.SetTeamSessionPolicy(c.Request().Context(), name, p)
+	if errors.Is(err, models.ErrNotFound) {
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("team %s not found", name))
+	}
+	if err != nil {
+		return err
+	}
+	return s.audit(c, "team.session_policy", name, fmt.Sprintf("sessions at most %vh, %d GPUs with interactive priority", in.MaxSessionHours, in.PriorityGPUs))
+}
+
+// apiSetSessionPolicy sets a team's session policy, for its lead or an
+// admin: PUT /api/v1/teams/{name}/session-policy with api.SessionPolicy.
+func (s *Server) apiSetSessionPolicy(c echo.Context) error {
+	var in api.SessionPolicy
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := s.setSessionPolicy(c, in); err != nil {
+		return err
+	}
+	return s.apiTeam(c)
+}
+
+// sessionPolicyForm is the team page's session policy form:
+// max_session_hours and priority_gpus (empty: 0).
+func (s *Server) sessionPolicyForm(c echo.Context) error {
+	var in api.SessionPolicy
+	if v := strings.TrimSpace(c.FormValue("max_session_hours")); v != "" {
+		h, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return s.teamFormError(c, badRequest("max_session_hours: %q is not a number of hours", v))
+		}
+		in.MaxSessionHours = h
+	}
+	if v := strings.TrimSpace(c.FormValue("priority_gpus")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s.teamFormError(c, badRequest("priority_gpus: %q is not a whole number of GPUs", v))
+		}
+		in.PriorityGPUs = n
+	}
+	if err := s.setSessionPolicy(c, in); err != nil {
+		return s.teamFormError(c, err)
+	}
+	return s.renderTeam(c, http.StatusOK, "", "Session policy saved.")
+}
+
 // idlePolicyForm is the team page's idle-GPU policy form: checkboxes
 // reclaim_sessions and reclaim_batch, and max_keep_alive_hours (empty:
 // the default).
@@ -364,6 +425,8 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		CanEditCaps:  u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == t.Name)}
 	v.ShowShares = v.CanEditCaps
 	v.Idle = s.teamIdle(t.IdlePolicy)
+	v.Sessions = templates.TeamSessions{MaxHours: strconv.FormatFloat(t.SessionPolicy.MaxSessionHours, 'g', -1, 64),
+		PriorityGPUs: t.SessionPolicy.PriorityGPUs}
 	shares := map[string]sched.UserShare{}
 	if v.ShowShares {
 		for _, us := range s.cfg.Engine.UserShares(t.Name) {

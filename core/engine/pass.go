@@ -152,6 +152,7 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 	if j.ReenteredAt != nil {
 		sj.ReenteredAt = seconds(*j.ReenteredAt)
 	}
+	sj.Interactive = j.Session != nil && j.InteractivePriority
 	if j.State == job.Running {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)

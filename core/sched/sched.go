@@ -152,6 +152,13 @@ type Job struct {
 	// the service it attained, which still places it in its queue.
 	ReenteredAt float64
 
+	// Interactive: the job is an interactive session that asked for
+	// interactive priority. Within its team and priority queue it goes
+	// ahead of the team's other waiting jobs while the team's sessions
+	// hold fewer GPUs with priority than Team.InteractiveGPUs allows
+	// (interactive.go); other teams' places are unchanged.
+	Interactive bool
+
 	// Queue is the priority-queue state the scheduler handed back for
 	// this job in an earlier pass (QueueChange.State). The caller stores it
 	// and passes it back unchanged; the zero value is right for a new job.
