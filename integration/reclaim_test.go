@@ -197,3 +197,37 @@ func TestSessionPolicy(t *testing.T) {
 		return strings.Contains(alice.job(batch).Reason, want)
 	})
 }
+
+// TestIdleReclaimSession: a terminal session on the one simulated GPU,
+// which reads 0% utilization, with a job waiting behind it, in a team
+// that reclaims idle sessions (the default), --idle-after 2s and
+// --idle-reclaim-grace 3s: the session is warned (reclaim_at), then
+// stopped after the grace, ending cancelled with reason "reclaimed: idle
+// since HH:MM", and its GPU starts the waiting job.
+func TestIdleReclaimSession(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-after", "2s", "--idle-reclaim-grace", "3s")
+	alice := newAPI(t, srv.URL, "alice", "dev") // vision
+	bob := newAPI(t, srv.URL, "bob", "dev")     // nlp
+	sid := submit(t, alice, map[string]any{"name": "shell", "gpus": 1, "session": map[string]any{"type": "terminal"}})
+	waitJob(t, alice, sid, 15*time.Second, "running")
+	nextID := submit(t, bob, map[string]any{"name": "next", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
+	path := fmt.Sprintf("/api/v1/jobs/%d", sid)
+	warned := false
+	eventually(t, 20*time.Second, "the idle session warned, then stopped", func() bool {
+		var j reclaimJob
+		alice.do(http.MethodGet, path, nil, &j)
+		if j.State == "running" && j.Idle != nil && j.Idle.ReclaimAt != nil {
+			warned = true
+		}
+		return j.State == "cancelled"
+	})
+	if !warned {
+		t.Errorf("the session was stopped without being warned first (no reclaim_at seen while it ran)")
+	}
+	if j := alice.job(sid); !strings.Contains(j.Reason, "reclaimed: idle since") {
+		t.Errorf("the reclaimed session's reason is %q", j.Reason)
+	}
+	eventually(t, 15*time.Second, "the waiting job running on the session's GPU", func() bool {
+		return bob.job(nextID).State == "running"
+	})
+}
