@@ -35,7 +35,7 @@ func migrations() []migration {
 		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
 		{24, "user_usage: each user's decayed GPU usage within a team, for fair share inside a team (teams.go)", userUsageTable},
 		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
-		{27, "runs.reclaimed_at and reclaimed_gpu_seconds, jobs.reentered_at: idle GPUs reclaimed, for accounting and the queue (keepalive.go); jobs.interactive_priority, teams.max_session_s and session_priority_gpus: the team's session policy (teams.go)", reclaimedRuns},
+		{27, "reclaimed runs, jobs.reentered_at and interactive_priority, teams.max_session_s and session_priority_gpus (reclaim, sessions)", reclaimedRuns},
 	}
 }
 
