@@ -129,6 +129,7 @@ func TestIdleReclaim(t *testing.T) {
 			t.Errorf("accounting: team %s reclaimed %v GPU-hours, /metrics %v GPU-seconds (%v h)", r.Team, r.ReclaimedGPUHours, counted, want)
 		}
 	}
+	t.Logf("reclaimed: /metrics %.3f GPU-s (%.4f GPU-h), accounting %.4f GPU-h", counted, counted/3600, rep.Total.ReclaimedGPUHours)
 	if math.Abs(rep.Total.ReclaimedGPUHours-counted/3600) > 0.00005 {
 		t.Errorf("accounting total: %v reclaimed GPU-hours, /metrics %v GPU-seconds", rep.Total.ReclaimedGPUHours, counted)
 	}
