@@ -50,6 +50,12 @@ type AccountingRow struct {
 	// period by being preempted or put back in the queue.
 	PreemptedRuns int `json:"preempted_runs"`
 	RequeuedRuns  int `json:"requeued_runs"`
+	// ReclaimedGPUHours is the idle GPU time given back by the runs idle
+	// reclaim stopped in the period (their GPUs x the time they had been
+	// idle, on the day of the reclaim): what
+	// gpuportal_reclaimed_idle_gpu_seconds_total grew by for them, in
+	// hours.
+	ReclaimedGPUHours float64 `json:"reclaimed_gpu_hours"`
 	// JobsStarted counts the jobs whose first run started in the period;
 	// the queue waits are theirs, submit to first start, in seconds.
 	JobsStarted      int     `json:"jobs_started"`

@@ -11,4 +11,7 @@ type Session struct {
 	// URL is the session's address on the portal, /sessions/ID/SECRET/:
 	// shown only to its owner and admins, and opened only by them.
 	URL string `json:"url,omitempty"`
+	// Priority: the session asked for interactive priority, ahead of its
+	// team's other waiting jobs within the GPUs its team allows.
+	Priority bool `json:"priority,omitempty"`
 }

@@ -25,6 +25,20 @@ type TeamShare struct {
 	// IdlePolicy is what the portal does with the team's idle jobs
 	// (serve --idle-reclaim-grace).
 	IdlePolicy IdlePolicy `json:"idle_policy"`
+	// SessionPolicy bounds the team's interactive sessions.
+	SessionPolicy SessionPolicy `json:"session_policy"`
+}
+
+// SessionPolicy is a team's policy for its interactive sessions: the
+// longest one may run, and how many GPUs its sessions that ask for
+// interactive priority may hold with it.
+type SessionPolicy struct {
+	// MaxSessionHours is the longest a session may run (its time
+	// limit); 0: no maximum.
+	MaxSessionHours float64 `json:"max_session_hours"`
+	// PriorityGPUs is how many GPUs the team's sessions may hold with
+	// interactive priority; 0: none.
+	PriorityGPUs int `json:"priority_gpus"`
 }
 
 // IdlePolicy is a team's idle-GPU reclaim policy: whether its idle

@@ -110,7 +110,8 @@ func engineJob(j models.Job) engine.Job {
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
 		BatchSize: j.BatchSize, Image: j.Image, Session: j.Session(),
 		Env: j.Env, Dir: j.Workdir, TimeLimit: j.TimeLimit(), Retries: j.Retries,
-		Array: j.Task(), ArrayLimit: j.ArrayLimit,
+		Array: j.Task(), ArrayLimit: j.ArrayLimit, ReenteredAt: j.ReenteredAt,
+		InteractivePriority: j.InteractivePriority,
 	}
 	for _, d := range j.Deps() {
 		ej.Deps = append(ej.Deps, engine.Dep{Dependency: d})
@@ -178,7 +179,7 @@ func (s Store) EngineTeams(ctx context.Context) ([]engine.Team, error) {
 	for i, t := range ts {
 		out[i] = engine.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight,
 			MaxGPUsPerUser: t.MaxGPUsPerUser, UserCaps: caps[t.Name],
-			UsageGPUSeconds: t.UsageGPUSeconds, UsageAt: t.UsageAt}
+			UsageGPUSeconds: t.UsageGPUSeconds, UsageAt: t.UsageAt, SessionPriorityGPUs: t.SessionPriorityGPUs}
 	}
 	return out, nil
 }

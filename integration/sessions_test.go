@@ -94,19 +94,29 @@ func sessionReady(t *testing.T, b *browser, path string) string {
 	return body
 }
 
-// dialSession opens a websocket through the proxy as browser b would.
+// dialSession opens a websocket through the proxy as browser b would,
+// trying again while the portal answers 503 (the session's server does
+// not answer yet: a terminal's page is the portal's own, drawn before
+// the terminal server listens; the page's script reconnects likewise).
 func dialSession(t *testing.T, b *browser, path string) *websocket.Conn {
 	t.Helper()
 	u, _ := url.Parse(b.base)
 	ws := "ws://" + u.Host + path
 	hdr := cookieHeader(b)
 	hdr.Set("Origin", b.base)
-	c, resp, err := websocket.DefaultDialer.Dial(ws, hdr)
-	if err != nil {
-		st := 0
+	var c *websocket.Conn
+	var err error
+	st := 0
+	eventually(t, 30*time.Second, "the session's websocket "+path, func() bool {
+		var resp *http.Response
+		c, resp, err = websocket.DefaultDialer.Dial(ws, hdr)
+		st = 0
 		if resp != nil {
 			st = resp.StatusCode
 		}
+		return err == nil || st != http.StatusServiceUnavailable
+	})
+	if err != nil {
 		t.Fatalf("websocket %s: %v (status %d)", path, err, st)
 	}
 	t.Cleanup(func() { c.Close() })

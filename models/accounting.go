@@ -61,6 +61,9 @@ type accountingRow struct {
 	StartedAt   time.Time
 	EndedAt     *time.Time
 	State       string
+	// ReclaimedAt and ReclaimedGPUSeconds: see Run.
+	ReclaimedAt         *time.Time
+	ReclaimedGPUSeconds float64
 }
 
 // accountingRuns returns the runs that held GPUs in [from, to) or ended
@@ -68,7 +71,7 @@ type accountingRow struct {
 func accountingRuns(tx *gorm.DB, from, to time.Time) ([]accounting.Run, error) {
 	var rows []accountingRow
 	err := tx.Table("runs").
-		Select("runs.job_id, jobs.team, jobs."+quoteUser(tx)+" AS "+quoteUser(tx)+", jobs.sharing, jobs.gpu_fraction, runs.placement, runs.started_at, runs.ended_at, runs.state").
+		Select("runs.job_id, jobs.team, jobs."+quoteUser(tx)+" AS "+quoteUser(tx)+", jobs.sharing, jobs.gpu_fraction, runs.placement, runs.started_at, runs.ended_at, runs.state, runs.reclaimed_at, runs.reclaimed_gpu_seconds").
 		Joins("JOIN jobs ON jobs.id = runs.job_id").
 		Where("runs.started_at < ? AND (runs.ended_at IS NULL OR runs.ended_at >= ?)", to, from).
 		Order("runs.id").Scan(&rows).Error
@@ -85,7 +88,8 @@ func accountingRuns(tx *gorm.DB, from, to time.Time) ([]accounting.Run, error) {
 		}
 		out = append(out, accounting.Run{Job: r.JobID, Team: r.Team, User: r.User, GPUs: gpus,
 			Sharing: r.Sharing || (r.GPUFraction > 0 && r.GPUFraction < 1), Fraction: r.GPUFraction,
-			Start: r.StartedAt.UTC(), End: utcPtr(r.EndedAt), State: r.State})
+			Start: r.StartedAt.UTC(), End: utcPtr(r.EndedAt), State: r.State,
+			ReclaimedAt: utcPtr(r.ReclaimedAt), ReclaimedGPUSeconds: r.ReclaimedGPUSeconds})
 	}
 	return out, nil
 }

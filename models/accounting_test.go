@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -141,5 +142,45 @@ func TestAccountingAddsUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("from closed days after the GPU history is pruned")
+	})
+}
+
+// TestAccountingReclaimed: RecordReclaim marks the running run (not an
+// ended one) and accounting reads what it gave back, on both databases.
+func TestAccountingReclaimed(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		d0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+		at := func(h float64) time.Time { return d0.Add(time.Duration(h * float64(time.Hour))) }
+		j := &models.Job{Name: "idle", Team: "nlp", User: "alice", GPUs: 2, SubmittedAt: at(1)}
+		if err := s.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		run, err := s.MarkStarted(ctx, j.ID, []string{"n1:0", "n1:1"}, at(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := job.RunRef{Job: j.ID, Run: run}
+		if err := s.RecordReclaim(ctx, ref, -1, at(2)); err == nil {
+			t.Error("RecordReclaim took -1 GPU-seconds")
+		}
+		if err := s.RecordReclaim(ctx, ref, 1234.5, at(2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkStopped(ctx, ref, models.JobPreempted, nil, "reclaimed: idle since 01:30", at(2.01)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordReclaim(ctx, ref, 1, at(3)); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("RecordReclaim of an ended run: %v, want ErrConflict", err)
+		}
+		a, err := s.Accounting(ctx, d0, d0.AddDate(0, 0, 1), at(4), 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := accounting.Build(a.Days, a.Jobs, a.Runs, accounting.Options{From: d0, To: d0.AddDate(0, 0, 1), By: accounting.ByUser, Period: accounting.PerDay})
+		if len(rep.Rows) != 1 || rep.Rows[0].ReclaimedGPUSeconds != 1234.5 || rep.Rows[0].User != "alice" {
+			t.Errorf("rows %+v, want alice's with 1234.5 reclaimed GPU-s", rep.Rows)
+		}
 	})
 }

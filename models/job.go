@@ -93,6 +93,14 @@ type Job struct {
 	// KeepAliveUntil: its owner keeps it running though idle until then
 	// (gpuportal session keep-alive); nil: never asked.
 	KeepAliveUntil *time.Time
+	// ReenteredAt is when the job went to the back of its queue, as if
+	// submitted then: its idle GPUs were reclaimed (RecordReclaim), so
+	// the jobs waiting then go first (sched.Job.ReenteredAt); nil: never.
+	ReenteredAt *time.Time
+	// InteractivePriority: the session asked to go ahead of its team's
+	// other waiting jobs, within the GPUs its team allows sessions with
+	// priority (Team.SessionPriorityGPUs).
+	InteractivePriority bool `gorm:"not null;default:false"`
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended

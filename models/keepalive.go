@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -19,4 +21,30 @@ func (s *Store) SetKeepAlive(ctx context.Context, id int64, until time.Time) err
 		return fmt.Errorf("keep job %d alive: %w", id, ErrConflict)
 	}
 	return nil
+}
+
+// RecordReclaim records that the portal reclaims the idle GPUs of run
+// ref at at, giving back gpuSeconds (the run's GPUs x the time they had
+// been idle, what /metrics counts): accounting's reclaimed GPU-hours are
+// the sum of these. The job goes to the back of its queue
+// (Job.ReenteredAt), so that should it wait again, the jobs waiting now
+// get the GPUs first. ErrConflict: ref is not a running run.
+func (s *Store) RecordReclaim(ctx context.Context, ref job.RunRef, gpuSeconds float64, at time.Time) error {
+	if !(gpuSeconds >= 0) {
+		return fmt.Errorf("record reclaim of run %d of job %d: %v GPU-seconds: want 0 or more", ref.Run, ref.Job, gpuSeconds)
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&Run{}).Where("job_id = ? AND run = ? AND ended_at IS NULL", ref.Job, ref.Run).
+			Updates(map[string]any{"reclaimed_at": at, "reclaimed_gpu_seconds": gpuSeconds})
+		if res.Error != nil {
+			return fmt.Errorf("record reclaim of run %d of job %d: %w", ref.Run, ref.Job, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("record reclaim of run %d of job %d: %w", ref.Run, ref.Job, ErrConflict)
+		}
+		if err := tx.Model(&Job{}).Where("id = ?", ref.Job).Update("reentered_at", at).Error; err != nil {
+			return fmt.Errorf("record reclaim of job %d: %w", ref.Job, err)
+		}
+		return nil
+	})
 }

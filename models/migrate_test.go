@@ -269,3 +269,13 @@ func TestMissingStepFails(t *testing.T) {
 		t.Errorf("a failed migration left %d recorded steps; want it rolled back", n)
 	}
 }
+
+// TestMigrationNamesFit: every step's name fits schema_migrations.name
+// (128 characters), which PostgreSQL enforces and SQLite does not.
+func TestMigrationNamesFit(t *testing.T) {
+	for _, m := range migrations() {
+		if n := len(m.name); n > 128 {
+			t.Errorf("migration %d: name of %d characters, at most 128 fit: %q", m.version, n, m.name)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func migrations() []migration {
 		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
 		{24, "user_usage: each user's decayed GPU usage within a team, for fair share inside a team (teams.go)", userUsageTable},
 		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
+		{27, "reclaimed runs, jobs.reentered_at and interactive_priority, teams.max_session_s and session_priority_gpus (reclaim, sessions)", reclaimedRuns},
 	}
 }
 
@@ -537,4 +538,41 @@ func (v24UserUsage) TableName() string { return "user_usage" }
 
 func userUsageTable(tx *gorm.DB) error {
 	return createTables(tx, &v24UserUsage{})
+}
+
+// v27Run holds the columns step 27 adds to runs: when the portal
+// reclaimed a run's idle GPUs and how many GPU-seconds that gave back.
+type v27Run struct {
+	ReclaimedAt         *time.Time
+	ReclaimedGPUSeconds float64 `gorm:"not null;default:0"`
+}
+
+func (v27Run) TableName() string { return "runs" }
+
+// v27Job, v27Run and v27Team hold the columns step 27 adds: when a job
+// whose idle GPUs were reclaimed went to the back of its queue, whether
+// a session asked for interactive priority, what a reclaimed run gave
+// back, and each team's session policy.
+type v27Job struct {
+	ReenteredAt         *time.Time
+	InteractivePriority bool `gorm:"not null;default:false"`
+}
+
+func (v27Job) TableName() string { return "jobs" }
+
+type v27Team struct {
+	MaxSessionS         int64 `gorm:"not null;default:0"`
+	SessionPriorityGPUs int   `gorm:"not null;default:0"`
+}
+
+func (v27Team) TableName() string { return "teams" }
+
+func reclaimedRuns(tx *gorm.DB) error {
+	if err := addColumns(tx, &v27Job{}, "ReenteredAt", "InteractivePriority"); err != nil {
+		return err
+	}
+	if err := addColumns(tx, &v27Team{}, "MaxSessionS", "SessionPriorityGPUs"); err != nil {
+		return err
+	}
+	return addColumns(tx, &v27Run{}, "ReclaimedAt", "ReclaimedGPUSeconds")
 }

@@ -73,7 +73,13 @@ type Team struct {
 	IdleSpareSessions bool  `gorm:"not null;default:false"`
 	IdleReclaimBatch  bool  `gorm:"not null;default:false"`
 	MaxKeepAliveS     int64 `gorm:"not null;default:0"`
-	CreatedAt         time.Time
+	// The team's session policy: MaxSessionS is the longest its sessions
+	// may run (their time limit; 0: no maximum), SessionPriorityGPUs how
+	// many GPUs its sessions that ask for interactive priority may hold
+	// with it (0: no priority).
+	MaxSessionS         int64 `gorm:"not null;default:0"`
+	SessionPriorityGPUs int   `gorm:"not null;default:0"`
+	CreatedAt           time.Time
 }
 
 // DefaultMaxKeepAlive is the longest keep-alive where a team sets none.

@@ -29,6 +29,12 @@ type Run struct {
 	State    JobState `gorm:"size:16"`
 	ExitCode *int
 	Reason   string `gorm:"size:512"`
+	// ReclaimedAt is when the portal stopped the run because its GPUs
+	// sat idle (idle reclaim), nil if it did not; ReclaimedGPUSeconds is
+	// what that gave back: the run's GPUs x the time they had been idle,
+	// the figure gpuportal_reclaimed_idle_gpu_seconds_total counts.
+	ReclaimedAt         *time.Time
+	ReclaimedGPUSeconds float64 `gorm:"not null;default:0"`
 }
 
 // Runs returns a job's runs, oldest first.

@@ -79,6 +79,29 @@ func (s *Store) SetTeamIdlePolicy(ctx context.Context, name string, p IdlePolicy
 	return nil
 }
 
+// SessionPolicy is a team's session policy (see Team).
+type SessionPolicy struct {
+	MaxSessionS         int64
+	SessionPriorityGPUs int
+}
+
+// SetTeamSessionPolicy sets team name's session policy.
+func (s *Store) SetTeamSessionPolicy(ctx context.Context, name string, p SessionPolicy) error {
+	if p.MaxSessionS < 0 || p.SessionPriorityGPUs < 0 {
+		return fmt.Errorf("set session policy of team %s: maximum %ds and priority GPUs %d must be 0 or more", name, p.MaxSessionS, p.SessionPriorityGPUs)
+	}
+	res := s.db.WithContext(ctx).Model(&Team{}).Where("name = ?", name).Updates(map[string]any{
+		"MaxSessionS": p.MaxSessionS, "SessionPriorityGPUs": p.SessionPriorityGPUs,
+	})
+	if res.Error != nil {
+		return fmt.Errorf("set session policy of team %s: %w", name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("team %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
 // SetTeamUsage records each team's decayed usage as of at.
 func (s *Store) SetTeamUsage(ctx context.Context, usage map[string]float64, at time.Time) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

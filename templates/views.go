@@ -210,10 +210,12 @@ type SubmitForm struct {
 	// SessionType and SessionPort are an interactive session's, as typed.
 	SessionType string
 	SessionPort string
-	DurationS   string
-	GPUMemGB    string
-	Model       string
-	Models      []string
+	// SessionPriority: the session asks for interactive priority.
+	SessionPriority bool
+	DurationS       string
+	GPUMemGB        string
+	Model           string
+	Models          []string
 	// Salus sharing: Sharing is the checkbox; the rest as typed.
 	Sharing          bool
 	GPUFraction      string
@@ -413,6 +415,29 @@ type Team struct {
 	Queue []TeamQueueRow
 	// Flags are the team's warnings: idle jobs and stranded ones.
 	Flags TeamFlags
+	// Idle is the team's idle-GPU policy.
+	Idle TeamIdle
+	// Sessions is the team's session policy.
+	Sessions TeamSessions
+}
+
+// TeamSessions is a team's session policy as its page shows it.
+type TeamSessions struct {
+	// MaxHours is the longest a session runs, in hours; "0": no maximum.
+	MaxHours string
+	// PriorityGPUs is how many GPUs its sessions may hold with
+	// interactive priority; 0: none.
+	PriorityGPUs int
+}
+
+// TeamIdle is a team's idle-GPU policy as its page shows it, with the
+// server's rule for "idle" and its grace.
+type TeamIdle struct {
+	ReclaimSessions, ReclaimBatch bool
+	MaxKeepAliveHours             string
+	// Rule says, in a sentence, when a job counts idle and how long it
+	// is warned before being stopped (server settings).
+	Rule string
 }
 
 // TeamFlags are what a team's lead should act on: jobs holding GPUs idle,
@@ -500,9 +525,11 @@ type AccountingRow struct {
 	Period, Team, User                            string
 	Allocated, Used, UsedPct, Idle, IdleAllocated string
 	Unsampled                                     string
-	Jobs                                          []int
-	Preempted, Requeued, Started                  int
-	WaitMedian, WaitP95                           string
+	// Reclaimed is the idle GPU-hours idle reclaim gave back.
+	Reclaimed                    string
+	Jobs                         []int
+	Preempted, Requeued, Started int
+	WaitMedian, WaitP95          string
 }
 
 // SessionView is how the job page of a session says to open it.

@@ -185,7 +185,8 @@ func accountingRowOf(r accounting.Row, p accounting.Period) api.AccountingRow {
 		AllocatedGPUHours: h(r.Allocated), UsedGPUHours: h(r.Used), IdleGPUHours: h(r.Idle()),
 		IdleAllocatedGPUHours: h(r.IdleAllocated), UnsampledGPUHours: h(r.Unsampled()),
 		Jobs: r.Outcomes, PreemptedRuns: r.Preempted, RequeuedRuns: r.Requeued, JobsStarted: r.Started,
-		QueueWaitMedianS: roundTo(r.QueueWaitMedianS, 1), QueueWaitP95S: roundTo(r.QueueWaitP95S, 1)}
+		ReclaimedGPUHours: h(r.ReclaimedGPUSeconds),
+		QueueWaitMedianS:  roundTo(r.QueueWaitMedianS, 1), QueueWaitP95S: roundTo(r.QueueWaitP95S, 1)}
 }
 
 func roundTo(x float64, digits int) float64 {
@@ -241,7 +242,7 @@ func writeAccountingCSV(c echo.Context, rep api.Accounting) error {
 	for _, s := range states {
 		head = append(head, "jobs_"+s)
 	}
-	head = append(head, "preempted_runs", "requeued_runs", "jobs_started", "queue_wait_median_s", "queue_wait_p95_s")
+	head = append(head, "preempted_runs", "requeued_runs", "reclaimed_gpu_hours", "jobs_started", "queue_wait_median_s", "queue_wait_p95_s")
 	if err := w.Write(head); err != nil {
 		return err
 	}
@@ -252,7 +253,7 @@ func writeAccountingCSV(c echo.Context, rep api.Accounting) error {
 		for _, s := range states {
 			line = append(line, strconv.Itoa(r.Jobs[s]))
 		}
-		line = append(line, strconv.Itoa(r.PreemptedRuns), strconv.Itoa(r.RequeuedRuns), strconv.Itoa(r.JobsStarted),
+		line = append(line, strconv.Itoa(r.PreemptedRuns), strconv.Itoa(r.RequeuedRuns), f(r.ReclaimedGPUHours), strconv.Itoa(r.JobsStarted),
 			f(r.QueueWaitMedianS), f(r.QueueWaitP95S))
 		if err := w.Write(line); err != nil {
 			return err
@@ -307,6 +308,7 @@ func accountingView(r api.AccountingRow, states []string) templates.AccountingRo
 		Allocated: f(r.AllocatedGPUHours), Used: f(r.UsedGPUHours), Idle: f(r.IdleGPUHours),
 		IdleAllocated: f(r.IdleAllocatedGPUHours), Unsampled: f(r.UnsampledGPUHours),
 		Preempted: r.PreemptedRuns, Requeued: r.RequeuedRuns, Started: r.JobsStarted,
+		Reclaimed:  f(r.ReclaimedGPUHours),
 		WaitMedian: fmtWait(r.QueueWaitMedianS), WaitP95: fmtWait(r.QueueWaitP95S)}
 	if r.AllocatedGPUHours > 0 {
 		out.UsedPct = fmt.Sprintf("%.0f%%", 100*r.UsedGPUHours/r.AllocatedGPUHours)

@@ -135,7 +135,7 @@ func (m *moment) job(j *models.Job) api.Job {
 		out.MemoryEstimate = &api.MemoryEstimate{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
 	}
 	if j.IsSession() {
-		out.Session = &api.Session{Type: j.SessionType, Port: j.SessionPort}
+		out.Session = &api.Session{Type: j.SessionType, Port: j.SessionPort, Priority: j.InteractivePriority}
 	} else if len(j.Command) == 0 {
 		out.Sim = &api.SimSpec{DurationS: j.SimDuration, UtilPct: j.SimUtilPct}
 	}
@@ -227,7 +227,8 @@ func (m *moment) teamShare(t models.Team) api.TeamShare {
 	out := api.TeamShare{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight, MaxGPUsPerUser: t.MaxGPUsPerUser,
 		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1,
 		DefaultTimeLimitS: t.DefaultTimeLimitS, MaxTimeLimitS: t.MaxTimeLimitS,
-		IdlePolicy: api.IdlePolicy{ReclaimSessions: !t.IdleSpareSessions, ReclaimBatch: t.IdleReclaimBatch, MaxKeepAliveHours: t.MaxKeepAlive().Hours()}}
+		IdlePolicy:    api.IdlePolicy{ReclaimSessions: !t.IdleSpareSessions, ReclaimBatch: t.IdleReclaimBatch, MaxKeepAliveHours: t.MaxKeepAlive().Hours()},
+		SessionPolicy: api.SessionPolicy{MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs}}
 	if sh, ok := m.fair[t.Name]; ok {
 		out.UsageGPUSeconds, out.Entitlement, out.UsageShare, out.Factor = sh.UsageGPUSeconds, sh.Entitlement, sh.UsageShare, sh.Factor
 	}

@@ -238,7 +238,7 @@ func fillForm(f *templates.SubmitForm, r SubmitRequest) {
 		f.GPUMemGB = strconv.FormatFloat(r.GPUMemGB, 'f', -1, 64)
 	}
 	if r.Session != nil {
-		f.Kind, f.Command, f.SessionType = "session", cmdline.Join(r.Command), r.Session.Type
+		f.Kind, f.Command, f.SessionType, f.SessionPriority = "session", cmdline.Join(r.Command), r.Session.Type, r.Session.Priority
 		if r.Session.Port > 0 {
 			f.SessionPort = strconv.Itoa(r.Session.Port)
 		}
@@ -264,6 +264,7 @@ func (s *Server) submitForm(c echo.Context) error {
 		DurationS: c.FormValue("duration_s"), GPUMemGB: c.FormValue("gpu_mem_gb"),
 		Model: c.FormValue("model"), Image: strings.TrimSpace(c.FormValue("image")),
 		SessionType: c.FormValue("session_type"), SessionPort: c.FormValue("session_port"),
+		SessionPriority: c.FormValue("session_priority") != "",
 	}
 	sharingForm(c, &f)
 	profileForm(c, &f)
@@ -317,7 +318,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 		}
 		req.Command, req.Image = argv, f.Image
 		if f.Kind == "session" {
-			req.Session = &SessionRequest{Type: f.SessionType}
+			req.Session = &SessionRequest{Type: f.SessionType, Priority: f.SessionPriority}
 			if v := strings.TrimSpace(f.SessionPort); v != "" {
 				port, err := strconv.Atoi(v)
 				if err != nil {

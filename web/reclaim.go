@@ -22,9 +22,10 @@ import (
 // does: the checkpoint signal first (SIGTERM, the stop grace, SIGKILL),
 // the job's folder kept, the reason "reclaimed: idle since HH:MM" on its
 // page. A warned job's owner is told once per run (notification event
-// "idle", where they chose it). A session ends cancelled; a batch job (where its team's policy
-// reclaims those) is preempted and waits again. The freed GPUs go to the next waiting job at the engine's next
-// pass. The job page and the API show the warning (Idle.ReclaimAt) from
+// "idle", where they chose it). A session ends cancelled; a batch job
+// (where its team's policy reclaims those) is preempted and waits again
+// at the back of its queue (models.Store.RecordReclaim), so the freed
+// GPUs go to the jobs waiting at the engine's next pass. The job page and the API show the warning (Idle.ReclaimAt) from
 // the same verdict.
 func (s *Server) RunReclaim(ctx context.Context, leader func() bool, every time.Duration) {
 	if s.cfg.ReclaimGrace <= 0 || !s.cfg.Idle.Valid() {
@@ -82,10 +83,19 @@ func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 		if !j.IsSession() {
 			stop = s.cfg.Engine.Preempt // a batch job waits again
 		}
+		// What the reclaim gives back, recorded on the run (accounting)
+		// and counted in /metrics: one figure for both.
+		gpuSeconds := float64(j.GPUs) * max(now.Sub(st.Since).Seconds(), 0)
+		if err := s.cfg.Store.RecordReclaim(ctx, job.RunRef{Job: j.ID, Run: j.Run}, gpuSeconds, now); err != nil {
+			if errors.Is(err, models.ErrConflict) {
+				continue // it ended meanwhile
+			}
+			return fmt.Errorf("reclaim job %d: %w", j.ID, err)
+		}
 		if err := stop(ctx, j.ID, reason); err != nil {
 			return fmt.Errorf("reclaim job %d: %w", j.ID, err)
 		}
-		s.reclaimed.WithLabelValues(j.Team).Add(float64(j.GPUs) * now.Sub(st.Since).Seconds())
+		s.reclaimed.WithLabelValues(j.Team).Add(gpuSeconds)
 		s.cfg.Logger.Info("reclaimed idle job", "job", j.ID, "team", j.Team, "gpus", j.GPUs, "idle_since", st.Since)
 	}
 	return nil

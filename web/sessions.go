@@ -38,6 +38,9 @@ type SessionRequest struct {
 	// Port is the loopback port a web app listens on; 0: the agent picks
 	// one and passes it as $PORT.
 	Port int `json:"port,omitempty"`
+	// Priority asks for interactive priority: ahead of the team's other
+	// waiting jobs, within the GPUs its team allows sessions with it.
+	Priority bool `json:"priority,omitempty"`
 }
 
 // check validates the session part of r, field by field.

@@ -213,7 +213,7 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		j.SimDuration, j.SimUtilPct = r.Sim.DurationS, r.Sim.UtilPct
 	}
 	if r.Session != nil {
-		j.SessionType, j.SessionPort = r.Session.Type, r.Session.Port
+		j.SessionType, j.SessionPort, j.InteractivePriority = r.Session.Type, r.Session.Port, r.Session.Priority
 	}
 	share.apply(j)
 	spec.apply(j)

@@ -168,8 +168,20 @@ func (s *Server) checkJobLimits(ctx context.Context, u *models.User, j *models.J
 		return err
 	}
 	if t != nil {
+		asked := j.TimeLimitS
 		if j.TimeLimitS == 0 {
 			j.TimeLimitS = t.DefaultTimeLimitS
+		}
+		if j.IsSession() && t.MaxSessionS > 0 {
+			// A session runs at most the team's maximum: that is its
+			// time limit unless it asked for less.
+			switch {
+			case asked > t.MaxSessionS:
+				fe["time_limit"] = fmt.Sprintf("team %s's sessions run at most %s: ask for a time limit within it",
+					t.Name, job.FormatTimeLimit(time.Duration(t.MaxSessionS)*time.Second))
+			case j.TimeLimitS == 0 || j.TimeLimitS > t.MaxSessionS:
+				j.TimeLimitS = t.MaxSessionS
+			}
 		}
 		if t.MaxTimeLimitS > 0 && (j.TimeLimitS == 0 || j.TimeLimitS > t.MaxTimeLimitS) {
 			fe["time_limit"] = fmt.Sprintf("team %s allows at most %s per job: ask for a time limit within it",

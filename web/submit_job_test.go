@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -231,5 +232,95 @@ func TestSetTeamTimeLimits(t *testing.T) {
 	}
 	if page := ts.do(t, "alice", http.MethodGet, "/teams/vision", "").Body.String(); !strings.Contains(page, "04:00:00") || strings.Contains(page, "team-time-limits") {
 		t.Errorf("team page as a member: the limits are shown, the form is not")
+	}
+}
+
+// TestTeamIdlePolicyForm: the team's lead sets its idle policy from the
+// team page (CSRF, as every form), sees the values it saved, gets a 400
+// naming the field for a bad keep-alive, and a member sees the policy
+// but not the form.
+func TestTeamIdlePolicyForm(t *testing.T) {
+	ts := newTestServer(t)
+	rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/idle-policy", "reclaim_batch=on&max_keep_alive_hours=2.5")
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Idle GPU policy saved.") {
+		t.Fatalf("save: %d %.300s", rec.Code, rec.Body)
+	}
+	tm, err := ts.store.Team(context.Background(), "vision")
+	if err != nil || !tm.IdleSpareSessions || !tm.IdleReclaimBatch || tm.MaxKeepAliveS != 9000 {
+		t.Fatalf("stored %+v, %v; want sessions spared, batch reclaimed, 2.5 h", tm, err)
+	}
+	page := rec.Body.String()
+	for _, want := range []string{`data-field="reclaim_sessions">spared<`, `data-field="reclaim_batch">preempted<`,
+		`data-field="max_keep_alive_hours">2.5<`, `name="max_keep_alive_hours" type="number" min="0" max="720" step="any" value="2.5"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page after saving lacks %s", want)
+		}
+	}
+	for body, field := range map[string]string{"max_keep_alive_hours=lots": "max_keep_alive_hours", "max_keep_alive_hours=-1": "max_keep_alive_hours",
+		"max_keep_alive_hours=721": "max_keep_alive_hours"} {
+		rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/idle-policy", body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), field+":") {
+			t.Errorf("%s: %d; want 400 naming %s", body, rec.Code, field)
+		}
+	}
+	if tm, _ := ts.store.Team(context.Background(), "vision"); tm.MaxKeepAliveS != 9000 {
+		t.Errorf("a refused form changed the policy: %+v", tm)
+	}
+	member := ts.do(t, "alice", http.MethodGet, "/teams/vision", "").Body.String()
+	if !strings.Contains(member, `id="team-idle-now"`) || strings.Contains(member, `id="team-idle-policy"`) {
+		t.Errorf("team page as a member: want the policy shown, not the form")
+	}
+}
+
+// TestTeamSessionPolicy: the lead sets the team's session policy (API
+// and form, 400s naming the field); a session then gets the maximum as
+// its time limit, or less if it asks, and is refused more; batch jobs
+// are not bound by it; a session's interactive priority is kept.
+func TestTeamSessionPolicy(t *testing.T) {
+	ts := newTestServer(t)
+	rec := ts.do(t, "lead", http.MethodPut, "/api/v1/teams/vision/session-policy", `{"max_session_hours":2,"priority_gpus":1}`)
+	var team api.Team
+	if err := json.Unmarshal(rec.Body.Bytes(), &team); rec.Code != http.StatusOK || err != nil ||
+		team.SessionPolicy.MaxSessionHours != 2 || team.SessionPolicy.PriorityGPUs != 1 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	for body, field := range map[string]string{
+		`{"max_session_hours":-1}`:  "max_session_hours",
+		`{"max_session_hours":1e9}`: "max_session_hours",
+		`{"priority_gpus":-2}`:      "priority_gpus",
+	} {
+		rec := ts.do(t, "lead", http.MethodPut, "/api/v1/teams/vision/session-policy", body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), field+":") {
+			t.Errorf("%s: %d %s; want 400 naming %s", body, rec.Code, rec.Body, field)
+		}
+	}
+	if rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/session-policy", "max_session_hours=a+while"); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "max_session_hours:") {
+		t.Errorf("form with a bad max_session_hours: %d; want 400 naming it", rec.Code)
+	}
+	if rec := ts.do(t, "alice", http.MethodPut, "/api/v1/teams/vision/session-policy", `{"max_session_hours":100}`); rec.Code != http.StatusForbidden {
+		t.Errorf("a member set the session policy: %d", rec.Code)
+	}
+	page := ts.do(t, "lead", http.MethodGet, "/teams/vision", "").Body.String()
+	if !strings.Contains(page, `data-field="max_session_hours">2<`) || !strings.Contains(page, `data-field="priority_gpus">1<`) || !strings.Contains(page, `id="team-session-policy"`) {
+		t.Errorf("the lead's team page does not show the session policy and its form")
+	}
+	submit := func(body string) (*httptest.ResponseRecorder, api.Job) {
+		rec := ts.do(t, "alice", http.MethodPost, "/api/v1/jobs", body)
+		var j api.Job
+		_ = json.Unmarshal(rec.Body.Bytes(), &j)
+		return rec, j
+	}
+	if rec, j := submit(`{"name":"nb","gpus":1,"session":{"type":"terminal","priority":true}}`); rec.Code != http.StatusCreated ||
+		j.TimeLimitS == nil || *j.TimeLimitS != 7200 || j.Session == nil || !j.Session.Priority {
+		t.Errorf("a session without a limit: %d %s; want the team's 2h and its priority kept", rec.Code, rec.Body)
+	}
+	if rec, j := submit(`{"name":"nb","gpus":1,"time_limit":"30","session":{"type":"terminal"}}`); rec.Code != http.StatusCreated || j.TimeLimitS == nil || *j.TimeLimitS != 1800 {
+		t.Errorf("a session asking for 30 minutes: %d %s", rec.Code, rec.Body)
+	}
+	if rec, _ := submit(`{"name":"nb","gpus":1,"time_limit":"3:00:00","session":{"type":"terminal"}}`); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "time_limit:") {
+		t.Errorf("a session asking for 3h of 2h: %d %s; want 400 naming time_limit", rec.Code, rec.Body)
+	}
+	if rec, j := submit(`{"name":"batch","gpus":1,"sim":{"duration_s":60}}`); rec.Code != http.StatusCreated || j.TimeLimitS != nil {
+		t.Errorf("a batch job: %d %s; want no time limit from the session maximum", rec.Code, rec.Body)
 	}
 }

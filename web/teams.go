@@ -3,18 +3,19 @@ package web
 import (
 	"errors"
 	"fmt"
-	"github.com/gpuportal/gpuportal/core/sched"
 	"math"
 	"net/http"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
@@ -285,16 +286,12 @@ func (s *Server) apiSetTimeLimits(c echo.Context) error {
 	return s.apiTeam(c)
 }
 
-// apiSetIdlePolicy sets a team's idle-GPU reclaim policy, for its lead
-// or an admin: PUT /api/v1/teams/{name}/idle-policy with api.IdlePolicy.
-func (s *Server) apiSetIdlePolicy(c echo.Context) error {
+// setIdlePolicy sets team name's idle-GPU reclaim policy, for its lead
+// or an admin (audited): the API's and the team page's form's one way.
+func (s *Server) setIdlePolicy(c echo.Context, in api.IdlePolicy) error {
 	name, u := c.Param("name"), currentUser(c)
 	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
 		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its idle policy", name))
-	}
-	var in api.IdlePolicy
-	if err := decodeJSON(c, &in); err != nil {
-		return err
 	}
 	if in.MaxKeepAliveHours < 0 || in.MaxKeepAliveHours > 24*30 || math.IsNaN(in.MaxKeepAliveHours) {
 		return badRequest("max_keep_alive_hours: %v: want 0 (the default, %v hours) to 720", in.MaxKeepAliveHours, models.DefaultMaxKeepAlive.Hours())
@@ -307,10 +304,99 @@ func (s *Server) apiSetIdlePolicy(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.audit(c, "team.idle_policy", name, fmt.Sprintf("reclaim sessions %v, batch jobs %v, keep-alive at most %vh", in.ReclaimSessions, in.ReclaimBatch, in.MaxKeepAliveHours)); err != nil {
+	return s.audit(c, "team.idle_policy", name, fmt.Sprintf("reclaim sessions %v, batch jobs %v, keep-alive at most %vh", in.ReclaimSessions, in.ReclaimBatch, in.MaxKeepAliveHours))
+}
+
+// apiSetIdlePolicy sets a team's idle-GPU reclaim policy, for its lead
+// or an admin: PUT /api/v1/teams/{name}/idle-policy with api.IdlePolicy.
+func (s *Server) apiSetIdlePolicy(c echo.Context) error {
+	var in api.IdlePolicy
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := s.setIdlePolicy(c, in); err != nil {
 		return err
 	}
 	return s.apiTeam(c)
+}
+
+// setSessionPolicy sets team name's session policy, for its lead or an
+// admin (audited): the API's and the team page's form's one way.
+func (s *Server) setSessionPolicy(c echo.Context, in api.SessionPolicy) error {
+	name, u := c.Param("name"), currentUser(c)
+	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
+		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its session policy", name))
+	}
+	if in.MaxSessionHours < 0 || in.MaxSessionHours > 24*365 || math.IsNaN(in.MaxSessionHours) {
+		return badRequest("max_session_hours: %v: want 0 (no maximum) to 8760", in.MaxSessionHours)
+	}
+	if in.PriorityGPUs < 0 || in.PriorityGPUs > maxGPUs {
+		return badRequest("priority_gpus: %d: want 0 (no interactive priority) to %d", in.PriorityGPUs, maxGPUs)
+	}
+	p := models.SessionPolicy{MaxSessionS: int64(math.Round(in.MaxSessionHours * 3600)), SessionPriorityGPUs: in.PriorityGPUs}
+	err := s.cfg.Store.SetTeamSessionPolicy(c.Request().Context(), name, p)
+	if errors.Is(err, models.ErrNotFound) {
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("team %s not found", name))
+	}
+	if err != nil {
+		return err
+	}
+	return s.audit(c, "team.session_policy", name, fmt.Sprintf("sessions at most %vh, %d GPUs with interactive priority", in.MaxSessionHours, in.PriorityGPUs))
+}
+
+// apiSetSessionPolicy sets a team's session policy, for its lead or an
+// admin: PUT /api/v1/teams/{name}/session-policy with api.SessionPolicy.
+func (s *Server) apiSetSessionPolicy(c echo.Context) error {
+	var in api.SessionPolicy
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := s.setSessionPolicy(c, in); err != nil {
+		return err
+	}
+	return s.apiTeam(c)
+}
+
+// sessionPolicyForm is the team page's session policy form:
+// max_session_hours and priority_gpus (empty: 0).
+func (s *Server) sessionPolicyForm(c echo.Context) error {
+	var in api.SessionPolicy
+	if v := strings.TrimSpace(c.FormValue("max_session_hours")); v != "" {
+		h, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return s.teamFormError(c, badRequest("max_session_hours: %q is not a number of hours", v))
+		}
+		in.MaxSessionHours = h
+	}
+	if v := strings.TrimSpace(c.FormValue("priority_gpus")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s.teamFormError(c, badRequest("priority_gpus: %q is not a whole number of GPUs", v))
+		}
+		in.PriorityGPUs = n
+	}
+	if err := s.setSessionPolicy(c, in); err != nil {
+		return s.teamFormError(c, err)
+	}
+	return s.renderTeam(c, http.StatusOK, "", "Session policy saved.")
+}
+
+// idlePolicyForm is the team page's idle-GPU policy form: checkboxes
+// reclaim_sessions and reclaim_batch, and max_keep_alive_hours (empty:
+// the default).
+func (s *Server) idlePolicyForm(c echo.Context) error {
+	in := api.IdlePolicy{ReclaimSessions: c.FormValue("reclaim_sessions") != "", ReclaimBatch: c.FormValue("reclaim_batch") != ""}
+	if v := strings.TrimSpace(c.FormValue("max_keep_alive_hours")); v != "" {
+		h, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return s.teamFormError(c, badRequest("max_keep_alive_hours: %q is not a number of hours", v))
+		}
+		in.MaxKeepAliveHours = h
+	}
+	if err := s.setIdlePolicy(c, in); err != nil {
+		return s.teamFormError(c, err)
+	}
+	return s.renderTeam(c, http.StatusOK, "", "Idle GPU policy saved.")
 }
 
 func (s *Server) timeLimitsForm(c echo.Context) error {
@@ -338,6 +424,9 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		CanEditShare: u.Role == models.RoleAdmin,
 		CanEditCaps:  u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == t.Name)}
 	v.ShowShares = v.CanEditCaps
+	v.Idle = s.teamIdle(t.IdlePolicy)
+	v.Sessions = templates.TeamSessions{MaxHours: strconv.FormatFloat(t.SessionPolicy.MaxSessionHours, 'g', -1, 64),
+		PriorityGPUs: t.SessionPolicy.PriorityGPUs}
 	shares := map[string]sched.UserShare{}
 	if v.ShowShares {
 		for _, us := range s.cfg.Engine.UserShares(t.Name) {
@@ -376,6 +465,19 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		p.Warning = guaranteeWarning(m.teams, s.clusterGPUs())
 	}
 	return s.render(c, status, templates.TeamPage(p, v))
+}
+
+// teamIdle is team policy p as the team page shows it, with the server's
+// rule for idle and its grace.
+func (s *Server) teamIdle(p api.IdlePolicy) templates.TeamIdle {
+	rule := fmt.Sprintf("A running job is idle when all its GPUs are under %g%% utilization for %v; ", s.cfg.Idle.BelowPct, s.cfg.Idle.After)
+	if s.cfg.ReclaimGrace > 0 {
+		rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %v later (server settings).", s.cfg.ReclaimGrace)
+	} else {
+		rule += "it is flagged, never stopped: this server reclaims nothing (serve --idle-reclaim-grace 0)."
+	}
+	return templates.TeamIdle{ReclaimSessions: p.ReclaimSessions, ReclaimBatch: p.ReclaimBatch,
+		MaxKeepAliveHours: strconv.FormatFloat(p.MaxKeepAliveHours, 'g', -1, 64), Rule: rule}
 }
 
 // teamFormError shows a bad form value on the team page; other errors pass.

@@ -41,7 +41,7 @@ func requestOf(j *models.Job) SubmitRequest {
 	}
 	switch {
 	case j.IsSession():
-		r.Session = &SessionRequest{Type: j.SessionType, Port: j.SessionPort}
+		r.Session = &SessionRequest{Type: j.SessionType, Port: j.SessionPort, Priority: j.InteractivePriority}
 	case len(j.Command) == 0:
 		r.Sim = &api.SimSpec{DurationS: j.SimDuration}
 	}

@@ -122,7 +122,7 @@ func printAccounting(w io.Writer, rep api.Accounting) error {
 	if rep.By == "user" {
 		head += "USER\t"
 	}
-	fmt.Fprintln(tw, head+"ALLOC GPU-H\tUSED GPU-H\tUSED\tIDLE GPU-H\tIDLE<THR GPU-H\tJOBS DONE\tPREEMPT\tREQUEUE\tSTARTED\tWAIT P50\tWAIT P95\t")
+	fmt.Fprintln(tw, head+"ALLOC GPU-H\tUSED GPU-H\tUSED\tIDLE GPU-H\tIDLE<THR GPU-H\tJOBS DONE\tPREEMPT\tREQUEUE\tRECLAIMED GPU-H\tSTARTED\tWAIT P50\tWAIT P95\t")
 	line := func(r api.AccountingRow, team, user string) {
 		s := r.Period + "\t" + team + "\t"
 		if rep.By == "user" {
@@ -132,8 +132,8 @@ func printAccounting(w io.Writer, rep api.Accounting) error {
 		if r.AllocatedGPUHours > 0 {
 			pct = fmt.Sprintf("%.0f%%", 100*r.UsedGPUHours/r.AllocatedGPUHours)
 		}
-		fmt.Fprintf(tw, "%s%.2f\t%.2f\t%s\t%.2f\t%.2f\t%s\t%d\t%d\t%d\t%s\t%s\t\n", s, r.AllocatedGPUHours, r.UsedGPUHours, pct,
-			r.IdleGPUHours, r.IdleAllocatedGPUHours, outcomes(r.Jobs), r.PreemptedRuns, r.RequeuedRuns, r.JobsStarted,
+		fmt.Fprintf(tw, "%s%.2f\t%.2f\t%s\t%.2f\t%.2f\t%s\t%d\t%d\t%.2f\t%d\t%s\t%s\t\n", s, r.AllocatedGPUHours, r.UsedGPUHours, pct,
+			r.IdleGPUHours, r.IdleAllocatedGPUHours, outcomes(r.Jobs), r.PreemptedRuns, r.RequeuedRuns, r.ReclaimedGPUHours, r.JobsStarted,
 			fmtSeconds(r.QueueWaitMedianS), fmtSeconds(r.QueueWaitP95S))
 	}
 	for _, r := range rep.Rows {

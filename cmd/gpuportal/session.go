@@ -20,10 +20,14 @@ const sessionUsage = `Usage: gpuportal session COMMAND [flags]
 Interactive sessions: Jupyter, a terminal, or a web app of yours, on GPUs,
 opened through the portal (docs/portal.md, "Interactive sessions").
 
-  start --type jupyter|terminal|web [--gpus N] [--port P] [--wait] [-- COMMAND...]
+  start --type jupyter|terminal|web [--gpus N] [--port P] [--time T]
+        [--priority] [--wait] [-- COMMAND...]
           start a session; a web session's COMMAND serves the app on
           127.0.0.1:$PORT (or --port) under $GPUPORTAL_BASE_URL; a Jupyter
-          session's COMMAND, if given, is the Jupyter program to run
+          session's COMMAND, if given, is the Jupyter program to run;
+          --priority asks to go ahead of the team's waiting jobs (where
+          the team allows it), --time bounds it (at most the team's
+          session maximum)
   open ID print the address to open session ID at
   stop ID end session ID (its job is cancelled)
   keep-alive ID --hours N
@@ -73,6 +77,8 @@ func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
 	f.fs.StringVar(&req.Name, "name", "", "the session's name (default: its type)")
 	f.fs.StringVar(&req.Team, "team", "", "the team the session runs for (default: yours)")
 	f.fs.IntVar(&req.GPUs, "gpus", 1, "GPUs the session holds")
+	f.fs.StringVar(&req.TimeLimit, "time", "", "the longest the session runs, as 4h or 1-00:00:00 (default and most: the team's session maximum)")
+	f.fs.BoolVar(&sr.Priority, "priority", false, "ask for interactive priority: ahead of the team's waiting jobs, within the GPUs the team allows sessions with it")
 	wait := f.fs.Bool("wait", false, "wait until the session runs, then print its address")
 	pos, err := f.parse(args)
 	if err != nil {

@@ -183,3 +183,44 @@ func TestUsageParts(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildReclaimed: the idle GPU time a reclaim gave back counts on the
+// day of the reclaim, for the run's team and user, and adds up to the
+// periods and the total; runs never reclaimed count nothing.
+func TestBuildReclaimed(t *testing.T) {
+	runs := []Run{
+		{Job: 1, Team: "nlp", User: "alice", GPUs: []string{"n1:0", "n1:1"}, Start: at(1), End: atp(3), State: "cancelled",
+			ReclaimedAt: atp(2.99), ReclaimedGPUSeconds: 2 * 1800},
+		{Job: 2, Team: "nlp", User: "carol", GPUs: []string{"n1:2"}, Start: at(20), End: atp(24.5), State: "preempted",
+			ReclaimedAt: atp(24.4), ReclaimedGPUSeconds: 600},
+		{Job: 2, Team: "nlp", User: "carol", GPUs: []string{"n1:2"}, Start: at(25), End: atp(26), State: "succeeded"},
+		{Job: 3, Team: "vision", User: "bob", GPUs: []string{"n2:0"}, Start: at(2), End: atp(4), State: "preempted",
+			ReclaimedAt: atp(3.5), ReclaimedGPUSeconds: 900},
+		{Job: 4, Team: "vision", User: "bob", GPUs: []string{"n2:1"}, Start: at(30), End: atp(50), State: "cancelled",
+			ReclaimedAt: atp(49), ReclaimedGPUSeconds: 7}, // after the range
+	}
+	from, to := day0, day0.AddDate(0, 0, 2)
+	users := Build(nil, nil, runs, Options{From: from, To: to, By: ByUser, Period: PerDay})
+	want := map[string]float64{"2026-11-01 nlp alice": 3600, "2026-11-02 nlp carol": 600, "2026-11-01 vision bob": 900}
+	got := map[string]float64{}
+	for _, r := range users.Rows {
+		if r.ReclaimedGPUSeconds != 0 {
+			got[r.Period.Format(time.DateOnly)+" "+r.Team+" "+r.User] = r.ReclaimedGPUSeconds
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("reclaimed rows %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if !near(got[k], w) {
+			t.Errorf("%s: reclaimed %v GPU-s, want %v", k, got[k], w)
+		}
+	}
+	if !near(users.Total.ReclaimedGPUSeconds, 5100) || len(users.Periods) != 2 || !near(users.Periods[0].ReclaimedGPUSeconds, 4500) {
+		t.Errorf("total %v (want 5100), periods %+v", users.Total.ReclaimedGPUSeconds, users.Periods)
+	}
+	nlp := Build(nil, nil, runs, Options{From: from, To: to, By: ByTeam, Period: Whole, Include: func(k Key) bool { return k.Team == "nlp" }})
+	if len(nlp.Rows) != 1 || !near(nlp.Rows[0].ReclaimedGPUSeconds, 4200) {
+		t.Errorf("nlp over the range: %+v, want one row of 4200 GPU-s", nlp.Rows)
+	}
+}

@@ -31,6 +31,11 @@ type Run struct {
 	// State is the state the job moved to when the run ended (preempted,
 	// queued for a requeue, or a final state); empty while it runs.
 	State string
+	// ReclaimedAt is when the portal stopped the run because its GPUs
+	// sat idle (idle reclaim), nil if it did not; ReclaimedGPUSeconds is
+	// what that gave back (its GPUs x the time they had been idle).
+	ReclaimedAt         *time.Time
+	ReclaimedGPUSeconds float64
 }
 
 // Sample is one stored bucket of a GPU's history: its average

@@ -83,6 +83,11 @@ type Row struct {
 	// being preempted, or put back in the queue (a lost machine, a
 	// retried failure, an outgrown lane).
 	Preempted, Requeued int
+	// ReclaimedGPUSeconds is the idle GPU time given back by the runs
+	// that idle reclaim stopped in the period (Run.ReclaimedGPUSeconds,
+	// counted on the day of the reclaim): what
+	// gpuportal_reclaimed_idle_gpu_seconds_total grew by for them.
+	ReclaimedGPUSeconds float64
 	// Started counts the jobs whose first run started in the period;
 	// QueueWaitMedianS and QueueWaitP95S are their waits from submit to
 	// that start, in seconds.
@@ -169,6 +174,9 @@ func Build(days map[Day]map[Key]Usage, jobs []Job, runs []Run, opt Options) Repo
 	}
 	for _, rn := range runs {
 		k := Key{Team: rn.Team, User: rn.User}
+		if rn.ReclaimedAt != nil && in(*rn.ReclaimedAt) && include(k) {
+			row(*rn.ReclaimedAt, k).ReclaimedGPUSeconds += rn.ReclaimedGPUSeconds
+		}
 		if rn.End == nil || !in(*rn.End) || !include(k) {
 			continue
 		}
@@ -194,6 +202,7 @@ func Build(days map[Day]map[Key]Usage, jobs []Job, runs []Run, opt Options) Repo
 			}
 			into.Preempted += r.Preempted
 			into.Requeued += r.Requeued
+			into.ReclaimedGPUSeconds += r.ReclaimedGPUSeconds
 			into.Started += r.Started
 			into.waits = append(into.waits, r.waits...)
 		}

@@ -82,6 +82,12 @@ type Job struct {
 	// Session makes the job an interactive session (job.Session); nil: a
 	// batch job.
 	Session *job.Session
+	// ReenteredAt is when the job went to the back of its queue after
+	// its idle GPUs were reclaimed (sched.Job.ReenteredAt); nil: never.
+	ReenteredAt *time.Time
+	// InteractivePriority: a session that asked to go ahead of its
+	// team's other waiting jobs (sched.Job.Interactive).
+	InteractivePriority bool
 }
 
 // Dep is a job's dependency on another, and the other's state as the

@@ -149,6 +149,10 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 	if j.LastStartAt != nil {
 		sj.LastStartTime = seconds(*j.LastStartAt)
 	}
+	if j.ReenteredAt != nil {
+		sj.ReenteredAt = seconds(*j.ReenteredAt)
+	}
+	sj.Interactive = j.Session != nil && j.InteractivePriority
 	if j.State == job.Running {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
@@ -327,7 +331,9 @@ func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait) error {
 
 // simMemory is a job's memory on a simulated GPU: its declared memory, or
 // a size that varies from job to job, split after the Salus measurements
-// into a persistent part and an ephemeral part freed every iteration.
+// into a persistent part and an ephemeral part freed every iteration. A
+// session's GPU reads 0% utilization: there is no training loop to
+// simulate, only a notebook or a shell waiting for its user.
 func simMemory(j Job) gpu.SimMemory {
 	total := j.GPUMemMiB
 	if total <= 0 {
@@ -335,10 +341,14 @@ func simMemory(j Job) gpu.SimMemory {
 	}
 	p := total * 2 / 5
 	it := time.Duration(2+j.ID%4) * time.Second
-	if u := j.SimUtilPct; u != nil && *u < 5 {
+	util := j.SimUtilPct
+	if util == nil && j.Session != nil {
+		util = new(float64)
+	}
+	if util != nil && *util < 5 {
 		it = 0 // a job that hardly computes runs no iterations: its memory stays put
 	}
-	return gpu.SimMemory{PersistentMiB: p, EphemeralMiB: total - p, Iteration: it, UtilPct: j.SimUtilPct}
+	return gpu.SimMemory{PersistentMiB: p, EphemeralMiB: total - p, Iteration: it, UtilPct: util}
 }
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

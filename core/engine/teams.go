@@ -20,6 +20,9 @@ type Team struct {
 	UserCaps        map[string]int
 	UsageGPUSeconds float64   // decayed usage as of UsageAt
 	UsageAt         time.Time // zero: never recorded
+	// SessionPriorityGPUs is how many GPUs the team's sessions may hold
+	// with interactive priority (sched.Team.InteractiveGPUs).
+	SessionPriorityGPUs int
 }
 
 // TeamSample is where a team stood at one time. InUseGPUs and
@@ -103,7 +106,7 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 	for i, t := range teams {
 		out[i] = sched.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight,
 			UsageGPUSeconds: st.usage[t.Name], MaxGPUsPerUser: t.MaxGPUsPerUser, UserCaps: t.UserCaps,
-			UserUsage: maps.Clone(st.users[t.Name])}
+			UserUsage: maps.Clone(st.users[t.Name]), InteractiveGPUs: t.SessionPriorityGPUs}
 	}
 	if now.Sub(st.savedAt) >= usageSaveEvery {
 		if err := ts.SetTeamUsage(ctx, st.usage, now); err != nil {

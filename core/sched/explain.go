@@ -95,7 +95,7 @@ func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitC
 			b = append(b, " s more"...)
 		}
 	}
-	if len(p.behind) > 0 {
+	if len(p.behind) > 0 || len(p.behindSession) > 0 {
 		b = p.appendBehind(b, e)
 	}
 	p.addWait(e, cause, b)
@@ -113,7 +113,7 @@ func (p *pass) waitBlocked(e *entry, head *entry) {
 	b = append(b, ", which needs "...)
 	b = strconv.AppendInt(b, int64(head.gpus), 10)
 	b = append(b, " GPUs and does not fit; fifo starts jobs strictly in arrival order"...)
-	if len(p.behind) > 0 {
+	if len(p.behind) > 0 || len(p.behindSession) > 0 {
 		b = p.appendBehind(b, e)
 	}
 	p.addWait(e, WaitBlocked, b)

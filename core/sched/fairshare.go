@@ -47,6 +47,12 @@ type Team struct {
 	// inside a team orders the team's jobs by it (UserFactor); a user
 	// absent from it used nothing. Negative or not finite counts as 0.
 	UserUsage map[string]float64
+	// InteractiveGPUs is how many GPUs the team's interactive sessions
+	// (Job.Interactive) may hold with priority: a waiting one goes ahead
+	// of the team's other waiting jobs while the team's running
+	// interactive jobs and those moved ahead before it need no more
+	// than this. 0: no interactive priority.
+	InteractiveGPUs int
 }
 
 // CapOf is the most GPUs user's jobs of the team may hold at once; 0 is

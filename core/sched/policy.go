@@ -238,12 +238,19 @@ func (p *pass) key(e *entry, j *Job, qs *QueueState) {
 	e.fk, e.uk = 0, 0
 }
 
-// since is when the job entered its queue.
+// since is when the job entered its queue: when the queue state says,
+// or on arrival, whichever is later.
 func since(j *Job, qs *QueueState) float64 {
 	if qs.Since == 0 {
-		return j.SubmitTime
+		return arrival(j)
 	}
-	return qs.Since
+	return max(qs.Since, j.ReenteredAt)
+}
+
+// arrival is when the job counts as arrived for the order: its submit
+// time, or when it re-entered the queue at its back (Job.ReenteredAt).
+func arrival(j *Job) float64 {
+	return max(j.SubmitTime, j.ReenteredAt)
 }
 
 // appendQueue appends "queue N".

@@ -20,9 +20,10 @@ var fjfPolicy = &policy{
 	rank: arrivalRank,
 }
 
-// arrivalKey is (submit time).
+// arrivalKey is (arrival: submit time, or when the job re-entered the
+// queue at its back).
 func arrivalKey(_ *pass, e *entry, j *Job, _ *QueueState, _ float64) {
-	e.k0 = j.SubmitTime
+	e.k0 = arrival(j)
 }
 
 func arrivalRank(_ *pass, b []byte, _ *entry) []byte {

@@ -84,10 +84,10 @@ func gittinsLeastServiceKey(p *pass, e *entry, j *Job, qs *QueueState, run float
 }
 
 // gittinsReferenceKey is (queue, higher tabulated index, earlier
-// submission, running first).
+// arrival, running first).
 func gittinsReferenceKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
 	g := p.referenceIndex(p.cycleService(j, qs))
-	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, j.SubmitTime, run
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, arrival(j), run
 }
 
 // gittinsRank is "queue 0, Gittins index 0.004".

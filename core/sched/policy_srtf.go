@@ -25,7 +25,7 @@ var srsfPolicy = &policy{
 }
 
 // remainingKey is (remaining time, or remaining time x GPUs when
-// perGPU; running first; submit time).
+// perGPU; running first; arrival).
 func remainingKey(e *entry, j *Job, run float64, perGPU bool) {
 	rem := math.Inf(1)
 	if j.DurationS > 0 {
@@ -34,7 +34,7 @@ func remainingKey(e *entry, j *Job, run float64, perGPU bool) {
 			rem *= float64(max(j.GPUs, 1))
 		}
 	}
-	e.k0, e.k1, e.k2 = rem, run, j.SubmitTime
+	e.k0, e.k1, e.k2 = rem, run, arrival(j)
 }
 
 func remainingRank(b []byte, e *entry, unit string) []byte {

@@ -141,6 +141,24 @@ type Job struct {
 	// preempts for it there.
 	AvoidNodes []string
 
+	// ReenteredAt, when later than SubmitTime, is when the job
+	// re-entered the queue at its back, as if submitted then: a batch
+	// job preempted because its GPUs sat idle (idle reclaim) goes behind
+	// the jobs already waiting, so that its GPUs go to them. The
+	// policies order it by ReenteredAt where they order by arrival (fifo,
+	// fjf, the ties of srtf and srsf, tiresias-g's reference rule) and
+	// count it as its queue entry where they order by queue entry (dlas,
+	// tiresias-l, tiresias-g's ties); 0 for never. It does not change
+	// the service it attained, which still places it in its queue.
+	ReenteredAt float64
+
+	// Interactive: the job is an interactive session that asked for
+	// interactive priority. Within its team and priority queue it goes
+	// ahead of the team's other waiting jobs while the team's sessions
+	// hold fewer GPUs with priority than Team.InteractiveGPUs allows
+	// (interactive.go); other teams' places are unchanged.
+	Interactive bool
+
 	// Queue is the priority-queue state the scheduler handed back for
 	// this job in an earlier pass (QueueChange.State). The caller stores it
 	// and passes it back unchanged; the zero value is right for a new job.

@@ -230,6 +230,16 @@ func (p *pass) reslot(idx []int32, f map[string]float64) {
 // appendBehind appends why job e sits lower in its team's order than the
 // policy alone would place it, if it does.
 func (p *pass) appendBehind(b []byte, e *entry) []byte {
+	if by, ok := p.behindSession[e.job]; ok {
+		s := &p.s.Jobs[by]
+		b = append(b, "; behind "...)
+		b = appendName(b, s.User)
+		b = append(b, "'s interactive session "...)
+		b = strconv.AppendInt(b, s.ID, 10)
+		b = append(b, " (team "...)
+		b = appendName(b, s.Team)
+		b = append(b, " gives its sessions priority)"...)
+	}
 	by, ok := p.behind[e.job]
 	if !ok {
 		return b
