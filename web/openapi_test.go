@@ -145,8 +145,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"GPUHistory":                 reflect.TypeOf(api.GPUHistory{}),
 		"ClusterHistory":             reflect.TypeOf(api.ClusterHistory{}),
 		"HistoryPoint":               reflect.TypeOf(api.HistoryPoint{}),
-		"Token":                      reflect.TypeOf(tokenResponse{}),
-		"Me":                         reflect.TypeOf(meResponse{}),
+		"Token":                      reflect.TypeOf(api.Token{}),
+		"Me":                         reflect.TypeOf(api.Me{}),
+		"Error":                      reflect.TypeOf(api.Error{}),
 	} {
 		var fields, props []string
 		for i := range typ.NumField() {
@@ -196,9 +197,9 @@ func responseTypes() map[string]reflect.Type {
 		"Version":              reflect.TypeOf(api.Version{}),
 		"JobUsage":             reflect.TypeOf(api.JobUsage{}),
 		"Accounting":           reflect.TypeOf(api.Accounting{}),
-		"Token":                reflect.TypeOf(tokenResponse{}),
-		"Me":                   reflect.TypeOf(meResponse{}),
-		"Error":                reflect.TypeOf(errorResponse{}),
+		"Token":                reflect.TypeOf(api.Token{}),
+		"Me":                   reflect.TypeOf(api.Me{}),
+		"Error":                reflect.TypeOf(api.Error{}),
 	}
 }
 
@@ -208,25 +209,6 @@ type templateResponse struct {
 	ID   int64    `json:"id"`
 	Name string   `json:"name"`
 	Job  struct{} `json:"job"`
-}
-
-// tokenResponse, meResponse and errorResponse are the maps that
-// apiCreateToken, apiMe and the error handler write.
-type tokenResponse struct {
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-type meResponse struct {
-	Name     string `json:"name"`
-	Role     string `json:"role"`
-	Team     string `json:"team"`
-	UnixName string `json:"unix_name"`
-	Source   string `json:"source"`
-}
-
-type errorResponse struct {
-	Error string `json:"error"`
 }
 
 // schemaMismatch is one object schema whose required list or nullable
