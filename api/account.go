@@ -43,3 +43,28 @@ type AccountChange struct {
 	HeldJobs     int `json:"held_jobs"`
 	ReleasedJobs int `json:"released_jobs"`
 }
+
+// Me is the user a request acts as: GET /api/v1/me.
+type Me struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Team is empty for admins without a team.
+	Team string `json:"team"`
+	// UnixName is the Unix account the user's jobs run as.
+	UnixName string `json:"unix_name"`
+	// Source is where the account signs in: local, ldap or oidc.
+	Source string `json:"source"`
+}
+
+// Token is an API token as POST /api/v1/tokens issues it: its secret,
+// shown this once, and when it expires.
+type Token struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Error is what every /api/v1 route answers with a 4xx or 5xx status:
+// a message that names the field at fault.
+type Error struct {
+	Error string `json:"error"`
+}

@@ -46,8 +46,8 @@ func (s *Server) apiJobHistory(c echo.Context) error {
 
 func (s *Server) apiMe(c echo.Context) error {
 	u := currentUser(c)
-	return c.JSON(http.StatusOK, map[string]string{"name": u.Name, "role": string(u.Role), "team": u.Team,
-		"unix_name": cmp.Or(u.UnixName, u.Name), "source": cmp.Or(u.Source, models.SourceLocal)})
+	return c.JSON(http.StatusOK, api.Me{Name: u.Name, Role: string(u.Role), Team: u.Team,
+		UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)})
 }
 
 func (s *Server) apiSubmit(c echo.Context) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -132,7 +133,7 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 		return err
 	}
 	s.cfg.Logger.Info("API token issued", "user", u.Name)
-	return c.JSON(http.StatusCreated, map[string]any{"token": token, "expires_at": now.Add(tokenTTL)})
+	return c.JSON(http.StatusCreated, api.Token{Token: token, ExpiresAt: now.Add(tokenTTL)})
 }
 
 // authenticate checks a password, within the throttle on failed logins

@@ -3,6 +3,7 @@ package web
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -383,6 +384,9 @@ func TestEveryRouteHasARule(t *testing.T) {
 	}
 
 	covered := map[string]bool{}
+	// forbidden: the routes some role was refused with 403, for
+	// checkDocumented403.
+	forbidden := map[string]bool{}
 	for _, rule := range rules {
 		covered[rule.route] = true
 		method, path, _ := strings.Cut(rule.route, " ")
@@ -406,6 +410,9 @@ func TestEveryRouteHasARule(t *testing.T) {
 					defer func() { ts.tokens[role] = kept }()
 				}
 				rec := ts.doAs(t, role, session, method, target, body)
+				if rec.Code == http.StatusForbidden {
+					forbidden[rule.route] = true
+				}
 				if rec.Code != rule.want[i] {
 					t.Errorf("%s %s as %s: status %d, want %d; body %.200s", method, target, role, rec.Code, rule.want[i], rec.Body.String())
 				}
@@ -425,6 +432,104 @@ func TestEveryRouteHasARule(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("routes without an access rule in this test: %v", missing)
 	}
+	for _, tc := range other403s(t, ts) {
+		t.Run(tc.route+" refused: "+tc.why, func(t *testing.T) {
+			if rec := tc.do(t); rec.Code != http.StatusForbidden {
+				t.Errorf("status %d, want 403; body %.200s", rec.Code, rec.Body.String())
+				return
+			}
+			forbidden[tc.route] = true
+		})
+	}
+	checkDocumented403(t, forbidden)
+}
+
+// forbiddenCase is a 403 the role table does not show: one that depends
+// on what is asked, not only on who asks.
+type forbiddenCase struct {
+	route string // as registered
+	why   string
+	do    func(t *testing.T) *httptest.ResponseRecorder
+}
+
+func other403s(t *testing.T, ts *testServer) []forbiddenCase {
+	basic := func(user string) func(t *testing.T) *httptest.ResponseRecorder {
+		return func(t *testing.T) *httptest.ResponseRecorder {
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/tokens", nil)
+			req.SetBasicAuth(user, "password1")
+			rec := httptest.NewRecorder()
+			ts.Handler().ServeHTTP(rec, req)
+			return rec
+		}
+	}
+	get := func(role, target string) func(t *testing.T) *httptest.ResponseRecorder {
+		return func(t *testing.T) *httptest.ResponseRecorder { return ts.do(t, role, http.MethodGet, target, "") }
+	}
+	ctx := context.Background()
+	if _, err := ts.store.CreateUser(ctx, "gone", "password1", models.RoleResearcher, "vision"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.store.DisableUser(ctx, "gone", "admin", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return []forbiddenCase{
+		{"POST /api/v1/tokens", "a disabled account", basic("gone")},
+		{"GET /api/v1/jobs", "a researcher asks for every team's jobs", get("alice", "/api/v1/jobs?scope=all")},
+		{"GET /api/v1/jobs", "a researcher asks for another team's jobs", get("alice", "/api/v1/jobs?team=nlp")},
+	}
+}
+
+// checkDocumented403 checks that web/openapi.json documents a 403 on
+// exactly the API operations that answered one (forbidden, by route as
+// registered): a refusal the document does not list, or a 403 the
+// document promises where the server never refuses, fails.
+func checkDocumented403(t *testing.T, forbidden map[string]bool) {
+	t.Helper()
+	doc := loadOpenAPI(t)
+	documented := map[string]bool{}
+	for path, ops := range doc.Paths {
+		for method, raw := range ops {
+			var op struct {
+				Responses map[string]json.RawMessage `json:"responses"`
+			}
+			if method == "parameters" {
+				continue
+			}
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			if _, ok := op.Responses["403"]; ok {
+				documented[method+" "+path] = true
+			}
+		}
+	}
+	refused := map[string]bool{}
+	for route := range forbidden {
+		method, path, _ := strings.Cut(route, " ")
+		if p, ok := openAPIPath(path); ok {
+			refused[strings.ToLower(method)+" "+p] = true
+		}
+	}
+	var undocumented, never []string
+	for k := range refused {
+		if !documented[k] {
+			undocumented = append(undocumented, k)
+		}
+	}
+	for k := range documented {
+		if !refused[k] {
+			never = append(never, k)
+		}
+	}
+	sort.Strings(undocumented)
+	sort.Strings(never)
+	if len(undocumented) > 0 {
+		t.Errorf("operations that answer 403 without documenting it in openapi.json: %v", undocumented)
+	}
+	if len(never) > 0 {
+		t.Errorf("openapi.json documents a 403 that no test provokes (add the case to other403s, or drop the 403): %v", never)
+	}
+	t.Logf("%d operations answer and document 403", len(refused))
 }
 
 // TestCSRF refuses page forms without the token of their session: none,

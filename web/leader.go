@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuportal/gpuportal/api"
 )
 
 // Several replicas may serve one PostgreSQL database. All of them serve
@@ -63,5 +65,5 @@ func leaderGauge(s *Server) prometheus.Collector {
 func writeJSONError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	_ = json.NewEncoder(w).Encode(api.Error{Error: msg})
 }

@@ -5,7 +5,6 @@ package web
 import (
 	"context"
 	"errors"
-	"github.com/gpuportal/gpuportal/core/job"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,9 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/idle"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
@@ -402,7 +403,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	path := c.Request().URL.Path
 	switch {
 	case strings.HasPrefix(path, "/api/"):
-		_ = c.JSON(code, map[string]string{"error": msg})
+		_ = c.JSON(code, api.Error{Error: msg})
 	case strings.HasPrefix(path, "/static/") || c.Request().Header.Get("HX-Request") == "true":
 		// Files and page fragments get the message alone.
 		_ = c.String(code, msg)

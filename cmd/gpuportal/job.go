@@ -492,9 +492,7 @@ func (cl *jobClient) doHeader(ctx context.Context, method, path string, query ur
 // {"error": "..."}, or the start of whatever else came back (a proxy's
 // error page).
 func serverMessage(resp *http.Response, raw []byte) string {
-	var e struct {
-		Error string `json:"error"`
-	}
+	var e api.Error
 	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
 		return e.Error
 	}

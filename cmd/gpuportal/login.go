@@ -120,7 +120,7 @@ func (c jobCmd) login(ctx context.Context, args []string) (err error) {
 		}
 	}
 	cl.token = token
-	var me api.User
+	var me api.Me
 	if _, err := cl.getJSON(ctx, "/api/v1/me", nil, &me); err != nil {
 		return fmt.Errorf("check the token: %w", err)
 	}
@@ -178,9 +178,7 @@ func (cl *jobClient) createToken(ctx context.Context, user, password string) (st
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
 		return "", &jobAPIError{Status: resp.StatusCode, Message: serverMessage(resp, raw)}
 	}
-	var t struct {
-		Token string `json:"token"`
-	}
+	var t api.Token
 	if err := json.Unmarshal(raw, &t); err != nil || t.Token == "" {
 		return "", fmt.Errorf("POST /api/v1/tokens: the server's answer holds no token")
 	}

@@ -1,0 +1,222 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/integration/genclient"
+)
+
+// contractDoer sends the generated client's requests and checks each
+// exchange against web/openapi.json, as api.do does for the hand-written
+// client.
+type contractDoer struct {
+	t *testing.T
+	c *http.Client
+}
+
+func (d contractDoer) Do(req *http.Request) (*http.Response, error) {
+	var reqBody []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		reqBody = b
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	resp, err := d.c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read response body: %w", err)
+	}
+	if err := checkContract(req, reqBody, resp.StatusCode, resp.Header, raw); err != nil {
+		d.t.Error(err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(raw))
+	return resp, nil
+}
+
+// genClient is the generated client on srv, sending token (if any).
+func genClient(t *testing.T, srv *server, token string) *genclient.ClientWithResponses {
+	t.Helper()
+	opts := []genclient.ClientOption{genclient.WithHTTPClient(contractDoer{t: t, c: &http.Client{Timeout: 10 * time.Second}})}
+	if token != "" {
+		opts = append(opts, genclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			req.Header.Set("Authorization", "Bearer "+token)
+			return nil
+		}))
+	}
+	c, err := genclient.NewClientWithResponses(srv.URL+"/api/v1", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// genLogin gets a token for user with the generated client.
+func genLogin(t *testing.T, srv *server, user, password string) string {
+	t.Helper()
+	basic := func(_ context.Context, req *http.Request) error { req.SetBasicAuth(user, password); return nil }
+	r, err := genClient(t, srv, "").CreateTokenWithResponse(context.Background(), basic)
+	if err != nil || r.JSON201 == nil || r.JSON201.Token == "" {
+		t.Fatalf("POST /tokens as %s: %v, status %d, body %s", user, err, r.StatusCode(), r.Body)
+	}
+	if !r.JSON201.ExpiresAt.After(time.Now()) {
+		t.Errorf("token of %s expires at %v: in the past", user, r.JSON201.ExpiresAt)
+	}
+	return r.JSON201.Token
+}
+
+// TestGeneratedClient drives the real server with the client oapi-codegen
+// generated from web/openapi.json (integration/genclient) and nothing
+// else: log in, submit, list, read, wait, cancel, read the GPUs and the
+// queues. Its typed answers are the document's promises: a required
+// field arrives as a plain value, a 403 as the error the document names.
+func TestGeneratedClient(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x40", "--max-retries", "0")
+	ctx := context.Background()
+
+	bad := func(_ context.Context, req *http.Request) error { req.SetBasicAuth("alice", "wrong"); return nil }
+	if r, err := genClient(t, srv, "").CreateTokenWithResponse(ctx, bad); err != nil || r.JSON401 == nil || r.JSON401.Error == "" {
+		t.Fatalf("POST /tokens with a wrong password: %v, status %d: want 401 with an error", err, r.StatusCode())
+	}
+	alice := genClient(t, srv, genLogin(t, srv, "alice", "dev"))
+	bob := genClient(t, srv, genLogin(t, srv, "bob", "dev"))
+
+	submit := func(name string, seconds float64) genclient.Job {
+		t.Helper()
+		gpus := int64(1)
+		req := genclient.SubmitRequest{Name: name, Gpus: &gpus}
+		req.Sim = &struct {
+			DurationS float64  `json:"duration_s"`
+			UtilPct   *float64 `json:"util_pct,omitempty"`
+		}{DurationS: seconds}
+		r, err := alice.SubmitJobWithResponse(ctx, req)
+		if err != nil || r.JSON201 == nil {
+			t.Fatalf("submit %s: %v, status %d, body %s", name, err, r.StatusCode(), r.Body)
+		}
+		j := *r.JSON201
+		if j.Id == 0 || j.Name != name || j.User != "alice" || j.Team != "vision" || j.Gpus != 1 || j.Sim == nil || j.Sim.DurationS != seconds {
+			t.Errorf("submitted %s: %+v", name, j)
+		}
+		return j
+	}
+	get := func(c *genclient.ClientWithResponses, id int64) *genclient.GetJobResponse {
+		t.Helper()
+		r, err := c.GetJobWithResponse(ctx, id)
+		if err != nil {
+			t.Fatalf("GET /jobs/%d: %v", id, err)
+		}
+		return r
+	}
+	waitFor := func(id int64, states ...genclient.State) genclient.Job {
+		t.Helper()
+		var j genclient.Job
+		eventually(t, 30*time.Second, fmt.Sprintf("job %d to be %v", id, states), func() bool {
+			r := get(alice, id)
+			if r.JSON200 == nil {
+				t.Fatalf("GET /jobs/%d: status %d, body %s", id, r.StatusCode(), r.Body)
+			}
+			j = *r.JSON200
+			return slices.Contains(states, j.State)
+		})
+		return j
+	}
+
+	short := submit("short", 2)
+	long := submit("long", 3600)
+
+	list, err := alice.ListJobsWithResponse(ctx, &genclient.ListJobsParams{})
+	if err != nil || list.JSON200 == nil {
+		t.Fatalf("GET /jobs: %v, status %d", err, list.StatusCode())
+	}
+	var ids []int64
+	for _, j := range *list.JSON200 {
+		ids = append(ids, j.Id)
+	}
+	if !slices.Contains(ids, short.Id) || !slices.Contains(ids, long.Id) {
+		t.Errorf("GET /jobs lists %v: want %d and %d", ids, short.Id, long.Id)
+	}
+
+	if r := get(alice, short.Id); r.JSON200 == nil || r.JSON200.Id != short.Id || r.JSON200.Name != "short" || !r.JSON200.SubmittedAt.Equal(short.SubmittedAt) {
+		t.Errorf("GET /jobs/%d: status %d, body %s", short.Id, r.StatusCode(), r.Body)
+	}
+	if r := get(bob, short.Id); r.JSON403 == nil || !strings.Contains(r.JSON403.Error, "vision") {
+		t.Errorf("bob reads alice's job: status %d, body %s: want 403 naming her team", r.StatusCode(), r.Body)
+	}
+
+	done := waitFor(short.Id, genclient.StateSucceeded, genclient.StateFailed)
+	if done.State != genclient.StateSucceeded || done.StartedAt == nil || done.FinishedAt == nil || done.JctS == nil || *done.JctS < 2 ||
+		len(done.Placement) != 1 || !strings.HasPrefix(done.Placement[0], "node-0") || done.Forecast != nil {
+		t.Errorf("finished job: state %s, started %v, finished %v, JCT %v, placement %v, forecast %v",
+			done.State, done.StartedAt, done.FinishedAt, done.JctS, done.Placement, done.Forecast)
+	}
+
+	running := waitFor(long.Id, genclient.StateRunning)
+	if running.HeldGpus != 1 || running.AsOf == nil {
+		t.Errorf("running job holds %v GPUs as of %v: want 1, with a time", running.HeldGpus, running.AsOf)
+	}
+
+	gpus, err := alice.ListGPUsWithResponse(ctx, &genclient.ListGPUsParams{})
+	if err != nil || gpus.JSON200 == nil {
+		t.Fatalf("GET /gpus: %v, status %d", err, gpus.StatusCode())
+	}
+	var where []string
+	for _, g := range *gpus.JSON200 {
+		where = append(where, fmt.Sprintf("%s:%d", g.Node, g.Index))
+		for _, p := range g.Points {
+			if p.MemMib != 40960 {
+				t.Errorf("GPU %s:%d reads %d MiB of memory: want 40960 (--sim-gpus 1x2x40)", g.Node, g.Index, p.MemMib)
+				break
+			}
+		}
+	}
+	slices.Sort(where)
+	if want := []string{"node-0:0", "node-0:1"}; !slices.Equal(where, want) {
+		t.Errorf("GET /gpus: %v, want %v", where, want)
+	}
+
+	queues, err := alice.ListQueuesWithResponse(ctx, &genclient.ListQueuesParams{})
+	if err != nil || queues.JSON200 == nil {
+		t.Fatalf("GET /queues: %v, status %d", err, queues.StatusCode())
+	}
+	q := queues.JSON200
+	if q.Policy != "tiresias-l" || len(q.Queues) != len(q.Thresholds)+1 || q.AsOf.IsZero() {
+		t.Errorf("GET /queues: policy %q, %d queues for %d thresholds, as of %v", q.Policy, len(q.Queues), len(q.Thresholds), q.AsOf)
+	}
+	var inQueue []string
+	for _, qu := range q.Queues {
+		for _, j := range qu.Jobs {
+			inQueue = append(inQueue, fmt.Sprintf("%d:%s", j.Id, j.State))
+		}
+	}
+	if want := []string{fmt.Sprintf("%d:running", long.Id)}; !slices.Equal(inQueue, want) {
+		t.Errorf("queues hold %v: want %v", inQueue, want)
+	}
+
+	if r, err := bob.CancelJobWithResponse(ctx, long.Id); err != nil || r.JSON403 == nil {
+		t.Errorf("bob cancels alice's job: %v, status %d: want 403", err, r.StatusCode())
+	}
+	cancel, err := alice.CancelJobWithResponse(ctx, long.Id)
+	if err != nil || cancel.JSON200 == nil || cancel.JSON200.Id != long.Id {
+		t.Fatalf("DELETE /jobs/%d: %v, status %d, body %s", long.Id, err, cancel.StatusCode(), cancel.Body)
+	}
+	if j := waitFor(long.Id, genclient.StateCancelled); j.FinishedAt == nil || j.HeldGpus != 0 {
+		t.Errorf("cancelled job: finished %v, holds %v GPUs", j.FinishedAt, j.HeldGpus)
+	}
+	if r, err := alice.CancelJobWithResponse(ctx, long.Id); err != nil || r.JSON409 == nil || r.JSON409.Error == "" {
+		t.Errorf("cancel it again: %v, status %d: want 409 with an error", err, r.StatusCode())
+	}
+}
