@@ -796,8 +796,11 @@ type AccountingRow struct {
 	PreemptedRuns    int64   `json:"preempted_runs"`
 	QueueWaitMedianS float64 `json:"queue_wait_median_s"`
 	QueueWaitP95S    float64 `json:"queue_wait_p95_s"`
-	RequeuedRuns     int64   `json:"requeued_runs"`
-	Team             string  `json:"team"`
+
+	// ReclaimedGpuHours idle GPU time given back by the runs idle reclaim stopped in the period (their GPUs x the time they had been idle, on the day of the reclaim): what gpuportal_reclaimed_idle_gpu_seconds_total grew by for them, in hours
+	ReclaimedGpuHours float64 `json:"reclaimed_gpu_hours"`
+	RequeuedRuns      int64   `json:"requeued_runs"`
+	Team              string  `json:"team"`
 
 	// UnsampledGpuHours allocated time no utilization sample covers
 	UnsampledGpuHours float64 `json:"unsampled_gpu_hours"`
@@ -1516,6 +1519,10 @@ type NotificationTest struct {
 
 // Point defines model for Point.
 type Point struct {
+	// Held The jobs the scheduler had placed on the GPU at t (running jobs' placements): the GPU is busy when there is one, as on the cluster page and in /metrics.
+	Held []int64 `json:"held"`
+
+	// Jobs The jobs with memory on the GPU and the memory each holds, as the machine measured it.
 	Jobs []struct {
 		JobId  int64 `json:"job_id"`
 		MemMib int64 `json:"mem_mib"`
@@ -1579,8 +1586,11 @@ type Queues struct {
 // Session An interactive session (docs/portal.md): what it serves and, for its owner and admins only, where to open it.
 type Session struct {
 	// Port the loopback port a web app listens on; 0 or absent: the agent picks one ($PORT)
-	Port *int64      `json:"port,omitempty"`
-	Type SessionType `json:"type"`
+	Port *int64 `json:"port,omitempty"`
+
+	// Priority the session asks for interactive priority: ahead of its team's other waiting jobs, within the GPUs its team allows sessions with it (session_policy.priority_gpus)
+	Priority *bool       `json:"priority,omitempty"`
+	Type     SessionType `json:"type"`
 
 	// Url /sessions/ID/SECRET/: shown to its owner and admins only (not in the SubmitRequest)
 	Url *string `json:"url,omitempty"`
@@ -1588,6 +1598,15 @@ type Session struct {
 
 // SessionType defines model for Session.Type.
 type SessionType string
+
+// SessionPolicy A team's session policy.
+type SessionPolicy struct {
+	// MaxSessionHours the longest a session may run, its time limit (a longer time_limit is refused); 0: no maximum
+	MaxSessionHours float64 `json:"max_session_hours"`
+
+	// PriorityGpus how many GPUs the team's sessions that ask for it may hold with interactive priority; 0: none
+	PriorityGpus int64 `json:"priority_gpus"`
+}
 
 // SetUnixName defines model for SetUnixName.
 type SetUnixName struct {
@@ -1716,7 +1735,10 @@ type Team struct {
 		GuaranteedGpus int64     `json:"guaranteed_gpus"`
 		InUseGpus      float64   `json:"in_use_gpus"`
 	} `json:"samples"`
-	UsageGpuS float64 `json:"usage_gpu_s"`
+
+	// SessionPolicy A team's session policy.
+	SessionPolicy SessionPolicy `json:"session_policy"`
+	UsageGpuS     float64       `json:"usage_gpu_s"`
 
 	// UsageShare U
 	UsageShare   float64 `json:"usage_share"`
@@ -1750,9 +1772,12 @@ type TeamShare struct {
 	MaxGpusPerUser int64   `json:"max_gpus_per_user"`
 
 	// MaxTimeLimitS the longest time limit a job of the team may ask for, in seconds; 0: no maximum
-	MaxTimeLimitS int64   `json:"max_time_limit_s"`
-	Name          string  `json:"name"`
-	UsageGpuS     float64 `json:"usage_gpu_s"`
+	MaxTimeLimitS int64  `json:"max_time_limit_s"`
+	Name          string `json:"name"`
+
+	// SessionPolicy A team's session policy.
+	SessionPolicy SessionPolicy `json:"session_policy"`
+	UsageGpuS     float64       `json:"usage_gpu_s"`
 
 	// UsageShare U
 	UsageShare float64 `json:"usage_share"`
@@ -2042,6 +2067,9 @@ type SetTeamCapJSONRequestBody SetTeamCapJSONBody
 
 // SetTeamIdlePolicyJSONRequestBody defines body for SetTeamIdlePolicy for application/json ContentType.
 type SetTeamIdlePolicyJSONRequestBody = IdlePolicyUpdate
+
+// SetTeamSessionPolicyJSONRequestBody defines body for SetTeamSessionPolicy for application/json ContentType.
+type SetTeamSessionPolicyJSONRequestBody = SessionPolicy
 
 // SetTeamTimeLimitsJSONRequestBody defines body for SetTeamTimeLimits for application/json ContentType.
 type SetTeamTimeLimitsJSONRequestBody SetTeamTimeLimitsJSONBody
@@ -2469,6 +2497,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /teams/{name}/idle-policy (the `SetTeamIdlePolicy` operationId).
 	SetTeamIdlePolicy(ctx context.Context, name string, body SetTeamIdlePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetTeamSessionPolicyWithBody Set the team's session policy (its lead, an admin): the longest a session may run, in hours (0: no maximum), and how many GPUs its sessions may hold with interactive priority (0: none)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /teams/{name}/session-policy (the `SetTeamSessionPolicy` operationId).
+	SetTeamSessionPolicyWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetTeamSessionPolicy Set the team's session policy (its lead, an admin): the longest a session may run, in hours (0: no maximum), and how many GPUs its sessions may hold with interactive priority (0: none)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /teams/{name}/session-policy (the `SetTeamSessionPolicy` operationId).
+	SetTeamSessionPolicy(ctx context.Context, name string, body SetTeamSessionPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetTeamTimeLimitsWithBody Set the team's default and longest job time limit (its lead, an admin): durations as 4h or 1-00:00:00, empty for none
 	//
@@ -3340,6 +3382,40 @@ func (c *Client) SetTeamIdlePolicyWithBody(ctx context.Context, name string, con
 // Corresponds with PUT /teams/{name}/idle-policy (the `SetTeamIdlePolicy` operationId).
 func (c *Client) SetTeamIdlePolicy(ctx context.Context, name string, body SetTeamIdlePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetTeamIdlePolicyRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetTeamSessionPolicyWithBody Set the team's session policy (its lead, an admin): the longest a session may run, in hours (0: no maximum), and how many GPUs its sessions may hold with interactive priority (0: none)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /teams/{name}/session-policy (the `SetTeamSessionPolicy` operationId).
+func (c *Client) SetTeamSessionPolicyWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetTeamSessionPolicyRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetTeamSessionPolicy Set the team's session policy (its lead, an admin): the longest a session may run, in hours (0: no maximum), and how many GPUs its sessions may hold with interactive priority (0: none)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /teams/{name}/session-policy (the `SetTeamSessionPolicy` operationId).
+func (c *Client) SetTeamSessionPolicy(ctx context.Context, name string, body SetTeamSessionPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetTeamSessionPolicyRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5523,6 +5599,53 @@ func NewSetTeamIdlePolicyRequestWithBody(server string, name string, contentType
 	return req, nil
 }
 
+// NewSetTeamSessionPolicyRequest calls the generic SetTeamSessionPolicy builder with application/json body
+func NewSetTeamSessionPolicyRequest(server string, name string, body SetTeamSessionPolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetTeamSessionPolicyRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewSetTeamSessionPolicyRequestWithBody constructs an http.Request for the SetTeamSessionPolicy method, with any body, and a specified content type
+func NewSetTeamSessionPolicyRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/session-policy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSetTeamTimeLimitsRequest calls the generic SetTeamTimeLimits builder with application/json body
 func NewSetTeamTimeLimitsRequest(server string, name string, body SetTeamTimeLimitsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6400,6 +6523,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /teams/{name}/idle-policy (the `SetTeamIdlePolicy` operationId).
 	SetTeamIdlePolicyWithResponse(ctx context.Context, name string, body SetTeamIdlePolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamIdlePolicyResponse, error)
+
+	// SetTeamSessionPolicyWithBodyWithResponse Set the team's session policy (its lead, an admin): the longest a session may run, in hours (0: no maximum), and how many GPUs its sessions may hold with interactive priority (0: none)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /teams/{name}/session-policy (the `SetTeamSessionPolicy` operationId).
+	SetTeamSessionPolicyWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetTeamSessionPolicyResponse, error)
+
+	// SetTeamSessionPolicyWithResponse Set the team's session policy (its lead, an admin): the longest a session may run, in hours (0: no maximum), and how many GPUs its sessions may hold with interactive priority (0: none)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /teams/{name}/session-policy (the `SetTeamSessionPolicy` operationId).
+	SetTeamSessionPolicyWithResponse(ctx context.Context, name string, body SetTeamSessionPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamSessionPolicyResponse, error)
 
 	// SetTeamTimeLimitsWithBodyWithResponse Set the team's default and longest job time limit (its lead, an admin): durations as 4h or 1-00:00:00, empty for none
 	//
@@ -9063,6 +9200,75 @@ func (r SetTeamIdlePolicyResponse) ContentType() string {
 	return ""
 }
 
+type SetTeamSessionPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Team
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetTeamSessionPolicyResponse) GetJSON200() *Team {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetTeamSessionPolicyResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetTeamSessionPolicyResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetTeamSessionPolicyResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetTeamSessionPolicyResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r SetTeamSessionPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetTeamSessionPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetTeamSessionPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetTeamSessionPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SetTeamTimeLimitsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10541,6 +10747,32 @@ func (c *ClientWithResponses) SetTeamIdlePolicyWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseSetTeamIdlePolicyResponse(rsp)
+}
+
+// SetTeamSessionPolicyWithBodyWithResponse Set the team's session policy (its lead, an admin): the longest a session may run, in hours (0: no maximum), and how many GPUs its sessions may hold with interactive priority (0: none)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /teams/{name}/session-policy (the `SetTeamSessionPolicy` operationId).
+func (c *ClientWithResponses) SetTeamSessionPolicyWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetTeamSessionPolicyResponse, error) {
+	rsp, err := c.SetTeamSessionPolicyWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetTeamSessionPolicyResponse(rsp)
+}
+
+// SetTeamSessionPolicyWithResponse Set the team's session policy (its lead, an admin): the longest a session may run, in hours (0: no maximum), and how many GPUs its sessions may hold with interactive priority (0: none)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /teams/{name}/session-policy (the `SetTeamSessionPolicy` operationId).
+func (c *ClientWithResponses) SetTeamSessionPolicyWithResponse(ctx context.Context, name string, body SetTeamSessionPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamSessionPolicyResponse, error) {
+	rsp, err := c.SetTeamSessionPolicy(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetTeamSessionPolicyResponse(rsp)
 }
 
 // SetTeamTimeLimitsWithBodyWithResponse Set the team's default and longest job time limit (its lead, an admin): durations as 4h or 1-00:00:00, empty for none
@@ -12646,6 +12878,60 @@ func ParseSetTeamIdlePolicyResponse(rsp *http.Response) (*SetTeamIdlePolicyRespo
 	}
 
 	response := &SetTeamIdlePolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Team
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetTeamSessionPolicyResponse parses an HTTP response from a SetTeamSessionPolicyWithResponse call
+func ParseSetTeamSessionPolicyResponse(rsp *http.Response) (*SetTeamSessionPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetTeamSessionPolicyResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
