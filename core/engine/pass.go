@@ -16,6 +16,8 @@ import (
 // pass runs one scheduling pass: requeue jobs lost with their machine, ask
 // the scheduler, apply its decisions.
 func (e *Engine) pass(ctx context.Context) error {
+	ph := startPhases()
+	defer e.stats.wholePass(ph)
 	e.retryRecords(ctx)
 	e.resolveLost(ctx, e.cfg.Now())
 	jobs, err := e.cfg.Store.UnfinishedEngineJobs(ctx)
@@ -37,6 +39,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
 		return err
 	}
+	ph.mark(phaseLoad)
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
 	e.recheck = recheckTime(d.Recheck)
@@ -44,6 +47,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	d.Starts, d.Waits = starts, append(append(d.Waits, held...), gated...)
 	e.explainAccounts(d.Waits, byID)
 	e.stats.pass(time.Since(began), len(d.Starts))
+	ph.mark(phaseSchedule)
 	e.recordAllocations(ctx, snap, d, byID)
 	if err := e.recordQueues(ctx, d.QueueChanges); err != nil {
 		return err
@@ -54,6 +58,8 @@ func (e *Engine) pass(ctx context.Context) error {
 	for _, s := range d.Starts {
 		e.start(ctx, byID[s.JobID], s.GPUs, now)
 	}
+	ph.mark(phaseApply)
+	defer ph.mark(phaseRecord)
 	e.forecast(ctx, snap, d, jobs, now)
 	snap.Jobs = afterStarts(snap.Jobs, d.Starts, e.runs)
 	if err := e.recordShares(ctx, snap, d, now); err != nil {
