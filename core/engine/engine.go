@@ -466,13 +466,34 @@ func (e *Engine) Run(ctx context.Context) error {
 			continue
 		case ex := <-e.exits:
 			e.handleExit(ctx, ex)
+			e.drainEvents(ctx)
 		case <-e.wake:
+			e.drainEvents(ctx)
 		case <-timer.C:
+			e.drainEvents(ctx)
 		}
 		if err := e.pass(ctx); err != nil && ctx.Err() == nil {
 			e.cfg.Logger.Error("scheduling pass failed", "err", err)
 		}
 		timer.Reset(e.untilNextPass(e.cfg.Now()))
+	}
+}
+
+// drainEvents handles, in the order they arrived, the exits already
+// waiting, and takes any wake already asked for, without blocking: one
+// pass then follows for all of them, instead of one pass per event. A
+// pass is what takes time at a long queue, and the exits waiting behind
+// it are recorded late by as many passes as there are before them.
+func (e *Engine) drainEvents(ctx context.Context) {
+	for {
+		select {
+		case ex := <-e.exits:
+			e.handleExit(ctx, ex)
+		case <-e.wake:
+		default:
+			return
+		}
+		e.stats.add(func(s *Stats) { s.Coalesced++ })
 	}
 }
 
