@@ -371,19 +371,20 @@ func (s *Store) SetReasons(ctx context.Context, reasons map[int64]string) error 
 	}
 	// In ID order, so that two writers lock rows in the same order.
 	ids := slices.Sorted(maps.Keys(reasons))
-	now := time.Now()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for from := 0; from < len(ids); from += reasonBatch {
 			chunk := ids[from:min(len(ids), from+reasonBatch)]
 			var b strings.Builder
-			args := make([]any, 0, 2*len(chunk)+3)
+			args := make([]any, 0, 2*len(chunk)+2)
 			b.WriteString("UPDATE jobs SET reason = CASE id")
 			for _, id := range chunk {
 				b.WriteString(" WHEN ? THEN ?")
 				args = append(args, id, truncate(reasons[id], 512))
 			}
-			b.WriteString(" END, updated_at = ? WHERE id IN ? AND state IN ?")
-			args = append(args, now, chunk, []JobState{JobQueued, JobPreempted})
+			// updated_at stays: the engine, which alone writes reasons,
+			// does not read them back (JobsChangedSince).
+			b.WriteString(" END WHERE id IN ? AND state IN ?")
+			args = append(args, chunk, []JobState{JobQueued, JobPreempted})
 			if err := tx.Exec(b.String(), args...).Error; err != nil {
 				return fmt.Errorf("set reasons of jobs %d to %d: %w", chunk[0], chunk[len(chunk)-1], err)
 			}

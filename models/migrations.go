@@ -35,6 +35,7 @@ func migrations() []migration {
 		{23, "jobs.session_type, session_port, session_secret and session_token: interactive sessions (jobsession.go)", jobsSession},
 		{24, "user_usage: each user's decayed GPU usage within a team, for fair share inside a team (teams.go)", userUsageTable},
 		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
+		{29, "jobs: index on updated_at, for the engine's reads of the jobs changed since its last pass (engine.go)", jobsUpdatedIndex},
 	}
 }
 
@@ -537,4 +538,15 @@ func (v24UserUsage) TableName() string { return "user_usage" }
 
 func userUsageTable(tx *gorm.DB) error {
 	return createTables(tx, &v24UserUsage{})
+}
+
+// jobsUpdatedIndex indexes jobs by their last change, which the engine
+// reads between its whole reads of the unfinished jobs
+// (Store.JobsChangedSince).
+func jobsUpdatedIndex(tx *gorm.DB) error {
+	const stmt = `CREATE INDEX IF NOT EXISTS idx_jobs_updated_at ON jobs (updated_at)`
+	if err := tx.Exec(stmt).Error; err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
 }
