@@ -32,6 +32,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
 	e.forgetWaits(jobs)
+	e.forgetReasons(jobs)
 	e.enforceTimeLimits(ctx, jobs, now)
 	jobs, gated := e.gate(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
@@ -65,7 +66,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	if err := e.recordShares(ctx, snap, d, now); err != nil {
 		return err
 	}
-	return e.recordReasons(ctx, d.Waits)
+	return e.recordReasons(ctx, d.Waits, now)
 }
 
 // requeueLost puts back in the queue the jobs recorded as running that no
@@ -314,21 +315,109 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 	return e.cfg.Store.SetQueueStates(ctx, states)
 }
 
-// recordReasons stores the reasons that changed since the last pass.
-func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait) error {
+// recordReasons stores the wait reasons that changed since they were
+// last stored, in one store call, and publishes every one (WaitReasons).
+//
+// At a long queue nearly every reason changes every pass only in its
+// figures: a start moves every job behind it one place up ("41 jobs
+// ahead" becomes "40"), an end changes the GPUs free. A reason whose words
+// change (another cause, another machine named, "first in line") is
+// stored at once; one whose figures alone changed is stored once it is
+// reasonRefresh old, so that the store's reasons lag the engine's by
+// figures only, and by at most that. Pages on the leader show the
+// engine's own (WaitReasons), a follower the store's.
+func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
+	all := make(map[int64]string, len(waits))
 	changed := make(map[int64]string)
 	for _, w := range waits {
-		if e.reasons[w.JobID] != w.Reason {
-			changed[w.JobID] = w.Reason
+		all[w.JobID] = w.Reason
+		old, ok := e.reasons[w.JobID]
+		if ok && (old.text == w.Reason || sameWords(old.text, w.Reason) && now.Sub(old.at) < refreshAfter(w.JobID)) {
+			continue
 		}
+		changed[w.JobID] = w.Reason
 	}
+	e.shareMu.Lock()
+	e.waitReasons = all
+	e.shareMu.Unlock()
 	if err := e.cfg.Store.SetReasons(ctx, changed); err != nil {
 		return err
 	}
 	for id, r := range changed {
-		e.reasons[id] = r
+		e.reasons[id] = storedReason{text: r, at: now}
 	}
 	return nil
+}
+
+// storedReason is a wait reason as the engine last stored it.
+type storedReason struct {
+	text string
+	at   time.Time
+}
+
+// reasonRefresh is the longest a stored wait reason lags the engine's when
+// only its figures changed (recordReasons).
+const reasonRefresh = 30 * time.Second
+
+// refreshAfter is how old job id's stored reason may get when only its
+// figures changed: from half reasonRefresh to all of it, by job, so that
+// the reasons a pass first stores together are stored again apart.
+func refreshAfter(id int64) time.Duration {
+	return reasonRefresh/2 + time.Duration(uint64(id)%1024)*(reasonRefresh/2)/1024
+}
+
+// sameWords reports whether a and b differ at most in their figures: the
+// runs of digits in them.
+func sameWords(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		da, db := isDigit(a[i]), isDigit(b[j])
+		switch {
+		case da && db:
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+		case a[i] != b[j]:
+			return false
+		default:
+			i++
+			j++
+		}
+	}
+	return i == len(a) && j == len(b)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// forgetReasons forgets the stored reasons of the jobs that no longer wait
+// (ended, started, held), given the jobs of the pass.
+func (e *Engine) forgetReasons(jobs []Job) {
+	if len(e.reasons) == 0 {
+		return
+	}
+	waits := make(map[int64]bool, len(jobs))
+	for _, j := range jobs {
+		if j.State.Waiting() {
+			waits[j.ID] = true
+		}
+	}
+	for id := range e.reasons {
+		if !waits[id] {
+			delete(e.reasons, id)
+		}
+	}
+}
+
+// WaitReasons returns why each waiting job waits as of the last pass, by
+// job: what its page shows on the leader. The map is never changed once
+// published.
+func (e *Engine) WaitReasons() map[int64]string {
+	e.shareMu.Lock()
+	defer e.shareMu.Unlock()
+	return e.waitReasons
 }
 
 // simMemory is a job's memory on a simulated GPU: its declared memory, or
