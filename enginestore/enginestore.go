@@ -128,6 +128,18 @@ func (s Store) MarkStarted(ctx context.Context, id int64, placement []sched.GPUR
 	return s.Store.MarkStarted(ctx, id, formatPlacement(placement), now)
 }
 
+var _ engine.StartsRecorder = Store{}
+
+// MarkStartedAll records the starts of a pass in one transaction
+// (models.Store.MarkStartedAll).
+func (s Store) MarkStartedAll(ctx context.Context, starts []engine.StartRecord, now time.Time) ([]int64, []error, error) {
+	rows := make([]models.Start, len(starts))
+	for i, st := range starts {
+		rows[i] = models.Start{Job: st.JobID, Placement: formatPlacement(st.Placement)}
+	}
+	return s.Store.MarkStartedAll(ctx, rows, now)
+}
+
 // MarkResumed puts a job that waits again back to running as its last
 // run ref, on placement.
 func (s Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error {

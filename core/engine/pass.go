@@ -56,8 +56,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	for _, p := range d.Preempts {
 		e.preempt(ctx, p, byID)
 	}
+	recorded := e.recordStarts(ctx, d.Starts, byID, now)
 	for _, s := range d.Starts {
-		e.start(ctx, byID[s.JobID], s.GPUs, now)
+		e.start(ctx, byID[s.JobID], s.GPUs, now, recorded)
 	}
 	ph.mark(phaseApply)
 	defer ph.mark(phaseRecord)
@@ -187,23 +188,27 @@ func (e *Engine) preempt(ctx context.Context, p sched.Preempt, byID map[int64]Jo
 // start records that j runs on gpus, then starts one part of it on each
 // machine those GPUs span. If a part cannot start, the job fails and the
 // parts already started are stopped.
-func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time.Time) {
-	if j.ID == 0 || len(gpus) == 0 {
+// recorded are the starts recordStarts recorded, by job.
+func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time.Time, recorded map[int64]startRecord) {
+	if ok, unknown := e.startable(j, gpus); !ok {
+		if unknown != "" {
+			e.cfg.Logger.Error("scheduler placed a job on an unknown node", "job", j.ID, "node", unknown)
+		}
 		return
 	}
 	var order []string
 	perNode := make(map[string][]int)
 	for _, g := range gpus {
-		if e.node(g.Node) == nil {
-			e.cfg.Logger.Error("scheduler placed a job on an unknown node", "job", j.ID, "node", g.Node)
-			return
-		}
 		if _, ok := perNode[g.Node]; !ok {
 			order = append(order, g.Node)
 		}
 		perNode[g.Node] = append(perNode[g.Node], g.Index)
 	}
-	id, err := e.cfg.Store.MarkStarted(ctx, j.ID, slices.Clone(gpus), now)
+	rec, ok := recorded[j.ID]
+	if !ok {
+		rec.run, rec.err = e.cfg.Store.MarkStarted(ctx, j.ID, slices.Clone(gpus), now)
+	}
+	id, err := rec.run, rec.err
 	if err != nil {
 		e.cfg.Logger.Error("record job start", "job", j.ID, "err", err)
 		return
@@ -275,6 +280,72 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		r.parts[name] = true
 	}
 	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", gpuNames(gpus))
+}
+
+// StartsRecorder is a Store that records the starts of a pass in one
+// transaction, each start succeeding or failing on its own.
+type StartsRecorder interface {
+	// MarkStartedAll records starts as MarkStarted does each, and returns
+	// each one's run number or error, by index; err is set only when
+	// none was recorded.
+	MarkStartedAll(ctx context.Context, starts []StartRecord, now time.Time) (runs []int64, errs []error, err error)
+}
+
+// StartRecord is one start of a waiting job on placement.
+type StartRecord struct {
+	JobID     int64
+	Placement []sched.GPURef
+}
+
+// startRecord is how the store took a start: its run, or why not.
+type startRecord struct {
+	run int64
+	err error
+}
+
+// recordStarts records the pass's starts in one store call where the
+// store can; start records the others one by one. Each start is recorded
+// before its machines are asked to start it, as ever.
+func (e *Engine) recordStarts(ctx context.Context, starts []sched.Start, byID map[int64]Job, now time.Time) map[int64]startRecord {
+	sr, ok := e.cfg.Store.(StartsRecorder)
+	if !ok || len(starts) < 2 {
+		return nil
+	}
+	recs := make([]StartRecord, 0, len(starts))
+	for _, s := range starts {
+		if ok, _ := e.startable(byID[s.JobID], s.GPUs); ok {
+			recs = append(recs, StartRecord{JobID: s.JobID, Placement: slices.Clone(s.GPUs)})
+		}
+	}
+	runs, errs, err := sr.MarkStartedAll(ctx, recs, now)
+	if err != nil {
+		e.cfg.Logger.Error("record the pass's starts", "starts", len(recs), "err", err)
+		out := make(map[int64]startRecord, len(recs))
+		for _, r := range recs {
+			out[r.JobID] = startRecord{err: err}
+		}
+		return out
+	}
+	out := make(map[int64]startRecord, len(recs))
+	for i, r := range recs {
+		out[r.JobID] = startRecord{run: runs[i], err: errs[i]}
+	}
+	return out
+}
+
+// startable says whether the engine can start j on gpus: a job, on GPUs
+// of connected machines; unknown is the machine of gpus that is not
+// connected, if any.
+func (e *Engine) startable(j Job, gpus []sched.GPURef) (ok bool, unknown string) {
+	if j.ID == 0 || len(gpus) == 0 {
+		return false, ""
+	}
+	for _, g := range gpus {
+		if e.node(g.Node) == nil {
+			return false, g.Node
+		}
+	}
+	return true, ""
 }
 
 // afterStarts returns the snapshot's jobs as they stand once the pass's
