@@ -23,10 +23,13 @@ import (
 // store interface the engine looks for.
 type Store struct {
 	*models.Store
+	// view keeps the unfinished jobs between the engine's passes (view.go);
+	// nil: every pass reads them whole.
+	view *jobView
 }
 
 // New wraps s for the engine.
-func New(s *models.Store) Store { return Store{s} }
+func New(s *models.Store) Store { return Store{Store: s, view: new(jobView)} }
 
 var (
 	_ engine.Store           = Store{}
@@ -40,20 +43,18 @@ var (
 // UnfinishedEngineJobs returns the jobs the engine acts on
 // (models.Store.JobsToSchedule) as it sees them.
 func (s Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
-	js, err := s.JobsToSchedule(ctx)
+	out, err := s.unfinished(ctx)
 	if err != nil {
 		return nil, err
 	}
-	accounts, err := s.UnixAccounts(ctx, owners(js))
+	accounts, err := s.UnixAccounts(ctx, owners(out))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Job, len(js))
 	var depIDs []int64
-	for i, j := range js {
-		out[i] = engineJob(j)
+	for i, j := range out {
 		out[i].Account = accounts[j.User]
-		for _, d := range out[i].Deps {
+		for _, d := range j.Deps {
 			depIDs = append(depIDs, d.JobID)
 		}
 	}
@@ -86,7 +87,7 @@ func (s Store) UnixAccounts(ctx context.Context, users []string) (map[string]str
 }
 
 // owners lists the owners of js once each.
-func owners(js []models.Job) []string {
+func owners(js []engine.Job) []string {
 	seen := make(map[string]bool, len(js))
 	var out []string
 	for _, j := range js {
@@ -126,6 +127,18 @@ func engineJob(j models.Job) engine.Job {
 // returns its number.
 func (s Store) MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
 	return s.Store.MarkStarted(ctx, id, formatPlacement(placement), now)
+}
+
+var _ engine.StartsRecorder = Store{}
+
+// MarkStartedAll records the starts of a pass in one transaction
+// (models.Store.MarkStartedAll).
+func (s Store) MarkStartedAll(ctx context.Context, starts []engine.StartRecord, now time.Time) ([]int64, []error, error) {
+	rows := make([]models.Start, len(starts))
+	for i, st := range starts {
+		rows[i] = models.Start{Job: st.JobID, Placement: formatPlacement(st.Placement)}
+	}
+	return s.Store.MarkStartedAll(ctx, rows, now)
 }
 
 // MarkResumed puts a job that waits again back to running as its last

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -19,6 +20,19 @@ func (s *Store) JobsToSchedule(ctx context.Context) ([]Job, error) {
 		return nil, err
 	}
 	return slices.DeleteFunc(js, func(j Job) bool { return j.Held() && j.CancelRequest == "" }), nil
+}
+
+// JobsChangedSince returns the jobs whose row changed at or after since
+// (jobs.updated_at, which every change of a job sets, by the clock of the
+// server that made it), in any state, by ID: what the engine reads
+// between whole reads of the unfinished jobs (enginestore). A job's wait
+// reason is not a change (SetReasons).
+func (s *Store) JobsChangedSince(ctx context.Context, since time.Time) ([]Job, error) {
+	var js []Job
+	if err := s.db.WithContext(ctx).Where("updated_at >= ?", since).Order("id").Find(&js).Error; err != nil {
+		return nil, fmt.Errorf("jobs changed since %s: %w", since.Format(time.RFC3339Nano), err)
+	}
+	return js, nil
 }
 
 // SetQueueStates records the queue state the scheduler handed back for

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,7 +199,48 @@ func (s *Store) CountJobsByState(ctx context.Context) (map[JobState]int, error) 
 // MarkStarted records that a queued or preempted job now runs on
 // placement, as a new run, and returns the run's number.
 func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) (run int64, err error) {
-	err = s.transition(ctx, id, now, func(j *Job) error {
+	err = s.transition(ctx, id, now, startRun(id, placement, now, &run))
+	if err != nil {
+		return 0, err
+	}
+	return run, nil
+}
+
+// Start is one start of a waiting job that MarkStartedAll records.
+type Start struct {
+	Job       int64
+	Placement []string
+}
+
+// MarkStartedAll records the starts of a scheduling pass in one
+// transaction, each as MarkStarted does, and returns each one's run
+// number or why it could not be recorded (by index of starts): a start
+// that fails leaves the others be. err is set only when the transaction
+// itself failed, and then nothing is recorded.
+func (s *Store) MarkStartedAll(ctx context.Context, starts []Start, now time.Time) (runs []int64, errs []error, err error) {
+	runs, errs = make([]int64, len(starts)), make([]error, len(starts))
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i, st := range starts {
+			// Its own savepoint: one that fails is rolled back alone.
+			errs[i] = tx.Transaction(func(tx *gorm.DB) error {
+				return transitionTx(tx, st.Job, now, startRun(st.Job, st.Placement, now, &runs[i]))
+			})
+			if errs[i] != nil {
+				runs[i] = 0
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("record %d starts: %w", len(starts), err)
+	}
+	return runs, errs, nil
+}
+
+// startRun is the change that starts a new run of waiting job id on
+// placement; it sets *run to the run's number.
+func startRun(id int64, placement []string, now time.Time, run *int64) func(*Job) error {
+	return func(j *Job) error {
 		if j.State != JobQueued && j.State != JobPreempted {
 			return fmt.Errorf("start job %d in state %s: %w", id, j.State, ErrConflict)
 		}
@@ -215,13 +257,9 @@ func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, n
 		if j.StartedAt == nil {
 			j.StartedAt = &now
 		}
-		run = j.Run
+		*run = j.Run
 		return nil
-	})
-	if err != nil {
-		return 0, err
 	}
-	return run, nil
 }
 
 // MarkResumed records that run, the last run of a job that was put back
@@ -362,22 +400,44 @@ func arrayState(states []JobState) JobState {
 	return JobSucceeded
 }
 
-// SetReasons records why waiting jobs wait. Jobs no longer waiting are left alone.
+// SetReasons records why waiting jobs wait, in one transaction of a
+// statement per reasonBatch jobs. Jobs no longer waiting are left alone.
 func (s *Store) SetReasons(ctx context.Context, reasons map[int64]string) error {
 	if len(reasons) == 0 {
 		return nil
 	}
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for id, r := range reasons {
-			err := tx.Model(&Job{}).Where("id = ? AND state IN ?", id, []JobState{JobQueued, JobPreempted}).
-				Update("reason", r).Error
-			if err != nil {
-				return fmt.Errorf("set reason of job %d: %w", id, err)
+	// In ID order, so that two writers lock rows in the same order.
+	ids := slices.Sorted(maps.Keys(reasons))
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for from := 0; from < len(ids); from += reasonBatch {
+			chunk := ids[from:min(len(ids), from+reasonBatch)]
+			var b strings.Builder
+			args := make([]any, 0, 2*len(chunk)+2)
+			b.WriteString("UPDATE jobs SET reason = CASE id")
+			for _, id := range chunk {
+				b.WriteString(" WHEN ? THEN ?")
+				args = append(args, id, truncate(reasons[id], 512))
+			}
+			// updated_at stays: the engine, which alone writes reasons,
+			// does not read them back (JobsChangedSince).
+			b.WriteString(" END WHERE id IN ? AND state IN ?")
+			args = append(args, chunk, []JobState{JobQueued, JobPreempted})
+			if err := tx.Exec(b.String(), args...).Error; err != nil {
+				return fmt.Errorf("set reasons of jobs %d to %d: %w", chunk[0], chunk[len(chunk)-1], err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	s.writes.add("wait_reason", len(ids))
+	return nil
 }
+
+// reasonBatch is how many jobs one statement of SetReasons changes: two
+// parameters each, far below SQLite's and PostgreSQL's limits.
+const reasonBatch = 500
 
 // lockJob loads job id within transaction tx, its row locked against
 // other writers where the database can (PostgreSQL; SQLite serializes
@@ -400,30 +460,35 @@ func lockJob(tx *gorm.DB, id int64) (*Job, error) {
 // records it in the runs table too.
 func (s *Store) transition(ctx context.Context, id int64, at time.Time, change func(*Job) error) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		j, err := lockJob(tx, id)
-		if err != nil {
-			return err
-		}
-		wasRunning, run := j.State == JobRunning, j.Run
-		if err := change(j); err != nil {
-			return err
-		}
-		if err := tx.Save(j).Error; err != nil {
-			return fmt.Errorf("save job %d: %w", id, err)
-		}
-		switch running := j.State == JobRunning; {
-		case running && j.Run != run:
-			err = openRun(tx, j, at)
-		case running && !wasRunning:
-			err = reopenRun(tx, j)
-		case wasRunning && !running:
-			err = closeRun(tx, j, at)
-		}
-		if err != nil {
-			return err
-		}
-		return addEvent(tx, j, at)
+		return transitionTx(tx, id, at, change)
 	})
+}
+
+// transitionTx is transition within transaction tx.
+func transitionTx(tx *gorm.DB, id int64, at time.Time, change func(*Job) error) error {
+	j, err := lockJob(tx, id)
+	if err != nil {
+		return err
+	}
+	wasRunning, run := j.State == JobRunning, j.Run
+	if err := change(j); err != nil {
+		return err
+	}
+	if err := tx.Save(j).Error; err != nil {
+		return fmt.Errorf("save job %d: %w", id, err)
+	}
+	switch running := j.State == JobRunning; {
+	case running && j.Run != run:
+		err = openRun(tx, j, at)
+	case running && !wasRunning:
+		err = reopenRun(tx, j)
+	case wasRunning && !running:
+		err = closeRun(tx, j, at)
+	}
+	if err != nil {
+		return err
+	}
+	return addEvent(tx, j, at)
 }
 
 // FinishedSince returns the jobs that succeeded or failed at or after

@@ -36,6 +36,7 @@ func migrations() []migration {
 		{24, "user_usage: each user's decayed GPU usage within a team, for fair share inside a team (teams.go)", userUsageTable},
 		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
 		{27, "reclaimed runs, jobs.reentered_at and interactive_priority, teams.max_session_s and session_priority_gpus (reclaim, sessions)", reclaimedRuns},
+		{29, "jobs: index on updated_at, for the engine's reads of the jobs changed since its last pass (engine.go)", jobsUpdatedIndex},
 	}
 }
 
@@ -575,4 +576,15 @@ func reclaimedRuns(tx *gorm.DB) error {
 		return err
 	}
 	return addColumns(tx, &v27Run{}, "ReclaimedAt", "ReclaimedGPUSeconds")
+}
+
+// jobsUpdatedIndex indexes jobs by their last change, which the engine
+// reads between its whole reads of the unfinished jobs
+// (Store.JobsChangedSince).
+func jobsUpdatedIndex(tx *gorm.DB) error {
+	const stmt = `CREATE INDEX IF NOT EXISTS idx_jobs_updated_at ON jobs (updated_at)`
+	if err := tx.Exec(stmt).Error; err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
 }

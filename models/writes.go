@@ -21,7 +21,8 @@ func (w *writeCounter) add(kind string, n int) {
 }
 
 // Writes returns the rows written since the store opened, by kind ("job":
-// submissions, "gpu_history": GPU history minutes); /metrics turns them
+// submissions, "gpu_history": GPU history minutes, "wait_reason": waiting
+// jobs' reasons changed by the engine); /metrics turns them
 // into rates.
 func (s *Store) Writes() map[string]int64 {
 	s.writes.mu.Lock()

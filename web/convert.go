@@ -33,6 +33,10 @@ type moment struct {
 	fair       map[string]sched.TeamShare // the last pass's fair-share standing
 	figures    usage.Figures
 	forecasts  map[int64]engine.JobForecast // the latest start forecasts
+	// reasons are why waiting jobs wait as of the engine's last pass, on
+	// the leader; nil on a follower, which shows the store's (their
+	// figures up to a refresh behind: engine.Engine.WaitReasons).
+	reasons map[int64]string
 }
 
 // moment reads the store and the engine once.
@@ -48,6 +52,9 @@ func (s *Server) moment(ctx context.Context) (*moment, error) {
 	m := newMoment(s.cfg.Now(), js, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
 	if m.forecasts, err = s.forecasts(ctx); err != nil {
 		return nil, err
+	}
+	if s.leading() {
+		m.reasons = s.cfg.Engine.WaitReasons()
 	}
 	return m, nil
 }
@@ -113,7 +120,7 @@ func (m *moment) job(j *models.Job) api.Job {
 	sv := j.Service(m.now)
 	out := api.Job{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: j.State,
-		Reason: j.Reason, Command: j.Command, Image: j.Image, GPUMemGB: float64(j.GPUMemMiB) / 1024,
+		Reason: m.reason(j), Command: j.Command, Image: j.Image, GPUMemGB: float64(j.GPUMemMiB) / 1024,
 		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: sv.ExecutedS,
 		AttainedService: sv.GPUSeconds, Preemptions: j.Preemptions,
@@ -206,6 +213,15 @@ func timeOrNil(t time.Time) *time.Time {
 	return &t
 }
 
+// reason is why j waits, or why it ended: the engine's reason of its
+// last pass for a job that waits for GPUs on the leader, else the store's.
+func (m *moment) reason(j *models.Job) string {
+	if r, ok := m.reasons[j.ID]; ok && j.State.Waiting() && !j.Held() {
+		return r
+	}
+	return j.Reason
+}
+
 // queueJob converts j for a queue; visible says whether the viewer may
 // see its name, user and reason.
 func (m *moment) queueJob(j *models.Job, visible bool) api.QueueJob {
@@ -213,7 +229,7 @@ func (m *moment) queueJob(j *models.Job, visible bool) api.QueueJob {
 	out := api.QueueJob{ID: j.ID, Team: j.Team, GPUs: j.GPUs, State: j.State, ExecutedS: sv.ExecutedS,
 		AttainedService: sv.GPUSeconds, Borrowed: m.figures.Borrowed(j.ID), Forecast: m.forecast(j)}
 	if visible {
-		out.Name, out.User, out.Reason = j.Name, j.User, j.Reason
+		out.Name, out.User, out.Reason = j.Name, j.User, m.reason(j)
 	} else if out.Forecast != nil {
 		out.Forecast.Reason = "" // it may name the user
 	}

@@ -43,6 +43,10 @@ var (
 	passSecsDesc  = desc("scheduler_pass_seconds_total", "Time spent in the scheduling core.")
 	lastPassDesc  = desc("scheduler_last_pass_seconds", "Duration of the last scheduling pass.")
 	passHistDesc  = desc("scheduler_pass_duration_seconds", "Time of each scheduling pass inside the scheduling core.")
+	wholePassDesc = desc("engine_pass_duration_seconds", "Time of each whole engine pass: reading the jobs, scheduling, acting and recording.")
+	phaseDesc     = desc("engine_pass_phase_seconds_total", "Time the engine's passes spent by phase: load (jobs and machines read, snapshot built), schedule (the scheduling core), apply (starts and preemptions), record (queues, shares, wait reasons, forecasts).", "phase")
+	exitLagDesc   = desc("engine_exit_lag_seconds", "Time from a run's end on its machine to the store's record of it.")
+	coalescedDesc = desc("engine_events_coalesced_total", "Job exits and wakes that joined a pass already due for another event (passes saved).")
 	preemptDesc   = desc("preemptions_total", "Jobs the scheduler preempted, by cause (reclaim: another team took back GPUs under its guarantee; priority: the policy's order) and the preempted job's team.", "cause", "team")
 	reclaimsDesc  = desc("reclaims_total", "Preemptions that gave borrowed GPUs back to a team under its guarantee, by that team.", "team")
 	startsDesc    = desc("job_starts_total", "Job starts and resumes.")
@@ -89,7 +93,7 @@ type collector struct{ s *Server }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, nodesDesc, passesDesc, passSecsDesc,
-		lastPassDesc, passHistDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, timedOutDesc, nodeLostDesc,
+		lastPassDesc, passHistDesc, wholePassDesc, phaseDesc, exitLagDesc, coalescedDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, timedOutDesc, nodeLostDesc,
 		beatsDesc, beatAgeDesc, wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, submitDesc, waitDesc,
 		inUseDesc, utilizedDesc, teamInUseDesc, teamUtilDesc, teamBorrDesc, teamGuarDesc, buildDesc,
 		gpuInfoDesc, gpuMemDesc, gpuMemTotDesc, gpuUtilDesc, gpuPowerDesc, gpuTempDesc, gpuECCDesc, gpuXIDDesc,
@@ -269,6 +273,12 @@ func collectEngine(ch chan<- prometheus.Metric, st engine.Stats, m *moment) {
 	ch <- counter(passSecsDesc, st.PassSeconds)
 	ch <- gauge(lastPassDesc, st.LastPass.Seconds())
 	ch <- histogram(passHistDesc, st.PassTime)
+	ch <- histogram(wholePassDesc, st.WholePass)
+	for _, p := range engine.Phases() {
+		ch <- counter(phaseDesc, st.PhaseSeconds[p], p)
+	}
+	ch <- histogram(exitLagDesc, st.ExitLag)
+	ch <- counter(coalescedDesc, float64(st.Coalesced))
 	ch <- counter(timedOutDesc, float64(st.TimedOut))
 	var teams []string
 	if m != nil {

@@ -22,7 +22,7 @@ type scaleStats struct {
 }
 
 var storeWritesDesc = prometheus.NewDesc("gpuportal_store_rows_written_total",
-	"Rows the store wrote since the server started, by kind (job: submissions; gpu_history: GPU history minutes); rate() gives the write rate.",
+	"Rows the store wrote since the server started, by kind (job: submissions; gpu_history: GPU history minutes; wait_reason: waiting jobs' reasons the engine changed); rate() gives the write rate.",
 	[]string{"kind"}, nil)
 
 // storeWrites reports the store's write counts.
@@ -32,7 +32,7 @@ func (c storeWrites) Describe(ch chan<- *prometheus.Desc) { ch <- storeWritesDes
 
 func (c storeWrites) Collect(ch chan<- prometheus.Metric) {
 	writes := c.s.cfg.Store.Writes()
-	for _, kind := range []string{"job", "gpu_history"} {
+	for _, kind := range []string{"job", "gpu_history", "wait_reason"} {
 		ch <- counter(storeWritesDesc, float64(writes[kind]), kind)
 	}
 }

@@ -206,16 +206,18 @@ type Engine struct {
 	shares     []sched.TeamShare            // each team's standing after the last pass
 	borrowed   map[int64]bool               // running jobs beyond their team's guarantee
 	userShares map[string][]sched.UserShare // per team: its users' standing after the last pass
+	// waitReasons is why each waiting job waits, as of the last pass.
+	waitReasons map[int64]string
 
 	// Owned by the Run goroutine.
 	started    time.Time
-	runs       map[int64]*run      // each job's current run on connected nodes (runs.go)
-	strays     map[strayKey][]int  // parts of runs the cluster does not want, and their GPUs
-	unrecorded []*unrecorded       // outcomes the store has yet to take
-	handover   map[int64]time.Time // jobs kept back while a run stops: when it was asked to
-	stopLater  []strayKey          // runs to ask their machines to stop next pass
-	reasons    map[int64]string    // last recorded wait reason per job
-	noAccount  refusals            // machines that refused accounts (accounts.go)
+	runs       map[int64]*run         // each job's current run on connected nodes (runs.go)
+	strays     map[strayKey][]int     // parts of runs the cluster does not want, and their GPUs
+	unrecorded []*unrecorded          // outcomes the store has yet to take
+	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
+	stopLater  []strayKey             // runs to ask their machines to stop next pass
+	reasons    map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
+	noAccount  refusals               // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
 	// waiting is when each waiting job began to wait for its GPUs, for
 	// the queue wait of its next start (waits.go); zero when unknown.
@@ -264,7 +266,7 @@ func New(cfg Config) (*Engine, error) {
 		runs:      make(map[int64]*run),
 		strays:    make(map[strayKey][]int),
 		handover:  make(map[int64]time.Time),
-		reasons:   make(map[int64]string),
+		reasons:   make(map[int64]storedReason),
 		lostSince: make(map[string]time.Time),
 		waiting:   make(map[int64]time.Time),
 		stats:     stats{s: emptyStats()},
@@ -458,6 +460,9 @@ func (e *Engine) node(name string) Node {
 func (e *Engine) Run(ctx context.Context) error {
 	e.follower.Store(false)
 	e.started = e.cfg.Now()
+	// The store's reasons may be another leader's: the first pass stores
+	// every one.
+	clear(e.reasons)
 	if err := e.loadNodeStates(ctx); err != nil {
 		return err
 	}
@@ -472,13 +477,34 @@ func (e *Engine) Run(ctx context.Context) error {
 			continue
 		case ex := <-e.exits:
 			e.handleExit(ctx, ex)
+			e.drainEvents(ctx)
 		case <-e.wake:
+			e.drainEvents(ctx)
 		case <-timer.C:
+			e.drainEvents(ctx)
 		}
 		if err := e.pass(ctx); err != nil && ctx.Err() == nil {
 			e.cfg.Logger.Error("scheduling pass failed", "err", err)
 		}
 		timer.Reset(e.untilNextPass(e.cfg.Now()))
+	}
+}
+
+// drainEvents handles, in the order they arrived, the exits already
+// waiting, and takes any wake already asked for, without blocking: one
+// pass then follows for all of them, instead of one pass per event. A
+// pass is what takes time at a long queue, and the exits waiting behind
+// it are recorded late by as many passes as there are before them.
+func (e *Engine) drainEvents(ctx context.Context) {
+	for {
+		select {
+		case ex := <-e.exits:
+			e.handleExit(ctx, ex)
+		case <-e.wake:
+		default:
+			return
+		}
+		e.stats.add(func(s *Stats) { s.Coalesced++ })
 	}
 }
 

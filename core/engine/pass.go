@@ -16,6 +16,8 @@ import (
 // pass runs one scheduling pass: requeue jobs lost with their machine, ask
 // the scheduler, apply its decisions.
 func (e *Engine) pass(ctx context.Context) error {
+	ph := startPhases()
+	defer e.stats.wholePass(ph)
 	e.retryRecords(ctx)
 	e.resolveLost(ctx, e.cfg.Now())
 	jobs, err := e.cfg.Store.UnfinishedEngineJobs(ctx)
@@ -30,6 +32,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
 	e.forgetWaits(jobs)
+	e.forgetReasons(jobs)
 	e.enforceTimeLimits(ctx, jobs, now)
 	jobs, gated := e.gate(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
@@ -37,6 +40,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
 		return err
 	}
+	ph.mark(phaseLoad)
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
 	e.recheck = recheckTime(d.Recheck)
@@ -44,6 +48,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	d.Starts, d.Waits = starts, append(append(d.Waits, held...), gated...)
 	e.explainAccounts(d.Waits, byID)
 	e.stats.pass(time.Since(began), len(d.Starts))
+	ph.mark(phaseSchedule)
 	e.recordAllocations(ctx, snap, d, byID)
 	if err := e.recordQueues(ctx, d.QueueChanges); err != nil {
 		return err
@@ -51,15 +56,18 @@ func (e *Engine) pass(ctx context.Context) error {
 	for _, p := range d.Preempts {
 		e.preempt(ctx, p, byID)
 	}
+	recorded := e.recordStarts(ctx, d.Starts, byID, now)
 	for _, s := range d.Starts {
-		e.start(ctx, byID[s.JobID], s.GPUs, now)
+		e.start(ctx, byID[s.JobID], s.GPUs, now, recorded)
 	}
+	ph.mark(phaseApply)
+	defer ph.mark(phaseRecord)
 	e.forecast(ctx, snap, d, jobs, now)
 	snap.Jobs = afterStarts(snap.Jobs, d.Starts, e.runs)
 	if err := e.recordShares(ctx, snap, d, now); err != nil {
 		return err
 	}
-	return e.recordReasons(ctx, d.Waits)
+	return e.recordReasons(ctx, d.Waits, now)
 }
 
 // requeueLost puts back in the queue the jobs recorded as running that no
@@ -184,23 +192,27 @@ func (e *Engine) preempt(ctx context.Context, p sched.Preempt, byID map[int64]Jo
 // start records that j runs on gpus, then starts one part of it on each
 // machine those GPUs span. If a part cannot start, the job fails and the
 // parts already started are stopped.
-func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time.Time) {
-	if j.ID == 0 || len(gpus) == 0 {
+// recorded are the starts recordStarts recorded, by job.
+func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time.Time, recorded map[int64]startRecord) {
+	if ok, unknown := e.startable(j, gpus); !ok {
+		if unknown != "" {
+			e.cfg.Logger.Error("scheduler placed a job on an unknown node", "job", j.ID, "node", unknown)
+		}
 		return
 	}
 	var order []string
 	perNode := make(map[string][]int)
 	for _, g := range gpus {
-		if e.node(g.Node) == nil {
-			e.cfg.Logger.Error("scheduler placed a job on an unknown node", "job", j.ID, "node", g.Node)
-			return
-		}
 		if _, ok := perNode[g.Node]; !ok {
 			order = append(order, g.Node)
 		}
 		perNode[g.Node] = append(perNode[g.Node], g.Index)
 	}
-	id, err := e.cfg.Store.MarkStarted(ctx, j.ID, slices.Clone(gpus), now)
+	rec, ok := recorded[j.ID]
+	if !ok {
+		rec.run, rec.err = e.cfg.Store.MarkStarted(ctx, j.ID, slices.Clone(gpus), now)
+	}
+	id, err := rec.run, rec.err
 	if err != nil {
 		e.cfg.Logger.Error("record job start", "job", j.ID, "err", err)
 		return
@@ -274,6 +286,72 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", gpuNames(gpus))
 }
 
+// StartsRecorder is a Store that records the starts of a pass in one
+// transaction, each start succeeding or failing on its own.
+type StartsRecorder interface {
+	// MarkStartedAll records starts as MarkStarted does each, and returns
+	// each one's run number or error, by index; err is set only when
+	// none was recorded.
+	MarkStartedAll(ctx context.Context, starts []StartRecord, now time.Time) (runs []int64, errs []error, err error)
+}
+
+// StartRecord is one start of a waiting job on placement.
+type StartRecord struct {
+	JobID     int64
+	Placement []sched.GPURef
+}
+
+// startRecord is how the store took a start: its run, or why not.
+type startRecord struct {
+	run int64
+	err error
+}
+
+// recordStarts records the pass's starts in one store call where the
+// store can; start records the others one by one. Each start is recorded
+// before its machines are asked to start it, as ever.
+func (e *Engine) recordStarts(ctx context.Context, starts []sched.Start, byID map[int64]Job, now time.Time) map[int64]startRecord {
+	sr, ok := e.cfg.Store.(StartsRecorder)
+	if !ok || len(starts) < 2 {
+		return nil
+	}
+	recs := make([]StartRecord, 0, len(starts))
+	for _, s := range starts {
+		if ok, _ := e.startable(byID[s.JobID], s.GPUs); ok {
+			recs = append(recs, StartRecord{JobID: s.JobID, Placement: slices.Clone(s.GPUs)})
+		}
+	}
+	runs, errs, err := sr.MarkStartedAll(ctx, recs, now)
+	if err != nil {
+		e.cfg.Logger.Error("record the pass's starts", "starts", len(recs), "err", err)
+		out := make(map[int64]startRecord, len(recs))
+		for _, r := range recs {
+			out[r.JobID] = startRecord{err: err}
+		}
+		return out
+	}
+	out := make(map[int64]startRecord, len(recs))
+	for i, r := range recs {
+		out[r.JobID] = startRecord{run: runs[i], err: errs[i]}
+	}
+	return out
+}
+
+// startable says whether the engine can start j on gpus: a job, on GPUs
+// of connected machines; unknown is the machine of gpus that is not
+// connected, if any.
+func (e *Engine) startable(j Job, gpus []sched.GPURef) (ok bool, unknown string) {
+	if j.ID == 0 || len(gpus) == 0 {
+		return false, ""
+	}
+	for _, g := range gpus {
+		if e.node(g.Node) == nil {
+			return false, g.Node
+		}
+	}
+	return true, ""
+}
+
 // afterStarts returns the snapshot's jobs as they stand once the pass's
 // starts are made: the jobs that started hold their GPUs. Preempted jobs
 // still hold theirs until they exit. Team figures are computed from it, so
@@ -312,21 +390,109 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 	return e.cfg.Store.SetQueueStates(ctx, states)
 }
 
-// recordReasons stores the reasons that changed since the last pass.
-func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait) error {
+// recordReasons stores the wait reasons that changed since they were
+// last stored, in one store call, and publishes every one (WaitReasons).
+//
+// At a long queue nearly every reason changes every pass only in its
+// figures: a start moves every job behind it one place up ("41 jobs
+// ahead" becomes "40"), an end changes the GPUs free. A reason whose words
+// change (another cause, another machine named, "first in line") is
+// stored at once; one whose figures alone changed is stored once it is
+// reasonRefresh old, so that the store's reasons lag the engine's by
+// figures only, and by at most that. Pages on the leader show the
+// engine's own (WaitReasons), a follower the store's.
+func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
+	all := make(map[int64]string, len(waits))
 	changed := make(map[int64]string)
 	for _, w := range waits {
-		if e.reasons[w.JobID] != w.Reason {
-			changed[w.JobID] = w.Reason
+		all[w.JobID] = w.Reason
+		old, ok := e.reasons[w.JobID]
+		if ok && (old.text == w.Reason || sameWords(old.text, w.Reason) && now.Sub(old.at) < refreshAfter(w.JobID)) {
+			continue
 		}
+		changed[w.JobID] = w.Reason
 	}
+	e.shareMu.Lock()
+	e.waitReasons = all
+	e.shareMu.Unlock()
 	if err := e.cfg.Store.SetReasons(ctx, changed); err != nil {
 		return err
 	}
 	for id, r := range changed {
-		e.reasons[id] = r
+		e.reasons[id] = storedReason{text: r, at: now}
 	}
 	return nil
+}
+
+// storedReason is a wait reason as the engine last stored it.
+type storedReason struct {
+	text string
+	at   time.Time
+}
+
+// reasonRefresh is the longest a stored wait reason lags the engine's when
+// only its figures changed (recordReasons).
+const reasonRefresh = 30 * time.Second
+
+// refreshAfter is how old job id's stored reason may get when only its
+// figures changed: from half reasonRefresh to all of it, by job, so that
+// the reasons a pass first stores together are stored again apart.
+func refreshAfter(id int64) time.Duration {
+	return reasonRefresh/2 + time.Duration(uint64(id)%1024)*(reasonRefresh/2)/1024
+}
+
+// sameWords reports whether a and b differ at most in their figures: the
+// runs of digits in them.
+func sameWords(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		da, db := isDigit(a[i]), isDigit(b[j])
+		switch {
+		case da && db:
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+		case a[i] != b[j]:
+			return false
+		default:
+			i++
+			j++
+		}
+	}
+	return i == len(a) && j == len(b)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// forgetReasons forgets the stored reasons of the jobs that no longer wait
+// (ended, started, held), given the jobs of the pass.
+func (e *Engine) forgetReasons(jobs []Job) {
+	if len(e.reasons) == 0 {
+		return
+	}
+	waits := make(map[int64]bool, len(jobs))
+	for _, j := range jobs {
+		if j.State.Waiting() {
+			waits[j.ID] = true
+		}
+	}
+	for id := range e.reasons {
+		if !waits[id] {
+			delete(e.reasons, id)
+		}
+	}
+}
+
+// WaitReasons returns why each waiting job waits as of the last pass, by
+// job: what its page shows on the leader. The map is never changed once
+// published.
+func (e *Engine) WaitReasons() map[int64]string {
+	e.shareMu.Lock()
+	defer e.shareMu.Unlock()
+	return e.waitReasons
 }
 
 // simMemory is a job's memory on a simulated GPU: its declared memory, or

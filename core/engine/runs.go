@@ -520,6 +520,9 @@ func (e *Engine) tryRecord(ctx context.Context, u *unrecorded) bool {
 	}
 	if err != nil {
 		e.cfg.Logger.Warn("job exit not recorded: the job moved on", "job", u.ex.JobID, "run", u.ex.Run, "err", err)
+	} else if !u.ex.At.IsZero() {
+		lag := max(0, e.cfg.Now().Sub(u.ex.At)).Seconds()
+		e.stats.add(func(s *Stats) { s.ExitLag.observe(lag) })
 	}
 	if e.runs[u.ex.JobID] == u.r {
 		delete(e.runs, u.ex.JobID)

@@ -32,12 +32,25 @@ type Stats struct {
 	// their last part exited.
 	Releases       int64
 	ReleaseSeconds float64
+	// Coalesced counts the exits and wakes that joined a pass already due
+	// for another event (Run): the passes saved.
+	Coalesced int64
 	// UnrecordedExits is how many job exits wait for the store (runs.go).
 	UnrecordedExits int64
 
 	// PassTime is the time of each pass inside the scheduling core
 	// (PassBuckets).
 	PassTime Histogram
+	// WholePass is the time of each whole pass (PassBuckets): reading the
+	// jobs, scheduling, acting on the decisions and recording them;
+	// LastWholePass the last one's, and PhaseSeconds the total time by
+	// phase (the Phase* constants).
+	WholePass     Histogram
+	LastWholePass time.Duration
+	PhaseSeconds  map[string]float64
+	// ExitLag is the time from a run's end, as its machine saw it, to the
+	// store's record of it (LagBuckets): what exits wait behind passes.
+	ExitLag Histogram
 	// SubmitToStart is, per queue and team, the time from a job's
 	// submission to its first start; QueueWait the time each run waited
 	// for its GPUs: since the submission for a first run, since the job
@@ -93,6 +106,27 @@ const (
 	RetryError    = "error"
 )
 
+// The phases of a whole pass (Stats.PhaseSeconds): read the jobs and the
+// machines' state and build the snapshot; ask the scheduling core; start
+// and preempt jobs; record queues, shares, wait reasons and forecasts.
+const (
+	PhaseLoad     = "load"
+	PhaseSchedule = "schedule"
+	PhaseApply    = "apply"
+	PhaseRecord   = "record"
+)
+
+// The phases' indexes in Phases.
+const (
+	phaseLoad = iota
+	phaseSchedule
+	phaseApply
+	phaseRecord
+)
+
+// Phases lists the phases of a pass in order.
+func Phases() []string { return []string{PhaseLoad, PhaseSchedule, PhaseApply, PhaseRecord} }
+
 // PreemptCauses lists every cause of preemptions, so that /metrics
 // shows each counter from 0; RequeueCauses and RetryCauses likewise.
 func PreemptCauses() []string { return []string{PreemptReclaim, PreemptPriority} }
@@ -120,6 +154,11 @@ type Histogram struct {
 // PassBuckets are the bounds, in seconds, of Stats.PassTime.
 func PassBuckets() []float64 {
 	return []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+}
+
+// LagBuckets are the bounds, in seconds, of Stats.ExitLag.
+func LagBuckets() []float64 {
+	return []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
 }
 
 // WaitBuckets are the bounds, in seconds, of Stats.SubmitToStart and
@@ -167,6 +206,9 @@ type stats struct {
 func emptyStats() Stats {
 	return Stats{
 		PassTime:      newHistogram(PassBuckets()),
+		WholePass:     newHistogram(PassBuckets()),
+		PhaseSeconds:  make(map[string]float64),
+		ExitLag:       newHistogram(LagBuckets()),
 		SubmitToStart: make(map[QueueTeam]Histogram),
 		QueueWait:     make(map[QueueTeam]Histogram),
 		Preempted:     make(map[CauseTeam]int64),
@@ -184,6 +226,35 @@ func (st *stats) pass(d time.Duration, starts int) {
 	st.s.LastPass = d
 	st.s.PassTime.observe(d.Seconds())
 	st.s.Starts += int64(starts)
+}
+
+// wholePass records a whole pass's time by phase.
+func (st *stats) wholePass(phases *passPhases) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var total time.Duration
+	for i, d := range phases.d {
+		st.s.PhaseSeconds[Phases()[i]] += d.Seconds()
+		total += d
+	}
+	st.s.LastWholePass = total
+	st.s.WholePass.observe(total.Seconds())
+}
+
+// passPhases times the phases of one pass: each mark ends the phase
+// that ran since the one before.
+type passPhases struct {
+	at time.Time
+	d  [4]time.Duration
+}
+
+func startPhases() *passPhases { return &passPhases{at: time.Now()} }
+
+// mark ends phase i (its index in Phases) now.
+func (p *passPhases) mark(i int) {
+	now := time.Now()
+	p.d[i] += now.Sub(p.at)
+	p.at = now
 }
 
 // preempted counts a preemption of a job of team; reclaimer is the team
@@ -267,6 +338,9 @@ func (e *Engine) Stats() Stats {
 	defer e.stats.mu.Unlock()
 	out := e.stats.s
 	out.PassTime = out.PassTime.clone()
+	out.WholePass = out.WholePass.clone()
+	out.ExitLag = out.ExitLag.clone()
+	out.PhaseSeconds = maps.Clone(out.PhaseSeconds)
 	out.SubmitToStart = cloneHistograms(out.SubmitToStart)
 	out.QueueWait = cloneHistograms(out.QueueWait)
 	out.Preempted = maps.Clone(out.Preempted)

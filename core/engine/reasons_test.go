@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// reasonCounter counts the wait reasons the engine stores.
+type reasonCounter struct {
+	*memStore
+	rows int
+}
+
+func (s *reasonCounter) SetReasons(ctx context.Context, reasons map[int64]string) error {
+	s.rows += len(reasons)
+	return s.memStore.SetReasons(ctx, reasons)
+}
+
+// TestStoredReasonsFollowTheEngines runs passes in which jobs end, start,
+// move up the line and are cancelled, and checks the reasons the store
+// gets against the engine's own (WaitReasons, what storing every changed
+// reason at once would store): after each pass every stored reason says
+// the same in words, one whose words changed ("first in line") equal;
+// a pass that moves jobs up the line stores none of theirs; and once
+// reasonRefresh has passed, the store holds exactly the engine's.
+func TestStoredReasonsFollowTheEngines(t *testing.T) {
+	var jobs []Job
+	for id := int64(1); id <= 20; id++ {
+		jobs = append(jobs, Job{ID: id, GPUs: 1, SimDuration: 100, SubmittedAt: t0.Add(time.Duration(id) * time.Second)})
+	}
+	mem := newMemStore(jobs...)
+	n := newFakeNode("n0", 2)
+	e, clock := newTestEngine(t, mem, n)
+	store := &reasonCounter{memStore: mem}
+	e.cfg.Store = store
+	ctx := context.Background()
+	check := func(step string, exact bool) {
+		t.Helper()
+		want := e.WaitReasons()
+		mem.mu.Lock()
+		defer mem.mu.Unlock()
+		waiting := 0
+		for id, j := range mem.jobs {
+			if !j.State.Waiting() {
+				continue
+			}
+			waiting++
+			got, w := mem.waits[id], want[id]
+			switch {
+			case w == "":
+				t.Errorf("%s: job %d waits without a reason from the engine", step, id)
+			case exact && got != w:
+				t.Errorf("%s: job %d's stored reason %q, want %q", step, id, got, w)
+			case !sameWords(got, w):
+				t.Errorf("%s: job %d's stored reason %q does not say what %q says", step, id, got, w)
+			}
+		}
+		if len(want) != waiting {
+			t.Errorf("%s: the engine has %d reasons for %d waiting jobs", step, len(want), waiting)
+		}
+	}
+	mustPass(t, e)
+	check("first pass", true)
+	if store.rows != 18 {
+		t.Fatalf("first pass stored %d reasons, want all 18", store.rows)
+	}
+	// Job 1 ends and job 3 takes its GPU: the 17 others move up the line.
+	clock.t = clock.t.Add(time.Second)
+	store.rows = 0
+	delete(n.running, 1)
+	e.testExit(ctx, exit("n0", 1, 0, clock.t))
+	mustPass(t, e)
+	check("a start moved the line", false)
+	if mem.state(3) != job.Running {
+		t.Fatalf("job 3 is %s, want running", mem.state(3))
+	}
+	// Job 4 is now first in line and job 5 "1 job ahead": their words
+	// changed, and only theirs.
+	if store.rows != 2 || mem.waits[4] != e.WaitReasons()[4] || mem.waits[5] != e.WaitReasons()[5] {
+		t.Errorf("stored %d reasons, job 4's %q and 5's %q; want only theirs, %q and %q",
+			store.rows, mem.waits[4], mem.waits[5], e.WaitReasons()[4], e.WaitReasons()[5])
+	}
+	// A cancelled job is forgotten; the line moves again.
+	if err := e.cfg.Store.Cancel(ctx, 10, "cancelled", clock.t); err != nil {
+		t.Fatal(err)
+	}
+	clock.t = clock.t.Add(time.Second)
+	mustPass(t, e)
+	check("a cancel", false)
+	if _, ok := e.reasons[10]; ok {
+		t.Error("the cancelled job's stored reason is still remembered")
+	}
+	// Once reasonRefresh has passed, every reason is stored as it is.
+	clock.t = clock.t.Add(reasonRefresh)
+	store.rows = 0
+	mustPass(t, e)
+	check("after reasonRefresh", true)
+	if store.rows == 0 {
+		t.Error("no reason stored after reasonRefresh")
+	}
+	// Nothing changes: nothing is stored.
+	store.rows = 0
+	mustPass(t, e)
+	if store.rows != 0 {
+		t.Errorf("a pass that changed nothing stored %d reasons", store.rows)
+	}
+}
+
+func TestSameWords(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"needs 1 GPU; 0 free; 41 jobs ahead in line", "needs 1 GPU; 3 free; 40 jobs ahead in line", true},
+		{"2 jobs ahead in queue 1", "1 job ahead in queue 1", false},
+		{"1 job ahead in line", "first in line", false},
+		{"largest block 4 on gpu-07", "largest block 4 on gpu-08", true},
+		{"largest block 4 on gpu-07", "largest block 4 on box", false},
+		{"needs 8 GPUs", "needs 8 GPUs; 0 free", false},
+		{"", "", true},
+	}
+	for _, tc := range tests {
+		if got := sameWords(tc.a, tc.b); got != tc.want {
+			t.Errorf("sameWords(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

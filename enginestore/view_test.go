@@ -1,0 +1,120 @@
+package enginestore
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/models/modelstest"
+)
+
+// TestViewReadsWhatAWholeReadReads changes jobs every way the engine
+// meets between two passes (a submission, a start, a queue move, an end, a
+// cancel, a cancel asked from another replica, a hold, a dependency that
+// ends) and after each requires the jobs read from the changes since the
+// last read to be those a whole read gives.
+func TestViewReadsWhatAWholeReadReads(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if s.view == nil {
+			t.Fatal("New gave a store without a view")
+		}
+		whole := Store{Store: s.Store} // no view: every read whole
+		if _, err := s.CreateTeam(ctx, "vision", 8); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateUser(ctx, "bob", "s3cret", models.RoleResearcher, "vision"); err != nil {
+			t.Fatal(err)
+		}
+		submit := func(user string, deps ...string) int64 {
+			t.Helper()
+			j := &models.Job{Name: "j", Team: "vision", User: user, GPUs: 1, SimDuration: 60, SubmittedAt: time.Now(), Dependencies: deps}
+			if err := s.CreateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+			return j.ID
+		}
+		var ids []int64
+		for range 5 {
+			ids = append(ids, submit("alice"))
+		}
+		bobs := submit("bob")
+		dependent := submit("alice", fmt.Sprintf("afterok:%d", ids[0]))
+		check := func(step string) {
+			t.Helper()
+			got, err := s.UnfinishedEngineJobs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := whole.UnfinishedEngineJobs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: the view read\n%+v\nwant\n%+v", step, got, want)
+			}
+		}
+		check("first read")
+		fullAt := s.view.fullAt
+		run, err := s.Store.MarkStarted(ctx, ids[0], []string{"n0:0"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("a start")
+		if err := s.SetQueueStates(ctx, map[int64]sched.QueueState{ids[1]: {Index: 1, Since: 10}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetReasons(ctx, map[int64]string{ids[2]: "needs 1 GPU; 0 free"}); err != nil {
+			t.Fatal(err)
+		}
+		check("a queue move and a reason")
+		newID := submit("alice")
+		check("a submission")
+		code := 0
+		if err := s.Store.MarkStopped(ctx, job.RunRef{Job: ids[0], Run: run}, models.JobSucceeded, &code, "", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		check("an end, and the dependency it ends")
+		if err := s.Cancel(ctx, ids[3], "cancelled by alice", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RequestCancel(ctx, ids[4], "cancelled by alice on another replica", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		check("a cancel, and a cancel asked")
+		if _, err := s.DisableUser(ctx, "bob", "admin", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		check("a hold")
+		js, err := s.UnfinishedEngineJobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int64]engine.Job{}
+		for _, j := range js {
+			seen[j.ID] = j
+		}
+		if _, ok := seen[bobs]; ok {
+			t.Error("a held job is read")
+		}
+		if _, ok := seen[newID]; !ok {
+			t.Error("the submission is not read")
+		}
+		if d := seen[dependent].Deps; len(d) != 1 || d[0].State != job.Succeeded {
+			t.Errorf("the dependent job's dependencies %+v, want its dependency succeeded", d)
+		}
+		// The caller may change what it is given: the view keeps its own.
+		js[0].Deps = append(js[0].Deps, engine.Dep{State: job.Failed})
+		check("after the caller changed its copy")
+		if s.view.fullAt != fullAt {
+			t.Error("the view read every job again: the test covers only whole reads")
+		}
+	})
+}
