@@ -57,7 +57,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		forecastOn  = fs.Bool("forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
 		forecastN   = fs.Int("forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
 		forecastArr = fs.Bool("forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
+		fromDB      simDBFlags
 	)
+	fromDB.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "usage: gpuportal sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]")
@@ -70,10 +72,15 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sim: unexpected argument %q (flags only; see --help)", fs.Arg(0))
 	}
-	if *tracePath == "" {
-		return errors.New("sim: --trace is required")
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if err := fromDB.check(set); err != nil {
+		return err
 	}
-	if *cluster == "" {
+	if *tracePath == "" && !fromDB.on {
+		return errors.New("sim: --trace is required (or --from-db)")
+	}
+	if *cluster == "" && !fromDB.on {
 		return errors.New("sim: --cluster is required (for example --cluster 4x8)")
 	}
 	if *forecastN < 1 {
@@ -148,20 +155,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("sim: --teams: %w", err)
 		}
 	}
-	nodes, err := trace.LoadCluster(*cluster)
-	if err != nil {
-		return fmt.Errorf("sim: --cluster: %w", err)
-	}
-	tr, err := trace.ReadFile(*tracePath, f)
-	if err != nil {
-		return fmt.Errorf("sim: --trace: %w", err)
-	}
-	for reason, n := range tr.Skipped {
-		fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
-	}
-	if *assign != "" {
-		if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
-			return fmt.Errorf("sim: --assign-teams: %w", err)
+	var nodes []trace.Node
+	if *cluster != "" {
+		if nodes, err = trace.LoadCluster(*cluster); err != nil {
+			return fmt.Errorf("sim: --cluster: %w", err)
 		}
 	}
 	cfg := sim.Config{
@@ -184,6 +181,21 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		HalfLifeS:    half,
 		Sharing:      shareMode,
 		LanePolicy:   lanePol,
+	}
+	if fromDB.on {
+		return simFromDB(ctx, fromDB, cfg, names, simOutput{json: *asJSON, plot: *plot}, stdout, stderr)
+	}
+	tr, err := trace.ReadFile(*tracePath, f)
+	if err != nil {
+		return fmt.Errorf("sim: --trace: %w", err)
+	}
+	for reason, n := range tr.Skipped {
+		fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
+	}
+	if *assign != "" {
+		if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
+			return fmt.Errorf("sim: --assign-teams: %w", err)
+		}
 	}
 	if *forecastOn {
 		return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: *forecastN, NoArrivals: !*forecastArr}, *asJSON)
