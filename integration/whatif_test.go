@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestSimFromDB runs jobs on a real server, then replays them with
@@ -34,6 +37,18 @@ func TestSimFromDB(t *testing.T) {
 		jcts = append(jcts, jct)
 		teams[j.Team] = append(teams[j.Team], jct)
 	}
+	// The API's replay of the same jobs, checked against web/openapi.json
+	// by the contract check.
+	var apiRep struct {
+		Jobs int `json:"jobs"`
+		Rows []struct {
+			Name string `json:"name"`
+		} `json:"rows"`
+	}
+	if st := admin.do("GET", "/api/v1/whatif?days=1&policy=fifo,srsf", nil, &apiRep); st != 200 || apiRep.Jobs != len(ids) || len(apiRep.Rows) != 3 {
+		t.Errorf("GET /api/v1/whatif: status %d, %+v", st, apiRep)
+	}
+	t.Run("page", func(t *testing.T) { checkWhatIfPage(t, srv.URL, len(ids)) })
 	srv.stop()
 
 	export := filepath.Join(t.TempDir(), "history.csv")
@@ -98,6 +113,51 @@ func TestSimFromDB(t *testing.T) {
 		if !strings.Contains(string(table), s) {
 			t.Errorf("table lacks %q:\n%s", s, table)
 		}
+	}
+}
+
+// checkWhatIfPage has the admin replay the jobs on the what-if page in a
+// browser, at a laptop's and a phone's width: the table and the CDF chart
+// show, with no console error and nothing wider than the window.
+// Screenshots go to $GPUPORTAL_SCREENSHOTS.
+func checkWhatIfPage(t *testing.T, base string, jobs int) {
+	browser := newTabFor(t, 2*time.Minute)
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	for _, vp := range viewports {
+		ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+		sc := newScreenChecker(t, ctx, base)
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height)); err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.login("admin"); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/admin/whatif"), chromedp.WaitVisible(`form[action="/admin/whatif"]`)); err != nil {
+			t.Fatalf("what-if page: %v", err)
+		}
+		step := formStep{"replay the last day", "/admin/whatif", map[string]string{"days": "1", "thresholds": "200,800"}, 200,
+			fmt.Sprintf("%d jobs finished in the last 1 day", jobs)}
+		if err := submitForm(sc, step); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(`#whatif-cdf .uplot`)); err != nil {
+			t.Fatalf("the CDF chart: %v", err)
+		}
+		problems, err := sc.judge(vp, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("what-if at %s: %s", vp.name, p)
+		}
+		rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#whatif tbody tr")].map(r => r.dataset.policy)`))
+		if err != nil || strings.Join(rows, ",") != "actual,fifo,tiresias-l,tiresias-g" {
+			t.Errorf("rows %v, %v; want actual, then the ticked policies in the form's order", rows, err)
+		}
+		screenshot(t, ctx, "whatif-admin-"+vp.name)
+		cancel()
 	}
 }
 

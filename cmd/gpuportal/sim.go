@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -90,7 +89,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("sim: --format: %w", err)
 	}
-	names, err := simParsePolicies(*policies)
+	names, err := sim.ParseCandidates(*policies)
 	if err != nil {
 		return fmt.Errorf("sim: --policy: %w", err)
 	}
@@ -260,55 +259,15 @@ func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg si
 	return nil
 }
 
-// simParsePolicies splits a comma-separated list and checks every name:
-// a policy, or policy:rule for one of its rules (sched.PolicyRules).
-func simParsePolicies(s string) ([]string, error) {
-	known := map[string]bool{}
-	for _, p := range sched.Policies() {
-		known[p] = true
-	}
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		pol, rule := sim.SplitCandidate(p)
-		if !known[pol] {
-			return nil, fmt.Errorf("unknown policy %q (known: %s)", pol, strings.Join(sched.Policies(), ", "))
-		}
-		if rules := sched.PolicyRules(pol); rule != "" && !slices.Contains(rules, rule) {
-			if len(rules) == 0 {
-				return nil, fmt.Errorf("%q: policy %s has one rule, no choice of rules", p, pol)
-			}
-			return nil, fmt.Errorf("%q: unknown rule %q for %s (known: %s)", p, rule, pol, strings.Join(rules, ", "))
-		}
-		out = append(out, p)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no policy given")
-	}
-	return out, nil
-}
-
 // simParseThresholds reads --thresholds and checks it against --queues. With
 // --queues alone, the first queues-1 default thresholds are used.
 func simParseThresholds(s string, queues int) ([]float64, error) {
 	if queues < 0 {
 		return nil, fmt.Errorf("--queues %d: want 1 or more queues", queues)
 	}
-	var out []float64
-	if s != "" {
-		for i, f := range strings.Split(s, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || !(v > 0) || math.IsInf(v, 1) {
-				return nil, fmt.Errorf("--thresholds: limit %d is %q, want a positive number of GPU-seconds", i+1, f)
-			}
-			if i > 0 && v <= out[i-1] {
-				return nil, fmt.Errorf("--thresholds: limits must increase (%v then %v)", out[i-1], v)
-			}
-			out = append(out, v)
-		}
+	out, err := sim.ParseThresholds(s)
+	if err != nil {
+		return nil, fmt.Errorf("--thresholds: %w", err)
 	}
 	switch {
 	case queues == 0:

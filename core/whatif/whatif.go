@@ -174,6 +174,12 @@ type Report struct {
 	// Config.MaxJobs (the oldest).
 	Jobs    int `json:"jobs"`
 	Dropped int `json:"dropped,omitempty"`
+	// TooLarge counts the jobs left out because they need more GPUs than
+	// the cluster replayed on has.
+	TooLarge int `json:"too_large,omitempty"`
+	// Capped says that more jobs finished than the caller read (it sets
+	// it).
+	Capped bool `json:"capped,omitempty"`
 	// From and To are the first submit and the last finish of the jobs.
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
@@ -220,10 +226,6 @@ func Compare(ctx context.Context, recs []Record, cfg Config) (*Report, error) {
 			jobs[i].Submit -= off
 		}
 	}
-	if len(jobs) == 0 {
-		return nil, ErrNoJobs
-	}
-	rep.Jobs = len(jobs)
 	rep.Nodes = len(cfg.Sim.Nodes)
 	for _, n := range cfg.Sim.Nodes {
 		rep.GPUs += n.GPUs
@@ -231,6 +233,20 @@ func Compare(ctx context.Context, recs []Record, cfg Config) (*Report, error) {
 	if rep.GPUs == 0 {
 		return nil, errors.New("whatif: the cluster has no GPUs")
 	}
+	fit := jobs[:0:0]
+	fitKept := kept[:0:0]
+	for i, j := range jobs {
+		if j.GPUs > rep.GPUs {
+			rep.TooLarge++
+			continue
+		}
+		fit, fitKept = append(fit, j), append(fitKept, kept[i])
+	}
+	jobs, kept = fit, fitKept
+	if len(jobs) == 0 {
+		return nil, ErrNoJobs
+	}
+	rep.Jobs = len(jobs)
 	rep.From = kept[0].Submitted
 	for _, r := range kept {
 		if r.Finished.After(rep.To) {
@@ -384,4 +400,46 @@ func WriteTable(w io.Writer, rep *Report) error {
 		return fmt.Errorf("write table: %w", err)
 	}
 	return nil
+}
+
+// CDF samples every row's JCT distribution on one grid of at most points
+// JCTs, spaced evenly on a log scale from the shortest JCT of any row to
+// the longest: fractions[i][k] is the share of row i's finished jobs
+// whose JCT is at most xs[k]. One grid lets a chart draw the rows as
+// lines over a shared axis.
+func (r *Report) CDF(points int) (xs []float64, fractions [][]float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, row := range r.Rows {
+		if n := len(row.JCTs); n > 0 {
+			lo, hi = math.Min(lo, row.JCTs[0]), math.Max(hi, row.JCTs[n-1])
+		}
+	}
+	if math.IsInf(lo, 1) || points < 2 {
+		return nil, nil
+	}
+	lo = math.Max(lo, 1e-3) // a log scale starts above 0
+	hi = math.Max(hi, lo)
+	step := math.Log(hi/lo) / float64(points-1)
+	for k := range points {
+		x := lo * math.Exp(step*float64(k))
+		if k == points-1 {
+			x = hi
+		}
+		if len(xs) > 0 && x <= xs[len(xs)-1] {
+			continue
+		}
+		xs = append(xs, x)
+	}
+	for _, row := range r.Rows {
+		f := make([]float64, len(xs))
+		n := len(row.JCTs)
+		for k, x := range xs {
+			if n > 0 {
+				at, _ := slices.BinarySearch(row.JCTs, math.Nextafter(x, math.Inf(1)))
+				f[k] = float64(at) / float64(n)
+			}
+		}
+		fractions = append(fractions, f)
+	}
+	return xs, fractions
 }

@@ -180,3 +180,22 @@ func near(t *testing.T, what string, got, want float64) {
 		t.Errorf("%s = %v, want %v", what, got, want)
 	}
 }
+
+func TestCDF(t *testing.T) {
+	rep := &Report{Rows: []Row{{Name: "actual", JCTs: []float64{10, 100, 1000}}, {Name: "fifo", JCTs: []float64{10, 10}}, {Name: "none"}}}
+	xs, fs := rep.CDF(3)
+	if want := []float64{10, 100, 1000}; len(xs) != 3 || math.Abs(xs[0]-want[0]) > 1e-9 || math.Abs(xs[1]-want[1]) > 1e-9 || xs[2] != want[2] {
+		t.Fatalf("xs = %v, want %v", xs, want)
+	}
+	want := [][]float64{{1.0 / 3, 2.0 / 3, 1}, {1, 1, 1}, {0, 0, 0}}
+	for i := range want {
+		for k := range want[i] {
+			if math.Abs(fs[i][k]-want[i][k]) > 1e-9 {
+				t.Errorf("row %d at %v: %v, want %v", i, xs[k], fs[i][k], want[i][k])
+			}
+		}
+	}
+	if xs, fs := (&Report{Rows: []Row{{Name: "actual"}}}).CDF(10); xs != nil || fs != nil {
+		t.Errorf("no JCTs: %v %v, want none", xs, fs)
+	}
+}
