@@ -56,6 +56,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		forecastOn  = fs.Bool("forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
 		forecastN   = fs.Int("forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
 		forecastArr = fs.Bool("forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
+		limitHints  = fs.Bool("limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
+		limitFactor = fs.Float64("limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
+		limitSpread = fs.Bool("limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
 		fromDB      simDBFlags
 	)
 	fromDB.register(fs)
@@ -104,6 +107,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
 		return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
+	}
+	if f := *limitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
+		return fmt.Errorf("sim: --limit-factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
 	}
 	if !(*handover >= 0) || math.IsInf(*handover, 1) {
 		return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
@@ -166,9 +172,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			PromoteKnob: *promoteKnob,
 			Reference:   *reference,
 			Placement:   *placement,
-			MinRuntimeS: minRun,
-			OmitWaits:   true,
-			CPUAlloc:    *cpuAlloc,
+			// Read by srtf and srsf.
+			LimitsAsHints: *limitHints,
+			MinRuntimeS:   minRun,
+			OmitWaits:     true,
+			CPUAlloc:      *cpuAlloc,
 			// Read only with --sharing salus.
 			SharePlacement: *sharePlace,
 		},
@@ -180,6 +188,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		HalfLifeS:    half,
 		Sharing:      shareMode,
 		LanePolicy:   lanePol,
+		LimitFactor:  *limitFactor,
+		LimitSpread:  *limitSpread,
 	}
 	if fromDB.on {
 		return simFromDB(ctx, fromDB, cfg, names, simOutput{json: *asJSON, plot: *plot}, stdout, stderr)

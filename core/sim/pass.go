@@ -52,7 +52,12 @@ func (s *simulator) pass() error {
 		}
 		if c := s.cfg.PreemptCostS; c > 0 {
 			j.owed += c
-			s.snap[j.pos].DurationS += c
+			if s.cfg.LimitFactor > 0 {
+				// The restore runs within the limit too.
+				s.snap[j.pos].TimeLimitS += c
+			} else {
+				s.snap[j.pos].DurationS += c
+			}
 		}
 	}
 	for _, st := range s.handOver(d.Starts) {

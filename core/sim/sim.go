@@ -60,6 +60,20 @@ type Config struct {
 	// ""), Fair or SRTF, as the agent's --lane-policy does (share.go).
 	LanePolicy lanes.Policy
 
+	// LimitFactor, when positive, gives every job a declared time limit
+	// of its duration times LimitFactor, and hides durations from the
+	// scheduler (sched.Job.DurationS is 0): it knows only the limits, as
+	// the live server knows a command job's. With sched.Config's
+	// LimitsAsHints, srtf and srsf rank by them (docs/scheduling.md,
+	// "Declared time limits as hints").
+	LimitFactor float64
+	// LimitSpread, with LimitFactor, draws each job's factor from 1 to
+	// LimitFactor instead, log-uniformly by a hash of its ID (the same
+	// every run): users overestimate by different amounts, which a
+	// single factor, keeping the order of the jobs' limits that of their
+	// durations, does not show.
+	LimitSpread bool
+
 	// Observer, when set, is told of every pass, start and finish, so
 	// that a caller can watch the run unfold (core/forecast/replay
 	// forecasts starts at each arrival and checks them).
@@ -178,6 +192,9 @@ type simulator struct {
 }
 
 func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
+	if f := cfg.LimitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
+		return nil, fmt.Errorf("limit factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
+	}
 	if cfg.PreemptCostS < 0 || math.IsNaN(cfg.PreemptCostS) || math.IsInf(cfg.PreemptCostS, 0) {
 		return nil, fmt.Errorf("preempt cost %v s: want a finite number of seconds, 0 or more", cfg.PreemptCostS)
 	}
@@ -337,6 +354,13 @@ func (s *simulator) arrive(j *job) {
 		DurationS:  tj.Duration,
 		Model:      tj.Model,
 	})
+	if f := s.cfg.LimitFactor; f > 0 {
+		if s.cfg.LimitSpread {
+			f = math.Pow(f, trace.UnitHash(tj.ID))
+		}
+		sj := &s.snap[len(s.snap)-1]
+		sj.DurationS, sj.TimeLimitS = 0, tj.Duration*f
+	}
 	s.shareJob(j, &s.snap[len(s.snap)-1])
 	if s.cpu != nil {
 		sj := &s.snap[len(s.snap)-1]

@@ -1,0 +1,50 @@
+package sim
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/trace"
+)
+
+// TestLimitsAsHints: with LimitFactor the scheduler sees limits, not
+// durations; srsf then ranks by them only under LimitsAsHints.
+func TestLimitsAsHints(t *testing.T) {
+	// One GPU; a 1,000 s job and a 10 s job arrive together.
+	jobs := []trace.Job{{ID: 1, Submit: 0, Duration: 1000, GPUs: 1}, {ID: 2, Submit: 0, Duration: 10, GPUs: 1}}
+	nodes := []trace.Node{{Name: "n", GPUs: 1}}
+	tests := []struct {
+		name   string
+		factor float64
+		spread bool
+		hints  bool
+		avg    float64
+	}{
+		{"durations known: the short job first", 0, false, false, (10 + 1010) / 2.0},
+		{"limits only, not read: arrival order", 5, false, false, (1000 + 1010) / 2.0},
+		{"limits read as hints: the short job first", 5, false, true, (10 + 1010) / 2.0},
+		{"spread limits read as hints: still far apart", 5, true, true, (10 + 1010) / 2.0},
+		{"hints without limits change nothing", 0, false, true, (10 + 1010) / 2.0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Sched: sched.Config{Policy: "srsf", LimitsAsHints: tc.hints, OmitWaits: true}, Nodes: nodes,
+				LimitFactor: tc.factor, LimitSpread: tc.spread}
+			r, err := Run(context.Background(), jobs, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.AvgJCT != tc.avg || r.Finished != 2 {
+				t.Errorf("avg JCT %v (%d finished), want %v", r.AvgJCT, r.Finished, tc.avg)
+			}
+		})
+	}
+	for _, f := range []float64{0.5, -1} {
+		_, err := Run(context.Background(), jobs, Config{Sched: sched.Config{Policy: "srsf"}, Nodes: nodes, LimitFactor: f})
+		if err == nil || !strings.Contains(err.Error(), "limit factor") {
+			t.Errorf("limit factor %v: err = %v, want it refused", f, err)
+		}
+	}
+}
