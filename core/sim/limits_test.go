@@ -48,3 +48,40 @@ func TestLimitsAsHints(t *testing.T) {
 		}
 	}
 }
+
+// priorWatch records the size of the Gittins distribution each pass saw.
+type priorWatch struct{ sizes []int }
+
+func (w *priorWatch) Pass(s sched.Snapshot, _ sched.Decisions) {
+	n := 0
+	if s.GPUTimeDist != nil {
+		n = s.GPUTimeDist.Len()
+	}
+	w.sizes = append(w.sizes, n)
+}
+func (w *priorWatch) Started(int64, float64)           {}
+func (w *priorWatch) Finished(int64, float64, float64) {}
+
+// TestLearnPrior: with LearnPrior every finished job's GPU-time joins the
+// distribution the next pass sees, from the shipped prior; without it,
+// passes carry none (the scheduler's own, fixed).
+func TestLearnPrior(t *testing.T) {
+	// One GPU, three jobs in a row: passes at 0, 10 and 30.
+	jobs := []trace.Job{{ID: 1, Submit: 0, Duration: 10, GPUs: 1}, {ID: 2, Submit: 0, Duration: 20, GPUs: 1}, {ID: 3, Submit: 0, Duration: 30, GPUs: 1}}
+	prior := sched.PriorGPUTimeDist().Len()
+	for _, learn := range []bool{false, true} {
+		w := &priorWatch{}
+		cfg := Config{Sched: sched.Config{Policy: "tiresias-g", OmitWaits: true}, Nodes: []trace.Node{{Name: "n", GPUs: 1}},
+			LearnPrior: learn, Observer: w}
+		if _, err := Run(context.Background(), jobs, cfg); err != nil {
+			t.Fatal(err)
+		}
+		want := []int{0, 0, 0}
+		if learn {
+			want = []int{prior, prior + 1, prior + 2}
+		}
+		if len(w.sizes) != len(want) || w.sizes[0] != want[0] || w.sizes[1] != want[1] || w.sizes[2] != want[2] {
+			t.Errorf("learn %v: distribution sizes per pass %v, want %v", learn, w.sizes, want)
+		}
+	}
+}
