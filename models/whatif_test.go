@@ -84,8 +84,8 @@ func TestWhatIfHistory(t *testing.T) {
 		// As trace rows: submits from the first, durations the time run.
 		jobs, _ := whatif.Trace(recs)
 		wantJobs := []trace.Job{
-			{ID: preempted, Name: "preempted", Submit: 0, Duration: 90, GPUs: 2, GPUMilli: 1000, Team: "vision", User: "alice"},
-			{ID: failed, Name: "failed", Submit: 5, Duration: 20, GPUs: 1, GPUMilli: 1000, Team: "nlp", User: "alice"},
+			{ID: preempted, Name: "preempted", Submit: 0, Duration: 90, GPUs: 2, GPUMilli: 1000, Team: "vision", User: "alice", TimeLimitS: 3600},
+			{ID: failed, Name: "failed", Submit: 5, Duration: 20, GPUs: 1, GPUMilli: 1000, Team: "nlp", User: "alice", TimeLimitS: 3600},
 		}
 		for i := range wantJobs {
 			if jobs[i] != wantJobs[i] {

@@ -41,6 +41,16 @@ func TestLimitsAsHints(t *testing.T) {
 			}
 		})
 	}
+	// A limit the job declared is kept: job 1's 60 s limit ranks it first.
+	declared := []trace.Job{{ID: 1, Submit: 0, Duration: 50, GPUs: 1, TimeLimitS: 60}, {ID: 2, Submit: 0, Duration: 10, GPUs: 1}}
+	r, err := Run(context.Background(), declared, Config{Sched: sched.Config{Policy: "srsf", LimitsAsHints: true, OmitWaits: true},
+		Nodes: nodes, LimitFactor: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (50 + 60) / 2.0; r.AvgJCT != want {
+		t.Errorf("a declared limit: avg JCT %v, want %v (job 1 first: 60 s bound against 100)", r.AvgJCT, want)
+	}
 	for _, f := range []float64{0.5, -1} {
 		_, err := Run(context.Background(), jobs, Config{Sched: sched.Config{Policy: "srsf"}, Nodes: nodes, LimitFactor: f})
 		if err == nil || !strings.Contains(err.Error(), "limit factor") {

@@ -60,10 +60,11 @@ type Config struct {
 	// ""), Fair or SRTF, as the agent's --lane-policy does (share.go).
 	LanePolicy lanes.Policy
 
-	// LimitFactor, when positive, gives every job a declared time limit
-	// of its duration times LimitFactor, and hides durations from the
-	// scheduler (sched.Job.DurationS is 0): it knows only the limits, as
-	// the live server knows a command job's. With sched.Config's
+	// LimitFactor, when positive, hides durations from the scheduler
+	// (sched.Job.DurationS is 0) and gives every job that declares no
+	// time limit (trace.Job.TimeLimitS) one of its duration times
+	// LimitFactor: it knows only the limits, as the live server knows a
+	// command job's. With sched.Config's
 	// LimitsAsHints, srtf and srsf rank by them (docs/scheduling.md,
 	// "Declared time limits as hints").
 	LimitFactor float64
@@ -368,6 +369,7 @@ func (s *simulator) arrive(j *job) {
 		SubmitTime: tj.Submit,
 		State:      sched.Pending,
 		DurationS:  tj.Duration,
+		TimeLimitS: tj.TimeLimitS,
 		Model:      tj.Model,
 	})
 	if f := s.cfg.LimitFactor; f > 0 {
@@ -375,7 +377,10 @@ func (s *simulator) arrive(j *job) {
 			f = math.Pow(f, trace.UnitHash(tj.ID))
 		}
 		sj := &s.snap[len(s.snap)-1]
-		sj.DurationS, sj.TimeLimitS = 0, tj.Duration*f
+		sj.DurationS = 0
+		if sj.TimeLimitS == 0 {
+			sj.TimeLimitS = tj.Duration * f
+		}
 	}
 	s.shareJob(j, &s.snap[len(s.snap)-1])
 	if s.cpu != nil {

@@ -129,7 +129,7 @@ func Trace(recs []Record) ([]trace.Job, []Record) {
 			Submit:   r.Submitted.Sub(kept[0].Submitted).Seconds(),
 			Duration: r.ExecutedS,
 			GPUs:     r.GPUs, GPUMilli: milli, GPUMemMiB: r.GPUMemMiB,
-			Team: r.Team, User: r.User, Model: r.Model,
+			Team: r.Team, User: r.User, Model: r.Model, TimeLimitS: float64(r.TimeLimitS),
 		}
 	}
 	return jobs, kept
