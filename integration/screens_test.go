@@ -287,9 +287,10 @@ func screensOf(user, job string, spec specJobs) []screen {
 	}
 	switch user {
 	case "admin":
-		s = append(s, screen{"admin", "/admin", 200}, screen{"team-nlp", "/teams/nlp", 200})
+		s = append(s, screen{"admin", "/admin", 200}, screen{"team-nlp", "/teams/nlp", 200}, screen{"whatif", "/admin/whatif", 200})
 	default:
-		s = append(s, screen{"admin-forbidden", "/admin", 403}, screen{"team-nlp-forbidden", "/teams/nlp", 403})
+		s = append(s, screen{"admin-forbidden", "/admin", 403}, screen{"team-nlp-forbidden", "/teams/nlp", 403},
+			screen{"whatif-forbidden", "/admin/whatif", 403})
 	}
 	return s
 }

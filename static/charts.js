@@ -221,6 +221,24 @@
     }, data, el);
   }
 
+  // whatIfCDF draws the what-if page's JCT CDFs, one line per row (what
+  // actually happened, then each policy replayed) over one log-scale grid.
+  var WHATIF_COLORS = ["#1d232b", "#2458d6", "#1e8a4c", "#b7791f", "#c53030", "#6b46c1", "#2c7a7b", "#d53f8c", "#4a5568"];
+  function whatIfCDF(el) {
+    var c = JSON.parse(el.dataset.cdf || "null") || {};
+    if (!c.x || !c.x.length) { el.textContent = "No job finished in this window."; return; }
+    var series = [{ label: "JCT s" }].concat((c.labels || []).map(function (name, i) {
+      return { label: name, stroke: WHATIF_COLORS[i % WHATIF_COLORS.length], width: i === 0 ? 2.5 : 1.5,
+               dash: i === 0 ? [6, 4] : undefined, points: { show: false } };
+    }));
+    new uPlot({
+      width: width(el), height: 280,
+      scales: { x: { time: false, distr: 3 }, y: { range: [0, 1] } },
+      series: series,
+      axes: [{ label: "JCT (seconds, log scale)", space: 60 }, { label: "fraction of jobs", size: 50 }],
+    }, [c.x].concat(c.y), el);
+  }
+
   // teamUsage draws a team's GPUs in use against its guarantee.
   function teamUsage(el) {
     var s = JSON.parse(el.dataset.samples || "null") || [];
@@ -269,6 +287,8 @@
     if (tu) { teamUsage(tu); }
     var cdf = document.getElementById("jct-cdf");
     if (cdf) { jctCDF(cdf); }
+    var wi = document.getElementById("whatif-cdf");
+    if (wi) { whatIfCDF(wi); }
     var wall = document.getElementById("gpu-wall");
     if (wall) { gpuWall(wall); }
     var mem = document.getElementById("job-memory");

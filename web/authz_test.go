@@ -308,6 +308,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /admin/:action", func(*testing.T) string { return "/admin/create-team" }, func() string {
 			return form("name", fmt.Sprint("team", uniq.Add(1)), "guarantee", "1")
 		}, access{303, 403, 403, 403, 200}},
+		// No job has finished on the test server: nothing to replay (422).
+		{"GET /admin/whatif", nil, nil, access{303, 403, 403, 403, 200}},
+		{"POST /admin/whatif", nil, func() string { return form("days", "7", "policy", "fifo") }, access{303, 403, 403, 403, 422}},
+		{"GET /api/v1/whatif", nil, nil, access{401, 403, 403, 403, 422}},
 		{"POST /api/v1/tokens", nil, nil, access{401, 401, 401, 401, 401}}, // needs basic auth
 		// Agents present the agent token, never a user's; this server has none.
 		{"GET /api/v1/agents/connect", nil, nil, access{404, 404, 404, 404, 404}},

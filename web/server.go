@@ -112,6 +112,9 @@ type Server struct {
 	// reclaimed counts the GPU-seconds of idle jobs reclaimed, by team
 	// (reclaim.go).
 	reclaimed *prometheus.CounterVec
+	// whatIfSlot holds a token while a what-if replay runs: one at a
+	// time (whatif.go).
+	whatIfSlot chan struct{}
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -164,7 +167,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerAddr == 0 {
 		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger),
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger), whatIfSlot: make(chan struct{}, 1),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
@@ -275,6 +278,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/jobs/:id/usage", s.apiJobUsage)
 	authed.GET("/accounting", s.apiAccounting)
 	authed.GET("/stats/jct", s.apiJCT)
+	authed.GET("/whatif", s.apiWhatIf, requireAdmin)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
@@ -333,6 +337,8 @@ func New(cfg Config) (*Server, error) {
 	in.POST("/tokens/:id/revoke", s.revokeTokenForm)
 	admin := in.Group("/admin", requireAdmin)
 	admin.GET("", s.adminPage)
+	admin.GET("/whatif", s.whatIfPage)
+	admin.POST("/whatif", s.whatIfForm)
 	admin.POST("/:action", s.adminAction)
 	return s, nil
 }

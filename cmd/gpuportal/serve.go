@@ -49,6 +49,7 @@ type serveFlags struct {
 	thresholds        string
 	promoteKnob       float64
 	reference         bool
+	limitsAsHints     bool
 	halfLife          time.Duration
 	minRuntime        time.Duration
 	set               map[string]bool // flags given on the command line
@@ -98,6 +99,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.halfLife, "half-life", 7*24*time.Hour, "fair share: how fast a team's past usage fades; 0 for no decay")
 	fs.DurationVar(&f.minRuntime, "min-runtime", 10*time.Minute, "fair share: how long a borrowed job runs before it may be reclaimed (with --demo, 30s)")
 	fs.BoolVar(&f.reference, "reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
+	fs.BoolVar(&f.limitsAsHints, "limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its time limit less the time it has run, an upper bound on its work left (docs/scheduling.md)")
 	fs.Float64Var(&f.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than K x its run time returns to the top queue; 0 is off")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
@@ -228,7 +230,7 @@ func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sche
 // minimum), never the core's default for a zero field.
 func schedConfig(f serveFlags) (sched.Config, error) {
 	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc, SharePlacement: f.sharePlacement,
-		Reference: f.reference}
+		Reference: f.reference, LimitsAsHints: f.limitsAsHints}
 	if f.thresholds != "" {
 		for _, part := range strings.Split(f.thresholds, ",") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)

@@ -55,6 +55,11 @@ func TestSchedConfigZeroMeansWhatTheFlagSays(t *testing.T) {
 			}
 		})
 	}
+	f := base
+	f.limitsAsHints = true
+	if cfg, err := schedConfig(f); err != nil || !cfg.LimitsAsHints {
+		t.Errorf("--limits-as-hints: LimitsAsHints %v, %v; want true", cfg.LimitsAsHints, err)
+	}
 	if h := engineHalfLife(0); h >= 0 {
 		t.Errorf("--half-life 0 reaches the engine as %v, want negative (no decay)", h)
 	}

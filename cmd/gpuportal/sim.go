@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -57,7 +56,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		forecastOn  = fs.Bool("forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
 		forecastN   = fs.Int("forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
 		forecastArr = fs.Bool("forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
+		limitHints  = fs.Bool("limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
+		limitFactor = fs.Float64("limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
+		limitSpread = fs.Bool("limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
+		learnPrior  = fs.Bool("learn-prior", false, "tiresias-g's distribution of GPU-times learns online: each finished job joins it, from the shipped prior (without: the prior throughout, as the live server's between two starts)")
+		fromDB      simDBFlags
 	)
+	fromDB.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "usage: gpuportal sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]")
@@ -70,10 +75,15 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sim: unexpected argument %q (flags only; see --help)", fs.Arg(0))
 	}
-	if *tracePath == "" {
-		return errors.New("sim: --trace is required")
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if err := fromDB.check(set); err != nil {
+		return err
 	}
-	if *cluster == "" {
+	if *tracePath == "" && !fromDB.on {
+		return errors.New("sim: --trace is required (or --from-db)")
+	}
+	if *cluster == "" && !fromDB.on {
 		return errors.New("sim: --cluster is required (for example --cluster 4x8)")
 	}
 	if *forecastN < 1 {
@@ -83,7 +93,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("sim: --format: %w", err)
 	}
-	names, err := simParsePolicies(*policies)
+	names, err := sim.ParseCandidates(*policies)
 	if err != nil {
 		return fmt.Errorf("sim: --policy: %w", err)
 	}
@@ -98,6 +108,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
 		return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
+	}
+	if f := *limitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
+		return fmt.Errorf("sim: --limit-factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
 	}
 	if !(*handover >= 0) || math.IsInf(*handover, 1) {
 		return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
@@ -148,9 +161,40 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("sim: --teams: %w", err)
 		}
 	}
-	nodes, err := trace.LoadCluster(*cluster)
-	if err != nil {
-		return fmt.Errorf("sim: --cluster: %w", err)
+	var nodes []trace.Node
+	if *cluster != "" {
+		if nodes, err = trace.LoadCluster(*cluster); err != nil {
+			return fmt.Errorf("sim: --cluster: %w", err)
+		}
+	}
+	cfg := sim.Config{
+		Sched: sched.Config{
+			Thresholds:  thr,
+			PromoteKnob: *promoteKnob,
+			Reference:   *reference,
+			Placement:   *placement,
+			// Read by srtf and srsf.
+			LimitsAsHints: *limitHints,
+			MinRuntimeS:   minRun,
+			OmitWaits:     true,
+			CPUAlloc:      *cpuAlloc,
+			// Read only with --sharing salus.
+			SharePlacement: *sharePlace,
+		},
+		Nodes:        nodes,
+		PreemptCostS: *preemptCost,
+		HandoverS:    *handover,
+		Teams:        teamList,
+		NoFairShare:  !*fairShare,
+		HalfLifeS:    half,
+		Sharing:      shareMode,
+		LanePolicy:   lanePol,
+		LimitFactor:  *limitFactor,
+		LimitSpread:  *limitSpread,
+		LearnPrior:   *learnPrior,
+	}
+	if fromDB.on {
+		return simFromDB(ctx, fromDB, cfg, names, simOutput{json: *asJSON, plot: *plot}, stdout, stderr)
 	}
 	tr, err := trace.ReadFile(*tracePath, f)
 	if err != nil {
@@ -163,27 +207,6 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
 			return fmt.Errorf("sim: --assign-teams: %w", err)
 		}
-	}
-	cfg := sim.Config{
-		Sched: sched.Config{
-			Thresholds:  thr,
-			PromoteKnob: *promoteKnob,
-			Reference:   *reference,
-			Placement:   *placement,
-			MinRuntimeS: minRun,
-			OmitWaits:   true,
-			CPUAlloc:    *cpuAlloc,
-			// Read only with --sharing salus.
-			SharePlacement: *sharePlace,
-		},
-		Nodes:        nodes,
-		PreemptCostS: *preemptCost,
-		HandoverS:    *handover,
-		Teams:        teamList,
-		NoFairShare:  !*fairShare,
-		HalfLifeS:    half,
-		Sharing:      shareMode,
-		LanePolicy:   lanePol,
 	}
 	if *forecastOn {
 		return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: *forecastN, NoArrivals: !*forecastArr}, *asJSON)
@@ -248,55 +271,15 @@ func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg si
 	return nil
 }
 
-// simParsePolicies splits a comma-separated list and checks every name:
-// a policy, or policy:rule for one of its rules (sched.PolicyRules).
-func simParsePolicies(s string) ([]string, error) {
-	known := map[string]bool{}
-	for _, p := range sched.Policies() {
-		known[p] = true
-	}
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		pol, rule := sim.SplitCandidate(p)
-		if !known[pol] {
-			return nil, fmt.Errorf("unknown policy %q (known: %s)", pol, strings.Join(sched.Policies(), ", "))
-		}
-		if rules := sched.PolicyRules(pol); rule != "" && !slices.Contains(rules, rule) {
-			if len(rules) == 0 {
-				return nil, fmt.Errorf("%q: policy %s has one rule, no choice of rules", p, pol)
-			}
-			return nil, fmt.Errorf("%q: unknown rule %q for %s (known: %s)", p, rule, pol, strings.Join(rules, ", "))
-		}
-		out = append(out, p)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no policy given")
-	}
-	return out, nil
-}
-
 // simParseThresholds reads --thresholds and checks it against --queues. With
 // --queues alone, the first queues-1 default thresholds are used.
 func simParseThresholds(s string, queues int) ([]float64, error) {
 	if queues < 0 {
 		return nil, fmt.Errorf("--queues %d: want 1 or more queues", queues)
 	}
-	var out []float64
-	if s != "" {
-		for i, f := range strings.Split(s, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || !(v > 0) || math.IsInf(v, 1) {
-				return nil, fmt.Errorf("--thresholds: limit %d is %q, want a positive number of GPU-seconds", i+1, f)
-			}
-			if i > 0 && v <= out[i-1] {
-				return nil, fmt.Errorf("--thresholds: limits must increase (%v then %v)", out[i-1], v)
-			}
-			out = append(out, v)
-		}
+	out, err := sim.ParseThresholds(s)
+	if err != nil {
+		return nil, fmt.Errorf("--thresholds: %w", err)
 	}
 	switch {
 	case queues == 0:

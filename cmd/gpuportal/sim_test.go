@@ -66,6 +66,12 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "tiresias-l:magic"}, "--policy"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "fifo:queue-entry"}, "--policy"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "tiresias-l:queue-entry", "--reference"}, "--reference"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--days", "3"}, "--days"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--export", "x.csv"}, "--export"},
+		{[]string{"sim", "--from-db", "--trace", sixtyJobs}, "--trace"},
+		{[]string{"sim", "--from-db", "--days", "0"}, "--days"},
+		{[]string{"sim", "--from-db", "--max-jobs", "-1"}, "--max-jobs"},
+		{[]string{"sim", "--from-db", "--forecast"}, "--forecast"},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer

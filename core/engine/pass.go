@@ -147,7 +147,7 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
 		SubmitTime: seconds(j.SubmittedAt), ExecutedS: j.ExecutedS,
 		AttainedService: j.AttainedService, DurationS: j.SimDuration,
-		Model: j.Model, Queue: j.Queue,
+		TimeLimitS: j.TimeLimit.Seconds(), Model: j.Model, Queue: j.Queue,
 	}
 	shareable(&sj, j, gpuMiB)
 	e.cpuProfile(&sj, j)

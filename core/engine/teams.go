@@ -125,6 +125,10 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 // negative.
 func (e *Engine) halfLifeS() float64 { return halfLifeSeconds(e.cfg.HalfLife) }
 
+// HalfLifeS is the half-life of team usage in seconds, -1 for no decay:
+// what a replay of the cluster's history (core/whatif) starts from.
+func (e *Engine) HalfLifeS() float64 { return e.halfLifeS() }
+
 func halfLifeSeconds(h time.Duration) float64 {
 	switch {
 	case h == 0:

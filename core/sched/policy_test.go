@@ -465,3 +465,42 @@ func TestGittinsConfigSamplesJoinThePrior(t *testing.T) {
 		t.Errorf("distribution has %d samples, want %d", got, want)
 	}
 }
+
+func TestLimitsAsHints(t *testing.T) {
+	limited := func(s float64) func(*Job) { return func(j *Job) { j.TimeLimitS = s } }
+	hints := Config{LimitsAsHints: true}
+	for _, policy := range []string{"srtf", "srsf"} {
+		t.Run(policy, func(t *testing.T) {
+			runPolicyCases(t, policy, []policyCase{{
+				name:   "without the knob a limit is no duration: arrival order among unknowns",
+				nodes:  nodes(1),
+				jobs:   []Job{pend(1, 1, 1, limited(7200)), pend(2, 1, 2, limited(600))},
+				starts: []int64{1},
+			}, {
+				name:   "the smaller bound on the work left goes first",
+				cfg:    hints,
+				nodes:  nodes(1),
+				jobs:   []Job{pend(1, 1, 1, limited(7200)), pend(2, 1, 2, limited(600))},
+				starts: []int64{2},
+			}, {
+				name:   "the bound is the limit less the time run, and preempts a looser one",
+				cfg:    hints,
+				nodes:  nodes(1),
+				jobs:   []Job{run(1, 0, on("node-0", 0), limited(3600), served(100)), pend(2, 1, 5, limited(7200), served(7000))},
+				starts: []int64{2}, preempts: []int64{1},
+			}, {
+				name:   "a known duration comes before the limit",
+				cfg:    hints,
+				nodes:  nodes(1),
+				jobs:   []Job{pend(1, 1, 1, limited(300), lasting(5000)), pend(2, 1, 2, limited(9000), lasting(400))},
+				starts: []int64{2},
+			}, {
+				name:   "a job with neither ranks after every job with a bound",
+				cfg:    hints,
+				nodes:  nodes(1),
+				jobs:   []Job{pend(1, 1, 1), pend(2, 1, 2, limited(86400))},
+				starts: []int64{2},
+			}})
+		})
+	}
+}

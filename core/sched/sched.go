@@ -95,6 +95,10 @@ type Job struct {
 	// DurationS is the job's known total run time, 0 when unknown. Only
 	// clairvoyant policies read it.
 	DurationS float64
+	// TimeLimitS is the time limit the job declared over all its runs,
+	// 0 when none: an upper bound on its run time, which srtf and srsf
+	// read under Config.LimitsAsHints when DurationS is unknown.
+	TimeLimitS float64
 
 	// Model names the job's model (for example "resnet50", "vgg16"); the
 	// built-in catalogue (see Models) says whether its tensor sizes are

@@ -92,6 +92,12 @@ type Config struct {
 	// other policies follow it already and ignore Reference.
 	Reference bool
 
+	// LimitsAsHints lets srtf and srsf rank a job whose duration is
+	// unknown by its declared time limit less the time it has run
+	// (Job.TimeLimitS): an upper bound on the work it has left (see
+	// policy_srtf.go). Jobs with neither still rank last.
+	LimitsAsHints bool
+
 	// NoPreemption keeps every running job running, whatever the policy;
 	// under fair share it also turns off reclaiming.
 	NoPreemption bool

@@ -16,7 +16,10 @@ func (s *simulator) pass() error {
 		sj.AttainedService = j.service + float64(j.tj.GPUs)*ran
 	}
 	s.passes++
-	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()}
+	if len(s.learnt) > 0 {
+		s.dist, s.learnt = s.dist.With(s.learnt...), s.learnt[:0]
+	}
+	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot(), GPUTimeDist: s.dist}
 	d := s.sc.Schedule(snap)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Pass(snap, d)
@@ -52,7 +55,12 @@ func (s *simulator) pass() error {
 		}
 		if c := s.cfg.PreemptCostS; c > 0 {
 			j.owed += c
-			s.snap[j.pos].DurationS += c
+			if s.cfg.LimitFactor > 0 {
+				// The restore runs within the limit too.
+				s.snap[j.pos].TimeLimitS += c
+			} else {
+				s.snap[j.pos].DurationS += c
+			}
 		}
 	}
 	for _, st := range s.handOver(d.Starts) {

@@ -60,6 +60,30 @@ type Config struct {
 	// ""), Fair or SRTF, as the agent's --lane-policy does (share.go).
 	LanePolicy lanes.Policy
 
+	// LimitFactor, when positive, hides durations from the scheduler
+	// (sched.Job.DurationS is 0) and gives every job that declares no
+	// time limit (trace.Job.TimeLimitS) one of its duration times
+	// LimitFactor: it knows only the limits, as the live server knows a
+	// command job's. With sched.Config's
+	// LimitsAsHints, srtf and srsf rank by them (docs/scheduling.md,
+	// "Declared time limits as hints").
+	LimitFactor float64
+	// LimitSpread, with LimitFactor, draws each job's factor from 1 to
+	// LimitFactor instead, log-uniformly by a hash of its ID (the same
+	// every run): users overestimate by different amounts, which a
+	// single factor, keeping the order of the jobs' limits that of their
+	// durations, does not show.
+	LimitSpread bool
+
+	// LearnPrior adds each finished job's GPU-time (attained service) to
+	// tiresias-g's distribution as the run goes, from the shipped prior
+	// plus Sched.GPUTimeSamples: the distribution learns online from
+	// completed jobs. Without it the distribution is the prior plus
+	// Sched.GPUTimeSamples for the whole run, as the live server's is
+	// between two starts (serve reads up to 5,000 completed jobs'
+	// GPU-times once, when it starts).
+	LearnPrior bool
+
 	// Observer, when set, is told of every pass, start and finish, so
 	// that a caller can watch the run unfold (core/forecast/replay
 	// forecasts starts at each arrival and checks them).
@@ -139,11 +163,15 @@ type scheduler interface {
 
 // simulator holds one run's state.
 type simulator struct {
-	cfg   Config
-	sc    scheduler
-	rule  string // the policy's rule (sched.Scheduler.Rule)
-	nodes []sched.Node
-	gpus  gpuPool
+	cfg Config
+	// dist is the Gittins distribution learnt so far and learnt the
+	// GPU-times finished since it was last built (Config.LearnPrior).
+	dist   *sched.GPUTimeDist
+	learnt []float64
+	sc     scheduler
+	rule   string // the policy's rule (sched.Scheduler.Rule)
+	nodes  []sched.Node
+	gpus   gpuPool
 
 	jobs    []job // in arrival order
 	byID    map[int64]*job
@@ -178,6 +206,9 @@ type simulator struct {
 }
 
 func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
+	if f := cfg.LimitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
+		return nil, fmt.Errorf("limit factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
+	}
 	if cfg.PreemptCostS < 0 || math.IsNaN(cfg.PreemptCostS) || math.IsInf(cfg.PreemptCostS, 0) {
 		return nil, fmt.Errorf("preempt cost %v s: want a finite number of seconds, 0 or more", cfg.PreemptCostS)
 	}
@@ -192,6 +223,9 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 		return nil, err
 	}
 	s := &simulator{cfg: cfg, sc: sc, rule: sc.Rule(), byID: make(map[int64]*job, len(jobs)), waitingSince: make(map[int64]float64)}
+	if cfg.LearnPrior {
+		s.dist = sched.PriorGPUTimeDist().With(cfg.Sched.GPUTimeSamples...)
+	}
 	s.nodes, s.gpus = buildCluster(cfg.Nodes)
 	if s.gpus.total == 0 {
 		return nil, fmt.Errorf("the cluster has no GPUs")
@@ -335,8 +369,19 @@ func (s *simulator) arrive(j *job) {
 		SubmitTime: tj.Submit,
 		State:      sched.Pending,
 		DurationS:  tj.Duration,
+		TimeLimitS: tj.TimeLimitS,
 		Model:      tj.Model,
 	})
+	if f := s.cfg.LimitFactor; f > 0 {
+		if s.cfg.LimitSpread {
+			f = math.Pow(f, trace.UnitHash(tj.ID))
+		}
+		sj := &s.snap[len(s.snap)-1]
+		sj.DurationS = 0
+		if sj.TimeLimitS == 0 {
+			sj.TimeLimitS = tj.Duration * f
+		}
+	}
 	s.shareJob(j, &s.snap[len(s.snap)-1])
 	if s.cpu != nil {
 		sj := &s.snap[len(s.snap)-1]
@@ -351,6 +396,9 @@ func (s *simulator) complete(j *job) {
 	j.finish = s.now
 	s.finished++
 	s.done++
+	if s.cfg.LearnPrior {
+		s.learnt = append(s.learnt, j.service)
+	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Finished(j.tj.ID, s.now, j.executed)
 	}

@@ -13,7 +13,7 @@ var nativeRequired = []string{"id", "submit_s", "duration_s", "gpus"}
 // nativeColumns are all columns of the native format, in the order
 // WriteNative writes them.
 var nativeColumns = []string{"id", "name", "submit_s", "duration_s", "gpus", "gpu_milli",
-	"gpu_mem_mib", "cpu_milli", "mem_mib", "team", "user", "model", "batch", "cpu_curve", "mem_curve"}
+	"gpu_mem_mib", "cpu_milli", "mem_mib", "team", "user", "model", "batch", "cpu_curve", "mem_curve", "time_limit_s"}
 
 // ReadNative parses gpuportal's own trace CSV (see docs/simulator.md).
 // The header names the columns, in any order; id, submit_s, duration_s
@@ -95,6 +95,11 @@ func nativeJob(row row) (Job, error) {
 	if j.MemCurve, err = curveCell(row, "mem_curve"); err != nil {
 		return j, err
 	}
+	if row.str("time_limit_s") != "" {
+		if j.TimeLimitS, err = seconds(row, "time_limit_s"); err != nil {
+			return j, err
+		}
+	}
 	return j, nil
 }
 
@@ -114,7 +119,7 @@ func WriteNative(w io.Writer, jobs []Job) error {
 			strconv.Itoa(j.GPUs), milliText(j.GPUMilli),
 			strconv.FormatInt(j.GPUMemMiB, 10), strconv.FormatInt(j.CPUMilli, 10),
 			strconv.FormatInt(j.MemMiB, 10), j.Team, j.User, j.Model,
-			batchText(j.Batch), j.CPUCurve, j.MemCurve)
+			batchText(j.Batch), j.CPUCurve, j.MemCurve, limitText(j.TimeLimitS))
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write native trace: job %d: %w", j.ID, err)
 		}
@@ -124,6 +129,14 @@ func WriteNative(w io.Writer, jobs []Job) error {
 		return fmt.Errorf("write native trace: %w", err)
 	}
 	return nil
+}
+
+// limitText writes a time limit, empty for none.
+func limitText(s float64) string {
+	if s == 0 {
+		return ""
+	}
+	return formatSeconds(s)
 }
 
 // formatSeconds writes the shortest text that parses back to v.

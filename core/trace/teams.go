@@ -241,6 +241,10 @@ func AssignTeams(jobs []Job, spec string) (int, error) {
 	return n, nil
 }
 
+// UnitHash maps a job ID to [0, 1), the same every run: for choices a
+// replay makes per job that must not change from one run to the next.
+func UnitHash(id int64) float64 { return float64(splitmix64(uint64(id))>>11) / (1 << 53) }
+
 // splitmix64 is a fixed, well-mixed hash of x (Steele, Lea and Flood,
 // "Fast splittable pseudorandom number generators", OOPSLA'14).
 func splitmix64(x uint64) uint64 {

@@ -50,6 +50,9 @@ type Job struct {
 	// when not given (native traces; see docs/synergy.md).
 	CPUCurve string
 	MemCurve string
+	// TimeLimitS is the time limit the job declared, seconds; 0: none
+	// (native traces; the simulator's --limits-as-hints reads it).
+	TimeLimitS float64
 }
 
 // Format names a trace file format.

@@ -74,7 +74,7 @@ func TestReadOpenB(t *testing.T) {
 func TestNativeRoundTrip(t *testing.T) {
 	jobs := []Job{
 		{ID: 7, Name: "bert, large", Submit: 1.25, Duration: 3600, GPUs: 4, GPUMilli: 1000,
-			GPUMemMiB: 30000, CPUMilli: 16000, MemMiB: 65536, Team: "nlp", User: "ada", Model: "bert"},
+			GPUMemMiB: 30000, CPUMilli: 16000, MemMiB: 65536, Team: "nlp", User: "ada", Model: "bert", TimeLimitS: 7200},
 		{ID: 9, Submit: 2, Duration: 0.5, GPUs: 1, GPUMilli: 250, Team: "vision"},
 	}
 	var b strings.Builder
@@ -131,6 +131,7 @@ func TestBadRows(t *testing.T) {
 		{"duplicate id", FormatTiresias, tiresiasHeader + "4,1,0,0,m,5,0\n\n4,1,0,0,m,5,0\n", "f.csv:4: column job_id: job id 4 already used on line 2"},
 		{"unknown native column", FormatNative, "id,submit_s,duration_s,gpus,gpu\n1,0,1,1,1\n", "f.csv:1: column gpu: unknown column"},
 		{"native GPU share", FormatNative, "id,submit_s,duration_s,gpus,gpu_milli\n1,0,1,1,1500\n", "f.csv:2: column gpu_milli: 1500 is out of range"},
+		{"native time limit", FormatNative, "id,submit_s,duration_s,gpus,time_limit_s\n1,0,1,1,-5\n", "f.csv:2: column time_limit_s"},
 		{"duplicate header", FormatNative, "id,submit_s,duration_s,gpus,ID\n", "f.csv:1: column id: column appears twice"},
 		{"openb deleted before scheduled", FormatOpenB, openbHeader + "p,1,1,1,1000,,LS,Running,10,20,30\n", "f.csv:2: column deletion_time: 20 is before scheduled_time 30"},
 		{"openb running never scheduled", FormatOpenB, openbHeader + "p,1,1,1,1000,,LS,Running,10,20,\n", "f.csv:2: column scheduled_time: empty for a pod in phase Running"},

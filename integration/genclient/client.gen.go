@@ -735,6 +735,24 @@ func (e GetJobMemoryParamsRange) Valid() bool {
 	}
 }
 
+// Defines values for GetWhatIfParamsSharing.
+const (
+	GetWhatIfParamsSharingNone  GetWhatIfParamsSharing = "none"
+	GetWhatIfParamsSharingSalus GetWhatIfParamsSharing = "salus"
+)
+
+// Valid indicates whether the value is a known member of the GetWhatIfParamsSharing enum.
+func (e GetWhatIfParamsSharing) Valid() bool {
+	switch e {
+	case GetWhatIfParamsSharingNone:
+		return true
+	case GetWhatIfParamsSharingSalus:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIToken defines model for APIToken.
 type APIToken struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -1851,6 +1869,83 @@ type Version struct {
 	Version string `json:"version"`
 }
 
+// WhatIfReport defines model for WhatIfReport.
+type WhatIfReport struct {
+	// Capped more jobs finished in the window than were read
+	Capped *bool `json:"capped,omitempty"`
+
+	// Dropped jobs left out for the cap on jobs replayed
+	Dropped *int64 `json:"dropped,omitempty"`
+
+	// From first submit
+	From time.Time `json:"from"`
+
+	// Gpus its GPUs
+	Gpus int64 `json:"gpus"`
+
+	// Jobs jobs replayed
+	Jobs int64 `json:"jobs"`
+
+	// Nodes nodes of the cluster replayed on
+	Nodes int64       `json:"nodes"`
+	Rows  []WhatIfRow `json:"rows"`
+
+	// To last finish
+	To time.Time `json:"to"`
+
+	// TooLarge jobs left out for needing more GPUs than the cluster has
+	TooLarge *int64 `json:"too_large,omitempty"`
+}
+
+// WhatIfRow defines model for WhatIfRow.
+type WhatIfRow struct {
+	// Actual true for what actually happened
+	Actual bool `json:"actual"`
+
+	// AvgJctS average JCT (finish minus submit), seconds
+	AvgJctS float64 `json:"avg_jct_s"`
+
+	// AvgPendingS average JCT less the time run: waiting and preempted, seconds
+	AvgPendingS float64 `json:"avg_pending_s"`
+
+	// Finished jobs finished
+	Finished int64 `json:"finished"`
+
+	// GpuUtilization GPU-seconds held over GPUs times the makespan, 0 to 1
+	GpuUtilization float64 `json:"gpu_utilization"`
+
+	// Jobs jobs replayed
+	Jobs int64 `json:"jobs"`
+
+	// Name actual, or the policy replayed under (policy:rule when not the policy's default rule)
+	Name string `json:"name"`
+
+	// P50JctS median JCT, seconds
+	P50JctS float64 `json:"p50_jct_s"`
+
+	// P95JctS 95th percentile JCT, seconds
+	P95JctS float64 `json:"p95_jct_s"`
+
+	// Preemptions preemptions
+	Preemptions int64 `json:"preemptions"`
+
+	// Teams every team's figures: fairness
+	Teams *[]WhatIfTeam `json:"teams"`
+}
+
+// WhatIfTeam defines model for WhatIfTeam.
+type WhatIfTeam struct {
+	// AvgJctS average JCT, seconds
+	AvgJctS float64 `json:"avg_jct_s"`
+
+	// AvgPendingS average JCT less time run, seconds
+	AvgPendingS float64 `json:"avg_pending_s"`
+
+	// Jobs the team's jobs
+	Jobs int64  `json:"jobs"`
+	Team string `json:"team"`
+}
+
 // JobID defines model for JobID.
 type JobID = int64
 
@@ -2046,6 +2141,30 @@ type CreateTemplateJSONBody struct {
 	Job  SubmitRequest `json:"job"`
 	Name string        `json:"name"`
 }
+
+// GetWhatIfParams defines parameters for GetWhatIf.
+type GetWhatIfParams struct {
+	// Days the window, in days
+	Days *int64 `form:"days,omitempty" json:"days,omitempty"`
+
+	// Policy comma-separated policies to replay under, each a policy or policy:rule (default: the live policy, fifo, tiresias-l and tiresias-g)
+	Policy *string `form:"policy,omitempty" json:"policy,omitempty"`
+
+	// Thresholds comma-separated queue limits, GPU-seconds, increasing (default: the live scheduler's)
+	Thresholds *string `form:"thresholds,omitempty" json:"thresholds,omitempty"`
+
+	// MinRuntimeS seconds a borrowed job runs before it may be reclaimed; 0: none
+	MinRuntimeS *float64 `form:"min_runtime_s,omitempty" json:"min_runtime_s,omitempty"`
+
+	// HalfLife half-life of team usage, such as 7d, 168h or 3600 (seconds); 0: no decay
+	HalfLife *string `form:"half_life,omitempty" json:"half_life,omitempty"`
+
+	// Sharing salus: fractional jobs share GPUs
+	Sharing *GetWhatIfParamsSharing `form:"sharing,omitempty" json:"sharing,omitempty"`
+}
+
+// GetWhatIfParamsSharing defines parameters for GetWhatIf.
+type GetWhatIfParamsSharing string
 
 // SubmitJobJSONRequestBody defines body for SubmitJob for application/json ContentType.
 type SubmitJobJSONRequestBody = SubmitRequest
@@ -2608,6 +2727,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /version (the `GetVersion` operationId).
 	GetVersion(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWhatIf Admins: replay the jobs finished in the last days under other policies and knobs, beside what actually happened
+	//
+	// The jobs that succeeded or failed in the window (at most 5,000, the most recently finished) are replayed by the scheduler's simulator on the GPUs the cluster had then, with its teams: each job runs for the time it actually ran (docs/simulator.md, "What-if on the cluster's own history"). Knobs left out take the live scheduler's values. One replay runs at a time, for at most 30 s.
+	//
+	// Corresponds with GET /whatif (the `GetWhatIf` operationId).
+	GetWhatIf(ctx context.Context, params *GetWhatIfParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetAccounting GPU-hours allocated, used and idle, jobs by outcome and queue waits, per team or user and per day or month
@@ -3683,6 +3809,23 @@ func (c *Client) SetUnixName(ctx context.Context, name UserName, body SetUnixNam
 // Corresponds with GET /version (the `GetVersion` operationId).
 func (c *Client) GetVersion(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetVersionRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWhatIf Admins: replay the jobs finished in the last days under other policies and knobs, beside what actually happened
+//
+// The jobs that succeeded or failed in the window (at most 5,000, the most recently finished) are replayed by the scheduler's simulator on the GPUs the cluster had then, with its teams: each job runs for the time it actually ran (docs/simulator.md, "What-if on the cluster's own history"). Knobs left out take the live scheduler's values. One replay runs at a time, for at most 30 s.
+//
+// Corresponds with GET /whatif (the `GetWhatIf` operationId).
+func (c *Client) GetWhatIf(ctx context.Context, params *GetWhatIfParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWhatIfRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6126,6 +6269,120 @@ func NewGetVersionRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetWhatIfRequest constructs an http.Request for the GetWhatIf method
+func NewGetWhatIfRequest(server string, params *GetWhatIfParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/whatif")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Days != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "days", *params.Days, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Policy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "policy", *params.Policy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Thresholds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "thresholds", *params.Thresholds, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MinRuntimeS != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "min_runtime_s", *params.MinRuntimeS, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "number", Format: "double"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.HalfLife != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "half_life", *params.HalfLife, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Sharing != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sharing", *params.Sharing, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -6656,6 +6913,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /version (the `GetVersion` operationId).
 	GetVersionWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetVersionResponse, error)
+
+	// GetWhatIfWithResponse Admins: replay the jobs finished in the last days under other policies and knobs, beside what actually happened
+	//
+	// The jobs that succeeded or failed in the window (at most 5,000, the most recently finished) are replayed by the scheduler's simulator on the GPUs the cluster had then, with its teams: each job runs for the time it actually ran (docs/simulator.md, "What-if on the cluster's own history"). Knobs left out take the live scheduler's values. One replay runs at a time, for at most 30 s.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /whatif (the `GetWhatIf` operationId).
+	GetWhatIfWithResponse(ctx context.Context, params *GetWhatIfParams, reqEditors ...RequestEditorFn) (*GetWhatIfResponse, error)
 }
 
 type GetAccountingResponse struct {
@@ -10095,6 +10361,82 @@ func (r GetVersionResponse) ContentType() string {
 	return ""
 }
 
+type GetWhatIfResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WhatIfReport
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWhatIfResponse) GetJSON200() *WhatIfReport {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetWhatIfResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetWhatIfResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetWhatIfResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetWhatIfResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetWhatIfResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWhatIfResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWhatIfResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWhatIfResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWhatIfResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetAccountingWithResponse GPU-hours allocated, used and idle, jobs by outcome and queue waits, per team or user and per day or month
 //
 // Researchers see only their own usage (by=user), leads their team's, admins everyone's; anything else is 403. Rows add up: a team's figures are the sum of its users', periods and total the sum of the rows. Runs in progress count up to now. Days closed before their GPU history was pruned keep their used GPU-hours (docs/portal.md).
@@ -10994,6 +11336,21 @@ func (c *ClientWithResponses) GetVersionWithResponse(ctx context.Context, reqEdi
 		return nil, err
 	}
 	return ParseGetVersionResponse(rsp)
+}
+
+// GetWhatIfWithResponse Admins: replay the jobs finished in the last days under other policies and knobs, beside what actually happened
+//
+// The jobs that succeeded or failed in the window (at most 5,000, the most recently finished) are replayed by the scheduler's simulator on the GPUs the cluster had then, with its teams: each job runs for the time it actually ran (docs/simulator.md, "What-if on the cluster's own history"). Knobs left out take the live scheduler's values. One replay runs at a time, for at most 30 s.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /whatif (the `GetWhatIf` operationId).
+func (c *ClientWithResponses) GetWhatIfWithResponse(ctx context.Context, params *GetWhatIfParams, reqEditors ...RequestEditorFn) (*GetWhatIfResponse, error) {
+	rsp, err := c.GetWhatIf(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWhatIfResponse(rsp)
 }
 
 // ParseGetAccountingResponse parses an HTTP response from a GetAccountingWithResponse call
@@ -13596,6 +13953,67 @@ func ParseGetVersionResponse(rsp *http.Response) (*GetVersionResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetWhatIfResponse parses an HTTP response from a GetWhatIfWithResponse call
+func ParseGetWhatIfResponse(rsp *http.Response) (*GetWhatIfResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWhatIfResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WhatIfReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
