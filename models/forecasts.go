@@ -72,6 +72,21 @@ func (s *Store) LatestForecasts(ctx context.Context) (map[int64]Forecast, error)
 	return out, nil
 }
 
+// LatestForecast returns job id's latest forecast (ForecastKindLatest),
+// or ErrNotFound where it has none. Unlike LatestForecasts it does not
+// ask whether the job still waits: its caller knows.
+func (s *Store) LatestForecast(ctx context.Context, id int64) (*Forecast, error) {
+	var fs []Forecast
+	err := s.db.WithContext(ctx).Where("job_id = ? AND kind = ?", id, ForecastKindLatest).Limit(1).Find(&fs).Error
+	if err != nil {
+		return nil, fmt.Errorf("latest forecast of job %d: %w", id, err)
+	}
+	if len(fs) == 0 {
+		return nil, ErrNotFound
+	}
+	return &fs[0], nil
+}
+
 // FinishedRunTimes returns, for up to limit jobs that finished most
 // recently after running, who ran what and for how long in all: what
 // forecasts draw run times from. Failed and cancelled jobs count: they

@@ -179,6 +179,17 @@ func (s *Store) UnfinishedJobs(ctx context.Context) ([]Job, error) {
 	return js, nil
 }
 
+// RunningJobs returns every running job, oldest first: what a running
+// job's share of its GPUs is figured from, without the waiting jobs.
+func (s *Store) RunningJobs(ctx context.Context) ([]Job, error) {
+	var js []Job
+	err := s.db.WithContext(ctx).Where("state = ?", JobRunning).Order("id").Find(&js).Error
+	if err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	return js, nil
+}
+
 // CountJobsByState returns how many jobs are in each state.
 func (s *Store) CountJobsByState(ctx context.Context) (map[JobState]int, error) {
 	var rows []struct {

@@ -70,7 +70,7 @@ func (s *Server) apiSubmit(c echo.Context) error {
 // its GPUs (without the points) and its idle verdict.
 func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 	ctx := c.Request().Context()
-	m, err := s.moment(ctx)
+	m, err := s.jobMoment(ctx, j)
 	if err != nil {
 		return err
 	}

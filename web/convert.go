@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -59,6 +60,49 @@ func (s *Server) moment(ctx context.Context) (*moment, error) {
 	return m, nil
 }
 
+// jobMoment is a moment to convert j alone with: j's start forecast and
+// wait reason and, while j runs, the figures of the running jobs. It
+// reads no other waiting job, so that answering about one job costs the
+// same however long the queue is (issue 23); j converts with it as it
+// does with s.moment.
+func (s *Server) jobMoment(ctx context.Context, j *models.Job) (*moment, error) {
+	now := s.cfg.Now()
+	m := &moment{now: now}
+	if j.State == job.Running {
+		running, err := s.cfg.Store.RunningJobs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ts, err := s.cfg.Store.Teams(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m = newMoment(now, running, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
+	}
+	if !j.State.Waiting() {
+		return m, nil // neither a forecast nor the engine's reason shows
+	}
+	m.forecasts = map[int64]engine.JobForecast{}
+	if s.leading() {
+		if f, ok := s.cfg.Engine.Forecast(j.ID); ok {
+			m.forecasts[j.ID] = f
+		}
+		if r, ok := s.cfg.Engine.WaitReasons()[j.ID]; ok {
+			m.reasons = map[int64]string{j.ID: r}
+		}
+		return m, nil
+	}
+	f, err := s.cfg.Store.LatestForecast(ctx, j.ID)
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		m.forecasts[j.ID] = forecastOf(*f)
+	}
+	return m, nil
+}
+
 // forecasts are the latest start forecasts of the waiting jobs: the
 // engine's on the leader, and on a follower replica, which runs no
 // engine, the leader's as it stored them (models.ForecastKindLatest).
@@ -72,10 +116,15 @@ func (s *Server) forecasts(ctx context.Context) (map[int64]engine.JobForecast, e
 	}
 	out := make(map[int64]engine.JobForecast, len(rows))
 	for id, f := range rows {
-		out[id] = engine.JobForecast{State: forecast.State(f.State), Earliest: timeOr(f.Earliest), Likely: timeOr(f.Likely),
-			Latest: timeOr(f.Latest), Reason: f.Reason, MadeAt: f.MadeAt}
+		out[id] = forecastOf(f)
 	}
 	return out, nil
+}
+
+// forecastOf is a stored latest forecast as the engine made it.
+func forecastOf(f models.Forecast) engine.JobForecast {
+	return engine.JobForecast{State: forecast.State(f.State), Earliest: timeOr(f.Earliest), Likely: timeOr(f.Likely),
+		Latest: timeOr(f.Latest), Reason: f.Reason, MadeAt: f.MadeAt}
 }
 
 // timeOr is *t, the zero time for nil.
