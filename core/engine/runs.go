@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -379,10 +381,24 @@ func (e *Engine) strayGPU(node string, index int) bool {
 	return false
 }
 
+// promise is what a job kept back by a handover waits for: the GPUs the
+// scheduler placed it on, and the jobs whose runs hold some of them while
+// they stop. Until the last of those runs has exited, the GPUs go to no
+// other job: the victims leave one at a time (each machine reports its
+// own exit), and without the promise the first GPUs released went to the
+// next job in line, often a victim itself, which the kept-back job then
+// preempted again, without end (a demo job was started and preempted
+// 600 times in minutes).
+type promise struct {
+	gpus    []sched.GPURef
+	victims []int64
+}
+
 // deferStarts keeps back the starts that would take GPUs a run still
 // holds while it stops (preempted, cancelled, requeued): the job starts in
-// a later pass, once that run has exited. It returns the starts to make
-// now and a wait for each one kept back.
+// a later pass, once that run has exited. It keeps back too the starts of
+// other jobs on GPUs promised to a job kept back so (promise). It returns
+// the starts to make now and a wait for each one kept back.
 func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID map[int64]Job) ([]sched.Start, []sched.Wait) {
 	held := make(map[sched.GPURef]int64)
 	hold := func(id int64) {
@@ -398,8 +414,21 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 	for _, p := range preempts {
 		hold(p.JobID)
 	}
+	starts, kept := e.keepPromises(starts, byID)
 	now, waits := sched.HandOver(starts, held)
 	for _, w := range waits {
+		for _, st := range starts {
+			if st.JobID != w.JobID {
+				continue
+			}
+			p := promise{gpus: st.GPUs}
+			for _, g := range st.GPUs {
+				if by, ok := held[g]; ok && !slices.Contains(p.victims, by) {
+					p.victims = append(p.victims, by)
+				}
+			}
+			e.promised[w.JobID] = p
+		}
 		if _, ok := e.handover[w.JobID]; ok {
 			continue
 		}
@@ -416,7 +445,52 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 		}
 		e.handover[w.JobID] = asked
 	}
-	return now, waits
+	return now, append(waits, kept...)
+}
+
+// keepPromises forgets the promises whose job no longer waits or whose
+// victims have all exited, and keeps back the starts of other jobs on
+// the GPUs still promised.
+func (e *Engine) keepPromises(starts []sched.Start, byID map[int64]Job) ([]sched.Start, []sched.Wait) {
+	to := make(map[sched.GPURef]int64)
+	for _, id := range slices.Sorted(maps.Keys(e.promised)) {
+		p := e.promised[id]
+		j, ok := byID[id]
+		stopping := slices.ContainsFunc(p.victims, func(v int64) bool {
+			r := e.runs[v]
+			return r != nil && r.stop != ""
+		})
+		if !ok || !j.State.Waiting() || !stopping {
+			delete(e.promised, id)
+			continue
+		}
+		for _, g := range p.gpus {
+			to[g] = id
+		}
+	}
+	if len(to) == 0 {
+		return starts, nil
+	}
+	var now []sched.Start
+	var kept []sched.Wait
+	for _, s := range starts {
+		var by int64
+		var gpu sched.GPURef
+		for _, g := range s.GPUs {
+			if b, ok := to[g]; ok && b != s.JobID {
+				by, gpu = b, g
+				break
+			}
+		}
+		if by == 0 {
+			now = append(now, s)
+			continue
+		}
+		kept = append(kept, sched.Wait{JobID: s.JobID, Cause: sched.WaitCapacity, Reason: fmt.Sprintf(
+			"waits: %s:%d is kept for job %d, which preempted jobs to start there and starts once they have exited",
+			gpu.Node, gpu.Index, by)})
+	}
+	return now, kept
 }
 
 // handleExit records the end of one part of a run. The job ends when its

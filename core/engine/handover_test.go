@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
+)
+
+// TestVictimsDoNotRetakeAPromisedGPU: a 4-GPU job in the top queue
+// preempts two 2-GPU jobs on two machines. Their exits arrive one at a
+// time; the first victim out must not start again on the GPUs it left
+// (promised to the preemptor) while the second has yet to exit, or the
+// preemptor preempts it again, and so on (seen in the demo: a job
+// started and preempted 600 times in minutes).
+func TestVictimsDoNotRetakeAPromisedGPU(t *testing.T) {
+	ctx := context.Background()
+	start := t0.Add(-2 * time.Minute)
+	on := func(node string, idx ...int) []sched.GPURef {
+		var out []sched.GPURef
+		for _, i := range idx {
+			out = append(out, sched.GPURef{Node: node, Index: i})
+		}
+		return out
+	}
+	mem := newMemStore(
+		Job{ID: 8, Team: "nlp", GPUs: 2, State: job.Running, Run: 1, Placement: on("n1", 0, 1), LastStartAt: &start, SubmittedAt: start,
+			AttainedService: 250, Queue: sched.QueueState{Index: 1}},
+		Job{ID: 28, Team: "nlp", GPUs: 2, State: job.Running, Run: 1, Placement: on("n0", 0, 1), LastStartAt: &start, SubmittedAt: start,
+			AttainedService: 270, Queue: sched.QueueState{Index: 1}},
+		Job{ID: 50, Team: "vision", GPUs: 1, State: job.Running, Run: 1, Placement: on("n0", 2), LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 51, Team: "vision", GPUs: 2, State: job.Running, Run: 1, Placement: on("n1", 2, 3), LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 13, Team: "nlp", GPUs: 4, State: job.Preempted, SubmittedAt: t0.Add(-time.Hour), AttainedService: 120, ExecutedS: 30},
+	)
+	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}}
+	n0, n1 := newFakeNode("n0", 4), newFakeNode("n1", 4)
+	n0.running[28], n1.running[8], n0.running[50], n1.running[51] = 1, 1, 1, 1
+	e, clock := newTestEngine(t, mem, n0, n1)
+	e.cfg.Store = store
+	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{200, 800}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	mustPass(t, e)
+	if len(n0.stops) != 1 || len(n1.stops) != 1 {
+		t.Fatalf("stops n0 %v n1 %v: want both 2-GPU jobs preempted for job 13 (%s)", n0.stops, n1.stops, e.WaitReasons()[13])
+	}
+	for round := range 3 {
+		clock.t = clock.t.Add(10 * time.Millisecond)
+		delete(n0.running, 28)
+		e.testExit(ctx, exit("n0", 28, -1, clock.t))
+		mustPass(t, e)
+		for _, s := range append(n0.starts, n1.starts...) {
+			if s.JobID != 13 {
+				t.Fatalf("round %d: job %d started while job 13 waits for the GPUs it was promised", round, s.JobID)
+			}
+		}
+		clock.t = clock.t.Add(10 * time.Millisecond)
+		delete(n1.running, 8)
+		e.testExit(ctx, exit("n1", 8, -1, clock.t))
+		mustPass(t, e)
+		if mem.state(13) == job.Running {
+			return
+		}
+	}
+	t.Fatalf("job 13 never started: states 8 %s, 28 %s, 13 %s", mem.state(8), mem.state(28), mem.state(13))
+}
