@@ -215,7 +215,7 @@ type Engine struct {
 	strays     map[strayKey][]int     // parts of runs the cluster does not want, and their GPUs
 	unrecorded []*unrecorded          // outcomes the store has yet to take
 	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
-	promised   map[int64]promise      // GPUs kept for a job kept back while runs stop, by job (runs.go)
+	promised   sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
 	stopLater  []strayKey             // runs to ask their machines to stop next pass
 	reasons    map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
 	noAccount  refusals               // machines that refused accounts (accounts.go)
@@ -267,7 +267,7 @@ func New(cfg Config) (*Engine, error) {
 		runs:      make(map[int64]*run),
 		strays:    make(map[strayKey][]int),
 		handover:  make(map[int64]time.Time),
-		promised:  make(map[int64]promise),
+		promised:  make(sched.Promises),
 		reasons:   make(map[int64]storedReason),
 		lostSince: make(map[string]time.Time),
 		waiting:   make(map[int64]time.Time),

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,4 +68,66 @@ func TestVictimsDoNotRetakeAPromisedGPU(t *testing.T) {
 		}
 	}
 	t.Fatalf("job 13 never started: states 8 %s, 28 %s, 13 %s", mem.state(8), mem.state(28), mem.state(13))
+}
+
+// TestKeptBackStartIsCarriedOver: job 37 (4 GPUs, team vision, top
+// queue) preempts its own team's jobs 20 and 31, the whole of n1, to run
+// on one machine. Both exit at once. Deciding again then would start 20
+// first: with 37 and its victims all waiting, vision holds 1 GPU, so 20
+// fits within the guarantee of 4 and goes ahead of 37, which would borrow;
+// 37 then finds no free machine, 31 starts too, and the next pass
+// preempts them both again, without end (seen in the demo: 28 and 34
+// times). The start kept back for 37 must be made as decided.
+func TestKeptBackStartIsCarriedOver(t *testing.T) {
+	ctx := context.Background()
+	start := t0.Add(-2 * time.Minute)
+	on := func(node string, idx ...int) []sched.GPURef {
+		var out []sched.GPURef
+		for _, i := range idx {
+			out = append(out, sched.GPURef{Node: node, Index: i})
+		}
+		return out
+	}
+	mem := newMemStore(
+		Job{ID: 10, Team: "nlp", GPUs: 2, State: job.Running, Run: 1, Placement: on("n0", 0, 1), LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, Team: "vision", GPUs: 1, State: job.Running, Run: 1, Placement: on("n0", 2), LastStartAt: &start, SubmittedAt: start,
+			AttainedService: 250, Queue: sched.QueueState{Index: 1}},
+		Job{ID: 31, Team: "vision", GPUs: 2, State: job.Running, Run: 1, Placement: on("n1", 0, 1), LastStartAt: &start, SubmittedAt: start,
+			AttainedService: 270, Queue: sched.QueueState{Index: 1}},
+		Job{ID: 20, Team: "vision", GPUs: 2, State: job.Running, Run: 1, Placement: on("n1", 2, 3), LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 37, Team: "vision", GPUs: 4, State: job.Queued, SubmittedAt: t0.Add(-time.Minute)},
+	)
+	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}}
+	n0, n1 := newFakeNode("n0", 4), newFakeNode("n1", 4)
+	n0.running[10], n0.running[1], n1.running[31], n1.running[20] = 1, 1, 1, 1
+	e, clock := newTestEngine(t, mem, n0, n1)
+	e.cfg.Store = store
+	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{200, 800}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	mustPass(t, e)
+	if !slices.Equal(slices.Sorted(slices.Values(n1.stops)), []int64{20, 31}) || len(n0.stops) != 0 {
+		t.Fatalf("stops n0 %v n1 %v: want jobs 20 and 31 preempted for job 37 (%s)", n0.stops, n1.stops, e.WaitReasons()[37])
+	}
+	clock.t = clock.t.Add(10 * time.Millisecond)
+	for _, id := range n1.stops {
+		delete(n1.running, id)
+		e.testExit(ctx, exit("n1", id, -1, clock.t))
+	}
+	n1.stops = nil
+	for pass := range 4 {
+		clock.t = clock.t.Add(time.Second)
+		mustPass(t, e)
+		if len(n0.stops)+len(n1.stops) > 0 {
+			t.Fatalf("pass %d: stops n0 %v n1 %v: job 37 started, nothing more to preempt", pass, n0.stops, n1.stops)
+		}
+	}
+	if mem.state(37) != job.Running || len(n1.starts) != 1 || n1.starts[0].JobID != 37 || !slices.Equal(n1.starts[0].GPUs, []int{0, 1, 2, 3}) {
+		t.Fatalf("job 37 %s, n1 starts %+v: want 37 started on n1:0-3, as decided when 20 and 31 were preempted", mem.state(37), n1.starts)
+	}
+	if mem.state(20) == job.Running || mem.state(31) == job.Running {
+		t.Fatalf("jobs 20 %s and 31 %s: both must wait for GPUs", mem.state(20), mem.state(31))
+	}
 }

@@ -35,6 +35,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.forgetReasons(jobs)
 	e.enforceTimeLimits(ctx, jobs, now)
 	jobs, gated := e.gate(ctx, jobs, now)
+	jobs = e.startPromised(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {

@@ -43,15 +43,28 @@ type replayEvent struct {
 
 func (ev replayEvent) String() string { return fmt.Sprintf("%8.3f job %d %s", ev.at, ev.job, ev.what) }
 
-// simTimeline records the simulator's decisions.
-type simTimeline struct{ events []replayEvent }
+// simTimeline records the simulator's decisions. A job asked to stop
+// runs on through its handover, and the scheduler, seeing it run, may
+// preempt it again: that changes nothing (the engine stops a run once),
+// so only the first preemption of each run is an event.
+type simTimeline struct {
+	events  []replayEvent
+	stopped map[int64]bool // preempted since it last started
+}
 
 func (o *simTimeline) Pass(s sched.Snapshot, d sched.Decisions) {
+	if o.stopped == nil {
+		o.stopped = make(map[int64]bool)
+	}
 	for _, p := range d.Preempts {
-		o.events = append(o.events, replayEvent{s.Now, p.JobID, "preempted"})
+		if !o.stopped[p.JobID] {
+			o.stopped[p.JobID] = true
+			o.events = append(o.events, replayEvent{s.Now, p.JobID, "preempted"})
+		}
 	}
 }
 func (o *simTimeline) Started(id int64, at float64) {
+	delete(o.stopped, id)
 	o.events = append(o.events, replayEvent{at, id, "started"})
 }
 func (o *simTimeline) Finished(id int64, at, _ float64) {
@@ -78,25 +91,30 @@ func TestLiveMatchesSimulator(t *testing.T) {
 			name += "/reference"
 		}
 		t.Run(name, func(t *testing.T) {
-			simTL := &simTimeline{}
-			res, err := sim.Run(context.Background(), replayTrace, sim.Config{
-				Sched: cfg, Nodes: []trace.Node{{Name: "n0", GPUs: 4}}, Observer: simTL,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Finished != len(replayTrace) || (res.Preemptions == 0) != (cfg.Policy == "fifo") {
-				t.Fatalf("the simulator finished %d of %d jobs with %d preemptions: the trace must preempt", res.Finished, len(replayTrace), res.Preemptions)
-			}
-			// The live engine with a store that records each start on
-			// its own, and with one that records a pass's starts at once.
-			for _, batched := range []bool{false, true} {
-				live := replayLive(t, cfg, replayTrace, batched)
-				want, got := sortEvents(simTL.events), sortEvents(live)
-				if !slices.EqualFunc(want, got, func(a, b replayEvent) bool {
-					return a.job == b.job && a.what == b.what && math.Abs(a.at-b.at) < 1e-6
-				}) {
-					t.Errorf("live (starts recorded at once: %v) and simulated decisions differ:\nsimulator:\n%s\nlive:\n%s", batched, joinEvents(want), joinEvents(got))
+			// Preempted jobs leave at once, or 7 s after being asked
+			// (the simulator's HandoverS, the time a job takes to save
+			// a checkpoint and exit live).
+			for _, handover := range []float64{0, 7} {
+				simTL := &simTimeline{}
+				res, err := sim.Run(context.Background(), replayTrace, sim.Config{
+					Sched: cfg, Nodes: []trace.Node{{Name: "n0", GPUs: 4}}, Observer: simTL, HandoverS: handover,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Finished != len(replayTrace) || (res.Preemptions == 0) != (cfg.Policy == "fifo") {
+					t.Fatalf("the simulator finished %d of %d jobs with %d preemptions: the trace must preempt", res.Finished, len(replayTrace), res.Preemptions)
+				}
+				// The live engine with a store that records each start on
+				// its own, and with one that records a pass's starts at once.
+				for _, batched := range []bool{false, true} {
+					live := replayLive(t, cfg, replayTrace, batched, handover)
+					want, got := sortEvents(simTL.events), sortEvents(live)
+					if !slices.EqualFunc(want, got, func(a, b replayEvent) bool {
+						return a.job == b.job && a.what == b.what && math.Abs(a.at-b.at) < 1e-6
+					}) {
+						t.Errorf("handover %v s: live (starts recorded at once: %v) and simulated decisions differ:\nsimulator:\n%s\nlive:\n%s", handover, batched, joinEvents(want), joinEvents(got))
+					}
 				}
 			}
 		})
@@ -105,7 +123,7 @@ func TestLiveMatchesSimulator(t *testing.T) {
 
 // replayLive drives the engine through jobs on a fake clock; batched
 // gives it a store that records a pass's starts at once.
-func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job, batched bool) []replayEvent {
+func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job, batched bool, handover float64) []replayEvent {
 	t.Helper()
 	ctx := context.Background()
 	store := newMemStore()
@@ -121,8 +139,10 @@ func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job, batched bool) 
 	e.cfg.Scheduler = sc
 	at := func() float64 { return clock.t.Sub(t0).Seconds() }
 	var events []replayEvent
-	finish := map[int64]float64{} // running job -> when it ends
-	next := 0                     // the next arrival
+	finish := map[int64]float64{}   // running job -> when it ends
+	leave := map[int64]job.RunRef{} // preempted job -> its run, until it exits
+	leaveAt := map[int64]float64{}  // and when it exits
+	next := 0                       // the next arrival
 	starts, stops := 0, 0
 	for steps := 0; ; steps++ {
 		if steps > 10000 {
@@ -135,6 +155,9 @@ func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job, batched bool) 
 		}
 		for _, f := range finish {
 			when = min(when, f)
+		}
+		for _, l := range leaveAt {
+			when = min(when, l)
 		}
 		if !e.recheck.IsZero() {
 			when = min(when, e.recheck.Sub(t0).Seconds())
@@ -157,6 +180,20 @@ func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job, batched bool) 
 			e.testExit(ctx, exit("n0", id, 0, clock.t))
 			events = append(events, replayEvent{now, id, "finished"})
 		}
+		ids = ids[:0]
+		for id, l := range leaveAt {
+			if l <= now+1e-9 {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			ref := leave[id]
+			delete(leave, id)
+			delete(leaveAt, id)
+			delete(n.running, id)
+			e.testExit(ctx, job.Exit{Node: "n0", JobID: ref.Job, Run: ref.Run, ExitCode: 143, At: clock.t})
+		}
 		for ; next < len(jobs) && jobs[next].Submit <= now; next++ {
 			j := jobs[next]
 			store.mu.Lock()
@@ -178,9 +215,13 @@ func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job, batched bool) 
 			for ; stops < len(n.stopRefs); stops++ {
 				ref := n.stopRefs[stops]
 				delete(finish, ref.Job)
+				events = append(events, replayEvent{now, ref.Job, "preempted"})
+				if handover > 0 {
+					leave[ref.Job], leaveAt[ref.Job] = ref, now+handover
+					continue
+				}
 				delete(n.running, ref.Job)
 				e.testExit(ctx, job.Exit{Node: "n0", JobID: ref.Job, Run: ref.Run, ExitCode: 143, At: clock.t})
-				events = append(events, replayEvent{now, ref.Job, "preempted"})
 				changed = true
 			}
 			if !changed {

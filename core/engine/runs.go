@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -381,24 +380,12 @@ func (e *Engine) strayGPU(node string, index int) bool {
 	return false
 }
 
-// promise is what a job kept back by a handover waits for: the GPUs the
-// scheduler placed it on, and the jobs whose runs hold some of them while
-// they stop. Until the last of those runs has exited, the GPUs go to no
-// other job: the victims leave one at a time (each machine reports its
-// own exit), and without the promise the first GPUs released went to the
-// next job in line, often a victim itself, which the kept-back job then
-// preempted again, without end (a demo job was started and preempted
-// 600 times in minutes).
-type promise struct {
-	gpus    []sched.GPURef
-	victims []int64
-}
-
 // deferStarts keeps back the starts that would take GPUs a run still
-// holds while it stops (preempted, cancelled, requeued): the job starts in
-// a later pass, once that run has exited. It keeps back too the starts of
-// other jobs on GPUs promised to a job kept back so (promise). It returns
-// the starts to make now and a wait for each one kept back.
+// holds while it stops (preempted, cancelled, requeued): the job starts
+// once that run has exited (startPromised), on the GPUs promised to it
+// meanwhile (sched.Promises). It keeps back too the starts of other jobs
+// on GPUs so promised. It returns the starts to make now and a wait for
+// each one kept back.
 func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID map[int64]Job) ([]sched.Start, []sched.Wait) {
 	held := make(map[sched.GPURef]int64)
 	hold := func(id int64) {
@@ -414,21 +401,14 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 	for _, p := range preempts {
 		hold(p.JobID)
 	}
-	starts, kept := e.keepPromises(starts, byID)
+	waiting := func(id int64) bool {
+		j, ok := byID[id]
+		return ok && j.State.Waiting()
+	}
+	starts, kept := e.promised.Hold(starts, waiting, e.stopping)
 	now, waits := sched.HandOver(starts, held)
+	e.promised.Keep(starts, waits, held)
 	for _, w := range waits {
-		for _, st := range starts {
-			if st.JobID != w.JobID {
-				continue
-			}
-			p := promise{gpus: st.GPUs}
-			for _, g := range st.GPUs {
-				if by, ok := held[g]; ok && !slices.Contains(p.victims, by) {
-					p.victims = append(p.victims, by)
-				}
-			}
-			e.promised[w.JobID] = p
-		}
 		if _, ok := e.handover[w.JobID]; ok {
 			continue
 		}
@@ -448,49 +428,64 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 	return now, append(waits, kept...)
 }
 
-// keepPromises forgets the promises whose job no longer waits or whose
-// victims have all exited, and keeps back the starts of other jobs on
-// the GPUs still promised.
-func (e *Engine) keepPromises(starts []sched.Start, byID map[int64]Job) ([]sched.Start, []sched.Wait) {
-	to := make(map[sched.GPURef]int64)
-	for _, id := range slices.Sorted(maps.Keys(e.promised)) {
-		p := e.promised[id]
-		j, ok := byID[id]
-		stopping := slices.ContainsFunc(p.victims, func(v int64) bool {
-			r := e.runs[v]
-			return r != nil && r.stop != ""
-		})
-		if !ok || !j.State.Waiting() || !stopping {
-			delete(e.promised, id)
-			continue
-		}
-		for _, g := range p.gpus {
-			to[g] = id
-		}
+// stopping tells whether a run of job id has been asked to stop and has
+// yet to exit.
+func (e *Engine) stopping(id int64) bool {
+	r := e.runs[id]
+	return r != nil && r.stop != ""
+}
+
+// startPromised makes the starts kept back by a handover whose victims
+// have all exited (sched.Promises): each job starts on the GPUs the
+// scheduler placed it on, as decided in the pass that preempted for it,
+// before this pass decides anything. A promise whose job no longer waits
+// or whose GPUs are not all free is forgotten: the pass decides afresh.
+// It returns jobs as they stand after the starts.
+func (e *Engine) startPromised(ctx context.Context, jobs []Job, now time.Time) []Job {
+	due := e.promised.Due(e.stopping)
+	if len(due) == 0 {
+		return jobs
 	}
-	if len(to) == 0 {
-		return starts, nil
-	}
-	var now []sched.Start
-	var kept []sched.Wait
-	for _, s := range starts {
-		var by int64
-		var gpu sched.GPURef
-		for _, g := range s.GPUs {
-			if b, ok := to[g]; ok && b != s.JobID {
-				by, gpu = b, g
-				break
+	at := make(map[int64]int, len(jobs))
+	taken := make(map[sched.GPURef]bool)
+	for i, j := range jobs {
+		at[j.ID] = i
+		if j.State == job.Running {
+			for _, g := range j.Placement {
+				taken[g] = true
 			}
 		}
-		if by == 0 {
-			now = append(now, s)
+	}
+	for _, st := range due {
+		i, ok := at[st.JobID]
+		if !ok || !jobs[i].State.Waiting() || jobs[i].CancelRequest != "" || e.runs[st.JobID] != nil ||
+			jobs[i].RetryAt != nil && jobs[i].RetryAt.After(now) || !e.freeForPromise(st.GPUs, taken) {
 			continue
 		}
-		kept = append(kept, sched.Wait{JobID: s.JobID, Cause: sched.WaitCapacity, Reason: fmt.Sprintf(
-			"waits: %s:%d is kept for job %d, which preempted jobs to start there and starts once they have exited",
-			gpu.Node, gpu.Index, by)})
+		e.start(ctx, jobs[i], st.GPUs, now, nil)
+		r := e.runs[st.JobID]
+		if r == nil {
+			continue // it did not start: the pass decides afresh
+		}
+		for _, g := range st.GPUs {
+			taken[g] = true
+		}
+		started := now
+		jobs[i].State, jobs[i].Placement, jobs[i].Run, jobs[i].LastStartAt = job.Running, slices.Clone(st.GPUs), r.id, &started
 	}
-	return now, kept
+	return jobs
+}
+
+// freeForPromise tells whether every GPU of gpus can take a job now: its
+// machine is connected and schedulable, the GPU in service, and no run
+// holds it (taken, by the jobs' placements, or a stray).
+func (e *Engine) freeForPromise(gpus []sched.GPURef, taken map[sched.GPURef]bool) bool {
+	for _, g := range gpus {
+		if taken[g] || e.node(g.Node) == nil || e.unschedulable(g.Node) || e.gpuUnhealthy(g.Node, g.Index) || e.strayGPU(g.Node, g.Index) {
+			return false
+		}
+	}
+	return len(gpus) > 0
 }
 
 // handleExit records the end of one part of a run. The job ends when its

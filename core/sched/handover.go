@@ -1,6 +1,10 @@
 package sched
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // GPUs change hands only when the job that held them has left them: a
 // preempted job may save a checkpoint for its grace period before it
@@ -36,4 +40,100 @@ func heldGPU(gpus []GPURef, held map[GPURef]int64) (int64, GPURef, bool) {
 		}
 	}
 	return 0, GPURef{}, false
+}
+
+// Promises are the starts HandOver kept back, by job: the GPUs the
+// scheduler placed each job on, and the jobs whose runs held some of
+// them. Until those have all left, the GPUs go to no other job (Hold);
+// then the job starts on them as decided (Due), before the next pass
+// decides anything. Without the first rule, the victims, leaving one at a
+// time, took the GPUs back as they were freed; without the second, the
+// next pass, with the victims and their preemptor all waiting, might
+// rank a victim first (one that fits within its team's guarantee goes
+// ahead of a preemptor that borrows): the victims started again where
+// they had been, and were preempted again, without end. The live engine
+// and the simulator keep their promises through this one type.
+type Promises map[int64]Promise
+
+// Promise is the kept-back start of one job.
+type Promise struct {
+	GPUs    []GPURef
+	Victims []int64 // the jobs whose runs held some of GPUs, ascending
+}
+
+// Keep records a promise for each start that HandOver kept back (waits),
+// with held as given to HandOver.
+func (ps Promises) Keep(starts []Start, waits []Wait, held map[GPURef]int64) {
+	for _, w := range waits {
+		for _, st := range starts {
+			if st.JobID != w.JobID {
+				continue
+			}
+			p := Promise{GPUs: st.GPUs}
+			for _, g := range st.GPUs {
+				if by, ok := held[g]; ok && !slices.Contains(p.Victims, by) {
+					p.Victims = append(p.Victims, by)
+				}
+			}
+			slices.Sort(p.Victims)
+			ps[w.JobID] = p
+		}
+	}
+}
+
+// Hold forgets the promises whose job no longer waits, and keeps back the
+// starts of other jobs on the GPUs promised to a job whose victims have
+// not all left (stopping tells of a job whether it still holds its GPUs).
+// It returns the starts to make now and a wait for each one kept back.
+func (ps Promises) Hold(starts []Start, waiting, stopping func(id int64) bool) (now []Start, kept []Wait) {
+	to := make(map[GPURef]int64)
+	for _, id := range slices.Sorted(maps.Keys(ps)) {
+		p := ps[id]
+		if !waiting(id) {
+			delete(ps, id)
+			continue
+		}
+		if !slices.ContainsFunc(p.Victims, stopping) {
+			continue // due: see Due
+		}
+		for _, g := range p.GPUs {
+			to[g] = id
+		}
+	}
+	if len(to) == 0 {
+		return starts, nil
+	}
+	for _, s := range starts {
+		var by int64
+		var gpu GPURef
+		for _, g := range s.GPUs {
+			if b, ok := to[g]; ok && b != s.JobID {
+				by, gpu = b, g
+				break
+			}
+		}
+		if by == 0 {
+			now = append(now, s)
+			continue
+		}
+		kept = append(kept, Wait{JobID: s.JobID, Cause: WaitCapacity, Reason: fmt.Sprintf(
+			"waits: %s:%d is kept for job %d, which preempted jobs to start there and starts once they have exited",
+			gpu.Node, gpu.Index, by)})
+	}
+	return now, kept
+}
+
+// Due removes and returns, in job order, the promised starts whose
+// victims have all left (stopping as for Hold). The caller makes each
+// one whose job still waits and whose GPUs are all free, and lets the
+// pass decide afresh for the others.
+func (ps Promises) Due(stopping func(id int64) bool) []Start {
+	var due []Start
+	for _, id := range slices.Sorted(maps.Keys(ps)) {
+		if p := ps[id]; !slices.ContainsFunc(p.Victims, stopping) {
+			due = append(due, Start{JobID: id, GPUs: p.GPUs})
+			delete(ps, id)
+		}
+	}
+	return due
 }

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,5 +38,70 @@ func TestHandOver(t *testing.T) {
 				t.Errorf("waits %+v, want job 2 waiting for %q", waits, tc.wait)
 			}
 		})
+	}
+}
+
+// TestPromises follows one promise: job 9 is kept back on n0:0 and n0:1,
+// held by jobs 3 and 4 while they stop; job 7, placed on n0:1 meanwhile,
+// is kept back; once 3 and 4 have left, 9's start is due as decided.
+func TestPromises(t *testing.T) {
+	g0, g1, g2 := GPURef{Node: "n0", Index: 0}, GPURef{Node: "n0", Index: 1}, GPURef{Node: "n0", Index: 2}
+	held := map[GPURef]int64{g0: 4, g1: 3}
+	starts := []Start{{JobID: 9, GPUs: []GPURef{g0, g1}}, {JobID: 8, GPUs: []GPURef{g2}}}
+	now, waits := HandOver(starts, held)
+	ps := Promises{}
+	ps.Keep(starts, waits, held)
+	if len(now) != 1 || now[0].JobID != 8 || len(ps) != 1 || !slices.Equal(ps[9].Victims, []int64{3, 4}) {
+		t.Fatalf("now %+v, promises %+v: want 8 started, 9 promised n0:0-1 with victims 3 and 4", now, ps)
+	}
+	stopping := map[int64]bool{3: true, 4: true}
+	isStopping := func(id int64) bool { return stopping[id] }
+	waiting := func(id int64) bool { return id != 5 }
+	tests := []struct {
+		name     string
+		left     []int64 // victims that leave before the step
+		starts   []Start
+		wantNow  []int64
+		wantKept []int64
+		wantDue  []int64
+	}{
+		{"another job's start on a promised GPU is kept back", nil, []Start{{JobID: 7, GPUs: []GPURef{g1}}, {JobID: 6, GPUs: []GPURef{g2}}}, []int64{6}, []int64{7}, nil},
+		{"the first victim out frees nothing for others", []int64{3}, []Start{{JobID: 7, GPUs: []GPURef{g1}}}, nil, []int64{7}, nil},
+		{"once both have left, the start is due as decided", []int64{4}, nil, nil, nil, []int64{9}},
+	}
+	for _, tc := range tests {
+		for _, v := range tc.left {
+			delete(stopping, v)
+		}
+		due := ps.Due(isStopping)
+		now, kept := ps.Hold(tc.starts, waiting, isStopping)
+		ids := func(ss []Start) []int64 {
+			var out []int64
+			for _, s := range ss {
+				out = append(out, s.JobID)
+			}
+			return out
+		}
+		var keptIDs []int64
+		for _, w := range kept {
+			keptIDs = append(keptIDs, w.JobID)
+			if !strings.Contains(w.Reason, "kept for job 9") {
+				t.Errorf("%s: reason %q", tc.name, w.Reason)
+			}
+		}
+		if !slices.Equal(ids(now), tc.wantNow) || !slices.Equal(keptIDs, tc.wantKept) || !slices.Equal(ids(due), tc.wantDue) {
+			t.Errorf("%s: now %v kept %v due %v; want %v %v %v", tc.name, ids(now), keptIDs, ids(due), tc.wantNow, tc.wantKept, tc.wantDue)
+		}
+	}
+	if len(ps) != 0 {
+		t.Errorf("promises left %+v, want none once due", ps)
+	}
+	// A promise whose job no longer waits is forgotten.
+	ps.Keep(starts, waits, held)
+	ps[5] = ps[9]
+	delete(ps, 9)
+	stopping[3] = true
+	if now, _ := ps.Hold([]Start{{JobID: 7, GPUs: []GPURef{g1}}}, waiting, isStopping); len(now) != 1 || len(ps) != 0 {
+		t.Errorf("now %v, promises %+v: a promise to a job that no longer waits must not keep GPUs", now, ps)
 	}
 }

@@ -43,7 +43,7 @@ func (h *completions) next() (completion, bool) {
 			if c.lane.epoch == c.epoch {
 				return c, true
 			}
-		} else if c.run == c.job.run && c.job.running {
+		} else if c.run == c.job.run && c.job.running && !c.job.stopping {
 			return c, true
 		}
 		heap.Pop(h)

@@ -7,11 +7,17 @@ import (
 )
 
 // The handover (Config.HandoverS), as the live engine applies it
-// (core/engine/runs.go): a preempted job holds its GPUs for HandoverS
-// seconds after the preemption (its checkpoint and exit), and a job the
-// scheduler places on them meanwhile starts in a later pass, through the
-// same sched.HandOver. In count mode (the scheduler names no GPUs) a
-// start waits while fewer GPUs are free than it needs.
+// (core/engine/runs.go): a preempted job runs on for HandoverS seconds
+// after the preemption (it saves a checkpoint and exits), holding its
+// GPUs; its run, its executed time and attained service end only then,
+// as the engine counts a run until its processes exit. Meanwhile the
+// scheduler sees it running, and asking it to stop again changes
+// nothing. A job the scheduler places on its GPUs starts once they are
+// released, through the same sched.HandOver; the GPUs are promised to
+// that job (sched.Promises): no other job takes them meanwhile, and it
+// starts on them, as decided, in the pass after the last of them is
+// released. In count mode (the scheduler names no GPUs) a start waits
+// while fewer GPUs are free than it needs.
 
 // release is a preempted job's hold on its GPUs.
 type release struct {
@@ -22,26 +28,28 @@ type release struct {
 	since float64 // when the job was preempted
 }
 
-// holdAfterPreempt keeps the GPUs of a job just preempted (its run closed
-// and its GPUs released by stopRun) until now + HandoverS.
-func (s *simulator) holdAfterPreempt(j *job, gpus []sched.GPURef) {
+// beginHandover asks preempted job j to stop: it runs on, holding its
+// GPUs, until s.now + HandoverS. Without a handover it reports false, and
+// the job leaves at once.
+func (s *simulator) beginHandover(j *job) bool {
 	if s.cfg.HandoverS <= 0 {
-		return
+		return false
 	}
-	// Taken again as they were: a shared GPU stays shared.
-	if err := s.gpus.take(j.tj.GPUs, gpus, false); err != nil {
-		return // a shared GPU others still hold: nothing to hand over
-	}
-	s.releases = append(s.releases, release{gpus: gpus, n: j.tj.GPUs, job: j.tj.ID, at: s.now + s.cfg.HandoverS, since: s.now})
+	j.stopping = true
+	s.releases = append(s.releases, release{gpus: j.gpus, n: j.tj.GPUs, job: j.tj.ID, at: s.now + s.cfg.HandoverS, since: s.now})
+	return true
 }
 
-// releaseDue frees the GPUs whose hold has ended by s.now and reports
-// whether any was freed.
+// releaseDue ends the runs whose handover has ended by s.now, freeing
+// their GPUs, and reports whether any did.
 func (s *simulator) releaseDue() bool {
 	kept, freed := s.releases[:0], false
 	for _, r := range s.releases {
 		if r.at <= s.now {
-			s.gpus.release(r.n, r.gpus)
+			if j := s.byID[r.job]; j != nil && j.stopping {
+				j.stopping = false
+				s.leave(j)
+			}
 			freed = true
 			continue
 		}
@@ -76,7 +84,9 @@ func (s *simulator) handOver(starts []sched.Start) []sched.Start {
 		heldN += r.n
 		first = min(first, r.since)
 	}
+	starts, _ = s.promised.Hold(starts, s.waiting, s.stopping)
 	now, waits := sched.HandOver(starts, held)
+	s.promised.Keep(starts, waits, held)
 	for _, w := range waits {
 		if _, ok := s.waitingSince[w.JobID]; !ok {
 			s.waitingSince[w.JobID] = first
@@ -109,4 +119,40 @@ func (s *simulator) startedAfterHandover(id int64) {
 		s.handovers++
 		s.handoverS += s.now - since
 	}
+}
+
+// waiting tells whether job id is active and not running.
+func (s *simulator) waiting(id int64) bool {
+	j := s.byID[id]
+	return j != nil && j.pos >= 0 && !j.done && !j.running
+}
+
+// stopping tells whether job id, preempted, still holds its GPUs.
+func (s *simulator) stopping(id int64) bool {
+	for _, r := range s.releases {
+		if r.job == id {
+			return true
+		}
+	}
+	return false
+}
+
+// startPromised makes the starts kept back by a handover whose GPUs have
+// all been released, before the pass decides anything, as the live
+// engine does (core/engine: startPromised). A promise whose job no longer
+// waits or whose GPUs are taken is forgotten: the pass decides afresh.
+func (s *simulator) startPromised() error {
+	for _, st := range s.promised.Due(s.stopping) {
+		if !s.waiting(st.JobID) {
+			continue
+		}
+		j := s.byID[st.JobID]
+		if err := s.gpus.take(j.tj.GPUs, st.GPUs, s.snap[j.pos].Sharing); err != nil {
+			continue
+		}
+		if err := s.started(j, st.GPUs); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/gpuportal/gpuportal/core/trace"
 )
 
-// TestHandover: a preempted job keeps its GPUs for HandoverS seconds, and
-// the job that preempted it starts only then, as in the live engine.
+// TestHandover: a preempted job runs on and keeps its GPUs for HandoverS
+// seconds, and the job that preempted it starts only then, as in the live
+// engine.
 func TestHandover(t *testing.T) {
 	// A (2 GPUs, 100 s) reaches 100 GPU-seconds at t=50 and is demoted;
 	// B (1 GPU, 30 s), waiting in queue 0, preempts it.
@@ -24,10 +25,12 @@ func TestHandover(t *testing.T) {
 	}{
 		// B runs 50-80, A resumes at 80 and ends at 130 (TestGolden).
 		{"no handover: B starts at the preemption", "1x2", 0, map[int64]float64{1: 130, 2: 70}, 0},
-		// A holds its GPUs until 55: B runs 55-85; A resumes at 85, ends at 135.
-		{"B starts once A has left its GPUs", "1x2", 5, map[int64]float64{1: 135, 2: 75}, 1},
+		// A runs on until it leaves its GPUs at 55, as a job saving a
+		// checkpoint does live (its run counts until it exits): B runs
+		// 55-85; A, with 45 s to go, resumes at 85 and ends at 130.
+		{"B starts once A has left its GPUs", "1x2", 5, map[int64]float64{1: 130, 2: 75}, 1},
 		// Counting mode, as the Tiresias reference places: the same times.
-		{"counting GPUs", "1x2", 5, map[int64]float64{1: 135, 2: 75}, 1},
+		{"counting GPUs", "1x2", 5, map[int64]float64{1: 130, 2: 75}, 1},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

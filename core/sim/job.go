@@ -20,6 +20,7 @@ type job struct {
 	within float64
 
 	running  bool
+	stopping bool    // preempted, it runs on until its handover ends (handover.go)
 	run      int     // runs so far; a completion event carries the run it ends
 	runIdx   int     // index in the running list while running
 	runStart float64 // when the current run began

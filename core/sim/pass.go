@@ -9,6 +9,9 @@ import (
 // pass runs one scheduling pass at s.now and applies its decisions.
 func (s *simulator) pass() error {
 	s.compact()
+	if err := s.startPromised(); err != nil {
+		return err
+	}
 	for _, j := range s.running {
 		ran := s.now - j.runStart
 		sj := &s.snap[j.pos]
@@ -39,28 +42,19 @@ func (s *simulator) pass() error {
 		if !j.running {
 			return fmt.Errorf("t=%v: scheduler preempts job %d, which is not running", s.now, p.JobID)
 		}
-		gpus := j.gpus
-		s.stopRun(j)
-		s.holdAfterPreempt(j, gpus)
+		if j.stopping {
+			continue // asked to stop already: it leaves when its handover ends
+		}
 		s.preemptions++
 		j.preempts++
-		if s.teams != nil {
-			s.teams.t[j.team].pending += j.tj.GPUs
-		}
 		if p.Reclaim && s.teams != nil {
 			s.teams.t[j.team].reclaimed++
 			if by := s.byID[p.For]; by != nil {
 				s.teams.t[by.team].reclaims++
 			}
 		}
-		if c := s.cfg.PreemptCostS; c > 0 {
-			j.owed += c
-			if s.cfg.LimitFactor > 0 {
-				// The restore runs within the limit too.
-				s.snap[j.pos].TimeLimitS += c
-			} else {
-				s.snap[j.pos].DurationS += c
-			}
+		if !s.beginHandover(j) {
+			s.leave(j)
 		}
 	}
 	for _, st := range s.handOver(d.Starts) {
@@ -74,13 +68,8 @@ func (s *simulator) pass() error {
 		if err := s.gpus.take(j.tj.GPUs, st.GPUs, s.snap[j.pos].Sharing); err != nil {
 			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)
 		}
-		s.startRun(j, st.GPUs)
-		if s.cfg.Observer != nil {
-			s.cfg.Observer.Started(st.JobID, s.now)
-		}
-		s.startedAfterHandover(st.JobID)
-		if err := s.shareStart(j); err != nil {
-			return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, st.JobID, err)
+		if err := s.started(j, st.GPUs); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -91,6 +80,37 @@ func (s *simulator) pass() error {
 		s.recheck = 0
 	default:
 		return fmt.Errorf("t=%v: scheduler asks for a recheck in the past, at %v", s.now, d.Recheck)
+	}
+	return nil
+}
+
+// leave ends the run of a preempted job: it waits again, owing the
+// preemption's restore cost (Config.PreemptCostS).
+func (s *simulator) leave(j *job) {
+	s.stopRun(j)
+	if s.teams != nil {
+		s.teams.t[j.team].pending += j.tj.GPUs
+	}
+	if c := s.cfg.PreemptCostS; c > 0 {
+		j.owed += c
+		if s.cfg.LimitFactor > 0 {
+			// The restore runs within the limit too.
+			s.snap[j.pos].TimeLimitS += c
+		} else {
+			s.snap[j.pos].DurationS += c
+		}
+	}
+}
+
+// started starts j on gpus, which it has taken.
+func (s *simulator) started(j *job, gpus []sched.GPURef) error {
+	s.startRun(j, gpus)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Started(j.tj.ID, s.now)
+	}
+	s.startedAfterHandover(j.tj.ID)
+	if err := s.shareStart(j); err != nil {
+		return fmt.Errorf("t=%v: scheduler starts job %d: %w", s.now, j.tj.ID, err)
 	}
 	return nil
 }

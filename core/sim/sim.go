@@ -198,6 +198,7 @@ type simulator struct {
 
 	releases     []release         // preempted jobs' GPUs not yet handed over (handover.go)
 	waitingSince map[int64]float64 // jobs kept back by a handover, since when
+	promised     sched.Promises    // their starts, made once the GPUs are handed over (handover.go)
 	handovers    int
 	handoverS    float64
 
@@ -222,7 +223,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &simulator{cfg: cfg, sc: sc, rule: sc.Rule(), byID: make(map[int64]*job, len(jobs)), waitingSince: make(map[int64]float64)}
+	s := &simulator{cfg: cfg, sc: sc, rule: sc.Rule(), byID: make(map[int64]*job, len(jobs)), waitingSince: make(map[int64]float64), promised: make(sched.Promises)}
 	if cfg.LearnPrior {
 		s.dist = sched.PriorGPUTimeDist().With(cfg.Sched.GPUTimeSamples...)
 	}
