@@ -206,23 +206,25 @@ var demoThresholds = []float64{200, 800}
 // reclaimed: short, so that reclaims happen while a newcomer watches.
 const demoMinRuntime = 30 * time.Second
 
-// newScheduler configures the scheduling core from the flags. tiresias-g
-// starts from the GPU-times of jobs this cluster has completed.
-func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, error) {
+// newScheduler configures the scheduling core from the flags, and the
+// learner of tiresias-g's distribution: it starts from the shipped prior
+// and the GPU-times of up to 5,000 jobs this cluster has completed, and
+// learns online (engine.Config.GPUTime), as `sim --learn-prior` does.
+func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, *sched.GPUTimeLearner, error) {
 	cfg, err := schedConfig(f)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	samples, err := store.CompletedGPUTimes(ctx, 5000)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg.GPUTimeSamples = samples
 	sc, err := sched.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--policy %s: %w", f.policy, err)
+		return nil, nil, fmt.Errorf("--policy %s: %w", f.policy, err)
 	}
-	return sc, nil
+	return sc, sched.NewGPUTimeLearner(samples), nil
 }
 
 // schedConfig reads the scheduling flags into a core configuration. A
@@ -333,7 +335,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer store.Close()
-	scheduler, err := newScheduler(ctx, f, store)
+	scheduler, learner, err := newScheduler(ctx, f, store)
 	if err != nil {
 		return err
 	}
@@ -347,7 +349,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.maxRetries < 0 {
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
-	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, Logger: log,
+	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, GPUTime: learner, Logger: log,
 		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife)})
 	if err != nil {
 		return err

@@ -59,7 +59,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		limitHints  = fs.Bool("limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
 		limitFactor = fs.Float64("limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
 		limitSpread = fs.Bool("limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
-		learnPrior  = fs.Bool("learn-prior", false, "tiresias-g's distribution of GPU-times learns online: each finished job joins it, from the shipped prior (without: the prior throughout, as the live server's between two starts)")
+		learnPrior  = fs.Bool("learn-prior", false, "tiresias-g's distribution of GPU-times learns online, as the live server's does: each finished job joins it, from the shipped prior, with the jobs still running as lower bounds (without: the prior throughout, as in the reference)")
 		fromDB      simDBFlags
 	)
 	fromDB.register(fs)

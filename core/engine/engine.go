@@ -151,6 +151,11 @@ type Config struct {
 	Store     Store
 	Scheduler *sched.Scheduler
 	Logger    *slog.Logger
+	// GPUTime, when set, learns tiresias-g's distribution of job
+	// GPU-time online, as the simulator does with LearnPrior: each pass's
+	// snapshot carries what it has learnt, from the jobs that succeeded
+	// and the service of those not yet done. Nil: the scheduler's own.
+	GPUTime *sched.GPUTimeLearner
 	// Interval is the time between scheduling passes when nothing happens.
 	Interval time.Duration
 	// LostAfter is how long jobs recorded as running on a machine that is

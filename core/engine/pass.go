@@ -11,6 +11,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // pass runs one scheduling pass: requeue jobs lost with their machine, ask
@@ -38,6 +39,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs = e.startPromised(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
+	if e.cfg.GPUTime != nil {
+		snap.GPUTimeDist = e.cfg.GPUTime.Dist(snap.Jobs)
+	}
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
 		return err
 	}
@@ -226,7 +230,8 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			e.stats.handover(now.Sub(asked))
 		}
 	}
-	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, retries: j.Retries, gpus: perNode}
+	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, retries: j.Retries, gpus: perNode,
+		ended: usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, nGPUs: j.GPUs, learn: true}
 	if j.Failures > 0 {
 		r.lastCode = j.ExitCode
 	}

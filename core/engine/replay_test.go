@@ -254,3 +254,39 @@ func joinEvents(evs []replayEvent) string {
 	}
 	return b.String()
 }
+
+// TestEngineLearnsGPUTime: the engine learns tiresias-g's distribution as
+// the simulator does with LearnPrior (sched.GPUTimeLearner): a job that
+// succeeds adds its GPU-time, its earlier runs' service included, and the
+// next pass's snapshot carries the distribution with the running jobs'
+// service as lower bounds; a failed job adds nothing.
+func TestEngineLearnsGPUTime(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(
+		Job{ID: 1, GPUs: 2, SubmittedAt: t0, ExecutedS: 30, AttainedService: 60},
+		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
+		Job{ID: 3, GPUs: 1, SubmittedAt: t0},
+	)
+	n := newFakeNode("n0", 4)
+	e, clock := newTestEngine(t, store, n)
+	learner := sched.NewGPUTimeLearner([]float64{7})
+	e.cfg.GPUTime = learner
+	mustPass(t, e)
+	before := learner.Len()
+	clock.t = clock.t.Add(50 * time.Second)
+	delete(n.running, 1)
+	e.testExit(ctx, exit("n0", 1, 0, clock.t))
+	delete(n.running, 3)
+	e.testExit(ctx, exit("n0", 3, 2, clock.t))
+	mustPass(t, e)
+	if got := learner.Len(); got != before+1 {
+		t.Fatalf("learnt %d GPU-times, want %d: one job succeeded, one failed", got, before+1)
+	}
+	// Job 1 ran 50 s on 2 GPUs after 60 GPU-s before: 160. Job 2 still
+	// runs, at 50 GPU-s: a lower bound.
+	done := append(sched.PriorGPUTime(), 7, 160)
+	want := sched.LearnGPUTimeDist(done, []float64{50})
+	if got := learner.Dist(nil); got.Len() != want.Len() || got.FullIndex(100) != want.FullIndex(100) || got.FullIndex(1000) != want.FullIndex(1000) {
+		t.Errorf("learnt distribution: %d samples, index %v at 100; want %d, %v", got.Len(), got.FullIndex(100), want.Len(), want.FullIndex(100))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // A job runs once. Every start of a job is a run, numbered by the store
@@ -60,8 +61,14 @@ type run struct {
 	adopted bool
 	// exited is set when a part ended on its own (not asked to stop);
 	// together with the job's history it decides whether to retry.
-	exited   bool
-	started  time.Time
+	exited  bool
+	started time.Time
+	// ended is the job's service before this run and nGPUs its GPUs, for
+	// the GPU-time it completes with (Config.GPUTime); learn is false for
+	// a run the engine adopted rather than started.
+	ended    usage.Service
+	nGPUs    int
+	learn    bool
 	gpus     map[string][]int // the GPUs of each part, by node; none when adopted unknown (adopt.go)
 	failures int              // earlier failed runs
 	retries  int              // how many failures the job asked to have retried
@@ -649,6 +656,9 @@ func (e *Engine) outcome(ex job.Exit, r *run) func(context.Context) error {
 		}
 		if to == job.Succeeded {
 			e.completed = true
+			if e.cfg.GPUTime != nil && r.learn {
+				e.cfg.GPUTime.Completed(usage.Current(r.ended, r.nGPUs, &r.started, ex.At).GPUSeconds)
+			}
 		}
 		if !r.stopAsked.IsZero() {
 			e.stats.released(ex.At.Sub(r.stopAsked))

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	_ "embed"
 	"math"
 	"slices"
@@ -18,11 +19,14 @@ var yarnGPUTime string
 
 // GPUTimeDist is an empirical distribution of job GPU-time (GPUs x run
 // seconds of completed jobs), from which tiresias-g computes Gittins
-// indices. It is immutable: With returns a new one, so a distribution may
-// be shared between passes and goroutines.
+// indices. Each sample weighs 1, except in a distribution learnt with
+// jobs still running (LearnGPUTimeDist). It is immutable: With returns a
+// new one, so a distribution may be shared between passes and goroutines.
 type GPUTimeDist struct {
-	sorted []float64
-	suffix []float64 // suffix[i] = sum(sorted[i:]), len(sorted)+1 entries
+	sorted  []float64
+	weights []float64 // of each sample; nil: each weighs 1
+	sufW    []float64 // sufW[i] = total weight of sorted[i:], len(sorted)+1 entries
+	sufWS   []float64 // sufWS[i] = sum of weight x sample over sorted[i:]
 
 	// hulls serve FullIndex, built on first use.
 	hullOnce sync.Once
@@ -68,31 +72,121 @@ func NewGPUTimeDist(samples []float64) *GPUTimeDist {
 	return d
 }
 
-// With returns a new distribution holding d's samples and more. A nil d
-// is an empty distribution.
+// With returns a new distribution holding d's samples and more, each of
+// weight 1. A nil d is an empty distribution.
 func (d *GPUTimeDist) With(more ...float64) *GPUTimeDist {
 	add := NewGPUTimeDist(more)
 	if d == nil {
 		return add
 	}
 	out := &GPUTimeDist{sorted: make([]float64, 0, len(d.sorted)+len(add.sorted))}
+	if d.weights != nil {
+		out.weights = make([]float64, 0, cap(out.sorted))
+	}
 	a, b := d.sorted, add.sorted
-	for len(a) > 0 && len(b) > 0 {
-		if a[0] <= b[0] {
+	for k := 0; len(a) > 0 || len(b) > 0; {
+		if len(b) == 0 || len(a) > 0 && a[0] <= b[0] {
 			out.sorted, a = append(out.sorted, a[0]), a[1:]
+			if out.weights != nil {
+				out.weights = append(out.weights, d.weights[k])
+			}
+			k++
 		} else {
 			out.sorted, b = append(out.sorted, b[0]), b[1:]
+			if out.weights != nil {
+				out.weights = append(out.weights, 1)
+			}
 		}
 	}
-	out.sorted = append(append(out.sorted, a...), b...)
 	out.sums()
 	return out
 }
 
+// LearnGPUTimeDist is the distribution of job GPU-time learnt from done,
+// the GPU-times of completed jobs (the shipped prior's among them), and
+// running, the service attained so far by jobs not yet complete: each of
+// those is only a lower bound of its job's GPU-time (right-censored).
+// Learning from completed jobs alone would favour short jobs, the first
+// to complete; the Kaplan-Meier estimator gives each censored job's
+// weight to the samples above its service instead. The samples are the
+// completed GPU-times, weighed by the estimator's jumps (scaled so that
+// the weights add up to the number of jobs); where the largest values
+// are censored, the weight left beyond the last completed one goes to the
+// largest censored value (Efron's rule), so the distribution is proper.
+// Without running jobs it is NewGPUTimeDist(done). Values that are
+// negative or not finite are dropped.
+func LearnGPUTimeDist(done, running []float64) *GPUTimeDist {
+	type obs struct {
+		v    float64
+		done bool
+	}
+	all := make([]obs, 0, len(done)+len(running))
+	for _, v := range done {
+		if v >= 0 && !math.IsInf(v, 1) {
+			all = append(all, obs{v, true})
+		}
+	}
+	censored := 0
+	for _, v := range running {
+		if v >= 0 && !math.IsInf(v, 1) {
+			all = append(all, obs{v, false})
+			censored++
+		}
+	}
+	if censored == 0 {
+		return NewGPUTimeDist(done)
+	}
+	// Completions before censorings at the same value: a job censored at
+	// v was still running there.
+	slices.SortFunc(all, func(a, b obs) int {
+		if c := cmp.Compare(a.v, b.v); c != 0 {
+			return c
+		}
+		switch {
+		case a.done == b.done:
+			return 0
+		case a.done:
+			return -1
+		}
+		return 1
+	})
+	n := float64(len(all))
+	d := &GPUTimeDist{}
+	surv, atRisk := 1.0, n
+	for k := 0; k < len(all); {
+		v, events, leaving := all[k].v, 0, 0
+		for ; k < len(all) && all[k].v == v; k++ {
+			if all[k].done {
+				events++
+			}
+			leaving++
+		}
+		if events > 0 {
+			jump := surv * float64(events) / atRisk
+			surv -= jump
+			d.sorted = append(d.sorted, v)
+			d.weights = append(d.weights, jump*n)
+		}
+		atRisk -= float64(leaving)
+	}
+	if last := all[len(all)-1]; !last.done && surv > 0 {
+		d.sorted = append(d.sorted, last.v)
+		d.weights = append(d.weights, surv*n)
+	}
+	d.sums()
+	return d
+}
+
 func (d *GPUTimeDist) sums() {
-	d.suffix = make([]float64, len(d.sorted)+1)
-	for i := len(d.sorted) - 1; i >= 0; i-- {
-		d.suffix[i] = d.suffix[i+1] + d.sorted[i]
+	n := len(d.sorted)
+	d.sufW, d.sufWS = make([]float64, n+1), make([]float64, n+1)
+	for i := n - 1; i >= 0; i-- {
+		w := 1.0
+		if d.weights != nil {
+			w = d.weights[i]
+		}
+		d.sufW[i] = d.sufW[i+1] + w
+		d.sufWS[i] = d.sufWS[i+1] + w*d.sorted[i]
 	}
 }
 
@@ -123,11 +217,12 @@ func (d *GPUTimeDist) Index(a, delta float64) float64 {
 		return 0
 	}
 	j := upperBound(d.sorted, a+delta)
-	left := float64(n - i)
-	p := float64(j-i) / left
+	left := d.sufW[i]
+	within := d.sufW[i] - d.sufW[j]
+	p := within / left
 	// E[min(S-a, delta)] over the samples above a: the ones that end
 	// within the quantum contribute S-a, the others delta.
-	e := (d.suffix[i] - d.suffix[j] - float64(j-i)*a + float64(n-j)*delta) / left
+	e := (d.sufWS[i] - d.sufWS[j] - within*a + d.sufW[j]*delta) / left
 	if !(e > 0) {
 		return 0
 	}
@@ -170,7 +265,7 @@ func (d *GPUTimeDist) FullIndex(a float64) float64 {
 		return 0
 	}
 	d.hullOnce.Do(d.buildHulls)
-	j := d.hulls.best(i, d.fullX(i, a))
+	j := d.hulls.best(d.sufW[0]-d.sufW[i], d.fullX(i, a), i)
 	return d.fullRatio(i, j, a)
 }
 
@@ -188,60 +283,63 @@ func (d *GPUTimeDist) fullIndexScan(a float64) float64 {
 }
 
 // fullRatio is the index for a job above samples[:i] (the first i are at
-// most a) and the quantum that ends at sample j >= i: of the n-i samples
-// above a, j-i+1 end within it (with ties, up to the last equal one);
-// the expected service sums S-a over those and the quantum over the rest.
-// The common factor 1/(n-i) cancels.
+// most a) and the quantum that ends at sample j >= i: of the samples
+// above a, those up to j end within it (with ties, up to the last equal
+// one); the expected service sums S-a over those and the quantum over the
+// rest, each by its weight. The common factor, the weight above a,
+// cancels.
 func (d *GPUTimeDist) fullRatio(i, j int, a float64) float64 {
 	s, n := d.sorted, len(d.sorted)
 	for j+1 < n && s[j+1] == s[j] {
 		j++
 	}
-	done := float64(j - i + 1)
-	e := d.suffix[i] - d.suffix[j+1] - done*a + float64(n-1-j)*(s[j]-a)
+	done := d.sufW[i] - d.sufW[j+1]
+	e := d.sufWS[i] - d.sufWS[j+1] - done*a + d.sufW[j+1]*(s[j]-a)
 	if !(e > 0) {
 		return 0
 	}
 	return done / e
 }
 
-// The full index as a geometric query. With C_j = sum(sorted[:j+1]) +
-// (n-1-j) x sorted[j], the ratio for the quantum ending at sample j is
+// The full index as a geometric query. With W_j the weight of
+// sorted[:j] and C_j = sum(w x sorted over [:j+1]) + (W_n - W_j+1) x
+// sorted[j], the ratio for the quantum ending at sample j is
 //
-//	(j+1 - i) / (C_j - X),  X = sum(sorted[:i]) + a x (n-i),
+//	(W_j+1 - W_i) / (C_j - X),  X = sum(w x sorted over [:i]) + a x (W_n - W_i),
 //
-// the slope from the point (X, i) to the point (C_j, j+1). C_j never
+// the slope from the point (X, W_i) to the point (C_j, W_j+1). C_j never
 // falls as j grows, and X < C_j for every j >= i, so the best j is where
-// the line from (X, i) touches the upper convex hull of the points
+// the line from (X, W_i) touches the upper convex hull of the points
 // j >= i: a suffix of a fixed set. hullTree keeps the upper hull of every
 // node of a segment tree over j; a suffix is O(log n) nodes, and along a
 // hull the slope from the left rises then falls, so each node is one
-// binary search.
+// binary search. (With every weight 1, W_j is j.)
 
 // fullX is X for a job above samples[:i] with service a.
 func (d *GPUTimeDist) fullX(i int, a float64) float64 {
-	return d.suffix[0] - d.suffix[i] + a*float64(len(d.sorted)-i)
+	return d.sufWS[0] - d.sufWS[i] + a*d.sufW[i]
 }
 
 func (d *GPUTimeDist) buildHulls() {
-	s, n := d.sorted, len(d.sorted)
-	x := make([]float64, n)
+	s := d.sorted
+	x, y := make([]float64, len(s)), make([]float64, len(s))
 	for j := range s {
-		x[j] = d.suffix[0] - d.suffix[j+1] + float64(n-1-j)*s[j]
+		x[j] = d.sufWS[0] - d.sufWS[j+1] + d.sufW[j+1]*s[j]
+		y[j] = d.sufW[0] - d.sufW[j+1]
 	}
-	d.hulls.build(x)
+	d.hulls.build(x, y)
 }
 
-// hullTree is a segment tree over the points (x[j], j+1) whose nodes hold
-// the indices of their range's upper convex hull, left to right.
+// hullTree is a segment tree over the points (x[j], y[j]) whose nodes
+// hold the indices of their range's upper convex hull, left to right.
 type hullTree struct {
-	x    []float64
+	x, y []float64
 	size int     // leaves, a power of two
 	node [][]int // node k covers a range; children 2k+1, 2k+2
 }
 
-func (h *hullTree) build(x []float64) {
-	h.x = x
+func (h *hullTree) build(x, y []float64) {
+	h.x, h.y = x, y
 	h.size = 1
 	for h.size < len(x) {
 		h.size *= 2
@@ -277,15 +375,15 @@ func (h *hullTree) fill(k, lo, hi int) {
 // cross is the turn o -> p -> q of the points of o, p, q: positive to the
 // left.
 func (h *hullTree) cross(o, p, q int) float64 {
-	return (h.x[p]-h.x[o])*float64(q-o) - float64(p-o)*(h.x[q]-h.x[o])
+	return (h.x[p]-h.x[o])*(h.y[q]-h.y[o]) - (h.y[p]-h.y[o])*(h.x[q]-h.x[o])
 }
 
 // best returns the j >= i whose point has the steepest slope from
-// (qx, i), which lies left of all of them.
-func (h *hullTree) best(i int, qx float64) int {
+// (qx, qy), which lies left of all of them.
+func (h *hullTree) best(qy, qx float64, i int) int {
 	bestJ, bestNum, bestDen := -1, 0.0, 1.0
-	h.query(0, 0, h.size, i, qx, func(j int) {
-		num, den := float64(j+1-i), h.x[j]-qx
+	h.query(0, 0, h.size, i, qx, qy, func(j int) {
+		num, den := h.y[j]-qy, h.x[j]-qx
 		if bestJ < 0 || num*bestDen > bestNum*den {
 			bestJ, bestNum, bestDen = j, num, den
 		}
@@ -293,24 +391,24 @@ func (h *hullTree) best(i int, qx float64) int {
 	return bestJ
 }
 
-func (h *hullTree) query(k, lo, hi, i int, qx float64, see func(int)) {
+func (h *hullTree) query(k, lo, hi, i int, qx, qy float64, see func(int)) {
 	if hi <= i || lo >= len(h.x) {
 		return
 	}
 	if lo >= i {
-		see(h.tangent(h.node[k], i, qx))
+		see(h.tangent(h.node[k], qy, qx))
 		return
 	}
 	mid := (lo + hi) / 2
-	h.query(2*k+1, lo, mid, i, qx, see)
-	h.query(2*k+2, mid, hi, i, qx, see)
+	h.query(2*k+1, lo, mid, i, qx, qy, see)
+	h.query(2*k+2, mid, hi, i, qx, qy, see)
 }
 
 // tangent returns the vertex of hull with the steepest slope from
 // (qx, qy): the first whose next vertex is no steeper.
-func (h *hullTree) tangent(hull []int, qy int, qx float64) int {
+func (h *hullTree) tangent(hull []int, qy, qx float64) int {
 	steeper := func(a, b int) bool { // the slope to b beats the slope to a
-		return float64(b+1-qy)*(h.x[a]-qx) > float64(a+1-qy)*(h.x[b]-qx)
+		return (h.y[b]-qy)*(h.x[a]-qx) > (h.y[a]-qy)*(h.x[b]-qx)
 	}
 	lo, hi := 0, len(hull)-1
 	for lo < hi {
@@ -332,7 +430,8 @@ func (h *hullTree) tangent(hull []int, qy int, qx float64) int {
 //	P = (#samples in (a, a+delta]) / #samples > a
 //	E = (sum of those samples + delta x #samples > a+delta) / #samples > a
 //
-// where the sum is of whole GPU-times S rather than S - a, E is divided
+// where the sum is of whole GPU-times S rather than S - a (each sample
+// counted once, whatever its weight), E is divided
 // as integers (rounded down, as Python 2 divides), P and E are rounded
 // to 5 decimals and P/E to 4 (after scaling by 10^6), and the last
 // sample never counts as finishing. A job gets the entry of the first
@@ -367,7 +466,7 @@ func (d *GPUTimeDist) referenceTable(delta float64) referenceTable {
 		}
 		left := float64(n - i)
 		p := roundTo(float64(j-i)/left, 5)
-		e := roundTo(math.Floor((d.suffix[i]-d.suffix[j]+delta*float64(n-j))/left), 5)
+		e := roundTo(math.Floor((d.sufWS[i]-d.sufWS[j]+delta*float64(n-j))/left), 5)
 		if e > 0 {
 			t.gi[k] = roundTo(p*1e6/e, 4)
 		}

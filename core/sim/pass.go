@@ -19,10 +19,10 @@ func (s *simulator) pass() error {
 		sj.AttainedService = j.service + float64(j.tj.GPUs)*ran
 	}
 	s.passes++
-	if len(s.learnt) > 0 {
-		s.dist, s.learnt = s.dist.With(s.learnt...), s.learnt[:0]
+	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()}
+	if s.learner != nil {
+		snap.GPUTimeDist = s.learner.Dist(s.snap)
 	}
-	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot(), GPUTimeDist: s.dist}
 	d := s.sc.Schedule(snap)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Pass(snap, d)

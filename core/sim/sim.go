@@ -75,13 +75,13 @@ type Config struct {
 	// durations, does not show.
 	LimitSpread bool
 
-	// LearnPrior adds each finished job's GPU-time (attained service) to
-	// tiresias-g's distribution as the run goes, from the shipped prior
-	// plus Sched.GPUTimeSamples: the distribution learns online from
-	// completed jobs. Without it the distribution is the prior plus
-	// Sched.GPUTimeSamples for the whole run, as the live server's is
-	// between two starts (serve reads up to 5,000 completed jobs'
-	// GPU-times once, when it starts).
+	// LearnPrior learns tiresias-g's distribution as the run goes, as the
+	// live engine does (sched.GPUTimeLearner): from the shipped prior plus
+	// Sched.GPUTimeSamples, each finished job's GPU-time (attained
+	// service), and the service of the jobs not yet finished as lower
+	// bounds of theirs. Without it the distribution is the prior plus
+	// Sched.GPUTimeSamples for the whole run, as in the Tiresias
+	// reference.
 	LearnPrior bool
 
 	// Observer, when set, is told of every pass, start and finish, so
@@ -164,14 +164,12 @@ type scheduler interface {
 // simulator holds one run's state.
 type simulator struct {
 	cfg Config
-	// dist is the Gittins distribution learnt so far and learnt the
-	// GPU-times finished since it was last built (Config.LearnPrior).
-	dist   *sched.GPUTimeDist
-	learnt []float64
-	sc     scheduler
-	rule   string // the policy's rule (sched.Scheduler.Rule)
-	nodes  []sched.Node
-	gpus   gpuPool
+	// learner learns the Gittins distribution (Config.LearnPrior).
+	learner *sched.GPUTimeLearner
+	sc      scheduler
+	rule    string // the policy's rule (sched.Scheduler.Rule)
+	nodes   []sched.Node
+	gpus    gpuPool
 
 	jobs    []job // in arrival order
 	byID    map[int64]*job
@@ -225,7 +223,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	}
 	s := &simulator{cfg: cfg, sc: sc, rule: sc.Rule(), byID: make(map[int64]*job, len(jobs)), waitingSince: make(map[int64]float64), promised: make(sched.Promises)}
 	if cfg.LearnPrior {
-		s.dist = sched.PriorGPUTimeDist().With(cfg.Sched.GPUTimeSamples...)
+		s.learner = sched.NewGPUTimeLearner(cfg.Sched.GPUTimeSamples)
 	}
 	s.nodes, s.gpus = buildCluster(cfg.Nodes)
 	if s.gpus.total == 0 {
@@ -397,8 +395,8 @@ func (s *simulator) complete(j *job) {
 	j.finish = s.now
 	s.finished++
 	s.done++
-	if s.cfg.LearnPrior {
-		s.learnt = append(s.learnt, j.service)
+	if s.learner != nil {
+		s.learner.Completed(j.service)
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Finished(j.tj.ID, s.now, j.executed)
