@@ -86,7 +86,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
 	fs.StringVar(&f.data, "data", "./data", "folder for the SQLite database and job output")
 	fs.StringVar(&f.db, "db", "", `database: "sqlite:PATH" or a "postgres://..." URL (default: SQLite in --data)`)
-	fs.IntVar(&f.dbMaxConns, "db-max-conns", 0, fmt.Sprintf("database connections open at most; 0: %d on PostgreSQL, 1 on SQLite (one writer)", models.DefaultMaxConns))
+	fs.IntVar(&f.dbMaxConns, "db-max-conns", 0, fmt.Sprintf("database connections open at most; 0: %d on PostgreSQL, %d on SQLite (readers at once, one writer at a time)", models.DefaultMaxConns, models.DefaultSQLiteConns))
 	fs.BoolVar(&f.dev, "dev", false, "development mode: demo users, simulated GPUs, loopback only")
 	fs.BoolVar(&f.demo, "demo", false, "with --dev: submit a stream of simulated jobs from the demo users")
 	fs.StringVar(&f.devToken, "dev-token", "", "with --dev: an admin API token accepted as a bearer token")
