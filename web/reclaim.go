@@ -17,8 +17,8 @@ import (
 
 // RunReclaim gives idle GPUs back until ctx ends: every every, on the
 // leader replica only (leader), it judges each running job afresh
-// (core/idle Detect, then Decide with serve --idle-reclaim-grace and the
-// reclaim policy) and stops those due, through the engine, as a cancel
+// under its team's rule and reclaim policy (teamIdleTerms: core/idle
+// Detect, then Decide with serve --idle-reclaim-grace) and stops those due, through the engine, as a cancel
 // does: the checkpoint signal first (SIGTERM, the stop grace, SIGKILL),
 // the job's folder kept, the reason "reclaimed: idle since HH:MM" on its
 // page. A warned job's owner is told once per run (notification event
