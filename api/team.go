@@ -41,13 +41,20 @@ type SessionPolicy struct {
 	PriorityGPUs int `json:"priority_gpus"`
 }
 
-// IdlePolicy is a team's idle-GPU reclaim policy: whether its idle
-// sessions and idle batch jobs are stopped after the grace, and the
-// longest keep-alive its members may ask for.
+// IdlePolicy is a team's idle-GPU policy: its own rule for when a job
+// is idle, whether its idle sessions and idle batch jobs are stopped
+// after the grace, and the longest keep-alive its members may ask for.
 type IdlePolicy struct {
 	ReclaimSessions   bool    `json:"reclaim_sessions"`
 	ReclaimBatch      bool    `json:"reclaim_batch"`
 	MaxKeepAliveHours float64 `json:"max_keep_alive_hours"`
+	// IdleBelowPct is the team's own idle threshold: a job is idle when
+	// all its GPUs stay under this utilization, in percent (above 0, at
+	// most 100); null: the server's (serve --idle-below).
+	IdleBelowPct *float64 `json:"idle_below_pct"`
+	// IdleAfterS is how long, in seconds, they must stay under it (1 to
+	// 86400, whole seconds); null or 0: the server's (serve --idle-after).
+	IdleAfterS *float64 `json:"idle_after_s"`
 }
 
 // Team is a team's page: its standing, members, caps and usage over time.

@@ -201,14 +201,19 @@ func TestSessionPolicy(t *testing.T) {
 
 // TestIdleReclaimSession: a terminal session on the one simulated GPU,
 // which reads 0% utilization, with a job waiting behind it, in a team
-// that reclaims idle sessions (the default), --idle-after 2s and
+// that reclaims idle sessions (the default) and whose own idle rule is 2
+// seconds (the server's, --idle-after, stays 30 minutes), with
 // --idle-reclaim-grace 3s: the session is warned (reclaim_at), then
 // stopped after the grace, ending cancelled with reason "reclaimed: idle
 // since HH:MM", and its GPU starts the waiting job.
 func TestIdleReclaimSession(t *testing.T) {
-	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-after", "2s", "--idle-reclaim-grace", "3s")
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-reclaim-grace", "3s")
+	admin := newAPI(t, srv.URL, "admin", "dev")
 	alice := newAPI(t, srv.URL, "alice", "dev") // vision
 	bob := newAPI(t, srv.URL, "bob", "dev")     // nlp
+	if st := admin.do(http.MethodPut, "/api/v1/teams/vision/idle-policy", map[string]any{"reclaim_sessions": true, "idle_after_s": 2}, nil); st != http.StatusOK {
+		t.Fatalf("set vision's idle rule: status %d", st)
+	}
 	sid := submit(t, alice, map[string]any{"name": "shell", "gpus": 1, "session": map[string]any{"type": "terminal"}})
 	waitJob(t, alice, sid, 15*time.Second, "running")
 	nextID := submit(t, bob, map[string]any{"name": "next", "gpus": 1, "sim": map[string]any{"duration_s": 600}})

@@ -37,6 +37,7 @@ func migrations() []migration {
 		{26, "jobs.keep_alive_until and teams.idle_spare_sessions, idle_reclaim_batch, max_keep_alive_s: reclaiming idle GPUs (reclaim.go)", idleReclaim},
 		{27, "reclaimed runs, jobs.reentered_at and interactive_priority, teams.max_session_s and session_priority_gpus (reclaim, sessions)", reclaimedRuns},
 		{29, "jobs: index on updated_at, for the engine's reads of the jobs changed since its last pass (engine.go)", jobsUpdatedIndex},
+		{30, "teams.idle_below_pct and idle_after_s: each team's own rule for idle GPUs (0: the server's)", teamIdleRule},
 	}
 }
 
@@ -587,4 +588,17 @@ func jobsUpdatedIndex(tx *gorm.DB) error {
 		return fmt.Errorf("%s: %w", stmt, err)
 	}
 	return nil
+}
+
+// v30Team holds the columns step 30 adds to teams: the team's own idle
+// threshold and time (0: the server's).
+type v30Team struct {
+	IdleBelowPct float64 `gorm:"not null;default:0"`
+	IdleAfterS   int64   `gorm:"not null;default:0"`
+}
+
+func (v30Team) TableName() string { return "teams" }
+
+func teamIdleRule(tx *gorm.DB) error {
+	return addColumns(tx, &v30Team{}, "IdleBelowPct", "IdleAfterS")
 }

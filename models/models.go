@@ -4,6 +4,8 @@ package models
 
 import (
 	"time"
+
+	"github.com/gpuportal/gpuportal/core/idle"
 )
 
 // Role is what a user may do in the portal.
@@ -73,6 +75,12 @@ type Team struct {
 	IdleSpareSessions bool  `gorm:"not null;default:false"`
 	IdleReclaimBatch  bool  `gorm:"not null;default:false"`
 	MaxKeepAliveS     int64 `gorm:"not null;default:0"`
+	// The team's own rule for "idle" (core/idle Rule): IdleBelowPct the
+	// utilization threshold, in percent, IdleAfterS how long all of a
+	// job's GPUs must stay under it; 0: the server's (serve --idle-below,
+	// --idle-after).
+	IdleBelowPct float64 `gorm:"not null;default:0"`
+	IdleAfterS   int64   `gorm:"not null;default:0"`
 	// The team's session policy: MaxSessionS is the longest its sessions
 	// may run (their time limit; 0: no maximum), SessionPriorityGPUs how
 	// many GPUs its sessions that ask for interactive priority may hold
@@ -91,6 +99,12 @@ func (t *Team) MaxKeepAlive() time.Duration {
 		return time.Duration(t.MaxKeepAliveS) * time.Second
 	}
 	return DefaultMaxKeepAlive
+}
+
+// IdleRule is the team's own rule for idle: zero fields where it set
+// none (core/idle Rule.Override fills them in with the server's).
+func (t *Team) IdleRule() idle.Rule {
+	return idle.Rule{After: time.Duration(t.IdleAfterS) * time.Second, BelowPct: t.IdleBelowPct}
 }
 
 // UserCap caps the GPUs one member of a team may hold at once.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
@@ -306,6 +307,45 @@ func TestIdleNotificationsAndKeepAlive(t *testing.T) {
 		}
 		if err := s.SetTeamIdlePolicy(ctx, "nobody", models.IdlePolicy{}); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("unknown team: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestTeamIdleRule: a team's own idle threshold and time round-trip (0:
+// the server's, which a new team has), and the store refuses a rule
+// core/idle would not take.
+func TestTeamIdleRule(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+			t.Fatal(err)
+		}
+		tm, err := s.Team(ctx, "vision")
+		if err != nil || tm.IdleRule() != (idle.Rule{}) {
+			t.Fatalf("a new team's own idle rule is %+v (%v), want none", tm.IdleRule(), err)
+		}
+		for _, tc := range []struct {
+			name string
+			p    models.IdlePolicy
+			want idle.Rule
+		}{
+			{"both its own", models.IdlePolicy{BelowPct: 12.5, AfterS: 600}, idle.Rule{After: 10 * time.Minute, BelowPct: 12.5}},
+			{"its own threshold", models.IdlePolicy{BelowPct: 100}, idle.Rule{BelowPct: 100}},
+			{"back to the server's", models.IdlePolicy{}, idle.Rule{}},
+		} {
+			if err := s.SetTeamIdlePolicy(ctx, "vision", tc.p); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			tm, err := s.Team(ctx, "vision")
+			if err != nil || tm.IdleRule() != tc.want {
+				t.Errorf("%s: read back %+v (%v), want %+v", tc.name, tm.IdleRule(), err, tc.want)
+			}
+		}
+		for _, p := range []models.IdlePolicy{{BelowPct: -1}, {BelowPct: 101}, {AfterS: -60}, {AfterS: 2 * 86400}} {
+			if err := s.SetTeamIdlePolicy(ctx, "vision", p); err == nil {
+				t.Errorf("set %+v: no error", p)
+			}
 		}
 	})
 }

@@ -8,6 +8,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/gpuportal/gpuportal/core/idle"
 )
 
 // Team returns the team called name.
@@ -60,6 +62,9 @@ type IdlePolicy struct {
 	SpareSessions bool
 	ReclaimBatch  bool
 	MaxKeepAliveS int64
+	// BelowPct and AfterS are the team's own idle rule; 0: the server's.
+	BelowPct float64
+	AfterS   int64
 }
 
 // SetTeamIdlePolicy sets team name's idle-GPU reclaim policy.
@@ -67,8 +72,17 @@ func (s *Store) SetTeamIdlePolicy(ctx context.Context, name string, p IdlePolicy
 	if p.MaxKeepAliveS < 0 {
 		return fmt.Errorf("set idle policy of team %s: maximum keep-alive %ds must be 0 or more", name, p.MaxKeepAliveS)
 	}
+	if p.BelowPct != 0 {
+		if err := idle.CheckBelow(p.BelowPct); err != nil {
+			return fmt.Errorf("set idle policy of team %s: idle threshold %w", name, err)
+		}
+	}
+	if err := idle.CheckAfter(time.Duration(p.AfterS) * time.Second); err != nil {
+		return fmt.Errorf("set idle policy of team %s: idle time %w", name, err)
+	}
 	res := s.db.WithContext(ctx).Model(&Team{}).Where("name = ?", name).Updates(map[string]any{
 		"IdleSpareSessions": p.SpareSessions, "IdleReclaimBatch": p.ReclaimBatch, "MaxKeepAliveS": p.MaxKeepAliveS,
+		"IdleBelowPct": p.BelowPct, "IdleAfterS": p.AfterS,
 	})
 	if res.Error != nil {
 		return fmt.Errorf("set idle policy of team %s: %w", name, res.Error)

@@ -435,6 +435,15 @@ type TeamSessions struct {
 type TeamIdle struct {
 	ReclaimSessions, ReclaimBatch bool
 	MaxKeepAliveHours             string
+	// BelowPct and After are the team's own idle threshold and time
+	// ("12.5", "45m"); "" where it has none: the server's,
+	// DefaultBelowPct and DefaultAfter ("none" where the server flags
+	// nothing), apply.
+	BelowPct, After               string
+	DefaultBelowPct, DefaultAfter string
+	// InForce is the rule in force, briefly: "under 5% for 30m", with
+	// "(the server's)" where the team set none of it.
+	InForce string
 	// Rule says, in a sentence, when a job counts idle and how long it
 	// is warned before being stopped (server settings).
 	Rule string

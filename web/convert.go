@@ -285,6 +285,21 @@ func (m *moment) queueJob(j *models.Job, visible bool) api.QueueJob {
 	return out
 }
 
+// idlePolicyOf is t's idle policy as the API gives it: its own rule's
+// fields null where it has none (the server's apply).
+func idlePolicyOf(t *models.Team) api.IdlePolicy {
+	out := api.IdlePolicy{ReclaimSessions: !t.IdleSpareSessions, ReclaimBatch: t.IdleReclaimBatch, MaxKeepAliveHours: t.MaxKeepAlive().Hours()}
+	if t.IdleBelowPct > 0 {
+		v := t.IdleBelowPct
+		out.IdleBelowPct = &v
+	}
+	if t.IdleAfterS > 0 {
+		v := float64(t.IdleAfterS)
+		out.IdleAfterS = &v
+	}
+	return out
+}
+
 // teamShare converts t: its GPUs from m's figures, its fair-share
 // factor from the last scheduling pass (1 before the first).
 func (m *moment) teamShare(t models.Team) api.TeamShare {
@@ -292,7 +307,7 @@ func (m *moment) teamShare(t models.Team) api.TeamShare {
 	out := api.TeamShare{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight, MaxGPUsPerUser: t.MaxGPUsPerUser,
 		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1,
 		DefaultTimeLimitS: t.DefaultTimeLimitS, MaxTimeLimitS: t.MaxTimeLimitS,
-		IdlePolicy:    api.IdlePolicy{ReclaimSessions: !t.IdleSpareSessions, ReclaimBatch: t.IdleReclaimBatch, MaxKeepAliveHours: t.MaxKeepAlive().Hours()},
+		IdlePolicy:    idlePolicyOf(&t),
 		SessionPolicy: api.SessionPolicy{MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs}}
 	if sh, ok := m.fair[t.Name]; ok {
 		out.UsageGPUSeconds, out.Entitlement, out.UsageShare, out.Factor = sh.UsageGPUSeconds, sh.Entitlement, sh.UsageShare, sh.Factor

@@ -133,9 +133,10 @@ func runWindow(j *models.Job, now time.Time) (from, to time.Time, ok bool) {
 }
 
 // detectIdle is the idle verdict on running job j from its GPUs'
-// readings: the one place that calls core/idle for the portal.
-func (s *Server) detectIdle(ctx context.Context, j *models.Job, readings map[telemetry.GPUKey][]gpuReading, now time.Time) *api.Idle {
-	rule := s.cfg.Idle
+// readings, under its team's terms: the one place that calls core/idle
+// for the portal.
+func (s *Server) detectIdle(j *models.Job, terms idleTerms, readings map[telemetry.GPUKey][]gpuReading, now time.Time) *api.Idle {
+	rule := terms.rule
 	if j.State != job.Running || !rule.Valid() {
 		return nil
 	}
@@ -144,13 +145,13 @@ func (s *Server) detectIdle(ctx context.Context, j *models.Job, readings map[tel
 	if !ok || len(keys) == 0 {
 		return nil
 	}
-	st := s.detectState(j, readings, now)
+	st := detectState(j, rule, readings, now)
 	out := &api.Idle{Idle: st.Idle, Known: st.Known, AtLeast: st.Capped, AfterS: rule.After.Seconds(), BelowPct: rule.BelowPct}
 	if !st.Since.IsZero() {
 		since := st.Since
 		out.Since = &since
 	}
-	if v := s.reclaimVerdict(j, st, s.reclaimPolicy(ctx, j.Team), now); v.Action != idle.Leave {
+	if v := s.reclaimVerdict(j, st, terms, now); v.Action != idle.Leave {
 		at := v.ReclaimAt
 		out.ReclaimAt = &at
 	}
@@ -162,8 +163,8 @@ func (s *Server) detectIdle(ctx context.Context, j *models.Job, readings map[tel
 }
 
 // reclaimVerdict is what the reclaim loop does with running job j, whose
-// idle state is st, under its team's policy p, as of now.
-func (s *Server) reclaimVerdict(j *models.Job, st idle.State, p idle.Policy, now time.Time) idle.Verdict {
+// idle state is st, under its team's terms, as of now.
+func (s *Server) reclaimVerdict(j *models.Job, st idle.State, terms idleTerms, now time.Time) idle.Verdict {
 	if s.cfg.ReclaimGrace <= 0 {
 		return idle.Verdict{}
 	}
@@ -171,12 +172,12 @@ func (s *Server) reclaimVerdict(j *models.Job, st idle.State, p idle.Policy, now
 	if j.KeepAliveUntil != nil {
 		c.KeepAliveUntil = *j.KeepAliveUntil
 	}
-	return idle.Decide(s.cfg.Idle, p, s.cfg.ReclaimGrace, c, now)
+	return idle.Decide(terms.rule, terms.policy, s.cfg.ReclaimGrace, c, now)
 }
 
-// detectState is core/idle's verdict on running job j as of now, from its
-// GPUs' readings.
-func (s *Server) detectState(j *models.Job, readings map[telemetry.GPUKey][]gpuReading, now time.Time) idle.State {
+// detectState is core/idle's verdict on running job j under rule as of
+// now, from its GPUs' readings.
+func detectState(j *models.Job, rule idle.Rule, readings map[telemetry.GPUKey][]gpuReading, now time.Time) idle.State {
 	start, _, ok := runWindow(j, now)
 	keys := placementKeys(j.Placement)
 	if !ok || len(keys) == 0 {
@@ -188,7 +189,7 @@ func (s *Server) detectState(j *models.Job, readings map[telemetry.GPUKey][]gpuR
 			gpus[i] = append(gpus[i], idle.Sample{T: time.Unix(r.T, 0), Step: time.Duration(r.Step) * time.Second, UtilPct: r.UtilPct})
 		}
 	}
-	return idle.Detect(s.cfg.Idle, start, now, gpus)
+	return idle.Detect(rule, start, now, gpus)
 }
 
 // idleCacheTTL is how long the lists (team, cluster, API lists) reuse a
@@ -210,15 +211,12 @@ type idleEntry struct {
 	st  *api.Idle
 }
 
-// idleStates is the idle verdict on each running job of js as of now:
-// verdicts made within idleCacheTTL for the same run, and for the other
-// jobs from one read of their GPUs' readings over the rule's lookback.
+// idleStates is the idle verdict on each running job of js as of now,
+// each under its team's terms: verdicts made within idleCacheTTL for the
+// same run, and for the other jobs from one read of the teams and one of
+// their GPUs' readings over the longest lookback of their rules.
 func (s *Server) idleStates(ctx context.Context, js []*models.Job, now time.Time) (map[int64]*api.Idle, error) {
-	rule := s.cfg.Idle
 	out := make(map[int64]*api.Idle)
-	if !rule.Valid() {
-		return out, nil
-	}
 	s.idle.mu.Lock()
 	var todo []*models.Job
 	for _, j := range js {
@@ -234,22 +232,29 @@ func (s *Server) idleStates(ctx context.Context, js []*models.Job, now time.Time
 		todo = append(todo, j)
 	}
 	s.idle.mu.Unlock()
+	if len(todo) == 0 {
+		return out, nil
+	}
+	terms, err := s.allIdleTerms(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var keys []telemetry.GPUKey
 	from := now
 	for _, j := range todo {
+		rule := terms.of(j.Team).rule
 		start, _, ok := runWindow(j, now)
-		if !ok {
+		if !ok || !rule.Valid() {
 			continue
 		}
 		keys = append(keys, placementKeys(j.Placement)...)
 		from = minTime(from, maxTime(start, now.Add(-rule.Lookback())))
 	}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	readings, err := s.gpuReadings(ctx, keys, from, now)
-	if err != nil {
-		return nil, err
+	var readings map[telemetry.GPUKey][]gpuReading
+	if len(keys) > 0 {
+		if readings, err = s.gpuReadings(ctx, keys, from, now); err != nil {
+			return nil, err
+		}
 	}
 	s.idle.mu.Lock()
 	defer s.idle.mu.Unlock()
@@ -262,7 +267,7 @@ func (s *Server) idleStates(ctx context.Context, js []*models.Job, now time.Time
 		}
 	}
 	for _, j := range todo {
-		st := s.detectIdle(ctx, j, readings, now)
+		st := s.detectIdle(j, terms.of(j.Team), readings, now)
 		s.idle.m[j.ID] = idleEntry{run: j.Run, at: now, st: st}
 		if st != nil {
 			out[j.ID] = st
@@ -380,7 +385,9 @@ func (s *Server) jobUsage(ctx context.Context, j *models.Job, now time.Time, poi
 		avg := utilSum / utilW
 		out.UtilAvgPct = &avg
 	}
-	out.Idle = s.detectIdle(ctx, j, readings, now)
+	if running {
+		out.Idle = s.detectIdle(j, s.idleTermsOf(ctx, j.Team), readings, now)
+	}
 	return out, nil
 }
 

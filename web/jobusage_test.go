@@ -17,8 +17,15 @@ import (
 // startedJob stores a job of alice's running on placement since start.
 func (ts *testServer) startedJob(t *testing.T, name string, gpus int, placement []string, start time.Time) int64 {
 	t.Helper()
+	return ts.startedJobOf(t, "vision", "alice", name, gpus, placement, start)
+}
+
+// startedJobOf stores a job of user's in team running on placement since
+// start.
+func (ts *testServer) startedJobOf(t *testing.T, team, user, name string, gpus int, placement []string, start time.Time) int64 {
+	t.Helper()
 	ctx := context.Background()
-	j := &models.Job{Name: name, Team: "vision", User: "alice", GPUs: gpus, SimDuration: 3600, SubmittedAt: start}
+	j := &models.Job{Name: name, Team: team, User: user, GPUs: gpus, SimDuration: 3600, SubmittedAt: start}
 	if err := ts.store.CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +169,98 @@ func TestJobUsageAndIdle(t *testing.T) {
 	// bob, of another team, sees that a job is idle but not whose.
 	if body := ts.do(t, "bob", http.MethodGet, "/cluster", "").Body.String(); !strings.Contains(body, "(team vision)") || strings.Contains(body, "notebook") {
 		t.Error("the cluster page shows bob the idle job's name, or no idle job")
+	}
+}
+
+// TestTeamIdleRule: two batch jobs, of vision and of nlp, hold their GPUs
+// at 20% for six minutes; the server's rule (under 5% for 10m) flags
+// neither. Once vision sets its own, stricter rule (under 30% for 2m),
+// its job is idle on the job's API answer and page, in the API list and
+// the jobs list's badge, on the team and cluster pages, and the reclaim
+// loop preempts it (vision reclaims idle batch jobs); nlp's job, under
+// the server's rule though nlp reclaims batch jobs too, is none of those.
+func TestTeamIdleRule(t *testing.T) {
+	ts := newTestServer(t)
+	ts.cfg.Idle = idle.Rule{After: 10 * time.Minute, BelowPct: 5}
+	ts.cfg.ReclaimGrace = time.Minute
+	ctx := context.Background()
+	now := time.Now()
+	start := now.Add(-6 * time.Minute)
+	vision := ts.startedJobOf(t, "vision", "alice", "vision-train", 1, []string{"node-0:0"}, start)
+	nlp := ts.startedJobOf(t, "nlp", "bob", "nlp-train", 1, []string{"node-0:1"}, start)
+	ts.gpuMinutes(t, 0, now, 7, 1, 20, 6000)
+	ts.gpuMinutes(t, 1, now, 7, 1, 20, 6000)
+	for s := 50; s >= 1; s-- {
+		at := now.Add(-time.Duration(s) * time.Second)
+		ts.cfg.Telemetry.Record("node-0", []gpu.Sample{
+			{At: at, Index: 0, MemMiB: 81920, MemUsedMiB: 6000, UtilPct: 20},
+			{At: at, Index: 1, MemMiB: 81920, MemUsedMiB: 6000, UtilPct: 20},
+		})
+	}
+	if j := ts.getJob(t, "alice", vision); j.Idle == nil || j.Idle.Idle || j.Idle.BelowPct != 5 || !j.Idle.Known {
+		t.Fatalf("vision's job under the server's rule: idle %+v, want known, not idle, under 5%%", j.Idle)
+	}
+	for team, role := range map[string]string{"vision": "lead", "nlp": "admin"} {
+		body := `{"reclaim_sessions":true,"reclaim_batch":true}`
+		if team == "vision" {
+			body = `{"reclaim_sessions":true,"reclaim_batch":true,"idle_below_pct":30,"idle_after_s":120}`
+		}
+		if rec := ts.do(t, role, http.MethodPut, "/api/v1/teams/"+team+"/idle-policy", body); rec.Code != http.StatusOK {
+			t.Fatalf("set %s's idle policy: %d %s", team, rec.Code, rec.Body)
+		}
+	}
+
+	v, n := ts.getJob(t, "alice", vision), ts.getJob(t, "bob", nlp)
+	if v.Idle == nil || !v.Idle.Idle || v.Idle.BelowPct != 30 || v.Idle.AfterS != 120 || v.Idle.ReclaimAt == nil {
+		t.Errorf("vision's job under its team's rule: idle %+v, want idle under 30%% for 120 s, to be reclaimed", v.Idle)
+	}
+	if n.Idle == nil || n.Idle.Idle || n.Idle.BelowPct != 5 || n.Idle.AfterS != 600 || n.Idle.ReclaimAt != nil {
+		t.Errorf("nlp's job under the server's rule: idle %+v, want not idle, under 5%% for 600 s", n.Idle)
+	}
+	if page := ts.do(t, "alice", http.MethodGet, "/jobs/"+itoa(vision), "").Body.String(); !strings.Contains(page, "under 30% utilization") {
+		t.Errorf("vision's job page does not say it is idle under its team's 30%%")
+	}
+	js, _ := ts.listPage(t, "admin", "state=running")
+	if len(js) != 2 {
+		t.Fatalf("the API list has %d running jobs, want 2", len(js))
+	}
+	for _, j := range js {
+		if got, want := j.Idle != nil && j.Idle.Idle, j.ID == vision; got != want {
+			t.Errorf("API list: job %d (%s) idle %v, want %v", j.ID, j.Team, got, want)
+		}
+	}
+	list := ts.do(t, "admin", http.MethodGet, "/jobs?state=running&scope=all", "").Body.String()
+	for _, id := range []int64{vision, nlp} {
+		i := strings.Index(list, `" data-job="`+itoa(id)+`"`)
+		end := strings.Index(list[max(i, 0):], "</tr>")
+		if i < 0 || end < 0 {
+			t.Fatalf("the jobs list has no row for job %d", id)
+		}
+		if got, want := strings.Contains(list[i:i+end], `data-field="idle"`), id == vision; got != want {
+			t.Errorf("jobs list: job %d badged idle %v, want %v", id, got, want)
+		}
+	}
+	for _, path := range []string{"/teams/vision", "/teams/nlp", "/cluster"} {
+		flags := section(ts.do(t, "admin", http.MethodGet, path, "").Body.String(), "-idle\"")
+		if path != "/teams/nlp" && !strings.Contains(flags, `data-job="`+itoa(vision)+`"`) {
+			t.Errorf("%s does not flag vision's job idle: %q", path, flags)
+		}
+		if strings.Contains(flags, `data-job="`+itoa(nlp)+`"`) {
+			t.Errorf("%s flags nlp's job idle: %q", path, flags)
+		}
+	}
+
+	if err := ts.reclaimOnce(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]bool{vision: true, nlp: false} {
+		runs, err := ts.store.Runs(ctx, id)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("job %d runs %+v, %v", id, runs, err)
+		}
+		if got := runs[0].ReclaimedAt != nil; got != want {
+			t.Errorf("job %d reclaimed %v, want %v", id, got, want)
+		}
 	}
 }
 

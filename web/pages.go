@@ -401,7 +401,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	}
 	describeUsage(u, m.now, &d)
 	if d.CanCancel && j.State == job.Running && s.cfg.ReclaimGrace > 0 {
-		if p := s.reclaimPolicy(c.Request().Context(), j.Team); p.Sessions && j.IsSession() || p.Batch && !j.IsSession() {
+		if p := s.idleTermsOf(c.Request().Context(), j.Team).policy; p.Reclaims(j.IsSession()) {
 			d.KeepAliveMaxH = p.MaxKeepAlive.Hours()
 		}
 	}

@@ -17,8 +17,8 @@ import (
 
 // RunReclaim gives idle GPUs back until ctx ends: every every, on the
 // leader replica only (leader), it judges each running job afresh
-// (core/idle Detect, then Decide with serve --idle-reclaim-grace and the
-// reclaim policy) and stops those due, through the engine, as a cancel
+// under its team's rule and reclaim policy (teamIdleTerms: core/idle
+// Detect, then Decide with serve --idle-reclaim-grace) and stops those due, through the engine, as a cancel
 // does: the checkpoint signal first (SIGTERM, the stop grace, SIGKILL),
 // the job's folder kept, the reason "reclaimed: idle since HH:MM" on its
 // page. A warned job's owner is told once per run (notification event
@@ -28,7 +28,7 @@ import (
 // GPUs go to the jobs waiting at the engine's next pass. The job page and the API show the warning (Idle.ReclaimAt) from
 // the same verdict.
 func (s *Server) RunReclaim(ctx context.Context, leader func() bool, every time.Duration) {
-	if s.cfg.ReclaimGrace <= 0 || !s.cfg.Idle.Valid() {
+	if s.cfg.ReclaimGrace <= 0 {
 		return
 	}
 	t := time.NewTicker(every)
@@ -48,28 +48,37 @@ func (s *Server) RunReclaim(ctx context.Context, leader func() bool, every time.
 	}
 }
 
-// reclaimOnce stops every running job that Decide says to reclaim now.
+// reclaimOnce stops every running job that Decide says to reclaim now,
+// each judged under its team's terms.
 func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 	js, err := s.cfg.Store.ListJobs(ctx, models.JobFilter{States: []models.JobState{models.JobRunning}})
 	if err != nil {
 		return fmt.Errorf("list running jobs: %w", err)
 	}
+	if len(js) == 0 {
+		return nil
+	}
+	terms, err := s.allIdleTerms(ctx)
+	if err != nil {
+		return err
+	}
 	for i := range js {
 		j := &js[i]
-		if j.State != job.Running {
+		t := terms.of(j.Team)
+		if j.State != job.Running || !t.rule.Valid() || !t.policy.Reclaims(j.IsSession()) {
 			continue
 		}
 		start, _, ok := runWindow(j, now)
 		if !ok {
 			continue
 		}
-		from := maxTime(start, now.Add(-s.cfg.Idle.Lookback()))
+		from := maxTime(start, now.Add(-t.rule.Lookback()))
 		readings, err := s.gpuReadings(ctx, placementKeys(j.Placement), from, now)
 		if err != nil {
 			return fmt.Errorf("job %d readings: %w", j.ID, err)
 		}
-		st := s.detectState(j, readings, now)
-		v := s.reclaimVerdict(j, st, s.reclaimPolicy(ctx, j.Team), now)
+		st := detectState(j, t.rule, readings, now)
+		v := s.reclaimVerdict(j, st, t, now)
 		if v.Action == idle.Warn {
 			if _, err := s.cfg.Store.EnqueueIdleNotification(ctx, j, v.ReclaimAt, now); err != nil {
 				return fmt.Errorf("warn job %d: %w", j.ID, err)
@@ -101,15 +110,65 @@ func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// reclaimPolicy is team's idle-reclaim policy: its own settings
-// (models.Team), or sessions only where it cannot be read.
-func (s *Server) reclaimPolicy(ctx context.Context, team string) idle.Policy {
+// idleTerms are what judge a team's running jobs idle and what is done
+// with them: its rule (its own settings, else the server's) and its
+// reclaim policy.
+type idleTerms struct {
+	rule   idle.Rule
+	policy idle.Policy
+}
+
+// teamIdleTerms is team t's idle terms: the one place a team's rule is
+// made, from its own settings over the server's (serve --idle-after,
+// --idle-below), for the job, jobs list, team and cluster pages, the API
+// and the reclaim loop alike.
+func (s *Server) teamIdleTerms(t *models.Team) idleTerms {
+	return idleTerms{rule: s.cfg.Idle.Override(t.IdleRule()), policy: teamPolicy(t)}
+}
+
+// defaultIdleTerms are the terms of a team that cannot be read: the
+// server's rule, its sessions reclaimed, the default keep-alive.
+func (s *Server) defaultIdleTerms() idleTerms {
+	return idleTerms{rule: s.cfg.Idle, policy: idle.Policy{Sessions: true, MaxKeepAlive: models.DefaultMaxKeepAlive}}
+}
+
+// idleTermsOf is team's idle terms, read from the store; the default
+// ones where it cannot be read.
+func (s *Server) idleTermsOf(ctx context.Context, team string) idleTerms {
 	t, err := s.cfg.Store.Team(ctx, team)
 	if err != nil {
-		s.cfg.Logger.Warn("reclaim policy: read team", "team", team, "err", err)
-		return idle.Policy{Sessions: true, MaxKeepAlive: models.DefaultMaxKeepAlive}
+		s.cfg.Logger.Warn("idle terms: read team", "team", team, "err", err)
+		return s.defaultIdleTerms()
 	}
-	return teamPolicy(t)
+	return s.teamIdleTerms(t)
+}
+
+// teamsIdleTerms are every team's idle terms, read at once.
+type teamsIdleTerms struct {
+	byTeam map[string]idleTerms
+	def    idleTerms
+}
+
+// of is team's terms; the default ones for a team not read.
+func (ts teamsIdleTerms) of(team string) idleTerms {
+	if t, ok := ts.byTeam[team]; ok {
+		return t
+	}
+	return ts.def
+}
+
+// allIdleTerms reads every team's idle terms, for a list or a reclaim
+// pass that judges many jobs.
+func (s *Server) allIdleTerms(ctx context.Context) (teamsIdleTerms, error) {
+	teams, err := s.cfg.Store.Teams(ctx)
+	if err != nil {
+		return teamsIdleTerms{}, fmt.Errorf("read teams' idle rules: %w", err)
+	}
+	out := teamsIdleTerms{byTeam: make(map[string]idleTerms, len(teams)), def: s.defaultIdleTerms()}
+	for i := range teams {
+		out.byTeam[teams[i].Name] = s.teamIdleTerms(&teams[i])
+	}
+	return out, nil
 }
 
 // teamPolicy is the reclaim policy team t set.
@@ -131,7 +190,7 @@ func (s *Server) keepAlive(ctx context.Context, a actor, id int64, hours float64
 	if j.State != job.Running {
 		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d is not running (%s): only a running job can be kept alive", j.ID, j.State))
 	}
-	p := s.reclaimPolicy(ctx, j.Team)
+	p := s.idleTermsOf(ctx, j.Team).policy
 	d := time.Duration(hours * float64(time.Hour))
 	if !(hours > 0) || d > p.MaxKeepAlive {
 		return nil, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %v: want more than 0, at most %v (team %s's maximum keep-alive)", hours, p.MaxKeepAlive.Hours(), j.Team))

@@ -76,8 +76,9 @@ type Config struct {
 	// EmailEnabled: the server sends email (serve --smtp-addr).
 	EmailEnabled bool
 	// Idle is when a running job counts as holding its GPUs idle
-	// (core/idle); the zero Rule is idle.DefaultRule, and a rule that is
-	// not Valid (After 0) turns the flag off.
+	// (core/idle) in a team that sets no rule of its own, field by field
+	// (teamIdleTerms); the zero Rule is idle.DefaultRule, and After 0
+	// turns the flag off for teams that set no idle time.
 	Idle idle.Rule
 	// ReclaimGrace is how long an idle job is warned before the leader
 	// stops it (serve --idle-reclaim-grace); 0: idle jobs are never
@@ -89,7 +90,8 @@ type Config struct {
 	SignIn identity.Config
 	// AccountingIdleBelowPct is the GPU utilization, in percent, under
 	// which an allocated GPU counts idle in accounting; 0 is the
-	// default, DefaultIdleBelowPct.
+	// default, DefaultIdleBelowPct. One threshold for every team, not
+	// each team's own: the report compares teams and days with one ruler.
 	AccountingIdleBelowPct float64
 	// AllowedImages are the prefixes of the container images jobs may
 	// name (serve --allowed-images); empty: any.

@@ -270,6 +270,91 @@ func TestTeamIdlePolicyForm(t *testing.T) {
 	if !strings.Contains(member, `id="team-idle-now"`) || strings.Contains(member, `id="team-idle-policy"`) {
 		t.Errorf("team page as a member: want the policy shown, not the form")
 	}
+	if !strings.Contains(member, `data-field="idle_rule">under 5% for 30m (the server&#39;s)<`) {
+		t.Errorf("team page as a member: the server's idle rule in force is not shown")
+	}
+}
+
+// TestTeamIdleRuleForm: the team's own idle threshold and time, from the
+// form (the lead's; an admin's for any team) and the API, shown on the
+// page with the server's as placeholders; bad values refused naming the
+// field; empty fields or null go back to the server's.
+func TestTeamIdleRuleForm(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	form := ts.do(t, "lead", http.MethodGet, "/teams/vision", "").Body.String()
+	for _, want := range []string{`name="idle_below_pct" type="number" min="0.01" max="100" step="any" value="" placeholder="5"`,
+		`name="idle_after" value="" placeholder="30m"`} {
+		if !strings.Contains(form, want) {
+			t.Errorf("the lead's form lacks %s", want)
+		}
+	}
+	rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/idle-policy", "reclaim_sessions=on&idle_below_pct=12.5&idle_after=45m")
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Idle GPU policy saved.") {
+		t.Fatalf("save: %d %.300s", rec.Code, rec.Body)
+	}
+	if tm, err := ts.store.Team(ctx, "vision"); err != nil || tm.IdleBelowPct != 12.5 || tm.IdleAfterS != 45*60 {
+		t.Fatalf("stored %+v, %v; want 12.5%% for 45m", tm, err)
+	}
+	page := rec.Body.String()
+	for _, want := range []string{`value="12.5" placeholder="5"`, `value="45m" placeholder="30m"`,
+		`data-field="idle_rule">under 12.5% for 45m<`, "idle when all its GPUs are under 12.5% utilization for 45m"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page after saving lacks %s", want)
+		}
+	}
+	for body, field := range map[string]string{
+		"idle_below_pct=lots": "idle_below_pct", "idle_below_pct=0": "idle_below_pct", "idle_below_pct=101": "idle_below_pct",
+		"idle_after=soon": "idle_after", "idle_after=500ms": "idle_after", "idle_after=25h": "idle_after", "idle_after=-1m": "idle_after",
+	} {
+		rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/idle-policy", "reclaim_sessions=on&"+body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), field+":") {
+			t.Errorf("form %s: %d; want 400 naming %s", body, rec.Code, field)
+		}
+	}
+	for body, field := range map[string]string{
+		`{"idle_below_pct":0}`: "idle_below_pct", `{"idle_below_pct":-3}`: "idle_below_pct", `{"idle_below_pct":100.1}`: "idle_below_pct",
+		`{"idle_after_s":0.5}`: "idle_after_s", `{"idle_after_s":-60}`: "idle_after_s", `{"idle_after_s":86401}`: "idle_after_s",
+		`{"idle_after_s":1e300}`: "idle_after_s",
+	} {
+		rec := ts.do(t, "lead", http.MethodPut, "/api/v1/teams/vision/idle-policy", body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), field+":") {
+			t.Errorf("API %s: %d %s; want 400 naming %s", body, rec.Code, rec.Body, field)
+		}
+	}
+	if tm, _ := ts.store.Team(ctx, "vision"); tm.IdleBelowPct != 12.5 || tm.IdleAfterS != 45*60 {
+		t.Errorf("a refused value changed the rule: %+v", tm)
+	}
+	// An admin sets another team's rule through the API; null and 0 go
+	// back to the server's.
+	rec = ts.do(t, "admin", http.MethodPut, "/api/v1/teams/nlp/idle-policy", `{"reclaim_sessions":true,"idle_below_pct":50,"idle_after_s":90}`)
+	var team api.Team
+	if err := json.Unmarshal(rec.Body.Bytes(), &team); rec.Code != http.StatusOK || err != nil || team.IdlePolicy.IdleBelowPct == nil ||
+		*team.IdlePolicy.IdleBelowPct != 50 || team.IdlePolicy.IdleAfterS == nil || *team.IdlePolicy.IdleAfterS != 90 {
+		t.Fatalf("admin sets nlp's rule: %d %s", rec.Code, rec.Body)
+	}
+	if page := ts.do(t, "admin", http.MethodGet, "/teams/nlp", "").Body.String(); !strings.Contains(page, `value="1m30s" placeholder="30m"`) {
+		t.Errorf("nlp's page as admin does not show its own idle time 1m30s")
+	}
+	rec = ts.do(t, "admin", http.MethodPut, "/api/v1/teams/nlp/idle-policy", `{"reclaim_sessions":true,"idle_below_pct":null,"idle_after_s":0}`)
+	team = api.Team{}
+	if err := json.Unmarshal(rec.Body.Bytes(), &team); rec.Code != http.StatusOK || err != nil || team.IdlePolicy.IdleBelowPct != nil || team.IdlePolicy.IdleAfterS != nil {
+		t.Errorf("nlp back to the server's rule: %d %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(rec.Body.String(), `"idle_below_pct":null`) {
+		t.Errorf("the API leaves out a null idle_below_pct: %s", rec.Body)
+	}
+	rec = ts.do(t, "lead", http.MethodPost, "/teams/vision/idle-policy", "reclaim_sessions=on&idle_below_pct=&idle_after=")
+	if tm, _ := ts.store.Team(ctx, "vision"); rec.Code != http.StatusOK || tm.IdleBelowPct != 0 || tm.IdleAfterS != 0 {
+		t.Errorf("empty fields: %d, stored %+v; want the server's", rec.Code, tm)
+	}
+	// Neither a member nor another team's lead sets it.
+	if rec := ts.do(t, "alice", http.MethodPut, "/api/v1/teams/vision/idle-policy", `{"idle_below_pct":90}`); rec.Code != http.StatusForbidden {
+		t.Errorf("a member set the idle rule: %d", rec.Code)
+	}
+	if rec := ts.do(t, "lead", http.MethodPost, "/teams/nlp/idle-policy", "idle_below_pct=90"); rec.Code != http.StatusForbidden {
+		t.Errorf("vision's lead set nlp's idle rule: %d", rec.Code)
+	}
 }
 
 // TestTeamSessionPolicy: the lead sets the team's session policy (API

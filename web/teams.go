@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
@@ -297,6 +298,19 @@ func (s *Server) setIdlePolicy(c echo.Context, in api.IdlePolicy) error {
 		return badRequest("max_keep_alive_hours: %v: want 0 (the default, %v hours) to 720", in.MaxKeepAliveHours, models.DefaultMaxKeepAlive.Hours())
 	}
 	p := models.IdlePolicy{SpareSessions: !in.ReclaimSessions, ReclaimBatch: in.ReclaimBatch, MaxKeepAliveS: int64(in.MaxKeepAliveHours * 3600)}
+	if v := in.IdleBelowPct; v != nil {
+		if err := idle.CheckBelow(*v); err != nil {
+			return badRequest("idle_below_pct: %s (null: the server's, %g)", err, s.cfg.Idle.BelowPct)
+		}
+		p.BelowPct = *v
+	}
+	if v := in.IdleAfterS; v != nil {
+		if *v != math.Trunc(*v) || *v < 0 || *v > idle.MaxAfter.Seconds() || idle.CheckAfter(time.Duration(*v)*time.Second) != nil {
+			return badRequest("idle_after_s: %v: want whole seconds from %v to %v, or 0 or null (the server's, %v)",
+				*v, idle.MinAfter.Seconds(), idle.MaxAfter.Seconds(), s.cfg.Idle.After.Seconds())
+		}
+		p.AfterS = int64(*v)
+	}
 	err := s.cfg.Store.SetTeamIdlePolicy(c.Request().Context(), name, p)
 	if errors.Is(err, models.ErrNotFound) {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("team %s not found", name))
@@ -304,7 +318,30 @@ func (s *Server) setIdlePolicy(c echo.Context, in api.IdlePolicy) error {
 	if err != nil {
 		return err
 	}
-	return s.audit(c, "team.idle_policy", name, fmt.Sprintf("reclaim sessions %v, batch jobs %v, keep-alive at most %vh", in.ReclaimSessions, in.ReclaimBatch, in.MaxKeepAliveHours))
+	return s.audit(c, "team.idle_policy", name, fmt.Sprintf("idle under %s for %s, reclaim sessions %v, batch jobs %v, keep-alive at most %vh",
+		ownOrServer(p.BelowPct > 0, fmt.Sprintf("%g%%", p.BelowPct)), ownOrServer(p.AfterS > 0, shortDuration(time.Duration(p.AfterS)*time.Second)),
+		in.ReclaimSessions, in.ReclaimBatch, in.MaxKeepAliveHours))
+}
+
+// ownOrServer is v where a team set its own, else "the server's".
+func ownOrServer(own bool, v string) string {
+	if own {
+		return v
+	}
+	return "the server's"
+}
+
+// shortDuration is d as a team's idle time is written and read back on
+// its page: "45m", "1h30m", "90s" (time.ParseDuration reads it).
+func shortDuration(d time.Duration) string {
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
 }
 
 // apiSetIdlePolicy sets a team's idle-GPU reclaim policy, for its lead
@@ -381,9 +418,10 @@ func (s *Server) sessionPolicyForm(c echo.Context) error {
 	return s.renderTeam(c, http.StatusOK, "", "Session policy saved.")
 }
 
-// idlePolicyForm is the team page's idle-GPU policy form: checkboxes
-// reclaim_sessions and reclaim_batch, and max_keep_alive_hours (empty:
-// the default).
+// idlePolicyForm is the team page's idle-GPU policy form: the team's own
+// rule, idle_below_pct (a percentage) and idle_after (a duration such as
+// 45m; empty, both: the server's), checkboxes reclaim_sessions and
+// reclaim_batch, and max_keep_alive_hours (empty: the default).
 func (s *Server) idlePolicyForm(c echo.Context) error {
 	in := api.IdlePolicy{ReclaimSessions: c.FormValue("reclaim_sessions") != "", ReclaimBatch: c.FormValue("reclaim_batch") != ""}
 	if v := strings.TrimSpace(c.FormValue("max_keep_alive_hours")); v != "" {
@@ -392,6 +430,24 @@ func (s *Server) idlePolicyForm(c echo.Context) error {
 			return s.teamFormError(c, badRequest("max_keep_alive_hours: %q is not a number of hours", v))
 		}
 		in.MaxKeepAliveHours = h
+	}
+	if v := strings.TrimSpace(c.FormValue("idle_below_pct")); v != "" {
+		pct, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+		if err != nil {
+			return s.teamFormError(c, badRequest("idle_below_pct: %q is not a percentage", v))
+		}
+		in.IdleBelowPct = &pct
+	}
+	if v := strings.TrimSpace(c.FormValue("idle_after")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return s.teamFormError(c, badRequest("idle_after: %q is not a duration such as 45m or 2h", v))
+		}
+		if err := idle.CheckAfter(d); err != nil {
+			return s.teamFormError(c, badRequest("idle_after: %s (empty: the server's, %s)", err, shortDuration(s.cfg.Idle.After)))
+		}
+		secs := d.Round(time.Second).Seconds()
+		in.IdleAfterS = &secs
 	}
 	if err := s.setIdlePolicy(c, in); err != nil {
 		return s.teamFormError(c, err)
@@ -424,7 +480,11 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		CanEditShare: u.Role == models.RoleAdmin,
 		CanEditCaps:  u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == t.Name)}
 	v.ShowShares = v.CanEditCaps
-	v.Idle = s.teamIdle(t.IdlePolicy)
+	for i := range m.teams {
+		if m.teams[i].Name == t.Name {
+			v.Idle = s.teamIdle(&m.teams[i])
+		}
+	}
 	v.Sessions = templates.TeamSessions{MaxHours: strconv.FormatFloat(t.SessionPolicy.MaxSessionHours, 'g', -1, 64),
 		PriorityGPUs: t.SessionPolicy.PriorityGPUs}
 	shares := map[string]sched.UserShare{}
@@ -467,17 +527,42 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	return s.render(c, status, templates.TeamPage(p, v))
 }
 
-// teamIdle is team policy p as the team page shows it, with the server's
-// rule for idle and its grace.
-func (s *Server) teamIdle(p api.IdlePolicy) templates.TeamIdle {
-	rule := fmt.Sprintf("A running job is idle when all its GPUs are under %g%% utilization for %v; ", s.cfg.Idle.BelowPct, s.cfg.Idle.After)
-	if s.cfg.ReclaimGrace > 0 {
-		rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %v later (server settings).", s.cfg.ReclaimGrace)
-	} else {
-		rule += "it is flagged, never stopped: this server reclaims nothing (serve --idle-reclaim-grace 0)."
+// teamIdle is team t's idle policy as its page shows it: its own rule's
+// fields (empty where it has none) with the server's as placeholders, and
+// in a sentence the rule in force and the server's grace.
+func (s *Server) teamIdle(t *models.Team) templates.TeamIdle {
+	terms := s.teamIdleTerms(t)
+	p := idlePolicyOf(t)
+	out := templates.TeamIdle{ReclaimSessions: p.ReclaimSessions, ReclaimBatch: p.ReclaimBatch,
+		MaxKeepAliveHours: strconv.FormatFloat(p.MaxKeepAliveHours, 'g', -1, 64),
+		DefaultBelowPct:   strconv.FormatFloat(s.cfg.Idle.BelowPct, 'g', -1, 64), DefaultAfter: "none"}
+	if s.cfg.Idle.After > 0 {
+		out.DefaultAfter = shortDuration(s.cfg.Idle.After)
 	}
-	return templates.TeamIdle{ReclaimSessions: p.ReclaimSessions, ReclaimBatch: p.ReclaimBatch,
-		MaxKeepAliveHours: strconv.FormatFloat(p.MaxKeepAliveHours, 'g', -1, 64), Rule: rule}
+	if t.IdleBelowPct > 0 {
+		out.BelowPct = strconv.FormatFloat(t.IdleBelowPct, 'g', -1, 64)
+	}
+	if t.IdleAfterS > 0 {
+		out.After = shortDuration(time.Duration(t.IdleAfterS) * time.Second)
+	}
+	out.InForce = fmt.Sprintf("under %g%% for %s", terms.rule.BelowPct, shortDuration(terms.rule.After))
+	switch {
+	case !terms.rule.Valid():
+		out.InForce = "never (no idle time set)"
+	case t.IdleBelowPct == 0 && t.IdleAfterS == 0:
+		out.InForce += " (the server's)"
+	}
+	if !terms.rule.Valid() {
+		out.Rule = "No job of this team is flagged idle: this server sets no idle time (serve --idle-after 0) and the team none of its own."
+		return out
+	}
+	out.Rule = fmt.Sprintf("A running job of this team is idle when all its GPUs are under %g%% utilization for %s; ", terms.rule.BelowPct, shortDuration(terms.rule.After))
+	if s.cfg.ReclaimGrace > 0 {
+		out.Rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %s later (server settings).", shortDuration(s.cfg.ReclaimGrace))
+	} else {
+		out.Rule += "it is flagged, never stopped: this server reclaims nothing (serve --idle-reclaim-grace 0)."
+	}
+	return out
 }
 
 // teamFormError shows a bad form value on the team page; other errors pass.

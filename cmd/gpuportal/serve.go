@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -120,9 +119,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxConnsPerAddr, "max-conns-per-addr", 128, "connections one client address may hold at once (trusted proxies are not capped); 0: no cap")
 	fs.IntVar(&f.maxSocketsPerUser, "max-websockets-per-user", 16, "live connections (/ws) one user may hold at once")
 	fs.DurationVar(&f.wsMaxAge, "websocket-max-age", time.Hour, "a live connection is closed after this long; the browser reconnects, authenticating anew")
-	fs.DurationVar(&f.idleAfter, "idle-after", idle.DefaultRule.After, "a running job whose GPUs all stay under --idle-below utilization this long is flagged idle on its page, its team's and the cluster's (with --demo, 2m); 0: no flags")
+	fs.DurationVar(&f.idleAfter, "idle-after", idle.DefaultRule.After, "a running job whose GPUs all stay under --idle-below utilization this long is flagged idle on its page, its team's and the cluster's (with --demo, 2m); 1s to 24h; the default for teams that set no idle time of their own; 0: no flags for those")
 	fs.DurationVar(&f.idleReclaimGrace, "idle-reclaim-grace", 30*time.Minute, "an idle interactive session (see --idle-after) is warned on its page, then stopped this long after, its GPUs given to waiting jobs; 0: never reclaim")
-	fs.Float64Var(&f.idleBelow, "idle-below", idle.DefaultRule.BelowPct, "the utilization, in percent, under which a GPU counts as idle (see --idle-after)")
+	fs.Float64Var(&f.idleBelow, "idle-below", idle.DefaultRule.BelowPct, "the utilization, in percent, under which a GPU counts as idle (see --idle-after): the default for teams that set no threshold of their own, and accounting's idle threshold for all")
 	f.slurm.Register(fs)
 	f.gate.register(fs)
 	f.notify.register(fs)
@@ -166,11 +165,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.dbMaxConns < 0 || f.dbMaxConns > 1000 {
 		return f, fmt.Errorf("serve: --db-max-conns %d: must be from 0 (the database's default) to 1000", f.dbMaxConns)
 	}
-	if f.idleAfter < 0 || (f.idleAfter > 0 && f.idleAfter < time.Second) {
-		return f, fmt.Errorf("serve: --idle-after %v: must be 0 (no flags) or at least 1s", f.idleAfter)
+	if err := idle.CheckAfter(f.idleAfter); err != nil {
+		return f, fmt.Errorf("serve: --idle-after %w (0: no flags, but for teams that set their own)", err)
 	}
-	if math.IsNaN(f.idleBelow) || f.idleBelow <= 0 || f.idleBelow > 100 {
-		return f, fmt.Errorf("serve: --idle-below %v: must be a percentage above 0, at most 100", f.idleBelow)
+	if err := idle.CheckBelow(f.idleBelow); err != nil {
+		return f, fmt.Errorf("serve: --idle-below %w", err)
 	}
 	if f.idleReclaimGrace < 0 {
 		return f, fmt.Errorf("serve: --idle-reclaim-grace %v: must not be negative", f.idleReclaimGrace)

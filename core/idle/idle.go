@@ -7,6 +7,8 @@
 package idle
 
 import (
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -19,6 +21,44 @@ type Rule struct {
 
 // DefaultRule is the rule where none is configured: 30 minutes under 5%.
 var DefaultRule = Rule{After: 30 * time.Minute, BelowPct: 5}
+
+// MinAfter and MaxAfter bound a rule's time, the server's (serve
+// --idle-after) and a team's own alike: shorter than a reading's second
+// judges noise; longer than a day reads days of history for each list.
+const (
+	MinAfter = time.Second
+	MaxAfter = 24 * time.Hour
+)
+
+// CheckAfter says what is wrong with d as a rule's time, where 0 means
+// "none of its own" (no flags for the server, the server's for a team).
+func CheckAfter(d time.Duration) error {
+	if d != 0 && (d < MinAfter || d > MaxAfter) {
+		return fmt.Errorf("%v: want 0 or from %v to %v", d, MinAfter, MaxAfter)
+	}
+	return nil
+}
+
+// CheckBelow says what is wrong with pct as a rule's threshold.
+func CheckBelow(pct float64) error {
+	if math.IsNaN(pct) || pct <= 0 || pct > 100 {
+		return fmt.Errorf("%v: want a percentage above 0, at most 100", pct)
+	}
+	return nil
+}
+
+// Override is the rule for a team whose own settings are own, where r is
+// the server's: each of own's fields that is zero (not set) takes r's.
+// The one place a team's rule is made; every judge of idle uses it.
+func (r Rule) Override(own Rule) Rule {
+	if own.After > 0 {
+		r.After = own.After
+	}
+	if own.BelowPct > 0 {
+		r.BelowPct = own.BelowPct
+	}
+	return r
+}
 
 // Valid reports whether r can flag anything.
 func (r Rule) Valid() bool {

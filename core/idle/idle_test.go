@@ -1,6 +1,7 @@
 package idle
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -96,6 +97,53 @@ func TestDetectSameFromLookbackOnly(t *testing.T) {
 		full, part := Detect(rule, t0, now, [][]Sample{run[:m]}), Detect(rule, t0, now, [][]Sample{window})
 		if full != part {
 			t.Fatalf("at minute %d: whole run %+v, lookback only %+v", m, full, part)
+		}
+	}
+}
+
+func TestOverride(t *testing.T) {
+	server := Rule{After: 30 * time.Minute, BelowPct: 5}
+	for _, tc := range []struct {
+		name      string
+		server    Rule
+		own, want Rule
+	}{
+		{"nothing of its own: the server's", server, Rule{}, server},
+		{"its own threshold", server, Rule{BelowPct: 20}, Rule{After: 30 * time.Minute, BelowPct: 20}},
+		{"its own time", server, Rule{After: 10 * time.Minute}, Rule{After: 10 * time.Minute, BelowPct: 5}},
+		{"both its own", server, Rule{After: time.Hour, BelowPct: 1}, Rule{After: time.Hour, BelowPct: 1}},
+		{"its own time where the server flags nothing", Rule{BelowPct: 5}, Rule{After: 10 * time.Minute}, Rule{After: 10 * time.Minute, BelowPct: 5}},
+		{"the server flags nothing, the team sets no time", Rule{BelowPct: 5}, Rule{BelowPct: 50}, Rule{BelowPct: 50}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.server.Override(tc.own); got != tc.want {
+				t.Errorf("%+v.Override(%+v) = %+v, want %+v", tc.server, tc.own, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckRule(t *testing.T) {
+	for _, tc := range []struct {
+		after time.Duration
+		ok    bool
+	}{
+		{0, true}, {MinAfter, true}, {30 * time.Minute, true}, {MaxAfter, true},
+		{-time.Second, false}, {time.Millisecond, false}, {MaxAfter + time.Second, false},
+	} {
+		if err := CheckAfter(tc.after); (err == nil) != tc.ok {
+			t.Errorf("CheckAfter(%v) = %v, want ok %v", tc.after, err, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		pct float64
+		ok  bool
+	}{
+		{0.5, true}, {5, true}, {100, true},
+		{0, false}, {-1, false}, {100.5, false}, {math.NaN(), false},
+	} {
+		if err := CheckBelow(tc.pct); (err == nil) != tc.ok {
+			t.Errorf("CheckBelow(%v) = %v, want ok %v", tc.pct, err, tc.ok)
 		}
 	}
 }

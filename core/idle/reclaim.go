@@ -14,6 +14,15 @@ type Policy struct {
 	MaxKeepAlive time.Duration
 }
 
+// Reclaims reports whether p lets the portal reclaim an idle session
+// (session) or an idle batch job (!session).
+func (p Policy) Reclaims(session bool) bool {
+	if session {
+		return p.Sessions
+	}
+	return p.Batch
+}
+
 // Action is what to do with a running job now.
 type Action int
 
@@ -70,7 +79,7 @@ func Decide(rule Rule, p Policy, grace time.Duration, c Case, now time.Time) Ver
 	if !rule.Valid() || !c.State.Known || !c.State.Idle || c.State.Since.IsZero() {
 		return Verdict{}
 	}
-	if c.Session && !p.Sessions || !c.Session && !p.Batch {
+	if !p.Reclaims(c.Session) {
 		return Verdict{}
 	}
 	if now.Before(c.KeepAliveUntil) {

@@ -1133,16 +1133,28 @@ type Idle struct {
 	Since *time.Time `json:"since,omitempty"`
 }
 
-// IdlePolicy A team's idle-GPU reclaim policy.
+// IdlePolicy A team's idle-GPU policy: its own rule for when a running job is idle (all its GPUs under idle_below_pct utilization for idle_after_s; null: the server's serve --idle-below, --idle-after) and what is done with its idle jobs.
 type IdlePolicy struct {
+	// IdleAfterS how long, in seconds, all of a job's GPUs must stay under the threshold for it to be idle; null: the server's (serve --idle-after)
+	IdleAfterS *float64 `json:"idle_after_s"`
+
+	// IdleBelowPct the team's own idle threshold, in percent utilization; null: the server's (serve --idle-below)
+	IdleBelowPct *float64 `json:"idle_below_pct"`
+
 	// MaxKeepAliveHours the longest keep-alive its members may ask for; 0: 8 hours
 	MaxKeepAliveHours float64 `json:"max_keep_alive_hours"`
 	ReclaimBatch      bool    `json:"reclaim_batch"`
 	ReclaimSessions   bool    `json:"reclaim_sessions"`
 }
 
-// IdlePolicyUpdate A team's new idle-GPU reclaim policy: it replaces the old one; a field left out is false (or 0: the default keep-alive bound)
+// IdlePolicyUpdate A team's new idle-GPU policy: it replaces the old one; a field left out is false (or 0: the default keep-alive bound; or null: the server's idle threshold and time)
 type IdlePolicyUpdate struct {
+	// IdleAfterS the team's own idle time, whole seconds from 1 to 86400; 0 or null: the server's (serve --idle-after)
+	IdleAfterS *float64 `json:"idle_after_s,omitempty"`
+
+	// IdleBelowPct the team's own idle threshold, in percent utilization (above 0, at most 100); null: the server's (serve --idle-below)
+	IdleBelowPct *float64 `json:"idle_below_pct,omitempty"`
+
 	// MaxKeepAliveHours the longest keep-alive its members may ask for; 0: 8 hours
 	MaxKeepAliveHours *float64 `json:"max_keep_alive_hours,omitempty"`
 	ReclaimBatch      *bool    `json:"reclaim_batch,omitempty"`
@@ -1731,7 +1743,7 @@ type Team struct {
 	FairShareFactor float64 `json:"fair_share_factor"`
 	GuaranteedGpus  int64   `json:"guaranteed_gpus"`
 
-	// IdlePolicy A team's idle-GPU reclaim policy.
+	// IdlePolicy A team's idle-GPU policy: its own rule for when a running job is idle (all its GPUs under idle_below_pct utilization for idle_after_s; null: the server's serve --idle-below, --idle-after) and what is done with its idle jobs.
 	IdlePolicy IdlePolicy `json:"idle_policy"`
 
 	// InUseGpus GPUs its running jobs hold, a shared GPU counted by the share each job holds
@@ -1782,7 +1794,7 @@ type TeamShare struct {
 	FairShareFactor float64 `json:"fair_share_factor"`
 	GuaranteedGpus  int64   `json:"guaranteed_gpus"`
 
-	// IdlePolicy A team's idle-GPU reclaim policy.
+	// IdlePolicy A team's idle-GPU policy: its own rule for when a running job is idle (all its GPUs under idle_below_pct utilization for idle_after_s; null: the server's serve --idle-below, --idle-after) and what is done with its idle jobs.
 	IdlePolicy IdlePolicy `json:"idle_policy"`
 
 	// InUseGpus GPUs its running jobs hold, a shared GPU counted by the share each job holds
@@ -2603,14 +2615,14 @@ type ClientInterface interface {
 	// Corresponds with PUT /teams/{name}/caps/{user} (the `SetTeamCap` operationId).
 	SetTeamCap(ctx context.Context, name string, user string, body SetTeamCapJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetTeamIdlePolicyWithBody Set the team's idle-GPU reclaim policy (its lead, an admin): whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
+	// SetTeamIdlePolicyWithBody Set the team's idle-GPU policy (its lead, an admin): its own rule for idle (threshold and time; null: the server's), whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /teams/{name}/idle-policy (the `SetTeamIdlePolicy` operationId).
 	SetTeamIdlePolicyWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetTeamIdlePolicy Set the team's idle-GPU reclaim policy (its lead, an admin): whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
+	// SetTeamIdlePolicy Set the team's idle-GPU policy (its lead, an admin): its own rule for idle (threshold and time; null: the server's), whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3484,7 +3496,7 @@ func (c *Client) SetTeamCap(ctx context.Context, name string, user string, body 
 	return c.Client.Do(req)
 }
 
-// SetTeamIdlePolicyWithBody Set the team's idle-GPU reclaim policy (its lead, an admin): whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
+// SetTeamIdlePolicyWithBody Set the team's idle-GPU policy (its lead, an admin): its own rule for idle (threshold and time; null: the server's), whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
 //
 // Takes any type of body and a specified content type.
 //
@@ -3501,7 +3513,7 @@ func (c *Client) SetTeamIdlePolicyWithBody(ctx context.Context, name string, con
 	return c.Client.Do(req)
 }
 
-// SetTeamIdlePolicy Set the team's idle-GPU reclaim policy (its lead, an admin): whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
+// SetTeamIdlePolicy Set the team's idle-GPU policy (its lead, an admin): its own rule for idle (threshold and time; null: the server's), whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6767,14 +6779,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /teams/{name}/caps/{user} (the `SetTeamCap` operationId).
 	SetTeamCapWithResponse(ctx context.Context, name string, user string, body SetTeamCapJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamCapResponse, error)
 
-	// SetTeamIdlePolicyWithBodyWithResponse Set the team's idle-GPU reclaim policy (its lead, an admin): whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
+	// SetTeamIdlePolicyWithBodyWithResponse Set the team's idle-GPU policy (its lead, an admin): its own rule for idle (threshold and time; null: the server's), whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /teams/{name}/idle-policy (the `SetTeamIdlePolicy` operationId).
 	SetTeamIdlePolicyWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetTeamIdlePolicyResponse, error)
 
-	// SetTeamIdlePolicyWithResponse Set the team's idle-GPU reclaim policy (its lead, an admin): whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
+	// SetTeamIdlePolicyWithResponse Set the team's idle-GPU policy (its lead, an admin): its own rule for idle (threshold and time; null: the server's), whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11065,7 +11077,7 @@ func (c *ClientWithResponses) SetTeamCapWithResponse(ctx context.Context, name s
 	return ParseSetTeamCapResponse(rsp)
 }
 
-// SetTeamIdlePolicyWithBodyWithResponse Set the team's idle-GPU reclaim policy (its lead, an admin): whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
+// SetTeamIdlePolicyWithBodyWithResponse Set the team's idle-GPU policy (its lead, an admin): its own rule for idle (threshold and time; null: the server's), whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11078,7 +11090,7 @@ func (c *ClientWithResponses) SetTeamIdlePolicyWithBodyWithResponse(ctx context.
 	return ParseSetTeamIdlePolicyResponse(rsp)
 }
 
-// SetTeamIdlePolicyWithResponse Set the team's idle-GPU reclaim policy (its lead, an admin): whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
+// SetTeamIdlePolicyWithResponse Set the team's idle-GPU policy (its lead, an admin): its own rule for idle (threshold and time; null: the server's), whether idle sessions and idle batch jobs are reclaimed after serve --idle-reclaim-grace, and the longest keep-alive in hours (0: 8)
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
