@@ -19,13 +19,6 @@ import (
 func TestVictimsDoNotRetakeAPromisedGPU(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-2 * time.Minute)
-	on := func(node string, idx ...int) []sched.GPURef {
-		var out []sched.GPURef
-		for _, i := range idx {
-			out = append(out, sched.GPURef{Node: node, Index: i})
-		}
-		return out
-	}
 	mem := newMemStore(
 		Job{ID: 8, Team: "nlp", GPUs: 2, State: job.Running, Run: 1, Placement: on("n1", 0, 1), LastStartAt: &start, SubmittedAt: start,
 			AttainedService: 250, Queue: sched.QueueState{Index: 1}},
@@ -81,13 +74,6 @@ func TestVictimsDoNotRetakeAPromisedGPU(t *testing.T) {
 func TestKeptBackStartIsCarriedOver(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-2 * time.Minute)
-	on := func(node string, idx ...int) []sched.GPURef {
-		var out []sched.GPURef
-		for _, i := range idx {
-			out = append(out, sched.GPURef{Node: node, Index: i})
-		}
-		return out
-	}
 	mem := newMemStore(
 		Job{ID: 10, Team: "nlp", GPUs: 2, State: job.Running, Run: 1, Placement: on("n0", 0, 1), LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 1, Team: "vision", GPUs: 1, State: job.Running, Run: 1, Placement: on("n0", 2), LastStartAt: &start, SubmittedAt: start,
@@ -130,4 +116,13 @@ func TestKeptBackStartIsCarriedOver(t *testing.T) {
 	if mem.state(20) == job.Running || mem.state(31) == job.Running {
 		t.Fatalf("jobs 20 %s and 31 %s: both must wait for GPUs", mem.state(20), mem.state(31))
 	}
+}
+
+// on names GPUs of one node.
+func on(node string, idx ...int) []sched.GPURef {
+	var out []sched.GPURef
+	for _, i := range idx {
+		out = append(out, sched.GPURef{Node: node, Index: i})
+	}
+	return out
 }
