@@ -29,7 +29,7 @@ type Store struct {
 }
 
 // New wraps s for the engine.
-func New(s *models.Store) Store { return Store{Store: s, view: new(jobView)} }
+func New(s *models.Store) Store { return Store{Store: s, view: &jobView{overlap: changeOverlap}} }
 
 var (
 	_ engine.Store           = Store{}

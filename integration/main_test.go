@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 
 // server is a running gpuportal serve.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	URL  string
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -61,7 +61,7 @@ type server struct {
 
 // startServer runs "gpuportal serve --dev" with args on a free port and
 // waits until it listens. The server is stopped when t ends.
-func startServer(t *testing.T, args ...string) *server {
+func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
 	all := []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--log-level", "debug"}
 	if os.Geteuid() == 0 {

@@ -104,7 +104,7 @@ func TestSQLiteSubmissionsSurviveKill(t *testing.T) {
 }
 
 // envInt reads a whole number of at least 0 from the environment.
-func envInt(t *testing.T, name string, def int) int {
+func envInt(t testing.TB, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
 		return def

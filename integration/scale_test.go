@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkClusterAtScale measures what issue 23 set out: with 1,024
+// simulated GPUs (128 machines of 8 in the built-in agent) and a long
+// queue of jobs of 20-60 s (1, 2, 4 or 8 GPUs at 60/15/15/10%), how many
+// GPUs sit idle while jobs wait, and how late job ends are recorded. It
+// queues GPUPORTAL_SCALE_QUEUE jobs (default 10,000), then reads /metrics
+// every second for GPUPORTAL_SCALE_SECONDS (default 120), topping the
+// queue up to its length as jobs end. It reports:
+//
+//   - idle_pct: the mean share of GPUs idle, over the samples;
+//   - idle_p95_pct: the 95th percentile of that share;
+//   - exit_lag_p50_ms, exit_lag_p99_ms: from a run's end on its machine
+//     to the store's record (gpuportal_engine_exit_lag_seconds, the
+//     bucket's upper bound), and exit_lag_within_1s_pct;
+//   - pass_ms: the mean whole engine pass;
+//   - ends/s: the jobs that ended per second.
+//
+// Run by hand (a long benchmark, not part of the test command):
+//
+//	go test -run '^$' -bench ClusterAtScale -benchtime 1x -timeout 30m ./integration
+func BenchmarkClusterAtScale(b *testing.B) {
+	queue, secs := envInt(b, "GPUPORTAL_SCALE_QUEUE", 10000), envInt(b, "GPUPORTAL_SCALE_SECONDS", 120)
+	for range b.N {
+		srv := startServer(b, "--data", b.TempDir(), "--sim-gpus", "128x8x80", "--log-level", "warn")
+		token := benchToken(b, srv.URL)
+		rng := rand.New(rand.NewPCG(23, 1024))
+		var mu sync.Mutex
+		next := 0
+		submit := func() error {
+			mu.Lock()
+			next++
+			n, gpus, dur := next, 8, 20+rng.IntN(41)
+			switch u := rng.Float64(); {
+			case u < 0.6:
+				gpus = 1
+			case u < 0.75:
+				gpus = 2
+			case u < 0.9:
+				gpus = 4
+			}
+			mu.Unlock()
+			body, _ := json.Marshal(map[string]any{"name": fmt.Sprint("scale-", n), "gpus": gpus, "sim": map[string]any{"duration_s": dur}})
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/jobs", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				return fmt.Errorf("submit: status %d", resp.StatusCode)
+			}
+			return nil
+		}
+		fill := func(want int) {
+			var wg sync.WaitGroup
+			work := make(chan struct{})
+			for range 8 {
+				wg.Go(func() {
+					for range work {
+						if err := submit(); err != nil {
+							b.Error(err)
+						}
+					}
+				})
+			}
+			for range want {
+				work <- struct{}{}
+			}
+			close(work)
+			wg.Wait()
+		}
+		began := time.Now()
+		fill(queue)
+		b.Logf("queued %d jobs in %s", queue, time.Since(began).Round(time.Second))
+		first := scrape(b, srv.URL)
+		var idle []float64
+		for s := range secs {
+			time.Sleep(time.Second)
+			m := scrape(b, srv.URL)
+			busy, free := m.get(`gpuportal_gpus{state="busy"}`), m.get(`gpuportal_gpus{state="idle"}`)
+			if busy+free > 0 {
+				idle = append(idle, 100*free/(busy+free))
+			}
+			// Keep the queue at its length: as many new jobs as ended.
+			waiting := m.sumPrefix(`gpuportal_queue_jobs{`, `status="waiting"`)
+			if add := queue - int(waiting); add > 0 && s < secs-1 {
+				fill(add)
+			}
+		}
+		last := scrape(b, srv.URL)
+		ended := last.sumPrefix(`gpuportal_jobs{`, `state="succeeded"`) - first.sumPrefix(`gpuportal_jobs{`, `state="succeeded"`)
+		slices.Sort(idle)
+		mean := 0.0
+		for _, v := range idle {
+			mean += v / float64(len(idle))
+		}
+		b.ReportMetric(mean, "idle_pct")
+		b.ReportMetric(idle[min(len(idle)-1, int(0.95*float64(len(idle))))], "idle_p95_pct")
+		b.ReportMetric(last.quantile(first, "gpuportal_engine_exit_lag_seconds", 0.5)*1000, "exit_lag_p50_ms")
+		b.ReportMetric(last.quantile(first, "gpuportal_engine_exit_lag_seconds", 0.99)*1000, "exit_lag_p99_ms")
+		b.ReportMetric(100*last.below(first, "gpuportal_engine_exit_lag_seconds", 1), "exit_lag_within_1s_pct")
+		passes := last.get("gpuportal_engine_pass_duration_seconds_count") - first.get("gpuportal_engine_pass_duration_seconds_count")
+		if passes > 0 {
+			b.ReportMetric((last.get("gpuportal_engine_pass_duration_seconds_sum")-first.get("gpuportal_engine_pass_duration_seconds_sum"))/passes*1000, "pass_ms")
+		}
+		b.ReportMetric(ended/float64(secs), "ends/s")
+	}
+}
+
+// benchToken gets an API token for alice.
+func benchToken(tb testing.TB, base string) string {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/tokens", nil)
+	req.SetBasicAuth("alice", "dev")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Token string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Token == "" {
+		tb.Fatalf("token: status %d, %v", resp.StatusCode, err)
+	}
+	return out.Token
+}
+
+// metrics are the samples of one scrape of /metrics, by series.
+type metrics map[string]float64
+
+func scrape(tb testing.TB, base string) metrics {
+	tb.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m := metrics{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m
+}
+
+func (m metrics) get(series string) float64 { return m[series] }
+
+// sumPrefix sums the series that start with prefix and hold label.
+func (m metrics) sumPrefix(prefix, label string) float64 {
+	sum := 0.0
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) && strings.Contains(k, label) {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// below is the share of the observations of histogram name since first
+// that were at most le, a bucket's bound.
+func (m metrics) below(first metrics, name string, le float64) float64 {
+	key := fmt.Sprintf("%s_bucket{le=%q}", name, strconv.FormatFloat(le, 'g', -1, 64))
+	total := m[name+"_count"] - first[name+"_count"]
+	if total == 0 {
+		return 0
+	}
+	return (m[key] - first[key]) / total
+}
+
+// quantile is the upper bound of the bucket of histogram name where
+// quantile q falls, counting the observations since first.
+func (m metrics) quantile(first metrics, name string, q float64) float64 {
+	type bucket struct{ le, n float64 }
+	var bs []bucket
+	for k, v := range m {
+		if !strings.HasPrefix(k, name+"_bucket{") {
+			continue
+		}
+		i := strings.Index(k, `le="`)
+		le, err := strconv.ParseFloat(strings.TrimSuffix(k[i+4:], `"}`), 64)
+		if err != nil {
+			le = math.Inf(1)
+		}
+		bs = append(bs, bucket{le, v - first[k]})
+	}
+	slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	if len(bs) == 0 || bs[len(bs)-1].n == 0 {
+		return 0
+	}
+	total := bs[len(bs)-1].n
+	for _, x := range bs {
+		if x.n >= q*total {
+			return x.le
+		}
+	}
+	return math.Inf(1)
+}
