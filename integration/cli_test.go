@@ -39,6 +39,16 @@ func newCLI(t *testing.T, server string) *cli {
 	}}
 }
 
+// serverURL is the server the CLI is told: the contract proxy's URL.
+func (c *cli) serverURL() string {
+	for _, e := range c.env {
+		if u, ok := strings.CutPrefix(e, "GPUPORTAL_SERVER="); ok {
+			return u
+		}
+	}
+	return ""
+}
+
 // malformed is c sending its requests malformed on purpose (a flag the
 // CLI leaves to the server to refuse): only the answers are checked.
 func (c *cli) malformed() *cli {
