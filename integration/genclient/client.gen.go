@@ -287,6 +287,7 @@ const (
 	NotificationEventCancelled NotificationEvent = "cancelled"
 	NotificationEventFailed    NotificationEvent = "failed"
 	NotificationEventHeld      NotificationEvent = "held"
+	NotificationEventIdle      NotificationEvent = "idle"
 	NotificationEventPreempted NotificationEvent = "preempted"
 	NotificationEventStarted   NotificationEvent = "started"
 	NotificationEventSucceeded NotificationEvent = "succeeded"
@@ -302,6 +303,8 @@ func (e NotificationEvent) Valid() bool {
 	case NotificationEventFailed:
 		return true
 	case NotificationEventHeld:
+		return true
+	case NotificationEventIdle:
 		return true
 	case NotificationEventPreempted:
 		return true
@@ -347,6 +350,7 @@ const (
 	NotificationSettingsEventsCancelled NotificationSettingsEvents = "cancelled"
 	NotificationSettingsEventsFailed    NotificationSettingsEvents = "failed"
 	NotificationSettingsEventsHeld      NotificationSettingsEvents = "held"
+	NotificationSettingsEventsIdle      NotificationSettingsEvents = "idle"
 	NotificationSettingsEventsPreempted NotificationSettingsEvents = "preempted"
 	NotificationSettingsEventsStarted   NotificationSettingsEvents = "started"
 	NotificationSettingsEventsSucceeded NotificationSettingsEvents = "succeeded"
@@ -361,6 +365,8 @@ func (e NotificationSettingsEvents) Valid() bool {
 	case NotificationSettingsEventsFailed:
 		return true
 	case NotificationSettingsEventsHeld:
+		return true
+	case NotificationSettingsEventsIdle:
 		return true
 	case NotificationSettingsEventsPreempted:
 		return true
@@ -380,6 +386,7 @@ const (
 	NotificationSettingsUpdateEventsCancelled NotificationSettingsUpdateEvents = "cancelled"
 	NotificationSettingsUpdateEventsFailed    NotificationSettingsUpdateEvents = "failed"
 	NotificationSettingsUpdateEventsHeld      NotificationSettingsUpdateEvents = "held"
+	NotificationSettingsUpdateEventsIdle      NotificationSettingsUpdateEvents = "idle"
 	NotificationSettingsUpdateEventsPreempted NotificationSettingsUpdateEvents = "preempted"
 	NotificationSettingsUpdateEventsStarted   NotificationSettingsUpdateEvents = "started"
 	NotificationSettingsUpdateEventsSucceeded NotificationSettingsUpdateEvents = "succeeded"
@@ -394,6 +401,8 @@ func (e NotificationSettingsUpdateEvents) Valid() bool {
 	case NotificationSettingsUpdateEventsFailed:
 		return true
 	case NotificationSettingsUpdateEventsHeld:
+		return true
+	case NotificationSettingsUpdateEventsIdle:
 		return true
 	case NotificationSettingsUpdateEventsPreempted:
 		return true
