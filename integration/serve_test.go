@@ -109,7 +109,7 @@ func TestAPIContract(t *testing.T) {
 		{"zero gpus", alice.malformed(), "POST", "/api/v1/jobs", map[string]any{"name": "x", "gpus": 0, "sim": map[string]any{"duration_s": 5}}, 400, "gpus"},
 		{"gpus beyond the cluster", alice, "POST", "/api/v1/jobs", map[string]any{"name": "x", "gpus": 64, "sim": map[string]any{"duration_s": 5}}, 400, "gpus"},
 		{"gpus not a number", alice.malformed(), "POST", "/api/v1/jobs", `{"name":"x","gpus":"two"}`, 400, "gpus"},
-		{"unknown field", alice, "POST", "/api/v1/jobs", `{"name":"x","gpus":1,"gpu":2}`, 400, "gpu"},
+		{"unknown field", alice.malformed(), "POST", "/api/v1/jobs", `{"name":"x","gpus":1,"gpu":2}`, 400, "gpu"},
 		{"broken JSON", alice.malformed(), "POST", "/api/v1/jobs", `{"name":`, 400, "JSON"},
 		{"no workload", alice, "POST", "/api/v1/jobs", map[string]any{"name": "x", "gpus": 1}, 400, "command"},
 		{"negative duration", alice.malformed(), "POST", "/api/v1/jobs", map[string]any{"name": "x", "gpus": 1, "sim": map[string]any{"duration_s": -1}}, 400, "duration_s"},
