@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/gorilla/websocket"
 )
 
 // contractBase is the server URL the validator's copy of web/openapi.json
@@ -397,5 +398,35 @@ func TestContractCatchesDrift(t *testing.T) {
 	}
 	if errs := other.take(); len(errs) != 1 {
 		t.Errorf("the request's reporter was told %q, want one mismatch", errs)
+	}
+
+	// The CLI's proxy passes a websocket through, unchecked.
+	up := websocket.Upgrader{}
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if typ, msg, err := c.ReadMessage(); err == nil {
+			_ = c.WriteMessage(typ, msg)
+		}
+	}))
+	defer echo.Close()
+	t.Cleanup(checkedServers.add(echo.URL, rec))
+	proxy := contractProxy(t, echo.URL, false)
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(proxy, "http")+"/api/v1/agents/connect", nil)
+	if err != nil {
+		t.Fatalf("websocket through the contract proxy: %v", err)
+	}
+	defer ws.Close()
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := ws.ReadMessage(); err != nil || string(msg) != "ping" {
+		t.Errorf("websocket through the contract proxy echoed %q, %v", msg, err)
+	}
+	if errs := rec.take(); len(errs) != 0 {
+		t.Errorf("a websocket was checked: %q", errs)
 	}
 }
