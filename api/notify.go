@@ -21,13 +21,14 @@ type NotificationSettings struct {
 
 // NotificationSettingsUpdate is the body of PUT /api/v1/me/notifications:
 // the fields given replace the settings' ones, those left out keep
-// theirs. An empty string clears email, webhook_url or webhook_secret.
+// theirs (a Go client leaves nil fields out: the document has no null
+// here). An empty string clears email, webhook_url or webhook_secret.
 type NotificationSettingsUpdate struct {
-	Email          *string   `json:"email"`
-	WebhookURL     *string   `json:"webhook_url"`
-	WebhookSecret  *string   `json:"webhook_secret"`
-	Events         *[]string `json:"events"`
-	HeldAfterHours *float64  `json:"held_after_hours"`
+	Email          *string   `json:"email,omitempty"`
+	WebhookURL     *string   `json:"webhook_url,omitempty"`
+	WebhookSecret  *string   `json:"webhook_secret,omitempty"`
+	Events         *[]string `json:"events,omitempty"`
+	HeldAfterHours *float64  `json:"held_after_hours,omitempty"`
 }
 
 // Notification is one message to a user by one channel and where its

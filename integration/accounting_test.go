@@ -209,7 +209,7 @@ func checkAccounting(t *testing.T, srv *server) {
 		{"a lead asking for another team", lead, "team=nlp", http.StatusForbidden, ""},
 		{"a lead asking for another team's member", lead, "by=user&user=bob", http.StatusForbidden, ""},
 		{"no token", &api{t: t, base: srv.URL}, "", http.StatusUnauthorized, ""},
-		{"a bad day", admin, "from=yesterday", http.StatusBadRequest, ""},
+		{"a bad day", admin.malformed(), "from=yesterday", http.StatusBadRequest, ""},
 	} {
 		rep, st := get(tc.a, tc.query)
 		if st != tc.status || rep.Scope != tc.scope {

@@ -57,6 +57,8 @@ func (c *cli) runStdin(stdin string, args ...string) (stdout, stderr string, cod
 func TestCLIConventions(t *testing.T) {
 	srvA := startServer(t, "--data", t.TempDir(), "--max-retries", "0")
 	srvB := startServer(t, "--data", t.TempDir(), "--max-retries", "0")
+	// The CLI is told the servers' contract proxies; so is the test.
+	srvA.URL, srvB.URL = contractProxy(t, srvA.URL, false), contractProxy(t, srvB.URL, false)
 	c := newCLI(t, "")
 	c.env = c.env[:3] // no $GPUPORTAL_SERVER: the config file says
 	home := strings.TrimPrefix(c.env[1], "HOME=")
@@ -302,7 +304,7 @@ func TestCLIInShells(t *testing.T) {
 		term.send("gpuportal login --user alice\n")
 		term.expect("Password for alice: ")
 		term.send("dev\n")
-		term.expect("Logged in to " + srv.URL)
+		term.expect("Logged in to " + c.serverURL())
 		if strings.Contains(term.screen.String(), "s3cret-dev") {
 			t.Errorf("the password was echoed:\n%s", term.screen.String())
 		}

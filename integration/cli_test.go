@@ -16,18 +16,50 @@ import (
 )
 
 // cli runs "gpuportal job ..." as a user would, in an environment of its
-// own (no token or configuration of whoever runs the tests).
+// own (no token or configuration of whoever runs the tests). It talks to
+// the server through a proxy in the test (contractProxy), so its
+// requests and the answers it gets are checked against web/openapi.json.
 type cli struct {
-	t   *testing.T
-	env []string
+	t      *testing.T
+	env    []string
+	server string // the real server, behind the proxy
 }
 
+// newCLI is a CLI whose $GPUPORTAL_SERVER is server, through the
+// contract proxy ("" for none).
 func newCLI(t *testing.T, server string) *cli {
 	home := t.TempDir()
-	return &cli{t: t, env: []string{
+	proxy := ""
+	if server != "" {
+		proxy = contractProxy(t, server, false)
+	}
+	return &cli{t: t, server: server, env: []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"GPUPORTAL_SERVER=" + server,
+		"GPUPORTAL_SERVER=" + proxy,
 	}}
+}
+
+// serverURL is the server the CLI is told: the contract proxy's URL.
+func (c *cli) serverURL() string {
+	for _, e := range c.env {
+		if u, ok := strings.CutPrefix(e, "GPUPORTAL_SERVER="); ok {
+			return u
+		}
+	}
+	return ""
+}
+
+// malformed is c sending its requests malformed on purpose (a flag the
+// CLI leaves to the server to refuse): only the answers are checked.
+func (c *cli) malformed() *cli {
+	m := *c
+	m.env = append([]string{}, c.env...)
+	for i, e := range m.env {
+		if strings.HasPrefix(e, "GPUPORTAL_SERVER=") && c.server != "" {
+			m.env[i] = "GPUPORTAL_SERVER=" + contractProxy(c.t, c.server, true)
+		}
+	}
+	return &m
 }
 
 // run runs the binary with args and returns its output and exit code.
@@ -170,7 +202,7 @@ func TestCLIJob(t *testing.T) {
 	a.waitState(simID, 30*time.Second, "cancelled")
 
 	// The server's refusals come through with its message.
-	c.fails(nil, []string{"gpus: must be at least 1 (HTTP 400)"}, "job", "submit", "--name", "x", "--gpus", "0", "--sim-duration", "1m")
+	c.malformed().fails(nil, []string{"gpus: must be at least 1 (HTTP 400)"}, "job", "submit", "--name", "x", "--gpus", "0", "--sim-duration", "1m")
 	c.fails(nil, []string{"job cancel: job " + m[1] + " has already ended (cancelled) (HTTP 409)"}, "job", "cancel", m[1])
 	c.fails(nil, []string{"only admins", "(HTTP 403)"}, "job", "list", "--scope", "all")
 	c.fails([]string{"GPUPORTAL_TOKEN=not-a-token"}, []string{"invalid or expired token (HTTP 401)", "/api/v1/tokens"}, "job", "list")

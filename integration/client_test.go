@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -75,11 +76,24 @@ func (b *browser) login(user, password string) {
 	}
 }
 
-// api is a REST client with a bearer token.
+// api is a REST client with a bearer token. Its exchanges are checked
+// against web/openapi.json (contractTransport); a mismatch fails a.t.
 type api struct {
 	t     *testing.T
 	base  string
 	token string
+	// badInput: the test sends its requests malformed on purpose (see
+	// malformed).
+	badInput bool
+}
+
+// malformed is a with requests the test sends malformed on purpose, to
+// see the server refuse them: only the answers are checked against
+// web/openapi.json.
+func (a *api) malformed() *api {
+	b := *a
+	b.badInput = true
+	return &b
 }
 
 // newAPI gets a token for user with HTTP basic auth.
@@ -118,9 +132,12 @@ func (a *api) do(method, path string, body any, out any) int {
 	if body != nil {
 		r = bytes.NewReader(reqBody)
 	}
-	req, err := http.NewRequest(method, a.base+path, r)
+	req, err := http.NewRequestWithContext(withReporter(context.Background(), a.t), method, a.base+path, r)
 	if err != nil {
 		a.t.Fatal(err)
+	}
+	if a.badInput {
+		req = malformedRequest(req)
 	}
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
@@ -132,9 +149,6 @@ func (a *api) do(method, path string, body any, out any) int {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if err := checkContract(req, reqBody, resp.StatusCode, resp.Header, raw); err != nil {
-		a.t.Error(err)
-	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
 			a.t.Fatalf("%s %s: status %d, body %q: %v", method, path, resp.StatusCode, raw, err)

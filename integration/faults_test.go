@@ -535,6 +535,11 @@ type supervisor struct {
 
 func supervise(t *testing.T, args ...string) *supervisor {
 	t.Helper()
+	for i, a := range args[:len(args)-1] {
+		if a == "--addr" {
+			checkServer(t, "http://"+args[i+1])
+		}
+	}
 	s := &supervisor{}
 	done := make(chan struct{})
 	go func() {

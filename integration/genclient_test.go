@@ -1,10 +1,8 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,44 +12,12 @@ import (
 	"github.com/gpuportal/gpuportal/integration/genclient"
 )
 
-// contractDoer sends the generated client's requests and checks each
-// exchange against web/openapi.json, as api.do does for the hand-written
-// client.
-type contractDoer struct {
-	t *testing.T
-	c *http.Client
-}
-
-func (d contractDoer) Do(req *http.Request) (*http.Response, error) {
-	var reqBody []byte
-	if req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		if err != nil {
-			return nil, fmt.Errorf("read request body: %w", err)
-		}
-		reqBody = b
-		req.Body = io.NopCloser(bytes.NewReader(b))
-	}
-	resp, err := d.c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read response body: %w", err)
-	}
-	if err := checkContract(req, reqBody, resp.StatusCode, resp.Header, raw); err != nil {
-		d.t.Error(err)
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(raw))
-	return resp, nil
-}
-
-// genClient is the generated client on srv, sending token (if any).
+// genClient is the generated client on srv, sending token (if any). Its
+// exchanges are checked against web/openapi.json, as every client's are
+// (contractTransport).
 func genClient(t *testing.T, srv *server, token string) *genclient.ClientWithResponses {
 	t.Helper()
-	opts := []genclient.ClientOption{genclient.WithHTTPClient(contractDoer{t: t, c: &http.Client{Timeout: 10 * time.Second}})}
+	opts := []genclient.ClientOption{genclient.WithHTTPClient(&http.Client{Timeout: 10 * time.Second})}
 	if token != "" {
 		opts = append(opts, genclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+token)

@@ -134,7 +134,7 @@ touch "$GPUPORTAL_CHECKPOINT_DIR/ran"; sleep 3; echo "CUDA error: GPU is lost"; 
 	if st := alice.do("POST", "/api/v1/nodes/gpu-node/gpus/0/clear", nil, nil); st != http.StatusForbidden {
 		t.Errorf("a researcher cleared a GPU: %d", st)
 	}
-	if st := admin.do("POST", "/api/v1/nodes/gpu-node/gpus/x/clear", nil, nil); st != http.StatusBadRequest {
+	if st := admin.malformed().do("POST", "/api/v1/nodes/gpu-node/gpus/x/clear", nil, nil); st != http.StatusBadRequest {
 		t.Errorf("clearing GPU x: %d, want 400", st)
 	}
 	var n nodeView

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	// Every exchange with a server the tests start is checked against
+	// web/openapi.json, whichever client makes it (contract_test.go).
+	http.DefaultTransport = contractTransport{next: http.DefaultTransport, servers: checkedServers}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -94,6 +98,7 @@ func startServer(t testing.TB, args ...string) *server {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("gpuportal did not listen within 30s:\n%s", s.output())
 	}
+	checkServer(t, s.URL)
 	return s
 }
 

@@ -107,7 +107,7 @@ func TestNotifications(t *testing.T) {
 		{`{"colour": "red"}`, "colour"},
 	} {
 		var e struct{ Error string }
-		if st := alice.do(http.MethodPut, "/api/v1/me/notifications", c.body, &e); st != http.StatusBadRequest || !strings.Contains(e.Error, c.want) {
+		if st := alice.malformed().do(http.MethodPut, "/api/v1/me/notifications", c.body, &e); st != http.StatusBadRequest || !strings.Contains(e.Error, c.want) {
 			t.Errorf("PUT %s: %d %q; want 400 naming %s", c.body, st, e.Error, c.want)
 		}
 	}

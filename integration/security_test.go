@@ -293,9 +293,11 @@ func TestLoginRedirectStaysOnSite(t *testing.T) {
 
 // clientFrom is an HTTP client whose connections leave from the loopback
 // address ip (127.0.0.2, 127.0.0.3: all of 127/8 is loopback on Linux).
+// Its exchanges are checked against web/openapi.json, as every client's.
 func clientFrom(ip string) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+	return &http.Client{Timeout: 10 * time.Second, Transport: contractTransport{
+		next: &http.Transport{DialContext: d.DialContext}, servers: checkedServers}}
 }
 
 // basicToken asks for an API token with a name and password from c.

@@ -287,6 +287,7 @@ const (
 	NotificationEventCancelled NotificationEvent = "cancelled"
 	NotificationEventFailed    NotificationEvent = "failed"
 	NotificationEventHeld      NotificationEvent = "held"
+	NotificationEventIdle      NotificationEvent = "idle"
 	NotificationEventPreempted NotificationEvent = "preempted"
 	NotificationEventStarted   NotificationEvent = "started"
 	NotificationEventSucceeded NotificationEvent = "succeeded"
@@ -302,6 +303,8 @@ func (e NotificationEvent) Valid() bool {
 	case NotificationEventFailed:
 		return true
 	case NotificationEventHeld:
+		return true
+	case NotificationEventIdle:
 		return true
 	case NotificationEventPreempted:
 		return true
@@ -347,6 +350,7 @@ const (
 	NotificationSettingsEventsCancelled NotificationSettingsEvents = "cancelled"
 	NotificationSettingsEventsFailed    NotificationSettingsEvents = "failed"
 	NotificationSettingsEventsHeld      NotificationSettingsEvents = "held"
+	NotificationSettingsEventsIdle      NotificationSettingsEvents = "idle"
 	NotificationSettingsEventsPreempted NotificationSettingsEvents = "preempted"
 	NotificationSettingsEventsStarted   NotificationSettingsEvents = "started"
 	NotificationSettingsEventsSucceeded NotificationSettingsEvents = "succeeded"
@@ -361,6 +365,8 @@ func (e NotificationSettingsEvents) Valid() bool {
 	case NotificationSettingsEventsFailed:
 		return true
 	case NotificationSettingsEventsHeld:
+		return true
+	case NotificationSettingsEventsIdle:
 		return true
 	case NotificationSettingsEventsPreempted:
 		return true
@@ -380,6 +386,7 @@ const (
 	NotificationSettingsUpdateEventsCancelled NotificationSettingsUpdateEvents = "cancelled"
 	NotificationSettingsUpdateEventsFailed    NotificationSettingsUpdateEvents = "failed"
 	NotificationSettingsUpdateEventsHeld      NotificationSettingsUpdateEvents = "held"
+	NotificationSettingsUpdateEventsIdle      NotificationSettingsUpdateEvents = "idle"
 	NotificationSettingsUpdateEventsPreempted NotificationSettingsUpdateEvents = "preempted"
 	NotificationSettingsUpdateEventsStarted   NotificationSettingsUpdateEvents = "started"
 	NotificationSettingsUpdateEventsSucceeded NotificationSettingsUpdateEvents = "succeeded"
@@ -394,6 +401,8 @@ func (e NotificationSettingsUpdateEvents) Valid() bool {
 	case NotificationSettingsUpdateEventsFailed:
 		return true
 	case NotificationSettingsUpdateEventsHeld:
+		return true
+	case NotificationSettingsUpdateEventsIdle:
 		return true
 	case NotificationSettingsUpdateEventsPreempted:
 		return true
@@ -7005,6 +7014,10 @@ type ConnectAgentResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -7015,6 +7028,16 @@ func (r ConnectAgentResponse) GetJSON401() *Error {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ConnectAgentResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConnectAgentResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ConnectAgentResponse) GetJSON503() *Error {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7049,10 +7072,19 @@ func (r ConnectAgentResponse) ContentType() string {
 type OpenAgentTunnelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OpenAgentTunnelResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -7063,6 +7095,11 @@ func (r OpenAgentTunnelResponse) GetJSON401() *Error {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r OpenAgentTunnelResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OpenAgentTunnelResponse) GetJSON503() *Error {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11446,6 +11483,20 @@ func ParseConnectAgentResponse(rsp *http.Response) (*ConnectAgentResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	return response, nil
@@ -11468,6 +11519,13 @@ func ParseOpenAgentTunnelResponse(rsp *http.Response) (*OpenAgentTunnelResponse,
 	case rsp.StatusCode == 101:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11481,6 +11539,13 @@ func ParseOpenAgentTunnelResponse(rsp *http.Response) (*OpenAgentTunnelResponse,
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
