@@ -29,7 +29,7 @@ type Store struct {
 }
 
 // New wraps s for the engine.
-func New(s *models.Store) Store { return Store{Store: s, view: &jobView{overlap: changeOverlap}} }
+func New(s *models.Store) Store { return Store{Store: s, view: new(jobView)} }
 
 var (
 	_ engine.Store           = Store{}

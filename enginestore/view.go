@@ -3,7 +3,6 @@ package enginestore
 import (
 	"cmp"
 	"context"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -16,24 +15,21 @@ import (
 // whole read is most of a pass, and between two passes few jobs change:
 // the view keeps the jobs of the last read, and a pass reads only the
 // rows changed since (models.Store.JobsChangedSince, by jobs.updated_at,
-// indexed), and one slice of the unfinished jobs by ID (rollSlice jobs
-// after where the last slice ended, from the start again past the last):
-// every job is read whole again within ceil(unfinished / rollSlice)
-// passes, whatever changed it.
+// indexed), with a whole read every fullReadEvery all the same.
 //
 // Every change of a job row sets its updated_at, whichever replica makes
 // it (submits, cancels and holds come through the store from any of
 // them); the wait reasons the engine writes leave it, since the engine
 // does not read them. A change is read again for changeOverlap after it:
 // enough for a transaction that commits after the read that followed its
-// write, and for the replicas' clocks to differ by that much. The rolling
-// slice bounds what anything else could cost. Before it, a whole read
-// every 5 minutes did: a pass of about a second at 10,000 queued, which
-// the job ends that arrived meanwhile waited for (the p99 of their
-// records on PostgreSQL, 1.24 s).
+// write, and for the replicas' clocks to differ by that much. The whole
+// read every fullReadEvery bounds what anything else could cost. It is
+// rare because it is a slow pass at a long queue (about a second at
+// 10,000 queued on the development VM), which the job ends that arrive
+// meanwhile wait for.
 
 const (
-	rollSlice     = 200
+	fullReadEvery = 5 * time.Minute
 	changeOverlap = 5 * time.Second
 )
 
@@ -42,11 +38,7 @@ type jobView struct {
 	mu     sync.Mutex
 	jobs   map[int64]engine.Job // without Account and dependencies' states
 	readAt time.Time            // when the last read began; zero: none yet
-	rolled int64                // the last ID of the last rolling slice; 0: start over
-	whole  int                  // whole reads so far
-	// overlap is how long a change is read again: changeOverlap (a
-	// test sets less).
-	overlap time.Duration
+	fullAt time.Time            // when the last whole read began
 }
 
 // unfinished returns the jobs the engine acts on (models.Store.JobsToSchedule),
@@ -60,7 +52,7 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	began := time.Now()
-	if v.readAt.IsZero() || began.Before(v.readAt) {
+	if v.readAt.IsZero() || began.Sub(v.fullAt) >= fullReadEvery || began.Before(v.readAt) {
 		out, err := s.readAll(ctx)
 		if err != nil {
 			return nil, err
@@ -69,19 +61,19 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 		for _, j := range out {
 			v.jobs[j.ID] = j
 		}
-		v.readAt, v.rolled = began, 0
-		v.whole++
+		v.readAt, v.fullAt = began, began
 		return cloneJobs(out), nil
 	}
-	changed, err := s.JobsChangedSince(ctx, v.readAt.Add(-v.overlap))
+	changed, err := s.JobsChangedSince(ctx, v.readAt.Add(-changeOverlap))
 	if err != nil {
 		return nil, err
 	}
 	for _, j := range changed {
-		v.put(j)
-	}
-	if err := s.roll(ctx, v); err != nil {
-		return nil, err
+		if schedulable(&j) {
+			v.jobs[j.ID] = engineJob(j)
+		} else {
+			delete(v.jobs, j.ID)
+		}
 	}
 	v.readAt = began
 	out := make([]engine.Job, 0, len(v.jobs))
@@ -90,44 +82,6 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 	}
 	slices.SortFunc(out, func(a, b engine.Job) int { return cmp.Compare(a.ID, b.ID) })
 	return cloneJobs(out), nil
-}
-
-// put keeps j in the view if the engine acts on it, else drops it.
-func (v *jobView) put(j models.Job) {
-	if schedulable(&j) {
-		v.jobs[j.ID] = engineJob(j)
-	} else {
-		delete(v.jobs, j.ID)
-	}
-}
-
-// roll reads the next slice of the unfinished jobs, after the last one
-// read: the jobs it holds replace the view's in its range of IDs, and
-// those of the view it lacks there are no longer unfinished.
-func (s Store) roll(ctx context.Context, v *jobView) error {
-	slice, err := s.UnfinishedJobsAfter(ctx, v.rolled, rollSlice)
-	if err != nil {
-		return err
-	}
-	from, to := v.rolled, int64(math.MaxInt64)
-	if len(slice) == rollSlice {
-		to = slice[len(slice)-1].ID
-	}
-	read := make(map[int64]bool, len(slice))
-	for _, j := range slice {
-		read[j.ID] = true
-		v.put(j)
-	}
-	for id := range v.jobs {
-		if id > from && id <= to && !read[id] {
-			delete(v.jobs, id)
-		}
-	}
-	if to == math.MaxInt64 {
-		to = 0 // past the last: start over
-	}
-	v.rolled = to
-	return nil
 }
 
 // readAll reads every job the engine acts on.

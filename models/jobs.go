@@ -179,18 +179,6 @@ func (s *Store) UnfinishedJobs(ctx context.Context) ([]Job, error) {
 	return js, nil
 }
 
-// UnfinishedJobsAfter returns up to limit unfinished jobs whose IDs
-// follow after, by ID: one slice of UnfinishedJobs (the engine's rolling
-// read, enginestore).
-func (s *Store) UnfinishedJobsAfter(ctx context.Context, after int64, limit int) ([]Job, error) {
-	var js []Job
-	err := s.db.WithContext(ctx).Where("state IN ? AND id > ?", UnfinishedStates, after).Order("id").Limit(limit).Find(&js).Error
-	if err != nil {
-		return nil, fmt.Errorf("list unfinished jobs after %d: %w", after, err)
-	}
-	return js, nil
-}
-
 // RunningJobs returns every running job, oldest first: what a running
 // job's share of its GPUs is figured from, without the waiting jobs.
 func (s *Store) RunningJobs(ctx context.Context) ([]Job, error) {
