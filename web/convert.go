@@ -67,8 +67,7 @@ func (s *Server) moment(ctx context.Context) (*moment, error) {
 // same however long the queue is (issue 23); each of js converts with it
 // as it does with s.moment.
 func (s *Server) shownMoment(ctx context.Context, js ...models.Job) (*moment, error) {
-	now := s.cfg.Now()
-	m := &moment{now: now}
+	m := &moment{now: s.cfg.Now()}
 	var waiting []int64
 	running := false
 	for i := range js {
@@ -80,15 +79,10 @@ func (s *Server) shownMoment(ctx context.Context, js ...models.Job) (*moment, er
 		}
 	}
 	if running {
-		rs, err := s.cfg.Store.RunningJobs(ctx)
-		if err != nil {
+		var err error
+		if m, err = s.runningMoment(ctx); err != nil {
 			return nil, err
 		}
-		ts, err := s.cfg.Store.Teams(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m = newMoment(now, rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
 	}
 	if len(waiting) == 0 {
 		return m, nil // neither a forecast nor the engine's reason shows
@@ -115,6 +109,23 @@ func (s *Server) shownMoment(ctx context.Context, js ...models.Job) (*moment, er
 		m.forecasts[id] = forecastOf(f)
 	}
 	return m, nil
+}
+
+// runningMoment is a moment of the running jobs alone, without the waiting
+// ones, their forecasts or their reasons: what the GPUs' holders, the
+// jobs' shares of their GPUs and the teams' GPUs in use and borrowed are
+// figured from (usage.Of counts only running jobs), the same as in
+// s.moment, for what the queue's length does not change.
+func (s *Server) runningMoment(ctx context.Context) (*moment, error) {
+	rs, err := s.cfg.Store.RunningJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.cfg.Store.Teams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return newMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed), nil
 }
 
 // forecasts are the latest start forecasts of the waiting jobs: the

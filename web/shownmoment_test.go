@@ -122,6 +122,14 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 					}
 				}
 			}
+			// The cluster page's figures: those of the running jobs alone.
+			rm, err := ts.runningMoment(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fm := full(); !reflect.DeepEqual(rm.figures, fm.figures) {
+				t.Errorf("runningMoment's figures %+v, moment's %+v", rm.figures, fm.figures)
+			}
 			for _, id := range ids {
 				agree("alone", load(id))
 			}
