@@ -72,20 +72,29 @@ func (s *Store) LatestForecasts(ctx context.Context) (map[int64]Forecast, error)
 	return out, nil
 }
 
-// LatestForecast returns job id's latest forecast (ForecastKindLatest),
-// or ErrNotFound where it has none. Unlike LatestForecasts it does not
-// ask whether the job still waits: its caller knows.
-func (s *Store) LatestForecast(ctx context.Context, id int64) (*Forecast, error) {
-	var fs []Forecast
-	err := s.db.WithContext(ctx).Where("job_id = ? AND kind = ?", id, ForecastKindLatest).Limit(1).Find(&fs).Error
-	if err != nil {
-		return nil, fmt.Errorf("latest forecast of job %d: %w", id, err)
+// LatestForecastsOf returns the latest forecasts (ForecastKindLatest)
+// of the jobs ids that have one, by job: what one job's or one page's
+// figures need, read without the rest of the queue. Unlike
+// LatestForecasts it does not ask whether the jobs still wait: its
+// caller knows.
+func (s *Store) LatestForecastsOf(ctx context.Context, ids []int64) (map[int64]Forecast, error) {
+	out := make(map[int64]Forecast, len(ids))
+	for from := 0; from < len(ids); from += forecastIDsPerQuery {
+		part := ids[from:min(len(ids), from+forecastIDsPerQuery)]
+		var fs []Forecast
+		if err := s.db.WithContext(ctx).Where("kind = ? AND job_id IN ?", ForecastKindLatest, part).Find(&fs).Error; err != nil {
+			return nil, fmt.Errorf("latest forecasts of %d jobs: %w", len(ids), err)
+		}
+		for _, f := range fs {
+			out[f.JobID] = f
+		}
 	}
-	if len(fs) == 0 {
-		return nil, ErrNotFound
-	}
-	return &fs[0], nil
+	return out, nil
 }
+
+// forecastIDsPerQuery bounds the job IDs one query of LatestForecastsOf
+// binds, well within SQLite's and PostgreSQL's limits on parameters.
+const forecastIDsPerQuery = 500
 
 // FinishedRunTimes returns, for up to limit jobs that finished most
 // recently after running, who ran what and for how long in all: what

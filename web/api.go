@@ -70,7 +70,7 @@ func (s *Server) apiSubmit(c echo.Context) error {
 // its GPUs (without the points) and its idle verdict.
 func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 	ctx := c.Request().Context()
-	m, err := s.jobMoment(ctx, j)
+	m, err := s.shownMoment(ctx, *j)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.moment(c.Request().Context())
+	m, err := s.shownMoment(c.Request().Context(), p.Jobs...)
 	if err != nil {
 		return err
 	}

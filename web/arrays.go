@@ -101,7 +101,7 @@ func (s *Server) apiGetArray(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.moment(ctx)
+	m, err := s.shownMoment(ctx, tasks...)
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func (s *Server) apiCancelArray(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.moment(ctx)
+	m, err := s.shownMoment(ctx, tasks...)
 	if err != nil {
 		return err
 	}

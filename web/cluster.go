@@ -30,7 +30,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	}
 	u := currentUser(c)
 	admin := u.Role == models.RoleAdmin
-	m, err := s.moment(c.Request().Context())
+	m, err := s.runningMoment(c.Request().Context()) // its GPUs' holders and idle jobs: the running jobs alone
 	if err != nil {
 		return out, err
 	}

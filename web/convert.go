@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -60,47 +59,73 @@ func (s *Server) moment(ctx context.Context) (*moment, error) {
 	return m, nil
 }
 
-// jobMoment is a moment to convert j alone with: j's start forecast and
-// wait reason and, while j runs, the figures of the running jobs. It
-// reads no other waiting job, so that answering about one job costs the
-// same however long the queue is (issue 23); j converts with it as it
-// does with s.moment.
-func (s *Server) jobMoment(ctx context.Context, j *models.Job) (*moment, error) {
-	now := s.cfg.Now()
-	m := &moment{now: now}
-	if j.State == job.Running {
-		running, err := s.cfg.Store.RunningJobs(ctx)
-		if err != nil {
-			return nil, err
+// shownMoment is a moment to convert js with, and only them: their start
+// forecasts and wait reasons and, while one of them runs, the figures of
+// the running jobs (what its share of its GPUs and its borrowing are
+// figured from). It reads no other waiting job, so that a page or an
+// answer that shows one job, one array or one page of jobs costs the
+// same however long the queue is (issue 23); each of js converts with it
+// as it does with s.moment.
+func (s *Server) shownMoment(ctx context.Context, js ...models.Job) (*moment, error) {
+	m := &moment{now: s.cfg.Now()}
+	var waiting []int64
+	running := false
+	for i := range js {
+		switch {
+		case js[i].State == job.Running:
+			running = true
+		case js[i].State.Waiting():
+			waiting = append(waiting, js[i].ID)
 		}
-		ts, err := s.cfg.Store.Teams(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m = newMoment(now, running, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
 	}
-	if !j.State.Waiting() {
+	if running {
+		var err error
+		if m, err = s.runningMoment(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if len(waiting) == 0 {
 		return m, nil // neither a forecast nor the engine's reason shows
 	}
-	m.forecasts = map[int64]engine.JobForecast{}
+	m.forecasts = make(map[int64]engine.JobForecast, len(waiting))
 	if s.leading() {
-		if f, ok := s.cfg.Engine.Forecast(j.ID); ok {
-			m.forecasts[j.ID] = f
-		}
-		if r, ok := s.cfg.Engine.WaitReasons()[j.ID]; ok {
-			m.reasons = map[int64]string{j.ID: r}
+		reasons := s.cfg.Engine.WaitReasons()
+		m.reasons = make(map[int64]string, len(waiting))
+		for _, id := range waiting {
+			if f, ok := s.cfg.Engine.Forecast(id); ok {
+				m.forecasts[id] = f
+			}
+			if r, ok := reasons[id]; ok {
+				m.reasons[id] = r
+			}
 		}
 		return m, nil
 	}
-	f, err := s.cfg.Store.LatestForecast(ctx, j.ID)
-	switch {
-	case errors.Is(err, models.ErrNotFound):
-	case err != nil:
+	rows, err := s.cfg.Store.LatestForecastsOf(ctx, waiting)
+	if err != nil {
 		return nil, err
-	default:
-		m.forecasts[j.ID] = forecastOf(*f)
+	}
+	for id, f := range rows {
+		m.forecasts[id] = forecastOf(f)
 	}
 	return m, nil
+}
+
+// runningMoment is a moment of the running jobs alone, without the waiting
+// ones, their forecasts or their reasons: what the GPUs' holders, the
+// jobs' shares of their GPUs and the teams' GPUs in use and borrowed are
+// figured from (usage.Of counts only running jobs), the same as in
+// s.moment, for what the queue's length does not change.
+func (s *Server) runningMoment(ctx context.Context) (*moment, error) {
+	rs, err := s.cfg.Store.RunningJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.cfg.Store.Teams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return newMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed), nil
 }
 
 // forecasts are the latest start forecasts of the waiting jobs: the

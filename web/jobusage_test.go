@@ -15,7 +15,7 @@ import (
 )
 
 // startedJob stores a job of alice's running on placement since start.
-func (ts *testServer) startedJob(t *testing.T, name string, gpus int, placement []string, start time.Time) int64 {
+func (ts *testServer) startedJob(t testing.TB, name string, gpus int, placement []string, start time.Time) int64 {
 	t.Helper()
 	return ts.startedJobOf(t, "vision", "alice", name, gpus, placement, start)
 }

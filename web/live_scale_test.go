@@ -427,6 +427,9 @@ func TestJobTopicRate(t *testing.T) {
 		if err := json.Unmarshal(m.Data, &u); err != nil {
 			t.Fatal(err)
 		}
+		if u.Job.ID != id || u.Job.State == "" {
+			t.Errorf("job:%d update carries job %d in state %q", id, u.Job.ID, u.Job.State)
+		}
 		for _, p := range u.Memory {
 			nodes[p.Node] = true
 		}

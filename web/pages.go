@@ -110,7 +110,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		return templates.JobList{}, err
 	}
 	ctx := c.Request().Context()
-	m, err := s.moment(ctx)
+	m, err := s.shownMoment(ctx, p.Jobs...)
 	if err != nil {
 		return templates.JobList{}, err
 	}
@@ -352,7 +352,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if err != nil {
 		return templates.JobDetail{}, err
 	}
-	m, err := s.moment(c.Request().Context())
+	m, err := s.shownMoment(c.Request().Context(), *j)
 	if err != nil {
 		return templates.JobDetail{}, err
 	}

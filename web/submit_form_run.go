@@ -205,7 +205,7 @@ func (s *Server) arrayDetail(c echo.Context) (templates.ArrayDetail, error) {
 	if err != nil {
 		return templates.ArrayDetail{}, err
 	}
-	m, err := s.moment(ctx)
+	m, err := s.shownMoment(ctx, tasks...)
 	if err != nil {
 		return templates.ArrayDetail{}, err
 	}

@@ -136,7 +136,7 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.moment(ctx)
+	m, err := s.shownMoment(ctx, *j)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,8 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 	s.publishLanes()
 	s.publishGPUs(f)
 	jobs, queues, teams := s.hub.jobTopics(), s.hub.subscribers(topicQueues), s.hub.followed(topicTeam)
-	if len(jobs) > 0 || len(queues) > 0 || len(teams) > 0 {
+	switch {
+	case len(queues) > 0 || len(teams) > 0:
 		// One moment for every topic of this second, so that they agree.
 		m, err := s.moment(ctx)
 		if err != nil {
@@ -253,6 +254,8 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 			s.publishQueues(m, queues)
 			s.publishTeams(m)
 		}
+	case len(jobs) > 0:
+		s.publishJobs(ctx, nil, f, jobs) // the followed jobs' moment alone
 	}
 	if subs := s.hub.subscribers(topicJCT); jct && len(subs) > 0 {
 		st, err := s.jctStatsFor(ctx, 24*time.Hour)
@@ -262,14 +265,28 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 	}
 }
 
-// publishJobs sends each followed job its state and its memory in frame f.
+// publishJobs sends each followed job its state and its memory in frame
+// f, converted with m, or where m is nil with the moment of these jobs
+// alone (shownMoment), which reads none of the rest of the queue.
 func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, ids []int64) {
+	js := make([]models.Job, 0, len(ids))
 	for _, id := range ids {
-		topic := fmt.Sprintf("%s%d", topicJob, id)
 		j, err := s.cfg.Store.Job(ctx, id)
 		if err != nil {
-			continue
+			continue // gone since it was followed
 		}
+		js = append(js, *j)
+	}
+	if m == nil {
+		var err error
+		if m, err = s.shownMoment(ctx, js...); err != nil {
+			s.cfg.Logger.Warn("live stream", "err", err)
+			return
+		}
+	}
+	for i := range js {
+		j, id := &js[i], js[i].ID
+		topic := fmt.Sprintf("%s%d", topicJob, id)
 		upd := api.JobUpdate{Job: s.jobOf(m, j), Memory: []api.JobMemory{}}
 		for _, g := range f.GPUs {
 			for _, jm := range g.Jobs {
