@@ -22,7 +22,7 @@ func (ts *testServer) startedJob(t testing.TB, name string, gpus int, placement 
 
 // startedJobOf stores a job of user's in team running on placement since
 // start.
-func (ts *testServer) startedJobOf(t *testing.T, team, user, name string, gpus int, placement []string, start time.Time) int64 {
+func (ts *testServer) startedJobOf(t testing.TB, team, user, name string, gpus int, placement []string, start time.Time) int64 {
 	t.Helper()
 	ctx := context.Background()
 	j := &models.Job{Name: name, Team: team, User: user, GPUs: gpus, SimDuration: 3600, SubmittedAt: start}
