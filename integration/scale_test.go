@@ -9,12 +9,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // BenchmarkClusterAtScale measures what issue 23 set out: with 1,024
@@ -23,7 +26,8 @@ import (
 // GPUs sit idle while jobs wait, and how late job ends are recorded. It
 // queues GPUPORTAL_SCALE_QUEUE jobs (default 10,000), then reads /metrics
 // every second for GPUPORTAL_SCALE_SECONDS (default 120), topping the
-// queue up to its length as jobs end. It reports:
+// queue up to its length as jobs end; on SQLite, or on PostgreSQL with
+// GPUPORTAL_SCALE_DB=postgres. It reports:
 //
 //   - idle_pct: the mean share of GPUs idle, over the samples;
 //   - idle_p95_pct: the 95th percentile of that share;
@@ -41,7 +45,11 @@ import (
 func BenchmarkClusterAtScale(b *testing.B) {
 	queue, secs := envInt(b, "GPUPORTAL_SCALE_QUEUE", 10000), envInt(b, "GPUPORTAL_SCALE_SECONDS", 120)
 	for range b.N {
-		srv := startServer(b, "--data", b.TempDir(), "--sim-gpus", "128x8x80", "--log-level", "warn")
+		args := []string{"--data", b.TempDir(), "--sim-gpus", "128x8x80", "--log-level", "warn"}
+		if os.Getenv("GPUPORTAL_SCALE_DB") == "postgres" {
+			args = append(args, "--db", modelstest.PostgresDSN(b))
+		}
+		srv := startServer(b, args...)
 		token := benchToken(b, srv.URL)
 		rng := rand.New(rand.NewPCG(23, 1024))
 		var mu sync.Mutex
