@@ -67,38 +67,9 @@ func BenchmarkClusterAtScale(b *testing.B) {
 				gpus = 4
 			}
 			mu.Unlock()
-			body, _ := json.Marshal(map[string]any{"name": fmt.Sprint("scale-", n), "gpus": gpus, "sim": map[string]any{"duration_s": dur}})
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/jobs", bytes.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+token)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated {
-				return fmt.Errorf("submit: status %d", resp.StatusCode)
-			}
-			return nil
+			return benchSubmit(srv.URL, token, fmt.Sprint("scale-", n), gpus, dur)
 		}
-		fill := func(want int) {
-			var wg sync.WaitGroup
-			work := make(chan struct{})
-			for range 8 {
-				wg.Go(func() {
-					for range work {
-						if err := submit(); err != nil {
-							b.Error(err)
-						}
-					}
-				})
-			}
-			for range want {
-				work <- struct{}{}
-			}
-			close(work)
-			wg.Wait()
-		}
+		fill := func(want int) { inParallel(b, 8, want, submit) }
 		began := time.Now()
 		fill(queue)
 		b.Logf("queued %d jobs in %s", queue, time.Since(began).Round(time.Second))
@@ -140,6 +111,82 @@ func BenchmarkClusterAtScale(b *testing.B) {
 		}
 		b.ReportMetric(ended/float64(secs), "ends/s")
 	}
+}
+
+// BenchmarkClusterFill measures how fast a burst is placed, the shape of
+// KAI scheduler's scale test: GPUPORTAL_FILL_JOBS one-GPU jobs of an hour
+// (default 4,000), submitted at once by 8 clients, onto
+// GPUPORTAL_FILL_NODES simulated machines of 8 GPUs (default 500). It
+// reports submit_s (until the last submission is acknowledged), fill_s
+// (from the first submission until every job runs, by /metrics' busy
+// GPUs read every 100 ms) and placed/s.
+//
+//	go test -run '^$' -bench ClusterFill -benchtime 1x -timeout 30m ./integration
+func BenchmarkClusterFill(b *testing.B) {
+	jobs, nodes := envInt(b, "GPUPORTAL_FILL_JOBS", 4000), envInt(b, "GPUPORTAL_FILL_NODES", 500)
+	for range b.N {
+		srv := startServer(b, "--data", b.TempDir(), "--sim-gpus", fmt.Sprintf("%dx8x80", nodes), "--log-level", "warn")
+		token := benchToken(b, srv.URL)
+		var mu sync.Mutex
+		next := 0
+		began := time.Now()
+		inParallel(b, 8, jobs, func() error {
+			mu.Lock()
+			next++
+			n := next
+			mu.Unlock()
+			return benchSubmit(srv.URL, token, fmt.Sprint("fill-", n), 1, 3600)
+		})
+		submitted := time.Since(began)
+		want := float64(min(jobs, 8*nodes))
+		for scrape(b, srv.URL).get(`gpuportal_gpus{state="busy"}`) < want {
+			if time.Since(began) > 20*time.Minute {
+				b.Fatalf("%v of %v jobs run after 20 minutes", scrape(b, srv.URL).get(`gpuportal_gpus{state="busy"}`), want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		filled := time.Since(began)
+		b.ReportMetric(submitted.Seconds(), "submit_s")
+		b.ReportMetric(filled.Seconds(), "fill_s")
+		b.ReportMetric(want/filled.Seconds(), "placed/s")
+	}
+}
+
+// benchSubmit submits one simulated job of gpus GPUs and dur seconds.
+func benchSubmit(base, token, name string, gpus, dur int) error {
+	body, _ := json.Marshal(map[string]any{"name": name, "gpus": gpus, "sim": map[string]any{"duration_s": dur}})
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/jobs", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("submit %s: status %d", name, resp.StatusCode)
+	}
+	return nil
+}
+
+// inParallel runs f n times on workers goroutines.
+func inParallel(tb testing.TB, workers, n int, f func() error) {
+	var wg sync.WaitGroup
+	work := make(chan struct{})
+	for range workers {
+		wg.Go(func() {
+			for range work {
+				if err := f(); err != nil {
+					tb.Error(err)
+				}
+			}
+		})
+	}
+	for range n {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
 }
 
 // benchToken gets an API token for alice.
