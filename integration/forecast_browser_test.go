@@ -18,6 +18,7 @@ import (
 // ETA column, the queues page with its calibration, and a waiting job's
 // page. Screenshots go to $GPUPORTAL_SCREENSHOTS.
 func TestForecastInBrowser(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--demo", "--data", t.TempDir())
 	admin := newAPI(t, srv.URL, "admin", "dev")
 	// Run times are known once 3 jobs have finished: a minute or two of
