@@ -20,6 +20,7 @@ import (
 // holds the same rows, that each role sees what it may (403 beyond), and
 // that the CLI and the page show the report.
 func TestAccounting(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	for _, db := range []struct {
 		name string
 		dsn  func(t *testing.T) string

@@ -54,6 +54,7 @@ func submitForm(sc *screenChecker, step formStep) error {
 // password; then the new user logs in with that password and the portal
 // shows their role. A refused form says which field is wrong.
 func TestBrowserAdminForms(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	browser := newTabFor(t, 3*time.Minute)
 	srv := startServer(t, "--data", t.TempDir())
 	if err := chromedp.Do(browser); err != nil {

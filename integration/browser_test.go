@@ -75,6 +75,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // in, submit a job with the form, watch the page update itself until the
 // job succeeds with its JCT, then look at the live GPU wall.
 func TestBrowserJourney(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	ctx := newTab(t)
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80")
 

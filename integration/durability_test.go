@@ -16,6 +16,7 @@ import (
 // job is still there, runs to the end, and never ran twice at once. CI
 // runs it with 60 jobs; GPUPORTAL_CRASH_JOBS=500 makes it the benchmark.
 func TestCrashWithManyJobs(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	n := 60
 	if v := os.Getenv("GPUPORTAL_CRASH_JOBS"); v != "" {
 		var err error

@@ -36,6 +36,7 @@ const figuresRun = 60 * time.Second
 // never exceed the cluster's, and a job borrows only while its team is
 // over its guarantee.
 func TestFiguresAgree(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--demo", "--data", t.TempDir())
 	admin := newAPI(t, srv.URL, "admin", "dev")
 	b := newBrowser(t, srv.URL)

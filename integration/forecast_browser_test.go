@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	apitypes "github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/forecast"
 )
 
 // TestForecastInBrowser looks at the forecasts as alice and an admin see
@@ -17,10 +18,21 @@ import (
 // ETA column, the queues page with its calibration, and a waiting job's
 // page. Screenshots go to $GPUPORTAL_SCREENSHOTS.
 func TestForecastInBrowser(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--demo", "--data", t.TempDir())
 	admin := newAPI(t, srv.URL, "admin", "dev")
+	// Run times are known once 3 jobs have finished: a minute or two of
+	// the demo's (20 s to 3 min each), seconds with three quick ones of
+	// bob's ahead of them. And a job of team vision waits for as long as
+	// the demo's stream takes to leave one waiting (up to a minute or
+	// two), or at once when alice asks for all 8 GPUs while the demo's
+	// notebook holds one.
+	bob := newAPI(t, srv.URL, "bob", "dev")
+	for i := range forecast.DefaultMinHistory {
+		submit(t, bob, map[string]any{"name": fmt.Sprint("quick", i), "gpus": 1, "sim": map[string]any{"duration_s": 1}})
+	}
+	submit(t, newAPI(t, srv.URL, "alice", "dev"), map[string]any{"name": "whole-cluster", "gpus": 8, "sim": map[string]any{"duration_s": 60}})
 	var waiting apitypes.Job
-	// Run times are known once 3 jobs have finished: a minute or two.
 	eventually(t, 300*time.Second, "a job of team vision waiting with a forecast start", func() bool {
 		var js []apitypes.Job
 		admin.do(http.MethodGet, "/api/v1/jobs?scope=all&state=queued", nil, &js)

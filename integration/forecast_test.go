@@ -18,6 +18,7 @@ import (
 // CLI (job show, job list --start), and all say the same; a job its
 // user's cap forbids says so everywhere instead of promising a start.
 func TestForecastEverywhere(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80")
 	admin := newAPI(t, srv.URL, "admin", "dev")
 	bob := newAPI(t, srv.URL, "bob", "dev")

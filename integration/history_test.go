@@ -18,6 +18,7 @@ import (
 // ranges and open a GPU's live detail, and a team lead watch the team
 // page follow a job over team:<name>.
 func TestHistoryInTheBrowser(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	ctx := newTab(t)
 	data := t.TempDir()
 	srv := startServer(t, "--data", data, "--sim-gpus", "1x2x80")

@@ -19,6 +19,7 @@ import (
 // how many tasks run at once, and a chain of dependencies. Each is judged
 // by what the jobs themselves printed.
 func TestJobSpec(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--grace", "1s", "--policy", "fifo")
 	a := newAPI(t, srv.URL, "alice", "dev")
 	c := newCLI(t, srv.URL)

@@ -6,12 +6,14 @@ package integration
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,7 +24,27 @@ import (
 // binary is the gpuportal binary built once for all tests.
 var binary string
 
+// parallelTests is how many tests that call t.Parallel run at once
+// unless -parallel says otherwise. They spend their time waiting on the
+// binary, its agents, Chromium and the clock (a demo watched for a minute,
+// a notification's retry) rather than computing, so more of them than
+// go test's default of one per CPU run on a machine of 2. Tests whose
+// assertions lean on the machine keeping time (the fault tests' 2 s
+// heartbeat timeout, a refresh expected within a second or two) and
+// those that change the machine (useradd, Slurm, environment variables)
+// do not call t.Parallel: go test runs them first, one at a time.
+const parallelTests = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallelTests)); err != nil {
+			fmt.Fprintln(os.Stderr, "set -test.parallel:", err)
+			os.Exit(1)
+		}
+	}
 	dir, err := os.MkdirTemp("", "gpuportal-it-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

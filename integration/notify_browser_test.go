@@ -17,6 +17,7 @@ import (
 // whose receiver is down shows its failure and next try in the table,
 // a bad URL is refused naming the field, and the page fits the window.
 func TestBrowserNotifications(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	mail := notifytest.StartSMTP(t, notifytest.SMTPOptions{})
 	// A port nobody listens on: the receiver is down.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -80,6 +80,7 @@ type notifySettings struct {
 // fails is retried until it takes the message; bad settings are refused
 // naming the field; neither secret reaches the server's log.
 func TestNotifications(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	mail := notifytest.StartSMTP(t, notifytest.SMTPOptions{User: "portal", Password: "smtp-pa55word"})
 	passFile := filepath.Join(t.TempDir(), "smtp-password")
 	if err := os.WriteFile(passFile, []byte("smtp-pa55word\n"), 0o600); err != nil {
@@ -276,6 +277,7 @@ func keys(m map[string]string) []string {
 // it answers with errors, the user's page shows each failure with its
 // next try.
 func TestNotificationReceiverDown(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	release := make(chan struct{})
 	var mu sync.Mutex
 	inFlight := 0
@@ -388,6 +390,7 @@ func TestNotificationReceiverDown(t *testing.T) {
 // TestHeldNotification: a job that waits longer than its owner's
 // threshold is told of, once, by webhook.
 func TestHeldNotification(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	h := newHook(t, "", func(int) int { return http.StatusOK })
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x4x80", "--notify-held-check", "1s")
 	alice := newAPI(t, srv.URL, "alice", "dev")

@@ -59,6 +59,7 @@ func metric(t *testing.T, base, series string) string {
 // the leader is killed, the follower takes over, the agent reconnects to
 // it, and the job finishes, never having run twice at once.
 func TestTwoReplicasOneDatabase(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	dsn := modelstest.PostgresDSN(t)
 	replica := func() *server {
 		return startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--heartbeat-timeout", "30s")

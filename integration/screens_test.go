@@ -302,6 +302,7 @@ func screensOf(user, job string, spec specJobs) []screen {
 // a picture of each for people to look at. Each role looks in its own
 // tab, with its own cookies, at the same time.
 func TestScreens(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	limit := 2 * time.Minute
 	if os.Getenv("GPUPORTAL_SCREENSHOTS") != "" {
 		limit = 10 * time.Minute // pictures of long pages take a while

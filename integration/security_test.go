@@ -146,6 +146,7 @@ var shownToken = regexp.MustCompile(`: ([0-9a-f]{64})\n`)
 // the first four are closed (code 4401) within seconds, the last loses the
 // topics of its old team and keeps the others.
 func TestLiveConnectionsFollowTheCredential(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data := t.TempDir()
 	srv := startServer(t, "--data", data, "--sim-gpus", "1x2x80")
 	alice := newAPI(t, srv.URL, "alice", "dev")
@@ -256,6 +257,7 @@ func TestLiveConnectionsFollowTheCredential(t *testing.T) {
 // links whose next parameter leads off site as a browser reads it (TAB
 // dropped, backslash as slash), and from one that stays on site.
 func TestLoginRedirectStaysOnSite(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80")
 	base, _ := url.Parse(srv.URL)
 	for _, tc := range []struct{ next, want string }{
@@ -550,6 +552,7 @@ func TestRemoteOutputAfterTheAgentLeaves(t *testing.T) {
 // token and session stop at once, her waiting job is held saying why
 // (not lost), and enabling her releases it.
 func TestDisabledAccount(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--policy", "fifo")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	aliceBrowser := newBrowser(t, srv.URL)

@@ -181,6 +181,7 @@ func TestCancelRunningJob(t *testing.T) {
 // it again on the same data, and checks every job is still there and runs
 // to the end: on SQLite (graceful stop) and PostgreSQL (SIGKILL).
 func TestRestartLosesNothing(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	for _, tc := range []struct {
 		name  string
 		db    func(t *testing.T, data string) string

@@ -54,6 +54,7 @@ func (g gpuLanes) laneJobs() []int64 {
 // their padded memory, each job's page says whom it shares with, and both
 // finish.
 func TestSharingJobsShareALane(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x16", "--dev-token", "test-dev-token")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	admin := &api{t: t, base: srv.URL, token: "test-dev-token"}
@@ -124,6 +125,7 @@ func TestSharingJobsShareALane(t *testing.T) {
 // The GPU wall draws the lanes of a GPU that two sharing jobs share, and
 // a sharing job's page says which lane it runs in and with whom.
 func TestBrowserWallDrawsLanes(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x16")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	var ids []int64
@@ -294,6 +296,7 @@ func pythonForGate(t *testing.T) (py string, torch bool) {
 // only), the script also runs an iteration with measure_torch=True,
 // which measures nothing there instead of crashing.
 func TestAConstantAskRunsWithoutRequeues(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	py, torch := pythonForGate(t)
 	clients, err := filepath.Abs(filepath.Join("..", "static", "clients"))
 	if err != nil {
@@ -399,6 +402,7 @@ print("done", flush=True)
 // estimate that covers the ask, and then the gate refuses to admit it,
 // too large for the GPU, so its run fails with that reason.
 func TestAnImpossibleAskFailsWithItsReason(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	py, _ := pythonForGate(t)
 	clients, err := filepath.Abs(filepath.Join("..", "static", "clients"))
 	if err != nil {

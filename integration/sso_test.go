@@ -205,6 +205,7 @@ func freeAddr(t *testing.T) string {
 // in no mapped group, is told why he cannot sign in. The login page fits
 // 1440 and 390 px.
 func TestOIDCSignInBrowser(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	ctx := newTab(t)
 	addr := freeAddr(t)
 	portal := "http://" + addr

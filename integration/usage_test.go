@@ -25,6 +25,7 @@ const usageRun = 18 * time.Second
 // uses its GPU) is flagged idle, on its team's page and the cluster page
 // too; training jobs never are.
 func TestUsageAgrees(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--demo", "--data", t.TempDir(), "--idle-after", "10s")
 	admin := newAPI(t, srv.URL, "admin", "dev")
 	b := newBrowser(t, srv.URL)

@@ -19,6 +19,7 @@ import (
 // be the jobs' real JCTs, each policy named must have its row, and the
 // export must hold the jobs.
 func TestSimFromDB(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data := t.TempDir()
 	srv := startServer(t, "--data", data, "--sim-gpus", "1x2x16", "--max-retries", "0")
 	alice := newAPI(t, srv.URL, "alice", "dev")

@@ -13,7 +13,7 @@ import (
 // SetPassword replaces a user's password and ends their sessions and API
 // tokens: whoever knew the old password may have made either.
 func (s *Store) SetPassword(ctx context.Context, name, password string) error {
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.passwordCost)
 	if err != nil {
 		return fmt.Errorf("set password of %s: %w", name, err)
 	}

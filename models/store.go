@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/glebarez/sqlite"
+	"golang.org/x/crypto/bcrypt"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -28,6 +30,11 @@ type Store struct {
 	grouped bool
 	// writes counts rows written by kind, for /metrics (metrics.go).
 	writes writeCounter
+	// passwordCost is the bcrypt cost of the password hashes it makes.
+	passwordCost int
+	// dummyHash is compared against when a user does not exist, at
+	// passwordCost, so that the answer takes as long as a real check.
+	dummyHash func() []byte
 }
 
 // Options tune the connection to the database.
@@ -40,6 +47,11 @@ type Options struct {
 	// than queue in order, so a long write starves the others; with one,
 	// the pool queues them.
 	MaxConns int
+	// PasswordCost is the bcrypt cost of the password hashes the store
+	// makes; 0 is bcrypt.DefaultCost. Hashes already stored keep theirs.
+	// Tests lower it to bcrypt.MinCost: under the race detector a hash at
+	// the default cost takes seconds.
+	PasswordCost int
 }
 
 // DefaultMaxConns is the default bound on PostgreSQL connections.
@@ -63,6 +75,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	switch {
+	case opts.PasswordCost == 0:
+		opts.PasswordCost = bcrypt.DefaultCost
+	case opts.PasswordCost < bcrypt.MinCost || opts.PasswordCost > bcrypt.MaxCost:
+		return nil, fmt.Errorf("open database: password cost %d: must be between %d and %d", opts.PasswordCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
 	var dialector gorm.Dialector
 	sqliteDB := false
 	switch {
@@ -105,7 +123,11 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		sqlDB.Close()
 		return nil, fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
 	}
-	s := &Store{db: db, grouped: sqliteDB}
+	cost := opts.PasswordCost
+	s := &Store{db: db, grouped: sqliteDB, passwordCost: cost, dummyHash: sync.OnceValue(func() []byte {
+		h, _ := bcrypt.GenerateFromPassword([]byte("not a password"), cost)
+		return h
+	})}
 	if err := s.migrate(ctx); err != nil {
 		sqlDB.Close()
 		return nil, err

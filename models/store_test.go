@@ -7,19 +7,66 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
+// openStore opens dsn with bcrypt's least cost: a hash at the default
+// cost takes seconds under the race detector (TestPasswordCost checks the
+// default).
 func openStore(t *testing.T, dsn string) *models.Store {
 	t.Helper()
-	s, err := models.Open(context.Background(), dsn)
+	s, err := models.OpenWith(context.Background(), dsn, models.Options{PasswordCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatalf("open %s: %v", models.RedactDSN(dsn), err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+func TestPasswordCost(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cost    int
+		want    int    // the cost of the hashes it makes
+		wantErr string // or the error opening it
+	}{
+		{"default", 0, bcrypt.DefaultCost, ""},
+		{"least", bcrypt.MinCost, bcrypt.MinCost, ""},
+		{"below the least", bcrypt.MinCost - 1, 0, "password cost 3: must be between 4 and 31"},
+		{"above the most", bcrypt.MaxCost + 1, 0, "password cost 32: must be between 4 and 31"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := models.OpenWith(ctx, modelstest.SQLiteDSN(t), models.Options{PasswordCost: tc.cost})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("open: err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			u, err := s.CreateUser(ctx, "alice", "s3cret", models.RoleResearcher, "vision")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil || got != tc.want {
+				t.Errorf("hash cost = %d, %v; want %d", got, err, tc.want)
+			}
+			if _, err := s.Authenticate(ctx, "alice", "s3cret"); err != nil {
+				t.Errorf("authenticate: %v", err)
+			}
+			if _, err := s.Authenticate(ctx, "nobody", "s3cret"); !errors.Is(err, models.ErrBadCredentials) {
+				t.Errorf("authenticate nobody: err = %v, want ErrBadCredentials", err)
+			}
+		})
+	}
 }
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)

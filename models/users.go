@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -35,7 +34,7 @@ func (s *Store) CreateUser(ctx context.Context, name, password string, role Role
 	if !role.Valid() {
 		return nil, fmt.Errorf("create user %s: unknown role %q", name, role)
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.passwordCost)
 	if err != nil {
 		return nil, fmt.Errorf("create user %s: hash password: %w", name, err)
 	}
@@ -72,7 +71,7 @@ func (s *Store) Authenticate(ctx context.Context, name, password string) (*User,
 	u, err := s.UserByName(ctx, name)
 	if errors.Is(err, ErrNotFound) {
 		// Spend the same time as a real check so names cannot be probed.
-		_ = bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
 		return nil, ErrBadCredentials
 	}
 	if err != nil {
@@ -87,12 +86,6 @@ func (s *Store) Authenticate(ctx context.Context, name, password string) (*User,
 	}
 	return u, nil
 }
-
-// dummyHash is compared against when a user does not exist.
-var dummyHash = sync.OnceValue(func() []byte {
-	h, _ := bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
-	return h
-})
 
 // Users lists every user by name.
 func (s *Store) Users(ctx context.Context) ([]User, error) {

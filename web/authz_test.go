@@ -21,6 +21,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -51,7 +52,9 @@ func newTestServer(t testing.TB, opts ...func(*Config)) *testServer {
 func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServer {
 	t.Helper()
 	ctx := context.Background()
-	store, err := models.Open(ctx, dsn)
+	// bcrypt's least cost: each test server hashes four passwords, which
+	// take seconds each at the default cost under the race detector.
+	store, err := models.OpenWith(ctx, dsn, models.Options{PasswordCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}
