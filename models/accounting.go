@@ -263,7 +263,7 @@ func (s *Store) CloseAccountingDays(ctx context.Context, now time.Time, idleBelo
 					AllocatedGPUSeconds: u.Allocated, UsedGPUSeconds: u.Used, SampledGPUSeconds: u.Sampled, IdleGPUSeconds: u.IdleAllocated})
 			}
 			if len(rows) > 0 {
-				if err := tx.Clauses(clause.OnConflict{UpdateAll: true}).CreateInBatches(&rows, 500).Error; err != nil {
+				if err := tx.Clauses(clause.OnConflict{UpdateAll: true}).CreateInBatches(&rows, s.rowsPerInsert()).Error; err != nil {
 					return err
 				}
 			}

@@ -48,7 +48,7 @@ func (s *Store) SetLatestForecasts(ctx context.Context, rows []Forecast) error {
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "job_id"}, {Name: "kind"}},
 		DoUpdates: clause.AssignmentColumns([]string{"made_at", "state", "earliest", "likely", "latest", "reason"}),
-	}).CreateInBatches(rows, 200).Error
+	}).CreateInBatches(rows, s.rowsPerInsert()).Error
 	if err != nil {
 		return fmt.Errorf("store %d latest forecasts: %w", len(rows), err)
 	}
@@ -135,7 +135,7 @@ func (s *Store) AddForecasts(ctx context.Context, rows []Forecast) error {
 	for i := range rows {
 		rows[i].Reason = truncate(rows[i].Reason, 512)
 	}
-	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 200).Error
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, s.rowsPerInsert()).Error
 	if err != nil {
 		return fmt.Errorf("record %d forecasts: %w", len(rows), err)
 	}

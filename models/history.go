@@ -97,7 +97,7 @@ func (s *Store) SaveGPUHistory(ctx context.Context, rows []GPUHistory) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return saveGPUHistory(tx, rows) })
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return saveGPUHistory(tx, rows, s.rowsPerInsert()) })
 	if err != nil {
 		return fmt.Errorf("save GPU history: %w", err)
 	}
@@ -105,7 +105,7 @@ func (s *Store) SaveGPUHistory(ctx context.Context, rows []GPUHistory) error {
 	return nil
 }
 
-func saveGPUHistory(tx *gorm.DB, rows []GPUHistory) error {
+func saveGPUHistory(tx *gorm.DB, rows []GPUHistory, batch int) error {
 	merged := make(map[historyKey]GPUHistory, len(rows))
 	var order []historyKey
 	starts, gpus := map[int64]bool{}, map[string]bool{}
@@ -134,7 +134,7 @@ func saveGPUHistory(tx *gorm.DB, rows []GPUHistory) error {
 	for _, k := range order {
 		out = append(out, merged[k])
 	}
-	return tx.Clauses(clause.OnConflict{UpdateAll: true}).CreateInBatches(&out, 500).Error
+	return tx.Clauses(clause.OnConflict{UpdateAll: true}).CreateInBatches(&out, batch).Error
 }
 
 // mergeHistory combines two rows of one GPU and bucket; the newer row's
@@ -261,7 +261,7 @@ func (s *Store) rollupOldestHour(ctx context.Context, cutoff int64) (int, error)
 				hours = append(hours, h)
 			}
 		}
-		if err := saveGPUHistory(tx, hours); err != nil {
+		if err := saveGPUHistory(tx, hours, s.rowsPerInsert()); err != nil {
 			return err
 		}
 		if err := tx.Where("step = ? AND start >= ? AND start < ?", StepMinute, hour, hour+StepHour).Delete(&GPUHistory{}).Error; err != nil {

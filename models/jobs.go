@@ -423,16 +423,26 @@ func (s *Store) SetReasons(ctx context.Context, reasons map[int64]string) error 
 		for from := 0; from < len(ids); from += reasonBatch {
 			chunk := ids[from:min(len(ids), from+reasonBatch)]
 			var b strings.Builder
-			args := make([]any, 0, 2*len(chunk)+2)
-			b.WriteString("UPDATE jobs SET reason = CASE id")
-			for _, id := range chunk {
-				b.WriteString(" WHEN ? THEN ?")
+			args := make([]any, 0, 2*len(chunk)+1)
+			// A join with the new reasons, not CASE id WHEN ...: a CASE
+			// is tried branch by branch for every row, so its cost grew
+			// with the square of the chunk.
+			b.WriteString("WITH r(id, reason) AS (VALUES ")
+			for k, id := range chunk {
+				if k > 0 {
+					b.WriteString(", ")
+				}
+				if k == 0 {
+					b.WriteString("(CAST(? AS BIGINT), CAST(? AS TEXT))")
+				} else {
+					b.WriteString("(?, ?)")
+				}
 				args = append(args, id, truncate(reasons[id], 512))
 			}
 			// updated_at stays: the engine, which alone writes reasons,
 			// does not read them back (JobsChangedSince).
-			b.WriteString(" END WHERE id IN ? AND state IN ?")
-			args = append(args, chunk, []JobState{JobQueued, JobPreempted})
+			b.WriteString(") UPDATE jobs SET reason = r.reason FROM r WHERE jobs.id = r.id AND jobs.state IN ?")
+			args = append(args, []JobState{JobQueued, JobPreempted})
 			if err := tx.Exec(b.String(), args...).Error; err != nil {
 				return fmt.Errorf("set reasons of jobs %d to %d: %w", chunk[0], chunk[len(chunk)-1], err)
 			}

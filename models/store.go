@@ -140,6 +140,19 @@ func (s *Store) migrate(ctx context.Context) error {
 	return err
 }
 
+// rowsPerInsert is how many rows one INSERT of many rows carries. The
+// SQLite driver binds a statement's parameters in time that grows with
+// the square of their number: 4,000 GPUs' minute of history took 215 ms
+// in batches of 500 rows, 67 ms in batches of 50 (73 at 20, 78 at 100).
+// PostgreSQL takes them in linear time and saves round trips with more
+// (220 ms at 500, 247 at 50).
+func (s *Store) rowsPerInsert() int {
+	if s.grouped {
+		return 50
+	}
+	return 500
+}
+
 // Close releases the database connections.
 func (s *Store) Close() error {
 	sqlDB, err := s.db.DB()
