@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ func BenchmarkClusterAtScale(b *testing.B) {
 			args = append(args, "--db", modelstest.PostgresDSN(b))
 		}
 		srv := startServer(b, args...)
-		token := benchToken(b, srv.URL)
+		token := benchToken(b, srv.URL, "alice", "dev")
 		rng := rand.New(rand.NewPCG(23, 1024))
 		var mu sync.Mutex
 		next := 0
@@ -126,7 +127,7 @@ func BenchmarkClusterFill(b *testing.B) {
 	jobs, nodes := envInt(b, "GPUPORTAL_FILL_JOBS", 4000), envInt(b, "GPUPORTAL_FILL_NODES", 500)
 	for range b.N {
 		srv := startServer(b, "--data", b.TempDir(), "--sim-gpus", fmt.Sprintf("%dx8x80", nodes), "--log-level", "warn")
-		token := benchToken(b, srv.URL)
+		token := benchToken(b, srv.URL, "alice", "dev")
 		var mu sync.Mutex
 		next := 0
 		began := time.Now()
@@ -150,6 +151,98 @@ func BenchmarkClusterFill(b *testing.B) {
 		b.ReportMetric(filled.Seconds(), "fill_s")
 		b.ReportMetric(want/filled.Seconds(), "placed/s")
 	}
+}
+
+// BenchmarkManyTeams measures admissions from many queues, the shape of
+// Kueue's scale test: GPUPORTAL_TEAMS teams (default 30), each with a
+// user and a guarantee of its share of the 1,024 simulated GPUs, queue
+// GPUPORTAL_TEAMS_JOBS one-GPU jobs of 1 s between them (default 15,000)
+// while every machine is cordoned; then every machine is uncordoned at
+// once. It reports admitted/s: the jobs started a second from then until
+// the last has started (gpuportal_job_starts_total), and done_s, until
+// every job has succeeded.
+//
+//	go test -run '^$' -bench ManyTeams -benchtime 1x -timeout 30m ./integration
+func BenchmarkManyTeams(b *testing.B) {
+	teams, jobs := envInt(b, "GPUPORTAL_TEAMS", 30), envInt(b, "GPUPORTAL_TEAMS_JOBS", 15000)
+	const nodes, perNode = 128, 8
+	for range b.N {
+		data := b.TempDir()
+		tokens := make([]string, teams)
+		for i := range teams {
+			team, user := fmt.Sprint("q", i), fmt.Sprint("u", i)
+			for _, args := range [][]string{
+				{"create-team", "--name", team, "--guarantee", strconv.Itoa(nodes * perNode / teams)},
+				{"create-user", "--name", user, "--role", "researcher", "--team", team, "--password-stdin"},
+			} {
+				cmd := exec.Command(binary, append([]string{"admin", "--data", data}, args...)...)
+				cmd.Stdin = strings.NewReader("scale-pass\n")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("admin %s: %v\n%s", args[0], err, out)
+				}
+			}
+		}
+		srv := startServer(b, "--data", data, "--sim-gpus", fmt.Sprintf("%dx%dx80", nodes, perNode), "--log-level", "warn")
+		for i := range teams {
+			tokens[i] = benchToken(b, srv.URL, fmt.Sprint("u", i), "scale-pass")
+		}
+		admin := benchToken(b, srv.URL, "admin", "dev")
+		node := func(action string) func() error {
+			var mu sync.Mutex
+			next := 0
+			return func() error {
+				mu.Lock()
+				n := next
+				next++
+				mu.Unlock()
+				return benchPost(srv.URL+fmt.Sprintf("/api/v1/nodes/node-%d/%s", n, action), admin, http.StatusOK)
+			}
+		}
+		inParallel(b, 8, nodes, node("cordon"))
+		var mu sync.Mutex
+		next := 0
+		inParallel(b, 8, jobs, func() error {
+			mu.Lock()
+			n := next
+			next++
+			mu.Unlock()
+			return benchSubmit(srv.URL, tokens[n%teams], fmt.Sprint("t-", n), 1, 1)
+		})
+		before := scrape(b, srv.URL).get("gpuportal_job_starts_total")
+		began := time.Now()
+		inParallel(b, 8, nodes, node("uncordon"))
+		var admitted time.Duration
+		for {
+			m := scrape(b, srv.URL)
+			if admitted == 0 && m.get("gpuportal_job_starts_total")-before >= float64(jobs) {
+				admitted = time.Since(began)
+			}
+			if m.sumPrefix(`gpuportal_jobs{`, `state="succeeded"`) >= float64(jobs) {
+				break
+			}
+			if time.Since(began) > 20*time.Minute {
+				b.Fatalf("%v of %d jobs succeeded after 20 minutes", m.sumPrefix(`gpuportal_jobs{`, `state="succeeded"`), jobs)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		b.ReportMetric(float64(jobs)/admitted.Seconds(), "admitted/s")
+		b.ReportMetric(time.Since(began).Seconds(), "done_s")
+	}
+}
+
+// benchPost posts to url with token and wants status.
+func benchPost(url, token string, status int) error {
+	req, _ := http.NewRequest(http.MethodPost, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != status {
+		return fmt.Errorf("POST %s: status %d, want %d", url, resp.StatusCode, status)
+	}
+	return nil
 }
 
 // benchSubmit submits one simulated job of gpus GPUs and dur seconds.
@@ -189,11 +282,11 @@ func inParallel(tb testing.TB, workers, n int, f func() error) {
 	wg.Wait()
 }
 
-// benchToken gets an API token for alice.
-func benchToken(tb testing.TB, base string) string {
+// benchToken gets an API token for user.
+func benchToken(tb testing.TB, base, user, password string) string {
 	tb.Helper()
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/tokens", nil)
-	req.SetBasicAuth("alice", "dev")
+	req.SetBasicAuth(user, password)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
