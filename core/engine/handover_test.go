@@ -28,16 +28,7 @@ func TestVictimsDoNotRetakeAPromisedGPU(t *testing.T) {
 		Job{ID: 51, Team: "vision", GPUs: 2, State: job.Running, Run: 1, Placement: on("n1", 2, 3), LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 13, Team: "nlp", GPUs: 4, State: job.Preempted, SubmittedAt: t0.Add(-time.Hour), AttainedService: 120, ExecutedS: 30},
 	)
-	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}}
-	n0, n1 := newFakeNode("n0", 4), newFakeNode("n1", 4)
-	n0.running[28], n1.running[8], n0.running[50], n1.running[51] = 1, 1, 1, 1
-	e, clock := newTestEngine(t, mem, n0, n1)
-	e.cfg.Store = store
-	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{200, 800}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cfg.Scheduler = sc
+	e, clock, n0, n1 := handoverEngine(t, mem, []int64{28, 50}, []int64{8, 51})
 	mustPass(t, e)
 	if len(n0.stops) != 1 || len(n1.stops) != 1 {
 		t.Fatalf("stops n0 %v n1 %v: want both 2-GPU jobs preempted for job 13 (%s)", n0.stops, n1.stops, e.WaitReasons()[13])
@@ -83,16 +74,7 @@ func TestKeptBackStartIsCarriedOver(t *testing.T) {
 		Job{ID: 20, Team: "vision", GPUs: 2, State: job.Running, Run: 1, Placement: on("n1", 2, 3), LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 37, Team: "vision", GPUs: 4, State: job.Queued, SubmittedAt: t0.Add(-time.Minute)},
 	)
-	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}}
-	n0, n1 := newFakeNode("n0", 4), newFakeNode("n1", 4)
-	n0.running[10], n0.running[1], n1.running[31], n1.running[20] = 1, 1, 1, 1
-	e, clock := newTestEngine(t, mem, n0, n1)
-	e.cfg.Store = store
-	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{200, 800}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cfg.Scheduler = sc
+	e, clock, n0, n1 := handoverEngine(t, mem, []int64{10, 1}, []int64{31, 20})
 	mustPass(t, e)
 	if !slices.Equal(slices.Sorted(slices.Values(n1.stops)), []int64{20, 31}) || len(n0.stops) != 0 {
 		t.Fatalf("stops n0 %v n1 %v: want jobs 20 and 31 preempted for job 37 (%s)", n0.stops, n1.stops, e.WaitReasons()[37])
@@ -116,6 +98,28 @@ func TestKeptBackStartIsCarriedOver(t *testing.T) {
 	if mem.state(20) == job.Running || mem.state(31) == job.Running {
 		t.Fatalf("jobs 20 %s and 31 %s: both must wait for GPUs", mem.state(20), mem.state(31))
 	}
+}
+
+// handoverEngine is an engine under tiresias-l (queue limits 200 and
+// 800 GPU-s) with teams vision and nlp, 4 GPUs guaranteed each, on two
+// 4-GPU machines, n0 and n1, running the jobs given for each.
+func handoverEngine(t *testing.T, mem *memStore, onN0, onN1 []int64) (*Engine, *fakeClock, *fakeNode, *fakeNode) {
+	t.Helper()
+	n0, n1 := newFakeNode("n0", 4), newFakeNode("n1", 4)
+	for _, id := range onN0 {
+		n0.running[id] = 1
+	}
+	for _, id := range onN1 {
+		n1.running[id] = 1
+	}
+	e, clock := newTestEngine(t, mem, n0, n1)
+	e.cfg.Store = &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}}
+	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{200, 800}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	return e, clock, n0, n1
 }
 
 // on names GPUs of one node.
