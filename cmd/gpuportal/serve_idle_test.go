@@ -1,20 +1,12 @@
 package main
 
-import (
-	"io"
-	"strings"
-	"testing"
-)
+import "testing"
 
 // TestIdleFlags: --idle-after and --idle-below take what a team's own
 // rule takes (core/idle CheckAfter, CheckBelow), each error naming its
 // flag.
 func TestIdleFlags(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		args []string
-		want string // "" when valid
-	}{
+	checkServeFlags(t, []flagCase{
 		{"defaults", nil, ""},
 		{"no flags", []string{"--idle-after", "0"}, ""},
 		{"shortest and longest", []string{"--idle-after", "1s", "--idle-below", "100"}, ""},
@@ -24,15 +16,5 @@ func TestIdleFlags(t *testing.T) {
 		{"negative", []string{"--idle-after", "-1m"}, "--idle-after"},
 		{"no threshold", []string{"--idle-below", "0"}, "--idle-below"},
 		{"over 100%", []string{"--idle-below", "101"}, "--idle-below"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := parseServeFlags(c.args, io.Discard)
-			switch {
-			case c.want == "" && err != nil:
-				t.Errorf("refused: %v", err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Errorf("error %v; want one naming %s", err, c.want)
-			}
-		})
-	}
+	})
 }

@@ -12,11 +12,7 @@ import (
 // TestNotifyFlags: serve's notification flags are checked before
 // anything starts, each error naming its flag.
 func TestNotifyFlags(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		args []string
-		want string // "" when valid
-	}{
+	checkServeFlags(t, []flagCase{
 		{"none", nil, ""},
 		{"all", []string{"--public-url", "https://gpus.example.org/", "--smtp-addr", "mail.example.org:587", "--smtp-from", "gpuportal@example.org",
 			"--smtp-user", "portal", "--webhook-timeout", "5s", "--notify-retry", "1m"}, ""},
@@ -28,7 +24,21 @@ func TestNotifyFlags(t *testing.T) {
 		{"a webhook timeout too short", []string{"--webhook-timeout", "10ms"}, "--webhook-timeout"},
 		{"a retry too long", []string{"--notify-retry", "3h"}, "--notify-retry"},
 		{"held checks too often", []string{"--notify-held-check", "10ms"}, "--notify-held-check"},
-	} {
+	})
+}
+
+// flagCase is serve run with args: valid when want is "", else refused
+// with an error naming want.
+type flagCase struct {
+	name string
+	args []string
+	want string
+}
+
+// checkServeFlags parses each case's flags as serve does.
+func checkServeFlags(t *testing.T, cases []flagCase) {
+	t.Helper()
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseServeFlags(c.args, io.Discard)
 			switch {
