@@ -98,7 +98,7 @@ func waitGPUs(t *testing.T, base string, want int) {
 }
 
 // metricsText is the server's /metrics page, or "" when unreachable.
-func metricsText(t *testing.T, base string) string {
+func metricsText(t testing.TB, base string) string {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"encoding/json"
@@ -304,16 +303,13 @@ type metrics map[string]float64
 
 func scrape(tb testing.TB, base string) metrics {
 	tb.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		tb.Fatal(err)
+	text := metricsText(tb, base)
+	if text == "" {
+		tb.Fatalf("%s/metrics: no answer", base)
 	}
-	defer resp.Body.Close()
 	m := metrics{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
 		if line == "" || line[0] == '#' {
 			continue
 		}
