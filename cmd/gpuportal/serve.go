@@ -76,6 +76,7 @@ type serveFlags struct {
 	signInCfg         identity.Config // signIn, loaded
 	allowedImages     job.ImagePrefixes
 	containerRuntime  string // the built-in agents' (agent --container-runtime)
+	sessionOrigin     string // where sessions are served, one host each
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -112,6 +113,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run the built-in agents' jobs that name a container image with podman or docker (as agent --container-runtime); empty: such jobs are refused")
 	allowedImages := fs.String("allowed-images", "", `prefixes of the container images jobs may name, comma-separated, such as "localhost/,registry.lab/" (a prefix without '/' names a registry); empty: any image`)
+	fs.StringVar(&f.sessionOrigin, "session-origin", "", "where interactive sessions are served, each on a host of its own: a wildcard such as https://*.sessions.lab.example (DNS and a certificate for it: docs/operations.md); without a port, the portal's. Empty: on the portal's origin, sandboxed (Jupyter needs an origin of its own); with --dev, http://*.localhost")
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
@@ -177,6 +179,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.demo && !f.set["idle-after"] {
 		f.idleAfter = demoIdleAfter
 	}
+	if f.sessionOrigin != "" {
+		if err := web.CheckSessionOrigin(f.sessionOrigin); err != nil {
+			return f, fmt.Errorf("serve: --session-origin %w", err)
+		}
+	}
 	if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
 		return f, fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
 	}
@@ -187,11 +194,19 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		if err := checkLoopback(f.addr); err != nil {
 			return f, err
 		}
+		if !f.set["session-origin"] {
+			f.sessionOrigin = devSessionOrigin
+		}
 	} else if f.demo || f.devToken != "" {
 		return f, errors.New("serve: --demo and --dev-token need --dev")
 	}
 	return f, nil
 }
+
+// devSessionOrigin is --session-origin with --dev: browsers take any
+// name under localhost for this machine, so each session is a host of
+// its own with no DNS to set up.
+const devSessionOrigin = "http://*.localhost"
 
 // demoIdleAfter is --idle-after with --demo: its idle notebook is
 // flagged two minutes after it starts, for a newcomer to see it.
@@ -424,7 +439,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
 		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
-		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages})
+		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages,
+		SessionOrigin: f.sessionOrigin, PortalURL: f.notify.linkBase(ln.Addr())})
 	if err != nil {
 		return err
 	}
