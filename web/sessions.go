@@ -135,6 +135,7 @@ func newSessionProxy(s *Server, a *assets) (*sessionProxy, error) {
 		transports: make(map[job.RunRef]*http.Transport), audited: make(map[string]time.Time),
 		live: make(map[*liveRequest]struct{})}
 	if s.cfg.SessionOrigin == "" {
+		s.cfg.Logger.Warn("sessions are served sandboxed on the portal's origin: Jupyter needs --session-origin (docs/operations.md, \"Sessions' own origin\")")
 		return p, nil
 	}
 	o, err := parseSessionOrigin(s.cfg.SessionOrigin)
