@@ -491,20 +491,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // as root unless --run-as root says so: a server that runs as root runs
 // them as nobody.
 func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng *engine.Engine, work *leaderWork, log *slog.Logger) error {
+	var owners func(string) (agent.User, error)
 	if f.runAs == "" && os.Geteuid() == 0 {
-		f.runAs = "nobody"
-		log.Warn("serve runs as root: the built-in agents run command jobs as nobody (pass --run-as USER to choose, or --run-as root to allow root)")
+		// Each user's jobs run as an account of their own, never as root,
+		// nor as one account shared by all (whose jobs could read each
+		// other's processes and tokens).
+		accounts := &devAccounts{homes: filepath.Join(f.data, "homes"), log: log}
+		f.runAs, owners = agent.RunAsOwner, accounts.lookup
+		log.Warn("serve runs as root: the built-in agents run each user's command jobs as a Unix account of their own, " +
+			devAccountPrefix + "NAME, made on first use (pass --run-as USER or owner to choose, or --run-as root to allow root)")
 	}
 	if f.runAs != "" && f.runAs != "root" {
-		// The jobs' user passes through the data folder to its own job's.
-		for _, dir := range []string{f.data, filepath.Join(f.data, "agents")} {
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				return fmt.Errorf("data folder: %w", err)
-			}
-			if fi, err := os.Stat(dir); err == nil {
-				if err := os.Chmod(dir, fi.Mode().Perm()|0o001); err != nil {
-					return fmt.Errorf("let %s pass through %s: %w", f.runAs, dir, err)
-				}
+		// The jobs' accounts pass through the data folder to their own
+		// jobs' folders, and read nothing else of it.
+		for _, dir := range []string{f.data, filepath.Join(f.data, "agents"), filepath.Join(f.data, "homes")} {
+			if err := passOnly(dir); err != nil {
+				return err
 			}
 		}
 	}
@@ -528,6 +530,7 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 			Logger:     log.With("node", name),
 			Gate:       f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
 			RunAs:      f.runAs,
+			Owners:     owners,
 			PassEnv:    f.passEnv,
 			Containers: containers,
 		}, eng.Exits())

@@ -47,6 +47,10 @@ type Config struct {
 	// AllowRootOwner lets RunAsOwner run the jobs of an owner whose
 	// account is root as root; they are refused otherwise.
 	AllowRootOwner bool
+	// Owners finds the account a job's owner (job.Spec.Account) runs as
+	// under RunAsOwner; nil: LookupUser, the machine's name service.
+	// serve --dev run as root gives each user a throwaway account.
+	Owners func(account string) (User, error)
 	// MinUID is the lowest user ID RunAsOwner runs a job as (root aside);
 	// 0: DefaultMinUID. System accounts sit below it.
 	MinUID int
@@ -194,6 +198,9 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	a := &Local{
 		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid, lookup: LookupUser,
 		runs: make(map[int64]*run),
+	}
+	if cfg.Owners != nil {
+		a.lookup = cfg.Owners
 	}
 	a.lim.setup(cfg)
 	if cfg.Gate != nil {
