@@ -765,7 +765,7 @@ func sessionView(u *models.User, j *models.Job) *templates.SessionView {
 		v.Note = "Only " + j.User + " (and admins) may open it."
 	case j.State == job.Running:
 		v.URL = j.SessionPrefix()
-		v.Note = "Opens in a new tab, through the portal; its address is yours alone: do not share it."
+		v.Note = "Opens in a new tab, through the portal, kept apart from the portal's own pages. Its address is yours alone: do not share it."
 		if u.Name != j.User {
 			v.Note = "You open " + j.User + "'s session as an admin: it is recorded in the audit log."
 		}
