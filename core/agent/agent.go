@@ -373,6 +373,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	}
 	var wait func() (int, string)
 	var cgroupParent string
+	var cmdProcs runProcs
 	switch {
 	case s.Image != "":
 		r.container = containerName(a.cfg.Name, job.RunRef{Job: s.JobID, Run: s.Run})
@@ -381,13 +382,19 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 		wait, r.stop, err = a.startContainer(s, r, ra, log, gateEnv, cgroupParent)
 	case len(s.Command) > 0:
-		wait, r.stop, r.pgid, err = a.startProcess(s, ra, log, gateEnv)
+		cg := a.lim.open(s.JobID)
+		wait, r.stop, cmdProcs, err = a.startProcess(s, ra, log, gateEnv, cg)
+		if cg != nil {
+			cg.Close()
+		}
+		r.pgid = cmdProcs.leader
 	default:
 		wait, r.stop = a.startSim(s, log)
 	}
 	if err != nil {
 		log.Close()
 		a.leaveGate(s.JobID)
+		a.lim.drop(s.JobID)
 		return fmt.Errorf("start job %d: %w", s.JobID, err)
 	}
 	if sim, ok := a.cfg.Backend.(*gpu.Sim); ok {
@@ -401,7 +408,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	if s.TimeLeft > 0 {
 		backstop = time.AfterFunc(s.TimeLeft+a.cfg.Backstop, func() { a.timeUp(s.JobID, r) })
 	}
-	procs := jobProcs{pgid: r.pgid}
+	procs := jobProcs{pgid: r.pgid, members: cmdProcs.pids}
 	if r.container != "" {
 		procs = jobProcs{container: true, inCgroup: cgroupParent != "", members: func() ([]int, error) {
 			a.mu.Lock()
