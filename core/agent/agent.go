@@ -361,7 +361,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	}
 	r := &run{id: s.Run, done: make(chan struct{})}
 	if s.Session != nil {
-		ss, err := sessionCommand(s, a.jobDir(s.JobID), ra)
+		ss, err := sessionCommand(s, a.jobDir(s.JobID), ra, a.sessionHost(s))
 		if err != nil {
 			fmt.Fprintf(log, "gpuportal: cannot start the session: %v\n", err)
 			log.Close()

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/internal/testprocs"
 )
 
 // TestRunEndsWithItsProcesses: a job whose processes leave its session
@@ -20,7 +19,7 @@ import (
 // daemon with a cleared environment is left (documented in
 // descendants.go). With cgroups, the job's cgroup is gone too.
 func TestRunEndsWithItsProcesses(t *testing.T) {
-	needPerl(t)
+	testprocs.NeedPerl(t)
 	for _, tc := range []struct {
 		name    string
 		cgroups bool
@@ -44,17 +43,11 @@ func TestRunEndsWithItsProcesses(t *testing.T) {
 				rest = "sleep 1000"
 			}
 			if err := a.Start(context.Background(), job.Spec{JobID: 5, Run: 2, GPUs: []int{0},
-				Command: []string{"sh", "-c", escapes(rest)}}); err != nil {
+				Command: []string{"sh", "-c", testprocs.Script(testprocs.Perl, rest)}}); err != nil {
 				t.Fatal(err)
 			}
-			es := readEscapes(t, a.jobDir(5))
-			t.Cleanup(func() {
-				for _, e := range es {
-					if e.alive() {
-						_ = syscall.Kill(e.pid, syscall.SIGKILL)
-					}
-				}
-			})
+			es := testprocs.Read(t, a.jobDir(5))
+			t.Cleanup(func() { testprocs.Kill(es) })
 			waitLog(t, a, 5, "started")
 			if tc.stop {
 				if err := a.Stop(context.Background(), job.RunRef{Job: 5, Run: 2}); err != nil {
@@ -68,14 +61,14 @@ func TestRunEndsWithItsProcesses(t *testing.T) {
 				t.Fatal("no exit within 30 s")
 			}
 			// The processes did leave as meant (the script's own words).
-			checkEscaped(t, readLog(t, a, 5))
+			testprocs.CheckLog(t, readLog(t, a, 5))
 			for _, e := range es {
 				switch {
-				case !e.alive():
-				case e.name == "hidden" && !tc.cgroups:
-					t.Logf("without cgroups, %s (%d) outlives the run, as documented", e.name, e.pid)
+				case !e.Alive():
+				case e.Name == "hidden" && !tc.cgroups:
+					t.Logf("without cgroups, %s (%d) outlives the run, as documented", e.Name, e.PID)
 				default:
-					t.Errorf("%s (%d) still runs after the run's end was reported (%+v)", e.name, e.pid, ex)
+					t.Errorf("%s (%d) still runs after the run's end was reported (%+v)", e.Name, e.PID, ex)
 				}
 			}
 			if tc.cgroups {
@@ -86,50 +79,6 @@ func TestRunEndsWithItsProcesses(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// checkEscaped checks the lines escapes printed: "NAME PID PPID PGID
-// SID" of each process and "main PID".
-func checkEscaped(t *testing.T, log string) {
-	t.Helper()
-	got := map[string][]int{}
-	for _, line := range strings.Split(log, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		var ns []int
-		for _, s := range f[1:] {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				break
-			}
-			ns = append(ns, n)
-		}
-		got[f[0]] = ns
-	}
-	main := got["main"]
-	if len(main) != 1 {
-		t.Fatalf("the script did not print its PID:\n%s", log)
-	}
-	m := main[0]
-	for _, tc := range []struct {
-		name             string
-		ownGroup, ownSes bool
-	}{
-		{"group", false, false}, {"dfork", false, false}, {"pgid", true, false},
-		{"setsid", true, true}, {"daemon", true, true}, {"hidden", true, true},
-	} {
-		p := got[tc.name]
-		if len(p) != 4 {
-			t.Errorf("no line for %s:\n%s", tc.name, log)
-			continue
-		}
-		pid, pgid, sid := p[0], p[2], p[3]
-		if (pgid == pid) != tc.ownGroup || (pgid == m) == tc.ownGroup || (sid == pid) != tc.ownSes || (sid == m) == tc.ownSes {
-			t.Errorf("%s: pid %d pgid %d sid %d, the job's %d: own group %v and session %v expected", tc.name, pid, pgid, sid, m, tc.ownGroup, tc.ownSes)
-		}
 	}
 }
 
