@@ -25,7 +25,7 @@ const Busybox = "/usr/bin/busybox"
 
 // Applets are the busybox programs the image has in /bin.
 var Applets = []string{"sh", "id", "env", "sleep", "echo", "cat", "ls", "true", "printf", "ps",
-	"setsid", "cut", "httpd", "wget", "df", "readlink", "grep"}
+	"setsid", "cut", "httpd", "nc", "readlink", "grep"}
 
 // Need fails under CI, and skips elsewhere, unless the test runs as root
 // with Podman and a static busybox here. It returns the path of the

@@ -35,8 +35,9 @@ const Perl = `perl -e 'setpgrp(0, 0); exec @ARGV or die "exec: $!"'`
 // Script is a shell script that starts the processes of Names, each
 // ignoring SIGTERM and writing its PID to NAME.pid in the current folder
 // (setpgid is the command prefix that runs a command in a group of its
-// own: Perl, or a program of an image), prints for each "NAME PID PPID
-// PGID SID", then "main PID" and "started", and goes on with rest.
+// own: Perl, or a program of an image), prints for each, and for itself
+// (main), "NAME PID PPID PGID SID", then "started", and goes on with
+// rest.
 func Script(setpgid, rest string) string {
 	return `
 sh -c 'trap "" TERM; echo $$ > group.pid; exec sleep 1000' &
@@ -49,7 +50,7 @@ for f in group setsid dfork pgid daemon hidden; do
 	while [ ! -s $f.pid ]; do sleep 0.02; done
 	echo "$f $(cut -d' ' -f1,4,5,6 /proc/$(cat $f.pid)/stat)"
 done
-echo "main $$"
+echo "main $(cut -d' ' -f1,4,5,6 /proc/$$/stat)"
 echo started
 ` + rest
 }
@@ -174,10 +175,11 @@ func CheckLog(t testing.TB, log string) {
 		}
 		got[f[0]] = ns
 	}
-	if len(got["main"]) != 1 {
-		t.Fatalf("the script did not print its PID:\n%s", log)
+	main := got["main"]
+	if len(main) != 4 {
+		t.Fatalf("the script did not print its own line:\n%s", log)
 	}
-	m := got["main"][0]
+	mgroup, msession := main[2], main[3]
 	for _, tc := range []struct {
 		name             string
 		ownGroup, ownSes bool
@@ -191,8 +193,9 @@ func CheckLog(t testing.TB, log string) {
 			continue
 		}
 		pid, pgid, sid := p[0], p[2], p[3]
-		if (pgid == pid) != tc.ownGroup || (pgid == m) == tc.ownGroup || (sid == pid) != tc.ownSes || (sid == m) == tc.ownSes {
-			t.Errorf("%s: pid %d pgid %d sid %d, the job's %d: want a group of its own %v, a session of its own %v", tc.name, pid, pgid, sid, m, tc.ownGroup, tc.ownSes)
+		if (pgid == pid) != tc.ownGroup || (pgid == mgroup) == tc.ownGroup || (sid == pid) != tc.ownSes || (sid == msession) == tc.ownSes {
+			t.Errorf("%s: pid %d pgid %d sid %d, the job's group %d and session %d: want a group of its own %v, a session of its own %v",
+				tc.name, pid, pgid, sid, mgroup, msession, tc.ownGroup, tc.ownSes)
 		}
 	}
 }
