@@ -408,7 +408,10 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	if s.TimeLeft > 0 {
 		backstop = time.AfterFunc(s.TimeLeft+a.cfg.Backstop, func() { a.timeUp(s.JobID, r) })
 	}
-	procs := jobProcs{pgid: r.pgid, members: cmdProcs.pids}
+	procs := jobProcs{pgid: r.pgid}
+	if r.pgid > 0 {
+		procs.members = cmdProcs.pids
+	}
 	if r.container != "" {
 		procs = jobProcs{container: true, inCgroup: cgroupParent != "", members: func() ([]int, error) {
 			a.mu.Lock()

@@ -59,9 +59,11 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 	if err != nil && cgroup != nil {
 		// A kernel before 5.7 cannot start a process in a cgroup
 		// (CLONE_INTO_CGROUP): it is moved in once it runs (limits.begin).
-		a.cfg.Logger.Debug("start a job in its cgroup", "job", s.JobID, "err", err)
+		inside := err
 		cmd = command(nil)
-		err = cmd.Start()
+		if err = cmd.Start(); err == nil {
+			a.cfg.Logger.Debug("job started outside its cgroup, then moved in: the kernel could not start it inside", "job", s.JobID, "err", inside)
+		}
 	}
 	if err != nil {
 		if ra != nil && errors.Is(err, os.ErrPermission) {
