@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,9 @@ func TestContainerSessionReachable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := job.RunRef{Job: int64(40 + i), Run: 1}
+			// Containers are named after the machine, job and run: a job
+			// ID of this process's own, for two test runs at once.
+			ref := job.RunRef{Job: int64(os.Getpid())*10 + int64(i), Run: 1}
 			err = a.Start(context.Background(), job.Spec{JobID: ref.Job, Run: ref.Run, GPUs: []int{0}, Image: image,
 				Session: &job.Session{Type: job.SessionWeb, Token: "tok"},
 				Command: []string{"sh", "-c", `echo "served on $PORT" > index.html && exec httpd -f -p "$PORT"`}})
