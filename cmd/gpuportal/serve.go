@@ -77,6 +77,7 @@ type serveFlags struct {
 	allowedImages     job.ImagePrefixes
 	containerRuntime  string // the built-in agents' (agent --container-runtime)
 	sessionOrigin     string // where sessions are served, one host each
+	containerNetwork  agent.ContainerNetwork
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -112,6 +113,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run the built-in agents' jobs that name a container image with podman or docker (as agent --container-runtime); empty: such jobs are refused")
+	fs.Var(&f.containerNetwork, "container-network", "the network of the built-in agents' container jobs: private or host (as agent --container-network)")
 	allowedImages := fs.String("allowed-images", "", `prefixes of the container images jobs may name, comma-separated, such as "localhost/,registry.lab/" (a prefix without '/' names a registry); empty: any image`)
 	fs.StringVar(&f.sessionOrigin, "session-origin", "", "where interactive sessions are served, each on a host of its own: a wildcard such as https://*.sessions.lab.example (DNS and a certificate for it: docs/operations.md); without a port, the portal's. Empty: on the portal's origin, sandboxed (Jupyter needs an origin of its own); with --dev, http://*.localhost")
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
@@ -143,6 +145,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f.passEnv = pass
 	if f.allowedImages, err = job.ParseImagePrefixes(*allowedImages); err != nil {
 		return f, fmt.Errorf("serve: --allowed-images: %w", err)
+	}
+	if f.containerNetwork == agent.NetworkHost && f.containerRuntime == "" {
+		return f, errors.New("serve: --container-network host needs --container-runtime")
 	}
 	if err := f.gate.check("serve"); err != nil {
 		return f, err
@@ -516,7 +521,7 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 		if err != nil {
 			return fmt.Errorf("serve: --container-runtime %w", err)
 		}
-		containers = &agent.ContainerConfig{Runtime: f.containerRuntime} // simulated GPUs: no devices
+		containers = &agent.ContainerConfig{Runtime: f.containerRuntime, Network: f.containerNetwork} // simulated GPUs: no devices
 		log.Info("the built-in agents' container jobs run with "+f.containerRuntime, "version", v)
 	}
 	for i := range cluster.nodes {
