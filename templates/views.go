@@ -379,6 +379,9 @@ type QueueJob struct {
 	// in a sentence (api.Forecast).
 	ETA, ETAText string
 	Borrowed     bool
+	// Place is a waiting job's place in its queue, "1" the next to
+	// start (api.QueueJob.Position); "" for the others.
+	Place string
 }
 
 // JCTStats are the JCT figures of recently finished jobs.
