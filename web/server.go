@@ -25,6 +25,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/outbound"
 	"github.com/gpuportal/gpuportal/static"
 )
 
@@ -75,6 +76,11 @@ type Config struct {
 	Collectors []prometheus.Collector
 	// EmailEnabled: the server sends email (serve --smtp-addr).
 	EmailEnabled bool
+	// Webhooks is where users' webhooks may go (serve --webhook-allow,
+	// with this server's own addresses): a webhook URL whose host is an
+	// address it refuses is refused when saved. nil: the Internet's
+	// addresses only.
+	Webhooks *outbound.Policy
 	// Idle is when a running job counts as holding its GPUs idle
 	// (core/idle) in a team that sets no rule of its own, field by field
 	// (teamIdleTerms); the zero Rule is idle.DefaultRule, and After 0

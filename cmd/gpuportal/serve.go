@@ -30,6 +30,7 @@ import (
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/notify"
+	"github.com/gpuportal/gpuportal/outbound"
 	"github.com/gpuportal/gpuportal/web"
 )
 
@@ -410,9 +411,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	// Notifications go out from the leader only (serve_notify.go).
+	// Notifications go out from the leader only (serve_notify.go);
+	// webhooks never to this server itself, nor where --webhook-allow
+	// does not allow.
+	webhooks := f.notify.webhooks.WithOwn(outbound.OwnAddrs(ln.Addr())...)
 	notifier, err := notify.New(notify.Config{Store: store, Leader: rep.leader, PublicURL: f.notify.linkBase(ln.Addr()),
-		Mailer: mailer, WebhookTimeout: f.notify.webhookTimeout, RetryBase: f.notify.retryBase, HeldEvery: f.notify.heldCheck, Logger: log.With("part", "notify")})
+		Mailer: mailer, WebhookTimeout: f.notify.webhookTimeout, Webhooks: webhooks, RetryBase: f.notify.retryBase, HeldEvery: f.notify.heldCheck, Logger: log.With("part", "notify")})
 	if err != nil {
 		return err
 	}
@@ -421,7 +425,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
+		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil, Webhooks: webhooks,
 		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
 		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages})
