@@ -74,6 +74,14 @@ type Config struct {
 	Notifier interface{ Wake() }
 	// Collectors are more metrics for /metrics (the notifier's).
 	Collectors []prometheus.Collector
+	// MetricsToken, when set, is the bearer token /metrics requires
+	// (serve --metrics-token-file); empty: /metrics is anonymous.
+	MetricsToken string
+	// MetricsUserLabels puts users' names and job IDs in /metrics'
+	// per-GPU labels even without a token (serve --metrics-user-labels):
+	// the operator protects /metrics otherwise. With a token they are
+	// always there.
+	MetricsUserLabels bool
 	// EmailEnabled: the server sends email (serve --smtp-addr).
 	EmailEnabled bool
 	// Webhooks is where users' webhooks may go (serve --webhook-allow,
@@ -218,7 +226,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(scaleMetrics(s)...)
 	reg.MustRegister(cfg.Collectors...)
 	reg.MustRegister(s.reclaimed)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), s.metricsAuth())
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
 	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))

@@ -67,6 +67,7 @@ type serveFlags struct {
 	historyKeep       time.Duration
 	gate              gateFlags
 	notify            notifyFlags
+	metrics           metricsFlags
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
 	wsMaxAge          time.Duration
@@ -126,6 +127,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f.slurm.Register(fs)
 	f.gate.register(fs)
 	f.notify.register(fs)
+	f.metrics.register(fs)
 	f.signIn.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -147,6 +149,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		return f, err
 	}
 	if err := f.notify.check(); err != nil {
+		return f, err
+	}
+	if err := f.metrics.load(); err != nil {
 		return f, err
 	}
 	f.set = make(map[string]bool)
@@ -428,7 +433,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil, Webhooks: webhooks,
 		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
-		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages})
+		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages,
+		MetricsToken: f.metrics.token, MetricsUserLabels: f.metrics.userLabels})
 	if err != nil {
 		return err
 	}
