@@ -131,6 +131,8 @@ type Server struct {
 	// whatIfSlot holds a token while a what-if replay runs: one at a
 	// time (whatif.go).
 	whatIfSlot chan struct{}
+	// crossOrigin tells a browser's cross-site request (csrf.go).
+	crossOrigin *http.CrossOriginProtection
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -184,6 +186,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
 	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger), whatIfSlot: make(chan struct{}, 1),
+		crossOrigin: http.NewCrossOriginProtection(),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
@@ -300,7 +303,7 @@ func New(cfg Config) (*Server, error) {
 
 	pages := e.Group("", s.csrf, s.loadSessionUser)
 	pages.GET("/login", s.loginPage)
-	pages.POST("/login", s.login)
+	pages.POST("/login", s.login, s.sameSiteLogin)
 	pages.GET("/login/oidc", s.oidcStart)
 	pages.GET("/login/oidc/callback", s.oidcCallback)
 	in := pages.Group("", s.requireSessionUser)

@@ -340,7 +340,7 @@ func sameOrigin(r *http.Request) bool {
 
 // portalCookies are the cookies of the portal, which never reach a
 // session.
-var portalCookies = []string{sessionCookie, csrfCookie}
+var portalCookies = []string{sessionCookie, csrfCookie, csrfHostCookie}
 
 // stripPortalCredentials removes the portal's credentials from a request
 // to a session: its cookies, Authorization and the CSRF header. The
