@@ -18,17 +18,15 @@ import (
 // is a job of its own, cancelled alone from its page or with all the
 // others from the array's.
 
-// arrayFor returns the tasks of array id, by index, if u may see them.
+// arrayFor returns the tasks of array id, by index, if u may see them;
+// an array of a team u may not see is one that does not exist (noSuch).
 func (s *Server) arrayFor(ctx context.Context, u *models.User, id int64) ([]models.Job, error) {
 	tasks, err := s.cfg.Store.ArrayTasks(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if len(tasks) == 0 {
-		return nil, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("array %d not found", id))
-	}
-	if !canSee(u, tasks[0].Team) {
-		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("array %d belongs to team %s", id, tasks[0].Team))
+	if len(tasks) == 0 || !canSee(u, tasks[0].Team) {
+		return nil, noSuch("array", id)
 	}
 	return tasks, nil
 }

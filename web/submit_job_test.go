@@ -115,7 +115,7 @@ func TestSubmitRunSettingsStored(t *testing.T) {
 			t.Errorf("resubmit form lacks %q", want)
 		}
 	}
-	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprint("/jobs/new?from=", j.ID), ""); rec.Code != http.StatusForbidden {
+	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprint("/jobs/new?from=", j.ID), ""); rec.Code != http.StatusNotFound {
 		t.Errorf("bob filled a form from alice's job: %d", rec.Code)
 	}
 }
