@@ -267,6 +267,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /jobs/:id/live", func(t *testing.T) string { return "/jobs/" + job(t) + "/live" }, nil, teamJob},
 		{"POST /jobs/:id/keep-alive", func(t *testing.T) string { return "/jobs/" + job(t) + "/keep-alive" }, func() string { return form("hours", "1") }, access{303, 409, 404, 409, 409}},
 		{"POST /jobs/:id/cancel", func(t *testing.T) string { return "/jobs/" + job(t) + "/cancel" }, nil, access{303, 303, 404, 303, 303}},
+		{"POST /jobs/:id/resubmit", func(t *testing.T) string { return "/jobs/" + job(t) + "/resubmit" }, nil, access{303, 303, 404, 303, 303}},
 		{"GET /arrays/:id", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t)) }, nil, teamJob},
 		{"GET /arrays/:id/live", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t), "/live") }, nil, teamJob},
 		{"POST /arrays/:id/cancel", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t), "/cancel") }, nil, access{303, 303, 404, 303, 303}},
@@ -510,6 +511,7 @@ func other403s(t *testing.T, ts *testServer) []forbiddenCase {
 		{"DELETE /api/v1/jobs/:id", "a teammate cancels another's job", asCarol(http.MethodDelete, job, "")},
 		{"POST /api/v1/jobs/:id/keep-alive", "a teammate keeps another's job alive", asCarol(http.MethodPost, func(t *testing.T) string { return job(t) + "/keep-alive" }, `{"hours":1}`)},
 		{"DELETE /api/v1/arrays/:id", "a teammate cancels another's array", asCarol(http.MethodDelete, array, "")},
+		{"POST /api/v1/jobs/:id/resubmit", "a teammate resubmits another's job", asCarol(http.MethodPost, func(t *testing.T) string { return job(t) + "/resubmit" }, "")},
 		{"GET /api/v1/jobs", "a researcher asks for every team's jobs", get("alice", "/api/v1/jobs?scope=all")},
 		{"GET /api/v1/jobs", "a researcher asks for another team's jobs", get("alice", "/api/v1/jobs?team=nlp")},
 	}

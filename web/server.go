@@ -317,6 +317,7 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id/live", s.jobLive)
 	in.POST("/jobs/:id/cancel", s.cancelForm)
 	in.POST("/jobs/:id/keep-alive", s.keepAliveForm)
+	in.POST("/jobs/:id/resubmit", s.resubmitForm)
 	in.GET("/arrays/:id", s.arrayPage)
 	in.GET("/arrays/:id/live", s.arrayLive)
 	in.POST("/arrays/:id/cancel", s.cancelArrayForm)

@@ -2463,7 +2463,7 @@ type ClientInterface interface {
 	// Corresponds with GET /jobs/{id}/memory (the `GetJobMemory` operationId).
 	GetJobMemory(ctx context.Context, id JobID, params *GetJobMemoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResubmitJob Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+	// ResubmitJob Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 	//
 	// Corresponds with POST /jobs/{id}/resubmit (the `ResubmitJob` operationId).
 	ResubmitJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3054,7 +3054,7 @@ func (c *Client) GetJobMemory(ctx context.Context, id JobID, params *GetJobMemor
 	return c.Client.Do(req)
 }
 
-// ResubmitJob Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+// ResubmitJob Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 //
 // Corresponds with POST /jobs/{id}/resubmit (the `ResubmitJob` operationId).
 func (c *Client) ResubmitJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6585,7 +6585,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /jobs/{id}/memory (the `GetJobMemory` operationId).
 	GetJobMemoryWithResponse(ctx context.Context, id JobID, params *GetJobMemoryParams, reqEditors ...RequestEditorFn) (*GetJobMemoryResponse, error)
 
-	// ResubmitJobWithResponse Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+	// ResubmitJobWithResponse Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7996,8 +7996,12 @@ type ResubmitJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8015,9 +8019,19 @@ func (r ResubmitJobResponse) GetJSON401() *Error {
 	return r.JSON401
 }
 
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ResubmitJobResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ResubmitJobResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ResubmitJobResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -10688,7 +10702,7 @@ func (c *ClientWithResponses) GetJobMemoryWithResponse(ctx context.Context, id J
 	return ParseGetJobMemoryResponse(rsp)
 }
 
-// ResubmitJobWithResponse Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+// ResubmitJobWithResponse Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12202,12 +12216,26 @@ func ParseResubmitJobResponse(rsp *http.Response) (*ResubmitJobResponse, error) 
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	}
 
