@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // browser is an HTTP client with cookies, as a logged-in browser.
@@ -26,7 +30,53 @@ func newBrowser(t *testing.T, base string) *browser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &browser{t: t, base: base, c: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+	return &browser{t: t, base: base, c: &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: localhostTransport}}
+}
+
+// dialLocalhost dials as a browser does: every name under localhost is
+// this machine (serve --dev serves each session at sID.localhost).
+func dialLocalhost(ctx context.Context, network, addr string) (net.Conn, error) {
+	if host, port, err := net.SplitHostPort(addr); err == nil && strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// localhostTransport is http.DefaultTransport (checked against the API's
+// contract) that reaches sessions' hosts.
+var localhostTransport = func() http.RoundTripper {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = dialLocalhost
+	return contractTransport{next: tr, servers: checkedServers}
+}()
+
+// wsDialer is a websocket dialer that reaches sessions' hosts.
+var wsDialer = &websocket.Dialer{NetDialContext: dialLocalhost, HandshakeTimeout: 10 * time.Second}
+
+// at is a browser with b's cookies at another address (a session's).
+func (b *browser) at(base string) *browser { return &browser{t: b.t, base: base, c: b.c} }
+
+// openSession opens the session at prefix as b's user would, from its
+// link on the portal: handed over to the session's own host, whose
+// address it returns with b's cookies there.
+func (b *browser) openSession(prefix string) *browser {
+	b.t.Helper()
+	var final *url.URL
+	eventually(b.t, 30*time.Second, "the session at "+prefix+" to open", func() bool {
+		resp, err := b.c.Get(b.base + prefix)
+		if err != nil {
+			b.t.Fatalf("open %s: %v", prefix, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		final = resp.Request.URL
+		return resp.StatusCode == http.StatusOK
+	})
+	if final.Host == "" || !strings.HasSuffix(final.Hostname(), ".localhost") {
+		b.t.Fatalf("the session at %s was served at %s, not on a host of its own", prefix, final)
+	}
+	return b.at(final.Scheme + "://" + final.Host)
 }
 
 var csrfRe = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)

@@ -1,19 +1,17 @@
 package integration
 
 import (
-	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuportal/gpuportal/internal/testpodman"
 )
 
 // Container jobs (issue 18): a job that names an image runs in a Podman
@@ -27,91 +25,27 @@ import (
 func needPodman(t *testing.T) string {
 	t.Helper()
 	needRootAccounts(t)
-	_, err := exec.LookPath("podman")
-	if err == nil {
-		_, err = os.Stat(busyboxPath)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("container jobs need Podman and a static busybox (scripts/ensure-podman): %v", err)
-		}
-		t.Skipf("needs Podman and a static busybox (scripts/ensure-podman): %v", err)
-	}
-	conf, err := filepath.Abs("../testdata/podman/containers.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conf
+	return testpodman.Need(t)
 }
 
-// busyboxPath is Debian's static busybox (busybox-static).
-const busyboxPath = "/usr/bin/busybox"
-
 // testImage makes sure the local image the container tests run exists,
-// and returns its name: a root file system of the host's static busybox
-// and its applets, imported into Podman's storage (never pulled). The
-// tag is the hash of the busybox binary, so later runs find it built.
+// and returns its name (testpodman.Image: the machine's static busybox,
+// imported, never pulled).
 func testImage(t *testing.T, conf string) string {
 	t.Helper()
-	bb, err := os.ReadFile(busyboxPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(bb)
-	name := "localhost/gpuportal-test-busybox:" + hex.EncodeToString(sum[:6])
-	if podman(t, conf, "image", "exists", name) == nil {
-		return name
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(h *tar.Header, body []byte) {
-		h.ModTime = time.Unix(0, 0)
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"bin", "etc", "tmp", "proc", "sys", "dev"} {
-		add(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
-	}
-	add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))}, bb)
-	for _, app := range []string{"sh", "id", "env", "sleep", "echo", "cat", "ls", "true", "printf", "ps"} {
-		add(&tar.Header{Name: "bin/" + app, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil)
-	}
-	for file, body := range map[string]string{"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n", "etc/group": "root:x:0:\n"} {
-		add(&tar.Header{Name: file, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))}, []byte(body))
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	tarball := filepath.Join(t.TempDir(), "rootfs.tar")
-	if err := os.WriteFile(tarball, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := podman(t, conf, "import", "--change", `CMD ["/bin/sh"]`, "--change", "ENV PATH=/bin", tarball, name); err != nil {
-		t.Fatalf("import the test image: %v", err)
-	}
-	return name
+	return testpodman.Image(t, conf)
 }
 
 // podman runs podman with the tests' configuration.
 func podman(t *testing.T, conf string, args ...string) error {
 	t.Helper()
-	_, err := podmanOut(t, conf, args...)
+	_, err := testpodman.Podman(t, conf, args...)
 	return err
 }
 
 func podmanOut(t *testing.T, conf string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("podman", args...)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("podman %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
+	return testpodman.Podman(t, conf, args...)
 }
 
 // containersOf lists the containers, running or not, whose name starts

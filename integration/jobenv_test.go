@@ -33,7 +33,11 @@ func TestJobEnvironmentIsMinimal(t *testing.T) {
 }
 
 // TestDevServerNeverRunsJobsAsRoot: serve --dev started as root without
-// --run-as runs command jobs as nobody, and says so.
+// --run-as runs each user's command jobs as a Unix account of their own
+// (issue 29, finding 5: all ran as nobody, so bob's job read alice's
+// session token from /proc), and says so; the data folder lets the jobs
+// pass to their own folders and read nothing else; the database is the
+// server's alone.
 func TestDevServerNeverRunsJobsAsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -42,18 +46,49 @@ func TestDevServerNeverRunsJobsAsRoot(t *testing.T) {
 		t.Skip("needs root: it checks what a server run as root does")
 	}
 	data := t.TempDir()
-	for d := data; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		_ = os.Chmod(d, 0o755) // nobody passes through the test's folders
+	for d := filepath.Dir(data); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		_ = os.Chmod(d, 0o755) // the jobs' accounts pass through the test's folders
 	}
-	srv := startServer(t, "--data", data, "--run-as=")
-	if !strings.Contains(srv.output(), "the built-in agents run command jobs as nobody") {
+	srv := startServer(t, "--data", data, "--run-as=", "--max-retries", "0")
+	if !strings.Contains(srv.output(), "the built-in agents run each user's command jobs as a Unix account of their own") {
 		t.Errorf("the server does not say who runs jobs:\n%s", srv.output())
 	}
-	a := newAPI(t, srv.URL, "alice", "dev")
-	id := submit(t, a, map[string]any{"name": "whoami", "gpus": 1, "command": []string{"sh", "-c", "id -un; touch $GPUPORTAL_CHECKPOINT_DIR/ok"}})
-	j := a.waitState(id, 30*time.Second, "succeeded", "failed")
-	out := jobLog(t, a, id)
-	if j.State != "succeeded" || strings.TrimSpace(out) != "nobody" {
-		t.Errorf("job %s, output %q; want it run as nobody, able to write its checkpoint folder", j.State, out)
+	alice, bob := newAPI(t, srv.URL, "alice", "dev"), newAPI(t, srv.URL, "bob", "dev")
+	secret := "alice-secret-42"
+	aliceJob := submit(t, alice, map[string]any{"name": "holds-a-secret", "gpus": 1, "env": map[string]string{"SECRET": secret},
+		"command": []string{"sh", "-c", "id -un; touch $GPUPORTAL_CHECKPOINT_DIR/ok && echo wrote-checkpoint; sleep 60"}})
+	alice.waitState(aliceJob, 30*time.Second, "running")
+	eventually(t, 10*time.Second, "alice's job to print who it is", func() bool {
+		return strings.Contains(jobLog(t, alice, aliceJob), "wrote-checkpoint")
+	})
+	if out := jobLog(t, alice, aliceJob); !strings.HasPrefix(out, "gpd-alice\n") {
+		t.Errorf("alice's job ran as %q, want gpd-alice", out)
+	}
+	probe := `id -un
+cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -cx "SECRET=$LOOK_FOR" || true
+ls "$DATA" >/dev/null 2>&1 && echo listed-data || echo cannot-list-data
+cat "$DATA/gpuportal.db" >/dev/null 2>&1 && echo read-db || echo cannot-read-db`
+	bobJob := submit(t, bob, map[string]any{"name": "snoops", "gpus": 1, "env": map[string]string{"LOOK_FOR": secret, "DATA": data},
+		"command": []string{"sh", "-c", probe}})
+	j := bob.waitState(bobJob, 30*time.Second, "succeeded", "failed")
+	if out := jobLog(t, bob, bobJob); j.State != "succeeded" || out != "gpd-bob\n0\ncannot-list-data\ncannot-read-db\n" {
+		t.Errorf("bob's job %s, printed %q; want it run as gpd-bob, finding none of alice's secret, listing and reading nothing of the data folder", j.State, out)
+	}
+	// The same probe as alice finds her secret: it would have found it
+	// as bob, were he let.
+	own := submit(t, alice, map[string]any{"name": "looks", "gpus": 1, "env": map[string]string{"LOOK_FOR": secret, "DATA": data},
+		"command": []string{"sh", "-c", probe}})
+	j = alice.waitState(own, 30*time.Second, "succeeded", "failed")
+	if out := jobLog(t, alice, own); j.State != "succeeded" || !strings.HasPrefix(out, "gpd-alice\n") || strings.HasPrefix(out, "gpd-alice\n0\n") {
+		t.Errorf("alice's probe %s, printed %q; want it to find her own secret", j.State, out)
+	}
+	for name, want := range map[string]os.FileMode{".": 0o711, "gpuportal.db": 0o600, "gpuportal.db-wal": 0o600} {
+		fi, err := os.Stat(filepath.Join(data, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s in the data folder is %04o, want %04o", name, fi.Mode().Perm(), want)
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // looked up, the portal's credentials stripped, over the agent's tunnel),
 // both over keep-alive connections. TestSessions runs it with the session
 // it has and logs the figures; nothing is asserted of them.
-func measureSessionProxy(t *testing.T, srv *server, web *browser, a *api, id int64, prefix string) {
+func measureSessionProxy(t *testing.T, web *browser, a *api, id int64, prefix string) {
 	t.Helper()
 	// Jupyter says where it listens in its output.
 	m := jupyterListens.FindStringSubmatch(jobLog(t, a, id))
@@ -23,7 +23,7 @@ func measureSessionProxy(t *testing.T, srv *server, web *browser, a *api, id int
 		t.Fatalf("the session's output names no loopback port:\n%s", jobLog(t, a, id))
 	}
 	direct := "http://127.0.0.1:" + m[1] + prefix + "api"
-	proxied := srv.URL + prefix + "api"
+	proxied := web.base + prefix + "api"
 	directClient := &http.Client{Timeout: 10 * time.Second}
 	get := func(c *http.Client, u string) time.Duration {
 		t0 := time.Now()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -100,8 +101,7 @@ func sessionReady(t *testing.T, b *browser, path string) string {
 // the terminal server listens; the page's script reconnects likewise).
 func dialSession(t *testing.T, b *browser, path string) *websocket.Conn {
 	t.Helper()
-	u, _ := url.Parse(b.base)
-	ws := "ws://" + u.Host + path
+	ws := "ws" + strings.TrimPrefix(b.base, "http") + path
 	hdr := cookieHeader(b)
 	hdr.Set("Origin", b.base)
 	var c *websocket.Conn
@@ -109,7 +109,7 @@ func dialSession(t *testing.T, b *browser, path string) *websocket.Conn {
 	st := 0
 	eventually(t, 30*time.Second, "the session's websocket "+path, func() bool {
 		var resp *http.Response
-		c, resp, err = websocket.DefaultDialer.Dial(ws, hdr)
+		c, resp, err = wsDialer.Dial(ws, hdr)
 		st = 0
 		if resp != nil {
 			st = resp.StatusCode
@@ -186,6 +186,8 @@ func TestSessions(t *testing.T) {
 	nb := startSession(t, aliceAPI, map[string]any{"name": "notebook", "gpus": 1, "session": map[string]any{"type": "jupyter"}})
 	prefix := nb.Session.URL
 	sessionReady(t, aliceWeb, prefix+"api/status")
+	// Opened from the portal, the notebook is served on a host of its own.
+	aliceNB := aliceWeb.openSession(prefix)
 
 	// bob sees the job (same team) but neither its address nor into it.
 	var bj sessionView
@@ -249,11 +251,29 @@ func TestSessions(t *testing.T) {
 	}
 	t.Logf("Chromium opened %q", title)
 	screenshot(t, ctx, "session-jupyter")
+	// Code in a notebook's output runs on the notebook's own origin: it
+	// reads nothing of the portal's as alice.
+	script, err := os.ReadFile("../testdata/session-attack/attack.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](string(script)+"; attack("+strconv.Quote(srv.URL)+").then(r => JSON.stringify(r))", chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attacked attackResult
+	if err := json.Unmarshal([]byte(got), &attacked); err != nil {
+		t.Fatalf("the script's result %q: %v", got, err)
+	}
+	t.Logf("a script in the notebook's page: %+v", attacked)
+	if strings.EqualFold(attacked.Origin, srv.URL) || !strings.HasPrefix(attacked.Read, "blocked") {
+		t.Errorf("a script in the notebook's page, at %s, read the portal: %q", attacked.Origin, attacked.Read)
+	}
 
 	// A kernel runs code, through the proxy: REST to start it, its
 	// websocket to execute.
-	kernel := jupyterKernel(t, aliceWeb, prefix)
-	out := executeCell(t, dialSession(t, aliceWeb, prefix+"api/kernels/"+kernel+"/channels"),
+	kernel := jupyterKernel(t, aliceNB, prefix)
+	out := executeCell(t, dialSession(t, aliceNB, prefix+"api/kernels/"+kernel+"/channels"),
 		`import os, pwd; print("GPUS=" + os.environ["CUDA_VISIBLE_DEVICES"], "USER=" + pwd.getpwuid(os.getuid()).pw_name)`)
 	gpu := nb.Placement[0][strings.LastIndexByte(nb.Placement[0], ':')+1:]
 	if want := "GPUS=" + gpu + " USER=gpt-ses-alice"; strings.TrimSpace(out) != want {
@@ -289,7 +309,7 @@ func TestSessions(t *testing.T) {
 
 	t.Logf("notebook in Chromium, kernel, pages checked: %v", time.Since(began).Round(time.Millisecond))
 	// What the proxy adds per request, against direct access.
-	measureSessionProxy(t, srv, aliceWeb, aliceAPI, nb.ID, prefix)
+	measureSessionProxy(t, aliceNB, aliceAPI, nb.ID, prefix)
 
 	t.Logf("measured: %v", time.Since(began).Round(time.Millisecond))
 	// A terminal session: what is typed runs, as alice.
@@ -297,13 +317,14 @@ func TestSessions(t *testing.T) {
 	if body := sessionReady(t, aliceWeb, term.Session.URL); !strings.Contains(body, `id="terminal"`) {
 		t.Fatalf("the terminal page:\n%.500s", body)
 	}
-	ws := dialSession(t, aliceWeb, term.Session.URL+"pty")
+	aliceTerm := aliceWeb.openSession(term.Session.URL)
+	ws := dialSession(t, aliceTerm, term.Session.URL+"pty")
 	_ = ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"resize","cols":100,"rows":30}`))
 	_ = ws.WriteMessage(websocket.BinaryMessage, []byte("echo hello-$((6*7)) $(id -un) $(stty size)\n"))
 	readTerminalUntil(t, ws, "hello-42 gpt-ses-alice 30 100")
 	ws.Close()
 	// Reconnected: the same shell, its latest output first.
-	ws = dialSession(t, aliceWeb, term.Session.URL+"pty")
+	ws = dialSession(t, aliceTerm, term.Session.URL+"pty")
 	readTerminalUntil(t, ws, "hello-42 gpt-ses-alice 30 100")
 	_ = ws.WriteMessage(websocket.BinaryMessage, []byte("echo again-$((1+1))\n"))
 	readTerminalUntil(t, ws, "again-2")
@@ -313,6 +334,13 @@ func TestSessions(t *testing.T) {
 	hdr.Set("Origin", srv.URL)
 	if _, resp, err := websocket.DefaultDialer.Dial("ws://"+u.Host+term.Session.URL+"pty", hdr); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Errorf("bob's websocket to alice's terminal: %v, want 403", err)
+	}
+	// Nor at the terminal's own host, where he holds no pass.
+	bobAtTerm := bobWeb.at(aliceTerm.base)
+	hdr = cookieHeader(bobAtTerm)
+	hdr.Set("Origin", aliceTerm.base)
+	if _, resp, err := wsDialer.Dial("ws"+strings.TrimPrefix(aliceTerm.base, "http")+term.Session.URL+"pty", hdr); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("bob's websocket to alice's terminal at its host: %v, want 401", err)
 	}
 	// In Chromium: xterm.js draws the same shell, and what is typed runs.
 	err = chromedp.Do(ctx,
@@ -357,13 +385,15 @@ func TestSessions(t *testing.T) {
 		rows, _ = chromedp.Run(ctx, chromedp.Text(`#terminal .xterm-rows`))
 	}
 	screenshot(t, ctx, "session-terminal")
+	sessionSocketsFollowRights(t, srv, aliceNB, prefix, kernel, term.Session.URL)
 	// Typing `exit` ends the shell, and with it the session's job.
-	ws = dialSession(t, aliceWeb, term.Session.URL+"pty")
+	ws = dialSession(t, aliceTerm, term.Session.URL+"pty")
 	readTerminalUntil(t, ws, "from-browser-6")
 	_ = ws.WriteMessage(websocket.BinaryMessage, []byte("exit\n"))
 	if j := aliceAPI.waitState(term.ID, 20*time.Second, "succeeded", "failed"); j.State != "succeeded" {
 		t.Errorf("the terminal session after exit: %s %q", j.State, j.Reason)
 	}
+	sessionSocketEndsWithAccount(t, srv, aliceNB, prefix, kernel)
 }
 
 // outboundIP is an address of this machine other than loopback, or "".
@@ -461,4 +491,73 @@ func readTerminalUntil(t *testing.T, ws *websocket.Conn, want string) {
 		}
 		got.Write(b)
 	}
+}
+
+// socketClosedWithin reads ws until it is closed, and fails t unless that
+// happens within d of began; it returns how long after began it was.
+func socketClosedWithin(t *testing.T, ws *websocket.Conn, began time.Time, d time.Duration, what string) time.Duration {
+	t.Helper()
+	_ = ws.SetReadDeadline(began.Add(d))
+	for {
+		_, _, err := ws.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("%s: still open %v later", what, d)
+		}
+		return time.Since(began)
+	}
+}
+
+// sessionSocketsFollowRights: a terminal's and a kernel's websockets
+// opened with a login close within seconds of its logout, while the same
+// user's other login keeps its own; the pass of the ended login opens
+// nothing.
+func sessionSocketsFollowRights(t *testing.T, srv *server, aliceNB *browser, nbPrefix, kernel, termPrefix string) {
+	t.Helper()
+	other := newBrowser(t, srv.URL)
+	other.login("gpt-ses-alice", "alice-password")
+	otherTerm, otherNB := other.openSession(termPrefix), other.openSession(nbPrefix)
+	term := dialSession(t, otherTerm, termPrefix+"pty")
+	chans := dialSession(t, otherNB, nbPrefix+"api/kernels/"+kernel+"/channels")
+	// A terminal takes one connection at a time: the login that stays
+	// keeps a kernel's.
+	kept := dialSession(t, aliceNB, nbPrefix+"api/kernels/"+kernel+"/channels")
+	_ = term.WriteMessage(websocket.BinaryMessage, []byte("echo before-logout-$((3*3))\n"))
+	readTerminalUntil(t, term, "before-logout-9")
+
+	csrf := other.csrf("/jobs")
+	began := time.Now()
+	if st, path, _ := other.post("/logout", url.Values{"_csrf": {csrf}}); st != http.StatusOK || path != "/login" {
+		t.Fatalf("logout: %d at %s", st, path)
+	}
+	t.Logf("after logout, the terminal's websocket closed in %v, the kernel's in %v",
+		socketClosedWithin(t, term, began, 5*time.Second, "the terminal's websocket of a logged-out login").Round(time.Millisecond),
+		socketClosedWithin(t, chans, began, 5*time.Second, "the kernel's websocket of a logged-out login").Round(time.Millisecond))
+	// The pass that login got opens nothing now: back to the portal,
+	// which asks for a login.
+	if st, body := otherTerm.get(termPrefix); st != http.StatusOK || !strings.Contains(body, `name="username"`) {
+		t.Errorf("the logged-out login's pass at the terminal's host: %d, want the login page\n%.300s", st, body)
+	}
+	// alice's other login keeps its connection.
+	if out := executeCell(t, kept, `print("still-here", 6*7)`); strings.TrimSpace(out) != "still-here 42" {
+		t.Errorf("the kernel, through the login that stays: %q", out)
+	}
+	kept.Close()
+}
+
+// sessionSocketEndsWithAccount: an admin disables alice; her session's
+// websocket closes within seconds.
+func sessionSocketEndsWithAccount(t *testing.T, srv *server, aliceNB *browser, nbPrefix, kernel string) {
+	t.Helper()
+	chans := dialSession(t, aliceNB, nbPrefix+"api/kernels/"+kernel+"/channels")
+	admin := newAPI(t, srv.URL, "admin", "dev")
+	began := time.Now()
+	if st := admin.do(http.MethodPost, "/api/v1/users/gpt-ses-alice/disable", nil, nil); st != http.StatusOK {
+		t.Fatalf("disable alice: %d", st)
+	}
+	t.Logf("after her account was disabled, the kernel's websocket closed in %v",
+		socketClosedWithin(t, chans, began, 5*time.Second, "the kernel's websocket of a disabled account").Round(time.Millisecond))
 }

@@ -2,10 +2,16 @@ package models
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // TestSQLiteSettings checks what Open promises an SQLite database: a
@@ -60,4 +66,45 @@ func versionAtLeast(v string, major, minor int) bool {
 		return false
 	}
 	return ma > major || (ma == major && mi >= minor)
+}
+
+// A SQLite database and its write-ahead log are readable by the server's
+// account alone, a new one and one an older version left open to all.
+func TestSQLiteFilesOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gpuportal.db")
+	check := func(when string) {
+		t.Helper()
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(p)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s is %04o, want 0600", when, filepath.Base(p), fi.Mode().Perm())
+			}
+		}
+	}
+	open := func() *Store {
+		s, err := OpenWith(context.Background(), "sqlite:"+path, Options{PasswordCost: bcrypt.MinCost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateTeam(context.Background(), fmt.Sprint("t", time.Now().UnixNano()), 1); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	check("new")
+	s.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		_ = os.Chmod(p, 0o644)
+	}
+	s = open()
+	defer s.Close()
+	check("reopened after an older version")
 }

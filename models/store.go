@@ -92,6 +92,9 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return nil, fmt.Errorf("open database: create folder: %w", err)
 		}
+		if err := ownerOnly(path); err != nil {
+			return nil, fmt.Errorf("open database: %w", err)
+		}
 		conn, err := sql.Open(sqlite.DriverName, path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate")
 		if err != nil {
 			return nil, fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
@@ -193,4 +196,25 @@ func notFound(err error, what string) error {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// ownerOnly makes the SQLite database at path, and its write-ahead log
+// and shared memory where they exist, readable by this account alone
+// (0600): it holds password hashes and sessions' tokens. A new database
+// is made so before SQLite opens it, which gives its -wal and -shm files
+// the database's mode.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("make %s readable by its owner only: %w", p, err)
+		}
+	}
+	return nil
 }

@@ -110,6 +110,13 @@ type Config struct {
 	// AllowedImages are the prefixes of the container images jobs may
 	// name (serve --allowed-images); empty: any.
 	AllowedImages job.ImagePrefixes
+	// SessionOrigin is where interactive sessions are served, one host
+	// each: a pattern such as https://*.sessions.lab.example
+	// (sessionorigin.go). Empty: on the portal's origin, sandboxed.
+	SessionOrigin string
+	// PortalURL is the portal's own address (serve --public-url), where
+	// a session's host sends browsers back; needed with SessionOrigin.
+	PortalURL string
 }
 
 // Server serves the portal and the API.
@@ -131,6 +138,8 @@ type Server struct {
 	// whatIfSlot holds a token while a what-if replay runs: one at a
 	// time (whatif.go).
 	whatIfSlot chan struct{}
+	// sessions proxies interactive sessions (sessions.go).
+	sessions *sessionProxy
 	// crossOrigin tells a browser's cross-site request (csrf.go).
 	crossOrigin *http.CrossOriginProtection
 }
@@ -220,6 +229,7 @@ func New(cfg Config) (*Server, error) {
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy: "same-origin",
 	}))
+	e.Use(portalPolicy)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -236,8 +246,10 @@ func New(cfg Config) (*Server, error) {
 	e.GET(wire.TunnelPath, echo.WrapHandler(s.agentsOnLeader(s.agents())))
 	// Interactive sessions, proxied (sessions.go): every method, checked
 	// on every request.
-	sessions := newSessionProxy(s)
-	e.Match(sessionMethods, "/sessions/:id/:secret/*", sessions.serve, s.loadSessionUser, s.loadBearerUser)
+	if s.sessions, err = newSessionProxy(s, a); err != nil {
+		return nil, err
+	}
+	e.Match(sessionMethods, "/sessions/:id/:secret/*", s.sessions.servePortal, s.loadSessionUser, s.loadBearerUser)
 	e.GET("/sessions/:id/:secret", sessionSlash)
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
@@ -363,8 +375,37 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// portalPagePolicy is the content security policy of the portal's own
+// answers: scripts only from the portal itself, never framed, nothing
+// loaded from elsewhere. Styles may be inline (a bar's width).
+const portalPagePolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+	"connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'"
+
+// portalPolicy sends portalPagePolicy with every answer but a session's
+// (sessions.go sends theirs).
+func portalPolicy(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !strings.HasPrefix(c.Request().URL.Path, "/sessions/") {
+			c.Response().Header().Set("Content-Security-Policy", portalPagePolicy)
+		}
+		return next(c)
+	}
+}
+
 // Handler returns the server as an http.Handler.
-func (s *Server) Handler() http.Handler { return s.echo }
+func (s *Server) Handler() http.Handler {
+	if s.sessions.host == nil {
+		return s.echo
+	}
+	// Sessions' hosts are told apart by name (sessionorigin.go).
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.sessions.hostOf(r); ok {
+			s.sessions.host.ServeHTTP(w, r)
+			return
+		}
+		s.echo.ServeHTTP(w, r)
+	})
+}
 
 // healthz says whether the server runs and reaches its database
 // (liveness), and whether it can save (readiness, as /readyz): a full
@@ -384,7 +425,8 @@ func (s *Server) healthz(c echo.Context) error {
 }
 
 // logRequests logs each request with its status and duration. Query
-// strings are left out: they may carry tokens some day; paths never do.
+// strings are left out: they may carry tokens (a session's grant); so is
+// the secret in a session's path.
 func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -396,6 +438,11 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		if path == "/healthz" || path == "/metrics" || strings.HasPrefix(path, "/static/") ||
 			strings.HasSuffix(path, "/live") || strings.HasSuffix(path, "/rows") {
 			return nil
+		}
+		if rest, ok := strings.CutPrefix(path, "/sessions/"); ok {
+			// A session's secret stays out of the log.
+			id, _, _ := strings.Cut(rest, "/")
+			path = "/sessions/" + id + "/…"
 		}
 		s.cfg.Logger.Debug("request", "method", c.Request().Method, "path", path,
 			"status", c.Response().Status, "duration", time.Since(start))

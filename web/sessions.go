@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/cmdline"
@@ -94,12 +95,33 @@ type sessionDialer interface {
 // per run, so that a session's connections (tunnels) are reused.
 type sessionProxy struct {
 	s *Server
+	// origin is where sessions are served (sessionorigin.go); nil: on
+	// the portal's own origin, sandboxed.
+	origin *sessionOrigin
+	// portal is the portal's address, for the links and redirects of a
+	// session's host back to it.
+	portal string
+	keys   *sessionKeys
+	// host serves the sessions' hosts; nil without origin.
+	host *echo.Echo
 
 	mu         sync.Mutex
 	transports map[job.RunRef]*http.Transport
 	// audited is when an admin's opening of another's session was last
 	// recorded, per admin and job: once per auditEvery, not per request.
 	audited map[string]time.Time
+	// live are the requests being proxied (websockets, downloads), each
+	// checked again with the live stream's clients (recheck).
+	live map[*liveRequest]struct{}
+}
+
+// liveRequest is a request being proxied to a session, under the
+// credential it came with.
+type liveRequest struct {
+	cred   credential
+	job    int64
+	run    int64
+	cancel context.CancelFunc
 }
 
 // auditEvery is how often an admin's use of another's session is audited.
@@ -108,8 +130,38 @@ const auditEvery = 10 * time.Minute
 // maxSessionTransports bounds the transports kept: past it, idle ones go.
 const maxSessionTransports = 256
 
-func newSessionProxy(s *Server) *sessionProxy {
-	return &sessionProxy{s: s, transports: make(map[job.RunRef]*http.Transport), audited: make(map[string]time.Time)}
+func newSessionProxy(s *Server, a *assets) (*sessionProxy, error) {
+	p := &sessionProxy{s: s, keys: newSessionKeys(), portal: strings.TrimSuffix(s.cfg.PortalURL, "/"),
+		transports: make(map[job.RunRef]*http.Transport), audited: make(map[string]time.Time),
+		live: make(map[*liveRequest]struct{})}
+	if s.cfg.SessionOrigin == "" {
+		s.cfg.Logger.Warn("sessions are served sandboxed on the portal's origin: Jupyter needs --session-origin (docs/operations.md, \"Sessions' own origin\")")
+		return p, nil
+	}
+	o, err := parseSessionOrigin(s.cfg.SessionOrigin)
+	if err != nil {
+		return nil, fmt.Errorf("session origin: %w", err)
+	}
+	pu, err := url.Parse(p.portal)
+	if err != nil || pu.Host == "" || (pu.Scheme != "http" && pu.Scheme != "https") {
+		return nil, fmt.Errorf("session origin %s: the portal's own address (%q) is needed, to send browsers back to it", o, p.portal)
+	}
+	if ph := strings.ToLower(pu.Hostname()); ph == o.domain || strings.HasSuffix(ph, "."+o.domain) {
+		return nil, fmt.Errorf("session origin %s: the portal (%s) must not be a host of the sessions' domain", o, p.portal)
+	}
+	p.origin = o
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = s.echo.IPExtractor
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.Recover(), s.logRequests, limitBody, a.withAssetURLs)
+	e.GET(enterPath, p.enter)
+	e.Match(sessionMethods, "/sessions/:id/:secret/*", p.serveHost)
+	e.GET("/sessions/:id/:secret", sessionSlash)
+	// The terminal's page is the portal's: its scripts and styles.
+	e.GET("/static/*", a.serve)
+	p.host = e
+	return p, nil
 }
 
 // transport returns the transport of run ref, which dials through
@@ -184,9 +236,12 @@ func sessionNode(j *models.Job) string {
 	return pl
 }
 
-// serve handles /sessions/:id/:secret/*: who asks, whether the session is
-// theirs and reachable, then the proxy.
-func (p *sessionProxy) serve(c echo.Context) error {
+// servePortal handles /sessions/:id/:secret/* on the portal's origin.
+// A browser (its login cookie) is handed over to the session's own
+// origin when there is one; a script with an API token, or every
+// request where there is none, is proxied here, its answers sandboxed
+// (an origin of their own, opaque: they reach nothing of the portal's).
+func (p *sessionProxy) servePortal(c echo.Context) error {
 	u := currentUser(c)
 	r := c.Request()
 	if u == nil {
@@ -195,48 +250,222 @@ func (p *sessionProxy) serve(c echo.Context) error {
 		}
 		return echo.NewHTTPError(http.StatusUnauthorized, "log in to the portal to open sessions")
 	}
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return echo.NewHTTPError(http.StatusNotFound, "no such session")
-	}
-	ctx := r.Context()
-	j, err := p.s.cfg.Store.Job(ctx, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, "no such session")
-	}
+	cred := currentCredential(c)
+	j, err := p.open(c, u, cred)
 	if err != nil {
 		return err
 	}
-	// A wrong secret and a job that is no session look the same: the
-	// secret proves nothing, but reveals nothing either.
-	if !j.IsSession() || subtle.ConstantTimeCompare([]byte(c.Param("secret")), []byte(j.SessionSecret)) != 1 {
-		return echo.NewHTTPError(http.StatusNotFound, "no such session")
-	}
-	if !canOpenSession(u, j) {
-		p.s.cfg.Logger.Warn("session refused", "job", j.ID, "owner", j.User, "user", u.Name, "from", c.RealIP())
-		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("the session of job %d is %s's: only its owner (or an admin) may open it", j.ID, j.User))
-	}
-	if u.Name != j.User {
-		if err := p.audit(ctx, actorOf(c), j); err != nil {
-			return err
+	if p.origin != nil && cred.kind == credSession {
+		if r.Method != http.MethodGet || isWebsocket(r) {
+			return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("the session of job %d is served at its own address, %s: open it from its job page", j.ID, p.origin.urlFor(j.ID, r.Host)))
 		}
+		return p.handOver(c, j, cred)
 	}
 	// A browser's unsafe request or websocket must come from the portal's
 	// own pages (the session's own checks come after).
 	if !sameOrigin(r) {
 		return echo.NewHTTPError(http.StatusForbidden, "a session's requests must come from the portal's own pages (Origin differs)")
 	}
+	if r.Header.Get("Service-Worker") != "" {
+		return echo.NewHTTPError(http.StatusForbidden, "a session may not install a service worker on the portal's origin")
+	}
+	return p.forward(c, j, cred, true)
+}
+
+// handOver sends a browser to job j's session on its own origin, with a
+// grant for cred that the session's host exchanges for its cookie.
+func (p *sessionProxy) handOver(c echo.Context, j *models.Job, cred credential) error {
+	r := c.Request()
+	g, err := p.keys.grant(sessionPass{cred: cred, job: j.ID}, p.s.cfg.Now())
+	if err != nil {
+		return err
+	}
+	to := p.origin.urlFor(j.ID, r.Host) + enterPath + "?grant=" + g + "&next=" + url.QueryEscape(r.URL.RequestURI())
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Redirect(http.StatusSeeOther, to)
+}
+
+// enter takes a grant on a session's host: the browser gets the host's
+// cookie, good for the credential the grant was given for, then goes on
+// to the page it asked for.
+func (p *sessionProxy) enter(c echo.Context) error {
+	r := c.Request()
+	id, _ := p.origin.jobOf(r.Host)
+	c.Response().Header().Set("Cache-Control", "no-store")
+	pass, ok := p.keys.redeem(c.QueryParam("grant"), p.s.cfg.Now())
+	if !ok || pass.job != id {
+		// Used, expired or another session's: the job page opens it anew.
+		return c.Redirect(http.StatusSeeOther, p.portal+"/jobs/"+strconv.FormatInt(id, 10))
+	}
+	v, err := p.keys.pass(pass, p.s.cfg.Now())
+	if err != nil {
+		return err
+	}
+	secure := p.origin.scheme == "https"
+	name := passCookie
+	if secure {
+		name = "__Host-" + passCookie
+	}
+	c.SetCookie(&http.Cookie{Name: name, Value: v, Path: "/", HttpOnly: true, Secure: secure,
+		SameSite: http.SameSiteLaxMode, MaxAge: int(passTTL.Seconds())})
+	prefix := "/sessions/" + strconv.FormatInt(id, 10) + "/"
+	next := safeNext(c.QueryParam("next"))
+	if !strings.HasPrefix(next, prefix) {
+		next = prefix
+	}
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// serveHost handles /sessions/:id/:secret/* on the session's own host:
+// who asks (the host's cookie, or an API token), whether the session is
+// theirs and reachable, then the proxy.
+func (p *sessionProxy) serveHost(c echo.Context) error {
+	r := c.Request()
+	hostJob, _ := p.origin.jobOf(r.Host)
+	if id, err := strconv.ParseInt(c.Param("id"), 10, 64); err != nil || id != hostJob {
+		return echo.NewHTTPError(http.StatusNotFound, "no such session")
+	}
+	u, cred, err := p.hostUser(c, hostJob)
+	if err != nil {
+		return err
+	}
+	if u == nil {
+		if r.Method == http.MethodGet && !isWebsocket(r) {
+			// The portal hands the browser over again, after a login if
+			// it needs one.
+			return c.Redirect(http.StatusSeeOther, p.portal+r.URL.RequestURI())
+		}
+		return echo.NewHTTPError(http.StatusUnauthorized, "open the session from the portal (its job page), or send an API token")
+	}
+	j, err := p.open(c, u, cred)
+	if err != nil {
+		return err
+	}
+	if !p.fromHost(r, j.ID) {
+		return echo.NewHTTPError(http.StatusForbidden, "a session's requests must come from its own pages (Origin differs)")
+	}
+	return p.forward(c, j, cred, false)
+}
+
+// hostUser is who asks on a session's host, as they are now: the user of
+// the credential the host's cookie was given for, or of an API token;
+// nil when neither is good (any more).
+func (p *sessionProxy) hostUser(c echo.Context, id int64) (*models.User, credential, error) {
+	r := c.Request()
+	if token, ok := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer "); ok && token != "" {
+		return p.s.tokenUser(c, token)
+	}
+	for _, name := range []string{"__Host-" + passCookie, passCookie} {
+		ck, err := r.Cookie(name)
+		if err != nil || ck.Value == "" {
+			continue
+		}
+		pass, ok := p.keys.lookup(ck.Value, p.s.cfg.Now())
+		if !ok || pass.job != id {
+			continue
+		}
+		users, err := p.s.credentialUsers(r.Context(), []credential{pass.cred}, p.s.cfg.Now())
+		if err != nil {
+			return nil, credential{}, err
+		}
+		if u := users[pass.cred]; u != nil {
+			return u, pass.cred, nil
+		}
+	}
+	return nil, credential{}, nil
+}
+
+// fromHost reports whether r may reach job id's session from its host: a
+// safe request, or one whose Origin (when the browser sent one) is that
+// host's own.
+func (p *sessionProxy) fromHost(r *http.Request, id int64) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if !isWebsocket(r) {
+			return true
+		}
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true // not a browser's cross-site request: browsers send Origin
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme != p.origin.scheme {
+		return false
+	}
+	got, ok := p.origin.jobOf(u.Host)
+	return ok && got == id && strings.EqualFold(u.Host, r.Host)
+}
+
+// open returns the session job the request names, once u may open it
+// (an admin's opening of another's session is audited).
+func (p *sessionProxy) open(c echo.Context, u *models.User, cred credential) (*models.Job, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return nil, echo.NewHTTPError(http.StatusNotFound, "no such session")
+	}
+	ctx := c.Request().Context()
+	j, err := p.s.cfg.Store.Job(ctx, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, echo.NewHTTPError(http.StatusNotFound, "no such session")
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A wrong secret and a job that is no session look the same: the
+	// secret proves nothing, but reveals nothing either.
+	if !j.IsSession() || subtle.ConstantTimeCompare([]byte(c.Param("secret")), []byte(j.SessionSecret)) != 1 {
+		return nil, echo.NewHTTPError(http.StatusNotFound, "no such session")
+	}
+	if !canOpenSession(u, j) {
+		p.s.cfg.Logger.Warn("session refused", "job", j.ID, "owner", j.User, "user", u.Name, "from", c.RealIP())
+		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("the session of job %d is %s's: only its owner (or an admin) may open it", j.ID, j.User))
+	}
+	if u.Name != j.User {
+		if err := p.audit(ctx, actor{user: u, from: c.RealIP()}, j); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+// Content security policies of the pages at a session's address.
+const (
+	// sandboxPolicy is sent with a session's answers on the portal's
+	// origin: they run in an opaque origin of their own, with no access
+	// to the portal's cookies, storage, pages or service workers.
+	sandboxPolicy = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+	// sessionPagePolicy is the policy of the portal's own pages at a
+	// session's address (the terminal, the waiting page).
+	sessionPagePolicy = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+		"object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+// forward proxies the request to job j's session (or draws its terminal
+// page), for as long as cred's user may open it. sandbox: the answer is
+// on the portal's origin.
+func (p *sessionProxy) forward(c echo.Context, j *models.Job, cred credential, sandbox bool) error {
+	r := c.Request()
 	if j.State != job.Running || len(j.Placement) == 0 {
 		return p.unavailable(c, j, "")
 	}
 	rest := c.Param("*")
 	if job.SessionType(j.SessionType) == job.SessionTerminal && rest == "" && r.Method == http.MethodGet && !isWebsocket(r) {
+		c.Response().Header().Set("Content-Security-Policy", sessionPagePolicy)
 		return p.s.render(c, http.StatusOK, templates.SessionTerminalPage(templates.SessionTerminal{
-			JobID: j.ID, JobName: j.Name, Prefix: j.SessionPrefix(),
+			JobID: j.ID, JobName: j.Name, Prefix: j.SessionPrefix(), Portal: p.portalLink(sandbox),
 		}))
 	}
 	ref := job.RunRef{Job: j.ID, Run: j.Run}
 	p.forget(j.ID, j.Run)
+	// Every request lasts only while its user may open the session
+	// (recheck): a websocket is closed when they log out.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	lr := &liveRequest{cred: cred, job: j.ID, run: j.Run, cancel: cancel}
+	p.track(lr)
+	defer p.untrack(lr)
+	r = r.WithContext(ctx)
 	// Sessions answer slowly and stream (kernels, downloads): the
 	// portal's request timeouts are for its own pages.
 	rc := http.NewResponseController(c.Response())
@@ -259,6 +488,10 @@ func (p *sessionProxy) serve(c echo.Context) error {
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			dropPortalCookies(resp.Header)
+			if sandbox {
+				resp.Header.Del("Service-Worker-Allowed")
+				resp.Header.Add("Content-Security-Policy", sandboxPolicy)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -269,6 +502,77 @@ func (p *sessionProxy) serve(c echo.Context) error {
 		},
 	}
 	rp.ServeHTTP(c.Response(), r)
+	return nil
+}
+
+// portalLink is what the links of a page at a session's address start
+// with: "" on the portal's origin, the portal's address elsewhere.
+func (p *sessionProxy) portalLink(onPortal bool) string {
+	if onPortal {
+		return ""
+	}
+	return p.portal
+}
+
+func (p *sessionProxy) track(lr *liveRequest) {
+	p.mu.Lock()
+	p.live[lr] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *sessionProxy) untrack(lr *liveRequest) {
+	p.mu.Lock()
+	delete(p.live, lr)
+	p.mu.Unlock()
+}
+
+// recheck ends the proxied requests whose user may no longer open their
+// session: the credential ended (logout, revocation, expiry, a disabled
+// or deleted account), the user's role or team changed so that they may
+// not, or the session's run ended. When the store cannot answer it ends
+// nothing: the requests are checked again on the next call.
+func (p *sessionProxy) recheck(ctx context.Context) error {
+	p.mu.Lock()
+	live := make([]*liveRequest, 0, len(p.live))
+	for lr := range p.live {
+		live = append(live, lr)
+	}
+	p.mu.Unlock()
+	if len(live) == 0 {
+		return nil
+	}
+	creds := make([]credential, len(live))
+	for i, lr := range live {
+		creds[i] = lr.cred
+	}
+	users, err := p.s.credentialUsers(ctx, creds, p.s.cfg.Now())
+	if err != nil {
+		return err
+	}
+	jobs := make(map[int64]*models.Job)
+	for _, lr := range live {
+		j, seen := jobs[lr.job]
+		if !seen {
+			j, err = p.s.cfg.Store.Job(ctx, lr.job)
+			if err != nil && !errors.Is(err, models.ErrNotFound) {
+				return err
+			}
+			jobs[lr.job] = j
+		}
+		why := ""
+		switch u := users[lr.cred]; {
+		case u == nil:
+			why = "its " + lr.cred.kind.String() + " ended"
+		case j == nil || !canOpenSession(u, j):
+			why = u.Name + " may no longer open it"
+		case j.State != job.Running || j.Run != lr.run:
+			why = "its run ended"
+		}
+		if why != "" {
+			p.s.cfg.Logger.Info("session connection closed", "job", lr.job, "run", lr.run, "why", why)
+			lr.cancel()
+		}
+	}
 	return nil
 }
 
@@ -290,8 +594,10 @@ func (p *sessionProxy) unavailable(c echo.Context, j *models.Job, why string) er
 	if isWebsocket(r) || !strings.Contains(r.Header.Get("Accept"), "text/html") {
 		return echo.NewHTTPError(status, fmt.Sprintf("the session of job %d is not reachable: the job is %s. %s", j.ID, j.State, why))
 	}
+	c.Response().Header().Set("Content-Security-Policy", sessionPagePolicy)
+	_, onHost := p.hostOf(r)
 	return p.s.render(c, status, templates.SessionUnavailablePage(templates.SessionUnavailable{
-		JobID: j.ID, JobName: j.Name, State: string(j.State), Why: why, Retry: retry,
+		JobID: j.ID, JobName: j.Name, State: string(j.State), Why: why, Retry: retry, Portal: p.portalLink(!onHost),
 	}))
 }
 
@@ -314,6 +620,15 @@ func (p *sessionProxy) audit(ctx context.Context, a actor, j *models.Job) error 
 	}
 	p.mu.Unlock()
 	return p.s.auditBy(ctx, a, "session.open", fmt.Sprintf("job %d of %s", j.ID, j.User), j.SessionType)
+}
+
+// hostOf returns the job whose session's host r was sent to, and
+// whether it was sent to one (and not to the portal).
+func (p *sessionProxy) hostOf(r *http.Request) (int64, bool) {
+	if p.origin == nil {
+		return 0, false
+	}
+	return p.origin.jobOf(r.Host)
 }
 
 // isWebsocket reports whether r asks to upgrade to a websocket.
@@ -340,7 +655,7 @@ func sameOrigin(r *http.Request) bool {
 
 // portalCookies are the cookies of the portal, which never reach a
 // session.
-var portalCookies = []string{sessionCookie, csrfCookie, csrfHostCookie}
+var portalCookies = []string{sessionCookie, csrfCookie, csrfHostCookie, passCookie, "__Host-" + passCookie}
 
 // stripPortalCredentials removes the portal's credentials from a request
 // to a session: its cookies, Authorization and the CSRF header. The
@@ -450,7 +765,7 @@ func sessionView(u *models.User, j *models.Job) *templates.SessionView {
 		v.Note = "Only " + j.User + " (and admins) may open it."
 	case j.State == job.Running:
 		v.URL = j.SessionPrefix()
-		v.Note = "Opens in a new tab, through the portal; its address is yours alone: do not share it."
+		v.Note = "Opens in a new tab, through the portal, kept apart from the portal's own pages. Its address is yours alone: do not share it."
 		if u.Name != j.User {
 			v.Note = "You open " + j.User + "'s session as an admin: it is recorded in the audit log."
 		}

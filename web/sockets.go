@@ -52,6 +52,9 @@ func (s *Server) watchSockets(ctx context.Context) {
 		if err := s.recheckSockets(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("live stream: check credentials", "err", err)
 		}
+		if err := s.sessions.recheck(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("sessions: check credentials", "err", err)
+		}
 	}
 }
 
@@ -66,7 +69,11 @@ func (s *Server) recheckSockets(ctx context.Context) error {
 		return nil
 	}
 	now := s.cfg.Now()
-	users, err := s.credentialUsers(ctx, clients, now)
+	creds := make([]credential, len(clients))
+	for i, cl := range clients {
+		creds[i] = cl.cred
+	}
+	users, err := s.credentialUsers(ctx, creds, now)
 	if err != nil {
 		return err
 	}
@@ -99,19 +106,19 @@ func (s *Server) recheckSockets(ctx context.Context) error {
 }
 
 // credentialUsers returns the current user of each distinct credential
-// of clients that is still valid: two queries for them all.
-func (s *Server) credentialUsers(ctx context.Context, clients []*wsClient, now time.Time) (map[credential]*models.User, error) {
+// of creds that is still valid: two queries for them all.
+func (s *Server) credentialUsers(ctx context.Context, creds []credential, now time.Time) (map[credential]*models.User, error) {
 	var sessions, tokens []string
 	out := make(map[credential]*models.User)
-	for _, cl := range clients {
-		switch cl.cred.kind {
+	for _, cr := range creds {
+		switch cr.kind {
 		case credSession:
-			sessions = append(sessions, cl.cred.hash)
+			sessions = append(sessions, cr.hash)
 		case credToken:
-			tokens = append(tokens, cl.cred.hash)
+			tokens = append(tokens, cr.hash)
 		case credDevToken:
 			if u, err := s.devTokenUser(ctx); err == nil {
-				out[cl.cred] = u
+				out[cr] = u
 			}
 		}
 	}

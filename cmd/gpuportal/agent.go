@@ -46,6 +46,7 @@ type agentFlags struct {
 	simFaults           []gpu.SimFault
 	passEnv             []string
 	containerRuntime    string // podman or docker; "": no container jobs
+	containerNetwork    agent.ContainerNetwork
 }
 
 func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
@@ -69,6 +70,7 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	fs.BoolVar(&f.cgroups, "cgroups", true, "enforce jobs' CPU and memory allocations with cgroups where they are writable, and profile jobs' CPU sensitivity (docs/synergy.md)")
 	fs.BoolVar(&f.monitorOnly, "monitor-only", false, "only watch this machine's GPUs and stream their samples, starting no jobs: for Slurm nodes under serve --executor slurm (docs/slurm.md)")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run jobs that name a container image with this runtime: podman (the reference) or docker, or a path to one; empty: such jobs are refused (docs/agents.md, Container jobs)")
+	fs.Var(&f.containerNetwork, "container-network", "the network of container jobs: private (each its own; a session's port is published on this machine's loopback only) or host (this machine's, as a command job's); docs/agents.md, Container jobs")
 	fs.BoolVar(&f.check, "check", false, "only check that a server at --server answers GET /readyz, and exit: 0 when one does, 1 when none does (the agent image's HEALTHCHECK); needs no token")
 	passEnv := fs.String("pass-env", "", "variables of this agent's environment that jobs get besides the minimal one (PATH, HOME, USER, LANG, LC_*, TZ, ...), comma-separated, such as LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME; nothing else of the agent's environment reaches a job")
 	simFaults := fs.String("sim-fault", "", "with --gpus sim:...: GPU failures to inject, GPU:xidN[@AFTER] or GPU:ecc[@AFTER], comma-separated (0:xid79@2s: GPU 0 reports XID 79 two seconds after a job first starts on it)")
@@ -88,6 +90,9 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	}
 	if f.allowRootOwner && f.runAs != agent.RunAsOwner {
 		return f, errors.New("agent: --allow-root-owner needs --run-as owner")
+	}
+	if f.containerNetwork == agent.NetworkHost && f.containerRuntime == "" {
+		return f, errors.New("agent: --container-network host needs --container-runtime")
 	}
 	faults, err := gpu.ParseSimFaults(*simFaults)
 	if err != nil {
@@ -275,12 +280,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("agent: --container-runtime %w", err)
 		}
-		containers = &agent.ContainerConfig{Runtime: f.containerRuntime, CDI: agent.HasNvidiaCDI(agent.CDISpecDirs)}
+		containers = &agent.ContainerConfig{Runtime: f.containerRuntime, CDI: agent.HasNvidiaCDI(agent.CDISpecDirs), Network: f.containerNetwork}
 		if f.gpus == "nvml" && !containers.CDI {
 			return fmt.Errorf("agent: --container-runtime %s: no CDI spec of this machine's GPUs in %s, so containers could not be given only their jobs' GPUs: generate it with the NVIDIA container toolkit (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)",
 				f.containerRuntime, strings.Join(agent.CDISpecDirs, " or "))
 		}
-		log.Info("container jobs run with "+f.containerRuntime, "version", v, "cdi", containers.CDI)
+		log.Info("container jobs run with "+f.containerRuntime, "version", v, "cdi", containers.CDI, "network", containers.Network.String())
 	}
 
 	exits := make(chan job.Exit, 64)

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/agent"
 )
 
 func TestParseAgentFlags(t *testing.T) {
@@ -44,6 +46,14 @@ func TestParseAgentFlags(t *testing.T) {
 		{"a minimum user ID of 0", []string{"--server", "http://s", "--token", "t", "--min-uid", "0"}, "", "--min-uid", nil},
 		{"root owners need --run-as owner", []string{"--server", "http://s", "--token", "t", "--allow-root-owner"}, "", "--run-as owner", nil},
 		{"faults need simulated GPUs", []string{"--server", "http://s", "--token", "t", "--sim-fault", "0:ecc"}, "", "simulated GPUs", nil},
+		{"containers on a network of their own by default", []string{"--server", "http://s", "--token", "t", "--container-runtime", "podman"}, "", "", func(f agentFlags) bool {
+			return f.containerNetwork.String() == "private" && f.containerNetwork != agent.NetworkHost
+		}},
+		{"containers on the machine's network", []string{"--server", "http://s", "--token", "t", "--container-runtime", "podman", "--container-network", "host"}, "", "", func(f agentFlags) bool {
+			return f.containerNetwork == agent.NetworkHost
+		}},
+		{"a container network that is none", []string{"--server", "http://s", "--token", "t", "--container-runtime", "podman", "--container-network", "bridge"}, "", "-container-network: \"bridge\": want private (the default) or host", nil},
+		{"the machine's network without containers", []string{"--server", "http://s", "--token", "t", "--container-network", "host"}, "", "--container-network host needs --container-runtime", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

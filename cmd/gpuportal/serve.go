@@ -78,6 +78,8 @@ type serveFlags struct {
 	signInCfg         identity.Config // signIn, loaded
 	allowedImages     job.ImagePrefixes
 	containerRuntime  string // the built-in agents' (agent --container-runtime)
+	sessionOrigin     string // where sessions are served, one host each
+	containerNetwork  agent.ContainerNetwork
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -113,7 +115,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run the built-in agents' jobs that name a container image with podman or docker (as agent --container-runtime); empty: such jobs are refused")
+	fs.Var(&f.containerNetwork, "container-network", "the network of the built-in agents' container jobs: private or host (as agent --container-network)")
 	allowedImages := fs.String("allowed-images", "", `prefixes of the container images jobs may name, comma-separated, such as "localhost/,registry.lab/" (a prefix without '/' names a registry); empty: any image`)
+	fs.StringVar(&f.sessionOrigin, "session-origin", "", "where interactive sessions are served, each on a host of its own: a wildcard such as https://*.sessions.lab.example (DNS and a certificate for it: docs/operations.md); without a port, the portal's. Empty: on the portal's origin, sandboxed (Jupyter needs an origin of its own); with --dev, http://*.localhost")
 	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
@@ -144,6 +148,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f.passEnv = pass
 	if f.allowedImages, err = job.ParseImagePrefixes(*allowedImages); err != nil {
 		return f, fmt.Errorf("serve: --allowed-images: %w", err)
+	}
+	if f.containerNetwork == agent.NetworkHost && f.containerRuntime == "" {
+		return f, errors.New("serve: --container-network host needs --container-runtime")
 	}
 	if err := f.gate.check("serve"); err != nil {
 		return f, err
@@ -183,6 +190,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.demo && !f.set["idle-after"] {
 		f.idleAfter = demoIdleAfter
 	}
+	if f.sessionOrigin != "" {
+		if err := web.CheckSessionOrigin(f.sessionOrigin); err != nil {
+			return f, fmt.Errorf("serve: --session-origin %w", err)
+		}
+	}
 	if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
 		return f, fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
 	}
@@ -193,11 +205,19 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		if err := checkLoopback(f.addr); err != nil {
 			return f, err
 		}
+		if !f.set["session-origin"] {
+			f.sessionOrigin = devSessionOrigin
+		}
 	} else if f.demo || f.devToken != "" {
 		return f, errors.New("serve: --demo and --dev-token need --dev")
 	}
 	return f, nil
 }
+
+// devSessionOrigin is --session-origin with --dev: browsers take any
+// name under localhost for this machine, so each session is a host of
+// its own with no DNS to set up.
+const devSessionOrigin = "http://*.localhost"
 
 // demoIdleAfter is --idle-after with --demo: its idle notebook is
 // flagged two minutes after it starts, for a newcomer to see it.
@@ -434,6 +454,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
 		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages,
+		SessionOrigin: f.sessionOrigin, PortalURL: f.notify.linkBase(ln.Addr()),
 		MetricsToken: f.metrics.token, MetricsUserLabels: f.metrics.userLabels})
 	if err != nil {
 		return err
@@ -485,20 +506,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // as root unless --run-as root says so: a server that runs as root runs
 // them as nobody.
 func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng *engine.Engine, work *leaderWork, log *slog.Logger) error {
+	var owners func(string) (agent.User, error)
 	if f.runAs == "" && os.Geteuid() == 0 {
-		f.runAs = "nobody"
-		log.Warn("serve runs as root: the built-in agents run command jobs as nobody (pass --run-as USER to choose, or --run-as root to allow root)")
+		// Each user's jobs run as an account of their own, never as root,
+		// nor as one account shared by all (whose jobs could read each
+		// other's processes and tokens).
+		accounts := &devAccounts{homes: filepath.Join(f.data, "homes"), log: log}
+		f.runAs, owners = agent.RunAsOwner, accounts.lookup
+		log.Warn("serve runs as root: the built-in agents run each user's command jobs as a Unix account of their own, " +
+			devAccountPrefix + "NAME, made on first use (pass --run-as USER or owner to choose, or --run-as root to allow root)")
 	}
 	if f.runAs != "" && f.runAs != "root" {
-		// The jobs' user passes through the data folder to its own job's.
-		for _, dir := range []string{f.data, filepath.Join(f.data, "agents")} {
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				return fmt.Errorf("data folder: %w", err)
-			}
-			if fi, err := os.Stat(dir); err == nil {
-				if err := os.Chmod(dir, fi.Mode().Perm()|0o001); err != nil {
-					return fmt.Errorf("let %s pass through %s: %w", f.runAs, dir, err)
-				}
+		// The jobs' accounts pass through the data folder to their own
+		// jobs' folders, and read nothing else of it.
+		for _, dir := range []string{f.data, filepath.Join(f.data, "agents"), filepath.Join(f.data, "homes")} {
+			if err := passOnly(dir); err != nil {
+				return err
 			}
 		}
 	}
@@ -508,7 +531,7 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 		if err != nil {
 			return fmt.Errorf("serve: --container-runtime %w", err)
 		}
-		containers = &agent.ContainerConfig{Runtime: f.containerRuntime} // simulated GPUs: no devices
+		containers = &agent.ContainerConfig{Runtime: f.containerRuntime, Network: f.containerNetwork} // simulated GPUs: no devices
 		log.Info("the built-in agents' container jobs run with "+f.containerRuntime, "version", v)
 	}
 	for i := range cluster.nodes {
@@ -522,6 +545,7 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 			Logger:     log.With("node", name),
 			Gate:       f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
 			RunAs:      f.runAs,
+			Owners:     owners,
 			PassEnv:    f.passEnv,
 			Containers: containers,
 		}, eng.Exits())

@@ -30,6 +30,18 @@ func TestNotifyFlags(t *testing.T) {
 	})
 }
 
+// TestServeContainerNetworkFlag: the built-in agents' containers get a
+// network of their own unless --container-network host says otherwise,
+// which needs containers.
+func TestServeContainerNetworkFlag(t *testing.T) {
+	checkServeFlags(t, []flagCase{
+		{"private", []string{"--container-runtime", "podman", "--container-network", "private"}, ""},
+		{"host", []string{"--container-runtime", "podman", "--container-network", "host"}, ""},
+		{"neither", []string{"--container-runtime", "podman", "--container-network", "none"}, "-container-network"},
+		{"host without containers", []string{"--container-network", "host"}, "--container-network host needs --container-runtime"},
+	})
+}
+
 // flagCase is serve run with args: valid when want is "", else refused
 // with an error naming want.
 type flagCase struct {

@@ -47,6 +47,10 @@ type Config struct {
 	// AllowRootOwner lets RunAsOwner run the jobs of an owner whose
 	// account is root as root; they are refused otherwise.
 	AllowRootOwner bool
+	// Owners finds the account a job's owner (job.Spec.Account) runs as
+	// under RunAsOwner; nil: LookupUser, the machine's name service.
+	// serve --dev run as root gives each user a throwaway account.
+	Owners func(account string) (User, error)
 	// MinUID is the lowest user ID RunAsOwner runs a job as (root aside);
 	// 0: DefaultMinUID. System accounts sit below it.
 	MinUID int
@@ -194,6 +198,9 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	a := &Local{
 		cfg: cfg, exits: exits, runAs: ra, euid: os.Geteuid(), pgidOf: syscall.Getpgid, lookup: LookupUser,
 		runs: make(map[int64]*run),
+	}
+	if cfg.Owners != nil {
+		a.lookup = cfg.Owners
 	}
 	a.lim.setup(cfg)
 	if cfg.Gate != nil {
@@ -361,7 +368,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	}
 	r := &run{id: s.Run, done: make(chan struct{})}
 	if s.Session != nil {
-		ss, err := sessionCommand(s, a.jobDir(s.JobID), ra)
+		ss, err := sessionCommand(s, a.jobDir(s.JobID), ra, a.sessionHost(s))
 		if err != nil {
 			fmt.Fprintf(log, "gpuportal: cannot start the session: %v\n", err)
 			log.Close()
@@ -373,6 +380,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	}
 	var wait func() (int, string)
 	var cgroupParent string
+	var cmdProcs runProcs
 	switch {
 	case s.Image != "":
 		r.container = containerName(a.cfg.Name, job.RunRef{Job: s.JobID, Run: s.Run})
@@ -381,13 +389,19 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 		wait, r.stop, err = a.startContainer(s, r, ra, log, gateEnv, cgroupParent)
 	case len(s.Command) > 0:
-		wait, r.stop, r.pgid, err = a.startProcess(s, ra, log, gateEnv)
+		cg := a.lim.open(s.JobID)
+		wait, r.stop, cmdProcs, err = a.startProcess(s, ra, log, gateEnv, cg)
+		if cg != nil {
+			cg.Close()
+		}
+		r.pgid = cmdProcs.leader
 	default:
 		wait, r.stop = a.startSim(s, log)
 	}
 	if err != nil {
 		log.Close()
 		a.leaveGate(s.JobID)
+		a.lim.drop(s.JobID)
 		return fmt.Errorf("start job %d: %w", s.JobID, err)
 	}
 	if sim, ok := a.cfg.Backend.(*gpu.Sim); ok {
@@ -402,6 +416,9 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		backstop = time.AfterFunc(s.TimeLeft+a.cfg.Backstop, func() { a.timeUp(s.JobID, r) })
 	}
 	procs := jobProcs{pgid: r.pgid}
+	if r.pgid > 0 {
+		procs.members = cmdProcs.pids
+	}
 	if r.container != "" {
 		procs = jobProcs{container: true, inCgroup: cgroupParent != "", members: func() ([]int, error) {
 			a.mu.Lock()

@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -8,13 +11,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // DefaultCgroupRoot is where the kernel's cgroup file systems are mounted.
 const DefaultCgroupRoot = "/sys/fs/cgroup"
 
 // cgroupParent is the folder, under each hierarchy, that holds the job
-// cgroups this agent makes: ROOT/gpuportal/job-ID.
+// cgroups this agent makes: ROOT/gpuportal/job-ID-AGENT (Cgroups.New).
 const cgroupParent = "gpuportal"
 
 // ErrCgroupsUnavailable is wrapped by DetectCgroups when this machine's
@@ -25,13 +30,38 @@ var ErrCgroupsUnavailable = errors.New("cgroups not writable")
 // Cgroups makes per-job cgroups on one machine, through cgroup v2 where
 // the unified hierarchy has the cpu controller, else through the v1 cpu,
 // cpuacct and memory hierarchies (hybrid hosts and many containers).
+//
+// A job's cgroup also holds its processes to the job: when its run ends,
+// every process in it is killed (JobCgroup.Remove), wherever it moved in
+// its session or process group. Under v2 the kernel kills them
+// (cgroup.kill) and a command's first process is born inside
+// (CLONE_INTO_CGROUP), so not even its first fork escapes. Under v1 the
+// v2 hierarchy of a hybrid host ("unified") does the same where it can be
+// written; else the v1 freezer stops the job's processes while each is
+// killed.
 type Cgroups struct {
 	// Version is 2 or 1.
 	Version int
 	// dirs are the parent folders to make job cgroups in, one per
 	// hierarchy, by controller ("cpu", "cpuacct", "memory"); under v2 all
-	// three name the same folder.
+	// three name the same folder. Under v1 they may also hold "freezer"
+	// and "unified", the v2 hierarchy of a hybrid host, without
+	// controllers: both only hold and end the job's processes.
 	dirs map[string]string
+	// agent ends the names of this agent's job cgroups (agentKey), so
+	// that two agents on one machine never share, or kill, each other's.
+	agent string
+}
+
+// trackers are the hierarchies of a v1 host that only hold a job's
+// processes, to end them: no limit is set there.
+var trackers = []string{"freezer", "unified"}
+
+// agentKey names an agent's cgroups: 8 hex digits of a hash of its
+// machine's name and work folder (as agentLabel names its containers).
+func agentKey(name, workDir string) string {
+	sum := sha256.Sum256([]byte(name + "@" + workDir))
+	return hex.EncodeToString(sum[:4])
 }
 
 // DetectCgroups finds a writable cgroup hierarchy under root (normally
@@ -108,6 +138,22 @@ func detectV1(root string) (*Cgroups, error) {
 	if c.dirs["cpu"] == "" {
 		return nil, fmt.Errorf("no cpu hierarchy at %s", filepath.Join(root, "cpu"))
 	}
+	// The freezer, and a hybrid host's v2 hierarchy, where they can be
+	// written: they end a job's processes (JobCgroup.Kill).
+	for _, t := range trackers {
+		base := filepath.Join(root, t)
+		file := "cgroup.procs"
+		if t == "unified" {
+			file = "cgroup.controllers" // a cgroup2 file system, not a v1 hierarchy
+		}
+		if _, err := os.Stat(filepath.Join(base, file)); err != nil {
+			continue
+		}
+		parent := filepath.Join(base, cgroupParent)
+		if os.MkdirAll(parent, 0o755) == nil && probe(parent) == nil {
+			c.dirs[t] = parent
+		}
+	}
 	return c, nil
 }
 
@@ -133,25 +179,84 @@ func writeFile(path, value string) error {
 // JobCgroup is one job's cgroup (one folder per hierarchy under v1).
 type JobCgroup struct {
 	version int
-	dirs    map[string]string // by controller
+	dirs    map[string]string // by controller, and trackers under v1
+}
+
+// name is the folder name of job jobID's cgroup: job-ID, and this
+// agent's key when it has one (job-ID-KEY).
+func (c *Cgroups) name(jobID int64) string {
+	if c.agent == "" {
+		return fmt.Sprintf("job-%d", jobID)
+	}
+	return fmt.Sprintf("job-%d-%s", jobID, c.agent)
 }
 
 // New makes the cgroup of a job; a leftover one from an earlier run of the
 // same job is reused.
 func (c *Cgroups) New(jobID int64) (*JobCgroup, error) {
-	j := &JobCgroup{version: c.Version, dirs: map[string]string{}}
-	for ctl, parent := range c.dirs {
-		d := filepath.Join(parent, fmt.Sprintf("job-%d", jobID))
+	j := c.job(c.name(jobID))
+	for _, d := range j.dirs {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("make cgroup for job %d: %w", jobID, err)
 		}
-		j.dirs[ctl] = d
 	}
 	return j, nil
 }
 
+// job is the cgroup named name in each hierarchy, made or not.
+func (c *Cgroups) job(name string) *JobCgroup {
+	j := &JobCgroup{version: c.Version, dirs: map[string]string{}}
+	for ctl, parent := range c.dirs {
+		j.dirs[ctl] = filepath.Join(parent, name)
+	}
+	return j
+}
+
+// Stray lists this agent's job cgroups (by its key) that exist now: at
+// its start, those an earlier process of it left, whose processes its
+// watchdog may have left running (setsid daemons).
+func (c *Cgroups) Stray() []*JobCgroup {
+	if c.agent == "" {
+		return nil
+	}
+	ents, err := os.ReadDir(c.dirs["cpu"])
+	if err != nil {
+		return nil
+	}
+	var out []*JobCgroup
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "job-") && strings.HasSuffix(e.Name(), "-"+c.agent) {
+			out = append(out, c.job(e.Name()))
+		}
+	}
+	return out
+}
+
 // Path is the job's cgroup folder in the cpu hierarchy.
 func (j *JobCgroup) Path() string { return j.dirs["cpu"] }
+
+// v2Dir is the job's cgroup in a v2 hierarchy, the host's or a hybrid
+// host's "unified" one; "" where there is none.
+func (j *JobCgroup) v2Dir() string {
+	if j.version == 2 {
+		return j.dirs["cpu"]
+	}
+	return j.dirs["unified"]
+}
+
+// Open opens the job's v2 cgroup folder, for a command to be born in it
+// (syscall.SysProcAttr.CgroupFD); nil where the job has none.
+func (j *JobCgroup) Open() (*os.File, error) {
+	d := j.v2Dir()
+	if d == "" {
+		return nil, nil
+	}
+	f, err := os.Open(d)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup %s: %w", d, err)
+	}
+	return f, nil
+}
 
 // unique lists the job's folders, each once, sorted.
 func (j *JobCgroup) unique() []string {
@@ -167,23 +272,27 @@ func (j *JobCgroup) unique() []string {
 	return out
 }
 
-// AddGroup moves every process of process group pgid into the cgroup.
-// Processes the group forks afterwards are born inside it. It scans /proc
-// twice so that children forked during the first scan are caught too.
-func (j *JobCgroup) AddGroup(pgid int) error {
+// errNoProcs: a job's processes have all exited (or hidden) before they
+// could be moved into its cgroup.
+var errNoProcs = errors.New("the job has no processes left")
+
+// Add moves the processes that list lists (a job's) into the cgroup.
+// Processes they fork afterwards are born inside it. It lists them twice
+// so that children forked during the first pass are caught too.
+func (j *JobCgroup) Add(list func() ([]int, error)) error {
 	for range 2 {
-		pids, err := groupMembers(pgid)
+		pids, err := list()
 		if err != nil {
 			return err
 		}
 		if len(pids) == 0 {
-			return fmt.Errorf("process group %d has no processes", pgid)
+			return errNoProcs
 		}
 		for _, d := range j.unique() {
 			for _, pid := range pids {
 				err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid))
 				if err != nil && !errors.Is(err, os.ErrNotExist) && !isESRCH(err) {
-					return fmt.Errorf("add process %d of group %d: %w", pid, pgid, err)
+					return fmt.Errorf("add process %d: %w", pid, err)
 				}
 			}
 		}
@@ -347,22 +456,36 @@ func readInt(path string) (int64, error) {
 	return v, nil
 }
 
-// Remove moves any process left in the cgroup to its hierarchy's root and
-// removes the cgroup's folders, with those a container runtime made
-// inside them (a container's, its monitor's).
-func (j *JobCgroup) Remove() error {
+// Remove ends the job's processes (Kill), then removes the cgroup's
+// folders, with those a container runtime made inside them (a
+// container's, its monitor's). Processes it could not end within ctx
+// keep their cgroup, which is then not removed: the error says so.
+func (j *JobCgroup) Remove(ctx context.Context) error {
+	kerr := j.Kill(ctx)
+	var errs []error
+	for _, d := range j.unique() {
+		errs = append(errs, removeCgroupTree(d, ""))
+	}
+	if kerr != nil {
+		return errors.Join(append([]error{kerr}, errs...)...)
+	}
+	return errors.Join(errs...)
+}
+
+// Release moves the job's processes to each hierarchy's root and removes
+// the cgroup: for a job that goes on unenforced when its cgroup could not
+// be set up.
+func (j *JobCgroup) Release() error {
 	var errs []error
 	for _, d := range j.unique() {
 		root := filepath.Dir(filepath.Dir(d)) // ROOT/gpuportal/job-ID -> ROOT
-		if err := removeCgroupTree(d, root); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, removeCgroupTree(d, root))
 	}
 	return errors.Join(errs...)
 }
 
 // removeCgroupTree removes cgroup folder d and the cgroups below it,
-// deepest first, moving their processes to root.
+// deepest first, moving their processes to root, unless root is "".
 func removeCgroupTree(d, root string) error {
 	var errs []error
 	if ents, err := os.ReadDir(d); err == nil {
@@ -372,7 +495,7 @@ func removeCgroupTree(d, root string) error {
 			}
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && root != "" {
 		for _, pid := range strings.Fields(string(b)) {
 			_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(pid), 0o644)
 		}
@@ -381,4 +504,114 @@ func removeCgroupTree(d, root string) error {
 		errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 	}
 	return errors.Join(errs...)
+}
+
+// killPoll is how often Kill looks whether the job's processes are gone.
+const killPoll = 20 * time.Millisecond
+
+// Kill ends every process in the job's cgroup and in the cgroups below
+// it, and waits until none is left or ctx ends. Under v2 the kernel kills
+// them all at once (cgroup.kill, Linux 5.14), or they are frozen
+// (cgroup.freeze), each killed, then thawed; under v1 the freezer
+// hierarchy freezes them the same way. Whatever is left in any hierarchy
+// (no freezer, or a process added meanwhile) is killed one by one, again
+// until none is left: a process cannot leave its cgroup unless it is
+// root.
+func (j *JobCgroup) Kill(ctx context.Context) error {
+	for {
+		if d := j.v2Dir(); d != "" {
+			if writeFile(filepath.Join(d, "cgroup.kill"), "1") != nil {
+				freezeKill(ctx, d, 2)
+			}
+		}
+		if d, ok := j.dirs["freezer"]; ok {
+			freezeKill(ctx, d, 1)
+		}
+		left := j.procs()
+		if len(left) == 0 {
+			return nil
+		}
+		killPIDs(left)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("end the processes of cgroup %s: %d left (%v): %w", j.Path(), len(left), left[:min(len(left), 8)], ctx.Err())
+		case <-time.After(killPoll):
+		}
+	}
+}
+
+// procs lists the processes in the job's cgroups and those below them,
+// in every hierarchy, never the agent itself.
+func (j *JobCgroup) procs() []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, d := range j.unique() {
+		for _, pid := range treeProcs(d) {
+			if !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// treeProcs lists the processes of cgroup d and the cgroups below it.
+func treeProcs(d string) []int {
+	var out []int
+	if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
+				out = append(out, pid)
+			}
+		}
+	}
+	if ents, err := os.ReadDir(d); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, treeProcs(filepath.Join(d, e.Name()))...)
+			}
+		}
+	}
+	return out
+}
+
+// killPIDs sends each process SIGKILL.
+func killPIDs(pids []int) {
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// freezeWait is how long freezeKill waits for a cgroup to freeze; past
+// it, the processes are killed anyway.
+const freezeWait = 2 * time.Second
+
+// freezeKill freezes cgroup d (version 2: cgroup.freeze, 1: the v1
+// freezer's freezer.state), so that none of its processes can fork while
+// they are killed, sends each SIGKILL, and thaws it for them to die.
+func freezeKill(ctx context.Context, d string, version int) {
+	file, freeze, thaw := "freezer.state", "FROZEN", "THAWED"
+	if version == 2 {
+		file, freeze, thaw = "cgroup.freeze", "1", "0"
+	}
+	if writeFile(filepath.Join(d, file), freeze) == nil {
+		defer func() { _ = writeFile(filepath.Join(d, file), thaw) }()
+		wctx, cancel := context.WithTimeout(ctx, freezeWait)
+		for !frozen(d, version) && sleepCtx(wctx, killPoll) == nil {
+		}
+		cancel()
+	}
+	killPIDs(treeProcs(d))
+}
+
+// frozen reports whether cgroup d has frozen.
+func frozen(d string, version int) bool {
+	if version == 2 {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.events"))
+		return err == nil && slices.Contains(strings.Split(string(b), "\n"), "frozen 1")
+	}
+	b, err := os.ReadFile(filepath.Join(d, "freezer.state"))
+	return err == nil && strings.TrimSpace(string(b)) == "FROZEN"
 }

@@ -27,8 +27,11 @@ import (
 // job's GPUs (CDI devices nvidia.com/gpu=INDEX from the NVIDIA container
 // toolkit's spec), its folder mounted at the same path and used as its
 // working folder, the job's environment and the gate's socket. The
-// container shares the machine's network and IPC, as a command does, and
-// gets its own process namespace with an init that forwards signals.
+// container gets its own process namespace with an init that forwards
+// signals, its own IPC namespace with a /dev/shm the size of the job's
+// memory (NCCL between its GPUs, data loaders), and a private network,
+// unless the operator gives it the machine's (ContainerConfig.Network): a
+// session's port is then published on the machine's loopback only.
 //
 // The container is named after the machine, job and run
 // (gpuportal-NODE-JOB-RUN) and labelled with the agent (gpuportal.agent =
@@ -52,7 +55,48 @@ type ContainerConfig struct {
 	// nvidia.com/gpu=INDEX; without it the container gets no GPU device
 	// (simulated GPUs).
 	CDI bool
+	// Network is the containers' network: private (the default) or the
+	// machine's (agent --container-network host).
+	Network ContainerNetwork
 }
+
+// ContainerNetwork is the network container jobs get (agent
+// --container-network): a flag.Value.
+type ContainerNetwork string
+
+const (
+	// NetworkPrivate, the default (""), gives each container a network
+	// namespace of its own, on the runtime's bridge: it reaches out, but
+	// not the machine's loopback services (the portal, a database, other
+	// jobs' sessions), and no port of it is reachable but a session's,
+	// published on the machine's loopback.
+	NetworkPrivate ContainerNetwork = "private"
+	// NetworkHost shares the machine's network, as a command job does.
+	NetworkHost ContainerNetwork = "host"
+)
+
+// String is the network's name; "" is private.
+func (n ContainerNetwork) String() string {
+	if n == "" {
+		return string(NetworkPrivate)
+	}
+	return string(n)
+}
+
+// Set reads the value of --container-network.
+func (n *ContainerNetwork) Set(v string) error {
+	switch ContainerNetwork(v) {
+	case NetworkPrivate, NetworkHost:
+		*n = ContainerNetwork(v)
+		return nil
+	}
+	return fmt.Errorf("%q: want %s (the default) or %s", v, NetworkPrivate, NetworkHost)
+}
+
+// minShmMiB is the least /dev/shm a container gets: NCCL's shared-memory
+// transport between the GPUs of one machine needs more than the
+// runtimes' 64 MiB.
+const minShmMiB = 1024
 
 // kind is "podman" or "docker".
 func (c ContainerConfig) kind() string {
@@ -131,6 +175,13 @@ type containerRun struct {
 	// ("" without cgroups).
 	CgroupParent string
 	Grace        time.Duration
+	// Network is the container's network; Publish a session's port,
+	// published on the machine's loopback when the network is private (0:
+	// none).
+	Network ContainerNetwork
+	Publish int
+	// ShmMiB is the size of its /dev/shm.
+	ShmMiB int64
 }
 
 // containerArgs is the runtime's command line for one run: global flags,
@@ -141,13 +192,23 @@ func containerArgs(r containerRun) []string {
 		// A cgroup path, not a systemd slice.
 		args = append(args, "--cgroup-manager=cgroupfs")
 	}
+	network := "--network=private" // podman: a bridge as root, slirp4netns or pasta rootless
+	switch {
+	case r.Network == NetworkHost:
+		network = "--network=host"
+	case r.Kind == "docker":
+		network = "--network=bridge"
+	}
 	args = append(args, "run", "--rm", "--init",
 		"--name", r.Name,
 		"--label", "gpuportal.agent="+r.Agent,
-		"--network=host", "--ipc=host",
+		network, "--ipc=private", "--shm-size", fmt.Sprintf("%dm", max(r.ShmMiB, minShmMiB)),
 		"--user", fmt.Sprintf("%d:%d", r.UID, r.GID),
 		"--stop-timeout", strconv.Itoa(max(int(r.Grace.Round(time.Second)/time.Second), 1)),
 	)
+	if r.Publish > 0 && r.Network != NetworkHost {
+		args = append(args, "--publish", fmt.Sprintf("127.0.0.1:%d:%d", r.Publish, r.Publish))
+	}
 	for _, g := range r.Groups {
 		if int(g) != r.GID {
 			args = append(args, "--group-add", strconv.FormatUint(uint64(g), 10))
@@ -275,6 +336,7 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 		Image: s.Image, Argv: s.Command, JobDir: a.jobDir(s.JobID), Workdir: jobWorkdir(a.jobDir(s.JobID), s.Dir),
 		CgroupParent: cgroupParent, Grace: a.cfg.Grace,
 		UID: os.Geteuid(), GID: os.Getegid(),
+		Network: cc.Network, Publish: r.sessionPort, ShmMiB: a.jobMemMiB(s),
 	}
 	if ra != nil {
 		cr.UID, cr.GID, cr.Groups, cr.Account = ra.uid, ra.gid, ra.groups, ra.name
@@ -376,6 +438,29 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 		}
 	}
 	return wait, stop, nil
+}
+
+// jobMemMiB is the host memory of job s: its allocation, else its GPUs'
+// share of the machine's.
+func (a *Local) jobMemMiB(s job.Spec) int64 {
+	if s.Resources != nil && s.Resources.MemMiB > 0 {
+		return s.Resources.MemMiB
+	}
+	if n := len(a.cfg.Backend.Devices()); n > 0 {
+		return a.cfg.MemMiB * int64(len(s.GPUs)) / int64(n)
+	}
+	return 0
+}
+
+// sessionHost is the address a session's server listens on: the
+// machine's loopback, or in a container with a network of its own, every
+// interface of the container (its port is published on the machine's
+// loopback only).
+func (a *Local) sessionHost(s job.Spec) string {
+	if s.Image != "" && a.cfg.Containers != nil && a.cfg.Containers.Network != NetworkHost {
+		return "0.0.0.0"
+	}
+	return "127.0.0.1"
 }
 
 // watchContainer waits until the container runs and keeps its init's

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -23,13 +24,23 @@ func TestContainerArgs(t *testing.T) {
 		want []string // in this order, among the arguments
 		not  []string
 	}{
-		{"runs as the account with its groups, an init, the host's network", nil,
+		{"runs as the account with its groups, an init, a network and IPC of its own", nil,
 			[]string{"run", "--rm", "--init", "--name", "gpuportal-gpu-1-7-2", "--label", "gpuportal.agent=gpu-1@/work",
-				"--network=host", "--ipc=host", "--user", "1001:1001", "--stop-timeout", "10", "--group-add", "27",
+				"--network=private", "--ipc=private", "--shm-size", "1024m", "--user", "1001:1001", "--stop-timeout", "10", "--group-add", "27",
 				"--passwd-entry", "alice:*:1001:1001::/work/jobs/7:/bin/sh",
 				"--volume", "/work/jobs/7:/work/jobs/7", "--workdir", "/work/jobs/7",
 				"localhost/train:1", "python", "train.py", "--lr", "0.1"},
-			[]string{"--userns=keep-id", "--cgroup-parent", "--cgroup-manager=cgroupfs", "--device"}},
+			[]string{"--userns=keep-id", "--cgroup-parent", "--cgroup-manager=cgroupfs", "--device", "--network=host", "--ipc=host", "--publish"}},
+		{"/dev/shm as large as the job's memory", func(r *containerRun) { r.ShmMiB = 65536 },
+			[]string{"--ipc=private", "--shm-size", "65536m"}, []string{"--ipc=host"}},
+		{"the machine's network when the operator says so, IPC still private", func(r *containerRun) { r.Network = NetworkHost },
+			[]string{"--network=host", "--ipc=private", "--shm-size", "1024m"}, []string{"--network=private", "--ipc=host"}},
+		{"a session's port published on the machine's loopback only", func(r *containerRun) { r.Publish = 8888 },
+			[]string{"--network=private", "--publish", "127.0.0.1:8888:8888", "localhost/train:1"}, nil},
+		{"no port published on the machine's network", func(r *containerRun) { r.Network, r.Publish = NetworkHost, 8888 },
+			[]string{"--network=host"}, []string{"--publish"}},
+		{"docker: its bridge", func(r *containerRun) { r.Kind, r.Publish = "docker", 8888 },
+			[]string{"--network=bridge", "--ipc=private", "--publish", "127.0.0.1:8888:8888"}, []string{"--network=private"}},
 		{"only the job's GPUs, as CDI devices", func(r *containerRun) { r.CDI = []string{"nvidia.com/gpu=2", "nvidia.com/gpu=5"} },
 			[]string{"--device", "nvidia.com/gpu=2", "--device", "nvidia.com/gpu=5", "localhost/train:1"}, nil},
 		{"the job's cgroup as the parent, cgroupfs for podman", func(r *containerRun) { r.CgroupParent = "/gpuportal/job-7" },
@@ -150,5 +161,62 @@ func TestCudaDevicesInAContainer(t *testing.T) {
 		if got := cudaDevices(n); got != want {
 			t.Errorf("cudaDevices(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestContainerNetworkValue: --container-network takes private (the
+// default) or host, and names both when given anything else.
+func TestContainerNetworkValue(t *testing.T) {
+	var n ContainerNetwork
+	if n.String() != "private" {
+		t.Errorf("the default is %q, want private", n)
+	}
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{"private", "private", ""},
+		{"host", "host", ""},
+		{"bridge", "", `"bridge": want private (the default) or host`},
+		{"", "", `"": want private (the default) or host`},
+		{"HOST", "", `"HOST": want private (the default) or host`},
+	} {
+		var got ContainerNetwork
+		err := got.Set(tc.in)
+		switch {
+		case tc.err != "" && (err == nil || err.Error() != tc.err):
+			t.Errorf("Set(%q): %v, want %q", tc.in, err, tc.err)
+		case tc.err == "" && (err != nil || got.String() != tc.want):
+			t.Errorf("Set(%q): %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestContainerSessionHost: a session's server listens on the machine's
+// loopback, except in a container with a network of its own, where it
+// listens on the container's interfaces (its port published on the
+// machine's loopback); /dev/shm is the job's memory.
+func TestContainerSessionHost(t *testing.T) {
+	sess := &job.Session{Type: job.SessionJupyter}
+	for _, tc := range []struct {
+		name string
+		cc   *ContainerConfig
+		spec job.Spec
+		want string
+	}{
+		{"a command", &ContainerConfig{}, job.Spec{Session: sess}, "127.0.0.1"},
+		{"a container, private network", &ContainerConfig{}, job.Spec{Session: sess, Image: "localhost/nb:1"}, "0.0.0.0"},
+		{"a container on the machine's network", &ContainerConfig{Network: NetworkHost}, job.Spec{Session: sess, Image: "localhost/nb:1"}, "127.0.0.1"},
+	} {
+		a := &Local{cfg: Config{Containers: tc.cc}}
+		if got := a.sessionHost(tc.spec); got != tc.want {
+			t.Errorf("%s: listens on %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	a := &Local{cfg: Config{Backend: gpu.NewSim("n0", 4, 8192), MemMiB: 4 * 65536}}
+	if got := a.jobMemMiB(job.Spec{GPUs: []int{0, 1}}); got != 2*65536 {
+		t.Errorf("the memory of a job of 2 GPUs of 4, without an allocation: %d MiB, want its share %d", got, 2*65536)
+	}
+	if got := a.jobMemMiB(job.Spec{GPUs: []int{0}, Resources: &job.Resources{MemMiB: 3000}}); got != 3000 {
+		t.Errorf("the memory of a job allocated 3000 MiB: %d", got)
 	}
 }

@@ -1,61 +1,101 @@
 package agent
 
 import (
+	"context"
+	"os"
 	"os/exec"
-	"strconv"
-	"strings"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuportal/gpuportal/internal/testprocs"
 )
 
-// TestStragglers: a child that left its parent's process group (setsid,
-// as Jupyter's kernels do) is found and ended; the group's own members
-// are left to the group's signal.
-func TestStragglers(t *testing.T) {
-	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skip("no setsid")
-	}
-	cmd := exec.Command("sh", "-c", `setsid sleep 60 & echo $!; sleep 60 & wait`)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
+// TestRunProcs: a run's processes are found by session, group, descent
+// and environment, whichever way they left the first process; an orphan
+// in a session of its own with a cleared environment is not (only a
+// cgroup holds it); reap ends them; a process whose ID now names another
+// is never signalled.
+func TestRunProcs(t *testing.T) {
+	testprocs.NeedPerl(t)
+	dir := t.TempDir()
+	since, err := bootTicks()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd := exec.Command("sh", "-c", testprocs.Script(testprocs.Perl, "sleep 1000"))
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	marks := []string{"GPUPORTAL_CHECKPOINT_DIR=" + dir, "GPUPORTAL_RUN=3"}
+	cmd.Env = append(os.Environ(), marks...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }()
-	b := make([]byte, 32)
-	n, _ := out.Read(b)
-	stray, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	es := testprocs.Read(t, dir)
+	t.Cleanup(func() {
+		testprocs.Kill(es)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	r := runProcs{leader: cmd.Process.Pid, uid: os.Getuid(), since: since, marks: marks}
+	// Another run's processes (the same job's earlier run) are not this
+	// one's.
+	other := r
+	other.leader, other.marks = 1<<30, []string{"GPUPORTAL_CHECKPOINT_DIR=" + dir, "GPUPORTAL_RUN=2"}
+	if ps, err := other.find(); err != nil || len(ps) != 0 {
+		t.Errorf("another run's processes: %v, %v; want none", ps, err)
+	}
+
+	ps, err := r.find()
 	if err != nil {
-		t.Fatalf("the child's PID: %q", b[:n])
+		t.Fatal(err)
 	}
-	var got []straggler
-	deadline := time.Now().Add(5 * time.Second)
-	for len(got) == 0 && time.Now().Before(deadline) {
-		got = stragglers(cmd.Process.Pid, cmd.Process.Pid)
-		time.Sleep(20 * time.Millisecond)
+	found := map[int]bool{}
+	for _, p := range ps {
+		found[p.pid] = true
 	}
-	if len(got) != 1 || got[0].pid != stray {
-		t.Fatalf("stragglers %v, want the setsid child %d only", got, stray)
+	if !found[cmd.Process.Pid] {
+		t.Errorf("the first process %d is not among %v", cmd.Process.Pid, ps)
 	}
-	got[0].signal(syscall.SIGKILL)
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		f := procStat(stray)
-		if f == nil || f[0] == "Z" {
-			break
+	for _, e := range es {
+		if want := e.Name != "hidden"; found[e.PID] != want {
+			t.Errorf("%s (%d): found %v, want %v", e.Name, e.PID, found[e.PID], want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the straggler %d still runs: %v", stray, f[:1])
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	// A PID whose process changed is left alone.
-	(straggler{pid: cmd.Process.Pid, start: "not-its-start"}).signal(syscall.SIGKILL)
-	if f := procStat(cmd.Process.Pid); f == nil || f[0] == "Z" {
+
+	// A process whose start time differs (its ID reused) is left alone.
+	hidden := es[slices.IndexFunc(es, func(e testprocs.Proc) bool { return e.Name == "hidden" })]
+	(proc{pid: hidden.PID, start: hidden.Start + 1}).signal(syscall.SIGKILL)
+	time.Sleep(50 * time.Millisecond)
+	if !hidden.Alive() {
 		t.Error("signal ended a process whose start time differs")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if want := e.Name == "hidden"; e.Alive() != want {
+			t.Errorf("after reap, %s (%d) alive: %v, want %v", e.Name, e.PID, !want, want)
+		}
+	}
+}
+
+func TestBootTicks(t *testing.T) {
+	before, err := bootTicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	p, ok := readProc(cmd.Process.Pid)
+	if !ok || p.start < before {
+		t.Errorf("a process started after %d ticks has start %d (%v)", before, p.start, ok)
 	}
 }

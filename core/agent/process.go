@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,23 +18,54 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
-// startProcess runs the job's command in its own process group with
-// CUDA_VISIBLE_DEVICES naming its GPUs, and extraEnv (the gate's
-// variables) added, as user ra (jobRunAs; nil: the agent's own). The
-// command is argv, never a shell string. The process is killed if the
-// agent dies, so no job outlives the agent that tracks it.
-func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []string) (wait func() (int, string), stop func(), pgid int, err error) {
-	cmd := exec.Command(s.Command[0], s.Command[1:]...)
-	cmd.Dir = jobWorkdir(a.jobDir(s.JobID), s.Dir)
-	cmd.Stdout = log
-	cmd.Stderr = log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if ra != nil {
-		cmd.SysProcAttr.Credential = ra.cred
-	}
+// startProcess runs the job's command in a session and process group of
+// its own with CUDA_VISIBLE_DEVICES naming its GPUs, and extraEnv (the
+// gate's variables) added, as user ra (jobRunAs; nil: the agent's own),
+// born in the job's v2 cgroup when cgroup is that folder, opened (nil:
+// none). The command is argv, never a shell string. The process is killed
+// if the agent dies, so no job outlives the agent that tracks it.
+//
+// Its run ends with it: once the first process has exited, or has been
+// stopped, every process of the run that the agent can find without
+// cgroups (descendants.go) is killed before wait returns; the job's
+// cgroup, where there is one, then ends the rest (limits.end).
+func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []string, cgroup *os.File) (wait func() (int, string), stop func(), procs runProcs, err error) {
 	extraEnv = append([]string{"GPUPORTAL_NODE=" + a.cfg.Name}, extraEnv...)
-	cmd.Env = append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
-	if err := cmd.Start(); err != nil {
+	env := append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
+	command := func(cgroup *os.File) *exec.Cmd {
+		cmd := exec.Command(s.Command[0], s.Command[1:]...)
+		cmd.Dir = jobWorkdir(a.jobDir(s.JobID), s.Dir)
+		cmd.Stdout = log
+		cmd.Stderr = log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+		if ra != nil {
+			cmd.SysProcAttr.Credential = ra.cred
+		}
+		if cgroup != nil {
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cgroup.Fd())
+		}
+		cmd.Env = env
+		return cmd
+	}
+	procs = runProcs{uid: os.Getuid(), marks: []string{
+		"GPUPORTAL_CHECKPOINT_DIR=" + a.CheckpointDir(s.JobID), "GPUPORTAL_RUN=" + strconv.FormatInt(s.Run, 10),
+	}}
+	if ra != nil && ra.cred != nil {
+		procs.uid = int(ra.cred.Uid)
+	}
+	procs.since, _ = bootTicks() // 0 when unknown: every process of the account is looked at
+	cmd := command(cgroup)
+	err = cmd.Start()
+	if err != nil && cgroup != nil {
+		// A kernel before 5.7 cannot start a process in a cgroup
+		// (CLONE_INTO_CGROUP): it is moved in once it runs (limits.begin).
+		inside := err
+		cmd = command(nil)
+		if err = cmd.Start(); err == nil {
+			a.cfg.Logger.Debug("job started outside its cgroup, then moved in: the kernel could not start it inside", "job", s.JobID, "err", inside)
+		}
+	}
+	if err != nil {
 		if ra != nil && errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, ra.name, cmd.Dir)
 		}
@@ -41,30 +73,32 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 			err = fmt.Errorf("%w (working folder: %v)", err, serr)
 		}
 		fmt.Fprintf(log, "gpuportal: cannot start %q: %v\n", s.Command[0], err)
-		return nil, nil, 0, fmt.Errorf("run %q: %w", s.Command[0], err)
+		return nil, nil, runProcs{}, fmt.Errorf("run %q: %w", s.Command[0], err)
 	}
-	pgid = cmd.Process.Pid
+	procs.leader = cmd.Process.Pid
+	ended := make(chan struct{})
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			strays := stragglers(pgid, pgid) // descendants.go
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			for _, s := range strays {
-				s.signal(syscall.SIGTERM)
-			}
+			procs.signal(syscall.SIGTERM)
 			go func() {
-				time.Sleep(a.cfg.Grace)
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-				for _, s := range strays {
-					s.signal(syscall.SIGKILL)
+				select {
+				case <-ended:
+				case <-time.After(a.cfg.Grace):
+					procs.signal(syscall.SIGKILL)
 				}
 			}()
 		})
 	}
 	wait = func() (int, string) {
 		err := cmd.Wait()
-		// Whatever the main process left behind in its group goes too.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		// Whatever the first process left behind goes too.
+		ctx, cancel := context.WithTimeout(context.Background(), reapTimeout)
+		if rerr := procs.reap(ctx); rerr != nil {
+			a.cfg.Logger.Warn("a job's processes outlive it", "job", s.JobID, "run", s.Run, "err", rerr)
+		}
+		cancel()
+		close(ended)
 		var ee *exec.ExitError
 		switch {
 		case err == nil:
@@ -78,8 +112,12 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 			return -1, err.Error()
 		}
 	}
-	return wait, stop, pgid, nil
+	return wait, stop, procs, nil
 }
+
+// reapTimeout bounds how long the end of a run waits for its processes
+// to be gone.
+const reapTimeout = 30 * time.Second
 
 // jobWorkdir is the folder a job starts in: dir as the job asked,
 // relative to its job folder jobDir when not absolute; jobDir when it

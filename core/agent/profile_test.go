@@ -257,7 +257,7 @@ func TestProfileRealProcess(t *testing.T) {
 	t.Cleanup(func() {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = cmd.Wait()
-		if err := job.Remove(); err != nil {
+		if err := job.Remove(context.Background()); err != nil {
 			t.Errorf("remove cgroup: %v", err)
 		}
 	})
@@ -265,7 +265,7 @@ func TestProfileRealProcess(t *testing.T) {
 	if err := job.SetCPU(100); err != nil {
 		t.Fatal(err)
 	}
-	if err := job.AddGroup(pgid); err != nil {
+	if err := job.Add(func() ([]int, error) { return groupMembers(pgid) }); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for the job to start reporting (a race-enabled test binary

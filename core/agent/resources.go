@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,9 +48,10 @@ type limited struct {
 	cancel  context.CancelFunc
 }
 
-// jobProcs are a job's processes: a command's process group, or a
-// container's processes (members, its PID namespace), whose cgroup the
-// runtime made inside the job's (inCgroup); neither for a simulated job.
+// jobProcs are a job's processes (members): a command's (its process
+// group, session and what descends from them: runProcs), or a
+// container's (its PID namespace), whose cgroup the runtime made inside
+// the job's (inCgroup); neither for a simulated job.
 type jobProcs struct {
 	pgid      int
 	container bool
@@ -62,10 +64,42 @@ func (p jobProcs) simulated() bool { return p.pgid == 0 && !p.container }
 
 // list lists the job's live processes.
 func (p jobProcs) list() ([]int, error) {
-	if p.container {
+	if p.members != nil {
 		return p.members()
 	}
 	return groupMembers(p.pgid)
+}
+
+// open makes job jobID's cgroup before its command starts and opens its
+// v2 folder, for the command to be born in it; nil without cgroups or
+// without a v2 hierarchy (the command is moved in once it runs: begin).
+func (l *limits) open(jobID int64) *os.File {
+	if l.cg == nil {
+		return nil
+	}
+	cg, err := l.cg.New(jobID)
+	if err != nil {
+		l.log.Warn("make a job's cgroup", "job", jobID, "err", err)
+		return nil
+	}
+	f, err := cg.Open()
+	if err != nil {
+		l.log.Warn("open a job's cgroup", "job", jobID, "err", err)
+		return nil
+	}
+	return f
+}
+
+// drop removes job jobID's cgroup, made for a run that could not start.
+func (l *limits) drop(jobID int64) {
+	if l.cg == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reapTimeout)
+	defer cancel()
+	if err := l.cg.job(l.cg.name(jobID)).Remove(ctx); err != nil {
+		l.log.Warn("remove the cgroup of a job that did not start", "job", jobID, "err", err)
+	}
 }
 
 // prepare makes job jobID's cgroup before a container of it starts and
@@ -100,8 +134,17 @@ func (l *limits) setup(cfg Config) {
 		l.log.Warn(job.NotEnforcedPrefix+"jobs keep their allocation unenforced", "agent", cfg.Name, "why", l.why)
 		return
 	}
+	cg.agent = agentKey(cfg.Name, cfg.WorkDir)
 	l.cg = cg
 	l.log.Info("cgroups enforce CPU and memory allocations", "agent", cfg.Name, "version", cg.Version)
+	// Job cgroups an earlier process of this agent left (it was killed:
+	// its watchdog ended each job's process group, not what left it).
+	for _, j := range cg.Stray() {
+		ctx, cancel := context.WithTimeout(context.Background(), reapTimeout)
+		err := j.Remove(ctx)
+		cancel()
+		l.log.Warn("ended the processes of a job cgroup an earlier process of this agent left", "cgroup", j.Path(), "err", err)
+	}
 }
 
 // begin starts accounting for a job that has just started (pgid 0 for a
@@ -150,7 +193,7 @@ func (j *limited) enter(cgs *Cgroups, jobID int64) error {
 		return err
 	}
 	if err := j.apply(cg, j.res); err != nil {
-		_ = cg.Remove()
+		_ = cg.Release()
 		return err
 	}
 	if j.procs.inCgroup {
@@ -158,8 +201,11 @@ func (j *limited) enter(cgs *Cgroups, jobID int64) error {
 		j.cg = cg
 		return nil
 	}
-	if err := cg.AddGroup(j.procs.pgid); err != nil {
-		_ = cg.Remove()
+	if err := cg.Add(j.procs.list); errors.Is(err, errNoProcs) {
+		// The first process has already exited: what it left, born in the
+		// cgroup, goes when the run's end is seen (end).
+	} else if err != nil {
+		_ = cg.Release()
 		return err
 	}
 	j.cg = cg
@@ -181,7 +227,8 @@ func (j *limited) apply(cg *JobCgroup, r job.Resources) error {
 	return nil
 }
 
-// end stops accounting for a job whose run ended and removes its cgroup.
+// end stops accounting for a job whose run ended, ends whatever is left
+// of its processes in its cgroup, and removes the cgroup.
 func (l *limits) end(jobID int64) {
 	l.mu.Lock()
 	j := l.jobs[jobID]
@@ -198,7 +245,9 @@ func (l *limits) end(jobID int64) {
 		cancel()
 	}
 	if j.cg != nil {
-		if err := j.cg.Remove(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), reapTimeout)
+		defer cancel()
+		if err := j.cg.Remove(ctx); err != nil {
 			l.log.Warn("remove job cgroup", "job", jobID, "err", err)
 		}
 	}

@@ -46,8 +46,9 @@ func freePort() (int, error) {
 }
 
 // sessionCommand builds the command of session s of a job whose folder is
-// dir, run as ra (nil: the agent's own user).
-func sessionCommand(s job.Spec, dir string, ra *runAs) (sessionStart, error) {
+// dir, run as ra (nil: the agent's own user), whose server listens on
+// host (sessionHost).
+func sessionCommand(s job.Spec, dir string, ra *runAs, host string) (sessionStart, error) {
 	ss := s.Session
 	if err := ss.Check(); err != nil {
 		return sessionStart{}, err
@@ -72,7 +73,7 @@ func sessionCommand(s job.Spec, dir string, ra *runAs) (sessionStart, error) {
 			prog = []string{p}
 		}
 		argv := append([]string(nil), prog...)
-		argv = append(argv, "--no-browser", "--ip=127.0.0.1", "--port="+strconv.Itoa(port), "--port-retries=0")
+		argv = append(argv, "--no-browser", "--ip="+host, "--port="+strconv.Itoa(port), "--port-retries=0")
 		// The portal authenticates every request (owner or admin), serves
 		// the session under its own secret prefix and presents the
 		// session's token, which Jupyter reads from $JUPYTER_TOKEN (never
