@@ -1485,7 +1485,7 @@ type Notification struct {
 	// JobId 0 for a test
 	JobId int64 `json:"job_id"`
 
-	// LastError Why the last attempt failed; empty once sent
+	// LastError Why the last attempt failed, as an outcome only: the receiver's status (never its answer's body), refused: address not allowed, connection failed, or a timeout; empty once sent
 	LastError string `json:"last_error"`
 
 	// NextAttemptAt While pending: when it is tried (again). Waits double from serve --notify-retry (30s) up to 1h.
@@ -1543,7 +1543,7 @@ type NotificationSettingsUpdate struct {
 	// WebhookSecret Write only
 	WebhookSecret *string `json:"webhook_secret,omitempty"`
 
-	// WebhookUrl An http or https URL
+	// WebhookUrl An http or https URL. A URL whose host is a loopback, private, link-local or other non-Internet address, localhost, or this server's own address is refused (400) unless the operator allows it (serve --webhook-allow); each delivery checks the address it connects to again, after name resolution.
 	WebhookUrl *string `json:"webhook_url,omitempty"`
 }
 
@@ -2463,7 +2463,7 @@ type ClientInterface interface {
 	// Corresponds with GET /jobs/{id}/memory (the `GetJobMemory` operationId).
 	GetJobMemory(ctx context.Context, id JobID, params *GetJobMemoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResubmitJob Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+	// ResubmitJob Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 	//
 	// Corresponds with POST /jobs/{id}/resubmit (the `ResubmitJob` operationId).
 	ResubmitJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3054,7 +3054,7 @@ func (c *Client) GetJobMemory(ctx context.Context, id JobID, params *GetJobMemor
 	return c.Client.Do(req)
 }
 
-// ResubmitJob Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+// ResubmitJob Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 //
 // Corresponds with POST /jobs/{id}/resubmit (the `ResubmitJob` operationId).
 func (c *Client) ResubmitJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6585,7 +6585,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /jobs/{id}/memory (the `GetJobMemory` operationId).
 	GetJobMemoryWithResponse(ctx context.Context, id JobID, params *GetJobMemoryParams, reqEditors ...RequestEditorFn) (*GetJobMemoryResponse, error)
 
-	// ResubmitJobWithResponse Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+	// ResubmitJobWithResponse Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7209,8 +7209,6 @@ type GetArrayResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7228,11 +7226,6 @@ func (r GetArrayResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetArrayResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetArrayResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7700,8 +7693,6 @@ type GetJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7719,11 +7710,6 @@ func (r GetJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7767,8 +7753,6 @@ type GetJobHistoryResponse struct {
 	JSON200 *[]Event
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7781,11 +7765,6 @@ func (r GetJobHistoryResponse) GetJSON200() *[]Event {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobHistoryResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobHistoryResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7905,8 +7884,6 @@ type GetJobLogsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7919,11 +7896,6 @@ func (r GetJobLogsResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobLogsResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobLogsResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7967,8 +7939,6 @@ type GetJobMemoryResponse struct {
 	JSON200 *[]JobMemory
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7981,11 +7951,6 @@ func (r GetJobMemoryResponse) GetJSON200() *[]JobMemory {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobMemoryResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobMemoryResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -8035,6 +8000,8 @@ type ResubmitJobResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8060,6 +8027,11 @@ func (r ResubmitJobResponse) GetJSON403() *Error {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ResubmitJobResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ResubmitJobResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -8100,8 +8072,6 @@ type GetJobUsageResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -8119,11 +8089,6 @@ func (r GetJobUsageResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobUsageResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobUsageResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -10737,7 +10702,7 @@ func (c *ClientWithResponses) GetJobMemoryWithResponse(ctx context.Context, id J
 	return ParseGetJobMemoryResponse(rsp)
 }
 
-// ResubmitJobWithResponse Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+// ResubmitJobWithResponse Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11641,13 +11606,6 @@ func ParseGetArrayResponse(rsp *http.Response) (*GetArrayResponse, error) {
 		}
 		response.JSON401 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12030,13 +11988,6 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 		}
 		response.JSON401 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12076,13 +12027,6 @@ func ParseGetJobHistoryResponse(rsp *http.Response) (*GetJobHistoryResponse, err
 			return nil, err
 		}
 		response.JSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -12185,13 +12129,6 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 		}
 		response.JSON401 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12231,13 +12168,6 @@ func ParseGetJobMemoryResponse(rsp *http.Response) (*GetJobMemoryResponse, error
 			return nil, err
 		}
 		response.JSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -12300,6 +12230,13 @@ func ParseResubmitJobResponse(rsp *http.Response) (*ResubmitJobResponse, error) 
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	}
 
 	return response, nil
@@ -12339,13 +12276,6 @@ func ParseGetJobUsageResponse(rsp *http.Response) (*GetJobUsageResponse, error) 
 			return nil, err
 		}
 		response.JSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
