@@ -253,7 +253,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/sessions/:id/:secret", sessionSlash)
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
-	v1 := e.Group("/api/v1")
+	v1 := e.Group("/api/v1", checkInputText)
 	v1.POST("/tokens", s.apiCreateToken)
 	v1.GET("/openapi.json", s.apiOpenAPI)
 	v1.GET("/version", s.apiVersion)
@@ -313,7 +313,7 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
-	pages := e.Group("", s.csrf, s.loadSessionUser)
+	pages := e.Group("", s.csrf, s.loadSessionUser, checkInputText)
 	pages.GET("/login", s.loginPage)
 	pages.POST("/login", s.login, s.sameSiteLogin)
 	pages.GET("/login/oidc", s.oidcStart)
