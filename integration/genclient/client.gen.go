@@ -1164,7 +1164,7 @@ type IdlePolicyUpdate struct {
 	// IdleBelowPct the team's own idle threshold, in percent utilization (above 0, at most 100); null: the server's (serve --idle-below)
 	IdleBelowPct *float64 `json:"idle_below_pct,omitempty"`
 
-	// MaxKeepAliveHours the longest keep-alive its members may ask for; 0: 8 hours
+	// MaxKeepAliveHours the longest keep-alive its members may ask for; 0: 8 hours; else at least 1 second (0.0003), at most 720
 	MaxKeepAliveHours *float64 `json:"max_keep_alive_hours,omitempty"`
 	ReclaimBatch      *bool    `json:"reclaim_batch,omitempty"`
 	ReclaimSessions   *bool    `json:"reclaim_sessions,omitempty"`
@@ -1246,8 +1246,11 @@ type Job struct {
 	Parameters     *int64          `json:"parameters,omitempty"`
 
 	// Placement node:gpu per GPU
-	Placement   []string `json:"placement"`
-	Preemptions int64    `json:"preemptions"`
+	Placement []string `json:"placement"`
+
+	// Position a waiting job's place in its queue in the scheduler's order, 1 the next to start: its reason's "N jobs ahead" is position - 1, and the Queues page lists the queue in this order; absent when the job does not wait, and on a replica that does not schedule
+	Position    *int64 `json:"position,omitempty"`
+	Preemptions int64  `json:"preemptions"`
 
 	// Queue priority queue, 0 the highest
 	Queue int64 `json:"queue"`
@@ -1601,7 +1604,10 @@ type Queues struct {
 			Gpus     int64     `json:"gpus"`
 			Id       int64     `json:"id"`
 			Name     *string   `json:"name,omitempty"`
-			Reason   *string   `json:"reason,omitempty"`
+
+			// Position a waiting job's place in its queue in the scheduler's order, 1 the next to start: its reason's "N jobs ahead" is position - 1, and the Queues page lists the queue in this order; absent when the job does not wait, and on a replica that does not schedule
+			Position *int64  `json:"position,omitempty"`
+			Reason   *string `json:"reason,omitempty"`
 
 			// State timed_out: the job reached its time limit and was stopped (SIGTERM, the grace period, SIGKILL)
 			State State   `json:"state"`
@@ -1640,7 +1646,7 @@ type SessionType string
 
 // SessionPolicy A team's session policy.
 type SessionPolicy struct {
-	// MaxSessionHours the longest a session may run, its time limit (a longer time_limit is refused); 0: no maximum
+	// MaxSessionHours the longest a session may run, its time limit (a longer time_limit is refused); 0: no maximum; else at least 1 second (0.0003), at most 8760
 	MaxSessionHours float64 `json:"max_session_hours"`
 
 	// PriorityGpus how many GPUs the team's sessions that ask for it may hold with interactive priority; 0: none
@@ -1658,10 +1664,10 @@ type State string
 
 // SubmitRequest defines model for SubmitRequest.
 type SubmitRequest struct {
-	// Array make an array of tasks, as Slurm's --array: indices and ranges (0-5, 1,3,7, 0-9:3), then %LIMIT for how many run at once. Each task is a job with GPUPORTAL_ARRAY_INDEX and GPUPORTAL_ARRAY_JOB_ID; the answer is the first task
+	// Array make an array of tasks, as Slurm's --array: indices and ranges (0-5, 1,3,7, 0-9:3), then %LIMIT for how many run at once. Server limits: at most 1000 tasks, counted as listed (an index listed twice counts twice); indices and steps from 0 to 999999; LIMIT from 1 to 1000; at most 8192 bytes; numbers are digits only. Beyond them, a 400 naming array. Each task is a job with GPUPORTAL_ARRAY_INDEX and GPUPORTAL_ARRAY_JOB_ID; the answer is the first task
 	Array *string `json:"array,omitempty"`
 
-	// ArrayParams CSV: a header row naming variables, then one row per task (in the order of the indices): each row's values are its task's variables. Alone, it makes one task per row (indices 0..N-1)
+	// ArrayParams CSV: a header row naming variables (at most 128), then one row per task (in the order of the indices): each row's values (UTF-8, at most 32 KiB a row) are its task's variables. Alone, it makes one task per row (indices 0..N-1)
 	ArrayParams *string `json:"array_params,omitempty"`
 
 	// BatchSize with model (the memory catalogue) or parameters: the memory estimate of a sharing job
@@ -1677,10 +1683,12 @@ type SubmitRequest struct {
 	// Env the job's own variables, added to its minimal environment: names of letters, digits and _ (not starting with a digit), none of GPUPORTAL_* or CUDA_VISIBLE_DEVICES; at most 128. Visible to whoever may see the job
 	Env *map[string]string `json:"env,omitempty"`
 
-	// GpuFraction a fraction of one GPU, more than 0 and less than 1: implies sharing and gpus 1
+	// GpuFraction a fraction of one GPU, from 0.01 to less than 1: implies sharing and gpus 1
 	GpuFraction *float64 `json:"gpu_fraction,omitempty"`
-	GpuMemGb    *float64 `json:"gpu_mem_gb,omitempty"`
-	Gpus        *int64   `json:"gpus,omitempty"`
+
+	// GpuMemGb GPU memory the job needs, in GB; 0: none declared, else at least 1 MiB (0.001)
+	GpuMemGb *float64 `json:"gpu_mem_gb,omitempty"`
+	Gpus     *int64   `json:"gpus,omitempty"`
 
 	// Image container image the command runs in (registry.lab/team/pytorch:2.3), as the job's owner with only its GPUs; must start with one of the server's --allowed-images prefixes when it has any (docs/agents.md, Container jobs)
 	Image *string `json:"image,omitempty"`
@@ -1718,7 +1726,7 @@ type SubmitRequest struct {
 	// Team default: the user's team
 	Team *string `json:"team,omitempty"`
 
-	// TimeLimit the longest the job may run, over all its runs (preemptions and retries included), as Slurm's --time writes it (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS) or a duration (90m, 2h); default the team's. At the limit it gets SIGTERM, the grace period, then SIGKILL, and ends timed_out
+	// TimeLimit the longest the job may run, over all its runs (preemptions and retries included), as Slurm's --time writes it (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS) or a duration (90m, 2h), in whole seconds, at most 365 days; default the team's. At the limit it gets SIGTERM, the grace period, then SIGKILL, and ends timed_out
 	TimeLimit *string `json:"time_limit,omitempty"`
 
 	// Workdir the folder the job starts in: absolute, or relative to its job folder (no ..); default its job folder
@@ -2086,7 +2094,7 @@ type ListJobsParamsKind string
 
 // KeepJobAliveJSONBody defines parameters for KeepJobAlive.
 type KeepJobAliveJSONBody struct {
-	// Hours how many hours, above 0
+	// Hours how many hours, at least 1 second (0.0003), at most the team's maximum keep-alive
 	Hours float64 `json:"hours"`
 }
 
@@ -2141,9 +2149,11 @@ type GetJCTStatsParams struct {
 
 // UpdateTeamJSONBody defines parameters for UpdateTeam.
 type UpdateTeamJSONBody struct {
-	GuaranteedGpus *int64   `json:"guaranteed_gpus,omitempty"`
-	MaxGpusPerUser *int64   `json:"max_gpus_per_user,omitempty"`
-	Weight         *float64 `json:"weight,omitempty"`
+	GuaranteedGpus *int64 `json:"guaranteed_gpus,omitempty"`
+	MaxGpusPerUser *int64 `json:"max_gpus_per_user,omitempty"`
+
+	// Weight the team's share among borrowers, from 0.001 to 1000000
+	Weight *float64 `json:"weight,omitempty"`
 }
 
 // SetTeamCapJSONBody defines parameters for SetTeamCap.
