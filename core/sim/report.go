@@ -25,6 +25,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 	if err := writeShareTable(w, results); err != nil {
 		return err
 	}
+	if err := writeClassTable(w, results); err != nil {
+		return err
+	}
 	return writeTeamTable(w, results)
 }
 

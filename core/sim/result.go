@@ -70,6 +70,9 @@ type Result struct {
 	// CPU reports CPU and memory allocation when the run modelled it
 	// (Config.Sched.CPUAlloc set).
 	CPU *CPUResult `json:"cpu,omitempty"`
+	// Classes reports sessions and batch jobs apart, when the trace has
+	// sessions.
+	Classes *ClassResult `json:"classes,omitempty"`
 	// JCTs are the finished jobs' completion times, ascending.
 	JCTs []float64 `json:"-"`
 }
@@ -117,6 +120,7 @@ func (s *simulator) result() *Result {
 		r.GPUUtilization = math.Min(1, s.busy/(float64(s.gpus.total)*r.Makespan))
 	}
 	s.shareResult(r)
+	r.Classes = s.classResult()
 	if s.cpu != nil {
 		r.CPU = s.cpu.result(last)
 	}
