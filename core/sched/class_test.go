@@ -166,7 +166,7 @@ func TestSessionReclaimedLast(t *testing.T) {
 							t.Errorf("%+v: want a reclaim for job 1", p)
 						}
 						isSession := p.JobID == 13
-						says := strings.Contains(p.Reason, "an interactive session is reclaimed only as a last resort")
+						says := strings.Contains(p.Reason, "a session is reclaimed only as a last resort")
 						if says != isSession {
 							t.Errorf("job %d's reason %q: last-resort words %v, want %v", p.JobID, p.Reason, says, isSession)
 						}

@@ -732,7 +732,7 @@ func (p *pass) reclaimReason(victim, by *entry) string {
 
 // appendSessionReclaim says why a session was reclaimed after all.
 func appendSessionReclaim(b []byte) []byte {
-	return append(b, "an interactive session is reclaimed only as a last resort: the batch jobs that borrow could not free enough GPUs"...)
+	return append(b, "a session is reclaimed only as a last resort: the batch jobs that borrow could not free enough GPUs"...)
 }
 
 // heapPush and heapPop keep a binary heap of entries, highest rank first.
