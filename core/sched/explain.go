@@ -132,14 +132,14 @@ func (p *pass) waitPreempted(e *entry) {
 		b = appendName(b, by.Team)
 		b = append(b, " under its guarantee, for job "...)
 		b = strconv.AppendInt(b, by.ID, 10)
-		if !p.s.Jobs[e.job].Class.preemptible() {
-			b = append(b, "; "...)
-			b = appendSessionReclaim(b)
-		}
 	} else {
 		b = append(p.buf[:0], "preempted for job "...)
 		b = strconv.AppendInt(b, run.by, 10)
 		b = append(b, ", which ranks above it"...)
+	}
+	if run.flags&runReclaimed != 0 && !p.s.Jobs[e.job].Class.preemptible() {
+		b = append(b, "; "...)
+		b = appendSessionReclaim(b)
 	}
 	p.addWait(e, WaitPreempted, b)
 }

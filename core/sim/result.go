@@ -50,6 +50,9 @@ type Result struct {
 	UsageFairness float64 `json:"usage_fairness_jain,omitempty"`
 	// FairShare tells whether the scheduler applied fair share.
 	FairShare bool `json:"fair_share,omitempty"`
+	// Classes reports sessions and batch jobs apart, when the trace has
+	// sessions.
+	Classes *ClassResult `json:"classes,omitempty"`
 	// Sharing is "salus" when fractional jobs shared GPUs (Config.Sharing);
 	// SharingJobs counts the jobs that could share, CoLocations the starts
 	// on a GPU that already hosted a job, and MaxJobsPerGPU the most jobs
@@ -70,9 +73,6 @@ type Result struct {
 	// CPU reports CPU and memory allocation when the run modelled it
 	// (Config.Sched.CPUAlloc set).
 	CPU *CPUResult `json:"cpu,omitempty"`
-	// Classes reports sessions and batch jobs apart, when the trace has
-	// sessions.
-	Classes *ClassResult `json:"classes,omitempty"`
 	// JCTs are the finished jobs' completion times, ascending.
 	JCTs []float64 `json:"-"`
 }
