@@ -205,6 +205,8 @@ func eventLabel(e string) string {
 		return "waiting too long"
 	case models.EventIdle:
 		return "idle, to be reclaimed"
+	case models.EventReclaimed:
+		return "session reclaimed"
 	}
 	return e
 }

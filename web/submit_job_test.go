@@ -115,6 +115,12 @@ func TestSubmitRunSettingsStored(t *testing.T) {
 			t.Errorf("resubmit form lacks %q", want)
 		}
 	}
+	// The form says what a session is promised (issue 30: "Nothing on
+	// the form warned of this").
+	if !strings.Contains(form, `id="session-promise"`) || !strings.Contains(form, "A session is not preempted by batch jobs") ||
+		!strings.Contains(form, "stopped only when idle past your team's rule") || !strings.Contains(form, "or at its time limit") {
+		t.Errorf("the submit form does not say what a session is promised")
+	}
 	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprint("/jobs/new?from=", j.ID), ""); rec.Code != http.StatusNotFound {
 		t.Errorf("bob filled a form from alice's job: %d", rec.Code)
 	}

@@ -166,6 +166,9 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.ReenteredAt = seconds(*j.ReenteredAt)
 	}
 	sj.Interactive = j.Session != nil && j.InteractivePriority
+	if j.Session != nil {
+		sj.Class = sched.ClassSession
+	}
 	if j.State == job.Running {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
@@ -189,9 +192,19 @@ func (e *Engine) preempt(ctx context.Context, p sched.Preempt, byID map[int64]Jo
 		reclaimer = byID[p.For].Team
 	}
 	e.stats.preempted(byID[p.JobID].Team, reclaimer)
-	r.stop, r.reason = job.Preempted, p.Reason
+	r.stop, r.reason = job.Preempted, preemptReason(p, byID[p.JobID])
 	e.stopAll(ctx, p.JobID, r)
-	e.cfg.Logger.Info("job preempted", "job", p.JobID, "reason", p.Reason)
+	e.cfg.Logger.Info("job preempted", "job", p.JobID, "reason", r.reason)
+}
+
+// preemptReason is what the page of j, preempted by p, says: the
+// scheduler's reason, and for a session (which the scheduler preempts
+// only to give borrowed GPUs back) what stopping it loses.
+func preemptReason(p sched.Preempt, j Job) string {
+	if j.Session == nil {
+		return p.Reason
+	}
+	return p.Reason + "; " + j.Session.Type.StopLoses()
 }
 
 // start records that j runs on gpus, then starts one part of it on each

@@ -289,6 +289,7 @@ const (
 	NotificationEventHeld      NotificationEvent = "held"
 	NotificationEventIdle      NotificationEvent = "idle"
 	NotificationEventPreempted NotificationEvent = "preempted"
+	NotificationEventReclaimed NotificationEvent = "reclaimed"
 	NotificationEventStarted   NotificationEvent = "started"
 	NotificationEventSucceeded NotificationEvent = "succeeded"
 	NotificationEventTest      NotificationEvent = "test"
@@ -307,6 +308,8 @@ func (e NotificationEvent) Valid() bool {
 	case NotificationEventIdle:
 		return true
 	case NotificationEventPreempted:
+		return true
+	case NotificationEventReclaimed:
 		return true
 	case NotificationEventStarted:
 		return true
@@ -1479,8 +1482,10 @@ type Notification struct {
 	Channel  NotificationChannel `json:"channel"`
 
 	// Detail The event's reason or place, as the job's history has it
-	Detail string            `json:"detail"`
-	Event  NotificationEvent `json:"event"`
+	Detail string `json:"detail"`
+
+	// Event reclaimed: a session's borrowed GPUs were reclaimed by a team under its guarantee, as a last resort; told by every channel, whatever events were chosen
+	Event NotificationEvent `json:"event"`
 
 	// Id Also sent as X-Gpuportal-Delivery: a retry carries the same.
 	Id int64 `json:"id"`
@@ -1502,7 +1507,7 @@ type Notification struct {
 // NotificationChannel defines model for Notification.Channel.
 type NotificationChannel string
 
-// NotificationEvent defines model for Notification.Event.
+// NotificationEvent reclaimed: a session's borrowed GPUs were reclaimed by a team under its guarantee, as a last resort; told by every channel, whatever events were chosen
 type NotificationEvent string
 
 // NotificationState pending: due at next_attempt_at; sent; failed: given up after 12 attempts; dropped: its channel was turned off first
