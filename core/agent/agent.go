@@ -180,19 +180,13 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	if cfg.RunAs == RunAsOwner || ra != nil && ra.cred != nil {
 		// The job's user must reach its own folder, WORK/jobs/ID, and no
 		// other: the folders above it may be passed through, not listed.
-		for _, dir := range []string{cfg.WorkDir, filepath.Join(cfg.WorkDir, "jobs")} {
-			if err := os.Chmod(dir, 0o711); err != nil {
-				return nil, fmt.Errorf("agent %s: let jobs' users reach their folders: %w", cfg.Name, err)
-			}
-		}
 		who := "the users jobs run as"
 		check := &runAs{uid: -1} // nobody's: needs others' search permission
 		if ra != nil {
 			who, check = ra.name, ra
 		}
-		if dir, mode, ok := blockedFor(cfg.WorkDir, check); !ok {
-			return nil, fmt.Errorf("agent %s: %s cannot pass through %s (mode %04o) to reach their jobs' folders: let others pass through it (chmod o+x %s) or choose another --work-dir",
-				cfg.Name, who, dir, mode, dir)
+		if err := openJobsDir(cfg.WorkDir, check, who, "--work-dir"); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", cfg.Name, err)
 		}
 	}
 	a := &Local{

@@ -122,7 +122,13 @@ type run struct {
 type runAs struct {
 	name     string
 	uid, gid int
+	groups   []uint32 // supplementary groups
 	home     string
+}
+
+// user is ra as the agent package checks accounts.
+func (ra *runAs) user() *agent.User {
+	return &agent.User{Name: ra.name, UID: ra.uid, GID: ra.gid, Groups: ra.groups, Home: ra.home}
 }
 
 // New returns an executor for cfg. It writes the batch script into the
@@ -185,6 +191,18 @@ func New(cfg Config) (*Executor, error) {
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "jobs"), 0o755); err != nil {
 		return nil, fmt.Errorf("slurm executor: work folder: %w", err)
+	}
+	if runsAsOthers(cfg.RunAs, e.runAs, e.euid) {
+		// Slurm opens output.log, and the job its checkpoint folder, as
+		// the job's account: it passes through the work folder to its
+		// own job's folder and lists nothing, as on agents.
+		var u *agent.User // owner: any account
+		if e.runAs != nil {
+			u = e.runAs.user()
+		}
+		if err := agent.OpenJobsDir(dir, u, "--slurm-work-dir"); err != nil {
+			return nil, fmt.Errorf("slurm executor: %w", err)
+		}
 	}
 	e.script = filepath.Join(dir, "gpuportal-job.sh")
 	if err := writeScript(e.script); err != nil {
@@ -838,7 +856,10 @@ func (e *Executor) jobRunAs(node string, s job.Spec) (*runAs, error) {
 		return nil, &job.AccountError{Account: s.Account, Node: node,
 			Why: fmt.Sprintf("its user id %d is below --slurm-min-uid %d (a system account)", u.UID, e.cfg.MinUID)}
 	}
-	return &runAs{name: u.Name, uid: u.UID, gid: u.GID, home: u.Home}, nil
+	if dir, mode, ok := agent.Blocked(filepath.Join(e.cfg.WorkDir, "jobs"), &u); !ok {
+		return nil, fmt.Errorf("job %d: %s cannot pass through %s (mode %04o) to its job folder: let others pass through it (chmod o+x) or choose another --slurm-work-dir", s.JobID, u.Name, dir, mode)
+	}
+	return &runAs{name: u.Name, uid: u.UID, gid: u.GID, groups: u.Groups, home: u.Home}, nil
 }
 
 // LogPath is where a job's output is: WorkDir/jobs/ID/output.log, written
@@ -921,5 +942,12 @@ func lookupRunAs(name string, euid int) (*runAs, error) {
 	if euid != 0 && u.UID != euid {
 		return nil, fmt.Errorf("run jobs as %q: only root can submit jobs for another user (sbatch --uid)", name)
 	}
-	return &runAs{name: u.Name, uid: u.UID, gid: u.GID, home: u.Home}, nil
+	return &runAs{name: u.Name, uid: u.UID, gid: u.GID, groups: u.Groups, home: u.Home}, nil
+}
+
+// runsAsOthers reports whether jobs run as other accounts than the
+// server's (euid): each as its owner's, or as account ra named by
+// --slurm-run-as name.
+func runsAsOthers(name string, ra *runAs, euid int) bool {
+	return name == agent.RunAsOwner || ra != nil && ra.uid != euid
 }

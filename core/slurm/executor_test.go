@@ -872,7 +872,7 @@ func TestJobEnvAndWorkdir(t *testing.T) {
 // owner without an account, root or a system account is refused as the
 // job's account, which the engine waits the job for.
 func TestStartAsOwners(t *testing.T) {
-	f := newFixture(t, nil, gpuNode("n1", 2))
+	f := newFixture(t, func(c *Config) { c.WorkDir = passableDir(t) }, gpuNode("n1", 2))
 	f.ex.Sync(f.ctx)
 	f.ex.cfg.RunAs, f.ex.euid = agent.RunAsOwner, 0
 	n1 := f.eng.node(t, "n1")
@@ -921,5 +921,81 @@ func TestStartAsOwners(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != nobody.UID || fi.Mode().Perm() != 0o700 {
 		t.Errorf("job folder belongs to %d, mode %v; want nobody's, 0700", st.Uid, fi.Mode().Perm())
+	}
+}
+
+// passableDir is a temporary folder that every account may pass through,
+// as may its parents, as a work folder shared with the jobs' accounts is.
+func passableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestWorkFolderLetsJobsAccountsPass: when jobs run as another account
+// than the server's, the work folder and its jobs folder are passable
+// only (0711), as an agent's; a folder above that the account cannot pass
+// through is refused at start, naming it, and so is, per job, one that
+// shuts out a job's owner, instead of every job failing in Slurm (issue
+// 31: slurmstepd could not open output.log).
+func TestWorkFolderLetsJobsAccountsPass(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("running jobs as nobody needs root, which CI runs as")
+		}
+		t.Skip("running jobs as nobody needs root")
+	}
+	newEx := func(workDir, runAs string) (*Executor, error) {
+		return New(Config{Client: newFakeSlurm(), Registry: newFakeEngine(), WorkDir: workDir, RunAs: runAs,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}
+	for _, runAs := range []string{"nobody", agent.RunAsOwner} {
+		t.Run(runAs, func(t *testing.T) {
+			shut := passableDir(t)
+			if err := os.Chmod(shut, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			_, err := newEx(filepath.Join(shut, "work"), runAs)
+			want := fmt.Sprintf("cannot pass through %s (mode 0750)", shut)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--slurm-work-dir") {
+				t.Errorf("New in a folder others cannot pass: %v; want %q", err, want)
+			}
+
+			work := filepath.Join(passableDir(t), "work")
+			ex, err := newEx(work, runAs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, dir := range []string{work, filepath.Join(work, "jobs")} {
+				if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o711 {
+					t.Errorf("%s: %v, %v; want mode 0711", dir, fi.Mode().Perm(), err)
+				}
+			}
+			if runAs != agent.RunAsOwner {
+				return
+			}
+			// Shut after the start: the owner's job is refused, not sent
+			// to fail in Slurm.
+			if err := os.Chmod(work, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			_, err = ex.jobRunAs("n1", job.Spec{JobID: 7, Command: []string{"id"}, Account: "nobody"})
+			if want := fmt.Sprintf("nobody cannot pass through %s (mode 0700)", work); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("job of an owner shut out: %v; want %q", err, want)
+			}
+		})
+	}
+	// Jobs that run as the server's own user leave the folder as it was.
+	work := filepath.Join(t.TempDir(), "work")
+	if _, err := newEx(work, ""); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(work, "jobs")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("jobs folder for the server's own jobs: %v, %v; want 0755 as before", fi.Mode().Perm(), err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -106,6 +107,9 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	dir := f.WorkDir
 	if dir == "" {
 		dir = filepath.Join(dataDir, "slurm")
+		if err := openDataDir(dataDir, f.RunAs); err != nil {
+			return err
+		}
 	}
 	ex, err := New(Config{
 		Client: CLI{Runner: ExecRunner{Bin: f.Bin}}, Registry: reg, Logger: log,
@@ -120,5 +124,25 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	}
 	log.Info("running jobs on Slurm", "partition", f.Partition, "work_dir", ex.cfg.WorkDir)
 	go ex.Run(ctx)
+	return nil
+}
+
+// openDataDir lets the accounts jobs run as pass through serve's data
+// folder, which holds the default work folder, DATA/slurm, and read
+// nothing of it (0711, as serve --dev does for its agents' jobs); the
+// folder is left as it is when jobs run as the server's own user. A user
+// --slurm-run-as cannot find is New's to report.
+func openDataDir(dataDir, runAsName string) error {
+	euid := os.Geteuid()
+	ra, err := lookupRunAs(runAsName, euid)
+	if err != nil || !runsAsOthers(runAsName, ra, euid) {
+		return nil
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("slurm executor: data folder: %w", err)
+	}
+	if err := os.Chmod(dataDir, 0o711); err != nil {
+		return fmt.Errorf("slurm executor: let jobs' accounts pass through the data folder %s: %w", dataDir, err)
+	}
 	return nil
 }
