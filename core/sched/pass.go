@@ -79,6 +79,8 @@ type pass struct {
 	rsvMax      int                // Config.MaxReservations
 	rsvBound    map[string]float64 // teams' own bounds
 	rsvNext     float64            // when the next waiting job becomes due, or 0
+	rsvIsDue    []bool             // per job: pending, due for a reservation, not yet decided
+	rsvDueLeft  int                // such jobs
 	rsv         []rsvState
 	rsvJust     int32   // the job whose reservation was just made, or -1
 	rsvPending  int32   // that reservation, until rsvCommit holds its GPUs back, or -1
@@ -89,6 +91,7 @@ type pass struct {
 	rsvOpenN    int     // count mode: GPUs opened for it
 	startJob    []int32 // per Decisions.Starts entry: its job
 	freeAt      []float64
+	runEnd      []float64 // per run: endAt, NaN until asked (runEndAt)
 	slotRun     []int32
 	rsvCand     []int32
 	rsvTimes    []float64

@@ -148,9 +148,10 @@ type rsvState struct {
 // one, the teams' bounds, and when the next waiting job becomes due.
 func (p *pass) rsvSetup() {
 	p.rsv = p.rsv[:0]
-	p.rsvFree, p.rsvJust, p.rsvPending, p.rsvNext = 0, -1, -1, 0
+	p.rsvFree, p.rsvJust, p.rsvPending, p.rsvNext, p.rsvDueLeft = 0, -1, -1, 0, 0
 	p.rsvOpened, p.rsvOpenN = p.rsvOpened[:0], 0
 	p.startJob = p.startJob[:0]
+	p.runEnd = p.runEnd[:0]
 	clear(p.rsvBound)
 	p.rsvOn = false
 	if p.pol.blocks {
@@ -176,13 +177,20 @@ func (p *pass) rsvSetup() {
 	p.rsvMax = p.sc.cfg.MaxReservations
 	p.rsvPreempt = p.ownPreempt && !p.fair
 	p.rsvAnyLimit = false
+	p.rsvIsDue = resize(p.rsvIsDue, len(p.s.Jobs))
+	clear(p.rsvIsDue)
 	for k := range p.ents {
-		j := &p.s.Jobs[p.ents[k].job]
+		e := &p.ents[k]
+		j := &p.s.Jobs[e.job]
 		if hasLimit(j) {
 			p.rsvAnyLimit = true
 		}
 		if b := p.boundOf(j); b > 0 {
-			if due := p.now - waitedS(j, p.now) + b; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
+			w := waitedS(j, p.now)
+			if w >= b && e.gpus > 0 {
+				p.rsvIsDue[e.job] = true
+				p.rsvDueLeft++
+			} else if due := p.now - w + b; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
 				p.rsvNext = due
 			}
 		}
@@ -206,16 +214,19 @@ func (p *pass) boundOf(j *Job) float64 {
 	return p.sc.cfg.ReserveAfterS
 }
 
-// rsvDue tells whether pending entry e is due for a reservation that the
-// pass may still give: the walk then decides it even when nothing else
-// can start (OmitWaits).
-func (p *pass) rsvDue(e *entry) bool {
-	if !p.rsvOn || len(p.rsv) >= p.rsvMax || e.gpus <= 0 {
-		return false
+// rsvWalkOn tells whether the walk must go on, though nothing else can
+// start, to reach a job due for a reservation the pass may still give
+// (OmitWaits): the engine's walk, which goes to the end, would.
+func (p *pass) rsvWalkOn() bool {
+	return p.rsvDueLeft > 0 && len(p.rsv) < p.rsvMax
+}
+
+// rsvDecided notes that the walk has taken entry e out of the line.
+func (p *pass) rsvDecided(e *entry) {
+	if p.rsvDueLeft > 0 && p.rsvIsDue[e.job] {
+		p.rsvIsDue[e.job] = false
+		p.rsvDueLeft--
 	}
-	j := &p.s.Jobs[e.job]
-	b := p.boundOf(j)
-	return b > 0 && waitedS(j, p.now) >= b
 }
 
 // rsvMayOpen tells whether some job later in the walk might use the free
@@ -440,10 +451,13 @@ func (p *pass) rsvUnholdN(n int) {
 // it is due for one. It reports whether e started instead: its reserved
 // GPUs were free or held by jobs it may preempt.
 func (p *pass) tryReserve(e *entry) bool {
-	if !p.rsvDue(e) || int(e.gpus) > p.cl.capacity-p.maskedCap {
+	if !p.rsvOn || len(p.rsv) >= p.rsvMax || e.gpus <= 0 || int(e.gpus) > p.cl.capacity-p.maskedCap {
 		return false
 	}
 	j := &p.s.Jobs[e.job]
+	if b := p.boundOf(j); !(b > 0) || waitedS(j, p.now) < b {
+		return false
+	}
 	due := p.now - waitedS(j, p.now) + p.boundOf(j)
 	if p.preempt && !p.merged && (p.rsvPreempt || !p.count) {
 		p.merge(e)
@@ -454,12 +468,29 @@ func (p *pass) tryReserve(e *entry) bool {
 	return p.reserveNodes(e, p.ruleFor(e), due)
 }
 
+// runEndAt is endAt of running job ri, computed once a pass.
+func (p *pass) runEndAt(ri int32) float64 {
+	if len(p.runEnd) != len(p.runs) {
+		p.runEnd = resize(p.runEnd, len(p.runs))
+		for i := range p.runEnd {
+			p.runEnd[i] = math.NaN()
+		}
+	}
+	t := p.runEnd[ri]
+	if t != t {
+		t = p.endAt(&p.s.Jobs[p.runs[ri].job])
+		p.runEnd[ri] = t
+	}
+	return t
+}
+
 // rsvVictim tells whether running job run may be preempted for
 // reservation holder e, due since due: under a preemptive policy without
 // fair share, a job the policy ranks below e (the walk has not kept it),
-// or one that started on its GPUs since e became due and ranks below e as
-// a waiting job; never an interactive session, nor a job sharing its GPU
-// with a job started in this pass.
+// or one that started since e became due and, as the waiting job it was
+// then, ranks below e: the backfills the reservation let start; never
+// an interactive session, nor a job sharing its GPU with a job started
+// in this pass.
 func (p *pass) rsvVictim(run *runJob, e *entry, due float64) bool {
 	if !p.rsvPreempt || run.n <= 0 || run.flags&runPinned != 0 {
 		return false
@@ -475,12 +506,19 @@ func (p *pass) rsvVictim(run *runJob, e *entry, due float64) bool {
 		if !(j.LastStartTime >= due) {
 			return false
 		}
+		// Ranked as the waiting job it was when it started: its rank
+		// since may have risen with its service (tiresias-g, srsf).
+		at := *j
+		if ran := min(p.now-j.LastStartTime, j.ExecutedS); ran > 0 {
+			at.ExecutedS -= ran
+			at.AttainedService -= ran * float64(max(clampGPUs(j.GPUs), 0))
+		}
 		var w entry
 		qs := &p.noQueue
 		if p.pol.queues != nil {
 			qs = &p.qs[run.job]
 		}
-		p.pol.key(p, &w, j, qs, 1)
+		p.pol.key(p, &w, &at, qs, 1)
 		w.k0, w.k1, w.k2, w.k3 = noNaN(w.k0), noNaN(w.k1), noNaN(w.k2), noNaN(w.k3)
 		w.id, w.queue = j.ID, int32(qs.Index)
 		return compareEntries(&w, e) > 0
@@ -520,7 +558,7 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 			}
 			continue
 		}
-		t := p.endAt(&p.s.Jobs[run.job])
+		t := p.runEndAt(int32(ri))
 		for _, s := range p.held[run.lo:run.hi] {
 			if p.freeAt[s] != inf {
 				p.freeAt[s] = max(p.freeAt[s], t)
@@ -557,6 +595,10 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 	p.rsvCand = cand
 	if len(cand) < r.n {
 		return false
+	}
+	if p.rsvFeasible(cand, r, p.now) {
+		p.startReserved(e, p.rsvChoose(cand, r, p.now))
+		return true
 	}
 	// The earliest time T at which the slots free by then hold r.
 	times := p.rsvTimes[:0]
@@ -687,9 +729,24 @@ func (p *pass) rsvChoose(cand []int32, r rule, t float64) []int32 {
 		return order(a < b)
 	}
 	pool := p.rsvPool[:0]
-	for _, s := range cand {
-		if p.freeAt[s] <= t {
-			pool = append(pool, s)
+	if now {
+		// Free slots, then those to preempt, each in slot order: cand
+		// is in slot order.
+		for _, s := range cand {
+			if p.freeAt[s] <= t && p.slotRun[s] < 0 {
+				pool = append(pool, s)
+			}
+		}
+		for _, s := range cand {
+			if p.freeAt[s] <= t && p.slotRun[s] >= 0 {
+				pool = append(pool, s)
+			}
+		}
+	} else {
+		for _, s := range cand {
+			if p.freeAt[s] <= t {
+				pool = append(pool, s)
+			}
 		}
 	}
 	if r.maxNodes > 0 {
@@ -721,7 +778,9 @@ func (p *pass) rsvChoose(cand []int32, r rule, t float64) []int32 {
 		}
 		pool = slices.DeleteFunc(pool, func(s int32) bool { return !slices.Contains(nodes, cl.slotNode[s]) })
 	}
-	slices.SortFunc(pool, better)
+	if !now {
+		slices.SortFunc(pool, better)
+	}
 	p.rsvPool = pool
 	out := slices.Clone(pool[:r.n])
 	slices.Sort(out)
@@ -829,11 +888,11 @@ func (p *pass) reserveCount(e *entry, due float64) bool {
 				continue
 			}
 			if p.rsvVictim(run, e, due) {
-				rels = append(rels, rsvRel{at: p.endAt(&p.s.Jobs[run.job]), n: int(run.n), run: int32(ri)})
+				rels = append(rels, rsvRel{at: p.runEndAt(int32(ri)), n: int(run.n), run: int32(ri)})
 				victims += int(run.n)
 				continue
 			}
-			rels = append(rels, rsvRel{at: p.endAt(&p.s.Jobs[run.job]), n: int(run.n), run: -1})
+			rels = append(rels, rsvRel{at: p.runEndAt(int32(ri)), n: int(run.n), run: -1})
 		}
 	} else {
 		for _, i := range p.runIdx {

@@ -58,7 +58,7 @@ func (p *pass) walk() {
 		if n > p.cl.free {
 			reclaimable = p.reclaimable(next)
 		}
-		if omit && p.cl.free+p.maskedFree+reclaimable <= 0 && !p.fair && !p.sh.on && !p.rsvMayOpen() && !p.rsvDue(next) {
+		if omit && p.cl.free+p.maskedFree+reclaimable <= 0 && !p.fair && !p.sh.on && !p.rsvMayOpen() && !p.rsvWalkOn() {
 			return // nothing behind can start
 		}
 		e := p.pop(next)
