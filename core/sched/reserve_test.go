@@ -530,3 +530,35 @@ func noSessions(s Snapshot) Snapshot {
 func forReservation(d Decisions) bool {
 	return slices.ContainsFunc(d.Preempts, func(p Preempt) bool { return strings.Contains(p.Reason, "had its GPUs reserved") })
 }
+
+// TestReservationOmitWaits: without explanations (the simulator) a pass
+// decides what it decides with them (the engine): in particular, it goes
+// on past a full cluster to the first job due for a reservation.
+func TestReservationOmitWaits(t *testing.T) {
+	snaps := withLimits(propertySnapshots(21, 300), 22)
+	// The job due is not first in line: 1-GPU jobs rank above it.
+	snaps = append(snaps, Snapshot{Now: 2000, Nodes: nodes(4), Jobs: []Job{
+		run(1, 0, on("node-0", 0, 1, 2, 3), ranFrom(1900, 2000), lasting(500), limit(500)),
+		pend(2, 4, 0, lasting(1000)),
+		pend(3, 1, 1500, lasting(10)),
+	}})
+	for _, cfg := range reservationConfigs() {
+		if cfg.OmitWaits {
+			continue
+		}
+		omit := cfg
+		omit.OmitWaits = true
+		with, without := mustNew(t, cfg), mustNew(t, omit)
+		for i, s := range snaps {
+			a, b := with.Schedule(s), without.Schedule(s)
+			a.Waits, b.Waits = nil, nil
+			if !reflect.DeepEqual(normalize(a), normalize(b)) {
+				t.Fatalf("%+v, snapshot %d: with explanations\n%+v\nwithout\n%+v", cfg, i, a, b)
+			}
+		}
+	}
+	d := mustNew(t, Config{Policy: "srsf", ReserveAfterS: 300, OmitWaits: true}).Schedule(snaps[len(snaps)-1])
+	if len(d.Reservations) != 1 || d.Reservations[0].JobID != 2 {
+		t.Errorf("srsf, the cluster full, job 2 due behind job 3: reservations %+v", d.Reservations)
+	}
+}
