@@ -213,6 +213,8 @@ type Engine struct {
 	userShares map[string][]sched.UserShare // per team: its users' standing after the last pass
 	// waitReasons is why each waiting job waits, as of the last pass.
 	waitReasons map[int64]string
+	// reservations are the GPUs the last pass reserved, by job (reserve.go).
+	reservations map[int64]sched.Reservation
 
 	// Owned by the Run goroutine.
 	started    time.Time
