@@ -92,6 +92,7 @@ type pass struct {
 	startJob    []int32 // per Decisions.Starts entry: its job
 	freeAt      []float64
 	runEnd      []float64 // per run: endAt, NaN until asked (runEndAt)
+	runStart    []entry   // per run: its entry as a waiting job when it started, job -1 until asked (startKey)
 	slotRun     []int32
 	rsvCand     []int32
 	rsvTimes    []float64
@@ -169,6 +170,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	} else {
 		p.cl.reset(s.Nodes)
 	}
+	p.rsvBegin()
 	p.scan()
 	if !p.count {
 		if len(p.shared) > 0 {
@@ -188,7 +190,6 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	if p.teams {
 		p.teamScan()
 	}
-	p.rsvSetup()
 	p.pending.init(p.ents, p.sc.cfg.OmitWaits)
 	p.walk()
 	if p.pol.preemptedFirst {
@@ -261,6 +262,9 @@ func (p *pass) scan() {
 			p.key(&p.ents[len(p.ents)-1], j, qs)
 			if j.Sharing {
 				p.shareScan(j)
+			}
+			if p.rsvOn {
+				p.rsvScan(int32(i), j, p.ents[len(p.ents)-1].gpus)
 			}
 			continue
 		}

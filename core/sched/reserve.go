@@ -144,16 +144,17 @@ type rsvState struct {
 	starts int
 }
 
-// rsvSetup prepares the pass for reservations: whether any job may get
-// one, the teams' bounds, and when the next waiting job becomes due.
-func (p *pass) rsvSetup() {
+// rsvBegin prepares the pass for reservations, once its cluster is
+// reset and before scan: whether any job may get one, and the teams'
+// bounds. scan then calls rsvScan for each pending job.
+func (p *pass) rsvBegin() {
 	p.rsv = p.rsv[:0]
 	p.rsvFree, p.rsvJust, p.rsvPending, p.rsvNext, p.rsvDueLeft = 0, -1, -1, 0, 0
 	p.rsvOpened, p.rsvOpenN = p.rsvOpened[:0], 0
 	p.startJob = p.startJob[:0]
-	p.runEnd = p.runEnd[:0]
+	p.runEnd, p.runStart = p.runEnd[:0], p.runStart[:0]
 	clear(p.rsvBound)
-	p.rsvOn = false
+	p.rsvOn, p.rsvAnyLimit = false, false
 	if p.pol.blocks {
 		return // fifo: the first job that does not fit blocks the line anyway
 	}
@@ -176,25 +177,8 @@ func (p *pass) rsvSetup() {
 	p.rsvOn = true
 	p.rsvMax = p.sc.cfg.MaxReservations
 	p.rsvPreempt = p.ownPreempt && !p.fair
-	p.rsvAnyLimit = false
 	p.rsvIsDue = resize(p.rsvIsDue, len(p.s.Jobs))
 	clear(p.rsvIsDue)
-	for k := range p.ents {
-		e := &p.ents[k]
-		j := &p.s.Jobs[e.job]
-		if hasLimit(j) {
-			p.rsvAnyLimit = true
-		}
-		if b := p.boundOf(j); b > 0 {
-			w := waitedS(j, p.now)
-			if w >= b && e.gpus > 0 {
-				p.rsvIsDue[e.job] = true
-				p.rsvDueLeft++
-			} else if due := p.now - w + b; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
-				p.rsvNext = due
-			}
-		}
-	}
 	if !p.count {
 		p.rsvOwner = resize(p.rsvOwner, len(p.cl.busy))
 		for s := range p.rsvOwner {
@@ -205,11 +189,33 @@ func (p *pass) rsvSetup() {
 	}
 }
 
+// rsvScan notes pending job j (at index i, asking gpus GPUs): whether it
+// declared a limit, whether it is due for a reservation, and else when it
+// will be.
+func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
+	if hasLimit(j) {
+		p.rsvAnyLimit = true
+	}
+	b := p.boundOf(j)
+	if !(b > 0) {
+		return
+	}
+	w := waitedS(j, p.now)
+	if w >= b && gpus > 0 {
+		p.rsvIsDue[i] = true
+		p.rsvDueLeft++
+	} else if due := p.now - w + b; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
+		p.rsvNext = due
+	}
+}
+
 // boundOf is job j's bound: its team's when the team sets one, else the
 // server's; 0 or less: never reserved.
 func (p *pass) boundOf(j *Job) float64 {
-	if v, ok := p.rsvBound[j.Team]; ok {
-		return v
+	if len(p.rsvBound) > 0 {
+		if v, ok := p.rsvBound[j.Team]; ok {
+			return v
+		}
 	}
 	return p.sc.cfg.ReserveAfterS
 }
@@ -484,14 +490,15 @@ func (p *pass) runEndAt(ri int32) float64 {
 	return t
 }
 
-// rsvVictim tells whether running job run may be preempted for
+// rsvVictim tells whether running job ri may be preempted for
 // reservation holder e, due since due: under a preemptive policy without
 // fair share, a job the policy ranks below e (the walk has not kept it),
 // or one that started since e became due and, as the waiting job it was
 // then, ranks below e: the backfills the reservation let start; never
 // an interactive session, nor a job sharing its GPU with a job started
 // in this pass.
-func (p *pass) rsvVictim(run *runJob, e *entry, due float64) bool {
+func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
+	run := &p.runs[ri]
 	if !p.rsvPreempt || run.n <= 0 || run.flags&runPinned != 0 {
 		return false
 	}
@@ -506,24 +513,40 @@ func (p *pass) rsvVictim(run *runJob, e *entry, due float64) bool {
 		if !(j.LastStartTime >= due) {
 			return false
 		}
-		// Ranked as the waiting job it was when it started: its rank
-		// since may have risen with its service (tiresias-g, srsf).
-		at := *j
-		if ran := min(p.now-j.LastStartTime, j.ExecutedS); ran > 0 {
-			at.ExecutedS -= ran
-			at.AttainedService -= ran * float64(max(clampGPUs(j.GPUs), 0))
-		}
-		var w entry
-		qs := &p.noQueue
-		if p.pol.queues != nil {
-			qs = &p.qs[run.job]
-		}
-		p.pol.key(p, &w, &at, qs, 1)
-		w.k0, w.k1, w.k2, w.k3 = noNaN(w.k0), noNaN(w.k1), noNaN(w.k2), noNaN(w.k3)
-		w.id, w.queue = j.ID, int32(qs.Index)
-		return compareEntries(&w, e) > 0
+		return compareEntries(p.startKey(ri), e) > 0
 	}
 	return false
+}
+
+// startKey is running job run's entry as the waiting job it was when its
+// run started, computed once a pass: its rank since may have risen with
+// its service (tiresias-g, srsf).
+func (p *pass) startKey(ri int32) *entry {
+	run := &p.runs[ri]
+	if len(p.runStart) != len(p.runs) {
+		p.runStart = resize(p.runStart, len(p.runs))
+		for i := range p.runStart {
+			p.runStart[i].job = -1
+		}
+	}
+	w := &p.runStart[ri]
+	if w.job >= 0 {
+		return w
+	}
+	j := &p.s.Jobs[run.job]
+	at := *j
+	if ran := min(p.now-j.LastStartTime, j.ExecutedS); ran > 0 {
+		at.ExecutedS -= ran
+		at.AttainedService -= ran * float64(max(clampGPUs(j.GPUs), 0))
+	}
+	qs := &p.noQueue
+	if p.pol.queues != nil {
+		qs = &p.qs[run.job]
+	}
+	p.pol.key(p, w, &at, qs, 1)
+	w.k0, w.k1, w.k2, w.k3 = noNaN(w.k0), noNaN(w.k1), noNaN(w.k2), noNaN(w.k3)
+	w.id, w.queue, w.job, w.run = j.ID, int32(qs.Index), run.job, -1
+	return w
 }
 
 // reserveNodes reserves, for e under rule r, the slots that can be freed
@@ -550,7 +573,7 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 		if run.state&^runReached == runPreempted {
 			continue
 		}
-		if p.rsvVictim(run, e, due) {
+		if p.rsvVictim(int32(ri), e, due) {
 			for _, s := range p.held[run.lo:run.hi] {
 				if p.freeAt[s] < 0 {
 					p.freeAt[s], p.slotRun[s] = p.now, int32(ri)
@@ -887,7 +910,7 @@ func (p *pass) reserveCount(e *entry, due float64) bool {
 			if run.state&^runReached == runPreempted || run.n <= 0 {
 				continue
 			}
-			if p.rsvVictim(run, e, due) {
+			if p.rsvVictim(int32(ri), e, due) {
 				rels = append(rels, rsvRel{at: p.runEndAt(int32(ri)), n: int(run.n), run: int32(ri)})
 				victims += int(run.n)
 				continue
