@@ -20,11 +20,16 @@ type Job struct {
 	// command runs on the machine.
 	Image string `json:"image,omitempty"`
 	// Session is set for an interactive session job (session.go).
-	Session     *Session   `json:"session,omitempty"`
-	Sim         *SimSpec   `json:"sim,omitempty"`
-	GPUMemGB    float64    `json:"gpu_mem_gb,omitempty"`
-	Model       string     `json:"model,omitempty"`
-	Queue       int        `json:"queue"`
+	Session  *Session `json:"session,omitempty"`
+	Sim      *SimSpec `json:"sim,omitempty"`
+	GPUMemGB float64  `json:"gpu_mem_gb,omitempty"`
+	Model    string   `json:"model,omitempty"`
+	Queue    int      `json:"queue"`
+	// Position is a waiting job's place in its queue in the scheduler's
+	// order, 1 the next to start: what its reason's "N jobs ahead" counts
+	// (N is Position-1) and the Queues page's order. Absent for a job not
+	// waiting, and on a replica that does not schedule.
+	Position    int        `json:"position,omitempty"`
 	SubmittedAt time.Time  `json:"submitted_at"`
 	StartedAt   *time.Time `json:"started_at"`
 	FinishedAt  *time.Time `json:"finished_at"`

@@ -47,6 +47,8 @@ type QueueJob struct {
 	AttainedService float64 `json:"attained_service_gpu_s"`
 	Borrowed        bool    `json:"borrowed"`
 	Reason          string  `json:"reason,omitempty"`
+	// Position is as in Job: the queue's waiting jobs come in this order.
+	Position int `json:"position,omitempty"`
 	// Forecast is a waiting job's start forecast, as in Job; its reason
 	// is left out where Reason is.
 	Forecast *Forecast `json:"forecast,omitempty"`

@@ -100,7 +100,21 @@ func waitGPUs(t *testing.T, base string, want int) {
 // metricsText is the server's /metrics page, or "" when unreachable.
 func metricsText(t testing.TB, base string) string {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	return metricsTextWith(t, base, "")
+}
+
+// metricsTextWith is metricsText asked for with a bearer token (serve
+// --metrics-token-file), when not "".
+func metricsTextWith(t testing.TB, base, token string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return ""
 	}

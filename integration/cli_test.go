@@ -207,7 +207,7 @@ func TestCLIJob(t *testing.T) {
 	c.fails(nil, []string{"only admins", "(HTTP 403)"}, "job", "list", "--scope", "all")
 	c.fails([]string{"GPUPORTAL_TOKEN=not-a-token"}, []string{"invalid or expired token (HTTP 401)", "/api/v1/tokens"}, "job", "list")
 
-	// Bob, of another team, may not see alice's job.
+	// Bob, of another team, may not see alice's job: to him it does not exist.
 	bob := newAPI(t, srv.URL, "bob", "dev").token
-	c.fails([]string{"GPUPORTAL_TOKEN=" + bob}, []string{"belongs to team vision (HTTP 403)"}, "job", "show", id)
+	c.fails([]string{"GPUPORTAL_TOKEN=" + bob}, []string{"no such job: " + id + " (HTTP 404)"}, "job", "show", id)
 }

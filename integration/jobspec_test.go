@@ -20,7 +20,7 @@ import (
 // by what the jobs themselves printed.
 func TestJobSpec(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
-	srv := startServer(t, "--data", t.TempDir(), "--grace", "1s", "--policy", "fifo")
+	srv := startServer(t, "--data", t.TempDir(), "--grace", "1s", "--policy", "fifo", "--webhook-allow", webhookAllow)
 	a := newAPI(t, srv.URL, "alice", "dev")
 	c := newCLI(t, srv.URL)
 	cliEnv := []string{"GPUPORTAL_TOKEN=" + a.token}

@@ -27,7 +27,8 @@ func TestBrowserNotifications(t *testing.T) {
 	down := "http://" + ln.Addr().String() + "/hook"
 	ln.Close()
 	browser := newTabFor(t, 2*time.Minute)
-	srv := startServer(t, "--data", t.TempDir(), "--smtp-addr", mail.Addr, "--smtp-from", "gpuportal@example.org", "--notify-retry", "1m")
+	srv := startServer(t, "--data", t.TempDir(), "--smtp-addr", mail.Addr, "--smtp-from", "gpuportal@example.org", "--notify-retry", "1m",
+		"--webhook-allow", webhookAllow)
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("start Chromium: %v", err)
 	}
@@ -65,7 +66,7 @@ func TestBrowserNotifications(t *testing.T) {
 			// The table refreshes itself: the email sent, the webhook failed, to be retried.
 			var text string
 			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(text, "connection refused") || !strings.Contains(text, "sent") {
+			for !strings.Contains(text, "connection failed") || !strings.Contains(text, "sent") {
 				if time.Now().After(deadline) {
 					t.Fatalf("the table does not show the delivery and the failure:\n%s", text)
 				}

@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,12 +11,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gpuportal/gpuportal/notify"
 	"github.com/gpuportal/gpuportal/notify/notifytest"
 )
+
+// webhookAllow is serve --webhook-allow for the tests' webhook receivers,
+// which listen on loopback, where webhooks otherwise may not go.
+const webhookAllow = "127.0.0.1"
 
 // hook is a webhook receiver that keeps what it is sent and answers
 // with status(n) for the n-th request (from 1).
@@ -91,7 +97,7 @@ func TestNotifications(t *testing.T) {
 	h := newHook(t, secret, func(n int) int { return http.StatusOK })
 	srv := startServer(t, "--data", t.TempDir(), "--max-retries", "0", "--public-url", "https://gpus.example.org/",
 		"--smtp-addr", mail.Addr, "--smtp-from", "gpuportal@example.org", "--smtp-user", "portal", "--smtp-password-file", passFile,
-		"--notify-retry", "200ms", "--webhook-timeout", "2s")
+		"--notify-retry", "200ms", "--webhook-timeout", "2s", "--webhook-allow", webhookAllow)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 
 	// Bad settings: 400 naming the field.
@@ -294,7 +300,7 @@ func TestNotificationReceiverDown(t *testing.T) {
 	}))
 	released := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(func() { released(); hang.Close() })
-	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x4x80", "--webhook-timeout", "5m", "--notify-retry", "1m")
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x4x80", "--webhook-timeout", "5m", "--notify-retry", "1m", "--webhook-allow", webhookAllow)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	if st := alice.do(http.MethodPut, "/api/v1/me/notifications", map[string]any{
 		"webhook_url": hang.URL + "/hook", "events": []string{"started", "succeeded"},
@@ -376,9 +382,12 @@ func TestNotificationReceiverDown(t *testing.T) {
 	b := newBrowser(t, srv.URL)
 	b.login("alice", "dev")
 	st, page := b.get("/notifications")
-	if st != http.StatusOK || !strings.Contains(page, "503 Service Unavailable: receiver down for maintenance") ||
+	if st != http.StatusOK || !strings.Contains(page, "the receiver answered 503 Service Unavailable") ||
 		!strings.Contains(page, "Next try") || !strings.Contains(page, "state-pending") {
 		t.Errorf("the notifications page (status %d) does not show the failures and their retry:\n%s", st, page)
+	}
+	if strings.Contains(page, "receiver down for maintenance") {
+		t.Errorf("the notifications page shows the body of the receiver's answer")
 	}
 	// The form refuses what the API refuses.
 	form := map[string][]string{"_csrf": {b.csrf("/notifications")}, "webhook_url": {"gopher://x"}, "events": {"started"}}
@@ -392,7 +401,7 @@ func TestNotificationReceiverDown(t *testing.T) {
 func TestHeldNotification(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	h := newHook(t, "", func(int) int { return http.StatusOK })
-	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x4x80", "--notify-held-check", "1s")
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x4x80", "--notify-held-check", "1s", "--webhook-allow", webhookAllow)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	// 0.001 hours: 3.6 seconds.
 	if st := alice.do(http.MethodPut, "/api/v1/me/notifications", map[string]any{
@@ -416,5 +425,106 @@ func TestHeldNotification(t *testing.T) {
 	}
 	if j := alice.job(second.ID); j.State != "queued" {
 		t.Errorf("the patient job is %s; the test wants it waiting", j.State)
+	}
+}
+
+// TestWebhookOnlyWhereAllowed: users' webhooks reach loopback (a
+// database's port, say) only where serve --webhook-allow names it. A URL
+// naming such an address is refused when saved, and the metadata
+// service's and the portal's own are refused even with loopback allowed;
+// one saved while it was allowed is never dialled once it is not (the
+// receiver sees no connection, and the user's delivery log says only
+// that it was refused); allowed again by address and port, it is
+// delivered.
+func TestWebhookOnlyWhereAllowed(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
+	var conns atomic.Int64
+	recv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "secret-banner-of-the-receiver")
+	}))
+	recv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	recv.Start()
+	t.Cleanup(recv.Close)
+	hookURL := recv.URL + "/hook"
+	data := t.TempDir()
+	base := []string{"--data", data, "--sim-gpus", "1x1x80", "--notify-retry", "200ms", "--webhook-timeout", "2s"}
+	save := func(a *api, url string) (int, string) {
+		t.Helper()
+		var e struct{ Error string }
+		st := a.do(http.MethodPut, "/api/v1/me/notifications", map[string]any{"webhook_url": url, "events": []string{"failed"}}, &e)
+		return st, e.Error
+	}
+
+	// Refused when saved: loopback, link-local, the portal itself.
+	srv := startServer(t, base...)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	for _, c := range []struct{ url, want string }{
+		{hookURL, "webhook_url: 127.0.0.1 is a loopback address"},
+		{"http://169.254.169.254/latest/meta-data/", "webhook_url: 169.254.169.254 is a link-local address"},
+		{"http://localhost:5432/", "webhook_url: localhost (127.0.0.1) is a loopback address"},
+		{srv.URL + "/api/v1/jobs", "is this server's own address"},
+	} {
+		if st, msg := save(alice, c.url); st != http.StatusBadRequest || !strings.Contains(msg, c.want) || !strings.Contains(msg, "--webhook-allow") {
+			t.Errorf("save %s: %d %q; want 400 saying %q", c.url, st, msg, c.want)
+		}
+	}
+	srv.stop()
+
+	// Allowed by --webhook-allow: saved. The portal's own address and
+	// the metadata service stay refused.
+	srv = startServer(t, append(base, "--webhook-allow", "127.0.0.1")...)
+	alice = newAPI(t, srv.URL, "alice", "dev")
+	for _, c := range []struct{ url, want string }{
+		{srv.URL + "/api/v1/jobs", "is this server's own address"},
+		{"http://169.254.169.254/latest/meta-data/", "link-local"},
+	} {
+		if st, msg := save(alice, c.url); st != http.StatusBadRequest || !strings.Contains(msg, c.want) {
+			t.Errorf("save %s with loopback allowed: %d %q; want 400 saying %q", c.url, st, msg, c.want)
+		}
+	}
+	if st, msg := save(alice, hookURL); st != http.StatusOK {
+		t.Fatalf("save %s with loopback allowed: %d %s", hookURL, st, msg)
+	}
+	srv.stop()
+
+	// No longer allowed: the stored URL is never dialled.
+	srv = startServer(t, base...)
+	alice = newAPI(t, srv.URL, "alice", "dev")
+	if st := alice.do(http.MethodPost, "/api/v1/me/notifications/test", nil, nil); st != http.StatusAccepted {
+		t.Fatalf("test notification: %d", st)
+	}
+	var s notifySettings
+	eventually(t, 30*time.Second, "the refusal in the delivery log", func() bool {
+		alice.do(http.MethodGet, "/api/v1/me/notifications", nil, &s)
+		return len(s.Deliveries) == 1 && s.Deliveries[0].Attempts >= 2
+	})
+	if d := s.Deliveries[0]; d.State != "pending" || d.LastError != "refused: address not allowed" {
+		t.Errorf("delivery %+v; want pending, refused: address not allowed", d)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("the receiver saw %d connections from a server that does not allow it", n)
+	}
+	srv.stop()
+
+	// Allowed by address and port: delivered, and the log shows the
+	// outcome, never the answer.
+	_, port, _ := net.SplitHostPort(recv.Listener.Addr().String())
+	srv = startServer(t, append(base, "--webhook-allow", "127.0.0.1:"+port)...)
+	alice = newAPI(t, srv.URL, "alice", "dev")
+	eventually(t, 60*time.Second, "the delivery", func() bool {
+		alice.do(http.MethodGet, "/api/v1/me/notifications", nil, &s)
+		return len(s.Deliveries) == 1 && s.Deliveries[0].State == "sent"
+	})
+	if conns.Load() == 0 {
+		t.Errorf("sent without a connection to the receiver")
+	}
+	if raw := fmt.Sprint(s); strings.Contains(raw, "secret-banner") {
+		t.Errorf("the delivery log shows the receiver's answer: %s", raw)
 	}
 }

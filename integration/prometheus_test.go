@@ -56,9 +56,24 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 	promtoolOK(t, promtool, "", "check", "rules", alertsFile)
 	promtoolOK(t, promtool, "", "test", "rules", alertTestsFile)
 
-	srv := startServer(t, "--demo", "--agent-token", agentToken, "--data", t.TempDir())
+	// /metrics behind its token, as docs/operations.md has it: then it
+	// names the users and jobs the dashboard's job panels select by.
+	tokenFile := filepath.Join(t.TempDir(), "metrics-token")
+	const token = "prometheus-test-token-0123456789"
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, "--demo", "--agent-token", agentToken, "--data", t.TempDir(), "--metrics-token-file", tokenFile)
 	startAgent(t, srv.URL, "remote-0")
-	p := startPrometheus(t, prom, strings.TrimPrefix(srv.URL, "http://"))
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("/metrics without its token: %d; want 401", resp.StatusCode)
+	}
+	p := startPrometheus(t, prom, strings.TrimPrefix(srv.URL, "http://"), tokenFile)
 	began := time.Now()
 
 	// Evaluate once there is data: a few scrapes, the remote agent's
@@ -81,7 +96,7 @@ func TestPrometheusDashboardAndAlerts(t *testing.T) {
 
 	// promtool's lint of the server's own /metrics, with every family
 	// present (GPU readings, histograms, the remote agent).
-	promtoolOK(t, promtool, metricsText(t, srv.URL), "check", "metrics")
+	promtoolOK(t, promtool, metricsTextWith(t, srv.URL, token), "check", "metrics")
 
 	t.Run("dashboard", func(t *testing.T) {
 		d := readDashboard(t)
@@ -178,9 +193,10 @@ type prometheusServer struct {
 }
 
 // startPrometheus runs prom on a free port with a configuration of its
-// own that scrapes target every second and evaluates the alert rules
-// every second, in a temporary folder, until t ends.
-func startPrometheus(t *testing.T, prom, target string) *prometheusServer {
+// own that scrapes target every second, with the bearer token in
+// tokenFile, and evaluates the alert rules every second, in a temporary
+// folder, until t ends.
+func startPrometheus(t *testing.T, prom, target, tokenFile string) *prometheusServer {
 	t.Helper()
 	dir := t.TempDir()
 	rules, err := filepath.Abs(alertsFile)
@@ -194,9 +210,11 @@ func startPrometheus(t *testing.T, prom, target string) *prometheusServer {
 rule_files: [%q]
 scrape_configs:
   - job_name: gpuportal
+    authorization:
+      credentials_file: %q
     static_configs:
       - targets: [%q]
-`, rules, target)
+`, rules, tokenFile, target)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}

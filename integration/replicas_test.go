@@ -62,7 +62,7 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	dsn := modelstest.PostgresDSN(t)
 	replica := func() *server {
-		return startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--heartbeat-timeout", "30s")
+		return startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--heartbeat-timeout", "30s", "--webhook-allow", webhookAllow)
 	}
 	a := replica()
 	eventually(t, 10*time.Second, "the first replica to lead", func() bool { return role(a.URL) == "leader" })

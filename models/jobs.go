@@ -298,7 +298,7 @@ func (s *Store) MarkStopped(ctx context.Context, ref job.RunRef, to JobState, ex
 			return err
 		}
 		j.State = to
-		j.Reason = reason
+		j.Reason = truncate(reason, 512) // the column's size
 		j.ExitCode = exitCode
 		if !to.Final() {
 			j.Placement = nil // a finished job keeps where it ran
@@ -320,7 +320,7 @@ func (s *Store) MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, rea
 		if err := j.stopRun(ref.Run, now); err != nil {
 			return err
 		}
-		j.State, j.Reason, j.ExitCode, j.Placement = JobQueued, reason, &exitCode, nil
+		j.State, j.Reason, j.ExitCode, j.Placement = JobQueued, truncate(reason, 512), &exitCode, nil
 		j.Failures++
 		j.RetryAt = &retryAt
 		return nil

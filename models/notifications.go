@@ -38,6 +38,12 @@ const (
 	// EventIdle: the job's GPUs are idle and it will be reclaimed (serve
 	// --idle-reclaim-grace) unless they work again or it is kept alive.
 	EventIdle = "idle"
+	// EventReclaimed: the job's borrowed GPUs were reclaimed by a team
+	// under its guarantee. Only a session's preemption is told so: the
+	// scheduler preempts a session only then, as a last resort, and its
+	// owner is told by every channel they set, whatever events they
+	// chose (it is not in NotifyEvents).
+	EventReclaimed = "reclaimed"
 	// EventTest is the test a user sends from the settings page.
 	EventTest = "test"
 )
@@ -267,6 +273,10 @@ func enqueueNotifications(tx *gorm.DB, j *Job, e *JobEvent) error {
 	if event == "" {
 		return nil
 	}
+	always := false
+	if event == EventPreempted && j.IsSession() {
+		event, always = EventReclaimed, true
+	}
 	var ns []NotificationSettings
 	err := tx.Table("notification_settings").Joins("JOIN users ON users.id = notification_settings.user_id").
 		Where("users.name = ?", j.User).Select("notification_settings.*").Find(&ns).Error
@@ -274,7 +284,7 @@ func enqueueNotifications(tx *gorm.DB, j *Job, e *JobEvent) error {
 		return fmt.Errorf("notification settings of %s: %w", j.User, err)
 	}
 	for i := range ns {
-		if !ns[i].Wants(event) {
+		if !always && !ns[i].Wants(event) {
 			continue
 		}
 		for _, ch := range ns[i].channels() {

@@ -3,6 +3,7 @@ package models_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -346,6 +347,70 @@ func TestTeamIdleRule(t *testing.T) {
 			if err := s.SetTeamIdlePolicy(ctx, "vision", p); err == nil {
 				t.Errorf("set %+v: no error", p)
 			}
+		}
+	})
+}
+
+// TestSessionReclaimedNotification: a session's preemption (the
+// scheduler preempts a session only when a team under its guarantee
+// reclaims it, as a last resort) is told to its owner as "reclaimed" by
+// every channel they set, though they chose no event; a batch job's
+// preemption is told only to those who chose "preempted". A reason
+// longer than the column (a reclaim's, with the session's note) is kept
+// to its first 512 bytes.
+func TestSessionReclaimedNotification(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+			t.Fatal(err)
+		}
+		alice, err := s.CreateUser(ctx, "alice", "password1", models.RoleResearcher, "vision")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := &models.NotificationSettings{UserID: alice.ID, Email: "alice@example.org", WebhookURL: "http://127.0.0.1:1/hook"}
+		if err := s.SetNotificationSettings(ctx, set, t0); err != nil {
+			t.Fatal(err)
+		}
+		shell := &models.Job{Name: "shell", Team: "vision", User: "alice", GPUs: 1, SessionType: "terminal", SubmittedAt: t0}
+		batch := &models.Job{Name: "train", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: t0}
+		reason := "reclaimed by team nlp under its guarantee, for job 12; a session is reclaimed only as a last resort: " +
+			"the batch jobs that borrow could not free enough GPUs; a terminal cannot be checkpointed: its shell was ended" +
+			strings.Repeat(" and more", 60)
+		for i, j := range []*models.Job{shell, batch} {
+			if err := s.CreateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+			run, err := s.MarkStarted(ctx, j.ID, []string{fmt.Sprintf("n1:%d", i)}, t0.Add(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobPreempted, nil, reason, t0.Add(time.Minute)); err != nil {
+				t.Fatalf("preempt job %d with a reason of %d bytes: %v", j.ID, len(reason), err)
+			}
+		}
+		ns, err := s.Notifications(ctx, alice.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, n := range ns {
+			got = append(got, fmt.Sprintf("%d/%s/%s", n.JobID, n.Event, n.Channel))
+			if !strings.HasPrefix(n.Detail, "reclaimed by team nlp under its guarantee") {
+				t.Errorf("notification %d's detail: %q", n.ID, n.Detail)
+			}
+		}
+		want := fmt.Sprintf("%d/reclaimed/webhook %d/reclaimed/email", shell.ID, shell.ID)
+		if strings.Join(got, " ") != want {
+			t.Fatalf("queued %v; want %s", got, want)
+		}
+		j, err := s.Job(ctx, shell.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j.Reason) > 512 || !strings.HasPrefix(j.Reason, reason[:200]) {
+			t.Errorf("stored reason (%d bytes): %q", len(j.Reason), j.Reason)
 		}
 	})
 }

@@ -44,6 +44,9 @@ func WhatIfRecord(j *Job) whatif.Record {
 		Submitted: j.SubmittedAt, ExecutedS: j.ExecutedS,
 		TimeLimitS: j.TimeLimitS, Preemptions: j.Preemptions,
 	}
+	if j.IsSession() {
+		r.Class = "session"
+	}
 	if j.GPUFraction > 0 && j.GPUFraction < 1 {
 		r.GPUMilli = max(1, int(math.Round(j.GPUFraction*1000)))
 	}

@@ -65,6 +65,8 @@ func what(event, detail string, heldAfter float64) string {
 		return with("has waited more than " + hours(heldAfter))
 	case models.EventIdle:
 		return with("holds idle GPUs and will be reclaimed")
+	case models.EventReclaimed:
+		return with("lost its borrowed GPUs")
 	}
 	return with(event)
 }
@@ -195,7 +197,7 @@ type Field struct {
 var colors = map[string]string{
 	models.EventStarted: "#2f6fde", models.EventSucceeded: "#2e9e4f", models.EventFailed: "#d0342c",
 	models.EventPreempted: "#e0a800", models.EventTimedOut: "#d0342c", models.EventCancelled: "#7a7a7a",
-	models.EventHeld: "#e0a800", models.EventIdle: "#e0a800", models.EventTest: "#2f6fde",
+	models.EventHeld: "#e0a800", models.EventIdle: "#e0a800", models.EventReclaimed: "#d0342c", models.EventTest: "#2f6fde",
 }
 
 // Payload is the message as a webhook's JSON body.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/outbound"
 )
 
 // Config sets up a Notifier.
@@ -26,6 +27,10 @@ type Config struct {
 	Mailer *Mailer
 	// WebhookTimeout bounds one webhook request; default 10s.
 	WebhookTimeout time.Duration
+	// Webhooks is where webhook requests may connect (serve
+	// --webhook-allow, with the server's own addresses); nil: the
+	// Internet's addresses only.
+	Webhooks *outbound.Policy
 	// RetryBase is the wait after a first failure, doubled after each
 	// next one up to RetryMax; defaults 30s and 1h.
 	RetryBase, RetryMax time.Duration
@@ -93,7 +98,7 @@ func New(cfg Config) (*Notifier, error) {
 		Name: "gpuportal_notification_attempts_total",
 		Help: "Notification deliveries this replica attempted, by channel and outcome (sent, failed: to be retried, gave_up, dropped).",
 	}, []string{"channel", "outcome"})
-	return &Notifier{cfg: cfg, webhook: NewWebhook(cfg.WebhookTimeout), wake: make(chan struct{}, 1), attempts: attempts}, nil
+	return &Notifier{cfg: cfg, webhook: NewWebhook(cfg.WebhookTimeout, cfg.Webhooks), wake: make(chan struct{}, 1), attempts: attempts}, nil
 }
 
 // Collectors are the notifier's metrics: its attempts, and the outbox's
@@ -216,7 +221,8 @@ func (n *Notifier) deliver(ctx context.Context, nt *models.Notification) {
 			retry, outcome = &at, "failed"
 		}
 		n.attempts.WithLabelValues(nt.Channel, outcome).Inc()
-		log.Warn("notify: delivery failed", "attempt", attempts, "err", err, "retry_at", retry)
+		// The user's log shows err; the operator's also its cause.
+		log.Warn("notify: delivery failed", "attempt", attempts, "err", err, "cause", errors.Unwrap(err), "retry_at", retry)
 		if err := n.cfg.Store.NotificationFailed(rec, nt.ID, err.Error(), retry); err != nil {
 			log.Warn("notify: record failure", "err", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/notify/notifytest"
+	"github.com/gpuportal/gpuportal/outbound"
 )
 
 func TestBackoff(t *testing.T) {
@@ -67,6 +69,9 @@ func TestMessages(t *testing.T) {
 			"Job 42 (resnet) of alice timed out: time limit 1h reached (exit code 3). https://gpus.example.org/jobs/42", "[gpuportal] job 42 (resnet) timed out"},
 		{"preempted", models.EventPreempted, "reclaimed by team nlp", j,
 			"Job 42 (resnet) of alice was preempted: reclaimed by team nlp. https://gpus.example.org/jobs/42", "[gpuportal] job 42 (resnet) was preempted"},
+		{"a reclaimed session says why", models.EventReclaimed, "reclaimed by team nlp under its guarantee; a terminal cannot be checkpointed", j,
+			"Job 42 (resnet) of alice lost its borrowed GPUs: reclaimed by team nlp under its guarantee; a terminal cannot be checkpointed. https://gpus.example.org/jobs/42",
+			"[gpuportal] job 42 (resnet) lost its borrowed GPUs"},
 		{"held says how long", models.EventHeld, "waiting since 2026-11-24T04:00:00Z", j,
 			"Job 42 (resnet) of alice has waited more than 6 hours: waiting since 2026-11-24T04:00:00Z. https://gpus.example.org/jobs/42", "[gpuportal] job 42 (resnet) has waited more than 6 hours"},
 		{"a test links the settings", models.EventTest, "", nil,
@@ -162,30 +167,45 @@ func TestSignVerify(t *testing.T) {
 	}
 }
 
-// TestWebhookPost: the request is signed, and a failure says what the
-// receiver answered without the URL, which may hold a token.
+// TestWebhookPost: the request is signed, and a failure tells the user
+// the outcome alone: the status, never the receiver's answer, and never
+// the URL, which may hold a token.
 func TestWebhookPost(t *testing.T) {
 	var mu sync.Mutex
 	var gotSig, gotTS, gotDelivery string
 	var gotBody []byte
+	var paths []string
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		defer mu.Unlock()
+		paths = append(paths, r.URL.Path)
 		gotSig, gotTS, gotDelivery = r.Header.Get(SignatureHeader), r.Header.Get(TimestampHeader), r.Header.Get(DeliveryHeader)
 		gotBody = body
 	}))
 	defer ok.Close()
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "no such channel", http.StatusNotFound)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "SSH-2.0-OpenSSH_9.2 no such channel")
 	}))
 	defer bad.Close()
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, ok.URL+"/elsewhere", http.StatusFound)
+	}))
+	defer moved.Close()
 	release := make(chan struct{})
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 	defer hang.Close()
 	defer close(release) // before Close, which waits for the handler
 
-	w := NewWebhook(300 * time.Millisecond)
+	// The test's receivers listen on loopback: allowed by name here, as
+	// serve --webhook-allow 127.0.0.1 would.
+	allow, err := outbound.Parse("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWebhook(300*time.Millisecond, allow)
 	p := Payload{Text: "hello", Event: "test"}
 	ctx := context.Background()
 	if err := w.Post(ctx, ok.URL+"/hook", "s3cret", 9, at, p); err != nil {
@@ -198,23 +218,34 @@ func TestWebhookPost(t *testing.T) {
 	}
 	gotSig = "x"
 	mu.Unlock()
-	err := w.Post(ctx, ok.URL+"/hook", "", 9, at, p)
+	err = w.Post(ctx, ok.URL+"/hook", "", 9, at, p)
 	mu.Lock()
 	if err != nil || gotSig != "" {
 		t.Errorf("without a secret: %v, signature %q", err, gotSig)
 	}
 	mu.Unlock()
 	for _, c := range []struct {
-		name, url, want string
+		name string
+		w    *Webhook
+		url  string
+		want string
 	}{
-		{"an error status", bad.URL + "/services/TOKEN", "404 Not Found: no such channel"},
-		{"no answer", hang.URL + "/services/TOKEN", "timeout"},
-		{"nobody listens", "http://127.0.0.1:1/services/TOKEN", "connection refused"},
+		{"an error status", w, bad.URL + "/services/TOKEN", "the receiver answered 404 Not Found"},
+		{"a redirect is not followed", w, moved.URL + "/services/TOKEN", "the receiver answered 302 Found"},
+		{"no answer", w, hang.URL + "/services/TOKEN", "no answer within the time limit (timeout)"},
+		{"nobody listens", w, "http://127.0.0.1:1/services/TOKEN", "connection failed"},
+		{"a refused address", NewWebhook(300*time.Millisecond, nil), ok.URL + "/services/TOKEN", "refused: address not allowed"},
+		{"a refused address where nobody listens", NewWebhook(300*time.Millisecond, nil), "http://127.0.0.1:1/services/TOKEN", "refused: address not allowed"},
 	} {
-		err := w.Post(ctx, c.url, "s3cret", 9, at, p)
-		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "TOKEN") {
-			t.Errorf("%s: error %v; want one with %q and without the URL", c.name, err, c.want)
+		err := c.w.Post(ctx, c.url, "s3cret", 9, at, p)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v; want %q, no more", c.name, err, c.want)
 		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(paths, "/elsewhere") {
+		t.Errorf("the redirect was followed: %v", paths)
 	}
 }
 

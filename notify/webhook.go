@@ -13,8 +13,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/gpuportal/gpuportal/outbound"
 )
 
 // The headers of a webhook request. With a secret, SignatureHeader is
@@ -43,22 +44,49 @@ func Verify(secret string, ts int64, body []byte, sig string) bool {
 	return hmac.Equal([]byte(Sign(secret, ts, body)), []byte(sig))
 }
 
-// Webhook posts payloads to users' webhook URLs.
+// Webhook posts payloads to users' webhook URLs, only where its policy
+// allows (package outbound).
 type Webhook struct {
 	Client *http.Client
 }
 
-// NewWebhook is a Webhook whose requests give up after timeout and
+// NewWebhook is a Webhook whose requests connect only where allow
+// allows (nil: the Internet's addresses), give up after timeout, and
 // follow no redirects.
-func NewWebhook(timeout time.Duration) *Webhook {
+func NewWebhook(timeout time.Duration, allow *outbound.Policy) *Webhook {
 	return &Webhook{Client: &http.Client{
+		Transport:     allow.Transport(),
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
 
+// The outcomes of a failed delivery as the user's delivery log shows
+// them. They tell the user no more than whether the receiver answered:
+// never its answer's body, and for an address the server refuses only
+// that it refused it, which it does without connecting, so that the log
+// maps no ports of the server's network.
+const (
+	refusedMsg  = "refused: address not allowed"
+	failedMsg   = "connection failed"
+	timeoutMsg  = "no answer within the time limit (timeout)"
+	badURLMsg   = "bad webhook URL"
+	answeredFmt = "the receiver answered %d %s"
+)
+
+// DeliveryError is a failed delivery: Error is what the user's delivery
+// log shows; Unwrap the cause, for the operator's log.
+type DeliveryError struct {
+	Shown string
+	Cause error
+}
+
+func (e *DeliveryError) Error() string { return e.Shown }
+func (e *DeliveryError) Unwrap() error { return e.Cause }
+
 // Post sends p to target, signed with secret when there is one. Its
-// errors never contain target, which may hold a token (Slack's do).
+// errors are *DeliveryError, and never contain target, which may hold a
+// token (Slack's do).
 func (w *Webhook) Post(ctx context.Context, target, secret string, delivery int64, at time.Time, p Payload) error {
 	body, err := json.Marshal(p)
 	if err != nil {
@@ -66,7 +94,7 @@ func (w *Webhook) Post(ctx context.Context, target, secret string, delivery int6
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return errors.New("bad webhook URL")
+		return &DeliveryError{Shown: badURLMsg}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "gpuportal-notify")
@@ -79,28 +107,32 @@ func (w *Webhook) Post(ctx context.Context, target, secret string, delivery int6
 	}
 	resp, err := w.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("could not reach the receiver: %w", withoutURL(err))
+		return deliveryError(err)
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+	// Read a little of the answer, never shown, so that the connection
+	// may be used again.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		s := fmt.Sprintf("the receiver answered %s", resp.Status)
-		if m := strings.TrimSpace(oneLine(string(msg), 160)); m != "" {
-			s += ": " + m
-		}
-		return errors.New(s)
+		return &DeliveryError{Shown: fmt.Sprintf(answeredFmt, resp.StatusCode, http.StatusText(resp.StatusCode))}
 	}
 	return nil
 }
 
-// withoutURL is err without the URL that net/http puts in its errors.
-func withoutURL(err error) error {
+// deliveryError is what the user is told of a request that got no
+// answer, with its cause without the URL that net/http puts in its
+// errors.
+func deliveryError(err error) *DeliveryError {
+	cause := err
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		if ue.Timeout() {
-			return errors.New("no answer within the time limit (timeout)")
-		}
-		return ue.Err
+		cause = ue.Err
 	}
-	return err
+	switch {
+	case outbound.Refused(err):
+		return &DeliveryError{Shown: refusedMsg, Cause: cause}
+	case ue != nil && ue.Timeout():
+		return &DeliveryError{Shown: timeoutMsg, Cause: cause}
+	}
+	return &DeliveryError{Shown: failedMsg, Cause: cause}
 }

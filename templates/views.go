@@ -52,6 +52,12 @@ type JobRow struct {
 }
 
 // JobDetail is the job page.
+// The ways a job page offers to run a job again (JobDetail.Resubmit).
+const (
+	ResubmitEdit    = "edit"
+	ResubmitAsOwner = "owner"
+)
+
 type JobDetail struct {
 	JobRow
 	Placement   string
@@ -65,7 +71,12 @@ type JobDetail struct {
 	// command on the machine.
 	Image     string
 	CanCancel bool
-	Log       string
+	// Resubmit is how the viewer may run the job again: ResubmitEdit
+	// (its owner: a form filled from it), ResubmitAsOwner (its team's
+	// lead or an admin: the same job again, its owner's, run as its
+	// owner), or "" (not at all).
+	Resubmit string
+	Log      string
 	// Session is set for an interactive session job (web/sessions.go).
 	Session *SessionView
 	Final   bool
@@ -234,7 +245,10 @@ type SubmitForm struct {
 	Templates    []TemplateRow
 	FromTemplate string
 	// FromJob is the job this form was filled from (resubmit); 0: none.
-	FromJob int64
+	// FromUser is its owner when that is not the viewer: submitted, the
+	// form runs as the viewer, with what FromUser wrote.
+	FromJob  int64
+	FromUser string
 	// What the job runs with, as typed: variables one NAME=VALUE a line,
 	// its folder, its time limit, retries, dependencies as Slurm writes
 	// them (afterok:41), an array (0-5%2) and its parameter table (CSV).
@@ -379,6 +393,9 @@ type QueueJob struct {
 	// in a sentence (api.Forecast).
 	ETA, ETAText string
 	Borrowed     bool
+	// Place is a waiting job's place in its queue, "1" the next to
+	// start (api.QueueJob.Position); "" for the others.
+	Place string
 }
 
 // JCTStats are the JCT figures of recently finished jobs.

@@ -3,14 +3,9 @@ package web
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"reflect"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -82,60 +77,6 @@ func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 	}
 	out.Usage, out.Idle = &u, u.Idle
 	return c.JSON(status, out)
-}
-
-// decodeJSON reads the request's JSON body into v, refusing unknown
-// fields; its errors are 400s that name the field at fault.
-func decodeJSON(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, jsonError(err))
-	}
-	return nil
-}
-
-// jsonError explains a decoding error in terms of the request's fields.
-func jsonError(err error) string {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			field = "body"
-		}
-		return fmt.Sprintf("%s: must be %s", field, jsonKind(te.Type))
-	case errors.As(err, &se):
-		return fmt.Sprintf("body is not valid JSON (at byte %d)", se.Offset)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "body is not valid JSON (it ends too early)"
-	case errors.Is(err, io.EOF):
-		return "body is empty: send the job as JSON"
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
-}
-
-// jsonKind names what a JSON value of Go type t looks like, for people.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	}
-	return "a JSON object"
 }
 
 func (s *Server) teamNames(ctx context.Context) ([]string, error) {

@@ -216,8 +216,12 @@ var (
 	public  = access{200, 200, 200, 200, 200}
 	pageAny = access{303, 200, 200, 200, 200}
 	apiAll  = access{401, 200, 200, 200, 200}
-	team    = access{303, 200, 403, 200, 200} // alice's job: her team and admins
+	team    = access{303, 200, 403, 200, 200} // vision's page: its members and admins
 	apiTeam = access{401, 200, 403, 200, 200}
+	// alice's job (or array): her team and admins; to others it does not
+	// exist (noSuch), so that IDs of other teams cannot be probed.
+	teamJob    = access{303, 200, 404, 200, 200}
+	apiTeamJob = access{401, 200, 404, 200, 200}
 )
 
 var uniq atomic.Int64
@@ -259,20 +263,21 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /jobs", nil, func() string {
 			return form("name", "x", "team", "vision", "gpus", "1", "kind", "sim", "duration_s", "5")
 		}, access{303, 303, 400, 303, 303}},
-		{"GET /jobs/:id", func(t *testing.T) string { return "/jobs/" + job(t) }, nil, team},
-		{"GET /jobs/:id/live", func(t *testing.T) string { return "/jobs/" + job(t) + "/live" }, nil, team},
-		{"POST /jobs/:id/keep-alive", func(t *testing.T) string { return "/jobs/" + job(t) + "/keep-alive" }, func() string { return form("hours", "1") }, access{303, 409, 403, 409, 409}},
-		{"POST /jobs/:id/cancel", func(t *testing.T) string { return "/jobs/" + job(t) + "/cancel" }, nil, access{303, 303, 403, 303, 303}},
-		{"GET /arrays/:id", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t)) }, nil, team},
-		{"GET /arrays/:id/live", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t), "/live") }, nil, team},
-		{"POST /arrays/:id/cancel", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t), "/cancel") }, nil, access{303, 303, 403, 303, 303}},
+		{"GET /jobs/:id", func(t *testing.T) string { return "/jobs/" + job(t) }, nil, teamJob},
+		{"GET /jobs/:id/live", func(t *testing.T) string { return "/jobs/" + job(t) + "/live" }, nil, teamJob},
+		{"POST /jobs/:id/keep-alive", func(t *testing.T) string { return "/jobs/" + job(t) + "/keep-alive" }, func() string { return form("hours", "1") }, access{303, 409, 404, 409, 409}},
+		{"POST /jobs/:id/cancel", func(t *testing.T) string { return "/jobs/" + job(t) + "/cancel" }, nil, access{303, 303, 404, 303, 303}},
+		{"POST /jobs/:id/resubmit", func(t *testing.T) string { return "/jobs/" + job(t) + "/resubmit" }, nil, access{303, 303, 404, 303, 303}},
+		{"GET /arrays/:id", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t)) }, nil, teamJob},
+		{"GET /arrays/:id/live", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t), "/live") }, nil, teamJob},
+		{"POST /arrays/:id/cancel", func(t *testing.T) string { return fmt.Sprint("/arrays/", ts.newArray(t), "/cancel") }, nil, access{303, 303, 404, 303, 303}},
 		{"GET /cluster", nil, nil, pageAny},
 		{"GET /cluster/live", nil, nil, pageAny},
 		{"GET /cluster/history", func(*testing.T) string { return "/cluster/history?range=24h" }, nil, pageAny},
 		{"GET /cluster/gpus/history", func(*testing.T) string { return "/cluster/gpus/history?range=1h" }, nil, pageAny},
 		{"GET /cluster/gpus/:uuid/history", func(*testing.T) string { return "/cluster/gpus/GPU-none/history?range=7d" }, nil, access{303, 404, 404, 404, 404}},
-		{"GET /jobs/:id/memory", func(t *testing.T) string { return "/jobs/" + job(t) + "/memory?range=24h" }, nil, team},
-		{"GET /jobs/:id/usage", func(t *testing.T) string { return "/jobs/" + job(t) + "/usage" }, nil, team},
+		{"GET /jobs/:id/memory", func(t *testing.T) string { return "/jobs/" + job(t) + "/memory?range=24h" }, nil, teamJob},
+		{"GET /jobs/:id/usage", func(t *testing.T) string { return "/jobs/" + job(t) + "/usage" }, nil, teamJob},
 		{"GET /ws", nil, nil, access{401, 400, 400, 400, 400}}, // 400: allowed, but not a websocket handshake
 		{"GET /queues", nil, nil, pageAny},
 		{"GET /accounting", func(*testing.T) string { return "/accounting?by=team" }, nil, access{303, 403, 403, 200, 200}},
@@ -286,9 +291,9 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /teams/:name/caps", func(*testing.T) string { return "/teams/vision/caps" }, func() string { return form("user", "alice", "max_gpus", "2") }, access{303, 403, 403, 200, 200}},
 		{"POST /jobs/:id/template", func(t *testing.T) string { return "/jobs/" + job(t) + "/template" }, func() string {
 			return form("template_name", fmt.Sprint("t", uniq.Add(1)))
-		}, access{303, 303, 403, 303, 303}},
+		}, access{303, 303, 404, 303, 303}},
 		{"POST /templates/:id/delete", func(*testing.T) string { return "/templates/999999/delete" }, nil, access{303, 404, 404, 404, 404}},
-		{"GET /jobs/:id/logs", func(t *testing.T) string { return "/jobs/" + job(t) + "/logs" }, nil, access{303, 404, 403, 404, 404}},
+		{"GET /jobs/:id/logs", func(t *testing.T) string { return "/jobs/" + job(t) + "/logs" }, nil, access{303, 404, 404, 404, 404}},
 		{"POST /cluster/nodes/:name/drain", func(*testing.T) string { return "/cluster/nodes/none/drain" }, nil, access{303, 403, 403, 403, 404}},
 		{"POST /cluster/nodes/:name/resume", func(*testing.T) string { return "/cluster/nodes/none/resume" }, nil, access{303, 403, 403, 403, 404}},
 		{"POST /cluster/nodes/:name/cordon", func(*testing.T) string { return "/cluster/nodes/none/cordon" }, nil, access{303, 403, 403, 403, 404}},
@@ -370,7 +375,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"DELETE /api/v1/machines/:name", func(*testing.T) string { return "/api/v1/machines/none" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/uncordon", func(*testing.T) string { return "/api/v1/nodes/none/uncordon" }, nil, access{401, 403, 403, 403, 404}},
 		{"POST /api/v1/nodes/:name/gpus/:index/clear", func(*testing.T) string { return "/api/v1/nodes/none/gpus/0/clear" }, nil, access{401, 403, 403, 403, 404}},
-		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 403, 404, 404}}, // 404: no output yet
+		{"GET /api/v1/jobs/:id/logs", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/logs" }, nil, access{401, 404, 404, 404, 404}}, // 404: no output yet
 		{"GET /api/v1/stats/jct", nil, nil, apiAll},
 		// By team: researchers see only their own usage.
 		{"GET /api/v1/accounting", func(*testing.T) string { return "/api/v1/accounting?by=team" }, nil, access{401, 403, 403, 200, 200}},
@@ -379,15 +384,15 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /api/v1/jobs", nil, func() string {
 			return `{"name":"x","team":"vision","gpus":1,"sim":{"duration_s":5}}`
 		}, access{401, 201, 400, 201, 201}},
-		{"GET /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
-		{"GET /api/v1/jobs/:id/history", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/history" }, nil, apiTeam},
-		{"GET /api/v1/jobs/:id/memory", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/memory" }, nil, apiTeam},
-		{"GET /api/v1/jobs/:id/usage", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/usage" }, nil, apiTeam},
-		{"POST /api/v1/jobs/:id/keep-alive", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/keep-alive" }, func() string { return `{"hours":1}` }, access{401, 409, 403, 409, 409}},
-		{"DELETE /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeam},
-		{"POST /api/v1/jobs/:id/resubmit", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/resubmit" }, nil, access{401, 201, 403, 201, 201}},
-		{"GET /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeam},
-		{"DELETE /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeam},
+		{"GET /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeamJob},
+		{"GET /api/v1/jobs/:id/history", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/history" }, nil, apiTeamJob},
+		{"GET /api/v1/jobs/:id/memory", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/memory" }, nil, apiTeamJob},
+		{"GET /api/v1/jobs/:id/usage", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/usage" }, nil, apiTeamJob},
+		{"POST /api/v1/jobs/:id/keep-alive", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/keep-alive" }, func() string { return `{"hours":1}` }, access{401, 409, 404, 409, 409}},
+		{"DELETE /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeamJob},
+		{"POST /api/v1/jobs/:id/resubmit", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/resubmit" }, nil, access{401, 201, 404, 201, 201}},
+		{"GET /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeamJob},
+		{"DELETE /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeamJob},
 	}
 
 	covered := map[string]bool{}
@@ -479,8 +484,34 @@ func other403s(t *testing.T, ts *testServer) []forbiddenCase {
 	if _, err := ts.store.DisableUser(ctx, "gone", "admin", time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	// carol is alice's teammate: she sees alice's jobs, but may not act
+	// on them as their owner or lead would.
+	carol, err := ts.store.CreateUser(ctx, "carol", "password1", models.RoleResearcher, "vision")
+	if err != nil {
+		t.Fatal(err)
+	}
+	carolToken, err := ts.store.CreateAPIToken(ctx, carol.ID, "test", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asCarol := func(method string, target func(t *testing.T) string, body string) func(t *testing.T) *httptest.ResponseRecorder {
+		return func(t *testing.T) *httptest.ResponseRecorder {
+			req := httptest.NewRequest(method, target(t), strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+carolToken)
+			rec := httptest.NewRecorder()
+			ts.Handler().ServeHTTP(rec, req)
+			return rec
+		}
+	}
+	job := func(t *testing.T) string { return fmt.Sprint("/api/v1/jobs/", ts.newJob(t)) }
+	array := func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }
 	return []forbiddenCase{
 		{"POST /api/v1/tokens", "a disabled account", basic("gone")},
+		{"DELETE /api/v1/jobs/:id", "a teammate cancels another's job", asCarol(http.MethodDelete, job, "")},
+		{"POST /api/v1/jobs/:id/keep-alive", "a teammate keeps another's job alive", asCarol(http.MethodPost, func(t *testing.T) string { return job(t) + "/keep-alive" }, `{"hours":1}`)},
+		{"DELETE /api/v1/arrays/:id", "a teammate cancels another's array", asCarol(http.MethodDelete, array, "")},
+		{"POST /api/v1/jobs/:id/resubmit", "a teammate resubmits another's job", asCarol(http.MethodPost, func(t *testing.T) string { return job(t) + "/resubmit" }, "")},
 		{"GET /api/v1/jobs", "a researcher asks for every team's jobs", get("alice", "/api/v1/jobs?scope=all")},
 		{"GET /api/v1/jobs", "a researcher asks for another team's jobs", get("alice", "/api/v1/jobs?team=nlp")},
 	}

@@ -33,10 +33,11 @@ type moment struct {
 	fair       map[string]sched.TeamShare // the last pass's fair-share standing
 	figures    usage.Figures
 	forecasts  map[int64]engine.JobForecast // the latest start forecasts
-	// reasons are why waiting jobs wait as of the engine's last pass, on
-	// the leader; nil on a follower, which shows the store's (their
-	// figures up to a refresh behind: engine.Engine.WaitReasons).
-	reasons map[int64]string
+	// waits are why waiting jobs wait, and their places in their queues,
+	// as of the engine's last pass, on the leader; nil on a follower,
+	// which shows the store's reasons (their figures up to a refresh
+	// behind) and no places: engine.Engine.Waits.
+	waits map[int64]sched.Wait
 }
 
 // moment reads the store and the engine once.
@@ -54,7 +55,7 @@ func (s *Server) moment(ctx context.Context) (*moment, error) {
 		return nil, err
 	}
 	if s.leading() {
-		m.reasons = s.cfg.Engine.WaitReasons()
+		m.waits = s.cfg.Engine.Waits()
 	}
 	return m, nil
 }
@@ -89,14 +90,14 @@ func (s *Server) shownMoment(ctx context.Context, js ...models.Job) (*moment, er
 	}
 	m.forecasts = make(map[int64]engine.JobForecast, len(waiting))
 	if s.leading() {
-		reasons := s.cfg.Engine.WaitReasons()
-		m.reasons = make(map[int64]string, len(waiting))
+		waits := s.cfg.Engine.Waits()
+		m.waits = make(map[int64]sched.Wait, len(waiting))
 		for _, id := range waiting {
 			if f, ok := s.cfg.Engine.Forecast(id); ok {
 				m.forecasts[id] = f
 			}
-			if r, ok := reasons[id]; ok {
-				m.reasons[id] = r
+			if w, ok := waits[id]; ok {
+				m.waits[id] = w
 			}
 		}
 		return m, nil
@@ -194,7 +195,7 @@ func (m *moment) job(j *models.Job) api.Job {
 	sv := j.Service(m.now)
 	out := api.Job{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: j.State,
-		Reason: m.reason(j), Command: j.Command, Image: j.Image, GPUMemGB: float64(j.GPUMemMiB) / 1024,
+		Reason: m.reason(j), Position: m.position(j), Command: j.Command, Image: j.Image, GPUMemGB: float64(j.GPUMemMiB) / 1024,
 		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: sv.ExecutedS,
 		AttainedService: sv.GPUSeconds, Preemptions: j.Preemptions,
@@ -300,10 +301,20 @@ func timeOrNil(t time.Time) *time.Time {
 // reason is why j waits, or why it ended: the engine's reason of its
 // last pass for a job that waits for GPUs on the leader, else the store's.
 func (m *moment) reason(j *models.Job) string {
-	if r, ok := m.reasons[j.ID]; ok && j.State.Waiting() && !j.Held() {
-		return r
+	if w, ok := m.waits[j.ID]; ok && j.State.Waiting() && !j.Held() {
+		return w.Reason
 	}
 	return j.Reason
+}
+
+// position is j's place in its queue as of the engine's last pass
+// (api.Job.Position); 0 when it does not wait, is held, or the place is
+// not known here.
+func (m *moment) position(j *models.Job) int {
+	if w, ok := m.waits[j.ID]; ok && j.State.Waiting() && !j.Held() {
+		return w.Position
+	}
+	return 0
 }
 
 // queueJob converts j for a queue; visible says whether the viewer may
@@ -311,7 +322,7 @@ func (m *moment) reason(j *models.Job) string {
 func (m *moment) queueJob(j *models.Job, visible bool) api.QueueJob {
 	sv := j.Service(m.now)
 	out := api.QueueJob{ID: j.ID, Team: j.Team, GPUs: j.GPUs, State: j.State, ExecutedS: sv.ExecutedS,
-		AttainedService: sv.GPUSeconds, Borrowed: m.figures.Borrowed(j.ID), Forecast: m.forecast(j)}
+		AttainedService: sv.GPUSeconds, Borrowed: m.figures.Borrowed(j.ID), Position: m.position(j), Forecast: m.forecast(j)}
 	if visible {
 		out.Name, out.User, out.Reason = j.Name, j.User, m.reason(j)
 	} else if out.Forecast != nil {

@@ -17,14 +17,33 @@ import (
 // one session is worthless with another, and it ends with its session.
 // Any replica computes it alike, with nothing stored. Before login (the
 // login form itself) the token is a random value kept in a cookie of
-// its own and sent back with the form: double submit.
+// its own and sent back with the form: double submit. A double submit
+// alone is beaten by a cookie an attacker plants (from a sibling
+// subdomain, or over plain HTTP), which would let another site log a
+// visitor in to the attacker's account; so over TLS the cookie is a
+// __Host- cookie, which only this origin can set, the login POST must
+// come from this site (sameSiteLogin), and the cookie ends at login,
+// where the session's own token takes over.
 
 const (
 	csrfCookie = "gpuportal_csrf"
-	csrfField  = "_csrf"
-	csrfHeader = "X-CSRF-Token"
-	csrfKey    = "csrf"
+	// csrfHostCookie is csrfCookie over TLS: browsers take a __Host-
+	// cookie only from a secure origin, for path / and no Domain, so
+	// neither a sibling subdomain nor a man in the middle of plain HTTP
+	// can plant it.
+	csrfHostCookie = "__Host-" + csrfCookie
+	csrfField      = "_csrf"
+	csrfHeader     = "X-CSRF-Token"
+	csrfKey        = "csrf"
 )
+
+// csrfCookieName is the pre-session token's cookie on this server.
+func (s *Server) csrfCookieName() string {
+	if s.cfg.SecureCookies {
+		return csrfHostCookie
+	}
+	return csrfCookie
+}
 
 // sessionCSRF is the CSRF token of the session whose cookie holds secret.
 func sessionCSRF(secret string) string {
@@ -63,7 +82,7 @@ func (s *Server) expectedCSRF(c echo.Context) (string, error) {
 	if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
 		return sessionCSRF(ck.Value), nil
 	}
-	if ck, err := c.Cookie(csrfCookie); err == nil && len(ck.Value) == 64 {
+	if ck, err := c.Cookie(s.csrfCookieName()); err == nil && len(ck.Value) == 64 {
 		return ck.Value, nil
 	}
 	b := make([]byte, 32)
@@ -71,9 +90,33 @@ func (s *Server) expectedCSRF(c echo.Context) (string, error) {
 		return "", err
 	}
 	tok := hex.EncodeToString(b)
-	c.SetCookie(&http.Cookie{Name: csrfCookie, Value: tok, Path: "/", HttpOnly: true,
+	c.SetCookie(&http.Cookie{Name: s.csrfCookieName(), Value: tok, Path: "/", HttpOnly: true,
 		Secure: s.cfg.SecureCookies, SameSite: http.SameSiteStrictMode, MaxAge: 86400})
 	return tok, nil
+}
+
+// endPreSessionCSRF clears the pre-session token at login: from then on
+// the session's own token is the form's, and a token seen before login
+// is worth nothing.
+func (s *Server) endPreSessionCSRF(c echo.Context) {
+	c.SetCookie(&http.Cookie{Name: s.csrfCookieName(), Value: "", Path: "/", HttpOnly: true,
+		Secure: s.cfg.SecureCookies, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+}
+
+// sameSiteLogin refuses a login form that a browser posted from another
+// site (Sec-Fetch-Site, else Origin against Host: net/http's
+// CrossOriginProtection), whatever token it carries: another site must
+// not log a visitor in, to any account. Clients that send neither
+// header (not a browser's cross-site form) pass to the token check.
+func (s *Server) sameSiteLogin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := s.crossOrigin.Check(c.Request()); err != nil {
+			s.cfg.Logger.Warn("login refused: posted from another site", "from", c.RealIP(),
+				"origin", c.Request().Header.Get("Origin"), "sec_fetch_site", c.Request().Header.Get("Sec-Fetch-Site"))
+			return echo.NewHTTPError(http.StatusForbidden, "This login form did not come from this site: open the login page and sign in there.")
+		}
+		return next(c)
+	}
 }
 
 func csrfToken(c echo.Context) string {

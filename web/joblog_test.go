@@ -33,7 +33,7 @@ func TestKeptOutputOfAGoneMachine(t *testing.T) {
 			t.Errorf("%s: %d %.200s", target, rec.Code, rec.Body.String())
 		}
 	}
-	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/logs", id), ""); rec.Code != http.StatusForbidden {
-		t.Errorf("another team's member: %d", rec.Code)
+	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/logs", id), ""); rec.Code != http.StatusNotFound {
+		t.Errorf("another team's member: %d, want 404 (to him the job does not exist)", rec.Code)
 	}
 }

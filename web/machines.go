@@ -43,8 +43,8 @@ func (s *Server) apiCreateJoinToken(c echo.Context) error {
 		Name string `json:"name"`
 		TTLS *int64 `json:"ttl_s"` // absent: 24 h; 0: until revoked
 	}
-	if err := c.Bind(&req); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "body: want JSON with name and ttl_s")
+	if err := decodeJSON(c, &req); err != nil {
+		return err
 	}
 	if req.Name == "" || len(req.Name) > 128 {
 		return echo.NewHTTPError(http.StatusBadRequest, "name: want 1 to 128 characters")

@@ -2,11 +2,15 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuportal/gpuportal/core/buildinfo"
@@ -84,9 +88,37 @@ var (
 	gpuAllocDesc   = desc("gpu_allocated", "The share of a GPU allocated to running jobs, from 0 (free) to 1, as core/usage counts it.", gpuLabels...)
 
 	// Per running job and GPU.
+	// Only where /metrics names users (metricsNames).
 	jobShareDesc = desc("job_gpu_share", "The share of a GPU a running job holds (its page's held GPUs are their sum).", "job_id", "user", "team", "node", "gpu")
 	jobMemDesc   = desc("job_gpu_memory_used_bytes", "GPU memory a running job's processes hold on a GPU, bytes (its page's memory chart).", "job_id", "user", "team", "node", "gpu")
 )
+
+// metricsAuth requires Config.MetricsToken as a bearer token of /metrics
+// when there is one, compared in constant time (of hashes, so that not
+// even its length shows).
+func (s *Server) metricsAuth() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if s.cfg.MetricsToken == "" {
+			return next
+		}
+		want := sha256.Sum256([]byte(s.cfg.MetricsToken))
+		return func(c echo.Context) error {
+			got, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+			sum := sha256.Sum256([]byte(got))
+			if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="gpuportal metrics"`)
+				return c.String(http.StatusUnauthorized, "/metrics needs its bearer token (serve --metrics-token-file)\n")
+			}
+			return next(c)
+		}
+	}
+}
+
+// metricsNames says whether /metrics names users and jobs in its
+// per-GPU labels: only behind a token, or where the operator says so.
+func (s *Server) metricsNames() bool {
+	return s.cfg.MetricsToken != "" || s.cfg.MetricsUserLabels
+}
 
 // collector reads its figures when scraped, so they are never stale.
 type collector struct{ s *Server }
@@ -131,7 +163,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(gpusDesc, err)
 	} else {
 		collectQueues(ch, m)
-		c.collectGPUs(ch, m, time.Now())
+		c.collectGPUs(ch, m, time.Now(), c.s.metricsNames())
 	}
 	nodeStates := map[string]int{"ready": 0, "cordoned": 0, "draining": 0, "drained": 0}
 	for _, st := range eng.NodeStatuses() {
@@ -178,8 +210,10 @@ func collectQueues(ch chan<- prometheus.Metric, m *moment) {
 
 // collectGPUs sends every GPU of the connected machines: its latest
 // readings (as the cluster page), who it is allocated to and how much
-// of it they keep busy (core/usage, as the job and teams pages).
-func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.Time) {
+// of it they keep busy (core/usage, as the job and teams pages). Without
+// names, a GPU's job_id and user labels are empty (its team stays) and
+// the per-job series are left out.
+func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.Time, names bool) {
 	eng := c.s.cfg.Engine
 	unschedulable := make(map[string]bool)
 	for _, st := range eng.NodeStatuses() {
@@ -204,11 +238,17 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 			states[gpuState(held, unschedulable[n.Name()] || faults[gpuName(n.Name(), d.Index)] != "")]++
 			idx := strconv.Itoa(d.Index)
 			ch <- gauge(gpuInfoDesc, 1, n.Name(), idx, d.UUID, d.Model)
-			labels := append([]string{n.Name(), idx, d.UUID}, holders(held, users, teams)...)
+			who := holders(held, users, teams)
+			if !names {
+				who[0], who[1] = "", ""
+			}
+			labels := append([]string{n.Name(), idx, d.UUID}, who...)
 			share := 0.0
 			for _, h := range held {
 				share += h.Share
-				ch <- gauge(jobShareDesc, h.Share, strconv.FormatInt(h.Job, 10), users[h.Job], teams[h.Job], n.Name(), idx)
+				if names {
+					ch <- gauge(jobShareDesc, h.Share, strconv.FormatInt(h.Job, 10), users[h.Job], teams[h.Job], n.Name(), idx)
+				}
 			}
 			ch <- gauge(gpuAllocDesc, min(share, 1), labels...)
 			smp, ok := samples[d.Index]
@@ -229,7 +269,7 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 			ch <- counter(gpuXIDDesc, float64(smp.XIDErrors), labels...)
 			ch <- gauge(gpuLastXIDDesc, float64(smp.LastXID), labels...)
 			for _, jm := range smp.Jobs {
-				if _, running := users[jm.JobID]; running {
+				if _, running := users[jm.JobID]; running && names {
 					ch <- gauge(jobMemDesc, float64(jm.MemMiB)*(1<<20), strconv.FormatInt(jm.JobID, 10),
 						users[jm.JobID], teams[jm.JobID], n.Name(), idx)
 				}

@@ -50,10 +50,15 @@ func (n *metricsNode) Sample(now time.Time) []gpu.Sample {
 	return out
 }
 
-// scrape parses /metrics.
-func scrape(t *testing.T, ts *testServer) map[string]*dto.MetricFamily {
+// scrape parses /metrics, asked for with the bearer token, if any.
+func scrape(t *testing.T, ts *testServer, token ...string) map[string]*dto.MetricFamily {
 	t.Helper()
-	rec := ts.do(t, "anonymous", http.MethodGet, "/metrics", "")
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	for _, tok := range token {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	rec := httptest.NewRecorder()
+	ts.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("/metrics: status %d: %s", rec.Code, rec.Body)
 	}
@@ -101,12 +106,11 @@ func value(fams map[string]*dto.MetricFamily, name string, want map[string]strin
 	return v, n == 1
 }
 
-// TestMetricsGPUs: every GPU's readings carry its node, index, UUID and
-// the jobs, users and teams placed on it; a GPU is busy when a job is
-// placed on it, whatever its memory says; a team's allocated GPUs are
-// the teams API's, its utilized GPUs its shares times utilization.
-func TestMetricsGPUs(t *testing.T) {
-	ts := newTestServer(t)
+// metricsCluster adds metricsNode to ts's engine with jobs placed on it:
+// a 2-GPU job of alice's on GPUs 0 and 1 (whole), and GPU 2 shared by
+// alice (a) and bob (b).
+func metricsCluster(t *testing.T, ts *testServer) (whole, a, b int64) {
+	t.Helper()
 	ctx := context.Background()
 	node := &metricsNode{}
 	start := func(user, team string, gpus []string, sharing bool) int64 {
@@ -122,12 +126,23 @@ func TestMetricsGPUs(t *testing.T) {
 		node.runs = append(node.runs, job.RunRef{Job: j.ID, Run: run})
 		return j.ID
 	}
-	whole := start("alice", "vision", []string{"g0:0", "g0:1"}, false)
-	a := start("alice", "vision", []string{"g0:2"}, true)
-	b := start("bob", "nlp", []string{"g0:2"}, true)
+	whole = start("alice", "vision", []string{"g0:0", "g0:1"}, false)
+	a = start("alice", "vision", []string{"g0:2"}, true)
+	b = start("bob", "nlp", []string{"g0:2"}, true)
 	if err := ts.cfg.Engine.AddNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
+	return whole, a, b
+}
+
+// TestMetricsGPUs: every GPU's readings carry its node, index, UUID and
+// the jobs, users and teams placed on it (where the operator lets
+// /metrics name them); a GPU is busy when a job is placed on it,
+// whatever its memory says; a team's allocated GPUs are the teams API's,
+// its utilized GPUs its shares times utilization.
+func TestMetricsGPUs(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.MetricsUserLabels = true })
+	whole, a, b := metricsCluster(t, ts)
 	fams := scrape(t, ts)
 
 	for _, tc := range []struct {
@@ -239,5 +254,66 @@ func BenchmarkMetricsScrape(b *testing.B) {
 			b.Fatalf("status %d", rec.Code)
 		}
 		b.SetBytes(int64(rec.Body.Len()))
+	}
+}
+
+// TestMetricsToken: /metrics is anonymous and names no user or job
+// unless the operator says so; behind its token it names them, and
+// refuses requests without the token, or with another, with 401.
+func TestMetricsToken(t *testing.T) {
+	const token = "metrics-t0ken"
+	for _, tc := range []struct {
+		name  string
+		cfg   func(*Config)
+		token string
+		names bool
+	}{
+		{"anonymous: no names", func(*Config) {}, "", false},
+		{"anonymous with --metrics-user-labels", func(c *Config) { c.MetricsUserLabels = true }, "", true},
+		{"behind a token", func(c *Config) { c.MetricsToken = token }, token, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newTestServer(t, tc.cfg)
+			whole, _, b := metricsCluster(t, ts)
+			var fams map[string]*dto.MetricFamily
+			if tc.token == "" {
+				fams = scrape(t, ts)
+			} else {
+				fams = scrape(t, ts, tc.token)
+			}
+			named := map[string]string{"gpu": "0", "job_id": itoa(whole), "user": "alice", "team": "vision"}
+			anonymous := map[string]string{"gpu": "0", "job_id": "", "user": "", "team": "vision"}
+			want, not := anonymous, named
+			if tc.names {
+				want, not = named, anonymous
+			}
+			if _, ok := value(fams, "gpuportal_gpu_utilization_percent", want); !ok {
+				t.Errorf("no GPU series labelled %v", want)
+			}
+			if _, ok := value(fams, "gpuportal_gpu_utilization_percent", not); ok {
+				t.Errorf("a GPU series labelled %v", not)
+			}
+			if _, ok := value(fams, "gpuportal_job_gpu_share", map[string]string{"job_id": itoa(b)}); ok != tc.names {
+				t.Errorf("per-job series present: %v; want %v", ok, tc.names)
+			}
+			// The teams' figures are there either way.
+			if v, ok := value(fams, "gpuportal_team_gpus_in_use", map[string]string{"team": "vision"}); !ok || v != 2.5 {
+				t.Errorf("vision's GPUs in use: %v (%v)", v, ok)
+			}
+			if tc.token == "" {
+				return
+			}
+			for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Basic " + token, "bearer " + token, "Bearer " + token + "x"} {
+				req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				if auth != "" {
+					req.Header.Set("Authorization", auth)
+				}
+				rec := httptest.NewRecorder()
+				ts.Handler().ServeHTTP(rec, req)
+				if rec.Code != http.StatusUnauthorized || rec.Header().Get("WWW-Authenticate") == "" || strings.Contains(rec.Body.String(), "alice") {
+					t.Errorf("Authorization %q: status %d; want 401 asking for a bearer token", auth, rec.Code)
+				}
+			}
+		})
 	}
 }

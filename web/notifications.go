@@ -68,6 +68,11 @@ func (s *Server) setNotifications(c echo.Context, u *models.User, upd api.Notifi
 	}
 	if upd.WebhookURL != nil {
 		n.WebhookURL = strings.TrimSpace(*upd.WebhookURL)
+		// Checked again, after name resolution, at each connection.
+		if err := s.cfg.Webhooks.CheckURL(n.WebhookURL); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(
+				"webhook_url: %v: this server sends no webhooks to loopback, private, link-local or its own addresses unless its operator allows them (serve --webhook-allow)", err))
+		}
 	}
 	if upd.WebhookSecret != nil {
 		n.WebhookSecret = *upd.WebhookSecret
@@ -200,6 +205,8 @@ func eventLabel(e string) string {
 		return "waiting too long"
 	case models.EventIdle:
 		return "idle, to be reclaimed"
+	case models.EventReclaimed:
+		return "session reclaimed"
 	}
 	return e
 }

@@ -41,6 +41,9 @@ func TestNotificationSettingsPage(t *testing.T) {
 	}{
 		{"a bad address", url.Values{"email": {"alice"}}, "email:"},
 		{"a webhook that is not http", url.Values{"webhook_url": {"file:///etc/passwd"}}, "webhook_url:"},
+		{"a webhook to a loopback port", url.Values{"webhook_url": {"http://127.0.0.1:5432/"}}, "webhook_url: 127.0.0.1 is a loopback address"},
+		{"a webhook to the metadata service", url.Values{"webhook_url": {"http://169.254.169.254/latest/meta-data/"}}, "webhook_url: 169.254.169.254 is a link-local address"},
+		{"a webhook to a private address", url.Values{"webhook_url": {"https://[fd00::1]/hook"}}, "webhook_url: fd00::1 is a private address"},
 		{"hours that are not a number", url.Values{"held_after_hours": {"soon"}}, "held_after_hours: must be a number"},
 		{"held without hours", url.Values{"events": {"held"}}, "held_after_hours:"},
 		{"an unknown event", url.Values{"events": {"exploded"}}, "events:"},

@@ -224,6 +224,9 @@ func (s *Server) submitPage(c echo.Context) error {
 		}
 		fillForm(&f, requestOf(j))
 		f.FromJob = j.ID
+		if j.User != u.Name {
+			f.FromUser = j.User
+		}
 	}
 	return s.render(c, http.StatusOK, templates.Submit(page(c, "Submit", "submit"), f))
 }
@@ -347,6 +350,19 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 	return req, fe
 }
 
+// resubmitWay is how u may run j again from its page: its owner edits a
+// form filled from it; its team's lead or an admin resubmits it as its
+// owner's (resubmitJob); a teammate not at all.
+func resubmitWay(u *models.User, j *models.Job) string {
+	switch {
+	case u.Name == j.User:
+		return templates.ResubmitEdit
+	case canCancel(u, j):
+		return templates.ResubmitAsOwner
+	}
+	return ""
+}
+
 func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	j, err := s.loadJob(c)
 	if err != nil {
@@ -367,6 +383,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		Model:       j.Model,
 		Image:       j.Image,
 		CanCancel:   canCancel(currentUser(c), j),
+		Resubmit:    resubmitWay(currentUser(c), j),
 		Final:       j.State.Final(),
 		Log:         s.jobLog(j.ID),
 		Session:     sessionView(currentUser(c), j),

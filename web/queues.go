@@ -85,7 +85,9 @@ func queuePageParams(c echo.Context, queues int) (queuePage, bool, error) {
 }
 
 // queuesFor is the queues at m as user u may see them: running jobs
-// first, then waiting ones by when they entered their queue.
+// first, then waiting ones in the scheduler's order (their positions:
+// what each one's "N jobs ahead" counts), then those of no known
+// position (held, or on a follower) by when they entered their queue.
 func (s *Server) queuesFor(m *moment, u *models.User) api.Queues {
 	sc := s.cfg.Engine.Scheduler()
 	cfg := sc.Config()
@@ -113,10 +115,20 @@ func (s *Server) queuesFor(m *moment, u *models.User) api.Queues {
 		if ra != rb {
 			return ra
 		}
+		pa, pb := m.position(js[a]), m.position(js[b])
+		if (pa > 0) != (pb > 0) {
+			return pa > 0
+		}
+		if pa != pb {
+			return pa < pb
+		}
 		return queueEntry(js[a]) < queueEntry(js[b])
 	})
 	for _, j := range js {
 		qi := min(max(j.QueueIndex, 0), n-1)
+		if w, ok := m.waits[j.ID]; ok && m.position(j) > 0 {
+			qi = min(max(w.Queue, 0), n-1) // the queue its position counts in
+		}
 		qu := &out.Queues[qi]
 		qu.Jobs = append(qu.Jobs, m.queueJob(j, canSee(u, j.Team)))
 		qu.Total++
@@ -218,6 +230,7 @@ func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
 				ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),
 				Attained: strconv.FormatFloat(j.AttainedService, 'f', 0, 64), Reason: j.Reason, Visible: j.Name != "",
 				Borrowed: j.Borrowed, ETA: j.Forecast.Short(q.AsOf, time.Local), ETAText: j.Forecast.Text(q.AsOf, time.Local),
+				Place: placeText(j.Position),
 			})
 		}
 		v.Queues = append(v.Queues, tq)
@@ -278,4 +291,13 @@ func (s *Server) queuesLive(c echo.Context) error {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.QueuesLive(v))
+}
+
+// placeText is a waiting job's place in its queue as the Queues page
+// shows it; "" when it has none.
+func placeText(pos int) string {
+	if pos < 1 {
+		return ""
+	}
+	return strconv.Itoa(pos)
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -105,5 +106,80 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// The Queues page, the API's positions and each job's "N jobs ahead" are
+// one order: the scheduler's (issue 30: the page listed waiting jobs by
+// when they entered the queue, while a session with interactive priority
+// went ahead of them).
+func TestQueueOrderIsTheSchedulers(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	if err := ts.store.SetTeamSessionPolicy(ctx, "vision", models.SessionPolicy{SessionPriorityGPUs: 4}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-time.Hour)
+	var ids []int64
+	for i := range 3 {
+		j := &models.Job{Name: fmt.Sprint("batch-", i), Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: t0.Add(time.Duration(i) * time.Minute)}
+		if err := ts.store.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	session := &models.Job{Name: "nb", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: t0.Add(10 * time.Minute),
+		SessionType: "terminal", SessionSecret: "s", SessionToken: "t", InteractivePriority: true}
+	if err := ts.store.CreateJob(ctx, session); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]int64{session.ID}, ids...) // the session goes first
+	var got api.Queues
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec := ts.do(t, "alice", http.MethodGet, "/api/v1/queues", "")
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET /api/v1/queues: %d %s", rec.Code, rec.Body)
+		}
+		got = api.Queues{}
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Queues) > 0 && len(got.Queues[0].Jobs) == len(want) && got.Queues[0].Jobs[0].Position > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pass placed the jobs: %+v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	page := ts.do(t, "alice", http.MethodGet, "/queues", "").Body.String()
+	at := -1
+	for i, qj := range got.Queues[0].Jobs {
+		if qj.ID != want[i] || qj.Position != i+1 {
+			t.Errorf("row %d: job %d at position %d; want job %d at %d", i, qj.ID, qj.Position, want[i], i+1)
+		}
+		ahead := "first in "
+		switch i {
+		case 0:
+		case 1:
+			ahead = "1 job ahead in "
+		default:
+			ahead = fmt.Sprintf("%d jobs ahead in ", i)
+		}
+		if !strings.Contains(qj.Reason, ahead) {
+			t.Errorf("job %d at position %d says %q, want %q", qj.ID, qj.Position, qj.Reason, ahead)
+		}
+		rec := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", qj.ID), "")
+		var j api.Job
+		if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil || j.Position != qj.Position {
+			t.Errorf("job %d's own position %d (%v), the queue's %d", qj.ID, j.Position, err, qj.Position)
+		}
+		// The page's rows come in the same order.
+		next := strings.Index(page, fmt.Sprintf(`data-job="%d"`, qj.ID))
+		if next < at {
+			t.Errorf("the Queues page shows job %d before the one placed ahead of it", qj.ID)
+		}
+		at = next
 	}
 }

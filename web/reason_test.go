@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -12,23 +13,27 @@ import (
 // (engine.Engine.WaitReasons); a held or running job, and any job on a
 // follower, show the store's.
 func TestReasonIsTheEnginesOnTheLeader(t *testing.T) {
-	engine := map[int64]string{1: "needs 1 GPU; 0 free; 3 jobs ahead in line", 2: "stale", 3: "stale"}
+	engine := map[int64]sched.Wait{1: {Reason: "needs 1 GPU; 0 free; 3 jobs ahead in line", Position: 4}, 2: {Reason: "stale", Position: 1}, 3: {Reason: "stale", Position: 2}}
 	tests := []struct {
-		name    string
-		reasons map[int64]string
-		j       models.Job
-		want    string
+		name  string
+		waits map[int64]sched.Wait
+		j     models.Job
+		want  string
+		place int
 	}{
-		{"waiting, leader", engine, models.Job{ID: 1, State: job.Queued, Reason: "needs 1 GPU; 0 free; 9 jobs ahead in line"}, engine[1]},
-		{"waiting, follower", nil, models.Job{ID: 1, State: job.Queued, Reason: "needs 1 GPU; 0 free; 9 jobs ahead in line"}, "needs 1 GPU; 0 free; 9 jobs ahead in line"},
-		{"held", engine, models.Job{ID: 2, State: job.Queued, HoldReason: "held: account disabled", Reason: "held: account disabled"}, "held: account disabled"},
-		{"running", engine, models.Job{ID: 3, State: job.Running, Reason: ""}, ""},
-		{"no reason from the engine yet", engine, models.Job{ID: 4, State: job.Queued, Reason: "submitted"}, "submitted"},
+		{"waiting, leader", engine, models.Job{ID: 1, State: job.Queued, Reason: "needs 1 GPU; 0 free; 9 jobs ahead in line"}, engine[1].Reason, 4},
+		{"waiting, follower", nil, models.Job{ID: 1, State: job.Queued, Reason: "needs 1 GPU; 0 free; 9 jobs ahead in line"}, "needs 1 GPU; 0 free; 9 jobs ahead in line", 0},
+		{"held", engine, models.Job{ID: 2, State: job.Queued, HoldReason: "held: account disabled", Reason: "held: account disabled"}, "held: account disabled", 0},
+		{"running", engine, models.Job{ID: 3, State: job.Running, Reason: ""}, "", 0},
+		{"no reason from the engine yet", engine, models.Job{ID: 4, State: job.Queued, Reason: "submitted"}, "submitted", 0},
 	}
 	for _, tc := range tests {
-		m := &moment{reasons: tc.reasons}
+		m := &moment{waits: tc.waits}
 		if got := m.reason(&tc.j); got != tc.want {
 			t.Errorf("%s: reason %q, want %q", tc.name, got, tc.want)
+		}
+		if got := m.position(&tc.j); got != tc.place {
+			t.Errorf("%s: position %d, want %d", tc.name, got, tc.place)
 		}
 	}
 }

@@ -187,14 +187,16 @@ func (s *Server) keepAlive(ctx context.Context, a actor, id int64, hours float64
 	if !canCancel(a.user, j) {
 		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to %s: only its owner, the lead of %s or an admin may keep it alive", j.ID, j.User, j.Team))
 	}
+	p := s.idleTermsOf(ctx, j.Team).policy
+	// Compared as hours before any conversion: 1e300 hours made a
+	// negative duration, and 1e-300 a keep-alive of nothing.
+	if !(hours > 0) || hours > p.MaxKeepAlive.Hours() || hours*3600 < 1 {
+		return nil, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %v: want at least 1 second (0.0003), at most %v (team %s's maximum keep-alive)", hours, p.MaxKeepAlive.Hours(), j.Team))
+	}
 	if j.State != job.Running {
 		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d is not running (%s): only a running job can be kept alive", j.ID, j.State))
 	}
-	p := s.idleTermsOf(ctx, j.Team).policy
 	d := time.Duration(hours * float64(time.Hour))
-	if !(hours > 0) || d > p.MaxKeepAlive {
-		return nil, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %v: want more than 0, at most %v (team %s's maximum keep-alive)", hours, p.MaxKeepAlive.Hours(), j.Team))
-	}
 	until := s.cfg.Now().Add(d)
 	if err := s.cfg.Store.SetKeepAlive(ctx, j.ID, until); err != nil {
 		if errors.Is(err, models.ErrConflict) {
@@ -211,7 +213,7 @@ func (s *Server) keepAlive(ctx context.Context, a actor, id int64, hours float64
 
 // keepAliveRequest is the body of POST /api/v1/jobs/{id}/keep-alive.
 type keepAliveRequest struct {
-	Hours float64 `json:"hours" form:"hours"`
+	Hours float64 `json:"hours"`
 }
 
 func (s *Server) apiKeepAlive(c echo.Context) error {
@@ -220,8 +222,8 @@ func (s *Server) apiKeepAlive(c echo.Context) error {
 		return err
 	}
 	var req keepAliveRequest
-	if err := c.Bind(&req); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "hours: want a number of hours")
+	if err := decodeJSON(c, &req); err != nil {
+		return err
 	}
 	j, err := s.keepAlive(c.Request().Context(), actorOf(c), id, req.Hours)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/outbound"
 	"github.com/gpuportal/gpuportal/static"
 )
 
@@ -73,8 +74,21 @@ type Config struct {
 	Notifier interface{ Wake() }
 	// Collectors are more metrics for /metrics (the notifier's).
 	Collectors []prometheus.Collector
+	// MetricsToken, when set, is the bearer token /metrics requires
+	// (serve --metrics-token-file); empty: /metrics is anonymous.
+	MetricsToken string
+	// MetricsUserLabels puts users' names and job IDs in /metrics'
+	// per-GPU labels even without a token (serve --metrics-user-labels):
+	// the operator protects /metrics otherwise. With a token they are
+	// always there.
+	MetricsUserLabels bool
 	// EmailEnabled: the server sends email (serve --smtp-addr).
 	EmailEnabled bool
+	// Webhooks is where users' webhooks may go (serve --webhook-allow,
+	// with this server's own addresses): a webhook URL whose host is an
+	// address it refuses is refused when saved. nil: the Internet's
+	// addresses only.
+	Webhooks *outbound.Policy
 	// Idle is when a running job counts as holding its GPUs idle
 	// (core/idle) in a team that sets no rule of its own, field by field
 	// (teamIdleTerms); the zero Rule is idle.DefaultRule, and After 0
@@ -126,6 +140,8 @@ type Server struct {
 	whatIfSlot chan struct{}
 	// sessions proxies interactive sessions (sessions.go).
 	sessions *sessionProxy
+	// crossOrigin tells a browser's cross-site request (csrf.go).
+	crossOrigin *http.CrossOriginProtection
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -179,6 +195,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
 	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger), whatIfSlot: make(chan struct{}, 1),
+		crossOrigin: http.NewCrossOriginProtection(),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
@@ -222,7 +239,7 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(scaleMetrics(s)...)
 	reg.MustRegister(cfg.Collectors...)
 	reg.MustRegister(s.reclaimed)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), s.metricsAuth())
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
 	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
@@ -236,7 +253,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/sessions/:id/:secret", sessionSlash)
 
 	e.GET("/ws", s.ws, s.requireAnyUser)
-	v1 := e.Group("/api/v1")
+	v1 := e.Group("/api/v1", checkInputText)
 	v1.POST("/tokens", s.apiCreateToken)
 	v1.GET("/openapi.json", s.apiOpenAPI)
 	v1.GET("/version", s.apiVersion)
@@ -296,9 +313,9 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
 
-	pages := e.Group("", s.csrf, s.loadSessionUser)
+	pages := e.Group("", s.csrf, s.loadSessionUser, checkInputText)
 	pages.GET("/login", s.loginPage)
-	pages.POST("/login", s.login)
+	pages.POST("/login", s.login, s.sameSiteLogin)
 	pages.GET("/login/oidc", s.oidcStart)
 	pages.GET("/login/oidc/callback", s.oidcCallback)
 	in := pages.Group("", s.requireSessionUser)
@@ -312,6 +329,7 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id/live", s.jobLive)
 	in.POST("/jobs/:id/cancel", s.cancelForm)
 	in.POST("/jobs/:id/keep-alive", s.keepAliveForm)
+	in.POST("/jobs/:id/resubmit", s.resubmitForm)
 	in.GET("/arrays/:id", s.arrayPage)
 	in.GET("/arrays/:id/live", s.arrayLive)
 	in.POST("/arrays/:id/cancel", s.cancelArrayForm)

@@ -36,19 +36,28 @@ func (s *Server) auditBy(ctx context.Context, a actor, action, target, detail st
 	})
 }
 
-// jobFor returns job id if u may see it.
+// jobFor returns job id if u may see it. A job of a team u may not see
+// gets the answer of one that does not exist (noSuch).
 func (s *Server) jobFor(ctx context.Context, u *models.User, id int64) (*models.Job, error) {
 	j, err := s.cfg.Store.Job(ctx, id)
 	if errors.Is(err, models.ErrNotFound) {
-		return nil, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("job %d not found", id))
+		return nil, noSuch("job", id)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if !canSee(u, j.Team) {
-		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to team %s", id, j.Team))
+		return nil, noSuch("job", id)
 	}
 	return j, nil
+}
+
+// noSuch is the one answer, 404, for a job (or array) that does not
+// exist and for one of a team the user may not see: otherwise the
+// difference would let anyone probe which IDs other teams hold, and
+// when they submit.
+func noSuch(what string, id int64) error {
+	return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no such %s: %d", what, id))
 }
 
 // checkSubmit validates req for a and returns the job it would store,

@@ -655,7 +655,7 @@ func sameOrigin(r *http.Request) bool {
 
 // portalCookies are the cookies of the portal, which never reach a
 // session.
-var portalCookies = []string{sessionCookie, csrfCookie, passCookie, "__Host-" + passCookie}
+var portalCookies = []string{sessionCookie, csrfCookie, csrfHostCookie, passCookie, "__Host-" + passCookie}
 
 // stripPortalCredentials removes the portal's credentials from a request
 // to a session: its cookies, Authorization and the CSRF header. The

@@ -136,6 +136,7 @@ func (s *Server) startSession(c echo.Context, u *models.User, ttl time.Duration)
 		Name: sessionCookie, Value: token, Path: "/", HttpOnly: true,
 		Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, MaxAge: int(ttl.Seconds()),
 	})
+	s.endPreSessionCSRF(c)
 	s.cfg.Logger.Info("login", "user", u.Name, "source", u.Source, "from", c.RealIP())
 	return nil
 }

@@ -170,7 +170,7 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 		}
 	default:
 		d := r.Sim.DurationS
-		if math.IsNaN(d) || d <= 0 || d > maxSimDuration {
+		if math.IsNaN(d) || d < 1 || d > maxSimDuration {
 			fe["sim.duration_s"] = fmt.Sprintf("must be between 1 and %d seconds", maxSimDuration)
 		}
 		if u := r.Sim.UtilPct; u != nil && (math.IsNaN(*u) || *u < 0 || *u > 100) {
@@ -193,8 +193,12 @@ func (r SubmitRequest) validate(u *models.User, teams []string, clusterGPUs int)
 			fe["model"] = fmt.Sprintf("unknown model %q (known: %s)", r.Model, strings.Join(modelNames(), ", "))
 		}
 	}
-	if math.IsNaN(r.GPUMemGB) || r.GPUMemGB < 0 || r.GPUMemGB > maxGPUMemGB {
+	switch m := r.GPUMemGB; {
+	case math.IsNaN(m) || m < 0 || m > maxGPUMemGB:
 		fe["gpu_mem_gb"] = fmt.Sprintf("must be between 0 and %d", maxGPUMemGB)
+	case m > 0 && int64(m*1024) == 0:
+		// Kept in MiB: less than one would be 0, no memory declared.
+		fe["gpu_mem_gb"] = fmt.Sprintf("%v is less than 1 MiB: give 0 (none declared) or at least 0.001", m)
 	}
 	share := r.sharing(fe, model)
 	profile := r.declaredProfile(fe)

@@ -43,6 +43,10 @@ func runRequest(f templates.SubmitForm, req *SubmitRequest, fe fieldErrors) {
 		if req.Env == nil {
 			req.Env = map[string]string{}
 		}
+		if len(req.Env) == job.MaxEnv {
+			fe["env"] = fmt.Sprintf("more than %d variables", job.MaxEnv)
+			break
+		}
 		if _, dup := req.Env[name]; dup {
 			fe["env"] = fmt.Sprintf("line %d: %s is given twice", i+1, name)
 			break

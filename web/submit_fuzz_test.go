@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"html"
 	"math"
 	"regexp"
@@ -12,16 +11,18 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
 // submitFields are the fields of a job submission, as its errors name
 // them: the JSON fields and sim.duration_s.
-var submitFields = []string{"name", "team", "gpus", "command", "sim", "sim.duration_s", "model", "gpu_mem_gb",
+var submitFields = []string{"name", "team", "gpus", "command", "image", "sim", "sim.duration_s", "sim.util_pct", "model", "gpu_mem_gb",
 	"sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
 	"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve",
-	"env", "workdir", "time_limit", "retries", "dependencies", "array", "array_params"}
+	"env", "workdir", "time_limit", "retries", "dependencies", "array", "array_params",
+	"session", "session.type", "session.port", "session.priority"}
 
 // fuzzTeams and fuzzUsers are who submits in the fuzz tests: a researcher,
 // a lead and an admin of no team.
@@ -35,10 +36,10 @@ var (
 )
 
 // namesField reports whether msg begins with the name of a field of a
-// job submission ("gpus: ...", "command must be ...").
+// job submission ("gpus: ...", "command must be ...", "env.LR: ...").
 func namesField(msg string) bool {
 	for _, f := range submitFields {
-		if rest, ok := strings.CutPrefix(msg, f); ok && (strings.HasPrefix(rest, ": ") || strings.HasPrefix(rest, " ")) {
+		if rest, ok := strings.CutPrefix(msg, f); ok && (strings.HasPrefix(rest, ": ") || strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, ".")) {
 			return true
 		}
 	}
@@ -125,6 +126,17 @@ func checkJob(t *testing.T, input any, u *models.User, clusterGPUs int, j *model
 		fail("a simulated duration out of range")
 	case j.GPUMemMiB < 0 || j.GPUMemMiB > maxGPUMemGB*1024:
 		fail("GPU memory out of range")
+	case j.SimDuration != 0 && j.SimDuration < 1:
+		fail("a simulated duration under a second")
+	case j.GPUFraction != 0 && (j.GPUFraction < minGPUFraction || j.GPUFraction >= 1):
+		fail("a fraction of a GPU out of range")
+	case j.ArrayLimit < 0 || j.ArrayLimit > job.MaxArrayTasks:
+		fail("an array limit out of range")
+	}
+	for _, kv := range j.Env {
+		if !utf8.ValidString(kv) || strings.ContainsRune(kv, 0) {
+			fail("a variable that is not UTF-8 or holds a NUL byte")
+		}
 	}
 	n := 0
 	for _, a := range j.Command {
@@ -178,12 +190,13 @@ func FuzzSubmitJSON(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	for _, s := range unboundedSubmits {
+		f.Add([]byte(s.body))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req SubmitRequest
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			msg := jsonError(err)
+		if err := strictJSON(body, &req); err != nil {
+			msg := err.Error()
 			checkClear(t, string(body), msg)
 			if !namesField(msg) && !strings.HasPrefix(msg, "body ") && !strings.HasPrefix(msg, "body: ") && !strings.HasPrefix(msg, "unknown field ") {
 				t.Fatalf("%q: rejected with %q, which names neither the body nor a field", body, msg)

@@ -98,13 +98,13 @@ func TestSubmitRunSettingsStored(t *testing.T) {
 			t.Errorf("job page lacks %q", want)
 		}
 	}
-	// Resubmitting it makes a new job with the same fields.
+	// Resubmitting it makes a new job with the same fields, its owner's.
 	rec = ts.do(t, "lead", http.MethodPost, fmt.Sprintf("/api/v1/jobs/%d/resubmit", j.ID), "")
 	var again api.Job
 	if err := json.Unmarshal(rec.Body.Bytes(), &again); rec.Code != http.StatusCreated || err != nil {
 		t.Fatalf("resubmit: %d %s", rec.Code, rec.Body)
 	}
-	if again.ID == j.ID || again.User != "lead" || again.Env["LR"] != "3e-4" || *again.TimeLimitS != *j.TimeLimitS ||
+	if again.ID == j.ID || again.User != "alice" || again.Env["LR"] != "3e-4" || *again.TimeLimitS != *j.TimeLimitS ||
 		again.Workdir != j.Workdir || len(again.Dependencies) != 1 || again.Retries != 2 {
 		t.Errorf("resubmitted %+v", again)
 	}
@@ -115,7 +115,13 @@ func TestSubmitRunSettingsStored(t *testing.T) {
 			t.Errorf("resubmit form lacks %q", want)
 		}
 	}
-	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprint("/jobs/new?from=", j.ID), ""); rec.Code != http.StatusForbidden {
+	// The form says what a session is promised (issue 30: "Nothing on
+	// the form warned of this").
+	if !strings.Contains(form, `id="session-promise"`) || !strings.Contains(form, "A session is not preempted by batch jobs") ||
+		!strings.Contains(form, "stopped only when idle past your team's rule") || !strings.Contains(form, "or at its time limit") {
+		t.Errorf("the submit form does not say what a session is promised")
+	}
+	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprint("/jobs/new?from=", j.ID), ""); rec.Code != http.StatusNotFound {
 		t.Errorf("bob filled a form from alice's job: %d", rec.Code)
 	}
 }

@@ -13,6 +13,9 @@ import (
 const (
 	maxBatchSize  = 1 << 20
 	maxParameters = 10_000_000_000_000 // ten trillion
+	// minGPUFraction is the smallest share of a GPU a job may ask for:
+	// the engine gives it that share of a GPU's memory.
+	minGPUFraction = 0.01
 )
 
 // shareRequest is what a valid request says about sharing.
@@ -42,8 +45,8 @@ func (r SubmitRequest) sharing(fe fieldErrors, model string) shareRequest {
 	maxMiB := int64(maxGPUMemGB * 1024)
 	f := r.GPUFraction
 	switch {
-	case math.IsNaN(f) || f < 0 || f >= 1:
-		fe["gpu_fraction"] = "must be more than 0 and less than 1: the share of one GPU the job needs"
+	case math.IsNaN(f) || f < 0 || f >= 1 || (f > 0 && f < minGPUFraction):
+		fe["gpu_fraction"] = fmt.Sprintf("must be from %v to less than 1: the share of one GPU the job needs", minGPUFraction)
 	case f > 0 && r.GPUs != 1:
 		fe["gpu_fraction"] = fmt.Sprintf("asks for a fraction of one GPU, but gpus is %d: leave gpus out or set it to 1", r.GPUs)
 	}

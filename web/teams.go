@@ -24,6 +24,12 @@ import (
 // teamWindow is how far back a team's page looks.
 const teamWindow = 7 * 24 * time.Hour
 
+// The bounds of a team's weight, its share among borrowers.
+const (
+	minTeamWeight = 0.001
+	maxTeamWeight = 1e6
+)
+
 func (s *Server) apiTeams(c echo.Context) error {
 	m, err := s.moment(c.Request().Context())
 	if err != nil {
@@ -140,8 +146,10 @@ func (s *Server) setShare(c echo.Context, in shareInput) error {
 	switch {
 	case g < 0 || g > maxGPUs:
 		return badRequest("guaranteed_gpus: must be from 0 to %d", maxGPUs)
-	case !(w > 0) || w > 1e6 || math.IsInf(w, 0):
-		return badRequest("weight: must be a positive number")
+	case !(w >= minTeamWeight) || w > maxTeamWeight:
+		// A weight near 0 makes the team's entitlement underflow to 0,
+		// and its fair-share factor NaN.
+		return badRequest("weight: must be a number from %v to %v", minTeamWeight, maxTeamWeight)
 	case m < 0 || m > maxGPUs:
 		return badRequest("max_gpus_per_user: must be from 0 (no cap) to %d", maxGPUs)
 	}
@@ -294,8 +302,9 @@ func (s *Server) setIdlePolicy(c echo.Context, in api.IdlePolicy) error {
 	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
 		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its idle policy", name))
 	}
-	if in.MaxKeepAliveHours < 0 || in.MaxKeepAliveHours > 24*30 || math.IsNaN(in.MaxKeepAliveHours) {
-		return badRequest("max_keep_alive_hours: %v: want 0 (the default, %v hours) to 720", in.MaxKeepAliveHours, models.DefaultMaxKeepAlive.Hours())
+	if h := in.MaxKeepAliveHours; !(h >= 0) || h > 24*30 || (h > 0 && h*3600 < 1) {
+		// Kept in seconds: less than one would be 0, the default.
+		return badRequest("max_keep_alive_hours: %v: want 0 (the default, %v hours), or 1 second (0.0003) to 720", h, models.DefaultMaxKeepAlive.Hours())
 	}
 	p := models.IdlePolicy{SpareSessions: !in.ReclaimSessions, ReclaimBatch: in.ReclaimBatch, MaxKeepAliveS: int64(in.MaxKeepAliveHours * 3600)}
 	if v := in.IdleBelowPct; v != nil {
@@ -364,8 +373,9 @@ func (s *Server) setSessionPolicy(c echo.Context, in api.SessionPolicy) error {
 	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
 		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its session policy", name))
 	}
-	if in.MaxSessionHours < 0 || in.MaxSessionHours > 24*365 || math.IsNaN(in.MaxSessionHours) {
-		return badRequest("max_session_hours: %v: want 0 (no maximum) to 8760", in.MaxSessionHours)
+	if h := in.MaxSessionHours; !(h >= 0) || h > 24*365 || (h > 0 && math.Round(h*3600) < 1) {
+		// Kept in seconds: less than one would be 0, no maximum.
+		return badRequest("max_session_hours: %v: want 0 (no maximum), or 1 second (0.0003) to 8760", h)
 	}
 	if in.PriorityGPUs < 0 || in.PriorityGPUs > maxGPUs {
 		return badRequest("priority_gpus: %d: want 0 (no interactive priority) to %d", in.PriorityGPUs, maxGPUs)

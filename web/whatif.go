@@ -29,7 +29,10 @@ import (
 const (
 	maxWhatIfDays = 90
 	maxWhatIfJobs = 5000
-	whatIfTimeout = 30 * time.Second
+	// maxWhatIfThresholds bounds the queue limits of a replay (queues
+	// less one).
+	maxWhatIfThresholds = 16
+	whatIfTimeout       = 30 * time.Second
 	// whatIfCDFPoints is how many JCTs the CDF chart samples.
 	whatIfCDFPoints = 80
 )
@@ -89,7 +92,11 @@ func readWhatIf(c echo.Context, def whatIfInput) (whatIfInput, error) {
 		in.Policies = names
 	}
 	if _, ok := params["thresholds"]; ok {
-		thr, err := sim.ParseThresholds(params.Get("thresholds"))
+		v := params.Get("thresholds")
+		if n := strings.Count(v, ",") + 1; n > maxWhatIfThresholds {
+			return in, badRequest("thresholds: %d limits: at most %d", n, maxWhatIfThresholds)
+		}
+		thr, err := sim.ParseThresholds(v)
 		if err != nil {
 			return in, badRequest("thresholds: %v", err)
 		}

@@ -203,7 +203,9 @@ func (c jobCmd) resubmit(ctx context.Context, args []string) (err error) {
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return fmt.Errorf("the server's answer is not a job: %w", err)
 	}
-	fmt.Fprintf(c.stdout, "job %d submitted again as job %d: %s, %s for team %s (%s)\n", id, j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.State)
+	// The new job is its owner's, whoever asks (the lead resubmits a
+	// researcher's job as the researcher's): say whose.
+	fmt.Fprintf(c.stdout, "job %d submitted again as job %d: %s, %s for team %s, %s's (%s)\n", id, j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.User, j.State)
 	return nil
 }
 

@@ -23,7 +23,7 @@ func TestJobRunFlags(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("GPUPORTAL_X\n1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	first := api.Job{ID: 40, Name: "sweep[0]", Team: "vision", GPUs: 1, State: job.Queued, Array: &api.ArrayTask{ID: 40, Index: 0, Limit: 1}}
+	first := api.Job{ID: 40, Name: "sweep[0]", Team: "vision", User: "alice", GPUs: 1, State: job.Queued, Array: &api.ArrayTask{ID: 40, Index: 0, Limit: 1}}
 	limit := 7200.0
 	shown := api.Job{ID: 41, Name: "b", Team: "vision", User: "alice", GPUs: 1, State: job.Running, Env: map[string]string{"LR": "0.1"},
 		Workdir: "/data", TimeLimitS: &limit, TimeLeftS: &limit, Retries: 2,
@@ -53,7 +53,7 @@ func TestJobRunFlags(t *testing.T) {
 		{name: "a bad table names --array-params", args: []string{"submit", "--name", "b", "--array-params", bad, "--", "x"}, wantErr: "--array-params"},
 		{name: "show prints what it runs with", args: []string{"show", "41"},
 			wantOut: []string{"task 1 of array 40", "LR=0.1", "/data", "02:00:00 (02:00:00 left)", "up to 2", "afterok:40"}},
-		{name: "resubmit", args: []string{"resubmit", "41"}, wantOut: []string{"job 41 submitted again as job 40"}},
+		{name: "resubmit", args: []string{"resubmit", "41"}, wantOut: []string{"job 41 submitted again as job 40", "alice's"}},
 		{name: "array", args: []string{"array", "40"}, wantOut: []string{"array 40: sweep", "1 queued, 1 succeeded", "INDEX"}},
 		{name: "cancel an array", args: []string{"array", "--cancel", "40"}, wantOut: []string{"array 40"}},
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/notify"
+	"github.com/gpuportal/gpuportal/outbound"
 	"github.com/gpuportal/gpuportal/web"
 )
 
@@ -68,6 +69,7 @@ type serveFlags struct {
 	historyKeep       time.Duration
 	gate              gateFlags
 	notify            notifyFlags
+	metrics           metricsFlags
 	maxConnsPerAddr   int
 	maxSocketsPerUser int
 	wsMaxAge          time.Duration
@@ -133,6 +135,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f.slurm.Register(fs)
 	f.gate.register(fs)
 	f.notify.register(fs)
+	f.metrics.register(fs)
 	f.signIn.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -157,6 +160,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		return f, err
 	}
 	if err := f.notify.check(); err != nil {
+		return f, err
+	}
+	if err := f.metrics.load(); err != nil {
 		return f, err
 	}
 	f.set = make(map[string]bool)
@@ -441,9 +447,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	// Notifications go out from the leader only (serve_notify.go).
+	// Notifications go out from the leader only (serve_notify.go);
+	// webhooks never to this server itself, nor where --webhook-allow
+	// does not allow.
+	webhooks := f.notify.webhooks.WithOwn(outbound.OwnAddrs(ln.Addr())...)
 	notifier, err := notify.New(notify.Config{Store: store, Leader: rep.leader, PublicURL: f.notify.linkBase(ln.Addr()),
-		Mailer: mailer, WebhookTimeout: f.notify.webhookTimeout, RetryBase: f.notify.retryBase, HeldEvery: f.notify.heldCheck, Logger: log.With("part", "notify")})
+		Mailer: mailer, WebhookTimeout: f.notify.webhookTimeout, Webhooks: webhooks, RetryBase: f.notify.retryBase, HeldEvery: f.notify.heldCheck, Logger: log.With("part", "notify")})
 	if err != nil {
 		return err
 	}
@@ -452,11 +461,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
-		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil,
+		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil, Webhooks: webhooks,
 		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
 		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages,
-		SessionOrigin: f.sessionOrigin, PortalURL: f.notify.linkBase(ln.Addr())})
+		SessionOrigin: f.sessionOrigin, PortalURL: f.notify.linkBase(ln.Addr()),
+		MetricsToken: f.metrics.token, MetricsUserLabels: f.metrics.userLabels})
 	if err != nil {
 		return err
 	}

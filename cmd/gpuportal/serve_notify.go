@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/notify"
+	"github.com/gpuportal/gpuportal/outbound"
 )
 
 // smtpPasswordEnv holds the SMTP password when no file is given.
@@ -27,6 +28,9 @@ type notifyFlags struct {
 	webhookTimeout time.Duration
 	retryBase      time.Duration
 	heldCheck      time.Duration
+	// webhookAllow is --webhook-allow, read into webhooks by check.
+	webhookAllow string
+	webhooks     *outbound.Policy
 }
 
 func (n *notifyFlags) register(fs *flag.FlagSet) {
@@ -35,6 +39,7 @@ func (n *notifyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.smtpFrom, "smtp-from", "", "sender address of email notifications (gpuportal@example.org)")
 	fs.StringVar(&n.smtpUser, "smtp-user", "", "SMTP user, when the server wants authentication (the password from --smtp-password-file or $"+smtpPasswordEnv+")")
 	fs.StringVar(&n.smtpPassFile, "smtp-password-file", "", "file holding the SMTP password (its first line); default: $"+smtpPasswordEnv)
+	fs.StringVar(&n.webhookAllow, "webhook-allow", "", "where users' webhooks may go besides the Internet: comma-separated CIDRs, addresses and host names, each with an optional port (10.0.0.0/8,hooks.lab.internal:443); without it, webhooks to loopback, private, link-local and this server's own addresses are refused")
 	fs.DurationVar(&n.webhookTimeout, "webhook-timeout", 10*time.Second, "time a webhook receiver has to answer before the attempt counts as failed")
 	fs.DurationVar(&n.heldCheck, "notify-held-check", 30*time.Second, "how often waiting jobs are checked for users' \"waiting too long\" (held) notifications")
 	fs.DurationVar(&n.retryBase, "notify-retry", 30*time.Second, "wait before a failed notification is tried again; it doubles each time, up to 1h, for 12 attempts")
@@ -60,6 +65,11 @@ func (n *notifyFlags) check() error {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
+	allow, err := outbound.Parse(n.webhookAllow)
+	if err != nil {
+		return fmt.Errorf("serve: --webhook-allow %w", err)
+	}
+	n.webhooks = allow
 	if n.webhookTimeout < time.Second || n.webhookTimeout > 5*time.Minute {
 		return fmt.Errorf("serve: --webhook-timeout %v: want 1s to 5m", n.webhookTimeout)
 	}

@@ -24,6 +24,9 @@ func TestNotifyFlags(t *testing.T) {
 		{"a webhook timeout too short", []string{"--webhook-timeout", "10ms"}, "--webhook-timeout"},
 		{"a retry too long", []string{"--notify-retry", "3h"}, "--notify-retry"},
 		{"held checks too often", []string{"--notify-held-check", "10ms"}, "--notify-held-check"},
+		{"webhooks allowed to networks, addresses and names", []string{"--webhook-allow", "10.0.0.0/8, 127.0.0.1:9000,[fd00::1]:443,hooks.lab.internal"}, ""},
+		{"a webhook allowance that is no address", []string{"--webhook-allow", "10.0.0.0/8,http://hooks.lab"}, "--webhook-allow"},
+		{"a webhook allowance with a bad port", []string{"--webhook-allow", "127.0.0.1:99999"}, "--webhook-allow"},
 	})
 }
 

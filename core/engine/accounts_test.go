@@ -55,7 +55,7 @@ func TestAccountRefusalWaitsWithReason(t *testing.T) {
 	if n.refusals != 1 || store.state(1) != job.Queued {
 		t.Fatalf("refusals %d, state %s; want one refusal, then the job waiting", n.refusals, store.state(1))
 	}
-	if r := e.WaitReasons()[1]; !strings.HasPrefix(r, "alice has no Unix account on gpu-07; ") {
+	if r := e.Waits()[1].Reason; !strings.HasPrefix(r, "alice has no Unix account on gpu-07; ") {
 		t.Errorf("wait reason %q, want it to start with the account", r)
 	}
 	clock.t = clock.t.Add(AccountRecheck)

@@ -211,8 +211,9 @@ type Engine struct {
 	shares     []sched.TeamShare            // each team's standing after the last pass
 	borrowed   map[int64]bool               // running jobs beyond their team's guarantee
 	userShares map[string][]sched.UserShare // per team: its users' standing after the last pass
-	// waitReasons is why each waiting job waits, as of the last pass.
-	waitReasons map[int64]string
+	// waits is why each waiting job waits, and its place in its queue, as
+	// of the last pass.
+	waits map[int64]sched.Wait
 	// reservations are the GPUs the last pass reserved, by job (reserve.go).
 	reservations map[int64]sched.Reservation
 

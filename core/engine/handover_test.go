@@ -31,7 +31,7 @@ func TestVictimsDoNotRetakeAPromisedGPU(t *testing.T) {
 	e, clock, n0, n1 := handoverEngine(t, mem, []int64{28, 50}, []int64{8, 51})
 	mustPass(t, e)
 	if len(n0.stops) != 1 || len(n1.stops) != 1 {
-		t.Fatalf("stops n0 %v n1 %v: want both 2-GPU jobs preempted for job 13 (%s)", n0.stops, n1.stops, e.WaitReasons()[13])
+		t.Fatalf("stops n0 %v n1 %v: want both 2-GPU jobs preempted for job 13 (%s)", n0.stops, n1.stops, e.Waits()[13].Reason)
 	}
 	for round := range 3 {
 		clock.t = clock.t.Add(10 * time.Millisecond)
@@ -77,7 +77,7 @@ func TestKeptBackStartIsCarriedOver(t *testing.T) {
 	e, clock, n0, n1 := handoverEngine(t, mem, []int64{10, 1}, []int64{31, 20})
 	mustPass(t, e)
 	if !slices.Equal(slices.Sorted(slices.Values(n1.stops)), []int64{20, 31}) || len(n0.stops) != 0 {
-		t.Fatalf("stops n0 %v n1 %v: want jobs 20 and 31 preempted for job 37 (%s)", n0.stops, n1.stops, e.WaitReasons()[37])
+		t.Fatalf("stops n0 %v n1 %v: want jobs 20 and 31 preempted for job 37 (%s)", n0.stops, n1.stops, e.Waits()[37].Reason)
 	}
 	clock.t = clock.t.Add(10 * time.Millisecond)
 	for _, id := range n1.stops {

@@ -167,6 +167,9 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.ReenteredAt = seconds(*j.ReenteredAt)
 	}
 	sj.Interactive = j.Session != nil && j.InteractivePriority
+	if j.Session != nil {
+		sj.Class = sched.ClassSession
+	}
 	if j.State == job.Running {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
@@ -190,9 +193,19 @@ func (e *Engine) preempt(ctx context.Context, p sched.Preempt, byID map[int64]Jo
 		reclaimer = byID[p.For].Team
 	}
 	e.stats.preempted(byID[p.JobID].Team, reclaimer)
-	r.stop, r.reason = job.Preempted, p.Reason
+	r.stop, r.reason = job.Preempted, preemptReason(p, byID[p.JobID])
 	e.stopAll(ctx, p.JobID, r)
-	e.cfg.Logger.Info("job preempted", "job", p.JobID, "reason", p.Reason)
+	e.cfg.Logger.Info("job preempted", "job", p.JobID, "reason", r.reason)
+}
+
+// preemptReason is what the page of j, preempted by p, says: the
+// scheduler's reason, and for a session (which the scheduler preempts
+// only to give borrowed GPUs back) what stopping it loses.
+func preemptReason(p sched.Preempt, j Job) string {
+	if j.Session == nil {
+		return p.Reason
+	}
+	return p.Reason + "; " + j.Session.Type.StopLoses()
 }
 
 // start records that j runs on gpus, then starts one part of it on each
@@ -409,10 +422,10 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 // figures only, and by at most that. Pages on the leader show the
 // engine's own (WaitReasons), a follower the store's.
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
-	all := make(map[int64]string, len(waits))
+	all := make(map[int64]sched.Wait, len(waits))
 	changed := make(map[int64]string)
 	for _, w := range waits {
-		all[w.JobID] = w.Reason
+		all[w.JobID] = w
 		old, ok := e.reasons[w.JobID]
 		if ok && (old.text == w.Reason || sameWords(old.text, w.Reason) && now.Sub(old.at) < refreshAfter(w.JobID)) {
 			continue
@@ -420,7 +433,7 @@ func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time
 		changed[w.JobID] = w.Reason
 	}
 	e.shareMu.Lock()
-	e.waitReasons = all
+	e.waits = all
 	e.shareMu.Unlock()
 	if err := e.cfg.Store.SetReasons(ctx, changed); err != nil {
 		return err
@@ -493,13 +506,15 @@ func (e *Engine) forgetReasons(jobs []Job) {
 	}
 }
 
-// WaitReasons returns why each waiting job waits as of the last pass, by
-// job: what its page shows on the leader. The map is never changed once
-// published.
-func (e *Engine) WaitReasons() map[int64]string {
+// Waits returns, by job, why each waiting job waits as of the last pass
+// and its place in its queue (Wait.Position, 1-based in the scheduler's
+// order: its reason's "N jobs ahead" is Position-1): what its page, the
+// Queues page and the API show on the leader. The map is never changed
+// once published.
+func (e *Engine) Waits() map[int64]sched.Wait {
 	e.shareMu.Lock()
 	defer e.shareMu.Unlock()
-	return e.waitReasons
+	return e.waits
 }
 
 // simMemory is a job's memory on a simulated GPU: its declared memory, or

@@ -21,7 +21,7 @@ func (s *reasonCounter) SetReasons(ctx context.Context, reasons map[int64]string
 
 // TestStoredReasonsFollowTheEngines runs passes in which jobs end, start,
 // move up the line and are cancelled, and checks the reasons the store
-// gets against the engine's own (WaitReasons, what storing every changed
+// gets against the engine's own (Waits, what storing every changed
 // reason at once would store): after each pass every stored reason says
 // the same in words, one whose words changed ("first in line") equal;
 // a pass that moves jobs up the line stores none of theirs; and once
@@ -39,7 +39,7 @@ func TestStoredReasonsFollowTheEngines(t *testing.T) {
 	ctx := context.Background()
 	check := func(step string, exact bool) {
 		t.Helper()
-		want := e.WaitReasons()
+		want := e.Waits()
 		mem.mu.Lock()
 		defer mem.mu.Unlock()
 		waiting := 0
@@ -48,7 +48,7 @@ func TestStoredReasonsFollowTheEngines(t *testing.T) {
 				continue
 			}
 			waiting++
-			got, w := mem.waits[id], want[id]
+			got, w := mem.waits[id], want[id].Reason
 			switch {
 			case w == "":
 				t.Errorf("%s: job %d waits without a reason from the engine", step, id)
@@ -79,9 +79,9 @@ func TestStoredReasonsFollowTheEngines(t *testing.T) {
 	}
 	// Job 4 is now first in line and job 5 "1 job ahead": their words
 	// changed, and only theirs.
-	if store.rows != 2 || mem.waits[4] != e.WaitReasons()[4] || mem.waits[5] != e.WaitReasons()[5] {
+	if store.rows != 2 || mem.waits[4] != e.Waits()[4].Reason || mem.waits[5] != e.Waits()[5].Reason {
 		t.Errorf("stored %d reasons, job 4's %q and 5's %q; want only theirs, %q and %q",
-			store.rows, mem.waits[4], mem.waits[5], e.WaitReasons()[4], e.WaitReasons()[5])
+			store.rows, mem.waits[4], mem.waits[5], e.Waits()[4].Reason, e.Waits()[5].Reason)
 	}
 	// A cancelled job is forgotten; the line moves again.
 	if err := e.cfg.Store.Cancel(ctx, 10, "cancelled", clock.t); err != nil {

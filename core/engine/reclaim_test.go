@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
 )
 
 // TestSchedJobReclaimAndPriority: what the store says of a reclaimed job
@@ -32,10 +34,35 @@ func TestSchedJobReclaimAndPriority(t *testing.T) {
 			if sj.ReenteredAt != tc.reentered || sj.Interactive != tc.interactive {
 				t.Errorf("ReenteredAt %v Interactive %v; want %v %v", sj.ReenteredAt, sj.Interactive, tc.reentered, tc.interactive)
 			}
+			if want := tc.j.Session != nil; (sj.Class == sched.ClassSession) != want {
+				t.Errorf("class %v; want a session: %v", sj.Class, want)
+			}
 			m := simMemory(tc.j)
 			if got := m.UtilPct != nil && *m.UtilPct == 0; got != tc.sessionUtilZero {
 				t.Errorf("simulated utilization %v; want 0%%: %v", m.UtilPct, tc.sessionUtilZero)
 			}
 		})
+	}
+}
+
+// TestPreemptReasonOfSession: a session's preemption says what stopping
+// it lost, by its type; a batch job's is the scheduler's reason alone.
+func TestPreemptReasonOfSession(t *testing.T) {
+	p := sched.Preempt{JobID: 1, For: 2, Reclaim: true, Reason: "reclaimed by team nlp under its guarantee"}
+	if got := preemptReason(p, Job{ID: 1}); got != p.Reason {
+		t.Errorf("batch job: %q, want %q", got, p.Reason)
+	}
+	for _, tc := range []struct {
+		typ  job.SessionType
+		want string
+	}{
+		{job.SessionTerminal, "a terminal cannot be checkpointed: its shell was ended"},
+		{job.SessionJupyter, "Jupyter cannot be checkpointed"},
+		{job.SessionWeb, "a web app cannot be checkpointed"},
+	} {
+		got := preemptReason(p, Job{ID: 1, Session: &job.Session{Type: tc.typ}})
+		if !strings.HasPrefix(got, p.Reason+"; ") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s session: %q, want the reason and %q", tc.typ, got, tc.want)
+		}
 	}
 }

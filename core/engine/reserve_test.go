@@ -52,10 +52,10 @@ func TestEngineReservation(t *testing.T) {
 		t.Fatalf("reservation %+v from %v, %v; want 4 GPUs of n0 from %v", r, from, ok, t0.Add(20*time.Minute))
 	}
 	want := "GPUs n0:0-3 reserved for you from " + t0.Add(20*time.Minute).Local().Format("15:04")
-	if got := e.WaitReasons()[3]; !strings.Contains(got, want) {
+	if got := e.Waits()[3].Reason; !strings.Contains(got, want) {
 		t.Errorf("job 3 waits %q, want it to say %q", got, want)
 	}
-	if got := e.WaitReasons()[4]; !strings.Contains(got, "2 free GPUs held for job 3's reservation") {
+	if got := e.Waits()[4].Reason; !strings.Contains(got, "2 free GPUs held for job 3's reservation") {
 		t.Errorf("job 4 waits %q", got)
 	}
 	if _, _, ok := e.Reservation(4); ok {

@@ -6,10 +6,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
-// MaxArrayTasks bounds the tasks of one array.
-const MaxArrayTasks = 1000
+// The bounds of an array (docs/portal.md, "Arrays"): a server limit,
+// whatever the request. Slurm's default MaxArraySize (1001) allows
+// indices 0 to 1000; here an index may be larger, as a label, but an
+// array has at most MaxArrayTasks tasks.
+const (
+	// MaxArrayTasks bounds the tasks of one array, and %LIMIT: it counts
+	// the indices as listed, an index listed twice counting twice.
+	MaxArrayTasks = 1000
+	// MaxArrayIndex is the largest index of a task.
+	MaxArrayIndex = 999_999
+	// MaxArraySpecLen bounds the text of an array: room for MaxArrayTasks
+	// indices of six digits, listed one by one.
+	MaxArraySpecLen = 8 << 10
+)
 
 // ArraySpec is an array as Slurm's --array writes it: the tasks' indices
 // and how many may run at once.
@@ -20,14 +33,21 @@ type ArraySpec struct {
 }
 
 // ParseArray reads "0-5%2", "1,3,8-10" or "0-9:3%4": indices and ranges
-// (with a step after ':'), then an optional %LIMIT.
+// (with a step after ':'), then an optional %LIMIT. Every number is
+// bounded before it is used (indices and steps by MaxArrayIndex, the
+// tasks listed and the limit by MaxArrayTasks), so that no text, however
+// large its numbers, makes it loop or allocate beyond those bounds.
 func ParseArray(s string) (ArraySpec, error) {
 	var a ArraySpec
-	list, limit, hasLimit := strings.Cut(strings.TrimSpace(s), "%")
+	s = strings.TrimSpace(s)
+	if len(s) > MaxArraySpecLen {
+		return a, fmt.Errorf("is %d bytes long: at most %d", len(s), MaxArraySpecLen)
+	}
+	list, limit, hasLimit := strings.Cut(s, "%")
 	if hasLimit {
-		n, err := strconv.Atoi(limit)
-		if err != nil || n < 1 {
-			return a, fmt.Errorf("%q: the limit after %% must be a positive number", s)
+		n, ok := arrayNumber(limit)
+		if !ok || n < 1 || n > MaxArrayTasks {
+			return a, fmt.Errorf("%q: the limit after %% must be a whole number from 1 to %d", s, MaxArrayTasks)
 		}
 		a.Limit = n
 	}
@@ -35,25 +55,32 @@ func ParseArray(s string) (ArraySpec, error) {
 		return a, fmt.Errorf("%q: want indices such as 0-5, 1,3,7 or 0-9:3, then optionally %%LIMIT", s)
 	}
 	seen := map[int]bool{}
+	listed := 0
 	for _, part := range strings.Split(list, ",") {
 		rng, step, hasStep := strings.Cut(part, ":")
 		lo, hi, isRange := strings.Cut(rng, "-")
-		first, err := strconv.Atoi(lo)
-		if err != nil || first < 0 {
-			return a, fmt.Errorf("%q: %q is not an index (0 or more)", s, lo)
+		first, err := arrayIndex(s, lo)
+		if err != nil {
+			return a, err
 		}
 		last, by := first, 1
 		if isRange {
-			if last, err = strconv.Atoi(hi); err != nil || last < first {
+			if last, err = arrayIndex(s, hi); err != nil {
+				return a, err
+			}
+			if last < first {
 				return a, fmt.Errorf("%q: range %q does not end at or after its start", s, rng)
 			}
 		}
 		if hasStep {
-			if by, err = strconv.Atoi(step); err != nil || by < 1 || !isRange {
-				return a, fmt.Errorf("%q: a step (%q) must be positive and follow a range", s, part)
+			n, ok := arrayNumber(step)
+			if !ok || n < 1 || n > MaxArrayIndex || !isRange {
+				return a, fmt.Errorf("%q: a step (%q) must be a whole number from 1 to %d and follow a range", s, part, MaxArrayIndex)
 			}
+			by = n
 		}
-		if (last-first)/by+1+len(a.Indices) > MaxArrayTasks {
+		// Every number is at most MaxArrayIndex: no sum here overflows.
+		if listed += (last-first)/by + 1; listed > MaxArrayTasks {
 			return a, fmt.Errorf("%q: more than %d tasks", s, MaxArrayTasks)
 		}
 		for i := first; i <= last; i += by {
@@ -65,6 +92,26 @@ func ParseArray(s string) (ArraySpec, error) {
 	}
 	slices.Sort(a.Indices)
 	return a, nil
+}
+
+// arrayIndex reads one index of array s: a whole number from 0 to
+// MaxArrayIndex.
+func arrayIndex(s, v string) (int, error) {
+	n, ok := arrayNumber(v)
+	if !ok || n > MaxArrayIndex {
+		return 0, fmt.Errorf("%q: %q is not an index (a whole number from 0 to %d)", s, v, MaxArrayIndex)
+	}
+	return n, nil
+}
+
+// arrayNumber reads a number of an array's text: decimal digits only
+// (no sign, no space), at most 9 of them, so that it never overflows.
+func arrayNumber(v string) (int, bool) {
+	if v == "" || len(v) > 9 || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
 }
 
 // String writes a as ParseArray reads it.
@@ -93,9 +140,10 @@ func (a ArraySpec) String() string {
 const MaxParamBytes = 256 << 10
 
 // ParseParams reads an array's parameter table: CSV with a header row
-// whose columns name variables (CheckEnvName), then one row per task, in
-// the order of the tasks' indices. It returns each task's variables,
-// "NAME=VALUE".
+// whose columns name variables (CheckEnvName, at most MaxEnv), then one
+// row per task (at most MaxArrayTasks), in the order of the tasks'
+// indices, each row's values UTF-8 within MaxEnvBytes. It returns each
+// task's variables, "NAME=VALUE".
 func ParseParams(table string) ([][]string, error) {
 	if len(table) > MaxParamBytes {
 		return nil, fmt.Errorf("is %d bytes: at most %d", len(table), MaxParamBytes)
@@ -110,6 +158,9 @@ func ParseParams(table string) ([][]string, error) {
 		return nil, fmt.Errorf("needs a header row naming variables, then one row per task")
 	}
 	header := rows[0]
+	if len(header) > MaxEnv {
+		return nil, fmt.Errorf("has %d columns: at most %d variables", len(header), MaxEnv)
+	}
 	for i, name := range header {
 		header[i] = strings.TrimSpace(name)
 		if err := CheckEnvName(header[i]); err != nil {
@@ -123,13 +174,21 @@ func ParseParams(table string) ([][]string, error) {
 		return nil, fmt.Errorf("has %d rows: at most %d tasks", len(rows)-1, MaxArrayTasks)
 	}
 	out := make([][]string, 0, len(rows)-1)
-	for _, row := range rows[1:] {
+	for r, row := range rows[1:] {
 		env := make([]string, len(header))
+		n := 0
 		for i, name := range header {
-			if strings.ContainsRune(row[i], 0) {
+			switch {
+			case strings.ContainsRune(row[i], 0):
 				return nil, fmt.Errorf("a value of %s contains a NUL byte", name)
+			case !utf8.ValidString(row[i]):
+				return nil, fmt.Errorf("row %d: the value of %s is not valid UTF-8", r+1, name)
 			}
 			env[i] = name + "=" + row[i]
+			n += len(env[i])
+		}
+		if n > MaxEnvBytes {
+			return nil, fmt.Errorf("row %d: its variables are %d bytes: at most %d", r+1, n, MaxEnvBytes)
 		}
 		out = append(out, env)
 	}

@@ -49,7 +49,8 @@ func ParseDepKind(s string) (DepKind, error) {
 }
 
 // ParseDependencies reads Slurm's --dependency list:
-// "afterok:41:42,afterany:43" (a kind, then one or more job IDs).
+// "afterok:41:42,afterany:43" (a kind, then one or more job IDs), at
+// most MaxDependencies of them.
 func ParseDependencies(s string) ([]Dependency, error) {
 	var out []Dependency
 	if strings.TrimSpace(s) == "" {
@@ -68,6 +69,9 @@ func ParseDependencies(s string) ([]Dependency, error) {
 			id, err := strconv.ParseInt(f, 10, 64)
 			if err != nil || id <= 0 {
 				return nil, fmt.Errorf("%q: %q is not a job ID", part, f)
+			}
+			if len(out) == MaxDependencies {
+				return nil, fmt.Errorf("more than %d dependencies", MaxDependencies)
 			}
 			out = append(out, Dependency{Kind: kind, JobID: id})
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // A job's own environment: variables its owner sets at submission, added
@@ -34,8 +35,8 @@ func CheckEnvName(name string) error {
 }
 
 // ParseEnv reads "NAME=VALUE" pairs, each name checked by CheckEnvName and
-// given once, values without NUL bytes, within MaxEnv and MaxEnvBytes. It
-// returns them in the order given.
+// given once, values UTF-8 without NUL bytes, within MaxEnv and
+// MaxEnvBytes. It returns them in the order given.
 func ParseEnv(pairs []string) ([]string, error) {
 	if len(pairs) > MaxEnv {
 		return nil, fmt.Errorf("%d variables: at most %d", len(pairs), MaxEnv)
@@ -54,8 +55,13 @@ func ParseEnv(pairs []string) ([]string, error) {
 			return nil, fmt.Errorf("%s is given twice", name)
 		}
 		seen[name] = true
-		if strings.ContainsRune(value, 0) {
+		switch {
+		case strings.ContainsRune(value, 0):
 			return nil, fmt.Errorf("the value of %s contains a NUL byte", name)
+		case !utf8.ValidString(value):
+			// Stored as JSON, it would come back with U+FFFD in place of
+			// its bytes: another value than the one given.
+			return nil, fmt.Errorf("the value of %s is not valid UTF-8", name)
 		}
 		n += len(kv)
 	}

@@ -30,6 +30,18 @@ func (t SessionType) Valid() bool {
 	return false
 }
 
+// StopLoses says, for people, what stopping a session of the type loses:
+// no session can be checkpointed, and a stopped one starts afresh.
+func (t SessionType) StopLoses() string {
+	switch t {
+	case SessionTerminal:
+		return "a terminal cannot be checkpointed: its shell was ended, and it starts again with a new one"
+	case SessionJupyter:
+		return "Jupyter cannot be checkpointed: its kernels were ended (saved notebooks are kept), and it starts again with new ones"
+	}
+	return "a web app cannot be checkpointed: it was ended, and it starts again afresh"
+}
+
 // Session makes a run an interactive session: a server on the machine's
 // loopback interface that the portal reaches through the agent
 // (docs/portal.md, "Interactive sessions"). Its machine port is never

@@ -1,7 +1,9 @@
 package job
 
 import (
+	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,11 @@ func TestParseTimeLimit(t *testing.T) {
 		{"1:2:3:4", 0, true},
 		{"400-00:00:00", 0, true}, // beyond MaxTimeLimit
 		{"1-", 0, true},
+		// Kept in whole seconds: these would become 0, no limit, or lose
+		// their fraction.
+		{"1ns", 0, true},
+		{"1.5s", 0, true},
+		{"0.5m", 30 * time.Second, false},
 	}
 	for _, tc := range tests {
 		got, err := ParseTimeLimit(tc.in)
@@ -54,6 +61,7 @@ func TestParseEnv(t *testing.T) {
 		{"dash in name", []string{"A-B=2"}, "not a variable name"},
 		{"twice", []string{"A=1", "A=2"}, "given twice"},
 		{"NUL", []string{"A=x\x00y"}, "NUL"},
+		{"not UTF-8", []string{"A=x\xffy"}, "not valid UTF-8"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +79,8 @@ func TestParseDependencies(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, %v; want %v", got, err, want)
 	}
-	for _, bad := range []string{"afterok", "afterok:x", "before:1", "afterok:-1"} {
+	many := "afterok" + strings.Repeat(":1", MaxDependencies+1)
+	for _, bad := range []string{"afterok", "afterok:x", "before:1", "afterok:-1", many} {
 		if _, err := ParseDependencies(bad); err == nil {
 			t.Errorf("ParseDependencies(%q) accepted", bad)
 		}
@@ -125,10 +134,29 @@ func TestParseArray(t *testing.T) {
 		{"0-100000", nil, 0, true},
 		{"x", nil, 0, true},
 		{"4:2", nil, 0, true},
+		{"+5", nil, 0, true},
+		{"1,,2", nil, 0, true},
+		{"999999", []int{999999}, 0, false},
+		{"999990-999999:9%1000", []int{999990, 999999}, 1000, false},
+		{"0-999", nil, 0, false},
+		{"0-1000", nil, 0, true},
+		// Overlaps count as listed: 1001 tasks listed.
+		{"0-999,0", nil, 0, true},
+		{"1000000", nil, 0, true},
+		{"0-5%1001", nil, 0, true},
+		// The loop over a range used to wrap around at the largest int
+		// (and 0-MaxInt64 overflowed the count of tasks): it never ended.
+		{"9223372036854775807", nil, 0, true},
+		{"0-9223372036854775807", nil, 0, true},
+		{"9223372036854775806-9223372036854775807", nil, 0, true},
+		{"0-9:9223372036854775807", nil, 0, true},
+		{"0-5%9223372036854775807", nil, 0, true},
+		{"0-5%-1", nil, 0, true},
+		{strings.Repeat("1,", MaxArraySpecLen), nil, 0, true},
 	}
 	for _, tc := range tests {
 		a, err := ParseArray(tc.in)
-		if (err != nil) != tc.err || (!tc.err && (!reflect.DeepEqual(a.Indices, tc.want) || a.Limit != tc.limit)) {
+		if (err != nil) != tc.err || (!tc.err && tc.want != nil && (!reflect.DeepEqual(a.Indices, tc.want) || a.Limit != tc.limit)) {
 			t.Errorf("ParseArray(%q) = %+v, %v", tc.in, a, err)
 		}
 	}
@@ -143,9 +171,46 @@ func TestParseParams(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(rows, want) {
 		t.Fatalf("got %v, %v", rows, err)
 	}
-	for _, bad := range []string{"LR\n", "GPUPORTAL_X\n1\n", "LR,LR\n1,2\n", "LR,B\n1\n", "1A\n2\n"} {
+	var wide strings.Builder // MaxEnv+1 columns
+	for i := range MaxEnv + 1 {
+		fmt.Fprintf(&wide, "V%d,", i)
+	}
+	for _, bad := range []string{"LR\n", "GPUPORTAL_X\n1\n", "LR,LR\n1,2\n", "LR,B\n1\n", "1A\n2\n",
+		"LR\n\xff\n", strings.TrimSuffix(wide.String(), ",") + "\n", "LR\n" + strings.Repeat("x", MaxEnvBytes) + "\n"} {
 		if _, err := ParseParams(bad); err == nil {
 			t.Errorf("ParseParams(%q) accepted", bad)
+		}
+	}
+}
+
+// TestParseArrayBounded checks that arrays with numbers at the ends of
+// int answer at once, with an error, and allocate little: the loop over
+// a range used to wrap around at the largest int and grow without end.
+func TestParseArrayBounded(t *testing.T) {
+	for _, s := range []string{
+		"9223372036854775807", "0-9223372036854775807", "9223372036854775806-9223372036854775807:1",
+		"0-9223372036854775807:2", "18446744073709551615", "0-999999%1000",
+	} {
+		done := make(chan error, 1)
+		var allocated uint64
+		go func() {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := ParseArray(s)
+			runtime.ReadMemStats(&after)
+			allocated = after.TotalAlloc - before.TotalAlloc
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("ParseArray(%q) accepted", s)
+			}
+			if allocated > 1<<20 {
+				t.Errorf("ParseArray(%q) allocated %d bytes", s, allocated)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("ParseArray(%q) has not returned after 5 s", s)
 		}
 	}
 }

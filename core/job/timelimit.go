@@ -19,7 +19,8 @@ const MaxTimeLimit = 365 * 24 * time.Hour
 
 // ParseTimeLimit reads a time limit as Slurm's --time writes it
 // (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) or as a Go
-// duration (90m, 2h, 1h30m). "" and "0" are no limit (0).
+// duration (90m, 2h, 1h30m), in whole seconds. "" and "0" are no limit
+// (0).
 func ParseTimeLimit(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "0" {
@@ -29,8 +30,12 @@ func ParseTimeLimit(s string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%q: want a duration such as 2h, 90m, 1-00:00:00 (D-HH:MM:SS), 30:00 (MM:SS) or a number of minutes", s)
 	}
-	if d <= 0 || d > MaxTimeLimit {
+	switch {
+	case d <= 0 || d > MaxTimeLimit:
 		return 0, fmt.Errorf("%q: must be positive and at most %s", s, FormatTimeLimit(MaxTimeLimit))
+	case d%time.Second != 0:
+		// Limits are kept in whole seconds: 1ns would become 0, no limit.
+		return 0, fmt.Errorf("%q: must be whole seconds", s)
 	}
 	return d, nil
 }

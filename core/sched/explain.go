@@ -144,6 +144,10 @@ func (p *pass) waitPreempted(e *entry) {
 		b = strconv.AppendInt(b, run.by, 10)
 		b = append(b, ", which ranks above it"...)
 	}
+	if run.flags&runReclaimed != 0 && !p.s.Jobs[e.job].Class.preemptible() {
+		b = append(b, "; "...)
+		b = appendSessionReclaim(b)
+	}
 	p.addWait(e, WaitPreempted, b)
 }
 

@@ -26,7 +26,7 @@ type userKey struct {
 func (ft *fairTeams) release() {
 	all := ft.t[:cap(ft.t)]
 	for i := range all {
-		all[i] = fteam{cross: all[i].cross[:0], own: all[i].own[:0]}
+		all[i] = fteam{cross: all[i].cross[:0], own: all[i].own[:0], sess: all[i].sess[:0]}
 	}
 	clear(ft.byName)
 }
@@ -110,7 +110,9 @@ func (p *pass) refEntry(r int32) *entry {
 // holds. In each team's running jobs, in the policy's order, a job that
 // passes the guarantee borrows, and may be reclaimed once it has run the
 // minimum runtime. The walk defers a pending job that does not fit
-// within its team's guarantee (teamHold).
+// within its team's guarantee (teamHold). A team's sessions fill its
+// guarantee before its batch jobs (classFirst), so that its batch jobs
+// are the ones that borrow.
 func (p *pass) tiers() {
 	order := p.order[:0]
 	for k := range p.rents {
@@ -120,6 +122,9 @@ func (p *pass) tiers() {
 		ea, eb := &p.rents[a], &p.rents[b]
 		if ta, tb := p.jteam[ea.job], p.jteam[eb.job]; ta != tb {
 			return int(ta - tb)
+		}
+		if c := p.classFirst(ea, eb); c != 0 {
+			return c
 		}
 		return compareKeys(ea, eb)
 	})
@@ -135,7 +140,8 @@ func (p *pass) tiers() {
 		}
 		e.fk = 2 - t.f
 		run := &p.runs[e.run]
-		if p.ownPreempt {
+		batch := j.Class.preemptible()
+		if p.ownPreempt && batch {
 			t.own = append(t.own, e.run)
 			t.ownOpen += int(run.n)
 		}
@@ -150,7 +156,11 @@ func (p *pass) tiers() {
 		// A job whose start time is not a number is never reclaimed.
 		if ran := p.now - j.LastStartTime; ran >= minRun {
 			run.flags |= runEligible
-			t.cross = append(t.cross, e.run)
+			if batch {
+				t.cross = append(t.cross, e.run)
+			} else {
+				t.sess = append(t.sess, e.run)
+			}
 			t.crossOpen += int(run.n)
 		} else if ran < minRun {
 			run.flags |= runYoung
@@ -158,13 +168,32 @@ func (p *pass) tiers() {
 				t.youngAt = at
 			}
 			t.youngGPUs += int(run.n)
+			if batch {
+				t.youngBatch += int(run.n)
+			}
 		}
 	}
 	// Candidates are taken lowest rank first.
 	for i := range p.fs.t {
 		slices.Reverse(p.fs.t[i].cross)
 		slices.Reverse(p.fs.t[i].own)
+		slices.Reverse(p.fs.t[i].sess)
 	}
+}
+
+// classFirst orders two running jobs of one team for the count of its
+// guarantee: sessions (jobs of a class the policy never preempts) before
+// batch jobs; 0 when both are of the same kind.
+func (p *pass) classFirst(a, b *entry) int {
+	sa := !p.s.Jobs[a.job].Class.preemptible()
+	sb := !p.s.Jobs[b.job].Class.preemptible()
+	switch {
+	case sa == sb:
+		return 0
+	case sa:
+		return -1
+	}
+	return 1
 }
 
 // peek returns the next pending entry in the walk's order: from the
@@ -256,7 +285,8 @@ func (p *pass) fairBound(e *entry) int {
 
 // fairVictims is the state of one search for victims.
 type fairVictims struct {
-	cross bool    // the other teams' borrowed jobs may be taken
+	cross bool    // the other teams' borrowed batch jobs may be taken
+	sess  bool    // then, as a last resort, their borrowed sessions
 	share float64 // Kueue's share of e's team once e runs
 	own   int     // cursor in e's team's own list
 }
@@ -264,14 +294,18 @@ type fairVictims struct {
 // startFairVictims begins a search for e's victims.
 func (p *pass) startFairVictims(e *entry, fv *fairVictims) {
 	t := &p.fs.t[p.jteam[e.job]]
-	*fv = fairVictims{cross: p.reclaims(e), share: t.share(t.inUse + int(e.gpus)*unit), own: t.ownLo}
-	if fv.cross {
+	cross := p.reclaims(e)
+	*fv = fairVictims{cross: cross, sess: cross, share: t.share(t.inUse + int(e.gpus)*unit), own: t.ownLo}
+	if cross {
 		for i := range p.fs.t {
 			v := &p.fs.t[i]
 			for v.crossLo < len(v.cross) && p.runs[v.cross[v.crossLo]].state != runOpen {
 				v.crossLo++
 			}
-			v.cur, v.tent = v.crossLo, 0
+			for v.sessLo < len(v.sess) && p.runs[v.sess[v.sessLo]].state != runOpen {
+				v.sessLo++
+			}
+			v.cur, v.scur, v.tent = v.crossLo, v.sessLo, 0
 		}
 	}
 }
@@ -286,21 +320,51 @@ func (p *pass) endFairVictims(fv *fairVictims) {
 }
 
 // nextFairVictim returns the next victim for e, as an index in rents, or
-// -1. First the borrowed jobs of other teams, when e may reclaim: from
-// the team furthest over its guarantee (Kueue's share, recomputed after
-// each victim), its lowest-ranked job first, only while that team is
-// still over its guarantee and only if e's team ends no further over its
-// guarantee than the victim's (Kueue's LessThanOrEqualToFinalShare). Then,
-// when the policy preempts, e's own team's jobs ranked below it, lowest
-// first.
+// -1. First the borrowed batch jobs of other teams, when e may reclaim:
+// from the team furthest over its guarantee (Kueue's share, recomputed
+// after each victim), its lowest-ranked job first, only while that team
+// is still over its guarantee and only if e's team ends no further over
+// its guarantee than the victim's (Kueue's LessThanOrEqualToFinalShare).
+// Then, when the policy preempts, e's own team's batch jobs ranked below
+// it, lowest first. Last, when those cannot free enough and no batch job
+// that borrows is still short of its minimum runtime (it would do first,
+// once it may be reclaimed), the borrowed sessions of other teams, by
+// the same rules as the batch jobs.
 func (p *pass) nextFairVictim(e *entry, fv *fairVictims) int32 {
 	me := p.jteam[e.job]
-	for fv.cross {
+	if fv.cross {
+		if i := p.nextCross(me, fv, false); i >= 0 {
+			return i
+		}
+		fv.cross = false
+	}
+	if p.ownPreempt {
+		if i := p.nextOwn(e, fv); i >= 0 {
+			return i
+		}
+	}
+	if fv.sess {
+		if !p.youngBatchBorrows(me) {
+			if i := p.nextCross(me, fv, true); i >= 0 {
+				return i
+			}
+		}
+		fv.sess = false
+	}
+	return -1
+}
+
+// nextCross returns the next borrowed job of another team than me that
+// a job of me may reclaim: a batch job, or a session (sess), as an index
+// in rents; -1 when none is left.
+func (p *pass) nextCross(me int32, fv *fairVictims, sess bool) int32 {
+	for {
 		best := int32(-1)
 		var bestShare float64
 		for i := range p.fs.t {
 			v := &p.fs.t[i]
-			if int32(i) == me || v.cur >= len(v.cross) || v.inUse-v.tent <= v.g {
+			list, cur := v.candidates(sess)
+			if int32(i) == me || *cur >= len(list) || v.inUse-v.tent <= v.g {
 				continue
 			}
 			if s := v.share(v.inUse - v.tent); best < 0 || s > bestShare || s == bestShare && v.name < p.fs.t[best].name {
@@ -308,13 +372,13 @@ func (p *pass) nextFairVictim(e *entry, fv *fairVictims) int32 {
 			}
 		}
 		if best < 0 {
-			fv.cross = false
-			break
+			return -1
 		}
 		v := &p.fs.t[best]
-		for v.cur < len(v.cross) {
-			ri := v.cross[v.cur]
-			v.cur++
+		list, cur := v.candidates(sess)
+		for *cur < len(list) {
+			ri := list[*cur]
+			*cur++
 			r := &p.runs[ri]
 			if r.state != runOpen {
 				continue
@@ -327,10 +391,21 @@ func (p *pass) nextFairVictim(e *entry, fv *fairVictims) int32 {
 			return r.ent
 		}
 	}
-	if !p.ownPreempt {
-		return -1
+}
+
+// candidates returns the team's reclaim candidates of one kind, batch
+// jobs or sessions, and the cursor into them.
+func (t *fteam) candidates(sess bool) ([]int32, *int) {
+	if sess {
+		return t.sess, &t.scur
 	}
-	t := &p.fs.t[me]
+	return t.cross, &t.cur
+}
+
+// nextOwn returns the next job of e's own team that the policy ranks
+// below e, lowest first, as an index in rents; -1 when none is left.
+func (p *pass) nextOwn(e *entry, fv *fairVictims) int32 {
+	t := &p.fs.t[p.jteam[e.job]]
 	for t.ownLo < len(t.own) && p.runs[t.own[t.ownLo]].state != runOpen {
 		t.ownLo++
 	}
@@ -350,11 +425,23 @@ func (p *pass) nextFairVictim(e *entry, fv *fairVictims) int32 {
 	return -1
 }
 
+// youngBatchBorrows tells whether a team other than me, beyond its
+// guarantee, has batch jobs that borrow but have not yet run the minimum
+// runtime: they are reclaimed, once they may be, before any session.
+func (p *pass) youngBatchBorrows(me int32) bool {
+	for i := range p.fs.t {
+		if v := &p.fs.t[i]; int32(i) != me && v.inUse > v.g && v.youngBatch > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // teamKeep records that a running job keeps its GPUs: no longer a
 // candidate.
 func (p *pass) teamKeep(r *runJob) {
 	t := &p.fs.t[p.jteam[r.job]]
-	if p.ownPreempt {
+	if p.ownPreempt && p.s.Jobs[r.job].Class.preemptible() {
 		t.ownOpen -= int(r.n)
 	}
 	if r.flags&runEligible != 0 {
@@ -444,6 +531,9 @@ func (p *pass) markBorrowed() {
 		ea, eb := p.refEntry(a), p.refEntry(b)
 		if ta, tb := p.jteam[ea.job], p.jteam[eb.job]; ta != tb {
 			return int(ta - tb)
+		}
+		if c := p.classFirst(ea, eb); c != 0 {
+			return c
 		}
 		return compareKeys(ea, eb)
 	})
@@ -635,8 +725,17 @@ func (p *pass) reclaimReason(victim, by *entry) string {
 	b = p.appendTeam(b, bt)
 	b = append(b, "); this job borrowed: "...)
 	b = p.appendTeam(b, vt)
+	if !p.s.Jobs[victim.job].Class.preemptible() {
+		b = append(b, "; "...)
+		b = appendSessionReclaim(b)
+	}
 	p.buf = b
 	return string(b)
+}
+
+// appendSessionReclaim says why a session was reclaimed after all.
+func appendSessionReclaim(b []byte) []byte {
+	return append(b, "a session is reclaimed only as a last resort: the batch jobs that borrow could not free enough GPUs"...)
 }
 
 // heapPush and heapPop keep a binary heap of entries, highest rank first.

@@ -231,9 +231,17 @@ func fairProblems(sc *Scheduler, s Snapshot, cfg Config, d Decisions) []string {
 				continue
 			}
 			room := a.freeAll - max(excess, 0)
+			// Sessions go only when no batch borrower is still short of
+			// the minimum runtime (nextFairVictim).
+			youngBatch := false
 			for i := range s.Jobs {
 				v := &s.Jobs[i]
-				if v.Team != j.Team && running(v) && mk[v.ID]&runEligible != 0 && after[v.Team] > guarantee[v.Team] {
+				youngBatch = youngBatch || v.Team != j.Team && v.Class.preemptible() && mk[v.ID]&runYoung != 0
+			}
+			for i := range s.Jobs {
+				v := &s.Jobs[i]
+				if v.Team != j.Team && running(v) && mk[v.ID]&runEligible != 0 && after[v.Team] > guarantee[v.Team] &&
+					(v.Class.preemptible() || !youngBatch) {
 					room += jobGPUs(v)
 				}
 			}

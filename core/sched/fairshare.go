@@ -175,11 +175,16 @@ type fteam struct {
 	tent     int // units of GPUs of victims tentatively taken in the current reclaim
 
 	// Reclaim candidates: indices into pass.rents, lowest rank first.
-	cross   []int32 // borrowed jobs past their minimum runtime
-	own     []int32 // every running job of the team
+	cross   []int32 // borrowed batch jobs past their minimum runtime
+	own     []int32 // every running job of the team the policy may preempt
 	crossLo int     // cross[:crossLo] can never be victims again
 	ownLo   int
 	cur     int // cursor into cross within one reclaim
+	// sess are its borrowed jobs of a class the policy never preempts
+	// (sessions) past their minimum runtime: reclaimed only after every
+	// batch borrower (nextFairVictim). sessLo and scur as crossLo and cur.
+	sess         []int32
+	sessLo, scur int
 	// GPUs that the open (not yet kept or preempted) candidates would
 	// free: an upper bound for quick checks.
 	crossOpen, ownOpen int
@@ -187,6 +192,9 @@ type fteam struct {
 	// when the first of them may be reclaimed.
 	youngGPUs int
 	youngAt   float64
+	// youngBatch is the part of youngGPUs that batch jobs hold: while a
+	// team beyond its guarantee has some, its sessions are not reclaimed.
+	youngBatch int
 }
 
 // build resets the table to the listed teams.
@@ -256,7 +264,7 @@ func (ft *fairTeams) add(t fteam) {
 	t.smallest = -1
 	if n := len(ft.t); n < cap(ft.t) {
 		old := &ft.t[:n+1][n]
-		t.cross, t.own = old.cross[:0], old.own[:0]
+		t.cross, t.own, t.sess = old.cross[:0], old.own[:0], old.sess[:0]
 	}
 	ft.t = append(ft.t, t)
 }

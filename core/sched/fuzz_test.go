@@ -181,6 +181,13 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 			}
 		}
 	}
+	// Classes, after sharing for the same reason: sessions, and a class
+	// no caller names.
+	if r.next()&1 != 0 {
+		for i := range s.Jobs {
+			s.Jobs[i].Class = Class(r.next() % 3)
+		}
+	}
 	// Reservations, last again: a bound for the server and for teams,
 	// time limits of any value, interactive sessions.
 	if b := r.next(); b&1 != 0 {
@@ -219,6 +226,13 @@ func FuzzSchedule(f *testing.F) {
 		1, 0, 20, 0, 0, 0, 0, 0, 0,
 		4, 0, 20, 0, 0, 0, 0, 0, 0,
 		0, 3, 0, 0, 8, 4, 8, 0, 0, 16, 1, 0, 17, 2, 0, 18, 0, 0, 17, 1, 0, 18, 2, 0})
+	// With sessions: tiresias-l with a threshold of 2 GPU-s, one node of
+	// 2 GPUs held by a session far past it, a batch job waiting; no
+	// teams, no sharing.
+	f.Add([]byte{5, 32, 1, 10, 0, 8, 2,
+		2, 1, 1, 100, 100, 0, 0, 0, 2, 8, 16,
+		2, 0, 5, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 1, 1, 0})
 	// With sharing: one node of 2 GPUs, a running sharing job, two
 	// pending ones and a whole one; no teams.
 	f.Add([]byte{1, 0, 10, 0, 8, 4,
@@ -239,7 +253,7 @@ func FuzzSchedule(f *testing.F) {
 		8, 0, 0, 0, 0, 0, 0, 0, 0,
 		1, 0, 90, 0, 0, 0, 0, 0, 0,
 		1, 0, 95, 0, 0, 0, 0, 0, 0,
-		0, 0, 0, 3, 1, 1, 5, 1, 10, 1, 20, 1, 30, 1, 40, 0, 2, 1, 1})
+		0, 0, 0, 0, 3, 1, 1, 5, 1, 10, 1, 20, 1, 30, 1, 40, 0, 2, 1, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, s := decodeSnapshot(data)
 		sc, err := New(cfg)
@@ -260,6 +274,9 @@ func FuzzSchedule(f *testing.F) {
 		}
 		if p := internalProblems(sc, s); p != "" {
 			t.Fatalf("%+v: %s", cfg, p)
+		}
+		if p := sessionProblems(sc, s, d); len(p) > 0 && uniqueIDs(s) {
+			t.Fatalf("%+v\n%s", cfg, joinProblems(p))
 		}
 		if p := reservationProblems(sc, s); len(p) > 0 && uniqueIDs(s) {
 			t.Fatalf("%+v\n%s", cfg, joinProblems(p))

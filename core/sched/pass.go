@@ -269,6 +269,7 @@ func (p *pass) scan() {
 			continue
 		}
 		p.outcome[i] = outRunning
+		kept := p.keptClass(j)
 		var n int
 		if p.count {
 			// A count-mode pass that preempts nobody never needs more.
@@ -278,13 +279,16 @@ func (p *pass) scan() {
 		} else {
 			r := p.hold(j, i)
 			n = int(r.n)
+			if kept {
+				r.state = runKept
+			}
 			if p.track {
 				p.rents = append(p.rents, entry{id: j.ID, job: int32(i), run: int32(len(p.runs)),
 					gpus: clampGPUs(j.GPUs), queue: int32(qs.Index)})
 			}
 			p.runs = append(p.runs, r)
 		}
-		if p.preempt {
+		if p.preempt && !kept {
 			p.cl.reclTotal += n
 			if queued {
 				p.runQ[min(max(qs.Index, 0), len(p.runQ)-1)] += n
@@ -303,8 +307,20 @@ func (p *pass) running() {
 		j := &p.s.Jobs[i]
 		g := clampGPUs(j.GPUs)
 		p.rents = append(p.rents, entry{id: j.ID, job: i, run: int32(len(p.runs)), gpus: g})
-		p.runs = append(p.runs, runJob{n: max(g, 0), ent: -1, job: i})
+		r := runJob{n: max(g, 0), ent: -1, job: i}
+		if p.keptClass(j) {
+			r.state = runKept
+		}
+		p.runs = append(p.runs, r)
 	}
+}
+
+// keptClass tells whether running job j keeps its GPUs whatever the
+// pass does: a job of a class the policy never preempts (class.go), when
+// no team may reclaim it. Under fair share it stays a candidate for a
+// reclaim, taken only after every batch borrower (nextFairVictim).
+func (p *pass) keptClass(j *Job) bool {
+	return !j.Class.preemptible() && !p.fair
 }
 
 func clampGPUs(n int) int32 { return int32(min(max(n, -1), 1<<30)) }
@@ -349,7 +365,7 @@ func (p *pass) dropShared() {
 				out++
 			}
 		}
-		if lost := int(r.n - (out - lo)); lost > 0 && p.preempt {
+		if lost := int(r.n - (out - lo)); lost > 0 && p.preempt && r.state == runOpen {
 			p.cl.reclTotal -= lost
 			if p.pol.queues != nil { // rents[i] is run i's entry (nodes mode)
 				p.runQ[min(max(int(p.rents[i].queue), 0), len(p.runQ)-1)] -= lost

@@ -36,6 +36,17 @@ func (p *pass) level(s float64) int {
 func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 	*qs = j.Queue
 	s := p.cycleService(j, qs)
+	if j.Class.topQueue() {
+		// A session stays in queue 0 whatever its service; one stored
+		// elsewhere (before it was known as a session) comes back.
+		if qs.Index != 0 {
+			from := qs.Index
+			qs.Index, qs.Since = 0, p.now
+			p.queueChange(j, from, qs, fmt.Sprintf(
+				"moved from queue %d to queue 0: an interactive session stays in queue 0 whatever its service", from))
+		}
+		return s
+	}
 	q := p.level(s)
 	knob := p.sc.cfg.PromoteKnob
 	if q == qs.Index && (q == 0 || knob == 0 || j.State != Pending) {
@@ -90,6 +101,9 @@ func (p *pass) cycleTimes(j *Job, qs *QueueState) (run, wait float64) {
 // dueAt returns when job j, in queue state qs with cycle service s, next
 // changes queue if it runs (running) or waits from now on; 0 for never.
 func (p *pass) dueAt(j *Job, qs *QueueState, s float64, running bool) float64 {
+	if j.Class.topQueue() {
+		return 0
+	}
 	if running {
 		if qs.Index >= len(p.sc.thr) || qs.Index < 0 {
 			return 0

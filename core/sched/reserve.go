@@ -18,11 +18,13 @@ import (
 //
 //   - if they end before the reservation's start by their own time limit,
 //     or
-//   - under a preemptive policy without fair share, if they are not
-//     interactive sessions: they are then preemptible there. Once every
-//     other holder of the reserved GPUs has left, the reserved job
-//     preempts the jobs that started on them after it became due and
-//     that rank below it as waiting jobs, and takes the GPUs.
+//   - under a preemptive policy without fair share: they are then
+//     preemptible there. Once every other holder of the reserved GPUs
+//     has left, the reserved job preempts the jobs that started on them
+//     after it became due and that rank below it as waiting jobs, and
+//     takes the GPUs;
+//   - if they are interactive sessions, which no reservation holds back
+//     and none preempts: the reserved job waits for them.
 //
 // Free GPUs outside a reservation come first. Free reserved GPUs are
 // held back for the rest of the walk by marking them busy (rsvHeld); a
@@ -313,7 +315,9 @@ func (d *GPUTimeDist) MedianRemaining(a float64) (float64, bool) {
 
 // mayBackfill tells whether job j, later in the walk than reservation k,
 // may start on its GPUs: it ends before the reservation's start by its
-// time limit, or it is preemptible there.
+// time limit, it is preemptible there, or it is an interactive session:
+// a person waits on it, so no reservation holds it back, and the reserved
+// job waits for it as for a job that started before.
 func (p *pass) mayBackfill(j *Job, k *rsvState) bool {
 	if hasLimit(j) {
 		ran := j.ExecutedS
@@ -324,8 +328,13 @@ func (p *pass) mayBackfill(j *Job, k *rsvState) bool {
 			return true
 		}
 	}
-	return p.rsvPreempt && !j.Interactive
+	return p.rsvPreempt || rsvProtected(j)
 }
+
+// rsvProtected: job j is an interactive session (its class is not
+// preemptible, or it asked for interactive priority): it is never
+// preempted for a reservation, nor held back by one.
+func rsvProtected(j *Job) bool { return !j.Class.preemptible() || j.Interactive }
 
 // rsvBars tells whether slot s is reserved for a job that job j may not
 // backfill: the joining of a shared GPU (share.go) asks.
@@ -503,7 +512,7 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 		return false
 	}
 	j := &p.s.Jobs[run.job]
-	if j.Interactive {
+	if rsvProtected(j) {
 		return false
 	}
 	switch run.state &^ runReached {

@@ -124,6 +124,14 @@ func TestReservation(t *testing.T) {
 			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2500, DueS: 300}},
 		},
 		{
+			name: "fjf: an interactive session is not held back, and the reservation waits for it",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 300},
+			snap: oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950, session)),
+			// 12 has no limit, yet starts on a reserved GPU
+			starts: []int64{12},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+		},
+		{
 			name: "tiresias-l: a job ranked above it as a waiting job is waited for",
 			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
 			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
@@ -507,7 +515,7 @@ func TestReservationProperties(t *testing.T) {
 				skipped++
 				continue
 			}
-			if p := unconserved(noSessions(s), cfg, d, a); len(p) > 0 {
+			if p := unconserved(s, cfg, d, a); len(p) > 0 {
 				t.Fatalf("%+v, snapshot %d:\n%s", cfg, i, joinProblems(p))
 			}
 			conserved++
@@ -517,13 +525,6 @@ func TestReservationProperties(t *testing.T) {
 	if made < 1000 || conserved < 1000 {
 		t.Errorf("only %d reservations made, %d passes checked for work conservation: the snapshots do not test them", made, conserved)
 	}
-}
-
-// noSessions is s without its waiting interactive sessions, which may not
-// backfill reserved GPUs: work conservation does not hold for them.
-func noSessions(s Snapshot) Snapshot {
-	s.Jobs = slices.DeleteFunc(slices.Clone(s.Jobs), func(j Job) bool { return j.Interactive && j.State == Pending })
-	return s
 }
 
 // forReservation tells whether a job was preempted for a reserved job.

@@ -163,6 +163,13 @@ type Job struct {
 	// (interactive.go); other teams' places are unchanged.
 	Interactive bool
 
+	// Class is what kind of work the job is (class.go): ClassBatch, the
+	// zero value, or ClassSession, an interactive session, which stays in
+	// queue 0, is never preempted by the policy, and is reclaimed by a
+	// team under its guarantee only when no batch job that borrows can
+	// free enough GPUs.
+	Class Class
+
 	// Queue is the priority-queue state the scheduler handed back for
 	// this job in an earlier pass (QueueChange.State). The caller stores it
 	// and passes it back unchanged; the zero value is right for a new job.

@@ -448,7 +448,11 @@ func (p *pass) preemptRun(ri int32, by *entry) {
 	if p.fair {
 		p.teamKeep(run) // no longer a candidate
 		if run.flags&runYoung != 0 {
-			p.fs.t[p.jteam[run.job]].youngGPUs -= int(run.n)
+			t := &p.fs.t[p.jteam[run.job]]
+			t.youngGPUs -= int(run.n)
+			if p.s.Jobs[run.job].Class.preemptible() {
+				t.youngBatch -= int(run.n)
+			}
 		}
 		if p.jteam[run.job] != p.jteam[by.job] {
 			pr.Reclaim = true

@@ -32,6 +32,7 @@ type job struct {
 	progress float64 // seconds of useful work done
 	owed     float64 // restore time still to run before work resumes
 
+	class    sched.Class // from the trace's class column
 	preempts int
 	finish   float64
 	done     bool

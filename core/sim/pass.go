@@ -52,6 +52,12 @@ func (s *simulator) pass() error {
 		}
 		s.preemptions++
 		j.preempts++
+		if j.class == sched.ClassSession {
+			s.sessionPreempts++
+			if p.Reclaim {
+				s.sessionReclaims++
+			}
+		}
 		if p.Reclaim && s.teams != nil {
 			s.teams.t[j.team].reclaimed++
 			if by := s.byID[p.For]; by != nil {

@@ -23,6 +23,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 	if err := writeCPUTable(w, results); err != nil {
 		return err
 	}
+	if err := writeClassTable(w, results); err != nil {
+		return err
+	}
 	if err := writeShareTable(w, results); err != nil {
 		return err
 	}

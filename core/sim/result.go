@@ -50,6 +50,9 @@ type Result struct {
 	UsageFairness float64 `json:"usage_fairness_jain,omitempty"`
 	// FairShare tells whether the scheduler applied fair share.
 	FairShare bool `json:"fair_share,omitempty"`
+	// Classes reports sessions and batch jobs apart, when the trace has
+	// sessions.
+	Classes *ClassResult `json:"classes,omitempty"`
 	// Sharing is "salus" when fractional jobs shared GPUs (Config.Sharing);
 	// SharingJobs counts the jobs that could share, CoLocations the starts
 	// on a GPU that already hosted a job, and MaxJobsPerGPU the most jobs
@@ -173,6 +176,7 @@ func (s *simulator) result() *Result {
 		r.GPUUtilization = math.Min(1, s.busy/(float64(s.gpus.total)*r.Makespan))
 	}
 	s.shareResult(r)
+	r.Classes = s.classResult()
 	if s.cpu != nil {
 		r.CPU = s.cpu.result(last)
 	}

@@ -202,6 +202,9 @@ type simulator struct {
 
 	teams *teams    // nil without Config.Teams
 	cpu   *cpuState // nil unless Config.Sched.CPUAlloc is set
+
+	// Preemptions of sessions, and those of them that were reclaims.
+	sessionPreempts, sessionReclaims int
 }
 
 func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
@@ -258,7 +261,11 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 		if _, dup := s.byID[tj.ID]; dup {
 			return nil, fmt.Errorf("job id %d appears twice", tj.ID)
 		}
-		s.jobs[k] = job{tj: tj, order: k, pos: -1, within: -1}
+		class, err := jobClass(tj.Class)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", tj.ID, err)
+		}
+		s.jobs[k] = job{tj: tj, order: k, pos: -1, within: -1, class: class}
 		s.byID[tj.ID] = &s.jobs[k]
 	}
 	s.teams = newTeams(cfg, s.jobs)
@@ -370,6 +377,7 @@ func (s *simulator) arrive(j *job) {
 		DurationS:  tj.Duration,
 		TimeLimitS: tj.TimeLimitS,
 		Model:      tj.Model,
+		Class:      j.class,
 	})
 	if f := s.cfg.LimitFactor; f > 0 {
 		if s.cfg.LimitSpread {

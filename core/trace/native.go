@@ -4,7 +4,9 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // nativeRequired are the columns every native trace has.
@@ -13,7 +15,11 @@ var nativeRequired = []string{"id", "submit_s", "duration_s", "gpus"}
 // nativeColumns are all columns of the native format, in the order
 // WriteNative writes them.
 var nativeColumns = []string{"id", "name", "submit_s", "duration_s", "gpus", "gpu_milli",
-	"gpu_mem_mib", "cpu_milli", "mem_mib", "team", "user", "model", "batch", "cpu_curve", "mem_curve", "time_limit_s"}
+	"gpu_mem_mib", "cpu_milli", "mem_mib", "team", "user", "model", "batch", "cpu_curve", "mem_curve", "time_limit_s", "class"}
+
+// Classes are the values of the native column class: a job's class, as
+// the scheduling core names them (sched.ParseClass); empty is batch.
+var Classes = []string{"batch", "session"}
 
 // ReadNative parses gpuportal's own trace CSV (see docs/simulator.md).
 // The header names the columns, in any order; id, submit_s, duration_s
@@ -100,6 +106,9 @@ func nativeJob(row row) (Job, error) {
 			return j, err
 		}
 	}
+	if j.Class = row.str("class"); j.Class != "" && !slices.Contains(Classes, j.Class) {
+		return j, row.errorf("class", "%q is no class: want %s, or empty for batch", j.Class, strings.Join(Classes, " or "))
+	}
 	return j, nil
 }
 
@@ -119,7 +128,7 @@ func WriteNative(w io.Writer, jobs []Job) error {
 			strconv.Itoa(j.GPUs), milliText(j.GPUMilli),
 			strconv.FormatInt(j.GPUMemMiB, 10), strconv.FormatInt(j.CPUMilli, 10),
 			strconv.FormatInt(j.MemMiB, 10), j.Team, j.User, j.Model,
-			batchText(j.Batch), j.CPUCurve, j.MemCurve, limitText(j.TimeLimitS))
+			batchText(j.Batch), j.CPUCurve, j.MemCurve, limitText(j.TimeLimitS), j.Class)
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write native trace: job %d: %w", j.ID, err)
 		}

@@ -53,6 +53,11 @@ type Job struct {
 	// TimeLimitS is the time limit the job declared, seconds; 0: none
 	// (native traces; the simulator's --limits-as-hints reads it).
 	TimeLimitS float64
+	// Class is the job's class (native traces, the column class): ""
+	// or "batch" for a batch job, "session" for an interactive session,
+	// which the scheduler never demotes nor preempts for a batch job
+	// (sched.Class).
+	Class string
 }
 
 // Format names a trace file format.

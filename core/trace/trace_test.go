@@ -76,6 +76,7 @@ func TestNativeRoundTrip(t *testing.T) {
 		{ID: 7, Name: "bert, large", Submit: 1.25, Duration: 3600, GPUs: 4, GPUMilli: 1000,
 			GPUMemMiB: 30000, CPUMilli: 16000, MemMiB: 65536, Team: "nlp", User: "ada", Model: "bert", TimeLimitS: 7200},
 		{ID: 9, Submit: 2, Duration: 0.5, GPUs: 1, GPUMilli: 250, Team: "vision"},
+		{ID: 11, Submit: 3, Duration: 1800, GPUs: 1, GPUMilli: 1000, Team: "vision", User: "lin", Class: "session"},
 	}
 	var b strings.Builder
 	if err := WriteNative(&b, jobs); err != nil {
@@ -131,6 +132,7 @@ func TestBadRows(t *testing.T) {
 		{"duplicate id", FormatTiresias, tiresiasHeader + "4,1,0,0,m,5,0\n\n4,1,0,0,m,5,0\n", "f.csv:4: column job_id: job id 4 already used on line 2"},
 		{"unknown native column", FormatNative, "id,submit_s,duration_s,gpus,gpu\n1,0,1,1,1\n", "f.csv:1: column gpu: unknown column"},
 		{"native GPU share", FormatNative, "id,submit_s,duration_s,gpus,gpu_milli\n1,0,1,1,1500\n", "f.csv:2: column gpu_milli: 1500 is out of range"},
+		{"native class", FormatNative, "id,submit_s,duration_s,gpus,class\n1,0,1,1,interactive\n", `f.csv:2: column class: "interactive" is no class: want batch or session`},
 		{"native time limit", FormatNative, "id,submit_s,duration_s,gpus,time_limit_s\n1,0,1,1,-5\n", "f.csv:2: column time_limit_s"},
 		{"duplicate header", FormatNative, "id,submit_s,duration_s,gpus,ID\n", "f.csv:1: column id: column appears twice"},
 		{"openb deleted before scheduled", FormatOpenB, openbHeader + "p,1,1,1,1000,,LS,Running,10,20,30\n", "f.csv:2: column deletion_time: 20 is before scheduled_time 30"},

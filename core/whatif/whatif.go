@@ -48,6 +48,9 @@ type Record struct {
 	// TimeLimitS is the time limit it declared; 0: none.
 	TimeLimitS  int64
 	Preemptions int
+	// Class is the job's class as a trace names it (trace.Job.Class):
+	// "session" for an interactive session, "" for a batch job.
+	Class string
 }
 
 // JCT is the record's job completion time, finish minus submit, in seconds.
@@ -130,6 +133,7 @@ func Trace(recs []Record) ([]trace.Job, []Record) {
 			Duration: r.ExecutedS,
 			GPUs:     r.GPUs, GPUMilli: milli, GPUMemMiB: r.GPUMemMiB,
 			Team: r.Team, User: r.User, Model: r.Model, TimeLimitS: float64(r.TimeLimitS),
+			Class: r.Class,
 		}
 	}
 	return jobs, kept

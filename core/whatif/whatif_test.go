@@ -53,6 +53,9 @@ func TestTrace(t *testing.T) {
 				{ID: 2, GPUs: 1, Submitted: at(1), Started: at(1), Finished: at(2), ExecutedS: 1}},
 			want: []trace.Job{{ID: 1, Submit: 0, Duration: 9, GPUs: 1, GPUMilli: 250, GPUMemMiB: 4096, Model: "resnet50"},
 				{ID: 2, Submit: 1, Duration: 1, GPUs: 1, GPUMilli: 1000}}},
+		{name: "a session replays as a session",
+			recs: []Record{{ID: 1, GPUs: 1, Class: "session", Submitted: at(0), Started: at(0), Finished: at(9), ExecutedS: 9}},
+			want: []trace.Job{{ID: 1, Submit: 0, Duration: 9, GPUs: 1, GPUMilli: 1000, Class: "session"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -289,6 +289,7 @@ const (
 	NotificationEventHeld      NotificationEvent = "held"
 	NotificationEventIdle      NotificationEvent = "idle"
 	NotificationEventPreempted NotificationEvent = "preempted"
+	NotificationEventReclaimed NotificationEvent = "reclaimed"
 	NotificationEventStarted   NotificationEvent = "started"
 	NotificationEventSucceeded NotificationEvent = "succeeded"
 	NotificationEventTest      NotificationEvent = "test"
@@ -307,6 +308,8 @@ func (e NotificationEvent) Valid() bool {
 	case NotificationEventIdle:
 		return true
 	case NotificationEventPreempted:
+		return true
+	case NotificationEventReclaimed:
 		return true
 	case NotificationEventStarted:
 		return true
@@ -1164,7 +1167,7 @@ type IdlePolicyUpdate struct {
 	// IdleBelowPct the team's own idle threshold, in percent utilization (above 0, at most 100); null: the server's (serve --idle-below)
 	IdleBelowPct *float64 `json:"idle_below_pct,omitempty"`
 
-	// MaxKeepAliveHours the longest keep-alive its members may ask for; 0: 8 hours
+	// MaxKeepAliveHours the longest keep-alive its members may ask for; 0: 8 hours; else at least 1 second (0.0003), at most 720
 	MaxKeepAliveHours *float64 `json:"max_keep_alive_hours,omitempty"`
 	ReclaimBatch      *bool    `json:"reclaim_batch,omitempty"`
 	ReclaimSessions   *bool    `json:"reclaim_sessions,omitempty"`
@@ -1246,8 +1249,11 @@ type Job struct {
 	Parameters     *int64          `json:"parameters,omitempty"`
 
 	// Placement node:gpu per GPU
-	Placement   []string `json:"placement"`
-	Preemptions int64    `json:"preemptions"`
+	Placement []string `json:"placement"`
+
+	// Position a waiting job's place in its queue in the scheduler's order, 1 the next to start: its reason's "N jobs ahead" is position - 1, and the Queues page lists the queue in this order; absent when the job does not wait, and on a replica that does not schedule
+	Position    *int64 `json:"position,omitempty"`
+	Preemptions int64  `json:"preemptions"`
 
 	// Queue priority queue, 0 the highest
 	Queue int64 `json:"queue"`
@@ -1476,8 +1482,10 @@ type Notification struct {
 	Channel  NotificationChannel `json:"channel"`
 
 	// Detail The event's reason or place, as the job's history has it
-	Detail string            `json:"detail"`
-	Event  NotificationEvent `json:"event"`
+	Detail string `json:"detail"`
+
+	// Event reclaimed: a session's borrowed GPUs were reclaimed by a team under its guarantee, as a last resort; told by every channel, whatever events were chosen
+	Event NotificationEvent `json:"event"`
 
 	// Id Also sent as X-Gpuportal-Delivery: a retry carries the same.
 	Id int64 `json:"id"`
@@ -1485,7 +1493,7 @@ type Notification struct {
 	// JobId 0 for a test
 	JobId int64 `json:"job_id"`
 
-	// LastError Why the last attempt failed; empty once sent
+	// LastError Why the last attempt failed, as an outcome only: the receiver's status (never its answer's body), refused: address not allowed, connection failed, or a timeout; empty once sent
 	LastError string `json:"last_error"`
 
 	// NextAttemptAt While pending: when it is tried (again). Waits double from serve --notify-retry (30s) up to 1h.
@@ -1499,7 +1507,7 @@ type Notification struct {
 // NotificationChannel defines model for Notification.Channel.
 type NotificationChannel string
 
-// NotificationEvent defines model for Notification.Event.
+// NotificationEvent reclaimed: a session's borrowed GPUs were reclaimed by a team under its guarantee, as a last resort; told by every channel, whatever events were chosen
 type NotificationEvent string
 
 // NotificationState pending: due at next_attempt_at; sent; failed: given up after 12 attempts; dropped: its channel was turned off first
@@ -1543,7 +1551,7 @@ type NotificationSettingsUpdate struct {
 	// WebhookSecret Write only
 	WebhookSecret *string `json:"webhook_secret,omitempty"`
 
-	// WebhookUrl An http or https URL
+	// WebhookUrl An http or https URL. A URL whose host is a loopback, private, link-local or other non-Internet address, localhost, or this server's own address is refused (400) unless the operator allows it (serve --webhook-allow); each delivery checks the address it connects to again, after name resolution.
 	WebhookUrl *string `json:"webhook_url,omitempty"`
 }
 
@@ -1601,7 +1609,10 @@ type Queues struct {
 			Gpus     int64     `json:"gpus"`
 			Id       int64     `json:"id"`
 			Name     *string   `json:"name,omitempty"`
-			Reason   *string   `json:"reason,omitempty"`
+
+			// Position a waiting job's place in its queue in the scheduler's order, 1 the next to start: its reason's "N jobs ahead" is position - 1, and the Queues page lists the queue in this order; absent when the job does not wait, and on a replica that does not schedule
+			Position *int64  `json:"position,omitempty"`
+			Reason   *string `json:"reason,omitempty"`
 
 			// State timed_out: the job reached its time limit and was stopped (SIGTERM, the grace period, SIGKILL)
 			State State   `json:"state"`
@@ -1640,7 +1651,7 @@ type SessionType string
 
 // SessionPolicy A team's session policy.
 type SessionPolicy struct {
-	// MaxSessionHours the longest a session may run, its time limit (a longer time_limit is refused); 0: no maximum
+	// MaxSessionHours the longest a session may run, its time limit (a longer time_limit is refused); 0: no maximum; else at least 1 second (0.0003), at most 8760
 	MaxSessionHours float64 `json:"max_session_hours"`
 
 	// PriorityGpus how many GPUs the team's sessions that ask for it may hold with interactive priority; 0: none
@@ -1658,10 +1669,10 @@ type State string
 
 // SubmitRequest defines model for SubmitRequest.
 type SubmitRequest struct {
-	// Array make an array of tasks, as Slurm's --array: indices and ranges (0-5, 1,3,7, 0-9:3), then %LIMIT for how many run at once. Each task is a job with GPUPORTAL_ARRAY_INDEX and GPUPORTAL_ARRAY_JOB_ID; the answer is the first task
+	// Array make an array of tasks, as Slurm's --array: indices and ranges (0-5, 1,3,7, 0-9:3), then %LIMIT for how many run at once. Server limits: at most 1000 tasks, counted as listed (an index listed twice counts twice); indices and steps from 0 to 999999; LIMIT from 1 to 1000; at most 8192 bytes; numbers are digits only. Beyond them, a 400 naming array. Each task is a job with GPUPORTAL_ARRAY_INDEX and GPUPORTAL_ARRAY_JOB_ID; the answer is the first task
 	Array *string `json:"array,omitempty"`
 
-	// ArrayParams CSV: a header row naming variables, then one row per task (in the order of the indices): each row's values are its task's variables. Alone, it makes one task per row (indices 0..N-1)
+	// ArrayParams CSV: a header row naming variables (at most 128), then one row per task (in the order of the indices): each row's values (UTF-8, at most 32 KiB a row) are its task's variables. Alone, it makes one task per row (indices 0..N-1)
 	ArrayParams *string `json:"array_params,omitempty"`
 
 	// BatchSize with model (the memory catalogue) or parameters: the memory estimate of a sharing job
@@ -1677,10 +1688,12 @@ type SubmitRequest struct {
 	// Env the job's own variables, added to its minimal environment: names of letters, digits and _ (not starting with a digit), none of GPUPORTAL_* or CUDA_VISIBLE_DEVICES; at most 128. Visible to whoever may see the job
 	Env *map[string]string `json:"env,omitempty"`
 
-	// GpuFraction a fraction of one GPU, more than 0 and less than 1: implies sharing and gpus 1
+	// GpuFraction a fraction of one GPU, from 0.01 to less than 1: implies sharing and gpus 1
 	GpuFraction *float64 `json:"gpu_fraction,omitempty"`
-	GpuMemGb    *float64 `json:"gpu_mem_gb,omitempty"`
-	Gpus        *int64   `json:"gpus,omitempty"`
+
+	// GpuMemGb GPU memory the job needs, in GB; 0: none declared, else at least 1 MiB (0.001)
+	GpuMemGb *float64 `json:"gpu_mem_gb,omitempty"`
+	Gpus     *int64   `json:"gpus,omitempty"`
 
 	// Image container image the command runs in (registry.lab/team/pytorch:2.3), as the job's owner with only its GPUs; must start with one of the server's --allowed-images prefixes when it has any (docs/agents.md, Container jobs)
 	Image *string `json:"image,omitempty"`
@@ -1718,7 +1731,7 @@ type SubmitRequest struct {
 	// Team default: the user's team
 	Team *string `json:"team,omitempty"`
 
-	// TimeLimit the longest the job may run, over all its runs (preemptions and retries included), as Slurm's --time writes it (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS) or a duration (90m, 2h); default the team's. At the limit it gets SIGTERM, the grace period, then SIGKILL, and ends timed_out
+	// TimeLimit the longest the job may run, over all its runs (preemptions and retries included), as Slurm's --time writes it (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS) or a duration (90m, 2h), in whole seconds, at most 365 days; default the team's. At the limit it gets SIGTERM, the grace period, then SIGKILL, and ends timed_out
 	TimeLimit *string `json:"time_limit,omitempty"`
 
 	// Workdir the folder the job starts in: absolute, or relative to its job folder (no ..); default its job folder
@@ -2086,7 +2099,7 @@ type ListJobsParamsKind string
 
 // KeepJobAliveJSONBody defines parameters for KeepJobAlive.
 type KeepJobAliveJSONBody struct {
-	// Hours how many hours, above 0
+	// Hours how many hours, at least 1 second (0.0003), at most the team's maximum keep-alive
 	Hours float64 `json:"hours"`
 }
 
@@ -2141,9 +2154,11 @@ type GetJCTStatsParams struct {
 
 // UpdateTeamJSONBody defines parameters for UpdateTeam.
 type UpdateTeamJSONBody struct {
-	GuaranteedGpus *int64   `json:"guaranteed_gpus,omitempty"`
-	MaxGpusPerUser *int64   `json:"max_gpus_per_user,omitempty"`
-	Weight         *float64 `json:"weight,omitempty"`
+	GuaranteedGpus *int64 `json:"guaranteed_gpus,omitempty"`
+	MaxGpusPerUser *int64 `json:"max_gpus_per_user,omitempty"`
+
+	// Weight the team's share among borrowers, from 0.001 to 1000000
+	Weight *float64 `json:"weight,omitempty"`
 }
 
 // SetTeamCapJSONBody defines parameters for SetTeamCap.
@@ -2463,7 +2478,7 @@ type ClientInterface interface {
 	// Corresponds with GET /jobs/{id}/memory (the `GetJobMemory` operationId).
 	GetJobMemory(ctx context.Context, id JobID, params *GetJobMemoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResubmitJob Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+	// ResubmitJob Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 	//
 	// Corresponds with POST /jobs/{id}/resubmit (the `ResubmitJob` operationId).
 	ResubmitJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3054,7 +3069,7 @@ func (c *Client) GetJobMemory(ctx context.Context, id JobID, params *GetJobMemor
 	return c.Client.Do(req)
 }
 
-// ResubmitJob Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+// ResubmitJob Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 //
 // Corresponds with POST /jobs/{id}/resubmit (the `ResubmitJob` operationId).
 func (c *Client) ResubmitJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6585,7 +6600,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /jobs/{id}/memory (the `GetJobMemory` operationId).
 	GetJobMemoryWithResponse(ctx context.Context, id JobID, params *GetJobMemoryParams, reqEditors ...RequestEditorFn) (*GetJobMemoryResponse, error)
 
-	// ResubmitJobWithResponse Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+	// ResubmitJobWithResponse Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7209,8 +7224,6 @@ type GetArrayResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7228,11 +7241,6 @@ func (r GetArrayResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetArrayResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetArrayResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7700,8 +7708,6 @@ type GetJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7719,11 +7725,6 @@ func (r GetJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7767,8 +7768,6 @@ type GetJobHistoryResponse struct {
 	JSON200 *[]Event
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7781,11 +7780,6 @@ func (r GetJobHistoryResponse) GetJSON200() *[]Event {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobHistoryResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobHistoryResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7905,8 +7899,6 @@ type GetJobLogsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7919,11 +7911,6 @@ func (r GetJobLogsResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobLogsResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobLogsResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7967,8 +7954,6 @@ type GetJobMemoryResponse struct {
 	JSON200 *[]JobMemory
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -7981,11 +7966,6 @@ func (r GetJobMemoryResponse) GetJSON200() *[]JobMemory {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobMemoryResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobMemoryResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -8035,6 +8015,8 @@ type ResubmitJobResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8060,6 +8042,11 @@ func (r ResubmitJobResponse) GetJSON403() *Error {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ResubmitJobResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ResubmitJobResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -8100,8 +8087,6 @@ type GetJobUsageResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
-	// JSON403 the response for an HTTP 403 `application/json` response
-	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -8119,11 +8104,6 @@ func (r GetJobUsageResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobUsageResponse) GetJSON401() *Error {
 	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobUsageResponse) GetJSON403() *Error {
-	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -10737,7 +10717,7 @@ func (c *ClientWithResponses) GetJobMemoryWithResponse(ctx context.Context, id J
 	return ParseGetJobMemoryResponse(rsp)
 }
 
-// ResubmitJobWithResponse Submit a job again with the same fields (clone): a new job, the caller's own, checked as any submission
+// ResubmitJobWithResponse Submit a job again with the same fields: a new job of the same owner, run as its owner whoever asks (as Slurm's requeue keeps the owner), checked as the owner's submission. Its owner, its team's lead or an admin may; a resubmission by another than the owner is in the audit log
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11641,13 +11621,6 @@ func ParseGetArrayResponse(rsp *http.Response) (*GetArrayResponse, error) {
 		}
 		response.JSON401 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12030,13 +12003,6 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 		}
 		response.JSON401 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12076,13 +12042,6 @@ func ParseGetJobHistoryResponse(rsp *http.Response) (*GetJobHistoryResponse, err
 			return nil, err
 		}
 		response.JSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -12185,13 +12144,6 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 		}
 		response.JSON401 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12231,13 +12183,6 @@ func ParseGetJobMemoryResponse(rsp *http.Response) (*GetJobMemoryResponse, error
 			return nil, err
 		}
 		response.JSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -12300,6 +12245,13 @@ func ParseResubmitJobResponse(rsp *http.Response) (*ResubmitJobResponse, error) 
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	}
 
 	return response, nil
@@ -12339,13 +12291,6 @@ func ParseGetJobUsageResponse(rsp *http.Response) (*GetJobUsageResponse, error) 
 			return nil, err
 		}
 		response.JSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
