@@ -59,6 +59,11 @@ type Job struct {
 	// cannot (see GET /api/v1/stats/estimates for how good forecasts have
 	// been); null unless the job waits.
 	Forecast *Forecast `json:"forecast"`
+	// Reservation is the GPUs the scheduler holds for a waiting job that
+	// has waited past its bound and cannot start (docs/scheduling.md,
+	// "Reservations"), as of its last pass; absent when none, and on a
+	// replica that does not schedule.
+	Reservation *Reservation `json:"reservation,omitempty"`
 	// Borrowed: the job runs beyond its team's guarantee and may be
 	// reclaimed. Only a job of a team over its guarantee borrows.
 	Borrowed bool `json:"borrowed"`
@@ -213,4 +218,18 @@ type CPUProfile struct {
 type JobUpdate struct {
 	Job    Job         `json:"job"`
 	Memory []JobMemory `json:"memory"`
+}
+
+// Reservation is the GPUs held for a waiting job from when they are
+// expected to be free: other jobs start on them only if they end before
+// then, or give them back then.
+type Reservation struct {
+	// GPUs are "node:index" names; empty in count placement, which
+	// names none.
+	GPUs []string `json:"gpus"`
+	// Count is how many GPUs are held: the job's.
+	Count int `json:"count"`
+	// From is when they are expected to be free: an estimate from the
+	// running jobs' time limits, or the run times of jobs like them.
+	From time.Time `json:"from"`
 }

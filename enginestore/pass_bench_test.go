@@ -95,7 +95,11 @@ func benchEnginePass(b *testing.B, dsn string, queued int) {
 		}
 	}
 	store := &rowCounter{Store: New(ms)}
-	sc, err := sched.New(sched.Config{Policy: "tiresias-l"})
+	cfg := sched.Config{Policy: "tiresias-l"}
+	if benchSched != nil {
+		benchSched(&cfg)
+	}
+	sc, err := sched.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -205,6 +209,11 @@ type endLag struct {
 
 // benchEnds is how many job ends a run has: GPUPORTAL_BENCH_ENDS, 250 by
 // default.
+// benchSched, where set, adjusts the scheduler's configuration to the
+// tree's (pass_bench_reserve_test.go); a baseline without it schedules
+// as it did.
+var benchSched func(*sched.Config)
+
 func benchEnds(b *testing.B) int {
 	v := os.Getenv("GPUPORTAL_BENCH_ENDS")
 	if v == "" {

@@ -248,7 +248,9 @@ func (m *moment) job(j *models.Job) api.Job {
 }
 
 // jobOf is j as the API and the job:<id> topic show it: its figures and
-// forecast as of m, and while it runs its lane and resources.
+// forecast as of m, while it runs its lane and resources, and while it
+// waits the GPUs reserved for it (on the leader, whose engine reserved
+// them).
 func (s *Server) jobOf(m *moment, j *models.Job) api.Job {
 	out := m.job(j)
 	if j.Sharing && j.State == job.Running {
@@ -256,6 +258,14 @@ func (s *Server) jobOf(m *moment, j *models.Job) api.Job {
 	}
 	if j.State == job.Running {
 		out.Resources = s.jobResources(j.ID)
+	}
+	if j.State.Waiting() && s.leading() {
+		if r, from, ok := s.cfg.Engine.Reservation(j.ID); ok {
+			out.Reservation = &api.Reservation{GPUs: make([]string, len(r.GPUs)), Count: r.Count, From: from}
+			for i, g := range r.GPUs {
+				out.Reservation.GPUs[i] = g.String()
+			}
+		}
 	}
 	return out
 }

@@ -106,6 +106,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Template":                   reflect.TypeOf(TemplateJSON{}),
 		"Estimates":                  reflect.TypeOf(api.ForecastStats{}),
 		"Forecast":                   reflect.TypeOf(api.Forecast{}),
+		"Reservation":                reflect.TypeOf(api.Reservation{}),
 		"Calibration":                reflect.TypeOf(api.Calibration{}),
 		"ForecastRun":                reflect.TypeOf(api.ForecastRun{}),
 		"TeamShare":                  reflect.TypeOf(api.TeamShare{}),

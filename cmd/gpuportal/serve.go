@@ -52,6 +52,8 @@ type serveFlags struct {
 	limitsAsHints     bool
 	halfLife          time.Duration
 	minRuntime        time.Duration
+	reserveAfter      time.Duration
+	maxReservations   int
 	set               map[string]bool // flags given on the command line
 	secureCookies     bool
 	trustedProxies    string
@@ -103,6 +105,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.minRuntime, "min-runtime", 10*time.Minute, "fair share: how long a borrowed job runs before it may be reclaimed (with --demo, 30s)")
 	fs.BoolVar(&f.reference, "reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
 	fs.BoolVar(&f.limitsAsHints, "limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its time limit less the time it has run, an upper bound on its work left (docs/scheduling.md)")
+	fs.DurationVar(&f.reserveAfter, "reserve-after", 5*time.Minute, "a waiting job that has waited this long (its age less its run time) and cannot start gets the GPUs that free earliest reserved; later jobs use them only if they end before then or, under a preemptive policy without fair share, give them back (docs/scheduling.md, Reservations); 0: no reservations")
+	fs.IntVar(&f.maxReservations, "max-reservations", 1, "with --reserve-after: how many jobs hold a reservation at once, the first in priority order")
 	fs.Float64Var(&f.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than K x its run time returns to the top queue; 0 is off")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
@@ -284,6 +288,13 @@ func schedConfig(f serveFlags) (sched.Config, error) {
 	if f.promoteKnob < 0 {
 		return sched.Config{}, fmt.Errorf("--promote-knob %v: must be 0 (off) or positive", f.promoteKnob)
 	}
+	if f.reserveAfter < 0 {
+		return sched.Config{}, fmt.Errorf("--reserve-after %v: must be 0 (no reservations) or more", f.reserveAfter)
+	}
+	if f.maxReservations < 1 && f.reserveAfter > 0 {
+		return sched.Config{}, fmt.Errorf("--max-reservations %d: must be 1 or more", f.maxReservations)
+	}
+	cfg.ReserveAfterS, cfg.MaxReservations = f.reserveAfter.Seconds(), max(f.maxReservations, 0)
 	if !slices.Contains(sched.CPUAllocModes(), f.cpuAlloc) {
 		return sched.Config{}, fmt.Errorf("--cpu-alloc %q: want %s", f.cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
 	}

@@ -13,7 +13,7 @@ import (
 // default for a zero field.
 func TestSchedConfigZeroMeansWhatTheFlagSays(t *testing.T) {
 	base := serveFlags{policy: "tiresias-l", cpuAlloc: sched.AllocProportional, minRuntime: 10 * time.Minute,
-		halfLife: 7 * 24 * time.Hour, set: map[string]bool{}}
+		halfLife: 7 * 24 * time.Hour, reserveAfter: 5 * time.Minute, maxReservations: 1, set: map[string]bool{}}
 	cases := []struct {
 		name    string
 		edit    func(*serveFlags)
@@ -31,6 +31,8 @@ func TestSchedConfigZeroMeansWhatTheFlagSays(t *testing.T) {
 		{name: "--reference", edit: func(f *serveFlags) { f.reference = true }, minRunS: 600, ref: true},
 		{name: "a negative --min-runtime", edit: func(f *serveFlags) { f.minRuntime = -time.Second }, err: "--min-runtime"},
 		{name: "a negative --half-life", edit: func(f *serveFlags) { f.halfLife = -time.Hour }, err: "--half-life"},
+		{name: "a negative --reserve-after", edit: func(f *serveFlags) { f.reserveAfter = -time.Second }, err: "--reserve-after"},
+		{name: "--max-reservations 0", edit: func(f *serveFlags) { f.maxReservations = 0 }, err: "--max-reservations"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -59,6 +61,14 @@ func TestSchedConfigZeroMeansWhatTheFlagSays(t *testing.T) {
 	f.limitsAsHints = true
 	if cfg, err := schedConfig(f); err != nil || !cfg.LimitsAsHints {
 		t.Errorf("--limits-as-hints: LimitsAsHints %v, %v; want true", cfg.LimitsAsHints, err)
+	}
+	f = base
+	if cfg, err := schedConfig(f); err != nil || cfg.ReserveAfterS != 300 || cfg.MaxReservations != 1 {
+		t.Errorf("default --reserve-after: %v s, %d reservations, %v; want 300 s, 1", cfg.ReserveAfterS, cfg.MaxReservations, err)
+	}
+	f.reserveAfter = 0
+	if cfg, err := schedConfig(f); err != nil || cfg.ReserveAfterS != 0 {
+		t.Errorf("--reserve-after 0: %v s, %v; want off", cfg.ReserveAfterS, err)
 	}
 	if h := engineHalfLife(0); h >= 0 {
 		t.Errorf("--half-life 0 reaches the engine as %v, want negative (no decay)", h)

@@ -59,6 +59,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		limitHints  = fs.Bool("limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
 		limitFactor = fs.Float64("limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
 		limitSpread = fs.Bool("limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
+		reserveS    = fs.Float64("reserve-after-s", 0, "reserve GPUs for a job that has waited `seconds` (its age less its run time) and cannot start: the GPUs that free earliest, which later jobs use only if they end before then or, under a preemptive policy without fair share, give them back (docs/scheduling.md, Reservations); 0 is off (serve's default is 300)")
+		maxReserve  = fs.Int("max-reservations", 0, "with --reserve-after-s: how many jobs hold a reservation at once, in priority order (default 1)")
 		learnPrior  = fs.Bool("learn-prior", false, "tiresias-g's distribution of GPU-times learns online, as the live server's does: each finished job joins it, from the shipped prior, with the jobs still running as lower bounds (without: the prior throughout, as in the reference)")
 		fromDB      simDBFlags
 	)
@@ -114,6 +116,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !(*handover >= 0) || math.IsInf(*handover, 1) {
 		return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
+	}
+	if !(*reserveS >= 0) || math.IsInf(*reserveS, 1) {
+		return fmt.Errorf("sim: --reserve-after-s %v: want seconds, 0 (off) or more", *reserveS)
+	}
+	if *maxReserve < 0 {
+		return fmt.Errorf("sim: --max-reservations %d: want 1 or more, or 0 for the default", *maxReserve)
 	}
 	if !(*promoteKnob >= 0) || math.IsInf(*promoteKnob, 1) {
 		return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", *promoteKnob)
@@ -179,7 +187,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			OmitWaits:     true,
 			CPUAlloc:      *cpuAlloc,
 			// Read only with --sharing salus.
-			SharePlacement: *sharePlace,
+			SharePlacement:  *sharePlace,
+			ReserveAfterS:   *reserveS,
+			MaxReservations: *maxReserve,
 		},
 		Nodes:        nodes,
 		PreemptCostS: *preemptCost,

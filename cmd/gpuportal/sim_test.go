@@ -72,6 +72,9 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		{[]string{"sim", "--from-db", "--days", "0"}, "--days"},
 		{[]string{"sim", "--from-db", "--max-jobs", "-1"}, "--max-jobs"},
 		{[]string{"sim", "--from-db", "--forecast"}, "--forecast"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--reserve-after-s", "-1"}, "--reserve-after-s"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--reserve-after-s", "NaN"}, "--reserve-after-s"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--max-reservations", "-2"}, "--max-reservations"},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
@@ -234,5 +237,31 @@ func TestSimCommandRules(t *testing.T) {
 				t.Errorf("%v: row %d = %+v, want %s (%s), all 1001 jobs finished", c.args, i, r, c.want[i].Policy, c.want[i].Rule)
 			}
 		}
+	}
+}
+
+// TestSimCommandReservations: --reserve-after-s reaches the scheduler, and
+// the output says how long the jobs of each size were pending.
+func TestSimCommandReservations(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"sim", "--trace", "../../testdata/traces/mixed-8gpu.csv", "--cluster", "1x8",
+		"--policy", "tiresias-l", "--reserve-after-s", "900", "--json"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("sim: %v\n%s", err, errOut.String())
+	}
+	var rows []struct {
+		ReserveAfterS float64 `json:"reserve_after_s"`
+		Reserved      int     `json:"reserved_jobs"`
+		Pending       []struct {
+			GPUs int     `json:"gpus"`
+			Max  float64 `json:"max_s"`
+		} `json:"pending_by_gpus"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out.String())
+	}
+	if len(rows) != 1 || rows[0].ReserveAfterS != 900 || rows[0].Reserved == 0 || len(rows[0].Pending) != 2 ||
+		rows[0].Pending[1].GPUs != 8 || rows[0].Pending[1].Max > 1800 {
+		t.Fatalf("rows = %+v", rows)
 	}
 }

@@ -214,6 +214,8 @@ type Engine struct {
 	// waits is why each waiting job waits, and its place in its queue, as
 	// of the last pass.
 	waits map[int64]sched.Wait
+	// reservations are the GPUs the last pass reserved, by job (reserve.go).
+	reservations map[int64]sched.Reservation
 
 	// Owned by the Run goroutine.
 	started    time.Time

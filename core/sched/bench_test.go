@@ -45,6 +45,37 @@ func BenchmarkSchedule(b *testing.B) {
 	}
 }
 
+// BenchmarkScheduleReserve is BenchmarkSchedule's busy pass at 1,000 GPUs
+// and 10,000 jobs with reservations (Config.ReserveAfterS 300 s): nearly
+// every waiting job has waited past the bound, so the first that cannot
+// start gets one, and the walk goes on around it. Compare with
+// BenchmarkSchedule's passes of the same names on the tree before
+// reservations (docs/scheduling.md, "Speed").
+func BenchmarkScheduleReserve(b *testing.B) {
+	s := randomSnapshot(rand.New(rand.NewPCG(1, 2)), genOpts{nodes: 125, gpusPerNode: 8, jobs: 10000, busy: 0.97})
+	for _, pol := range []string{"fjf", "srsf", "tiresias-l", "tiresias-g"} {
+		for _, omit := range []bool{false, true} {
+			name := "1000gpus-10000jobs/" + pol
+			if omit {
+				name += "/omit-waits"
+			}
+			b.Run(name, func(b *testing.B) {
+				sc, err := New(Config{Policy: pol, OmitWaits: omit, ReserveAfterS: 300})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if d := sc.Schedule(s); len(d.Reservations) == 0 {
+					b.Fatal("no reservation made: the benchmark measures none")
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					sc.Schedule(s)
+				}
+			})
+		}
+	}
+}
+
 // syntheticTrace draws n jobs arriving at a rate that loads gpus GPUs to
 // about load, with heavy-tailed durations.
 func syntheticTrace(rng *rand.Rand, n, gpus int, load float64) []traceJob {

@@ -95,6 +95,9 @@ func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitC
 			b = append(b, " s more"...)
 		}
 	}
+	if len(p.rsv) > 0 {
+		b = p.appendReserved(b, e)
+	}
 	if len(p.behind) > 0 || len(p.behindSession) > 0 {
 		b = p.appendBehind(b, e)
 	}
@@ -132,6 +135,10 @@ func (p *pass) waitPreempted(e *entry) {
 		b = appendName(b, by.Team)
 		b = append(b, " under its guarantee, for job "...)
 		b = strconv.AppendInt(b, by.ID, 10)
+	} else if run.flags&runForReservation != 0 {
+		b = append(p.buf[:0], "preempted for job "...)
+		b = strconv.AppendInt(b, run.by, 10)
+		b = append(b, ", whose reservation of its GPUs came due"...)
 	} else {
 		b = append(p.buf[:0], "preempted for job "...)
 		b = strconv.AppendInt(b, run.by, 10)

@@ -211,6 +211,9 @@ func (p *pass) peek() *entry {
 
 // pop takes next, which peek returned.
 func (p *pass) pop(next *entry) *entry {
+	if p.rsvDueLeft > 0 {
+		p.rsvDecided(next)
+	}
 	if len(p.later) > 0 && p.later[0] == next {
 		heapPop(&p.later)
 		return next

@@ -39,6 +39,11 @@ type Team struct {
 	// MaxGPUsPerUser caps the GPUs one user's running jobs of the team may
 	// hold at once; 0 is no cap.
 	MaxGPUsPerUser int
+	// ReserveAfterS is the team's own bound on a waiting job's wait
+	// before the pass reserves GPUs for it (Config.ReserveAfterS): 0 (or
+	// not a number) means the server's, negative means never for the
+	// team's jobs.
+	ReserveAfterS float64
 	// UserCaps overrides MaxGPUsPerUser per user (by Job.User); a value
 	// of 0 or less there means MaxGPUsPerUser.
 	UserCaps map[string]int

@@ -188,6 +188,23 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 			s.Jobs[i].Class = Class(r.next() % 3)
 		}
 	}
+	// Reservations, last again: a bound for the server and for teams,
+	// time limits of any value, interactive sessions.
+	if b := r.next(); b&1 != 0 {
+		cfg.ReserveAfterS = float64(b>>1) * 50
+		cfg.MaxReservations = int(r.next() % 4)
+		for i := range s.Teams {
+			s.Teams[i].ReserveAfterS = r.float() - 1000
+		}
+		for i := range s.Jobs {
+			j := &s.Jobs[i]
+			k := r.next()
+			if k&1 != 0 {
+				j.TimeLimitS = r.float()
+			}
+			j.Interactive = k&2 != 0
+		}
+	}
 	return cfg, s
 }
 
@@ -225,6 +242,18 @@ func FuzzSchedule(f *testing.F) {
 		1, 0, 40, 0, 0, 0, 0, 0, 1,
 		0, 0, 1,
 		128, 128, 1, 20, 60, 1, 10, 40, 1, 10, 30, 0, 0, 0})
+	// With a reservation: one node of 8, five 1-GPU jobs running, an
+	// 8-GPU job and two 1-GPU jobs waiting, a bound of 50 s.
+	f.Add([]byte{5, 0, 100, 0, 0x20,
+		1, 1, 0, 0, 0, 0, 0, 0, 1, 0,
+		1, 1, 0, 0, 0, 0, 0, 0, 1, 8,
+		1, 1, 0, 0, 0, 0, 0, 0, 1, 16,
+		1, 1, 0, 0, 0, 0, 0, 0, 1, 24,
+		1, 1, 0, 0, 0, 0, 0, 0, 1, 32,
+		8, 0, 0, 0, 0, 0, 0, 0, 0,
+		1, 0, 90, 0, 0, 0, 0, 0, 0,
+		1, 0, 95, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 3, 1, 1, 5, 1, 10, 1, 20, 1, 30, 1, 40, 0, 2, 1, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, s := decodeSnapshot(data)
 		sc, err := New(cfg)
@@ -247,6 +276,9 @@ func FuzzSchedule(f *testing.F) {
 			t.Fatalf("%+v: %s", cfg, p)
 		}
 		if p := sessionProblems(sc, s, d); len(p) > 0 && uniqueIDs(s) {
+			t.Fatalf("%+v\n%s", cfg, joinProblems(p))
+		}
+		if p := reservationProblems(sc, s); len(p) > 0 && uniqueIDs(s) {
 			t.Fatalf("%+v\n%s", cfg, joinProblems(p))
 		}
 		// Compared as text, where NaN equals NaN.

@@ -72,6 +72,36 @@ type pass struct {
 	order         []int32  // scratch
 	later         []*entry // pending jobs deferred to the borrowers, a heap
 
+	// Reservations (reserve.go).
+	rsvOn       bool               // some job may get a reservation in this pass
+	rsvPreempt  bool               // later jobs may backfill as preemptible
+	rsvAnyLimit bool               // some pending job declared a time limit
+	rsvMax      int                // Config.MaxReservations
+	rsvBound    map[string]float64 // teams' own bounds
+	rsvNext     float64            // when the next waiting job becomes due, or 0
+	rsvIsDue    []bool             // per job: pending, due for a reservation, not yet decided
+	rsvDueLeft  int                // such jobs
+	rsv         []rsvState
+	rsvJust     int32   // the job whose reservation was just made, or -1
+	rsvPending  int32   // that reservation, until rsvCommit holds its GPUs back, or -1
+	rsvOwner    []int32 // per slot: the reservation it belongs to, or -1
+	rsvHeld     []bool  // per slot: free, held back (marked busy) for its reservation
+	rsvFree     int     // free GPUs held back
+	rsvOpened   []int32 // slots opened for the job being decided
+	rsvOpenN    int     // count mode: GPUs opened for it
+	startJob    []int32 // per Decisions.Starts entry: its job
+	freeAt      []float64
+	runEnd      []float64 // per run: endAt, NaN until asked (runEndAt)
+	runStart    []entry   // per run: its entry as a waiting job when it started, job -1 until asked (startKey)
+	slotRun     []int32
+	rsvCand     []int32
+	rsvTimes    []float64
+	rsvCount    []int32
+	rsvNodes    []int32
+	rsvPool     []int32
+	rsvScratch  []int32
+	rsvRels     []rsvRel
+
 	d Decisions
 }
 
@@ -88,12 +118,15 @@ type runJob struct {
 	byJob   int32 // that job, an index in Snapshot.Jobs
 }
 
-// runJob flags under fair share.
+// runJob flags: under fair share, and those of sharing and reservations.
 const (
-	runBorrowed  uint8 = 1 << iota // beyond its team's guarantee when the pass began
-	runEligible                    // borrowed, past its minimum runtime: may be reclaimed
-	runYoung                       // borrowed, short of its minimum runtime
-	runReclaimed                   // preempted to give its GPUs back to another team
+	runBorrowed       uint8 = 1 << iota // beyond its team's guarantee when the pass began
+	runEligible                         // borrowed, past its minimum runtime: may be reclaimed
+	runYoung                            // borrowed, short of its minimum runtime
+	runReclaimed                        // preempted to give its GPUs back to another team
+	runPinned                           // shares its GPU with a job started in the pass (share.go)
+	runForReservation                   // preempted for a reserved job (reserve.go)
+	runRestored                         // preempted in the pass, then its preemption taken back (restore)
 )
 
 // runJob states.
@@ -137,6 +170,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	} else {
 		p.cl.reset(s.Nodes)
 	}
+	p.rsvBegin()
 	p.scan()
 	if !p.count {
 		if len(p.shared) > 0 {
@@ -162,6 +196,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 		p.preemptedFirst()
 	}
 	p.recheck()
+	p.rsvRecheck()
 	if p.fair {
 		p.markBorrowed()
 	}
@@ -227,6 +262,9 @@ func (p *pass) scan() {
 			p.key(&p.ents[len(p.ents)-1], j, qs)
 			if j.Sharing {
 				p.shareScan(j)
+			}
+			if p.rsvOn {
+				p.rsvScan(int32(i), j, p.ents[len(p.ents)-1].gpus)
 			}
 			continue
 		}

@@ -317,6 +317,10 @@ type Decisions struct {
 	// (Config.CPUAlloc decides how), sorted by job ID then node. Empty in
 	// count placement.
 	Allocations []Allocation
+	// Reservations lists, in priority order, the GPUs held back for
+	// waiting jobs that have waited past their bound (Config.ReserveAfterS,
+	// Team.ReserveAfterS) and cannot start (reserve.go). Empty when none.
+	Reservations []Reservation
 }
 
 // IsBorrowed tells whether job id runs beyond its team's guarantee after

@@ -113,6 +113,20 @@ type Config struct {
 	// SharePlacement is where a sharing job goes (share.go):
 	// ShareFreeFirst (the default, also "") or ShareFullestFirst.
 	SharePlacement string
+
+	// ReserveAfterS is how long, in seconds, a pending job waits (its age
+	// less its run time) before the pass reserves GPUs for it when it
+	// cannot start: the GPUs that can be freed earliest, which later jobs
+	// may use only if they end before the reservation's start or, under
+	// a preemptive policy without fair share, give them back then
+	// (reserve.go, docs/scheduling.md "Reservations"). Zero: no
+	// reservations, unless a team sets its own bound
+	// (Team.ReserveAfterS). fifo never reserves: its first waiting job
+	// blocks the line anyway.
+	ReserveAfterS float64
+	// MaxReservations is how many jobs hold a reservation at once, the
+	// first ones in priority order; zero means DefaultMaxReservations.
+	MaxReservations int
 }
 
 // PolicyInfo describes a policy for people: the portal lists these.
@@ -257,6 +271,15 @@ func New(cfg Config) (*Scheduler, error) {
 	sc.cfg.CPUAlloc = mode
 	if sc.cfg.SharePlacement, err = checkSharePlacement(cfg.SharePlacement); err != nil {
 		return nil, err
+	}
+	if r := cfg.ReserveAfterS; !(r >= 0) || math.IsInf(r, 1) {
+		return nil, fmt.Errorf("reserve-after %v s: must be a finite number of seconds, 0 (off) or more", r)
+	}
+	switch m := cfg.MaxReservations; {
+	case m == 0:
+		sc.cfg.MaxReservations = DefaultMaxReservations
+	case m < 0 || m > maxReservations:
+		return nil, fmt.Errorf("max reservations %d: must be 1 to %d, or 0 for the default (%d)", m, maxReservations, DefaultMaxReservations)
 	}
 	if !(sc.cfg.SkewThreshold > 0 && sc.cfg.SkewThreshold <= 1) {
 		return nil, fmt.Errorf("skew threshold %v: must be in (0, 1]", cfg.SkewThreshold)

@@ -240,7 +240,7 @@ func (p *pass) tryJoin(next *entry) bool {
 	best, bestFree := -1, int64(0)
 	for k := range p.sh.gpus {
 		st := &p.sh.gpus[k]
-		if !p.joinable(st) || st.sumP+j.MemPersistentMiB+max(st.maxE, j.MemEphemeralMiB) > st.capMiB {
+		if !p.joinable(st) || st.sumP+j.MemPersistentMiB+max(st.maxE, j.MemEphemeralMiB) > st.capMiB || p.rsvBars(st.slot, j) {
 			continue
 		}
 		pl, err := st.lg.Plan(lj)
@@ -273,6 +273,7 @@ func (p *pass) tryJoin(next *entry) bool {
 		}
 	}
 	p.d.Starts = append(p.d.Starts, Start{JobID: e.id, GPUs: []GPURef{p.cl.ref(st.slot)}})
+	p.startJob = append(p.startJob, e.job)
 	p.outcome[e.job] = outStarted
 	return true
 }
@@ -282,6 +283,7 @@ func (p *pass) tryJoin(next *entry) bool {
 // are merged into the walk, only the counts of what preemption could
 // free change (merge counts open jobs only).
 func (p *pass) pin(r *runJob) {
+	r.flags |= runPinned
 	if r.state != runOpen || !p.preempt {
 		return
 	}

@@ -23,10 +23,12 @@ func (p *pass) walk() {
 	p.merged, p.restored, p.counted = false, 0, false
 	p.preempted = p.preempted[:0]
 	defer p.dropRestored()
+	defer p.closeReserved()
 	defer p.unmask()
 	var blocker *entry
 	for {
 		p.unmask()
+		p.closeReserved()
 		next := p.peek()
 		if p.merged {
 			p.reach(next)
@@ -48,18 +50,24 @@ func (p *pass) walk() {
 		if p.sh.on && p.tryJoin(next) {
 			continue
 		}
+		if p.rsvFree > 0 {
+			p.openReserved(next)
+		}
 		n := int(next.gpus)
 		reclaimable := 0
 		if n > p.cl.free {
 			reclaimable = p.reclaimable(next)
 		}
-		if omit && p.cl.free+p.maskedFree+reclaimable <= 0 && !p.fair && !p.sh.on {
+		if omit && p.cl.free+p.maskedFree+reclaimable <= 0 && !p.fair && !p.sh.on && !p.rsvMayOpen() && !p.rsvWalkOn() {
 			return // nothing behind can start
 		}
 		e := p.pop(next)
 		var cause WaitCause
 		if n <= 0 || n > p.cl.free+reclaimable {
 			// No placement can help: decide without reading the job.
+			if p.rsvOn && p.tryReserve(e) {
+				continue
+			}
 			r := rule{n: n}
 			cause = p.explain(e, r, p.cl.refusal(r, reclaimable), reclaimable)
 		} else {
@@ -82,8 +90,12 @@ func (p *pass) walk() {
 					reclaimable = p.cl.reclTotal
 				}
 			}
+			if p.rsvOn && p.tryReserve(e) {
+				continue
+			}
 			cause = p.explain(e, r, p.cl.refusal(r, reclaimable), reclaimable)
 		}
+		p.rsvCommit()
 		if p.fair && !p.lendStop && cause != WaitTooLarge && cause != WaitInvalid && p.entitled(e) {
 			// Its team has room for it: lend nothing until it starts
 			// (docs/fair-share.md).
@@ -242,17 +254,25 @@ func (p *pass) restore(r *runJob) bool {
 		return false
 	}
 	if p.count {
-		if p.cl.free < int(r.n) {
+		if p.cl.free+p.rsvFree < int(r.n) {
 			return false
 		}
 		p.cl.free -= int(r.n)
+		if p.cl.free < 0 { // it takes back GPUs held for a reservation
+			p.rsvUnholdN(-p.cl.free)
+			p.cl.free = 0
+		}
 	} else {
 		for _, s := range p.held[r.lo:r.hi] {
-			if p.cl.busy[s] {
+			if p.cl.busy[s] && !p.heldBack(s) {
 				return false
 			}
 		}
 		for _, s := range p.held[r.lo:r.hi] {
+			if p.heldBack(s) {
+				p.unhold(s) // stays busy: held, then its own again
+				continue
+			}
 			p.cl.busy[s] = true
 			n := p.cl.slotNode[s]
 			p.cl.setFree(int(n), p.cl.nodes[n].free-1)
@@ -260,6 +280,7 @@ func (p *pass) restore(r *runJob) bool {
 		p.cl.frDirty = true
 	}
 	r.state = runKept
+	r.flags |= runRestored
 	p.outcome[r.job] = outRunning
 	p.d.Preempts[r.preempt].For = restored
 	p.restored++
@@ -307,6 +328,11 @@ func (p *pass) start(e *entry, r rule) {
 			p.shareStarted(e.job, p.cl.taken)
 		}
 	}
+	p.begin(e, gpus)
+}
+
+// begin records the start of pending entry e on gpus, which it has taken.
+func (p *pass) begin(e *entry, gpus []GPURef) {
 	if p.teams {
 		p.teamStart(e.job, +1)
 		if p.fair {
@@ -314,6 +340,7 @@ func (p *pass) start(e *entry, r rule) {
 		}
 	}
 	p.d.Starts = append(p.d.Starts, Start{JobID: e.id, GPUs: gpus})
+	p.startJob = append(p.startJob, e.job)
 	p.outcome[e.job] = outStarted
 }
 
@@ -408,8 +435,14 @@ func (p *pass) preemptRun(ri int32, by *entry) {
 		p.cl.frDirty = true
 	}
 	p.outcome[run.job] = outPreempted
-	run.preempt = int32(len(p.d.Preempts))
-	p.preempted = append(p.preempted, ri)
+	again := run.flags&runRestored != 0 // preempted before, restored, and now preempted for good
+	if again {
+		run.flags &^= runRestored
+		p.restored--
+	} else {
+		run.preempt = int32(len(p.d.Preempts))
+		p.preempted = append(p.preempted, ri)
+	}
 	victim := &p.rents[run.ent]
 	pr := Preempt{JobID: victim.id, For: by.id}
 	if p.fair {
@@ -435,6 +468,10 @@ func (p *pass) preemptRun(ri int32, by *entry) {
 	}
 	if p.fair {
 		p.teamPreempted(run.job, pr.Reclaim)
+	}
+	if again {
+		p.d.Preempts[run.preempt] = pr
+		return
 	}
 	p.d.Preempts = append(p.d.Preempts, pr)
 }

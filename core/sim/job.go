@@ -36,6 +36,8 @@ type job struct {
 	preempts int
 	finish   float64
 	done     bool
+	// reserved: the job held a reservation in some pass.
+	reserved bool
 
 	// CPU modelling (cpualloc.go): the job's profile, its allocation on
 	// each of its nodes while running, and its speed (0 means 1).

@@ -27,6 +27,11 @@ func (s *simulator) pass() error {
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Pass(snap, d)
 	}
+	for _, r := range d.Reservations {
+		if j := s.byID[r.JobID]; j != nil {
+			j.reserved = true
+		}
+	}
 	for _, qc := range d.QueueChanges {
 		j, err := s.lookup(qc.JobID, "queue change")
 		if err != nil {

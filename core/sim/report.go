@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -28,7 +29,35 @@ func WriteTable(w io.Writer, results []*Result) error {
 	if err := writeShareTable(w, results); err != nil {
 		return err
 	}
+	if err := writePendingTable(w, results); err != nil {
+		return err
+	}
 	return writeTeamTable(w, results)
+}
+
+// writePendingTable prints the starvation measure: one row per policy and
+// number of GPUs asked, how long those jobs were pending.
+func writePendingTable(w io.Writer, results []*Result) error {
+	if !slices.ContainsFunc(results, func(r *Result) bool { return len(r.Pending) > 0 }) {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\treserve after s\treserved jobs\tGPUs\tjobs\tavg pending s\tp99 pending s\tmax pending s\t")
+	for _, r := range results {
+		rsv := "off"
+		if r.ReserveAfterS > 0 {
+			rsv = fmt.Sprintf("%.0f", r.ReserveAfterS)
+		}
+		for _, p := range r.Pending {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n",
+				r.Policy, rsv, r.ReservedJobs, p.GPUs, p.Jobs, p.AvgS, p.P99S, p.MaxS)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
 }
 
 // writeTeamTable prints, for runs with teams, one row per policy and team.

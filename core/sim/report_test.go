@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/trace"
 )
 
 func sampleResults() []*Result {
@@ -91,5 +95,29 @@ func TestWriteCDF(t *testing.T) {
 func TestWriteCDFWithoutJobs(t *testing.T) {
 	if err := WriteCDF(io.Discard, []*Result{{Policy: "fifo"}}, "t"); err == nil {
 		t.Fatal("no error for a picture with nothing to draw")
+	}
+}
+
+// TestPendingByGPUs: the starvation measure groups the finished jobs'
+// pending times by GPUs asked, and the table prints one row per size.
+func TestPendingByGPUs(t *testing.T) {
+	// One 8-GPU node: a 4-GPU job holds half of it until 100; two 1-GPU
+	// jobs start at once; the 8-GPU job waits for all of them.
+	jobs := []trace.Job{gj(1, 0, 4, 100), gj(2, 0, 1, 50), gj(3, 10, 1, 200), gj(4, 5, 8, 10)}
+	r, _ := run(t, jobs, "1x8", Config{Sched: sched.Config{Policy: "fjf"}})
+	want := []PendingByGPUs{
+		{GPUs: 1, Jobs: 2, AvgS: 0, P99S: 0, MaxS: 0},
+		{GPUs: 4, Jobs: 1, AvgS: 0, P99S: 0, MaxS: 0},
+		{GPUs: 8, Jobs: 1, AvgS: 205, P99S: 205, MaxS: 205},
+	}
+	if !reflect.DeepEqual(r.Pending, want) {
+		t.Fatalf("pending %+v, want %+v", r.Pending, want)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, []*Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "max pending s") || !strings.Contains(b.String(), "205") {
+		t.Errorf("table without the pending rows:\n%s", b.String())
 	}
 }

@@ -73,8 +73,57 @@ type Result struct {
 	// CPU reports CPU and memory allocation when the run modelled it
 	// (Config.Sched.CPUAlloc set).
 	CPU *CPUResult `json:"cpu,omitempty"`
+	// Pending is the starvation measure: for each number of GPUs the
+	// jobs asked for, how long its finished jobs were pending (JCT minus
+	// duration: waiting, preempted, restoring), at most and at the 99th
+	// percentile. Big jobs starve where small ones keep taking GPUs as
+	// they free (docs/scheduling.md, "Reservations").
+	Pending []PendingByGPUs `json:"pending_by_gpus,omitempty"`
+	// ReserveAfterS is the scheduler's reservation bound
+	// (sched.Config.ReserveAfterS), 0 when off; ReservedJobs counts the
+	// jobs that held a reservation in some pass.
+	ReserveAfterS float64 `json:"reserve_after_s,omitempty"`
+	ReservedJobs  int     `json:"reserved_jobs,omitempty"`
 	// JCTs are the finished jobs' completion times, ascending.
 	JCTs []float64 `json:"-"`
+}
+
+// PendingByGPUs is how long the finished jobs of one size were pending.
+type PendingByGPUs struct {
+	GPUs int     `json:"gpus"`
+	Jobs int     `json:"jobs"`
+	AvgS float64 `json:"avg_s"`
+	P99S float64 `json:"p99_s"`
+	MaxS float64 `json:"max_s"`
+}
+
+// pendingByGPUs groups the finished jobs' pending times by the GPUs they
+// asked for, smallest first.
+func pendingByGPUs(jobs []job) []PendingByGPUs {
+	by := map[int][]float64{}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.done {
+			by[j.tj.GPUs] = append(by[j.tj.GPUs], max(0, j.finish-j.tj.Submit-j.tj.Duration))
+		}
+	}
+	sizes := make([]int, 0, len(by))
+	for g := range by {
+		sizes = append(sizes, g)
+	}
+	slices.Sort(sizes)
+	out := make([]PendingByGPUs, 0, len(sizes))
+	for _, g := range sizes {
+		v := by[g]
+		slices.Sort(v)
+		sum := 0.0
+		for _, x := range v {
+			sum += x
+		}
+		out = append(out, PendingByGPUs{GPUs: g, Jobs: len(v), AvgS: sum / float64(len(v)),
+			P99S: jct.Percentile(v, 99), MaxS: v[len(v)-1]})
+	}
+	return out
 }
 
 func (s *simulator) result() *Result {
@@ -115,6 +164,13 @@ func (s *simulator) result() *Result {
 	r.P50JCT = jct.Percentile(r.JCTs, 50)
 	r.P95JCT = jct.Percentile(r.JCTs, 95)
 	r.P99JCT = jct.Percentile(r.JCTs, 99)
+	r.Pending = pendingByGPUs(s.jobs)
+	r.ReserveAfterS = s.cfg.Sched.ReserveAfterS
+	for i := range s.jobs {
+		if s.jobs[i].reserved {
+			r.ReservedJobs++
+		}
+	}
 	r.Makespan = last - first
 	if r.Makespan > 0 {
 		r.GPUUtilization = math.Min(1, s.busy/(float64(s.gpus.total)*r.Makespan))

@@ -1,0 +1,1058 @@
+package sched
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Reservations and backfill (EASY backfilling; docs/scheduling.md,
+// "Reservations"). A job that has waited past its bound (Config.ReserveAfterS,
+// or its team's Team.ReserveAfterS) and cannot start when the walk reaches
+// it gets the GPUs that can be freed earliest for its placement rule,
+// estimated from the running jobs' time limits and, where a job declared
+// none, from the distribution of job GPU-time (endAt). The first
+// MaxReservations such jobs in the walk's order get one; the jobs after
+// them in the walk may start on reserved GPUs only
+//
+//   - if they end before the reservation's start by their own time limit,
+//     or
+//   - under a preemptive policy without fair share: they are then
+//     preemptible there. Once every other holder of the reserved GPUs
+//     has left, the reserved job preempts the jobs that started on them
+//     after it became due and that rank below it as waiting jobs, and
+//     takes the GPUs;
+//   - if they are interactive sessions, which no reservation holds back
+//     and none preempts: the reserved job waits for them.
+//
+// Free GPUs outside a reservation come first. Free reserved GPUs are
+// held back for the rest of the walk by marking them busy (rsvHeld); a
+// job that may use them has them opened while it is decided
+// (openReserved) and held back again after (closeReserved). Running
+// jobs on reserved GPUs are kept: no job ranked below the reserved one
+// preempts them for those GPUs. Nothing is remembered between passes:
+// each pass reserves afresh from its snapshot.
+
+// DefaultMaxReservations is how many jobs hold a reservation at once
+// when Config.MaxReservations is zero: one, as EASY backfilling.
+const DefaultMaxReservations = 1
+
+// maxReservations bounds Config.MaxReservations.
+const maxReservations = 1024
+
+// Reservation is the GPUs a pass holds back for a waiting job that has
+// waited past its bound and cannot start.
+type Reservation struct {
+	JobID int64
+	// GPUs are the GPUs reserved, in node then index order; nil in
+	// count placement, which names no GPUs.
+	GPUs []GPURef
+	// Count is how many GPUs are reserved: the job's.
+	Count int
+	// FromS is when the GPUs are expected to be free, on the snapshot's
+	// clock: never before Snapshot.Now. An estimate: the job starts when
+	// the GPUs are free, earlier or later.
+	FromS float64
+	// DueS is when the job became due for a reservation: when its wait
+	// reached its bound. Jobs that started on the reserved GPUs since
+	// then, ranked below it as waiting jobs, make way for it under a
+	// preemptive policy.
+	DueS float64
+}
+
+// GPUText names the reserved GPUs for people: "GPUs node-3:0-7", "GPUs
+// node-1:6-7 and node-2:0-5", "GPU node-0:3"; "8 GPUs" in count
+// placement.
+func (r Reservation) GPUText() string {
+	if len(r.GPUs) == 0 {
+		if r.Count == 1 {
+			return "1 GPU"
+		}
+		return strconv.Itoa(r.Count) + " GPUs"
+	}
+	var b strings.Builder
+	if len(r.GPUs) == 1 {
+		b.WriteString("GPU ")
+	} else {
+		b.WriteString("GPUs ")
+	}
+	for i := 0; i < len(r.GPUs); {
+		k := i
+		for k < len(r.GPUs) && r.GPUs[k].Node == r.GPUs[i].Node {
+			k++
+		}
+		if i > 0 {
+			if k == len(r.GPUs) {
+				b.WriteString(" and ")
+			} else {
+				b.WriteString(", ")
+			}
+		}
+		b.WriteString(r.GPUs[i].Node)
+		b.WriteByte(':')
+		for m := i; m < k; {
+			e := m
+			for e+1 < k && r.GPUs[e+1].Index == r.GPUs[e].Index+1 {
+				e++
+			}
+			if m > i {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(r.GPUs[m].Index))
+			if e > m {
+				b.WriteByte('-')
+				b.WriteString(strconv.Itoa(r.GPUs[e].Index))
+			}
+			m = e + 1
+		}
+		i = k
+	}
+	return b.String()
+}
+
+// Clause is what the core's wait reason of the reserved job says of its
+// reservation at time now: "GPUs node-3:0-7 reserved for it, expected
+// free in 420 s" ("expected free now" once that time has come). A
+// caller that words times its own way (the engine: "reserved for you
+// from 14:05") finds this clause in the reason and replaces it.
+func (r Reservation) Clause(now float64) string {
+	b := []byte(r.GPUText())
+	b = append(b, " reserved for it, expected free "...)
+	if in := r.FromS - now; in >= 0.5 {
+		b = append(b, "in "...)
+		b = appendNum(b, in)
+		b = append(b, " s"...)
+	} else {
+		b = append(b, "now"...)
+	}
+	return string(b)
+}
+
+// rsvState is one reservation during the pass.
+type rsvState struct {
+	job   int32 // the reserved job, an index in Snapshot.Jobs
+	ent   entry // its entry, to rank other jobs against it
+	n     int
+	from  float64
+	due   float64
+	slots []int32 // nodes mode: the reserved slots, ascending
+	// held are its free slots held back (nodes mode), or, in count mode,
+	// the free GPUs held back (heldN).
+	held  []int32
+	heldN int
+	// starts is how many starts the pass had made when it reserved: the
+	// later ones are of jobs after it in the walk.
+	starts int
+}
+
+// rsvBegin prepares the pass for reservations, once its cluster is
+// reset and before scan: whether any job may get one, and the teams'
+// bounds. scan then calls rsvScan for each pending job.
+func (p *pass) rsvBegin() {
+	p.rsv = p.rsv[:0]
+	p.rsvFree, p.rsvJust, p.rsvPending, p.rsvNext, p.rsvDueLeft = 0, -1, -1, 0, 0
+	p.rsvOpened, p.rsvOpenN = p.rsvOpened[:0], 0
+	p.startJob = p.startJob[:0]
+	p.runEnd, p.runStart = p.runEnd[:0], p.runStart[:0]
+	clear(p.rsvBound)
+	p.rsvOn, p.rsvAnyLimit = false, false
+	if p.pol.blocks {
+		return // fifo: the first job that does not fit blocks the line anyway
+	}
+	on := p.sc.cfg.ReserveAfterS > 0
+	for i := range p.s.Teams {
+		t := &p.s.Teams[i]
+		if v := t.ReserveAfterS; v != 0 && !math.IsNaN(v) {
+			if p.rsvBound == nil {
+				p.rsvBound = map[string]float64{}
+			}
+			if _, dup := p.rsvBound[t.Name]; !dup {
+				p.rsvBound[t.Name] = v
+				on = on || v > 0
+			}
+		}
+	}
+	if !on {
+		return
+	}
+	p.rsvOn = true
+	p.rsvMax = p.sc.cfg.MaxReservations
+	p.rsvPreempt = p.ownPreempt && !p.fair
+	p.rsvIsDue = resize(p.rsvIsDue, len(p.s.Jobs))
+	clear(p.rsvIsDue)
+	if !p.count {
+		p.rsvOwner = resize(p.rsvOwner, len(p.cl.busy))
+		for s := range p.rsvOwner {
+			p.rsvOwner[s] = -1
+		}
+		p.rsvHeld = resize(p.rsvHeld, len(p.cl.busy))
+		clear(p.rsvHeld)
+	}
+}
+
+// rsvScan notes pending job j (at index i, asking gpus GPUs): whether it
+// declared a limit, whether it is due for a reservation, and else when it
+// will be.
+func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
+	if hasLimit(j) {
+		p.rsvAnyLimit = true
+	}
+	b := p.boundOf(j)
+	if !(b > 0) {
+		return
+	}
+	w := waitedS(j, p.now)
+	if w >= b && gpus > 0 {
+		p.rsvIsDue[i] = true
+		p.rsvDueLeft++
+	} else if due := p.now - w + b; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
+		p.rsvNext = due
+	}
+}
+
+// boundOf is job j's bound: its team's when the team sets one, else the
+// server's; 0 or less: never reserved.
+func (p *pass) boundOf(j *Job) float64 {
+	if len(p.rsvBound) > 0 {
+		if v, ok := p.rsvBound[j.Team]; ok {
+			return v
+		}
+	}
+	return p.sc.cfg.ReserveAfterS
+}
+
+// rsvWalkOn tells whether the walk must go on, though nothing else can
+// start, to reach a job due for a reservation the pass may still give
+// (OmitWaits): the engine's walk, which goes to the end, would.
+func (p *pass) rsvWalkOn() bool {
+	return p.rsvDueLeft > 0 && len(p.rsv) < p.rsvMax
+}
+
+// rsvDecided notes that the walk has taken entry e out of the line.
+func (p *pass) rsvDecided(e *entry) {
+	if p.rsvDueLeft > 0 && p.rsvIsDue[e.job] {
+		p.rsvIsDue[e.job] = false
+		p.rsvDueLeft--
+	}
+}
+
+// rsvMayOpen tells whether some job later in the walk might use the free
+// GPUs held back: so the walk may not stop early (OmitWaits).
+func (p *pass) rsvMayOpen() bool {
+	return p.rsvFree > 0 && (p.rsvPreempt || p.rsvAnyLimit)
+}
+
+// hasLimit tells whether j declared a usable time limit.
+func hasLimit(j *Job) bool {
+	return j.TimeLimitS > 0 && !math.IsInf(j.TimeLimitS, 1)
+}
+
+// endAt estimates when job j, running (or started in this pass), ends:
+// its time limit less what it has run when it declared one (it is
+// stopped then); else the median of the GPU-time the distribution of
+// job GPU-time leaves a job that has attained its service, over its
+// GPUs; past every sample of the distribution, as long again as it has
+// run (the median of a Pareto tail of index 1). It is never less than
+// minEndS from now: a job past its limit or its estimate still holds its
+// GPUs, and is about to leave them.
+func (p *pass) endAt(j *Job) float64 {
+	return p.now + max(p.remainingS(j), minEndS)
+}
+
+// minEndS is the least time endAt gives a job that holds its GPUs.
+const minEndS = 1.0
+
+// remainingS is endAt's estimate of the time job j runs on.
+func (p *pass) remainingS(j *Job) float64 {
+	ran := j.ExecutedS
+	if !(ran > 0) || math.IsInf(ran, 1) {
+		ran = 0
+	}
+	if hasLimit(j) {
+		return j.TimeLimitS - ran
+	}
+	d := p.dist
+	if d == nil {
+		d = PriorGPUTimeDist()
+	}
+	a := j.AttainedService
+	if !(a > 0) || math.IsInf(a, 1) {
+		a = 0
+	}
+	if m, ok := d.MedianRemaining(a); ok {
+		return m / float64(max(clampGPUs(j.GPUs), 1))
+	}
+	return ran
+}
+
+// MedianRemaining is the median of S - a over the jobs whose GPU-time S
+// exceeds a: how much more GPU-time half the jobs that have attained a
+// GPU-seconds still need. ok is false when no sample exceeds a.
+func (d *GPUTimeDist) MedianRemaining(a float64) (float64, bool) {
+	if d == nil || math.IsNaN(a) {
+		return 0, false
+	}
+	i := upperBound(d.sorted, a)
+	n := len(d.sorted)
+	if i == n {
+		return 0, false
+	}
+	half := d.sufW[i] / 2
+	// The first sample k >= i at which the weight of sorted[i:k+1]
+	// reaches half: sufW[i] - sufW[k+1] >= half.
+	lo, hi := i, n-1
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if d.sufW[i]-d.sufW[m+1] >= half {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return d.sorted[lo] - a, true
+}
+
+// mayBackfill tells whether job j, later in the walk than reservation k,
+// may start on its GPUs: it ends before the reservation's start by its
+// time limit, it is preemptible there, or it is an interactive session:
+// a person waits on it, so no reservation holds it back, and the reserved
+// job waits for it as for a job that started before.
+func (p *pass) mayBackfill(j *Job, k *rsvState) bool {
+	if hasLimit(j) {
+		ran := j.ExecutedS
+		if !(ran > 0) || math.IsInf(ran, 1) {
+			ran = 0
+		}
+		if p.now+max(j.TimeLimitS-ran, 0) <= k.from {
+			return true
+		}
+	}
+	return p.rsvPreempt || rsvProtected(j)
+}
+
+// rsvProtected: job j is an interactive session (its class is not
+// preemptible, or it asked for interactive priority): it is never
+// preempted for a reservation, nor held back by one.
+func rsvProtected(j *Job) bool { return !j.Class.preemptible() || j.Interactive }
+
+// rsvBars tells whether slot s is reserved for a job that job j may not
+// backfill: the joining of a shared GPU (share.go) asks.
+func (p *pass) rsvBars(s int32, j *Job) bool {
+	if len(p.rsv) == 0 || p.count {
+		return false
+	}
+	k := p.rsvOwner[s]
+	return k >= 0 && !p.mayBackfill(j, &p.rsv[k])
+}
+
+// openReserved lets pending entry e, decided next, use the free GPUs held
+// back for the reservations it may backfill, when it does not fit on the
+// GPUs outside them.
+func (p *pass) openReserved(e *entry) {
+	if p.rsvFree == 0 {
+		return
+	}
+	j := &p.s.Jobs[e.job]
+	may := false
+	for k := range p.rsv {
+		if p.mayBackfill(j, &p.rsv[k]) {
+			may = true
+			break
+		}
+	}
+	if !may || e.gpus <= 0 {
+		return
+	}
+	if int(e.gpus) <= p.cl.free && p.cl.fits(p.ruleFor(e)) {
+		return // it fits outside the reservations
+	}
+	cl := &p.cl
+	for k := range p.rsv {
+		rk := &p.rsv[k]
+		if !p.mayBackfill(j, rk) {
+			continue
+		}
+		if p.count {
+			cl.free += rk.heldN
+			p.rsvFree -= rk.heldN
+			p.rsvOpenN += rk.heldN
+			rk.heldN = 0
+			continue
+		}
+		for _, s := range rk.held {
+			if !p.rsvHeld[s] {
+				continue
+			}
+			p.rsvHeld[s] = false
+			p.rsvFree--
+			cl.busy[s] = false
+			if n := cl.slotNode[s]; cl.nodes[n].sched {
+				cl.setFree(int(n), cl.nodes[n].free+1)
+			}
+			p.rsvOpened = append(p.rsvOpened, s)
+		}
+		rk.held = rk.held[:0]
+		cl.frDirty = true
+	}
+}
+
+// closeReserved holds back again the reserved GPUs openReserved opened
+// that the job did not take. The masked machines must be shown again
+// first (unmask).
+func (p *pass) closeReserved() {
+	cl := &p.cl
+	if p.count {
+		if p.rsvOpenN == 0 {
+			return
+		}
+		back := min(p.rsvOpenN, max(cl.free, 0))
+		cl.free -= back
+		p.rsvFree += back
+		// The first reservation holds them: which one does not matter
+		// in count mode, only how many are held.
+		p.rsv[0].heldN += back
+		p.rsvOpenN = 0
+		return
+	}
+	if len(p.rsvOpened) == 0 {
+		return
+	}
+	for _, s := range p.rsvOpened {
+		if cl.busy[s] {
+			continue // the job took it
+		}
+		p.holdBack(s)
+	}
+	p.rsvOpened = p.rsvOpened[:0]
+}
+
+// holdBack holds free slot s back for its reservation.
+func (p *pass) holdBack(s int32) {
+	cl := &p.cl
+	cl.busy[s] = true
+	p.rsvHeld[s] = true
+	p.rsvFree++
+	if n := cl.slotNode[s]; cl.nodes[n].sched {
+		cl.setFree(int(n), cl.nodes[n].free-1)
+	}
+	cl.frDirty = true
+	k := &p.rsv[p.rsvOwner[s]]
+	k.held = append(k.held, s)
+}
+
+// heldBack tells whether slot s is free but held back for a reservation.
+func (p *pass) heldBack(s int32) bool { return len(p.rsv) > 0 && p.rsvHeld[s] }
+
+// unhold gives back held slot s to a running job whose preemption is
+// taken back (restore); the slot stays busy.
+func (p *pass) unhold(s int32) {
+	p.rsvHeld[s] = false
+	p.rsvFree--
+}
+
+// rsvUnholdN gives back n GPUs held for reservations (count mode) to a
+// running job whose preemption is taken back.
+func (p *pass) rsvUnholdN(n int) {
+	for k := range p.rsv {
+		take := min(n, p.rsv[k].heldN)
+		p.rsv[k].heldN -= take
+		p.rsvFree -= take
+		n -= take
+	}
+}
+
+// tryReserve gives pending entry e, which cannot start, a reservation if
+// it is due for one. It reports whether e started instead: its reserved
+// GPUs were free or held by jobs it may preempt.
+func (p *pass) tryReserve(e *entry) bool {
+	if !p.rsvOn || len(p.rsv) >= p.rsvMax || e.gpus <= 0 || int(e.gpus) > p.cl.capacity-p.maskedCap {
+		return false
+	}
+	j := &p.s.Jobs[e.job]
+	if b := p.boundOf(j); !(b > 0) || waitedS(j, p.now) < b {
+		return false
+	}
+	due := p.now - waitedS(j, p.now) + p.boundOf(j)
+	if p.preempt && !p.merged && (p.rsvPreempt || !p.count) {
+		p.merge(e)
+	}
+	if p.count {
+		return p.reserveCount(e, due)
+	}
+	return p.reserveNodes(e, p.ruleFor(e), due)
+}
+
+// runEndAt is endAt of running job ri, computed once a pass.
+func (p *pass) runEndAt(ri int32) float64 {
+	if len(p.runEnd) != len(p.runs) {
+		p.runEnd = resize(p.runEnd, len(p.runs))
+		for i := range p.runEnd {
+			p.runEnd[i] = math.NaN()
+		}
+	}
+	t := p.runEnd[ri]
+	if t != t {
+		t = p.endAt(&p.s.Jobs[p.runs[ri].job])
+		p.runEnd[ri] = t
+	}
+	return t
+}
+
+// rsvVictim tells whether running job ri may be preempted for
+// reservation holder e, due since due: under a preemptive policy without
+// fair share, a job the policy ranks below e (the walk has not kept it),
+// or one that started since e became due and, as the waiting job it was
+// then, ranks below e: the backfills the reservation let start; never
+// an interactive session, nor a job sharing its GPU with a job started
+// in this pass.
+func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
+	run := &p.runs[ri]
+	if !p.rsvPreempt || run.n <= 0 || run.flags&runPinned != 0 {
+		return false
+	}
+	j := &p.s.Jobs[run.job]
+	if rsvProtected(j) {
+		return false
+	}
+	switch run.state &^ runReached {
+	case runOpen:
+		return true
+	case runKept:
+		if !(j.LastStartTime >= due) {
+			return false
+		}
+		return compareEntries(p.startKey(ri), e) > 0
+	}
+	return false
+}
+
+// startKey is running job run's entry as the waiting job it was when its
+// run started, computed once a pass: its rank since may have risen with
+// its service (tiresias-g, srsf).
+func (p *pass) startKey(ri int32) *entry {
+	run := &p.runs[ri]
+	if len(p.runStart) != len(p.runs) {
+		p.runStart = resize(p.runStart, len(p.runs))
+		for i := range p.runStart {
+			p.runStart[i].job = -1
+		}
+	}
+	w := &p.runStart[ri]
+	if w.job >= 0 {
+		return w
+	}
+	j := &p.s.Jobs[run.job]
+	at := *j
+	if ran := min(p.now-j.LastStartTime, j.ExecutedS); ran > 0 {
+		at.ExecutedS -= ran
+		at.AttainedService -= ran * float64(max(clampGPUs(j.GPUs), 0))
+	}
+	qs := &p.noQueue
+	if p.pol.queues != nil {
+		qs = &p.qs[run.job]
+	}
+	p.pol.key(p, w, &at, qs, 1)
+	w.k0, w.k1, w.k2, w.k3 = noNaN(w.k0), noNaN(w.k1), noNaN(w.k2), noNaN(w.k3)
+	w.id, w.queue, w.job, w.run = j.ID, int32(qs.Index), run.job, -1
+	return w
+}
+
+// reserveNodes reserves, for e under rule r, the slots that can be freed
+// earliest, or starts e on them when they can be freed now.
+func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
+	cl := &p.cl
+	ns := len(cl.busy)
+	p.freeAt = resize(p.freeAt, ns)
+	p.slotRun = resize(p.slotRun, ns)
+	inf := math.Inf(1)
+	for s := range ns {
+		p.slotRun[s] = -1
+		switch {
+		case p.rsvOwner[s] >= 0:
+			p.freeAt[s] = inf // another reservation's
+		case cl.busy[s]:
+			p.freeAt[s] = -1 // held by whom: below
+		default:
+			p.freeAt[s] = p.now
+		}
+	}
+	for ri := range p.runs {
+		run := &p.runs[ri]
+		if run.state&^runReached == runPreempted {
+			continue
+		}
+		if p.rsvVictim(int32(ri), e, due) {
+			for _, s := range p.held[run.lo:run.hi] {
+				if p.freeAt[s] < 0 {
+					p.freeAt[s], p.slotRun[s] = p.now, int32(ri)
+				}
+			}
+			continue
+		}
+		t := p.runEndAt(int32(ri))
+		for _, s := range p.held[run.lo:run.hi] {
+			if p.freeAt[s] != inf {
+				p.freeAt[s] = max(p.freeAt[s], t)
+			}
+		}
+	}
+	for k := range p.d.Starts {
+		t := p.endAt(&p.s.Jobs[p.startJob[k]])
+		for _, g := range p.d.Starts[k].GPUs {
+			if s := cl.slot(g); s >= 0 && p.freeAt[s] != inf {
+				if p.slotRun[s] >= 0 { // a victim's GPU a sharing job joined
+					p.slotRun[s] = -1
+				}
+				p.freeAt[s] = max(p.freeAt[s], t)
+			}
+		}
+	}
+	// Candidates: the slots of schedulable machines (not masked for e)
+	// whose end is known.
+	cand := p.rsvCand[:0]
+	for i := range cl.nodes {
+		n := &cl.nodes[i]
+		if !n.sched {
+			continue
+		}
+		for s := n.first; s < n.first+int32(len(n.gpus)); s++ {
+			if f := p.freeAt[s]; f >= 0 && f != inf {
+				cand = append(cand, s)
+			} else if f < 0 {
+				p.freeAt[s] = inf // busy, claimed by no job it can see
+			}
+		}
+	}
+	p.rsvCand = cand
+	if len(cand) < r.n {
+		return false
+	}
+	if p.rsvFeasible(cand, r, p.now) {
+		p.startReserved(e, p.rsvChoose(cand, r, p.now))
+		return true
+	}
+	// The earliest time T at which the slots free by then hold r.
+	times := p.rsvTimes[:0]
+	for _, s := range cand {
+		times = append(times, p.freeAt[s])
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	p.rsvTimes = times
+	lo, hi := 0, len(times)-1
+	if !p.rsvFeasible(cand, r, times[hi]) {
+		return false
+	}
+	for lo < hi {
+		m := (lo + hi) / 2
+		if p.rsvFeasible(cand, r, times[m]) {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	from := times[lo]
+	slots := p.rsvChoose(cand, r, from)
+	if from <= p.now {
+		p.startReserved(e, slots)
+		return true
+	}
+	p.addReservation(e, slots, r.n, from, due)
+	return false
+}
+
+// rsvCommit holds back the free GPUs of the reservation just made, once
+// its job's wait is explained (with the GPUs free it saw), and keeps the
+// running jobs on its GPUs: no job ranked below its job preempts them.
+func (p *pass) rsvCommit() {
+	if p.rsvPending < 0 {
+		return
+	}
+	k := p.rsvPending
+	p.rsvPending = -1
+	rk := &p.rsv[k]
+	if p.count {
+		if rk.heldN > 0 {
+			p.cl.free -= rk.heldN
+			p.rsvFree += rk.heldN
+		}
+		return
+	}
+	for _, s := range rk.slots {
+		if !p.cl.busy[s] {
+			p.holdBack(s)
+		}
+	}
+	if !p.merged {
+		return
+	}
+	for ri := range p.runs {
+		run := &p.runs[ri]
+		if run.state&^runReached != runOpen {
+			continue
+		}
+		for _, s := range p.held[run.lo:run.hi] {
+			if p.rsvOwner[s] == k {
+				p.keep(run)
+				break
+			}
+		}
+	}
+}
+
+// rsvFeasible tells whether rule r fits on the candidate slots free by t.
+func (p *pass) rsvFeasible(cand []int32, r rule, t float64) bool {
+	cl := &p.cl
+	counts := resize(p.rsvCount, len(cl.nodes))
+	clear(counts)
+	p.rsvCount = counts
+	total := 0
+	for _, s := range cand {
+		if p.freeAt[s] <= t {
+			counts[cl.slotNode[s]]++
+			total++
+		}
+	}
+	if total < r.n {
+		return false
+	}
+	if r.maxNodes == 0 {
+		return true
+	}
+	top := p.rsvTop(counts, r.maxNodes)
+	sum := 0
+	for _, i := range top {
+		sum += int(counts[i])
+	}
+	return sum >= r.n
+}
+
+// rsvTop returns the k nodes with the most counted slots, most first,
+// then in node order.
+func (p *pass) rsvTop(counts []int32, k int) []int32 {
+	idx := p.rsvNodes[:0]
+	for i, c := range counts {
+		if c > 0 {
+			idx = append(idx, int32(i))
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return int(counts[b] - counts[a]) })
+	p.rsvNodes = idx
+	return idx[:min(k, len(idx))]
+}
+
+// rsvChoose picks r.n of the candidate slots free by t: on the fewest
+// nodes a consolidated job needs, the slots that free latest by t first,
+// so that GPUs free now stay for other jobs; when t is now, the free
+// slots before those it must preempt.
+func (p *pass) rsvChoose(cand []int32, r rule, t float64) []int32 {
+	cl := &p.cl
+	now := t <= p.now
+	better := func(a, b int32) int {
+		if now {
+			va, vb := p.slotRun[a] >= 0, p.slotRun[b] >= 0
+			if va != vb {
+				return order(!va)
+			}
+		} else if fa, fb := p.freeAt[a], p.freeAt[b]; fa != fb {
+			return order(fa > fb)
+		}
+		return order(a < b)
+	}
+	pool := p.rsvPool[:0]
+	if now {
+		// Free slots, then those to preempt, each in slot order: cand
+		// is in slot order.
+		for _, s := range cand {
+			if p.freeAt[s] <= t && p.slotRun[s] < 0 {
+				pool = append(pool, s)
+			}
+		}
+		for _, s := range cand {
+			if p.freeAt[s] <= t && p.slotRun[s] >= 0 {
+				pool = append(pool, s)
+			}
+		}
+	} else {
+		for _, s := range cand {
+			if p.freeAt[s] <= t {
+				pool = append(pool, s)
+			}
+		}
+	}
+	if r.maxNodes > 0 {
+		p.rsvFeasible(cand, r, t)
+		counts := p.rsvCount
+		var nodes []int32
+		if r.maxNodes == 1 {
+			// The one node whose best slots are best: fewest free slots
+			// taken (or fewest preemptions now), then node order.
+			best, bestBad := int32(-1), 0
+			for i, c := range counts {
+				if int(c) < r.n {
+					continue
+				}
+				bad := p.rsvBad(pool, int32(i), r.n, better, now)
+				if best < 0 || bad < bestBad {
+					best, bestBad = int32(i), bad
+				}
+			}
+			nodes = append(p.rsvNodes[:0], best)
+		} else {
+			nodes = slices.Clone(p.rsvTop(counts, r.maxNodes))
+			sum, k := 0, 0
+			for k < len(nodes) && sum < r.n {
+				sum += int(counts[nodes[k]])
+				k++
+			}
+			nodes = nodes[:k]
+		}
+		pool = slices.DeleteFunc(pool, func(s int32) bool { return !slices.Contains(nodes, cl.slotNode[s]) })
+	}
+	if !now {
+		slices.SortFunc(pool, better)
+	}
+	p.rsvPool = pool
+	out := slices.Clone(pool[:r.n])
+	slices.Sort(out)
+	return out
+}
+
+// rsvBad counts, among the n best slots of node i in pool, the free ones
+// (or, when now, the ones to preempt).
+func (p *pass) rsvBad(pool []int32, i int32, n int, better func(a, b int32) int, now bool) int {
+	mine := p.rsvScratch[:0]
+	for _, s := range pool {
+		if p.cl.slotNode[s] == i {
+			mine = append(mine, s)
+		}
+	}
+	slices.SortFunc(mine, better)
+	p.rsvScratch = mine
+	bad := 0
+	for _, s := range mine[:n] {
+		if now && p.slotRun[s] >= 0 || !now && !p.cl.busy[s] {
+			bad++
+		}
+	}
+	return bad
+}
+
+// startReserved preempts the jobs on slots that e may preempt and starts
+// e there.
+func (p *pass) startReserved(e *entry, slots []int32) {
+	cl := &p.cl
+	for _, s := range slots {
+		if ri := p.slotRun[s]; ri >= 0 && p.runs[ri].state&^runReached != runPreempted {
+			p.rsvPreemptRun(ri, e)
+		}
+	}
+	for _, s := range slots {
+		cl.busy[s] = true
+		n := cl.slotNode[s]
+		cl.setFree(int(n), cl.nodes[n].free-1)
+	}
+	cl.frDirty = true
+	if p.sh.on {
+		p.shareStarted(e.job, slots)
+	}
+	gpus := make([]GPURef, len(slots))
+	for i, s := range slots {
+		gpus[i] = cl.ref(s)
+	}
+	p.begin(e, gpus)
+}
+
+// rsvPreemptRun preempts running job ri for reservation holder by: its
+// GPUs are free afterwards.
+func (p *pass) rsvPreemptRun(ri int32, by *entry) {
+	run := &p.runs[ri]
+	if run.state&^runReached == runKept {
+		// Undo keep's count: preemptRun counts it again.
+		p.cl.reclTotal += int(run.n)
+		if !p.count {
+			for _, s := range p.held[run.lo:run.hi] {
+				p.cl.recl[p.cl.slotNode[s]]++
+			}
+		}
+	}
+	p.shift(run, +1)
+	run.flags |= runForReservation
+	p.preemptRun(ri, by)
+	pr := &p.d.Preempts[run.preempt]
+	pr.Reason = p.rsvPreemptReason(&p.rents[run.ent], by)
+	if p.count || len(p.rsv) == 0 {
+		return
+	}
+	// GPUs it held that another reservation has are held back for it.
+	for _, s := range p.held[run.lo:run.hi] {
+		if p.rsvOwner[s] >= 0 && !p.cl.busy[s] {
+			p.holdBack(s)
+		}
+	}
+}
+
+// rsvPreemptReason says why victim gives way to the reserved job by.
+func (p *pass) rsvPreemptReason(victim, by *entry) string {
+	b := append(p.buf[:0], "preempted for job "...)
+	b = strconv.AppendInt(b, by.id, 10)
+	b = append(b, ", which had its GPUs reserved once it waited past its bound, and ranks above it as a waiting job ("...)
+	b = p.appendRank(b, by)
+	b = append(b, "; this job: "...)
+	b = p.appendRank(b, victim)
+	b = append(b, ')')
+	p.buf = b
+	return string(b)
+}
+
+// reserveCount is reserveNodes in count placement: the GPUs running jobs
+// free, in the order they are expected to, go to the reservations in
+// priority order; e's starts when the GPUs freed by then, with the free
+// ones, cover its GPUs and the earlier reservations'.
+func (p *pass) reserveCount(e *entry, due float64) bool {
+	rels := p.rsvRels[:0]
+	victims := 0
+	if len(p.runs) > 0 {
+		for ri := range p.runs {
+			run := &p.runs[ri]
+			if run.state&^runReached == runPreempted || run.n <= 0 {
+				continue
+			}
+			if p.rsvVictim(int32(ri), e, due) {
+				rels = append(rels, rsvRel{at: p.runEndAt(int32(ri)), n: int(run.n), run: int32(ri)})
+				victims += int(run.n)
+				continue
+			}
+			rels = append(rels, rsvRel{at: p.runEndAt(int32(ri)), n: int(run.n), run: -1})
+		}
+	} else {
+		for _, i := range p.runIdx {
+			j := &p.s.Jobs[i]
+			rels = append(rels, rsvRel{at: p.endAt(j), n: jobGPUs(j), run: -1})
+		}
+	}
+	for k := range p.d.Starts {
+		j := &p.s.Jobs[p.startJob[k]]
+		rels = append(rels, rsvRel{at: p.endAt(j), n: jobGPUs(j), run: -1})
+	}
+	p.rsvRels = rels
+	n := int(e.gpus)
+	if n <= p.cl.free+victims {
+		// Preempt the victims that would run longest, until it fits.
+		vs := slices.DeleteFunc(slices.Clone(rels), func(x rsvRel) bool { return x.run < 0 })
+		slices.SortFunc(vs, func(a, b rsvRel) int {
+			if a.at != b.at {
+				return order(a.at > b.at)
+			}
+			return order(p.s.Jobs[p.runs[a.run].job].ID < p.s.Jobs[p.runs[b.run].job].ID)
+		})
+		// Then spare, from the last taken back, those it can do without.
+		k, got := 0, p.cl.free
+		for ; k < len(vs) && got < n; k++ {
+			got += vs[k].n
+		}
+		vs = vs[:k]
+		for i := len(vs) - 1; i >= 0; i-- {
+			if got-vs[i].n >= n {
+				got -= vs[i].n
+				vs[i].run = -1
+			}
+		}
+		for _, v := range vs {
+			if v.run >= 0 {
+				p.rsvPreemptRun(v.run, e)
+			}
+		}
+		p.cl.free -= n
+		p.begin(e, nil)
+		return true
+	}
+	slices.SortFunc(rels, func(a, b rsvRel) int {
+		if a.at != b.at {
+			return order(a.at < b.at)
+		}
+		return a.n - b.n
+	})
+	need := n
+	for k := range p.rsv {
+		need += p.rsv[k].n
+	}
+	have := p.cl.free + p.rsvFree
+	from := p.now
+	for _, x := range rels {
+		if have >= need {
+			break
+		}
+		have += x.n
+		from = x.at
+	}
+	if have < need {
+		return false
+	}
+	from = max(from, p.now)
+	p.addReservation(e, nil, n, from, due)
+	// Jobs without a known end may take only the GPUs not needed then.
+	extra := have - need
+	if held := p.cl.free - extra; held > 0 {
+		p.rsv[len(p.rsv)-1].heldN = held // held back by rsvCommit
+	}
+	return false
+}
+
+// rsvRel is a running job's GPUs, freed at an estimated time (count
+// mode).
+type rsvRel struct {
+	at  float64
+	n   int
+	run int32 // a run the reserved job may preempt, or -1
+}
+
+// addReservation records e's reservation.
+func (p *pass) addReservation(e *entry, slots []int32, n int, from, due float64) {
+	k := int32(len(p.rsv))
+	p.rsv = append(p.rsv, rsvState{job: e.job, ent: *e, n: n, from: from, due: due, starts: len(p.d.Starts)})
+	rk := &p.rsv[k]
+	rk.slots = slots
+	var gpus []GPURef
+	if slots != nil {
+		gpus = make([]GPURef, len(slots))
+		for i, s := range slots {
+			gpus[i] = p.cl.ref(s)
+			p.rsvOwner[s] = k
+		}
+	}
+	p.d.Reservations = append(p.d.Reservations, Reservation{JobID: e.id, GPUs: gpus, Count: n, FromS: from, DueS: due})
+	p.rsvJust, p.rsvPending = e.job, k
+	p.recheckAt(from)
+}
+
+// rsvRecheck asks for a pass when the next waiting job becomes due, while
+// the pass could still give it a reservation.
+func (p *pass) rsvRecheck() {
+	if p.rsvOn && len(p.rsv) < p.rsvMax {
+		p.recheckAt(p.rsvNext)
+	}
+}
+
+// appendReserved appends what a waiting job's reason says of the
+// reservations: its own, or the free GPUs held back for others.
+func (p *pass) appendReserved(b []byte, e *entry) []byte {
+	if p.rsvJust == e.job {
+		r := &p.d.Reservations[len(p.d.Reservations)-1]
+		b = append(b, "; "...)
+		return append(b, r.Clause(p.now)...)
+	}
+	if p.rsvFree > 0 {
+		b = append(b, "; "...)
+		b = strconv.AppendInt(b, int64(p.rsvFree), 10)
+		if p.rsvFree == 1 {
+			b = append(b, " free GPU held for job "...)
+		} else {
+			b = append(b, " free GPUs held for job "...)
+		}
+		b = strconv.AppendInt(b, p.d.Reservations[0].JobID, 10)
+		b = append(b, "'s reservation"...)
+	}
+	return b
+}

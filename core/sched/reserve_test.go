@@ -1,0 +1,565 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// limit sets a job's declared time limit.
+func limit(s float64) func(*Job) { return func(j *Job) { j.TimeLimitS = s } }
+
+// ranFrom sets a running job's last start and what it has run since then.
+func ranFrom(start, now float64) func(*Job) {
+	return func(j *Job) {
+		j.LastStartTime = start
+		j.ExecutedS = now - start
+		j.AttainedService = j.ExecutedS * float64(j.GPUs)
+	}
+}
+
+// session makes a job an interactive session.
+func session(j *Job) { j.Interactive = true }
+
+// oneNodeBusy is the cluster at t=1000: one node of 8 GPUs, 5 of
+// them held by 1-GPU jobs that started at 100 and end by their limits at
+// 1,200 to 1,600, job 10 asking for all 8 since 0, and more 1-GPU jobs
+// arriving.
+func oneNodeBusy(pending ...Job) Snapshot {
+	const now = 1000
+	s := Snapshot{Now: now, Nodes: nodes(8)}
+	for i := range 5 {
+		end := 1200 + 100*float64(i)
+		s.Jobs = append(s.Jobs, run(int64(i+1), 100, on("node-0", i), ranFrom(100, now), limit(end-100)))
+	}
+	s.Jobs = append(s.Jobs, pend(10, 8, 0))
+	s.Jobs = append(s.Jobs, pending...)
+	return s
+}
+
+func TestReservation(t *testing.T) {
+	cases := []struct {
+		name   string
+		cfg    Config
+		snap   Snapshot
+		starts []int64
+		// preempts, reservations (job: GPUs and from), and wait reasons
+		// by job (a substring each)
+		preempts []int64
+		rsv      []Reservation
+		waits    map[int64]string
+		recheck  float64
+	}{
+		{
+			name:   "off: the 1-GPU jobs take the free GPUs",
+			cfg:    Config{Policy: "fjf"},
+			snap:   oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950, limit(100))),
+			starts: []int64{11, 12},
+		},
+		{
+			name: "under its bound: no reservation yet, a recheck when it is due",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 1500},
+			snap: oneNodeBusy(pend(11, 1, 900)),
+			// job 10 waited 1,000 s of 1,500
+			starts:  []int64{11},
+			recheck: 1500,
+		},
+		{
+			name: "fjf: the node is reserved until its last job's limit; only a job that ends before then backfills",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 300},
+			snap: oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950, limit(100)), pend(13, 1, 960, limit(700))),
+			// 12 ends at 1,100, before 1,600; 13 at 1,700, after
+			starts: []int64{12},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+			waits: map[int64]string{
+				10: "needs 8 GPUs; 3 free; GPUs node-0:0-7 reserved for it, expected free in 600 s; first in line",
+				11: "needs 1 GPU; 0 free; 3 free GPUs held for job 10's reservation; 1 job ahead in line",
+				13: "needs 1 GPU; 0 free; 2 free GPUs held for job 10's reservation; 2 jobs ahead in line",
+			},
+			recheck: 1600,
+		},
+		{
+			name: "tiresias-l: a later job backfills, preemptible",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950)),
+			// both rank below job 10 as waiting jobs (queue 0, later)
+			starts: []int64{11, 12},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+			waits:  map[int64]string{10: "GPUs node-0:0-7 reserved for it, expected free in 600 s; first in queue 0"},
+		},
+		{
+			name: "tiresias-l: once the jobs from before are gone, the reserved job preempts the backfills and starts",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
+				pend(10, 8, 0),
+				run(11, 900, on("node-0", 0), ranFrom(1000, 2000)),
+				run(12, 950, on("node-0", 5), ranFrom(1000, 2000)),
+				run(13, 960, on("node-0", 6, 7), ranFrom(1900, 2000)),
+			}},
+			starts:   []int64{10},
+			preempts: []int64{11, 12, 13},
+		},
+		{
+			name: "tiresias-l: a job that started before the reservation was due is waited for",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
+				pend(10, 8, 0),
+				run(11, 100, on("node-0", 0), ranFrom(200, 2000), limit(2000)),
+				run(12, 950, on("node-0", 5), ranFrom(1000, 2000)),
+			}},
+			// 11 started at 200, before 300; its limit ends it at 2,200
+			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2200, DueS: 300}},
+		},
+		{
+			name: "tiresias-l: an interactive session on the GPUs is waited for, never preempted",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
+				pend(10, 8, 0),
+				run(11, 900, on("node-0", 0), ranFrom(1000, 2000), session, limit(1500)),
+			}},
+			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2500, DueS: 300}},
+		},
+		{
+			name: "fjf: an interactive session is not held back, and the reservation waits for it",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 300},
+			snap: oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950, session)),
+			// 12 has no limit, yet starts on a reserved GPU
+			starts: []int64{12},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+		},
+		{
+			name: "tiresias-l: a job ranked above it as a waiting job is waited for",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
+				pend(10, 8, 100),
+				// submitted before job 10: ahead of it in queue 0
+				run(11, 50, on("node-0", 0), ranFrom(1000, 2000), limit(1500)),
+			}},
+			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2500, DueS: 400}},
+		},
+		{
+			name: "one node: the node that frees first, and a job without a limit takes the other",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 300, LocalityWaitS: -1},
+			snap: Snapshot{Now: 1000, Nodes: nodes(4, 4), Jobs: []Job{
+				pend(10, 4, 0, model("vgg16")),
+				run(1, 100, on("node-0", 0), ranFrom(100, 1000), limit(1900)),
+				run(2, 100, on("node-1", 0), ranFrom(100, 1000), limit(1000)),
+				run(3, 100, on("node-1", 1), ranFrom(100, 1000), limit(1100)),
+				run(4, 100, on("node-1", 2), ranFrom(100, 1000), limit(1200)),
+				pend(11, 1, 900),
+			}},
+			// node-0 frees at 2,000, node-1 at 1,300; best fit would put
+			// job 11 on node-1's free GPU
+			starts: []int64{11},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-1", span(0, 4)...), Count: 4, FromS: 1300, DueS: 300}},
+		},
+		{
+			name: "spread: the GPUs that free latest by then, leaving the free ones to others",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 300},
+			snap: Snapshot{Now: 1000, Nodes: nodes(4, 4), Jobs: []Job{
+				pend(10, 6, 0), // resnet50: may spread
+				run(1, 100, on("node-0", 0, 1, 2), ranFrom(100, 1000), limit(1900)),
+				run(2, 100, on("node-1", 0, 1), ranFrom(100, 1000), limit(1000)),
+				run(3, 100, on("node-1", 2), ranFrom(100, 1000), limit(1100)),
+				pend(11, 1, 900),
+				pend(12, 1, 901),
+				pend(13, 1, 902),
+			}},
+			// free: node-0:3, node-1:3; node-1's jobs end at 1,100 and
+			// 1,200, node-0's at 2,000: six by 2,000 at the earliest, the
+			// two free GPUs left to jobs 11 and 12
+			starts: []int64{11, 12},
+			rsv: []Reservation{{JobID: 10, GPUs: append(on("node-0", 0, 1, 2), on("node-1", 0, 1, 2)...),
+				Count: 6, FromS: 2000, DueS: 300}},
+		},
+		{
+			name:   "count mode: the GPUs the earliest ends free; jobs without a limit get only what is not needed then",
+			cfg:    Config{Policy: "fjf", ReserveAfterS: 300, Placement: PlaceCount},
+			snap:   oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950, limit(100))),
+			starts: []int64{12},
+			rsv:    []Reservation{{JobID: 10, Count: 8, FromS: 1600, DueS: 300}},
+		},
+		{
+			name: "count mode: a job of 6 leaves 2 GPUs to the others",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 300, Placement: PlaceCount},
+			snap: Snapshot{Now: 1000, Nodes: nodes(8), Jobs: []Job{
+				pend(10, 7, 0),
+				run(1, 100, on("node-0", 0, 1, 2), ranFrom(100, 1000), limit(1100)),
+				run(2, 100, on("node-0", 3, 4), ranFrom(100, 1000), limit(2900)),
+				pend(11, 1, 900),
+				pend(12, 1, 901),
+			}},
+			// 3 free; 6 at 1,200, 8 at 3,000: reserved from 3,000 with
+			// one GPU to spare
+			starts: []int64{11},
+			rsv:    []Reservation{{JobID: 10, Count: 7, FromS: 3000, DueS: 300}},
+		},
+		{
+			name: "a team's own bound; another team's never",
+			cfg:  Config{Policy: "fjf"},
+			snap: func() Snapshot {
+				s := oneNodeBusy(pend(11, 1, 900, team("b")), pend(20, 8, 0, team("b")))
+				s.Jobs[5].Team = "a"
+				s.Teams = []Team{{Name: "a", ReserveAfterS: 300}, {Name: "b", ReserveAfterS: -1}}
+				return s
+			}(),
+			starts: nil, // job 11 may not take the reserved GPUs
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+		},
+		{
+			name: "two reservations at most, in priority order",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 300, MaxReservations: 2, LocalityWaitS: -1},
+			snap: Snapshot{Now: 1000, Nodes: nodes(4, 4, 4), Jobs: []Job{
+				pend(10, 4, 0, model("vgg16")),
+				pend(11, 4, 1, model("vgg16")),
+				pend(12, 4, 2, model("vgg16")),
+				run(1, 100, on("node-0", 0), ranFrom(100, 1000), limit(1000)),
+				run(2, 100, on("node-1", 0), ranFrom(100, 1000), limit(2000)),
+				run(3, 100, on("node-2", 0), ranFrom(100, 1000), limit(3000)),
+			}},
+			rsv: []Reservation{
+				{JobID: 10, GPUs: on("node-0", span(0, 4)...), Count: 4, FromS: 1100, DueS: 300},
+				{JobID: 11, GPUs: on("node-1", span(0, 4)...), Count: 4, FromS: 2100, DueS: 301},
+			},
+		},
+		{
+			name:   "fifo never reserves",
+			cfg:    Config{Policy: "fifo", ReserveAfterS: 300},
+			snap:   oneNodeBusy(pend(11, 1, 900)),
+			starts: nil,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := mustNew(t, tc.cfg).Schedule(tc.snap)
+			if !sameIDs(startIDs(d), tc.starts) {
+				t.Errorf("starts %v, want %v", startIDs(d), tc.starts)
+			}
+			if !sameIDs(preemptIDs(d), tc.preempts) {
+				t.Errorf("preempts %v, want %v", preemptIDs(d), tc.preempts)
+			}
+			if !reflect.DeepEqual(d.Reservations, tc.rsv) {
+				t.Errorf("reservations\n%+v\nwant\n%+v", d.Reservations, tc.rsv)
+			}
+			for id, want := range tc.waits {
+				w, ok := waitOf(d, id)
+				if !ok || !strings.Contains(w.Reason, want) {
+					t.Errorf("job %d waits %q, want it to say %q", id, w.Reason, want)
+				}
+			}
+			if tc.recheck != 0 && d.Recheck != tc.recheck {
+				t.Errorf("recheck %v, want %v", d.Recheck, tc.recheck)
+			}
+			if p, _ := checkDecisions(tc.snap, tc.cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+		})
+	}
+}
+
+// team sets a job's team.
+func team(name string) func(*Job) { return func(j *Job) { j.Team = name } }
+
+// TestReservationStartsOnItsGPUs: a reserved job that takes its GPUs by
+// preempting starts on exactly them, and each preemption says why.
+func TestReservationStartsOnItsGPUs(t *testing.T) {
+	s := Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
+		pend(10, 8, 0),
+		run(11, 900, on("node-0", 0, 1), ranFrom(1000, 2000)),
+	}}
+	d := mustNew(t, Config{Policy: "tiresias-l", ReserveAfterS: 300}).Schedule(s)
+	st, ok := startOf(d, 10)
+	if !ok || !slices.Equal(st.GPUs, on("node-0", span(0, 8)...)) {
+		t.Fatalf("job 10 starts %v (%v), want node-0:0-7", st.GPUs, ok)
+	}
+	if len(d.Preempts) != 1 || d.Preempts[0].For != 10 ||
+		!strings.HasPrefix(d.Preempts[0].Reason, "preempted for job 10, which had its GPUs reserved") {
+		t.Fatalf("preempts %+v", d.Preempts)
+	}
+	w, _ := waitOf(d, 11)
+	if want := "preempted for job 10, whose reservation of its GPUs came due; first in queue 0"; w.Reason != want {
+		t.Errorf("job 11 waits %q, want %q", w.Reason, want)
+	}
+}
+
+// TestReservationUnknownEnds: without limits, a running job is expected to
+// need the median of what the distribution leaves a job of its service.
+func TestReservationUnknownEnds(t *testing.T) {
+	d := NewGPUTimeDist([]float64{100, 200, 400, 800, 1600})
+	cases := []struct {
+		a, want float64
+		ok      bool
+	}{
+		{0, 400, true},    // median of all: 400
+		{150, 250, true},  // of 200, 400, 800, 1600: the second
+		{500, 300, true},  // of 800, 1600: the first
+		{1000, 600, true}, // of 1600
+		{1600, 0, false},  // none above
+		{math.NaN(), 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := d.MedianRemaining(tc.a)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("MedianRemaining(%v) = %v, %v; want %v, %v", tc.a, got, ok, tc.want, tc.ok)
+		}
+	}
+	// In a pass: two running 2-GPU jobs; one has attained 300 GPU-s (the
+	// median of 400, 800, 1,600 less 300: 500 more, 250 s on 2 GPUs), the
+	// other 2,000 (past every sample: as long again as it has run,
+	// 1,000 s).
+	s := Snapshot{Now: 1000, Nodes: nodes(2, 2), GPUTimeDist: d, Jobs: []Job{
+		pend(10, 2, 0, model("vgg16")),
+		run(1, 100, on("node-0", 0, 1), ranFrom(850, 1000)),
+		run(2, 0, on("node-1", 0, 1), ranFrom(0, 1000)),
+	}}
+	got := mustNew(t, Config{Policy: "fjf", ReserveAfterS: 300, LocalityWaitS: -1}).Schedule(s).Reservations
+	want := []Reservation{{JobID: 10, GPUs: on("node-0", 0, 1), Count: 2, FromS: 1250, DueS: 300}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("reservations %+v, want %+v", got, want)
+	}
+}
+
+func TestReservationGPUText(t *testing.T) {
+	cases := []struct {
+		r    Reservation
+		want string
+	}{
+		{Reservation{Count: 8}, "8 GPUs"},
+		{Reservation{Count: 1}, "1 GPU"},
+		{Reservation{GPUs: on("node-0", 3), Count: 1}, "GPU node-0:3"},
+		{Reservation{GPUs: on("node-3", span(0, 8)...), Count: 8}, "GPUs node-3:0-7"},
+		{Reservation{GPUs: append(on("a", 0, 2, 3, 4, 7), on("b", 1)...), Count: 6}, "GPUs a:0,2-4,7 and b:1"},
+		{Reservation{GPUs: slices.Concat(on("a", 6, 7), on("b", 0), on("c", 0, 1)), Count: 5}, "GPUs a:6-7, b:0 and c:0-1"},
+	}
+	for _, tc := range cases {
+		if got := tc.r.GPUText(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.r, got, tc.want)
+		}
+	}
+	r := Reservation{GPUs: on("node-3", span(0, 8)...), Count: 8, FromS: 1420}
+	if got, want := r.Clause(1000), "GPUs node-3:0-7 reserved for it, expected free in 420 s"; got != want {
+		t.Errorf("Clause = %q, want %q", got, want)
+	}
+	if got, want := r.Clause(1420), "GPUs node-3:0-7 reserved for it, expected free now"; got != want {
+		t.Errorf("Clause = %q, want %q", got, want)
+	}
+}
+
+func TestReservationConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{Policy: "fjf", ReserveAfterS: -1},
+		{Policy: "fjf", ReserveAfterS: math.NaN()},
+		{Policy: "fjf", ReserveAfterS: math.Inf(1)},
+		{Policy: "fjf", MaxReservations: -1},
+		{Policy: "fjf", MaxReservations: maxReservations + 1},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%+v: no error", cfg)
+		}
+	}
+	if got := mustNew(t, Config{Policy: "fjf"}).Config().MaxReservations; got != DefaultMaxReservations {
+		t.Errorf("default MaxReservations %d", got)
+	}
+}
+
+// reservationConfigs are the configurations the reservation property tests
+// sweep: every policy, in both placements, with and without
+// explanations, preemption and relaxing locality, and two reservations.
+func reservationConfigs() []Config {
+	var out []Config
+	for _, pol := range Policies() {
+		out = append(out,
+			Config{Policy: pol, ReserveAfterS: 1000, LocalityWaitS: -1},
+			Config{Policy: pol, ReserveAfterS: 1000, Placement: PlaceCount},
+			Config{Policy: pol, ReserveAfterS: 1000, OmitWaits: true, MaxReservations: 2},
+			Config{Policy: pol, ReserveAfterS: 1000, NoPreemption: true, LocalityWaitS: 1000},
+			Config{Policy: pol, ReserveAfterS: 1000, Placement: PlaceCount, MaxReservations: 3, OmitWaits: true},
+		)
+	}
+	return out
+}
+
+// withLimits gives some of the jobs of snaps time limits (some already
+// used up), makes some interactive sessions, and shuffles nothing else.
+func withLimits(snaps []Snapshot, seed uint64) []Snapshot {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	out := make([]Snapshot, len(snaps))
+	for i, s := range snaps {
+		s.Jobs = slices.Clone(s.Jobs)
+		for k := range s.Jobs {
+			j := &s.Jobs[k]
+			switch rng.IntN(4) {
+			case 0:
+				j.TimeLimitS = j.ExecutedS + rng.Float64()*20000
+			case 1:
+				j.TimeLimitS = rng.Float64() * 2000
+			}
+			j.Interactive = rng.IntN(8) == 0
+			if j.State == Running && j.LastStartTime == 0 {
+				j.LastStartTime = s.Now - rng.Float64()*5000
+			}
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// reservationProblems runs a pass by hand and checks its reservations:
+// they name waiting jobs that did not start, as many GPUs as the job
+// asks, from now on; in nodes mode, distinct GPUs of schedulable machines
+// the job does not avoid; and every job started after the reservation
+// on its GPUs may backfill them (mayBackfill).
+func reservationProblems(sc *Scheduler, s Snapshot) []string {
+	var out []string
+	bad := func(f string, args ...any) { out = append(out, fmt.Sprintf(f, args...)) }
+	p := new(pass)
+	d := p.run(sc, &s)
+	exists, schedulable := gpuIndex(s)
+	jobs := map[int64]*Job{}
+	for i := range s.Jobs {
+		jobs[s.Jobs[i].ID] = &s.Jobs[i]
+	}
+	started := map[int64]bool{}
+	for _, st := range d.Starts {
+		started[st.JobID] = true
+	}
+	taken := map[GPURef]int64{}
+	for k, r := range d.Reservations {
+		j := jobs[r.JobID]
+		switch {
+		case j == nil || j.State != Pending || started[r.JobID]:
+			bad("reservation %+v: not a waiting job", r)
+			continue
+		case r.Count != j.GPUs:
+			bad("reservation %+v: job asks %d GPUs", r, j.GPUs)
+		case !(r.FromS >= s.Now) || !(r.DueS <= s.Now):
+			bad("reservation %+v at %v: from or due out of order", r, s.Now)
+		}
+		if p.count {
+			if len(r.GPUs) != 0 {
+				bad("reservation %+v names GPUs in count mode", r)
+			}
+			continue
+		}
+		if len(r.GPUs) != r.Count {
+			bad("reservation %+v: %d GPUs named", r, len(r.GPUs))
+		}
+		for _, g := range r.GPUs {
+			switch {
+			case !exists[g] || !schedulable[g.Node]:
+				bad("reservation %+v: GPU %v is no schedulable GPU", r, g)
+			case slices.Contains(j.AvoidNodes, g.Node):
+				bad("reservation %+v: the job avoids %s", r, g.Node)
+			case taken[g] != 0:
+				bad("reservation %+v: GPU %v reserved for job %d too", r, g, taken[g])
+			}
+			taken[g] = r.JobID
+		}
+		rk := &p.rsv[k]
+		for _, st := range d.Starts[rk.starts:] {
+			for _, g := range st.GPUs {
+				if taken[g] == r.JobID && !p.mayBackfill(jobs[st.JobID], rk) {
+					bad("job %d starts on %v, reserved for job %d from %v, and may not backfill", st.JobID, g, r.JobID, r.FromS)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestReservationProperties: with reservations, random snapshots keep
+// every invariant of a pass and of reservations, the same snapshot in
+// another order gives the same decisions, and a preemptive policy
+// without fair share stays work-conserving (its backfills are
+// preemptible).
+func TestReservationProperties(t *testing.T) {
+	snaps := withLimits(propertySnapshots(11, 300), 12)
+	rng := rand.New(rand.NewPCG(13, 13))
+	made, conserved, skipped := 0, 0, 0
+	for _, cfg := range reservationConfigs() {
+		sc := mustNew(t, cfg)
+		for i, s := range snaps {
+			d := sc.Schedule(s)
+			made += len(d.Reservations)
+			p, a := checkDecisions(s, cfg, d)
+			p = append(p, reservationProblems(sc, s)...)
+			if q := internalProblems(sc, s); q != "" {
+				p = append(p, q)
+			}
+			if len(p) > 0 {
+				t.Fatalf("%+v, snapshot %d:\n%s", cfg, i, joinProblems(p))
+			}
+			shuffled := s
+			shuffled.Jobs = slices.Clone(s.Jobs)
+			rng.Shuffle(len(shuffled.Jobs), func(a, b int) {
+				shuffled.Jobs[a], shuffled.Jobs[b] = shuffled.Jobs[b], shuffled.Jobs[a]
+			})
+			if first, other := normalize(d), normalize(sc.Schedule(shuffled)); !reflect.DeepEqual(first, other) {
+				t.Fatalf("%+v, snapshot %d: the order of jobs changes the decisions\n%+v\n%+v", cfg, i, first, other)
+			}
+			pol := policyByName(cfg.Policy)
+			if !pol.preempts || cfg.NoPreemption || cfg.LocalityWaitS >= 0 && cfg.Placement != PlaceCount {
+				continue
+			}
+			if cfg.Placement != PlaceCount {
+				a.preempt = nil
+			}
+			if forReservation(d) {
+				// Its victims may free more GPUs than it takes, too few
+				// for the jobs that rank below them, which the walk
+				// decided before it.
+				skipped++
+				continue
+			}
+			if p := unconserved(s, cfg, d, a); len(p) > 0 {
+				t.Fatalf("%+v, snapshot %d:\n%s", cfg, i, joinProblems(p))
+			}
+			conserved++
+		}
+	}
+	t.Logf("%d reservations; work conservation checked on %d passes, %d passes skipped", made, conserved, skipped)
+	if made < 1000 || conserved < 1000 {
+		t.Errorf("only %d reservations made, %d passes checked for work conservation: the snapshots do not test them", made, conserved)
+	}
+}
+
+// forReservation tells whether a job was preempted for a reserved job.
+func forReservation(d Decisions) bool {
+	return slices.ContainsFunc(d.Preempts, func(p Preempt) bool { return strings.Contains(p.Reason, "had its GPUs reserved") })
+}
+
+// TestReservationOmitWaits: without explanations (the simulator) a pass
+// decides what it decides with them (the engine): in particular, it goes
+// on past a full cluster to the first job due for a reservation.
+func TestReservationOmitWaits(t *testing.T) {
+	snaps := withLimits(propertySnapshots(21, 300), 22)
+	// The job due is not first in line: 1-GPU jobs rank above it.
+	snaps = append(snaps, Snapshot{Now: 2000, Nodes: nodes(4), Jobs: []Job{
+		run(1, 0, on("node-0", 0, 1, 2, 3), ranFrom(1900, 2000), lasting(500), limit(500)),
+		pend(2, 4, 0, lasting(1000)),
+		pend(3, 1, 1500, lasting(10)),
+	}})
+	for _, cfg := range reservationConfigs() {
+		if cfg.OmitWaits {
+			continue
+		}
+		omit := cfg
+		omit.OmitWaits = true
+		with, without := mustNew(t, cfg), mustNew(t, omit)
+		for i, s := range snaps {
+			a, b := with.Schedule(s), without.Schedule(s)
+			a.Waits, b.Waits = nil, nil
+			if !reflect.DeepEqual(normalize(a), normalize(b)) {
+				t.Fatalf("%+v, snapshot %d: with explanations\n%+v\nwithout\n%+v", cfg, i, a, b)
+			}
+		}
+	}
+	d := mustNew(t, Config{Policy: "srsf", ReserveAfterS: 300, OmitWaits: true}).Schedule(snaps[len(snaps)-1])
+	if len(d.Reservations) != 1 || d.Reservations[0].JobID != 2 {
+		t.Errorf("srsf, the cluster full, job 2 due behind job 3: reservations %+v", d.Reservations)
+	}
+}

@@ -1,0 +1,164 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/trace"
+)
+
+//go:generate go test . -run TestMixedTraceFile -update
+
+// update rewrites the generated trace files instead of checking them.
+var update = flag.Bool("update", false, "rewrite testdata/traces/mixed-8gpu.csv from trace.DefaultMixed")
+
+// mixedTrace is the mixed stream of trace.DefaultMixed, kept in the
+// repository so that anyone can replay it with gpuportal sim.
+const mixedTrace = "../../testdata/traces/mixed-8gpu.csv"
+
+// TestMixedTraceFile: the file is what trace.DefaultMixed draws (go
+// generate ./core/sim rewrites it).
+func TestMixedTraceFile(t *testing.T) {
+	jobs, err := trace.Mixed(trace.DefaultMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := trace.WriteNative(&b, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(mixedTrace, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(mixedTrace)
+	if err != nil {
+		t.Fatalf("%v (go generate ./core/sim writes it)", err)
+	}
+	if !bytes.Equal(got, b.Bytes()) {
+		t.Fatalf("%s is not what trace.DefaultMixed draws: go generate ./core/sim", mixedTrace)
+	}
+}
+
+// mixedBound is the reservation bound the mixed trace is replayed with:
+// at least the longest 1-GPU job (10 minutes, 12.5 jittered), so that a
+// reserved job waits at most its bound for its turn and one more for the
+// jobs already running to end.
+const mixedBound = 900.0
+
+// mixedRun is the outcome of one replay of a mixed trace that the test
+// and the table of docs/scheduling.md read.
+type mixedRun struct {
+	bigMax, bigP99, smallJCT, smallPendingP99 float64
+	preemptions                               int
+}
+
+func replayMixed(t *testing.T, jobs []trace.Job, cfg sched.Config) mixedRun {
+	t.Helper()
+	nodes, err := trace.ParseClusterSpec("1x8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OmitWaits = true
+	s, err := newSimulator(jobs, Config{Sched: cfg, Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := s.result()
+	if r.Finished != len(jobs) {
+		t.Fatalf("%d of %d jobs finished", r.Finished, len(jobs))
+	}
+	out := mixedRun{preemptions: r.Preemptions}
+	for _, p := range r.Pending {
+		switch p.GPUs {
+		case 8:
+			out.bigMax, out.bigP99 = p.MaxS, p.P99S
+		case 1:
+			out.smallPendingP99 = p.P99S
+		}
+	}
+	// The average JCT of the rest: the 1-GPU jobs.
+	sum, n := 0.0, 0
+	for i := range s.jobs {
+		if j := &s.jobs[i]; j.tj.GPUs == 1 {
+			sum += j.finish - j.tj.Submit
+			n++
+		}
+	}
+	out.smallJCT = sum / float64(n)
+	return out
+}
+
+// TestMixedTraceReservations is the proof of docs/scheduling.md,
+// "Reservations": on the mixed trace and 5 jittered copies (seeds 1 to
+// 5), under the default policy (tiresias-l) and placement, no 8-GPU job
+// is pending more than twice the bound with reservations, and the
+// 1-GPU jobs' average JCT is no more than 5% above the one without.
+func TestMixedTraceReservations(t *testing.T) {
+	tr, err := trace.ReadFile(mixedTrace, trace.FormatNative)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	for copy := range 6 {
+		jobs, name := tr.Jobs, "mixed-8gpu"
+		if copy > 0 {
+			jobs, name = trace.Jittered(tr.Jobs, uint64(copy), 60, 1.25), fmt.Sprintf("jittered, seed %d", copy)
+		}
+		off := replayMixed(t, jobs, sched.Config{Policy: "tiresias-l"})
+		on := replayMixed(t, jobs, sched.Config{Policy: "tiresias-l", ReserveAfterS: mixedBound})
+		fmt.Fprintf(&table, "| %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %d / %d |\n", name,
+			off.bigMax, on.bigMax, off.smallJCT, on.smallJCT, off.smallPendingP99, on.smallPendingP99, off.preemptions, on.preemptions)
+		if on.bigMax > 2*mixedBound {
+			t.Errorf("%s: an 8-GPU job is pending %.0f s, more than twice the bound of %.0f s", name, on.bigMax, mixedBound)
+		}
+		if on.smallJCT > 1.05*off.smallJCT {
+			t.Errorf("%s: the 1-GPU jobs' average JCT is %.0f s with reservations, %.0f s without: more than 5%% worse", name, on.smallJCT, off.smallJCT)
+		}
+	}
+	t.Logf("trace | 8-GPU max pending s | 1-GPU avg JCT s | 1-GPU p99 pending s | preemptions (without / with)\n%s", table.String())
+}
+
+// TestReservationsInSim: the simulator drives reservations as the core
+// decides them. On one node of 2 GPUs, job 1 holds a GPU until 100, job
+// 2 asks for both from t=1, and job 3 (1 GPU, 100 s) arrives at 50.
+// Without reservations job 3 takes the free GPU and job 2 waits for it
+// too, to 150; with a bound of 30 s, job 2 has the GPUs reserved from
+// t=31 (the recheck when it became due) and starts at 100: under fjf job
+// 3 waits for it; under tiresias-l job 3 backfills and is preempted at
+// 100, resuming after job 2.
+func TestReservationsInSim(t *testing.T) {
+	jobs := []trace.Job{gj(1, 0, 1, 100), gj(2, 1, 2, 10), gj(3, 50, 1, 100)}
+	cases := []struct {
+		name string
+		cfg  sched.Config
+		jct  map[int64]float64
+	}{
+		{"fjf without", sched.Config{Policy: "fjf"}, map[int64]float64{1: 100, 2: 159, 3: 100}},
+		{"fjf with", sched.Config{Policy: "fjf", ReserveAfterS: 30}, map[int64]float64{1: 100, 2: 109, 3: 160}},
+		// job 3 runs 50 s before job 2 takes the GPUs, then 50 s more
+		// from 110.
+		{"tiresias-l with", sched.Config{Policy: "tiresias-l", ReserveAfterS: 30}, map[int64]float64{1: 100, 2: 109, 3: 110}},
+	}
+	for _, tc := range cases {
+		r, got := run(t, jobs, "1x2", Config{Sched: tc.cfg})
+		if !reflect.DeepEqual(got, tc.jct) {
+			t.Errorf("%s: JCTs %v, want %v", tc.name, got, tc.jct)
+		}
+		if want := tc.cfg.ReserveAfterS > 0; (r.ReservedJobs > 0) != want {
+			t.Errorf("%s: %d jobs reserved", tc.name, r.ReservedJobs)
+		}
+	}
+}
