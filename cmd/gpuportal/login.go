@@ -368,8 +368,10 @@ func (p *prompter) secret(question string) (string, error) {
 		}
 		return s, err
 	}
-	fmt.Fprint(p.out, question)
-	b, err := term.ReadPassword(p.fd)
+	b, err := withoutEcho(p.fd, func() ([]byte, error) {
+		fmt.Fprint(p.out, question)
+		return term.ReadPassword(p.fd)
+	})
 	fmt.Fprintln(p.out)
 	if err != nil {
 		return "", fmt.Errorf("read from the terminal: %w", err)

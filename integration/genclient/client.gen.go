@@ -1261,6 +1261,9 @@ type Job struct {
 	// Reason why it waits, or why it ended
 	Reason string `json:"reason"`
 
+	// Reservation The GPUs the scheduler holds for a waiting job that has waited past its bound (serve --reserve-after) and cannot start, as of its last pass; absent when none, and on a replica that does not schedule. Other jobs start on them only if they end before from, or give them back then (docs/scheduling.md, Reservations)
+	Reservation *Reservation `json:"reservation,omitempty"`
+
 	// Resources while the job runs: its CPUs and host memory, allocated and used per node, and its sensitivity profile (docs/synergy.md)
 	Resources *JobResources `json:"resources,omitempty"`
 
@@ -1631,6 +1634,18 @@ type Queues struct {
 		Total int64 `json:"total"`
 	} `json:"queues"`
 	Thresholds []float64 `json:"thresholds"`
+}
+
+// Reservation The GPUs the scheduler holds for a waiting job that has waited past its bound (serve --reserve-after) and cannot start, as of its last pass; absent when none, and on a replica that does not schedule. Other jobs start on them only if they end before from, or give them back then (docs/scheduling.md, Reservations)
+type Reservation struct {
+	// Count how many GPUs are held: the job's
+	Count int `json:"count"`
+
+	// From when they are expected to be free: an estimate from the running jobs' time limits, or the run times of jobs like them
+	From time.Time `json:"from"`
+
+	// Gpus the GPUs held, as node:index; empty in count placement, which names none
+	Gpus []string `json:"gpus"`
 }
 
 // Session An interactive session (docs/portal.md): what it serves and, for its owner and admins only, where to open it.
