@@ -379,17 +379,10 @@ func (p *sessionProxy) hostUser(c echo.Context, id int64) (*models.User, credent
 // safe request, or one whose Origin (when the browser sent one) is that
 // host's own.
 func (p *sessionProxy) fromHost(r *http.Request, id int64) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		if !isWebsocket(r) {
-			return true
-		}
+	u, check, err := requestOrigin(r)
+	if !check {
+		return true
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true // not a browser's cross-site request: browsers send Origin
-	}
-	u, err := url.Parse(origin)
 	if err != nil || u.Scheme != p.origin.scheme {
 		return false
 	}
@@ -639,18 +632,27 @@ func isWebsocket(r *http.Request) bool {
 // sameOrigin reports whether r may reach a session: a safe request, or
 // one whose Origin (when the browser sent one) is the portal's own.
 func sameOrigin(r *http.Request) bool {
+	u, check, err := requestOrigin(r)
+	return !check || err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+// requestOrigin is the Origin of r parsed, when it must be checked: a
+// websocket or an unsafe request that a browser sent (browsers send
+// Origin with those). check is false for a safe request, and for one
+// without Origin (not a browser's cross-site request).
+func requestOrigin(r *http.Request) (u *url.URL, check bool, err error) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		if !isWebsocket(r) {
-			return true
+			return nil, false, nil
 		}
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
-		return true // not a browser's cross-site request: browsers send Origin
+		return nil, false, nil
 	}
-	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
+	u, err = url.Parse(origin)
+	return u, true, err
 }
 
 // portalCookies are the cookies of the portal, which never reach a
