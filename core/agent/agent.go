@@ -385,10 +385,17 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	case len(s.Command) > 0:
 		cg := a.lim.open(s.JobID)
 		wait, r.stop, cmdProcs, err = a.startProcess(s, ra, log, gateEnv, cg)
+		r.pgid = cmdProcs.leader
+		if err == nil && r.pgid > 0 {
+			// The watchdog knows the job's group before anything else
+			// is done: an agent frozen from here on still has it
+			// fenced (TestFaultFrozenAgent saw a run the watchdog
+			// was not yet told of outlive its agent's lease).
+			a.cfg.Watchdog.Add(r.pgid, a.cfg.Grace)
+		}
 		if cg != nil {
 			cg.Close()
 		}
-		r.pgid = cmdProcs.leader
 	default:
 		wait, r.stop = a.startSim(s, log)
 	}
@@ -425,9 +432,6 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}}
 	}
 	a.lim.begin(s, procs, log, a.LogPath(s.JobID), a.gateIterations(s))
-	if r.pgid > 0 {
-		a.cfg.Watchdog.Add(r.pgid, a.cfg.Grace)
-	}
 	go func() {
 		code, why := wait()
 		if backstop != nil {
