@@ -100,7 +100,7 @@ func owners(js []engine.Job) []string {
 }
 
 // engineJob is a job row as the engine sees it.
-func engineJob(j models.Job) engine.Job {
+func (s Store) engineJob(j models.Job) engine.Job {
 	ej := engine.Job{
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
 		Command: j.Command, SimDuration: j.SimDuration, SimUtilPct: j.SimUtilPct, State: j.State, Run: j.Run,
@@ -109,7 +109,7 @@ func engineJob(j models.Job) engine.Job {
 		Model: j.Model, Queue: j.QueueState(),
 		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
-		BatchSize: j.BatchSize, Image: j.Image, Session: j.Session(),
+		BatchSize: j.BatchSize, Image: j.Image, Session: s.JobSession(&j),
 		Env: j.Env, Dir: j.Workdir, TimeLimit: j.TimeLimit(), Retries: j.Retries,
 		Array: j.Task(), ArrayLimit: j.ArrayLimit, ReenteredAt: j.ReenteredAt,
 		InteractivePriority: j.InteractivePriority,
@@ -271,7 +271,7 @@ func (s Store) RecentSubmissions(ctx context.Context, since time.Time, limit int
 	}
 	out := make([]engine.Job, len(js))
 	for i, j := range js {
-		out[i] = engineJob(j)
+		out[i] = s.engineJob(j)
 	}
 	return out, nil
 }

@@ -70,7 +70,7 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 	}
 	for _, j := range changed {
 		if schedulable(&j) {
-			v.jobs[j.ID] = engineJob(j)
+			v.jobs[j.ID] = s.engineJob(j)
 		} else {
 			delete(v.jobs, j.ID)
 		}
@@ -92,7 +92,7 @@ func (s Store) readAll(ctx context.Context) ([]engine.Job, error) {
 	}
 	out := make([]engine.Job, len(js))
 	for i, j := range js {
-		out[i] = engineJob(j)
+		out[i] = s.engineJob(j)
 	}
 	return out, nil
 }

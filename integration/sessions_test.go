@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,6 +124,58 @@ func dialSession(t *testing.T, b *browser, path string) *websocket.Conn {
 	return c
 }
 
+// sessionToken returns the token a session of the user uid was started
+// with, as its processes have it in their environment.
+func sessionToken(t *testing.T, uid string) string {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		info, err := os.Stat(p)
+		if err != nil || fmt.Sprint(info.Sys().(*syscall.Stat_t).Uid) != uid {
+			continue
+		}
+		env, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for v := range strings.SplitSeq(string(env), "\x00") {
+			if token, ok := strings.CutPrefix(v, "GPUPORTAL_SESSION_TOKEN="); ok && token != "" {
+				return token
+			}
+		}
+	}
+	t.Fatalf("no process of uid %s holds a session token", uid)
+	return ""
+}
+
+// secretsNotStored checks, from the database's own files, that neither
+// the URL secret of the session at prefix nor its token is stored: a copy
+// of the database opens no session. The key they derive from is a file
+// only the server's account reads.
+func secretsNotStored(t *testing.T, data, prefix, token string) {
+	t.Helper()
+	secret := strings.Split(strings.Trim(prefix, "/"), "/")[2]
+	files, _ := filepath.Glob(filepath.Join(data, "gpuportal.db*"))
+	if len(files) == 0 {
+		t.Fatalf("no database in %s", data)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, v := range map[string]string{"URL secret": secret, "token": token} {
+			if strings.Contains(string(b), v) {
+				t.Errorf("%s holds the session's %s", filepath.Base(f), what)
+			}
+		}
+	}
+	info, err := os.Stat(filepath.Join(data, "session.key"))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("session key file: %v, mode %v; want 0600", err, info.Mode().Perm())
+	}
+}
+
 // loopbackListeners lists the TCP ports user uid listens on, and those of
 // them bound to an address other than loopback.
 func loopbackListeners(t *testing.T, uid string) (ports []int, exposed []string) {
@@ -186,6 +239,7 @@ func TestSessions(t *testing.T) {
 	nb := startSession(t, aliceAPI, map[string]any{"name": "notebook", "gpus": 1, "session": map[string]any{"type": "jupyter"}})
 	prefix := nb.Session.URL
 	sessionReady(t, aliceWeb, prefix+"api/status")
+	secretsNotStored(t, data, prefix, sessionToken(t, alice.Uid))
 	// Opened from the portal, the notebook is served on a host of its own.
 	aliceNB := aliceWeb.openSession(prefix)
 

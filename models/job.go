@@ -82,13 +82,16 @@ type Job struct {
 	ArrayLimit int
 	// Interactive sessions (jobsession.go): SessionType is empty for a
 	// batch job; SessionPort is the port a web app listens on (0: the
-	// agent picks one); SessionSecret is the random part of the session's
-	// URL prefix, /sessions/ID/SECRET/.
+	// agent picks one); SessionSecret is the salt the secret of the
+	// session's URL prefix (/sessions/ID/SECRET/) and its own token are
+	// derived from with the server's key (Store.SessionPrefix,
+	// Store.SessionToken), never the secrets themselves.
 	SessionType   string `gorm:"size:16;default:''"`
 	SessionPort   int    `gorm:"not null;default:0"`
 	SessionSecret string `gorm:"size:64;default:''"`
-	// SessionToken is the session's own credential, which the proxy
-	// presents to it (job.Session.Token); never shown.
+	// SessionToken is empty but for a session that was running when the
+	// server was upgraded from a version that stored its token in clear
+	// (sealLegacySessions).
 	SessionToken string `gorm:"size:64;default:''"`
 	// KeepAliveUntil: its owner keeps it running though idle until then
 	// (gpuportal session keep-alive); nil: never asked.

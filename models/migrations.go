@@ -38,6 +38,7 @@ func migrations() []migration {
 		{27, "reclaimed runs, jobs.reentered_at and interactive_priority, teams.max_session_s and session_priority_gpus (reclaim, sessions)", reclaimedRuns},
 		{29, "jobs: index on updated_at, for the engine's reads of the jobs changed since its last pass (engine.go)", jobsUpdatedIndex},
 		{30, "teams.idle_below_pct and idle_after_s: each team's own rule for idle GPUs (0: the server's)", teamIdleRule},
+		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
 	}
 }
 
@@ -601,4 +602,17 @@ func (v30Team) TableName() string { return "teams" }
 
 func teamIdleRule(tx *gorm.DB) error {
 	return addColumns(tx, &v30Team{}, "IdleBelowPct", "IdleAfterS")
+}
+
+// v31ServerKey is the table step 31 adds: the fingerprints of the keys
+// every server of the database must share.
+type v31ServerKey struct {
+	Name        string `gorm:"primaryKey;size:32"`
+	Fingerprint string `gorm:"size:64;not null"`
+}
+
+func (v31ServerKey) TableName() string { return "server_keys" }
+
+func serverKeysTable(tx *gorm.DB) error {
+	return createTables(tx, &v31ServerKey{})
 }

@@ -32,6 +32,8 @@ type Store struct {
 	writes writeCounter
 	// passwordCost is the bcrypt cost of the password hashes it makes.
 	passwordCost int
+	// sessionKey derives sessions' secrets (sessionkey.go).
+	sessionKey *SessionKey
 	// dummyHash is compared against when a user does not exist, at
 	// passwordCost, so that the answer takes as long as a real check.
 	dummyHash func() []byte
@@ -52,6 +54,14 @@ type Options struct {
 	// Tests lower it to bcrypt.MinCost: under the race detector a hash at
 	// the default cost takes seconds.
 	PasswordCost int
+	// SessionKey is the key sessions' secrets are derived from
+	// (sessionkey.go); the store checks it against the database's and
+	// takes the secrets an earlier version stored in clear out of it. Nil:
+	// a random key of its own, for tools that open no session.
+	SessionKey *SessionKey
+	// ReplaceSessionKey makes SessionKey the database's key though it
+	// knew another: sessions open now stop working.
+	ReplaceSessionKey bool
 }
 
 // DefaultMaxConns is the default bound on PostgreSQL connections.
@@ -132,6 +142,23 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return h
 	})}
 	if err := s.migrate(ctx); err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	if s.sessionKey = opts.SessionKey; s.sessionKey == nil {
+		k, err := NewSessionKey()
+		if err != nil {
+			sqlDB.Close()
+			return nil, err
+		}
+		s.sessionKey = &k
+		return s, nil
+	}
+	if err := s.checkSessionKey(ctx, opts.ReplaceSessionKey); err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	if err := s.sealLegacySessions(ctx); err != nil {
 		sqlDB.Close()
 		return nil, err
 	}

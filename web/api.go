@@ -70,7 +70,7 @@ func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 		return err
 	}
 	out := s.jobOf(m, j)
-	withSessionURL(currentUser(c), j, &out)
+	s.withSessionURL(currentUser(c), j, &out)
 	u, err := s.jobUsage(ctx, j, m.now, false)
 	if err != nil {
 		return err

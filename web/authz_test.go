@@ -113,11 +113,11 @@ func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServe
 func (ts *testServer) newSession(t testing.TB) string {
 	t.Helper()
 	j := &models.Job{Name: "nb", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(),
-		SessionType: "jupyter", SessionSecret: fmt.Sprint("secret", uniq.Add(1)), SessionToken: "token"}
+		SessionType: "jupyter", SessionSecret: fmt.Sprint("k1.salt", uniq.Add(1))}
 	if err := ts.store.CreateJob(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
-	return j.SessionPrefix()
+	return ts.store.SessionPrefix(j)
 }
 
 func (ts *testServer) newJob(t testing.TB) int64 {

@@ -386,7 +386,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		Resubmit:    resubmitWay(currentUser(c), j),
 		Final:       j.State.Final(),
 		Log:         s.jobLog(j.ID),
-		Session:     sessionView(currentUser(c), j),
+		Session:     s.sessionView(currentUser(c), j),
 	}
 	if d.Placement == "" {
 		d.Placement = "—"

@@ -129,7 +129,7 @@ func TestQueueOrderIsTheSchedulers(t *testing.T) {
 		ids = append(ids, j.ID)
 	}
 	session := &models.Job{Name: "nb", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: t0.Add(10 * time.Minute),
-		SessionType: "terminal", SessionSecret: "s", SessionToken: "t", InteractivePriority: true}
+		SessionType: "terminal", SessionSecret: "k1.s", InteractivePriority: true}
 	if err := ts.store.CreateJob(ctx, session); err != nil {
 		t.Fatal(err)
 	}

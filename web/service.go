@@ -95,10 +95,7 @@ func (s *Server) submitJob(ctx context.Context, a actor, req SubmitRequest) (*mo
 	}
 	j.SubmittedAt = s.cfg.Now()
 	if j.IsSession() {
-		if j.SessionSecret, err = models.NewSessionSecret(); err != nil {
-			return nil, nil, err
-		}
-		if j.SessionToken, err = models.NewSessionSecret(); err != nil {
+		if j.SessionSecret, err = models.NewSessionSalt(); err != nil {
 			return nil, nil, err
 		}
 	}

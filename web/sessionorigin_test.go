@@ -299,7 +299,7 @@ func TestSessionRecheckEndsRequests(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := context.Background()
 	j := &models.Job{Name: "nb", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(),
-		SessionType: "terminal", SessionSecret: "secret", SessionToken: "token"}
+		SessionType: "terminal", SessionSecret: "k1.salt"}
 	if err := ts.store.CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}

@@ -79,9 +79,9 @@ func canOpenSession(u *models.User, j *models.Job) bool {
 }
 
 // withSessionURL adds the session's URL to aj for those who may open it.
-func withSessionURL(u *models.User, j *models.Job, aj *api.Job) {
+func (s *Server) withSessionURL(u *models.User, j *models.Job, aj *api.Job) {
 	if aj.Session != nil && canOpenSession(u, j) {
-		aj.Session.URL = j.SessionPrefix()
+		aj.Session.URL = s.cfg.Store.SessionPrefix(j)
 	}
 }
 
@@ -407,7 +407,7 @@ func (p *sessionProxy) open(c echo.Context, u *models.User, cred credential) (*m
 	}
 	// A wrong secret and a job that is no session look the same: the
 	// secret proves nothing, but reveals nothing either.
-	if !j.IsSession() || subtle.ConstantTimeCompare([]byte(c.Param("secret")), []byte(j.SessionSecret)) != 1 {
+	if !j.IsSession() || subtle.ConstantTimeCompare([]byte(p.s.cfg.Store.SessionPrefix(j)), []byte(models.SessionPath(j.ID, c.Param("secret")))) != 1 {
 		return nil, echo.NewHTTPError(http.StatusNotFound, "no such session")
 	}
 	if !canOpenSession(u, j) {
@@ -446,7 +446,7 @@ func (p *sessionProxy) forward(c echo.Context, j *models.Job, cred credential, s
 	if job.SessionType(j.SessionType) == job.SessionTerminal && rest == "" && r.Method == http.MethodGet && !isWebsocket(r) {
 		c.Response().Header().Set("Content-Security-Policy", sessionPagePolicy)
 		return p.s.render(c, http.StatusOK, templates.SessionTerminalPage(templates.SessionTerminal{
-			JobID: j.ID, JobName: j.Name, Prefix: j.SessionPrefix(), Portal: p.portalLink(sandbox),
+			JobID: j.ID, JobName: j.Name, Prefix: p.s.cfg.Store.SessionPrefix(j), Portal: p.portalLink(sandbox),
 		}))
 	}
 	ref := job.RunRef{Job: j.ID, Run: j.Run}
@@ -464,6 +464,7 @@ func (p *sessionProxy) forward(c echo.Context, j *models.Job, cred credential, s
 	rc := http.NewResponseController(c.Response())
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Now().Add(downloadTimeout))
+	token := p.s.cfg.Store.SessionToken(j)
 	rp := &httputil.ReverseProxy{
 		Transport:     p.transport(ref, sessionNode(j)),
 		FlushInterval: -1,
@@ -477,7 +478,7 @@ func (p *sessionProxy) forward(c echo.Context, j *models.Job, cred credential, s
 			pr.Out.Host = pr.In.Host // Jupyter checks Origin against Host
 			pr.SetXForwarded()
 			stripPortalCredentials(pr.Out.Header)
-			pr.Out.Header.Set("Authorization", "token "+j.SessionToken)
+			pr.Out.Header.Set("Authorization", "token "+token)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			dropPortalCookies(resp.Header)
@@ -757,7 +758,7 @@ func sessionWorkload(typ string, command []string) string {
 
 // sessionView is how the job page shows j's session to u; nil for a
 // batch job.
-func sessionView(u *models.User, j *models.Job) *templates.SessionView {
+func (s *Server) sessionView(u *models.User, j *models.Job) *templates.SessionView {
 	if !j.IsSession() {
 		return nil
 	}
@@ -766,7 +767,7 @@ func sessionView(u *models.User, j *models.Job) *templates.SessionView {
 	case !canOpenSession(u, j):
 		v.Note = "Only " + j.User + " (and admins) may open it."
 	case j.State == job.Running:
-		v.URL = j.SessionPrefix()
+		v.URL = s.cfg.Store.SessionPrefix(j)
 		v.Note = "Opens in a new tab, through the portal, kept apart from the portal's own pages. Its address is yours alone: do not share it."
 		if u.Name != j.User {
 			v.Note = "You open " + j.User + "'s session as an admin: it is recorded in the audit log."

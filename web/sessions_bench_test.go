@@ -73,7 +73,7 @@ func BenchmarkSessionProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 	j := &models.Job{Name: "nb", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(),
-		SessionType: "jupyter", SessionSecret: "secret", SessionToken: "tok"}
+		SessionType: "jupyter", SessionSecret: "k1.salt"}
 	if err := ts.store.CreateJob(ctx, j); err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func BenchmarkSessionProxy(b *testing.B) {
 	}
 	portal := httptest.NewServer(ts.Handler())
 	defer portal.Close()
-	proxied, _ := http.NewRequest(http.MethodGet, portal.URL+j.SessionPrefix()+"api", nil)
+	proxied, _ := http.NewRequest(http.MethodGet, portal.URL+ts.store.SessionPrefix(j)+"api", nil)
 	proxied.AddCookie(&http.Cookie{Name: sessionCookie, Value: ts.sessions["alice"]})
 	direct, _ := http.NewRequest(http.MethodGet, backend.URL+"/direct", nil)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}

@@ -124,18 +124,23 @@ func TestSessionSameOrigin(t *testing.T) {
 }
 
 func TestSessionURLOnlyForWhoMayOpen(t *testing.T) {
-	j := &models.Job{ID: 7, User: "alice", Team: "vision", SessionType: "jupyter", SessionSecret: "s"}
+	ts := newTestServer(t)
+	j := &models.Job{ID: 7, User: "alice", Team: "vision", SessionType: "jupyter", SessionSecret: "k1.s"}
+	url := ts.store.SessionPrefix(j)
+	if !strings.HasPrefix(url, "/sessions/7/") || strings.Contains(url, "k1.s") {
+		t.Fatalf("session URL %q: want /sessions/7/ and a secret derived from the salt", url)
+	}
 	for _, c := range []struct {
 		who  *models.User
 		want string
 	}{
-		{&models.User{Name: "alice", Team: "vision", Role: models.RoleResearcher}, "/sessions/7/s/"},
-		{&models.User{Name: "root", Role: models.RoleAdmin}, "/sessions/7/s/"},
+		{&models.User{Name: "alice", Team: "vision", Role: models.RoleResearcher}, url},
+		{&models.User{Name: "root", Role: models.RoleAdmin}, url},
 		{&models.User{Name: "lead", Team: "vision", Role: models.RoleLead}, ""},
 		{&models.User{Name: "bob", Team: "vision", Role: models.RoleResearcher}, ""},
 	} {
 		aj := api.Job{Session: &api.Session{Type: "jupyter"}}
-		withSessionURL(c.who, j, &aj)
+		ts.withSessionURL(c.who, j, &aj)
 		if aj.Session.URL != c.want {
 			t.Errorf("%s sees URL %q, want %q", c.who.Name, aj.Session.URL, c.want)
 		}

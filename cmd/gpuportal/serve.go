@@ -38,6 +38,8 @@ type serveFlags struct {
 	runAs             string   // the built-in agents' jobs run as this user
 	passEnv           []string // --pass-env for the built-in agents
 	addr, data, db    string
+	sessionKeyFile    string // --session-key-file; "": session.key in --data
+	replaceSessionKey bool
 	dbMaxConns        int
 	dev, demo         bool
 	devToken          string
@@ -91,6 +93,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
 	fs.StringVar(&f.data, "data", "./data", "folder for the SQLite database and job output")
 	fs.StringVar(&f.db, "db", "", `database: "sqlite:PATH" or a "postgres://..." URL (default: SQLite in --data)`)
+	fs.StringVar(&f.sessionKeyFile, "session-key-file", "", "file holding the key sessions' URL secrets and tokens are derived from, readable by the server's account only; every server of one database needs the same (default: session.key in --data, made at the first start)")
+	fs.BoolVar(&f.replaceSessionKey, "replace-session-key", false, "take --session-key-file as the database's key though its sessions were made with another (a lost key file): sessions open now must be restarted")
 	fs.IntVar(&f.dbMaxConns, "db-max-conns", 0, fmt.Sprintf("database connections open at most; 0: %d on PostgreSQL, %d on SQLite (readers at once, one writer at a time)", models.DefaultMaxConns, models.DefaultSQLiteConns))
 	fs.BoolVar(&f.dev, "dev", false, "development mode: demo users, simulated GPUs, loopback only")
 	fs.BoolVar(&f.demo, "demo", false, "with --dev: submit a stream of simulated jobs from the demo users")
@@ -366,7 +370,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	store, err := models.OpenWith(ctx, f.db, models.Options{MaxConns: f.dbMaxConns})
+	// Only a key file the server makes itself is made: one named on the
+	// command line that is missing is a mistake (a replica's mount).
+	key, err := models.LoadSessionKey(cmp.Or(f.sessionKeyFile, filepath.Join(f.data, "session.key")), f.sessionKeyFile == "")
+	if err != nil {
+		return fmt.Errorf("serve: --session-key-file: %w", err)
+	}
+	store, err := models.OpenWith(ctx, f.db, models.Options{MaxConns: f.dbMaxConns, SessionKey: &key, ReplaceSessionKey: f.replaceSessionKey})
+	if errors.Is(err, models.ErrSessionKeyMismatch) {
+		return fmt.Errorf("serve: --session-key-file: %w (--replace-session-key)", err)
+	}
 	if err != nil {
 		return err
 	}
