@@ -475,7 +475,8 @@ func TestReclaimBound(t *testing.T) {
 // heldAfter is what each job running after the pass counts for in its
 // team's GPUs, as core/usage counts it: on each GPU of its placement (its
 // start's, when it started in the pass) the share usage.Shares gives it
-// among the jobs running there; the GPUs it asks for when it names none.
+// among the jobs running there, once some running job shares; else, and
+// when it names no GPU, the GPUs it asks for.
 func heldAfter(s Snapshot, a after, running func(*Job) bool) map[int64]float64 {
 	on := map[GPURef][]*Job{}
 	placement := func(j *Job) []GPURef {
@@ -492,6 +493,20 @@ func heldAfter(s Snapshot, a after, running func(*Job) bool) map[int64]float64 {
 		}
 	}
 	out := map[int64]float64{}
+	sharing := false
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		sharing = sharing || running(j) && j.Sharing
+		out[j.ID] = float64(jobGPUs(j))
+	}
+	if !sharing {
+		return out // no GPU is shared: every job counts its GPUs
+	}
+	for _, js := range on {
+		for _, j := range js {
+			out[j.ID] = 0
+		}
+	}
 	for _, js := range on {
 		claims := make([]usage.Claim, len(js))
 		for k, j := range js {
@@ -499,11 +514,6 @@ func heldAfter(s Snapshot, a after, running func(*Job) bool) map[int64]float64 {
 		}
 		for k, sh := range usage.Shares(nil, claims) {
 			out[js[k].ID] += sh
-		}
-	}
-	for i := range s.Jobs {
-		if j := &s.Jobs[i]; running(j) && len(placement(j)) == 0 {
-			out[j.ID] = float64(jobGPUs(j))
 		}
 	}
 	return out
