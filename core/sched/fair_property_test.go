@@ -2,11 +2,14 @@ package sched
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // withTeams spreads a snapshot's jobs over a few teams (and one team the
@@ -191,15 +194,23 @@ func fairProblems(sc *Scheduler, s Snapshot, cfg Config, d Decisions) []string {
 			bad("start of job %d: IsBorrowed %v, list says %v", st.JobID, d.IsBorrowed(st.JobID), isB[st.JobID])
 		}
 	}
-	within := map[string]int{}
+	// A team's GPUs are counted as the portal counts them (core/usage): a
+	// running job that shares a GPU by its share of it.
+	held := heldAfter(s, a, running)
+	within, total := map[string]float64{}, map[string]float64{}
 	for i := range s.Jobs {
-		if j := &s.Jobs[i]; running(j) && !isB[j.ID] {
-			within[j.Team] += jobGPUs(j)
+		if j := &s.Jobs[i]; running(j) {
+			total[j.Team] += held[j.ID]
+			if !isB[j.ID] {
+				within[j.Team] += held[j.ID]
+			}
 		}
 	}
-	for team, n := range after {
-		if within[team] > guarantee[team] || n <= guarantee[team] && within[team] != n {
-			bad("team %s runs %d GPUs, %d not borrowed, guarantee %d", team, n, within[team], guarantee[team])
+	const eps = 1e-6
+	for team, n := range total {
+		g := float64(guarantee[team])
+		if within[team] > g+eps || n <= g+eps && math.Abs(within[team]-n) > eps {
+			bad("team %s runs %v GPUs, %v not borrowed, guarantee %v", team, n, within[team], g)
 		}
 	}
 	// The bound: a job that fits within its team's guarantee waits only
@@ -459,4 +470,51 @@ func TestReclaimBound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// heldAfter is what each job running after the pass counts for in its
+// team's GPUs, as core/usage counts it: on each GPU of its placement (its
+// start's, when it started in the pass) the share usage.Shares gives it
+// among the jobs running there, once some running job shares; else, and
+// when it names no GPU, the GPUs it asks for.
+func heldAfter(s Snapshot, a after, running func(*Job) bool) map[int64]float64 {
+	on := map[GPURef][]*Job{}
+	placement := func(j *Job) []GPURef {
+		if st, ok := a.started[j.ID]; ok && st.JobID != 0 {
+			return st.GPUs
+		}
+		return j.Placement
+	}
+	for i := range s.Jobs {
+		if j := &s.Jobs[i]; running(j) {
+			for _, g := range placement(j) {
+				on[g] = append(on[g], j)
+			}
+		}
+	}
+	out := map[int64]float64{}
+	sharing := false
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		sharing = sharing || running(j) && j.Sharing
+		out[j.ID] = float64(jobGPUs(j))
+	}
+	if !sharing {
+		return out // no GPU is shared: every job counts its GPUs
+	}
+	for _, js := range on {
+		for _, j := range js {
+			out[j.ID] = 0
+		}
+	}
+	for _, js := range on {
+		claims := make([]usage.Claim, len(js))
+		for k, j := range js {
+			claims[k] = usage.Claim{Sharing: j.Sharing, Fraction: j.GPUFraction}
+		}
+		for k, sh := range usage.Shares(nil, claims) {
+			out[js[k].ID] += sh
+		}
+	}
+	return out
 }

@@ -154,7 +154,10 @@ func nonNeg(v float64) float64 {
 func (p *pass) preemptedFirst() {
 	late := p.victims[:0]
 	for _, ri := range p.preempted {
-		if r := &p.runs[ri]; r.state&^runReached == runPreempted {
+		// A backfill preempted for a reservation goes back to its own
+		// place in line: ahead of the waiting jobs it would pass the
+		// next reserved job by (docs/scheduling.md, "Reservations").
+		if r := &p.runs[ri]; r.state&^runReached == runPreempted && r.flags&runForReservation == 0 {
 			late = append(late, r.ent)
 		}
 	}

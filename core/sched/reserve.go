@@ -328,7 +328,17 @@ func (p *pass) mayBackfill(j *Job, k *rsvState) bool {
 			return true
 		}
 	}
-	return p.rsvPreempt || rsvProtected(j)
+	if rsvProtected(j) {
+		return p.waitedBound(j)
+	}
+	return p.rsvPreempt
+}
+
+// waitedBound tells whether job j has waited its own bound: it is then
+// held back by no reservation that it may not preempt-backfill.
+func (p *pass) waitedBound(j *Job) bool {
+	b := p.boundOf(j)
+	return b > 0 && waitedS(j, p.now) >= b
 }
 
 // rsvProtected: job j is an interactive session (its class is not
