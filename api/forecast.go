@@ -45,13 +45,19 @@ type Calibration struct {
 	Forecasts   int     `json:"forecasts"`
 	Within      int     `json:"within"`
 	WithinShare float64 `json:"within_share"`
+	// Unknown counts the unknown forecasts (no range shown) of jobs that
+	// started since; they are not among Forecasts.
+	Unknown int `json:"unknown"`
 	// MedianAbsErrorS, P90AbsErrorS and MeanErrorS compare the start with
-	// the likely start, over the Errors forecasts that had one (positive
-	// mean: jobs started later than likely).
+	// the likely start (the earliest where there is none), over the Errors
+	// forecasts that had one (positive mean: jobs started later than
+	// forecast); MedianRelError is the median of each error over the wait
+	// it forecast.
 	Errors          int     `json:"errors"`
 	MedianAbsErrorS float64 `json:"median_abs_error_s"`
 	P90AbsErrorS    float64 `json:"p90_abs_error_s"`
 	MeanErrorS      float64 `json:"mean_error_s"`
+	MedianRelError  float64 `json:"median_rel_error"`
 	// MedianLeadS is the median time from forecast to start.
 	MedianLeadS float64 `json:"median_lead_s"`
 	// NeverStarted counts forecasts of never whose job started anyway.

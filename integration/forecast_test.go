@@ -158,7 +158,7 @@ func TestForecastEverywhere(t *testing.T) {
 		return st.First.Forecasts >= 1
 	})
 	_, queuesPage := b.get("/queues")
-	if !strings.Contains(html.UnescapeString(queuesPage), "started within their first forecast's range") {
+	if !strings.Contains(html.UnescapeString(queuesPage), "started within the range first shown to them") {
 		t.Errorf("the queues page shows no calibration")
 	}
 }

@@ -144,10 +144,11 @@ func (s *Store) AddForecasts(ctx context.Context, rows []Forecast) error {
 
 // ForecastOutcomes returns the most recent forecasts of kind (any kind
 // when empty), up to limit, whose job has started since, each set against
-// that start: the first start at or after the forecast.
+// that start: the first start at or after the forecast. Unknown forecasts
+// are among them: forecast.Calibrate counts them apart.
 func (s *Store) ForecastOutcomes(ctx context.Context, kind string, limit int) ([]forecast.Outcome, error) {
 	var fs []Forecast
-	q := s.db.WithContext(ctx).Where("state <> ?", string(forecast.StateUnknown))
+	q := s.db.WithContext(ctx)
 	if kind != "" {
 		q = q.Where("kind = ?", kind)
 	} else {

@@ -56,8 +56,8 @@ func rangeText(r [2]float64, samples int) string {
 }
 
 func calibrationOf(c forecast.Calibration) api.Calibration {
-	return api.Calibration{Forecasts: c.Forecasts, Within: c.Within, WithinShare: c.WithinShare, Errors: c.Errors,
-		MedianAbsErrorS: c.MedianAbsErrorS, P90AbsErrorS: c.P90AbsErrorS, MeanErrorS: c.MeanErrorS,
+	return api.Calibration{Forecasts: c.Forecasts, Within: c.Within, WithinShare: c.WithinShare, Unknown: c.Unknown, Errors: c.Errors,
+		MedianAbsErrorS: c.MedianAbsErrorS, P90AbsErrorS: c.P90AbsErrorS, MeanErrorS: c.MeanErrorS, MedianRelError: c.MedianRelError,
 		MedianLeadS: c.MedianLeadS, NeverStarted: c.NeverStarted}
 }
 
@@ -73,17 +73,23 @@ func (s *Server) apiEstimates(c echo.Context) error {
 // queues page and the job page.
 func calibrationText(st api.ForecastStats) string {
 	c := st.First
-	if c.Forecasts == 0 {
+	jobs := c.Forecasts + c.Unknown
+	if jobs == 0 {
 		return "No forecast has been checked against a start yet."
 	}
-	s := fmt.Sprintf("Of the last %d jobs that waited, %.0f%% started within their first forecast's range", c.Forecasts, 100*c.WithinShare)
+	// Every job's first forecast shown counts, an unknown one as a miss:
+	// the share is of jobs, as a user meets them.
+	s := fmt.Sprintf("Of the last %d jobs that waited, %.0f%% started within the range first shown to them", jobs, 100*float64(c.Within)/float64(jobs))
+	if c.Unknown > 0 {
+		s += fmt.Sprintf(" (%d had no forecast yet)", c.Unknown)
+	}
 	if c.Errors > 0 {
 		bias := "late"
 		if c.MeanErrorS < 0 {
 			bias = "early"
 		}
-		s += fmt.Sprintf("; the likely start was off by a median of %s (90%% within %s; on average %s %s)",
-			fmtDuration(secs(c.MedianAbsErrorS)), fmtDuration(secs(c.P90AbsErrorS)), fmtDuration(secs(abs(c.MeanErrorS))), bias)
+		s += fmt.Sprintf("; the likely start was off by a median of %s, %.0f%% of the wait (90%% within %s; on average %s %s)",
+			fmtDuration(secs(c.MedianAbsErrorS)), 100*c.MedianRelError, fmtDuration(secs(c.P90AbsErrorS)), fmtDuration(secs(abs(c.MeanErrorS))), bias)
 	}
 	if c.NeverStarted > 0 {
 		s += fmt.Sprintf("; %d said never and started all the same (a cap or the cluster changed)", c.NeverStarted)

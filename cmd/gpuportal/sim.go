@@ -260,7 +260,7 @@ func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg si
 		return enc.Encode(reports)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\twaits\tstarted at once\tforecast\twaits of\tcompared\twithin range\tmedian |err| s\tp90 |err| s\tmean err s\tmedian lead s\tnever, started\tunknown\tlater\tforecast passes\t")
+	fmt.Fprintln(tw, "policy\twaits\tstarted at once\tforecast\twaits of\tcompared\twithin range\tmedian |err| s\tmedian |err|/wait\tp90 |err| s\tmean err s\tmedian lead s\tnever, started\tunknown\tlater\tforecast passes\t")
 	for _, r := range reports {
 		for _, part := range []struct {
 			name string
@@ -270,8 +270,8 @@ func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg si
 			if part.name != "all" && c.Forecasts == 0 {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%.1f%%\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t\n", r.Policy, r.Waits, r.StartedAtOnce,
-				r.Forecast, part.name, c.Forecasts, 100*c.WithinShare, c.MedianAbsErrorS, c.P90AbsErrorS, c.MeanErrorS, c.MedianLeadS,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%.1f%%\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t\n", r.Policy, r.Waits, r.StartedAtOnce,
+				r.Forecast, part.name, c.Forecasts, 100*c.WithinShare, c.MedianAbsErrorS, c.MedianRelError, c.P90AbsErrorS, c.MeanErrorS, c.MedianLeadS,
 				c.NeverStarted, r.States[forecast.StateUnknown], r.States[forecast.StateLater], r.Passes)
 		}
 	}

@@ -809,9 +809,10 @@ type noHistory struct{ *memStore }
 
 func (noHistory) FinishedRunTimes(context.Context, int) ([]forecast.Sample, error) { return nil, nil }
 
-// Before any job has finished, forecasts say so, and none is recorded:
-// a job's first recorded forecast is its first that claims a start.
-func TestForecastUnknownIsNotRecorded(t *testing.T) {
+// Before any job has finished, forecasts say so, and that is the first
+// forecast recorded: the track record is of the first forecast shown, an
+// unknown one included, never of a later, better one.
+func TestForecastUnknownIsRecordedFirst(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
 		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
@@ -825,7 +826,20 @@ func TestForecastUnknownIsNotRecorded(t *testing.T) {
 	if got, ok := e.Forecast(2); !ok || got.State != forecast.StateUnknown || !strings.Contains(got.Reason, "0 of the 3 finished jobs") {
 		t.Errorf("forecast %+v, %v; want unknown, saying why", got, ok)
 	}
-	if len(store.forecasts) != 0 {
-		t.Errorf("recorded %+v; want nothing", store.forecasts)
+	if len(store.forecasts) != 1 || store.forecasts[0].Kind != "first" || store.forecasts[0].State != forecast.StateUnknown {
+		t.Fatalf("recorded %+v; want the unknown forecast as the first", store.forecasts)
+	}
+	// Run times become known: the next forecast claims a range, and is
+	// not recorded as a first again.
+	e.cfg.Store = store
+	e.fc.lastAt, e.fc.hist = time.Time{}, nil // due now, run times reread
+	mustPass(t, e)
+	if got, _ := e.Forecast(2); got.State != forecast.StateExpected {
+		t.Errorf("forecast %+v; want a range once run times are known", got)
+	}
+	for _, r := range store.forecasts[1:] {
+		if r.Kind == "first" {
+			t.Errorf("recorded a second first forecast: %+v", store.forecasts)
+		}
 	}
 }

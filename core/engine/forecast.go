@@ -339,8 +339,9 @@ func expectedArrivals(js []Job, now time.Time, e *Engine) *forecast.Arrivals {
 
 // recordForecast keeps a job's first forecast and one per checkpoint of
 // its wait, for the jobs still waiting that the forecast's own pass did
-// not start; an unknown forecast claims nothing and is not kept (the
-// job's first is then its first that claims something).
+// not start. The first is the first shown, unknown or not: the track
+// record the pages show is of what people were told (an unknown one
+// counts as a forecast that held no start, forecast.Calibration.Unknown).
 func (e *Engine) recordForecast(ctx context.Context, r forecastDone, jobs []Job) {
 	fc := e.fc
 	st, ok := e.cfg.Store.(ForecastStore)
@@ -359,8 +360,8 @@ func (e *Engine) recordForecast(ctx context.Context, r forecastDone, jobs []Job)
 	var rs []ForecastRecord
 	for _, f := range r.res.Jobs {
 		sub, ok := submitted[f.JobID]
-		if !ok || r.startsNow[f.JobID] || f.State == forecast.StateUnknown {
-			continue // gone, started by the pass itself, or no claim to check
+		if !ok || r.startsNow[f.JobID] {
+			continue // gone, or started by the pass itself
 		}
 		had := fc.recorded[f.JobID]
 		kind, bit := "", uint8(0)

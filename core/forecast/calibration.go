@@ -30,24 +30,51 @@ func (o Outcome) Within(slack float64) bool {
 	return false
 }
 
+// Point is the forecast's single best guess of the start: the likely
+// start, else the earliest (of an expected forecast whose middle sample
+// did not start the job, or of a later one); ok is false for never and
+// unknown forecasts, which name no time.
+func (o Outcome) Point() (at float64, ok bool) {
+	switch {
+	case o.State != StateExpected && o.State != StateLater:
+		return 0, false
+	case o.Likely != 0:
+		return o.Likely, true
+	case o.Earliest != 0 && !math.IsInf(o.Earliest, 0):
+		return o.Earliest, true
+	}
+	return 0, false
+}
+
 // Calibration says how good forecasts have been.
 type Calibration struct {
 	// Forecasts counts the forecasts of jobs that have since started,
-	// unknown ones left out.
+	// unknown ones left out; Unknown counts those left out.
 	Forecasts int `json:"forecasts"`
+	Unknown   int `json:"unknown"`
 	// Within counts those whose start fell in their range, and
 	// WithinShare is Within over Forecasts (0 without forecasts).
 	Within      int     `json:"within"`
 	WithinShare float64 `json:"within_share"`
-	// Errors counts the forecasts with a likely start; MedianAbsErrorS,
-	// P90AbsErrorS and MeanErrorS are the start less the likely start
-	// over them, in seconds (positive: jobs started later than likely).
+	// Early and Late count the starts outside their range: before its
+	// earliest, after its latest.
+	Early int `json:"early"`
+	Late  int `json:"late"`
+	// Errors counts the forecasts with a point estimate of the start: the
+	// likely start, or for one without (a later forecast, an expected one
+	// whose middle sample did not start it) the earliest. MedianAbsErrorS,
+	// P90AbsErrorS and MeanErrorS are the start less that estimate over
+	// them, in seconds (positive: jobs started later than forecast).
 	Errors          int     `json:"errors"`
 	MedianAbsErrorS float64 `json:"median_abs_error_s"`
 	P90AbsErrorS    float64 `json:"p90_abs_error_s"`
 	MeanErrorS      float64 `json:"mean_error_s"`
+	// MedianRelError is the median of each error over the wait it
+	// forecast (the start less the time of the forecast, 1 s at least):
+	// 0.2 means off by a fifth of the wait.
+	MedianRelError float64 `json:"median_rel_error"`
 	// MedianLeadS is the median time from forecast to start: how far
-	// ahead the forecasts looked.
+	// ahead the forecasts looked (for a job's first forecast, its wait).
 	MedianLeadS float64 `json:"median_lead_s"`
 	// NeverStarted counts never forecasts whose job started all the
 	// same (a cap raised, a machine added).
@@ -58,10 +85,11 @@ type Calibration struct {
 // counts as within it (Outcome.Within).
 func Calibrate(outcomes []Outcome, slack float64) Calibration {
 	var c Calibration
-	var abs, leads []float64
+	var abs, rel, leads []float64
 	sum := 0.0
 	for _, o := range outcomes {
 		if o.State == StateUnknown || o.State == "" {
+			c.Unknown++
 			continue
 		}
 		c.Forecasts++
@@ -69,12 +97,20 @@ func Calibrate(outcomes []Outcome, slack float64) Calibration {
 		if o.State == StateNever {
 			c.NeverStarted++
 		}
-		if o.Within(slack) {
+		switch {
+		case o.Within(slack):
 			c.Within++
+		case o.State == StateExpected || o.State == StateLater:
+			if o.Start < o.Earliest-slack {
+				c.Early++
+			} else {
+				c.Late++
+			}
 		}
-		if o.State == StateExpected && o.Likely != 0 {
-			e := o.Start - o.Likely
+		if at, ok := o.Point(); ok {
+			e := o.Start - at
 			abs = append(abs, math.Abs(e))
+			rel = append(rel, math.Abs(e)/max(o.Start-o.MadeAt, 1))
 			sum += e
 		}
 	}
@@ -86,6 +122,7 @@ func Calibrate(outcomes []Outcome, slack float64) Calibration {
 		c.MedianAbsErrorS = percentile(abs, 50)
 		c.P90AbsErrorS = percentile(abs, 90)
 		c.MeanErrorS = sum / float64(len(abs))
+		c.MedianRelError = percentile(rel, 50)
 	}
 	return c
 }

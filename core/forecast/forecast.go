@@ -418,8 +418,8 @@ func startedIn(id int64, runs []scenarioResult) bool {
 }
 
 // combine makes job id's forecast from its start in each sample: the
-// range's quantiles of the starts, a sample that did not start the job
-// counting as a start after every other.
+// range's quantiles of the starts (predictive), a sample that did not
+// start the job counting as a start after every other.
 func combine(id int64, runs []scenarioResult, rng [2]float64) Forecast {
 	fc := Forecast{JobID: id}
 	starts := make([]float64, len(runs))
@@ -435,12 +435,12 @@ func combine(id int64, runs []scenarioResult, rng [2]float64) Forecast {
 	}
 	slices.Sort(starts)
 	if started > 0 {
-		if lo := quantile(starts, rng[0]); !math.IsInf(lo, 1) && !math.IsNaN(lo) {
+		if lo := predictive(starts, rng[0]); !math.IsInf(lo, 1) && !math.IsNaN(lo) {
 			fc.State, fc.Earliest = StateExpected, lo
 			if m := quantile(starts, 0.5); !math.IsInf(m, 1) && !math.IsNaN(m) {
 				fc.Likely = m
 			}
-			if hi := quantile(starts, rng[1]); !math.IsInf(hi, 1) && !math.IsNaN(hi) {
+			if hi := predictive(starts, rng[1]); !math.IsInf(hi, 1) && !math.IsNaN(hi) {
 				fc.Latest = hi
 			}
 			return fc
@@ -469,6 +469,27 @@ func combine(id int64, runs []scenarioResult, rng [2]float64) Forecast {
 	}
 	fc.Reason = "not started within the forecast's reach"
 	return fc
+}
+
+// predictive is the q-quantile of the next draw from the distribution
+// that sorted (increasing, +Inf allowed) was drawn from: the order
+// statistic at q(n+1), interpolated and held within the samples. The k-th
+// of n draws falls below the next with probability k/(n+1), so the range
+// between the q- and (1-q)-quantiles holds about 1-2q of the starts
+// whatever n is; the plain quantiles of the samples (order statistic
+// q(n-1)+1) hold fewer, 65% for the 10th to 90th of 10 samples.
+func predictive(sorted []float64, q float64) float64 {
+	n := len(sorted)
+	pos := min(max(q*float64(n+1)-1, 0), float64(n-1))
+	lo := int(math.Floor(pos))
+	f := pos - float64(lo)
+	if f == 0 || lo+1 >= n {
+		return sorted[lo]
+	}
+	if math.IsInf(sorted[lo+1], 1) {
+		return sorted[lo+1]
+	}
+	return sorted[lo]*(1-f) + sorted[lo+1]*f
 }
 
 // never is why a job can never start.
@@ -628,6 +649,10 @@ func (s *scen) add(j sched.Job, target bool) {
 	m := simJob{team: -1, target: target}
 	rem, _ := s.h.Remaining(&j, draw(s.f.cfg.Seed, s.k, j.ID))
 	rem *= s.scale
+	if j.TimeLimitS > 0 {
+		// The job is stopped at its time limit.
+		rem = min(rem, max(j.TimeLimitS-max(j.ExecutedS, 0), 0))
+	}
 	m.dur = max(j.ExecutedS, 0) + rem
 	if t, ok := s.teamIdx[j.Team]; ok {
 		m.team = t

@@ -912,7 +912,7 @@ type CPUProfileSource string
 
 // Calibration defines model for Calibration.
 type Calibration struct {
-	// Errors forecasts with a likely start
+	// Errors forecasts with a point estimate: the likely start, else the earliest
 	Errors int64 `json:"errors"`
 
 	// Forecasts forecasts compared with the start that followed them
@@ -925,10 +925,16 @@ type Calibration struct {
 	// MedianLeadS median time from forecast to start
 	MedianLeadS float64 `json:"median_lead_s"`
 
+	// MedianRelError median of each error over the wait it forecast (0.2: off by a fifth of the wait)
+	MedianRelError float64 `json:"median_rel_error"`
+
 	// NeverStarted forecasts of never whose job started anyway
 	NeverStarted int64   `json:"never_started"`
 	P90AbsErrorS float64 `json:"p90_abs_error_s"`
-	Within       int64   `json:"within"`
+
+	// Unknown unknown forecasts (no range shown) of jobs that started since; not in forecasts
+	Unknown int64 `json:"unknown"`
+	Within  int64 `json:"within"`
 
 	// WithinShare share of starts within the forecast's range
 	WithinShare float64 `json:"within_share"`

@@ -49,11 +49,11 @@ func TestReplayCalibration(t *testing.T) {
 			if c.Forecasts < 50 {
 				t.Fatalf("only %d forecasts compared; the trace should queue", c.Forecasts)
 			}
-			// The range is the 10th to 90th percentile of the sampled
-			// starts: 80% of starts would fall in it if run times and
-			// arrivals were as forecast; measured, 66% (fifo) and 58%
+			// The range is the predictive 10th to 90th percentile of the
+			// sampled starts: 80% of starts would fall in it if run times
+			// and arrivals were as forecast; measured, 84% (fifo) and 77%
 			// (tiresias-l). No forecast of never may meet a start.
-			if c.WithinShare < 0.5 || c.NeverStarted > 0 {
+			if c.WithinShare < 0.7 || c.NeverStarted > 0 {
 				t.Errorf("%.0f%% of starts within the range, %d never forecasts started", 100*c.WithinShare, c.NeverStarted)
 			}
 		})
@@ -68,6 +68,9 @@ func TestReplaySharedTrace(t *testing.T) {
 		p = filepath.Join(dir, "tiresias-60job.csv")
 	}
 	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("shared trace absent: %v", err)
+		}
 		t.Skipf("shared trace absent: %v", err)
 	}
 	tr, err := trace.ReadFile(p, trace.FormatTiresias)
@@ -80,8 +83,44 @@ func TestReplaySharedTrace(t *testing.T) {
 	}
 	c := r.Calibration
 	t.Logf("%d compared: %.0f%% within range, median |error| %.0f s", c.Forecasts, 100*c.WithinShare, c.MedianAbsErrorS)
-	// Measured: 45% of 20 (few jobs and a history that starts empty).
-	if c.Forecasts < 15 || c.WithinShare < 0.4 {
+	// Measured: 65% of 20 (few jobs and a history that starts empty).
+	if c.Forecasts < 15 || c.WithinShare < 0.6 {
 		t.Errorf("%d compared, %.0f%% within the range", c.Forecasts, 100*c.WithinShare)
+	}
+}
+
+// The forecasts of the mixed test trace (testdata/traces: 1-GPU jobs at
+// a load of 0.74 on 8 GPUs, an 8-GPU job every 30 minutes), its first
+// 800 jobs replayed under tiresias-l with reservations after 300 s, as
+// serve runs: the calibration stays above the floor measured when ranges
+// became predictive quantiles (docs/forecast.md). The replay is
+// deterministic: the same figures every run.
+func TestReplayMixedTraceFloor(t *testing.T) {
+	tr, err := trace.ReadFile(filepath.Join("..", "..", "..", "testdata", "traces", "mixed-8gpu.csv"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := tr.Jobs[:800]
+	cfg := Config{Sim: sim.Config{Sched: sched.Config{Policy: "tiresias-l", ReserveAfterS: 300}, Nodes: []trace.Node{{Name: "n0", GPUs: 8}}}}
+	r, err := Run(context.Background(), jobs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Calibration
+	t.Logf("%d waits, %d forecast, %d compared, %d unknown: %.1f%% within range (%d early, %d late), median |error| %.0f s, %.2f of the wait, median lead %.0f s",
+		r.Waits, r.Forecast, c.Forecasts, c.Unknown, 100*c.WithinShare, c.Early, c.Late, c.MedianAbsErrorS, c.MedianRelError, c.MedianLeadS)
+	if c.Forecasts < 300 {
+		t.Fatalf("only %d forecasts compared; the trace should queue", c.Forecasts)
+	}
+	if c.WithinShare < 0.85 || c.MedianRelError > 0.4 || c.Unknown > 5 || c.NeverStarted > 0 {
+		t.Errorf("%.1f%% within the range, median error %.2f of the wait, %d unknown, %d never started; want 85%% or more, 0.4 or less, 5 or fewer, none",
+			100*c.WithinShare, c.MedianRelError, c.Unknown, c.NeverStarted)
+	}
+	again, err := Run(context.Background(), jobs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Calibration != c {
+		t.Errorf("a second replay gave %+v, the first %+v: want the same", again.Calibration, c)
 	}
 }
