@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -36,8 +40,8 @@ func TestJobEnvironmentIsMinimal(t *testing.T) {
 // --run-as runs each user's command jobs as a Unix account of their own
 // (issue 29, finding 5: all ran as nobody, so bob's job read alice's
 // session token from /proc), and says so; the data folder lets the jobs
-// pass to their own folders and read nothing else; the database is the
-// server's alone.
+// pass to their own folders, other local accounts not even that; the
+// database and the session key are the server's alone.
 func TestDevServerNeverRunsJobsAsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -82,7 +86,22 @@ cat "$DATA/gpuportal.db" >/dev/null 2>&1 && echo read-db || echo cannot-read-db`
 	if out := jobLog(t, alice, own); j.State != "succeeded" || !strings.HasPrefix(out, "gpd-alice\n") || strings.HasPrefix(out, "gpd-alice\n0\n") {
 		t.Errorf("alice's probe %s, printed %q; want it to find her own secret", j.State, out)
 	}
-	for name, want := range map[string]os.FileMode{".": 0o711, "gpuportal.db": 0o600, "gpuportal.db-wal": 0o600} {
+	// Only the jobs' accounts pass through the data folder: another local
+	// account cannot even reach what it holds.
+	for _, dir := range []string{".", "agents", "homes"} {
+		fi, err := os.Stat(filepath.Join(data, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := user.LookupGroupId(fmt.Sprint(fi.Sys().(*syscall.Stat_t).Gid))
+		if fi.Mode().Perm() != 0o710 || err != nil || g.Name != "gpd-jobs" {
+			t.Errorf("%s in the data folder: %04o, group %v (%v); want 0710 and gpd-jobs", dir, fi.Mode().Perm(), g, err)
+		}
+	}
+	if out, err := exec.Command("runuser", "-u", "nobody", "--", "stat", filepath.Join(data, "agents")).CombinedOutput(); err == nil {
+		t.Errorf("nobody reaches the agents' folder in the data folder:\n%s", out)
+	}
+	for name, want := range map[string]os.FileMode{"gpuportal.db": 0o600, "gpuportal.db-wal": 0o600, "session.key": 0o600} {
 		fi, err := os.Stat(filepath.Join(data, name))
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -24,6 +26,7 @@ import (
 // it (agent.Config.Owners).
 type devAccounts struct {
 	homes string // the folder of the accounts' homes
+	group int    // devJobsGroup's ID (setup)
 	log   *slog.Logger
 	mu    sync.Mutex // one useradd at a time
 }
@@ -31,6 +34,11 @@ type devAccounts struct {
 // devAccountPrefix starts every account devAccounts makes, apart from
 // the machine's own accounts.
 const devAccountPrefix = "gpd-"
+
+// devJobsGroup is the group of every account devAccounts makes: the data
+// folder lets its members, and no one else, pass to their jobs' folders
+// (passJobs).
+const devJobsGroup = devAccountPrefix + "jobs"
 
 // devAccountName is the account of portal account name: gpd- and the name
 // as useradd takes it (lower case letters, digits, '-' and '_', at most
@@ -72,11 +80,20 @@ func (d *devAccounts) lookup(owner string) (agent.User, error) {
 	home := filepath.Join(d.homes, name)
 	if err != nil {
 		out, err := exec.Command("useradd", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin",
-			"--user-group", "--comment", "gpuportal serve --dev, jobs of "+strings.Map(commentRune, owner), name).CombinedOutput()
+			"--user-group", "--groups", devJobsGroup, "--comment", "gpuportal serve --dev, jobs of "+strings.Map(commentRune, owner), name).CombinedOutput()
 		if err != nil {
 			return agent.User{}, fmt.Errorf("make the account %s for %s's jobs: %w: %s", name, owner, err, strings.TrimSpace(string(out)))
 		}
 		d.log.Info("made a Unix account for a user's jobs", "user", owner, "account", name)
+		if u, err = agent.LookupUser(name); err != nil {
+			return agent.User{}, err
+		}
+	}
+	if !slices.Contains(u.Groups, uint32(d.group)) {
+		// An account an earlier version made, before the group.
+		if out, err := exec.Command("usermod", "--append", "--groups", devJobsGroup, name).CombinedOutput(); err != nil {
+			return agent.User{}, fmt.Errorf("add %s to %s: %w: %s", name, devJobsGroup, err, strings.TrimSpace(string(out)))
+		}
 		if u, err = agent.LookupUser(name); err != nil {
 			return agent.User{}, err
 		}
@@ -90,6 +107,39 @@ func (d *devAccounts) lookup(owner string) (agent.User, error) {
 	}
 	u.Home = home
 	return u, nil
+}
+
+// setup makes devJobsGroup when missing, and makes the data folder's
+// dirs passable by its members alone (root:gpd-jobs, 0710): other local
+// accounts cannot even reach what the folder holds.
+func (d *devAccounts) setup(dirs ...string) error {
+	g, err := user.LookupGroup(devJobsGroup)
+	var unknown user.UnknownGroupError
+	if errors.As(err, &unknown) {
+		out, aerr := exec.Command("groupadd", "--system", devJobsGroup).CombinedOutput()
+		if aerr != nil && !strings.Contains(string(out), "already exists") {
+			return fmt.Errorf("make the group %s for jobs' accounts: %w: %s", devJobsGroup, aerr, strings.TrimSpace(string(out)))
+		}
+		g, err = user.LookupGroup(devJobsGroup)
+	}
+	if err != nil {
+		return fmt.Errorf("group %s: %w", devJobsGroup, err)
+	}
+	if d.group, err = strconv.Atoi(g.Gid); err != nil {
+		return fmt.Errorf("group %s: id %q: %w", devJobsGroup, g.Gid, err)
+	}
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("data folder: %w", err)
+		}
+		if err := os.Chown(dir, 0, d.group); err != nil {
+			return fmt.Errorf("let jobs' accounts pass through %s: %w", dir, err)
+		}
+		if err := os.Chmod(dir, 0o710); err != nil {
+			return fmt.Errorf("let jobs' accounts pass through %s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // passOnly makes folder dir, and makes it passable by every account

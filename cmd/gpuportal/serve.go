@@ -531,16 +531,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // them as nobody.
 func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng *engine.Engine, work *leaderWork, log *slog.Logger) error {
 	var owners func(string) (agent.User, error)
+	var ownersGroups []uint32
 	if f.runAs == "" && os.Geteuid() == 0 {
 		// Each user's jobs run as an account of their own, never as root,
 		// nor as one account shared by all (whose jobs could read each
 		// other's processes and tokens).
 		accounts := &devAccounts{homes: filepath.Join(f.data, "homes"), log: log}
-		f.runAs, owners = agent.RunAsOwner, accounts.lookup
+		if err := accounts.setup(f.data, filepath.Join(f.data, "agents"), accounts.homes); err != nil {
+			return err
+		}
+		f.runAs, owners, ownersGroups = agent.RunAsOwner, accounts.lookup, []uint32{uint32(accounts.group)}
 		log.Warn("serve runs as root: the built-in agents run each user's command jobs as a Unix account of their own, " +
 			devAccountPrefix + "NAME, made on first use (pass --run-as USER or owner to choose, or --run-as root to allow root)")
 	}
-	if f.runAs != "" && f.runAs != "root" {
+	if f.runAs != "" && f.runAs != "root" && owners == nil {
 		// The jobs' accounts pass through the data folder to their own
 		// jobs' folders, and read nothing else of it.
 		for _, dir := range []string{f.data, filepath.Join(f.data, "agents"), filepath.Join(f.data, "homes")} {
@@ -566,10 +570,10 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster simCluster, eng
 			WorkDir: filepath.Join(f.data, "agents", name),
 			Grace:   f.grace,
 			CPUs:    8 * cluster.gpus, MemMiB: int64(cluster.gpus) * 128 * 1024,
-			Logger:     log.With("node", name),
-			Gate:       f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
-			RunAs:      f.runAs,
-			Owners:     owners,
+			Logger: log.With("node", name),
+			Gate:   f.gate.config(filepath.Join(f.data, "agents", name), log.With("node", name)),
+			RunAs:  f.runAs,
+			Owners: owners, OwnersGroups: ownersGroups,
 			PassEnv:    f.passEnv,
 			Containers: containers,
 		}, eng.Exits())

@@ -51,6 +51,10 @@ type Config struct {
 	// under RunAsOwner; nil: LookupUser, the machine's name service.
 	// serve --dev run as root gives each user a throwaway account.
 	Owners func(account string) (User, error)
+	// OwnersGroups are groups every account Owners returns belongs to: a
+	// folder above the work folder that lets these groups pass, and not
+	// others, still lets the jobs reach their folders.
+	OwnersGroups []uint32
 	// MinUID is the lowest user ID RunAsOwner runs a job as (root aside);
 	// 0: DefaultMinUID. System accounts sit below it.
 	MinUID int
@@ -181,7 +185,9 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 		// The job's user must reach its own folder, WORK/jobs/ID, and no
 		// other: the folders above it may be passed through, not listed.
 		who := "the users jobs run as"
-		check := &runAs{uid: -1} // nobody's: needs others' search permission
+		// Anybody's but for the groups every owner's account is in:
+		// needs others' search permission, or those groups'.
+		check := &runAs{uid: -1, groups: cfg.OwnersGroups}
 		if ra != nil {
 			who, check = ra.name, ra
 		}
