@@ -46,17 +46,14 @@ func (s *Server) apiMe(c echo.Context) error {
 }
 
 func (s *Server) apiSubmit(c echo.Context) error {
-	var req SubmitRequest
+	var req api.SubmitRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	j, fe, err := s.submitJob(ctx, actorOf(c), req)
+	j, err := s.app.Submit(ctx, appActor(c), req)
 	if err != nil {
 		return err
-	}
-	if fe != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, fe.first())
 	}
 	return s.jobResponse(c, http.StatusCreated, j)
 }
@@ -190,7 +187,7 @@ func (s *Server) apiCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.cancelJob(c.Request().Context(), actorOf(c), id)
+	j, err := s.app.Cancel(c.Request().Context(), appActor(c), id)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -274,11 +275,7 @@ func (s *Server) logout(c echo.Context) error {
 }
 
 // canSee reports whether u may read jobs of team.
-func canSee(u *models.User, team string) bool {
-	return u.Role == models.RoleAdmin || u.Team == team
-}
+func canSee(u *models.User, team string) bool { return app.CanSee(u, team) }
 
 // canCancel reports whether u may cancel j: its owner, its team's lead, an admin.
-func canCancel(u *models.User, j *models.Job) bool {
-	return u.Role == models.RoleAdmin || u.Name == j.User || (u.Role == models.RoleLead && u.Team == j.Team)
-}
+func canCancel(u *models.User, j *models.Job) bool { return app.CanCancel(u, j) }

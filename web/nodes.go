@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/joboutput"
 )
@@ -46,19 +47,19 @@ func (s *Server) apiNodes(c echo.Context) error {
 }
 
 // apiNodeAction answers an admin's action on the machine named by :name.
-func (s *Server) apiNodeAction(action nodeAction) echo.HandlerFunc {
+func (s *Server) apiNodeAction(action app.NodeAction) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := s.actOnNode(c.Request().Context(), actorOf(c), c.Param("name"), action); err != nil {
+		if err := s.app.ActOnNode(c.Request().Context(), appActor(c), c.Param("name"), action); err != nil {
 			return err
 		}
-		return s.nodeActionResponse(c, action.done())
+		return s.nodeActionResponse(c, action.Done())
 	}
 }
 
 // nodeActionForm applies an admin's action from the cluster page.
-func (s *Server) nodeActionForm(action nodeAction) echo.HandlerFunc {
+func (s *Server) nodeActionForm(action app.NodeAction) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := s.actOnNode(c.Request().Context(), actorOf(c), c.Param("name"), action); err != nil {
+		if err := s.app.ActOnNode(c.Request().Context(), appActor(c), c.Param("name"), action); err != nil {
 			return err
 		}
 		return c.Redirect(http.StatusSeeOther, "/cluster")

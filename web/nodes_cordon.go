@@ -1,8 +1,6 @@
 package web
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -57,38 +55,14 @@ func (s *Server) nodeResponse(c echo.Context) error {
 	return echo.NewHTTPError(http.StatusNotFound, "node disconnected")
 }
 
-// clearGPU puts the GPU named by :name and :index back in service, for an
-// admin, and records it in the audit log. On a follower replica it
-// deletes the store's fault, and the leader's next pass puts the GPU back
-// in service.
+// clearGPU puts the GPU named by :name and :index back in service
+// (app.App.ClearGPU).
 func (s *Server) clearGPU(c echo.Context) error {
-	name := c.Param("name")
 	index, err := strconv.Atoi(c.Param("index"))
-	if err != nil || index < 0 {
+	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "index: want a GPU index (0, 1, ...)")
 	}
-	faults := s.cfg.Engine.GPUFaults()
-	if !s.leading() {
-		// A follower runs no machines: the store has the GPUs out of
-		// service.
-		st, err := s.cfg.Engine.StoredNodeStates(c.Request().Context())
-		if err != nil {
-			return err
-		}
-		faults = st.Faults
-	}
-	var reason string
-	for _, f := range faults {
-		if f.Node == name && f.Index == index {
-			reason = f.Reason
-		}
-	}
-	if err := s.cfg.Engine.ClearGPUFault(name, index); errors.Is(err, engine.ErrGPUHealthy) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("GPU %s/%d is not out of service", name, index))
-	} else if err != nil {
-		return err
-	}
-	return s.audit(c, "gpu.clear", fmt.Sprintf("%s/%d", name, index), reason)
+	return s.app.ClearGPU(c.Request().Context(), appActor(c), c.Param("name"), index)
 }
 
 func (s *Server) apiClearGPU(c echo.Context) error {

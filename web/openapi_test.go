@@ -98,7 +98,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for name, typ := range map[string]reflect.Type{
 		"Job":                        reflect.TypeOf(api.Job{}),
-		"SubmitRequest":              reflect.TypeOf(SubmitRequest{}),
+		"SubmitRequest":              reflect.TypeOf(api.SubmitRequest{}),
 		"Node":                       reflect.TypeOf(api.Node{}),
 		"Event":                      reflect.TypeOf(api.Event{}),
 		"JCTStats":                   reflect.TypeOf(api.JCTStats{}),

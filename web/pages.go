@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/cmdline"
 
 	"github.com/a-h/templ"
@@ -186,7 +187,7 @@ func (s *Server) submitPage(c echo.Context) error {
 		return err
 	}
 	u := currentUser(c)
-	f := templates.SubmitForm{Team: u.Team, Teams: allowedTeams(u, teams), GPUs: "1", Kind: "sim", DurationS: "120", Models: modelNames()}
+	f := templates.SubmitForm{Team: u.Team, Teams: allowedTeams(u, teams), GPUs: "1", Kind: "sim", DurationS: "120", Models: app.ModelNames()}
 	ts, err := s.userTemplates(c)
 	if err != nil {
 		return err
@@ -222,7 +223,7 @@ func (s *Server) submitPage(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		fillForm(&f, requestOf(j))
+		fillForm(&f, app.RequestOf(j))
 		f.FromJob = j.ID
 		if j.User != u.Name {
 			f.FromUser = j.User
@@ -232,7 +233,7 @@ func (s *Server) submitPage(c echo.Context) error {
 }
 
 // fillForm puts a saved submission into the submit form.
-func fillForm(f *templates.SubmitForm, r SubmitRequest) {
+func fillForm(f *templates.SubmitForm, r api.SubmitRequest) {
 	f.Name, f.Team, f.GPUs, f.Model = r.Name, r.Team, strconv.Itoa(r.GPUs), r.Model
 	fillProfileForm(f, r.CPUProfile)
 	fillRunForm(f, r)
@@ -273,16 +274,16 @@ func (s *Server) submitForm(c echo.Context) error {
 	profileForm(c, &f)
 	runForm(c, &f)
 	req, fe := formRequest(f)
-	ctx, a := c.Request().Context(), actorOf(c)
+	ctx, a := c.Request().Context(), appActor(c)
 	var j *models.Job
-	var more fieldErrors
 	var err error
 	if len(fe) == 0 {
-		j, more, err = s.submitJob(ctx, a, req)
+		j, err = s.app.Submit(ctx, a, req)
 	} else {
-		_, more, err = s.checkSubmit(ctx, a, req) // to mark every field at fault
+		err = s.app.CheckSubmit(ctx, a, req) // to mark every field at fault
 	}
-	if err != nil {
+	more := fieldErrorsOf(err)
+	if err != nil && more == nil {
 		return err
 	}
 	for k, v := range more {
@@ -295,7 +296,7 @@ func (s *Server) submitForm(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		f.Teams, f.Errors, f.Models = allowedTeams(a.user, teams), fe, modelNames()
+		f.Teams, f.Errors, f.Models = allowedTeams(a.User, teams), fe, app.ModelNames()
 		p := page(c, "Submit", "submit")
 		p.Flash = "The job was not submitted: see the fields marked below."
 		return s.render(c, http.StatusBadRequest, templates.Submit(p, f))
@@ -305,9 +306,9 @@ func (s *Server) submitForm(c echo.Context) error {
 
 // formRequest reads the submit form into a request, noting fields that are
 // not even numbers.
-func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
+func formRequest(f templates.SubmitForm) (api.SubmitRequest, fieldErrors) {
 	fe := fieldErrors{}
-	req := SubmitRequest{Name: f.Name, Team: f.Team, Model: f.Model}
+	req := api.SubmitRequest{Name: f.Name, Team: f.Team, Model: f.Model}
 	if n, err := strconv.Atoi(strings.TrimSpace(f.GPUs)); err == nil {
 		req.GPUs = n
 	} else {
@@ -321,7 +322,7 @@ func formRequest(f templates.SubmitForm) (SubmitRequest, fieldErrors) {
 		}
 		req.Command, req.Image = argv, f.Image
 		if f.Kind == "session" {
-			req.Session = &SessionRequest{Type: f.SessionType, Priority: f.SessionPriority}
+			req.Session = &api.SessionRequest{Type: f.SessionType, Priority: f.SessionPriority}
 			if v := strings.TrimSpace(f.SessionPort); v != "" {
 				port, err := strconv.Atoi(v)
 				if err != nil {
@@ -481,7 +482,7 @@ func (s *Server) cancelForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.cancelJob(c.Request().Context(), actorOf(c), id)
+	j, err := s.app.Cancel(c.Request().Context(), appActor(c), id)
 	if err != nil {
 		return err
 	}

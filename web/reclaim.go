@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
@@ -176,56 +177,16 @@ func teamPolicy(t *models.Team) idle.Policy {
 	return idle.Policy{Sessions: !t.IdleSpareSessions, Batch: t.IdleReclaimBatch, MaxKeepAlive: t.MaxKeepAlive()}
 }
 
-// keepAlive keeps running job id from being reclaimed for the next hours
-// hours, for its owner, its team's lead or an admin, within its team's
-// maximum keep-alive; audited. It returns the job as it is afterwards.
-func (s *Server) keepAlive(ctx context.Context, a actor, id int64, hours float64) (*models.Job, error) {
-	j, err := s.jobFor(ctx, a.user, id)
-	if err != nil {
-		return nil, err
-	}
-	if !canCancel(a.user, j) {
-		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("job %d belongs to %s: only its owner, the lead of %s or an admin may keep it alive", j.ID, j.User, j.Team))
-	}
-	p := s.idleTermsOf(ctx, j.Team).policy
-	// Compared as hours before any conversion: 1e300 hours made a
-	// negative duration, and 1e-300 a keep-alive of nothing.
-	if !(hours > 0) || hours > p.MaxKeepAlive.Hours() || hours*3600 < 1 {
-		return nil, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %v: want at least 1 second (0.0003), at most %v (team %s's maximum keep-alive)", hours, p.MaxKeepAlive.Hours(), j.Team))
-	}
-	if j.State != job.Running {
-		return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d is not running (%s): only a running job can be kept alive", j.ID, j.State))
-	}
-	d := time.Duration(hours * float64(time.Hour))
-	until := s.cfg.Now().Add(d)
-	if err := s.cfg.Store.SetKeepAlive(ctx, j.ID, until); err != nil {
-		if errors.Is(err, models.ErrConflict) {
-			return nil, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("job %d has ended", j.ID))
-		}
-		return nil, fmt.Errorf("keep job %d alive: %w", j.ID, err)
-	}
-	if err := s.auditBy(ctx, a, "job.keep-alive", fmt.Sprintf("job %d of %s", j.ID, j.User), "until "+until.UTC().Format(time.RFC3339)); err != nil {
-		return nil, err
-	}
-	s.cfg.Logger.Info("job kept alive", "job", j.ID, "by", a.user.Name, "until", until)
-	return s.cfg.Store.Job(ctx, j.ID)
-}
-
-// keepAliveRequest is the body of POST /api/v1/jobs/{id}/keep-alive.
-type keepAliveRequest struct {
-	Hours float64 `json:"hours"`
-}
-
 func (s *Server) apiKeepAlive(c echo.Context) error {
 	id, err := jobIDParam(c)
 	if err != nil {
 		return err
 	}
-	var req keepAliveRequest
+	var req api.KeepAliveRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	j, err := s.keepAlive(c.Request().Context(), actorOf(c), id, req.Hours)
+	j, err := s.app.KeepAlive(c.Request().Context(), appActor(c), id, req)
 	if err != nil {
 		return err
 	}
@@ -241,7 +202,7 @@ func (s *Server) keepAliveForm(c echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("hours %q: want a number of hours", c.FormValue("hours")))
 	}
-	j, err := s.keepAlive(c.Request().Context(), actorOf(c), id, hours)
+	j, err := s.app.KeepAlive(c.Request().Context(), appActor(c), id, api.KeepAliveRequest{Hours: hours})
 	if err != nil {
 		return err
 	}

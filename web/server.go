@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/idle"
@@ -142,6 +143,8 @@ type Server struct {
 	sessions *sessionProxy
 	// crossOrigin tells a browser's cross-site request (csrf.go).
 	crossOrigin *http.CrossOriginProtection
+	// app runs the actions the handlers call (package app).
+	app *app.App
 }
 
 // Agents is the endpoint where remote node agents connect, with what
@@ -198,6 +201,8 @@ func New(cfg Config) (*Server, error) {
 		crossOrigin: http.NewCrossOriginProtection(),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
+	s.app = app.New(app.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger, Now: cfg.Now,
+		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader})
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
 		return nil, err
 	}
@@ -287,10 +292,10 @@ func New(cfg Config) (*Server, error) {
 	authed.PUT("/teams/:name/time-limits", s.apiSetTimeLimits)
 	authed.PUT("/teams/:name/idle-policy", s.apiSetIdlePolicy)
 	authed.PUT("/teams/:name/session-policy", s.apiSetSessionPolicy)
-	authed.POST("/nodes/:name/drain", s.apiNodeAction(drainNode), requireAdmin)
-	authed.POST("/nodes/:name/resume", s.apiNodeAction(resumeNode), requireAdmin)
-	authed.POST("/nodes/:name/cordon", s.apiNodeAction(cordonNode), requireAdmin)
-	authed.POST("/nodes/:name/uncordon", s.apiNodeAction(uncordonNode), requireAdmin)
+	authed.POST("/nodes/:name/drain", s.apiNodeAction(app.DrainNode), requireAdmin)
+	authed.POST("/nodes/:name/resume", s.apiNodeAction(app.ResumeNode), requireAdmin)
+	authed.POST("/nodes/:name/cordon", s.apiNodeAction(app.CordonNode), requireAdmin)
+	authed.POST("/nodes/:name/uncordon", s.apiNodeAction(app.UncordonNode), requireAdmin)
 	authed.POST("/nodes/:name/gpus/:index/clear", s.apiClearGPU, requireAdmin)
 	authed.GET("/join-tokens", s.apiJoinTokens, requireAdmin)
 	authed.POST("/join-tokens", s.apiCreateJoinToken, requireAdmin)
@@ -344,10 +349,10 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id/logs", s.apiJobLogs)
 	in.POST("/jobs/:id/template", s.saveTemplateForm)
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)
-	in.POST("/cluster/nodes/:name/drain", s.nodeActionForm(drainNode), requireAdmin)
-	in.POST("/cluster/nodes/:name/resume", s.nodeActionForm(resumeNode), requireAdmin)
-	in.POST("/cluster/nodes/:name/cordon", s.nodeActionForm(cordonNode), requireAdmin)
-	in.POST("/cluster/nodes/:name/uncordon", s.nodeActionForm(uncordonNode), requireAdmin)
+	in.POST("/cluster/nodes/:name/drain", s.nodeActionForm(app.DrainNode), requireAdmin)
+	in.POST("/cluster/nodes/:name/resume", s.nodeActionForm(app.ResumeNode), requireAdmin)
+	in.POST("/cluster/nodes/:name/cordon", s.nodeActionForm(app.CordonNode), requireAdmin)
+	in.POST("/cluster/nodes/:name/uncordon", s.nodeActionForm(app.UncordonNode), requireAdmin)
 	in.POST("/cluster/nodes/:name/gpus/:index/clear", s.clearGPUForm, requireAdmin)
 	in.GET("/accounting", s.accountingPage)
 	in.GET("/teams", s.teamsPage)
@@ -458,9 +463,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	code, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
-	if models.Unavailable(err) {
+	var ae *app.Error
+	if models.Unavailable(err) || app.KindOf(err) == app.Unavailable {
 		code, msg = http.StatusServiceUnavailable, cannotSave
 		c.Response().Header().Set("Retry-After", "60")
+	} else if errors.As(err, &ae) {
+		code, msg = appStatus(ae.Kind), ae.Msg
 	} else if errors.As(err, &he) {
 		code = he.Code
 		if m, ok := he.Message.(string); ok {

@@ -32,46 +32,6 @@ import (
 // the portal's cookies and Authorization never reach the session, which
 // gets its own token instead.
 
-// SessionRequest asks for an interactive session instead of a batch job.
-type SessionRequest struct {
-	// Type is jupyter, terminal or web.
-	Type string `json:"type"`
-	// Port is the loopback port a web app listens on; 0: the agent picks
-	// one and passes it as $PORT.
-	Port int `json:"port,omitempty"`
-	// Priority asks for interactive priority: ahead of the team's other
-	// waiting jobs, within the GPUs its team allows sessions with it.
-	Priority bool `json:"priority,omitempty"`
-}
-
-// check validates the session part of r, field by field.
-func (sr *SessionRequest) check(fe fieldErrors, r SubmitRequest) {
-	t := job.SessionType(sr.Type)
-	if !t.Valid() {
-		fe["session.type"] = fmt.Sprintf("unknown session type %q: want jupyter, terminal or web", sr.Type)
-		return
-	}
-	if r.Sim != nil {
-		fe["sim"] = "a session runs a server, not a simulated job: leave sim out"
-	}
-	switch {
-	case sr.Port != 0 && t != job.SessionWeb:
-		fe["session.port"] = "is only for web sessions: Jupyter and terminals get a port from the agent"
-	case sr.Port < 0 || sr.Port > 65535:
-		fe["session.port"] = "must be between 1 and 65535, or 0 for one the agent picks ($PORT)"
-	}
-	switch {
-	case t == job.SessionTerminal && len(r.Command) > 0:
-		fe["command"] = "a terminal session runs a shell: leave command empty"
-	case t == job.SessionWeb && len(r.Command) == 0:
-		fe["command"] = "is required for a web session: the command that serves the app"
-	case len(r.Command) > 0:
-		if msg := checkArgv(r.Command); msg != "" {
-			fe["command"] = msg
-		}
-	}
-}
-
 // canOpenSession reports whether u may open j's session: its owner or an
 // admin. A team lead sees the job, not into it.
 func canOpenSession(u *models.User, j *models.Job) bool {

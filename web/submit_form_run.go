@@ -29,7 +29,7 @@ func runForm(c echo.Context, f *templates.SubmitForm) {
 
 // runRequest puts the form's run settings into req, noting what does not
 // even parse.
-func runRequest(f templates.SubmitForm, req *SubmitRequest, fe fieldErrors) {
+func runRequest(f templates.SubmitForm, req *api.SubmitRequest, fe fieldErrors) {
 	for i, line := range strings.Split(f.Env, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -70,7 +70,7 @@ func runRequest(f templates.SubmitForm, req *SubmitRequest, fe fieldErrors) {
 }
 
 // fillRunForm puts a submission's run settings into the submit form.
-func fillRunForm(f *templates.SubmitForm, r SubmitRequest) {
+func fillRunForm(f *templates.SubmitForm, r api.SubmitRequest) {
 	var env []string
 	for k, v := range r.Env {
 		env = append(env, k+"="+v)
@@ -262,7 +262,7 @@ func (s *Server) cancelArrayForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.cancelArray(c.Request().Context(), actorOf(c), id); err != nil {
+	if _, err := s.app.CancelArray(c.Request().Context(), appActor(c), id); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/arrays/%d", id))

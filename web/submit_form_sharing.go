@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -18,7 +19,7 @@ func sharingForm(c echo.Context, f *templates.SubmitForm) {
 
 // sharingRequest puts the form's sharing fields into req, noting fields
 // that are not numbers.
-func sharingRequest(f templates.SubmitForm, req *SubmitRequest, fe fieldErrors) {
+func sharingRequest(f templates.SubmitForm, req *api.SubmitRequest, fe fieldErrors) {
 	req.Sharing = f.Sharing
 	if v := strings.TrimSpace(f.GPUFraction); v != "" {
 		x, err := strconv.ParseFloat(v, 64)
@@ -53,7 +54,7 @@ func sharingRequest(f templates.SubmitForm, req *SubmitRequest, fe fieldErrors) 
 }
 
 // fillSharingForm puts a submission's sharing fields into the submit form.
-func fillSharingForm(f *templates.SubmitForm, r SubmitRequest) {
+func fillSharingForm(f *templates.SubmitForm, r api.SubmitRequest) {
 	f.Sharing = r.Sharing
 	num := func(n int64) string {
 		if n == 0 {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
@@ -69,12 +71,12 @@ func checkClear(t *testing.T, input any, msg string) {
 // of 8 GPUs, and checks the outcome: either a job within every limit, or
 // errors each naming a field. It returns the field errors of the first
 // user (alice) on the 8-GPU cluster.
-func checkSubmit(t *testing.T, input any, req SubmitRequest) fieldErrors {
+func checkSubmit(t *testing.T, input any, req api.SubmitRequest) fieldErrors {
 	t.Helper()
 	var aliceErrs fieldErrors
 	for _, u := range fuzzUsers {
 		for _, clusterGPUs := range []int{0, 8} {
-			j, fe := req.validate(u, fuzzTeams, clusterGPUs)
+			j, fe := app.Validate(u, req, fuzzTeams, clusterGPUs)
 			if u == fuzzUsers[0] && clusterGPUs == 8 {
 				aliceErrs = fe
 			}
@@ -88,7 +90,7 @@ func checkSubmit(t *testing.T, input any, req SubmitRequest) fieldErrors {
 					}
 					checkClear(t, input, msg)
 				}
-				if first := fe.first(); !namesField(first) {
+				if first := fe.First(); !namesField(first) {
 					t.Fatalf("%q as %s: first error %q names no field", input, u.Name, first)
 				}
 				continue
@@ -107,7 +109,7 @@ func checkJob(t *testing.T, input any, u *models.User, clusterGPUs int, j *model
 		t.Fatalf("%q as %s accepted with %s: %+v", input, u.Name, what, j)
 	}
 	switch {
-	case j.Name == "" || j.Name != strings.TrimSpace(j.Name) || len(j.Name) > maxJobName:
+	case j.Name == "" || j.Name != strings.TrimSpace(j.Name) || len(j.Name) > app.MaxJobName:
 		fail("a bad name")
 	case !utf8.ValidString(j.Name) || !utf8.ValidString(j.Model):
 		// PostgreSQL refuses text that is not UTF-8: a 500 at insert time.
@@ -116,19 +118,19 @@ func checkJob(t *testing.T, input any, u *models.User, clusterGPUs int, j *model
 		fail("a team the user may not submit to")
 	case j.User != u.Name:
 		fail("another user")
-	case j.GPUs < 1 || j.GPUs > maxGPUs || (clusterGPUs > 0 && j.GPUs > clusterGPUs):
+	case j.GPUs < 1 || j.GPUs > app.MaxGPUs || (clusterGPUs > 0 && j.GPUs > clusterGPUs):
 		fail("a GPU count out of range")
 	case (len(j.Command) > 0) == (j.SimDuration > 0):
 		fail("not exactly one of command and simulation")
 	case len(j.Command) > 0 && j.Command[0] == "":
 		fail("an empty program name")
-	case j.SimDuration < 0 || j.SimDuration > maxSimDuration || math.IsNaN(j.SimDuration):
+	case j.SimDuration < 0 || j.SimDuration > app.MaxSimDuration || math.IsNaN(j.SimDuration):
 		fail("a simulated duration out of range")
-	case j.GPUMemMiB < 0 || j.GPUMemMiB > maxGPUMemGB*1024:
+	case j.GPUMemMiB < 0 || j.GPUMemMiB > app.MaxGPUMemGB*1024:
 		fail("GPU memory out of range")
 	case j.SimDuration != 0 && j.SimDuration < 1:
 		fail("a simulated duration under a second")
-	case j.GPUFraction != 0 && (j.GPUFraction < minGPUFraction || j.GPUFraction >= 1):
+	case j.GPUFraction != 0 && (j.GPUFraction < app.MinGPUFraction || j.GPUFraction >= 1):
 		fail("a fraction of a GPU out of range")
 	case j.ArrayLimit < 0 || j.ArrayLimit > job.MaxArrayTasks:
 		fail("an array limit out of range")
@@ -150,7 +152,7 @@ func checkJob(t *testing.T, input any, u *models.User, clusterGPUs int, j *model
 		}
 		n += len(a)
 	}
-	if n > maxCommandLen {
+	if n > app.MaxCommandLen {
 		fail("a command that is too long")
 	}
 }
@@ -194,7 +196,7 @@ func FuzzSubmitJSON(f *testing.F) {
 		f.Add([]byte(s.body))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req SubmitRequest
+		var req api.SubmitRequest
 		if err := strictJSON(body, &req); err != nil {
 			msg := err.Error()
 			checkClear(t, string(body), msg)
@@ -241,7 +243,7 @@ func FuzzSubmitForm(f *testing.F) {
 		if len(fe) == 0 {
 			return
 		}
-		form.Teams, form.Errors, form.Models = fuzzTeams, fe, modelNames()
+		form.Teams, form.Errors, form.Models = fuzzTeams, fe, app.ModelNames()
 		var page bytes.Buffer
 		if err := templates.Submit(templates.Page{Title: "Submit"}, form).Render(context.Background(), &page); err != nil {
 			t.Fatalf("%+v: render the form: %v", form, err)

@@ -1,6 +1,11 @@
 package web
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
+)
 
 // FuzzParseCurve: the form's and the CLI's curve text gives points or an
 // error, never a panic, and the points then pass or fail the server's
@@ -10,11 +15,11 @@ func FuzzParseCurve(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		pts, err := ParseCurve(s)
+		pts, err := api.ParseCurve(s)
 		if err != nil {
 			return
 		}
-		c, why := checkCurve(pts, 256)
+		c, why := app.CheckCurve(pts, 256)
 		if why == "" && len(c) != len(pts) {
 			t.Fatalf("%q: %d points checked into %d", s, len(pts), len(c))
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
@@ -66,9 +67,9 @@ func TestSubmitProfileStores(t *testing.T) {
 	}{
 		{"family", `{"family":"speech"}`, "speech",
 			[][2]float64{{0, 0}, {1, 0.35}, {3, 0.7}, {6, 1}}, [][2]float64{{0, 0.8}, {32, 1}}, "declared: speech (catalogue)"},
-		{"curves", `{"cpu_curve":[[1,0.4],[2,0.7],[4,1]]}`, FamilyCustom,
+		{"curves", `{"cpu_curve":[[1,0.4],[2,0.7],[4,1]]}`, app.FamilyCustom,
 			[][2]float64{{1, 0.4}, {2, 0.7}, {4, 1}}, [][2]float64{}, "declared: custom: CPU 1:0.4, 2:0.7, 4:1; memory flat"},
-		{"family with a CPU curve", `{"family":"recommendation","cpu_curve":[[0.5,1]]}`, FamilyCustom,
+		{"family with a CPU curve", `{"family":"recommendation","cpu_curve":[[0.5,1]]}`, app.FamilyCustom,
 			[][2]float64{{0.5, 1}}, [][2]float64{{0, 0.4}, {32, 0.6}, {64, 0.85}, {96, 1}}, "declared: custom: CPU 0.5:1; memory 0:0.4, 32:0.6"},
 	}
 	for _, tc := range tests {
@@ -154,9 +155,9 @@ func TestParseCurve(t *testing.T) {
 		{strings.Repeat("1:1,", 33), nil, true},
 	}
 	for _, tc := range tests {
-		got, err := ParseCurve(tc.in)
+		got, err := api.ParseCurve(tc.in)
 		if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("ParseCurve(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			t.Errorf("api.ParseCurve(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
@@ -164,13 +165,13 @@ func TestParseCurve(t *testing.T) {
 // TestProfileTemplateRoundTrip: a job saved as a template declares the
 // same profile again, through the API body and through the form.
 func TestProfileTemplateRoundTrip(t *testing.T) {
-	for _, decl := range []*CPUProfileRequest{
+	for _, decl := range []*api.CPUProfileRequest{
 		{Family: "image-cnn"},
 		{CPUCurve: [][]float64{{1, 0.4}, {2, 0.7}, {4, 1}}},
 		{Family: "recommendation", CPUCurve: [][]float64{{0.5, 1}}},
 	} {
 		fe := fieldErrors{}
-		want := SubmitRequest{CPUProfile: decl}.declaredProfile(fe)
+		want := app.DeclaredProfile(api.SubmitRequest{CPUProfile: decl}, fe)
 		if len(fe) > 0 {
 			t.Fatalf("%+v: %v", decl, fe)
 		}
@@ -178,15 +179,15 @@ func TestProfileTemplateRoundTrip(t *testing.T) {
 		if err := j.SetDeclaredProfile(want); err != nil {
 			t.Fatal(err)
 		}
-		again := profileRequestOf(&j)
-		if got := (SubmitRequest{CPUProfile: again}).declaredProfile(fe); len(fe) > 0 || !reflect.DeepEqual(got, want) {
+		again := app.RequestOf(&j).CPUProfile
+		if got := app.DeclaredProfile(api.SubmitRequest{CPUProfile: again}, fe); len(fe) > 0 || !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: the template declares %+v, giving %+v (%v); want %+v", decl, again, got, fe, want)
 		}
 		var f templates.SubmitForm
 		fillProfileForm(&f, again)
-		var req SubmitRequest
+		var req api.SubmitRequest
 		profileRequest(f, &req, fe)
-		if got := req.declaredProfile(fe); len(fe) > 0 || !reflect.DeepEqual(got, want) {
+		if got := app.DeclaredProfile(req, fe); len(fe) > 0 || !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: the form (%q, %q, %q) gives %+v (%v); want %+v", decl, f.CPUFamily, f.CPUCurve, f.MemCurve, got, fe, want)
 		}
 	}

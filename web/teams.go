@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -144,14 +145,14 @@ func (s *Server) setShare(c echo.Context, in shareInput) error {
 		m = *in.MaxGPUsPerUser
 	}
 	switch {
-	case g < 0 || g > maxGPUs:
-		return badRequest("guaranteed_gpus: must be from 0 to %d", maxGPUs)
+	case g < 0 || g > app.MaxGPUs:
+		return badRequest("guaranteed_gpus: must be from 0 to %d", app.MaxGPUs)
 	case !(w >= minTeamWeight) || w > maxTeamWeight:
 		// A weight near 0 makes the team's entitlement underflow to 0,
 		// and its fair-share factor NaN.
 		return badRequest("weight: must be a number from %v to %v", minTeamWeight, maxTeamWeight)
-	case m < 0 || m > maxGPUs:
-		return badRequest("max_gpus_per_user: must be from 0 (no cap) to %d", maxGPUs)
+	case m < 0 || m > app.MaxGPUs:
+		return badRequest("max_gpus_per_user: must be from 0 (no cap) to %d", app.MaxGPUs)
 	}
 	if err := s.cfg.Store.SetTeamShare(c.Request().Context(), name, g, w, m); err != nil {
 		return err
@@ -183,8 +184,8 @@ func (s *Server) setCap(c echo.Context, user string, limit int) error {
 	} else if err != nil {
 		return err
 	}
-	if limit < 0 || limit > maxGPUs {
-		return badRequest("max_gpus: must be from 0 (no cap) to %d", maxGPUs)
+	if limit < 0 || limit > app.MaxGPUs {
+		return badRequest("max_gpus: must be from 0 (no cap) to %d", app.MaxGPUs)
 	}
 	if err := s.cfg.Store.SetUserCap(c.Request().Context(), name, user, limit); err != nil {
 		return err
@@ -377,8 +378,8 @@ func (s *Server) setSessionPolicy(c echo.Context, in api.SessionPolicy) error {
 		// Kept in seconds: less than one would be 0, no maximum.
 		return badRequest("max_session_hours: %v: want 0 (no maximum), or 1 second (0.0003) to 8760", h)
 	}
-	if in.PriorityGPUs < 0 || in.PriorityGPUs > maxGPUs {
-		return badRequest("priority_gpus: %d: want 0 (no interactive priority) to %d", in.PriorityGPUs, maxGPUs)
+	if in.PriorityGPUs < 0 || in.PriorityGPUs > app.MaxGPUs {
+		return badRequest("priority_gpus: %d: want 0 (no interactive priority) to %d", in.PriorityGPUs, app.MaxGPUs)
 	}
 	p := models.SessionPolicy{MaxSessionS: int64(math.Round(in.MaxSessionHours * 3600)), SessionPriorityGPUs: in.PriorityGPUs}
 	err := s.cfg.Store.SetTeamSessionPolicy(c.Request().Context(), name, p)

@@ -11,15 +11,15 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 )
 
 // TemplateJSON is a saved job, ready to submit again.
 type TemplateJSON struct {
-	ID   int64         `json:"id"`
-	Name string        `json:"name"`
-	Job  SubmitRequest `json:"job"`
+	ID   int64             `json:"id"`
+	Name string            `json:"name"`
+	Job  api.SubmitRequest `json:"job"`
 }
 
 func templateJSON(t models.JobTemplate) (TemplateJSON, error) {
@@ -30,43 +30,16 @@ func templateJSON(t models.JobTemplate) (TemplateJSON, error) {
 	return out, nil
 }
 
-// requestOf is the submission that would make j again.
-func requestOf(j *models.Job) SubmitRequest {
-	r := SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: Command(j.Command), Image: j.Image,
-		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j),
-		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
-		Workdir: j.Workdir, Retries: j.Retries, Dependencies: j.Deps()}
-	if j.MemSource == "declared" {
-		r.MemPersistentMiB, r.MemEphemeralMiB = j.MemPersistentMiB, j.MemEphemeralMiB
-	}
-	switch {
-	case j.IsSession():
-		r.Session = &SessionRequest{Type: j.SessionType, Port: j.SessionPort, Priority: j.InteractivePriority}
-	case len(j.Command) == 0:
-		r.Sim = &api.SimSpec{DurationS: j.SimDuration}
-	}
-	if len(j.Env) > 0 {
-		r.Env = make(map[string]string, len(j.Env))
-		for _, kv := range j.Env {
-			k, v, _ := strings.Cut(kv, "=")
-			r.Env[k] = v
-		}
-	}
-	if j.TimeLimitS > 0 {
-		r.TimeLimit = job.FormatTimeLimit(j.TimeLimit())
-	}
-	return r
-}
-
 // saveTemplate checks that req is a job the user may submit and saves it.
-func (s *Server) saveTemplate(c echo.Context, name string, req SubmitRequest) (TemplateJSON, error) {
-	if name == "" || len(name) > maxJobName || strings.TrimSpace(name) != name {
-		return TemplateJSON{}, badRequest("name: is required: 1 to %d characters, not beginning or ending with white space", maxJobName)
+func (s *Server) saveTemplate(c echo.Context, name string, req api.SubmitRequest) (TemplateJSON, error) {
+	if name == "" || len(name) > app.MaxJobName || strings.TrimSpace(name) != name {
+		return TemplateJSON{}, badRequest("name: is required: 1 to %d characters, not beginning or ending with white space", app.MaxJobName)
 	}
-	if _, fe, err := s.checkSubmit(c.Request().Context(), actorOf(c), req); err != nil {
+	if err := s.app.CheckSubmit(c.Request().Context(), appActor(c), req); err != nil {
+		if fe := fieldErrorsOf(err); fe != nil {
+			return TemplateJSON{}, badRequest("job.%s", fe.First())
+		}
 		return TemplateJSON{}, err
-	} else if fe != nil {
-		return TemplateJSON{}, badRequest("job.%s", fe.first())
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -107,8 +80,8 @@ func (s *Server) apiTemplates(c echo.Context) error {
 
 func (s *Server) apiCreateTemplate(c echo.Context) error {
 	var in struct {
-		Name string        `json:"name"`
-		Job  SubmitRequest `json:"job"`
+		Name string            `json:"name"`
+		Job  api.SubmitRequest `json:"job"`
 	}
 	if err := decodeJSON(c, &in); err != nil {
 		return err
@@ -153,7 +126,7 @@ func (s *Server) saveTemplateForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.saveTemplate(c, c.FormValue("template_name"), requestOf(j))
+	t, err := s.saveTemplate(c, c.FormValue("template_name"), app.RequestOf(j))
 	if err != nil {
 		return err
 	}

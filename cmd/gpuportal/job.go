@@ -26,7 +26,6 @@ import (
 	"github.com/gpuportal/gpuportal/core/cmdline"
 
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/web"
 )
 
 const jobUsage = `Usage: gpuportal job COMMAND [flags]
@@ -569,7 +568,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f := c.flags("submit", true)
 	var sf submitFlags
 	sf.register(f)
-	var req web.SubmitRequest
+	var req api.SubmitRequest
 	var simDuration string
 	f.fs.StringVar(&req.Name, "name", "", "the job's name (required)")
 	f.fs.StringVar(&req.Team, "team", "", "the team the job runs for (default: yours)")
@@ -607,7 +606,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	case len(argv) > 0 && simDuration != "":
 		return errors.New("give either a command after -- or --sim-duration, not both")
 	case len(argv) > 0:
-		req.Command = web.Command(argv)
+		req.Command = api.Command(argv)
 	case simDuration != "":
 		d, err := parseSimDuration(simDuration)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/web"
 )
 
 // profileFlags are the flags of gpuportal job submit that declare the
@@ -26,8 +25,8 @@ func (p *profileFlags) register(fs *flag.FlagSet) {
 
 // request is the declared profile the flags give; nil when none. The
 // server checks the values; here only the syntax, naming the flag.
-func (p profileFlags) request() (*web.CPUProfileRequest, error) {
-	r := web.CPUProfileRequest{Family: strings.TrimSpace(p.family)}
+func (p profileFlags) request() (*api.CPUProfileRequest, error) {
+	r := api.CPUProfileRequest{Family: strings.TrimSpace(p.family)}
 	for _, f := range []struct {
 		name, v string
 		into    *[][]float64
@@ -35,7 +34,7 @@ func (p profileFlags) request() (*web.CPUProfileRequest, error) {
 		{"--cpu-curve", p.cpu, &r.CPUCurve},
 		{"--mem-curve", p.mem, &r.MemCurve},
 	} {
-		pts, err := web.ParseCurve(f.v)
+		pts, err := api.ParseCurve(f.v)
 		if err != nil {
 			return nil, fmt.Errorf("%s %q: %w", f.name, f.v, err)
 		}

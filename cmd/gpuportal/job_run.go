@@ -15,7 +15,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/web"
 )
 
 // runFlags are the flags of gpuportal job submit that say what the job
@@ -57,7 +56,7 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 }
 
 // request puts the flags into req; errors name the flag.
-func (r runFlags) request(req *web.SubmitRequest) error {
+func (r runFlags) request(req *api.SubmitRequest) error {
 	for _, kv := range r.env {
 		name, value, _ := strings.Cut(kv, "=")
 		if req.Env == nil {
@@ -159,7 +158,7 @@ func submittedLine(j api.Job, tasks int) string {
 
 // arrayTasks counts the tasks a submission's --array and --array-params
 // make; 0 when none.
-func arrayTasks(req web.SubmitRequest) int {
+func arrayTasks(req api.SubmitRequest) int {
 	if req.Array != "" {
 		a, err := job.ParseArray(req.Array)
 		if err != nil {

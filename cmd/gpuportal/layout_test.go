@@ -1,8 +1,12 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -21,6 +25,9 @@ func TestDependencyRules(t *testing.T) {
 		pkgs string
 		// forbid lists what the packages must not depend on.
 		forbid []string
+		// forbidStd lists the standard library packages they must not
+		// depend on.
+		forbidStd []string
 		// only, when set, lists all they may depend on besides the
 		// standard library.
 		only []string
@@ -39,6 +46,11 @@ func TestDependencyRules(t *testing.T) {
 			pkgs: "core/agent/hub", forbid: []string{"web/...", "models/...", "gorm.io/...", "github.com/labstack/..."}},
 		{name: "the web server mounts the agents' endpoint without their implementation",
 			pkgs: "web", forbid: []string{"core/agent", "core/agent/hub"}},
+		{name: "the application layer knows no HTTP: web calls it, never the reverse",
+			pkgs: "app/...", forbid: []string{"web/...", "templates", "github.com/labstack/...", "github.com/a-h/templ/..."},
+			forbidStd: []string{"net/http"}},
+		{name: "the wire types stand alone: the CLI and any client use them without the server",
+			pkgs: "api", forbid: []string{"web/...", "app/...", "models/...", "github.com/labstack/..."}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +62,9 @@ func TestDependencyRules(t *testing.T) {
 				checked++
 				for _, d := range ds {
 					if isStandard(d) {
+						if slices.Contains(tc.forbidStd, d) {
+							t.Errorf("%s depends on %s", strings.TrimPrefix(pkg, module), d)
+						}
 						continue
 					}
 					short, dep := strings.TrimPrefix(pkg, module), strings.TrimPrefix(d, module)
@@ -65,6 +80,35 @@ func TestDependencyRules(t *testing.T) {
 				t.Fatalf("no package matches %q", tc.pkgs)
 			}
 		})
+	}
+}
+
+// TestCLIWithoutWebServer checks that the command line is a client of the
+// REST API: of the main package's files only the server assembly
+// (serve*.go) imports web; the rest take their wire types from api.
+func TestCLIWithoutWebServer(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checked int
+	for _, name := range files {
+		if strings.HasPrefix(name, "serve") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); matches("web/...", path) {
+				t.Errorf("%s imports %s: the CLI takes its request types from api", name, path)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no file of the CLI checked")
 	}
 }
 

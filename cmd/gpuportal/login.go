@@ -17,7 +17,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/buildinfo"
-	"github.com/gpuportal/gpuportal/web"
 )
 
 // login is "gpuportal login": it checks a server and the user's
@@ -269,7 +268,7 @@ func (c jobCmd) version(ctx context.Context, args []string) (err error) {
 	if format != "" && format != "json" && format != "yaml" {
 		return fmt.Errorf("-o %q: want json or yaml", format)
 	}
-	out := versions{Client: web.VersionOf(buildinfo.Read())}
+	out := versions{Client: api.VersionOf(buildinfo.Read())}
 	var serverErr error
 	if !*clientOnly {
 		var base *url.URL

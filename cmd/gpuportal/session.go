@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/web"
 )
 
 const sessionUsage = `Usage: gpuportal session COMMAND [flags]
@@ -70,8 +69,8 @@ func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
 	}
 	f := c.flags("session start", true)
 	f.fs.Init("session start", flag.ContinueOnError) // not "job session start"
-	var req web.SubmitRequest
-	sr := &web.SessionRequest{}
+	var req api.SubmitRequest
+	sr := &api.SessionRequest{}
 	f.fs.StringVar(&sr.Type, "type", "", "what the session serves: jupyter, terminal or web (required)")
 	f.fs.IntVar(&sr.Port, "port", 0, "web sessions: the loopback port the app listens on (0: one the agent picks, as $PORT)")
 	f.fs.StringVar(&req.Name, "name", "", "the session's name (default: its type)")
@@ -96,7 +95,7 @@ func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
 	if req.Name == "" {
 		req.Name = sr.Type
 	}
-	req.Session, req.Command = sr, web.Command(argv)
+	req.Session, req.Command = sr, api.Command(argv)
 	cl, err := c.client(f)
 	if err != nil {
 		return err

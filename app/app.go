@@ -1,0 +1,143 @@
+// Package app holds what gpuportal's users and admins do: each action is
+// a function of the actor who asks and a request of package api, which
+// checks, from the store as it is now, that the actor may act on that
+// job, machine or team, makes the change, records it in the audit log,
+// and returns the result or a typed *Error (not found, forbidden,
+// invalid with the field at fault, conflict, unavailable). The web
+// handlers (the HTML forms and the REST API alike) only parse, call one
+// action and render; they never decide who may do what.
+//
+// app knows no HTTP: it imports neither web, echo, templ nor net/http.
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// Store is what the actions read and write; *models.Store is one.
+type Store interface {
+	Job(ctx context.Context, id int64) (*models.Job, error)
+	ArrayTasks(ctx context.Context, id int64) ([]models.Job, error)
+	CreateJob(ctx context.Context, j *models.Job) error
+	CreateArray(ctx context.Context, tasks []*models.Job) error
+	SetKeepAlive(ctx context.Context, id int64, until time.Time) error
+	Team(ctx context.Context, name string) (*models.Team, error)
+	Teams(ctx context.Context) ([]models.Team, error)
+	UserByName(ctx context.Context, name string) (*models.User, error)
+	Audit(ctx context.Context, e models.AuditEntry) error
+}
+
+// Engine is the part of the scheduling engine the actions drive;
+// *engine.Engine is one.
+type Engine interface {
+	// Wake starts a scheduling pass soon (a job was submitted).
+	Wake()
+	Cancel(ctx context.Context, id int64, reason string) error
+	Nodes() []engine.Node
+	SetDraining(node string, on bool) error
+	SetCordoned(node string, on bool) error
+	ClearGPUFault(node string, index int) error
+	GPUFaults() []engine.GPUFault
+	StoredNodeStates(ctx context.Context) (engine.NodeStates, error)
+}
+
+// Config is what an App works with.
+type Config struct {
+	Store  Store
+	Engine Engine
+	Logger *slog.Logger
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+	// AllowedImages are the prefixes of the container images jobs may
+	// name; empty: any.
+	AllowedImages job.ImagePrefixes
+	// Leader reports whether this replica runs the machines; nil: it
+	// always does.
+	Leader func() bool
+}
+
+// App runs the actions.
+type App struct {
+	cfg Config
+}
+
+// New returns an App over cfg.
+func New(cfg Config) *App {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &App{cfg: cfg}
+}
+
+// Actor is who asks for an action, and from where (the audit log).
+type Actor struct {
+	User *models.User
+	// From is the client's address.
+	From string
+}
+
+// CanSee reports whether u may read jobs of team: an admin, or a
+// member of team.
+func CanSee(u *models.User, team string) bool {
+	return u.Role == models.RoleAdmin || u.Team == team
+}
+
+// CanCancel reports whether u may cancel j (and resubmit it, keep it
+// alive): its owner, its team's lead, an admin.
+func CanCancel(u *models.User, j *models.Job) bool {
+	return u.Role == models.RoleAdmin || u.Name == j.User || (u.Role == models.RoleLead && u.Team == j.Team)
+}
+
+// audit records an action of a in the audit log.
+func (s *App) audit(ctx context.Context, a Actor, action, target, detail string) error {
+	return stored(s.cfg.Store.Audit(ctx, models.AuditEntry{
+		At: s.cfg.Now(), Actor: a.User.Name, Action: action, Target: target, Detail: detail, From: a.From,
+	}))
+}
+
+// stored is err, a store's, as an Unavailable *Error when the store
+// cannot save now.
+func stored(err error) error {
+	if err != nil && models.Unavailable(err) {
+		return &Error{Kind: Unavailable, Msg: "the store cannot save right now", Err: err}
+	}
+	return err
+}
+
+// Job returns job id as the store has it now if a may see it; one of a
+// team a may not see is one that does not exist.
+func (s *App) Job(ctx context.Context, a Actor, id int64) (*models.Job, error) {
+	j, err := s.cfg.Store.Job(ctx, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, notFound("job", id)
+	}
+	if err != nil {
+		return nil, stored(err)
+	}
+	if !CanSee(a.User, j.Team) {
+		return nil, notFound("job", id)
+	}
+	return j, nil
+}
+
+// Array returns the tasks of array id, by index, if a may see them.
+func (s *App) Array(ctx context.Context, a Actor, id int64) ([]models.Job, error) {
+	tasks, err := s.cfg.Store.ArrayTasks(ctx, id)
+	if err != nil {
+		return nil, stored(err)
+	}
+	if len(tasks) == 0 || !CanSee(a.User, tasks[0].Team) {
+		return nil, notFound("array", id)
+	}
+	return tasks, nil
+}

@@ -1,0 +1,253 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+// The actions on jobs: submit (a job or an array), cancel (a job or an
+// array), resubmit, keep alive. Each reads the job as the store has it
+// now and checks that the actor may act on it: a job of a team the actor
+// may not see is one that does not exist (NotFound); one the actor sees
+// but may not change is Forbidden.
+
+// CheckSubmit checks req as a submission of a, without storing it: nil,
+// or an Invalid *Error with every field at fault.
+func (s *App) CheckSubmit(ctx context.Context, a Actor, req api.SubmitRequest) error {
+	_, err := s.checkSubmit(ctx, a, req)
+	return err
+}
+
+// checkSubmit validates req for a and returns the job it would store.
+func (s *App) checkSubmit(ctx context.Context, a Actor, req api.SubmitRequest) (*models.Job, error) {
+	teams, err := s.teamNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	j, fe := Validate(a.User, req, teams, s.clusterGPUs())
+	if fe == nil {
+		fe = FieldErrors{}
+	}
+	if j != nil {
+		if err := s.checkJobLimits(ctx, a.User, j, fe); err != nil {
+			return nil, stored(err)
+		}
+	}
+	if _, bad := fe["image"]; !bad && req.Image != "" && !s.cfg.AllowedImages.Allows(req.Image) {
+		fe["image"] = s.cfg.AllowedImages.Refusal(req.Image)
+	}
+	if len(fe) > 0 {
+		return nil, invalidFields(fe)
+	}
+	return j, nil
+}
+
+// TeamNames lists every team's name.
+func (s *App) teamNames(ctx context.Context) ([]string, error) {
+	ts, err := s.cfg.Store.Teams(ctx)
+	if err != nil {
+		return nil, stored(err)
+	}
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
+// clusterGPUs is the number of GPUs connected now.
+func (s *App) clusterGPUs() int {
+	n := 0
+	for _, node := range s.cfg.Engine.Nodes() {
+		n += len(node.Devices())
+	}
+	return n
+}
+
+// Submit validates req for a and stores the job, or an array's tasks
+// (returning the first); when req is not valid it stores nothing and
+// returns an Invalid *Error with every field at fault.
+func (s *App) Submit(ctx context.Context, a Actor, req api.SubmitRequest) (*models.Job, error) {
+	j, err := s.checkSubmit(ctx, a, req)
+	if err != nil {
+		return nil, err
+	}
+	j.SubmittedAt = s.cfg.Now()
+	if j.IsSession() {
+		if j.SessionSecret, err = models.NewSessionSalt(); err != nil {
+			return nil, err
+		}
+	}
+	if tasks := spec(req, FieldErrors{}).tasks(j); tasks != nil {
+		if err := s.cfg.Store.CreateArray(ctx, tasks); err != nil {
+			return nil, stored(err)
+		}
+		j = tasks[0]
+		s.cfg.Logger.Info("array submitted", "array", j.ArrayID, "tasks", len(tasks), "limit", j.ArrayLimit, "user", j.User, "team", j.Team)
+	} else if err := s.cfg.Store.CreateJob(ctx, j); err != nil {
+		return nil, stored(err)
+	}
+	s.cfg.Engine.Wake()
+	s.cfg.Logger.Info("job submitted", "job", j.ID, "user", j.User, "team", j.Team, "gpus", j.GPUs)
+	return j, nil
+}
+
+// Cancel cancels job id for a and returns it as it is afterwards (a
+// running job may still be stopping): for its owner, its team's lead or
+// an admin.
+func (s *App) Cancel(ctx context.Context, a Actor, id int64) (*models.Job, error) {
+	j, err := s.Job(ctx, a, id)
+	if err != nil {
+		return nil, err
+	}
+	if !CanCancel(a.User, j) {
+		return nil, forbidden("job %d belongs to %s: only its owner, the lead of %s or an admin may cancel it", j.ID, j.User, j.Team)
+	}
+	if j.State.Final() {
+		return nil, conflict("job %d has already ended (%s)", j.ID, j.State)
+	}
+	err = s.cfg.Engine.Cancel(ctx, j.ID, "cancelled by "+a.User.Name)
+	if errors.Is(err, models.ErrConflict) {
+		return nil, conflict("job %d has already ended", j.ID)
+	}
+	if err != nil {
+		return nil, stored(err)
+	}
+	s.cfg.Logger.Info("job cancel requested", "job", j.ID, "by", a.User.Name)
+	if a.User.Name != j.User {
+		if err := s.audit(ctx, a, "job.cancel", fmt.Sprintf("job %d of %s", j.ID, j.User), ""); err != nil {
+			return nil, err
+		}
+	}
+	j, err = s.cfg.Store.Job(ctx, j.ID)
+	return j, stored(err)
+}
+
+// CancelArray cancels every unfinished task of array id for a, and
+// returns how many it asked to cancel: for the array's owner, its team's
+// lead or an admin.
+func (s *App) CancelArray(ctx context.Context, a Actor, id int64) (int, error) {
+	tasks, err := s.Array(ctx, a, id)
+	if err != nil {
+		return 0, err
+	}
+	if !CanCancel(a.User, &tasks[0]) {
+		return 0, forbidden("array %d belongs to %s: only its owner, the lead of %s or an admin may cancel it", id, tasks[0].User, tasks[0].Team)
+	}
+	n := 0
+	for _, t := range tasks {
+		if t.State.Final() {
+			continue
+		}
+		err := s.cfg.Engine.Cancel(ctx, t.ID, fmt.Sprintf("cancelled with array %d by %s", id, a.User.Name))
+		if errors.Is(err, models.ErrConflict) {
+			continue // it ended meanwhile
+		}
+		if err != nil {
+			return n, stored(err)
+		}
+		n++
+	}
+	s.cfg.Logger.Info("array cancel requested", "array", id, "tasks", n, "by", a.User.Name)
+	if a.User.Name != tasks[0].User {
+		if err := s.audit(ctx, a, "array.cancel", fmt.Sprintf("array %d of %s", id, tasks[0].User), fmt.Sprintf("%d tasks", n)); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Resubmit submits job id again, with its fields as they were: a new
+// job of the same owner, which runs as its owner, whoever asks, as
+// Slurm's scontrol requeue keeps a job's owner. Its owner, its team's
+// lead or an admin may ask (as they may cancel it); the submission is
+// checked as the owner's (team, caps), and one by another than the
+// owner is recorded in the audit log. A job never runs another's
+// command under the account of whoever clicked.
+func (s *App) Resubmit(ctx context.Context, a Actor, id int64) (*models.Job, error) {
+	j, err := s.Job(ctx, a, id)
+	if err != nil {
+		return nil, err
+	}
+	if !CanCancel(a.User, j) {
+		return nil, forbidden("job %d is %s's: only its owner, the lead of %s or an admin may resubmit it", j.ID, j.User, j.Team)
+	}
+	owner := a.User
+	if j.User != a.User.Name {
+		owner, err = s.cfg.Store.UserByName(ctx, j.User)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, conflict("job %d's owner %s has no account any more: it cannot run as them again", j.ID, j.User)
+		}
+		if err != nil {
+			return nil, stored(err)
+		}
+		if owner.Disabled() {
+			return nil, conflict("job %d's owner %s is disabled: it cannot run as them again", j.ID, j.User)
+		}
+	}
+	nj, err := s.Submit(ctx, Actor{User: owner, From: a.From}, RequestOf(j))
+	if err != nil {
+		return nil, err
+	}
+	if owner.Name != a.User.Name {
+		s.cfg.Logger.Info("job resubmitted for its owner", "job", j.ID, "as", nj.ID, "owner", owner.Name, "by", a.User.Name)
+		if err := s.audit(ctx, a, "job.resubmit", fmt.Sprintf("job %d of %s", j.ID, owner.Name), fmt.Sprintf("as job %d, %s's", nj.ID, owner.Name)); err != nil {
+			return nil, err
+		}
+	}
+	return nj, nil
+}
+
+// KeepAlive keeps running job id from being reclaimed for the next
+// req.Hours hours, for its owner, its team's lead or an admin, within its
+// team's maximum keep-alive; audited. It returns the job as it is
+// afterwards.
+func (s *App) KeepAlive(ctx context.Context, a Actor, id int64, req api.KeepAliveRequest) (*models.Job, error) {
+	j, err := s.Job(ctx, a, id)
+	if err != nil {
+		return nil, err
+	}
+	if !CanCancel(a.User, j) {
+		return nil, forbidden("job %d belongs to %s: only its owner, the lead of %s or an admin may keep it alive", j.ID, j.User, j.Team)
+	}
+	limit := s.maxKeepAlive(ctx, j.Team)
+	hours := req.Hours
+	// Compared as hours before any conversion: 1e300 hours made a
+	// negative duration, and 1e-300 a keep-alive of nothing.
+	if !(hours > 0) || hours > limit.Hours() || hours*3600 < 1 {
+		return nil, invalid("hours", "hours %v: want at least 1 second (0.0003), at most %v (team %s's maximum keep-alive)", hours, limit.Hours(), j.Team)
+	}
+	if j.State != job.Running {
+		return nil, conflict("job %d is not running (%s): only a running job can be kept alive", j.ID, j.State)
+	}
+	until := s.cfg.Now().Add(time.Duration(hours * float64(time.Hour)))
+	if err := s.cfg.Store.SetKeepAlive(ctx, j.ID, until); err != nil {
+		if errors.Is(err, models.ErrConflict) {
+			return nil, conflict("job %d has ended", j.ID)
+		}
+		return nil, stored(fmt.Errorf("keep job %d alive: %w", j.ID, err))
+	}
+	if err := s.audit(ctx, a, "job.keep-alive", fmt.Sprintf("job %d of %s", j.ID, j.User), "until "+until.UTC().Format(time.RFC3339)); err != nil {
+		return nil, err
+	}
+	s.cfg.Logger.Info("job kept alive", "job", j.ID, "by", a.User.Name, "until", until)
+	j, err = s.cfg.Store.Job(ctx, j.ID)
+	return j, stored(err)
+}
+
+// maxKeepAlive is the longest keep-alive team allows, read from the
+// store now; the default where the team cannot be read.
+func (s *App) maxKeepAlive(ctx context.Context, team string) time.Duration {
+	t, err := s.cfg.Store.Team(ctx, team)
+	if err != nil {
+		s.cfg.Logger.Warn("idle terms: read team", "team", team, "err", err)
+		return models.DefaultMaxKeepAlive
+	}
+	return t.MaxKeepAlive()
+}

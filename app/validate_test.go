@@ -1,0 +1,57 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+func TestSessionRequestCheck(t *testing.T) {
+	cases := []struct {
+		name    string
+		req     api.SubmitRequest
+		wantErr map[string]string // field -> part of its message
+	}{
+		{"jupyter with nothing else", api.SubmitRequest{Session: &api.SessionRequest{Type: "jupyter"}}, nil},
+		{"jupyter with its own program", api.SubmitRequest{Session: &api.SessionRequest{Type: "jupyter"}, Command: api.Command{"/opt/venv/bin/jupyter-lab"}}, nil},
+		{"terminal", api.SubmitRequest{Session: &api.SessionRequest{Type: "terminal"}}, nil},
+		{"web app on a named port", api.SubmitRequest{Session: &api.SessionRequest{Type: "web", Port: 6006}, Command: api.Command{"tensorboard", "--logdir", "runs"}}, nil},
+		{"web app on $PORT", api.SubmitRequest{Session: &api.SessionRequest{Type: "web"}, Command: api.Command{"sh", "-c", "serve --port $PORT"}}, nil},
+		{"unknown type", api.SubmitRequest{Session: &api.SessionRequest{Type: "vnc"}}, map[string]string{"session.type": "unknown session type"}},
+		{"empty type", api.SubmitRequest{Session: &api.SessionRequest{}}, map[string]string{"session.type": "want jupyter"}},
+		{"terminal with a command", api.SubmitRequest{Session: &api.SessionRequest{Type: "terminal"}, Command: api.Command{"bash"}}, map[string]string{"command": "leave command empty"}},
+		{"web app without a command", api.SubmitRequest{Session: &api.SessionRequest{Type: "web", Port: 8080}}, map[string]string{"command": "is required for a web session"}},
+		{"port for jupyter", api.SubmitRequest{Session: &api.SessionRequest{Type: "jupyter", Port: 8888}}, map[string]string{"session.port": "only for web sessions"}},
+		{"port out of range", api.SubmitRequest{Session: &api.SessionRequest{Type: "web", Port: 70000}, Command: api.Command{"x"}}, map[string]string{"session.port": "between 1 and 65535"}},
+		{"negative port", api.SubmitRequest{Session: &api.SessionRequest{Type: "web", Port: -1}, Command: api.Command{"x"}}, map[string]string{"session.port": "between 1 and 65535"}},
+		{"a simulated session", api.SubmitRequest{Session: &api.SessionRequest{Type: "jupyter"}, Sim: &api.SimSpec{DurationS: 5}}, map[string]string{"sim": "not a simulated job"}},
+		{"a command with a NUL", api.SubmitRequest{Session: &api.SessionRequest{Type: "web"}, Command: api.Command{"a\x00b"}}, map[string]string{"command": ""}},
+	}
+	u := &models.User{Name: "alice", Team: "vision", Role: models.RoleResearcher}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.req
+			r.Name, r.GPUs = "s", 1
+			j, fe := Validate(u, r, []string{"vision"}, 0)
+			if len(c.wantErr) == 0 {
+				if len(fe) > 0 {
+					t.Fatalf("refused: %v", fe)
+				}
+				if !j.IsSession() || j.SessionType != r.Session.Type || j.SessionPort != r.Session.Port {
+					t.Errorf("job's session: %q port %d, want %q port %d", j.SessionType, j.SessionPort, r.Session.Type, r.Session.Port)
+				}
+				return
+			}
+			for field, part := range c.wantErr {
+				if msg, ok := fe[field]; !ok || !strings.Contains(msg, part) {
+					t.Errorf("%s: %q, want it to say %q (all: %v)", field, msg, part, fe)
+				}
+			}
+			if first := fe.First(); first == "" {
+				t.Error("first names no field")
+			}
+		})
+	}
+}
