@@ -1583,8 +1583,11 @@ type Point struct {
 		JobId  int64 `json:"job_id"`
 		MemMib int64 `json:"mem_mib"`
 	} `json:"jobs"`
-	MemMib     int64 `json:"mem_mib"`
-	MemUsedMib int64 `json:"mem_used_mib"`
+	MemMib int64 `json:"mem_mib"`
+
+	// MemReservedMib Memory the driver reserves for itself (NVML v2 memory info, DCGM FB_RESERVED), in neither mem_used_mib nor what jobs can allocate; absent where the driver does not say.
+	MemReservedMib *int64 `json:"mem_reserved_mib,omitempty"`
+	MemUsedMib     int64  `json:"mem_used_mib"`
 
 	// PowerW watts; absent where unknown
 	PowerW *float64 `json:"power_w,omitempty"`
