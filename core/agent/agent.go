@@ -126,7 +126,7 @@ type run struct {
 	id   int64  // the run's number (job.Spec.Run)
 	stop func() // asks the run to end
 	done chan struct{}
-	pgid int // the process group of a command job; 0 for a simulated one
+	pgid int   // the process group of a command job; 0 for a simulated one
 	gpus []int // the machine's GPUs it holds (job.Spec.GPUs)
 	// sessionPort is the loopback port a session serves on; 0 for a
 	// batch run (session.go).

@@ -19,19 +19,19 @@ import (
 
 // reading is what one mocked GPU reports.
 type reading struct {
-	usedBytes  uint64 // as NVML's v2 memory info and nvidia-smi count it
+	usedBytes uint64 // as NVML's v2 memory info and nvidia-smi count it
 	// reservedBytes is the driver's own memory, which NVML's v1 memory
 	// info counts as used.
 	reservedBytes uint64
 	noV2          bool // a driver without v2 memory info
-	util       uint32
-	tempC      uint32
-	powerMW    uint32
-	ecc        uint64
-	eccRet     nv.Return // ERROR_NOT_SUPPORTED on GPUs without ECC
-	compute    []nv.ProcessInfo
-	graphics   []nv.ProcessInfo
-	failureRet nv.Return // when set, every reading but memory fails with it
+	util          uint32
+	tempC         uint32
+	powerMW       uint32
+	ecc           uint64
+	eccRet        nv.Return // ERROR_NOT_SUPPORTED on GPUs without ECC
+	compute       []nv.ProcessInfo
+	graphics      []nv.ProcessInfo
+	failureRet    nv.Return // when set, every reading but memory fails with it
 }
 
 // fakeMachine is a DGX A100 (8 GPUs of 40 GB) from go-nvml's mock whose
