@@ -96,6 +96,9 @@ var python3 = sync.OnceValues(func() (string, error) {
 func gateAgent(t *testing.T, policy lanes.Policy) (*Local, chan job.Exit, string) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 not found: the end-to-end test of the Python client needs it (scripts/ensure-torch installs it)")
+		}
 		t.Skip("python3 not found: the end-to-end test of the Python client needs it")
 	}
 	if _, err := python3(); err != nil {
