@@ -520,7 +520,7 @@ func TestStopSignalsThenCancelsAfterTheGrace(t *testing.T) {
 	}
 	f.slurm.set(id, "COMPLETED", 0)
 	f.ex.Sync(f.ctx)
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(60 * time.Millisecond) // about time: past the grace period, when a cancel would come
 	if slices.Contains(f.slurm.callLog(), fmt.Sprint("cancel ", id)) {
 		t.Errorf("a run that ended in its grace period was cancelled")
 	}
