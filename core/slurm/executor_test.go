@@ -810,7 +810,7 @@ func TestParseGPUMemory(t *testing.T) {
 func TestJobScript(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "job.sh")
 	if err := writeScript(path); err != nil {
