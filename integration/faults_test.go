@@ -235,10 +235,12 @@ func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 		traceStarted(t, traces, id, "")
 	}
 	srv.kill()
-	eventually(t, 30*time.Second, "the agents to fence their four runs", func() bool {
+	// The agents (or their watchdogs) fence the four runs, which end and
+	// whose exits the agents keep: each says so as the run ends.
+	eventually(t, 30*time.Second, "the agents to fence their four runs and keep their exits", func() bool {
 		n := 0
 		for _, a := range agents {
-			n += strings.Count(a.output(), "no server heard for longer than the heartbeat timeout")
+			n += strings.Count(a.output(), "which heard no server for longer than the heartbeat timeout")
 		}
 		return n >= 4
 	})
