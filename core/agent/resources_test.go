@@ -99,7 +99,7 @@ func TestLimitsEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	usageOf(t, a, 9) // start a fresh window
+	usageOf(t, a, 9)                    // start a fresh window
 	time.Sleep(1500 * time.Millisecond) // about time: the window of CPU use
 	u := usageOf(t, a, 9)
 	// How much CPU the job gets depends on how busy the machine is (a
