@@ -11,12 +11,9 @@ import (
 	"testing"
 )
 
-const sixtyJobs = "../../../shared/traces/tiresias-60job.csv"
+const sixtyJobs = "../../testdata/traces/tiresias-60job.csv"
 
 func TestSimCommand(t *testing.T) {
-	if _, err := os.Stat(sixtyJobs); err != nil {
-		t.Skipf("shared traces not here: %v", err)
-	}
 	svg := filepath.Join(t.TempDir(), "cdf.svg")
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "4x8",
@@ -168,9 +165,6 @@ func TestSimCommandSharing(t *testing.T) {
 // TestSimCommandForecast: --forecast replays the trace, forecasting each
 // wait, and prints the calibration per policy (--json: the reports).
 func TestSimCommandForecast(t *testing.T) {
-	if _, err := os.Stat(sixtyJobs); err != nil {
-		t.Skipf("shared traces not here: %v", err)
-	}
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "2x4", "--policy", "fifo,tiresias-l", "--forecast"}, &out, &errOut)
 	if err != nil {

@@ -153,12 +153,10 @@ func TestRootAgentRefusesCommandJobsUnlessAsked(t *testing.T) {
 }
 
 func TestRunAsAnotherUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("switching users needs root")
-	}
+	needRoot(t) // switching users
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	exits := make(chan job.Exit, 1)
 	// nobody must reach its job folder: t.TempDir's parent is private.
