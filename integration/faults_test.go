@@ -296,6 +296,8 @@ type forwarder struct {
 
 	mu     sync.Mutex
 	frozen bool
+	// held: the target's replies are held, the requests pass (holdReplies).
+	held   bool
 	thawed *sync.Cond
 	conns  []net.Conn
 }
@@ -329,19 +331,20 @@ func (f *forwarder) accept() {
 		f.mu.Lock()
 		f.conns = append(f.conns, c, d)
 		f.mu.Unlock()
-		go f.pipe(c, d)
-		go f.pipe(d, c)
+		go f.pipe(c, d, false)
+		go f.pipe(d, c, true)
 	}
 }
 
-// pipe copies from src to dst, holding every chunk while frozen.
-func (f *forwarder) pipe(src, dst net.Conn) {
+// pipe copies from src to dst, holding every chunk while frozen, and
+// those of a reply (from the target) while replies are held.
+func (f *forwarder) pipe(src, dst net.Conn, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			f.mu.Lock()
-			for f.frozen {
+			for f.frozen || reply && f.held {
 				f.thawed.Wait()
 			}
 			f.mu.Unlock()
@@ -361,6 +364,27 @@ func (f *forwarder) pipe(src, dst net.Conn) {
 func (f *forwarder) freeze() {
 	f.mu.Lock()
 	f.frozen = true
+	f.mu.Unlock()
+}
+
+// holdReplies lets requests through and holds the target's answers: a
+// request is carried out, its answer lost until cut.
+func (f *forwarder) holdReplies() {
+	f.mu.Lock()
+	f.held = true
+	f.mu.Unlock()
+}
+
+// cut closes every connection, as a network that gave up does, and lets
+// new ones through whole.
+func (f *forwarder) cut() {
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+	f.held = false
+	f.thawed.Broadcast()
 	f.mu.Unlock()
 }
 
