@@ -486,7 +486,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 		a.mu.Lock()
 		delete(a.runs, s.JobID)
-		exceeded, timedOut := r.exceeded, r.timedOut
+		exceeded, timedOut, fenced := r.exceeded, r.timedOut, r.fenced
 		a.mu.Unlock()
 		close(r.done)
 		ex := job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
@@ -495,6 +495,11 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 		if timedOut {
 			ex.Err, ex.EndedAs = "time limit reached: stopped by its agent", job.TimedOut
+		}
+		if fenced && code != 0 && !timedOut {
+			// However late it died (the agent may have heard a server
+			// again meanwhile), a fenced run is not the job's failure.
+			ex.Infra, ex.Err = true, fencedErr
 		}
 		a.exits <- ex
 	}()
