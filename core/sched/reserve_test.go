@@ -428,9 +428,9 @@ func reservationProblems(sc *Scheduler, s Snapshot) []string {
 	p := new(pass)
 	d := p.run(sc, &s)
 	exists, schedulable := gpuIndex(s)
-	jobs := map[int64]*Job{}
+	jobs, index := map[int64]*Job{}, map[int64]int32{}
 	for i := range s.Jobs {
-		jobs[s.Jobs[i].ID] = &s.Jobs[i]
+		jobs[s.Jobs[i].ID], index[s.Jobs[i].ID] = &s.Jobs[i], int32(i)
 	}
 	started := map[int64]bool{}
 	for _, st := range d.Starts {
@@ -471,7 +471,7 @@ func reservationProblems(sc *Scheduler, s Snapshot) []string {
 		rk := &p.rsv[k]
 		for _, st := range d.Starts[rk.starts:] {
 			for _, g := range st.GPUs {
-				if taken[g] == r.JobID && !p.mayBackfill(jobs[st.JobID], rk) {
+				if taken[g] == r.JobID && !p.mayBackfill(index[st.JobID], rk) {
 					bad("job %d starts on %v, reserved for job %d from %v, and may not backfill", st.JobID, g, r.JobID, r.FromS)
 				}
 			}
