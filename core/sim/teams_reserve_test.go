@@ -99,7 +99,10 @@ func mixedTeamTraces(t *testing.T) (names []string, traces [][]trace.Job) {
 
 // TestMixedTeamsReservations replays the mixed traces with two teams of 4
 // GPUs each, without and with reservations (bound 900 s), and logs the
-// table of docs/scheduling.md.
+// table of docs/scheduling.md ("Reservations under fair share"). With
+// reservations the 8-GPU jobs wait less on every trace; on mixed-8gpu and
+// its copies none is pending more than twice the bound, and no job within
+// its team's guarantee waits more than the bound.
 func TestMixedTeamsReservations(t *testing.T) {
 	names, traces := mixedTeamTraces(t)
 	var table strings.Builder
@@ -108,6 +111,18 @@ func TestMixedTeamsReservations(t *testing.T) {
 		on := replayTeams(t, jobs, mixedBound)
 		fmt.Fprintf(&table, "| %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |\n", names[i],
 			off.bigMax, on.bigMax, off.bigP99, on.bigP99, off.lenderMax, on.lenderMax, off.restJCT, on.restJCT)
+		if on.bigMax >= off.bigMax {
+			t.Errorf("%s: the longest 8-GPU pending is %.0f s with reservations, %.0f s without", names[i], on.bigMax, off.bigMax)
+		}
+		if !strings.HasPrefix(names[i], "mixed-8gpu") {
+			continue // sessions, never preempted, hold the machine for an hour or more
+		}
+		if on.bigMax > 2*mixedBound {
+			t.Errorf("%s: an 8-GPU job is pending %.0f s, more than twice the bound of %.0f s", names[i], on.bigMax, mixedBound)
+		}
+		if on.lenderMax > mixedBound {
+			t.Errorf("%s: a job within its team's guarantee waited %.0f s, more than the bound of %.0f s", names[i], on.lenderMax, mixedBound)
+		}
 	}
 	t.Logf("trace | 8-GPU max pending s | 8-GPU p99 pending s | lender's max wait within guarantee s | rest avg JCT s (without / with)\n%s", table.String())
 }
