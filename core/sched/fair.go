@@ -232,9 +232,12 @@ const (
 // for its team's sake, and tells whether it did (teamHeld). A job of a
 // team under its guarantee that does not fit within it is deferred to
 // the borrowers, by its team's fair-share factor, unless it is due for a
-// reservation the pass may still give: it is then decided at its
-// policy rank (docs/scheduling.md, "Reservations under fair share"),
-// and, while lending is stopped, only reserved for (teamReserveOnly). A
+// reservation the pass may still give and does not fit the free GPUs: it
+// is then decided at its policy rank (docs/scheduling.md, "Reservations
+// under fair share"), and, while lending is stopped, only reserved for
+// (teamReserveOnly). One that fits needs no reservation: deferred, it
+// takes no free GPU that a job within its team's guarantee, ranked below
+// it, would take. A
 // job waits (explained) when its user would pass a cap, or when it would
 // borrow while lending is stopped.
 func (p *pass) teamHold(e *entry) int {
@@ -244,7 +247,7 @@ func (p *pass) teamHold(e *entry) int {
 	}
 	atRank := false
 	if p.fair && e.fk == 0 && !p.entitled(e) {
-		if !p.rsvAtRank(e) {
+		if !p.rsvAtRank(e) || p.fitsFree(e) {
 			e = p.pop(e)
 			e.fk = 2 - p.fs.t[p.jteam[e.job]].f
 			heapPush(&p.later, e)
@@ -268,6 +271,16 @@ func (p *pass) teamHold(e *entry) int {
 		}
 	}
 	return teamGo
+}
+
+// fitsFree tells whether pending entry e fits the free GPUs of the
+// machines it may use (masked for it until the walk's next step).
+func (p *pass) fitsFree(e *entry) bool {
+	if int(e.gpus) > p.cl.free {
+		return false
+	}
+	p.mask(e)
+	return p.cl.fits(p.ruleFor(e))
 }
 
 // entitled tells whether e's team has room for e within its guarantee.

@@ -343,11 +343,12 @@ func (d *GPUTimeDist) MedianRemaining(a float64) (float64, bool) {
 // the walk than reservation k, may start on its GPUs: it ends before the
 // reservation's start by its time limit, or it is preemptible there. An
 // interactive session, on which a person waits, and, under fair share, a
-// job within its team's guarantee of another team than the reserved
-// job's are held back only until they have waited their own bound: the
-// reserved job then waits for them as for jobs that started before, and
-// a team's guaranteed work waits at most its bound for another team's
-// reservation.
+// job within its team's guarantee are held back only until they have
+// waited their own bound: the reserved job then waits for them as for
+// jobs that started before, and a team's guaranteed work waits at most
+// its bound for another team's reservation. Under fair share a borrower
+// that has waited its bound is due itself, and no backfill
+// (rsvFairVictim): it is held back.
 func (p *pass) mayBackfill(i int32, k *rsvState) bool {
 	j := &p.s.Jobs[i]
 	if hasLimit(j) {
@@ -362,7 +363,10 @@ func (p *pass) mayBackfill(i int32, k *rsvState) bool {
 	if rsvProtected(j) {
 		return p.waitedBound(j)
 	}
-	return p.rsvPreempt || p.guaranteed(i) && p.waitedBound(j)
+	if p.fair && p.waitedBound(j) {
+		return p.guaranteed(i)
+	}
+	return p.rsvPreempt
 }
 
 // guaranteed tells whether job i, under fair share, was within its
@@ -581,9 +585,12 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 // teams borrow: the reserved job e preempts only the backfills, the jobs
 // that started since it became due (due) and that, as the waiting jobs
 // they were then, the policy ranked below it; and of those not a job
-// within its team's guarantee that had waited its own bound when it
-// started. So a team's guaranteed work is delayed by another team's
-// reservation by its bound at most.
+// that had waited its own bound when it started: one within its team's
+// guarantee, so that a team's guaranteed work is delayed by another
+// team's reservation by its bound at most, nor a borrower, due itself
+// (held off the reserved GPUs, mayBackfill), which started in its turn
+// elsewhere: preempting it would only hand its GPUs from one due job to
+// another, pass after pass, at a long queue of due jobs.
 func (p *pass) rsvFairVictim(ri int32, e *entry, due float64) bool {
 	run := &p.runs[ri]
 	if st := run.state &^ runReached; st != runOpen && st != runKept {
@@ -593,7 +600,7 @@ func (p *pass) rsvFairVictim(ri int32, e *entry, due float64) bool {
 	if !(j.LastStartTime >= due) {
 		return false
 	}
-	if run.flags&runBorrowed == 0 && p.waitedBound(j) {
+	if p.waitedBound(j) {
 		return false
 	}
 	return compareKeys(p.startKey(ri), e) > 0
