@@ -174,7 +174,9 @@ func (p *pass) rsvBegin() {
 			}
 		}
 	}
-	if !on {
+	if !on || math.IsNaN(p.now) || math.IsInf(p.now, 0) {
+		// A clock that is not a time has no "earliest": no reservation
+		// (FuzzSchedule: a +Inf clock made one due at NaN).
 		return
 	}
 	p.rsvOn = true
