@@ -202,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
 	s.app = app.New(app.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger, Now: cfg.Now,
-		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader})
+		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader, Idle: cfg.Idle, AccessChanged: s.hub.poke})
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
 		return nil, err
 	}
@@ -303,9 +303,9 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/users", s.apiUsers, requireAdmin)
 	authed.GET("/users/:name/tokens", s.apiUserTokens, requireAdmin)
 	authed.DELETE("/users/:name/tokens/:id", s.apiRevokeUserToken, requireAdmin)
-	authed.POST("/users/:name/disable", s.apiAccountAction(disableAccount), requireAdmin)
-	authed.POST("/users/:name/enable", s.apiAccountAction(enableAccount), requireAdmin)
-	authed.DELETE("/users/:name", s.apiAccountAction(deleteAccount), requireAdmin)
+	authed.POST("/users/:name/disable", s.apiAccountAction(app.DisableAccount), requireAdmin)
+	authed.POST("/users/:name/enable", s.apiAccountAction(app.EnableAccount), requireAdmin)
+	authed.DELETE("/users/:name", s.apiAccountAction(app.DeleteAccount), requireAdmin)
 	authed.PUT("/users/:name/unix-name", s.apiSetUnixName, requireAdmin)
 	authed.GET("/machines", s.apiMachines, requireAdmin)
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)
