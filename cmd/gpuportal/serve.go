@@ -365,6 +365,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if l := f.signInCfg.LDAP; l.Cleartext() {
+		log.Warn("LDAP without TLS (--ldap-insecure): passwords typed at sign-in, and the service account's, cross the network in clear; "+
+			"use ldaps:// or --ldap-start-tls", "url", l.URL)
+	}
 	var cluster simCluster
 	localAgent := !f.noLocalAgent && f.dev && f.executor == "agents"
 	if localAgent {
