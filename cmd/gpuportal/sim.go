@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -62,6 +63,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		reserveS    = fs.Float64("reserve-after-s", 0, "reserve GPUs for a job that has waited `seconds` (its age less its run time) and cannot start: the GPUs that free earliest, which later jobs use only if they end before then or, under a preemptive policy without fair share, give them back (docs/scheduling.md, Reservations); 0 is off (serve's default is 300)")
 		maxReserve  = fs.Int("max-reservations", 0, "with --reserve-after-s: how many jobs hold a reservation at once, in priority order (default 1)")
 		jitterSeed  = fs.Uint64("jitter-seed", 0, "replay a jittered copy of the trace, drawn from seed `N` (trace.Jittered: submit times moved by up to 60 s either way, durations and time limits scaled by 1/1.25 to 1.25); 0 replays the trace as it is")
+		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile of the run to this `file`, for go tool pprof")
 		learnPrior  = fs.Bool("learn-prior", false, "tiresias-g's distribution of GPU-times learns online, as the live server's does: each finished job joins it, from the shipped prior, with the jobs still running as lower bounds (without: the prior throughout, as in the reference)")
 		fromDB      simDBFlags
 	)
@@ -95,6 +97,17 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f, err := trace.ParseFormat(*format)
 	if err != nil {
 		return fmt.Errorf("sim: --format: %w", err)
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("sim: --cpuprofile: %w", err)
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+			}
+		}()
 	}
 	names, err := sim.ParseCandidates(*policies)
 	if err != nil {
@@ -337,4 +350,21 @@ func simClusterLabel(arg string, nodes []trace.Node) string {
 		gpus += n.GPUs
 	}
 	return fmt.Sprintf("%s (%d nodes, %d GPUs)", filepath.Base(arg), len(nodes), gpus)
+}
+
+// startCPUProfile profiles the process's CPU into a new file at path
+// until the returned stop is called.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

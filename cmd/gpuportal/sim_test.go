@@ -46,6 +46,30 @@ func TestSimCommand(t *testing.T) {
 	}
 }
 
+// TestSimCommandCPUProfile checks that --cpuprofile writes a profile
+// (gzipped protobuf) and that a file it cannot create is refused, naming
+// the flag.
+func TestSimCommandCPUProfile(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "4x8",
+		"--policy", "tiresias-l", "--cpuprofile", prof}, &out, &errOut); err != nil {
+		t.Fatalf("sim: %v\n%s", err, errOut.String())
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("--cpuprofile wrote %d bytes, not a gzipped profile", len(b))
+	}
+	err = run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "4x8",
+		"--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.prof")}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Errorf("profile in a missing folder: err %v, want one naming --cpuprofile", err)
+	}
+}
+
 func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 	tests := []struct {
 		args []string

@@ -24,7 +24,7 @@ type cluster struct {
 	byName   map[string]int32
 	names    []string  // the node names byName was built from, in snapshot order
 	nodeOf   []int32   // per snapshot node: its index in nodes, or -1 (a repeated name)
-	hot      []hotName // 1<<(64-hotShift) entries
+	hot      []hotNode // 1<<(64-hotShift) entries (find)
 	hotShift uint
 	slotNode []int32
 	busy     []bool
@@ -63,12 +63,6 @@ type cnode struct {
 	// dense: its GPUs are indexed 0..n-1 in order, so that GPU index k
 	// is slot first+k.
 	dense bool
-}
-
-// hotName is an entry of cluster.hot: a node and its name.
-type hotName struct {
-	name string
-	node int32 // -1: empty
 }
 
 // bucket is a set of node indices, as a bitset that yields its lowest
@@ -137,6 +131,7 @@ func (c *cluster) reset(nodes []Node) {
 			cn.n, cn.dedup = int32(len(gpus)), int32(len(c.dedup))
 			c.dedup = append(c.dedup, gpus)
 		}
+		cn.free = cn.n
 		slots += cn.n
 		c.nodes = append(c.nodes, cn)
 		if cn.sched {
@@ -205,10 +200,23 @@ func (c *cluster) indexNames(nodes []Node) {
 		c.nodeOf[i] = int32(len(c.byName))
 		c.byName[name] = c.nodeOf[i]
 	}
-	b := max(6, bits.Len(uint(4*len(nodes))))
+	b := max(4, bits.Len(uint(2*len(nodes))))
 	c.hot, c.hotShift = resize(c.hot, 1<<b), uint(64-b)
 	for k := range c.hot {
-		c.hot[k] = hotName{node: -1}
+		c.hot[k] = hotNode{node: -1}
+	}
+	mask := len(c.hot) - 1
+	for i, name := range c.names {
+		if c.nodeOf[i] < 0 {
+			continue
+		}
+		k := int(hotKey(name) >> c.hotShift)
+		for p := range hotProbes {
+			if h := &c.hot[(k+p)&mask]; h.node < 0 {
+				*h = hotNode{name: name, node: c.nodeOf[i]}
+				break
+			}
+		} // else only byName finds it
 	}
 }
 
@@ -259,7 +267,7 @@ func (c *cluster) slot(ref GPURef) int {
 // locate finds the slot of ref and its node, or -1 and -1.
 func (c *cluster) locate(ref GPURef) (int, int32) {
 	ni := c.lastNode
-	if ni < 0 || ref.Node != c.lastName {
+	if ni < 0 || !sameString(ref.Node, c.lastName) {
 		var ok bool
 		if ni, ok = c.find(ref.Node); !ok {
 			return -1, -1
@@ -281,40 +289,43 @@ func (c *cluster) locate(ref GPURef) (int, int32) {
 	return -1, -1
 }
 
-// find returns the node named name. It looks first in hot, a table
-// keyed by where the name's bytes are: a caller that builds placements
-// from the snapshot's own node names (the simulator does, from the GPUs
-// of the starts it is given) passes the same strings pass after pass,
-// and finds their nodes there without hashing them. An entry serves only
-// a name equal to its own, so the table changes how fast a node is
-// found, never which.
+// find returns the node named name. A caller that builds placements from
+// the snapshot's own node names (the simulator does: the GPUs of the
+// starts it is given carry them) passes the very strings of the nodes,
+// pass after pass: hot finds those by where their bytes are, without
+// reading them. Other names are compared with the node found last (a
+// job's GPUs are mostly on one node), then looked up in byName.
 func (c *cluster) find(name string) (int32, bool) {
-	if len(c.hot) == 0 {
-		return -1, false // no nodes yet
-	}
-	mask := len(c.hot) - 1
-	k := int(hotKey(name) >> c.hotShift)
-	for p := range hotProbes {
-		h := &c.hot[(k+p)&mask]
-		if h.node < 0 {
-			break
-		}
-		if h.name == name {
-			return h.node, true
-		}
-	}
-	ni, ok := c.byName[name]
-	if ok {
-		h := &c.hot[k] // the first free entry of the probes, else the first
+	if len(c.hot) > 0 {
+		mask := len(c.hot) - 1
+		k := int(hotKey(name) >> c.hotShift)
 		for p := range hotProbes {
-			if e := &c.hot[(k+p)&mask]; e.node < 0 {
-				h = e
+			h := &c.hot[(k+p)&mask]
+			if h.node < 0 {
 				break
 			}
+			if sameString(h.name, name) {
+				return h.node, true
+			}
 		}
-		*h = hotName{name: name, node: ni}
 	}
+	if c.lastNode >= 0 && name == c.lastName {
+		return c.lastNode, true
+	}
+	ni, ok := c.byName[name]
 	return ni, ok
+}
+
+// hotNode is an entry of cluster.hot: a node and its name.
+type hotNode struct {
+	name string
+	node int32 // -1: empty
+}
+
+// sameString tells whether a and b are the same bytes in memory: then
+// they are equal, without comparing them.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // hotProbes is how many entries of hot a name may take.
@@ -337,7 +348,8 @@ func (c *cluster) gpus(i int32) []GPU {
 // name returns the name of node i.
 func (c *cluster) name(i int32) string { return c.src[c.nodes[i].src].Name }
 
-// index builds the buckets once the running jobs' slots are marked busy.
+// index builds the buckets once the running jobs' slots are marked busy
+// and taken from their nodes' free counts.
 func (c *cluster) index() {
 	c.words = (len(c.nodes) + 63) >> 6
 	c.buckets = resize(c.buckets, c.maxCap+1)
@@ -351,13 +363,7 @@ func (c *cluster) index() {
 	clear(caps)
 	for i := range c.nodes {
 		n := &c.nodes[i]
-		free := 0
-		for _, b := range c.busy[n.first : n.first+n.n] {
-			if !b {
-				free++
-			}
-		}
-		n.free = int32(free)
+		free := int(n.free) // reset counted every GPU free, pass.hold the busy ones
 		if n.sched {
 			c.free += free
 			c.buckets[free].add(i)

@@ -346,22 +346,33 @@ func (p *pass) hold(j *Job, i int) *runJob {
 	lo := int32(len(p.held))
 	cl := &p.cl
 	for _, g := range j.Placement {
-		s, ni := cl.locate(g)
+		s, ni := -1, cl.lastNode
+		if ni >= 0 && sameString(g.Node, cl.lastName) {
+			if n := &cl.nodes[ni]; n.dense && uint(g.Index) < uint(n.n) {
+				s = int(n.first) + g.Index // a GPU of the node found last: locate's first case, inlined
+			}
+		}
 		if s < 0 {
-			continue
+			if s, ni = cl.locate(g); s < 0 {
+				continue
+			}
 		}
 		if cl.busy[s] {
 			p.shared = append(p.shared, int32(s))
 			continue
 		}
 		cl.busy[s] = true
-		if cl.nodes[ni].sched {
+		n := &cl.nodes[ni]
+		n.free--
+		if n.sched {
 			p.held = append(p.held, int32(s))
 		}
 	}
 	hi := int32(len(p.held))
-	p.runs = append(p.runs, runJob{lo: lo, hi: hi, n: hi - lo, ent: -1, job: int32(i)})
-	return &p.runs[len(p.runs)-1]
+	p.runs = append(p.runs, runJob{})
+	r := &p.runs[len(p.runs)-1]
+	r.lo, r.hi, r.n, r.ent, r.job = lo, hi, hi-lo, -1, int32(i)
+	return r
 }
 
 // dropShared handles a snapshot in which running jobs claim the same

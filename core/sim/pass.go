@@ -16,7 +16,7 @@ func (s *simulator) pass() error {
 		ran := s.now - j.runStart
 		sj := &s.snap[j.pos]
 		sj.ExecutedS = j.executed + ran
-		sj.AttainedService = j.service + float64(j.tj.GPUs)*ran
+		sj.AttainedService = j.service + float64(sj.GPUs)*ran // sj.GPUs is j.tj.GPUs, at hand
 	}
 	s.passes++
 	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()}
