@@ -128,6 +128,9 @@ func (ps Promises) Hold(starts []Start, waiting, stopping func(id int64) bool) (
 // one whose job still waits and whose GPUs are all free, and lets the
 // pass decide afresh for the others.
 func (ps Promises) Due(stopping func(id int64) bool) []Start {
+	if len(ps) == 0 {
+		return nil // the simulator asks every pass
+	}
 	var due []Start
 	for _, id := range slices.Sorted(maps.Keys(ps)) {
 		if p := ps[id]; !slices.ContainsFunc(p.Victims, stopping) {

@@ -66,17 +66,39 @@ func LookupModel(name string) (ModelProfile, bool) {
 	if a, ok := aliases[key]; ok {
 		key = normalizeModel(a)
 	}
-	for _, m := range catalogue {
-		if normalizeModel(m.Name) == key {
-			return m, true
-		}
+	if i, ok := catalogueByKey[key]; ok {
+		return catalogue[i], true
 	}
 	return ModelProfile{}, false
 }
 
+// catalogueByKey finds a catalogue entry by its normalized name (the
+// first entry of that name); built once, never changed.
+var catalogueByKey = func() map[string]int {
+	m := make(map[string]int, len(catalogue))
+	for i, p := range catalogue {
+		k := normalizeModel(p.Name)
+		if _, dup := m[k]; !dup {
+			m[k] = i
+		}
+	}
+	return m
+}()
+
 // normalizeModel lowercases name and drops everything but letters and
-// digits.
+// digits. A name that is only lower-case letters and digits already is
+// returned as it is.
 func normalizeModel(name string) string {
+	plain := true
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
 	var b strings.Builder
 	for _, r := range strings.ToLower(name) {
 		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
@@ -98,8 +120,9 @@ func skewOf(j *Job, cache *modelCache) (float64, bool) {
 	return cache.skew(j.Model)
 }
 
-// modelCache remembers model lookups within one pass: many jobs share a
-// model name, and the lookup normalizes strings.
+// modelCache remembers model lookups: many jobs share a model name, and
+// the lookup normalizes strings. A lookup's answer never changes, so the
+// cache outlives the pass (release), up to maxCachedModels names.
 type modelCache struct {
 	last  string
 	skewV float64
@@ -110,6 +133,19 @@ type modelCache struct {
 type modelHit struct {
 	skew  float64
 	known bool
+}
+
+// maxCachedModels bounds the model names a modelCache keeps between
+// passes.
+const maxCachedModels = 1024
+
+// release ends a pass: the names looked up stay, unless there are too
+// many of them.
+func (c *modelCache) release() {
+	c.last, c.skewV, c.known = "", 0, false
+	if len(c.seen) > maxCachedModels {
+		c.seen = nil
+	}
 }
 
 func (c *modelCache) skew(name string) (float64, bool) {

@@ -208,11 +208,12 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 }
 
 // release drops references into the snapshot before the pass is pooled;
-// only the node names stay, for the next pass to compare (sameNames).
+// only the node names stay, for the next pass to compare (sameNames),
+// and the model names looked up (modelCache.release).
 func (p *pass) release() {
 	p.sc, p.pol, p.s, p.dist = nil, nil, nil, nil
 	p.d = Decisions{}
-	p.models = modelCache{}
+	p.models.release()
 	if p.teams {
 		p.fs.release()
 		clear(p.users)

@@ -1,7 +1,5 @@
 package sim
 
-import "container/heap"
-
 // completion is a running job's scheduled finish. run is the job's run
 // number when it was scheduled: a preemption starts a new run, which
 // turns the old completion stale. With lane set, it is instead a retime
@@ -19,25 +17,48 @@ type completion struct {
 // job that arrived first so that runs are reproducible.
 type completions []completion
 
-func (h completions) Len() int { return len(h) }
-func (h completions) Less(a, b int) bool {
+func (h completions) less(a, b int) bool {
 	if h[a].at != h[b].at {
 		return h[a].at < h[b].at
 	}
 	return h[a].job.order < h[b].job.order
 }
-func (h completions) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *completions) Push(x any)   { *h = append(*h, x.(completion)) }
-func (h *completions) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
+
+// up and down are container/heap's, on the typed slice: no completion
+// is boxed into an interface (an allocation per push and pop).
+func (h completions) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (h completions) down(i0, n int) {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h.less(j2, j1) {
+			j = j2 // right child
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
 }
 
 // next returns the earliest completion still valid, dropping stale ones.
 func (h *completions) next() (completion, bool) {
-	for h.Len() > 0 {
+	for len(*h) > 0 {
 		c := (*h)[0]
 		if c.lane != nil {
 			if c.lane.epoch == c.epoch {
@@ -46,10 +67,21 @@ func (h *completions) next() (completion, bool) {
 		} else if c.run == c.job.run && c.job.running && !c.job.stopping {
 			return c, true
 		}
-		heap.Pop(h)
+		h.pop()
 	}
 	return completion{}, false
 }
 
-func (h *completions) push(c completion) { heap.Push(h, c) }
-func (h *completions) pop()              { heap.Pop(h) }
+// push adds c, as heap.Push.
+func (h *completions) push(c completion) {
+	*h = append(*h, c)
+	h.up(len(*h) - 1)
+}
+
+// pop drops the earliest completion, as heap.Pop.
+func (h *completions) pop() {
+	n := len(*h) - 1
+	(*h)[0], (*h)[n] = (*h)[n], (*h)[0]
+	h.down(0, n)
+	*h = (*h)[:n]
+}
