@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -284,6 +285,15 @@ func FuzzSchedule(f *testing.F) {
 		// Compared as text, where NaN equals NaN.
 		if again := sc.Schedule(s); fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", again) {
 			t.Fatalf("two passes over the same snapshot differ")
+		}
+		// What a pass keeps for the next (node names, model lookups)
+		// changes nothing: after another snapshot, the same decisions.
+		if len(data) > 1 {
+			_, other := decodeSnapshot(append(slices.Clone(data[1:]), data[0]))
+			sc.Schedule(other)
+			if again := sc.Schedule(s); fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", again) {
+				t.Fatalf("a pass over the same snapshot differs after another snapshot")
+			}
 		}
 	})
 }
