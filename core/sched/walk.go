@@ -51,7 +51,7 @@ func (p *pass) walk() {
 				p.reserveOnly(next)
 				continue
 			}
-			if p.rsvWithin != nil {
+			if len(p.rsvWithin) > 0 { // sized in this pass (rsvBegin), not an earlier one's
 				p.rsvWithin[next.job] = p.entitled(next)
 			}
 		}
