@@ -328,6 +328,16 @@ func (f *Forecaster) Forecast(in Input) Result {
 	for _, st := range first.Starts {
 		startsNow[st.JobID] = true
 	}
+	// The jobs the live pass preempts wait after it: they are forecast
+	// too (else a job preempted after the forecast's snapshot would have
+	// none until the next).
+	if len(first.Preempts) > 0 {
+		for _, p := range first.Preempts {
+			targets = append(targets, p.JobID)
+		}
+		slices.Sort(targets)
+		targets = slices.Compact(targets)
+	}
 
 	known := in.History.Len() >= f.cfg.MinHistory
 	var runs []scenarioResult
@@ -593,8 +603,12 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, k uint64, arrival
 	s.jobs = make([]sched.Job, 0, len(in.Snapshot.Jobs)+len(in.Later))
 	s.meta = make([]simJob, 0, cap(s.jobs))
 	s.index = make(map[int64]int, cap(s.jobs))
+	preempted := make(map[int64]bool, len(first.Preempts))
+	for _, p := range first.Preempts {
+		preempted[p.JobID] = true
+	}
 	for _, j := range in.Snapshot.Jobs {
-		s.add(j, j.State == sched.Pending)
+		s.add(j, j.State == sched.Pending || preempted[j.ID])
 	}
 	s.waiting = len(in.Later)
 	for i := range s.jobs {

@@ -512,6 +512,36 @@ func TestForecastResumeIsNoStart(t *testing.T) {
 	}
 }
 
+// A job the live pass preempts waits after it, and is forecast: else a
+// job preempted after the forecast's snapshot has no forecast until the
+// next one (the portal showed "unknown" in between).
+func TestForecastPreemptedByTheLivePass(t *testing.T) {
+	f, err := New(Config{Sched: sched.Config{Policy: "tiresias-l", Thresholds: []float64{100}}, Drift: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One GPU. Job 1 has attained 150 GPU-s, past queue 0: job 2, new,
+	// takes its GPU at once, runs 50 s, and job 1 resumes.
+	short := waiting(2, 1, now-1)
+	short.User = "quick"
+	var hist []Sample
+	for range 10 {
+		hist = append(hist, Sample{User: "quick", RunS: 50}, Sample{User: "u", RunS: 1000})
+	}
+	in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 1), Jobs: []sched.Job{running(1, 1, 150, now), short}},
+		History: NewHistory(hist, 0)}
+	if d := f.fast.Schedule(in.Snapshot); len(d.Preempts) != 1 || d.Preempts[0].JobID != 1 {
+		t.Fatalf("the live pass preempts %+v, want job 1", d.Preempts)
+	}
+	r := f.Forecast(in)
+	want := map[int64]float64{1: now + 50, 2: now}
+	for id, at := range want {
+		if got, ok := r.Job(id); !ok || got.State != StateExpected || got.Earliest != at || got.Latest != at {
+			t.Errorf("job %d: %+v, %v; want a start at %v", id, got, ok, at)
+		}
+	}
+}
+
 // The range's bounds are predictive quantiles: the order statistic at
 // q(n+1), so that the 10th to 90th percentile of 10 samples spans the
 // 1.1th to 9.9th of them (the plain quantiles, the 1.9th to 9.1th, would
