@@ -364,8 +364,8 @@ func TestRemaining(t *testing.T) {
 
 // TestRemainingOngoing: jobs still running count as lower bounds of run
 // times (Kaplan-Meier). Ten jobs finished after 10 to 19 s, ten more have
-// run 100 s and go on: half the jobs run longer than 19 s, along a
-// Pareto tail (index 2, the default for so few) from the longest, 100 s.
+// run 100 s and go on: half the jobs run longer than 19 s, and end
+// between 19 s and the longest run so far, 100 s.
 func TestRemainingOngoing(t *testing.T) {
 	var samples []Sample
 	for i := range 10 {
@@ -388,11 +388,11 @@ func TestRemainingOngoing(t *testing.T) {
 		{"finished only: the median", finished, sched.Job{}, 0.5, 14.5},
 		{"finished only: the 75th percentile", finished, sched.Job{}, 0.75, 16.75},
 		{"with ongoing: the median is the longest finished", h, sched.Job{}, 0.5, 19},
-		{"with ongoing: past the finished, the tail", h, sched.Job{}, 0.75, 100 * math.Sqrt(2)},
+		{"with ongoing: past the finished, towards the longest", h, sched.Job{}, 0.75, (19 + 100) / 2.0},
 		{"with ongoing: the low quantiles as before", h, sched.Job{}, 0, 10},
 		// Conditioned on 15 s run: 4 finished above it (16 to 19 s), 10
-		// ongoing; 4 in 14 end by 19 s, the rest run past 100 s.
-		{"with ongoing, conditioned on the run so far", h, sched.Job{ExecutedS: 15}, 0.9, 100*math.Sqrt((10.0/14)/0.1) - 15},
+		// ongoing; 4 in 14 end by 19 s, the other 10 by 100 s.
+		{"with ongoing, conditioned on the run so far", h, sched.Job{ExecutedS: 15}, 4.0/14 + 0.5*10/14, 19 + 0.5*81 - 15},
 	}
 	for _, tc := range tests {
 		got, ok := tc.h.Remaining(&tc.job, tc.q)

@@ -38,7 +38,7 @@ const minTail = 3
 // History is the distribution of run times, overall and by group, from
 // which a job's remaining run time is drawn: the Kaplan-Meier estimate
 // from finished jobs' run times and, as lower bounds, the time the jobs
-// still running have run so far. Finished jobs alone under-represent the
+// not finished have run so far. Finished jobs alone under-represent the
 // long jobs, which are the ones still running when a forecast is made. It
 // is read-only once built and safe for concurrent use.
 type History struct {
@@ -247,8 +247,9 @@ func (h *History) Describe() string {
 // model, the team, then all) that has at least minGroup finished jobs
 // that ran longer than j has (for all jobs, 3 are enough). Where the
 // estimate leaves a share of jobs running longer than any finished one
-// (ongoing jobs ran longer), that share runs on along a Pareto tail from
-// the longest run time. A job that has run longer than all but 2
+// (ongoing jobs ran longer), that share ends between the longest finished
+// run time and the longest run so far (Efron's rule: the longest is taken
+// as finished, which bounds the draws by what has been seen). A job that has run longer than all but 2
 // finished jobs is expected to run on in proportion to its age, as heavy
 // tails do: the q-quantile of a Pareto tail from a,
 // a((1-q)^(-1/alpha) - 1), its index alpha estimated from the longest
@@ -264,12 +265,12 @@ func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 			continue
 		}
 		if d := h.groups[k]; d != nil && len(d.ev) >= h.minGroup {
-			if r, ok := d.tailQuantile(a, q, h.minGroup, h.alpha); ok {
+			if r, ok := d.tailQuantile(a, q, h.minGroup); ok {
 				return r, true
 			}
 		}
 	}
-	if r, ok := h.all.tailQuantile(a, q, min(h.minGroup, minTail), h.alpha); ok {
+	if r, ok := h.all.tailQuantile(a, q, min(h.minGroup, minTail)); ok {
 		return r, true
 	}
 	q = min(max(q, 0.01), 0.99)
@@ -316,9 +317,8 @@ func hill(sorted []float64) float64 {
 // weighted by the estimate, it interpolates between them as quantile
 // does (without ongoing jobs, it is quantile of the finished run times
 // above a); the share of jobs estimated to run longer than every finished
-// one runs on along a Pareto tail of index alpha from the longest run
-// time.
-func (d *dist) tailQuantile(a, q float64, need int, alpha float64) (float64, bool) {
+// one ends between the last finished run time and the longest run so far.
+func (d *dist) tailQuantile(a, q float64, need int) (float64, bool) {
 	k := sort.SearchFloat64s(d.ev, math.Nextafter(a, math.Inf(1))) // the first finished run time above a
 	m := len(d.ev)
 	if m-k == 0 || m-k < need {
@@ -327,8 +327,9 @@ func (d *dist) tailQuantile(a, q float64, need int, alpha float64) (float64, boo
 	sa := d.survAt(k - 1)
 	rest := d.surv[m-1] / sa // the share beyond the last finished run time
 	if q > 1-rest {
-		q = min(q, 0.99)
-		return d.longest*math.Pow(max(rest/(1-q), 1), 1/alpha) - a, true
+		// Between the last finished run time and the longest run so far.
+		f := (q - (1 - rest)) / rest
+		return d.ev[m-1]*(1-f) + max(d.longest, d.ev[m-1])*f - a, true
 	}
 	if m-k == 1 {
 		return d.ev[k] - a, true
