@@ -411,6 +411,36 @@ func TestRemainingOngoing(t *testing.T) {
 	}
 }
 
+// TestRemainingTimeLimit: a job with a time limit runs the share of it
+// that jobs with limits ran. Ten jobs used 40% to 58% of limits of 100 to
+// 1,000 s; ten without limits ran 5,000 s.
+func TestRemainingTimeLimit(t *testing.T) {
+	var samples []Sample
+	for i := range 10 {
+		limit := 100 * float64(i+1)
+		samples = append(samples, Sample{RunS: limit * (0.4 + 0.02*float64(i)), LimitS: limit}, Sample{RunS: 5000})
+	}
+	h := NewHistory(samples, 0)
+	tests := []struct {
+		name string
+		job  sched.Job
+		q    float64
+		want float64
+	}{
+		{"a limit: the median share of it", sched.Job{TimeLimitS: 2000}, 0.5, 2000 * 0.49},
+		{"a limit: the least share", sched.Job{TimeLimitS: 2000}, 0, 2000 * 0.4},
+		{"a limit, the share so far counted", sched.Job{TimeLimitS: 2000, ExecutedS: 2000 * 0.41}, 0, 2000 * (0.42 - 0.41)},
+		{"past the share of all but 6: the run times", sched.Job{TimeLimitS: 2000, ExecutedS: 2000 * 0.47}, 1, 5000 - 2000*0.47},
+		{"no limit: the run times", sched.Job{}, 1, 5000},
+	}
+	for _, tc := range tests {
+		got, ok := h.Remaining(&tc.job, tc.q)
+		if !ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: Remaining = %v, %v; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
 // bigInput is a cluster of nodes x gpus GPUs, all held, with n jobs
 // waiting for 1, 2, 4 or 8 of them and a history of varied run times.
 func bigInput(n, nodeCount, gpus int) Input {

@@ -15,10 +15,12 @@ import (
 // a forecast needs is when GPUs come free, not whether the work was good.
 // An Ongoing sample is a job that has not finished: RunS is how long it
 // has run so far, a lower bound of its run time (a censored sample).
+// LimitS is the time limit the job declared, 0 for none.
 type Sample struct {
 	User, Team, Model string
 	RunS              float64
 	Ongoing           bool
+	LimitS            float64
 }
 
 // DefaultMinGroup is how many finished jobs a group (a user's jobs of one
@@ -50,6 +52,10 @@ type History struct {
 	all      dist
 	alpha    float64 // the tail index of the finished run times (hill)
 	groups   map[groupKey]*dist
+	// limited is the distribution of run times over time limits, of the
+	// jobs that declared one; limitedN counts the finished ones.
+	limited  dist
+	limitedN int
 }
 
 // dist is the Kaplan-Meier estimate of one group's run times.
@@ -155,12 +161,19 @@ func NewHistory(samples []Sample, minGroup int) *History {
 	all := make([]obs, 0, len(samples))
 	groups := make(map[groupKey][]obs)
 	var finished []float64
+	var limited []obs
 	for _, s := range samples {
 		if !(s.RunS > 0) || math.IsInf(s.RunS, 1) {
 			continue
 		}
 		h.samples = append(h.samples, s)
 		o := obs{t: s.RunS, ongoing: s.Ongoing}
+		if s.LimitS > 0 && !math.IsInf(s.LimitS, 1) {
+			limited = append(limited, obs{t: min(s.RunS/s.LimitS, 1), ongoing: s.Ongoing})
+			if !s.Ongoing {
+				h.limitedN++
+			}
+		}
 		all = append(all, o)
 		for _, k := range keys(s.User, s.Team, s.Model) {
 			if k.level < levels {
@@ -179,6 +192,7 @@ func NewHistory(samples []Sample, minGroup int) *History {
 		h.mean /= float64(h.finished)
 	}
 	h.all = *newDist(all)
+	h.limited = *newDist(limited)
 	for k, v := range groups {
 		h.groups[k] = newDist(v)
 	}
@@ -198,7 +212,7 @@ func (h *History) WithOngoing(jobs []sched.Job) *History {
 	n := len(samples)
 	for i := range jobs {
 		if j := &jobs[i]; j.ExecutedS > 0 {
-			samples = append(samples, Sample{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS, Ongoing: true})
+			samples = append(samples, Sample{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS, Ongoing: true, LimitS: j.TimeLimitS})
 		}
 	}
 	if len(samples) == n {
@@ -241,7 +255,11 @@ func (h *History) Describe() string {
 }
 
 // Remaining is the q-quantile (0 < q < 1) of the remaining run time of
-// job j, which has run j.ExecutedS seconds so far: drawn from the
+// job j, which has run j.ExecutedS seconds so far. A job with a time
+// limit is drawn from the share of their limits the jobs with one ran
+// (finished and ongoing, Kaplan-Meier), given the share it has used,
+// when minGroup finished jobs with a limit ran a larger share. Else it is
+// drawn from the
 // distribution of run times (finished and ongoing, Kaplan-Meier) of the
 // most specific group of jobs (the same user and model, the user, the
 // model, the team, then all) that has at least minGroup finished jobs
@@ -260,6 +278,13 @@ func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 		return 0, false
 	}
 	a := max(j.ExecutedS, 0)
+	if l := j.TimeLimitS; l > 0 && h.limitedN >= h.minGroup {
+		// What share of their limits jobs use says more than the run
+		// times of others.
+		if r, ok := h.limited.tailQuantile(a/l, q, h.minGroup); ok {
+			return r * l, true
+		}
+	}
 	for _, k := range keys(j.User, j.Team, j.Model) {
 		if k.level == levels {
 			continue
