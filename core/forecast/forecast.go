@@ -314,11 +314,6 @@ func (f *Forecaster) Forecast(in Input) Result {
 	if len(targets) == 0 {
 		return res
 	}
-	// The jobs that have run and not finished say that run times are at
-	// least that long: without them, the history of finished jobs
-	// under-represents the long ones.
-	in.History = in.History.WithOngoing(s.Jobs)
-	res.History = in.History.Describe()
 	// The first pass is the live pass: explained once, applied in every
 	// scenario.
 	first := f.waits.Schedule(s)

@@ -362,55 +362,6 @@ func TestRemaining(t *testing.T) {
 	}
 }
 
-// TestRemainingOngoing: jobs still running count as lower bounds of run
-// times (Kaplan-Meier). Ten jobs finished after 10 to 19 s, ten more have
-// run 100 s and go on: half the jobs run longer than 19 s, and end
-// between 19 s and the longest run so far, 100 s.
-func TestRemainingOngoing(t *testing.T) {
-	var samples []Sample
-	for i := range 10 {
-		samples = append(samples, Sample{RunS: 10 + float64(i)})
-	}
-	finished := NewHistory(samples, 0)
-	var running []sched.Job
-	for i := range 10 {
-		running = append(running, sched.Job{ID: int64(i + 1), State: sched.Running, ExecutedS: 100})
-	}
-	running = append(running, sched.Job{ID: 11}) // waiting, never run: says nothing
-	h := finished.WithOngoing(running)
-	tests := []struct {
-		name string
-		h    *History
-		job  sched.Job
-		q    float64
-		want float64
-	}{
-		{"finished only: the median", finished, sched.Job{}, 0.5, 14.5},
-		{"finished only: the 75th percentile", finished, sched.Job{}, 0.75, 16.75},
-		{"with ongoing: the median is the longest finished", h, sched.Job{}, 0.5, 19},
-		{"with ongoing: past the finished, towards the longest", h, sched.Job{}, 0.75, (19 + 100) / 2.0},
-		{"with ongoing: the low quantiles as before", h, sched.Job{}, 0, 10},
-		// Conditioned on 15 s run: 4 finished above it (16 to 19 s), 10
-		// ongoing; 4 in 14 end by 19 s, the other 10 by 100 s.
-		{"with ongoing, conditioned on the run so far", h, sched.Job{ExecutedS: 15}, 4.0/14 + 0.5*10/14, 19 + 0.5*81 - 15},
-	}
-	for _, tc := range tests {
-		got, ok := tc.h.Remaining(&tc.job, tc.q)
-		if !ok || math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("%s: Remaining = %v, %v; want %v", tc.name, got, ok, tc.want)
-		}
-	}
-	if h.Len() != 10 || h.Mean() != finished.Mean() {
-		t.Errorf("Len %d, Mean %v: want the finished jobs' 10, %v", h.Len(), h.Mean(), finished.Mean())
-	}
-	if d := h.Describe(); !strings.Contains(d, "10 finished jobs") || !strings.Contains(d, "10 unfinished") {
-		t.Errorf("Describe = %q", d)
-	}
-	if finished.WithOngoing([]sched.Job{{ID: 1}}) != finished {
-		t.Error("no job has run: WithOngoing made another history")
-	}
-}
-
 // TestRemainingTimeLimit: a job with a time limit runs the share of it
 // that jobs with limits ran. Ten jobs used 40% to 58% of limits of 100 to
 // 1,000 s; ten without limits ran 5,000 s.
