@@ -154,9 +154,10 @@ func (h *History) Describe() string {
 // limit is drawn from the shares of their limits that finished jobs with
 // a limit ran, given the share it has used, when minGroup of them ran a
 // larger share: a limit says more about a job than other jobs' run
-// times. Else it is drawn from the run times of the most specific group of finished jobs (the same user and
-// model, the user, the model, the team, then all) that has at least
-// minGroup jobs that ran longer than j has (for all jobs, 3 are enough).
+// times. Else it is drawn from the run times of the most specific group
+// of finished jobs (the same user and model, the user, the model, the
+// team, then all) that has at least minGroup jobs that ran longer than
+// j has (for all jobs, 3 are enough).
 // A job that has run longer than all but 2 finished jobs is expected to
 // run on in proportion to its age, as heavy tails do: the q-quantile of a
 // Pareto tail from a, a((1-q)^(-1/alpha) - 1), its index alpha estimated
