@@ -97,12 +97,13 @@ func (s *Store) LatestForecastsOf(ctx context.Context, ids []int64) (map[int64]F
 const forecastIDsPerQuery = 500
 
 // FinishedRunTimes returns, for up to limit jobs that finished most
-// recently after running, who ran what and for how long in all: what
+// recently after running, who ran what, for how long in all and under
+// what time limit: what
 // forecasts draw run times from. Failed and cancelled jobs count: they
 // freed their GPUs all the same.
 func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]forecast.Sample, error) {
 	var js []Job
-	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s").
+	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s", "time_limit_s").
 		Where("state IN ? AND executed_s > 0", []JobState{JobSucceeded, JobFailed, JobCancelled}).
 		Order("finished_at DESC, id DESC").Limit(limit).Find(&js).Error
 	if err != nil {
@@ -110,7 +111,7 @@ func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]forecast.Sam
 	}
 	out := make([]forecast.Sample, len(js))
 	for i, j := range js {
-		out[i] = forecast.Sample{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS}
+		out[i] = forecast.Sample{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS, LimitS: float64(j.TimeLimitS)}
 	}
 	return out, nil
 }

@@ -323,6 +323,16 @@ func (f *Forecaster) Forecast(in Input) Result {
 	for _, st := range first.Starts {
 		startsNow[st.JobID] = true
 	}
+	// The jobs the live pass preempts wait after it: they are forecast
+	// too (else a job preempted after the forecast's snapshot would have
+	// none until the next).
+	if len(first.Preempts) > 0 {
+		for _, p := range first.Preempts {
+			targets = append(targets, p.JobID)
+		}
+		slices.Sort(targets)
+		targets = slices.Compact(targets)
+	}
 
 	known := in.History.Len() >= f.cfg.MinHistory
 	var runs []scenarioResult
@@ -588,8 +598,12 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, k uint64, arrival
 	s.jobs = make([]sched.Job, 0, len(in.Snapshot.Jobs)+len(in.Later))
 	s.meta = make([]simJob, 0, cap(s.jobs))
 	s.index = make(map[int64]int, cap(s.jobs))
+	preempted := make(map[int64]bool, len(first.Preempts))
+	for _, p := range first.Preempts {
+		preempted[p.JobID] = true
+	}
 	for _, j := range in.Snapshot.Jobs {
-		s.add(j, j.State == sched.Pending)
+		s.add(j, j.State == sched.Pending || preempted[j.ID])
 	}
 	s.waiting = len(in.Later)
 	for i := range s.jobs {
@@ -780,7 +794,8 @@ func (s *scen) arriveExpected() {
 	j := sched.Job{ID: -int64(s.drawn), Team: like.Team, User: like.User, GPUs: like.GPUs, GPUMemMiB: like.GPUMemMiB,
 		SubmitTime: s.nextArr, Model: like.Model, Skew: like.Skew, Sharing: like.Sharing,
 		MemPersistentMiB: like.MemPersistentMiB, MemEphemeralMiB: like.MemEphemeralMiB,
-		CPUMilli: like.CPUMilli, MemMiB: like.MemMiB, CPUProfile: like.CPUProfile, CPUProfileSource: like.CPUProfileSource}
+		CPUMilli: like.CPUMilli, MemMiB: like.MemMiB, CPUProfile: like.CPUProfile, CPUProfileSource: like.CPUProfileSource,
+		TimeLimitS: like.TimeLimitS}
 	s.add(j, false)
 	s.nextArr += s.gap()
 	if s.nextArr > s.start+s.f.cfg.HorizonS {
