@@ -39,6 +39,7 @@ func migrations() []migration {
 		{29, "jobs: index on updated_at, for the engine's reads of the jobs changed since its last pass (engine.go)", jobsUpdatedIndex},
 		{30, "teams.idle_below_pct and idle_after_s: each team's own rule for idle GPUs (0: the server's)", teamIdleRule},
 		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
+		{32, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
 	}
 }
 
@@ -615,4 +616,16 @@ func (v31ServerKey) TableName() string { return "server_keys" }
 
 func serverKeysTable(tx *gorm.DB) error {
 	return createTables(tx, &v31ServerKey{})
+}
+
+// v32Job holds the column step 32 adds to jobs: whether the command runs
+// once per GPU rather than once per machine.
+type v32Job struct {
+	TasksPerGPU bool `gorm:"not null;default:false"`
+}
+
+func (v32Job) TableName() string { return "jobs" }
+
+func jobsTasksPerGPU(tx *gorm.DB) error {
+	return addColumns(tx, &v32Job{}, "TasksPerGPU")
 }

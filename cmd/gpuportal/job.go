@@ -577,6 +577,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.Float64Var(&req.GPUMemGB, "gpu-mem-gb", 0, "GPU memory the job needs on each GPU, in GB (0: unknown)")
 	f.fs.StringVar(&req.Model, "model", "", "the job's model, for placement (see the submit page for the list)")
 	f.fs.StringVar(&req.Image, "image", "", "run the command in this container image (registry.lab/team/pytorch:2.3), as you, with only the job's GPUs (docs/agents.md)")
+	f.fs.BoolVar(&req.TasksPerGPU, "tasks-per-gpu", false, "start the command once per GPU, each with its RANK and LOCAL_RANK, rather than once per machine (docs/multinode.md)")
 	f.fs.BoolVar(&req.Sharing, "share", false, "opt in to Salus sharing: the job may share its one GPU, an iteration at a time (docs/salus.md)")
 	f.fs.Float64Var(&req.GPUFraction, "gpu-fraction", 0, "ask for this fraction of one GPU (0 < f < 1): implies --share")
 	f.fs.Int64Var(&req.MemPersistentMiB, "mem-persistent-mib", 0, "with --share: persistent GPU memory (weights, optimizer state), MiB")

@@ -85,6 +85,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case agent.TerminalCommand:
 		// Started by the agent as a terminal session's command.
 		return runSessionTerminal(ctx, args[1:], stderr)
+	case agent.TasksCommand:
+		// Started by the agent as the first process of a part that runs
+		// a process per GPU (core/agent/tasks.go).
+		return runTasks(ctx, args[1:], stderr)
 	case "agent-watchdog":
 		// Started by the agent itself (core/agent/watchdog.go).
 		return agent.RunWatchdog(ctx, os.Stdin, slog.New(slog.NewTextHandler(stderr, nil)).With("process", "agent-watchdog"))

@@ -1749,6 +1749,9 @@ type SubmitRequest struct {
 		UtilPct *float64 `json:"util_pct,omitempty"`
 	} `json:"sim,omitempty"`
 
+	// TasksPerGpu start the command once per GPU of each machine, each with its RANK and LOCAL_RANK (srun --ntasks-per-gpu=1), rather than once per machine; every process of a job on several machines gets MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK, NNODES and LOCAL_WORLD_SIZE (docs/multinode.md). Not for simulated jobs, container images or sessions
+	TasksPerGpu *bool `json:"tasks_per_gpu,omitempty"`
+
 	// Team default: the user's team
 	Team *string `json:"team,omitempty"`
 
