@@ -26,6 +26,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/cmdline"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sbatch"
 )
 
 const jobUsage = `Usage: gpuportal job COMMAND [flags]
@@ -598,8 +599,14 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	if err := run.request(&req); err != nil {
 		return err
 	}
+	if len(pos) > 0 && len(argv) == 0 && simDuration == "" && req.Image == "" {
+		// A batch script, as sbatch takes it: its arguments follow it.
+		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
+			return c.submitScript(ctx, f, sf, req, visited(f), sbatch.Options{}, nil, pos[0], pos[1:])
+		}
+	}
 	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q: put the job's command after --, as in: -- python train.py", pos[0])
+		return fmt.Errorf("unexpected argument %q: put the job's command after --, as in: -- python train.py, or give a batch script (docs/slurm.md)", pos[0])
 	}
 	switch {
 	case req.Image != "" && len(argv) == 0:

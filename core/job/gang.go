@@ -148,6 +148,10 @@ func SlurmEnv(id int64, name string, gpus int, g *Gang, a *ArrayTask, node strin
 			ntasks = len(g.Nodes)
 		}
 	}
+	if a != nil {
+		// A task is named NAME[INDEX]; Slurm gives every task the array's name.
+		name = strings.TrimSuffix(name, "["+strconv.Itoa(a.Index)+"]")
+	}
 	nnodes := strings.Count(nodes, ",") + 1
 	env := []string{
 		"SLURM_JOB_ID=" + jid, "SLURM_JOBID=" + jid,

@@ -56,7 +56,7 @@ func TestSlurmEnv(t *testing.T) {
 		}
 		return "<unset>"
 	}
-	one := SlurmEnv(12, "sweep", 1, nil, &ArrayTask{ID: 9, Index: 3}, "n1")
+	one := SlurmEnv(12, "sweep[3]", 1, nil, &ArrayTask{ID: 9, Index: 3}, "n1")
 	for name, want := range map[string]string{
 		"SLURM_JOB_ID": "12", "SLURM_JOB_NAME": "sweep", "SLURM_JOB_NODELIST": "n1", "SLURM_NNODES": "1",
 		"SLURM_NODEID": "0", "SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_GPUS_ON_NODE": "1",
