@@ -94,6 +94,20 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(submitDir, fmt.Sprintf("sweep-%d_2.out", id))); !strings.Contains(string(b), fmt.Sprintf("job %d array %d task 2 name single\n", id, id)) {
 		t.Errorf("job submit SCRIPT's output: %q", b)
 	}
+	// squeue's view of them, and job list --format's.
+	out, errOut, code = run("squeue", "-t", "CD", "-o", "%i %j %T %b %D")
+	var want strings.Builder
+	want.WriteString("JOBID NAME STATE TRES_PER_NODE NODES\n")
+	for i := range 4 {
+		fmt.Fprintf(&want, "%d_%d sweep[%d] COMPLETED gres/gpu:1 1\n", first, i, i)
+	}
+	fmt.Fprintf(&want, "%d_2 single[2] COMPLETED gres/gpu:1 1\n", id)
+	if code != 0 || out != want.String() {
+		t.Errorf("squeue: code %d\n%s%s\nwant:\n%s", code, out, errOut, want.String())
+	}
+	if out, _, _ := run("job", "list", "--no-headers", "--format", "%.6i|%t|%N"); !strings.Contains(out, fmt.Sprintf("%6s|CD|node-0\n", fmt.Sprintf("%d_0", first))) {
+		t.Errorf("job list --format:\n%s", out)
+	}
 	bad := filepath.Join(submitDir, "bad.sbatch")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --time=soon\necho no\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -657,6 +657,7 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default, 1000); with --all, per request")
 	all := f.fs.Bool("all", false, "every matching job: follow the server's cursor page after page")
 	start := f.fs.Bool("start", false, "only waiting jobs (queued and preempted), with when each is forecast to start, soonest first")
+	format := f.fs.String("format", "", "write the jobs as Slurm's squeue --format does: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
 	var lf listFlags
 	lf.register(f)
 	pos, err := f.parse(args)
@@ -696,6 +697,14 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	jobs, raw, err := cl.listJobs(ctx, q, *all)
 	if err != nil {
 		return err
+	}
+	if *format != "" {
+		items, err := parseSqueueFormat(*format)
+		if err != nil {
+			return err
+		}
+		writeSqueue(c.stdout, items, jobs, c.now(), lf.noHeaders)
+		return nil
 	}
 	return c.writeJobs(jobs, raw, f, lf, jobListColumns, "no jobs")
 }

@@ -26,6 +26,7 @@ Usage:
   gpuportal sim [flags]     replay a cluster trace under several policies and compare them
   gpuportal job ...         submit, list, show, cancel jobs and read their logs over the REST API
   gpuportal sbatch SCRIPT   submit a Slurm batch script, its #SBATCH directives read (docs/slurm.md)
+  gpuportal squeue [flags]  list waiting and running jobs as Slurm's squeue does (-u, -t, -o FORMAT)
   gpuportal session ...     start Jupyter, a terminal or a web app on GPUs, opened through the portal
   gpuportal login [flags]   log in to a server and save it as a context
   gpuportal logout [flags]  forget the token of a context
@@ -95,6 +96,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return agent.RunWatchdog(ctx, os.Stdin, slog.New(slog.NewTextHandler(stderr, nil)).With("process", "agent-watchdog"))
 	case "job":
 		return newJobCmd(stdin, stdout, stderr).run(ctx, args[1:])
+	case "squeue":
+		// Slurm's squeue, for its users: the jobs that wait or run.
+		return newJobCmd(stdin, stdout, stderr).squeue(ctx, args[1:])
 	case "sbatch":
 		// Slurm's sbatch, for its users: gpuportal job submit SCRIPT.
 		return newJobCmd(stdin, stdout, stderr).sbatch(ctx, args[1:])
