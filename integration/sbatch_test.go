@@ -108,6 +108,15 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 	if out, _, _ := run("job", "list", "--no-headers", "--format", "%.6i|%t|%N"); !strings.Contains(out, fmt.Sprintf("%6s|CD|node-0\n", fmt.Sprintf("%d_0", first))) {
 		t.Errorf("job list --format:\n%s", out)
 	}
+	out, errOut, code = run("sacct", "-j", strconv.FormatInt(first, 10), "-P", "-o", "JobID,JobName,State,ExitCode,AllocTRES,NNodes")
+	want.Reset()
+	want.WriteString("JobID|JobName|State|ExitCode|AllocTRES|NNodes\n")
+	for i := range 4 {
+		fmt.Fprintf(&want, "%d_%d|sweep[%d]|COMPLETED|0:0|gres/gpu=1|1\n", first, i, i)
+	}
+	if code != 0 || out != want.String() {
+		t.Errorf("sacct: code %d\n%s%s\nwant:\n%s", code, out, errOut, want.String())
+	}
 	bad := filepath.Join(submitDir, "bad.sbatch")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --time=soon\necho no\n"), 0o644); err != nil {
 		t.Fatal(err)
