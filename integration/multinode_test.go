@@ -215,6 +215,12 @@ func TestTasksPerGPUAcrossTwoMachines(t *testing.T) {
 	if j.State != "succeeded" {
 		t.Fatalf("job = %+v", j)
 	}
+	var shown struct {
+		TasksPerGPU bool `json:"tasks_per_gpu"`
+	}
+	if alice.do("GET", fmt.Sprintf("/api/v1/jobs/%d", id), nil, &shown); !shown.TasksPerGPU {
+		t.Error("the job's tasks_per_gpu is not shown")
+	}
 	var lines []string
 	for _, node := range []string{"tp-a", "tp-b"} {
 		lines = append(lines, strings.Split(strings.TrimSpace(remoteOutput(data, node, id)), "\n")...)

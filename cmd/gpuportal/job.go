@@ -857,6 +857,9 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 		if j.Image != "" {
 			row("image", j.Image)
 		}
+		if j.TasksPerGPU {
+			row("processes", "one per GPU (RANK, LOCAL_RANK)")
+		}
 	case j.Sim != nil:
 		row("workload", "simulated training, "+fmtSeconds(j.Sim.DurationS))
 	}

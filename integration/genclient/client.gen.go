@@ -1291,7 +1291,10 @@ type Job struct {
 	// State timed_out: the job reached its time limit and was stopped (SIGTERM, the grace period, SIGKILL)
 	State       State     `json:"state"`
 	SubmittedAt time.Time `json:"submitted_at"`
-	Team        string    `json:"team"`
+
+	// TasksPerGpu the command runs once per GPU, each with its RANK and LOCAL_RANK, rather than once per machine (docs/multinode.md); absent: once per machine
+	TasksPerGpu *bool  `json:"tasks_per_gpu,omitempty"`
+	Team        string `json:"team"`
 
 	// TimeLeftS what remains of its time limit (never below 0); null without a limit
 	TimeLeftS *float64 `json:"time_left_s"`
