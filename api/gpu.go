@@ -15,10 +15,14 @@ type GPUSeries struct {
 
 // Point is one reading of one GPU.
 type Point struct {
-	T          int64   `json:"t"` // Unix seconds
-	MemUsedMiB int64   `json:"mem_used_mib"`
-	MemMiB     int64   `json:"mem_mib"`
-	UtilPct    float64 `json:"util_pct"`
+	T          int64 `json:"t"` // Unix seconds
+	MemUsedMiB int64 `json:"mem_used_mib"`
+	MemMiB     int64 `json:"mem_mib"`
+	// MemReservedMiB is memory the driver reserves for itself, in neither
+	// mem_used_mib nor what jobs can allocate; absent where the driver
+	// does not say.
+	MemReservedMiB int64   `json:"mem_reserved_mib,omitempty"`
+	UtilPct        float64 `json:"util_pct"`
 	// Jobs are the jobs with memory on the GPU and the memory each holds,
 	// as the machine measured it.
 	Jobs []PointJob `json:"jobs"`

@@ -27,6 +27,7 @@ type Store interface {
 	ArrayTasks(ctx context.Context, id int64) ([]models.Job, error)
 	CreateJob(ctx context.Context, j *models.Job) error
 	CreateArray(ctx context.Context, tasks []*models.Job) error
+	JobByIdempotencyKey(ctx context.Context, user, key string) (*models.Job, error)
 	SetKeepAlive(ctx context.Context, id int64, until time.Time) error
 	Team(ctx context.Context, name string) (*models.Team, error)
 	Teams(ctx context.Context) ([]models.Team, error)

@@ -2,8 +2,12 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
@@ -74,17 +78,75 @@ func (s *App) clusterGPUs() int {
 // (returning the first); when req is not valid it stores nothing and
 // returns an Invalid *Error with every field at fault.
 func (s *App) Submit(ctx context.Context, a Actor, req api.SubmitRequest) (*models.Job, error) {
+	j, _, err := s.SubmitOnce(ctx, a, "", req)
+	return j, err
+}
+
+// MaxIdempotencyKey is the longest Idempotency-Key a submission may carry.
+const MaxIdempotencyKey = 255
+
+// SubmitOnce is Submit for a client that may retry: a submission with a
+// key a's earlier one carried returns that job (replayed) instead of a
+// second one, whenever it was stored, also when the answer to the first
+// was lost; the same key with another request is a Conflict. key "" is
+// Submit.
+func (s *App) SubmitOnce(ctx context.Context, a Actor, key string, req api.SubmitRequest) (j *models.Job, replayed bool, err error) {
+	var digest string
+	if key != "" {
+		if len(key) > MaxIdempotencyKey || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+			return nil, false, invalid("Idempotency-Key", "Idempotency-Key: want 1 to %d printable ASCII characters without spaces", MaxIdempotencyKey)
+		}
+		b, err := json.Marshal(req)
+		if err != nil {
+			return nil, false, fmt.Errorf("submission digest: %w", err)
+		}
+		sum := sha256.Sum256(b)
+		digest = hex.EncodeToString(sum[:])
+		if j, err := s.submitted(ctx, a, key, digest); j != nil || err != nil {
+			return j, j != nil, err
+		}
+	}
+	j, err = s.submit(ctx, a, req, key, digest)
+	if key != "" && errors.Is(err, models.ErrExists) {
+		// The same key raced in from another request of a's: its job.
+		j, err = s.submitted(ctx, a, key, digest)
+		return j, j != nil, err
+	}
+	return j, false, err
+}
+
+// submitted returns a's job submitted with key, nil if none; a Conflict
+// when it was submitted with another request.
+func (s *App) submitted(ctx context.Context, a Actor, key, digest string) (*models.Job, error) {
+	j, err := s.cfg.Store.JobByIdempotencyKey(ctx, a.User.Name, key)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, stored(err)
+	}
+	if j.RequestDigest != digest {
+		return nil, conflict("Idempotency-Key %q was used for another submission (job %d): a new submission needs a new key", key, j.ID)
+	}
+	return j, nil
+}
+
+func (s *App) submit(ctx context.Context, a Actor, req api.SubmitRequest, key, digest string) (*models.Job, error) {
 	j, err := s.checkSubmit(ctx, a, req)
 	if err != nil {
 		return nil, err
 	}
 	j.SubmittedAt = s.cfg.Now()
+	j.IdempotencyKey, j.RequestDigest = key, digest
 	if j.IsSession() {
 		if j.SessionSecret, err = models.NewSessionSalt(); err != nil {
 			return nil, err
 		}
 	}
 	if tasks := spec(req, FieldErrors{}).tasks(j); tasks != nil {
+		for _, t := range tasks[1:] {
+			t.IdempotencyKey, t.RequestDigest = "", "" // the array is its first task's
+		}
 		if err := s.cfg.Store.CreateArray(ctx, tasks); err != nil {
 			return nil, stored(err)
 		}

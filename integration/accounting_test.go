@@ -49,7 +49,7 @@ func TestAccounting(t *testing.T) {
 func checkAccountingDemo(t *testing.T) {
 	srv := startServer(t, "--demo", "--data", t.TempDir())
 	admin := newAPI(t, srv.URL, "admin", "dev")
-	time.Sleep(demoAccountingRun)
+	time.Sleep(demoAccountingRun) // about time: the demo's workload runs this long
 	attained := func(sharing bool) float64 {
 		var js []apitypes.Job
 		if st := admin.do(http.MethodGet, "/api/v1/jobs?scope=all&limit=1000", nil, &js); st != http.StatusOK {
@@ -106,12 +106,11 @@ func checkAccounting(t *testing.T, srv *server) {
 	}
 	long := submit(t, bob, map[string]any{"name": "b-long", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
 	ids = append(ids, long)
-	eventually(t, 30*time.Second, "the long job to start", func() bool {
-		var j jobView
+	eventually(t, 30*time.Second, "the long job to run a second", func() bool {
+		var j apitypes.Job
 		bob.do(http.MethodGet, "/api/v1/jobs/"+strconv.FormatInt(long, 10), nil, &j)
-		return j.State == "running"
+		return j.State == "running" && j.ExecutedS >= 1
 	})
-	time.Sleep(time.Second)
 	if st := bob.do(http.MethodDelete, "/api/v1/jobs/"+strconv.FormatInt(long, 10), nil, nil); st != http.StatusOK && st != http.StatusAccepted {
 		t.Fatalf("cancel: status %d", st)
 	}

@@ -161,20 +161,13 @@ func TestBrowserJourney(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, "the GPU wall to move", func() bool {
 		now, err := chromedp.Run(ctx, chromedp.Evaluate[float64](lastSample))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if now > first {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the GPU wall did not move in 10s (newest sample %v)", now)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return now > first
+	})
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/admin"), chromedp.WaitVisible(`#users`)); err != nil {
 		t.Fatalf("admin page: %v", err)
 	}

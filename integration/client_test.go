@@ -215,6 +215,7 @@ type jobView struct {
 	User        string     `json:"user"`
 	State       string     `json:"state"`
 	Reason      string     `json:"reason"`
+	Queue       int        `json:"queue"`
 	Image       string     `json:"image"`
 	SubmittedAt time.Time  `json:"submitted_at"`
 	StartedAt   *time.Time `json:"started_at"`
@@ -233,6 +234,13 @@ func (a *api) job(id int64) jobView {
 		a.t.Fatalf("GET job %d: status %d", id, st)
 	}
 	return j
+}
+
+// waitQueue waits until job id is in priority queue q: a running job
+// is demoted there once its attained service crosses a threshold.
+func (a *api) waitQueue(id int64, timeout time.Duration, q int) {
+	a.t.Helper()
+	eventually(a.t, timeout, fmt.Sprintf("job %d to be in queue %d", id, q), func() bool { return a.job(id).Queue == q })
 }
 
 func (a *api) waitState(id int64, timeout time.Duration, states ...string) jobView {

@@ -177,7 +177,7 @@ echo "done at step $i"`
 	long := submit(t, cara, map[string]any{"name": "counter", "gpus": 2, "image": image, "command": []string{"sh", "-c", counter}})
 	cara.waitState(long, 60*time.Second, "running")
 	eventually(t, 30*time.Second, "the counter to start", func() bool { return strings.Contains(jobLog(t, cara, long), "start at step 0") })
-	time.Sleep(2 * time.Second) // past 3 GPU-seconds: demoted to queue 1
+	cara.waitQueue(long, 30*time.Second, 1) // past 3 GPU-seconds: demoted
 	short := submit(t, cara, map[string]any{"name": "short", "gpus": 2, "sim": map[string]any{"duration_s": 1}})
 	cara.waitState(short, 30*time.Second, "succeeded")
 	if j := cara.waitState(long, 60*time.Second, "succeeded", "failed"); j.State != "succeeded" || j.Preemptions != 1 {

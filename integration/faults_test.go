@@ -118,6 +118,20 @@ func traceNextRun(t *testing.T, dir string, id int64, prev *runSpan) *runSpan {
 	return got
 }
 
+// traceLines waits until run's part on its machine has traced n lines:
+// it has run n ticks.
+func traceLines(t *testing.T, dir string, run *runSpan, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%v to trace %d lines", run, n), func() bool {
+		for _, s := range readTraces(t, dir) {
+			if s.job == run.job && s.run == run.run && s.node == run.node {
+				return s.lines >= n
+			}
+		}
+		return false
+	})
+}
+
 // placedOn is the machine a running job's first GPU is on, as the API says.
 func placedOn(t *testing.T, a *api, id int64) string {
 	t.Helper()
@@ -148,7 +162,7 @@ func TestFaultFrozenAgent(t *testing.T) {
 	frozen := agents[placedOn(t, alice, id)]
 	frozen.signal(syscall.SIGSTOP)
 	second := traceNextRun(t, traces, id, first)
-	time.Sleep(2 * time.Second) // both would run now, were the first not fenced
+	traceLines(t, traces, second, 8) // both would run now, were the first not fenced
 	frozen.signal(syscall.SIGCONT)
 	alice.waitState(id, 60*time.Second, "succeeded")
 	spans := checkTraces(t, traces)
@@ -174,8 +188,8 @@ func TestFaultPartition(t *testing.T) {
 	first := traceStarted(t, traces, id, "")
 	oneGPUAgent(t, srv.URL, "whole")
 	fw.freeze()
-	traceNextRun(t, traces, id, first)
-	time.Sleep(2 * time.Second)
+	second := traceNextRun(t, traces, id, first)
+	traceLines(t, traces, second, 8) // both would run now, were the cut one not fenced
 	fw.thaw()
 	alice.waitState(id, 60*time.Second, "succeeded")
 	checkTraces(t, traces)
@@ -207,8 +221,9 @@ func TestFaultKilledAgentRestarts(t *testing.T) {
 func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 	data, traces := t.TempDir(), t.TempDir()
 	srv := faultServer(t, data)
+	var agents []*server
 	for _, n := range []string{"s1", "s2"} {
-		startAgent(t, srv.URL, n) // 2 GPUs each
+		agents = append(agents, startAgent(t, srv.URL, n)) // 2 GPUs each
 	}
 	waitGPUs(t, srv.URL, 4)
 	alice := newAPI(t, srv.URL, "alice", "dev")
@@ -220,7 +235,15 @@ func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 		traceStarted(t, traces, id, "")
 	}
 	srv.kill()
-	time.Sleep(4 * time.Second) // past the 2 s timeout: the agents fence
+	// The agents (or their watchdogs) fence the four runs, which end and
+	// whose exits the agents keep: each says so as the run ends.
+	eventually(t, 30*time.Second, "the agents to fence their four runs and keep their exits", func() bool {
+		n := 0
+		for _, a := range agents {
+			n += strings.Count(a.output(), "which heard no server for longer than the heartbeat timeout")
+		}
+		return n >= 4
+	})
 	srv2 := faultServer(t, data, "--addr", strings.TrimPrefix(srv.URL, "http://"))
 	alice2 := newAPI(t, srv2.URL, "alice", "dev")
 	for _, id := range ids {
@@ -239,7 +262,7 @@ func TestFaultForgedExit(t *testing.T) {
 	oneGPUAgent(t, srv.URL, "honest")
 	waitGPUs(t, srv.URL, 1)
 	alice := newAPI(t, srv.URL, "alice", "dev")
-	id := submit(t, alice, map[string]any{"name": "victim", "gpus": 1, "command": tracedJob(traces, 12)})
+	id := submit(t, alice, map[string]any{"name": "victim", "gpus": 1, "command": tracedJob(traces, 40)})
 	run := traceStarted(t, traces, id, "").run
 
 	ws := dialAgent(t, srv.URL, map[string]any{"version": 3, "agent": "mallory", "nodes": []any{map[string]any{
@@ -252,15 +275,15 @@ func TestFaultForgedExit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(time.Second)
+	afterPasses(t, srv.URL, 3)
 	if j := alice.job(id); j.State != "running" {
 		t.Fatalf("after forged exits, job %d = %s, want still running", id, j.State)
 	}
 	alice.waitState(id, 30*time.Second, "succeeded")
 	spans := checkTraces(t, traces)
 	endsOnce(t, alice, id)
-	if len(spans) != 1 || spans[0].lines != 12 {
-		t.Errorf("spans %v, want one run of 12 lines", spans)
+	if len(spans) != 1 || spans[0].lines != 40 {
+		t.Errorf("spans %v, want one run of 40 lines", spans)
 	}
 }
 
@@ -273,6 +296,8 @@ type forwarder struct {
 
 	mu     sync.Mutex
 	frozen bool
+	// held: the target's replies are held, the requests pass (holdReplies).
+	held   bool
 	thawed *sync.Cond
 	conns  []net.Conn
 }
@@ -306,19 +331,20 @@ func (f *forwarder) accept() {
 		f.mu.Lock()
 		f.conns = append(f.conns, c, d)
 		f.mu.Unlock()
-		go f.pipe(c, d)
-		go f.pipe(d, c)
+		go f.pipe(c, d, false)
+		go f.pipe(d, c, true)
 	}
 }
 
-// pipe copies from src to dst, holding every chunk while frozen.
-func (f *forwarder) pipe(src, dst net.Conn) {
+// pipe copies from src to dst, holding every chunk while frozen, and
+// those of a reply (from the target) while replies are held.
+func (f *forwarder) pipe(src, dst net.Conn, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			f.mu.Lock()
-			for f.frozen {
+			for f.frozen || reply && f.held {
 				f.thawed.Wait()
 			}
 			f.mu.Unlock()
@@ -338,6 +364,27 @@ func (f *forwarder) pipe(src, dst net.Conn) {
 func (f *forwarder) freeze() {
 	f.mu.Lock()
 	f.frozen = true
+	f.mu.Unlock()
+}
+
+// holdReplies lets requests through and holds the target's answers: a
+// request is carried out, its answer lost until cut.
+func (f *forwarder) holdReplies() {
+	f.mu.Lock()
+	f.held = true
+	f.mu.Unlock()
+}
+
+// cut closes every connection, as a network that gave up does, and lets
+// new ones through whole.
+func (f *forwarder) cut() {
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+	f.held = false
+	f.thawed.Broadcast()
 	f.mu.Unlock()
 }
 
@@ -417,7 +464,7 @@ func TestFaultDiskFull(t *testing.T) {
 	eventually(t, 15*time.Second, "the server to hold the exits it cannot store", func() bool {
 		return strings.Contains(metricsText(t, srv.URL), "gpuportal_unrecorded_exits 2")
 	})
-	time.Sleep(3 * time.Second) // several passes fail to store them
+	afterPasses(t, srv.URL, 3) // several passes fail to store them
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +551,7 @@ func TestFaultDatabaseStopped(t *testing.T) {
 	if d, err := time.ParseDuration(os.Getenv("GPUPORTAL_DB_DOWN")); err == nil && d > 0 {
 		down = d // by hand: the 20 s
 	}
-	time.Sleep(down)
+	time.Sleep(down) // about time: an outage of this length, past the heartbeat timeout
 	pg.start()
 	eventually(t, 60*time.Second, "the server to lead again", func() bool { return role(base) == "leader" })
 	alice = newAPI(t, base, "alice", "dev")
@@ -559,7 +606,7 @@ func supervise(t *testing.T, args ...string) *supervisor {
 			if err == nil {
 				_ = cmd.Wait()
 			}
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // about time: systemd's RestartSec, between restarts
 		}
 	}()
 	t.Cleanup(func() {

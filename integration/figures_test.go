@@ -63,7 +63,7 @@ func TestFiguresAgree(t *testing.T) {
 	rounds := 0
 	for ; time.Now().Before(deadline); rounds++ {
 		f.round(admin, b, cl, cliEnv, stream)
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // about time: rounds of readings over figuresRun, the demo changing between them
 	}
 	f.checkStream(stream)
 	t.Logf("%d rounds on %d GPUs: %d jobs followed, %d growths seen, %d borrowed jobs in team topics, %d cross-checks (%s)",

@@ -142,7 +142,7 @@ func TestBrowserSubmitAndConfirm(t *testing.T) {
 	if !strings.HasPrefix(q, "Cancel job ") || !strings.Contains(q, "(confirm-me)") {
 		t.Errorf("cancelling asked %q, want the job's number and name", q)
 	}
-	time.Sleep(time.Second)
+	afterPasses(t, srv.URL, 3) // a cancel would have been carried out
 	if err := waitFor(sc, "the job still runs after a no", `!!document.querySelector("#job-state .state-running")`, time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestBrowserSubmitAndConfirm(t *testing.T) {
 	if q, err := asked(sc); err != nil || !strings.HasPrefix(q, "Cordon node-0?") {
 		t.Errorf("cordoning asked %q (%v), want \"Cordon node-0? ...\"", q, err)
 	}
-	time.Sleep(2500 * time.Millisecond) // a live refresh of the machines
+	afterPasses(t, srv.URL, 3) // a cordon would have been applied and shown
 	state, err := chromedp.Run(ctx, chromedp.Text(`.node-head .state`))
 	if err != nil {
 		t.Fatal(err)

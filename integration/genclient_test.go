@@ -69,11 +69,17 @@ func TestGeneratedClient(t *testing.T) {
 			DurationS float64  `json:"duration_s"`
 			UtilPct   *float64 `json:"util_pct,omitempty"`
 		}{DurationS: seconds}
-		r, err := alice.SubmitJobWithResponse(ctx, req)
+		key := "gen-" + name
+		r, err := alice.SubmitJobWithResponse(ctx, &genclient.SubmitJobParams{IdempotencyKey: &key}, req)
 		if err != nil || r.JSON201 == nil {
 			t.Fatalf("submit %s: %v, status %d, body %s", name, err, r.StatusCode(), r.Body)
 		}
 		j := *r.JSON201
+		// Sent again with its key (an answer lost), it is the same job.
+		again, err := alice.SubmitJobWithResponse(ctx, &genclient.SubmitJobParams{IdempotencyKey: &key}, req)
+		if err != nil || again.JSON201 == nil || again.JSON201.Id != j.Id || again.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("submit %s again with its key: %v, status %d, body %s; want job %d replayed", name, err, again.StatusCode(), again.Body, j.Id)
+		}
 		if j.Id == 0 || j.Name != name || j.User != "alice" || j.Team != "vision" || j.Gpus != 1 || j.Sim == nil || j.Sim.DurationS != seconds {
 			t.Errorf("submitted %s: %+v", name, j)
 		}

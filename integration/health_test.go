@@ -96,7 +96,7 @@ touch "$GPUPORTAL_CHECKPOINT_DIR/ran"; sleep 3; echo "CUDA error: GPU is lost"; 
 		t.Errorf("GPU 0 fault = %q", f)
 	}
 	waiting := submit(t, alice, map[string]any{"name": "waits", "gpus": 1, "command": "true"})
-	time.Sleep(2 * time.Second)
+	afterPasses(t, srv.URL, 3)
 	if st := alice.job(waiting).State; st != "queued" {
 		t.Fatalf("a job went to a failed GPU: %s", st)
 	}
@@ -123,7 +123,7 @@ touch "$GPUPORTAL_CHECKPOINT_DIR/ran"; sleep 3; echo "CUDA error: GPU is lost"; 
 		n0.GPUs[0].Fault != "GPU gpu-node/0 reported XID 79 (GPU fell off the bus)" {
 		t.Fatalf("after the restart: %+v; want both GPUs still out of service, with their faults", n0)
 	}
-	time.Sleep(2 * time.Second)
+	afterPasses(t, srv.URL, 3)
 	if st := alice.job(waiting).State; st != "queued" {
 		t.Fatalf("after the restart a job went to a failed GPU: %s", st)
 	}
@@ -191,7 +191,7 @@ func TestCordon(t *testing.T) {
 	}
 
 	next := submit(t, alice, map[string]any{"name": "next", "gpus": 1, "command": "true"})
-	time.Sleep(2 * time.Second)
+	afterPasses(t, srv.URL, 3)
 	if st := alice.job(next).State; st != "queued" {
 		t.Fatalf("a job started with both nodes cordoned: %s", st)
 	}
@@ -299,7 +299,7 @@ func TestMonitorOnlyAgentRunsNoJobs(t *testing.T) {
 	eventually(t, 20*time.Second, "the monitor to connect", func() bool { return strings.Contains(mon.output(), "connected to the server") })
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	id := submit(t, alice, map[string]any{"name": "nowhere", "gpus": 1, "command": "true"})
-	time.Sleep(2 * time.Second)
+	afterPasses(t, srv.URL, 3)
 	if st := alice.job(id).State; st != "queued" {
 		t.Errorf("a job went to a monitor-only agent: %s", st)
 	}

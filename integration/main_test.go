@@ -183,3 +183,18 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() bool)
 		}
 	}
 }
+
+// afterPasses waits until the engine of the server at base has run n
+// more scheduling passes (gpuportal_scheduler_passes_total in /metrics).
+// A test that checks that something did not happen (a job did not start,
+// a forged exit changed nothing) waits for passes rather than seconds:
+// the first pass counted may have begun before the event, so n of at
+// least 3 leaves two whole passes that saw it, however busy the machine.
+func afterPasses(t *testing.T, base string, n int) {
+	t.Helper()
+	const series = "gpuportal_scheduler_passes_total"
+	from := scrape(t, base).get(series)
+	eventually(t, 60*time.Second, fmt.Sprintf("%d more scheduling passes than %v", n, from), func() bool {
+		return scrape(t, base).get(series) >= from+float64(n)
+	})
+}

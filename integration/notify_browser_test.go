@@ -64,18 +64,13 @@ func TestBrowserNotifications(t *testing.T) {
 			}
 			mail.Wait(t, i+1, 30*time.Second)
 			// The table refreshes itself: the email sent, the webhook failed, to be retried.
-			var text string
-			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(text, "connection failed") || !strings.Contains(text, "sent") {
-				if time.Now().After(deadline) {
-					t.Fatalf("the table does not show the delivery and the failure:\n%s", text)
-				}
-				time.Sleep(500 * time.Millisecond)
-				text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#deliveries').innerText`))
+			eventually(t, 30*time.Second, "the table to show the delivery and the failure", func() bool {
+				text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#deliveries').innerText`))
 				if err != nil {
 					t.Fatal(err)
 				}
-			}
+				return strings.Contains(text, "connection failed") && strings.Contains(text, "sent")
+			})
 			problems, err := sc.check(screen{"notifications", "/notifications", 200}, vp, "alice")
 			if err != nil {
 				t.Fatal(err)

@@ -29,7 +29,7 @@ echo "done at step $i"`
 		t.Fatalf("submit: %d", st)
 	}
 	a.waitState(long.ID, 30*time.Second, "running")
-	time.Sleep(4 * time.Second) // past 3 GPU-seconds: demoted to queue 1
+	a.waitQueue(long.ID, 30*time.Second, 1) // past 3 GPU-seconds: demoted
 	var short jobView
 	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "short", "gpus": 1, "sim": map[string]any{"duration_s": 1}}, &short); st != http.StatusCreated {
 		t.Fatalf("submit: %d", st)
@@ -62,7 +62,7 @@ func TestPreemptorWaitsForTheCheckpoint(t *testing.T) {
 	victim[2] = `trap 'sleep 1.5; exit 143' TERM; ` + victim[2]
 	long := submit(t, a, map[string]any{"name": "victim", "gpus": 1, "command": victim})
 	traceStarted(t, traces, long, "")
-	time.Sleep(4 * time.Second) // past 3 GPU-seconds: demoted to queue 1
+	a.waitQueue(long, 30*time.Second, 1) // past 3 GPU-seconds: demoted
 	short := submit(t, a, map[string]any{"name": "preemptor", "gpus": 1, "command": tracedJob(traces, 8)})
 	a.waitState(short, 60*time.Second, "succeeded")
 	spans := checkTraces(t, traces)

@@ -148,7 +148,7 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 	})
 	t.Logf("a cordon through the follower took effect on the leader after %v", time.Since(cordoned).Round(10*time.Millisecond))
 	late := submit(t, alice, map[string]any{"name": "late", "gpus": 1, "sim": map[string]any{"duration_s": 1}})
-	time.Sleep(3 * time.Second) // three of the leader's passes, with a GPU free
+	afterPasses(t, a.URL, 3) // the leader's passes, with a GPU free
 	if j := alice.job(late); j.State != "queued" {
 		t.Errorf("job %d on a cordoned machine with a free GPU: %s, want queued", late, j.State)
 	}
@@ -276,14 +276,15 @@ func followerForecast(t *testing.T, leader, follower *api, id int64) {
 		}
 		return a.Sub(*b).Abs() < time.Millisecond // the database keeps microseconds
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		l, f := get(leader), get(follower)
-		if l.State != "unknown" && l.State == f.State && l.Reason == f.Reason &&
-			near(l.Earliest, f.Earliest) && near(l.Likely, f.Likely) && near(l.Latest, f.Latest) {
-			return
+	var l, f apitypes.Forecast
+	defer func() {
+		if t.Failed() {
+			t.Logf("forecast of job %d: leader %+v, follower %+v", id, l, f)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("forecast of job %d after 20s: leader %+v, follower %+v; want the same, not unknown", id, l, f)
-		}
-	}
+	}()
+	eventually(t, 20*time.Second, fmt.Sprintf("the leader's forecast of job %d, not unknown, on the follower", id), func() bool {
+		l, f = get(leader), get(follower)
+		return l.State != "unknown" && l.State == f.State && l.Reason == f.Reason &&
+			near(l.Earliest, f.Earliest) && near(l.Likely, f.Likely) && near(l.Latest, f.Latest)
+	})
 }

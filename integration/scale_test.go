@@ -76,7 +76,7 @@ func BenchmarkClusterAtScale(b *testing.B) {
 		first := scrape(b, srv.URL)
 		var idle []float64
 		for s := range secs {
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // about time: the benchmark samples the cluster once a second
 			m := scrape(b, srv.URL)
 			busy, free := m.get(`gpuportal_gpus{state="busy"}`), m.get(`gpuportal_gpus{state="idle"}`)
 			if busy+free > 0 {

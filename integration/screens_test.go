@@ -194,7 +194,7 @@ func (sc *screenChecker) check(s screen, vp viewport, prefix string) ([]string, 
 	if err != nil {
 		return nil, fmt.Errorf("%s at %s: %w", s.path, vp.name, err)
 	}
-	time.Sleep(sc.settle)
+	time.Sleep(sc.settle) // about time: charts and fonts draw with no event to wait on
 	problems, err := sc.judge(vp, s.status)
 	if err != nil {
 		return nil, fmt.Errorf("%s at %s: %w", s.path, vp.name, err)

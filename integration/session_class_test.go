@@ -35,7 +35,7 @@ func TestSessionSurvivesBatchStream(t *testing.T) {
 		}
 		batch = append(batch, sub{who, submit(t, who, map[string]any{"name": fmt.Sprintf("%s-%d", name, i), "gpus": 1,
 			"sim": map[string]any{"duration_s": 40}})})
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // about time: the stream's pace, while the session's service crosses the limit
 		if j := alice.job(shell); j.State != "running" || j.Preemptions != 0 {
 			t.Fatalf("after %d batch jobs the session is %s with %d preemptions: %s", len(batch), j.State, j.Preemptions, j.Reason)
 		}

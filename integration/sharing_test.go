@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -181,10 +182,7 @@ func TestBrowserWallDrawsLanes(t *testing.T) {
 // the estimate it measured, it fits its lane and succeeds. The lanes of
 // the remote machine reach GET /api/v1/gpus through its heartbeats.
 func TestRemoteJobOutgrowsItsLane(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	py := needPython(t)
 	clients, err := filepath.Abs(filepath.Join("..", "static", "clients"))
 	if err != nil {
 		t.Fatal(err)
@@ -263,8 +261,9 @@ print("done", flush=True)
 
 // pythonForGate returns a python3 that can import PyTorch where one is
 // installed (Debian's python3-torch is CPU-only), else the first
-// python3 on the PATH, and whether it has PyTorch. It skips t without
-// any python3.
+// python3 on the PATH, and whether it has PyTorch. Without any python3
+// it skips t, or fails it in CI (CI=true), where scripts/ensure-torch
+// installs one.
 func pythonForGate(t *testing.T) (py string, torch bool) {
 	t.Helper()
 	var found []string
@@ -274,6 +273,9 @@ func pythonForGate(t *testing.T) (py string, torch bool) {
 		}
 	}
 	if len(found) == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no python3: scripts/ensure-torch installs it")
+		}
 		t.Skip("python3 not found")
 	}
 	for _, p := range found {

@@ -284,21 +284,19 @@ func (c *slurmCluster) nodeStates() map[string]string {
 // slurmctld dies.
 func (c *slurmCluster) waitNodes(timeout time.Duration, ok func(map[string]string) bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
 	var states map[string]string
-	for {
+	defer func() {
+		if c.t.Failed() {
+			c.t.Logf("Slurm nodes are %v:\n%s", states, c.logs())
+		}
+	}()
+	eventually(c.t, timeout, "the Slurm nodes' states", func() bool {
 		if !c.ctld.alive() {
-			c.t.Fatalf("slurmctld died:\n%s", c.logs())
+			c.t.Fatal("slurmctld died")
 		}
 		states = c.nodeStates()
-		if ok(states) {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("Slurm nodes are %v after %v:\n%s", states, timeout, c.logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ok(states)
+	})
 }
 
 // jobs lists the Slurm jobs that have not ended.

@@ -84,6 +84,8 @@ func TestFaultSoak(t *testing.T) {
 
 	end := time.Now().Add(time.Duration(minutes * float64(time.Minute)))
 	faults := map[string]int{}
+	// About time: a soak is faults of random lengths at random moments;
+	// its sleeps are the schedule of the chaos, not waits for an event.
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(10+rng.IntN(20)) * time.Second)
 		a := agents[rng.IntN(len(agents))]

@@ -85,8 +85,15 @@ func TestSQLiteSubmissionsSurviveKill(t *testing.T) {
 	// Now kill it while eight clients submit.
 	stop := make(chan struct{})
 	done := make(chan int)
+	mu.Lock()
+	before := len(acked)
+	mu.Unlock()
 	go func() { done <- run(8, time.Minute, stop) }()
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, 30*time.Second, "the eight clients to have 16 submissions acknowledged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= before+16
+	})
 	srv.kill()
 	close(stop)
 	<-done

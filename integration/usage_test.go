@@ -108,7 +108,7 @@ func TestUsageAgrees(t *testing.T) {
 				t.Errorf("job %d idle %s in the API; its page or job show says otherwise:\n%s", id, since, out)
 			}
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // about time: rounds of readings over usageRun, the demo changing between them
 	}
 	if idleSeen == 0 {
 		t.Errorf("the notebook (job %d) was never seen idle in %v", notebook, usageRun)

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -122,6 +123,9 @@ func (s *Store) createJobs(ctx context.Context, batch []*createReq) {
 
 func createJob(tx *gorm.DB, j *Job) error {
 	if err := tx.Create(j).Error; err != nil {
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
+			return fmt.Errorf("create job %q: idempotency key %q: %w", j.Name, j.IdempotencyKey, ErrExists)
+		}
 		return fmt.Errorf("create job %q: %w", j.Name, err)
 	}
 	return addEvent(tx, j, j.SubmittedAt)

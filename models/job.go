@@ -96,6 +96,12 @@ type Job struct {
 	// server was upgraded from a version that stored its token in clear
 	// (sealLegacySessions).
 	SessionToken string `gorm:"size:64;default:''"`
+	// IdempotencyKey is the key its owner's client submitted it with
+	// (Idempotency-Key; unique per user, "" for none), RequestDigest the
+	// SHA-256 of that request: a retry with the key gets this job back,
+	// another request with it is refused (JobByIdempotencyKey).
+	IdempotencyKey string `gorm:"size:255;default:''"`
+	RequestDigest  string `gorm:"size:64;default:''"`
 	// KeepAliveUntil: its owner keeps it running though idle until then
 	// (gpuportal session keep-alive); nil: never asked.
 	KeepAliveUntil *time.Time

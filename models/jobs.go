@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -35,6 +36,9 @@ func (s *Store) CreateArray(ctx context.Context, tasks []*Job) error {
 				j.ArrayID = tasks[0].ID
 			}
 			if err := tx.Create(j).Error; err != nil {
+				if errors.Is(err, gorm.ErrDuplicatedKey) {
+					err = fmt.Errorf("idempotency key %q: %w", j.IdempotencyKey, ErrExists)
+				}
 				return fmt.Errorf("create task %d of array %q: %w", j.ArrayIndex, j.Name, err)
 			}
 			if i == 0 {
@@ -53,6 +57,20 @@ func (s *Store) CreateArray(ctx context.Context, tasks []*Job) error {
 		s.writes.add("job", len(tasks))
 	}
 	return err
+}
+
+// JobByIdempotencyKey returns user's job submitted with key
+// (Job.IdempotencyKey), or ErrNotFound.
+func (s *Store) JobByIdempotencyKey(ctx context.Context, user, key string) (*Job, error) {
+	var j Job
+	err := s.db.WithContext(ctx).Where(`"user" = ? AND idempotency_key = ?`, user, key).Take(&j).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("job of %s with idempotency key %q: %w", user, key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job of %s with idempotency key %q: %w", user, key, err)
+	}
+	return &j, nil
 }
 
 // ArrayTasks returns the tasks of array id, by index.

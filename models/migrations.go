@@ -39,7 +39,8 @@ func migrations() []migration {
 		{29, "jobs: index on updated_at, for the engine's reads of the jobs changed since its last pass (engine.go)", jobsUpdatedIndex},
 		{30, "teams.idle_below_pct and idle_after_s: each team's own rule for idle GPUs (0: the server's)", teamIdleRule},
 		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
-		{32, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
+		{32, "jobs.idempotency_key and request_digest, unique per user: retried submissions get their first job (jobs.go)", jobsIdempotency},
+		{33, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
 	}
 }
 
@@ -618,14 +619,34 @@ func serverKeysTable(tx *gorm.DB) error {
 	return createTables(tx, &v31ServerKey{})
 }
 
-// v32Job holds the column step 32 adds to jobs: whether the command runs
-// once per GPU rather than once per machine.
+// v32Job holds the columns step 32 adds to jobs: the key a client
+// submitted the job with and the digest of its request.
 type v32Job struct {
-	TasksPerGPU bool `gorm:"not null;default:false"`
+	IdempotencyKey string `gorm:"size:255;default:''"`
+	RequestDigest  string `gorm:"size:64;default:''"`
 }
 
 func (v32Job) TableName() string { return "jobs" }
 
+func jobsIdempotency(tx *gorm.DB) error {
+	if err := addColumns(tx, &v32Job{}, "IdempotencyKey", "RequestDigest"); err != nil {
+		return err
+	}
+	const stmt = `CREATE UNIQUE INDEX IF NOT EXISTS idx_jobs_user_idempotency_key ON jobs ("user", idempotency_key) WHERE idempotency_key <> ''`
+	if err := tx.Exec(stmt).Error; err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
+}
+
+// v33Job holds the column step 33 adds to jobs: whether the command runs
+// once per GPU rather than once per machine.
+type v33Job struct {
+	TasksPerGPU bool `gorm:"not null;default:false"`
+}
+
+func (v33Job) TableName() string { return "jobs" }
+
 func jobsTasksPerGPU(tx *gorm.DB) error {
-	return addColumns(tx, &v32Job{}, "TasksPerGPU")
+	return addColumns(tx, &v33Job{}, "TasksPerGPU")
 }

@@ -51,11 +51,22 @@ func (s *Server) apiSubmit(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	j, err := s.app.Submit(ctx, appActor(c), req)
+	j, replayed, err := s.app.SubmitOnce(ctx, appActor(c), c.Request().Header.Get("Idempotency-Key"), req)
 	if err != nil {
 		return err
 	}
-	return s.jobResponse(c, http.StatusCreated, j)
+	c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/api/v1/jobs/%d", j.ID))
+	if replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	if err := s.jobResponse(c, http.StatusCreated, j); err != nil {
+		// The job is stored: the answer says so, though the figures
+		// around it cannot be read now (a retry would find it again by
+		// its key, but one without a key would submit it twice).
+		s.cfg.Logger.Warn("job submitted, its full answer not", "job", j.ID, "err", err)
+		return c.JSON(http.StatusCreated, api.Job{ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: j.State, Reason: j.Reason})
+	}
+	return nil
 }
 
 // jobResponse answers with j as the API shows it now, with its use of

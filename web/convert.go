@@ -372,7 +372,7 @@ func (m *moment) teamShares() []api.TeamShare {
 
 // pointOf converts a GPU reading.
 func pointOf(p telemetry.Point) api.Point {
-	out := api.Point{T: p.T, MemUsedMiB: p.MemUsedMiB, MemMiB: p.MemMiB, UtilPct: p.UtilPct,
+	out := api.Point{T: p.T, MemUsedMiB: p.MemUsedMiB, MemMiB: p.MemMiB, MemReservedMiB: p.MemReservedMiB, UtilPct: p.UtilPct,
 		Jobs: make([]api.PointJob, len(p.Jobs)), Held: append([]int64{}, p.Held...), PowerW: p.PowerW, TempC: p.TempC}
 	for i, j := range p.Jobs {
 		out.Jobs[i] = api.PointJob{JobID: j.JobID, MemMiB: j.MemMiB}

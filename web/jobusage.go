@@ -43,6 +43,17 @@ type gpuReading struct {
 	Live       bool
 }
 
+// jobMemIn returns job id's memory among a reading's jobs, and whether
+// the reading counts it.
+func jobMemIn(jobs []gpu.JobMem, id int64) (int64, bool) {
+	for _, jm := range jobs {
+		if jm.JobID == id {
+			return jm.MemMiB, true
+		}
+	}
+	return 0, false
+}
+
 // placementKeys reads "node:index" placements.
 func placementKeys(placement []string) []telemetry.GPUKey {
 	var out []telemetry.GPUKey
@@ -359,11 +370,8 @@ func (s *Server) jobUsage(ctx context.Context, j *models.Job, now time.Time, poi
 			last := rs[n-1]
 			u := last.UtilPct
 			g.UtilPct, g.MemUsedMiB = &u, int64(last.MemUsedMiB+0.5)
-			for _, jm := range last.Jobs {
-				if jm.JobID == j.ID {
-					m := jm.MemMiB
-					g.JobMemMiB = &m
-				}
+			if m, ok := jobMemIn(last.Jobs, j.ID); ok {
+				g.JobMemMiB = &m
 			}
 		}
 		for id := range others {
@@ -422,17 +430,19 @@ func usagePoints(id int64, rs []gpuReading, from, to int64, shared bool) []api.U
 		a.util += r.UtilPct * w
 		a.mem += r.MemUsedMiB * w
 		a.w += w
+		own, counted := jobMemIn(r.Jobs, id)
 		switch {
+		case r.Live && counted:
+			a.jobMem += float64(own) * w
+			a.jobW += w
 		case !shared:
+			// No machine counted the job's own memory (the GPU's history,
+			// a back end without per-process readings): alone on its GPU,
+			// the job's is the GPU's.
 			a.jobMem += r.MemUsedMiB * w
 			a.jobW += w
 		case r.Live:
-			for _, jm := range r.Jobs {
-				if jm.JobID == id {
-					a.jobMem += float64(jm.MemMiB) * w
-				}
-			}
-			a.jobW += w
+			a.jobW += w // on a shared GPU, no entry: none of its memory
 		default:
 			a.jobUnknownSeen = true
 		}

@@ -78,6 +78,7 @@ var (
 	// Per GPU, as DCGM's exporter has them (its field in brackets).
 	gpuInfoDesc    = desc("gpu_info", "A GPU of a connected machine and its model (always 1).", "node", "gpu", "uuid", "model")
 	gpuMemDesc     = desc("gpu_memory_used_bytes", "GPU framebuffer memory in use, bytes (DCGM_FI_DEV_FB_USED, in MiB there).", gpuLabels...)
+	gpuMemResDesc  = desc("gpu_memory_reserved_bytes", "GPU framebuffer memory the driver reserves for itself, in neither used nor free, bytes (DCGM_FI_DEV_FB_RESERVED, in MiB there); 0 where the driver does not say.", gpuLabels...)
 	gpuMemTotDesc  = desc("gpu_memory_total_bytes", "GPU framebuffer memory, bytes (DCGM_FI_DEV_FB_TOTAL, in MiB there).", gpuLabels...)
 	gpuUtilDesc    = desc("gpu_utilization_percent", "GPU utilization, percent from 0 to 100 (DCGM_FI_DEV_GPU_UTIL).", gpuLabels...)
 	gpuPowerDesc   = desc("gpu_power_usage_watts", "GPU power draw, watts (DCGM_FI_DEV_POWER_USAGE); 0 where the GPU does not report it.", gpuLabels...)
@@ -128,7 +129,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		lastPassDesc, passHistDesc, wholePassDesc, phaseDesc, exitLagDesc, coalescedDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, timedOutDesc, nodeLostDesc,
 		beatsDesc, beatAgeDesc, wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, submitDesc, waitDesc,
 		inUseDesc, utilizedDesc, teamInUseDesc, teamUtilDesc, teamBorrDesc, teamGuarDesc, buildDesc,
-		gpuInfoDesc, gpuMemDesc, gpuMemTotDesc, gpuUtilDesc, gpuPowerDesc, gpuTempDesc, gpuECCDesc, gpuXIDDesc,
+		gpuInfoDesc, gpuMemDesc, gpuMemResDesc, gpuMemTotDesc, gpuUtilDesc, gpuPowerDesc, gpuTempDesc, gpuECCDesc, gpuXIDDesc,
 		gpuLastXIDDesc, gpuAllocDesc, jobShareDesc, jobMemDesc} {
 		ch <- d
 	}
@@ -262,6 +263,7 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 			}
 			ch <- gauge(gpuMemDesc, float64(smp.MemUsedMiB)*(1<<20), labels...)
 			ch <- gauge(gpuMemTotDesc, float64(mem)*(1<<20), labels...)
+			ch <- gauge(gpuMemResDesc, float64(smp.MemReservedMiB)*(1<<20), labels...)
 			ch <- gauge(gpuUtilDesc, smp.UtilPct, labels...)
 			ch <- gauge(gpuPowerDesc, smp.PowerW, labels...)
 			ch <- gauge(gpuTempDesc, float64(smp.TempC), labels...)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -448,6 +450,49 @@ func (cl *jobClient) do(ctx context.Context, method, path string, query url.Valu
 
 // doHeader is do that also returns the answer's headers.
 func (cl *jobClient) doHeader(ctx context.Context, method, path string, query url.Values, body any) ([]byte, http.Header, error) {
+	return cl.send(ctx, method, path, query, body, nil)
+}
+
+// submitRetries are the pauses between the attempts of a submission the
+// server could not answer: about half a minute in all.
+var submitRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second}
+
+// submit posts a submission under an Idempotency-Key of its own, and
+// sends it again while the server cannot be reached or answers that it
+// cannot serve now (502, 503, 504): a retry gets back the job an earlier
+// attempt stored, whose answer was lost, never a second one.
+func (cl *jobClient) submit(ctx context.Context, req api.SubmitRequest) ([]byte, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("idempotency key: %w", err)
+	}
+	h := http.Header{"Idempotency-Key": {"cli-" + hex.EncodeToString(b)}}
+	for attempt := 0; ; attempt++ {
+		raw, _, err := cl.send(ctx, http.MethodPost, "/api/v1/jobs", nil, req, h)
+		if err == nil || attempt == len(submitRetries) || !retriable(err) {
+			return raw, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(submitRetries[attempt]):
+		}
+	}
+}
+
+// retriable reports whether a request that failed with err may be sent
+// again: the server was not reached, or said it cannot serve now.
+func retriable(err error) bool {
+	var ae *jobAPIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusBadGateway || ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusGatewayTimeout
+	}
+	var ue *url.Error
+	return errors.As(err, &ue)
+}
+
+// send is doHeader with extra request headers.
+func (cl *jobClient) send(ctx context.Context, method, path string, query url.Values, body any, header http.Header) ([]byte, http.Header, error) {
 	u := *cl.base
 	u.Path = cl.base.Path + path
 	u.RawQuery = query.Encode()
@@ -466,6 +511,9 @@ func (cl *jobClient) doHeader(ctx context.Context, method, path string, query ur
 	req.Header.Set("Authorization", "Bearer "+cl.token)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "gpuportal-cli")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -628,7 +676,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	raw, err := cl.do(ctx, http.MethodPost, "/api/v1/jobs", nil, req)
+	raw, err := cl.submit(ctx, req)
 	if err != nil {
 		return flagForField(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -177,7 +176,7 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 	if err != nil {
 		return err
 	}
-	raw, err := cl.do(ctx, http.MethodPost, "/api/v1/jobs", nil, req)
+	raw, err := cl.submit(ctx, req)
 	if err != nil {
 		return flagForField(err)
 	}

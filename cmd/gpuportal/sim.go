@@ -61,6 +61,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		limitSpread = fs.Bool("limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
 		reserveS    = fs.Float64("reserve-after-s", 0, "reserve GPUs for a job that has waited `seconds` (its age less its run time) and cannot start: the GPUs that free earliest, which later jobs use only if they end before then or, under a preemptive policy without fair share, give them back (docs/scheduling.md, Reservations); 0 is off (serve's default is 300)")
 		maxReserve  = fs.Int("max-reservations", 0, "with --reserve-after-s: how many jobs hold a reservation at once, in priority order (default 1)")
+		jitterSeed  = fs.Uint64("jitter-seed", 0, "replay a jittered copy of the trace, drawn from seed `N` (trace.Jittered: submit times moved by up to 60 s either way, durations and time limits scaled by 1/1.25 to 1.25); 0 replays the trace as it is")
 		learnPrior  = fs.Bool("learn-prior", false, "tiresias-g's distribution of GPU-times learns online, as the live server's does: each finished job joins it, from the shipped prior, with the jobs still running as lower bounds (without: the prior throughout, as in the reference)")
 		fromDB      simDBFlags
 	)
@@ -213,6 +214,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for reason, n := range tr.Skipped {
 		fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
 	}
+	if *jitterSeed != 0 {
+		tr.Jobs = trace.Jittered(tr.Jobs, *jitterSeed, simJitterShiftS, simJitterScale)
+	}
 	if *assign != "" {
 		if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
 			return fmt.Errorf("sim: --assign-teams: %w", err)
@@ -240,6 +244,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	return sim.WriteTable(stdout, results)
 }
+
+// The jitter of --jitter-seed, as the jittered copies of docs/scheduling.md.
+const (
+	simJitterShiftS = 60
+	simJitterScale  = 1.25
+)
 
 // simForecast replays jobs under each policy, forecasting starts at each
 // arrival, and prints how the forecasts did (core/forecast/replay).

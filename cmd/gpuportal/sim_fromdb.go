@@ -49,7 +49,7 @@ func (f *simDBFlags) check(set map[string]bool) error {
 		}
 		return nil
 	}
-	for _, name := range []string{"trace", "format", "assign-teams", "forecast", "forecast-every", "forecast-arrivals"} {
+	for _, name := range []string{"trace", "format", "assign-teams", "forecast", "forecast-every", "forecast-arrivals", "jitter-seed"} {
 		if set[name] {
 			return fmt.Errorf("sim: --%s does not go with --from-db: the jobs come from the database", name)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,12 +12,9 @@ import (
 	"testing"
 )
 
-const sixtyJobs = "../../../shared/traces/tiresias-60job.csv"
+const sixtyJobs = "../../testdata/traces/tiresias-60job.csv"
 
 func TestSimCommand(t *testing.T) {
-	if _, err := os.Stat(sixtyJobs); err != nil {
-		t.Skipf("shared traces not here: %v", err)
-	}
 	svg := filepath.Join(t.TempDir(), "cdf.svg")
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "4x8",
@@ -72,6 +70,8 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		{[]string{"sim", "--from-db", "--days", "0"}, "--days"},
 		{[]string{"sim", "--from-db", "--max-jobs", "-1"}, "--max-jobs"},
 		{[]string{"sim", "--from-db", "--forecast"}, "--forecast"},
+		{[]string{"sim", "--from-db", "--jitter-seed", "1"}, "--jitter-seed"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--jitter-seed", "-1"}, "jitter-seed"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--reserve-after-s", "-1"}, "--reserve-after-s"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--reserve-after-s", "NaN"}, "--reserve-after-s"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--max-reservations", "-2"}, "--max-reservations"},
@@ -111,6 +111,37 @@ func TestSimCommandFairShare(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"sim", "--trace", "../../core/sim/testdata/fairshare.csv", "--cluster", "4x8", "--teams", "vision"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--teams") {
 		t.Errorf("bad --teams: err = %v, want it to name the flag", err)
+	}
+}
+
+// TestSimCommandJitter replays jittered copies of a trace: the same seed
+// gives the same figures, another seed other ones, and no seed the trace
+// itself.
+func TestSimCommandJitter(t *testing.T) {
+	sim := func(extra ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args := append([]string{"sim", "--trace", "../../core/sim/testdata/fairshare.csv", "--cluster", "4x8", "--policy", "fifo", "--json"}, extra...)
+		if err := run(context.Background(), args, &out, &errOut); err != nil {
+			t.Fatalf("%v: %v\n%s", args[1:], err, errOut.String())
+		}
+		var rows []struct {
+			AvgJCT float64 `json:"avg_jct_s"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("--json: %v\n%s", err, out.String())
+		}
+		return fmt.Sprint(rows[0].AvgJCT)
+	}
+	plain, one, two := sim(), sim("--jitter-seed", "1"), sim("--jitter-seed", "2")
+	if again := sim("--jitter-seed", "1"); again != one {
+		t.Errorf("seed 1 twice: avg JCT %s then %s", one, again)
+	}
+	if one == plain || two == plain || one == two {
+		t.Errorf("avg JCT: trace %s, seed 1 %s, seed 2 %s: want three different figures", plain, one, two)
+	}
+	if zero := sim("--jitter-seed", "0"); zero != plain {
+		t.Errorf("seed 0: avg JCT %s, want the trace's %s", zero, plain)
 	}
 }
 
@@ -168,9 +199,6 @@ func TestSimCommandSharing(t *testing.T) {
 // TestSimCommandForecast: --forecast replays the trace, forecasting each
 // wait, and prints the calibration per policy (--json: the reports).
 func TestSimCommandForecast(t *testing.T) {
-	if _, err := os.Stat(sixtyJobs); err != nil {
-		t.Skipf("shared traces not here: %v", err)
-	}
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"sim", "--trace", sixtyJobs, "--cluster", "2x4", "--policy", "fifo,tiresias-l", "--forecast"}, &out, &errOut)
 	if err != nil {

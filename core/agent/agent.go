@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -125,7 +126,8 @@ type run struct {
 	id   int64  // the run's number (job.Spec.Run)
 	stop func() // asks the run to end
 	done chan struct{}
-	pgid int // the process group of a command job; 0 for a simulated one
+	pgid int   // the process group of a command job; 0 for a simulated one
+	gpus []int // the machine's GPUs it holds (job.Spec.GPUs)
 	// sessionPort is the loopback port a session serves on; 0 for a
 	// batch run (session.go).
 	sessionPort int
@@ -237,7 +239,36 @@ func (a *Local) Sample(now time.Time) []gpu.Sample {
 		}
 		attributeProcesses(&ss[i], groups, a.groupOf)
 	}
+	a.countHolders(ss)
 	return ss
+}
+
+// countHolders gives every job on a GPU an entry in its sample's Jobs,
+// 0 MiB where none of its processes holds memory there yet: a job's
+// memory is its own processes', never the GPU's (which may hold others'
+// processes, or the driver's reserved memory where it counts it).
+func (a *Local) countHolders(ss []gpu.Sample) {
+	a.mu.Lock()
+	on := make(map[int][]int64)
+	for id, r := range a.runs {
+		for _, g := range r.gpus {
+			on[g] = append(on[g], id)
+		}
+	}
+	a.mu.Unlock()
+	for i := range ss {
+		s := &ss[i]
+		added := false
+		for _, id := range on[s.Index] {
+			if !slices.ContainsFunc(s.Jobs, func(j gpu.JobMem) bool { return j.JobID == id }) {
+				s.Jobs = append(s.Jobs, gpu.JobMem{JobID: id})
+				added = true
+			}
+		}
+		if added {
+			sort.Slice(s.Jobs, func(x, y int) bool { return s.Jobs[x].JobID < s.Jobs[y].JobID })
+		}
+	}
 }
 
 // processGroups maps the process group of each running command job to the
@@ -380,7 +411,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		log.Close()
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
-	r := &run{id: s.Run, done: make(chan struct{})}
+	r := &run{id: s.Run, gpus: s.GPUs, done: make(chan struct{})}
 	if s.Session != nil {
 		ss, err := sessionCommand(s, a.jobDir(s.JobID), ra, a.sessionHost(s))
 		if err != nil {
@@ -469,7 +500,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 		a.mu.Lock()
 		delete(a.runs, s.JobID)
-		exceeded, timedOut := r.exceeded, r.timedOut
+		exceeded, timedOut, fenced := r.exceeded, r.timedOut, r.fenced
 		a.mu.Unlock()
 		close(r.done)
 		ex := job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
@@ -478,6 +509,11 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}
 		if timedOut {
 			ex.Err, ex.EndedAs = "time limit reached: stopped by its agent", job.TimedOut
+		}
+		if fenced && code != 0 && !timedOut {
+			// However late it died (the agent may have heard a server
+			// again meanwhile), a fenced run is not the job's failure.
+			ex.Infra, ex.Err = true, fencedErr
 		}
 		a.exits <- ex
 	}()

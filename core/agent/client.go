@@ -250,11 +250,10 @@ func (c *Client) collectExits(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ex := <-c.cfg.Exits:
-			if ex.ExitCode != 0 && !ex.Infra && c.fencedAt(ex.At) {
+			if ex.ExitCode != 0 && !ex.Infra && ex.EndedAs == "" && c.fencedAt(ex.At, c.graceOf(ex.Node)) {
 				// Stopped because no server was heard (fence.go), by the
 				// agent or its watchdog: not the job's fault.
-				ex.Infra = true
-				ex.Err = "stopped by its agent, which heard no server for longer than the heartbeat timeout"
+				ex.Infra, ex.Err = true, fencedErr
 			}
 			c.cfg.Logger.Info("job ended", "job", ex.JobID, "run", ex.Run, "node", ex.Node, "code", ex.ExitCode, "err", ex.Err)
 			// Kept on disk until the server acknowledges it, so that an

@@ -153,12 +153,10 @@ func TestRootAgentRefusesCommandJobsUnlessAsked(t *testing.T) {
 }
 
 func TestRunAsAnotherUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("switching users needs root")
-	}
+	needRoot(t) // switching users
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	exits := make(chan job.Exit, 1)
 	// nobody must reach its job folder: t.TempDir's parent is private.
@@ -297,5 +295,29 @@ func TestSampleCountsAJobsProcessesAsTheJob(t *testing.T) {
 		t.Errorf("sample = %+v; want job 11 holding 3000 MiB and one other process", s)
 	}
 	_ = a.Stop(context.Background(), job.RunRef{Job: 11})
+	waitExit(t, exits)
+}
+
+// A job none of whose processes holds memory on its GPU yet holds 0 MiB
+// there, not the GPU's used memory (another process's, or what the
+// driver reserves): every GPU of the run has its entry.
+func TestSampleCountsAJobWithoutProcessesAsNothing(t *testing.T) {
+	exits := make(chan job.Exit, 1)
+	backend := procBackend{Sim: gpu.NewSim("n0", 2, 8192), procs: func() []gpu.ProcMem {
+		return []gpu.ProcMem{{PID: os.Getpid(), MemMiB: 480}} // not the job's
+	}}
+	a, err := New(Config{Name: "n0", Backend: backend, WorkDir: t.TempDir(), Grace: time.Second}, exits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background(), job.Spec{JobID: 12, Command: []string{"sleep", "30"}, GPUs: []int{0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range a.Sample(time.Now()) {
+		if len(s.Jobs) != 1 || s.Jobs[0] != (gpu.JobMem{JobID: 12}) || s.Index == 0 && len(s.Processes) != 1 {
+			t.Errorf("GPU %d: sample = %+v; want job 12 holding 0 MiB (and on GPU 0 the other process apart)", s.Index, s)
+		}
+	}
+	_ = a.Stop(context.Background(), job.RunRef{Job: 12})
 	waitExit(t, exits)
 }

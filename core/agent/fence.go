@@ -36,11 +36,27 @@ func (c *Client) hear() {
 	}
 }
 
+// fencedErr is why a fenced run ended.
+const fencedErr = "stopped by its agent, which heard no server for longer than the heartbeat timeout"
+
+// graceOf is the time node's runs have to end after SIGTERM before they
+// are killed; 0 for a node the client does not know.
+func (c *Client) graceOf(node string) time.Duration {
+	for _, n := range c.cfg.Nodes {
+		if n.Name() == node {
+			return n.cfg.Grace
+		}
+	}
+	return 0
+}
+
 // fencedAt reports whether at fell in a time when runs were being fenced:
 // no server heard for longer than the timeout, now or in a silence since
-// ended. The watchdog's lease, renewed at most every fifth of a second,
-// may end that much earlier.
-func (c *Client) fencedAt(at time.Time) bool {
+// ended, or within grace after such a silence ended (a run sent SIGTERM
+// in it may take that long to die, after a server was heard again). The
+// watchdog's lease, renewed at most every fifth of a second, may end that
+// much earlier.
+func (c *Client) fencedAt(at time.Time, grace time.Duration) bool {
 	timeout := time.Duration(c.timeout.Load())
 	if timeout <= 0 {
 		return false
@@ -52,7 +68,7 @@ func (c *Client) fencedAt(at time.Time) bool {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
 	for _, s := range c.fencedSpans {
-		if !at.Before(s[0].Add(-slack)) && !at.After(s[1]) {
+		if !at.Before(s[0].Add(-slack)) && !at.After(s[1].Add(grace+slack)) {
 			return true
 		}
 	}

@@ -59,7 +59,7 @@ func TestLimitsFallback(t *testing.T) {
 		Resources: &job.Resources{CPUMilli: 500, MemMiB: 1024}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // about time: a window of CPU use to read
 	u := usageOf(t, a, 3)
 	if u.Enforced || !strings.HasPrefix(u.Note, job.NotEnforcedPrefix) || !strings.Contains(u.Note, "cgroups not writable") {
 		t.Errorf("usage %+v: want unenforced with the reason", u)
@@ -99,8 +99,8 @@ func TestLimitsEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	usageOf(t, a, 9) // start a fresh window
-	time.Sleep(1500 * time.Millisecond)
+	usageOf(t, a, 9)                    // start a fresh window
+	time.Sleep(1500 * time.Millisecond) // about time: the window of CPU use
 	u := usageOf(t, a, 9)
 	// How much CPU the job gets depends on how busy the machine is (a
 	// timed assertion would be flaky); the quota files are checked below.

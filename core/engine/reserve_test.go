@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,59 @@ func TestEngineReservation(t *testing.T) {
 	}
 	if _, _, ok := e.Reservation(4); ok {
 		t.Error("job 4 holds a reservation")
+	}
+}
+
+// TestEngineReservationPreemptsAcrossTeams: under fair share, a job
+// reserved once it waited its bound preempts the backfills on its GPUs,
+// of another team too, and that is no reclaim: the preempted job's wait
+// and its stop reason name the reserved job and its reservation, and the
+// engine counts a preemption, not a reclaim. Teams vision and nlp are
+// guaranteed 2 GPUs each of a 4-GPU machine; vision's 4-GPU job 3 has
+// waited 20 minutes, past a bound of 5, so it borrows and is reserved
+// at its rank; jobs 1 (nlp) and 2 (vision) started 5 minutes ago, after
+// it was due, having waited a minute: backfills, which it preempts.
+func TestEngineReservationPreemptsAcrossTeams(t *testing.T) {
+	started := t0.Add(-5 * time.Minute)
+	running := func(id int64, team string, gpu int) Job {
+		return Job{ID: id, Team: team, GPUs: 1, SimDuration: 10000, State: job.Running,
+			Placement: []sched.GPURef{{Node: "n0", Index: gpu}}, LastStartAt: &started,
+			SubmittedAt: started.Add(-time.Minute + time.Duration(id)*time.Second)}
+	}
+	mem := newMemStore(running(1, "nlp", 0), running(2, "vision", 1),
+		Job{ID: 3, Team: "vision", GPUs: 4, SimDuration: 100, SubmittedAt: t0.Add(-20 * time.Minute)})
+	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 2}, {Name: "nlp", GuaranteeGPUs: 2}}}
+	n := newFakeNode("n0", 4)
+	n.running[1], n.running[2] = 1, 1
+	e, clock := newTestEngine(t, mem, n)
+	e.cfg.Store = store
+	sc, err := sched.New(sched.Config{Policy: "tiresias-l", ReserveAfterS: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	mustPass(t, e)
+	if len(n.stops) != 2 {
+		t.Fatalf("stops = %v; want jobs 1 and 2 preempted for job 3's reservation", n.stops)
+	}
+	if got := e.Waits()[1].Reason; !strings.HasPrefix(got, "preempted for job 3, whose reservation of its GPUs came due") {
+		t.Errorf("job 1 (nlp) waits %q, want it preempted for job 3's reservation", got)
+	}
+	st := e.Stats()
+	if st.Reclaims != 0 || st.Preempted[CauseTeam{Cause: PreemptPriority, Team: "nlp"}] != 1 {
+		t.Errorf("reclaims %d, preempted %v; want nlp's job preempted, no reclaim", st.Reclaims, st.Preempted)
+	}
+	for _, id := range n.stops {
+		delete(n.running, id)
+		e.testExit(context.Background(), exit("n0", id, -1, clock.t))
+	}
+	const why = "preempted for job 3, which had its GPUs reserved once it waited past its bound"
+	if mem.state(1) != job.Preempted || !strings.HasPrefix(mem.reason[1], why) {
+		t.Errorf("job 1 is %s, stopped with %q; want preempted, stopped with %q", mem.state(1), mem.reason[1], why+"...")
+	}
+	clock.t = clock.t.Add(time.Second)
+	mustPass(t, e)
+	if mem.state(3) != job.Running {
+		t.Errorf("job 3 is %s, want running on the GPUs of its reservation", mem.state(3))
 	}
 }

@@ -32,7 +32,11 @@ type Sample struct {
 	Index      int
 	MemUsedMiB int64
 	MemMiB     int64
-	UtilPct    float64
+	// MemReservedMiB is memory the driver reserves for itself, counted in
+	// neither MemUsedMiB nor what jobs can allocate (NVML's v2 memory
+	// info, DCGM's FB_RESERVED); 0 where the driver does not say.
+	MemReservedMiB int64
+	UtilPct        float64
 	// Jobs is the memory of each job on the GPU. The simulated back end
 	// fills it; for NVML the agent fills it from Processes, since only the
 	// agent knows which processes belong to which job.

@@ -9,16 +9,16 @@ import (
 	"testing"
 )
 
-// workloads is the measured figures' folder, seen from this package.
-const workloads = "../../../shared/workloads"
+// workloads is the measured figures' folder, seen from this package
+// (testdata/workloads/README.md).
+const workloads = "../../testdata/workloads"
 
-// readCSV reads a workloads file as rows of named fields, or skips the
-// test when the folder is absent.
+// readCSV reads a workloads file as rows of named fields.
 func readCSV(t *testing.T, name string) []map[string]string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(workloads, name))
 	if err != nil {
-		t.Skipf("workload figures absent: %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	rows, err := csv.NewReader(f).ReadAll()

@@ -2,7 +2,6 @@ package salussim
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -10,19 +9,16 @@ import (
 	"github.com/gpuportal/gpuportal/core/trace"
 )
 
-// sharedTraces is where the shared traces sit, seen from this package.
-const sharedTraces = "../../../shared/traces"
+// sharedTraces is where the repository keeps the real traces its tests
+// read (testdata/traces/README.md), seen from this package.
+const sharedTraces = "../../testdata/traces"
 
 // openbLast6w reads openb-pods.csv and keeps its last 6,183 jobs, the
 // ones the Tiresias-format openb-last6w-tiresias.csv was derived from
-// (core/trace checks the match), with submit times from the first. It
-// skips the test when the shared traces are absent.
+// (core/trace checks the match), with submit times from the first.
 func openbLast6w(t testing.TB) []trace.Job {
 	t.Helper()
 	path := filepath.Join(sharedTraces, "openb-pods.csv")
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("shared traces absent: %v", err)
-	}
 	tr, err := trace.ReadFile(path, trace.FormatOpenB)
 	if err != nil {
 		t.Fatal(err)

@@ -221,35 +221,66 @@ func (p *pass) pop(next *entry) *entry {
 	return p.pending.pop()
 }
 
+// What teamHold does with the pending entry the walk reached.
+const (
+	teamGo          = iota // decide it as any job
+	teamHeld               // taken out of the walk: deferred or waiting
+	teamReserveOnly        // a borrower due for a reservation while lending is stopped
+)
+
 // teamHold takes pending entry e, which peek returned, out of the walk
-// for its team's sake, and tells whether it did. A job of a team under
-// its guarantee that does not fit within it is deferred to the borrowers,
-// by its team's fair-share factor. A job waits (explained) when its user
-// would pass a cap, or when it would borrow while lending is stopped.
-func (p *pass) teamHold(e *entry) bool {
+// for its team's sake, and tells whether it did (teamHeld). A job of a
+// team under its guarantee that does not fit within it is deferred to
+// the borrowers, by its team's fair-share factor, unless it is due for a
+// reservation the pass may still give and does not fit the free GPUs: it
+// is then decided at its policy rank (docs/scheduling.md, "Reservations
+// under fair share"), and, while lending is stopped, only reserved for
+// (teamReserveOnly). One that fits needs no reservation: deferred, it
+// takes no free GPU that a job within its team's guarantee, ranked below
+// it, would take. A
+// job waits (explained) when its user would pass a cap, or when it would
+// borrow while lending is stopped.
+func (p *pass) teamHold(e *entry) int {
 	n := int(e.gpus)
 	if n <= 0 {
-		return false
+		return teamGo
 	}
+	atRank := false
 	if p.fair && e.fk == 0 && !p.entitled(e) {
-		e = p.pop(e)
-		e.fk = 2 - p.fs.t[p.jteam[e.job]].f
-		heapPush(&p.later, e)
-		return true
+		if !p.rsvAtRank(e) || p.fitsFree(e) {
+			e = p.pop(e)
+			e.fk = 2 - p.fs.t[p.jteam[e.job]].f
+			heapPush(&p.later, e)
+			return teamHeld
+		}
+		atRank = true
 	}
 	if u := p.juser[e.job]; u >= 0 && int(p.uheld[u])+n > int(p.ucap[u]) {
 		p.waitUserCap(e, u)
 		p.pop(e)
-		return true
+		return teamHeld
 	}
 	if p.lendStop {
 		if t := &p.fs.t[p.jteam[e.job]]; t.inUse+n*unit > t.g {
+			if atRank {
+				return teamReserveOnly
+			}
 			p.waitLending(e)
 			p.pop(e)
-			return true
+			return teamHeld
 		}
 	}
-	return false
+	return teamGo
+}
+
+// fitsFree tells whether pending entry e fits the free GPUs of the
+// machines it may use (masked for it until the walk's next step).
+func (p *pass) fitsFree(e *entry) bool {
+	if int(e.gpus) > p.cl.free {
+		return false
+	}
+	p.mask(e)
+	return p.cl.fits(p.ruleFor(e))
 }
 
 // entitled tells whether e's team has room for e within its guarantee.
@@ -538,7 +569,7 @@ func (p *pass) markBorrowed() {
 		return compareKeys(ea, eb)
 	})
 	p.order = order
-	if p.sh.on && len(p.d.Starts) > 0 {
+	if p.startedSharing() {
 		started := make(map[int64][]GPURef, len(p.d.Starts))
 		for _, st := range p.d.Starts {
 			started[st.JobID] = st.GPUs
@@ -561,6 +592,19 @@ func (p *pass) markBorrowed() {
 		p.d.Borrowed = []int64{}
 	}
 	slices.Sort(p.d.Borrowed)
+}
+
+// startedSharing tells whether a job started in the pass shares its GPU:
+// the GPUs of the jobs on the GPUs it joins or takes are then counted by
+// their shares (heldGPUs), though no running job shared one when the pass
+// began.
+func (p *pass) startedSharing() bool {
+	for _, i := range p.startJob {
+		if p.s.Jobs[i].Sharing {
+			return true
+		}
+	}
+	return false
 }
 
 // fairCause refines a capacity wait under fair share: a job that may
@@ -676,6 +720,9 @@ func (p *pass) waitLending(e *entry) {
 	b = append(b, " of team "...)
 	b = appendName(b, by.Team)
 	b = append(b, ", within its guarantee, waits for GPUs"...)
+	if len(p.rsv) > 0 {
+		b = p.appendReserved(b, e)
+	}
 	p.addWait(e, WaitTeamShare, b)
 }
 

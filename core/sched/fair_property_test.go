@@ -130,7 +130,9 @@ func fairProblems(sc *Scheduler, s Snapshot, cfg Config, d Decisions) []string {
 		}
 		v, f := a.jobs[p.JobID], a.jobs[p.For]
 		if v.Team != f.Team && !p.Reclaim {
-			bad("job %d of team %s preempted for job %d of team %s without a reclaim", v.ID, v.Team, f.ID, f.Team)
+			if why := rsvPreemptProblem(s, cfg, mk, a, v, f); why != "" {
+				bad("job %d of team %s preempted for job %d of team %s without a reclaim (%s)", v.ID, v.Team, f.ID, f.Team, why)
+			}
 		}
 		if !p.Reclaim {
 			continue
@@ -263,6 +265,37 @@ func fairProblems(sc *Scheduler, s Snapshot, cfg Config, d Decisions) []string {
 		}
 	}
 	return out
+}
+
+// rsvPreemptProblem says why the preemption of job v, of another team than
+// job f, for f is not one a reservation makes under fair share; "" when
+// it is: f starts in the pass, having waited its bound, and v is a
+// backfill, started since f became due, and not a job within its team's
+// guarantee that had waited its own bound when it started.
+func rsvPreemptProblem(s Snapshot, cfg Config, mk map[int64]uint8, a after, v, f *Job) string {
+	bound := func(j *Job) float64 {
+		for _, t := range s.Teams {
+			if t.Name == j.Team {
+				if t.ReserveAfterS != 0 && !math.IsNaN(t.ReserveAfterS) {
+					return t.ReserveAfterS
+				}
+				break
+			}
+		}
+		return cfg.ReserveAfterS
+	}
+	bf := bound(f)
+	switch {
+	case a.started[f.ID].JobID == 0:
+		return "it does not start"
+	case !(bf > 0) || waitedS(f, s.Now) < bf:
+		return "it is not due for a reservation"
+	case !(v.LastStartTime >= s.Now-waitedS(f, s.Now)+bf):
+		return "the victim started before it was due"
+	case mk[v.ID]&runBorrowed == 0 && bound(v) > 0 && waitedS(v, s.Now) >= bound(v):
+		return "the victim, within its guarantee, had waited its bound"
+	}
+	return ""
 }
 
 // TestFairInvariants: with teams, every pass keeps the invariants of

@@ -80,6 +80,8 @@ type pass struct {
 	rsvBound    map[string]float64 // teams' own bounds
 	rsvNext     float64            // when the next waiting job becomes due, or 0
 	rsvIsDue    []bool             // per job: pending, due for a reservation, not yet decided
+	rsvWithin   []bool             // fair share: per job, within its team's guarantee when decided
+	rsvNoStart  bool               // tryReserve reserves, but starts nothing
 	rsvDueLeft  int                // such jobs
 	rsv         []rsvState
 	rsvJust     int32   // the job whose reservation was just made, or -1

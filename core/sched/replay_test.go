@@ -123,7 +123,7 @@ func readTiresiasTrace(tb testing.TB, path string) []traceJob {
 	tb.Helper()
 	f, err := os.Open(path)
 	if err != nil {
-		tb.Skipf("trace not available: %v", err)
+		tb.Fatal(err)
 	}
 	defer f.Close()
 	var out []traceJob

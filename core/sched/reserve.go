@@ -153,6 +153,7 @@ func (p *pass) rsvBegin() {
 	p.rsv = p.rsv[:0]
 	p.rsvFree, p.rsvJust, p.rsvPending, p.rsvNext, p.rsvDueLeft = 0, -1, -1, 0, 0
 	p.rsvOpened, p.rsvOpenN = p.rsvOpened[:0], 0
+	p.rsvWithin = p.rsvWithin[:0]
 	p.startJob = p.startJob[:0]
 	p.runEnd, p.runStart = p.runEnd[:0], p.runStart[:0]
 	clear(p.rsvBound)
@@ -173,14 +174,20 @@ func (p *pass) rsvBegin() {
 			}
 		}
 	}
-	if !on {
+	if !on || math.IsNaN(p.now) || math.IsInf(p.now, 0) {
+		// A clock that is not a time has no "earliest": no reservation
+		// (FuzzSchedule: a +Inf clock made one due at NaN).
 		return
 	}
 	p.rsvOn = true
 	p.rsvMax = p.sc.cfg.MaxReservations
-	p.rsvPreempt = p.ownPreempt && !p.fair
+	p.rsvPreempt = p.ownPreempt
 	p.rsvIsDue = resize(p.rsvIsDue, len(p.s.Jobs))
 	clear(p.rsvIsDue)
+	if p.fair {
+		p.rsvWithin = resize(p.rsvWithin, len(p.s.Jobs))
+		clear(p.rsvWithin)
+	}
 	if !p.count {
 		p.rsvOwner = resize(p.rsvOwner, len(p.cl.busy))
 		for s := range p.rsvOwner {
@@ -227,6 +234,27 @@ func (p *pass) boundOf(j *Job) float64 {
 // (OmitWaits): the engine's walk, which goes to the end, would.
 func (p *pass) rsvWalkOn() bool {
 	return p.rsvDueLeft > 0 && len(p.rsv) < p.rsvMax
+}
+
+// rsvAtRank tells whether pending entry e, which would borrow under fair
+// share, is due for a reservation the pass may still give: it is then
+// decided at its policy rank, not deferred to the borrowers (teamHold).
+func (p *pass) rsvAtRank(e *entry) bool {
+	return p.rsvOn && len(p.rsv) < p.rsvMax && p.rsvIsDue[e.job]
+}
+
+// reserveOnly decides pending entry e, which peek returned: a borrower
+// due for a reservation, reached while lending is stopped. It gets its
+// reservation but does not start, even on free GPUs (they are held for
+// it), and waits as every borrower then does.
+func (p *pass) reserveOnly(e *entry) {
+	p.mask(e)
+	e = p.pop(e)
+	p.rsvNoStart = true
+	p.tryReserve(e)
+	p.rsvNoStart = false
+	p.waitLending(e)
+	p.rsvCommit()
 }
 
 // rsvDecided notes that the walk has taken entry e out of the line.
@@ -313,12 +341,18 @@ func (d *GPUTimeDist) MedianRemaining(a float64) (float64, bool) {
 	return d.sorted[lo] - a, true
 }
 
-// mayBackfill tells whether job j, later in the walk than reservation k,
-// may start on its GPUs: it ends before the reservation's start by its
-// time limit, it is preemptible there, or it is an interactive session:
-// a person waits on it, so no reservation holds it back, and the reserved
-// job waits for it as for a job that started before.
-func (p *pass) mayBackfill(j *Job, k *rsvState) bool {
+// mayBackfill tells whether job i (an index in Snapshot.Jobs), later in
+// the walk than reservation k, may start on its GPUs: it ends before the
+// reservation's start by its time limit, or it is preemptible there. An
+// interactive session, on which a person waits, and, under fair share, a
+// job within its team's guarantee are held back only until they have
+// waited their own bound: the reserved job then waits for them as for
+// jobs that started before, and a team's guaranteed work waits at most
+// its bound for another team's reservation. Under fair share a borrower
+// that has waited its bound is due itself, and no backfill
+// (rsvFairVictim): it is held back.
+func (p *pass) mayBackfill(i int32, k *rsvState) bool {
+	j := &p.s.Jobs[i]
 	if hasLimit(j) {
 		ran := j.ExecutedS
 		if !(ran > 0) || math.IsInf(ran, 1) {
@@ -331,7 +365,16 @@ func (p *pass) mayBackfill(j *Job, k *rsvState) bool {
 	if rsvProtected(j) {
 		return p.waitedBound(j)
 	}
+	if p.fair && p.waitedBound(j) {
+		return p.guaranteed(i)
+	}
 	return p.rsvPreempt
+}
+
+// guaranteed tells whether job i, under fair share, was within its
+// team's guarantee when the walk decided it.
+func (p *pass) guaranteed(i int32) bool {
+	return len(p.rsvWithin) > 0 && p.rsvWithin[i]
 }
 
 // waitedBound tells whether job j has waited its own bound: it is then
@@ -346,14 +389,14 @@ func (p *pass) waitedBound(j *Job) bool {
 // preempted for a reservation, nor held back by one.
 func rsvProtected(j *Job) bool { return !j.Class.preemptible() || j.Interactive }
 
-// rsvBars tells whether slot s is reserved for a job that job j may not
+// rsvBars tells whether slot s is reserved for a job that job i may not
 // backfill: the joining of a shared GPU (share.go) asks.
-func (p *pass) rsvBars(s int32, j *Job) bool {
+func (p *pass) rsvBars(s, i int32) bool {
 	if len(p.rsv) == 0 || p.count {
 		return false
 	}
 	k := p.rsvOwner[s]
-	return k >= 0 && !p.mayBackfill(j, &p.rsv[k])
+	return k >= 0 && !p.mayBackfill(i, &p.rsv[k])
 }
 
 // openReserved lets pending entry e, decided next, use the free GPUs held
@@ -363,10 +406,9 @@ func (p *pass) openReserved(e *entry) {
 	if p.rsvFree == 0 {
 		return
 	}
-	j := &p.s.Jobs[e.job]
 	may := false
 	for k := range p.rsv {
-		if p.mayBackfill(j, &p.rsv[k]) {
+		if p.mayBackfill(e.job, &p.rsv[k]) {
 			may = true
 			break
 		}
@@ -380,7 +422,7 @@ func (p *pass) openReserved(e *entry) {
 	cl := &p.cl
 	for k := range p.rsv {
 		rk := &p.rsv[k]
-		if !p.mayBackfill(j, rk) {
+		if !p.mayBackfill(e.job, rk) {
 			continue
 		}
 		if p.count {
@@ -525,6 +567,9 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 	if rsvProtected(j) {
 		return false
 	}
+	if p.fair {
+		return p.rsvFairVictim(ri, e, due)
+	}
 	switch run.state &^ runReached {
 	case runOpen:
 		return true
@@ -535,6 +580,32 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 		return compareEntries(p.startKey(ri), e) > 0
 	}
 	return false
+}
+
+// rsvFairVictim is rsvVictim under fair share, where the policy preempts
+// only within a team and a team under its guarantee reclaims what other
+// teams borrow: the reserved job e preempts only the backfills, the jobs
+// that started since it became due (due) and that, as the waiting jobs
+// they were then, the policy ranked below it; and of those not a job
+// that had waited its own bound when it started: one within its team's
+// guarantee, so that a team's guaranteed work is delayed by another
+// team's reservation by its bound at most, nor a borrower, due itself
+// (held off the reserved GPUs, mayBackfill), which started in its turn
+// elsewhere: preempting it would only hand its GPUs from one due job to
+// another, pass after pass, at a long queue of due jobs.
+func (p *pass) rsvFairVictim(ri int32, e *entry, due float64) bool {
+	run := &p.runs[ri]
+	if st := run.state &^ runReached; st != runOpen && st != runKept {
+		return false
+	}
+	j := &p.s.Jobs[run.job]
+	if !(j.LastStartTime >= due) {
+		return false
+	}
+	if p.waitedBound(j) {
+		return false
+	}
+	return compareKeys(p.startKey(ri), e) > 0
 }
 
 // startKey is running job run's entry as the waiting job it was when its
@@ -639,7 +710,12 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 		return false
 	}
 	if p.rsvFeasible(cand, r, p.now) {
-		p.startReserved(e, p.rsvChoose(cand, r, p.now))
+		slots := p.rsvChoose(cand, r, p.now)
+		if p.rsvNoStart {
+			p.addReservation(e, slots, r.n, p.now, due)
+			return false
+		}
+		p.startReserved(e, slots)
 		return true
 	}
 	// The earliest time T at which the slots free by then hold r.
@@ -664,11 +740,11 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 	}
 	from := times[lo]
 	slots := p.rsvChoose(cand, r, from)
-	if from <= p.now {
+	if from <= p.now && !p.rsvNoStart {
 		p.startReserved(e, slots)
 		return true
 	}
-	p.addReservation(e, slots, r.n, from, due)
+	p.addReservation(e, slots, r.n, max(from, p.now), due)
 	return false
 }
 
@@ -948,7 +1024,7 @@ func (p *pass) reserveCount(e *entry, due float64) bool {
 	}
 	p.rsvRels = rels
 	n := int(e.gpus)
-	if n <= p.cl.free+victims {
+	if n <= p.cl.free+victims && !p.rsvNoStart {
 		// Preempt the victims that would run longest, until it fits.
 		vs := slices.DeleteFunc(slices.Clone(rels), func(x rsvRel) bool { return x.run < 0 })
 		slices.SortFunc(vs, func(a, b rsvRel) int {

@@ -428,9 +428,9 @@ func reservationProblems(sc *Scheduler, s Snapshot) []string {
 	p := new(pass)
 	d := p.run(sc, &s)
 	exists, schedulable := gpuIndex(s)
-	jobs := map[int64]*Job{}
+	jobs, index := map[int64]*Job{}, map[int64]int32{}
 	for i := range s.Jobs {
-		jobs[s.Jobs[i].ID] = &s.Jobs[i]
+		jobs[s.Jobs[i].ID], index[s.Jobs[i].ID] = &s.Jobs[i], int32(i)
 	}
 	started := map[int64]bool{}
 	for _, st := range d.Starts {
@@ -471,7 +471,7 @@ func reservationProblems(sc *Scheduler, s Snapshot) []string {
 		rk := &p.rsv[k]
 		for _, st := range d.Starts[rk.starts:] {
 			for _, g := range st.GPUs {
-				if taken[g] == r.JobID && !p.mayBackfill(jobs[st.JobID], rk) {
+				if taken[g] == r.JobID && !p.mayBackfill(index[st.JobID], rk) {
 					bad("job %d starts on %v, reserved for job %d from %v, and may not backfill", st.JobID, g, r.JobID, r.FromS)
 				}
 			}
@@ -584,4 +584,145 @@ func withoutHeldSessions(s Snapshot, cfg Config, d Decisions) Snapshot {
 		return j.State == Pending && rsvProtected(&j) && waitedS(&j, s.Now) < cfg.ReserveAfterS
 	})
 	return s
+}
+
+// teamOf sets a job's team.
+func teamOf(name string) func(*Job) { return func(j *Job) { j.Team = name } }
+
+// TestReservationFairShare: under fair share (teams vision and nlp, 4 of
+// 8 GPUs each, a bound of 300 s), nlp's 8-GPU job borrows 4 GPUs. It is
+// reserved at its policy rank, even while a job within its guarantee
+// waits; the jobs that start on its GPUs before their bound are
+// preemptible backfills of any team, and a job within its guarantee that
+// had waited its bound when it started is waited for, never preempted.
+func TestReservationFairShare(t *testing.T) {
+	teams := []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}
+	vision, nlp := teamOf("vision"), teamOf("nlp")
+	all := on("node-0", span(0, 8)...)
+	// big is nlp's 8-GPU job, submitted at 0, due since 300; demoted has
+	// run 500 s before (queue 1 of tiresias-l: below new jobs), and is
+	// due since 800.
+	big, demoted := pend(10, 8, 0, nlp), pend(10, 8, 0, nlp, served(500))
+	cases := []struct {
+		name     string
+		policy   string
+		now      float64
+		jobs     []Job
+		starts   []int64
+		preempts []int64
+		rsv      []Reservation
+		waits    map[int64]string
+	}{
+		{
+			name:   "reserved while lending is stopped: vision's job 12 within its guarantee waits for nlp's young borrower",
+			policy: "tiresias-l",
+			now:    2000,
+			jobs: []Job{
+				demoted,
+				run(1, 900, on("node-0", 0), vision, ranFrom(1000, 2000), limit(1500)),
+				run(2, 900, on("node-0", 1), vision, ranFrom(1000, 2000), limit(1600)),
+				run(3, 900, on("node-0", 2), vision, ranFrom(1000, 2000), limit(1700)),
+				run(4, 900, on("node-0", 3), nlp, ranFrom(1000, 2000), limit(1200)),
+				run(5, 900, on("node-0", 4), nlp, ranFrom(1000, 2000), limit(1200)),
+				run(6, 900, on("node-0", 5), nlp, ranFrom(1000, 2000), limit(1200)),
+				run(7, 900, on("node-0", 6), nlp, ranFrom(1000, 2000), limit(1200)),
+				run(8, 1800, on("node-0", 7), nlp, ranFrom(1900, 2000), limit(500)),
+				pend(12, 1, 1990, vision),
+			},
+			// the last of them, job 3, ends by its limit at 2,700
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 2700, DueS: 800}},
+			waits: map[int64]string{
+				10: "no GPUs are lent while job 12 of team vision, within its guarantee, waits for GPUs; GPUs node-0:0-7 reserved for it, expected free in 700 s",
+				12: "GPUs lent to other teams may be reclaimed in 500 s",
+			},
+		},
+		{
+			name:   "it starts once the jobs from before are gone, preempting the backfills of either team",
+			policy: "tiresias-l",
+			now:    3000,
+			jobs: []Job{
+				big,
+				// vision's job waited 100 s, nlp's 50 s, when they
+				// started, after 300
+				run(1, 2400, on("node-0", 0), vision, ranFrom(2500, 3000)),
+				run(2, 2550, on("node-0", 1, 2), nlp, ranFrom(2600, 3000)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{1, 2},
+		},
+		{
+			name:   "a backfill within its team's guarantee that had waited its bound is waited for",
+			policy: "tiresias-l",
+			now:    3000,
+			jobs: []Job{
+				big,
+				// waited 1,500 s when it started at 2,500; its limit
+				// ends it at 3,400
+				run(1, 1000, on("node-0", 0), vision, ranFrom(2500, 3000), limit(900)),
+				run(2, 2550, on("node-0", 1), nlp, ranFrom(2600, 3000)),
+			},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3400, DueS: 300}},
+		},
+		{
+			name:   "without preemption (fjf), a job within its guarantee is held back until it has waited its bound",
+			policy: "fjf",
+			now:    3000,
+			jobs: []Job{
+				big,
+				run(1, 1000, on("node-0", 0), vision, ranFrom(2000, 3000), limit(1500)),
+				pend(11, 1, 2900, vision), // waited 100 s
+				pend(12, 1, 2500, vision), // waited 500 s
+				pend(13, 1, 2800, nlp),    // the reserved job's own team, waited 200 s
+			},
+			starts: []int64{12},
+			rsv:    []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3500, DueS: 300}},
+			waits: map[int64]string{
+				11: "free GPUs held for job 10's reservation",
+				13: "free GPUs held for job 10's reservation",
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Policy: tc.policy, ReserveAfterS: 300}
+			s := Snapshot{Now: tc.now, Nodes: nodes(8), Jobs: tc.jobs, Teams: teams}
+			d := mustNew(t, cfg).Schedule(s)
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Fatal(joinProblems(p))
+			}
+			sc := mustNew(t, cfg)
+			if p := append(fairProblems(sc, s, cfg, d), reservationProblems(sc, s)...); len(p) > 0 {
+				t.Fatal(joinProblems(p))
+			}
+			var starts, preempts []int64
+			for _, st := range d.Starts {
+				starts = append(starts, st.JobID)
+			}
+			for _, p := range d.Preempts {
+				preempts = append(preempts, p.JobID)
+				if p.Reclaim || !strings.Contains(p.Reason, "preempted for job 10, which had its GPUs reserved") {
+					t.Errorf("preemption %+v: want one for the reservation, not a reclaim", p)
+				}
+			}
+			slices.Sort(starts)
+			slices.Sort(preempts)
+			if !slices.Equal(starts, tc.starts) || !slices.Equal(preempts, tc.preempts) {
+				t.Errorf("starts %v, preempts %v; want %v, %v", starts, preempts, tc.starts, tc.preempts)
+			}
+			if !reflect.DeepEqual(d.Reservations, tc.rsv) {
+				t.Errorf("reservations %+v, want %+v", d.Reservations, tc.rsv)
+			}
+			for id, want := range tc.waits {
+				got := ""
+				for _, w := range d.Waits {
+					if w.JobID == id {
+						got = w.Reason
+					}
+				}
+				if !strings.Contains(got, want) {
+					t.Errorf("job %d waits %q, want %q in it", id, got, want)
+				}
+			}
+		})
+	}
 }

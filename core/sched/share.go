@@ -240,7 +240,7 @@ func (p *pass) tryJoin(next *entry) bool {
 	best, bestFree := -1, int64(0)
 	for k := range p.sh.gpus {
 		st := &p.sh.gpus[k]
-		if !p.joinable(st) || st.sumP+j.MemPersistentMiB+max(st.maxE, j.MemEphemeralMiB) > st.capMiB || p.rsvBars(st.slot, j) {
+		if !p.joinable(st) || st.sumP+j.MemPersistentMiB+max(st.maxE, j.MemEphemeralMiB) > st.capMiB || p.rsvBars(st.slot, next.job) {
 			continue
 		}
 		pl, err := st.lg.Plan(lj)

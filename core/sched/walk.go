@@ -43,8 +43,17 @@ func (p *pass) walk() {
 			p.waitBlocked(p.pop(next), blocker)
 			continue
 		}
-		if p.teams && p.teamHold(next) {
-			continue
+		if p.teams {
+			switch p.teamHold(next) {
+			case teamHeld:
+				continue
+			case teamReserveOnly:
+				p.reserveOnly(next)
+				continue
+			}
+			if p.rsvWithin != nil {
+				p.rsvWithin[next.job] = p.entitled(next)
+			}
 		}
 		p.mask(next)
 		if p.sh.on && p.tryJoin(next) {
@@ -454,7 +463,7 @@ func (p *pass) preemptRun(ri int32, by *entry) {
 				t.youngBatch -= int(run.n)
 			}
 		}
-		if p.jteam[run.job] != p.jteam[by.job] {
+		if p.jteam[run.job] != p.jteam[by.job] && run.flags&runForReservation == 0 {
 			pr.Reclaim = true
 			run.flags |= runReclaimed
 			pr.Reason = p.reclaimReason(victim, by)

@@ -54,7 +54,7 @@ func TestFidelity(t *testing.T) {
 		t.Run(c.policy+"/"+c.cluster, func(t *testing.T) {
 			t.Parallel()
 			if !hasPolicy(c.policy) {
-				t.Skipf("policy %s is not in the scheduling core yet", c.policy)
+				t.Fatalf("policy %s is not in the scheduling core", c.policy)
 			}
 			r, err := Run(context.Background(), tr.Jobs, Config{
 				Sched: sched.Config{Policy: c.policy, Placement: sched.PlaceCount, OmitWaits: true, Reference: true},

@@ -121,7 +121,7 @@ func TestGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if !hasPolicy(c.cfg.Policy) {
-				t.Skipf("policy %s is not in the scheduling core yet", c.cfg.Policy)
+				t.Fatalf("policy %s is not in the scheduling core", c.cfg.Policy)
 			}
 			r, jct := run(t, c.jobs, c.cluster, Config{Sched: c.cfg, PreemptCostS: c.preemptCost})
 			for id, want := range c.jct {

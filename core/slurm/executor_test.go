@@ -520,7 +520,7 @@ func TestStopSignalsThenCancelsAfterTheGrace(t *testing.T) {
 	}
 	f.slurm.set(id, "COMPLETED", 0)
 	f.ex.Sync(f.ctx)
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(60 * time.Millisecond) // about time: past the grace period, when a cancel would come
 	if slices.Contains(f.slurm.callLog(), fmt.Sprint("cancel ", id)) {
 		t.Errorf("a run that ended in its grace period was cancelled")
 	}
@@ -810,7 +810,7 @@ func TestParseGPUMemory(t *testing.T) {
 func TestJobScript(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "job.sh")
 	if err := writeScript(path); err != nil {

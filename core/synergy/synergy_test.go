@@ -324,9 +324,9 @@ func TestOpenBFigures(t *testing.T) {
 	if os.Getenv("GPUPORTAL_SYNERGY_OPENB") == "" {
 		t.Skip("set GPUPORTAL_SYNERGY_OPENB=1 to simulate the openb trace (about 20 s)")
 	}
-	tr, err := trace.ReadFile("../../../shared/traces/openb-pods.csv", trace.FormatOpenB)
+	tr, err := trace.ReadFile("../../testdata/traces/openb-pods.csv", trace.FormatOpenB)
 	if err != nil {
-		t.Skipf("openb trace not found: %v", err)
+		t.Fatal(err)
 	}
 	jobs := JobsFromTrace(tr, nil)
 	jobs = jobs[len(jobs)-6183:] // the last six weeks, as openb-last6w-tiresias.csv

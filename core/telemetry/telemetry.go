@@ -23,7 +23,9 @@ type Point struct {
 	T          int64 // Unix seconds
 	MemUsedMiB int64
 	MemMiB     int64
-	UtilPct    float64
+	// MemReservedMiB is the driver's own memory (gpu.Sample).
+	MemReservedMiB int64 `json:",omitempty"`
+	UtilPct        float64
 	// Jobs are the jobs with memory on the GPU, as its machine measured.
 	Jobs []gpu.JobMem
 	// Held are the jobs the scheduler had placed on the GPU when it was
@@ -112,7 +114,7 @@ func (r *Recorder) RecordHeld(node string, samples []gpu.Sample, held map[GPUKey
 	defer r.mu.Unlock()
 	for _, s := range samples {
 		k := GPUKey{Node: node, Index: s.Index}
-		p := Point{T: s.At.Unix(), MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, UtilPct: s.UtilPct,
+		p := Point{T: s.At.Unix(), MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, MemReservedMiB: s.MemReservedMiB, UtilPct: s.UtilPct,
 			Jobs: append([]gpu.JobMem(nil), s.Jobs...), Held: held[k], PowerW: s.PowerW, TempC: s.TempC}
 		g := r.gpus[k]
 		if g == nil {

@@ -2,24 +2,16 @@ package trace
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// sharedTraces is where the project's real traces live, seen from here.
-const sharedTraces = "../../../shared/traces"
-
-// sharedFile returns the path of a shared trace, skipping the test when
-// the shared folder is absent.
+// sharedFile returns the path of one of the real traces the repository
+// keeps for its tests (testdata/traces/README.md).
 func sharedFile(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(sharedTraces, name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s absent: %v", p, err)
-	}
-	return p
+	return filepath.Join("../../testdata/traces", name)
 }
 
 func TestReadTiresias(t *testing.T) {

@@ -1586,8 +1586,11 @@ type Point struct {
 		JobId  int64 `json:"job_id"`
 		MemMib int64 `json:"mem_mib"`
 	} `json:"jobs"`
-	MemMib     int64 `json:"mem_mib"`
-	MemUsedMib int64 `json:"mem_used_mib"`
+	MemMib int64 `json:"mem_mib"`
+
+	// MemReservedMib Memory the driver reserves for itself (NVML v2 memory info, DCGM FB_RESERVED), in neither mem_used_mib nor what jobs can allocate; absent where the driver does not say.
+	MemReservedMib *int64 `json:"mem_reserved_mib,omitempty"`
+	MemUsedMib     int64  `json:"mem_used_mib"`
 
 	// PowerW watts; absent where unknown
 	PowerW *float64 `json:"power_w,omitempty"`
@@ -2124,6 +2127,12 @@ type ListJobsParamsScope string
 // ListJobsParamsKind defines parameters for ListJobs.
 type ListJobsParamsKind string
 
+// SubmitJobParams defines parameters for SubmitJob.
+type SubmitJobParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters without spaces, new for each submission (a random UUID).
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // KeepJobAliveJSONBody defines parameters for KeepJobAlive.
 type KeepJobAliveJSONBody struct {
 	// Hours how many hours, at least 1 second (0.0003), at most the team's maximum keep-alive
@@ -2454,17 +2463,21 @@ type ClientInterface interface {
 
 	// SubmitJobWithBody Submit a job
 	//
+	// A client that may send a submission again (a lost answer, a timeout, a 503) sends an `Idempotency-Key` of its own making: a submission with a key the user sent before returns the job the first stored (201, `Idempotent-Replayed: true`), never a second one; the same key with another request is a 409. Keys are the user's own and kept with the job.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /jobs (the `SubmitJob` operationId).
-	SubmitJobWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SubmitJobWithBody(ctx context.Context, params *SubmitJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SubmitJob Submit a job
+	//
+	// A client that may send a submission again (a lost answer, a timeout, a 503) sends an `Idempotency-Key` of its own making: a submission with a key the user sent before returns the job the first stored (201, `Idempotent-Replayed: true`), never a second one; the same key with another request is a 409. Keys are the user's own and kept with the job.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /jobs (the `SubmitJob` operationId).
-	SubmitJob(ctx context.Context, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SubmitJob(ctx context.Context, params *SubmitJobParams, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelJob Cancel a job (its owner, its team's lead, an admin); a running job is stopped with SIGTERM, then SIGKILL
 	//
@@ -2955,11 +2968,13 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // SubmitJobWithBody Submit a job
 //
+// A client that may send a submission again (a lost answer, a timeout, a 503) sends an `Idempotency-Key` of its own making: a submission with a key the user sent before returns the job the first stored (201, `Idempotent-Replayed: true`), never a second one; the same key with another request is a 409. Keys are the user's own and kept with the job.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /jobs (the `SubmitJob` operationId).
-func (c *Client) SubmitJobWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSubmitJobRequestWithBody(c.Server, contentType, body)
+func (c *Client) SubmitJobWithBody(ctx context.Context, params *SubmitJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitJobRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2972,11 +2987,13 @@ func (c *Client) SubmitJobWithBody(ctx context.Context, contentType string, body
 
 // SubmitJob Submit a job
 //
+// A client that may send a submission again (a lost answer, a timeout, a 503) sends an `Idempotency-Key` of its own making: a submission with a key the user sent before returns the job the first stored (201, `Idempotent-Replayed: true`), never a second one; the same key with another request is a 409. Keys are the user's own and kept with the job.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /jobs (the `SubmitJob` operationId).
-func (c *Client) SubmitJob(ctx context.Context, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSubmitJobRequest(c.Server, body)
+func (c *Client) SubmitJob(ctx context.Context, params *SubmitJobParams, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitJobRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4521,18 +4538,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 }
 
 // NewSubmitJobRequest calls the generic SubmitJob builder with application/json body
-func NewSubmitJobRequest(server string, body SubmitJobJSONRequestBody) (*http.Request, error) {
+func NewSubmitJobRequest(server string, params *SubmitJobParams, body SubmitJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSubmitJobRequestWithBody(server, "application/json", bodyReader)
+	return NewSubmitJobRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewSubmitJobRequestWithBody constructs an http.Request for the SubmitJob method, with any body, and a specified content type
-func NewSubmitJobRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewSubmitJobRequestWithBody(server string, params *SubmitJobParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4556,6 +4573,21 @@ func NewSubmitJobRequestWithBody(server string, contentType string, body io.Read
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -6566,17 +6598,21 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitJobWithBodyWithResponse Submit a job
 	//
+	// A client that may send a submission again (a lost answer, a timeout, a 503) sends an `Idempotency-Key` of its own making: a submission with a key the user sent before returns the job the first stored (201, `Idempotent-Replayed: true`), never a second one; the same key with another request is a 409. Keys are the user's own and kept with the job.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /jobs (the `SubmitJob` operationId).
-	SubmitJobWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error)
+	SubmitJobWithBodyWithResponse(ctx context.Context, params *SubmitJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error)
 
 	// SubmitJobWithResponse Submit a job
+	//
+	// A client that may send a submission again (a lost answer, a timeout, a 503) sends an `Idempotency-Key` of its own making: a submission with a key the user sent before returns the job the first stored (201, `Idempotent-Replayed: true`), never a second one; the same key with another request is a 409. Keys are the user's own and kept with the job.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /jobs (the `SubmitJob` operationId).
-	SubmitJobWithResponse(ctx context.Context, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error)
+	SubmitJobWithResponse(ctx context.Context, params *SubmitJobParams, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error)
 
 	// CancelJobWithResponse Cancel a job (its owner, its team's lead, an admin); a running job is stopped with SIGTERM, then SIGKILL
 	//
@@ -7595,6 +7631,12 @@ func (r ListJobsResponse) ContentType() string {
 	return ""
 }
 
+// SubmitJobResponse201Headers the declared response headers of an HTTP 201 response for SubmitJob
+type SubmitJobResponse201Headers struct {
+	IdempotentReplayed *string
+	Location           *string
+}
+
 type SubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7604,8 +7646,12 @@ type SubmitJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *SubmitJobResponse201Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -7621,6 +7667,11 @@ func (r SubmitJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r SubmitJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SubmitJobResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -10629,11 +10680,13 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // SubmitJobWithBodyWithResponse Submit a job
 //
+// A client that may send a submission again (a lost answer, a timeout, a 503) sends an `Idempotency-Key` of its own making: a submission with a key the user sent before returns the job the first stored (201, `Idempotent-Replayed: true`), never a second one; the same key with another request is a 409. Keys are the user's own and kept with the job.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /jobs (the `SubmitJob` operationId).
-func (c *ClientWithResponses) SubmitJobWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error) {
-	rsp, err := c.SubmitJobWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) SubmitJobWithBodyWithResponse(ctx context.Context, params *SubmitJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error) {
+	rsp, err := c.SubmitJobWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10642,11 +10695,13 @@ func (c *ClientWithResponses) SubmitJobWithBodyWithResponse(ctx context.Context,
 
 // SubmitJobWithResponse Submit a job
 //
+// A client that may send a submission again (a lost answer, a timeout, a 503) sends an `Idempotency-Key` of its own making: a submission with a key the user sent before returns the job the first stored (201, `Idempotent-Replayed: true`), never a second one; the same key with another request is a 409. Keys are the user's own and kept with the job.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /jobs (the `SubmitJob` operationId).
-func (c *ClientWithResponses) SubmitJobWithResponse(ctx context.Context, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error) {
-	rsp, err := c.SubmitJob(ctx, body, reqEditors...)
+func (c *ClientWithResponses) SubmitJobWithResponse(ctx context.Context, params *SubmitJobParams, body SubmitJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitJobResponse, error) {
+	rsp, err := c.SubmitJob(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11929,6 +11984,13 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11936,6 +11998,26 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers SubmitJobResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
 	}
 
 	return response, nil

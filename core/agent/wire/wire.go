@@ -199,13 +199,16 @@ type Sample struct {
 	Index      int       `json:"index"`
 	MemUsedMiB int64     `json:"mem_used_mib"`
 	MemMiB     int64     `json:"mem_mib"`
-	UtilPct    float64   `json:"util_pct"`
-	TempC      int       `json:"temp_c,omitempty"`
-	PowerW     float64   `json:"power_w,omitempty"`
-	ECCErrors  uint64    `json:"ecc_errors,omitempty"`
-	XIDErrors  uint64    `json:"xid_errors,omitempty"`
-	LastXID    int       `json:"last_xid,omitempty"`
-	Jobs       []JobMem  `json:"jobs,omitempty"`
+	// MemReservedMiB: the driver's own memory (gpu.Sample); absent from
+	// agents that do not read it.
+	MemReservedMiB int64    `json:"mem_reserved_mib,omitempty"`
+	UtilPct        float64  `json:"util_pct"`
+	TempC          int      `json:"temp_c,omitempty"`
+	PowerW         float64  `json:"power_w,omitempty"`
+	ECCErrors      uint64   `json:"ecc_errors,omitempty"`
+	XIDErrors      uint64   `json:"xid_errors,omitempty"`
+	LastXID        int      `json:"last_xid,omitempty"`
+	Jobs           []JobMem `json:"jobs,omitempty"`
 }
 
 // JobMem is one job's memory on a GPU.
@@ -423,7 +426,7 @@ func FromSamples(ss []gpu.Sample) []Sample {
 	out := make([]Sample, len(ss))
 	for i, s := range ss {
 		w := Sample{
-			At: s.At, Index: s.Index, MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, UtilPct: s.UtilPct,
+			At: s.At, Index: s.Index, MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, MemReservedMiB: s.MemReservedMiB, UtilPct: s.UtilPct,
 			TempC: s.TempC, PowerW: s.PowerW, ECCErrors: s.ECCErrors,
 			XIDErrors: s.XIDErrors, LastXID: s.LastXID,
 		}
@@ -440,7 +443,7 @@ func Samples(ws []Sample) []gpu.Sample {
 	out := make([]gpu.Sample, len(ws))
 	for i, w := range ws {
 		s := gpu.Sample{
-			At: w.At, Index: w.Index, MemUsedMiB: w.MemUsedMiB, MemMiB: w.MemMiB, UtilPct: w.UtilPct,
+			At: w.At, Index: w.Index, MemUsedMiB: w.MemUsedMiB, MemMiB: w.MemMiB, MemReservedMiB: w.MemReservedMiB, UtilPct: w.UtilPct,
 			TempC: w.TempC, PowerW: w.PowerW, ECCErrors: w.ECCErrors,
 			XIDErrors: w.XIDErrors, LastXID: w.LastXID,
 		}

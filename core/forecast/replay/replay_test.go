@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -60,19 +59,10 @@ func TestReplayCalibration(t *testing.T) {
 	}
 }
 
-// On the Tiresias sample trace (shared/traces), as documented in
+// On the Tiresias sample trace (testdata/traces), as documented in
 // docs/forecast.md.
 func TestReplaySharedTrace(t *testing.T) {
-	p := filepath.Join("../../../../shared/traces", "tiresias-60job.csv")
-	if dir := os.Getenv("GPUPORTAL_TRACES"); dir != "" {
-		p = filepath.Join(dir, "tiresias-60job.csv")
-	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared trace absent: %v", err)
-		}
-		t.Skipf("shared trace absent: %v", err)
-	}
+	p := filepath.Join("../../../testdata/traces", "tiresias-60job.csv")
 	tr, err := trace.ReadFile(p, trace.FormatTiresias)
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ type Backend struct {
 	mu     sync.Mutex
 	closed bool
 	warned map[string]bool // readings that failed, each logged once
+	v1Only []bool          // by GPU: the driver has no v2 memory info
 	events nv.EventSet     // XID events; nil where NVML gives none
 	xids   []xidState      // by GPU
 }
@@ -106,6 +107,7 @@ func (b *Backend) readDevices() error {
 			return fmt.Errorf("nvml: GPU %d: memory: %v", i, ret)
 		}
 		b.devs = append(b.devs, d)
+		b.v1Only = append(b.v1Only, false)
 		b.info = append(b.info, gpu.Device{Index: i, UUID: uuid, Model: name, MemMiB: mib(mem.Total)})
 	}
 	return nil
@@ -129,9 +131,7 @@ func (b *Backend) Sample(now time.Time) []gpu.Sample {
 			out[i] = s
 			continue
 		}
-		if mem, ret := d.GetMemoryInfo(); b.ok(i, "memory", ret) {
-			s.MemUsedMiB, s.MemMiB = mib(mem.Used), mib(mem.Total)
-		}
+		b.readMemory(i, d, &s)
 		if u, ret := d.GetUtilizationRates(); b.ok(i, "utilization", ret) {
 			s.UtilPct = float64(u.Gpu)
 		}
@@ -149,6 +149,32 @@ func (b *Backend) Sample(now time.Time) []gpu.Sample {
 		out[i] = s
 	}
 	return out
+}
+
+// readMemory reads a GPU's memory as nvidia-smi and DCGM give it: NVML's
+// v2 memory info, whose used memory leaves out what the driver reserves
+// for itself (reported apart). Where the driver has no v2 (before R510),
+// the v1 reading is all there is, and its used memory counts the
+// reserved: on an H100 80GB, 480 MiB on an idle GPU.
+func (b *Backend) readMemory(i int, d nv.Device, s *gpu.Sample) {
+	if !b.v1Only[i] {
+		mem, ret := d.GetMemoryInfo_v2()
+		switch ret {
+		case nv.SUCCESS:
+			s.MemUsedMiB, s.MemReservedMiB, s.MemMiB = mib(mem.Used), mib(mem.Reserved), mib(mem.Total)
+			return
+		case nv.ERROR_NOT_SUPPORTED, nv.ERROR_FUNCTION_NOT_FOUND, nv.ERROR_ARGUMENT_VERSION_MISMATCH:
+			b.v1Only[i] = true
+			b.log.Info("the driver gives no v2 memory info: a GPU's used memory includes what the driver reserves",
+				"gpu", i, "uuid", b.info[i].UUID, "err", ret.Error())
+		default:
+			b.ok(i, "memory", ret)
+			return
+		}
+	}
+	if mem, ret := d.GetMemoryInfo(); b.ok(i, "memory", ret) {
+		s.MemUsedMiB, s.MemMiB = mib(mem.Used), mib(mem.Total)
+	}
 }
 
 // processes lists the compute and graphics processes on a GPU with their

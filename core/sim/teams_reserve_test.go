@@ -1,0 +1,128 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/trace"
+)
+
+// teamsRun is what the table of docs/scheduling.md ("Reservations under
+// fair share") reads of one replay of a mixed trace with two teams.
+type teamsRun struct {
+	bigMax, bigP99 float64
+	// lenderMax is the longest wait of a job that fitted within its
+	// team's guarantee (TeamResult.MaxWaitWithinS), over the teams that
+	// own no 8-GPU job (every team when both do).
+	lenderMax float64
+	// restJCT is the average JCT of every job but the 8-GPU ones.
+	restJCT float64
+}
+
+// mixedTeams are the two teams of the mixed traces: 4 GPUs each of 8.
+var mixedTeams = []trace.Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}
+
+// replayTeams replays jobs on one machine of 8 GPUs under tiresias-l and
+// fair share between mixedTeams, reserving after bound (0: never).
+func replayTeams(t *testing.T, jobs []trace.Job, bound float64) teamsRun {
+	t.Helper()
+	cfg := Config{
+		Sched: sched.Config{Policy: "tiresias-l", ReserveAfterS: bound, OmitWaits: true},
+		Nodes: []trace.Node{{Name: "node-0", GPUs: 8}},
+		Teams: mixedTeams,
+	}
+	s, err := newSimulator(jobs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := s.result()
+	if r.Finished != len(jobs) {
+		t.Fatalf("%d of %d jobs finished", r.Finished, len(jobs))
+	}
+	var out teamsRun
+	for _, p := range r.Pending {
+		if p.GPUs == 8 {
+			out.bigMax, out.bigP99 = p.MaxS, p.P99S
+		}
+	}
+	bigTeams := map[string]bool{}
+	sum, n := 0.0, 0
+	for i := range s.jobs {
+		j := &s.jobs[i]
+		if j.tj.GPUs == 8 {
+			bigTeams[j.tj.Team] = true
+			continue
+		}
+		sum += j.finish - j.tj.Submit
+		n++
+	}
+	out.restJCT = sum / float64(n)
+	for _, tr := range r.Teams {
+		if !bigTeams[tr.Team] || len(bigTeams) == len(r.Teams) {
+			out.lenderMax = math.Max(out.lenderMax, tr.MaxWaitWithinS)
+		}
+	}
+	return out
+}
+
+// mixedTeamTraces are the mixed traces with two teams, and 5 jittered
+// copies of each (trace.Jittered, seeds 1 to 5, 60 s, 1.25): mixed-8gpu's
+// jobs, which name no team, split evenly between them.
+func mixedTeamTraces(t *testing.T) (names []string, traces [][]trace.Job) {
+	t.Helper()
+	tr, err := trace.ReadFile(mixedTrace, trace.FormatNative)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trace.AssignTeams(tr.Jobs, "vision:50,nlp:50"); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []struct {
+		name string
+		jobs []trace.Job
+	}{{"mixed-8gpu", tr.Jobs}, {"mixed-sessions", readMixedSessions(t)}} {
+		names, traces = append(names, base.name), append(traces, base.jobs)
+		for seed := 1; seed <= 5; seed++ {
+			names = append(names, fmt.Sprintf("%s seed %d", base.name, seed))
+			traces = append(traces, trace.Jittered(base.jobs, uint64(seed), 60, 1.25))
+		}
+	}
+	return names, traces
+}
+
+// TestMixedTeamsReservations replays the mixed traces with two teams of 4
+// GPUs each, without and with reservations (bound 900 s), and logs the
+// table of docs/scheduling.md ("Reservations under fair share"). With
+// reservations the 8-GPU jobs wait less on every trace; on mixed-8gpu and
+// its copies none is pending more than twice the bound, and no job within
+// its team's guarantee waits more than the bound.
+func TestMixedTeamsReservations(t *testing.T) {
+	names, traces := mixedTeamTraces(t)
+	var table strings.Builder
+	for i, jobs := range traces {
+		off := replayTeams(t, jobs, 0)
+		on := replayTeams(t, jobs, mixedBound)
+		fmt.Fprintf(&table, "| %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |\n", names[i],
+			off.bigMax, on.bigMax, off.bigP99, on.bigP99, off.lenderMax, on.lenderMax, off.restJCT, on.restJCT)
+		if on.bigMax >= off.bigMax {
+			t.Errorf("%s: the longest 8-GPU pending is %.0f s with reservations, %.0f s without", names[i], on.bigMax, off.bigMax)
+		}
+		if !strings.HasPrefix(names[i], "mixed-8gpu") {
+			continue // sessions, never preempted, hold the machine for an hour or more
+		}
+		if on.bigMax > 2*mixedBound {
+			t.Errorf("%s: an 8-GPU job is pending %.0f s, more than twice the bound of %.0f s", names[i], on.bigMax, mixedBound)
+		}
+		if on.lenderMax > mixedBound {
+			t.Errorf("%s: a job within its team's guarantee waited %.0f s, more than the bound of %.0f s", names[i], on.lenderMax, mixedBound)
+		}
+	}
+	t.Logf("trace | 8-GPU max pending s | 8-GPU p99 pending s | lender's max wait within guarantee s | rest avg JCT s (without / with)\n%s", table.String())
+}
