@@ -1,8 +1,8 @@
 """One rank of a gloo all-reduce across machines, as torchrun starts it.
 
 Each rank adds rank+1 to the sum, prints the result, writes a trace file
-(TRACE_DIR/run<GPUPORTAL_RUN>-rank<RANK>: its PID, run, node rank and the
-time) and then, while TRACE_DIR/hold exists, waits: the test kills a rank
+(TRACE_DIR/run<GPUPORTAL_RUN>-rank<RANK>: its PID, run, node rank, the sum
+and the time) and then, while TRACE_DIR/hold exists, waits: the test kills a rank
 there. integration/multinode_test.go runs it.
 """
 import os
@@ -21,7 +21,7 @@ trace_dir = os.environ["TRACE_DIR"]
 run = os.environ["GPUPORTAL_RUN"]
 path = os.path.join(trace_dir, f"run{run}-rank{rank}")
 with open(path + ".tmp", "w") as f:
-    f.write(f"pid={os.getpid()} run={run} node_rank={os.environ['NODE_RANK']} time={time.time():.3f}\n")
+    f.write(f"pid={os.getpid()} run={run} node_rank={os.environ['NODE_RANK']} sum={t.item():g} time={time.time():.3f}\n")
 os.rename(path + ".tmp", path)
 while os.path.exists(os.path.join(trace_dir, "hold")):
     time.sleep(0.1)
