@@ -68,3 +68,23 @@ type Token struct {
 type Error struct {
 	Error string `json:"error"`
 }
+
+// CreateUser is what the admin page's form makes an account of: a
+// researcher or lead needs a team, an admin may have none.
+type CreateUser struct {
+	Name     string `json:"name"`
+	Role     string `json:"role"`
+	Team     string `json:"team"`
+	Password string `json:"password"`
+}
+
+// SetRole is the admin page's form changing an account's role and team.
+type SetRole struct {
+	Role string `json:"role"`
+	Team string `json:"team"`
+}
+
+// SetPassword is the admin page's form resetting an account's password.
+type SetPassword struct {
+	Password string `json:"password"`
+}

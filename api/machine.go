@@ -30,3 +30,11 @@ type Machine struct {
 	CreatedAt  time.Time `json:"created_at"`
 	LastSeenAt time.Time `json:"last_seen_at"`
 }
+
+// JoinTokenRequest is the body of POST /join-tokens.
+type JoinTokenRequest struct {
+	Name string `json:"name"`
+	// TTLS is how many seconds the token lets machines join; absent: a
+	// day; 0: until revoked.
+	TTLS *int64 `json:"ttl_s"`
+}

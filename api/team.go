@@ -104,3 +104,34 @@ type TeamQueueJob struct {
 	QueueJob
 	Queue int `json:"queue"`
 }
+
+// TeamShareUpdate is the body of PATCH /teams/{name} and the team page's
+// share form: what an admin changes of a team's share. An absent field
+// keeps its value.
+type TeamShareUpdate struct {
+	GuaranteeGPUs *int     `json:"guaranteed_gpus"`
+	Weight        *float64 `json:"weight"`
+	// MaxGPUsPerUser caps each member's GPUs; 0: no cap.
+	MaxGPUsPerUser *int `json:"max_gpus_per_user"`
+}
+
+// UserCap is the body of PUT /teams/{name}/caps/{user} and the team
+// page's cap form: the most GPUs a member may hold; 0 removes the cap.
+type UserCap struct {
+	MaxGPUs *int `json:"max_gpus"`
+}
+
+// TimeLimits is the body of PUT /teams/{name}/time-limits and the team
+// page's form: the time limit of the team's jobs submitted without one,
+// and the longest one may ask for, as job submissions write them
+// ("90m", "1-00:00:00"); empty: none.
+type TimeLimits struct {
+	Default string `json:"default_time_limit"`
+	Max     string `json:"max_time_limit"`
+}
+
+// CreateTeam is what the admin page's form makes a team of.
+type CreateTeam struct {
+	Name          string `json:"name"`
+	GuaranteeGPUs int    `json:"guaranteed_gpus"`
+}

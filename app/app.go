@@ -17,22 +17,66 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
 // Store is what the actions read and write; *models.Store is one.
 type Store interface {
+	JobStore
+	TeamStore
+	AccountStore
+	MachineStore
+	Audit(ctx context.Context, e models.AuditEntry) error
+}
+
+// JobStore is what the actions on jobs read and write.
+type JobStore interface {
 	Job(ctx context.Context, id int64) (*models.Job, error)
 	ArrayTasks(ctx context.Context, id int64) ([]models.Job, error)
 	CreateJob(ctx context.Context, j *models.Job) error
 	CreateArray(ctx context.Context, tasks []*models.Job) error
 	JobByIdempotencyKey(ctx context.Context, user, key string) (*models.Job, error)
 	SetKeepAlive(ctx context.Context, id int64, until time.Time) error
+}
+
+// TeamStore is what the actions on teams read and write.
+type TeamStore interface {
 	Team(ctx context.Context, name string) (*models.Team, error)
 	Teams(ctx context.Context) ([]models.Team, error)
+	CreateTeam(ctx context.Context, name string, guaranteeGPUs int) (*models.Team, error)
+	SetTeamShare(ctx context.Context, name string, guaranteeGPUs int, weight float64, maxGPUsPerUser int) error
+	SetUserCap(ctx context.Context, team, user string, maxGPUs int) error
+	SetTeamTimeLimits(ctx context.Context, name string, defaultS, maxS int64) error
+	SetTeamIdlePolicy(ctx context.Context, name string, p models.IdlePolicy) error
+	SetTeamSessionPolicy(ctx context.Context, name string, p models.SessionPolicy) error
+}
+
+// AccountStore is what the actions on accounts and their API tokens
+// read and write.
+type AccountStore interface {
 	UserByName(ctx context.Context, name string) (*models.User, error)
-	Audit(ctx context.Context, e models.AuditEntry) error
+	Users(ctx context.Context) ([]models.User, error)
+	CreateUser(ctx context.Context, name, password string, role models.Role, team string) (*models.User, error)
+	SetRole(ctx context.Context, name string, role models.Role, team string) error
+	SetPassword(ctx context.Context, name, password string) error
+	SetUnixName(ctx context.Context, name, unix string) error
+	DisableUser(ctx context.Context, name, admin string, now time.Time) (int, error)
+	EnableUser(ctx context.Context, name string, now time.Time) (int, error)
+	DeleteUser(ctx context.Context, name, admin string, now time.Time) (int, error)
+	UserTokens(ctx context.Context, name string, now time.Time) ([]models.APIToken, error)
+	RevokeUserToken(ctx context.Context, name string, id int64) error
+}
+
+// MachineStore is what the actions on join tokens and registered
+// machines read and write.
+type MachineStore interface {
+	JoinTokens(ctx context.Context) ([]models.JoinToken, error)
+	CreateJoinToken(ctx context.Context, name, by string, now time.Time, ttl time.Duration) (string, *models.JoinToken, error)
+	RevokeJoinToken(ctx context.Context, id int64, now time.Time) error
+	Machines(ctx context.Context) ([]models.Machine, error)
+	RemoveMachine(ctx context.Context, name string) error
 }
 
 // Engine is the part of the scheduling engine the actions drive;
@@ -62,6 +106,14 @@ type Config struct {
 	// Leader reports whether this replica runs the machines; nil: it
 	// always does.
 	Leader func() bool
+	// Idle is the server's rule for when a running job holds its GPUs
+	// idle, which a team's own rule overrides (named in refusals).
+	Idle idle.Rule
+	// AccessChanged is called after a change that ends or narrows
+	// someone's access (a role, a password, an account disabled, a token
+	// revoked), so that live connections check theirs again at once;
+	// nil: nothing is told.
+	AccessChanged func()
 }
 
 // App runs the actions.
@@ -76,6 +128,9 @@ func New(cfg Config) *App {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.AccessChanged == nil {
+		cfg.AccessChanged = func() {}
 	}
 	return &App{cfg: cfg}
 }

@@ -42,6 +42,9 @@ type LDAPConfig struct {
 	URL string `json:"url"`
 	// StartTLS upgrades an ldap:// connection to TLS before any bind.
 	StartTLS bool `json:"start_tls"`
+	// Insecure allows a plain ldap:// URL without StartTLS, whose binds
+	// carry passwords in clear; without it such a URL is refused.
+	Insecure bool `json:"insecure"`
 	// CAFile holds the PEM certificates that the server's is checked
 	// against (ldaps:// or StartTLS); empty: the system's.
 	CAFile string `json:"ca_file"`
@@ -156,6 +159,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.Var(&c.SessionTTL, "sso-session-ttl", "how long a session from LDAP or OpenID Connect lasts; groups are read again at the next sign-in")
 	fs.StringVar(&c.LDAP.URL, "ldap-url", "", "LDAP directory: ldap://HOST[:PORT] or ldaps://HOST[:PORT]; empty: no LDAP sign-in")
 	fs.BoolVar(&c.LDAP.StartTLS, "ldap-start-tls", false, "upgrade the ldap:// connection with StartTLS")
+	fs.BoolVar(&c.LDAP.Insecure, "ldap-insecure", false, "allow a plain ldap:// URL without --ldap-start-tls: passwords cross the network in clear (a warning is logged at start)")
 	fs.StringVar(&c.LDAP.CAFile, "ldap-ca-file", "", "PEM file of the CA that signed the directory's certificate (default: the system's)")
 	fs.StringVar(&c.LDAP.BindDN, "ldap-bind-dn", "", "DN of the service account that searches (default: anonymous search)")
 	fs.StringVar(&c.LDAP.BindPasswordFile, "ldap-bind-password-file", "", "file holding the service account's password (or $GPUPORTAL_LDAP_BIND_PASSWORD)")
@@ -276,8 +280,12 @@ func (c *LDAPConfig) check() error {
 	if c.StartTLS && u.Scheme == "ldaps" {
 		return errors.New("--ldap-start-tls: only with an ldap:// URL (ldaps:// is TLS from the start)")
 	}
-	if u.Scheme == "ldap" && !c.StartTLS && !loopback(u.Hostname()) {
-		return fmt.Errorf("--ldap-url %s: passwords would cross the network in clear: use ldaps:// or --ldap-start-tls", c.URL)
+	if c.Insecure && (u.Scheme != "ldap" || c.StartTLS) {
+		return errors.New("--ldap-insecure: only for a plain ldap:// URL without --ldap-start-tls")
+	}
+	if u.Scheme == "ldap" && !c.StartTLS && !c.Insecure {
+		return fmt.Errorf("--ldap-url %s: passwords would cross the network in clear: use ldaps://, or --ldap-start-tls, "+
+			"or --ldap-insecure to allow it", c.URL)
 	}
 	if c.UserBase == "" {
 		return errors.New("--ldap-user-base is required with --ldap-url")
@@ -314,6 +322,13 @@ func (c *LDAPConfig) check() error {
 		c.bindPassword = pw
 	}
 	return nil
+}
+
+// Cleartext reports whether the directory is reached without TLS
+// (ldap:// without StartTLS, allowed by Insecure): the server warns.
+func (c LDAPConfig) Cleartext() bool {
+	u, err := url.Parse(c.URL)
+	return c.Enabled() && err == nil && u.Scheme == "ldap" && !c.StartTLS
 }
 
 func (c *OIDCConfig) check() error {

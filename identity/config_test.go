@@ -120,8 +120,11 @@ func TestLoad(t *testing.T) {
 		{[]string{"--ldap-url", "ldap://ldap.lab.example", "--ldap-user-base", "o=x", "--auth-default-team", "x"}, "in clear"},
 		{[]string{"--oidc-issuer", "http://sso.lab.example", "--oidc-client-id", "c", "--oidc-redirect-url", "https://p/login/oidc/callback", "--auth-default-team", "x"}, "--oidc-issuer"},
 		{[]string{"--ldap-url", "ldaps://h", "--ldap-start-tls", "--ldap-user-base", "o=x", "--auth-default-team", "x"}, "--ldap-start-tls"},
-		{[]string{"--ldap-url", "ldap://127.0.0.1", "--ldap-user-base", "o=x", "--ldap-bind-dn", "cn=x", "--auth-default-team", "x"}, "--ldap-bind-password-file"},
-		{[]string{"--ldap-url", "ldap://127.0.0.1", "--ldap-user-base", "o=x", "--ldap-ca-file", secret, "--auth-default-team", "x"}, "--ldap-ca-file"},
+		{[]string{"--ldap-url", "ldap://127.0.0.1", "--ldap-user-base", "o=x", "--auth-default-team", "x"}, "--ldap-insecure"},
+		{[]string{"--ldap-url", "ldaps://h", "--ldap-insecure", "--ldap-user-base", "o=x", "--auth-default-team", "x"}, "--ldap-insecure"},
+		{[]string{"--ldap-url", "ldap://h", "--ldap-start-tls", "--ldap-insecure", "--ldap-user-base", "o=x", "--auth-default-team", "x"}, "--ldap-insecure"},
+		{[]string{"--ldap-url", "ldap://127.0.0.1", "--ldap-start-tls", "--ldap-user-base", "o=x", "--ldap-bind-dn", "cn=x", "--auth-default-team", "x"}, "--ldap-bind-password-file"},
+		{[]string{"--ldap-url", "ldap://127.0.0.1", "--ldap-start-tls", "--ldap-user-base", "o=x", "--ldap-ca-file", secret, "--auth-default-team", "x"}, "--ldap-ca-file"},
 		{[]string{"--ldap-url", "ldaps://h", "--ldap-user-base", "o=x"}, "--auth-map"},
 		{[]string{"--oidc-issuer", "https://i", "--auth-default-team", "x"}, "--oidc-client-id"},
 		{[]string{"--oidc-issuer", "https://i", "--oidc-client-id", "c", "--oidc-redirect-url", "https://p/cb", "--auth-default-team", "x"}, "--oidc-redirect-url"},
@@ -134,6 +137,45 @@ func TestLoad(t *testing.T) {
 	} {
 		if _, err := load(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want it to name %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestLDAPCleartext: a plain ldap:// URL without StartTLS, on this
+// machine or another, is refused unless --ldap-insecure allows it (and
+// then reported as cleartext, for the server's warning); TLS from the
+// start or by StartTLS is never cleartext.
+func TestLDAPCleartext(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		refused   bool
+		cleartext bool
+	}{
+		{[]string{"--ldap-url", "ldap://ldap.lab.example"}, true, false},
+		{[]string{"--ldap-url", "ldap://127.0.0.1:389"}, true, false},
+		{[]string{"--ldap-url", "ldap://localhost"}, true, false},
+		{[]string{"--ldap-url", "ldap://ldap.lab.example", "--ldap-insecure"}, false, true},
+		{[]string{"--ldap-url", "ldap://127.0.0.1:389", "--ldap-insecure"}, false, true},
+		{[]string{"--ldap-url", "ldap://ldap.lab.example", "--ldap-start-tls"}, false, false},
+		{[]string{"--ldap-url", "ldaps://ldap.lab.example"}, false, false},
+	} {
+		var f Flags
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f.Register(fs)
+		if err := fs.Parse(append(tc.args, "--ldap-user-base", "o=x", "--auth-default-team", "x")); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.Load()
+		if refused := err != nil; refused != tc.refused {
+			t.Errorf("%v: err = %v, want refused %v", tc.args, err, tc.refused)
+			continue
+		}
+		if tc.refused && !strings.Contains(err.Error(), "in clear") {
+			t.Errorf("%v: %v does not say why", tc.args, err)
+		}
+		if err == nil && c.LDAP.Cleartext() != tc.cleartext {
+			t.Errorf("%v: Cleartext() = %v, want %v", tc.args, c.LDAP.Cleartext(), tc.cleartext)
 		}
 	}
 }

@@ -253,6 +253,72 @@ func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 	endsOnce(t, alice2, ids...)
 }
 
+// TestFaultServerRestartWithinTheLease (issue 32): a server killed and
+// back within the heartbeat timeout T costs no run. Agents are pinged
+// every T/20 and retry every T/40 while their runs are leased, so a
+// restart that leaves them unheard for less than about 0.9 T is adopted
+// whole: every job runs once, from start to end, on its first run, after
+// an outage of 0.5 T and one of 0.8 T (the time from the kill to the new
+// server listening, measured).
+func TestFaultServerRestartWithinTheLease(t *testing.T) {
+	const timeout = 20 * time.Second
+	data, traces := t.TempDir(), t.TempDir()
+	args := []string{"--data", data, "--heartbeat-timeout", timeout.String(), "--grace", faultGrace, "--max-retries", "0", "--policy", "fifo"}
+	srv := startAgentServer(t, args...)
+	var agents []*server
+	for _, n := range []string{"r1", "r2"} {
+		agents = append(agents, startAgent(t, srv.URL, n)) // 2 GPUs each
+	}
+	defer func() {
+		if t.Failed() {
+			for _, a := range agents {
+				t.Logf("agent:\n%s", a.output())
+			}
+		}
+	}()
+	waitGPUs(t, srv.URL, 4)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	var ids []int64
+	ticks := int((timeout*3/2 + 30*time.Second) / tick) // through both outages
+	for i := range 4 {
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("leased", i), "gpus": 1, "command": tracedJob(traces, ticks)}))
+	}
+	for _, id := range ids {
+		traceStarted(t, traces, id, "")
+	}
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, outage := range []time.Duration{timeout / 2, timeout * 8 / 10} {
+		killed := time.Now()
+		srv.kill()
+		// The new server takes about a second to listen.
+		time.Sleep(outage - time.Second)
+		srv = startAgentServer(t, append(args, "--addr", addr)...)
+		down := time.Since(killed)
+		t.Logf("server down %v (%.2f T)", down.Round(time.Millisecond), down.Seconds()/timeout.Seconds())
+		if down > timeout*9/10 {
+			t.Fatalf("the server took %v to come back, past 0.9 T: nothing this test checks", down)
+		}
+		// Both machines back before the next outage.
+		waitGPUs(t, srv.URL, 4)
+		a := newAPI(t, srv.URL, "alice", "dev")
+		for _, id := range ids {
+			if j := a.job(id); j.State != "running" {
+				t.Errorf("after %v down, job %d is %s (%s), want running still", down.Round(time.Millisecond), id, j.State, j.Reason)
+			}
+		}
+	}
+	alice = newAPI(t, srv.URL, "alice", "dev")
+	for _, id := range ids {
+		alice.waitState(id, 2*time.Minute, "succeeded")
+	}
+	for _, sp := range checkTraces(t, traces) {
+		if sp.run != 1 || sp.lines != ticks {
+			t.Errorf("%v: want each job's first run, all %d ticks of it", sp, ticks)
+		}
+	}
+	endsOnce(t, alice, ids...)
+}
+
 // TestFaultForgedExit: an agent with the shared token registers a machine
 // of its own and reports a job running elsewhere as ended. Nothing
 // changes.

@@ -273,7 +273,7 @@ func testArray(t *testing.T, a *api) {
 }
 
 func testDependencies(t *testing.T, a *api, c *cli, cliEnv []string) {
-	okA := submitJob(t, a, map[string]any{"name": "A", "gpus": 1, "command": []string{"sh", "-c", "sleep 1.5; echo A done"}})
+	okA := submitJob(t, a, map[string]any{"name": "A", "gpus": 1, "command": []string{"sh", "-c", "sleep 6; echo A done"}})
 	ownCLI := *c
 	ownCLI.t = t
 	out := ownCLI.ok(cliEnv, "job", "submit", "--name", "B", "--dependency", fmt.Sprintf("afterok:%d", okA), "--", "sh", "-c", "echo B ran")

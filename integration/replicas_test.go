@@ -2,15 +2,20 @@ package integration
 
 import (
 	"bufio"
+	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	apitypes "github.com/gpuportal/gpuportal/api"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	apitypes "github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -61,8 +66,10 @@ func metric(t *testing.T, base, series string) string {
 func TestTwoReplicasOneDatabase(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	dsn := modelstest.PostgresDSN(t)
+	key := sessionKeyFile(t)
 	replica := func() *server {
-		return startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--heartbeat-timeout", "30s", "--webhook-allow", webhookAllow)
+		return startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--heartbeat-timeout", "30s", "--webhook-allow", webhookAllow,
+			"--session-key-file", key)
 	}
 	a := replica()
 	eventually(t, 10*time.Second, "the first replica to lead", func() bool { return role(a.URL) == "leader" })
@@ -224,9 +231,16 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 // leader must stop scheduling and exit, and the follower take over.
 func TestLeaderThatLosesItsLockExits(t *testing.T) {
 	dsn := modelstest.PostgresDSN(t)
-	a := startAgentServer(t, "--data", t.TempDir(), "--db", dsn)
+	key := sessionKeyFile(t)
+	a := startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--session-key-file", key)
 	eventually(t, 10*time.Second, "the first replica to lead", func() bool { return role(a.URL) == "leader" })
-	b := startAgentServer(t, "--data", t.TempDir(), "--db", dsn)
+	// A replica with a key of its own (its data folder's) would derive
+	// other sessions' secrets: it refuses to start, and says why.
+	refused, err := exec.Command(binary, "serve", "--dev", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--db", dsn).CombinedOutput()
+	if err == nil || !strings.Contains(string(refused), "give every server of the database the same key file") {
+		t.Errorf("a replica with another session key: %v\n%s", err, refused)
+	}
+	b := startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--session-key-file", key)
 	eventually(t, 10*time.Second, "the second replica to follow", func() bool { return role(b.URL) == "follower" })
 
 	db, err := sql.Open("pgx", dsn)
@@ -287,4 +301,19 @@ func followerForecast(t *testing.T, leader, follower *api, id int64) {
 		return l.State != "unknown" && l.State == f.State && l.Reason == f.Reason &&
 			near(l.Earliest, f.Earliest) && near(l.Likely, f.Likely) && near(l.Latest, f.Latest)
 	})
+}
+
+// sessionKeyFile writes a session key file for replicas to share, as an
+// operator would (openssl rand -base64 32), and returns its path.
+func sessionKeyFile(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "session.key")
+	if err := os.WriteFile(p, []byte(base64.StdEncoding.EncodeToString(b)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

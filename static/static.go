@@ -6,5 +6,5 @@ import "embed"
 
 // FS holds the files served under /static/.
 //
-//go:embed *.css *.js *.svg vendor clients
+//go:embed *.css *.js *.svg vendor clients/*.py
 var FS embed.FS

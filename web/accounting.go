@@ -21,7 +21,7 @@ import (
 
 // DefaultIdleBelowPct is the GPU utilization, in percent, under which an
 // allocated GPU counts idle in accounting, unless Config says otherwise.
-const DefaultIdleBelowPct = 5
+const DefaultIdleBelowPct = accounting.DefaultIdleBelowPct
 
 // maxAccountingDays bounds the range of one accounting request.
 const maxAccountingDays = 366

@@ -2,17 +2,17 @@ package web
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
@@ -85,8 +85,8 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, notice string) e
 }
 
 // adminAction applies one form of the admin page: it returns a notice
-// for the page, or an *echo.HTTPError with what was wrong, shown on the
-// page with its status (400 naming the field, 404, 409).
+// for the page, or what was wrong, shown on the page with its status (400
+// naming the field, 403, 409).
 func (s *Server) adminAction(c echo.Context) error {
 	action := c.Param("action")
 	notice, err := s.applyAdminAction(c, action)
@@ -94,6 +94,14 @@ func (s *Server) adminAction(c echo.Context) error {
 	if errors.As(err, &he) && he.Code >= 400 && he.Code < 500 && he.Code != http.StatusNotFound {
 		msg, _ := he.Message.(string)
 		return s.renderAdmin(c, he.Code, msg, "")
+	}
+	var ae *app.Error
+	if errors.As(err, &ae) && ae.Kind != app.Unavailable {
+		if ae.Kind == app.NotFound {
+			// The user the form names: its field is at fault.
+			return s.renderAdmin(c, http.StatusBadRequest, "name: "+ae.Msg, "")
+		}
+		return s.renderAdmin(c, appStatus(ae.Kind), ae.Msg, "")
 	}
 	if err != nil {
 		return err
@@ -105,46 +113,6 @@ func badRequest(format string, args ...any) error {
 	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(format, args...))
 }
 
-// Bounds of the admin forms' fields.
-const (
-	minPassword  = 8
-	maxPassword  = 72 // bcrypt reads no further: a longer one would be cut
-	maxGuarantee = 1_000_000
-)
-
-// checkPassword says what is wrong with a new password, naming the field.
-func checkPassword(pw string) error {
-	switch {
-	case len(pw) < minPassword:
-		return badRequest("password: must be at least %d characters", minPassword)
-	case len(pw) > maxPassword:
-		return badRequest("password: must be at most %d bytes (bcrypt reads no further)", maxPassword)
-	}
-	return nil
-}
-
-// checkRoleTeam says what is wrong with a role and team for a user,
-// naming the field: the team must exist, and only admins may have none.
-func (s *Server) checkRoleTeam(ctx context.Context, role models.Role, team string) error {
-	if !role.Valid() {
-		return badRequest("role: must be researcher, lead or admin, not %q", role)
-	}
-	if team == "" {
-		if role != models.RoleAdmin {
-			return badRequest("team: a %s needs a team", role)
-		}
-		return nil
-	}
-	teams, err := s.teamNames(ctx)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(teams, team) {
-		return badRequest("team: no team %q", team)
-	}
-	return nil
-}
-
 // applyAdminAction validates the form of action as the API validates its
 // requests: every field as given, never trimmed or clipped; a field at
 // fault is a 400 naming it.
@@ -154,97 +122,53 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 	if err := models.CheckName(name); err != nil {
 		return "", badRequest("name: %s", err)
 	}
+	a := appActor(c)
 	switch action {
 	case "create-team":
 		g, err := strconv.Atoi(c.FormValue("guarantee"))
-		if err != nil || g < 0 || g > maxGuarantee {
-			return "", badRequest("guarantee: must be a whole number of GPUs from 0 to %d", maxGuarantee)
-		}
-		if _, err := s.cfg.Store.CreateTeam(ctx, name, g); errors.Is(err, models.ErrExists) {
-			return "", badRequest("name: team %s already exists", name)
-		} else if err != nil {
-			return "", err
-		}
-		return "Team " + name + " created.", s.audit(c, "team.create", name, fmt.Sprintf("guarantee %d", g))
-	case "create-user":
-		role, team, pw := models.Role(c.FormValue("role")), c.FormValue("team"), c.FormValue("password")
-		if err := s.checkRoleTeam(ctx, role, team); err != nil {
-			return "", err
-		}
-		if err := checkPassword(pw); err != nil {
-			return "", err
-		}
-		if _, err := s.cfg.Store.CreateUser(ctx, name, pw, role, team); errors.Is(err, models.ErrExists) {
-			return "", badRequest("name: user %s already exists", name)
-		} else if err != nil {
-			return "", err
-		}
-		return "User " + name + " created.", s.audit(c, "user.create", name, fmt.Sprintf("role %s team %s", role, team))
-	case "set-role":
-		if name == currentUser(c).Name {
-			return "", badRequest("name: you may not change your own role; ask another admin")
-		}
-		role, team := models.Role(c.FormValue("role")), c.FormValue("team")
-		if err := s.checkRoleTeam(ctx, role, team); err != nil {
-			return "", err
-		}
-		if err := s.cfg.Store.SetRole(ctx, name, role, team); errors.Is(err, models.ErrNotFound) {
-			return "", badRequest("name: no user %s", name)
-		} else if err != nil {
-			return "", err
-		}
-		s.hub.poke() // live connections lose the topics of the old team at once
-		return fmt.Sprintf("%s is now %s of %q.", name, role, team), s.audit(c, "user.role", name, fmt.Sprintf("role %s team %s", role, team))
-	case "reset-password":
-		pw := c.FormValue("password")
-		if err := checkPassword(pw); err != nil {
-			return "", err
-		}
-		if err := s.cfg.Store.SetPassword(ctx, name, pw); errors.Is(err, models.ErrNotFound) {
-			return "", badRequest("name: no user %s", name)
-		} else if errors.Is(err, models.ErrInvalid) {
-			return "", badRequest("name: %s signs in through the lab's directory or identity provider, which keeps the password", name)
-		} else if err != nil {
-			return "", err
-		}
-		s.hub.poke()
-		return "Password of " + name + " reset: their sessions, API tokens and live connections have ended.", s.audit(c, "user.password", name, "sessions and tokens ended")
-	case "disable-user", "enable-user", "delete-user":
-		act := map[string]accountAction{"disable-user": disableAccount, "enable-user": enableAccount, "delete-user": deleteAccount}[action]
-		out, err := s.changeAccount(ctx, actorOf(c), name, act)
 		if err != nil {
-			return "", asFormError(err)
+			return "", badRequest("guarantee: must be a whole number of GPUs from 0 to %d", app.MaxGuarantee)
+		}
+		return "Team " + name + " created.", s.app.CreateTeam(ctx, a, api.CreateTeam{Name: name, GuaranteeGPUs: g})
+	case "create-user":
+		req := api.CreateUser{Name: name, Role: c.FormValue("role"), Team: c.FormValue("team"), Password: c.FormValue("password")}
+		return "User " + name + " created.", s.app.CreateUser(ctx, a, req)
+	case "set-role":
+		req := api.SetRole{Role: c.FormValue("role"), Team: c.FormValue("team")}
+		return fmt.Sprintf("%s is now %s of %q.", name, req.Role, req.Team), s.app.SetRole(ctx, a, name, req)
+	case "reset-password":
+		return "Password of " + name + " reset: their sessions, API tokens and live connections have ended.",
+			s.app.ResetPassword(ctx, a, name, api.SetPassword{Password: c.FormValue("password")})
+	case "disable-user", "enable-user", "delete-user":
+		act := map[string]app.AccountAction{"disable-user": app.DisableAccount, "enable-user": app.EnableAccount, "delete-user": app.DeleteAccount}[action]
+		out, err := s.app.ChangeAccount(ctx, a, name, act)
+		if err != nil {
+			return "", err
 		}
 		switch act {
-		case disableAccount:
+		case app.DisableAccount:
 			return fmt.Sprintf("%s is disabled: their sessions, tokens and live connections have ended; %d waiting jobs are held.", name, out.HeldJobs), nil
-		case enableAccount:
+		case app.EnableAccount:
 			return fmt.Sprintf("%s is enabled again; %d held jobs were released.", name, out.ReleasedJobs), nil
 		}
 		return fmt.Sprintf("%s is deleted; %d waiting jobs are held until an admin cancels them.", name, out.HeldJobs), nil
 	case "set-unix-name":
-		return s.unixNameForm(c, name)
+		u, err := s.app.SetUnixName(ctx, a, name, api.SetUnixName{UnixName: c.FormValue("unix_name")})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("Jobs of %s run as the Unix account %s.", u.Name, u.UnixName), nil
 	case "revoke-token":
 		id, err := strconv.ParseInt(c.FormValue("id"), 10, 64)
 		if err != nil || id < 1 {
 			return "", badRequest("id: must be a token's number")
 		}
-		if err := s.revokeUserToken(ctx, actorOf(c), name, id); err != nil {
-			return "", asFormError(err)
+		if err := s.app.RevokeUserToken(ctx, a, name, id); err != nil {
+			return "", err
 		}
 		return fmt.Sprintf("Token %d of %s revoked.", id, name), nil
 	}
 	return "", echo.NewHTTPError(http.StatusNotFound, "unknown admin action "+action)
-}
-
-// asFormError turns a service's 404 about the named user into a 400
-// naming the field, as a form shows it.
-func asFormError(err error) error {
-	var he *echo.HTTPError
-	if errors.As(err, &he) && he.Code == http.StatusNotFound {
-		return badRequest("name: %v", he.Message)
-	}
-	return err
 }
 
 // tokensPage lists the user's API tokens and lets them make and revoke one.

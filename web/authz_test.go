@@ -28,6 +28,8 @@ import (
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
+	"github.com/gpuportal/gpuportal/history"
+	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -36,7 +38,10 @@ import (
 // and users, an engine running with no machines, and credentials per role.
 type testServer struct {
 	*Server
-	store    *models.Store
+	store *models.Store
+	// history writes the GPU history of the server's telemetry when a
+	// test runs it.
+	history  *history.Writer
 	sessions map[string]string // user -> session cookie
 	tokens   map[string]string // user -> API token
 }
@@ -100,6 +105,17 @@ func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServe
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.Live == nil {
+		// The live stream's frames, as serve makes them.
+		pub := live.New(live.Config{Telemetry: cfg.Telemetry, Logger: quiet})
+		cfg.Live = pub
+		cfg.Collectors = append(cfg.Collectors, pub.Collectors()...)
+		published := make(chan struct{})
+		go func() { pub.Run(runCtx); close(published) }()
+		t.Cleanup(func() { stop(); <-published })
+	}
+	ts.history = history.New(history.Config{Store: store, Telemetry: cfg.Telemetry, Nodes: eng, Logger: quiet, Leader: cfg.Leader})
+	cfg.Collectors = append(cfg.Collectors, ts.history.Collectors()...)
 	ts.Server, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)

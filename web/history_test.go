@@ -24,7 +24,7 @@ func TestHistoryIsWrittenAndServed(t *testing.T) {
 	ls := newLiveServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { ls.RecordHistory(ctx, HistoryConfig{}); close(done) }()
+	go func() { ls.history.Run(ctx); close(done) }()
 	// Let the writer subscribe before the frames come.
 	time.Sleep(100 * time.Millisecond)
 	now := time.Now()
@@ -120,34 +120,6 @@ func TestHistoryRangeIsChecked(t *testing.T) {
 		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "range") {
 			t.Errorf("%s: %d %s, want 400 naming range", target, rec.Code, rec.Body)
 		}
-	}
-}
-
-func TestRollupAndPrune(t *testing.T) {
-	ts := newTestServer(t)
-	ctx := context.Background()
-	now := time.Unix(100*86400, 0)
-	day := int64(86400)
-	rows := []models.GPUHistory{
-		{Step: models.StepMinute, Start: now.Unix() - 100*day, GPU: "G", Samples: 60}, // past keep: pruned
-		{Step: models.StepMinute, Start: now.Unix() - 8*day, GPU: "G", Samples: 60},   // past raw: rolled up
-		{Step: models.StepMinute, Start: now.Unix() - 8*day + 60, GPU: "G", Samples: 60},
-		{Step: models.StepMinute, Start: now.Unix() - day, GPU: "G", Samples: 60}, // kept as is
-	}
-	if err := ts.store.SaveGPUHistory(ctx, rows); err != nil {
-		t.Fatal(err)
-	}
-	cfg := HistoryConfig{Raw: 7 * 24 * time.Hour, Keep: 90 * 24 * time.Hour}.withDefaults()
-	if err := ts.rollupAndPrune(ctx, now, cfg); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := ts.store.GPUHistoryRange(ctx, "", 0, 1<<40)
-	var steps []int
-	for _, r := range got {
-		steps = append(steps, r.Step)
-	}
-	if len(got) != 2 || !reflect.DeepEqual(steps, []int{models.StepHour, models.StepMinute}) || got[0].Samples != 120 {
-		t.Errorf("after roll-up and pruning: %+v", got)
 	}
 }
 
@@ -248,7 +220,7 @@ func TestAccountingOutlivesHistory(t *testing.T) {
 	if err := ts.store.SaveGPUHistory(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.rollupAndPrune(ctx, now, HistoryConfig{}.withDefaults()); err != nil {
+	if err := ts.history.Maintain(ctx, now); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := ts.store.GPUHistoryRange(ctx, "", 0, 1<<40); len(got) != 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/jct"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/live"
 )
 
 // BenchmarkHub measures how fast the live stream delivers a frame of a
@@ -35,15 +36,16 @@ func BenchmarkHub(b *testing.B) {
 }
 
 func benchHub(b *testing.B, clients int) {
-	ts := newTestServer(b)
 	// The recorder as serve makes it: 10 minutes, up to 2000 jobs (the
 	// test server's keeps 10 jobs, fewer than the frame's 64).
-	ts.cfg.Telemetry = telemetry.New(10*time.Minute, 2000)
-	ts.cfg.LiveInterval = time.Millisecond // the hub, not the rate cap
+	tel := telemetry.New(10*time.Minute, 2000)
+	pub := live.New(live.Config{Telemetry: tel, Interval: time.Millisecond}) // the hub, not the rate cap
+	ts := newTestServer(b, func(c *Config) { c.Telemetry, c.Live = tel, pub })
 	srv := httptest.NewServer(ts.Handler())
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go pub.Run(ctx)
 	go ts.Run(ctx)
 
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws?topics=gpus"

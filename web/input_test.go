@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
@@ -287,7 +288,7 @@ func TestFormsRefuseUnboundedInput(t *testing.T) {
 				}
 			})
 		}
-		if tm, err := ts.store.Team(context.Background(), "vision"); err != nil || tm.MaxSessionS != 0 || tm.Weight < minTeamWeight {
+		if tm, err := ts.store.Team(context.Background(), "vision"); err != nil || tm.MaxSessionS != 0 || tm.Weight < app.MinTeamWeight {
 			t.Errorf("a refused form changed the team: %+v, %v", tm, err)
 		}
 	})

@@ -37,3 +37,43 @@ func TestKeptOutputOfAGoneMachine(t *testing.T) {
 		t.Errorf("another team's member: %d, want 404 (to him the job does not exist)", rec.Code)
 	}
 }
+
+// TestJobLogFromOffset: a client follows a job's output by asking from
+// the offset it has read to: the rest from there, nothing at the end,
+// the size in X-Log-Size (less than the offset when the output started
+// anew); a bad offset is refused naming it.
+func TestJobLogFromOffset(t *testing.T) {
+	ts := newTestServer(t)
+	ts.cfg.DataDir = t.TempDir()
+	id := ts.newJob(t)
+	dir := filepath.Join(ts.cfg.DataDir, "agents", "gpu-gone", "jobs", fmt.Sprint(id))
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	const out = "epoch 1 loss 0.9\nepoch 2 loss 0.7\n"
+	if err := os.WriteFile(filepath.Join(dir, "output.log"), []byte(out), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		query string
+		code  int
+		body  string
+	}{
+		{"offset=0", http.StatusOK, out},
+		{"offset=17", http.StatusOK, "epoch 2 loss 0.7\n"},
+		{"offset=17&tail_bytes=3", http.StatusOK, "epoch 2 loss 0.7\n"},
+		{"offset=34", http.StatusOK, ""},
+		{"offset=500", http.StatusOK, ""},
+		{"offset=-1", http.StatusBadRequest, "offset"},
+		{"offset=x", http.StatusBadRequest, "offset"},
+	} {
+		rec := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/logs?%s", id, tc.query), "")
+		if rec.Code != tc.code || tc.code == http.StatusOK && rec.Body.String() != tc.body ||
+			tc.code != http.StatusOK && !strings.Contains(rec.Body.String(), tc.body) {
+			t.Errorf("%s: %d %q, want %d %q", tc.query, rec.Code, rec.Body.String(), tc.code, tc.body)
+		}
+		if size := rec.Header().Get("X-Log-Size"); tc.code == http.StatusOK && size != "34" {
+			t.Errorf("%s: X-Log-Size %q, want 34", tc.query, size)
+		}
+	}
+}

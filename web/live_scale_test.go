@@ -134,7 +134,7 @@ func TestHistoryKeepsEveryMachine(t *testing.T) {
 	ts, _ := manyMachines(t, n, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { ts.RecordHistory(ctx, HistoryConfig{}); close(done) }()
+	go func() { ts.history.Run(ctx); close(done) }()
 	time.Sleep(100 * time.Millisecond) // let the writer subscribe
 	start := time.Now().Add(-5 * time.Minute).Truncate(time.Minute).Unix()
 	for sec := start; sec <= start+60; sec++ {

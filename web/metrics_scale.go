@@ -8,14 +8,13 @@ import (
 )
 
 // What /metrics says of the live stream and the store at scale: the rows
-// the store writes, the machine reports the live stream and the history
-// writer dropped for falling behind, and how old the newest live update's
-// oldest reading was.
+// the store writes, and how old the newest live update's oldest reading
+// was. The machine reports the live publisher and the history writer
+// dropped are told by their own collectors (Config.Collectors).
 
-// scaleStats is counted by the live stream (ws.go) and the history writer.
+// scaleStats is counted by the live stream (ws.go); the live publisher
+// and the history writer count what they drop (their Collectors).
 type scaleStats struct {
-	liveDropped    atomic.Int64
-	historyDropped atomic.Int64
 	// liveAge is the age, in nanoseconds, of the oldest reading of the
 	// last live update when it went out.
 	liveAge atomic.Int64
@@ -40,12 +39,6 @@ func (c storeWrites) Collect(ch chan<- prometheus.Metric) {
 func scaleMetrics(s *Server) []prometheus.Collector {
 	return []prometheus.Collector{
 		storeWrites{s: s},
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gpuportal_live_reports_dropped_total",
-			Help: "Machine reports the live stream dropped: it fell a minute of reports behind."},
-			func() float64 { return float64(s.scale.liveDropped.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gpuportal_history_reports_dropped_total",
-			Help: "Machine reports the GPU history writer dropped: it fell ten minutes of reports behind."},
-			func() float64 { return float64(s.scale.historyDropped.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gpuportal_live_update_age_seconds",
 			Help: "How old the oldest machine reading of the last live update was when it went out (about 1 s while the stream keeps up)."},
 			func() float64 { return time.Duration(s.scale.liveAge.Load()).Seconds() }),

@@ -146,6 +146,14 @@ func (s *Server) apiJobLogs(c echo.Context) error {
 		}
 		tail = n
 	}
+	offset := int64(-1)
+	if v := c.QueryParam("offset"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return echo.NewHTTPError(http.StatusBadRequest, "offset: must be a number of bytes, 0 or more")
+		}
+		offset = n
+	}
 	f, id, err := s.jobLogFile(c)
 	if err != nil {
 		return err
@@ -154,6 +162,20 @@ func (s *Server) apiJobLogs(c echo.Context) error {
 	st, err := f.Stat()
 	if err != nil {
 		return err
+	}
+	// The output's size, so that a client following it (offset) sees
+	// when it starts anew (a requeued job's next run): size < offset.
+	c.Response().Header().Set("X-Log-Size", strconv.FormatInt(st.Size(), 10))
+	if offset >= 0 {
+		// From offset on, at most maxLogTail bytes: a client follows the
+		// output by asking again from offset plus what it received.
+		if offset >= st.Size() {
+			return c.Blob(http.StatusOK, "text/plain; charset=utf-8", nil)
+		}
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			return err
+		}
+		return c.Stream(http.StatusOK, "text/plain; charset=utf-8", io.LimitReader(f, maxLogTail))
 	}
 	if c.QueryParam("download") == "1" {
 		// A whole output may take longer than an answer may (writeTimeout).

@@ -25,6 +25,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
+	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/outbound"
 	"github.com/gpuportal/gpuportal/static"
@@ -59,9 +60,10 @@ type Config struct {
 	// SocketMaxAge is how long a live connection may last before the
 	// client must reconnect and authenticate again; default 1h.
 	SocketMaxAge time.Duration
-	// LiveInterval is the least time between two updates of a live
-	// topic (ws.go); default 1s, the documented rate.
-	LiveInterval time.Duration
+	// Live gives the frames of the live stream (live.Publisher), which
+	// Run sends to the followers of each topic; nil: topics get their
+	// snapshots and no updates.
+	Live LiveFrames
 	// MaxSocketsPerUser caps one user's live connections; default 16.
 	MaxSocketsPerUser int
 	// DataDir is the folder of job output (and, with SQLite, the
@@ -147,6 +149,11 @@ type Server struct {
 	app *app.App
 }
 
+// LiveFrames gives the frames of the live stream; *live.Publisher is one.
+type LiveFrames interface {
+	Frames() <-chan live.Frame
+}
+
 // Agents is the endpoint where remote node agents connect, with what
 // /metrics says of them. core/agent/hub.Hub implements it.
 type Agents interface {
@@ -185,9 +192,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SocketRecheck <= 0 {
 		cfg.SocketRecheck = defaultSocketRecheck
 	}
-	if cfg.LiveInterval <= 0 {
-		cfg.LiveInterval = defaultLiveInterval
-	}
 	if cfg.SocketMaxAge <= 0 {
 		cfg.SocketMaxAge = defaultSocketMaxAge
 	}
@@ -202,7 +206,7 @@ func New(cfg Config) (*Server, error) {
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
 	s.app = app.New(app.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger, Now: cfg.Now,
-		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader})
+		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader, Idle: cfg.Idle, AccessChanged: s.hub.poke})
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
 		return nil, err
 	}
@@ -303,9 +307,9 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/users", s.apiUsers, requireAdmin)
 	authed.GET("/users/:name/tokens", s.apiUserTokens, requireAdmin)
 	authed.DELETE("/users/:name/tokens/:id", s.apiRevokeUserToken, requireAdmin)
-	authed.POST("/users/:name/disable", s.apiAccountAction(disableAccount), requireAdmin)
-	authed.POST("/users/:name/enable", s.apiAccountAction(enableAccount), requireAdmin)
-	authed.DELETE("/users/:name", s.apiAccountAction(deleteAccount), requireAdmin)
+	authed.POST("/users/:name/disable", s.apiAccountAction(app.DisableAccount), requireAdmin)
+	authed.POST("/users/:name/enable", s.apiAccountAction(app.EnableAccount), requireAdmin)
+	authed.DELETE("/users/:name", s.apiAccountAction(app.DeleteAccount), requireAdmin)
 	authed.PUT("/users/:name/unix-name", s.apiSetUnixName, requireAdmin)
 	authed.GET("/machines", s.apiMachines, requireAdmin)
 	authed.DELETE("/machines/:name", s.apiRemoveMachine, requireAdmin)

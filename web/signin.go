@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,8 +18,20 @@ import (
 )
 
 // oidcCookie carries a sign-in through the OpenID Connect provider from
-// its start to the callback: its state, nonce and PKCE verifier.
+// its start to the callback: its state, nonce and PKCE verifier. Each
+// sign-in begun has a cookie of its own, named after its state
+// (oidcCookieName), so that sign-ins begun in two tabs of one browser
+// (a session that expired in both) both complete: with one cookie for
+// all, the second start overwrote the first's, whose callback was then
+// refused as "state does not match".
 const oidcCookie = "gpuportal_oidc"
+
+// oidcCookieName is the name of the cookie of the sign-in whose state is
+// state: oidcCookie and a digest of the state.
+func oidcCookieName(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return oidcCookie + "_" + hex.EncodeToString(sum[:8])
+}
 
 // oidcFlowTTL is how long a person has at the provider to sign in.
 const oidcFlowTTL = 10 * time.Minute
@@ -156,12 +170,24 @@ func (s *Server) oidcStart(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusNotFound, "sign-in through OpenID Connect is not configured")
 	}
 	next := safeNext(c.QueryParam("next"))
+	// The flow's cookie must be set on the host the provider sends the
+	// browser back to: a sign-in begun at http://localhost:8080 with the
+	// callback registered at http://127.0.0.1:8080 (or a short name and
+	// the full one) would reach a callback without it, or with a stale
+	// one, and be refused. The browser is sent there first, once (a
+	// proxy that rewrites Host is let through the second time).
+	if back, err := url.Parse(s.cfg.SignIn.OIDC.RedirectURL); err == nil && c.QueryParam("host") == "" &&
+		!strings.EqualFold(c.Request().Host, back.Host) {
+		there := url.URL{Scheme: back.Scheme, Host: back.Host, Path: "/login/oidc",
+			RawQuery: url.Values{"next": {next}, "host": {"1"}}.Encode()}
+		return c.Redirect(http.StatusSeeOther, there.String())
+	}
 	to, flow, err := s.oidc.Start(c.Request().Context(), next)
 	if err != nil {
 		s.cfg.Logger.Error("OpenID Connect sign-in unavailable", "err", err)
 		return s.render(c, http.StatusServiceUnavailable, s.loginView(c, s.oidc.Name()+" cannot be reached now: try again soon, or ask an admin.", "", next))
 	}
-	c.SetCookie(&http.Cookie{Name: oidcCookie, Value: identity.EncodeFlow(flow), Path: "/login/oidc", HttpOnly: true,
+	c.SetCookie(&http.Cookie{Name: oidcCookieName(flow.State), Value: identity.EncodeFlow(flow), Path: "/login/oidc", HttpOnly: true,
 		Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, MaxAge: int(oidcFlowTTL.Seconds())})
 	return c.Redirect(http.StatusSeeOther, to)
 }
@@ -171,11 +197,14 @@ func (s *Server) oidcCallback(c echo.Context) error {
 	if s.oidc == nil {
 		return echo.NewHTTPError(http.StatusNotFound, "sign-in through OpenID Connect is not configured")
 	}
-	c.SetCookie(&http.Cookie{Name: oidcCookie, Value: "", Path: "/login/oidc", MaxAge: -1, HttpOnly: true})
 	fail := func(code int, msg string) error {
 		return s.render(c, code, s.loginView(c, msg, "", ""))
 	}
-	ck, err := c.Cookie(oidcCookie)
+	// The cookie of the sign-in this callback names; it serves once.
+	name := oidcCookieName(c.QueryParam("state"))
+	ck, err := c.Cookie(name)
+	c.SetCookie(&http.Cookie{Name: name, Value: "", Path: "/login/oidc", MaxAge: -1, HttpOnly: true,
+		Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
 	if err != nil {
 		return fail(http.StatusBadRequest, "This sign-in was not started here or took too long: try again.")
 	}

@@ -33,7 +33,7 @@ func signInConfig(t *testing.T, args ...string) identity.Config {
 // still sign in; the login page offers both ways; a callback this browser
 // did not begin is refused.
 func TestSignInWhileSourcesAreDown(t *testing.T) {
-	cfg := signInConfig(t, "--ldap-url", "ldap://127.0.0.1:1", "--ldap-user-base", "ou=people,dc=lab,dc=example",
+	cfg := signInConfig(t, "--ldap-url", "ldap://127.0.0.1:1", "--ldap-insecure", "--ldap-user-base", "ou=people,dc=lab,dc=example",
 		"--ldap-timeout", "2s", "--auth-default-team", "vision", "--oidc-issuer", "http://127.0.0.1:1", "--oidc-client-id", "gpuportal",
 		"--oidc-redirect-url", "http://127.0.0.1:8080/login/oidc/callback", "--oidc-name", "Lab SSO")
 	ts := newTestServer(t, func(c *Config) { c.SignIn = cfg })
@@ -46,7 +46,7 @@ func TestSignInWhileSourcesAreDown(t *testing.T) {
 		{"a directory account", "POST", "/login", "username=dave&password=dave-secret", http.StatusServiceUnavailable, "The directory cannot be reached now"},
 		{"the break-glass admin", "POST", "/login", "username=admin&password=password1", http.StatusSeeOther, ""},
 		{"a local account, wrong password", "POST", "/login", "username=alice&password=nope", http.StatusUnauthorized, "Wrong user name or password"},
-		{"the provider", "GET", "/login/oidc?next=/jobs", "", http.StatusServiceUnavailable, "Lab SSO cannot be reached now"},
+		{"the provider", "GET", "/login/oidc?next=/jobs&host=1", "", http.StatusServiceUnavailable, "Lab SSO cannot be reached now"},
 		{"a callback not begun here", "GET", "/login/oidc/callback?code=c&state=s", "", http.StatusBadRequest, "not started here"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,6 +55,13 @@ func TestSignInWhileSourcesAreDown(t *testing.T) {
 				t.Errorf("status %d, want %d with %q; body %.300s", rec.Code, tc.want, tc.wantBody, rec.Body.String())
 			}
 		})
+	}
+	// A sign-in begun on a host other than the callback's (here the test
+	// request's) goes there first, so that its cookie is where the
+	// provider sends the browser back; once.
+	rec := ts.do(t, "anonymous", "GET", "/login/oidc?next=/jobs", "")
+	if want := "http://127.0.0.1:8080/login/oidc?host=1&next=%2Fjobs"; rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != want {
+		t.Errorf("sign-in begun on another host: status %d to %q, want 303 to %s", rec.Code, rec.Header().Get("Location"), want)
 	}
 	// An unreachable directory is no failed login: no throttle.
 	for range 12 {

@@ -3,7 +3,6 @@ package web
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"sort"
@@ -24,12 +23,6 @@ import (
 
 // teamWindow is how far back a team's page looks.
 const teamWindow = 7 * 24 * time.Hour
-
-// The bounds of a team's weight, its share among borrowers.
-const (
-	minTeamWeight = 0.001
-	maxTeamWeight = 1e6
-)
 
 func (s *Server) apiTeams(c echo.Context) error {
 	m, err := s.moment(c.Request().Context())
@@ -118,93 +111,23 @@ func (s *Server) apiTeam(c echo.Context) error {
 	return c.JSON(http.StatusOK, t)
 }
 
-// shareInput is what an admin may change of a team.
-type shareInput struct {
-	GuaranteeGPUs  *int     `json:"guaranteed_gpus"`
-	Weight         *float64 `json:"weight"`
-	MaxGPUsPerUser *int     `json:"max_gpus_per_user"`
-}
-
-// setShare applies an admin's change to a team's share and audits it.
-func (s *Server) setShare(c echo.Context, in shareInput) error {
-	name := c.Param("name")
-	t, err := s.cfg.Store.Team(c.Request().Context(), name)
-	if errors.Is(err, models.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
-	} else if err != nil {
-		return err
-	}
-	g, w, m := t.GuaranteeGPUs, t.Weight, t.MaxGPUsPerUser
-	if in.GuaranteeGPUs != nil {
-		g = *in.GuaranteeGPUs
-	}
-	if in.Weight != nil {
-		w = *in.Weight
-	}
-	if in.MaxGPUsPerUser != nil {
-		m = *in.MaxGPUsPerUser
-	}
-	switch {
-	case g < 0 || g > app.MaxGPUs:
-		return badRequest("guaranteed_gpus: must be from 0 to %d", app.MaxGPUs)
-	case !(w >= minTeamWeight) || w > maxTeamWeight:
-		// A weight near 0 makes the team's entitlement underflow to 0,
-		// and its fair-share factor NaN.
-		return badRequest("weight: must be a number from %v to %v", minTeamWeight, maxTeamWeight)
-	case m < 0 || m > app.MaxGPUs:
-		return badRequest("max_gpus_per_user: must be from 0 (no cap) to %d", app.MaxGPUs)
-	}
-	if err := s.cfg.Store.SetTeamShare(c.Request().Context(), name, g, w, m); err != nil {
-		return err
-	}
-	s.cfg.Engine.Wake()
-	return s.audit(c, "team.share", name, fmt.Sprintf("guarantee %d→%d GPUs, weight %g→%g, per-user cap %d→%d", t.GuaranteeGPUs, g, t.Weight, w, t.MaxGPUsPerUser, m))
-}
-
 func (s *Server) apiSetShare(c echo.Context) error {
-	var in shareInput
+	var in api.TeamShareUpdate
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	if err := s.setShare(c, in); err != nil {
+	if err := s.app.SetTeamShare(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
 		return err
 	}
 	return s.apiTeam(c)
 }
 
-// setCap caps a member's GPUs: for the team's lead or an admin.
-func (s *Server) setCap(c echo.Context, user string, limit int) error {
-	name, u := c.Param("name"), currentUser(c)
-	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
-		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its caps", name))
-	}
-	member, err := s.cfg.Store.UserByName(c.Request().Context(), user)
-	if errors.Is(err, models.ErrNotFound) || (err == nil && member.Team != name) {
-		return badRequest("user: %q is not a member of %s", user, name)
-	} else if err != nil {
-		return err
-	}
-	if limit < 0 || limit > app.MaxGPUs {
-		return badRequest("max_gpus: must be from 0 (no cap) to %d", app.MaxGPUs)
-	}
-	if err := s.cfg.Store.SetUserCap(c.Request().Context(), name, user, limit); err != nil {
-		return err
-	}
-	s.cfg.Engine.Wake()
-	return s.audit(c, "team.cap", name, fmt.Sprintf("%s: at most %d GPUs (0: no cap)", user, limit))
-}
-
 func (s *Server) apiSetCap(c echo.Context) error {
-	var in struct {
-		MaxGPUs *int `json:"max_gpus"`
-	}
+	var in api.UserCap
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	if in.MaxGPUs == nil {
-		return badRequest("max_gpus: is required (0 removes the cap)")
-	}
-	if err := s.setCap(c, c.Param("user"), *in.MaxGPUs); err != nil {
+	if err := s.app.SetUserCap(c.Request().Context(), appActor(c), c.Param("name"), c.Param("user"), in); err != nil {
 		return err
 	}
 	return s.apiTeam(c)
@@ -254,104 +177,15 @@ func fmtTimeLimit(s int64) string {
 	return job.FormatTimeLimit(time.Duration(s) * time.Second)
 }
 
-// setTimeLimits sets team name's default and longest time limit, as
-// typed (job.ParseTimeLimit; "" for none), for its lead or an admin.
-func (s *Server) setTimeLimits(c echo.Context, def, most string) error {
-	name, u := c.Param("name"), currentUser(c)
-	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
-		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its time limits", name))
-	}
-	d, err := job.ParseTimeLimit(def)
-	if err != nil {
-		return badRequest("default_time_limit: %s", err)
-	}
-	m, err := job.ParseTimeLimit(most)
-	if err != nil {
-		return badRequest("max_time_limit: %s", err)
-	}
-	if m > 0 && (d > m) {
-		return badRequest("default_time_limit: %s is above the maximum %s", job.FormatTimeLimit(d), job.FormatTimeLimit(m))
-	}
-	err = s.cfg.Store.SetTeamTimeLimits(c.Request().Context(), name, int64(d/time.Second), int64(m/time.Second))
-	if errors.Is(err, models.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("team %s not found", name))
-	}
-	if err != nil {
-		return err
-	}
-	return s.audit(c, "team.time_limits", name, fmt.Sprintf("default %s, at most %s", job.FormatTimeLimit(d), job.FormatTimeLimit(m)))
-}
-
 func (s *Server) apiSetTimeLimits(c echo.Context) error {
-	var in struct {
-		Default string `json:"default_time_limit"`
-		Max     string `json:"max_time_limit"`
-	}
+	var in api.TimeLimits
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	if err := s.setTimeLimits(c, in.Default, in.Max); err != nil {
+	if err := s.app.SetTimeLimits(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
 		return err
 	}
 	return s.apiTeam(c)
-}
-
-// setIdlePolicy sets team name's idle-GPU reclaim policy, for its lead
-// or an admin (audited): the API's and the team page's form's one way.
-func (s *Server) setIdlePolicy(c echo.Context, in api.IdlePolicy) error {
-	name, u := c.Param("name"), currentUser(c)
-	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
-		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its idle policy", name))
-	}
-	if h := in.MaxKeepAliveHours; !(h >= 0) || h > 24*30 || (h > 0 && h*3600 < 1) {
-		// Kept in seconds: less than one would be 0, the default.
-		return badRequest("max_keep_alive_hours: %v: want 0 (the default, %v hours), or 1 second (0.0003) to 720", h, models.DefaultMaxKeepAlive.Hours())
-	}
-	p := models.IdlePolicy{SpareSessions: !in.ReclaimSessions, ReclaimBatch: in.ReclaimBatch, MaxKeepAliveS: int64(in.MaxKeepAliveHours * 3600)}
-	if v := in.IdleBelowPct; v != nil {
-		if err := idle.CheckBelow(*v); err != nil {
-			return badRequest("idle_below_pct: %s (null: the server's, %g)", err, s.cfg.Idle.BelowPct)
-		}
-		p.BelowPct = *v
-	}
-	if v := in.IdleAfterS; v != nil {
-		if *v != math.Trunc(*v) || *v < 0 || *v > idle.MaxAfter.Seconds() || idle.CheckAfter(time.Duration(*v)*time.Second) != nil {
-			return badRequest("idle_after_s: %v: want whole seconds from %v to %v, or 0 or null (the server's, %v)",
-				*v, idle.MinAfter.Seconds(), idle.MaxAfter.Seconds(), s.cfg.Idle.After.Seconds())
-		}
-		p.AfterS = int64(*v)
-	}
-	err := s.cfg.Store.SetTeamIdlePolicy(c.Request().Context(), name, p)
-	if errors.Is(err, models.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("team %s not found", name))
-	}
-	if err != nil {
-		return err
-	}
-	return s.audit(c, "team.idle_policy", name, fmt.Sprintf("idle under %s for %s, reclaim sessions %v, batch jobs %v, keep-alive at most %vh",
-		ownOrServer(p.BelowPct > 0, fmt.Sprintf("%g%%", p.BelowPct)), ownOrServer(p.AfterS > 0, shortDuration(time.Duration(p.AfterS)*time.Second)),
-		in.ReclaimSessions, in.ReclaimBatch, in.MaxKeepAliveHours))
-}
-
-// ownOrServer is v where a team set its own, else "the server's".
-func ownOrServer(own bool, v string) string {
-	if own {
-		return v
-	}
-	return "the server's"
-}
-
-// shortDuration is d as a team's idle time is written and read back on
-// its page: "45m", "1h30m", "90s" (time.ParseDuration reads it).
-func shortDuration(d time.Duration) string {
-	out := d.String()
-	if strings.HasSuffix(out, "m0s") {
-		out = strings.TrimSuffix(out, "0s")
-	}
-	if strings.HasSuffix(out, "h0m") {
-		out = strings.TrimSuffix(out, "0m")
-	}
-	return out
 }
 
 // apiSetIdlePolicy sets a team's idle-GPU reclaim policy, for its lead
@@ -361,35 +195,10 @@ func (s *Server) apiSetIdlePolicy(c echo.Context) error {
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	if err := s.setIdlePolicy(c, in); err != nil {
+	if err := s.app.SetIdlePolicy(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
 		return err
 	}
 	return s.apiTeam(c)
-}
-
-// setSessionPolicy sets team name's session policy, for its lead or an
-// admin (audited): the API's and the team page's form's one way.
-func (s *Server) setSessionPolicy(c echo.Context, in api.SessionPolicy) error {
-	name, u := c.Param("name"), currentUser(c)
-	if !(u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == name)) {
-		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only the lead of %s or an admin may set its session policy", name))
-	}
-	if h := in.MaxSessionHours; !(h >= 0) || h > 24*365 || (h > 0 && math.Round(h*3600) < 1) {
-		// Kept in seconds: less than one would be 0, no maximum.
-		return badRequest("max_session_hours: %v: want 0 (no maximum), or 1 second (0.0003) to 8760", h)
-	}
-	if in.PriorityGPUs < 0 || in.PriorityGPUs > app.MaxGPUs {
-		return badRequest("priority_gpus: %d: want 0 (no interactive priority) to %d", in.PriorityGPUs, app.MaxGPUs)
-	}
-	p := models.SessionPolicy{MaxSessionS: int64(math.Round(in.MaxSessionHours * 3600)), SessionPriorityGPUs: in.PriorityGPUs}
-	err := s.cfg.Store.SetTeamSessionPolicy(c.Request().Context(), name, p)
-	if errors.Is(err, models.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("team %s not found", name))
-	}
-	if err != nil {
-		return err
-	}
-	return s.audit(c, "team.session_policy", name, fmt.Sprintf("sessions at most %vh, %d GPUs with interactive priority", in.MaxSessionHours, in.PriorityGPUs))
 }
 
 // apiSetSessionPolicy sets a team's session policy, for its lead or an
@@ -399,7 +208,7 @@ func (s *Server) apiSetSessionPolicy(c echo.Context) error {
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	if err := s.setSessionPolicy(c, in); err != nil {
+	if err := s.app.SetSessionPolicy(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
 		return err
 	}
 	return s.apiTeam(c)
@@ -423,7 +232,7 @@ func (s *Server) sessionPolicyForm(c echo.Context) error {
 		}
 		in.PriorityGPUs = n
 	}
-	if err := s.setSessionPolicy(c, in); err != nil {
+	if err := s.app.SetSessionPolicy(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
 		return s.teamFormError(c, err)
 	}
 	return s.renderTeam(c, http.StatusOK, "", "Session policy saved.")
@@ -455,19 +264,20 @@ func (s *Server) idlePolicyForm(c echo.Context) error {
 			return s.teamFormError(c, badRequest("idle_after: %q is not a duration such as 45m or 2h", v))
 		}
 		if err := idle.CheckAfter(d); err != nil {
-			return s.teamFormError(c, badRequest("idle_after: %s (empty: the server's, %s)", err, shortDuration(s.cfg.Idle.After)))
+			return s.teamFormError(c, badRequest("idle_after: %s (empty: the server's, %s)", err, app.ShortDuration(s.cfg.Idle.After)))
 		}
 		secs := d.Round(time.Second).Seconds()
 		in.IdleAfterS = &secs
 	}
-	if err := s.setIdlePolicy(c, in); err != nil {
+	if err := s.app.SetIdlePolicy(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
 		return s.teamFormError(c, err)
 	}
 	return s.renderTeam(c, http.StatusOK, "", "Idle GPU policy saved.")
 }
 
 func (s *Server) timeLimitsForm(c echo.Context) error {
-	if err := s.setTimeLimits(c, c.FormValue("default_time_limit"), c.FormValue("max_time_limit")); err != nil {
+	in := api.TimeLimits{Default: c.FormValue("default_time_limit"), Max: c.FormValue("max_time_limit")}
+	if err := s.app.SetTimeLimits(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
 		return s.teamFormError(c, err)
 	}
 	return s.renderTeam(c, http.StatusOK, "", "Time limits saved.")
@@ -489,7 +299,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	u := currentUser(c)
 	v := templates.Team{Share: shareRow(t.TeamShare),
 		CanEditShare: u.Role == models.RoleAdmin,
-		CanEditCaps:  u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == t.Name)}
+		CanEditCaps:  app.CanLead(u, t.Name)}
 	v.ShowShares = v.CanEditCaps
 	for i := range m.teams {
 		if m.teams[i].Name == t.Name {
@@ -548,15 +358,15 @@ func (s *Server) teamIdle(t *models.Team) templates.TeamIdle {
 		MaxKeepAliveHours: strconv.FormatFloat(p.MaxKeepAliveHours, 'g', -1, 64),
 		DefaultBelowPct:   strconv.FormatFloat(s.cfg.Idle.BelowPct, 'g', -1, 64), DefaultAfter: "none"}
 	if s.cfg.Idle.After > 0 {
-		out.DefaultAfter = shortDuration(s.cfg.Idle.After)
+		out.DefaultAfter = app.ShortDuration(s.cfg.Idle.After)
 	}
 	if t.IdleBelowPct > 0 {
 		out.BelowPct = strconv.FormatFloat(t.IdleBelowPct, 'g', -1, 64)
 	}
 	if t.IdleAfterS > 0 {
-		out.After = shortDuration(time.Duration(t.IdleAfterS) * time.Second)
+		out.After = app.ShortDuration(time.Duration(t.IdleAfterS) * time.Second)
 	}
-	out.InForce = fmt.Sprintf("under %g%% for %s", terms.rule.BelowPct, shortDuration(terms.rule.After))
+	out.InForce = fmt.Sprintf("under %g%% for %s", terms.rule.BelowPct, app.ShortDuration(terms.rule.After))
 	switch {
 	case !terms.rule.Valid():
 		out.InForce = "never (no idle time set)"
@@ -567,9 +377,9 @@ func (s *Server) teamIdle(t *models.Team) templates.TeamIdle {
 		out.Rule = "No job of this team is flagged idle: this server sets no idle time (serve --idle-after 0) and the team none of its own."
 		return out
 	}
-	out.Rule = fmt.Sprintf("A running job of this team is idle when all its GPUs are under %g%% utilization for %s; ", terms.rule.BelowPct, shortDuration(terms.rule.After))
+	out.Rule = fmt.Sprintf("A running job of this team is idle when all its GPUs are under %g%% utilization for %s; ", terms.rule.BelowPct, app.ShortDuration(terms.rule.After))
 	if s.cfg.ReclaimGrace > 0 {
-		out.Rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %s later (server settings).", shortDuration(s.cfg.ReclaimGrace))
+		out.Rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %s later (server settings).", app.ShortDuration(s.cfg.ReclaimGrace))
 	} else {
 		out.Rule += "it is flagged, never stopped: this server reclaims nothing (serve --idle-reclaim-grace 0)."
 	}
@@ -582,11 +392,15 @@ func (s *Server) teamFormError(c echo.Context, err error) error {
 	if errors.As(err, &he) && he.Code == http.StatusBadRequest {
 		return s.renderTeam(c, http.StatusBadRequest, he.Message.(string), "")
 	}
+	var ae *app.Error
+	if errors.As(err, &ae) && ae.Kind == app.Invalid {
+		return s.renderTeam(c, http.StatusBadRequest, ae.Msg, "")
+	}
 	return err
 }
 
 func (s *Server) shareForm(c echo.Context) error {
-	var in shareInput
+	var in api.TeamShareUpdate
 	var err error
 	if in.GuaranteeGPUs, err = formInt(c, "guaranteed_gpus"); err != nil {
 		return s.teamFormError(c, err)
@@ -601,7 +415,7 @@ func (s *Server) shareForm(c echo.Context) error {
 		}
 		in.Weight = &w
 	}
-	if err := s.setShare(c, in); err != nil {
+	if err := s.app.SetTeamShare(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
 		return s.teamFormError(c, err)
 	}
 	return s.renderTeam(c, http.StatusOK, "", "Share saved.")
@@ -612,10 +426,7 @@ func (s *Server) capForm(c echo.Context) error {
 	if err != nil {
 		return s.teamFormError(c, err)
 	}
-	if limit == nil {
-		return s.teamFormError(c, badRequest("max_gpus: is required (0 removes the cap)"))
-	}
-	if err := s.setCap(c, c.FormValue("user"), *limit); err != nil {
+	if err := s.app.SetUserCap(c.Request().Context(), appActor(c), c.Param("name"), c.FormValue("user"), api.UserCap{MaxGPUs: limit}); err != nil {
 		return s.teamFormError(c, err)
 	}
 	return s.renderTeam(c, http.StatusOK, "", "Cap saved.")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -144,98 +144,32 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 	return api.JobUpdate{Job: s.jobOf(m, j), Memory: jobMemoryOf(pts)}, nil
 }
 
-// Run publishes updates to subscribed clients until ctx ends. Machines
-// report one at a time; their GPUs' readings are coalesced per GPU (the
-// latest of each) and published together at most once per Config.LiveInterval,
-// so that every topic carries the latest state of every machine each
-// second, whatever the number of machines, and no topic is sent more
-// often than once a second (the JCT figures every fifth time).
+// Run publishes updates to subscribed clients until ctx ends: at each
+// frame of Config.Live (the machines' readings coalesced per GPU, at most
+// one a second) every topic gets the latest state of every machine, and
+// the JCT figures every fifth frame. It also ends or narrows the live
+// connections whose credential or rights changed (sockets.go) and keeps
+// the directory's accounts in step (directory.go).
 func (s *Server) Run(ctx context.Context) {
-	feed, cancel := s.cfg.Telemetry.Feed(liveFeedMax)
-	defer cancel()
 	watched := make(chan struct{})
 	go func() { s.watchSockets(ctx); close(watched) }()
 	defer func() { <-watched }()
 	synced := make(chan struct{})
 	go func() { s.syncDirectory(ctx); close(synced) }()
 	defer func() { <-synced }()
-	var (
-		pending = make(map[telemetry.GPUKey]telemetry.GPUFrame)
-		last    time.Time // of the last publish
-		due     <-chan time.Time
-		n       int
-	)
-	flush := func() {
-		n++
-		last, due = time.Now(), nil
-		f := coalesced(pending)
-		s.publish(ctx, f, n%5 == 1)
-		s.scale.liveAge.Store(int64(s.cfg.Now().Sub(oldest(f))))
-		clear(pending)
+	var frames <-chan live.Frame
+	if s.cfg.Live != nil {
+		frames = s.cfg.Live.Frames()
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-feed.Ready():
-			frames, dropped := feed.Take()
-			if dropped > 0 {
-				s.scale.liveDropped.Add(dropped)
-				s.cfg.Logger.Warn("live stream fell behind the machines' reports", "frames_dropped", dropped)
-			}
-			for _, f := range frames {
-				for _, g := range f.GPUs {
-					if cur, ok := pending[g.GPUKey]; !ok || g.T >= cur.T {
-						pending[g.GPUKey] = g
-					}
-				}
-			}
-			if len(pending) == 0 || due != nil {
-				continue
-			}
-			if wait := s.cfg.LiveInterval - time.Since(last); wait > 0 {
-				due = time.After(wait)
-				continue
-			}
-			flush()
-		case <-due:
-			flush()
+		case f := <-frames:
+			s.publish(ctx, f.Frame, f.Seq%5 == 1)
+			s.scale.liveAge.Store(int64(s.cfg.Now().Sub(f.Oldest())))
 		}
 	}
-}
-
-// defaultLiveInterval is the least time between two updates of a topic:
-// the documented rate of once a second.
-const defaultLiveInterval = time.Second
-
-// liveFeedMax is how many machine reports the live stream may fall behind
-// before it drops the oldest: a minute of 1,000 machines.
-const liveFeedMax = 60_000
-
-// oldest is the time of the oldest reading of f.
-func oldest(f telemetry.Frame) time.Time {
-	t := f.T
-	for _, g := range f.GPUs {
-		t = min(t, g.T)
-	}
-	return time.Unix(t, 0)
-}
-
-// coalesced is the latest reading of each GPU as one frame, in the order
-// of machine and GPU index, timed at its newest reading.
-func coalesced(byKey map[telemetry.GPUKey]telemetry.GPUFrame) telemetry.Frame {
-	f := telemetry.Frame{GPUs: make([]telemetry.GPUFrame, 0, len(byKey))}
-	for _, g := range byKey {
-		f.GPUs = append(f.GPUs, g)
-		f.T = max(f.T, g.T)
-	}
-	slices.SortFunc(f.GPUs, func(a, b telemetry.GPUFrame) int {
-		if c := strings.Compare(a.Node, b.Node); c != 0 {
-			return c
-		}
-		return a.Index - b.Index
-	})
-	return f
 }
 
 func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {

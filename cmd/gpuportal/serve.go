@@ -27,7 +27,9 @@ import (
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
+	"github.com/gpuportal/gpuportal/history"
 	"github.com/gpuportal/gpuportal/identity"
+	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/notify"
 	"github.com/gpuportal/gpuportal/outbound"
@@ -368,6 +370,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if l := f.signInCfg.LDAP; l.Cleartext() {
+		log.Warn("LDAP without TLS (--ldap-insecure): passwords typed at sign-in, and the service account's, cross the network in clear; "+
+			"use ldaps:// or --ldap-start-tls", "url", l.URL)
+	}
 	var cluster simCluster
 	localAgent := !f.noLocalAgent && f.dev && f.executor == "agents"
 	if localAgent {
@@ -477,11 +483,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
 		Machines: machineStore{store}}, eng, log)
-	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, DevToken: f.devToken,
+	// The live stream's frames and the GPU history, from the machines'
+	// readings; the web server sends the one and reads the other.
+	pub := live.New(live.Config{Telemetry: rec, Logger: log})
+	hist := history.New(history.Config{Store: store, Telemetry: rec, Nodes: eng, Logger: log, Leader: rep.leader,
+		IdleBelowPct: f.idleBelow, Raw: f.historyRaw, Keep: f.historyKeep})
+	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Live: pub, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil, Webhooks: webhooks,
-		Collectors: notifier.Collectors(), AccountingIdleBelowPct: f.idleBelow,
+		Collectors: slices.Concat(notifier.Collectors(), pub.Collectors(), hist.Collectors()), AccountingIdleBelowPct: f.idleBelow,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
 		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages,
 		SessionOrigin: f.sessionOrigin, PortalURL: f.notify.linkBase(ln.Addr()),
@@ -489,10 +500,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	go pub.Run(engCtx)
 	go srv.Run(engCtx)
 	historyDone := make(chan struct{})
 	go func() {
-		srv.RecordHistory(engCtx, web.HistoryConfig{Raw: f.historyRaw, Keep: f.historyKeep})
+		hist.Run(engCtx)
 		close(historyDone)
 	}()
 	httpSrv := srv.HTTPServer()

@@ -9,6 +9,10 @@ import (
 	"github.com/gpuportal/gpuportal/core/jct"
 )
 
+// DefaultIdleBelowPct is the GPU utilization, in percent, under which an
+// allocated GPU counts idle, unless the server is told otherwise.
+const DefaultIdleBelowPct = 5
+
 // By says what a row is about.
 type By string
 

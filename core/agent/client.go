@@ -230,6 +230,11 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		// Jitter keeps a fleet of agents from reconnecting in step.
 		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
+		if r := c.leaseRetry(); r > 0 {
+			// The runs are still leased: a server restart is costing
+			// them their lease, so try again soon, not after a backoff.
+			wait = time.Duration(float64(r) * (0.8 + 0.4*rand.Float64()))
+		}
 		c.cfg.Logger.Warn("not connected to the server; retrying", "server", url, "err", err, "in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():

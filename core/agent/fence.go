@@ -14,8 +14,10 @@ import (
 // timeout and the grace period have passed (docs/agents.md, "A job runs
 // once"). So a partition never leaves two copies of a job running.
 //
-// The agent reconnects more often than that timeout allows (maxBackoff),
-// so a server restart shorter than the timeout costs no run.
+// The server pings every T/20 and, while its runs are leased, the agent
+// tries to reconnect every T/40 (leaseRetry): a server restart shorter
+// than about 0.9 T costs no run (the lease has at least 0.95 T left when
+// the server stops; docs/agents.md, "Server restarts").
 
 // hear records that a server was heard now, and renews the watchdog's
 // lease to the heartbeat timeout from now. A silence longer than the
@@ -92,6 +94,20 @@ func (c *Client) fencing() bool {
 // maxBackoff is the longest wait between connection attempts: the
 // configured one, but at most a quarter of the heartbeat timeout once a
 // server announced one.
+// leaseRetry is the wait between connection attempts while the runs'
+// lease holds (a server heard within the heartbeat timeout T): T/40,
+// between 50 ms and MinBackoff, so that a restarted server is found
+// within a small part of the lease; 0 once the lease ran out (or before
+// any server was heard), when the backoff applies.
+func (c *Client) leaseRetry() time.Duration {
+	t := time.Duration(c.timeout.Load())
+	heard := c.heard.Load()
+	if t <= 0 || heard == 0 || time.Since(time.Unix(0, heard)) >= t {
+		return 0
+	}
+	return min(max(t/40, 50*time.Millisecond), c.cfg.MinBackoff)
+}
+
 func (c *Client) maxBackoff() time.Duration {
 	b := c.cfg.MaxBackoff
 	if t := time.Duration(c.timeout.Load()); t > 0 {

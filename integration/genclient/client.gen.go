@@ -2145,6 +2145,9 @@ type GetJobLogsParams struct {
 
 	// Download the whole file, as an attachment
 	Download *GetJobLogsParamsDownload `form:"download,omitempty" json:"download,omitempty"`
+
+	// Offset the output from this byte on (at most 10 MiB), to follow it: ask again from offset plus the bytes received; overrides tail_bytes and download
+	Offset *int64 `form:"offset,omitempty" json:"offset,omitempty"`
 }
 
 // GetJobLogsParamsDownload defines parameters for GetJobLogs.
@@ -4791,6 +4794,18 @@ func NewGetJobLogsRequest(server string, id JobID, params *GetJobLogsParams) (*h
 		if params.Download != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "download", *params.Download, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Offset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "offset", *params.Offset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -7970,6 +7985,11 @@ func (r KeepJobAliveResponse) ContentType() string {
 	return ""
 }
 
+// GetJobLogsResponse200Headers the declared response headers of an HTTP 200 response for GetJobLogs
+type GetJobLogsResponse200Headers struct {
+	XLogSize *int64
+}
+
 type GetJobLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7979,6 +7999,8 @@ type GetJobLogsResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobLogsResponse200Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -12260,6 +12282,19 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobLogsResponse200Headers
+		if values := rsp.Header.Values("X-Log-Size"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Log-Size", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			}
+			headers.XLogSize = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

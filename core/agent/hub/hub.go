@@ -535,9 +535,17 @@ func (c *agentConn) forwardExits(ctx context.Context) {
 	}
 }
 
-// ping keeps the agent's read deadline from passing while all is well.
+// pingsPerTimeout is how many pings the server sends an agent per
+// heartbeat timeout T: an agent last heard at most T/20 before a server
+// stops still has 0.95 T of its lease, so a server restart (and the
+// agent's reconnection, core/agent fence.go) shorter than about 0.9 T
+// costs no run.
+const pingsPerTimeout = 20
+
+// ping keeps the agent's read deadline from passing, and its lease from
+// running out, while all is well.
 func (c *agentConn) ping(ctx context.Context) {
-	tick := time.NewTicker(c.hub.cfg.HeartbeatTimeout / 3)
+	tick := time.NewTicker(c.hub.cfg.HeartbeatTimeout / pingsPerTimeout)
 	defer tick.Stop()
 	for {
 		select {
