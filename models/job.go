@@ -44,6 +44,9 @@ type Job struct {
 	// Image is the container image the command runs in (docs/agents.md,
 	// "Container jobs"); empty: the command runs on the machine.
 	Image string `gorm:"size:512;default:''"`
+	// TasksPerGPU starts the command once per GPU rather than once per
+	// machine (docs/multinode.md).
+	TasksPerGPU bool `gorm:"not null;default:false"`
 
 	// Salus sharing (docs/salus.md). Sharing: the job may share its one
 	// GPU with other sharing jobs; GPUFraction, in (0, 1) when asked for,

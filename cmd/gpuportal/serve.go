@@ -67,6 +67,7 @@ type serveFlags struct {
 	grace             time.Duration
 	maxRetries        int
 	retryBackoff      time.Duration
+	masterPorts       engine.PortRange
 	executor          string
 	slurm             slurm.Flags
 	historyRaw        time.Duration
@@ -123,6 +124,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
+	fs.Func("master-ports", "FROM-TO: the ports reserved, one per run, on the first machine of a job on several machines for its rendezvous (MASTER_PORT; docs/multinode.md); default 29500-29999", func(v string) (err error) {
+		f.masterPorts, err = engine.ParsePortRange(v)
+		return err
+	})
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run the built-in agents' jobs that name a container image with podman or docker (as agent --container-runtime); empty: such jobs are refused")
 	fs.Var(&f.containerNetwork, "container-network", "the network of the built-in agents' container jobs: private or host (as agent --container-network)")
@@ -405,7 +410,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
 	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, GPUTime: learner, Logger: log,
-		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife)})
+		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife),
+		MasterPorts: f.masterPorts})
 	if err != nil {
 		return err
 	}

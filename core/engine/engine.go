@@ -88,6 +88,11 @@ type Job struct {
 	// InteractivePriority: a session that asked to go ahead of its
 	// team's other waiting jobs (sched.Job.Interactive).
 	InteractivePriority bool
+	// Name is the job's name (job.Spec.Name).
+	Name string
+	// TasksPerGPU starts one process per GPU instead of one per machine
+	// (job.Gang.TasksPerGPU; gang.go).
+	TasksPerGPU bool
 }
 
 // Dep is a job's dependency on another, and the other's state as the
@@ -177,7 +182,11 @@ type Config struct {
 	QuickFailure time.Duration
 	// Forecast sets up the start forecasts (forecast.go).
 	Forecast ForecastConfig
-	Now      func() time.Time
+	// MasterPorts are the ports reserved, one per run, for the rendezvous
+	// of runs on several machines on their first machine (gang.go);
+	// zero: DefaultMasterPorts.
+	MasterPorts PortRange
+	Now         func() time.Time
 }
 
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.

@@ -250,13 +250,19 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		r.lastCode = j.ExitCode
 	}
 	e.runs[j.ID] = r
-	for _, name := range order {
+	gang := e.gang(j, r, order, perNode)
+	for rank, name := range order {
 		spec := job.Spec{
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
 			Env:          j.Env, Dir: j.Dir, Array: j.Array,
-			Account: j.Account, Image: j.Image, Session: j.Session,
+			Account: j.Account, Image: j.Image, Session: j.Session, Name: j.Name,
+		}
+		if gang != nil {
+			g := *gang
+			g.Rank = rank
+			spec.Gang = &g
 		}
 		if j.TimeLimit > 0 {
 			spec.TimeLeft = max(job.TimeLeft(j.TimeLimit, executed(j, now)), time.Second)

@@ -85,6 +85,11 @@ type run struct {
 	// (in parts) until their machine comes back without them, or it has
 	// fenced them: LostAfter has passed (losePart, resolveLost).
 	lost map[string]time.Time
+	// master and port are the first machine of a run on several machines
+	// and the port reserved there for its rendezvous (gang.go); "" and 0
+	// for a run on one machine as one process.
+	master string
+	port   int
 }
 
 // losePart marks r's part on node as lost: the run is asked to stop (a job
