@@ -117,6 +117,23 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 	if code != 0 || out != want.String() {
 		t.Errorf("sacct: code %d\n%s%s\nwant:\n%s", code, out, errOut, want.String())
 	}
+	// scancel, as Slurm's users type it, cancels a job.
+	long := filepath.Join(submitDir, "long.sbatch")
+	if err := os.WriteFile(long, []byte("#!/bin/sh\n#SBATCH --job-name=long\n#SBATCH --gres=gpu:8\nsleep 600\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run("sbatch", long)
+	var longID int64
+	if _, err := fmt.Sscanf(out, "Submitted batch job %d", &longID); code != 0 || err != nil {
+		t.Fatalf("sbatch long.sbatch: code %d, %q %q", code, out, errOut)
+	}
+	if out, errOut, code := run("scancel", strconv.FormatInt(longID, 10)); code != 0 || !strings.Contains(out, fmt.Sprintf("job %d", longID)) || !strings.Contains(out, "cancel") {
+		t.Errorf("scancel %d: code %d, %q %q", longID, code, out, errOut)
+	}
+	eventually(t, 30*time.Second, "sacct to say the job was cancelled", func() bool {
+		out, _, _ := run("sacct", "-j", strconv.FormatInt(longID, 10), "-P", "-n", "-o", "JobID,State")
+		return strings.Contains(out, "CANCELLED")
+	})
 	bad := filepath.Join(submitDir, "bad.sbatch")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --time=soon\necho no\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ Usage:
   gpuportal sbatch SCRIPT   submit a Slurm batch script, its #SBATCH directives read (docs/slurm.md)
   gpuportal squeue [flags]  list waiting and running jobs as Slurm's squeue does (-u, -t, -o FORMAT)
   gpuportal sacct [flags]   list jobs, finished too, as Slurm's sacct does (-S, -s, -j, -o FIELDS, -P)
+  gpuportal scancel ID...   cancel jobs, as Slurm's scancel does (gpuportal job cancel)
   gpuportal session ...     start Jupyter, a terminal or a web app on GPUs, opened through the portal
   gpuportal login [flags]   log in to a server and save it as a context
   gpuportal logout [flags]  forget the token of a context
@@ -103,6 +104,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "sacct":
 		// Slurm's sacct, for its users: jobs, finished or not.
 		return newJobCmd(stdin, stdout, stderr).sacct(ctx, args[1:])
+	case "scancel":
+		// Slurm's scancel, for its users: gpuportal job cancel ID...
+		return newJobCmd(stdin, stdout, stderr).cancel(ctx, args[1:])
 	case "sbatch":
 		// Slurm's sbatch, for its users: gpuportal job submit SCRIPT.
 		return newJobCmd(stdin, stdout, stderr).sbatch(ctx, args[1:])
