@@ -46,6 +46,10 @@ func (s *Server) ready(ctx context.Context) string {
 	cause := ""
 	if err := s.cfg.Store.CheckWrite(ctx, s.cfg.Now()); err != nil {
 		cause = "database: " + causeOf(err)
+		s.db.observe(err, s.cfg.Now())
+		if since := s.unreachableSince(); since != "" {
+			cause = since
+		}
 		s.cfg.Logger.Warn("not ready: the store cannot save", "err", err)
 	} else if err := probeDir(s.cfg.DataDir); err != nil {
 		cause = "data folder: " + causeOf(err)
