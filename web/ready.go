@@ -35,6 +35,9 @@ type readiness struct {
 // ready probes the store and the data folder, at most once per readyFor,
 // and returns "" or why the server cannot save, in a few words.
 func (s *Server) ready(ctx context.Context) string {
+	if cause := s.unreachableSince(); cause != "" {
+		return cause // known now, whatever the last probe found
+	}
 	s.readiness.mu.Lock()
 	defer s.readiness.mu.Unlock()
 	now := time.Now()

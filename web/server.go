@@ -250,7 +250,10 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(scaleMetrics(s)...)
 	reg.MustRegister(cfg.Collectors...)
 	reg.MustRegister(s.reclaimed)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), s.metricsAuth())
+	// A collector that fails (the database is out) leaves its series
+	// out; the others, from memory, are still served (dbstate.go).
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)})), s.metricsAuth())
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
 	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
