@@ -63,6 +63,7 @@ type serveFlags struct {
 	trustedProxies    string
 	logLevel          string
 	heartbeatTimeout  time.Duration
+	dbOutageHold      time.Duration
 	agentToken        string
 	grace             time.Duration
 	maxRetries        int
@@ -119,6 +120,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
+	fs.DurationVar(&f.dbOutageHold, "db-outage-hold", 2*time.Minute, "with PostgreSQL: how long the leader rides out a database outage (or the loss of its lock's session), keeping its machines and their runs while it stops scheduling, before it steps down (exits); a new leader waits as much longer before it requeues the runs of machines it has not heard (docs/operations.md, Several server replicas)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
@@ -409,9 +411,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.maxRetries < 0 {
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
+	if f.dbOutageHold <= 0 {
+		return fmt.Errorf("--db-outage-hold %v: must be positive", f.dbOutageHold)
+	}
+	rep := newReplica(store, f.dbOutageHold, log)
+	var takeover time.Duration
+	if store.Replicated() {
+		takeover = takeoverHold(f.dbOutageHold)
+	}
 	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, GPUTime: learner, Logger: log,
 		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife),
-		MasterPorts: f.masterPorts})
+		MasterPorts: f.masterPorts, Confirm: rep.confirm, TakeoverHold: takeover})
 	if err != nil {
 		return err
 	}
@@ -439,8 +449,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return nil
 	}
-	rep, err := newReplica(ctx, store, eng, log)
-	if err != nil {
+	if err := rep.start(ctx, eng); err != nil {
 		return err
 	}
 	defer rep.release()
@@ -526,9 +535,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve http: %w", err)
 	case err := <-leadErr:
 		return err
-	case <-rep.lost:
+	case <-rep.down:
 		stopEngine()
-		return rep.lostError()
+		return rep.downErr
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), f.grace+5*time.Second)
 	defer cancel()

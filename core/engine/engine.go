@@ -186,7 +186,16 @@ type Config struct {
 	// of runs on several machines on their first machine (gang.go);
 	// zero: DefaultMasterPorts.
 	MasterPorts PortRange
-	Now         func() time.Time
+	// Confirm, when set, confirms before each pass that this replica
+	// still holds the leader lock; a pass it cannot confirm is skipped
+	// (fence.go).
+	Confirm func(context.Context) error
+	// TakeoverHold is how much longer than LostAfter a machine the engine
+	// has not heard since it began leading is waited for before its runs
+	// are requeued: a replica that lost the leader lock keeps its machines
+	// (and so their runs) that long before it steps down (fence.go).
+	TakeoverHold time.Duration
+	Now          func() time.Time
 }
 
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.
@@ -201,6 +210,7 @@ type Engine struct {
 	calls   chan func(context.Context)
 
 	follower atomic.Bool // another replica schedules (replicas.go)
+	fence    fence       // the leader lock cannot be confirmed (fence.go)
 
 	mu        sync.Mutex
 	nodes     map[string]Node

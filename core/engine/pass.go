@@ -17,6 +17,9 @@ import (
 // pass runs one scheduling pass: requeue jobs lost with their machine, ask
 // the scheduler, apply its decisions.
 func (e *Engine) pass(ctx context.Context) error {
+	if !e.mayDecide(ctx) {
+		return nil
+	}
 	ph := startPhases()
 	defer e.stats.wholePass(ph)
 	e.retryRecords(ctx)
@@ -93,7 +96,9 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 		} else {
 			since, ok := e.lostSince[node]
 			if !ok {
-				since = e.started
+				// Not heard since this engine began leading: the replica
+				// that led before may keep it running for TakeoverHold.
+				since = e.started.Add(e.cfg.TakeoverHold)
 				e.lostSince[node] = since
 			}
 			if now.Sub(since) < e.cfg.LostAfter {
@@ -276,13 +281,19 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			code := -1
 			r.stop, r.reason, r.code = job.Failed, err.Error(), &code
 			switch {
-			case errors.Is(err, job.ErrDisconnected):
-				// It may have started before the answer was lost: the part
+			case errors.Is(err, job.ErrDisconnected) || ctx.Err() != nil:
+				// It may have started before the answer was lost, or the
+				// engine stops (the server shuts down) with the start in
+				// flight; neither is the job's fault. The part
 				// counts as running until its machine says otherwise or
 				// has fenced it (losePart).
 				r.parts[name] = true
 				r.stop, r.reason, r.code = "", "", nil
-				e.losePart(ctx, j.ID, r, name, name+" disconnected while starting it")
+				why := name + " disconnected while starting it"
+				if ctx.Err() != nil {
+					why = "the server stopped while starting it on " + name
+				}
+				e.losePart(ctx, j.ID, r, name, why)
 				return
 			case errors.Is(err, job.ErrBusy):
 				r.stop, r.reason, r.code = job.Queued, "requeued: an earlier run of the job still stops on "+name, nil
