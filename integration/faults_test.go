@@ -264,6 +264,7 @@ func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 // an outage of 0.5 T and one of 0.8 T (the time from the kill to the new
 // server listening, measured).
 func TestFaultServerRestartWithinTheLease(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	const timeout = 20 * time.Second
 	data, traces := t.TempDir(), t.TempDir()
 	args := []string{"--data", data, "--heartbeat-timeout", timeout.String(), "--grace", faultGrace, "--max-retries", "0", "--policy", "fifo"}
