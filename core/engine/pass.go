@@ -179,9 +179,8 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
 		if j.LastStartAt != nil {
-			ran := now.Sub(*j.LastStartAt).Seconds()
-			sj.ExecutedS += ran
-			sj.AttainedService += ran * float64(j.GPUs)
+			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), j.GPUs)
+			sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
 		}
 	}
 	return sj

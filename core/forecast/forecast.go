@@ -42,6 +42,7 @@ import (
 	"strconv"
 
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // Defaults applied to zero Config fields.
@@ -851,9 +852,8 @@ func (s *scen) pass() {
 	for i := range s.jobs {
 		j := &s.jobs[i]
 		if j.State == sched.Running {
-			ran := s.now - s.meta[i].runStart
-			j.ExecutedS = s.meta[i].execAt + ran
-			j.AttainedService = s.meta[i].servAt + ran*float64(j.GPUs)
+			sv := usage.Service{ExecutedS: s.meta[i].execAt, GPUSeconds: s.meta[i].servAt}.Ran(s.now-s.meta[i].runStart, j.GPUs)
+			j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
 		}
 	}
 	s.res.passes++
@@ -898,9 +898,8 @@ func (s *scen) apply(d sched.Decisions) {
 // stopRun ends job i's run at t: it waits again, with what it ran.
 func (s *scen) stopRun(i int, t float64) {
 	j, m := &s.jobs[i], &s.meta[i]
-	ran := max(t-m.runStart, 0)
-	j.ExecutedS = m.execAt + ran
-	j.AttainedService = m.servAt + ran*float64(j.GPUs)
+	sv := usage.Service{ExecutedS: m.execAt, GPUSeconds: m.servAt}.Ran(max(t-m.runStart, 0), j.GPUs)
+	j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
 	j.State, j.Placement = sched.Pending, nil
 	m.run++
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // pass runs one scheduling pass at s.now and applies its decisions.
@@ -15,8 +16,8 @@ func (s *simulator) pass() error {
 	for _, j := range s.running {
 		ran := s.now - j.runStart
 		sj := &s.snap[j.pos]
-		sj.ExecutedS = j.executed + ran
-		sj.AttainedService = j.service + float64(j.tj.GPUs)*ran
+		sv := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(ran, j.tj.GPUs)
+		sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
 	}
 	s.passes++
 	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()}
