@@ -161,9 +161,10 @@ func AllocateNodes(mode string, nodes []Node, jobs []Job) []Allocation {
 // allocate fills Decisions.Allocations: for every node a job starts on in
 // this pass, the allocation of all jobs running there after the pass
 // (the ones started and the ones kept). Count mode places no GPUs on
-// nodes, so it allocates nothing.
+// nodes, so it allocates nothing; nor does a pass under
+// Config.OmitAllocations.
 func (p *pass) allocate() {
-	if p.count || len(p.d.Starts) == 0 {
+	if p.count || len(p.d.Starts) == 0 || p.sc.cfg.OmitAllocations {
 		return
 	}
 	started := make(map[int64][]GPURef, len(p.d.Starts))

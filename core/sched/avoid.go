@@ -15,7 +15,7 @@ func (p *pass) mask(e *entry) {
 	}
 	avoid := p.s.Jobs[e.job].AvoidNodes
 	for _, name := range avoid {
-		i, ok := p.cl.byName[name]
+		i, ok := p.cl.find(name)
 		if !ok || !p.cl.nodes[i].sched {
 			continue
 		}
@@ -24,7 +24,7 @@ func (p *pass) mask(e *entry) {
 		p.cl.free -= int(n.free)
 		n.sched = false
 		p.masked = append(p.masked, i)
-		p.maskedCap += len(n.gpus)
+		p.maskedCap += int(n.n)
 		p.maskedFree += int(n.free)
 	}
 	if len(p.masked) > 0 {
@@ -41,7 +41,7 @@ func (p *pass) unmask() {
 		n := &p.cl.nodes[i]
 		n.sched = true
 		n.free = 0
-		for s := n.first; s < n.first+int32(len(n.gpus)); s++ {
+		for s := n.first; s < n.first+n.n; s++ {
 			if !p.cl.busy[s] {
 				n.free++
 			}

@@ -1,6 +1,9 @@
 package sched
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // cluster is the GPU state of one pass. Every GPU of the snapshot is a
 // slot; busy marks the slots running jobs hold or starts take. The
@@ -11,8 +14,18 @@ import "math/bits"
 // Free counts may change tentatively while preemption looks for victims
 // (pass.reclaim); busy flags change only when a decision is made.
 type cluster struct {
-	nodes    []cnode
+	nodes []cnode
+	src   []Node  // the snapshot's nodes
+	dedup [][]GPU // GPUs of the nodes that list an index twice (cnode.dedup)
+	// byName finds a node by name. It, nodeOf and hot are built from the
+	// snapshot's node names and kept from pass to pass while the names
+	// stay the same (names), so that a pass over the same machines
+	// rebuilds no map.
 	byName   map[string]int32
+	names    []string  // the node names byName was built from, in snapshot order
+	nodeOf   []int32   // per snapshot node: its index in nodes, or -1 (a repeated name)
+	hot      []hotName // 1<<(64-hotShift) entries
+	hotShift uint
 	slotNode []int32
 	busy     []bool
 	buckets  []bucket // by free GPUs on the node
@@ -37,12 +50,25 @@ type cluster struct {
 	taken    []int32 // scratch: slots a placement takes
 }
 
+// cnode is a node of the cluster. It holds no pointer: a pass rebuilds
+// its nodes without write barriers, and drops nothing of the snapshot's
+// when it ends but cluster.src.
 type cnode struct {
-	name  string
-	gpus  []GPU
+	src   int32 // its node in the snapshot (cluster.src)
 	first int32 // first slot
+	n     int32 // GPUs (slots)
 	free  int32
+	dedup int32 // its GPUs in cluster.dedup, or -1: those of its snapshot node
 	sched bool
+	// dense: its GPUs are indexed 0..n-1 in order, so that GPU index k
+	// is slot first+k.
+	dense bool
+}
+
+// hotName is an entry of cluster.hot: a node and its name.
+type hotName struct {
+	name string
+	node int32 // -1: empty
 }
 
 // bucket is a set of node indices, as a bitset that yields its lowest
@@ -82,39 +108,108 @@ func (b *bucket) first() int {
 
 // reset builds the cluster of s, reusing c's memory.
 func (c *cluster) reset(nodes []Node) {
+	if !c.sameNames(nodes) {
+		c.indexNames(nodes)
+	}
+	c.src = nodes
 	c.nodes = c.nodes[:0]
+	clear(c.dedup)
+	c.dedup = c.dedup[:0]
+	c.maxCap, c.capacity, c.free, c.nsched = 0, 0, 0, 0
+	c.reclTotal = 0
+	c.lastName, c.lastNode = "", -1
+	c.frDirty = true
+	slots := int32(0)
+	for i := range nodes {
+		if c.nodeOf[i] < 0 {
+			continue // a second node of the same name cannot be told apart
+		}
+		n := &nodes[i]
+		cn := cnode{src: int32(i), first: slots, n: int32(len(n.GPUs)), dedup: -1, sched: !n.Unschedulable, dense: true}
+		for k := range n.GPUs {
+			if n.GPUs[k].Index != k {
+				cn.dense = false
+				break
+			}
+		}
+		if !cn.dense {
+			gpus := uniqueGPUs(n.GPUs)
+			cn.n, cn.dedup = int32(len(gpus)), int32(len(c.dedup))
+			c.dedup = append(c.dedup, gpus)
+		}
+		slots += cn.n
+		c.nodes = append(c.nodes, cn)
+		if cn.sched {
+			c.nsched++
+			c.capacity += int(cn.n)
+			c.maxCap = max(c.maxCap, int(cn.n))
+		}
+	}
+	if len(c.slotNode) != int(slots) || !c.sameSlots() {
+		c.slotNode = c.slotNode[:0]
+		for i := range c.nodes {
+			for range c.nodes[i].n {
+				c.slotNode = append(c.slotNode, int32(i))
+			}
+		}
+	}
+	c.busy = resize(c.busy, int(slots))
+	clear(c.busy)
+	c.recl = resize(c.recl, len(c.nodes))
+	clear(c.recl)
+}
+
+// sameSlots tells whether slotNode, of the right length, still maps
+// every slot to its node: the nodes have the GPU counts of the last pass.
+func (c *cluster) sameSlots() bool {
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		if n.n > 0 && (c.slotNode[n.first] != int32(i) || c.slotNode[n.first+n.n-1] != int32(i)) {
+			return false // slotNode never decreases: first and last tell
+		}
+	}
+	return true
+}
+
+// sameNames tells whether nodes have the names byName was built from, in
+// the same order.
+func (c *cluster) sameNames(nodes []Node) bool {
+	if c.byName == nil || len(nodes) != len(c.names) {
+		return false
+	}
+	for i := range nodes {
+		if nodes[i].Name != c.names[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// indexNames builds byName, names and nodeOf from nodes: the first node
+// of each name is kept, in snapshot order.
+func (c *cluster) indexNames(nodes []Node) {
 	if c.byName == nil {
 		c.byName = make(map[string]int32, len(nodes))
 	} else {
 		clear(c.byName)
 	}
-	c.slotNode = c.slotNode[:0]
-	c.busy = c.busy[:0]
-	c.maxCap, c.capacity, c.free, c.nsched = 0, 0, 0, 0
-	c.reclTotal = 0
-	c.lastName, c.lastNode = "", -1
-	c.frDirty = true
+	c.names = c.names[:0]
+	c.nodeOf = resize(c.nodeOf, len(nodes))
 	for i := range nodes {
-		n := &nodes[i]
-		if _, dup := c.byName[n.Name]; dup {
-			continue // a second node of the same name cannot be told apart
+		name := nodes[i].Name
+		c.names = append(c.names, name)
+		if _, dup := c.byName[name]; dup {
+			c.nodeOf[i] = -1
+			continue
 		}
-		idx := int32(len(c.nodes))
-		c.byName[n.Name] = idx
-		gpus := uniqueGPUs(n.GPUs)
-		c.nodes = append(c.nodes, cnode{name: n.Name, gpus: gpus, first: int32(len(c.slotNode)), sched: !n.Unschedulable})
-		for range gpus {
-			c.slotNode = append(c.slotNode, idx)
-			c.busy = append(c.busy, false)
-		}
-		if !n.Unschedulable {
-			c.nsched++
-			c.capacity += len(gpus)
-			c.maxCap = max(c.maxCap, len(gpus))
-		}
+		c.nodeOf[i] = int32(len(c.byName))
+		c.byName[name] = c.nodeOf[i]
 	}
-	c.recl = resize(c.recl, len(c.nodes))
-	clear(c.recl)
+	b := max(6, bits.Len(uint(4*len(nodes))))
+	c.hot, c.hotShift = resize(c.hot, 1<<b), uint(64-b)
+	for k := range c.hot {
+		c.hot[k] = hotName{node: -1}
+	}
 }
 
 // resetCount prepares a cluster for count mode: only the number of GPUs
@@ -157,26 +252,90 @@ func uniqueGPUs(gpus []GPU) []GPU {
 
 // slot finds the slot of ref, or -1.
 func (c *cluster) slot(ref GPURef) int {
+	s, _ := c.locate(ref)
+	return s
+}
+
+// locate finds the slot of ref and its node, or -1 and -1.
+func (c *cluster) locate(ref GPURef) (int, int32) {
 	ni := c.lastNode
 	if ni < 0 || ref.Node != c.lastName {
 		var ok bool
-		ni, ok = c.byName[ref.Node]
-		if !ok {
-			return -1
+		if ni, ok = c.find(ref.Node); !ok {
+			return -1, -1
 		}
 		c.lastName, c.lastNode = ref.Node, ni
 	}
 	n := &c.nodes[ni]
-	if ref.Index >= 0 && ref.Index < len(n.gpus) && n.gpus[ref.Index].Index == ref.Index {
-		return int(n.first) + ref.Index
+	if n.dense {
+		if ref.Index >= 0 && ref.Index < int(n.n) {
+			return int(n.first) + ref.Index, ni
+		}
+		return -1, -1
 	}
-	for k, g := range n.gpus {
+	for k, g := range c.gpus(ni) {
 		if g.Index == ref.Index {
-			return int(n.first) + k
+			return int(n.first) + k, ni
 		}
 	}
-	return -1
+	return -1, -1
 }
+
+// find returns the node named name. It looks first in hot, a table
+// keyed by where the name's bytes are: a caller that builds placements
+// from the snapshot's own node names (the simulator does, from the GPUs
+// of the starts it is given) passes the same strings pass after pass,
+// and finds their nodes there without hashing them. An entry serves only
+// a name equal to its own, so the table changes how fast a node is
+// found, never which.
+func (c *cluster) find(name string) (int32, bool) {
+	if len(c.hot) == 0 {
+		return -1, false // no nodes yet
+	}
+	mask := len(c.hot) - 1
+	k := int(hotKey(name) >> c.hotShift)
+	for p := range hotProbes {
+		h := &c.hot[(k+p)&mask]
+		if h.node < 0 {
+			break
+		}
+		if h.name == name {
+			return h.node, true
+		}
+	}
+	ni, ok := c.byName[name]
+	if ok {
+		h := &c.hot[k] // the first free entry of the probes, else the first
+		for p := range hotProbes {
+			if e := &c.hot[(k+p)&mask]; e.node < 0 {
+				h = e
+				break
+			}
+		}
+		*h = hotName{name: name, node: ni}
+	}
+	return ni, ok
+}
+
+// hotProbes is how many entries of hot a name may take.
+const hotProbes = 4
+
+// hotKey hashes the address of name's bytes (Fibonacci hashing: the top
+// bits of the product are well mixed, whatever the allocator's strides).
+func hotKey(name string) uint64 {
+	return uint64(uintptr(unsafe.Pointer(unsafe.StringData(name)))) * 0x9e3779b97f4a7c15
+}
+
+// gpus returns the GPUs of node i, each index once.
+func (c *cluster) gpus(i int32) []GPU {
+	if d := c.nodes[i].dedup; d >= 0 {
+		return c.dedup[d]
+	}
+	return c.src[c.nodes[i].src].GPUs
+}
+
+// name returns the name of node i.
+func (c *cluster) name(i int32) string { return c.src[c.nodes[i].src].Name }
 
 // index builds the buckets once the running jobs' slots are marked busy.
 func (c *cluster) index() {
@@ -193,8 +352,8 @@ func (c *cluster) index() {
 	for i := range c.nodes {
 		n := &c.nodes[i]
 		free := 0
-		for s := int(n.first); s < int(n.first)+len(n.gpus); s++ {
-			if !c.busy[s] {
+		for _, b := range c.busy[n.first : n.first+n.n] {
+			if !b {
 				free++
 			}
 		}
@@ -202,7 +361,7 @@ func (c *cluster) index() {
 		if n.sched {
 			c.free += free
 			c.buckets[free].add(i)
-			caps[len(n.gpus)]++
+			caps[n.n]++
 		}
 	}
 	c.capSum = resize(c.capSum, c.nsched+1)
@@ -314,8 +473,12 @@ func (c *cluster) take(i, k int, out []int32) []int32 {
 
 // ref names the GPU of slot s.
 func (c *cluster) ref(s int32) GPURef {
-	n := &c.nodes[c.slotNode[s]]
-	return GPURef{Node: n.name, Index: n.gpus[s-n.first].Index}
+	i := c.slotNode[s]
+	n := &c.nodes[i]
+	if n.dense {
+		return GPURef{Node: c.name(i), Index: int(s - n.first)}
+	}
+	return GPURef{Node: c.name(i), Index: c.gpus(i)[s-n.first].Index}
 }
 
 func resize[T any](s []T, n int) []T {

@@ -56,7 +56,7 @@ func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitC
 			b = append(b, " (largest block "...)
 			b = strconv.AppendInt(b, int64(big), 10)
 			b = append(b, " on "...)
-			b = append(b, cl.nodes[at].name...)
+			b = append(b, cl.name(int32(at))...)
 			b = append(b, ')')
 		}
 		if p.fair {
@@ -76,7 +76,7 @@ func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitC
 			b = strconv.AppendInt(b, int64(big), 10)
 			if at >= 0 {
 				b = append(b, " on "...)
-				b = append(b, cl.nodes[at].name...)
+				b = append(b, cl.name(int32(at))...)
 			}
 		} else {
 			b = append(b, " on at most "...)

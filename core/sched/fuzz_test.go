@@ -316,7 +316,7 @@ func internalProblems(sc *Scheduler, s Snapshot) string {
 			continue
 		}
 		free := 0
-		for k := range n.gpus {
+		for k := range int(n.n) {
 			if !p.cl.busy[int(n.first)+k] {
 				free++
 			}

@@ -26,6 +26,7 @@ type pass struct {
 	rents     []entry // running jobs that may be preempted
 	merged    bool    // rents sorted and merged into the walk
 	keyed     bool    // rents have their sort keys
+	rented    bool    // rents are built (running)
 	counted   bool    // reclaimable compared one entry with every running job
 	runQ      []int   // GPUs of running jobs per queue (queue policies)
 	runIdx    []int32 // count mode: the running jobs, until running() builds runs
@@ -206,7 +207,8 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	return p.d
 }
 
-// release drops references into the snapshot before the pass is pooled.
+// release drops references into the snapshot before the pass is pooled;
+// only the node names stay, for the next pass to compare (sameNames).
 func (p *pass) release() {
 	p.sc, p.pol, p.s, p.dist = nil, nil, nil, nil
 	p.d = Decisions{}
@@ -217,8 +219,8 @@ func (p *pass) release() {
 		clear(p.later[:cap(p.later)])
 		p.later = p.later[:0]
 	}
-	clear(p.cl.nodes[:cap(p.cl.nodes)])
-	clear(p.cl.byName)
+	p.cl.src = nil
+	clear(p.cl.dedup[:cap(p.cl.dedup)])
 	p.cl.lastName = ""
 	shared := p.sh.gpus[:cap(p.sh.gpus)]
 	for k := range shared {
@@ -239,7 +241,7 @@ func (p *pass) scan() {
 	p.ents, p.rents, p.runIdx = p.ents[:0], p.rents[:0], p.runIdx[:0]
 	p.outcome = resize(p.outcome, len(jobs))
 	clear(p.outcome)
-	p.keyed = false
+	p.keyed, p.rented = false, false
 	if queued {
 		p.qs = resize(p.qs, len(jobs))
 		p.due = resize(p.due, len(jobs))
@@ -284,11 +286,6 @@ func (p *pass) scan() {
 			if kept {
 				r.state = runKept
 			}
-			if p.track {
-				p.rents = append(p.rents, entry{id: j.ID, job: int32(i), run: int32(len(p.runs)),
-					gpus: clampGPUs(j.GPUs), queue: int32(qs.Index)})
-			}
-			p.runs = append(p.runs, r)
 		}
 		if p.preempt && !kept {
 			p.cl.reclTotal += n
@@ -299,10 +296,26 @@ func (p *pass) scan() {
 	}
 }
 
-// running builds, in count mode, the running jobs' records that scan
-// left out; the walk asks for them once it needs their ranks.
+// running builds the running jobs' entries (rents), and in count mode
+// their records (runs), that scan left out; the walk asks for them once
+// it needs their ranks, which a pass that preempts nobody seldom does.
+// rents[i] is then run i's entry.
 func (p *pass) running() {
-	if !p.count || len(p.runs) > 0 || !p.track {
+	if !p.track || p.rented {
+		return
+	}
+	p.rented = true
+	if !p.count {
+		queued := p.pol.queues != nil
+		for k := range p.runs {
+			i := p.runs[k].job
+			j := &p.s.Jobs[i]
+			q := p.noQueue.Index
+			if queued {
+				q = p.qs[i].Index
+			}
+			p.rents = append(p.rents, entry{id: j.ID, job: i, run: int32(k), gpus: clampGPUs(j.GPUs), queue: int32(q)})
+		}
 		return
 	}
 	for _, i := range p.runIdx {
@@ -327,26 +340,28 @@ func (p *pass) keptClass(j *Job) bool {
 
 func clampGPUs(n int) int32 { return int32(min(max(n, -1), 1<<30)) }
 
-// hold records what running job j (at index i) holds in nodes mode.
-func (p *pass) hold(j *Job, i int) runJob {
-	r := runJob{lo: int32(len(p.held)), ent: -1, job: int32(i)}
+// hold records what running job j (at index i) holds in nodes mode, as
+// a new run.
+func (p *pass) hold(j *Job, i int) *runJob {
+	lo := int32(len(p.held))
+	cl := &p.cl
 	for _, g := range j.Placement {
-		s := p.cl.slot(g)
+		s, ni := cl.locate(g)
 		if s < 0 {
 			continue
 		}
-		if p.cl.busy[s] {
+		if cl.busy[s] {
 			p.shared = append(p.shared, int32(s))
 			continue
 		}
-		p.cl.busy[s] = true
-		if p.cl.nodes[p.cl.slotNode[s]].sched {
+		cl.busy[s] = true
+		if cl.nodes[ni].sched {
 			p.held = append(p.held, int32(s))
 		}
 	}
-	r.hi = int32(len(p.held))
-	r.n = r.hi - r.lo
-	return r
+	hi := int32(len(p.held))
+	p.runs = append(p.runs, runJob{lo: lo, hi: hi, n: hi - lo, ent: -1, job: int32(i)})
+	return &p.runs[len(p.runs)-1]
 }
 
 // dropShared handles a snapshot in which running jobs claim the same
@@ -369,8 +384,8 @@ func (p *pass) dropShared() {
 		}
 		if lost := int(r.n - (out - lo)); lost > 0 && p.preempt && r.state == runOpen {
 			p.cl.reclTotal -= lost
-			if p.pol.queues != nil { // rents[i] is run i's entry (nodes mode)
-				p.runQ[min(max(int(p.rents[i].queue), 0), len(p.runQ)-1)] -= lost
+			if p.pol.queues != nil {
+				p.runQ[min(max(p.qs[r.job].Index, 0), len(p.runQ)-1)] -= lost
 			}
 		}
 		r.lo, r.hi, r.n = lo, out, out-lo

@@ -697,7 +697,7 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 		if !n.sched {
 			continue
 		}
-		for s := n.first; s < n.first+int32(len(n.gpus)); s++ {
+		for s := n.first; s < n.first+n.n; s++ {
 			if f := p.freeAt[s]; f >= 0 && f != inf {
 				cand = append(cand, s)
 			} else if f < 0 {

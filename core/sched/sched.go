@@ -315,7 +315,7 @@ type Decisions struct {
 	// Allocations gives, for every node a job starts on in this pass, the
 	// CPUs and host memory of each job running there after the pass
 	// (Config.CPUAlloc decides how), sorted by job ID then node. Empty in
-	// count placement.
+	// count placement and under Config.OmitAllocations.
 	Allocations []Allocation
 	// Reservations lists, in priority order, the GPUs held back for
 	// waiting jobs that have waited past their bound (Config.ReserveAfterS,

@@ -109,6 +109,10 @@ type Config struct {
 	// a node (Decisions.Allocations): AllocProportional (the default, also
 	// "") or AllocSynergy.
 	CPUAlloc string
+	// OmitAllocations skips building Decisions.Allocations, which the
+	// trace simulator never reads (it models CPUs itself, from the jobs'
+	// placements); the other decisions are the same.
+	OmitAllocations bool
 
 	// SharePlacement is where a sharing job goes (share.go):
 	// ShareFreeFirst (the default, also "") or ShareFullestFirst.

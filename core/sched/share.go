@@ -189,8 +189,8 @@ func (p *pass) shareGPUAt(s int32) *shareGPU {
 // estimates are already padded, so the lanes add no padding.
 func (p *pass) shareReplay(st *shareGPU) {
 	st.lg, st.sumP, st.maxE = nil, 0, 0
-	n := &p.cl.nodes[p.cl.slotNode[st.slot]]
-	st.capMiB = n.gpus[st.slot-n.first].MemMiB
+	i := p.cl.slotNode[st.slot]
+	st.capMiB = p.cl.gpus(i)[st.slot-p.cl.nodes[i].first].MemMiB
 	if st.excl || len(st.members) == 0 || st.capMiB <= 0 {
 		return
 	}

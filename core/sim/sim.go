@@ -94,8 +94,9 @@ type Config struct {
 // goroutine, in virtual-time order.
 type Observer interface {
 	// Pass is called before each pass's decisions are applied, with the
-	// snapshot the scheduler saw and what it decided; the observer must
-	// not keep either after it returns.
+	// snapshot the scheduler saw and what it decided (without
+	// Allocations, which the simulator does not ask for); the observer
+	// must not keep either after it returns.
 	Pass(s sched.Snapshot, d sched.Decisions)
 	// Started is called when a job starts a run, its first or a later one.
 	Started(id int64, at float64)
@@ -220,7 +221,11 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	if math.IsNaN(cfg.HalfLifeS) || math.IsInf(cfg.HalfLifeS, 0) {
 		return nil, fmt.Errorf("usage half-life %v s: want a finite number of seconds", cfg.HalfLifeS)
 	}
-	sc, err := sched.New(cfg.Sched)
+	// The simulator never reads Decisions.Allocations: it models CPUs
+	// itself, from the placements (cpualloc.go).
+	sconf := cfg.Sched
+	sconf.OmitAllocations = true
+	sc, err := sched.New(sconf)
 	if err != nil {
 		return nil, err
 	}
