@@ -19,6 +19,9 @@ type Job struct {
 	// Image is the container image the command runs in; absent: the
 	// command runs on the machine.
 	Image string `json:"image,omitempty"`
+	// TasksPerGPU: the command runs once per GPU rather than once per
+	// machine (docs/multinode.md).
+	TasksPerGPU bool `json:"tasks_per_gpu,omitempty"`
 	// Session is set for an interactive session job (session.go).
 	Session  *Session `json:"session,omitempty"`
 	Sim      *SimSpec `json:"sim,omitempty"`

@@ -62,6 +62,10 @@ type SubmitRequest struct {
 	ArrayParams string `json:"array_params,omitempty"`
 	// Session makes the job an interactive session (docs/portal.md).
 	Session *SessionRequest `json:"session,omitempty"`
+	// TasksPerGPU starts the command once per GPU of each machine, each
+	// with its RANK and LOCAL_RANK, rather than once per machine
+	// (docs/multinode.md; srun --ntasks-per-gpu=1).
+	TasksPerGPU bool `json:"tasks_per_gpu,omitempty"`
 }
 
 // Command is argv. In JSON it is a list of strings, or one string that is

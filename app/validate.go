@@ -105,6 +105,9 @@ func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs i
 			}
 		}
 	}
+	if r.TasksPerGPU && (len(r.Command) == 0 || r.Image != "" || r.Session != nil) {
+		fe["tasks_per_gpu"] = "is for a command run on the machines: not a simulated job, a container image or a session"
+	}
 	model := strings.ToLower(strings.TrimSpace(r.Model))
 	if model != "" {
 		if _, ok := sched.LookupModel(model); !ok && !memestModel(model) {
@@ -126,10 +129,11 @@ func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs i
 	}
 	j := &models.Job{
 		Name: name, Team: team, User: u.Name, GPUs: r.GPUs,
-		Command:   models.Strings(r.Command),
-		Image:     r.Image,
-		GPUMemMiB: int64(r.GPUMemGB * 1024),
-		Model:     model,
+		Command:     models.Strings(r.Command),
+		Image:       r.Image,
+		GPUMemMiB:   int64(r.GPUMemGB * 1024),
+		Model:       model,
+		TasksPerGPU: r.TasksPerGPU,
 	}
 	if r.Sim != nil {
 		j.SimDuration, j.SimUtilPct = r.Sim.DurationS, r.Sim.UtilPct
@@ -603,7 +607,7 @@ func RequestOf(j *models.Job) api.SubmitRequest {
 	r := api.SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: api.Command(j.Command), Image: j.Image,
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j),
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
-		Workdir: j.Workdir, Retries: j.Retries, Dependencies: j.Deps()}
+		Workdir: j.Workdir, Retries: j.Retries, Dependencies: j.Deps(), TasksPerGPU: j.TasksPerGPU}
 	if j.MemSource == "declared" {
 		r.MemPersistentMiB, r.MemEphemeralMiB = j.MemPersistentMiB, j.MemEphemeralMiB
 	}

@@ -55,3 +55,25 @@ func TestSessionRequestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateTasksPerGPU(t *testing.T) {
+	u := &models.User{Name: "ann", Team: "vision", Role: models.RoleResearcher}
+	base := api.SubmitRequest{Name: "ddp", Team: "vision", GPUs: 4, Command: api.Command{"python3", "train.py"}, TasksPerGPU: true}
+	j, fe := Validate(u, base, []string{"vision"}, 8)
+	if len(fe) != 0 || !j.TasksPerGPU {
+		t.Fatalf("a command with a process per GPU: %v, %+v", fe, j)
+	}
+	if back := RequestOf(j); !back.TasksPerGPU {
+		t.Error("RequestOf drops tasks_per_gpu")
+	}
+	for name, edit := range map[string]func(*api.SubmitRequest){
+		"simulated": func(r *api.SubmitRequest) { r.Command, r.Sim = nil, &api.SimSpec{DurationS: 60} },
+		"image":     func(r *api.SubmitRequest) { r.Image = "localhost/train:1" },
+	} {
+		r := base
+		edit(&r)
+		if _, fe := Validate(u, r, []string{"vision"}, 8); !strings.Contains(fe["tasks_per_gpu"], "not a simulated job") {
+			t.Errorf("%s: tasks_per_gpu %q, want it refused (all: %v)", name, fe["tasks_per_gpu"], fe)
+		}
+	}
+}

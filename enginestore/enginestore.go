@@ -106,13 +106,13 @@ func (s Store) engineJob(j models.Job) engine.Job {
 		Command: j.Command, SimDuration: j.SimDuration, SimUtilPct: j.SimUtilPct, State: j.State, Run: j.Run,
 		SubmittedAt: j.SubmittedAt, Placement: parsePlacement(j.Placement), LastStartAt: j.LastStartAt,
 		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
-		Model: j.Model, Queue: j.QueueState(),
+		Model: j.Model, Queue: sched.QueueState(j.QueueState()),
 		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
 		BatchSize: j.BatchSize, Image: j.Image, Session: s.JobSession(&j),
 		Env: j.Env, Dir: j.Workdir, TimeLimit: j.TimeLimit(), Retries: j.Retries,
 		Array: j.Task(), ArrayLimit: j.ArrayLimit, ReenteredAt: j.ReenteredAt,
-		InteractivePriority: j.InteractivePriority,
+		InteractivePriority: j.InteractivePriority, Name: j.Name, TasksPerGPU: j.TasksPerGPU,
 	}
 	for _, d := range j.Deps() {
 		ej.Deps = append(ej.Deps, engine.Dep{Dependency: d})

@@ -59,9 +59,14 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		if err := s.MarkStopped(ctx, job.RunRef{Job: a.ID, Run: run}, models.JobSucceeded, &code, "", *at(100)); err != nil {
 			t.Fatal(err)
 		}
-		outs, err := s.ForecastOutcomes(ctx, "", 100)
+		rows, err := s.ForecastOutcomes(ctx, "", 100)
 		if err != nil {
 			t.Fatal(err)
+		}
+		outs := make([]forecast.Outcome, len(rows))
+		for i, o := range rows {
+			outs[i] = forecast.Outcome{State: forecast.State(o.State), Earliest: o.Earliest, Likely: o.Likely, Latest: o.Latest,
+				MadeAt: o.MadeAt, Start: o.Start}
 		}
 		if len(outs) != 2 {
 			t.Fatalf("outcomes %+v: want a's two (b never started)", outs)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuportal/gpuportal/accountingstore"
 	"github.com/gpuportal/gpuportal/core/accounting"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -27,7 +28,7 @@ type Store interface {
 	SaveGPUHistory(ctx context.Context, rows []models.GPUHistory) error
 	CountJobsByState(ctx context.Context) (map[job.State]int, error)
 	SaveClusterHistory(ctx context.Context, h models.ClusterHistory) error
-	CloseAccountingDays(ctx context.Context, now time.Time, idleBelow float64, max int) (int, error)
+	accountingstore.Closer
 	RollupGPUHistory(ctx context.Context, before int64) (int, error)
 	PruneHistory(ctx context.Context, before int64) (int64, error)
 }
@@ -275,7 +276,7 @@ func (w *Writer) maintain(ctx context.Context) {
 func (w *Writer) Maintain(ctx context.Context, now time.Time) error {
 	// Close the accounting of the days that ended first, so that their
 	// used GPU time is kept before their history goes.
-	days, err := w.cfg.Store.CloseAccountingDays(ctx, now, w.cfg.IdleBelowPct/100, accountingDaysPerPass)
+	days, err := accountingstore.CloseDays(ctx, w.cfg.Store, now, w.cfg.IdleBelowPct/100, accountingDaysPerPass)
 	if err != nil {
 		return fmt.Errorf("close accounting days: %w", err)
 	}

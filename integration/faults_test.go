@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -261,6 +264,7 @@ func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 // an outage of 0.5 T and one of 0.8 T (the time from the kill to the new
 // server listening, measured).
 func TestFaultServerRestartWithinTheLease(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	const timeout = 20 * time.Second
 	data, traces := t.TempDir(), t.TempDir()
 	args := []string{"--data", data, "--heartbeat-timeout", timeout.String(), "--grace", faultGrace, "--max-retries", "0", "--policy", "fifo"}
@@ -587,10 +591,15 @@ func fill(t *testing.T, dir string) string {
 }
 
 // TestFaultDatabaseStopped stops the server's PostgreSQL (a private
-// instance) for longer than the heartbeat timeout while jobs run. The
-// server loses its leader lock and exits, and is started again by a
-// supervisor (the test) until the database is back; the agents fence
-// their runs meanwhile. Every job ends once, none ran twice at once.
+// instance) twice while jobs run, for 10 s and then 30 s (the issue's 60 s
+// by hand: GPUPORTAL_DB_DOWN=60s runs that one outage alone), each far
+// past the heartbeat timeout. The server, run by a supervisor that would
+// restart it as systemd does, rides both out without exiting (issue 32):
+// its machines stay connected and their runs go on, none is fenced or run
+// twice; the exits of runs that end during the outage are recorded after
+// it; no job starts while the database is out; submissions are refused
+// with 503 naming the cause, and the one retried with its
+// Idempotency-Key is accepted once the database is back, as one job.
 func TestFaultDatabaseStopped(t *testing.T) {
 	pg := startPrivatePG(t)
 	data, traces := t.TempDir(), t.TempDir()
@@ -605,36 +614,162 @@ func TestFaultDatabaseStopped(t *testing.T) {
 	}
 	waitGPUs(t, base, 4)
 	alice := newAPI(t, base, "alice", "dev")
-	var ids []int64
-	for i := range 6 {
-		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("db", i), "gpus": 1, "command": tracedJob(traces, 20)}))
-	}
-	for _, id := range ids[:4] {
-		traceStarted(t, traces, id, "")
-	}
-	pg.stop()
-	down := dbDown
+	downs := []time.Duration{10 * time.Second, 30 * time.Second}
 	if d, err := time.ParseDuration(os.Getenv("GPUPORTAL_DB_DOWN")); err == nil && d > 0 {
-		down = d // by hand: the issue's 20 s
+		downs = []time.Duration{d}
 	}
-	time.Sleep(down) // about time: an outage of this length, past the heartbeat timeout
-	pg.start()
-	eventually(t, 60*time.Second, "the server to lead again", func() bool { return role(base) == "leader" })
-	alice = newAPI(t, base, "alice", "dev")
-	for _, id := range ids {
-		alice.waitState(id, 120*time.Second, "succeeded")
+	var ids []int64
+	for i, down := range downs {
+		ids = append(ids, dbOutage(t, pg, base, alice, traces, i, down)...)
 	}
-	checkTraces(t, traces)
+	spans := checkTraces(t, traces)
 	endsOnce(t, alice, ids...)
-	if sup.starts() < 2 {
-		t.Errorf("the server started %d times; want it to have exited while the database was down", sup.starts())
+	runs := make(map[int64]map[int64]bool)
+	for _, s := range spans {
+		if runs[s.job] == nil {
+			runs[s.job] = make(map[int64]bool)
+		}
+		runs[s.job][s.run] = true
+	}
+	reruns := 0
+	for _, id := range ids {
+		if n := len(runs[id]); n != 1 {
+			reruns += max(n-1, 0)
+			t.Errorf("job %d traced %d runs, want 1", id, n)
+		}
+	}
+	t.Logf("%d jobs through %d outages: %d reruns", len(ids), len(downs), reruns)
+	if n := sup.starts(); n != 1 {
+		t.Errorf("the server started %d times; want once: it must ride the outages out", n)
 	}
 }
 
-// dbDown is how long TestFaultDatabaseStopped keeps the database down:
-// longer than the heartbeat timeout, so runs are fenced and requeued.
-// GPUPORTAL_DB_DOWN sets another time (GPUPORTAL_DB_DOWN=20s).
-const dbDown = 8 * time.Second
+// dbOutage stops the database for down while two jobs run through the
+// outage, two end during it and one waits for a GPU, and checks what the
+// server answers meanwhile and after. It returns the jobs, all succeeded.
+func dbOutage(t *testing.T, pg *privatePG, base string, alice *api, traces string, round int, down time.Duration) []int64 {
+	t.Helper()
+	ticks := func(d time.Duration) int { return int(d / tick) }
+	var through, during []int64
+	for i := range 2 {
+		through = append(through, submit(t, alice, map[string]any{"name": fmt.Sprintf("through-%d-%d", round, i), "gpus": 1,
+			"command": tracedJob(traces, ticks(down+8*time.Second))}))
+	}
+	for i := range 2 {
+		during = append(during, submit(t, alice, map[string]any{"name": fmt.Sprintf("ends-%d-%d", round, i), "gpus": 1,
+			"command": tracedJob(traces, ticks(down/2))}))
+	}
+	waiting := submit(t, alice, map[string]any{"name": fmt.Sprintf("waits-%d", round), "gpus": 1, "command": tracedJob(traces, 8)})
+	for _, id := range append(slices.Clone(through), during...) {
+		traceStarted(t, traces, id, "")
+	}
+	pg.stop()
+	stopped := time.Now()
+
+	key := fmt.Sprintf("outage-%d", round)
+	body := map[string]any{"name": key, "gpus": 1, "command": tracedJob(traces, 4)}
+	var refusal string
+	eventually(t, 10*time.Second, "a submission refused for the outage", func() bool {
+		st, msg, _ := postKeyed(t, base, alice.token, key, body)
+		refusal = msg
+		return st == http.StatusServiceUnavailable && strings.Contains(msg, "database is unreachable since")
+	})
+	t.Logf("refused: %s", refusal)
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready struct{ Status, Cause string }
+	_ = json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(ready.Cause, "database unreachable since") || resp.Header.Get("X-Data-Age") == "" {
+		t.Errorf("/readyz during the outage: %d %+v, X-Data-Age %q; want 503 naming the cause, with the data's age",
+			resp.StatusCode, ready, resp.Header.Get("X-Data-Age"))
+	}
+	// A read served from memory says how old its data is.
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Data-Age") == "" {
+		t.Errorf("/metrics during the outage: %d, X-Data-Age %q; want 200 with the data's age", resp.StatusCode, resp.Header.Get("X-Data-Age"))
+	}
+
+	time.Sleep(time.Until(stopped.Add(down))) // about time: the outage's length
+	pg.start()
+	back := time.Now()
+	var keyed int64
+	for keyed == 0 {
+		st, _, j := postKeyed(t, base, alice.token, key, body)
+		switch {
+		case st == http.StatusCreated:
+			keyed = j.ID
+		case time.Since(back) > time.Minute:
+			t.Fatalf("submissions still refused a minute after the database came back: %d", st)
+		default:
+			time.Sleep(50 * time.Millisecond) // about time: a client's retry
+		}
+	}
+	t.Logf("database down %v: a submission was accepted again %v after it was back", down, time.Since(back).Round(time.Millisecond))
+	if st, _, j := postKeyed(t, base, alice.token, key, body); st != http.StatusCreated || j.ID != keyed {
+		t.Errorf("the keyed submission again: %d, job %d; want job %d", st, j.ID, keyed)
+	}
+	eventually(t, 10*time.Second, "the server to lead", func() bool { return role(base) == "leader" })
+
+	ids := slices.Concat(through, during, []int64{waiting, keyed})
+	for _, id := range ids {
+		alice.waitState(id, time.Minute, "succeeded")
+	}
+	spans := readTraces(t, traces)
+	for _, id := range during {
+		// It ended while the database was out: its exit was held, and
+		// recorded once the database was back.
+		j := alice.job(id)
+		if j.FinishedAt == nil || !j.FinishedAt.Before(back) || j.FinishedAt.Before(stopped) {
+			t.Errorf("job %d finished at %v; want during the outage (%s to %s)", id, j.FinishedAt,
+				stopped.Format("15:04:05.000"), back.Format("15:04:05.000"))
+		}
+	}
+	for _, s := range spans {
+		if s.job == waiting && s.first.Before(back) {
+			t.Errorf("job %d started at %s, while the database was out (back at %s)", waiting,
+				s.first.Format("15:04:05.000"), back.Format("15:04:05.000"))
+		}
+	}
+	return ids
+}
+
+// postKeyed submits body with an Idempotency-Key and returns the status,
+// the error message of a refusal and the job of an acceptance.
+func postKeyed(t *testing.T, base, token, key string, body map[string]any) (int, string, jobView) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/jobs", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error(), jobView{}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var j jobView
+	var e struct{ Error string }
+	if resp.StatusCode == http.StatusCreated {
+		_ = json.Unmarshal(raw, &j)
+	} else {
+		_ = json.Unmarshal(raw, &e)
+	}
+	return resp.StatusCode, e.Error, j
+}
 
 // supervisor runs the gpuportal binary with args again each time it
 // exits, as systemd would, until the test ends.

@@ -17,6 +17,7 @@ import (
 // answer a cut network loses after the server stored its job, retries
 // with its key and prints that job: the server holds one.
 func TestRetriedSubmissionMakesOneJob(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--max-retries", "0")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 

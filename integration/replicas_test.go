@@ -226,10 +226,16 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 	}
 }
 
-// TestLeaderThatLosesItsLockExits ends the leader's lock session from the
-// database side, as a network cut or a database restart would: the
-// leader must stop scheduling and exit, and the follower take over.
-func TestLeaderThatLosesItsLockExits(t *testing.T) {
+// TestLeaderThatLosesItsLockStepsDown ends the leader's lock session
+// from the database side, as a network cut or a database restart would,
+// and takes the lock at once, as another replica quicker than the old
+// leader would. The old leader, which cannot take its lock back, steps
+// down: it exits with a failure that says why, for its service manager to
+// start it again as a follower. While the lock is held elsewhere the
+// follower does not lead; once it is free, it does. (The leader that
+// takes its lock back, after a database outage, is
+// TestFaultDatabaseStopped.)
+func TestLeaderThatLosesItsLockStepsDown(t *testing.T) {
 	dsn := modelstest.PostgresDSN(t)
 	key := sessionKeyFile(t)
 	a := startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--session-key-file", key)
@@ -248,27 +254,49 @@ func TestLeaderThatLosesItsLockExits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var ended bool
-	err = db.QueryRow(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+	ctx := t.Context()
+	thief, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer thief.Close()
+	var ended, took bool
+	// Ended, waiting up to 5 s for the session to be gone, and the lock
+	// taken before the old leader's next try (every 250 ms).
+	err = db.QueryRowContext(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' AND granted
 		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ended)
 	if err != nil || !ended {
 		t.Fatalf("end the leader's lock session: %v, %v", ended, err)
 	}
+	if err := thief.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", schedulerLock).Scan(&took); err != nil || !took {
+		t.Fatalf("take the lock: %v, %v", took, err)
+	}
 	select {
 	case <-a.done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the leader kept running after losing its lock")
+		t.Fatal("the leader kept running after another took its lock")
 	}
 	out := strings.TrimSpace(a.output())
-	if !strings.Contains(out, "lost the leader lock") {
-		t.Errorf("the leader's last words lack the lost lock:\n%s", out)
+	for _, want := range []string{"lost the leader lock", "another replica took the leader lock", "stepping down"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the leader's output lacks %q:\n%s", want, out)
+		}
 	}
 	t.Logf("the leader's last words: %s", out[strings.LastIndex(out, "\n")+1:])
 	if code := a.cmd.ProcessState.ExitCode(); code == 0 {
 		t.Errorf("the leader exited with 0 after losing its lock; want a failure, for its service manager to restart it")
 	}
+	if got := role(b.URL); got != "follower" {
+		t.Errorf("the follower is %q while another holds the lock", got)
+	}
+	if _, err := thief.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", schedulerLock); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, 10*time.Second, "the follower to take over", func() bool { return role(b.URL) == "leader" })
 }
+
+// schedulerLock is the leader lock's key (models/leader.go).
+const schedulerLock int64 = 0x677075706f72746c
 
 // followerForecast waits until the leader forecasts job id's start (not
 // "unknown"), and the follower shows the same forecast.

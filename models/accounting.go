@@ -9,8 +9,6 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-
-	"github.com/gpuportal/gpuportal/core/accounting"
 )
 
 // AccountingDay is the GPU time one user's jobs in one team held and used
@@ -43,6 +41,12 @@ type AccountingClosedDay struct {
 // TableName names AccountingClosedDay's table.
 func (AccountingClosedDay) TableName() string { return "accounting_closed_days" }
 
+// dayOf is the UTC day holding t (accounting.DayOf).
+func dayOf(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
 // dayFormat is how days are stored.
 const dayFormat = time.DateOnly
 
@@ -66,9 +70,61 @@ type accountingRow struct {
 	ReclaimedGPUSeconds float64
 }
 
+// AccountingRun is a run as the accounting measures it: the fields of
+// accounting.Run (core/accounting), which corerows converts it to.
+type AccountingRun struct {
+	Job                 int64
+	Team, User          string
+	GPUs                []string
+	Sharing             bool
+	Fraction            float64
+	Start               time.Time
+	End                 *time.Time
+	State               string
+	ReclaimedAt         *time.Time
+	ReclaimedGPUSeconds float64
+}
+
+// AccountingSample is a bucket of a GPU's history: the fields of
+// accounting.Sample.
+type AccountingSample struct {
+	GPU   string // "node:index"
+	Start time.Time
+	Step  time.Duration
+	Util  float64
+}
+
+// AccountingKey names whose GPU time a usage is: accounting.Key.
+type AccountingKey struct {
+	Team, User string
+}
+
+// AccountingUsage is GPU time in GPU-seconds: accounting.Usage.
+type AccountingUsage struct {
+	Allocated, Used, Sampled, IdleAllocated float64
+}
+
+// AccountingJob is a job as a report counts its outcome and wait:
+// accounting.Job.
+type AccountingJob struct {
+	ID          int64
+	Team, User  string
+	SubmittedAt time.Time
+	FirstStart  *time.Time
+	State       string
+	FinishedAt  *time.Time
+}
+
+// MeasureDays measures each UTC day in [from, to) from its runs and GPU
+// history, as of now, by team and user, with idleBelow (0 to 1) the
+// utilization under which an allocated GPU counts idle. The store keeps
+// rows and measures nothing itself: corerows.MeasureDays is
+// core/accounting's Measure over these rows.
+type MeasureDays func(runs []AccountingRun, samples []AccountingSample, from, to, now time.Time, idleBelow float64) map[time.Time]map[AccountingKey]AccountingUsage
+
 // accountingRuns returns the runs that held GPUs in [from, to) or ended
 // in it.
-func accountingRuns(tx *gorm.DB, from, to time.Time) ([]accounting.Run, error) {
+func accountingRuns(tx *gorm.DB, from, to time.Time) ([]AccountingRun, error) {
 	var rows []accountingRow
 	err := tx.Table("runs").
 		Select("runs.job_id, jobs.team, jobs."+quoteUser(tx)+" AS "+quoteUser(tx)+", jobs.sharing, jobs.gpu_fraction, runs.placement, runs.started_at, runs.ended_at, runs.state, runs.reclaimed_at, runs.reclaimed_gpu_seconds").
@@ -78,7 +134,7 @@ func accountingRuns(tx *gorm.DB, from, to time.Time) ([]accounting.Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runs from %s to %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
-	out := make([]accounting.Run, 0, len(rows))
+	out := make([]AccountingRun, 0, len(rows))
 	for _, r := range rows {
 		var gpus []string
 		for _, g := range strings.Split(r.Placement, ",") {
@@ -86,7 +142,7 @@ func accountingRuns(tx *gorm.DB, from, to time.Time) ([]accounting.Run, error) {
 				gpus = append(gpus, g)
 			}
 		}
-		out = append(out, accounting.Run{Job: r.JobID, Team: r.Team, User: r.User, GPUs: gpus,
+		out = append(out, AccountingRun{Job: r.JobID, Team: r.Team, User: r.User, GPUs: gpus,
 			Sharing: r.Sharing || (r.GPUFraction > 0 && r.GPUFraction < 1), Fraction: r.GPUFraction,
 			Start: r.StartedAt.UTC(), End: utcPtr(r.EndedAt), State: r.State,
 			ReclaimedAt: utcPtr(r.ReclaimedAt), ReclaimedGPUSeconds: r.ReclaimedGPUSeconds})
@@ -108,7 +164,7 @@ func utcPtr(t *time.Time) *time.Time {
 
 // accountingSamples returns the GPU history buckets starting in
 // [from, to), by "node:index".
-func accountingSamples(tx *gorm.DB, from, to time.Time) ([]accounting.Sample, error) {
+func accountingSamples(tx *gorm.DB, from, to time.Time) ([]AccountingSample, error) {
 	var rows []GPUHistory
 	err := tx.Select("step, start, node, gpu_index, util_avg_pct").
 		Where("step IN ? AND start >= ? AND start < ? AND samples > 0", []int{StepMinute, StepHour}, from.Unix(), to.Unix()).
@@ -116,16 +172,16 @@ func accountingSamples(tx *gorm.DB, from, to time.Time) ([]accounting.Sample, er
 	if err != nil {
 		return nil, fmt.Errorf("GPU history from %s to %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
-	out := make([]accounting.Sample, len(rows))
+	out := make([]AccountingSample, len(rows))
 	for i, r := range rows {
-		out[i] = accounting.Sample{GPU: r.Node + ":" + strconv.Itoa(r.GPUIndex), Start: time.Unix(r.Start, 0).UTC(),
+		out[i] = AccountingSample{GPU: r.Node + ":" + strconv.Itoa(r.GPUIndex), Start: time.Unix(r.Start, 0).UTC(),
 			Step: time.Duration(r.Step) * time.Second, Util: r.UtilAvgPct / 100}
 	}
 	return out, nil
 }
 
 // measureDay measures day d from its runs and its GPU history.
-func measureDay(tx *gorm.DB, d accounting.Day, now time.Time, idleBelow float64) (map[accounting.Key]accounting.Usage, error) {
+func measureDay(tx *gorm.DB, d, now time.Time, idleBelow float64, measure MeasureDays) (map[AccountingKey]AccountingUsage, error) {
 	next := d.AddDate(0, 0, 1)
 	runs, err := accountingRuns(tx, d, next)
 	if err != nil {
@@ -136,7 +192,7 @@ func measureDay(tx *gorm.DB, d accounting.Day, now time.Time, idleBelow float64)
 	if err != nil {
 		return nil, err
 	}
-	return accounting.Measure(runs, samples, d, next, now, idleBelow)[d], nil
+	return measure(runs, samples, d, next, now, idleBelow)[d], nil
 }
 
 // Accounting is what the store knows of [from, to) for a report: each
@@ -144,17 +200,18 @@ func measureDay(tx *gorm.DB, d accounting.Day, now time.Time, idleBelow float64)
 // the others measured from the GPU history now), and the jobs and runs
 // whose outcomes and waits fall in it.
 type Accounting struct {
-	Days map[accounting.Day]map[accounting.Key]accounting.Usage
-	Jobs []accounting.Job
-	Runs []accounting.Run
+	Days map[time.Time]map[AccountingKey]AccountingUsage
+	Jobs []AccountingJob
+	Runs []AccountingRun
 }
 
 // Accounting loads what a report of the UTC days [from, to) needs, as of
 // now: runs in progress count up to now. idleBelow (0 to 1) is the
-// utilization under which a GPU counts idle on days not closed yet.
-func (s *Store) Accounting(ctx context.Context, from, to, now time.Time, idleBelow float64) (*Accounting, error) {
+// utilization under which a GPU counts idle on days not closed yet, which
+// measure measures.
+func (s *Store) Accounting(ctx context.Context, from, to, now time.Time, idleBelow float64, measure MeasureDays) (*Accounting, error) {
 	db := s.db.WithContext(ctx)
-	out := &Accounting{Days: make(map[accounting.Day]map[accounting.Key]accounting.Usage)}
+	out := &Accounting{Days: make(map[time.Time]map[AccountingKey]AccountingUsage)}
 	runs, err := accountingRuns(db, from, to)
 	if err != nil {
 		return nil, err
@@ -180,17 +237,17 @@ func (s *Store) Accounting(ctx context.Context, from, to, now time.Time, idleBel
 		}
 		m := out.Days[d]
 		if m == nil {
-			m = make(map[accounting.Key]accounting.Usage)
+			m = make(map[AccountingKey]AccountingUsage)
 			out.Days[d] = m
 		}
-		m[accounting.Key{Team: r.Team, User: r.UserName}] = accounting.Usage{Allocated: r.AllocatedGPUSeconds,
+		m[AccountingKey{Team: r.Team, User: r.UserName}] = AccountingUsage{Allocated: r.AllocatedGPUSeconds,
 			Used: r.UsedGPUSeconds, Sampled: r.SampledGPUSeconds, IdleAllocated: r.IdleGPUSeconds}
 	}
 	for d := from; d.Before(to) && d.Before(now); d = d.AddDate(0, 0, 1) {
 		if isClosed[d.Format(dayFormat)] {
 			continue
 		}
-		m, err := measureDay(db, d, now, idleBelow)
+		m, err := measureDay(db, d, now, idleBelow, measure)
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +263,7 @@ func (s *Store) Accounting(ctx context.Context, from, to, now time.Time, idleBel
 		return nil, fmt.Errorf("jobs from %s to %s: %w", from.Format(dayFormat), to.Format(dayFormat), err)
 	}
 	for _, j := range jobs {
-		aj := accounting.Job{ID: j.ID, Team: j.Team, User: j.User, SubmittedAt: j.SubmittedAt.UTC(),
+		aj := AccountingJob{ID: j.ID, Team: j.Team, User: j.User, SubmittedAt: j.SubmittedAt.UTC(),
 			FirstStart: utcPtr(j.StartedAt), State: string(j.State)}
 		if j.State.Final() {
 			aj.FinishedAt = utcPtr(j.FinishedAt)
@@ -219,9 +276,10 @@ func (s *Store) Accounting(ctx context.Context, from, to, now time.Time, idleBel
 // CloseAccountingDays writes the accounting_days rows of the days that
 // have closed since the last one written (AccountingCloseLag after their
 // midnight), at most max of them, oldest first, measuring each from its
-// runs and GPU history with idleBelow (0 to 1). The first day it closes
-// is the day of the first run. It returns how many days it closed.
-func (s *Store) CloseAccountingDays(ctx context.Context, now time.Time, idleBelow float64, max int) (int, error) {
+// runs and GPU history with idleBelow (0 to 1) by measure. The first day
+// it closes is the day of the first run. It returns how many days it
+// closed.
+func (s *Store) CloseAccountingDays(ctx context.Context, now time.Time, idleBelow float64, max int, measure MeasureDays) (int, error) {
 	db := s.db.WithContext(ctx)
 	var last AccountingClosedDay
 	var next time.Time
@@ -244,7 +302,7 @@ func (s *Store) CloseAccountingDays(ctx context.Context, now time.Time, idleBelo
 		if first.ID == 0 {
 			return 0, nil
 		}
-		next = accounting.DayOf(first.StartedAt)
+		next = dayOf(first.StartedAt)
 	}
 	n := 0
 	for ; n < max && !next.AddDate(0, 0, 1).Add(AccountingCloseLag).After(now); n++ {
@@ -253,7 +311,7 @@ func (s *Store) CloseAccountingDays(ctx context.Context, now time.Time, idleBelo
 		}
 		d := next
 		err := db.Transaction(func(tx *gorm.DB) error {
-			m, err := measureDay(tx, d, now, idleBelow)
+			m, err := measureDay(tx, d, now, idleBelow, measure)
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"syscall"
 	"testing"
@@ -208,6 +209,7 @@ func TestCause(t *testing.T) {
 		{"PostgreSQL disk full", &pgconn.PgError{Code: "53100"}, "disk full"},
 		{"PostgreSQL shutting down", &pgconn.PgError{Code: "57P01"}, "database unreachable"},
 		{"PostgreSQL unique", &pgconn.PgError{Code: "23505"}, ""},
+		{"connection closed mid-query", fmt.Errorf("API token: %w", io.ErrUnexpectedEOF), "database unreachable"},
 	}
 	for _, tc := range tests {
 		if got := models.Cause(tc.err); got != tc.want {

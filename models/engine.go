@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-
-	"github.com/gpuportal/gpuportal/core/sched"
 )
 
 // JobsToSchedule returns the unfinished jobs the engine acts on. Held
@@ -37,7 +35,7 @@ func (s *Store) JobsChangedSince(ctx context.Context, since time.Time) ([]Job, e
 
 // SetQueueStates records the queue state the scheduler handed back for
 // each job, so that the next pass (and the next server) sees it.
-func (s *Store) SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error {
+func (s *Store) SetQueueStates(ctx context.Context, states map[int64]QueueState) error {
 	if len(states) == 0 {
 		return nil
 	}

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"gorm.io/gorm/clause"
-
-	"github.com/gpuportal/gpuportal/core/forecast"
 )
 
 // Forecast is one forecast of a job's start, kept to measure forecasts
@@ -96,21 +94,30 @@ func (s *Store) LatestForecastsOf(ctx context.Context, ids []int64) (map[int64]F
 // binds, well within SQLite's and PostgreSQL's limits on parameters.
 const forecastIDsPerQuery = 500
 
+// RunTime is how long a finished job ran in all, with who ran what: the
+// fields of forecast.Sample, which enginestore converts it to.
+type RunTime struct {
+	User, Team, Model string
+	RunS              float64
+	LimitS            float64 // its time limit; 0: none
+}
+
 // FinishedRunTimes returns, for up to limit jobs that finished most
-// recently after running, who ran what and for how long in all: what
+// recently after running, who ran what, for how long in all and under
+// what time limit: what
 // forecasts draw run times from. Failed and cancelled jobs count: they
 // freed their GPUs all the same.
-func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]forecast.Sample, error) {
+func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]RunTime, error) {
 	var js []Job
-	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s").
+	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s", "time_limit_s").
 		Where("state IN ? AND executed_s > 0", []JobState{JobSucceeded, JobFailed, JobCancelled}).
 		Order("finished_at DESC, id DESC").Limit(limit).Find(&js).Error
 	if err != nil {
 		return nil, fmt.Errorf("finished run times: %w", err)
 	}
-	out := make([]forecast.Sample, len(js))
+	out := make([]RunTime, len(js))
 	for i, j := range js {
-		out[i] = forecast.Sample{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS}
+		out[i] = RunTime{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS, LimitS: float64(j.TimeLimitS)}
 	}
 	return out, nil
 }
@@ -142,11 +149,20 @@ func (s *Store) AddForecasts(ctx context.Context, rows []Forecast) error {
 	return nil
 }
 
+// ForecastOutcome is a forecast set against the start that followed, in
+// seconds since 1970: the fields of forecast.Outcome, which the readers
+// convert it to.
+type ForecastOutcome struct {
+	State                    string
+	Earliest, Likely, Latest float64
+	MadeAt, Start            float64
+}
+
 // ForecastOutcomes returns the most recent forecasts of kind (any kind
 // when empty), up to limit, whose job has started since, each set against
 // that start: the first start at or after the forecast. Unknown forecasts
 // are among them: forecast.Calibrate counts them apart.
-func (s *Store) ForecastOutcomes(ctx context.Context, kind string, limit int) ([]forecast.Outcome, error) {
+func (s *Store) ForecastOutcomes(ctx context.Context, kind string, limit int) ([]ForecastOutcome, error) {
 	var fs []Forecast
 	q := s.db.WithContext(ctx)
 	if kind != "" {
@@ -185,7 +201,7 @@ func (s *Store) ForecastOutcomes(ctx context.Context, kind string, limit int) ([
 	for _, r := range runs {
 		starts[r.JobID] = append(starts[r.JobID], r.StartedAt)
 	}
-	out := make([]forecast.Outcome, 0, len(fs))
+	out := make([]ForecastOutcome, 0, len(fs))
 	for _, f := range fs {
 		var start time.Time
 		for _, at := range starts[f.JobID] {
@@ -197,7 +213,7 @@ func (s *Store) ForecastOutcomes(ctx context.Context, kind string, limit int) ([
 		if start.IsZero() {
 			continue
 		}
-		out = append(out, forecast.Outcome{State: forecast.State(f.State), Earliest: unixOf(f.Earliest), Likely: unixOf(f.Likely),
+		out = append(out, ForecastOutcome{State: f.State, Earliest: unixOf(f.Earliest), Likely: unixOf(f.Likely),
 			Latest: unixOf(f.Latest), MadeAt: unixOf(&f.MadeAt), Start: unixOf(&start)})
 	}
 	return out, nil

@@ -8,7 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/gpuportal/gpuportal/core/telemetry"
+	"github.com/gpuportal/gpuportal/core/gpuhist"
 )
 
 // GPU history steps: a minute for recent history, an hour once rolled up.
@@ -55,7 +55,7 @@ type ClusterHistory struct {
 func (ClusterHistory) TableName() string { return "cluster_history" }
 
 // HistoryFromAggregate is the row for one downsampled bucket of GPU uuid.
-func HistoryFromAggregate(uuid string, a telemetry.Aggregate) GPUHistory {
+func HistoryFromAggregate(uuid string, a gpuhist.Aggregate) GPUHistory {
 	h := GPUHistory{Step: int(a.Step), Start: a.Start, GPU: uuid, Node: a.GPU.Node, GPUIndex: a.GPU.Index,
 		Samples: a.Samples, MemMiB: a.MemMiB, MemUsedAvgMiB: a.MemUsedAvgMiB, MemUsedMaxMiB: a.MemUsedMaxMiB,
 		UtilAvgPct: a.UtilAvgPct, BusySamples: a.BusySamples}
@@ -72,8 +72,8 @@ func HistoryFromAggregate(uuid string, a telemetry.Aggregate) GPUHistory {
 
 // Aggregate is the row as a downsampled bucket. Power and temperature
 // count as read by every sample where the row has them.
-func (h GPUHistory) Aggregate() telemetry.Aggregate {
-	a := telemetry.Aggregate{GPU: telemetry.GPUKey{Node: h.Node, Index: h.GPUIndex}, Start: h.Start, Step: int64(h.Step),
+func (h GPUHistory) Aggregate() gpuhist.Aggregate {
+	a := gpuhist.Aggregate{GPU: gpuhist.GPUKey{Node: h.Node, Index: h.GPUIndex}, Start: h.Start, Step: int64(h.Step),
 		Samples: h.Samples, MemMiB: h.MemMiB, MemUsedAvgMiB: h.MemUsedAvgMiB, MemUsedMaxMiB: h.MemUsedMaxMiB,
 		UtilAvgPct: h.UtilAvgPct, BusySamples: h.BusySamples}
 	if h.PowerAvgW != nil {
@@ -245,7 +245,7 @@ func (s *Store) rollupOldestHour(ctx context.Context, cutoff int64) (int, error)
 		if err := tx.Where("step = ? AND start >= ? AND start < ?", StepMinute, hour, hour+StepHour).Find(&minutes).Error; err != nil {
 			return err
 		}
-		byGPU := make(map[string][]telemetry.Aggregate)
+		byGPU := make(map[string][]gpuhist.Aggregate)
 		latest := make(map[string]GPUHistory)
 		for _, m := range minutes {
 			byGPU[m.GPU] = append(byGPU[m.GPU], m.Aggregate())
@@ -255,7 +255,7 @@ func (s *Store) rollupOldestHour(ctx context.Context, cutoff int64) (int, error)
 		}
 		var hours []GPUHistory
 		for uuid, as := range byGPU {
-			for _, a := range telemetry.Rollup(as, StepHour) {
+			for _, a := range gpuhist.Rollup(as, StepHour) {
 				h := HistoryFromAggregate(uuid, a)
 				h.Node, h.GPUIndex = latest[uuid].Node, latest[uuid].GPUIndex
 				hours = append(hours, h)

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/usage"
 )
 
@@ -44,6 +43,9 @@ type Job struct {
 	// Image is the container image the command runs in (docs/agents.md,
 	// "Container jobs"); empty: the command runs on the machine.
 	Image string `gorm:"size:512;default:''"`
+	// TasksPerGPU starts the command once per GPU rather than once per
+	// machine (docs/multinode.md).
+	TasksPerGPU bool `gorm:"not null;default:false"`
 
 	// Salus sharing (docs/salus.md). Sharing: the job may share its one
 	// GPU with other sharing jobs; GPUFraction, in (0, 1) when asked for,
@@ -179,9 +181,21 @@ func (j *Job) Task() *job.ArrayTask {
 	return &job.ArrayTask{ID: j.ArrayID, Index: j.ArrayIndex}
 }
 
+// QueueState is the scheduler's memory of a job's priority queue, as the
+// store keeps it: the fields of sched.QueueState, which enginestore
+// converts to and from.
+type QueueState struct {
+	Index         int
+	Since         float64
+	CycleStart    float64
+	CycleService  float64
+	CycleExecuted float64
+	Promotions    int
+}
+
 // QueueState returns what the scheduler remembers of the job's queue.
-func (j *Job) QueueState() sched.QueueState {
-	return sched.QueueState{Index: j.QueueIndex, Since: j.QueueSince, CycleStart: j.CycleStart,
+func (j *Job) QueueState() QueueState {
+	return QueueState{Index: j.QueueIndex, Since: j.QueueSince, CycleStart: j.CycleStart,
 		CycleService: j.CycleService, CycleExecuted: j.CycleExecuted, Promotions: j.Promotions}
 }
 

@@ -26,6 +26,11 @@ type Lease struct {
 	err       error // why the lease was lost; set before lost closes
 }
 
+// Replicated reports whether several server replicas may share this
+// store and take the leader lock in turn (PostgreSQL); with SQLite one
+// process serves.
+func (s *Store) Replicated() bool { return s.db.Dialector.Name() == "postgres" }
+
 // TryLead tries to become the replica that schedules and returns its
 // lease, or nil when another replica holds it. With SQLite, which one
 // process at a time serves, it always succeeds. With PostgreSQL the lease
@@ -107,6 +112,22 @@ func (l *Lease) Err() error {
 	default:
 		return nil
 	}
+}
+
+// Confirm checks, with one round trip on the lock's own session, that the
+// lease still holds: the lock lives exactly as long as that session. With
+// SQLite it always holds.
+func (l *Lease) Confirm(ctx context.Context) error {
+	if l.conn == nil {
+		return nil
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if err := l.conn.PingContext(ctx); err != nil {
+		return fmt.Errorf("confirm the leader lock: %w", err)
+	}
+	return nil
 }
 
 // Release gives the lease up: the connection that holds the lock is

@@ -40,6 +40,7 @@ func migrations() []migration {
 		{30, "teams.idle_below_pct and idle_after_s: each team's own rule for idle GPUs (0: the server's)", teamIdleRule},
 		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
 		{32, "jobs.idempotency_key and request_digest, unique per user: retried submissions get their first job (jobs.go)", jobsIdempotency},
+		{33, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
 	}
 }
 
@@ -636,4 +637,16 @@ func jobsIdempotency(tx *gorm.DB) error {
 		return fmt.Errorf("%s: %w", stmt, err)
 	}
 	return nil
+}
+
+// v33Job holds the column step 33 adds to jobs: whether the command runs
+// once per GPU rather than once per machine.
+type v33Job struct {
+	TasksPerGPU bool `gorm:"not null;default:false"`
+}
+
+func (v33Job) TableName() string { return "jobs" }
+
+func jobsTasksPerGPU(tx *gorm.DB) error {
+	return addColumns(tx, &v33Job{}, "TasksPerGPU")
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -105,7 +106,9 @@ func Cause(err error) string {
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
-	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) {
+	// A connection the database closed mid-exchange (it stopped) ends
+	// with an unexpected EOF.
+	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return "database unreachable"
 	}
 	if strings.Contains(err.Error(), "database or disk is full") || strings.Contains(err.Error(), "no space left on device") {

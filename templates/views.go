@@ -290,6 +290,9 @@ type GPUCard struct {
 	Lanes string
 	// Idle says which of its jobs hold it idle ("job 3 idle 34m"); "" for none.
 	Idle string
+	// Reserved says which waiting job the GPU is held for and from when
+	// ("reserved for job 8 from 14:05"); "" when it is held for none.
+	Reserved string
 }
 
 // NodeCard is one machine on the cluster page.

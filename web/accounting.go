@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/accountingstore"
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/accounting"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -149,7 +150,7 @@ func (s *Server) accountingReport(c echo.Context) (api.Accounting, accountingQue
 	}
 	end := aq.to.AddDate(0, 0, 1)
 	idle := s.idleBelowPct()
-	in, err := s.cfg.Store.Accounting(c.Request().Context(), aq.from, end, now, idle/100)
+	in, err := accountingstore.Read(c.Request().Context(), s.cfg.Store, aq.from, end, now, idle/100)
 	if err != nil {
 		return api.Accounting{}, aq, err
 	}

@@ -48,6 +48,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	faults := gpuFaults(s.cfg.Engine)
 	gl := s.gpuLanes()
 	allocs := s.cfg.Engine.NodeAllocations()
+	reserved := s.cfg.Engine.ReservedGPUs()
 	for _, n := range s.cfg.Engine.Nodes() {
 		card := templates.NodeCard{Name: n.Name(), State: state[n.Name()], CanDrain: admin,
 			LiveMemory: engine.LiveMemoryUnavailable(n)}
@@ -89,6 +90,12 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 				g.Lanes = lanesText(l)
 			}
 			g.Idle = strings.Join(idleOn[fmt.Sprintf("%s:%d", n.Name(), smp.Index)], ", ")
+			if r, ok := reserved[fmt.Sprintf("%s:%d", n.Name(), smp.Index)]; ok {
+				g.Reserved = fmt.Sprintf("reserved for job %d from %s", r.JobID, r.From.Format("15:04"))
+				if !r.From.After(m.now) {
+					g.Reserved = fmt.Sprintf("reserved for job %d, now", r.JobID)
+				}
+			}
 			card.GPUs = append(card.GPUs, g)
 		}
 		out.Nodes = append(out.Nodes, card)

@@ -195,7 +195,7 @@ func (m *moment) job(j *models.Job) api.Job {
 	sv := j.Service(m.now)
 	out := api.Job{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: j.State,
-		Reason: m.reason(j), Position: m.position(j), Command: j.Command, Image: j.Image, GPUMemGB: float64(j.GPUMemMiB) / 1024,
+		Reason: m.reason(j), Position: m.position(j), Command: j.Command, Image: j.Image, TasksPerGPU: j.TasksPerGPU, GPUMemGB: float64(j.GPUMemMiB) / 1024,
 		SubmittedAt: j.SubmittedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		Placement: j.Placement, ExitCode: j.ExitCode, ExecutedS: sv.ExecutedS,
 		AttainedService: sv.GPUSeconds, Preemptions: j.Preemptions,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/forecast"
+	"github.com/gpuportal/gpuportal/models"
 )
 
 // forecastMethod says in a few sentences how start times are forecast.
@@ -39,7 +40,7 @@ func (s *Server) forecastStats(ctx context.Context) (api.ForecastStats, error) {
 		return out, err
 	}
 	slack := s.cfg.Engine.PassInterval().Seconds()
-	out.First, out.All = calibrationOf(forecast.Calibrate(first, slack)), calibrationOf(forecast.Calibrate(all, slack))
+	out.First, out.All = calibrationOf(forecast.Calibrate(outcomes(first), slack)), calibrationOf(forecast.Calibrate(outcomes(all), slack))
 	out.Jobs, out.MedianAbsError, out.P90AbsError, out.MeanError = out.First.Errors, out.First.MedianAbsErrorS, out.First.P90AbsErrorS, out.First.MeanErrorS
 	if !info.MadeAt.IsZero() {
 		at := info.MadeAt
@@ -47,6 +48,17 @@ func (s *Server) forecastStats(ctx context.Context) (api.ForecastStats, error) {
 			Jobs: info.Jobs, Truncated: info.Truncated, History: info.History, ArrivalsPerHour: info.ArrivalsPerHour, Samples: info.Samples}
 	}
 	return out, nil
+}
+
+// outcomes are the store's forecast outcomes as forecast.Calibrate takes
+// them.
+func outcomes(rows []models.ForecastOutcome) []forecast.Outcome {
+	out := make([]forecast.Outcome, len(rows))
+	for i, o := range rows {
+		out[i] = forecast.Outcome{State: forecast.State(o.State), Earliest: o.Earliest, Likely: o.Likely, Latest: o.Latest,
+			MadeAt: o.MadeAt, Start: o.Start}
+	}
+	return out
 }
 
 // rangeText says which starts a forecast's range holds.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/gpuhist"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -161,7 +162,7 @@ func (s *Server) historyOf(ctx context.Context, uuid string, r historyRange) ([]
 	}
 	for _, id := range order {
 		sr := series(id, "", 0)
-		for _, a := range telemetry.Rollup(perGPU[id], r.Step) {
+		for _, a := range gpuhist.Rollup(perGPU[id], r.Step) {
 			sr.Points = append(sr.Points, pointFromAggregate(a))
 		}
 	}
@@ -357,7 +358,7 @@ func (s *Server) jobGPUHistory(ctx context.Context, j *models.Job, r historyRang
 			as = append(as, a)
 		}
 	}
-	rolled := telemetry.Rollup(as, r.Step)
+	rolled := gpuhist.Rollup(as, r.Step)
 	sort.SliceStable(rolled, func(a, b int) bool { return rolled[a].Start < rolled[b].Start })
 	for _, a := range rolled {
 		out = append(out, api.JobMemory{T: a.Start, Node: a.GPU.Node, GPU: a.GPU.Index, MemMiB: int64(a.MemUsedAvgMiB + 0.5)})

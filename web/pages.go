@@ -30,6 +30,9 @@ func (s *Server) render(c echo.Context, status int, t templ.Component) error {
 
 func page(c echo.Context, title, nav string) templates.Page {
 	p := templates.Page{Title: title, Nav: nav, CSRF: csrfToken(c)}
+	if outage, ok := c.Get(outageKey).(string); ok {
+		p.Warning = outage // the database is out (dbstate.go)
+	}
 	if u := currentUser(c); u != nil {
 		p.User = &templates.User{Name: u.Name, Role: string(u.Role), Team: u.Team}
 	}

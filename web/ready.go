@@ -35,6 +35,9 @@ type readiness struct {
 // ready probes the store and the data folder, at most once per readyFor,
 // and returns "" or why the server cannot save, in a few words.
 func (s *Server) ready(ctx context.Context) string {
+	if cause := s.unreachableSince(); cause != "" {
+		return cause // known now, whatever the last probe found
+	}
 	s.readiness.mu.Lock()
 	defer s.readiness.mu.Unlock()
 	now := time.Now()
@@ -46,6 +49,10 @@ func (s *Server) ready(ctx context.Context) string {
 	cause := ""
 	if err := s.cfg.Store.CheckWrite(ctx, s.cfg.Now()); err != nil {
 		cause = "database: " + causeOf(err)
+		s.db.observe(err, s.cfg.Now())
+		if since := s.unreachableSince(); since != "" {
+			cause = since
+		}
 		s.cfg.Logger.Warn("not ready: the store cannot save", "err", err)
 	} else if err := probeDir(s.cfg.DataDir); err != nil {
 		cause = "data folder: " + causeOf(err)

@@ -4,13 +4,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/templates"
 )
 
 // TestReadyz: ready with a writable data folder; 503 naming the cause
@@ -61,5 +68,47 @@ func TestCannotSaveIsNotAnInternalError(t *testing.T) {
 		if rec.Code != http.StatusInternalServerError {
 			t.Errorf("%s: a bug gave %d", path, rec.Code)
 		}
+	}
+}
+
+// TestDatabaseOutageIsNamed: while the database is unreachable, a request
+// it failed is a 503 naming the outage and since when; /readyz says so
+// without probing; every answer carries X-Data-Age and pages a banner.
+// Once it answers again, none of it.
+func TestDatabaseOutageIsNamed(t *testing.T) {
+	ts := newTestServer(t)
+	ts.cfg.DataDir = t.TempDir()
+	unreachable := fmt.Errorf("API token: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	at := ts.cfg.Now()
+	ts.db.observe(nil, at.Add(-20*time.Second)) // the database last answered
+	ts.db.observe(unreachable, at.Add(-10*time.Second))
+	since := at.Add(-10 * time.Second).Format("15:04:05")
+
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/jobs", nil)
+	rec := httptest.NewRecorder()
+	ts.handleError(unreachable, ts.echo.NewContext(req, rec))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "The database is unreachable since "+since) ||
+		rec.Header().Get("Retry-After") == "" {
+		t.Errorf("refusal: %d %s, Retry-After %q", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
+	}
+	rec = ts.do(t, "anonymous", http.MethodGet, "/readyz", "")
+	age, err := strconv.Atoi(rec.Header().Get(dataAgeHeader))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "database unreachable since "+since) ||
+		err != nil || age < 20 {
+		t.Errorf("/readyz: %d %s, %s %q; want 503 naming the outage, data 20 s old or more", rec.Code, rec.Body.String(),
+			dataAgeHeader, rec.Header().Get(dataAgeHeader))
+	}
+	// A page served meanwhile says how old its data is.
+	c := ts.echo.NewContext(httptest.NewRequest(http.MethodGet, "/jobs", nil), httptest.NewRecorder())
+	var p templates.Page
+	_ = ts.dataAge(func(c echo.Context) error { p = page(c, "Jobs", "jobs"); return nil })(c)
+	if !strings.Contains(p.Warning, "data as of") {
+		t.Errorf("page banner = %q, want the data's age", p.Warning)
+	}
+
+	ts.db.observe(nil, ts.cfg.Now())
+	rec = ts.do(t, "anonymous", http.MethodGet, "/readyz", "")
+	if rec.Code != http.StatusOK || rec.Header().Get(dataAgeHeader) != "" {
+		t.Errorf("/readyz once the database answers: %d %s, %s %q", rec.Code, rec.Body.String(), dataAgeHeader, rec.Header().Get(dataAgeHeader))
 	}
 }

@@ -132,6 +132,7 @@ type Server struct {
 	refusedConns atomic.Int64
 	scale        scaleStats // the live stream and history at scale (metrics_scale.go)
 	readiness    readiness
+	db           dbState        // the database's reachability (dbstate.go)
 	ldap         *identity.LDAP // nil: no LDAP sign-in
 	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
 	idle         idleCache      // the lists' idle verdicts (jobusage.go)
@@ -223,6 +224,7 @@ func New(cfg Config) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
+	e.Use(s.dataAge)
 	e.Use(limitBody)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
 		// Websockets are upgraded, not compressed here; /metrics
@@ -248,7 +250,10 @@ func New(cfg Config) (*Server, error) {
 	reg.MustRegister(scaleMetrics(s)...)
 	reg.MustRegister(cfg.Collectors...)
 	reg.MustRegister(s.reclaimed)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), s.metricsAuth())
+	// A collector that fails (the database is out) leaves its series
+	// out; the others, from memory, are still served (dbstate.go).
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)})), s.metricsAuth())
 	e.GET("/static/*", a.serve)
 	e.GET("/favicon.ico", a.favicon)
 	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
@@ -424,7 +429,12 @@ func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "database unavailable", "ready": false})
+		s.db.observe(err, s.cfg.Now())
+		out := map[string]any{"status": "database unavailable", "ready": false}
+		if cause := s.unreachableSince(); cause != "" {
+			out["cause"] = cause
+		}
+		return c.JSON(http.StatusServiceUnavailable, out)
 	}
 	out := map[string]any{"status": "ok", "role": s.role(), "ready": true}
 	if cause := s.ready(ctx); cause != "" {
@@ -468,7 +478,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	code, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
 	var ae *app.Error
-	if models.Unavailable(err) || app.KindOf(err) == app.Unavailable {
+	if c2, m, ok := s.refuseForOutage(err, c); ok {
+		code, msg = c2, m
+	} else if models.Unavailable(err) || app.KindOf(err) == app.Unavailable {
 		code, msg = http.StatusServiceUnavailable, cannotSave
 		c.Response().Header().Set("Retry-After", "60")
 	} else if errors.As(err, &ae) {

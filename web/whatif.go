@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/sim"
@@ -141,15 +142,15 @@ func (s *Server) whatIf(ctx context.Context, in whatIfInput) (*whatif.Report, er
 	ctx, cancel := context.WithTimeout(ctx, whatIfTimeout)
 	defer cancel()
 	since := s.cfg.Now().Add(-time.Duration(in.Days) * 24 * time.Hour)
-	recs, err := s.cfg.Store.WhatIfHistory(ctx, since, maxWhatIfJobs)
+	recs, err := app.WhatIfHistory(ctx, s.cfg.Store, since, maxWhatIfJobs)
 	if err != nil {
 		return nil, err
 	}
-	gpus, err := s.cfg.Store.GPUsSeen(ctx, since)
+	gpus, err := app.GPUsSeen(ctx, s.cfg.Store, since)
 	if err != nil {
 		return nil, err
 	}
-	teams, err := s.cfg.Store.WhatIfTeams(ctx)
+	teams, err := app.WhatIfTeams(ctx, s.cfg.Store)
 	if err != nil {
 		return nil, err
 	}

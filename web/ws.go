@@ -157,6 +157,9 @@ func (s *Server) Run(ctx context.Context) {
 	synced := make(chan struct{})
 	go func() { s.syncDirectory(ctx); close(synced) }()
 	defer func() { <-synced }()
+	dbWatched := make(chan struct{})
+	go func() { s.watchDatabase(ctx); close(dbWatched) }()
+	defer func() { <-dbWatched }()
 	var frames <-chan live.Frame
 	if s.cfg.Live != nil {
 		frames = s.cfg.Live.Frames()

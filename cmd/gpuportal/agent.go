@@ -47,6 +47,7 @@ type agentFlags struct {
 	passEnv             []string
 	containerRuntime    string // podman or docker; "": no container jobs
 	containerNetwork    agent.ContainerNetwork
+	advertiseAddr       string
 }
 
 func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
@@ -73,6 +74,7 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	fs.Var(&f.containerNetwork, "container-network", "the network of container jobs: private (each its own; a session's port is published on this machine's loopback only) or host (this machine's, as a command job's); docs/agents.md, Container jobs")
 	fs.BoolVar(&f.check, "check", false, "only check that a server at --server answers GET /readyz, and exit: 0 when one does, 1 when none does (the agent image's HEALTHCHECK); needs no token")
 	passEnv := fs.String("pass-env", "", "variables of this agent's environment that jobs get besides the minimal one (PATH, HOME, USER, LANG, LC_*, TZ, ...), comma-separated, such as LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME; nothing else of the agent's environment reaches a job")
+	fs.StringVar(&f.advertiseAddr, "advertise-addr", "", "the address other machines reach this one at, given to jobs on several machines as MASTER_ADDR and in their hostfile (docs/multinode.md); default: the address this agent connects to the server from")
 	simFaults := fs.String("sim-fault", "", "with --gpus sim:...: GPU failures to inject, GPU:xidN[@AFTER] or GPU:ecc[@AFTER], comma-separated (0:xid79@2s: GPU 0 reports XID 79 two seconds after a job first starts on it)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -82,6 +84,11 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 		return f, fmt.Errorf("agent: %w", err)
 	}
 	f.passEnv = pass
+	if f.advertiseAddr != "" {
+		if err := wire.CheckAddr(f.advertiseAddr); err != nil {
+			return f, fmt.Errorf("agent: --advertise-addr %w", err)
+		}
+	}
 	if f.jobDirMode, err = agent.ParseJobDirMode(*jobDirMode); err != nil {
 		return f, fmt.Errorf("agent: --job-dir-mode %w", err)
 	}
@@ -312,7 +319,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	client, err := agent.NewClient(agent.ClientConfig{
 		Server: f.server, Token: f.token, Nodes: locals, Exits: exits, TLS: tlsCfg, Logger: log,
-		Watchdog: watchdog,
+		Watchdog: watchdog, AdvertiseAddr: f.advertiseAddr,
 	})
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/cmdline"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sbatch"
 )
 
 const jobUsage = `Usage: gpuportal job COMMAND [flags]
@@ -625,6 +626,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.Float64Var(&req.GPUMemGB, "gpu-mem-gb", 0, "GPU memory the job needs on each GPU, in GB (0: unknown)")
 	f.fs.StringVar(&req.Model, "model", "", "the job's model, for placement (see the submit page for the list)")
 	f.fs.StringVar(&req.Image, "image", "", "run the command in this container image (registry.lab/team/pytorch:2.3), as you, with only the job's GPUs (docs/agents.md)")
+	f.fs.BoolVar(&req.TasksPerGPU, "tasks-per-gpu", false, "start the command once per GPU, each with its RANK and LOCAL_RANK, rather than once per machine (docs/multinode.md)")
 	f.fs.BoolVar(&req.Sharing, "share", false, "opt in to Salus sharing: the job may share its one GPU, an iteration at a time (docs/salus.md)")
 	f.fs.Float64Var(&req.GPUFraction, "gpu-fraction", 0, "ask for this fraction of one GPU (0 < f < 1): implies --share")
 	f.fs.Int64Var(&req.MemPersistentMiB, "mem-persistent-mib", 0, "with --share: persistent GPU memory (weights, optimizer state), MiB")
@@ -645,8 +647,14 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	if err := run.request(&req); err != nil {
 		return err
 	}
+	if len(pos) > 0 && len(argv) == 0 && simDuration == "" && req.Image == "" {
+		// A batch script, as sbatch takes it: its arguments follow it.
+		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
+			return c.submitScript(ctx, f, sf, req, visited(f), sbatch.Options{}, nil, pos[0], pos[1:])
+		}
+	}
 	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q: put the job's command after --, as in: -- python train.py", pos[0])
+		return fmt.Errorf("unexpected argument %q: put the job's command after --, as in: -- python train.py, or give a batch script (docs/slurm.md)", pos[0])
 	}
 	switch {
 	case req.Image != "" && len(argv) == 0:
@@ -697,6 +705,7 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default, 1000); with --all, per request")
 	all := f.fs.Bool("all", false, "every matching job: follow the server's cursor page after page")
 	start := f.fs.Bool("start", false, "only waiting jobs (queued and preempted), with when each is forecast to start, soonest first")
+	format := f.fs.String("format", "", "write the jobs as Slurm's squeue --format does: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
 	var lf listFlags
 	lf.register(f)
 	pos, err := f.parse(args)
@@ -736,6 +745,14 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	jobs, raw, err := cl.listJobs(ctx, q, *all)
 	if err != nil {
 		return err
+	}
+	if *format != "" {
+		items, err := parseSqueueFormat(*format)
+		if err != nil {
+			return err
+		}
+		writeSqueue(c.stdout, items, jobs, c.now(), lf.noHeaders)
+		return nil
 	}
 	return c.writeJobs(jobs, raw, f, lf, jobListColumns, "no jobs")
 }
@@ -887,6 +904,9 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 		row("command", cmdline.Join(j.Command))
 		if j.Image != "" {
 			row("image", j.Image)
+		}
+		if j.TasksPerGPU {
+			row("processes", "one per GPU (RANK, LOCAL_RANK)")
 		}
 	case j.Sim != nil:
 		row("workload", "simulated training, "+fmtSeconds(j.Sim.DurationS))

@@ -15,6 +15,8 @@ type submitFlags struct {
 	wait bool
 	// tasks is how many tasks the submission's array makes; 0: no array.
 	tasks int
+	// sbatch prints as Slurm's sbatch does (gpuportal sbatch).
+	sbatch bool
 }
 
 func (s *submitFlags) register(f *jobFlags) {
@@ -36,6 +38,8 @@ func (c jobCmd) submitted(ctx context.Context, cl *jobClient, f *jobFlags, sf su
 	switch {
 	case f.parsable:
 		fmt.Fprintln(c.stdout, j.ID)
+	case sf.sbatch && format == "":
+		fmt.Fprintln(c.stdout, batchLine(j.ID))
 	case format == "json" || format == "yaml" || format == "name":
 		if err := writeObject(c.stdout, format, "job", j.ID, raw); err != nil {
 			return err

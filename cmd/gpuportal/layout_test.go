@@ -31,13 +31,19 @@ func TestDependencyRules(t *testing.T) {
 		// only, when set, lists all they may depend on besides the
 		// standard library.
 		only []string
+		// onlyModule, when set, lists all the packages of the module
+		// they may depend on (others, such as the database drivers, are
+		// not limited by it).
+		onlyModule []string
 	}{
 		{name: "the engine drives machines through engine.Node, never an agent",
 			pkgs: "core/engine", forbid: []string{"core/agent/...", "web/...", "models/...", "enginestore"}},
 		{name: "the store knows neither the engine nor websockets",
 			pkgs: "models", forbid: []string{"core/engine", "core/agent/...", "web/...", "github.com/gorilla/websocket"}},
+		{name: "the store keeps rows: core values come from core/job and small leaves, adapters (enginestore, accountingstore, app) convert",
+			pkgs: "models", onlyModule: []string{"core/job", "core/usage", "core/idle", "core/memest", "core/gpuhist", "core/synergy", "core/gpu"}},
 		{name: "the scheduling core is pure: the standard library and core leaf packages",
-			pkgs: "core/sched", only: []string{"core/job", "core/gpu", "core/memest", "core/lanes", "core/synergy", "core/trace", "core/usage"}},
+			pkgs: "core/sched", only: []string{"core/job", "core/gpu", "core/memest", "core/lanes", "core/synergy", "core/usage"}},
 		{name: "core stands alone: core, websockets for the agent protocol, go-nvml for the NVML back end, pty for terminal sessions",
 			pkgs: "core/...", only: []string{"core/...", "github.com/gorilla/websocket", "github.com/NVIDIA/go-nvml/...", "github.com/creack/pty"}},
 		{name: "pseudo-terminals only in core/terminal, which the session's own process runs, never the agent",
@@ -82,6 +88,9 @@ func TestDependencyRules(t *testing.T) {
 					if tc.only != nil && !slices.ContainsFunc(tc.only, func(o string) bool { return matches(o, d) }) {
 						t.Errorf("%s depends on %s, which is none of %v", short, dep, tc.only)
 					}
+					if tc.onlyModule != nil && strings.HasPrefix(d, module) && !slices.ContainsFunc(tc.onlyModule, func(o string) bool { return matches(o, d) }) {
+						t.Errorf("%s depends on %s, which is none of %v", short, dep, tc.onlyModule)
+					}
 				}
 			}
 			if checked == 0 {
@@ -89,6 +98,55 @@ func TestDependencyRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSchedulingCoreTouchesNoSystem checks that no package of the
+// module in the scheduling core's closure (core/sched and the leaves it
+// imports) imports the operating system, processes, files or the
+// network: the core is a function of its snapshot. The standard library
+// itself reaches os (fmt does), so the check is on what the module's
+// packages import, not on the whole closure.
+func TestSchedulingCoreTouchesNoSystem(t *testing.T) {
+	forbidden := []string{"os", "os/exec", "os/signal", "io/ioutil", "net", "net/http", "syscall", "path/filepath", "time/tzdata"}
+	deps := moduleDeps(t)
+	pkgs := []string{module + "core/sched"}
+	for _, d := range deps[module+"core/sched"] {
+		if strings.HasPrefix(d, module) {
+			pkgs = append(pkgs, d)
+		}
+	}
+	imports := moduleImports(t, pkgs)
+	for _, pkg := range pkgs {
+		for _, imp := range imports[pkg] {
+			if slices.Contains(forbidden, imp) {
+				t.Errorf("%s, in the scheduling core's closure, imports %s", strings.TrimPrefix(pkg, module), imp)
+			}
+		}
+	}
+	if len(imports) < 2 {
+		t.Fatalf("imports of %v: got %d packages, want core/sched and its leaves", pkgs, len(imports))
+	}
+}
+
+// moduleImports returns what each of pkgs imports directly (test files
+// left out).
+func moduleImports(t *testing.T, pkgs []string) map[string][]string {
+	t.Helper()
+	args := append([]string{"list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, pkgs...)
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	imports := make(map[string][]string)
+	for line := range strings.Lines(string(out)) {
+		if fields := strings.Fields(line); len(fields) > 0 {
+			imports[fields[0]] = fields[1:]
+		}
+	}
+	return imports
 }
 
 // TestCLIWithoutWebServer checks that the command line is a client of the

@@ -25,6 +25,10 @@ Usage:
   gpuportal admin ...       manage users, teams and API tokens in the database
   gpuportal sim [flags]     replay a cluster trace under several policies and compare them
   gpuportal job ...         submit, list, show, cancel jobs and read their logs over the REST API
+  gpuportal sbatch SCRIPT   submit a Slurm batch script, its #SBATCH directives read (docs/slurm.md)
+  gpuportal squeue [flags]  list waiting and running jobs as Slurm's squeue does (-u, -t, -o FORMAT)
+  gpuportal sacct [flags]   list jobs, finished too, as Slurm's sacct does (-S, -s, -j, -o FIELDS, -P)
+  gpuportal scancel ID...   cancel jobs, as Slurm's scancel does (gpuportal job cancel)
   gpuportal session ...     start Jupyter, a terminal or a web app on GPUs, opened through the portal
   gpuportal login [flags]   log in to a server and save it as a context
   gpuportal logout [flags]  forget the token of a context
@@ -85,11 +89,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case agent.TerminalCommand:
 		// Started by the agent as a terminal session's command.
 		return runSessionTerminal(ctx, args[1:], stderr)
+	case agent.TasksCommand:
+		// Started by the agent as the first process of a part that runs
+		// a process per GPU (core/agent/tasks.go).
+		return runTasks(ctx, args[1:], stderr)
 	case "agent-watchdog":
 		// Started by the agent itself (core/agent/watchdog.go).
 		return agent.RunWatchdog(ctx, os.Stdin, slog.New(slog.NewTextHandler(stderr, nil)).With("process", "agent-watchdog"))
 	case "job":
 		return newJobCmd(stdin, stdout, stderr).run(ctx, args[1:])
+	case "squeue":
+		// Slurm's squeue, for its users: the jobs that wait or run.
+		return newJobCmd(stdin, stdout, stderr).squeue(ctx, args[1:])
+	case "sacct":
+		// Slurm's sacct, for its users: jobs, finished or not.
+		return newJobCmd(stdin, stdout, stderr).sacct(ctx, args[1:])
+	case "scancel":
+		// Slurm's scancel, for its users: gpuportal job cancel ID...
+		return newJobCmd(stdin, stdout, stderr).cancel(ctx, args[1:])
+	case "sbatch":
+		// Slurm's sbatch, for its users: gpuportal job submit SCRIPT.
+		return newJobCmd(stdin, stdout, stderr).sbatch(ctx, args[1:])
 	case "session":
 		return newJobCmd(stdin, stdout, stderr).session(ctx, args[1:])
 	case "login":

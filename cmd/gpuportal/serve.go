@@ -63,10 +63,12 @@ type serveFlags struct {
 	trustedProxies    string
 	logLevel          string
 	heartbeatTimeout  time.Duration
+	dbOutageHold      time.Duration
 	agentToken        string
 	grace             time.Duration
 	maxRetries        int
 	retryBackoff      time.Duration
+	masterPorts       engine.PortRange
 	executor          string
 	slurm             slurm.Flags
 	historyRaw        time.Duration
@@ -118,11 +120,16 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
+	fs.DurationVar(&f.dbOutageHold, "db-outage-hold", 2*time.Minute, "with PostgreSQL: how long the leader rides out a database outage (or the loss of its lock's session), keeping its machines and their runs while it stops scheduling, before it steps down (exits); a new leader waits as much longer before it requeues the runs of machines it has not heard (docs/operations.md, Several server replicas)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
+	fs.Func("master-ports", "FROM-TO: the ports reserved, one per run, on the first machine of a job on several machines for its rendezvous (MASTER_PORT; docs/multinode.md); default 29500-29999", func(v string) (err error) {
+		f.masterPorts, err = engine.ParsePortRange(v)
+		return err
+	})
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 30*time.Second, "wait before the first retry of a failed job; it doubles each time")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run the built-in agents' jobs that name a container image with podman or docker (as agent --container-runtime); empty: such jobs are refused")
 	fs.Var(&f.containerNetwork, "container-network", "the network of the built-in agents' container jobs: private or host (as agent --container-network)")
@@ -404,8 +411,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.maxRetries < 0 {
 		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
 	}
+	if f.dbOutageHold <= 0 {
+		return fmt.Errorf("--db-outage-hold %v: must be positive", f.dbOutageHold)
+	}
+	rep := newReplica(store, f.dbOutageHold, log)
+	var takeover time.Duration
+	if store.Replicated() {
+		takeover = takeoverHold(f.dbOutageHold)
+	}
 	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, GPUTime: learner, Logger: log,
-		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife)})
+		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife),
+		MasterPorts: f.masterPorts, Confirm: rep.confirm, TakeoverHold: takeover})
 	if err != nil {
 		return err
 	}
@@ -433,8 +449,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return nil
 	}
-	rep, err := newReplica(ctx, store, eng, log)
-	if err != nil {
+	if err := rep.start(ctx, eng); err != nil {
 		return err
 	}
 	defer rep.release()
@@ -520,9 +535,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve http: %w", err)
 	case err := <-leadErr:
 		return err
-	case <-rep.lost:
+	case <-rep.down:
 		stopEngine()
-		return rep.lostError()
+		return rep.downErr
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), f.grace+5*time.Second)
 	defer cancel()

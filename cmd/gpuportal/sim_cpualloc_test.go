@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const mixed40 = "../../core/synergy/testdata/mixed40.csv"
+const mixed40 = "../../core/sim/synergysim/testdata/mixed40.csv"
 
 // TestSimCPUAlloc runs `gpuportal sim --cpu-alloc` in both modes on the
 // native mixed trace: synergy is faster than proportional, proportional

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/sim"
 	"github.com/gpuportal/gpuportal/core/trace"
 	"github.com/gpuportal/gpuportal/core/whatif"
@@ -84,7 +85,7 @@ func simFromDB(ctx context.Context, f simDBFlags, cfg sim.Config, policies []str
 	}
 	defer store.Close()
 	since := time.Now().Add(-time.Duration(f.days) * 24 * time.Hour)
-	recs, err := store.WhatIfHistory(ctx, since, whatIfHistoryLimit)
+	recs, err := app.WhatIfHistory(ctx, store, since, whatIfHistoryLimit)
 	if err != nil {
 		return fmt.Errorf("sim: --from-db: %w", err)
 	}
@@ -92,7 +93,7 @@ func simFromDB(ctx context.Context, f simDBFlags, cfg sim.Config, policies []str
 		fmt.Fprintf(stderr, "sim: read the %d most recently finished jobs only\n", whatIfHistoryLimit)
 	}
 	if len(cfg.Nodes) == 0 {
-		gpus, err := store.GPUsSeen(ctx, since)
+		gpus, err := app.GPUsSeen(ctx, store, since)
 		if err != nil {
 			return fmt.Errorf("sim: --from-db: %w", err)
 		}
@@ -101,7 +102,7 @@ func simFromDB(ctx context.Context, f simDBFlags, cfg sim.Config, policies []str
 		}
 	}
 	if len(cfg.Teams) == 0 {
-		if cfg.Teams, err = store.WhatIfTeams(ctx); err != nil {
+		if cfg.Teams, err = app.WhatIfTeams(ctx, store); err != nil {
 			return fmt.Errorf("sim: --from-db: %w", err)
 		}
 	}

@@ -388,9 +388,23 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 	if err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
+	if s.Gang != nil {
+		if err := s.Gang.Check(); err != nil {
+			return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
+		}
+		if s.Gang.Tasks() > 1 && (s.Image != "" || s.Session != nil || len(s.Command) == 0) {
+			return fmt.Errorf("start job %d on %s: a process per GPU is for commands on the machine, not containers, sessions or simulated jobs", s.JobID, a.cfg.Name)
+		}
+	}
 	log, err := a.openJobDir(s.JobID, ra)
 	if err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
+	}
+	if s.Gang != nil {
+		if err := a.writeJobFile(s.JobID, ra, job.HostfileName, []byte(s.Gang.Hostfile())); err != nil {
+			log.Close()
+			return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
+		}
 	}
 	gateEnv, err := a.joinGate(s)
 	if err != nil {

@@ -55,6 +55,11 @@ type ClientConfig struct {
 	// Watchdog, when set, gets a lease each time a server is heard: the
 	// heartbeat timeout from then (watchdog.go, fence.go).
 	Watchdog *WatchdogLink
+	// AdvertiseAddr is the address the other machines reach this agent's
+	// machines at, for the rendezvous of jobs on several machines
+	// (job.Gang): a host name or IP address. Empty: the local address of
+	// the connection to the server.
+	AdvertiseAddr string
 }
 
 // Client connects Local agents to a remote server: it registers their
@@ -291,6 +296,7 @@ type session struct {
 	c       *Client
 	conn    *websocket.Conn
 	url     string        // the agent endpoint it connected to
+	addr    string        // the address reported for the machines (wire.Node.Addr)
 	timeout time.Duration // silence after which the server is taken for lost
 
 	wmu    sync.Mutex // one writer at a time
@@ -324,7 +330,10 @@ func (c *Client) session(ctx context.Context, url string) (welcomed bool, err er
 	}
 	defer conn.Close()
 	conn.SetReadLimit(wire.MaxMessageBytes)
-	s := &session{c: c, conn: conn, url: url, inflight: make(map[uint64]jobKey)}
+	s := &session{c: c, conn: conn, url: url, inflight: make(map[uint64]jobKey), addr: c.cfg.AdvertiseAddr}
+	if s.addr == "" {
+		s.addr = hostOf(conn.LocalAddr())
+	}
 	// Registration waits for the server; ending ctx ends the wait.
 	stopClosing := context.AfterFunc(ctx, func() { conn.Close() })
 	err = s.register()
@@ -361,7 +370,7 @@ func (s *session) register() error {
 	for _, n := range c.cfg.Nodes {
 		cpus, mem := n.Resources()
 		wn := wire.Node{Name: n.Name(), CPUs: cpus, MemMiB: mem, GPUs: wire.FromDevices(n.Devices()), Running: []job.RunRef{},
-			Monitor: n.MonitorOnly(), Credential: n.credential()}
+			Monitor: n.MonitorOnly(), Credential: n.credential(), Addr: s.addr}
 		for k, lj := range c.live {
 			if k.node == n.Name() {
 				wn.Running = append(wn.Running, job.RunRef{Job: k.job, Run: lj.run})
@@ -703,4 +712,16 @@ func (s *session) sendLog(n *Local, k jobKey, offset int64, limit int) (int64, e
 		}
 	}
 	return offset, nil
+}
+
+// hostOf is the host of a connection's address, without its port.
+func hostOf(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }

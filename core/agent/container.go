@@ -360,7 +360,7 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 		name, _, _ := strings.Cut(kv, "=")
 		own[name] = true
 	}
-	env := append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
+	env := append(jobEnv(os.Environ(), s, a.cfg.Name, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
 	for i, kv := range env {
 		switch {
 		case strings.HasPrefix(kv, "CUDA_VISIBLE_DEVICES=") && cc.CDI:

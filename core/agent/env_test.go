@@ -42,7 +42,7 @@ func TestJobEnv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env := jobEnv(tc.base, spec, "/w/jobs/5/checkpoint", tc.ra, tc.pass)
+			env := jobEnv(tc.base, spec, "n1", "/w/jobs/5/checkpoint", tc.ra, tc.pass)
 			for _, w := range tc.want {
 				if !slices.Contains(env, w) {
 					t.Errorf("env lacks %q: %v", w, env)

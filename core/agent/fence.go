@@ -24,9 +24,13 @@ import (
 // timeout is remembered: runs that ended within it were fenced.
 func (c *Client) hear() {
 	now := time.Now()
-	prev := time.Unix(0, c.heard.Swap(now.UnixNano()))
+	old := c.heard.Swap(now.UnixNano())
+	prev := time.Unix(0, old)
 	if t := time.Duration(c.timeout.Load()); t > 0 {
-		if now.Sub(prev) > t {
+		// Before the first server was heard nothing was leased: no
+		// silence to remember (a span from 1970 would count every exit
+		// in the grace after the first connection as fenced).
+		if old != 0 && now.Sub(prev) > t {
 			c.fmu.Lock()
 			c.fencedSpans = append(c.fencedSpans, [2]time.Time{prev.Add(t), now})
 			if len(c.fencedSpans) > 16 {

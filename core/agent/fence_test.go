@@ -65,3 +65,15 @@ func TestFencedRunExitIsInfra(t *testing.T) {
 		t.Errorf("exit %+v: want a fenced end, not the job's", ex)
 	}
 }
+
+// The first server heard ends no silence: an exit just after the first
+// connection, within the kill grace, is the job's own (a job failing
+// there was requeued as fenced, again and again).
+func TestFirstConnectionIsNoSilence(t *testing.T) {
+	c := &Client{}
+	c.timeout.Store(int64(2 * time.Second))
+	c.hear()
+	if c.fencedAt(time.Now().Add(100*time.Millisecond), time.Second) {
+		t.Error("an exit just after the first connection counts as fenced")
+	}
+}

@@ -71,6 +71,47 @@ func (a *Local) openJobDir(jobID int64, ra *runAs) (*os.File, error) {
 
 func (a *Local) jobsDir() string { return a.cfg.WorkDir + "/jobs" }
 
+// writeJobFile writes data to file name of job jobID's folder, made for
+// ra (nil: the agent's own user) as openJobDir makes it, replacing what
+// was there, never through a link: the rendezvous's hostfile.
+func (a *Local) writeJobFile(jobID int64, ra *runAs, name string, data []byte) error {
+	mode := a.cfg.JobDirMode
+	if mode == 0 {
+		mode = DefaultJobDirMode
+	}
+	uid, gid := -1, -1
+	if ra != nil && ra.cred != nil {
+		uid, gid = ra.uid, ra.gid
+	}
+	dir, err := makeJobDirs(a.jobsDir(), jobID, uid, gid, mode)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(dir)
+	fd, err := syscall.Openat(dir, name,
+		syscall.O_WRONLY|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, uint32(mode.Perm()&0o644))
+	if err != nil {
+		return fmt.Errorf("%s of job %d: %w", name, jobID, pathErr("openat", name, err))
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if err := joboutput.CheckRegular(f); err != nil {
+		return fmt.Errorf("%s of job %d: %w", name, jobID, err)
+	}
+	if uid >= 0 {
+		if err := f.Chown(uid, gid); err != nil {
+			return fmt.Errorf("%s of job %d: %w", name, jobID, err)
+		}
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("%s of job %d: %w", name, jobID, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("%s of job %d: %w", name, jobID, err)
+	}
+	return nil
+}
+
 // MakeJobDirs creates or takes over job jobID's folder, jobsDir/ID, and
 // its checkpoint folder for uid:gid (-1: leave the owner) with mode, never
 // through a link: for executors whose jobs write their own output (the

@@ -33,7 +33,7 @@ func TestJobEnvOwnVariables(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env := jobEnv(base, tc.spec, "/w/c", tc.ra, nil)
+			env := jobEnv(base, tc.spec, "n1", "/w/c", tc.ra, nil)
 			for _, w := range tc.want {
 				if !slices.Contains(env, w) {
 					t.Errorf("env lacks %q: %v", w, env)

@@ -31,9 +31,17 @@ import (
 // cgroup, where there is one, then ends the rest (limits.end).
 func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []string, cgroup *os.File) (wait func() (int, string), stop func(), procs runProcs, err error) {
 	extraEnv = append([]string{"GPUPORTAL_NODE=" + a.cfg.Name}, extraEnv...)
-	env := append(jobEnv(os.Environ(), s, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
+	env := append(jobEnv(os.Environ(), s, a.cfg.Name, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
+	argv := s.Command
+	if s.Gang.Tasks() > 1 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, runProcs{}, fmt.Errorf("a process per GPU: the agent's binary: %w", err)
+		}
+		argv = tasksArgv(exe, s)
+	}
 	command := func(cgroup *os.File) *exec.Cmd {
-		cmd := exec.Command(s.Command[0], s.Command[1:]...)
+		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = jobWorkdir(a.jobDir(s.JobID), s.Dir)
 		cmd.Stdout = log
 		cmd.Stderr = log
@@ -137,11 +145,13 @@ func jobWorkdir(jobDir, dir string) string {
 // those the operator names with --pass-env (pass): secrets in the agent's
 // environment (a cloud key, a database password, the agent's token) are
 // never a job's. Then come the job's own variables (s.Env, whose names
-// were checked at submission and are checked again here), and last the
-// job's GPUs, ID, run, array task and checkpoint folder, and the identity
+// were checked at submission and are checked again here), and last
+// Slurm's variables (job.SlurmEnv) and the rendezvous of a run on several
+// machines (job.Gang.Env) on node, the job's GPUs, ID, run, array task
+// and checkpoint folder, and the identity
 // of the user it runs as (ra; nil: the agent's own), which nothing
 // before overrides.
-func jobEnv(base []string, s job.Spec, checkpointDir string, ra *runAs, pass []string) []string {
+func jobEnv(base []string, s job.Spec, node, checkpointDir string, ra *runAs, pass []string) []string {
 	keep := func(name string) bool {
 		if strings.HasPrefix(name, "GPUPORTAL_") || name == "CUDA_VISIBLE_DEVICES" {
 			return false // the job's own come next
@@ -173,6 +183,10 @@ func jobEnv(base []string, s job.Spec, checkpointDir string, ra *runAs, pass []s
 	devs := make([]string, len(s.GPUs))
 	for i, g := range s.GPUs {
 		devs[i] = strconv.Itoa(g)
+	}
+	env = append(env, job.SlurmEnv(s.JobID, s.Name, len(s.GPUs), s.Gang, s.Array, node)...)
+	if s.Gang != nil {
+		env = append(env, s.Gang.Env(filepath.Join(filepath.Dir(checkpointDir), job.HostfileName))...)
 	}
 	env = append(env,
 		"CUDA_VISIBLE_DEVICES="+strings.Join(devs, ","),

@@ -5,14 +5,6 @@ package engine
 // GPU fault counts against the run only on its own GPUs. Older agents do
 // not report them, and any GPU of the machine counts (health.go).
 
-// RunGPUsReporter is a Node that knows which of its GPUs each running job
-// holds, as its agent reported them.
-type RunGPUsReporter interface {
-	// RunGPUs returns the indices of the GPUs job holds on this machine,
-	// and false when the agent did not report them.
-	RunGPUs(job int64) ([]int, bool)
-}
-
 // adoptGPUs records the GPUs an adopted run holds on n, when n knows them.
 func adoptGPUs(r *run, n Node, job int64) {
 	if r.gpus[n.Name()] != nil {

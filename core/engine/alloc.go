@@ -13,18 +13,6 @@ import (
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
-// UsageReporter is a Node that reports its jobs' CPU and memory use
-// (agent.Local, and remote machines from their heartbeats).
-type UsageReporter interface {
-	JobUsage(now time.Time) []job.Usage
-}
-
-// Resizer is a Node that can change a running job's CPU and memory
-// allocation (agent.Local, and remote machines through their agent).
-type Resizer interface {
-	Resize(ctx context.Context, jobID int64, r job.Resources) error
-}
-
 // JobNoter is a Store that can add a line to a job's history; the engine
 // notes there, once per run, that a job's CPU limits are not enforced.
 type JobNoter interface {

@@ -88,6 +88,11 @@ type Job struct {
 	// InteractivePriority: a session that asked to go ahead of its
 	// team's other waiting jobs (sched.Job.Interactive).
 	InteractivePriority bool
+	// Name is the job's name (job.Spec.Name).
+	Name string
+	// TasksPerGPU starts one process per GPU instead of one per machine
+	// (job.Gang.TasksPerGPU; gang.go).
+	TasksPerGPU bool
 }
 
 // Dep is a job's dependency on another, and the other's state as the
@@ -177,7 +182,20 @@ type Config struct {
 	QuickFailure time.Duration
 	// Forecast sets up the start forecasts (forecast.go).
 	Forecast ForecastConfig
-	Now      func() time.Time
+	// MasterPorts are the ports reserved, one per run, for the rendezvous
+	// of runs on several machines on their first machine (gang.go);
+	// zero: DefaultMasterPorts.
+	MasterPorts PortRange
+	// Confirm, when set, confirms before each pass that this replica
+	// still holds the leader lock; a pass it cannot confirm is skipped
+	// (fence.go).
+	Confirm func(context.Context) error
+	// TakeoverHold is how much longer than LostAfter a machine the engine
+	// has not heard since it began leading is waited for before its runs
+	// are requeued: a replica that lost the leader lock keeps its machines
+	// (and so their runs) that long before it steps down (fence.go).
+	TakeoverHold time.Duration
+	Now          func() time.Time
 }
 
 // Engine runs the scheduling loop. Create it with New, add nodes, then Run.
@@ -192,6 +210,7 @@ type Engine struct {
 	calls   chan func(context.Context)
 
 	follower atomic.Bool // another replica schedules (replicas.go)
+	fence    fence       // the leader lock cannot be confirmed (fence.go)
 
 	mu        sync.Mutex
 	nodes     map[string]Node

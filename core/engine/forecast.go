@@ -331,7 +331,7 @@ func expectedArrivals(js []Job, now time.Time, e *Engine) *forecast.Arrivals {
 	for _, j := range js {
 		sj := e.schedJob(Job{ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB, Model: j.Model,
 			Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.Memory, BatchSize: j.BatchSize, CPUProfile: j.CPUProfile,
-			Command: j.Command, SubmittedAt: j.SubmittedAt}, now, gpuMiB)
+			Command: j.Command, SubmittedAt: j.SubmittedAt, TimeLimit: j.TimeLimit}, now, gpuMiB)
 		a.Like = append(a.Like, sj)
 	}
 	return a

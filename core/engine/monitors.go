@@ -60,14 +60,6 @@ func (e *Engine) Monitor(name string) (Monitor, bool) {
 	return m, ok
 }
 
-// LiveMemoryNode is implemented by machines whose GPUs' live memory may be
-// unknown (Slurm's, without a monitor).
-type LiveMemoryNode interface {
-	// LiveMemoryUnavailable says why the machine's live GPU memory is
-	// unknown; empty when it is known.
-	LiveMemoryUnavailable() string
-}
-
 // LiveMemoryUnavailable says why a machine's live GPU memory is unknown;
 // empty when it is known.
 func LiveMemoryUnavailable(n Node) string {

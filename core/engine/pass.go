@@ -17,6 +17,9 @@ import (
 // pass runs one scheduling pass: requeue jobs lost with their machine, ask
 // the scheduler, apply its decisions.
 func (e *Engine) pass(ctx context.Context) error {
+	if !e.mayDecide(ctx) {
+		return nil
+	}
 	ph := startPhases()
 	defer e.stats.wholePass(ph)
 	e.retryRecords(ctx)
@@ -93,7 +96,9 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 		} else {
 			since, ok := e.lostSince[node]
 			if !ok {
-				since = e.started
+				// Not heard since this engine began leading: the replica
+				// that led before may keep it running for TakeoverHold.
+				since = e.started.Add(e.cfg.TakeoverHold)
 				e.lostSince[node] = since
 			}
 			if now.Sub(since) < e.cfg.LostAfter {
@@ -174,9 +179,8 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
 		if j.LastStartAt != nil {
-			ran := now.Sub(*j.LastStartAt).Seconds()
-			sj.ExecutedS += ran
-			sj.AttainedService += ran * float64(j.GPUs)
+			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), j.GPUs)
+			sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
 		}
 	}
 	return sj
@@ -250,13 +254,19 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		r.lastCode = j.ExitCode
 	}
 	e.runs[j.ID] = r
-	for _, name := range order {
+	gang := e.gang(j, r, order, perNode)
+	for rank, name := range order {
 		spec := job.Spec{
 			JobID: j.ID, Run: id, Command: j.Command, GPUs: perNode[name],
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
 			Env:          j.Env, Dir: j.Dir, Array: j.Array,
-			Account: j.Account, Image: j.Image, Session: j.Session,
+			Account: j.Account, Image: j.Image, Session: j.Session, Name: j.Name,
+		}
+		if gang != nil {
+			g := *gang
+			g.Rank = rank
+			spec.Gang = &g
 		}
 		if j.TimeLimit > 0 {
 			spec.TimeLeft = max(job.TimeLeft(j.TimeLimit, executed(j, now)), time.Second)
@@ -270,13 +280,19 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			code := -1
 			r.stop, r.reason, r.code = job.Failed, err.Error(), &code
 			switch {
-			case errors.Is(err, job.ErrDisconnected):
-				// It may have started before the answer was lost: the part
+			case errors.Is(err, job.ErrDisconnected) || ctx.Err() != nil:
+				// It may have started before the answer was lost, or the
+				// engine stops (the server shuts down) with the start in
+				// flight; neither is the job's fault. The part
 				// counts as running until its machine says otherwise or
 				// has fenced it (losePart).
 				r.parts[name] = true
 				r.stop, r.reason, r.code = "", "", nil
-				e.losePart(ctx, j.ID, r, name, name+" disconnected while starting it")
+				why := name + " disconnected while starting it"
+				if ctx.Err() != nil {
+					why = "the server stopped while starting it on " + name
+				}
+				e.losePart(ctx, j.ID, r, name, why)
 				return
 			case errors.Is(err, job.ErrBusy):
 				r.stop, r.reason, r.code = job.Queued, "requeued: an earlier run of the job still stops on "+name, nil

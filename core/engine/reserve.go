@@ -63,6 +63,28 @@ func reservationFrom(r sched.Reservation) time.Time {
 	return time.Unix(0, int64(math.Round(ns))).Local()
 }
 
+// ReservedGPUs maps each GPU ("node:index") reserved in the last pass to
+// the reservation that holds it, and when its GPUs are expected to be
+// free: the cluster page marks them. A reservation by count (no GPUs
+// named) marks none.
+func (e *Engine) ReservedGPUs() map[string]ReservedGPU {
+	e.shareMu.Lock()
+	defer e.shareMu.Unlock()
+	out := make(map[string]ReservedGPU)
+	for _, r := range e.reservations {
+		for _, g := range r.GPUs {
+			out[g.String()] = ReservedGPU{JobID: r.JobID, From: reservationFrom(r)}
+		}
+	}
+	return out
+}
+
+// ReservedGPU is a GPU held for a job's reservation.
+type ReservedGPU struct {
+	JobID int64
+	From  time.Time // when its GPUs are expected to be free
+}
+
 // Reservation is the reservation job id held in the last pass, and when
 // its GPUs are expected to be free on the engine's clock; ok is false
 // when it held none.

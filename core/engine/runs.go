@@ -33,8 +33,8 @@ import (
 //     processes have exited: a job the scheduler places on them starts in
 //     a later pass (deferStarts);
 //   - an exit is acknowledged to its agent only once the store has it
-//     (job.Exit.Recorded); when the store fails, the engine keeps the
-//     outcome and tries again every pass.
+//     (job.Exit.Recorded); when the store fails, or the engine is fenced
+//     (fence.go), the engine keeps the outcome and tries again every pass.
 
 // FenceBound is how long after the server lets go of a machine (its
 // heartbeat timeout passed, or the server started and has not heard it)
@@ -85,6 +85,11 @@ type run struct {
 	// (in parts) until their machine comes back without them, or it has
 	// fenced them: LostAfter has passed (losePart, resolveLost).
 	lost map[string]time.Time
+	// master and port are the first machine of a run on several machines
+	// and the port reserved there for its rendezvous (gang.go); "" and 0
+	// for a run on one machine as one process.
+	master string
+	port   int
 }
 
 // losePart marks r's part on node as lost: the run is asked to stop (a job
@@ -580,7 +585,13 @@ func recorded(ex job.Exit) {
 // not taken for lost) to be tried again next pass; its agent hears nothing
 // until then, and sends the exit again if it reconnects meanwhile.
 func (e *Engine) tryRecord(ctx context.Context, u *unrecorded) bool {
-	err := u.record(ctx)
+	var err error
+	if e.mayRecord() {
+		err = u.record(ctx)
+	} else {
+		// Fenced: held, unacknowledged, until the lock is held again.
+		err = errFenced
+	}
 	if err != nil && !errors.Is(err, job.ErrConflict) {
 		if len(e.unrecorded) == 0 || e.unrecorded[len(e.unrecorded)-1] != u {
 			e.cfg.Logger.Error("record job exit: will try again", "job", u.ex.JobID, "run", u.ex.Run, "err", err)

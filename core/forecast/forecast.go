@@ -42,6 +42,7 @@ import (
 	"strconv"
 
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // Defaults applied to zero Config fields.
@@ -323,6 +324,16 @@ func (f *Forecaster) Forecast(in Input) Result {
 	for _, st := range first.Starts {
 		startsNow[st.JobID] = true
 	}
+	// The jobs the live pass preempts wait after it: they are forecast
+	// too (else a job preempted after the forecast's snapshot would have
+	// none until the next).
+	if len(first.Preempts) > 0 {
+		for _, p := range first.Preempts {
+			targets = append(targets, p.JobID)
+		}
+		slices.Sort(targets)
+		targets = slices.Compact(targets)
+	}
 
 	known := in.History.Len() >= f.cfg.MinHistory
 	var runs []scenarioResult
@@ -588,8 +599,12 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, k uint64, arrival
 	s.jobs = make([]sched.Job, 0, len(in.Snapshot.Jobs)+len(in.Later))
 	s.meta = make([]simJob, 0, cap(s.jobs))
 	s.index = make(map[int64]int, cap(s.jobs))
+	preempted := make(map[int64]bool, len(first.Preempts))
+	for _, p := range first.Preempts {
+		preempted[p.JobID] = true
+	}
 	for _, j := range in.Snapshot.Jobs {
-		s.add(j, j.State == sched.Pending)
+		s.add(j, j.State == sched.Pending || preempted[j.ID])
 	}
 	s.waiting = len(in.Later)
 	for i := range s.jobs {
@@ -780,7 +795,8 @@ func (s *scen) arriveExpected() {
 	j := sched.Job{ID: -int64(s.drawn), Team: like.Team, User: like.User, GPUs: like.GPUs, GPUMemMiB: like.GPUMemMiB,
 		SubmitTime: s.nextArr, Model: like.Model, Skew: like.Skew, Sharing: like.Sharing,
 		MemPersistentMiB: like.MemPersistentMiB, MemEphemeralMiB: like.MemEphemeralMiB,
-		CPUMilli: like.CPUMilli, MemMiB: like.MemMiB, CPUProfile: like.CPUProfile, CPUProfileSource: like.CPUProfileSource}
+		CPUMilli: like.CPUMilli, MemMiB: like.MemMiB, CPUProfile: like.CPUProfile, CPUProfileSource: like.CPUProfileSource,
+		TimeLimitS: like.TimeLimitS}
 	s.add(j, false)
 	s.nextArr += s.gap()
 	if s.nextArr > s.start+s.f.cfg.HorizonS {
@@ -836,9 +852,8 @@ func (s *scen) pass() {
 	for i := range s.jobs {
 		j := &s.jobs[i]
 		if j.State == sched.Running {
-			ran := s.now - s.meta[i].runStart
-			j.ExecutedS = s.meta[i].execAt + ran
-			j.AttainedService = s.meta[i].servAt + ran*float64(j.GPUs)
+			sv := usage.Service{ExecutedS: s.meta[i].execAt, GPUSeconds: s.meta[i].servAt}.Ran(s.now-s.meta[i].runStart, j.GPUs)
+			j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
 		}
 	}
 	s.res.passes++
@@ -883,9 +898,8 @@ func (s *scen) apply(d sched.Decisions) {
 // stopRun ends job i's run at t: it waits again, with what it ran.
 func (s *scen) stopRun(i int, t float64) {
 	j, m := &s.jobs[i], &s.meta[i]
-	ran := max(t-m.runStart, 0)
-	j.ExecutedS = m.execAt + ran
-	j.AttainedService = m.servAt + ran*float64(j.GPUs)
+	sv := usage.Service{ExecutedS: m.execAt, GPUSeconds: m.servAt}.Ran(max(t-m.runStart, 0), j.GPUs)
+	j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
 	j.State, j.Placement = sched.Pending, nil
 	m.run++
 }

@@ -362,6 +362,36 @@ func TestRemaining(t *testing.T) {
 	}
 }
 
+// TestRemainingTimeLimit: a job with a time limit runs the share of it
+// that jobs with limits ran. Ten jobs used 40% to 58% of limits of 100 to
+// 1,000 s; ten without limits ran 5,000 s.
+func TestRemainingTimeLimit(t *testing.T) {
+	var samples []Sample
+	for i := range 10 {
+		limit := 100 * float64(i+1)
+		samples = append(samples, Sample{RunS: limit * (0.4 + 0.02*float64(i)), LimitS: limit}, Sample{RunS: 5000})
+	}
+	h := NewHistory(samples, 0)
+	tests := []struct {
+		name string
+		job  sched.Job
+		q    float64
+		want float64
+	}{
+		{"a limit: the median share of it", sched.Job{TimeLimitS: 2000}, 0.5, 2000 * 0.49},
+		{"a limit: the least share", sched.Job{TimeLimitS: 2000}, 0, 2000 * 0.4},
+		{"a limit, the share so far counted", sched.Job{TimeLimitS: 2000, ExecutedS: 2000 * 0.41}, 0, 2000 * (0.42 - 0.41)},
+		{"past the share of all but 6: the run times", sched.Job{TimeLimitS: 2000, ExecutedS: 2000 * 0.47}, 1, 5000 - 2000*0.47},
+		{"no limit: the run times", sched.Job{}, 1, 5000},
+	}
+	for _, tc := range tests {
+		got, ok := h.Remaining(&tc.job, tc.q)
+		if !ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: Remaining = %v, %v; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
 // bigInput is a cluster of nodes x gpus GPUs, all held, with n jobs
 // waiting for 1, 2, 4 or 8 of them and a history of varied run times.
 func bigInput(n, nodeCount, gpus int) Input {
@@ -459,6 +489,36 @@ func TestForecastResumeIsNoStart(t *testing.T) {
 	for id, at := range map[int64]float64{2: now + 10, 3: now + 300} {
 		if got, _ := r.Job(id); got.State != StateExpected || got.Earliest != at || got.Latest != at {
 			t.Errorf("job %d: %+v; want a start at %v", id, got, at)
+		}
+	}
+}
+
+// A job the live pass preempts waits after it, and is forecast: else a
+// job preempted after the forecast's snapshot has no forecast until the
+// next one (the portal showed "unknown" in between).
+func TestForecastPreemptedByTheLivePass(t *testing.T) {
+	f, err := New(Config{Sched: sched.Config{Policy: "tiresias-l", Thresholds: []float64{100}}, Drift: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One GPU. Job 1 has attained 150 GPU-s, past queue 0: job 2, new,
+	// takes its GPU at once, runs 50 s, and job 1 resumes.
+	short := waiting(2, 1, now-1)
+	short.User = "quick"
+	var hist []Sample
+	for range 10 {
+		hist = append(hist, Sample{User: "quick", RunS: 50}, Sample{User: "u", RunS: 1000})
+	}
+	in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 1), Jobs: []sched.Job{running(1, 1, 150, now), short}},
+		History: NewHistory(hist, 0)}
+	if d := f.fast.Schedule(in.Snapshot); len(d.Preempts) != 1 || d.Preempts[0].JobID != 1 {
+		t.Fatalf("the live pass preempts %+v, want job 1", d.Preempts)
+	}
+	r := f.Forecast(in)
+	want := map[int64]float64{1: now + 50, 2: now}
+	for id, at := range want {
+		if got, ok := r.Job(id); !ok || got.State != StateExpected || got.Earliest != at || got.Latest != at {
+			t.Errorf("job %d: %+v, %v; want a start at %v", id, got, ok, at)
 		}
 	}
 }

@@ -12,9 +12,11 @@ import (
 // GPUs in all (its executed time over every run). Jobs that failed or
 // were cancelled while running count as much as jobs that succeeded: what
 // a forecast needs is when GPUs come free, not whether the work was good.
+// LimitS is the time limit the job declared, 0 for none.
 type Sample struct {
 	User, Team, Model string
 	RunS              float64
+	LimitS            float64
 }
 
 // DefaultMinGroup is how many finished jobs a group (a user's jobs of one
@@ -39,6 +41,9 @@ type History struct {
 	all      []float64 // sorted
 	alpha    float64   // the tail index of all (hill)
 	groups   map[groupKey][]float64
+	// limited holds, for the jobs that declared a time limit, the share
+	// of it they ran (sorted).
+	limited []float64
 }
 
 // level is one way of grouping jobs, from the most specific.
@@ -94,6 +99,9 @@ func NewHistory(samples []Sample, minGroup int) *History {
 			continue
 		}
 		h.all = append(h.all, s.RunS)
+		if s.LimitS > 0 && !math.IsInf(s.LimitS, 1) {
+			h.limited = append(h.limited, min(s.RunS/s.LimitS, 1))
+		}
 		for _, k := range keys(s.User, s.Team, s.Model) {
 			if k.level < levels {
 				h.groups[k] = append(h.groups[k], s.RunS)
@@ -101,6 +109,7 @@ func NewHistory(samples []Sample, minGroup int) *History {
 		}
 	}
 	sort.Float64s(h.all)
+	sort.Float64s(h.limited)
 	for _, v := range h.groups {
 		sort.Float64s(v)
 	}
@@ -141,10 +150,14 @@ func (h *History) Describe() string {
 }
 
 // Remaining is the q-quantile (0 < q < 1) of the remaining run time of
-// job j, which has run j.ExecutedS seconds so far: drawn from the run
-// times of the most specific group of finished jobs (the same user and
-// model, the user, the model, the team, then all) that has at least
-// minGroup jobs that ran longer than j has (for all jobs, 3 are enough).
+// job j, which has run j.ExecutedS seconds so far. A job with a time
+// limit is drawn from the shares of their limits that finished jobs with
+// a limit ran, given the share it has used, when minGroup of them ran a
+// larger share: a limit says more about a job than other jobs' run
+// times. Else it is drawn from the run times of the most specific group
+// of finished jobs (the same user and model, the user, the model, the
+// team, then all) that has at least minGroup jobs that ran longer than
+// j has (for all jobs, 3 are enough).
 // A job that has run longer than all but 2 finished jobs is expected to
 // run on in proportion to its age, as heavy tails do: the q-quantile of a
 // Pareto tail from a, a((1-q)^(-1/alpha) - 1), its index alpha estimated
@@ -155,6 +168,11 @@ func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 		return 0, false
 	}
 	a := max(j.ExecutedS, 0)
+	if l := j.TimeLimitS; l > 0 && len(h.limited) >= h.minGroup {
+		if r, ok := tailQuantile(h.limited, a/l, q, h.minGroup); ok {
+			return r * l, true
+		}
+	}
 	for _, k := range keys(j.User, j.Team, j.Model) {
 		if k.level == levels {
 			continue

@@ -57,6 +57,12 @@ type Spec struct {
 	// Session makes the run an interactive session (session.go); nil: a
 	// batch run.
 	Session *Session
+	// Name is the job's name (SLURM_JOB_NAME).
+	Name string `json:",omitempty"`
+	// Gang is the rendezvous of a run on several machines, or of one
+	// that starts a process per GPU (gang.go); nil: one process on one
+	// machine.
+	Gang *Gang `json:",omitempty"`
 }
 
 // BackstopMargin is how long after a run's time is up (Spec.TimeLeft) its

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpuportal/gpuportal/core/sched"
-	"github.com/gpuportal/gpuportal/core/synergy"
+	"github.com/gpuportal/gpuportal/core/sim/synergysim"
 )
 
 // Default CPUs and host memory per GPU of a simulated node that declares
@@ -86,7 +86,7 @@ func newCPUState(mode string, nodes []sched.Node) (*cpuState, error) {
 func resolveProfiles(jobs []job) error {
 	for i := range jobs {
 		j := &jobs[i]
-		p, src, err := synergy.TraceProfile(*j.tj, nil)
+		p, src, err := synergysim.TraceProfile(*j.tj, nil)
 		if err != nil {
 			return err
 		}
@@ -168,7 +168,7 @@ func (c *cpuState) reallocate() []speedChange {
 		snap := make([]sched.Job, len(list))
 		for i, j := range list {
 			// A trace's CPU and memory requests only guide the profile
-			// (synergy.TraceProfile), they are no floors: most ask for
+			// (synergysim.TraceProfile), they are no floors: most ask for
 			// the proportional share, which would pin every job to it.
 			snap[i] = sched.Job{ID: j.tj.ID, GPUs: j.tj.GPUs, State: sched.Running, Placement: j.gpus,
 				CPUProfile: &j.profile, CPUProfileSource: j.profileSrc}

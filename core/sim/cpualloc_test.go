@@ -12,7 +12,7 @@ import (
 
 func readMixed40(t *testing.T) []trace.Job {
 	t.Helper()
-	f, err := os.Open("../synergy/testdata/mixed40.csv")
+	f, err := os.Open("synergysim/testdata/mixed40.csv")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // pass runs one scheduling pass at s.now and applies its decisions.
@@ -15,8 +16,9 @@ func (s *simulator) pass() error {
 	for _, j := range s.running {
 		ran := s.now - j.runStart
 		sj := &s.snap[j.pos]
-		sj.ExecutedS = j.executed + ran
-		sj.AttainedService = j.service + float64(sj.GPUs)*ran // sj.GPUs is j.tj.GPUs, at hand
+		// sj.GPUs is j.tj.GPUs, at hand (no load of the trace job).
+		sv := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(ran, sj.GPUs)
+		sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
 	}
 	s.passes++
 	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()}

@@ -630,6 +630,9 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 		// Never the command outside the image it asked for.
 		return fmt.Errorf("start job %d on %s: it names container image %s, and the Slurm executor runs no container jobs (they need gpuportal agents with --container-runtime)", s.JobID, n.name, s.Image)
 	}
+	if s.Gang.Tasks() > 1 {
+		return fmt.Errorf("start job %d on %s: it asks for a process per GPU, which the Slurm executor does not start (gpuportal agents do)", s.JobID, n.name)
+	}
 	command := s.Command
 	if len(command) == 0 {
 		// A simulated job holds its GPUs for its remaining time.
@@ -809,6 +812,15 @@ func (e *Executor) jobEnv(s job.Spec, gpus []int, ra *runAs) []string {
 		"GPUPORTAL_CHECKPOINT_DIR="+e.CheckpointDir(jobID),
 		"GPUPORTAL_GPUS="+joinInts(gpus),
 	)
+	if s.Gang != nil {
+		// The rendezvous of a job on several nodes (docs/multinode.md),
+		// without the hostfile, which this executor does not write.
+		for _, kv := range s.Gang.Env("") {
+			if !strings.HasPrefix(kv, "GPUPORTAL_HOSTFILE=") {
+				env = append(env, kv)
+			}
+		}
+	}
 	return append(env, s.Array.Env()...)
 }
 

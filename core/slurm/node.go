@@ -57,6 +57,10 @@ func (n *node) checkGPUsLocked(gpus []int) error {
 // Name implements engine.Node.
 func (n *node) Name() string { return n.name }
 
+// Addr is the address other nodes reach this one at (engine.AddrNode):
+// its Slurm name, which Slurm's nodes resolve.
+func (n *node) Addr() string { return n.name }
+
 // Devices implements engine.Node: the node's GPUs from its gres, with
 // the memory the configuration gives their type.
 func (n *node) Devices() []gpu.Device {

@@ -111,6 +111,16 @@ func propShare(node NodeResources, jobs []JobDemand, j JobDemand) (cpuMilli, mem
 	return node.CPUMilli * g / d, node.MemMiB * g / d
 }
 
+// SynergyNode is the Synergy paper's testbed server: 8 V100 GPUs, 24
+// CPUs and 500 GB of memory, 3 cores and 62.5 GiB per GPU proportionally.
+var SynergyNode = NodeResources{GPUs: 8, CPUMilli: 24000, MemMiB: 500 * 1024}
+
+// ProportionalShare is job j's proportional share of node: the node's
+// CPUs and memory times j's GPUs over the node's, rounded down.
+func ProportionalShare(node NodeResources, j JobDemand) (cpuMilli, memMiB int64) {
+	return propShare(node, nil, j)
+}
+
 // Allocate is Synergy's allocation on one node with default Options.
 func Allocate(node NodeResources, jobs []JobDemand) []Allocation {
 	return AllocateWith(node, jobs, Options{})

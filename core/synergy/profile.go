@@ -330,3 +330,24 @@ func Resolve(declared *Profile, h *History, model string, batch int) (Profile, S
 	}
 	return catalogue[FamilyInsensitive], SourceNone
 }
+
+// FamilyForRequest guesses the catalogue family of a job that names no
+// model (openb pods) from what it asked for per GPU: 64 GiB of host
+// memory or more is a recommendation model; 8 cores or more an image
+// CNN with heavy data loading; 5 to 8 cores speech; anything less a
+// language model. The thresholds follow the catalogue's saturation
+// points: a pod's owner asks for about what the job needs. This is an
+// assumption, stated in docs/synergy.md, not a fact about the trace.
+func FamilyForRequest(gpus int, cpuMilli, memMiB int64) string {
+	g := float64(max(gpus, 1))
+	cores, gib := float64(cpuMilli)/1000/g, float64(memMiB)/1024/g
+	switch {
+	case gib >= 64:
+		return FamilyRecommendation
+	case cores >= 8:
+		return FamilyImageCNN
+	case cores >= 5:
+		return FamilySpeech
+	}
+	return FamilyLanguage
+}

@@ -10,13 +10,11 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/gpuhist"
 )
 
-// GPUKey names one GPU of the cluster.
-type GPUKey struct {
-	Node  string
-	Index int
-}
+// GPUKey names one GPU of the cluster (gpuhist.GPUKey).
+type GPUKey = gpuhist.GPUKey
 
 // Point is one reading of one GPU.
 type Point struct {

@@ -20,6 +20,14 @@ type Service struct {
 	GPUSeconds float64
 }
 
+// Ran is s after a run of ran more seconds on gpus GPUs: ExecutedS plus
+// ran, GPUSeconds plus ran x gpus. It is the one place a run in progress
+// is added to a job's service: the engine's pass, the simulator's pass
+// and the forecaster's replay all add it with Ran.
+func (s Service) Ran(ran float64, gpus int) Service {
+	return Service{ExecutedS: s.ExecutedS + ran, GPUSeconds: s.GPUSeconds + ran*float64(gpus)}
+}
+
 // Current is a job's service at now: ended, the service of its ended
 // runs, plus, while a run is in progress (runningSince not nil), that
 // run's on gpus GPUs. A run that starts after now adds nothing.
@@ -31,7 +39,7 @@ func Current(ended Service, gpus int, runningSince *time.Time, now time.Time) Se
 	if ran <= 0 {
 		return ended
 	}
-	return Service{ExecutedS: ended.ExecutedS + ran, GPUSeconds: ended.GPUSeconds + ran*float64(max(gpus, 0))}
+	return ended.Ran(ran, max(gpus, 0))
 }
 
 // Run is a running job as the GPU count sees it.

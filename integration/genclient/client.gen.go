@@ -1291,7 +1291,10 @@ type Job struct {
 	// State timed_out: the job reached its time limit and was stopped (SIGTERM, the grace period, SIGKILL)
 	State       State     `json:"state"`
 	SubmittedAt time.Time `json:"submitted_at"`
-	Team        string    `json:"team"`
+
+	// TasksPerGpu the command runs once per GPU, each with its RANK and LOCAL_RANK, rather than once per machine (docs/multinode.md); absent: once per machine
+	TasksPerGpu *bool  `json:"tasks_per_gpu,omitempty"`
+	Team        string `json:"team"`
 
 	// TimeLeftS what remains of its time limit (never below 0); null without a limit
 	TimeLeftS *float64 `json:"time_left_s"`
@@ -1751,6 +1754,9 @@ type SubmitRequest struct {
 		// UtilPct the simulated job's GPU utilization all along (near 0: it holds its GPUs idle); unset: a training iteration's (about 88%)
 		UtilPct *float64 `json:"util_pct,omitempty"`
 	} `json:"sim,omitempty"`
+
+	// TasksPerGpu start the command once per GPU of each machine, each with its RANK and LOCAL_RANK (srun --ntasks-per-gpu=1), rather than once per machine; every process of a job on several machines gets MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK, NNODES and LOCAL_WORLD_SIZE (docs/multinode.md). Not for simulated jobs, container images or sessions
+	TasksPerGpu *bool `json:"tasks_per_gpu,omitempty"`
 
 	// Team default: the user's team
 	Team *string `json:"team,omitempty"`

@@ -297,7 +297,11 @@ func (c *agentConn) register(ctx context.Context) (err error) {
 		}
 		c.nodes[n.Name] = &remoteNode{
 			conn: c, name: n.Name, devices: wire.Devices(n.GPUs), cpus: n.CPUs, memMiB: n.MemMiB,
-			running: make(map[job.RunRef]bool), monitor: n.Monitor,
+			running: make(map[job.RunRef]bool), monitor: n.Monitor, addr: n.Addr,
+		}
+		if n.Addr == "" {
+			// An agent before wire.Node.Addr: where it connects from.
+			c.nodes[n.Name].addr = clientAddr(c.remote)
 		}
 		for _, ref := range n.Running {
 			c.nodes[n.Name].running[ref] = true
@@ -369,6 +373,11 @@ func checkNode(n wire.Node) error {
 	}
 	if n.CPUs < 0 || n.MemMiB < 0 {
 		return fmt.Errorf("machine %s: negative CPUs or memory", n.Name)
+	}
+	if n.Addr != "" {
+		if err := wire.CheckAddr(n.Addr); err != nil {
+			return fmt.Errorf("machine %s: %w", n.Name, err)
+		}
 	}
 	for i, g := range n.GPUs {
 		if g.Index != i || g.MemMiB <= 0 {
@@ -633,7 +642,13 @@ type remoteNode struct {
 	// runGPUs are the GPUs of the runs the agent reported at hello, nil
 	// from agents that do not report them (rungpus.go).
 	runGPUs map[int64][]int
+	// addr is the address other machines reach it at (wire.Node.Addr).
+	addr string
 }
+
+// Addr is the address the other machines reach this one at, for the
+// rendezvous of runs on several machines (engine.AddrNode).
+func (n *remoteNode) Addr() string { return n.addr }
 
 var (
 	_ engine.Node = (*remoteNode)(nil)

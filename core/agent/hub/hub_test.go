@@ -326,6 +326,7 @@ func TestHubRefusesBadHellos(t *testing.T) {
 		{"one machine twice", hello(func(h *wire.Hello) { h.Nodes = append(h.Nodes, h.Nodes[0]) }), "twice"},
 		{"GPU indexes with a gap", hello(func(h *wire.Hello) { h.Nodes[0].GPUs[0].Index = 1 }), "index"},
 		{"the name of the server's own machine", helloFor("local-0"), "another --name"},
+		{"an address with a port", hello(func(h *wire.Hello) { h.Nodes[0].Addr = "10.0.0.1 x" }), "address"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,6 +345,27 @@ func TestHubRefusesBadHellos(t *testing.T) {
 				t.Errorf("registry changed: %v", h)
 			}
 		})
+	}
+}
+
+// A machine's address for the rendezvous of jobs on several machines is
+// the one its agent reports (the local address of its connection, or
+// --advertise-addr), else where its connection comes from.
+func TestMachineAddress(t *testing.T) {
+	_, srv, reg := startHub(t, false)
+	startClient(t, srv.URL, nil, "gpu-a")
+	if got := waitNode(t, reg, "gpu-a").(engine.AddrNode).Addr(); got != "127.0.0.1" {
+		t.Errorf("reported address %q, want 127.0.0.1 (the client's side of its connection)", got)
+	}
+	h := helloFor("old", "told")
+	h.Nodes[1].Addr = "gpu-told.lab"
+	if _, m, err := rawAgent(t, srv, h); err != nil || m.Type != wire.TypeWelcome {
+		t.Fatalf("hello: %v, %+v", err, m)
+	}
+	for name, want := range map[string]string{"old": "127.0.0.1", "told": "gpu-told.lab"} {
+		if got := waitNode(t, reg, name).(engine.AddrNode).Addr(); got != want {
+			t.Errorf("%s: address %q, want %q", name, got, want)
+		}
 	}
 }
 

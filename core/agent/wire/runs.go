@@ -15,7 +15,13 @@ func FromSpec(s job.Spec) JobSpec {
 		SimRemainingMS: s.SimRemaining.Milliseconds(),
 		Resources:      FromResources(s.Resources),
 		Env:            s.Env, Dir: s.Dir, TimeLeftMS: s.TimeLeft.Milliseconds(),
-		Account: s.Account, Image: s.Image, Session: FromSession(s.Session),
+		Account: s.Account, Image: s.Image, Session: FromSession(s.Session), Name: s.Name,
+	}
+	if g := s.Gang; g != nil {
+		w.Gang = &Gang{Rank: g.Rank, MasterPort: g.MasterPort, TasksPerGPU: g.TasksPerGPU}
+		for _, n := range g.Nodes {
+			w.Gang.Nodes = append(w.Gang.Nodes, GangNode{Name: n.Name, Addr: n.Addr, GPUs: n.GPUs})
+		}
 	}
 	if a := s.Array; a != nil {
 		w.Array = &ArrayTask{ID: a.ID, Index: a.Index}
@@ -39,7 +45,13 @@ func (w JobSpec) Spec() job.Spec {
 		SimRemaining: time.Duration(w.SimRemainingMS) * time.Millisecond,
 		Resources:    w.Resources.Resources(),
 		Env:          w.Env, Dir: w.Dir, TimeLeft: time.Duration(w.TimeLeftMS) * time.Millisecond,
-		Account: w.Account, Image: w.Image, Session: w.Session.Session(),
+		Account: w.Account, Image: w.Image, Session: w.Session.Session(), Name: w.Name,
+	}
+	if g := w.Gang; g != nil {
+		s.Gang = &job.Gang{Rank: g.Rank, MasterPort: g.MasterPort, TasksPerGPU: g.TasksPerGPU}
+		for _, n := range g.Nodes {
+			s.Gang.Nodes = append(s.Gang.Nodes, job.GangNode{Name: n.Name, Addr: n.Addr, GPUs: n.GPUs})
+		}
 	}
 	if a := w.Array; a != nil {
 		s.Array = &job.ArrayTask{ID: a.ID, Index: a.Index}

@@ -41,6 +41,9 @@ func TestSpecRoundTrip(t *testing.T) {
 			Sharing: &job.Sharing{Memory: est}}},
 		{"command with its variables, folder and array task", job.Spec{JobID: 4, Command: []string{"train"}, GPUs: []int{0},
 			Env: []string{"LR=0.1", "EMPTY="}, Dir: "/data/run", Array: &job.ArrayTask{ID: 4, Index: 3}, TimeLeft: 90 * time.Minute}},
+		{"part of a run on two machines", job.Spec{JobID: 5, Command: []string{"torchrun"}, GPUs: []int{0, 1}, Name: "bert",
+			Gang: &job.Gang{Nodes: []job.GangNode{{Name: "a", Addr: "10.0.0.1", GPUs: 2}, {Name: "b", Addr: "10.0.0.2", GPUs: 2}},
+				Rank: 1, MasterPort: 29500, TasksPerGPU: true}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

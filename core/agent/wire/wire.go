@@ -131,6 +131,12 @@ type Node struct {
 	// Credential is the machine's own credential, which the server gave it
 	// when it first joined (Welcome.Credentials); empty before.
 	Credential string `json:"credential,omitempty"`
+	// Addr is the address other machines reach this one at, for the
+	// rendezvous of jobs on several machines (job.Gang): agent
+	// --advertise-addr, else the address of the agent's connection to
+	// the server. Agents before it leave it out: the server then takes
+	// the address the connection comes from.
+	Addr string `json:"addr,omitempty"`
 }
 
 // GPU describes one GPU of a machine.
@@ -256,6 +262,27 @@ type JobSpec struct {
 	// Session makes the run an interactive session (session.go); absent:
 	// a batch run. Agents before it run the command as a batch job.
 	Session *Session `json:"session,omitempty"`
+	// Name is the job's name (SLURM_JOB_NAME).
+	Name string `json:"name,omitempty"`
+	// Gang is the rendezvous of a run on several machines (job.Gang);
+	// absent: one machine, one process. Agents before it run the part
+	// without it.
+	Gang *Gang `json:"gang,omitempty"`
+}
+
+// Gang is the rendezvous of a run on several machines (job.Gang).
+type Gang struct {
+	Nodes       []GangNode `json:"nodes"`
+	Rank        int        `json:"rank"`
+	MasterPort  int        `json:"master_port"`
+	TasksPerGPU bool       `json:"tasks_per_gpu,omitempty"`
+}
+
+// GangNode is one machine of a gang (job.GangNode).
+type GangNode struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+	GPUs int    `json:"gpus"`
 }
 
 // ArrayTask names a task of an array (job.ArrayTask).
@@ -358,6 +385,18 @@ var nodeNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 func CheckNodeName(name string) error {
 	if !nodeNameRe.MatchString(name) {
 		return fmt.Errorf("node name %q: want 1 to 63 letters, digits, '.', '-' or '_', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+var addrRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.:_%-]{0,252}$`)
+
+// CheckAddr reports whether addr can be a machine's address for the
+// rendezvous of a job (Node.Addr): a host name or an IP address, without
+// a port, 1 to 253 characters.
+func CheckAddr(addr string) error {
+	if !addrRe.MatchString(addr) {
+		return fmt.Errorf("address %q: want a host name or IP address (letters, digits, '.', ':', '-', '_', '%%'), without a port", addr)
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	o := &observer{f: f, every: max(cfg.Every, 1), limit: cfg.HistoryLimit,
-		byID: make(map[int64]*trace.Job, len(jobs)), state: make(map[int64]uint8, len(jobs)),
+		byID: make(map[int64]*trace.Job, len(jobs)), state: make(map[int64]uint8, len(jobs)), limits: make(map[int64]float64),
 		open: make(map[int64]*wait), rep: &Report{Policy: cfg.Sim.Sched.Policy, States: make(map[forecast.State]int)}}
 	if o.limit <= 0 {
 		o.limit = 5000
@@ -120,12 +120,13 @@ type wait struct {
 
 // observer forecasts waits and records starts (sim.Observer).
 type observer struct {
-	f     *forecast.Forecaster
-	every int
-	limit int
-	byID  map[int64]*trace.Job
-	state map[int64]uint8
-	waits int // waits not started at once, for Every
+	f      *forecast.Forecaster
+	every  int
+	limit  int
+	byID   map[int64]*trace.Job
+	state  map[int64]uint8
+	limits map[int64]float64 // each job's time limit as the scheduler sees it
+	waits  int               // waits not started at once, for Every
 
 	samples []forecast.Sample
 	hist    *forecast.History
@@ -179,6 +180,9 @@ func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
 			continue
 		}
 		if was == unseen {
+			if j.TimeLimitS > 0 {
+				o.limits[j.ID] = j.TimeLimitS
+			}
 			jj := *j
 			jj.Placement, jj.Queue = nil, sched.QueueState{}
 			o.recent = append(o.recent, arrived{at: s.Now, job: jj})
@@ -239,5 +243,6 @@ func (o *observer) Finished(id int64, _, executedS float64) {
 	if tj == nil {
 		return
 	}
-	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS})
+	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS, LimitS: o.limits[id]})
+	delete(o.limits, id)
 }

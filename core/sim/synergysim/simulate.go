@@ -1,4 +1,11 @@
-package synergy
+// Package synergysim is Synergy's own simulation (docs/synergy.md): a
+// trace's jobs with their CPU and memory profiles (from the trace's
+// curves, models or requests), placed first come first served on
+// simulated nodes and given CPUs and memory proportionally or by
+// synergy.Allocate, as the Synergy paper's simulator does. It reads
+// traces, so it lives beside core/sim; core/synergy, which the scheduling
+// core imports, keeps the pure part: profiles and allocation.
+package synergysim
 
 import (
 	"errors"
@@ -6,6 +13,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/core/trace"
 )
 
@@ -36,28 +44,7 @@ type SimJob struct {
 	// node, as the Synergy paper's simulator does.
 	Duration float64
 	GPUs     int
-	Profile  Profile
-}
-
-// FamilyForRequest guesses the catalogue family of a job that names no
-// model (openb pods) from what it asked for per GPU: 64 GiB of host
-// memory or more is a recommendation model; 8 cores or more an image
-// CNN with heavy data loading; 5 to 8 cores speech; anything less a
-// language model. The thresholds follow the catalogue's saturation
-// points: a pod's owner asks for about what the job needs. This is an
-// assumption, stated in docs/synergy.md, not a fact about the trace.
-func FamilyForRequest(gpus int, cpuMilli, memMiB int64) string {
-	g := float64(max(gpus, 1))
-	cores, gib := float64(cpuMilli)/1000/g, float64(memMiB)/1024/g
-	switch {
-	case gib >= 64:
-		return FamilyRecommendation
-	case cores >= 8:
-		return FamilyImageCNN
-	case cores >= 5:
-		return FamilySpeech
-	}
-	return FamilyLanguage
+	Profile  synergy.Profile
 }
 
 // JobsFromTrace turns a trace's jobs into simulation jobs. A job with a
@@ -65,17 +52,17 @@ func FamilyForRequest(gpus int, cpuMilli, memMiB int64) string {
 // without gets the family FamilyForRequest guesses from its CPU and
 // memory request, and the flat profile when it requested neither.
 // Fractional GPU pods count as one GPU.
-func JobsFromTrace(tr *trace.Trace, h *History) []SimJob {
+func JobsFromTrace(tr *trace.Trace, h *synergy.History) []SimJob {
 	out := make([]SimJob, 0, len(tr.Jobs))
 	for _, j := range tr.Jobs {
-		var p Profile
+		var p synergy.Profile
 		switch {
 		case j.Model != "":
-			p, _ = Resolve(nil, h, j.Model, 0)
+			p, _ = synergy.Resolve(nil, h, j.Model, 0)
 		case j.CPUMilli > 0 || j.MemMiB > 0:
-			p = catalogue[FamilyForRequest(j.GPUs, j.CPUMilli, j.MemMiB)]
+			p = catalogued(synergy.FamilyForRequest(j.GPUs, j.CPUMilli, j.MemMiB))
 		default:
-			p = catalogue[FamilyInsensitive]
+			p = catalogued(synergy.FamilyInsensitive)
 		}
 		out = append(out, SimJob{ID: j.ID, Submit: j.Submit, Duration: j.Duration, GPUs: max(j.GPUs, 1), Profile: p})
 	}
@@ -85,15 +72,11 @@ func JobsFromTrace(tr *trace.Trace, h *History) []SimJob {
 // SimConfig describes the simulated cluster: Nodes identical nodes.
 type SimConfig struct {
 	Nodes int
-	Node  NodeResources
+	Node  synergy.NodeResources
 	Mode  Mode
 	// Options tune Allocate in ModeSynergy.
-	Options Options
+	Options synergy.Options
 }
-
-// SynergyNode is the Synergy paper's testbed server: 8 V100 GPUs, 24
-// CPUs and 500 GB of memory, 3 cores and 62.5 GiB per GPU proportionally.
-var SynergyNode = NodeResources{GPUs: 8, CPUMilli: 24000, MemMiB: 500 * 1024}
 
 // SimResult sums a simulation up.
 type SimResult struct {
@@ -160,7 +143,7 @@ func Simulate(cfg SimConfig, jobs []SimJob) (SimResult, error) {
 		}
 		r := &simRun{job: j}
 		// The trace's duration is the run time at the proportional share.
-		c, m := propShare(cfg.Node, nil, JobDemand{GPUs: min(j.GPUs, cfg.Node.GPUs)})
+		c, m := synergy.ProportionalShare(cfg.Node, synergy.JobDemand{GPUs: min(j.GPUs, cfg.Node.GPUs)})
 		r.propSpeed = j.Profile.Speed(min(j.GPUs, cfg.Node.GPUs), c, m)
 		r.work = j.Duration * r.propSpeed
 		r.remaining = r.work
@@ -245,7 +228,7 @@ type simState struct {
 	free   []int
 	onNode [][]*simRun
 	// alloc[node][i] is the allocation of onNode[node][i].
-	alloc [][]Allocation
+	alloc [][]synergy.Allocation
 	// Integrals over time for the utilization figures.
 	cpuAlloc, cpuUseful, memAlloc float64
 	speedupTime, runTime          float64
@@ -311,18 +294,18 @@ func (s *simState) release(r *simRun) {
 // allocate decides every node's CPUs and memory and sets each running
 // job's speed to the slowest of its parts.
 func (s *simState) allocate() {
-	s.alloc = make([][]Allocation, len(s.onNode))
+	s.alloc = make([][]synergy.Allocation, len(s.onNode))
 	speed := map[*simRun]float64{}
 	for n, list := range s.onNode {
-		demands := make([]JobDemand, len(list))
+		demands := make([]synergy.JobDemand, len(list))
 		for i, r := range list {
-			demands[i] = JobDemand{ID: r.job.ID, GPUs: partGPUs(r, n), Profile: r.job.Profile}
+			demands[i] = synergy.JobDemand{ID: r.job.ID, GPUs: partGPUs(r, n), Profile: r.job.Profile}
 		}
-		var as []Allocation
+		var as []synergy.Allocation
 		if s.cfg.Mode == ModeSynergy {
-			as = AllocateWith(s.cfg.Node, demands, s.cfg.Options)
+			as = synergy.AllocateWith(s.cfg.Node, demands, s.cfg.Options)
 		} else {
-			as = Proportional(s.cfg.Node, demands)
+			as = synergy.Proportional(s.cfg.Node, demands)
 		}
 		s.alloc[n] = as
 		for i, r := range list {

@@ -1,10 +1,11 @@
-package models_test
+package app_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/trace"
 	"github.com/gpuportal/gpuportal/core/whatif"
@@ -19,7 +20,12 @@ import (
 func TestWhatIfHistory(t *testing.T) {
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		s := openStore(t, dsn)
+		s, err := models.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 		at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 		// life runs a job: submitted at submit, then each run as
 		// [start, end) on placement, the last one ending in state end.
@@ -60,7 +66,7 @@ func TestWhatIfHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		recs, err := s.WhatIfHistory(ctx, at(-1800), 100)
+		recs, err := app.WhatIfHistory(ctx, s, at(-1800), 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,11 +99,11 @@ func TestWhatIfHistory(t *testing.T) {
 			}
 		}
 		// The limit keeps the most recently finished.
-		if recs, err := s.WhatIfHistory(ctx, at(-1800), 1); err != nil || len(recs) != 1 || recs[0].ID != preempted {
+		if recs, err := app.WhatIfHistory(ctx, s, at(-1800), 1); err != nil || len(recs) != 1 || recs[0].ID != preempted {
 			t.Errorf("limit 1: %+v, %v; want the preempted job", recs, err)
 		}
 
-		gpus, err := s.GPUsSeen(ctx, at(-1800))
+		gpus, err := app.GPUsSeen(ctx, s, at(-1800))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,10 +118,10 @@ func TestWhatIfHistory(t *testing.T) {
 // TestWhatIfRecordClass: a session's record replays as a session, a
 // batch job's as a batch job.
 func TestWhatIfRecordClass(t *testing.T) {
-	if c := models.WhatIfRecord(&models.Job{SessionType: "terminal"}).Class; c != "session" {
+	if c := app.WhatIfRecord(&models.Job{SessionType: "terminal"}).Class; c != "session" {
 		t.Errorf("a terminal session's class is %q, want session", c)
 	}
-	if c := models.WhatIfRecord(&models.Job{}).Class; c != "" {
+	if c := app.WhatIfRecord(&models.Job{}).Class; c != "" {
 		t.Errorf("a batch job's class is %q, want empty", c)
 	}
 }

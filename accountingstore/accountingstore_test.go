@@ -1,4 +1,4 @@
-package models_test
+package accountingstore_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/accountingstore"
 	"github.com/gpuportal/gpuportal/core/accounting"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
@@ -83,7 +84,7 @@ func TestAccountingAddsUp(t *testing.T) {
 		from, to := d0, d0.AddDate(0, 0, 3)
 		check := func(stage string) {
 			t.Helper()
-			a, err := s.Accounting(ctx, from, to, now, 0.05)
+			a, err := accountingstore.Read(ctx, s, from, to, now, 0.05)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,11 +132,11 @@ func TestAccountingAddsUp(t *testing.T) {
 			}
 		}
 		check("from GPU history")
-		n, err := s.CloseAccountingDays(ctx, now, 0.05, 31)
+		n, err := accountingstore.CloseDays(ctx, s, now, 0.05, 31)
 		if err != nil || n != 2 {
 			t.Fatalf("closed %d days, err %v; want 2 (the third is today)", n, err)
 		}
-		if n, err := s.CloseAccountingDays(ctx, now, 0.05, 31); err != nil || n != 0 {
+		if n, err := accountingstore.CloseDays(ctx, s, now, 0.05, 31); err != nil || n != 0 {
 			t.Fatalf("closed %d days again, err %v; want none", n, err)
 		}
 		if _, err := s.PruneHistory(ctx, now.Unix()); err != nil {
@@ -174,7 +175,7 @@ func TestAccountingReclaimed(t *testing.T) {
 		if err := s.RecordReclaim(ctx, ref, 1, at(3)); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("RecordReclaim of an ended run: %v, want ErrConflict", err)
 		}
-		a, err := s.Accounting(ctx, d0, d0.AddDate(0, 0, 1), at(4), 0.05)
+		a, err := accountingstore.Read(ctx, s, d0, d0.AddDate(0, 0, 1), at(4), 0.05)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,4 +184,14 @@ func TestAccountingReclaimed(t *testing.T) {
 			t.Errorf("rows %+v, want alice's with 1234.5 reclaimed GPU-s", rep.Rows)
 		}
 	})
+}
+
+func openStore(t *testing.T, dsn string) *models.Store {
+	t.Helper()
+	s, err := models.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", models.RedactDSN(dsn), err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

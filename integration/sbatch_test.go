@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSbatchScriptUnchanged submits testdata/slurm/sweep.sbatch, an
+// unchanged Slurm batch script of an array of 4, with "gpuportal sbatch"
+// from a folder of the user's: it prints "Submitted batch job N" as
+// sbatch does, says which directives it ignores, and each task writes
+// its --output file (sweep-%A_%a.out) in the submit folder, with the
+// Slurm variables Slurm would have given it.
+func TestSbatchScriptUnchanged(t *testing.T) {
+	srv := startServer(t, "--data", t.TempDir(), "--max-retries", "0")
+	token := newAPI(t, srv.URL, "alice", "dev").token
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	script, err := filepath.Abs("../testdata/slurm/sweep.sbatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitDir := t.TempDir()
+	if err := os.Chmod(submitDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd.Dir = submitDir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GPUPORTAL_SERVER=" + srv.URL, "GPUPORTAL_TOKEN=" + token}
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errOut.String(), code
+	}
+
+	out, errOut, code := run("sbatch", script)
+	m := regexp.MustCompile(`^Submitted batch job (\d+)\n$`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("gpuportal sbatch: code %d\nstdout: %q\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"sweep.sbatch: ignored line 13: --partition=gpu: gpuportal has queues of its own",
+		"sweep.sbatch: ignored line 14: --mail-type=END,FAIL: notifications follow your settings",
+		"sweep.sbatch: ignored line 15: --mail-user=alice@example.org",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	first, _ := strconv.ParseInt(m[1], 10, 64)
+	lrs := []string{"0.1", "0.01", "0.001", "0.0001"}
+	for i := range 4 {
+		id := first + int64(i)
+		j := alice.waitState(id, 60*time.Second, "succeeded", "failed", "cancelled")
+		if j.State != "succeeded" || j.Name != fmt.Sprintf("sweep[%d]", i) {
+			t.Fatalf("task %d (job %d) = %+v", i, id, j)
+		}
+		file := filepath.Join(submitDir, fmt.Sprintf("sweep-%d_%d.out", first, i))
+		b, err := os.ReadFile(file)
+		want := fmt.Sprintf("job %d array %d task %d name sweep\nntasks 1 nodeid 0 nodes 1 gpus 1\nlr %s default 0.01\nsubmitted from %s, runs in %s\n",
+			id, first, i, lrs[i], submitDir, submitDir)
+		if err != nil || string(b) != want {
+			t.Errorf("task %d's output %s:\n%s (%v)\nwant:\n%s", i, file, b, err, want)
+		}
+	}
+
+	// The same script through gpuportal job submit, with the command
+	// line over the directives; a bad directive names its line.
+	out, errOut, code = run("job", "submit", "--parsable", "--name", "single", "--array", "2", script)
+	if code != 0 {
+		t.Fatalf("job submit SCRIPT: %d %s", code, errOut)
+	}
+	id, _ := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if j := alice.waitState(id, 60*time.Second, "succeeded", "failed"); j.State != "succeeded" || !strings.HasPrefix(j.Name, "single") {
+		t.Errorf("job submit SCRIPT: %+v", j)
+	}
+	if b, _ := os.ReadFile(filepath.Join(submitDir, fmt.Sprintf("sweep-%d_2.out", id))); !strings.Contains(string(b), fmt.Sprintf("job %d array %d task 2 name single\n", id, id)) {
+		t.Errorf("job submit SCRIPT's output: %q", b)
+	}
+	// squeue's view of them, and job list --format's.
+	out, errOut, code = run("squeue", "-t", "CD", "-o", "%i %j %T %b %D")
+	var want strings.Builder
+	want.WriteString("JOBID NAME STATE TRES_PER_NODE NODES\n")
+	for i := range 4 {
+		fmt.Fprintf(&want, "%d_%d sweep[%d] COMPLETED gres/gpu:1 1\n", first, i, i)
+	}
+	fmt.Fprintf(&want, "%d_2 single[2] COMPLETED gres/gpu:1 1\n", id)
+	if code != 0 || out != want.String() {
+		t.Errorf("squeue: code %d\n%s%s\nwant:\n%s", code, out, errOut, want.String())
+	}
+	if out, _, _ := run("job", "list", "--no-headers", "--format", "%.6i|%t|%N"); !strings.Contains(out, fmt.Sprintf("%6s|CD|node-0\n", fmt.Sprintf("%d_0", first))) {
+		t.Errorf("job list --format:\n%s", out)
+	}
+	out, errOut, code = run("sacct", "-j", strconv.FormatInt(first, 10), "-P", "-o", "JobID,JobName,State,ExitCode,AllocTRES,NNodes")
+	want.Reset()
+	want.WriteString("JobID|JobName|State|ExitCode|AllocTRES|NNodes\n")
+	for i := range 4 {
+		fmt.Fprintf(&want, "%d_%d|sweep[%d]|COMPLETED|0:0|gres/gpu=1|1\n", first, i, i)
+	}
+	if code != 0 || out != want.String() {
+		t.Errorf("sacct: code %d\n%s%s\nwant:\n%s", code, out, errOut, want.String())
+	}
+	// scancel, as Slurm's users type it, cancels a job.
+	long := filepath.Join(submitDir, "long.sbatch")
+	if err := os.WriteFile(long, []byte("#!/bin/sh\n#SBATCH --job-name=long\n#SBATCH --gres=gpu:8\nsleep 600\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run("sbatch", long)
+	var longID int64
+	if _, err := fmt.Sscanf(out, "Submitted batch job %d", &longID); code != 0 || err != nil {
+		t.Fatalf("sbatch long.sbatch: code %d, %q %q", code, out, errOut)
+	}
+	if out, errOut, code := run("scancel", strconv.FormatInt(longID, 10)); code != 0 || !strings.Contains(out, fmt.Sprintf("job %d", longID)) || !strings.Contains(out, "cancel") {
+		t.Errorf("scancel %d: code %d, %q %q", longID, code, out, errOut)
+	}
+	eventually(t, 30*time.Second, "sacct to say the job was cancelled", func() bool {
+		out, _, _ := run("sacct", "-j", strconv.FormatInt(longID, 10), "-P", "-n", "-o", "JobID,State")
+		return strings.Contains(out, "CANCELLED")
+	})
+	bad := filepath.Join(submitDir, "bad.sbatch")
+	if err := os.WriteFile(bad, []byte("#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --time=soon\necho no\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := run("sbatch", bad); code == 0 || !strings.Contains(errOut, "bad.sbatch line 3: #SBATCH --time=soon: ") {
+		t.Errorf("a bad directive: code %d, stderr %q; want the line and directive named", code, errOut)
+	}
+}
