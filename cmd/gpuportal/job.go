@@ -672,16 +672,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	default:
 		return errors.New("give the job's command after -- (as in: gpuportal job submit --name train --gpus 2 -- python train.py) or --sim-duration for a simulated job")
 	}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	raw, err := cl.submit(ctx, req)
-	if err != nil {
-		return flagForField(err)
-	}
-	sf.tasks = arrayTasks(req)
-	return c.submitted(ctx, cl, f, sf, raw)
+	return c.send(ctx, f, sf, req)
 }
 
 // parseSimDuration reads --sim-duration: a Go duration or seconds.

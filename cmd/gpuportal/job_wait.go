@@ -29,6 +29,21 @@ const waitInterval = time.Second
 
 // submitted prints a job the server accepted (raw, its JSON) as the
 // flags ask, then waits for it to end with --wait.
+// send submits req (job submit, sbatch) and says what became of it
+// (submitted); a refusal naming a field names its flag.
+func (c jobCmd) send(ctx context.Context, f *jobFlags, sf submitFlags, req api.SubmitRequest) error {
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	raw, err := cl.submit(ctx, req)
+	if err != nil {
+		return flagForField(err)
+	}
+	sf.tasks = arrayTasks(req)
+	return c.submitted(ctx, cl, f, sf, raw)
+}
+
 func (c jobCmd) submitted(ctx context.Context, cl *jobClient, f *jobFlags, sf submitFlags, raw []byte) error {
 	var j api.Job
 	if err := json.Unmarshal(raw, &j); err != nil {

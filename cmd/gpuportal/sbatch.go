@@ -172,16 +172,7 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 	text := sbatch.OutputRedirect(o.Output, o.Error) + s.Text
 	req.Command = append(append(append(api.Command{}, s.Interpreter...), "-c", text, path), args...)
 
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	raw, err := cl.submit(ctx, req)
-	if err != nil {
-		return flagForField(err)
-	}
-	sf.tasks = arrayTasks(req)
-	return c.submitted(ctx, cl, f, sf, raw)
+	return c.send(ctx, f, sf, req)
 }
 
 // maxScriptBytes bounds a batch script: it travels in the job's command,
