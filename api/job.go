@@ -22,6 +22,9 @@ type Job struct {
 	// TasksPerGPU: the command runs once per GPU rather than once per
 	// machine (docs/multinode.md).
 	TasksPerGPU bool `json:"tasks_per_gpu,omitempty"`
+	// Priority is a batch job's priority within its team: high, normal
+	// or low; absent for a session.
+	Priority string `json:"priority,omitempty"`
 	// Session is set for an interactive session job (session.go).
 	Session  *Session `json:"session,omitempty"`
 	Sim      *SimSpec `json:"sim,omitempty"`

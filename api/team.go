@@ -27,6 +27,21 @@ type TeamShare struct {
 	IdlePolicy IdlePolicy `json:"idle_policy"`
 	// SessionPolicy bounds the team's interactive sessions.
 	SessionPolicy SessionPolicy `json:"session_policy"`
+	// BatchPolicy says which priorities the team's batch jobs may have.
+	BatchPolicy BatchPolicy `json:"batch_policy"`
+}
+
+// BatchPolicy is a team's policy for its batch jobs' priorities
+// (docs/scheduling.md, "Job classes"): which its members may use, and
+// how many GPUs its high-priority jobs may ask for at once.
+type BatchPolicy struct {
+	// Priorities lists the priorities the team's members may give a
+	// batch job, of high, normal and low; default normal and low.
+	Priorities []string `json:"priorities"`
+	// HighGPUs caps the GPUs the team's high-priority jobs may ask for
+	// at once, waiting or running: a submission beyond it is refused;
+	// 0: no cap.
+	HighGPUs int `json:"high_gpus"`
 }
 
 // SessionPolicy is a team's policy for its interactive sessions: the

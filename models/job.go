@@ -112,6 +112,10 @@ type Job struct {
 	// other waiting jobs, within the GPUs its team allows sessions with
 	// priority (Team.SessionPriorityGPUs).
 	InteractivePriority bool `gorm:"not null;default:false"`
+	// Priority is a batch job's priority within its team (docs/scheduling.md,
+	// "Job classes"): job.PriorityHigh, PriorityLow, or "" for normal; the
+	// team says which its members may use (Team.BatchPriorities).
+	Priority string `gorm:"size:8;not null;default:''"`
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended

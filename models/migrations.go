@@ -41,6 +41,7 @@ func migrations() []migration {
 		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
 		{32, "jobs.idempotency_key and request_digest, unique per user: retried submissions get their first job (jobs.go)", jobsIdempotency},
 		{33, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
+		{37, "jobs.priority, teams.batch_priorities and high_priority_gpus: batch jobs at high, normal and low priority (docs/scheduling.md)", batchPriorities},
 	}
 }
 
@@ -649,4 +650,27 @@ func (v33Job) TableName() string { return "jobs" }
 
 func jobsTasksPerGPU(tx *gorm.DB) error {
 	return addColumns(tx, &v33Job{}, "TasksPerGPU")
+}
+
+// v37Job and v37Team hold the columns step 37 adds: a batch job's
+// priority, and which priorities a team allows, with its cap on
+// high-priority GPUs.
+type v37Job struct {
+	Priority string `gorm:"size:8;not null;default:''"`
+}
+
+func (v37Job) TableName() string { return "jobs" }
+
+type v37Team struct {
+	BatchPriorities  string `gorm:"size:32;not null;default:''"`
+	HighPriorityGPUs int    `gorm:"not null;default:0"`
+}
+
+func (v37Team) TableName() string { return "teams" }
+
+func batchPriorities(tx *gorm.DB) error {
+	if err := addColumns(tx, &v37Job{}, "Priority"); err != nil {
+		return err
+	}
+	return addColumns(tx, &v37Team{}, "BatchPriorities", "HighPriorityGPUs")
 }

@@ -87,7 +87,14 @@ type Team struct {
 	// with it (0: no priority).
 	MaxSessionS         int64 `gorm:"not null;default:0"`
 	SessionPriorityGPUs int   `gorm:"not null;default:0"`
-	CreatedAt           time.Time
+	// BatchPriorities lists the batch priorities the team's members may
+	// give their jobs, comma-separated ("high,normal,low"); "" is
+	// DefaultBatchPriorities. HighPriorityGPUs caps the GPUs the team's
+	// high-priority jobs may ask for at once, waiting or running; 0: no
+	// cap.
+	BatchPriorities  string `gorm:"size:32;not null;default:''"`
+	HighPriorityGPUs int    `gorm:"not null;default:0"`
+	CreatedAt        time.Time
 }
 
 // DefaultMaxKeepAlive is the longest keep-alive where a team sets none.

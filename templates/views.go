@@ -2,6 +2,8 @@
 // view models defined here, never database rows.
 package templates
 
+import "slices"
+
 // Page is what every page's frame needs.
 type Page struct {
 	Title  string
@@ -110,6 +112,9 @@ type JobDetail struct {
 	TimeLeft     string
 	Retries      int
 	Dependencies []DepLink
+	// Priority is a batch job's priority within its team (high, normal,
+	// low); "" for a session.
+	Priority string
 	// ArrayID and ArrayIndex place a task in its array (0: none).
 	ArrayID    int64
 	ArrayIndex int
@@ -259,6 +264,9 @@ type SubmitForm struct {
 	Dependencies string
 	Array        string
 	ArrayParams  string
+	// Priority is a batch job's priority within its team: "" or
+	// "normal", "high", "low".
+	Priority string
 }
 
 // TemplateRow is one saved job.
@@ -439,7 +447,21 @@ type Team struct {
 	Idle TeamIdle
 	// Sessions is the team's session policy.
 	Sessions TeamSessions
+	// Batch is the team's policy for its batch jobs' priorities.
+	Batch TeamBatch
 }
+
+// TeamBatch is a team's batch-priority policy as its page shows it.
+type TeamBatch struct {
+	// Priorities are the priorities its members may use, highest first.
+	Priorities []string
+	// HighGPUs caps the GPUs its high-priority jobs may ask for at
+	// once; 0: no cap.
+	HighGPUs int
+}
+
+// Allows reports whether the team allows priority p.
+func (b TeamBatch) Allows(p string) bool { return slices.Contains(b.Priorities, p) }
 
 // TeamSessions is a team's session policy as its page shows it.
 type TeamSessions struct {

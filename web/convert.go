@@ -216,6 +216,9 @@ func (m *moment) job(j *models.Job) api.Job {
 	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
 		out.MemoryEstimate = &api.MemoryEstimate{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
 	}
+	if !j.IsSession() {
+		out.Priority = job.PriorityName(j.Priority)
+	}
 	if j.IsSession() {
 		out.Session = &api.Session{Type: j.SessionType, Port: j.SessionPort, Priority: j.InteractivePriority}
 	} else if len(j.Command) == 0 {
@@ -354,7 +357,8 @@ func (m *moment) teamShare(t models.Team) api.TeamShare {
 		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1,
 		DefaultTimeLimitS: t.DefaultTimeLimitS, MaxTimeLimitS: t.MaxTimeLimitS,
 		IdlePolicy:    idlePolicyOf(&t),
-		SessionPolicy: api.SessionPolicy{MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs}}
+		SessionPolicy: api.SessionPolicy{MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs},
+		BatchPolicy:   api.BatchPolicy{Priorities: t.Priorities(), HighGPUs: t.HighPriorityGPUs}}
 	if sh, ok := m.fair[t.Name]; ok {
 		out.UsageGPUSeconds, out.Entitlement, out.UsageShare, out.Factor = sh.UsageGPUSeconds, sh.Entitlement, sh.UsageShare, sh.Factor
 	}

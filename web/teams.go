@@ -214,6 +214,40 @@ func (s *Server) apiSetSessionPolicy(c echo.Context) error {
 	return s.apiTeam(c)
 }
 
+// apiSetBatchPolicy sets which batch priorities a team allows, for an
+// admin: PUT /api/v1/teams/{name}/batch-policy with api.BatchPolicy.
+func (s *Server) apiSetBatchPolicy(c echo.Context) error {
+	var in api.BatchPolicy
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := s.app.SetBatchPolicy(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
+		return err
+	}
+	return s.apiTeam(c)
+}
+
+// batchPolicyForm is the team page's batch-priority form: checkboxes
+// priorities (high, normal, low) and high_gpus (empty: 0).
+func (s *Server) batchPolicyForm(c echo.Context) error {
+	form, err := c.FormParams()
+	if err != nil {
+		return s.teamFormError(c, badRequest("the form: %v", err))
+	}
+	in := api.BatchPolicy{Priorities: form["priorities"]}
+	if v := strings.TrimSpace(c.FormValue("high_gpus")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s.teamFormError(c, badRequest("high_gpus: %q is not a whole number of GPUs", v))
+		}
+		in.HighGPUs = n
+	}
+	if err := s.app.SetBatchPolicy(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
+		return s.teamFormError(c, err)
+	}
+	return s.renderTeam(c, http.StatusOK, "", "Batch priorities saved.")
+}
+
 // sessionPolicyForm is the team page's session policy form:
 // max_session_hours and priority_gpus (empty: 0).
 func (s *Server) sessionPolicyForm(c echo.Context) error {
@@ -308,6 +342,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	}
 	v.Sessions = templates.TeamSessions{MaxHours: strconv.FormatFloat(t.SessionPolicy.MaxSessionHours, 'g', -1, 64),
 		PriorityGPUs: t.SessionPolicy.PriorityGPUs}
+	v.Batch = templates.TeamBatch{Priorities: t.BatchPolicy.Priorities, HighGPUs: t.BatchPolicy.HighGPUs}
 	shares := map[string]sched.UserShare{}
 	if v.ShowShares {
 		for _, us := range s.cfg.Engine.UserShares(t.Name) {

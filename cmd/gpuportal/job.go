@@ -626,6 +626,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.Float64Var(&req.GPUMemGB, "gpu-mem-gb", 0, "GPU memory the job needs on each GPU, in GB (0: unknown)")
 	f.fs.StringVar(&req.Model, "model", "", "the job's model, for placement (see the submit page for the list)")
 	f.fs.StringVar(&req.Image, "image", "", "run the command in this container image (registry.lab/team/pytorch:2.3), as you, with only the job's GPUs (docs/agents.md)")
+	f.fs.StringVar(&req.Priority, "priority", "", "the job's priority within its team: high, normal or low (your team says which you may use; sbatch's --qos)")
 	f.fs.BoolVar(&req.TasksPerGPU, "tasks-per-gpu", false, "start the command once per GPU, each with its RANK and LOCAL_RANK, rather than once per machine (docs/multinode.md)")
 	f.fs.BoolVar(&req.Sharing, "share", false, "opt in to Salus sharing: the job may share its one GPU, an iteration at a time (docs/salus.md)")
 	f.fs.Float64Var(&req.GPUFraction, "gpu-fraction", 0, "ask for this fraction of one GPU (0 < f < 1): implies --share")
@@ -901,6 +902,9 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 		}
 	case j.Sim != nil:
 		row("workload", "simulated training, "+fmtSeconds(j.Sim.DurationS))
+	}
+	if j.Priority != "" && j.Priority != job.PriorityNormal {
+		row("priority", j.Priority)
 	}
 	if j.Model != "" {
 		row("model", j.Model)

@@ -72,7 +72,7 @@ var submitFlagOf = []struct{ field, flag string }{
 	{"gpu_mem_gb", "--gpu-mem-gb"}, {"model", "--model"}, {"sharing", "--share"},
 	{"gpu_fraction", "--gpu-fraction"}, {"mem_persistent_mib", "--mem-persistent-mib"},
 	{"mem_ephemeral_mib", "--mem-ephemeral-mib"}, {"batch_size", "--batch-size"},
-	{"parameters", "--parameters"}, {"tasks_per_gpu", "--tasks-per-gpu"},
+	{"parameters", "--parameters"}, {"tasks_per_gpu", "--tasks-per-gpu"}, {"priority", "--priority"},
 }
 
 // flagForField adds to the server's 400 for a submission the flag that

@@ -88,6 +88,9 @@ type Job struct {
 	// InteractivePriority: a session that asked to go ahead of its
 	// team's other waiting jobs (sched.Job.Interactive).
 	InteractivePriority bool
+	// Priority is a batch job's priority within its team: job.PriorityHigh,
+	// job.PriorityLow, or "" for normal (sched.ClassHigh, sched.ClassLow).
+	Priority string
 	// Name is the job's name (job.Spec.Name).
 	Name string
 	// TasksPerGPU starts one process per GPU instead of one per machine

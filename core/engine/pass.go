@@ -172,8 +172,13 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.ReenteredAt = seconds(*j.ReenteredAt)
 	}
 	sj.Interactive = j.Session != nil && j.InteractivePriority
-	if j.Session != nil {
+	switch {
+	case j.Session != nil:
 		sj.Class = sched.ClassSession
+	case j.Priority == job.PriorityHigh:
+		sj.Class = sched.ClassHigh
+	case j.Priority == job.PriorityLow:
+		sj.Class = sched.ClassLow
 	}
 	if j.State == job.Running {
 		sj.State = sched.Running

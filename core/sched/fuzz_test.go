@@ -186,7 +186,7 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 	// no caller names.
 	if r.next()&1 != 0 {
 		for i := range s.Jobs {
-			s.Jobs[i].Class = Class(r.next() % 3)
+			s.Jobs[i].Class = Class(r.next() % 5)
 		}
 	}
 	// Reservations, last again: a bound for the server and for teams,

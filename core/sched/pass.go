@@ -64,14 +64,14 @@ type pass struct {
 	// Fair share inside a team (usershare.go): per pending job moved
 	// down its team's slots, the teammate's job now in its old slot.
 	behind map[int32]int32
-	// Interactive priority (interactive.go): per pending job moved down
-	// its team's slots, the interactive session now ahead of it.
-	behindSession map[int32]int32
-	ugroup        map[string][]int32
-	lendStop      bool     // a job within its guarantee waits: nothing is lent
-	lendBy        int32    // that job, an index in Snapshot.Jobs
-	order         []int32  // scratch
-	later         []*entry // pending jobs deferred to the borrowers, a heap
+	// The order of classes within a team (classorder.go): per pending job
+	// moved down its team's slots, the job of a better band now ahead of it.
+	behindClass map[int32]int32
+	ugroup      map[string][]int32
+	lendStop    bool     // a job within its guarantee waits: nothing is lent
+	lendBy      int32    // that job, an index in Snapshot.Jobs
+	order       []int32  // scratch
+	later       []*entry // pending jobs deferred to the borrowers, a heap
 
 	// Reservations (reserve.go).
 	rsvOn       bool               // some job may get a reservation in this pass
@@ -187,9 +187,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	if p.fair {
 		p.userOrder()
 	}
-	if len(s.Teams) > 0 {
-		p.interactiveOrder()
-	}
+	p.classOrder()
 	if p.teams {
 		p.teamScan()
 	}

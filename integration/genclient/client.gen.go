@@ -57,6 +57,27 @@ func (e AccountingPeriod) Valid() bool {
 	}
 }
 
+// Defines values for BatchPolicyPriorities.
+const (
+	BatchPolicyPrioritiesHigh   BatchPolicyPriorities = "high"
+	BatchPolicyPrioritiesLow    BatchPolicyPriorities = "low"
+	BatchPolicyPrioritiesNormal BatchPolicyPriorities = "normal"
+)
+
+// Valid indicates whether the value is a known member of the BatchPolicyPriorities enum.
+func (e BatchPolicyPriorities) Valid() bool {
+	switch e {
+	case BatchPolicyPrioritiesHigh:
+		return true
+	case BatchPolicyPrioritiesLow:
+		return true
+	case BatchPolicyPrioritiesNormal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CPUProfileSource.
 const (
 	CPUProfileSourceCatalogue CPUProfileSource = "catalogue"
@@ -150,6 +171,27 @@ func (e ForecastState) Valid() bool {
 	case ForecastStateNever:
 		return true
 	case ForecastStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobPriority.
+const (
+	JobPriorityHigh   JobPriority = "high"
+	JobPriorityLow    JobPriority = "low"
+	JobPriorityNormal JobPriority = "normal"
+)
+
+// Valid indicates whether the value is a known member of the JobPriority enum.
+func (e JobPriority) Valid() bool {
+	switch e {
+	case JobPriorityHigh:
+		return true
+	case JobPriorityLow:
+		return true
+	case JobPriorityNormal:
 		return true
 	default:
 		return false
@@ -468,6 +510,27 @@ func (e State) Valid() bool {
 	case StateSucceeded:
 		return true
 	case StateTimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SubmitRequestPriority.
+const (
+	SubmitRequestPriorityHigh   SubmitRequestPriority = "high"
+	SubmitRequestPriorityLow    SubmitRequestPriority = "low"
+	SubmitRequestPriorityNormal SubmitRequestPriority = "normal"
+)
+
+// Valid indicates whether the value is a known member of the SubmitRequestPriority enum.
+func (e SubmitRequestPriority) Valid() bool {
+	switch e {
+	case SubmitRequestPriorityHigh:
+		return true
+	case SubmitRequestPriorityLow:
+		return true
+	case SubmitRequestPriorityNormal:
 		return true
 	default:
 		return false
@@ -899,6 +962,18 @@ type ArrayTask struct {
 	Limit int64 `json:"limit"`
 }
 
+// BatchPolicy A team's policy for its batch jobs' priorities (docs/scheduling.md, "Job classes").
+type BatchPolicy struct {
+	// HighGpus the most GPUs the team's high-priority jobs may ask for at once, waiting or running (a submission beyond it is refused); 0: no cap
+	HighGpus int64 `json:"high_gpus"`
+
+	// Priorities the priorities the team's members may give a batch job; default normal and low
+	Priorities []BatchPolicyPriorities `json:"priorities"`
+}
+
+// BatchPolicyPriorities defines model for BatchPolicy.Priorities.
+type BatchPolicyPriorities string
+
 // CPUProfile speed against cores per GPU (cpu) and GiB of host memory per GPU (mem), as [x, speed] points
 type CPUProfile struct {
 	Cpu    [][]float64      `json:"cpu"`
@@ -1261,6 +1336,9 @@ type Job struct {
 	Position    *int64 `json:"position,omitempty"`
 	Preemptions int64  `json:"preemptions"`
 
+	// Priority a batch job's priority within its team; absent for a session
+	Priority *JobPriority `json:"priority,omitempty"`
+
 	// Queue priority queue, 0 the highest
 	Queue int64 `json:"queue"`
 
@@ -1309,6 +1387,9 @@ type Job struct {
 	// Workdir the folder it starts in; absent: its job folder
 	Workdir *string `json:"workdir,omitempty"`
 }
+
+// JobPriority a batch job's priority within its team; absent for a session
+type JobPriority string
 
 // JobLane defines model for JobLane.
 type JobLane struct {
@@ -1738,6 +1819,9 @@ type SubmitRequest struct {
 	// Parameters the model's parameter count, for the memory estimate when nothing else is known
 	Parameters *int64 `json:"parameters,omitempty"`
 
+	// Priority a batch job's priority within its team (docs/scheduling.md, "Job classes"): high goes ahead of the team's other waiting jobs and stays in queue 0, low waits behind them and is the first reclaimed when the team borrows; default normal. The team says which its members may use (batch_policy): another is a 400 naming this field, as is a high-priority job beyond the team's high_gpus, or a priority on a session
+	Priority *SubmitRequestPriority `json:"priority,omitempty"`
+
 	// Retries how many times a run that fails on its own (non-zero exit) is started again; default 0: a job's own failure is final. Failures of its machine or GPU are always requeued
 	Retries *int64 `json:"retries,omitempty"`
 
@@ -1779,8 +1863,14 @@ type SubmitRequest_Command struct {
 	union json.RawMessage
 }
 
+// SubmitRequestPriority a batch job's priority within its team (docs/scheduling.md, "Job classes"): high goes ahead of the team's other waiting jobs and stays in queue 0, low waits behind them and is the first reclaimed when the team borrows; default normal. The team says which its members may use (batch_policy): another is a 400 naming this field, as is a high-priority job beyond the team's high_gpus, or a priority on a session
+type SubmitRequestPriority string
+
 // Team defines model for Team.
 type Team struct {
+	// BatchPolicy A team's policy for its batch jobs' priorities (docs/scheduling.md, "Job classes").
+	BatchPolicy BatchPolicy `json:"batch_policy"`
+
 	// BorrowedGpus max(0, in_use_gpus - guaranteed_gpus)
 	BorrowedGpus float64          `json:"borrowed_gpus"`
 	Caps         map[string]int64 `json:"caps"`
@@ -1833,6 +1923,9 @@ type Team struct {
 
 // TeamShare defines model for TeamShare.
 type TeamShare struct {
+	// BatchPolicy A team's policy for its batch jobs' priorities (docs/scheduling.md, "Job classes").
+	BatchPolicy BatchPolicy `json:"batch_policy"`
+
 	// BorrowedGpus max(0, in_use_gpus - guaranteed_gpus)
 	BorrowedGpus float64 `json:"borrowed_gpus"`
 
@@ -2256,6 +2349,9 @@ type SetNotificationSettingsJSONRequestBody = NotificationSettingsUpdate
 // UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
 type UpdateTeamJSONRequestBody UpdateTeamJSONBody
 
+// SetTeamBatchPolicyJSONRequestBody defines body for SetTeamBatchPolicy for application/json ContentType.
+type SetTeamBatchPolicyJSONRequestBody = BatchPolicy
+
 // SetTeamCapJSONRequestBody defines body for SetTeamCap for application/json ContentType.
 type SetTeamCapJSONRequestBody SetTeamCapJSONBody
 
@@ -2667,6 +2763,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /teams/{name} (the `UpdateTeam` operationId).
 	UpdateTeam(ctx context.Context, name string, body UpdateTeamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetTeamBatchPolicyWithBody Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+	SetTeamBatchPolicyWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetTeamBatchPolicy Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+	SetTeamBatchPolicy(ctx context.Context, name string, body SetTeamBatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetTeamCapWithBody The team's lead or an admin: cap one member's GPUs (0 removes the cap; audited)
 	//
@@ -3523,6 +3633,40 @@ func (c *Client) UpdateTeamWithBody(ctx context.Context, name string, contentTyp
 // Corresponds with PATCH /teams/{name} (the `UpdateTeam` operationId).
 func (c *Client) UpdateTeam(ctx context.Context, name string, body UpdateTeamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateTeamRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetTeamBatchPolicyWithBody Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+func (c *Client) SetTeamBatchPolicyWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetTeamBatchPolicyRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetTeamBatchPolicy Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+func (c *Client) SetTeamBatchPolicy(ctx context.Context, name string, body SetTeamBatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetTeamBatchPolicyRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5751,6 +5895,53 @@ func NewUpdateTeamRequestWithBody(server string, name string, contentType string
 	return req, nil
 }
 
+// NewSetTeamBatchPolicyRequest calls the generic SetTeamBatchPolicy builder with application/json body
+func NewSetTeamBatchPolicyRequest(server string, name string, body SetTeamBatchPolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetTeamBatchPolicyRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewSetTeamBatchPolicyRequestWithBody constructs an http.Request for the SetTeamBatchPolicy method, with any body, and a specified content type
+func NewSetTeamBatchPolicyRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/batch-policy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSetTeamCapRequest calls the generic SetTeamCap builder with application/json body
 func NewSetTeamCapRequest(server string, name string, user string, body SetTeamCapJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6866,6 +7057,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /teams/{name} (the `UpdateTeam` operationId).
 	UpdateTeamWithResponse(ctx context.Context, name string, body UpdateTeamJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTeamResponse, error)
+
+	// SetTeamBatchPolicyWithBodyWithResponse Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+	SetTeamBatchPolicyWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetTeamBatchPolicyResponse, error)
+
+	// SetTeamBatchPolicyWithResponse Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+	SetTeamBatchPolicyWithResponse(ctx context.Context, name string, body SetTeamBatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamBatchPolicyResponse, error)
 
 	// SetTeamCapWithBodyWithResponse The team's lead or an admin: cap one member's GPUs (0 removes the cap; audited)
 	//
@@ -9464,6 +9669,75 @@ func (r UpdateTeamResponse) ContentType() string {
 	return ""
 }
 
+type SetTeamBatchPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Team
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON200() *Team {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r SetTeamBatchPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetTeamBatchPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetTeamBatchPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetTeamBatchPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SetTeamCapResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11170,6 +11444,32 @@ func (c *ClientWithResponses) UpdateTeamWithResponse(ctx context.Context, name s
 		return nil, err
 	}
 	return ParseUpdateTeamResponse(rsp)
+}
+
+// SetTeamBatchPolicyWithBodyWithResponse Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+func (c *ClientWithResponses) SetTeamBatchPolicyWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetTeamBatchPolicyResponse, error) {
+	rsp, err := c.SetTeamBatchPolicyWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetTeamBatchPolicyResponse(rsp)
+}
+
+// SetTeamBatchPolicyWithResponse Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+func (c *ClientWithResponses) SetTeamBatchPolicyWithResponse(ctx context.Context, name string, body SetTeamBatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamBatchPolicyResponse, error) {
+	rsp, err := c.SetTeamBatchPolicy(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetTeamBatchPolicyResponse(rsp)
 }
 
 // SetTeamCapWithBodyWithResponse The team's lead or an admin: cap one member's GPUs (0 removes the cap; audited)
@@ -13300,6 +13600,60 @@ func ParseUpdateTeamResponse(rsp *http.Response) (*UpdateTeamResponse, error) {
 	}
 
 	response := &UpdateTeamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Team
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetTeamBatchPolicyResponse parses an HTTP response from a SetTeamBatchPolicyWithResponse call
+func ParseSetTeamBatchPolicyResponse(rsp *http.Response) (*SetTeamBatchPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetTeamBatchPolicyResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
