@@ -7,13 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -462,13 +461,16 @@ func jobIDs(live bool) func(context.Context, jobCmd, *jobFlags) []candidate {
 		}
 		ctx, cancel := context.WithTimeout(ctx, completionTimeout)
 		defer cancel()
-		cl := &jobClient{base: t.server, token: t.token, http: c.http}
-		var jobs []api.Job
-		if _, err := cl.getJSON(ctx, "/api/v1/jobs", url.Values{"scope": {"mine"}, "limit": {"200"}}, &jobs); err != nil {
+		cl, err := client.New(t.server.String(), t.token, client.WithHTTPClient(c.http), client.WithUserAgent("gpuportal-cli"))
+		if err != nil {
+			return nil
+		}
+		p, err := cl.Jobs(ctx, client.JobQuery{Scope: "mine", Limit: 200})
+		if err != nil {
 			return nil
 		}
 		var out []candidate
-		for _, j := range jobs {
+		for _, j := range p.Jobs {
 			if live && j.State.Final() {
 				continue
 			}

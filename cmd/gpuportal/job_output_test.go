@@ -36,7 +36,13 @@ func TestJobOutcomeExitCodes(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 				_ = json.NewEncoder(w).Encode(testJob(3, job.Queued))
 			})
-			mux.HandleFunc("GET /api/v1/jobs/3/logs", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("out\n")) })
+			mux.HandleFunc("GET /api/v1/jobs/3/logs", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Log-Size", "4")
+				if r.URL.Query().Get("offset") == "4" {
+					return
+				}
+				_, _ = w.Write([]byte("out\n"))
+			})
 			srv := httptest.NewServer(mux)
 			defer srv.Close()
 			env := map[string]string{jobTokenEnv: "tok"}

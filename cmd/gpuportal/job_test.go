@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -360,60 +361,6 @@ func TestParseJobServer(t *testing.T) {
 	}
 }
 
-func TestNewOutput(t *testing.T) {
-	tests := []struct {
-		name       string
-		prev, cur  string
-		window     int
-		want       string
-		wantGap    bool
-		explaining string
-	}{
-		{name: "first output", prev: "", cur: "a\n", window: 8, want: "a\n"},
-		{name: "whole output grows", prev: "a\nb\n", cur: "a\nb\nc\n", window: 16, want: "c\n"},
-		{name: "nothing new", prev: "a\nb\n", cur: "a\nb\n", window: 16, want: ""},
-		{name: "repeated lines in a whole output", prev: "x\nx\n", cur: "x\nx\nx\n", window: 16, want: "x\n"},
-		{name: "the window slides", prev: "abcdefgh", cur: "efghijkl", window: 8, want: "ijkl"},
-		{name: "more than a window went by", prev: "abcdefgh", cur: "qrstuvwx", window: 8, want: "qrstuvwx", wantGap: true},
-		{name: "the window slides by less than its size", prev: "abcdefgh", cur: "bcdefghi", window: 8, want: "i"},
-	}
-	for _, tc := range tests {
-		got, gap := newOutput([]byte(tc.prev), []byte(tc.cur), tc.window)
-		if string(got) != tc.want || gap != tc.wantGap {
-			t.Errorf("%s: newOutput(%q, %q) = %q, %v; want %q, %v", tc.name, tc.prev, tc.cur, got, gap, tc.want, tc.wantGap)
-		}
-	}
-}
-
-// TestOverlapMatchesBruteForce checks the KMP overlap against the
-// definition on many small inputs over a two-letter alphabet.
-func TestOverlapMatchesBruteForce(t *testing.T) {
-	words := []string{""}
-	for n := 1; n <= 6; n++ {
-		for i := range 1 << n {
-			var b strings.Builder
-			for j := range n {
-				b.WriteByte("ab"[(i>>j)&1])
-			}
-			words = append(words, b.String())
-		}
-	}
-	for _, a := range words {
-		for _, b := range words {
-			want := 0
-			for n := min(len(a), len(b)); n > 0; n-- {
-				if a[len(a)-n:] == b[:n] {
-					want = n
-					break
-				}
-			}
-			if got := overlap([]byte(a), []byte(b)); got != want {
-				t.Fatalf("overlap(%q, %q) = %d, want %d", a, b, got, want)
-			}
-		}
-	}
-}
-
 // TestFollowLogs follows a job whose output grows over several polls and
 // then ends: every byte is shown once, in order, then how the job ended.
 func TestFollowLogs(t *testing.T) {
@@ -442,7 +389,15 @@ func TestFollowLogs(t *testing.T) {
 			_, _ = io.WriteString(w, `{"error":"job 3 has no output on a connected machine"}`)
 			return
 		}
-		_, _ = io.WriteString(w, out)
+		// As the server answers: the size, then from ?offset= on, or
+		// the last ?tail_bytes=.
+		w.Header().Set("X-Log-Size", strconv.Itoa(len(out)))
+		if off, err := strconv.Atoi(r.URL.Query().Get("offset")); err == nil {
+			_, _ = io.WriteString(w, out[min(off, len(out)):])
+			return
+		}
+		n, _ := strconv.Atoi(r.URL.Query().Get("tail_bytes"))
+		_, _ = io.WriteString(w, out[max(0, len(out)-n):])
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
