@@ -79,8 +79,8 @@ func (c jobCmd) accounting(ctx context.Context, args []string) (err error) {
 	if !slices.Contains([]string{"day", "month", "range"}, *period) {
 		return fmt.Errorf("--period: %q is not day, month or range", *period)
 	}
-	if *asCSV && f.json {
-		return errors.New("--csv and --json: choose one")
+	if *asCSV && (f.json || f.output != "") {
+		return errors.New("--csv and --json (or -o): choose one")
 	}
 	q := client.AccountingQuery{From: *from, To: *to, By: *by, Period: *period, Team: *team, User: *user}
 	cl, err := c.client(f)
@@ -100,10 +100,7 @@ func (c jobCmd) accounting(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
-	return printAccounting(c.stdout, rep)
+	return c.emit(f, raw, nil, func(bool) error { return printAccounting(c.stdout, rep) })
 }
 
 // printAccounting writes the report as a table, sreport-like, with a

@@ -115,7 +115,9 @@ func commandTable() cmdSpec {
 			{name: "job", summary: "submit, list, show, cancel jobs and read their logs", subs: []cmdSpec{
 				jobSub("submit", "submit a job", nil),
 				jobSub("list", "list jobs", nil),
+				jobSub("get", "list jobs, or get jobs by ID (--watch: and their changes)", jobIDs(false)),
 				jobSub("show", "show a job and its history", jobIDs(false)),
+				jobSub("describe", "show a job and its history (as show)", jobIDs(false)),
 				jobSub("cancel", "cancel jobs", jobIDs(true)),
 				jobSub("logs", "print a job's output", jobIDs(false)),
 			}},

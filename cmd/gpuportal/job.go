@@ -43,17 +43,25 @@ Commands:
   array  [--cancel] ID  (an array's tasks by index; --cancel: cancel them all)
   list   [--scope mine|team|all] [--state STATE[,STATE...]] [--user USER]
          [--team TEAM] [--limit N] [--all] [--start] [--parsable] [--no-headers]
+         [--watch [--interval 2s]]
          (--all: every matching job, page after page)
          (--start: the waiting jobs with their forecast start, soonest
          first, as squeue --start; --parsable: every column separated
          by "|", as sacct --parsable2)
-  show   ID
+  get    [ID...] [list's flags] [-w|--watch [--interval 2s]]
+         (without IDs: as list; with IDs: those jobs, -o json one object
+         for one ID; --watch: then each job again when it changes, until
+         the jobs named have all ended, else until interrupted)
+  show   ID   (also: describe ID)
   cancel ID...
-  logs   [--tail-bytes N] [--follow [--interval 1s]] ID
+  logs   [--tail-bytes N] [-f|--follow [--interval 1s]] ID
+         (--follow: new output as it is written, until the job ends; a
+         requeued job's output starts anew)
 
-Every command takes --server URL and --context NAME; submit, list, show
-and cancel take -o json|yaml|wide|name (json and yaml: the REST API's
-objects; name: job/ID) and --json (for show: the job with its history).
+Every command takes --server URL and --context NAME; every one but logs
+takes -o json|yaml|wide|name (json and yaml: the REST API's objects;
+wide: more columns; name: job/ID) and --json (for show: the job with its
+history).
 
 The server and the API token come from the flags, else from
 $GPUPORTAL_SERVER and $GPUPORTAL_TOKEN, else from the current context of
@@ -123,10 +131,11 @@ func (c jobCmd) run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "submit":
 		return c.submit(ctx, args[1:])
-	case "list":
-		return c.list(ctx, args[1:])
-	case "show":
-		return c.show(ctx, args[1:])
+	case "list", "get":
+		// get, as kubectl's: the jobs list, or the jobs named by ID.
+		return c.list(ctx, args[0], args[1:])
+	case "show", "describe":
+		return c.show(ctx, args[0], args[1:])
 	case "cancel":
 		return c.cancel(ctx, args[1:])
 	case "resubmit":
@@ -552,9 +561,9 @@ func parseSimDuration(s string) (float64, error) {
 	return 0, fmt.Errorf("--sim-duration %q: want a duration such as 90s or 10m, or a number of seconds", s)
 }
 
-func (c jobCmd) list(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("list", &err)
-	f := c.flags("list", true)
+func (c jobCmd) list(ctx context.Context, name string, args []string) (err error) {
+	defer wrapJobErr(name, &err)
+	f := c.flags(name, true)
 	scope := f.fs.String("scope", "", "mine, team or all (admins); default: your team's (all jobs for admins)")
 	state := f.fs.String("state", "", "only jobs in these states, comma-separated: "+jobStateNames())
 	user := f.fs.String("user", "", "only this user's jobs")
@@ -565,12 +574,23 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	format := f.fs.String("format", "", "write the jobs as Slurm's squeue --format does: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
 	var lf listFlags
 	lf.register(f)
+	var wf watchFlags
+	wf.register(f)
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
+	if len(pos) > 0 && name != "get" {
+		return fmt.Errorf("unexpected argument %q (gpuportal job get ID... gets jobs by ID)", pos[0])
+	}
+	if err := wf.check(f, *format, *start); err != nil {
+		return err
+	}
+	ids := make([]int64, len(pos))
+	for i, p := range pos {
+		if ids[i], err = parseJobID(p); err != nil {
+			return err
+		}
 	}
 	if *limit < 0 || *limit > 1000 {
 		return fmt.Errorf("--limit %d: must be from 1 to 1000 (0: the server's default)", *limit)
@@ -591,12 +611,27 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	if len(ids) > 0 {
+		if *scope != "" || *state != "" || *user != "" || *team != "" || *limit != 0 || *all || *start || *format != "" {
+			return errors.New("jobs named by ID take no filter (--scope, --state, --user, --team, --limit, --all, --start, --format)")
+		}
+		return c.getJobs(ctx, cl, ids, f, lf, wf)
+	}
 	if *start {
 		return c.listStart(ctx, cl, q, *state, f, lf)
 	}
 	jobs, raw, err := listJobs(ctx, cl, q, *all)
 	if err != nil {
 		return err
+	}
+	if wf.watch {
+		if err := c.writeJobs(jobs, raw, f, lf, jobListColumns, "no jobs"); err != nil {
+			return err
+		}
+		return c.watchJobs(ctx, f, lf, wf, jobs, func(ctx context.Context) ([]api.Job, error) {
+			jobs, _, err := listJobs(ctx, cl, q, *all)
+			return jobs, err
+		}, false)
 	}
 	if *format != "" {
 		items, err := parseSqueueFormat(*format)
@@ -676,15 +711,15 @@ func jobStateNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (c jobCmd) show(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("show", &err)
-	f := c.flags("show", true)
+func (c jobCmd) show(ctx context.Context, name string, args []string) (err error) {
+	defer wrapJobErr(name, &err)
+	f := c.flags(name, true)
 	f.fs.Lookup("json").Usage = "print the job and its history in one JSON object (-o json: the job as the API returns it)"
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
-	id, err := oneJobID("show", pos)
+	id, err := oneJobID(name, pos)
 	if err != nil {
 		return err
 	}
@@ -701,19 +736,18 @@ func (c jobCmd) show(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	switch format, _ := f.format(); {
-	case f.json:
+	if f.json {
 		// --json, older than -o, prints the job with its history.
 		b, err := json.Marshal(map[string]json.RawMessage{"job": rawJob, "history": rawHistory})
 		if err != nil {
 			return fmt.Errorf("encode: %w", err)
 		}
 		return printJSON(c.stdout, b)
-	case format == "json" || format == "yaml" || format == "name":
-		return writeObject(c.stdout, format, "job", j.ID, rawJob)
 	}
-	c.printJob(j, history)
-	return nil
+	return c.emit(f, rawJob, jobNames(j), func(bool) error {
+		c.printJob(j, history)
+		return nil
+	})
 }
 
 // printJob writes a job and its history for a person.
@@ -855,16 +889,16 @@ func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
 			errs = append(errs, err)
 			continue
 		}
-		if format, _ := f.format(); format == "json" || format == "yaml" || format == "name" {
-			if err := writeObject(c.stdout, format, "job", id, raw); err != nil {
-				errs = append(errs, fmt.Errorf("job %d: %w", id, err))
+		err = c.emit(f, raw, jobNames(j), func(bool) error {
+			if j.State.Final() {
+				_, err := fmt.Fprintf(c.stdout, "job %d %s\n", id, j.State)
+				return err
 			}
-			continue
-		}
-		if j.State.Final() {
-			fmt.Fprintf(c.stdout, "job %d %s\n", id, j.State)
-		} else {
-			fmt.Fprintf(c.stdout, "job %d: cancel requested; it is %s and stopping\n", id, j.State)
+			_, err := fmt.Fprintf(c.stdout, "job %d: cancel requested; it is %s and stopping\n", id, j.State)
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job %d: %w", id, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -196,13 +196,12 @@ func (c jobCmd) resubmit(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
-	// The new job is its owner's, whoever asks (the lead resubmits a
-	// researcher's job as the researcher's): say whose.
-	fmt.Fprintf(c.stdout, "job %d submitted again as job %d: %s, %s for team %s, %s's (%s)\n", id, j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.User, j.State)
-	return nil
+	return c.emit(f, raw, jobNames(j), func(bool) error {
+		// The new job is its owner's, whoever asks (the lead resubmits a
+		// researcher's job as the researcher's): say whose.
+		_, err := fmt.Fprintf(c.stdout, "job %d submitted again as job %d: %s, %s for team %s, %s's (%s)\n", id, j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.User, j.State)
+		return err
+	})
 }
 
 // array shows an array's tasks, or with --cancel cancels them all.
@@ -231,9 +230,11 @@ func (c jobCmd) array(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
+	return c.emit(f, raw, jobNames(a.Tasks...), func(bool) error { return c.printArray(a) })
+}
+
+// printArray writes an array and its tasks for people.
+func (c jobCmd) printArray(a api.Array) error {
 	var states []string
 	for _, st := range job.States {
 		if n := a.States[st]; n > 0 {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -480,4 +481,90 @@ func idsOf(js []api.Job) []int64 {
 		out[i] = j.ID
 	}
 	return out
+}
+
+// TestJobGetWatch checks that get ID --watch prints the job, then a row
+// each time it changes (not when only its figures do), and ends when it
+// has ended; and that its flags are checked, the error naming the flag.
+func TestJobGetWatch(t *testing.T) {
+	states := []job.State{job.Queued, job.Queued, job.Running, job.Running, job.Succeeded}
+	var mu sync.Mutex
+	poll := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		j := testJob(7, states[min(poll, len(states)-1)])
+		j.ExecutedS = float64(poll) // figures change with every reading
+		poll++
+		_ = json.NewEncoder(w).Encode(j)
+	}))
+	defer srv.Close()
+	env := map[string]string{jobTokenEnv: "tok"}
+	out, _, err := jobRun(srv.URL, env, t.TempDir(), "get", "7", "--watch", "--interval", "1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for line := range strings.Lines(out) {
+		got = append(got, strings.Fields(line)[5]) // STATE
+	}
+	if want := []string{"STATE", "queued", "running", "succeeded"}; !slices.Equal(got, want) {
+		t.Errorf("watched states %q, want %q:\n%s", got, want, out)
+	}
+	out, _, err = jobRun(srv.URL, env, t.TempDir(), "get", "7", "-w", "--interval", "1ms", "-o", "name")
+	if err != nil || out != "job/7\n" {
+		t.Errorf("get 7 -w -o name of an ended job: %q, %v; want job/7 once", out, err)
+	}
+	for _, tc := range []struct{ args, flag string }{
+		{"get 7 --interval 1s", "--interval"},
+		{"get 7 --watch --interval 0s", "--interval"},
+		{"list --watch --format %i", "--format"},
+		{"list --watch --start", "--start"},
+		{"get 7 --state running", "--state"},
+		{"get seven", "seven"},
+		{"list 7", "job get"},
+	} {
+		_, _, err := jobRun(srv.URL, env, t.TempDir(), strings.Fields(tc.args)...)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: err %v, want it to name %s", tc.args, err, tc.flag)
+		}
+	}
+}
+
+// TestJobListWatch checks that list --watch prints the changed jobs
+// until it is stopped, and then ends without an error.
+func TestJobListWatch(t *testing.T) {
+	var mu sync.Mutex
+	poll := 0
+	changed := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		poll++
+		js := []api.Job{testJob(7, job.Running), testJob(8, job.Queued)}
+		if poll > 2 {
+			js[1].State = job.Running
+		}
+		if poll == 4 {
+			close(changed)
+		}
+		_ = json.NewEncoder(w).Encode(js)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-changed; cancel() }()
+	var out, errOut bytes.Buffer
+	c := jobCmd{
+		getenv: func(k string) string {
+			return map[string]string{jobServerEnv: srv.URL, jobTokenEnv: "tok"}[k]
+		},
+		configDir: func() (string, error) { return t.TempDir(), nil },
+		now:       func() time.Time { return testNow }, http: srv.Client(), stdout: &out, stderr: &errOut,
+	}
+	if err := c.run(ctx, []string{"list", "--watch", "--interval", "1ms", "-o", "name"}); err != nil {
+		t.Fatalf("list --watch stopped: %v", err)
+	}
+	if got, want := out.String(), "job/7\njob/8\njob/8\n"; got != want {
+		t.Errorf("list --watch -o name printed %q, want %q", got, want)
+	}
 }

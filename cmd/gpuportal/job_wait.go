@@ -47,18 +47,19 @@ func (c jobCmd) send(ctx context.Context, f *jobFlags, sf submitFlags, req api.S
 }
 
 func (c jobCmd) submitted(ctx context.Context, cl *client.Client, f *jobFlags, sf submitFlags, j api.Job, raw []byte) error {
-	format, _ := f.format()
-	switch {
-	case f.parsable:
-		fmt.Fprintln(c.stdout, j.ID)
-	case sf.sbatch && format == "":
-		fmt.Fprintln(c.stdout, batchLine(j.ID))
-	case format == "json" || format == "yaml" || format == "name":
-		if err := writeObject(c.stdout, format, "job", j.ID, raw); err != nil {
-			return err
+	err := c.emit(f, raw, jobNames(j), func(wide bool) error {
+		switch {
+		case f.parsable:
+			fmt.Fprintln(c.stdout, j.ID)
+		case sf.sbatch && !wide:
+			fmt.Fprintln(c.stdout, batchLine(j.ID))
+		default:
+			fmt.Fprintln(c.stdout, submittedLine(j, sf.tasks))
 		}
-	default:
-		fmt.Fprintln(c.stdout, submittedLine(j, sf.tasks))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !sf.wait {
 		return nil

@@ -102,18 +102,10 @@ func (c notifyCmd) show(ctx context.Context, args []string) error {
 // write prints the settings as -o asks: the API's JSON or YAML, else a
 // table for people.
 func (c notifyCmd) write(f *jobFlags, raw []byte, s api.NotificationSettings) error {
-	switch format, err := f.format(); {
-	case err != nil:
-		return err
-	case format == "json":
-		return printJSON(c.stdout, raw)
-	case format == "yaml":
-		return writeYAML(c.stdout, raw)
-	case format == "name":
-		return errors.New("-o name: notify has no named objects; want json or yaml")
-	}
-	c.print(s)
-	return nil
+	return c.emit(f, raw, nil, func(bool) error {
+		c.print(s)
+		return nil
+	})
 }
 
 // print writes settings and deliveries for people.

@@ -105,19 +105,19 @@ func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return sessionFlagForField(err)
 	}
-	format, _ := f.format()
-	switch {
-	case f.parsable:
-		fmt.Fprintln(c.stdout, j.ID)
-	case format == "json" || format == "yaml" || format == "name":
-		if err := writeObject(c.stdout, format, "job", j.ID, raw); err != nil {
-			return err
+	err = c.emit(f, raw, jobNames(j), func(bool) error {
+		if f.parsable {
+			fmt.Fprintln(c.stdout, j.ID)
+			return nil
 		}
-	default:
 		fmt.Fprintf(c.stdout, "session %d submitted: %s, %s for team %s (%s)\n", j.ID, sr.Type, plural(j.GPUs, "GPU"), j.Team, j.State)
 		if j.Session != nil && j.Session.URL != "" {
 			fmt.Fprintf(c.stdout, "open it at %s once it runs\n", cl.Server().JoinPath(j.Session.URL).String())
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !*wait {
 		return nil
@@ -180,7 +180,7 @@ func (c jobCmd) sessionOpen(ctx context.Context, args []string) (err error) {
 // from being reclaimed while idle for the next --hours hours.
 func (c jobCmd) sessionKeepAlive(ctx context.Context, args []string) (err error) {
 	defer wrapCmdErr("session keep-alive", &err)
-	f := c.flags("session keep-alive", false)
+	f := c.flags("session keep-alive", true)
 	f.fs.Init("session keep-alive", flag.ContinueOnError)
 	hours := f.fs.Float64("hours", 0, "how many hours to keep the session alive though idle (required)")
 	pos, err := f.parse(args)
@@ -203,15 +203,14 @@ func (c jobCmd) sessionKeepAlive(ctx context.Context, args []string) (err error)
 	if err != nil {
 		return err
 	}
-	if f.output == "json" {
-		return printJSON(c.stdout, raw)
-	}
-	if j.Idle != nil && j.Idle.KeepAliveUntil != nil {
-		fmt.Fprintf(c.stdout, "job %d kept alive until %s\n", id, j.Idle.KeepAliveUntil.Local().Format("2006-01-02 15:04"))
-		return nil
-	}
-	fmt.Fprintf(c.stdout, "job %d kept alive for %v hours\n", id, *hours)
-	return nil
+	return c.emit(f, raw, jobNames(j), func(bool) error {
+		if j.Idle != nil && j.Idle.KeepAliveUntil != nil {
+			_, err := fmt.Fprintf(c.stdout, "job %d kept alive until %s\n", id, j.Idle.KeepAliveUntil.Local().Format("2006-01-02 15:04"))
+			return err
+		}
+		_, err := fmt.Fprintf(c.stdout, "job %d kept alive for %v hours\n", id, *hours)
+		return err
+	})
 }
 
 // sessionFlagForField adds the flag to fix to a refused session.
