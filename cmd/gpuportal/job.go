@@ -612,8 +612,11 @@ func (c jobCmd) list(ctx context.Context, name string, args []string) (err error
 		return err
 	}
 	if len(ids) > 0 {
-		if *scope != "" || *state != "" || *user != "" || *team != "" || *limit != 0 || *all || *start || *format != "" {
-			return errors.New("jobs named by ID take no filter (--scope, --state, --user, --team, --limit, --all, --start, --format)")
+		set := visited(f)
+		for _, fl := range []string{"scope", "state", "user", "team", "limit", "all", "start", "format"} {
+			if set[fl] {
+				return fmt.Errorf("--%s: jobs named by ID take no filter; leave out --%s or the IDs", fl, fl)
+			}
 		}
 		return c.getJobs(ctx, cl, ids, f, lf, wf)
 	}
