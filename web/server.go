@@ -384,6 +384,10 @@ func New(cfg Config) (*Server, error) {
 	admin := in.Group("/admin", requireAdmin)
 	admin.GET("", s.adminPage)
 	admin.GET("/whatif", s.whatIfPage)
+	admin.GET("/machines", s.adminMachinesPage)
+	admin.POST("/machines/join-tokens", s.createJoinTokenForm)
+	admin.POST("/machines/join-tokens/:id/revoke", s.revokeJoinTokenForm)
+	admin.POST("/machines/:name/remove", s.removeMachineForm)
 	admin.POST("/whatif", s.whatIfForm)
 	admin.POST("/:action", s.adminAction)
 	return s, nil
