@@ -631,3 +631,21 @@ func JoinTokenTTLs() []JoinTokenTTL {
 		{Value: "0", Label: "until revoked"},
 	}
 }
+
+// Sessions is the user's sessions page: those that wait or run, and the
+// last that ended.
+type Sessions struct {
+	Active, Ended []SessionCard
+}
+
+// SessionCard is one session as its card shows it.
+type SessionCard struct {
+	JobRow
+	Type string // Jupyter, terminal, web app
+	// URL opens it while it runs (the same address through requeues);
+	// Note says how, or why it cannot be opened now.
+	URL, Note string
+	// TimeLeft until its time limit; Activity whether it is idle.
+	TimeLeft, Activity string
+	Ended              bool
+}

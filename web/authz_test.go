@@ -276,6 +276,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /jobs", nil, nil, pageAny},
 		{"GET /jobs/rows", nil, nil, pageAny},
 		{"GET /jobs/new", nil, nil, pageAny},
+		{"GET /sessions", nil, nil, pageAny},
 		{"POST /jobs", nil, func() string {
 			return form("name", "x", "team", "vision", "gpus", "1", "kind", "sim", "duration_s", "5")
 		}, access{303, 303, 400, 303, 303}},

@@ -338,6 +338,7 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs", s.jobsPage)
 	in.GET("/jobs/rows", s.jobRows)
 	in.GET("/jobs/new", s.submitPage)
+	in.GET("/sessions", s.sessionsPage)
 	in.POST("/jobs", s.submitForm)
 	in.GET("/jobs/:id", s.jobPage)
 	in.GET("/jobs/:id/live", s.jobLive)
