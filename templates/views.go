@@ -647,5 +647,7 @@ type SessionCard struct {
 	URL, Note string
 	// TimeLeft until its time limit; Activity whether it is idle.
 	TimeLeft, Activity string
-	Ended              bool
+	// Waiting: why it waits, and when it should start; "" unless it waits.
+	Waiting string
+	Ended   bool
 }

@@ -57,6 +57,12 @@ func (s *Server) sessionsPage(c echo.Context) error {
 		case aj.TimeLeftS != nil:
 			card.TimeLeft = job.FormatTimeLimit(secs(*aj.TimeLeftS)) + " left of " + job.FormatTimeLimit(secs(*aj.TimeLimitS))
 		}
+		if j.State.Waiting() {
+			card.Waiting = card.Reason
+			if card.ETAText != "" {
+				card.Waiting += "; expected start: " + card.ETAText
+			}
+		}
 		if j.State == job.Running {
 			card.Activity = "in use"
 			if st := idle[j.ID]; st != nil && st.Idle {
