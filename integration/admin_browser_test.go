@@ -116,7 +116,7 @@ func TestBrowserAdminForms(t *testing.T) {
 				t.Errorf("the users table's row of %s says %q, want %q", user, cells, want)
 			}
 			// The new lead logs in with the new password and sees their role.
-			err := chromedp.Do(ctx,
+			err = chromedp.Do(ctx,
 				chromedp.Navigate(srv.URL+"/jobs"),
 				chromedp.Click(`header form[action="/logout"] button`),
 				chromedp.WaitVisible(`input[name=username]`),
