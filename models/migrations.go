@@ -41,6 +41,7 @@ func migrations() []migration {
 		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
 		{32, "jobs.idempotency_key and request_digest, unique per user: retried submissions get their first job (jobs.go)", jobsIdempotency},
 		{33, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
+		{34, "api_tokens.last_used_at: when a token last authenticated a request (users.go)", apiTokensLastUsed},
 		{37, "jobs.priority, teams.batch_priorities and high_priority_gpus: batch jobs at high, normal and low priority (docs/scheduling.md)", batchPriorities},
 	}
 }
@@ -650,6 +651,18 @@ func (v33Job) TableName() string { return "jobs" }
 
 func jobsTasksPerGPU(tx *gorm.DB) error {
 	return addColumns(tx, &v33Job{}, "TasksPerGPU")
+}
+
+// v34APIToken holds the column step 34 adds to api_tokens: when the token
+// last authenticated a request (NULL: never).
+type v34APIToken struct {
+	LastUsedAt *time.Time
+}
+
+func (v34APIToken) TableName() string { return "api_tokens" }
+
+func apiTokensLastUsed(tx *gorm.DB) error {
+	return addColumns(tx, &v34APIToken{}, "LastUsedAt")
 }
 
 // v37Job and v37Team hold the columns step 37 adds: a batch job's

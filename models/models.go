@@ -163,4 +163,7 @@ type APIToken struct {
 	Name      string `gorm:"size:128"`
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// LastUsedAt is when the token last authenticated a request, to
+	// within TokenUseResolution; nil: never.
+	LastUsedAt *time.Time
 }

@@ -62,6 +62,9 @@ const (
 
 type JobDetail struct {
 	JobRow
+	// HasRun: the job has started at least once; a job that has not
+	// shows no memory chart, only a line saying so.
+	HasRun      bool
 	Placement   string
 	ExitCode    string
 	Executed    string
@@ -182,6 +185,9 @@ type GPUUsage struct {
 	Mem     string // the job's own memory now, or the GPU's, with what it is
 	MemPeak string
 	Shared  string // "" unless shared: with whom, and what the figures mean
+	// Simulated says the GPU is simulated and what its figures are; "" on
+	// a real GPU.
+	Simulated string
 	// UtilLine and MemLine are SVG polyline points of utilization and
 	// memory (0 at the bottom, 100% or the GPU's memory at the top)
 	// over the run, in a 300x60 box.
@@ -342,15 +348,11 @@ type Count struct {
 
 // Admin is the admin page: users, teams and the audit log.
 type Admin struct {
+	// Accounts is the one table of users.
 	Accounts Accounts
-	Users    []UserRow
 	Teams    []TeamRow
 	Audit    []AuditRow
 }
-
-// UserRow is one user on the admin page: UnixName is the account their
-// jobs run as, Source where they sign in (local, ldap, oidc).
-type UserRow struct{ Name, Role, Team, UnixName, Source string }
 
 // TeamRow is one team on the admin page.
 type TeamRow struct {
@@ -371,6 +373,7 @@ type Tokens struct {
 type TokenRow struct {
 	ID                     int64
 	Name, Created, Expires string
+	LastUsed               string // "never" for a token not used yet
 }
 
 // Queues is the scheduler's queues page with the live JCT figures.
@@ -433,6 +436,7 @@ type Team struct {
 	Share        TeamShareRow
 	Members      []MemberRow
 	Samples      [][4]float64 // unix time, in use, borrowed, guarantee
+	SamplesAsOf  string       // the last sample's time (the page's moment)
 	CanEditShare bool         // admins
 	CanEditCaps  bool         // the team's lead and admins
 	// ShowShares shows each member's fair share inside the team (the
@@ -592,4 +596,80 @@ type SessionView struct {
 	URL string
 	// Note says why it cannot be opened now, or how it is reached.
 	Note string
+}
+
+// AdminMachines is the admin's page of machines and join tokens.
+type AdminMachines struct {
+	Machines []MachineRow
+	Tokens   []JoinTokenRow
+	// NewToken is a join token just made, shown this once, with its name
+	// and the server's address for the agent's command line.
+	NewToken, NewTokenName, ServerURL string
+}
+
+// MachineRow is one machine: connected to the server now, registered by
+// an agent that joined, or both.
+type MachineRow struct {
+	Name string
+	// State: ready, draining, drained, cordoned (connected) or
+	// disconnected (registered only).
+	State     string
+	LastHeard string
+	GPUs      string // "4 × Simulated GPU 80 GB"
+	Unhealthy string // "1 unhealthy"; "" when all are well
+	Jobs      int
+	// Joined says how it came: built in, with the server's agent token,
+	// or with a join token (named).
+	Joined string
+	// Registered: an agent registered it, and an admin may forget it.
+	Registered bool
+}
+
+// JoinTokenRow is one join token: named and dated.
+type JoinTokenRow struct {
+	ID                              int64
+	Name, State, Created, CreatedBy string
+	Expires                         string
+	Machines                        int
+	Active                          bool
+}
+
+// JoinTokenTTL is a choice of how long a new join token lasts: Value is
+// the form's (seconds; 0: until revoked).
+type JoinTokenTTL struct {
+	Value, Label string
+	Default      bool
+}
+
+// JoinTokenTTLs are the lives a new join token may have; a day by default,
+// as the API's.
+func JoinTokenTTLs() []JoinTokenTTL {
+	return []JoinTokenTTL{
+		{Value: "3600", Label: "1 hour"},
+		{Value: "86400", Label: "1 day", Default: true},
+		{Value: "604800", Label: "7 days"},
+		{Value: "2592000", Label: "30 days"},
+		{Value: "31536000", Label: "365 days"},
+		{Value: "0", Label: "until revoked"},
+	}
+}
+
+// Sessions is the user's sessions page: those that wait or run, and the
+// last that ended.
+type Sessions struct {
+	Active, Ended []SessionCard
+}
+
+// SessionCard is one session as its card shows it.
+type SessionCard struct {
+	JobRow
+	Type string // Jupyter, terminal, web app
+	// URL opens it while it runs (the same address through requeues);
+	// Note says how, or why it cannot be opened now.
+	URL, Note string
+	// TimeLeft until its time limit; Activity whether it is idle.
+	TimeLeft, Activity string
+	// Waiting: why it waits, and when it should start; "" unless it waits.
+	Waiting string
+	Ended   bool
 }

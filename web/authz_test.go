@@ -276,6 +276,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /jobs", nil, nil, pageAny},
 		{"GET /jobs/rows", nil, nil, pageAny},
 		{"GET /jobs/new", nil, nil, pageAny},
+		{"GET /sessions", nil, nil, pageAny},
 		{"POST /jobs", nil, func() string {
 			return form("name", "x", "team", "vision", "gpus", "1", "kind", "sim", "duration_s", "5")
 		}, access{303, 303, 400, 303, 303}},
@@ -333,6 +334,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /admin/:action", func(*testing.T) string { return "/admin/create-team" }, func() string {
 			return form("name", fmt.Sprint("team", uniq.Add(1)), "guarantee", "1")
 		}, access{303, 403, 403, 403, 200}},
+		{"GET /admin/machines", nil, nil, access{303, 403, 403, 403, 200}},
+		{"POST /admin/machines/join-tokens", nil, func() string { return form("name", fmt.Sprint("rack ", uniq.Add(1)), "ttl_s", "3600") }, access{303, 403, 403, 403, 200}},
+		{"POST /admin/machines/join-tokens/:id/revoke", func(*testing.T) string { return "/admin/machines/join-tokens/999999/revoke" }, nil, access{303, 403, 403, 403, 404}},
+		{"POST /admin/machines/:name/remove", func(*testing.T) string { return "/admin/machines/none/remove" }, nil, access{303, 403, 403, 403, 404}},
 		// No job has finished on the test server: nothing to replay (422).
 		{"GET /admin/whatif", nil, nil, access{303, 403, 403, 403, 200}},
 		{"POST /admin/whatif", nil, func() string { return form("days", "7", "policy", "fifo") }, access{303, 403, 403, 403, 422}},

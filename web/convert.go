@@ -285,7 +285,9 @@ func (m *moment) forecast(j *models.Job) *api.Forecast {
 	if !ok && (len(j.Dependencies) > 0 || j.ArrayLimit > 0) && j.Reason != "submitted" {
 		// Kept from the scheduler until its dependencies or its array
 		// let it (core/engine/gates.go): nothing forecasts it before.
-		return &api.Forecast{State: api.ForecastUnknown, Reason: j.Reason + "; forecast once it may start"}
+		// Its reason says what it waits for; the forecast does not say
+		// it again (the job's page shows both).
+		return &api.Forecast{State: api.ForecastUnknown, Reason: "forecast once its dependencies or its array let it start"}
 	}
 	if !ok {
 		return &api.Forecast{State: api.ForecastUnknown, Reason: "not forecast yet: a forecast follows every change within seconds"}

@@ -339,6 +339,7 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs", s.jobsPage)
 	in.GET("/jobs/rows", s.jobRows)
 	in.GET("/jobs/new", s.submitPage)
+	in.GET("/sessions", s.sessionsPage)
 	in.POST("/jobs", s.submitForm)
 	in.GET("/jobs/:id", s.jobPage)
 	in.GET("/jobs/:id/live", s.jobLive)
@@ -386,6 +387,10 @@ func New(cfg Config) (*Server, error) {
 	admin := in.Group("/admin", requireAdmin)
 	admin.GET("", s.adminPage)
 	admin.GET("/whatif", s.whatIfPage)
+	admin.GET("/machines", s.adminMachinesPage)
+	admin.POST("/machines/join-tokens", s.createJoinTokenForm)
+	admin.POST("/machines/join-tokens/:id/revoke", s.revokeJoinTokenForm)
+	admin.POST("/machines/:name/remove", s.removeMachineForm)
 	admin.POST("/whatif", s.whatIfForm)
 	admin.POST("/:action", s.adminAction)
 	return s, nil

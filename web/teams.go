@@ -368,6 +368,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	}
 	// The chart ends now, with the figures the card shows.
 	v.Samples = append(v.Samples, [4]float64{float64(m.now.Unix()), t.InUseGPUs, t.BorrowedGPUs, float64(t.GuaranteeGPUs)})
+	v.SamplesAsOf = m.now.Local().Format("15:04:05")
 	for _, j := range s.teamTopic(m, currentUser(c), t.Name).Queue {
 		v.Queue = append(v.Queue, templates.TeamQueueRow{ID: j.ID, Name: j.Name, User: j.User, State: string(j.State),
 			GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})

@@ -833,7 +833,10 @@ type APIToken struct {
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Id        int64     `json:"id"`
-	Name      string    `json:"name"`
+
+	// LastUsedAt When it last authenticated a request, to within a minute; absent: never.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
 }
 
 // AccountChange defines model for AccountChange.
@@ -1181,6 +1184,9 @@ type GPUUsage struct {
 	// Shared other jobs use the GPU (Salus): utilization is the whole GPU's
 	Shared     bool     `json:"shared"`
 	SharedWith *[]int64 `json:"shared_with,omitempty"`
+
+	// Simulated A simulated GPU, whose readings the simulator makes up whatever the job runs: not the job's own processes'.
+	Simulated *bool `json:"simulated,omitempty"`
 
 	// UtilAvgPct mean over the run
 	UtilAvgPct *float64 `json:"util_avg_pct"`
@@ -1969,7 +1975,16 @@ type Template struct {
 // Token defines model for Token.
 type Token struct {
 	ExpiresAt time.Time `json:"expires_at"`
-	Token     string    `json:"token"`
+
+	// Name The name given, or "api" and the program that asked (its User-Agent).
+	Name  string `json:"name"`
+	Token string `json:"token"`
+}
+
+// TokenRequest defines model for TokenRequest.
+type TokenRequest struct {
+	// Name The token's name, as its owner and admins see it; absent: "api", with the program that asked (its User-Agent).
+	Name *string `json:"name,omitempty"`
 }
 
 // UsagePoint defines model for UsagePoint.
@@ -2366,6 +2381,9 @@ type SetTeamTimeLimitsJSONRequestBody SetTeamTimeLimitsJSONBody
 
 // CreateTemplateJSONRequestBody defines body for CreateTemplate for application/json ContentType.
 type CreateTemplateJSONRequestBody CreateTemplateJSONBody
+
+// CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
+type CreateTokenJSONRequestBody = TokenRequest
 
 // SetUnixNameJSONRequestBody defines body for SetUnixName for application/json ContentType.
 type SetUnixNameJSONRequestBody = SetUnixName
@@ -2858,10 +2876,19 @@ type ClientInterface interface {
 	// Corresponds with DELETE /templates/{id} (the `DeleteTemplate` operationId).
 	DeleteTemplate(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateToken Issue an API token for the user named by HTTP basic auth
+	// CreateTokenWithBody Issue an API token for the user named by HTTP basic auth
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /tokens (the `CreateToken` operationId).
-	CreateToken(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateToken Issue an API token for the user named by HTTP basic auth
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /tokens (the `CreateToken` operationId).
+	CreateToken(ctx context.Context, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeCurrentToken Revoke the API token of this request (log out); live connections opened with it end within seconds
 	//
@@ -3877,11 +3904,30 @@ func (c *Client) DeleteTemplate(ctx context.Context, id int64, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
-// CreateToken Issue an API token for the user named by HTTP basic auth
+// CreateTokenWithBody Issue an API token for the user named by HTTP basic auth
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /tokens (the `CreateToken` operationId).
-func (c *Client) CreateToken(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateTokenRequest(c.Server)
+func (c *Client) CreateTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTokenRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateToken Issue an API token for the user named by HTTP basic auth
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /tokens (the `CreateToken` operationId).
+func (c *Client) CreateToken(ctx context.Context, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTokenRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6238,8 +6284,19 @@ func NewDeleteTemplateRequest(server string, id int64) (*http.Request, error) {
 	return req, nil
 }
 
-// NewCreateTokenRequest constructs an http.Request for the CreateToken method
-func NewCreateTokenRequest(server string) (*http.Request, error) {
+// NewCreateTokenRequest calls the generic CreateToken builder with application/json body
+func NewCreateTokenRequest(server string, body CreateTokenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTokenRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateTokenRequestWithBody constructs an http.Request for the CreateToken method, with any body, and a specified content type
+func NewCreateTokenRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6257,10 +6314,12 @@ func NewCreateTokenRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7156,12 +7215,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /templates/{id} (the `DeleteTemplate` operationId).
 	DeleteTemplateWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*DeleteTemplateResponse, error)
 
-	// CreateTokenWithResponse Issue an API token for the user named by HTTP basic auth
+	// CreateTokenWithBodyWithResponse Issue an API token for the user named by HTTP basic auth
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /tokens (the `CreateToken` operationId).
-	CreateTokenWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
+	CreateTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
+
+	// CreateTokenWithResponse Issue an API token for the user named by HTTP basic auth
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /tokens (the `CreateToken` operationId).
+	CreateTokenWithResponse(ctx context.Context, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
 
 	// RevokeCurrentTokenWithResponse Revoke the API token of this request (log out); live connections opened with it end within seconds
 	//
@@ -10163,6 +10229,8 @@ type CreateTokenResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Token
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -10174,6 +10242,11 @@ type CreateTokenResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateTokenResponse) GetJSON201() *Token {
 	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateTokenResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11628,13 +11701,26 @@ func (c *ClientWithResponses) DeleteTemplateWithResponse(ctx context.Context, id
 	return ParseDeleteTemplateResponse(rsp)
 }
 
-// CreateTokenWithResponse Issue an API token for the user named by HTTP basic auth
+// CreateTokenWithBodyWithResponse Issue an API token for the user named by HTTP basic auth
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /tokens (the `CreateToken` operationId).
-func (c *ClientWithResponses) CreateTokenWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
-	rsp, err := c.CreateToken(ctx, reqEditors...)
+func (c *ClientWithResponses) CreateTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
+	rsp, err := c.CreateTokenWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTokenResponse(rsp)
+}
+
+// CreateTokenWithResponse Issue an API token for the user named by HTTP basic auth
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /tokens (the `CreateToken` operationId).
+func (c *ClientWithResponses) CreateTokenWithResponse(ctx context.Context, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
+	rsp, err := c.CreateToken(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14037,6 +14123,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			return nil, err
 		}
 		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
