@@ -681,7 +681,9 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 
 // rsvFairVictim is rsvVictim under fair share, where the policy preempts
 // only within a team and a team under its guarantee reclaims what other
-// teams borrow: the reserved job e preempts only the backfills, the jobs
+// teams borrow: the reserved job e preempts its own team's jobs that the
+// policy ranks below it, as the policy would, and of other teams only the
+// backfills, the jobs
 // that started since it became due (due) and that, as the waiting jobs
 // they were then, the policy ranked below it; and of those not a job
 // that had waited its own bound when it started: one within its team's
@@ -692,8 +694,17 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 // another, pass after pass, at a long queue of due jobs.
 func (p *pass) rsvFairVictim(ri int32, e *entry, due float64) bool {
 	run := &p.runs[ri]
-	if st := run.state &^ runReached; st != runOpen && st != runKept {
+	st := run.state &^ runReached
+	if st != runOpen && st != runKept {
 		return false
+	}
+	if st == runOpen && p.jteam[run.job] == p.jteam[e.job] {
+		// Its own team's job, which the policy ranks below it: the
+		// policy preempts within a team, reservation or not. Else a
+		// long job of its own team that started before it was due (the
+		// demo's half-hour notebook, in queue 1) held its GPUs to its
+		// end (issue 30).
+		return true
 	}
 	j := &p.s.Jobs[run.job]
 	if !(j.LastStartTime >= due) {

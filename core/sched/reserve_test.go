@@ -651,6 +651,28 @@ func TestReservationFairShare(t *testing.T) {
 			preempts: []int64{1, 2},
 		},
 		{
+			// Job 1: 2 GPUs for 2,900 s, 5,800 GPU-s, queue 1 of
+			// tiresias-l, below job 10; job 2, vision's, a backfill.
+			// Preempting job 1 alone would not free enough: the
+			// reservation preempts both.
+			name:   "its own team's job that the policy ranks below it is preempted, though it started before it was due",
+			policy: "tiresias-l",
+			now:    3000,
+			jobs: []Job{big,
+				run(1, 0, on("node-0", 0, 1), nlp, ranFrom(100, 3000)),
+				run(2, 2550, on("node-0", 2, 3), vision, ranFrom(2600, 3000)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{1, 2},
+		},
+		{
+			name:   "another team's job from before it was due is waited for",
+			policy: "tiresias-l",
+			now:    3000,
+			jobs:   []Job{big, run(1, 0, on("node-0", 0, 1, 2, 3), vision, ranFrom(100, 3000), limit(3500))},
+			rsv:    []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3600, DueS: 300}},
+		},
+		{
 			name:   "a backfill within its team's guarantee that had waited its bound is waited for",
 			policy: "tiresias-l",
 			now:    3000,
