@@ -355,7 +355,14 @@ func hasLimit(j *Job) bool {
 // minEndS from now: a job past its limit or its estimate still holds its
 // GPUs, and is about to leave them.
 func (p *pass) endAt(j *Job) float64 {
-	return p.now + max(p.remainingS(j), minEndS)
+	t := p.now + max(p.remainingS(j), minEndS)
+	if !(t > p.now) {
+		// A clock so large that a second does not move it
+		// (FuzzSchedule: 1e300): still later than now, or a reservation
+		// would take the GPUs as free now.
+		t = math.Nextafter(p.now, math.Inf(1))
+	}
+	return t
 }
 
 // minEndS is the least time endAt gives a job that holds its GPUs.
