@@ -238,6 +238,12 @@ type Engine struct {
 	waits map[int64]sched.Wait
 	// reservations are the GPUs the last pass reserved, by job (reserve.go).
 	reservations map[int64]sched.Reservation
+	// keptRsv is the last pass's reservations as the core gave them, in
+	// order: the next pass's snapshot hands them back
+	// (sched.Snapshot.Reservations), so that a reservation stays with
+	// its job and its GPUs until it starts. Only the pass reads and
+	// writes it.
+	keptRsv []sched.Reservation
 
 	// Owned by the Run goroutine.
 	started    time.Time

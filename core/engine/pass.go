@@ -48,6 +48,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
 		return err
 	}
+	snap.Reservations = e.keptRsv
 	ph.mark(phaseLoad)
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)

@@ -241,7 +241,9 @@ func (p *pass) teamHold(e *entry) int {
 	}
 	atRank := false
 	if p.fair && e.fk == 0 && !p.entitled(e) {
-		if !p.rsvAtRank(e) || p.fitsFree(e) {
+		// A job that holds a reservation is decided at its rank even
+		// when it fits the free GPUs: they are its reserved ones.
+		if !p.rsvAtRank(e) || !p.rsvHolds(e.job) && p.fitsFree(e) {
 			e = p.pop(e)
 			e.fk = 2 - p.fs.t[p.jteam[e.job]].f
 			heapPush(&p.later, e)

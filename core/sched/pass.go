@@ -98,6 +98,12 @@ type pass struct {
 	runStart    []entry   // per run: its entry as a waiting job when it started, job -1 until asked (startKey)
 	slotRun     []int32
 	rsvCand     []int32
+	rsvShared   []bool          // per slot: held by several running jobs, no run alone (sharedFreeAt)
+	rsvKept     map[int64]int32 // Snapshot.Reservations by job ID: their index
+	rsvHolder   []int32         // per job: 1 + its kept reservation's index, 0 for none (sized when some are kept)
+	rsvHoldLeft int             // holders of kept reservations the walk has not taken yet
+	rsvHolders  []int32         // the holders, indices in Snapshot.Jobs
+	rsvKeptSlot []int32         // per slot: the holder whose kept reservation names it, or -1 (built when asked)
 	rsvTimes    []float64
 	rsvCount    []int32
 	rsvNodes    []int32
