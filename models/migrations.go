@@ -41,6 +41,7 @@ func migrations() []migration {
 		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
 		{32, "jobs.idempotency_key and request_digest, unique per user: retried submissions get their first job (jobs.go)", jobsIdempotency},
 		{33, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
+		{34, "jobs.resume_*, lost_s: the checkpoint each run resumed from and the work faults cost (resume.go)", jobsResume},
 	}
 }
 
@@ -649,4 +650,20 @@ func (v33Job) TableName() string { return "jobs" }
 
 func jobsTasksPerGPU(tx *gorm.DB) error {
 	return addColumns(tx, &v33Job{}, "TasksPerGPU")
+}
+
+// v34Job holds the columns step 34 adds to jobs: the checkpoint the last
+// run resumed from, and the work faults cost.
+type v34Job struct {
+	ResumeRun          int64 `gorm:"not null;default:0"`
+	ResumeFromRun      int64 `gorm:"not null;default:0"`
+	ResumeCheckpointAt *time.Time
+	ResumeLostS        float64 `gorm:"not null;default:0"`
+	LostS              float64 `gorm:"not null;default:0"`
+}
+
+func (v34Job) TableName() string { return "jobs" }
+
+func jobsResume(tx *gorm.DB) error {
+	return addColumns(tx, &v34Job{}, "ResumeRun", "ResumeFromRun", "ResumeCheckpointAt", "ResumeLostS", "LostS")
 }

@@ -1273,6 +1273,9 @@ type Job struct {
 	// Resources while the job runs: its CPUs and host memory, allocated and used per node, and its sensitivity profile (docs/synergy.md)
 	Resources *JobResources `json:"resources,omitempty"`
 
+	// Resume what the latest run after the first found in its checkpoint folder as it started; absent until such a run has been heard from
+	Resume *JobResume `json:"resume,omitempty"`
+
 	// Retries how many times a run that fails on its own is started again
 	Retries int64      `json:"retries"`
 	RetryAt *time.Time `json:"retry_at"`
@@ -1349,6 +1352,24 @@ type JobResources struct {
 
 	// Profile speed against cores per GPU (cpu) and GiB of host memory per GPU (mem), as [x, speed] points
 	Profile CPUProfile `json:"profile"`
+}
+
+// JobResume Which run resumed from which checkpoint: the checkpoint folder (GPUPORTAL_CHECKPOINT_DIR) is the job's, kept across its runs on a machine, or across machines that share the agents' work folder; a run on a machine without it starts from scratch.
+type JobResume struct {
+	// CheckpointAt when that checkpoint was written; absent: the run started from scratch
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+
+	// FromRun the earlier run that wrote the checkpoint it found; absent when not known or none
+	FromRun *int64 `json:"from_run,omitempty"`
+
+	// LostS seconds of work the stop before the run cost: the earlier runs' time after the checkpoint (all of it from scratch)
+	LostS float32 `json:"lost_s"`
+
+	// LostTotalS seconds of work every such stop of the job cost
+	LostTotalS float32 `json:"lost_total_s"`
+
+	// Run the run that started
+	Run int64 `json:"run"`
 }
 
 // JobUsage defines model for JobUsage.
@@ -7038,6 +7059,26 @@ type ClientWithResponsesInterface interface {
 	GetWhatIfWithResponse(ctx context.Context, params *GetWhatIfParams, reqEditors ...RequestEditorFn) (*GetWhatIfResponse, error)
 }
 
+// GetAccountingResponse200Headers the declared response headers of an HTTP 200 response for GetAccounting
+type GetAccountingResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse400Headers the declared response headers of an HTTP 400 response for GetAccounting
+type GetAccountingResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse401Headers the declared response headers of an HTTP 401 response for GetAccounting
+type GetAccountingResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse403Headers the declared response headers of an HTTP 403 response for GetAccounting
+type GetAccountingResponse403Headers struct {
+	XDataAge *int
+}
+
 type GetAccountingResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7049,6 +7090,14 @@ type GetAccountingResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAccountingResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetAccountingResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetAccountingResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetAccountingResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7100,6 +7149,31 @@ func (r GetAccountingResponse) ContentType() string {
 	return ""
 }
 
+// ConnectAgentResponse101Headers the declared response headers of an HTTP 101 response for ConnectAgent
+type ConnectAgentResponse101Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse401Headers the declared response headers of an HTTP 401 response for ConnectAgent
+type ConnectAgentResponse401Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse404Headers the declared response headers of an HTTP 404 response for ConnectAgent
+type ConnectAgentResponse404Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse429Headers the declared response headers of an HTTP 429 response for ConnectAgent
+type ConnectAgentResponse429Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse503Headers the declared response headers of an HTTP 503 response for ConnectAgent
+type ConnectAgentResponse503Headers struct {
+	XDataAge *int
+}
+
 type ConnectAgentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7111,6 +7185,16 @@ type ConnectAgentResponse struct {
 	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *ConnectAgentResponse101Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ConnectAgentResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ConnectAgentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConnectAgentResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ConnectAgentResponse503Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -7162,6 +7246,31 @@ func (r ConnectAgentResponse) ContentType() string {
 	return ""
 }
 
+// OpenAgentTunnelResponse101Headers the declared response headers of an HTTP 101 response for OpenAgentTunnel
+type OpenAgentTunnelResponse101Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse400Headers the declared response headers of an HTTP 400 response for OpenAgentTunnel
+type OpenAgentTunnelResponse400Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse401Headers the declared response headers of an HTTP 401 response for OpenAgentTunnel
+type OpenAgentTunnelResponse401Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse404Headers the declared response headers of an HTTP 404 response for OpenAgentTunnel
+type OpenAgentTunnelResponse404Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse503Headers the declared response headers of an HTTP 503 response for OpenAgentTunnel
+type OpenAgentTunnelResponse503Headers struct {
+	XDataAge *int
+}
+
 type OpenAgentTunnelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7173,6 +7282,16 @@ type OpenAgentTunnelResponse struct {
 	JSON404 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *OpenAgentTunnelResponse101Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OpenAgentTunnelResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenAgentTunnelResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenAgentTunnelResponse404Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenAgentTunnelResponse503Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -7224,6 +7343,26 @@ func (r OpenAgentTunnelResponse) ContentType() string {
 	return ""
 }
 
+// CancelArrayResponse400Headers the declared response headers of an HTTP 400 response for CancelArray
+type CancelArrayResponse400Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse401Headers the declared response headers of an HTTP 401 response for CancelArray
+type CancelArrayResponse401Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse403Headers the declared response headers of an HTTP 403 response for CancelArray
+type CancelArrayResponse403Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse404Headers the declared response headers of an HTTP 404 response for CancelArray
+type CancelArrayResponse404Headers struct {
+	XDataAge *int
+}
+
 type CancelArrayResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7237,6 +7376,14 @@ type CancelArrayResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CancelArrayResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelArrayResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelArrayResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelArrayResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7293,6 +7440,26 @@ func (r CancelArrayResponse) ContentType() string {
 	return ""
 }
 
+// GetArrayResponse200Headers the declared response headers of an HTTP 200 response for GetArray
+type GetArrayResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse400Headers the declared response headers of an HTTP 400 response for GetArray
+type GetArrayResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse401Headers the declared response headers of an HTTP 401 response for GetArray
+type GetArrayResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse404Headers the declared response headers of an HTTP 404 response for GetArray
+type GetArrayResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetArrayResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7304,6 +7471,14 @@ type GetArrayResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetArrayResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetArrayResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetArrayResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetArrayResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7355,6 +7530,21 @@ func (r GetArrayResponse) ContentType() string {
 	return ""
 }
 
+// GetClusterHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetClusterHistory
+type GetClusterHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetClusterHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetClusterHistory
+type GetClusterHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetClusterHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetClusterHistory
+type GetClusterHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetClusterHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7364,6 +7554,12 @@ type GetClusterHistoryResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetClusterHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetClusterHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetClusterHistoryResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7410,6 +7606,16 @@ func (r GetClusterHistoryResponse) ContentType() string {
 	return ""
 }
 
+// ListGPUsResponse200Headers the declared response headers of an HTTP 200 response for ListGPUs
+type ListGPUsResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListGPUsResponse401Headers the declared response headers of an HTTP 401 response for ListGPUs
+type ListGPUsResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListGPUsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7417,6 +7623,10 @@ type ListGPUsResponse struct {
 	JSON200 *[]GPUSeries
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListGPUsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListGPUsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7458,6 +7668,21 @@ func (r ListGPUsResponse) ContentType() string {
 	return ""
 }
 
+// GetGPUsHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetGPUsHistory
+type GetGPUsHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetGPUsHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetGPUsHistory
+type GetGPUsHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetGPUsHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetGPUsHistory
+type GetGPUsHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetGPUsHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7467,6 +7692,12 @@ type GetGPUsHistoryResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGPUsHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetGPUsHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetGPUsHistoryResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7513,6 +7744,26 @@ func (r GetGPUsHistoryResponse) ContentType() string {
 	return ""
 }
 
+// GetGPUHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetGPUHistory
+type GetGPUHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetGPUHistory
+type GetGPUHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetGPUHistory
+type GetGPUHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse404Headers the declared response headers of an HTTP 404 response for GetGPUHistory
+type GetGPUHistoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetGPUHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7524,6 +7775,14 @@ type GetGPUHistoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGPUHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetGPUHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetGPUHistoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetGPUHistoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7578,8 +7837,24 @@ func (r GetGPUHistoryResponse) ContentType() string {
 // ListJobsResponse200Headers the declared response headers of an HTTP 200 response for ListJobs
 type ListJobsResponse200Headers struct {
 	Link        *string
+	XDataAge    *int
 	XNextCursor *string
 	XPrevCursor *string
+}
+
+// ListJobsResponse400Headers the declared response headers of an HTTP 400 response for ListJobs
+type ListJobsResponse400Headers struct {
+	XDataAge *int
+}
+
+// ListJobsResponse401Headers the declared response headers of an HTTP 401 response for ListJobs
+type ListJobsResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListJobsResponse403Headers the declared response headers of an HTTP 403 response for ListJobs
+type ListJobsResponse403Headers struct {
+	XDataAge *int
 }
 
 type ListJobsResponse struct {
@@ -7595,6 +7870,12 @@ type ListJobsResponse struct {
 	JSON403 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListJobsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListJobsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJobsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListJobsResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7652,6 +7933,26 @@ type SubmitJobResponse201Headers struct {
 	Location           *string
 }
 
+// SubmitJobResponse400Headers the declared response headers of an HTTP 400 response for SubmitJob
+type SubmitJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse401Headers the declared response headers of an HTTP 401 response for SubmitJob
+type SubmitJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse409Headers the declared response headers of an HTTP 409 response for SubmitJob
+type SubmitJobResponse409Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse503Headers the declared response headers of an HTTP 503 response for SubmitJob
+type SubmitJobResponse503Headers struct {
+	XDataAge *int
+}
+
 type SubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7667,6 +7968,14 @@ type SubmitJobResponse struct {
 	JSON503 *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *SubmitJobResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SubmitJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SubmitJobResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SubmitJobResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SubmitJobResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -7723,6 +8032,26 @@ func (r SubmitJobResponse) ContentType() string {
 	return ""
 }
 
+// CancelJobResponse401Headers the declared response headers of an HTTP 401 response for CancelJob
+type CancelJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse403Headers the declared response headers of an HTTP 403 response for CancelJob
+type CancelJobResponse403Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse404Headers the declared response headers of an HTTP 404 response for CancelJob
+type CancelJobResponse404Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse409Headers the declared response headers of an HTTP 409 response for CancelJob
+type CancelJobResponse409Headers struct {
+	XDataAge *int
+}
+
 type CancelJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7736,6 +8065,14 @@ type CancelJobResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelJobResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelJobResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelJobResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelJobResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7792,6 +8129,26 @@ func (r CancelJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobResponse200Headers the declared response headers of an HTTP 200 response for GetJob
+type GetJobResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse400Headers the declared response headers of an HTTP 400 response for GetJob
+type GetJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse401Headers the declared response headers of an HTTP 401 response for GetJob
+type GetJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse404Headers the declared response headers of an HTTP 404 response for GetJob
+type GetJobResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7803,6 +8160,14 @@ type GetJobResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7854,6 +8219,21 @@ func (r GetJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetJobHistory
+type GetJobHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetJobHistory
+type GetJobHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobHistoryResponse404Headers the declared response headers of an HTTP 404 response for GetJobHistory
+type GetJobHistoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7863,6 +8243,12 @@ type GetJobHistoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobHistoryResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobHistoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobHistoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7909,6 +8295,31 @@ func (r GetJobHistoryResponse) ContentType() string {
 	return ""
 }
 
+// KeepJobAliveResponse400Headers the declared response headers of an HTTP 400 response for KeepJobAlive
+type KeepJobAliveResponse400Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse401Headers the declared response headers of an HTTP 401 response for KeepJobAlive
+type KeepJobAliveResponse401Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse403Headers the declared response headers of an HTTP 403 response for KeepJobAlive
+type KeepJobAliveResponse403Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse404Headers the declared response headers of an HTTP 404 response for KeepJobAlive
+type KeepJobAliveResponse404Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse409Headers the declared response headers of an HTTP 409 response for KeepJobAlive
+type KeepJobAliveResponse409Headers struct {
+	XDataAge *int
+}
+
 type KeepJobAliveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7924,6 +8335,16 @@ type KeepJobAliveResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *KeepJobAliveResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *KeepJobAliveResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *KeepJobAliveResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *KeepJobAliveResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *KeepJobAliveResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7987,7 +8408,23 @@ func (r KeepJobAliveResponse) ContentType() string {
 
 // GetJobLogsResponse200Headers the declared response headers of an HTTP 200 response for GetJobLogs
 type GetJobLogsResponse200Headers struct {
+	XDataAge *int
 	XLogSize *int64
+}
+
+// GetJobLogsResponse400Headers the declared response headers of an HTTP 400 response for GetJobLogs
+type GetJobLogsResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobLogsResponse401Headers the declared response headers of an HTTP 401 response for GetJobLogs
+type GetJobLogsResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobLogsResponse404Headers the declared response headers of an HTTP 404 response for GetJobLogs
+type GetJobLogsResponse404Headers struct {
+	XDataAge *int
 }
 
 type GetJobLogsResponse struct {
@@ -8001,6 +8438,12 @@ type GetJobLogsResponse struct {
 	JSON404 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetJobLogsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobLogsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobLogsResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobLogsResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -8047,6 +8490,21 @@ func (r GetJobLogsResponse) ContentType() string {
 	return ""
 }
 
+// GetJobMemoryResponse200Headers the declared response headers of an HTTP 200 response for GetJobMemory
+type GetJobMemoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobMemoryResponse401Headers the declared response headers of an HTTP 401 response for GetJobMemory
+type GetJobMemoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobMemoryResponse404Headers the declared response headers of an HTTP 404 response for GetJobMemory
+type GetJobMemoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobMemoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8056,6 +8514,12 @@ type GetJobMemoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobMemoryResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobMemoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobMemoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8102,6 +8566,31 @@ func (r GetJobMemoryResponse) ContentType() string {
 	return ""
 }
 
+// ResubmitJobResponse400Headers the declared response headers of an HTTP 400 response for ResubmitJob
+type ResubmitJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse401Headers the declared response headers of an HTTP 401 response for ResubmitJob
+type ResubmitJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse403Headers the declared response headers of an HTTP 403 response for ResubmitJob
+type ResubmitJobResponse403Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse404Headers the declared response headers of an HTTP 404 response for ResubmitJob
+type ResubmitJobResponse404Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse409Headers the declared response headers of an HTTP 409 response for ResubmitJob
+type ResubmitJobResponse409Headers struct {
+	XDataAge *int
+}
+
 type ResubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8117,6 +8606,16 @@ type ResubmitJobResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ResubmitJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResubmitJobResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResubmitJobResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResubmitJobResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ResubmitJobResponse409Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8178,6 +8677,26 @@ func (r ResubmitJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobUsageResponse200Headers the declared response headers of an HTTP 200 response for GetJobUsage
+type GetJobUsageResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse400Headers the declared response headers of an HTTP 400 response for GetJobUsage
+type GetJobUsageResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse401Headers the declared response headers of an HTTP 401 response for GetJobUsage
+type GetJobUsageResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse404Headers the declared response headers of an HTTP 404 response for GetJobUsage
+type GetJobUsageResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobUsageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8189,6 +8708,14 @@ type GetJobUsageResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobUsageResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobUsageResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobUsageResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobUsageResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8240,6 +8767,21 @@ func (r GetJobUsageResponse) ContentType() string {
 	return ""
 }
 
+// ListJoinTokensResponse200Headers the declared response headers of an HTTP 200 response for ListJoinTokens
+type ListJoinTokensResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListJoinTokensResponse401Headers the declared response headers of an HTTP 401 response for ListJoinTokens
+type ListJoinTokensResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListJoinTokensResponse403Headers the declared response headers of an HTTP 403 response for ListJoinTokens
+type ListJoinTokensResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListJoinTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8249,6 +8791,12 @@ type ListJoinTokensResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListJoinTokensResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJoinTokensResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListJoinTokensResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8295,6 +8843,21 @@ func (r ListJoinTokensResponse) ContentType() string {
 	return ""
 }
 
+// CreateJoinTokenResponse400Headers the declared response headers of an HTTP 400 response for CreateJoinToken
+type CreateJoinTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// CreateJoinTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateJoinToken
+type CreateJoinTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// CreateJoinTokenResponse403Headers the declared response headers of an HTTP 403 response for CreateJoinToken
+type CreateJoinTokenResponse403Headers struct {
+	XDataAge *int
+}
+
 type CreateJoinTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8306,6 +8869,12 @@ type CreateJoinTokenResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateJoinTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateJoinTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateJoinTokenResponse403Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8357,6 +8926,26 @@ func (r CreateJoinTokenResponse) ContentType() string {
 	return ""
 }
 
+// RevokeJoinTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeJoinToken
+type RevokeJoinTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeJoinToken
+type RevokeJoinTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse403Headers the declared response headers of an HTTP 403 response for RevokeJoinToken
+type RevokeJoinTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeJoinToken
+type RevokeJoinTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeJoinTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8368,6 +8957,14 @@ type RevokeJoinTokenResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeJoinTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeJoinTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeJoinTokenResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeJoinTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -8419,6 +9016,21 @@ func (r RevokeJoinTokenResponse) ContentType() string {
 	return ""
 }
 
+// ListMachinesResponse200Headers the declared response headers of an HTTP 200 response for ListMachines
+type ListMachinesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListMachinesResponse401Headers the declared response headers of an HTTP 401 response for ListMachines
+type ListMachinesResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListMachinesResponse403Headers the declared response headers of an HTTP 403 response for ListMachines
+type ListMachinesResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListMachinesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8428,6 +9040,12 @@ type ListMachinesResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListMachinesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListMachinesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListMachinesResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8474,6 +9092,21 @@ func (r ListMachinesResponse) ContentType() string {
 	return ""
 }
 
+// RemoveMachineResponse401Headers the declared response headers of an HTTP 401 response for RemoveMachine
+type RemoveMachineResponse401Headers struct {
+	XDataAge *int
+}
+
+// RemoveMachineResponse403Headers the declared response headers of an HTTP 403 response for RemoveMachine
+type RemoveMachineResponse403Headers struct {
+	XDataAge *int
+}
+
+// RemoveMachineResponse404Headers the declared response headers of an HTTP 404 response for RemoveMachine
+type RemoveMachineResponse404Headers struct {
+	XDataAge *int
+}
+
 type RemoveMachineResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8483,6 +9116,12 @@ type RemoveMachineResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RemoveMachineResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RemoveMachineResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RemoveMachineResponse404Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -8529,6 +9168,16 @@ func (r RemoveMachineResponse) ContentType() string {
 	return ""
 }
 
+// GetMeResponse200Headers the declared response headers of an HTTP 200 response for GetMe
+type GetMeResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetMeResponse401Headers the declared response headers of an HTTP 401 response for GetMe
+type GetMeResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetMeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8536,6 +9185,10 @@ type GetMeResponse struct {
 	JSON200 *Me
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetMeResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetMeResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8577,6 +9230,16 @@ func (r GetMeResponse) ContentType() string {
 	return ""
 }
 
+// GetNotificationSettingsResponse200Headers the declared response headers of an HTTP 200 response for GetNotificationSettings
+type GetNotificationSettingsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetNotificationSettingsResponse401Headers the declared response headers of an HTTP 401 response for GetNotificationSettings
+type GetNotificationSettingsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetNotificationSettingsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8584,6 +9247,10 @@ type GetNotificationSettingsResponse struct {
 	JSON200 *NotificationSettings
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetNotificationSettingsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetNotificationSettingsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8625,6 +9292,16 @@ func (r GetNotificationSettingsResponse) ContentType() string {
 	return ""
 }
 
+// SetNotificationSettingsResponse400Headers the declared response headers of an HTTP 400 response for SetNotificationSettings
+type SetNotificationSettingsResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetNotificationSettingsResponse401Headers the declared response headers of an HTTP 401 response for SetNotificationSettings
+type SetNotificationSettingsResponse401Headers struct {
+	XDataAge *int
+}
+
 type SetNotificationSettingsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8634,6 +9311,10 @@ type SetNotificationSettingsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetNotificationSettingsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetNotificationSettingsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8680,6 +9361,16 @@ func (r SetNotificationSettingsResponse) ContentType() string {
 	return ""
 }
 
+// TestNotificationResponse400Headers the declared response headers of an HTTP 400 response for TestNotification
+type TestNotificationResponse400Headers struct {
+	XDataAge *int
+}
+
+// TestNotificationResponse401Headers the declared response headers of an HTTP 401 response for TestNotification
+type TestNotificationResponse401Headers struct {
+	XDataAge *int
+}
+
 type TestNotificationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8689,6 +9380,10 @@ type TestNotificationResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *TestNotificationResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TestNotificationResponse401Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -8735,6 +9430,16 @@ func (r TestNotificationResponse) ContentType() string {
 	return ""
 }
 
+// ListNodesResponse200Headers the declared response headers of an HTTP 200 response for ListNodes
+type ListNodesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListNodesResponse401Headers the declared response headers of an HTTP 401 response for ListNodes
+type ListNodesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListNodesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8742,6 +9447,10 @@ type ListNodesResponse struct {
 	JSON200 *[]Node
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListNodesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListNodesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8783,6 +9492,21 @@ func (r ListNodesResponse) ContentType() string {
 	return ""
 }
 
+// CordonNodeResponse401Headers the declared response headers of an HTTP 401 response for CordonNode
+type CordonNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// CordonNodeResponse403Headers the declared response headers of an HTTP 403 response for CordonNode
+type CordonNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// CordonNodeResponse404Headers the declared response headers of an HTTP 404 response for CordonNode
+type CordonNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type CordonNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8794,6 +9518,12 @@ type CordonNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CordonNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CordonNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CordonNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8845,6 +9575,21 @@ func (r CordonNodeResponse) ContentType() string {
 	return ""
 }
 
+// DrainNodeResponse401Headers the declared response headers of an HTTP 401 response for DrainNode
+type DrainNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// DrainNodeResponse403Headers the declared response headers of an HTTP 403 response for DrainNode
+type DrainNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// DrainNodeResponse404Headers the declared response headers of an HTTP 404 response for DrainNode
+type DrainNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type DrainNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8856,6 +9601,12 @@ type DrainNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DrainNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DrainNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DrainNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8907,6 +9658,26 @@ func (r DrainNodeResponse) ContentType() string {
 	return ""
 }
 
+// ClearGPUResponse400Headers the declared response headers of an HTTP 400 response for ClearGPU
+type ClearGPUResponse400Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse401Headers the declared response headers of an HTTP 401 response for ClearGPU
+type ClearGPUResponse401Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse403Headers the declared response headers of an HTTP 403 response for ClearGPU
+type ClearGPUResponse403Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse404Headers the declared response headers of an HTTP 404 response for ClearGPU
+type ClearGPUResponse404Headers struct {
+	XDataAge *int
+}
+
 type ClearGPUResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8920,6 +9691,14 @@ type ClearGPUResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ClearGPUResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ClearGPUResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ClearGPUResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ClearGPUResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8976,6 +9755,21 @@ func (r ClearGPUResponse) ContentType() string {
 	return ""
 }
 
+// ResumeNodeResponse401Headers the declared response headers of an HTTP 401 response for ResumeNode
+type ResumeNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// ResumeNodeResponse403Headers the declared response headers of an HTTP 403 response for ResumeNode
+type ResumeNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// ResumeNodeResponse404Headers the declared response headers of an HTTP 404 response for ResumeNode
+type ResumeNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type ResumeNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8987,6 +9781,12 @@ type ResumeNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResumeNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResumeNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9038,6 +9838,21 @@ func (r ResumeNodeResponse) ContentType() string {
 	return ""
 }
 
+// UncordonNodeResponse401Headers the declared response headers of an HTTP 401 response for UncordonNode
+type UncordonNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// UncordonNodeResponse403Headers the declared response headers of an HTTP 403 response for UncordonNode
+type UncordonNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// UncordonNodeResponse404Headers the declared response headers of an HTTP 404 response for UncordonNode
+type UncordonNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type UncordonNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9049,6 +9864,12 @@ type UncordonNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UncordonNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UncordonNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UncordonNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9100,9 +9921,16 @@ func (r UncordonNodeResponse) ContentType() string {
 	return ""
 }
 
+// GetOpenAPIResponse200Headers the declared response headers of an HTTP 200 response for GetOpenAPI
+type GetOpenAPIResponse200Headers struct {
+	XDataAge *int
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOpenAPIResponse200Headers
 }
 
 // GetBody returns the raw response body bytes
@@ -9134,6 +9962,16 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+// ListQueuesResponse200Headers the declared response headers of an HTTP 200 response for ListQueues
+type ListQueuesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListQueuesResponse401Headers the declared response headers of an HTTP 401 response for ListQueues
+type ListQueuesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListQueuesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9141,6 +9979,10 @@ type ListQueuesResponse struct {
 	JSON200 *Queues
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListQueuesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListQueuesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9182,6 +10024,16 @@ func (r ListQueuesResponse) ContentType() string {
 	return ""
 }
 
+// GetEstimateStatsResponse200Headers the declared response headers of an HTTP 200 response for GetEstimateStats
+type GetEstimateStatsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetEstimateStatsResponse401Headers the declared response headers of an HTTP 401 response for GetEstimateStats
+type GetEstimateStatsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetEstimateStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9189,6 +10041,10 @@ type GetEstimateStatsResponse struct {
 	JSON200 *Estimates
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetEstimateStatsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEstimateStatsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9230,6 +10086,21 @@ func (r GetEstimateStatsResponse) ContentType() string {
 	return ""
 }
 
+// GetJCTStatsResponse200Headers the declared response headers of an HTTP 200 response for GetJCTStats
+type GetJCTStatsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJCTStatsResponse400Headers the declared response headers of an HTTP 400 response for GetJCTStats
+type GetJCTStatsResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJCTStatsResponse401Headers the declared response headers of an HTTP 401 response for GetJCTStats
+type GetJCTStatsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetJCTStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9239,6 +10110,12 @@ type GetJCTStatsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJCTStatsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJCTStatsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJCTStatsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9285,6 +10162,16 @@ func (r GetJCTStatsResponse) ContentType() string {
 	return ""
 }
 
+// ListTeamsResponse200Headers the declared response headers of an HTTP 200 response for ListTeams
+type ListTeamsResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListTeamsResponse401Headers the declared response headers of an HTTP 401 response for ListTeams
+type ListTeamsResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListTeamsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9292,6 +10179,10 @@ type ListTeamsResponse struct {
 	JSON200 *[]TeamShare
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListTeamsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListTeamsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9333,6 +10224,26 @@ func (r ListTeamsResponse) ContentType() string {
 	return ""
 }
 
+// GetTeamResponse200Headers the declared response headers of an HTTP 200 response for GetTeam
+type GetTeamResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse401Headers the declared response headers of an HTTP 401 response for GetTeam
+type GetTeamResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse403Headers the declared response headers of an HTTP 403 response for GetTeam
+type GetTeamResponse403Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse404Headers the declared response headers of an HTTP 404 response for GetTeam
+type GetTeamResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetTeamResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9344,6 +10255,14 @@ type GetTeamResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetTeamResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTeamResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetTeamResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetTeamResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9395,6 +10314,26 @@ func (r GetTeamResponse) ContentType() string {
 	return ""
 }
 
+// UpdateTeamResponse400Headers the declared response headers of an HTTP 400 response for UpdateTeam
+type UpdateTeamResponse400Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse401Headers the declared response headers of an HTTP 401 response for UpdateTeam
+type UpdateTeamResponse401Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse403Headers the declared response headers of an HTTP 403 response for UpdateTeam
+type UpdateTeamResponse403Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse404Headers the declared response headers of an HTTP 404 response for UpdateTeam
+type UpdateTeamResponse404Headers struct {
+	XDataAge *int
+}
+
 type UpdateTeamResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9408,6 +10347,14 @@ type UpdateTeamResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateTeamResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateTeamResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateTeamResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateTeamResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9464,6 +10411,21 @@ func (r UpdateTeamResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamCapResponse400Headers the declared response headers of an HTTP 400 response for SetTeamCap
+type SetTeamCapResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamCapResponse401Headers the declared response headers of an HTTP 401 response for SetTeamCap
+type SetTeamCapResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamCapResponse403Headers the declared response headers of an HTTP 403 response for SetTeamCap
+type SetTeamCapResponse403Headers struct {
+	XDataAge *int
+}
+
 type SetTeamCapResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9475,6 +10437,12 @@ type SetTeamCapResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamCapResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamCapResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamCapResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9526,6 +10494,26 @@ func (r SetTeamCapResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamIdlePolicyResponse400Headers the declared response headers of an HTTP 400 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse401Headers the declared response headers of an HTTP 401 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse403Headers the declared response headers of an HTTP 403 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse404Headers the declared response headers of an HTTP 404 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamIdlePolicyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9539,6 +10527,14 @@ type SetTeamIdlePolicyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamIdlePolicyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamIdlePolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamIdlePolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamIdlePolicyResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9595,6 +10591,26 @@ func (r SetTeamIdlePolicyResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamSessionPolicyResponse400Headers the declared response headers of an HTTP 400 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse401Headers the declared response headers of an HTTP 401 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse403Headers the declared response headers of an HTTP 403 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse404Headers the declared response headers of an HTTP 404 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamSessionPolicyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9608,6 +10624,14 @@ type SetTeamSessionPolicyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamSessionPolicyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamSessionPolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamSessionPolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamSessionPolicyResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9664,6 +10688,26 @@ func (r SetTeamSessionPolicyResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamTimeLimitsResponse400Headers the declared response headers of an HTTP 400 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse401Headers the declared response headers of an HTTP 401 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse403Headers the declared response headers of an HTTP 403 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse404Headers the declared response headers of an HTTP 404 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamTimeLimitsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9677,6 +10721,14 @@ type SetTeamTimeLimitsResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamTimeLimitsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamTimeLimitsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamTimeLimitsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamTimeLimitsResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9733,6 +10785,16 @@ func (r SetTeamTimeLimitsResponse) ContentType() string {
 	return ""
 }
 
+// ListTemplatesResponse200Headers the declared response headers of an HTTP 200 response for ListTemplates
+type ListTemplatesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListTemplatesResponse401Headers the declared response headers of an HTTP 401 response for ListTemplates
+type ListTemplatesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListTemplatesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9740,6 +10802,10 @@ type ListTemplatesResponse struct {
 	JSON200 *[]Template
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListTemplatesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListTemplatesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9781,6 +10847,16 @@ func (r ListTemplatesResponse) ContentType() string {
 	return ""
 }
 
+// CreateTemplateResponse400Headers the declared response headers of an HTTP 400 response for CreateTemplate
+type CreateTemplateResponse400Headers struct {
+	XDataAge *int
+}
+
+// CreateTemplateResponse401Headers the declared response headers of an HTTP 401 response for CreateTemplate
+type CreateTemplateResponse401Headers struct {
+	XDataAge *int
+}
+
 type CreateTemplateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9790,6 +10866,10 @@ type CreateTemplateResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateTemplateResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateTemplateResponse401Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -9836,6 +10916,16 @@ func (r CreateTemplateResponse) ContentType() string {
 	return ""
 }
 
+// DeleteTemplateResponse401Headers the declared response headers of an HTTP 401 response for DeleteTemplate
+type DeleteTemplateResponse401Headers struct {
+	XDataAge *int
+}
+
+// DeleteTemplateResponse404Headers the declared response headers of an HTTP 404 response for DeleteTemplate
+type DeleteTemplateResponse404Headers struct {
+	XDataAge *int
+}
+
 type DeleteTemplateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9843,6 +10933,10 @@ type DeleteTemplateResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteTemplateResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteTemplateResponse404Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -9884,6 +10978,21 @@ func (r DeleteTemplateResponse) ContentType() string {
 	return ""
 }
 
+// CreateTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateToken
+type CreateTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// CreateTokenResponse403Headers the declared response headers of an HTTP 403 response for CreateToken
+type CreateTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// CreateTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateToken
+type CreateTokenResponse429Headers struct {
+	XDataAge *int
+}
+
 type CreateTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9895,6 +11004,12 @@ type CreateTokenResponse struct {
 	JSON403 *Error
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateTokenResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateTokenResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -9946,6 +11061,21 @@ func (r CreateTokenResponse) ContentType() string {
 	return ""
 }
 
+// RevokeCurrentTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeCurrentTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeCurrentTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeCurrentTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9955,6 +11085,12 @@ type RevokeCurrentTokenResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeCurrentTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeCurrentTokenResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeCurrentTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -10001,6 +11137,21 @@ func (r RevokeCurrentTokenResponse) ContentType() string {
 	return ""
 }
 
+// ListUsersResponse200Headers the declared response headers of an HTTP 200 response for ListUsers
+type ListUsersResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListUsersResponse401Headers the declared response headers of an HTTP 401 response for ListUsers
+type ListUsersResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListUsersResponse403Headers the declared response headers of an HTTP 403 response for ListUsers
+type ListUsersResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListUsersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10010,6 +11161,12 @@ type ListUsersResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUsersResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUsersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListUsersResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10056,6 +11213,26 @@ func (r ListUsersResponse) ContentType() string {
 	return ""
 }
 
+// DeleteUserResponse401Headers the declared response headers of an HTTP 401 response for DeleteUser
+type DeleteUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse403Headers the declared response headers of an HTTP 403 response for DeleteUser
+type DeleteUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse404Headers the declared response headers of an HTTP 404 response for DeleteUser
+type DeleteUserResponse404Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse409Headers the declared response headers of an HTTP 409 response for DeleteUser
+type DeleteUserResponse409Headers struct {
+	XDataAge *int
+}
+
 type DeleteUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10069,6 +11246,14 @@ type DeleteUserResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteUserResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DeleteUserResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10125,6 +11310,26 @@ func (r DeleteUserResponse) ContentType() string {
 	return ""
 }
 
+// DisableUserResponse401Headers the declared response headers of an HTTP 401 response for DisableUser
+type DisableUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse403Headers the declared response headers of an HTTP 403 response for DisableUser
+type DisableUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse404Headers the declared response headers of an HTTP 404 response for DisableUser
+type DisableUserResponse404Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse409Headers the declared response headers of an HTTP 409 response for DisableUser
+type DisableUserResponse409Headers struct {
+	XDataAge *int
+}
+
 type DisableUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10138,6 +11343,14 @@ type DisableUserResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DisableUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DisableUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DisableUserResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DisableUserResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10194,6 +11407,21 @@ func (r DisableUserResponse) ContentType() string {
 	return ""
 }
 
+// EnableUserResponse401Headers the declared response headers of an HTTP 401 response for EnableUser
+type EnableUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// EnableUserResponse403Headers the declared response headers of an HTTP 403 response for EnableUser
+type EnableUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// EnableUserResponse404Headers the declared response headers of an HTTP 404 response for EnableUser
+type EnableUserResponse404Headers struct {
+	XDataAge *int
+}
+
 type EnableUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10205,6 +11433,12 @@ type EnableUserResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EnableUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *EnableUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *EnableUserResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10256,6 +11490,26 @@ func (r EnableUserResponse) ContentType() string {
 	return ""
 }
 
+// ListUserTokensResponse200Headers the declared response headers of an HTTP 200 response for ListUserTokens
+type ListUserTokensResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse401Headers the declared response headers of an HTTP 401 response for ListUserTokens
+type ListUserTokensResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse403Headers the declared response headers of an HTTP 403 response for ListUserTokens
+type ListUserTokensResponse403Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse404Headers the declared response headers of an HTTP 404 response for ListUserTokens
+type ListUserTokensResponse404Headers struct {
+	XDataAge *int
+}
+
 type ListUserTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10267,6 +11521,14 @@ type ListUserTokensResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUserTokensResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUserTokensResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListUserTokensResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListUserTokensResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10318,6 +11580,26 @@ func (r ListUserTokensResponse) ContentType() string {
 	return ""
 }
 
+// RevokeUserTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeUserToken
+type RevokeUserTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeUserToken
+type RevokeUserTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse403Headers the declared response headers of an HTTP 403 response for RevokeUserToken
+type RevokeUserTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeUserToken
+type RevokeUserTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeUserTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10329,6 +11611,14 @@ type RevokeUserTokenResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeUserTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeUserTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeUserTokenResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeUserTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -10380,6 +11670,26 @@ func (r RevokeUserTokenResponse) ContentType() string {
 	return ""
 }
 
+// SetUnixNameResponse400Headers the declared response headers of an HTTP 400 response for SetUnixName
+type SetUnixNameResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse401Headers the declared response headers of an HTTP 401 response for SetUnixName
+type SetUnixNameResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse403Headers the declared response headers of an HTTP 403 response for SetUnixName
+type SetUnixNameResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse404Headers the declared response headers of an HTTP 404 response for SetUnixName
+type SetUnixNameResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetUnixNameResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10393,6 +11703,14 @@ type SetUnixNameResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetUnixNameResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetUnixNameResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetUnixNameResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetUnixNameResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10449,11 +11767,18 @@ func (r SetUnixNameResponse) ContentType() string {
 	return ""
 }
 
+// GetVersionResponse200Headers the declared response headers of an HTTP 200 response for GetVersion
+type GetVersionResponse200Headers struct {
+	XDataAge *int
+}
+
 type GetVersionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Version
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetVersionResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10490,6 +11815,36 @@ func (r GetVersionResponse) ContentType() string {
 	return ""
 }
 
+// GetWhatIfResponse200Headers the declared response headers of an HTTP 200 response for GetWhatIf
+type GetWhatIfResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse400Headers the declared response headers of an HTTP 400 response for GetWhatIf
+type GetWhatIfResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse401Headers the declared response headers of an HTTP 401 response for GetWhatIf
+type GetWhatIfResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse403Headers the declared response headers of an HTTP 403 response for GetWhatIf
+type GetWhatIfResponse403Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse422Headers the declared response headers of an HTTP 422 response for GetWhatIf
+type GetWhatIfResponse422Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse503Headers the declared response headers of an HTTP 503 response for GetWhatIf
+type GetWhatIfResponse503Headers struct {
+	XDataAge *int
+}
+
 type GetWhatIfResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10505,6 +11860,18 @@ type GetWhatIfResponse struct {
 	JSON422 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWhatIfResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetWhatIfResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWhatIfResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWhatIfResponse403Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *GetWhatIfResponse422Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWhatIfResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11533,6 +12900,49 @@ func ParseGetAccountingResponse(rsp *http.Response) (*GetAccountingResponse, err
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAccountingResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetAccountingResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetAccountingResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetAccountingResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11583,6 +12993,59 @@ func ParseConnectAgentResponse(rsp *http.Response) (*ConnectAgentResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 101:
+		var headers ConnectAgentResponse101Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 401:
+		var headers ConnectAgentResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ConnectAgentResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConnectAgentResponse429Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ConnectAgentResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11631,6 +13094,59 @@ func ParseOpenAgentTunnelResponse(rsp *http.Response) (*OpenAgentTunnelResponse,
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		var headers OpenAgentTunnelResponse101Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 400:
+		var headers OpenAgentTunnelResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OpenAgentTunnelResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenAgentTunnelResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenAgentTunnelResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11687,6 +13203,49 @@ func ParseCancelArrayResponse(rsp *http.Response) (*CancelArrayResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CancelArrayResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelArrayResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelArrayResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelArrayResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11734,6 +13293,49 @@ func ParseGetArrayResponse(rsp *http.Response) (*GetArrayResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetArrayResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetArrayResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetArrayResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetArrayResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11774,6 +13376,39 @@ func ParseGetClusterHistoryResponse(rsp *http.Response) (*GetClusterHistoryRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetClusterHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetClusterHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetClusterHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11805,6 +13440,29 @@ func ParseListGPUsResponse(rsp *http.Response) (*ListGPUsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListGPUsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListGPUsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -11845,6 +13503,39 @@ func ParseGetGPUsHistoryResponse(rsp *http.Response) (*GetGPUsHistoryResponse, e
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGPUsHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetGPUsHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetGPUsHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -11892,6 +13583,49 @@ func ParseGetGPUHistoryResponse(rsp *http.Response) (*GetGPUHistoryResponse, err
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGPUHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetGPUHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetGPUHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetGPUHistoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -11951,6 +13685,13 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			}
 			headers.Link = &value
 		}
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
 		if values := rsp.Header.Values("X-Next-Cursor"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Next-Cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -11966,6 +13707,36 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			headers.XPrevCursor = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListJobsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListJobsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListJobsResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12040,6 +13811,46 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers SubmitJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SubmitJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers SubmitJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers SubmitJobResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12096,6 +13907,49 @@ func ParseCancelJobResponse(rsp *http.Response) (*CancelJobResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CancelJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelJobResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CancelJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12143,6 +13997,49 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12181,6 +14078,39 @@ func ParseGetJobHistoryResponse(rsp *http.Response) (*GetJobHistoryResponse, err
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobHistoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12244,6 +14174,59 @@ func ParseKeepJobAliveResponse(rsp *http.Response) (*KeepJobAliveResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers KeepJobAliveResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers KeepJobAliveResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers KeepJobAliveResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers KeepJobAliveResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers KeepJobAliveResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12287,6 +14270,13 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetJobLogsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
 		if values := rsp.Header.Values("X-Log-Size"); len(values) > 0 {
 			var value int64
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Log-Size", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"}); err != nil {
@@ -12295,6 +14285,36 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 			headers.XLogSize = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobLogsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobLogsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobLogsResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12335,6 +14355,39 @@ func ParseGetJobMemoryResponse(rsp *http.Response) (*GetJobMemoryResponse, error
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobMemoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobMemoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobMemoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12398,6 +14451,59 @@ func ParseResubmitJobResponse(rsp *http.Response) (*ResubmitJobResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ResubmitJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResubmitJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResubmitJobResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResubmitJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ResubmitJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12445,6 +14551,49 @@ func ParseGetJobUsageResponse(rsp *http.Response) (*GetJobUsageResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobUsageResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobUsageResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobUsageResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobUsageResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12483,6 +14632,39 @@ func ParseListJoinTokensResponse(rsp *http.Response) (*ListJoinTokensResponse, e
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListJoinTokensResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListJoinTokensResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListJoinTokensResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12530,6 +14712,39 @@ func ParseCreateJoinTokenResponse(rsp *http.Response) (*CreateJoinTokenResponse,
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateJoinTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateJoinTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateJoinTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12582,6 +14797,49 @@ func ParseRevokeJoinTokenResponse(rsp *http.Response) (*RevokeJoinTokenResponse,
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeJoinTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeJoinTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeJoinTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeJoinTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12620,6 +14878,39 @@ func ParseListMachinesResponse(rsp *http.Response) (*ListMachinesResponse, error
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListMachinesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListMachinesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListMachinesResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12665,6 +14956,39 @@ func ParseRemoveMachineResponse(rsp *http.Response) (*RemoveMachineResponse, err
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RemoveMachineResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RemoveMachineResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RemoveMachineResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12698,6 +15022,29 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetMeResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetMeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12729,6 +15076,29 @@ func ParseGetNotificationSettingsResponse(rsp *http.Response) (*GetNotificationS
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetNotificationSettingsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetNotificationSettingsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -12771,6 +15141,29 @@ func ParseSetNotificationSettingsResponse(rsp *http.Response) (*SetNotificationS
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetNotificationSettingsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetNotificationSettingsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12811,6 +15204,29 @@ func ParseTestNotificationResponse(rsp *http.Response) (*TestNotificationRespons
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers TestNotificationResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers TestNotificationResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12842,6 +15258,29 @@ func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListNodesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListNodesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -12891,6 +15330,39 @@ func ParseCordonNodeResponse(rsp *http.Response) (*CordonNodeResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CordonNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CordonNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CordonNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12936,6 +15408,39 @@ func ParseDrainNodeResponse(rsp *http.Response) (*DrainNodeResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DrainNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DrainNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DrainNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12992,6 +15497,49 @@ func ParseClearGPUResponse(rsp *http.Response) (*ClearGPUResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ClearGPUResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ClearGPUResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ClearGPUResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ClearGPUResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13037,6 +15585,39 @@ func ParseResumeNodeResponse(rsp *http.Response) (*ResumeNodeResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ResumeNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResumeNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResumeNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13086,6 +15667,39 @@ func ParseUncordonNodeResponse(rsp *http.Response) (*UncordonNodeResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers UncordonNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UncordonNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UncordonNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13100,6 +15714,19 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	response := &GetOpenAPIResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOpenAPIResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -13135,6 +15762,29 @@ func ParseListQueuesResponse(rsp *http.Response) (*ListQueuesResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListQueuesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListQueuesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13166,6 +15816,29 @@ func ParseGetEstimateStatsResponse(rsp *http.Response) (*GetEstimateStatsRespons
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetEstimateStatsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetEstimateStatsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13208,6 +15881,39 @@ func ParseGetJCTStatsResponse(rsp *http.Response) (*GetJCTStatsResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJCTStatsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJCTStatsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJCTStatsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13239,6 +15945,29 @@ func ParseListTeamsResponse(rsp *http.Response) (*ListTeamsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListTeamsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListTeamsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13286,6 +16015,49 @@ func ParseGetTeamResponse(rsp *http.Response) (*GetTeamResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetTeamResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetTeamResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetTeamResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetTeamResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13342,6 +16114,49 @@ func ParseUpdateTeamResponse(rsp *http.Response) (*UpdateTeamResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers UpdateTeamResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateTeamResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateTeamResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateTeamResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13387,6 +16202,39 @@ func ParseSetTeamCapResponse(rsp *http.Response) (*SetTeamCapResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamCapResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamCapResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamCapResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -13443,6 +16291,49 @@ func ParseSetTeamIdlePolicyResponse(rsp *http.Response) (*SetTeamIdlePolicyRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamIdlePolicyResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamIdlePolicyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamIdlePolicyResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamIdlePolicyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13495,6 +16386,49 @@ func ParseSetTeamSessionPolicyResponse(rsp *http.Response) (*SetTeamSessionPolic
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamSessionPolicyResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamSessionPolicyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamSessionPolicyResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamSessionPolicyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13551,6 +16485,49 @@ func ParseSetTeamTimeLimitsResponse(rsp *http.Response) (*SetTeamTimeLimitsRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamTimeLimitsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamTimeLimitsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamTimeLimitsResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamTimeLimitsResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13582,6 +16559,29 @@ func ParseListTemplatesResponse(rsp *http.Response) (*ListTemplatesResponse, err
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListTemplatesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListTemplatesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13624,6 +16624,29 @@ func ParseCreateTemplateResponse(rsp *http.Response) (*CreateTemplateResponse, e
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateTemplateResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateTemplateResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13658,6 +16681,29 @@ func ParseDeleteTemplateResponse(rsp *http.Response) (*DeleteTemplateResponse, e
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteTemplateResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteTemplateResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13707,6 +16753,39 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CreateTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateTokenResponse429Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers429 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13750,6 +16829,39 @@ func ParseRevokeCurrentTokenResponse(rsp *http.Response) (*RevokeCurrentTokenRes
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeCurrentTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeCurrentTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeCurrentTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13788,6 +16900,39 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUsersResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListUsersResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListUsersResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -13844,6 +16989,49 @@ func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DeleteUserResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13898,6 +17086,49 @@ func ParseDisableUserResponse(rsp *http.Response) (*DisableUserResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DisableUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DisableUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DisableUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DisableUserResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13945,6 +17176,39 @@ func ParseEnableUserResponse(rsp *http.Response) (*EnableUserResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EnableUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers EnableUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers EnableUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13990,6 +17254,49 @@ func ParseListUserTokensResponse(rsp *http.Response) (*ListUserTokensResponse, e
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUserTokensResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListUserTokensResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListUserTokensResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListUserTokensResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -14040,6 +17347,49 @@ func ParseRevokeUserTokenResponse(rsp *http.Response) (*RevokeUserTokenResponse,
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeUserTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeUserTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeUserTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeUserTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -14096,6 +17446,49 @@ func ParseSetUnixNameResponse(rsp *http.Response) (*SetUnixNameResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetUnixNameResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetUnixNameResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetUnixNameResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetUnixNameResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14120,6 +17513,19 @@ func ParseGetVersionResponse(rsp *http.Response) (*GetVersionResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetVersionResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -14181,6 +17587,69 @@ func ParseGetWhatIfResponse(rsp *http.Response) (*GetWhatIfResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWhatIfResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetWhatIfResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetWhatIfResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWhatIfResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 422:
+		var headers GetWhatIfResponse422Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWhatIfResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
