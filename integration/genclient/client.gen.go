@@ -1488,6 +1488,12 @@ type Node struct {
 	} `json:"gpus"`
 	Jobs []int64 `json:"jobs"`
 
+	// LastHeardAt when the server last heard the machine's agent (its last heartbeat; for a machine that disconnected, when it did); absent for the server's built-in machines
+	LastHeardAt *time.Time `json:"last_heard_at,omitempty"`
+
+	// LastHeardS seconds since last_heard_at
+	LastHeardS *float32 `json:"last_heard_s,omitempty"`
+
 	// LiveMemoryUnavailable why the GPUs' live memory is unknown, such as a Slurm node without a monitor-only agent; absent when known
 	LiveMemoryUnavailable *string `json:"live_memory_unavailable,omitempty"`
 
@@ -1499,6 +1505,9 @@ type Node struct {
 	// Note in a follower replica's answer to a drain, resume, cordon, uncordon or GPU clear: the action is recorded and takes effect on the leader's next pass (state is the machine's hold as the database has it); absent from the leader
 	Note  *string   `json:"note,omitempty"`
 	State NodeState `json:"state"`
+
+	// Unheard the server cannot hear the machine now (it disconnected, or its agent has been silent for over 3 s): what is said of it is its last known state, as of last_heard_at. GET /nodes lists disconnected machines so for an hour.
+	Unheard *bool `json:"unheard,omitempty"`
 }
 
 // NodeGpusHealth defines model for Node.Gpus.Health.
