@@ -157,3 +157,12 @@ func resumeLine(r job.Resume, node string) string {
 			r.Run, r.CheckpointAt.UTC().Format("15:04:05.000"))
 	}
 }
+
+// ResumeEnv is what a run starting now with checkpoint folder dir is told
+// of it: GPUPORTAL_RESUME=1 and GPUPORTAL_CHECKPOINT_AT when the folder
+// holds files, nothing when it is empty. The Slurm executor gives it its
+// runs (its work folder is shared by the server and every node); it keeps
+// no record of runs, so it never names GPUPORTAL_RESUME_RUN.
+func ResumeEnv(dir string) []string {
+	return resumeEnv(job.Resume{CheckpointAt: newestWrite(dir)})
+}
