@@ -141,6 +141,17 @@ type Job struct {
 	// (job.Requeue.Outcome); from job.MaxRequeueStalls on, the job
 	// is held (Held).
 	RequeueStalls int
+	// What the job's runs resumed from (resume.go): ResumeRun is the
+	// last run whose start was recorded (0: none), ResumeFromRun the run
+	// whose checkpoint it found (0: none or not known), ResumeCheckpointAt
+	// when that checkpoint was written (nil: it started from scratch),
+	// ResumeLostS the seconds of work the faults before it cost, and
+	// LostS those of all its runs.
+	ResumeRun          int64 `gorm:"not null;default:0"`
+	ResumeFromRun      int64 `gorm:"not null;default:0"`
+	ResumeCheckpointAt *time.Time
+	ResumeLostS        float64 `gorm:"not null;default:0"`
+	LostS              float64 `gorm:"not null;default:0"`
 	// HoldReason, when set, holds the job while it waits, whatever its
 	// queue: its owner's account was disabled or deleted (accounts.go).
 	// It says why, for the job's page.

@@ -42,6 +42,7 @@ func migrations() []migration {
 		{32, "jobs.idempotency_key and request_digest, unique per user: retried submissions get their first job (jobs.go)", jobsIdempotency},
 		{33, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
 		{34, "api_tokens.last_used_at: when a token last authenticated a request (users.go)", apiTokensLastUsed},
+		{35, "jobs.resume_*, lost_s: the checkpoint each run resumed from and the work faults cost (resume.go)", jobsResume},
 		{37, "jobs.priority, teams.batch_priorities and high_priority_gpus: batch jobs at high, normal and low priority (docs/scheduling.md)", batchPriorities},
 	}
 }
@@ -686,4 +687,20 @@ func batchPriorities(tx *gorm.DB) error {
 		return err
 	}
 	return addColumns(tx, &v37Team{}, "BatchPriorities", "HighPriorityGPUs")
+}
+
+// v35Job holds the columns step 35 adds to jobs: the checkpoint the last
+// run resumed from, and the work faults cost.
+type v35Job struct {
+	ResumeRun          int64 `gorm:"not null;default:0"`
+	ResumeFromRun      int64 `gorm:"not null;default:0"`
+	ResumeCheckpointAt *time.Time
+	ResumeLostS        float64 `gorm:"not null;default:0"`
+	LostS              float64 `gorm:"not null;default:0"`
+}
+
+func (v35Job) TableName() string { return "jobs" }
+
+func jobsResume(tx *gorm.DB) error {
+	return addColumns(tx, &v35Job{}, "ResumeRun", "ResumeFromRun", "ResumeCheckpointAt", "ResumeLostS", "LostS")
 }

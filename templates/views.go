@@ -320,6 +320,10 @@ type NodeCard struct {
 	LiveMemory string
 	// Resources says the CPUs and memory allocated to its jobs.
 	Resources string
+	// Heard, when set, says the server cannot hear the machine now and
+	// since when ("last heard 42s ago: ..."): what the card shows is its
+	// last known state.
+	Heard string
 }
 
 // Cluster is the cluster page.

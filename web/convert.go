@@ -224,6 +224,10 @@ func (m *moment) job(j *models.Job) api.Job {
 	} else if len(j.Command) == 0 {
 		out.Sim = &api.SimSpec{DurationS: j.SimDuration, UtilPct: j.SimUtilPct}
 	}
+	if j.ResumeRun > 0 {
+		out.Resume = &api.JobResume{Run: j.ResumeRun, FromRun: j.ResumeFromRun, CheckpointAt: j.ResumeCheckpointAt,
+			LostS: j.ResumeLostS, LostTotalS: j.LostS}
+	}
 	if j.FinishedAt != nil {
 		jct := j.JCT().Seconds()
 		out.JCTS = &jct

@@ -256,6 +256,7 @@ type Engine struct {
 	reasons    map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
 	noAccount  refusals               // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
+	gone       map[string]GoneNode // under mu (gone.go)
 	// waiting is when each waiting job began to wait for its GPUs, for
 	// the queue wait of its next start (waits.go); zero when unknown.
 	waiting   map[int64]time.Time
@@ -306,6 +307,7 @@ func New(cfg Config) (*Engine, error) {
 		promised:  make(sched.Promises),
 		reasons:   make(map[int64]storedReason),
 		lostSince: make(map[string]time.Time),
+		gone:      make(map[string]GoneNode),
 		waiting:   make(map[int64]time.Time),
 		stats:     stats{s: emptyStats()},
 	}, nil
@@ -323,6 +325,7 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 		e.mu.Lock()
 		e.nodes[n.Name()] = n
 		e.connected[n.Name()] = e.cfg.Now()
+		delete(e.gone, n.Name())
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
 		e.forgetAccounts(n.Name())
@@ -337,6 +340,9 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 func (e *Engine) RemoveNode(ctx context.Context, name string) error {
 	return e.call(ctx, func(ctx context.Context) {
 		e.mu.Lock()
+		if n := e.nodes[name]; n != nil {
+			e.rememberGone(n, e.cfg.Now())
+		}
 		delete(e.nodes, name)
 		delete(e.connected, name)
 		e.mu.Unlock()

@@ -41,6 +41,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs, gated := e.gate(ctx, jobs, now)
 	jobs = e.startPromised(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
+	e.recordResumes(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
 	if e.cfg.GPUTime != nil {
 		snap.GPUTimeDist = e.cfg.GPUTime.Dist(snap.Jobs)

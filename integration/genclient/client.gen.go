@@ -1357,6 +1357,9 @@ type Job struct {
 	// Resources while the job runs: its CPUs and host memory, allocated and used per node, and its sensitivity profile (docs/synergy.md)
 	Resources *JobResources `json:"resources,omitempty"`
 
+	// Resume what the latest run after the first found in its checkpoint folder as it started; absent until such a run has been heard from
+	Resume *JobResume `json:"resume,omitempty"`
+
 	// Retries how many times a run that fails on its own is started again
 	Retries int64      `json:"retries"`
 	RetryAt *time.Time `json:"retry_at"`
@@ -1436,6 +1439,24 @@ type JobResources struct {
 
 	// Profile speed against cores per GPU (cpu) and GiB of host memory per GPU (mem), as [x, speed] points
 	Profile CPUProfile `json:"profile"`
+}
+
+// JobResume Which run resumed from which checkpoint: the checkpoint folder (GPUPORTAL_CHECKPOINT_DIR) is the job's, kept across its runs on a machine, or across machines that share the agents' work folder; a run on a machine without it starts from scratch.
+type JobResume struct {
+	// CheckpointAt when that checkpoint was written; absent: the run started from scratch
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+
+	// FromRun the earlier run that wrote the checkpoint it found; absent when not known or none
+	FromRun *int64 `json:"from_run,omitempty"`
+
+	// LostS seconds of work the stop before the run cost: the earlier runs' time after the checkpoint (all of it from scratch)
+	LostS float32 `json:"lost_s"`
+
+	// LostTotalS seconds of work every such stop of the job cost
+	LostTotalS float32 `json:"lost_total_s"`
+
+	// Run the run that started
+	Run int64 `json:"run"`
 }
 
 // JobUsage defines model for JobUsage.
@@ -1554,6 +1575,12 @@ type Node struct {
 	} `json:"gpus"`
 	Jobs []int64 `json:"jobs"`
 
+	// LastHeardAt when the server last heard the machine's agent (its last heartbeat; for a machine that disconnected, when it did); absent for the server's built-in machines
+	LastHeardAt *time.Time `json:"last_heard_at,omitempty"`
+
+	// LastHeardS seconds since last_heard_at
+	LastHeardS *float32 `json:"last_heard_s,omitempty"`
+
 	// LiveMemoryUnavailable why the GPUs' live memory is unknown, such as a Slurm node without a monitor-only agent; absent when known
 	LiveMemoryUnavailable *string `json:"live_memory_unavailable,omitempty"`
 
@@ -1565,6 +1592,9 @@ type Node struct {
 	// Note in a follower replica's answer to a drain, resume, cordon, uncordon or GPU clear: the action is recorded and takes effect on the leader's next pass (state is the machine's hold as the database has it); absent from the leader
 	Note  *string   `json:"note,omitempty"`
 	State NodeState `json:"state"`
+
+	// Unheard the server cannot hear the machine now (it disconnected, or its agent has been silent for over 3 s): what is said of it is its last known state, as of last_heard_at. GET /nodes lists disconnected machines so for an hour.
+	Unheard *bool `json:"unheard,omitempty"`
 }
 
 // NodeGpusHealth defines model for Node.Gpus.Health.
@@ -7309,6 +7339,26 @@ type ClientWithResponsesInterface interface {
 	GetWhatIfWithResponse(ctx context.Context, params *GetWhatIfParams, reqEditors ...RequestEditorFn) (*GetWhatIfResponse, error)
 }
 
+// GetAccountingResponse200Headers the declared response headers of an HTTP 200 response for GetAccounting
+type GetAccountingResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse400Headers the declared response headers of an HTTP 400 response for GetAccounting
+type GetAccountingResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse401Headers the declared response headers of an HTTP 401 response for GetAccounting
+type GetAccountingResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse403Headers the declared response headers of an HTTP 403 response for GetAccounting
+type GetAccountingResponse403Headers struct {
+	XDataAge *int
+}
+
 type GetAccountingResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7320,6 +7370,14 @@ type GetAccountingResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAccountingResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetAccountingResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetAccountingResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetAccountingResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7371,6 +7429,31 @@ func (r GetAccountingResponse) ContentType() string {
 	return ""
 }
 
+// ConnectAgentResponse101Headers the declared response headers of an HTTP 101 response for ConnectAgent
+type ConnectAgentResponse101Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse401Headers the declared response headers of an HTTP 401 response for ConnectAgent
+type ConnectAgentResponse401Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse404Headers the declared response headers of an HTTP 404 response for ConnectAgent
+type ConnectAgentResponse404Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse429Headers the declared response headers of an HTTP 429 response for ConnectAgent
+type ConnectAgentResponse429Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse503Headers the declared response headers of an HTTP 503 response for ConnectAgent
+type ConnectAgentResponse503Headers struct {
+	XDataAge *int
+}
+
 type ConnectAgentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7382,6 +7465,16 @@ type ConnectAgentResponse struct {
 	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *ConnectAgentResponse101Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ConnectAgentResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ConnectAgentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConnectAgentResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ConnectAgentResponse503Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -7433,6 +7526,31 @@ func (r ConnectAgentResponse) ContentType() string {
 	return ""
 }
 
+// OpenAgentTunnelResponse101Headers the declared response headers of an HTTP 101 response for OpenAgentTunnel
+type OpenAgentTunnelResponse101Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse400Headers the declared response headers of an HTTP 400 response for OpenAgentTunnel
+type OpenAgentTunnelResponse400Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse401Headers the declared response headers of an HTTP 401 response for OpenAgentTunnel
+type OpenAgentTunnelResponse401Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse404Headers the declared response headers of an HTTP 404 response for OpenAgentTunnel
+type OpenAgentTunnelResponse404Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse503Headers the declared response headers of an HTTP 503 response for OpenAgentTunnel
+type OpenAgentTunnelResponse503Headers struct {
+	XDataAge *int
+}
+
 type OpenAgentTunnelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7444,6 +7562,16 @@ type OpenAgentTunnelResponse struct {
 	JSON404 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *OpenAgentTunnelResponse101Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OpenAgentTunnelResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenAgentTunnelResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenAgentTunnelResponse404Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenAgentTunnelResponse503Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -7495,6 +7623,26 @@ func (r OpenAgentTunnelResponse) ContentType() string {
 	return ""
 }
 
+// CancelArrayResponse400Headers the declared response headers of an HTTP 400 response for CancelArray
+type CancelArrayResponse400Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse401Headers the declared response headers of an HTTP 401 response for CancelArray
+type CancelArrayResponse401Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse403Headers the declared response headers of an HTTP 403 response for CancelArray
+type CancelArrayResponse403Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse404Headers the declared response headers of an HTTP 404 response for CancelArray
+type CancelArrayResponse404Headers struct {
+	XDataAge *int
+}
+
 type CancelArrayResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7508,6 +7656,14 @@ type CancelArrayResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CancelArrayResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelArrayResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelArrayResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelArrayResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7564,6 +7720,26 @@ func (r CancelArrayResponse) ContentType() string {
 	return ""
 }
 
+// GetArrayResponse200Headers the declared response headers of an HTTP 200 response for GetArray
+type GetArrayResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse400Headers the declared response headers of an HTTP 400 response for GetArray
+type GetArrayResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse401Headers the declared response headers of an HTTP 401 response for GetArray
+type GetArrayResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse404Headers the declared response headers of an HTTP 404 response for GetArray
+type GetArrayResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetArrayResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7575,6 +7751,14 @@ type GetArrayResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetArrayResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetArrayResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetArrayResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetArrayResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7626,6 +7810,21 @@ func (r GetArrayResponse) ContentType() string {
 	return ""
 }
 
+// GetClusterHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetClusterHistory
+type GetClusterHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetClusterHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetClusterHistory
+type GetClusterHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetClusterHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetClusterHistory
+type GetClusterHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetClusterHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7635,6 +7834,12 @@ type GetClusterHistoryResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetClusterHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetClusterHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetClusterHistoryResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7681,6 +7886,16 @@ func (r GetClusterHistoryResponse) ContentType() string {
 	return ""
 }
 
+// ListGPUsResponse200Headers the declared response headers of an HTTP 200 response for ListGPUs
+type ListGPUsResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListGPUsResponse401Headers the declared response headers of an HTTP 401 response for ListGPUs
+type ListGPUsResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListGPUsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7688,6 +7903,10 @@ type ListGPUsResponse struct {
 	JSON200 *[]GPUSeries
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListGPUsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListGPUsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7729,6 +7948,21 @@ func (r ListGPUsResponse) ContentType() string {
 	return ""
 }
 
+// GetGPUsHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetGPUsHistory
+type GetGPUsHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetGPUsHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetGPUsHistory
+type GetGPUsHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetGPUsHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetGPUsHistory
+type GetGPUsHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetGPUsHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7738,6 +7972,12 @@ type GetGPUsHistoryResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGPUsHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetGPUsHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetGPUsHistoryResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7784,6 +8024,26 @@ func (r GetGPUsHistoryResponse) ContentType() string {
 	return ""
 }
 
+// GetGPUHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetGPUHistory
+type GetGPUHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetGPUHistory
+type GetGPUHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetGPUHistory
+type GetGPUHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse404Headers the declared response headers of an HTTP 404 response for GetGPUHistory
+type GetGPUHistoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetGPUHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7795,6 +8055,14 @@ type GetGPUHistoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGPUHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetGPUHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetGPUHistoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetGPUHistoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7849,8 +8117,24 @@ func (r GetGPUHistoryResponse) ContentType() string {
 // ListJobsResponse200Headers the declared response headers of an HTTP 200 response for ListJobs
 type ListJobsResponse200Headers struct {
 	Link        *string
+	XDataAge    *int
 	XNextCursor *string
 	XPrevCursor *string
+}
+
+// ListJobsResponse400Headers the declared response headers of an HTTP 400 response for ListJobs
+type ListJobsResponse400Headers struct {
+	XDataAge *int
+}
+
+// ListJobsResponse401Headers the declared response headers of an HTTP 401 response for ListJobs
+type ListJobsResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListJobsResponse403Headers the declared response headers of an HTTP 403 response for ListJobs
+type ListJobsResponse403Headers struct {
+	XDataAge *int
 }
 
 type ListJobsResponse struct {
@@ -7866,6 +8150,12 @@ type ListJobsResponse struct {
 	JSON403 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListJobsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListJobsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJobsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListJobsResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7923,6 +8213,26 @@ type SubmitJobResponse201Headers struct {
 	Location           *string
 }
 
+// SubmitJobResponse400Headers the declared response headers of an HTTP 400 response for SubmitJob
+type SubmitJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse401Headers the declared response headers of an HTTP 401 response for SubmitJob
+type SubmitJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse409Headers the declared response headers of an HTTP 409 response for SubmitJob
+type SubmitJobResponse409Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse503Headers the declared response headers of an HTTP 503 response for SubmitJob
+type SubmitJobResponse503Headers struct {
+	XDataAge *int
+}
+
 type SubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7938,6 +8248,14 @@ type SubmitJobResponse struct {
 	JSON503 *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *SubmitJobResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SubmitJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SubmitJobResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SubmitJobResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SubmitJobResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -7994,6 +8312,26 @@ func (r SubmitJobResponse) ContentType() string {
 	return ""
 }
 
+// CancelJobResponse401Headers the declared response headers of an HTTP 401 response for CancelJob
+type CancelJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse403Headers the declared response headers of an HTTP 403 response for CancelJob
+type CancelJobResponse403Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse404Headers the declared response headers of an HTTP 404 response for CancelJob
+type CancelJobResponse404Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse409Headers the declared response headers of an HTTP 409 response for CancelJob
+type CancelJobResponse409Headers struct {
+	XDataAge *int
+}
+
 type CancelJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8007,6 +8345,14 @@ type CancelJobResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelJobResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelJobResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelJobResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelJobResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8063,6 +8409,26 @@ func (r CancelJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobResponse200Headers the declared response headers of an HTTP 200 response for GetJob
+type GetJobResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse400Headers the declared response headers of an HTTP 400 response for GetJob
+type GetJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse401Headers the declared response headers of an HTTP 401 response for GetJob
+type GetJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse404Headers the declared response headers of an HTTP 404 response for GetJob
+type GetJobResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8074,6 +8440,14 @@ type GetJobResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8125,6 +8499,21 @@ func (r GetJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetJobHistory
+type GetJobHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetJobHistory
+type GetJobHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobHistoryResponse404Headers the declared response headers of an HTTP 404 response for GetJobHistory
+type GetJobHistoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8134,6 +8523,12 @@ type GetJobHistoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobHistoryResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobHistoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobHistoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8180,6 +8575,31 @@ func (r GetJobHistoryResponse) ContentType() string {
 	return ""
 }
 
+// KeepJobAliveResponse400Headers the declared response headers of an HTTP 400 response for KeepJobAlive
+type KeepJobAliveResponse400Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse401Headers the declared response headers of an HTTP 401 response for KeepJobAlive
+type KeepJobAliveResponse401Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse403Headers the declared response headers of an HTTP 403 response for KeepJobAlive
+type KeepJobAliveResponse403Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse404Headers the declared response headers of an HTTP 404 response for KeepJobAlive
+type KeepJobAliveResponse404Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse409Headers the declared response headers of an HTTP 409 response for KeepJobAlive
+type KeepJobAliveResponse409Headers struct {
+	XDataAge *int
+}
+
 type KeepJobAliveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8195,6 +8615,16 @@ type KeepJobAliveResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *KeepJobAliveResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *KeepJobAliveResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *KeepJobAliveResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *KeepJobAliveResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *KeepJobAliveResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8258,7 +8688,23 @@ func (r KeepJobAliveResponse) ContentType() string {
 
 // GetJobLogsResponse200Headers the declared response headers of an HTTP 200 response for GetJobLogs
 type GetJobLogsResponse200Headers struct {
+	XDataAge *int
 	XLogSize *int64
+}
+
+// GetJobLogsResponse400Headers the declared response headers of an HTTP 400 response for GetJobLogs
+type GetJobLogsResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobLogsResponse401Headers the declared response headers of an HTTP 401 response for GetJobLogs
+type GetJobLogsResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobLogsResponse404Headers the declared response headers of an HTTP 404 response for GetJobLogs
+type GetJobLogsResponse404Headers struct {
+	XDataAge *int
 }
 
 type GetJobLogsResponse struct {
@@ -8272,6 +8718,12 @@ type GetJobLogsResponse struct {
 	JSON404 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetJobLogsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobLogsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobLogsResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobLogsResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -8318,6 +8770,21 @@ func (r GetJobLogsResponse) ContentType() string {
 	return ""
 }
 
+// GetJobMemoryResponse200Headers the declared response headers of an HTTP 200 response for GetJobMemory
+type GetJobMemoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobMemoryResponse401Headers the declared response headers of an HTTP 401 response for GetJobMemory
+type GetJobMemoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobMemoryResponse404Headers the declared response headers of an HTTP 404 response for GetJobMemory
+type GetJobMemoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobMemoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8327,6 +8794,12 @@ type GetJobMemoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobMemoryResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobMemoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobMemoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8373,6 +8846,31 @@ func (r GetJobMemoryResponse) ContentType() string {
 	return ""
 }
 
+// ResubmitJobResponse400Headers the declared response headers of an HTTP 400 response for ResubmitJob
+type ResubmitJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse401Headers the declared response headers of an HTTP 401 response for ResubmitJob
+type ResubmitJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse403Headers the declared response headers of an HTTP 403 response for ResubmitJob
+type ResubmitJobResponse403Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse404Headers the declared response headers of an HTTP 404 response for ResubmitJob
+type ResubmitJobResponse404Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse409Headers the declared response headers of an HTTP 409 response for ResubmitJob
+type ResubmitJobResponse409Headers struct {
+	XDataAge *int
+}
+
 type ResubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8388,6 +8886,16 @@ type ResubmitJobResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ResubmitJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResubmitJobResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResubmitJobResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResubmitJobResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ResubmitJobResponse409Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8449,6 +8957,26 @@ func (r ResubmitJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobUsageResponse200Headers the declared response headers of an HTTP 200 response for GetJobUsage
+type GetJobUsageResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse400Headers the declared response headers of an HTTP 400 response for GetJobUsage
+type GetJobUsageResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse401Headers the declared response headers of an HTTP 401 response for GetJobUsage
+type GetJobUsageResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse404Headers the declared response headers of an HTTP 404 response for GetJobUsage
+type GetJobUsageResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobUsageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8460,6 +8988,14 @@ type GetJobUsageResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobUsageResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobUsageResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobUsageResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobUsageResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8511,6 +9047,21 @@ func (r GetJobUsageResponse) ContentType() string {
 	return ""
 }
 
+// ListJoinTokensResponse200Headers the declared response headers of an HTTP 200 response for ListJoinTokens
+type ListJoinTokensResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListJoinTokensResponse401Headers the declared response headers of an HTTP 401 response for ListJoinTokens
+type ListJoinTokensResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListJoinTokensResponse403Headers the declared response headers of an HTTP 403 response for ListJoinTokens
+type ListJoinTokensResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListJoinTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8520,6 +9071,12 @@ type ListJoinTokensResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListJoinTokensResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJoinTokensResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListJoinTokensResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8566,6 +9123,21 @@ func (r ListJoinTokensResponse) ContentType() string {
 	return ""
 }
 
+// CreateJoinTokenResponse400Headers the declared response headers of an HTTP 400 response for CreateJoinToken
+type CreateJoinTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// CreateJoinTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateJoinToken
+type CreateJoinTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// CreateJoinTokenResponse403Headers the declared response headers of an HTTP 403 response for CreateJoinToken
+type CreateJoinTokenResponse403Headers struct {
+	XDataAge *int
+}
+
 type CreateJoinTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8577,6 +9149,12 @@ type CreateJoinTokenResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateJoinTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateJoinTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateJoinTokenResponse403Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8628,6 +9206,26 @@ func (r CreateJoinTokenResponse) ContentType() string {
 	return ""
 }
 
+// RevokeJoinTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeJoinToken
+type RevokeJoinTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeJoinToken
+type RevokeJoinTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse403Headers the declared response headers of an HTTP 403 response for RevokeJoinToken
+type RevokeJoinTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeJoinToken
+type RevokeJoinTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeJoinTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8639,6 +9237,14 @@ type RevokeJoinTokenResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeJoinTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeJoinTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeJoinTokenResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeJoinTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -8690,6 +9296,21 @@ func (r RevokeJoinTokenResponse) ContentType() string {
 	return ""
 }
 
+// ListMachinesResponse200Headers the declared response headers of an HTTP 200 response for ListMachines
+type ListMachinesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListMachinesResponse401Headers the declared response headers of an HTTP 401 response for ListMachines
+type ListMachinesResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListMachinesResponse403Headers the declared response headers of an HTTP 403 response for ListMachines
+type ListMachinesResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListMachinesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8699,6 +9320,12 @@ type ListMachinesResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListMachinesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListMachinesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListMachinesResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8745,6 +9372,21 @@ func (r ListMachinesResponse) ContentType() string {
 	return ""
 }
 
+// RemoveMachineResponse401Headers the declared response headers of an HTTP 401 response for RemoveMachine
+type RemoveMachineResponse401Headers struct {
+	XDataAge *int
+}
+
+// RemoveMachineResponse403Headers the declared response headers of an HTTP 403 response for RemoveMachine
+type RemoveMachineResponse403Headers struct {
+	XDataAge *int
+}
+
+// RemoveMachineResponse404Headers the declared response headers of an HTTP 404 response for RemoveMachine
+type RemoveMachineResponse404Headers struct {
+	XDataAge *int
+}
+
 type RemoveMachineResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8754,6 +9396,12 @@ type RemoveMachineResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RemoveMachineResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RemoveMachineResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RemoveMachineResponse404Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -8800,6 +9448,16 @@ func (r RemoveMachineResponse) ContentType() string {
 	return ""
 }
 
+// GetMeResponse200Headers the declared response headers of an HTTP 200 response for GetMe
+type GetMeResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetMeResponse401Headers the declared response headers of an HTTP 401 response for GetMe
+type GetMeResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetMeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8807,6 +9465,10 @@ type GetMeResponse struct {
 	JSON200 *Me
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetMeResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetMeResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8848,6 +9510,16 @@ func (r GetMeResponse) ContentType() string {
 	return ""
 }
 
+// GetNotificationSettingsResponse200Headers the declared response headers of an HTTP 200 response for GetNotificationSettings
+type GetNotificationSettingsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetNotificationSettingsResponse401Headers the declared response headers of an HTTP 401 response for GetNotificationSettings
+type GetNotificationSettingsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetNotificationSettingsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8855,6 +9527,10 @@ type GetNotificationSettingsResponse struct {
 	JSON200 *NotificationSettings
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetNotificationSettingsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetNotificationSettingsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8896,6 +9572,16 @@ func (r GetNotificationSettingsResponse) ContentType() string {
 	return ""
 }
 
+// SetNotificationSettingsResponse400Headers the declared response headers of an HTTP 400 response for SetNotificationSettings
+type SetNotificationSettingsResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetNotificationSettingsResponse401Headers the declared response headers of an HTTP 401 response for SetNotificationSettings
+type SetNotificationSettingsResponse401Headers struct {
+	XDataAge *int
+}
+
 type SetNotificationSettingsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8905,6 +9591,10 @@ type SetNotificationSettingsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetNotificationSettingsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetNotificationSettingsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8951,6 +9641,16 @@ func (r SetNotificationSettingsResponse) ContentType() string {
 	return ""
 }
 
+// TestNotificationResponse400Headers the declared response headers of an HTTP 400 response for TestNotification
+type TestNotificationResponse400Headers struct {
+	XDataAge *int
+}
+
+// TestNotificationResponse401Headers the declared response headers of an HTTP 401 response for TestNotification
+type TestNotificationResponse401Headers struct {
+	XDataAge *int
+}
+
 type TestNotificationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8960,6 +9660,10 @@ type TestNotificationResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *TestNotificationResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TestNotificationResponse401Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -9006,6 +9710,16 @@ func (r TestNotificationResponse) ContentType() string {
 	return ""
 }
 
+// ListNodesResponse200Headers the declared response headers of an HTTP 200 response for ListNodes
+type ListNodesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListNodesResponse401Headers the declared response headers of an HTTP 401 response for ListNodes
+type ListNodesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListNodesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9013,6 +9727,10 @@ type ListNodesResponse struct {
 	JSON200 *[]Node
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListNodesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListNodesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9054,6 +9772,21 @@ func (r ListNodesResponse) ContentType() string {
 	return ""
 }
 
+// CordonNodeResponse401Headers the declared response headers of an HTTP 401 response for CordonNode
+type CordonNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// CordonNodeResponse403Headers the declared response headers of an HTTP 403 response for CordonNode
+type CordonNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// CordonNodeResponse404Headers the declared response headers of an HTTP 404 response for CordonNode
+type CordonNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type CordonNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9065,6 +9798,12 @@ type CordonNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CordonNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CordonNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CordonNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9116,6 +9855,21 @@ func (r CordonNodeResponse) ContentType() string {
 	return ""
 }
 
+// DrainNodeResponse401Headers the declared response headers of an HTTP 401 response for DrainNode
+type DrainNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// DrainNodeResponse403Headers the declared response headers of an HTTP 403 response for DrainNode
+type DrainNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// DrainNodeResponse404Headers the declared response headers of an HTTP 404 response for DrainNode
+type DrainNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type DrainNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9127,6 +9881,12 @@ type DrainNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DrainNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DrainNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DrainNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9178,6 +9938,26 @@ func (r DrainNodeResponse) ContentType() string {
 	return ""
 }
 
+// ClearGPUResponse400Headers the declared response headers of an HTTP 400 response for ClearGPU
+type ClearGPUResponse400Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse401Headers the declared response headers of an HTTP 401 response for ClearGPU
+type ClearGPUResponse401Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse403Headers the declared response headers of an HTTP 403 response for ClearGPU
+type ClearGPUResponse403Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse404Headers the declared response headers of an HTTP 404 response for ClearGPU
+type ClearGPUResponse404Headers struct {
+	XDataAge *int
+}
+
 type ClearGPUResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9191,6 +9971,14 @@ type ClearGPUResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ClearGPUResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ClearGPUResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ClearGPUResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ClearGPUResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9247,6 +10035,21 @@ func (r ClearGPUResponse) ContentType() string {
 	return ""
 }
 
+// ResumeNodeResponse401Headers the declared response headers of an HTTP 401 response for ResumeNode
+type ResumeNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// ResumeNodeResponse403Headers the declared response headers of an HTTP 403 response for ResumeNode
+type ResumeNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// ResumeNodeResponse404Headers the declared response headers of an HTTP 404 response for ResumeNode
+type ResumeNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type ResumeNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9258,6 +10061,12 @@ type ResumeNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResumeNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResumeNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9309,6 +10118,21 @@ func (r ResumeNodeResponse) ContentType() string {
 	return ""
 }
 
+// UncordonNodeResponse401Headers the declared response headers of an HTTP 401 response for UncordonNode
+type UncordonNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// UncordonNodeResponse403Headers the declared response headers of an HTTP 403 response for UncordonNode
+type UncordonNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// UncordonNodeResponse404Headers the declared response headers of an HTTP 404 response for UncordonNode
+type UncordonNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type UncordonNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9320,6 +10144,12 @@ type UncordonNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UncordonNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UncordonNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UncordonNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9371,9 +10201,16 @@ func (r UncordonNodeResponse) ContentType() string {
 	return ""
 }
 
+// GetOpenAPIResponse200Headers the declared response headers of an HTTP 200 response for GetOpenAPI
+type GetOpenAPIResponse200Headers struct {
+	XDataAge *int
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOpenAPIResponse200Headers
 }
 
 // GetBody returns the raw response body bytes
@@ -9405,6 +10242,16 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+// ListQueuesResponse200Headers the declared response headers of an HTTP 200 response for ListQueues
+type ListQueuesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListQueuesResponse401Headers the declared response headers of an HTTP 401 response for ListQueues
+type ListQueuesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListQueuesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9412,6 +10259,10 @@ type ListQueuesResponse struct {
 	JSON200 *Queues
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListQueuesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListQueuesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9453,6 +10304,16 @@ func (r ListQueuesResponse) ContentType() string {
 	return ""
 }
 
+// GetEstimateStatsResponse200Headers the declared response headers of an HTTP 200 response for GetEstimateStats
+type GetEstimateStatsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetEstimateStatsResponse401Headers the declared response headers of an HTTP 401 response for GetEstimateStats
+type GetEstimateStatsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetEstimateStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9460,6 +10321,10 @@ type GetEstimateStatsResponse struct {
 	JSON200 *Estimates
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetEstimateStatsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEstimateStatsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9501,6 +10366,21 @@ func (r GetEstimateStatsResponse) ContentType() string {
 	return ""
 }
 
+// GetJCTStatsResponse200Headers the declared response headers of an HTTP 200 response for GetJCTStats
+type GetJCTStatsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJCTStatsResponse400Headers the declared response headers of an HTTP 400 response for GetJCTStats
+type GetJCTStatsResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJCTStatsResponse401Headers the declared response headers of an HTTP 401 response for GetJCTStats
+type GetJCTStatsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetJCTStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9510,6 +10390,12 @@ type GetJCTStatsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJCTStatsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJCTStatsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJCTStatsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9556,6 +10442,16 @@ func (r GetJCTStatsResponse) ContentType() string {
 	return ""
 }
 
+// ListTeamsResponse200Headers the declared response headers of an HTTP 200 response for ListTeams
+type ListTeamsResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListTeamsResponse401Headers the declared response headers of an HTTP 401 response for ListTeams
+type ListTeamsResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListTeamsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9563,6 +10459,10 @@ type ListTeamsResponse struct {
 	JSON200 *[]TeamShare
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListTeamsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListTeamsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9604,6 +10504,26 @@ func (r ListTeamsResponse) ContentType() string {
 	return ""
 }
 
+// GetTeamResponse200Headers the declared response headers of an HTTP 200 response for GetTeam
+type GetTeamResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse401Headers the declared response headers of an HTTP 401 response for GetTeam
+type GetTeamResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse403Headers the declared response headers of an HTTP 403 response for GetTeam
+type GetTeamResponse403Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse404Headers the declared response headers of an HTTP 404 response for GetTeam
+type GetTeamResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetTeamResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9615,6 +10535,14 @@ type GetTeamResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetTeamResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTeamResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetTeamResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetTeamResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9666,6 +10594,26 @@ func (r GetTeamResponse) ContentType() string {
 	return ""
 }
 
+// UpdateTeamResponse400Headers the declared response headers of an HTTP 400 response for UpdateTeam
+type UpdateTeamResponse400Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse401Headers the declared response headers of an HTTP 401 response for UpdateTeam
+type UpdateTeamResponse401Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse403Headers the declared response headers of an HTTP 403 response for UpdateTeam
+type UpdateTeamResponse403Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse404Headers the declared response headers of an HTTP 404 response for UpdateTeam
+type UpdateTeamResponse404Headers struct {
+	XDataAge *int
+}
+
 type UpdateTeamResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9679,6 +10627,14 @@ type UpdateTeamResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateTeamResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateTeamResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateTeamResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateTeamResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9735,6 +10691,26 @@ func (r UpdateTeamResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamBatchPolicyResponse400Headers the declared response headers of an HTTP 400 response for SetTeamBatchPolicy
+type SetTeamBatchPolicyResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamBatchPolicyResponse401Headers the declared response headers of an HTTP 401 response for SetTeamBatchPolicy
+type SetTeamBatchPolicyResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamBatchPolicyResponse403Headers the declared response headers of an HTTP 403 response for SetTeamBatchPolicy
+type SetTeamBatchPolicyResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamBatchPolicyResponse404Headers the declared response headers of an HTTP 404 response for SetTeamBatchPolicy
+type SetTeamBatchPolicyResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamBatchPolicyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9748,6 +10724,14 @@ type SetTeamBatchPolicyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamBatchPolicyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamBatchPolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamBatchPolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamBatchPolicyResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9804,6 +10788,21 @@ func (r SetTeamBatchPolicyResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamCapResponse400Headers the declared response headers of an HTTP 400 response for SetTeamCap
+type SetTeamCapResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamCapResponse401Headers the declared response headers of an HTTP 401 response for SetTeamCap
+type SetTeamCapResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamCapResponse403Headers the declared response headers of an HTTP 403 response for SetTeamCap
+type SetTeamCapResponse403Headers struct {
+	XDataAge *int
+}
+
 type SetTeamCapResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9815,6 +10814,12 @@ type SetTeamCapResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamCapResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamCapResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamCapResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9866,6 +10871,26 @@ func (r SetTeamCapResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamIdlePolicyResponse400Headers the declared response headers of an HTTP 400 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse401Headers the declared response headers of an HTTP 401 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse403Headers the declared response headers of an HTTP 403 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse404Headers the declared response headers of an HTTP 404 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamIdlePolicyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9879,6 +10904,14 @@ type SetTeamIdlePolicyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamIdlePolicyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamIdlePolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamIdlePolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamIdlePolicyResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9935,6 +10968,26 @@ func (r SetTeamIdlePolicyResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamSessionPolicyResponse400Headers the declared response headers of an HTTP 400 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse401Headers the declared response headers of an HTTP 401 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse403Headers the declared response headers of an HTTP 403 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse404Headers the declared response headers of an HTTP 404 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamSessionPolicyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9948,6 +11001,14 @@ type SetTeamSessionPolicyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamSessionPolicyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamSessionPolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamSessionPolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamSessionPolicyResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10004,6 +11065,26 @@ func (r SetTeamSessionPolicyResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamTimeLimitsResponse400Headers the declared response headers of an HTTP 400 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse401Headers the declared response headers of an HTTP 401 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse403Headers the declared response headers of an HTTP 403 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse404Headers the declared response headers of an HTTP 404 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamTimeLimitsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10017,6 +11098,14 @@ type SetTeamTimeLimitsResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamTimeLimitsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamTimeLimitsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamTimeLimitsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamTimeLimitsResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10073,6 +11162,16 @@ func (r SetTeamTimeLimitsResponse) ContentType() string {
 	return ""
 }
 
+// ListTemplatesResponse200Headers the declared response headers of an HTTP 200 response for ListTemplates
+type ListTemplatesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListTemplatesResponse401Headers the declared response headers of an HTTP 401 response for ListTemplates
+type ListTemplatesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListTemplatesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10080,6 +11179,10 @@ type ListTemplatesResponse struct {
 	JSON200 *[]Template
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListTemplatesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListTemplatesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10121,6 +11224,16 @@ func (r ListTemplatesResponse) ContentType() string {
 	return ""
 }
 
+// CreateTemplateResponse400Headers the declared response headers of an HTTP 400 response for CreateTemplate
+type CreateTemplateResponse400Headers struct {
+	XDataAge *int
+}
+
+// CreateTemplateResponse401Headers the declared response headers of an HTTP 401 response for CreateTemplate
+type CreateTemplateResponse401Headers struct {
+	XDataAge *int
+}
+
 type CreateTemplateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10130,6 +11243,10 @@ type CreateTemplateResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateTemplateResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateTemplateResponse401Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10176,6 +11293,16 @@ func (r CreateTemplateResponse) ContentType() string {
 	return ""
 }
 
+// DeleteTemplateResponse401Headers the declared response headers of an HTTP 401 response for DeleteTemplate
+type DeleteTemplateResponse401Headers struct {
+	XDataAge *int
+}
+
+// DeleteTemplateResponse404Headers the declared response headers of an HTTP 404 response for DeleteTemplate
+type DeleteTemplateResponse404Headers struct {
+	XDataAge *int
+}
+
 type DeleteTemplateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10183,6 +11310,10 @@ type DeleteTemplateResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteTemplateResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteTemplateResponse404Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -10224,6 +11355,26 @@ func (r DeleteTemplateResponse) ContentType() string {
 	return ""
 }
 
+// CreateTokenResponse400Headers the declared response headers of an HTTP 400 response for CreateToken
+type CreateTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// CreateTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateToken
+type CreateTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// CreateTokenResponse403Headers the declared response headers of an HTTP 403 response for CreateToken
+type CreateTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// CreateTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateToken
+type CreateTokenResponse429Headers struct {
+	XDataAge *int
+}
+
 type CreateTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10237,6 +11388,14 @@ type CreateTokenResponse struct {
 	JSON403 *Error
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateTokenResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateTokenResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10293,6 +11452,21 @@ func (r CreateTokenResponse) ContentType() string {
 	return ""
 }
 
+// RevokeCurrentTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeCurrentTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeCurrentTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeCurrentTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10302,6 +11476,12 @@ type RevokeCurrentTokenResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeCurrentTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeCurrentTokenResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeCurrentTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -10348,6 +11528,21 @@ func (r RevokeCurrentTokenResponse) ContentType() string {
 	return ""
 }
 
+// ListUsersResponse200Headers the declared response headers of an HTTP 200 response for ListUsers
+type ListUsersResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListUsersResponse401Headers the declared response headers of an HTTP 401 response for ListUsers
+type ListUsersResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListUsersResponse403Headers the declared response headers of an HTTP 403 response for ListUsers
+type ListUsersResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListUsersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10357,6 +11552,12 @@ type ListUsersResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUsersResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUsersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListUsersResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10403,6 +11604,26 @@ func (r ListUsersResponse) ContentType() string {
 	return ""
 }
 
+// DeleteUserResponse401Headers the declared response headers of an HTTP 401 response for DeleteUser
+type DeleteUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse403Headers the declared response headers of an HTTP 403 response for DeleteUser
+type DeleteUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse404Headers the declared response headers of an HTTP 404 response for DeleteUser
+type DeleteUserResponse404Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse409Headers the declared response headers of an HTTP 409 response for DeleteUser
+type DeleteUserResponse409Headers struct {
+	XDataAge *int
+}
+
 type DeleteUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10416,6 +11637,14 @@ type DeleteUserResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteUserResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DeleteUserResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10472,6 +11701,26 @@ func (r DeleteUserResponse) ContentType() string {
 	return ""
 }
 
+// DisableUserResponse401Headers the declared response headers of an HTTP 401 response for DisableUser
+type DisableUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse403Headers the declared response headers of an HTTP 403 response for DisableUser
+type DisableUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse404Headers the declared response headers of an HTTP 404 response for DisableUser
+type DisableUserResponse404Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse409Headers the declared response headers of an HTTP 409 response for DisableUser
+type DisableUserResponse409Headers struct {
+	XDataAge *int
+}
+
 type DisableUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10485,6 +11734,14 @@ type DisableUserResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DisableUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DisableUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DisableUserResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DisableUserResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10541,6 +11798,21 @@ func (r DisableUserResponse) ContentType() string {
 	return ""
 }
 
+// EnableUserResponse401Headers the declared response headers of an HTTP 401 response for EnableUser
+type EnableUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// EnableUserResponse403Headers the declared response headers of an HTTP 403 response for EnableUser
+type EnableUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// EnableUserResponse404Headers the declared response headers of an HTTP 404 response for EnableUser
+type EnableUserResponse404Headers struct {
+	XDataAge *int
+}
+
 type EnableUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10552,6 +11824,12 @@ type EnableUserResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EnableUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *EnableUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *EnableUserResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10603,6 +11881,26 @@ func (r EnableUserResponse) ContentType() string {
 	return ""
 }
 
+// ListUserTokensResponse200Headers the declared response headers of an HTTP 200 response for ListUserTokens
+type ListUserTokensResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse401Headers the declared response headers of an HTTP 401 response for ListUserTokens
+type ListUserTokensResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse403Headers the declared response headers of an HTTP 403 response for ListUserTokens
+type ListUserTokensResponse403Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse404Headers the declared response headers of an HTTP 404 response for ListUserTokens
+type ListUserTokensResponse404Headers struct {
+	XDataAge *int
+}
+
 type ListUserTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10614,6 +11912,14 @@ type ListUserTokensResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUserTokensResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUserTokensResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListUserTokensResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListUserTokensResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10665,6 +11971,26 @@ func (r ListUserTokensResponse) ContentType() string {
 	return ""
 }
 
+// RevokeUserTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeUserToken
+type RevokeUserTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeUserToken
+type RevokeUserTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse403Headers the declared response headers of an HTTP 403 response for RevokeUserToken
+type RevokeUserTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeUserToken
+type RevokeUserTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeUserTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10676,6 +12002,14 @@ type RevokeUserTokenResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeUserTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeUserTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeUserTokenResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeUserTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -10727,6 +12061,26 @@ func (r RevokeUserTokenResponse) ContentType() string {
 	return ""
 }
 
+// SetUnixNameResponse400Headers the declared response headers of an HTTP 400 response for SetUnixName
+type SetUnixNameResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse401Headers the declared response headers of an HTTP 401 response for SetUnixName
+type SetUnixNameResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse403Headers the declared response headers of an HTTP 403 response for SetUnixName
+type SetUnixNameResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse404Headers the declared response headers of an HTTP 404 response for SetUnixName
+type SetUnixNameResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetUnixNameResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10740,6 +12094,14 @@ type SetUnixNameResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetUnixNameResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetUnixNameResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetUnixNameResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetUnixNameResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10796,11 +12158,18 @@ func (r SetUnixNameResponse) ContentType() string {
 	return ""
 }
 
+// GetVersionResponse200Headers the declared response headers of an HTTP 200 response for GetVersion
+type GetVersionResponse200Headers struct {
+	XDataAge *int
+}
+
 type GetVersionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Version
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetVersionResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10837,6 +12206,36 @@ func (r GetVersionResponse) ContentType() string {
 	return ""
 }
 
+// GetWhatIfResponse200Headers the declared response headers of an HTTP 200 response for GetWhatIf
+type GetWhatIfResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse400Headers the declared response headers of an HTTP 400 response for GetWhatIf
+type GetWhatIfResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse401Headers the declared response headers of an HTTP 401 response for GetWhatIf
+type GetWhatIfResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse403Headers the declared response headers of an HTTP 403 response for GetWhatIf
+type GetWhatIfResponse403Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse422Headers the declared response headers of an HTTP 422 response for GetWhatIf
+type GetWhatIfResponse422Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse503Headers the declared response headers of an HTTP 503 response for GetWhatIf
+type GetWhatIfResponse503Headers struct {
+	XDataAge *int
+}
+
 type GetWhatIfResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10852,6 +12251,18 @@ type GetWhatIfResponse struct {
 	JSON422 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWhatIfResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetWhatIfResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWhatIfResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWhatIfResponse403Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *GetWhatIfResponse422Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWhatIfResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11919,6 +13330,49 @@ func ParseGetAccountingResponse(rsp *http.Response) (*GetAccountingResponse, err
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAccountingResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetAccountingResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetAccountingResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetAccountingResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11969,6 +13423,59 @@ func ParseConnectAgentResponse(rsp *http.Response) (*ConnectAgentResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 101:
+		var headers ConnectAgentResponse101Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 401:
+		var headers ConnectAgentResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ConnectAgentResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConnectAgentResponse429Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ConnectAgentResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12017,6 +13524,59 @@ func ParseOpenAgentTunnelResponse(rsp *http.Response) (*OpenAgentTunnelResponse,
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		var headers OpenAgentTunnelResponse101Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 400:
+		var headers OpenAgentTunnelResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OpenAgentTunnelResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenAgentTunnelResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenAgentTunnelResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12073,6 +13633,49 @@ func ParseCancelArrayResponse(rsp *http.Response) (*CancelArrayResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CancelArrayResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelArrayResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelArrayResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelArrayResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12120,6 +13723,49 @@ func ParseGetArrayResponse(rsp *http.Response) (*GetArrayResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetArrayResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetArrayResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetArrayResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetArrayResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12160,6 +13806,39 @@ func ParseGetClusterHistoryResponse(rsp *http.Response) (*GetClusterHistoryRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetClusterHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetClusterHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetClusterHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12191,6 +13870,29 @@ func ParseListGPUsResponse(rsp *http.Response) (*ListGPUsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListGPUsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListGPUsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -12231,6 +13933,39 @@ func ParseGetGPUsHistoryResponse(rsp *http.Response) (*GetGPUsHistoryResponse, e
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGPUsHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetGPUsHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetGPUsHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -12278,6 +14013,49 @@ func ParseGetGPUHistoryResponse(rsp *http.Response) (*GetGPUHistoryResponse, err
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGPUHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetGPUHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetGPUHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetGPUHistoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12337,6 +14115,13 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			}
 			headers.Link = &value
 		}
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
 		if values := rsp.Header.Values("X-Next-Cursor"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Next-Cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -12352,6 +14137,36 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			headers.XPrevCursor = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListJobsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListJobsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListJobsResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12426,6 +14241,46 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers SubmitJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SubmitJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers SubmitJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers SubmitJobResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12482,6 +14337,49 @@ func ParseCancelJobResponse(rsp *http.Response) (*CancelJobResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CancelJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelJobResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CancelJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12529,6 +14427,49 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12567,6 +14508,39 @@ func ParseGetJobHistoryResponse(rsp *http.Response) (*GetJobHistoryResponse, err
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobHistoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12630,6 +14604,59 @@ func ParseKeepJobAliveResponse(rsp *http.Response) (*KeepJobAliveResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers KeepJobAliveResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers KeepJobAliveResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers KeepJobAliveResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers KeepJobAliveResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers KeepJobAliveResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12673,6 +14700,13 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetJobLogsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
 		if values := rsp.Header.Values("X-Log-Size"); len(values) > 0 {
 			var value int64
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Log-Size", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"}); err != nil {
@@ -12681,6 +14715,36 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 			headers.XLogSize = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobLogsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobLogsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobLogsResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12721,6 +14785,39 @@ func ParseGetJobMemoryResponse(rsp *http.Response) (*GetJobMemoryResponse, error
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobMemoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobMemoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobMemoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12784,6 +14881,59 @@ func ParseResubmitJobResponse(rsp *http.Response) (*ResubmitJobResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ResubmitJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResubmitJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResubmitJobResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResubmitJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ResubmitJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12831,6 +14981,49 @@ func ParseGetJobUsageResponse(rsp *http.Response) (*GetJobUsageResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobUsageResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobUsageResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobUsageResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobUsageResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12869,6 +15062,39 @@ func ParseListJoinTokensResponse(rsp *http.Response) (*ListJoinTokensResponse, e
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListJoinTokensResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListJoinTokensResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListJoinTokensResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12916,6 +15142,39 @@ func ParseCreateJoinTokenResponse(rsp *http.Response) (*CreateJoinTokenResponse,
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateJoinTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateJoinTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateJoinTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12968,6 +15227,49 @@ func ParseRevokeJoinTokenResponse(rsp *http.Response) (*RevokeJoinTokenResponse,
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeJoinTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeJoinTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeJoinTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeJoinTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13006,6 +15308,39 @@ func ParseListMachinesResponse(rsp *http.Response) (*ListMachinesResponse, error
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListMachinesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListMachinesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListMachinesResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -13051,6 +15386,39 @@ func ParseRemoveMachineResponse(rsp *http.Response) (*RemoveMachineResponse, err
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RemoveMachineResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RemoveMachineResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RemoveMachineResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13084,6 +15452,29 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetMeResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetMeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13115,6 +15506,29 @@ func ParseGetNotificationSettingsResponse(rsp *http.Response) (*GetNotificationS
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetNotificationSettingsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetNotificationSettingsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13157,6 +15571,29 @@ func ParseSetNotificationSettingsResponse(rsp *http.Response) (*SetNotificationS
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetNotificationSettingsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetNotificationSettingsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13197,6 +15634,29 @@ func ParseTestNotificationResponse(rsp *http.Response) (*TestNotificationRespons
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers TestNotificationResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers TestNotificationResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13228,6 +15688,29 @@ func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListNodesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListNodesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13277,6 +15760,39 @@ func ParseCordonNodeResponse(rsp *http.Response) (*CordonNodeResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CordonNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CordonNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CordonNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13322,6 +15838,39 @@ func ParseDrainNodeResponse(rsp *http.Response) (*DrainNodeResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DrainNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DrainNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DrainNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13378,6 +15927,49 @@ func ParseClearGPUResponse(rsp *http.Response) (*ClearGPUResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ClearGPUResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ClearGPUResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ClearGPUResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ClearGPUResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13423,6 +16015,39 @@ func ParseResumeNodeResponse(rsp *http.Response) (*ResumeNodeResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ResumeNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResumeNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResumeNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13472,6 +16097,39 @@ func ParseUncordonNodeResponse(rsp *http.Response) (*UncordonNodeResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers UncordonNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UncordonNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UncordonNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13486,6 +16144,19 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	response := &GetOpenAPIResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOpenAPIResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -13521,6 +16192,29 @@ func ParseListQueuesResponse(rsp *http.Response) (*ListQueuesResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListQueuesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListQueuesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13552,6 +16246,29 @@ func ParseGetEstimateStatsResponse(rsp *http.Response) (*GetEstimateStatsRespons
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetEstimateStatsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetEstimateStatsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13594,6 +16311,39 @@ func ParseGetJCTStatsResponse(rsp *http.Response) (*GetJCTStatsResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJCTStatsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJCTStatsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJCTStatsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13625,6 +16375,29 @@ func ParseListTeamsResponse(rsp *http.Response) (*ListTeamsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListTeamsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListTeamsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13672,6 +16445,49 @@ func ParseGetTeamResponse(rsp *http.Response) (*GetTeamResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetTeamResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetTeamResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetTeamResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetTeamResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13728,6 +16544,49 @@ func ParseUpdateTeamResponse(rsp *http.Response) (*UpdateTeamResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers UpdateTeamResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateTeamResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateTeamResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateTeamResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13782,6 +16641,49 @@ func ParseSetTeamBatchPolicyResponse(rsp *http.Response) (*SetTeamBatchPolicyRes
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamBatchPolicyResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamBatchPolicyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamBatchPolicyResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamBatchPolicyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13827,6 +16729,39 @@ func ParseSetTeamCapResponse(rsp *http.Response) (*SetTeamCapResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamCapResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamCapResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamCapResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -13883,6 +16818,49 @@ func ParseSetTeamIdlePolicyResponse(rsp *http.Response) (*SetTeamIdlePolicyRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamIdlePolicyResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamIdlePolicyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamIdlePolicyResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamIdlePolicyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13935,6 +16913,49 @@ func ParseSetTeamSessionPolicyResponse(rsp *http.Response) (*SetTeamSessionPolic
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamSessionPolicyResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamSessionPolicyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamSessionPolicyResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamSessionPolicyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13991,6 +17012,49 @@ func ParseSetTeamTimeLimitsResponse(rsp *http.Response) (*SetTeamTimeLimitsRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamTimeLimitsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamTimeLimitsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamTimeLimitsResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamTimeLimitsResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14022,6 +17086,29 @@ func ParseListTemplatesResponse(rsp *http.Response) (*ListTemplatesResponse, err
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListTemplatesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListTemplatesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -14064,6 +17151,29 @@ func ParseCreateTemplateResponse(rsp *http.Response) (*CreateTemplateResponse, e
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateTemplateResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateTemplateResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14098,6 +17208,29 @@ func ParseDeleteTemplateResponse(rsp *http.Response) (*DeleteTemplateResponse, e
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteTemplateResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteTemplateResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -14154,6 +17287,49 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateTokenResponse429Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers429 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14197,6 +17373,39 @@ func ParseRevokeCurrentTokenResponse(rsp *http.Response) (*RevokeCurrentTokenRes
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeCurrentTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeCurrentTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeCurrentTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14235,6 +17444,39 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUsersResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListUsersResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListUsersResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -14291,6 +17533,49 @@ func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DeleteUserResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14345,6 +17630,49 @@ func ParseDisableUserResponse(rsp *http.Response) (*DisableUserResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DisableUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DisableUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DisableUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DisableUserResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14392,6 +17720,39 @@ func ParseEnableUserResponse(rsp *http.Response) (*EnableUserResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EnableUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers EnableUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers EnableUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14437,6 +17798,49 @@ func ParseListUserTokensResponse(rsp *http.Response) (*ListUserTokensResponse, e
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUserTokensResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListUserTokensResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListUserTokensResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListUserTokensResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -14487,6 +17891,49 @@ func ParseRevokeUserTokenResponse(rsp *http.Response) (*RevokeUserTokenResponse,
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeUserTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeUserTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeUserTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeUserTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -14543,6 +17990,49 @@ func ParseSetUnixNameResponse(rsp *http.Response) (*SetUnixNameResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetUnixNameResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetUnixNameResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetUnixNameResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetUnixNameResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14567,6 +18057,19 @@ func ParseGetVersionResponse(rsp *http.Response) (*GetVersionResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetVersionResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -14628,6 +18131,69 @@ func ParseGetWhatIfResponse(rsp *http.Response) (*GetWhatIfResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWhatIfResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetWhatIfResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetWhatIfResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWhatIfResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 422:
+		var headers GetWhatIfResponse422Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWhatIfResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
