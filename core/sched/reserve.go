@@ -285,7 +285,14 @@ func hasLimit(j *Job) bool {
 // minEndS from now: a job past its limit or its estimate still holds its
 // GPUs, and is about to leave them.
 func (p *pass) endAt(j *Job) float64 {
-	return p.now + max(p.remainingS(j), minEndS)
+	t := p.now + max(p.remainingS(j), minEndS)
+	if t <= p.now {
+		// A clock so large that a second is lost in it (FuzzSchedule:
+		// 1e300): the GPUs of a job that holds them are still not free
+		// now, or a reserved job would start on them.
+		return math.Nextafter(p.now, math.Inf(1))
+	}
+	return t
 }
 
 // minEndS is the least time endAt gives a job that holds its GPUs.
