@@ -41,6 +41,7 @@ func migrations() []migration {
 		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
 		{32, "jobs.idempotency_key and request_digest, unique per user: retried submissions get their first job (jobs.go)", jobsIdempotency},
 		{33, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
+		{38, "jobs: index on finished_at, for the JCT window's reads (queueorder.go)", jobsFinishedIndex},
 	}
 }
 
@@ -649,4 +650,14 @@ func (v33Job) TableName() string { return "jobs" }
 
 func jobsTasksPerGPU(tx *gorm.DB) error {
 	return addColumns(tx, &v33Job{}, "TasksPerGPU")
+}
+
+// jobsFinishedIndex lets the JCT figures read the jobs that ended in their
+// window by the index, not every finished job (issue 33).
+func jobsFinishedIndex(tx *gorm.DB) error {
+	const stmt = `CREATE INDEX IF NOT EXISTS idx_jobs_finished_at ON jobs (finished_at)`
+	if err := tx.Exec(stmt).Error; err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
 }
