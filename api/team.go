@@ -107,8 +107,11 @@ type TeamSample struct {
 // its unfinished jobs, running ones first, then waiting ones in queue
 // order.
 type TeamTopic struct {
-	Team  TeamShare      `json:"team"`
-	Queue []TeamQueueJob `json:"queue"`
+	Team TeamShare `json:"team"`
+	// Queue is the team's first unfinished jobs (50), running ones
+	// first, in the queues' order; QueueTotal counts them all.
+	Queue      []TeamQueueJob `json:"queue"`
+	QueueTotal int            `json:"queue_total"`
 	// AsOf, while a job of the team runs, is when the figures were read:
 	// the standing and the queue are of the same moment.
 	AsOf *time.Time `json:"as_of,omitempty"`

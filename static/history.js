@@ -278,6 +278,13 @@
         body.appendChild(tr);
       });
       if (none) { none.hidden = d.queue.length > 0; }
+      var total = document.getElementById("team-queue-total");
+      if (total) {
+        // The first page of the team's jobs, and how many there are.
+        total.hidden = d.queue_total <= d.queue.length;
+        total.querySelector("[data-count=shown]").textContent = String(d.queue.length);
+        total.querySelector("[data-count=total]").textContent = String(d.queue_total);
+      }
       card.dataset.updated = Date.now();
     });
   }

@@ -382,6 +382,9 @@ type TokenRow struct {
 
 // Queues is the scheduler's queues page with the live JCT figures.
 type Queues struct {
+	// Query is the page's own query ("" or "?cursor=..."): its refresh
+	// keeps the page it shows.
+	Query     string
 	Policy    string
 	Queues    []Queue
 	JCT       JCTStats
@@ -398,7 +401,12 @@ type ForecastStats struct {
 type Queue struct {
 	Index int
 	Range string
-	Jobs  []QueueJob
+	// Total and Running count the queue's jobs; Jobs are those from From
+	// to To (from 1). Next, when more follow, links the next page; First,
+	// on a later page, the first.
+	Total, Running, From, To int
+	Next, First              string
+	Jobs                     []QueueJob
 }
 
 // QueueJob is one job in a queue; Visible is false for other teams' jobs.
@@ -446,9 +454,10 @@ type Team struct {
 	// ShowShares shows each member's fair share inside the team (the
 	// team's lead and admins).
 	ShowShares bool
-	// Queue is the team's unfinished jobs, running ones first; the page
-	// keeps it live over the team:<name> topic.
-	Queue []TeamQueueRow
+	// Queue is the team's first unfinished jobs, running ones first, of
+	// QueueTotal; the page keeps it live over the team:<name> topic.
+	Queue      []TeamQueueRow
+	QueueTotal int
 	// Flags are the team's warnings: idle jobs and stranded ones.
 	Flags TeamFlags
 	// Idle is the team's idle-GPU policy.

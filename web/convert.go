@@ -22,17 +22,24 @@ import (
 // from a moment, so that a page, the API, a topic and the CLI that show
 // the same figure show the same number.
 
-// moment is what the portal knows at one instant: the unfinished jobs,
-// the teams, and the figures derived from them (core/usage). A request
-// or a published update reads one moment and converts everything it
-// shows from it.
+// moment is what the portal knows at one instant: the running jobs, the
+// places and counts of the unfinished ones, the teams, and the figures
+// derived from them (core/usage). A request or a published update reads
+// one moment and converts everything it shows from it.
 type moment struct {
-	now        time.Time
-	unfinished []models.Job
-	teams      []models.Team
-	fair       map[string]sched.TeamShare // the last pass's fair-share standing
-	figures    usage.Figures
-	forecasts  map[int64]engine.JobForecast // the latest start forecasts
+	now time.Time
+	// running are the running jobs, whole rows (unfinished in moments
+	// made by newMoment of other jobs too: only the running count).
+	running []models.Job
+	// queued is every unfinished job's QueueRow, by ID: what the queues'
+	// order and counts are computed from, never their whole rows, so that
+	// a moment costs what a page shows, not the queue's length (issue
+	// 33); nil in a moment of the running jobs alone.
+	queued    []models.QueueRow
+	teams     []models.Team
+	fair      map[string]sched.TeamShare // the last pass's fair-share standing
+	figures   usage.Figures
+	forecasts map[int64]engine.JobForecast // the latest start forecasts
 	// waits are why waiting jobs wait, and their places in their queues,
 	// as of the engine's last pass, on the leader; nil on a follower,
 	// which shows the store's reasons (their figures up to a refresh
@@ -40,17 +47,16 @@ type moment struct {
 	waits map[int64]sched.Wait
 }
 
-// moment reads the store and the engine once.
+// moment reads the store and the engine once: the running jobs whole,
+// the others' QueueRows.
 func (s *Server) moment(ctx context.Context) (*moment, error) {
-	js, err := s.cfg.Store.UnfinishedJobs(ctx)
+	m, err := s.runningMoment(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.cfg.Store.Teams(ctx)
-	if err != nil {
+	if m.queued, err = s.cfg.Store.QueueRows(ctx); err != nil {
 		return nil, err
 	}
-	m := newMoment(s.cfg.Now(), js, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
 	if m.forecasts, err = s.forecasts(ctx); err != nil {
 		return nil, err
 	}
@@ -165,7 +171,7 @@ func timeOr(t *time.Time) time.Time {
 // teams; fair is the last scheduling pass's standing of the teams, and
 // beyond tells the jobs that pass counted beyond their team's guarantee.
 func newMoment(now time.Time, unfinished []models.Job, teams []models.Team, fair []sched.TeamShare, beyond func(id int64) bool) *moment {
-	m := &moment{now: now, unfinished: unfinished, teams: teams, fair: make(map[string]sched.TeamShare, len(fair))}
+	m := &moment{now: now, running: unfinished, teams: teams, fair: make(map[string]sched.TeamShare, len(fair))}
 	for _, sh := range fair {
 		m.fair[sh.Name] = sh
 	}
@@ -321,6 +327,14 @@ func (m *moment) reason(j *models.Job) string {
 // not known here.
 func (m *moment) position(j *models.Job) int {
 	if w, ok := m.waits[j.ID]; ok && j.State.Waiting() && !j.Held() {
+		return w.Position
+	}
+	return 0
+}
+
+// rowPosition is position for a QueueRow.
+func (m *moment) rowPosition(r *models.QueueRow) int {
+	if w, ok := m.waits[r.ID]; ok && r.State.Waiting() && !r.Held() {
 		return w.Position
 	}
 	return 0

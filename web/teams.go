@@ -59,8 +59,8 @@ func (s *Server) team(c echo.Context, m *moment) (api.Team, error) {
 		return out, err
 	}
 	// The store sums the service of ended runs; add the runs in progress.
-	for k := range m.unfinished {
-		j := &m.unfinished[k]
+	for k := range m.running {
+		j := &m.running[k]
 		if j.Team == name && !j.SubmittedAt.Before(since) {
 			usage[j.User] += j.Service(m.now).GPUSeconds - j.AttainedService
 		}
@@ -369,10 +369,15 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	// The chart ends now, with the figures the card shows.
 	v.Samples = append(v.Samples, [4]float64{float64(m.now.Unix()), t.InUseGPUs, t.BorrowedGPUs, float64(t.GuaranteeGPUs)})
 	v.SamplesAsOf = m.now.Local().Format("15:04:05")
-	for _, j := range s.teamTopic(m, currentUser(c), t.Name).Queue {
+	tt, err := s.teamTopic(c.Request().Context(), m, currentUser(c), t.Name)
+	if err != nil {
+		return err
+	}
+	for _, j := range tt.Queue {
 		v.Queue = append(v.Queue, templates.TeamQueueRow{ID: j.ID, Name: j.Name, User: j.User, State: string(j.State),
 			GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})
 	}
+	v.QueueTotal = tt.QueueTotal
 	if v.Flags, err = s.teamFlags(c.Request().Context(), m, u, t.Name); err != nil {
 		return err
 	}

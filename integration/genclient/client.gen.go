@@ -1752,6 +1752,9 @@ type Queues struct {
 			User  *string `json:"user,omitempty"`
 		} `json:"jobs"`
 
+		// NextCursor present when more jobs of the queue follow this page: the cursor parameter for the next page
+		NextCursor *string `json:"next_cursor,omitempty"`
+
 		// Offset the index in the queue of the first of jobs
 		Offset int64 `json:"offset"`
 
@@ -2316,11 +2319,14 @@ type ListQueuesParams struct {
 	// Queue only this queue (its index)
 	Queue *int64 `form:"queue,omitempty" json:"queue,omitempty"`
 
-	// Offset skip this many jobs of each queue
+	// Offset skip this many jobs of each queue (of the queue named by queue, when given)
 	Offset *int64 `form:"offset,omitempty" json:"offset,omitempty"`
 
-	// Limit at most this many jobs of each queue (default 1000 once queue, offset or limit is given; without them every job)
+	// Limit at most this many jobs of each queue (default 100)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor a queue's next_cursor from an earlier answer: only that queue, from the job after the last one that answer listed
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // GetJCTStatsParams defines parameters for GetJCTStats.
@@ -2773,7 +2779,9 @@ type ClientInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListQueues The scheduler's policy, thresholds and priority queues with their jobs (other teams' jobs without names)
+	// ListQueues The scheduler's policy, thresholds and priority queues: each queue's counts and a page of its jobs (other teams' jobs without names)
+	//
+	// Each queue's total and running counts, and a page of its jobs in the scheduler's order (running jobs first, then waiting ones by position): the first 100 of each queue unless limit says otherwise. A queue with more jobs gives a next_cursor; pass it as cursor for the next page of that queue: no job is lost or repeated from page to page while jobs are submitted, start or leave, as long as the last job of the page is still in the queue (else the page resumes at the same count from the queue's start).
 	//
 	// Corresponds with GET /queues (the `ListQueues` operationId).
 	ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3591,7 +3599,9 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
-// ListQueues The scheduler's policy, thresholds and priority queues with their jobs (other teams' jobs without names)
+// ListQueues The scheduler's policy, thresholds and priority queues: each queue's counts and a page of its jobs (other teams' jobs without names)
+//
+// Each queue's total and running counts, and a page of its jobs in the scheduler's order (running jobs first, then waiting ones by position): the first 100 of each queue unless limit says otherwise. A queue with more jobs gives a next_cursor; pass it as cursor for the next page of that queue: no job is lost or repeated from page to page while jobs are submitted, start or leave, as long as the last job of the page is still in the queue (else the page resumes at the same count from the queue's start).
 //
 // Corresponds with GET /queues (the `ListQueues` operationId).
 func (c *Client) ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5768,6 +5778,18 @@ func NewListQueuesRequest(server string, params *ListQueuesParams) (*http.Reques
 
 		}
 
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -7098,7 +7120,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
-	// ListQueuesWithResponse The scheduler's policy, thresholds and priority queues with their jobs (other teams' jobs without names)
+	// ListQueuesWithResponse The scheduler's policy, thresholds and priority queues: each queue's counts and a page of its jobs (other teams' jobs without names)
+	//
+	// Each queue's total and running counts, and a page of its jobs in the scheduler's order (running jobs first, then waiting ones by position): the first 100 of each queue unless limit says otherwise. A queue with more jobs gives a next_cursor; pass it as cursor for the next page of that queue: no job is lost or repeated from page to page while jobs are submitted, start or leave, as long as the last job of the page is still in the queue (else the page resumes at the same count from the queue's start).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12839,7 +12863,9 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
-// ListQueuesWithResponse The scheduler's policy, thresholds and priority queues with their jobs (other teams' jobs without names)
+// ListQueuesWithResponse The scheduler's policy, thresholds and priority queues: each queue's counts and a page of its jobs (other teams' jobs without names)
+//
+// Each queue's total and running counts, and a page of its jobs in the scheduler's order (running jobs first, then waiting ones by position): the first 100 of each queue unless limit says otherwise. A queue with more jobs gives a next_cursor; pass it as cursor for the next page of that queue: no job is lost or repeated from page to page while jobs are submitted, start or leave, as long as the last job of the page is still in the queue (else the page resumes at the same count from the queue's start).
 //
 // Returns a wrapper object for the known response body format(s).
 //
