@@ -404,7 +404,7 @@ var ErrUnknownNode = errors.New("no such node connected")
 
 // SetDraining stops (on) or resumes (off) placing new jobs on a machine.
 // Jobs running there finish as usual. The setting outlives a reconnect,
-// and a restart where the store keeps it (nodestate.go).
+// and a restart, in the store (nodestate.go).
 func (e *Engine) SetDraining(name string, on bool) error {
 	return e.setNodeFlag(name, on, &e.draining, func(ns NodeStateStore, ctx context.Context) error {
 		return ns.SetNodeDraining(ctx, name, on, e.cfg.Now())

@@ -8,13 +8,12 @@ import (
 )
 
 // Which machines are cordoned or draining and which GPUs are out of
-// service is kept in the store when it can keep it (NodeStateStore): the
-// engine loads it when Run starts, so that it outlives a server restart
-// and a new leader replica sees what the old one decided, and writes each
-// change through before acting on it. A follower replica writes an
+// service is kept in the store (NodeStateStore): the engine loads it
+// when Run starts, so that it outlives a server restart and a new leader
+// replica sees what the old one decided, and writes each change through
+// before acting on it. A follower replica writes an
 // admin's change to the store only; the leader re-reads the store once
-// an Interval and applies what other replicas changed. With a store that
-// cannot keep it, it lives in memory only.
+// an Interval and applies what other replicas changed.
 
 // NodeStates is what the store holds of the machines' scheduling state.
 type NodeStates struct {
