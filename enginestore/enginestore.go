@@ -19,8 +19,7 @@ import (
 	"github.com/gpuportal/gpuportal/models"
 )
 
-// Store is a models.Store as the engine's Store, with every optional
-// store interface the engine looks for.
+// Store is a models.Store as the engine's Store.
 type Store struct {
 	*models.Store
 	// view keeps the unfinished jobs between the engine's passes (view.go);
@@ -31,14 +30,8 @@ type Store struct {
 // New wraps s for the engine.
 func New(s *models.Store) Store { return Store{Store: s, view: new(jobView)} }
 
-var (
-	_ engine.Store           = Store{}
-	_ engine.TeamStore       = Store{}
-	_ engine.NodeStateStore  = Store{}
-	_ engine.ProfileStore    = Store{}
-	_ engine.JobNoter        = Store{}
-	_ engine.CancelRequester = Store{}
-)
+// Store is the engine's whole Store: a method missing here does not compile.
+var _ engine.Store = Store{}
 
 // UnfinishedEngineJobs returns the jobs the engine acts on
 // (models.Store.JobsToSchedule) as it sees them.
@@ -128,8 +121,6 @@ func (s Store) engineJob(j models.Job) engine.Job {
 func (s Store) MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
 	return s.Store.MarkStarted(ctx, id, formatPlacement(placement), now)
 }
-
-var _ engine.StartsRecorder = Store{}
 
 // MarkStartedAll records the starts of a pass in one transaction
 // (models.Store.MarkStartedAll).
@@ -258,8 +249,6 @@ func (s Store) NodeStates(ctx context.Context) (engine.NodeStates, error) {
 func (s Store) RecordGPUFault(ctx context.Context, f engine.GPUFault) error {
 	return s.Store.RecordGPUFault(ctx, models.GPUFault{Node: f.Node, GPUIndex: f.Index, Reason: f.Reason, At: f.At})
 }
-
-var _ engine.ForecastStore = Store{}
 
 // RecentSubmissions returns up to limit jobs submitted since then, newest
 // first, as the engine sees jobs: what forecasts expect arrivals to be

@@ -13,16 +13,21 @@ import (
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
-// JobNoter is a Store that can add a line to a job's history; the engine
-// notes there, once per run, that a job's CPU limits are not enforced.
+// JobNoter is the part of Store that adds a line to a job's history; the
+// engine notes there, once per run, that a job's CPU limits are not
+// enforced.
 type JobNoter interface {
+	// AddJobNote adds note, made at at, to job id's history.
 	AddJobNote(ctx context.Context, id int64, note string, at time.Time) error
 }
 
-// ProfileStore is a Store that keeps measured profiles by model and batch
-// size across restarts (models.Store).
+// ProfileStore is the part of Store that keeps measured profiles by model
+// and batch size across restarts (models.Store).
 type ProfileStore interface {
+	// SaveCPUProfile keeps p, a job's measured profile, replacing the
+	// one kept for its model and batch size.
 	SaveCPUProfile(ctx context.Context, p synergy.LearnedProfile) error
+	// CPUProfiles returns the profiles kept, read once per engine.
 	CPUProfiles(ctx context.Context) ([]synergy.LearnedProfile, error)
 }
 
@@ -76,11 +81,10 @@ func (e *Engine) loadProfiles(ctx context.Context) {
 	done := e.alloc.loaded
 	e.alloc.loaded = true
 	e.alloc.mu.Unlock()
-	ps, ok := e.cfg.Store.(ProfileStore)
-	if done || !ok {
+	if done {
 		return
 	}
-	lps, err := ps.CPUProfiles(ctx)
+	lps, err := e.cfg.Store.CPUProfiles(ctx)
 	if err != nil {
 		e.cfg.Logger.Warn("measured CPU profiles unavailable; jobs will be profiled again", "err", err)
 		return
@@ -291,20 +295,15 @@ func (e *Engine) learnProfiles(ctx context.Context, now time.Time) {
 			e.alloc.mu.Unlock()
 		}
 	}
-	if ps, ok := e.cfg.Store.(ProfileStore); ok {
-		for _, lp := range learned {
-			if err := ps.SaveCPUProfile(ctx, lp); err != nil {
-				e.cfg.Logger.Warn("keep measured CPU profile", "job", lp.JobID, "err", err)
-			}
+	for _, lp := range learned {
+		if err := e.cfg.Store.SaveCPUProfile(ctx, lp); err != nil {
+			e.cfg.Logger.Warn("keep measured CPU profile", "job", lp.JobID, "err", err)
 		}
 	}
-	noter, ok := e.cfg.Store.(JobNoter)
 	for _, nt := range notes {
 		e.cfg.Logger.Warn("job's CPU limits not enforced", "job", nt.id, "why", nt.text)
-		if ok {
-			if err := noter.AddJobNote(ctx, nt.id, nt.text, now); err != nil {
-				e.cfg.Logger.Warn("note job history", "job", nt.id, "err", err)
-			}
+		if err := e.cfg.Store.AddJobNote(ctx, nt.id, nt.text, now); err != nil {
+			e.cfg.Logger.Warn("note job history", "job", nt.id, "err", err)
 		}
 	}
 }

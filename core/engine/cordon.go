@@ -10,9 +10,9 @@ import "context"
 // never undo an admin's cordon, nor the other way round.
 
 // SetCordoned cordons (on) or uncordons (off) a machine. The setting
-// outlives a reconnect, and a restart where the store keeps it
-// (nodestate.go). On a follower it is recorded in the store for the
-// leader, which applies it on its next pass.
+// outlives a reconnect and a restart, in the store (nodestate.go). On a
+// follower it is recorded in the store for the leader, which applies it
+// on its next pass.
 func (e *Engine) SetCordoned(name string, on bool) error {
 	return e.setNodeFlag(name, on, &e.cordoned, func(ns NodeStateStore, ctx context.Context) error {
 		return ns.SetNodeCordoned(ctx, name, on, e.cfg.Now())

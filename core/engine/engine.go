@@ -107,7 +107,16 @@ type Dep struct {
 
 // Store is where the engine reads jobs and records what happens to them.
 // Every change is committed before the engine acts on it.
+//
+// A store has every method: the engine asserts none of them, so a store
+// that lacks one does not compile (enginestore.Store is the real one).
+// The methods below are the jobs' and their runs'; the embedded
+// interfaces group the rest by the feature that needs them, each
+// documented where that feature lives.
 type Store interface {
+	// UnfinishedEngineJobs returns the unfinished jobs a pass acts on,
+	// with their dependencies' states and cancel requests; held jobs are
+	// left out unless a cancel of theirs was requested.
 	UnfinishedEngineJobs(ctx context.Context) ([]Job, error)
 	// MarkStarted records a new run of a waiting job on placement and
 	// returns its number.
@@ -119,13 +128,21 @@ type Store interface {
 	// MarkResumed puts a job that waits again back to running as its last
 	// run ref, which its machine came back still running.
 	MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error
+	// Cancel ends an unfinished job that is not running, cancelled for
+	// reason; a running one is stopped first and passed to MarkStopped.
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
 	// EndWaiting ends a job that waits, in final state to: cancelled
 	// when a job it depends on ended the wrong way, timed out when its
 	// time is used up (gates.go).
 	EndWaiting(ctx context.Context, id int64, to job.State, reason string, now time.Time) error
+	// SetReasons records why waiting jobs wait, by job; jobs no longer
+	// waiting are left alone.
 	SetReasons(ctx context.Context, reasons map[int64]string) error
+	// SetQueueStates records the queue state the scheduler handed back
+	// for each job, so that the next pass (and the next server) sees it.
 	SetQueueStates(ctx context.Context, states map[int64]sched.QueueState) error
+	// MarkRetry records that run ref failed with exitCode and puts the
+	// job back in the queue to start again no earlier than retryAt.
 	MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, reason string, retryAt, now time.Time) error
 	// MarkRequeued puts a running job back in the queue with a new memory
 	// estimate, without counting a failure: it outgrew its Salus lane. It
@@ -135,6 +152,27 @@ type Store interface {
 	// SetMeasuredMemory stores a sharing job's estimate as its run
 	// measured it, for its next run; it changes nothing else.
 	SetMeasuredMemory(ctx context.Context, id int64, est memest.Estimate) error
+
+	// StartsRecorder records a pass's starts in one call (pass.go).
+	StartsRecorder
+	// CancelRequester records a follower replica's cancel of a running
+	// job for the leader (replicas.go).
+	CancelRequester
+	// TeamStore and UserUsageStore keep the teams and their users'
+	// usage, for fair share (teams.go, userusage.go).
+	TeamStore
+	UserUsageStore
+	// NodeStateStore keeps the machines' cordons, drains and GPUs out
+	// of service across restarts and replicas (nodestate.go).
+	NodeStateStore
+	// ForecastStore and LatestForecastStore feed and keep the start
+	// forecasts (forecast.go).
+	ForecastStore
+	LatestForecastStore
+	// ProfileStore and JobNoter keep the measured CPU profiles and note
+	// unenforced CPU limits in a job's history (alloc.go).
+	ProfileStore
+	JobNoter
 }
 
 // Node is one machine's agent as the engine drives it: in-process for
@@ -378,7 +416,7 @@ var ErrUnknownNode = errors.New("no such node connected")
 
 // SetDraining stops (on) or resumes (off) placing new jobs on a machine.
 // Jobs running there finish as usual. The setting outlives a reconnect,
-// and a restart where the store keeps it (nodestate.go).
+// and a restart, in the store (nodestate.go).
 func (e *Engine) SetDraining(name string, on bool) error {
 	return e.setNodeFlag(name, on, &e.draining, func(ns NodeStateStore, ctx context.Context) error {
 		return ns.SetNodeDraining(ctx, name, on, e.cfg.Now())

@@ -29,6 +29,8 @@ type memStore struct {
 	fail      error            // MarkStopped fails with it while set
 	stalls    map[int64]int    // requeues without progress (sharing_test.go)
 	waits     map[int64]string // why waiting jobs wait (SetReasons)
+
+	nodeStateMem // the machines' state (nodestate_test.go)
 }
 
 func newMemStore(jobs ...Job) *memStore {

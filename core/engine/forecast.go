@@ -43,8 +43,8 @@ type ForecastConfig struct {
 	Off bool
 }
 
-// ForecastStore is what forecasts need from the store; a store without it
-// gives no forecasts but unknown ones.
+// ForecastStore is the part of Store that forecasts read and record
+// through.
 type ForecastStore interface {
 	// FinishedRunTimes returns up to limit recently finished jobs' run
 	// times, with who ran what.
@@ -57,8 +57,9 @@ type ForecastStore interface {
 	RecordForecasts(ctx context.Context, rs []ForecastRecord) error
 }
 
-// LatestForecastStore keeps each waiting job's latest forecast, so that
-// follower replicas, which run no engine, show the leader's forecasts.
+// LatestForecastStore is the part of Store that keeps each waiting job's
+// latest forecast, so that follower replicas, which run no engine, show
+// the leader's forecasts.
 type LatestForecastStore interface {
 	// SetLatestForecasts replaces the latest forecasts of rs's jobs
 	// (their Kind is ignored).
@@ -292,13 +293,9 @@ func wallTime(at time.Time, snapNow, s float64) time.Time {
 // the recent submissions every 30 s.
 func (e *Engine) loadForecastInputs(ctx context.Context, now time.Time, sig uint64) {
 	fc := e.fc
-	st, ok := e.cfg.Store.(ForecastStore)
-	if !ok {
-		return
-	}
 	age := now.Sub(fc.histAt)
 	if fc.hist == nil || age >= time.Minute || ((e.completed || sig != fc.histSig) && age >= 5*time.Second) {
-		samples, err := st.FinishedRunTimes(ctx, fc.cfg.HistoryLimit)
+		samples, err := e.cfg.Store.FinishedRunTimes(ctx, fc.cfg.HistoryLimit)
 		if err != nil {
 			e.cfg.Logger.Warn("forecast: read run times", "err", err)
 		} else {
@@ -306,7 +303,7 @@ func (e *Engine) loadForecastInputs(ctx context.Context, now time.Time, sig uint
 		}
 	}
 	if fc.arrAt.IsZero() || now.Sub(fc.arrAt) >= 30*time.Second {
-		js, err := st.RecentSubmissions(ctx, now.Add(-fc.cfg.ArrivalWindow), fc.cfg.ArrivalLimit)
+		js, err := e.cfg.Store.RecentSubmissions(ctx, now.Add(-fc.cfg.ArrivalWindow), fc.cfg.ArrivalLimit)
 		if err != nil {
 			e.cfg.Logger.Warn("forecast: read recent submissions", "err", err)
 			return
@@ -344,8 +341,7 @@ func expectedArrivals(js []Job, now time.Time, e *Engine) *forecast.Arrivals {
 // counts as a forecast that held no start, forecast.Calibration.Unknown).
 func (e *Engine) recordForecast(ctx context.Context, r forecastDone, jobs []Job) {
 	fc := e.fc
-	st, ok := e.cfg.Store.(ForecastStore)
-	if !ok || r.res.Now == 0 {
+	if r.res.Now == 0 {
 		return
 	}
 	submitted := make(map[int64]time.Time, len(jobs))
@@ -387,7 +383,7 @@ func (e *Engine) recordForecast(ctx context.Context, r forecastDone, jobs []Job)
 		rs = append(rs, rec)
 		fc.recorded[f.JobID] = had | bit
 	}
-	if err := st.RecordForecasts(ctx, rs); err != nil {
+	if err := e.cfg.Store.RecordForecasts(ctx, rs); err != nil {
 		e.cfg.Logger.Warn("forecast: record", "err", err)
 		for _, rec := range rs {
 			delete(fc.recorded, rec.JobID) // tried again with the next forecast
@@ -401,10 +397,6 @@ func (e *Engine) recordForecast(ctx context.Context, r forecastDone, jobs []Job)
 // start (submitted holds the unfinished jobs).
 func (e *Engine) storeLatestForecasts(ctx context.Context, r forecastDone, submitted map[int64]time.Time) {
 	fc := e.fc
-	st, ok := e.cfg.Store.(LatestForecastStore)
-	if !ok {
-		return
-	}
 	if fc.stored == nil {
 		fc.stored = map[int64]JobForecast{}
 	}
@@ -431,7 +423,7 @@ func (e *Engine) storeLatestForecasts(ctx context.Context, r forecastDone, submi
 	if len(rs) == 0 {
 		return
 	}
-	if err := st.SetLatestForecasts(ctx, rs); err != nil {
+	if err := e.cfg.Store.SetLatestForecasts(ctx, rs); err != nil {
 		e.cfg.Logger.Warn("forecast: store latest", "err", err)
 		for _, rec := range rs {
 			delete(fc.stored, rec.JobID) // stored again with the next forecast

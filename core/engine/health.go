@@ -161,13 +161,9 @@ func (e *Engine) checkHealth(ctx context.Context, now time.Time) {
 // restarts. A GPU the store fails to record stays out of service until
 // this server stops.
 func (e *Engine) observeNode(ctx context.Context, n Node, now time.Time) {
-	ns := e.nodeStates()
 	for _, f := range e.health.observe(n.Name(), n.Sample(now), now) {
 		e.cfg.Logger.Warn("GPU taken out of service", "node", f.Node, "gpu", f.Index, "reason", f.Reason)
-		if ns == nil {
-			continue
-		}
-		if err := ns.RecordGPUFault(ctx, f); err != nil {
+		if err := e.cfg.Store.RecordGPUFault(ctx, f); err != nil {
 			e.cfg.Logger.Error("record GPU out of service", "node", f.Node, "gpu", f.Index, "err", err)
 			continue
 		}
@@ -213,14 +209,12 @@ func (e *Engine) ClearGPUFault(node string, index int) error {
 	if _, ok := e.health.fault(node, index); !ok {
 		return fmt.Errorf("GPU %s/%d: %w", node, index, ErrGPUHealthy)
 	}
-	if ns := e.nodeStates(); ns != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), nodeStateTimeout)
-		defer cancel()
-		if err := ns.DeleteGPUFault(ctx, node, index); err != nil {
-			return fmt.Errorf("put GPU %s/%d back in service: %w", node, index, err)
-		}
-		e.stored.noteFault(GPUFault{Node: node, Index: index}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), nodeStateTimeout)
+	defer cancel()
+	if err := e.cfg.Store.DeleteGPUFault(ctx, node, index); err != nil {
+		return fmt.Errorf("put GPU %s/%d back in service: %w", node, index, err)
 	}
+	e.stored.noteFault(GPUFault{Node: node, Index: index}, false)
 	e.health.mu.Lock()
 	delete(e.health.faults, gpuKey{node, index})
 	e.health.mu.Unlock()

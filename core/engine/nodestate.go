@@ -2,20 +2,18 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 )
 
 // Which machines are cordoned or draining and which GPUs are out of
-// service is kept in the store when it can keep it (NodeStateStore): the
-// engine loads it when Run starts, so that it outlives a server restart
-// and a new leader replica sees what the old one decided, and writes each
-// change through before acting on it. A follower replica writes an
+// service is kept in the store (NodeStateStore): the engine loads it
+// when Run starts, so that it outlives a server restart and a new leader
+// replica sees what the old one decided, and writes each change through
+// before acting on it. A follower replica writes an
 // admin's change to the store only; the leader re-reads the store once
-// an Interval and applies what other replicas changed. With a store that
-// cannot keep it, it lives in memory only.
+// an Interval and applies what other replicas changed.
 
 // NodeStates is what the store holds of the machines' scheduling state.
 type NodeStates struct {
@@ -24,11 +22,17 @@ type NodeStates struct {
 	Faults   []GPUFault // the GPUs out of service
 }
 
-// NodeStateStore is a Store that keeps the machines' scheduling state.
+// NodeStateStore is the part of Store that keeps the machines' scheduling
+// state.
 type NodeStateStore interface {
+	// NodeStates returns the machines' state as the store has it.
 	NodeStates(ctx context.Context) (NodeStates, error)
+	// SetNodeCordoned and SetNodeDraining record a machine's cordon or
+	// drain (on), or its end.
 	SetNodeCordoned(ctx context.Context, node string, on bool, now time.Time) error
 	SetNodeDraining(ctx context.Context, node string, on bool, now time.Time) error
+	// RecordGPUFault takes a GPU out of service, replacing its earlier
+	// fault if any.
 	RecordGPUFault(ctx context.Context, f GPUFault) error
 	// DeleteGPUFault puts a GPU back in service; a GPU not out of service
 	// is no error.
@@ -38,12 +42,6 @@ type NodeStateStore interface {
 // nodeStateTimeout bounds a write of the machines' state made by a call
 // that has no context of its own (SetCordoned, SetDraining).
 const nodeStateTimeout = 10 * time.Second
-
-// nodeStates returns the store that keeps the machines' state, or nil.
-func (e *Engine) nodeStates() NodeStateStore {
-	ns, _ := e.cfg.Store.(NodeStateStore)
-	return ns
-}
 
 // storedNodeStates is the machines' state as the engine last read it
 // from the store, with the changes it wrote there since: what
@@ -89,11 +87,7 @@ func (s *storedNodeStates) noteFault(f GPUFault, put bool) {
 
 // loadNodeStates adds the store's machines' state to the engine's.
 func (e *Engine) loadNodeStates(ctx context.Context) error {
-	ns := e.nodeStates()
-	if ns == nil {
-		return nil
-	}
-	st, err := ns.NodeStates(ctx)
+	st, err := e.cfg.Store.NodeStates(ctx)
 	if err != nil {
 		return fmt.Errorf("load cordons, drains and GPUs out of service: %w", err)
 	}
@@ -117,17 +111,13 @@ func (e *Engine) loadNodeStates(ctx context.Context) error {
 // made again on the next pass; a failed read keeps the state the engine
 // has.
 func (e *Engine) refreshNodeStates(ctx context.Context, now time.Time) {
-	ns := e.nodeStates()
-	if ns == nil {
-		return
-	}
 	e.stored.mu.Lock()
 	gen, due := e.stored.gen, e.stored.read.IsZero() || now.Sub(e.stored.read) >= e.cfg.Interval
 	e.stored.mu.Unlock()
 	if !due {
 		return
 	}
-	st, err := ns.NodeStates(ctx)
+	st, err := e.cfg.Store.NodeStates(ctx)
 	if err != nil {
 		e.cfg.Logger.Error("re-read cordons, drains and GPUs out of service", "err", err)
 		return
@@ -196,30 +186,18 @@ func applyHolds(flags *map[string]bool, old, cur map[string]bool) []holdChange {
 // follower cannot tell whether the machine is connected: a hold of a
 // machine not connected takes effect when it connects.
 func (e *Engine) writeForLeader(name string, write func(ns NodeStateStore, ctx context.Context) error) error {
-	ns := e.nodeStates()
-	if ns == nil {
-		return errNoNodeStates
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), nodeStateTimeout)
 	defer cancel()
-	if err := write(ns, ctx); err != nil {
+	if err := write(e.cfg.Store, ctx); err != nil {
 		return fmt.Errorf("record the state of %s for the leader: %w", name, err)
 	}
 	return nil
 }
 
-// errNoNodeStates is returned by a follower's cordon, drain or clear when
-// its store cannot keep the machines' state for the leader.
-var errNoNodeStates = errors.New("engine: not scheduling, and its store keeps no machines' state")
-
 // StoredNodeStates returns the machines' state as the store has it: what
 // a follower, which runs no machines, knows of them.
 func (e *Engine) StoredNodeStates(ctx context.Context) (NodeStates, error) {
-	ns := e.nodeStates()
-	if ns == nil {
-		return NodeStates{}, errNoNodeStates
-	}
-	st, err := ns.NodeStates(ctx)
+	st, err := e.cfg.Store.NodeStates(ctx)
 	if err != nil {
 		return st, fmt.Errorf("read cordons, drains and GPUs out of service: %w", err)
 	}
@@ -238,7 +216,7 @@ func (e *Engine) clearStoredGPUFault(node string, index int) error {
 	}
 	for _, f := range st.Faults {
 		if f.Node == node && f.Index == index {
-			if err := e.nodeStates().DeleteGPUFault(ctx, node, index); err != nil {
+			if err := e.cfg.Store.DeleteGPUFault(ctx, node, index); err != nil {
 				return fmt.Errorf("put GPU %s/%d back in service: %w", node, index, err)
 			}
 			return nil
@@ -261,10 +239,10 @@ func (e *Engine) setNodeFlag(name string, on bool, flags *map[string]bool,
 	if !ok {
 		return fmt.Errorf("%s: %w", name, ErrUnknownNode)
 	}
-	if ns := e.nodeStates(); ns != nil && write != nil {
+	if write != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), nodeStateTimeout)
 		defer cancel()
-		if err := write(ns, ctx); err != nil {
+		if err := write(e.cfg.Store, ctx); err != nil {
 			return fmt.Errorf("record the state of %s: %w", name, err)
 		}
 		e.stored.note(func(st *NodeStates) {

@@ -13,20 +13,16 @@ import (
 	"github.com/gpuportal/gpuportal/core/sched"
 )
 
-// stateStore is a memStore that keeps the machines' state, as the real
-// store does across restarts.
-type stateStore struct {
-	*memStore
+// nodeStateMem keeps the machines' state in memory, as the real store
+// does across restarts. Every memStore has one: a store that forgot the
+// state would undo the engine's own cordons on its next re-read.
+type nodeStateMem struct {
 	mu      sync.Mutex
 	st      NodeStates
-	loadErr error
+	loadErr error // NodeStates fails with it while set
 }
 
-func newStateStore(m *memStore) *stateStore {
-	return &stateStore{memStore: m, st: NodeStates{Cordoned: map[string]bool{}, Draining: map[string]bool{}}}
-}
-
-func (s *stateStore) NodeStates(context.Context) (NodeStates, error) {
+func (s *nodeStateMem) NodeStates(context.Context) (NodeStates, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := NodeStates{Cordoned: map[string]bool{}, Draining: map[string]bool{}, Faults: append([]GPUFault(nil), s.st.Faults...)}
@@ -39,21 +35,27 @@ func (s *stateStore) NodeStates(context.Context) (NodeStates, error) {
 	return out, s.loadErr
 }
 
-func (s *stateStore) SetNodeCordoned(_ context.Context, node string, on bool, _ time.Time) error {
+func (s *nodeStateMem) SetNodeCordoned(_ context.Context, node string, on bool, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.st.Cordoned == nil {
+		s.st.Cordoned = map[string]bool{}
+	}
 	s.st.Cordoned[node] = on
 	return nil
 }
 
-func (s *stateStore) SetNodeDraining(_ context.Context, node string, on bool, _ time.Time) error {
+func (s *nodeStateMem) SetNodeDraining(_ context.Context, node string, on bool, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.st.Draining == nil {
+		s.st.Draining = map[string]bool{}
+	}
 	s.st.Draining[node] = on
 	return nil
 }
 
-func (s *stateStore) RecordGPUFault(_ context.Context, f GPUFault) error {
+func (s *nodeStateMem) RecordGPUFault(_ context.Context, f GPUFault) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, g := range s.st.Faults {
@@ -66,7 +68,7 @@ func (s *stateStore) RecordGPUFault(_ context.Context, f GPUFault) error {
 	return nil
 }
 
-func (s *stateStore) DeleteGPUFault(_ context.Context, node string, index int) error {
+func (s *nodeStateMem) DeleteGPUFault(_ context.Context, node string, index int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.st.Faults[:0]
@@ -82,12 +84,10 @@ func (s *stateStore) DeleteGPUFault(_ context.Context, node string, index int) e
 func TestRestartKeepsGPUsOutOfServiceAndCordons(t *testing.T) {
 	ctx := context.Background()
 	mem := newMemStore()
-	store := newStateStore(mem)
 
 	// The first server: GPU n0/0 falls off the bus, n1 is cordoned and
 	// n2 drained.
 	e1, clock := newTestEngine(t, mem, newFakeNode("n1", 1), newFakeNode("n2", 1))
-	e1.cfg.Store = store
 	sick := &sickNode{fakeNode: newFakeNode("n0", 2), errs: map[int]gpu.Sample{}}
 	e1.nodes["n0"] = sick
 	mustPass(t, e1)
@@ -108,7 +108,6 @@ func TestRestartKeepsGPUsOutOfServiceAndCordons(t *testing.T) {
 	n0 := newFakeNode("n0", 2)
 	n1, n2 := newFakeNode("n1", 1), newFakeNode("n2", 1)
 	e2, _ := newTestEngine(t, mem, n0, n1, n2)
-	e2.cfg.Store = store
 	if err := e2.loadNodeStates(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +133,6 @@ func TestRestartKeepsGPUsOutOfServiceAndCordons(t *testing.T) {
 		t.Fatal(err)
 	}
 	e3, _ := newTestEngine(t, mem, newFakeNode("n0", 2), newFakeNode("n1", 1))
-	e3.cfg.Store = store
 	if err := e3.loadNodeStates(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -147,10 +145,9 @@ func TestRestartKeepsGPUsOutOfServiceAndCordons(t *testing.T) {
 }
 
 func TestRunFailsWhenTheMachinesStateCannotBeLoaded(t *testing.T) {
-	store := newStateStore(newMemStore())
+	store := newMemStore()
 	store.loadErr = errors.New("database gone")
-	e, _ := newTestEngine(t, store.memStore)
-	e.cfg.Store = store
+	e, _ := newTestEngine(t, store)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := e.Run(ctx); err == nil || !strings.Contains(err.Error(), "database gone") {
@@ -211,10 +208,8 @@ func TestAdoptedRunCountsOnlyItsOwnGPUs(t *testing.T) {
 }
 
 func TestMirroredDrainsAreNotKept(t *testing.T) {
-	mem := newMemStore()
-	store := newStateStore(mem)
-	e, _ := newTestEngine(t, mem, newFakeNode("s1", 1))
-	e.cfg.Store = store
+	store := newMemStore()
+	e, _ := newTestEngine(t, store, newFakeNode("s1", 1))
 	if err := e.MirrorDraining("s1", true); err != nil {
 		t.Fatal(err)
 	}
@@ -231,11 +226,9 @@ func TestMirroredDrainsAreNotKept(t *testing.T) {
 
 func TestLeaderPicksUpHoldsAndClearsMadeThroughAFollower(t *testing.T) {
 	mem := newMemStore()
-	store := newStateStore(mem)
 
 	// The leader: GPU n0/0 falls off the bus.
 	lead, clock := newTestEngine(t, mem, newFakeNode("n1", 1))
-	lead.cfg.Store = store
 	sick := &sickNode{fakeNode: newFakeNode("n0", 2), errs: map[int]gpu.Sample{}}
 	lead.nodes["n0"] = sick
 	if err := lead.loadNodeStates(context.Background()); err != nil {
@@ -248,7 +241,6 @@ func TestLeaderPicksUpHoldsAndClearsMadeThroughAFollower(t *testing.T) {
 	// A follower, with no machines, cordons n1, drains n0 and clears
 	// n0/0: the store only.
 	fol, _ := newTestEngine(t, mem)
-	fol.cfg.Store = store
 	fol.SetFollower()
 	if err := fol.ClearGPUFault("n0", 1); !errors.Is(err, ErrGPUHealthy) {
 		t.Errorf("follower's clear of a healthy GPU: %v, want ErrGPUHealthy", err)
@@ -261,7 +253,7 @@ func TestLeaderPicksUpHoldsAndClearsMadeThroughAFollower(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st, _ := store.NodeStates(context.Background()); !st.Cordoned["n1"] || len(st.Faults) != 0 {
+	if st, _ := mem.NodeStates(context.Background()); !st.Cordoned["n1"] || len(st.Faults) != 0 {
 		t.Fatalf("store after the follower's actions = %+v, want n1 cordoned and no fault", st)
 	}
 	if !lead.gpuUnhealthy("n0", 0) || lead.unschedulable("n1") {
@@ -304,25 +296,14 @@ func TestLeaderPicksUpHoldsAndClearsMadeThroughAFollower(t *testing.T) {
 	}
 }
 
-func TestFollowerWithoutNodeStatesRefuses(t *testing.T) {
-	e, _ := newTestEngine(t, newMemStore())
-	e.SetFollower()
-	if err := e.SetCordoned("n1", true); !errors.Is(err, errNoNodeStates) {
-		t.Errorf("cordon on a follower whose store keeps no state: %v", err)
-	}
-	if err := e.ClearGPUFault("n0", 0); !errors.Is(err, errNoNodeStates) {
-		t.Errorf("clear on a follower whose store keeps no state: %v", err)
-	}
-}
-
 // racingStore runs hook once, just after a read of the machines' state.
 type racingStore struct {
-	*stateStore
+	*memStore
 	hook func()
 }
 
 func (s *racingStore) NodeStates(ctx context.Context) (NodeStates, error) {
-	st, err := s.stateStore.NodeStates(ctx)
+	st, err := s.memStore.NodeStates(ctx)
 	if h := s.hook; h != nil {
 		s.hook = nil
 		h()
@@ -332,7 +313,7 @@ func (s *racingStore) NodeStates(ctx context.Context) (NodeStates, error) {
 
 func TestReReadDoesNotUndoTheLeadersOwnWriteMadeMeanwhile(t *testing.T) {
 	mem := newMemStore()
-	store := &racingStore{stateStore: newStateStore(mem)}
+	store := &racingStore{memStore: mem}
 	e, clock := newTestEngine(t, mem, newFakeNode("n1", 1))
 	e.cfg.Store = store
 	if err := e.loadNodeStates(context.Background()); err != nil {

@@ -329,8 +329,8 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 	e.cfg.Logger.Info("job started", "job", j.ID, "gpus", gpuNames(gpus))
 }
 
-// StartsRecorder is a Store that records the starts of a pass in one
-// transaction, each start succeeding or failing on its own.
+// StartsRecorder is the part of Store that records the starts of a pass
+// in one transaction, each start succeeding or failing on its own.
 type StartsRecorder interface {
 	// MarkStartedAll records starts as MarkStarted does each, and returns
 	// each one's run number or error, by index; err is set only when
@@ -350,12 +350,11 @@ type startRecord struct {
 	err error
 }
 
-// recordStarts records the pass's starts in one store call where the
-// store can; start records the others one by one. Each start is recorded
-// before its machines are asked to start it, as ever.
+// recordStarts records the pass's starts in one store call; start
+// records a pass's only start itself (MarkStarted). Each start is
+// recorded before its machines are asked to start it, as ever.
 func (e *Engine) recordStarts(ctx context.Context, starts []sched.Start, byID map[int64]Job, now time.Time) map[int64]startRecord {
-	sr, ok := e.cfg.Store.(StartsRecorder)
-	if !ok || len(starts) < 2 {
+	if len(starts) < 2 {
 		return nil
 	}
 	recs := make([]StartRecord, 0, len(starts))
@@ -364,7 +363,7 @@ func (e *Engine) recordStarts(ctx context.Context, starts []sched.Start, byID ma
 			recs = append(recs, StartRecord{JobID: s.JobID, Placement: slices.Clone(s.GPUs)})
 		}
 	}
-	runs, errs, err := sr.MarkStartedAll(ctx, recs, now)
+	runs, errs, err := e.cfg.Store.MarkStartedAll(ctx, recs, now)
 	if err != nil {
 		e.cfg.Logger.Error("record the pass's starts", "starts", len(recs), "err", err)
 		out := make(map[int64]startRecord, len(recs))

@@ -105,33 +105,25 @@ func TestLiveMatchesSimulator(t *testing.T) {
 				if res.Finished != len(replayTrace) || (res.Preemptions == 0) != (cfg.Policy == "fifo") {
 					t.Fatalf("the simulator finished %d of %d jobs with %d preemptions: the trace must preempt", res.Finished, len(replayTrace), res.Preemptions)
 				}
-				// The live engine with a store that records each start on
-				// its own, and with one that records a pass's starts at once.
-				for _, batched := range []bool{false, true} {
-					live := replayLive(t, cfg, replayTrace, batched, handover)
-					want, got := sortEvents(simTL.events), sortEvents(live)
-					if !slices.EqualFunc(want, got, func(a, b replayEvent) bool {
-						return a.job == b.job && a.what == b.what && math.Abs(a.at-b.at) < 1e-6
-					}) {
-						t.Errorf("handover %v s: live (starts recorded at once: %v) and simulated decisions differ:\nsimulator:\n%s\nlive:\n%s", handover, batched, joinEvents(want), joinEvents(got))
-					}
+				live := replayLive(t, cfg, replayTrace, handover)
+				want, got := sortEvents(simTL.events), sortEvents(live)
+				if !slices.EqualFunc(want, got, func(a, b replayEvent) bool {
+					return a.job == b.job && a.what == b.what && math.Abs(a.at-b.at) < 1e-6
+				}) {
+					t.Errorf("handover %v s: live and simulated decisions differ:\nsimulator:\n%s\nlive:\n%s", handover, joinEvents(want), joinEvents(got))
 				}
 			}
 		})
 	}
 }
 
-// replayLive drives the engine through jobs on a fake clock; batched
-// gives it a store that records a pass's starts at once.
-func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job, batched bool, handover float64) []replayEvent {
+// replayLive drives the engine through jobs on a fake clock.
+func replayLive(t *testing.T, cfg sched.Config, jobs []trace.Job, handover float64) []replayEvent {
 	t.Helper()
 	ctx := context.Background()
 	store := newMemStore()
 	n := newFakeNode("n0", 4)
 	e, clock := newTestEngine(t, store, n)
-	if batched {
-		e.cfg.Store = &batchStore{memStore: store}
-	}
 	sc, err := sched.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
@@ -14,14 +13,15 @@ import (
 // job ends it in the store at once, and a cancel of a running one is
 // recorded as a request that the leader's next pass carries out.
 
-// CancelRequester is a Store that can record a cancel for the leader.
+// CancelRequester is the part of Store that records a cancel for the
+// leader.
 type CancelRequester interface {
+	// RequestCancel ends a waiting job cancelled at once, and records a
+	// request to cancel a running one, which the leader's next pass
+	// carries out (carryOutCancels); a finished job is an error wrapping
+	// job.ErrConflict.
 	RequestCancel(ctx context.Context, id int64, reason string, now time.Time) error
 }
-
-// errNoCancelRequests is returned by Cancel on an engine that does not run
-// when its store cannot record requests.
-var errNoCancelRequests = errors.New("engine: not scheduling, and its store records no cancel requests")
 
 // SetFollower marks the engine of a replica that does not schedule:
 // until Run starts, its Cancel records requests for the leader.
@@ -29,11 +29,7 @@ func (e *Engine) SetFollower() { e.follower.Store(true) }
 
 // requestCancel records a cancel for whichever replica schedules.
 func (e *Engine) requestCancel(ctx context.Context, id int64, reason string) error {
-	rc, ok := e.cfg.Store.(CancelRequester)
-	if !ok {
-		return errNoCancelRequests
-	}
-	return rc.RequestCancel(ctx, id, reason, e.cfg.Now())
+	return e.cfg.Store.RequestCancel(ctx, id, reason, e.cfg.Now())
 }
 
 // carryOutCancels acts on the cancels other replicas asked for: a running

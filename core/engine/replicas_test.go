@@ -8,38 +8,17 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
-// requestStore is a memStore that records cancel requests as the real
-// store does.
-type requestStore struct{ *memStore }
-
-func (s requestStore) RequestCancel(_ context.Context, id int64, reason string, _ time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.jobs[id]
-	switch {
-	case j.State.Waiting():
-		j.State = job.Cancelled
-	case j.State == job.Running:
-		j.CancelRequest = reason
-	default:
-		return errConflict
-	}
-	return nil
-}
-
 func TestFollowerCancelIsCarriedOutByTheLeader(t *testing.T) {
 	ctx := context.Background()
 	mem := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0}, Job{ID: 2, GPUs: 1, SubmittedAt: t0.Add(time.Second)},
 		Job{ID: 3, GPUs: 4, SubmittedAt: t0.Add(2 * time.Second)})
-	store := requestStore{mem}
 	n := newFakeNode("n0", 2)
 	leader, clock := newTestEngine(t, mem, n)
-	leader.cfg.Store = store
 	mustPass(t, leader) // 1 and 2 run; 3 waits for 4 GPUs
 
 	// The follower shares the store and runs no loop: its cancels are
 	// requests, and never wait for a loop.
-	follower, err := New(Config{Store: store, Scheduler: leader.cfg.Scheduler, Now: clock.now})
+	follower, err := New(Config{Store: mem, Scheduler: leader.cfg.Scheduler, Now: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,10 +36,16 @@ type TeamSample struct {
 	GuaranteeGPUs int
 }
 
-// TeamStore is what fair share needs from the store.
+// TeamStore is the part of Store that fair share reads and records
+// through; with no teams, fair share is off.
 type TeamStore interface {
+	// EngineTeams returns the teams with their guarantees, caps and
+	// decayed usage as last saved.
 	EngineTeams(ctx context.Context) ([]Team, error)
+	// SetTeamUsage saves each team's decayed usage as of at.
 	SetTeamUsage(ctx context.Context, usage map[string]float64, at time.Time) error
+	// RecordTeamSamples records where each team stood, for the usage
+	// charts.
 	RecordTeamSamples(ctx context.Context, samples []TeamSample) error
 }
 
@@ -62,13 +68,9 @@ type teamState struct {
 
 // teams reads the teams, brings their decayed usage up to now (counting
 // the GPUs their jobs held since the last pass) and returns them as the
-// scheduler takes them. Without a TeamStore, fair share is off.
+// scheduler takes them. Without teams, fair share is off.
 func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.Team, error) {
-	ts, ok := e.cfg.Store.(TeamStore)
-	if !ok {
-		return nil, nil
-	}
-	teams, err := ts.EngineTeams(ctx)
+	teams, err := e.cfg.Store.EngineTeams(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 			UserUsage: maps.Clone(st.users[t.Name]), InteractiveGPUs: t.SessionPriorityGPUs}
 	}
 	if now.Sub(st.savedAt) >= usageSaveEvery {
-		if err := ts.SetTeamUsage(ctx, st.usage, now); err != nil {
+		if err := e.cfg.Store.SetTeamUsage(ctx, st.usage, now); err != nil {
 			return nil, err
 		}
 		if err := e.saveUserUsage(ctx, now); err != nil {
@@ -154,9 +156,8 @@ func (e *Engine) recordShares(ctx context.Context, snap sched.Snapshot, d sched.
 	e.shareMu.Lock()
 	e.shares, e.borrowed = shares, borrowed
 	e.shareMu.Unlock()
-	ts, ok := e.cfg.Store.(TeamStore)
 	st := &e.teamState
-	if !ok || now.Sub(st.sampledAt) < teamSampleEvery {
+	if now.Sub(st.sampledAt) < teamSampleEvery {
 		return nil
 	}
 	guarantees := make(map[string]int, len(snap.Teams))
@@ -174,7 +175,7 @@ func (e *Engine) recordShares(ctx context.Context, snap sched.Snapshot, d sched.
 			BorrowedGPUs: t.BorrowedGPUs, GuaranteeGPUs: s.GuaranteeGPUs})
 	}
 	st.sampledAt = now
-	return ts.RecordTeamSamples(ctx, samples)
+	return e.cfg.Store.RecordTeamSamples(ctx, samples)
 }
 
 // FairShare returns each team's standing as of the last pass, by name.

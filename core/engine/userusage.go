@@ -18,10 +18,12 @@ type UserUsage struct {
 	UsageAt         time.Time
 }
 
-// UserUsageStore is what fair share inside a team needs from the store.
-// Without it, users of a team share its guarantee in the policy's order.
+// UserUsageStore is the part of Store that fair share inside a team reads
+// and records through. With no usage kept, users of a team start even.
 type UserUsageStore interface {
+	// UserUsages returns each team's users' decayed usage as last saved.
 	UserUsages(ctx context.Context) ([]UserUsage, error)
+	// SetUserUsage saves each user's decayed usage as of at.
 	SetUserUsage(ctx context.Context, usage []UserUsage, at time.Time) error
 }
 
@@ -30,11 +32,7 @@ type UserUsageStore interface {
 func (e *Engine) loadUserUsage(ctx context.Context, now time.Time) error {
 	st := &e.teamState
 	st.users = map[string]map[string]float64{}
-	us, ok := e.cfg.Store.(UserUsageStore)
-	if !ok {
-		return nil
-	}
-	rows, err := us.UserUsages(ctx)
+	rows, err := e.cfg.Store.UserUsages(ctx)
 	if err != nil {
 		return fmt.Errorf("read users' usage: %w", err)
 	}
@@ -79,17 +77,13 @@ func (e *Engine) addUserUsage(jobs []Job, held usage.Figures, dt float64) {
 
 // saveUserUsage records users' usage as of now.
 func (e *Engine) saveUserUsage(ctx context.Context, now time.Time) error {
-	us, ok := e.cfg.Store.(UserUsageStore)
-	if !ok {
-		return nil
-	}
 	var rows []UserUsage
 	for team, m := range e.teamState.users {
 		for user, u := range m {
 			rows = append(rows, UserUsage{Team: team, User: user, UsageGPUSeconds: u, UsageAt: now})
 		}
 	}
-	if err := us.SetUserUsage(ctx, rows, now); err != nil {
+	if err := e.cfg.Store.SetUserUsage(ctx, rows, now); err != nil {
 		return fmt.Errorf("save users' usage: %w", err)
 	}
 	return nil
