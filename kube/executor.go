@@ -433,7 +433,11 @@ func (e *Executor) syncDrains(draining map[string]bool) {
 func (e *Executor) syncRuns(ctx context.Context) {
 	now := e.cfg.Now()
 	var exits []job.Exit
-	var release []*run
+	type releasing struct {
+		r    *run
+		last *corev1.Pod
+	}
+	var release []releasing
 	type deletion struct {
 		pod   string
 		grace time.Duration
@@ -484,7 +488,7 @@ func (e *Executor) syncRuns(ctx context.Context) {
 				deletes = append(deletes, deletion{name, 0})
 			} else if e.freeLocked(r) {
 				r.releasing = true
-				release = append(release, r)
+				release = append(release, releasing{r, p})
 			}
 		}
 	}
@@ -503,8 +507,8 @@ func (e *Executor) syncRuns(ctx context.Context) {
 	for _, d := range deletes {
 		e.deletePod(ctx, d.pod, d.grace)
 	}
-	for _, r := range release {
-		e.release(ctx, r)
+	for _, rel := range release {
+		e.release(ctx, rel.r, rel.last)
 	}
 	for _, ex := range exits {
 		select {
@@ -647,7 +651,7 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	}
 	e.mu.Unlock()
 	if free {
-		e.release(ctx, r)
+		e.release(ctx, r, created)
 	} else {
 		e.log.Info("pod waits for its GPUs to be free", "job", s.JobID, "pod", r.pod, "node", n.name, "gpus", gpus)
 	}
@@ -659,9 +663,9 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 // would: the pod's node is gpuportal's choice whether a scheduler or
 // gpuportal binds it. A pod that cannot be released is deleted and its
 // run fails.
-func (e *Executor) release(ctx context.Context, r *run) {
+func (e *Executor) release(ctx context.Context, r *run, last *corev1.Pod) {
 	pods := e.cfg.Core.Pods(e.cfg.Namespace)
-	err := e.ungate(ctx, r)
+	err := e.ungate(ctx, r, last)
 	if err == nil {
 		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: r.pod, UID: r.uid},
 			Target: corev1.ObjectReference{Kind: "Node", Name: r.node}}
@@ -692,13 +696,18 @@ func (e *Executor) release(ctx context.Context, r *run) {
 }
 
 // ungate sets the node affinity of r's gated pod and removes its gate in
-// one update, retried when the pod changed meanwhile.
-func (e *Executor) ungate(ctx context.Context, r *run) error {
+// one update, from p as last seen (nil: read it), retried when the pod
+// changed meanwhile.
+func (e *Executor) ungate(ctx context.Context, r *run, p *corev1.Pod) error {
 	pods := e.cfg.Core.Pods(e.cfg.Namespace)
 	for try := 0; ; try++ {
-		p, err := pods.Get(ctx, r.pod, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("read pod %s: %w", r.pod, err)
+		if p == nil {
+			var err error
+			if p, err = pods.Get(ctx, r.pod, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("read pod %s: %w", r.pod, err)
+			}
+		} else {
+			p = p.DeepCopy()
 		}
 		if p.UID != r.uid {
 			return fmt.Errorf("pod %s was replaced", r.pod)
@@ -708,10 +717,11 @@ func (e *Executor) ungate(ctx context.Context, r *run) error {
 		}
 		p.Spec.Affinity = pinAffinity(r.node)
 		p.Spec.SchedulingGates = slices.DeleteFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == Gate })
-		_, err = pods.Update(ctx, p, metav1.UpdateOptions{})
+		_, err := pods.Update(ctx, p, metav1.UpdateOptions{})
 		if err == nil {
 			return nil
 		}
+		p = nil // changed meanwhile: read it again
 		if !apierrors.IsConflict(err) || try >= 5 {
 			return fmt.Errorf("remove the gate of pod %s: %w", r.pod, err)
 		}
