@@ -234,8 +234,17 @@ func (c *kubeCluster) addNode(name string, gpus int) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"type": "kwok", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
 		Status:     corev1.NodeStatus{Capacity: res, Allocatable: res},
 	}
-	if _, err := c.core.Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+	created, err := c.core.Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+	if err != nil {
 		c.t.Fatalf("create node %s: %v", name, err)
+	}
+	if _, ok := created.Status.Allocatable["nvidia.com/gpu"]; !ok {
+		// Where the API server drops a new node's status, it is set as a
+		// kubelet would.
+		created.Status = n.Status
+		if _, err := c.core.Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
+			c.t.Fatalf("set the status of node %s: %v", name, err)
+		}
 	}
 }
 
