@@ -31,6 +31,9 @@ type APIToken struct {
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// LastUsedAt is when it last authenticated a request, to within a
+	// minute; absent: never.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 }
 
 // AccountChange answers a change an admin made to an account: the
@@ -57,10 +60,18 @@ type Me struct {
 }
 
 // Token is an API token as POST /api/v1/tokens issues it: its secret,
-// shown this once, and when it expires.
+// shown this once, its name and when it expires.
 type Token struct {
 	Token     string    `json:"token"`
+	Name      string    `json:"name"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// TokenRequest is the optional body of POST /api/v1/tokens: the new
+// token's name (1 to 128 characters; absent: "api", with the program
+// that asked, from its User-Agent).
+type TokenRequest struct {
+	Name string `json:"name,omitempty"`
 }
 
 // Error is what every /api/v1 route answers with a 4xx or 5xx status:

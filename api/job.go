@@ -22,6 +22,9 @@ type Job struct {
 	// TasksPerGPU: the command runs once per GPU rather than once per
 	// machine (docs/multinode.md).
 	TasksPerGPU bool `json:"tasks_per_gpu,omitempty"`
+	// Priority is a batch job's priority within its team: high, normal
+	// or low; absent for a session.
+	Priority string `json:"priority,omitempty"`
 	// Session is set for an interactive session job (session.go).
 	Session  *Session `json:"session,omitempty"`
 	Sim      *SimSpec `json:"sim,omitempty"`
@@ -107,6 +110,29 @@ type Job struct {
 	// Usage is how the job used its GPUs over its run, without the
 	// points: only in GET /api/v1/jobs/{id} (points: .../usage).
 	Usage *JobUsage `json:"usage,omitempty"`
+	// Resume is what the job's latest run after its first found in its
+	// checkpoint folder as it started, and what faults have cost; absent
+	// until such a run has been heard from.
+	Resume *JobResume `json:"resume,omitempty"`
+}
+
+// JobResume says which run resumed from which checkpoint: the checkpoint
+// folder (GPUPORTAL_CHECKPOINT_DIR) is the job's, kept across its runs on
+// a machine, or across machines that share the agents' work folder; a run
+// on a machine without it starts from scratch (docs/agents.md).
+type JobResume struct {
+	// Run is the run that started; FromRun the earlier run that wrote the
+	// checkpoint it found (absent: not known, or none).
+	Run     int64 `json:"run"`
+	FromRun int64 `json:"from_run,omitempty"`
+	// CheckpointAt is when that checkpoint was written; absent: the run
+	// started from scratch.
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+	// LostS is the seconds of work the stop before the run cost (what it
+	// redoes: the earlier runs' time after the checkpoint);
+	// LostTotalS that of every such stop of the job.
+	LostS      float64 `json:"lost_s"`
+	LostTotalS float64 `json:"lost_total_s"`
 }
 
 // ArrayTask places a job in its array: the array's ID (its first task's),

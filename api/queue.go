@@ -25,12 +25,15 @@ type Queue struct {
 	From float64 `json:"from"`
 	To   float64 `json:"to"`
 	// Total is the number of jobs in the queue, Running those of them
-	// that run; Jobs is those from Offset on, all of them unless a page
-	// was asked for (the queues topic sends the first page).
-	Total   int        `json:"total"`
-	Running int        `json:"running"`
-	Offset  int        `json:"offset"`
-	Jobs    []QueueJob `json:"jobs"`
+	// that run; Jobs is a page of them, from Offset on (the first page
+	// unless another was asked for). NextCursor, when more follow, asks
+	// for the next page (GET /queues?cursor=): no job is lost or repeated
+	// from page to page while jobs are submitted, start or leave.
+	Total      int        `json:"total"`
+	Running    int        `json:"running"`
+	Offset     int        `json:"offset"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+	Jobs       []QueueJob `json:"jobs"`
 }
 
 // QueueJob is a job in a queue. Jobs of teams the user may not see show

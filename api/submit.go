@@ -66,6 +66,10 @@ type SubmitRequest struct {
 	// with its RANK and LOCAL_RANK, rather than once per machine
 	// (docs/multinode.md; srun --ntasks-per-gpu=1).
 	TasksPerGPU bool `json:"tasks_per_gpu,omitempty"`
+	// Priority is a batch job's priority within its team: high, normal
+	// (the default, also "") or low, among those its team allows
+	// (BatchPolicy; docs/scheduling.md, "Job classes").
+	Priority string `json:"priority,omitempty"`
 }
 
 // Command is argv. In JSON it is a list of strings, or one string that is

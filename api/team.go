@@ -27,6 +27,21 @@ type TeamShare struct {
 	IdlePolicy IdlePolicy `json:"idle_policy"`
 	// SessionPolicy bounds the team's interactive sessions.
 	SessionPolicy SessionPolicy `json:"session_policy"`
+	// BatchPolicy says which priorities the team's batch jobs may have.
+	BatchPolicy BatchPolicy `json:"batch_policy"`
+}
+
+// BatchPolicy is a team's policy for its batch jobs' priorities
+// (docs/scheduling.md, "Job classes"): which its members may use, and
+// how many GPUs its high-priority jobs may ask for at once.
+type BatchPolicy struct {
+	// Priorities lists the priorities the team's members may give a
+	// batch job, of high, normal and low; default normal and low.
+	Priorities []string `json:"priorities"`
+	// HighGPUs caps the GPUs the team's high-priority jobs may ask for
+	// at once, waiting or running: a submission beyond it is refused;
+	// 0: no cap.
+	HighGPUs int `json:"high_gpus"`
 }
 
 // SessionPolicy is a team's policy for its interactive sessions: the
@@ -92,8 +107,11 @@ type TeamSample struct {
 // its unfinished jobs, running ones first, then waiting ones in queue
 // order.
 type TeamTopic struct {
-	Team  TeamShare      `json:"team"`
-	Queue []TeamQueueJob `json:"queue"`
+	Team TeamShare `json:"team"`
+	// Queue is the team's first unfinished jobs (50), running ones
+	// first, in the queues' order; QueueTotal counts them all.
+	Queue      []TeamQueueJob `json:"queue"`
+	QueueTotal int            `json:"queue_total"`
 	// AsOf, while a job of the team runs, is when the figures were read:
 	// the standing and the queue are of the same moment.
 	AsOf *time.Time `json:"as_of,omitempty"`

@@ -32,6 +32,10 @@ type GPUUsage struct {
 	// GPU's, the neighbours' work included.
 	Shared     bool    `json:"shared"`
 	SharedWith []int64 `json:"shared_with,omitempty"`
+	// Simulated: a simulated GPU (serve --sim-gpus, agent --gpus sim:...),
+	// whose readings the simulator makes up, whatever the job runs: they
+	// are not the job's own processes'.
+	Simulated bool `json:"simulated,omitempty"`
 	// UtilPct is the latest reading while the job runs; nil otherwise.
 	UtilPct *float64 `json:"util_pct"`
 	// UtilAvgPct is the mean over the run; nil without readings.

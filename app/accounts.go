@@ -35,7 +35,7 @@ func UserAPI(u *models.User) api.User {
 
 // TokenAPI is t as the API shows an API token.
 func TokenAPI(t models.APIToken) api.APIToken {
-	return api.APIToken{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+	return api.APIToken{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, LastUsedAt: t.LastUsedAt}
 }
 
 // checkPassword says what is wrong with a new password, naming the field.

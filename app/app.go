@@ -51,6 +51,8 @@ type TeamStore interface {
 	SetTeamTimeLimits(ctx context.Context, name string, defaultS, maxS int64) error
 	SetTeamIdlePolicy(ctx context.Context, name string, p models.IdlePolicy) error
 	SetTeamSessionPolicy(ctx context.Context, name string, p models.SessionPolicy) error
+	SetTeamBatchPolicy(ctx context.Context, name string, p models.BatchPolicy) error
+	HighPriorityGPUs(ctx context.Context, team string) (int, error)
 }
 
 // AccountStore is what the actions on accounts and their API tokens

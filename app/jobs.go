@@ -39,7 +39,11 @@ func (s *App) checkSubmit(ctx context.Context, a Actor, req api.SubmitRequest) (
 		fe = FieldErrors{}
 	}
 	if j != nil {
-		if err := s.checkJobLimits(ctx, a.User, j, fe); err != nil {
+		tasks := 1
+		if sp := spec(req, FieldErrors{}); sp.array != nil {
+			tasks = len(sp.array.Indices)
+		}
+		if err := s.checkJobLimits(ctx, a.User, j, tasks, fe); err != nil {
 			return nil, stored(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -230,4 +231,39 @@ func (s *App) SetSessionPolicy(ctx context.Context, a Actor, team string, req ap
 		return noTeam(err, team)
 	}
 	return s.audit(ctx, a, "team.session_policy", team, fmt.Sprintf("sessions at most %vh, %d GPUs with interactive priority", req.MaxSessionHours, req.PriorityGPUs))
+}
+
+// SetBatchPolicy sets which batch priorities team's members may use and
+// the cap on its high-priority GPUs, for an admin: a team's
+// high-priority jobs stay in queue 0, which places them ahead of other
+// teams' demoted jobs, so no lead grants it to their own team.
+func (s *App) SetBatchPolicy(ctx context.Context, a Actor, team string, req api.BatchPolicy) error {
+	if err := onlyAdmins(a); err != nil {
+		return err
+	}
+	var list []string
+	for _, name := range job.Priorities { // highest first, each once
+		if slices.Contains(req.Priorities, name) {
+			list = append(list, name)
+		}
+	}
+	for _, p := range req.Priorities {
+		if !slices.Contains(job.Priorities, p) {
+			return invalid("priorities", "priorities: unknown priority %q: want high, normal or low", p)
+		}
+	}
+	if len(list) == 0 {
+		return invalid("priorities", "priorities: name at least one of high, normal and low")
+	}
+	if req.HighGPUs < 0 || req.HighGPUs > MaxGPUs {
+		return invalid("high_gpus", "high_gpus: %d: want 0 (no cap) to %d", req.HighGPUs, MaxGPUs)
+	}
+	if err := s.cfg.Store.SetTeamBatchPolicy(ctx, team, models.BatchPolicy{Priorities: list, HighPriorityGPUs: req.HighGPUs}); err != nil {
+		return noTeam(err, team)
+	}
+	limit := "no cap on high-priority GPUs"
+	if req.HighGPUs > 0 {
+		limit = fmt.Sprintf("high-priority jobs ask for at most %d GPUs", req.HighGPUs)
+	}
+	return s.audit(ctx, a, "team.batch_policy", team, fmt.Sprintf("priorities %s; %s", strings.Join(list, ", "), limit))
 }

@@ -105,6 +105,13 @@ func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs i
 			}
 		}
 	}
+	priority, ok := job.StoredPriority(r.Priority)
+	switch {
+	case !ok:
+		fe["priority"] = fmt.Sprintf("unknown priority %q: want high, normal or low", r.Priority)
+	case priority != "" && r.Session != nil:
+		fe["priority"] = "is for batch jobs: a session asks for interactive priority with session.priority"
+	}
 	if r.TasksPerGPU && (len(r.Command) == 0 || r.Image != "" || r.Session != nil) {
 		fe["tasks_per_gpu"] = "is for a command run on the machines: not a simulated job, a container image or a session"
 	}
@@ -134,6 +141,7 @@ func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs i
 		GPUMemMiB:   int64(r.GPUMemGB * 1024),
 		Model:       model,
 		TasksPerGPU: r.TasksPerGPU,
+		Priority:    priority,
 	}
 	if r.Sim != nil {
 		j.SimDuration, j.SimUtilPct = r.Sim.DurationS, r.Sim.UtilPct
@@ -324,7 +332,7 @@ func mergeEnv(env, over []string) []string {
 // checkJobLimits checks j, as validate made it for u, against its team's
 // time limits (a job without a limit gets the team's default) and the
 // jobs it depends on, which u must be able to see.
-func (s *App) checkJobLimits(ctx context.Context, u *models.User, j *models.Job, fe FieldErrors) error {
+func (s *App) checkJobLimits(ctx context.Context, u *models.User, j *models.Job, tasks int, fe FieldErrors) error {
 	t, err := s.cfg.Store.Team(ctx, j.Team)
 	if err != nil && !errors.Is(err, models.ErrNotFound) {
 		return err
@@ -345,6 +353,9 @@ func (s *App) checkJobLimits(ctx context.Context, u *models.User, j *models.Job,
 				j.TimeLimitS = t.MaxSessionS
 			}
 		}
+		if err := s.checkPriority(ctx, t, j, tasks, fe); err != nil {
+			return err
+		}
 		if t.MaxTimeLimitS > 0 && (j.TimeLimitS == 0 || j.TimeLimitS > t.MaxTimeLimitS) {
 			fe["time_limit"] = fmt.Sprintf("team %s allows at most %s per job: ask for a time limit within it",
 				t.Name, job.FormatTimeLimit(time.Duration(t.MaxTimeLimitS)*time.Second))
@@ -359,6 +370,32 @@ func (s *App) checkJobLimits(ctx context.Context, u *models.User, j *models.Job,
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkPriority refuses in fe a batch priority that team t does not
+// allow its members, and a high-priority job (of tasks tasks) that would
+// take t's high-priority jobs past t.HighPriorityGPUs.
+func (s *App) checkPriority(ctx context.Context, t *models.Team, j *models.Job, tasks int, fe FieldErrors) error {
+	if j.IsSession() {
+		return nil
+	}
+	allowed := t.Priorities()
+	if name := job.PriorityName(j.Priority); !slices.Contains(allowed, name) {
+		fe["priority"] = fmt.Sprintf("team %s allows its jobs %s priority, not %s", t.Name, strings.Join(allowed, " or "), name)
+		return nil
+	}
+	if j.Priority != job.PriorityHigh || t.HighPriorityGPUs <= 0 {
+		return nil
+	}
+	held, err := s.cfg.Store.HighPriorityGPUs(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	if ask := j.GPUs * tasks; held+ask > t.HighPriorityGPUs {
+		fe["priority"] = fmt.Sprintf("team %s's high-priority jobs may ask for %d GPUs at once; %d are asked for already, and this job asks for %d: submit it at normal priority, or wait",
+			t.Name, t.HighPriorityGPUs, held, ask)
 	}
 	return nil
 }
@@ -607,7 +644,7 @@ func RequestOf(j *models.Job) api.SubmitRequest {
 	r := api.SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: api.Command(j.Command), Image: j.Image,
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j),
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
-		Workdir: j.Workdir, Retries: j.Retries, Dependencies: j.Deps(), TasksPerGPU: j.TasksPerGPU}
+		Workdir: j.Workdir, Retries: j.Retries, Dependencies: j.Deps(), TasksPerGPU: j.TasksPerGPU, Priority: j.Priority}
 	if j.MemSource == "declared" {
 		r.MemPersistentMiB, r.MemEphemeralMiB = j.MemPersistentMiB, j.MemEphemeralMiB
 	}

@@ -112,7 +112,7 @@ func (s Store) engineJob(j models.Job) engine.Job {
 		BatchSize: j.BatchSize, Image: j.Image, Session: s.JobSession(&j),
 		Env: j.Env, Dir: j.Workdir, TimeLimit: j.TimeLimit(), Retries: j.Retries,
 		Array: j.Task(), ArrayLimit: j.ArrayLimit, ReenteredAt: j.ReenteredAt,
-		InteractivePriority: j.InteractivePriority, Name: j.Name, TasksPerGPU: j.TasksPerGPU,
+		InteractivePriority: j.InteractivePriority, Priority: j.Priority, Name: j.Name, TasksPerGPU: j.TasksPerGPU,
 	}
 	for _, d := range j.Deps() {
 		ej.Deps = append(ej.Deps, engine.Dep{Dependency: d})

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/gpuportal/gpuportal/client"
 )
 
 // browser is an HTTP client with cookies, as a logged-in browser.
@@ -146,21 +148,20 @@ func (a *api) malformed() *api {
 	return &b
 }
 
-// newAPI gets a token for user with HTTP basic auth.
+// newAPI gets a token for user with HTTP basic auth (package client).
 func newAPI(t *testing.T, base, user, password string) *api {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/tokens", nil)
-	req.SetBasicAuth(user, password)
-	resp, err := http.DefaultClient.Do(req)
+	return &api{t: t, base: base, token: goClientToken(t, base, user, password)}
+}
+
+// client is a's Go client (package client), checked as a is.
+func (a *api) client() *client.Client {
+	a.t.Helper()
+	cl, err := client.New(a.base, a.token, client.WithHTTPClient(http.DefaultClient))
 	if err != nil {
-		t.Fatal(err)
+		a.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var out struct{ Token string }
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated || out.Token == "" {
-		t.Fatalf("token for %s: status %d, %v", user, resp.StatusCode, err)
-	}
-	return &api{t: t, base: base, token: out.Token}
+	return cl
 }
 
 // do sends a request with an optional JSON body and decodes the JSON answer into out.
@@ -229,9 +230,13 @@ type jobView struct {
 
 func (a *api) job(id int64) jobView {
 	a.t.Helper()
+	var raw json.RawMessage
+	if _, err := a.client().Job(withReporter(context.Background(), a.t), id, client.RawJSON(&raw)); err != nil {
+		a.t.Fatalf("GET job %d: %v", id, err)
+	}
 	var j jobView
-	if st := a.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK {
-		a.t.Fatalf("GET job %d: status %d", id, st)
+	if err := json.Unmarshal(raw, &j); err != nil {
+		a.t.Fatalf("GET job %d: %v", id, err)
 	}
 	return j
 }

@@ -696,6 +696,11 @@ func dbOutage(t *testing.T, pg *privatePG, base string, alice *api, traces strin
 		t.Errorf("/metrics during the outage: %d, X-Data-Age %q; want 200 with the data's age", resp.StatusCode, resp.Header.Get("X-Data-Age"))
 	}
 
+	// The leader, fenced, says it is still the leader, and fenced.
+	eventually(t, 10*time.Second, "gpuportal_leader 1 and gpuportal_leader_fenced 1 during the outage", func() bool {
+		return metric(t, base, "gpuportal_leader") == "1" && metric(t, base, "gpuportal_leader_fenced") == "1"
+	})
+
 	time.Sleep(time.Until(stopped.Add(down))) // about time: the outage's length
 	pg.start()
 	back := time.Now()
@@ -716,6 +721,9 @@ func dbOutage(t *testing.T, pg *privatePG, base string, alice *api, traces strin
 		t.Errorf("the keyed submission again: %d, job %d; want job %d", st, j.ID, keyed)
 	}
 	eventually(t, 10*time.Second, "the server to lead", func() bool { return role(base) == "leader" })
+	eventually(t, 10*time.Second, "gpuportal_leader 1 and gpuportal_leader_fenced 0 after the outage", func() bool {
+		return metric(t, base, "gpuportal_leader") == "1" && metric(t, base, "gpuportal_leader_fenced") == "0"
+	})
 
 	ids := slices.Concat(through, during, []int64{waiting, keyed})
 	for _, id := range ids {

@@ -35,9 +35,13 @@ func genClient(t *testing.T, srv *server, token string) *genclient.ClientWithRes
 func genLogin(t *testing.T, srv *server, user, password string) string {
 	t.Helper()
 	basic := func(_ context.Context, req *http.Request) error { req.SetBasicAuth(user, password); return nil }
-	r, err := genClient(t, srv, "").CreateTokenWithResponse(context.Background(), basic)
+	name := "generated client"
+	r, err := genClient(t, srv, "").CreateTokenWithResponse(context.Background(), genclient.TokenRequest{Name: &name}, basic)
 	if err != nil || r.JSON201 == nil || r.JSON201.Token == "" {
 		t.Fatalf("POST /tokens as %s: %v, status %d, body %s", user, err, r.StatusCode(), r.Body)
+	}
+	if r.JSON201.Name != name {
+		t.Errorf("token of %s named %q, want %q", user, r.JSON201.Name, name)
 	}
 	if !r.JSON201.ExpiresAt.After(time.Now()) {
 		t.Errorf("token of %s expires at %v: in the past", user, r.JSON201.ExpiresAt)
@@ -55,7 +59,7 @@ func TestGeneratedClient(t *testing.T) {
 	ctx := context.Background()
 
 	bad := func(_ context.Context, req *http.Request) error { req.SetBasicAuth("alice", "wrong"); return nil }
-	if r, err := genClient(t, srv, "").CreateTokenWithResponse(ctx, bad); err != nil || r.JSON401 == nil || r.JSON401.Error == "" {
+	if r, err := genClient(t, srv, "").CreateTokenWithResponse(ctx, genclient.TokenRequest{}, bad); err != nil || r.JSON401 == nil || r.JSON401.Error == "" {
 		t.Fatalf("POST /tokens with a wrong password: %v, status %d: want 401 with an error", err, r.StatusCode())
 	}
 	alice := genClient(t, srv, genLogin(t, srv, "alice", "dev"))

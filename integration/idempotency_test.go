@@ -2,12 +2,15 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuportal/gpuportal/client"
 )
 
 // TestRetriedSubmissionMakesOneJob (issue 32): a submission whose answer
@@ -92,9 +95,13 @@ func TestRetriedSubmissionMakesOneJob(t *testing.T) {
 // jobsNamed lists a's jobs named name.
 func jobsNamed(t *testing.T, a *api, name string) []jobView {
 	t.Helper()
+	var raw json.RawMessage
+	if _, err := a.client().Jobs(withReporter(context.Background(), t), client.JobQuery{Scope: "mine", Limit: 200, Text: name}, client.RawJSON(&raw)); err != nil {
+		t.Fatalf("list jobs: %v", err)
+	}
 	var page []jobView
-	if st := a.do(http.MethodGet, "/api/v1/jobs?scope=mine&limit=200&q="+name, nil, &page); st != http.StatusOK {
-		t.Fatalf("list jobs: %d", st)
+	if err := json.Unmarshal(raw, &page); err != nil {
+		t.Fatalf("list jobs: %v", err)
 	}
 	var out []jobView
 	for _, j := range page {

@@ -1,8 +1,8 @@
 package integration
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpuportal/gpuportal/client"
 )
 
 // Jobs as researchers write them (issue 18), on one server: a job's own
@@ -83,17 +85,17 @@ func submitJob(t *testing.T, a *api, body map[string]any) int64 {
 	return j.ID
 }
 
-// apiJobLog is a job's output, read through the API.
+// apiJobLog is a job's output, read through the API: "" for a job that
+// has none (it never ran).
 func apiJobLog(t *testing.T, a *api, id int64) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/v1/jobs/%d/logs", a.base, id), nil)
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	b, err := a.client().LogTail(withReporter(context.Background(), t), id, client.MaxLogTail)
+	switch {
+	case client.IsNotFound(err):
+		return ""
+	case err != nil:
+		t.Fatalf("output of job %d: %v", id, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
 

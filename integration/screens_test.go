@@ -276,6 +276,7 @@ func screensOf(user, job string, spec specJobs) []screen {
 		{"cluster", "/cluster", 200},
 		{"accounting", "/accounting", 200},
 		{"tokens", "/tokens", 200},
+		{"sessions", "/sessions", 200},
 		{"notifications", "/notifications", 200},
 		{"not-found", "/no-such-page", 404},
 		// The jobs list filtered, searched and paged; the demo's idle
@@ -287,10 +288,11 @@ func screensOf(user, job string, spec specJobs) []screen {
 	}
 	switch user {
 	case "admin":
-		s = append(s, screen{"admin", "/admin", 200}, screen{"team-nlp", "/teams/nlp", 200}, screen{"whatif", "/admin/whatif", 200})
+		s = append(s, screen{"admin", "/admin", 200}, screen{"team-nlp", "/teams/nlp", 200}, screen{"whatif", "/admin/whatif", 200},
+			screen{"machines", "/admin/machines", 200})
 	default:
 		s = append(s, screen{"admin-forbidden", "/admin", 403}, screen{"team-nlp-forbidden", "/teams/nlp", 403},
-			screen{"whatif-forbidden", "/admin/whatif", 403})
+			screen{"whatif-forbidden", "/admin/whatif", 403}, screen{"machines-forbidden", "/admin/machines", 403})
 	}
 	return s
 }

@@ -33,6 +33,21 @@ func tracedJob(dir string, ticks int) []string {
 	return []string{"sh", "-c", script}
 }
 
+// checkpointedJob returns the command of a traced job that counts ticks
+// to ticks, saving the count in its checkpoint folder every every ticks
+// (atomically: a file written, then renamed), and that resumes from that
+// count when the agent says it may (GPUPORTAL_RESUME=1). Each line names
+// the tick it starts, so the trace files show what a resumed run redoes.
+func checkpointedJob(dir string, ticks, every int) []string {
+	script := fmt.Sprintf(`i=0; c="$GPUPORTAL_CHECKPOINT_DIR/tick"; `+
+		`if [ "${GPUPORTAL_RESUME:-}" = 1 ] && [ -f "$c" ]; then i=$(cat "$c"); fi; `+
+		`while [ $i -lt %d ]; do `+
+		`echo "$(date +%%s%%3N) $GPUPORTAL_JOB_ID $GPUPORTAL_RUN $$ $GPUPORTAL_NODE $CUDA_VISIBLE_DEVICES $i" >> %s/job-$GPUPORTAL_JOB_ID.trace; `+
+		`sleep %.2f; i=$((i+1)); `+
+		`if [ $((i %% %d)) -eq 0 ]; then echo $i > "$c.new" && mv "$c.new" "$c"; fi; done`, ticks, dir, tick.Seconds(), every)
+	return []string{"sh", "-c", script}
+}
+
 // traceLine is one line of a trace file.
 type traceLine struct {
 	at       time.Time
@@ -40,6 +55,7 @@ type traceLine struct {
 	pid      int
 	node     string
 	gpus     []string
+	tick     int // the tick a checkpointed job starts; -1 for others
 }
 
 // runSpan is what the trace files show of one run's part on one machine
@@ -52,6 +68,9 @@ type runSpan struct {
 	gpus        []string
 	pids        map[int]bool
 	lines       int
+	// firstTick and lastTick are the ticks a checkpointed job's run
+	// traced first and last (-1: not a checkpointed job).
+	firstTick, lastTick int
 }
 
 func (r *runSpan) String() string {
@@ -85,8 +104,15 @@ func readTraces(t *testing.T, dir string) []*runSpan {
 			k := key{l.job, l.run, l.node}
 			s := spans[k]
 			if s == nil {
-				s = &runSpan{job: l.job, run: l.run, first: l.at, node: l.node, gpus: l.gpus, pids: map[int]bool{}}
+				s = &runSpan{job: l.job, run: l.run, first: l.at, node: l.node, gpus: l.gpus, pids: map[int]bool{},
+					firstTick: l.tick, lastTick: l.tick}
 				spans[k] = s
+			}
+			if l.at.Before(s.first) {
+				s.firstTick = l.tick
+			}
+			if !l.at.Before(s.last) {
+				s.lastTick = l.tick
 			}
 			if l.at.Before(s.first) {
 				s.first = l.at
@@ -127,9 +153,14 @@ func parseTraceLine(line string) (traceLine, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		return traceLine{}, false
 	}
-	l := traceLine{at: time.UnixMilli(ms), job: job, run: run, pid: pid, node: f[4]}
+	l := traceLine{at: time.UnixMilli(ms), job: job, run: run, pid: pid, node: f[4], tick: -1}
 	if len(f) > 5 {
 		l.gpus = strings.Split(f[5], ",")
+	}
+	if len(f) > 6 {
+		if n, err := strconv.Atoi(f[6]); err == nil {
+			l.tick = n
+		}
 	}
 	return l, true
 }
@@ -217,6 +248,9 @@ func TestTraceViolations(t *testing.T) {
 	}
 	if _, ok := parseTraceLine("1700000000123 4 2 999 a1 0,1"); !ok {
 		t.Error("a whole line does not parse")
+	}
+	if l, ok := parseTraceLine("1700000000123 4 2 999 a1 0 17"); !ok || l.tick != 17 {
+		t.Errorf("a checkpointed job's line: tick %d, %v; want 17", l.tick, ok)
 	}
 	if _, ok := parseTraceLine("1700000000123 4"); ok {
 		t.Error("a cut line parses")

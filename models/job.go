@@ -112,6 +112,10 @@ type Job struct {
 	// other waiting jobs, within the GPUs its team allows sessions with
 	// priority (Team.SessionPriorityGPUs).
 	InteractivePriority bool `gorm:"not null;default:false"`
+	// Priority is a batch job's priority within its team (docs/scheduling.md,
+	// "Job classes"): job.PriorityHigh, PriorityLow, or "" for normal; the
+	// team says which its members may use (Team.BatchPriorities).
+	Priority string `gorm:"size:8;not null;default:''"`
 
 	State       JobState `gorm:"size:16;index;not null"`
 	Reason      string   `gorm:"size:512"` // why it waits, or why it ended
@@ -137,6 +141,17 @@ type Job struct {
 	// (job.Requeue.Outcome); from job.MaxRequeueStalls on, the job
 	// is held (Held).
 	RequeueStalls int
+	// What the job's runs resumed from (resume.go): ResumeRun is the
+	// last run whose start was recorded (0: none), ResumeFromRun the run
+	// whose checkpoint it found (0: none or not known), ResumeCheckpointAt
+	// when that checkpoint was written (nil: it started from scratch),
+	// ResumeLostS the seconds of work the faults before it cost, and
+	// LostS those of all its runs.
+	ResumeRun          int64 `gorm:"not null;default:0"`
+	ResumeFromRun      int64 `gorm:"not null;default:0"`
+	ResumeCheckpointAt *time.Time
+	ResumeLostS        float64 `gorm:"not null;default:0"`
+	LostS              float64 `gorm:"not null;default:0"`
 	// HoldReason, when set, holds the job while it waits, whatever its
 	// queue: its owner's account was disabled or deleted (accounts.go).
 	// It says why, for the job's page.

@@ -529,16 +529,3 @@ func transitionTx(tx *gorm.DB, id int64, at time.Time, change func(*Job) error) 
 	}
 	return addEvent(tx, j, at)
 }
-
-// FinishedSince returns the jobs that succeeded or failed at or after
-// since, oldest first, at most limit of them: the window of the live JCT
-// figures.
-func (s *Store) FinishedSince(ctx context.Context, since time.Time, limit int) ([]Job, error) {
-	var js []Job
-	err := s.db.WithContext(ctx).Where("state IN ? AND finished_at >= ?", []JobState{JobSucceeded, JobFailed}, since).
-		Order("finished_at").Limit(limit).Find(&js).Error
-	if err != nil {
-		return nil, fmt.Errorf("list finished jobs: %w", err)
-	}
-	return js, nil
-}

@@ -92,3 +92,14 @@ func (s *Store) sealLegacySessions(ctx context.Context) error {
 	}
 	return nil
 }
+
+// UserSessions lists user's interactive sessions (jobs with a session
+// type), newest first, at most limit of them.
+func (s *Store) UserSessions(ctx context.Context, user string, limit int) ([]Job, error) {
+	var js []Job
+	err := s.db.WithContext(ctx).Where("\"user\" = ? AND session_type <> ''", user).Order("id DESC").Limit(limit).Find(&js).Error
+	if err != nil {
+		return nil, fmt.Errorf("sessions of %s: %w", user, err)
+	}
+	return js, nil
+}

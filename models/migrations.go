@@ -41,6 +41,10 @@ func migrations() []migration {
 		{31, "server_keys: the fingerprint of the key sessions' secrets are derived from (sessionkey.go)", serverKeysTable},
 		{32, "jobs.idempotency_key and request_digest, unique per user: retried submissions get their first job (jobs.go)", jobsIdempotency},
 		{33, "jobs.tasks_per_gpu: a process per GPU rather than per machine (docs/multinode.md)", jobsTasksPerGPU},
+		{34, "api_tokens.last_used_at: when a token last authenticated a request (users.go)", apiTokensLastUsed},
+		{35, "jobs.resume_*, lost_s: the checkpoint each run resumed from and the work faults cost (resume.go)", jobsResume},
+		{37, "jobs.priority, teams.batch_priorities and high_priority_gpus: batch jobs at high, normal and low priority (docs/scheduling.md)", batchPriorities},
+		{38, "jobs: index on finished_at, for the JCT window's reads (queueorder.go)", jobsFinishedIndex},
 	}
 }
 
@@ -649,4 +653,65 @@ func (v33Job) TableName() string { return "jobs" }
 
 func jobsTasksPerGPU(tx *gorm.DB) error {
 	return addColumns(tx, &v33Job{}, "TasksPerGPU")
+}
+
+// v34APIToken holds the column step 34 adds to api_tokens: when the token
+// last authenticated a request (NULL: never).
+type v34APIToken struct {
+	LastUsedAt *time.Time
+}
+
+func (v34APIToken) TableName() string { return "api_tokens" }
+
+func apiTokensLastUsed(tx *gorm.DB) error {
+	return addColumns(tx, &v34APIToken{}, "LastUsedAt")
+}
+
+// v37Job and v37Team hold the columns step 37 adds: a batch job's
+// priority, and which priorities a team allows, with its cap on
+// high-priority GPUs.
+type v37Job struct {
+	Priority string `gorm:"size:8;not null;default:''"`
+}
+
+func (v37Job) TableName() string { return "jobs" }
+
+type v37Team struct {
+	BatchPriorities  string `gorm:"size:32;not null;default:''"`
+	HighPriorityGPUs int    `gorm:"not null;default:0"`
+}
+
+func (v37Team) TableName() string { return "teams" }
+
+func batchPriorities(tx *gorm.DB) error {
+	if err := addColumns(tx, &v37Job{}, "Priority"); err != nil {
+		return err
+	}
+	return addColumns(tx, &v37Team{}, "BatchPriorities", "HighPriorityGPUs")
+}
+
+// v35Job holds the columns step 35 adds to jobs: the checkpoint the last
+// run resumed from, and the work faults cost.
+type v35Job struct {
+	ResumeRun          int64 `gorm:"not null;default:0"`
+	ResumeFromRun      int64 `gorm:"not null;default:0"`
+	ResumeCheckpointAt *time.Time
+	ResumeLostS        float64 `gorm:"not null;default:0"`
+	LostS              float64 `gorm:"not null;default:0"`
+}
+
+func (v35Job) TableName() string { return "jobs" }
+
+func jobsResume(tx *gorm.DB) error {
+	return addColumns(tx, &v35Job{}, "ResumeRun", "ResumeFromRun", "ResumeCheckpointAt", "ResumeLostS", "LostS")
+}
+
+// jobsFinishedIndex lets the JCT figures read the jobs that ended in their
+// window by the index, not every finished job (issue 33).
+func jobsFinishedIndex(tx *gorm.DB) error {
+	const stmt = `CREATE INDEX IF NOT EXISTS idx_jobs_finished_at ON jobs (finished_at)`
+	if err := tx.Exec(stmt).Error; err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
 }

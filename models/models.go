@@ -87,7 +87,14 @@ type Team struct {
 	// with it (0: no priority).
 	MaxSessionS         int64 `gorm:"not null;default:0"`
 	SessionPriorityGPUs int   `gorm:"not null;default:0"`
-	CreatedAt           time.Time
+	// BatchPriorities lists the batch priorities the team's members may
+	// give their jobs, comma-separated ("high,normal,low"); "" is
+	// DefaultBatchPriorities. HighPriorityGPUs caps the GPUs the team's
+	// high-priority jobs may ask for at once, waiting or running; 0: no
+	// cap.
+	BatchPriorities  string `gorm:"size:32;not null;default:''"`
+	HighPriorityGPUs int    `gorm:"not null;default:0"`
+	CreatedAt        time.Time
 }
 
 // DefaultMaxKeepAlive is the longest keep-alive where a team sets none.
@@ -156,4 +163,7 @@ type APIToken struct {
 	Name      string `gorm:"size:128"`
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// LastUsedAt is when the token last authenticated a request, to
+	// within TokenUseResolution; nil: never.
+	LastUsedAt *time.Time
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/gpuportal/gpuportal/core/idle"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // Team returns the team called name.
@@ -114,6 +117,64 @@ func (s *Store) SetTeamSessionPolicy(ctx context.Context, name string, p Session
 		return fmt.Errorf("team %s: %w", name, ErrNotFound)
 	}
 	return nil
+}
+
+// DefaultBatchPriorities are the priorities a team allows when it names
+// none: normal and low, not high.
+var DefaultBatchPriorities = []string{job.PriorityNormal, job.PriorityLow}
+
+// Priorities lists the batch priorities t's members may use
+// (BatchPriorities, or DefaultBatchPriorities).
+func (t *Team) Priorities() []string {
+	if t.BatchPriorities == "" {
+		return slices.Clone(DefaultBatchPriorities)
+	}
+	return strings.Split(t.BatchPriorities, ",")
+}
+
+// BatchPolicy is a team's policy for its batch jobs' priorities (see
+// Team): Priorities in the order high, normal, low, none twice.
+type BatchPolicy struct {
+	Priorities       []string
+	HighPriorityGPUs int
+}
+
+// SetTeamBatchPolicy sets team name's batch policy.
+func (s *Store) SetTeamBatchPolicy(ctx context.Context, name string, p BatchPolicy) error {
+	if p.HighPriorityGPUs < 0 || len(p.Priorities) == 0 {
+		return fmt.Errorf("set batch policy of team %s: priorities %v and high-priority GPUs %d: want at least one priority and 0 GPUs or more", name, p.Priorities, p.HighPriorityGPUs)
+	}
+	for _, pr := range p.Priorities {
+		if _, ok := job.StoredPriority(pr); !ok || pr == "" {
+			return fmt.Errorf("set batch policy of team %s: unknown priority %q", name, pr)
+		}
+	}
+	list := strings.Join(p.Priorities, ",")
+	if slices.Equal(p.Priorities, DefaultBatchPriorities) {
+		list = ""
+	}
+	res := s.db.WithContext(ctx).Model(&Team{}).Where("name = ?", name).Updates(map[string]any{
+		"BatchPriorities": list, "HighPriorityGPUs": p.HighPriorityGPUs,
+	})
+	if res.Error != nil {
+		return fmt.Errorf("set batch policy of team %s: %w", name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("team %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+// HighPriorityGPUs is what team's unfinished high-priority jobs ask for,
+// waiting or running: the figure Team.HighPriorityGPUs caps.
+func (s *Store) HighPriorityGPUs(ctx context.Context, team string) (int, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Job{}).Select("COALESCE(SUM(gp_us), 0)").
+		Where("team = ? AND priority = ? AND state IN ?", team, job.PriorityHigh, UnfinishedStates).Scan(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("high-priority GPUs of team %s: %w", team, err)
+	}
+	return int(n), nil
 }
 
 // SetTeamUsage records each team's decayed usage as of at.

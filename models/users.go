@@ -193,5 +193,16 @@ func (s *Store) TokenUser(ctx context.Context, token string, now time.Time) (*Us
 	if err != nil {
 		return nil, notFound(err, "API token")
 	}
+	// Its last use, written at most once per TokenUseResolution so that a
+	// busy script does not write on every request.
+	err = s.db.WithContext(ctx).Model(&APIToken{}).
+		Where("token_hash = ? AND (last_used_at IS NULL OR last_used_at < ?)", HashToken(token), now.Add(-TokenUseResolution)).
+		Update("last_used_at", now).Error
+	if err != nil {
+		return nil, fmt.Errorf("API token: note its use: %w", err)
+	}
 	return &u, nil
 }
+
+// TokenUseResolution is how precisely an API token's last use is kept.
+const TokenUseResolution = time.Minute

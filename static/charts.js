@@ -17,20 +17,33 @@
   // utilization draws, over time, how many GPUs are busy (jobs placed on
   // them: p.held, the rule of the cluster page and /metrics) and the share
   // of GPU memory in use, from the same samples as the wall.
+  // A second's bucket holds each GPU's latest reading in it, by GPU: a
+  // reading sent twice (in the snapshot, then an update) or two readings
+  // of one GPU in one second count that GPU once.
   function utilization(el) {
-    var buckets = {}, u = null; // unix second -> {busy, used, total}
-    function add(t, p) {
-      var b = buckets[t] || (buckets[t] = { busy: 0, used: 0, total: 0 });
-      if ((p.held || []).length) { b.busy++; }
-      b.used += p.mem_used_mib; b.total += p.mem_mib;
+    var buckets = {}, u = null; // unix second -> {"node/index": {busy, used, total}}
+    function add(t, gpu, p) {
+      var b = buckets[t] || (buckets[t] = {});
+      b[gpu] = { busy: (p.held || []).length > 0, used: p.mem_used_mib, total: p.mem_mib };
+    }
+    function sum(b) {
+      var out = { busy: 0, used: 0, total: 0 };
+      Object.keys(b).forEach(function (k) {
+        if (b[k].busy) { out.busy++; }
+        out.used += b[k].used; out.total += b[k].total;
+      });
+      return out;
     }
     function draw() {
       var ts = Object.keys(buckets).map(Number).sort(function (a, b) { return a - b; });
       var last = ts.length ? ts[ts.length - 1] : 0;
       ts.forEach(function (t) { if (t < last - WINDOW) { delete buckets[t]; } });
       ts = ts.filter(function (t) { return t >= last - WINDOW; });
-      var data = [ts, ts.map(function (t) { return buckets[t].busy; }),
-                  ts.map(function (t) { var b = buckets[t]; return b.total ? 100 * b.used / b.total : 0; })];
+      var sums = ts.map(function (t) { return sum(buckets[t]); });
+      var data = [ts, sums.map(function (b) { return b.busy; }),
+                  sums.map(function (b) { return b.total ? 100 * b.used / b.total : 0; })];
+      // The most GPUs drawn busy at once, for tests and curious people.
+      el.dataset.maxBusy = sums.reduce(function (m, b) { return Math.max(m, b.busy); }, 0);
       if (!u) {
         u = new uPlot({
           width: width(el), height: 200, scales: { x: { time: true }, pct: { range: [0, 100] } },
@@ -147,7 +160,7 @@
         data.forEach(function (g) {
           var c = chartFor(g.node, g.index, g.points.length ? g.points[0].mem_mib : (g.lanes ? g.lanes.capacity_mib : 1));
           if (g.lanes) { setLanes(c, g.lanes); }
-          g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, p); } });
+          g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, g.node + "/" + g.index, p); } });
         });
         Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
         if (util) { util.draw(); }
@@ -155,7 +168,7 @@
       }
       // An update has the snapshot's shape, with each GPU's newest reading.
       (data || []).forEach(function (g) {
-        g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, p); } });
+        g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, g.node + "/" + g.index, p); } });
       });
       if (util) { util.draw(); }
       Object.keys(charts).forEach(function (k) { trim(charts[k].data); charts[k].u.setData(charts[k].data); });
@@ -189,6 +202,14 @@
     }
 
     function draw() {
+      if (el.hidden) {
+        // A job that had not run when the page was drawn: its chart
+        // appears with its first reading.
+        if (!data[0].length) { return; }
+        el.hidden = false;
+        var none = document.getElementById("job-memory-none");
+        if (none) { none.hidden = true; }
+      }
       if (!u) {
         u = new uPlot({
           width: width(el), height: 220,

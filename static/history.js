@@ -238,13 +238,24 @@
     // The column names label each cell where the table shows as cards.
     var labels = Array.prototype.map.call(document.querySelectorAll("#team-queue thead th"),
       function (th) { return th.textContent; });
+    // The card and the team's row of the shares table show the same
+    // standing: both follow the topic (the row's figures are the same
+    // fields, written as the server writes them).
+    var row = document.querySelector('#shares tr[data-team="' + card.dataset.team + '"]');
     follow("team:" + card.dataset.team, function (type, d) {
-      card.querySelectorAll("[data-field]").forEach(function (el) {
-        var v = d.team[el.dataset.field];
-        // GPUs as the server writes them: 3, 2.5, 0.33.
-        if (typeof v === "number") { v = String(Math.round(v * 100) / 100); }
-        if (v !== undefined) { el.textContent = v; }
+      [card, row].forEach(function (box) {
+        if (!box) { return; }
+        box.querySelectorAll("[data-field]").forEach(function (el) {
+          var v = d.team[el.dataset.field];
+          if (typeof v === "number") {
+            // With the digits the server writes (%.0f, %.3f), or GPUs as
+            // it writes them: 3, 2.5, 0.33.
+            v = el.dataset.digits ? v.toFixed(Number(el.dataset.digits)) : String(Math.round(v * 100) / 100);
+          }
+          if (v !== undefined) { el.textContent = v; }
+        });
       });
+      if (row) { row.dataset.updated = Date.now(); }
       if (!body) { return; }
       body.innerHTML = "";
       d.queue.forEach(function (j) {
@@ -267,6 +278,13 @@
         body.appendChild(tr);
       });
       if (none) { none.hidden = d.queue.length > 0; }
+      var total = document.getElementById("team-queue-total");
+      if (total) {
+        // The first page of the team's jobs, and how many there are.
+        total.hidden = d.queue_total <= d.queue.length;
+        total.querySelector("[data-count=shown]").textContent = String(d.queue.length);
+        total.querySelector("[data-count=total]").textContent = String(d.queue_total);
+      }
       card.dataset.updated = Date.now();
     });
   }

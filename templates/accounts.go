@@ -9,6 +9,9 @@ type Accounts struct {
 // AccountRow is one account on the admin page.
 type AccountRow struct {
 	Name, Role, Team string
+	// UnixName is the account their jobs run as; Source where they sign
+	// in (local, ldap, oidc).
+	UnixName, Source string
 	// Disabled, with a note saying when and by whom.
 	Disabled     bool
 	DisabledNote string

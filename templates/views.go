@@ -2,6 +2,8 @@
 // view models defined here, never database rows.
 package templates
 
+import "slices"
+
 // Page is what every page's frame needs.
 type Page struct {
 	Title  string
@@ -60,6 +62,9 @@ const (
 
 type JobDetail struct {
 	JobRow
+	// HasRun: the job has started at least once; a job that has not
+	// shows no memory chart, only a line saying so.
+	HasRun      bool
 	Placement   string
 	ExitCode    string
 	Executed    string
@@ -110,6 +115,9 @@ type JobDetail struct {
 	TimeLeft     string
 	Retries      int
 	Dependencies []DepLink
+	// Priority is a batch job's priority within its team (high, normal,
+	// low); "" for a session.
+	Priority string
 	// ArrayID and ArrayIndex place a task in its array (0: none).
 	ArrayID    int64
 	ArrayIndex int
@@ -177,6 +185,9 @@ type GPUUsage struct {
 	Mem     string // the job's own memory now, or the GPU's, with what it is
 	MemPeak string
 	Shared  string // "" unless shared: with whom, and what the figures mean
+	// Simulated says the GPU is simulated and what its figures are; "" on
+	// a real GPU.
+	Simulated string
 	// UtilLine and MemLine are SVG polyline points of utilization and
 	// memory (0 at the bottom, 100% or the GPU's memory at the top)
 	// over the run, in a 300x60 box.
@@ -259,6 +270,9 @@ type SubmitForm struct {
 	Dependencies string
 	Array        string
 	ArrayParams  string
+	// Priority is a batch job's priority within its team: "" or
+	// "normal", "high", "low".
+	Priority string
 }
 
 // TemplateRow is one saved job.
@@ -306,6 +320,10 @@ type NodeCard struct {
 	LiveMemory string
 	// Resources says the CPUs and memory allocated to its jobs.
 	Resources string
+	// Heard, when set, says the server cannot hear the machine now and
+	// since when ("last heard 42s ago: ..."): what the card shows is its
+	// last known state.
+	Heard string
 }
 
 // Cluster is the cluster page.
@@ -334,15 +352,11 @@ type Count struct {
 
 // Admin is the admin page: users, teams and the audit log.
 type Admin struct {
+	// Accounts is the one table of users.
 	Accounts Accounts
-	Users    []UserRow
 	Teams    []TeamRow
 	Audit    []AuditRow
 }
-
-// UserRow is one user on the admin page: UnixName is the account their
-// jobs run as, Source where they sign in (local, ldap, oidc).
-type UserRow struct{ Name, Role, Team, UnixName, Source string }
 
 // TeamRow is one team on the admin page.
 type TeamRow struct {
@@ -363,10 +377,14 @@ type Tokens struct {
 type TokenRow struct {
 	ID                     int64
 	Name, Created, Expires string
+	LastUsed               string // "never" for a token not used yet
 }
 
 // Queues is the scheduler's queues page with the live JCT figures.
 type Queues struct {
+	// Query is the page's own query ("" or "?cursor=..."): its refresh
+	// keeps the page it shows.
+	Query     string
 	Policy    string
 	Queues    []Queue
 	JCT       JCTStats
@@ -383,7 +401,12 @@ type ForecastStats struct {
 type Queue struct {
 	Index int
 	Range string
-	Jobs  []QueueJob
+	// Total and Running count the queue's jobs; Jobs are those from From
+	// to To (from 1). Next, when more follow, links the next page; First,
+	// on a later page, the first.
+	Total, Running, From, To int
+	Next, First              string
+	Jobs                     []QueueJob
 }
 
 // QueueJob is one job in a queue; Visible is false for other teams' jobs.
@@ -425,21 +448,37 @@ type Team struct {
 	Share        TeamShareRow
 	Members      []MemberRow
 	Samples      [][4]float64 // unix time, in use, borrowed, guarantee
+	SamplesAsOf  string       // the last sample's time (the page's moment)
 	CanEditShare bool         // admins
 	CanEditCaps  bool         // the team's lead and admins
 	// ShowShares shows each member's fair share inside the team (the
 	// team's lead and admins).
 	ShowShares bool
-	// Queue is the team's unfinished jobs, running ones first; the page
-	// keeps it live over the team:<name> topic.
-	Queue []TeamQueueRow
+	// Queue is the team's first unfinished jobs, running ones first, of
+	// QueueTotal; the page keeps it live over the team:<name> topic.
+	Queue      []TeamQueueRow
+	QueueTotal int
 	// Flags are the team's warnings: idle jobs and stranded ones.
 	Flags TeamFlags
 	// Idle is the team's idle-GPU policy.
 	Idle TeamIdle
 	// Sessions is the team's session policy.
 	Sessions TeamSessions
+	// Batch is the team's policy for its batch jobs' priorities.
+	Batch TeamBatch
 }
+
+// TeamBatch is a team's batch-priority policy as its page shows it.
+type TeamBatch struct {
+	// Priorities are the priorities its members may use, highest first.
+	Priorities []string
+	// HighGPUs caps the GPUs its high-priority jobs may ask for at
+	// once; 0: no cap.
+	HighGPUs int
+}
+
+// Allows reports whether the team allows priority p.
+func (b TeamBatch) Allows(p string) bool { return slices.Contains(b.Priorities, p) }
 
 // TeamSessions is a team's session policy as its page shows it.
 type TeamSessions struct {
@@ -570,4 +609,80 @@ type SessionView struct {
 	URL string
 	// Note says why it cannot be opened now, or how it is reached.
 	Note string
+}
+
+// AdminMachines is the admin's page of machines and join tokens.
+type AdminMachines struct {
+	Machines []MachineRow
+	Tokens   []JoinTokenRow
+	// NewToken is a join token just made, shown this once, with its name
+	// and the server's address for the agent's command line.
+	NewToken, NewTokenName, ServerURL string
+}
+
+// MachineRow is one machine: connected to the server now, registered by
+// an agent that joined, or both.
+type MachineRow struct {
+	Name string
+	// State: ready, draining, drained, cordoned (connected) or
+	// disconnected (registered only).
+	State     string
+	LastHeard string
+	GPUs      string // "4 × Simulated GPU 80 GB"
+	Unhealthy string // "1 unhealthy"; "" when all are well
+	Jobs      int
+	// Joined says how it came: built in, with the server's agent token,
+	// or with a join token (named).
+	Joined string
+	// Registered: an agent registered it, and an admin may forget it.
+	Registered bool
+}
+
+// JoinTokenRow is one join token: named and dated.
+type JoinTokenRow struct {
+	ID                              int64
+	Name, State, Created, CreatedBy string
+	Expires                         string
+	Machines                        int
+	Active                          bool
+}
+
+// JoinTokenTTL is a choice of how long a new join token lasts: Value is
+// the form's (seconds; 0: until revoked).
+type JoinTokenTTL struct {
+	Value, Label string
+	Default      bool
+}
+
+// JoinTokenTTLs are the lives a new join token may have; a day by default,
+// as the API's.
+func JoinTokenTTLs() []JoinTokenTTL {
+	return []JoinTokenTTL{
+		{Value: "3600", Label: "1 hour"},
+		{Value: "86400", Label: "1 day", Default: true},
+		{Value: "604800", Label: "7 days"},
+		{Value: "2592000", Label: "30 days"},
+		{Value: "31536000", Label: "365 days"},
+		{Value: "0", Label: "until revoked"},
+	}
+}
+
+// Sessions is the user's sessions page: those that wait or run, and the
+// last that ended.
+type Sessions struct {
+	Active, Ended []SessionCard
+}
+
+// SessionCard is one session as its card shows it.
+type SessionCard struct {
+	JobRow
+	Type string // Jupyter, terminal, web app
+	// URL opens it while it runs (the same address through requeues);
+	// Note says how, or why it cannot be opened now.
+	URL, Note string
+	// TimeLeft until its time limit; Activity whether it is idle.
+	TimeLeft, Activity string
+	// Waiting: why it waits, and when it should start; "" unless it waits.
+	Waiting string
+	Ended   bool
 }

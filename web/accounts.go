@@ -1,12 +1,14 @@
 package web
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
@@ -65,15 +67,27 @@ func (s *Server) accountsView(c echo.Context, us []models.User) (templates.Accou
 	}
 	me := currentUser(c)
 	for _, u := range us {
-		row := templates.AccountRow{Name: u.Name, Role: string(u.Role), Team: u.Team, Disabled: u.Disabled(), Self: u.ID == me.ID}
+		row := templates.AccountRow{Name: u.Name, Role: string(u.Role), Team: u.Team, Disabled: u.Disabled(), Self: u.ID == me.ID,
+			UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)}
 		if u.Disabled() {
 			row.DisabledNote = fmt.Sprintf("by %s at %s", u.DisabledBy, u.DisabledAt.Local().Format(timeLayout))
 		}
 		for _, t := range tokens[u.ID] {
-			row.Tokens = append(row.Tokens, templates.TokenRow{ID: t.ID, Name: t.Name,
-				Created: t.CreatedAt.Local().Format(timeLayout), Expires: t.ExpiresAt.Local().Format(timeLayout)})
+			row.Tokens = append(row.Tokens, tokenRow(app.TokenAPI(t)))
 		}
 		v.Users = append(v.Users, row)
 	}
 	return v, nil
+}
+
+// tokenRow is an API token as the pages show it (the user's own tokens
+// page and the admin's users table), from the API's form of it: named,
+// created, last used and expiring.
+func tokenRow(t api.APIToken) templates.TokenRow {
+	row := templates.TokenRow{ID: t.ID, Name: t.Name, Created: t.CreatedAt.Local().Format(timeLayout),
+		Expires: t.ExpiresAt.Local().Format(timeLayout), LastUsed: "never"}
+	if t.LastUsedAt != nil {
+		row.LastUsed = t.LastUsedAt.Local().Format(timeLayout)
+	}
+	return row
 }

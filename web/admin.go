@@ -1,7 +1,6 @@
 package web
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -38,10 +37,6 @@ func (s *Server) adminView(c echo.Context) (templates.Admin, error) {
 	us, err := s.cfg.Store.Users(ctx)
 	if err != nil {
 		return v, err
-	}
-	for _, u := range us {
-		v.Users = append(v.Users, templates.UserRow{Name: u.Name, Role: string(u.Role), Team: u.Team,
-			UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)})
 	}
 	if v.Accounts, err = s.accountsView(c, us); err != nil {
 		return v, err
@@ -184,8 +179,7 @@ func (s *Server) renderTokens(c echo.Context, status int, flash, newToken string
 	}
 	v := templates.Tokens{New: newToken}
 	for _, t := range ts {
-		v.Tokens = append(v.Tokens, templates.TokenRow{ID: t.ID, Name: t.Name,
-			Created: t.CreatedAt.Local().Format(timeLayout), Expires: t.ExpiresAt.Local().Format(timeLayout)})
+		v.Tokens = append(v.Tokens, tokenRow(app.TokenAPI(t)))
 	}
 	p := page(c, "API tokens", "tokens")
 	p.Flash = flash

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -124,17 +125,51 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Basic realm="gpuportal"`)
 		return echo.NewHTTPError(http.StatusUnauthorized, "use HTTP basic auth with your user name and password")
 	}
+	// The body first: reading the password may read a form's body.
+	var req api.TokenRequest
+	if c.Request().ContentLength != 0 {
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		if len(req.Name) > 128 || strings.TrimSpace(req.Name) != req.Name {
+			return echo.NewHTTPError(http.StatusBadRequest, "name: want at most 128 characters, not beginning or ending with spaces")
+		}
+	}
 	u, err := s.authenticate(c, name, password)
 	if err != nil {
 		return err
 	}
+	tokenName := cmp.Or(req.Name, defaultTokenName(c.Request().UserAgent()))
 	now := s.cfg.Now()
-	token, err := s.cfg.Store.CreateAPIToken(c.Request().Context(), u.ID, "api", now, tokenTTL)
+	token, err := s.cfg.Store.CreateAPIToken(c.Request().Context(), u.ID, tokenName, now, tokenTTL)
 	if err != nil {
 		return err
 	}
-	s.cfg.Logger.Info("API token issued", "user", u.Name)
-	return c.JSON(http.StatusCreated, api.Token{Token: token, ExpiresAt: now.Add(tokenTTL)})
+	if err := s.auditBy(c.Request().Context(), actor{user: u, from: c.RealIP()}, "token.create", u.Name, tokenName); err != nil {
+		return err
+	}
+	s.cfg.Logger.Info("API token issued", "user", u.Name, "name", tokenName)
+	return c.JSON(http.StatusCreated, api.Token{Token: token, Name: tokenName, ExpiresAt: now.Add(tokenTTL)})
+}
+
+// defaultTokenName names a token asked for without a name: "api" and
+// the program that asked, the first word of its User-Agent ("api:
+// curl/8.5.0"), so that a list of tokens says which is which.
+func defaultTokenName(userAgent string) string {
+	prog, _, _ := strings.Cut(strings.TrimSpace(userAgent), " ")
+	prog = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, prog)
+	if prog == "" {
+		return "api"
+	}
+	if r := []rune(prog); len(r) > 100 {
+		prog = string(r[:100])
+	}
+	return "api: " + prog
 }
 
 // authenticate checks a password, within the throttle on failed logins

@@ -251,7 +251,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 	form := func(kv ...string) string {
 		v := url.Values{}
 		for i := 0; i < len(kv); i += 2 {
-			v.Set(kv[i], kv[i+1])
+			v.Add(kv[i], kv[i+1])
 		}
 		return v.Encode()
 	}
@@ -276,6 +276,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /jobs", nil, nil, pageAny},
 		{"GET /jobs/rows", nil, nil, pageAny},
 		{"GET /jobs/new", nil, nil, pageAny},
+		{"GET /sessions", nil, nil, pageAny},
 		{"POST /jobs", nil, func() string {
 			return form("name", "x", "team", "vision", "gpus", "1", "kind", "sim", "duration_s", "5")
 		}, access{303, 303, 400, 303, 303}},
@@ -302,6 +303,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /teams/:name/flags", func(*testing.T) string { return "/teams/vision/flags" }, nil, team},
 		{"POST /teams/:name/share", func(*testing.T) string { return "/teams/vision/share" }, func() string { return form("weight", "1.5") }, access{303, 403, 403, 403, 200}},
 		{"POST /teams/:name/time-limits", func(*testing.T) string { return "/teams/vision/time-limits" }, func() string { return form("default_time_limit", "1h", "max_time_limit", "") }, access{303, 403, 403, 200, 200}},
+		{"POST /teams/:name/batch-policy", func(*testing.T) string { return "/teams/vision/batch-policy" }, func() string { return form("priorities", "normal", "priorities", "low", "high_gpus", "0") }, access{303, 403, 403, 403, 200}},
 		{"POST /teams/:name/session-policy", func(*testing.T) string { return "/teams/vision/session-policy" }, func() string { return form("max_session_hours", "4", "priority_gpus", "1") }, access{303, 403, 403, 200, 200}},
 		{"POST /teams/:name/idle-policy", func(*testing.T) string { return "/teams/vision/idle-policy" }, func() string { return form("reclaim_sessions", "on", "max_keep_alive_hours", "4") }, access{303, 403, 403, 200, 200}},
 		{"POST /teams/:name/caps", func(*testing.T) string { return "/teams/vision/caps" }, func() string { return form("user", "alice", "max_gpus", "2") }, access{303, 403, 403, 200, 200}},
@@ -332,6 +334,10 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"POST /admin/:action", func(*testing.T) string { return "/admin/create-team" }, func() string {
 			return form("name", fmt.Sprint("team", uniq.Add(1)), "guarantee", "1")
 		}, access{303, 403, 403, 403, 200}},
+		{"GET /admin/machines", nil, nil, access{303, 403, 403, 403, 200}},
+		{"POST /admin/machines/join-tokens", nil, func() string { return form("name", fmt.Sprint("rack ", uniq.Add(1)), "ttl_s", "3600") }, access{303, 403, 403, 403, 200}},
+		{"POST /admin/machines/join-tokens/:id/revoke", func(*testing.T) string { return "/admin/machines/join-tokens/999999/revoke" }, nil, access{303, 403, 403, 403, 404}},
+		{"POST /admin/machines/:name/remove", func(*testing.T) string { return "/admin/machines/none/remove" }, nil, access{303, 403, 403, 403, 404}},
 		// No job has finished on the test server: nothing to replay (422).
 		{"GET /admin/whatif", nil, nil, access{303, 403, 403, 403, 200}},
 		{"POST /admin/whatif", nil, func() string { return form("days", "7", "policy", "fifo") }, access{303, 403, 403, 403, 422}},
@@ -368,6 +374,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"GET /api/v1/teams", nil, nil, apiAll},
 		{"GET /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, nil, apiTeam},
 		{"PATCH /api/v1/teams/:name", func(*testing.T) string { return "/api/v1/teams/vision" }, func() string { return `{"weight":2}` }, access{401, 403, 403, 403, 200}},
+		{"PUT /api/v1/teams/:name/batch-policy", func(*testing.T) string { return "/api/v1/teams/vision/batch-policy" }, func() string { return `{"priorities":["normal","low"],"high_gpus":0}` }, access{401, 403, 403, 403, 200}},
 		{"PUT /api/v1/teams/:name/session-policy", func(*testing.T) string { return "/api/v1/teams/vision/session-policy" }, func() string { return `{"max_session_hours":4,"priority_gpus":1}` }, access{401, 403, 403, 200, 200}},
 		{"PUT /api/v1/teams/:name/idle-policy", func(*testing.T) string { return "/api/v1/teams/vision/idle-policy" }, func() string { return `{"reclaim_sessions":true}` }, access{401, 403, 403, 200, 200}},
 		{"PUT /api/v1/teams/:name/time-limits", func(*testing.T) string { return "/api/v1/teams/vision/time-limits" }, func() string { return `{"default_time_limit":"","max_time_limit":""}` }, access{401, 403, 403, 200, 200}},

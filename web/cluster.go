@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
@@ -49,9 +51,26 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	gl := s.gpuLanes()
 	allocs := s.cfg.Engine.NodeAllocations()
 	reserved := s.cfg.Engine.ReservedGPUs()
+	ages := s.heartbeatAges(time.Now())
+	shown := make([]shownNode, 0, len(state))
 	for _, n := range s.cfg.Engine.Nodes() {
-		card := templates.NodeCard{Name: n.Name(), State: state[n.Name()], CanDrain: admin,
-			LiveMemory: engine.LiveMemoryUnavailable(n)}
+		shown = append(shown, n)
+	}
+	for _, g := range s.cfg.Engine.GoneNodes() {
+		state[g.Status.Name] = "disconnected"
+		shown = append(shown, lastKnown{g})
+	}
+	for _, n := range shown {
+		card := templates.NodeCard{Name: n.Name(), State: state[n.Name()], CanDrain: admin}
+		if en, ok := n.(engine.Node); ok {
+			card.LiveMemory = engine.LiveMemoryUnavailable(en)
+			if age, ok := ages[n.Name()]; ok {
+				card.Heard = heardText(age, false)
+			}
+		} else if g, ok := n.(lastKnown); ok {
+			card.CanDrain = false
+			card.Heard = heardText(time.Since(g.LostAt), true)
+		}
 		if cpus, mem := n.Resources(); cpus > 0 || mem > 0 {
 			card.Resources = nodeAllocation(allocs[n.Name()], cpus, mem)
 		}
@@ -102,6 +121,23 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	}
 	return out, nil
 }
+
+// shownNode is what the cluster page shows of a machine: a connected one
+// (engine.Node), or the last known state of one that disconnected.
+type shownNode interface {
+	Name() string
+	Devices() []gpu.Device
+	Resources() (cpus int, memMiB int64)
+	Sample(now time.Time) []gpu.Sample
+}
+
+// lastKnown is a disconnected machine as last known (engine.GoneNode).
+type lastKnown struct{ engine.GoneNode }
+
+func (l lastKnown) Name() string                  { return l.Status.Name }
+func (l lastKnown) Devices() []gpu.Device         { return l.Status.Devices }
+func (l lastKnown) Resources() (int, int64)       { return l.Status.CPUs, l.Status.MemMiB }
+func (l lastKnown) Sample(time.Time) []gpu.Sample { return l.Samples }
 
 func (s *Server) clusterPage(c echo.Context) error {
 	cl, err := s.cluster(c)

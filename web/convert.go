@@ -22,17 +22,24 @@ import (
 // from a moment, so that a page, the API, a topic and the CLI that show
 // the same figure show the same number.
 
-// moment is what the portal knows at one instant: the unfinished jobs,
-// the teams, and the figures derived from them (core/usage). A request
-// or a published update reads one moment and converts everything it
-// shows from it.
+// moment is what the portal knows at one instant: the running jobs, the
+// places and counts of the unfinished ones, the teams, and the figures
+// derived from them (core/usage). A request or a published update reads
+// one moment and converts everything it shows from it.
 type moment struct {
-	now        time.Time
-	unfinished []models.Job
-	teams      []models.Team
-	fair       map[string]sched.TeamShare // the last pass's fair-share standing
-	figures    usage.Figures
-	forecasts  map[int64]engine.JobForecast // the latest start forecasts
+	now time.Time
+	// running are the running jobs, whole rows (unfinished in moments
+	// made by newMoment of other jobs too: only the running count).
+	running []models.Job
+	// queued is every unfinished job's QueueRow, by ID: what the queues'
+	// order and counts are computed from, never their whole rows, so that
+	// a moment costs what a page shows, not the queue's length (issue
+	// 33); nil in a moment of the running jobs alone.
+	queued    []models.QueueRow
+	teams     []models.Team
+	fair      map[string]sched.TeamShare // the last pass's fair-share standing
+	figures   usage.Figures
+	forecasts map[int64]engine.JobForecast // the latest start forecasts
 	// waits are why waiting jobs wait, and their places in their queues,
 	// as of the engine's last pass, on the leader; nil on a follower,
 	// which shows the store's reasons (their figures up to a refresh
@@ -40,17 +47,16 @@ type moment struct {
 	waits map[int64]sched.Wait
 }
 
-// moment reads the store and the engine once.
+// moment reads the store and the engine once: the running jobs whole,
+// the others' QueueRows.
 func (s *Server) moment(ctx context.Context) (*moment, error) {
-	js, err := s.cfg.Store.UnfinishedJobs(ctx)
+	m, err := s.runningMoment(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.cfg.Store.Teams(ctx)
-	if err != nil {
+	if m.queued, err = s.cfg.Store.QueueRows(ctx); err != nil {
 		return nil, err
 	}
-	m := newMoment(s.cfg.Now(), js, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
 	if m.forecasts, err = s.forecasts(ctx); err != nil {
 		return nil, err
 	}
@@ -165,7 +171,7 @@ func timeOr(t *time.Time) time.Time {
 // teams; fair is the last scheduling pass's standing of the teams, and
 // beyond tells the jobs that pass counted beyond their team's guarantee.
 func newMoment(now time.Time, unfinished []models.Job, teams []models.Team, fair []sched.TeamShare, beyond func(id int64) bool) *moment {
-	m := &moment{now: now, unfinished: unfinished, teams: teams, fair: make(map[string]sched.TeamShare, len(fair))}
+	m := &moment{now: now, running: unfinished, teams: teams, fair: make(map[string]sched.TeamShare, len(fair))}
 	for _, sh := range fair {
 		m.fair[sh.Name] = sh
 	}
@@ -216,10 +222,17 @@ func (m *moment) job(j *models.Job) api.Job {
 	if j.MemPersistentMiB > 0 || j.MemEphemeralMiB > 0 {
 		out.MemoryEstimate = &api.MemoryEstimate{PersistentMiB: j.MemPersistentMiB, EphemeralMiB: j.MemEphemeralMiB, Source: j.MemSource}
 	}
+	if !j.IsSession() {
+		out.Priority = job.PriorityName(j.Priority)
+	}
 	if j.IsSession() {
 		out.Session = &api.Session{Type: j.SessionType, Port: j.SessionPort, Priority: j.InteractivePriority}
 	} else if len(j.Command) == 0 {
 		out.Sim = &api.SimSpec{DurationS: j.SimDuration, UtilPct: j.SimUtilPct}
+	}
+	if j.ResumeRun > 0 {
+		out.Resume = &api.JobResume{Run: j.ResumeRun, FromRun: j.ResumeFromRun, CheckpointAt: j.ResumeCheckpointAt,
+			LostS: j.ResumeLostS, LostTotalS: j.LostS}
 	}
 	if j.FinishedAt != nil {
 		jct := j.JCT().Seconds()
@@ -282,7 +295,9 @@ func (m *moment) forecast(j *models.Job) *api.Forecast {
 	if !ok && (len(j.Dependencies) > 0 || j.ArrayLimit > 0) && j.Reason != "submitted" {
 		// Kept from the scheduler until its dependencies or its array
 		// let it (core/engine/gates.go): nothing forecasts it before.
-		return &api.Forecast{State: api.ForecastUnknown, Reason: j.Reason + "; forecast once it may start"}
+		// Its reason says what it waits for; the forecast does not say
+		// it again (the job's page shows both).
+		return &api.Forecast{State: api.ForecastUnknown, Reason: "forecast once its dependencies or its array let it start"}
 	}
 	if !ok {
 		return &api.Forecast{State: api.ForecastUnknown, Reason: "not forecast yet: a forecast follows every change within seconds"}
@@ -312,6 +327,14 @@ func (m *moment) reason(j *models.Job) string {
 // not known here.
 func (m *moment) position(j *models.Job) int {
 	if w, ok := m.waits[j.ID]; ok && j.State.Waiting() && !j.Held() {
+		return w.Position
+	}
+	return 0
+}
+
+// rowPosition is position for a QueueRow.
+func (m *moment) rowPosition(r *models.QueueRow) int {
+	if w, ok := m.waits[r.ID]; ok && r.State.Waiting() && !r.Held() {
 		return w.Position
 	}
 	return 0
@@ -354,7 +377,8 @@ func (m *moment) teamShare(t models.Team) api.TeamShare {
 		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1,
 		DefaultTimeLimitS: t.DefaultTimeLimitS, MaxTimeLimitS: t.MaxTimeLimitS,
 		IdlePolicy:    idlePolicyOf(&t),
-		SessionPolicy: api.SessionPolicy{MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs}}
+		SessionPolicy: api.SessionPolicy{MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs},
+		BatchPolicy:   api.BatchPolicy{Priorities: t.Priorities(), HighGPUs: t.HighPriorityGPUs}}
 	if sh, ok := m.fair[t.Name]; ok {
 		out.UsageGPUSeconds, out.Entitlement, out.UsageShare, out.Factor = sh.UsageGPUSeconds, sh.Entitlement, sh.UsageShare, sh.Factor
 	}

@@ -26,8 +26,8 @@ import (
 // their GPUs idle, longest idle first, with their verdicts.
 func (s *Server) idleJobs(ctx context.Context, m *moment, team string) ([]*models.Job, map[int64]*api.Idle, error) {
 	var running []*models.Job
-	for i := range m.unfinished {
-		j := &m.unfinished[i]
+	for i := range m.running {
+		j := &m.running[i]
 		if j.State == job.Running && (team == "" || j.Team == team) {
 			running = append(running, j)
 		}
@@ -71,8 +71,8 @@ func strandedJobs(m *moment, team string, caps map[string]map[string]int) []temp
 	}
 	t := sched.Team{Name: team, MaxGPUsPerUser: m.teams[i].MaxGPUsPerUser, UserCaps: caps[team]}
 	var out []templates.StrandedRow
-	for k := range m.unfinished {
-		j := &m.unfinished[k]
+	for k := range m.queued {
+		j := &m.queued[k]
 		if j.Team != team || !j.State.Waiting() {
 			continue
 		}

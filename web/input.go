@@ -1,8 +1,10 @@
 package web
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -32,6 +34,11 @@ func checkInputText(next echo.HandlerFunc) echo.HandlerFunc {
 		if !hasForm(c.Request()) {
 			return next(c)
 		}
+		if json, err := jsonAsForm(c.Request()); err != nil {
+			return err
+		} else if json {
+			return next(c) // decodeJSON checks it
+		}
 		form, err := c.FormParams()
 		var tooLarge *http.MaxBytesError
 		switch {
@@ -45,6 +52,27 @@ func checkInputText(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// jsonAsForm reports whether r's body, sent as a form, is JSON: what
+// `curl -d '{...}'` sends, as the API's examples do. Every API route takes
+// JSON, so such a body is read as JSON (the body is put back for the
+// handler) rather than parsed as an empty form.
+func jsonAsForm(r *http.Request) (bool, error) {
+	if !strings.HasPrefix(r.Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm) {
+		return false, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return false, echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("body: at most %d bytes", tooLarge.Limit))
+		}
+		return false, badRequest("body: could not be read")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	return len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '['), nil
 }
 
 // hasForm reports whether r carries a form in its body.

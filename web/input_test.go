@@ -302,3 +302,25 @@ func increasing(n int) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// TestJSONSentAsForm: a JSON body sent with a form's content type, as
+// `curl -d '{...}'` sends it (the API's examples), is read as JSON, not
+// as an empty form; a real form body on an API route is still checked,
+// and its text still refused when it is not UTF-8.
+func TestJSONSentAsForm(t *testing.T) {
+	ts := newTestServerOn(t, modelstest.SQLiteDSN(t))
+	send := func(body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/jobs", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer "+ts.tokens["alice"])
+		rec := httptest.NewRecorder()
+		ts.Handler().ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := send(` {"name":"curl","team":"vision","gpus":1,"sim":{"duration_s":60}}`); rec.Code != http.StatusCreated {
+		t.Fatalf("JSON sent as a form: status %d: %s", rec.Code, rec.Body)
+	}
+	if rec := send("name=x%ff"); rec.Code != http.StatusBadRequest || !strings.HasPrefix(apiErrorOf(t, rec), "name") {
+		t.Fatalf("a form with text that is not UTF-8: status %d: %s", rec.Code, rec.Body)
+	}
+}

@@ -336,14 +336,16 @@ func (s *Server) jobUsage(ctx context.Context, j *models.Job, now time.Time, poi
 		return out, err
 	}
 	uuids := make(map[telemetry.GPUKey]string)
+	simulated := make(map[telemetry.GPUKey]bool)
 	for _, g := range s.connectedGPUs() {
 		uuids[g.Key] = g.Device.UUID
+		simulated[g.Key] = gpu.Simulated(g.Device)
 	}
 	running := j.State == job.Running
 	var utilSum, utilW float64
 	for _, k := range keys {
 		rs := readings[k]
-		g := api.GPUUsage{Node: k.Node, Index: k.Index, UUID: uuids[k], Shared: j.Sharing}
+		g := api.GPUUsage{Node: k.Node, Index: k.Index, UUID: uuids[k], Shared: j.Sharing, Simulated: simulated[k]}
 		others := map[int64]bool{}
 		var sum, w float64
 		for _, r := range rs {
@@ -490,6 +492,8 @@ func describeUsage(u api.JobUsage, now time.Time, d *templates.JobDetail) {
 		row := templates.GPUUsage{Name: fmt.Sprintf("%s:%d", g.Node, g.Index), Util: fmtPct(g.UtilPct), UtilAvg: fmtPct(g.UtilAvgPct),
 			MemPeak: fmtMiB(g.JobMemMaxMiB)}
 		switch {
+		case g.JobMemMiB != nil && g.Simulated:
+			row.Mem = fmtMiB(g.JobMemMiB) + " (simulated) of " + fmtMiB(&g.MemMiB)
 		case g.JobMemMiB != nil:
 			row.Mem = fmtMiB(g.JobMemMiB) + " (its own) of " + fmtMiB(&g.MemMiB)
 		case g.UtilPct != nil:
@@ -506,6 +510,9 @@ func describeUsage(u api.JobUsage, now time.Time, d *templates.JobDetail) {
 				}
 				row.Shared = "Shared with job " + strings.Join(ids, ", ") + ": utilization is the whole GPU's; memory is this job's own where the agent reports it."
 			}
+		}
+		if g.Simulated {
+			row.Simulated = "Simulated GPU: the simulator makes these readings up, whatever the job runs; they are not its own processes'."
 		}
 		row.UtilLine, row.MemLine = sparkLines(g, u.From.Unix(), u.To.Unix())
 		d.Usage.GPUs = append(d.Usage.GPUs, row)

@@ -49,17 +49,45 @@ func (s *Server) agentsOnLeader(h http.Handler) http.Handler {
 	})
 }
 
-// leaderGauge is gpuportal_leader: 1 on the replica that schedules.
-func leaderGauge(s *Server) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "gpuportal_leader",
-		Help: "1 when this replica schedules (holds the leader lock), 0 when it is a follower.",
-	}, func() float64 {
-		if s.leading() {
-			return 1
-		}
-		return 0
-	})
+// fenced reports whether this replica is a leader that cannot confirm
+// its lock now (the database is out): it keeps its machines and their
+// runs but neither schedules nor records until it takes the lock back, or
+// steps down (exits) after --db-outage-hold.
+func (s *Server) fenced() bool {
+	if s.cfg.Engine == nil {
+		return false
+	}
+	why, _ := s.cfg.Engine.Fenced()
+	return why != ""
+}
+
+// leaderGauges are gpuportal_leader, 1 on the replica that leads, fenced
+// or not, and gpuportal_leader_fenced, 1 while that leader is fenced. A
+// fenced leader is still the leader: no other replica can take the lock
+// while the database is out, and when it is back either this one takes
+// it back or it exits. Saying 0 would tell the alert rules that no
+// replica leads when the one that does is riding out an outage.
+func leaderGauges(s *Server) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gpuportal_leader",
+			Help: "1 when this replica is the leader (holds the leader lock, or is fenced while it cannot confirm it: gpuportal_leader_fenced), 0 when it is a follower.",
+		}, func() float64 {
+			if s.leading() || s.fenced() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gpuportal_leader_fenced",
+			Help: "1 while this replica, the leader, cannot confirm its lock (the database is out): it keeps its machines and their runs, but neither schedules nor records until it takes the lock back or steps down.",
+		}, func() float64 {
+			if s.fenced() {
+				return 1
+			}
+			return 0
+		}),
+	}
 }
 
 func writeJSONError(w http.ResponseWriter, code int, msg string) {

@@ -56,20 +56,32 @@ func TestRoleShows(t *testing.T) {
 	tests := []struct {
 		name       string
 		leader     bool
+		fenced     bool // a leader that cannot confirm its lock
 		path       string
 		wantCode   int
 		wantInBody string
 	}{
-		{"follower's health names its role", false, "/healthz", http.StatusOK, `"role":"follower"`},
-		{"leader's health names its role", true, "/healthz", http.StatusOK, `"role":"leader"`},
-		{"follower's gauge is 0", false, "/metrics", http.StatusOK, "\ngpuportal_leader 0\n"},
-		{"leader's gauge is 1", true, "/metrics", http.StatusOK, "\ngpuportal_leader 1\n"},
-		{"follower refuses agents before any token check", false, wire.Path, http.StatusServiceUnavailable, "follower replica"},
-		{"leader hands agents to the hub, which checks the token", true, wire.Path, http.StatusUnauthorized, "agent token"},
+		{"follower's health names its role", false, false, "/healthz", http.StatusOK, `"role":"follower"`},
+		{"leader's health names its role", true, false, "/healthz", http.StatusOK, `"role":"leader"`},
+		{"follower's gauge is 0", false, false, "/metrics", http.StatusOK, "\ngpuportal_leader 0\n"},
+		{"leader's gauge is 1", true, false, "/metrics", http.StatusOK, "\ngpuportal_leader 1\n"},
+		{"leader is not fenced", true, false, "/metrics", http.StatusOK, "\ngpuportal_leader_fenced 0\n"},
+		// Its lock lost with the database, the leader is fenced: it no
+		// longer holds the lock, but is still the one that leads.
+		{"fenced leader is still the leader", false, true, "/metrics", http.StatusOK, "\ngpuportal_leader 1\n"},
+		{"fenced leader says it is fenced", false, true, "/metrics", http.StatusOK, "\ngpuportal_leader_fenced 1\n"},
+		{"follower is not fenced", false, false, "/metrics", http.StatusOK, "\ngpuportal_leader_fenced 0\n"},
+		{"follower refuses agents before any token check", false, false, wire.Path, http.StatusServiceUnavailable, "follower replica"},
+		{"leader hands agents to the hub, which checks the token", true, false, wire.Path, http.StatusUnauthorized, "agent token"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			leading.Store(tc.leader)
+			if tc.fenced {
+				eng.Fence("the database is out")
+			} else {
+				eng.Unfence()
+			}
 			code, body := get(tc.path)
 			if code != tc.wantCode || !strings.Contains(body, tc.wantInBody) {
 				t.Errorf("GET %s: %d %.200q; want %d with %q", tc.path, code, body, tc.wantCode, tc.wantInBody)

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/usage"
+	"github.com/gpuportal/gpuportal/models"
 )
 
 // /metrics: what the portal knows, for Prometheus. Every figure a page
@@ -158,12 +159,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
 	}
-	m, err := c.s.moment(ctx)
+	// The running jobs whole, the others counted in the database: what
+	// /metrics costs does not follow the queue's length (issue 33).
+	m, err := c.s.runningMoment(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(queueDesc, err)
 		ch <- prometheus.NewInvalidMetric(gpusDesc, err)
 	} else {
-		collectQueues(ch, m)
+		if counts, err := store.QueueCounts(ctx); err == nil {
+			collectQueues(ch, m, counts)
+		} else {
+			ch <- prometheus.NewInvalidMetric(queueDesc, err)
+		}
 		c.collectGPUs(ch, m, time.Now(), c.s.metricsNames())
 	}
 	nodeStates := map[string]int{"ready": 0, "cordoned": 0, "draining": 0, "drained": 0}
@@ -186,17 +193,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(buildDesc, 1, buildInfo()...)
 }
 
-// collectQueues sends the unfinished jobs by queue and the GPUs teams
-// hold, as the queues and teams pages show them.
-func collectQueues(ch chan<- prometheus.Metric, m *moment) {
+// collectQueues sends the unfinished jobs by queue (counts, from
+// Store.QueueCounts) and the GPUs teams hold, as the queues and teams
+// pages show them.
+func collectQueues(ch chan<- prometheus.Metric, m *moment, counts []models.QueueCount) {
 	type key struct{ queue, team, status string }
 	n := make(map[key]int)
-	for _, j := range m.unfinished {
+	for _, c := range counts {
 		status := "waiting"
-		if j.State == job.Running {
+		if c.State == job.Running {
 			status = "running"
 		}
-		n[key{strconv.Itoa(j.QueueIndex), j.Team, status}]++
+		n[key{strconv.Itoa(c.QueueIndex), c.Team, status}] += c.N
 	}
 	for k, v := range n {
 		ch <- gauge(queueDesc, float64(v), k.queue, k.team, k.status)
@@ -221,9 +229,9 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 		unschedulable[st.Name] = nodeJSON(st).State != "ready"
 	}
 	faults := gpuFaults(eng)
-	users := make(map[int64]string, len(m.unfinished))
-	teams := make(map[int64]string, len(m.unfinished))
-	for _, j := range m.unfinished {
+	users := make(map[int64]string, len(m.running))
+	teams := make(map[int64]string, len(m.running))
+	for _, j := range m.running {
 		users[j.ID], teams[j.ID] = j.User, j.Team
 	}
 	util := make(map[string]float64) // "node:index" -> utilization from 0 to 1

@@ -40,8 +40,15 @@ func nodeJSON(st engine.NodeStatus) api.Node {
 
 func (s *Server) apiNodes(c echo.Context) error {
 	out := []api.Node{}
+	now := time.Now()
+	ages := s.heartbeatAges(now)
 	for _, st := range s.cfg.Engine.NodeStatuses() {
-		out = append(out, s.describeNode(st))
+		n := s.describeNode(st)
+		heard(&n, ages, now)
+		out = append(out, n)
+	}
+	for _, g := range s.cfg.Engine.GoneNodes() {
+		out = append(out, s.goneNode(g, now))
 	}
 	return c.JSON(http.StatusOK, out)
 }

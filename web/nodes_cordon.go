@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -47,9 +48,12 @@ func (s *Server) liveMemoryUnavailable(node string) string {
 
 // nodeResponse answers with the machine named by :name.
 func (s *Server) nodeResponse(c echo.Context) error {
+	now := time.Now()
 	for _, st := range s.cfg.Engine.NodeStatuses() {
 		if st.Name == c.Param("name") {
-			return c.JSON(http.StatusOK, s.describeNode(st))
+			n := s.describeNode(st)
+			heard(&n, s.heartbeatAges(now), now)
+			return c.JSON(http.StatusOK, n)
 		}
 	}
 	return echo.NewHTTPError(http.StatusNotFound, "node disconnected")

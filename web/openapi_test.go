@@ -126,6 +126,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Machine":                    reflect.TypeOf(api.Machine{}),
 		"User":                       reflect.TypeOf(api.User{}),
 		"APIToken":                   reflect.TypeOf(api.APIToken{}),
+		"TokenRequest":               reflect.TypeOf(api.TokenRequest{}),
 		"AccountChange":              reflect.TypeOf(api.AccountChange{}),
 		"Notification":               reflect.TypeOf(api.Notification{}),
 		"NotificationSettings":       reflect.TypeOf(api.NotificationSettings{}),

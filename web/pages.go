@@ -383,6 +383,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		Executed:    fmtDuration(secs(aj.ExecutedS)),
 		Attained:    fmt.Sprintf("%.0f GPU-seconds", aj.AttainedService),
 		Preemptions: j.Preemptions,
+		HasRun:      j.StartedAt != nil,
 		Queue:       j.QueueIndex,
 		Model:       j.Model,
 		Image:       j.Image,

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -17,48 +19,91 @@ import (
 	"github.com/gpuportal/gpuportal/templates"
 )
 
-func (s *Server) queues(c echo.Context) (api.Queues, error) {
-	m, err := s.moment(c.Request().Context())
+func (s *Server) queues(c echo.Context, p queuePage) (api.Queues, error) {
+	ctx := c.Request().Context()
+	m, err := s.moment(ctx)
 	if err != nil {
 		return api.Queues{}, err
 	}
-	return s.queuesFor(m, currentUser(c)), nil
+	return s.queuesFor(ctx, m, currentUser(c), p)
 }
 
-// queueTopicPage is how many jobs of each queue the queues topic sends:
-// the rest is read on demand from GET /api/v1/queues?queue=&offset=.
+// queueTopicPage is how many jobs of each queue the queues topic sends
+// and the Queues page shows: the rest is read on demand, page by page
+// (GET /api/v1/queues?queue=&cursor=, the page's "next" link).
 const queueTopicPage = 50
+
+// defaultQueuePage is how many jobs of each queue GET /api/v1/queues
+// answers without ?limit=.
+const defaultQueuePage = 100
 
 // maxQueuePage bounds ?limit= of GET /api/v1/queues.
 const maxQueuePage = 1000
 
-// queuePage asks for part of the queues: queue -1 is every queue.
+// queuePage asks for part of the queues: at most limit jobs of each
+// queue from offset (of queue alone when queue is not -1), or, with a
+// cursor, of the cursor's queue right after the job the cursor names and
+// of the others from their start. only keeps the queues other than queue
+// out (the API's ?queue=); their counts are in either way.
 type queuePage struct {
 	queue, offset, limit int
+	cursor               queueCursor
+	only                 bool
 }
 
-// page keeps of q the jobs p asks for, and of the queues only p's; the
-// counts stay those of the whole queues.
-func (p queuePage) page(q api.Queues) api.Queues {
-	out := q
-	out.Queues = make([]api.Queue, 0, len(q.Queues))
-	for _, qu := range q.Queues {
-		if p.queue >= 0 && qu.Index != p.queue {
-			continue
-		}
-		from := min(p.offset, len(qu.Jobs))
-		to := min(from+p.limit, len(qu.Jobs))
-		qu.Offset, qu.Jobs = from, qu.Jobs[from:to:to]
-		out.Queues = append(out.Queues, qu)
+// queueCursor names where a page of a queue ends: the last job shown
+// and how many jobs of the queue were shown up to it. The next page
+// starts right after that job where it is now, so that no job is lost
+// or repeated while jobs are submitted, start or leave ahead of it; if it
+// left the queue, at the same count from the queue's start.
+type queueCursor struct {
+	queue  int
+	after  int64
+	offset int
+}
+
+// String is the cursor as ?cursor= carries it: "queue.after.offset".
+func (c queueCursor) String() string {
+	return fmt.Sprintf("%d.%d.%d", c.queue, c.after, c.offset)
+}
+
+// parseQueueCursor reads a cursor of one of queues queues.
+func parseQueueCursor(v string, queues int) (queueCursor, bool) {
+	var c queueCursor
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return c, false
 	}
-	return out
+	var err [3]error
+	c.queue, err[0] = strconv.Atoi(parts[0])
+	c.after, err[1] = strconv.ParseInt(parts[1], 10, 64)
+	c.offset, err[2] = strconv.Atoi(parts[2])
+	if err[0] != nil || err[1] != nil || err[2] != nil || c.queue < 0 || c.queue >= queues || c.after <= 0 || c.offset < 0 {
+		return c, false
+	}
+	return c, true
 }
 
-// queuePageParams reads ?queue=, ?offset= and ?limit=; ok is false when
-// none is given (the whole queues).
-func queuePageParams(c echo.Context, queues int) (queuePage, bool, error) {
-	p := queuePage{queue: -1, limit: maxQueuePage}
-	given := false
+// from is where the page of queue qi starts in rows, the queue in order.
+func (p queuePage) from(qi int, rows []*models.QueueRow) int {
+	if p.queue >= 0 && p.queue != qi {
+		return 0
+	}
+	if p.cursor.after > 0 {
+		for i, r := range rows {
+			if r.ID == p.cursor.after {
+				return i + 1
+			}
+		}
+		return min(p.cursor.offset, len(rows))
+	}
+	return min(p.offset, len(rows))
+}
+
+// queuePageParams reads ?queue=, ?offset=, ?cursor= and ?limit= (default
+// def); a cursor names its queue.
+func queuePageParams(c echo.Context, queues, def int) (queuePage, error) {
+	p := queuePage{queue: -1, limit: def}
 	for _, f := range []struct {
 		name string
 		dst  *int
@@ -73,22 +118,68 @@ func queuePageParams(c echo.Context, queues int) (queuePage, bool, error) {
 		if v == "" {
 			continue
 		}
-		given = true
 		n, err := strconv.Atoi(v)
 		if err != nil || n < f.min || n > f.max {
-			return p, false, echo.NewHTTPError(http.StatusBadRequest,
+			return p, echo.NewHTTPError(http.StatusBadRequest,
 				fmt.Sprintf("%s: must be a whole number from %d to %d", f.name, f.min, f.max))
 		}
 		*f.dst = n
 	}
-	return p, given, nil
+	if v := c.QueryParam("cursor"); v != "" {
+		cur, ok := parseQueueCursor(v, queues)
+		if !ok || (p.queue >= 0 && p.queue != cur.queue) {
+			return p, echo.NewHTTPError(http.StatusBadRequest, "cursor: must be a next_cursor of this server's queues, of the queue named by queue")
+		}
+		p.cursor, p.queue = cur, cur.queue
+	}
+	return p, nil
 }
 
-// queuesFor is the queues at m as user u may see them: running jobs
-// first, then waiting ones in the scheduler's order (their positions:
-// what each one's "N jobs ahead" counts), then those of no known
-// position (held, or on a follower) by when they entered their queue.
-func (s *Server) queuesFor(m *moment, u *models.User) api.Queues {
+// queueOrder places m's unfinished jobs in n queues, in the one order
+// every screen shows: running jobs first, then waiting ones in the
+// scheduler's order (their positions: what each one's "N jobs ahead"
+// counts), then those of no known position (held, or on a follower) by
+// when they entered their queue. It reads QueueRows only.
+func queueOrder(m *moment, n int) [][]*models.QueueRow {
+	type placed struct {
+		r       *models.QueueRow
+		pos     int
+		entered float64
+	}
+	ps := make([]placed, len(m.queued))
+	for i := range m.queued {
+		r := &m.queued[i]
+		ps[i] = placed{r: r, pos: m.rowPosition(r), entered: rowEntry(r)}
+	}
+	sort.SliceStable(ps, func(a, b int) bool {
+		ra, rb := ps[a].r.State == job.Running, ps[b].r.State == job.Running
+		if ra != rb {
+			return ra
+		}
+		pa, pb := ps[a].pos, ps[b].pos
+		if (pa > 0) != (pb > 0) {
+			return pa > 0
+		}
+		if pa != pb {
+			return pa < pb
+		}
+		return ps[a].entered < ps[b].entered
+	})
+	out := make([][]*models.QueueRow, n)
+	for _, p := range ps {
+		qi := min(max(p.r.QueueIndex, 0), n-1)
+		if w, ok := m.waits[p.r.ID]; ok && p.pos > 0 {
+			qi = min(max(w.Queue, 0), n-1) // the queue its position counts in
+		}
+		out[qi] = append(out[qi], p.r)
+	}
+	return out
+}
+
+// queuesFor is the queues at m as user u may see them, in queueOrder,
+// each with its counts and the page p asks for: only the jobs of those
+// pages are read whole and converted.
+func (s *Server) queuesFor(ctx context.Context, m *moment, u *models.User, p queuePage) (api.Queues, error) {
 	sc := s.cfg.Engine.Scheduler()
 	cfg := sc.Config()
 	out := api.Queues{Policy: cfg.Policy, Thresholds: []float64{}, AsOf: m.now}
@@ -96,71 +187,77 @@ func (s *Server) queuesFor(m *moment, u *models.User) api.Queues {
 	if n > 1 {
 		out.Thresholds = cfg.Thresholds
 	}
+	order := queueOrder(m, n)
+	var ids []int64
 	for i := range n {
-		q := api.Queue{Index: i, Jobs: []api.QueueJob{}}
+		q := api.Queue{Index: i, Jobs: []api.QueueJob{}, Total: len(order[i])}
 		if i > 0 {
 			q.From = out.Thresholds[i-1]
 		}
 		if i < len(out.Thresholds) {
 			q.To = out.Thresholds[i]
 		}
+		for _, r := range order[i] {
+			if r.State != job.Running {
+				break // running jobs come first
+			}
+			q.Running++
+		}
+		if p.only && i != p.queue {
+			continue
+		}
+		from := p.from(i, order[i])
+		to := min(from+p.limit, len(order[i]))
+		q.Offset = from
+		if to < len(order[i]) {
+			q.NextCursor = queueCursor{queue: i, after: order[i][to-1].ID, offset: to}.String()
+		}
+		for _, r := range order[i][from:to] {
+			ids = append(ids, r.ID)
+		}
 		out.Queues = append(out.Queues, q)
 	}
-	js := make([]*models.Job, len(m.unfinished))
-	for i := range m.unfinished {
-		js[i] = &m.unfinished[i]
+	js, err := s.cfg.Store.JobsByID(ctx, ids)
+	if err != nil {
+		return api.Queues{}, err
 	}
-	sort.SliceStable(js, func(a, b int) bool {
-		ra, rb := js[a].State == job.Running, js[b].State == job.Running
-		if ra != rb {
-			return ra
-		}
-		pa, pb := m.position(js[a]), m.position(js[b])
-		if (pa > 0) != (pb > 0) {
-			return pa > 0
-		}
-		if pa != pb {
-			return pa < pb
-		}
-		return queueEntry(js[a]) < queueEntry(js[b])
-	})
-	for _, j := range js {
-		qi := min(max(j.QueueIndex, 0), n-1)
-		if w, ok := m.waits[j.ID]; ok && m.position(j) > 0 {
-			qi = min(max(w.Queue, 0), n-1) // the queue its position counts in
-		}
-		qu := &out.Queues[qi]
-		qu.Jobs = append(qu.Jobs, m.queueJob(j, canSee(u, j.Team)))
-		qu.Total++
-		if j.State == job.Running {
-			qu.Running++
+	byID := make(map[int64]*models.Job, len(js))
+	for i := range js {
+		byID[js[i].ID] = &js[i]
+	}
+	for k := range out.Queues {
+		qu := &out.Queues[k]
+		rows := order[qu.Index]
+		for _, r := range rows[qu.Offset:min(qu.Offset+p.limit, len(rows))] {
+			if j, ok := byID[r.ID]; ok { // gone since the rows were read: left out
+				qu.Jobs = append(qu.Jobs, m.queueJob(j, canSee(u, j.Team)))
+			}
 		}
 	}
-	return out
+	return out, nil
 }
 
-// queueEntry is when a job entered its queue, in the scheduler's seconds.
-func queueEntry(j *models.Job) float64 {
-	if j.QueueSince > 0 {
-		return j.QueueSince
+// rowEntry is when a job entered its queue, in the scheduler's seconds.
+func rowEntry(r *models.QueueRow) float64 {
+	if r.QueueSince > 0 {
+		return r.QueueSince
 	}
-	return float64(j.SubmittedAt.UnixNano()) / 1e9
+	return float64(r.SubmittedAt.UnixNano()) / 1e9
 }
 
-// apiQueues returns the queues: all of them with all their jobs, or, with
-// ?queue=, ?offset= or ?limit=, a page of their jobs (?limit= defaults to
-// and is at most 1000), as the queues topic's first page is followed.
+// apiQueues returns the queues with their counts and a page of each
+// queue's jobs: the first defaultQueuePage of each without parameters;
+// ?queue= keeps one queue, ?offset= or ?cursor= (a queue's next_cursor)
+// picks its page, ?limit= (at most 1000) its length.
 func (s *Server) apiQueues(c echo.Context) error {
-	p, paged, err := queuePageParams(c, s.cfg.Engine.Scheduler().Queues())
+	p, err := queuePageParams(c, s.cfg.Engine.Scheduler().Queues(), defaultQueuePage)
 	if err != nil {
 		return err
 	}
-	q, err := s.queues(c)
+	p.only = p.queue >= 0
+	q, err := s.queues(c, p)
 	if err != nil {
 		return err
-	}
-	if paged {
-		q = p.page(q)
 	}
 	return c.JSON(http.StatusOK, q)
 }
@@ -182,13 +279,9 @@ func (s *Server) jctStats(c echo.Context) (api.JCTStats, error) {
 
 // jctStatsFor summarizes the JCTs of jobs that ended within window.
 func (s *Server) jctStatsFor(ctx context.Context, window time.Duration) (api.JCTStats, error) {
-	js, err := s.cfg.Store.FinishedSince(ctx, s.cfg.Now().Add(-window), 100000)
+	jcts, err := s.cfg.Store.JCTsSince(ctx, s.cfg.Now().Add(-window), 100000)
 	if err != nil {
 		return api.JCTStats{}, err
-	}
-	jcts := make([]float64, 0, len(js))
-	for i := range js {
-		jcts = append(jcts, js[i].JCT().Seconds())
 	}
 	sum := jct.Summarize(jcts)
 	out := api.JCTStats{WindowS: window.Seconds(), Jobs: sum.Count, AvgS: sum.Avg, P50S: sum.P50, P95S: sum.P95, P99S: sum.P99, CDF: []api.CDFPoint{}}
@@ -208,7 +301,12 @@ func (s *Server) apiJCT(c echo.Context) error {
 }
 
 func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
-	q, err := s.queues(c)
+	p, err := queuePageParams(c, s.cfg.Engine.Scheduler().Queues(), queueTopicPage)
+	if err != nil {
+		return templates.Queues{}, err
+	}
+	p.limit = queueTopicPage
+	q, err := s.queues(c, p)
 	if err != nil {
 		return templates.Queues{}, err
 	}
@@ -224,7 +322,17 @@ func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
 		v.JCT.CDF = append(v.JCT.CDF, [2]float64{p.JCTS, p.Fraction})
 	}
 	for _, qu := range q.Queues {
-		tq := templates.Queue{Index: qu.Index, Range: queueRange(qu)}
+		tq := templates.Queue{Index: qu.Index, Range: queueRange(qu), Total: qu.Total, Running: qu.Running,
+			From: min(qu.Offset+1, qu.Total), To: qu.Offset + len(qu.Jobs)}
+		if qu.NextCursor != "" {
+			tq.Next = "/queues?cursor=" + qu.NextCursor
+		}
+		if qu.Offset > 0 {
+			tq.First = "/queues"
+		}
+		if p.queue == qu.Index && c.QueryParam("cursor") != "" {
+			v.Query = "?cursor=" + url.QueryEscape(c.QueryParam("cursor"))
+		}
 		for _, j := range qu.Jobs {
 			tq.Jobs = append(tq.Jobs, templates.QueueJob{
 				ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -34,6 +36,33 @@ func TestReasonIsTheEnginesOnTheLeader(t *testing.T) {
 		}
 		if got := m.position(&tc.j); got != tc.place {
 			t.Errorf("%s: position %d, want %d", tc.name, got, tc.place)
+		}
+	}
+}
+
+// TestForecastDoesNotRepeatTheReason: a job kept back by its dependencies
+// says why once, in its reason; its forecast (shown beside it on the job's
+// page) says only when it will be forecast.
+func TestForecastDoesNotRepeatTheReason(t *testing.T) {
+	const why = "waits for job 41 to succeed (afterok:41)"
+	tests := []struct {
+		name string
+		j    models.Job
+	}{
+		{"dependency", models.Job{ID: 1, State: job.Queued, Reason: why, Dependencies: models.Strings{"afterok:41"}}},
+		{"array limit", models.Job{ID: 2, State: job.Queued, Reason: why, ArrayLimit: 2}},
+	}
+	for _, tc := range tests {
+		m := &moment{}
+		f := m.forecast(&tc.j)
+		if f == nil {
+			t.Fatalf("%s: no forecast for a waiting job", tc.name)
+		}
+		if text := f.Text(time.Now(), time.UTC); strings.Contains(text, why) {
+			t.Errorf("%s: forecast %q repeats the reason %q", tc.name, text, why)
+		}
+		if f.Reason == "" {
+			t.Errorf("%s: forecast says nothing of why it is not forecast", tc.name)
 		}
 	}
 }

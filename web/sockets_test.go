@@ -23,7 +23,7 @@ func TestDeliveriesJudgeTheCurrentUser(t *testing.T) {
 		ts.hub.follow(c, "team:vision")
 	}
 	moved.user.Store(&models.User{ID: 2, Name: "alice", Role: models.RoleResearcher, Team: "nlp"})
-	ts.publishTeams(m)
+	ts.publishTeams(context.Background(), m)
 	if got := len(stays.next()); got != 1 {
 		t.Errorf("a member got %d updates of team:vision, want 1", got)
 	}

@@ -25,6 +25,7 @@ func runForm(c echo.Context, f *templates.SubmitForm) {
 	f.Env, f.Workdir, f.TimeLimit = c.FormValue("env"), strings.TrimSpace(c.FormValue("workdir")), c.FormValue("time_limit")
 	f.Retries, f.Dependencies = c.FormValue("retries"), c.FormValue("dependencies")
 	f.Array, f.ArrayParams = strings.TrimSpace(c.FormValue("array")), c.FormValue("array_params")
+	f.Priority = strings.TrimSpace(c.FormValue("priority"))
 }
 
 // runRequest puts the form's run settings into req, noting what does not
@@ -67,6 +68,9 @@ func runRequest(f templates.SubmitForm, req *api.SubmitRequest, fe fieldErrors) 
 	}
 	req.Dependencies = deps
 	req.Array, req.ArrayParams = f.Array, strings.TrimSpace(f.ArrayParams)
+	if f.Priority != job.PriorityNormal {
+		req.Priority = f.Priority
+	}
 }
 
 // fillRunForm puts a submission's run settings into the submit form.
@@ -86,11 +90,12 @@ func fillRunForm(f *templates.SubmitForm, r api.SubmitRequest) {
 	}
 	f.Dependencies = strings.Join(deps, ",")
 	f.Array, f.ArrayParams = r.Array, r.ArrayParams
+	f.Priority = r.Priority
 }
 
 // describeRun fills in the job page's account of what j runs with.
 func describeRun(aj api.Job, j *models.Job, d *templates.JobDetail) {
-	d.Env, d.Workdir, d.Retries = slices.Clone(j.Env), j.Workdir, j.Retries
+	d.Env, d.Workdir, d.Retries, d.Priority = slices.Clone(j.Env), j.Workdir, j.Retries, aj.Priority
 	if aj.TimeLimitS != nil {
 		d.TimeLimit = job.FormatTimeLimit(secs(*aj.TimeLimitS))
 		if !j.State.Final() && aj.TimeLeftS != nil {

@@ -59,8 +59,8 @@ func (s *Server) team(c echo.Context, m *moment) (api.Team, error) {
 		return out, err
 	}
 	// The store sums the service of ended runs; add the runs in progress.
-	for k := range m.unfinished {
-		j := &m.unfinished[k]
+	for k := range m.running {
+		j := &m.running[k]
 		if j.Team == name && !j.SubmittedAt.Before(since) {
 			usage[j.User] += j.Service(m.now).GPUSeconds - j.AttainedService
 		}
@@ -214,6 +214,40 @@ func (s *Server) apiSetSessionPolicy(c echo.Context) error {
 	return s.apiTeam(c)
 }
 
+// apiSetBatchPolicy sets which batch priorities a team allows, for an
+// admin: PUT /api/v1/teams/{name}/batch-policy with api.BatchPolicy.
+func (s *Server) apiSetBatchPolicy(c echo.Context) error {
+	var in api.BatchPolicy
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := s.app.SetBatchPolicy(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
+		return err
+	}
+	return s.apiTeam(c)
+}
+
+// batchPolicyForm is the team page's batch-priority form: checkboxes
+// priorities (high, normal, low) and high_gpus (empty: 0).
+func (s *Server) batchPolicyForm(c echo.Context) error {
+	form, err := c.FormParams()
+	if err != nil {
+		return s.teamFormError(c, badRequest("the form: %v", err))
+	}
+	in := api.BatchPolicy{Priorities: form["priorities"]}
+	if v := strings.TrimSpace(c.FormValue("high_gpus")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s.teamFormError(c, badRequest("high_gpus: %q is not a whole number of GPUs", v))
+		}
+		in.HighGPUs = n
+	}
+	if err := s.app.SetBatchPolicy(c.Request().Context(), appActor(c), c.Param("name"), in); err != nil {
+		return s.teamFormError(c, err)
+	}
+	return s.renderTeam(c, http.StatusOK, "", "Batch priorities saved.")
+}
+
 // sessionPolicyForm is the team page's session policy form:
 // max_session_hours and priority_gpus (empty: 0).
 func (s *Server) sessionPolicyForm(c echo.Context) error {
@@ -308,6 +342,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	}
 	v.Sessions = templates.TeamSessions{MaxHours: strconv.FormatFloat(t.SessionPolicy.MaxSessionHours, 'g', -1, 64),
 		PriorityGPUs: t.SessionPolicy.PriorityGPUs}
+	v.Batch = templates.TeamBatch{Priorities: t.BatchPolicy.Priorities, HighGPUs: t.BatchPolicy.HighGPUs}
 	shares := map[string]sched.UserShare{}
 	if v.ShowShares {
 		for _, us := range s.cfg.Engine.UserShares(t.Name) {
@@ -333,10 +368,16 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	}
 	// The chart ends now, with the figures the card shows.
 	v.Samples = append(v.Samples, [4]float64{float64(m.now.Unix()), t.InUseGPUs, t.BorrowedGPUs, float64(t.GuaranteeGPUs)})
-	for _, j := range s.teamTopic(m, currentUser(c), t.Name).Queue {
+	v.SamplesAsOf = m.now.Local().Format("15:04:05")
+	tt, err := s.teamTopic(c.Request().Context(), m, currentUser(c), t.Name)
+	if err != nil {
+		return err
+	}
+	for _, j := range tt.Queue {
 		v.Queue = append(v.Queue, templates.TeamQueueRow{ID: j.ID, Name: j.Name, User: j.User, State: string(j.State),
 			GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})
 	}
+	v.QueueTotal = tt.QueueTotal
 	if v.Flags, err = s.teamFlags(c.Request().Context(), m, u, t.Name); err != nil {
 		return err
 	}

@@ -68,37 +68,73 @@ func (s *Server) teamSnapshot(ctx context.Context, u *models.User, name string) 
 	if !slices.ContainsFunc(m.teams, func(t models.Team) bool { return t.Name == name }) {
 		return api.TeamTopic{}, refused
 	}
-	return s.teamTopic(m, u, name), nil
+	return s.teamTopic(ctx, m, u, name)
 }
 
-// teamTopic is team:<name> at m for u, who may see the team.
-func (s *Server) teamTopic(m *moment, u *models.User, name string) api.TeamTopic {
+// teamQueuePage is how many of a team's unfinished jobs its topic sends
+// and its page shows; TeamTopic.QueueTotal counts them all.
+const teamQueuePage = 50
+
+// teamTopic is team:<name> at m for u, who may see the team: its standing
+// and its first teamQueuePage unfinished jobs in queueOrder, queue by
+// queue, with their count.
+func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name string) (api.TeamTopic, error) {
 	out := api.TeamTopic{Team: api.TeamShare{Name: name, Factor: 1}, Queue: []api.TeamQueueJob{}}
 	for _, t := range m.teams {
 		if t.Name == name {
 			out.Team = m.teamShare(t)
 		}
 	}
-	for _, qu := range s.queuesFor(m, u).Queues {
-		for _, j := range qu.Jobs {
-			if j.Team == name {
-				out.Queue = append(out.Queue, api.TeamQueueJob{QueueJob: j, Queue: qu.Index})
-				if j.State == job.Running && out.AsOf == nil {
-					now := m.now
-					out.AsOf = &now // its figures grow: say when they were read
-				}
+	type shown struct {
+		id    int64
+		queue int
+	}
+	var page []shown
+	for qi, rows := range queueOrder(m, s.cfg.Engine.Scheduler().Queues()) {
+		for _, r := range rows {
+			if r.Team != name {
+				continue
+			}
+			out.QueueTotal++
+			if len(page) < teamQueuePage {
+				page = append(page, shown{r.ID, qi})
 			}
 		}
 	}
-	return out
+	ids := make([]int64, len(page))
+	for i, p := range page {
+		ids[i] = p.id
+	}
+	js, err := s.cfg.Store.JobsByID(ctx, ids)
+	if err != nil {
+		return api.TeamTopic{}, err
+	}
+	queueOf := make(map[int64]int, len(page))
+	for _, p := range page {
+		queueOf[p.id] = p.queue
+	}
+	for i := range js {
+		j := &js[i]
+		out.Queue = append(out.Queue, api.TeamQueueJob{QueueJob: m.queueJob(j, canSee(u, j.Team)), Queue: queueOf[j.ID]})
+		if j.State == job.Running && out.AsOf == nil {
+			now := m.now
+			out.AsOf = &now // its figures grow: say when they were read
+		}
+	}
+	return out, nil
 }
 
 // publishTeams sends each followed team its standing and queue, from one
 // moment, to the followers who may see the team now.
-func (s *Server) publishTeams(m *moment) {
+func (s *Server) publishTeams(ctx context.Context, m *moment) {
 	admin := &models.User{Role: models.RoleAdmin}
 	for _, t := range s.hub.followed(topicTeam) {
 		name := strings.TrimPrefix(t, topicTeam)
-		s.broadcast(seeing(s.hub.subscribers(t), name), wsOut{Topic: t, Type: "update", Data: s.teamTopic(m, admin, name)})
+		tt, err := s.teamTopic(ctx, m, admin, name)
+		if err != nil {
+			s.cfg.Logger.Warn("live stream", "topic", t, "err", err)
+			continue
+		}
+		s.broadcast(seeing(s.hub.subscribers(t), name), wsOut{Topic: t, Type: "update", Data: tt})
 	}
 }

@@ -116,7 +116,7 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 		if err != nil {
 			return nil, err
 		}
-		return queueTopic(s.queuesFor(m, u)), nil
+		return s.queuesFor(ctx, m, u, queueTopic)
 	case topic == topicJCT:
 		return s.jctStatsFor(ctx, 24*time.Hour)
 	case strings.HasPrefix(topic, topicGPU):
@@ -188,8 +188,8 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 			s.cfg.Logger.Warn("live stream", "err", err)
 		} else {
 			s.publishJobs(ctx, m, f, jobs)
-			s.publishQueues(m, queues)
-			s.publishTeams(m)
+			s.publishQueues(ctx, m, queues)
+			s.publishTeams(ctx, m)
 		}
 	case len(jobs) > 0:
 		s.publishJobs(ctx, nil, f, jobs) // the followed jobs' moment alone
@@ -239,7 +239,7 @@ func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, 
 // publishQueues sends the queues to their followers: the first page of
 // each queue with its counts (queueTopic). What a follower may see depends
 // on their role and team: the message is made and encoded once per pair.
-func (s *Server) publishQueues(m *moment, clients []*wsClient) {
+func (s *Server) publishQueues(ctx context.Context, m *moment, clients []*wsClient) {
 	byViewer := make(map[string][]*wsClient)
 	for _, cl := range clients {
 		u := cl.viewer()
@@ -247,7 +247,12 @@ func (s *Server) publishQueues(m *moment, clients []*wsClient) {
 		byViewer[key] = append(byViewer[key], cl)
 	}
 	for _, cls := range byViewer {
-		msg := wsOut{Topic: topicQueues, Type: "update", Data: queueTopic(s.queuesFor(m, cls[0].viewer()))}
+		q, err := s.queuesFor(ctx, m, cls[0].viewer(), queueTopic)
+		if err != nil {
+			s.cfg.Logger.Warn("live stream", "err", err)
+			return
+		}
+		msg := wsOut{Topic: topicQueues, Type: "update", Data: q}
 		b, err := encode(msg)
 		if err == nil {
 			msg, err = prepare(msg, b)
@@ -262,11 +267,9 @@ func (s *Server) publishQueues(m *moment, clients []*wsClient) {
 	}
 }
 
-// queueTopic is q as the queues topic sends it: each queue's counts and
-// its first queueTopicPage jobs, whatever the length of the queue.
-func queueTopic(q api.Queues) api.Queues {
-	return queuePage{queue: -1, limit: queueTopicPage}.page(q)
-}
+// queueTopic is what the queues topic sends: each queue's counts and its
+// first queueTopicPage jobs, whatever the length of the queue.
+var queueTopic = queuePage{queue: -1, limit: queueTopicPage}
 
 // broadcast sends the same message to clients, encoding it only once,
 // unless it equals the topic's last broadcast of its type.

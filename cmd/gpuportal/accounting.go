@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 )
 
 const accountingUsage = `Usage: gpuportal accounting [--from DAY] [--to DAY] [--by team|user]
@@ -64,7 +65,6 @@ func (c jobCmd) accounting(ctx context.Context, args []string) (err error) {
 	if len(pos) > 0 {
 		return fmt.Errorf("unexpected argument %q (flags: --from, --to, --by, --period, --team, --user)", pos[0])
 	}
-	q := url.Values{}
 	for _, d := range []struct{ flag, v string }{{"from", *from}, {"to", *to}} {
 		if d.v == "" {
 			continue
@@ -72,7 +72,6 @@ func (c jobCmd) accounting(ctx context.Context, args []string) (err error) {
 		if _, err := time.Parse(time.DateOnly, d.v); err != nil {
 			return fmt.Errorf("--%s: %q is not a day as YYYY-MM-DD", d.flag, d.v)
 		}
-		q.Set(d.flag, d.v)
 	}
 	if *by != "" && *by != "team" && *by != "user" {
 		return fmt.Errorf("--by: %q is not team or user", *by)
@@ -80,36 +79,28 @@ func (c jobCmd) accounting(ctx context.Context, args []string) (err error) {
 	if !slices.Contains([]string{"day", "month", "range"}, *period) {
 		return fmt.Errorf("--period: %q is not day, month or range", *period)
 	}
-	if *asCSV && f.json {
-		return errors.New("--csv and --json: choose one")
+	if *asCSV && (f.json || f.output != "") {
+		return errors.New("--csv and --json (or -o): choose one")
 	}
-	for k, v := range map[string]string{"by": *by, "period": *period, "team": *team, "user": *user} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
+	q := client.AccountingQuery{From: *from, To: *to, By: *by, Period: *period, Team: *team, User: *user}
 	cl, err := c.client(f)
 	if err != nil {
 		return err
 	}
 	if *asCSV {
-		q.Set("format", "csv")
-		raw, err := cl.do(ctx, http.MethodGet, "/api/v1/accounting", q, nil)
+		raw, err := cl.AccountingCSV(ctx, q)
 		if err != nil {
 			return err
 		}
 		_, err = c.stdout.Write(raw)
 		return err
 	}
-	var rep api.Accounting
-	raw, err := cl.getJSON(ctx, "/api/v1/accounting", q, &rep)
+	var raw json.RawMessage
+	rep, err := cl.Accounting(ctx, q, client.RawJSON(&raw))
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
-	return printAccounting(c.stdout, rep)
+	return c.emit(f, raw, nil, func(bool) error { return printAccounting(c.stdout, rep) })
 }
 
 // printAccounting writes the report as a table, sreport-like, with a

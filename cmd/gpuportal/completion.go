@@ -7,13 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -116,7 +115,9 @@ func commandTable() cmdSpec {
 			{name: "job", summary: "submit, list, show, cancel jobs and read their logs", subs: []cmdSpec{
 				jobSub("submit", "submit a job", nil),
 				jobSub("list", "list jobs", nil),
+				jobSub("get", "list jobs, or get jobs by ID (--watch: and their changes)", jobIDs(false)),
 				jobSub("show", "show a job and its history", jobIDs(false)),
+				jobSub("describe", "show a job and its history (as show)", jobIDs(false)),
 				jobSub("cancel", "cancel jobs", jobIDs(true)),
 				jobSub("logs", "print a job's output", jobIDs(false)),
 			}},
@@ -462,13 +463,16 @@ func jobIDs(live bool) func(context.Context, jobCmd, *jobFlags) []candidate {
 		}
 		ctx, cancel := context.WithTimeout(ctx, completionTimeout)
 		defer cancel()
-		cl := &jobClient{base: t.server, token: t.token, http: c.http}
-		var jobs []api.Job
-		if _, err := cl.getJSON(ctx, "/api/v1/jobs", url.Values{"scope": {"mine"}, "limit": {"200"}}, &jobs); err != nil {
+		cl, err := client.New(t.server.String(), t.token, client.WithHTTPClient(c.http), client.WithUserAgent("gpuportal-cli"))
+		if err != nil {
+			return nil
+		}
+		p, err := cl.Jobs(ctx, client.JobQuery{Scope: "mine", Limit: 200})
+		if err != nil {
 			return nil
 		}
 		var out []candidate
-		for _, j := range jobs {
+		for _, j := range p.Jobs {
 			if live && j.State.Final() {
 				continue
 			}

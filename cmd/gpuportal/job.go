@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/cmdline"
 
 	"github.com/gpuportal/gpuportal/core/job"
@@ -44,17 +43,25 @@ Commands:
   array  [--cancel] ID  (an array's tasks by index; --cancel: cancel them all)
   list   [--scope mine|team|all] [--state STATE[,STATE...]] [--user USER]
          [--team TEAM] [--limit N] [--all] [--start] [--parsable] [--no-headers]
+         [--watch [--interval 2s]]
          (--all: every matching job, page after page)
          (--start: the waiting jobs with their forecast start, soonest
          first, as squeue --start; --parsable: every column separated
          by "|", as sacct --parsable2)
-  show   ID
+  get    [ID...] [list's flags] [-w|--watch [--interval 2s]]
+         (without IDs: as list; with IDs: those jobs, -o json one object
+         for one ID; --watch: then each job again when it changes, until
+         the jobs named have all ended, else until interrupted)
+  show   ID   (also: describe ID)
   cancel ID...
-  logs   [--tail-bytes N] [--follow [--interval 1s]] ID
+  logs   [--tail-bytes N] [-f|--follow [--interval 1s]] ID
+         (--follow: new output as it is written, until the job ends; a
+         requeued job's output starts anew)
 
-Every command takes --server URL and --context NAME; submit, list, show
-and cancel take -o json|yaml|wide|name (json and yaml: the REST API's
-objects; name: job/ID) and --json (for show: the job with its history).
+Every command takes --server URL and --context NAME; every one but logs
+takes -o json|yaml|wide|name (json and yaml: the REST API's objects;
+wide: more columns; name: job/ID) and --json (for show: the job with its
+history).
 
 The server and the API token come from the flags, else from
 $GPUPORTAL_SERVER and $GPUPORTAL_TOKEN, else from the current context of
@@ -82,15 +89,6 @@ const (
 const (
 	// jobDefaultServer is the server of "gpuportal serve --dev".
 	jobDefaultServer = "http://127.0.0.1:8080"
-	// jobMaxTail is the most output the server returns at once
-	// (web's maxLogTail).
-	jobMaxTail = 10 << 20
-	// jobFollowWindow is how much of a job's output logs --follow asks for
-	// each time: it is exact while the output is smaller, and loses output
-	// only when more than this is written between two polls.
-	jobFollowWindow = 256 << 10
-	// jobMaxResponse bounds the body of one answer.
-	jobMaxResponse = 32 << 20
 )
 
 // runJob runs "gpuportal job ...": a client of the REST API for
@@ -133,10 +131,11 @@ func (c jobCmd) run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "submit":
 		return c.submit(ctx, args[1:])
-	case "list":
-		return c.list(ctx, args[1:])
-	case "show":
-		return c.show(ctx, args[1:])
+	case "list", "get":
+		// get, as kubectl's: the jobs list, or the jobs named by ID.
+		return c.list(ctx, args[0], args[1:])
+	case "show", "describe":
+		return c.show(ctx, args[0], args[1:])
 	case "cancel":
 		return c.cancel(ctx, args[1:])
 	case "resubmit":
@@ -235,21 +234,25 @@ func (f *jobFlags) parse(args []string) ([]string, error) {
 
 // client connects to the server the flags, the environment and the
 // config file name, with the user's token for it (see target).
-func (c jobCmd) client(f *jobFlags) (*jobClient, error) {
+func (c jobCmd) client(f *jobFlags) (*client.Client, error) {
 	t, err := c.target(f)
 	if err != nil {
 		return nil, err
 	}
-	return c.newClient(t.server, t.token), nil
+	return c.newClient(t.server, t.token)
 }
 
 // newClient is a client of server with token, warning when the token
 // would cross the network unencrypted.
-func (c jobCmd) newClient(base *url.URL, token string) *jobClient {
-	if base.Scheme == "http" && !isLoopbackHost(base.Hostname()) {
+func (c jobCmd) newClient(base *url.URL, token string) (*client.Client, error) {
+	if token != "" && base.Scheme == "http" && !isLoopbackHost(base.Hostname()) {
 		fmt.Fprintf(c.stderr, "gpuportal: warning: your API token goes to %s unencrypted; use an https:// server URL\n", base.Host)
 	}
-	return &jobClient{base: base, token: token, http: c.http}
+	cl, err := client.New(base.String(), token, client.WithHTTPClient(c.http), client.WithUserAgent("gpuportal-cli"))
+	if err != nil {
+		return nil, fmt.Errorf("--server: %w", err)
+	}
+	return cl, nil
 }
 
 // target is the server a command talks to and the token it presents.
@@ -341,12 +344,10 @@ func (c jobCmd) server(f *jobFlags) (*url.URL, *cliContext, error) {
 
 // parseJobServer checks a --server URL.
 func parseJobServer(s string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	u, err := client.ParseServer(s)
+	if err != nil {
 		return nil, fmt.Errorf("--server %q: want the portal's URL, such as https://gpus.example.com", s)
 	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
 	return u, nil
 }
 
@@ -412,168 +413,42 @@ func howToGetToken(server *url.URL) string {
 		"or on the portal's API tokens page, %s/tokens", s, s)
 }
 
-// jobClient calls the REST API.
-type jobClient struct {
-	base  *url.URL
-	token string
-	http  *http.Client
+// hintError is an error with what to do about it.
+type hintError struct {
+	err  error
+	hint string
 }
 
-// jobAPIError is an answer of the server other than a success.
-type jobAPIError struct {
-	Status  int
-	Message string // the server's own message
-	hint    string
-}
+func (e *hintError) Error() string { return e.err.Error() + ". " + e.hint }
+func (e *hintError) Unwrap() error { return e.err }
 
-func (e *jobAPIError) Error() string {
-	msg := fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
-	if e.hint != "" {
-		msg += ". " + e.hint
+// withHint adds hint to err, unless err has one.
+func withHint(err error, hint string) error {
+	if err == nil || hintOf(err) != "" {
+		return err
 	}
-	return msg
+	return &hintError{err, hint}
 }
 
-// isNotFound reports whether err is the server's 404.
-func isNotFound(err error) bool {
-	var ae *jobAPIError
-	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
-}
-
-// do sends a request (body, if not nil, as JSON) and returns the body of
-// a successful answer; other answers become *jobAPIError with the
-// server's message.
-func (cl *jobClient) do(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
-	raw, _, err := cl.doHeader(ctx, method, path, query, body)
-	return raw, err
-}
-
-// doHeader is do that also returns the answer's headers.
-func (cl *jobClient) doHeader(ctx context.Context, method, path string, query url.Values, body any) ([]byte, http.Header, error) {
-	return cl.send(ctx, method, path, query, body, nil)
-}
-
-// submitRetries are the pauses between the attempts of a submission the
-// server could not answer: about half a minute in all.
-var submitRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second}
-
-// submit posts a submission under an Idempotency-Key of its own, and
-// sends it again while the server cannot be reached or answers that it
-// cannot serve now (502, 503, 504): a retry gets back the job an earlier
-// attempt stored, whose answer was lost, never a second one.
-func (cl *jobClient) submit(ctx context.Context, req api.SubmitRequest) ([]byte, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("idempotency key: %w", err)
+// hintOf is the hint err carries, or "".
+func hintOf(err error) string {
+	var he *hintError
+	if errors.As(err, &he) {
+		return he.hint
 	}
-	h := http.Header{"Idempotency-Key": {"cli-" + hex.EncodeToString(b)}}
-	for attempt := 0; ; attempt++ {
-		raw, _, err := cl.send(ctx, http.MethodPost, "/api/v1/jobs", nil, req, h)
-		if err == nil || attempt == len(submitRetries) || !retriable(err) {
-			return raw, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(submitRetries[attempt]):
+	return ""
+}
+
+// explain adds to the server's refusal what to do: how to get a token
+// for a 401.
+func explain(err error) error {
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Status == http.StatusUnauthorized {
+		if u, perr := url.Parse(ce.Server); perr == nil {
+			return withHint(err, howToGetToken(u))
 		}
 	}
-}
-
-// retriable reports whether a request that failed with err may be sent
-// again: the server was not reached, or said it cannot serve now.
-func retriable(err error) bool {
-	var ae *jobAPIError
-	if errors.As(err, &ae) {
-		return ae.Status == http.StatusBadGateway || ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusGatewayTimeout
-	}
-	var ue *url.Error
-	return errors.As(err, &ue)
-}
-
-// send is doHeader with extra request headers.
-func (cl *jobClient) send(ctx context.Context, method, path string, query url.Values, body any, header http.Header) ([]byte, http.Header, error) {
-	u := *cl.base
-	u.Path = cl.base.Path + path
-	u.RawQuery = query.Encode()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, nil, fmt.Errorf("encode request: %w", err)
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+cl.token)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "gpuportal-cli")
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := cl.http.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, jobMaxResponse))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return raw, resp.Header, nil
-	}
-	ae := &jobAPIError{Status: resp.StatusCode, Message: serverMessage(resp, raw)}
-	if resp.StatusCode == http.StatusUnauthorized {
-		ae.hint = howToGetToken(cl.base)
-	}
-	return nil, nil, ae
-}
-
-// serverMessage is the error message in an answer: the API's
-// {"error": "..."}, or the start of whatever else came back (a proxy's
-// error page).
-func serverMessage(resp *http.Response, raw []byte) string {
-	var e api.Error
-	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-		return e.Error
-	}
-	text := strings.Join(strings.Fields(string(raw)), " ")
-	if len(text) > 200 {
-		text = text[:200]
-		for !utf8.ValidString(text) {
-			text = text[:len(text)-1]
-		}
-		text += "..."
-	}
-	if text == "" {
-		return resp.Status
-	}
-	return resp.Status + ": " + text
-}
-
-// getJSON fetches path and decodes it into out, returning the raw body too.
-func (cl *jobClient) getJSON(ctx context.Context, path string, query url.Values, out any) ([]byte, error) {
-	raw, err := cl.do(ctx, http.MethodGet, path, query, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return nil, fmt.Errorf("GET %s: the server's answer is not the expected JSON: %w", path, err)
-	}
-	return raw, nil
-}
-
-func (cl *jobClient) job(ctx context.Context, id int64) (api.Job, []byte, error) {
-	var j api.Job
-	raw, err := cl.getJSON(ctx, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j)
-	return j, raw, err
+	return err
 }
 
 // printJSON writes a JSON answer indented.
@@ -626,6 +501,7 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	f.fs.Float64Var(&req.GPUMemGB, "gpu-mem-gb", 0, "GPU memory the job needs on each GPU, in GB (0: unknown)")
 	f.fs.StringVar(&req.Model, "model", "", "the job's model, for placement (see the submit page for the list)")
 	f.fs.StringVar(&req.Image, "image", "", "run the command in this container image (registry.lab/team/pytorch:2.3), as you, with only the job's GPUs (docs/agents.md)")
+	f.fs.StringVar(&req.Priority, "priority", "", "the job's priority within its team: high, normal or low (your team says which you may use; sbatch's --qos)")
 	f.fs.BoolVar(&req.TasksPerGPU, "tasks-per-gpu", false, "start the command once per GPU, each with its RANK and LOCAL_RANK, rather than once per machine (docs/multinode.md)")
 	f.fs.BoolVar(&req.Sharing, "share", false, "opt in to Salus sharing: the job may share its one GPU, an iteration at a time (docs/salus.md)")
 	f.fs.Float64Var(&req.GPUFraction, "gpu-fraction", 0, "ask for this fraction of one GPU (0 < f < 1): implies --share")
@@ -686,9 +562,9 @@ func parseSimDuration(s string) (float64, error) {
 	return 0, fmt.Errorf("--sim-duration %q: want a duration such as 90s or 10m, or a number of seconds", s)
 }
 
-func (c jobCmd) list(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("list", &err)
-	f := c.flags("list", true)
+func (c jobCmd) list(ctx context.Context, name string, args []string) (err error) {
+	defer wrapJobErr(name, &err)
+	f := c.flags(name, true)
 	scope := f.fs.String("scope", "", "mine, team or all (admins); default: your team's (all jobs for admins)")
 	state := f.fs.String("state", "", "only jobs in these states, comma-separated: "+jobStateNames())
 	user := f.fs.String("user", "", "only this user's jobs")
@@ -699,12 +575,23 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	format := f.fs.String("format", "", "write the jobs as Slurm's squeue --format does: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
 	var lf listFlags
 	lf.register(f)
+	var wf watchFlags
+	wf.register(f)
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
+	if len(pos) > 0 && name != "get" {
+		return fmt.Errorf("unexpected argument %q (gpuportal job get ID... gets jobs by ID)", pos[0])
+	}
+	if err := wf.check(f, *format, *start); err != nil {
+		return err
+	}
+	ids := make([]int64, len(pos))
+	for i, p := range pos {
+		if ids[i], err = parseJobID(p); err != nil {
+			return err
+		}
 	}
 	if *limit < 0 || *limit > 1000 {
 		return fmt.Errorf("--limit %d: must be from 1 to 1000 (0: the server's default)", *limit)
@@ -717,25 +604,38 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 	if *start && *state != "" && !job.State(*state).Waiting() {
 		return fmt.Errorf("--start lists waiting jobs: --state %s names none", *state)
 	}
-	q := url.Values{}
-	for k, v := range map[string]string{"scope": *scope, "state": *state, "user": *user, "team": *team} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	if *limit != 0 {
-		q.Set("limit", strconv.Itoa(*limit))
+	q := client.JobQuery{Scope: *scope, User: *user, Team: *team, Limit: *limit}
+	if *state != "" {
+		q.States = strings.Split(*state, ",")
 	}
 	cl, err := c.client(f)
 	if err != nil {
 		return err
 	}
+	if len(ids) > 0 {
+		set := visited(f)
+		for _, fl := range []string{"scope", "state", "user", "team", "limit", "all", "start", "format"} {
+			if set[fl] {
+				return fmt.Errorf("--%s: jobs named by ID take no filter; leave out --%s or the IDs", fl, fl)
+			}
+		}
+		return c.getJobs(ctx, cl, ids, f, lf, wf)
+	}
 	if *start {
 		return c.listStart(ctx, cl, q, *state, f, lf)
 	}
-	jobs, raw, err := cl.listJobs(ctx, q, *all)
+	jobs, raw, err := listJobs(ctx, cl, q, *all)
 	if err != nil {
 		return err
+	}
+	if wf.watch {
+		if err := c.writeJobs(jobs, raw, f, lf, jobListColumns, "no jobs"); err != nil {
+			return err
+		}
+		return c.watchJobs(ctx, f, lf, wf, jobs, func(ctx context.Context) ([]api.Job, error) {
+			jobs, _, err := listJobs(ctx, cl, q, *all)
+			return jobs, err
+		}, false)
 	}
 	if *format != "" {
 		items, err := parseSqueueFormat(*format)
@@ -749,32 +649,19 @@ func (c jobCmd) list(ctx context.Context, args []string) (err error) {
 }
 
 // listJobs gets the jobs list of q: one page, or with all every page,
-// following the server's cursor (X-Next-Cursor). raw is the jobs as one
-// JSON list.
-func (cl *jobClient) listJobs(ctx context.Context, q url.Values, all bool) (jobs []api.Job, raw []byte, err error) {
-	for {
-		body, h, err := cl.doHeader(ctx, http.MethodGet, "/api/v1/jobs", q, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		var page []api.Job
-		if err := json.Unmarshal(body, &page); err != nil {
-			return nil, nil, fmt.Errorf("GET /api/v1/jobs: the server's answer is not the expected JSON: %w", err)
-		}
-		if !all {
-			return page, body, nil
-		}
-		jobs = append(jobs, page...)
-		next := h.Get("X-Next-Cursor")
-		if next == "" || len(page) == 0 {
-			break
-		}
-		q.Set("cursor", next)
+// following the server's cursor. raw is the jobs as one JSON list: the
+// server's own for one page.
+func listJobs(ctx context.Context, cl *client.Client, q client.JobQuery, all bool) ([]api.Job, []byte, error) {
+	if !all {
+		var raw json.RawMessage
+		p, err := cl.Jobs(ctx, q, client.RawJSON(&raw))
+		return p.Jobs, raw, err
 	}
-	if jobs == nil {
-		jobs = []api.Job{}
+	jobs, err := cl.AllJobs(ctx, q)
+	if err != nil {
+		return nil, nil, err
 	}
-	raw, err = json.Marshal(jobs)
+	raw, err := json.Marshal(jobs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode jobs: %w", err)
 	}
@@ -783,19 +670,19 @@ func (cl *jobClient) listJobs(ctx context.Context, q url.Values, all bool) (jobs
 
 // listStart prints the waiting jobs of q (of state, when set) with their
 // start forecasts, soonest first: "list --start".
-func (c jobCmd) listStart(ctx context.Context, cl *jobClient, q url.Values, state string, f *jobFlags, lf listFlags) error {
+func (c jobCmd) listStart(ctx context.Context, cl *client.Client, q client.JobQuery, state string, f *jobFlags, lf listFlags) error {
 	states := []job.State{job.Queued, job.Preempted}
 	if state != "" {
 		states = []job.State{job.State(state)}
 	}
 	var jobs []api.Job
 	for _, st := range states {
-		q.Set("state", string(st))
-		var part []api.Job
-		if _, err := cl.getJSON(ctx, "/api/v1/jobs", q, &part); err != nil {
+		q.States = []string{string(st)}
+		p, err := cl.Jobs(ctx, q)
+		if err != nil {
 			return err
 		}
-		jobs = append(jobs, part...)
+		jobs = append(jobs, p.Jobs...)
 	}
 	sort.SliceStable(jobs, func(a, b int) bool {
 		ka, kb := startKey(jobs[a]), startKey(jobs[b])
@@ -828,15 +715,15 @@ func jobStateNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (c jobCmd) show(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("show", &err)
-	f := c.flags("show", true)
+func (c jobCmd) show(ctx context.Context, name string, args []string) (err error) {
+	defer wrapJobErr(name, &err)
+	f := c.flags(name, true)
 	f.fs.Lookup("json").Usage = "print the job and its history in one JSON object (-o json: the job as the API returns it)"
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
-	id, err := oneJobID("show", pos)
+	id, err := oneJobID(name, pos)
 	if err != nil {
 		return err
 	}
@@ -844,28 +731,27 @@ func (c jobCmd) show(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	j, rawJob, err := cl.job(ctx, id)
+	var rawJob, rawHistory json.RawMessage
+	j, err := cl.Job(ctx, id, client.RawJSON(&rawJob))
 	if err != nil {
 		return err
 	}
-	var history []api.Event
-	rawHistory, err := cl.getJSON(ctx, fmt.Sprintf("/api/v1/jobs/%d/history", id), nil, &history)
+	history, err := cl.History(ctx, id, client.RawJSON(&rawHistory))
 	if err != nil {
 		return err
 	}
-	switch format, _ := f.format(); {
-	case f.json:
+	if f.json {
 		// --json, older than -o, prints the job with its history.
 		b, err := json.Marshal(map[string]json.RawMessage{"job": rawJob, "history": rawHistory})
 		if err != nil {
 			return fmt.Errorf("encode: %w", err)
 		}
 		return printJSON(c.stdout, b)
-	case format == "json" || format == "yaml" || format == "name":
-		return writeObject(c.stdout, format, "job", j.ID, rawJob)
 	}
-	c.printJob(j, history)
-	return nil
+	return c.emit(f, rawJob, jobNames(j), func(bool) error {
+		c.printJob(j, history)
+		return nil
+	})
 }
 
 // printJob writes a job and its history for a person.
@@ -901,6 +787,9 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 		}
 	case j.Sim != nil:
 		row("workload", "simulated training, "+fmtSeconds(j.Sim.DurationS))
+	}
+	if j.Priority != "" && j.Priority != job.PriorityNormal {
+		row("priority", j.Priority)
 	}
 	if j.Model != "" {
 		row("model", j.Model)
@@ -997,7 +886,8 @@ func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
 	}
 	var errs []error
 	for _, id := range ids {
-		raw, err := cl.do(ctx, http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil)
+		var raw json.RawMessage
+		j, err := cl.Cancel(ctx, id, client.RawJSON(&raw))
 		if err != nil {
 			if len(ids) > 1 {
 				// Say which job; the server's message does too, mostly.
@@ -1006,21 +896,16 @@ func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
 			errs = append(errs, err)
 			continue
 		}
-		if format, _ := f.format(); format == "json" || format == "yaml" || format == "name" {
-			if err := writeObject(c.stdout, format, "job", id, raw); err != nil {
-				errs = append(errs, fmt.Errorf("job %d: %w", id, err))
+		err = c.emit(f, raw, jobNames(j), func(bool) error {
+			if j.State.Final() {
+				_, err := fmt.Fprintf(c.stdout, "job %d %s\n", id, j.State)
+				return err
 			}
-			continue
-		}
-		var j api.Job
-		if err := json.Unmarshal(raw, &j); err != nil {
-			errs = append(errs, fmt.Errorf("job %d: the server's answer is not a job: %w", id, err))
-			continue
-		}
-		if j.State.Final() {
-			fmt.Fprintf(c.stdout, "job %d %s\n", id, j.State)
-		} else {
-			fmt.Fprintf(c.stdout, "job %d: cancel requested; it is %s and stopping\n", id, j.State)
+			_, err := fmt.Fprintf(c.stdout, "job %d: cancel requested; it is %s and stopping\n", id, j.State)
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job %d: %w", id, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -1029,8 +914,9 @@ func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
 func (c jobCmd) logs(ctx context.Context, args []string) (err error) {
 	defer wrapJobErr("logs", &err)
 	f := c.flags("logs", false)
-	tail := f.fs.Int("tail-bytes", 64<<10, fmt.Sprintf("show at most the last N bytes of output (1 to %d)", jobMaxTail))
+	tail := f.fs.Int("tail-bytes", 64<<10, fmt.Sprintf("show at most the last N bytes of output (1 to %d)", client.MaxLogTail))
 	follow := f.fs.Bool("follow", false, "keep showing new output until the job ends")
+	f.fs.BoolVar(follow, "f", false, "the same as --follow")
 	interval := f.fs.Duration("interval", time.Second, "with --follow: how often to ask the server for new output")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -1040,8 +926,8 @@ func (c jobCmd) logs(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if *tail < 1 || *tail > jobMaxTail {
-		return fmt.Errorf("--tail-bytes %d: must be from 1 to %d", *tail, jobMaxTail)
+	if *tail < 1 || *tail > client.MaxLogTail {
+		return fmt.Errorf("--tail-bytes %d: must be from 1 to %d", *tail, client.MaxLogTail)
 	}
 	if *interval <= 0 {
 		return fmt.Errorf("--interval %s: must be positive", *interval)
@@ -1051,7 +937,7 @@ func (c jobCmd) logs(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	if !*follow {
-		out, err := cl.logTail(ctx, id, *tail)
+		out, err := cl.LogTail(ctx, id, *tail)
 		if err != nil {
 			return err
 		}
@@ -1061,111 +947,21 @@ func (c jobCmd) logs(ctx context.Context, args []string) (err error) {
 	return c.followLogs(ctx, cl, id, *tail, *interval)
 }
 
-func (cl *jobClient) logTail(ctx context.Context, id int64, n int) ([]byte, error) {
-	return cl.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/logs", id),
-		url.Values{"tail_bytes": {strconv.Itoa(n)}}, nil)
-}
-
 // followLogs shows the last tail bytes of a job's output, then new output
-// as it comes, until the job ends or ctx is done. The API returns the end
-// of the output, so each poll asks for a window of it and shows what lies
-// beyond the overlap with the previous window (see newOutput).
-func (c jobCmd) followLogs(ctx context.Context, cl *jobClient, id int64, tail int, interval time.Duration) error {
-	window := min(max(tail, jobFollowWindow), jobMaxTail)
-	var prev []byte
-	first := true
-	for {
-		// The state first: output written before the job ended is all
-		// there when it is read after.
-		j, _, err := cl.job(ctx, id)
-		if ctx.Err() != nil {
-			return c.interrupted(id)
-		}
-		if err != nil {
-			return err
-		}
-		cur, err := cl.logTail(ctx, id, window)
-		switch {
-		case ctx.Err() != nil:
-			return c.interrupted(id)
-		case isNotFound(err):
-			// No output yet (the job has not started), or its machine
-			// is away for now.
-			cur = nil
-		case err != nil:
-			return err
-		}
-		if cur != nil {
-			var out []byte
-			if first {
-				out = cur[max(0, len(cur)-tail):]
-			} else {
-				var gap bool
-				out, gap = newOutput(prev, cur, window)
-				if gap {
-					fmt.Fprintln(c.stderr, "gpuportal: some output came too fast to show; the rest follows")
-				}
-			}
-			if _, err := c.stdout.Write(out); err != nil {
-				return err
-			}
-			prev = cur
-		}
-		// Output that appears after the first poll is all new.
-		first = false
-		if ended(j) {
-			return c.jobEnded(j)
-		}
-		select {
-		case <-ctx.Done():
-			return c.interrupted(id)
-		case <-time.After(interval):
-		}
+// as it comes, until the job ends (its exit status says how) or ctx is
+// done.
+func (c jobCmd) followLogs(ctx context.Context, cl *client.Client, id int64, tail int, interval time.Duration) error {
+	j, err := cl.FollowLogs(ctx, id, c.stdout, client.Follow{
+		Tail: int64(tail), Interval: interval,
+		Restarted: func() { fmt.Fprintf(c.stderr, "gpuportal: job %d runs again; its output starts anew\n", id) },
+	})
+	if ctx.Err() != nil {
+		return c.interrupted(id)
 	}
-}
-
-// newOutput returns what cur, the end of a job's output now, holds beyond
-// prev, the end of it at the previous poll: cur past the longest suffix of
-// prev that begins cur. Both are windows of at most window bytes; shorter
-// ones are the whole output, and then the answer is exact (the output only
-// grows). Between full windows it is exact unless the output repeats
-// itself with a period shorter than the window, when repeated lines may
-// be shown fewer times. gap reports that no overlap was found between full
-// windows: more than a window was written between the polls.
-func newOutput(prev, cur []byte, window int) (out []byte, gap bool) {
-	n := overlap(prev, cur)
-	return cur[n:], n == 0 && len(prev) > 0 && len(cur) >= window
-}
-
-// overlap is the length of the longest suffix of a that is a prefix of b
-// (Knuth-Morris-Pratt: b's prefix function, then a run through it).
-func overlap(a, b []byte) int {
-	if len(a) == 0 || len(b) == 0 {
-		return 0
+	if err != nil {
+		return err
 	}
-	pi := make([]int, len(b))
-	for i, k := 1, 0; i < len(b); i++ {
-		for k > 0 && b[i] != b[k] {
-			k = pi[k-1]
-		}
-		if b[i] == b[k] {
-			k++
-		}
-		pi[i] = k
-	}
-	k := 0
-	for _, ch := range a {
-		if k == len(b) {
-			k = pi[k-1]
-		}
-		for k > 0 && ch != b[k] {
-			k = pi[k-1]
-		}
-		if ch == b[k] {
-			k++
-		}
-	}
-	return k
+	return c.jobEnded(j)
 }
 
 // wrapJobErr prefixes an error of a job command with the command's name.

@@ -134,47 +134,44 @@ func orDash(s string) string {
 // writeJobs prints a list of jobs: raw is the server's JSON of them (what
 // -o json prints), empty what the table says when there is none.
 func (c jobCmd) writeJobs(jobs []api.Job, raw []byte, f *jobFlags, lf listFlags, cols []jobColumn, empty string) error {
-	format, err := f.format()
-	if err != nil {
-		return err
+	return c.emit(f, raw, jobNames(jobs...), func(wide bool) error {
+		if f.parsable {
+			return c.writeParsable(jobs, lf, cols)
+		}
+		return c.writeTable(jobs, lf, cols, wide, empty)
+	})
+}
+
+// writeParsable prints jobs with every column, separated by "|".
+func (c jobCmd) writeParsable(jobs []api.Job, lf listFlags, cols []jobColumn) error {
+	var b strings.Builder
+	if !lf.noHeaders {
+		hs := make([]string, len(cols))
+		for i, col := range cols {
+			hs[i] = col.header
+		}
+		b.WriteString(strings.Join(hs, parsableSep) + "\n")
 	}
-	switch {
-	case format == "json":
-		return printJSON(c.stdout, raw)
-	case format == "yaml":
-		return writeYAML(c.stdout, raw)
-	case format == "name":
-		for _, j := range jobs {
-			fmt.Fprintf(c.stdout, "job/%d\n", j.ID)
-		}
-		return nil
-	case f.parsable:
-		var b strings.Builder
-		if !lf.noHeaders {
-			hs := make([]string, len(cols))
-			for i, col := range cols {
-				hs[i] = col.header
+	for _, j := range jobs {
+		fs := make([]string, len(cols))
+		for i, col := range cols {
+			switch {
+			case col.raw != nil:
+				fs[i] = col.raw(j)
+			case col.full != nil:
+				fs[i] = col.full(c, j)
+			default:
+				fs[i] = col.cell(c, j)
 			}
-			b.WriteString(strings.Join(hs, parsableSep) + "\n")
 		}
-		for _, j := range jobs {
-			fs := make([]string, len(cols))
-			for i, col := range cols {
-				switch {
-				case col.raw != nil:
-					fs[i] = col.raw(j)
-				case col.full != nil:
-					fs[i] = col.full(c, j)
-				default:
-					fs[i] = col.cell(c, j)
-				}
-			}
-			b.WriteString(strings.Join(fs, parsableSep) + "\n")
-		}
-		_, err := io.WriteString(c.stdout, b.String())
-		return err
+		b.WriteString(strings.Join(fs, parsableSep) + "\n")
 	}
-	wide := format == "wide"
+	_, err := io.WriteString(c.stdout, b.String())
+	return err
+}
+
+// writeTable prints jobs as a table, with the wide columns if asked.
+func (c jobCmd) writeTable(jobs []api.Job, lf listFlags, cols []jobColumn, wide bool, empty string) error {
 	if len(jobs) == 0 {
 		if !lf.noHeaders {
 			fmt.Fprintln(c.stdout, empty)
@@ -209,20 +206,43 @@ func (c jobCmd) writeJobs(jobs []api.Job, raw []byte, f *jobFlags, lf listFlags,
 	return w.Flush()
 }
 
-// writeObject prints one API object (raw, as the server returned it) in
-// format json, yaml or name (its kind/ID); other formats are the
-// caller's.
-func writeObject(w io.Writer, format, kind string, id int64, raw []byte) error {
-	switch format {
-	case "json":
-		return printJSON(w, raw)
-	case "yaml":
-		return writeYAML(w, raw)
-	case "name":
-		_, err := fmt.Fprintf(w, "%s/%d\n", kind, id)
+// emit prints what a command got from the server as -o asks, the one
+// place every client command's output goes through: json and yaml print
+// raw, the API's JSON as the server sent it; name prints names, one a
+// line (job/12), and is refused, naming -o, by a command whose answer
+// has none (names nil); the table, and -o wide, are human's (wide: with
+// more columns where the command has them).
+func (c jobCmd) emit(f *jobFlags, raw []byte, names []string, human func(wide bool) error) error {
+	format, err := f.format()
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("output format %q is not one of an object", format)
+	switch format {
+	case "json":
+		return printJSON(c.stdout, raw)
+	case "yaml":
+		return writeYAML(c.stdout, raw)
+	case "name":
+		if names == nil {
+			return fmt.Errorf("-o name: %s names no objects; want json, yaml or wide", f.fs.Name())
+		}
+		for _, n := range names {
+			if _, err := fmt.Fprintln(c.stdout, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return human(format == "wide")
+}
+
+// jobNames are the -o name lines of jobs.
+func jobNames(jobs ...api.Job) []string {
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = fmt.Sprintf("job/%d", j.ID)
+	}
+	return names
 }
 
 // writeYAML prints JSON as YAML, keys in the JSON's order, so that -o

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -36,7 +41,13 @@ func TestJobOutcomeExitCodes(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 				_ = json.NewEncoder(w).Encode(testJob(3, job.Queued))
 			})
-			mux.HandleFunc("GET /api/v1/jobs/3/logs", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("out\n")) })
+			mux.HandleFunc("GET /api/v1/jobs/3/logs", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Log-Size", "4")
+				if r.URL.Query().Get("offset") == "4" {
+					return
+				}
+				_, _ = w.Write([]byte("out\n"))
+			})
 			srv := httptest.NewServer(mux)
 			defer srv.Close()
 			env := map[string]string{jobTokenEnv: "tok"}
@@ -79,5 +90,124 @@ func TestWriteYAML(t *testing.T) {
 	_ = json.Unmarshal([]byte(raw), &fromJSON)
 	if jsonOf(t, fromYAML) != jsonOf(t, fromJSON) {
 		t.Errorf("YAML reads back as %s, want %s", jsonOf(t, fromYAML), jsonOf(t, fromJSON))
+	}
+}
+
+// TestOutputFormats checks that every client command that prints what
+// the server answered honours each -o through the one output layer
+// (emit): json and yaml are the API's objects, name the jobs' names (or
+// an error naming -o where there are none), wide and the default the
+// tables and text for people.
+func TestOutputFormats(t *testing.T) {
+	running, cancelled := testJob(7, job.Running), testJob(7, job.Cancelled)
+	resubmitted := testJob(21, job.Queued)
+	array := api.Array{ID: 30, Name: "sweep", Team: "vision", User: "alice", States: map[job.State]int{job.Queued: 2},
+		Tasks: []api.Job{testJob(30, job.Queued), testJob(31, job.Queued)}}
+	array.Tasks[0].Array, array.Tasks[1].Array = &api.ArrayTask{ID: 30}, &api.ArrayTask{ID: 30, Index: 1}
+	fake := &fakeAPI{routes: map[string]fakeAnswer{
+		"POST /api/v1/jobs":                 {201, jsonOf(t, testJob(7, job.Queued))},
+		"GET /api/v1/jobs":                  {200, jsonOf(t, []api.Job{running, testJob(8, job.Queued)})},
+		"GET /api/v1/jobs/7":                {200, jsonOf(t, running)},
+		"GET /api/v1/jobs/7/history":        {200, jsonOf(t, []api.Event{{At: testNow, State: job.Running, Detail: "started"}})},
+		"DELETE /api/v1/jobs/7":             {200, jsonOf(t, cancelled)},
+		"POST /api/v1/jobs/7/resubmit":      {201, jsonOf(t, resubmitted)},
+		"POST /api/v1/jobs/7/keep-alive":    {200, jsonOf(t, running)},
+		"GET /api/v1/arrays/30":             {200, jsonOf(t, array)},
+		"GET /api/v1/accounting":            {200, jsonOf(t, api.Accounting{From: "2026-05-01", To: "2026-05-01", By: "team", Period: "range", Scope: "cluster", Rows: []api.AccountingRow{{Team: "vision", AllocatedGPUHours: 3}}})},
+		"GET /api/v1/me/notifications":      {200, jsonOf(t, api.NotificationSettings{Email: "a@example.org"})},
+		"GET /api/v1/jobs?state=queued":     {200, jsonOf(t, []api.Job{testJob(8, job.Queued)})},
+		"GET /api/v1/jobs?state=preempted":  {200, `[]`},
+		"GET /api/v1/jobs?state=waiting_no": {200, `[]`},
+	}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	run := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		c := jobCmd{
+			getenv: func(k string) string {
+				return map[string]string{jobServerEnv: srv.URL, jobTokenEnv: "tok"}[k]
+			},
+			configDir: func() (string, error) { return t.TempDir(), nil },
+			now:       func() time.Time { return testNow }, http: srv.Client(), stdout: &out, stderr: &errOut,
+		}
+		ctx := context.Background()
+		var err error
+		switch args[0] {
+		case "accounting":
+			err = c.accounting(ctx, args[1:])
+		case "notify":
+			err = notifyCmd{c}.run(ctx, args[1:])
+		case "session":
+			err = c.session(ctx, args[1:])
+		default:
+			err = c.run(ctx, args)
+		}
+		return out.String(), err
+	}
+	tests := []struct {
+		args []string
+		// names are the -o name lines; nil: the command names nothing.
+		names []string
+		// human is in the default and the wide output.
+		human string
+	}{
+		{[]string{"submit", "--name", "x", "--sim-duration", "1m"}, []string{"job/7"}, "job 7"},
+		{[]string{"list"}, []string{"job/7", "job/8"}, "NAME"},
+		{[]string{"list", "--start"}, []string{"job/8"}, "START"},
+		{[]string{"get"}, []string{"job/7", "job/8"}, "NAME"},
+		{[]string{"get", "7"}, []string{"job/7"}, "resnet"},
+		{[]string{"show", "7"}, []string{"job/7"}, "history:"},
+		{[]string{"describe", "7"}, []string{"job/7"}, "history:"},
+		{[]string{"cancel", "7"}, []string{"job/7"}, "job 7 cancelled"},
+		{[]string{"resubmit", "7"}, []string{"job/21"}, "as job 21"},
+		{[]string{"array", "30"}, []string{"job/30", "job/31"}, "array 30"},
+		{[]string{"session", "keep-alive", "--hours", "2", "7"}, []string{"job/7"}, "kept alive"},
+		{[]string{"accounting"}, nil, "Accounting of the cluster"},
+		{[]string{"notify", "show"}, nil, "a@example.org"},
+	}
+	for _, tc := range tests {
+		for _, format := range []string{"", "wide", "json", "yaml", "name"} {
+			name := strings.Join(tc.args, " ") + " -o " + format
+			args := append(append([]string(nil), tc.args...), "-o", format)
+			if format == "" {
+				args = tc.args
+			}
+			out, err := run(args...)
+			switch {
+			case format == "name" && tc.names == nil:
+				if err == nil || !strings.Contains(err.Error(), "-o name") {
+					t.Errorf("%s: err %v, output %q; want an error naming -o name", name, err, out)
+				}
+				continue
+			case err != nil:
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			switch format {
+			case "", "wide":
+				if !strings.Contains(out, tc.human) {
+					t.Errorf("%s: output %q lacks %q", name, out, tc.human)
+				}
+			case "json":
+				if !json.Valid([]byte(out)) {
+					t.Errorf("%s: output is not JSON:\n%s", name, out)
+				}
+			case "yaml":
+				var v any
+				err := yaml.Unmarshal([]byte(out), &v)
+				_, isMap := v.(map[string]any)
+				_, isList := v.([]any)
+				if err != nil || json.Valid([]byte(out)) || !(isMap || isList) {
+					t.Errorf("%s: output is not the object in YAML (%v):\n%s", name, err, out)
+				}
+			case "name":
+				if got := strings.Fields(out); !slices.Equal(got, tc.names) {
+					t.Errorf("%s: names %q, want %q", name, got, tc.names)
+				}
+			}
+		}
+	}
+	if _, err := run("list", "-o", "table"); err == nil || !strings.Contains(err.Error(), "-o") {
+		t.Errorf("-o table: err %v, want one naming -o", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 )
 
 // profileFlags are the flags of gpuportal job submit that declare the
@@ -72,20 +73,19 @@ var submitFlagOf = []struct{ field, flag string }{
 	{"gpu_mem_gb", "--gpu-mem-gb"}, {"model", "--model"}, {"sharing", "--share"},
 	{"gpu_fraction", "--gpu-fraction"}, {"mem_persistent_mib", "--mem-persistent-mib"},
 	{"mem_ephemeral_mib", "--mem-ephemeral-mib"}, {"batch_size", "--batch-size"},
-	{"parameters", "--parameters"}, {"tasks_per_gpu", "--tasks-per-gpu"},
+	{"parameters", "--parameters"}, {"tasks_per_gpu", "--tasks-per-gpu"}, {"priority", "--priority"},
 }
 
 // flagForField adds to the server's 400 for a submission the flag that
 // sets the field it names ("Fix --cpu-curve.").
 func flagForField(err error) error {
-	var ae *jobAPIError
-	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.hint != "" {
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest {
 		return err
 	}
 	for _, f := range append(submitFlagOf, runSubmitFlags...) {
-		if strings.HasPrefix(ae.Message, f.field+": ") || strings.HasPrefix(ae.Message, f.field+" ") {
-			ae.hint = "Fix " + f.flag + "."
-			break
+		if strings.HasPrefix(ce.Message, f.field+": ") || strings.HasPrefix(ce.Message, f.field+" ") {
+			return withHint(err, "Fix "+f.flag+".")
 		}
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -69,19 +70,18 @@ func TestFlagForField(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&jobAPIError{Status: 400, Message: "cpu_profile.cpu_curve: point 2: speed 0.4 falls from 0.5"}, "Fix --cpu-curve."},
-		{&jobAPIError{Status: 400, Message: "cpu_profile.family: unknown family \"x\""}, "Fix --cpu-profile."},
-		{&jobAPIError{Status: 400, Message: "sim.duration_s: must be more than 0"}, "Fix --sim-duration."},
-		{&jobAPIError{Status: 400, Message: "gpus: must be at least 1"}, "Fix --gpus."},
-		{&jobAPIError{Status: 400, Message: "command must be given"}, "Fix the command after --."},
-		{&jobAPIError{Status: 400, Message: "body: not JSON"}, ""},
-		{&jobAPIError{Status: 403, Message: "gpus: over your cap"}, ""},
+		{&client.Error{Status: 400, Message: "cpu_profile.cpu_curve: point 2: speed 0.4 falls from 0.5"}, "Fix --cpu-curve."},
+		{&client.Error{Status: 400, Message: "cpu_profile.family: unknown family \"x\""}, "Fix --cpu-profile."},
+		{&client.Error{Status: 400, Message: "sim.duration_s: must be more than 0"}, "Fix --sim-duration."},
+		{&client.Error{Status: 400, Message: "gpus: must be at least 1"}, "Fix --gpus."},
+		{&client.Error{Status: 400, Message: "command must be given"}, "Fix the command after --."},
+		{&client.Error{Status: 400, Message: "body: not JSON"}, ""},
+		{&client.Error{Status: 403, Message: "gpus: over your cap"}, ""},
 	}
 	for _, tc := range tests {
 		err := flagForField(tc.err)
-		var ae *jobAPIError
-		if !errors.As(err, &ae) || ae.hint != tc.want {
-			t.Errorf("%v: hint %q, want %q", tc.err, ae.hint, tc.want)
+		if got := hintOf(err); got != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("%v: hint %q (the server's error kept: %v), want %q", tc.err, got, errors.Is(err, tc.err), tc.want)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -191,21 +191,17 @@ func (c jobCmd) resubmit(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	raw, err := cl.do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/jobs/%d/resubmit", id), nil, nil)
+	var raw json.RawMessage
+	j, err := cl.Resubmit(ctx, id, client.RawJSON(&raw))
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
-	var j api.Job
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return fmt.Errorf("the server's answer is not a job: %w", err)
-	}
-	// The new job is its owner's, whoever asks (the lead resubmits a
-	// researcher's job as the researcher's): say whose.
-	fmt.Fprintf(c.stdout, "job %d submitted again as job %d: %s, %s for team %s, %s's (%s)\n", id, j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.User, j.State)
-	return nil
+	return c.emit(f, raw, jobNames(j), func(bool) error {
+		// The new job is its owner's, whoever asks (the lead resubmits a
+		// researcher's job as the researcher's): say whose.
+		_, err := fmt.Fprintf(c.stdout, "job %d submitted again as job %d: %s, %s for team %s, %s's (%s)\n", id, j.ID, j.Name, plural(j.GPUs, "GPU"), j.Team, j.User, j.State)
+		return err
+	})
 }
 
 // array shows an array's tasks, or with --cancel cancels them all.
@@ -225,21 +221,20 @@ func (c jobCmd) array(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	method := http.MethodGet
+	get := cl.Array
 	if *cancel {
-		method = http.MethodDelete
+		get = cl.CancelArray
 	}
-	raw, err := cl.do(ctx, method, fmt.Sprintf("/api/v1/arrays/%d", id), nil, nil)
+	var raw json.RawMessage
+	a, err := get(ctx, id, client.RawJSON(&raw))
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return printJSON(c.stdout, raw)
-	}
-	var a api.Array
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return fmt.Errorf("the server's answer is not an array: %w", err)
-	}
+	return c.emit(f, raw, jobNames(a.Tasks...), func(bool) error { return c.printArray(a) })
+}
+
+// printArray writes an array and its tasks for people.
+func (c jobCmd) printArray(a api.Array) error {
 	var states []string
 	for _, st := range job.States {
 		if n := a.States[st]; n > 0 {

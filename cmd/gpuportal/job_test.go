@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -360,60 +362,6 @@ func TestParseJobServer(t *testing.T) {
 	}
 }
 
-func TestNewOutput(t *testing.T) {
-	tests := []struct {
-		name       string
-		prev, cur  string
-		window     int
-		want       string
-		wantGap    bool
-		explaining string
-	}{
-		{name: "first output", prev: "", cur: "a\n", window: 8, want: "a\n"},
-		{name: "whole output grows", prev: "a\nb\n", cur: "a\nb\nc\n", window: 16, want: "c\n"},
-		{name: "nothing new", prev: "a\nb\n", cur: "a\nb\n", window: 16, want: ""},
-		{name: "repeated lines in a whole output", prev: "x\nx\n", cur: "x\nx\nx\n", window: 16, want: "x\n"},
-		{name: "the window slides", prev: "abcdefgh", cur: "efghijkl", window: 8, want: "ijkl"},
-		{name: "more than a window went by", prev: "abcdefgh", cur: "qrstuvwx", window: 8, want: "qrstuvwx", wantGap: true},
-		{name: "the window slides by less than its size", prev: "abcdefgh", cur: "bcdefghi", window: 8, want: "i"},
-	}
-	for _, tc := range tests {
-		got, gap := newOutput([]byte(tc.prev), []byte(tc.cur), tc.window)
-		if string(got) != tc.want || gap != tc.wantGap {
-			t.Errorf("%s: newOutput(%q, %q) = %q, %v; want %q, %v", tc.name, tc.prev, tc.cur, got, gap, tc.want, tc.wantGap)
-		}
-	}
-}
-
-// TestOverlapMatchesBruteForce checks the KMP overlap against the
-// definition on many small inputs over a two-letter alphabet.
-func TestOverlapMatchesBruteForce(t *testing.T) {
-	words := []string{""}
-	for n := 1; n <= 6; n++ {
-		for i := range 1 << n {
-			var b strings.Builder
-			for j := range n {
-				b.WriteByte("ab"[(i>>j)&1])
-			}
-			words = append(words, b.String())
-		}
-	}
-	for _, a := range words {
-		for _, b := range words {
-			want := 0
-			for n := min(len(a), len(b)); n > 0; n-- {
-				if a[len(a)-n:] == b[:n] {
-					want = n
-					break
-				}
-			}
-			if got := overlap([]byte(a), []byte(b)); got != want {
-				t.Fatalf("overlap(%q, %q) = %d, want %d", a, b, got, want)
-			}
-		}
-	}
-}
-
 // TestFollowLogs follows a job whose output grows over several polls and
 // then ends: every byte is shown once, in order, then how the job ended.
 func TestFollowLogs(t *testing.T) {
@@ -442,7 +390,15 @@ func TestFollowLogs(t *testing.T) {
 			_, _ = io.WriteString(w, `{"error":"job 3 has no output on a connected machine"}`)
 			return
 		}
-		_, _ = io.WriteString(w, out)
+		// As the server answers: the size, then from ?offset= on, or
+		// the last ?tail_bytes=.
+		w.Header().Set("X-Log-Size", strconv.Itoa(len(out)))
+		if off, err := strconv.Atoi(r.URL.Query().Get("offset")); err == nil {
+			_, _ = io.WriteString(w, out[min(off, len(out)):])
+			return
+		}
+		n, _ := strconv.Atoi(r.URL.Query().Get("tail_bytes"))
+		_, _ = io.WriteString(w, out[max(0, len(out)-n):])
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -525,4 +481,90 @@ func idsOf(js []api.Job) []int64 {
 		out[i] = j.ID
 	}
 	return out
+}
+
+// TestJobGetWatch checks that get ID --watch prints the job, then a row
+// each time it changes (not when only its figures do), and ends when it
+// has ended; and that its flags are checked, the error naming the flag.
+func TestJobGetWatch(t *testing.T) {
+	states := []job.State{job.Queued, job.Queued, job.Running, job.Running, job.Succeeded}
+	var mu sync.Mutex
+	poll := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		j := testJob(7, states[min(poll, len(states)-1)])
+		j.ExecutedS = float64(poll) // figures change with every reading
+		poll++
+		_ = json.NewEncoder(w).Encode(j)
+	}))
+	defer srv.Close()
+	env := map[string]string{jobTokenEnv: "tok"}
+	out, _, err := jobRun(srv.URL, env, t.TempDir(), "get", "7", "--watch", "--interval", "1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for line := range strings.Lines(out) {
+		got = append(got, strings.Fields(line)[5]) // STATE
+	}
+	if want := []string{"STATE", "queued", "running", "succeeded"}; !slices.Equal(got, want) {
+		t.Errorf("watched states %q, want %q:\n%s", got, want, out)
+	}
+	out, _, err = jobRun(srv.URL, env, t.TempDir(), "get", "7", "-w", "--interval", "1ms", "-o", "name")
+	if err != nil || out != "job/7\n" {
+		t.Errorf("get 7 -w -o name of an ended job: %q, %v; want job/7 once", out, err)
+	}
+	for _, tc := range []struct{ args, flag string }{
+		{"get 7 --interval 1s", "--interval"},
+		{"get 7 --watch --interval 0s", "--interval"},
+		{"list --watch --format %i", "--format"},
+		{"list --watch --start", "--start"},
+		{"get 7 --state running", "--state"},
+		{"get seven", "seven"},
+		{"list 7", "job get"},
+	} {
+		_, _, err := jobRun(srv.URL, env, t.TempDir(), strings.Fields(tc.args)...)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: err %v, want it to name %s", tc.args, err, tc.flag)
+		}
+	}
+}
+
+// TestJobListWatch checks that list --watch prints the changed jobs
+// until it is stopped, and then ends without an error.
+func TestJobListWatch(t *testing.T) {
+	var mu sync.Mutex
+	poll := 0
+	changed := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		poll++
+		js := []api.Job{testJob(7, job.Running), testJob(8, job.Queued)}
+		if poll > 2 {
+			js[1].State = job.Running
+		}
+		if poll == 4 {
+			close(changed)
+		}
+		_ = json.NewEncoder(w).Encode(js)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-changed; cancel() }()
+	var out, errOut bytes.Buffer
+	c := jobCmd{
+		getenv: func(k string) string {
+			return map[string]string{jobServerEnv: srv.URL, jobTokenEnv: "tok"}[k]
+		},
+		configDir: func() (string, error) { return t.TempDir(), nil },
+		now:       func() time.Time { return testNow }, http: srv.Client(), stdout: &out, stderr: &errOut,
+	}
+	if err := c.run(ctx, []string{"list", "--watch", "--interval", "1ms", "-o", "name"}); err != nil {
+		t.Fatalf("list --watch stopped: %v", err)
+	}
+	if got, want := out.String(), "job/7\njob/8\njob/8\n"; got != want {
+		t.Errorf("list --watch -o name printed %q, want %q", got, want)
+	}
 }

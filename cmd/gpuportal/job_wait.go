@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 )
 
 // submitFlags are the flags of gpuportal job submit that say what it
@@ -36,31 +37,29 @@ func (c jobCmd) send(ctx context.Context, f *jobFlags, sf submitFlags, req api.S
 	if err != nil {
 		return err
 	}
-	raw, err := cl.submit(ctx, req)
+	var raw json.RawMessage
+	j, err := cl.Submit(ctx, req, client.RawJSON(&raw))
 	if err != nil {
 		return flagForField(err)
 	}
 	sf.tasks = arrayTasks(req)
-	return c.submitted(ctx, cl, f, sf, raw)
+	return c.submitted(ctx, cl, f, sf, j, raw)
 }
 
-func (c jobCmd) submitted(ctx context.Context, cl *jobClient, f *jobFlags, sf submitFlags, raw []byte) error {
-	var j api.Job
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return fmt.Errorf("the server's answer is not a job: %w", err)
-	}
-	format, _ := f.format()
-	switch {
-	case f.parsable:
-		fmt.Fprintln(c.stdout, j.ID)
-	case sf.sbatch && format == "":
-		fmt.Fprintln(c.stdout, batchLine(j.ID))
-	case format == "json" || format == "yaml" || format == "name":
-		if err := writeObject(c.stdout, format, "job", j.ID, raw); err != nil {
-			return err
+func (c jobCmd) submitted(ctx context.Context, cl *client.Client, f *jobFlags, sf submitFlags, j api.Job, raw []byte) error {
+	err := c.emit(f, raw, jobNames(j), func(wide bool) error {
+		switch {
+		case f.parsable:
+			fmt.Fprintln(c.stdout, j.ID)
+		case sf.sbatch && !wide:
+			fmt.Fprintln(c.stdout, batchLine(j.ID))
+		default:
+			fmt.Fprintln(c.stdout, submittedLine(j, sf.tasks))
 		}
-	default:
-		fmt.Fprintln(c.stdout, submittedLine(j, sf.tasks))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !sf.wait {
 		return nil
@@ -74,28 +73,13 @@ func (c jobCmd) submitted(ctx context.Context, cl *jobClient, f *jobFlags, sf su
 
 // waitJob asks for a job's state every interval until it ends, and
 // returns it ended; an interrupted wait is an exitStatus.
-func (c jobCmd) waitJob(ctx context.Context, cl *jobClient, id int64, interval time.Duration) (api.Job, error) {
-	for {
-		j, _, err := cl.job(ctx, id)
-		if ctx.Err() != nil {
-			return api.Job{}, c.interrupted(id)
-		}
-		if err != nil {
-			return api.Job{}, err
-		}
-		if ended(j) {
-			return j, nil
-		}
-		select {
-		case <-ctx.Done():
-			return api.Job{}, c.interrupted(id)
-		case <-time.After(interval):
-		}
+func (c jobCmd) waitJob(ctx context.Context, cl *client.Client, id int64, interval time.Duration) (api.Job, error) {
+	j, err := cl.WaitJob(ctx, id, interval)
+	if ctx.Err() != nil {
+		return api.Job{}, c.interrupted(id)
 	}
+	return j, err
 }
 
-// ended reports whether a job has ended: in a final state, or in a state
-// this client does not know (a newer server's) with a finish time.
-func ended(j api.Job) bool {
-	return j.State.Final() || (!j.State.Valid() && j.FinishedAt != nil)
-}
+// ended reports whether a job has ended (client.Ended).
+func ended(j api.Job) bool { return client.Ended(j) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os/exec"
@@ -68,6 +69,8 @@ func TestDependencyRules(t *testing.T) {
 			pkgs: "web", forbid: []string{"history"}},
 		{name: "the wire types stand alone: the CLI and any client use them without the server",
 			pkgs: "api", forbid: []string{"web/...", "app/...", "models/...", "github.com/labstack/..."}},
+		{name: "the Go client of the REST API speaks it with the wire types only: no server part",
+			pkgs: "client", forbid: []string{"web/...", "app/...", "models/...", "enginestore", "core/engine", "core/sched", "core/agent/...", "live", "history", "github.com/labstack/...", "gorm.io/..."}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,6 +178,44 @@ func TestCLIWithoutWebServer(t *testing.T) {
 				t.Errorf("%s imports %s: the CLI takes its request types from api", name, path)
 			}
 		}
+	}
+	if checked == 0 {
+		t.Fatal("no file of the CLI checked")
+	}
+}
+
+// TestCLIUsesClient checks that the command line calls the REST API
+// through package client only: of the main package's files, none but the
+// server assembly (serve*.go) and the agent (agent*.go, which checks a
+// server's /readyz) makes an HTTP request or names an /api/v1 route.
+func TestCLIUsesClient(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checked int
+	for _, name := range files {
+		if strings.HasPrefix(name, "serve") || strings.HasPrefix(name, "agent") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.BasicLit:
+				if n.Kind == token.STRING && strings.Contains(n.Value, "/api/v1/") && !strings.Contains(n.Value, "curl") {
+					t.Errorf("%s names the route %s: call it through package client", name, n.Value)
+				}
+			case *ast.SelectorExpr:
+				if x, ok := n.X.(*ast.Ident); ok && x.Name == "http" && slices.Contains([]string{"NewRequest", "NewRequestWithContext", "Get", "Post", "PostForm", "Head"}, n.Sel.Name) {
+					t.Errorf("%s calls http.%s: call the API through package client", name, n.Sel.Name)
+				}
+			}
+			return true
+		})
 	}
 	if checked == 0 {
 		t.Fatal("no file of the CLI checked")

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/buildinfo"
 )
 
@@ -77,9 +78,12 @@ func (c jobCmd) login(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	cl := &jobClient{base: base, http: c.http}
-	var sv api.Version
-	if _, err := cl.getJSON(ctx, "/api/v1/version", nil, &sv); err != nil {
+	cl, err := c.newClient(base, "")
+	if err != nil {
+		return err
+	}
+	sv, err := cl.Version(ctx)
+	if err != nil {
 		return fmt.Errorf("%s does not answer as a gpuportal server: %w", base, err)
 	}
 	if base.Scheme == "http" && !isLoopbackHost(base.Hostname()) {
@@ -114,13 +118,14 @@ func (c jobCmd) login(ctx context.Context, args []string) (err error) {
 		if err != nil {
 			return fmt.Errorf("no password given: %w", err)
 		}
-		if token, err = cl.createToken(ctx, name, password); err != nil {
+		t, err := cl.CreateToken(ctx, name, password)
+		if err != nil {
 			return err
 		}
+		token = t.Token
 	}
-	cl.token = token
-	var me api.Me
-	if _, err := cl.getJSON(ctx, "/api/v1/me", nil, &me); err != nil {
+	me, err := cl.WithToken(token).Me(ctx)
+	if err != nil {
 		return fmt.Errorf("check the token: %w", err)
 	}
 
@@ -152,36 +157,6 @@ func (c jobCmd) login(ctx context.Context, args []string) (err error) {
 		fmt.Fprintf(c.stderr, "gpuportal: note: $%s is set, and commands without --context use it rather than this login\n", jobTokenEnv)
 	}
 	return nil
-}
-
-// createToken asks the server for an API token with a user's password.
-func (cl *jobClient) createToken(ctx context.Context, user, password string) (string, error) {
-	u := *cl.base
-	u.Path = cl.base.Path + "/api/v1/tokens"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
-	if err != nil {
-		return "", fmt.Errorf("POST /api/v1/tokens: %w", err)
-	}
-	req.SetBasicAuth(user, password)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "gpuportal-cli")
-	resp, err := cl.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("POST /api/v1/tokens: %w", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, jobMaxResponse))
-	if err != nil {
-		return "", fmt.Errorf("POST /api/v1/tokens: read the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		return "", &jobAPIError{Status: resp.StatusCode, Message: serverMessage(resp, raw)}
-	}
-	var t api.Token
-	if err := json.Unmarshal(raw, &t); err != nil || t.Token == "" {
-		return "", fmt.Errorf("POST /api/v1/tokens: the server's answer holds no token")
-	}
-	return t.Token, nil
 }
 
 // logout is "gpuportal logout": the context's token revokes itself on
@@ -221,10 +196,12 @@ func (c jobCmd) logout(ctx context.Context, args []string) (err error) {
 	if base, err := parseJobServer(cx.Server); err != nil {
 		revoked = "not revoked: " + err.Error()
 	} else {
-		cl := &jobClient{base: base, token: cx.Token, http: c.http}
-		var ae *jobAPIError
-		switch _, err := cl.do(ctx, http.MethodDelete, "/api/v1/tokens/current", nil, nil); {
-		case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
+		cl, err := c.newClient(base, "")
+		if err != nil {
+			return err
+		}
+		switch err := cl.WithToken(cx.Token).RevokeToken(ctx); {
+		case client.StatusOf(err) == http.StatusUnauthorized:
 			revoked = "it was no longer valid on " + cx.Server
 		case err != nil:
 			fmt.Fprintf(c.stderr, "gpuportal: warning: the token could not be revoked on %s (%v): it stays valid until it expires; revoke it on %s/tokens\n",
@@ -273,9 +250,12 @@ func (c jobCmd) version(ctx context.Context, args []string) (err error) {
 	if !*clientOnly {
 		var base *url.URL
 		if base, _, serverErr = c.server(f); serverErr == nil {
+			var cl *client.Client
 			var sv api.Version
-			cl := &jobClient{base: base, http: c.http}
-			if _, serverErr = cl.getJSON(ctx, "/api/v1/version", nil, &sv); serverErr == nil {
+			if cl, serverErr = c.newClient(base, ""); serverErr == nil {
+				sv, serverErr = cl.Version(ctx)
+			}
+			if serverErr == nil {
 				out.Server, out.ServerURL = &sv, base.String()
 			} else {
 				serverErr = fmt.Errorf("server %s: %w", base, serverErr)
@@ -386,6 +366,6 @@ func (p *prompter) secret(question string) (string, error) {
 // requests pass unchanged, so that main stays quiet about them.
 func wrapCmdErr(cmd string, err *error) {
 	if *err != nil && !errors.Is(*err, flag.ErrHelp) && !errors.Is(*err, errInspected) {
-		*err = fmt.Errorf("%s: %w", cmd, *err)
+		*err = fmt.Errorf("%s: %w", cmd, explain(*err))
 	}
 }

@@ -58,6 +58,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	err = explain(err)
 	if es, ok := isExitStatus(err); ok {
 		if es.msg != "" {
 			fmt.Fprintln(stderr, "gpuportal:", es.msg)

@@ -7,14 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 )
 
 const notifyUsage = `Usage: gpuportal notify COMMAND [flags]
@@ -92,8 +91,8 @@ func (c notifyCmd) show(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var s api.NotificationSettings
-	raw, err := cl.getJSON(ctx, "/api/v1/me/notifications", nil, &s)
+	var raw json.RawMessage
+	s, err := cl.Notifications(ctx, client.RawJSON(&raw))
 	if err != nil {
 		return err
 	}
@@ -103,18 +102,10 @@ func (c notifyCmd) show(ctx context.Context, args []string) error {
 // write prints the settings as -o asks: the API's JSON or YAML, else a
 // table for people.
 func (c notifyCmd) write(f *jobFlags, raw []byte, s api.NotificationSettings) error {
-	switch format, err := f.format(); {
-	case err != nil:
-		return err
-	case format == "json":
-		return printJSON(c.stdout, raw)
-	case format == "yaml":
-		return writeYAML(c.stdout, raw)
-	case format == "name":
-		return errors.New("-o name: notify has no named objects; want json or yaml")
-	}
-	c.print(s)
-	return nil
+	return c.emit(f, raw, nil, func(bool) error {
+		c.print(s)
+		return nil
+	})
 }
 
 // print writes settings and deliveries for people.
@@ -216,13 +207,10 @@ func (c notifyCmd) set(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := cl.do(ctx, http.MethodPut, "/api/v1/me/notifications", nil, upd)
+	var raw json.RawMessage
+	s, err := cl.SetNotifications(ctx, upd, client.RawJSON(&raw))
 	if err != nil {
 		return withFlag(err)
-	}
-	var s api.NotificationSettings
-	if err := decodeAnswer(raw, &s); err != nil {
-		return err
 	}
 	return c.write(f, raw, s)
 }
@@ -256,24 +244,12 @@ func (c notifyCmd) test(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := cl.do(ctx, http.MethodPost, "/api/v1/me/notifications/test", url.Values{}, nil)
+	t, err := cl.TestNotification(ctx)
 	if err != nil {
-		return err
-	}
-	var t api.NotificationTest
-	if err := decodeAnswer(raw, &t); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "%s queued; \"gpuportal notify show\" tells whether %s arrived\n",
 		plural(t.Queued, "test notification"), map[bool]string{true: "they", false: "it"}[t.Queued > 1])
-	return nil
-}
-
-// decodeAnswer reads the server's JSON answer into out.
-func decodeAnswer(raw []byte, out any) error {
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("the server's answer is not the expected JSON: %w", err)
-	}
 	return nil
 }
 
@@ -285,12 +261,7 @@ var flagOfField = map[string]string{
 
 // withFlag names, in the server's refusal of a field, the flag that set it.
 func withFlag(err error) error {
-	var ae *jobAPIError
-	if !errors.As(err, &ae) {
-		return err
-	}
-	field, _, ok := strings.Cut(ae.Message, ":")
-	if flag, known := flagOfField[field]; ok && known {
+	if flag, known := flagOfField[client.FieldOf(err)]; known {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
 	return err

@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -237,11 +237,7 @@ func (c jobCmd) sacct(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	if *user != "" {
-		q.Set("user", *user)
-	}
-	all, _, err := cl.listJobs(ctx, q, true)
+	all, err := cl.AllJobs(ctx, client.JobQuery{User: *user})
 	if err != nil {
 		return err
 	}

@@ -130,6 +130,9 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 			note("%d tasks a machine: gpuportal runs one a machine, or one per GPU (--tasks-per-gpu); the script runs once a machine", perNode)
 		}
 	}
+	if !set["priority"] && o.QOS != "" {
+		req.Priority = o.QOS
+	}
 	if !set["time"] && o.Time != "" {
 		req.TimeLimit = o.Time
 	}

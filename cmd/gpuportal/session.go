@@ -6,11 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -100,33 +100,30 @@ func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	raw, err := cl.do(ctx, http.MethodPost, "/api/v1/jobs", nil, req)
+	var raw json.RawMessage
+	j, err := cl.Submit(ctx, req, client.RawJSON(&raw))
 	if err != nil {
 		return sessionFlagForField(err)
 	}
-	var j api.Job
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return fmt.Errorf("the server's answer is not a job: %w", err)
-	}
-	format, _ := f.format()
-	switch {
-	case f.parsable:
-		fmt.Fprintln(c.stdout, j.ID)
-	case format == "json" || format == "yaml" || format == "name":
-		if err := writeObject(c.stdout, format, "job", j.ID, raw); err != nil {
-			return err
+	err = c.emit(f, raw, jobNames(j), func(bool) error {
+		if f.parsable {
+			fmt.Fprintln(c.stdout, j.ID)
+			return nil
 		}
-	default:
 		fmt.Fprintf(c.stdout, "session %d submitted: %s, %s for team %s (%s)\n", j.ID, sr.Type, plural(j.GPUs, "GPU"), j.Team, j.State)
 		if j.Session != nil && j.Session.URL != "" {
-			fmt.Fprintf(c.stdout, "open it at %s once it runs\n", cl.base.JoinPath(j.Session.URL).String())
+			fmt.Fprintf(c.stdout, "open it at %s once it runs\n", cl.Server().JoinPath(j.Session.URL).String())
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !*wait {
 		return nil
 	}
 	for {
-		cur, _, err := cl.job(ctx, j.ID)
+		cur, err := cl.Job(ctx, j.ID)
 		if ctx.Err() != nil {
 			return c.interrupted(j.ID)
 		}
@@ -165,7 +162,7 @@ func (c jobCmd) sessionOpen(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	j, _, err := cl.job(ctx, id)
+	j, err := cl.Job(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -175,7 +172,7 @@ func (c jobCmd) sessionOpen(ctx context.Context, args []string) (err error) {
 	case j.Session.URL == "":
 		return fmt.Errorf("the session of job %d is %s's: only its owner or an admin may open it", id, j.User)
 	}
-	fmt.Fprintln(c.stdout, cl.base.JoinPath(j.Session.URL).String())
+	fmt.Fprintln(c.stdout, cl.Server().JoinPath(j.Session.URL).String())
 	return nil
 }
 
@@ -183,7 +180,7 @@ func (c jobCmd) sessionOpen(ctx context.Context, args []string) (err error) {
 // from being reclaimed while idle for the next --hours hours.
 func (c jobCmd) sessionKeepAlive(ctx context.Context, args []string) (err error) {
 	defer wrapCmdErr("session keep-alive", &err)
-	f := c.flags("session keep-alive", false)
+	f := c.flags("session keep-alive", true)
 	f.fs.Init("session keep-alive", flag.ContinueOnError)
 	hours := f.fs.Float64("hours", 0, "how many hours to keep the session alive though idle (required)")
 	pos, err := f.parse(args)
@@ -201,37 +198,28 @@ func (c jobCmd) sessionKeepAlive(ctx context.Context, args []string) (err error)
 	if err != nil {
 		return err
 	}
-	raw, err := cl.do(ctx, "POST", fmt.Sprintf("/api/v1/jobs/%d/keep-alive", id), nil, map[string]float64{"hours": *hours})
+	var raw json.RawMessage
+	j, err := cl.KeepAlive(ctx, id, *hours, client.RawJSON(&raw))
 	if err != nil {
 		return err
 	}
-	if f.output == "json" {
-		return printJSON(c.stdout, raw)
-	}
-	var j api.Job
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return fmt.Errorf("the server's answer is not a job: %w", err)
-	}
-	if j.Idle != nil && j.Idle.KeepAliveUntil != nil {
-		fmt.Fprintf(c.stdout, "job %d kept alive until %s\n", id, j.Idle.KeepAliveUntil.Local().Format("2006-01-02 15:04"))
-		return nil
-	}
-	fmt.Fprintf(c.stdout, "job %d kept alive for %v hours\n", id, *hours)
-	return nil
+	return c.emit(f, raw, jobNames(j), func(bool) error {
+		if j.Idle != nil && j.Idle.KeepAliveUntil != nil {
+			_, err := fmt.Fprintf(c.stdout, "job %d kept alive until %s\n", id, j.Idle.KeepAliveUntil.Local().Format("2006-01-02 15:04"))
+			return err
+		}
+		_, err := fmt.Fprintf(c.stdout, "job %d kept alive for %v hours\n", id, *hours)
+		return err
+	})
 }
 
 // sessionFlagForField adds the flag to fix to a refused session.
 func sessionFlagForField(err error) error {
-	var ae *jobAPIError
-	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest && ae.hint == "" {
-		switch {
-		case strings.HasPrefix(ae.Message, "session.type"):
-			ae.hint = "Fix --type."
-		case strings.HasPrefix(ae.Message, "session.port"):
-			ae.hint = "Fix --port."
-		default:
-			return flagForField(err)
-		}
+	switch client.FieldOf(err) {
+	case "session.type":
+		return withHint(err, "Fix --type.")
+	case "session.port":
+		return withHint(err, "Fix --port.")
 	}
-	return err
+	return flagForField(err)
 }

@@ -27,6 +27,9 @@ import (
 // runSim is `gpuportal sim`: it replays a trace under each listed policy
 // and prints one row per policy (a JSON array with --json).
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "matrix" {
+		return runSimMatrix(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	// Parse errors come back as the returned error, printed once by the
 	// caller; only --help prints here.
@@ -35,7 +38,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		tracePath   = fs.String("trace", "", "job trace `file` (required)")
 		format      = fs.String("format", "", "trace format: tiresias, openb or native (default: detected from the header)")
 		cluster     = fs.String("cluster", "", "cluster: NODESxGPUS[xGPU_MEM_GB] such as 4x8, or a node `file` such as openb-gpu-nodes.csv (required)")
-		policies    = fs.String("policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare; policy:rule picks one of a policy's rules (tiresias-l: preempted-first, queue-entry, reference; tiresias-g: full-index, one-quantum, least-service, reference)")
+		policies    = fs.String("policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare; policy:rule picks one of a policy's rules (tiresias-l: preempted-first, queue-entry, reference; tiresias-g: full-index, one-quantum, least-service, reference, full-body)")
 		asJSON      = fs.Bool("json", false, "print a JSON array, one object per policy, instead of a table")
 		plot        = fs.String("plot", "", "write a CDF of JCT for all policies to this SVG `file`")
 		queues      = fs.Int("queues", 0, "number of priority queues of dlas, tiresias-l and tiresias-g (default: one more than the thresholds)")

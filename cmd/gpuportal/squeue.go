@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -274,12 +274,9 @@ func (c jobCmd) squeue(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("squeue: %w", err)
 	}
-	q := url.Values{}
+	q := client.JobQuery{User: *user}
 	if *me {
-		q.Set("scope", "mine")
-	}
-	if *user != "" {
-		q.Set("user", *user)
+		q.Scope = "mine"
 	}
 	want := []job.State{job.Queued, job.Preempted, job.Running}
 	if *states != "" {
@@ -298,8 +295,8 @@ func (c jobCmd) squeue(ctx context.Context, args []string) error {
 	}
 	var jobs []api.Job
 	for _, st := range want {
-		q.Set("state", string(st))
-		part, _, err := cl.listJobs(ctx, q, true)
+		q.States = []string{string(st)}
+		part, err := cl.AllJobs(ctx, q)
 		if err != nil {
 			return err
 		}

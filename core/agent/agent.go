@@ -411,6 +411,16 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		log.Close()
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
+	var resume *job.Resume
+	if s.Session == nil && (len(s.Command) > 0 || s.Image != "") {
+		res, env, err := a.beginResume(s, time.Now())
+		if err != nil {
+			a.cfg.Logger.Warn("job's checkpoint folder not looked at: it starts without GPUPORTAL_RESUME", "job", s.JobID, "run", s.Run, "err", err)
+		} else {
+			resume, gateEnv = &res, append(gateEnv, env...)
+			fmt.Fprint(log, resumeLine(res, a.cfg.Name))
+		}
+	}
 	r := &run{id: s.Run, gpus: s.GPUs, done: make(chan struct{})}
 	if s.Session != nil {
 		ss, err := sessionCommand(s, a.jobDir(s.JobID), ra, a.sessionHost(s))
@@ -483,6 +493,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}}
 	}
 	a.lim.begin(s, procs, log, a.LogPath(s.JobID), a.gateIterations(s))
+	a.lim.setResume(s.JobID, resume)
 	go func() {
 		code, why := wait()
 		if backstop != nil {

@@ -45,6 +45,7 @@ type limited struct {
 	lastAt  time.Time
 	lastCPU time.Duration
 	profile []job.ProfilePoint
+	resume  *job.Resume
 	cancel  context.CancelFunc
 }
 
@@ -272,13 +273,23 @@ func (l *limits) resize(jobID int64, r job.Resources) error {
 }
 
 // usage reads every job's use since the previous reading.
+// setResume keeps what a job's run resumed from (nil: nothing to say), for
+// its usage.
+func (l *limits) setResume(jobID int64, r *job.Resume) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if j := l.jobs[jobID]; j != nil {
+		j.resume = r
+	}
+}
+
 func (l *limits) usage(now time.Time) []job.Usage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]job.Usage, 0, len(l.jobs))
 	for id, j := range l.jobs {
 		u := job.Usage{JobID: id, At: now, CPUMilli: j.res.CPUMilli, MemMiB: j.res.MemMiB,
-			Enforced: j.cg != nil, Note: j.note, Profile: j.profile}
+			Enforced: j.cg != nil, Note: j.note, Profile: j.profile, Resume: j.resume}
 		var cpu time.Duration
 		var mem int64
 		var err error

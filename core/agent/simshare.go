@@ -72,8 +72,8 @@ func (a *Local) sharedSim(s job.Spec, log *os.File, stopped <-chan struct{}) (in
 		}
 		if now := time.Now(); now.Sub(logged) >= simLogEvery {
 			logged = now
-			fmt.Fprintf(log, "%s iteration %d in a lane of %d MiB shared by %d jobs, %s elapsed\n",
-				now.Format(time.RFC3339), n, laneMiB, laneJobs, now.Sub(start).Round(time.Second))
+			fmt.Fprintf(log, "%s iteration %d %s, %s elapsed\n",
+				now.Format(time.RFC3339), n, laneText(laneMiB, laneJobs), now.Sub(start).Round(time.Second))
 		}
 	}
 	fmt.Fprintf(log, "%s done\n", time.Now().Format(time.RFC3339))
@@ -96,4 +96,18 @@ func (a *Local) sharedSimEnd(log *os.File, stopped <-chan struct{}, err error) (
 	}
 	fmt.Fprintf(log, "%s the gate failed: %v\n", time.Now().Format(time.RFC3339), err)
 	return -1, "gate: " + err.Error()
+}
+
+// laneText says which lane an iteration ran in: a lane is one part of the
+// GPU's memory, whose jobs take turns; the GPU's other lanes, and the
+// jobs in them, are not counted (the job's page lists every job sharing
+// the GPU).
+func laneText(laneMiB int64, laneJobs int) string {
+	if laneJobs <= 1 {
+		return fmt.Sprintf("in its own lane of %d MiB (other jobs may use the GPU's other lanes)", laneMiB)
+	}
+	if laneJobs == 2 {
+		return fmt.Sprintf("in a lane of %d MiB, taking turns with 1 other job there", laneMiB)
+	}
+	return fmt.Sprintf("in a lane of %d MiB, taking turns with %d other jobs there", laneMiB, laneJobs-1)
 }

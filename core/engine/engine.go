@@ -88,6 +88,9 @@ type Job struct {
 	// InteractivePriority: a session that asked to go ahead of its
 	// team's other waiting jobs (sched.Job.Interactive).
 	InteractivePriority bool
+	// Priority is a batch job's priority within its team: job.PriorityHigh,
+	// job.PriorityLow, or "" for normal (sched.ClassHigh, sched.ClassLow).
+	Priority string
 	// Name is the job's name (job.Spec.Name).
 	Name string
 	// TasksPerGPU starts one process per GPU instead of one per machine
@@ -235,6 +238,12 @@ type Engine struct {
 	waits map[int64]sched.Wait
 	// reservations are the GPUs the last pass reserved, by job (reserve.go).
 	reservations map[int64]sched.Reservation
+	// keptRsv is the last pass's reservations as the core gave them, in
+	// order: the next pass's snapshot hands them back
+	// (sched.Snapshot.Reservations), so that a reservation stays with
+	// its job and its GPUs until it starts. Only the pass reads and
+	// writes it.
+	keptRsv []sched.Reservation
 
 	// Owned by the Run goroutine.
 	started    time.Time
@@ -247,6 +256,7 @@ type Engine struct {
 	reasons    map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
 	noAccount  refusals               // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
+	gone       map[string]GoneNode // under mu (gone.go)
 	// waiting is when each waiting job began to wait for its GPUs, for
 	// the queue wait of its next start (waits.go); zero when unknown.
 	waiting   map[int64]time.Time
@@ -297,6 +307,7 @@ func New(cfg Config) (*Engine, error) {
 		promised:  make(sched.Promises),
 		reasons:   make(map[int64]storedReason),
 		lostSince: make(map[string]time.Time),
+		gone:      make(map[string]GoneNode),
 		waiting:   make(map[int64]time.Time),
 		stats:     stats{s: emptyStats()},
 	}, nil
@@ -314,6 +325,7 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 		e.mu.Lock()
 		e.nodes[n.Name()] = n
 		e.connected[n.Name()] = e.cfg.Now()
+		delete(e.gone, n.Name())
 		e.mu.Unlock()
 		delete(e.lostSince, n.Name())
 		e.forgetAccounts(n.Name())
@@ -328,6 +340,9 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 func (e *Engine) RemoveNode(ctx context.Context, name string) error {
 	return e.call(ctx, func(ctx context.Context) {
 		e.mu.Lock()
+		if n := e.nodes[name]; n != nil {
+			e.rememberGone(n, e.cfg.Now())
+		}
 		delete(e.nodes, name)
 		delete(e.connected, name)
 		e.mu.Unlock()

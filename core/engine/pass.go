@@ -41,6 +41,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs, gated := e.gate(ctx, jobs, now)
 	jobs = e.startPromised(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
+	e.recordResumes(ctx, now)
 	snap, byID := e.snapshot(jobs, now)
 	if e.cfg.GPUTime != nil {
 		snap.GPUTimeDist = e.cfg.GPUTime.Dist(snap.Jobs)
@@ -48,6 +49,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	if snap.Teams, err = e.teams(ctx, jobs, now); err != nil {
 		return err
 	}
+	snap.Reservations = e.keptRsv
 	ph.mark(phaseLoad)
 	began := time.Now()
 	d := e.cfg.Scheduler.Schedule(snap)
@@ -172,8 +174,13 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.ReenteredAt = seconds(*j.ReenteredAt)
 	}
 	sj.Interactive = j.Session != nil && j.InteractivePriority
-	if j.Session != nil {
+	switch {
+	case j.Session != nil:
 		sj.Class = sched.ClassSession
+	case j.Priority == job.PriorityHigh:
+		sj.Class = sched.ClassHigh
+	case j.Priority == job.PriorityLow:
+		sj.Class = sched.ClassLow
 	}
 	if j.State == job.Running {
 		sj.State = sched.Running

@@ -45,6 +45,25 @@ func TestSchedJobReclaimAndPriority(t *testing.T) {
 	}
 }
 
+// TestSchedJobPriority: a batch job's stored priority is its class in
+// the scheduler's snapshot; a session is a session whatever it says.
+func TestSchedJobPriority(t *testing.T) {
+	e, _ := newTestEngine(t, newMemStore())
+	for _, tc := range []struct {
+		j    Job
+		want sched.Class
+	}{
+		{Job{ID: 1, GPUs: 1, SubmittedAt: t0}, sched.ClassBatch},
+		{Job{ID: 2, GPUs: 1, SubmittedAt: t0, Priority: job.PriorityHigh}, sched.ClassHigh},
+		{Job{ID: 3, GPUs: 1, SubmittedAt: t0, Priority: job.PriorityLow}, sched.ClassLow},
+		{Job{ID: 4, GPUs: 1, SubmittedAt: t0, Priority: job.PriorityHigh, Session: &job.Session{Type: job.SessionTerminal}}, sched.ClassSession},
+	} {
+		if got := e.schedJob(tc.j, t0, 81920).Class; got != tc.want {
+			t.Errorf("job %d (priority %q): class %v, want %v", tc.j.ID, tc.j.Priority, got, tc.want)
+		}
+	}
+}
+
 // TestPreemptReasonOfSession: a session's preemption says what stopping
 // it lost, by its type; a batch job's is the scheduler's reason alone.
 func TestPreemptReasonOfSession(t *testing.T) {

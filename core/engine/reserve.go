@@ -31,6 +31,7 @@ func (e *Engine) noteReservations(rs []sched.Reservation, waits []sched.Wait, no
 			}
 		}
 	}
+	e.keptRsv = rs
 	e.shareMu.Lock()
 	e.reservations = byJob
 	e.shareMu.Unlock()

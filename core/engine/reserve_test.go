@@ -117,3 +117,45 @@ func TestEngineReservationPreemptsAcrossTeams(t *testing.T) {
 		t.Errorf("job 3 is %s, want running on the GPUs of its reservation", mem.state(3))
 	}
 }
+
+// TestEngineKeepsReservation: the engine hands each pass's reservations
+// to the next (sched.Snapshot.Reservations), so a reservation stays with
+// its job: when job 2's limit is raised, so that GPU 1 is expected free
+// later, job 3's reservation keeps its time; passed afresh, it would move
+// to job 2's new end.
+func TestEngineKeepsReservation(t *testing.T) {
+	jobs := []Job{
+		{ID: 1, GPUs: 1, SimDuration: 10000, SubmittedAt: t0.Add(-20 * time.Minute), TimeLimit: 20 * time.Minute},
+		{ID: 2, GPUs: 1, SimDuration: 10000, SubmittedAt: t0.Add(-20 * time.Minute), TimeLimit: 30 * time.Minute},
+		{ID: 3, GPUs: 4, SimDuration: 100, SubmittedAt: t0.Add(-10 * time.Minute)},
+	}
+	mem := newMemStore(jobs[:2]...)
+	n := newFakeNode("n0", 4)
+	e, clock := newTestEngine(t, mem, n)
+	sc, err := sched.New(sched.Config{Policy: "fjf", ReserveAfterS: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	clock.t = t0.Add(-10 * time.Minute)
+	mustPass(t, e)
+	mem.mu.Lock()
+	j3 := jobs[2]
+	j3.State = job.Queued
+	mem.jobs[3] = &j3
+	mem.mu.Unlock()
+	clock.t = t0
+	mustPass(t, e)
+	if _, from, ok := e.Reservation(3); !ok || !from.Equal(t0.Add(20*time.Minute)) {
+		t.Fatalf("first reservation from %v, %v; want from %v", from, ok, t0.Add(20*time.Minute))
+	}
+	mem.mu.Lock()
+	mem.jobs[2].TimeLimit = 40 * time.Minute
+	mem.mu.Unlock()
+	clock.t = t0.Add(time.Minute)
+	mustPass(t, e)
+	r, from, ok := e.Reservation(3)
+	if !ok || len(r.GPUs) != 4 || !from.Equal(t0.Add(20*time.Minute)) {
+		t.Errorf("reservation %+v from %v, %v after job 2's limit was raised; want it kept, from %v", r, from, ok, t0.Add(20*time.Minute))
+	}
+}

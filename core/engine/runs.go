@@ -78,6 +78,8 @@ type run struct {
 	// measured is a sharing job's estimate as the gate corrected it
 	// (job.Exit.Measured), stored for its next run.
 	measured *memest.Estimate
+	// resumeSeen: what the run resumed from is recorded (resume.go).
+	resumeSeen bool
 	// stopAsked is when the run was asked to stop, for the handover time.
 	stopAsked time.Time
 	// lost are parts whose state is unknown, since when: their machine

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -94,6 +95,16 @@ type simJob struct {
 	iterStart time.Time
 }
 
+// SimulatedModel begins the model name of every simulated GPU: their
+// readings are the simulator's, whatever runs on them.
+const SimulatedModel = "Simulated GPU"
+
+// Simulated reports whether d is a simulated GPU (its model says so, on
+// this machine or as a remote agent reported it).
+func Simulated(d Device) bool {
+	return strings.HasPrefix(d.Model, SimulatedModel)
+}
+
 // NewSim returns count simulated GPUs of memMiB each, named after node.
 func NewSim(node string, count int, memMiB int64) *Sim {
 	s := &Sim{node: node, jobs: make(map[int][]simJob), errs: make(map[int]simErrors)}
@@ -101,7 +112,7 @@ func NewSim(node string, count int, memMiB int64) *Sim {
 		s.devices = append(s.devices, Device{
 			Index:  i,
 			UUID:   fmt.Sprintf("GPU-sim-%s-%d", node, i),
-			Model:  fmt.Sprintf("Simulated GPU %d GB", memMiB/1024),
+			Model:  fmt.Sprintf("%s %d GB", SimulatedModel, memMiB/1024),
 			MemMiB: memMiB,
 		})
 	}

@@ -153,6 +153,9 @@ type Usage struct {
 	Note     string
 	// Profile is the measured CPU profile, once profiling has finished.
 	Profile []ProfilePoint
+	// Resume is what the run found in its checkpoint folder as it
+	// started; nil for a simulated job or a session.
+	Resume *Resume
 }
 
 // NotEnforcedPrefix starts the note of a job whose limits are not held.
@@ -199,3 +202,22 @@ func (e *AccountError) Is(target error) bool { return target == ErrNoAccount }
 // another run of the same job (one it was asked to stop, say): the new run
 // may start once that one has ended.
 var ErrBusy = errors.New("another run of the job still runs here")
+
+// Resume is what a run found in its job's checkpoint folder on its
+// machine as it started: the checkpoint it resumes from, or none. The
+// agent gives the run GPUPORTAL_RESUME=1 (and GPUPORTAL_RESUME_RUN) when
+// the folder holds files, and reports it with the run's usage.
+type Resume struct {
+	Run int64
+	// FromRun is the earlier run of the job that wrote the newest file
+	// of the folder, as the machine's record of its runs says; 0 when
+	// the folder is empty or the writer is not known (files put there
+	// otherwise, a record lost).
+	FromRun int64
+	// CheckpointAt is when the newest file in the folder was written;
+	// zero: the folder was empty, and the run starts from scratch.
+	CheckpointAt time.Time
+}
+
+// Resumed reports whether the run starts from a checkpoint.
+func (r Resume) Resumed() bool { return !r.CheckpointAt.IsZero() }

@@ -39,6 +39,9 @@ type Options struct {
 	ExportAll  bool
 	MailTypes  []string
 	MailUser   string
+	// QOS is --qos, -q, when it names a batch priority (high, normal,
+	// low): the job's priority within its team. Another QOS is ignored.
+	QOS string
 }
 
 // Ignored is an option gpuportal reads but does not act on.
@@ -171,7 +174,7 @@ var flags = map[string]bool{
 var ignoredWhy = map[string]string{
 	"--partition":     "gpuportal has queues of its own, by team",
 	"--account":       "the job runs for your team (--team)",
-	"--qos":           "gpuportal's scheduler orders jobs itself",
+	"--qos":           "gpuportal's QOS are its batch priorities within a team: high, normal and low",
 	"--cpus-per-task": "CPUs and memory are allocated by gpuportal's scheduler (docs/synergy.md)",
 	"--mem":           "CPUs and memory are allocated by gpuportal's scheduler (docs/synergy.md)",
 	"--mem-per-cpu":   "CPUs and memory are allocated by gpuportal's scheduler (docs/synergy.md)",
@@ -307,6 +310,11 @@ func (o *Options) set(name, value string) (err error) {
 		o.NTasksPerNode, err = positive(value)
 	case "--ntasks":
 		o.NTasks, err = positive(value)
+	case "--qos":
+		if value != job.PriorityHigh && value != job.PriorityNormal && value != job.PriorityLow {
+			return errUnknown // ignored, saying which QOS gpuportal knows
+		}
+		o.QOS = value
 	case "--time":
 		if _, err := job.ParseTimeLimit(value); err != nil {
 			return err

@@ -8,12 +8,18 @@ import (
 )
 
 // withSessions makes about a third of a snapshot's jobs interactive
-// sessions.
+// sessions, and, of the others, about one in six high-priority and one
+// in six low-priority batch jobs.
 func withSessions(rng *rand.Rand, s Snapshot) Snapshot {
 	s.Jobs = slices.Clone(s.Jobs)
 	for i := range s.Jobs {
-		if rng.IntN(3) == 0 {
+		switch rng.IntN(9) {
+		case 0, 1, 2:
 			s.Jobs[i].Class = ClassSession
+		case 3:
+			s.Jobs[i].Class = ClassHigh
+		case 4:
+			s.Jobs[i].Class = ClassLow
 		}
 	}
 	return s
@@ -49,13 +55,13 @@ func sessionProblems(sc *Scheduler, s Snapshot, d Decisions) []string {
 		}
 	}
 	for _, c := range d.QueueChanges {
-		if j := jobs[c.JobID]; j != nil && j.Class == ClassSession && (c.To != 0 || c.State.Index != 0) {
-			bad("session %d moved to queue %d (state %d): %s", j.ID, c.To, c.State.Index, c.Reason)
+		if j := jobs[c.JobID]; j != nil && j.Class.topQueue() && (c.To != 0 || c.State.Index != 0) {
+			bad("%s job %d moved to queue %d (state %d): %s", j.Class, j.ID, c.To, c.State.Index, c.Reason)
 		}
 	}
 	for _, w := range d.Waits {
-		if j := jobs[w.JobID]; j != nil && j.Class == ClassSession && w.Queue != 0 {
-			bad("session %d waits in queue %d: %s", j.ID, w.Queue, w.Reason)
+		if j := jobs[w.JobID]; j != nil && j.Class.topQueue() && w.Queue != 0 {
+			bad("%s job %d waits in queue %d: %s", j.Class, j.ID, w.Queue, w.Reason)
 		}
 	}
 	return out
@@ -119,8 +125,8 @@ func TestSessionSequences(t *testing.T) {
 				}
 				applyPass(&s, d)
 				for _, j := range s.Jobs {
-					if sc.pol.queues != nil && j.Class == ClassSession && j.Queue.Index != 0 {
-						t.Fatalf("%+v, sequence %d, pass %d: session %d stored in queue %d", cfg, seq, pass, j.ID, j.Queue.Index)
+					if sc.pol.queues != nil && j.Class.topQueue() && j.Queue.Index != 0 {
+						t.Fatalf("%+v, sequence %d, pass %d: %s job %d stored in queue %d", cfg, seq, pass, j.Class, j.ID, j.Queue.Index)
 					}
 				}
 				advance(&s, 1+rng.Float64()*2000)

@@ -17,11 +17,15 @@ func TestParseClass(t *testing.T) {
 		err  bool
 	}{
 		{"", ClassBatch, false}, {"batch", ClassBatch, false}, {"session", ClassSession, false},
-		{"Session", 0, true}, {"interactive", 0, true},
+		{"high", ClassHigh, false}, {"low", ClassLow, false},
+		{"Session", 0, true}, {"interactive", 0, true}, {"urgent", 0, true},
 	} {
 		got, err := ParseClass(tc.in)
 		if (err != nil) != tc.err || got != tc.want {
 			t.Errorf("ParseClass(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+		if got, err := ParseClass("normal"); err != nil || got != ClassBatch {
+			t.Errorf(`ParseClass("normal") = %v, %v; want batch`, got, err)
 		}
 		if err == nil && tc.in != "" && got.String() != tc.in {
 			t.Errorf("%v.String() = %q, want %q", got, got.String(), tc.in)
@@ -229,4 +233,119 @@ func TestSessionReclaimedLast(t *testing.T) {
 			t.Errorf("without job 20: preempts %v, want [10 13]", got)
 		}
 	})
+}
+
+// asHigh and asLow set a batch job's priority.
+func asHigh(j *Job) { j.Class = ClassHigh }
+func asLow(j *Job)  { j.Class = ClassLow }
+
+// TestBatchPriorities: within its team and queue a high-priority job goes
+// ahead of the team's normal jobs and a low-priority one behind them,
+// saying why; another team's place is unchanged.
+func TestBatchPriorities(t *testing.T) {
+	team := func(name string) func(*Job) { return func(j *Job) { j.Team, j.User = name, name+"-user" } }
+	cases := []struct {
+		name   string
+		teams  bool
+		jobs   []Job
+		starts int64
+		why    map[int64]string // a wait reason's part, by job
+	}{
+		{"high goes ahead of its team's earlier job", true,
+			[]Job{pend(1, 1, 0, team("vision")), pend(2, 1, 10, team("vision"), asHigh)},
+			2, map[int64]string{1: "behind vision-user's high-priority job 2 (team vision)"}},
+		{"low waits behind its team's later job", true,
+			[]Job{pend(1, 1, 0, team("vision"), asLow), pend(2, 1, 10, team("vision"))},
+			2, map[int64]string{1: "behind vision-user's job 2: a low-priority job waits behind its team's other jobs"}},
+		{"high is never ahead of another team's job", true,
+			[]Job{pend(1, 1, 0, team("nlp")), pend(2, 1, 10, team("vision"), asHigh)},
+			1, nil},
+		{"low keeps its place before another team's job", true,
+			[]Job{pend(1, 1, 0, team("vision"), asLow), pend(2, 1, 10, team("nlp"))},
+			1, nil},
+		{"without teams, every job is of one team", false,
+			[]Job{pend(1, 1, 0), pend(2, 1, 5, asLow), pend(3, 1, 10, asHigh)},
+			3, map[int64]string{1: "high-priority job 3", 2: "a low-priority job waits"}},
+		{"a session with priority goes ahead of a high-priority job", true,
+			[]Job{pend(1, 1, 0, team("vision"), asHigh), pend(2, 1, 10, team("vision"), asSession, func(j *Job) { j.Interactive = true })},
+			2, map[int64]string{1: "interactive session 2"}},
+	}
+	for _, policy := range []string{"fifo", "tiresias-l", "tiresias-g", "srtf"} {
+		for _, tc := range cases {
+			t.Run(policy+"/"+tc.name, func(t *testing.T) {
+				sc := mustNew(t, Config{Policy: policy})
+				snap := Snapshot{Now: 20, Nodes: nodes(1), Jobs: tc.jobs}
+				if tc.teams {
+					snap.Teams = []Team{{Name: "vision", InteractiveGPUs: 4}, {Name: "nlp"}}
+				}
+				d := sc.Schedule(snap)
+				if got := startIDs(d); len(got) != 1 || got[0] != tc.starts {
+					t.Fatalf("starts %v, want [%d]", got, tc.starts)
+				}
+				for id, want := range tc.why {
+					w, ok := waitOf(d, id)
+					if !ok || !strings.Contains(w.Reason, want) {
+						t.Errorf("job %d waits: %q (found %v), want it to say %q", id, w.Reason, ok, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestHighPriorityStaysInQueueZero: under the queue policies a
+// high-priority job is not demoted as it attains service, and one stored
+// in a lower queue comes back, saying so.
+func TestHighPriorityStaysInQueueZero(t *testing.T) {
+	for _, policy := range []string{"dlas", "tiresias-l", "tiresias-g"} {
+		t.Run(policy, func(t *testing.T) {
+			sc := mustNew(t, Config{Policy: policy, Thresholds: []float64{100, 1000}})
+			snap := Snapshot{Now: 5000, Nodes: nodes(4), Jobs: []Job{
+				run(1, 0, on("node-0", 0), served(2000), asHigh),
+				run(2, 0, on("node-0", 1), served(2000), asLow),
+				pend(3, 1, 10, served(2000), inQueue(2, 2010), asHigh),
+			}}
+			d := sc.Schedule(snap)
+			var demotedLow, back bool
+			for _, c := range d.QueueChanges {
+				switch c.JobID {
+				case 1:
+					t.Errorf("running high-priority job 1 changed queue: %+v", c)
+				case 2:
+					demotedLow = c.To == 2
+				case 3:
+					back = c.To == 0 && strings.Contains(c.Reason, "a high-priority job stays in queue 0")
+				}
+			}
+			if !demotedLow || !back {
+				t.Errorf("low job demoted %v, stored high job back in queue 0 %v: %+v", demotedLow, back, d.QueueChanges)
+			}
+		})
+	}
+}
+
+// TestLowPriorityReclaimedFirst: of a borrowing team's running jobs, its
+// low-priority one fills the guarantee last, so it is the one reclaimed,
+// even where the policy ranks it above the team's normal job.
+func TestLowPriorityReclaimedFirst(t *testing.T) {
+	for _, policy := range []string{"fifo", "tiresias-l"} {
+		t.Run(policy, func(t *testing.T) {
+			sc := mustNew(t, Config{Policy: policy, MinRuntimeS: NoMinRuntime})
+			vision := func(j *Job) { j.Team, j.User = "vision", "v" }
+			nlp := func(j *Job) { j.Team, j.User = "nlp", "n" }
+			snap := Snapshot{Now: 5000, Nodes: nodes(2), Teams: []Team{{Name: "vision", GuaranteeGPUs: 1}, {Name: "nlp", GuaranteeGPUs: 1}},
+				Jobs: []Job{
+					run(1, 0, on("node-0", 0), vision, asLow, func(j *Job) { j.LastStartTime = 100 }),
+					run(2, 50, on("node-0", 1), vision, func(j *Job) { j.LastStartTime = 200 }),
+					pend(3, 1, 4000, nlp),
+				}}
+			d := sc.Schedule(snap)
+			if got := preemptIDs(d); !sameIDs(got, []int64{1}) {
+				t.Fatalf("preempted %v, want the low-priority job [1]: %+v", got, d.Preempts)
+			}
+			if got := startIDs(d); !sameIDs(got, []int64{3}) {
+				t.Fatalf("started %v, want [3]", got)
+			}
+		})
+	}
 }

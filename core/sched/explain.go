@@ -98,7 +98,7 @@ func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitC
 	if len(p.rsv) > 0 {
 		b = p.appendReserved(b, e)
 	}
-	if len(p.behind) > 0 || len(p.behindSession) > 0 {
+	if len(p.behind) > 0 || len(p.behindClass) > 0 {
 		b = p.appendBehind(b, e)
 	}
 	p.addWait(e, cause, b)
@@ -116,7 +116,7 @@ func (p *pass) waitBlocked(e *entry, head *entry) {
 	b = append(b, ", which needs "...)
 	b = strconv.AppendInt(b, int64(head.gpus), 10)
 	b = append(b, " GPUs and does not fit; fifo starts jobs strictly in arrival order"...)
-	if len(p.behind) > 0 || len(p.behindSession) > 0 {
+	if len(p.behind) > 0 || len(p.behindClass) > 0 {
 		b = p.appendBehind(b, e)
 	}
 	p.addWait(e, WaitBlocked, b)

@@ -182,18 +182,12 @@ func (p *pass) tiers() {
 }
 
 // classFirst orders two running jobs of one team for the count of its
-// guarantee: sessions (jobs of a class the policy never preempts) before
-// batch jobs; 0 when both are of the same kind.
+// guarantee by their classes' fill (class.go): sessions (jobs of a class
+// the policy never preempts) first, low-priority batch jobs last; 0 when
+// both fill alike.
 func (p *pass) classFirst(a, b *entry) int {
-	sa := !p.s.Jobs[a.job].Class.preemptible()
-	sb := !p.s.Jobs[b.job].Class.preemptible()
-	switch {
-	case sa == sb:
-		return 0
-	case sa:
-		return -1
-	}
-	return 1
+	fa, fb := p.s.Jobs[a.job].Class.fill(), p.s.Jobs[b.job].Class.fill()
+	return int(fa) - int(fb)
 }
 
 // peek returns the next pending entry in the walk's order: from the
@@ -247,7 +241,9 @@ func (p *pass) teamHold(e *entry) int {
 	}
 	atRank := false
 	if p.fair && e.fk == 0 && !p.entitled(e) {
-		if !p.rsvAtRank(e) || p.fitsFree(e) {
+		// A job that holds a reservation is decided at its rank even
+		// when it fits the free GPUs: they are its reserved ones.
+		if !p.rsvAtRank(e) || !p.rsvHolds(e.job) && p.fitsFree(e) {
 			e = p.pop(e)
 			e.fk = 2 - p.fs.t[p.jteam[e.job]].f
 			heapPush(&p.later, e)

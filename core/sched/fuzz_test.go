@@ -186,7 +186,7 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 	// no caller names.
 	if r.next()&1 != 0 {
 		for i := range s.Jobs {
-			s.Jobs[i].Class = Class(r.next() % 3)
+			s.Jobs[i].Class = Class(r.next() % 5)
 		}
 	}
 	// Reservations, last again: a bound for the server and for teams,
@@ -204,6 +204,25 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 				j.TimeLimitS = r.float()
 			}
 			j.Interactive = k&2 != 0
+		}
+	}
+	// Kept reservations (Snapshot.Reservations), last: of jobs that
+	// exist or not, on GPUs that exist or not, any count and time.
+	if b := r.next(); b&1 != 0 {
+		for range int(b>>1) % 4 {
+			var rv Reservation
+			if len(s.Jobs) > 0 {
+				rv.JobID = s.Jobs[int(r.next())%len(s.Jobs)].ID
+			}
+			rv.Count = int(r.next() % 10)
+			for range int(r.next() % 10) {
+				if len(s.Nodes) == 0 {
+					break
+				}
+				rv.GPUs = append(rv.GPUs, GPURef{Node: s.Nodes[int(r.next())%len(s.Nodes)].Name, Index: int(r.next()%10) - 1})
+			}
+			rv.FromS, rv.DueS = r.float(), r.float()
+			s.Reservations = append(s.Reservations, rv)
 		}
 	}
 	return cfg, s
@@ -281,6 +300,19 @@ func FuzzSchedule(f *testing.F) {
 		}
 		if p := reservationProblems(sc, s); len(p) > 0 && uniqueIDs(s) {
 			t.Fatalf("%+v\n%s", cfg, joinProblems(p))
+		}
+		// The next pass, given this one's reservations to keep.
+		next := s
+		next.Reservations = d.Reservations
+		dn := sc.Schedule(next)
+		if p, _ := checkDecisions(next, cfg, dn); len(p) > 0 && uniqueIDs(next) {
+			t.Fatalf("%+v, reservations kept\n%s", cfg, joinProblems(p))
+		}
+		if p := reservationProblems(sc, next); len(p) > 0 && uniqueIDs(next) {
+			t.Fatalf("%+v, reservations kept\n%s", cfg, joinProblems(p))
+		}
+		if p := internalProblems(sc, next); p != "" {
+			t.Fatalf("%+v, reservations kept: %s", cfg, p)
 		}
 		// Compared as text, where NaN equals NaN.
 		if again := sc.Schedule(s); fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", again) {

@@ -64,14 +64,14 @@ type pass struct {
 	// Fair share inside a team (usershare.go): per pending job moved
 	// down its team's slots, the teammate's job now in its old slot.
 	behind map[int32]int32
-	// Interactive priority (interactive.go): per pending job moved down
-	// its team's slots, the interactive session now ahead of it.
-	behindSession map[int32]int32
-	ugroup        map[string][]int32
-	lendStop      bool     // a job within its guarantee waits: nothing is lent
-	lendBy        int32    // that job, an index in Snapshot.Jobs
-	order         []int32  // scratch
-	later         []*entry // pending jobs deferred to the borrowers, a heap
+	// The order of classes within a team (classorder.go): per pending job
+	// moved down its team's slots, the job of a better band now ahead of it.
+	behindClass map[int32]int32
+	ugroup      map[string][]int32
+	lendStop    bool     // a job within its guarantee waits: nothing is lent
+	lendBy      int32    // that job, an index in Snapshot.Jobs
+	order       []int32  // scratch
+	later       []*entry // pending jobs deferred to the borrowers, a heap
 
 	// Reservations (reserve.go).
 	rsvOn       bool               // some job may get a reservation in this pass
@@ -98,6 +98,12 @@ type pass struct {
 	runStart    []entry   // per run: its entry as a waiting job when it started, job -1 until asked (startKey)
 	slotRun     []int32
 	rsvCand     []int32
+	rsvShared   []bool          // per slot: held by several running jobs, no run alone (sharedFreeAt)
+	rsvKept     map[int64]int32 // Snapshot.Reservations by job ID: their index
+	rsvHolder   []int32         // per job: 1 + its kept reservation's index, 0 for none (sized when some are kept)
+	rsvHoldLeft int             // holders of kept reservations the walk has not taken yet
+	rsvHolders  []int32         // the holders, indices in Snapshot.Jobs
+	rsvKeptSlot []int32         // per slot: the holder whose kept reservation names it, or -1 (built when asked)
 	rsvTimes    []float64
 	rsvCount    []int32
 	rsvNodes    []int32
@@ -187,9 +193,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	if p.fair {
 		p.userOrder()
 	}
-	if len(s.Teams) > 0 {
-		p.interactiveOrder()
-	}
+	p.classOrder()
 	if p.teams {
 		p.teamScan()
 	}

@@ -14,6 +14,9 @@ import "strconv"
 //     service, then as above.
 //   - reference: the Tiresias simulator's tabulated index
 //     (GPUTimeDist.ReferenceIndex); ties: earliest submitted first.
+//   - full-body: the full index in every queue but the last, the
+//     reference's tabulated index in the last; ties: earliest submitted
+//     first (docs/scheduling.md, "Beating the reference").
 
 var gittinsPolicy = &policy{
 	info:     gittinsInfo,
@@ -23,7 +26,7 @@ var gittinsPolicy = &policy{
 	gittins:  true,
 	key:      gittinsKey,
 	rank:     gittinsRank,
-	rules:    []*policy{gittinsQuantumPolicy, gittinsLeastServicePolicy, gittinsReferencePolicy},
+	rules:    []*policy{gittinsQuantumPolicy, gittinsLeastServicePolicy, gittinsReferencePolicy, gittinsFullBodyPolicy},
 }
 
 var gittinsQuantumPolicy = &policy{
@@ -56,6 +59,23 @@ var gittinsReferencePolicy = &policy{
 	rank:     gittinsRank,
 }
 
+var gittinsFullBodyPolicy = &policy{
+	info:     gittinsInfo,
+	rule:     RuleFullBody,
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsFullBodyKey,
+	rank:     gittinsRank,
+}
+
+// RuleFullBody names tiresias-g's rule that orders every queue but the
+// last by the full Gittins index and the last as the Tiresias simulator
+// does: no prior knowledge of durations, and at or below the reference's
+// average pending time on every cell of the shared traces' matrix
+// (docs/scheduling.md, "Beating the reference").
+const RuleFullBody = "full-body"
+
 var gittinsInfo = PolicyInfo{Name: "tiresias-g",
 	Summary: "2D-Gittins: queues by attained service, Gittins index within a queue, preemptive",
 	Source:  "Tiresias (NSDI'19)", Preemptive: true}
@@ -87,6 +107,29 @@ func gittinsLeastServiceKey(p *pass, e *entry, j *Job, qs *QueueState, run float
 // arrival, running first).
 func gittinsReferenceKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
 	g := p.referenceIndex(p.cycleService(j, qs))
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, arrival(j), run
+}
+
+// gittinsFullBodyKey is (queue, higher index, earlier arrival, running
+// first), where the index is the full one below the last queue, and the
+// reference's tabulated one in the last queue. A job below the last
+// threshold has attained less than most of the prior's samples, whose
+// mass there makes the full index sharp: it orders the short jobs, which
+// those queues hold, by how likely they are to finish soon. In the last
+// queue the prior's few samples leave the full index a sawtooth (it
+// rises as a job nears a sample and drops once past it), which preempts
+// long jobs near their end; the reference's table, with the earliest
+// submitted first among equals, keeps the oldest long jobs going, which
+// on the traces of real clusters no other order measured beat
+// (docs/scheduling.md).
+func gittinsFullBodyKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	a := p.cycleService(j, qs)
+	var g float64
+	if qs.Index < len(p.sc.thr) {
+		g = p.fullIndex(a)
+	} else {
+		g = p.referenceIndex(a)
+	}
 	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, arrival(j), run
 }
 

@@ -37,13 +37,18 @@ func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 	*qs = j.Queue
 	s := p.cycleService(j, qs)
 	if j.Class.topQueue() {
-		// A session stays in queue 0 whatever its service; one stored
-		// elsewhere (before it was known as a session) comes back.
+		// A session or a high-priority job stays in queue 0 whatever
+		// its service; one stored elsewhere (before it was known as
+		// one) comes back.
 		if qs.Index != 0 {
 			from := qs.Index
 			qs.Index, qs.Since = 0, p.now
+			what := "an interactive session"
+			if j.Class == ClassHigh {
+				what = "a high-priority job"
+			}
 			p.queueChange(j, from, qs, fmt.Sprintf(
-				"moved from queue %d to queue 0: an interactive session stays in queue 0 whatever its service", from))
+				"moved from queue %d to queue 0: %s stays in queue 0 whatever its service", from, what))
 		}
 		return s
 	}

@@ -31,8 +31,20 @@ import (
 // job that may use them has them opened while it is decided
 // (openReserved) and held back again after (closeReserved). Running
 // jobs on reserved GPUs are kept: no job ranked below the reserved one
-// preempts them for those GPUs. Nothing is remembered between passes:
-// each pass reserves afresh from its snapshot.
+// preempts them for those GPUs.
+//
+// Kept: the caller hands the last pass's reservations back
+// (Snapshot.Reservations), and a job that held one keeps it while it
+// waits: no other job due takes its place among the MaxReservations,
+// even one ranked above it, nor reserves its GPUs before the walk reaches
+// it; it keeps the same GPUs while they suit it (rsvKeptSlots), and its
+// start only moves earlier (keptFrom). Under fair share a borrower that
+// holds one is decided at its rank, so it starts on its GPUs once they
+// are free rather than being deferred behind the jobs within their
+// guarantee, which took them. Without kept reservations each pass
+// reserves afresh from its snapshot: the reservation went from job to job
+// as ranks and estimates changed, and an 8-GPU job on a busy machine
+// waited many times its bound (issue 30).
 
 // DefaultMaxReservations is how many jobs hold a reservation at once
 // when Config.MaxReservations is zero: one, as EASY backfilling.
@@ -158,6 +170,9 @@ func (p *pass) rsvBegin() {
 	p.runEnd, p.runStart = p.runEnd[:0], p.runStart[:0]
 	clear(p.rsvBound)
 	p.rsvOn, p.rsvAnyLimit = false, false
+	p.rsvHoldLeft = 0
+	clear(p.rsvKept)
+	p.rsvHolder, p.rsvHolders, p.rsvKeptSlot = p.rsvHolder[:0], p.rsvHolders[:0], p.rsvKeptSlot[:0]
 	if p.pol.blocks {
 		return // fifo: the first job that does not fit blocks the line anyway
 	}
@@ -181,6 +196,7 @@ func (p *pass) rsvBegin() {
 	}
 	p.rsvOn = true
 	p.rsvMax = p.sc.cfg.MaxReservations
+	p.rsvKeptBegin()
 	p.rsvPreempt = p.ownPreempt
 	p.rsvIsDue = resize(p.rsvIsDue, len(p.s.Jobs))
 	clear(p.rsvIsDue)
@@ -213,6 +229,13 @@ func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
 	if w >= b && gpus > 0 {
 		p.rsvIsDue[i] = true
 		p.rsvDueLeft++
+		if len(p.rsvKept) > 0 {
+			if k, ok := p.rsvKept[j.ID]; ok {
+				p.rsvHolder[i] = k + 1
+				p.rsvHoldLeft++
+				p.rsvHolders = append(p.rsvHolders, i)
+			}
+		}
 	} else if due := p.now - w + b; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
 		p.rsvNext = due
 	}
@@ -240,7 +263,51 @@ func (p *pass) rsvWalkOn() bool {
 // share, is due for a reservation the pass may still give: it is then
 // decided at its policy rank, not deferred to the borrowers (teamHold).
 func (p *pass) rsvAtRank(e *entry) bool {
-	return p.rsvOn && len(p.rsv) < p.rsvMax && p.rsvIsDue[e.job]
+	return p.rsvOn && p.rsvIsDue[e.job] && p.rsvRoom(e.job)
+}
+
+// rsvRoom tells whether job i may get a reservation now: fewer than
+// MaxReservations are given, and one is left for it once the holders of
+// kept reservations that the walk has not reached yet have theirs. A job
+// that held one in the last pass keeps it: no other job due, even one
+// ranked above it, takes its place.
+func (p *pass) rsvRoom(i int32) bool {
+	if len(p.rsv) >= p.rsvMax {
+		return false
+	}
+	return p.rsvHolds(i) || len(p.rsv)+p.rsvHoldLeft < p.rsvMax
+}
+
+// rsvHolds tells whether job i held a reservation in the caller's last
+// pass (Snapshot.Reservations) and is still due: it keeps it.
+func (p *pass) rsvHolds(i int32) bool {
+	return len(p.rsvHolder) > 0 && p.rsvHolder[i] > 0
+}
+
+// rsvKeptOf is the reservation job i held in the last pass, nil when none.
+func (p *pass) rsvKeptOf(i int32) *Reservation {
+	if !p.rsvHolds(i) {
+		return nil
+	}
+	return &p.s.Reservations[p.rsvHolder[i]-1]
+}
+
+// rsvKeptBegin indexes the reservations of the last pass by job, once
+// reservations are on.
+func (p *pass) rsvKeptBegin() {
+	if len(p.s.Reservations) == 0 {
+		return
+	}
+	if p.rsvKept == nil {
+		p.rsvKept = make(map[int64]int32, len(p.s.Reservations))
+	}
+	for k, r := range p.s.Reservations {
+		if _, dup := p.rsvKept[r.JobID]; !dup {
+			p.rsvKept[r.JobID] = int32(k)
+		}
+	}
+	p.rsvHolder = resize(p.rsvHolder, len(p.s.Jobs))
+	clear(p.rsvHolder)
 }
 
 // reserveOnly decides pending entry e, which peek returned: a borrower
@@ -262,6 +329,9 @@ func (p *pass) rsvDecided(e *entry) {
 	if p.rsvDueLeft > 0 && p.rsvIsDue[e.job] {
 		p.rsvIsDue[e.job] = false
 		p.rsvDueLeft--
+		if p.rsvHolds(e.job) {
+			p.rsvHoldLeft--
+		}
 	}
 }
 
@@ -285,7 +355,14 @@ func hasLimit(j *Job) bool {
 // minEndS from now: a job past its limit or its estimate still holds its
 // GPUs, and is about to leave them.
 func (p *pass) endAt(j *Job) float64 {
-	return p.now + max(p.remainingS(j), minEndS)
+	t := p.now + max(p.remainingS(j), minEndS)
+	if !(t > p.now) {
+		// A clock so large that a second does not move it
+		// (FuzzSchedule: 1e300): still later than now, or a reservation
+		// would take the GPUs as free now.
+		t = math.Nextafter(p.now, math.Inf(1))
+	}
+	return t
 }
 
 // minEndS is the least time endAt gives a job that holds its GPUs.
@@ -391,12 +468,38 @@ func rsvProtected(j *Job) bool { return !j.Class.preemptible() || j.Interactive 
 
 // rsvBars tells whether slot s is reserved for a job that job i may not
 // backfill: the joining of a shared GPU (share.go) asks.
+//
+// A job that joins a shared GPU may not join it as a preemptible
+// backfill: the reserved job preempts no job on a GPU that others share
+// (no run holds it alone), so sharing jobs joining one by one would hold
+// the reserved GPU for ever. It joins only as a job that ends in time by
+// its limit, or one the reserved job waits for anyway.
 func (p *pass) rsvBars(s, i int32) bool {
 	if len(p.rsv) == 0 || p.count {
 		return false
 	}
 	k := p.rsvOwner[s]
-	return k >= 0 && !p.mayBackfill(i, &p.rsv[k])
+	if k < 0 {
+		return false
+	}
+	rk := &p.rsv[k]
+	if !p.mayBackfill(i, rk) {
+		return true
+	}
+	j := &p.s.Jobs[i]
+	if hasLimit(j) {
+		ran := j.ExecutedS
+		if !(ran > 0) || math.IsInf(ran, 1) {
+			ran = 0
+		}
+		if p.now+max(j.TimeLimitS-ran, 0) <= rk.from {
+			return false
+		}
+	}
+	if rsvProtected(j) || p.fair && p.waitedBound(j) {
+		return false // waited for, as any job that started before
+	}
+	return true
 }
 
 // openReserved lets pending entry e, decided next, use the free GPUs held
@@ -518,7 +621,7 @@ func (p *pass) rsvUnholdN(n int) {
 // it is due for one. It reports whether e started instead: its reserved
 // GPUs were free or held by jobs it may preempt.
 func (p *pass) tryReserve(e *entry) bool {
-	if !p.rsvOn || len(p.rsv) >= p.rsvMax || e.gpus <= 0 || int(e.gpus) > p.cl.capacity-p.maskedCap {
+	if !p.rsvOn || !p.rsvRoom(e.job) || e.gpus <= 0 || int(e.gpus) > p.cl.capacity-p.maskedCap {
 		return false
 	}
 	j := &p.s.Jobs[e.job]
@@ -529,10 +632,11 @@ func (p *pass) tryReserve(e *entry) bool {
 	if p.preempt && !p.merged && (p.rsvPreempt || !p.count) {
 		p.merge(e)
 	}
+	kept := p.rsvKeptOf(e.job)
 	if p.count {
-		return p.reserveCount(e, due)
+		return p.reserveCount(e, due, kept)
 	}
-	return p.reserveNodes(e, p.ruleFor(e), due)
+	return p.reserveNodes(e, p.ruleFor(e), due, kept)
 }
 
 // runEndAt is endAt of running job ri, computed once a pass.
@@ -584,7 +688,9 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 
 // rsvFairVictim is rsvVictim under fair share, where the policy preempts
 // only within a team and a team under its guarantee reclaims what other
-// teams borrow: the reserved job e preempts only the backfills, the jobs
+// teams borrow: the reserved job e preempts its own team's jobs that the
+// policy ranks below it, as the policy would, and of other teams only the
+// backfills, the jobs
 // that started since it became due (due) and that, as the waiting jobs
 // they were then, the policy ranked below it; and of those not a job
 // that had waited its own bound when it started: one within its team's
@@ -595,8 +701,17 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 // another, pass after pass, at a long queue of due jobs.
 func (p *pass) rsvFairVictim(ri int32, e *entry, due float64) bool {
 	run := &p.runs[ri]
-	if st := run.state &^ runReached; st != runOpen && st != runKept {
+	st := run.state &^ runReached
+	if st != runOpen && st != runKept {
 		return false
+	}
+	if st == runOpen && p.jteam[run.job] == p.jteam[e.job] {
+		// Its own team's job, which the policy ranks below it: the
+		// policy preempts within a team, reservation or not. Else a
+		// long job of its own team that started before it was due (the
+		// demo's half-hour notebook, in queue 1) held its GPUs to its
+		// end (issue 30).
+		return true
 	}
 	j := &p.s.Jobs[run.job]
 	if !(j.LastStartTime >= due) {
@@ -641,17 +756,20 @@ func (p *pass) startKey(ri int32) *entry {
 
 // reserveNodes reserves, for e under rule r, the slots that can be freed
 // earliest, or starts e on them when they can be freed now.
-func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
+func (p *pass) reserveNodes(e *entry, r rule, due float64, kept *Reservation) bool {
 	cl := &p.cl
 	ns := len(cl.busy)
 	p.freeAt = resize(p.freeAt, ns)
 	p.slotRun = resize(p.slotRun, ns)
 	inf := math.Inf(1)
+	ks := p.keptSlots()
 	for s := range ns {
 		p.slotRun[s] = -1
 		switch {
 		case p.rsvOwner[s] >= 0:
 			p.freeAt[s] = inf // another reservation's
+		case len(ks) > 0 && ks[s] >= 0 && ks[s] != e.job && p.rsvIsDue[ks[s]]:
+			p.freeAt[s] = inf // kept for a job the walk has not reached
 		case cl.busy[s]:
 			p.freeAt[s] = -1 // held by whom: below
 		default:
@@ -677,6 +795,9 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 				p.freeAt[s] = max(p.freeAt[s], t)
 			}
 		}
+	}
+	if len(p.shared) > 0 {
+		p.sharedFreeAt()
 	}
 	for k := range p.d.Starts {
 		t := p.endAt(&p.s.Jobs[p.startJob[k]])
@@ -709,7 +830,18 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 	if len(cand) < r.n {
 		return false
 	}
-	if p.rsvFeasible(cand, r, p.now) {
+	now := p.rsvFeasible(cand, r, p.now)
+	if now && !p.rsvNoStart {
+		p.startReserved(e, p.rsvChoose(cand, r, p.now))
+		return true
+	}
+	if kept != nil {
+		if slots, from, ok := p.rsvKeptSlots(kept, r); ok {
+			p.addReservation(e, slots, r.n, p.keptFrom(from, kept), due)
+			return false
+		}
+	}
+	if now {
 		slots := p.rsvChoose(cand, r, p.now)
 		if p.rsvNoStart {
 			p.addReservation(e, slots, r.n, p.now, due)
@@ -746,6 +878,132 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64) bool {
 	}
 	p.addReservation(e, slots, r.n, max(from, p.now), due)
 	return false
+}
+
+// rsvKeptSlots returns the slots of kept reservation k when they still
+// suit rule r: each names a GPU of a schedulable machine that the job may
+// use, is reserved for no job before it in this pass and is expected to
+// free (freeAt), as many as r asks, on no more machines than r allows;
+// and the time the last of them frees. A kept reservation keeps its GPUs
+// while they do: recomputed from scratch at each pass, the GPUs that
+// free earliest moved from machine to machine with every estimate.
+func (p *pass) rsvKeptSlots(k *Reservation, r rule) ([]int32, float64, bool) {
+	if len(k.GPUs) != r.n {
+		return nil, 0, false
+	}
+	cl := &p.cl
+	slots := make([]int32, 0, r.n)
+	from := p.now
+	for _, g := range k.GPUs {
+		s := cl.slot(g)
+		if s < 0 || !cl.nodes[cl.slotNode[s]].sched {
+			return nil, 0, false
+		}
+		f := p.freeAt[s]
+		if f < 0 || math.IsInf(f, 1) {
+			return nil, 0, false
+		}
+		slots = append(slots, int32(s))
+		from = max(from, f)
+	}
+	slices.Sort(slots)
+	nodes := 0
+	for i, s := range slots {
+		if i > 0 && s == slots[i-1] {
+			return nil, 0, false
+		}
+		if i == 0 || cl.slotNode[s] != cl.slotNode[slots[i-1]] {
+			nodes++
+		}
+	}
+	if r.maxNodes > 0 && nodes > r.maxNodes {
+		return nil, 0, false
+	}
+	return slots, from, true
+}
+
+// keptSlots maps each slot to the holder, not yet decided or not, whose
+// kept reservation names it (-1: none), built once a pass when a job
+// reserves: no job ranked above a holder reserves its GPUs.
+func (p *pass) keptSlots() []int32 {
+	if len(p.rsvHolders) == 0 {
+		return nil
+	}
+	if len(p.rsvKeptSlot) == len(p.cl.busy) {
+		return p.rsvKeptSlot
+	}
+	ks := resize(p.rsvKeptSlot, len(p.cl.busy))
+	for s := range ks {
+		ks[s] = -1
+	}
+	for _, i := range p.rsvHolders {
+		for _, g := range p.s.Reservations[p.rsvHolder[i]-1].GPUs {
+			if s := p.cl.slot(g); s >= 0 && ks[s] < 0 {
+				ks[s] = i
+			}
+		}
+	}
+	p.rsvKeptSlot = ks
+	return ks
+}
+
+// keptAhead is how many GPUs the holders of kept reservations that the
+// walk has not reached yet ask (count mode): they keep them.
+func (p *pass) keptAhead(e *entry) int {
+	n := 0
+	for _, i := range p.rsvHolders {
+		if i != e.job && p.rsvIsDue[i] {
+			n += int(clampGPUs(p.s.Jobs[i].GPUs))
+		}
+	}
+	return n
+}
+
+// keptFrom is when a kept reservation's GPUs are expected to free, from
+// is this pass's estimate: never later than the last pass said (the jobs
+// on them only leave, and a job that runs past its estimate is about to:
+// "expected free now" then), nor before now.
+func (p *pass) keptFrom(from float64, k *Reservation) float64 {
+	if k.FromS < from {
+		from = k.FromS
+	}
+	return max(from, p.now)
+}
+
+// sharedFreeAt gives the GPUs that several running jobs hold (a shared
+// GPU's lanes, share.go), which no run holds alone (dropShared), the time
+// the last of them is expected to end: such a GPU frees then, not never.
+// Without it a machine with one shared GPU could never be reserved whole,
+// and an 8-GPU job on a machine of 8 never got a reservation while a
+// sharing job ran anywhere on it.
+func (p *pass) sharedFreeAt() {
+	cl := &p.cl
+	mark := resize(p.rsvShared, len(cl.busy))
+	clear(mark)
+	p.rsvShared = mark
+	for _, s := range p.shared {
+		if p.freeAt[s] < 0 {
+			mark[s] = true
+			p.freeAt[s] = -1 // busy: its holders' ends below
+		}
+	}
+	for i := range p.s.Jobs {
+		if p.outcome[i] != outRunning {
+			continue
+		}
+		j := &p.s.Jobs[i]
+		t := math.NaN()
+		for _, g := range j.Placement {
+			s := cl.slot(g)
+			if s < 0 || !mark[s] {
+				continue
+			}
+			if t != t {
+				t = p.endAt(j)
+			}
+			p.freeAt[s] = max(p.freeAt[s], t)
+		}
+	}
 }
 
 // rsvCommit holds back the free GPUs of the reservation just made, once
@@ -996,7 +1254,7 @@ func (p *pass) rsvPreemptReason(victim, by *entry) string {
 // free, in the order they are expected to, go to the reservations in
 // priority order; e's starts when the GPUs freed by then, with the free
 // ones, cover its GPUs and the earlier reservations'.
-func (p *pass) reserveCount(e *entry, due float64) bool {
+func (p *pass) reserveCount(e *entry, due float64, kept *Reservation) bool {
 	rels := p.rsvRels[:0]
 	victims := 0
 	if len(p.runs) > 0 {
@@ -1060,7 +1318,7 @@ func (p *pass) reserveCount(e *entry, due float64) bool {
 		}
 		return a.n - b.n
 	})
-	need := n
+	need := n + p.keptAhead(e)
 	for k := range p.rsv {
 		need += p.rsv[k].n
 	}
@@ -1077,6 +1335,9 @@ func (p *pass) reserveCount(e *entry, due float64) bool {
 		return false
 	}
 	from = max(from, p.now)
+	if kept != nil {
+		from = p.keptFrom(from, kept)
+	}
 	p.addReservation(e, nil, n, from, due)
 	// Jobs without a known end may take only the GPUs not needed then.
 	extra := have - need

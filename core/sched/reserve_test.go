@@ -651,6 +651,28 @@ func TestReservationFairShare(t *testing.T) {
 			preempts: []int64{1, 2},
 		},
 		{
+			// Job 1: 2 GPUs for 2,900 s, 5,800 GPU-s, queue 1 of
+			// tiresias-l, below job 10; job 2, vision's, a backfill.
+			// Preempting job 1 alone would not free enough: the
+			// reservation preempts both.
+			name:   "its own team's job that the policy ranks below it is preempted, though it started before it was due",
+			policy: "tiresias-l",
+			now:    3000,
+			jobs: []Job{big,
+				run(1, 0, on("node-0", 0, 1), nlp, ranFrom(100, 3000)),
+				run(2, 2550, on("node-0", 2, 3), vision, ranFrom(2600, 3000)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{1, 2},
+		},
+		{
+			name:   "another team's job from before it was due is waited for",
+			policy: "tiresias-l",
+			now:    3000,
+			jobs:   []Job{big, run(1, 0, on("node-0", 0, 1, 2, 3), vision, ranFrom(100, 3000), limit(3500))},
+			rsv:    []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3600, DueS: 300}},
+		},
+		{
 			name:   "a backfill within its team's guarantee that had waited its bound is waited for",
 			policy: "tiresias-l",
 			now:    3000,
@@ -724,5 +746,264 @@ func TestReservationFairShare(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReservationSharedGPU: a GPU that sharing jobs hold together frees
+// when the last of them ends. Before, no run held it alone, so it was
+// never expected free: on a machine of 8 with one shared GPU an 8-GPU job
+// got no reservation, and the 4-GPU jobs behind it took the one there
+// was (the demo, issue 30).
+func TestReservationSharedGPU(t *testing.T) {
+	sh := shares(8000, 2000)
+	s := Snapshot{Now: 1000, Nodes: nodes(8), Jobs: []Job{
+		run(1, 0, on("node-0", 0, 1, 2), ranFrom(900, 1000), limit(400)), // ends at 1,300
+		run(2, 0, on("node-0", 7), ranFrom(900, 1000), limit(500), sh),   // 1,400
+		run(3, 0, on("node-0", 7), ranFrom(950, 1000), limit(600), sh),   // 1,550
+		pend(10, 8, 0),
+		pend(11, 4, 100),
+	}}
+	for _, policy := range []string{"fjf", "tiresias-l"} {
+		cfg := Config{Policy: policy, ReserveAfterS: 300}
+		d := mustNew(t, cfg).Schedule(s)
+		want := []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1550, DueS: 300}}
+		if !reflect.DeepEqual(d.Reservations, want) {
+			t.Errorf("%s: reservations %+v, want %+v", policy, d.Reservations, want)
+		}
+		if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
+			t.Error(joinProblems(p))
+		}
+	}
+	// A sharing job without a limit may backfill the reserved GPUs as a
+	// preemptible job (tiresias-l), but not by joining the shared one:
+	// no run holds that GPU alone, so nothing on it is preempted for the
+	// reservation, and sharers joining one after another would hold it.
+	s.Jobs = append(s.Jobs, pend(12, 1, 900, sh))
+	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300}
+	d := mustNew(t, cfg).Schedule(s)
+	if st, ok := startOf(d, 12); ok && slices.Contains(st.GPUs, GPURef{Node: "node-0", Index: 7}) {
+		t.Errorf("the sharing job joins the reserved shared GPU: %+v", st)
+	}
+	if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+		t.Error(joinProblems(p))
+	}
+}
+
+// TestReservationKept: a reservation handed back (Snapshot.Reservations)
+// stays with its job: another job due, ranked above it, does not take
+// it; its GPUs stay the same while they suit the job, though others are
+// now expected to free earlier; its start only moves earlier.
+func TestReservationKept(t *testing.T) {
+	// Two machines of 4. Job 10 (4 GPUs, due since 300) holds node-0
+	// from 1,500. Job 9 (4 GPUs, submitted before it) has a bound of its
+	// team's, 900 s, and is due now: ranked above job 10, it took the
+	// one reservation when none was kept.
+	base := func(now float64, endsAt0, endsAt1 float64) Snapshot {
+		return Snapshot{Now: now, Nodes: nodes(4, 4),
+			Teams: []Team{{Name: "late", ReserveAfterS: 900}},
+			Jobs: []Job{
+				run(1, 0, on("node-0", 0, 1, 2, 3), ranFrom(500, now), limit(endsAt0-500)),
+				run(2, 0, on("node-1", 0, 1, 2, 3), ranFrom(500, now), limit(endsAt1-500)),
+				pend(9, 4, -10, teamOf("late")),
+				pend(10, 4, 0),
+			}}
+	}
+	held := Reservation{JobID: 10, GPUs: on("node-0", 0, 1, 2, 3), Count: 4, FromS: 1500, DueS: 300}
+	cases := []struct {
+		name string
+		snap Snapshot
+		kept []Reservation
+		want []Reservation
+	}{
+		{
+			name: "none kept: the job ranked first that is due takes the one reservation, on the machine that frees first",
+			snap: base(1000, 1500, 1400),
+			want: []Reservation{{JobID: 9, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 890}},
+		},
+		{
+			name: "kept: job 10 keeps it, and its machine",
+			snap: base(1000, 1500, 1400),
+			kept: []Reservation{held},
+			want: []Reservation{held},
+		},
+		{
+			name: "kept: its machine now expected free later, its start stays",
+			snap: base(1000, 1700, 1400),
+			kept: []Reservation{held},
+			want: []Reservation{held},
+		},
+		{
+			name: "kept: its machine now expected free earlier, its start moves earlier",
+			snap: base(1000, 1200, 1400),
+			kept: []Reservation{held},
+			want: []Reservation{{JobID: 10, GPUs: held.GPUs, Count: 4, FromS: 1200, DueS: 300}},
+		},
+		{
+			name: "kept past its start: expected free now",
+			snap: base(1600, 1700, 1800),
+			kept: []Reservation{held},
+			want: []Reservation{{JobID: 10, GPUs: held.GPUs, Count: 4, FromS: 1600, DueS: 300}},
+		},
+		{
+			name: "kept for a job that no longer waits: ignored",
+			snap: base(1000, 1500, 1400),
+			kept: []Reservation{{JobID: 77, GPUs: held.GPUs, Count: 4, FromS: 1100}},
+			want: []Reservation{{JobID: 9, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 890}},
+		},
+		{
+			name: "kept on GPUs that no longer suit it (another machine's name): reserved afresh, still its own",
+			snap: base(1000, 1500, 1400),
+			kept: []Reservation{{JobID: 10, GPUs: on("node-9", 0, 1, 2, 3), Count: 4, FromS: 1100, DueS: 300}},
+			want: []Reservation{{JobID: 10, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 300}},
+		},
+	}
+	for _, policy := range []string{"fjf", "tiresias-l"} {
+		for _, tc := range cases {
+			t.Run(policy+": "+tc.name, func(t *testing.T) {
+				// Thresholds no job reaches: the running jobs stay in
+				// tiresias-l's first queue, above the waiting ones.
+				cfg := Config{Policy: policy, ReserveAfterS: 300, Thresholds: []float64{1e7}}
+				if policy == "fjf" {
+					cfg.Thresholds = nil
+				}
+				s := tc.snap
+				s.Reservations = tc.kept
+				d := mustNew(t, cfg).Schedule(s)
+				if !reflect.DeepEqual(d.Reservations, tc.want) {
+					t.Errorf("reservations %+v, want %+v", d.Reservations, tc.want)
+				}
+				if len(d.Starts) > 0 || len(d.Preempts) > 0 {
+					t.Errorf("starts %v, preempts %v; want none", startIDs(d), preemptIDs(d))
+				}
+				if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
+					t.Error(joinProblems(p))
+				}
+			})
+		}
+	}
+	// Count placement: the holder keeps it too, and its start only moves
+	// earlier.
+	cfg := Config{Policy: "fjf", ReserveAfterS: 300, Placement: PlaceCount}
+	s := base(1000, 1700, 1600)
+	s.Reservations = []Reservation{{JobID: 10, Count: 4, FromS: 1500, DueS: 300}}
+	d := mustNew(t, cfg).Schedule(s)
+	if want := []Reservation{{JobID: 10, Count: 4, FromS: 1500, DueS: 300}}; !reflect.DeepEqual(d.Reservations, want) {
+		t.Errorf("count placement: reservations %+v, want %+v", d.Reservations, want)
+	}
+}
+
+// TestReservationKeptFairShare: under fair share, a borrower that holds
+// a reservation starts on its GPUs once they are free, at its rank.
+// Before, a borrower that fit the free GPUs was deferred to the
+// borrowers, behind the jobs within their guarantee, which took the
+// GPUs held for it; it lost its reservation, and a 4-GPU job behind it
+// got one (the demo, issue 30).
+func TestReservationKeptFairShare(t *testing.T) {
+	vision, nlp := teamOf("vision"), teamOf("nlp")
+	teams := []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}
+	all := on("node-0", span(0, 8)...)
+	s := Snapshot{Now: 1000, Nodes: nodes(8), Teams: teams, Jobs: []Job{
+		pend(15, 8, 300, vision),
+		pend(21, 4, 366, vision),
+		pend(30, 1, 900, nlp),
+		pend(31, 1, 950, nlp),
+	}}
+	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 60, MinRuntimeS: 30}
+	for _, tc := range []struct {
+		name   string
+		kept   []Reservation
+		starts []int64
+	}{
+		{name: "none kept: deferred behind the jobs within their guarantee", starts: []int64{21, 30, 31}},
+		{name: "kept: it starts", kept: []Reservation{{JobID: 15, GPUs: all, Count: 8, FromS: 1000, DueS: 360}}, starts: []int64{15}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := s
+			s.Reservations = tc.kept
+			d := mustNew(t, cfg).Schedule(s)
+			if got := sorted(startIDs(d)); !slices.Equal(got, tc.starts) {
+				t.Errorf("starts %v, want %v", got, tc.starts)
+			}
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+			if p := fairProblems(mustNew(t, cfg), s, cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+		})
+	}
+}
+
+// TestReservationKeptSequence: over random snapshots and every policy,
+// a pass given the last pass's reservations (its decisions applied, the
+// clock 10 s on) leaves every reserved job started or still reserved, on
+// the same GPUs (nodes mode), from no later than before (or now).
+func TestReservationKeptSequence(t *testing.T) {
+	snaps := withLimits(propertySnapshots(41, 200), 42)
+	// The same snapshots under fair share: two teams, each guaranteed
+	// half the GPUs, their jobs alternating.
+	for _, s := range snaps[:100] {
+		s.Jobs = slices.Clone(s.Jobs)
+		gpus := 0
+		for _, n := range s.Nodes {
+			gpus += len(n.GPUs)
+		}
+		for i := range s.Jobs {
+			s.Jobs[i].Team = []string{"vision", "nlp"}[i%2]
+		}
+		s.Teams = []Team{{Name: "vision", GuaranteeGPUs: gpus / 2}, {Name: "nlp", GuaranteeGPUs: gpus - gpus/2}}
+		snaps = append(snaps, s)
+	}
+	kept := 0
+	for _, cfg := range reservationConfigs() {
+		sc := mustNew(t, cfg)
+		for i, s := range snaps {
+			d1 := sc.Schedule(s)
+			if len(d1.Reservations) == 0 {
+				continue
+			}
+			next := s
+			next.Jobs = slices.Clone(s.Jobs)
+			applyPass(&next, d1)
+			advance(&next, 10)
+			next.Reservations = d1.Reservations
+			d2 := sc.Schedule(next)
+			p, _ := checkDecisions(next, cfg, d2)
+			p = append(p, reservationProblems(sc, next)...)
+			if q := internalProblems(sc, next); q != "" {
+				p = append(p, q)
+			}
+			started := map[int64]bool{}
+			for _, st := range d2.Starts {
+				started[st.JobID] = true
+			}
+			now := map[int64]Reservation{}
+			for _, r := range d2.Reservations {
+				now[r.JobID] = r
+			}
+			for _, r := range d1.Reservations {
+				if started[r.JobID] {
+					continue
+				}
+				got, ok := now[r.JobID]
+				switch {
+				case !ok:
+					p = append(p, fmt.Sprintf("job %d held %+v and lost it: %+v", r.JobID, r, d2.Reservations))
+				case !slices.Equal(got.GPUs, r.GPUs):
+					p = append(p, fmt.Sprintf("job %d held GPUs %v, now %v", r.JobID, r.GPUs, got.GPUs))
+				case got.FromS > max(r.FromS, next.Now):
+					p = append(p, fmt.Sprintf("job %d's reservation from %v, now later: %v", r.JobID, r.FromS, got.FromS))
+				default:
+					kept++
+				}
+			}
+			if len(p) > 0 {
+				t.Fatalf("%+v, snapshot %d:\n%s", cfg, i, joinProblems(p))
+			}
+		}
+	}
+	t.Logf("%d reservations kept", kept)
+	if kept < 200 {
+		t.Errorf("only %d reservations kept: the snapshots do not test them", kept)
 	}
 }

@@ -226,6 +226,41 @@ func TestLeastService(t *testing.T) {
 //	at 99:  P = round(2/3) = 0.66667, E = (100+200+150)//3 = 150: 4444.4667
 //	at 199: P = 1/2, E = (200+150)//2 = 175: 2857.1429
 //	at 999: nothing finishes (the last sample never does): 0
+//
+// TestTiresiasGFullBody checks the full-body rule: the full index below
+// the last queue, the reference's table with the earliest submitted
+// first in the last, each where the other rule would pick the other job.
+func TestTiresiasGFullBody(t *testing.T) {
+	// Samples 100, 200, 1000, quantum 150, one threshold at 150 (queue 1
+	// is the last). Full index: G(0) = 1/250 < G(100) = 1/200, G(200) =
+	// 1/800 < G(300) = 1/700. The reference's table (TestReferenceIndex):
+	// 4444e-6 at 0 > 2857e-6 at 100, and 0 at both 200 and 300.
+	dist := NewGPUTimeDist([]float64{100, 200, 1000})
+	body := Config{Thresholds: []float64{150}, GittinsQuantum: 150, Rule: RuleFullBody}
+	full, ref := body, body
+	full.Rule, ref.Rule = "full-index", RuleReference
+	head := []Job{pend(1, 1, 0), pend(2, 1, 5, served(100))}
+	tail := []Job{pend(1, 1, 0, served(200)), pend(2, 1, 5, served(300))}
+	runPolicyCases(t, "tiresias-g", []policyCase{
+		{name: "full-body, queue 0: the higher full index goes first", cfg: body,
+			now: 1000, nodes: nodes(1), dist: dist, jobs: head, starts: []int64{2}},
+		{name: "reference, queue 0: the higher tabulated index goes first", cfg: ref,
+			now: 1000, nodes: nodes(1), dist: dist, jobs: head, starts: []int64{1}},
+		{name: "full-body, last queue: the table ties, the earlier submitted goes first", cfg: body,
+			now: 1000, nodes: nodes(1), dist: dist, jobs: tail, starts: []int64{1}},
+		{name: "full-index, last queue: the job nearer a sample goes first", cfg: full,
+			now: 1000, nodes: nodes(1), dist: dist, jobs: tail, starts: []int64{2}},
+		{name: "full-body, last queue: an earlier job of the same tabulated index preempts a running one", cfg: body,
+			now: 1000, nodes: nodes(1), dist: dist,
+			jobs:   []Job{run(2, 5, on("node-0", 0), served(300)), pend(1, 1, 0, served(200))},
+			starts: []int64{1}, preempts: []int64{2}},
+		{name: "full-body, queue 0 above the last: a new job preempts a job of the last queue", cfg: body,
+			now: 1000, nodes: nodes(1), dist: dist,
+			jobs:   []Job{run(1, 0, on("node-0", 0), served(300)), pend(2, 1, 900)},
+			starts: []int64{2}, preempts: []int64{1}},
+	})
+}
+
 func TestReferenceIndex(t *testing.T) {
 	d := NewGPUTimeDist([]float64{1000, 100, 200})
 	cases := []struct{ a, want float64 }{
@@ -279,7 +314,7 @@ func TestRules(t *testing.T) {
 			}
 		}
 	}
-	if got := PolicyRules("tiresias-g"); !slices.Equal(got, []string{"full-index", "one-quantum", "least-service", RuleReference}) {
+	if got := PolicyRules("tiresias-g"); !slices.Equal(got, []string{"full-index", "one-quantum", "least-service", RuleReference, RuleFullBody}) {
 		t.Errorf("PolicyRules(tiresias-g) = %v", got)
 	}
 	if got := PolicyRules("fifo"); got != nil {

@@ -214,6 +214,14 @@ type Snapshot struct {
 	// name their team in Job.Team. With no team guaranteeing GPUs, the
 	// pass is exactly the pass without teams (user caps aside).
 	Teams []Team
+
+	// Reservations are the reservations of the caller's last pass
+	// (Decisions.Reservations), handed back unchanged, as Job.Queue is: a
+	// reservation stays with its job until the job starts or leaves
+	// (reserve.go, "Kept"). Entries for jobs no longer waiting are
+	// ignored; nil when the caller keeps none (each pass then reserves
+	// afresh).
+	Reservations []Reservation
 }
 
 // Start asks the caller to start (or resume) a job on the given GPUs.

@@ -230,15 +230,33 @@ func (p *pass) reslot(idx []int32, f map[string]float64) {
 // appendBehind appends why job e sits lower in its team's order than the
 // policy alone would place it, if it does.
 func (p *pass) appendBehind(b []byte, e *entry) []byte {
-	if by, ok := p.behindSession[e.job]; ok {
+	if by, ok := p.behindClass[e.job]; ok {
 		s := &p.s.Jobs[by]
 		b = append(b, "; behind "...)
-		b = appendName(b, s.User)
-		b = append(b, "'s interactive session "...)
-		b = strconv.AppendInt(b, s.ID, 10)
-		b = append(b, " (team "...)
-		b = appendName(b, s.Team)
-		b = append(b, " gives its sessions priority)"...)
+		if s.User != "" {
+			b = appendName(b, s.User)
+			b = append(b, "'s "...)
+		}
+		switch {
+		case p.s.Jobs[e.job].Class == ClassLow:
+			b = append(b, "job "...)
+			b = strconv.AppendInt(b, s.ID, 10)
+			b = append(b, ": a low-priority job waits behind its team's other jobs"...)
+		case s.Interactive:
+			b = append(b, "interactive session "...)
+			b = strconv.AppendInt(b, s.ID, 10)
+			b = append(b, " (team "...)
+			b = appendName(b, s.Team)
+			b = append(b, " gives its sessions priority)"...)
+		default:
+			b = append(b, "high-priority job "...)
+			b = strconv.AppendInt(b, s.ID, 10)
+			if s.Team != "" {
+				b = append(b, " (team "...)
+				b = appendName(b, s.Team)
+				b = append(b, ")"...)
+			}
+		}
 	}
 	by, ok := p.behind[e.job]
 	if !ok {

@@ -21,7 +21,7 @@ func (s *simulator) pass() error {
 		sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
 	}
 	s.passes++
-	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot()}
+	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot(), Reservations: s.reservations}
 	if s.learner != nil {
 		snap.GPUTimeDist = s.learner.Dist(s.snap)
 	}
@@ -29,6 +29,7 @@ func (s *simulator) pass() error {
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Pass(snap, d)
 	}
+	s.reservations = d.Reservations
 	for _, r := range d.Reservations {
 		if j := s.byID[r.JobID]; j != nil {
 			j.reserved = true

@@ -201,6 +201,10 @@ type simulator struct {
 	handovers    int
 	handoverS    float64
 
+	// reservations are the last pass's, handed back to the next
+	// (sched.Snapshot.Reservations), as the engine does.
+	reservations []sched.Reservation
+
 	teams *teams    // nil without Config.Teams
 	cpu   *cpuState // nil unless Config.Sched.CPUAlloc is set
 

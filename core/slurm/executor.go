@@ -812,6 +812,7 @@ func (e *Executor) jobEnv(s job.Spec, gpus []int, ra *runAs) []string {
 		"GPUPORTAL_CHECKPOINT_DIR="+e.CheckpointDir(jobID),
 		"GPUPORTAL_GPUS="+joinInts(gpus),
 	)
+	env = append(env, agent.ResumeEnv(e.CheckpointDir(jobID))...)
 	if s.Gang != nil {
 		// The rendezvous of a job on several nodes (docs/multinode.md),
 		// without the hostfile, which this executor does not write.

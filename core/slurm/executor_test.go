@@ -370,6 +370,9 @@ func TestStartSubmitsHeldAndPinnedThenReleases(t *testing.T) {
 			t.Errorf("the server's environment reached the job: %s", kv)
 		}
 	}
+	if slices.ContainsFunc(s.Env, func(kv string) bool { return strings.HasPrefix(kv, "GPUPORTAL_RESUME") }) {
+		t.Errorf("environment %q resumes a first run from an empty checkpoint folder", s.Env)
+	}
 	if calls := f.slurm.callLog(); !slices.Equal(calls, []string{"submit n1", fmt.Sprint("release ", id)}) {
 		t.Errorf("calls %q; want a held submission then its release", calls)
 	}
@@ -997,5 +1000,25 @@ func TestWorkFolderLetsJobsAccountsPass(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(work, "jobs")); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("jobs folder for the server's own jobs: %v, %v; want 0755 as before", fi.Mode().Perm(), err)
+	}
+}
+
+// TestStartResumesFromTheCheckpoint: a run whose checkpoint folder (on the
+// shared work folder) holds what an earlier run saved is told to resume.
+func TestStartResumesFromTheCheckpoint(t *testing.T) {
+	f := newFixture(t, nil, gpuNode("n1", 4, "gpu"))
+	f.ex.Sync(f.ctx)
+	ckpt := filepath.Join(f.ex.cfg.WorkDir, "jobs", "7", "checkpoint")
+	if err := os.MkdirAll(ckpt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ckpt, "step"), []byte("41"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.start("n1", 7, 2, 1)
+	s := f.slurm.lastSub()
+	if !slices.Contains(s.Env, "GPUPORTAL_RESUME=1") ||
+		!slices.ContainsFunc(s.Env, func(kv string) bool { return strings.HasPrefix(kv, "GPUPORTAL_CHECKPOINT_AT=") }) {
+		t.Errorf("environment %q; want GPUPORTAL_RESUME=1 and GPUPORTAL_CHECKPOINT_AT", s.Env)
 	}
 }

@@ -57,6 +57,27 @@ func (e AccountingPeriod) Valid() bool {
 	}
 }
 
+// Defines values for BatchPolicyPriorities.
+const (
+	BatchPolicyPrioritiesHigh   BatchPolicyPriorities = "high"
+	BatchPolicyPrioritiesLow    BatchPolicyPriorities = "low"
+	BatchPolicyPrioritiesNormal BatchPolicyPriorities = "normal"
+)
+
+// Valid indicates whether the value is a known member of the BatchPolicyPriorities enum.
+func (e BatchPolicyPriorities) Valid() bool {
+	switch e {
+	case BatchPolicyPrioritiesHigh:
+		return true
+	case BatchPolicyPrioritiesLow:
+		return true
+	case BatchPolicyPrioritiesNormal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CPUProfileSource.
 const (
 	CPUProfileSourceCatalogue CPUProfileSource = "catalogue"
@@ -150,6 +171,27 @@ func (e ForecastState) Valid() bool {
 	case ForecastStateNever:
 		return true
 	case ForecastStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobPriority.
+const (
+	JobPriorityHigh   JobPriority = "high"
+	JobPriorityLow    JobPriority = "low"
+	JobPriorityNormal JobPriority = "normal"
+)
+
+// Valid indicates whether the value is a known member of the JobPriority enum.
+func (e JobPriority) Valid() bool {
+	switch e {
+	case JobPriorityHigh:
+		return true
+	case JobPriorityLow:
+		return true
+	case JobPriorityNormal:
 		return true
 	default:
 		return false
@@ -474,6 +516,27 @@ func (e State) Valid() bool {
 	}
 }
 
+// Defines values for SubmitRequestPriority.
+const (
+	SubmitRequestPriorityHigh   SubmitRequestPriority = "high"
+	SubmitRequestPriorityLow    SubmitRequestPriority = "low"
+	SubmitRequestPriorityNormal SubmitRequestPriority = "normal"
+)
+
+// Valid indicates whether the value is a known member of the SubmitRequestPriority enum.
+func (e SubmitRequestPriority) Valid() bool {
+	switch e {
+	case SubmitRequestPriorityHigh:
+		return true
+	case SubmitRequestPriorityLow:
+		return true
+	case SubmitRequestPriorityNormal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UserRole.
 const (
 	UserRoleAdmin      UserRole = "admin"
@@ -770,7 +833,10 @@ type APIToken struct {
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Id        int64     `json:"id"`
-	Name      string    `json:"name"`
+
+	// LastUsedAt When it last authenticated a request, to within a minute; absent: never.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
 }
 
 // AccountChange defines model for AccountChange.
@@ -898,6 +964,18 @@ type ArrayTask struct {
 	// Limit how many of the array's tasks may run at once; 0: no limit
 	Limit int64 `json:"limit"`
 }
+
+// BatchPolicy A team's policy for its batch jobs' priorities (docs/scheduling.md, "Job classes").
+type BatchPolicy struct {
+	// HighGpus the most GPUs the team's high-priority jobs may ask for at once, waiting or running (a submission beyond it is refused); 0: no cap
+	HighGpus int64 `json:"high_gpus"`
+
+	// Priorities the priorities the team's members may give a batch job; default normal and low
+	Priorities []BatchPolicyPriorities `json:"priorities"`
+}
+
+// BatchPolicyPriorities defines model for BatchPolicy.Priorities.
+type BatchPolicyPriorities string
 
 // CPUProfile speed against cores per GPU (cpu) and GiB of host memory per GPU (mem), as [x, speed] points
 type CPUProfile struct {
@@ -1107,6 +1185,9 @@ type GPUUsage struct {
 	Shared     bool     `json:"shared"`
 	SharedWith *[]int64 `json:"shared_with,omitempty"`
 
+	// Simulated A simulated GPU, whose readings the simulator makes up whatever the job runs: not the job's own processes'.
+	Simulated *bool `json:"simulated,omitempty"`
+
 	// UtilAvgPct mean over the run
 	UtilAvgPct *float64 `json:"util_avg_pct"`
 
@@ -1261,6 +1342,9 @@ type Job struct {
 	Position    *int64 `json:"position,omitempty"`
 	Preemptions int64  `json:"preemptions"`
 
+	// Priority a batch job's priority within its team; absent for a session
+	Priority *JobPriority `json:"priority,omitempty"`
+
 	// Queue priority queue, 0 the highest
 	Queue int64 `json:"queue"`
 
@@ -1272,6 +1356,9 @@ type Job struct {
 
 	// Resources while the job runs: its CPUs and host memory, allocated and used per node, and its sensitivity profile (docs/synergy.md)
 	Resources *JobResources `json:"resources,omitempty"`
+
+	// Resume what the latest run after the first found in its checkpoint folder as it started; absent until such a run has been heard from
+	Resume *JobResume `json:"resume,omitempty"`
 
 	// Retries how many times a run that fails on its own is started again
 	Retries int64      `json:"retries"`
@@ -1309,6 +1396,9 @@ type Job struct {
 	// Workdir the folder it starts in; absent: its job folder
 	Workdir *string `json:"workdir,omitempty"`
 }
+
+// JobPriority a batch job's priority within its team; absent for a session
+type JobPriority string
 
 // JobLane defines model for JobLane.
 type JobLane struct {
@@ -1349,6 +1439,24 @@ type JobResources struct {
 
 	// Profile speed against cores per GPU (cpu) and GiB of host memory per GPU (mem), as [x, speed] points
 	Profile CPUProfile `json:"profile"`
+}
+
+// JobResume Which run resumed from which checkpoint: the checkpoint folder (GPUPORTAL_CHECKPOINT_DIR) is the job's, kept across its runs on a machine, or across machines that share the agents' work folder; a run on a machine without it starts from scratch.
+type JobResume struct {
+	// CheckpointAt when that checkpoint was written; absent: the run started from scratch
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+
+	// FromRun the earlier run that wrote the checkpoint it found; absent when not known or none
+	FromRun *int64 `json:"from_run,omitempty"`
+
+	// LostS seconds of work the stop before the run cost: the earlier runs' time after the checkpoint (all of it from scratch)
+	LostS float32 `json:"lost_s"`
+
+	// LostTotalS seconds of work every such stop of the job cost
+	LostTotalS float32 `json:"lost_total_s"`
+
+	// Run the run that started
+	Run int64 `json:"run"`
 }
 
 // JobUsage defines model for JobUsage.
@@ -1467,6 +1575,12 @@ type Node struct {
 	} `json:"gpus"`
 	Jobs []int64 `json:"jobs"`
 
+	// LastHeardAt when the server last heard the machine's agent (its last heartbeat; for a machine that disconnected, when it did); absent for the server's built-in machines
+	LastHeardAt *time.Time `json:"last_heard_at,omitempty"`
+
+	// LastHeardS seconds since last_heard_at
+	LastHeardS *float32 `json:"last_heard_s,omitempty"`
+
 	// LiveMemoryUnavailable why the GPUs' live memory is unknown, such as a Slurm node without a monitor-only agent; absent when known
 	LiveMemoryUnavailable *string `json:"live_memory_unavailable,omitempty"`
 
@@ -1478,6 +1592,9 @@ type Node struct {
 	// Note in a follower replica's answer to a drain, resume, cordon, uncordon or GPU clear: the action is recorded and takes effect on the leader's next pass (state is the machine's hold as the database has it); absent from the leader
 	Note  *string   `json:"note,omitempty"`
 	State NodeState `json:"state"`
+
+	// Unheard the server cannot hear the machine now (it disconnected, or its agent has been silent for over 3 s): what is said of it is its last known state, as of last_heard_at. GET /nodes lists disconnected machines so for an hour.
+	Unheard *bool `json:"unheard,omitempty"`
 }
 
 // NodeGpusHealth defines model for Node.Gpus.Health.
@@ -1635,6 +1752,9 @@ type Queues struct {
 			User  *string `json:"user,omitempty"`
 		} `json:"jobs"`
 
+		// NextCursor present when more jobs of the queue follow this page: the cursor parameter for the next page
+		NextCursor *string `json:"next_cursor,omitempty"`
+
 		// Offset the index in the queue of the first of jobs
 		Offset int64 `json:"offset"`
 
@@ -1738,6 +1858,9 @@ type SubmitRequest struct {
 	// Parameters the model's parameter count, for the memory estimate when nothing else is known
 	Parameters *int64 `json:"parameters,omitempty"`
 
+	// Priority a batch job's priority within its team (docs/scheduling.md, "Job classes"): high goes ahead of the team's other waiting jobs and stays in queue 0, low waits behind them and is the first reclaimed when the team borrows; default normal. The team says which its members may use (batch_policy): another is a 400 naming this field, as is a high-priority job beyond the team's high_gpus, or a priority on a session
+	Priority *SubmitRequestPriority `json:"priority,omitempty"`
+
 	// Retries how many times a run that fails on its own (non-zero exit) is started again; default 0: a job's own failure is final. Failures of its machine or GPU are always requeued
 	Retries *int64 `json:"retries,omitempty"`
 
@@ -1779,8 +1902,14 @@ type SubmitRequest_Command struct {
 	union json.RawMessage
 }
 
+// SubmitRequestPriority a batch job's priority within its team (docs/scheduling.md, "Job classes"): high goes ahead of the team's other waiting jobs and stays in queue 0, low waits behind them and is the first reclaimed when the team borrows; default normal. The team says which its members may use (batch_policy): another is a 400 naming this field, as is a high-priority job beyond the team's high_gpus, or a priority on a session
+type SubmitRequestPriority string
+
 // Team defines model for Team.
 type Team struct {
+	// BatchPolicy A team's policy for its batch jobs' priorities (docs/scheduling.md, "Job classes").
+	BatchPolicy BatchPolicy `json:"batch_policy"`
+
 	// BorrowedGpus max(0, in_use_gpus - guaranteed_gpus)
 	BorrowedGpus float64          `json:"borrowed_gpus"`
 	Caps         map[string]int64 `json:"caps"`
@@ -1833,6 +1962,9 @@ type Team struct {
 
 // TeamShare defines model for TeamShare.
 type TeamShare struct {
+	// BatchPolicy A team's policy for its batch jobs' priorities (docs/scheduling.md, "Job classes").
+	BatchPolicy BatchPolicy `json:"batch_policy"`
+
 	// BorrowedGpus max(0, in_use_gpus - guaranteed_gpus)
 	BorrowedGpus float64 `json:"borrowed_gpus"`
 
@@ -1876,7 +2008,16 @@ type Template struct {
 // Token defines model for Token.
 type Token struct {
 	ExpiresAt time.Time `json:"expires_at"`
-	Token     string    `json:"token"`
+
+	// Name The name given, or "api" and the program that asked (its User-Agent).
+	Name  string `json:"name"`
+	Token string `json:"token"`
+}
+
+// TokenRequest defines model for TokenRequest.
+type TokenRequest struct {
+	// Name The token's name, as its owner and admins see it; absent: "api", with the program that asked (its User-Agent).
+	Name *string `json:"name,omitempty"`
 }
 
 // UsagePoint defines model for UsagePoint.
@@ -2178,11 +2319,14 @@ type ListQueuesParams struct {
 	// Queue only this queue (its index)
 	Queue *int64 `form:"queue,omitempty" json:"queue,omitempty"`
 
-	// Offset skip this many jobs of each queue
+	// Offset skip this many jobs of each queue (of the queue named by queue, when given)
 	Offset *int64 `form:"offset,omitempty" json:"offset,omitempty"`
 
-	// Limit at most this many jobs of each queue (default 1000 once queue, offset or limit is given; without them every job)
+	// Limit at most this many jobs of each queue (default 100)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor a queue's next_cursor from an earlier answer: only that queue, from the job after the last one that answer listed
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // GetJCTStatsParams defines parameters for GetJCTStats.
@@ -2256,6 +2400,9 @@ type SetNotificationSettingsJSONRequestBody = NotificationSettingsUpdate
 // UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
 type UpdateTeamJSONRequestBody UpdateTeamJSONBody
 
+// SetTeamBatchPolicyJSONRequestBody defines body for SetTeamBatchPolicy for application/json ContentType.
+type SetTeamBatchPolicyJSONRequestBody = BatchPolicy
+
 // SetTeamCapJSONRequestBody defines body for SetTeamCap for application/json ContentType.
 type SetTeamCapJSONRequestBody SetTeamCapJSONBody
 
@@ -2270,6 +2417,9 @@ type SetTeamTimeLimitsJSONRequestBody SetTeamTimeLimitsJSONBody
 
 // CreateTemplateJSONRequestBody defines body for CreateTemplate for application/json ContentType.
 type CreateTemplateJSONRequestBody CreateTemplateJSONBody
+
+// CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
+type CreateTokenJSONRequestBody = TokenRequest
 
 // SetUnixNameJSONRequestBody defines body for SetUnixName for application/json ContentType.
 type SetUnixNameJSONRequestBody = SetUnixName
@@ -2629,7 +2779,9 @@ type ClientInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListQueues The scheduler's policy, thresholds and priority queues with their jobs (other teams' jobs without names)
+	// ListQueues The scheduler's policy, thresholds and priority queues: each queue's counts and a page of its jobs (other teams' jobs without names)
+	//
+	// Each queue's total and running counts, and a page of its jobs in the scheduler's order (running jobs first, then waiting ones by position): the first 100 of each queue unless limit says otherwise. A queue with more jobs gives a next_cursor; pass it as cursor for the next page of that queue: no job is lost or repeated from page to page while jobs are submitted, start or leave, as long as the last job of the page is still in the queue (else the page resumes at the same count from the queue's start).
 	//
 	// Corresponds with GET /queues (the `ListQueues` operationId).
 	ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2667,6 +2819,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /teams/{name} (the `UpdateTeam` operationId).
 	UpdateTeam(ctx context.Context, name string, body UpdateTeamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetTeamBatchPolicyWithBody Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+	SetTeamBatchPolicyWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetTeamBatchPolicy Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+	SetTeamBatchPolicy(ctx context.Context, name string, body SetTeamBatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetTeamCapWithBody The team's lead or an admin: cap one member's GPUs (0 removes the cap; audited)
 	//
@@ -2748,10 +2914,19 @@ type ClientInterface interface {
 	// Corresponds with DELETE /templates/{id} (the `DeleteTemplate` operationId).
 	DeleteTemplate(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateToken Issue an API token for the user named by HTTP basic auth
+	// CreateTokenWithBody Issue an API token for the user named by HTTP basic auth
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /tokens (the `CreateToken` operationId).
-	CreateToken(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateToken Issue an API token for the user named by HTTP basic auth
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /tokens (the `CreateToken` operationId).
+	CreateToken(ctx context.Context, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeCurrentToken Revoke the API token of this request (log out); live connections opened with it end within seconds
 	//
@@ -3424,7 +3599,9 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
-// ListQueues The scheduler's policy, thresholds and priority queues with their jobs (other teams' jobs without names)
+// ListQueues The scheduler's policy, thresholds and priority queues: each queue's counts and a page of its jobs (other teams' jobs without names)
+//
+// Each queue's total and running counts, and a page of its jobs in the scheduler's order (running jobs first, then waiting ones by position): the first 100 of each queue unless limit says otherwise. A queue with more jobs gives a next_cursor; pass it as cursor for the next page of that queue: no job is lost or repeated from page to page while jobs are submitted, start or leave, as long as the last job of the page is still in the queue (else the page resumes at the same count from the queue's start).
 //
 // Corresponds with GET /queues (the `ListQueues` operationId).
 func (c *Client) ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3523,6 +3700,40 @@ func (c *Client) UpdateTeamWithBody(ctx context.Context, name string, contentTyp
 // Corresponds with PATCH /teams/{name} (the `UpdateTeam` operationId).
 func (c *Client) UpdateTeam(ctx context.Context, name string, body UpdateTeamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateTeamRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetTeamBatchPolicyWithBody Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+func (c *Client) SetTeamBatchPolicyWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetTeamBatchPolicyRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetTeamBatchPolicy Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+func (c *Client) SetTeamBatchPolicy(ctx context.Context, name string, body SetTeamBatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetTeamBatchPolicyRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3733,11 +3944,30 @@ func (c *Client) DeleteTemplate(ctx context.Context, id int64, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
-// CreateToken Issue an API token for the user named by HTTP basic auth
+// CreateTokenWithBody Issue an API token for the user named by HTTP basic auth
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /tokens (the `CreateToken` operationId).
-func (c *Client) CreateToken(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateTokenRequest(c.Server)
+func (c *Client) CreateTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTokenRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateToken Issue an API token for the user named by HTTP basic auth
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /tokens (the `CreateToken` operationId).
+func (c *Client) CreateToken(ctx context.Context, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTokenRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5548,6 +5778,18 @@ func NewListQueuesRequest(server string, params *ListQueuesParams) (*http.Reques
 
 		}
 
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -5742,6 +5984,53 @@ func NewUpdateTeamRequestWithBody(server string, name string, contentType string
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSetTeamBatchPolicyRequest calls the generic SetTeamBatchPolicy builder with application/json body
+func NewSetTeamBatchPolicyRequest(server string, name string, body SetTeamBatchPolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetTeamBatchPolicyRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewSetTeamBatchPolicyRequestWithBody constructs an http.Request for the SetTeamBatchPolicy method, with any body, and a specified content type
+func NewSetTeamBatchPolicyRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/batch-policy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -6047,8 +6336,19 @@ func NewDeleteTemplateRequest(server string, id int64) (*http.Request, error) {
 	return req, nil
 }
 
-// NewCreateTokenRequest constructs an http.Request for the CreateToken method
-func NewCreateTokenRequest(server string) (*http.Request, error) {
+// NewCreateTokenRequest calls the generic CreateToken builder with application/json body
+func NewCreateTokenRequest(server string, body CreateTokenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTokenRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateTokenRequestWithBody constructs an http.Request for the CreateToken method, with any body, and a specified content type
+func NewCreateTokenRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6066,10 +6366,12 @@ func NewCreateTokenRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6818,7 +7120,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
-	// ListQueuesWithResponse The scheduler's policy, thresholds and priority queues with their jobs (other teams' jobs without names)
+	// ListQueuesWithResponse The scheduler's policy, thresholds and priority queues: each queue's counts and a page of its jobs (other teams' jobs without names)
+	//
+	// Each queue's total and running counts, and a page of its jobs in the scheduler's order (running jobs first, then waiting ones by position): the first 100 of each queue unless limit says otherwise. A queue with more jobs gives a next_cursor; pass it as cursor for the next page of that queue: no job is lost or repeated from page to page while jobs are submitted, start or leave, as long as the last job of the page is still in the queue (else the page resumes at the same count from the queue's start).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6866,6 +7170,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /teams/{name} (the `UpdateTeam` operationId).
 	UpdateTeamWithResponse(ctx context.Context, name string, body UpdateTeamJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTeamResponse, error)
+
+	// SetTeamBatchPolicyWithBodyWithResponse Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+	SetTeamBatchPolicyWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetTeamBatchPolicyResponse, error)
+
+	// SetTeamBatchPolicyWithResponse Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+	SetTeamBatchPolicyWithResponse(ctx context.Context, name string, body SetTeamBatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamBatchPolicyResponse, error)
 
 	// SetTeamCapWithBodyWithResponse The team's lead or an admin: cap one member's GPUs (0 removes the cap; audited)
 	//
@@ -6951,12 +7269,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /templates/{id} (the `DeleteTemplate` operationId).
 	DeleteTemplateWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*DeleteTemplateResponse, error)
 
-	// CreateTokenWithResponse Issue an API token for the user named by HTTP basic auth
+	// CreateTokenWithBodyWithResponse Issue an API token for the user named by HTTP basic auth
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /tokens (the `CreateToken` operationId).
-	CreateTokenWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
+	CreateTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
+
+	// CreateTokenWithResponse Issue an API token for the user named by HTTP basic auth
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /tokens (the `CreateToken` operationId).
+	CreateTokenWithResponse(ctx context.Context, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
 
 	// RevokeCurrentTokenWithResponse Revoke the API token of this request (log out); live connections opened with it end within seconds
 	//
@@ -7038,6 +7363,26 @@ type ClientWithResponsesInterface interface {
 	GetWhatIfWithResponse(ctx context.Context, params *GetWhatIfParams, reqEditors ...RequestEditorFn) (*GetWhatIfResponse, error)
 }
 
+// GetAccountingResponse200Headers the declared response headers of an HTTP 200 response for GetAccounting
+type GetAccountingResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse400Headers the declared response headers of an HTTP 400 response for GetAccounting
+type GetAccountingResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse401Headers the declared response headers of an HTTP 401 response for GetAccounting
+type GetAccountingResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetAccountingResponse403Headers the declared response headers of an HTTP 403 response for GetAccounting
+type GetAccountingResponse403Headers struct {
+	XDataAge *int
+}
+
 type GetAccountingResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7049,6 +7394,14 @@ type GetAccountingResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAccountingResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetAccountingResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetAccountingResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetAccountingResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7100,6 +7453,31 @@ func (r GetAccountingResponse) ContentType() string {
 	return ""
 }
 
+// ConnectAgentResponse101Headers the declared response headers of an HTTP 101 response for ConnectAgent
+type ConnectAgentResponse101Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse401Headers the declared response headers of an HTTP 401 response for ConnectAgent
+type ConnectAgentResponse401Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse404Headers the declared response headers of an HTTP 404 response for ConnectAgent
+type ConnectAgentResponse404Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse429Headers the declared response headers of an HTTP 429 response for ConnectAgent
+type ConnectAgentResponse429Headers struct {
+	XDataAge *int
+}
+
+// ConnectAgentResponse503Headers the declared response headers of an HTTP 503 response for ConnectAgent
+type ConnectAgentResponse503Headers struct {
+	XDataAge *int
+}
+
 type ConnectAgentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7111,6 +7489,16 @@ type ConnectAgentResponse struct {
 	JSON429 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *ConnectAgentResponse101Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ConnectAgentResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ConnectAgentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConnectAgentResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ConnectAgentResponse503Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -7162,6 +7550,31 @@ func (r ConnectAgentResponse) ContentType() string {
 	return ""
 }
 
+// OpenAgentTunnelResponse101Headers the declared response headers of an HTTP 101 response for OpenAgentTunnel
+type OpenAgentTunnelResponse101Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse400Headers the declared response headers of an HTTP 400 response for OpenAgentTunnel
+type OpenAgentTunnelResponse400Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse401Headers the declared response headers of an HTTP 401 response for OpenAgentTunnel
+type OpenAgentTunnelResponse401Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse404Headers the declared response headers of an HTTP 404 response for OpenAgentTunnel
+type OpenAgentTunnelResponse404Headers struct {
+	XDataAge *int
+}
+
+// OpenAgentTunnelResponse503Headers the declared response headers of an HTTP 503 response for OpenAgentTunnel
+type OpenAgentTunnelResponse503Headers struct {
+	XDataAge *int
+}
+
 type OpenAgentTunnelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7173,6 +7586,16 @@ type OpenAgentTunnelResponse struct {
 	JSON404 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *OpenAgentTunnelResponse101Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OpenAgentTunnelResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenAgentTunnelResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenAgentTunnelResponse404Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenAgentTunnelResponse503Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -7224,6 +7647,26 @@ func (r OpenAgentTunnelResponse) ContentType() string {
 	return ""
 }
 
+// CancelArrayResponse400Headers the declared response headers of an HTTP 400 response for CancelArray
+type CancelArrayResponse400Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse401Headers the declared response headers of an HTTP 401 response for CancelArray
+type CancelArrayResponse401Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse403Headers the declared response headers of an HTTP 403 response for CancelArray
+type CancelArrayResponse403Headers struct {
+	XDataAge *int
+}
+
+// CancelArrayResponse404Headers the declared response headers of an HTTP 404 response for CancelArray
+type CancelArrayResponse404Headers struct {
+	XDataAge *int
+}
+
 type CancelArrayResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7237,6 +7680,14 @@ type CancelArrayResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CancelArrayResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelArrayResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelArrayResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelArrayResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7293,6 +7744,26 @@ func (r CancelArrayResponse) ContentType() string {
 	return ""
 }
 
+// GetArrayResponse200Headers the declared response headers of an HTTP 200 response for GetArray
+type GetArrayResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse400Headers the declared response headers of an HTTP 400 response for GetArray
+type GetArrayResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse401Headers the declared response headers of an HTTP 401 response for GetArray
+type GetArrayResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetArrayResponse404Headers the declared response headers of an HTTP 404 response for GetArray
+type GetArrayResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetArrayResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7304,6 +7775,14 @@ type GetArrayResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetArrayResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetArrayResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetArrayResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetArrayResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7355,6 +7834,21 @@ func (r GetArrayResponse) ContentType() string {
 	return ""
 }
 
+// GetClusterHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetClusterHistory
+type GetClusterHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetClusterHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetClusterHistory
+type GetClusterHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetClusterHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetClusterHistory
+type GetClusterHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetClusterHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7364,6 +7858,12 @@ type GetClusterHistoryResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetClusterHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetClusterHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetClusterHistoryResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7410,6 +7910,16 @@ func (r GetClusterHistoryResponse) ContentType() string {
 	return ""
 }
 
+// ListGPUsResponse200Headers the declared response headers of an HTTP 200 response for ListGPUs
+type ListGPUsResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListGPUsResponse401Headers the declared response headers of an HTTP 401 response for ListGPUs
+type ListGPUsResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListGPUsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7417,6 +7927,10 @@ type ListGPUsResponse struct {
 	JSON200 *[]GPUSeries
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListGPUsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListGPUsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7458,6 +7972,21 @@ func (r ListGPUsResponse) ContentType() string {
 	return ""
 }
 
+// GetGPUsHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetGPUsHistory
+type GetGPUsHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetGPUsHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetGPUsHistory
+type GetGPUsHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetGPUsHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetGPUsHistory
+type GetGPUsHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetGPUsHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7467,6 +7996,12 @@ type GetGPUsHistoryResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGPUsHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetGPUsHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetGPUsHistoryResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7513,6 +8048,26 @@ func (r GetGPUsHistoryResponse) ContentType() string {
 	return ""
 }
 
+// GetGPUHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetGPUHistory
+type GetGPUHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse400Headers the declared response headers of an HTTP 400 response for GetGPUHistory
+type GetGPUHistoryResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetGPUHistory
+type GetGPUHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetGPUHistoryResponse404Headers the declared response headers of an HTTP 404 response for GetGPUHistory
+type GetGPUHistoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetGPUHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7524,6 +8079,14 @@ type GetGPUHistoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetGPUHistoryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetGPUHistoryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetGPUHistoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetGPUHistoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7578,8 +8141,24 @@ func (r GetGPUHistoryResponse) ContentType() string {
 // ListJobsResponse200Headers the declared response headers of an HTTP 200 response for ListJobs
 type ListJobsResponse200Headers struct {
 	Link        *string
+	XDataAge    *int
 	XNextCursor *string
 	XPrevCursor *string
+}
+
+// ListJobsResponse400Headers the declared response headers of an HTTP 400 response for ListJobs
+type ListJobsResponse400Headers struct {
+	XDataAge *int
+}
+
+// ListJobsResponse401Headers the declared response headers of an HTTP 401 response for ListJobs
+type ListJobsResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListJobsResponse403Headers the declared response headers of an HTTP 403 response for ListJobs
+type ListJobsResponse403Headers struct {
+	XDataAge *int
 }
 
 type ListJobsResponse struct {
@@ -7595,6 +8174,12 @@ type ListJobsResponse struct {
 	JSON403 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListJobsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListJobsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJobsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListJobsResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7652,6 +8237,26 @@ type SubmitJobResponse201Headers struct {
 	Location           *string
 }
 
+// SubmitJobResponse400Headers the declared response headers of an HTTP 400 response for SubmitJob
+type SubmitJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse401Headers the declared response headers of an HTTP 401 response for SubmitJob
+type SubmitJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse409Headers the declared response headers of an HTTP 409 response for SubmitJob
+type SubmitJobResponse409Headers struct {
+	XDataAge *int
+}
+
+// SubmitJobResponse503Headers the declared response headers of an HTTP 503 response for SubmitJob
+type SubmitJobResponse503Headers struct {
+	XDataAge *int
+}
+
 type SubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7667,6 +8272,14 @@ type SubmitJobResponse struct {
 	JSON503 *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *SubmitJobResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SubmitJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SubmitJobResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SubmitJobResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SubmitJobResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -7723,6 +8336,26 @@ func (r SubmitJobResponse) ContentType() string {
 	return ""
 }
 
+// CancelJobResponse401Headers the declared response headers of an HTTP 401 response for CancelJob
+type CancelJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse403Headers the declared response headers of an HTTP 403 response for CancelJob
+type CancelJobResponse403Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse404Headers the declared response headers of an HTTP 404 response for CancelJob
+type CancelJobResponse404Headers struct {
+	XDataAge *int
+}
+
+// CancelJobResponse409Headers the declared response headers of an HTTP 409 response for CancelJob
+type CancelJobResponse409Headers struct {
+	XDataAge *int
+}
+
 type CancelJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7736,6 +8369,14 @@ type CancelJobResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelJobResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelJobResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelJobResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelJobResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7792,6 +8433,26 @@ func (r CancelJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobResponse200Headers the declared response headers of an HTTP 200 response for GetJob
+type GetJobResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse400Headers the declared response headers of an HTTP 400 response for GetJob
+type GetJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse401Headers the declared response headers of an HTTP 401 response for GetJob
+type GetJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobResponse404Headers the declared response headers of an HTTP 404 response for GetJob
+type GetJobResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7803,6 +8464,14 @@ type GetJobResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7854,6 +8523,21 @@ func (r GetJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobHistoryResponse200Headers the declared response headers of an HTTP 200 response for GetJobHistory
+type GetJobHistoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobHistoryResponse401Headers the declared response headers of an HTTP 401 response for GetJobHistory
+type GetJobHistoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobHistoryResponse404Headers the declared response headers of an HTTP 404 response for GetJobHistory
+type GetJobHistoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobHistoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7863,6 +8547,12 @@ type GetJobHistoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobHistoryResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobHistoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobHistoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7909,6 +8599,31 @@ func (r GetJobHistoryResponse) ContentType() string {
 	return ""
 }
 
+// KeepJobAliveResponse400Headers the declared response headers of an HTTP 400 response for KeepJobAlive
+type KeepJobAliveResponse400Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse401Headers the declared response headers of an HTTP 401 response for KeepJobAlive
+type KeepJobAliveResponse401Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse403Headers the declared response headers of an HTTP 403 response for KeepJobAlive
+type KeepJobAliveResponse403Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse404Headers the declared response headers of an HTTP 404 response for KeepJobAlive
+type KeepJobAliveResponse404Headers struct {
+	XDataAge *int
+}
+
+// KeepJobAliveResponse409Headers the declared response headers of an HTTP 409 response for KeepJobAlive
+type KeepJobAliveResponse409Headers struct {
+	XDataAge *int
+}
+
 type KeepJobAliveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7924,6 +8639,16 @@ type KeepJobAliveResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *KeepJobAliveResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *KeepJobAliveResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *KeepJobAliveResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *KeepJobAliveResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *KeepJobAliveResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7987,7 +8712,23 @@ func (r KeepJobAliveResponse) ContentType() string {
 
 // GetJobLogsResponse200Headers the declared response headers of an HTTP 200 response for GetJobLogs
 type GetJobLogsResponse200Headers struct {
+	XDataAge *int
 	XLogSize *int64
+}
+
+// GetJobLogsResponse400Headers the declared response headers of an HTTP 400 response for GetJobLogs
+type GetJobLogsResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobLogsResponse401Headers the declared response headers of an HTTP 401 response for GetJobLogs
+type GetJobLogsResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobLogsResponse404Headers the declared response headers of an HTTP 404 response for GetJobLogs
+type GetJobLogsResponse404Headers struct {
+	XDataAge *int
 }
 
 type GetJobLogsResponse struct {
@@ -8001,6 +8742,12 @@ type GetJobLogsResponse struct {
 	JSON404 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetJobLogsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobLogsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobLogsResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobLogsResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -8047,6 +8794,21 @@ func (r GetJobLogsResponse) ContentType() string {
 	return ""
 }
 
+// GetJobMemoryResponse200Headers the declared response headers of an HTTP 200 response for GetJobMemory
+type GetJobMemoryResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobMemoryResponse401Headers the declared response headers of an HTTP 401 response for GetJobMemory
+type GetJobMemoryResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobMemoryResponse404Headers the declared response headers of an HTTP 404 response for GetJobMemory
+type GetJobMemoryResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobMemoryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8056,6 +8818,12 @@ type GetJobMemoryResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobMemoryResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobMemoryResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobMemoryResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8102,6 +8870,31 @@ func (r GetJobMemoryResponse) ContentType() string {
 	return ""
 }
 
+// ResubmitJobResponse400Headers the declared response headers of an HTTP 400 response for ResubmitJob
+type ResubmitJobResponse400Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse401Headers the declared response headers of an HTTP 401 response for ResubmitJob
+type ResubmitJobResponse401Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse403Headers the declared response headers of an HTTP 403 response for ResubmitJob
+type ResubmitJobResponse403Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse404Headers the declared response headers of an HTTP 404 response for ResubmitJob
+type ResubmitJobResponse404Headers struct {
+	XDataAge *int
+}
+
+// ResubmitJobResponse409Headers the declared response headers of an HTTP 409 response for ResubmitJob
+type ResubmitJobResponse409Headers struct {
+	XDataAge *int
+}
+
 type ResubmitJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8117,6 +8910,16 @@ type ResubmitJobResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ResubmitJobResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResubmitJobResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResubmitJobResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResubmitJobResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ResubmitJobResponse409Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8178,6 +8981,26 @@ func (r ResubmitJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobUsageResponse200Headers the declared response headers of an HTTP 200 response for GetJobUsage
+type GetJobUsageResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse400Headers the declared response headers of an HTTP 400 response for GetJobUsage
+type GetJobUsageResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse401Headers the declared response headers of an HTTP 401 response for GetJobUsage
+type GetJobUsageResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetJobUsageResponse404Headers the declared response headers of an HTTP 404 response for GetJobUsage
+type GetJobUsageResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetJobUsageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8189,6 +9012,14 @@ type GetJobUsageResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobUsageResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJobUsageResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobUsageResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetJobUsageResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8240,6 +9071,21 @@ func (r GetJobUsageResponse) ContentType() string {
 	return ""
 }
 
+// ListJoinTokensResponse200Headers the declared response headers of an HTTP 200 response for ListJoinTokens
+type ListJoinTokensResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListJoinTokensResponse401Headers the declared response headers of an HTTP 401 response for ListJoinTokens
+type ListJoinTokensResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListJoinTokensResponse403Headers the declared response headers of an HTTP 403 response for ListJoinTokens
+type ListJoinTokensResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListJoinTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8249,6 +9095,12 @@ type ListJoinTokensResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListJoinTokensResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJoinTokensResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListJoinTokensResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8295,6 +9147,21 @@ func (r ListJoinTokensResponse) ContentType() string {
 	return ""
 }
 
+// CreateJoinTokenResponse400Headers the declared response headers of an HTTP 400 response for CreateJoinToken
+type CreateJoinTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// CreateJoinTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateJoinToken
+type CreateJoinTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// CreateJoinTokenResponse403Headers the declared response headers of an HTTP 403 response for CreateJoinToken
+type CreateJoinTokenResponse403Headers struct {
+	XDataAge *int
+}
+
 type CreateJoinTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8306,6 +9173,12 @@ type CreateJoinTokenResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateJoinTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateJoinTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateJoinTokenResponse403Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8357,6 +9230,26 @@ func (r CreateJoinTokenResponse) ContentType() string {
 	return ""
 }
 
+// RevokeJoinTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeJoinToken
+type RevokeJoinTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeJoinToken
+type RevokeJoinTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse403Headers the declared response headers of an HTTP 403 response for RevokeJoinToken
+type RevokeJoinTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// RevokeJoinTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeJoinToken
+type RevokeJoinTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeJoinTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8368,6 +9261,14 @@ type RevokeJoinTokenResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeJoinTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeJoinTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeJoinTokenResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeJoinTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -8419,6 +9320,21 @@ func (r RevokeJoinTokenResponse) ContentType() string {
 	return ""
 }
 
+// ListMachinesResponse200Headers the declared response headers of an HTTP 200 response for ListMachines
+type ListMachinesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListMachinesResponse401Headers the declared response headers of an HTTP 401 response for ListMachines
+type ListMachinesResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListMachinesResponse403Headers the declared response headers of an HTTP 403 response for ListMachines
+type ListMachinesResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListMachinesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8428,6 +9344,12 @@ type ListMachinesResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListMachinesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListMachinesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListMachinesResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8474,6 +9396,21 @@ func (r ListMachinesResponse) ContentType() string {
 	return ""
 }
 
+// RemoveMachineResponse401Headers the declared response headers of an HTTP 401 response for RemoveMachine
+type RemoveMachineResponse401Headers struct {
+	XDataAge *int
+}
+
+// RemoveMachineResponse403Headers the declared response headers of an HTTP 403 response for RemoveMachine
+type RemoveMachineResponse403Headers struct {
+	XDataAge *int
+}
+
+// RemoveMachineResponse404Headers the declared response headers of an HTTP 404 response for RemoveMachine
+type RemoveMachineResponse404Headers struct {
+	XDataAge *int
+}
+
 type RemoveMachineResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8483,6 +9420,12 @@ type RemoveMachineResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RemoveMachineResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RemoveMachineResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RemoveMachineResponse404Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -8529,6 +9472,16 @@ func (r RemoveMachineResponse) ContentType() string {
 	return ""
 }
 
+// GetMeResponse200Headers the declared response headers of an HTTP 200 response for GetMe
+type GetMeResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetMeResponse401Headers the declared response headers of an HTTP 401 response for GetMe
+type GetMeResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetMeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8536,6 +9489,10 @@ type GetMeResponse struct {
 	JSON200 *Me
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetMeResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetMeResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8577,6 +9534,16 @@ func (r GetMeResponse) ContentType() string {
 	return ""
 }
 
+// GetNotificationSettingsResponse200Headers the declared response headers of an HTTP 200 response for GetNotificationSettings
+type GetNotificationSettingsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetNotificationSettingsResponse401Headers the declared response headers of an HTTP 401 response for GetNotificationSettings
+type GetNotificationSettingsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetNotificationSettingsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8584,6 +9551,10 @@ type GetNotificationSettingsResponse struct {
 	JSON200 *NotificationSettings
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetNotificationSettingsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetNotificationSettingsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8625,6 +9596,16 @@ func (r GetNotificationSettingsResponse) ContentType() string {
 	return ""
 }
 
+// SetNotificationSettingsResponse400Headers the declared response headers of an HTTP 400 response for SetNotificationSettings
+type SetNotificationSettingsResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetNotificationSettingsResponse401Headers the declared response headers of an HTTP 401 response for SetNotificationSettings
+type SetNotificationSettingsResponse401Headers struct {
+	XDataAge *int
+}
+
 type SetNotificationSettingsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8634,6 +9615,10 @@ type SetNotificationSettingsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetNotificationSettingsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetNotificationSettingsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8680,6 +9665,16 @@ func (r SetNotificationSettingsResponse) ContentType() string {
 	return ""
 }
 
+// TestNotificationResponse400Headers the declared response headers of an HTTP 400 response for TestNotification
+type TestNotificationResponse400Headers struct {
+	XDataAge *int
+}
+
+// TestNotificationResponse401Headers the declared response headers of an HTTP 401 response for TestNotification
+type TestNotificationResponse401Headers struct {
+	XDataAge *int
+}
+
 type TestNotificationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8689,6 +9684,10 @@ type TestNotificationResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *TestNotificationResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TestNotificationResponse401Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -8735,6 +9734,16 @@ func (r TestNotificationResponse) ContentType() string {
 	return ""
 }
 
+// ListNodesResponse200Headers the declared response headers of an HTTP 200 response for ListNodes
+type ListNodesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListNodesResponse401Headers the declared response headers of an HTTP 401 response for ListNodes
+type ListNodesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListNodesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8742,6 +9751,10 @@ type ListNodesResponse struct {
 	JSON200 *[]Node
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListNodesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListNodesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8783,6 +9796,21 @@ func (r ListNodesResponse) ContentType() string {
 	return ""
 }
 
+// CordonNodeResponse401Headers the declared response headers of an HTTP 401 response for CordonNode
+type CordonNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// CordonNodeResponse403Headers the declared response headers of an HTTP 403 response for CordonNode
+type CordonNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// CordonNodeResponse404Headers the declared response headers of an HTTP 404 response for CordonNode
+type CordonNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type CordonNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8794,6 +9822,12 @@ type CordonNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CordonNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CordonNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CordonNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8845,6 +9879,21 @@ func (r CordonNodeResponse) ContentType() string {
 	return ""
 }
 
+// DrainNodeResponse401Headers the declared response headers of an HTTP 401 response for DrainNode
+type DrainNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// DrainNodeResponse403Headers the declared response headers of an HTTP 403 response for DrainNode
+type DrainNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// DrainNodeResponse404Headers the declared response headers of an HTTP 404 response for DrainNode
+type DrainNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type DrainNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8856,6 +9905,12 @@ type DrainNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DrainNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DrainNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DrainNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8907,6 +9962,26 @@ func (r DrainNodeResponse) ContentType() string {
 	return ""
 }
 
+// ClearGPUResponse400Headers the declared response headers of an HTTP 400 response for ClearGPU
+type ClearGPUResponse400Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse401Headers the declared response headers of an HTTP 401 response for ClearGPU
+type ClearGPUResponse401Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse403Headers the declared response headers of an HTTP 403 response for ClearGPU
+type ClearGPUResponse403Headers struct {
+	XDataAge *int
+}
+
+// ClearGPUResponse404Headers the declared response headers of an HTTP 404 response for ClearGPU
+type ClearGPUResponse404Headers struct {
+	XDataAge *int
+}
+
 type ClearGPUResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8920,6 +9995,14 @@ type ClearGPUResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ClearGPUResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ClearGPUResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ClearGPUResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ClearGPUResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8976,6 +10059,21 @@ func (r ClearGPUResponse) ContentType() string {
 	return ""
 }
 
+// ResumeNodeResponse401Headers the declared response headers of an HTTP 401 response for ResumeNode
+type ResumeNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// ResumeNodeResponse403Headers the declared response headers of an HTTP 403 response for ResumeNode
+type ResumeNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// ResumeNodeResponse404Headers the declared response headers of an HTTP 404 response for ResumeNode
+type ResumeNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type ResumeNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8987,6 +10085,12 @@ type ResumeNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResumeNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResumeNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9038,6 +10142,21 @@ func (r ResumeNodeResponse) ContentType() string {
 	return ""
 }
 
+// UncordonNodeResponse401Headers the declared response headers of an HTTP 401 response for UncordonNode
+type UncordonNodeResponse401Headers struct {
+	XDataAge *int
+}
+
+// UncordonNodeResponse403Headers the declared response headers of an HTTP 403 response for UncordonNode
+type UncordonNodeResponse403Headers struct {
+	XDataAge *int
+}
+
+// UncordonNodeResponse404Headers the declared response headers of an HTTP 404 response for UncordonNode
+type UncordonNodeResponse404Headers struct {
+	XDataAge *int
+}
+
 type UncordonNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9049,6 +10168,12 @@ type UncordonNodeResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UncordonNodeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UncordonNodeResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UncordonNodeResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9100,9 +10225,16 @@ func (r UncordonNodeResponse) ContentType() string {
 	return ""
 }
 
+// GetOpenAPIResponse200Headers the declared response headers of an HTTP 200 response for GetOpenAPI
+type GetOpenAPIResponse200Headers struct {
+	XDataAge *int
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOpenAPIResponse200Headers
 }
 
 // GetBody returns the raw response body bytes
@@ -9134,6 +10266,16 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+// ListQueuesResponse200Headers the declared response headers of an HTTP 200 response for ListQueues
+type ListQueuesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListQueuesResponse401Headers the declared response headers of an HTTP 401 response for ListQueues
+type ListQueuesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListQueuesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9141,6 +10283,10 @@ type ListQueuesResponse struct {
 	JSON200 *Queues
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListQueuesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListQueuesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9182,6 +10328,16 @@ func (r ListQueuesResponse) ContentType() string {
 	return ""
 }
 
+// GetEstimateStatsResponse200Headers the declared response headers of an HTTP 200 response for GetEstimateStats
+type GetEstimateStatsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetEstimateStatsResponse401Headers the declared response headers of an HTTP 401 response for GetEstimateStats
+type GetEstimateStatsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetEstimateStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9189,6 +10345,10 @@ type GetEstimateStatsResponse struct {
 	JSON200 *Estimates
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetEstimateStatsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEstimateStatsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9230,6 +10390,21 @@ func (r GetEstimateStatsResponse) ContentType() string {
 	return ""
 }
 
+// GetJCTStatsResponse200Headers the declared response headers of an HTTP 200 response for GetJCTStats
+type GetJCTStatsResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetJCTStatsResponse400Headers the declared response headers of an HTTP 400 response for GetJCTStats
+type GetJCTStatsResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetJCTStatsResponse401Headers the declared response headers of an HTTP 401 response for GetJCTStats
+type GetJCTStatsResponse401Headers struct {
+	XDataAge *int
+}
+
 type GetJCTStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9239,6 +10414,12 @@ type GetJCTStatsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJCTStatsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetJCTStatsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJCTStatsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9285,6 +10466,16 @@ func (r GetJCTStatsResponse) ContentType() string {
 	return ""
 }
 
+// ListTeamsResponse200Headers the declared response headers of an HTTP 200 response for ListTeams
+type ListTeamsResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListTeamsResponse401Headers the declared response headers of an HTTP 401 response for ListTeams
+type ListTeamsResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListTeamsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9292,6 +10483,10 @@ type ListTeamsResponse struct {
 	JSON200 *[]TeamShare
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListTeamsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListTeamsResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9333,6 +10528,26 @@ func (r ListTeamsResponse) ContentType() string {
 	return ""
 }
 
+// GetTeamResponse200Headers the declared response headers of an HTTP 200 response for GetTeam
+type GetTeamResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse401Headers the declared response headers of an HTTP 401 response for GetTeam
+type GetTeamResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse403Headers the declared response headers of an HTTP 403 response for GetTeam
+type GetTeamResponse403Headers struct {
+	XDataAge *int
+}
+
+// GetTeamResponse404Headers the declared response headers of an HTTP 404 response for GetTeam
+type GetTeamResponse404Headers struct {
+	XDataAge *int
+}
+
 type GetTeamResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9344,6 +10559,14 @@ type GetTeamResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetTeamResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTeamResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetTeamResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetTeamResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9395,6 +10618,26 @@ func (r GetTeamResponse) ContentType() string {
 	return ""
 }
 
+// UpdateTeamResponse400Headers the declared response headers of an HTTP 400 response for UpdateTeam
+type UpdateTeamResponse400Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse401Headers the declared response headers of an HTTP 401 response for UpdateTeam
+type UpdateTeamResponse401Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse403Headers the declared response headers of an HTTP 403 response for UpdateTeam
+type UpdateTeamResponse403Headers struct {
+	XDataAge *int
+}
+
+// UpdateTeamResponse404Headers the declared response headers of an HTTP 404 response for UpdateTeam
+type UpdateTeamResponse404Headers struct {
+	XDataAge *int
+}
+
 type UpdateTeamResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9408,6 +10651,14 @@ type UpdateTeamResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateTeamResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateTeamResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateTeamResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateTeamResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9464,6 +10715,118 @@ func (r UpdateTeamResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamBatchPolicyResponse400Headers the declared response headers of an HTTP 400 response for SetTeamBatchPolicy
+type SetTeamBatchPolicyResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamBatchPolicyResponse401Headers the declared response headers of an HTTP 401 response for SetTeamBatchPolicy
+type SetTeamBatchPolicyResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamBatchPolicyResponse403Headers the declared response headers of an HTTP 403 response for SetTeamBatchPolicy
+type SetTeamBatchPolicyResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamBatchPolicyResponse404Headers the declared response headers of an HTTP 404 response for SetTeamBatchPolicy
+type SetTeamBatchPolicyResponse404Headers struct {
+	XDataAge *int
+}
+
+type SetTeamBatchPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Team
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamBatchPolicyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamBatchPolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamBatchPolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamBatchPolicyResponse404Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON200() *Team {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetTeamBatchPolicyResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r SetTeamBatchPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetTeamBatchPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetTeamBatchPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetTeamBatchPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetTeamCapResponse400Headers the declared response headers of an HTTP 400 response for SetTeamCap
+type SetTeamCapResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamCapResponse401Headers the declared response headers of an HTTP 401 response for SetTeamCap
+type SetTeamCapResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamCapResponse403Headers the declared response headers of an HTTP 403 response for SetTeamCap
+type SetTeamCapResponse403Headers struct {
+	XDataAge *int
+}
+
 type SetTeamCapResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9475,6 +10838,12 @@ type SetTeamCapResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamCapResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamCapResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamCapResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9526,6 +10895,26 @@ func (r SetTeamCapResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamIdlePolicyResponse400Headers the declared response headers of an HTTP 400 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse401Headers the declared response headers of an HTTP 401 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse403Headers the declared response headers of an HTTP 403 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamIdlePolicyResponse404Headers the declared response headers of an HTTP 404 response for SetTeamIdlePolicy
+type SetTeamIdlePolicyResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamIdlePolicyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9539,6 +10928,14 @@ type SetTeamIdlePolicyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamIdlePolicyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamIdlePolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamIdlePolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamIdlePolicyResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9595,6 +10992,26 @@ func (r SetTeamIdlePolicyResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamSessionPolicyResponse400Headers the declared response headers of an HTTP 400 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse401Headers the declared response headers of an HTTP 401 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse403Headers the declared response headers of an HTTP 403 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamSessionPolicyResponse404Headers the declared response headers of an HTTP 404 response for SetTeamSessionPolicy
+type SetTeamSessionPolicyResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamSessionPolicyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9608,6 +11025,14 @@ type SetTeamSessionPolicyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamSessionPolicyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamSessionPolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamSessionPolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamSessionPolicyResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9664,6 +11089,26 @@ func (r SetTeamSessionPolicyResponse) ContentType() string {
 	return ""
 }
 
+// SetTeamTimeLimitsResponse400Headers the declared response headers of an HTTP 400 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse401Headers the declared response headers of an HTTP 401 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse403Headers the declared response headers of an HTTP 403 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetTeamTimeLimitsResponse404Headers the declared response headers of an HTTP 404 response for SetTeamTimeLimits
+type SetTeamTimeLimitsResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetTeamTimeLimitsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9677,6 +11122,14 @@ type SetTeamTimeLimitsResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetTeamTimeLimitsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetTeamTimeLimitsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetTeamTimeLimitsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetTeamTimeLimitsResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9733,6 +11186,16 @@ func (r SetTeamTimeLimitsResponse) ContentType() string {
 	return ""
 }
 
+// ListTemplatesResponse200Headers the declared response headers of an HTTP 200 response for ListTemplates
+type ListTemplatesResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListTemplatesResponse401Headers the declared response headers of an HTTP 401 response for ListTemplates
+type ListTemplatesResponse401Headers struct {
+	XDataAge *int
+}
+
 type ListTemplatesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9740,6 +11203,10 @@ type ListTemplatesResponse struct {
 	JSON200 *[]Template
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListTemplatesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListTemplatesResponse401Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9781,6 +11248,16 @@ func (r ListTemplatesResponse) ContentType() string {
 	return ""
 }
 
+// CreateTemplateResponse400Headers the declared response headers of an HTTP 400 response for CreateTemplate
+type CreateTemplateResponse400Headers struct {
+	XDataAge *int
+}
+
+// CreateTemplateResponse401Headers the declared response headers of an HTTP 401 response for CreateTemplate
+type CreateTemplateResponse401Headers struct {
+	XDataAge *int
+}
+
 type CreateTemplateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9790,6 +11267,10 @@ type CreateTemplateResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateTemplateResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateTemplateResponse401Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -9836,6 +11317,16 @@ func (r CreateTemplateResponse) ContentType() string {
 	return ""
 }
 
+// DeleteTemplateResponse401Headers the declared response headers of an HTTP 401 response for DeleteTemplate
+type DeleteTemplateResponse401Headers struct {
+	XDataAge *int
+}
+
+// DeleteTemplateResponse404Headers the declared response headers of an HTTP 404 response for DeleteTemplate
+type DeleteTemplateResponse404Headers struct {
+	XDataAge *int
+}
+
 type DeleteTemplateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9843,6 +11334,10 @@ type DeleteTemplateResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteTemplateResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteTemplateResponse404Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -9884,22 +11379,57 @@ func (r DeleteTemplateResponse) ContentType() string {
 	return ""
 }
 
+// CreateTokenResponse400Headers the declared response headers of an HTTP 400 response for CreateToken
+type CreateTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// CreateTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateToken
+type CreateTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// CreateTokenResponse403Headers the declared response headers of an HTTP 403 response for CreateToken
+type CreateTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// CreateTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateToken
+type CreateTokenResponse429Headers struct {
+	XDataAge *int
+}
+
 type CreateTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Token
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateTokenResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateTokenResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateTokenResponse) GetJSON201() *Token {
 	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateTokenResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -9946,6 +11476,21 @@ func (r CreateTokenResponse) ContentType() string {
 	return ""
 }
 
+// RevokeCurrentTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeCurrentTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeCurrentTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeCurrentToken
+type RevokeCurrentTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeCurrentTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9955,6 +11500,12 @@ type RevokeCurrentTokenResponse struct {
 	JSON401 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeCurrentTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeCurrentTokenResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeCurrentTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -10001,6 +11552,21 @@ func (r RevokeCurrentTokenResponse) ContentType() string {
 	return ""
 }
 
+// ListUsersResponse200Headers the declared response headers of an HTTP 200 response for ListUsers
+type ListUsersResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListUsersResponse401Headers the declared response headers of an HTTP 401 response for ListUsers
+type ListUsersResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListUsersResponse403Headers the declared response headers of an HTTP 403 response for ListUsers
+type ListUsersResponse403Headers struct {
+	XDataAge *int
+}
+
 type ListUsersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10010,6 +11576,12 @@ type ListUsersResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUsersResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUsersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListUsersResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10056,6 +11628,26 @@ func (r ListUsersResponse) ContentType() string {
 	return ""
 }
 
+// DeleteUserResponse401Headers the declared response headers of an HTTP 401 response for DeleteUser
+type DeleteUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse403Headers the declared response headers of an HTTP 403 response for DeleteUser
+type DeleteUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse404Headers the declared response headers of an HTTP 404 response for DeleteUser
+type DeleteUserResponse404Headers struct {
+	XDataAge *int
+}
+
+// DeleteUserResponse409Headers the declared response headers of an HTTP 409 response for DeleteUser
+type DeleteUserResponse409Headers struct {
+	XDataAge *int
+}
+
 type DeleteUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10069,6 +11661,14 @@ type DeleteUserResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteUserResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DeleteUserResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10125,6 +11725,26 @@ func (r DeleteUserResponse) ContentType() string {
 	return ""
 }
 
+// DisableUserResponse401Headers the declared response headers of an HTTP 401 response for DisableUser
+type DisableUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse403Headers the declared response headers of an HTTP 403 response for DisableUser
+type DisableUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse404Headers the declared response headers of an HTTP 404 response for DisableUser
+type DisableUserResponse404Headers struct {
+	XDataAge *int
+}
+
+// DisableUserResponse409Headers the declared response headers of an HTTP 409 response for DisableUser
+type DisableUserResponse409Headers struct {
+	XDataAge *int
+}
+
 type DisableUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10138,6 +11758,14 @@ type DisableUserResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DisableUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DisableUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DisableUserResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DisableUserResponse409Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10194,6 +11822,21 @@ func (r DisableUserResponse) ContentType() string {
 	return ""
 }
 
+// EnableUserResponse401Headers the declared response headers of an HTTP 401 response for EnableUser
+type EnableUserResponse401Headers struct {
+	XDataAge *int
+}
+
+// EnableUserResponse403Headers the declared response headers of an HTTP 403 response for EnableUser
+type EnableUserResponse403Headers struct {
+	XDataAge *int
+}
+
+// EnableUserResponse404Headers the declared response headers of an HTTP 404 response for EnableUser
+type EnableUserResponse404Headers struct {
+	XDataAge *int
+}
+
 type EnableUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10205,6 +11848,12 @@ type EnableUserResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EnableUserResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *EnableUserResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *EnableUserResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10256,6 +11905,26 @@ func (r EnableUserResponse) ContentType() string {
 	return ""
 }
 
+// ListUserTokensResponse200Headers the declared response headers of an HTTP 200 response for ListUserTokens
+type ListUserTokensResponse200Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse401Headers the declared response headers of an HTTP 401 response for ListUserTokens
+type ListUserTokensResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse403Headers the declared response headers of an HTTP 403 response for ListUserTokens
+type ListUserTokensResponse403Headers struct {
+	XDataAge *int
+}
+
+// ListUserTokensResponse404Headers the declared response headers of an HTTP 404 response for ListUserTokens
+type ListUserTokensResponse404Headers struct {
+	XDataAge *int
+}
+
 type ListUserTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10267,6 +11936,14 @@ type ListUserTokensResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUserTokensResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUserTokensResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListUserTokensResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListUserTokensResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10318,6 +11995,26 @@ func (r ListUserTokensResponse) ContentType() string {
 	return ""
 }
 
+// RevokeUserTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeUserToken
+type RevokeUserTokenResponse400Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeUserToken
+type RevokeUserTokenResponse401Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse403Headers the declared response headers of an HTTP 403 response for RevokeUserToken
+type RevokeUserTokenResponse403Headers struct {
+	XDataAge *int
+}
+
+// RevokeUserTokenResponse404Headers the declared response headers of an HTTP 404 response for RevokeUserToken
+type RevokeUserTokenResponse404Headers struct {
+	XDataAge *int
+}
+
 type RevokeUserTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10329,6 +12026,14 @@ type RevokeUserTokenResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeUserTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeUserTokenResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeUserTokenResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeUserTokenResponse404Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -10380,6 +12085,26 @@ func (r RevokeUserTokenResponse) ContentType() string {
 	return ""
 }
 
+// SetUnixNameResponse400Headers the declared response headers of an HTTP 400 response for SetUnixName
+type SetUnixNameResponse400Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse401Headers the declared response headers of an HTTP 401 response for SetUnixName
+type SetUnixNameResponse401Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse403Headers the declared response headers of an HTTP 403 response for SetUnixName
+type SetUnixNameResponse403Headers struct {
+	XDataAge *int
+}
+
+// SetUnixNameResponse404Headers the declared response headers of an HTTP 404 response for SetUnixName
+type SetUnixNameResponse404Headers struct {
+	XDataAge *int
+}
+
 type SetUnixNameResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10393,6 +12118,14 @@ type SetUnixNameResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SetUnixNameResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetUnixNameResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SetUnixNameResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SetUnixNameResponse404Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10449,11 +12182,18 @@ func (r SetUnixNameResponse) ContentType() string {
 	return ""
 }
 
+// GetVersionResponse200Headers the declared response headers of an HTTP 200 response for GetVersion
+type GetVersionResponse200Headers struct {
+	XDataAge *int
+}
+
 type GetVersionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Version
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetVersionResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10490,6 +12230,36 @@ func (r GetVersionResponse) ContentType() string {
 	return ""
 }
 
+// GetWhatIfResponse200Headers the declared response headers of an HTTP 200 response for GetWhatIf
+type GetWhatIfResponse200Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse400Headers the declared response headers of an HTTP 400 response for GetWhatIf
+type GetWhatIfResponse400Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse401Headers the declared response headers of an HTTP 401 response for GetWhatIf
+type GetWhatIfResponse401Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse403Headers the declared response headers of an HTTP 403 response for GetWhatIf
+type GetWhatIfResponse403Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse422Headers the declared response headers of an HTTP 422 response for GetWhatIf
+type GetWhatIfResponse422Headers struct {
+	XDataAge *int
+}
+
+// GetWhatIfResponse503Headers the declared response headers of an HTTP 503 response for GetWhatIf
+type GetWhatIfResponse503Headers struct {
+	XDataAge *int
+}
+
 type GetWhatIfResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10505,6 +12275,18 @@ type GetWhatIfResponse struct {
 	JSON422 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWhatIfResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetWhatIfResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWhatIfResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWhatIfResponse403Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *GetWhatIfResponse422Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWhatIfResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11081,7 +12863,9 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
-// ListQueuesWithResponse The scheduler's policy, thresholds and priority queues with their jobs (other teams' jobs without names)
+// ListQueuesWithResponse The scheduler's policy, thresholds and priority queues: each queue's counts and a page of its jobs (other teams' jobs without names)
+//
+// Each queue's total and running counts, and a page of its jobs in the scheduler's order (running jobs first, then waiting ones by position): the first 100 of each queue unless limit says otherwise. A queue with more jobs gives a next_cursor; pass it as cursor for the next page of that queue: no job is lost or repeated from page to page while jobs are submitted, start or leave, as long as the last job of the page is still in the queue (else the page resumes at the same count from the queue's start).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11170,6 +12954,32 @@ func (c *ClientWithResponses) UpdateTeamWithResponse(ctx context.Context, name s
 		return nil, err
 	}
 	return ParseUpdateTeamResponse(rsp)
+}
+
+// SetTeamBatchPolicyWithBodyWithResponse Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+func (c *ClientWithResponses) SetTeamBatchPolicyWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetTeamBatchPolicyResponse, error) {
+	rsp, err := c.SetTeamBatchPolicyWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetTeamBatchPolicyResponse(rsp)
+}
+
+// SetTeamBatchPolicyWithResponse Set which batch priorities the team's members may use (high, normal, low) and the most GPUs its high-priority jobs may ask for at once (0: no cap); admins only
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /teams/{name}/batch-policy (the `SetTeamBatchPolicy` operationId).
+func (c *ClientWithResponses) SetTeamBatchPolicyWithResponse(ctx context.Context, name string, body SetTeamBatchPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*SetTeamBatchPolicyResponse, error) {
+	rsp, err := c.SetTeamBatchPolicy(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetTeamBatchPolicyResponse(rsp)
 }
 
 // SetTeamCapWithBodyWithResponse The team's lead or an admin: cap one member's GPUs (0 removes the cap; audited)
@@ -11328,13 +13138,26 @@ func (c *ClientWithResponses) DeleteTemplateWithResponse(ctx context.Context, id
 	return ParseDeleteTemplateResponse(rsp)
 }
 
-// CreateTokenWithResponse Issue an API token for the user named by HTTP basic auth
+// CreateTokenWithBodyWithResponse Issue an API token for the user named by HTTP basic auth
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /tokens (the `CreateToken` operationId).
-func (c *ClientWithResponses) CreateTokenWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
-	rsp, err := c.CreateToken(ctx, reqEditors...)
+func (c *ClientWithResponses) CreateTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
+	rsp, err := c.CreateTokenWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTokenResponse(rsp)
+}
+
+// CreateTokenWithResponse Issue an API token for the user named by HTTP basic auth
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /tokens (the `CreateToken` operationId).
+func (c *ClientWithResponses) CreateTokenWithResponse(ctx context.Context, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
+	rsp, err := c.CreateToken(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11533,6 +13356,49 @@ func ParseGetAccountingResponse(rsp *http.Response) (*GetAccountingResponse, err
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAccountingResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetAccountingResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetAccountingResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetAccountingResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11583,6 +13449,59 @@ func ParseConnectAgentResponse(rsp *http.Response) (*ConnectAgentResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 101:
+		var headers ConnectAgentResponse101Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 401:
+		var headers ConnectAgentResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ConnectAgentResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConnectAgentResponse429Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ConnectAgentResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11631,6 +13550,59 @@ func ParseOpenAgentTunnelResponse(rsp *http.Response) (*OpenAgentTunnelResponse,
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		var headers OpenAgentTunnelResponse101Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 400:
+		var headers OpenAgentTunnelResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OpenAgentTunnelResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenAgentTunnelResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenAgentTunnelResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11687,6 +13659,49 @@ func ParseCancelArrayResponse(rsp *http.Response) (*CancelArrayResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CancelArrayResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelArrayResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelArrayResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelArrayResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11734,6 +13749,49 @@ func ParseGetArrayResponse(rsp *http.Response) (*GetArrayResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetArrayResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetArrayResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetArrayResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetArrayResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11774,6 +13832,39 @@ func ParseGetClusterHistoryResponse(rsp *http.Response) (*GetClusterHistoryRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetClusterHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetClusterHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetClusterHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -11805,6 +13896,29 @@ func ParseListGPUsResponse(rsp *http.Response) (*ListGPUsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListGPUsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListGPUsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -11845,6 +13959,39 @@ func ParseGetGPUsHistoryResponse(rsp *http.Response) (*GetGPUsHistoryResponse, e
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGPUsHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetGPUsHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetGPUsHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -11892,6 +14039,49 @@ func ParseGetGPUHistoryResponse(rsp *http.Response) (*GetGPUHistoryResponse, err
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetGPUHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetGPUHistoryResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetGPUHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetGPUHistoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -11951,6 +14141,13 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			}
 			headers.Link = &value
 		}
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
 		if values := rsp.Header.Values("X-Next-Cursor"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Next-Cursor", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -11966,6 +14163,36 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			headers.XPrevCursor = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListJobsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListJobsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListJobsResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12040,6 +14267,46 @@ func ParseSubmitJobResponse(rsp *http.Response) (*SubmitJobResponse, error) {
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers SubmitJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SubmitJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers SubmitJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers SubmitJobResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12096,6 +14363,49 @@ func ParseCancelJobResponse(rsp *http.Response) (*CancelJobResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CancelJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelJobResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CancelJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12143,6 +14453,49 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12181,6 +14534,39 @@ func ParseGetJobHistoryResponse(rsp *http.Response) (*GetJobHistoryResponse, err
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobHistoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobHistoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobHistoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12244,6 +14630,59 @@ func ParseKeepJobAliveResponse(rsp *http.Response) (*KeepJobAliveResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers KeepJobAliveResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers KeepJobAliveResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers KeepJobAliveResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers KeepJobAliveResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers KeepJobAliveResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12287,6 +14726,13 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetJobLogsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
 		if values := rsp.Header.Values("X-Log-Size"); len(values) > 0 {
 			var value int64
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Log-Size", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"}); err != nil {
@@ -12295,6 +14741,36 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 			headers.XLogSize = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobLogsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobLogsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobLogsResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12335,6 +14811,39 @@ func ParseGetJobMemoryResponse(rsp *http.Response) (*GetJobMemoryResponse, error
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobMemoryResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobMemoryResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobMemoryResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12398,6 +14907,59 @@ func ParseResubmitJobResponse(rsp *http.Response) (*ResubmitJobResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ResubmitJobResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResubmitJobResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResubmitJobResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResubmitJobResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ResubmitJobResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12445,6 +15007,49 @@ func ParseGetJobUsageResponse(rsp *http.Response) (*GetJobUsageResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobUsageResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJobUsageResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJobUsageResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetJobUsageResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12483,6 +15088,39 @@ func ParseListJoinTokensResponse(rsp *http.Response) (*ListJoinTokensResponse, e
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListJoinTokensResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListJoinTokensResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListJoinTokensResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12530,6 +15168,39 @@ func ParseCreateJoinTokenResponse(rsp *http.Response) (*CreateJoinTokenResponse,
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateJoinTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateJoinTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateJoinTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12582,6 +15253,49 @@ func ParseRevokeJoinTokenResponse(rsp *http.Response) (*RevokeJoinTokenResponse,
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeJoinTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeJoinTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeJoinTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeJoinTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12620,6 +15334,39 @@ func ParseListMachinesResponse(rsp *http.Response) (*ListMachinesResponse, error
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListMachinesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListMachinesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListMachinesResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -12665,6 +15412,39 @@ func ParseRemoveMachineResponse(rsp *http.Response) (*RemoveMachineResponse, err
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RemoveMachineResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RemoveMachineResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RemoveMachineResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12698,6 +15478,29 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetMeResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetMeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12729,6 +15532,29 @@ func ParseGetNotificationSettingsResponse(rsp *http.Response) (*GetNotificationS
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetNotificationSettingsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetNotificationSettingsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -12771,6 +15597,29 @@ func ParseSetNotificationSettingsResponse(rsp *http.Response) (*SetNotificationS
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetNotificationSettingsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetNotificationSettingsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12811,6 +15660,29 @@ func ParseTestNotificationResponse(rsp *http.Response) (*TestNotificationRespons
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers TestNotificationResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers TestNotificationResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12842,6 +15714,29 @@ func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListNodesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListNodesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -12891,6 +15786,39 @@ func ParseCordonNodeResponse(rsp *http.Response) (*CordonNodeResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CordonNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CordonNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CordonNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -12936,6 +15864,39 @@ func ParseDrainNodeResponse(rsp *http.Response) (*DrainNodeResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DrainNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DrainNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DrainNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -12992,6 +15953,49 @@ func ParseClearGPUResponse(rsp *http.Response) (*ClearGPUResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ClearGPUResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ClearGPUResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ClearGPUResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ClearGPUResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13037,6 +16041,39 @@ func ParseResumeNodeResponse(rsp *http.Response) (*ResumeNodeResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ResumeNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResumeNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResumeNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13086,6 +16123,39 @@ func ParseUncordonNodeResponse(rsp *http.Response) (*UncordonNodeResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers UncordonNodeResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UncordonNodeResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UncordonNodeResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13100,6 +16170,19 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	response := &GetOpenAPIResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOpenAPIResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -13135,6 +16218,29 @@ func ParseListQueuesResponse(rsp *http.Response) (*ListQueuesResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListQueuesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListQueuesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13166,6 +16272,29 @@ func ParseGetEstimateStatsResponse(rsp *http.Response) (*GetEstimateStatsRespons
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetEstimateStatsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetEstimateStatsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13208,6 +16337,39 @@ func ParseGetJCTStatsResponse(rsp *http.Response) (*GetJCTStatsResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJCTStatsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetJCTStatsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetJCTStatsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13239,6 +16401,29 @@ func ParseListTeamsResponse(rsp *http.Response) (*ListTeamsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListTeamsResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListTeamsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13286,6 +16471,49 @@ func ParseGetTeamResponse(rsp *http.Response) (*GetTeamResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetTeamResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetTeamResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetTeamResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetTeamResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13342,6 +16570,146 @@ func ParseUpdateTeamResponse(rsp *http.Response) (*UpdateTeamResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers UpdateTeamResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateTeamResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateTeamResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateTeamResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetTeamBatchPolicyResponse parses an HTTP response from a SetTeamBatchPolicyWithResponse call
+func ParseSetTeamBatchPolicyResponse(rsp *http.Response) (*SetTeamBatchPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetTeamBatchPolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Team
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamBatchPolicyResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamBatchPolicyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamBatchPolicyResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamBatchPolicyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13387,6 +16755,39 @@ func ParseSetTeamCapResponse(rsp *http.Response) (*SetTeamCapResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamCapResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamCapResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamCapResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -13443,6 +16844,49 @@ func ParseSetTeamIdlePolicyResponse(rsp *http.Response) (*SetTeamIdlePolicyRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamIdlePolicyResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamIdlePolicyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamIdlePolicyResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamIdlePolicyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13495,6 +16939,49 @@ func ParseSetTeamSessionPolicyResponse(rsp *http.Response) (*SetTeamSessionPolic
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamSessionPolicyResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamSessionPolicyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamSessionPolicyResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamSessionPolicyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -13551,6 +17038,49 @@ func ParseSetTeamTimeLimitsResponse(rsp *http.Response) (*SetTeamTimeLimitsRespo
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetTeamTimeLimitsResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetTeamTimeLimitsResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetTeamTimeLimitsResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetTeamTimeLimitsResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13582,6 +17112,29 @@ func ParseListTemplatesResponse(rsp *http.Response) (*ListTemplatesResponse, err
 		}
 		response.JSON401 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListTemplatesResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListTemplatesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -13624,6 +17177,29 @@ func ParseCreateTemplateResponse(rsp *http.Response) (*CreateTemplateResponse, e
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateTemplateResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateTemplateResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13660,6 +17236,29 @@ func ParseDeleteTemplateResponse(rsp *http.Response) (*DeleteTemplateResponse, e
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteTemplateResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteTemplateResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13684,6 +17283,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13705,6 +17311,49 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 		}
 		response.JSON429 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateTokenResponse429Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13750,6 +17399,39 @@ func ParseRevokeCurrentTokenResponse(rsp *http.Response) (*RevokeCurrentTokenRes
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeCurrentTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeCurrentTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeCurrentTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13788,6 +17470,39 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUsersResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListUsersResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListUsersResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -13844,6 +17559,49 @@ func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DeleteUserResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13898,6 +17656,49 @@ func ParseDisableUserResponse(rsp *http.Response) (*DisableUserResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DisableUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DisableUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DisableUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DisableUserResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13945,6 +17746,39 @@ func ParseEnableUserResponse(rsp *http.Response) (*EnableUserResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EnableUserResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers EnableUserResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers EnableUserResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -13990,6 +17824,49 @@ func ParseListUserTokensResponse(rsp *http.Response) (*ListUserTokensResponse, e
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUserTokensResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListUserTokensResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListUserTokensResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListUserTokensResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -14040,6 +17917,49 @@ func ParseRevokeUserTokenResponse(rsp *http.Response) (*RevokeUserTokenResponse,
 		}
 		response.JSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RevokeUserTokenResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeUserTokenResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeUserTokenResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeUserTokenResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
@@ -14096,6 +18016,49 @@ func ParseSetUnixNameResponse(rsp *http.Response) (*SetUnixNameResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 400:
+		var headers SetUnixNameResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SetUnixNameResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SetUnixNameResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SetUnixNameResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	}
+
 	return response, nil
 }
 
@@ -14120,6 +18083,19 @@ func ParseGetVersionResponse(rsp *http.Response) (*GetVersionResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetVersionResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -14181,6 +18157,69 @@ func ParseGetWhatIfResponse(rsp *http.Response) (*GetWhatIfResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWhatIfResponse200Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetWhatIfResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetWhatIfResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWhatIfResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 422:
+		var headers GetWhatIfResponse422Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWhatIfResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

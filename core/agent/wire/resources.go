@@ -35,6 +35,19 @@ type JobUsage struct {
 	Note     string `json:"note,omitempty"`
 	// Profile is the job's measured CPU profile, once profiling is done.
 	Profile []ProfilePoint `json:"profile,omitempty"`
+	// Resume is what the run found in its checkpoint folder as it
+	// started (job.Resume); absent for a simulated job, a session, and
+	// from agents before it.
+	Resume *Resume `json:"resume,omitempty"`
+}
+
+// Resume is the checkpoint a run started from (job.Resume).
+type Resume struct {
+	Run     int64 `json:"run"`
+	FromRun int64 `json:"from_run,omitempty"`
+	// CheckpointAt is when the newest file of the checkpoint folder was
+	// written; absent: the folder was empty, the run starts from scratch.
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
 }
 
 // ProfilePoint is one measured step: the job's rate at a CPU quota.

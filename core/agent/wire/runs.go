@@ -127,6 +127,13 @@ func FromUsage(us []job.Usage) []JobUsage {
 		for _, p := range u.Profile {
 			w.Profile = append(w.Profile, ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
 		}
+		if r := u.Resume; r != nil {
+			w.Resume = &Resume{Run: r.Run, FromRun: r.FromRun}
+			if r.Resumed() {
+				at := r.CheckpointAt
+				w.Resume.CheckpointAt = &at
+			}
+		}
 		out[i] = w
 	}
 	return out
@@ -140,6 +147,12 @@ func Usage(ws []JobUsage) []job.Usage {
 			UsedCPUMilli: w.UsedCPUMilli, UsedMemMiB: w.UsedMemMiB, Enforced: w.Enforced, Note: w.Note}
 		for _, p := range w.Profile {
 			u.Profile = append(u.Profile, job.ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
+		}
+		if r := w.Resume; r != nil {
+			u.Resume = &job.Resume{Run: r.Run, FromRun: r.FromRun}
+			if r.CheckpointAt != nil {
+				u.Resume.CheckpointAt = *r.CheckpointAt
+			}
 		}
 		out[i] = u
 	}

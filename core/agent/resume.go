@@ -1,0 +1,168 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// Resuming from a checkpoint. A job's checkpoint folder is the job's, not
+// the run's: every run of the job on this machine (or on any machine that
+// shares the agents' work folder) finds what the earlier ones saved. As a
+// run starts, the agent looks in the folder: when it holds files, the run
+// gets GPUPORTAL_RESUME=1, GPUPORTAL_RESUME_RUN (the earlier run that wrote
+// the newest file, when the agent's record of the job's runs says) and
+// GPUPORTAL_CHECKPOINT_AT (when that file was written, RFC 3339), and its
+// output says so. The agent reports what it found with the run's usage
+// (job.Resume), so the server can say which run resumed from which
+// checkpoint and how much work the fault before it cost.
+//
+// The record of a job's runs is the agent's, not the job's account's:
+// WorkDir/runs/ID, one line per run started here, "RUN UNIXNANO".
+
+// maxCheckpointEntries bounds the walk of a checkpoint folder: a folder of
+// more entries is judged by the first ones walked.
+const maxCheckpointEntries = 10000
+
+// newestWrite returns when the newest regular file under dir was last
+// written, and zero when there is none. Links are not followed.
+func newestWrite(dir string) time.Time {
+	var newest time.Time
+	n := 0
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // an unreadable entry says nothing
+		}
+		if n++; n > maxCheckpointEntries {
+			return filepath.SkipAll
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.ModTime().After(newest) {
+			newest = info.ModTime()
+		}
+		return nil
+	})
+	return newest
+}
+
+// runStart is one line of a job's run record.
+type runStart struct {
+	run int64
+	at  time.Time
+}
+
+func (a *Local) runRecordPath(jobID int64) string {
+	return filepath.Join(a.cfg.WorkDir, "runs", strconv.FormatInt(jobID, 10))
+}
+
+// readRunRecord reads the runs of a job started on this machine; a
+// missing record is empty.
+func readRunRecord(path string) ([]runStart, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record of runs: %w", err)
+	}
+	var out []runStart
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		run, at, ok := strings.Cut(sc.Text(), " ")
+		r, err1 := strconv.ParseInt(run, 10, 64)
+		ns, err2 := strconv.ParseInt(at, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			continue // a line cut short by a crash
+		}
+		out = append(out, runStart{r, time.Unix(0, ns)})
+	}
+	return out, nil
+}
+
+// writer returns the run of runs that wrote at: the last one started at
+// or before it, earlier than run; 0 when none.
+func writer(runs []runStart, at time.Time, run int64) int64 {
+	var w int64
+	var wAt time.Time
+	for _, r := range runs {
+		if r.run < run && !r.at.After(at) && !r.at.Before(wAt) {
+			w, wAt = r.run, r.at
+		}
+	}
+	return w
+}
+
+// beginResume looks in the checkpoint folder of s's job, records that run
+// s.Run starts now, and returns what the run resumes from and the
+// variables that say so (none when the folder is empty).
+func (a *Local) beginResume(s job.Spec, now time.Time) (job.Resume, []string, error) {
+	res := job.Resume{Run: s.Run, CheckpointAt: newestWrite(a.CheckpointDir(s.JobID))}
+	path := a.runRecordPath(s.JobID)
+	runs, err := readRunRecord(path)
+	if err != nil {
+		return res, nil, err
+	}
+	if res.Resumed() {
+		res.FromRun = writer(runs, res.CheckpointAt, s.Run)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return res, nil, fmt.Errorf("record of runs: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return res, nil, fmt.Errorf("record of runs: %w", err)
+	}
+	_, werr := fmt.Fprintf(f, "%d %d\n", s.Run, now.UnixNano())
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return res, nil, fmt.Errorf("record of runs: %w", err)
+	}
+	return res, resumeEnv(res), nil
+}
+
+// resumeEnv is the variables that tell a run what it resumes from.
+func resumeEnv(r job.Resume) []string {
+	if !r.Resumed() {
+		return nil
+	}
+	env := []string{"GPUPORTAL_RESUME=1", "GPUPORTAL_CHECKPOINT_AT=" + r.CheckpointAt.UTC().Format(time.RFC3339Nano)}
+	if r.FromRun > 0 {
+		env = append(env, "GPUPORTAL_RESUME_RUN="+strconv.FormatInt(r.FromRun, 10))
+	}
+	return env
+}
+
+// resumeLine is what the run's output says of its checkpoint.
+func resumeLine(r job.Resume, node string) string {
+	switch {
+	case !r.Resumed() && r.Run > 1:
+		return fmt.Sprintf("gpuportal: run %d starts from scratch: its checkpoint folder on %s is empty\n", r.Run, node)
+	case !r.Resumed():
+		return ""
+	case r.FromRun > 0:
+		return fmt.Sprintf("gpuportal: run %d resumes from the checkpoint run %d wrote at %s (GPUPORTAL_RESUME=1)\n",
+			r.Run, r.FromRun, r.CheckpointAt.UTC().Format("15:04:05.000"))
+	default:
+		return fmt.Sprintf("gpuportal: run %d resumes from the checkpoint written at %s (GPUPORTAL_RESUME=1)\n",
+			r.Run, r.CheckpointAt.UTC().Format("15:04:05.000"))
+	}
+}
+
+// ResumeEnv is what a run starting now with checkpoint folder dir is told
+// of it: GPUPORTAL_RESUME=1 and GPUPORTAL_CHECKPOINT_AT when the folder
+// holds files, nothing when it is empty. The Slurm executor gives it its
+// runs (its work folder is shared by the server and every node); it keeps
+// no record of runs, so it never names GPUPORTAL_RESUME_RUN.
+func ResumeEnv(dir string) []string {
+	return resumeEnv(job.Resume{CheckpointAt: newestWrite(dir)})
+}
