@@ -29,6 +29,7 @@ import (
 	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/history"
 	"github.com/gpuportal/gpuportal/identity"
+	"github.com/gpuportal/gpuportal/kube"
 	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/notify"
@@ -71,6 +72,7 @@ type serveFlags struct {
 	masterPorts       engine.PortRange
 	executor          string
 	slurm             slurm.Flags
+	kube              kube.Flags
 	historyRaw        time.Duration
 	historyKeep       time.Duration
 	gate              gateFlags
@@ -135,7 +137,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.Var(&f.containerNetwork, "container-network", "the network of the built-in agents' container jobs: private or host (as agent --container-network)")
 	allowedImages := fs.String("allowed-images", "", `prefixes of the container images jobs may name, comma-separated, such as "localhost/,registry.lab/" (a prefix without '/' names a registry); empty: any image`)
 	fs.StringVar(&f.sessionOrigin, "session-origin", "", "where interactive sessions are served, each on a host of its own: a wildcard such as https://*.sessions.lab.example (DNS and a certificate for it: docs/operations.md); without a port, the portal's. Empty: on the portal's origin, sandboxed (Jupyter needs an origin of its own); with --dev, http://*.localhost")
-	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents) or slurm (a Slurm cluster: docs/slurm.md)")
+	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents), slurm (a Slurm cluster: docs/slurm.md) or kubernetes (pods on a Kubernetes cluster; not yet run against a real API server: docs/kubernetes.md)")
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
 	fs.Var(days{&f.historyKeep}, "history-keep", "GPU history: delete hourly rows older than this")
@@ -146,6 +148,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.DurationVar(&f.idleReclaimGrace, "idle-reclaim-grace", 30*time.Minute, "an idle interactive session (see --idle-after) is warned on its page, then stopped this long after, its GPUs given to waiting jobs; 0: never reclaim")
 	fs.Float64Var(&f.idleBelow, "idle-below", idle.DefaultRule.BelowPct, "the utilization, in percent, under which a GPU counts as idle (see --idle-after): the default for teams that set no threshold of their own, and accounting's idle threshold for all")
 	f.slurm.Register(fs)
+	f.kube.Register(fs)
 	f.gate.register(fs)
 	f.notify.register(fs)
 	f.metrics.register(fs)
@@ -183,8 +186,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.historyKeep < f.historyRaw {
 		return f, fmt.Errorf("serve: --history-keep %v is shorter than --history-raw %v: history must be kept at least as long as its minutes", days{&f.historyKeep}, days{&f.historyRaw})
 	}
-	if f.executor != "agents" && f.executor != "slurm" {
-		return f, fmt.Errorf("serve: --executor %q: want agents or slurm", f.executor)
+	if f.executor != "agents" && f.executor != "slurm" && f.executor != "kubernetes" {
+		return f, fmt.Errorf("serve: --executor %q: want agents, slurm or kubernetes", f.executor)
 	}
 	if !slices.Contains(sched.SharePlacements(), f.sharePlacement) {
 		return f, fmt.Errorf("serve: --share-placement %q: want %s", f.sharePlacement, strings.Join(sched.SharePlacements(), " or "))
@@ -436,6 +439,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		work.engineRuns(engDone)
 		if f.executor == "slurm" {
 			if err := f.slurm.Start(engCtx, f.data, f.grace, eng, log.With("executor", "slurm")); err != nil {
+				return err
+			}
+		}
+		if f.executor == "kubernetes" {
+			if err := f.kube.Start(engCtx, f.grace, eng, log.With("executor", "kubernetes")); err != nil {
 				return err
 			}
 		}

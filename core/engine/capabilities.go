@@ -43,11 +43,11 @@ type LiveMemoryNode interface {
 // (a GPU fault, for one, counts against every run of a machine that does
 // not report its runs' GPUs):
 //
-//	capability        agent.Local  hub's remote node  slurm's node
-//	UsageReporter     yes          yes                no
-//	Resizer           yes          yes                no
-//	RunGPUsReporter   no           yes                no
-//	LiveMemoryNode    no           no                 yes
+//	capability        agent.Local  hub's remote node  slurm's node  kube's node
+//	UsageReporter     yes          yes                no            no
+//	Resizer           yes          yes                no            no
+//	RunGPUsReporter   no           yes                no            yes
+//	LiveMemoryNode    no           no                 yes           yes
 //
 // Capabilities names the capabilities n has, in the order of this list:
 // what a machine's test checks against its claim.

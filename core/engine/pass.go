@@ -268,7 +268,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 			SimRemaining: time.Duration((j.SimDuration - j.ExecutedS) * float64(time.Second)),
 			Memory:       simMemory(j),
 			Env:          j.Env, Dir: j.Dir, Array: j.Array,
-			Account: j.Account, Image: j.Image, Session: j.Session, Name: j.Name,
+			Account: j.Account, Image: j.Image, Session: j.Session, Name: j.Name, Team: j.Team,
 		}
 		if gang != nil {
 			g := *gang

@@ -59,6 +59,9 @@ type Spec struct {
 	Session *Session
 	// Name is the job's name (SLURM_JOB_NAME).
 	Name string `json:",omitempty"`
+	// Team is the job's team (the Kubernetes executor labels its pods
+	// with it).
+	Team string `json:",omitempty"`
 	// Gang is the rendezvous of a run on several machines, or of one
 	// that starts a process per GPU (gang.go); nil: one process on one
 	// machine.

@@ -1,0 +1,90 @@
+package kube
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Flags are serve's settings of the Kubernetes executor (serve
+// --executor kubernetes).
+type Flags struct {
+	Config       string
+	Namespace    string
+	Prefix       string
+	NodeSelector string
+	Image        string
+	GPUMem       string
+	StartTimeout time.Duration
+	QPS          float64
+}
+
+// Register adds the --kube-* flags to fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Config, "kube-config", "", "with --executor kubernetes: the kubeconfig file to reach the API server with (default: the pod's service account inside a cluster, else $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&f.Namespace, "kube-namespace", "gpuportal", "with --executor kubernetes: the namespace of the jobs' pods")
+	fs.StringVar(&f.Prefix, "kube-prefix", "gpuportal", "with --executor kubernetes: pods are named PREFIX-JOB-RUN-NODE and labelled gpuportal.io/instance=PREFIX; one prefix per server sharing a cluster")
+	fs.StringVar(&f.NodeSelector, "kube-node-selector", "", "with --executor kubernetes: a label selector of the nodes gpuportal schedules (default: every node with nvidia.com/gpu)")
+	fs.StringVar(&f.Image, "kube-image", "busybox:stable", "with --executor kubernetes: the container image of jobs that name none (job submit --image)")
+	fs.StringVar(&f.GPUMem, "kube-gpu-mem", "80", "with --executor kubernetes: GPU memory in GB of nodes without GPU feature discovery's nvidia.com/gpu.memory label")
+	fs.DurationVar(&f.StartTimeout, "kube-start-timeout", 2*time.Minute, "with --executor kubernetes: a pod whose GPUs are still held by pods being deleted after this long fails")
+	fs.Float64Var(&f.QPS, "kube-qps", 50, "with --executor kubernetes: the most requests a second to the API server (bursts of twice as many)")
+}
+
+// Start makes the Kubernetes cluster the flags describe execute the
+// engine's jobs: it creates an Executor and runs it until ctx ends. grace
+// is the pods' termination grace period.
+func (f Flags) Start(ctx context.Context, grace time.Duration, reg Registry, log *slog.Logger) error {
+	gb, err := strconv.ParseFloat(f.GPUMem, 64)
+	if err != nil || gb <= 0 || gb > 1<<20 {
+		return fmt.Errorf("--kube-gpu-mem %q: want GB such as 80", f.GPUMem)
+	}
+	if f.QPS <= 0 {
+		return fmt.Errorf("--kube-qps %v: must be positive", f.QPS)
+	}
+	cfg, err := f.restConfig()
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = float32(f.QPS), int(2*f.QPS)
+	cfg.UserAgent = "gpuportal"
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("--kube-config: %w", err)
+	}
+	ex, err := New(Config{Core: core, Registry: reg, Logger: log, Namespace: f.Namespace, Prefix: f.Prefix,
+		NodeSelector: f.NodeSelector, Image: f.Image, GPUMemMiB: int64(gb * 1024), Grace: grace, StartTimeout: f.StartTimeout})
+	if err != nil {
+		return err
+	}
+	log.Info("running jobs on Kubernetes", "api_server", cfg.Host, "namespace", f.Namespace, "node_selector", f.NodeSelector)
+	go ex.Run(ctx)
+	return nil
+}
+
+// restConfig is how to reach the API server: --kube-config, else the
+// service account of the pod gpuportal runs in, else $KUBECONFIG or
+// ~/.kube/config.
+func (f Flags) restConfig() (*rest.Config, error) {
+	if f.Config == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if f.Config != "" {
+		rules.ExplicitPath = f.Config
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--kube-config: %w", err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,189 @@
+package kube
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+// TestNodeCapabilities: a Kubernetes node has the capabilities
+// core/engine's list (engine.Capabilities) claims for it.
+func TestNodeCapabilities(t *testing.T) {
+	want := []string{"RunGPUsReporter", "LiveMemoryNode"}
+	if got := engine.Capabilities((*node)(nil)); !slices.Equal(got, want) {
+		t.Errorf("a Kubernetes node has %v, want %v", got, want)
+	}
+}
+
+func terminated(phase corev1.PodPhase, reason string, t corev1.ContainerStateTerminated) *corev1.Pod {
+	return &corev1.Pod{Status: corev1.PodStatus{Phase: phase, Reason: reason,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{Terminated: &t}}}}}
+}
+
+func TestPodEnding(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want ending
+	}{
+		{"succeeded", terminated(corev1.PodSucceeded, "", corev1.ContainerStateTerminated{Reason: "Completed"}), ending{}},
+		{"its own exit code", terminated(corev1.PodFailed, "", corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}), ending{code: 3}},
+		{"out of memory", terminated(corev1.PodFailed, "", corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}),
+			ending{code: -1, why: "out of memory: Kubernetes killed the container (OOMKilled, exit code 137)"}},
+		{"evicted", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."}},
+			ending{code: -1, why: "evicted by Kubernetes: The node was low on resource: memory.", infra: true}},
+		{"deadline", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}},
+			ending{code: -1, why: "the time limit was reached (Kubernetes' active deadline)", endedAs: job.TimedOut}},
+		{"refused by the kubelet", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfcpu"}},
+			ending{code: -1, why: "the node refused or lost it (OutOfcpu)", infra: true}},
+		{"signal", terminated(corev1.PodFailed, "", corev1.ContainerStateTerminated{ExitCode: 143, Signal: 15}),
+			ending{code: -1, why: "killed by signal 15"}},
+		{"failed without a status", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, ending{code: -1, why: "the pod failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := podEnding(tc.pod); got != tc.want {
+				t.Errorf("podEnding = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStuck(t *testing.T) {
+	waiting := func(reason, msg string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: containerName, Image: "lab/train:1"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: containerName,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"pulling", waiting("ContainerCreating", ""), ""},
+		{"no status yet", &corev1.Pod{}, ""},
+		{"image pull back-off", waiting("ImagePullBackOff", "Back-off pulling image"),
+			"the image lab/train:1 could not be pulled (ImagePullBackOff): Back-off pulling image"},
+		{"bad image name", waiting("InvalidImageName", ""), "the image lab/train:1 could not be pulled (InvalidImageName)"},
+		{"config", waiting("CreateContainerConfigError", "secret \"x\" not found"),
+			"the container could not be created (CreateContainerConfigError): secret \"x\" not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stuck(tc.pod); got != tc.want {
+				t.Errorf("stuck = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewPod(t *testing.T) {
+	s := job.Spec{JobID: 42, Run: 3, GPUs: []int{5, 2}, SimRemaining: 90 * time.Second, Team: "vision lab",
+		TimeLeft: time.Hour, Env: []string{"DATA=/d", "NVIDIA_VISIBLE_DEVICES=all"}}
+	gpus := []int{2, 5}
+	p := newPod(podSpec{prefix: "gp", namespace: "ns", image: "busybox", node: "n7", team: s.Team, grace: 10 * time.Second, env: jobEnv(s, gpus)}, s, gpus)
+	if p.Name != "gp-42-3-n7" || p.Namespace != "ns" {
+		t.Errorf("pod %s/%s, want ns/gp-42-3-n7", p.Namespace, p.Name)
+	}
+	wantLabels := map[string]string{LabelManagedBy: "gpuportal", LabelInstance: "gp", LabelJob: "42", LabelRun: "3", LabelTeam: "vision_lab"}
+	for k, v := range wantLabels {
+		if p.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, p.Labels[k], v)
+		}
+	}
+	if !gated(p) || p.Spec.Affinity != nil || p.Spec.NodeName != "" {
+		t.Errorf("a new pod is gated, without affinity or node: gates %v affinity %v node %q", p.Spec.SchedulingGates, p.Spec.Affinity, p.Spec.NodeName)
+	}
+	if p.Annotations[AnnotationGPUs] != "2,5" || p.Annotations[AnnotationSimDuration] != "90.000s" || p.Annotations[AnnotationNode] != "n7" {
+		t.Errorf("annotations %v", p.Annotations)
+	}
+	c := p.Spec.Containers[0]
+	if !slices.Equal(c.Command, []string{"sleep", "90.000"}) || c.Image != "busybox" {
+		t.Errorf("container %v %v, want busybox sleep 90.000", c.Image, c.Command)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env["NVIDIA_VISIBLE_DEVICES"] != "2,5" || env["DATA"] != "/d" || env["GPUPORTAL_JOB_ID"] != "42" {
+		t.Errorf("env %v: want NVIDIA_VISIBLE_DEVICES=2,5 (not the job's), DATA, GPUPORTAL_JOB_ID", env)
+	}
+	if _, ok := c.Resources.Limits[ResourceGPU]; ok {
+		t.Error("the pod asks the device plugin for GPUs: gpuportal pins them itself")
+	}
+	if p.Spec.ActiveDeadlineSeconds == nil || *p.Spec.ActiveDeadlineSeconds != 3610 {
+		t.Errorf("active deadline %v, want the time left and the backstop margin, 3610", p.Spec.ActiveDeadlineSeconds)
+	}
+	a := pinAffinity("n7").NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]
+	if a.Key != "metadata.name" || !slices.Equal(a.Values, []string{"n7"}) {
+		t.Errorf("affinity %+v, want metadata.name in [n7]", a)
+	}
+}
+
+func TestLabelValueAndPodName(t *testing.T) {
+	for in, want := range map[string]string{"vision": "vision", "a b/c": "a_b_c", "-x-": "x", strings.Repeat("a", 70): strings.Repeat("a", 63)} {
+		if got := labelValue(in); got != want {
+			t.Errorf("labelValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if n := podName("gpuportal", 1, 1, strings.Repeat("n", 300)); len(n) > 253 {
+		t.Errorf("pod name of %d characters", len(n))
+	}
+}
+
+func TestReadNodeAndForeignGPUs(t *testing.T) {
+	kn := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{labelGPUProduct: "NVIDIA-H100", labelGPUMemory: "81559"}},
+		Spec:       corev1.NodeSpec{Unschedulable: true},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{ResourceGPU: resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("95500m"),
+				corev1.ResourceMemory: resource.MustParse("512Gi")},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady"}},
+		},
+	}
+	st := readNode(kn, 1024)
+	want := nodeState{gpus: 8, model: "NVIDIA-H100", gpuMemMi: 81559, cpus: 95, memMiB: 512 << 10, cordoned: true, notReady: "Ready is False (KubeletNotReady)"}
+	if st != want {
+		t.Errorf("readNode = %+v, want %+v", st, want)
+	}
+	n := &node{}
+	// Two GPUs held by other pods; gpuportal's run holds 7: 6 and 5 are
+	// left out.
+	n.updateLocked(st, 2, map[int]bool{7: true})
+	var idx []int
+	for _, d := range n.devices {
+		idx = append(idx, d.Index)
+	}
+	if !slices.Equal(idx, []int{0, 1, 2, 3, 4, 7}) {
+		t.Errorf("devices %v, want 0-4 and 7", idx)
+	}
+	if err := n.checkGPUsLocked([]int{6}); err != nil {
+		t.Errorf("GPU 6 exists (a run may hold it): %v", err)
+	}
+	if err := n.checkGPUsLocked([]int{8}); err == nil {
+		t.Error("GPU 8 of 8 accepted")
+	}
+}
+
+func TestGPURequest(t *testing.T) {
+	gpus := func(n string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{ResourceGPU: resource.MustParse(n)}}
+	}
+	p := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Resources: gpus("4")}},
+		Containers:     []corev1.Container{{Resources: gpus("1")}, {Resources: gpus("2")}, {}},
+	}}
+	if got := gpuRequest(p); got != 4 {
+		t.Errorf("gpuRequest = %d, want 4 (the init container's)", got)
+	}
+	p.Spec.InitContainers = nil
+	if got := gpuRequest(p); got != 3 {
+		t.Errorf("gpuRequest = %d, want 3", got)
+	}
+}
