@@ -1,3 +1,5 @@
+//go:build soak
+
 package integration
 
 import (
@@ -23,14 +25,15 @@ import (
 // ticks and resume (checkpointedJob). Then it lets every job finish,
 // checks the traces and histories as the other fault tests do, and
 // reports from the traces the runs per job and the ticks each fault cost
-// (what a run redid of the run before it). It runs by hand
+// (what a run redid of the run before it). It runs by hand, behind the
+// build tag soak, so that the README's test command does not compile it
 // (scripts/soak-faults):
 //
-//	GPUPORTAL_SOAK_MINUTES=30 go test -run TestFaultSoak -v -timeout 60m ./integration
+//	GPUPORTAL_SOAK_MINUTES=30 go test -tags soak -run TestFaultSoak -v -timeout 60m ./integration
 func TestFaultSoak(t *testing.T) {
 	minutes, _ := strconv.ParseFloat(os.Getenv("GPUPORTAL_SOAK_MINUTES"), 64)
 	if minutes <= 0 {
-		t.Skip("a soak runs by hand: set GPUPORTAL_SOAK_MINUTES (and GPUPORTAL_SOAK_SEED)")
+		t.Fatal("set GPUPORTAL_SOAK_MINUTES (and GPUPORTAL_SOAK_SEED): ./scripts/soak-faults MINUTES SEED")
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("GPUPORTAL_SOAK_SEED"), 10, 64)
 	if seed == 0 {
