@@ -211,8 +211,10 @@ func TestKilledAgentsJobFinishesOnAnother(t *testing.T) {
 	if d := time.Since(killedAt); d < 2*time.Second {
 		t.Errorf("requeued and finished %v after the kill, before the heartbeat timeout", d)
 	}
-	if out := remoteOutput(data, second, id); out != "start on 0,1\ndone\n" {
-		t.Errorf("output of the second run = %q", out)
+	// The agent says the run starts over (the first wrote no checkpoint,
+	// and it was on another machine), then the job's own lines.
+	if out, want := remoteOutput(data, second, id), "gpuportal: run 2 starts from scratch: its checkpoint folder on "+second+" is empty\nstart on 0,1\ndone\n"; out != want {
+		t.Errorf("output of the second run = %q, want %q", out, want)
 	}
 	if out := srv.output(); !strings.Contains(out, "requeued: node "+first+" lost") {
 		t.Errorf("server did not requeue the job as lost with %s", first)

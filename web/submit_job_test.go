@@ -80,11 +80,13 @@ func TestSubmitRunSettingsStored(t *testing.T) {
 		t.Errorf("job = %+v", j)
 	}
 	// While it waits for job dep, nothing forecasts it, and it says why.
-	want := fmt.Sprintf("waiting for job %d to succeed; forecast once it may start", dep)
+	// (The forecast does not repeat the reason: TestForecastDoesNotRepeatTheReason.)
+	reason := fmt.Sprintf("waiting for job %d to succeed", dep)
+	const want = "forecast once its dependencies or its array let it start"
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var got api.Job
 		_ = json.Unmarshal(ts.do(t, "alice", http.MethodGet, fmt.Sprint("/api/v1/jobs/", j.ID), "").Body.Bytes(), &got)
-		if got.Forecast != nil && got.Forecast.Reason == want {
+		if got.Forecast != nil && got.Forecast.Reason == want && got.Reason == reason {
 			break
 		}
 		if time.Now().After(deadline) {
