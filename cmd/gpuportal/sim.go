@@ -71,17 +71,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fromDB      simDBFlags
 	)
 	fromDB.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: gpuportal sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]")
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-			return nil
-		}
-		return fmt.Errorf("sim: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sim: unexpected argument %q (flags only; see --help)", fs.Arg(0))
+	if help, err := parseSimFlags(fs, args, stderr, "sim",
+		"gpuportal sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]"); help || err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -370,4 +362,23 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
+}
+
+// parseSimFlags parses the flags of command (sim, sim matrix), which take
+// no other argument; help is true when --help printed usage and the
+// flags' defaults to stderr, and the command has nothing more to do.
+func parseSimFlags(fs *flag.FlagSet, args []string, stderr io.Writer, command, usage string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: "+usage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return true, nil
+		}
+		return false, fmt.Errorf("%s: %w", command, err)
+	}
+	if fs.NArg() > 0 {
+		return false, fmt.Errorf("%s: unexpected argument %q (flags only; see --help)", command, fs.Arg(0))
+	}
+	return false, nil
 }

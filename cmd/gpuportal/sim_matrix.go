@@ -44,17 +44,9 @@ func runSimMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		copies     = fs.Int("jitter-copies", 5, "besides each trace, its `N` copies jittered with seeds 1 to N (as sim --jitter-seed)")
 		asJSON     = fs.Bool("json", false, "print the cells as a JSON array instead of a table")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: gpuportal sim matrix --trace FILE=CLUSTER,CLUSTER [--trace ...] [--candidate tiresias-g:full-body] [--baseline tiresias-g:reference] [--placement nodes,count] [--jitter-copies 5] [--json]")
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-			return nil
-		}
-		return fmt.Errorf("sim matrix: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sim matrix: unexpected argument %q (flags only; see --help)", fs.Arg(0))
+	if help, err := parseSimFlags(fs, args, stderr, "sim matrix",
+		"gpuportal sim matrix --trace FILE=CLUSTER,CLUSTER [--trace ...] [--candidate tiresias-g:full-body] [--baseline tiresias-g:reference] [--placement nodes,count] [--jitter-copies 5] [--json]"); help || err != nil {
+		return err
 	}
 	if len(traces) == 0 {
 		return errors.New("sim matrix: --trace is required (FILE=CLUSTER,CLUSTER, once per trace)")
