@@ -47,39 +47,41 @@ func (s *App) CredentialHolders(ctx context.Context, sessions, tokens []string) 
 	return bySession, byToken, nil
 }
 
-// JobVisibility tells whether users may see jobs, reading each job's
-// team once however many ask: one pass over the live stream's followers.
-type JobVisibility struct {
-	app   *App
-	teams map[int64]string // job ID -> team
-}
-
-// JobVisibility returns a new JobVisibility; it keeps what it read for
-// as long as it is used.
-func (s *App) JobVisibility() *JobVisibility {
-	return &JobVisibility{app: s, teams: make(map[int64]string)}
-}
-
-// MaySee returns nil when u may see job id, a NotFound *Error when the
-// job does not exist or u may not see it (the same answer, so that job
-// IDs of other teams cannot be probed), or another error when that
-// cannot be told now.
-func (v *JobVisibility) MaySee(ctx context.Context, u *models.User, id int64) error {
-	team, ok := v.teams[id]
+// MaySeeJob returns nil when u may see job id, a NotFound *Error when
+// the job does not exist or u may not see it (the same answer, so that
+// job IDs of other teams cannot be probed), or another error when that
+// cannot be told now. teams caches the teams of jobs across calls: one
+// read per job however many users ask (the live stream's recheck of its
+// followers).
+func (s *App) MaySeeJob(ctx context.Context, u *models.User, id int64, teams map[int64]string) error {
+	team, ok := teams[id]
 	if !ok {
-		j, err := v.app.cfg.Store.Job(ctx, id)
+		j, err := s.cfg.Store.Job(ctx, id)
 		if errors.Is(err, models.ErrNotFound) {
 			return &Error{Kind: NotFound, Msg: fmt.Sprintf("no job %d that you may see", id)}
 		}
 		if err != nil {
 			return stored(err)
 		}
-		team, v.teams[id] = j.Team, j.Team
+		team, teams[id] = j.Team, j.Team
 	}
 	if !CanSee(u, team) {
 		return &Error{Kind: NotFound, Msg: fmt.Sprintf("no job %d that you may see", id)}
 	}
 	return nil
+}
+
+// FollowedJob returns job id for a to follow live, if a may see it; one
+// of a team a may not see is one that does not exist.
+func (s *App) FollowedJob(ctx context.Context, a Actor, id int64) (*models.Job, error) {
+	j, err := s.cfg.Store.Job(ctx, id)
+	if errors.Is(err, models.ErrNotFound) || (err == nil && !CanSee(a.User, j.Team)) {
+		return nil, &Error{Kind: NotFound, Msg: fmt.Sprintf("no job %d that you may see", id)}
+	}
+	if err != nil {
+		return nil, stored(err)
+	}
+	return j, nil
 }
 
 // MaySeeTeam returns nil when u may see team name (its members and

@@ -292,7 +292,7 @@ func (p *sessionProxy) hostUser(c echo.Context, id int64) (*models.User, credent
 		if !ok || pass.job != id {
 			continue
 		}
-		users, err := p.s.credentialUsers(r.Context(), []credential{pass.cred}, p.s.cfg.Now())
+		users, err := p.s.credentialUsers(r.Context(), []credential{pass.cred})
 		if err != nil {
 			return nil, credential{}, err
 		}
@@ -445,7 +445,7 @@ func (p *sessionProxy) recheck(ctx context.Context) error {
 	for i, lr := range live {
 		creds[i] = lr.cred
 	}
-	users, err := p.s.credentialUsers(ctx, creds, p.s.cfg.Now())
+	users, err := p.s.credentialUsers(ctx, creds)
 	if err != nil {
 		return err
 	}
