@@ -16,8 +16,10 @@ import (
 
 // The cluster as every user sees it: its machines, connected or last
 // known, their GPUs' health and readings, and the jobs by state. Every
-// signed-in user sees every machine (as GET /api/v1/nodes always did);
-// only admins act on them (nodes.go).
+// signed-in user sees every machine and the counts (as GET /api/v1/nodes
+// always did), and so does /metrics; only admins act on machines
+// (nodes.go), and only they see who holds which GPU where the server
+// hides users' names.
 
 // ClusterStore is what the cluster's figures read.
 type ClusterStore interface {
@@ -90,14 +92,14 @@ func (s *App) NodeStateCounts() map[string]int {
 	return out
 }
 
-// Nodes lists the machines as the API shows them, for a: the connected
+// Nodes lists the machines as the API shows them: the connected
 // ones, then those that disconnected, with their last known state.
 // ages are the remote machines' heartbeat ages at now (a machine not in
 // them is the server's own, always heard).
-func (s *App) Nodes(a Actor, ages map[string]time.Duration, now time.Time) []api.Node {
+func (s *App) Nodes(ages map[string]time.Duration, now time.Time) []api.Node {
 	out := []api.Node{}
 	for _, st := range s.cfg.Engine.NodeStatuses() {
-		n := s.describeNode(st)
+		n := s.DescribeNode(st)
 		heard(&n, ages, now)
 		out = append(out, n)
 	}
@@ -110,11 +112,11 @@ func (s *App) Nodes(a Actor, ages map[string]time.Duration, now time.Time) []api
 	return out
 }
 
-// Node is the connected machine name as the API shows it, for a.
-func (s *App) Node(a Actor, name string, ages map[string]time.Duration, now time.Time) (api.Node, error) {
+// Node is the connected machine name as the API shows it.
+func (s *App) Node(name string, ages map[string]time.Duration, now time.Time) (api.Node, error) {
 	for _, st := range s.cfg.Engine.NodeStatuses() {
 		if st.Name == name {
-			n := s.describeNode(st)
+			n := s.DescribeNode(st)
 			heard(&n, ages, now)
 			return n, nil
 		}
@@ -130,7 +132,7 @@ func (s *App) Node(a Actor, name string, ages map[string]time.Duration, now time
 // effect when it connects.
 func (s *App) NodeAfterAction(ctx context.Context, a Actor, name, done string, ages map[string]time.Duration, now time.Time) (api.Node, error) {
 	if s.cfg.Leader == nil || s.cfg.Leader() {
-		return s.Node(a, name, ages, now)
+		return s.Node(name, ages, now)
 	}
 	st, err := s.cfg.Engine.StoredNodeStates(ctx)
 	if err != nil {
@@ -147,9 +149,10 @@ func (s *App) NodeAfterAction(ctx context.Context, a Actor, name, done string, a
 	return n, nil
 }
 
-// describeNode is a machine as the API shows it: its state, the health of
-// each GPU, and whether its live memory is known.
-func (s *App) describeNode(st engine.NodeStatus) api.Node {
+// DescribeNode is a connected machine as the API shows it: its state,
+// the health of each GPU, whether its live memory is known, and what is
+// allocated of it.
+func (s *App) DescribeNode(st engine.NodeStatus) api.Node {
 	n := NodeAPI(st)
 	for _, f := range s.cfg.Engine.GPUFaults() {
 		if f.Node != st.Name {
@@ -229,9 +232,8 @@ type ClusterMachines struct {
 	Reserved map[string]engine.ReservedGPU
 }
 
-// Cluster is the cluster's machines at now, for a (every user sees
-// every machine). disconnected: with those that left, as last known.
-func (s *App) Cluster(a Actor, now time.Time, disconnected bool) ClusterMachines {
+// Cluster is the cluster's machines at now. disconnected: with those that left, as last known.
+func (s *App) Cluster(now time.Time, disconnected bool) ClusterMachines {
 	out := ClusterMachines{Faults: s.GPUFaults(), Reserved: s.cfg.Engine.ReservedGPUs()}
 	allocs := s.cfg.Engine.NodeAllocations()
 	state := make(map[string]string)
@@ -276,4 +278,17 @@ func (s *App) PlacementLiveMemory(placement []string) string {
 		}
 	}
 	return strings.Join(whys, "; ")
+}
+
+// LogPaths are where the connected machines that keep job output on this
+// server's disk (the built-in agents) keep job id's, for a caller that
+// checked who may read it.
+func (s *App) LogPaths(id int64) []string {
+	var out []string
+	for _, n := range s.cfg.Engine.Nodes() {
+		if lp, ok := n.(interface{ LogPath(int64) string }); ok {
+			out = append(out, lp.LogPath(id))
+		}
+	}
+	return out
 }
