@@ -11,7 +11,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -27,7 +26,6 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	}
 	now := s.cfg.Now()
 	u := currentUser(c)
-	admin := u.Role == models.RoleAdmin
 	m, err := s.runningMoment(ctx) // its GPUs' holders and idle jobs: the running jobs alone
 	if err != nil {
 		return out, err
@@ -47,7 +45,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	gl := s.gpuLanes()
 	ages := s.heartbeatAges(time.Now())
 	for _, n := range cl.Machines {
-		card := templates.NodeCard{Name: n.Name, State: n.State, CanDrain: admin && n.Connected, LiveMemory: n.LiveMemory}
+		card := templates.NodeCard{Name: n.Name, State: n.State, CanDrain: app.MayActOnNodes(u) && n.Connected, LiveMemory: n.LiveMemory}
 		if !n.Connected {
 			card.Heard = heardText(time.Since(n.LostAt), true)
 		} else if age, ok := ages[n.Name]; ok {
