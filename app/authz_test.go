@@ -19,8 +19,9 @@ import (
 // fakeEngine records what the actions ask of the engine: one machine,
 // gpu1, whose GPU 0 is out of service.
 type fakeEngine struct {
-	cancelled []int64
-	woken     int
+	ClusterEngine // the cluster's views: not used here
+	cancelled     []int64
+	woken         int
 }
 
 func (e *fakeEngine) Wake() { e.woken++ }

@@ -1,4 +1,4 @@
-package web
+package app
 
 import (
 	"testing"
@@ -20,7 +20,7 @@ func TestNodeState(t *testing.T) {
 		{"a drain outranks a cordon", engine.NodeStatus{Draining: true, Cordoned: true, Jobs: []int64{1}}, "draining"},
 	}
 	for _, tc := range tests {
-		if got := nodeJSON(tc.st).State; got != tc.want {
+		if got := NodeAPI(tc.st).State; got != tc.want {
 			t.Errorf("%s: state %q, want %q", tc.name, got, tc.want)
 		}
 	}
