@@ -27,6 +27,7 @@ type Store interface {
 	JobStore
 	TeamStore
 	AccountStore
+	PeopleStore
 	MachineStore
 	Audit(ctx context.Context, e models.AuditEntry) error
 }

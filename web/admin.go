@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -172,14 +171,13 @@ func (s *Server) tokensPage(c echo.Context) error {
 }
 
 func (s *Server) renderTokens(c echo.Context, status int, flash, newToken string) error {
-	u := currentUser(c)
-	ts, err := s.cfg.Store.APITokens(c.Request().Context(), u.ID, s.cfg.Now())
+	ts, err := s.app.OwnTokens(c.Request().Context(), appActor(c))
 	if err != nil {
 		return err
 	}
 	v := templates.Tokens{New: newToken}
 	for _, t := range ts {
-		v.Tokens = append(v.Tokens, tokenRow(app.TokenAPI(t)))
+		v.Tokens = append(v.Tokens, tokenRow(t))
 	}
 	p := page(c, "API tokens", "tokens")
 	p.Flash = flash
@@ -187,23 +185,19 @@ func (s *Server) renderTokens(c echo.Context, status int, flash, newToken string
 }
 
 func (s *Server) createTokenForm(c echo.Context) error {
-	name := c.FormValue("name")
 	days, err := strconv.Atoi(c.FormValue("days"))
-	if name == "" || len(name) > 128 || strings.TrimSpace(name) != name {
-		return s.renderTokens(c, http.StatusBadRequest, "name: is required: 1 to 128 characters, not beginning or ending with spaces", "")
+	if err != nil {
+		days = 0 // refused, naming the field
 	}
-	if err != nil || days < 1 || days > 365 {
-		return s.renderTokens(c, http.StatusBadRequest, "days: must be from 1 to 365", "")
+	tok, err := s.app.CreateToken(c.Request().Context(), appActor(c), c.FormValue("name"), time.Duration(days)*24*time.Hour)
+	var ae *app.Error
+	if errors.As(err, &ae) && ae.Kind == app.Invalid {
+		return s.renderTokens(c, http.StatusBadRequest, ae.Msg, "")
 	}
-	u := currentUser(c)
-	tok, err := s.cfg.Store.CreateAPIToken(c.Request().Context(), u.ID, name, s.cfg.Now(), time.Duration(days)*24*time.Hour)
 	if err != nil {
 		return err
 	}
-	if err := s.audit(c, "token.create", u.Name, name); err != nil {
-		return err
-	}
-	return s.renderTokens(c, http.StatusOK, "", tok)
+	return s.renderTokens(c, http.StatusOK, "", tok.Token)
 }
 
 func (s *Server) revokeTokenForm(c echo.Context) error {
@@ -211,16 +205,8 @@ func (s *Server) revokeTokenForm(c echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id: must be a number")
 	}
-	u := currentUser(c)
-	err = s.cfg.Store.RevokeAPIToken(c.Request().Context(), u.ID, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("you have no token %d", id))
-	}
-	if err != nil {
-		return err
-	}
-	s.hub.poke() // connections opened with it end
-	if err := s.audit(c, "token.revoke", u.Name, strconv.FormatInt(id, 10)); err != nil {
+	// Connections opened with it end.
+	if err := s.app.RevokeOwnToken(c.Request().Context(), appActor(c), id); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/tokens")
