@@ -36,6 +36,7 @@ const (
 type PeopleStore interface {
 	CredentialStore
 	IdentityStore
+	NotificationStore
 }
 
 // CredentialStore is what the credentials read and write.
