@@ -37,6 +37,7 @@ type PeopleStore interface {
 	CredentialStore
 	IdentityStore
 	NotificationStore
+	AccountingStore
 }
 
 // CredentialStore is what the credentials read and write.
