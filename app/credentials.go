@@ -38,6 +38,7 @@ type PeopleStore interface {
 	IdentityStore
 	NotificationStore
 	AccountingStore
+	OverviewStore
 }
 
 // CredentialStore is what the credentials read and write.

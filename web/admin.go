@@ -23,40 +23,29 @@ func (s *Server) audit(c echo.Context, action, target, detail string) error {
 // requireAdmin lets only admins through.
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if u := currentUser(c); u == nil || u.Role != models.RoleAdmin {
+		if u := currentUser(c); u == nil || !app.IsAdmin(u) {
 			return echo.NewHTTPError(http.StatusForbidden, "only admins may do this")
 		}
 		return next(c)
 	}
 }
 
-func (s *Server) adminView(c echo.Context) (templates.Admin, error) {
-	ctx := c.Request().Context()
+func (s *Server) adminView(c echo.Context) (templates.Admin, []api.TeamShare, error) {
 	var v templates.Admin
-	us, err := s.cfg.Store.Users(ctx)
+	o, err := s.app.AdminOverview(c.Request().Context(), appActor(c), 100)
 	if err != nil {
-		return v, err
+		return v, nil, err
 	}
-	if v.Accounts, err = s.accountsView(c, us); err != nil {
-		return v, err
-	}
-	ts, err := s.cfg.Store.Teams(ctx)
-	if err != nil {
-		return v, err
-	}
-	for _, t := range ts {
+	v.Accounts = accountsView(c, o)
+	for _, t := range o.Teams {
 		v.Teams = append(v.Teams, templates.TeamRow{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs})
 	}
-	es, err := s.cfg.Store.AuditLog(ctx, 100)
-	if err != nil {
-		return v, err
-	}
-	for _, e := range es {
+	for _, e := range o.Audit {
 		v.Audit = append(v.Audit, templates.AuditRow{
 			At: e.At.Local().Format(timeLayout), Actor: e.Actor, Action: e.Action, Target: e.Target, Detail: e.Detail, From: e.From,
 		})
 	}
-	return v, nil
+	return v, o.Teams, nil
 }
 
 func (s *Server) adminPage(c echo.Context) error {
@@ -64,18 +53,23 @@ func (s *Server) adminPage(c echo.Context) error {
 }
 
 func (s *Server) renderAdmin(c echo.Context, status int, flash, notice string) error {
-	v, err := s.adminView(c)
+	v, teams, err := s.adminView(c)
 	if err != nil {
 		return err
 	}
 	p := page(c, "Admin", "admin")
 	p.Flash, p.Notice = flash, notice
-	ts, err := s.cfg.Store.Teams(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	p.Warning = guaranteeWarning(ts, s.clusterGPUs())
+	p.Warning = guaranteeWarning(guarantees(teams), s.clusterGPUs())
 	return s.render(c, status, templates.AdminPage(p, v))
+}
+
+// guarantees are the teams as guaranteeWarning (flags.go) reads them.
+func guarantees(ts []api.TeamShare) []models.Team {
+	out := make([]models.Team, len(ts))
+	for i, t := range ts {
+		out[i] = models.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs}
+	}
+	return out
 }
 
 // adminAction applies one form of the admin page: it returns a notice
@@ -113,8 +107,8 @@ func badRequest(format string, args ...any) error {
 func (s *Server) applyAdminAction(c echo.Context, action string) (string, error) {
 	ctx := c.Request().Context()
 	name := c.FormValue("name")
-	if err := models.CheckName(name); err != nil {
-		return "", badRequest("name: %s", err)
+	if err := app.CheckName(name); err != nil {
+		return "", err
 	}
 	a := appActor(c)
 	switch action {
