@@ -39,6 +39,7 @@ type PeopleStore interface {
 	NotificationStore
 	AccountingStore
 	OverviewStore
+	TeamPageStore
 }
 
 // CredentialStore is what the credentials read and write.
