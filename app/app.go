@@ -94,6 +94,7 @@ type Engine interface {
 	ClearGPUFault(node string, index int) error
 	GPUFaults() []engine.GPUFault
 	StoredNodeStates(ctx context.Context) (engine.NodeStates, error)
+	ReclaimEngine
 }
 
 // Config is what an App works with.

@@ -40,6 +40,7 @@ type PeopleStore interface {
 	AccountingStore
 	OverviewStore
 	TeamPageStore
+	ReclaimStore
 }
 
 // CredentialStore is what the credentials read and write.
