@@ -27,6 +27,7 @@ type Store interface {
 	JobStore
 	TeamStore
 	AccountStore
+	PeopleStore
 	MachineStore
 	LiveStore
 	Audit(ctx context.Context, e models.AuditEntry) error
@@ -95,6 +96,7 @@ type Engine interface {
 	GPUFaults() []engine.GPUFault
 	StoredNodeStates(ctx context.Context) (engine.NodeStates, error)
 	ClusterEngine
+	ReclaimEngine
 }
 
 // Config is what an App works with.
