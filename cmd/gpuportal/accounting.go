@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -16,41 +14,31 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
+	"github.com/spf13/cobra"
 )
 
-const accountingUsage = `Usage: gpuportal accounting [--from DAY] [--to DAY] [--by team|user]
-                            [--period day|month|range] [--team TEAM] [--user USER]
-                            [--csv | --json] [--server URL]
-
-GPU-hours allocated, used and idle, jobs by outcome and queue waits, per
+// accountingHelp is what "gpuportal accounting --help" says besides the
+// flags.
+const accountingHelp = `GPU-hours allocated, used and idle, jobs by outcome and queue waits, per
 team or user, as sreport and sacct report them for Slurm. Days are UTC,
 as YYYY-MM-DD, both counted; the default is this month so far, by team,
 one line per team over the whole range. Researchers see their own usage,
 leads their team's, admins everyone's. --csv prints the rows as CSV (the
 same as the portal's download), --json the server's JSON.
 
-Example: gpuportal accounting --from 2026-10-01 --to 2026-10-31 --by team
-`
+Example: gpuportal accounting --from 2026-10-01 --to 2026-10-31 --by team`
 
-// runAccounting runs "gpuportal accounting": a client of GET
-// /api/v1/accounting, with the job commands' server and token.
-func runAccounting(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
-	c := jobCmd{
-		getenv: os.Getenv, configDir: os.UserConfigDir, now: time.Now,
-		http: &http.Client{Timeout: 2 * time.Minute}, stdout: stdout, stderr: stderr,
+// accountingCommand is "gpuportal accounting": a client of GET
+// /api/v1/accounting.
+func (c jobCmd) accountingCommand() *cobra.Command {
+	f := c.flags("accounting [flags]", "GPU-hours allocated, used and idle per team or user (like sreport)", "json", "yaml")
+	f.cmd.Long = accountingHelp
+	// A report over months may take the server a while.
+	long := &http.Client{Timeout: 2 * time.Minute}
+	if c.http != nil {
+		long.Transport = c.http.Transport
 	}
-	return c.accounting(ctx, args)
-}
-
-func (c jobCmd) accounting(ctx context.Context, args []string) (err error) {
-	defer func() {
-		if err != nil && !errors.Is(err, flag.ErrHelp) {
-			err = fmt.Errorf("accounting: %w", err)
-		}
-	}()
-	f := c.flags("accounting", true)
-	f.fs.Init("accounting", flag.ContinueOnError)
-	f.fs.Usage = func() { fmt.Fprint(c.stderr, accountingUsage); f.fs.PrintDefaults() }
+	c.http = long
 	from := f.fs.String("from", "", "the first UTC day counted, YYYY-MM-DD (default: the first of this month)")
 	to := f.fs.String("to", "", "the last UTC day counted, YYYY-MM-DD (default: today)")
 	by := f.fs.String("by", "", "a line per team or per user (default: team; user for researchers)")
@@ -58,49 +46,48 @@ func (c jobCmd) accounting(ctx context.Context, args []string) (err error) {
 	team := f.fs.String("team", "", "only this team")
 	user := f.fs.String("user", "", "only this user")
 	asCSV := f.fs.Bool("csv", false, "print CSV")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q (flags: --from, --to, --by, --period, --team, --user)", pos[0])
-	}
-	for _, d := range []struct{ flag, v string }{{"from", *from}, {"to", *to}} {
-		if d.v == "" {
-			continue
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapCmdErr("accounting", &err)
+		if len(pos) > 0 {
+			return fmt.Errorf("unexpected argument %q (flags: --from, --to, --by, --period, --team, --user)", pos[0])
 		}
-		if _, err := time.Parse(time.DateOnly, d.v); err != nil {
-			return fmt.Errorf("--%s: %q is not a day as YYYY-MM-DD", d.flag, d.v)
+		for _, d := range []struct{ flag, v string }{{"from", *from}, {"to", *to}} {
+			if d.v == "" {
+				continue
+			}
+			if _, err := time.Parse(time.DateOnly, d.v); err != nil {
+				return fmt.Errorf("--%s: %q is not a day as YYYY-MM-DD", d.flag, d.v)
+			}
 		}
-	}
-	if *by != "" && *by != "team" && *by != "user" {
-		return fmt.Errorf("--by: %q is not team or user", *by)
-	}
-	if !slices.Contains([]string{"day", "month", "range"}, *period) {
-		return fmt.Errorf("--period: %q is not day, month or range", *period)
-	}
-	if *asCSV && (f.json || f.output != "") {
-		return errors.New("--csv and --json (or -o): choose one")
-	}
-	q := client.AccountingQuery{From: *from, To: *to, By: *by, Period: *period, Team: *team, User: *user}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	if *asCSV {
-		raw, err := cl.AccountingCSV(ctx, q)
+		if *by != "" && *by != "team" && *by != "user" {
+			return fmt.Errorf("--by: %q is not team or user", *by)
+		}
+		if !slices.Contains([]string{"day", "month", "range"}, *period) {
+			return fmt.Errorf("--period: %q is not day, month or range", *period)
+		}
+		if *asCSV && (f.json || f.output != "") {
+			return errors.New("--csv and --json (or -o): choose one")
+		}
+		q := client.AccountingQuery{From: *from, To: *to, By: *by, Period: *period, Team: *team, User: *user}
+		cl, err := c.client(f)
 		if err != nil {
 			return err
 		}
-		_, err = c.stdout.Write(raw)
-		return err
-	}
-	var raw json.RawMessage
-	rep, err := cl.Accounting(ctx, q, client.RawJSON(&raw))
-	if err != nil {
-		return err
-	}
-	return c.emit(f, raw, nil, func(bool) error { return printAccounting(c.stdout, rep) })
+		if *asCSV {
+			raw, err := cl.AccountingCSV(ctx, q)
+			if err != nil {
+				return err
+			}
+			_, err = c.stdout.Write(raw)
+			return err
+		}
+		var raw json.RawMessage
+		rep, err := cl.Accounting(ctx, q, client.RawJSON(&raw))
+		if err != nil {
+			return err
+		}
+		return c.emit(f, raw, nil, func(bool) error { return printAccounting(c.stdout, rep) })
+	})
 }
 
 // printAccounting writes the report as a table, sreport-like, with a

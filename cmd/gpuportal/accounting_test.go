@@ -29,7 +29,7 @@ func TestAccountingFlags(t *testing.T) {
 			var out, errOut bytes.Buffer
 			c := jobCmd{getenv: func(string) string { return "" }, now: time.Now, stdout: &out, stderr: &errOut,
 				configDir: func() (string, error) { return t.TempDir(), nil }}
-			err := c.accounting(context.Background(), tc.args)
+			err := c.execute(context.Background(), append([]string{"accounting"}, tc.args...))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one naming %q", err, tc.want)
 			}

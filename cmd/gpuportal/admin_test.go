@@ -11,7 +11,7 @@ func TestAdminCommands(t *testing.T) {
 	data := t.TempDir()
 	run := func(stdin string, args ...string) (string, error) {
 		var out, errOut bytes.Buffer
-		err := runAdmin(context.Background(), append([]string{"--data", data}, args...), strings.NewReader(stdin), &out, &errOut)
+		err := jobCmd{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut}.execute(context.Background(), append([]string{"admin", "--data", data}, args...))
 		return out.String() + errOut.String(), err
 	}
 	steps := []struct {

@@ -23,6 +23,8 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // agentTokenEnv holds the agent token when --token is not given: unlike a
@@ -50,11 +52,49 @@ type agentFlags struct {
 	advertiseAddr       string
 }
 
+// agentCommand is "gpuportal agent": it runs jobs on this machine (or on
+// simulated machines) for a server.
+func agentCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "agent [flags]", Short: "run jobs on this machine for a remote server"}
+	version := versionFlag(cmd, stdout)
+	var f agentFlags
+	check := f.register(cmd.Flags())
+	completeValues(cmd, "log-level", []string{"debug", "info", "warn", "error"}, "log level")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if version() {
+			return nil
+		}
+		if len(args) > 0 {
+			return fmt.Errorf("agent: unexpected argument %q", args[0])
+		}
+		if err := check(); err != nil {
+			return err
+		}
+		return runAgent(cmd.Context(), f, stdout, stderr)
+	}
+	return cmd
+}
+
+// parseAgentFlags reads the agent's flags from args as agent does.
 func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	var f agentFlags
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	check := f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return f, fmt.Errorf("agent: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("agent: unexpected argument %q", fs.Arg(0))
+	}
+	return f, check()
+}
+
+// register defines the agent's flags on pfs, their values read into f;
+// check, once they are parsed, completes f from them and checks it.
+func (f *agentFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&f.server, "server", "", "the server's URL, such as https://gpus.example.com (required; default: $"+jobServerEnv+"); the URLs of several replicas, comma-separated, to connect to whichever leads")
 	fs.StringVar(&f.token, "token", "", "the server's agent token (serve --agent-token); default: $"+agentTokenEnv+", which other users cannot see")
 	fs.StringVar(&f.gpus, "gpus", "nvml", "GPUs: nvml (this machine's NVIDIA GPUs) or sim:NODESxGPUSxGB (simulated machines)")
@@ -76,61 +116,58 @@ func parseAgentFlags(args []string, stderr io.Writer) (agentFlags, error) {
 	passEnv := fs.String("pass-env", "", "variables of this agent's environment that jobs get besides the minimal one (PATH, HOME, USER, LANG, LC_*, TZ, ...), comma-separated, such as LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME; nothing else of the agent's environment reaches a job")
 	fs.StringVar(&f.advertiseAddr, "advertise-addr", "", "the address other machines reach this one at, given to jobs on several machines as MASTER_ADDR and in their hostfile (docs/multinode.md); default: the address this agent connects to the server from")
 	simFaults := fs.String("sim-fault", "", "with --gpus sim:...: GPU failures to inject, GPU:xidN[@AFTER] or GPU:ecc[@AFTER], comma-separated (0:xid79@2s: GPU 0 reports XID 79 two seconds after a job first starts on it)")
-	if err := fs.Parse(args); err != nil {
-		return f, err
-	}
-	pass, err := parsePassEnv(*passEnv)
-	if err != nil {
-		return f, fmt.Errorf("agent: %w", err)
-	}
-	f.passEnv = pass
-	if f.advertiseAddr != "" {
-		if err := wire.CheckAddr(f.advertiseAddr); err != nil {
-			return f, fmt.Errorf("agent: --advertise-addr %w", err)
+	pfs.AddGoFlagSet(fs)
+	return func() error {
+		pass, err := parsePassEnv(*passEnv)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
 		}
+		f.passEnv = pass
+		if f.advertiseAddr != "" {
+			if err := wire.CheckAddr(f.advertiseAddr); err != nil {
+				return fmt.Errorf("agent: --advertise-addr %w", err)
+			}
+		}
+		if f.jobDirMode, err = agent.ParseJobDirMode(*jobDirMode); err != nil {
+			return fmt.Errorf("agent: --job-dir-mode %w", err)
+		}
+		if f.minUID < 1 {
+			return fmt.Errorf("agent: --min-uid %d: want a user ID of 1 or more (root is allowed only by --allow-root-owner)", f.minUID)
+		}
+		if f.allowRootOwner && f.runAs != agent.RunAsOwner {
+			return errors.New("agent: --allow-root-owner needs --run-as owner")
+		}
+		if f.containerNetwork == agent.NetworkHost && f.containerRuntime == "" {
+			return errors.New("agent: --container-network host needs --container-runtime")
+		}
+		faults, err := gpu.ParseSimFaults(*simFaults)
+		if err != nil {
+			return fmt.Errorf("agent: --sim-fault: %w", err)
+		}
+		if len(faults) > 0 && !strings.HasPrefix(f.gpus, "sim:") {
+			return errors.New("agent: --sim-fault needs simulated GPUs (--gpus sim:...)")
+		}
+		f.simFaults = faults
+		if err := f.gate.check("agent"); err != nil {
+			return err
+		}
+		if f.server == "" {
+			f.server = os.Getenv(jobServerEnv)
+		}
+		if f.server == "" {
+			return fmt.Errorf("agent: --server is required (or $%s)", jobServerEnv)
+		}
+		if f.token == "" {
+			f.token = os.Getenv(agentTokenEnv)
+		}
+		if f.token == "" && !f.check {
+			return fmt.Errorf("agent: no token: set $%s or pass --token", agentTokenEnv)
+		}
+		if err := wire.CheckNodeName(f.name); err != nil {
+			return fmt.Errorf("agent: --name: %w", err)
+		}
+		return nil
 	}
-	if f.jobDirMode, err = agent.ParseJobDirMode(*jobDirMode); err != nil {
-		return f, fmt.Errorf("agent: --job-dir-mode %w", err)
-	}
-	if f.minUID < 1 {
-		return f, fmt.Errorf("agent: --min-uid %d: want a user ID of 1 or more (root is allowed only by --allow-root-owner)", f.minUID)
-	}
-	if f.allowRootOwner && f.runAs != agent.RunAsOwner {
-		return f, errors.New("agent: --allow-root-owner needs --run-as owner")
-	}
-	if f.containerNetwork == agent.NetworkHost && f.containerRuntime == "" {
-		return f, errors.New("agent: --container-network host needs --container-runtime")
-	}
-	faults, err := gpu.ParseSimFaults(*simFaults)
-	if err != nil {
-		return f, fmt.Errorf("agent: --sim-fault: %w", err)
-	}
-	if len(faults) > 0 && !strings.HasPrefix(f.gpus, "sim:") {
-		return f, errors.New("agent: --sim-fault needs simulated GPUs (--gpus sim:...)")
-	}
-	f.simFaults = faults
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("agent: unexpected argument %q", fs.Arg(0))
-	}
-	if err := f.gate.check("agent"); err != nil {
-		return f, err
-	}
-	if f.server == "" {
-		f.server = os.Getenv(jobServerEnv)
-	}
-	if f.server == "" {
-		return f, fmt.Errorf("agent: --server is required (or $%s)", jobServerEnv)
-	}
-	if f.token == "" {
-		f.token = os.Getenv(agentTokenEnv)
-	}
-	if f.token == "" && !f.check {
-		return f, fmt.Errorf("agent: no token: set $%s or pass --token", agentTokenEnv)
-	}
-	if err := wire.CheckNodeName(f.name); err != nil {
-		return f, fmt.Errorf("agent: --name: %w", err)
-	}
-	return f, nil
 }
 
 // machine is one machine the agent runs: its GPUs and resources.
@@ -231,13 +268,9 @@ func agentTLS(caFile string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// runAgent is `gpuportal agent`: it runs jobs on this machine (or on
+// runAgent runs jobs on this machine (or on
 // simulated machines) for the server at --server, until interrupted.
-func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseAgentFlags(args, stderr)
-	if err != nil {
-		return err
-	}
+func runAgent(ctx context.Context, f agentFlags, stdout, stderr io.Writer) error {
 	// Jobs must not inherit the token.
 	_ = os.Unsetenv(agentTokenEnv)
 	log, err := newLogger(f.logLevel, stderr)

@@ -52,7 +52,7 @@ func TestParseAgentFlags(t *testing.T) {
 		{"containers on the machine's network", []string{"--server", "http://s", "--token", "t", "--container-runtime", "podman", "--container-network", "host"}, "", "", func(f agentFlags) bool {
 			return f.containerNetwork == agent.NetworkHost
 		}},
-		{"a container network that is none", []string{"--server", "http://s", "--token", "t", "--container-runtime", "podman", "--container-network", "bridge"}, "", "-container-network: \"bridge\": want private (the default) or host", nil},
+		{"a container network that is none", []string{"--server", "http://s", "--token", "t", "--container-runtime", "podman", "--container-network", "bridge"}, "", `--container-network" flag: "bridge": want private (the default) or host`, nil},
 		{"the machine's network without containers", []string{"--server", "http://s", "--token", "t", "--container-network", "host"}, "", "--container-network host needs --container-runtime", nil},
 	}
 	for _, tc := range tests {
@@ -163,7 +163,7 @@ func TestAgentCheck(t *testing.T) {
 				args = []string{"--check"}
 			}
 			var out strings.Builder
-			err := runAgent(context.Background(), args, &out, io.Discard)
+			err := jobCmd{stdout: &out, stderr: io.Discard}.execute(context.Background(), append([]string{"agent"}, args...))
 			if len(tc.wantErr) == 0 {
 				if err != nil || !strings.Contains(out.String(), "is ready") {
 					t.Fatalf("agent --check = %v, printed %q; want success", err, out.String())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,22 +12,18 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 )
 
-const configUsage = `Usage: gpuportal config COMMAND
-
-Commands:
-  get-contexts [-o name]   the saved contexts; * marks the current one
-  current-context          the current context's name
-  use-context NAME         make NAME the current context
-  delete-context NAME      forget NAME and its token
+// configHelp is what "gpuportal config --help" says besides the
+// commands.
+const configHelp = `List and switch contexts.
 
 A context is a server and your API token for it, saved by "gpuportal
-login" in the config file (%s),
-which only you may read (chmod 600). Every client command takes
---context NAME to use another context than the current one.
-`
+login" in the config file (gpuportal/config.yaml in your config folder:
+$XDG_CONFIG_HOME, else ~/.config), which only you may read (chmod 600). Every client command takes
+--context NAME to use another context than the current one.`
 
 // cliConfig is the client's config file: the servers a user has logged
 // in to, as contexts, and which one commands use by default.
@@ -174,40 +171,38 @@ func sameServer(a, b string) bool {
 	return strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Host, ub.Host) && ua.Path == ub.Path
 }
 
-// runConfig is "gpuportal config ...".
-func (c jobCmd) runConfig(args []string) error {
-	path, _ := c.configPath()
-	usage := fmt.Sprintf(configUsage, path)
-	if len(args) == 0 {
-		fmt.Fprint(c.stderr, usage)
-		return errors.New("config: no command given")
+// configCommand is "gpuportal config ...".
+func (c jobCmd) configCommand() *cobra.Command {
+	sub := func(name, use, short string) *cobra.Command {
+		f := c.command(use, short)
+		var output string
+		if name == "get-contexts" {
+			f.fs.StringVarP(&output, "output", "o", "", "name: print only the contexts' names")
+			f.complete("output", func() []string { return []string{"name"} }, "output format")
+		}
+		if name == "use-context" || name == "delete-context" {
+			f.cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+				if len(args) > 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return described(c.contextNamesFor(), "context"), cobra.ShellCompDirectiveNoFileComp
+			}
+		}
+		return f.run(func(_ context.Context, pos []string) (err error) {
+			defer wrapCmdErr("config "+name, &err)
+			return c.config(name, output, pos)
+		})
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Fprint(c.stdout, usage)
-		return nil
-	case "get-contexts", "current-context", "use-context", "delete-context":
-	default:
-		fmt.Fprint(c.stderr, usage)
-		return fmt.Errorf("config: unknown command %q", cmd)
-	}
-	err := c.configCommand(cmd, rest)
-	wrapCmdErr("config "+cmd, &err)
-	return err
+	return group(&cobra.Command{Use: "config", Short: "list and switch contexts", Long: configHelp},
+		sub("get-contexts", "get-contexts [-o name]", "the saved contexts; * marks the current one"),
+		sub("current-context", "current-context", "the current context's name"),
+		sub("use-context", "use-context NAME", "make a context the current one"),
+		sub("delete-context", "delete-context NAME", "forget a context and its token"),
+	)
 }
 
-func (c jobCmd) configCommand(cmd string, args []string) error {
-	f := c.flagSet("config " + cmd)
-	var output string
-	if cmd == "get-contexts" {
-		f.fs.StringVar(&output, "o", "", "name: print only the contexts' names")
-		f.fs.StringVar(&output, "output", "", "the same as -o")
-	}
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
+// config runs config command cmd with -o output and the arguments pos.
+func (c jobCmd) config(cmd, output string, pos []string) error {
 	if output != "" && output != "name" {
 		return fmt.Errorf("-o %q: want name (or no -o for the table)", output)
 	}

@@ -148,7 +148,7 @@ func runConfigForTest(dir string, args ...string) (string, error) {
 	var out strings.Builder
 	c := jobCmd{getenv: func(string) string { return "" }, configDir: func() (string, error) { return dir, nil },
 		now: time.Now, http: http.DefaultClient, stdout: &out, stderr: &out}
-	err := c.runConfig(args)
+	err := c.execute(context.Background(), append([]string{"config"}, args...))
 	return out.String(), err
 }
 
@@ -167,7 +167,7 @@ func TestLogin(t *testing.T) {
 	var out, errOut strings.Builder
 	c := jobCmd{getenv: func(string) string { return "" }, configDir: func() (string, error) { return dir, nil },
 		now: time.Now, http: srv.Client(), stdin: strings.NewReader(srv.URL + "\nalice\nsecret\n"), stdout: &out, stderr: &errOut}
-	if err := c.login(context.Background(), nil); err != nil {
+	if err := c.execute(context.Background(), []string{"login"}); err != nil {
 		t.Fatalf("login: %v\n%s", err, errOut.String())
 	}
 	got := fake.requests()
@@ -187,14 +187,14 @@ func TestLogin(t *testing.T) {
 	}
 	// Again with a token on stdin, as another context.
 	c.stdin = strings.NewReader("tok-pasted\n")
-	if err := c.login(context.Background(), []string{"--server", srv.URL, "--context", "second", "--token-stdin"}); err != nil {
+	if err := c.execute(context.Background(), []string{"login", "--server", srv.URL, "--context", "second", "--token-stdin"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, _, _ = c.loadConfig()
 	if cfg.CurrentContext != "second" || cfg.context("second").Token != "tok-pasted" || len(cfg.Contexts) != 2 {
 		t.Errorf("after the second login: %+v", cfg)
 	}
-	if err := c.logout(context.Background(), nil); err != nil {
+	if err := c.execute(context.Background(), []string{"logout"}); err != nil {
 		t.Fatal(err)
 	}
 	if last := fake.requests()[len(fake.requests())-1]; last.method != http.MethodDelete || last.path != "/api/v1/tokens/current" || last.auth != "Bearer tok-pasted" {
@@ -215,7 +215,7 @@ func TestLogin(t *testing.T) {
 		{[]string{"--server", srv.URL + "/nothing"}, "does not answer as a gpuportal server"},
 	} {
 		c.stdin = strings.NewReader("")
-		if err := c.login(context.Background(), tc.args); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+		if err := c.execute(context.Background(), append([]string{"login"}, tc.args...)); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("login %v: err = %v; want %q", tc.args, err, tc.wantErr)
 		}
 	}

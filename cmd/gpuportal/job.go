@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -25,38 +24,15 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/cmdline"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sbatch"
 )
 
-const jobUsage = `Usage: gpuportal job COMMAND [flags]
-
-Commands:
-  submit --name NAME [--team TEAM] [--gpus N] [--gpu-mem-gb GB] [--model MODEL]
-         [--env NAME=VALUE]... [--chdir DIR] [--time 2h] [--retries N]
-         [--dependency afterok:41] [--array 0-5%2 [--array-params FILE.csv]]
-         [--parsable] [--wait] (--sim-duration 10m | -- PROGRAM [ARG...])
-         (--parsable: print only the job's ID, as sbatch --parsable;
-         --wait: wait until the job ends, exit codes below)
-  resubmit ID  (submit a job again with the same fields: a new job)
-  array  [--cancel] ID  (an array's tasks by index; --cancel: cancel them all)
-  list   [--scope mine|team|all] [--state STATE[,STATE...]] [--user USER]
-         [--team TEAM] [--limit N] [--all] [--start] [--parsable] [--no-headers]
-         [--watch [--interval 2s]]
-         (--all: every matching job, page after page)
-         (--start: the waiting jobs with their forecast start, soonest
-         first, as squeue --start; --parsable: every column separated
-         by "|", as sacct --parsable2)
-  get    [ID...] [list's flags] [-w|--watch [--interval 2s]]
-         (without IDs: as list; with IDs: those jobs, -o json one object
-         for one ID; --watch: then each job again when it changes, until
-         the jobs named have all ended, else until interrupted)
-  show   ID   (also: describe ID)
-  cancel ID...
-  logs   [--tail-bytes N] [-f|--follow [--interval 1s]] ID
-         (--follow: new output as it is written, until the job ends; a
-         requeued job's output starts anew)
+// jobHelp is what "gpuportal job --help" says besides the commands.
+const jobHelp = `Submit, list, show and cancel jobs and read their output over the REST API.
 
 Every command takes --server URL and --context NAME; every one but logs
 takes -o json|yaml|wide|name (json and yaml: the REST API's objects;
@@ -77,8 +53,7 @@ shell: gpuportal job submit --name train --gpus 2 -- python train.py --lr 0.1
 
 Exit codes of submit --wait and logs --follow: 0 the job succeeded, 3 it
 failed, 4 it was cancelled, 5 it timed out, 130 the wait was interrupted
-(the job goes on); 1 for any other error (a flag, the server's refusal).
-`
+(the job goes on); 1 for any other error (a flag, the server's refusal).`
 
 // Environment variables of the job commands.
 const (
@@ -90,13 +65,6 @@ const (
 	// jobDefaultServer is the server of "gpuportal serve --dev".
 	jobDefaultServer = "http://127.0.0.1:8080"
 )
-
-// runJob runs "gpuportal job ...": a client of the REST API for
-// submitting, listing, showing and cancelling jobs and reading their
-// output.
-func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return newJobCmd(os.Stdin, stdout, stderr).run(ctx, args)
-}
 
 // newJobCmd is a client command in the process's surroundings.
 func newJobCmd(stdin io.Reader, stdout, stderr io.Writer) jobCmd {
@@ -116,45 +84,30 @@ type jobCmd struct {
 	// stdin is where login reads what it asks; a terminal's input is
 	// read without echo for secrets.
 	stdin io.Reader
-	// inspect, when set, receives each command's flag set instead of
-	// running it (see jobFlags.inspect).
-	inspect func(*flag.FlagSet)
 
 	stdout, stderr io.Writer
 }
 
-func (c jobCmd) run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(c.stderr, jobUsage)
-		return errors.New("job: no command given")
-	}
-	switch args[0] {
-	case "submit":
-		return c.submit(ctx, args[1:])
-	case "list", "get":
+// jobCommand is "gpuportal job ...".
+func (c jobCmd) jobCommand() *cobra.Command {
+	return group(&cobra.Command{Use: "job", Short: "submit, list, show, cancel jobs and read their logs", Long: jobHelp},
+		c.submitCommand(),
+		c.resubmitCommand(),
+		c.arrayCommand(),
+		c.listCommand("list", "list jobs"),
 		// get, as kubectl's: the jobs list, or the jobs named by ID.
-		return c.list(ctx, args[0], args[1:])
-	case "show", "describe":
-		return c.show(ctx, args[0], args[1:])
-	case "cancel":
-		return c.cancel(ctx, args[1:])
-	case "resubmit":
-		return c.resubmit(ctx, args[1:])
-	case "array":
-		return c.array(ctx, args[1:])
-	case "logs":
-		return c.logs(ctx, args[1:])
-	case "help", "-h", "--help":
-		fmt.Fprint(c.stdout, jobUsage)
-		return nil
-	}
-	fmt.Fprint(c.stderr, jobUsage)
-	return fmt.Errorf("job: unknown command %q", args[0])
+		c.listCommand("get", "list jobs, or get jobs by ID (--watch: and their changes)"),
+		c.showCommand("show", "show a job and its history"),
+		c.showCommand("describe", "show a job and its history (as show)"),
+		c.cancelCommand("cancel", "cancel jobs"),
+		c.logsCommand(),
+	)
 }
 
-// jobFlags are the flags every job command has.
+// jobFlags are the flags every client command has, on its command.
 type jobFlags struct {
-	fs      *flag.FlagSet
+	cmd     *cobra.Command
+	fs      *pflag.FlagSet
 	server  string
 	context string
 	// output is -o; json is the older --json, the same as -o json.
@@ -162,30 +115,70 @@ type jobFlags struct {
 	json   bool
 	// parsable is --parsable, of the commands that have it.
 	parsable bool
-	// inspect, when set, receives the flag set instead of parsing
-	// (completion reads the flags so).
-	inspect func(*flag.FlagSet)
 }
 
-// flagSet starts a flag set with none of the client's flags.
-func (c jobCmd) flagSet(name string) *jobFlags {
-	f := &jobFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError), inspect: c.inspect}
-	f.fs.SetOutput(c.stderr)
-	return f
+// command starts a client command with none of the client's flags: use
+// is its usage line ("show ID"), short what it does.
+func (c jobCmd) command(use, short string) *jobFlags {
+	cmd := &cobra.Command{Use: use, Short: short}
+	return &jobFlags{cmd: cmd, fs: cmd.Flags()}
 }
 
-// flags starts the flag set of command name with --server and
-// --context; withOutput adds -o (and --json).
-func (c jobCmd) flags(name string, withOutput bool) *jobFlags {
-	f := c.flagSet("job " + name)
+// flags starts a client command with --server and --context; outputs,
+// when given, are the values of its -o (and --json, when json is one).
+func (c jobCmd) flags(use, short string, outputs ...string) *jobFlags {
+	f := c.command(use, short)
 	f.fs.StringVar(&f.server, "server", "", "the portal's URL (default: $"+jobServerEnv+", else the current context's, else "+jobDefaultServer+")")
-	f.fs.StringVar(&f.context, "context", "", "use this saved context (gpuportal config get-contexts) instead of the current one")
-	if withOutput {
-		f.fs.StringVar(&f.output, "o", "", "output format: json or yaml (the API's objects), wide (more columns) or name (job/ID); default: a table")
-		f.fs.StringVar(&f.output, "output", "", "the same as -o")
+	c.contextFlag(f, "use this saved context (gpuportal config get-contexts) instead of the current one")
+	if len(outputs) > 0 {
+		f.outputFlag("output format: json or yaml (the API's objects), wide (more columns) or name (job/ID); default: a table", outputs...)
 		f.fs.BoolVar(&f.json, "json", false, "the same as -o json")
 	}
 	return f
+}
+
+// contextFlag adds --context, completed with the saved contexts.
+func (c jobCmd) contextFlag(f *jobFlags, usage string) {
+	f.fs.StringVar(&f.context, "context", "", usage)
+	f.complete("context", func() []string { return c.contextNamesFor() }, "context")
+}
+
+// outputFlag adds -o (--output), completed with outputs.
+func (f *jobFlags) outputFlag(usage string, outputs ...string) {
+	f.fs.StringVarP(&f.output, "output", "o", "", usage)
+	f.complete("output", func() []string { return outputs }, "output format")
+}
+
+// complete completes the values of flag name with values(), each
+// described as desc.
+func (f *jobFlags) complete(name string, values func() []string, desc string) {
+	_ = f.cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return described(values(), desc), cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+// described are completions with one description.
+func described(values []string, desc string) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = cobra.CompletionWithDesc(v, desc)
+	}
+	return out
+}
+
+// name is the command's name in messages: "job list".
+func (f *jobFlags) name() string { return commandName(f.cmd) }
+
+// run makes run the command's action, called with the positional
+// arguments once the flags are read and -o checked.
+func (f *jobFlags) run(run func(ctx context.Context, args []string) error) *cobra.Command {
+	f.cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if _, err := f.format(); err != nil {
+			return fmt.Errorf("%s: %w", f.name(), err)
+		}
+		return run(cmd.Context(), args)
+	}
+	return f.cmd
 }
 
 // format is the output format asked for: "" (the table, or --parsable),
@@ -204,32 +197,6 @@ func (f *jobFlags) format() (string, error) {
 		return f.output, nil
 	}
 	return "", fmt.Errorf("-o %q: want json, yaml, wide or name", f.output)
-}
-
-// errInspected ends a command whose flags were only read (jobFlags.inspect).
-var errInspected = errors.New("flags inspected")
-
-// parse reads flags and positional arguments in any order, so that
-// "show 12 --json" works as "show --json 12" does.
-func (f *jobFlags) parse(args []string) ([]string, error) {
-	if f.inspect != nil {
-		f.inspect(f.fs)
-		return nil, errInspected
-	}
-	var pos []string
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if f.fs.NArg() == 0 {
-			if _, err := f.format(); err != nil {
-				return nil, err
-			}
-			return pos, nil
-		}
-		pos = append(pos, f.fs.Arg(0))
-		args = f.fs.Args()[1:]
-	}
 }
 
 // client connects to the server the flags, the environment and the
@@ -479,17 +446,9 @@ func oneJobID(cmd string, pos []string) (int64, error) {
 	return parseJobID(pos[0])
 }
 
-func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("submit", &err)
-	// The job's command is everything after "--", untouched by flag parsing.
-	var argv []string
-	for i, a := range args {
-		if a == "--" {
-			args, argv = args[:i], args[i+1:]
-			break
-		}
-	}
-	f := c.flags("submit", true)
+// submitCommand is job submit.
+func (c jobCmd) submitCommand() *cobra.Command {
+	f := c.flags("submit --name NAME [flags] (--sim-duration 10m | -- PROGRAM [ARG...] | SCRIPT [ARG...])", "submit a job", jobOutputs...)
 	var sf submitFlags
 	sf.register(f)
 	var req api.SubmitRequest
@@ -513,42 +472,49 @@ func (c jobCmd) submit(ctx context.Context, args []string) (err error) {
 	prof.register(f.fs)
 	var run runFlags
 	run.register(f.fs)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if req.CPUProfile, err = prof.request(); err != nil {
-		return err
-	}
-	if err := run.request(&req); err != nil {
-		return err
-	}
-	if len(pos) > 0 && len(argv) == 0 && simDuration == "" && req.Image == "" {
-		// A batch script, as sbatch takes it: its arguments follow it.
-		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
-			return c.submitScript(ctx, f, sf, req, visited(f), sbatch.Options{}, nil, pos[0], pos[1:])
+	// The job's command, after "--", may be completed as files.
+	f.cmd.ValidArgsFunction = cobra.FixedCompletions(nil, cobra.ShellCompDirectiveDefault)
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapJobErr("submit", &err)
+		// The job's command is everything after "--", untouched by flag parsing.
+		var argv []string
+		if dash := f.cmd.ArgsLenAtDash(); dash >= 0 {
+			pos, argv = pos[:dash], pos[dash:]
 		}
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q: put the job's command after --, as in: -- python train.py, or give a batch script (docs/slurm.md)", pos[0])
-	}
-	switch {
-	case req.Image != "" && len(argv) == 0:
-		return errors.New("--image needs the command to run in it after --, as in: --image localhost/train:1 -- python train.py")
-	case len(argv) > 0 && simDuration != "":
-		return errors.New("give either a command after -- or --sim-duration, not both")
-	case len(argv) > 0:
-		req.Command = api.Command(argv)
-	case simDuration != "":
-		d, err := parseSimDuration(simDuration)
-		if err != nil {
+		req := req // the flags' values, for this run
+		if req.CPUProfile, err = prof.request(); err != nil {
 			return err
 		}
-		req.Sim = &api.SimSpec{DurationS: d}
-	default:
-		return errors.New("give the job's command after -- (as in: gpuportal job submit --name train --gpus 2 -- python train.py) or --sim-duration for a simulated job")
-	}
-	return c.send(ctx, f, sf, req)
+		if err := run.request(&req); err != nil {
+			return err
+		}
+		if len(pos) > 0 && len(argv) == 0 && simDuration == "" && req.Image == "" {
+			// A batch script, as sbatch takes it: its arguments follow it.
+			if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
+				return c.submitScript(ctx, f, sf, req, visited(f), sbatch.Options{}, nil, pos[0], pos[1:])
+			}
+		}
+		if len(pos) > 0 {
+			return fmt.Errorf("unexpected argument %q: put the job's command after --, as in: -- python train.py, or give a batch script (docs/slurm.md)", pos[0])
+		}
+		switch {
+		case req.Image != "" && len(argv) == 0:
+			return errors.New("--image needs the command to run in it after --, as in: --image localhost/train:1 -- python train.py")
+		case len(argv) > 0 && simDuration != "":
+			return errors.New("give either a command after -- or --sim-duration, not both")
+		case len(argv) > 0:
+			req.Command = api.Command(argv)
+		case simDuration != "":
+			d, err := parseSimDuration(simDuration)
+			if err != nil {
+				return err
+			}
+			req.Sim = &api.SimSpec{DurationS: d}
+		default:
+			return errors.New("give the job's command after -- (as in: gpuportal job submit --name train --gpus 2 -- python train.py) or --sim-duration for a simulated job")
+		}
+		return c.send(ctx, f, sf, req)
+	})
 }
 
 // parseSimDuration reads --sim-duration: a Go duration or seconds.
@@ -562,29 +528,53 @@ func parseSimDuration(s string) (float64, error) {
 	return 0, fmt.Errorf("--sim-duration %q: want a duration such as 90s or 10m, or a number of seconds", s)
 }
 
-func (c jobCmd) list(ctx context.Context, name string, args []string) (err error) {
-	defer wrapJobErr(name, &err)
-	f := c.flags(name, true)
-	scope := f.fs.String("scope", "", "mine, team or all (admins); default: your team's (all jobs for admins)")
-	state := f.fs.String("state", "", "only jobs in these states, comma-separated: "+jobStateNames())
-	user := f.fs.String("user", "", "only this user's jobs")
-	team := f.fs.String("team", "", "only this team's jobs (admins: any team; others: their own)")
-	limit := f.fs.Int("limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default, 1000); with --all, per request")
-	all := f.fs.Bool("all", false, "every matching job: follow the server's cursor page after page")
-	start := f.fs.Bool("start", false, "only waiting jobs (queued and preempted), with when each is forecast to start, soonest first")
-	format := f.fs.String("format", "", "write the jobs as Slurm's squeue --format does: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
+// jobOutputs are the values of the job commands' -o.
+var jobOutputs = []string{"json", "yaml", "wide", "name"}
+
+// listCommand is job list, or as name get, which also gets jobs by ID.
+func (c jobCmd) listCommand(name, short string) *cobra.Command {
+	use := name + " [flags]"
+	if name == "get" {
+		use = name + " [ID...] [flags]"
+	}
+	f := c.flags(use, short, jobOutputs...)
+	var lq listQuery
+	f.fs.StringVar(&lq.scope, "scope", "", "mine, team or all (admins); default: your team's (all jobs for admins)")
+	f.fs.StringVar(&lq.state, "state", "", "only jobs in these states, comma-separated: "+jobStateNames())
+	f.fs.StringVar(&lq.user, "user", "", "only this user's jobs")
+	f.fs.StringVar(&lq.team, "team", "", "only this team's jobs (admins: any team; others: their own)")
+	f.fs.IntVar(&lq.limit, "limit", 0, "at most this many jobs, newest first (1 to 1000; 0: the server's default, 1000); with --all, per request")
+	f.fs.BoolVar(&lq.all, "all", false, "every matching job: follow the server's cursor page after page")
+	f.fs.BoolVar(&lq.start, "start", false, "only waiting jobs (queued and preempted), with when each is forecast to start, soonest first")
+	f.fs.StringVar(&lq.format, "format", "", "write the jobs as Slurm's squeue --format does: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
 	var lf listFlags
 	lf.register(f)
 	var wf watchFlags
 	wf.register(f)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
+	f.complete("state", func() []string { return jobStateList() }, "job state")
+	f.complete("scope", func() []string { return []string{"mine", "team", "all"} }, "whose jobs")
+	if name == "get" {
+		f.cmd.ValidArgsFunction = c.jobIDs(f, false)
 	}
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapJobErr(name, &err)
+		return c.list(ctx, f, name, pos, lq, lf, wf)
+	})
+}
+
+// listQuery are the flags of job list that choose the jobs.
+type listQuery struct {
+	scope, state, user, team string
+	limit                    int
+	all, start               bool
+	format                   string
+}
+
+func (c jobCmd) list(ctx context.Context, f *jobFlags, name string, pos []string, lq listQuery, lf listFlags, wf watchFlags) (err error) {
 	if len(pos) > 0 && name != "get" {
 		return fmt.Errorf("unexpected argument %q (gpuportal job get ID... gets jobs by ID)", pos[0])
 	}
-	if err := wf.check(f, *format, *start); err != nil {
+	if err := wf.check(f, lq.format, lq.start); err != nil {
 		return err
 	}
 	ids := make([]int64, len(pos))
@@ -593,20 +583,20 @@ func (c jobCmd) list(ctx context.Context, name string, args []string) (err error
 			return err
 		}
 	}
-	if *limit < 0 || *limit > 1000 {
-		return fmt.Errorf("--limit %d: must be from 1 to 1000 (0: the server's default)", *limit)
+	if lq.limit < 0 || lq.limit > 1000 {
+		return fmt.Errorf("--limit %d: must be from 1 to 1000 (0: the server's default)", lq.limit)
 	}
-	for _, st := range strings.Split(*state, ",") {
+	for _, st := range strings.Split(lq.state, ",") {
 		if st != "" && !job.State(st).Valid() {
-			return fmt.Errorf("--state %s: unknown state %q (want %s)", *state, st, jobStateNames())
+			return fmt.Errorf("--state %s: unknown state %q (want %s)", lq.state, st, jobStateNames())
 		}
 	}
-	if *start && *state != "" && !job.State(*state).Waiting() {
-		return fmt.Errorf("--start lists waiting jobs: --state %s names none", *state)
+	if lq.start && lq.state != "" && !job.State(lq.state).Waiting() {
+		return fmt.Errorf("--start lists waiting jobs: --state %s names none", lq.state)
 	}
-	q := client.JobQuery{Scope: *scope, User: *user, Team: *team, Limit: *limit}
-	if *state != "" {
-		q.States = strings.Split(*state, ",")
+	q := client.JobQuery{Scope: lq.scope, User: lq.user, Team: lq.team, Limit: lq.limit}
+	if lq.state != "" {
+		q.States = strings.Split(lq.state, ",")
 	}
 	cl, err := c.client(f)
 	if err != nil {
@@ -621,10 +611,10 @@ func (c jobCmd) list(ctx context.Context, name string, args []string) (err error
 		}
 		return c.getJobs(ctx, cl, ids, f, lf, wf)
 	}
-	if *start {
-		return c.listStart(ctx, cl, q, *state, f, lf)
+	if lq.start {
+		return c.listStart(ctx, cl, q, lq.state, f, lf)
 	}
-	jobs, raw, err := listJobs(ctx, cl, q, *all)
+	jobs, raw, err := listJobs(ctx, cl, q, lq.all)
 	if err != nil {
 		return err
 	}
@@ -633,12 +623,12 @@ func (c jobCmd) list(ctx context.Context, name string, args []string) (err error
 			return err
 		}
 		return c.watchJobs(ctx, f, lf, wf, jobs, func(ctx context.Context) ([]api.Job, error) {
-			jobs, _, err := listJobs(ctx, cl, q, *all)
+			jobs, _, err := listJobs(ctx, cl, q, lq.all)
 			return jobs, err
 		}, false)
 	}
-	if *format != "" {
-		items, err := parseSqueueFormat(*format)
+	if lq.format != "" {
+		items, err := parseSqueueFormat(lq.format)
 		if err != nil {
 			return err
 		}
@@ -708,21 +698,30 @@ func startKey(j api.Job) int64 {
 }
 
 func jobStateNames() string {
+	return strings.Join(jobStateList(), ", ")
+}
+
+// jobStateList is every job state's name.
+func jobStateList() []string {
 	names := make([]string, len(job.States))
 	for i, s := range job.States {
 		names[i] = string(s)
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
-func (c jobCmd) show(ctx context.Context, name string, args []string) (err error) {
-	defer wrapJobErr(name, &err)
-	f := c.flags(name, true)
+// showCommand is job show, or as name describe.
+func (c jobCmd) showCommand(name, short string) *cobra.Command {
+	f := c.flags(name+" ID [flags]", short, jobOutputs...)
 	f.fs.Lookup("json").Usage = "print the job and its history in one JSON object (-o json: the job as the API returns it)"
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
+	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapJobErr(name, &err)
+		return c.show(ctx, f, name, pos)
+	})
+}
+
+func (c jobCmd) show(ctx context.Context, f *jobFlags, name string, pos []string) error {
 	id, err := oneJobID(name, pos)
 	if err != nil {
 		return err
@@ -864,13 +863,18 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	_ = w.Flush()
 }
 
-func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("cancel", &err)
-	f := c.flags("cancel", true)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
+// cancelCommand is job cancel, and as name, the commands that cancel
+// jobs as others do (scancel, session stop).
+func (c jobCmd) cancelCommand(name, short string) *cobra.Command {
+	f := c.flags(name+" ID... [flags]", short, jobOutputs...)
+	f.cmd.ValidArgsFunction = c.jobIDs(f, true)
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapJobErr("cancel", &err)
+		return c.cancel(ctx, f, pos)
+	})
+}
+
+func (c jobCmd) cancel(ctx context.Context, f *jobFlags, pos []string) (err error) {
 	if len(pos) == 0 {
 		return errors.New("want the IDs of the jobs to cancel")
 	}
@@ -911,40 +915,43 @@ func (c jobCmd) cancel(ctx context.Context, args []string) (err error) {
 	return errors.Join(errs...)
 }
 
-func (c jobCmd) logs(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("logs", &err)
-	f := c.flags("logs", false)
+// logsCommand is job logs: a job's output, with --follow as it comes.
+func (c jobCmd) logsCommand() *cobra.Command {
+	f := c.flags("logs ID [flags]", "print a job's output")
 	tail := f.fs.Int("tail-bytes", 64<<10, fmt.Sprintf("show at most the last N bytes of output (1 to %d)", client.MaxLogTail))
-	follow := f.fs.Bool("follow", false, "keep showing new output until the job ends")
-	f.fs.BoolVar(follow, "f", false, "the same as --follow")
+	follow := f.fs.BoolP("follow", "f", false, "keep showing new output until the job ends")
 	interval := f.fs.Duration("interval", time.Second, "with --follow: how often to ask the server for new output")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
+	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapJobErr("logs", &err)
+		return c.logs(ctx, f, pos, *tail, *follow, *interval)
+	})
+}
+
+func (c jobCmd) logs(ctx context.Context, f *jobFlags, pos []string, tail int, follow bool, interval time.Duration) error {
 	id, err := oneJobID("logs", pos)
 	if err != nil {
 		return err
 	}
-	if *tail < 1 || *tail > client.MaxLogTail {
-		return fmt.Errorf("--tail-bytes %d: must be from 1 to %d", *tail, client.MaxLogTail)
+	if tail < 1 || tail > client.MaxLogTail {
+		return fmt.Errorf("--tail-bytes %d: must be from 1 to %d", tail, client.MaxLogTail)
 	}
-	if *interval <= 0 {
-		return fmt.Errorf("--interval %s: must be positive", *interval)
+	if interval <= 0 {
+		return fmt.Errorf("--interval %s: must be positive", interval)
 	}
 	cl, err := c.client(f)
 	if err != nil {
 		return err
 	}
-	if !*follow {
-		out, err := cl.LogTail(ctx, id, *tail)
+	if !follow {
+		out, err := cl.LogTail(ctx, id, tail)
 		if err != nil {
 			return err
 		}
 		_, err = c.stdout.Write(out)
 		return err
 	}
-	return c.followLogs(ctx, cl, id, *tail, *interval)
+	return c.followLogs(ctx, cl, id, tail, interval)
 }
 
 // followLogs shows the last tail bytes of a job's output, then new output

@@ -224,7 +224,7 @@ func (c jobCmd) emit(f *jobFlags, raw []byte, names []string, human func(wide bo
 		return writeYAML(c.stdout, raw)
 	case "name":
 		if names == nil {
-			return fmt.Errorf("-o name: %s names no objects; want json, yaml or wide", f.fs.Name())
+			return fmt.Errorf("-o name: %s names no objects; want json, yaml or wide", f.name())
 		}
 		for _, n := range names {
 			if _, err := fmt.Fprintln(c.stdout, n); err != nil {

@@ -131,17 +131,12 @@ func TestOutputFormats(t *testing.T) {
 			now:       func() time.Time { return testNow }, http: srv.Client(), stdout: &out, stderr: &errOut,
 		}
 		ctx := context.Background()
-		var err error
 		switch args[0] {
-		case "accounting":
-			err = c.accounting(ctx, args[1:])
-		case "notify":
-			err = notifyCmd{c}.run(ctx, args[1:])
-		case "session":
-			err = c.session(ctx, args[1:])
+		case "accounting", "notify", "session":
 		default:
-			err = c.run(ctx, args)
+			args = append([]string{"job"}, args...)
 		}
+		err := c.execute(ctx, args)
 		return out.String(), err
 	}
 	tests := []struct {

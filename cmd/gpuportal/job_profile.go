@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
+	"github.com/spf13/pflag"
 )
 
 // profileFlags are the flags of gpuportal job submit that declare the
@@ -18,7 +18,7 @@ type profileFlags struct {
 	family, cpu, mem string
 }
 
-func (p *profileFlags) register(fs *flag.FlagSet) {
+func (p *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.family, "cpu-profile", "", "declare the job's CPU and memory sensitivity by a catalogue family: image-cnn, language, speech, recommendation or insensitive")
 	fs.StringVar(&p.cpu, "cpu-curve", "", "declare the job's speed (0 to 1) against cores per GPU, as x:speed pairs such as 1:0.4,2:0.7,4:1 (replaces the family's)")
 	fs.StringVar(&p.mem, "mem-curve", "", "declare the job's speed against GiB of host memory per GPU, such as 0:0.8,32:1 (replaces the family's)")

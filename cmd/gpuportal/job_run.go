@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // runFlags are the flags of gpuportal job submit that say what the job
@@ -33,6 +34,8 @@ type envFlag []string
 
 func (e *envFlag) String() string { return strings.Join(*e, ",") }
 
+func (e *envFlag) Type() string { return "NAME=VALUE" }
+
 func (e *envFlag) Set(v string) error {
 	name, _, ok := strings.Cut(v, "=")
 	if !ok {
@@ -45,7 +48,7 @@ func (e *envFlag) Set(v string) error {
 	return nil
 }
 
-func (r *runFlags) register(fs *flag.FlagSet) {
+func (r *runFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&r.env, "env", "set a variable of the job, NAME=VALUE (repeat for more); the job gets no other variables than these, its minimal environment and gpuportal's (GPUPORTAL_*)")
 	fs.StringVar(&r.chdir, "chdir", "", "the folder the job starts in: absolute, or inside its job folder (default its job folder)")
 	fs.StringVar(&r.time, "time", "", "the job's time limit over all its runs, as Slurm's --time (30, 10:00, 2:00:00, 1-00:00:00) or 2h; then SIGTERM, the grace period, SIGKILL; default the team's")
@@ -176,13 +179,17 @@ func arrayTasks(req api.SubmitRequest) int {
 	return 0
 }
 
-func (c jobCmd) resubmit(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("resubmit", &err)
-	f := c.flags("resubmit", true)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
+// resubmitCommand is job resubmit.
+func (c jobCmd) resubmitCommand() *cobra.Command {
+	f := c.flags("resubmit ID [flags]", "submit a job again with the same fields: a new job", jobOutputs...)
+	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapJobErr("resubmit", &err)
+		return c.resubmit(ctx, f, pos)
+	})
+}
+
+func (c jobCmd) resubmit(ctx context.Context, f *jobFlags, pos []string) error {
 	id, err := oneJobID("resubmit", pos)
 	if err != nil {
 		return err
@@ -204,15 +211,19 @@ func (c jobCmd) resubmit(ctx context.Context, args []string) (err error) {
 	})
 }
 
-// array shows an array's tasks, or with --cancel cancels them all.
-func (c jobCmd) array(ctx context.Context, args []string) (err error) {
-	defer wrapJobErr("array", &err)
-	f := c.flags("array", true)
+// arrayCommand is job array: an array's tasks, or with --cancel it
+// cancels them all.
+func (c jobCmd) arrayCommand() *cobra.Command {
+	f := c.flags("array ID [flags]", "an array's tasks by index (--cancel: cancel them all)", jobOutputs...)
 	cancel := f.fs.Bool("cancel", false, "cancel every unfinished task of the array")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
+	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapJobErr("array", &err)
+		return c.array(ctx, f, pos, *cancel)
+	})
+}
+
+func (c jobCmd) array(ctx context.Context, f *jobFlags, pos []string, cancel bool) error {
 	id, err := oneJobID("array", pos)
 	if err != nil {
 		return err
@@ -222,7 +233,7 @@ func (c jobCmd) array(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	get := cl.Array
-	if *cancel {
+	if cancel {
 		get = cl.CancelArray
 	}
 	var raw json.RawMessage

@@ -101,7 +101,7 @@ func jobRun(base string, env map[string]string, dir string, args ...string) (std
 		http:      &http.Client{Timeout: 5 * time.Second},
 		stdout:    &out, stderr: &errOut,
 	}
-	err = c.run(context.Background(), args)
+	err = c.execute(context.Background(), append([]string{"job"}, args...))
 	return out.String(), errOut.String(), err
 }
 
@@ -561,7 +561,7 @@ func TestJobListWatch(t *testing.T) {
 		configDir: func() (string, error) { return t.TempDir(), nil },
 		now:       func() time.Time { return testNow }, http: srv.Client(), stdout: &out, stderr: &errOut,
 	}
-	if err := c.run(ctx, []string{"list", "--watch", "--interval", "1ms", "-o", "name"}); err != nil {
+	if err := c.execute(ctx, []string{"job", "list", "--watch", "--interval", "1ms", "-o", "name"}); err != nil {
 		t.Fatalf("list --watch stopped: %v", err)
 	}
 	if got, want := out.String(), "job/7\njob/8\njob/8\n"; got != want {

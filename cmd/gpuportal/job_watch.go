@@ -21,9 +21,8 @@ type watchFlags struct {
 }
 
 func (w *watchFlags) register(f *jobFlags) {
-	f.fs.BoolVar(&w.watch, "watch", false, "after the jobs, print each job again when it changes (its state, reason, placement, exit code); "+
+	f.fs.BoolVarP(&w.watch, "watch", "w", false, "after the jobs, print each job again when it changes (its state, reason, placement, exit code); "+
 		"with IDs, until they have all ended, else until interrupted")
-	f.fs.BoolVar(&w.watch, "w", false, "the same as --watch")
 	f.fs.DurationVar(&w.interval, "interval", 2*time.Second, "with --watch: how often to ask the server")
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,31 +13,15 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
+	"github.com/spf13/cobra"
 )
 
-const notifyUsage = `Usage: gpuportal notify COMMAND [flags]
-
-Your notifications: be told by email or a webhook when your jobs start,
+// notifyHelp is what "gpuportal notify --help" says besides the commands.
+const notifyHelp = `Your notifications: be told by email or a webhook when your jobs start,
 end, are preempted or wait too long.
 
-Commands:
-  show   your settings and the latest notifications, with their delivery
-  set    [--email ADDR] [--webhook-url URL] [--webhook-secret-file FILE]
-         [--events started,succeeded,failed,preempted,timed_out,cancelled,held]
-         [--held-after 6h]
-         change the settings given; an empty value clears one
-         (--email ""); --webhook-secret-file - reads the secret from stdin
-  test   send a test notification by each channel
-
 Every command takes --server URL (or --context NAME) and the API token as
-"gpuportal job" does (gpuportal job help); show and set take -o json|yaml.
-`
-
-// runNotify runs "gpuportal notify ...", a client of
-// /api/v1/me/notifications.
-func runNotify(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return notifyCmd{jobCmd: newJobCmd(stdin, stdout, stderr)}.run(ctx, args)
-}
+"gpuportal job" does (gpuportal job --help); show and set take -o json|yaml.`
 
 // notifyCmd is the notify command; it shares the job command's server,
 // contexts, token and client.
@@ -46,57 +29,32 @@ type notifyCmd struct {
 	jobCmd
 }
 
-func (c notifyCmd) run(ctx context.Context, args []string) (err error) {
-	if len(args) == 0 {
-		fmt.Fprint(c.stderr, notifyUsage)
-		return errors.New("notify: no command given")
-	}
-	defer func() {
-		if err != nil && !errors.Is(err, flag.ErrHelp) {
-			err = fmt.Errorf("notify %s: %w", args[0], err)
+// notifyCommand is "gpuportal notify ...", a client of
+// /api/v1/me/notifications.
+func (c notifyCmd) notifyCommand() *cobra.Command {
+	return group(&cobra.Command{Use: "notify", Short: "show and set your notifications (email, webhook)", Long: notifyHelp},
+		c.showCommand(), c.setCommand(), c.testCommand())
+}
+
+// showCommand is notify show.
+func (c notifyCmd) showCommand() *cobra.Command {
+	f := c.flags("show [flags]", "your settings and the latest notifications", "json", "yaml")
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapCmdErr("notify show", &err)
+		if len(pos) > 0 {
+			return fmt.Errorf("unexpected argument %q", pos[0])
 		}
-	}()
-	switch args[0] {
-	case "show":
-		return c.show(ctx, args[1:])
-	case "set":
-		return c.set(ctx, args[1:])
-	case "test":
-		return c.test(ctx, args[1:])
-	case "help", "-h", "--help":
-		fmt.Fprint(c.stdout, notifyUsage)
-		return nil
-	}
-	fmt.Fprint(c.stderr, notifyUsage)
-	return fmt.Errorf("unknown command %q", args[0])
-}
-
-// flags starts the flag set of command name.
-func (c notifyCmd) flags(name string, withJSON bool) *jobFlags {
-	f := c.jobCmd.flags(name, withJSON)
-	f.fs.Init("notify "+name, flag.ContinueOnError)
-	return f
-}
-
-func (c notifyCmd) show(ctx context.Context, args []string) error {
-	f := c.flags("show", true)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	s, err := cl.Notifications(ctx, client.RawJSON(&raw))
-	if err != nil {
-		return err
-	}
-	return c.write(f, raw, s)
+		cl, err := c.client(f)
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		s, err := cl.Notifications(ctx, client.RawJSON(&raw))
+		if err != nil {
+			return err
+		}
+		return c.write(f, raw, s)
+	})
 }
 
 // write prints the settings as -o asks: the API's JSON or YAML, else a
@@ -154,65 +112,64 @@ func (c notifyCmd) print(s api.NotificationSettings) {
 	tw.Flush()
 }
 
-func (c notifyCmd) set(ctx context.Context, args []string) error {
-	f := c.flags("set", true)
+// setCommand is notify set.
+func (c notifyCmd) setCommand() *cobra.Command {
+	f := c.flags("set [flags]", "change your settings: an empty value clears one (--email \"\"); --webhook-secret-file - reads the secret from stdin", "json", "yaml")
 	email := f.fs.String("email", "", `email address; "" clears it`)
 	hook := f.fs.String("webhook-url", "", `webhook URL (http or https); "" clears it`)
 	secretFile := f.fs.String("webhook-secret-file", "", `file holding the webhook's signing secret (its first line), - for stdin; an empty file clears it`)
 	events := f.fs.String("events", "", "comma-separated events: started, succeeded, failed, preempted, timed_out, cancelled, held; \"\" for none")
 	held := f.fs.Duration("held-after", 0, "with the held event: a job waiting longer than this is told of (e.g. 6h)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	}
-	set := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	var upd api.NotificationSettingsUpdate
-	if !set["email"] && !set["webhook-url"] && !set["webhook-secret-file"] && !set["events"] && !set["held-after"] {
-		return errors.New("nothing to set: give --email, --webhook-url, --webhook-secret-file, --events or --held-after")
-	}
-	if set["email"] {
-		upd.Email = email
-	}
-	if set["webhook-url"] {
-		upd.WebhookURL = hook
-	}
-	if set["webhook-secret-file"] {
-		s, err := c.readSecret(*secretFile)
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapCmdErr("notify set", &err)
+		if len(pos) > 0 {
+			return fmt.Errorf("unexpected argument %q", pos[0])
+		}
+		set := visited(f)
+		var upd api.NotificationSettingsUpdate
+		if !set["email"] && !set["webhook-url"] && !set["webhook-secret-file"] && !set["events"] && !set["held-after"] {
+			return errors.New("nothing to set: give --email, --webhook-url, --webhook-secret-file, --events or --held-after")
+		}
+		if set["email"] {
+			upd.Email = email
+		}
+		if set["webhook-url"] {
+			upd.WebhookURL = hook
+		}
+		if set["webhook-secret-file"] {
+			s, err := c.readSecret(*secretFile)
+			if err != nil {
+				return err
+			}
+			upd.WebhookSecret = &s
+		}
+		if set["events"] {
+			es := []string{}
+			for _, e := range strings.Split(*events, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					es = append(es, e)
+				}
+			}
+			upd.Events = &es
+		}
+		if set["held-after"] {
+			if *held < 0 {
+				return errors.New("--held-after: must be 0 or more")
+			}
+			h := held.Hours()
+			upd.HeldAfterHours = &h
+		}
+		cl, err := c.client(f)
 		if err != nil {
 			return err
 		}
-		upd.WebhookSecret = &s
-	}
-	if set["events"] {
-		es := []string{}
-		for _, e := range strings.Split(*events, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				es = append(es, e)
-			}
+		var raw json.RawMessage
+		s, err := cl.SetNotifications(ctx, upd, client.RawJSON(&raw))
+		if err != nil {
+			return withFlag(err)
 		}
-		upd.Events = &es
-	}
-	if set["held-after"] {
-		if *held < 0 {
-			return errors.New("--held-after: must be 0 or more")
-		}
-		h := held.Hours()
-		upd.HeldAfterHours = &h
-	}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	s, err := cl.SetNotifications(ctx, upd, client.RawJSON(&raw))
-	if err != nil {
-		return withFlag(err)
-	}
-	return c.write(f, raw, s)
+		return c.write(f, raw, s)
+	})
 }
 
 // readSecret reads the first line of file, or of stdin for "-".
@@ -231,26 +188,26 @@ func (c notifyCmd) readSecret(file string) (string, error) {
 	return strings.TrimRight(line, "\r"), nil
 }
 
-func (c notifyCmd) test(ctx context.Context, args []string) error {
-	f := c.flags("test", false)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	t, err := cl.TestNotification(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "%s queued; \"gpuportal notify show\" tells whether %s arrived\n",
-		plural(t.Queued, "test notification"), map[bool]string{true: "they", false: "it"}[t.Queued > 1])
-	return nil
+// testCommand is notify test.
+func (c notifyCmd) testCommand() *cobra.Command {
+	f := c.flags("test [flags]", "send a test notification by each channel")
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapCmdErr("notify test", &err)
+		if len(pos) > 0 {
+			return fmt.Errorf("unexpected argument %q", pos[0])
+		}
+		cl, err := c.client(f)
+		if err != nil {
+			return err
+		}
+		t, err := cl.TestNotification(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "%s queued; \"gpuportal notify show\" tells whether %s arrived\n",
+			plural(t.Queued, "test notification"), map[bool]string{true: "they", false: "it"}[t.Queued > 1])
+		return nil
+	})
 }
 
 // flagOfField names the set flag of each field of the settings.

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/spf13/cobra"
 )
 
 // Slurm's sacct for its users: "gpuportal sacct" lists jobs, finished or
@@ -171,90 +172,85 @@ func writeSacct(w io.Writer, cols []sacctColumn, jobs []api.Job, parsable, noHea
 	}
 }
 
-// sacct is "gpuportal sacct [-u USER] [-s STATES] [-S TIME] [-E TIME]
+// sacctCommand is "gpuportal sacct [-u USER] [-s STATES] [-S TIME] [-E TIME]
 // [-j IDS] [-o FORMAT] [-P] [-n]".
-func (c jobCmd) sacct(ctx context.Context, args []string) error {
-	f := c.flags("sacct", false)
-	user := f.fs.String("u", "", "only this user's jobs (as sacct -u)")
-	states := f.fs.String("s", "", "only these states, comma-separated, Slurm's (CD, F, CA, TO, R, PD, ...) or gpuportal's")
-	startS := f.fs.String("S", "", "jobs not ended before this time, YYYY-MM-DD[THH:MM[:SS]] (default: midnight today, as sacct's)")
-	endS := f.fs.String("E", "", "jobs submitted before this time, YYYY-MM-DD[THH:MM[:SS]] (default: now)")
-	ids := f.fs.String("j", "", "only these jobs, comma-separated IDs")
-	format := f.fs.String("o", sacctDefault, "sacct's --format: fields, comma-separated, each with an optional %WIDTH (docs/slurm.md)")
-	f.fs.StringVar(format, "format", sacctDefault, "the same as -o")
-	parsable := f.fs.Bool("P", false, "fields separated by |, whole (as sacct --parsable2)")
-	f.fs.BoolVar(parsable, "parsable2", false, "the same as -P")
-	noHeader := f.fs.Bool("n", false, "no header (as sacct --noheader)")
-	f.fs.BoolVar(noHeader, "noheader", false, "the same as -n")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("sacct: unexpected argument %q", pos[0])
-	}
-	cols, err := parseSacctFormat(*format)
-	if err != nil {
-		return fmt.Errorf("sacct: %w", err)
-	}
-	now := c.now()
-	y, m, d := now.Date()
-	from, to := time.Date(y, m, d, 0, 0, 0, 0, now.Location()), now
-	for _, t := range []struct {
-		flag, v string
-		dst     *time.Time
-	}{{"-S", *startS, &from}, {"-E", *endS, &to}} {
-		if t.v == "" {
-			continue
+func (c jobCmd) sacctCommand() *cobra.Command {
+	f := c.flags("sacct [flags]", "list jobs, finished too, as Slurm's sacct does")
+	user := f.fs.StringP("user", "u", "", "only this user's jobs")
+	states := f.fs.StringP("state", "s", "", "only these states, comma-separated, Slurm's (CD, F, CA, TO, R, PD, ...) or gpuportal's")
+	startS := f.fs.StringP("starttime", "S", "", "jobs not ended before this time, YYYY-MM-DD[THH:MM[:SS]] (default: midnight today, as sacct's)")
+	endS := f.fs.StringP("endtime", "E", "", "jobs submitted before this time, YYYY-MM-DD[THH:MM[:SS]] (default: now)")
+	ids := f.fs.StringP("jobs", "j", "", "only these jobs, comma-separated IDs")
+	format := f.fs.StringP("format", "o", sacctDefault, "fields, comma-separated, each with an optional %WIDTH (docs/slurm.md)")
+	parsable := f.fs.BoolP("parsable2", "P", false, "fields separated by |, whole")
+	noHeader := f.fs.BoolP("noheader", "n", false, "no header")
+	return f.run(func(ctx context.Context, pos []string) error {
+		if len(pos) > 0 {
+			return fmt.Errorf("sacct: unexpected argument %q", pos[0])
 		}
-		if *t.dst, err = parseSlurmTime(t.v, now.Location()); err != nil {
-			return fmt.Errorf("sacct: %s %w", t.flag, err)
+		cols, err := parseSacctFormat(*format)
+		if err != nil {
+			return fmt.Errorf("sacct: %w", err)
 		}
-	}
-	var want []job.State
-	for _, s := range strings.Split(*states, ",") {
-		if s == "" {
-			continue
+		now := c.now()
+		y, m, d := now.Date()
+		from, to := time.Date(y, m, d, 0, 0, 0, 0, now.Location()), now
+		for _, t := range []struct {
+			flag, v string
+			dst     *time.Time
+		}{{"-S", *startS, &from}, {"-E", *endS, &to}} {
+			if t.v == "" {
+				continue
+			}
+			if *t.dst, err = parseSlurmTime(t.v, now.Location()); err != nil {
+				return fmt.Errorf("sacct: %s %w", t.flag, err)
+			}
 		}
-		st, ok := fromSlurmState(s)
-		if !ok {
-			return fmt.Errorf("sacct: -s %s: unknown state %q (CD, F, CA, TO, R, PD, PR or their long names, or %s)", *states, s, jobStateNames())
+		var want []job.State
+		for _, s := range strings.Split(*states, ",") {
+			if s == "" {
+				continue
+			}
+			st, ok := fromSlurmState(s)
+			if !ok {
+				return fmt.Errorf("sacct: -s %s: unknown state %q (CD, F, CA, TO, R, PD, PR or their long names, or %s)", *states, s, jobStateNames())
+			}
+			want = append(want, st)
 		}
-		want = append(want, st)
-	}
-	var only []int64
-	for _, s := range strings.Split(*ids, ",") {
-		if s == "" {
-			continue
+		var only []int64
+		for _, s := range strings.Split(*ids, ",") {
+			if s == "" {
+				continue
+			}
+			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if err != nil || id < 1 {
+				return fmt.Errorf("sacct: -j %s: %q is not a job ID", *ids, s)
+			}
+			only = append(only, id)
 		}
-		id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-		if err != nil || id < 1 {
-			return fmt.Errorf("sacct: -j %s: %q is not a job ID", *ids, s)
+		cl, err := c.client(f)
+		if err != nil {
+			return err
 		}
-		only = append(only, id)
-	}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	all, err := cl.AllJobs(ctx, client.JobQuery{User: *user})
-	if err != nil {
-		return err
-	}
-	var jobs []api.Job
-	for _, j := range all {
-		switch {
-		case len(want) > 0 && !slices.Contains(want, j.State),
-			len(only) > 0 && !slices.Contains(only, j.ID) && (j.Array == nil || !slices.Contains(only, j.Array.ID)),
-			j.FinishedAt != nil && j.FinishedAt.Before(from),
-			j.SubmittedAt.After(to):
-			continue
+		all, err := cl.AllJobs(ctx, client.JobQuery{User: *user})
+		if err != nil {
+			return err
 		}
-		jobs = append(jobs, j)
-	}
-	slices.SortStableFunc(jobs, func(a, b api.Job) int { return cmp.Compare(a.ID, b.ID) })
-	writeSacct(c.stdout, cols, jobs, *parsable, *noHeader)
-	return nil
+		var jobs []api.Job
+		for _, j := range all {
+			switch {
+			case len(want) > 0 && !slices.Contains(want, j.State),
+				len(only) > 0 && !slices.Contains(only, j.ID) && (j.Array == nil || !slices.Contains(only, j.Array.ID)),
+				j.FinishedAt != nil && j.FinishedAt.Before(from),
+				j.SubmittedAt.After(to):
+				continue
+			}
+			jobs = append(jobs, j)
+		}
+		slices.SortStableFunc(jobs, func(a, b api.Job) int { return cmp.Compare(a.ID, b.ID) })
+		writeSacct(c.stdout, cols, jobs, *parsable, *noHeader)
+		return nil
+	})
 }
 
 // parseSlurmTime reads a time as sacct's -S and -E take it:

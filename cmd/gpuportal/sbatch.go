@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/sbatch"
+	"github.com/spf13/cobra"
 )
 
 // Slurm batch scripts (docs/slurm.md, "Scripts"): "gpuportal job submit
@@ -18,10 +18,17 @@ import (
 // #SBATCH directives (and sbatch's options) into a submission and run the
 // script, unchanged, on the job's machines.
 
-// sbatch is "gpuportal sbatch [SBATCH OPTIONS] SCRIPT [ARGS...]", as
+// sbatchCommand is "gpuportal sbatch [SBATCH OPTIONS] SCRIPT [ARGS...]", as
 // Slurm's: it prints "Submitted batch job ID" (--parsable: the ID).
-func (c jobCmd) sbatch(ctx context.Context, args []string) error {
-	f := c.flags("sbatch", false)
+func (c jobCmd) sbatchCommand() *cobra.Command {
+	f := c.flags("sbatch [OPTIONS] SCRIPT [ARG...]", "submit a Slurm batch script, its #SBATCH directives read (docs/slurm.md)")
+	// sbatch's options are Slurm's, read by sbatch.ParseArgs.
+	f.cmd.DisableFlagParsing = true
+	f.cmd.RunE = func(cmd *cobra.Command, args []string) error { return c.sbatch(cmd.Context(), f, args) }
+	return f.cmd
+}
+
+func (c jobCmd) sbatch(ctx context.Context, f *jobFlags, args []string) error {
 	var sf submitFlags
 	sf.sbatch = true
 	var rest []string
@@ -184,11 +191,7 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 const maxScriptBytes = 7 << 10
 
 // visited are the flags of fs given on the command line.
-func visited(f *jobFlags) map[string]bool {
-	set := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	return set
-}
+func visited(f *jobFlags) map[string]bool { return visitedFlags(f.fs) }
 
 // batchLine is what sbatch prints for a job it submitted.
 func batchLine(id int64) string { return "Submitted batch job " + strconv.FormatInt(id, 10) }

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"io"
 	"log/slog"
 	"maps"
@@ -92,10 +95,50 @@ type serveFlags struct {
 	containerNetwork  agent.ContainerNetwork
 }
 
+// serveCommand is "gpuportal serve": the portal, the API and the
+// scheduler.
+func serveCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "serve [flags]", Short: "run the portal, the API and the scheduler"}
+	version := versionFlag(cmd, stdout)
+	var f serveFlags
+	check := f.register(cmd.Flags())
+	completeValues(cmd, "policy", sched.Policies(), "scheduling policy")
+	completeValues(cmd, "log-level", []string{"debug", "info", "warn", "error"}, "log level")
+	completeValues(cmd, "executor", []string{"agents", "slurm", "kubernetes"}, "executor")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if version() {
+			return nil
+		}
+		if len(args) > 0 {
+			return fmt.Errorf("serve: unexpected argument %q", args[0])
+		}
+		if err := check(); err != nil {
+			return err
+		}
+		return runServe(cmd.Context(), f, stdout, stderr)
+	}
+	return cmd
+}
+
+// parseServeFlags reads serve's flags from args as serve does.
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	var f serveFlags
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	check := f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return f, fmt.Errorf("serve: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	return f, check()
+}
+
+// register defines serve's flags on pfs, their values read into f;
+// check, once they are parsed, completes f from them and checks it.
+func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
 	fs.StringVar(&f.data, "data", "./data", "folder for the SQLite database and job output")
 	fs.StringVar(&f.db, "db", "", `database: "sqlite:PATH" or a "postgres://..." URL (default: SQLite in --data)`)
@@ -153,85 +196,82 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f.notify.register(fs)
 	f.metrics.register(fs)
 	f.signIn.Register(fs)
-	if err := fs.Parse(args); err != nil {
-		return f, err
-	}
-	signInCfg, err := f.signIn.Load()
-	if err != nil {
-		return f, fmt.Errorf("serve: %w", err)
-	}
-	f.signInCfg = signInCfg
-	pass, err := parsePassEnv(*passEnv)
-	if err != nil {
-		return f, fmt.Errorf("serve: %w", err)
-	}
-	f.passEnv = pass
-	if f.allowedImages, err = job.ParseImagePrefixes(*allowedImages); err != nil {
-		return f, fmt.Errorf("serve: --allowed-images: %w", err)
-	}
-	if f.containerNetwork == agent.NetworkHost && f.containerRuntime == "" {
-		return f, errors.New("serve: --container-network host needs --container-runtime")
-	}
-	if err := f.gate.check("serve"); err != nil {
-		return f, err
-	}
-	if err := f.notify.check(); err != nil {
-		return f, err
-	}
-	if err := f.metrics.load(); err != nil {
-		return f, err
-	}
-	f.set = make(map[string]bool)
-	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
-	if f.historyKeep < f.historyRaw {
-		return f, fmt.Errorf("serve: --history-keep %v is shorter than --history-raw %v: history must be kept at least as long as its minutes", days{&f.historyKeep}, days{&f.historyRaw})
-	}
-	if f.executor != "agents" && f.executor != "slurm" && f.executor != "kubernetes" {
-		return f, fmt.Errorf("serve: --executor %q: want agents, slurm or kubernetes", f.executor)
-	}
-	if !slices.Contains(sched.SharePlacements(), f.sharePlacement) {
-		return f, fmt.Errorf("serve: --share-placement %q: want %s", f.sharePlacement, strings.Join(sched.SharePlacements(), " or "))
-	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
-	}
-	if f.dbMaxConns < 0 || f.dbMaxConns > 1000 {
-		return f, fmt.Errorf("serve: --db-max-conns %d: must be from 0 (the database's default) to 1000", f.dbMaxConns)
-	}
-	if err := idle.CheckAfter(f.idleAfter); err != nil {
-		return f, fmt.Errorf("serve: --idle-after %w (0: no flags, but for teams that set their own)", err)
-	}
-	if err := idle.CheckBelow(f.idleBelow); err != nil {
-		return f, fmt.Errorf("serve: --idle-below %w", err)
-	}
-	if f.idleReclaimGrace < 0 {
-		return f, fmt.Errorf("serve: --idle-reclaim-grace %v: must not be negative", f.idleReclaimGrace)
-	}
-	if f.demo && !f.set["idle-after"] {
-		f.idleAfter = demoIdleAfter
-	}
-	if f.sessionOrigin != "" {
-		if err := web.CheckSessionOrigin(f.sessionOrigin); err != nil {
-			return f, fmt.Errorf("serve: --session-origin %w", err)
+	pfs.AddGoFlagSet(fs)
+	return func() error {
+		signInCfg, err := f.signIn.Load()
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
 		}
-	}
-	if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
-		return f, fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
-	}
-	if f.db == "" {
-		f.db = "sqlite:" + filepath.Join(f.data, "gpuportal.db")
-	}
-	if f.dev {
-		if err := checkLoopback(f.addr); err != nil {
-			return f, err
+		f.signInCfg = signInCfg
+		pass, err := parsePassEnv(*passEnv)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
 		}
-		if !f.set["session-origin"] {
-			f.sessionOrigin = devSessionOrigin
+		f.passEnv = pass
+		if f.allowedImages, err = job.ParseImagePrefixes(*allowedImages); err != nil {
+			return fmt.Errorf("serve: --allowed-images: %w", err)
 		}
-	} else if f.demo || f.devToken != "" {
-		return f, errors.New("serve: --demo and --dev-token need --dev")
+		if f.containerNetwork == agent.NetworkHost && f.containerRuntime == "" {
+			return errors.New("serve: --container-network host needs --container-runtime")
+		}
+		if err := f.gate.check("serve"); err != nil {
+			return err
+		}
+		if err := f.notify.check(); err != nil {
+			return err
+		}
+		if err := f.metrics.load(); err != nil {
+			return err
+		}
+		f.set = make(map[string]bool)
+		pfs.Visit(func(fl *pflag.Flag) { f.set[fl.Name] = true })
+		if f.historyKeep < f.historyRaw {
+			return fmt.Errorf("serve: --history-keep %v is shorter than --history-raw %v: history must be kept at least as long as its minutes", days{&f.historyKeep}, days{&f.historyRaw})
+		}
+		if f.executor != "agents" && f.executor != "slurm" && f.executor != "kubernetes" {
+			return fmt.Errorf("serve: --executor %q: want agents, slurm or kubernetes", f.executor)
+		}
+		if !slices.Contains(sched.SharePlacements(), f.sharePlacement) {
+			return fmt.Errorf("serve: --share-placement %q: want %s", f.sharePlacement, strings.Join(sched.SharePlacements(), " or "))
+		}
+		if f.dbMaxConns < 0 || f.dbMaxConns > 1000 {
+			return fmt.Errorf("serve: --db-max-conns %d: must be from 0 (the database's default) to 1000", f.dbMaxConns)
+		}
+		if err := idle.CheckAfter(f.idleAfter); err != nil {
+			return fmt.Errorf("serve: --idle-after %w (0: no flags, but for teams that set their own)", err)
+		}
+		if err := idle.CheckBelow(f.idleBelow); err != nil {
+			return fmt.Errorf("serve: --idle-below %w", err)
+		}
+		if f.idleReclaimGrace < 0 {
+			return fmt.Errorf("serve: --idle-reclaim-grace %v: must not be negative", f.idleReclaimGrace)
+		}
+		if f.demo && !f.set["idle-after"] {
+			f.idleAfter = demoIdleAfter
+		}
+		if f.sessionOrigin != "" {
+			if err := web.CheckSessionOrigin(f.sessionOrigin); err != nil {
+				return fmt.Errorf("serve: --session-origin %w", err)
+			}
+		}
+		if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
+			return fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
+		}
+		if f.db == "" {
+			f.db = "sqlite:" + filepath.Join(f.data, "gpuportal.db")
+		}
+		if f.dev {
+			if err := checkLoopback(f.addr); err != nil {
+				return err
+			}
+			if !f.set["session-origin"] {
+				f.sessionOrigin = devSessionOrigin
+			}
+		} else if f.demo || f.devToken != "" {
+			return errors.New("serve: --demo and --dev-token need --dev")
+		}
+		return nil
 	}
-	return f, nil
 }
 
 // devSessionOrigin is --session-origin with --dev: browsers take any
@@ -366,11 +406,7 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseServeFlags(args, stderr)
-	if err != nil {
-		return err
-	}
+func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
 		return err

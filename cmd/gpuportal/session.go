@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -12,63 +11,30 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/spf13/cobra"
 )
 
-const sessionUsage = `Usage: gpuportal session COMMAND [flags]
-
-Interactive sessions: Jupyter, a terminal, or a web app of yours, on GPUs,
+// sessionHelp is what "gpuportal session --help" says besides the commands.
+const sessionHelp = `Interactive sessions: Jupyter, a terminal, or a web app of yours, on GPUs,
 opened through the portal (docs/portal.md, "Interactive sessions").
 
-  start --type jupyter|terminal|web [--gpus N] [--port P] [--time T]
-        [--priority] [--wait] [-- COMMAND...]
-          start a session; a web session's COMMAND serves the app on
-          127.0.0.1:$PORT (or --port) under $GPUPORTAL_BASE_URL; a Jupyter
-          session's COMMAND, if given, is the Jupyter program to run;
-          --priority asks to go ahead of the team's waiting jobs (where
-          the team allows it), --time bounds it (at most the team's
-          session maximum)
-  open ID print the address to open session ID at
-  stop ID end session ID (its job is cancelled)
-  keep-alive ID --hours N
-          keep session ID from being stopped for being idle for the next N
-          hours (at most its team's maximum keep-alive)
-`
+A web session's COMMAND, after --, serves the app on 127.0.0.1:$PORT (or
+--port) under $GPUPORTAL_BASE_URL; a Jupyter session's COMMAND, if given,
+is the Jupyter program to run.`
 
-// session runs gpuportal session COMMAND.
-func (c jobCmd) session(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(c.stderr, sessionUsage)
-		return errors.New("session: no command given")
-	}
-	switch args[0] {
-	case "start":
-		return c.sessionStart(ctx, args[1:])
-	case "open":
-		return c.sessionOpen(ctx, args[1:])
-	case "stop":
-		return c.cancel(ctx, args[1:])
-	case "keep-alive":
-		return c.sessionKeepAlive(ctx, args[1:])
-	case "help", "-h", "--help":
-		fmt.Fprint(c.stdout, sessionUsage)
-		return nil
-	}
-	fmt.Fprint(c.stderr, sessionUsage)
-	return fmt.Errorf("session: unknown command %q", args[0])
+// sessionCommand is "gpuportal session ...".
+func (c jobCmd) sessionCommand() *cobra.Command {
+	return group(&cobra.Command{Use: "session", Short: "start Jupyter, a terminal or a web app on GPUs", Long: sessionHelp},
+		c.sessionStartCommand(),
+		c.sessionOpenCommand(),
+		c.cancelCommand("stop", "end sessions (their jobs are cancelled)"),
+		c.sessionKeepAliveCommand(),
+	)
 }
 
-// sessionStart submits a session job.
-func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
-	defer wrapCmdErr("session start", &err)
-	var argv []string
-	for i, a := range args {
-		if a == "--" {
-			args, argv = args[:i], args[i+1:]
-			break
-		}
-	}
-	f := c.flags("session start", true)
-	f.fs.Init("session start", flag.ContinueOnError) // not "job session start"
+// sessionStartCommand is session start: it submits a session job.
+func (c jobCmd) sessionStartCommand() *cobra.Command {
+	f := c.flags("start --type jupyter|terminal|web [flags] [-- COMMAND...]", "start a session", "json", "yaml", "name")
 	var req api.SubmitRequest
 	sr := &api.SessionRequest{}
 	f.fs.StringVar(&sr.Type, "type", "", "what the session serves: jupyter, terminal or web (required)")
@@ -79,137 +45,138 @@ func (c jobCmd) sessionStart(ctx context.Context, args []string) (err error) {
 	f.fs.StringVar(&req.TimeLimit, "time", "", "the longest the session runs, as 4h or 1-00:00:00 (default and most: the team's session maximum)")
 	f.fs.BoolVar(&sr.Priority, "priority", false, "ask for interactive priority: ahead of the team's waiting jobs, within the GPUs the team allows sessions with it")
 	wait := f.fs.Bool("wait", false, "wait until the session runs, then print its address")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q: put a command after --", pos[0])
-	}
-	if sr.Type == "" {
-		return errors.New("--type is required: jupyter, terminal or web")
-	}
-	if !job.SessionType(sr.Type).Valid() {
-		return fmt.Errorf("--type %q: want jupyter, terminal or web", sr.Type)
-	}
-	if req.Name == "" {
-		req.Name = sr.Type
-	}
-	req.Session, req.Command = sr, api.Command(argv)
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	j, err := cl.Submit(ctx, req, client.RawJSON(&raw))
-	if err != nil {
-		return sessionFlagForField(err)
-	}
-	err = c.emit(f, raw, jobNames(j), func(bool) error {
-		if f.parsable {
-			fmt.Fprintln(c.stdout, j.ID)
+	f.complete("type", func() []string { return []string{"jupyter", "terminal", "web"} }, "session type")
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapCmdErr("session start", &err)
+		var argv []string
+		if dash := f.cmd.ArgsLenAtDash(); dash >= 0 {
+			pos, argv = pos[:dash], pos[dash:]
+		}
+		if len(pos) > 0 {
+			return fmt.Errorf("unexpected argument %q: put a command after --", pos[0])
+		}
+		if sr.Type == "" {
+			return errors.New("--type is required: jupyter, terminal or web")
+		}
+		if !job.SessionType(sr.Type).Valid() {
+			return fmt.Errorf("--type %q: want jupyter, terminal or web", sr.Type)
+		}
+		if req.Name == "" {
+			req.Name = sr.Type
+		}
+		req.Session, req.Command = sr, api.Command(argv)
+		cl, err := c.client(f)
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		j, err := cl.Submit(ctx, req, client.RawJSON(&raw))
+		if err != nil {
+			return sessionFlagForField(err)
+		}
+		err = c.emit(f, raw, jobNames(j), func(bool) error {
+			if f.parsable {
+				fmt.Fprintln(c.stdout, j.ID)
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "session %d submitted: %s, %s for team %s (%s)\n", j.ID, sr.Type, plural(j.GPUs, "GPU"), j.Team, j.State)
+			if j.Session != nil && j.Session.URL != "" {
+				fmt.Fprintf(c.stdout, "open it at %s once it runs\n", cl.Server().JoinPath(j.Session.URL).String())
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !*wait {
 			return nil
 		}
-		fmt.Fprintf(c.stdout, "session %d submitted: %s, %s for team %s (%s)\n", j.ID, sr.Type, plural(j.GPUs, "GPU"), j.Team, j.State)
-		if j.Session != nil && j.Session.URL != "" {
-			fmt.Fprintf(c.stdout, "open it at %s once it runs\n", cl.Server().JoinPath(j.Session.URL).String())
+		for {
+			cur, err := cl.Job(ctx, j.ID)
+			if ctx.Err() != nil {
+				return c.interrupted(j.ID)
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case cur.State == job.Running:
+				fmt.Fprintf(c.stdout, "session %d runs on %s\n", j.ID, strings.Join(cur.Placement, ", "))
+				return nil
+			case ended(cur):
+				return c.jobEnded(cur)
+			}
+			select {
+			case <-ctx.Done():
+				return c.interrupted(j.ID)
+			case <-time.After(waitInterval):
+			}
 		}
-		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if !*wait {
-		return nil
-	}
-	for {
-		cur, err := cl.Job(ctx, j.ID)
-		if ctx.Err() != nil {
-			return c.interrupted(j.ID)
+}
+
+// sessionOpenCommand is session open: it prints the address of a
+// session.
+func (c jobCmd) sessionOpenCommand() *cobra.Command {
+	f := c.flags("open ID [flags]", "print the address to open a session at")
+	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapCmdErr("session open", &err)
+		id, err := oneJobID("open", pos)
+		if err != nil {
+			return err
 		}
+		cl, err := c.client(f)
+		if err != nil {
+			return err
+		}
+		j, err := cl.Job(ctx, id)
 		if err != nil {
 			return err
 		}
 		switch {
-		case cur.State == job.Running:
-			fmt.Fprintf(c.stdout, "session %d runs on %s\n", j.ID, strings.Join(cur.Placement, ", "))
-			return nil
-		case ended(cur):
-			return c.jobEnded(cur)
+		case j.Session == nil:
+			return fmt.Errorf("job %d is a batch job, not a session", id)
+		case j.Session.URL == "":
+			return fmt.Errorf("the session of job %d is %s's: only its owner or an admin may open it", id, j.User)
 		}
-		select {
-		case <-ctx.Done():
-			return c.interrupted(j.ID)
-		case <-time.After(waitInterval):
-		}
-	}
+		fmt.Fprintln(c.stdout, cl.Server().JoinPath(j.Session.URL).String())
+		return nil
+	})
 }
 
-// sessionOpen prints the address of a session.
-func (c jobCmd) sessionOpen(ctx context.Context, args []string) (err error) {
-	defer wrapCmdErr("session open", &err)
-	f := c.flags("session open", false)
-	f.fs.Init("session open", flag.ContinueOnError)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	id, err := oneJobID("open", pos)
-	if err != nil {
-		return err
-	}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	j, err := cl.Job(ctx, id)
-	if err != nil {
-		return err
-	}
-	switch {
-	case j.Session == nil:
-		return fmt.Errorf("job %d is a batch job, not a session", id)
-	case j.Session.URL == "":
-		return fmt.Errorf("the session of job %d is %s's: only its owner or an admin may open it", id, j.User)
-	}
-	fmt.Fprintln(c.stdout, cl.Server().JoinPath(j.Session.URL).String())
-	return nil
-}
-
-// sessionKeepAlive keeps a session (or any running job of the caller's)
+// sessionKeepAliveCommand is session keep-alive: it keeps a session (or any running job of the caller's)
 // from being reclaimed while idle for the next --hours hours.
-func (c jobCmd) sessionKeepAlive(ctx context.Context, args []string) (err error) {
-	defer wrapCmdErr("session keep-alive", &err)
-	f := c.flags("session keep-alive", true)
-	f.fs.Init("session keep-alive", flag.ContinueOnError)
+func (c jobCmd) sessionKeepAliveCommand() *cobra.Command {
+	f := c.flags("keep-alive ID --hours N [flags]", "keep an idle session from being stopped for the next N hours (at most its team's maximum keep-alive)", "json", "yaml", "name")
+	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
 	hours := f.fs.Float64("hours", 0, "how many hours to keep the session alive though idle (required)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	id, err := oneJobID("keep alive", pos)
-	if err != nil {
-		return err
-	}
-	if !(*hours > 0) {
-		return fmt.Errorf("--hours %v: want a number of hours above 0", *hours)
-	}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	j, err := cl.KeepAlive(ctx, id, *hours, client.RawJSON(&raw))
-	if err != nil {
-		return err
-	}
-	return c.emit(f, raw, jobNames(j), func(bool) error {
-		if j.Idle != nil && j.Idle.KeepAliveUntil != nil {
-			_, err := fmt.Fprintf(c.stdout, "job %d kept alive until %s\n", id, j.Idle.KeepAliveUntil.Local().Format("2006-01-02 15:04"))
+	return f.run(func(ctx context.Context, pos []string) (err error) {
+		defer wrapCmdErr("session keep-alive", &err)
+		id, err := oneJobID("keep alive", pos)
+		if err != nil {
 			return err
 		}
-		_, err := fmt.Fprintf(c.stdout, "job %d kept alive for %v hours\n", id, *hours)
-		return err
+		if !(*hours > 0) {
+			return fmt.Errorf("--hours %v: want a number of hours above 0", *hours)
+		}
+		cl, err := c.client(f)
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		j, err := cl.KeepAlive(ctx, id, *hours, client.RawJSON(&raw))
+		if err != nil {
+			return err
+		}
+		return c.emit(f, raw, jobNames(j), func(bool) error {
+			if j.Idle != nil && j.Idle.KeepAliveUntil != nil {
+				_, err := fmt.Fprintf(c.stdout, "job %d kept alive until %s\n", id, j.Idle.KeepAliveUntil.Local().Format("2006-01-02 15:04"))
+				return err
+			}
+			_, err := fmt.Fprintf(c.stdout, "job %d kept alive for %v hours\n", id, *hours)
+			return err
+		})
 	})
 }
 

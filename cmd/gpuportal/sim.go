@@ -22,18 +22,17 @@ import (
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/sim"
 	"github.com/gpuportal/gpuportal/core/trace"
+	"github.com/spf13/cobra"
 )
 
-// runSim is `gpuportal sim`: it replays a trace under each listed policy
-// and prints one row per policy (a JSON array with --json).
-func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "matrix" {
-		return runSimMatrix(ctx, args[1:], stdout, stderr)
+// simCommand is `gpuportal sim`: it replays a trace under each listed
+// policy and prints one row per policy (a JSON array with --json).
+func simCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]",
+		Short: "replay a cluster trace under several policies and compare them",
 	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	// Parse errors come back as the returned error, printed once by the
-	// caller; only --help prints here.
-	fs.SetOutput(io.Discard)
 	var (
 		tracePath   = fs.String("trace", "", "job trace `file` (required)")
 		format      = fs.String("format", "", "trace format: tiresias, openb or native (default: detected from the header)")
@@ -71,186 +70,191 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fromDB      simDBFlags
 	)
 	fromDB.register(fs)
-	if help, err := parseSimFlags(fs, args, stderr, "sim",
-		"gpuportal sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]"); help || err != nil {
-		return err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if err := fromDB.check(set); err != nil {
-		return err
-	}
-	if *tracePath == "" && !fromDB.on {
-		return errors.New("sim: --trace is required (or --from-db)")
-	}
-	if *cluster == "" && !fromDB.on {
-		return errors.New("sim: --cluster is required (for example --cluster 4x8)")
-	}
-	if *forecastN < 1 {
-		return fmt.Errorf("sim: --forecast-every %d: want 1 or more", *forecastN)
-	}
-	f, err := trace.ParseFormat(*format)
-	if err != nil {
-		return fmt.Errorf("sim: --format: %w", err)
-	}
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+	cmd.Flags().AddGoFlagSet(fs)
+	completeValues(cmd, "format", []string{"tiresias", "openb", "native"}, "trace format")
+	cmd.AddCommand(simMatrixCommand(stdout, stderr))
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		if len(args) > 0 {
+			return fmt.Errorf("sim: unexpected argument %q (flags only; see --help)", args[0])
+		}
+		set := visitedFlags(cmd.Flags())
+		if err := fromDB.check(set); err != nil {
+			return err
+		}
+		if *tracePath == "" && !fromDB.on {
+			return errors.New("sim: --trace is required (or --from-db)")
+		}
+		if *cluster == "" && !fromDB.on {
+			return errors.New("sim: --cluster is required (for example --cluster 4x8)")
+		}
+		if *forecastN < 1 {
+			return fmt.Errorf("sim: --forecast-every %d: want 1 or more", *forecastN)
+		}
+		f, err := trace.ParseFormat(*format)
 		if err != nil {
-			return fmt.Errorf("sim: --cpuprofile: %w", err)
+			return fmt.Errorf("sim: --format: %w", err)
 		}
-		defer func() {
-			if err := stop(); err != nil {
-				fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+		if *cpuProfile != "" {
+			stop, err := startCPUProfile(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("sim: --cpuprofile: %w", err)
 			}
-		}()
-	}
-	names, err := sim.ParseCandidates(*policies)
-	if err != nil {
-		return fmt.Errorf("sim: --policy: %w", err)
-	}
-	for _, n := range names {
-		if _, rule := sim.SplitCandidate(n); *reference && rule != "" && rule != sched.RuleReference {
-			return fmt.Errorf("sim: --reference asks for the reference rule, --policy %s for another", n)
+			defer func() {
+				if err := stop(); err != nil {
+					fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+				}
+			}()
 		}
-	}
-	thr, err := simParseThresholds(*thresholds, *queues)
-	if err != nil {
-		return fmt.Errorf("sim: %w", err)
-	}
-	if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
-		return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
-	}
-	if f := *limitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
-		return fmt.Errorf("sim: --limit-factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
-	}
-	if !(*handover >= 0) || math.IsInf(*handover, 1) {
-		return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
-	}
-	if !(*reserveS >= 0) || math.IsInf(*reserveS, 1) {
-		return fmt.Errorf("sim: --reserve-after-s %v: want seconds, 0 (off) or more", *reserveS)
-	}
-	if *maxReserve < 0 {
-		return fmt.Errorf("sim: --max-reservations %d: want 1 or more, or 0 for the default", *maxReserve)
-	}
-	if !(*promoteKnob >= 0) || math.IsInf(*promoteKnob, 1) {
-		return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", *promoteKnob)
-	}
-	if *placement != sched.PlaceNodes && *placement != sched.PlaceCount {
-		return fmt.Errorf("sim: --placement %q: want %s or %s", *placement, sched.PlaceNodes, sched.PlaceCount)
-	}
-	if *cpuAlloc != "" && !slices.Contains(sched.CPUAllocModes(), *cpuAlloc) {
-		return fmt.Errorf("sim: --cpu-alloc %q: want %s", *cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
-	}
-	if *cpuAlloc != "" && *placement == sched.PlaceCount {
-		return errors.New("sim: --cpu-alloc needs --placement nodes: count placement puts jobs on no node")
-	}
-	shareMode, err := salussim.ParseSharing(*sharing)
-	if err != nil {
-		return fmt.Errorf("sim: --sharing: %w", err)
-	}
-	if shareMode == salussim.SharingSalus && *placement == sched.PlaceCount {
-		return errors.New("sim: --sharing salus needs --placement nodes: count placement names no GPU to share")
-	}
-	lanePol, err := lanes.ParsePolicy(*lanePolicy)
-	if err != nil {
-		return fmt.Errorf("sim: --lane-policy: %w", err)
-	}
-	if !slices.Contains(sched.SharePlacements(), *sharePlace) {
-		return fmt.Errorf("sim: --share-placement %q: want %s", *sharePlace, strings.Join(sched.SharePlacements(), " or "))
-	}
-	half, err := trace.ParseDuration(*halfLife)
-	if err != nil {
-		return fmt.Errorf("sim: --half-life: %w", err)
-	}
-	if half == 0 {
-		half = -1 // no decay
-	}
-	if !(*minRuntime >= 0) || math.IsInf(*minRuntime, 1) {
-		return fmt.Errorf("sim: --min-runtime-s %v: want seconds, 0 or more", *minRuntime)
-	}
-	minRun := *minRuntime
-	if minRun == 0 {
-		minRun = sched.NoMinRuntime
-	}
-	var teamList []trace.Team
-	if *teams != "" {
-		if teamList, err = trace.LoadTeams(*teams); err != nil {
-			return fmt.Errorf("sim: --teams: %w", err)
+		names, err := sim.ParseCandidates(*policies)
+		if err != nil {
+			return fmt.Errorf("sim: --policy: %w", err)
 		}
-	}
-	var nodes []trace.Node
-	if *cluster != "" {
-		if nodes, err = trace.LoadCluster(*cluster); err != nil {
-			return fmt.Errorf("sim: --cluster: %w", err)
+		for _, n := range names {
+			if _, rule := sim.SplitCandidate(n); *reference && rule != "" && rule != sched.RuleReference {
+				return fmt.Errorf("sim: --reference asks for the reference rule, --policy %s for another", n)
+			}
 		}
-	}
-	cfg := sim.Config{
-		Sched: sched.Config{
-			Thresholds:  thr,
-			PromoteKnob: *promoteKnob,
-			Reference:   *reference,
-			Placement:   *placement,
-			// Read by srtf and srsf.
-			LimitsAsHints: *limitHints,
-			MinRuntimeS:   minRun,
-			OmitWaits:     true,
-			CPUAlloc:      *cpuAlloc,
-			// Read only with --sharing salus.
-			SharePlacement:  *sharePlace,
-			ReserveAfterS:   *reserveS,
-			MaxReservations: *maxReserve,
-		},
-		Nodes:        nodes,
-		PreemptCostS: *preemptCost,
-		HandoverS:    *handover,
-		Teams:        teamList,
-		NoFairShare:  !*fairShare,
-		HalfLifeS:    half,
-		Sharing:      shareMode,
-		LanePolicy:   lanePol,
-		LimitFactor:  *limitFactor,
-		LimitSpread:  *limitSpread,
-		LearnPrior:   *learnPrior,
-	}
-	if fromDB.on {
-		return simFromDB(ctx, fromDB, cfg, names, simOutput{json: *asJSON, plot: *plot}, stdout, stderr)
-	}
-	tr, err := trace.ReadFile(*tracePath, f)
-	if err != nil {
-		return fmt.Errorf("sim: --trace: %w", err)
-	}
-	for reason, n := range tr.Skipped {
-		fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
-	}
-	if *jitterSeed != 0 {
-		tr.Jobs = trace.Jittered(tr.Jobs, *jitterSeed, simJitterShiftS, simJitterScale)
-	}
-	if *assign != "" {
-		if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
-			return fmt.Errorf("sim: --assign-teams: %w", err)
+		thr, err := simParseThresholds(*thresholds, *queues)
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
 		}
-	}
-	if *forecastOn {
-		return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: *forecastN, NoArrivals: !*forecastArr}, *asJSON)
-	}
-	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
-	if err != nil {
-		return fmt.Errorf("sim: %w", err)
-	}
-	for _, r := range results {
-		if r.Finished < r.Jobs {
-			fmt.Fprintf(stderr, "sim: %s finished %d of %d jobs: the scheduler left the rest waiting on an idle cluster\n", r.Policy, r.Finished, r.Jobs)
+		if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
+			return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
 		}
-	}
-	if *plot != "" {
-		if err := simWritePlot(*plot, results, fmt.Sprintf("JCT CDF: %s on %s", filepath.Base(tr.Name), simClusterLabel(*cluster, nodes))); err != nil {
-			return fmt.Errorf("sim: --plot: %w", err)
+		if f := *limitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
+			return fmt.Errorf("sim: --limit-factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
 		}
+		if !(*handover >= 0) || math.IsInf(*handover, 1) {
+			return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
+		}
+		if !(*reserveS >= 0) || math.IsInf(*reserveS, 1) {
+			return fmt.Errorf("sim: --reserve-after-s %v: want seconds, 0 (off) or more", *reserveS)
+		}
+		if *maxReserve < 0 {
+			return fmt.Errorf("sim: --max-reservations %d: want 1 or more, or 0 for the default", *maxReserve)
+		}
+		if !(*promoteKnob >= 0) || math.IsInf(*promoteKnob, 1) {
+			return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", *promoteKnob)
+		}
+		if *placement != sched.PlaceNodes && *placement != sched.PlaceCount {
+			return fmt.Errorf("sim: --placement %q: want %s or %s", *placement, sched.PlaceNodes, sched.PlaceCount)
+		}
+		if *cpuAlloc != "" && !slices.Contains(sched.CPUAllocModes(), *cpuAlloc) {
+			return fmt.Errorf("sim: --cpu-alloc %q: want %s", *cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
+		}
+		if *cpuAlloc != "" && *placement == sched.PlaceCount {
+			return errors.New("sim: --cpu-alloc needs --placement nodes: count placement puts jobs on no node")
+		}
+		shareMode, err := salussim.ParseSharing(*sharing)
+		if err != nil {
+			return fmt.Errorf("sim: --sharing: %w", err)
+		}
+		if shareMode == salussim.SharingSalus && *placement == sched.PlaceCount {
+			return errors.New("sim: --sharing salus needs --placement nodes: count placement names no GPU to share")
+		}
+		lanePol, err := lanes.ParsePolicy(*lanePolicy)
+		if err != nil {
+			return fmt.Errorf("sim: --lane-policy: %w", err)
+		}
+		if !slices.Contains(sched.SharePlacements(), *sharePlace) {
+			return fmt.Errorf("sim: --share-placement %q: want %s", *sharePlace, strings.Join(sched.SharePlacements(), " or "))
+		}
+		half, err := trace.ParseDuration(*halfLife)
+		if err != nil {
+			return fmt.Errorf("sim: --half-life: %w", err)
+		}
+		if half == 0 {
+			half = -1 // no decay
+		}
+		if !(*minRuntime >= 0) || math.IsInf(*minRuntime, 1) {
+			return fmt.Errorf("sim: --min-runtime-s %v: want seconds, 0 or more", *minRuntime)
+		}
+		minRun := *minRuntime
+		if minRun == 0 {
+			minRun = sched.NoMinRuntime
+		}
+		var teamList []trace.Team
+		if *teams != "" {
+			if teamList, err = trace.LoadTeams(*teams); err != nil {
+				return fmt.Errorf("sim: --teams: %w", err)
+			}
+		}
+		var nodes []trace.Node
+		if *cluster != "" {
+			if nodes, err = trace.LoadCluster(*cluster); err != nil {
+				return fmt.Errorf("sim: --cluster: %w", err)
+			}
+		}
+		cfg := sim.Config{
+			Sched: sched.Config{
+				Thresholds:  thr,
+				PromoteKnob: *promoteKnob,
+				Reference:   *reference,
+				Placement:   *placement,
+				// Read by srtf and srsf.
+				LimitsAsHints: *limitHints,
+				MinRuntimeS:   minRun,
+				OmitWaits:     true,
+				CPUAlloc:      *cpuAlloc,
+				// Read only with --sharing salus.
+				SharePlacement:  *sharePlace,
+				ReserveAfterS:   *reserveS,
+				MaxReservations: *maxReserve,
+			},
+			Nodes:        nodes,
+			PreemptCostS: *preemptCost,
+			HandoverS:    *handover,
+			Teams:        teamList,
+			NoFairShare:  !*fairShare,
+			HalfLifeS:    half,
+			Sharing:      shareMode,
+			LanePolicy:   lanePol,
+			LimitFactor:  *limitFactor,
+			LimitSpread:  *limitSpread,
+			LearnPrior:   *learnPrior,
+		}
+		if fromDB.on {
+			return simFromDB(ctx, fromDB, cfg, names, simOutput{json: *asJSON, plot: *plot}, stdout, stderr)
+		}
+		tr, err := trace.ReadFile(*tracePath, f)
+		if err != nil {
+			return fmt.Errorf("sim: --trace: %w", err)
+		}
+		for reason, n := range tr.Skipped {
+			fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
+		}
+		if *jitterSeed != 0 {
+			tr.Jobs = trace.Jittered(tr.Jobs, *jitterSeed, simJitterShiftS, simJitterScale)
+		}
+		if *assign != "" {
+			if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
+				return fmt.Errorf("sim: --assign-teams: %w", err)
+			}
+		}
+		if *forecastOn {
+			return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: *forecastN, NoArrivals: !*forecastArr}, *asJSON)
+		}
+		results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		for _, r := range results {
+			if r.Finished < r.Jobs {
+				fmt.Fprintf(stderr, "sim: %s finished %d of %d jobs: the scheduler left the rest waiting on an idle cluster\n", r.Policy, r.Finished, r.Jobs)
+			}
+		}
+		if *plot != "" {
+			if err := simWritePlot(*plot, results, fmt.Sprintf("JCT CDF: %s on %s", filepath.Base(tr.Name), simClusterLabel(*cluster, nodes))); err != nil {
+				return fmt.Errorf("sim: --plot: %w", err)
+			}
+		}
+		if *asJSON {
+			return sim.WriteJSON(stdout, results)
+		}
+		return sim.WriteTable(stdout, results)
 	}
-	if *asJSON {
-		return sim.WriteJSON(stdout, results)
-	}
-	return sim.WriteTable(stdout, results)
+	return cmd
 }
 
 // The jitter of --jitter-seed, as the jittered copies of docs/scheduling.md.
@@ -362,23 +366,4 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
-}
-
-// parseSimFlags parses the flags of command (sim, sim matrix), which take
-// no other argument; help is true when --help printed usage and the
-// flags' defaults to stderr, and the command has nothing more to do.
-func parseSimFlags(fs *flag.FlagSet, args []string, stderr io.Writer, command, usage string) (help bool, err error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: "+usage)
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-			return true, nil
-		}
-		return false, fmt.Errorf("%s: %w", command, err)
-	}
-	if fs.NArg() > 0 {
-		return false, fmt.Errorf("%s: unexpected argument %q (flags only; see --help)", command, fs.Arg(0))
-	}
-	return false, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/spf13/cobra"
 )
 
 // Slurm's squeue for its users: "gpuportal squeue" and "job list
@@ -252,59 +253,57 @@ func writeSqueue(w io.Writer, items []squeueItem, jobs []api.Job, now time.Time,
 	}
 }
 
-// squeue is "gpuportal squeue [-u USER] [--me] [-t STATES] [-o FORMAT]
+// squeueCommand is "gpuportal squeue [-u USER] [--me] [-t STATES] [-o FORMAT]
 // [-h]": the jobs that wait or run, as Slurm's squeue lists them.
-func (c jobCmd) squeue(ctx context.Context, args []string) error {
-	f := c.flags("squeue", false)
-	user := f.fs.String("u", "", "only this user's jobs (as squeue -u)")
+func (c jobCmd) squeueCommand() *cobra.Command {
+	f := c.flags("squeue [flags]", "list waiting and running jobs as Slurm's squeue does")
+	user := f.fs.StringP("user", "u", "", "only this user's jobs")
 	me := f.fs.Bool("me", false, "only your own jobs")
-	states := f.fs.String("t", "", "only these states, comma-separated, Slurm's (PD, R, PENDING, RUNNING, ...) or gpuportal's")
-	format := f.fs.String("o", squeueDefault, "squeue's --format: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
-	f.fs.StringVar(format, "format", squeueDefault, "the same as -o")
-	noHeader := f.fs.Bool("h", false, "no header line (as squeue --noheader)")
-	f.fs.BoolVar(noHeader, "noheader", false, "the same as -h")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("squeue: unexpected argument %q", pos[0])
-	}
-	items, err := parseSqueueFormat(*format)
-	if err != nil {
-		return fmt.Errorf("squeue: %w", err)
-	}
-	q := client.JobQuery{User: *user}
-	if *me {
-		q.Scope = "mine"
-	}
-	want := []job.State{job.Queued, job.Preempted, job.Running}
-	if *states != "" {
-		want = nil
-		for _, s := range strings.Split(*states, ",") {
-			st, ok := fromSlurmState(s)
-			if !ok {
-				return fmt.Errorf("squeue: -t %s: unknown state %q (PD, R, CD, F, CA, TO, PR or their long names, or %s)", *states, s, jobStateNames())
-			}
-			want = append(want, st)
+	states := f.fs.StringP("states", "t", "", "only these states, comma-separated, Slurm's (PD, R, PENDING, RUNNING, ...) or gpuportal's")
+	format := f.fs.StringP("format", "o", squeueDefault, "fields as squeue's: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
+	noHeader := f.fs.BoolP("noheader", "h", false, "no header line")
+	// -h is squeue's --noheader: --help has no short form here.
+	f.fs.Bool("help", false, "help for squeue")
+	return f.run(func(ctx context.Context, pos []string) error {
+		if len(pos) > 0 {
+			return fmt.Errorf("squeue: unexpected argument %q", pos[0])
 		}
-	}
-	cl, err := c.client(f)
-	if err != nil {
-		return err
-	}
-	var jobs []api.Job
-	for _, st := range want {
-		q.States = []string{string(st)}
-		part, err := cl.AllJobs(ctx, q)
+		items, err := parseSqueueFormat(*format)
+		if err != nil {
+			return fmt.Errorf("squeue: %w", err)
+		}
+		q := client.JobQuery{User: *user}
+		if *me {
+			q.Scope = "mine"
+		}
+		want := []job.State{job.Queued, job.Preempted, job.Running}
+		if *states != "" {
+			want = nil
+			for _, s := range strings.Split(*states, ",") {
+				st, ok := fromSlurmState(s)
+				if !ok {
+					return fmt.Errorf("squeue: -t %s: unknown state %q (PD, R, CD, F, CA, TO, PR or their long names, or %s)", *states, s, jobStateNames())
+				}
+				want = append(want, st)
+			}
+		}
+		cl, err := c.client(f)
 		if err != nil {
 			return err
 		}
-		jobs = append(jobs, part...)
-	}
-	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
-	writeSqueue(c.stdout, items, jobs, c.now(), *noHeader)
-	return nil
+		var jobs []api.Job
+		for _, st := range want {
+			q.States = []string{string(st)}
+			part, err := cl.AllJobs(ctx, q)
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, part...)
+		}
+		sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
+		writeSqueue(c.stdout, items, jobs, c.now(), *noHeader)
+		return nil
+	})
 }
 
 // fromSlurmState reads a state as Slurm writes it (PD, PENDING, ...) or
