@@ -34,7 +34,7 @@ type IdentityStore interface {
 }
 
 // Directory is the lab's LDAP directory as sign-in reads it;
-// *identity.LDAP is one.
+// *ldapdir.Directory is one.
 type Directory interface {
 	Authenticate(ctx context.Context, name, password string) (identity.Claims, error)
 	Lookup(ctx context.Context, subject string) (identity.Claims, bool, error)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/identity"
+	"github.com/gpuportal/gpuportal/identity/ldapdir"
+	"github.com/gpuportal/gpuportal/identity/openid"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -38,17 +40,17 @@ func oidcCookieName(state string) string {
 const oidcFlowTTL = 10 * time.Minute
 
 // identitySources builds the sign-in sources of cfg.
-func identitySources(cfg identity.Config) (*identity.LDAP, *identity.OIDC, error) {
-	var l *identity.LDAP
-	var o *identity.OIDC
+func identitySources(cfg identity.Config) (*ldapdir.Directory, *openid.Provider, error) {
+	var l *ldapdir.Directory
+	var o *openid.Provider
 	if cfg.LDAP.Enabled() {
 		var err error
-		if l, err = identity.NewLDAP(cfg.LDAP); err != nil {
+		if l, err = ldapdir.New(cfg.LDAP); err != nil {
 			return nil, nil, err
 		}
 	}
 	if cfg.OIDC.Enabled() {
-		o = identity.NewOIDC(cfg.OIDC)
+		o = openid.New(cfg.OIDC)
 	}
 	return l, o, nil
 }
@@ -129,7 +131,7 @@ func (s *Server) oidcStart(c echo.Context) error {
 		s.cfg.Logger.Error("OpenID Connect sign-in unavailable", "err", err)
 		return s.render(c, http.StatusServiceUnavailable, s.loginView(c, s.oidc.Name()+" cannot be reached now: try again soon, or ask an admin.", "", next))
 	}
-	c.SetCookie(&http.Cookie{Name: oidcCookieName(flow.State), Value: identity.EncodeFlow(flow), Path: "/login/oidc", HttpOnly: true,
+	c.SetCookie(&http.Cookie{Name: oidcCookieName(flow.State), Value: openid.EncodeFlow(flow), Path: "/login/oidc", HttpOnly: true,
 		Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, MaxAge: int(oidcFlowTTL.Seconds())})
 	return c.Redirect(http.StatusSeeOther, to)
 }
@@ -150,7 +152,7 @@ func (s *Server) oidcCallback(c echo.Context) error {
 	if err != nil {
 		return fail(http.StatusBadRequest, "This sign-in was not started here or took too long: try again.")
 	}
-	flow, err := identity.DecodeFlow(ck.Value)
+	flow, err := openid.DecodeFlow(ck.Value)
 	if err != nil {
 		return fail(http.StatusBadRequest, "This sign-in was not started here or took too long: try again.")
 	}

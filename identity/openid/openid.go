@@ -1,4 +1,4 @@
-package identity
+package openid
 
 import (
 	"context"
@@ -14,14 +14,16 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/gpuportal/gpuportal/identity"
 )
 
-// OIDC signs people in through an OpenID Connect provider: the
+// Provider signs people in through an OpenID Connect provider: the
 // authorization code flow with PKCE (S256), state and nonce, the ID token
 // verified against the provider's keys (issuer, audience, expiry,
 // signature), and groups read from the ID token or else from userinfo.
-type OIDC struct {
-	cfg    OIDCConfig
+type Provider struct {
+	cfg    identity.OIDCConfig
 	client *http.Client
 
 	mu sync.Mutex
@@ -38,16 +40,16 @@ type discovery struct {
 	endSession string
 }
 
-// NewOIDC prepares sign-in through the provider of cfg (checked by
+// New prepares sign-in through the provider of cfg (checked by
 // Flags.Load).
-func NewOIDC(cfg OIDCConfig) *OIDC {
-	return &OIDC{cfg: cfg, client: &http.Client{Timeout: 15 * time.Second}}
+func New(cfg identity.OIDCConfig) *Provider {
+	return &Provider{cfg: cfg, client: &http.Client{Timeout: 15 * time.Second}}
 }
 
 // Name is the provider's name on the login button.
-func (o *OIDC) Name() string { return o.cfg.Name }
+func (o *Provider) Name() string { return o.cfg.Name }
 
-func (o *OIDC) discover(ctx context.Context) (*discovery, error) {
+func (o *Provider) discover(ctx context.Context) (*discovery, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.disc != nil {
@@ -56,18 +58,18 @@ func (o *OIDC) discover(ctx context.Context) (*discovery, error) {
 	ctx = oidc.ClientContext(ctx, o.client)
 	p, err := oidc.NewProvider(ctx, o.cfg.Issuer)
 	if err != nil {
-		return nil, fmt.Errorf("oidc: discovery at %s: %w: %w", o.cfg.Issuer, err, ErrUnavailable)
+		return nil, fmt.Errorf("oidc: discovery at %s: %w: %w", o.cfg.Issuer, err, identity.ErrUnavailable)
 	}
 	var extra struct {
 		EndSession string `json:"end_session_endpoint"`
 	}
 	if err := p.Claims(&extra); err != nil {
-		return nil, fmt.Errorf("oidc: discovery at %s: %w: %w", o.cfg.Issuer, err, ErrUnavailable)
+		return nil, fmt.Errorf("oidc: discovery at %s: %w: %w", o.cfg.Issuer, err, identity.ErrUnavailable)
 	}
 	o.disc = &discovery{
 		provider: p,
 		verifier: p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID}),
-		oauth: oauth2.Config{ClientID: o.cfg.ClientID, ClientSecret: o.cfg.clientSecret, Endpoint: p.Endpoint(),
+		oauth: oauth2.Config{ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret(), Endpoint: p.Endpoint(),
 			RedirectURL: o.cfg.RedirectURL, Scopes: append([]string{oidc.ScopeOpenID}, o.cfg.Scopes...)},
 		endSession: extra.EndSession,
 	}
@@ -86,7 +88,7 @@ type Flow struct {
 
 // Start begins a sign-in: the provider's authorization URL, and the
 // flow to keep until the callback.
-func (o *OIDC) Start(ctx context.Context, next string) (authURL string, f Flow, err error) {
+func (o *Provider) Start(ctx context.Context, next string) (authURL string, f Flow, err error) {
 	d, err := o.discover(ctx)
 	if err != nil {
 		return "", f, err
@@ -102,36 +104,36 @@ var ErrFlow = errors.New("sign-in flow refused")
 // Finish completes a sign-in at the callback: it checks state, exchanges
 // the code (with the PKCE verifier), verifies the ID token and its nonce,
 // and returns who signed in.
-func (o *OIDC) Finish(ctx context.Context, f Flow, query url.Values) (Claims, error) {
+func (o *Provider) Finish(ctx context.Context, f Flow, query url.Values) (identity.Claims, error) {
 	if e := query.Get("error"); e != "" {
-		return Claims{}, fmt.Errorf("oidc: the provider answered %s: %s: %w", e, query.Get("error_description"), ErrFlow)
+		return identity.Claims{}, fmt.Errorf("oidc: the provider answered %s: %s: %w", e, query.Get("error_description"), ErrFlow)
 	}
 	if f.State == "" || query.Get("state") != f.State {
-		return Claims{}, fmt.Errorf("oidc: state does not match the sign-in this browser began: %w", ErrFlow)
+		return identity.Claims{}, fmt.Errorf("oidc: state does not match the sign-in this browser began: %w", ErrFlow)
 	}
 	d, err := o.discover(ctx)
 	if err != nil {
-		return Claims{}, err
+		return identity.Claims{}, err
 	}
 	ctx = oidc.ClientContext(ctx, o.client)
 	tok, err := d.oauth.Exchange(ctx, query.Get("code"), oauth2.VerifierOption(f.Verifier))
 	if err != nil {
-		return Claims{}, fmt.Errorf("oidc: exchange the code: %w: %w", err, ErrFlow)
+		return identity.Claims{}, fmt.Errorf("oidc: exchange the code: %w: %w", err, ErrFlow)
 	}
 	raw, ok := tok.Extra("id_token").(string)
 	if !ok {
-		return Claims{}, fmt.Errorf("oidc: the token response has no id_token: %w", ErrFlow)
+		return identity.Claims{}, fmt.Errorf("oidc: the token response has no id_token: %w", ErrFlow)
 	}
 	idt, err := d.verifier.Verify(ctx, raw)
 	if err != nil {
-		return Claims{}, fmt.Errorf("oidc: verify the ID token: %w: %w", err, ErrFlow)
+		return identity.Claims{}, fmt.Errorf("oidc: verify the ID token: %w: %w", err, ErrFlow)
 	}
 	if idt.Nonce != f.Nonce {
-		return Claims{}, fmt.Errorf("oidc: the ID token's nonce does not match: %w", ErrFlow)
+		return identity.Claims{}, fmt.Errorf("oidc: the ID token's nonce does not match: %w", ErrFlow)
 	}
 	claims := map[string]any{}
 	if err := idt.Claims(&claims); err != nil {
-		return Claims{}, fmt.Errorf("oidc: read the ID token's claims: %w: %w", err, ErrFlow)
+		return identity.Claims{}, fmt.Errorf("oidc: read the ID token's claims: %w: %w", err, ErrFlow)
 	}
 	// Providers that keep the name, groups or Unix account out of the ID
 	// token give them at userinfo, for the same subject; the ID token's
@@ -148,10 +150,10 @@ func (o *OIDC) Finish(ctx context.Context, f Flow, query url.Values) (Claims, er
 			}
 		}
 	}
-	c := Claims{Source: "oidc", Subject: idt.Issuer + "|" + idt.Subject}
+	c := identity.Claims{Source: "oidc", Subject: idt.Issuer + "|" + idt.Subject}
 	c.Name, _ = claims[o.cfg.UsernameClaim].(string)
 	if c.Name == "" {
-		return Claims{}, fmt.Errorf("oidc: the ID token has no %s claim: %w", o.cfg.UsernameClaim, ErrFlow)
+		return identity.Claims{}, fmt.Errorf("oidc: the ID token has no %s claim: %w", o.cfg.UsernameClaim, ErrFlow)
 	}
 	if o.cfg.UnixClaim != "" {
 		c.UnixName, _ = claims[o.cfg.UnixClaim].(string)
@@ -161,7 +163,7 @@ func (o *OIDC) Finish(ctx context.Context, f Flow, query url.Values) (Claims, er
 }
 
 // missing reports whether claims lack one the configuration reads.
-func (o *OIDC) missing(claims map[string]any) bool {
+func (o *Provider) missing(claims map[string]any) bool {
 	for _, k := range []string{o.cfg.UsernameClaim, o.cfg.GroupsClaim, o.cfg.UnixClaim} {
 		if _, ok := claims[k]; k != "" && !ok {
 			return true
@@ -174,7 +176,7 @@ func (o *OIDC) missing(claims map[string]any) bool {
 // session at the provider too (RP-initiated logout), coming back to
 // postLogout; empty when the provider advertises no end_session_endpoint
 // or cannot be reached.
-func (o *OIDC) LogoutURL(ctx context.Context, postLogout string) string {
+func (o *Provider) LogoutURL(ctx context.Context, postLogout string) string {
 	d, err := o.discover(ctx)
 	if err != nil || d.endSession == "" {
 		return ""

@@ -1,4 +1,4 @@
-package identity
+package openid
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/internal/testidp"
 )
 
@@ -82,10 +83,10 @@ func signInAt(t *testing.T, authURL, password string) url.Values {
 func TestOIDC(t *testing.T) {
 	issuer := startProvider(t)
 	ctx := context.Background()
-	cfg := OIDCConfig{Name: "Lab SSO", Issuer: issuer, ClientID: "gpuportal", clientSecret: "idp-secret",
+	cfg := identity.OIDCConfig{Name: "Lab SSO", Issuer: issuer, ClientID: "gpuportal",
 		RedirectURL: portal + "/login/oidc/callback", Scopes: []string{"profile", "email", "groups"},
 		UsernameClaim: "preferred_username", GroupsClaim: "groups", UnixClaim: "unix_name"}
-	o := NewOIDC(cfg)
+	o := New(cfg.WithClientSecret("idp-secret"))
 
 	authURL, flow, err := o.Start(ctx, "/jobs")
 	if err != nil {
@@ -115,14 +116,14 @@ func TestOIDC(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		tamper func(f *Flow, q url.Values)
-		o      *OIDC
+		o      *Provider
 	}{
 		{"another state", func(f *Flow, q url.Values) { q.Set("state", "forged") }, o},
 		{"no flow cookie", func(f *Flow, q url.Values) { *f = Flow{} }, o},
 		{"another nonce", func(f *Flow, q url.Values) { f.Nonce = "other" }, o},
 		{"another PKCE verifier", func(f *Flow, q url.Values) { f.Verifier = strings.Repeat("v", 43) }, o},
 		{"the provider refused", func(f *Flow, q url.Values) { q.Set("error", "access_denied") }, o},
-		{"a wrong client secret", func(f *Flow, q url.Values) {}, NewOIDC(func() OIDCConfig { c := cfg; c.clientSecret = "nope"; return c }())},
+		{"a wrong client secret", func(f *Flow, q url.Values) {}, New(cfg.WithClientSecret("nope"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			authURL, flow, err := tc.o.Start(ctx, "/jobs")
@@ -143,8 +144,8 @@ func TestOIDC(t *testing.T) {
 		!strings.Contains(got, "client_id=gpuportal") || !strings.Contains(got, url.QueryEscape(portal+"/login")) {
 		t.Errorf("logout URL %q", got)
 	}
-	down := NewOIDC(OIDCConfig{Issuer: "http://127.0.0.1:1", ClientID: "x", RedirectURL: portal + "/login/oidc/callback"})
-	if _, _, err := down.Start(ctx, "/"); !errors.Is(err, ErrUnavailable) {
+	down := New(identity.OIDCConfig{Issuer: "http://127.0.0.1:1", ClientID: "x", RedirectURL: portal + "/login/oidc/callback"})
+	if _, _, err := down.Start(ctx, "/"); !errors.Is(err, identity.ErrUnavailable) {
 		t.Errorf("unreachable provider: %v", err)
 	}
 	if down.LogoutURL(ctx, portal) != "" {
@@ -152,7 +153,7 @@ func TestOIDC(t *testing.T) {
 	}
 }
 
-func mustStart(t *testing.T, o *OIDC) string {
+func mustStart(t *testing.T, o *Provider) string {
 	t.Helper()
 	u, _, err := o.Start(context.Background(), "/")
 	if err != nil {

@@ -1,4 +1,4 @@
-package identity
+package ldapdir
 
 import (
 	"context"
@@ -11,14 +11,15 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
+	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/internal/testldap"
 )
 
-func labLDAP(url string) LDAPConfig {
-	return LDAPConfig{URL: url, UserBase: "ou=people," + testldap.Base, UserFilter: "(&(objectClass=posixAccount)(uid={name}))",
+func labLDAP(url string) identity.LDAPConfig {
+	return identity.LDAPConfig{URL: url, UserBase: "ou=people," + testldap.Base, UserFilter: "(&(objectClass=posixAccount)(uid={name}))",
 		NameAttr: "uid", UnixAttr: "uid", GroupBase: "ou=groups," + testldap.Base,
-		GroupFilter: "(|(member={dn})(memberUid={name}))", GroupAttr: "cn", Timeout: Duration(5 * time.Second),
-		BindDN: testldap.ServiceDN, bindPassword: testldap.ServicePassword}
+		GroupFilter: "(|(member={dn})(memberUid={name}))", GroupAttr: "cn", Timeout: identity.Duration(5 * time.Second),
+		BindDN: testldap.ServiceDN}.WithBindPassword(testldap.ServicePassword)
 }
 
 // TestLDAP signs in against a real slapd loaded with testdata/ldap: over
@@ -27,7 +28,7 @@ func labLDAP(url string) LDAPConfig {
 // refused; a certificate from another CA is an unavailable directory; a
 // group change in the directory shows at the next sign-in.
 func TestLDAP(t *testing.T) {
-	srv := testldap.Start(t, "../testdata/ldap/lab.ldif")
+	srv := testldap.Start(t, "../../testdata/ldap/lab.ldif")
 	otherCA := filepath.Join(t.TempDir(), "other.pem")
 	if err := os.WriteFile(otherCA, []byte(otherCAPEM), 0o600); err != nil {
 		t.Fatal(err)
@@ -35,27 +36,27 @@ func TestLDAP(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name     string
-		cfg      func(c *LDAPConfig)
+		cfg      func(c *identity.LDAPConfig)
 		user, pw string
 		groups   []string
 		err      error
 	}{
-		{"plain, service account", func(c *LDAPConfig) {}, "dave", "dave-secret", []string{"ml-vision"}, nil},
-		{"anonymous search", func(c *LDAPConfig) { c.BindDN, c.bindPassword = "", "" }, "erin", "erin-secret", []string{"ml-vision", "ml-nlp", "vision-leads"}, nil},
-		{"StartTLS with the lab's CA", func(c *LDAPConfig) { c.StartTLS, c.CAFile = true, srv.CAFile }, "dave", "dave-secret", []string{"ml-vision"}, nil},
-		{"LDAPS with the lab's CA", func(c *LDAPConfig) { c.URL, c.CAFile = srv.TLSURL, srv.CAFile }, "frank", "frank-secret", []string{"gpu-admins"}, nil},
-		{"no groups", func(c *LDAPConfig) {}, "gina", "gina-secret", nil, nil},
-		{"wrong password", func(c *LDAPConfig) {}, "dave", "erin-secret", nil, ErrBadCredentials},
-		{"unknown name", func(c *LDAPConfig) {}, "zoe", "dave-secret", nil, ErrBadCredentials},
-		{"empty password is no anonymous bind", func(c *LDAPConfig) {}, "dave", "", nil, ErrBadCredentials},
-		{"filter injection", func(c *LDAPConfig) {}, "*", "dave-secret", nil, ErrBadCredentials},
-		{"LDAPS with another CA", func(c *LDAPConfig) { c.URL, c.CAFile = srv.TLSURL, otherCA }, "dave", "dave-secret", nil, ErrUnavailable},
-		{"wrong service password", func(c *LDAPConfig) { c.bindPassword = "nope" }, "dave", "dave-secret", nil, ErrUnavailable},
+		{"plain, service account", func(c *identity.LDAPConfig) {}, "dave", "dave-secret", []string{"ml-vision"}, nil},
+		{"anonymous search", func(c *identity.LDAPConfig) { *c = c.WithBindPassword(""); c.BindDN = "" }, "erin", "erin-secret", []string{"ml-vision", "ml-nlp", "vision-leads"}, nil},
+		{"StartTLS with the lab's CA", func(c *identity.LDAPConfig) { c.StartTLS, c.CAFile = true, srv.CAFile }, "dave", "dave-secret", []string{"ml-vision"}, nil},
+		{"LDAPS with the lab's CA", func(c *identity.LDAPConfig) { c.URL, c.CAFile = srv.TLSURL, srv.CAFile }, "frank", "frank-secret", []string{"gpu-admins"}, nil},
+		{"no groups", func(c *identity.LDAPConfig) {}, "gina", "gina-secret", nil, nil},
+		{"wrong password", func(c *identity.LDAPConfig) {}, "dave", "erin-secret", nil, identity.ErrBadCredentials},
+		{"unknown name", func(c *identity.LDAPConfig) {}, "zoe", "dave-secret", nil, identity.ErrBadCredentials},
+		{"empty password is no anonymous bind", func(c *identity.LDAPConfig) {}, "dave", "", nil, identity.ErrBadCredentials},
+		{"filter injection", func(c *identity.LDAPConfig) {}, "*", "dave-secret", nil, identity.ErrBadCredentials},
+		{"LDAPS with another CA", func(c *identity.LDAPConfig) { c.URL, c.CAFile = srv.TLSURL, otherCA }, "dave", "dave-secret", nil, identity.ErrUnavailable},
+		{"wrong service password", func(c *identity.LDAPConfig) { *c = c.WithBindPassword("nope") }, "dave", "dave-secret", nil, identity.ErrUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := labLDAP(srv.URL)
 			tc.cfg(&cfg)
-			l, err := NewLDAP(cfg)
+			l, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +77,7 @@ func TestLDAP(t *testing.T) {
 	}
 
 	t.Run("lookup between sign-ins", func(t *testing.T) {
-		l, err := NewLDAP(labLDAP(srv.URL))
+		l, err := New(labLDAP(srv.URL))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestLDAP(t *testing.T) {
 	})
 
 	t.Run("group change shows at the next sign-in", func(t *testing.T) {
-		l, err := NewLDAP(labLDAP(srv.URL))
+		l, err := New(labLDAP(srv.URL))
 		if err != nil {
 			t.Fatal(err)
 		}
