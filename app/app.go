@@ -28,6 +28,7 @@ type Store interface {
 	TeamStore
 	AccountStore
 	MachineStore
+	JobReadStore
 	Audit(ctx context.Context, e models.AuditEntry) error
 }
 
@@ -93,6 +94,7 @@ type Engine interface {
 	ClearGPUFault(node string, index int) error
 	GPUFaults() []engine.GPUFault
 	StoredNodeStates(ctx context.Context) (engine.NodeStates, error)
+	JobEngine
 }
 
 // Config is what an App works with.

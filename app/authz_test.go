@@ -19,8 +19,9 @@ import (
 // fakeEngine records what the actions ask of the engine: one machine,
 // gpu1, whose GPU 0 is out of service.
 type fakeEngine struct {
-	cancelled []int64
-	woken     int
+	fakeJobEngine // the engine's reads of jobs (jobqueries_test.go)
+	cancelled     []int64
+	woken         int
 }
 
 func (e *fakeEngine) Wake() { e.woken++ }

@@ -149,7 +149,7 @@ func queueOrder(m *moment, n int) [][]*models.QueueRow {
 	ps := make([]placed, len(m.queued))
 	for i := range m.queued {
 		r := &m.queued[i]
-		ps[i] = placed{r: r, pos: m.rowPosition(r), entered: rowEntry(r)}
+		ps[i] = placed{r: r, pos: m.RowPosition(r), entered: rowEntry(r)}
 	}
 	sort.SliceStable(ps, func(a, b int) bool {
 		ra, rb := ps[a].r.State == job.Running, ps[b].r.State == job.Running
@@ -168,7 +168,7 @@ func queueOrder(m *moment, n int) [][]*models.QueueRow {
 	out := make([][]*models.QueueRow, n)
 	for _, p := range ps {
 		qi := min(max(p.r.QueueIndex, 0), n-1)
-		if w, ok := m.waits[p.r.ID]; ok && p.pos > 0 {
+		if w, ok := m.Waits[p.r.ID]; ok && p.pos > 0 {
 			qi = min(max(w.Queue, 0), n-1) // the queue its position counts in
 		}
 		out[qi] = append(out[qi], p.r)
