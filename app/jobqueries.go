@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -16,4 +17,7 @@ type JobReadStore interface {
 	QueueRows(ctx context.Context) ([]models.QueueRow, error)
 	LatestForecasts(ctx context.Context) (map[int64]models.Forecast, error)
 	LatestForecastsOf(ctx context.Context, ids []int64) (map[int64]models.Forecast, error)
+	JobsByID(ctx context.Context, ids []int64) ([]models.Job, error)
+	JCTsSince(ctx context.Context, since time.Time, limit int) ([]float64, error)
+	ForecastOutcomes(ctx context.Context, kind string, limit int) ([]models.ForecastOutcome, error)
 }

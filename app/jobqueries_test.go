@@ -29,7 +29,7 @@ func (fakeJobEngine) Reservation(int64) (sched.Reservation, time.Time, bool) {
 }
 func (e fakeJobEngine) Scheduler() *sched.Scheduler {
 	if e.sched == nil {
-		s, err := sched.New(sched.Config{})
+		s, err := sched.New(sched.Config{Policy: "fifo"})
 		if err != nil {
 			panic(err)
 		}

@@ -392,8 +392,8 @@ func (m *Moment) position(j *models.Job) int {
 	return 0
 }
 
-// RowPosition is position for a QueueRow.
-func (m *Moment) RowPosition(r *models.QueueRow) int {
+// rowPosition is position for a QueueRow.
+func (m *Moment) rowPosition(r *models.QueueRow) int {
 	if w, ok := m.Waits[r.ID]; ok && r.State.Waiting() && !r.Held() {
 		return w.Position
 	}

@@ -58,18 +58,9 @@ func fmtTime(t *time.Time) string {
 	return t.Local().Format(timeLayout)
 }
 
-// fmtDuration writes d as a person reads it: 42s, 3m05s, 2h04m.
-func fmtDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	default:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-}
+// fmtDuration writes d as a person reads it: 42s, 3m05s, 2h04m
+// (app.FormatDuration).
+func fmtDuration(d time.Duration) string { return app.FormatDuration(d) }
 
 // jobRow is j as lists and pages show it, at now.
 func jobRow(j api.Job, now time.Time) templates.JobRow {
