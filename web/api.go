@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -115,11 +114,7 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f, err := s.jobListFilter(c, q)
-	if err != nil {
-		return err
-	}
-	p, err := s.listJobPage(c, f, q.Limit)
+	p, err := s.listJobs(c, q)
 	if err != nil {
 		return err
 	}
@@ -136,35 +131,6 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	}
 	setPageHeaders(c, q, p)
 	return c.JSON(http.StatusOK, out)
-}
-
-// jobFilter turns the scope ("mine", "team", "all") and state a user asks
-// for into a filter within what the user may see.
-func (s *Server) jobFilter(c echo.Context, scope, state string) (models.JobFilter, error) {
-	u := currentUser(c)
-	var f models.JobFilter
-	switch scope {
-	case "mine":
-		f.User = u.Name
-	case "", "team":
-		if u.Role != models.RoleAdmin || scope == "team" {
-			f.Team = u.Team
-		}
-	case "all":
-		if u.Role != models.RoleAdmin {
-			return f, echo.NewHTTPError(http.StatusForbidden, "scope: only admins may list all jobs")
-		}
-	default:
-		return f, echo.NewHTTPError(http.StatusBadRequest, "scope: must be mine, team or all")
-	}
-	if state != "" {
-		st := job.State(state)
-		if !st.Valid() {
-			return f, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("state: unknown state %q", state))
-		}
-		f.States = []job.State{st}
-	}
-	return f, nil
 }
 
 // loadJob returns the job named by the :id parameter if the user may see it.

@@ -96,11 +96,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 			q.Scope = "all"
 		}
 	}
-	f, err := s.jobListFilter(c, q)
-	if err != nil {
-		return templates.JobList{}, err
-	}
-	p, err := s.listJobPage(c, f, q.Limit)
+	p, err := s.listJobs(c, q)
 	if err != nil {
 		return templates.JobList{}, err
 	}
@@ -110,7 +106,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		return templates.JobList{}, err
 	}
 	l := templates.JobList{Scope: q.Scope, State: q.State, Team: q.Team, User: q.User, Queue: q.Queue, Kind: q.Kind, Q: q.Q,
-		Scopes: []string{"mine", "team"}, Kinds: []string{models.KindCommand, models.KindSim}}
+		Scopes: []string{"mine", "team"}, Kinds: app.JobKinds()}
 	if q.limitAsked {
 		l.Limit = strconv.Itoa(q.Limit)
 	}
