@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -67,6 +69,45 @@ func TestListJobsBadInput(t *testing.T) {
 		var e *Error
 		if !errors.As(err, &e) || e.Kind != Invalid || e.Field != tc.field {
 			t.Errorf("%+v: %v, want invalid %s", tc.req, err, tc.field)
+		}
+	}
+}
+
+// TestJobReadsAuthorization: who may read alice's job's history and the
+// states of what it waits for: its team and admins; for another team it
+// does not exist.
+func TestJobReadsAuthorization(t *testing.T) {
+	f := newFixture(t)
+	id := f.job(t, false)
+	ctx := context.Background()
+	for _, tc := range []struct{ actor, want string }{
+		{"alice", "ok"}, {"carol", "ok"}, {"visionlead", "ok"}, {"bob", "not found"}, {"nlplead", "not found"}, {"admin", "ok"},
+	} {
+		a := Actor{User: f.users[tc.actor]}
+		h, err := f.app.JobHistory(ctx, a, id)
+		if got := outcome(err); got != tc.want {
+			t.Errorf("%s: history %s, want %s", tc.actor, got, tc.want)
+		} else if err == nil && len(h) == 0 {
+			t.Errorf("%s: job %d has no history", tc.actor, id)
+		}
+		if _, err := f.app.DependencyStates(ctx, a, id); outcome(err) != tc.want {
+			t.Errorf("%s: dependency states %s, want %s", tc.actor, outcome(err), tc.want)
+		}
+	}
+	if _, err := f.app.JobHistory(ctx, Actor{User: f.users["admin"]}, id+100); KindOf(err) != NotFound {
+		t.Errorf("a job that does not exist: %v, want not found", err)
+	}
+}
+
+// TestActorTeams: an admin submits to and lists any team; anyone else
+// their own.
+func TestActorTeams(t *testing.T) {
+	f := newFixture(t)
+	for actor, want := range map[string]string{"alice": "vision", "visionlead": "vision", "bob": "nlp", "admin": "nlp,vision"} {
+		ts, err := f.app.ActorTeams(context.Background(), Actor{User: f.users[actor]})
+		slices.Sort(ts)
+		if got := strings.Join(ts, ","); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", actor, got, err, want)
 		}
 	}
 }

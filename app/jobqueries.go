@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -27,6 +28,8 @@ type JobReadStore interface {
 	JCTsSince(ctx context.Context, since time.Time, limit int) ([]float64, error)
 	ForecastOutcomes(ctx context.Context, kind string, limit int) ([]models.ForecastOutcome, error)
 	ListJobs(ctx context.Context, f models.JobFilter) ([]models.Job, error)
+	JobEvents(ctx context.Context, jobID int64) ([]models.JobEvent, error)
+	JobStates(ctx context.Context, ids []int64) (map[int64]models.JobState, error)
 }
 
 // Bounds of a jobs list request.
@@ -220,3 +223,49 @@ func (s *App) listJobPage(ctx context.Context, f models.JobFilter, limit int) (J
 	}
 	return p, nil
 }
+
+// JobHistory returns each state job id entered, when and why, if a may
+// see it.
+func (s *App) JobHistory(ctx context.Context, a Actor, id int64) ([]api.Event, error) {
+	if _, err := s.Job(ctx, a, id); err != nil {
+		return nil, err
+	}
+	es, err := s.cfg.Store.JobEvents(ctx, id)
+	if err != nil {
+		return nil, stored(err)
+	}
+	out := make([]api.Event, len(es))
+	for i, e := range es {
+		out[i] = api.Event{At: e.At, State: e.State, Detail: e.Detail}
+	}
+	return out, nil
+}
+
+// DependencyStates returns the states of the jobs job id waits for, as
+// the engine judges them (an array's ID stands for all its tasks), if a
+// may see job id.
+func (s *App) DependencyStates(ctx context.Context, a Actor, id int64) (map[int64]job.State, error) {
+	j, err := s.Job(ctx, a, id)
+	if err != nil {
+		return nil, err
+	}
+	deps := j.Deps()
+	ids := make([]int64, len(deps))
+	for i, d := range deps {
+		ids[i] = d.JobID
+	}
+	states, err := s.cfg.Store.JobStates(ctx, ids)
+	return states, stored(err)
+}
+
+// ActorTeams are the teams a may submit jobs to and list the jobs of:
+// every team for an admin, else a's own.
+func (s *App) ActorTeams(ctx context.Context, a Actor) ([]string, error) {
+	if a.User.Role != models.RoleAdmin {
+		return []string{a.User.Team}, nil
+	}
+	return s.teamNames(ctx)
+}
+
+// ClusterGPUs is the number of GPUs connected now.
+func (s *App) ClusterGPUs() int { return s.clusterGPUs() }

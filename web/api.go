@@ -2,7 +2,6 @@ package web
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -13,25 +12,13 @@ import (
 	"github.com/gpuportal/gpuportal/models"
 )
 
-func (s *Server) jobHistory(c echo.Context, id int64) ([]api.Event, error) {
-	es, err := s.cfg.Store.JobEvents(c.Request().Context(), id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.Event, len(es))
-	for i, e := range es {
-		out[i] = api.Event{At: e.At, State: e.State, Detail: e.Detail}
-	}
-	return out, nil
-}
-
 // apiJobHistory returns each state the job entered, when and why.
 func (s *Server) apiJobHistory(c echo.Context) error {
-	j, err := s.loadJob(c)
+	id, err := jobIDParam(c)
 	if err != nil {
 		return err
 	}
-	h, err := s.jobHistory(c, j.ID)
+	h, err := s.app.JobHistory(c.Request().Context(), appActor(c), id)
 	if err != nil {
 		return err
 	}
@@ -86,25 +73,8 @@ func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 	return c.JSON(status, out)
 }
 
-func (s *Server) teamNames(ctx context.Context) ([]string, error) {
-	ts, err := s.cfg.Store.Teams(ctx)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = t.Name
-	}
-	return names, nil
-}
-
-func (s *Server) clusterGPUs() int {
-	n := 0
-	for _, node := range s.cfg.Engine.Nodes() {
-		n += len(node.Devices())
-	}
-	return n
-}
+// clusterGPUs is the number of GPUs connected now (app.App.ClusterGPUs).
+func (s *Server) clusterGPUs() int { return s.app.ClusterGPUs() }
 
 // apiListJobs lists the jobs the user may see, newest first, filtered
 // and paged (joblist.go): the cursors of the pages around come back in

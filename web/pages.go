@@ -112,7 +112,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	}
 	if admin {
 		l.Scopes = append(l.Scopes, "all")
-		if l.Teams, err = s.teamNames(ctx); err != nil {
+		if l.Teams, err = s.app.ActorTeams(ctx, appActor(c)); err != nil {
 			return templates.JobList{}, err
 		}
 	}
@@ -172,12 +172,12 @@ func (s *Server) jobRows(c echo.Context) error {
 }
 
 func (s *Server) submitPage(c echo.Context) error {
-	teams, err := s.teamNames(c.Request().Context())
+	teams, err := s.app.ActorTeams(c.Request().Context(), appActor(c))
 	if err != nil {
 		return err
 	}
 	u := currentUser(c)
-	f := templates.SubmitForm{Team: u.Team, Teams: allowedTeams(u, teams), GPUs: "1", Kind: "sim", DurationS: "120", Models: app.ModelNames()}
+	f := templates.SubmitForm{Team: u.Team, Teams: teams, GPUs: "1", Kind: "sim", DurationS: "120", Models: app.ModelNames()}
 	ts, err := s.userTemplates(c)
 	if err != nil {
 		return err
@@ -243,14 +243,6 @@ func fillForm(f *templates.SubmitForm, r api.SubmitRequest) {
 	}
 }
 
-// allowedTeams are the teams u may submit to.
-func allowedTeams(u *models.User, teams []string) []string {
-	if u.Role == models.RoleAdmin {
-		return teams
-	}
-	return []string{u.Team}
-}
-
 func (s *Server) submitForm(c echo.Context) error {
 	f := templates.SubmitForm{
 		Name: c.FormValue("name"), Team: c.FormValue("team"), GPUs: c.FormValue("gpus"),
@@ -282,11 +274,11 @@ func (s *Server) submitForm(c echo.Context) error {
 		}
 	}
 	if len(fe) > 0 {
-		teams, err := s.teamNames(ctx)
+		teams, err := s.app.ActorTeams(ctx, a)
 		if err != nil {
 			return err
 		}
-		f.Teams, f.Errors, f.Models = allowedTeams(a.User, teams), fe, app.ModelNames()
+		f.Teams, f.Errors, f.Models = teams, fe, app.ModelNames()
 		p := page(c, "Submit", "submit")
 		p.Flash = "The job was not submitted: see the fields marked below."
 		return s.render(c, http.StatusBadRequest, templates.Submit(p, f))
@@ -386,7 +378,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if err := s.describeForecast(c, aj, m.now, &d); err != nil {
 		return d, err
 	}
-	h, err := s.jobHistory(c, j.ID)
+	h, err := s.app.JobHistory(c.Request().Context(), appActor(c), j.ID)
 	if err != nil {
 		return d, err
 	}
@@ -399,7 +391,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	describeSharing(aj, &d)
 	d.DeclaredProfile = describeDeclaredProfile(j)
 	describeRun(aj, j, &d)
-	if err := s.depStates(c.Request().Context(), &d); err != nil {
+	if err := s.depStates(c, j.ID, &d); err != nil {
 		return d, err
 	}
 	describeResources(aj.Resources, &d)
