@@ -30,6 +30,7 @@ type JobReadStore interface {
 	ListJobs(ctx context.Context, f models.JobFilter) ([]models.Job, error)
 	JobEvents(ctx context.Context, jobID int64) ([]models.JobEvent, error)
 	JobStates(ctx context.Context, ids []int64) (map[int64]models.JobState, error)
+	WhatIfStore
 }
 
 // Bounds of a jobs list request.
