@@ -31,6 +31,7 @@ type JobReadStore interface {
 	JobEvents(ctx context.Context, jobID int64) ([]models.JobEvent, error)
 	JobStates(ctx context.Context, ids []int64) (map[int64]models.JobState, error)
 	WhatIfStore
+	GPUHistoryStore
 }
 
 // Bounds of a jobs list request.
