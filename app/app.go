@@ -30,6 +30,7 @@ type Store interface {
 	PeopleStore
 	MachineStore
 	LiveStore
+	JobReadStore
 	Audit(ctx context.Context, e models.AuditEntry) error
 }
 
@@ -97,6 +98,7 @@ type Engine interface {
 	StoredNodeStates(ctx context.Context) (engine.NodeStates, error)
 	ClusterEngine
 	ReclaimEngine
+	JobEngine
 }
 
 // Config is what an App works with.

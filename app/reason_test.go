@@ -1,4 +1,4 @@
-package web
+package app
 
 import (
 	"strings"
@@ -30,7 +30,7 @@ func TestReasonIsTheEnginesOnTheLeader(t *testing.T) {
 		{"no reason from the engine yet", engine, models.Job{ID: 4, State: job.Queued, Reason: "submitted"}, "submitted", 0},
 	}
 	for _, tc := range tests {
-		m := &moment{waits: tc.waits}
+		m := &Moment{Waits: tc.waits}
 		if got := m.reason(&tc.j); got != tc.want {
 			t.Errorf("%s: reason %q, want %q", tc.name, got, tc.want)
 		}
@@ -53,7 +53,7 @@ func TestForecastDoesNotRepeatTheReason(t *testing.T) {
 		{"array limit", models.Job{ID: 2, State: job.Queued, Reason: why, ArrayLimit: 2}},
 	}
 	for _, tc := range tests {
-		m := &moment{}
+		m := &Moment{}
 		f := m.forecast(&tc.j)
 		if f == nil {
 			t.Fatalf("%s: no forecast for a waiting job", tc.name)
