@@ -151,6 +151,7 @@ func submit(t *testing.T, a *api, body map[string]any) int64 {
 // TestRemoteAgentRunsCommandJobs runs jobs on a separate agent process
 // that connected to the server over its websocket.
 func TestRemoteAgentRunsCommandJobs(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data := t.TempDir()
 	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
 	startAgent(t, srv.URL, "remote-a")
