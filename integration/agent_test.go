@@ -184,10 +184,12 @@ func TestRemoteAgentRunsCommandJobs(t *testing.T) {
 
 // TestKilledAgentsJobFinishesOnAnother kills the agent running a job with
 // SIGKILL: after the heartbeat timeout the job is requeued and finishes on
-// the other agent.
+// the other agent. The server's grace is the agents' (1 s, as in the fault
+// tests), so the requeue comes twice the timeout and that grace after the
+// last heartbeat, not the default grace's 10 s more.
 func TestKilledAgentsJobFinishesOnAnother(t *testing.T) {
 	data := t.TempDir()
-	srv := startAgentServer(t, "--data", data, "--heartbeat-timeout", "2s")
+	srv := startAgentServer(t, "--data", data, "--heartbeat-timeout", faultTimeout, "--grace", faultGrace)
 	agents := map[string]*server{
 		"agent-a": startAgent(t, srv.URL, "agent-a"),
 		"agent-b": startAgent(t, srv.URL, "agent-b"),
