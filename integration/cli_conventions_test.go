@@ -55,6 +55,7 @@ func (c *cli) runStdin(stdin string, args ...string) (stdout, stderr string, cod
 // that switch servers; -o json equal to the API's objects; --parsable;
 // exit codes that say how a job ended; --version on every side.
 func TestCLIConventions(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srvA := startServer(t, "--data", t.TempDir(), "--max-retries", "0")
 	srvB := startServer(t, "--data", t.TempDir(), "--max-retries", "0")
 	// The CLI is told the servers' contract proxies; so is the test.
@@ -253,6 +254,7 @@ func mustJSON(t *testing.T, v any) string {
 // user's only job, asked of the server); fish through its complete -C.
 // It also logs in on a terminal, where the password is not echoed.
 func TestCLIInShells(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir())
 	c := newCLI(t, srv.URL)
 	token := newAPI(t, srv.URL, "alice", "dev").token
