@@ -229,5 +229,5 @@ func (j *Job) Service(now time.Time) usage.Service {
 	if j.State == JobRunning {
 		since = j.LastStartAt
 	}
-	return usage.Current(usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, j.GPUs, since, now)
+	return usage.Current(usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, usage.Whole(j.GPUs), since, now)
 }

@@ -186,7 +186,7 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
 		if j.LastStartAt != nil {
-			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), j.GPUs)
+			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), usage.Whole(j.GPUs))
 			sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
 		}
 	}

@@ -670,7 +670,7 @@ func (e *Engine) outcome(ex job.Exit, r *run) func(context.Context) error {
 		if to == job.Succeeded {
 			e.completed = true
 			if e.cfg.GPUTime != nil && r.learn {
-				e.cfg.GPUTime.Completed(usage.Current(r.ended, r.nGPUs, &r.started, ex.At).GPUSeconds)
+				e.cfg.GPUTime.Completed(usage.Current(r.ended, usage.Whole(r.nGPUs), &r.started, ex.At).GPUSeconds)
 			}
 		}
 		if !r.stopAsked.IsZero() {

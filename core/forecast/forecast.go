@@ -852,7 +852,7 @@ func (s *scen) pass() {
 	for i := range s.jobs {
 		j := &s.jobs[i]
 		if j.State == sched.Running {
-			sv := usage.Service{ExecutedS: s.meta[i].execAt, GPUSeconds: s.meta[i].servAt}.Ran(s.now-s.meta[i].runStart, j.GPUs)
+			sv := usage.Service{ExecutedS: s.meta[i].execAt, GPUSeconds: s.meta[i].servAt}.Ran(s.now-s.meta[i].runStart, usage.Whole(j.GPUs))
 			j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
 		}
 	}
@@ -898,7 +898,7 @@ func (s *scen) apply(d sched.Decisions) {
 // stopRun ends job i's run at t: it waits again, with what it ran.
 func (s *scen) stopRun(i int, t float64) {
 	j, m := &s.jobs[i], &s.meta[i]
-	sv := usage.Service{ExecutedS: m.execAt, GPUSeconds: m.servAt}.Ran(max(t-m.runStart, 0), j.GPUs)
+	sv := usage.Service{ExecutedS: m.execAt, GPUSeconds: m.servAt}.Ran(max(t-m.runStart, 0), usage.Whole(j.GPUs))
 	j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
 	j.State, j.Placement = sched.Pending, nil
 	m.run++

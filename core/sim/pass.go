@@ -17,7 +17,7 @@ func (s *simulator) pass() error {
 		ran := s.now - j.runStart
 		sj := &s.snap[j.pos]
 		// sj.GPUs is j.tj.GPUs, at hand (no load of the trace job).
-		sv := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(ran, sj.GPUs)
+		sv := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(ran, usage.Whole(sj.GPUs))
 		sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
 	}
 	s.passes++
