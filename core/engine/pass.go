@@ -188,8 +188,9 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
 		if j.LastStartAt != nil {
-			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), j.accrual())
-			sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
+			acc := j.accrual()
+			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), acc)
+			sj.ExecutedS, sj.AttainedService, sj.HeldGPUs = sv.ExecutedS, sv.GPUSeconds, acc.Held
 		}
 	}
 	return sj
