@@ -24,6 +24,7 @@ package jobfiles
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -145,4 +146,22 @@ func FormatBytes(n int64) string {
 	s := fmt.Sprintf("%.1f", float64(n)/float64(div))
 	s = strings.TrimSuffix(s, ".0")
 	return s + " " + string("KMGTPE"[exp]) + "iB"
+}
+
+// ParseSize reads a size as flags take it: bytes ("1048576"), or a
+// number with KiB, MiB, GiB or TiB ("512MiB", "1.5GiB"); it must be 1
+// byte or more.
+func ParseSize(s string) (int64, error) {
+	num, mult := s, 1.0
+	for i, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if n, ok := strings.CutSuffix(s, u); ok {
+			num, mult = strings.TrimSpace(n), float64(int64(1)<<(10*(i+1)))
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f*mult < 1 || f*mult > 1<<62 {
+		return 0, fmt.Errorf("%q: want a size such as 1048576, 512MiB or 2GiB", s)
+	}
+	return int64(f * mult), nil
 }
