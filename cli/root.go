@@ -10,7 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/gpuportal/gpuportal/core/agent"
-	"github.com/gpuportal/gpuportal/core/jobfiles"
+	"github.com/gpuportal/gpuportal/core/jobfiles/filehttp"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/spf13/pflag"
 	"io"
@@ -111,7 +111,7 @@ func (c jobCmd) commands() []*cobra.Command {
 		// Started by the agent as a job's account to serve its files
 		// (core/agent/files.go).
 		passThrough(agent.FilesCommand, "", true, func(ctx context.Context, args []string) error {
-			return jobfiles.RunHelper(ctx, args, os.Stdin, os.Stdout, stderr)
+			return filehttp.RunHelper(ctx, args, os.Stdin, os.Stdout, stderr)
 		}),
 		// Started by the agent itself (core/agent/watchdog.go).
 		passThrough("agent-watchdog", "", true, func(ctx context.Context, _ []string) error {

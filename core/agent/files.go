@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/jobfiles"
+	"github.com/gpuportal/gpuportal/core/jobfiles/filehttp"
 )
 
 // A job's files (docs/files.md): the portal lists, downloads and uploads
@@ -26,7 +27,7 @@ import (
 // its root.
 
 // FilesCommand is the agent binary's hidden command that serves a job's
-// files on its standard input and output (jobfiles.RunHelper).
+// files on its standard input and output (filehttp.RunHelper).
 const FilesCommand = "agent-files"
 
 // UserToken in a data path's folder stands for the job owner's Unix
@@ -85,8 +86,15 @@ func (a *Local) fileRoots(jobID int64, account string) []jobfiles.Root {
 	return roots
 }
 
+// JobFiles are job jobID's files on this machine, served as the account
+// the job runs as (account: its owner's Unix account), for the portal
+// of serve --dev.
+func (a *Local) JobFiles(jobID int64, account string) jobfiles.Files {
+	return filehttp.NewClient(func(ctx context.Context) (net.Conn, error) { return a.DialFiles(ctx, jobID, account) })
+}
+
 // DialFiles opens a connection to job jobID's files on this machine
-// (jobfiles.Client speaks over it), served as the account the job runs
+// (filehttp.Client speaks over it), served as the account the job runs
 // as; account is its owner's Unix account (job.Spec.Account).
 func (a *Local) DialFiles(ctx context.Context, jobID int64, account string) (net.Conn, error) {
 	if a.cfg.MonitorOnly {
@@ -99,13 +107,13 @@ func (a *Local) DialFiles(ctx context.Context, jobID int64, account string) (net
 	if ra == nil && !a.owners() && a.cfg.RefuseRoot && a.euid == 0 {
 		return nil, fmt.Errorf("files of job %d on %s: %w", jobID, a.cfg.Name, ErrRootJobs)
 	}
-	s := &jobfiles.Server{Roots: a.fileRoots(jobID, account), Limits: a.cfg.FileLimits}
+	s := &filehttp.Server{Roots: a.fileRoots(jobID, account), Limits: a.cfg.FileLimits}
 	mine, theirs := net.Pipe()
 	if ra == nil || ra.cred == nil {
 		go func() {
 			sctx, cancel := context.WithTimeout(context.Background(), filesTimeout)
 			defer cancel()
-			if err := jobfiles.ServeConn(sctx, s, theirs); err != nil {
+			if err := filehttp.ServeConn(sctx, s, theirs); err != nil {
 				a.cfg.Logger.Warn("serve a job's files", "job", jobID, "err", err)
 			}
 		}()
@@ -122,9 +130,9 @@ func (a *Local) DialFiles(ctx context.Context, jobID int64, account string) (net
 // startFilesHelper serves s on conn in a helper process that runs as ra:
 // the agent's own binary, reached through /proc/self/exe, which the
 // account may run even where it cannot reach the binary's folder.
-func (a *Local) startFilesHelper(jobID int64, ra *runAs, s *jobfiles.Server, conn net.Conn) error {
+func (a *Local) startFilesHelper(jobID int64, ra *runAs, s *filehttp.Server, conn net.Conn) error {
 	hctx, cancel := context.WithTimeout(context.Background(), filesTimeout)
-	args := append([]string{FilesCommand}, jobfiles.HelperArgs(s.Roots, s.Limits)...)
+	args := append([]string{FilesCommand}, filehttp.HelperArgs(s.Roots, s.Limits)...)
 	cmd := exec.CommandContext(hctx, "/proc/self/exe", args...)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}

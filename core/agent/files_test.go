@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +30,7 @@ func TestDialFilesServesTheJobsFolderAndDataPaths(t *testing.T) {
 	if ex := waitExit(t, exits); ex.ExitCode != 0 {
 		t.Fatalf("job: %+v", ex)
 	}
-	c := jobfiles.NewClient(func(ctx context.Context) (net.Conn, error) { return a.DialFiles(ctx, 5, "alice") })
+	c := a.JobFiles(5, "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l, err := c.List(ctx, jobfiles.JobRoot, jobfiles.CheckpointDir)
@@ -56,7 +55,7 @@ func TestDialFilesServesTheJobsFolderAndDataPaths(t *testing.T) {
 		}
 	}
 	// A job that never ran here has no folder.
-	other := jobfiles.NewClient(func(ctx context.Context) (net.Conn, error) { return a.DialFiles(ctx, 6, "alice") })
+	other := a.JobFiles(6, "alice")
 	if _, err := other.List(ctx, jobfiles.JobRoot, "."); err == nil || !strings.Contains(err.Error(), "no folder on this machine") {
 		t.Errorf("job 6's files: %v, want no folder", err)
 	}

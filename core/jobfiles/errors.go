@@ -3,7 +3,6 @@ package jobfiles
 import (
 	"errors"
 	"io/fs"
-	"net/http"
 	"strings"
 )
 
@@ -26,37 +25,10 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
-// status is the HTTP status the server answers a refusal of kind k with.
-func (k Kind) status() int {
-	switch k {
-	case NotFound:
-		return http.StatusNotFound
-	case Denied:
-		return http.StatusForbidden
-	case TooLarge:
-		return http.StatusRequestEntityTooLarge
-	}
-	return http.StatusBadRequest
-}
-
-// kindOf is the kind of refusal of status, for a reply without a body
-// that says it.
-func kindOf(status int) Kind {
-	switch status {
-	case http.StatusNotFound:
-		return NotFound
-	case http.StatusForbidden:
-		return Denied
-	case http.StatusRequestEntityTooLarge:
-		return TooLarge
-	}
-	return Invalid
-}
-
-// fsError turns an error of the file system about path p of root into a
+// FSError turns an error of the file system about path p of root into a
 // refusal when it is one (missing, not allowed, out of the root), with a
 // message that names p but no folder of the machine; other errors stay.
-func fsError(root, p string, err error) error {
+func FSError(root, p string, err error) error {
 	var e *Error
 	switch {
 	case err == nil:
@@ -64,20 +36,20 @@ func fsError(root, p string, err error) error {
 	case errors.As(err, &e):
 		return err
 	case errors.Is(err, fs.ErrNotExist):
-		return &Error{Kind: NotFound, Msg: where(root, p) + ": no such file or folder"}
+		return &Error{Kind: NotFound, Msg: Where(root, p) + ": no such file or folder"}
 	case errors.Is(err, fs.ErrPermission):
-		return &Error{Kind: Denied, Msg: where(root, p) + ": permission denied to the job's account"}
+		return &Error{Kind: Denied, Msg: Where(root, p) + ": permission denied to the job's account"}
 	case strings.Contains(err.Error(), "path escapes from parent"):
 		// os.Root's refusal of a link that leads out of the root.
-		return &Error{Kind: Denied, Msg: where(root, p) + ": leads out of the folder (a link): refused"}
+		return &Error{Kind: Denied, Msg: Where(root, p) + ": leads out of the folder (a link): refused"}
 	case strings.Contains(err.Error(), "not a directory"):
-		return &Error{Kind: Invalid, Msg: where(root, p) + ": not a folder"}
+		return &Error{Kind: Invalid, Msg: Where(root, p) + ": not a folder"}
 	}
 	return err
 }
 
-// where names path p of root for messages: "job:checkpoint/x".
-func where(root, p string) string {
+// Where names path p of root for messages: "job:checkpoint/x".
+func Where(root, p string) string {
 	if p == "." || p == "" {
 		return root + ":/"
 	}

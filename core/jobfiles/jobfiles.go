@@ -23,7 +23,9 @@
 package jobfiles
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -54,8 +56,8 @@ type Limits struct {
 	MaxArchive int64 `json:"max_archive_bytes"`
 }
 
-// withDefaults fills the limits left at 0.
-func (l Limits) withDefaults() Limits {
+// WithDefaults fills the limits left at 0.
+func (l Limits) WithDefaults() Limits {
 	if l.MaxUpload <= 0 {
 		l.MaxUpload = DefaultMaxUpload
 	}
@@ -164,4 +166,26 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q: want a size such as 1048576, 512MiB or 2GiB", s)
 	}
 	return int64(f * mult), nil
+}
+
+// Files are one job's files on the machine that holds them, as the
+// portal reaches them (filehttp.Client, through the machine's agent).
+type Files interface {
+	// List returns the entries of folder p of root.
+	List(ctx context.Context, root, p string) (*Listing, error)
+	// Open starts the download of file p of root.
+	Open(ctx context.Context, root, p string) (*Download, error)
+	// Archive starts the download of folder p of root as a .tar.gz.
+	Archive(ctx context.Context, root, p string) (*Download, error)
+	// Put writes body to file p of root: size bytes, or -1 when not
+	// known (counted against the limit as they come).
+	Put(ctx context.Context, root, p string, size int64, body io.Reader) (*Entry, error)
+}
+
+// Download is a file or an archive on its way.
+type Download struct {
+	Body io.ReadCloser
+	// Size is the length of Body; -1 when not known (an archive).
+	Size    int64
+	ModTime time.Time
 }

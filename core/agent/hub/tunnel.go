@@ -14,6 +14,8 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
+	"github.com/gpuportal/gpuportal/core/jobfiles/filehttp"
 )
 
 // Tunnels to interactive sessions (wire/session.go): the server asks an
@@ -48,6 +50,11 @@ func (n *remoteNode) DialFiles(ctx context.Context, jobID int64, account string)
 		return nil, fmt.Errorf("files of job %d on %s: %w", jobID, n.name, err)
 	}
 	return c, nil
+}
+
+// JobFiles are job jobID's files on this machine, through its agent.
+func (n *remoteNode) JobFiles(jobID int64, account string) jobfiles.Files {
+	return filehttp.NewClient(func(ctx context.Context) (net.Conn, error) { return n.DialFiles(ctx, jobID, account) })
 }
 
 // dial asks the agent for tunnel d, its token filled in, and waits for

@@ -1,9 +1,10 @@
-package jobfiles
+package filehttp
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"io"
 	"os"
 	"strconv"
@@ -12,7 +13,7 @@ import (
 
 // HelperArgs are the arguments of the helper command (RunHelper) that
 // serves roots with limits.
-func HelperArgs(roots []Root, limits Limits) []string {
+func HelperArgs(roots []jobfiles.Root, limits jobfiles.Limits) []string {
 	args := []string{"--max-upload", strconv.FormatInt(limits.MaxUpload, 10), "--max-archive", strconv.FormatInt(limits.MaxArchive, 10)}
 	for _, r := range roots {
 		args = append(args, "--root", r.Name+"="+r.Dir)
@@ -27,14 +28,14 @@ func RunHelper(ctx context.Context, args []string, stdin io.ReadCloser, stdout i
 	fs := flag.NewFlagSet("agent-files", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var s Server
-	fs.Int64Var(&s.Limits.MaxUpload, "max-upload", DefaultMaxUpload, "largest file an upload may write, in bytes")
-	fs.Int64Var(&s.Limits.MaxArchive, "max-archive", DefaultMaxArchive, "most bytes of files a folder's archive may hold")
+	fs.Int64Var(&s.Limits.MaxUpload, "max-upload", jobfiles.DefaultMaxUpload, "largest file an upload may write, in bytes")
+	fs.Int64Var(&s.Limits.MaxArchive, "max-archive", jobfiles.DefaultMaxArchive, "most bytes of files a folder's archive may hold")
 	fs.Func("root", "a folder to serve, NAME=DIR (repeatable)", func(v string) error {
 		name, dir, ok := strings.Cut(v, "=")
 		if !ok || name == "" || !strings.HasPrefix(dir, "/") {
 			return fmt.Errorf("%q: want NAME=/absolute/dir", v)
 		}
-		s.Roots = append(s.Roots, Root{Name: name, Dir: dir})
+		s.Roots = append(s.Roots, jobfiles.Root{Name: name, Dir: dir})
 		return nil
 	})
 	if err := fs.Parse(args); err != nil {

@@ -1,4 +1,4 @@
-package jobfiles
+package filehttp
 
 import (
 	"archive/tar"
@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"io"
 	"io/fs"
 	"net/http"
@@ -22,8 +23,8 @@ import (
 // Server serves one job's files from its roots, as whatever account runs
 // it: the agent starts it as the job's (helper.go).
 type Server struct {
-	Roots  []Root
-	Limits Limits
+	Roots  []jobfiles.Root
+	Limits jobfiles.Limits
 }
 
 // Handler is the server's HTTP handler (the protocol in the package's
@@ -41,25 +42,25 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) open(r *http.Request) (*os.Root, string, string, error) {
 	name := r.URL.Query().Get("root")
 	if name == "" {
-		name = JobRoot
+		name = jobfiles.JobRoot
 	}
-	i := slices.IndexFunc(s.Roots, func(rt Root) bool { return rt.Name == name })
+	i := slices.IndexFunc(s.Roots, func(rt jobfiles.Root) bool { return rt.Name == name })
 	if i < 0 {
-		return nil, "", "", &Error{Kind: NotFound, Msg: fmt.Sprintf("root %q: no such folder on this machine (there are: %s)", name, strings.Join(s.rootNames(), ", "))}
+		return nil, "", "", &jobfiles.Error{Kind: jobfiles.NotFound, Msg: fmt.Sprintf("root %q: no such folder on this machine (there are: %s)", name, strings.Join(s.rootNames(), ", "))}
 	}
-	p, err := CleanPath(r.URL.Query().Get("path"))
+	p, err := jobfiles.CleanPath(r.URL.Query().Get("path"))
 	if err != nil {
 		return nil, "", "", err
 	}
 	root, err := os.OpenRoot(s.Roots[i].Dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			if name == JobRoot {
-				return nil, "", "", &Error{Kind: NotFound, Msg: "the job has no folder on this machine (removed, or the job never started here)"}
+			if name == jobfiles.JobRoot {
+				return nil, "", "", &jobfiles.Error{Kind: jobfiles.NotFound, Msg: "the job has no folder on this machine (removed, or the job never started here)"}
 			}
-			return nil, "", "", &Error{Kind: NotFound, Msg: fmt.Sprintf("root %q: its folder does not exist on this machine", name)}
+			return nil, "", "", &jobfiles.Error{Kind: jobfiles.NotFound, Msg: fmt.Sprintf("root %q: its folder does not exist on this machine", name)}
 		}
-		return nil, "", "", fsError(name, ".", err)
+		return nil, "", "", jobfiles.FSError(name, ".", err)
 	}
 	return root, name, p, nil
 }
@@ -82,27 +83,27 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	defer root.Close()
 	f, err := openNoBlock(root, p)
 	if err != nil {
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
 	if !st.IsDir() {
-		refuse(w, &Error{Kind: Invalid, Msg: where(name, p) + ": not a folder"})
+		refuse(w, &jobfiles.Error{Kind: jobfiles.Invalid, Msg: jobfiles.Where(name, p) + ": not a folder"})
 		return
 	}
-	des, err := f.ReadDir(MaxEntries + 1)
+	des, err := f.ReadDir(jobfiles.MaxEntries + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
-	l := Listing{Root: name, Path: p, Roots: s.rootNames(), Limits: s.Limits.withDefaults(), Entries: []Entry{}}
-	if len(des) > MaxEntries {
-		des, l.Truncated = des[:MaxEntries], true
+	l := jobfiles.Listing{Root: name, Path: p, Roots: s.rootNames(), Limits: s.Limits.WithDefaults(), Entries: []jobfiles.Entry{}}
+	if len(des) > jobfiles.MaxEntries {
+		des, l.Truncated = des[:jobfiles.MaxEntries], true
 	}
 	for _, de := range des {
 		fi, err := de.Info() // lstat: a link is a link
@@ -110,14 +111,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			continue // gone since
 		}
 		e := entryOf(de.Name(), fi)
-		if e.Type == TypeLink {
+		if e.Type == jobfiles.TypeLink {
 			e.Target, _ = root.Readlink(path.Join(p, de.Name()))
 		}
 		l.Entries = append(l.Entries, e)
 	}
-	slices.SortFunc(l.Entries, func(a, b Entry) int {
-		if (a.Type == TypeDir) != (b.Type == TypeDir) {
-			if a.Type == TypeDir {
+	slices.SortFunc(l.Entries, func(a, b jobfiles.Entry) int {
+		if (a.Type == jobfiles.TypeDir) != (b.Type == jobfiles.TypeDir) {
+			if a.Type == jobfiles.TypeDir {
 				return -1
 			}
 			return 1
@@ -128,15 +129,15 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // entryOf describes file fi, named name, without following a link.
-func entryOf(name string, fi fs.FileInfo) Entry {
-	e := Entry{Name: name, Size: fi.Size(), ModTime: fi.ModTime().UTC(), Type: TypeOther}
+func entryOf(name string, fi fs.FileInfo) jobfiles.Entry {
+	e := jobfiles.Entry{Name: name, Size: fi.Size(), ModTime: fi.ModTime().UTC(), Type: jobfiles.TypeOther}
 	switch m := fi.Mode(); {
 	case m.IsRegular():
-		e.Type = TypeFile
+		e.Type = jobfiles.TypeFile
 	case m.IsDir():
-		e.Type, e.Size = TypeDir, 0
+		e.Type, e.Size = jobfiles.TypeDir, 0
 	case m&fs.ModeSymlink != 0:
-		e.Type = TypeLink
+		e.Type = jobfiles.TypeLink
 	}
 	return e
 }
@@ -156,21 +157,21 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request) {
 	defer root.Close()
 	f, err := openNoBlock(root, p)
 	if err != nil {
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
 	switch {
 	case st.IsDir():
-		refuse(w, &Error{Kind: Invalid, Msg: where(name, p) + ": a folder: download it as an archive"})
+		refuse(w, &jobfiles.Error{Kind: jobfiles.Invalid, Msg: jobfiles.Where(name, p) + ": a folder: download it as an archive"})
 		return
 	case !st.Mode().IsRegular():
-		refuse(w, &Error{Kind: Invalid, Msg: where(name, p) + ": not a regular file"})
+		refuse(w, &jobfiles.Error{Kind: jobfiles.Invalid, Msg: jobfiles.Where(name, p) + ": not a regular file"})
 		return
 	}
 	h := w.Header()
@@ -195,14 +196,14 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 	defer root.Close()
 	st, err := root.Stat(p)
 	if err != nil {
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
 	if !st.IsDir() {
-		refuse(w, &Error{Kind: Invalid, Msg: where(name, p) + ": not a folder: download it as a file"})
+		refuse(w, &jobfiles.Error{Kind: jobfiles.Invalid, Msg: jobfiles.Where(name, p) + ": not a folder: download it as a file"})
 		return
 	}
-	limits := s.Limits.withDefaults()
+	limits := s.Limits.WithDefaults()
 	var total int64
 	var paths []string
 	err = fs.WalkDir(root.FS(), p, func(q string, d fs.DirEntry, err error) error {
@@ -217,14 +218,14 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 			}
 			total += fi.Size()
 			if total > limits.MaxArchive {
-				return &Error{Kind: TooLarge, Msg: fmt.Sprintf("%s: holds more than %s of files, this machine's archive limit (agent --max-archive); download its parts",
-					where(name, p), FormatBytes(limits.MaxArchive))}
+				return &jobfiles.Error{Kind: jobfiles.TooLarge, Msg: fmt.Sprintf("%s: holds more than %s of files, this machine's archive limit (agent --max-archive); download its parts",
+					jobfiles.Where(name, p), jobfiles.FormatBytes(limits.MaxArchive))}
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
 	base := path.Base(p)
@@ -315,20 +316,20 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request) {
 	}
 	defer root.Close()
 	if p == "." {
-		refuse(w, &Error{Kind: Invalid, Msg: "path: name the file to write"})
+		refuse(w, &jobfiles.Error{Kind: jobfiles.Invalid, Msg: "path: name the file to write"})
 		return
 	}
-	limits := s.Limits.withDefaults()
-	tooLarge := &Error{Kind: TooLarge, Msg: fmt.Sprintf("file: over this machine's upload limit of %s (agent --max-upload)", FormatBytes(limits.MaxUpload))}
+	limits := s.Limits.WithDefaults()
+	tooLarge := &jobfiles.Error{Kind: jobfiles.TooLarge, Msg: fmt.Sprintf("file: over this machine's upload limit of %s (agent --max-upload)", jobfiles.FormatBytes(limits.MaxUpload))}
 	if r.ContentLength > limits.MaxUpload {
 		// Before the body comes (the client waits with Expect:
 		// 100-continue).
-		tooLarge.Msg = fmt.Sprintf("file: %s is over this machine's upload limit of %s (agent --max-upload)", FormatBytes(r.ContentLength), FormatBytes(limits.MaxUpload))
+		tooLarge.Msg = fmt.Sprintf("file: %s is over this machine's upload limit of %s (agent --max-upload)", jobfiles.FormatBytes(r.ContentLength), jobfiles.FormatBytes(limits.MaxUpload))
 		refuse(w, tooLarge)
 		return
 	}
 	if fi, err := root.Lstat(p); err == nil && !fi.Mode().IsRegular() {
-		refuse(w, &Error{Kind: Invalid, Msg: where(name, p) + ": exists and is not a regular file"})
+		refuse(w, &jobfiles.Error{Kind: jobfiles.Invalid, Msg: jobfiles.Where(name, p) + ": exists and is not a regular file"})
 		return
 	}
 	dir, base := path.Split(p)
@@ -340,7 +341,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request) {
 	tmp := path.Join(dir, "."+base+".upload-"+hex.EncodeToString(b))
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		refuse(w, fsError(name, dir, err))
+		refuse(w, jobfiles.FSError(name, dir, err))
 		return
 	}
 	n, err := io.Copy(f, io.LimitReader(r.Body, limits.MaxUpload+1))
@@ -361,12 +362,12 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		_ = root.Remove(tmp)
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
 	fi, err := root.Lstat(p)
 	if err != nil {
-		refuse(w, fsError(name, p, err))
+		refuse(w, jobfiles.FSError(name, p, err))
 		return
 	}
 	writeJSON(w, http.StatusCreated, entryOf(path.Base(p), fi))
@@ -375,13 +376,13 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request) {
 // refuse answers err: a refusal with its status, anything else as an
 // internal error.
 func refuse(w http.ResponseWriter, err error) {
-	var e *Error
+	var e *jobfiles.Error
 	if !errors.As(err, &e) {
-		e = &Error{Kind: "internal", Msg: err.Error()}
+		e = &jobfiles.Error{Kind: "internal", Msg: err.Error()}
 		writeJSON(w, http.StatusInternalServerError, e)
 		return
 	}
-	writeJSON(w, e.Kind.status(), e)
+	writeJSON(w, status(e.Kind), e)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
