@@ -77,3 +77,24 @@ func TestParseDataPath(t *testing.T) {
 		}
 	}
 }
+
+// A Jupyter session's file browser opens on the user's chosen folder,
+// else the job's.
+func TestJupyterRootIsTheWorkFolder(t *testing.T) {
+	for _, tc := range []struct{ dir, want string }{
+		{"", "/work/jobs/3"},
+		{"data/run1", "/work/jobs/3/data/run1"},
+		{"/scratch/alice/project", "/scratch/alice/project"},
+	} {
+		s := job.Spec{JobID: 3, Dir: tc.dir, Command: []string{"jupyter-lab"},
+			Session: &job.Session{Type: job.SessionJupyter, BaseURL: "/sessions/3/x/", Token: strings.Repeat("t", 32)}}
+		ss, err := sessionCommand(s, "/work/jobs/3", nil, "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Join(ss.argv, " ")
+		if !strings.Contains(args, "--ServerApp.root_dir="+tc.want+" ") || !strings.Contains(args, "--NotebookApp.notebook_dir="+tc.want) {
+			t.Errorf("dir %q: %s; want the root %s", tc.dir, args, tc.want)
+		}
+	}
+}
