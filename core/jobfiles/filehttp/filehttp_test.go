@@ -189,3 +189,29 @@ func TestArchiveLimit(t *testing.T) {
 		t.Errorf("archive over the limit: %v", err)
 	}
 }
+
+// BenchmarkDownload reads a 16 MiB file through the protocol, over a
+// pipe as the in-process agent serves it.
+func BenchmarkDownload(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, 16<<20), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	s := &Server{Roots: []jobfiles.Root{{Name: jobfiles.JobRoot, Dir: dir}}}
+	c := NewClient(func(ctx context.Context) (net.Conn, error) {
+		a, p := net.Pipe()
+		go func() { _ = ServeConn(context.Background(), s, p) }()
+		return a, nil
+	})
+	b.SetBytes(16 << 20)
+	for b.Loop() {
+		d, err := c.Open(context.Background(), jobfiles.JobRoot, "big")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, d.Body); err != nil {
+			b.Fatal(err)
+		}
+		d.Body.Close()
+	}
+}
