@@ -31,6 +31,7 @@ type Store interface {
 	MachineStore
 	LiveStore
 	JobReadStore
+	FileStore
 	Audit(ctx context.Context, e models.AuditEntry) error
 }
 

@@ -28,6 +28,9 @@ const (
 	// Unprocessable: the request is well formed but names nothing to
 	// act on (a what-if window without jobs); Field names what to change.
 	Unprocessable
+	// TooLarge: what the request carries or asks for is over a limit,
+	// which the message names (an upload, an archive).
+	TooLarge
 )
 
 // String names k, for logs.
@@ -45,6 +48,8 @@ func (k Kind) String() string {
 		return "unavailable"
 	case Unprocessable:
 		return "unprocessable"
+	case TooLarge:
+		return "too large"
 	}
 	return fmt.Sprintf("kind %d", int(k))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -50,6 +51,8 @@ type agentFlags struct {
 	containerRuntime    string // podman or docker; "": no container jobs
 	containerNetwork    agent.ContainerNetwork
 	advertiseAddr       string
+	dataPaths           []jobfiles.Root // besides each job's folder (docs/files.md)
+	fileLimits          jobfiles.Limits
 }
 
 // agentCommand is "gpuportal agent": it runs jobs on this machine (or on
@@ -115,6 +118,16 @@ func (f *agentFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	fs.BoolVar(&f.check, "check", false, "only check that a server at --server answers GET /readyz, and exit: 0 when one does, 1 when none does (the agent image's HEALTHCHECK); needs no token")
 	passEnv := fs.String("pass-env", "", "variables of this agent's environment that jobs get besides the minimal one (PATH, HOME, USER, LANG, LC_*, TZ, ...), comma-separated, such as LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME; nothing else of the agent's environment reaches a job")
 	fs.StringVar(&f.advertiseAddr, "advertise-addr", "", "the address other machines reach this one at, given to jobs on several machines as MASTER_ADDR and in their hostfile (docs/multinode.md); default: the address this agent connects to the server from")
+	fs.Func("data-path", "a folder besides each job's own whose files the job's owner may browse, download and upload in the portal, as NAME=/DIR; {user} in DIR stands for the owner's Unix account (scratch=/scratch/{user}); repeatable. Access is as the job's account, which the kernel checks (docs/files.md)", func(v string) error {
+		r, err := agent.ParseDataPath(v)
+		if err != nil {
+			return err
+		}
+		f.dataPaths = append(f.dataPaths, r)
+		return nil
+	})
+	maxUpload := fs.String("max-upload", "1GiB", "the largest file the portal may upload into a job's folder or a data path (bytes, or with KiB, MiB, GiB)")
+	maxArchive := fs.String("max-archive", "4GiB", "the most bytes of files a folder downloaded as a .tar.gz archive may hold (bytes, or with KiB, MiB, GiB)")
 	simFaults := fs.String("sim-fault", "", "with --gpus sim:...: GPU failures to inject, GPU:xidN[@AFTER] or GPU:ecc[@AFTER], comma-separated (0:xid79@2s: GPU 0 reports XID 79 two seconds after a job first starts on it)")
 	pfs.AddGoFlagSet(fs)
 	return func() error {
@@ -123,6 +136,12 @@ func (f *agentFlags) register(pfs *pflag.FlagSet) (check func() error) {
 			return fmt.Errorf("agent: %w", err)
 		}
 		f.passEnv = pass
+		if f.fileLimits.MaxUpload, err = jobfiles.ParseSize(*maxUpload); err != nil {
+			return fmt.Errorf("agent: --max-upload %w", err)
+		}
+		if f.fileLimits.MaxArchive, err = jobfiles.ParseSize(*maxArchive); err != nil {
+			return fmt.Errorf("agent: --max-archive %w", err)
+		}
 		if f.advertiseAddr != "" {
 			if err := wire.CheckAddr(f.advertiseAddr); err != nil {
 				return fmt.Errorf("agent: --advertise-addr %w", err)
@@ -335,6 +354,7 @@ func runAgent(ctx context.Context, f agentFlags, stdout, stderr io.Writer) error
 			RunAs: f.runAs, AllowRootOwner: f.allowRootOwner, MinUID: f.minUID, JobDirMode: f.jobDirMode, RefuseRoot: true, MonitorOnly: f.monitorOnly, Cgroups: f.cgroups && !f.monitorOnly,
 			Gate:     f.gate.Config(m.workDir, log.With("node", m.name)),
 			Watchdog: watchdog, PassEnv: f.passEnv, Containers: containers,
+			DataPaths: f.dataPaths, FileLimits: f.fileLimits,
 		}, exits)
 		if err != nil {
 			return err

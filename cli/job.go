@@ -104,6 +104,9 @@ func (c jobCmd) jobCommand() *cobra.Command {
 		c.showCommand("describe", "show a job and its history (as show)"),
 		c.cancelCommand("cancel", "cancel jobs"),
 		c.logsCommand(),
+		c.filesCommand(),
+		c.downloadCommand(),
+		c.uploadCommand(),
 	)
 }
 

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/jobfiles/filehttp"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/spf13/pflag"
 	"io"
@@ -107,6 +108,11 @@ func (c jobCmd) commands() []*cobra.Command {
 		// Started by the agent as the first process of a part that runs
 		// a process per GPU (core/agent/tasks.go).
 		passThrough(agent.TasksCommand, "", true, func(ctx context.Context, args []string) error { return runTasks(ctx, args, stderr) }),
+		// Started by the agent as a job's account to serve its files
+		// (core/agent/files.go).
+		passThrough(agent.FilesCommand, "", true, func(ctx context.Context, args []string) error {
+			return filehttp.RunHelper(ctx, args, os.Stdin, os.Stdout, stderr)
+		}),
 		// Started by the agent itself (core/agent/watchdog.go).
 		passThrough("agent-watchdog", "", true, func(ctx context.Context, _ []string) error {
 			return agent.RunWatchdog(ctx, c.stdin, slog.New(slog.NewTextHandler(stderr, nil)).With("process", "agent-watchdog"))

@@ -59,6 +59,8 @@ func appStatus(k app.Kind) int {
 		return http.StatusServiceUnavailable
 	case app.Unprocessable:
 		return http.StatusUnprocessableEntity
+	case app.TooLarge:
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }
