@@ -31,6 +31,7 @@ type Store interface {
 	MachineStore
 	LiveStore
 	JobReadStore
+	UsageStore
 	Audit(ctx context.Context, e models.AuditEntry) error
 }
 
@@ -117,6 +118,14 @@ type Config struct {
 	// Idle is the server's rule for when a running job holds its GPUs
 	// idle, which a team's own rule overrides (named in refusals).
 	Idle idle.Rule
+	// Telemetry gives the GPUs' live readings, which a job's use of its
+	// GPUs and its idle verdict read before the stored history; nil:
+	// none (the stored history only).
+	Telemetry Readings
+	// ReclaimGrace is how long an idle job is warned before the leader
+	// stops it (serve --idle-reclaim-grace); 0: idle jobs are never
+	// reclaimed.
+	ReclaimGrace time.Duration
 	// AccessChanged is called after a change that ends or narrows
 	// someone's access (a role, a password, an account disabled, a token
 	// revoked), so that live connections check theirs again at once;
@@ -127,6 +136,8 @@ type Config struct {
 // App runs the actions.
 type App struct {
 	cfg Config
+	// idle keeps the lists' idle verdicts a little while (usage.go).
+	idle idleCache
 }
 
 // New returns an App over cfg.
@@ -136,6 +147,9 @@ func New(cfg Config) *App {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Telemetry == nil {
+		cfg.Telemetry = noReadings{}
 	}
 	if cfg.AccessChanged == nil {
 		cfg.AccessChanged = func() {}

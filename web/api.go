@@ -65,7 +65,7 @@ func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 	}
 	out := s.jobOf(m, j)
 	s.withSessionURL(currentUser(c), j, &out)
-	u, err := s.jobUsage(ctx, j, m.now, false)
+	u, err := s.app.JobUsage(ctx, j, m.now, false)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	for i := range p.Jobs {
 		out[i] = s.jobOf(m, &p.Jobs[i])
 	}
-	if err := s.addIdle(c.Request().Context(), p.Jobs, out, m.now); err != nil {
+	if err := s.app.AddIdle(c.Request().Context(), p.Jobs, out, m.now); err != nil {
 		return err
 	}
 	setPageHeaders(c, q, p)

@@ -32,7 +32,7 @@ func (s *Server) idleJobs(ctx context.Context, m *moment, team string) ([]*model
 			running = append(running, j)
 		}
 	}
-	st, err := s.idleStates(ctx, running, m.now)
+	st, err := s.app.IdleStates(ctx, running, m.now)
 	if err != nil {
 		return nil, nil, err
 	}

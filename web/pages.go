@@ -123,7 +123,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	for i := range p.Jobs {
 		shown[i] = &p.Jobs[i]
 	}
-	idle, err := s.idleStates(ctx, shown, m.now)
+	idle, err := s.app.IdleStates(ctx, shown, m.now)
 	if err != nil {
 		return templates.JobList{}, err
 	}
@@ -396,13 +396,13 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	}
 	describeResources(aj.Resources, &d)
 	d.LiveMemory = s.placementLiveMemory(j.Placement)
-	u, err := s.jobUsage(c.Request().Context(), j, m.now, true)
+	u, err := s.app.JobUsage(c.Request().Context(), j, m.now, true)
 	if err != nil {
 		return d, err
 	}
 	describeUsage(u, m.now, &d)
-	if d.CanCancel && j.State == job.Running && s.cfg.ReclaimGrace > 0 {
-		if p := s.idleTermsOf(c.Request().Context(), j.Team).policy; p.Reclaims(j.IsSession()) {
+	if d.CanCancel && j.State == job.Running && s.app.Reclaims() {
+		if p := s.app.IdleTermsOf(c.Request().Context(), j.Team).Policy; p.Reclaims(j.IsSession()) {
 			d.KeepAliveMaxH = p.MaxKeepAlive.Hours()
 		}
 	}

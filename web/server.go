@@ -137,7 +137,6 @@ type Server struct {
 	db           dbState            // the database's reachability (dbstate.go)
 	ldap         *ldapdir.Directory // nil: no LDAP sign-in
 	oidc         *openid.Provider   // nil: no OpenID Connect sign-in
-	idle         idleCache          // the lists' idle verdicts (jobusage.go)
 	// reclaimed counts the GPU-seconds of idle jobs reclaimed, by team
 	// (reclaim.go).
 	reclaimed *prometheus.CounterVec
@@ -209,7 +208,8 @@ func New(cfg Config) (*Server, error) {
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
 	s.app = app.New(app.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger, Now: cfg.Now,
-		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader, Idle: cfg.Idle, AccessChanged: s.hub.poke})
+		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader, Idle: cfg.Idle, AccessChanged: s.hub.poke,
+		Telemetry: cfg.Telemetry, ReclaimGrace: cfg.ReclaimGrace})
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func (s *Server) sessionsPage(c echo.Context) error {
 	for i := range js {
 		ptrs[i] = &js[i]
 	}
-	idle, err := s.idleStates(ctx, ptrs, m.now)
+	idle, err := s.app.IdleStates(ctx, ptrs, m.now)
 	if err != nil {
 		return err
 	}

@@ -275,7 +275,7 @@ func (s *Server) idlePolicyForm(c echo.Context) error {
 			return s.teamFormError(c, badRequest("idle_after: %q is not a duration such as 45m or 2h", v))
 		}
 		if err := idle.CheckAfter(d); err != nil {
-			return s.teamFormError(c, badRequest("idle_after: %s (empty: the server's, %s)", err, app.ShortDuration(s.cfg.Idle.After)))
+			return s.teamFormError(c, badRequest("idle_after: %s (empty: the server's, %s)", err, app.ShortDuration(s.app.DefaultIdleTerms().Rule.After)))
 		}
 		secs := d.Round(time.Second).Seconds()
 		in.IdleAfterS = &secs
@@ -370,13 +370,13 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 // fields (empty where it has none) with the server's as placeholders, and
 // in a sentence the rule in force and the server's grace.
 func (s *Server) teamIdle(t *models.Team) templates.TeamIdle {
-	terms := s.teamIdleTerms(t)
+	terms, def := s.app.TeamIdleTerms(t), s.app.DefaultIdleTerms().Rule
 	p := idlePolicyOf(t)
 	out := templates.TeamIdle{ReclaimSessions: p.ReclaimSessions, ReclaimBatch: p.ReclaimBatch,
 		MaxKeepAliveHours: strconv.FormatFloat(p.MaxKeepAliveHours, 'g', -1, 64),
-		DefaultBelowPct:   strconv.FormatFloat(s.cfg.Idle.BelowPct, 'g', -1, 64), DefaultAfter: "none"}
-	if s.cfg.Idle.After > 0 {
-		out.DefaultAfter = app.ShortDuration(s.cfg.Idle.After)
+		DefaultBelowPct:   strconv.FormatFloat(def.BelowPct, 'g', -1, 64), DefaultAfter: "none"}
+	if def.After > 0 {
+		out.DefaultAfter = app.ShortDuration(def.After)
 	}
 	if t.IdleBelowPct > 0 {
 		out.BelowPct = strconv.FormatFloat(t.IdleBelowPct, 'g', -1, 64)
@@ -384,20 +384,20 @@ func (s *Server) teamIdle(t *models.Team) templates.TeamIdle {
 	if t.IdleAfterS > 0 {
 		out.After = app.ShortDuration(time.Duration(t.IdleAfterS) * time.Second)
 	}
-	out.InForce = fmt.Sprintf("under %g%% for %s", terms.rule.BelowPct, app.ShortDuration(terms.rule.After))
+	out.InForce = fmt.Sprintf("under %g%% for %s", terms.Rule.BelowPct, app.ShortDuration(terms.Rule.After))
 	switch {
-	case !terms.rule.Valid():
+	case !terms.Rule.Valid():
 		out.InForce = "never (no idle time set)"
 	case t.IdleBelowPct == 0 && t.IdleAfterS == 0:
 		out.InForce += " (the server's)"
 	}
-	if !terms.rule.Valid() {
+	if !terms.Rule.Valid() {
 		out.Rule = "No job of this team is flagged idle: this server sets no idle time (serve --idle-after 0) and the team none of its own."
 		return out
 	}
-	out.Rule = fmt.Sprintf("A running job of this team is idle when all its GPUs are under %g%% utilization for %s; ", terms.rule.BelowPct, app.ShortDuration(terms.rule.After))
-	if s.cfg.ReclaimGrace > 0 {
-		out.Rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %s later (server settings).", app.ShortDuration(s.cfg.ReclaimGrace))
+	out.Rule = fmt.Sprintf("A running job of this team is idle when all its GPUs are under %g%% utilization for %s; ", terms.Rule.BelowPct, app.ShortDuration(terms.Rule.After))
+	if grace := s.app.ReclaimGrace(); grace > 0 {
+		out.Rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %s later (server settings).", app.ShortDuration(grace))
 	} else {
 		out.Rule += "it is flagged, never stopped: this server reclaims nothing (serve --idle-reclaim-grace 0)."
 	}

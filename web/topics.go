@@ -18,7 +18,7 @@ import (
 // gpuSnapshot is gpu:<uuid> for any user: every user may see every GPU,
 // as in GET /api/v1/gpus.
 func (s *Server) gpuSnapshot(uuid string) (api.GPUSeries, error) {
-	g, ok := s.gpuByUUID(uuid)
+	g, ok := s.app.GPUByUUID(uuid)
 	if !ok {
 		return api.GPUSeries{}, errTopic(fmt.Sprintf("no GPU %q is connected", uuid))
 	}
@@ -36,8 +36,8 @@ func (s *Server) publishGPUs(f telemetry.Frame) {
 	for _, g := range f.GPUs {
 		byKey[g.GPUKey] = g.Point
 	}
-	byUUID := make(map[string]connectedGPU)
-	for _, g := range s.connectedGPUs() {
+	byUUID := make(map[string]app.ConnectedGPU)
+	for _, g := range s.app.ConnectedGPUs() {
 		byUUID[g.Device.UUID] = g
 	}
 	for _, t := range topics {
