@@ -15,11 +15,6 @@ import (
 	"github.com/gpuportal/gpuportal/templates"
 )
 
-// audit records an action of the current user.
-func (s *Server) audit(c echo.Context, action, target, detail string) error {
-	return s.auditBy(c.Request().Context(), actorOf(c), action, target, detail)
-}
-
 // requireAdmin lets only admins through.
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -59,7 +54,7 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, notice string) e
 	}
 	p := page(c, "Admin", "admin")
 	p.Flash, p.Notice = flash, notice
-	p.Warning = guaranteeWarning(guarantees(teams), s.clusterGPUs())
+	p.Warning = guaranteeWarning(guarantees(teams), s.app.ClusterGPUs())
 	return s.render(c, status, templates.AdminPage(p, v))
 }
 

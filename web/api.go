@@ -59,22 +59,19 @@ func (s *Server) apiSubmit(c echo.Context) error {
 // its GPUs (without the points) and its idle verdict.
 func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 	ctx := c.Request().Context()
-	m, err := s.shownMoment(ctx, *j)
+	m, err := s.app.ShownMoment(ctx, *j)
 	if err != nil {
 		return err
 	}
-	out := s.jobOf(m, j)
+	out := s.app.JobOf(m, j)
 	s.withSessionURL(currentUser(c), j, &out)
-	u, err := s.app.JobUsage(ctx, j, m.now, false)
+	u, err := s.app.JobUsage(ctx, j, m.Now, false)
 	if err != nil {
 		return err
 	}
 	out.Usage, out.Idle = &u, u.Idle
 	return c.JSON(status, out)
 }
-
-// clusterGPUs is the number of GPUs connected now (app.App.ClusterGPUs).
-func (s *Server) clusterGPUs() int { return s.app.ClusterGPUs() }
 
 // apiListJobs lists the jobs the user may see, newest first, filtered
 // and paged (joblist.go): the cursors of the pages around come back in
@@ -88,15 +85,15 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.shownMoment(c.Request().Context(), p.Jobs...)
+	m, err := s.app.ShownMoment(c.Request().Context(), p.Jobs...)
 	if err != nil {
 		return err
 	}
 	out := make([]api.Job, len(p.Jobs))
 	for i := range p.Jobs {
-		out[i] = s.jobOf(m, &p.Jobs[i])
+		out[i] = s.app.JobOf(m, &p.Jobs[i])
 	}
-	if err := s.app.AddIdle(c.Request().Context(), p.Jobs, out, m.now); err != nil {
+	if err := s.app.AddIdle(c.Request().Context(), p.Jobs, out, m.Now); err != nil {
 		return err
 	}
 	setPageHeaders(c, q, p)

@@ -25,7 +25,7 @@ func (s *Server) arrayFor(ctx context.Context, u *models.User, id int64) ([]mode
 }
 
 // arrayOf is an array as the API shows it.
-func (s *Server) arrayOf(m *moment, tasks []models.Job) api.Array {
+func (s *Server) arrayOf(m *app.Moment, tasks []models.Job) api.Array {
 	first := tasks[0]
 	out := api.Array{ID: first.ArrayID, Name: first.Name, Team: first.Team, User: first.User, Limit: first.ArrayLimit,
 		States: map[job.State]int{}, Tasks: make([]api.Job, len(tasks))}
@@ -33,7 +33,7 @@ func (s *Server) arrayOf(m *moment, tasks []models.Job) api.Array {
 		out.Name = first.Name[:i]
 	}
 	for i := range tasks {
-		out.Tasks[i] = m.job(&tasks[i])
+		out.Tasks[i] = m.Job(&tasks[i])
 		out.States[tasks[i].State]++
 	}
 	return out
@@ -63,7 +63,7 @@ func (s *Server) apiGetArray(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.shownMoment(ctx, tasks...)
+	m, err := s.app.ShownMoment(ctx, tasks...)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *Server) apiCancelArray(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.shownMoment(ctx, tasks...)
+	m, err := s.app.ShownMoment(ctx, tasks...)
 	if err != nil {
 		return err
 	}

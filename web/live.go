@@ -18,7 +18,7 @@ const historyWindow = 10 * time.Minute
 // gpuHistory returns the history of every GPU of the connected machines.
 func (s *Server) gpuHistory(since int64) []api.GPUSeries {
 	out := []api.GPUSeries{}
-	gl := s.gpuLanes()
+	gl := s.app.GPULanes()
 	for _, g := range s.app.ConnectedGPUs() {
 		gs := api.GPUSeries{UUID: g.Device.UUID, Node: g.Key.Node, Index: g.Key.Index, Model: g.Device.Model,
 			Points: pointsOf(s.cfg.Telemetry.GPU(g.Key, since))}

@@ -101,7 +101,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		return templates.JobList{}, err
 	}
 	ctx := c.Request().Context()
-	m, err := s.shownMoment(ctx, p.Jobs...)
+	m, err := s.app.ShownMoment(ctx, p.Jobs...)
 	if err != nil {
 		return templates.JobList{}, err
 	}
@@ -123,14 +123,14 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	for i := range p.Jobs {
 		shown[i] = &p.Jobs[i]
 	}
-	idle, err := s.app.IdleStates(ctx, shown, m.now)
+	idle, err := s.app.IdleStates(ctx, shown, m.Now)
 	if err != nil {
 		return templates.JobList{}, err
 	}
 	for i := range p.Jobs {
-		r := jobRow(m.job(&p.Jobs[i]), m.now)
+		r := jobRow(m.Job(&p.Jobs[i]), m.Now)
 		if st := idle[p.Jobs[i].ID]; st != nil && st.Idle {
-			r.Idle, r.IdleText = st.Short(m.now), "idle "+st.Text(m.now, time.Local)
+			r.Idle, r.IdleText = st.Short(m.Now), "idle "+st.Text(m.Now, time.Local)
 		}
 		l.Jobs = append(l.Jobs, r)
 	}
@@ -190,14 +190,7 @@ func (s *Server) submitPage(c echo.Context) error {
 		if err != nil {
 			return echo.NewHTTPError(http.StatusBadRequest, "template: must be a number")
 		}
-		t, err := s.cfg.Store.Template(c.Request().Context(), u.Name, id)
-		if errors.Is(err, models.ErrNotFound) {
-			return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("you have no template %d", id))
-		}
-		if err != nil {
-			return err
-		}
-		tj, err := templateJSON(*t)
+		tj, err := s.app.Template(c.Request().Context(), appActor(c), id)
 		if err != nil {
 			return err
 		}
@@ -351,13 +344,13 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if err != nil {
 		return templates.JobDetail{}, err
 	}
-	m, err := s.shownMoment(c.Request().Context(), *j)
+	m, err := s.app.ShownMoment(c.Request().Context(), *j)
 	if err != nil {
 		return templates.JobDetail{}, err
 	}
-	aj := s.jobOf(m, j)
+	aj := s.app.JobOf(m, j)
 	d := templates.JobDetail{
-		JobRow:      jobRow(aj, m.now),
+		JobRow:      jobRow(aj, m.Now),
 		Placement:   strings.Join(aj.Placement, ", "),
 		Executed:    fmtDuration(secs(aj.ExecutedS)),
 		Attained:    fmt.Sprintf("%.0f GPU-seconds", aj.AttainedService),
@@ -375,7 +368,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if d.Placement == "" {
 		d.Placement = "—"
 	}
-	if err := s.describeForecast(c, aj, m.now, &d); err != nil {
+	if err := s.describeForecast(c, aj, m.Now, &d); err != nil {
 		return d, err
 	}
 	h, err := s.app.JobHistory(c.Request().Context(), appActor(c), j.ID)
@@ -396,11 +389,11 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	}
 	describeResources(aj.Resources, &d)
 	d.LiveMemory = s.placementLiveMemory(j.Placement)
-	u, err := s.app.JobUsage(c.Request().Context(), j, m.now, true)
+	u, err := s.app.JobUsage(c.Request().Context(), j, m.Now, true)
 	if err != nil {
 		return d, err
 	}
-	describeUsage(u, m.now, &d)
+	describeUsage(u, m.Now, &d)
 	if d.CanCancel && j.State == job.Running && s.app.Reclaims() {
 		if p := s.app.IdleTermsOf(c.Request().Context(), j.Team).Policy; p.Reclaims(j.IsSession()) {
 			d.KeepAliveMaxH = p.MaxKeepAlive.Hours()

@@ -438,7 +438,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	if err := s.cfg.Store.Ping(ctx); err != nil {
+	if err := s.app.Ping(ctx); err != nil {
 		s.db.observe(err, s.cfg.Now())
 		out := map[string]any{"status": "database unavailable", "ready": false}
 		if cause := s.unreachableSince(); cause != "" {

@@ -209,7 +209,7 @@ func (s *Server) arrayDetail(c echo.Context) (templates.ArrayDetail, error) {
 	if err != nil {
 		return templates.ArrayDetail{}, err
 	}
-	m, err := s.shownMoment(ctx, tasks...)
+	m, err := s.app.ShownMoment(ctx, tasks...)
 	if err != nil {
 		return templates.ArrayDetail{}, err
 	}

@@ -62,11 +62,11 @@ func (s *Server) teamSnapshot(ctx context.Context, u *models.User, name string) 
 		return api.TeamTopic{}, topicRefusal(err)
 	}
 	refused := errTopic(fmt.Sprintf("no team %q that you may see", name))
-	m, err := s.moment(ctx)
+	m, err := s.app.Moment(ctx)
 	if err != nil {
 		return api.TeamTopic{}, err
 	}
-	if !slices.ContainsFunc(m.teams, func(t models.Team) bool { return t.Name == name }) {
+	if !slices.ContainsFunc(m.Teams, func(t models.Team) bool { return t.Name == name }) {
 		return api.TeamTopic{}, refused
 	}
 	return s.teamTopic(ctx, m, u, name)
@@ -79,11 +79,11 @@ const teamQueuePage = 50
 // teamTopic is team:<name> at m for u, who may see the team: its standing
 // and its first teamQueuePage unfinished jobs in queueOrder, queue by
 // queue, with their count.
-func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name string) (api.TeamTopic, error) {
+func (s *Server) teamTopic(ctx context.Context, m *app.Moment, u *models.User, name string) (api.TeamTopic, error) {
 	out := api.TeamTopic{Team: api.TeamShare{Name: name, Factor: 1}, Queue: []api.TeamQueueJob{}}
-	for _, t := range m.teams {
+	for _, t := range m.Teams {
 		if t.Name == name {
-			out.Team = m.teamShare(t)
+			out.Team = m.TeamShare(t)
 		}
 	}
 	type shown struct {
@@ -91,7 +91,7 @@ func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name 
 		queue int
 	}
 	var page []shown
-	for qi, rows := range queueOrder(m, s.app.QueueCount()) {
+	for qi, rows := range m.QueueOrder(s.app.QueueCount()) {
 		for _, r := range rows {
 			if r.Team != name {
 				continue
@@ -116,9 +116,9 @@ func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name 
 	}
 	for i := range js {
 		j := &js[i]
-		out.Queue = append(out.Queue, api.TeamQueueJob{QueueJob: m.queueJob(j, canSee(u, j.Team)), Queue: queueOf[j.ID]})
+		out.Queue = append(out.Queue, api.TeamQueueJob{QueueJob: m.QueueJob(j, canSee(u, j.Team)), Queue: queueOf[j.ID]})
 		if j.State == job.Running && out.AsOf == nil {
-			now := m.now
+			now := m.Now
 			out.AsOf = &now // its figures grow: say when they were read
 		}
 	}
@@ -127,7 +127,7 @@ func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name 
 
 // publishTeams sends each followed team its standing and queue, from one
 // moment, to the followers who may see the team now.
-func (s *Server) publishTeams(ctx context.Context, m *moment) {
+func (s *Server) publishTeams(ctx context.Context, m *app.Moment) {
 	admin := &models.User{Role: models.RoleAdmin}
 	for _, t := range s.hub.followed(topicTeam) {
 		name := strings.TrimPrefix(t, topicTeam)
