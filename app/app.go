@@ -116,7 +116,9 @@ type Config struct {
 	// always does.
 	Leader func() bool
 	// Idle is the server's rule for when a running job holds its GPUs
-	// idle, which a team's own rule overrides (named in refusals).
+	// idle, which a team's own rule overrides field by field; the zero
+	// Rule is idle.DefaultRule, and After 0 turns the flag off for teams
+	// that set no idle time.
 	Idle idle.Rule
 	// Telemetry gives the GPUs' live readings, which a job's use of its
 	// GPUs and its idle verdict read before the stored history; nil:
@@ -133,6 +135,18 @@ type Config struct {
 	AccessChanged func()
 }
 
+// Signal is an AccessChanged that signals ch without waiting: one
+// signal pending is enough for the receiver (a web server's
+// Config.AccessChanged) to check every live connection again.
+func Signal(ch chan<- struct{}) func() {
+	return func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // App runs the actions.
 type App struct {
 	cfg Config
@@ -147,6 +161,9 @@ func New(cfg Config) *App {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Idle == (idle.Rule{}) {
+		cfg.Idle = idle.DefaultRule
 	}
 	if cfg.Telemetry == nil {
 		cfg.Telemetry = noReadings{}

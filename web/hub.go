@@ -97,22 +97,14 @@ type hub struct {
 	// as encoded: an update equal to it is not sent again.
 	last map[string]map[string][]byte
 
-	// poked asks for the clients' credentials to be checked now (sockets.go).
-	poked chan struct{}
-}
-
-// poke asks for every client's credential and topics to be checked at
-// once: a credential ended or a user's rights changed.
-func (h *hub) poke() {
-	select {
-	case h.poked <- struct{}{}:
-	default:
-	}
+	// poked asks for the clients' credentials to be checked now
+	// (sockets.go): Config.AccessChanged; nil, never.
+	poked <-chan struct{}
 }
 
 func newHub(log *slog.Logger) *hub {
 	return &hub{log: log, clients: make(map[*wsClient]struct{}), perUser: make(map[int64]int),
-		topics: make(map[string]map[*wsClient]struct{}), last: make(map[string]map[string][]byte), poked: make(chan struct{}, 1)}
+		topics: make(map[string]map[*wsClient]struct{}), last: make(map[string]map[string][]byte)}
 }
 
 // changed records b as the last broadcast of topic and type, and reports

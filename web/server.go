@@ -20,9 +20,6 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
-	"github.com/gpuportal/gpuportal/core/engine"
-	"github.com/gpuportal/gpuportal/core/idle"
-	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/identity/ldapdir"
@@ -35,8 +32,13 @@ import (
 
 // Config sets up a Server.
 type Config struct {
-	Store  *models.Store
-	Engine *engine.Engine
+	// App runs the actions and reads the handlers call (package app);
+	// the server assembly builds it over the store and the engine.
+	App *app.App
+	// AccessChanged, when not nil, is signalled (app.Config.AccessChanged)
+	// after a change that ends or narrows someone's access: every live
+	// connection's credential and topics are checked again at once.
+	AccessChanged <-chan struct{}
 	// Telemetry holds the GPU history the charts and the GPU API show.
 	Telemetry *telemetry.Recorder
 	Logger    *slog.Logger
@@ -94,15 +96,6 @@ type Config struct {
 	// address it refuses is refused when saved. nil: the Internet's
 	// addresses only.
 	Webhooks *outbound.Policy
-	// Idle is when a running job counts as holding its GPUs idle
-	// (core/idle) in a team that sets no rule of its own, field by field
-	// (teamIdleTerms); the zero Rule is idle.DefaultRule, and After 0
-	// turns the flag off for teams that set no idle time.
-	Idle idle.Rule
-	// ReclaimGrace is how long an idle job is warned before the leader
-	// stops it (serve --idle-reclaim-grace); 0: idle jobs are never
-	// reclaimed. Each team's policy says which kinds of job are.
-	ReclaimGrace time.Duration
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
@@ -112,9 +105,6 @@ type Config struct {
 	// default, DefaultIdleBelowPct. One threshold for every team, not
 	// each team's own: the report compares teams and days with one ruler.
 	AccountingIdleBelowPct float64
-	// AllowedImages are the prefixes of the container images jobs may
-	// name (serve --allowed-images); empty: any.
-	AllowedImages job.ImagePrefixes
 	// SessionOrigin is where interactive sessions are served, one host
 	// each: a pattern such as https://*.sessions.lab.example
 	// (sessionorigin.go). Empty: on the portal's origin, sandboxed.
@@ -175,17 +165,14 @@ const tokenTTL = 30 * 24 * time.Hour
 
 // New builds the server's routes.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Engine == nil || cfg.Telemetry == nil {
-		return nil, errors.New("web: store, engine and telemetry are required")
+	if cfg.App == nil || cfg.Telemetry == nil {
+		return nil, errors.New("web: the application layer and telemetry are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.Idle == (idle.Rule{}) {
-		cfg.Idle = idle.DefaultRule
 	}
 	a, err := newAssets(static.FS)
 	if err != nil {
@@ -207,9 +194,8 @@ func New(cfg Config) (*Server, error) {
 		crossOrigin: http.NewCrossOriginProtection(),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
-	s.app = app.New(app.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger, Now: cfg.Now,
-		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader, Idle: cfg.Idle, AccessChanged: s.hub.poke,
-		Telemetry: cfg.Telemetry, ReclaimGrace: cfg.ReclaimGrace})
+	s.app = cfg.App
+	s.hub.poked = cfg.AccessChanged
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
 		return nil, err
 	}

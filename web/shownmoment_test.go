@@ -23,7 +23,7 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 		name := map[bool]string{true: "leader", false: "follower"}[leader]
 		t.Run(name, func(t *testing.T) {
 			now := time.Now().Truncate(time.Second)
-			ts := newTestServer(t, func(c *Config) {
+			ts := newTestServer(t, func(c *testConfig) {
 				c.Now = func() time.Time { return now }
 				c.Leader = func() bool { return leader }
 			})
