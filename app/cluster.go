@@ -55,10 +55,33 @@ func (s *App) JobCounts(ctx context.Context) (map[job.State]int, error) {
 	return n, stored(err)
 }
 
-// QueueCounts counts the unfinished jobs by queue, team and state.
-func (s *App) QueueCounts(ctx context.Context) ([]models.QueueCount, error) {
-	n, err := s.cfg.Store.QueueCounts(ctx)
-	return n, stored(err)
+// QueueCounts counts the unfinished jobs by queue, team and status
+// (Labels: the queue's index, the team, "waiting" or "running"), as
+// /metrics sends them.
+func (s *App) QueueCounts(ctx context.Context) ([]Labeled, error) {
+	counts, err := s.cfg.Store.QueueCounts(ctx)
+	if err != nil {
+		return nil, stored(err)
+	}
+	type key struct{ queue, team, status string }
+	n := make(map[key]int)
+	var order []key
+	for _, c := range counts {
+		status := "waiting"
+		if c.State == job.Running {
+			status = "running"
+		}
+		k := key{strconv.Itoa(c.QueueIndex), c.Team, status}
+		if _, ok := n[k]; !ok {
+			order = append(order, k)
+		}
+		n[k] += c.N
+	}
+	out := make([]Labeled, len(order))
+	for i, k := range order {
+		out[i] = Labeled{Labels: []string{k.queue, k.team, k.status}, V: float64(n[k])}
+	}
+	return out, nil
 }
 
 // QueueCount is how many queues the scheduler has.

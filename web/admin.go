@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -54,17 +53,8 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, notice string) e
 	}
 	p := page(c, "Admin", "admin")
 	p.Flash, p.Notice = flash, notice
-	p.Warning = guaranteeWarning(guarantees(teams), s.app.ClusterGPUs())
+	p.Warning = guaranteeWarning(teams, s.app.ClusterGPUs())
 	return s.render(c, status, templates.AdminPage(p, v))
-}
-
-// guarantees are the teams as guaranteeWarning (flags.go) reads them.
-func guarantees(ts []api.TeamShare) []models.Team {
-	out := make([]models.Team, len(ts))
-	for i, t := range ts {
-		out[i] = models.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs}
-	}
-	return out
 }
 
 // adminAction applies one form of the admin page: it returns a notice

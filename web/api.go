@@ -1,7 +1,6 @@
 package web
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/app"
 )
 
 // apiJobHistory returns each state the job entered, when and why.
@@ -27,8 +26,7 @@ func (s *Server) apiJobHistory(c echo.Context) error {
 
 func (s *Server) apiMe(c echo.Context) error {
 	u := currentUser(c)
-	return c.JSON(http.StatusOK, api.Me{Name: u.Name, Role: string(u.Role), Team: u.Team,
-		UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)})
+	return c.JSON(http.StatusOK, app.MeOf(u))
 }
 
 func (s *Server) apiSubmit(c echo.Context) error {
@@ -57,7 +55,7 @@ func (s *Server) apiSubmit(c echo.Context) error {
 
 // jobResponse answers with j as the API shows it now, with its use of
 // its GPUs (without the points) and its idle verdict.
-func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
+func (s *Server) jobResponse(c echo.Context, status int, j *app.Job) error {
 	ctx := c.Request().Context()
 	m, err := s.app.ShownMoment(ctx, *j)
 	if err != nil {
@@ -101,7 +99,7 @@ func (s *Server) apiListJobs(c echo.Context) error {
 }
 
 // loadJob returns the job named by the :id parameter if the user may see it.
-func (s *Server) loadJob(c echo.Context) (*models.Job, error) {
+func (s *Server) loadJob(c echo.Context) (*app.Job, error) {
 	id, err := jobIDParam(c)
 	if err != nil {
 		return nil, err

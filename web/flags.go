@@ -14,7 +14,6 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -24,8 +23,8 @@ import (
 
 // idleJobs are the running jobs of m (of team, or all when "") that hold
 // their GPUs idle, longest idle first, with their verdicts.
-func (s *Server) idleJobs(ctx context.Context, m *app.Moment, team string) ([]*models.Job, map[int64]*api.Idle, error) {
-	var running []*models.Job
+func (s *Server) idleJobs(ctx context.Context, m *app.Moment, team string) ([]*app.Job, map[int64]*api.Idle, error) {
+	var running []*app.Job
 	for i := range m.Running {
 		j := &m.Running[i]
 		if j.State == job.Running && (team == "" || j.Team == team) {
@@ -36,7 +35,7 @@ func (s *Server) idleJobs(ctx context.Context, m *app.Moment, team string) ([]*m
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []*models.Job
+	var out []*app.Job
 	for _, j := range running {
 		if st[j.ID] != nil && st[j.ID].Idle {
 			out = append(out, j)
@@ -48,7 +47,7 @@ func (s *Server) idleJobs(ctx context.Context, m *app.Moment, team string) ([]*m
 
 // idleRows are idle jobs js with their verdicts st as pages list them
 // for viewer u.
-func idleRows(m *app.Moment, u *models.User, js []*models.Job, st map[int64]*api.Idle) []templates.IdleRow {
+func idleRows(m *app.Moment, u *app.User, js []*app.Job, st map[int64]*api.Idle) []templates.IdleRow {
 	var out []templates.IdleRow
 	for _, j := range js {
 		r := templates.IdleRow{ID: j.ID, Team: j.Team, GPUs: strings.Join(j.Placement, ", "),
@@ -76,7 +75,7 @@ func strandedRows(js []app.Stranded) []templates.StrandedRow {
 }
 
 // teamFlags are team's warnings as of m, for viewer u.
-func (s *Server) teamFlags(ctx context.Context, m *app.Moment, u *models.User, team string) (templates.TeamFlags, error) {
+func (s *Server) teamFlags(ctx context.Context, m *app.Moment, u *app.User, team string) (templates.TeamFlags, error) {
 	f := templates.TeamFlags{Team: team}
 	js, st, err := s.idleJobs(ctx, m, team)
 	if err != nil {
@@ -100,7 +99,7 @@ func (s *Server) teamFlagsPart(c echo.Context) error {
 		return err
 	}
 	name := c.Param("name")
-	if !slices.ContainsFunc(m.Teams, func(t models.Team) bool { return t.Name == name }) {
+	if !slices.ContainsFunc(m.Teams, func(t app.Team) bool { return t.Name == name }) {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
 	}
 	u := currentUser(c)
@@ -117,7 +116,7 @@ func (s *Server) teamFlagsPart(c echo.Context) error {
 // guaranteeWarning says when the teams' guarantees together promise more
 // GPUs than the cluster has; "" when they do not. clusterGPUs 0 (no
 // machine connected yet) says nothing.
-func guaranteeWarning(teams []models.Team, clusterGPUs int) string {
+func guaranteeWarning(teams []api.TeamShare, clusterGPUs int) string {
 	sum := 0
 	for _, t := range teams {
 		sum += t.GuaranteeGPUs

@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // GPU history over longer ranges than the live window: the charts offer
@@ -135,6 +134,6 @@ func (s *Server) apiClusterHistory(c echo.Context) error {
 // jobGPUHistory is the average memory used on the GPUs a job runs on (or
 // last ran on) over r, per step, while the job ran
 // (app.App.JobGPUHistory).
-func (s *Server) jobGPUHistory(ctx context.Context, j *models.Job, r app.HistoryRange) ([]api.JobMemory, error) {
+func (s *Server) jobGPUHistory(ctx context.Context, j *app.Job, r app.HistoryRange) ([]api.JobMemory, error) {
 	return s.app.JobGPUHistory(ctx, j, r.Span, r.Step)
 }

@@ -299,16 +299,16 @@ func TestStrandedJobs(t *testing.T) {
 }
 
 func TestGuaranteeWarning(t *testing.T) {
-	teams := func(gs ...int) []models.Team {
-		var out []models.Team
+	teams := func(gs ...int) []api.TeamShare {
+		var out []api.TeamShare
 		for _, g := range gs {
-			out = append(out, models.Team{GuaranteeGPUs: g})
+			out = append(out, api.TeamShare{GuaranteeGPUs: g})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		name    string
-		teams   []models.Team
+		teams   []api.TeamShare
 		cluster int
 		want    string
 	}{

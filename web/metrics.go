@@ -18,7 +18,6 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/usage"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // /metrics: what the portal knows, for Prometheus. Every figure a page
@@ -190,20 +189,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectQueues sends the unfinished jobs by queue (counts, from
-// Store.QueueCounts) and the GPUs teams hold, as the queues and teams
+// app.App.QueueCounts) and the GPUs teams hold, as the queues and teams
 // pages show them.
-func collectQueues(ch chan<- prometheus.Metric, m *app.Moment, counts []models.QueueCount) {
-	type key struct{ queue, team, status string }
-	n := make(map[key]int)
+func collectQueues(ch chan<- prometheus.Metric, m *app.Moment, counts []app.Labeled) {
 	for _, c := range counts {
-		status := "waiting"
-		if c.State == job.Running {
-			status = "running"
-		}
-		n[key{strconv.Itoa(c.QueueIndex), c.Team, status}] += c.N
-	}
-	for k, v := range n {
-		ch <- gauge(queueDesc, float64(v), k.queue, k.team, k.status)
+		ch <- gauge(queueDesc, c.V, c.Labels...)
 	}
 	ch <- gauge(inUseDesc, m.Figures.InUseGPUs())
 	for _, t := range m.TeamShares() {

@@ -17,7 +17,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -89,7 +88,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	if err != nil {
 		return templates.JobList{}, err
 	}
-	admin := currentUser(c).Role == models.RoleAdmin
+	admin := app.IsAdmin(currentUser(c))
 	if q.Scope == "" {
 		q.Scope = "team"
 		if admin {
@@ -119,7 +118,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	for _, st := range job.States {
 		l.States = append(l.States, string(st))
 	}
-	shown := make([]*models.Job, len(p.Jobs))
+	shown := make([]*app.Job, len(p.Jobs))
 	for i := range p.Jobs {
 		shown[i] = &p.Jobs[i]
 	}
@@ -250,7 +249,7 @@ func (s *Server) submitForm(c echo.Context) error {
 	runForm(c, &f)
 	req, fe := formRequest(f)
 	ctx, a := c.Request().Context(), appActor(c)
-	var j *models.Job
+	var j *app.Job
 	var err error
 	if len(fe) == 0 {
 		j, err = s.app.Submit(ctx, a, req)
@@ -329,7 +328,7 @@ func formRequest(f templates.SubmitForm) (api.SubmitRequest, fieldErrors) {
 // resubmitWay is how u may run j again from its page: its owner edits a
 // form filled from it; its team's lead or an admin resubmits it as its
 // owner's (resubmitJob); a teammate not at all.
-func resubmitWay(u *models.User, j *models.Job) string {
+func resubmitWay(u *app.User, j *app.Job) string {
 	switch {
 	case u.Name == j.User:
 		return templates.ResubmitEdit

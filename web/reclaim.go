@@ -21,7 +21,7 @@ import (
 // page. A warned job's owner is told once per run (notification event
 // "idle", where they chose it). A session ends cancelled; a batch job
 // (where its team's policy reclaims those) is preempted and waits again
-// at the back of its queue (models.Store.RecordReclaim), so the freed
+// at the back of its queue (app.App.ReclaimIdle), so the freed
 // GPUs go to the jobs waiting at the engine's next pass. The job page and the API show the warning (Idle.ReclaimAt) from
 // the same verdict.
 func (s *Server) RunReclaim(ctx context.Context, leader func() bool, every time.Duration) {

@@ -25,7 +25,6 @@ import (
 	"github.com/gpuportal/gpuportal/identity/ldapdir"
 	"github.com/gpuportal/gpuportal/identity/openid"
 	"github.com/gpuportal/gpuportal/live"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/outbound"
 	"github.com/gpuportal/gpuportal/static"
 )
@@ -476,7 +475,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var ae *app.Error
 	if c2, m, ok := s.refuseForOutage(err, c); ok {
 		code, msg = c2, m
-	} else if models.Unavailable(err) || app.KindOf(err) == app.Unavailable {
+	} else if app.StoreUnavailable(err) {
 		code, msg = http.StatusServiceUnavailable, cannotSave
 		c.Response().Header().Set("Retry-After", "60")
 	} else if errors.As(err, &ae) {
@@ -491,7 +490,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	if code >= 500 {
 		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path,
-			"cause", models.Cause(err), "err", err)
+			"cause", app.StoreCause(err), "err", err)
 	}
 	path := c.Request().URL.Path
 	switch {

@@ -8,7 +8,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // What a request does lives in package app, once for the form and the
@@ -22,7 +21,7 @@ func appActor(c echo.Context) app.Actor {
 }
 
 // jobFor returns job id if u may see it (app.App.Job).
-func (s *Server) jobFor(ctx context.Context, u *models.User, id int64) (*models.Job, error) {
+func (s *Server) jobFor(ctx context.Context, u *app.User, id int64) (*app.Job, error) {
 	return s.app.Job(ctx, app.Actor{User: u}, id)
 }
 

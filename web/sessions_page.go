@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -33,7 +33,7 @@ func (s *Server) sessionsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ptrs := make([]*models.Job, len(js))
+	ptrs := make([]*app.Job, len(js))
 	for i := range js {
 		ptrs[i] = &js[i]
 	}

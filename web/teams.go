@@ -16,7 +16,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -41,7 +40,7 @@ func (s *Server) team(c echo.Context, m *app.Moment) (api.Team, error) {
 	if err != nil {
 		return out, err
 	}
-	i := slices.IndexFunc(m.Teams, func(t models.Team) bool { return t.Name == name })
+	i := slices.IndexFunc(m.Teams, func(t app.Team) bool { return t.Name == name })
 	if i < 0 {
 		return api.Team{}, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
 	}
@@ -81,7 +80,7 @@ func (s *Server) apiTeam(c echo.Context) error {
 	for _, r := range f.Stranded {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("job %d cannot start: %s", r.ID, r.Why))
 	}
-	if w := guaranteeWarning(m.Teams, s.app.ClusterGPUs()); w != "" && app.IsAdmin(u) {
+	if w := guaranteeWarning(m.TeamShares(), s.app.ClusterGPUs()); w != "" && app.IsAdmin(u) {
 		t.Warnings = append(t.Warnings, w)
 	}
 	return c.JSON(http.StatusOK, t)
@@ -131,7 +130,7 @@ func (s *Server) teamsPage(c echo.Context) error {
 		rows = append(rows, shareRow(t))
 	}
 	p := page(c, "Teams", "teams")
-	p.Warning = guaranteeWarning(m.Teams, s.app.ClusterGPUs())
+	p.Warning = guaranteeWarning(m.TeamShares(), s.app.ClusterGPUs())
 	return s.render(c, http.StatusOK, templates.TeamsPage(p, rows))
 }
 
@@ -355,7 +354,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	p := page(c, "Team "+t.Name, "teams")
 	p.Charts, p.Flash, p.Notice = true, flash, notice
 	if app.IsAdmin(u) {
-		p.Warning = guaranteeWarning(m.Teams, s.app.ClusterGPUs())
+		p.Warning = guaranteeWarning(m.TeamShares(), s.app.ClusterGPUs())
 	}
 	return s.render(c, status, templates.TeamPage(p, v))
 }
@@ -363,7 +362,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 // teamIdle is team t's idle policy as its page shows it: its own rule's
 // fields (empty where it has none) with the server's as placeholders, and
 // in a sentence the rule in force and the server's grace.
-func (s *Server) teamIdle(t *models.Team) templates.TeamIdle {
+func (s *Server) teamIdle(t *app.Team) templates.TeamIdle {
 	terms, def := s.app.TeamIdleTerms(t), s.app.DefaultIdleTerms().Rule
 	p := app.IdlePolicyOf(t)
 	out := templates.TeamIdle{ReclaimSessions: p.ReclaimSessions, ReclaimBatch: p.ReclaimBatch,

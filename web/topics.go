@@ -10,7 +10,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // The gpu:<uuid> and team:<name> topics of the live stream (hub.go).
@@ -57,7 +56,7 @@ func (s *Server) publishGPUs(f telemetry.Frame) {
 // teamSnapshot is team:<name> for user u: only its members (its lead
 // among them) and admins. A team that does not exist gets the same answer
 // as one the user may not see, so team names cannot be probed.
-func (s *Server) teamSnapshot(ctx context.Context, u *models.User, name string) (api.TeamTopic, error) {
+func (s *Server) teamSnapshot(ctx context.Context, u *app.User, name string) (api.TeamTopic, error) {
 	if err := app.MaySeeTeam(u, name); err != nil {
 		return api.TeamTopic{}, topicRefusal(err)
 	}
@@ -66,7 +65,7 @@ func (s *Server) teamSnapshot(ctx context.Context, u *models.User, name string) 
 	if err != nil {
 		return api.TeamTopic{}, err
 	}
-	if !slices.ContainsFunc(m.Teams, func(t models.Team) bool { return t.Name == name }) {
+	if !slices.ContainsFunc(m.Teams, func(t app.Team) bool { return t.Name == name }) {
 		return api.TeamTopic{}, refused
 	}
 	return s.teamTopic(ctx, m, u, name)
@@ -79,7 +78,7 @@ const teamQueuePage = 50
 // teamTopic is team:<name> at m for u, who may see the team: its standing
 // and its first teamQueuePage unfinished jobs in queueOrder, queue by
 // queue, with their count.
-func (s *Server) teamTopic(ctx context.Context, m *app.Moment, u *models.User, name string) (api.TeamTopic, error) {
+func (s *Server) teamTopic(ctx context.Context, m *app.Moment, u *app.User, name string) (api.TeamTopic, error) {
 	out := api.TeamTopic{Team: api.TeamShare{Name: name, Factor: 1}, Queue: []api.TeamQueueJob{}}
 	for _, t := range m.Teams {
 		if t.Name == name {
@@ -128,7 +127,7 @@ func (s *Server) teamTopic(ctx context.Context, m *app.Moment, u *models.User, n
 // publishTeams sends each followed team its standing and queue, from one
 // moment, to the followers who may see the team now.
 func (s *Server) publishTeams(ctx context.Context, m *app.Moment) {
-	admin := &models.User{Role: models.RoleAdmin}
+	admin := app.AllSeeing()
 	for _, t := range s.hub.followed(topicTeam) {
 		name := strings.TrimPrefix(t, topicTeam)
 		tt, err := s.teamTopic(ctx, m, admin, name)

@@ -15,7 +15,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/live"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // requireAnyUser authenticates a bearer token or, failing that, a session
@@ -108,7 +107,7 @@ type errTopic string
 func (e errTopic) Error() string { return string(e) }
 
 // snapshot is the current state of topic for user u.
-func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (any, error) {
+func (s *Server) snapshot(ctx context.Context, u *app.User, topic string) (any, error) {
 	switch {
 	case topic == topicGPUs:
 		return s.gpuHistory(s.cfg.Now().Add(-historyWindow).Unix()), nil
