@@ -95,6 +95,23 @@ type Member struct {
 	MaxGPUs         int     `json:"max_gpus"` // their cap; 0 none
 }
 
+// MemberShare is one member's standing in the team's fair share at the
+// engine's last pass, as the team page shows it to the team's leads and
+// admins.
+type MemberShare struct {
+	User string `json:"user"`
+	// UsageGPUSeconds is the member's decayed usage within the team.
+	UsageGPUSeconds float64 `json:"usage_gpu_s"`
+	// ShareGPUs is the member's equal split of the team's guarantee.
+	ShareGPUs float64 `json:"share_gpus"`
+	// UsageShare is the member's decayed usage over the members' (0
+	// when none used anything).
+	UsageShare float64 `json:"usage_share"`
+	// Factor is 2^(-UsageShare*n) for n members: the higher, the sooner
+	// the member's jobs take the team's slots.
+	Factor float64 `json:"factor"`
+}
+
 // TeamSample is where the team stood at one time (one a minute).
 type TeamSample struct {
 	At            time.Time `json:"at"`

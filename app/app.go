@@ -32,6 +32,7 @@ type Store interface {
 	LiveStore
 	JobReadStore
 	FileStore
+	UsageStore
 	Audit(ctx context.Context, e models.AuditEntry) error
 }
 
@@ -116,8 +117,18 @@ type Config struct {
 	// always does.
 	Leader func() bool
 	// Idle is the server's rule for when a running job holds its GPUs
-	// idle, which a team's own rule overrides (named in refusals).
+	// idle, which a team's own rule overrides field by field; the zero
+	// Rule is idle.DefaultRule, and After 0 turns the flag off for teams
+	// that set no idle time.
 	Idle idle.Rule
+	// Telemetry gives the GPUs' live readings, which a job's use of its
+	// GPUs and its idle verdict read before the stored history; nil:
+	// none (the stored history only).
+	Telemetry Readings
+	// ReclaimGrace is how long an idle job is warned before the leader
+	// stops it (serve --idle-reclaim-grace); 0: idle jobs are never
+	// reclaimed.
+	ReclaimGrace time.Duration
 	// AccessChanged is called after a change that ends or narrows
 	// someone's access (a role, a password, an account disabled, a token
 	// revoked), so that live connections check theirs again at once;
@@ -125,9 +136,23 @@ type Config struct {
 	AccessChanged func()
 }
 
+// Signal is an AccessChanged that signals ch without waiting: one
+// signal pending is enough for the receiver (a web server's
+// Config.AccessChanged) to check every live connection again.
+func Signal(ch chan<- struct{}) func() {
+	return func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // App runs the actions.
 type App struct {
 	cfg Config
+	// idle keeps the lists' idle verdicts a little while (usage.go).
+	idle idleCache
 }
 
 // New returns an App over cfg.
@@ -137,6 +162,12 @@ func New(cfg Config) *App {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Idle == (idle.Rule{}) {
+		cfg.Idle = idle.DefaultRule
+	}
+	if cfg.Telemetry == nil {
+		cfg.Telemetry = noReadings{}
 	}
 	if cfg.AccessChanged == nil {
 		cfg.AccessChanged = func() {}

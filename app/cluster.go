@@ -36,6 +36,12 @@ type ClusterEngine interface {
 	ReservedGPUs() map[string]engine.ReservedGPU
 	Stats() engine.Stats
 	Scheduler() *sched.Scheduler
+	// Fenced says why this replica, a leader, cannot confirm its lock
+	// now, and since when; "" when it can (or does not lead).
+	Fenced() (why string, since time.Time)
+	// UserShares are the fair-share figures of team's members at the
+	// last pass.
+	UserShares(team string) []sched.UserShare
 }
 
 // UnheardAfter is how long an agent may be silent before its machine is
@@ -49,17 +55,37 @@ func (s *App) JobCounts(ctx context.Context) (map[job.State]int, error) {
 	return n, stored(err)
 }
 
-// QueueCounts counts the unfinished jobs by queue, team and state.
-func (s *App) QueueCounts(ctx context.Context) ([]models.QueueCount, error) {
-	n, err := s.cfg.Store.QueueCounts(ctx)
-	return n, stored(err)
+// QueueCounts counts the unfinished jobs by queue, team and status
+// (Labels: the queue's index, the team, "waiting" or "running"), as
+// /metrics sends them.
+func (s *App) QueueCounts(ctx context.Context) ([]Labeled, error) {
+	counts, err := s.cfg.Store.QueueCounts(ctx)
+	if err != nil {
+		return nil, stored(err)
+	}
+	type key struct{ queue, team, status string }
+	n := make(map[key]int)
+	var order []key
+	for _, c := range counts {
+		status := "waiting"
+		if c.State == job.Running {
+			status = "running"
+		}
+		k := key{strconv.Itoa(c.QueueIndex), c.Team, status}
+		if _, ok := n[k]; !ok {
+			order = append(order, k)
+		}
+		n[k] += c.N
+	}
+	out := make([]Labeled, len(order))
+	for i, k := range order {
+		out[i] = Labeled{Labels: []string{k.queue, k.team, k.status}, V: float64(n[k])}
+	}
+	return out, nil
 }
 
 // QueueCount is how many queues the scheduler has.
 func (s *App) QueueCount() int { return s.cfg.Engine.Scheduler().Queues() }
-
-// EngineStats is what the engine counted, for /metrics.
-func (s *App) EngineStats() engine.Stats { return s.cfg.Engine.Stats() }
 
 // NodeAPI is st as the API shows a machine, its GPUs all healthy.
 func NodeAPI(st engine.NodeStatus) api.Node {
@@ -92,14 +118,30 @@ func (s *App) NodeStateCounts() map[string]int {
 	return out
 }
 
+// ConnectedNodes are the connected machines as the API shows them
+// (DescribeNode), without when they were last heard.
+func (s *App) ConnectedNodes() []api.Node {
+	var out []api.Node
+	for _, st := range s.cfg.Engine.NodeStatuses() {
+		out = append(out, s.DescribeNode(st))
+	}
+	return out
+}
+
+// Fenced reports whether this replica is a leader that cannot confirm
+// its lock now (the database is out).
+func (s *App) Fenced() bool {
+	why, _ := s.cfg.Engine.Fenced()
+	return why != ""
+}
+
 // Nodes lists the machines as the API shows them: the connected
 // ones, then those that disconnected, with their last known state.
 // ages are the remote machines' heartbeat ages at now (a machine not in
 // them is the server's own, always heard).
 func (s *App) Nodes(ages map[string]time.Duration, now time.Time) []api.Node {
 	out := []api.Node{}
-	for _, st := range s.cfg.Engine.NodeStatuses() {
-		n := s.DescribeNode(st)
+	for _, n := range s.ConnectedNodes() {
 		heard(&n, ages, now)
 		out = append(out, n)
 	}

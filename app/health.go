@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"time"
+
+	"github.com/gpuportal/gpuportal/models"
 )
 
 // HealthStore is what the server's health checks and /metrics ask of
@@ -22,3 +24,11 @@ func (s *App) CheckWrite(ctx context.Context) error { return s.cfg.Store.CheckWr
 
 // StoreWrites counts the rows the store wrote since it opened, by kind.
 func (s *App) StoreWrites() map[string]int64 { return s.cfg.Store.Writes() }
+
+// StoreCause names, in a few words, why err says the store cannot save
+// now ("disk full", "database unreachable", ...); "" when it does not.
+func StoreCause(err error) string { return models.Cause(err) }
+
+// StoreUnavailable reports whether err says the store cannot save now:
+// the store's own error, or an action's Unavailable refusal.
+func StoreUnavailable(err error) bool { return models.Unavailable(err) || KindOf(err) == Unavailable }

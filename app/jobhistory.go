@@ -13,12 +13,6 @@ import (
 	"github.com/gpuportal/gpuportal/models"
 )
 
-// GPUHistoryStore is what the reads of the GPU history read of the
-// store; *models.Store is one.
-type GPUHistoryStore interface {
-	GPUHistoryRange(ctx context.Context, uuid string, from, to int64) ([]models.GPUHistory, error)
-}
-
 // JobGPUHistory is the average memory used on the GPUs job j runs on (or
 // last ran on) over the last span of its run, per step seconds, from the
 // database's minute and hour rows: the database keeps GPUs, not jobs, so

@@ -283,12 +283,15 @@ func (m *Moment) Job(j *models.Job) api.Job {
 
 // JobOf is j as the API and the job:<id> topic show it: its figures and
 // forecast as of m, while it runs its resources, and while it waits the
-// GPUs reserved for it (on the leader, whose engine reserved them). Its
-// Salus lane, which the machines report, is the caller's to add.
+// GPUs reserved for it (on the leader, whose engine reserved them);
+// while it runs sharing a GPU, its Salus lane, which the machines report.
 func (s *App) JobOf(m *Moment, j *models.Job) api.Job {
 	out := m.Job(j)
 	if j.State == job.Running {
 		out.Resources = s.jobResources(j.ID)
+	}
+	if j.Sharing && j.State == job.Running {
+		out.Lane = s.jobLane(j.ID)
 	}
 	if j.State.Waiting() && s.leading() {
 		if r, from, ok := s.cfg.Engine.Reservation(j.ID); ok {

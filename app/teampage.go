@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -68,4 +70,60 @@ func (s *App) TeamMembers(ctx context.Context, a Actor, team string, since time.
 		out.Samples = append(out.Samples, api.TeamSample{At: sm.At, InUseGPUs: sm.InUseGPUs, BorrowedGPUs: sm.BorrowedGPUs, GuaranteeGPUs: sm.GuaranteeGPUs})
 	}
 	return out, nil
+}
+
+// Stranded is a waiting job that needs more GPUs than its user's cap
+// allows: it cannot start until the cap is raised.
+type Stranded struct {
+	ID         int64
+	Name, User string
+	GPUs, Cap  int
+	// OwnCap: the cap is the user's own, not the team's per user.
+	OwnCap bool
+}
+
+// StrandedJobs are the waiting jobs of team at m that need more GPUs
+// than their user's cap (sched.Team.CapOf), for an actor who may see
+// team.
+func (s *App) StrandedJobs(ctx context.Context, a Actor, m *Moment, team string) ([]Stranded, error) {
+	if !CanSee(a.User, team) {
+		return nil, forbidden("only members of %s and admins may see its page", team)
+	}
+	i := slices.IndexFunc(m.Teams, func(t models.Team) bool { return t.Name == team })
+	if i < 0 {
+		return nil, nil
+	}
+	caps, err := s.cfg.Store.UserCaps(ctx)
+	if err != nil {
+		return nil, stored(err)
+	}
+	t := sched.Team{Name: team, MaxGPUsPerUser: m.Teams[i].MaxGPUsPerUser, UserCaps: caps[team]}
+	var out []Stranded
+	for k := range m.Queued {
+		j := &m.Queued[k]
+		if j.Team != team || !j.State.Waiting() {
+			continue
+		}
+		c := t.CapOf(j.User)
+		if c <= 0 || j.GPUs <= c {
+			continue
+		}
+		out = append(out, Stranded{ID: j.ID, Name: j.Name, User: j.User, GPUs: j.GPUs, Cap: c, OwnCap: caps[team][j.User] > 0})
+	}
+	return out, nil
+}
+
+// MemberShares are the fair-share figures of team's members at the
+// engine's last pass, by user, for a lead of team or an admin; nil for
+// anyone else.
+func (s *App) MemberShares(a Actor, team string) map[string]api.MemberShare {
+	if !CanLead(a.User, team) {
+		return nil
+	}
+	out := map[string]api.MemberShare{}
+	for _, us := range s.cfg.Engine.UserShares(team) {
+		out[us.User] = api.MemberShare{User: us.User, UsageGPUSeconds: us.UsageGPUSeconds, ShareGPUs: us.ShareGPUs,
+			UsageShare: us.UsageShare, Factor: us.Factor}
+	}
+	return out
 }

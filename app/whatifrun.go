@@ -138,11 +138,15 @@ func ParseWhatIf(params map[string][]string, def WhatIfInput) (WhatIfInput, erro
 	return in, nil
 }
 
+// WhatIfReport is a replay's report (core/whatif's): the API answers it
+// as it is, the admin page draws it.
+type WhatIfReport = whatif.Report
+
 // WhatIf runs a replay for a, an admin: the jobs finished in the last
 // in.Days, on the GPUs the store saw in that window, with the store's
 // teams, under each of in.Policies. A window with no GPU or no job to
 // replay is Unprocessable; a replay past WhatIfTimeout, Unavailable.
-func (s *App) WhatIf(ctx context.Context, a Actor, in WhatIfInput) (*whatif.Report, error) {
+func (s *App) WhatIf(ctx context.Context, a Actor, in WhatIfInput) (*WhatIfReport, error) {
 	if a.User.Role != models.RoleAdmin {
 		return nil, forbidden("only admins may replay the cluster's history")
 	}

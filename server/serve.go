@@ -10,9 +10,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+
 	"github.com/spf13/pflag"
 
-	"github.com/gpuportal/gpuportal/core/job"
 	"io"
 	"log/slog"
 	"maps"
@@ -23,6 +23,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuportal/gpuportal/app"
+	"github.com/gpuportal/gpuportal/core/job"
 
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/agent/hub"
@@ -486,13 +489,17 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	pub := live.New(live.Config{Telemetry: rec, Logger: log})
 	hist := history.New(history.Config{Store: store, Telemetry: rec, Nodes: eng, Logger: log, Leader: rep.leader,
 		IdleBelowPct: f.idleBelow, Raw: f.historyRaw, Keep: f.historyKeep})
-	srv, err := web.New(web.Config{Store: store, Engine: eng, Telemetry: rec, Live: pub, Logger: log, DevToken: f.devToken,
+	// What users and admins do, over the store and the engine; a change
+	// of someone's access tells the web server's live connections.
+	accessChanged := make(chan struct{}, 1)
+	actions := app.New(app.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, Leader: rep.leader,
+		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
+		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages, AccessChanged: app.Signal(accessChanged)})
+	srv, err := web.New(web.Config{App: actions, AccessChanged: accessChanged, Telemetry: rec, Live: pub, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
 		Agents: agents, SignIn: f.signInCfg, Notifier: notifier, EmailEnabled: mailer != nil, Webhooks: webhooks,
 		Collectors: slices.Concat(notifier.Collectors(), pub.Collectors(), hist.Collectors()), AccountingIdleBelowPct: f.idleBelow,
-		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
-		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages,
 		SessionOrigin: f.sessionOrigin, PortalURL: f.notify.linkBase(ln.Addr()),
 		MetricsToken: f.metrics.token, MetricsUserLabels: f.metrics.userLabels})
 	if err != nil {

@@ -11,14 +11,8 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
-
-// audit records an action of the current user.
-func (s *Server) audit(c echo.Context, action, target, detail string) error {
-	return s.auditBy(c.Request().Context(), actorOf(c), action, target, detail)
-}
 
 // requireAdmin lets only admins through.
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
@@ -59,17 +53,8 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, notice string) e
 	}
 	p := page(c, "Admin", "admin")
 	p.Flash, p.Notice = flash, notice
-	p.Warning = guaranteeWarning(guarantees(teams), s.clusterGPUs())
+	p.Warning = guaranteeWarning(teams, s.app.ClusterGPUs())
 	return s.render(c, status, templates.AdminPage(p, v))
-}
-
-// guarantees are the teams as guaranteeWarning (flags.go) reads them.
-func guarantees(ts []api.TeamShare) []models.Team {
-	out := make([]models.Team, len(ts))
-	for i, t := range ts {
-		out[i] = models.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs}
-	}
-	return out
 }
 
 // adminAction applies one form of the admin page: it returns a notice

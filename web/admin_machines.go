@@ -49,8 +49,7 @@ func (s *Server) machineRows(c echo.Context, tokens []api.JoinToken) ([]template
 		byName[m.Name] = m
 	}
 	var out []templates.MachineRow
-	for _, st := range s.cfg.Engine.NodeStatuses() {
-		n := s.describeNode(st)
+	for _, n := range s.app.ConnectedNodes() {
 		row := templates.MachineRow{Name: n.Name, State: n.State, Jobs: len(n.Jobs), Joined: "built in (serve --sim-gpus)",
 			LastHeard: "now: connected since " + n.ConnectedAt.Local().Format(timeLayout)}
 		row.GPUs, row.Unhealthy = gpuSummary(n.GPUs)

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/app"
 )
 
 // apiJobHistory returns each state the job entered, when and why.
@@ -27,8 +26,7 @@ func (s *Server) apiJobHistory(c echo.Context) error {
 
 func (s *Server) apiMe(c echo.Context) error {
 	u := currentUser(c)
-	return c.JSON(http.StatusOK, api.Me{Name: u.Name, Role: string(u.Role), Team: u.Team,
-		UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)})
+	return c.JSON(http.StatusOK, app.MeOf(u))
 }
 
 func (s *Server) apiSubmit(c echo.Context) error {
@@ -57,24 +55,21 @@ func (s *Server) apiSubmit(c echo.Context) error {
 
 // jobResponse answers with j as the API shows it now, with its use of
 // its GPUs (without the points) and its idle verdict.
-func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
+func (s *Server) jobResponse(c echo.Context, status int, j *app.Job) error {
 	ctx := c.Request().Context()
-	m, err := s.shownMoment(ctx, *j)
+	m, err := s.app.ShownMoment(ctx, *j)
 	if err != nil {
 		return err
 	}
-	out := s.jobOf(m, j)
+	out := s.app.JobOf(m, j)
 	s.withSessionURL(currentUser(c), j, &out)
-	u, err := s.jobUsage(ctx, j, m.now, false)
+	u, err := s.app.JobUsage(ctx, j, m.Now, false)
 	if err != nil {
 		return err
 	}
 	out.Usage, out.Idle = &u, u.Idle
 	return c.JSON(status, out)
 }
-
-// clusterGPUs is the number of GPUs connected now (app.App.ClusterGPUs).
-func (s *Server) clusterGPUs() int { return s.app.ClusterGPUs() }
 
 // apiListJobs lists the jobs the user may see, newest first, filtered
 // and paged (joblist.go): the cursors of the pages around come back in
@@ -88,15 +83,15 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.shownMoment(c.Request().Context(), p.Jobs...)
+	m, err := s.app.ShownMoment(c.Request().Context(), p.Jobs...)
 	if err != nil {
 		return err
 	}
 	out := make([]api.Job, len(p.Jobs))
 	for i := range p.Jobs {
-		out[i] = s.jobOf(m, &p.Jobs[i])
+		out[i] = s.app.JobOf(m, &p.Jobs[i])
 	}
-	if err := s.addIdle(c.Request().Context(), p.Jobs, out, m.now); err != nil {
+	if err := s.app.AddIdle(c.Request().Context(), p.Jobs, out, m.Now); err != nil {
 		return err
 	}
 	setPageHeaders(c, q, p)
@@ -104,7 +99,7 @@ func (s *Server) apiListJobs(c echo.Context) error {
 }
 
 // loadJob returns the job named by the :id parameter if the user may see it.
-func (s *Server) loadJob(c echo.Context) (*models.Job, error) {
+func (s *Server) loadJob(c echo.Context) (*app.Job, error) {
 	id, err := jobIDParam(c)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,6 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // Arrays (sweeps) and resubmissions: an array is the tasks one
@@ -20,12 +19,12 @@ import (
 
 // arrayFor returns the tasks of array id, by index, if u may see them
 // (app.App.Array).
-func (s *Server) arrayFor(ctx context.Context, u *models.User, id int64) ([]models.Job, error) {
+func (s *Server) arrayFor(ctx context.Context, u *app.User, id int64) ([]app.Job, error) {
 	return s.app.Array(ctx, app.Actor{User: u}, id)
 }
 
 // arrayOf is an array as the API shows it.
-func (s *Server) arrayOf(m *moment, tasks []models.Job) api.Array {
+func (s *Server) arrayOf(m *app.Moment, tasks []app.Job) api.Array {
 	first := tasks[0]
 	out := api.Array{ID: first.ArrayID, Name: first.Name, Team: first.Team, User: first.User, Limit: first.ArrayLimit,
 		States: map[job.State]int{}, Tasks: make([]api.Job, len(tasks))}
@@ -33,7 +32,7 @@ func (s *Server) arrayOf(m *moment, tasks []models.Job) api.Array {
 		out.Name = first.Name[:i]
 	}
 	for i := range tasks {
-		out.Tasks[i] = m.job(&tasks[i])
+		out.Tasks[i] = m.Job(&tasks[i])
 		out.States[tasks[i].State]++
 	}
 	return out
@@ -63,7 +62,7 @@ func (s *Server) apiGetArray(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.shownMoment(ctx, tasks...)
+	m, err := s.app.ShownMoment(ctx, tasks...)
 	if err != nil {
 		return err
 	}
@@ -83,7 +82,7 @@ func (s *Server) apiCancelArray(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.shownMoment(ctx, tasks...)
+	m, err := s.app.ShownMoment(ctx, tasks...)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/identity"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 const (
@@ -28,8 +27,8 @@ const (
 )
 
 // currentUser returns the authenticated user, or nil.
-func currentUser(c echo.Context) *models.User {
-	u, _ := c.Get(userKey).(*models.User)
+func currentUser(c echo.Context) *app.User {
+	u, _ := c.Get(userKey).(*app.User)
 	return u
 }
 
@@ -87,10 +86,10 @@ func (s *Server) requireAPIUser(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func (s *Server) tokenUser(c echo.Context, token string) (*models.User, credential, error) {
+func (s *Server) tokenUser(c echo.Context, token string) (*app.User, credential, error) {
 	ctx := c.Request().Context()
 	cred := credential{kind: credToken, hash: app.HashToken(token)}
-	var u *models.User
+	var u *app.User
 	var err error
 	if s.cfg.DevToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.DevToken)) == 1 {
 		cred.kind = credDevToken
@@ -108,7 +107,7 @@ func (s *Server) tokenUser(c echo.Context, token string) (*models.User, credenti
 }
 
 // devTokenUser is who the development token acts as (app.App.DevTokenUser).
-func (s *Server) devTokenUser(ctx context.Context) (*models.User, error) {
+func (s *Server) devTokenUser(ctx context.Context) (*app.User, error) {
 	return s.app.DevTokenUser(ctx)
 }
 
@@ -168,7 +167,7 @@ func defaultTokenName(userAgent string) string {
 // authenticate checks a password, within the throttle on failed logins
 // (throttle.go). Failures come back as HTTP errors with a message for
 // the person.
-func (s *Server) authenticate(c echo.Context, name, password string) (*models.User, error) {
+func (s *Server) authenticate(c echo.Context, name, password string) (*app.User, error) {
 	now := s.cfg.Now()
 	pair, addr := loginKeys(name, c.RealIP())
 	if wait := max(s.logins.wait(now, pair), s.logins.wait(now, addr)); wait > 0 {
@@ -303,7 +302,7 @@ func (s *Server) logout(c echo.Context) error {
 }
 
 // canSee reports whether u may read jobs of team.
-func canSee(u *models.User, team string) bool { return app.CanSee(u, team) }
+func canSee(u *app.User, team string) bool { return app.CanSee(u, team) }
 
 // canCancel reports whether u may cancel j: its owner, its team's lead, an admin.
-func canCancel(u *models.User, j *models.Job) bool { return app.CanCancel(u, j) }
+func canCancel(u *app.User, j *app.Job) bool { return app.CanCancel(u, j) }

@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -38,7 +39,8 @@ import (
 // and users, an engine running with no machines, and credentials per role.
 type testServer struct {
 	*Server
-	store *models.Store
+	store  *models.Store
+	engine *engine.Engine
 	// history writes the GPU history of the server's telemetry when a
 	// test runs it.
 	history  *history.Writer
@@ -48,13 +50,25 @@ type testServer struct {
 
 var roles = []string{"anonymous", "alice", "bob", "lead", "admin"}
 
-func newTestServer(t testing.TB, opts ...func(*Config)) *testServer {
+// testConfig is what a test server is made of, as serve makes it: the
+// web server's settings, the store and the engine, and the application
+// layer's settings (Idle, ReclaimGrace, AllowedImages), which the helper
+// completes with the store, the engine, the telemetry, the clock and the
+// leader of the others.
+type testConfig struct {
+	Config
+	Store  *models.Store
+	Engine *engine.Engine
+	App    app.Config
+}
+
+func newTestServer(t testing.TB, opts ...func(*testConfig)) *testServer {
 	t.Helper()
 	return newTestServerOn(t, modelstest.SQLiteDSN(t), opts...)
 }
 
 // newTestServerOn is newTestServer on the database dsn.
-func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServer {
+func newTestServerOn(t testing.TB, dsn string, opts ...func(*testConfig)) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	// bcrypt's least cost: each test server hashes four passwords, which
@@ -100,11 +114,18 @@ func newTestServerOn(t testing.TB, dsn string, opts ...func(*Config)) *testServe
 	done := make(chan struct{})
 	go func() { _ = eng.Run(runCtx); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
-	cfg := Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
-		SocketRecheck: 100 * time.Millisecond}
+	tc := testConfig{Config: Config{Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
+		SocketRecheck: 100 * time.Millisecond}, Store: store, Engine: eng}
 	for _, o := range opts {
-		o(&cfg)
+		o(&tc)
 	}
+	cfg := tc.Config
+	ts.engine = tc.Engine
+	changed := make(chan struct{}, 1)
+	ac := tc.App
+	ac.Store, ac.Engine, ac.Telemetry, ac.Logger = tc.Store, tc.Engine, cfg.Telemetry, quiet
+	ac.Now, ac.Leader, ac.AccessChanged = cfg.Now, cfg.Leader, app.Signal(changed)
+	cfg.App, cfg.AccessChanged = app.New(ac), changed
 	if cfg.Live == nil {
 		// The live stream's frames, as serve makes them.
 		pub := live.New(live.Config{Telemetry: cfg.Telemetry, Logger: quiet})

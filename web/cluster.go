@@ -26,7 +26,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	}
 	now := s.cfg.Now()
 	u := currentUser(c)
-	m, err := s.runningMoment(ctx) // its GPUs' holders and idle jobs: the running jobs alone
+	m, err := s.app.RunningMoment(ctx) // its GPUs' holders and idle jobs: the running jobs alone
 	if err != nil {
 		return out, err
 	}
@@ -38,11 +38,11 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	idleOn := map[string][]string{} // "node:index" -> "job 3 idle 34m"
 	for _, j := range idleJobs {
 		for _, p := range j.Placement {
-			idleOn[p] = append(idleOn[p], fmt.Sprintf("job %d %s", j.ID, idleSt[j.ID].Short(m.now)))
+			idleOn[p] = append(idleOn[p], fmt.Sprintf("job %d %s", j.ID, idleSt[j.ID].Short(m.Now)))
 		}
 	}
 	cl := s.app.Cluster(now, true)
-	gl := s.gpuLanes()
+	gl := s.app.GPULanes()
 	ages := s.heartbeatAges(time.Now())
 	for _, n := range cl.Machines {
 		card := templates.NodeCard{Name: n.Name, State: n.State, CanDrain: app.MayActOnNodes(u) && n.Connected, LiveMemory: n.LiveMemory}
@@ -52,7 +52,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 			card.Heard = heardText(age, false)
 		}
 		if n.CPUs > 0 || n.MemMiB > 0 {
-			card.Resources = nodeAllocation(n.Allocated, n.CPUs, n.MemMiB)
+			card.Resources = nodeAllocation(n)
 		}
 		for i, smp := range n.Samples {
 			g := templates.GPUCard{
@@ -69,7 +69,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 				g.UsedPct = int(100 * smp.MemUsedMiB / smp.MemMiB)
 			}
 			place := fmt.Sprintf("%s:%d", n.Name, smp.Index)
-			held := m.figures.OnGPU(place)
+			held := m.Figures.OnGPU(place)
 			g.State = gpuState(held, n.State != "ready" || g.Fault != "")
 			var jobs []string
 			for _, h := range held {
@@ -91,7 +91,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 			g.Idle = strings.Join(idleOn[place], ", ")
 			if r, ok := cl.Reserved[place]; ok {
 				g.Reserved = fmt.Sprintf("reserved for job %d from %s", r.JobID, r.From.Format("15:04"))
-				if !r.From.After(m.now) {
+				if !r.From.After(m.Now) {
 					g.Reserved = fmt.Sprintf("reserved for job %d, now", r.JobID)
 				}
 			}

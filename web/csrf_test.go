@@ -30,7 +30,7 @@ func TestLoginCSRF(t *testing.T) {
 		return rec
 	}
 	plain := newTestServer(t)
-	secure := newTestServer(t, func(c *Config) { c.SecureCookies = true })
+	secure := newTestServer(t, func(c *testConfig) { c.SecureCookies = true })
 	for _, c := range []struct {
 		name    string
 		ts      *testServer

@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/labstack/echo/v4"
-
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // The server rides out a database outage (docs/operations.md): what it
@@ -46,7 +45,7 @@ func (d *dbState) observe(err error, now time.Time) {
 	switch {
 	case err == nil:
 		d.lastOK, d.downSince = now, time.Time{}
-	case models.Cause(err) == "database unreachable" && d.downSince.IsZero():
+	case app.StoreCause(err) == "database unreachable" && d.downSince.IsZero():
 		d.downSince = now
 		if d.lastOK.IsZero() || d.lastOK.After(now) {
 			d.lastOK = now
@@ -125,7 +124,7 @@ func (s *Server) dataAge(next echo.HandlerFunc) echo.HandlerFunc {
 // refuseForOutage answers a request the database failed, while it is
 // out: 503 with the cause and since when. It reports whether it did.
 func (s *Server) refuseForOutage(err error, c echo.Context) (int, string, bool) {
-	if models.Cause(err) != "database unreachable" {
+	if app.StoreCause(err) != "database unreachable" {
 		return 0, "", false
 	}
 	s.db.observe(err, s.cfg.Now())

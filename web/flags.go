@@ -12,9 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/core/sched"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -24,19 +23,19 @@ import (
 
 // idleJobs are the running jobs of m (of team, or all when "") that hold
 // their GPUs idle, longest idle first, with their verdicts.
-func (s *Server) idleJobs(ctx context.Context, m *moment, team string) ([]*models.Job, map[int64]*api.Idle, error) {
-	var running []*models.Job
-	for i := range m.running {
-		j := &m.running[i]
+func (s *Server) idleJobs(ctx context.Context, m *app.Moment, team string) ([]*app.Job, map[int64]*api.Idle, error) {
+	var running []*app.Job
+	for i := range m.Running {
+		j := &m.Running[i]
 		if j.State == job.Running && (team == "" || j.Team == team) {
 			running = append(running, j)
 		}
 	}
-	st, err := s.idleStates(ctx, running, m.now)
+	st, err := s.app.IdleStates(ctx, running, m.Now)
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []*models.Job
+	var out []*app.Job
 	for _, j := range running {
 		if st[j.ID] != nil && st[j.ID].Idle {
 			out = append(out, j)
@@ -48,11 +47,11 @@ func (s *Server) idleJobs(ctx context.Context, m *moment, team string) ([]*model
 
 // idleRows are idle jobs js with their verdicts st as pages list them
 // for viewer u.
-func idleRows(m *moment, u *models.User, js []*models.Job, st map[int64]*api.Idle) []templates.IdleRow {
+func idleRows(m *app.Moment, u *app.User, js []*app.Job, st map[int64]*api.Idle) []templates.IdleRow {
 	var out []templates.IdleRow
 	for _, j := range js {
 		r := templates.IdleRow{ID: j.ID, Team: j.Team, GPUs: strings.Join(j.Placement, ", "),
-			Short: st[j.ID].Short(m.now), Text: st[j.ID].Text(m.now, time.Local)}
+			Short: st[j.ID].Short(m.Now), Text: st[j.ID].Text(m.Now, time.Local)}
 		if canSee(u, j.Team) {
 			r.Name, r.User = j.Name, j.User
 		}
@@ -61,48 +60,33 @@ func idleRows(m *moment, u *models.User, js []*models.Job, st map[int64]*api.Idl
 	return out
 }
 
-// strandedJobs are the waiting jobs of team that need more GPUs than their
-// user's cap (sched.Team.CapOf): they cannot start until it is raised.
-// caps are the per-user caps of every team (Store.UserCaps).
-func strandedJobs(m *moment, team string, caps map[string]map[string]int) []templates.StrandedRow {
-	i := slices.IndexFunc(m.teams, func(t models.Team) bool { return t.Name == team })
-	if i < 0 {
-		return nil
-	}
-	t := sched.Team{Name: team, MaxGPUsPerUser: m.teams[i].MaxGPUsPerUser, UserCaps: caps[team]}
+// strandedRows are stranded jobs as the team page lists them.
+func strandedRows(js []app.Stranded) []templates.StrandedRow {
 	var out []templates.StrandedRow
-	for k := range m.queued {
-		j := &m.queued[k]
-		if j.Team != team || !j.State.Waiting() {
-			continue
-		}
-		c := t.CapOf(j.User)
-		if c <= 0 || j.GPUs <= c {
-			continue
-		}
+	for _, j := range js {
 		which := "the team's cap per user"
-		if caps[team][j.User] > 0 {
+		if j.OwnCap {
 			which = j.User + "'s own cap"
 		}
 		out = append(out, templates.StrandedRow{ID: j.ID, Name: j.Name, User: j.User,
-			Why: fmt.Sprintf("needs %d GPUs; %s is %d: raise it or cancel the job", j.GPUs, which, c)})
+			Why: fmt.Sprintf("needs %d GPUs; %s is %d: raise it or cancel the job", j.GPUs, which, j.Cap)})
 	}
 	return out
 }
 
 // teamFlags are team's warnings as of m, for viewer u.
-func (s *Server) teamFlags(ctx context.Context, m *moment, u *models.User, team string) (templates.TeamFlags, error) {
+func (s *Server) teamFlags(ctx context.Context, m *app.Moment, u *app.User, team string) (templates.TeamFlags, error) {
 	f := templates.TeamFlags{Team: team}
 	js, st, err := s.idleJobs(ctx, m, team)
 	if err != nil {
 		return f, err
 	}
 	f.Idle = idleRows(m, u, js, st)
-	caps, err := s.cfg.Store.UserCaps(ctx)
+	stranded, err := s.app.StrandedJobs(ctx, app.Actor{User: u}, m, team)
 	if err != nil {
 		return f, err
 	}
-	f.Stranded = strandedJobs(m, team, caps)
+	f.Stranded = strandedRows(stranded)
 	return f, nil
 }
 
@@ -110,12 +94,12 @@ func (s *Server) teamFlags(ctx context.Context, m *moment, u *models.User, team 
 // them with it.
 func (s *Server) teamFlagsPart(c echo.Context) error {
 	ctx := c.Request().Context()
-	m, err := s.moment(ctx)
+	m, err := s.app.Moment(ctx)
 	if err != nil {
 		return err
 	}
 	name := c.Param("name")
-	if !slices.ContainsFunc(m.teams, func(t models.Team) bool { return t.Name == name }) {
+	if !slices.ContainsFunc(m.Teams, func(t app.Team) bool { return t.Name == name }) {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
 	}
 	u := currentUser(c)
@@ -132,7 +116,7 @@ func (s *Server) teamFlagsPart(c echo.Context) error {
 // guaranteeWarning says when the teams' guarantees together promise more
 // GPUs than the cluster has; "" when they do not. clusterGPUs 0 (no
 // machine connected yet) says nothing.
-func guaranteeWarning(teams []models.Team, clusterGPUs int) string {
+func guaranteeWarning(teams []api.TeamShare, clusterGPUs int) string {
 	sum := 0
 	for _, t := range teams {
 		sum += t.GuaranteeGPUs

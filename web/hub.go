@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/app"
 )
 
 // The live stream: one websocket endpoint (/ws) where a client subscribes
@@ -97,22 +96,14 @@ type hub struct {
 	// as encoded: an update equal to it is not sent again.
 	last map[string]map[string][]byte
 
-	// poked asks for the clients' credentials to be checked now (sockets.go).
-	poked chan struct{}
-}
-
-// poke asks for every client's credential and topics to be checked at
-// once: a credential ended or a user's rights changed.
-func (h *hub) poke() {
-	select {
-	case h.poked <- struct{}{}:
-	default:
-	}
+	// poked asks for the clients' credentials to be checked now
+	// (sockets.go): Config.AccessChanged; nil, never.
+	poked <-chan struct{}
 }
 
 func newHub(log *slog.Logger) *hub {
 	return &hub{log: log, clients: make(map[*wsClient]struct{}), perUser: make(map[int64]int),
-		topics: make(map[string]map[*wsClient]struct{}), last: make(map[string]map[string][]byte), poked: make(chan struct{}, 1)}
+		topics: make(map[string]map[*wsClient]struct{}), last: make(map[string]map[string][]byte)}
 }
 
 // changed records b as the last broadcast of topic and type, and reports
@@ -140,7 +131,7 @@ func (h *hub) changed(topic, typ string, b []byte) bool {
 type wsClient struct {
 	// user is who the client is as of its credential's last check
 	// (sockets.go): every subscription and delivery is judged by it.
-	user atomic.Pointer[models.User]
+	user atomic.Pointer[app.User]
 	// cred is what the client authenticated with, checked again and
 	// again; opened is when it connected.
 	cred   credential
@@ -158,7 +149,7 @@ type wsClient struct {
 	once    sync.Once
 }
 
-func newClient(u *models.User, conn *websocket.Conn) *wsClient {
+func newClient(u *app.User, conn *websocket.Conn) *wsClient {
 	c := &wsClient{conn: conn, follows: make(map[string]bool),
 		wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	c.user.Store(u)
@@ -166,7 +157,7 @@ func newClient(u *models.User, conn *websocket.Conn) *wsClient {
 }
 
 // viewer is the client's user as last checked.
-func (c *wsClient) viewer() *models.User { return c.user.Load() }
+func (c *wsClient) viewer() *app.User { return c.user.Load() }
 
 // reserve counts a new connection of user userID, unless the user has
 // max already; release undoes it. The hub counts at most max live

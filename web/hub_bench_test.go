@@ -40,7 +40,7 @@ func benchHub(b *testing.B, clients int) {
 	// test server's keeps 10 jobs, fewer than the frame's 64).
 	tel := telemetry.New(10*time.Minute, 2000)
 	pub := live.New(live.Config{Telemetry: tel, Interval: time.Millisecond}) // the hub, not the rate cap
-	ts := newTestServer(b, func(c *Config) { c.Telemetry, c.Live = tel, pub })
+	ts := newTestServer(b, func(c *testConfig) { c.Telemetry, c.Live = tel, pub })
 	srv := httptest.NewServer(ts.Handler())
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())

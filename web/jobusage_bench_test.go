@@ -18,7 +18,7 @@ import (
 //
 //	go test -run '^$' -bench IdleStates -benchtime 10x ./web
 func BenchmarkIdleStates(b *testing.B) {
-	ts := newTestServer(b, func(c *Config) { c.Idle = idle.DefaultRule })
+	ts := newTestServer(b, func(c *testConfig) { c.App.Idle = idle.DefaultRule })
 	ctx := context.Background()
 	now := time.Now()
 	start := now.Add(-2 * time.Hour)
@@ -51,14 +51,20 @@ func BenchmarkIdleStates(b *testing.B) {
 	if err := ts.store.SaveGPUHistory(ctx, rows); err != nil {
 		b.Fatal(err)
 	}
+	var flip bool
 	for _, fresh := range []bool{true, false} {
 		name := map[bool]string{true: "fresh", false: "cached"}[fresh]
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
+				at := now
 				if fresh {
-					ts.idle.m = nil
+					// Each verdict 11 seconds earlier or later than the
+					// last: past the cache's 10 seconds, either way.
+					if flip = !flip; flip {
+						at = now.Add(-11 * time.Second)
+					}
 				}
-				st, err := ts.idleStates(ctx, js, now)
+				st, err := ts.app.IdleStates(ctx, js, at)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -60,7 +60,7 @@ func TestLanesInTheAPI(t *testing.T) {
 		}},
 		{Index: 1, CapacityMiB: 16384},
 	}}
-	if err := ts.Server.cfg.Engine.AddNode(ctx, node); err != nil {
+	if err := ts.engine.AddNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 

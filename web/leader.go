@@ -54,11 +54,7 @@ func (s *Server) agentsOnLeader(h http.Handler) http.Handler {
 // runs but neither schedules nor records until it takes the lock back, or
 // steps down (exits) after --db-outage-hold.
 func (s *Server) fenced() bool {
-	if s.cfg.Engine == nil {
-		return false
-	}
-	why, _ := s.cfg.Engine.Fenced()
-	return why != ""
+	return s.app != nil && s.app.Fenced()
 }
 
 // leaderGauges are gpuportal_leader, 1 on the replica that leads, fenced

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	agenthub "github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
@@ -41,7 +42,8 @@ func TestRoleShows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leading atomic.Bool
-	srv, err := New(Config{Store: store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
+	srv, err := New(Config{App: app.New(app.Config{Store: store, Engine: eng, Logger: quiet, Leader: leading.Load}),
+		Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
 		Agents: agenthub.New(agenthub.Config{Token: "agent-secret"}, eng, quiet), Leader: leading.Load})
 	if err != nil {
 		t.Fatal(err)
@@ -107,12 +109,13 @@ func TestFollowerNodeActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng.SetFollower()
-	srv, err := New(Config{Store: ts.store, Engine: eng, Telemetry: telemetry.New(time.Minute, 10), Logger: quiet,
-		Leader: func() bool { return false }})
+	follower := func() bool { return false }
+	srv, err := New(Config{App: app.New(app.Config{Store: ts.store, Engine: eng, Logger: quiet, Leader: follower}),
+		Telemetry: telemetry.New(time.Minute, 10), Logger: quiet, Leader: follower})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fol := &testServer{Server: srv, store: ts.store, sessions: ts.sessions, tokens: ts.tokens}
+	fol := &testServer{Server: srv, store: ts.store, engine: eng, sessions: ts.sessions, tokens: ts.tokens}
 	if err := enginestore.New(ts.store).RecordGPUFault(ctx, engine.GPUFault{Node: "box", Index: 1, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

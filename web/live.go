@@ -18,8 +18,8 @@ const historyWindow = 10 * time.Minute
 // gpuHistory returns the history of every GPU of the connected machines.
 func (s *Server) gpuHistory(since int64) []api.GPUSeries {
 	out := []api.GPUSeries{}
-	gl := s.gpuLanes()
-	for _, g := range s.connectedGPUs() {
+	gl := s.app.GPULanes()
+	for _, g := range s.app.ConnectedGPUs() {
 		gs := api.GPUSeries{UUID: g.Device.UUID, Node: g.Key.Node, Index: g.Key.Index, Model: g.Device.Model,
 			Points: pointsOf(s.cfg.Telemetry.GPU(g.Key, since))}
 		if l, ok := gl[g.Key]; ok {
@@ -38,7 +38,7 @@ func (s *Server) frameSeries(f telemetry.Frame) []api.GPUSeries {
 		byKey[g.GPUKey] = g.Point
 	}
 	out := []api.GPUSeries{}
-	for _, g := range s.connectedGPUs() {
+	for _, g := range s.app.ConnectedGPUs() {
 		if p, ok := byKey[g.Key]; ok {
 			out = append(out, api.GPUSeries{UUID: g.Device.UUID, Node: g.Key.Node, Index: g.Key.Index, Model: g.Device.Model,
 				Points: []api.Point{pointOf(p)}})

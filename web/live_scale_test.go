@@ -34,7 +34,7 @@ func manyMachines(t testing.TB, n, gpus int) (*testServer, string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.cfg.Engine.AddNode(context.Background(), a); err != nil {
+		if err := ts.engine.AddNode(context.Background(), a); err != nil {
 			t.Fatal(err)
 		}
 	}

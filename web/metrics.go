@@ -15,11 +15,9 @@ import (
 
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/buildinfo"
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/usage"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // /metrics: what the portal knows, for Prometheus. Every figure a page
@@ -146,8 +144,8 @@ func counter(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric 
 	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 }
 
-func histogram(d *prometheus.Desc, h engine.Histogram, labels ...string) prometheus.Metric {
-	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, h.Cumulative(), labels...)
+func histogram(d *prometheus.Desc, h app.Histogram, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, h.Buckets, labels...)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -163,7 +161,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// The running jobs whole, the others counted in the database: what
 	// /metrics costs does not follow the queue's length (issue 33).
-	m, err := c.s.runningMoment(ctx)
+	m, err := c.s.app.RunningMoment(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(queueDesc, err)
 		ch <- prometheus.NewInvalidMetric(gpusDesc, err)
@@ -178,7 +176,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for state, v := range a.NodeStateCounts() {
 		ch <- gauge(nodesDesc, float64(v), state)
 	}
-	collectEngine(ch, a.EngineStats(), m)
+	collectEngine(ch, a, m)
 	var beats int64
 	if a := c.s.cfg.Agents; a != nil {
 		beats = a.Heartbeats()
@@ -192,23 +190,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectQueues sends the unfinished jobs by queue (counts, from
-// Store.QueueCounts) and the GPUs teams hold, as the queues and teams
+// app.App.QueueCounts) and the GPUs teams hold, as the queues and teams
 // pages show them.
-func collectQueues(ch chan<- prometheus.Metric, m *moment, counts []models.QueueCount) {
-	type key struct{ queue, team, status string }
-	n := make(map[key]int)
+func collectQueues(ch chan<- prometheus.Metric, m *app.Moment, counts []app.Labeled) {
 	for _, c := range counts {
-		status := "waiting"
-		if c.State == job.Running {
-			status = "running"
-		}
-		n[key{strconv.Itoa(c.QueueIndex), c.Team, status}] += c.N
+		ch <- gauge(queueDesc, c.V, c.Labels...)
 	}
-	for k, v := range n {
-		ch <- gauge(queueDesc, float64(v), k.queue, k.team, k.status)
-	}
-	ch <- gauge(inUseDesc, m.figures.InUseGPUs())
-	for _, t := range m.teamShares() {
+	ch <- gauge(inUseDesc, m.Figures.InUseGPUs())
+	for _, t := range m.TeamShares() {
 		ch <- gauge(teamInUseDesc, t.InUseGPUs, t.Name)
 		ch <- gauge(teamBorrDesc, t.BorrowedGPUs, t.Name)
 		ch <- gauge(teamGuarDesc, float64(t.GuaranteeGPUs), t.Name)
@@ -220,11 +209,11 @@ func collectQueues(ch chan<- prometheus.Metric, m *moment, counts []models.Queue
 // of it they keep busy (core/usage, as the job and teams pages). Without
 // names, a GPU's job_id and user labels are empty (its team stays) and
 // the per-job series are left out.
-func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.Time, names bool) {
+func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *app.Moment, now time.Time, names bool) {
 	cl := c.s.app.Cluster(now, false)
-	users := make(map[int64]string, len(m.running))
-	teams := make(map[int64]string, len(m.running))
-	for _, j := range m.running {
+	users := make(map[int64]string, len(m.Running))
+	teams := make(map[int64]string, len(m.Running))
+	for _, j := range m.Running {
 		users[j.ID], teams[j.ID] = j.User, j.Team
 	}
 	util := make(map[string]float64) // "node:index" -> utilization from 0 to 1
@@ -237,7 +226,7 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 		unschedulable := n.State != "" && n.State != "ready"
 		for _, d := range n.Devices {
 			place := n.Name + ":" + strconv.Itoa(d.Index)
-			held := m.figures.OnGPU(place)
+			held := m.Figures.OnGPU(place)
 			states[gpuState(held, unschedulable || cl.Faults[app.GPUName(n.Name, d.Index)] != "")]++
 			idx := strconv.Itoa(d.Index)
 			ch <- gauge(gpuInfoDesc, 1, n.Name, idx, d.UUID, d.Model)
@@ -290,14 +279,14 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 		ch <- gauge(gpusDesc, float64(v), state)
 	}
 	if names {
-		for i := range m.running {
-			j := &m.running[i]
-			ch <- gauge(attainedDesc, j.Service(m.now).GPUSeconds, strconv.FormatInt(j.ID, 10), j.User, j.Team)
+		for i := range m.Running {
+			j := &m.Running[i]
+			ch <- gauge(attainedDesc, j.Service(m.Now).GPUSeconds, strconv.FormatInt(j.ID, 10), j.User, j.Team)
 		}
 	}
-	utilized := m.figures.Utilized(func(g string) float64 { return util[g] })
+	utilized := m.Figures.Utilized(func(g string) float64 { return util[g] })
 	total := 0.0
-	for _, t := range m.teams {
+	for _, t := range m.Teams {
 		ch <- gauge(teamUtilDesc, utilized[t.Name], t.Name)
 	}
 	for _, v := range utilized {
@@ -324,55 +313,38 @@ func holders(held []usage.Holding, users, teams map[int64]string) []string {
 
 // collectEngine sends what the engine counted; m, when not nil, names
 // the teams whose counters start at 0.
-func collectEngine(ch chan<- prometheus.Metric, st engine.Stats, m *moment) {
+func collectEngine(ch chan<- prometheus.Metric, a *app.App, m *app.Moment) {
+	var teams []string
+	if m != nil {
+		for _, t := range m.Teams {
+			teams = append(teams, t.Name)
+		}
+	}
+	st := a.EngineFigures(teams)
 	ch <- counter(passesDesc, float64(st.Passes))
 	ch <- counter(passSecsDesc, st.PassSeconds)
 	ch <- gauge(lastPassDesc, st.LastPass.Seconds())
 	ch <- histogram(passHistDesc, st.PassTime)
 	ch <- histogram(wholePassDesc, st.WholePass)
-	for _, p := range engine.Phases() {
-		ch <- counter(phaseDesc, st.PhaseSeconds[p], p)
+	for _, p := range st.PhaseSeconds {
+		ch <- counter(phaseDesc, p.V, p.Labels...)
 	}
 	ch <- histogram(exitLagDesc, st.ExitLag)
 	ch <- counter(coalescedDesc, float64(st.Coalesced))
 	ch <- counter(timedOutDesc, float64(st.TimedOut))
-	var teams []string
-	if m != nil {
-		for _, t := range m.teams {
-			teams = append(teams, t.Name)
+	for _, f := range []struct {
+		d  *prometheus.Desc
+		vs []app.Labeled
+	}{{preemptDesc, st.Preempted}, {reclaimsDesc, st.Reclaimed}, {requeuesDesc, st.RequeuedBy}, {retriesDesc, st.RetriedBy}} {
+		for _, v := range f.vs {
+			ch <- counter(f.d, v.V, v.Labels...)
 		}
 	}
-	preempted := make(map[engine.CauseTeam]int64, len(st.Preempted))
-	reclaimed := make(map[string]int64, len(st.Reclaimed))
-	for _, t := range teams {
-		for _, cause := range engine.PreemptCauses() {
-			preempted[engine.CauseTeam{Cause: cause, Team: t}] = 0
-		}
-		reclaimed[t] = 0
+	for _, h := range st.SubmitToStart {
+		ch <- histogram(submitDesc, h.H, h.Labels...)
 	}
-	for k, v := range st.Preempted {
-		preempted[k] = v
-	}
-	for t, v := range st.Reclaimed {
-		reclaimed[t] = v
-	}
-	for k, v := range preempted {
-		ch <- counter(preemptDesc, float64(v), k.Cause, k.Team)
-	}
-	for t, v := range reclaimed {
-		ch <- counter(reclaimsDesc, float64(v), t)
-	}
-	for _, cause := range engine.RequeueCauses() {
-		ch <- counter(requeuesDesc, float64(st.RequeuedBy[cause]), cause)
-	}
-	for _, cause := range engine.RetryCauses() {
-		ch <- counter(retriesDesc, float64(st.RetriedBy[cause]), cause)
-	}
-	for k, h := range st.SubmitToStart {
-		ch <- histogram(submitDesc, h, strconv.Itoa(k.Queue), k.Team)
-	}
-	for k, h := range st.QueueWait {
-		ch <- histogram(waitDesc, h, strconv.Itoa(k.Queue), k.Team)
+	for _, h := range st.QueueWait {
+		ch <- histogram(waitDesc, h.H, h.Labels...)
 	}
 	ch <- counter(startsDesc, float64(st.Starts))
 	ch <- counter(nodeLostDesc, float64(st.NodesRemoved))

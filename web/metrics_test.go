@@ -129,7 +129,7 @@ func metricsCluster(t *testing.T, ts *testServer) (whole, a, b int64) {
 	whole = start("alice", "vision", []string{"g0:0", "g0:1"}, false)
 	a = start("alice", "vision", []string{"g0:2"}, true)
 	b = start("bob", "nlp", []string{"g0:2"}, true)
-	if err := ts.cfg.Engine.AddNode(ctx, node); err != nil {
+	if err := ts.engine.AddNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	return whole, a, b
@@ -141,7 +141,7 @@ func metricsCluster(t *testing.T, ts *testServer) (whole, a, b int64) {
 // whatever its memory says; a team's allocated GPUs are the teams API's,
 // its utilized GPUs its shares times utilization.
 func TestMetricsGPUs(t *testing.T) {
-	ts := newTestServer(t, func(c *Config) { c.MetricsUserLabels = true })
+	ts := newTestServer(t, func(c *testConfig) { c.MetricsUserLabels = true })
 	whole, a, b := metricsCluster(t, ts)
 	fams := scrape(t, ts)
 
@@ -241,7 +241,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 			}
 			node.runs = append(node.runs, job.RunRef{Job: j.ID, Run: run})
 		}
-		if err := ts.cfg.Engine.AddNode(ctx, node); err != nil {
+		if err := ts.engine.AddNode(ctx, node); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -264,13 +264,13 @@ func TestMetricsToken(t *testing.T) {
 	const token = "metrics-t0ken"
 	for _, tc := range []struct {
 		name  string
-		cfg   func(*Config)
+		cfg   func(*testConfig)
 		token string
 		names bool
 	}{
-		{"anonymous: no names", func(*Config) {}, "", false},
-		{"anonymous with --metrics-user-labels", func(c *Config) { c.MetricsUserLabels = true }, "", true},
-		{"behind a token", func(c *Config) { c.MetricsToken = token }, token, true},
+		{"anonymous: no names", func(*testConfig) {}, "", false},
+		{"anonymous with --metrics-user-labels", func(c *testConfig) { c.MetricsUserLabels = true }, "", true},
+		{"behind a token", func(c *testConfig) { c.MetricsToken = token }, token, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := newTestServer(t, tc.cfg)

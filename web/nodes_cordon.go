@@ -6,17 +6,11 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/engine"
 )
 
 // Cordon and GPU health: admins cordon a machine (no new jobs; running
 // ones keep running), uncordon it, and put back in service a GPU that
 // reported an error (see core/engine/health.go).
-
-// describeNode is a machine as the API shows it (app.App.DescribeNode).
-func (s *Server) describeNode(st engine.NodeStatus) api.Node { return s.app.DescribeNode(st) }
 
 // nodeResponse answers with the machine named by :name.
 func (s *Server) nodeResponse(c echo.Context) error {

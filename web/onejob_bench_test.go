@@ -27,14 +27,14 @@ func BenchmarkOneJobAtQueue(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := ts.cfg.Engine.AddNode(ctx, node); err != nil {
+	if err := ts.engine.AddNode(ctx, node); err != nil {
 		b.Fatal(err)
 	}
 	run := &models.Job{Name: "running", Team: "vision", User: "alice", GPUs: 1, SimDuration: 24 * 3600, SubmittedAt: time.Now()}
 	if err := ts.store.CreateJob(ctx, run); err != nil {
 		b.Fatal(err)
 	}
-	ts.cfg.Engine.Wake()
+	ts.engine.Wake()
 	stillRuns := func(b testing.TB) {
 		b.Helper()
 		j, err := ts.store.Job(ctx, run.ID)

@@ -17,7 +17,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -89,7 +88,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	if err != nil {
 		return templates.JobList{}, err
 	}
-	admin := currentUser(c).Role == models.RoleAdmin
+	admin := app.IsAdmin(currentUser(c))
 	if q.Scope == "" {
 		q.Scope = "team"
 		if admin {
@@ -101,7 +100,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		return templates.JobList{}, err
 	}
 	ctx := c.Request().Context()
-	m, err := s.shownMoment(ctx, p.Jobs...)
+	m, err := s.app.ShownMoment(ctx, p.Jobs...)
 	if err != nil {
 		return templates.JobList{}, err
 	}
@@ -119,18 +118,18 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 	for _, st := range job.States {
 		l.States = append(l.States, string(st))
 	}
-	shown := make([]*models.Job, len(p.Jobs))
+	shown := make([]*app.Job, len(p.Jobs))
 	for i := range p.Jobs {
 		shown[i] = &p.Jobs[i]
 	}
-	idle, err := s.idleStates(ctx, shown, m.now)
+	idle, err := s.app.IdleStates(ctx, shown, m.Now)
 	if err != nil {
 		return templates.JobList{}, err
 	}
 	for i := range p.Jobs {
-		r := jobRow(m.job(&p.Jobs[i]), m.now)
+		r := jobRow(m.Job(&p.Jobs[i]), m.Now)
 		if st := idle[p.Jobs[i].ID]; st != nil && st.Idle {
-			r.Idle, r.IdleText = st.Short(m.now), "idle "+st.Text(m.now, time.Local)
+			r.Idle, r.IdleText = st.Short(m.Now), "idle "+st.Text(m.Now, time.Local)
 		}
 		l.Jobs = append(l.Jobs, r)
 	}
@@ -190,14 +189,7 @@ func (s *Server) submitPage(c echo.Context) error {
 		if err != nil {
 			return echo.NewHTTPError(http.StatusBadRequest, "template: must be a number")
 		}
-		t, err := s.cfg.Store.Template(c.Request().Context(), u.Name, id)
-		if errors.Is(err, models.ErrNotFound) {
-			return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("you have no template %d", id))
-		}
-		if err != nil {
-			return err
-		}
-		tj, err := templateJSON(*t)
+		tj, err := s.app.Template(c.Request().Context(), appActor(c), id)
 		if err != nil {
 			return err
 		}
@@ -257,7 +249,7 @@ func (s *Server) submitForm(c echo.Context) error {
 	runForm(c, &f)
 	req, fe := formRequest(f)
 	ctx, a := c.Request().Context(), appActor(c)
-	var j *models.Job
+	var j *app.Job
 	var err error
 	if len(fe) == 0 {
 		j, err = s.app.Submit(ctx, a, req)
@@ -336,7 +328,7 @@ func formRequest(f templates.SubmitForm) (api.SubmitRequest, fieldErrors) {
 // resubmitWay is how u may run j again from its page: its owner edits a
 // form filled from it; its team's lead or an admin resubmits it as its
 // owner's (resubmitJob); a teammate not at all.
-func resubmitWay(u *models.User, j *models.Job) string {
+func resubmitWay(u *app.User, j *app.Job) string {
 	switch {
 	case u.Name == j.User:
 		return templates.ResubmitEdit
@@ -351,13 +343,13 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if err != nil {
 		return templates.JobDetail{}, err
 	}
-	m, err := s.shownMoment(c.Request().Context(), *j)
+	m, err := s.app.ShownMoment(c.Request().Context(), *j)
 	if err != nil {
 		return templates.JobDetail{}, err
 	}
-	aj := s.jobOf(m, j)
+	aj := s.app.JobOf(m, j)
 	d := templates.JobDetail{
-		JobRow:      jobRow(aj, m.now),
+		JobRow:      jobRow(aj, m.Now),
 		Placement:   strings.Join(aj.Placement, ", "),
 		Executed:    fmtDuration(secs(aj.ExecutedS)),
 		Attained:    fmt.Sprintf("%.0f GPU-seconds", aj.AttainedService),
@@ -375,7 +367,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if d.Placement == "" {
 		d.Placement = "—"
 	}
-	if err := s.describeForecast(c, aj, m.now, &d); err != nil {
+	if err := s.describeForecast(c, aj, m.Now, &d); err != nil {
 		return d, err
 	}
 	h, err := s.app.JobHistory(c.Request().Context(), appActor(c), j.ID)
@@ -396,13 +388,13 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	}
 	describeResources(aj.Resources, &d)
 	d.LiveMemory = s.placementLiveMemory(j.Placement)
-	u, err := s.jobUsage(c.Request().Context(), j, m.now, true)
+	u, err := s.app.JobUsage(c.Request().Context(), j, m.Now, true)
 	if err != nil {
 		return d, err
 	}
-	describeUsage(u, m.now, &d)
-	if d.CanCancel && j.State == job.Running && s.cfg.ReclaimGrace > 0 {
-		if p := s.idleTermsOf(c.Request().Context(), j.Team).policy; p.Reclaims(j.IsSession()) {
+	describeUsage(u, m.Now, &d)
+	if d.CanCancel && j.State == job.Running && s.app.Reclaims() {
+		if p := s.app.IdleTermsOf(c.Request().Context(), j.Team).Policy; p.Reclaims(j.IsSession()) {
 			d.KeepAliveMaxH = p.MaxKeepAlive.Hours()
 		}
 	}

@@ -56,7 +56,7 @@ func TestQueuePagesLoseAndRepeatNoJob(t *testing.T) {
 				}
 				// The last job shown, which the cursor names, stays.
 				for _, id := range shown[max(len(shown)-1-tc.leave, 0) : len(shown)-1] {
-					if err := ts.cfg.Engine.Cancel(context.Background(), id, "test"); err != nil {
+					if err := ts.engine.Cancel(context.Background(), id, "test"); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -85,12 +85,12 @@ func waitPlaced(t *testing.T, ts *testServer, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		ts.cfg.Engine.Wake()
-		if len(ts.cfg.Engine.Waits()) == n {
+		ts.engine.Wake()
+		if len(ts.engine.Waits()) == n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the engine placed %d jobs, want %d", len(ts.cfg.Engine.Waits()), n)
+			t.Fatalf("the engine placed %d jobs, want %d", len(ts.engine.Waits()), n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

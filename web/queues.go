@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,12 +11,11 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
-func (s *Server) queues(c echo.Context, p queuePage) (api.Queues, error) {
-	return s.app.Queues(c.Request().Context(), appActor(c), p.app())
+func (s *Server) queues(c echo.Context, p app.QueuePage) (api.Queues, error) {
+	return s.app.Queues(c.Request().Context(), appActor(c), p)
 }
 
 // queueTopicPage is how many jobs of each queue the queues topic sends
@@ -32,35 +30,19 @@ const defaultQueuePage = 100
 // maxQueuePage bounds ?limit= of GET /api/v1/queues.
 const maxQueuePage = 1000
 
-// queuePage asks for part of the queues: at most limit jobs of each
-// queue from offset (of queue alone when queue is not -1), or, with a
-// cursor, of the cursor's queue right after the job the cursor names and
-// of the others from their start. only keeps the queues other than queue
-// out (the API's ?queue=); their counts are in either way.
-type queuePage struct {
-	queue, offset, limit int
-	cursor               app.QueueCursor
-	only                 bool
-}
-
-// app is p as app.App.Queues takes it.
-func (p queuePage) app() app.QueuePage {
-	return app.QueuePage{Queue: p.queue, Offset: p.offset, Limit: p.limit, Cursor: p.cursor, Only: p.only}
-}
-
 // queuePageParams reads ?queue=, ?offset=, ?cursor= and ?limit= (default
 // def); a cursor names its queue.
-func queuePageParams(c echo.Context, queues, def int) (queuePage, error) {
-	p := queuePage{queue: -1, limit: def}
+func queuePageParams(c echo.Context, queues, def int) (app.QueuePage, error) {
+	p := app.QueuePage{Queue: -1, Limit: def}
 	for _, f := range []struct {
 		name string
 		dst  *int
 		min  int
 		max  int
 	}{
-		{"queue", &p.queue, 0, queues - 1},
-		{"offset", &p.offset, 0, 1 << 31},
-		{"limit", &p.limit, 1, maxQueuePage},
+		{"queue", &p.Queue, 0, queues - 1},
+		{"offset", &p.Offset, 0, 1 << 31},
+		{"limit", &p.Limit, 1, maxQueuePage},
 	} {
 		v := c.QueryParam(f.name)
 		if v == "" {
@@ -75,22 +57,12 @@ func queuePageParams(c echo.Context, queues, def int) (queuePage, error) {
 	}
 	if v := c.QueryParam("cursor"); v != "" {
 		cur, ok := app.ParseQueueCursor(v, queues)
-		if !ok || (p.queue >= 0 && p.queue != cur.Queue) {
+		if !ok || (p.Queue >= 0 && p.Queue != cur.Queue) {
 			return p, echo.NewHTTPError(http.StatusBadRequest, "cursor: must be a next_cursor of this server's queues, of the queue named by queue")
 		}
-		p.cursor, p.queue = cur, cur.Queue
+		p.Cursor, p.Queue = cur, cur.Queue
 	}
 	return p, nil
-}
-
-// queueOrder places m's unfinished jobs in n queues
-// (app.Moment.QueueOrder).
-func queueOrder(m *moment, n int) [][]*models.QueueRow { return m.QueueOrder(n) }
-
-// queuesFor is the queues at m as user u may see them
-// (app.App.QueuesAt).
-func (s *Server) queuesFor(ctx context.Context, m *moment, u *models.User, p queuePage) (api.Queues, error) {
-	return s.app.QueuesAt(ctx, m.Moment, app.Actor{User: u}, p.app())
 }
 
 // apiQueues returns the queues with their counts and a page of each
@@ -102,7 +74,7 @@ func (s *Server) apiQueues(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p.only = p.queue >= 0
+	p.Only = p.Queue >= 0
 	q, err := s.queues(c, p)
 	if err != nil {
 		return err
@@ -119,13 +91,7 @@ func (s *Server) jctStats(c echo.Context) (api.JCTStats, error) {
 		}
 		window = d
 	}
-	return s.jctStatsFor(c.Request().Context(), window)
-}
-
-// jctStatsFor summarizes the JCTs of jobs that ended within window
-// (app.App.JCTStats).
-func (s *Server) jctStatsFor(ctx context.Context, window time.Duration) (api.JCTStats, error) {
-	return s.app.JCTStats(ctx, window)
+	return s.app.JCTStats(c.Request().Context(), window)
 }
 
 func (s *Server) apiJCT(c echo.Context) error {
@@ -141,7 +107,7 @@ func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
 	if err != nil {
 		return templates.Queues{}, err
 	}
-	p.limit = queueTopicPage
+	p.Limit = queueTopicPage
 	q, err := s.queues(c, p)
 	if err != nil {
 		return templates.Queues{}, err
@@ -166,7 +132,7 @@ func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
 		if qu.Offset > 0 {
 			tq.First = "/queues"
 		}
-		if p.queue == qu.Index && c.QueryParam("cursor") != "" {
+		if p.Queue == qu.Index && c.QueryParam("cursor") != "" {
 			v.Query = "?cursor=" + url.QueryEscape(c.QueryParam("cursor"))
 		}
 		for _, j := range qu.Jobs {

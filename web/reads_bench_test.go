@@ -121,18 +121,18 @@ func scaleServer(b *testing.B, dsn string, queued, finished int) *testServer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := ts.cfg.Engine.AddNode(context.Background(), a); err != nil {
+	if err := ts.engine.AddNode(context.Background(), a); err != nil {
 		b.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		ts.cfg.Engine.Wake()
-		if len(ts.cfg.Engine.Waits()) >= queued-8 {
+		ts.engine.Wake()
+		if len(ts.engine.Waits()) >= queued-8 {
 			return ts
 		}
 		if time.Now().After(deadline) {
 			// The reads cost the same with fewer positions known.
-			b.Logf("the engine placed %d of %d queued jobs in 5 minutes", len(ts.cfg.Engine.Waits()), queued)
+			b.Logf("the engine placed %d of %d queued jobs in 5 minutes", len(ts.engine.Waits()), queued)
 			return ts
 		}
 		time.Sleep(100 * time.Millisecond)

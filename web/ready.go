@@ -10,9 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/labstack/echo/v4"
-
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // Readiness tells whether this server can do its work now, not only
@@ -64,7 +63,7 @@ func (s *Server) ready(ctx context.Context) string {
 
 // causeOf is why err keeps the server from saving, in a few words.
 func causeOf(err error) string {
-	if c := models.Cause(err); c != "" {
+	if c := app.StoreCause(err); c != "" {
 		return c
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -56,7 +56,7 @@ func (n *fakeHoldingNode) Sample(time.Time) []gpu.Sample { return nil }
 func TestReservationInTheAPI(t *testing.T) {
 	ctx := context.Background()
 	var eng *engine.Engine
-	ts := newTestServer(t, func(c *Config) {
+	ts := newTestServer(t, func(c *testConfig) {
 		sc, err := sched.New(sched.Config{Policy: "fjf", ReserveAfterS: 300})
 		if err != nil {
 			t.Fatal(err)

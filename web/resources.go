@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -47,9 +47,10 @@ func describeResources(r *api.JobResources, d *templates.JobDetail) {
 	d.ProfileCurve = templates.ProfileCurve{CPU: p.CPU, AllocCoresPerGPU: alloc}
 }
 
-// nodeAllocation writes a node's allocated CPUs and memory for the
+// nodeAllocation writes machine n's allocated CPUs and memory for the
 // cluster page.
-func nodeAllocation(a engine.NodeAllocation, cpus int, memMiB int64) string {
+func nodeAllocation(n app.ShownMachine) string {
+	a, cpus, memMiB := n.Allocated, n.CPUs, n.MemMiB
 	if a.Jobs == 0 {
 		return fmt.Sprintf("CPUs 0 of %d allocated · memory 0 of %s GiB", cpus, gib(memMiB))
 	}

@@ -22,12 +22,12 @@ func TestJobResourcesShown(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := context.Background()
 	a, err := agent.New(agent.Config{Name: "n0", Backend: gpu.NewSim("n0", 2, 16384), WorkDir: t.TempDir(),
-		CPUs: 16, MemMiB: 64 << 10}, ts.cfg.Engine.Exits())
+		CPUs: 16, MemMiB: 64 << 10}, ts.engine.Exits())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Shutdown(context.Background()) })
-	if err := ts.cfg.Engine.AddNode(ctx, a); err != nil {
+	if err := ts.engine.AddNode(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	j := &models.Job{Name: "r", Team: "vision", User: "alice", GPUs: 1, Model: "resnet50", SimDuration: 600, SubmittedAt: time.Now()}
@@ -36,7 +36,7 @@ func TestJobResourcesShown(t *testing.T) {
 	}
 	var got api.Job
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		ts.cfg.Engine.Wake()
+		ts.engine.Wake()
 		rec := ts.do(t, "alice", http.MethodGet, "/api/v1/jobs/"+itoa(j.ID), "")
 		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 			t.Fatalf("%v: %s", err, rec.Body)

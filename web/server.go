@@ -20,23 +20,24 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
-	"github.com/gpuportal/gpuportal/core/engine"
-	"github.com/gpuportal/gpuportal/core/idle"
-	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/identity/ldapdir"
 	"github.com/gpuportal/gpuportal/identity/openid"
 	"github.com/gpuportal/gpuportal/live"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/outbound"
 	"github.com/gpuportal/gpuportal/static"
 )
 
 // Config sets up a Server.
 type Config struct {
-	Store  *models.Store
-	Engine *engine.Engine
+	// App runs the actions and reads the handlers call (package app);
+	// the server assembly builds it over the store and the engine.
+	App *app.App
+	// AccessChanged, when not nil, is signalled (app.Config.AccessChanged)
+	// after a change that ends or narrows someone's access: every live
+	// connection's credential and topics are checked again at once.
+	AccessChanged <-chan struct{}
 	// Telemetry holds the GPU history the charts and the GPU API show.
 	Telemetry *telemetry.Recorder
 	Logger    *slog.Logger
@@ -94,15 +95,6 @@ type Config struct {
 	// address it refuses is refused when saved. nil: the Internet's
 	// addresses only.
 	Webhooks *outbound.Policy
-	// Idle is when a running job counts as holding its GPUs idle
-	// (core/idle) in a team that sets no rule of its own, field by field
-	// (teamIdleTerms); the zero Rule is idle.DefaultRule, and After 0
-	// turns the flag off for teams that set no idle time.
-	Idle idle.Rule
-	// ReclaimGrace is how long an idle job is warned before the leader
-	// stops it (serve --idle-reclaim-grace); 0: idle jobs are never
-	// reclaimed. Each team's policy says which kinds of job are.
-	ReclaimGrace time.Duration
 	// SignIn configures sign-in through the lab's LDAP directory or
 	// OpenID Connect provider, and how groups map to teams and roles
 	// (identity.Flags.Load); the zero value: local accounts only.
@@ -112,9 +104,6 @@ type Config struct {
 	// default, DefaultIdleBelowPct. One threshold for every team, not
 	// each team's own: the report compares teams and days with one ruler.
 	AccountingIdleBelowPct float64
-	// AllowedImages are the prefixes of the container images jobs may
-	// name (serve --allowed-images); empty: any.
-	AllowedImages job.ImagePrefixes
 	// SessionOrigin is where interactive sessions are served, one host
 	// each: a pattern such as https://*.sessions.lab.example
 	// (sessionorigin.go). Empty: on the portal's origin, sandboxed.
@@ -137,7 +126,6 @@ type Server struct {
 	db           dbState            // the database's reachability (dbstate.go)
 	ldap         *ldapdir.Directory // nil: no LDAP sign-in
 	oidc         *openid.Provider   // nil: no OpenID Connect sign-in
-	idle         idleCache          // the lists' idle verdicts (jobusage.go)
 	// reclaimed counts the GPU-seconds of idle jobs reclaimed, by team
 	// (reclaim.go).
 	reclaimed *prometheus.CounterVec
@@ -176,17 +164,14 @@ const tokenTTL = 30 * 24 * time.Hour
 
 // New builds the server's routes.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Engine == nil || cfg.Telemetry == nil {
-		return nil, errors.New("web: store, engine and telemetry are required")
+	if cfg.App == nil || cfg.Telemetry == nil {
+		return nil, errors.New("web: the application layer and telemetry are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.Idle == (idle.Rule{}) {
-		cfg.Idle = idle.DefaultRule
 	}
 	a, err := newAssets(static.FS)
 	if err != nil {
@@ -208,8 +193,8 @@ func New(cfg Config) (*Server, error) {
 		crossOrigin: http.NewCrossOriginProtection(),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
 			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
-	s.app = app.New(app.Config{Store: cfg.Store, Engine: cfg.Engine, Logger: cfg.Logger, Now: cfg.Now,
-		AllowedImages: cfg.AllowedImages, Leader: cfg.Leader, Idle: cfg.Idle, AccessChanged: s.hub.poke})
+	s.app = cfg.App
+	s.hub.poked = cfg.AccessChanged
 	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
 		return nil, err
 	}
@@ -449,7 +434,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	if err := s.cfg.Store.Ping(ctx); err != nil {
+	if err := s.app.Ping(ctx); err != nil {
 		s.db.observe(err, s.cfg.Now())
 		out := map[string]any{"status": "database unavailable", "ready": false}
 		if cause := s.unreachableSince(); cause != "" {
@@ -501,7 +486,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var ae *app.Error
 	if c2, m, ok := s.refuseForOutage(err, c); ok {
 		code, msg = c2, m
-	} else if models.Unavailable(err) || app.KindOf(err) == app.Unavailable {
+	} else if app.StoreUnavailable(err) {
 		code, msg = http.StatusServiceUnavailable, cannotSave
 		c.Response().Header().Set("Retry-After", "60")
 	} else if errors.As(err, &ae) {
@@ -516,7 +501,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	if code >= 500 {
 		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path,
-			"cause", models.Cause(err), "err", err)
+			"cause", app.StoreCause(err), "err", err)
 	}
 	path := c.Request().URL.Path
 	switch {

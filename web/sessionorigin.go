@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/app"
 )
 
 // Sessions on their own origin (docs/operations.md, "Sessions' own
@@ -195,7 +195,7 @@ func (k *sessionKeys) issue(m map[string]sessionPass, p sessionPass, now time.Ti
 			delete(m, h)
 		}
 	}
-	m[models.HashToken(v)] = p
+	m[app.HashToken(v)] = p
 	return v, nil
 }
 
@@ -207,7 +207,7 @@ func (k *sessionKeys) grant(p sessionPass, now time.Time) (string, error) {
 
 // redeem takes grant v, once: its pass, and whether it was good.
 func (k *sessionKeys) redeem(v string, now time.Time) (sessionPass, bool) {
-	h := models.HashToken(v)
+	h := app.HashToken(v)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p, ok := k.grants[h]
@@ -223,7 +223,7 @@ func (k *sessionKeys) pass(p sessionPass, now time.Time) (string, error) {
 
 // lookup returns the pass cookie value v stands for.
 func (k *sessionKeys) lookup(v string, now time.Time) (sessionPass, bool) {
-	h := models.HashToken(v)
+	h := app.HashToken(v)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p, ok := k.passes[h]

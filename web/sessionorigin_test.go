@@ -139,7 +139,7 @@ func TestSessionKeysSingleUse(t *testing.T) {
 // sessionOriginServer is a test server whose sessions are served at
 // http://sID.sessions.test, the portal at http://portal.test.
 func sessionOriginServer(t *testing.T) *testServer {
-	return newTestServer(t, func(c *Config) {
+	return newTestServer(t, func(c *testConfig) {
 		c.SessionOrigin, c.PortalURL = "http://*.sessions.test", "http://portal.test"
 	})
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/cmdline"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -33,7 +32,7 @@ import (
 
 // withSessionURL adds the session's URL to aj for those who may open it
 // (app.App.SessionURL).
-func (s *Server) withSessionURL(u *models.User, j *models.Job, aj *api.Job) {
+func (s *Server) withSessionURL(u *app.User, j *app.Job, aj *api.Job) {
 	if aj.Session != nil {
 		aj.Session.URL = s.app.SessionURL(u, j)
 	}
@@ -152,7 +151,7 @@ func (p *sessionProxy) forget(id int64, keep int64) {
 
 // sessionNode is the machine a running session serves on: the first of
 // its placement.
-func sessionNode(j *models.Job) string {
+func sessionNode(j *app.Job) string {
 	if len(j.Placement) == 0 {
 		return ""
 	}
@@ -202,7 +201,7 @@ func (p *sessionProxy) servePortal(c echo.Context) error {
 
 // handOver sends a browser to job j's session on its own origin, with a
 // grant for cred that the session's host exchanges for its cookie.
-func (p *sessionProxy) handOver(c echo.Context, j *models.Job, cred credential) error {
+func (p *sessionProxy) handOver(c echo.Context, j *app.Job, cred credential) error {
 	r := c.Request()
 	g, err := p.keys.grant(sessionPass{cred: cred, job: j.ID}, p.s.cfg.Now())
 	if err != nil {
@@ -278,7 +277,7 @@ func (p *sessionProxy) serveHost(c echo.Context) error {
 // hostUser is who asks on a session's host, as they are now: the user of
 // the credential the host's cookie was given for, or of an API token;
 // nil when neither is good (any more).
-func (p *sessionProxy) hostUser(c echo.Context, id int64) (*models.User, credential, error) {
+func (p *sessionProxy) hostUser(c echo.Context, id int64) (*app.User, credential, error) {
 	r := c.Request()
 	if token, ok := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer "); ok && token != "" {
 		return p.s.tokenUser(c, token)
@@ -320,7 +319,7 @@ func (p *sessionProxy) fromHost(r *http.Request, id int64) bool {
 
 // open returns the session the request names, once u may open it (an
 // admin's opening of another's session is audited).
-func (p *sessionProxy) open(c echo.Context, u *models.User) (*app.Session, error) {
+func (p *sessionProxy) open(c echo.Context, u *app.User) (*app.Session, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		return nil, echo.NewHTTPError(http.StatusNotFound, "no such session")
@@ -449,7 +448,7 @@ func (p *sessionProxy) recheck(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	jobs := make(map[int64]*models.Job)
+	jobs := make(map[int64]*app.Job)
 	for _, lr := range live {
 		why := "its " + lr.cred.kind.String() + " ended"
 		if u := users[lr.cred]; u != nil {
@@ -467,7 +466,7 @@ func (p *sessionProxy) recheck(ctx context.Context) error {
 
 // unavailable answers for a session that cannot be reached: a page that
 // retries for a browser while the job starts, a status for the others.
-func (p *sessionProxy) unavailable(c echo.Context, j *models.Job, why string) error {
+func (p *sessionProxy) unavailable(c echo.Context, j *app.Job, why string) error {
 	status, retry := http.StatusServiceUnavailable, true
 	switch {
 	case j.State.Final():
@@ -632,7 +631,7 @@ func sessionWorkload(typ string, command []string) string {
 
 // sessionView is how the job page shows j's session to u; nil for a
 // batch job.
-func (s *Server) sessionView(u *models.User, j *models.Job) *templates.SessionView {
+func (s *Server) sessionView(u *app.User, j *app.Job) *templates.SessionView {
 	if !j.IsSession() {
 		return nil
 	}

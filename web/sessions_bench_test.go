@@ -69,7 +69,7 @@ func BenchmarkSessionProxy(b *testing.B) {
 	ts := newTestServer(b)
 	ctx := context.Background()
 	node := &benchNode{addr: strings.TrimPrefix(backend.URL, "http://")}
-	if err := ts.Server.cfg.Engine.AddNode(ctx, node); err != nil {
+	if err := ts.engine.AddNode(ctx, node); err != nil {
 		b.Fatal(err)
 	}
 	j := &models.Job{Name: "nb", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(),
@@ -77,7 +77,7 @@ func BenchmarkSessionProxy(b *testing.B) {
 	if err := ts.store.CreateJob(ctx, j); err != nil {
 		b.Fatal(err)
 	}
-	ts.Server.cfg.Engine.Wake()
+	ts.engine.Wake()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		cur, err := ts.store.Job(ctx, j.ID)

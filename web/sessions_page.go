@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -29,23 +29,23 @@ func (s *Server) sessionsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.moment(ctx)
+	m, err := s.app.Moment(ctx)
 	if err != nil {
 		return err
 	}
-	ptrs := make([]*models.Job, len(js))
+	ptrs := make([]*app.Job, len(js))
 	for i := range js {
 		ptrs[i] = &js[i]
 	}
-	idle, err := s.idleStates(ctx, ptrs, m.now)
+	idle, err := s.app.IdleStates(ctx, ptrs, m.Now)
 	if err != nil {
 		return err
 	}
 	var v templates.Sessions
 	for i := range js {
 		j := &js[i]
-		aj := m.job(j)
-		card := templates.SessionCard{JobRow: jobRow(aj, m.now), Ended: j.State.Final(), TimeLeft: "no time limit", Activity: "—"}
+		aj := m.Job(j)
+		card := templates.SessionCard{JobRow: jobRow(aj, m.Now), Ended: j.State.Final(), TimeLeft: "no time limit", Activity: "—"}
 		if sv := s.sessionView(u, j); sv != nil {
 			card.Type, card.URL, card.Note = sv.Type, sv.URL, sv.Note
 		}
@@ -66,7 +66,7 @@ func (s *Server) sessionsPage(c echo.Context) error {
 		if j.State == job.Running {
 			card.Activity = "in use"
 			if st := idle[j.ID]; st != nil && st.Idle {
-				card.Idle, card.IdleText = st.Short(m.now), "idle "+st.Text(m.now, time.Local)
+				card.Idle, card.IdleText = st.Short(m.Now), "idle "+st.Text(m.Now, time.Local)
 				card.Activity = card.IdleText
 			}
 		}

@@ -21,7 +21,7 @@ import (
 // the API, its page, the queues and /metrics say the same
 // (TestMetricsNames checks that the shares sum by team).
 func TestSharedJobFiguresAgree(t *testing.T) {
-	ts := newTestServer(t, func(c *Config) { c.MetricsUserLabels = true })
+	ts := newTestServer(t, func(c *testConfig) { c.MetricsUserLabels = true })
 	ctx := context.Background()
 	start := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
 	var ids []int64

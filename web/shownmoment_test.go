@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -22,7 +23,7 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 		name := map[bool]string{true: "leader", false: "follower"}[leader]
 		t.Run(name, func(t *testing.T) {
 			now := time.Now().Truncate(time.Second)
-			ts := newTestServer(t, func(c *Config) {
+			ts := newTestServer(t, func(c *testConfig) {
 				c.Now = func() time.Time { return now }
 				c.Leader = func() bool { return leader }
 			})
@@ -71,15 +72,15 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 				}
 				return out
 			}
-			full := func() *moment {
-				m, err := ts.moment(ctx)
+			full := func() *app.Moment {
+				m, err := ts.app.Moment(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return m
 			}
-			shown := func(js ...models.Job) *moment {
-				m, err := ts.shownMoment(ctx, js...)
+			shown := func(js ...models.Job) *app.Moment {
+				m, err := ts.app.ShownMoment(ctx, js...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -90,7 +91,7 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 			// and a GPU shared by two running jobs.
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				js := load(ids[1])
-				f := ts.jobOf(shown(js...), &js[0]).Forecast
+				f := ts.app.JobOf(shown(js...), &js[0]).Forecast
 				if !leader && (f == nil || f.Reason != "stored") {
 					t.Fatalf("follower: job %d's forecast = %+v, want the stored one", ids[1], f)
 				}
@@ -102,7 +103,7 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 				}
 			}
 			js := load(shared)
-			if h := ts.jobOf(shown(js...), &js[0]).HeldGPUs; h != 0.5 {
+			if h := ts.app.JobOf(shown(js...), &js[0]).HeldGPUs; h != 0.5 {
 				t.Errorf("job %d holds %v GPUs, want 0.5 (it shares its GPU)", shared, h)
 			}
 			// The engine may forecast anew between two reads: what one
@@ -113,22 +114,22 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 				before, m, after := full(), shown(js...), full()
 				for i := range js {
 					j := &js[i]
-					got := ts.jobOf(m, j)
-					if want := ts.jobOf(before, j); reflect.DeepEqual(got, want) {
+					got := ts.app.JobOf(m, j)
+					if want := ts.app.JobOf(before, j); reflect.DeepEqual(got, want) {
 						continue
 					}
-					if want := ts.jobOf(after, j); !reflect.DeepEqual(got, want) {
+					if want := ts.app.JobOf(after, j); !reflect.DeepEqual(got, want) {
 						t.Errorf("%s: job %d (%s, %s):\nshownMoment %+v\nmoment      %+v", what, j.ID, j.Name, j.State, got, want)
 					}
 				}
 			}
 			// The cluster page's figures: those of the running jobs alone.
-			rm, err := ts.runningMoment(ctx)
+			rm, err := ts.app.RunningMoment(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fm := full(); !reflect.DeepEqual(rm.figures, fm.figures) {
-				t.Errorf("runningMoment's figures %+v, moment's %+v", rm.figures, fm.figures)
+			if fm := full(); !reflect.DeepEqual(rm.Figures, fm.Figures) {
+				t.Errorf("runningMoment's figures %+v, moment's %+v", rm.Figures, fm.Figures)
 			}
 			for _, id := range ids {
 				agree("alone", load(id))

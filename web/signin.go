@@ -17,7 +17,6 @@ import (
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/identity/ldapdir"
 	"github.com/gpuportal/gpuportal/identity/openid"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // oidcCookie carries a sign-in through the OpenID Connect provider from
@@ -67,14 +66,14 @@ func (s *Server) signIns() app.SignIns {
 // checkPassword is who name and password prove to be
 // (app.App.CheckPassword); a refusal of a source's sign-in is an
 // *echo.HTTPError with a message for the person.
-func (s *Server) checkPassword(c echo.Context, name, password string) (*models.User, error) {
+func (s *Server) checkPassword(c echo.Context, name, password string) (*app.User, error) {
 	u, err := s.app.CheckPassword(c.Request().Context(), s.signIns(), name, password, c.RealIP())
 	return u, signInRefusal(err)
 }
 
 // signIn records a person a source vouched for (app.App.SignIn); a
 // refusal is an *echo.HTTPError with a message for the person.
-func (s *Server) signIn(c echo.Context, cl identity.Claims) (*models.User, error) {
+func (s *Server) signIn(c echo.Context, cl identity.Claims) (*app.User, error) {
 	u, err := s.app.SignIn(c.Request().Context(), s.signIns(), cl, c.RealIP())
 	return u, signInRefusal(err)
 }
@@ -89,7 +88,7 @@ func signInRefusal(err error) error {
 }
 
 // startSession logs u in on this browser for ttl.
-func (s *Server) startSession(c echo.Context, u *models.User, ttl time.Duration) error {
+func (s *Server) startSession(c echo.Context, u *app.User, ttl time.Duration) error {
 	token, err := s.app.StartSession(c.Request().Context(), u, ttl)
 	if err != nil {
 		return err
@@ -104,7 +103,7 @@ func (s *Server) startSession(c echo.Context, u *models.User, ttl time.Duration)
 }
 
 // sessionTTLOf is how long a session of u lasts (app.SignIns.SessionTTL).
-func (s *Server) sessionTTLOf(u *models.User) time.Duration {
+func (s *Server) sessionTTLOf(u *app.User) time.Duration {
 	return s.signIns().SessionTTL(u, sessionTTL)
 }
 
@@ -184,7 +183,7 @@ func (s *Server) oidcCallback(c echo.Context) error {
 
 // providerLogout is where a person of the provider goes after logging
 // out here, to end their session there too; empty when there is nowhere.
-func (s *Server) providerLogout(ctx context.Context, u *models.User) string {
+func (s *Server) providerLogout(ctx context.Context, u *app.User) string {
 	if s.oidc == nil || u == nil || u.Source != app.SourceOIDC {
 		return ""
 	}

@@ -36,7 +36,7 @@ func TestSignInWhileSourcesAreDown(t *testing.T) {
 	cfg := signInConfig(t, "--ldap-url", "ldap://127.0.0.1:1", "--ldap-insecure", "--ldap-user-base", "ou=people,dc=lab,dc=example",
 		"--ldap-timeout", "2s", "--auth-default-team", "vision", "--oidc-issuer", "http://127.0.0.1:1", "--oidc-client-id", "gpuportal",
 		"--oidc-redirect-url", "http://127.0.0.1:8080/login/oidc/callback", "--oidc-name", "Lab SSO")
-	ts := newTestServer(t, func(c *Config) { c.SignIn = cfg })
+	ts := newTestServer(t, func(c *testConfig) { c.SignIn = cfg })
 	for _, tc := range []struct {
 		name, method, target, body string
 		want                       int

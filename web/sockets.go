@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // Live connections keep their rights only as long as their credential:
@@ -109,9 +108,9 @@ func (s *Server) recheckSockets(ctx context.Context) error {
 // credentialUsers returns the current user of each distinct credential
 // of creds that is still valid: two queries for them all
 // (app.App.CredentialHolders).
-func (s *Server) credentialUsers(ctx context.Context, creds []credential) (map[credential]*models.User, error) {
+func (s *Server) credentialUsers(ctx context.Context, creds []credential) (map[credential]*app.User, error) {
 	var sessions, tokens []string
-	out := make(map[credential]*models.User)
+	out := make(map[credential]*app.User)
 	for _, cr := range creds {
 		switch cr.kind {
 		case credSession:
@@ -128,7 +127,7 @@ func (s *Server) credentialUsers(ctx context.Context, creds []credential) (map[c
 	if err != nil {
 		return nil, err
 	}
-	for kind, us := range map[credKind]map[string]models.User{credSession: bySession, credToken: byToken} {
+	for kind, us := range map[credKind]map[string]app.User{credSession: bySession, credToken: byToken} {
 		for h, u := range us {
 			out[credential{kind: kind, hash: h}] = &u
 		}
@@ -139,7 +138,7 @@ func (s *Server) credentialUsers(ctx context.Context, creds []credential) (map[c
 // mayFollow returns an errTopic when u may not follow topic, nil when u
 // may, or another error when that cannot be told now. teams caches the
 // teams of jobs across calls (app.App.MaySeeJob).
-func (s *Server) mayFollow(ctx context.Context, u *models.User, topic string, teams map[int64]string) error {
+func (s *Server) mayFollow(ctx context.Context, u *app.User, topic string, teams map[int64]string) error {
 	var err error
 	switch {
 	case topic == topicGPUs, topic == topicQueues, topic == topicJCT, strings.HasPrefix(topic, topicGPU):

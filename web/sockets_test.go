@@ -12,7 +12,7 @@ import (
 // unsubscribes them.
 func TestDeliveriesJudgeTheCurrentUser(t *testing.T) {
 	ts := newTestServer(t)
-	m, err := ts.moment(context.Background())
+	m, err := ts.app.Moment(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

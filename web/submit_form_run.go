@@ -10,8 +10,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -93,7 +93,7 @@ func fillRunForm(f *templates.SubmitForm, r api.SubmitRequest) {
 }
 
 // describeRun fills in the job page's account of what j runs with.
-func describeRun(aj api.Job, j *models.Job, d *templates.JobDetail) {
+func describeRun(aj api.Job, j *app.Job, d *templates.JobDetail) {
 	d.Env, d.Workdir, d.Retries, d.Priority = slices.Clone(j.Env), j.Workdir, j.Retries, aj.Priority
 	if aj.TimeLimitS != nil {
 		d.TimeLimit = job.FormatTimeLimit(secs(*aj.TimeLimitS))
@@ -131,7 +131,7 @@ func (s *Server) depStates(c echo.Context, id int64, d *templates.JobDetail) err
 // groupArrays makes one row of the tasks of each array in rows (rows[i]
 // shows js[i]), where its newest listed task was: the row leads to the
 // array's page and counts its listed tasks by state.
-func groupArrays(rows []templates.JobRow, js []models.Job) []templates.JobRow {
+func groupArrays(rows []templates.JobRow, js []app.Job) []templates.JobRow {
 	type group struct {
 		at     int
 		states map[job.State]int
@@ -166,7 +166,7 @@ func groupArrays(rows []templates.JobRow, js []models.Job) []templates.JobRow {
 
 // arrayName is the name of the array task j belongs to: its own without
 // the index.
-func arrayName(j models.Job) string {
+func arrayName(j app.Job) string {
 	return strings.TrimSuffix(j.Name, fmt.Sprintf("[%d]", j.ArrayIndex))
 }
 
@@ -209,7 +209,7 @@ func (s *Server) arrayDetail(c echo.Context) (templates.ArrayDetail, error) {
 	if err != nil {
 		return templates.ArrayDetail{}, err
 	}
-	m, err := s.shownMoment(ctx, tasks...)
+	m, err := s.app.ShownMoment(ctx, tasks...)
 	if err != nil {
 		return templates.ArrayDetail{}, err
 	}
@@ -270,7 +270,7 @@ func (s *Server) cancelArrayForm(c echo.Context) error {
 
 // varyingEnv names the variables whose values differ between tasks: the
 // columns of the array's parameter table.
-func varyingEnv(tasks []models.Job) map[string]bool {
+func varyingEnv(tasks []app.Job) map[string]bool {
 	values := map[string]map[string]bool{}
 	for _, t := range tasks {
 		for _, kv := range t.Env {

@@ -14,7 +14,7 @@ import (
 // without a command, or one outside the server's allowed prefixes gets a
 // 400 naming the image field; an allowed one is stored and shown.
 func TestSubmitImage(t *testing.T) {
-	ts := newTestServer(t, func(c *Config) { c.AllowedImages = job.ImagePrefixes{"localhost/", "registry.lab/"} })
+	ts := newTestServer(t, func(c *testConfig) { c.App.AllowedImages = job.ImagePrefixes{"localhost/", "registry.lab/"} })
 	tests := []struct {
 		name, body string
 		status     int

@@ -10,7 +10,6 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/synergy"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -44,7 +43,7 @@ func profileRequest(f templates.SubmitForm, req *api.SubmitRequest, fe fieldErro
 // describeDeclaredProfile puts the profile the user declared for j in
 // words for its page, such as "image-cnn" or "custom: CPU 1:0.4, 4:1;
 // memory flat"; "" when none was.
-func describeDeclaredProfile(j *models.Job) string {
+func describeDeclaredProfile(j *app.Job) string {
 	p, err := j.DeclaredProfile()
 	if err != nil || p == nil {
 		return ""

@@ -16,8 +16,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/core/sched"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -25,34 +23,34 @@ import (
 const teamWindow = 7 * 24 * time.Hour
 
 func (s *Server) apiTeams(c echo.Context) error {
-	m, err := s.moment(c.Request().Context())
+	m, err := s.app.Moment(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, m.teamShares())
+	return c.JSON(http.StatusOK, m.TeamShares())
 }
 
 // team returns the team named by :name for a member of it or an admin
 // (app.App.TeamMembers), as of m: its members' usage counts their runs
 // in progress too.
-func (s *Server) team(c echo.Context, m *moment) (api.Team, error) {
+func (s *Server) team(c echo.Context, m *app.Moment) (api.Team, error) {
 	name := c.Param("name")
-	since := m.now.Add(-teamWindow)
+	since := m.Now.Add(-teamWindow)
 	out, err := s.app.TeamMembers(c.Request().Context(), appActor(c), name, since)
 	if err != nil {
 		return out, err
 	}
-	i := slices.IndexFunc(m.teams, func(t models.Team) bool { return t.Name == name })
+	i := slices.IndexFunc(m.Teams, func(t app.Team) bool { return t.Name == name })
 	if i < 0 {
 		return api.Team{}, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
 	}
-	out.TeamShare, out.Window = m.teamShare(m.teams[i]), teamWindow.Seconds()
+	out.TeamShare, out.Window = m.TeamShare(m.Teams[i]), teamWindow.Seconds()
 	// The store sums the service of ended runs; add the runs in progress.
 	usage := map[string]float64{}
-	for k := range m.running {
-		j := &m.running[k]
+	for k := range m.Running {
+		j := &m.Running[k]
 		if j.Team == name && !j.SubmittedAt.Before(since) {
-			usage[j.User] += j.Service(m.now).GPUSeconds - j.AttainedService
+			usage[j.User] += j.Service(m.Now).GPUSeconds - j.AttainedService
 		}
 	}
 	for k := range out.Members {
@@ -63,7 +61,7 @@ func (s *Server) team(c echo.Context, m *moment) (api.Team, error) {
 }
 
 func (s *Server) apiTeam(c echo.Context) error {
-	m, err := s.moment(c.Request().Context())
+	m, err := s.app.Moment(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -82,7 +80,7 @@ func (s *Server) apiTeam(c echo.Context) error {
 	for _, r := range f.Stranded {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("job %d cannot start: %s", r.ID, r.Why))
 	}
-	if w := guaranteeWarning(m.teams, s.clusterGPUs()); w != "" && app.IsAdmin(u) {
+	if w := guaranteeWarning(m.TeamShares(), s.app.ClusterGPUs()); w != "" && app.IsAdmin(u) {
 		t.Warnings = append(t.Warnings, w)
 	}
 	return c.JSON(http.StatusOK, t)
@@ -123,16 +121,16 @@ func formInt(c echo.Context, field string) (*int, error) {
 }
 
 func (s *Server) teamsPage(c echo.Context) error {
-	m, err := s.moment(c.Request().Context())
+	m, err := s.app.Moment(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	var rows []templates.TeamShareRow
-	for _, t := range m.teamShares() {
+	for _, t := range m.TeamShares() {
 		rows = append(rows, shareRow(t))
 	}
 	p := page(c, "Teams", "teams")
-	p.Warning = guaranteeWarning(m.teams, s.clusterGPUs())
+	p.Warning = guaranteeWarning(m.TeamShares(), s.app.ClusterGPUs())
 	return s.render(c, http.StatusOK, templates.TeamsPage(p, rows))
 }
 
@@ -275,7 +273,7 @@ func (s *Server) idlePolicyForm(c echo.Context) error {
 			return s.teamFormError(c, badRequest("idle_after: %q is not a duration such as 45m or 2h", v))
 		}
 		if err := idle.CheckAfter(d); err != nil {
-			return s.teamFormError(c, badRequest("idle_after: %s (empty: the server's, %s)", err, app.ShortDuration(s.cfg.Idle.After)))
+			return s.teamFormError(c, badRequest("idle_after: %s (empty: the server's, %s)", err, app.ShortDuration(s.app.DefaultIdleTerms().Rule.After)))
 		}
 		secs := d.Round(time.Second).Seconds()
 		in.IdleAfterS = &secs
@@ -299,7 +297,7 @@ func (s *Server) teamPage(c echo.Context) error {
 }
 
 func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) error {
-	m, err := s.moment(c.Request().Context())
+	m, err := s.app.Moment(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -312,20 +310,15 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		CanEditShare: app.IsAdmin(u),
 		CanEditCaps:  app.CanLead(u, t.Name)}
 	v.ShowShares = v.CanEditCaps
-	for i := range m.teams {
-		if m.teams[i].Name == t.Name {
-			v.Idle = s.teamIdle(&m.teams[i])
+	for i := range m.Teams {
+		if m.Teams[i].Name == t.Name {
+			v.Idle = s.teamIdle(&m.Teams[i])
 		}
 	}
 	v.Sessions = templates.TeamSessions{MaxHours: strconv.FormatFloat(t.SessionPolicy.MaxSessionHours, 'g', -1, 64),
 		PriorityGPUs: t.SessionPolicy.PriorityGPUs}
 	v.Batch = templates.TeamBatch{Priorities: t.BatchPolicy.Priorities, HighGPUs: t.BatchPolicy.HighGPUs}
-	shares := map[string]sched.UserShare{}
-	if v.ShowShares {
-		for _, us := range s.cfg.Engine.UserShares(t.Name) {
-			shares[us.User] = us
-		}
-	}
+	shares := s.app.MemberShares(appActor(c), t.Name)
 	for _, m := range t.Members {
 		row := templates.MemberRow{User: m.User, Role: m.Role,
 			Usage: fmt.Sprintf("%.0f", m.UsageGPUSeconds), MaxGPUs: m.MaxGPUs}
@@ -344,8 +337,8 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		v.Samples = append(v.Samples, [4]float64{float64(sm.At.Unix()), sm.InUseGPUs, sm.BorrowedGPUs, float64(sm.GuaranteeGPUs)})
 	}
 	// The chart ends now, with the figures the card shows.
-	v.Samples = append(v.Samples, [4]float64{float64(m.now.Unix()), t.InUseGPUs, t.BorrowedGPUs, float64(t.GuaranteeGPUs)})
-	v.SamplesAsOf = m.now.Local().Format("15:04:05")
+	v.Samples = append(v.Samples, [4]float64{float64(m.Now.Unix()), t.InUseGPUs, t.BorrowedGPUs, float64(t.GuaranteeGPUs)})
+	v.SamplesAsOf = m.Now.Local().Format("15:04:05")
 	tt, err := s.teamTopic(c.Request().Context(), m, currentUser(c), t.Name)
 	if err != nil {
 		return err
@@ -361,7 +354,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	p := page(c, "Team "+t.Name, "teams")
 	p.Charts, p.Flash, p.Notice = true, flash, notice
 	if app.IsAdmin(u) {
-		p.Warning = guaranteeWarning(m.teams, s.clusterGPUs())
+		p.Warning = guaranteeWarning(m.TeamShares(), s.app.ClusterGPUs())
 	}
 	return s.render(c, status, templates.TeamPage(p, v))
 }
@@ -369,14 +362,14 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 // teamIdle is team t's idle policy as its page shows it: its own rule's
 // fields (empty where it has none) with the server's as placeholders, and
 // in a sentence the rule in force and the server's grace.
-func (s *Server) teamIdle(t *models.Team) templates.TeamIdle {
-	terms := s.teamIdleTerms(t)
-	p := idlePolicyOf(t)
+func (s *Server) teamIdle(t *app.Team) templates.TeamIdle {
+	terms, def := s.app.TeamIdleTerms(t), s.app.DefaultIdleTerms().Rule
+	p := app.IdlePolicyOf(t)
 	out := templates.TeamIdle{ReclaimSessions: p.ReclaimSessions, ReclaimBatch: p.ReclaimBatch,
 		MaxKeepAliveHours: strconv.FormatFloat(p.MaxKeepAliveHours, 'g', -1, 64),
-		DefaultBelowPct:   strconv.FormatFloat(s.cfg.Idle.BelowPct, 'g', -1, 64), DefaultAfter: "none"}
-	if s.cfg.Idle.After > 0 {
-		out.DefaultAfter = app.ShortDuration(s.cfg.Idle.After)
+		DefaultBelowPct:   strconv.FormatFloat(def.BelowPct, 'g', -1, 64), DefaultAfter: "none"}
+	if def.After > 0 {
+		out.DefaultAfter = app.ShortDuration(def.After)
 	}
 	if t.IdleBelowPct > 0 {
 		out.BelowPct = strconv.FormatFloat(t.IdleBelowPct, 'g', -1, 64)
@@ -384,20 +377,20 @@ func (s *Server) teamIdle(t *models.Team) templates.TeamIdle {
 	if t.IdleAfterS > 0 {
 		out.After = app.ShortDuration(time.Duration(t.IdleAfterS) * time.Second)
 	}
-	out.InForce = fmt.Sprintf("under %g%% for %s", terms.rule.BelowPct, app.ShortDuration(terms.rule.After))
+	out.InForce = fmt.Sprintf("under %g%% for %s", terms.Rule.BelowPct, app.ShortDuration(terms.Rule.After))
 	switch {
-	case !terms.rule.Valid():
+	case !terms.Rule.Valid():
 		out.InForce = "never (no idle time set)"
 	case t.IdleBelowPct == 0 && t.IdleAfterS == 0:
 		out.InForce += " (the server's)"
 	}
-	if !terms.rule.Valid() {
+	if !terms.Rule.Valid() {
 		out.Rule = "No job of this team is flagged idle: this server sets no idle time (serve --idle-after 0) and the team none of its own."
 		return out
 	}
-	out.Rule = fmt.Sprintf("A running job of this team is idle when all its GPUs are under %g%% utilization for %s; ", terms.rule.BelowPct, app.ShortDuration(terms.rule.After))
-	if s.cfg.ReclaimGrace > 0 {
-		out.Rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %s later (server settings).", app.ShortDuration(s.cfg.ReclaimGrace))
+	out.Rule = fmt.Sprintf("A running job of this team is idle when all its GPUs are under %g%% utilization for %s; ", terms.Rule.BelowPct, app.ShortDuration(terms.Rule.After))
+	if grace := s.app.ReclaimGrace(); grace > 0 {
+		out.Rule += fmt.Sprintf("where this policy says so, it is warned, then stopped %s later (server settings).", app.ShortDuration(grace))
 	} else {
 		out.Rule += "it is flagged, never stopped: this server reclaims nothing (serve --idle-reclaim-grace 0)."
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // TemplateJSON is a saved job, ready to submit again.
@@ -17,12 +16,6 @@ type TemplateJSON struct {
 	ID   int64             `json:"id"`
 	Name string            `json:"name"`
 	Job  api.SubmitRequest `json:"job"`
-}
-
-// templateJSON is t as the API shows it (app.TemplateOf).
-func templateJSON(t models.JobTemplate) (TemplateJSON, error) {
-	tj, err := app.TemplateOf(t)
-	return TemplateJSON(tj), err
 }
 
 // saveTemplate saves req as the user's template name, a job they may

@@ -10,7 +10,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // The gpu:<uuid> and team:<name> topics of the live stream (hub.go).
@@ -18,7 +17,7 @@ import (
 // gpuSnapshot is gpu:<uuid> for any user: every user may see every GPU,
 // as in GET /api/v1/gpus.
 func (s *Server) gpuSnapshot(uuid string) (api.GPUSeries, error) {
-	g, ok := s.gpuByUUID(uuid)
+	g, ok := s.app.GPUByUUID(uuid)
 	if !ok {
 		return api.GPUSeries{}, errTopic(fmt.Sprintf("no GPU %q is connected", uuid))
 	}
@@ -36,8 +35,8 @@ func (s *Server) publishGPUs(f telemetry.Frame) {
 	for _, g := range f.GPUs {
 		byKey[g.GPUKey] = g.Point
 	}
-	byUUID := make(map[string]connectedGPU)
-	for _, g := range s.connectedGPUs() {
+	byUUID := make(map[string]app.ConnectedGPU)
+	for _, g := range s.app.ConnectedGPUs() {
 		byUUID[g.Device.UUID] = g
 	}
 	for _, t := range topics {
@@ -57,16 +56,16 @@ func (s *Server) publishGPUs(f telemetry.Frame) {
 // teamSnapshot is team:<name> for user u: only its members (its lead
 // among them) and admins. A team that does not exist gets the same answer
 // as one the user may not see, so team names cannot be probed.
-func (s *Server) teamSnapshot(ctx context.Context, u *models.User, name string) (api.TeamTopic, error) {
+func (s *Server) teamSnapshot(ctx context.Context, u *app.User, name string) (api.TeamTopic, error) {
 	if err := app.MaySeeTeam(u, name); err != nil {
 		return api.TeamTopic{}, topicRefusal(err)
 	}
 	refused := errTopic(fmt.Sprintf("no team %q that you may see", name))
-	m, err := s.moment(ctx)
+	m, err := s.app.Moment(ctx)
 	if err != nil {
 		return api.TeamTopic{}, err
 	}
-	if !slices.ContainsFunc(m.teams, func(t models.Team) bool { return t.Name == name }) {
+	if !slices.ContainsFunc(m.Teams, func(t app.Team) bool { return t.Name == name }) {
 		return api.TeamTopic{}, refused
 	}
 	return s.teamTopic(ctx, m, u, name)
@@ -79,11 +78,11 @@ const teamQueuePage = 50
 // teamTopic is team:<name> at m for u, who may see the team: its standing
 // and its first teamQueuePage unfinished jobs in queueOrder, queue by
 // queue, with their count.
-func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name string) (api.TeamTopic, error) {
+func (s *Server) teamTopic(ctx context.Context, m *app.Moment, u *app.User, name string) (api.TeamTopic, error) {
 	out := api.TeamTopic{Team: api.TeamShare{Name: name, Factor: 1}, Queue: []api.TeamQueueJob{}}
-	for _, t := range m.teams {
+	for _, t := range m.Teams {
 		if t.Name == name {
-			out.Team = m.teamShare(t)
+			out.Team = m.TeamShare(t)
 		}
 	}
 	type shown struct {
@@ -91,7 +90,7 @@ func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name 
 		queue int
 	}
 	var page []shown
-	for qi, rows := range queueOrder(m, s.app.QueueCount()) {
+	for qi, rows := range m.QueueOrder(s.app.QueueCount()) {
 		for _, r := range rows {
 			if r.Team != name {
 				continue
@@ -116,9 +115,9 @@ func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name 
 	}
 	for i := range js {
 		j := &js[i]
-		out.Queue = append(out.Queue, api.TeamQueueJob{QueueJob: m.queueJob(j, canSee(u, j.Team)), Queue: queueOf[j.ID]})
+		out.Queue = append(out.Queue, api.TeamQueueJob{QueueJob: m.QueueJob(j, canSee(u, j.Team)), Queue: queueOf[j.ID]})
 		if j.State == job.Running && out.AsOf == nil {
-			now := m.now
+			now := m.Now
 			out.AsOf = &now // its figures grow: say when they were read
 		}
 	}
@@ -127,8 +126,8 @@ func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name 
 
 // publishTeams sends each followed team its standing and queue, from one
 // moment, to the followers who may see the team now.
-func (s *Server) publishTeams(ctx context.Context, m *moment) {
-	admin := &models.User{Role: models.RoleAdmin}
+func (s *Server) publishTeams(ctx context.Context, m *app.Moment) {
+	admin := app.AllSeeing()
 	for _, t := range s.hub.followed(topicTeam) {
 		name := strings.TrimPrefix(t, topicTeam)
 		tt, err := s.teamTopic(ctx, m, admin, name)

@@ -32,7 +32,7 @@ func newLiveServer(t *testing.T) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.cfg.Engine.AddNode(context.Background(), local); err != nil {
+	if err := ts.engine.AddNode(context.Background(), local); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(ts.Handler())

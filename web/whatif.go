@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/core/whatif"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -37,7 +36,7 @@ var errWhatIfBusy = echo.NewHTTPError(http.StatusServiceUnavailable, "another wh
 
 // whatIf runs a replay for the current user (app.App.WhatIf), unless
 // another one runs.
-func (s *Server) whatIf(c echo.Context, in app.WhatIfInput) (*whatif.Report, error) {
+func (s *Server) whatIf(c echo.Context, in app.WhatIfInput) (*app.WhatIfReport, error) {
 	select {
 	case s.whatIfSlot <- struct{}{}:
 		defer func() { <-s.whatIfSlot }()
@@ -71,7 +70,7 @@ func (s *Server) whatIfForm(c echo.Context) error {
 	def := s.app.DefaultWhatIf()
 	def.Policies = nil // an unticked form asks for none
 	in, err := readWhatIf(c, def)
-	var rep *whatif.Report
+	var rep *app.WhatIfReport
 	if err == nil {
 		rep, err = s.whatIf(c, in)
 	}
@@ -90,7 +89,7 @@ func (s *Server) whatIfForm(c echo.Context) error {
 	return s.renderWhatIf(c, http.StatusOK, in, rep, "")
 }
 
-func (s *Server) renderWhatIf(c echo.Context, status int, in app.WhatIfInput, rep *whatif.Report, flash string) error {
+func (s *Server) renderWhatIf(c echo.Context, status int, in app.WhatIfInput, rep *app.WhatIfReport, flash string) error {
 	p := page(c, "What-if", "admin")
 	p.Flash = flash
 	p.Charts = rep != nil
@@ -98,7 +97,7 @@ func (s *Server) renderWhatIf(c echo.Context, status int, in app.WhatIfInput, re
 }
 
 // whatIfView is the page's view of a replay's input and report.
-func whatIfView(in app.WhatIfInput, rep *whatif.Report) templates.WhatIf {
+func whatIfView(in app.WhatIfInput, rep *app.WhatIfReport) templates.WhatIf {
 	v := templates.WhatIf{Days: strconv.Itoa(in.Days), Thresholds: joinFloats(in.Thresholds),
 		MinRuntimeS: strconv.FormatFloat(in.MinRuntimeS, 'f', -1, 64), HalfLife: halfLifeText(in.HalfLifeS),
 		Salus: in.Salus(), MaxJobs: app.MaxWhatIfJobs, MaxDays: app.MaxWhatIfDays}

@@ -15,7 +15,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/live"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // requireAnyUser authenticates a bearer token or, failing that, a session
@@ -108,18 +107,18 @@ type errTopic string
 func (e errTopic) Error() string { return string(e) }
 
 // snapshot is the current state of topic for user u.
-func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (any, error) {
+func (s *Server) snapshot(ctx context.Context, u *app.User, topic string) (any, error) {
 	switch {
 	case topic == topicGPUs:
 		return s.gpuHistory(s.cfg.Now().Add(-historyWindow).Unix()), nil
 	case topic == topicQueues:
-		m, err := s.moment(ctx)
+		m, err := s.app.Moment(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return s.queuesFor(ctx, m, u, queueTopic)
+		return s.app.QueuesAt(ctx, m, app.Actor{User: u}, queueTopic)
 	case topic == topicJCT:
-		return s.jctStatsFor(ctx, 24*time.Hour)
+		return s.app.JCTStats(ctx, 24*time.Hour)
 	case strings.HasPrefix(topic, topicGPU):
 		return s.gpuSnapshot(strings.TrimPrefix(topic, topicGPU))
 	case strings.HasPrefix(topic, topicTeam):
@@ -133,12 +132,12 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 	if err != nil {
 		return nil, topicRefusal(err)
 	}
-	m, err := s.shownMoment(ctx, *j)
+	m, err := s.app.ShownMoment(ctx, *j)
 	if err != nil {
 		return nil, err
 	}
 	pts := s.cfg.Telemetry.Job(id, s.cfg.Now().Add(-historyWindow).Unix())
-	return api.JobUpdate{Job: s.jobOf(m, j), Memory: jobMemoryOf(pts)}, nil
+	return api.JobUpdate{Job: s.app.JobOf(m, j), Memory: jobMemoryOf(pts)}, nil
 }
 
 // Run publishes updates to subscribed clients until ctx ends: at each
@@ -180,7 +179,7 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 	switch {
 	case len(queues) > 0 || len(teams) > 0:
 		// One moment for every topic of this second, so that they agree.
-		m, err := s.moment(ctx)
+		m, err := s.app.Moment(ctx)
 		if err != nil {
 			s.cfg.Logger.Warn("live stream", "err", err)
 		} else {
@@ -192,7 +191,7 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 		s.publishJobs(ctx, nil, f, jobs) // the followed jobs' moment alone
 	}
 	if subs := s.hub.subscribers(topicJCT); jct && len(subs) > 0 {
-		st, err := s.jctStatsFor(ctx, 24*time.Hour)
+		st, err := s.app.JCTStats(ctx, 24*time.Hour)
 		if err == nil {
 			s.broadcast(subs, wsOut{Topic: topicJCT, Type: "update", Data: st})
 		}
@@ -202,14 +201,14 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 // publishJobs sends each followed job its state and its memory in frame
 // f, converted with m, or where m is nil with the moment of these jobs
 // alone (shownMoment), which reads none of the rest of the queue.
-func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, ids []int64) {
+func (s *Server) publishJobs(ctx context.Context, m *app.Moment, f telemetry.Frame, ids []int64) {
 	js, err := s.app.FollowedJobs(ctx, ids) // those gone since they were followed are left out
 	if err != nil {
 		s.cfg.Logger.Warn("live stream", "err", err)
 		return
 	}
 	if m == nil {
-		if m, err = s.shownMoment(ctx, js...); err != nil {
+		if m, err = s.app.ShownMoment(ctx, js...); err != nil {
 			s.cfg.Logger.Warn("live stream", "err", err)
 			return
 		}
@@ -217,7 +216,7 @@ func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, 
 	for i := range js {
 		j, id := &js[i], js[i].ID
 		topic := fmt.Sprintf("%s%d", topicJob, id)
-		upd := api.JobUpdate{Job: s.jobOf(m, j), Memory: []api.JobMemory{}}
+		upd := api.JobUpdate{Job: s.app.JobOf(m, j), Memory: []api.JobMemory{}}
 		for _, g := range f.GPUs {
 			for _, jm := range g.Jobs {
 				if jm.JobID == id {
@@ -232,7 +231,7 @@ func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, 
 // publishQueues sends the queues to their followers: the first page of
 // each queue with its counts (queueTopic). What a follower may see depends
 // on their role and team: the message is made and encoded once per pair.
-func (s *Server) publishQueues(ctx context.Context, m *moment, clients []*wsClient) {
+func (s *Server) publishQueues(ctx context.Context, m *app.Moment, clients []*wsClient) {
 	byViewer := make(map[string][]*wsClient)
 	for _, cl := range clients {
 		u := cl.viewer()
@@ -240,7 +239,7 @@ func (s *Server) publishQueues(ctx context.Context, m *moment, clients []*wsClie
 		byViewer[key] = append(byViewer[key], cl)
 	}
 	for _, cls := range byViewer {
-		q, err := s.queuesFor(ctx, m, cls[0].viewer(), queueTopic)
+		q, err := s.app.QueuesAt(ctx, m, app.Actor{User: cls[0].viewer()}, queueTopic)
 		if err != nil {
 			s.cfg.Logger.Warn("live stream", "err", err)
 			return
@@ -262,7 +261,7 @@ func (s *Server) publishQueues(ctx context.Context, m *moment, clients []*wsClie
 
 // queueTopic is what the queues topic sends: each queue's counts and its
 // first queueTopicPage jobs, whatever the length of the queue.
-var queueTopic = queuePage{queue: -1, limit: queueTopicPage}
+var queueTopic = app.QueuePage{Queue: -1, Limit: queueTopicPage}
 
 // broadcast sends the same message to clients, encoding it only once,
 // unless it equals the topic's last broadcast of its type.

@@ -137,6 +137,31 @@ func TestSchedulingCoreTouchesNoSystem(t *testing.T) {
 	}
 }
 
+// TestWebGoesThroughApp checks that the web server imports, of the
+// module's server side, the application layer and the wire types, never
+// the store, the engine, the simulator or what the engine's figures come
+// from: what a handler reads or changes, it asks app (go list, test files
+// left out). app itself reaches the store and the engine, so the rule is
+// on web's own imports, not on its closure.
+func TestWebGoesThroughApp(t *testing.T) {
+	forbid := []string{"models/...", "core/engine", "core/sim/...", "core/whatif", "core/forecast", "core/sched",
+		"enginestore", "accountingstore"}
+	imports := moduleImports(t, []string{module + "web"})
+	var checked int
+	for _, imp := range imports[module+"web"] {
+		if !strings.HasPrefix(imp, module) {
+			continue
+		}
+		checked++
+		if slices.ContainsFunc(forbid, func(f string) bool { return matches(f, imp) }) {
+			t.Errorf("web imports %s: ask package app", strings.TrimPrefix(imp, module))
+		}
+	}
+	if !slices.Contains(imports[module+"web"], module+"app") || checked == 0 {
+		t.Fatalf("web imports %v, not app", imports[module+"web"])
+	}
+}
+
 // moduleImports returns what each of pkgs imports directly (test files
 // left out).
 func moduleImports(t *testing.T, pkgs []string) map[string][]string {
