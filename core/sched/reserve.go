@@ -1431,7 +1431,7 @@ func (p *pass) addReservation(e *entry, slots []int32, n int, from, due float64)
 	p.rsvJust, p.rsvPending = e.job, k
 	p.recheckAt(from)
 	if p.rsvPreempt {
-		p.recheckAt(rk.deadline)
+		p.recheckAt(rk.deadline - p.sc.cfg.HandoverS)
 	}
 }
 
@@ -1467,7 +1467,8 @@ func (p *pass) appendReserved(b []byte, e *entry) []byte {
 
 // overdue tells whether job i, due for a reservation since due, has
 // reached its deadline under a preemptive policy: it has waited its bound
-// again since it became due (twice its bound in all). Its reservation
+// again since it became due (twice its bound in all), less the handover
+// (Config.HandoverS) that the GPUs it takes need to free. Its reservation
 // then takes its GPUs from any batch job the policy may preempt, however
 // they rank and whenever they started (not sessions; under fair share
 // not another team's job that had waited its own bound when it started),
@@ -1480,7 +1481,7 @@ func (p *pass) overdue(i int32, due float64) bool {
 	if !p.rsvPreempt {
 		return false
 	}
-	return p.now >= due+p.boundOf(&p.s.Jobs[i])
+	return p.now >= due+p.boundOf(&p.s.Jobs[i])-p.sc.cfg.HandoverS
 }
 
 // overdueVictim tells whether running job run may be preempted for job
@@ -1538,7 +1539,7 @@ func (p *pass) rsvEarlyBegin() {
 		j := &p.s.Jobs[i]
 		due := p.now - waitedS(j, p.now) + p.boundOf(j)
 		h := rsvEarly{job: i, deadline: due + p.boundOf(j)}
-		h.ready = p.now >= h.deadline
+		h.ready = p.overdue(i, due)
 		for _, g := range p.rsvKeptOf(i).GPUs {
 			s := p.cl.slot(g)
 			if s < 0 || !p.cl.nodes[p.cl.slotNode[s]].sched {

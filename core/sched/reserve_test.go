@@ -435,6 +435,9 @@ func TestReservationConfig(t *testing.T) {
 		{Policy: "fjf", ReserveAfterS: math.Inf(1)},
 		{Policy: "fjf", MaxReservations: -1},
 		{Policy: "fjf", MaxReservations: maxReservations + 1},
+		{Policy: "fjf", HandoverS: -1},
+		{Policy: "fjf", HandoverS: math.NaN()},
+		{Policy: "fjf", HandoverS: math.Inf(1)},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%+v: no error", cfg)
@@ -1107,6 +1110,7 @@ func TestReservationDeadline(t *testing.T) {
 	cases := []struct {
 		name     string
 		now      float64
+		handover float64
 		jobs     []Job
 		starts   []int64
 		preempts []int64
@@ -1122,6 +1126,27 @@ func TestReservationDeadline(t *testing.T) {
 			},
 			starts:   []int64{10},
 			preempts: []int64{11},
+		},
+		{
+			name:     "a handover before its deadline: it takes its GPUs then, so that they are free by it",
+			now:      660,
+			handover: 50,
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(600, 660)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{11},
+		},
+		{
+			name:     "not yet a handover before its deadline",
+			now:      640,
+			handover: 50,
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(600, 640)),
+			},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 1300, DueS: 400}},
 		},
 		{
 			name: "past its deadline, held up by a session: the jobs above it use the free GPUs",
@@ -1151,7 +1176,7 @@ func TestReservationDeadline(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300}
+			cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, HandoverS: tc.handover}
 			s := Snapshot{Now: tc.now, Nodes: nodes(8), Jobs: tc.jobs, Reservations: kept}
 			d := mustNew(t, cfg).Schedule(s)
 			if !sameIDs(startIDs(d), tc.starts) {
@@ -1174,8 +1199,8 @@ func TestReservationDeadline(t *testing.T) {
 			if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
 				t.Error(joinProblems(p))
 			}
-			if tc.now < 700 && d.Recheck > 700 {
-				t.Errorf("recheck %v, want one by the deadline, 700", d.Recheck)
+			if at := 700 - tc.handover; tc.now < at && len(d.Starts) == 0 && d.Recheck > at {
+				t.Errorf("recheck %v, want one by the deadline less the handover, %v", d.Recheck, at)
 			}
 		})
 	}
