@@ -26,6 +26,14 @@ import (
 //   - if they are interactive sessions, which no reservation holds back
 //     and none preempts: the reserved job waits for them.
 //
+// Under a preemptive policy a reservation has a deadline: its job's due
+// time plus its bound (twice the bound since it was submitted), less
+// Config.HandoverS. From then it takes its GPUs from any batch job, but
+// one due for a reservation itself and another team's guaranteed work
+// (overdue, overdueVictim), and the jobs ranked above it are held off
+// them (rsvEarlyHold); before, a session that would run past it does not
+// start on them, whatever its rank. A job of one GPU is never reserved.
+//
 // Free GPUs outside a reservation come first. Free reserved GPUs are
 // held back for the rest of the walk by marking them busy (rsvHeld); a
 // job that may use them has them opened while it is decided
