@@ -74,42 +74,44 @@ type pass struct {
 	later       []*entry // pending jobs deferred to the borrowers, a heap
 
 	// Reservations (reserve.go).
-	rsvOn       bool               // some job may get a reservation in this pass
-	rsvPreempt  bool               // later jobs may backfill as preemptible
-	rsvAnyLimit bool               // some pending job declared a time limit
-	rsvMax      int                // Config.MaxReservations
-	rsvBound    map[string]float64 // teams' own bounds
-	rsvNext     float64            // when the next waiting job becomes due, or 0
-	rsvIsDue    []bool             // per job: pending, due for a reservation, not yet decided
-	rsvWithin   []bool             // fair share: per job, within its team's guarantee when decided
-	rsvNoStart  bool               // tryReserve reserves, but starts nothing
-	rsvDueLeft  int                // such jobs
-	rsv         []rsvState
-	rsvJust     int32   // the job whose reservation was just made, or -1
-	rsvPending  int32   // that reservation, until rsvCommit holds its GPUs back, or -1
-	rsvOwner    []int32 // per slot: the reservation it belongs to, or -1
-	rsvHeld     []bool  // per slot: free, held back (marked busy) for its reservation
-	rsvFree     int     // free GPUs held back
-	rsvOpened   []int32 // slots opened for the job being decided
-	rsvOpenN    int     // count mode: GPUs opened for it
-	startJob    []int32 // per Decisions.Starts entry: its job
-	freeAt      []float64
-	runEnd      []float64 // per run: endAt, NaN until asked (runEndAt)
-	runStart    []entry   // per run: its entry as a waiting job when it started, job -1 until asked (startKey)
-	slotRun     []int32
-	rsvCand     []int32
-	rsvShared   []bool          // per slot: held by several running jobs, no run alone (sharedFreeAt)
-	rsvKept     map[int64]int32 // Snapshot.Reservations by job ID: their index
-	rsvHolder   []int32         // per job: 1 + its kept reservation's index, 0 for none (sized when some are kept)
-	rsvHoldLeft int             // holders of kept reservations the walk has not taken yet
-	rsvHolders  []int32         // the holders, indices in Snapshot.Jobs
-	rsvKeptSlot []int32         // per slot: the holder whose kept reservation names it, or -1 (built when asked)
-	rsvTimes    []float64
-	rsvCount    []int32
-	rsvNodes    []int32
-	rsvPool     []int32
-	rsvScratch  []int32
-	rsvRels     []rsvRel
+	rsvOn        bool               // some job may get a reservation in this pass
+	rsvPreempt   bool               // later jobs may backfill as preemptible
+	rsvAnyLimit  bool               // some pending job declared a time limit
+	rsvMax       int                // Config.MaxReservations
+	rsvBound     map[string]float64 // teams' own bounds
+	rsvNext      float64            // when the next waiting job becomes due, or 0
+	rsvIsDue     []bool             // per job: pending, due for a reservation, not yet decided
+	rsvWithin    []bool             // fair share: per job, within its team's guarantee when decided
+	rsvNoStart   bool               // tryReserve reserves, but starts nothing
+	rsvDueLeft   int                // such jobs
+	rsv          []rsvState
+	rsvJust      int32   // the job whose reservation was just made, or -1
+	rsvPending   int32   // that reservation, until rsvCommit holds its GPUs back, or -1
+	rsvOwner     []int32 // per slot: the reservation it belongs to, or -1
+	rsvHeld      []bool  // per slot: free, held back (marked busy) for its reservation
+	rsvFree      int     // free GPUs held back
+	rsvOpened    []int32 // slots opened for the job being decided
+	rsvOpenN     int     // count mode: GPUs opened for it
+	startJob     []int32 // per Decisions.Starts entry: its job
+	freeAt       []float64
+	runEnd       []float64 // per run: endAt, NaN until asked (runEndAt)
+	runStart     []entry   // per run: its entry as a waiting job when it started, job -1 until asked (startKey)
+	slotRun      []int32
+	rsvCand      []int32
+	rsvShared    []bool          // per slot: held by several running jobs, no run alone (sharedFreeAt)
+	rsvKept      map[int64]int32 // Snapshot.Reservations by job ID: their index
+	rsvHolder    []int32         // per job: 1 + its kept reservation's index, 0 for none (sized when some are kept)
+	rsvHoldLeft  int             // holders of kept reservations the walk has not taken yet
+	rsvHolders   []int32         // the holders, indices in Snapshot.Jobs
+	rsvKeptSlot  []int32         // per slot: the holder whose kept reservation names it, or -1 (built when asked)
+	rsvEarlyList []rsvEarly      // holders of kept reservations, with their slots (rsvEarlyBegin)
+	rsvEarlyHeld []int32         // slots held off the job being decided (rsvEarlyHold)
+	rsvTimes     []float64
+	rsvCount     []int32
+	rsvNodes     []int32
+	rsvPool      []int32
+	rsvScratch   []int32
+	rsvRels      []rsvRel
 
 	d Decisions
 }

@@ -26,6 +26,14 @@ import (
 //   - if they are interactive sessions, which no reservation holds back
 //     and none preempts: the reserved job waits for them.
 //
+// Under a preemptive policy a reservation has a deadline: its job's due
+// time plus its bound (twice the bound since it was submitted), less
+// Config.HandoverS. From then it takes its GPUs from any batch job, but
+// one due for a reservation itself and another team's guaranteed work
+// (overdue, overdueVictim), and the jobs ranked above it are held off
+// them (rsvEarlyHold); before, a session that would run past it does not
+// start on them, whatever its rank. A job of one GPU is never reserved.
+//
 // Free GPUs outside a reservation come first. Free reserved GPUs are
 // held back for the rest of the walk by marking them busy (rsvHeld); a
 // job that may use them has them opened while it is decided
@@ -143,12 +151,17 @@ func (r Reservation) Clause(now float64) string {
 
 // rsvState is one reservation during the pass.
 type rsvState struct {
-	job   int32 // the reserved job, an index in Snapshot.Jobs
-	ent   entry // its entry, to rank other jobs against it
-	n     int
-	from  float64
-	due   float64
-	slots []int32 // nodes mode: the reserved slots, ascending
+	job  int32 // the reserved job, an index in Snapshot.Jobs
+	ent  entry // its entry, to rank other jobs against it
+	n    int
+	from float64
+	due  float64
+	// deadline is when the job will have waited its bound again since
+	// it became due (due plus its bound): the latest a job it waits for
+	// may end (endBy), and, under a preemptive policy, when it takes its
+	// GPUs from any batch job (overdue).
+	deadline float64
+	slots    []int32 // nodes mode: the reserved slots, ascending
 	// held are its free slots held back (nodes mode), or, in count mode,
 	// the free GPUs held back (heldN).
 	held  []int32
@@ -156,6 +169,25 @@ type rsvState struct {
 	// starts is how many starts the pass had made when it reserved: the
 	// later ones are of jobs after it in the walk.
 	starts int
+}
+
+// endBy is when a job that starts on reservation k's GPUs and that the
+// reserved job would wait for (it is not preempted for it) must end by
+// its time limit: the reservation's expected start, and, under a
+// preemptive policy, never after its deadline while that is ahead (past
+// it, the reserved job waits for jobs it may not preempt, expected gone
+// by its start). The expected start is an estimate, often late for jobs that
+// declare no limit (the distribution of job GPU-time's median); the
+// deadline is the promise: a reserved job waits at most its bound once
+// due, and a session with a limit that starts after it is due and runs
+// past that would break it (issue 30: on mixed-spec such sessions,
+// started while the estimate said half an hour, kept 8-GPU jobs waiting
+// up to 2.5 times their bound).
+func (p *pass) endBy(k *rsvState) float64 {
+	if p.rsvPreempt && p.now < k.deadline {
+		return min(k.from, k.deadline)
+	}
+	return k.from
 }
 
 // rsvBegin prepares the pass for reservations, once its cluster is
@@ -222,11 +254,11 @@ func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
 		p.rsvAnyLimit = true
 	}
 	b := p.boundOf(j)
-	if !(b > 0) {
-		return
+	if !(b > 0) || gpus < 2 {
+		return // a job of one GPU is never reserved (tryReserve)
 	}
 	w := waitedS(j, p.now)
-	if w >= b && gpus > 0 {
+	if w >= b {
 		p.rsvIsDue[i] = true
 		p.rsvDueLeft++
 		if len(p.rsvKept) > 0 {
@@ -435,7 +467,7 @@ func (p *pass) mayBackfill(i int32, k *rsvState) bool {
 		if !(ran > 0) || math.IsInf(ran, 1) {
 			ran = 0
 		}
-		if p.now+max(j.TimeLimitS-ran, 0) <= k.from {
+		if p.now+max(j.TimeLimitS-ran, 0) <= p.endBy(k) {
 			return true
 		}
 	}
@@ -498,7 +530,7 @@ func (p *pass) rsvBars(s, i int32) bool {
 		if !(ran > 0) || math.IsInf(ran, 1) {
 			ran = 0
 		}
-		if p.now+max(j.TimeLimitS-ran, 0) <= rk.from {
+		if p.now+max(j.TimeLimitS-ran, 0) <= p.endBy(rk) {
 			return false
 		}
 	}
@@ -624,10 +656,15 @@ func (p *pass) rsvUnholdN(n int) {
 }
 
 // tryReserve gives pending entry e, which cannot start, a reservation if
-// it is due for one. It reports whether e started instead: its reserved
+// it is due for one. A job of one GPU never is: the first GPU it can use
+// that frees goes to it before every job ranked below it, so holding
+// GPUs back gains it nothing, and, kept until it started, its reservation
+// took the place of a job that must gather several: on a busy machine
+// the 1-GPU jobs submitted before an 8-GPU job held the one reservation
+// in turn, up to 415 s past the 8-GPU job's due time (issue 30). It reports whether e started instead: its reserved
 // GPUs were free or held by jobs it may preempt.
 func (p *pass) tryReserve(e *entry) bool {
-	if !p.rsvOn || !p.rsvRoom(e.job) || e.gpus <= 0 || int(e.gpus) > p.cl.capacity-p.maskedCap {
+	if !p.rsvOn || !p.rsvRoom(e.job) || e.gpus < 2 || int(e.gpus) > p.cl.capacity-p.maskedCap {
 		return false
 	}
 	j := &p.s.Jobs[e.job]
@@ -677,14 +714,26 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 	if rsvProtected(j) {
 		return false
 	}
+	if p.rsvVictimByRank(ri, e, due) {
+		return true
+	}
+	// Past its deadline, more.
+	st := run.state &^ runReached
+	return (st == runOpen || st == runKept) && p.overdue(e.job, due) && p.overdueVictim(run, e.job)
+}
+
+// rsvVictimByRank is rsvVictim before the reserved job's deadline: the
+// jobs the policy ranks below it, and the backfills.
+func (p *pass) rsvVictimByRank(ri int32, e *entry, due float64) bool {
 	if p.fair {
 		return p.rsvFairVictim(ri, e, due)
 	}
+	run := &p.runs[ri]
 	switch run.state &^ runReached {
 	case runOpen:
 		return true
 	case runKept:
-		if !(j.LastStartTime >= due) {
+		if !(p.s.Jobs[run.job].LastStartTime >= due) {
 			return false
 		}
 		return compareEntries(p.startKey(ri), e) > 0
@@ -1253,6 +1302,11 @@ func (p *pass) rsvPreemptRun(ri int32, by *entry) {
 func (p *pass) rsvPreemptReason(victim, by *entry) string {
 	b := append(p.buf[:0], "preempted for job "...)
 	b = strconv.AppendInt(b, by.id, 10)
+	if j := &p.s.Jobs[by.job]; p.overdue(by.job, p.now-waitedS(j, p.now)+p.boundOf(j)) {
+		b = append(b, ", which had its GPUs reserved once it waited past its bound and has now waited its bound again: a reservation past its deadline takes its GPUs from any batch job"...)
+		p.buf = b
+		return string(b)
+	}
 	b = append(b, ", which had its GPUs reserved once it waited past its bound, and ranks above it as a waiting job ("...)
 	b = p.appendRank(b, by)
 	b = append(b, "; this job: "...)
@@ -1370,7 +1424,7 @@ type rsvRel struct {
 // addReservation records e's reservation.
 func (p *pass) addReservation(e *entry, slots []int32, n int, from, due float64) {
 	k := int32(len(p.rsv))
-	p.rsv = append(p.rsv, rsvState{job: e.job, ent: *e, n: n, from: from, due: due, starts: len(p.d.Starts)})
+	p.rsv = append(p.rsv, rsvState{job: e.job, ent: *e, n: n, from: from, due: due, deadline: due + p.boundOf(&p.s.Jobs[e.job]), starts: len(p.d.Starts)})
 	rk := &p.rsv[k]
 	rk.slots = slots
 	var gpus []GPURef
@@ -1384,6 +1438,9 @@ func (p *pass) addReservation(e *entry, slots []int32, n int, from, due float64)
 	p.d.Reservations = append(p.d.Reservations, Reservation{JobID: e.id, GPUs: gpus, Count: n, FromS: from, DueS: due})
 	p.rsvJust, p.rsvPending = e.job, k
 	p.recheckAt(from)
+	if p.rsvPreempt {
+		p.recheckAt(rk.deadline - p.sc.cfg.HandoverS)
+	}
 }
 
 // rsvRecheck asks for a pass when the next waiting job becomes due, while
@@ -1414,4 +1471,191 @@ func (p *pass) appendReserved(b []byte, e *entry) []byte {
 		b = append(b, "'s reservation"...)
 	}
 	return b
+}
+
+// overdue tells whether job i, due for a reservation since due, has
+// reached its deadline under a preemptive policy: it has waited its bound
+// again since it became due (twice its bound in all), less the handover
+// (Config.HandoverS) that the GPUs it takes need to free. Its reservation
+// then takes its GPUs from any batch job the policy may preempt, however
+// they rank and whenever they started (not sessions; under fair share
+// not another team's job that had waited its own bound when it started),
+// and no job but it starts on them (rsvEarlyHold): the promise is a wait
+// of at most twice the bound, and without it an 8-GPU job on a busy
+// machine waited for the 1-GPU jobs submitted before it, which rank
+// above it in tiresias-l's queue 0 and started one after another on its
+// GPUs after it was due (issue 30).
+func (p *pass) overdue(i int32, due float64) bool {
+	if !p.rsvPreempt {
+		return false
+	}
+	return p.now >= due+p.boundOf(&p.s.Jobs[i])-p.sc.cfg.HandoverS
+}
+
+// overdueVictim tells whether running job run may be preempted for job
+// i, overdue (past its deadline), beside those rsvVictimByRank gives:
+// any batch job, whenever it started and however it ranks, but one that was due for a reservation itself when it
+// started (wasDue); and of another team under fair share only a job
+// that borrows (beyond its team's guarantee when the pass began) and had
+// not waited its own bound when it started: a team's guaranteed work is
+// not taken for another team's reservation. Never a session, nor a job
+// sharing its GPU with a job started in this pass.
+func (p *pass) overdueVictim(run *runJob, i int32) bool {
+	if run.n <= 0 || run.flags&runPinned != 0 {
+		return false
+	}
+	j := &p.s.Jobs[run.job]
+	if rsvProtected(j) || p.wasDue(j) {
+		return false
+	}
+	if p.fair && p.jteam[run.job] != p.jteam[i] {
+		return run.flags&runBorrowed != 0 && !p.waitedBound(j)
+	}
+	return true
+}
+
+// wasDue tells whether running job j was due for a reservation itself
+// when it started: it asks several GPUs and had waited its bound. An
+// overdue reservation does not take GPUs from it: else two due jobs
+// handed a machine to one another, each preempting the other at its
+// deadline.
+func (p *pass) wasDue(j *Job) bool {
+	return clampGPUs(j.GPUs) > 1 && p.waitedBound(j)
+}
+
+// rsvEarly is a holder of a kept reservation that the walk has not
+// reached yet, and the slots its reservation names (nodes mode).
+type rsvEarly struct {
+	job      int32
+	deadline float64
+	slots    []int32
+	// ready: past its deadline, it can take its GPUs now: each is free
+	// or held by a job it may preempt (overdueVictim).
+	ready bool
+}
+
+// rsvEarlyBegin notes, at the start of the walk, the holders of kept
+// reservations and their slots, so that jobs ranked above a holder that
+// it could not take its GPUs back from are held off them (rsvEarlyHold).
+func (p *pass) rsvEarlyBegin() {
+	p.rsvEarlyList = p.rsvEarlyList[:0]
+	p.rsvEarlyHeld = p.rsvEarlyHeld[:0]
+	if !p.rsvOn || !p.rsvPreempt || p.count || len(p.rsvHolders) == 0 {
+		return
+	}
+	for _, i := range p.rsvHolders {
+		j := &p.s.Jobs[i]
+		due := p.now - waitedS(j, p.now) + p.boundOf(j)
+		h := rsvEarly{job: i, deadline: due + p.boundOf(j)}
+		h.ready = p.overdue(i, due)
+		for _, g := range p.rsvKeptOf(i).GPUs {
+			s := p.cl.slot(g)
+			if s < 0 || !p.cl.nodes[p.cl.slotNode[s]].sched {
+				h.ready = false // gone or drained: it is reserved afresh
+				continue
+			}
+			h.slots = append(h.slots, int32(s))
+		}
+		p.rsvEarlyList = append(p.rsvEarlyList, h)
+	}
+	if !slices.ContainsFunc(p.rsvEarlyList, func(h rsvEarly) bool { return h.ready }) {
+		return
+	}
+	// A holder is not ready if a job it may not preempt holds one of its
+	// GPUs, or several jobs share one.
+	ks := p.keptSlots()
+	notReady := func(s int32) {
+		if h := ks[s]; h >= 0 {
+			for k := range p.rsvEarlyList {
+				if p.rsvEarlyList[k].job == h {
+					p.rsvEarlyList[k].ready = false
+				}
+			}
+		}
+	}
+	for _, s := range p.shared {
+		notReady(s)
+	}
+	for ri := range p.runs {
+		run := &p.runs[ri]
+		for _, s := range p.held[run.lo:run.hi] {
+			if h := ks[s]; h >= 0 && !p.overdueVictim(run, h) {
+				notReady(s)
+			}
+		}
+	}
+}
+
+// rsvEarlyHold holds off the free slots of kept reservations whose
+// holders the walk has not reached yet from pending entry e, decided
+// next, when e may not use them: past the holder's deadline, when the
+// holder can take its GPUs now (ready), no job but the holder may (else
+// the jobs ranked above it would take them first, to be preempted at the
+// next pass); and a job that the holder would have to wait for (a
+// session, never preempted) may only if its time limit ends it by the
+// deadline. A session without a limit is not held off (it could be held
+// for ever), nor, under fair share, a job that has waited its bound (a
+// team's guaranteed work waits at most its bound). A batch job the
+// policy ranks above the holder may use them before the deadline: it is
+// preempted then if it still holds them. rsvEarlyRelease gives the slots
+// back once e is decided.
+func (p *pass) rsvEarlyHold(e *entry) {
+	if len(p.rsvEarlyList) == 0 {
+		return
+	}
+	cl := &p.cl
+	for k := range p.rsvEarlyList {
+		h := &p.rsvEarlyList[k]
+		if h.job == e.job || !p.rsvIsDue[h.job] || p.rsvEarlyMay(e.job, h) {
+			continue
+		}
+		for _, s := range h.slots {
+			if cl.busy[s] {
+				continue
+			}
+			cl.busy[s] = true
+			if n := cl.slotNode[s]; cl.nodes[n].sched {
+				cl.setFree(int(n), cl.nodes[n].free-1)
+			}
+			cl.frDirty = true
+			p.rsvEarlyHeld = append(p.rsvEarlyHeld, s)
+		}
+	}
+}
+
+// rsvEarlyMay tells whether pending job i may use the slots kept for
+// holder h, which the walk has not reached (rsvEarlyHold).
+func (p *pass) rsvEarlyMay(i int32, h *rsvEarly) bool {
+	if h.ready {
+		return false
+	}
+	j := &p.s.Jobs[i]
+	if rsvProtected(j) {
+		if !hasLimit(j) {
+			return true
+		}
+		ran := j.ExecutedS
+		if !(ran > 0) || math.IsInf(ran, 1) {
+			ran = 0
+		}
+		return p.now+max(j.TimeLimitS-ran, 0) <= h.deadline
+	}
+	return true
+}
+
+// rsvEarlyRelease gives back the slots rsvEarlyHold held off: still free,
+// none took them.
+func (p *pass) rsvEarlyRelease() {
+	if len(p.rsvEarlyHeld) == 0 {
+		return
+	}
+	cl := &p.cl
+	for _, s := range p.rsvEarlyHeld {
+		cl.busy[s] = false
+		if n := cl.slotNode[s]; cl.nodes[n].sched {
+			cl.setFree(int(n), cl.nodes[n].free+1)
+		}
+	}
+	cl.frDirty = true
+	p.rsvEarlyHeld = p.rsvEarlyHeld[:0]
 }

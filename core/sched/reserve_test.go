@@ -28,7 +28,8 @@ func session(j *Job) { j.Interactive = true }
 // oneNodeBusy is the issue's cluster at t=1000: one node of 8 GPUs, 5 of
 // them held by 1-GPU jobs that started at 100 and end by their limits at
 // 1,200 to 1,600, job 10 asking for all 8 since 0, and more 1-GPU jobs
-// arriving.
+// arriving. With a bound of 300 s job 10 is past its deadline (600)
+// under a preemptive policy: beforeDeadline moves its submission to 500.
 func oneNodeBusy(pending ...Job) Snapshot {
 	const now = 1000
 	s := Snapshot{Now: now, Nodes: nodes(8)}
@@ -38,6 +39,17 @@ func oneNodeBusy(pending ...Job) Snapshot {
 	}
 	s.Jobs = append(s.Jobs, pend(10, 8, 0))
 	s.Jobs = append(s.Jobs, pending...)
+	return s
+}
+
+// beforeDeadline makes oneNodeBusy's job 10 submitted at 500: due at
+// 800 with a bound of 300 s, its deadline (1,100) not reached at 1,000.
+func beforeDeadline(s Snapshot) Snapshot {
+	for i := range s.Jobs {
+		if s.Jobs[i].ID == 10 {
+			s.Jobs[i].SubmitTime = 500
+		}
+	}
 	return s
 }
 
@@ -85,10 +97,10 @@ func TestReservation(t *testing.T) {
 		{
 			name: "tiresias-l: a later job backfills, preemptible",
 			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
-			snap: oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950)),
+			snap: beforeDeadline(oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950))),
 			// both rank below job 10 as waiting jobs (queue 0, later)
 			starts: []int64{11, 12},
-			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 800}},
 			waits:  map[int64]string{10: "GPUs node-0:0-7 reserved for it, expected free in 600 s; first in queue 0"},
 		},
 		{
@@ -107,12 +119,36 @@ func TestReservation(t *testing.T) {
 			name: "tiresias-l: a job that started before the reservation was due is waited for",
 			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
 			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
-				pend(10, 8, 0),
+				pend(10, 8, 1500),
 				run(11, 100, on("node-0", 0), ranFrom(200, 2000), limit(2000)),
-				run(12, 950, on("node-0", 5), ranFrom(1000, 2000)),
+				run(12, 1600, on("node-0", 5), ranFrom(1900, 2000)),
 			}},
-			// 11 started at 200, before 300; its limit ends it at 2,200
-			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2200, DueS: 300}},
+			// due at 1,800, its deadline 2,100; 11 started at 200,
+			// before 1,800, and its limit ends it at 2,200; 12 is a
+			// backfill
+			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2200, DueS: 1800}},
+		},
+		{
+			name: "tiresias-l: past its deadline it takes its GPUs from any batch job, from before it was due or ranked above it",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(1000, 2000), limit(1500)), // ranked above it
+				run(12, 100, on("node-0", 1), ranFrom(200, 2000), limit(2000)), // from before 400
+			}},
+			// due at 400, its deadline 700
+			starts:   []int64{10},
+			preempts: []int64{11, 12},
+		},
+		{
+			name: "tiresias-l: past its deadline, a session, and a job due itself when it started, are waited for",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(1000, 2000), session, limit(1500)),
+				run(12, 60, on("node-0", 1, 2), ranFrom(1500, 2000), limit(600)), // waited 1,440 s
+			}},
+			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2500, DueS: 400}},
 		},
 		{
 			name: "tiresias-l: an interactive session on the GPUs is waited for, never preempted",
@@ -151,21 +187,38 @@ func TestReservation(t *testing.T) {
 		{
 			name: "tiresias-l: a session whose time limit ends it after the reservation's start is held back, though it has waited its bound",
 			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
-			snap: oneNodeBusy(pend(12, 1, 650, session, limit(3600))),
+			snap: beforeDeadline(oneNodeBusy(pend(12, 1, 650, session, limit(3600)))),
 			// 12 would hold the GPU to 4,600, never preempted: it waits
 			// for job 10 to start (issue 30)
 			starts: nil,
-			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 800}},
 		},
 		{
-			name: "tiresias-l: a job ranked above it as a waiting job is waited for",
+			name: "tiresias-l: a session whose time limit ends it before the reservation's start but after its deadline is held back",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: beforeDeadline(oneNodeBusy(pend(12, 1, 950, session, limit(500)))),
+			// 12 would end at 1,500, before 1,600 but after job 10's
+			// deadline, 1,100: job 10 takes its GPUs then from the
+			// batch jobs, and would wait for the session (issue 30)
+			starts: nil,
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 800}},
+		},
+		{
+			name: "tiresias-l: a job ranked above it as a waiting job is waited for, before its deadline",
 			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
 			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
-				pend(10, 8, 100),
-				// submitted before job 10: ahead of it in queue 0
-				run(11, 50, on("node-0", 0), ranFrom(1000, 2000), limit(1500)),
+				pend(10, 8, 1500),
+				// submitted before job 10: ahead of it in queue 0;
+				// started after it was due (1,800)
+				run(11, 1400, on("node-0", 0), ranFrom(1900, 2000), limit(600)),
 			}},
-			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2500, DueS: 400}},
+			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2500, DueS: 1800}},
+		},
+		{
+			name:   "a job of one GPU is never reserved",
+			cfg:    Config{Policy: "fjf", ReserveAfterS: 300},
+			snap:   Snapshot{Now: 2000, Nodes: nodes(1), Jobs: []Job{pend(10, 1, 0), run(11, 0, on("node-0", 0), ranFrom(100, 2000))}},
+			starts: nil,
 		},
 		{
 			name: "one node: the node that frees first, and a job without a limit takes the other",
@@ -382,6 +435,9 @@ func TestReservationConfig(t *testing.T) {
 		{Policy: "fjf", ReserveAfterS: math.Inf(1)},
 		{Policy: "fjf", MaxReservations: -1},
 		{Policy: "fjf", MaxReservations: maxReservations + 1},
+		{Policy: "fjf", HandoverS: -1},
+		{Policy: "fjf", HandoverS: math.NaN()},
+		{Policy: "fjf", HandoverS: math.Inf(1)},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%+v: no error", cfg)
@@ -1037,5 +1093,115 @@ func TestReservationKeptSequence(t *testing.T) {
 	t.Logf("%d reservations kept", kept)
 	if kept < 200 {
 		t.Errorf("only %d reservations kept: the snapshots do not test them", kept)
+	}
+}
+
+// TestReservationDeadline: a reserved job that has waited its bound again
+// since it became due (its deadline, twice its bound in all) takes its
+// GPUs, under a preemptive policy, from any batch job, and the jobs
+// ranked above it do not take them first; before its deadline, a
+// session ranked above it starts on them only if its limit ends it by
+// the deadline (issue 30). One machine of 8, bound 300 s; job 10 (8
+// GPUs) was submitted at 100, due at 400, its deadline 700, and holds a
+// reservation on the machine.
+func TestReservationDeadline(t *testing.T) {
+	all := on("node-0", span(0, 8)...)
+	kept := []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 1300, DueS: 400}}
+	cases := []struct {
+		name     string
+		now      float64
+		handover float64
+		jobs     []Job
+		starts   []int64
+		preempts []int64
+		rsv      []Reservation
+	}{
+		{
+			name: "past its deadline: a job ranked above it is preempted, and one waiting above it does not take its free GPUs",
+			now:  2000,
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(1000, 2000)),
+				pend(12, 1, 60),
+			},
+			starts:   []int64{10},
+			preempts: []int64{11},
+		},
+		{
+			name:     "a handover before its deadline: it takes its GPUs then, so that they are free by it",
+			now:      660,
+			handover: 50,
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(600, 660)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{11},
+		},
+		{
+			name:     "not yet a handover before its deadline",
+			now:      640,
+			handover: 50,
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(600, 640)),
+			},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 1300, DueS: 400}},
+		},
+		{
+			name: "past its deadline, held up by a session: the jobs above it use the free GPUs",
+			now:  2000,
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(1000, 2000), session, limit(1500)),
+				pend(12, 1, 60),
+			},
+			starts: []int64{12},
+			// kept past its start: "expected free now"
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 2000, DueS: 400}},
+		},
+		{
+			name: "before its deadline: a session above it that would end after it waits, a shorter one and a batch job start",
+			now:  500,
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 40, on("node-0", 0), ranFrom(300, 500), limit(1000)),
+				pend(12, 1, 60, session, limit(400)), // would end at 900
+				pend(13, 1, 70, session, limit(150)), // ends by 650
+				pend(14, 1, 80),
+			},
+			starts: []int64{13, 14},
+			rsv:    []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 1300, DueS: 400}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, HandoverS: tc.handover}
+			s := Snapshot{Now: tc.now, Nodes: nodes(8), Jobs: tc.jobs, Reservations: kept}
+			d := mustNew(t, cfg).Schedule(s)
+			if !sameIDs(startIDs(d), tc.starts) {
+				t.Errorf("starts %v, want %v", startIDs(d), tc.starts)
+			}
+			if !sameIDs(preemptIDs(d), tc.preempts) {
+				t.Errorf("preempts %v, want %v", preemptIDs(d), tc.preempts)
+			}
+			for _, p := range d.Preempts {
+				if !strings.Contains(p.Reason, "preempted for job 10, which had its GPUs reserved once it waited past its bound and has now waited its bound again") {
+					t.Errorf("preemption %+v: want the deadline's reason", p)
+				}
+			}
+			if !reflect.DeepEqual(d.Reservations, tc.rsv) {
+				t.Errorf("reservations %+v, want %+v", d.Reservations, tc.rsv)
+			}
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+			if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+			if at := 700 - tc.handover; tc.now < at && len(d.Starts) == 0 && d.Recheck > at {
+				t.Errorf("recheck %v, want one by the deadline less the handover, %v", d.Recheck, at)
+			}
+		})
 	}
 }

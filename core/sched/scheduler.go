@@ -131,6 +131,12 @@ type Config struct {
 	// MaxReservations is how many jobs hold a reservation at once, the
 	// first ones in priority order; zero means DefaultMaxReservations.
 	MaxReservations int
+	// HandoverS is how long, in seconds, a preempted job is expected to
+	// keep its GPUs (checkpoint and exit) before they are free: a
+	// reservation past its deadline takes its GPUs this long before the
+	// deadline, so that its job starts by it (reserve.go, overdue). Zero:
+	// at the deadline.
+	HandoverS float64
 }
 
 // PolicyInfo describes a policy for people: the portal lists these.
@@ -278,6 +284,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if r := cfg.ReserveAfterS; !(r >= 0) || math.IsInf(r, 1) {
 		return nil, fmt.Errorf("reserve-after %v s: must be a finite number of seconds, 0 (off) or more", r)
+	}
+	if h := cfg.HandoverS; !(h >= 0) || math.IsInf(h, 1) {
+		return nil, fmt.Errorf("handover %v s: must be a finite number of seconds, 0 or more", h)
 	}
 	switch m := cfg.MaxReservations; {
 	case m == 0:

@@ -24,10 +24,13 @@ func (p *pass) walk() {
 	p.preempted = p.preempted[:0]
 	defer p.dropRestored()
 	defer p.closeReserved()
+	defer p.rsvEarlyRelease()
 	defer p.unmask()
+	p.rsvEarlyBegin()
 	var blocker *entry
 	for {
 		p.unmask()
+		p.rsvEarlyRelease()
 		p.closeReserved()
 		next := p.peek()
 		if p.merged {
@@ -55,6 +58,7 @@ func (p *pass) walk() {
 				p.rsvWithin[next.job] = p.entitled(next)
 			}
 		}
+		p.rsvEarlyHold(next)
 		p.mask(next)
 		if p.sh.on && p.tryJoin(next) {
 			continue

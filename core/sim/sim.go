@@ -230,6 +230,11 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	// itself, from the placements (cpualloc.go).
 	sconf := cfg.Sched
 	sconf.OmitAllocations = true
+	if sconf.HandoverS == 0 {
+		// A reservation past its deadline takes its GPUs a handover
+		// early, so that its job starts by the deadline.
+		sconf.HandoverS = cfg.HandoverS
+	}
 	sc, err := sched.New(sconf)
 	if err != nil {
 		return nil, err
