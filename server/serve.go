@@ -297,7 +297,11 @@ func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sche
 // minimum), never the core's default for a zero field.
 func schedConfig(f serveFlags) (sched.Config, error) {
 	cfg := sched.Config{Policy: f.policy, PromoteKnob: f.promoteKnob, CPUAlloc: f.cpuAlloc, SharePlacement: f.sharePlacement,
-		Reference: f.reference, LimitsAsHints: f.limitsAsHints}
+		Reference: f.reference, LimitsAsHints: f.limitsAsHints,
+		// A preempted job has up to --grace to checkpoint and exit before
+		// its GPUs free: a reservation past its deadline takes them that
+		// much early (docs/scheduling.md, rule 6).
+		HandoverS: f.grace.Seconds()}
 	if f.thresholds != "" {
 		for _, part := range strings.Split(f.thresholds, ",") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)

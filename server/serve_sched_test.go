@@ -70,6 +70,10 @@ func TestSchedConfigZeroMeansWhatTheFlagSays(t *testing.T) {
 	if cfg, err := schedConfig(f); err != nil || cfg.ReserveAfterS != 0 {
 		t.Errorf("--reserve-after 0: %v s, %v; want off", cfg.ReserveAfterS, err)
 	}
+	f.grace = 25 * time.Second
+	if cfg, err := schedConfig(f); err != nil || cfg.HandoverS != 25 {
+		t.Errorf("--grace 25s: HandoverS %v, %v; want 25 (a preempted job's time to checkpoint and exit)", cfg.HandoverS, err)
+	}
 	if h := engineHalfLife(0); h >= 0 {
 		t.Errorf("--half-life 0 reaches the engine as %v, want negative (no decay)", h)
 	}
