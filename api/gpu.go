@@ -138,3 +138,30 @@ type ClusterJobsPoint struct {
 	Running   float64 `json:"running"`
 	Preempted float64 `json:"preempted"`
 }
+
+// GPUWall is what a new viewer of the live gpus topic is sent first: the
+// live window of every GPU, bounded whatever the number of GPUs (the
+// updates then bring each second).
+type GPUWall struct {
+	From int64 `json:"from"`   // Unix seconds: where the first step starts
+	Step int64 `json:"step_s"` // seconds per step: more GPUs, longer steps
+	// Cluster is the cluster's GPUs busy and memory each second of the
+	// window, as GET /cluster/history?range=10m.
+	Cluster []ClusterPoint `json:"cluster"`
+	GPUs    []GPUWindow    `json:"gpus"`
+}
+
+// GPUWindow is one GPU over the live window.
+type GPUWindow struct {
+	UUID  string `json:"uuid,omitempty"`
+	Node  string `json:"node"`
+	Index int    `json:"index"`
+	Model string `json:"model,omitempty"`
+	// UsedMaxMiB is the most memory used in each step from GPUWall.From,
+	// so that no peak is lost; null for a step with no reading.
+	UsedMaxMiB []*int64 `json:"used_max_mib"`
+	// Last is the GPU's newest reading; absent if none in the window.
+	Last *Point `json:"last,omitempty"`
+	// Lanes are the GPU's Salus lanes now, when its agent serves a gate.
+	Lanes *GPULanes `json:"lanes,omitempty"`
+}

@@ -75,11 +75,11 @@ func TestLiveStream(t *testing.T) {
 	}
 	defer conn.Close()
 	snap := readUntil(t, conn, 1, func(m wsMsg) bool { return m.Topic == "gpus" && m.Type == "snapshot" })
-	var hist []struct{ Node string }
-	if err := json.Unmarshal(snap.Data, &hist); err != nil || len(hist) != 2 {
-		t.Fatalf("gpus snapshot: %v, %d GPUs; want 2", err, len(hist))
+	var wall apitypes.GPUWall
+	if err := json.Unmarshal(snap.Data, &wall); err != nil || len(wall.GPUs) != 2 || wall.Step < 1 || len(wall.Cluster) == 0 {
+		t.Fatalf("gpus snapshot: %v, %d GPUs in steps of %d s, %d cluster seconds; want 2 GPUs", err, len(wall.GPUs), wall.Step, len(wall.Cluster))
 	}
-	// An update has the snapshot's shape: each GPU with its newest reading.
+	// An update: each GPU with its newest reading.
 	readUntil(t, conn, 5, func(m wsMsg) bool {
 		var f []apitypes.GPUSeries
 		if m.Type != "update" || json.Unmarshal(m.Data, &f) != nil {

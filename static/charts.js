@@ -17,15 +17,21 @@
   // utilization draws, over time, how many GPUs are busy (jobs placed on
   // them: p.held, the rule of the cluster page and /metrics) and the share
   // of GPU memory in use, from the same samples as the wall.
-  // A second's bucket holds each GPU's latest reading in it, by GPU: a
-  // reading sent twice (in the snapshot, then an update) or two readings
-  // of one GPU in one second count that GPU once.
+  // The first frame brings the cluster's sums each second, as the server
+  // computes them for GET /cluster/history (total); the updates bring
+  // readings, summed here per second. A second's bucket holds each GPU's
+  // latest reading in it, by GPU: a reading sent twice (in the first
+  // frame, then an update) or two readings of one GPU in one second count
+  // that GPU once, and a second the first frame summed is not counted again.
   function utilization(el) {
-    var buckets = {}, u = null; // unix second -> {"node/index": {busy, used, total}}
+    var buckets = {}, totals = {}, u = null; // unix second -> {"node/index": {busy, used, total}}; -> {busy, used, total}
     function add(t, gpu, p) {
+      if (totals[t]) { return; }
       var b = buckets[t] || (buckets[t] = {});
       b[gpu] = { busy: (p.held || []).length > 0, used: p.mem_used_mib, total: p.mem_mib };
     }
+    function total(p) { totals[p.t] = { busy: p.busy_gpus, used: p.mem_used_mib, total: p.mem_mib }; delete buckets[p.t]; }
+    function reset() { buckets = {}; totals = {}; }
     function sum(b) {
       var out = { busy: 0, used: 0, total: 0 };
       Object.keys(b).forEach(function (k) {
@@ -35,11 +41,11 @@
       return out;
     }
     function draw() {
-      var ts = Object.keys(buckets).map(Number).sort(function (a, b) { return a - b; });
+      var ts = Object.keys(buckets).concat(Object.keys(totals)).map(Number).sort(function (a, b) { return a - b; });
       var last = ts.length ? ts[ts.length - 1] : 0;
-      ts.forEach(function (t) { if (t < last - WINDOW) { delete buckets[t]; } });
+      ts.forEach(function (t) { if (t < last - WINDOW) { delete buckets[t]; delete totals[t]; } });
       ts = ts.filter(function (t) { return t >= last - WINDOW; });
-      var sums = ts.map(function (t) { return sum(buckets[t]); });
+      var sums = ts.map(function (t) { return totals[t] || sum(buckets[t]); });
       var data = [ts, sums.map(function (b) { return b.busy; }),
                   sums.map(function (b) { return b.total ? 100 * b.used / b.total : 0; })];
       // The most GPUs drawn busy at once, for tests and curious people.
@@ -53,7 +59,7 @@
         }, data, el);
       } else { u.setData(data); }
     }
-    return { add: add, draw: draw };
+    return { add: add, total: total, reset: reset, draw: draw };
   }
 
   // Salus lanes drawn on a GPU's memory timeline: a band for the jobs'
@@ -137,12 +143,31 @@
       return c;
     }
 
+    // add draws a reading after those drawn; one already drawn (the first
+    // frame's last, sent again in an update) is not drawn twice.
     function add(node, index, p) {
-      var c = chartFor(node, index, p.mem_mib);
-      c.data[0].push(p.t); c.data[1].push(p.mem_used_mib / GB); c.data[2].push(p.mem_mib / GB);
+      var c = chartFor(node, index, p.mem_mib), n = c.data[0].length;
       var jobs = (p.held || []).map(function (id) { return "job " + id; }).join(", ");
       c.box.title = jobs ? "running: " + jobs : "idle";
+      if (n && p.t <= c.data[0][n - 1]) { return; }
+      c.data[0].push(p.t); c.data[1].push(p.mem_used_mib / GB); c.data[2].push(p.mem_mib / GB);
       c.box.dataset.last = p.t; // the newest sample drawn, for tests and curious people
+    }
+
+    // drawWindow draws a GPU of the first frame: the most memory used in each
+    // step (null: no reading, a gap), up to its newest reading, then that
+    // reading, after which come the updates' seconds.
+    function drawWindow(f, g) {
+      var last = g.last, cap = last ? last.mem_mib : (g.lanes ? g.lanes.capacity_mib : 1);
+      var c = chartFor(g.node, g.index, cap), started = false;
+      if (g.lanes) { setLanes(c, g.lanes); }
+      (g.used_max_mib || []).forEach(function (v, i) {
+        var t = f.from + i * f.step_s;
+        if ((v === null && !started) || (last && t >= last.t)) { return; }
+        started = true;
+        c.data[0].push(t); c.data[1].push(v === null ? null : v / GB); c.data[2].push(v === null ? null : cap / GB);
+      });
+      if (last) { add(g.node, g.index, last); }
     }
 
     stream(["gpus"], function (topic, type, data) {
@@ -156,17 +181,23 @@
         return;
       }
       if (type === "snapshot") {
+        // The first frame: every GPU's window in steps, the cluster's
+        // figures each second (api.GPUWall). The cluster's newest second
+        // is summed from the GPUs' newest readings and the updates, as
+        // machines that report after the frame was read complete it.
         wall.innerHTML = ""; charts = {};
-        data.forEach(function (g) {
-          var c = chartFor(g.node, g.index, g.points.length ? g.points[0].mem_mib : (g.lanes ? g.lanes.capacity_mib : 1));
-          if (g.lanes) { setLanes(c, g.lanes); }
-          g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, g.node + "/" + g.index, p); } });
-        });
+        var newest = 0;
+        (data.gpus || []).forEach(function (g) { drawWindow(data, g); if (g.last) { newest = Math.max(newest, g.last.t); } });
         Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
-        if (util) { util.draw(); }
+        if (util) {
+          util.reset();
+          (data.cluster || []).forEach(function (p) { if (p.t < newest) { util.total(p); } });
+          (data.gpus || []).forEach(function (g) { if (g.last) { util.add(g.last.t, g.node + "/" + g.index, g.last); } });
+          util.draw();
+        }
         return;
       }
-      // An update has the snapshot's shape, with each GPU's newest reading.
+      // An update: each GPU's newest reading (api.GPUSeries).
       (data || []).forEach(function (g) {
         g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, g.node + "/" + g.index, p); } });
       });

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
+	"github.com/gpuportal/gpuportal/core/telemetry"
 )
 
 // GPU history over longer ranges than the live window: the charts offer
@@ -82,26 +83,11 @@ func (s *Server) clusterHistory(ctx context.Context, r app.HistoryRange) (api.Cl
 	now := s.cfg.Now().Unix()
 	from := now - int64(r.Span/time.Second)
 	if r.Step == 1 {
-		byT := make(map[int64]*api.ClusterPoint)
-		for _, sr := range s.gpuHistory(from) {
-			for _, p := range sr.Points {
-				cp := byT[p.T]
-				if cp == nil {
-					cp = &api.ClusterPoint{T: p.T}
-					byT[p.T] = cp
-				}
-				cp.GPUs++
-				cp.MemUsedMiB += float64(p.MemUsedMiB)
-				cp.MemMiB += p.MemMiB
-				if len(p.Held) > 0 { // telemetry.Point.Busy, as converted
-					cp.BusyGPUs++
-				}
-			}
+		var sum clusterSum
+		for _, g := range s.app.ConnectedGPUs() {
+			sum.add(s.cfg.Telemetry.GPU(g.Key, from))
 		}
-		for _, cp := range byT {
-			out.Points = append(out.Points, *cp)
-		}
-		sort.Slice(out.Points, func(a, b int) bool { return out.Points[a].T < out.Points[b].T })
+		out.Points = sum.points()
 	} else {
 		from -= from % r.Step
 		pts, err := s.app.ClusterGPUPoints(ctx, from, now+1, r.Step)
@@ -136,4 +122,103 @@ func (s *Server) apiClusterHistory(c echo.Context) error {
 // (app.App.JobGPUHistory).
 func (s *Server) jobGPUHistory(ctx context.Context, j *app.Job, r app.HistoryRange) ([]api.JobMemory, error) {
 	return s.app.JobGPUHistory(ctx, j, r.Span, r.Step)
+}
+
+// clusterSum adds up the readings of the connected GPUs each second: the
+// one computation of the cluster's live figures, for GET
+// /cluster/history?range=10m and the gpus topic's first frame alike.
+type clusterSum map[int64]*api.ClusterPoint
+
+// add counts one GPU's readings.
+func (c *clusterSum) add(pts []telemetry.Point) {
+	if *c == nil {
+		*c = make(clusterSum)
+	}
+	for _, p := range pts {
+		cp := (*c)[p.T]
+		if cp == nil {
+			cp = &api.ClusterPoint{T: p.T}
+			(*c)[p.T] = cp
+		}
+		cp.GPUs++
+		cp.MemUsedMiB += float64(p.MemUsedMiB)
+		cp.MemMiB += p.MemMiB
+		if p.Busy() {
+			cp.BusyGPUs++
+		}
+	}
+}
+
+// points are the sums by time; never nil.
+func (c clusterSum) points() []api.ClusterPoint {
+	out := make([]api.ClusterPoint, 0, len(c))
+	for _, cp := range c {
+		out = append(out, *cp)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].T < out[b].T })
+	return out
+}
+
+// The gpus topic's first frame (api.GPUWall) is bounded: each GPU's
+// window in steps of wallStep seconds, the most memory used in each, so
+// that a new viewer of 1,000 GPUs is sent under 1 MB; the updates then
+// bring every second.
+const (
+	wallValues = 96_000 // steps of all GPUs together, ~6 bytes each
+	wallPoints = 300    // steps of one GPU at most
+)
+
+// wallStep is the step of the first frame for n GPUs, in seconds.
+func wallStep(n int) int64 {
+	w := int64(historyWindow / time.Second)
+	return max(ceilDiv(w, wallPoints), ceilDiv(w*int64(n), wallValues), 1)
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// gpuWall is the gpus topic's first frame now.
+func (s *Server) gpuWall() api.GPUWall {
+	now := s.cfg.Now().Unix()
+	since := now - int64(historyWindow/time.Second)
+	gpus := s.app.ConnectedGPUs()
+	step := wallStep(len(gpus))
+	from := since - since%step
+	out := api.GPUWall{From: from, Step: step, GPUs: make([]api.GPUWindow, 0, len(gpus))}
+	gl := s.app.GPULanes()
+	var sum clusterSum
+	for _, g := range gpus {
+		pts := s.cfg.Telemetry.GPU(g.Key, since)
+		sum.add(pts)
+		w := api.GPUWindow{UUID: g.Device.UUID, Node: g.Key.Node, Index: g.Key.Index, Model: g.Device.Model,
+			UsedMaxMiB: usedMax(pts, from, step, (now-from)/step+1)}
+		if len(pts) > 0 {
+			p := pointOf(pts[len(pts)-1])
+			w.Last = &p
+		}
+		if l, ok := gl[g.Key]; ok {
+			w.Lanes = &l
+		}
+		out.GPUs = append(out.GPUs, w)
+	}
+	out.Cluster = sum.points()
+	return out
+}
+
+// usedMax is the most memory used in each of n steps of step seconds from
+// from, nil where there is no reading, up to the last step with one.
+func usedMax(pts []telemetry.Point, from, step, n int64) []*int64 {
+	vals, out := make([]int64, n), make([]*int64, n)
+	last := -1
+	for _, p := range pts {
+		i := (p.T - from) / step
+		if p.T < from || i >= n {
+			continue
+		}
+		if out[i] == nil || p.MemUsedMiB > vals[i] {
+			vals[i] = p.MemUsedMiB
+			out[i] = &vals[i]
+		}
+		last = max(last, int(i))
+	}
+	return out[:last+1]
 }

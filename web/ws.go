@@ -110,7 +110,7 @@ func (e errTopic) Error() string { return string(e) }
 func (s *Server) snapshot(ctx context.Context, u *app.User, topic string) (any, error) {
 	switch {
 	case topic == topicGPUs:
-		return s.gpuHistory(s.cfg.Now().Add(-historyWindow).Unix()), nil
+		return s.gpuWall(), nil
 	case topic == topicQueues:
 		m, err := s.app.Moment(ctx)
 		if err != nil {
