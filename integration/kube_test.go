@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -86,6 +87,7 @@ type kubeCluster struct {
 	dir        string
 	bin        string
 	kubeconfig string
+	cfg        *rest.Config
 	core       corev1client.CoreV1Interface
 	etcd       *daemon
 	apiserver  *daemon
@@ -171,6 +173,7 @@ current-context: test
 		t.Fatal(err)
 	}
 	cfg.QPS, cfg.Burst = 200, 400
+	c.cfg = cfg
 	if c.core, err = corev1client.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}

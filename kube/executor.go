@@ -43,6 +43,9 @@ type Registry interface {
 type Config struct {
 	Core     corev1client.CoreV1Interface
 	Registry Registry
+	// Monitors finds the monitor-only agent of a node, whose GPU
+	// readings become the node's; nil: none.
+	Monitors Monitors
 	Logger   *slog.Logger
 	// Namespace holds gpuportal's pods.
 	Namespace string

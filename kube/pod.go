@@ -117,7 +117,9 @@ func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
+			RestartPolicy: corev1.RestartPolicyNever,
+			// A job's code gets no credentials to the API server.
+			AutomountServiceAccountToken:  new(false),
 			SchedulingGates:               []corev1.PodSchedulingGate{{Name: Gate}},
 			TerminationGracePeriodSeconds: &grace,
 			Containers:                    []corev1.Container{c},

@@ -120,6 +120,9 @@ func TestNewPod(t *testing.T) {
 	if p.Spec.ActiveDeadlineSeconds == nil || *p.Spec.ActiveDeadlineSeconds != 3610 {
 		t.Errorf("active deadline %v, want the time left and the backstop margin, 3610", p.Spec.ActiveDeadlineSeconds)
 	}
+	if a := p.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Error("the job's pod mounts a service account token")
+	}
 	a := pinAffinity("n7").NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]
 	if a.Key != "metadata.name" || !slices.Equal(a.Values, []string{"n7"}) {
 		t.Errorf("affinity %+v, want metadata.name in [n7]", a)
