@@ -152,7 +152,10 @@ func startKube(t *testing.T, nodes, gpus int) *kubeCluster {
 		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", filepath.Join(dir, "sa.key"),
 		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"), "--service-cluster-ip-range", "10.96.0.0/16",
 		// No controller manager makes the default service accounts.
-		"--disable-admission-plugins", "ServiceAccount"}
+		"--disable-admission-plugins", "ServiceAccount",
+		// The kubernetes Service's endpoint would be 127.0.0.1, which the
+		// endpoint reconciler refuses: nothing here needs it.
+		"--endpoint-reconciler-type", "none"}
 	c.apiserver = c.start("kube-apiserver", c.apiArgs...)
 
 	// The API server's certificate is its own, self-signed: the client
