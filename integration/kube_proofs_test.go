@@ -41,7 +41,7 @@ func TestKubernetesGangAllOrNothing(t *testing.T) {
 		{"created", func(*corev1.Pod) bool { return true }},
 		{"bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }},
 	} {
-		id := submit(t, alice, map[string]any{"name": "gang-" + at.what, "gpus": parts * 8, "sim": map[string]any{"duration_s": 5}})
+		id := submit(t, alice, map[string]any{"name": "gang-" + at.what, "gpus": parts * 8, "sim": map[string]any{"duration_s": 30}})
 		job := strconv.FormatInt(id, 10)
 		g.waitFor(t, 60*time.Second, "the gang's first pod "+at.what, func() bool {
 			for _, p := range g.pods {
@@ -53,10 +53,13 @@ func TestKubernetesGangAllOrNothing(t *testing.T) {
 		})
 		began := time.Now()
 		g.mu.Lock()
-		seen := 0
+		seen, bound := 0, 0
 		for _, p := range g.pods {
 			if p.Labels["gpuportal.io/job"] == job {
 				seen++
+				if p.Spec.NodeName != "" {
+					bound++
+				}
 			}
 		}
 		g.mu.Unlock()
@@ -65,8 +68,8 @@ func TestKubernetesGangAllOrNothing(t *testing.T) {
 				return strings.Contains(srv.output(), "watch failed; watching again")
 			})
 		})
-		t.Logf("API server crashed when the gang's first pod was %s (%d of its pods seen), back after %v",
-			at.what, seen, time.Since(began).Round(time.Millisecond))
+		t.Logf("API server crashed when the gang's first pod was %s (%d of its pods seen, %d bound), back after %v",
+			at.what, seen, bound, time.Since(began).Round(time.Millisecond))
 		j := alice.waitState(id, 3*time.Minute, "succeeded", "failed", "cancelled")
 		if j.State != "succeeded" {
 			t.Errorf("gang job %d ended %s (%s), want succeeded", id, j.State, j.Reason)
