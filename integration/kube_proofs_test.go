@@ -183,9 +183,10 @@ func TestKubernetesReclaim(t *testing.T) {
 // two engines. Jobs of one user, of normal and low priority, are all
 // submitted while every node is cordoned, then the nodes are uncordoned;
 // each job's start (started_at, the engine's decision) orders them, and
-// the two orders must be the same. Its size is kubeScale's.
+// the two orders must be the same. Its size is kubeScale's: by default
+// 40 jobs on 2 nodes (16 GPUs), so that most wait for others to end.
 func TestKubernetesStartOrder(t *testing.T) {
-	nodes, n := kubeScale(t)
+	nodes, n := kubeScale(t, 2, 40)
 	agents := startServer(t, "--data", t.TempDir(), "--sim-gpus", fmt.Sprintf("%dx8x80", nodes), "--dev-token", "adm")
 	waitGPUs(t, agents.URL, nodes*8)
 	onAgents := runOrderTrace(t, agents.URL, n)

@@ -557,11 +557,11 @@ func startKubeServer(t *testing.T, c *kubeCluster, data string, args ...string) 
 	return startServer(t, all...)
 }
 
-// kubeScale is the size of TestKubernetesRunsJobs: 4 nodes of 8 GPUs and
-// 20 jobs, or what GPUPORTAL_KUBE_NODES and GPUPORTAL_KUBE_JOBS say (the
-// figures of docs/kubernetes.md were measured so: 64 and 1000).
-func kubeScale(t *testing.T) (nodes, jobs int) {
-	nodes, jobs = 4, 20
+// kubeScale is the size of a test: nodes of 8 GPUs and jobs as given, or
+// what GPUPORTAL_KUBE_NODES and GPUPORTAL_KUBE_JOBS say (the figures of
+// docs/kubernetes.md were measured so: 64 and 1000).
+func kubeScale(t *testing.T, defNodes, defJobs int) (nodes, jobs int) {
+	nodes, jobs = defNodes, defJobs
 	for name, v := range map[string]*int{"GPUPORTAL_KUBE_NODES": &nodes, "GPUPORTAL_KUBE_JOBS": &jobs} {
 		if s := os.Getenv(name); s != "" {
 			n, err := strconv.Atoi(s)
@@ -581,7 +581,7 @@ func kubeScale(t *testing.T) (nodes, jobs int) {
 // that no GPU is bound to two Running pods at any moment, as the API
 // server's own objects say.
 func TestKubernetesRunsJobs(t *testing.T) {
-	nodes, n := kubeScale(t)
+	nodes, n := kubeScale(t, 4, 20)
 	c := startKube(t, nodes, 8)
 	g := c.watchGPUs(t)
 	ctx := context.Background()
