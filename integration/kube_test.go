@@ -604,13 +604,16 @@ func TestKubernetesRunsJobs(t *testing.T) {
 
 	began := time.Now()
 	ids := make([]int64, 0, n)
-	sizes := []int{1, 2, 1, 4, 1}
+	sizes, secs := []int{1, 2, 1, 4, 1}, 3
 	if n > 100 {
-		sizes = []int{1} // the scale run: one-GPU jobs
+		// The scale run: one-GPU jobs long enough for every GPU to be
+		// busy at once (creating and binding 508 pods at --kube-qps 50
+		// takes about half a minute).
+		sizes, secs = []int{1}, 90
 	}
 	for i := range n {
 		var j jobView
-		body := map[string]any{"name": fmt.Sprint("k-", i), "gpus": sizes[i%len(sizes)], "sim": map[string]any{"duration_s": 3 + i%3}}
+		body := map[string]any{"name": fmt.Sprint("k-", i), "gpus": sizes[i%len(sizes)], "sim": map[string]any{"duration_s": secs + i%3}}
 		if st := alice.do(http.MethodPost, "/api/v1/jobs", body, &j); st != http.StatusCreated {
 			t.Fatalf("submit %d: status %d", i, st)
 		}
