@@ -2,13 +2,13 @@
 
 // The Kubernetes executor against a real control plane (etcd,
 // kube-apiserver and KWOK, built by scripts/ensure-kube). These tests are
-// a suite of their own, run by hand until they have passed here once
-// (docs/kubernetes.md, "Running the tests"):
+// a suite of their own (docs/kubernetes.md, "How it is tested"):
 //
 //	./scripts/ensure-kube && go test -tags kube ./integration -run TestKubernetes
 //
-// The binaries take about 90 minutes to build on a loaded 2-core machine,
-// longer than the README's test command may take, so it does not run them.
+// The binaries take about 40 minutes to build on a loaded 2-core machine
+// (cached afterwards), longer than the README's test command may take, so
+// it does not run them.
 
 package integration
 
