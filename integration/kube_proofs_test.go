@@ -74,7 +74,9 @@ func TestKubernetesGangAllOrNothing(t *testing.T) {
 		if j.State != "succeeded" {
 			t.Errorf("gang job %d ended %s (%s), want succeeded", id, j.State, j.Reason)
 		}
-		eventually(t, 30*time.Second, "gpuportal's finished pods to be deleted", func() bool {
+		// A pod whose create's answer the crash lost is gpuportal's
+		// without a run: deleted once it is a minute old.
+		eventually(t, 90*time.Second, "gpuportal's finished pods to be deleted", func() bool {
 			l, err := c.core.Pods(kubeNamespace).List(ctx, metav1.ListOptions{})
 			return err == nil && len(l.Items) == 0
 		})
