@@ -43,6 +43,9 @@ type Registry interface {
 type Config struct {
 	Core     corev1client.CoreV1Interface
 	Registry Registry
+	// Monitors finds the monitor-only agent of a node, whose GPU
+	// readings become the node's; nil: none.
+	Monitors Monitors
 	Logger   *slog.Logger
 	// Namespace holds gpuportal's pods.
 	Namespace string
@@ -102,6 +105,7 @@ type run struct {
 	run     int64
 	node    string
 	gpus    []int
+	parts   int       // the run's pods, one per machine: more than 1 for a gang
 	shared  bool      // the scheduler shares its GPUs with other jobs
 	created time.Time // when gpuportal created or adopted it
 	seen    bool      // the mirror has had it
@@ -110,8 +114,10 @@ type run struct {
 	released  time.Time
 	releasing bool
 	running   bool
-	stopping  bool   // gpuportal deletes it
-	failure   string // why gpuportal ended it on its own
+	stopping  bool // gpuportal deletes it
+	// deleteAsked is when gpuportal last asked for its deletion.
+	deleteAsked time.Time
+	failure     string // why gpuportal ended it on its own
 }
 
 // New returns an executor for cfg.
@@ -294,7 +300,8 @@ func (e *Executor) adoptLocked() (stale []string) {
 			e.log.Warn("a pod of gpuportal's without its job, run or GPUs: left alone", "pod", name, "err", err)
 			continue
 		}
-		e.runs[name] = &run{pod: name, uid: p.UID, jobID: jobID, run: runN, node: p.Spec.NodeName, gpus: gpus,
+		parts, _ := strconv.Atoi(p.Annotations[AnnotationParts])
+		e.runs[name] = &run{pod: name, uid: p.UID, jobID: jobID, run: runN, node: p.Spec.NodeName, gpus: gpus, parts: max(parts, 1),
 			created: now, seen: true, released: now, running: p.Status.Phase == corev1.PodRunning}
 		e.log.Info("adopted a pod", "job", jobID, "run", runN, "pod", name, "node", p.Spec.NodeName, "phase", p.Status.Phase)
 	}
@@ -477,18 +484,35 @@ func (e *Executor) syncRuns(ctx context.Context) {
 			}
 		case p.DeletionTimestamp != nil:
 			// Being deleted: its end is reported once it is gone.
+		case r.stopping || r.failure != "":
+			// To be deleted: a deletion that failed (the API server was
+			// away) is tried again.
+			if now.Sub(r.deleteAsked) >= 5*time.Second {
+				grace := e.cfg.Grace
+				if r.released.IsZero() || gated(p) {
+					grace = 0
+				}
+				r.deleteAsked = now
+				deletes = append(deletes, deletion{name, grace})
+			}
 		case r.failure == "" && stuck(p) != "":
-			r.failure = stuck(p)
+			r.failure, r.deleteAsked = stuck(p), now
 			deletes = append(deletes, deletion{name, time.Second})
 		case p.Status.Phase == corev1.PodRunning:
 			r.running = true
 		case r.released.IsZero() && !r.releasing && !r.stopping && r.failure == "":
 			if now.Sub(r.created) > e.cfg.StartTimeout {
-				r.failure = fmt.Sprintf("its GPUs were not free within %s", e.cfg.StartTimeout)
+				r.failure, r.deleteAsked = fmt.Sprintf("its GPUs were not free within %s", e.cfg.StartTimeout), now
 				deletes = append(deletes, deletion{name, 0})
-			} else if e.freeLocked(r) {
-				r.releasing = true
-				release = append(release, releasing{r, p})
+			} else {
+				for _, part := range e.releasableLocked(r) {
+					part.releasing = true
+					last := e.pods[part.pod]
+					if last != nil && last.UID != part.uid {
+						last = nil
+					}
+					release = append(release, releasing{part, last})
+				}
 			}
 		}
 	}
@@ -517,6 +541,41 @@ func (e *Executor) syncRuns(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// releasableLocked are the pods of r's run to release now: r's alone
+// once its GPUs are free; for a gang, every part not yet released, and
+// only once the pods of all its parts exist, none stopping, and each is
+// released or has its GPUs free. A gang's pods are thus bound all or
+// none: none before the last is created.
+func (e *Executor) releasableLocked(r *run) []*run {
+	if r.parts <= 1 {
+		if e.freeLocked(r) {
+			return []*run{r}
+		}
+		return nil
+	}
+	var parts, out []*run
+	for _, o := range e.runs {
+		if o.jobID != r.jobID || o.run != r.run {
+			continue
+		}
+		if o.stopping || o.failure != "" {
+			return nil
+		}
+		parts = append(parts, o)
+		if !o.released.IsZero() || o.releasing {
+			continue
+		}
+		if !e.freeLocked(o) {
+			return nil
+		}
+		out = append(out, o)
+	}
+	if len(parts) != r.parts {
+		return nil
+	}
+	return out
 }
 
 // freeLocked reports whether no other pod of gpuportal's holds a GPU of
@@ -594,8 +653,13 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	if s.Session != nil {
 		return fmt.Errorf("start job %d on %s: interactive sessions do not run on Kubernetes yet (they need gpuportal agents)", s.JobID, n.name)
 	}
+	if s.Gang != nil && s.Gang.TasksPerGPU {
+		return fmt.Errorf("start job %d on %s: jobs with a process per GPU do not run on Kubernetes yet (they need gpuportal agents)", s.JobID, n.name)
+	}
 	if s.Gang != nil {
-		return fmt.Errorf("start job %d on %s: jobs on several machines or with a process per GPU do not run on Kubernetes yet (they need gpuportal agents)", s.JobID, n.name)
+		if err := s.Gang.Check(); err != nil {
+			return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, err)
+		}
 	}
 	gpus := slices.Clone(s.GPUs)
 	slices.Sort(gpus)
@@ -615,7 +679,7 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 		}
 		overlaps := slices.ContainsFunc(r.gpus, func(g int) bool { return slices.Contains(gpus, g) })
 		if r.jobID == s.JobID || (overlaps && !(r.shared && s.Sharing != nil)) {
-			r.stopping = true
+			r.stopping, r.deleteAsked = true, e.cfg.Now()
 			if r.failure == "" {
 				r.failure = fmt.Sprintf("stale: its GPUs were given to run %d of job %d", s.Run, s.JobID)
 			}
@@ -633,7 +697,7 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	}
 
 	pod := newPod(podSpec{prefix: e.cfg.Prefix, namespace: e.cfg.Namespace, image: e.cfg.Image, node: n.name,
-		team: s.Team, grace: e.cfg.Grace, env: jobEnv(s, gpus)}, s, gpus)
+		team: s.Team, grace: e.cfg.Grace, env: jobEnv(s, gpus, e.cfg.Prefix, e.cfg.Namespace)}, s, gpus)
 	created, err := e.cfg.Core.Pods(e.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
@@ -641,21 +705,40 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 		}
 		return unavailableError{fmt.Errorf("start job %d on %s: create pod %s: %w", s.JobID, n.name, pod.Name, err)}
 	}
-	r := &run{pod: created.Name, uid: created.UID, jobID: s.JobID, run: s.Run, node: n.name, gpus: gpus,
+	r := &run{pod: created.Name, uid: created.UID, jobID: s.JobID, run: s.Run, node: n.name, gpus: gpus, parts: 1,
 		shared: s.Sharing != nil, created: e.cfg.Now()}
+	if s.Gang != nil {
+		r.parts = len(s.Gang.Nodes)
+	}
 	e.mu.Lock()
 	e.runs[r.pod] = r
-	free := e.freeLocked(r)
-	if free {
-		r.releasing = true
+	release := e.releasableLocked(r)
+	for _, part := range release {
+		part.releasing = true
 	}
 	e.mu.Unlock()
-	if free {
-		e.release(ctx, r, created)
-	} else {
+	switch {
+	case len(release) > 0:
+		e.releaseAll(ctx, release, r, created)
+	case r.parts > 1:
+		e.log.Info("pod waits for the other parts of its gang", "job", s.JobID, "pod", r.pod, "node", n.name, "parts", r.parts)
+	default:
 		e.log.Info("pod waits for its GPUs to be free", "job", s.JobID, "pod", r.pod, "node", n.name, "gpus", gpus)
 	}
 	return nil
+}
+
+// releaseAll releases the pods of runs, created the one of r last seen
+// as created: a gang's parts one after another (Kubernetes binds pods
+// one at a time).
+func (e *Executor) releaseAll(ctx context.Context, runs []*run, r *run, created *corev1.Pod) {
+	for _, part := range runs {
+		var last *corev1.Pod
+		if part == r {
+			last = created
+		}
+		e.release(ctx, part, last)
+	}
 }
 
 // release pins r's pod to its node (a required node affinity on the
@@ -679,20 +762,40 @@ func (e *Executor) release(ctx context.Context, r *run, last *corev1.Pod) {
 			}
 		}
 	}
+	retry := err != nil && transient(err)
 	e.mu.Lock()
 	r.releasing = false
-	if err == nil {
+	switch {
+	case err == nil:
 		r.released = e.cfg.Now()
-	} else if r.failure == "" {
-		r.failure = fmt.Sprintf("could not bind its pod to %s: %v", r.node, err)
+	case retry:
+		// The API server is away or overloaded: the loop tries again
+		// (within --kube-start-timeout); the pod stays unbound meanwhile.
+	case r.failure == "":
+		r.failure, r.deleteAsked = fmt.Sprintf("could not bind its pod to %s: %v", r.node, err), e.cfg.Now()
 	}
 	e.mu.Unlock()
+	if retry {
+		e.log.Warn("release a pod: trying again", "pod", r.pod, "node", r.node, "err", err)
+		return
+	}
 	if err != nil {
 		e.log.Error("release a pod", "pod", r.pod, "node", r.node, "err", err)
 		e.deletePod(context.WithoutCancel(ctx), r.pod, time.Second)
 		return
 	}
 	e.log.Info("pod bound", "job", r.jobID, "run", r.run, "pod", r.pod, "node", r.node, "gpus", r.gpus)
+}
+
+// transient reports whether err is the API server's being away, busy or
+// slow rather than a refusal: the request may succeed if made again.
+func transient(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return !errors.Is(err, context.Canceled) // a connection refused or reset
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
 }
 
 // ungate sets the node affinity of r's gated pod and removes its gate in
@@ -753,7 +856,7 @@ func (e *Executor) stop(ctx context.Context, nodeName string, ref job.RunRef) er
 		e.mu.Unlock()
 		return nil // ended already
 	}
-	r.stopping = true
+	r.stopping, r.deleteAsked = true, e.cfg.Now()
 	grace := e.cfg.Grace
 	if r.released.IsZero() && !r.releasing {
 		grace = 0
@@ -771,8 +874,10 @@ func (e *Executor) stop(ctx context.Context, nodeName string, ref job.RunRef) er
 // jobEnv is the environment of run s's container: the job's own
 // variables (names checked at submission and again here), then
 // gpuportal's, with NVIDIA_VISIBLE_DEVICES naming the GPUs gpuportal
-// chose (the NVIDIA container runtime exposes those).
-func jobEnv(s job.Spec, gpus []int) []string {
+// chose (the NVIDIA container runtime exposes those), and for a gang the
+// rendezvous (docs/multinode.md) with each machine's address its pod's
+// DNS name (gangAddrs).
+func jobEnv(s job.Spec, gpus []int, prefix, namespace string) []string {
 	var env []string
 	for _, kv := range s.Env {
 		name, _, _ := strings.Cut(kv, "=")
@@ -789,6 +894,9 @@ func jobEnv(s job.Spec, gpus []int) []string {
 	)
 	if s.Name != "" {
 		env = append(env, "GPUPORTAL_JOB_NAME="+s.Name)
+	}
+	if g := gangAddrs(s, prefix, namespace); g != nil {
+		env = append(env, g.Env(HostfilePath)...)
 	}
 	return append(env, s.Array.Env()...)
 }

@@ -64,6 +64,9 @@ func (f Flags) Start(ctx context.Context, grace time.Duration, reg Registry, log
 	if err != nil {
 		return err
 	}
+	if m, ok := reg.(Monitors); ok {
+		ex.cfg.Monitors = m
+	}
 	log.Info("running jobs on Kubernetes", "api_server", cfg.Host, "namespace", f.Namespace, "node_selector", f.NodeSelector)
 	go ex.Run(ctx)
 	return nil

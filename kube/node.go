@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -177,21 +176,4 @@ func (n *node) RunGPUs(jobID int64) ([]int, bool) {
 		}
 	}
 	return nil, false
-}
-
-// Sample implements engine.Node. The API server reports no GPU readings:
-// the samples carry each GPU's size and nothing used.
-func (n *node) Sample(now time.Time) []gpu.Sample {
-	devs := n.Devices()
-	out := make([]gpu.Sample, len(devs))
-	for i, d := range devs {
-		out[i] = gpu.Sample{At: now, Index: d.Index, MemMiB: d.MemMiB}
-	}
-	return out
-}
-
-// LiveMemoryUnavailable implements engine.LiveMemoryNode: Kubernetes
-// reports no GPU memory in use.
-func (n *node) LiveMemoryUnavailable() string {
-	return fmt.Sprintf("Kubernetes reports no GPU readings of node %s; see docs/kubernetes.md", n.name)
 }

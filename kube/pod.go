@@ -2,7 +2,9 @@ package kube
 
 import (
 	"fmt"
+	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +30,15 @@ const (
 	AnnotationGPUs = "gpuportal.io/gpus"
 	// AnnotationNode is the node gpuportal chose for the run.
 	AnnotationNode = "gpuportal.io/node"
+	// AnnotationParts is how many pods, one per machine, the run has:
+	// more than 1 for a gang (a job on several machines).
+	AnnotationParts = "gpuportal.io/parts"
+	// AnnotationHostfile is a gang's hostfile (job.Gang.Hostfile), which
+	// the pod's container reads at HostfilePath.
+	AnnotationHostfile = "gpuportal.io/hostfile"
+	// HostfilePath is where a gang's container finds its hostfile
+	// (GPUPORTAL_HOSTFILE), from the pod's annotation.
+	HostfilePath = "/etc/gpuportal/hostfile"
 	// AnnotationSimDuration is how long a simulated job (no command)
 	// runs, as a Go duration ("90.000s"): its container sleeps that long,
 	// and a KWOK stage may end the pod after it
@@ -77,7 +88,7 @@ type podSpec struct {
 // its own).
 func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 	command := s.Command
-	annotations := map[string]string{AnnotationGPUs: joinInts(gpus), AnnotationNode: p.node}
+	annotations := map[string]string{AnnotationGPUs: joinInts(gpus), AnnotationNode: p.node, AnnotationParts: "1"}
 	if len(command) == 0 {
 		secs := strconv.FormatFloat(max(s.SimRemaining.Seconds(), 0), 'f', 3, 64)
 		command = []string{"sleep", secs}
@@ -117,7 +128,9 @@ func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
+			RestartPolicy: corev1.RestartPolicyNever,
+			// A job's code gets no credentials to the API server.
+			AutomountServiceAccountToken:  new(false),
 			SchedulingGates:               []corev1.PodSchedulingGate{{Name: Gate}},
 			TerminationGracePeriodSeconds: &grace,
 			Containers:                    []corev1.Container{c},
@@ -128,12 +141,46 @@ func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 	if p.team != "" {
 		pod.Labels[LabelTeam] = labelValue(p.team)
 	}
+	if g := gangAddrs(s, p.prefix, p.namespace); g != nil {
+		// A gang's pods reach one another by name: PREFIX-JOB-RUN-rRANK
+		// in the headless Service PREFIX of the namespace.
+		pod.Spec.Hostname, pod.Spec.Subdomain = gangHost(p.prefix, s.JobID, s.Run, g.Rank), p.prefix
+		annotations[AnnotationParts] = strconv.Itoa(len(g.Nodes))
+		annotations[AnnotationHostfile] = g.Hostfile()
+		dir, file := path.Split(HostfilePath)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "gpuportal-gang", VolumeSource: corev1.VolumeSource{
+			DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{{Path: file,
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + AnnotationHostfile + "']"}}}}}})
+		c := &pod.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "gpuportal-gang", MountPath: strings.TrimSuffix(dir, "/"), ReadOnly: true})
+	}
 	if s.TimeLeft > 0 {
 		// The kubelet ends it a margin after the engine would have.
 		d := int64((s.TimeLeft + job.BackstopMargin).Seconds())
 		pod.Spec.ActiveDeadlineSeconds = &d
 	}
 	return pod
+}
+
+// gangHost is the host name of the pod of rank rank of run run of job
+// jobID: a DNS label, whatever its node's name.
+func gangHost(prefix string, jobID, run int64, rank int) string {
+	return fmt.Sprintf("%s-%d-%d-r%d", prefix, jobID, run, rank)
+}
+
+// gangAddrs is s's gang with each machine's address the DNS name of its
+// pod (gangHost in the headless Service PREFIX of namespace), which
+// MASTER_ADDR and the hostfile name; nil when s is not a gang.
+func gangAddrs(s job.Spec, prefix, namespace string) *job.Gang {
+	if s.Gang == nil {
+		return nil
+	}
+	g := *s.Gang
+	g.Nodes = slices.Clone(g.Nodes)
+	for i := range g.Nodes {
+		g.Nodes[i].Addr = fmt.Sprintf("%s.%s.%s.svc", gangHost(prefix, s.JobID, s.Run, i), prefix, namespace)
+	}
+	return &g
 }
 
 // pinAffinity is the node affinity that binds a gated pod to node: the

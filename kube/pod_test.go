@@ -87,7 +87,7 @@ func TestNewPod(t *testing.T) {
 	s := job.Spec{JobID: 42, Run: 3, GPUs: []int{5, 2}, SimRemaining: 90 * time.Second, Team: "vision lab",
 		TimeLeft: time.Hour, Env: []string{"DATA=/d", "NVIDIA_VISIBLE_DEVICES=all"}}
 	gpus := []int{2, 5}
-	p := newPod(podSpec{prefix: "gp", namespace: "ns", image: "busybox", node: "n7", team: s.Team, grace: 10 * time.Second, env: jobEnv(s, gpus)}, s, gpus)
+	p := newPod(podSpec{prefix: "gp", namespace: "ns", image: "busybox", node: "n7", team: s.Team, grace: 10 * time.Second, env: jobEnv(s, gpus, "gp", "ns")}, s, gpus)
 	if p.Name != "gp-42-3-n7" || p.Namespace != "ns" {
 		t.Errorf("pod %s/%s, want ns/gp-42-3-n7", p.Namespace, p.Name)
 	}
@@ -119,6 +119,9 @@ func TestNewPod(t *testing.T) {
 	}
 	if p.Spec.ActiveDeadlineSeconds == nil || *p.Spec.ActiveDeadlineSeconds != 3610 {
 		t.Errorf("active deadline %v, want the time left and the backstop margin, 3610", p.Spec.ActiveDeadlineSeconds)
+	}
+	if a := p.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Error("the job's pod mounts a service account token")
 	}
 	a := pinAffinity("n7").NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]
 	if a.Key != "metadata.name" || !slices.Equal(a.Values, []string{"n7"}) {
@@ -185,5 +188,37 @@ func TestGPURequest(t *testing.T) {
 	p.Spec.InitContainers = nil
 	if got := gpuRequest(p); got != 3 {
 		t.Errorf("gpuRequest = %d, want 3", got)
+	}
+}
+
+// TestNewGangPod: a part of a gang is named in DNS by its rank, says how
+// many parts its run has, and gets the rendezvous with each machine's
+// address its pod's name, and its hostfile from its annotation.
+func TestNewGangPod(t *testing.T) {
+	g := &job.Gang{Nodes: []job.GangNode{{Name: "n1", Addr: "127.0.0.1", GPUs: 8}, {Name: "n2", Addr: "127.0.0.1", GPUs: 8}}, Rank: 1, MasterPort: 29500}
+	s := job.Spec{JobID: 7, Run: 2, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}, Gang: g, Command: []string{"train"}}
+	p := newPod(podSpec{prefix: "gp", namespace: "jobs", image: "img", node: "n2", env: jobEnv(s, s.GPUs, "gp", "jobs")}, s, s.GPUs)
+	if p.Name != "gp-7-2-n2" || p.Spec.Hostname != "gp-7-2-r1" || p.Spec.Subdomain != "gp" {
+		t.Errorf("pod %s, host %s.%s: want gp-7-2-n2, gp-7-2-r1.gp", p.Name, p.Spec.Hostname, p.Spec.Subdomain)
+	}
+	const hostfile = "gp-7-2-r0.gp.jobs.svc slots=8\ngp-7-2-r1.gp.jobs.svc slots=8\n"
+	if p.Annotations[AnnotationParts] != "2" || p.Annotations[AnnotationHostfile] != hostfile {
+		t.Errorf("annotations %v", p.Annotations)
+	}
+	env := map[string]string{}
+	for _, e := range p.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	for k, v := range map[string]string{"MASTER_ADDR": "gp-7-2-r0.gp.jobs.svc", "MASTER_PORT": "29500", "NODE_RANK": "1", "NNODES": "2",
+		"WORLD_SIZE": "16", "GPUPORTAL_HOSTFILE": HostfilePath, "NVIDIA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"} {
+		if env[k] != v {
+			t.Errorf("%s=%q, want %q", k, env[k], v)
+		}
+	}
+	vm := p.Spec.Containers[0].VolumeMounts
+	if len(vm) != 1 || vm[0].MountPath != "/etc/gpuportal" || len(p.Spec.Volumes) != 1 ||
+		p.Spec.Volumes[0].DownwardAPI.Items[0].Path != "hostfile" ||
+		p.Spec.Volumes[0].DownwardAPI.Items[0].FieldRef.FieldPath != "metadata.annotations['gpuportal.io/hostfile']" {
+		t.Errorf("the hostfile's volume: %+v %+v", vm, p.Spec.Volumes)
 	}
 }

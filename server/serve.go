@@ -160,7 +160,7 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	fs.Var(&f.containerNetwork, "container-network", "the network of the built-in agents' container jobs: private or host (as agent --container-network)")
 	allowedImages := fs.String("allowed-images", "", `prefixes of the container images jobs may name, comma-separated, such as "localhost/,registry.lab/" (a prefix without '/' names a registry); empty: any image`)
 	fs.StringVar(&f.sessionOrigin, "session-origin", "", "where interactive sessions are served, each on a host of its own: a wildcard such as https://*.sessions.lab.example (DNS and a certificate for it: docs/operations.md); without a port, the portal's. Empty: on the portal's origin, sandboxed (Jupyter needs an origin of its own); with --dev, http://*.localhost")
-	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents), slurm (a Slurm cluster: docs/slurm.md) or kubernetes (pods on a Kubernetes cluster; not yet run against a real API server: docs/kubernetes.md)")
+	fs.StringVar(&f.executor, "executor", "agents", "what runs jobs: agents (gpuportal agents), slurm (a Slurm cluster: docs/slurm.md) or kubernetes (pods on a Kubernetes cluster: docs/kubernetes.md)")
 	f.historyRaw, f.historyKeep = 7*24*time.Hour, 90*24*time.Hour
 	fs.Var(days{&f.historyRaw}, "history-raw", "GPU history: keep per-minute rows this long, then roll them up into hours (docs/portal.md)")
 	fs.Var(days{&f.historyKeep}, "history-keep", "GPU history: delete hourly rows older than this")
