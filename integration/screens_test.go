@@ -284,6 +284,9 @@ func screensOf(user, job string, spec specJobs) []screen {
 		{"jobs-filtered", "/jobs?limit=3&kind=sim&q=-&state=running", 200},
 		{"jobs-page-2", "/jobs?limit=3&cursor=" + screensCursor, 200},
 		{"job-idle", "/jobs/1", 200},
+		// The files of alice's idle notebook (job 1), through its agent:
+		// its folder for those who see the job (issue 36, docs/files.md).
+		{"job-files", "/jobs/1/files", 200},
 		{"team-vision-flags", "/teams/vision", 200},
 	}
 	switch user {
