@@ -644,6 +644,72 @@ func TestFaultDatabaseStopped(t *testing.T) {
 	}
 }
 
+// TestFaultAgentReconnectsDuringDatabaseOutage (issue 32): the database
+// stops, and while it is out the connection of the agent that runs two
+// jobs is cut (a network fault) and heals. The fenced leader takes the
+// agent back on the credential it checked before, so the agent keeps its
+// runs: once the database is back, each job has run once, from start to
+// end, and succeeded; the server never exited. The outage lasts well past
+// the heartbeat timeout after the reconnect: an agent refused meanwhile
+// would have fenced its runs.
+func TestFaultAgentReconnectsDuringDatabaseOutage(t *testing.T) {
+	pg := startPrivatePG(t)
+	data, traces := t.TempDir(), t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	sup := supervise(t, "serve", "--dev", "--addr", addr, "--no-local-agent", "--agent-token", agentToken,
+		"--data", data, "--db", pg.DSN(), "--heartbeat-timeout", faultTimeout, "--grace", faultGrace,
+		"--max-retries", "0", "--policy", "fifo")
+	base := "http://" + addr
+	eventually(t, 30*time.Second, "the server to answer", func() bool { return role(base) == "leader" })
+	fw := newForwarder(t, addr)
+	a := startAgent(t, "http://"+fw.addr(), "cut") // 2 GPUs
+	waitGPUs(t, base, 2)
+	alice := newAPI(t, base, "alice", "dev")
+	const down = 12 * time.Second // 6 T
+	var ids []int64
+	for i := range 2 {
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("kept-", i), "gpus": 1,
+			"command": tracedJob(traces, int((down+8*time.Second)/tick))}))
+	}
+	for _, id := range ids {
+		traceStarted(t, traces, id, "")
+	}
+	pg.stop()
+	stopped := time.Now()
+	eventually(t, 10*time.Second, "the leader to be fenced", func() bool { return metric(t, base, "gpuportal_leader_fenced") == "1" })
+	const connected = `msg="connected to the server"`
+	before := strings.Count(a.output(), connected)
+	fw.cut()
+	eventually(t, 10*time.Second, "the agent to reconnect while the database is out", func() bool {
+		return strings.Count(a.output(), connected) > before
+	})
+	t.Logf("the agent reconnected %v into the outage", time.Since(stopped).Round(time.Millisecond))
+	time.Sleep(time.Until(stopped.Add(down))) // about time: the outage's length
+	if strings.Contains(a.output(), "which heard no server for longer than the heartbeat timeout") {
+		t.Errorf("the agent fenced a run during the outage")
+	}
+	pg.start()
+	for _, id := range ids {
+		alice.waitState(id, time.Minute, "succeeded")
+	}
+	runs := make(map[int64]int)
+	for _, sp := range checkTraces(t, traces) {
+		runs[sp.job]++
+		if sp.run != 1 {
+			t.Errorf("%v: want each job's first run only", sp)
+		}
+	}
+	for _, id := range ids {
+		if runs[id] != 1 {
+			t.Errorf("job %d traced %d runs, want 1", id, runs[id])
+		}
+	}
+	endsOnce(t, alice, ids...)
+	if n := sup.starts(); n != 1 {
+		t.Errorf("the server started %d times; want once", n)
+	}
+}
+
 // dbOutage stops the database for down while two jobs run through the
 // outage, two end during it and one waits for a GPU, and checks what the
 // server answers meanwhile and after. It returns the jobs, all succeeded.

@@ -24,9 +24,11 @@ import (
 // A leader rides out a database outage (docs/operations.md, "Several
 // server replicas"). The moment it cannot confirm its lock (the lock's
 // session failed its check) it is fenced: the engine decides and records
-// nothing (core/engine/fence.go), and the replica answers as a follower
-// (no new agents, no notifications, history or reclaims); its machines
-// stay connected and their runs go on, their exits held unacknowledged.
+// nothing (core/engine/fence.go), and the replica sends no
+// notifications, history or reclaims; its machines stay connected (or
+// reconnect: it still takes its agents, web/leader.go, on the
+// credentials it checked before, core/agent/hub/identity.go) and their
+// runs go on, their exits held unacknowledged.
 // It then tries the lock again every leaderRetry/4:
 //   - taken: it leads again, and the engine catches up (held exits first);
 //   - held by another replica: it steps down, exiting with a message, and

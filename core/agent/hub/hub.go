@@ -84,6 +84,10 @@ type Hub struct {
 	heartbeats atomic.Int64 // heartbeats received, for /metrics
 
 	badTokens *ratelimit.Limiter // wrong tokens, per client address
+
+	// known are the machines' credentials checked, for a database
+	// outage (identity.go).
+	known knownCredentials
 }
 
 // New returns a hub that adds agents' machines to registry.
@@ -121,7 +125,16 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	auth, err := h.authenticate(r.Context(), token, now)
+	actx, cancel := context.WithTimeout(r.Context(), h.cfg.HeartbeatTimeout/2)
+	auth, err := h.authenticate(actx, token, now)
+	cancel()
+	if errors.Is(err, errStoreOut) {
+		// Not a wrong token: the agent tries again (or the next server).
+		h.log.Warn("agent refused for now: its token cannot be checked", "remote", r.RemoteAddr, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, http.StatusServiceUnavailable, errStoreOut.Error())
+		return
+	}
 	if err != nil {
 		h.badTokens.Fail(now, addr)
 		h.log.Warn("agent refused: missing or wrong agent token", "remote", r.RemoteAddr, "err", err)
@@ -317,7 +330,9 @@ func (c *agentConn) register(ctx context.Context) (err error) {
 	}
 
 	welcome := &wire.Welcome{Version: wire.Version, HeartbeatTimeoutMS: h.cfg.HeartbeatTimeout.Milliseconds()}
-	creds, err := h.identify(ctx, c.auth, hello.Nodes)
+	ictx, cancel := context.WithTimeout(ctx, h.cfg.HeartbeatTimeout/2)
+	creds, err := h.identify(ictx, c.auth, hello.Nodes)
+	cancel()
 	if err != nil {
 		return err
 	}
