@@ -710,6 +710,48 @@ func TestFaultAgentReconnectsDuringDatabaseOutage(t *testing.T) {
 	}
 }
 
+// TestFaultDatabaseOutageLongerThanTheHold (issue 32): the database stays
+// out past --db-outage-hold. The leader steps down to a follower without
+// exiting: it drops its agent, which fences its run (the cost of a step
+// down, a rerun, never a failure). Once the database is back the same
+// process leads again, takes the agent back and finishes the job, which
+// succeeds, and runs a new one.
+func TestFaultDatabaseOutageLongerThanTheHold(t *testing.T) {
+	pg := startPrivatePG(t)
+	data, traces := t.TempDir(), t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	sup := supervise(t, "serve", "--dev", "--addr", addr, "--no-local-agent", "--agent-token", agentToken,
+		"--data", data, "--db", pg.DSN(), "--heartbeat-timeout", faultTimeout, "--grace", faultGrace,
+		"--max-retries", "0", "--policy", "fifo", "--db-outage-hold", "3s")
+	base := "http://" + addr
+	eventually(t, 30*time.Second, "the server to answer", func() bool { return role(base) == "leader" })
+	a := startAgent(t, base, "held")
+	waitGPUs(t, base, 2)
+	alice := newAPI(t, base, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "outlasted", "gpus": 1, "command": tracedJob(traces, 40)})
+	traceStarted(t, traces, id, "")
+	pg.stop()
+	eventually(t, 20*time.Second, "the leader to step down to a follower", func() bool {
+		// /healthz names no role while the database is out: the gauges do.
+		return strings.Contains(sup.output(), "stepped down") &&
+			metric(t, base, "gpuportal_leader") == "0" && metric(t, base, "gpuportal_leader_fenced") == "0"
+	})
+	eventually(t, 20*time.Second, "the agent to fence its run", func() bool {
+		return strings.Contains(a.output(), "which heard no server for longer than the heartbeat timeout")
+	})
+	pg.start()
+	eventually(t, 30*time.Second, "the server to lead again", func() bool { return role(base) == "leader" })
+	waitGPUs(t, base, 2)
+	alice.waitState(id, time.Minute, "succeeded")
+	next := submit(t, alice, map[string]any{"name": "after", "gpus": 1, "command": tracedJob(traces, 4)})
+	alice.waitState(next, 30*time.Second, "succeeded")
+	checkTraces(t, traces)
+	endsOnce(t, alice, id, next)
+	if n := sup.starts(); n != 1 {
+		t.Errorf("the server started %d times; want once: it steps down and leads again without exiting", n)
+	}
+}
+
 // dbOutage stops the database for down while two jobs run through the
 // outage, two end during it and one waits for a GPU, and checks what the
 // server answers meanwhile and after. It returns the jobs, all succeeded.

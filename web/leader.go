@@ -56,7 +56,7 @@ func (s *Server) agentsOnLeader(h http.Handler) http.Handler {
 // fenced reports whether this replica is a leader that cannot confirm
 // its lock now (the database is out): it keeps its machines and their
 // runs but neither schedules nor records until it takes the lock back, or
-// steps down (exits) after --db-outage-hold.
+// steps down to a follower after --db-outage-hold.
 func (s *Server) fenced() bool {
 	if s.cfg.Engine == nil {
 		return false
@@ -69,7 +69,7 @@ func (s *Server) fenced() bool {
 // or not, and gpuportal_leader_fenced, 1 while that leader is fenced. A
 // fenced leader is still the leader: no other replica can take the lock
 // while the database is out, and when it is back either this one takes
-// it back or it exits. Saying 0 would tell the alert rules that no
+// it back or it steps down. Saying 0 would tell the alert rules that no
 // replica leads when the one that does is riding out an outage.
 func leaderGauges(s *Server) []prometheus.Collector {
 	return []prometheus.Collector{

@@ -88,6 +88,9 @@ type Hub struct {
 	// known are the machines' credentials checked, for a database
 	// outage (identity.go).
 	known knownCredentials
+
+	// dropped: the server stepped down; agents are refused (Drop).
+	dropped atomic.Bool
 }
 
 // New returns a hub that adds agents' machines to registry.
@@ -115,6 +118,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.cfg.Token == "" && h.cfg.Machines == nil {
 		writeJSONError(w, http.StatusNotFound, "remote agents are off: start the server with --agent-token")
+		return
+	}
+	if h.dropped.Load() {
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, http.StatusServiceUnavailable, errDropped)
 		return
 	}
 	now := time.Now()
@@ -155,6 +163,44 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// calls get their own deadlines.
 	c.serve(context.WithoutCancel(r.Context()))
 }
+
+// errDropped is what agents hear from a hub whose server stepped down.
+const errDropped = "this server no longer leads: agents connect to the leader (give the agent every server: --server URL1,URL2)"
+
+// Drop ends every agent connection and refuses new ones until Accept:
+// the server stepped down (another replica leads). The agents reconnect
+// to the leader with their runs, or fence them after the heartbeat
+// timeout. It returns once the machines have left the registry, or ctx
+// ends.
+func (h *Hub) Drop(ctx context.Context) error {
+	h.dropped.Store(true)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		// Closed again each time: a hello under way at the first may
+		// have registered since.
+		h.mu.Lock()
+		conns := make(map[*agentConn]bool)
+		for _, c := range h.owners {
+			conns[c] = true
+		}
+		h.mu.Unlock()
+		if len(conns) == 0 {
+			return nil
+		}
+		for c := range conns {
+			c.closeWith(websocket.CloseTryAgainLater, errDropped)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agents' machines still connected: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Accept takes agents again after Drop: the server leads again.
+func (h *Hub) Accept() { h.dropped.Store(false) }
 
 func writeJSONError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
