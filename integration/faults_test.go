@@ -535,6 +535,25 @@ func TestFaultDiskFull(t *testing.T) {
 		return strings.Contains(metricsText(t, srv.URL), "gpuportal_unrecorded_exits 2")
 	})
 	afterPasses(t, srv.URL, 3) // several passes fail to store them
+	// The store still says they run: their pages say they ended, and
+	// that it is not yet recorded, and why (issue 32: no "running" 40 s
+	// after the end with nothing said).
+	for _, id := range ids {
+		var j struct {
+			State  string     `json:"state"`
+			Reason string     `json:"reason"`
+			AsOf   *time.Time `json:"as_of"`
+		}
+		if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK {
+			t.Fatalf("GET job %d during the full disk: %d", id, st)
+		}
+		if !strings.Contains(j.Reason, "ended on d1") || !strings.Contains(j.Reason, "not yet recorded") ||
+			!strings.Contains(j.Reason, "disk full") || j.AsOf == nil || time.Since(*j.AsOf) < time.Second {
+			t.Errorf("job %d during the full disk: %s, %q, as of %v; want its end said, not yet recorded for the full disk, as of then", id, j.State, j.Reason, j.AsOf)
+		} else {
+			t.Logf("job %d during the full disk: %s: %s", id, j.State, j.Reason)
+		}
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}

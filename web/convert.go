@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type moment struct {
 	// which shows the store's reasons (their figures up to a refresh
 	// behind) and no places: engine.Engine.Waits.
 	waits map[int64]sched.Wait
+	// held are the runs that ended with their outcome not yet recorded
+	// (the store cannot save), which the store still says run.
+	held map[int64]engine.HeldExit
 }
 
 // moment reads the store and the engine once: the running jobs whole,
@@ -132,7 +136,9 @@ func (s *Server) runningMoment(ctx context.Context) (*moment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed), nil
+	m := newMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
+	m.held = s.cfg.Engine.HeldExits()
+	return m, nil
 }
 
 // forecasts are the latest start forecasts of the waiting jobs: the
@@ -215,6 +221,14 @@ func (m *moment) job(j *models.Job) api.Job {
 		out.AsOf = &now
 		out.HeldGPUs = m.figures.Held(j.ID)
 		out.Borrowed = m.figures.Borrowed(j.ID)
+		if h, ok := m.held[j.ID]; ok && h.Run == j.Run {
+			// Ended, its outcome not yet stored: say so, and its figures
+			// as of its end, not growing.
+			at := h.At
+			sv := j.Service(at)
+			out.Reason, out.AsOf = heldReason(h, m.now), &at
+			out.ExecutedS, out.AttainedService = sv.ExecutedS, sv.GPUSeconds
+		}
 	}
 	if out.Placement == nil {
 		out.Placement = []string{}
@@ -281,6 +295,22 @@ func (s *Server) jobOf(m *moment, j *models.Job) api.Job {
 		}
 	}
 	return out
+}
+
+// heldReason is what a running job whose run ended, its outcome held
+// (engine.HeldExit), shows as its reason at now.
+func heldReason(h engine.HeldExit, now time.Time) string {
+	ended := fmt.Sprintf("run %d ended on %s at %s (%s ago) with exit code %d", h.Run, h.Node,
+		h.At.Local().Format("15:04:05"), max(0, now.Sub(h.At)).Round(time.Second), h.ExitCode)
+	if h.Infra {
+		ended = fmt.Sprintf("run %d was ended by the cluster on %s at %s (%s ago), not by the job", h.Run, h.Node,
+			h.At.Local().Format("15:04:05"), max(0, now.Sub(h.At)).Round(time.Second))
+	}
+	why := "the server cannot save now"
+	if h.Err != nil {
+		why += " (" + causeOf(h.Err) + ")"
+	}
+	return ended + "; not yet recorded: " + why + ". It shows as running until it is; the server tries every pass."
 }
 
 // forecast is a waiting job's start forecast at m; nil unless it waits.

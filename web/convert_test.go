@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,5 +216,36 @@ func TestMomentForecasts(t *testing.T) {
 	}
 	if f := m.job(&jobs[4]).Forecast; f != nil {
 		t.Errorf("running job's forecast %+v", f)
+	}
+}
+
+// TestHeldReason: a running job whose run ended, its outcome not yet
+// stored, says so, with the cause in a few words, never the store's raw
+// error.
+func TestHeldReason(t *testing.T) {
+	at := time.Date(2026, 11, 28, 10, 0, 0, 0, time.Local)
+	full := fmt.Errorf("record exit: %w", syscall.ENOSPC)
+	tests := []struct {
+		name string
+		h    engine.HeldExit
+		want []string
+	}{
+		{"the job's own end", engine.HeldExit{Run: 2, Node: "d1", ExitCode: 3, At: at, Err: full},
+			[]string{"run 2 ended on d1 at 10:00:00 (40s ago) with exit code 3", "not yet recorded", "(disk full)"}},
+		{"the cluster's end", engine.HeldExit{Run: 1, Node: "d2", ExitCode: -1, Infra: true, At: at, Err: full},
+			[]string{"run 1 was ended by the cluster on d2", "not by the job", "not yet recorded"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := heldReason(tc.h, at.Add(40*time.Second))
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("heldReason = %q; want %q in it", got, w)
+				}
+			}
+			if strings.Contains(got, "record exit") {
+				t.Errorf("heldReason = %q: the store's raw error shows", got)
+			}
+		})
 	}
 }

@@ -37,11 +37,18 @@ func TestFencedEngineDecidesNothing(t *testing.T) {
 	if acks != 0 || store.state(1) != job.Running || store.state(2) != job.Queued || len(n.starts) != 1 {
 		t.Fatalf("fenced: acks %d, job 1 %s, job 2 %s, %d starts; want 0, running, queued, 1", acks, store.state(1), store.state(2), len(n.starts))
 	}
+	// Pages learn that the run has ended, though the store says it runs.
+	if h, ok := e.HeldExits()[1]; !ok || h.Run != 1 || h.Node != "n0" || h.ExitCode != 0 || !h.At.Equal(t0) || !errors.Is(h.Err, errFenced) {
+		t.Errorf("HeldExits()[1] = %+v, %v; want run 1's end on n0, exit 0, at %v, held for the fence", h, ok, t0)
+	}
 
 	e.Unfence()
 	mustPass(t, e) // the held exit is recorded first
 	if acks != 1 || store.state(1) != job.Succeeded {
 		t.Fatalf("unfenced: acks %d, job 1 %s; want 1, succeeded", acks, store.state(1))
+	}
+	if h := e.HeldExits(); len(h) != 0 {
+		t.Errorf("HeldExits() = %+v once recorded; want none", h)
 	}
 	mustPass(t, e)
 	if store.state(2) != job.Running {

@@ -88,6 +88,7 @@ func (e *Engine) StepDown() {
 	clear(e.waiting)
 	e.unrecorded, e.stopLater, e.recheck = nil, nil, time.Time{}
 	e.stats.add(func(s *Stats) { s.UnrecordedExits = 0 })
+	e.noteHeld()
 	for drained := false; !drained; {
 		select {
 		case <-e.exits: // unacknowledged: its agent sends it to the new leader
