@@ -170,8 +170,8 @@ const errDropped = "this server no longer leads: agents connect to the leader (g
 // Drop ends every agent connection and refuses new ones until Accept:
 // the server stepped down (another replica leads). The agents reconnect
 // to the leader with their runs, or fence them after the heartbeat
-// timeout. It returns once the machines have left the registry, or ctx
-// ends.
+// timeout. It returns once their machines have left the registry, or
+// ctx ends.
 func (h *Hub) Drop(ctx context.Context) error {
 	h.dropped.Store(true)
 	t := time.NewTicker(10 * time.Millisecond)
@@ -186,6 +186,10 @@ func (h *Hub) Drop(ctx context.Context) error {
 		}
 		h.mu.Unlock()
 		if len(conns) == 0 {
+			// A connection's end removes its machines under reg: once
+			// reg is free, the registry has them no more.
+			h.reg.Lock()
+			h.reg.Unlock()
 			return nil
 		}
 		for c := range conns {
