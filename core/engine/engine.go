@@ -288,7 +288,7 @@ type Engine struct {
 	runs       map[int64]*run         // each job's current run on connected nodes (runs.go)
 	strays     map[strayKey][]int     // parts of runs the cluster does not want, and their GPUs
 	unrecorded []*unrecorded          // outcomes the store has yet to take
-	held       heldExits              // e.unrecorded, for other goroutines (held.go)
+	heldExits  heldExits              // e.unrecorded, for other goroutines (heldexits.go)
 	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
 	promised   sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
 	stopLater  []strayKey             // runs to ask their machines to stop next pass

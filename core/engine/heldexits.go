@@ -46,15 +46,15 @@ func (e *Engine) noteHeld() {
 		}
 		byJob[u.ex.JobID] = h
 	}
-	e.held.mu.Lock()
-	defer e.held.mu.Unlock()
-	e.held.byJob = byJob
+	e.heldExits.mu.Lock()
+	defer e.heldExits.mu.Unlock()
+	e.heldExits.byJob = byJob
 }
 
 // HeldExits returns, by job, the runs that ended with their outcome not
 // yet recorded.
 func (e *Engine) HeldExits() map[int64]HeldExit {
-	e.held.mu.Lock()
-	defer e.held.mu.Unlock()
-	return maps.Clone(e.held.byJob)
+	e.heldExits.mu.Lock()
+	defer e.heldExits.mu.Unlock()
+	return maps.Clone(e.heldExits.byJob)
 }
