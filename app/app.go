@@ -27,8 +27,11 @@ type Store interface {
 	JobStore
 	TeamStore
 	AccountStore
+	PeopleStore
 	MachineStore
 	LiveStore
+	JobReadStore
+	FileStore
 	Audit(ctx context.Context, e models.AuditEntry) error
 }
 
@@ -95,6 +98,8 @@ type Engine interface {
 	GPUFaults() []engine.GPUFault
 	StoredNodeStates(ctx context.Context) (engine.NodeStates, error)
 	ClusterEngine
+	ReclaimEngine
+	JobEngine
 }
 
 // Config is what an App works with.

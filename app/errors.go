@@ -25,6 +25,12 @@ const (
 	Conflict
 	// Unavailable: the store cannot save now; nothing was changed.
 	Unavailable
+	// Unprocessable: the request is well formed but names nothing to
+	// act on (a what-if window without jobs); Field names what to change.
+	Unprocessable
+	// TooLarge: what the request carries or asks for is over a limit,
+	// which the message names (an upload, an archive).
+	TooLarge
 )
 
 // String names k, for logs.
@@ -40,6 +46,10 @@ func (k Kind) String() string {
 		return "conflict"
 	case Unavailable:
 		return "unavailable"
+	case Unprocessable:
+		return "unprocessable"
+	case TooLarge:
+		return "too large"
 	}
 	return fmt.Sprintf("kind %d", int(k))
 }

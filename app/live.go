@@ -15,15 +15,15 @@ import (
 // LiveStore is what the live screens read; app.Store embeds it.
 type LiveStore interface {
 	SessionStore
-	CredentialStore
+	HolderStore
 	ClusterStore
 	HealthStore
 	TemplateStore
 	JobsByID(ctx context.Context, ids []int64) ([]models.Job, error)
 }
 
-// CredentialStore tells who holds login sessions and API tokens now.
-type CredentialStore interface {
+// HolderStore tells who holds login sessions and API tokens now.
+type HolderStore interface {
 	SessionUsers(ctx context.Context, hashes []string, now time.Time) (map[string]models.User, error)
 	TokenUsers(ctx context.Context, hashes []string, now time.Time) (map[string]models.User, error)
 }

@@ -5,7 +5,7 @@
 // takes a context; a refusal of the server is an *Error that names the
 // request's field at fault where the server does.
 //
-// The gpuportal command line (cmd/gpuportal) and the integration tests
+// The gpuportal command line (package cli) and the integration tests
 // use it; integration/genclient, generated from web/openapi.json, checks
 // the description instead.
 package client
@@ -241,20 +241,43 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 }
 
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, body any, header http.Header) ([]byte, http.Header, error) {
-	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawQuery = query.Encode()
 	var r io.Reader
+	size, contentType := int64(0), ""
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s %s: encode the request: %w", method, path, err)
 		}
-		r = bytes.NewReader(b)
+		r, size, contentType = bytes.NewReader(b), int64(len(b)), "application/json"
 	}
+	resp, err := c.open(ctx, c.http, method, path, query, r, size, contentType, header)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+	}
+	return raw, resp.Header, nil
+}
+
+// open sends a request with body r (nil: none), size bytes (-1: not
+// known) of contentType, and returns a successful answer for its caller
+// to read and close; any other answer is an *Error. hc sends it.
+func (c *Client) open(ctx context.Context, hc *http.Client, method, path string, query url.Values, r io.Reader, size int64, contentType string, header http.Header) (*http.Response, error) {
+	u := *c.base
+	u.Path = c.base.Path + path
+	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if r != nil {
+		req.ContentLength = size
+		if size == 0 {
+			req.Body = http.NoBody
+		}
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -264,23 +287,23 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return raw, resp.Header, nil
+		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
 	msg := serverMessage(resp, raw)
-	return nil, nil, &Error{Server: c.base.String(), Method: method, Path: path, Status: resp.StatusCode, Message: msg, Field: fieldOf(resp.StatusCode, msg)}
+	return nil, &Error{Server: c.base.String(), Method: method, Path: path, Status: resp.StatusCode, Message: msg, Field: fieldOf(resp.StatusCode, msg)}
 }
 
 // serverMessage is the error message in an answer: the API's

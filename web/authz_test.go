@@ -415,6 +415,18 @@ func TestEveryRouteHasARule(t *testing.T) {
 		{"DELETE /api/v1/jobs/:id", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) }, nil, apiTeamJob},
 		{"POST /api/v1/jobs/:id/resubmit", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/resubmit" }, nil, access{401, 201, 404, 201, 201}},
 		{"GET /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeamJob},
+		// A job's files (files.go): its job has not run, so it has none
+		// (409) for whoever sees it; uploads are its owner's and admins'.
+		{"GET /api/v1/jobs/:id/files", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/files" }, nil, access{401, 409, 404, 409, 409}},
+		{"GET /api/v1/jobs/:id/files/content", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/files/content?path=x" }, nil, access{401, 409, 404, 409, 409}},
+		{"GET /api/v1/jobs/:id/files/archive", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/files/archive" }, nil, access{401, 409, 404, 409, 409}},
+		{"PUT /api/v1/jobs/:id/files/content", func(t *testing.T) string { return "/api/v1/jobs/" + job(t) + "/files/content?path=x" }, func() string { return "data" }, access{401, 409, 404, 403, 409}},
+		{"GET /jobs/:id/files", func(t *testing.T) string { return "/jobs/" + job(t) + "/files" }, nil, teamJob},
+		{"GET /jobs/:id/files/checkpoints", func(t *testing.T) string { return "/jobs/" + job(t) + "/files/checkpoints" }, nil, teamJob},
+		{"GET /jobs/:id/files/content", func(t *testing.T) string { return "/jobs/" + job(t) + "/files/content?path=x" }, nil, access{303, 409, 404, 409, 409}},
+		{"GET /jobs/:id/files/archive", func(t *testing.T) string { return "/jobs/" + job(t) + "/files/archive" }, nil, access{303, 409, 404, 409, 409}},
+		// Without a file: refused as such once the job is seen.
+		{"POST /jobs/:id/files/upload", func(t *testing.T) string { return "/jobs/" + job(t) + "/files/upload" }, func() string { return form("root", "job") }, access{303, 400, 404, 400, 400}},
 		{"DELETE /api/v1/arrays/:id", func(t *testing.T) string { return fmt.Sprint("/api/v1/arrays/", ts.newArray(t)) }, nil, apiTeamJob},
 	}
 
@@ -535,6 +547,10 @@ func other403s(t *testing.T, ts *testServer) []forbiddenCase {
 		{"POST /api/v1/jobs/:id/keep-alive", "a teammate keeps another's job alive", asCarol(http.MethodPost, func(t *testing.T) string { return job(t) + "/keep-alive" }, `{"hours":1}`)},
 		{"DELETE /api/v1/arrays/:id", "a teammate cancels another's array", asCarol(http.MethodDelete, array, "")},
 		{"POST /api/v1/jobs/:id/resubmit", "a teammate resubmits another's job", asCarol(http.MethodPost, func(t *testing.T) string { return job(t) + "/resubmit" }, "")},
+		{"GET /api/v1/jobs/:id/files", "a teammate reads another's data path", asCarol(http.MethodGet, func(t *testing.T) string { return job(t) + "/files?root=scratch" }, "")},
+		{"GET /api/v1/jobs/:id/files/content", "a teammate reads another's data path", asCarol(http.MethodGet, func(t *testing.T) string { return job(t) + "/files/content?root=scratch&path=x" }, "")},
+		{"GET /api/v1/jobs/:id/files/archive", "a teammate reads another's data path", asCarol(http.MethodGet, func(t *testing.T) string { return job(t) + "/files/archive?root=scratch" }, "")},
+		{"PUT /api/v1/jobs/:id/files/content", "a teammate uploads into another's job", asCarol(http.MethodPut, func(t *testing.T) string { return job(t) + "/files/content?path=x" }, "data")},
 		{"GET /api/v1/jobs", "a researcher asks for every team's jobs", get("alice", "/api/v1/jobs?scope=all")},
 		{"GET /api/v1/jobs", "a researcher asks for another team's jobs", get("alice", "/api/v1/jobs?team=nlp")},
 	}

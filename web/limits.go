@@ -47,6 +47,9 @@ var bodyLimits = map[string]int64{
 	"POST /sessions/:id/:secret/*":  sessionBodyLimit,
 	"PUT /sessions/:id/:secret/*":   sessionBodyLimit,
 	"PATCH /sessions/:id/:secret/*": sessionBodyLimit,
+	// A file uploaded into a job's files (files.go).
+	"PUT /api/v1/jobs/:id/files/content": fileBodyLimit,
+	"POST /jobs/:id/files/upload":        fileBodyLimit,
 }
 
 // HTTPServer returns an http.Server for the portal with its timeouts.

@@ -92,7 +92,8 @@ var (
 
 	// Per running job and GPU.
 	// Only where /metrics names users (metricsNames).
-	jobShareDesc = desc("job_gpu_share", "The share of a GPU a running job holds (its page's held GPUs are their sum).", "job_id", "user", "team", "node", "gpu")
+	jobShareDesc = desc("job_gpu_share", "The share of a GPU a running job holds (its page's held GPUs are their sum); without job and user labels, a team's jobs on the GPU in one series. One series per job or team: sum by (team) gives team_gpus_in_use.", "job_id", "user", "team", "node", "gpu")
+	attainedDesc = desc("job_attained_service_gpu_seconds", "A running job's attained service: GPU-seconds over its runs, a shared GPU counted by its share (its page's and the API's attained_service_gpu_s).", "job_id", "user", "team")
 	jobMemDesc   = desc("job_gpu_memory_used_bytes", "GPU memory a running job's processes hold on a GPU, bytes (its page's memory chart).", "job_id", "user", "team", "node", "gpu")
 )
 
@@ -132,7 +133,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		beatsDesc, beatAgeDesc, wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, submitDesc, waitDesc,
 		inUseDesc, utilizedDesc, teamInUseDesc, teamUtilDesc, teamBorrDesc, teamGuarDesc, buildDesc,
 		gpuInfoDesc, gpuMemDesc, gpuMemResDesc, gpuMemTotDesc, gpuUtilDesc, gpuPowerDesc, gpuTempDesc, gpuECCDesc, gpuXIDDesc,
-		gpuLastXIDDesc, gpuAllocDesc, jobShareDesc, jobMemDesc} {
+		gpuLastXIDDesc, gpuAllocDesc, jobShareDesc, attainedDesc, jobMemDesc} {
 		ch <- d
 	}
 }
@@ -246,11 +247,17 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 			}
 			labels := append([]string{n.Name, idx, d.UUID}, who...)
 			share := 0.0
+			byTeam := make(map[string]float64) // without names: one series per team
 			for _, h := range held {
 				share += h.Share
 				if names {
 					ch <- gauge(jobShareDesc, h.Share, strconv.FormatInt(h.Job, 10), users[h.Job], teams[h.Job], n.Name, idx)
+				} else {
+					byTeam[teams[h.Job]] += h.Share
 				}
+			}
+			for team, v := range byTeam {
+				ch <- gauge(jobShareDesc, v, "", "", team, n.Name, idx)
 			}
 			ch <- gauge(gpuAllocDesc, min(share, 1), labels...)
 			smp, ok := samples[d.Index]
@@ -281,6 +288,12 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 	}
 	for state, v := range states {
 		ch <- gauge(gpusDesc, float64(v), state)
+	}
+	if names {
+		for i := range m.running {
+			j := &m.running[i]
+			ch <- gauge(attainedDesc, j.Service(m.now).GPUSeconds, strconv.FormatInt(j.ID, 10), j.User, j.Team)
+		}
 	}
 	utilized := m.figures.Utilized(func(g string) float64 { return util[g] })
 	total := 0.0

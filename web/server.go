@@ -25,6 +25,8 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
+	"github.com/gpuportal/gpuportal/identity/ldapdir"
+	"github.com/gpuportal/gpuportal/identity/openid"
 	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/outbound"
@@ -132,10 +134,10 @@ type Server struct {
 	refusedConns atomic.Int64
 	scale        scaleStats // the live stream and history at scale (metrics_scale.go)
 	readiness    readiness
-	db           dbState        // the database's reachability (dbstate.go)
-	ldap         *identity.LDAP // nil: no LDAP sign-in
-	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
-	idle         idleCache      // the lists' idle verdicts (jobusage.go)
+	db           dbState            // the database's reachability (dbstate.go)
+	ldap         *ldapdir.Directory // nil: no LDAP sign-in
+	oidc         *openid.Provider   // nil: no OpenID Connect sign-in
+	idle         idleCache          // the lists' idle verdicts (jobusage.go)
 	// reclaimed counts the GPU-seconds of idle jobs reclaimed, by team
 	// (reclaim.go).
 	reclaimed *prometheus.CounterVec
@@ -231,7 +233,8 @@ func New(cfg Config) (*Server, error) {
 		// compresses itself.
 		Skipper: func(c echo.Context) bool {
 			p := c.Request().URL.Path
-			return p == "/ws" || p == wire.Path || p == wire.TunnelPath || p == "/metrics" || strings.HasPrefix(p, "/sessions/")
+			return p == "/ws" || p == wire.Path || p == wire.TunnelPath || p == "/metrics" || strings.HasPrefix(p, "/sessions/") ||
+				strings.Contains(p, "/files/content") || strings.Contains(p, "/files/archive") // as they are
 		},
 		MinLength: 1024,
 	}))
@@ -328,6 +331,10 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/whatif", s.apiWhatIf, requireAdmin)
 	authed.GET("/stats/estimates", s.apiEstimates)
 	authed.GET("/jobs/:id/memory", s.apiJobMemory)
+	authed.GET("/jobs/:id/files", s.apiJobFiles)
+	authed.GET("/jobs/:id/files/content", s.jobFileContent)
+	authed.GET("/jobs/:id/files/archive", s.jobFileArchive)
+	authed.PUT("/jobs/:id/files/content", s.apiUploadJobFile)
 
 	pages := e.Group("", s.csrf, s.loadSessionUser, checkInputText)
 	pages.GET("/login", s.loginPage)
@@ -359,6 +366,12 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id/memory", s.apiJobMemory)
 	in.GET("/jobs/:id/usage", s.apiJobUsage)
 	in.GET("/jobs/:id/logs", s.apiJobLogs)
+	in.GET("/jobs/:id/files", s.jobFilesPage)
+	in.GET("/jobs/:id/files/checkpoints", s.jobCheckpointsPart)
+	in.GET("/jobs/:id/files/content", s.jobFileContent)
+	in.GET("/jobs/:id/files/archive", s.jobFileArchive)
+	// An upload's body takes its time: given it before the form is read.
+	e.POST("/jobs/:id/files/upload", s.uploadFilesForm, longBody, s.csrf, s.loadSessionUser, checkInputText, s.requireSessionUser)
 	in.POST("/jobs/:id/template", s.saveTemplateForm)
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)
 	in.POST("/cluster/nodes/:name/drain", s.nodeActionForm(app.DrainNode), requireAdmin)

@@ -57,6 +57,10 @@ func appStatus(k app.Kind) int {
 		return http.StatusConflict
 	case app.Unavailable:
 		return http.StatusServiceUnavailable
+	case app.Unprocessable:
+		return http.StatusUnprocessableEntity
+	case app.TooLarge:
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/gate"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"github.com/gpuportal/gpuportal/core/lanes"
 )
 
@@ -97,6 +98,13 @@ type Config struct {
 	// Containers, when set, runs jobs that name an image in containers
 	// (container.go); nil: such jobs are refused.
 	Containers *ContainerConfig
+	// DataPaths are the folders besides each job's own whose files its
+	// owner may browse, download and upload through the portal, as the
+	// job's account (files.go; agent --data-path); UserToken in a
+	// folder stands for the owner's Unix account. FileLimits bound
+	// uploads and archives (agent --max-upload, --max-archive).
+	DataPaths  []jobfiles.Root
+	FileLimits jobfiles.Limits
 }
 
 // ErrRootJobs is why an agent that runs as root, with no user to run jobs

@@ -89,6 +89,11 @@ func sessionCommand(s job.Spec, dir string, ra *runAs, host string) (sessionStar
 				"--"+app+".trust_xheaders=True",
 			)
 		}
+		// Its file browser opens on the folder the user chose for the
+		// job (job.Spec.Dir), else the job's folder, as a batch job
+		// starts there: ServerApp's root_dir, NotebookApp's notebook_dir.
+		root := jobWorkdir(dir, s.Dir)
+		argv = append(argv, "--ServerApp.root_dir="+root, "--NotebookApp.notebook_dir="+root)
 		env = append(env, "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, ".jupyter-runtime"))
 		if ra != nil && !usableHome(ra.home) {
 			env = append(env, "IPYTHONDIR="+filepath.Join(dir, ".ipython"), "JUPYTER_DATA_DIR="+filepath.Join(dir, ".jupyter-data"))

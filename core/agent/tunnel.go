@@ -33,7 +33,7 @@ func tunnelURL(agentEndpoint string) (string, error) {
 }
 
 // dial answers the server's Dial: it connects to the session's loopback
-// port, opens a tunnel connection back to the server with the Dial's
+// port (or to the job's files, served as its account: files.go), opens a tunnel connection back to the server with the Dial's
 // token, and copies bytes both ways until either side closes. The Ack
 // follows the tunnel's opening, or says why there is none.
 func (s *session) dial(ctx context.Context, d *wire.Dial) error {
@@ -43,7 +43,13 @@ func (s *session) dial(ctx context.Context, d *wire.Dial) error {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	local, err := n.DialSession(dctx, job.RunRef{Job: d.JobID, Run: d.Run})
+	var local net.Conn
+	var err error
+	if d.Files != nil {
+		local, err = n.DialFiles(dctx, d.JobID, d.Files.Account)
+	} else {
+		local, err = n.DialSession(dctx, job.RunRef{Job: d.JobID, Run: d.Run})
+	}
 	if err != nil {
 		return err
 	}

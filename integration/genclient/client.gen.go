@@ -150,6 +150,30 @@ func (e DependencyKind) Valid() bool {
 	}
 }
 
+// Defines values for FileEntryType.
+const (
+	Dir   FileEntryType = "dir"
+	File  FileEntryType = "file"
+	Link  FileEntryType = "link"
+	Other FileEntryType = "other"
+)
+
+// Valid indicates whether the value is a known member of the FileEntryType enum.
+func (e FileEntryType) Valid() bool {
+	switch e {
+	case Dir:
+		return true
+	case File:
+		return true
+	case Link:
+		return true
+	case Other:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ForecastState.
 const (
 	ForecastStateExpected ForecastState = "expected"
@@ -1100,6 +1124,47 @@ type Event struct {
 
 	// State timed_out: the job reached its time limit and was stopped (SIGTERM, the grace period, SIGKILL)
 	State State `json:"state"`
+}
+
+// FileEntry defines model for FileEntry.
+type FileEntry struct {
+	ModTime time.Time `json:"mod_time"`
+	Name    string    `json:"name"`
+
+	// Size bytes; 0 for a folder
+	Size int64 `json:"size"`
+
+	// Target where a link points
+	Target *string `json:"target,omitempty"`
+
+	// Type a link is never followed out of its folder; other is a device, FIFO or socket, never opened
+	Type FileEntryType `json:"type"`
+}
+
+// FileEntryType a link is never followed out of its folder; other is a device, FIFO or socket, never opened
+type FileEntryType string
+
+// FileListing defines model for FileListing.
+type FileListing struct {
+	// CanUpload the asker may upload here: the job's owner or an admin
+	CanUpload       bool        `json:"can_upload"`
+	Entries         []FileEntry `json:"entries"`
+	Job             int64       `json:"job"`
+	MaxArchiveBytes int64       `json:"max_archive_bytes"`
+	MaxUploadBytes  int64       `json:"max_upload_bytes"`
+
+	// Node the machine the folder is on: where the job's current or last run ran
+	Node string `json:"node"`
+
+	// Path the folder in root, . for root itself
+	Path string `json:"path"`
+	Root string `json:"root"`
+
+	// Roots the folders the asker may browse
+	Roots []string `json:"roots"`
+
+	// Truncated the folder holds more entries than listed
+	Truncated *bool `json:"truncated,omitempty"`
 }
 
 // Forecast When a waiting job is expected to start, or why it cannot: one forecast shown by every page, the API and the CLI (docs/forecast.md)
@@ -2274,6 +2339,42 @@ type SubmitJobParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// ListJobFilesParams defines parameters for ListJobFiles.
+type ListJobFilesParams struct {
+	// Root the folder: job (the job's own folder on the machine that ran it, WORK/jobs/ID) or a data path its machine allows (agent --data-path), which only the job's owner and admins may use
+	Root *string `form:"root,omitempty" json:"root,omitempty"`
+
+	// Path the folder in root; empty or / for root itself
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+}
+
+// DownloadJobFolderParams defines parameters for DownloadJobFolder.
+type DownloadJobFolderParams struct {
+	// Root the folder: job (the job's own folder on the machine that ran it, WORK/jobs/ID) or a data path its machine allows (agent --data-path), which only the job's owner and admins may use
+	Root *string `form:"root,omitempty" json:"root,omitempty"`
+
+	// Path the folder in root; empty or / for root itself
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+}
+
+// DownloadJobFileParams defines parameters for DownloadJobFile.
+type DownloadJobFileParams struct {
+	// Root the folder: job (the job's own folder on the machine that ran it, WORK/jobs/ID) or a data path its machine allows (agent --data-path), which only the job's owner and admins may use
+	Root *string `form:"root,omitempty" json:"root,omitempty"`
+
+	// Path the file in root
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+}
+
+// UploadJobFileParams defines parameters for UploadJobFile.
+type UploadJobFileParams struct {
+	// Root the folder: job (the job's own folder on the machine that ran it, WORK/jobs/ID) or a data path its machine allows (agent --data-path), which only the job's owner and admins may use
+	Root *string `form:"root,omitempty" json:"root,omitempty"`
+
+	// Path the file to write, in root
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+}
+
 // KeepJobAliveJSONBody defines parameters for KeepJobAlive.
 type KeepJobAliveJSONBody struct {
 	// Hours how many hours, at least 1 second (0.0003), at most the team's maximum keep-alive
@@ -2641,6 +2742,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /jobs/{id} (the `GetJob` operationId).
 	GetJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJobFiles A folder of the job's files, read as the job's Unix account through the machine's agent (docs/files.md). Whoever sees the job may read its own folder; only its owner and admins its data paths. Paths stay inside their folder: ".." is refused (400), and so is a link that leads out of it (403)
+	//
+	// Corresponds with GET /jobs/{id}/files (the `ListJobFiles` operationId).
+	ListJobFiles(ctx context.Context, id JobID, params *ListJobFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DownloadJobFolder A folder of the job's files as a gzip-compressed tar archive (links kept as links, never followed), read as the job's Unix account; a folder holding more than the machine's limit (agent --max-archive) is refused with 413, which names the limit
+	//
+	// Corresponds with GET /jobs/{id}/files/archive (the `DownloadJobFolder` operationId).
+	DownloadJobFolder(ctx context.Context, id JobID, params *DownloadJobFolderParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DownloadJobFile A regular file of the job's files, as an attachment, read as the job's Unix account (same rules as listJobFiles)
+	//
+	// Corresponds with GET /jobs/{id}/files/content (the `DownloadJobFile` operationId).
+	DownloadJobFile(ctx context.Context, id JobID, params *DownloadJobFileParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UploadJobFileWithBody Write the body to a file of the job's files, as the job's Unix account, replacing a regular file of that name; the folder must exist. Only the job's owner and admins may; every upload is in the audit log. A body over the machine's limit (agent --max-upload) is refused with 413, which names the limit
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /jobs/{id}/files/content (the `UploadJobFile` operationId).
+	UploadJobFileWithBody(ctx context.Context, id JobID, params *UploadJobFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetJobHistory Each state the job entered, when and why
 	//
@@ -3202,6 +3325,68 @@ func (c *Client) CancelJob(ctx context.Context, id JobID, reqEditors ...RequestE
 // Corresponds with GET /jobs/{id} (the `GetJob` operationId).
 func (c *Client) GetJob(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobFiles A folder of the job's files, read as the job's Unix account through the machine's agent (docs/files.md). Whoever sees the job may read its own folder; only its owner and admins its data paths. Paths stay inside their folder: ".." is refused (400), and so is a link that leads out of it (403)
+//
+// Corresponds with GET /jobs/{id}/files (the `ListJobFiles` operationId).
+func (c *Client) ListJobFiles(ctx context.Context, id JobID, params *ListJobFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobFilesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DownloadJobFolder A folder of the job's files as a gzip-compressed tar archive (links kept as links, never followed), read as the job's Unix account; a folder holding more than the machine's limit (agent --max-archive) is refused with 413, which names the limit
+//
+// Corresponds with GET /jobs/{id}/files/archive (the `DownloadJobFolder` operationId).
+func (c *Client) DownloadJobFolder(ctx context.Context, id JobID, params *DownloadJobFolderParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDownloadJobFolderRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DownloadJobFile A regular file of the job's files, as an attachment, read as the job's Unix account (same rules as listJobFiles)
+//
+// Corresponds with GET /jobs/{id}/files/content (the `DownloadJobFile` operationId).
+func (c *Client) DownloadJobFile(ctx context.Context, id JobID, params *DownloadJobFileParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDownloadJobFileRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UploadJobFileWithBody Write the body to a file of the job's files, as the job's Unix account, replacing a regular file of that name; the folder must exist. Only the job's owner and admins may; every upload is in the audit log. A body over the machine's limit (agent --max-upload) is refused with 413, which names the limit
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /jobs/{id}/files/content (the `UploadJobFile` operationId).
+func (c *Client) UploadJobFileWithBody(ctx context.Context, id JobID, params *UploadJobFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUploadJobFileRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4889,6 +5074,300 @@ func NewGetJobRequest(server string, id JobID) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListJobFilesRequest constructs an http.Request for the ListJobFiles method
+func NewListJobFilesRequest(server string, id JobID, params *ListJobFilesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/jobs/%s/files", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Root != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "root", *params.Root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Path != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDownloadJobFolderRequest constructs an http.Request for the DownloadJobFolder method
+func NewDownloadJobFolderRequest(server string, id JobID, params *DownloadJobFolderParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/jobs/%s/files/archive", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Root != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "root", *params.Root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Path != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDownloadJobFileRequest constructs an http.Request for the DownloadJobFile method
+func NewDownloadJobFileRequest(server string, id JobID, params *DownloadJobFileParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/jobs/%s/files/content", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Root != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "root", *params.Root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Path != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUploadJobFileRequestWithBody constructs an http.Request for the UploadJobFile method, with any body, and a specified content type
+func NewUploadJobFileRequestWithBody(server string, id JobID, params *UploadJobFileParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/jobs/%s/files/content", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Root != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "root", *params.Root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Path != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6945,6 +7424,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /jobs/{id} (the `GetJob` operationId).
 	GetJobWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*GetJobResponse, error)
 
+	// ListJobFilesWithResponse A folder of the job's files, read as the job's Unix account through the machine's agent (docs/files.md). Whoever sees the job may read its own folder; only its owner and admins its data paths. Paths stay inside their folder: ".." is refused (400), and so is a link that leads out of it (403)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /jobs/{id}/files (the `ListJobFiles` operationId).
+	ListJobFilesWithResponse(ctx context.Context, id JobID, params *ListJobFilesParams, reqEditors ...RequestEditorFn) (*ListJobFilesResponse, error)
+
+	// DownloadJobFolderWithResponse A folder of the job's files as a gzip-compressed tar archive (links kept as links, never followed), read as the job's Unix account; a folder holding more than the machine's limit (agent --max-archive) is refused with 413, which names the limit
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /jobs/{id}/files/archive (the `DownloadJobFolder` operationId).
+	DownloadJobFolderWithResponse(ctx context.Context, id JobID, params *DownloadJobFolderParams, reqEditors ...RequestEditorFn) (*DownloadJobFolderResponse, error)
+
+	// DownloadJobFileWithResponse A regular file of the job's files, as an attachment, read as the job's Unix account (same rules as listJobFiles)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /jobs/{id}/files/content (the `DownloadJobFile` operationId).
+	DownloadJobFileWithResponse(ctx context.Context, id JobID, params *DownloadJobFileParams, reqEditors ...RequestEditorFn) (*DownloadJobFileResponse, error)
+
+	// UploadJobFileWithBodyWithResponse Write the body to a file of the job's files, as the job's Unix account, replacing a regular file of that name; the folder must exist. Only the job's owner and admins may; every upload is in the audit log. A body over the machine's limit (agent --max-upload) is refused with 413, which names the limit
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /jobs/{id}/files/content (the `UploadJobFile` operationId).
+	UploadJobFileWithBodyWithResponse(ctx context.Context, id JobID, params *UploadJobFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadJobFileResponse, error)
+
 	// GetJobHistoryWithResponse Each state the job entered, when and why
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8517,6 +9024,534 @@ func (r GetJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListJobFilesResponse400Headers the declared response headers of an HTTP 400 response for ListJobFiles
+type ListJobFilesResponse400Headers struct {
+	XDataAge *int
+}
+
+// ListJobFilesResponse401Headers the declared response headers of an HTTP 401 response for ListJobFiles
+type ListJobFilesResponse401Headers struct {
+	XDataAge *int
+}
+
+// ListJobFilesResponse403Headers the declared response headers of an HTTP 403 response for ListJobFiles
+type ListJobFilesResponse403Headers struct {
+	XDataAge *int
+}
+
+// ListJobFilesResponse404Headers the declared response headers of an HTTP 404 response for ListJobFiles
+type ListJobFilesResponse404Headers struct {
+	XDataAge *int
+}
+
+// ListJobFilesResponse409Headers the declared response headers of an HTTP 409 response for ListJobFiles
+type ListJobFilesResponse409Headers struct {
+	XDataAge *int
+}
+
+// ListJobFilesResponse503Headers the declared response headers of an HTTP 503 response for ListJobFiles
+type ListJobFilesResponse503Headers struct {
+	XDataAge *int
+}
+
+type ListJobFilesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FileListing
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListJobFilesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJobFilesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListJobFilesResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListJobFilesResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ListJobFilesResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListJobFilesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJobFilesResponse) GetJSON200() *FileListing {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListJobFilesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListJobFilesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListJobFilesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListJobFilesResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListJobFilesResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListJobFilesResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJobFilesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobFilesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobFilesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobFilesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DownloadJobFolderResponse200Headers the declared response headers of an HTTP 200 response for DownloadJobFolder
+type DownloadJobFolderResponse200Headers struct {
+	ContentDisposition *string
+}
+
+// DownloadJobFolderResponse400Headers the declared response headers of an HTTP 400 response for DownloadJobFolder
+type DownloadJobFolderResponse400Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFolderResponse401Headers the declared response headers of an HTTP 401 response for DownloadJobFolder
+type DownloadJobFolderResponse401Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFolderResponse403Headers the declared response headers of an HTTP 403 response for DownloadJobFolder
+type DownloadJobFolderResponse403Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFolderResponse404Headers the declared response headers of an HTTP 404 response for DownloadJobFolder
+type DownloadJobFolderResponse404Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFolderResponse409Headers the declared response headers of an HTTP 409 response for DownloadJobFolder
+type DownloadJobFolderResponse409Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFolderResponse413Headers the declared response headers of an HTTP 413 response for DownloadJobFolder
+type DownloadJobFolderResponse413Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFolderResponse503Headers the declared response headers of an HTTP 503 response for DownloadJobFolder
+type DownloadJobFolderResponse503Headers struct {
+	XDataAge *int
+}
+
+type DownloadJobFolderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DownloadJobFolderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DownloadJobFolderResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DownloadJobFolderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DownloadJobFolderResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DownloadJobFolderResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DownloadJobFolderResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *DownloadJobFolderResponse413Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DownloadJobFolderResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DownloadJobFolderResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DownloadJobFolderResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DownloadJobFolderResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DownloadJobFolderResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DownloadJobFolderResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r DownloadJobFolderResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DownloadJobFolderResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DownloadJobFolderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DownloadJobFolderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DownloadJobFolderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DownloadJobFolderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DownloadJobFileResponse200Headers the declared response headers of an HTTP 200 response for DownloadJobFile
+type DownloadJobFileResponse200Headers struct {
+	ContentDisposition *string
+}
+
+// DownloadJobFileResponse400Headers the declared response headers of an HTTP 400 response for DownloadJobFile
+type DownloadJobFileResponse400Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFileResponse401Headers the declared response headers of an HTTP 401 response for DownloadJobFile
+type DownloadJobFileResponse401Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFileResponse403Headers the declared response headers of an HTTP 403 response for DownloadJobFile
+type DownloadJobFileResponse403Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFileResponse404Headers the declared response headers of an HTTP 404 response for DownloadJobFile
+type DownloadJobFileResponse404Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFileResponse409Headers the declared response headers of an HTTP 409 response for DownloadJobFile
+type DownloadJobFileResponse409Headers struct {
+	XDataAge *int
+}
+
+// DownloadJobFileResponse503Headers the declared response headers of an HTTP 503 response for DownloadJobFile
+type DownloadJobFileResponse503Headers struct {
+	XDataAge *int
+}
+
+type DownloadJobFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DownloadJobFileResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DownloadJobFileResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DownloadJobFileResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DownloadJobFileResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DownloadJobFileResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DownloadJobFileResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DownloadJobFileResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DownloadJobFileResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DownloadJobFileResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DownloadJobFileResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DownloadJobFileResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DownloadJobFileResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DownloadJobFileResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DownloadJobFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DownloadJobFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DownloadJobFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DownloadJobFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UploadJobFileResponse400Headers the declared response headers of an HTTP 400 response for UploadJobFile
+type UploadJobFileResponse400Headers struct {
+	XDataAge *int
+}
+
+// UploadJobFileResponse401Headers the declared response headers of an HTTP 401 response for UploadJobFile
+type UploadJobFileResponse401Headers struct {
+	XDataAge *int
+}
+
+// UploadJobFileResponse403Headers the declared response headers of an HTTP 403 response for UploadJobFile
+type UploadJobFileResponse403Headers struct {
+	XDataAge *int
+}
+
+// UploadJobFileResponse404Headers the declared response headers of an HTTP 404 response for UploadJobFile
+type UploadJobFileResponse404Headers struct {
+	XDataAge *int
+}
+
+// UploadJobFileResponse409Headers the declared response headers of an HTTP 409 response for UploadJobFile
+type UploadJobFileResponse409Headers struct {
+	XDataAge *int
+}
+
+// UploadJobFileResponse413Headers the declared response headers of an HTTP 413 response for UploadJobFile
+type UploadJobFileResponse413Headers struct {
+	XDataAge *int
+}
+
+// UploadJobFileResponse503Headers the declared response headers of an HTTP 503 response for UploadJobFile
+type UploadJobFileResponse503Headers struct {
+	XDataAge *int
+}
+
+type UploadJobFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *FileEntry
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UploadJobFileResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UploadJobFileResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UploadJobFileResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UploadJobFileResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *UploadJobFileResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *UploadJobFileResponse413Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UploadJobFileResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r UploadJobFileResponse) GetJSON201() *FileEntry {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UploadJobFileResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UploadJobFileResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UploadJobFileResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UploadJobFileResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UploadJobFileResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UploadJobFileResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UploadJobFileResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UploadJobFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UploadJobFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UploadJobFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UploadJobFileResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12538,6 +13573,58 @@ func (c *ClientWithResponses) GetJobWithResponse(ctx context.Context, id JobID, 
 	return ParseGetJobResponse(rsp)
 }
 
+// ListJobFilesWithResponse A folder of the job's files, read as the job's Unix account through the machine's agent (docs/files.md). Whoever sees the job may read its own folder; only its owner and admins its data paths. Paths stay inside their folder: ".." is refused (400), and so is a link that leads out of it (403)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /jobs/{id}/files (the `ListJobFiles` operationId).
+func (c *ClientWithResponses) ListJobFilesWithResponse(ctx context.Context, id JobID, params *ListJobFilesParams, reqEditors ...RequestEditorFn) (*ListJobFilesResponse, error) {
+	rsp, err := c.ListJobFiles(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobFilesResponse(rsp)
+}
+
+// DownloadJobFolderWithResponse A folder of the job's files as a gzip-compressed tar archive (links kept as links, never followed), read as the job's Unix account; a folder holding more than the machine's limit (agent --max-archive) is refused with 413, which names the limit
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /jobs/{id}/files/archive (the `DownloadJobFolder` operationId).
+func (c *ClientWithResponses) DownloadJobFolderWithResponse(ctx context.Context, id JobID, params *DownloadJobFolderParams, reqEditors ...RequestEditorFn) (*DownloadJobFolderResponse, error) {
+	rsp, err := c.DownloadJobFolder(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDownloadJobFolderResponse(rsp)
+}
+
+// DownloadJobFileWithResponse A regular file of the job's files, as an attachment, read as the job's Unix account (same rules as listJobFiles)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /jobs/{id}/files/content (the `DownloadJobFile` operationId).
+func (c *ClientWithResponses) DownloadJobFileWithResponse(ctx context.Context, id JobID, params *DownloadJobFileParams, reqEditors ...RequestEditorFn) (*DownloadJobFileResponse, error) {
+	rsp, err := c.DownloadJobFile(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDownloadJobFileResponse(rsp)
+}
+
+// UploadJobFileWithBodyWithResponse Write the body to a file of the job's files, as the job's Unix account, replacing a regular file of that name; the folder must exist. Only the job's owner and admins may; every upload is in the audit log. A body over the machine's limit (agent --max-upload) is refused with 413, which names the limit
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /jobs/{id}/files/content (the `UploadJobFile` operationId).
+func (c *ClientWithResponses) UploadJobFileWithBodyWithResponse(ctx context.Context, id JobID, params *UploadJobFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadJobFileResponse, error) {
+	rsp, err := c.UploadJobFileWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUploadJobFileResponse(rsp)
+}
+
 // GetJobHistoryWithResponse Each state the job entered, when and why
 //
 // Returns a wrapper object for the known response body format(s).
@@ -14494,6 +15581,570 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 			headers.XDataAge = &value
 		}
 		response.Headers404 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListJobFilesResponse parses an HTTP response from a ListJobFilesWithResponse call
+func ParseListJobFilesResponse(rsp *http.Response) (*ListJobFilesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobFilesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FileListing
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListJobFilesResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListJobFilesResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListJobFilesResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListJobFilesResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ListJobFilesResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListJobFilesResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDownloadJobFolderResponse parses an HTTP response from a DownloadJobFolderWithResponse call
+func ParseDownloadJobFolderResponse(rsp *http.Response) (*DownloadJobFolderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DownloadJobFolderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DownloadJobFolderResponse200Headers
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers DownloadJobFolderResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DownloadJobFolderResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DownloadJobFolderResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DownloadJobFolderResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DownloadJobFolderResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers DownloadJobFolderResponse413Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 503:
+		var headers DownloadJobFolderResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDownloadJobFileResponse parses an HTTP response from a DownloadJobFileWithResponse call
+func ParseDownloadJobFileResponse(rsp *http.Response) (*DownloadJobFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DownloadJobFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DownloadJobFileResponse200Headers
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers DownloadJobFileResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DownloadJobFileResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DownloadJobFileResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DownloadJobFileResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DownloadJobFileResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers DownloadJobFileResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUploadJobFileResponse parses an HTTP response from a UploadJobFileWithResponse call
+func ParseUploadJobFileResponse(rsp *http.Response) (*UploadJobFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UploadJobFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest FileEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers UploadJobFileResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UploadJobFileResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UploadJobFileResponse403Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UploadJobFileResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers UploadJobFileResponse409Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers UploadJobFileResponse413Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 503:
+		var headers UploadJobFileResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -23,7 +23,7 @@ import (
 // one take over another's machine.
 
 // While the store does not answer (a database outage the leader rides
-// out, cmd/gpuportal/serve_leader.go), an agent that reconnects is let
+// out, server/serve_leader.go), an agent that reconnects is let
 // in on what this hub checked before: a machine whose credential it saw
 // match the store (or registered) since it started joins with that
 // credential, and keeps its runs. Nothing is registered then, and any

@@ -14,6 +14,8 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
+	"github.com/gpuportal/gpuportal/core/jobfiles/filehttp"
 )
 
 // Tunnels to interactive sessions (wire/session.go): the server asks an
@@ -32,10 +34,36 @@ type tunnels struct {
 // DialSession opens a tunnel to the session of run ref on this machine:
 // a connection to its loopback port, through the agent.
 func (n *remoteNode) DialSession(ctx context.Context, ref job.RunRef) (net.Conn, error) {
+	c, err := n.dial(ctx, &wire.Dial{Node: n.name, JobID: ref.Job, Run: ref.Run})
+	if err != nil {
+		return nil, fmt.Errorf("tunnel to %s on %s: %w", ref, n.name, err)
+	}
+	return c, nil
+}
+
+// DialFiles opens a tunnel to job jobID's files on this machine, which
+// the agent serves as the job's account (account: its owner's Unix
+// account).
+func (n *remoteNode) DialFiles(ctx context.Context, jobID int64, account string) (net.Conn, error) {
+	c, err := n.dial(ctx, &wire.Dial{Node: n.name, JobID: jobID, Files: &wire.FilesDial{Account: account}})
+	if err != nil {
+		return nil, fmt.Errorf("files of job %d on %s: %w", jobID, n.name, err)
+	}
+	return c, nil
+}
+
+// JobFiles are job jobID's files on this machine, through its agent.
+func (n *remoteNode) JobFiles(jobID int64, account string) jobfiles.Files {
+	return filehttp.NewClient(func(ctx context.Context) (net.Conn, error) { return n.DialFiles(ctx, jobID, account) })
+}
+
+// dial asks the agent for tunnel d, its token filled in, and waits for
+// the agent's connection.
+func (n *remoteNode) dial(ctx context.Context, d *wire.Dial) (net.Conn, error) {
 	h := n.conn.hub
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("tunnel to %s on %s: %w", ref, n.name, err)
+		return nil, err
 	}
 	token := base64.RawURLEncoding.EncodeToString(b)
 	ch := make(chan net.Conn, 1)
@@ -56,9 +84,9 @@ func (n *remoteNode) DialSession(ctx context.Context, ref job.RunRef) (net.Conn,
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	acked := make(chan error, 1)
+	d.Token = token
 	go func() {
-		m := &wire.Message{Type: wire.TypeDial, Dial: &wire.Dial{Node: n.name, JobID: ref.Job, Run: ref.Run, Token: token}}
-		acked <- n.conn.request(ctx, m)
+		acked <- n.conn.request(ctx, &wire.Message{Type: wire.TypeDial, Dial: d})
 	}()
 	for {
 		select {
@@ -66,11 +94,11 @@ func (n *remoteNode) DialSession(ctx context.Context, ref job.RunRef) (net.Conn,
 			return c, nil
 		case err := <-acked:
 			if err != nil {
-				return nil, fmt.Errorf("tunnel to %s on %s: %w", ref, n.name, err)
+				return nil, err
 			}
 			acked = nil // acknowledged: the connection is on its way
 		case <-ctx.Done():
-			return nil, fmt.Errorf("tunnel to %s on %s: %w", ref, n.name, ctx.Err())
+			return nil, ctx.Err()
 		}
 	}
 }

@@ -34,12 +34,22 @@ const TunnelProtocol = "gpuportal-tunnel"
 // TunnelTokenHeader carries the Dial's tunnel token.
 const TunnelTokenHeader = "X-Gpuportal-Tunnel"
 
-// Dial asks for a tunnel to the session of run Run of job JobID.
+// Dial asks for a tunnel to the session of run Run of job JobID, or,
+// with Files set, to job JobID's files (jobfiles): the agent then serves
+// them on the tunnel itself. A files dial names run 0, which no session
+// has, so that an agent from before Files refuses it.
 type Dial struct {
-	Node  string `json:"node"`
-	JobID int64  `json:"job_id"`
-	Run   int64  `json:"run"`
-	Token string `json:"token"`
+	Node  string     `json:"node"`
+	JobID int64      `json:"job_id"`
+	Run   int64      `json:"run"`
+	Token string     `json:"token"`
+	Files *FilesDial `json:"files,omitempty"`
+}
+
+// FilesDial asks for a job's files, served as the account the job runs
+// as: Account is its owner's Unix account (JobSpec.Account).
+type FilesDial struct {
+	Account string `json:"account"`
 }
 
 // Session is a run's interactive session (job.Session).

@@ -1,0 +1,333 @@
+package integration
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestJobFiles (issue 36): alice browses, downloads (a folder as a
+// .tar.gz) and uploads her job's files and her data path, through the
+// agent, which reads and writes them as her Unix account (agent --run-as
+// owner); bob, of another team, finds no such job; "..", links out of a
+// folder and files her account may not read are refused; an upload over
+// the machine's limit is refused with 413 naming it. Then the pages, in
+// Chromium, at 1440 and 390 px.
+func TestJobFiles(t *testing.T) {
+	needRootAccounts(t)
+	aliceUnix := unixUser(t, "gpt-alice")
+	bobUnix := unixUser(t, "gpt-bob")
+	uid, _ := strconv.Atoi(aliceUnix.Uid)
+	gid, _ := strconv.Atoi(aliceUnix.Gid)
+	bobUID, _ := strconv.Atoi(bobUnix.Uid)
+
+	// The data path: one folder per account, each its own.
+	scratch := passableDir(t)
+	mine := filepath.Join(scratch, "gpt-alice")
+	theirs := filepath.Join(scratch, "gpt-bob")
+	for _, d := range []struct {
+		dir, file, text string
+		uid             int
+	}{{mine, "data.csv", "a,b\n1,2\n", uid}, {theirs, "secret.txt", "bob's\n", bobUID}} {
+		if err := os.Mkdir(d.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d.dir, d.file), []byte(d.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{d.dir, filepath.Join(d.dir, d.file)} {
+			if err := os.Chown(p, d.uid, -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.Symlink("../gpt-bob", filepath.Join(mine, "bobs")); err != nil {
+		t.Fatal(err)
+	}
+
+	data := t.TempDir()
+	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
+	work := passableDir(t)
+	startAgent(t, srv.URL, "gpu-files", "--run-as", "owner", "--work-dir", work,
+		"--data-path", "scratch="+scratch+"/{user}", "--max-upload", "1KiB", "--max-archive", "1MiB")
+	waitGPUs(t, srv.URL, 2)
+	adminCLI(t, data, "set-unix-name", "--name", "alice", "--unix-name", "gpt-alice")
+	adminCLI(t, data, "set-unix-name", "--name", "bob", "--unix-name", "gpt-bob")
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	bob := newAPI(t, srv.URL, "bob", "dev")
+
+	id := submit(t, alice, map[string]any{"name": "writes-files", "gpus": 1, "command": []string{"sh", "-c", `set -e
+echo hello
+mkdir -p "$GPUPORTAL_CHECKPOINT_DIR/step-200"
+echo weights > "$GPUPORTAL_CHECKPOINT_DIR/step-200/model.pt"
+echo 200 > "$GPUPORTAL_CHECKPOINT_DIR/latest.txt"
+mkdir results; echo 0.93 > results/accuracy.txt
+ln -s /etc/shadow shadow; ln -s .. up`}})
+	if j := alice.waitState(id, 60*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("alice's job %s: %q\n%s", j.State, j.Reason, jobLog(t, alice, id))
+	}
+	jobDir := filepath.Join(work, "jobs", strconv.FormatInt(id, 10))
+	// A file of root's in her folder, which her account may not read.
+	if err := os.WriteFile(filepath.Join(jobDir, "root-only"), []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := fmt.Sprintf("/api/v1/jobs/%d/files", id)
+
+	// Browse: her folder and her checkpoints.
+	var l struct {
+		Node    string   `json:"node"`
+		Roots   []string `json:"roots"`
+		Entries []struct {
+			Name, Type, Target string
+			Size               int64
+		} `json:"entries"`
+		CanUpload bool `json:"can_upload"`
+	}
+	if st := alice.do(http.MethodGet, files, nil, &l); st != http.StatusOK {
+		t.Fatalf("GET %s: %d", files, st)
+	}
+	var names []string
+	for _, e := range l.Entries {
+		names = append(names, e.Name+":"+e.Type)
+	}
+	if got := strings.Join(names, " "); got != "checkpoint:dir results:dir output.log:file root-only:file shadow:link up:link" ||
+		l.Node != "gpu-files" || strings.Join(l.Roots, ",") != "job,scratch" || !l.CanUpload {
+		t.Errorf("alice's job folder: %s on %s, roots %v, can upload %v", got, l.Node, l.Roots, l.CanUpload)
+	}
+	if st := alice.do(http.MethodGet, files+"?path=checkpoint", nil, &l); st != http.StatusOK || len(l.Entries) != 2 ||
+		l.Entries[0].Name != "step-200" || l.Entries[1].Name != "latest.txt" {
+		t.Errorf("checkpoints: %d %+v", st, l.Entries)
+	}
+
+	// Download a file, and a folder as an archive.
+	if st, body := rawCall(t, alice, http.MethodGet, files+"/content?path=output.log", nil); st != http.StatusOK || body != "hello\n" {
+		t.Errorf("output.log: %d %q", st, body)
+	}
+	st, body := rawCall(t, alice, http.MethodGet, files+"/archive?path=checkpoint", nil)
+	if got := untar(t, body); st != http.StatusOK || got["checkpoint/step-200/model.pt"] != "weights\n" || got["checkpoint/latest.txt"] != "200\n" {
+		t.Errorf("checkpoint archive: %d %v", st, got)
+	}
+
+	// Refused: "..", links out of the folder, what her account may not read.
+	for _, tc := range []struct {
+		path   string
+		status int
+		says   string
+	}{
+		{files + "/content?path=../../../../etc/passwd", 400, `".." is not allowed`},
+		{files + "/content?path=shadow", 403, "leads out of the folder"},
+		{files + "/content?path=up/" + strconv.FormatInt(id, 10) + "/output.log", 403, "leads out of the folder"},
+		{files + "?path=up", 403, "leads out of the folder"},
+		{files + "/archive?path=up", 403, "leads out of the folder"},
+		{files + "/content?path=root-only", 403, "permission denied to the job's account"},
+		{files + "/content?root=scratch&path=../gpt-bob/secret.txt", 400, `".." is not allowed`},
+		{files + "/content?root=scratch&path=bobs/secret.txt", 403, "leads out of the folder"},
+		{files + "?root=nowhere", 404, `root "nowhere"`},
+	} {
+		if st, body := rawCall(t, alice, http.MethodGet, tc.path, nil); st != tc.status || !strings.Contains(body, tc.says) {
+			t.Errorf("GET %s: %d %s; want %d saying %q", tc.path, st, body, tc.status, tc.says)
+		}
+	}
+	// Her data path, as her account.
+	if st, body := rawCall(t, alice, http.MethodGet, files+"/content?root=scratch&path=data.csv", nil); st != http.StatusOK || body != "a,b\n1,2\n" {
+		t.Errorf("her data path: %d %q", st, body)
+	}
+
+	// bob, of another team: no such job, whatever he asks.
+	for _, p := range []string{files, files + "/content?path=output.log", files + "/archive", files + "?root=scratch"} {
+		if st, body := rawCall(t, bob, http.MethodGet, p, nil); st != http.StatusNotFound || strings.Contains(body, "hello") {
+			t.Errorf("bob GET %s: %d %s; want 404", p, st, body)
+		}
+	}
+	if st, _ := rawCall(t, bob, http.MethodPut, files+"/content?path=results/bob.txt", []byte("x")); st != http.StatusNotFound {
+		t.Errorf("bob's upload into alice's job: %d, want 404", st)
+	}
+	if _, err := os.Lstat(filepath.Join(jobDir, "results", "bob.txt")); err == nil {
+		t.Error("bob's upload landed in alice's folder")
+	}
+
+	// Upload: written as her account; over the limit, refused naming it.
+	if st, body := rawCall(t, alice, http.MethodPut, files+"/content?path=results/notes.txt", []byte("uploaded\n")); st != http.StatusCreated {
+		t.Errorf("upload: %d %s", st, body)
+	}
+	if fi, err := os.Stat(filepath.Join(jobDir, "results", "notes.txt")); err != nil {
+		t.Error(err)
+	} else if s := fi.Sys().(*syscall.Stat_t); int(s.Uid) != uid || int(s.Gid) != gid {
+		t.Errorf("the uploaded file belongs to %d:%d, want alice's account %d:%d", s.Uid, s.Gid, uid, gid)
+	}
+	st, body = rawCall(t, alice, http.MethodPut, files+"/content?path=results/big.bin", bytes.Repeat([]byte("x"), 2048))
+	if st != http.StatusRequestEntityTooLarge || !strings.Contains(body, "2 KiB is over this machine's upload limit of 1 KiB (agent --max-upload)") {
+		t.Errorf("upload of 2 KiB: %d %s; want 413 naming the limit", st, body)
+	}
+	if st, body := rawCall(t, alice, http.MethodPut, files+"/content?path=../../x", []byte("x")); st != http.StatusBadRequest {
+		t.Errorf("upload to ../../x: %d %s", st, body)
+	}
+	if st, body := rawCall(t, alice, http.MethodPut, files+"/content?root=scratch&path=bobs/planted.txt", []byte("x")); st != http.StatusForbidden {
+		t.Errorf("upload through a link to bob's folder: %d %s", st, body)
+	}
+	if _, err := os.Lstat(filepath.Join(theirs, "planted.txt")); err == nil {
+		t.Error("alice's upload landed in bob's folder")
+	}
+
+	// The command line.
+	cl := newCLI(t, srv.URL)
+	env := []string{"GPUPORTAL_TOKEN=" + alice.token}
+	out := cl.ok(env, "job", "files", strconv.FormatInt(id, 10), "checkpoint")
+	if !strings.Contains(out, "step-200/") || !strings.Contains(out, "latest.txt") {
+		t.Errorf("job files: %s", out)
+	}
+	dl := t.TempDir()
+	cl.ok(env, "job", "download", strconv.FormatInt(id, 10), "results", "--to", filepath.Join(dl, "results.tar.gz"))
+	tgz, err := os.ReadFile(filepath.Join(dl, "results.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := untar(t, string(tgz)); got["results/accuracy.txt"] != "0.93\n" || got["results/notes.txt"] != "uploaded\n" {
+		t.Errorf("job download of a folder: %v", got)
+	}
+	src := filepath.Join(dl, "config.yaml")
+	if err := os.WriteFile(src, []byte("lr: 0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cl.ok(env, "job", "upload", strconv.FormatInt(id, 10), src, "results/")
+	if b, err := os.ReadFile(filepath.Join(jobDir, "results", "config.yaml")); err != nil || string(b) != "lr: 0.1\n" {
+		t.Errorf("job upload: %q, %v", b, err)
+	}
+
+	checkFilesPages(t, srv.URL, id, jobDir)
+}
+
+// checkFilesPages looks at the files page and the job page's checkpoints
+// as alice at 1440 and 390 px, and uploads through the page's form.
+func checkFilesPages(t *testing.T, base string, id int64, jobDir string) {
+	ctx := newTabFor(t, 2*time.Minute)
+	sc := newScreenChecker(t, ctx, base)
+	if err := sc.login("alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, vp := range viewports {
+		for _, s := range []struct {
+			name, path, wait string
+		}{
+			{"job", fmt.Sprintf("/jobs/%d", id), "#job-checkpoints table"},
+			{"files", fmt.Sprintf("/jobs/%d/files?root=job&path=checkpoint", id), "#files"},
+			{"results", fmt.Sprintf("/jobs/%d/files?root=job&path=results", id), "#files-upload"},
+		} {
+			sc.log.take()
+			err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height), chromedp.Navigate(base+s.path), chromedp.WaitVisible(s.wait))
+			if err != nil {
+				t.Fatalf("%s at %s: %v", s.path, vp.name, err)
+			}
+			problems, err := sc.judge(vp, http.StatusOK)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range problems {
+				t.Errorf("%s at %s: %s", s.path, vp.name, p)
+			}
+			screenshot(t, ctx, "files-"+s.name+"-"+vp.name)
+		}
+	}
+	err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", base, id)), chromedp.WaitVisible("#job-checkpoints table"))
+	text := ""
+	if err == nil {
+		text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#job-checkpoints").innerText`))
+	}
+	if err != nil || !strings.Contains(text, "step-200") || !strings.Contains(text, "latest.txt") {
+		t.Errorf("the job page's checkpoints: %q, %v", text, err)
+	}
+	// The upload form, with its CSRF token.
+	up := filepath.Join(t.TempDir(), "from-browser.txt")
+	if err := os.WriteFile(up, []byte("hi from the page\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/jobs/%d/files?root=job&path=results", base, id)),
+		chromedp.SetUploadFiles(`#upload-file`, []string{up}),
+		chromedp.Submit(`#files-upload`),
+		chromedp.WaitVisible(`#file-uploaded`))
+	note := ""
+	if err == nil {
+		note, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#file-uploaded").innerText`))
+	}
+	if err != nil || !strings.Contains(note, "from-browser.txt") {
+		t.Errorf("upload through the page: %q, %v", note, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(jobDir, "results", "from-browser.txt")); err != nil || string(b) != "hi from the page\n" {
+		t.Errorf("the page's upload: %q, %v", b, err)
+	}
+}
+
+// rawCall sends a request as a with body (nil: none) and returns the status
+// and body as they came.
+func rawCall(t *testing.T, a *api, method, path string, body []byte) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, a.base+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/octet-stream")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode >= 400 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return resp.StatusCode, e.Error
+		}
+	}
+	return resp.StatusCode, string(b)
+}
+
+// untar reads a .tar.gz's files (and links, as their targets).
+func untar(t *testing.T, tgz string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	zr, err := gzip.NewReader(strings.NewReader(tgz))
+	if err != nil {
+		t.Errorf("not gzip: %v", err)
+		return out
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Errorf("tar: %v", err)
+			return out
+		}
+		b, _ := io.ReadAll(tr)
+		out[h.Name] = string(b) + h.Linkname
+	}
+}

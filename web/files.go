@@ -1,0 +1,253 @@
+package web
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
+	"github.com/gpuportal/gpuportal/templates"
+)
+
+// A job's files (docs/files.md): the REST API under
+// /api/v1/jobs/ID/files, the files page and the checkpoints on the job's
+// page. The actions (app/files.go) decide who may; these parse, call
+// and render.
+
+// fileBodyLimit bounds an uploaded file's request: the machine's own
+// limit (agent --max-upload) is the one that counts.
+const fileBodyLimit = 64 << 30
+
+// fileRequest reads ?root=&path=.
+func fileRequest(c echo.Context) app.FileRequest {
+	return app.FileRequest{Root: c.QueryParam("root"), Path: c.QueryParam("path")}
+}
+
+// apiJobFiles is GET /api/v1/jobs/:id/files: a folder's entries.
+func (s *Server) apiJobFiles(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	l, err := s.app.JobFiles(c.Request().Context(), appActor(c), id, fileRequest(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+// jobFileContent is GET .../files/content: a file's bytes, as a download.
+func (s *Server) jobFileContent(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.app.OpenJobFile(c.Request().Context(), appActor(c), id, fileRequest(c))
+	if err != nil {
+		return err
+	}
+	return sendDownload(c, d, "application/octet-stream")
+}
+
+// jobFileArchive is GET .../files/archive: a folder as a .tar.gz.
+func (s *Server) jobFileArchive(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.app.ArchiveJobFiles(c.Request().Context(), appActor(c), id, fileRequest(c))
+	if err != nil {
+		return err
+	}
+	return sendDownload(c, d, "application/gzip")
+}
+
+// sendDownload streams d as an attachment.
+func sendDownload(c echo.Context, d *app.FileDownload, contentType string) error {
+	defer d.Body.Close()
+	_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(downloadTimeout))
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentDisposition, mime.FormatMediaType("attachment", map[string]string{"filename": d.Name}))
+	if d.Size >= 0 {
+		h.Set(echo.HeaderContentLength, strconv.FormatInt(d.Size, 10))
+	}
+	c.Response().Header().Set(echo.HeaderContentType, contentType)
+	c.Response().WriteHeader(http.StatusOK)
+	// Once the answer has begun, a failure can only cut it short.
+	_, _ = io.Copy(c.Response(), d.Body)
+	return nil
+}
+
+// apiUploadJobFile is PUT /api/v1/jobs/:id/files/content: the body
+// becomes file ?path= of ?root=.
+func (s *Server) apiUploadJobFile(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	r := c.Request()
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(downloadTimeout))
+	e, err := s.app.UploadJobFile(r.Context(), appActor(c), id, fileRequest(c), r.ContentLength, r.Body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, e)
+}
+
+// longBody gives a request with a large body (an upload) the time to
+// send it, before anything reads it.
+func longBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(downloadTimeout))
+		return next(c)
+	}
+}
+
+// uploadFilesForm is POST /jobs/:id/files/upload, the files page's form:
+// the file goes into folder path of root, under its own name.
+func (s *Server) uploadFilesForm(c echo.Context) error {
+	j, err := s.loadJob(c)
+	if err != nil {
+		return err
+	}
+	id := j.ID
+	fh, err := c.FormFile("file")
+	if err != nil {
+		return badRequest("file: choose a file to upload")
+	}
+	name := path.Base(strings.ReplaceAll(fh.Filename, "\\", "/"))
+	if name == "." || name == "/" || name == ".." {
+		return badRequest("file: its name %q cannot name a file", fh.Filename)
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return fmt.Errorf("read the uploaded file: %w", err)
+	}
+	defer f.Close()
+	root, dir := c.FormValue("root"), c.FormValue("path")
+	e, err := s.app.UploadJobFile(c.Request().Context(), appActor(c), id, app.FileRequest{Root: root, Path: path.Join("/", dir, name)}, fh.Size, f)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, filesURL(id, root, dir)+"&uploaded="+url.QueryEscape(e.Name))
+}
+
+// filesURL is the files page of folder p of root of job id.
+func filesURL(id int64, root, p string) string {
+	return fmt.Sprintf("/jobs/%d/files?", id) + url.Values{"root": {cmpRoot(root)}, "path": {p}}.Encode()
+}
+
+// fileURL is the link that does op (content, archive) to p of root.
+func fileURL(id int64, op, root, p string) string {
+	return fmt.Sprintf("/jobs/%d/files/%s?", id, op) + url.Values{"root": {cmpRoot(root)}, "path": {p}}.Encode()
+}
+
+func cmpRoot(root string) string {
+	if root == "" {
+		return jobfiles.JobRoot
+	}
+	return root
+}
+
+// jobFilesPage is GET /jobs/:id/files: a folder of the job's files.
+func (s *Server) jobFilesPage(c echo.Context) error {
+	j, err := s.loadJob(c)
+	if err != nil {
+		return err
+	}
+	req := fileRequest(c)
+	req.Root = cmpRoot(req.Root)
+	f := templates.FilesView{JobID: j.ID, JobName: j.Name, Root: req.Root, Path: ".", Uploaded: c.QueryParam("uploaded")}
+	if p, err := jobfiles.CleanPath(req.Path); err == nil {
+		f.Path = p
+	}
+	status := http.StatusOK
+	l, err := s.app.JobFiles(c.Request().Context(), appActor(c), j.ID, req)
+	switch k := app.KindOf(err); {
+	case err == nil:
+		filesView(l, &f)
+	case k == 0:
+		return err
+	default:
+		f.Error, status = err.Error(), appStatus(k)
+		if k == app.Conflict {
+			status = http.StatusOK // it has not run: nothing is wrong
+		}
+		f.Roots = []templates.FileLink{{Name: req.Root, URL: filesURL(j.ID, req.Root, ""), Current: true}}
+	}
+	f.Crumbs = fileCrumbs(j.ID, f.Root, f.Path)
+	return s.render(c, status, templates.JobFilesPage(page(c, fmt.Sprintf("Files of job %d", j.ID), "jobs"), f))
+}
+
+// filesView fills f from listing l.
+func filesView(l *api.FileListing, f *templates.FilesView) {
+	f.Node, f.Path, f.Truncated, f.CanUpload = l.Node, l.Path, l.Truncated, l.CanUpload
+	f.UploadLimit, f.ArchiveLimit = jobfiles.FormatBytes(l.MaxUploadBytes), jobfiles.FormatBytes(l.MaxArchiveBytes)
+	f.ArchiveURL = fileURL(l.Job, "archive", l.Root, l.Path)
+	for _, r := range l.Roots {
+		f.Roots = append(f.Roots, templates.FileLink{Name: r, URL: filesURL(l.Job, r, ""), Current: r == l.Root})
+	}
+	f.Rows = fileRows(l)
+}
+
+// fileRows are l's entries as rows that open folders and download files.
+func fileRows(l *api.FileListing) []templates.FileRow {
+	rows := make([]templates.FileRow, 0, len(l.Entries))
+	for _, e := range l.Entries {
+		p := path.Join(l.Path, e.Name)
+		r := templates.FileRow{Name: e.Name, Type: e.Type, Target: e.Target, Modified: e.ModTime.Local().Format(timeLayout)}
+		switch e.Type {
+		case jobfiles.TypeDir:
+			r.URL, r.ArchiveURL, r.Size = filesURL(l.Job, l.Root, p), fileURL(l.Job, "archive", l.Root, p), "—"
+		case jobfiles.TypeFile:
+			r.URL, r.Size = fileURL(l.Job, "content", l.Root, p), jobfiles.FormatBytes(e.Size)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// fileCrumbs link each folder from root down to p.
+func fileCrumbs(id int64, root, p string) []templates.FileLink {
+	crumbs := []templates.FileLink{{Name: root + ":", URL: filesURL(id, root, ""), Current: p == "."}}
+	if p == "." {
+		return crumbs
+	}
+	parts := strings.Split(p, "/")
+	for i, name := range parts {
+		crumbs = append(crumbs, templates.FileLink{Name: name, URL: filesURL(id, root, strings.Join(parts[:i+1], "/")), Current: i == len(parts)-1})
+	}
+	return crumbs
+}
+
+// jobCheckpointsPart is GET /jobs/:id/files/checkpoints: the checkpoint
+// folder for the job's page.
+func (s *Server) jobCheckpointsPart(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	v := templates.CheckpointsView{JobID: id, BrowseURL: filesURL(id, jobfiles.JobRoot, jobfiles.CheckpointDir),
+		ArchiveURL: fileURL(id, "archive", jobfiles.JobRoot, jobfiles.CheckpointDir)}
+	l, err := s.app.JobCheckpoints(c.Request().Context(), appActor(c), id)
+	switch k := app.KindOf(err); {
+	case err == nil && l != nil:
+		v.Rows = fileRows(l)
+	case err == nil:
+	case k == 0 || k == app.NotFound: // the job's own refusal
+		return err
+	default:
+		v.Note = "The checkpoints cannot be listed now: " + err.Error()
+	}
+	return s.render(c, http.StatusOK, templates.JobCheckpoints(v))
+}
