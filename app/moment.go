@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ type JobEngine interface {
 	JobResources(id int64) (engine.JobResources, bool)
 	Scheduler() *sched.Scheduler
 	HalfLifeS() float64
+	// HeldExits are the runs that ended with their outcome not yet
+	// recorded (the store cannot save), by job.
+	HeldExits() map[int64]engine.HeldExit
 }
 
 // Moment is what the portal knows at one instant: the running jobs, the
@@ -63,6 +67,9 @@ type Moment struct {
 	Waits     map[int64]sched.Wait
 	fair      map[string]sched.TeamShare   // the last pass's fair-share standing
 	forecasts map[int64]engine.JobForecast // the latest start forecasts
+	// held are the runs that ended with their outcome not yet recorded,
+	// which the store still says run (engine.Engine.HeldExits).
+	held map[int64]engine.HeldExit
 }
 
 // leading reports whether this replica runs the engine.
@@ -153,7 +160,9 @@ func (s *App) RunningMoment(ctx context.Context) (*Moment, error) {
 	if err != nil {
 		return nil, stored(err)
 	}
-	return NewMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed), nil
+	m := NewMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
+	m.held = s.cfg.Engine.HeldExits()
+	return m, nil
 }
 
 // latestForecasts are the latest start forecasts of the waiting jobs:
@@ -236,6 +245,13 @@ func (m *Moment) Job(j *models.Job) api.Job {
 		out.AsOf = &now
 		out.HeldGPUs = m.Figures.Held(j.ID)
 		out.Borrowed = m.Figures.Borrowed(j.ID)
+		if h, ok := m.heldExit(j); ok {
+			// Ended, its outcome not yet stored: its figures as of its
+			// end, not growing (its reason says so: reason).
+			at := h.At
+			sv := j.Service(at)
+			out.AsOf, out.ExecutedS, out.AttainedService = &at, sv.ExecutedS, sv.GPUSeconds
+		}
 	}
 	if out.Placement == nil {
 		out.Placement = []string{}
@@ -382,7 +398,33 @@ func (m *Moment) reason(j *models.Job) string {
 	if w, ok := m.Waits[j.ID]; ok && j.State.Waiting() && !j.Held() {
 		return w.Reason
 	}
+	if h, ok := m.heldExit(j); ok {
+		return heldReason(h, m.Now)
+	}
 	return j.Reason
+}
+
+// heldExit is the end of j's run in progress that the store has yet to
+// record, if it ended.
+func (m *Moment) heldExit(j *models.Job) (engine.HeldExit, bool) {
+	h, ok := m.held[j.ID]
+	return h, ok && j.State == job.Running && h.Run == j.Run
+}
+
+// heldReason is what a running job whose run ended, its outcome held
+// (engine.HeldExit), shows as its reason at now: the store still says it
+// runs (issue 32: the state shown is the state known).
+func heldReason(h engine.HeldExit, now time.Time) string {
+	ago := max(0, now.Sub(h.At)).Round(time.Second)
+	ended := fmt.Sprintf("run %d ended on %s at %s (%s ago) with exit code %d", h.Run, h.Node, h.At.Local().Format("15:04:05"), ago, h.ExitCode)
+	if h.Infra {
+		ended = fmt.Sprintf("run %d was ended by the cluster on %s at %s (%s ago), not by the job", h.Run, h.Node, h.At.Local().Format("15:04:05"), ago)
+	}
+	why := "the server cannot save now"
+	if c := models.Cause(h.Err); c != "" {
+		why += " (" + c + ")"
+	}
+	return ended + "; not yet recorded: " + why + ". It shows as running until it is; the server tries every pass."
 }
 
 // position is j's place in its queue as of the engine's last pass

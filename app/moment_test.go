@@ -1,9 +1,11 @@
 package app
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,5 +133,51 @@ func TestMomentForecasts(t *testing.T) {
 	}
 	if f := m.Job(&jobs[4]).Forecast; f != nil {
 		t.Errorf("running job's forecast %+v", f)
+	}
+}
+
+// TestHeldExitShows: a running job whose run ended, its outcome not yet
+// stored (engine.HeldExit), says so as its reason, with the cause in a
+// few words, never the store's raw error, and its figures as of its end;
+// a held exit of an earlier run changes nothing.
+func TestHeldExitShows(t *testing.T) {
+	start := time.Date(2026, 11, 28, 10, 0, 0, 0, time.Local)
+	end, now := start.Add(time.Minute), start.Add(100*time.Second)
+	full := fmt.Errorf("record exit: %w", syscall.ENOSPC)
+	j := models.Job{ID: 7, GPUs: 1, State: job.Running, Run: 2, LastStartAt: &start, Reason: "on d1:0", Placement: []string{"d1:0"}}
+	tests := []struct {
+		name string
+		h    engine.HeldExit
+		want []string // in the reason; none: the store's reason
+	}{
+		{"the job's own end", engine.HeldExit{Run: 2, Node: "d1", ExitCode: 3, At: end, Err: full},
+			[]string{"run 2 ended on d1 at 10:01:00 (40s ago) with exit code 3", "not yet recorded", "(disk full)"}},
+		{"the cluster's end", engine.HeldExit{Run: 2, Node: "d1", ExitCode: -1, Infra: true, At: end, Err: full},
+			[]string{"run 2 was ended by the cluster on d1", "not by the job", "not yet recorded"}},
+		{"an earlier run's", engine.HeldExit{Run: 1, Node: "d1", At: end, Err: full}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMoment(now, []models.Job{j}, nil, nil, func(int64) bool { return false })
+			m.held = map[int64]engine.HeldExit{7: tc.h}
+			got := m.Job(&j)
+			if tc.want == nil {
+				if got.Reason != j.Reason || !got.AsOf.Equal(now) {
+					t.Errorf("reason %q as of %v; want the store's, as of now", got.Reason, got.AsOf)
+				}
+				return
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got.Reason, w) {
+					t.Errorf("reason %q; want %q in it", got.Reason, w)
+				}
+			}
+			if strings.Contains(got.Reason, "record exit") {
+				t.Errorf("reason %q: the store's raw error shows", got.Reason)
+			}
+			if got.AsOf == nil || !got.AsOf.Equal(end) || !near(got.ExecutedS, 60) {
+				t.Errorf("as of %v, executed %.1f s; want as of its end, 60 s", got.AsOf, got.ExecutedS)
+			}
+		})
 	}
 }

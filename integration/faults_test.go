@@ -535,6 +535,25 @@ func TestFaultDiskFull(t *testing.T) {
 		return strings.Contains(metricsText(t, srv.URL), "gpuportal_unrecorded_exits 2")
 	})
 	afterPasses(t, srv.URL, 3) // several passes fail to store them
+	// The store still says they run: their pages say they ended, and
+	// that it is not yet recorded, and why (issue 32: no "running" 40 s
+	// after the end with nothing said).
+	for _, id := range ids {
+		var j struct {
+			State  string     `json:"state"`
+			Reason string     `json:"reason"`
+			AsOf   *time.Time `json:"as_of"`
+		}
+		if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK {
+			t.Fatalf("GET job %d during the full disk: %d", id, st)
+		}
+		if !strings.Contains(j.Reason, "ended on d1") || !strings.Contains(j.Reason, "not yet recorded") ||
+			!strings.Contains(j.Reason, "disk full") || j.AsOf == nil || time.Since(*j.AsOf) < time.Second {
+			t.Errorf("job %d during the full disk: %s, %q, as of %v; want its end said, not yet recorded for the full disk, as of then", id, j.State, j.Reason, j.AsOf)
+		} else {
+			t.Logf("job %d during the full disk: %s: %s", id, j.State, j.Reason)
+		}
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -641,6 +660,114 @@ func TestFaultDatabaseStopped(t *testing.T) {
 	t.Logf("%d jobs through %d outages: %d reruns", len(ids), len(downs), reruns)
 	if n := sup.starts(); n != 1 {
 		t.Errorf("the server started %d times; want once: it must ride the outages out", n)
+	}
+}
+
+// TestFaultAgentReconnectsDuringDatabaseOutage (issue 32): the database
+// stops, and while it is out the connection of the agent that runs two
+// jobs is cut (a network fault) and heals. The fenced leader takes the
+// agent back on the credential it checked before, so the agent keeps its
+// runs: once the database is back, each job has run once, from start to
+// end, and succeeded; the server never exited. The outage lasts well past
+// the heartbeat timeout after the reconnect: an agent refused meanwhile
+// would have fenced its runs.
+func TestFaultAgentReconnectsDuringDatabaseOutage(t *testing.T) {
+	pg := startPrivatePG(t)
+	data, traces := t.TempDir(), t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	sup := supervise(t, "serve", "--dev", "--addr", addr, "--no-local-agent", "--agent-token", agentToken,
+		"--data", data, "--db", pg.DSN(), "--heartbeat-timeout", faultTimeout, "--grace", faultGrace,
+		"--max-retries", "0", "--policy", "fifo")
+	base := "http://" + addr
+	eventually(t, 30*time.Second, "the server to answer", func() bool { return role(base) == "leader" })
+	fw := newForwarder(t, addr)
+	a := startAgent(t, "http://"+fw.addr(), "cut") // 2 GPUs
+	waitGPUs(t, base, 2)
+	alice := newAPI(t, base, "alice", "dev")
+	const down = 12 * time.Second // 6 T
+	var ids []int64
+	for i := range 2 {
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("kept-", i), "gpus": 1,
+			"command": tracedJob(traces, int((down+8*time.Second)/tick))}))
+	}
+	for _, id := range ids {
+		traceStarted(t, traces, id, "")
+	}
+	pg.stop()
+	stopped := time.Now()
+	eventually(t, 10*time.Second, "the leader to be fenced", func() bool { return metric(t, base, "gpuportal_leader_fenced") == "1" })
+	const connected = `msg="connected to the server"`
+	before := strings.Count(a.output(), connected)
+	fw.cut()
+	eventually(t, 10*time.Second, "the agent to reconnect while the database is out", func() bool {
+		return strings.Count(a.output(), connected) > before
+	})
+	t.Logf("the agent reconnected %v into the outage", time.Since(stopped).Round(time.Millisecond))
+	time.Sleep(time.Until(stopped.Add(down))) // about time: the outage's length
+	if strings.Contains(a.output(), "which heard no server for longer than the heartbeat timeout") {
+		t.Errorf("the agent fenced a run during the outage")
+	}
+	pg.start()
+	for _, id := range ids {
+		alice.waitState(id, time.Minute, "succeeded")
+	}
+	runs := make(map[int64]int)
+	for _, sp := range checkTraces(t, traces) {
+		runs[sp.job]++
+		if sp.run != 1 {
+			t.Errorf("%v: want each job's first run only", sp)
+		}
+	}
+	for _, id := range ids {
+		if runs[id] != 1 {
+			t.Errorf("job %d traced %d runs, want 1", id, runs[id])
+		}
+	}
+	endsOnce(t, alice, ids...)
+	if n := sup.starts(); n != 1 {
+		t.Errorf("the server started %d times; want once", n)
+	}
+}
+
+// TestFaultDatabaseOutageLongerThanTheHold (issue 32): the database stays
+// out past --db-outage-hold. The leader steps down to a follower without
+// exiting: it drops its agent, which fences its run (the cost of a step
+// down, a rerun, never a failure). Once the database is back the same
+// process leads again, takes the agent back and finishes the job, which
+// succeeds, and runs a new one.
+func TestFaultDatabaseOutageLongerThanTheHold(t *testing.T) {
+	pg := startPrivatePG(t)
+	data, traces := t.TempDir(), t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	sup := supervise(t, "serve", "--dev", "--addr", addr, "--no-local-agent", "--agent-token", agentToken,
+		"--data", data, "--db", pg.DSN(), "--heartbeat-timeout", faultTimeout, "--grace", faultGrace,
+		"--max-retries", "0", "--policy", "fifo", "--db-outage-hold", "3s")
+	base := "http://" + addr
+	eventually(t, 30*time.Second, "the server to answer", func() bool { return role(base) == "leader" })
+	a := startAgent(t, base, "held")
+	waitGPUs(t, base, 2)
+	alice := newAPI(t, base, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "outlasted", "gpus": 1, "command": tracedJob(traces, 40)})
+	traceStarted(t, traces, id, "")
+	pg.stop()
+	eventually(t, 20*time.Second, "the leader to step down to a follower", func() bool {
+		// /healthz names no role while the database is out: the gauges do.
+		return strings.Contains(sup.output(), "stepped down") &&
+			metric(t, base, "gpuportal_leader") == "0" && metric(t, base, "gpuportal_leader_fenced") == "0"
+	})
+	eventually(t, 20*time.Second, "the agent to fence its run", func() bool {
+		return strings.Contains(a.output(), "which heard no server for longer than the heartbeat timeout")
+	})
+	pg.start()
+	eventually(t, 30*time.Second, "the server to lead again", func() bool { return role(base) == "leader" })
+	waitGPUs(t, base, 2)
+	alice.waitState(id, time.Minute, "succeeded")
+	next := submit(t, alice, map[string]any{"name": "after", "gpus": 1, "command": tracedJob(traces, 4)})
+	alice.waitState(next, 30*time.Second, "succeeded")
+	checkTraces(t, traces)
+	endsOnce(t, alice, id, next)
+	if n := sup.starts(); n != 1 {
+		t.Errorf("the server started %d times; want once: it steps down and leads again without exiting", n)
 	}
 }
 

@@ -230,11 +230,12 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 // from the database side, as a network cut or a database restart would,
 // and takes the lock at once, as another replica quicker than the old
 // leader would. The old leader, which cannot take its lock back, steps
-// down: it exits with a failure that says why, for its service manager to
-// start it again as a follower. While the lock is held elsewhere the
-// follower does not lead; once it is free, it does. (The leader that
-// takes its lock back, after a database outage, is
-// TestFaultDatabaseStopped.)
+// down to a follower without exiting (issue 32): it says why, closes its
+// agent's connection and takes agents no more. While the lock is held
+// elsewhere no replica leads; once it is free one does, and the agent,
+// given both servers, reconnects to it within its lease with its job,
+// which runs once. (The leader that takes its lock back, after a
+// database outage, is TestFaultDatabaseStopped.)
 func TestLeaderThatLosesItsLockStepsDown(t *testing.T) {
 	dsn := modelstest.PostgresDSN(t)
 	key := sessionKeyFile(t)
@@ -248,6 +249,12 @@ func TestLeaderThatLosesItsLockStepsDown(t *testing.T) {
 	}
 	b := startAgentServer(t, "--data", t.TempDir(), "--db", dsn, "--session-key-file", key)
 	eventually(t, 10*time.Second, "the second replica to follow", func() bool { return role(b.URL) == "follower" })
+	ag := startAgent(t, a.URL+","+b.URL, "stepdown-box")
+	waitGPUs(t, a.URL, 2)
+	traces := t.TempDir()
+	alice := newAPI(t, a.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "through", "gpus": 1, "command": tracedJob(traces, 60)})
+	traceStarted(t, traces, id, "")
 
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
@@ -271,20 +278,16 @@ func TestLeaderThatLosesItsLockStepsDown(t *testing.T) {
 	if err := thief.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", schedulerLock).Scan(&took); err != nil || !took {
 		t.Fatalf("take the lock: %v, %v", took, err)
 	}
-	select {
-	case <-a.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the leader kept running after another took its lock")
-	}
-	out := strings.TrimSpace(a.output())
-	for _, want := range []string{"lost the leader lock", "another replica took the leader lock", "stepping down"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the leader's output lacks %q:\n%s", want, out)
+	eventually(t, 10*time.Second, "the old leader to step down", func() bool {
+		return strings.Contains(a.output(), "stepped down") && role(a.URL) == "follower"
+	})
+	for _, want := range []string{"lost the leader lock", "another replica took the leader lock", "stepping down to a follower"} {
+		if !strings.Contains(a.output(), want) {
+			t.Errorf("the old leader's output lacks %q", want)
 		}
 	}
-	t.Logf("the leader's last words: %s", out[strings.LastIndex(out, "\n")+1:])
-	if code := a.cmd.ProcessState.ExitCode(); code == 0 {
-		t.Errorf("the leader exited with 0 after losing its lock; want a failure, for its service manager to restart it")
+	if got := metric(t, a.URL, "gpuportal_leader") + metric(t, a.URL, "gpuportal_leader_fenced"); got != "00" {
+		t.Errorf("the old leader's gpuportal_leader and gpuportal_leader_fenced: %s; want 0 and 0", got)
 	}
 	if got := role(b.URL); got != "follower" {
 		t.Errorf("the follower is %q while another holds the lock", got)
@@ -292,7 +295,32 @@ func TestLeaderThatLosesItsLockStepsDown(t *testing.T) {
 	if _, err := thief.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", schedulerLock); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the follower to take over", func() bool { return role(b.URL) == "leader" })
+	var leader *server
+	eventually(t, 15*time.Second, "a replica to lead", func() bool {
+		for _, s := range []*server{a, b} {
+			if role(s.URL) == "leader" {
+				leader = s
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("after the lock was free, %s led", map[bool]string{true: "the old leader", false: "the other replica"}[leader == a])
+	waitGPUs(t, leader.URL, 2)
+	newAPI(t, leader.URL, "alice", "dev").waitState(id, time.Minute, "succeeded")
+	select {
+	case <-a.done:
+		t.Errorf("the old leader exited after it stepped down:\n%s", a.output())
+	default:
+	}
+	for _, sp := range checkTraces(t, traces) {
+		if sp.run != 1 || sp.lines != 60 {
+			t.Errorf("%v: want the job's first run, all 60 ticks of it, through the step down", sp)
+		}
+	}
+	if n := strings.Count(ag.output(), fmt.Sprintf(`msg="job started" job=%d `, id)); n != 1 {
+		t.Errorf("the agent started job %d %d times, want once", id, n)
+	}
 }
 
 // schedulerLock is the leader lock's key (models/leader.go).

@@ -574,12 +574,36 @@ echo "finished at step $s"`}})
 	}
 	out := jobLog(t, alice, long)
 	// Slurm adds its own lines when it signals a job, as does the shell
-	// whose sleep it kills.
-	var lines []string
+	// whose sleep it kills; gpuportal says where a run resumes from.
+	var lines, resumes []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if !strings.HasPrefix(l, "slurmstepd") && l != "Terminated" {
+		switch {
+		case strings.HasPrefix(l, "gpuportal: run "):
+			resumes = append(resumes, l)
+		case !strings.HasPrefix(l, "slurmstepd") && l != "Terminated":
 			lines = append(lines, l)
 		}
+	}
+	// As on agents (issue 32): the resumed run was told which run wrote
+	// its checkpoint, its output says so, and the job's page too.
+	if len(resumes) == 0 || !strings.HasPrefix(resumes[0], "gpuportal: run 2 resumes from the checkpoint run 1 wrote at ") {
+		t.Errorf("the resumed run's words %q; want run 2 resuming from run 1's checkpoint", resumes)
+	}
+	var page struct {
+		Resume *struct {
+			Run          int64      `json:"run"`
+			FromRun      int64      `json:"from_run"`
+			CheckpointAt *time.Time `json:"checkpoint_at"`
+			LostS        float64    `json:"lost_s"`
+		} `json:"resume"`
+	}
+	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", long), nil, &page); st != http.StatusOK {
+		t.Fatalf("GET job: %d", st)
+	}
+	if r := page.Resume; r == nil || r.Run < 2 || r.FromRun != r.Run-1 || r.CheckpointAt == nil || r.LostS < 0 {
+		t.Errorf("the job's resume = %+v; want its last run resumed from the run before's checkpoint", r)
+	} else {
+		t.Logf("the job's resume: run %d from run %d's checkpoint, %.1f s lost", r.Run, r.FromRun, r.LostS)
 	}
 	if len(lines) < 4 || lines[0] != "start at step 0 on n1" || !strings.HasPrefix(lines[1], "stopped at step ") ||
 		!strings.HasPrefix(lines[2], "start at step ") || lines[len(lines)-1] != "finished at step 16" {

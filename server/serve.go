@@ -145,7 +145,7 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
-	fs.DurationVar(&f.dbOutageHold, "db-outage-hold", 2*time.Minute, "with PostgreSQL: how long the leader rides out a database outage (or the loss of its lock's session), keeping its machines and their runs while it stops scheduling, before it steps down (exits); a new leader waits as much longer before it requeues the runs of machines it has not heard (docs/operations.md, Several server replicas)")
+	fs.DurationVar(&f.dbOutageHold, "db-outage-hold", 2*time.Minute, "with PostgreSQL: how long the leader rides out a database outage (or the loss of its lock's session), keeping its machines and their runs while it stops scheduling, before it steps down to a follower; a new leader waits as much longer before it requeues the runs of machines it has not heard (docs/operations.md, Several server replicas)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
@@ -418,30 +418,35 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	}
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
+	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
+		Machines: machineStore{store}}, eng, log)
 	// What only the leader runs (serve_leader.go); with SQLite, or when
-	// no other replica leads, it starts at once.
+	// no other replica leads, it starts at once. A leader that steps down
+	// stops it (leaderWork.stop) and may lead again later.
 	work := &leaderWork{}
 	lead := func() error {
+		leadCtx := work.begin(engCtx)
+		agents.Accept()
 		engDone := make(chan error, 1)
-		go func() { engDone <- eng.Run(engCtx) }()
+		go func() { engDone <- eng.Run(leadCtx) }()
 		work.engineRuns(engDone)
 		if f.executor == "slurm" {
-			if err := f.slurm.Start(engCtx, f.data, f.grace, eng, log.With("executor", "slurm")); err != nil {
+			if err := f.slurm.Start(leadCtx, f.data, f.grace, eng, log.With("executor", "slurm")); err != nil {
 				return err
 			}
 		}
 		if f.executor == "kubernetes" {
-			if err := f.kube.Start(engCtx, f.grace, eng, log.With("executor", "kubernetes")); err != nil {
+			if err := f.kube.Start(leadCtx, f.grace, eng, log.With("executor", "kubernetes")); err != nil {
 				return err
 			}
 		}
 		if localAgent {
-			if err := startLocalAgents(engCtx, f, cluster, eng, work, log); err != nil {
+			if err := startLocalAgents(leadCtx, f, cluster, eng, work, log); err != nil {
 				return err
 			}
 		}
 		if f.demo {
-			go runDemo(engCtx, store, eng, log)
+			go runDemo(leadCtx, store, eng, log)
 		}
 		return nil
 	}
@@ -486,8 +491,6 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
-		Machines: machineStore{store}}, eng, log)
 	// The live stream's frames and the GPU history, from the machines'
 	// readings; the web server sends the one and reads the other.
 	pub := live.New(live.Config{Telemetry: rec, Logger: log})
@@ -528,16 +531,19 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 
 	leadErr := rep.follow(engCtx, lead)
 
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err := <-serveErr:
-		return fmt.Errorf("serve http: %w", err)
-	case err := <-leadErr:
-		return err
-	case <-rep.down:
-		stopEngine()
-		return rep.downErr
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			break wait
+		case err := <-serveErr:
+			return fmt.Errorf("serve http: %w", err)
+		case err := <-leadErr:
+			return err
+		case err := <-rep.down:
+			leadErr = rep.stepDownTo(engCtx, err, agents, work, eng, lead)
+		}
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), f.grace+5*time.Second)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -24,16 +25,22 @@ import (
 // A leader rides out a database outage (docs/operations.md, "Several
 // server replicas"). The moment it cannot confirm its lock (the lock's
 // session failed its check) it is fenced: the engine decides and records
-// nothing (core/engine/fence.go), and the replica answers as a follower
-// (no new agents, no notifications, history or reclaims); its machines
-// stay connected and their runs go on, their exits held unacknowledged.
+// nothing (core/engine/fence.go), and the replica sends no
+// notifications, history or reclaims; its machines stay connected (or
+// reconnect: it still takes its agents, web/leader.go, on the
+// credentials it checked before, core/agent/hub/identity.go) and their
+// runs go on, their exits held unacknowledged.
 // It then tries the lock again every leaderRetry/4:
 //   - taken: it leads again, and the engine catches up (held exits first);
-//   - held by another replica: it steps down, exiting with a message, and
-//     its supervisor starts it again as a follower; its machines, no
-//     longer kept, fence their runs, and reconnect to the new leader;
+//   - held by another replica: it steps down to a follower, without
+//     exiting (stepDownTo): it closes its agents' connections and takes
+//     no more (they reconnect to the new leader, with their runs if
+//     within the heartbeat timeout, else they fence them), stops its
+//     engine loop, executor and built-in agents (whose runs end), and
+//     its engine forgets what it led; then it follows, as at start;
 //   - the database still out after --db-outage-hold: it steps down the
-//     same way, so that another replica may lead once the database is back.
+//     same way, so that another replica may lead once the database is
+//     back (this one too: it tries the lock as any follower does).
 // A follower tries the lock only once the database has answered it for
 // followerHeadStart without a break: after an outage the old leader,
 // which tries four times as often, takes it back first. And a new leader
@@ -75,16 +82,14 @@ type replica struct {
 	// fencedSince is when the lock, once held, could not be confirmed;
 	// zero while it is held or was never held.
 	fencedSince atomic.Pointer[time.Time]
-	// down is closed when the replica steps down: it exits so that it
-	// comes back as a follower.
-	down     chan struct{}
-	downErr  error // set before down closes
-	downOnce sync.Once
+	// down carries why the replica lost its lock for good: runServe
+	// then steps it down to a follower (stepDownTo).
+	down chan error
 }
 
 // newReplica makes the replica of this server; start tries the lock.
 func newReplica(store *models.Store, hold time.Duration, log *slog.Logger) *replica {
-	return &replica{store: store, log: log, hold: hold, down: make(chan struct{})}
+	return &replica{store: store, log: log, hold: hold, down: make(chan error, 1)}
 }
 
 // start tries the leader lock once; a replica that does not get it
@@ -176,10 +181,10 @@ func (r *replica) retake(ctx context.Context, since time.Time) *models.Lease {
 		case err == nil && l != nil:
 			return l
 		case err == nil:
-			r.stepDown(errors.New("another replica took the leader lock while this one could not confirm it: stepping down (exiting) without scheduling again; restart it to serve as a follower"))
+			r.stepDown(errors.New("another replica took the leader lock while this one could not confirm it: stepping down to a follower without scheduling again"))
 			return nil
 		case time.Since(since) >= r.hold:
-			r.stepDown(fmt.Errorf("the leader lock could not be taken back within --db-outage-hold %v (%w): stepping down (exiting), so that its machines fence their runs and another replica may lead once the database is back",
+			r.stepDown(fmt.Errorf("the leader lock could not be taken back within --db-outage-hold %v (%w): stepping down to a follower, so that its machines fence their runs and any replica may lead once the database is back",
 				r.hold, err))
 			return nil
 		}
@@ -187,9 +192,31 @@ func (r *replica) retake(ctx context.Context, since time.Time) *models.Lease {
 }
 
 // stepDown ends this replica's leadership for good: the engine stays
-// fenced, and runServe returns err.
+// fenced until runServe, told err, steps it down (stepDownTo).
 func (r *replica) stepDown(err error) {
-	r.downOnce.Do(func() { r.downErr = err; close(r.down) })
+	select {
+	case r.down <- err:
+	default: // one leadership, one step down
+	}
+}
+
+// stepDownTo makes this replica a follower once it lost its lock for good
+// (err, from down): its agents are dropped (they reconnect to the leader,
+// their runs with them while within their lease), the leader's work stops
+// (the engine loop, the executor, the built-in agents) while the engine
+// is still fenced, and the engine forgets what it led. The replica then
+// follows as at start: the channel returned is follow's.
+func (r *replica) stepDownTo(ctx context.Context, err error, agents *hub.Hub, work *leaderWork, eng *engine.Engine, lead func() error) <-chan error {
+	r.log.Warn("stepping down: serving pages and the API as a follower", "err", err)
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := agents.Drop(dctx); err != nil {
+		r.log.Warn("drop the agents' connections", "err", err)
+	}
+	cancel()
+	work.stop(ctx, r.log)
+	eng.StepDown()
+	r.fencedSince.Store(nil)
+	return r.follow(ctx, lead)
 }
 
 // fenced says since when this replica, once the leader, has not been able
@@ -257,12 +284,22 @@ func (r *replica) release() {
 	}
 }
 
-// leaderWork is what the leader started: the engine loop and the built-in
-// agents, stopped at shutdown.
+// leaderWork is what the leader started: the engine loop, the executor
+// and the built-in agents, stopped when it steps down and at shutdown.
 type leaderWork struct {
 	mu      sync.Mutex
-	engDone chan error // nil until the engine runs
+	end     context.CancelFunc // ends the leadership's context; nil before
+	engDone chan error         // nil until the engine runs
 	agents  []*agent.Local
+}
+
+// begin returns the context of a leadership, which stop ends.
+func (w *leaderWork) begin(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.end = cancel
+	return ctx
 }
 
 func (w *leaderWork) engineRuns(done chan error) {
@@ -277,12 +314,16 @@ func (w *leaderWork) addAgent(a *agent.Local) {
 	w.agents = append(w.agents, a)
 }
 
-// stop waits for the engine, which the caller has told to stop, then shuts
-// the built-in agents down.
+// stop ends the leadership's context, waits for the engine loop, then
+// shuts the built-in agents down; a later begin starts afresh.
 func (w *leaderWork) stop(ctx context.Context, log *slog.Logger) {
 	w.mu.Lock()
-	done, agents := w.engDone, w.agents
+	end, done, agents := w.end, w.engDone, w.agents
+	w.end, w.engDone, w.agents = nil, nil, nil
 	w.mu.Unlock()
+	if end != nil {
+		end()
+	}
 	if done != nil {
 		<-done
 	}

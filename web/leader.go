@@ -11,7 +11,8 @@ import (
 
 // Several replicas may serve one PostgreSQL database. All of them serve
 // pages and the API; only the leader schedules and runs machines, so only
-// it takes agents (docs/operations.md).
+// it takes agents (docs/operations.md), fenced or not: an agent that
+// reconnects while the database is out keeps its runs with it.
 
 // leading reports whether this replica schedules.
 func (s *Server) leading() bool { return s.cfg.Leader == nil || s.cfg.Leader() }
@@ -36,10 +37,13 @@ func (s *Server) agents() http.Handler {
 }
 
 // agentsOnLeader refuses agents on a follower, with 503 and a message, so
-// that an agent given several servers tries the next.
+// that an agent given several servers tries the next. A leader that is
+// fenced (it cannot confirm its lock while the database is out) takes
+// them: it keeps its machines and their runs through the outage, and one
+// whose agent reconnects meanwhile is no exception.
 func (s *Server) agentsOnLeader(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.leading() {
+		if !s.leading() && !s.fenced() {
 			w.Header().Set("Retry-After", "1")
 			writeJSONError(w, http.StatusServiceUnavailable,
 				"this server is a follower replica: agents connect to the leader (give the agent every server: --server URL1,URL2)")
@@ -52,7 +56,7 @@ func (s *Server) agentsOnLeader(h http.Handler) http.Handler {
 // fenced reports whether this replica is a leader that cannot confirm
 // its lock now (the database is out): it keeps its machines and their
 // runs but neither schedules nor records until it takes the lock back, or
-// steps down (exits) after --db-outage-hold.
+// steps down to a follower after --db-outage-hold.
 func (s *Server) fenced() bool {
 	return s.app != nil && s.app.Fenced()
 }
@@ -61,7 +65,7 @@ func (s *Server) fenced() bool {
 // or not, and gpuportal_leader_fenced, 1 while that leader is fenced. A
 // fenced leader is still the leader: no other replica can take the lock
 // while the database is out, and when it is back either this one takes
-// it back or it exits. Saying 0 would tell the alert rules that no
+// it back or it steps down. Saying 0 would tell the alert rules that no
 // replica leads when the one that does is riding out an outage.
 func leaderGauges(s *Server) []prometheus.Collector {
 	return []prometheus.Collector{

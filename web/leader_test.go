@@ -25,7 +25,7 @@ import (
 )
 
 // TestRoleShows checks what a replica says of its role, and that only the
-// leader takes agents.
+// leader (fenced or not) takes agents.
 func TestRoleShows(t *testing.T) {
 	store, err := models.Open(context.Background(), modelstest.SQLiteDSN(t))
 	if err != nil {
@@ -75,6 +75,8 @@ func TestRoleShows(t *testing.T) {
 		{"follower is not fenced", false, false, "/metrics", http.StatusOK, "\ngpuportal_leader_fenced 0\n"},
 		{"follower refuses agents before any token check", false, false, wire.Path, http.StatusServiceUnavailable, "follower replica"},
 		{"leader hands agents to the hub, which checks the token", true, false, wire.Path, http.StatusUnauthorized, "agent token"},
+		// An agent that reconnects during the outage keeps its runs.
+		{"fenced leader hands agents to the hub", false, true, wire.Path, http.StatusUnauthorized, "agent token"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

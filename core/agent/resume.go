@@ -107,23 +107,33 @@ func writer(runs []runStart, at time.Time, run int64) int64 {
 // s.Run starts now, and returns what the run resumes from and the
 // variables that say so (none when the folder is empty).
 func (a *Local) beginResume(s job.Spec, now time.Time) (job.Resume, []string, error) {
-	res := job.Resume{Run: s.Run, CheckpointAt: newestWrite(a.CheckpointDir(s.JobID))}
-	path := a.runRecordPath(s.JobID)
-	runs, err := readRunRecord(path)
+	return BeginResume(a.CheckpointDir(s.JobID), a.runRecordPath(s.JobID), s.Run, now)
+}
+
+// BeginResume looks in checkpoint folder dir as run starts now, adds the
+// run to the record of the job's runs at record (a file its runs cannot
+// write), and returns what the run resumes from and the variables that
+// tell it so: GPUPORTAL_RESUME=1, GPUPORTAL_CHECKPOINT_AT and, when the
+// record names the run that wrote the checkpoint, GPUPORTAL_RESUME_RUN;
+// none when the folder is empty. The agents and the Slurm executor
+// (whose work folder the server and every node share) call it.
+func BeginResume(dir, record string, run int64, now time.Time) (job.Resume, []string, error) {
+	res := job.Resume{Run: run, CheckpointAt: newestWrite(dir)}
+	runs, err := readRunRecord(record)
 	if err != nil {
 		return res, nil, err
 	}
 	if res.Resumed() {
-		res.FromRun = writer(runs, res.CheckpointAt, s.Run)
+		res.FromRun = writer(runs, res.CheckpointAt, run)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(record), 0o700); err != nil {
 		return res, nil, fmt.Errorf("record of runs: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(record, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return res, nil, fmt.Errorf("record of runs: %w", err)
 	}
-	_, werr := fmt.Fprintf(f, "%d %d\n", s.Run, now.UnixNano())
+	_, werr := fmt.Fprintf(f, "%d %d\n", run, now.UnixNano())
 	if err := errors.Join(werr, f.Close()); err != nil {
 		return res, nil, fmt.Errorf("record of runs: %w", err)
 	}
@@ -156,13 +166,4 @@ func resumeLine(r job.Resume, node string) string {
 		return fmt.Sprintf("gpuportal: run %d resumes from the checkpoint written at %s (GPUPORTAL_RESUME=1)\n",
 			r.Run, r.CheckpointAt.UTC().Format("15:04:05.000"))
 	}
-}
-
-// ResumeEnv is what a run starting now with checkpoint folder dir is told
-// of it: GPUPORTAL_RESUME=1 and GPUPORTAL_CHECKPOINT_AT when the folder
-// holds files, nothing when it is empty. The Slurm executor gives it its
-// runs (its work folder is shared by the server and every node); it keeps
-// no record of runs, so it never names GPUPORTAL_RESUME_RUN.
-func ResumeEnv(dir string) []string {
-	return resumeEnv(job.Resume{CheckpointAt: newestWrite(dir)})
 }

@@ -13,6 +13,13 @@ type UsageReporter interface {
 	JobUsage(now time.Time) []job.Usage
 }
 
+// ResumeReporter is a Node that says, by job, what each run it started
+// found in its checkpoint folder (job.Resume), without reporting usage
+// (the Slurm executor; agents report it with their usage, job.Usage).
+type ResumeReporter interface {
+	Resumes() map[int64]job.Resume
+}
+
 // Resizer is a Node that can change a running job's CPU and memory
 // allocation (agent.Local, and remote machines through their agent).
 type Resizer interface {

@@ -298,6 +298,7 @@ type Engine struct {
 	strays     map[strayKey][]int         // parts of runs the cluster does not want, and their GPUs
 	placed     map[sched.GPURef]time.Time // when a run last started or ended on each GPU (held.go)
 	unrecorded []*unrecorded              // outcomes the store has yet to take
+	heldExits  heldExits                  // e.unrecorded, for other goroutines (heldexits.go)
 	handover   map[int64]time.Time        // jobs kept back while a run stops: when it was asked to
 	promised   sched.Promises             // GPUs kept for a job kept back while runs stop, by job (runs.go)
 	stopLater  []strayKey                 // runs to ask their machines to stop next pass

@@ -37,11 +37,18 @@ func TestFencedEngineDecidesNothing(t *testing.T) {
 	if acks != 0 || store.state(1) != job.Running || store.state(2) != job.Queued || len(n.starts) != 1 {
 		t.Fatalf("fenced: acks %d, job 1 %s, job 2 %s, %d starts; want 0, running, queued, 1", acks, store.state(1), store.state(2), len(n.starts))
 	}
+	// Pages learn that the run has ended, though the store says it runs.
+	if h, ok := e.HeldExits()[1]; !ok || h.Run != 1 || h.Node != "n0" || h.ExitCode != 0 || !h.At.Equal(t0) || !errors.Is(h.Err, errFenced) {
+		t.Errorf("HeldExits()[1] = %+v, %v; want run 1's end on n0, exit 0, at %v, held for the fence", h, ok, t0)
+	}
 
 	e.Unfence()
 	mustPass(t, e) // the held exit is recorded first
 	if acks != 1 || store.state(1) != job.Succeeded {
 		t.Fatalf("unfenced: acks %d, job 1 %s; want 1, succeeded", acks, store.state(1))
+	}
+	if h := e.HeldExits(); len(h) != 0 {
+		t.Errorf("HeldExits() = %+v once recorded; want none", h)
 	}
 	mustPass(t, e)
 	if store.state(2) != job.Running {
@@ -109,5 +116,39 @@ func TestStartCancelledByShutdownIsNotAFailure(t *testing.T) {
 	e.start(ctx, jobs[0], []sched.GPURef{{Node: "n0", Index: 0}}, clock.t, nil)
 	if store.state(1) != job.Running || store.end[1] != nil {
 		t.Errorf("job 1 = %s, exit %v after its start was cancelled; want still running, no exit code", store.state(1), store.end[1])
+	}
+}
+
+// TestSteppedDownEngineForgetsWhatItLed: a fenced leader that steps down
+// (another replica leads) forgets its machines, its runs and the exit it
+// held, which stays unacknowledged for its agent to send to the new
+// leader; it is fenced no more, and cancels as a follower does, through
+// the store.
+func TestSteppedDownEngineForgetsWhatItLed(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0}, Job{ID: 2, GPUs: 1, SubmittedAt: t0})
+	n := newFakeNode("n0", 1)
+	e, clock := newTestEngine(t, store, n)
+	mustPass(t, e)
+	e.Fence("another replica took the leader lock")
+	acks := 0
+	delete(n.running, 1)
+	e.handleExit(ctx, job.Exit{Node: "n0", JobID: 1, Run: 1, At: clock.t, Recorded: func() { acks++ }})
+
+	e.StepDown()
+	if why, _ := e.Fenced(); why != "" {
+		t.Errorf("Fenced() = %q after the step down; want a follower, not fenced", why)
+	}
+	if got := e.Nodes(); len(got) != 0 {
+		t.Errorf("%d machines after the step down; want none", len(got))
+	}
+	if acks != 0 || len(e.runs) != 0 || len(e.unrecorded) != 0 {
+		t.Errorf("after the step down: %d acks, %d runs, %d held outcomes; want none", acks, len(e.runs), len(e.unrecorded))
+	}
+	if err := e.Cancel(ctx, 2, "changed my mind"); err != nil || store.state(2) != job.Cancelled {
+		t.Errorf("cancel on the stepped-down engine: %v, job 2 %s; want it cancelled through the store", err, store.state(2))
+	}
+	if store.state(1) != job.Running {
+		t.Errorf("job 1 = %s; want it left running in the store for the new leader", store.state(1))
 	}
 }

@@ -66,3 +66,38 @@ func (e *Engine) carryOutCancels(ctx context.Context, jobs []Job, now time.Time)
 	}
 	return out
 }
+
+// StepDown makes the engine of a leader that lost its lock for good (and
+// whose Run has returned) a follower's, as if it had never led: it
+// forgets the machines, the runs and the outcomes it held (the agents
+// keep their exits, unacknowledged, for the new leader), drops the exits
+// waiting to be taken in unacknowledged, and is fenced no more. A later
+// Run starts afresh, as a new leader's does. It must not be called while
+// Run runs.
+func (e *Engine) StepDown() {
+	e.follower.Store(true)
+	e.mu.Lock()
+	clear(e.nodes)
+	clear(e.connected)
+	e.mu.Unlock()
+	clear(e.runs)
+	clear(e.strays)
+	clear(e.handover)
+	clear(e.promised)
+	clear(e.lostSince)
+	clear(e.waiting)
+	e.unrecorded, e.stopLater, e.recheck = nil, nil, time.Time{}
+	e.stats.add(func(s *Stats) { s.UnrecordedExits = 0 })
+	e.noteHeld()
+	for drained := false; !drained; {
+		select {
+		case <-e.exits: // unacknowledged: its agent sends it to the new leader
+		default:
+			drained = true
+		}
+	}
+	e.fence.mu.Lock()
+	e.fence.why, e.fence.reload = "", false
+	e.fence.mu.Unlock()
+	e.cfg.Logger.Warn("stepped down: this replica no longer schedules; it serves pages and the API as a follower")
+}

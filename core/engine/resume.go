@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
@@ -17,29 +19,37 @@ type ResumeRecorder interface {
 }
 
 // recordResumes passes on to the store, once per run, what each running
-// run's machine says it resumed from (job.Usage.Resume). A first run that
-// found nothing has nothing to say.
+// run's machine says it resumed from (job.Usage.Resume, or
+// ResumeReporter). A first run that found nothing has nothing to say.
 func (e *Engine) recordResumes(ctx context.Context, now time.Time) {
 	rr, ok := e.cfg.Store.(ResumeRecorder)
 	if !ok {
 		return
 	}
 	for _, n := range e.Nodes() {
-		ur, ok := n.(UsageReporter)
-		if !ok {
-			continue
+		found := make(map[int64]job.Resume)
+		if ur, ok := n.(UsageReporter); ok {
+			for _, u := range ur.JobUsage(now) {
+				if u.Resume != nil {
+					found[u.JobID] = *u.Resume
+				}
+			}
 		}
-		for _, u := range ur.JobUsage(now) {
-			r := e.runs[u.JobID]
-			if u.Resume == nil || r == nil || r.resumeSeen || u.Resume.Run != r.id {
+		if rp, ok := n.(ResumeReporter); ok {
+			maps.Copy(found, rp.Resumes())
+		}
+		for _, id := range slices.Sorted(maps.Keys(found)) {
+			res := found[id]
+			r := e.runs[id]
+			if r == nil || r.resumeSeen || res.Run != r.id {
 				continue
 			}
-			if u.Resume.Run == 1 && !u.Resume.Resumed() {
+			if res.Run == 1 && !res.Resumed() {
 				r.resumeSeen = true
 				continue
 			}
-			if err := rr.RecordResume(ctx, u.JobID, *u.Resume, now); err != nil {
-				e.cfg.Logger.Warn("record the checkpoint a run resumed from", "job", u.JobID, "run", u.Resume.Run, "err", err)
+			if err := rr.RecordResume(ctx, id, res, now); err != nil {
+				e.cfg.Logger.Warn("record the checkpoint a run resumed from", "job", id, "run", res.Run, "err", err)
 				continue
 			}
 			r.resumeSeen = true

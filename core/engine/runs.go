@@ -136,6 +136,7 @@ func (e *Engine) partGone(ctx context.Context, id int64, r *run, node string, no
 	}
 	ex := job.Exit{Node: node, JobID: id, Run: r.id, ExitCode: -1, Infra: true, At: now}
 	e.tryRecord(ctx, &unrecorded{ex: ex, r: r, record: e.outcome(ex, r), since: now})
+	e.noteHeld()
 }
 
 func sortedRunIDs(runs map[int64]*run) []int64 {
@@ -160,6 +161,7 @@ type unrecorded struct {
 	r      *run
 	record func(context.Context) error
 	since  time.Time
+	err    error // why the store last failed to take it
 }
 
 // stopAll asks every part of r to stop.
@@ -574,6 +576,7 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	}
 	u := &unrecorded{ex: ex, r: r, record: e.outcome(ex, r), since: e.cfg.Now()}
 	e.tryRecord(ctx, u)
+	e.noteHeld()
 }
 
 // recorded tells the exit's agent that it may forget the exit.
@@ -605,6 +608,7 @@ func (e *Engine) tryRecord(ctx context.Context, u *unrecorded) bool {
 			}
 		}
 		e.unrecorded = append(e.unrecorded, u)
+		u.err = err
 		e.stats.add(func(s *Stats) { s.UnrecordedExits = int64(len(e.unrecorded)) })
 		return false
 	}
@@ -640,6 +644,7 @@ func (e *Engine) retryRecords(ctx context.Context) {
 			"after", e.cfg.Now().Sub(u.since).Round(time.Millisecond))
 	}
 	e.stats.add(func(s *Stats) { s.UnrecordedExits = int64(len(e.unrecorded)) })
+	e.noteHeld()
 }
 
 // outcome decides, once, how the job of run r goes on after its last part

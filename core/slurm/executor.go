@@ -116,6 +116,9 @@ type run struct {
 	// failure says why gpuportal cancelled it on its own.
 	failure    string
 	warnedGPUs bool
+	// resume is what the run found in its checkpoint folder as it was
+	// submitted; zero (Run 0) for a run adopted from an earlier server.
+	resume job.Resume
 }
 
 // runAs is the user a job runs as.
@@ -649,6 +652,18 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	}
 	gpus := slices.Clone(s.GPUs)
 	slices.Sort(gpus)
+	var resume job.Resume
+	var resumeEnv []string
+	if len(s.Command) > 0 {
+		// As an agent does: the run is told of its checkpoint, and the
+		// server records what it resumed from (node.Resumes).
+		res, env, err := agent.BeginResume(e.CheckpointDir(s.JobID), e.runRecordPath(s.JobID), s.Run, e.cfg.Now())
+		if err != nil {
+			e.log.Warn("job's checkpoint folder not looked at: it starts without GPUPORTAL_RESUME", "job", s.JobID, "run", s.Run, "err", err)
+		} else {
+			resume, resumeEnv = res, env
+		}
+	}
 
 	e.mu.Lock()
 	if err := n.checkGPUsLocked(gpus); err != nil {
@@ -664,7 +679,7 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 			delete(e.runs, id)
 		}
 	}
-	r := &run{name: e.jobName(s.JobID), jobID: s.JobID, run: s.Run, node: n.name, gpus: gpus}
+	r := &run{name: e.jobName(s.JobID), jobID: s.JobID, run: s.Run, node: n.name, gpus: gpus, resume: resume}
 	r.claimed, r.cpus, r.memMiB = e.shareLocked(n, gpus)
 	e.mu.Unlock()
 	for _, id := range stale {
@@ -678,7 +693,7 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 		Name: r.name, Comment: runComment(s.JobID, s.Run, gpus), Partition: e.cfg.Partition, Node: n.name,
 		GPUs: len(r.claimed), CPUs: r.cpus, MemMiB: r.memMiB,
 		Dir: e.workdir(s), Output: e.LogPath(s.JobID), Held: true,
-		Script: e.script, Args: command, Env: e.jobEnv(s, gpus, ra),
+		Script: e.script, Args: command, Env: e.jobEnv(s, gpus, ra, resumeEnv),
 	}
 	if ra != nil && e.euid == 0 {
 		// Both: sbatch run by root for another user keeps root's group
@@ -782,9 +797,10 @@ func joinInts(xs []int) string {
 // jobEnv is sbatch's whole environment, which the job inherits: a PATH,
 // the Slurm configuration's location, the user's identity, the job's own
 // variables (names checked at submission and again here: never the
-// identity or gpuportal's), then gpuportal's variables. Nothing else of
-// the server's environment reaches the job.
-func (e *Executor) jobEnv(s job.Spec, gpus []int, ra *runAs) []string {
+// identity or gpuportal's), then gpuportal's variables, resume's those
+// that tell the run of its checkpoint (agent.BeginResume). Nothing else
+// of the server's environment reaches the job.
+func (e *Executor) jobEnv(s job.Spec, gpus []int, ra *runAs, resume []string) []string {
 	jobID, run := s.JobID, s.Run
 	env := []string{"PATH=" + e.cfg.Path}
 	for _, kv := range s.Env {
@@ -812,7 +828,7 @@ func (e *Executor) jobEnv(s job.Spec, gpus []int, ra *runAs) []string {
 		"GPUPORTAL_CHECKPOINT_DIR="+e.CheckpointDir(jobID),
 		"GPUPORTAL_GPUS="+joinInts(gpus),
 	)
-	env = append(env, agent.ResumeEnv(e.CheckpointDir(jobID))...)
+	env = append(env, resume...)
 	if s.Gang != nil {
 		// The rendezvous of a job on several nodes (docs/multinode.md),
 		// without the hostfile, which this executor does not write.
@@ -879,6 +895,13 @@ func (e *Executor) jobRunAs(node string, s job.Spec) (*runAs, error) {
 // by Slurm on the node and read by the server through the shared folder.
 func (e *Executor) LogPath(jobID int64) string {
 	return filepath.Join(e.jobDir(jobID), "output.log")
+}
+
+// runRecordPath is the record of a job's runs, from which a run learns
+// which earlier one wrote its checkpoint: WorkDir/runs/ID, the server's
+// alone (agent.BeginResume).
+func (e *Executor) runRecordPath(jobID int64) string {
+	return filepath.Join(e.cfg.WorkDir, "runs", strconv.FormatInt(jobID, 10))
 }
 
 // CheckpointDir is the folder a job finds in GPUPORTAL_CHECKPOINT_DIR,

@@ -852,7 +852,7 @@ func TestJobEnvAndWorkdir(t *testing.T) {
 	f := newFixture(t, nil, gpuNode("n1", 2))
 	s := job.Spec{JobID: 9, Run: 1, Env: []string{"LR=0.1", "PATH=/opt/bin", "USER=mallory", "GPUPORTAL_RUN=7", "SLURM_CONF=/x"},
 		Array: &job.ArrayTask{ID: 8, Index: 1}}
-	env := f.ex.jobEnv(s, []int{0}, nil)
+	env := f.ex.jobEnv(s, []int{0}, nil, nil)
 	for _, want := range []string{"LR=0.1", "PATH=/opt/bin", "GPUPORTAL_RUN=1", "GPUPORTAL_ARRAY_JOB_ID=8", "GPUPORTAL_ARRAY_INDEX=1"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("environment %q lacks %s", env, want)
@@ -1004,21 +1004,40 @@ func TestWorkFolderLetsJobsAccountsPass(t *testing.T) {
 }
 
 // TestStartResumesFromTheCheckpoint: a run whose checkpoint folder (on the
-// shared work folder) holds what an earlier run saved is told to resume.
+// shared work folder) holds what an earlier run saved is told to resume,
+// and from which run, as on agents; its node reports what it resumed from
+// for the job's page (engine.ResumeReporter).
 func TestStartResumesFromTheCheckpoint(t *testing.T) {
 	f := newFixture(t, nil, gpuNode("n1", 4, "gpu"))
 	f.ex.Sync(f.ctx)
-	ckpt := filepath.Join(f.ex.cfg.WorkDir, "jobs", "7", "checkpoint")
-	if err := os.MkdirAll(ckpt, 0o700); err != nil {
-		t.Fatal(err)
+	n := f.eng.node(t, "n1")
+	startRun := func(run int64) Submission {
+		t.Helper()
+		if err := n.Start(f.ctx, job.Spec{JobID: 7, Run: run, GPUs: []int{2}, Command: []string{"python", "train.py"}}); err != nil {
+			t.Fatalf("start run %d: %v", run, err)
+		}
+		return f.slurm.lastSub()
 	}
+	if s := startRun(1); slices.ContainsFunc(s.Env, func(kv string) bool { return strings.HasPrefix(kv, "GPUPORTAL_RESUME") }) {
+		t.Errorf("first run's environment %q; want no GPUPORTAL_RESUME", s.Env)
+	}
+	ckpt := filepath.Join(f.ex.cfg.WorkDir, "jobs", "7", "checkpoint")
 	if err := os.WriteFile(filepath.Join(ckpt, "step"), []byte("41"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.start("n1", 7, 2, 1)
-	s := f.slurm.lastSub()
-	if !slices.Contains(s.Env, "GPUPORTAL_RESUME=1") ||
-		!slices.ContainsFunc(s.Env, func(kv string) bool { return strings.HasPrefix(kv, "GPUPORTAL_CHECKPOINT_AT=") }) {
-		t.Errorf("environment %q; want GPUPORTAL_RESUME=1 and GPUPORTAL_CHECKPOINT_AT", s.Env)
+	at := f.clock.Now().Add(time.Minute) // run 1 wrote it a minute in
+	if err := os.Chtimes(filepath.Join(ckpt, "step"), at, at); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(2 * time.Minute)
+	s := startRun(2)
+	for _, want := range []string{"GPUPORTAL_RESUME=1", "GPUPORTAL_RESUME_RUN=1", "GPUPORTAL_CHECKPOINT_AT=" + at.Format(time.RFC3339Nano)} {
+		if !slices.Contains(s.Env, want) {
+			t.Errorf("second run's environment %q lacks %s", s.Env, want)
+		}
+	}
+	got, ok := n.(engine.ResumeReporter).Resumes()[7]
+	if want := (job.Resume{Run: 2, FromRun: 1, CheckpointAt: at}); !ok || got.Run != want.Run || got.FromRun != want.FromRun || !got.CheckpointAt.Equal(at) {
+		t.Errorf("Resumes()[7] = %+v, %v; want %+v", got, ok, want)
 	}
 }

@@ -24,7 +24,10 @@ type node struct {
 	registered bool // the engine has it
 }
 
-var _ engine.Node = (*node)(nil)
+var (
+	_ engine.Node           = (*node)(nil)
+	_ engine.ResumeReporter = (*node)(nil)
+)
 
 // update takes in what Slurm reports of the node.
 func (n *node) update(sn Node, mem GPUMemory) {
@@ -99,6 +102,20 @@ func (n *node) Running() []job.RunRef {
 	}
 	sort.Slice(refs, func(a, b int) bool { return refs[a].Job < refs[b].Job })
 	return refs
+}
+
+// Resumes implements engine.ResumeReporter: what each run submitted
+// here by this server found in its checkpoint folder, by job.
+func (n *node) Resumes() map[int64]job.Resume {
+	n.e.mu.Lock()
+	defer n.e.mu.Unlock()
+	out := make(map[int64]job.Resume)
+	for _, r := range n.e.runs {
+		if r.node == n.name && r.resume.Run > 0 {
+			out[r.jobID] = r.resume
+		}
+	}
+	return out
 }
 
 // Sample implements engine.Node: the readings of the node's monitor-only

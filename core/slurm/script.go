@@ -12,7 +12,9 @@ import (
 // GPUPORTAL_GPUS names the GPUs gpuportal's core chose. Where Slurm
 // allocated exactly those (SLURM_JOB_GPUS), Slurm's CUDA_VISIBLE_DEVICES
 // stands, correct even under cgroup device constraints; otherwise the job
-// gets gpuportal's GPUs, and a line in its output says so.
+// gets gpuportal's GPUs, and a line in its output says so. A run told to
+// resume from its checkpoint (GPUPORTAL_RESUME) says so first, as on
+// agents.
 const jobScript = `#!/bin/sh
 # Written by gpuportal: runs one run of a gpuportal job, whose command is
 # this script's arguments, on the GPUs gpuportal's scheduler chose.
@@ -24,6 +26,11 @@ if [ "${SLURM_JOB_GPUS-}" != "${GPUPORTAL_GPUS-}" ]; then
 	export CUDA_VISIBLE_DEVICES
 fi
 unset GPUPORTAL_GPUS
+if [ "${GPUPORTAL_RESUME-}" = 1 ] && [ -n "${GPUPORTAL_RESUME_RUN-}" ]; then
+	echo "gpuportal: run $GPUPORTAL_RUN resumes from the checkpoint run $GPUPORTAL_RESUME_RUN wrote at $GPUPORTAL_CHECKPOINT_AT (GPUPORTAL_RESUME=1)"
+elif [ "${GPUPORTAL_RESUME-}" = 1 ]; then
+	echo "gpuportal: run $GPUPORTAL_RUN resumes from the checkpoint written at $GPUPORTAL_CHECKPOINT_AT (GPUPORTAL_RESUME=1)"
+fi
 exec "$@"
 `
 

@@ -84,6 +84,13 @@ type Hub struct {
 	heartbeats atomic.Int64 // heartbeats received, for /metrics
 
 	badTokens *ratelimit.Limiter // wrong tokens, per client address
+
+	// known are the machines' credentials checked, for a database
+	// outage (identity.go).
+	known knownCredentials
+
+	// dropped: the server stepped down; agents are refused (Drop).
+	dropped atomic.Bool
 }
 
 // New returns a hub that adds agents' machines to registry.
@@ -113,6 +120,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "remote agents are off: start the server with --agent-token")
 		return
 	}
+	if h.dropped.Load() {
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, http.StatusServiceUnavailable, errDropped)
+		return
+	}
 	now := time.Now()
 	addr := clientAddr(r.RemoteAddr)
 	if blocked, wait := h.badTokens.Blocked(now, addr); blocked {
@@ -121,7 +133,16 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	auth, err := h.authenticate(r.Context(), token, now)
+	actx, cancel := context.WithTimeout(r.Context(), h.cfg.HeartbeatTimeout/2)
+	auth, err := h.authenticate(actx, token, now)
+	cancel()
+	if errors.Is(err, errStoreOut) {
+		// Not a wrong token: the agent tries again (or the next server).
+		h.log.Warn("agent refused for now: its token cannot be checked", "remote", r.RemoteAddr, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, http.StatusServiceUnavailable, errStoreOut.Error())
+		return
+	}
 	if err != nil {
 		h.badTokens.Fail(now, addr)
 		h.log.Warn("agent refused: missing or wrong agent token", "remote", r.RemoteAddr, "err", err)
@@ -142,6 +163,48 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// calls get their own deadlines.
 	c.serve(context.WithoutCancel(r.Context()))
 }
+
+// errDropped is what agents hear from a hub whose server stepped down.
+const errDropped = "this server no longer leads: agents connect to the leader (give the agent every server: --server URL1,URL2)"
+
+// Drop ends every agent connection and refuses new ones until Accept:
+// the server stepped down (another replica leads). The agents reconnect
+// to the leader with their runs, or fence them after the heartbeat
+// timeout. It returns once their machines have left the registry, or
+// ctx ends.
+func (h *Hub) Drop(ctx context.Context) error {
+	h.dropped.Store(true)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		// Closed again each time: a hello under way at the first may
+		// have registered since.
+		h.mu.Lock()
+		conns := make(map[*agentConn]bool)
+		for _, c := range h.owners {
+			conns[c] = true
+		}
+		h.mu.Unlock()
+		if len(conns) == 0 {
+			// A connection's end removes its machines under reg: once
+			// reg is free, the registry has them no more.
+			h.reg.Lock()
+			h.reg.Unlock()
+			return nil
+		}
+		for c := range conns {
+			c.closeWith(websocket.CloseTryAgainLater, errDropped)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agents' machines still connected: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Accept takes agents again after Drop: the server leads again.
+func (h *Hub) Accept() { h.dropped.Store(false) }
 
 func writeJSONError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
@@ -317,7 +380,9 @@ func (c *agentConn) register(ctx context.Context) (err error) {
 	}
 
 	welcome := &wire.Welcome{Version: wire.Version, HeartbeatTimeoutMS: h.cfg.HeartbeatTimeout.Milliseconds()}
-	creds, err := h.identify(ctx, c.auth, hello.Nodes)
+	ictx, cancel := context.WithTimeout(ctx, h.cfg.HeartbeatTimeout/2)
+	creds, err := h.identify(ictx, c.auth, hello.Nodes)
+	cancel()
 	if err != nil {
 		return err
 	}

@@ -490,3 +490,33 @@ func TestRemoteOutputIsKeptAtItsOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestDropClosesAgentsAndTakesNoMore: a server that steps down drops its
+// agents, whose machines leave, and refuses them (503, try another
+// server) until it accepts agents again, when they come back.
+func TestDropClosesAgentsAndTakesNoMore(t *testing.T) {
+	h, srv, reg := startHub(t, false)
+	startClient(t, srv.URL, nil, "gpu-a")
+	waitNode(t, reg, "gpu-a")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reg.node("gpu-a") != nil {
+		t.Fatal("gpu-a still registered after Drop")
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+wire.Path, nil)
+	req.Header.Set("Authorization", "Bearer "+testAgentToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "no longer leads") {
+		t.Errorf("an agent after Drop: %d %s; want 503 saying the server no longer leads", resp.StatusCode, body)
+	}
+	h.Accept()
+	waitNode(t, reg, "gpu-a")
+}

@@ -2,10 +2,12 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
@@ -19,6 +21,67 @@ import (
 // machine must be presented with its credential. So a second agent that
 // uses a taken name is refused, and a token shared by many agents lets no
 // one take over another's machine.
+
+// While the store does not answer (a database outage the leader rides
+// out, server/serve_leader.go), an agent that reconnects is let
+// in on what this hub checked before: a machine whose credential it saw
+// match the store (or registered) since it started joins with that
+// credential, and keeps its runs. Nothing is registered then, and any
+// other agent is answered 503, to try again (errStoreOut). An admin's
+// removal of a machine is seen at its next check that the store answers;
+// the machines a hub remembers are those it ran, which a removal does not
+// disconnect either.
+
+// errStoreOut is why an agent is refused while the machine store does not
+// answer.
+var errStoreOut = errors.New("the server cannot check machine credentials now (its database does not answer): try again")
+
+// knownCredentials are the machines' credentials this hub checked against
+// the store, hashed: machine name -> SHA-256 of its credential.
+type knownCredentials struct {
+	mu     sync.Mutex
+	byName map[string][sha256.Size]byte
+}
+
+func (k *knownCredentials) set(name, credential string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.byName == nil {
+		k.byName = make(map[string][sha256.Size]byte)
+	}
+	k.byName[name] = sha256.Sum256([]byte(credential))
+}
+
+func (k *knownCredentials) forget(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.byName, name)
+}
+
+// matches reports whether credential is the one last checked for name.
+func (k *knownCredentials) matches(name, credential string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	want, ok := k.byName[name]
+	got := sha256.Sum256([]byte(credential))
+	return ok && subtle.ConstantTimeCompare(want[:], got[:]) == 1
+}
+
+// any reports whether credential is the one last checked for some machine.
+func (k *knownCredentials) any(credential string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	got := sha256.Sum256([]byte(credential))
+	for _, want := range k.byName {
+		if subtle.ConstantTimeCompare(want[:], got[:]) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// storeOut is errStoreOut with the store's error err.
+func storeOut(err error) error { return fmt.Errorf("%w: %w", errStoreOut, err) }
 
 // MachineStore keeps join tokens and machines (models.Store, through the
 // serve command's adapter).
@@ -71,14 +134,21 @@ func (h *Hub) authenticate(ctx context.Context, token string, now time.Time) (ag
 	if h.cfg.Machines == nil {
 		return agentAuth{}, errors.New("wrong token")
 	}
-	if id, err := h.cfg.Machines.JoinToken(ctx, token, now); err == nil {
+	id, err := h.cfg.Machines.JoinToken(ctx, token, now)
+	if err == nil {
 		return agentAuth{join: true, tokenID: id}, nil
-	} else if !errors.Is(err, ErrNotFound) {
-		return agentAuth{}, err
 	}
-	ok, err := h.cfg.Machines.MachineCredential(ctx, token)
+	ok := false
+	if errors.Is(err, ErrNotFound) {
+		ok, err = h.cfg.Machines.MachineCredential(ctx, token)
+	}
 	if err != nil {
-		return agentAuth{}, err
+		if h.known.any(token) {
+			// A machine's credential this hub checked: its machines are
+			// checked by name in identify.
+			return agentAuth{machine: true}, nil
+		}
+		return agentAuth{}, storeOut(err)
 	}
 	if !ok {
 		return agentAuth{}, errors.New("wrong token")
@@ -101,15 +171,22 @@ func (h *Hub) identify(ctx context.Context, auth agentAuth, nodes []wire.Node) (
 		err := ms.CheckMachine(ctx, n.Name, n.Credential, now)
 		switch {
 		case err == nil:
+			h.known.set(n.Name, n.Credential)
 			continue
 		case errors.Is(err, ErrWrongCredential):
+			h.known.forget(n.Name)
 			undo()
 			return nil, fmt.Errorf("machine name %s is taken by another machine (this agent lacks its credential): give this agent another --name; "+
 				"if this is that machine and its work folder was lost, an admin removes the old registration (gpuportal admin remove-machine %s)", n.Name, n.Name)
 		case !errors.Is(err, ErrNotFound):
+			if n.Credential != "" && h.known.matches(n.Name, n.Credential) {
+				h.log.Warn("machine let in on its credential checked before: the store does not answer", "node", n.Name, "err", err)
+				continue
+			}
 			undo()
-			return nil, fmt.Errorf("machine %s: %w", n.Name, err)
+			return nil, fmt.Errorf("machine %s: %w", n.Name, storeOut(err))
 		}
+		h.known.forget(n.Name)
 		if !auth.join {
 			undo()
 			return nil, fmt.Errorf("machine %s is not registered: its agent must join with a join token (gpuportal admin create-join-token)", n.Name)
@@ -119,6 +196,7 @@ func (h *Hub) identify(ctx context.Context, auth agentAuth, nodes []wire.Node) (
 			undo()
 			return nil, fmt.Errorf("register machine %s: %w", n.Name, err)
 		}
+		h.known.set(n.Name, cred)
 		h.log.Info("machine registered", "node", n.Name, "join_token", auth.tokenID)
 		creds = append(creds, wire.NodeCredential{Node: n.Name, Credential: cred})
 	}
@@ -128,6 +206,7 @@ func (h *Hub) identify(ctx context.Context, auth agentAuth, nodes []wire.Node) (
 // unregisterMachines forgets machines registered for a hello that failed.
 func (h *Hub) unregisterMachines(ctx context.Context, creds []wire.NodeCredential) {
 	for _, c := range creds {
+		h.known.forget(c.Node)
 		if err := h.cfg.Machines.RemoveMachine(context.WithoutCancel(ctx), c.Node); err != nil {
 			h.log.Error("undo a machine's registration", "node", c.Node, "err", err)
 		}
