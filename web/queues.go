@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -141,39 +140,12 @@ func queuePageParams(c echo.Context, queues, def int) (queuePage, error) {
 // counts), then those of no known position (held, or on a follower) by
 // when they entered their queue. It reads QueueRows only.
 func queueOrder(m *moment, n int) [][]*models.QueueRow {
-	type placed struct {
-		r       *models.QueueRow
-		pos     int
-		entered float64
-	}
-	ps := make([]placed, len(m.queued))
-	for i := range m.queued {
-		r := &m.queued[i]
-		ps[i] = placed{r: r, pos: m.rowPosition(r), entered: rowEntry(r)}
-	}
-	sort.SliceStable(ps, func(a, b int) bool {
-		ra, rb := ps[a].r.State == job.Running, ps[b].r.State == job.Running
-		if ra != rb {
-			return ra
+	return models.OrderQueues(m.queued, n, func(r *models.QueueRow) (int, int) {
+		if pos := m.rowPosition(r); pos > 0 {
+			return m.waits[r.ID].Queue, pos // the queue its position counts in
 		}
-		pa, pb := ps[a].pos, ps[b].pos
-		if (pa > 0) != (pb > 0) {
-			return pa > 0
-		}
-		if pa != pb {
-			return pa < pb
-		}
-		return ps[a].entered < ps[b].entered
+		return r.QueueIndex, 0
 	})
-	out := make([][]*models.QueueRow, n)
-	for _, p := range ps {
-		qi := min(max(p.r.QueueIndex, 0), n-1)
-		if w, ok := m.waits[p.r.ID]; ok && p.pos > 0 {
-			qi = min(max(w.Queue, 0), n-1) // the queue its position counts in
-		}
-		out[qi] = append(out[qi], p.r)
-	}
-	return out
 }
 
 // queuesFor is the queues at m as user u may see them, in queueOrder,
@@ -235,14 +207,6 @@ func (s *Server) queuesFor(ctx context.Context, m *moment, u *models.User, p que
 		}
 	}
 	return out, nil
-}
-
-// rowEntry is when a job entered its queue, in the scheduler's seconds.
-func rowEntry(r *models.QueueRow) float64 {
-	if r.QueueSince > 0 {
-		return r.QueueSince
-	}
-	return float64(r.SubmittedAt.UnixNano()) / 1e9
 }
 
 // apiQueues returns the queues with their counts and a page of each
