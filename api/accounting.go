@@ -62,3 +62,15 @@ type AccountingRow struct {
 	QueueWaitMedianS float64 `json:"queue_wait_median_s"`
 	QueueWaitP95S    float64 `json:"queue_wait_p95_s"`
 }
+
+// AccountingQuery is what GET /api/v1/accounting asks, as typed: empty
+// fields take their defaults (the month so far, by team, or by user for
+// a researcher, per day; every team and user the asker may see).
+type AccountingQuery struct {
+	From   string `json:"from"`   // the first day, YYYY-MM-DD (UTC)
+	To     string `json:"to"`     // the last day, YYYY-MM-DD (UTC)
+	By     string `json:"by"`     // team or user
+	Period string `json:"period"` // day, month or range
+	Team   string `json:"team"`
+	User   string `json:"user"`
+}

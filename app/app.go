@@ -27,7 +27,10 @@ type Store interface {
 	JobStore
 	TeamStore
 	AccountStore
+	PeopleStore
 	MachineStore
+	LiveStore
+	JobReadStore
 	Audit(ctx context.Context, e models.AuditEntry) error
 }
 
@@ -93,6 +96,9 @@ type Engine interface {
 	ClearGPUFault(node string, index int) error
 	GPUFaults() []engine.GPUFault
 	StoredNodeStates(ctx context.Context) (engine.NodeStates, error)
+	ClusterEngine
+	ReclaimEngine
+	JobEngine
 }
 
 // Config is what an App works with.

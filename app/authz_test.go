@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -19,9 +20,14 @@ import (
 // fakeEngine records what the actions ask of the engine: one machine,
 // gpu1, whose GPU 0 is out of service.
 type fakeEngine struct {
-	cancelled []int64
-	woken     int
+	ClusterEngine // the cluster's views: not used here
+	fakeJobEngine // the engine's reads of jobs (jobqueries_test.go)
+	cancelled     []int64
+	woken         int
 }
+
+// Scheduler is the job engine's (ClusterEngine, unused here, has one too).
+func (e *fakeEngine) Scheduler() *sched.Scheduler { return e.fakeJobEngine.Scheduler() }
 
 func (e *fakeEngine) Wake() { e.woken++ }
 func (e *fakeEngine) Cancel(_ context.Context, id int64, _ string) error {

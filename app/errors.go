@@ -25,6 +25,9 @@ const (
 	Conflict
 	// Unavailable: the store cannot save now; nothing was changed.
 	Unavailable
+	// Unprocessable: the request is well formed but names nothing to
+	// act on (a what-if window without jobs); Field names what to change.
+	Unprocessable
 )
 
 // String names k, for logs.
@@ -40,6 +43,8 @@ func (k Kind) String() string {
 		return "conflict"
 	case Unavailable:
 		return "unavailable"
+	case Unprocessable:
+		return "unprocessable"
 	}
 	return fmt.Sprintf("kind %d", int(k))
 }

@@ -36,6 +36,10 @@ func (a NodeAction) Done() string {
 	return "uncordoned"
 }
 
+// MayActOnNodes reports whether u may act on machines (drain, cordon,
+// put a GPU back in service): admins only.
+func MayActOnNodes(u *models.User) bool { return u.Role == models.RoleAdmin }
+
 // onlyAdmins refuses an actor who is no admin.
 func onlyAdmins(a Actor) error {
 	if a.User.Role != models.RoleAdmin {

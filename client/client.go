@@ -5,7 +5,7 @@
 // takes a context; a refusal of the server is an *Error that names the
 // request's field at fault where the server does.
 //
-// The gpuportal command line (cmd/gpuportal) and the integration tests
+// The gpuportal command line (package cli) and the integration tests
 // use it; integration/genclient, generated from web/openapi.json, checks
 // the description instead.
 package client

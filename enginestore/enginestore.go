@@ -98,7 +98,7 @@ func (s Store) engineJob(j models.Job) engine.Job {
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
 		Command: j.Command, SimDuration: j.SimDuration, SimUtilPct: j.SimUtilPct, State: j.State, Run: j.Run,
 		SubmittedAt: j.SubmittedAt, Placement: parsePlacement(j.Placement), LastStartAt: j.LastStartAt,
-		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService,
+		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService, Accrual: j.Accrual(),
 		Model: j.Model, Queue: sched.QueueState(j.QueueState()),
 		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
@@ -22,6 +23,16 @@ func (s Store) SetQueueStates(ctx context.Context, states map[int64]sched.QueueS
 		rows[id] = models.QueueState(q)
 	}
 	return s.Store.SetQueueStates(ctx, rows)
+}
+
+// SetHeld records the changes of the GPUs running jobs hold
+// (models.Store.SetHeld).
+func (s Store) SetHeld(ctx context.Context, changes []engine.Held) error {
+	out := make([]models.Held, len(changes))
+	for i, c := range changes {
+		out[i] = models.Held{Ref: c.Ref, GPUs: c.GPUs, At: c.At}
+	}
+	return s.Store.SetHeld(ctx, out)
 }
 
 // FinishedRunTimes returns up to limit recently finished jobs' run times,

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -105,6 +106,28 @@ type OIDCConfig struct {
 
 // Enabled reports whether LDAP sign-in is configured.
 func (c LDAPConfig) Enabled() bool { return c.URL != "" }
+
+// BindPassword is the service account's password read from
+// --ldap-bind-password-file (never logged or shown).
+func (c LDAPConfig) BindPassword() string { return c.bindPassword }
+
+// WithBindPassword is c with the service account's password pw, for a
+// caller that holds it elsewhere than a file or the environment (tests).
+func (c LDAPConfig) WithBindPassword(pw string) LDAPConfig {
+	c.bindPassword = pw
+	return c
+}
+
+// ClientSecret is the client secret read from --oidc-client-secret-file
+// (never logged or shown).
+func (c OIDCConfig) ClientSecret() string { return c.clientSecret }
+
+// WithClientSecret is c with the client secret s, for a caller that holds
+// the secret elsewhere than a file or the environment (tests, embedding).
+func (c OIDCConfig) WithClientSecret(s string) OIDCConfig {
+	c.clientSecret = s
+	return c
+}
 
 // Enabled reports whether OpenID Connect sign-in is configured.
 func (c OIDCConfig) Enabled() bool { return c.Issuer != "" }
@@ -301,7 +324,7 @@ func (c *LDAPConfig) check() error {
 		c.GroupBase = parent
 	}
 	if c.CAFile != "" {
-		if _, err := caPool(c.CAFile); err != nil {
+		if _, err := CAPool(c.CAFile); err != nil {
 			return fmt.Errorf("--ldap-ca-file: %w", err)
 		}
 	}
@@ -382,4 +405,17 @@ func secret(file, env string) (string, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	return strings.TrimRight(line, "\r"), nil
+}
+
+// CAPool reads the PEM certificates of file.
+func CAPool(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
 }

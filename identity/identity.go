@@ -31,3 +31,7 @@ var ErrBadCredentials = errors.New("wrong user name or password")
 // ErrUnavailable: the source could not be reached or answered with an
 // error; the message says which and why.
 var ErrUnavailable = errors.New("identity source unavailable")
+
+// Unavailable reports whether err is a source that could not be reached
+// or searched (not a refusal of the person).
+func Unavailable(err error) bool { return errors.Is(err, ErrUnavailable) }

@@ -151,6 +151,7 @@ func submit(t *testing.T, a *api, body map[string]any) int64 {
 // TestRemoteAgentRunsCommandJobs runs jobs on a separate agent process
 // that connected to the server over its websocket.
 func TestRemoteAgentRunsCommandJobs(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data := t.TempDir()
 	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
 	startAgent(t, srv.URL, "remote-a")
@@ -183,10 +184,12 @@ func TestRemoteAgentRunsCommandJobs(t *testing.T) {
 
 // TestKilledAgentsJobFinishesOnAnother kills the agent running a job with
 // SIGKILL: after the heartbeat timeout the job is requeued and finishes on
-// the other agent.
+// the other agent. The server's grace is the agents' (1 s, as in the fault
+// tests), so the requeue comes twice the timeout and that grace after the
+// last heartbeat, not the default grace's 10 s more.
 func TestKilledAgentsJobFinishesOnAnother(t *testing.T) {
 	data := t.TempDir()
-	srv := startAgentServer(t, "--data", data, "--heartbeat-timeout", "2s")
+	srv := startAgentServer(t, "--data", data, "--heartbeat-timeout", faultTimeout, "--grace", faultGrace)
 	agents := map[string]*server{
 		"agent-a": startAgent(t, srv.URL, "agent-a"),
 		"agent-b": startAgent(t, srv.URL, "agent-b"),

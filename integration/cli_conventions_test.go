@@ -55,6 +55,7 @@ func (c *cli) runStdin(stdin string, args ...string) (stdout, stderr string, cod
 // that switch servers; -o json equal to the API's objects; --parsable;
 // exit codes that say how a job ended; --version on every side.
 func TestCLIConventions(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srvA := startServer(t, "--data", t.TempDir(), "--max-retries", "0")
 	srvB := startServer(t, "--data", t.TempDir(), "--max-retries", "0")
 	// The CLI is told the servers' contract proxies; so is the test.
@@ -253,6 +254,7 @@ func mustJSON(t *testing.T, v any) string {
 // user's only job, asked of the server); fish through its complete -C.
 // It also logs in on a terminal, where the password is not echoed.
 func TestCLIInShells(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir())
 	c := newCLI(t, srv.URL)
 	token := newAPI(t, srv.URL, "alice", "dev").token
@@ -273,7 +275,9 @@ func TestCLIInShells(t *testing.T) {
 		args  []string
 		setup string
 	}{
-		{"bash", []string{"--norc", "--noprofile", "-i"}, "source " + script("bash")},
+		// cobra's bash script needs the bash-completion package, as
+		// kubectl's does.
+		{"bash", []string{"--norc", "--noprofile", "-i"}, "source " + bashCompletion(t) + " && source " + script("bash")},
 		{"zsh", []string{"-f", "-i"}, "autoload -Uz compinit && compinit -u && source " + script("zsh")},
 	} {
 		t.Run(sh.name, func(t *testing.T) {
@@ -325,6 +329,22 @@ func TestCLIInShells(t *testing.T) {
 			}
 		}
 	})
+}
+
+// bashCompletion finds the bash-completion package's script, or fails in
+// CI (scripts/ensure-shells installs it) and skips elsewhere, saying so.
+func bashCompletion(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/share/bash-completion/bash_completion", "/etc/bash_completion"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no bash-completion: the bash completion test needs it in CI (scripts/ensure-shells)")
+	}
+	t.Skip("no bash-completion installed (scripts/ensure-shells installs it)")
+	return ""
 }
 
 // shellPath finds a shell, or fails in CI (scripts/ensure-shells installs

@@ -83,6 +83,7 @@ func (c *cli) submitID(token string, args ...string) int64 {
 // resources, each job gets CPUs allocated, its page says "declared", and
 // both finish.
 func TestCLIDeclaredProfile(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x16", "--cpu-alloc", "synergy")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	c := newCLI(t, srv.URL)
@@ -132,6 +133,7 @@ func TestCLIDeclaredProfile(t *testing.T) {
 // A curve whose speed falls is refused: the CLI exits non-zero with a
 // message naming the curve, and no job reaches the queue.
 func TestCLIFallingCurveRejected(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x16", "--cpu-alloc", "synergy")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	c := newCLI(t, srv.URL)
@@ -157,6 +159,7 @@ func TestCLIFallingCurveRejected(t *testing.T) {
 // gives each the same GPU's lane and names the other, GET /api/v1/gpus
 // has both in that GPU's lanes, and both succeed.
 func TestCLISharingColocates(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x16", "--cpu-alloc", "synergy", "--dev-token", "test-dev-token")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	admin := &api{t: t, base: srv.URL, token: "test-dev-token"}

@@ -116,6 +116,7 @@ func (c *cli) fails(extraEnv []string, wants []string, args ...string) {
 // its file, submitting a command and a simulated job, following output,
 // showing, listing, cancelling, and the server's errors passed on.
 func TestCLIJob(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--grace", "2s", "--max-retries", "0")
 	c := newCLI(t, srv.URL)
 

@@ -11,6 +11,7 @@ import (
 // TestFairShareReclaim: nlp borrows vision's idle GPU; when vision submits,
 // the borrowed job is reclaimed once it has run its minimum runtime.
 func TestFairShareReclaim(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80", "--dev-token", "adm", "--min-runtime", "2s")
 	admin := &api{t: t, base: srv.URL, token: "adm"}
 	for _, team := range []string{"vision", "nlp"} {

@@ -49,6 +49,7 @@ func waitFor(sc *screenChecker, what, expr string, timeout time.Duration) error 
 // sharing and CPU internals under "Advanced"; then cancelling the job
 // asks first, and a "no" leaves it running. An admin's cordon asks too.
 func TestBrowserSubmitAndConfirm(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	browser := newTabFor(t, 3*time.Minute)
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "2x2x80")
 	if err := chromedp.Do(browser); err != nil {

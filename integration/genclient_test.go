@@ -55,6 +55,7 @@ func genLogin(t *testing.T, srv *server, user, password string) string {
 // queues. Its typed answers are the document's promises: a required
 // field arrives as a plain value, a 404 as the error the document names.
 func TestGeneratedClient(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x40", "--max-retries", "0")
 	ctx := context.Background()
 

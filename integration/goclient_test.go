@@ -46,6 +46,7 @@ func goClientToken(t testing.TB, base, user, password string) string {
 // followed by offset to the job's end, cancel, and the cluster's
 // queues, machines and teams.
 func TestGoClient(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--grace", "2s", "--max-retries", "0")
 	ctx := withReporter(context.Background(), t)
 	cl := goClient(t, srv.URL, "alice", "dev")

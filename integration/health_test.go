@@ -45,6 +45,7 @@ func nodes(t *testing.T, a *api) map[string]nodeView {
 // finishes on the other GPU; the failed GPU takes no jobs until an admin
 // clears it, even across a restart of the server.
 func TestGPUFailureIsAnInfrastructureFailure(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data := t.TempDir()
 	args := []string{"--data", data, "--max-retries", "0", "--dev-token", "dev-admin"}
 	srv := startAgentServer(t, args...)
@@ -156,6 +157,7 @@ touch "$GPUPORTAL_CHECKPOINT_DIR/ran"; sleep 3; echo "CUDA error: GPU is lost"; 
 // jobs go elsewhere, and the state shows in the API and on the cluster
 // page, whose buttons post with the CSRF token.
 func TestCordon(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "2x1x80", "--dev-token", "dev-admin")
 	admin := &api{t: t, base: srv.URL, token: "dev-admin"}
 	alice := newAPI(t, srv.URL, "alice", "dev")
@@ -245,6 +247,7 @@ func fakeSlurmBin(t *testing.T) string {
 // unavailable, and why. A monitor-only agent's machine is no place for
 // jobs: a server with only such an agent starts none.
 func TestMonitorOnlyAgentOnASlurmNode(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--executor", "slurm", "--slurm-bin", fakeSlurmBin(t),
 		"--slurm-gpu-mem", "80", "--agent-token", agentToken, "--dev-token", "dev-admin")
 	admin := &api{t: t, base: srv.URL, token: "dev-admin"}
@@ -294,6 +297,7 @@ func TestMonitorOnlyAgentOnASlurmNode(t *testing.T) {
 // TestMonitorOnlyAgentRunsNoJobs connects a monitor-only agent to a server
 // that runs its own agents: its machine never becomes a place for jobs.
 func TestMonitorOnlyAgentRunsNoJobs(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startAgentServer(t, "--data", t.TempDir(), "--dev-token", "dev-admin")
 	mon := startAgent(t, srv.URL, "watcher", "--monitor-only")
 	eventually(t, 20*time.Second, "the monitor to connect", func() bool { return strings.Contains(mon.output(), "connected to the server") })

@@ -42,6 +42,7 @@ func readUntil(t *testing.T, conn *websocket.Conn, n int, f func(wsMsg) bool) ws
 // frame a second, a job's memory, and the refusals: no session, another
 // site's page, another team's job.
 func TestLiveStream(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x40")
 	b := newBrowser(t, srv.URL)
 	base := "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"

@@ -74,6 +74,7 @@ func alive(pid int) bool {
 // killed mid-run ends the other part, and the job, retried once as one,
 // runs again on both and succeeds.
 func TestTorchrunAcrossTwoMachines(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	needTorchrun(t)
 	data := t.TempDir()
 	port := freePort(t)
@@ -207,6 +208,7 @@ func dirNames(t *testing.T, dir string) []string {
 // two machines of two GPUs runs its command four times, each with its
 // RANK and LOCAL_RANK, and a task that fails ends all of them.
 func TestTasksPerGPUAcrossTwoMachines(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data := t.TempDir()
 	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
 	for _, name := range []string{"tp-a", "tp-b"} {

@@ -12,6 +12,7 @@ import (
 // TestDrainAndLogs drains a machine, checks new jobs avoid it, reads a
 // job's output through the API, and finds the drain in the audit log.
 func TestDrainAndLogs(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "2x1x80", "--dev-token", "dev-admin")
 	admin := &api{t: t, base: srv.URL, token: "dev-admin"}
 	alice := newAPI(t, srv.URL, "alice", "dev")

@@ -419,9 +419,11 @@ func TestHeldNotification(t *testing.T) {
 	if !strings.Contains(body, want) || !strings.Contains(body, `"event":"held"`) {
 		t.Errorf("held notification %s; want %s", body, want)
 	}
-	// About time: the held check runs by the clock (--notify-held-check
-	// 1s), not on an event; three more of them tell no one again.
-	time.Sleep(3 * time.Second)
+	// Three more held checks (--notify-held-check 1s; each logs that it
+	// found no job newly held) tell no one again.
+	const checked = "notify: checked waiting jobs: none newly held"
+	from := strings.Count(srv.output(), checked)
+	eventually(t, 30*time.Second, "three more held checks", func() bool { return strings.Count(srv.output(), checked) >= from+3 })
 	if n := len(h.requests()); n != 1 {
 		t.Errorf("%d held notifications for one wait", n)
 	}

@@ -15,6 +15,7 @@ import (
 // with a tiny first queue), and when it runs again it picks up where it
 // stopped instead of starting over.
 func TestPreemptedJobResumesFromCheckpoint(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data := t.TempDir()
 	srv := startServer(t, "--data", data, "--sim-gpus", "1x1x80", "--thresholds", "3", "--grace", "2s")
 	a := newAPI(t, srv.URL, "alice", "dev")
@@ -55,6 +56,7 @@ echo "done at step $i"`
 // starts on its GPU only once it has exited (the traces show no moment
 // with both on the GPU), and /metrics reports the handover.
 func TestPreemptorWaitsForTheCheckpoint(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data, traces := t.TempDir(), t.TempDir()
 	srv := startServer(t, "--data", data, "--sim-gpus", "1x1x80", "--thresholds", "3", "--grace", "5s")
 	a := newAPI(t, srv.URL, "alice", "dev")

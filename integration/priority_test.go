@@ -19,6 +19,7 @@ import (
 // the cap is refused naming the flag; bob's team does not allow high.
 // (The low-priority job, which the high-priority one passed, names it.)
 func TestBatchPriorities(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80")
 	admin := newAPI(t, srv.URL, "admin", "dev")
 	alice := newAPI(t, srv.URL, "alice", "dev")

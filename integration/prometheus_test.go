@@ -52,6 +52,7 @@ func prometheusTools(t *testing.T) (prom, promtool string) {
 // error, and each series it reads to exist. promtool checks the rules,
 // runs their unit tests and lints the server's /metrics.
 func TestPrometheusDashboardAndAlerts(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	prom, promtool := prometheusTools(t)
 	promtoolOK(t, promtool, "", "check", "rules", alertsFile)
 	promtoolOK(t, promtool, "", "test", "rules", alertTestsFile)

@@ -32,6 +32,7 @@ type reclaimJob struct {
 // back of the queue; /metrics counts the reclaimed GPU-seconds for the
 // team, and accounting's reclaimed GPU-hours equal them.
 func TestIdleReclaim(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-after", "3s", "--idle-reclaim-grace", "3s")
 	admin := newAPI(t, srv.URL, "admin", "dev")
 	alice := newAPI(t, srv.URL, "alice", "dev") // vision
@@ -162,6 +163,7 @@ func waitJob2(t *testing.T, a *api, path string, timeout time.Duration) reclaimJ
 // session that asks for priority waits ahead of her batch job submitted
 // before it, which says why.
 func TestSessionPolicy(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80")
 	lead := newAPI(t, srv.URL, "lead", "dev")
 	alice := newAPI(t, srv.URL, "alice", "dev")
@@ -207,6 +209,7 @@ func TestSessionPolicy(t *testing.T) {
 // stopped after the grace, ending cancelled with reason "reclaimed: idle
 // since HH:MM", and its GPU starts the waiting job.
 func TestIdleReclaimSession(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-reclaim-grace", "3s")
 	admin := newAPI(t, srv.URL, "admin", "dev")
 	alice := newAPI(t, srv.URL, "alice", "dev") // vision

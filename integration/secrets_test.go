@@ -16,6 +16,7 @@ import (
 // right and wrong, issues and uses an API token, then searches everything
 // the server and the agent printed for any of those secrets.
 func TestNoSecretsInLogs(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	const (
 		dsnPassword  = "dsn-pass-Zq81"
 		userPassword = "user-pass-Kd42x"

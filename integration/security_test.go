@@ -324,6 +324,7 @@ func basicToken(t *testing.T, c *http.Client, base, user, password string) (int,
 // until that address is slowed down; the right password from 127.0.0.3
 // still works at once, and so does another account from 127.0.0.2.
 func TestLoginThrottlePerAddress(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80")
 	attacker, admin := clientFrom("127.0.0.2"), clientFrom("127.0.0.3")
 	var codes []int
@@ -524,6 +525,7 @@ func TestFullDisk(t *testing.T) {
 // TestRemoteOutputAfterTheAgentLeaves: a remote job's output stays on
 // its page and in the API once its machine's agent is gone.
 func TestRemoteOutputAfterTheAgentLeaves(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	data := t.TempDir()
 	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
 	agent := startAgent(t, srv.URL, "remote-gone")

@@ -16,6 +16,7 @@ import (
 // as alice, submit a simulated job with the form, watch it run and succeed
 // with its JCT on the job page.
 func TestBrowserSubmitRunsToSuccess(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir())
 	b := newBrowser(t, srv.URL)
 
@@ -53,6 +54,7 @@ func TestBrowserSubmitRunsToSuccess(t *testing.T) {
 
 // TestFormRejectsBadInput shows field errors next to the fields.
 func TestFormRejectsBadInput(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir())
 	b := newBrowser(t, srv.URL)
 	b.login("bob", "dev")
@@ -76,6 +78,7 @@ func TestFormRejectsBadInput(t *testing.T) {
 
 // TestAPIContract checks the REST API's status codes and error messages.
 func TestAPIContract(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--dev-token", "test-dev-token", "--max-retries", "0")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	bob := newAPI(t, srv.URL, "bob", "dev")
@@ -155,6 +158,7 @@ func TestAPIContract(t *testing.T) {
 
 // TestCancelRunningJob cancels a running simulated job and a running process.
 func TestCancelRunningJob(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--grace", "2s")
 	lead := newAPI(t, srv.URL, "lead", "dev")
 	alice := newAPI(t, srv.URL, "alice", "dev")
@@ -232,6 +236,7 @@ func TestRestartLosesNothing(t *testing.T) {
 // way twice, which is not retried a third time; and one that asked for
 // none, whose own failure is final.
 func TestFailedJobIsRetried(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--retry-backoff", "1s")
 	a := newAPI(t, srv.URL, "alice", "dev")
 	var flaky, broken, once jobView
@@ -271,6 +276,7 @@ func TestFailedJobIsRetried(t *testing.T) {
 
 // TestTemplates saves a job as a template from its page and submits from it.
 func TestTemplates(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir())
 	b := newBrowser(t, srv.URL)
 	b.login("alice", "dev")

@@ -16,6 +16,7 @@ import (
 // within 20 s, is neither demoted nor preempted: it stays in queue 0 and
 // its first run is its only one.
 func TestSessionSurvivesBatchStream(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--demo", "--sim-gpus", "1x4x80", "--thresholds", "20")
 	alice := newAPI(t, srv.URL, "alice", "dev") // vision
 	bob := newAPI(t, srv.URL, "bob", "dev")     // nlp

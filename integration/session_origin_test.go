@@ -55,6 +55,7 @@ func needPython(t *testing.T) string {
 }
 
 func TestSessionPageCannotActAsViewer(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	python := needPython(t)
 	serve, err := filepath.Abs("../testdata/session-attack/serve.py")
 	if err != nil {

@@ -182,6 +182,7 @@ func TestBrowserWallDrawsLanes(t *testing.T) {
 // the estimate it measured, it fits its lane and succeeds. The lanes of
 // the remote machine reach GET /api/v1/gpus through its heartbeats.
 func TestRemoteJobOutgrowsItsLane(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	py := needPython(t)
 	clients, err := filepath.Abs(filepath.Join("..", "static", "clients"))
 	if err != nil {

@@ -599,9 +599,11 @@ echo "finished at step $s"`}})
 // TestSlurmKilledSlurmdRequeues kills the slurmd running a job: Slurm
 // stops hearing from the node, gpuportal loses it, and after the
 // heartbeat timeout requeues the job, which finishes on the other node.
+// The server's grace is the fault tests' 1 s: the requeue comes twice the
+// timeout and the grace after the node was last heard, not 10 s later.
 func TestSlurmKilledSlurmdRequeues(t *testing.T) {
 	c := startSlurm(t)
-	srv := startSlurmServer(t, c, "--heartbeat-timeout", "2s", "--max-retries", "0")
+	srv := startSlurmServer(t, c, "--heartbeat-timeout", faultTimeout, "--grace", faultGrace, "--max-retries", "0")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 
 	id := submit(t, alice, map[string]any{"name": "survivor", "gpus": 2, "command": []string{"sh", "-c", `

@@ -53,6 +53,7 @@ func whoOnPage(body string) string {
 // break-glass admin still signs in; API tokens come from the directory
 // password too.
 func TestLDAPSignIn(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	dir := testldap.Start(t, "../testdata/ldap/lab.ldif")
 	srv := startServer(t, append([]string{"--data", t.TempDir(), "--sim-gpus", "1x1x80", "--dev-token", "admintok"}, ldapArgs(t, dir)...)...)
 
@@ -327,6 +328,7 @@ func TestOIDCSignInBrowser(t *testing.T) {
 // taken out of every mapped group, loses his session and API token; an
 // entry deleted from the directory loses its access too.
 func TestLDAPDirectorySync(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	dir := testldap.Start(t, "../testdata/ldap/lab.ldif")
 	srv := startServer(t, append([]string{"--data", t.TempDir(), "--sim-gpus", "1x1x80", "--ldap-sync-interval", "1s"}, ldapArgs(t, dir)...)...)
 	erin := newBrowser(t, srv.URL)

@@ -20,6 +20,7 @@ import (
 // GPUPORTAL_SUBMIT_QUEUE=10000 (jobs queued first) and
 // GPUPORTAL_SUBMIT_SECONDS=10 it is the figure to set beside sbatch.
 func TestSQLiteSubmissionsSurviveKill(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	queue, secs := envInt(t, "GPUPORTAL_SUBMIT_QUEUE", 0), envInt(t, "GPUPORTAL_SUBMIT_SECONDS", 1)
 	data := t.TempDir()
 	// A cluster too small for the jobs: they wait, as a long queue does.

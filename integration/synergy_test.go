@@ -26,6 +26,7 @@ type allocationView struct {
 // API shows each job's allocation, its use (simulated) and its profile,
 // the job page shows them, and the node API the node's total.
 func TestSynergyAllocation(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x16", "--cpu-alloc", "synergy", "--dev-token", "test-dev-token")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	admin := &api{t: t, base: srv.URL, token: "test-dev-token"}

@@ -12,6 +12,7 @@ import (
 // the lead, her teammate, submits one job after; it starts before the
 // sweep finishes, because alice has used more of the team's guarantee.
 func TestFairShareInsideTeam(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80", "--dev-token", "adm")
 	admin := &api{t: t, base: srv.URL, token: "adm"}
 	if st := admin.do("PATCH", "/api/v1/teams/vision", map[string]any{"guaranteed_gpus": 2, "weight": 1}, nil); st != http.StatusOK {

@@ -2,11 +2,14 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // JobsToSchedule returns the unfinished jobs the engine acts on. Held
@@ -47,6 +50,48 @@ func (s *Store) SetQueueStates(ctx context.Context, states map[int64]QueueState)
 			}).Error
 			if err != nil {
 				return fmt.Errorf("set queue state of job %d: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Held is that run Ref of a job holds GPUs GPUs from At on, a shared GPU
+// counted by the job's share of it (usage.Shares): it changes as jobs
+// join and leave the GPUs the run shares.
+type Held struct {
+	Ref  job.RunRef
+	GPUs float64
+	At   time.Time
+}
+
+// SetHeld records each change of the GPUs a running job holds: the run
+// in progress attains service at its old figure up to the change's At,
+// and at the new one from then on (usage.Accrual.Reheld). A change for a
+// run that is not the job's current one, or a job that no longer runs,
+// changes nothing: its run has ended, and the store counted it then.
+func (s *Store) SetHeld(ctx context.Context, changes []Held) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, c := range changes {
+			j, err := lockJob(tx, c.Ref.Job)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if j.State != JobRunning || j.Run != c.Ref.Run || j.LastStartAt == nil {
+				continue
+			}
+			j.setAccrual(j.Accrual().Reheld(c.At.Sub(*j.LastStartAt).Seconds(), c.GPUs))
+			err = tx.Model(&Job{}).Where("id = ?", j.ID).Updates(map[string]any{
+				"run_accrual_s": j.RunAccrualS, "run_gpu_seconds": j.RunGPUSeconds, "held_gpus": j.HeldGPUs,
+			}).Error
+			if err != nil {
+				return fmt.Errorf("set GPUs held by job %d: %w", j.ID, err)
 			}
 		}
 		return nil

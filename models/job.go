@@ -132,10 +132,18 @@ type Job struct {
 	Placement       Strings `gorm:"type:text"`
 	LastStartAt     *time.Time
 	ExecutedS       float64
-	AttainedService float64 // GPU-seconds
-	Preemptions     int
-	Failures        int        // failed runs that were retried
-	RetryAt         *time.Time // a failed job waits until then
+	AttainedService float64 // GPU-seconds, over the ended runs
+	// RunAccrualS, RunGPUSeconds and HeldGPUs are how the run in progress
+	// attains service (usage.Accrual): in its first RunAccrualS seconds
+	// it attained RunGPUSeconds, and since then it holds HeldGPUs, a
+	// shared GPU counted by the job's share of it (usage.Shares). HeldGPUs
+	// 0: its GPUs, whole, as every run before the share was counted.
+	RunAccrualS   float64 `gorm:"column:run_accrual_s;not null;default:0"`
+	RunGPUSeconds float64 `gorm:"column:run_gpu_seconds;not null;default:0"`
+	HeldGPUs      float64 `gorm:"column:held_gpus;not null;default:0"`
+	Preemptions   int
+	Failures      int        // failed runs that were retried
+	RetryAt       *time.Time // a failed job waits until then
 	// RequeueStalls counts a sharing job's requeues in a row for
 	// outgrowing its lane that brought no larger estimate
 	// (job.Requeue.Outcome); from job.MaxRequeueStalls on, the job
@@ -229,5 +237,28 @@ func (j *Job) Service(now time.Time) usage.Service {
 	if j.State == JobRunning {
 		since = j.LastStartAt
 	}
-	return usage.Current(usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, j.GPUs, since, now)
+	return usage.Current(usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, j.Accrual(), since, now)
+}
+
+// Accrual is how the job's run in progress attains service; a job that
+// does not run holds its GPUs whole, for the run it may start.
+func (j *Job) Accrual() usage.Accrual {
+	a := usage.Whole(j.GPUs)
+	if j.State != JobRunning {
+		return a
+	}
+	if j.HeldGPUs > 0 {
+		a.Held = j.HeldGPUs
+	}
+	a.At, a.GPUSeconds = j.RunAccrualS, j.RunGPUSeconds
+	return a
+}
+
+// setAccrual sets the run in progress's accrual to a; usage.Whole(j.GPUs)
+// (a run that starts or resumes) clears it.
+func (j *Job) setAccrual(a usage.Accrual) {
+	j.RunAccrualS, j.RunGPUSeconds, j.HeldGPUs = a.At, a.GPUSeconds, a.Held
+	if a == usage.Whole(j.GPUs) {
+		j.HeldGPUs = 0
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // ErrConflict is returned when a job is not in a state that allows the change.
@@ -283,6 +284,7 @@ func startRun(id int64, placement []string, now time.Time, run *int64) func(*Job
 		j.Reason = ""
 		j.RetryAt = nil
 		j.LastStartAt = &now
+		j.setAccrual(usage.Whole(j.GPUs))
 		if j.StartedAt == nil {
 			j.StartedAt = &now
 		}
@@ -301,6 +303,7 @@ func (s *Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []str
 			return fmt.Errorf("resume run %d of job %d (state %s, run %d): %w", ref.Run, j.ID, j.State, j.Run, ErrConflict)
 		}
 		j.State, j.Placement, j.Reason, j.RetryAt, j.LastStartAt = JobRunning, placement, reason, nil, &now
+		j.setAccrual(usage.Whole(j.GPUs))
 		return nil
 	})
 }
@@ -353,6 +356,7 @@ func (j *Job) stopRun(run int64, now time.Time) error {
 	}
 	s := j.Service(now)
 	j.ExecutedS, j.AttainedService = s.ExecutedS, s.GPUSeconds
+	j.setAccrual(usage.Whole(j.GPUs))
 	return nil
 }
 

@@ -45,6 +45,7 @@ func migrations() []migration {
 		{35, "jobs.resume_*, lost_s: the checkpoint each run resumed from and the work faults cost (resume.go)", jobsResume},
 		{37, "jobs.priority, teams.batch_priorities and high_priority_gpus: batch jobs at high, normal and low priority (docs/scheduling.md)", batchPriorities},
 		{38, "jobs: index on finished_at, for the JCT window's reads (queueorder.go)", jobsFinishedIndex},
+		{60, "jobs.run_accrual_s, run_gpu_seconds, held_gpus: a shared GPU's share in a running job's attained service (usage.Accrual)", jobsHeldGPUs},
 	}
 }
 
@@ -714,4 +715,18 @@ func jobsFinishedIndex(tx *gorm.DB) error {
 		return fmt.Errorf("%s: %w", stmt, err)
 	}
 	return nil
+}
+
+// v60Job holds the columns of the attained service of a run in progress
+// whose share of a shared GPU changes (usage.Accrual, issue 36).
+type v60Job struct {
+	RunAccrualS   float64 `gorm:"column:run_accrual_s;not null;default:0"`
+	RunGPUSeconds float64 `gorm:"column:run_gpu_seconds;not null;default:0"`
+	HeldGPUs      float64 `gorm:"column:held_gpus;not null;default:0"`
+}
+
+func (v60Job) TableName() string { return "jobs" }
+
+func jobsHeldGPUs(tx *gorm.DB) error {
+	return addColumns(tx, &v60Job{}, "RunAccrualS", "RunGPUSeconds", "HeldGPUs")
 }

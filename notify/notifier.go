@@ -164,6 +164,8 @@ func (n *Notifier) Run(ctx context.Context) {
 				log.Warn("notify: check waiting jobs", "err", err)
 			} else if k > 0 {
 				log.Info("notify: queued held notifications", "count", k)
+			} else {
+				log.Debug("notify: checked waiting jobs: none newly held")
 			}
 			if k, err := n.cfg.Store.PruneNotifications(ctx, now.Add(-Keep)); err != nil {
 				log.Warn("notify: prune the outbox", "err", err)

@@ -2,21 +2,18 @@ package web
 
 import (
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpuportal/gpuportal/accountingstore"
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/accounting"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -24,148 +21,27 @@ import (
 // allocated GPU counts idle in accounting, unless Config says otherwise.
 const DefaultIdleBelowPct = accounting.DefaultIdleBelowPct
 
-// maxAccountingDays bounds the range of one accounting request.
-const maxAccountingDays = 366
-
-// accountingQuery is a parsed accounting request.
-type accountingQuery struct {
-	from, to   time.Time // UTC days, both counted
-	by         accounting.By
-	period     accounting.Period
-	team, user string
-	csv        bool
-}
-
-// parseAccountingQuery reads from, to, by, period, team, user and format,
-// with defaults: the month so far, by team (by user for a researcher),
-// per day. Errors are 400s naming the parameter.
-func parseAccountingQuery(q url.Values, u *models.User, now time.Time) (accountingQuery, error) {
-	today := accounting.DayOf(now)
-	aq := accountingQuery{from: time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC), to: today,
-		by: accounting.ByTeam, period: accounting.PerDay, team: q.Get("team"), user: q.Get("user")}
-	if u.Role == models.RoleResearcher {
-		aq.by = accounting.ByUser
-	}
-	for _, f := range []struct {
-		name string
-		into *time.Time
-	}{{"from", &aq.from}, {"to", &aq.to}} {
-		v := q.Get(f.name)
-		if v == "" {
-			continue
-		}
-		d, err := time.Parse(time.DateOnly, v)
-		if err != nil {
-			return aq, badRequest("%s: %q is not a day as YYYY-MM-DD (UTC)", f.name, v)
-		}
-		*f.into = d
-	}
-	if aq.to.Before(aq.from) {
-		return aq, badRequest("to: %s is before from (%s)", aq.to.Format(time.DateOnly), aq.from.Format(time.DateOnly))
-	}
-	if n := int(aq.to.Sub(aq.from).Hours()/24) + 1; n > maxAccountingDays {
-		return aq, badRequest("to: the range holds %d days; at most %d may be asked at once", n, maxAccountingDays)
-	}
-	var err error
-	if v := q.Get("by"); v != "" {
-		if aq.by, err = accounting.ParseBy(v); err != nil {
-			return aq, badRequest("by: %v", err)
-		}
-	}
-	if v := q.Get("period"); v != "" {
-		if aq.period, err = accounting.ParsePeriod(v); err != nil {
-			return aq, badRequest("period: %v", err)
-		}
-	}
+// accountingReport computes the report the request asks for, as the
+// asker may see it (app.App.Accounting); csv: the request asks for CSV
+// (format=csv), else JSON or the page. Errors are 400s and 403s naming
+// the parameter.
+func (s *Server) accountingReport(c echo.Context) (rep api.Accounting, csv bool, err error) {
+	q := c.QueryParams()
 	switch q.Get("format") {
 	case "", "json", "html":
 	case "csv":
-		aq.csv = true
+		csv = true
 	default:
-		return aq, badRequest("format: %q is not json or csv", q.Get("format"))
+		return rep, false, badRequest("format: %q is not json or csv", q.Get("format"))
 	}
-	return aq, nil
+	rep, err = s.app.Accounting(c.Request().Context(), appActor(c), accountingQuery(q), s.idleBelowPct())
+	return rep, csv, err
 }
 
-// accountingScope applies the asker's rights: researchers see their own
-// usage, leads their team's, admins everyone's. It returns which rows the
-// asker may see and how to name them, or a 403.
-func accountingScope(u *models.User, aq accountingQuery) (func(accounting.Key) bool, string, error) {
-	forbid := func(format string, args ...any) error {
-		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf(format, args...))
-	}
-	team, user := aq.team, aq.user
-	switch u.Role {
-	case models.RoleAdmin:
-	case models.RoleLead:
-		if team != "" && team != u.Team {
-			return nil, "", forbid("team: a lead sees the accounting of their own team (%s), not of %s", u.Team, team)
-		}
-		team = u.Team
-	default:
-		if aq.by == accounting.ByTeam {
-			return nil, "", forbid("by: a researcher sees only their own usage: ask by=user")
-		}
-		if user != "" && user != u.Name {
-			return nil, "", forbid("user: a researcher sees only their own usage, not %s's", user)
-		}
-		if team != "" && team != u.Team {
-			return nil, "", forbid("team: a researcher sees only their own usage")
-		}
-		user = u.Name
-	}
-	scope := "cluster"
-	switch {
-	case user != "":
-		scope = "user " + user
-	case team != "":
-		scope = "team " + team
-	}
-	return func(k accounting.Key) bool {
-		return (team == "" || k.Team == team) && (user == "" || k.User == user)
-	}, scope, nil
-}
-
-// accountingReport computes the report the request asks for, as the
-// asker may see it.
-func (s *Server) accountingReport(c echo.Context) (api.Accounting, accountingQuery, error) {
-	u := currentUser(c)
-	now := s.cfg.Now().UTC()
-	aq, err := parseAccountingQuery(c.QueryParams(), u, now)
-	if err != nil {
-		return api.Accounting{}, aq, err
-	}
-	include, scope, err := accountingScope(u, aq)
-	if err != nil {
-		return api.Accounting{}, aq, err
-	}
-	if u.Role == models.RoleLead && aq.user != "" && aq.user != u.Name {
-		member, err := s.cfg.Store.UserByName(c.Request().Context(), aq.user)
-		if errors.Is(err, models.ErrNotFound) || (err == nil && member.Team != u.Team) {
-			return api.Accounting{}, aq, echo.NewHTTPError(http.StatusForbidden,
-				fmt.Sprintf("user: a lead sees the accounting of the members of %s; %s is not one", u.Team, aq.user))
-		} else if err != nil {
-			return api.Accounting{}, aq, err
-		}
-	}
-	end := aq.to.AddDate(0, 0, 1)
-	idle := s.idleBelowPct()
-	in, err := accountingstore.Read(c.Request().Context(), s.cfg.Store, aq.from, end, now, idle/100)
-	if err != nil {
-		return api.Accounting{}, aq, err
-	}
-	rep := accounting.Build(in.Days, in.Jobs, in.Runs, accounting.Options{From: aq.from, To: end, By: aq.by, Period: aq.period, Include: include})
-	out := api.Accounting{From: aq.from.Format(time.DateOnly), To: aq.to.Format(time.DateOnly), By: string(aq.by),
-		Period: string(aq.period), IdleBelowPct: idle, Scope: scope,
-		Rows: make([]api.AccountingRow, 0, len(rep.Rows)), Periods: make([]api.AccountingRow, 0, len(rep.Periods)),
-		Total: accountingRowOf(rep.Total, accounting.Whole)}
-	for _, r := range rep.Rows {
-		out.Rows = append(out.Rows, accountingRowOf(r, aq.period))
-	}
-	for _, r := range rep.Periods {
-		out.Periods = append(out.Periods, accountingRowOf(r, aq.period))
-	}
-	return out, aq, nil
+// accountingQuery reads from, to, by, period, team and user.
+func accountingQuery(q url.Values) api.AccountingQuery {
+	return api.AccountingQuery{From: q.Get("from"), To: q.Get("to"), By: q.Get("by"), Period: q.Get("period"),
+		Team: q.Get("team"), User: q.Get("user")}
 }
 
 func (s *Server) idleBelowPct() float64 {
@@ -175,34 +51,14 @@ func (s *Server) idleBelowPct() float64 {
 	return DefaultIdleBelowPct
 }
 
-// accountingRowOf converts a row, GPU-seconds to GPU-hours.
-func accountingRowOf(r accounting.Row, p accounting.Period) api.AccountingRow {
-	h := func(s float64) float64 { return roundTo(s/3600, 4) }
-	period := r.Period.Format(time.DateOnly)
-	if p == accounting.PerMonth {
-		period = r.Period.Format("2006-01")
-	}
-	return api.AccountingRow{Period: period, Team: r.Team, User: r.User,
-		AllocatedGPUHours: h(r.Allocated), UsedGPUHours: h(r.Used), IdleGPUHours: h(r.Idle()),
-		IdleAllocatedGPUHours: h(r.IdleAllocated), UnsampledGPUHours: h(r.Unsampled()),
-		Jobs: r.Outcomes, PreemptedRuns: r.Preempted, RequeuedRuns: r.Requeued, JobsStarted: r.Started,
-		ReclaimedGPUHours: h(r.ReclaimedGPUSeconds),
-		QueueWaitMedianS:  roundTo(r.QueueWaitMedianS, 1), QueueWaitP95S: roundTo(r.QueueWaitP95S, 1)}
-}
-
-func roundTo(x float64, digits int) float64 {
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', digits, 64), 64)
-	return v
-}
-
 // apiAccounting answers GET /api/v1/accounting, as JSON or, with
 // format=csv, as CSV.
 func (s *Server) apiAccounting(c echo.Context) error {
-	rep, aq, err := s.accountingReport(c)
+	rep, csv, err := s.accountingReport(c)
 	if err != nil {
 		return err
 	}
-	if aq.csv {
+	if csv {
 		return writeAccountingCSV(c, rep)
 	}
 	return c.JSON(http.StatusOK, rep)
@@ -266,19 +122,18 @@ func writeAccountingCSV(c echo.Context, rep api.Accounting) error {
 
 // accountingPage shows the report on the portal; format=csv downloads it.
 func (s *Server) accountingPage(c echo.Context) error {
-	rep, aq, err := s.accountingReport(c)
+	rep, csv, err := s.accountingReport(c)
 	if err != nil {
 		return err
 	}
-	if aq.csv {
+	if csv {
 		return writeAccountingCSV(c, rep)
 	}
-	u := currentUser(c)
-	v := templates.Accounting{From: rep.From, To: rep.To, By: rep.By, Period: rep.Period, Team: aq.team, User: aq.user,
-		Scope: rep.Scope, IdleBelowPct: fmt.Sprintf("%g", rep.IdleBelowPct), States: outcomeStates(rep.Rows),
-		CanByTeam: u.Role != models.RoleResearcher, CanPickTeam: u.Role == models.RoleAdmin,
-		CanPickUser: u.Role != models.RoleResearcher}
 	q := c.QueryParams()
+	rights := app.AccountingRightsOf(appActor(c))
+	v := templates.Accounting{From: rep.From, To: rep.To, By: rep.By, Period: rep.Period, Team: q.Get("team"), User: q.Get("user"),
+		Scope: rep.Scope, IdleBelowPct: fmt.Sprintf("%g", rep.IdleBelowPct), States: outcomeStates(rep.Rows),
+		CanByTeam: rights.ByTeam, CanPickTeam: rights.PickTeam, CanPickUser: rights.PickUser}
 	csvQ := url.Values{}
 	for k, vs := range q {
 		csvQ[k] = vs

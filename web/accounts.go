@@ -1,7 +1,6 @@
 package web
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -58,26 +56,23 @@ func (s *Server) apiAccountAction(action app.AccountAction) echo.HandlerFunc {
 	}
 }
 
-// accountsView is the admin page's account control for users us.
-func (s *Server) accountsView(c echo.Context, us []models.User) (templates.Accounts, error) {
+// accountsView is the admin page's account control: every account of o
+// with its API tokens.
+func accountsView(c echo.Context, o app.AdminOverview) templates.Accounts {
 	var v templates.Accounts
-	tokens, err := s.cfg.Store.AllAPITokens(c.Request().Context(), s.cfg.Now())
-	if err != nil {
-		return v, err
-	}
 	me := currentUser(c)
-	for _, u := range us {
-		row := templates.AccountRow{Name: u.Name, Role: string(u.Role), Team: u.Team, Disabled: u.Disabled(), Self: u.ID == me.ID,
-			UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)}
-		if u.Disabled() {
+	for _, u := range o.Users {
+		row := templates.AccountRow{Name: u.Name, Role: u.Role, Team: u.Team, Disabled: u.Disabled, Self: u.Name == me.Name,
+			UnixName: u.UnixName, Source: u.Source}
+		if u.Disabled && u.DisabledAt != nil {
 			row.DisabledNote = fmt.Sprintf("by %s at %s", u.DisabledBy, u.DisabledAt.Local().Format(timeLayout))
 		}
-		for _, t := range tokens[u.ID] {
-			row.Tokens = append(row.Tokens, tokenRow(app.TokenAPI(t)))
+		for _, t := range o.Tokens[u.Name] {
+			row.Tokens = append(row.Tokens, tokenRow(t))
 		}
 		v.Users = append(v.Users, row)
 	}
-	return v, nil
+	return v
 }
 
 // tokenRow is an API token as the pages show it (the user's own tokens

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -24,40 +23,29 @@ func (s *Server) audit(c echo.Context, action, target, detail string) error {
 // requireAdmin lets only admins through.
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if u := currentUser(c); u == nil || u.Role != models.RoleAdmin {
+		if u := currentUser(c); u == nil || !app.IsAdmin(u) {
 			return echo.NewHTTPError(http.StatusForbidden, "only admins may do this")
 		}
 		return next(c)
 	}
 }
 
-func (s *Server) adminView(c echo.Context) (templates.Admin, error) {
-	ctx := c.Request().Context()
+func (s *Server) adminView(c echo.Context) (templates.Admin, []api.TeamShare, error) {
 	var v templates.Admin
-	us, err := s.cfg.Store.Users(ctx)
+	o, err := s.app.AdminOverview(c.Request().Context(), appActor(c), 100)
 	if err != nil {
-		return v, err
+		return v, nil, err
 	}
-	if v.Accounts, err = s.accountsView(c, us); err != nil {
-		return v, err
-	}
-	ts, err := s.cfg.Store.Teams(ctx)
-	if err != nil {
-		return v, err
-	}
-	for _, t := range ts {
+	v.Accounts = accountsView(c, o)
+	for _, t := range o.Teams {
 		v.Teams = append(v.Teams, templates.TeamRow{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs})
 	}
-	es, err := s.cfg.Store.AuditLog(ctx, 100)
-	if err != nil {
-		return v, err
-	}
-	for _, e := range es {
+	for _, e := range o.Audit {
 		v.Audit = append(v.Audit, templates.AuditRow{
 			At: e.At.Local().Format(timeLayout), Actor: e.Actor, Action: e.Action, Target: e.Target, Detail: e.Detail, From: e.From,
 		})
 	}
-	return v, nil
+	return v, o.Teams, nil
 }
 
 func (s *Server) adminPage(c echo.Context) error {
@@ -65,18 +53,23 @@ func (s *Server) adminPage(c echo.Context) error {
 }
 
 func (s *Server) renderAdmin(c echo.Context, status int, flash, notice string) error {
-	v, err := s.adminView(c)
+	v, teams, err := s.adminView(c)
 	if err != nil {
 		return err
 	}
 	p := page(c, "Admin", "admin")
 	p.Flash, p.Notice = flash, notice
-	ts, err := s.cfg.Store.Teams(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	p.Warning = guaranteeWarning(ts, s.clusterGPUs())
+	p.Warning = guaranteeWarning(guarantees(teams), s.clusterGPUs())
 	return s.render(c, status, templates.AdminPage(p, v))
+}
+
+// guarantees are the teams as guaranteeWarning (flags.go) reads them.
+func guarantees(ts []api.TeamShare) []models.Team {
+	out := make([]models.Team, len(ts))
+	for i, t := range ts {
+		out[i] = models.Team{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs}
+	}
+	return out
 }
 
 // adminAction applies one form of the admin page: it returns a notice
@@ -114,8 +107,8 @@ func badRequest(format string, args ...any) error {
 func (s *Server) applyAdminAction(c echo.Context, action string) (string, error) {
 	ctx := c.Request().Context()
 	name := c.FormValue("name")
-	if err := models.CheckName(name); err != nil {
-		return "", badRequest("name: %s", err)
+	if err := app.CheckName(name); err != nil {
+		return "", err
 	}
 	a := appActor(c)
 	switch action {
@@ -172,14 +165,13 @@ func (s *Server) tokensPage(c echo.Context) error {
 }
 
 func (s *Server) renderTokens(c echo.Context, status int, flash, newToken string) error {
-	u := currentUser(c)
-	ts, err := s.cfg.Store.APITokens(c.Request().Context(), u.ID, s.cfg.Now())
+	ts, err := s.app.OwnTokens(c.Request().Context(), appActor(c))
 	if err != nil {
 		return err
 	}
 	v := templates.Tokens{New: newToken}
 	for _, t := range ts {
-		v.Tokens = append(v.Tokens, tokenRow(app.TokenAPI(t)))
+		v.Tokens = append(v.Tokens, tokenRow(t))
 	}
 	p := page(c, "API tokens", "tokens")
 	p.Flash = flash
@@ -187,23 +179,19 @@ func (s *Server) renderTokens(c echo.Context, status int, flash, newToken string
 }
 
 func (s *Server) createTokenForm(c echo.Context) error {
-	name := c.FormValue("name")
 	days, err := strconv.Atoi(c.FormValue("days"))
-	if name == "" || len(name) > 128 || strings.TrimSpace(name) != name {
-		return s.renderTokens(c, http.StatusBadRequest, "name: is required: 1 to 128 characters, not beginning or ending with spaces", "")
+	if err != nil {
+		days = 0 // refused, naming the field
 	}
-	if err != nil || days < 1 || days > 365 {
-		return s.renderTokens(c, http.StatusBadRequest, "days: must be from 1 to 365", "")
+	tok, err := s.app.CreateToken(c.Request().Context(), appActor(c), c.FormValue("name"), time.Duration(days)*24*time.Hour)
+	var ae *app.Error
+	if errors.As(err, &ae) && ae.Kind == app.Invalid {
+		return s.renderTokens(c, http.StatusBadRequest, ae.Msg, "")
 	}
-	u := currentUser(c)
-	tok, err := s.cfg.Store.CreateAPIToken(c.Request().Context(), u.ID, name, s.cfg.Now(), time.Duration(days)*24*time.Hour)
 	if err != nil {
 		return err
 	}
-	if err := s.audit(c, "token.create", u.Name, name); err != nil {
-		return err
-	}
-	return s.renderTokens(c, http.StatusOK, "", tok)
+	return s.renderTokens(c, http.StatusOK, "", tok.Token)
 }
 
 func (s *Server) revokeTokenForm(c echo.Context) error {
@@ -211,16 +199,8 @@ func (s *Server) revokeTokenForm(c echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, "id: must be a number")
 	}
-	u := currentUser(c)
-	err = s.cfg.Store.RevokeAPIToken(c.Request().Context(), u.ID, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("you have no token %d", id))
-	}
-	if err != nil {
-		return err
-	}
-	s.hub.poke() // connections opened with it end
-	if err := s.audit(c, "token.revoke", u.Name, strconv.FormatInt(id, 10)); err != nil {
+	// Connections opened with it end.
+	if err := s.app.RevokeOwnToken(c.Request().Context(), appActor(c), id); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/tokens")

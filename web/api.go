@@ -2,7 +2,6 @@ package web
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,29 +9,16 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
-func (s *Server) jobHistory(c echo.Context, id int64) ([]api.Event, error) {
-	es, err := s.cfg.Store.JobEvents(c.Request().Context(), id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.Event, len(es))
-	for i, e := range es {
-		out[i] = api.Event{At: e.At, State: e.State, Detail: e.Detail}
-	}
-	return out, nil
-}
-
 // apiJobHistory returns each state the job entered, when and why.
 func (s *Server) apiJobHistory(c echo.Context) error {
-	j, err := s.loadJob(c)
+	id, err := jobIDParam(c)
 	if err != nil {
 		return err
 	}
-	h, err := s.jobHistory(c, j.ID)
+	h, err := s.app.JobHistory(c.Request().Context(), appActor(c), id)
 	if err != nil {
 		return err
 	}
@@ -87,25 +73,8 @@ func (s *Server) jobResponse(c echo.Context, status int, j *models.Job) error {
 	return c.JSON(status, out)
 }
 
-func (s *Server) teamNames(ctx context.Context) ([]string, error) {
-	ts, err := s.cfg.Store.Teams(ctx)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = t.Name
-	}
-	return names, nil
-}
-
-func (s *Server) clusterGPUs() int {
-	n := 0
-	for _, node := range s.cfg.Engine.Nodes() {
-		n += len(node.Devices())
-	}
-	return n
-}
+// clusterGPUs is the number of GPUs connected now (app.App.ClusterGPUs).
+func (s *Server) clusterGPUs() int { return s.app.ClusterGPUs() }
 
 // apiListJobs lists the jobs the user may see, newest first, filtered
 // and paged (joblist.go): the cursors of the pages around come back in
@@ -115,11 +84,7 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f, err := s.jobListFilter(c, q)
-	if err != nil {
-		return err
-	}
-	p, err := s.listJobPage(c, f, q.Limit)
+	p, err := s.listJobs(c, q)
 	if err != nil {
 		return err
 	}
@@ -136,35 +101,6 @@ func (s *Server) apiListJobs(c echo.Context) error {
 	}
 	setPageHeaders(c, q, p)
 	return c.JSON(http.StatusOK, out)
-}
-
-// jobFilter turns the scope ("mine", "team", "all") and state a user asks
-// for into a filter within what the user may see.
-func (s *Server) jobFilter(c echo.Context, scope, state string) (models.JobFilter, error) {
-	u := currentUser(c)
-	var f models.JobFilter
-	switch scope {
-	case "mine":
-		f.User = u.Name
-	case "", "team":
-		if u.Role != models.RoleAdmin || scope == "team" {
-			f.Team = u.Team
-		}
-	case "all":
-		if u.Role != models.RoleAdmin {
-			return f, echo.NewHTTPError(http.StatusForbidden, "scope: only admins may list all jobs")
-		}
-	default:
-		return f, echo.NewHTTPError(http.StatusBadRequest, "scope: must be mine, team or all")
-	}
-	if state != "" {
-		st := job.State(state)
-		if !st.Valid() {
-			return f, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("state: unknown state %q", state))
-		}
-		f.States = []job.State{st}
-	}
-	return f, nil
 }
 
 // loadJob returns the job named by the :id parameter if the user may see it.

@@ -89,32 +89,27 @@ func (s *Server) requireAPIUser(next echo.HandlerFunc) echo.HandlerFunc {
 
 func (s *Server) tokenUser(c echo.Context, token string) (*models.User, credential, error) {
 	ctx := c.Request().Context()
+	cred := credential{kind: credToken, hash: app.HashToken(token)}
+	var u *models.User
+	var err error
 	if s.cfg.DevToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.DevToken)) == 1 {
-		cred := credential{kind: credDevToken, hash: models.HashToken(token)}
-		u, err := s.devTokenUser(ctx)
-		return u, cred, err
+		cred.kind = credDevToken
+		u, err = s.devTokenUser(ctx)
+	} else {
+		u, err = s.app.TokenUser(ctx, token)
 	}
-	u, err := s.cfg.Store.TokenUser(ctx, token, s.cfg.Now())
-	if errors.Is(err, models.ErrNotFound) {
-		return nil, credential{}, echo.NewHTTPError(http.StatusUnauthorized, "invalid or expired token")
+	if app.KindOf(err) == app.NotFound {
+		return nil, credential{}, echo.NewHTTPError(http.StatusUnauthorized, err.Error())
 	}
 	if err != nil {
 		return nil, credential{}, err
 	}
-	return u, credential{kind: credToken, hash: models.HashToken(token)}, nil
+	return u, cred, nil
 }
 
-// devTokenUser is who the development token acts as: the demo admin,
-// while it is an admin and enabled.
+// devTokenUser is who the development token acts as (app.App.DevTokenUser).
 func (s *Server) devTokenUser(ctx context.Context) (*models.User, error) {
-	u, err := s.cfg.Store.UserByName(ctx, "admin")
-	if err != nil && !errors.Is(err, models.ErrNotFound) {
-		return nil, err
-	}
-	if err != nil || u.Role != models.RoleAdmin || u.Disabled() {
-		return nil, echo.NewHTTPError(http.StatusUnauthorized, "development token: no enabled admin user named admin")
-	}
-	return u, nil
+	return s.app.DevTokenUser(ctx)
 }
 
 // apiCreateToken issues an API token to a user who proves who they are
@@ -131,8 +126,10 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 		if err := decodeJSON(c, &req); err != nil {
 			return err
 		}
-		if len(req.Name) > 128 || strings.TrimSpace(req.Name) != req.Name {
-			return echo.NewHTTPError(http.StatusBadRequest, "name: want at most 128 characters, not beginning or ending with spaces")
+		if req.Name != "" {
+			if err := app.CheckTokenName(req.Name); err != nil {
+				return err
+			}
 		}
 	}
 	u, err := s.authenticate(c, name, password)
@@ -140,16 +137,12 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 		return err
 	}
 	tokenName := cmp.Or(req.Name, defaultTokenName(c.Request().UserAgent()))
-	now := s.cfg.Now()
-	token, err := s.cfg.Store.CreateAPIToken(c.Request().Context(), u.ID, tokenName, now, tokenTTL)
+	out, err := s.app.CreateToken(c.Request().Context(), app.Actor{User: u, From: c.RealIP()}, tokenName, tokenTTL)
 	if err != nil {
 		return err
 	}
-	if err := s.auditBy(c.Request().Context(), actor{user: u, from: c.RealIP()}, "token.create", u.Name, tokenName); err != nil {
-		return err
-	}
 	s.cfg.Logger.Info("API token issued", "user", u.Name, "name", tokenName)
-	return c.JSON(http.StatusCreated, api.Token{Token: token, Name: tokenName, ExpiresAt: now.Add(tokenTTL)})
+	return c.JSON(http.StatusCreated, out)
 }
 
 // defaultTokenName names a token asked for without a name: "api" and
@@ -193,12 +186,12 @@ func (s *Server) authenticate(c echo.Context, name, password string) (*models.Us
 	case identity.Unavailable(err):
 		s.cfg.Logger.Error("login: the directory is unavailable", "user", name, "err", err)
 		return nil, echo.NewHTTPError(http.StatusServiceUnavailable, "The directory cannot be reached now: try again soon, or ask an admin.")
-	case errors.Is(err, models.ErrBadCredentials):
+	case errors.Is(err, app.ErrBadCredentials):
 		s.logins.fail(now, pair, pairFree)
 		s.logins.fail(now, addr, addrFree)
 		s.cfg.Logger.Info("login failed", "user", name, "from", c.RealIP())
 		return nil, echo.NewHTTPError(http.StatusUnauthorized, "Wrong user name or password.")
-	case errors.Is(err, models.ErrDisabled):
+	case errors.Is(err, app.ErrDisabled):
 		s.logins.succeed(pair)
 		s.cfg.Logger.Info("login refused: account disabled", "user", name, "from", c.RealIP())
 		return nil, echo.NewHTTPError(http.StatusForbidden, "This account is disabled: ask an admin.")
@@ -213,12 +206,12 @@ func (s *Server) authenticate(c echo.Context, name, password string) (*models.Us
 func (s *Server) loadSessionUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
-			u, err := s.cfg.Store.SessionUser(c.Request().Context(), ck.Value, s.cfg.Now())
+			u, err := s.app.SessionUser(c.Request().Context(), ck.Value)
 			switch {
 			case err == nil:
 				c.Set(userKey, u)
-				c.Set(credKey, credential{kind: credSession, hash: models.HashToken(ck.Value)})
-			case !errors.Is(err, models.ErrNotFound):
+				c.Set(credKey, credential{kind: credSession, hash: app.HashToken(ck.Value)})
+			case app.KindOf(err) != app.NotFound:
 				return err
 			}
 		}
@@ -295,10 +288,10 @@ func (s *Server) login(c echo.Context) error {
 
 func (s *Server) logout(c echo.Context) error {
 	if ck, err := c.Cookie(sessionCookie); err == nil {
-		if err := s.cfg.Store.DeleteSession(c.Request().Context(), ck.Value); err != nil {
+		// The session's live connections end.
+		if err := s.app.EndSession(c.Request().Context(), ck.Value); err != nil {
 			return err
 		}
-		s.hub.poke() // the session's live connections end
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
 	if to := s.providerLogout(c.Request().Context(), currentUser(c)); to != "" {

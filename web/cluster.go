@@ -8,17 +8,16 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpuportal/gpuportal/core/engine"
-	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
-	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
 func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	var out templates.Cluster
-	counts, err := s.cfg.Store.CountJobsByState(c.Request().Context())
+	ctx := c.Request().Context()
+	counts, err := s.app.JobCounts(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -26,17 +25,12 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 		out.Counts = append(out.Counts, templates.Count{Label: string(st), N: counts[st]})
 	}
 	now := s.cfg.Now()
-	state := make(map[string]string)
-	for _, st := range s.cfg.Engine.NodeStatuses() {
-		state[st.Name] = nodeJSON(st).State
-	}
 	u := currentUser(c)
-	admin := u.Role == models.RoleAdmin
-	m, err := s.runningMoment(c.Request().Context()) // its GPUs' holders and idle jobs: the running jobs alone
+	m, err := s.runningMoment(ctx) // its GPUs' holders and idle jobs: the running jobs alone
 	if err != nil {
 		return out, err
 	}
-	idleJobs, idleSt, err := s.idleJobs(c.Request().Context(), m, "")
+	idleJobs, idleSt, err := s.idleJobs(ctx, m, "")
 	if err != nil {
 		return out, err
 	}
@@ -47,50 +41,36 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 			idleOn[p] = append(idleOn[p], fmt.Sprintf("job %d %s", j.ID, idleSt[j.ID].Short(m.now)))
 		}
 	}
-	faults := gpuFaults(s.cfg.Engine)
+	cl := s.app.Cluster(now, true)
 	gl := s.gpuLanes()
-	allocs := s.cfg.Engine.NodeAllocations()
-	reserved := s.cfg.Engine.ReservedGPUs()
 	ages := s.heartbeatAges(time.Now())
-	shown := make([]shownNode, 0, len(state))
-	for _, n := range s.cfg.Engine.Nodes() {
-		shown = append(shown, n)
-	}
-	for _, g := range s.cfg.Engine.GoneNodes() {
-		state[g.Status.Name] = "disconnected"
-		shown = append(shown, lastKnown{g})
-	}
-	for _, n := range shown {
-		card := templates.NodeCard{Name: n.Name(), State: state[n.Name()], CanDrain: admin}
-		if en, ok := n.(engine.Node); ok {
-			card.LiveMemory = engine.LiveMemoryUnavailable(en)
-			if age, ok := ages[n.Name()]; ok {
-				card.Heard = heardText(age, false)
-			}
-		} else if g, ok := n.(lastKnown); ok {
-			card.CanDrain = false
-			card.Heard = heardText(time.Since(g.LostAt), true)
+	for _, n := range cl.Machines {
+		card := templates.NodeCard{Name: n.Name, State: n.State, CanDrain: app.MayActOnNodes(u) && n.Connected, LiveMemory: n.LiveMemory}
+		if !n.Connected {
+			card.Heard = heardText(time.Since(n.LostAt), true)
+		} else if age, ok := ages[n.Name]; ok {
+			card.Heard = heardText(age, false)
 		}
-		if cpus, mem := n.Resources(); cpus > 0 || mem > 0 {
-			card.Resources = nodeAllocation(allocs[n.Name()], cpus, mem)
+		if n.CPUs > 0 || n.MemMiB > 0 {
+			card.Resources = nodeAllocation(n.Allocated, n.CPUs, n.MemMiB)
 		}
-		devs := n.Devices()
-		for i, smp := range n.Sample(now) {
+		for i, smp := range n.Samples {
 			g := templates.GPUCard{
 				Index:   smp.Index,
 				UsedGB:  fmt.Sprintf("%.1f", float64(smp.MemUsedMiB)/1024),
 				TotalGB: fmt.Sprintf("%.0f", float64(smp.MemMiB)/1024),
 				UtilPct: int(smp.UtilPct),
-				Fault:   faults[gpuName(n.Name(), smp.Index)],
+				Fault:   cl.Faults[app.GPUName(n.Name, smp.Index)],
 			}
-			if i < len(devs) {
-				g.Model, g.UUID = devs[i].Model, devs[i].UUID
+			if i < len(n.Devices) {
+				g.Model, g.UUID = n.Devices[i].Model, n.Devices[i].UUID
 			}
 			if smp.MemMiB > 0 {
 				g.UsedPct = int(100 * smp.MemUsedMiB / smp.MemMiB)
 			}
-			held := m.figures.OnGPU(fmt.Sprintf("%s:%d", n.Name(), smp.Index))
-			g.State = gpuState(held, state[n.Name()] != "ready" || g.Fault != "")
+			place := fmt.Sprintf("%s:%d", n.Name, smp.Index)
+			held := m.figures.OnGPU(place)
+			g.State = gpuState(held, n.State != "ready" || g.Fault != "")
 			var jobs []string
 			for _, h := range held {
 				if h.Share < 1 {
@@ -105,11 +85,11 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 				mem = append(mem, fmt.Sprintf("job %d: %.1f GB", jm.JobID, float64(jm.MemMiB)/1024))
 			}
 			g.Memory = strings.Join(mem, ", ")
-			if l, ok := gl[telemetry.GPUKey{Node: n.Name(), Index: smp.Index}]; ok {
+			if l, ok := gl[telemetry.GPUKey{Node: n.Name, Index: smp.Index}]; ok {
 				g.Lanes = lanesText(l)
 			}
-			g.Idle = strings.Join(idleOn[fmt.Sprintf("%s:%d", n.Name(), smp.Index)], ", ")
-			if r, ok := reserved[fmt.Sprintf("%s:%d", n.Name(), smp.Index)]; ok {
+			g.Idle = strings.Join(idleOn[place], ", ")
+			if r, ok := cl.Reserved[place]; ok {
 				g.Reserved = fmt.Sprintf("reserved for job %d from %s", r.JobID, r.From.Format("15:04"))
 				if !r.From.After(m.now) {
 					g.Reserved = fmt.Sprintf("reserved for job %d, now", r.JobID)
@@ -121,23 +101,6 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	}
 	return out, nil
 }
-
-// shownNode is what the cluster page shows of a machine: a connected one
-// (engine.Node), or the last known state of one that disconnected.
-type shownNode interface {
-	Name() string
-	Devices() []gpu.Device
-	Resources() (cpus int, memMiB int64)
-	Sample(now time.Time) []gpu.Sample
-}
-
-// lastKnown is a disconnected machine as last known (engine.GoneNode).
-type lastKnown struct{ engine.GoneNode }
-
-func (l lastKnown) Name() string                  { return l.Status.Name }
-func (l lastKnown) Devices() []gpu.Device         { return l.Status.Devices }
-func (l lastKnown) Resources() (int, int64)       { return l.Status.CPUs, l.Status.MemMiB }
-func (l lastKnown) Sample(time.Time) []gpu.Sample { return l.Samples }
 
 func (s *Server) clusterPage(c echo.Context) error {
 	cl, err := s.cluster(c)

@@ -68,7 +68,7 @@ func (s *Server) watchDatabase(ctx context.Context) {
 	defer t.Stop()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, dbCheckTimeout)
-		err := s.cfg.Store.Ping(pctx)
+		err := s.app.Ping(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return

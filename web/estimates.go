@@ -4,73 +4,20 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/forecast"
-	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/app"
 )
 
 // forecastMethod says in a few sentences how start times are forecast.
-const forecastMethod = "The scheduler is run forward from the cluster as it is, on a virtual clock, " +
-	"with each job's run time drawn from the run times of finished jobs (the same user and model first, " +
-	"then the user, the model, the team, all), given how long it has run already, and with new jobs " +
-	"arriving like the recent ones. This is done several times; the range holds the middle of the starts."
+const forecastMethod = app.ForecastMethod
 
-// How many recorded forecasts the calibration figures cover: the most
-// recent ones whose job has started since.
-const (
-	calibrationFirst = 500
-	calibrationAll   = 2000
-)
-
-// forecastStats says how forecasts are made and how good they have been.
+// forecastStats says how forecasts are made and how good they have been
+// (app.App.ForecastStats).
 func (s *Server) forecastStats(ctx context.Context) (api.ForecastStats, error) {
-	info := s.cfg.Engine.ForecastInfo()
-	out := api.ForecastStats{Method: forecastMethod,
-		Range: rangeText(info.Range, info.Samples) + ", give or take the " + fmtDuration(s.cfg.Engine.PassInterval()) + " between scheduling passes"}
-	first, err := s.cfg.Store.ForecastOutcomes(ctx, "first", calibrationFirst)
-	if err != nil {
-		return out, err
-	}
-	all, err := s.cfg.Store.ForecastOutcomes(ctx, "", calibrationAll)
-	if err != nil {
-		return out, err
-	}
-	slack := s.cfg.Engine.PassInterval().Seconds()
-	out.First, out.All = calibrationOf(forecast.Calibrate(outcomes(first), slack)), calibrationOf(forecast.Calibrate(outcomes(all), slack))
-	out.Jobs, out.MedianAbsError, out.P90AbsError, out.MeanError = out.First.Errors, out.First.MedianAbsErrorS, out.First.P90AbsErrorS, out.First.MeanErrorS
-	if !info.MadeAt.IsZero() {
-		at := info.MadeAt
-		out.Latest = &api.ForecastRun{MadeAt: &at, TookMS: float64(info.Took.Microseconds()) / 1000, Passes: info.Passes,
-			Jobs: info.Jobs, Truncated: info.Truncated, History: info.History, ArrivalsPerHour: info.ArrivalsPerHour, Samples: info.Samples}
-	}
-	return out, nil
-}
-
-// outcomes are the store's forecast outcomes as forecast.Calibrate takes
-// them.
-func outcomes(rows []models.ForecastOutcome) []forecast.Outcome {
-	out := make([]forecast.Outcome, len(rows))
-	for i, o := range rows {
-		out[i] = forecast.Outcome{State: forecast.State(o.State), Earliest: o.Earliest, Likely: o.Likely, Latest: o.Latest,
-			MadeAt: o.MadeAt, Start: o.Start}
-	}
-	return out
-}
-
-// rangeText says which starts a forecast's range holds.
-func rangeText(r [2]float64, samples int) string {
-	pct := func(q float64) string { return strconv.FormatFloat(100*q, 'f', -1, 64) }
-	return fmt.Sprintf("the %sth to %sth percentile of the starts of %d samples", pct(r[0]), pct(r[1]), samples)
-}
-
-func calibrationOf(c forecast.Calibration) api.Calibration {
-	return api.Calibration{Forecasts: c.Forecasts, Within: c.Within, WithinShare: c.WithinShare, Unknown: c.Unknown, Errors: c.Errors,
-		MedianAbsErrorS: c.MedianAbsErrorS, P90AbsErrorS: c.P90AbsErrorS, MeanErrorS: c.MeanErrorS, MedianRelError: c.MedianRelError,
-		MedianLeadS: c.MedianLeadS, NeverStarted: c.NeverStarted}
+	return s.app.ForecastStats(ctx)
 }
 
 func (s *Server) apiEstimates(c echo.Context) error {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -325,43 +323,8 @@ func (s *Server) apiClusterHistory(c echo.Context) error {
 }
 
 // jobGPUHistory is the average memory used on the GPUs a job runs on (or
-// last ran on) over r, per step, while the job ran: the database keeps
-// GPUs, not jobs, so on a shared GPU this includes its neighbours.
+// last ran on) over r, per step, while the job ran
+// (app.App.JobGPUHistory).
 func (s *Server) jobGPUHistory(ctx context.Context, j *models.Job, r historyRange) ([]api.JobMemory, error) {
-	out := []api.JobMemory{}
-	if j.StartedAt == nil {
-		return out, nil
-	}
-	to := s.cfg.Now().Unix()
-	if j.FinishedAt != nil {
-		to = j.FinishedAt.Unix()
-	}
-	from := max(to-int64(r.Span/time.Second), j.StartedAt.Unix())
-	from -= from % 60
-	on := make(map[telemetry.GPUKey]bool)
-	for _, p := range j.Placement {
-		node, idx, ok := strings.Cut(p, ":")
-		if n, err := strconv.Atoi(idx); ok && err == nil {
-			on[telemetry.GPUKey{Node: node, Index: n}] = true
-		}
-	}
-	if len(on) == 0 {
-		return out, nil
-	}
-	rows, err := s.cfg.Store.GPUHistoryRange(ctx, "", from, to+1)
-	if err != nil {
-		return nil, err
-	}
-	var as []telemetry.Aggregate
-	for _, row := range rows {
-		if a := row.Aggregate(); on[a.GPU] {
-			as = append(as, a)
-		}
-	}
-	rolled := gpuhist.Rollup(as, r.Step)
-	sort.SliceStable(rolled, func(a, b int) bool { return rolled[a].Start < rolled[b].Start })
-	for _, a := range rolled {
-		out = append(out, api.JobMemory{T: a.Start, Node: a.GPU.Node, GPU: a.GPU.Index, MemMiB: int64(a.MemUsedAvgMiB + 0.5)})
-	}
-	return out, nil
+	return s.app.JobGPUHistory(ctx, j, r.Span, r.Step)
 }

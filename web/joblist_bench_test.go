@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -31,7 +32,7 @@ func benchJobsPage(b *testing.B, dsn string) {
 	ts := newTestServerOn(b, dsn)
 	const n = 100_000
 	seedJobs(b, dsn, n)
-	deep := makeCursor('b', n/2)
+	deep := app.JobCursor('b', n/2)
 	for _, bc := range []struct{ name, target string }{
 		{"page/newest", "/jobs"},
 		{"page/deep", "/jobs?cursor=" + deep},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -89,7 +90,7 @@ func TestJobListCursorWhileInserting(t *testing.T) {
 		t.Errorf("pages of %d: got %d pages, the last of %d", 5, len(pages), len(pages[len(pages)-1]))
 	}
 	// Back from the third page to the second.
-	q.Set("cursor", makeCursor('b', pages[1][len(pages[1])-1].ID))
+	q.Set("cursor", app.JobCursor('b', pages[1][len(pages[1])-1].ID))
 	_, h := ts.listPage(t, "alice", q.Encode())
 	q.Set("cursor", h.Get(headerPrevCursor))
 	back, _ := ts.listPage(t, "alice", q.Encode())
@@ -191,7 +192,7 @@ func TestJobListBadInput(t *testing.T) {
 		{"unknown kind", "alice", "kind=notebook", 400, "kind"},
 		{"query too long", "alice", "q=" + strings.Repeat("x", 201), 400, "q"},
 		{"cursor garbage", "alice", "cursor=%21%21", 400, "cursor"},
-		{"cursor of no direction", "alice", "cursor=" + url.QueryEscape(makeCursor('z', 3)), 400, "cursor"},
+		{"cursor of no direction", "alice", "cursor=" + url.QueryEscape(app.JobCursor('z', 3)), 400, "cursor"},
 		{"cursor of no number", "alice", "cursor=YXh5", 400, "cursor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,8 +18,7 @@ import (
 //
 //	go test -run '^$' -bench IdleStates -benchtime 10x ./web
 func BenchmarkIdleStates(b *testing.B) {
-	ts := newTestServer(b)
-	ts.cfg.Idle = idle.DefaultRule
+	ts := newTestServer(b, func(c *Config) { c.Idle = idle.DefaultRule })
 	ctx := context.Background()
 	now := time.Now()
 	start := now.Add(-2 * time.Hour)

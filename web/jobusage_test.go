@@ -68,8 +68,7 @@ func (ts *testServer) getJob(t *testing.T, role string, id int64) api.Job {
 // history rows and the live readings, in the API, on the job page and in
 // the lists, and that a shared GPU says so and gives the job's own memory.
 func TestJobUsageAndIdle(t *testing.T) {
-	ts := newTestServer(t)
-	ts.cfg.Idle = idle.Rule{After: 2 * time.Minute, BelowPct: 5}
+	ts := newTestServer(t, func(c *Config) { c.Idle = idle.Rule{After: 2 * time.Minute, BelowPct: 5} })
 	now := time.Now()
 	start := now.Add(-6 * time.Minute)
 	notebook := ts.startedJob(t, "notebook", 1, []string{"node-0:0"}, start)
@@ -180,9 +179,10 @@ func TestJobUsageAndIdle(t *testing.T) {
 // loop preempts it (vision reclaims idle batch jobs); nlp's job, under
 // the server's rule though nlp reclaims batch jobs too, is none of those.
 func TestTeamIdleRule(t *testing.T) {
-	ts := newTestServer(t)
-	ts.cfg.Idle = idle.Rule{After: 10 * time.Minute, BelowPct: 5}
-	ts.cfg.ReclaimGrace = time.Minute
+	ts := newTestServer(t, func(c *Config) {
+		c.Idle = idle.Rule{After: 10 * time.Minute, BelowPct: 5}
+		c.ReclaimGrace = time.Minute
+	})
 	ctx := context.Background()
 	now := time.Now()
 	start := now.Add(-6 * time.Minute)

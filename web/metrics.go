@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/buildinfo"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -91,7 +92,8 @@ var (
 
 	// Per running job and GPU.
 	// Only where /metrics names users (metricsNames).
-	jobShareDesc = desc("job_gpu_share", "The share of a GPU a running job holds (its page's held GPUs are their sum).", "job_id", "user", "team", "node", "gpu")
+	jobShareDesc = desc("job_gpu_share", "The share of a GPU a running job holds (its page's held GPUs are their sum); without job and user labels, a team's jobs on the GPU in one series. One series per job or team: sum by (team) gives team_gpus_in_use.", "job_id", "user", "team", "node", "gpu")
+	attainedDesc = desc("job_attained_service_gpu_seconds", "A running job's attained service: GPU-seconds over its runs, a shared GPU counted by its share (its page's and the API's attained_service_gpu_s).", "job_id", "user", "team")
 	jobMemDesc   = desc("job_gpu_memory_used_bytes", "GPU memory a running job's processes hold on a GPU, bytes (its page's memory chart).", "job_id", "user", "team", "node", "gpu")
 )
 
@@ -131,7 +133,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		beatsDesc, beatAgeDesc, wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, submitDesc, waitDesc,
 		inUseDesc, utilizedDesc, teamInUseDesc, teamUtilDesc, teamBorrDesc, teamGuarDesc, buildDesc,
 		gpuInfoDesc, gpuMemDesc, gpuMemResDesc, gpuMemTotDesc, gpuUtilDesc, gpuPowerDesc, gpuTempDesc, gpuECCDesc, gpuXIDDesc,
-		gpuLastXIDDesc, gpuAllocDesc, jobShareDesc, jobMemDesc} {
+		gpuLastXIDDesc, gpuAllocDesc, jobShareDesc, attainedDesc, jobMemDesc} {
 		ch <- d
 	}
 }
@@ -151,8 +153,8 @@ func histogram(d *prometheus.Desc, h engine.Histogram, labels ...string) prometh
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	store, eng := c.s.cfg.Store, c.s.cfg.Engine
-	if counts, err := store.CountJobsByState(ctx); err == nil {
+	a := c.s.app
+	if counts, err := a.JobCounts(ctx); err == nil {
 		for _, st := range job.States {
 			ch <- gauge(jobsDesc, float64(counts[st]), string(st))
 		}
@@ -166,21 +168,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(queueDesc, err)
 		ch <- prometheus.NewInvalidMetric(gpusDesc, err)
 	} else {
-		if counts, err := store.QueueCounts(ctx); err == nil {
+		if counts, err := a.QueueCounts(ctx); err == nil {
 			collectQueues(ch, m, counts)
 		} else {
 			ch <- prometheus.NewInvalidMetric(queueDesc, err)
 		}
 		c.collectGPUs(ch, m, time.Now(), c.s.metricsNames())
 	}
-	nodeStates := map[string]int{"ready": 0, "cordoned": 0, "draining": 0, "drained": 0}
-	for _, st := range eng.NodeStatuses() {
-		nodeStates[nodeJSON(st).State]++
-	}
-	for state, v := range nodeStates {
+	for state, v := range a.NodeStateCounts() {
 		ch <- gauge(nodesDesc, float64(v), state)
 	}
-	collectEngine(ch, eng.Stats(), m)
+	collectEngine(ch, a.EngineStats(), m)
 	var beats int64
 	if a := c.s.cfg.Agents; a != nil {
 		beats = a.Heartbeats()
@@ -223,12 +221,7 @@ func collectQueues(ch chan<- prometheus.Metric, m *moment, counts []models.Queue
 // names, a GPU's job_id and user labels are empty (its team stays) and
 // the per-job series are left out.
 func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.Time, names bool) {
-	eng := c.s.cfg.Engine
-	unschedulable := make(map[string]bool)
-	for _, st := range eng.NodeStatuses() {
-		unschedulable[st.Name] = nodeJSON(st).State != "ready"
-	}
-	faults := gpuFaults(eng)
+	cl := c.s.app.Cluster(now, false)
 	users := make(map[int64]string, len(m.running))
 	teams := make(map[int64]string, len(m.running))
 	for _, j := range m.running {
@@ -236,28 +229,35 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 	}
 	util := make(map[string]float64) // "node:index" -> utilization from 0 to 1
 	states := map[string]int{"busy": 0, "idle": 0, "unavailable": 0}
-	for _, n := range eng.Nodes() {
+	for _, n := range cl.Machines {
 		samples := make(map[int]gpu.Sample)
-		for _, smp := range n.Sample(now) {
+		for _, smp := range n.Samples {
 			samples[smp.Index] = smp
 		}
-		for _, d := range n.Devices() {
-			place := n.Name() + ":" + strconv.Itoa(d.Index)
+		unschedulable := n.State != "" && n.State != "ready"
+		for _, d := range n.Devices {
+			place := n.Name + ":" + strconv.Itoa(d.Index)
 			held := m.figures.OnGPU(place)
-			states[gpuState(held, unschedulable[n.Name()] || faults[gpuName(n.Name(), d.Index)] != "")]++
+			states[gpuState(held, unschedulable || cl.Faults[app.GPUName(n.Name, d.Index)] != "")]++
 			idx := strconv.Itoa(d.Index)
-			ch <- gauge(gpuInfoDesc, 1, n.Name(), idx, d.UUID, d.Model)
+			ch <- gauge(gpuInfoDesc, 1, n.Name, idx, d.UUID, d.Model)
 			who := holders(held, users, teams)
 			if !names {
 				who[0], who[1] = "", ""
 			}
-			labels := append([]string{n.Name(), idx, d.UUID}, who...)
+			labels := append([]string{n.Name, idx, d.UUID}, who...)
 			share := 0.0
+			byTeam := make(map[string]float64) // without names: one series per team
 			for _, h := range held {
 				share += h.Share
 				if names {
-					ch <- gauge(jobShareDesc, h.Share, strconv.FormatInt(h.Job, 10), users[h.Job], teams[h.Job], n.Name(), idx)
+					ch <- gauge(jobShareDesc, h.Share, strconv.FormatInt(h.Job, 10), users[h.Job], teams[h.Job], n.Name, idx)
+				} else {
+					byTeam[teams[h.Job]] += h.Share
 				}
+			}
+			for team, v := range byTeam {
+				ch <- gauge(jobShareDesc, v, "", "", team, n.Name, idx)
 			}
 			ch <- gauge(gpuAllocDesc, min(share, 1), labels...)
 			smp, ok := samples[d.Index]
@@ -281,13 +281,19 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *moment, now time.
 			for _, jm := range smp.Jobs {
 				if _, running := users[jm.JobID]; running && names {
 					ch <- gauge(jobMemDesc, float64(jm.MemMiB)*(1<<20), strconv.FormatInt(jm.JobID, 10),
-						users[jm.JobID], teams[jm.JobID], n.Name(), idx)
+						users[jm.JobID], teams[jm.JobID], n.Name, idx)
 				}
 			}
 		}
 	}
 	for state, v := range states {
 		ch <- gauge(gpusDesc, float64(v), state)
+	}
+	if names {
+		for i := range m.running {
+			j := &m.running[i]
+			ch <- gauge(attainedDesc, j.Service(m.now).GPUSeconds, strconv.FormatInt(j.ID, 10), j.User, j.Team)
+		}
 	}
 	utilized := m.figures.Utilized(func(g string) float64 { return util[g] })
 	total := 0.0

@@ -30,7 +30,7 @@ type storeWrites struct{ s *Server }
 func (c storeWrites) Describe(ch chan<- *prometheus.Desc) { ch <- storeWritesDesc }
 
 func (c storeWrites) Collect(ch chan<- prometheus.Metric) {
-	writes := c.s.cfg.Store.Writes()
+	writes := c.s.app.StoreWrites()
 	for _, kind := range []string{"job", "gpu_history", "wait_reason"} {
 		ch <- counter(storeWritesDesc, float64(writes[kind]), kind)
 	}

@@ -300,6 +300,20 @@ func TestMetricsToken(t *testing.T) {
 			if v, ok := value(fams, "gpuportal_team_gpus_in_use", map[string]string{"team": "vision"}); !ok || v != 2.5 {
 				t.Errorf("vision's GPUs in use: %v (%v)", v, ok)
 			}
+			// The shares sum by team either way (issue 36: joined labels
+			// such as team="vision,nlp" broke sum by (team)): per job, or
+			// per team and GPU without names.
+			byTeam := map[string]float64{}
+			for _, m := range fams["gpuportal_job_gpu_share"].GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "team" {
+						byTeam[l.GetValue()] += m.GetGauge().GetValue()
+					}
+				}
+			}
+			if byTeam["vision"] != 2.5 || byTeam["nlp"] != 0.5 || len(byTeam) != 2 {
+				t.Errorf("sum by (team) (gpuportal_job_gpu_share) = %v, want vision 2.5, nlp 0.5", byTeam)
+			}
 			if tc.token == "" {
 				return
 			}

@@ -12,45 +12,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
-func nodeJSON(st engine.NodeStatus) api.Node {
-	n := api.Node{Name: st.Name, State: "ready", ConnectedAt: st.ConnectedAt, CPUs: st.CPUs, MemMiB: st.MemMiB,
-		GPUs: []api.GPU{}, Jobs: st.Jobs}
-	if n.Jobs == nil {
-		n.Jobs = []int64{}
-	}
-	switch {
-	case st.Draining && len(st.Jobs) == 0:
-		n.State = "drained"
-	case st.Draining:
-		n.State = "draining"
-	case st.Cordoned:
-		n.State = "cordoned"
-	}
-	for _, d := range st.Devices {
-		n.GPUs = append(n.GPUs, api.GPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemMiB: d.MemMiB, Health: "ok"})
-	}
-	return n
-}
-
 func (s *Server) apiNodes(c echo.Context) error {
-	out := []api.Node{}
 	now := time.Now()
-	ages := s.heartbeatAges(now)
-	for _, st := range s.cfg.Engine.NodeStatuses() {
-		n := s.describeNode(st)
-		heard(&n, ages, now)
-		out = append(out, n)
-	}
-	for _, g := range s.cfg.Engine.GoneNodes() {
-		out = append(out, s.goneNode(g, now))
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, s.app.Nodes(s.heartbeatAges(now), now))
 }
 
 // apiNodeAction answers an admin's action on the machine named by :name.
@@ -98,13 +66,9 @@ func (s *Server) jobLogFile(c echo.Context) (*os.File, int64, error) {
 // the machine's agent has gone: Agents.Dir/NODE/jobs/ID/output.log. It
 // returns an error wrapping os.ErrNotExist when there is neither.
 func (s *Server) openJobLog(id int64) (*os.File, error) {
-	for _, n := range s.cfg.Engine.Nodes() {
-		lp, ok := n.(interface{ LogPath(int64) string })
-		if !ok {
-			continue
-		}
+	for _, path := range s.app.LogPaths(id) {
 		// Never through a link a job put in its own folder.
-		f, err := joboutput.Open(lp.LogPath(id))
+		f, err := joboutput.Open(path)
 		if err == nil {
 			return f, nil
 		}

@@ -1,8 +1,6 @@
 package web
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -20,96 +18,17 @@ import (
 // /api/v1/me/notifications, and the test. Everyone reaches only their
 // own; the notifier (package notify) delivers them.
 
-// deliveriesShown is how many of the latest notifications the page and
-// the API show.
-const deliveriesShown = 20
-
-// notificationSettings converts a user's settings and latest
-// notifications.
-func (s *Server) notificationSettings(ctx context.Context, u *models.User) (api.NotificationSettings, error) {
-	n, err := s.cfg.Store.NotificationSettings(ctx, u.ID)
-	if err != nil {
-		return api.NotificationSettings{}, err
+// notifying is how this server delivers notifications (app.Notifying).
+func (s *Server) notifying() app.Notifying {
+	how := app.Notifying{EmailEnabled: s.cfg.EmailEnabled, CheckURL: s.cfg.Webhooks.CheckURL}
+	if s.cfg.Notifier != nil {
+		how.Wake = s.cfg.Notifier.Wake
 	}
-	ds, err := s.cfg.Store.Notifications(ctx, u.ID, deliveriesShown)
-	if err != nil {
-		return api.NotificationSettings{}, err
-	}
-	out := api.NotificationSettings{Email: n.Email, WebhookURL: n.WebhookURL, WebhookSecretSet: n.WebhookSecret != "",
-		Events: append([]string{}, n.Events...), HeldAfterHours: n.HeldAfterHours,
-		AvailableEvents: models.NotifyEvents, EmailEnabled: s.cfg.EmailEnabled, Deliveries: []api.Notification{}}
-	for i := range ds {
-		out.Deliveries = append(out.Deliveries, notificationOf(&ds[i]))
-	}
-	return out, nil
-}
-
-// notificationOf converts one notification.
-func notificationOf(n *models.Notification) api.Notification {
-	out := api.Notification{ID: n.ID, JobID: n.JobID, Event: n.Event, Channel: n.Channel, Detail: n.Detail,
-		State: n.State, Attempts: n.Attempts, LastError: n.LastError, SentAt: n.SentAt, At: n.At}
-	if n.State == models.NotifyPending {
-		t := n.NextAttemptAt
-		out.NextAttemptAt = &t
-	}
-	return out
-}
-
-// setNotifications applies upd to u's settings: the service both the
-// API and the form call. A refusal is an *echo.HTTPError naming the field.
-func (s *Server) setNotifications(c echo.Context, u *models.User, upd api.NotificationSettingsUpdate) error {
-	ctx := c.Request().Context()
-	n, err := s.cfg.Store.NotificationSettings(ctx, u.ID)
-	if err != nil {
-		return err
-	}
-	if upd.Email != nil {
-		n.Email = strings.TrimSpace(*upd.Email)
-	}
-	if upd.WebhookURL != nil {
-		n.WebhookURL = strings.TrimSpace(*upd.WebhookURL)
-		// Checked again, after name resolution, at each connection.
-		if err := s.cfg.Webhooks.CheckURL(n.WebhookURL); err != nil {
-			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(
-				"webhook_url: %v: this server sends no webhooks to loopback, private, link-local or its own addresses unless its operator allows them (serve --webhook-allow)", err))
-		}
-	}
-	if upd.WebhookSecret != nil {
-		n.WebhookSecret = *upd.WebhookSecret
-	}
-	if upd.Events != nil {
-		n.Events = models.Strings(*upd.Events)
-	}
-	if upd.HeldAfterHours != nil {
-		n.HeldAfterHours = *upd.HeldAfterHours
-	}
-	err = s.cfg.Store.SetNotificationSettings(ctx, n, s.cfg.Now())
-	if errors.Is(err, models.ErrInvalid) {
-		return echo.NewHTTPError(http.StatusBadRequest, strings.TrimSuffix(err.Error(), ": "+models.ErrInvalid.Error()))
-	}
-	if err != nil {
-		return err
-	}
-	// The audit names the channels, never the addresses or the secret.
-	detail := fmt.Sprintf("email=%t webhook=%t secret=%t events=%s held_after_hours=%g",
-		n.Email != "", n.WebhookURL != "", n.WebhookSecret != "", strings.Join(n.Events, ","), n.HeldAfterHours)
-	return s.audit(c, "notifications.set", u.Name, detail)
-}
-
-// testNotification queues a test by each of u's channels.
-func (s *Server) testNotification(c echo.Context, u *models.User) (int, error) {
-	k, err := s.cfg.Store.EnqueueTestNotification(c.Request().Context(), u.ID, s.cfg.Now())
-	if err != nil {
-		return 0, err
-	}
-	if k > 0 && s.cfg.Notifier != nil {
-		s.cfg.Notifier.Wake()
-	}
-	return k, nil
+	return how
 }
 
 func (s *Server) apiNotifications(c echo.Context) error {
-	out, err := s.notificationSettings(c.Request().Context(), currentUser(c))
+	out, err := s.app.NotificationSettings(c.Request().Context(), appActor(c), s.notifying())
 	if err != nil {
 		return err
 	}
@@ -121,20 +40,16 @@ func (s *Server) apiSetNotifications(c echo.Context) error {
 	if err := decodeJSON(c, &upd); err != nil {
 		return err
 	}
-	u := currentUser(c)
-	if err := s.setNotifications(c, u, upd); err != nil {
+	if err := s.app.SetNotifications(c.Request().Context(), appActor(c), s.notifying(), upd); err != nil {
 		return err
 	}
 	return s.apiNotifications(c)
 }
 
 func (s *Server) apiTestNotification(c echo.Context) error {
-	k, err := s.testNotification(c, currentUser(c))
+	k, err := s.app.TestNotification(c.Request().Context(), appActor(c), s.notifying())
 	if err != nil {
 		return err
-	}
-	if k == 0 {
-		return echo.NewHTTPError(http.StatusBadRequest, "email, webhook_url: set one first: there is nowhere to send a test")
 	}
 	return c.JSON(http.StatusAccepted, api.NotificationTest{Queued: k})
 }
@@ -146,8 +61,7 @@ func (s *Server) notificationsPage(c echo.Context) error {
 // notificationsView is the page's view of u's settings; form, when not
 // nil, is what the user sent (refused), shown again.
 func (s *Server) notificationsView(c echo.Context, form *api.NotificationSettingsUpdate) (templates.Notifications, error) {
-	u := currentUser(c)
-	st, err := s.notificationSettings(c.Request().Context(), u)
+	st, err := s.app.NotificationSettings(c.Request().Context(), appActor(c), s.notifying())
 	if err != nil {
 		return templates.Notifications{}, err
 	}
@@ -175,7 +89,7 @@ func deliveryRows(ds []api.Notification) []templates.DeliveryRow {
 	for _, d := range ds {
 		r := templates.DeliveryRow{JobID: d.JobID, Event: eventLabel(d.Event), Channel: d.Channel, State: d.State,
 			Attempts: d.Attempts, LastError: d.LastError, At: d.At.Local().Format(timeLayout), Detail: d.Detail, Label: d.State}
-		if d.State == models.NotifyPending && d.Attempts > 0 {
+		if d.State == app.NotifyPending && d.Attempts > 0 {
 			r.Label = "retrying"
 		}
 		if d.NextAttemptAt != nil {
@@ -199,13 +113,13 @@ func deref(p *string) string {
 // eventLabel is an event's name for people.
 func eventLabel(e string) string {
 	switch e {
-	case models.EventTimedOut:
+	case app.EventTimedOut:
 		return "timed out"
-	case models.EventHeld:
+	case app.EventHeld:
 		return "waiting too long"
-	case models.EventIdle:
+	case app.EventIdle:
 		return "idle, to be reclaimed"
-	case models.EventReclaimed:
+	case app.EventReclaimed:
 		return "session reclaimed"
 	}
 	return e
@@ -224,13 +138,9 @@ func (s *Server) renderNotifications(c echo.Context, status int, flash, notice s
 // notificationDeliveries is the table of the latest notifications, which
 // the page refreshes.
 func (s *Server) notificationDeliveries(c echo.Context) error {
-	ds, err := s.cfg.Store.Notifications(c.Request().Context(), currentUser(c).ID, deliveriesShown)
+	rows, err := s.app.Deliveries(c.Request().Context(), appActor(c))
 	if err != nil {
 		return err
-	}
-	rows := make([]api.Notification, len(ds))
-	for i := range ds {
-		rows[i] = notificationOf(&ds[i])
 	}
 	return s.render(c, http.StatusOK, templates.DeliveriesTable(deliveryRows(rows)))
 }
@@ -262,10 +172,9 @@ func (s *Server) notificationsForm(c echo.Context) error {
 		zero := 0.0
 		upd.HeldAfterHours = &zero
 	}
-	err = s.setNotifications(c, currentUser(c), upd)
-	var he *echo.HTTPError
-	if errors.As(err, &he) && he.Code == http.StatusBadRequest {
-		return s.renderNotifications(c, http.StatusBadRequest, fmt.Sprint(he.Message), "", &upd)
+	err = s.app.SetNotifications(c.Request().Context(), appActor(c), s.notifying(), upd)
+	if app.KindOf(err) == app.Invalid {
+		return s.renderNotifications(c, http.StatusBadRequest, err.Error(), "", &upd)
 	}
 	if err != nil {
 		return err
@@ -274,12 +183,12 @@ func (s *Server) notificationsForm(c echo.Context) error {
 }
 
 func (s *Server) testNotificationForm(c echo.Context) error {
-	k, err := s.testNotification(c, currentUser(c))
+	k, err := s.app.TestNotification(c.Request().Context(), appActor(c), s.notifying())
+	if app.KindOf(err) == app.Invalid {
+		return s.renderNotifications(c, http.StatusBadRequest, "Set an email address or a webhook URL first: there is nowhere to send a test.", "", nil)
+	}
 	if err != nil {
 		return err
-	}
-	if k == 0 {
-		return s.renderNotifications(c, http.StatusBadRequest, "Set an email address or a webhook URL first: there is nowhere to send a test.", "", nil)
 	}
 	msg := "A test notification was queued"
 	if k > 1 {

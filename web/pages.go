@@ -58,18 +58,9 @@ func fmtTime(t *time.Time) string {
 	return t.Local().Format(timeLayout)
 }
 
-// fmtDuration writes d as a person reads it: 42s, 3m05s, 2h04m.
-func fmtDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	default:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-}
+// fmtDuration writes d as a person reads it: 42s, 3m05s, 2h04m
+// (app.FormatDuration).
+func fmtDuration(d time.Duration) string { return app.FormatDuration(d) }
 
 // jobRow is j as lists and pages show it, at now.
 func jobRow(j api.Job, now time.Time) templates.JobRow {
@@ -105,11 +96,7 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 			q.Scope = "all"
 		}
 	}
-	f, err := s.jobListFilter(c, q)
-	if err != nil {
-		return templates.JobList{}, err
-	}
-	p, err := s.listJobPage(c, f, q.Limit)
+	p, err := s.listJobs(c, q)
 	if err != nil {
 		return templates.JobList{}, err
 	}
@@ -119,13 +106,13 @@ func (s *Server) jobList(c echo.Context) (templates.JobList, error) {
 		return templates.JobList{}, err
 	}
 	l := templates.JobList{Scope: q.Scope, State: q.State, Team: q.Team, User: q.User, Queue: q.Queue, Kind: q.Kind, Q: q.Q,
-		Scopes: []string{"mine", "team"}, Kinds: []string{models.KindCommand, models.KindSim}}
+		Scopes: []string{"mine", "team"}, Kinds: app.JobKinds()}
 	if q.limitAsked {
 		l.Limit = strconv.Itoa(q.Limit)
 	}
 	if admin {
 		l.Scopes = append(l.Scopes, "all")
-		if l.Teams, err = s.teamNames(ctx); err != nil {
+		if l.Teams, err = s.app.ActorTeams(ctx, appActor(c)); err != nil {
 			return templates.JobList{}, err
 		}
 	}
@@ -185,12 +172,12 @@ func (s *Server) jobRows(c echo.Context) error {
 }
 
 func (s *Server) submitPage(c echo.Context) error {
-	teams, err := s.teamNames(c.Request().Context())
+	teams, err := s.app.ActorTeams(c.Request().Context(), appActor(c))
 	if err != nil {
 		return err
 	}
 	u := currentUser(c)
-	f := templates.SubmitForm{Team: u.Team, Teams: allowedTeams(u, teams), GPUs: "1", Kind: "sim", DurationS: "120", Models: app.ModelNames()}
+	f := templates.SubmitForm{Team: u.Team, Teams: teams, GPUs: "1", Kind: "sim", DurationS: "120", Models: app.ModelNames()}
 	ts, err := s.userTemplates(c)
 	if err != nil {
 		return err
@@ -256,14 +243,6 @@ func fillForm(f *templates.SubmitForm, r api.SubmitRequest) {
 	}
 }
 
-// allowedTeams are the teams u may submit to.
-func allowedTeams(u *models.User, teams []string) []string {
-	if u.Role == models.RoleAdmin {
-		return teams
-	}
-	return []string{u.Team}
-}
-
 func (s *Server) submitForm(c echo.Context) error {
 	f := templates.SubmitForm{
 		Name: c.FormValue("name"), Team: c.FormValue("team"), GPUs: c.FormValue("gpus"),
@@ -295,11 +274,11 @@ func (s *Server) submitForm(c echo.Context) error {
 		}
 	}
 	if len(fe) > 0 {
-		teams, err := s.teamNames(ctx)
+		teams, err := s.app.ActorTeams(ctx, a)
 		if err != nil {
 			return err
 		}
-		f.Teams, f.Errors, f.Models = allowedTeams(a.User, teams), fe, app.ModelNames()
+		f.Teams, f.Errors, f.Models = teams, fe, app.ModelNames()
 		p := page(c, "Submit", "submit")
 		p.Flash = "The job was not submitted: see the fields marked below."
 		return s.render(c, http.StatusBadRequest, templates.Submit(p, f))
@@ -399,7 +378,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	if err := s.describeForecast(c, aj, m.now, &d); err != nil {
 		return d, err
 	}
-	h, err := s.jobHistory(c, j.ID)
+	h, err := s.app.JobHistory(c.Request().Context(), appActor(c), j.ID)
 	if err != nil {
 		return d, err
 	}
@@ -412,7 +391,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 	describeSharing(aj, &d)
 	d.DeclaredProfile = describeDeclaredProfile(j)
 	describeRun(aj, j, &d)
-	if err := s.depStates(c.Request().Context(), &d); err != nil {
+	if err := s.depStates(c, j.ID, &d); err != nil {
 		return d, err
 	}
 	describeResources(aj.Resources, &d)

@@ -6,25 +6,18 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/core/jct"
-	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
 func (s *Server) queues(c echo.Context, p queuePage) (api.Queues, error) {
-	ctx := c.Request().Context()
-	m, err := s.moment(ctx)
-	if err != nil {
-		return api.Queues{}, err
-	}
-	return s.queuesFor(ctx, m, currentUser(c), p)
+	return s.app.Queues(c.Request().Context(), appActor(c), p.app())
 }
 
 // queueTopicPage is how many jobs of each queue the queues topic sends
@@ -46,57 +39,13 @@ const maxQueuePage = 1000
 // out (the API's ?queue=); their counts are in either way.
 type queuePage struct {
 	queue, offset, limit int
-	cursor               queueCursor
+	cursor               app.QueueCursor
 	only                 bool
 }
 
-// queueCursor names where a page of a queue ends: the last job shown
-// and how many jobs of the queue were shown up to it. The next page
-// starts right after that job where it is now, so that no job is lost
-// or repeated while jobs are submitted, start or leave ahead of it; if it
-// left the queue, at the same count from the queue's start.
-type queueCursor struct {
-	queue  int
-	after  int64
-	offset int
-}
-
-// String is the cursor as ?cursor= carries it: "queue.after.offset".
-func (c queueCursor) String() string {
-	return fmt.Sprintf("%d.%d.%d", c.queue, c.after, c.offset)
-}
-
-// parseQueueCursor reads a cursor of one of queues queues.
-func parseQueueCursor(v string, queues int) (queueCursor, bool) {
-	var c queueCursor
-	parts := strings.Split(v, ".")
-	if len(parts) != 3 {
-		return c, false
-	}
-	var err [3]error
-	c.queue, err[0] = strconv.Atoi(parts[0])
-	c.after, err[1] = strconv.ParseInt(parts[1], 10, 64)
-	c.offset, err[2] = strconv.Atoi(parts[2])
-	if err[0] != nil || err[1] != nil || err[2] != nil || c.queue < 0 || c.queue >= queues || c.after <= 0 || c.offset < 0 {
-		return c, false
-	}
-	return c, true
-}
-
-// from is where the page of queue qi starts in rows, the queue in order.
-func (p queuePage) from(qi int, rows []*models.QueueRow) int {
-	if p.queue >= 0 && p.queue != qi {
-		return 0
-	}
-	if p.cursor.after > 0 {
-		for i, r := range rows {
-			if r.ID == p.cursor.after {
-				return i + 1
-			}
-		}
-		return min(p.cursor.offset, len(rows))
-	}
-	return min(p.offset, len(rows))
+// app is p as app.App.Queues takes it.
+func (p queuePage) app() app.QueuePage {
+	return app.QueuePage{Queue: p.queue, Offset: p.offset, Limit: p.limit, Cursor: p.cursor, Only: p.only}
 }
 
 // queuePageParams reads ?queue=, ?offset=, ?cursor= and ?limit= (default
@@ -125,88 +74,23 @@ func queuePageParams(c echo.Context, queues, def int) (queuePage, error) {
 		*f.dst = n
 	}
 	if v := c.QueryParam("cursor"); v != "" {
-		cur, ok := parseQueueCursor(v, queues)
-		if !ok || (p.queue >= 0 && p.queue != cur.queue) {
+		cur, ok := app.ParseQueueCursor(v, queues)
+		if !ok || (p.queue >= 0 && p.queue != cur.Queue) {
 			return p, echo.NewHTTPError(http.StatusBadRequest, "cursor: must be a next_cursor of this server's queues, of the queue named by queue")
 		}
-		p.cursor, p.queue = cur, cur.queue
+		p.cursor, p.queue = cur, cur.Queue
 	}
 	return p, nil
 }
 
-// queueOrder places m's unfinished jobs in n queues, in the one order
-// every screen shows: running jobs first, then waiting ones in the
-// scheduler's order (their positions: what each one's "N jobs ahead"
-// counts), then those of no known position (held, or on a follower) by
-// when they entered their queue. It reads QueueRows only.
-func queueOrder(m *moment, n int) [][]*models.QueueRow {
-	return models.OrderQueues(m.queued, n, func(r *models.QueueRow) (int, int) {
-		if pos := m.rowPosition(r); pos > 0 {
-			return m.waits[r.ID].Queue, pos // the queue its position counts in
-		}
-		return r.QueueIndex, 0
-	})
-}
+// queueOrder places m's unfinished jobs in n queues
+// (app.Moment.QueueOrder).
+func queueOrder(m *moment, n int) [][]*models.QueueRow { return m.QueueOrder(n) }
 
-// queuesFor is the queues at m as user u may see them, in queueOrder,
-// each with its counts and the page p asks for: only the jobs of those
-// pages are read whole and converted.
+// queuesFor is the queues at m as user u may see them
+// (app.App.QueuesAt).
 func (s *Server) queuesFor(ctx context.Context, m *moment, u *models.User, p queuePage) (api.Queues, error) {
-	sc := s.cfg.Engine.Scheduler()
-	cfg := sc.Config()
-	out := api.Queues{Policy: cfg.Policy, Thresholds: []float64{}, AsOf: m.now}
-	n := sc.Queues()
-	if n > 1 {
-		out.Thresholds = cfg.Thresholds
-	}
-	order := queueOrder(m, n)
-	var ids []int64
-	for i := range n {
-		q := api.Queue{Index: i, Jobs: []api.QueueJob{}, Total: len(order[i])}
-		if i > 0 {
-			q.From = out.Thresholds[i-1]
-		}
-		if i < len(out.Thresholds) {
-			q.To = out.Thresholds[i]
-		}
-		for _, r := range order[i] {
-			if r.State != job.Running {
-				break // running jobs come first
-			}
-			q.Running++
-		}
-		if p.only && i != p.queue {
-			continue
-		}
-		from := p.from(i, order[i])
-		to := min(from+p.limit, len(order[i]))
-		q.Offset = from
-		if to < len(order[i]) {
-			q.NextCursor = queueCursor{queue: i, after: order[i][to-1].ID, offset: to}.String()
-		}
-		for _, r := range order[i][from:to] {
-			ids = append(ids, r.ID)
-		}
-		out.Queues = append(out.Queues, q)
-	}
-	js, err := s.cfg.Store.JobsByID(ctx, ids)
-	if err != nil {
-		return api.Queues{}, err
-	}
-	byID := make(map[int64]*models.Job, len(js))
-	for i := range js {
-		byID[js[i].ID] = &js[i]
-	}
-	for k := range out.Queues {
-		qu := &out.Queues[k]
-		rows := order[qu.Index]
-		for _, r := range rows[qu.Offset:min(qu.Offset+p.limit, len(rows))] {
-			if j, ok := byID[r.ID]; ok { // gone since the rows were read: left out
-				qu.Jobs = append(qu.Jobs, m.queueJob(j, canSee(u, j.Team)))
-			}
-		}
-	}
-	return out, nil
+	return s.app.QueuesAt(ctx, m.Moment, app.Actor{User: u}, p.app())
 }
 
 // apiQueues returns the queues with their counts and a page of each
@@ -214,7 +98,7 @@ func (s *Server) queuesFor(ctx context.Context, m *moment, u *models.User, p que
 // ?queue= keeps one queue, ?offset= or ?cursor= (a queue's next_cursor)
 // picks its page, ?limit= (at most 1000) its length.
 func (s *Server) apiQueues(c echo.Context) error {
-	p, err := queuePageParams(c, s.cfg.Engine.Scheduler().Queues(), defaultQueuePage)
+	p, err := queuePageParams(c, s.app.QueueCount(), defaultQueuePage)
 	if err != nil {
 		return err
 	}
@@ -226,14 +110,11 @@ func (s *Server) apiQueues(c echo.Context) error {
 	return c.JSON(http.StatusOK, q)
 }
 
-// maxJCTWindow bounds the window of the JCT figures.
-const maxJCTWindow = 30 * 24 * time.Hour
-
 func (s *Server) jctStats(c echo.Context) (api.JCTStats, error) {
 	window := 24 * time.Hour
 	if v := c.QueryParam("window"); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d > maxJCTWindow {
+		if err != nil {
 			return api.JCTStats{}, echo.NewHTTPError(http.StatusBadRequest, "window: must be a duration such as 1h or 24h, at most 720h")
 		}
 		window = d
@@ -241,19 +122,10 @@ func (s *Server) jctStats(c echo.Context) (api.JCTStats, error) {
 	return s.jctStatsFor(c.Request().Context(), window)
 }
 
-// jctStatsFor summarizes the JCTs of jobs that ended within window.
+// jctStatsFor summarizes the JCTs of jobs that ended within window
+// (app.App.JCTStats).
 func (s *Server) jctStatsFor(ctx context.Context, window time.Duration) (api.JCTStats, error) {
-	jcts, err := s.cfg.Store.JCTsSince(ctx, s.cfg.Now().Add(-window), 100000)
-	if err != nil {
-		return api.JCTStats{}, err
-	}
-	sum := jct.Summarize(jcts)
-	out := api.JCTStats{WindowS: window.Seconds(), Jobs: sum.Count, AvgS: sum.Avg, P50S: sum.P50, P95S: sum.P95, P99S: sum.P99, CDF: []api.CDFPoint{}}
-	xs, fs := jct.CDF(jcts, 100)
-	for i := range xs {
-		out.CDF = append(out.CDF, api.CDFPoint{JCTS: xs[i], Fraction: fs[i]})
-	}
-	return out, nil
+	return s.app.JCTStats(ctx, window)
 }
 
 func (s *Server) apiJCT(c echo.Context) error {
@@ -265,7 +137,7 @@ func (s *Server) apiJCT(c echo.Context) error {
 }
 
 func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
-	p, err := queuePageParams(c, s.cfg.Engine.Scheduler().Queues(), queueTopicPage)
+	p, err := queuePageParams(c, s.app.QueueCount(), queueTopicPage)
 	if err != nil {
 		return templates.Queues{}, err
 	}

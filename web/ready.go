@@ -47,7 +47,7 @@ func (s *Server) ready(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
 	defer cancel()
 	cause := ""
-	if err := s.cfg.Store.CheckWrite(ctx, s.cfg.Now()); err != nil {
+	if err := s.app.CheckWrite(ctx); err != nil {
 		cause = "database: " + causeOf(err)
 		s.db.observe(err, s.cfg.Now())
 		if since := s.unreachableSince(); since != "" {

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
@@ -50,14 +50,11 @@ func (s *Server) RunReclaim(ctx context.Context, leader func() bool, every time.
 }
 
 // reclaimOnce stops every running job that Decide says to reclaim now,
-// each judged under its team's terms.
+// each judged under its team's terms (app.App.ReclaimIdle).
 func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
-	js, err := s.cfg.Store.ListJobs(ctx, models.JobFilter{States: []models.JobState{models.JobRunning}})
-	if err != nil {
-		return fmt.Errorf("list running jobs: %w", err)
-	}
-	if len(js) == 0 {
-		return nil
+	js, err := s.app.RunningJobs(ctx)
+	if err != nil || len(js) == 0 {
+		return err
 	}
 	terms, err := s.allIdleTerms(ctx)
 	if err != nil {
@@ -81,79 +78,58 @@ func (s *Server) reclaimOnce(ctx context.Context, now time.Time) error {
 		st := detectState(j, t.rule, readings, now)
 		v := s.reclaimVerdict(j, st, t, now)
 		if v.Action == idle.Warn {
-			if _, err := s.cfg.Store.EnqueueIdleNotification(ctx, j, v.ReclaimAt, now); err != nil {
-				return fmt.Errorf("warn job %d: %w", j.ID, err)
+			if err := s.app.WarnIdle(ctx, j, v.ReclaimAt, now); err != nil {
+				return err
 			}
 		}
 		if v.Action != idle.Reclaim {
 			continue
 		}
-		reason := "reclaimed: idle since " + st.Since.Local().Format("15:04")
-		stop := s.cfg.Engine.Cancel // a session ends
-		if !j.IsSession() {
-			stop = s.cfg.Engine.Preempt // a batch job waits again
-		}
 		// What the reclaim gives back, recorded on the run (accounting)
 		// and counted in /metrics: one figure for both.
-		gpuSeconds := float64(j.GPUs) * max(now.Sub(st.Since).Seconds(), 0)
-		if err := s.cfg.Store.RecordReclaim(ctx, job.RunRef{Job: j.ID, Run: j.Run}, gpuSeconds, now); err != nil {
-			if errors.Is(err, models.ErrConflict) {
-				continue // it ended meanwhile
-			}
-			return fmt.Errorf("reclaim job %d: %w", j.ID, err)
+		gpuSeconds, ok, err := s.app.ReclaimIdle(ctx, j, st.Since, now)
+		if err != nil {
+			return err
 		}
-		if err := stop(ctx, j.ID, reason); err != nil {
-			return fmt.Errorf("reclaim job %d: %w", j.ID, err)
+		if ok {
+			s.reclaimed.WithLabelValues(j.Team).Add(gpuSeconds)
 		}
-		s.reclaimed.WithLabelValues(j.Team).Add(gpuSeconds)
-		s.cfg.Logger.Info("reclaimed idle job", "job", j.ID, "team", j.Team, "gpus", j.GPUs, "idle_since", st.Since)
 	}
 	return nil
 }
 
 // idleTerms are what judge a team's running jobs idle and what is done
-// with them: its rule (its own settings, else the server's) and its
-// reclaim policy.
+// with them (app.IdleTerms).
 type idleTerms struct {
 	rule   idle.Rule
 	policy idle.Policy
 }
 
-// teamIdleTerms is team t's idle terms: the one place a team's rule is
-// made, from its own settings over the server's (serve --idle-after,
-// --idle-below), for the job, jobs list, team and cluster pages, the API
-// and the reclaim loop alike.
-func (s *Server) teamIdleTerms(t *models.Team) idleTerms {
-	return idleTerms{rule: s.cfg.Idle.Override(t.IdleRule()), policy: teamPolicy(t)}
-}
+func termsOf(t app.IdleTerms) idleTerms { return idleTerms{rule: t.Rule, policy: t.Policy} }
 
-// defaultIdleTerms are the terms of a team that cannot be read: the
-// server's rule, its sessions reclaimed, the default keep-alive.
-func (s *Server) defaultIdleTerms() idleTerms {
-	return idleTerms{rule: s.cfg.Idle, policy: idle.Policy{Sessions: true, MaxKeepAlive: models.DefaultMaxKeepAlive}}
+// teamIdleTerms is team t's idle terms (app.App.TeamIdleTerms), for the
+// job, jobs list, team and cluster pages, the API and the reclaim loop
+// alike.
+func (s *Server) teamIdleTerms(t *models.Team) idleTerms {
+	return termsOf(s.app.TeamIdleTerms(t))
 }
 
 // idleTermsOf is team's idle terms, read from the store; the default
 // ones where it cannot be read.
 func (s *Server) idleTermsOf(ctx context.Context, team string) idleTerms {
-	t, err := s.cfg.Store.Team(ctx, team)
-	if err != nil {
-		s.cfg.Logger.Warn("idle terms: read team", "team", team, "err", err)
-		return s.defaultIdleTerms()
-	}
-	return s.teamIdleTerms(t)
+	return termsOf(s.app.IdleTermsOf(ctx, team))
 }
 
 // teamsIdleTerms are every team's idle terms, read at once.
 type teamsIdleTerms struct {
-	byTeam map[string]idleTerms
+	byTeam map[string]app.IdleTerms
 	def    idleTerms
 }
 
 // of is team's terms; the default ones for a team not read.
 func (ts teamsIdleTerms) of(team string) idleTerms {
 	if t, ok := ts.byTeam[team]; ok {
-		return t
+		return termsOf(t)
 	}
 	return ts.def
 }
@@ -161,20 +137,11 @@ func (ts teamsIdleTerms) of(team string) idleTerms {
 // allIdleTerms reads every team's idle terms, for a list or a reclaim
 // pass that judges many jobs.
 func (s *Server) allIdleTerms(ctx context.Context) (teamsIdleTerms, error) {
-	teams, err := s.cfg.Store.Teams(ctx)
+	byTeam, err := s.app.AllIdleTerms(ctx)
 	if err != nil {
-		return teamsIdleTerms{}, fmt.Errorf("read teams' idle rules: %w", err)
+		return teamsIdleTerms{}, err
 	}
-	out := teamsIdleTerms{byTeam: make(map[string]idleTerms, len(teams)), def: s.defaultIdleTerms()}
-	for i := range teams {
-		out.byTeam[teams[i].Name] = s.teamIdleTerms(&teams[i])
-	}
-	return out, nil
-}
-
-// teamPolicy is the reclaim policy team t set.
-func teamPolicy(t *models.Team) idle.Policy {
-	return idle.Policy{Sessions: !t.IdleSpareSessions, Batch: t.IdleReclaimBatch, MaxKeepAlive: t.MaxKeepAlive()}
+	return teamsIdleTerms{byTeam: byTeam, def: termsOf(s.app.DefaultIdleTerms())}, nil
 }
 
 func (s *Server) apiKeepAlive(c echo.Context) error {

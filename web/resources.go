@@ -6,44 +6,12 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
-	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
 // CPUs and host memory of running jobs (docs/synergy.md): what the
 // scheduler allocated on each node against what the job uses there, and
 // the sensitivity profile the allocation followed.
-
-func points(c synergy.Curve) [][2]float64 {
-	out := make([][2]float64, len(c))
-	for i, p := range c {
-		out[i] = [2]float64{p.X, p.Speed}
-	}
-	return out
-}
-
-// jobResources is a running job's CPUs and memory; nil when the engine
-// holds no allocation for it.
-func (s *Server) jobResources(id int64) *api.JobResources {
-	jr, ok := s.cfg.Engine.JobResources(id)
-	if !ok {
-		return nil
-	}
-	out := &api.JobResources{Allocations: []api.Allocation{}, Profile: api.CPUProfile{
-		Source: string(jr.ProfileSource), Family: jr.Profile.Family, CPU: points(jr.Profile.CPU), Mem: points(jr.Profile.Mem)}}
-	for _, a := range jr.Allocations {
-		aj := api.Allocation{Node: a.Node, GPUs: a.GPUs, CPUMilli: a.CPUMilli, MemMiB: a.MemMiB,
-			PropCPUMilli: a.PropCPUMilli, PropMemMiB: a.PropMemMiB, Speed: a.Speed, PropSpeed: a.PropSpeed, Reason: a.Reason}
-		for _, u := range jr.Usage {
-			if u.Node == a.Node {
-				cpu, mem := u.UsedCPUMilli, u.UsedMemMiB
-				aj.UsedCPUMilli, aj.UsedMemMiB, aj.Enforced, aj.Note = &cpu, &mem, u.Enforced, u.Note
-			}
-		}
-		out.Allocations = append(out.Allocations, aj)
-	}
-	return out
-}
 
 func cores(milli int64) string { return fmt.Sprintf("%.1f", float64(milli)/1000) }
 func gib(mib int64) string     { return fmt.Sprintf("%.1f", float64(mib)/1024) }

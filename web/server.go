@@ -25,6 +25,8 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
+	"github.com/gpuportal/gpuportal/identity/ldapdir"
+	"github.com/gpuportal/gpuportal/identity/openid"
 	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/outbound"
@@ -132,10 +134,10 @@ type Server struct {
 	refusedConns atomic.Int64
 	scale        scaleStats // the live stream and history at scale (metrics_scale.go)
 	readiness    readiness
-	db           dbState        // the database's reachability (dbstate.go)
-	ldap         *identity.LDAP // nil: no LDAP sign-in
-	oidc         *identity.OIDC // nil: no OpenID Connect sign-in
-	idle         idleCache      // the lists' idle verdicts (jobusage.go)
+	db           dbState            // the database's reachability (dbstate.go)
+	ldap         *ldapdir.Directory // nil: no LDAP sign-in
+	oidc         *openid.Provider   // nil: no OpenID Connect sign-in
+	idle         idleCache          // the lists' idle verdicts (jobusage.go)
 	// reclaimed counts the GPU-seconds of idle jobs reclaimed, by team
 	// (reclaim.go).
 	reclaimed *prometheus.CounterVec

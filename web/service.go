@@ -57,6 +57,8 @@ func appStatus(k app.Kind) int {
 		return http.StatusConflict
 	case app.Unavailable:
 		return http.StatusServiceUnavailable
+	case app.Unprocessable:
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusInternalServerError
 }

@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/cmdline"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
@@ -32,23 +31,12 @@ import (
 // the portal's cookies and Authorization never reach the session, which
 // gets its own token instead.
 
-// canOpenSession reports whether u may open j's session: its owner or an
-// admin. A team lead sees the job, not into it.
-func canOpenSession(u *models.User, j *models.Job) bool {
-	return u != nil && (u.Name == j.User || u.Role == models.RoleAdmin)
-}
-
-// withSessionURL adds the session's URL to aj for those who may open it.
+// withSessionURL adds the session's URL to aj for those who may open it
+// (app.App.SessionURL).
 func (s *Server) withSessionURL(u *models.User, j *models.Job, aj *api.Job) {
-	if aj.Session != nil && canOpenSession(u, j) {
-		aj.Session.URL = s.cfg.Store.SessionPrefix(j)
+	if aj.Session != nil {
+		aj.Session.URL = s.app.SessionURL(u, j)
 	}
-}
-
-// sessionDialer is a machine whose sessions the portal can reach:
-// *agent.Local (in process) and the hub's remote machines (a tunnel).
-type sessionDialer interface {
-	DialSession(ctx context.Context, ref job.RunRef) (net.Conn, error)
 }
 
 // sessionProxy forwards requests to sessions. It keeps one HTTP transport
@@ -67,9 +55,8 @@ type sessionProxy struct {
 
 	mu         sync.Mutex
 	transports map[job.RunRef]*http.Transport
-	// audited is when an admin's opening of another's session was last
-	// recorded, per admin and job: once per auditEvery, not per request.
-	audited map[string]time.Time
+	// opener opens sessions for those who may, auditing admins'.
+	opener *app.SessionOpener
 	// live are the requests being proxied (websockets, downloads), each
 	// checked again with the live stream's clients (recheck).
 	live map[*liveRequest]struct{}
@@ -84,15 +71,12 @@ type liveRequest struct {
 	cancel context.CancelFunc
 }
 
-// auditEvery is how often an admin's use of another's session is audited.
-const auditEvery = 10 * time.Minute
-
 // maxSessionTransports bounds the transports kept: past it, idle ones go.
 const maxSessionTransports = 256
 
 func newSessionProxy(s *Server, a *assets) (*sessionProxy, error) {
 	p := &sessionProxy{s: s, keys: newSessionKeys(), portal: strings.TrimSuffix(s.cfg.PortalURL, "/"),
-		transports: make(map[job.RunRef]*http.Transport), audited: make(map[string]time.Time),
+		transports: make(map[job.RunRef]*http.Transport), opener: s.app.SessionOpener(),
 		live: make(map[*liveRequest]struct{})}
 	if s.cfg.SessionOrigin == "" {
 		s.cfg.Logger.Warn("sessions are served sandboxed on the portal's origin: Jupyter needs --session-origin (docs/operations.md, \"Sessions' own origin\")")
@@ -151,24 +135,7 @@ func (p *sessionProxy) transport(ref job.RunRef, node string) *http.Transport {
 
 // dial reaches run ref's session on machine node through its agent.
 func (p *sessionProxy) dial(ctx context.Context, node string, ref job.RunRef) (net.Conn, error) {
-	for _, n := range p.s.cfg.Engine.Nodes() {
-		if n.Name() != node {
-			continue
-		}
-		d, ok := n.(sessionDialer)
-		if !ok {
-			return nil, fmt.Errorf("machine %s cannot reach sessions (its agent is too old, or it is a monitor)", node)
-		}
-		return d.DialSession(ctx, ref)
-	}
-	return nil, fmt.Errorf("machine %s is not connected to this server%s", node, p.followerHint())
-}
-
-func (p *sessionProxy) followerHint() string {
-	if p.s.leading() {
-		return ""
-	}
-	return " (this replica is a follower: sessions are reached through the leader)"
+	return p.s.app.DialSession(ctx, node, ref)
 }
 
 // forget drops the transports of job id's runs other than keep.
@@ -211,10 +178,11 @@ func (p *sessionProxy) servePortal(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusUnauthorized, "log in to the portal to open sessions")
 	}
 	cred := currentCredential(c)
-	j, err := p.open(c, u, cred)
+	sess, err := p.open(c, u)
 	if err != nil {
 		return err
 	}
+	j := sess.Job
 	if p.origin != nil && cred.kind == credSession {
 		if r.Method != http.MethodGet || isWebsocket(r) {
 			return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("the session of job %d is served at its own address, %s: open it from its job page", j.ID, p.origin.urlFor(j.ID, r.Host)))
@@ -229,7 +197,7 @@ func (p *sessionProxy) servePortal(c echo.Context) error {
 	if r.Header.Get("Service-Worker") != "" {
 		return echo.NewHTTPError(http.StatusForbidden, "a session may not install a service worker on the portal's origin")
 	}
-	return p.forward(c, j, cred, true)
+	return p.forward(c, sess, cred, true)
 }
 
 // handOver sends a browser to job j's session on its own origin, with a
@@ -297,14 +265,14 @@ func (p *sessionProxy) serveHost(c echo.Context) error {
 		}
 		return echo.NewHTTPError(http.StatusUnauthorized, "open the session from the portal (its job page), or send an API token")
 	}
-	j, err := p.open(c, u, cred)
+	sess, err := p.open(c, u)
 	if err != nil {
 		return err
 	}
-	if !p.fromHost(r, j.ID) {
+	if !p.fromHost(r, sess.Job.ID) {
 		return echo.NewHTTPError(http.StatusForbidden, "a session's requests must come from its own pages (Origin differs)")
 	}
-	return p.forward(c, j, cred, false)
+	return p.forward(c, sess, cred, false)
 }
 
 // hostUser is who asks on a session's host, as they are now: the user of
@@ -324,7 +292,7 @@ func (p *sessionProxy) hostUser(c echo.Context, id int64) (*models.User, credent
 		if !ok || pass.job != id {
 			continue
 		}
-		users, err := p.s.credentialUsers(r.Context(), []credential{pass.cred}, p.s.cfg.Now())
+		users, err := p.s.credentialUsers(r.Context(), []credential{pass.cred})
 		if err != nil {
 			return nil, credential{}, err
 		}
@@ -350,36 +318,14 @@ func (p *sessionProxy) fromHost(r *http.Request, id int64) bool {
 	return ok && got == id && strings.EqualFold(u.Host, r.Host)
 }
 
-// open returns the session job the request names, once u may open it
-// (an admin's opening of another's session is audited).
-func (p *sessionProxy) open(c echo.Context, u *models.User, cred credential) (*models.Job, error) {
+// open returns the session the request names, once u may open it (an
+// admin's opening of another's session is audited).
+func (p *sessionProxy) open(c echo.Context, u *models.User) (*app.Session, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		return nil, echo.NewHTTPError(http.StatusNotFound, "no such session")
 	}
-	ctx := c.Request().Context()
-	j, err := p.s.cfg.Store.Job(ctx, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return nil, echo.NewHTTPError(http.StatusNotFound, "no such session")
-	}
-	if err != nil {
-		return nil, err
-	}
-	// A wrong secret and a job that is no session look the same: the
-	// secret proves nothing, but reveals nothing either.
-	if !j.IsSession() || subtle.ConstantTimeCompare([]byte(p.s.cfg.Store.SessionPrefix(j)), []byte(models.SessionPath(j.ID, c.Param("secret")))) != 1 {
-		return nil, echo.NewHTTPError(http.StatusNotFound, "no such session")
-	}
-	if !canOpenSession(u, j) {
-		p.s.cfg.Logger.Warn("session refused", "job", j.ID, "owner", j.User, "user", u.Name, "from", c.RealIP())
-		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("the session of job %d is %s's: only its owner (or an admin) may open it", j.ID, j.User))
-	}
-	if u.Name != j.User {
-		if err := p.audit(ctx, actor{user: u, from: c.RealIP()}, j); err != nil {
-			return nil, err
-		}
-	}
-	return j, nil
+	return p.opener.Open(c.Request().Context(), app.Actor{User: u, From: c.RealIP()}, id, c.Param("secret"))
 }
 
 // Content security policies of the pages at a session's address.
@@ -394,11 +340,11 @@ const (
 		"object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 )
 
-// forward proxies the request to job j's session (or draws its terminal
+// forward proxies the request to session sess (or draws its terminal
 // page), for as long as cred's user may open it. sandbox: the answer is
 // on the portal's origin.
-func (p *sessionProxy) forward(c echo.Context, j *models.Job, cred credential, sandbox bool) error {
-	r := c.Request()
+func (p *sessionProxy) forward(c echo.Context, sess *app.Session, cred credential, sandbox bool) error {
+	r, j := c.Request(), sess.Job
 	if j.State != job.Running || len(j.Placement) == 0 {
 		return p.unavailable(c, j, "")
 	}
@@ -406,7 +352,7 @@ func (p *sessionProxy) forward(c echo.Context, j *models.Job, cred credential, s
 	if job.SessionType(j.SessionType) == job.SessionTerminal && rest == "" && r.Method == http.MethodGet && !isWebsocket(r) {
 		c.Response().Header().Set("Content-Security-Policy", sessionPagePolicy)
 		return p.s.render(c, http.StatusOK, templates.SessionTerminalPage(templates.SessionTerminal{
-			JobID: j.ID, JobName: j.Name, Prefix: p.s.cfg.Store.SessionPrefix(j), Portal: p.portalLink(sandbox),
+			JobID: j.ID, JobName: j.Name, Prefix: sess.Prefix, Portal: p.portalLink(sandbox),
 		}))
 	}
 	ref := job.RunRef{Job: j.ID, Run: j.Run}
@@ -424,7 +370,7 @@ func (p *sessionProxy) forward(c echo.Context, j *models.Job, cred credential, s
 	rc := http.NewResponseController(c.Response())
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Now().Add(downloadTimeout))
-	token := p.s.cfg.Store.SessionToken(j)
+	token := sess.Token
 	rp := &httputil.ReverseProxy{
 		Transport:     p.transport(ref, sessionNode(j)),
 		FlushInterval: -1,
@@ -499,28 +445,17 @@ func (p *sessionProxy) recheck(ctx context.Context) error {
 	for i, lr := range live {
 		creds[i] = lr.cred
 	}
-	users, err := p.s.credentialUsers(ctx, creds, p.s.cfg.Now())
+	users, err := p.s.credentialUsers(ctx, creds)
 	if err != nil {
 		return err
 	}
 	jobs := make(map[int64]*models.Job)
 	for _, lr := range live {
-		j, seen := jobs[lr.job]
-		if !seen {
-			j, err = p.s.cfg.Store.Job(ctx, lr.job)
-			if err != nil && !errors.Is(err, models.ErrNotFound) {
+		why := "its " + lr.cred.kind.String() + " ended"
+		if u := users[lr.cred]; u != nil {
+			if why, err = p.s.app.SessionEnded(ctx, u, lr.job, lr.run, jobs); err != nil {
 				return err
 			}
-			jobs[lr.job] = j
-		}
-		why := ""
-		switch u := users[lr.cred]; {
-		case u == nil:
-			why = "its " + lr.cred.kind.String() + " ended"
-		case j == nil || !canOpenSession(u, j):
-			why = u.Name + " may no longer open it"
-		case j.State != job.Running || j.Run != lr.run:
-			why = "its run ended"
 		}
 		if why != "" {
 			p.s.cfg.Logger.Info("session connection closed", "job", lr.job, "run", lr.run, "why", why)
@@ -553,27 +488,6 @@ func (p *sessionProxy) unavailable(c echo.Context, j *models.Job, why string) er
 	return p.s.render(c, status, templates.SessionUnavailablePage(templates.SessionUnavailable{
 		JobID: j.ID, JobName: j.Name, State: string(j.State), Why: why, Retry: retry, Portal: p.portalLink(!onHost),
 	}))
-}
-
-// audit records an admin's opening of another's session, once per
-// auditEvery per admin and job.
-func (p *sessionProxy) audit(ctx context.Context, a actor, j *models.Job) error {
-	key := a.user.Name + "\x00" + strconv.FormatInt(j.ID, 10)
-	now := p.s.cfg.Now()
-	p.mu.Lock()
-	last, ok := p.audited[key]
-	if ok && now.Sub(last) < auditEvery {
-		p.mu.Unlock()
-		return nil
-	}
-	p.audited[key] = now
-	for k, t := range p.audited {
-		if now.Sub(t) >= auditEvery {
-			delete(p.audited, k)
-		}
-	}
-	p.mu.Unlock()
-	return p.s.auditBy(ctx, a, "session.open", fmt.Sprintf("job %d of %s", j.ID, j.User), j.SessionType)
 }
 
 // hostOf returns the job whose session's host r was sent to, and
@@ -724,10 +638,10 @@ func (s *Server) sessionView(u *models.User, j *models.Job) *templates.SessionVi
 	}
 	v := &templates.SessionView{Type: sessionTypeNames[j.SessionType]}
 	switch {
-	case !canOpenSession(u, j):
+	case !app.CanOpenSession(u, j):
 		v.Note = "Only " + j.User + " (and admins) may open it."
 	case j.State == job.Running:
-		v.URL = s.cfg.Store.SessionPrefix(j)
+		v.URL = s.app.SessionURL(u, j)
 		v.Note = "Opens in a new tab, through the portal, kept apart from the portal's own pages. Its address is yours alone: do not share it."
 		if u.Name != j.User {
 			v.Note = "You open " + j.User + "'s session as an admin: it is recorded in the audit log."

@@ -25,7 +25,7 @@ const (
 func (s *Server) sessionsPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	u := currentUser(c)
-	js, err := s.cfg.Store.UserSessions(ctx, u.Name, maxSessionsRead)
+	js, err := s.app.UserSessions(ctx, appActor(c), maxSessionsRead)
 	if err != nil {
 		return err
 	}

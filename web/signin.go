@@ -13,7 +13,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/identity"
+	"github.com/gpuportal/gpuportal/identity/ldapdir"
+	"github.com/gpuportal/gpuportal/identity/openid"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -37,112 +40,57 @@ func oidcCookieName(state string) string {
 const oidcFlowTTL = 10 * time.Minute
 
 // identitySources builds the sign-in sources of cfg.
-func identitySources(cfg identity.Config) (*identity.LDAP, *identity.OIDC, error) {
-	var l *identity.LDAP
-	var o *identity.OIDC
+func identitySources(cfg identity.Config) (*ldapdir.Directory, *openid.Provider, error) {
+	var l *ldapdir.Directory
+	var o *openid.Provider
 	if cfg.LDAP.Enabled() {
 		var err error
-		if l, err = identity.NewLDAP(cfg.LDAP); err != nil {
+		if l, err = ldapdir.New(cfg.LDAP); err != nil {
 			return nil, nil, err
 		}
 	}
 	if cfg.OIDC.Enabled() {
-		o = identity.NewOIDC(cfg.OIDC)
+		o = openid.New(cfg.OIDC)
 	}
 	return l, o, nil
 }
 
-// checkPassword is who name and password prove to be: a local account
-// checked here, or a person of the LDAP directory, whose account is made
-// or brought up to date with their groups (signIn). A local account
-// keeps its password while LDAP is on (break-glass admins); with
-// --auth-link-local, a local account whose password does not match may
-// sign in with its directory password instead, which links it.
+// signIns is how people sign in on this server (app.SignIns).
+func (s *Server) signIns() app.SignIns {
+	in := app.SignIns{Config: s.cfg.SignIn}
+	if s.ldap != nil {
+		in.Directory = s.ldap
+	}
+	return in
+}
+
+// checkPassword is who name and password prove to be
+// (app.App.CheckPassword); a refusal of a source's sign-in is an
+// *echo.HTTPError with a message for the person.
 func (s *Server) checkPassword(c echo.Context, name, password string) (*models.User, error) {
-	ctx := c.Request().Context()
-	if s.ldap == nil {
-		return s.cfg.Store.Authenticate(ctx, name, password)
-	}
-	u, err := s.cfg.Store.UserByName(ctx, name)
-	switch {
-	case err != nil && !errors.Is(err, models.ErrNotFound):
-		return nil, err
-	case err == nil && u.Source == models.SourceLocal:
-		lu, err := s.cfg.Store.Authenticate(ctx, name, password)
-		if !errors.Is(err, models.ErrBadCredentials) || !s.cfg.SignIn.LinkLocalAccounts {
-			return lu, err
-		}
-	case err == nil && u.Source == models.SourceOIDC:
-		s.cfg.Logger.Info("password login refused: the account signs in through OpenID Connect", "user", name)
-		return nil, models.ErrBadCredentials
-	}
-	cl, err := s.ldap.Authenticate(ctx, name, password)
-	if errors.Is(err, identity.ErrBadCredentials) {
-		return nil, models.ErrBadCredentials
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.signIn(c, cl)
+	u, err := s.app.CheckPassword(c.Request().Context(), s.signIns(), name, password, c.RealIP())
+	return u, signInRefusal(err)
 }
 
-// signIn records a person a source vouched for: their role and team from
-// their groups, the account made on first sign-in, changes audited and
-// live connections checked again at once, so that a team lost at the
-// source is lost on every open page.
+// signIn records a person a source vouched for (app.App.SignIn); a
+// refusal is an *echo.HTTPError with a message for the person.
 func (s *Server) signIn(c echo.Context, cl identity.Claims) (*models.User, error) {
-	ctx := c.Request().Context()
-	role, team, err := s.cfg.SignIn.Mapping.Resolve(cl.Groups)
-	if err != nil {
-		s.cfg.Logger.Info("sign-in refused: no team", "user", cl.Name, "source", cl.Source, "groups", cl.Groups)
-		return nil, echo.NewHTTPError(http.StatusForbidden,
-			"None of your groups gives you a team in the portal: ask an admin to map one of them.")
-	}
-	in, err := s.cfg.Store.SyncExternalUser(ctx, models.ExternalUser{Source: cl.Source, Subject: cl.Subject,
-		Name: cl.Name, UnixName: cl.UnixName, Role: models.Role(role), Team: team}, s.cfg.SignIn.LinkLocalAccounts, s.cfg.Now())
-	switch {
-	case errors.Is(err, models.ErrOtherSource):
-		s.cfg.Logger.Warn("sign-in refused: the name belongs to another account", "user", cl.Name, "source", cl.Source, "err", err)
-		return nil, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf(
-			"An account named %s already exists here and signs in another way: ask an admin.", cl.Name))
-	case errors.Is(err, models.ErrInvalid):
-		s.cfg.Logger.Warn("sign-in refused: the source's account does not fit", "user", cl.Name, "source", cl.Source, "err", err)
-		return nil, echo.NewHTTPError(http.StatusForbidden, "Your account at the identity source does not fit the portal: "+
-			strings.TrimSuffix(err.Error(), ": "+models.ErrInvalid.Error())+". Ask an admin.")
-	case err != nil:
-		return nil, err
-	}
-	by := actor{user: &models.User{Name: "sign-in:" + cl.Source}, from: c.RealIP()}
-	if in.Created {
-		s.cfg.Logger.Info("account made at first sign-in", "user", cl.Name, "source", cl.Source, "role", role, "team", team)
-		if err := s.auditBy(ctx, by, "user.create", cl.Name, fmt.Sprintf("from %s: role %s team %s", cl.Source, role, team)); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.recordChanges(ctx, by, in); err != nil {
-		return nil, err
-	}
-	return in.User, nil
+	u, err := s.app.SignIn(c.Request().Context(), s.signIns(), cl, c.RealIP())
+	return u, signInRefusal(err)
 }
 
-// recordChanges logs and audits what a sign-in or a directory sync
-// changed of an account, and has live connections checked again at once,
-// so that they lose the topics of a team the account left.
-func (s *Server) recordChanges(ctx context.Context, by actor, in models.SignIn) error {
-	if len(in.Changed) == 0 {
-		return nil
+// signInRefusal is err, with a sign-in's refusal (app.Forbidden) as a
+// 403 the login page shows.
+func signInRefusal(err error) error {
+	if app.KindOf(err) == app.Forbidden {
+		return echo.NewHTTPError(http.StatusForbidden, err.Error())
 	}
-	s.cfg.Logger.Info("account changed from its source", "user", in.User.Name, "source", in.User.Source, "by", by.user.Name, "changes", in.Changed)
-	if err := s.auditBy(ctx, by, "user.sync", in.User.Name, strings.Join(in.Changed, "; ")); err != nil {
-		return err
-	}
-	s.hub.poke()
-	return nil
+	return err
 }
 
 // startSession logs u in on this browser for ttl.
 func (s *Server) startSession(c echo.Context, u *models.User, ttl time.Duration) error {
-	token, err := s.cfg.Store.CreateSession(c.Request().Context(), u.ID, s.cfg.Now(), ttl)
+	token, err := s.app.StartSession(c.Request().Context(), u, ttl)
 	if err != nil {
 		return err
 	}
@@ -155,13 +103,9 @@ func (s *Server) startSession(c echo.Context, u *models.User, ttl time.Duration)
 	return nil
 }
 
-// sessionTTLOf is how long a session of u lasts: a person from a source
-// signs in again sooner, so that their groups are read again.
+// sessionTTLOf is how long a session of u lasts (app.SignIns.SessionTTL).
 func (s *Server) sessionTTLOf(u *models.User) time.Duration {
-	if u.Source != models.SourceLocal && s.cfg.SignIn.SessionTTL > 0 {
-		return min(sessionTTL, time.Duration(s.cfg.SignIn.SessionTTL))
-	}
-	return sessionTTL
+	return s.signIns().SessionTTL(u, sessionTTL)
 }
 
 // oidcStart sends the browser to the provider to sign in.
@@ -187,7 +131,7 @@ func (s *Server) oidcStart(c echo.Context) error {
 		s.cfg.Logger.Error("OpenID Connect sign-in unavailable", "err", err)
 		return s.render(c, http.StatusServiceUnavailable, s.loginView(c, s.oidc.Name()+" cannot be reached now: try again soon, or ask an admin.", "", next))
 	}
-	c.SetCookie(&http.Cookie{Name: oidcCookieName(flow.State), Value: identity.EncodeFlow(flow), Path: "/login/oidc", HttpOnly: true,
+	c.SetCookie(&http.Cookie{Name: oidcCookieName(flow.State), Value: openid.EncodeFlow(flow), Path: "/login/oidc", HttpOnly: true,
 		Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, MaxAge: int(oidcFlowTTL.Seconds())})
 	return c.Redirect(http.StatusSeeOther, to)
 }
@@ -208,7 +152,7 @@ func (s *Server) oidcCallback(c echo.Context) error {
 	if err != nil {
 		return fail(http.StatusBadRequest, "This sign-in was not started here or took too long: try again.")
 	}
-	flow, err := identity.DecodeFlow(ck.Value)
+	flow, err := openid.DecodeFlow(ck.Value)
 	if err != nil {
 		return fail(http.StatusBadRequest, "This sign-in was not started here or took too long: try again.")
 	}
@@ -226,7 +170,7 @@ func (s *Server) oidcCallback(c echo.Context) error {
 	if errors.As(err, &he) {
 		return fail(he.Code, fmt.Sprint(he.Message))
 	}
-	if errors.Is(err, models.ErrDisabled) {
+	if errors.Is(err, app.ErrDisabled) {
 		return fail(http.StatusForbidden, "This account is disabled: ask an admin.")
 	}
 	if err != nil {
@@ -241,7 +185,7 @@ func (s *Server) oidcCallback(c echo.Context) error {
 // providerLogout is where a person of the provider goes after logging
 // out here, to end their session there too; empty when there is nowhere.
 func (s *Server) providerLogout(ctx context.Context, u *models.User) string {
-	if s.oidc == nil || u == nil || u.Source != models.SourceOIDC {
+	if s.oidc == nil || u == nil || u.Source != app.SourceOIDC {
 		return ""
 	}
 	back, err := url.Parse(s.cfg.SignIn.OIDC.RedirectURL)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -73,7 +74,7 @@ func (s *Server) recheckSockets(ctx context.Context) error {
 	for i, cl := range clients {
 		creds[i] = cl.cred
 	}
-	users, err := s.credentialUsers(ctx, creds, now)
+	users, err := s.credentialUsers(ctx, creds)
 	if err != nil {
 		return err
 	}
@@ -106,8 +107,9 @@ func (s *Server) recheckSockets(ctx context.Context) error {
 }
 
 // credentialUsers returns the current user of each distinct credential
-// of creds that is still valid: two queries for them all.
-func (s *Server) credentialUsers(ctx context.Context, creds []credential, now time.Time) (map[credential]*models.User, error) {
+// of creds that is still valid: two queries for them all
+// (app.App.CredentialHolders).
+func (s *Server) credentialUsers(ctx context.Context, creds []credential) (map[credential]*models.User, error) {
 	var sessions, tokens []string
 	out := make(map[credential]*models.User)
 	for _, cr := range creds {
@@ -122,23 +124,13 @@ func (s *Server) credentialUsers(ctx context.Context, creds []credential, now ti
 			}
 		}
 	}
-	for _, q := range []struct {
-		kind   credKind
-		hashes []string
-		lookup func(context.Context, []string, time.Time) (map[string]models.User, error)
-	}{
-		{credSession, sessions, s.cfg.Store.SessionUsers},
-		{credToken, tokens, s.cfg.Store.TokenUsers},
-	} {
-		if len(q.hashes) == 0 {
-			continue
-		}
-		us, err := q.lookup(ctx, q.hashes, now)
-		if err != nil {
-			return nil, err
-		}
+	bySession, byToken, err := s.app.CredentialHolders(ctx, sessions, tokens)
+	if err != nil {
+		return nil, err
+	}
+	for kind, us := range map[credKind]map[string]models.User{credSession: bySession, credToken: byToken} {
 		for h, u := range us {
-			out[credential{kind: q.kind, hash: h}] = &u
+			out[credential{kind: kind, hash: h}] = &u
 		}
 	}
 	return out, nil
@@ -146,36 +138,32 @@ func (s *Server) credentialUsers(ctx context.Context, creds []credential, now ti
 
 // mayFollow returns an errTopic when u may not follow topic, nil when u
 // may, or another error when that cannot be told now. teams caches the
-// teams of jobs across calls.
+// teams of jobs across calls (app.App.MaySeeJob).
 func (s *Server) mayFollow(ctx context.Context, u *models.User, topic string, teams map[int64]string) error {
+	var err error
 	switch {
 	case topic == topicGPUs, topic == topicQueues, topic == topicJCT, strings.HasPrefix(topic, topicGPU):
 		return nil // every user sees every GPU and the queues (as their role may)
 	case strings.HasPrefix(topic, topicTeam):
-		if name := strings.TrimPrefix(topic, topicTeam); !canSee(u, name) {
-			return errTopic(fmt.Sprintf("no team %q that you may see", name))
+		err = app.MaySeeTeam(u, strings.TrimPrefix(topic, topicTeam))
+	default:
+		id, ok := jobTopicID(topic)
+		if !ok {
+			return errTopic(fmt.Sprintf("unknown topic %q", topic))
 		}
-		return nil
+		err = s.app.MaySeeJob(ctx, u, id, teams)
 	}
-	id, ok := jobTopicID(topic)
-	if !ok {
-		return errTopic(fmt.Sprintf("unknown topic %q", topic))
+	return topicRefusal(err)
+}
+
+// topicRefusal is err, an action's, as an errTopic when the action
+// refused what the topic names (it does not exist or the user may not
+// see it).
+func topicRefusal(err error) error {
+	if app.KindOf(err) == app.NotFound {
+		return errTopic(err.Error())
 	}
-	team, ok := teams[id]
-	if !ok {
-		j, err := s.cfg.Store.Job(ctx, id)
-		if errors.Is(err, models.ErrNotFound) {
-			return errTopic(fmt.Sprintf("no job %d that you may see", id))
-		}
-		if err != nil {
-			return err
-		}
-		team, teams[id] = j.Team, j.Team
-	}
-	if !canSee(u, team) {
-		return errTopic(fmt.Sprintf("no job %d that you may see", id))
-	}
-	return nil
+	return err
 }
 
 // seeing returns those of clients whose user may see the jobs of team:

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -113,17 +112,13 @@ func describeRun(aj api.Job, j *models.Job, d *templates.JobDetail) {
 	}
 }
 
-// depStates adds to the jobs d waits for their states, as the engine
-// judges them (an array's ID stands for all its tasks).
-func (s *Server) depStates(ctx context.Context, d *templates.JobDetail) error {
+// depStates adds to the jobs d, job id's page, waits for their states
+// (app.App.DependencyStates).
+func (s *Server) depStates(c echo.Context, id int64, d *templates.JobDetail) error {
 	if len(d.Dependencies) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(d.Dependencies))
-	for i, dep := range d.Dependencies {
-		ids[i] = dep.JobID
-	}
-	states, err := s.cfg.Store.JobStates(ctx, ids)
+	states, err := s.app.DependencyStates(c.Request().Context(), appActor(c), id)
 	if err != nil {
 		return err
 	}

@@ -41,16 +41,6 @@ func profileRequest(f templates.SubmitForm, req *api.SubmitRequest, fe fieldErro
 	}
 }
 
-// declaredProfileJSON is the profile the user declared for j, for the
-// job's JSON; nil when none was.
-func declaredProfileJSON(j *models.Job) *api.CPUProfile {
-	p, err := j.DeclaredProfile()
-	if err != nil || p == nil {
-		return nil
-	}
-	return &api.CPUProfile{Source: string(synergy.SourceDeclared), Family: p.Family, CPU: points(p.CPU), Mem: points(p.Mem)}
-}
-
 // describeDeclaredProfile puts the profile the user declared for j in
 // words for its page, such as "image-cnn" or "custom: CPU 1:0.4, 4:1;
 // memory flat"; "" when none was.

@@ -32,56 +32,33 @@ func (s *Server) apiTeams(c echo.Context) error {
 	return c.JSON(http.StatusOK, m.teamShares())
 }
 
-// team returns the team named by :name for a member of it or an admin,
-// as of m.
+// team returns the team named by :name for a member of it or an admin
+// (app.App.TeamMembers), as of m: its members' usage counts their runs
+// in progress too.
 func (s *Server) team(c echo.Context, m *moment) (api.Team, error) {
 	name := c.Param("name")
-	ctx := c.Request().Context()
+	since := m.now.Add(-teamWindow)
+	out, err := s.app.TeamMembers(c.Request().Context(), appActor(c), name, since)
+	if err != nil {
+		return out, err
+	}
 	i := slices.IndexFunc(m.teams, func(t models.Team) bool { return t.Name == name })
 	if i < 0 {
 		return api.Team{}, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
 	}
-	if !canSee(currentUser(c), name) {
-		return api.Team{}, echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("only members of %s and admins may see its page", name))
-	}
-	out := api.Team{TeamShare: m.teamShare(m.teams[i]), Window: teamWindow.Seconds(), Members: []api.Member{}, Samples: []api.TeamSample{}}
-	caps, err := s.cfg.Store.UserCaps(ctx)
-	if err != nil {
-		return out, err
-	}
-	out.Caps = caps[name]
-	if out.Caps == nil {
-		out.Caps = map[string]int{}
-	}
-	since := m.now.Add(-teamWindow)
-	usage, err := s.cfg.Store.MemberUsage(ctx, name, since)
-	if err != nil {
-		return out, err
-	}
+	out.TeamShare, out.Window = m.teamShare(m.teams[i]), teamWindow.Seconds()
 	// The store sums the service of ended runs; add the runs in progress.
+	usage := map[string]float64{}
 	for k := range m.running {
 		j := &m.running[k]
 		if j.Team == name && !j.SubmittedAt.Before(since) {
 			usage[j.User] += j.Service(m.now).GPUSeconds - j.AttainedService
 		}
 	}
-	users, err := s.cfg.Store.Users(ctx)
-	if err != nil {
-		return out, err
-	}
-	for _, u := range users {
-		if u.Team == name {
-			out.Members = append(out.Members, api.Member{User: u.Name, Role: string(u.Role), UsageGPUSeconds: usage[u.Name], MaxGPUs: out.Caps[u.Name]})
-		}
+	for k := range out.Members {
+		out.Members[k].UsageGPUSeconds += usage[out.Members[k].User]
 	}
 	sort.Slice(out.Members, func(a, b int) bool { return out.Members[a].UsageGPUSeconds > out.Members[b].UsageGPUSeconds })
-	samples, err := s.cfg.Store.TeamSamples(ctx, name, since)
-	if err != nil {
-		return out, err
-	}
-	for _, sm := range samples {
-		out.Samples = append(out.Samples, api.TeamSample{At: sm.At, InUseGPUs: sm.InUseGPUs, BorrowedGPUs: sm.BorrowedGPUs, GuaranteeGPUs: sm.GuaranteeGPUs})
-	}
 	return out, nil
 }
 
@@ -105,7 +82,7 @@ func (s *Server) apiTeam(c echo.Context) error {
 	for _, r := range f.Stranded {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("job %d cannot start: %s", r.ID, r.Why))
 	}
-	if w := guaranteeWarning(m.teams, s.clusterGPUs()); w != "" && u.Role == models.RoleAdmin {
+	if w := guaranteeWarning(m.teams, s.clusterGPUs()); w != "" && app.IsAdmin(u) {
 		t.Warnings = append(t.Warnings, w)
 	}
 	return c.JSON(http.StatusOK, t)
@@ -332,7 +309,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	}
 	u := currentUser(c)
 	v := templates.Team{Share: shareRow(t.TeamShare),
-		CanEditShare: u.Role == models.RoleAdmin,
+		CanEditShare: app.IsAdmin(u),
 		CanEditCaps:  app.CanLead(u, t.Name)}
 	v.ShowShares = v.CanEditCaps
 	for i := range m.teams {
@@ -383,7 +360,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	}
 	p := page(c, "Team "+t.Name, "teams")
 	p.Charts, p.Flash, p.Notice = true, flash, notice
-	if u.Role == models.RoleAdmin {
+	if app.IsAdmin(u) {
 		p.Warning = guaranteeWarning(m.teams, s.clusterGPUs())
 	}
 	return s.render(c, status, templates.TeamPage(p, v))

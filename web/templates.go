@@ -1,12 +1,9 @@
 package web
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,50 +19,27 @@ type TemplateJSON struct {
 	Job  api.SubmitRequest `json:"job"`
 }
 
+// templateJSON is t as the API shows it (app.TemplateOf).
 func templateJSON(t models.JobTemplate) (TemplateJSON, error) {
-	out := TemplateJSON{ID: t.ID, Name: t.Name}
-	if err := json.Unmarshal([]byte(t.Body), &out.Job); err != nil {
-		return out, fmt.Errorf("template %d: %w", t.ID, err)
-	}
-	return out, nil
+	tj, err := app.TemplateOf(t)
+	return TemplateJSON(tj), err
 }
 
-// saveTemplate checks that req is a job the user may submit and saves it.
+// saveTemplate saves req as the user's template name, a job they may
+// submit (app.App.SaveTemplate).
 func (s *Server) saveTemplate(c echo.Context, name string, req api.SubmitRequest) (TemplateJSON, error) {
-	if name == "" || len(name) > app.MaxJobName || strings.TrimSpace(name) != name {
-		return TemplateJSON{}, badRequest("name: is required: 1 to %d characters, not beginning or ending with white space", app.MaxJobName)
-	}
-	if err := s.app.CheckSubmit(c.Request().Context(), appActor(c), req); err != nil {
-		if fe := fieldErrorsOf(err); fe != nil {
-			return TemplateJSON{}, badRequest("job.%s", fe.First())
-		}
-		return TemplateJSON{}, err
-	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return TemplateJSON{}, err
-	}
-	t := &models.JobTemplate{User: currentUser(c).Name, Name: name, Body: string(body)}
-	if err := s.cfg.Store.CreateTemplate(c.Request().Context(), t); errors.Is(err, models.ErrExists) {
-		return TemplateJSON{}, badRequest("name: you already have a template called %q", name)
-	} else if err != nil {
-		return TemplateJSON{}, err
-	}
-	return TemplateJSON{ID: t.ID, Name: t.Name, Job: req}, nil
+	t, err := s.app.SaveTemplate(c.Request().Context(), appActor(c), name, req)
+	return TemplateJSON(t), err
 }
 
 func (s *Server) userTemplates(c echo.Context) ([]TemplateJSON, error) {
-	ts, err := s.cfg.Store.Templates(c.Request().Context(), currentUser(c).Name)
+	ts, err := s.app.Templates(c.Request().Context(), appActor(c))
 	if err != nil {
 		return nil, err
 	}
-	out := []TemplateJSON{}
-	for _, t := range ts {
-		tj, err := templateJSON(t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, tj)
+	out := make([]TemplateJSON, len(ts))
+	for i, t := range ts {
+		out[i] = TemplateJSON(t)
 	}
 	return out, nil
 }
@@ -106,11 +80,7 @@ func (s *Server) deleteTemplate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	err = s.cfg.Store.DeleteTemplate(c.Request().Context(), currentUser(c).Name, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("you have no template %d", id))
-	}
-	return err
+	return s.app.DeleteTemplate(c.Request().Context(), appActor(c), id)
 }
 
 func (s *Server) apiDeleteTemplate(c echo.Context) error {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
@@ -57,10 +58,10 @@ func (s *Server) publishGPUs(f telemetry.Frame) {
 // among them) and admins. A team that does not exist gets the same answer
 // as one the user may not see, so team names cannot be probed.
 func (s *Server) teamSnapshot(ctx context.Context, u *models.User, name string) (api.TeamTopic, error) {
-	refused := errTopic(fmt.Sprintf("no team %q that you may see", name))
-	if !canSee(u, name) {
-		return api.TeamTopic{}, refused
+	if err := app.MaySeeTeam(u, name); err != nil {
+		return api.TeamTopic{}, topicRefusal(err)
 	}
+	refused := errTopic(fmt.Sprintf("no team %q that you may see", name))
 	m, err := s.moment(ctx)
 	if err != nil {
 		return api.TeamTopic{}, err
@@ -90,7 +91,7 @@ func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name 
 		queue int
 	}
 	var page []shown
-	for qi, rows := range queueOrder(m, s.cfg.Engine.Scheduler().Queues()) {
+	for qi, rows := range queueOrder(m, s.app.QueueCount()) {
 		for _, r := range rows {
 			if r.Team != name {
 				continue
@@ -105,7 +106,7 @@ func (s *Server) teamTopic(ctx context.Context, m *moment, u *models.User, name 
 	for i, p := range page {
 		ids[i] = p.id
 	}
-	js, err := s.cfg.Store.JobsByID(ctx, ids)
+	js, err := s.app.TeamJobs(ctx, app.Actor{User: u}, name, ids)
 	if err != nil {
 		return api.TeamTopic{}, err
 	}

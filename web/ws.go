@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
@@ -128,13 +129,9 @@ func (s *Server) snapshot(ctx context.Context, u *models.User, topic string) (an
 	if !ok {
 		return nil, errTopic(fmt.Sprintf("unknown topic %q: want gpus, queues, jct, job:<id>, gpu:<uuid> or team:<name>", topic))
 	}
-	j, err := s.cfg.Store.Job(ctx, id)
-	if errors.Is(err, models.ErrNotFound) || (err == nil && !canSee(u, j.Team)) {
-		// The same answer for both, so that job IDs of other teams cannot be probed.
-		return nil, errTopic(fmt.Sprintf("no job %d that you may see", id))
-	}
+	j, err := s.app.FollowedJob(ctx, app.Actor{User: u}, id)
 	if err != nil {
-		return nil, err
+		return nil, topicRefusal(err)
 	}
 	m, err := s.shownMoment(ctx, *j)
 	if err != nil {
@@ -206,16 +203,12 @@ func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
 // f, converted with m, or where m is nil with the moment of these jobs
 // alone (shownMoment), which reads none of the rest of the queue.
 func (s *Server) publishJobs(ctx context.Context, m *moment, f telemetry.Frame, ids []int64) {
-	js := make([]models.Job, 0, len(ids))
-	for _, id := range ids {
-		j, err := s.cfg.Store.Job(ctx, id)
-		if err != nil {
-			continue // gone since it was followed
-		}
-		js = append(js, *j)
+	js, err := s.app.FollowedJobs(ctx, ids) // those gone since they were followed are left out
+	if err != nil {
+		s.cfg.Logger.Warn("live stream", "err", err)
+		return
 	}
 	if m == nil {
-		var err error
 		if m, err = s.shownMoment(ctx, js...); err != nil {
 			s.cfg.Logger.Warn("live stream", "err", err)
 			return

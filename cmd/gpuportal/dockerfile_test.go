@@ -418,11 +418,11 @@ func TestDockerfile(t *testing.T) {
 		}{{ready.URL, true}, {notReady.URL, false}} {
 			run := slices.Clone(argv[1:])
 			cmd := exec.CommandContext(ctx, out)
-			cmd.Env = append(os.Environ(), jobServerEnv+"=", agentTokenEnv+"=")
+			cmd.Env = append(os.Environ(), "GPUPORTAL_SERVER=", "GPUPORTAL_AGENT_TOKEN=")
 			if i >= 0 {
 				run[i-1] = tc.url
 			} else {
-				cmd.Env = append(cmd.Env, jobServerEnv+"="+tc.url)
+				cmd.Env = append(cmd.Env, "GPUPORTAL_SERVER="+tc.url)
 			}
 			cmd.Args = append([]string{out}, run...)
 			msg, err := cmd.CombinedOutput()

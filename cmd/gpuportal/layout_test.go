@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -69,6 +68,10 @@ func TestDependencyRules(t *testing.T) {
 			pkgs: "web", forbid: []string{"history"}},
 		{name: "the wire types stand alone: the CLI and any client use them without the server",
 			pkgs: "api", forbid: []string{"web/...", "app/...", "models/...", "github.com/labstack/..."}},
+		{name: "the command line is no web server: serve's assembly reaches it from package server, through main",
+			pkgs: "cli", forbid: []string{"server", "web/...", "templates", "github.com/labstack/...", "github.com/a-h/templ/..."}},
+		{name: "the server assembly knows no command line: main wires it into cli's serve",
+			pkgs: "server", forbid: []string{"cli", "github.com/spf13/cobra"}},
 		{name: "the Go client of the REST API speaks it with the wire types only: no server part",
 			pkgs: "client", forbid: []string{"web/...", "app/...", "models/...", "enginestore", "core/engine", "core/sched", "core/agent/...", "live", "history", "github.com/labstack/...", "gorm.io/..."}},
 	}
@@ -155,47 +158,37 @@ func moduleImports(t *testing.T, pkgs []string) map[string][]string {
 	return imports
 }
 
-// TestCLIWithoutWebServer checks that the command line is a client of the
-// REST API: of the main package's files only the server assembly
-// (serve*.go) imports web; the rest take their wire types from api.
-func TestCLIWithoutWebServer(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestMainOnlyWires checks that the binary's main package imports, of
+// the module, only the command line and the server assembly.
+func TestMainOnlyWires(t *testing.T) {
+	imports := moduleImports(t, []string{module + "cmd/gpuportal"})
 	var checked int
-	for _, name := range files {
-		if strings.HasPrefix(name, "serve") {
+	for _, imp := range imports[module+"cmd/gpuportal"] {
+		if !strings.HasPrefix(imp, module) {
 			continue
 		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
 		checked++
-		for _, imp := range f.Imports {
-			if path, _ := strconv.Unquote(imp.Path.Value); matches("web/...", path) {
-				t.Errorf("%s imports %s: the CLI takes its request types from api", name, path)
-			}
+		if imp != module+"cli" && imp != module+"server" {
+			t.Errorf("cmd/gpuportal imports %s: main only wires cli and server", strings.TrimPrefix(imp, module))
 		}
 	}
 	if checked == 0 {
-		t.Fatal("no file of the CLI checked")
+		t.Fatal("cmd/gpuportal imports neither cli nor server")
 	}
 }
 
 // TestCLIUsesClient checks that the command line calls the REST API
-// through package client only: of the main package's files, none but the
-// server assembly (serve*.go) and the agent (agent*.go, which checks a
-// server's /readyz) makes an HTTP request or names an /api/v1 route.
+// through package client only: of package cli's files, none but the agent
+// (agent*.go, which checks a server's /readyz) makes an HTTP request or
+// names an /api/v1 route.
 func TestCLIUsesClient(t *testing.T) {
-	files, err := filepath.Glob("*.go")
+	files, err := filepath.Glob("../../cli/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var checked int
 	for _, name := range files {
-		if strings.HasPrefix(name, "serve") || strings.HasPrefix(name, "agent") || strings.HasSuffix(name, "_test.go") {
+		if base := filepath.Base(name); strings.HasPrefix(base, "agent") || strings.HasSuffix(base, "_test.go") {
 			continue
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)

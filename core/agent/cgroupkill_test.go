@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/internal/testneed"
 )
 
 // cgroupMount is where this machine mounts a cgroup file system: the v2
@@ -43,11 +44,11 @@ func cgroupMount(t *testing.T, fstype, ctl string) string {
 func testCgroup(t *testing.T, mount, what string) string {
 	t.Helper()
 	if mount == "" {
-		t.Skipf("this machine has no %s", what)
+		testneed.Missing(t, "this machine has no %s", what)
 	}
 	d := filepath.Join(mount, fmt.Sprintf("gpuportal-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err := os.Mkdir(d, 0o755); err != nil {
-		t.Skipf("cannot make a cgroup in %s (%s): %v", mount, what, err)
+		testneed.Missing(t, "cannot make a cgroup in %s (%s): %v", mount, what, err)
 	}
 	t.Cleanup(func() {
 		_ = removeCgroupTree(d, mount)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/internal/testneed"
 )
 
 func TestJobEnv(t *testing.T) {
@@ -78,7 +79,7 @@ func TestCheckPassEnv(t *testing.T) {
 func TestLookupRunAs(t *testing.T) {
 	me, err := user.Current()
 	if err != nil {
-		t.Skip(err)
+		testneed.Missing(t, "no current user: %v", err)
 	}
 	myUID, _ := strconv.Atoi(me.Uid)
 	tests := []struct {
@@ -106,7 +107,7 @@ func TestLookupRunAs(t *testing.T) {
 			}
 			if err != nil {
 				if tc.user == "nobody" {
-					t.Skipf("no user nobody here: %v", err)
+					testneed.Missing(t, "no user nobody here: %v", err)
 				}
 				t.Fatal(err)
 			}
@@ -135,7 +136,7 @@ func TestRootAgentRefusesCommandJobsUnlessAsked(t *testing.T) {
 			exits := make(chan job.Exit, 1)
 			a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 1, 1024), WorkDir: t.TempDir(), RunAs: tc.runAs, RefuseRoot: tc.refuseRoot}, exits)
 			if err != nil {
-				t.Skipf("run as %q: %v", tc.runAs, err) // not root here
+				testneed.Missing(t, "run as %q: %v", tc.runAs, err) // not root here
 			}
 			a.euid = 0 // as if the agent ran as root
 			if a.runAs != nil {

@@ -210,6 +210,20 @@ const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// ParsePassEnv reads --pass-env: variable names, comma-separated.
+func ParsePassEnv(list string) ([]string, error) {
+	var names []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if err := CheckPassEnv(names); err != nil {
+		return nil, fmt.Errorf("--pass-env: %w", err)
+	}
+	return names, nil
+}
+
 // CheckPassEnv checks the names given to --pass-env: variable names, and
 // none of the agent's own (GPUPORTAL_*) or the job's GPUs.
 func CheckPassEnv(names []string) error {

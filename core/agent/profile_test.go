@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/synergy"
+	"github.com/gpuportal/gpuportal/internal/testneed"
 )
 
 func TestProgressCounter(t *testing.T) {
@@ -235,11 +236,11 @@ func TestCPUBoundHelper(t *testing.T) {
 // quota. It needs writable cgroups (root on most machines).
 func TestProfileRealProcess(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("cgroups are Linux only")
+		testneed.Missing(t, "cgroups are Linux only")
 	}
 	cgs, err := DetectCgroups(DefaultCgroupRoot)
 	if err != nil {
-		t.Skipf("cannot profile a real process: %v", err)
+		testneed.Missing(t, "cannot profile a real process: %v", err)
 	}
 	job, err := cgs.New(int64(900000 + os.Getpid()))
 	if err != nil {

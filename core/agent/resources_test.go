@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/internal/testneed"
 )
 
 // busyJob is a command that burns CPU until stopped: the test binary as
@@ -82,10 +83,10 @@ func TestLimitsFallback(t *testing.T) {
 func realCgroups(t *testing.T) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skip("cgroups are Linux only")
+		testneed.Missing(t, "cgroups are Linux only")
 	}
 	if _, err := DetectCgroups(DefaultCgroupRoot); err != nil {
-		t.Skipf("cgroups not writable here: %v", err)
+		testneed.Missing(t, "cgroups not writable here: %v", err)
 	}
 }
 

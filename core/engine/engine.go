@@ -19,6 +19,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // Job is what the engine needs to know of one unfinished job.
@@ -36,12 +37,16 @@ type Job struct {
 	Placement       []sched.GPURef // the GPUs held while running
 	LastStartAt     *time.Time
 	ExecutedS       float64
-	AttainedService float64
-	Model           string
-	Queue           sched.QueueState
-	Failures        int        // failed runs retried so far
-	ExitCode        *int       // of the last run that ended
-	RetryAt         *time.Time // a failed job waits until then
+	AttainedService float64 // over the ended runs
+	// Accrual is how the run in progress attains service: a shared GPU
+	// counts by the job's share of it, which changes as jobs join and
+	// leave it (held.go).
+	Accrual  usage.Accrual
+	Model    string
+	Queue    sched.QueueState
+	Failures int        // failed runs retried so far
+	ExitCode *int       // of the last run that ended
+	RetryAt  *time.Time // a failed job waits until then
 	// CancelRequest is the reason of a cancel asked through a replica
 	// that does not schedule (replicas.go); empty when none.
 	CancelRequest string
@@ -149,6 +154,10 @@ type Store interface {
 	// applies rq.Outcome to the estimate the run started from and the
 	// job's stalls so far, and returns it (sharing.go).
 	MarkRequeued(ctx context.Context, ref job.RunRef, rq job.Requeue) (job.RequeueOutcome, error)
+	// SetHeld records the changes of the GPUs running jobs hold, a shared
+	// GPU counted by each job's share of it (held.go); a change for a run
+	// that has ended changes nothing.
+	SetHeld(ctx context.Context, changes []Held) error
 	// SetMeasuredMemory stores a sharing job's estimate as its run
 	// measured it, for its next run; it changes nothing else.
 	SetMeasuredMemory(ctx context.Context, id int64, est memest.Estimate) error
@@ -285,14 +294,15 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	started    time.Time
-	runs       map[int64]*run         // each job's current run on connected nodes (runs.go)
-	strays     map[strayKey][]int     // parts of runs the cluster does not want, and their GPUs
-	unrecorded []*unrecorded          // outcomes the store has yet to take
-	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
-	promised   sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
-	stopLater  []strayKey             // runs to ask their machines to stop next pass
-	reasons    map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
-	noAccount  refusals               // machines that refused accounts (accounts.go)
+	runs       map[int64]*run             // each job's current run on connected nodes (runs.go)
+	strays     map[strayKey][]int         // parts of runs the cluster does not want, and their GPUs
+	placed     map[sched.GPURef]time.Time // when a run last started or ended on each GPU (held.go)
+	unrecorded []*unrecorded              // outcomes the store has yet to take
+	handover   map[int64]time.Time        // jobs kept back while a run stops: when it was asked to
+	promised   sched.Promises             // GPUs kept for a job kept back while runs stop, by job (runs.go)
+	stopLater  []strayKey                 // runs to ask their machines to stop next pass
+	reasons    map[int64]storedReason     // the wait reasons as last stored, per job (recordReasons)
+	noAccount  refusals                   // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
 	gone       map[string]GoneNode // under mu (gone.go)
 	// waiting is when each waiting job began to wait for its GPUs, for
@@ -341,6 +351,7 @@ func New(cfg Config) (*Engine, error) {
 		draining:  make(map[string]bool),
 		runs:      make(map[int64]*run),
 		strays:    make(map[strayKey][]int),
+		placed:    make(map[sched.GPURef]time.Time),
 		handover:  make(map[int64]time.Time),
 		promised:  make(sched.Promises),
 		reasons:   make(map[int64]storedReason),

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // memStore is an in-memory Store with the same rules as the real one.
@@ -70,7 +71,7 @@ func (s *memStore) MarkStarted(_ context.Context, id int64, placement []sched.GP
 		return 0, errConflict
 	}
 	j.Run++
-	j.State, j.Placement, j.LastStartAt = job.Running, placement, &now
+	j.State, j.Placement, j.LastStartAt, j.Accrual = job.Running, placement, &now, usage.Accrual{}
 	return j.Run, nil
 }
 
@@ -81,8 +82,26 @@ func (s *memStore) MarkResumed(_ context.Context, ref job.RunRef, placement []sc
 	if !j.State.Waiting() || j.Run != ref.Run {
 		return errConflict
 	}
-	j.State, j.Placement, j.LastStartAt = job.Running, placement, &now
+	j.State, j.Placement, j.LastStartAt, j.Accrual = job.Running, placement, &now, usage.Accrual{}
 	s.reason[ref.Job] = reason
+	return nil
+}
+
+// SetHeld records changes of the GPUs running jobs hold as the real store
+// does (models.Store.SetHeld).
+func (s *memStore) SetHeld(_ context.Context, changes []Held) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	for _, c := range changes {
+		j, err := s.current(c.Ref)
+		if err != nil {
+			continue // the run ended: counted then
+		}
+		j.Accrual = j.accrual().Reheld(c.At.Sub(*j.LastStartAt).Seconds(), c.GPUs)
+	}
 	return nil
 }
 
@@ -106,9 +125,8 @@ func (s *memStore) MarkStopped(_ context.Context, ref job.RunRef, to job.State, 
 	if err != nil {
 		return err
 	}
-	ran := now.Sub(*j.LastStartAt).Seconds()
-	j.ExecutedS += ran
-	j.AttainedService += ran * float64(j.GPUs)
+	sv := usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), j.accrual())
+	j.ExecutedS, j.AttainedService, j.Accrual = sv.ExecutedS, sv.GPUSeconds, usage.Accrual{}
 	j.State = to
 	s.end[id] = code
 	s.reason[id] = reason

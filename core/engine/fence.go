@@ -19,7 +19,7 @@ import (
 // before still go out. When the lock is taken again, the next pass
 // records the held exits first, then schedules from the store as a new
 // leader's first pass does. A replica that cannot take it again steps
-// down without unfencing (cmd/gpuportal/serve_leader.go).
+// down without unfencing (server/serve_leader.go).
 
 // fence is the engine's fence state; its own lock, as the replica's
 // lease watcher sets it from another goroutine.

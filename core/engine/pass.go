@@ -42,6 +42,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs = e.startPromised(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
 	e.recordResumes(ctx, now)
+	jobs = e.reheld(ctx, jobs, now)
 	snap, byID := e.snapshot(jobs, now)
 	if e.cfg.GPUTime != nil {
 		snap.GPUTimeDist = e.cfg.GPUTime.Dist(snap.Jobs)
@@ -114,6 +115,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 			out = append(out, j)
 			continue
 		}
+		e.placedAt(j.Placement, now)
 		e.cfg.Logger.Warn("job requeued", "job", j.ID, "reason", reason)
 		e.stats.requeued(RequeueNodeLost)
 		e.waitFrom(j.ID, now)
@@ -186,8 +188,9 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		sj.State = sched.Running
 		sj.Placement = slices.Clone(j.Placement)
 		if j.LastStartAt != nil {
-			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), j.GPUs)
-			sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
+			acc := j.accrual()
+			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), acc)
+			sj.ExecutedS, sj.AttainedService, sj.HeldGPUs = sv.ExecutedS, sv.GPUSeconds, acc.Held
 		}
 	}
 	return sj
@@ -248,6 +251,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		return
 	}
 	delete(e.reasons, j.ID)
+	e.placedAt(gpus, now)
 	e.observeStart(j, now)
 	if asked, ok := e.handover[j.ID]; ok {
 		delete(e.handover, j.ID)
@@ -256,7 +260,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time
 		}
 	}
 	r := &run{id: id, parts: make(map[string]bool), started: now, failures: j.Failures, retries: j.Retries, gpus: perNode,
-		ended: usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, nGPUs: j.GPUs, learn: true}
+		ended: usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}, acc: usage.Whole(j.GPUs), learn: true}
 	if j.Failures > 0 {
 		r.lastCode = j.ExitCode
 	}

@@ -63,11 +63,12 @@ type run struct {
 	// together with the job's history it decides whether to retry.
 	exited  bool
 	started time.Time
-	// ended is the job's service before this run and nGPUs its GPUs, for
-	// the GPU-time it completes with (Config.GPUTime); learn is false for
-	// a run the engine adopted rather than started.
+	// ended is the job's service before this run and acc how the run
+	// attains it (held.go), for the GPU-time it completes with
+	// (Config.GPUTime); learn is false for a run the engine adopted
+	// rather than started.
 	ended    usage.Service
-	nGPUs    int
+	acc      usage.Accrual
 	learn    bool
 	gpus     map[string][]int // the GPUs of each part, by node; none when adopted unknown (adopt.go)
 	failures int              // earlier failed runs
@@ -616,6 +617,13 @@ func (e *Engine) tryRecord(ctx context.Context, u *unrecorded) bool {
 	if e.runs[u.ex.JobID] == u.r {
 		delete(e.runs, u.ex.JobID)
 	}
+	if err == nil {
+		at := u.ex.At
+		if at.IsZero() {
+			at = e.cfg.Now()
+		}
+		e.placedAt(gpusOfRun(u.r), at)
+	}
 	recorded(u.ex)
 	return true
 }
@@ -670,7 +678,7 @@ func (e *Engine) outcome(ex job.Exit, r *run) func(context.Context) error {
 		if to == job.Succeeded {
 			e.completed = true
 			if e.cfg.GPUTime != nil && r.learn {
-				e.cfg.GPUTime.Completed(usage.Current(r.ended, r.nGPUs, &r.started, ex.At).GPUSeconds)
+				e.cfg.GPUTime.Completed(usage.Current(r.ended, r.acc, &r.started, ex.At).GPUSeconds)
 			}
 		}
 		if !r.stopAsked.IsZero() {

@@ -770,7 +770,7 @@ func (s *scen) add(j sched.Job, target bool) {
 		m.runStart = j.LastStartTime
 		ran := max(s.now-j.LastStartTime, 0)
 		m.execAt = j.ExecutedS - ran
-		m.servAt = j.AttainedService - ran*float64(j.GPUs)
+		m.servAt = j.AttainedService - ran*heldGPUs(j)
 		heap.Push(&s.ends, end{at: s.now + max(m.dur-j.ExecutedS, 0), id: j.ID, run: m.run})
 	}
 	s.jobs = append(s.jobs, j)
@@ -952,7 +952,7 @@ func (s *scen) arrive(j sched.Job) {
 	if _, dup := s.index[j.ID]; dup {
 		return
 	}
-	j.State, j.Placement = sched.Pending, nil
+	j.State, j.Placement, j.HeldGPUs = sched.Pending, nil, 0
 	s.add(j, true)
 }
 
@@ -983,7 +983,7 @@ func (s *scen) pass() {
 	for i := range s.jobs {
 		j := &s.jobs[i]
 		if j.State == sched.Running {
-			sv := usage.Service{ExecutedS: s.meta[i].execAt, GPUSeconds: s.meta[i].servAt}.Ran(s.now-s.meta[i].runStart, j.GPUs)
+			sv := usage.Service{ExecutedS: s.meta[i].execAt, GPUSeconds: s.meta[i].servAt}.Ran(s.now-s.meta[i].runStart, usage.Accrual{Held: heldGPUs(*j)})
 			j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
 		}
 	}
@@ -1020,7 +1020,7 @@ func (s *scen) apply(d sched.Decisions) {
 			s.res.starts[j.ID] = s.now
 			s.waiting--
 		}
-		j.State, j.Placement, j.LastStartTime = sched.Running, st.GPUs, s.now
+		j.State, j.Placement, j.LastStartTime, j.HeldGPUs = sched.Running, st.GPUs, s.now, 0
 		m.run++
 		m.runStart, m.execAt, m.servAt = s.now, j.ExecutedS, j.AttainedService
 		heap.Push(&s.ends, end{at: s.now + max(m.dur-j.ExecutedS, 0), id: j.ID, run: m.run})
@@ -1031,12 +1031,23 @@ func (s *scen) apply(d sched.Decisions) {
 	}
 }
 
+// heldGPUs is what running job j holds for the rest of its run in a
+// scenario: what it holds at the forecast (sched.Job.HeldGPUs, a shared
+// GPU by its share), and its GPUs whole for a run the scenario starts.
+// The scenario does not follow shares as sharers come and go.
+func heldGPUs(j sched.Job) float64 {
+	if j.HeldGPUs > 0 {
+		return j.HeldGPUs
+	}
+	return float64(j.GPUs)
+}
+
 // stopRun ends job i's run at t: it waits again, with what it ran.
 func (s *scen) stopRun(i int, t float64) {
 	j, m := &s.jobs[i], &s.meta[i]
-	sv := usage.Service{ExecutedS: m.execAt, GPUSeconds: m.servAt}.Ran(max(t-m.runStart, 0), j.GPUs)
+	sv := usage.Service{ExecutedS: m.execAt, GPUSeconds: m.servAt}.Ran(max(t-m.runStart, 0), usage.Accrual{Held: heldGPUs(*j)})
 	j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
-	j.State, j.Placement = sched.Pending, nil
+	j.State, j.Placement, j.HeldGPUs = sched.Pending, nil, 0
 	m.run++
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -175,4 +176,28 @@ func (s *Sim) Sample(now time.Time) []Sample {
 		out = append(out, smp)
 	}
 	return out
+}
+
+// SimCluster is a cluster of simulated machines as serve --sim-gpus and
+// agent --gpus sim: name it: NODESxGPUSxGB.
+type SimCluster struct {
+	Nodes, GPUs int
+	MemGB       int64
+}
+
+// ParseSimCluster reads NODESxGPUSxGB, each a number from 1 to 4096.
+func ParseSimCluster(s string) (SimCluster, error) {
+	parts := strings.Split(s, "x")
+	if len(parts) != 3 {
+		return SimCluster{}, fmt.Errorf("%q: want NODESxGPUSxGB, for example 2x4x80", s)
+	}
+	var n [3]int
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 1 || v > 4096 {
+			return SimCluster{}, fmt.Errorf("%q: %q is not a number from 1 to 4096", s, p)
+		}
+		n[i] = v
+	}
+	return SimCluster{Nodes: n[0], GPUs: n[1], MemGB: int64(n[2])}, nil
 }

@@ -440,7 +440,13 @@ func (p *pass) mayBackfill(i int32, k *rsvState) bool {
 		}
 	}
 	if rsvProtected(j) {
-		return p.waitedBound(j)
+		// A session is never preempted: the reserved job would wait for
+		// it to its end. One with a time limit (its team's session
+		// policy) that does not end it before the reservation's start
+		// waits for the reserved job to start: the guarantee holds for
+		// it as for a job that ran its limit. Without a limit it could
+		// be held back for ever: it starts once it has waited its bound.
+		return !hasLimit(j) && p.waitedBound(j)
 	}
 	if p.fair && p.waitedBound(j) {
 		return p.guaranteed(i)
@@ -706,12 +712,18 @@ func (p *pass) rsvFairVictim(ri int32, e *entry, due float64) bool {
 		return false
 	}
 	if st == runOpen && p.jteam[run.job] == p.jteam[e.job] {
-		// Its own team's job, which the policy ranks below it: the
+		// Its own team's job, if the policy ranks it below e: the
 		// policy preempts within a team, reservation or not. Else a
 		// long job of its own team that started before it was due (the
 		// demo's half-hour notebook, in queue 1) held its GPUs to its
-		// end (issue 30).
-		return true
+		// end (issue 30). Open is not enough: the walk defers a running
+		// borrower, so one the policy ranks above e may still be open
+		// when e is decided at its rank (an 8-GPU job that had started
+		// was preempted for the next one, which then was for the next);
+		// one ranked above it is preempted only as a backfill, below.
+		if compareKeys(&p.rents[run.ent], e) > 0 {
+			return true
+		}
 	}
 	j := &p.s.Jobs[run.job]
 	if !(j.LastStartTime >= due) {

@@ -141,6 +141,23 @@ func TestReservation(t *testing.T) {
 			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
 		},
 		{
+			name: "fjf: a session whose time limit ends it before the reservation's start backfills",
+			cfg:  Config{Policy: "fjf", ReserveAfterS: 300},
+			snap: oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950, session, limit(500))),
+			// 12 ends by 1,500, before 1,600
+			starts: []int64{12},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+		},
+		{
+			name: "tiresias-l: a session whose time limit ends it after the reservation's start is held back, though it has waited its bound",
+			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
+			snap: oneNodeBusy(pend(12, 1, 650, session, limit(3600))),
+			// 12 would hold the GPU to 4,600, never preempted: it waits
+			// for job 10 to start (issue 30)
+			starts: nil,
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 300}},
+		},
+		{
 			name: "tiresias-l: a job ranked above it as a waiting job is waited for",
 			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
 			snap: Snapshot{Now: 2000, Nodes: nodes(8), Jobs: []Job{
@@ -574,14 +591,16 @@ func TestReservationOmitWaits(t *testing.T) {
 }
 
 // withoutHeldSessions drops from s, when d reserves GPUs, the waiting
-// interactive sessions that have not waited their bound: a reservation
-// holds them back, since they could not be preempted there.
+// interactive sessions that a reservation may hold back, since they could
+// not be preempted there: those that have not waited their bound, and
+// those with a time limit (held unless it ends them before the
+// reservation's start).
 func withoutHeldSessions(s Snapshot, cfg Config, d Decisions) Snapshot {
 	if len(d.Reservations) == 0 {
 		return s
 	}
 	s.Jobs = slices.DeleteFunc(slices.Clone(s.Jobs), func(j Job) bool {
-		return j.State == Pending && rsvProtected(&j) && waitedS(&j, s.Now) < cfg.ReserveAfterS
+		return j.State == Pending && rsvProtected(&j) && (hasLimit(&j) || waitedS(&j, s.Now) < cfg.ReserveAfterS)
 	})
 	return s
 }
@@ -664,6 +683,19 @@ func TestReservationFairShare(t *testing.T) {
 			},
 			starts:   []int64{10},
 			preempts: []int64{1, 2},
+		},
+		{
+			// nlp's 8-GPU job 9 started at 2,900, having waited its
+			// bound; it borrows, so the walk defers it, and job 10 is
+			// decided at its rank before it: job 9 ranks above job 10
+			// (running, queue 0) and is no backfill. Preempting it
+			// handed the machine from one 8-GPU job to the next (issue
+			// 30).
+			name:   "its own team's job that the policy ranks above it is not preempted, though the walk reaches it later",
+			policy: "tiresias-l",
+			now:    3000,
+			jobs:   []Job{big, run(9, 0, all, nlp, ranFrom(2900, 3000), limit(200))},
+			rsv:    []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3100, DueS: 300}},
 		},
 		{
 			name:   "another team's job from before it was due is waited for",

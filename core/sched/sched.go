@@ -88,8 +88,13 @@ type Job struct {
 
 	// ExecutedS is the time the job has run so far, over all its runs.
 	ExecutedS float64
-	// AttainedService is GPUs held x seconds run, over all runs.
+	// AttainedService is GPUs held x seconds run, over all runs, a
+	// shared GPU counted by the job's share of it (usage.Accrual).
 	AttainedService float64
+	// HeldGPUs is what a running job holds now, a shared GPU counted by
+	// its share of it (usage.Shares); 0: its GPUs, whole. The forecaster
+	// counts the rest of the run at it.
+	HeldGPUs float64
 	// LastStartTime is when the current or most recent run began.
 	LastStartTime float64
 	// DurationS is the job's known total run time, 0 when unknown. Only

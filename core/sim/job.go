@@ -6,6 +6,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/core/trace"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // job is the simulator's record of one trace job. What the scheduler sees
@@ -29,6 +30,9 @@ type job struct {
 	// At runStart, or now when not running:
 	executed float64 // seconds run, restores included (ExecutedS)
 	service  float64 // GPU-seconds held (AttainedService)
+	// acc is how the run attains service since runStart: a shared GPU
+	// by the job's share of it (share.go), as the portal counts it.
+	acc      usage.Accrual
 	progress float64 // seconds of useful work done
 	owed     float64 // restore time still to run before work resumes
 
@@ -67,6 +71,7 @@ func (j *job) account(ran float64) {
 	paid := min(j.owed, ran)
 	j.owed -= paid
 	j.progress += (ran - paid) * j.rate() * j.shareSpeed()
-	j.executed += ran
-	j.service += float64(j.tj.GPUs) * ran
+	sv := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(ran, j.acc)
+	j.executed, j.service = sv.ExecutedS, sv.GPUSeconds
+	j.acc = usage.Accrual{Held: j.acc.Held} // the run goes on from now at what it holds
 }

@@ -16,9 +16,8 @@ func (s *simulator) pass() error {
 	for _, j := range s.running {
 		ran := s.now - j.runStart
 		sj := &s.snap[j.pos]
-		// sj.GPUs is j.tj.GPUs, at hand (no load of the trace job).
-		sv := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(ran, sj.GPUs)
-		sj.ExecutedS, sj.AttainedService = sv.ExecutedS, sv.GPUSeconds
+		sv := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(ran, j.acc)
+		sj.ExecutedS, sj.AttainedService, sj.HeldGPUs = sv.ExecutedS, sv.GPUSeconds, j.acc.Held
 	}
 	s.passes++
 	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot(), Reservations: s.reservations}

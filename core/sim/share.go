@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"text/tabwriter"
@@ -11,6 +12,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // Salus sharing in the simulator (Config.Sharing, docs/salus.md). Under
@@ -106,6 +108,9 @@ func (s *simulator) shareJob(j *job, sj *sched.Job) {
 	}
 	sj.Sharing, sj.MemPersistentMiB, sj.MemEphemeralMiB = true, mem.PersistentMiB, mem.EphemeralMiB
 	j.demand = float64(j.tj.GPUMilli) / 1000
+	// It asked for gpu_milli/1,000 of a GPU, as a portal job asks for
+	// gpu_fraction: the share it holds (usage.Shares).
+	sj.GPUFraction = j.demand
 	s.share.jobs++
 }
 
@@ -186,6 +191,7 @@ func (s *simulator) shareRetime(g *shareGPU) {
 		catchUp = min(catchUp, next)
 	}
 	rate := salussim.Rate(demand, len(g.jobs), 0)
+	s.shareHeld(g)
 	var first *job
 	for _, l := range v.Lanes {
 		for _, jv := range l.Jobs {
@@ -211,6 +217,23 @@ func (s *simulator) shareRetime(g *shareGPU) {
 	}
 	if !math.IsInf(catchUp, 1) {
 		s.ends.push(completion{at: s.now + catchUp, job: first, lane: g, epoch: g.epoch})
+	}
+}
+
+// shareHeld gives every job on g the share of it that usage.Shares gives
+// it among the jobs on g (each asked for its gpu_milli): what it attains
+// service by from now on, as the portal counts a shared GPU.
+func (s *simulator) shareHeld(g *shareGPU) {
+	ids := slices.Sorted(maps.Keys(g.jobs))
+	claims := make([]usage.Claim, len(ids))
+	for k, id := range ids {
+		claims[k] = usage.Claim{Sharing: true, Fraction: g.jobs[id].demand}
+	}
+	for k, h := range usage.Shares(nil, claims) {
+		j := g.jobs[ids[k]]
+		if j.acc.Held != h {
+			j.acc = j.acc.Reheld(s.now-j.runStart, h)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/trace"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // Config is the setup of one simulation.
@@ -444,6 +445,7 @@ func (s *simulator) stopRun(j *job) {
 	sj.Placement = nil
 	sj.ExecutedS = j.executed
 	sj.AttainedService = j.service
+	sj.HeldGPUs = 0
 }
 
 // startRun starts or resumes a job at s.now on gpus.
@@ -451,6 +453,7 @@ func (s *simulator) startRun(j *job, gpus []sched.GPURef) {
 	j.running = true
 	j.run++
 	j.runStart = s.now
+	j.acc = usage.Whole(j.tj.GPUs)
 	if s.teams != nil {
 		st := &s.teams.t[j.team]
 		st.held += j.tj.GPUs

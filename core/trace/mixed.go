@@ -33,6 +33,11 @@ type MixedConfig struct {
 	BigGPUs          int
 	BigEveryS        float64
 	BigMinS, BigMaxS float64
+	// Sessions (class "session", 1 GPU, never preempted) arrive every
+	// SessionEveryS on average (Poisson; 0: none), each used from
+	// SessionMinS to SessionMaxS, log-uniformly, in whole minutes, with a
+	// time limit of SessionLimitS (its team's session policy; 0: none).
+	SessionEveryS, SessionMinS, SessionMaxS, SessionLimitS float64
 }
 
 // DefaultMixed is the stream of testdata/traces/mixed-8gpu.csv: 1-GPU jobs
@@ -46,6 +51,20 @@ var DefaultMixed = MixedConfig{
 	Seed: 30, LengthS: 86400, GPUs: 8,
 	SmallLoad: 0.74, SmallMinS: 30, SmallMaxS: 600, LimitShare: 0.5,
 	BigGPUs: 8, BigEveryS: 1800, BigMinS: 120, BigMaxS: 300,
+}
+
+// SpecMixed is the stream of issue 30's proof, testdata/traces/mixed-spec.csv:
+// 1-GPU jobs as DefaultMixed's but at a load of 0.85 on 8 GPUs, an 8-GPU
+// job of 1 to 2 minutes every 30 minutes (0.05 more), and a session about
+// every 20 minutes of 5 to 15 minutes under a team session limit of 15
+// minutes (0.06 more; 0.96 in all), for a day. A session's limit is the
+// reservation bound the trace is replayed with (900 s): see
+// docs/scheduling.md, "Reservations", for why the bound must cover it.
+var SpecMixed = MixedConfig{
+	Seed: 30, LengthS: 86400, GPUs: 8,
+	SmallLoad: 0.85, SmallMinS: 30, SmallMaxS: 600, LimitShare: 0.5,
+	BigGPUs: 8, BigEveryS: 1800, BigMinS: 60, BigMaxS: 120,
+	SessionEveryS: 1200, SessionMinS: 300, SessionMaxS: 900, SessionLimitS: 900,
 }
 
 // Mixed draws the jobs of a mixed stream, in submit order, IDs from 1.
@@ -62,6 +81,8 @@ func Mixed(cfg MixedConfig) ([]Job, error) {
 		return nil, fmt.Errorf("mixed trace: 1-GPU durations %v to %v s: want 0 < min <= max", cfg.SmallMinS, cfg.SmallMaxS)
 	case !(cfg.LimitShare >= 0 && cfg.LimitShare <= 1):
 		return nil, fmt.Errorf("mixed trace: limit share %v: want 0 to 1", cfg.LimitShare)
+	case cfg.SessionEveryS < 0 || cfg.SessionEveryS > 0 && (!(cfg.SessionMinS > 0 && cfg.SessionMaxS >= cfg.SessionMinS) || math.IsInf(cfg.SessionMaxS, 1) || !(cfg.SessionLimitS >= 0)):
+		return nil, fmt.Errorf("mixed trace: sessions every %v s of %v to %v s, limit %v s: want positive times, min <= max, a limit of 0 or more", cfg.SessionEveryS, cfg.SessionMinS, cfg.SessionMaxS, cfg.SessionLimitS)
 	case cfg.BigGPUs > 0 && (!(cfg.BigEveryS > 0) || !(cfg.BigMinS > 0 && cfg.BigMaxS >= cfg.BigMinS) || math.IsInf(cfg.BigMaxS, 1)):
 		return nil, fmt.Errorf("mixed trace: big jobs every %v s of %v to %v s: want positive times, min <= max", cfg.BigEveryS, cfg.BigMinS, cfg.BigMaxS)
 	}
@@ -85,6 +106,17 @@ func Mixed(cfg MixedConfig) ([]Job, error) {
 		for t := cfg.BigEveryS / 2; t < cfg.LengthS; t += cfg.BigEveryS {
 			d := math.Round(cfg.BigMinS + (cfg.BigMaxS-cfg.BigMinS)*r.Float64())
 			jobs = append(jobs, Job{Submit: math.Round(t), Duration: d, GPUs: cfg.BigGPUs, GPUMilli: 1000, Model: "resnet50"})
+		}
+	}
+	if cfg.SessionEveryS > 0 {
+		for t := r.ExpFloat64() * cfg.SessionEveryS; t < cfg.LengthS; t += r.ExpFloat64() * cfg.SessionEveryS {
+			d := 60 * math.Round(cfg.SessionMinS*math.Pow(cfg.SessionMaxS/cfg.SessionMinS, r.Float64())/60)
+			d = min(max(d, cfg.SessionMinS), cfg.SessionMaxS)
+			j := Job{Submit: math.Round(t), Duration: max(d, 1), GPUs: 1, GPUMilli: 1000, Class: "session"}
+			if cfg.SessionLimitS > 0 {
+				j.TimeLimitS = max(cfg.SessionLimitS, j.Duration)
+			}
+			jobs = append(jobs, j)
 		}
 	}
 	slices.SortStableFunc(jobs, func(a, b Job) int {

@@ -97,3 +97,39 @@ func TestJittered(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecMixed: issue 30's stream has 1-GPU jobs at about 0.85 of 8 GPUs,
+// an 8-GPU job every 30 minutes and sessions of 5 to 15 minutes, each
+// with the team's 15-minute limit.
+func TestSpecMixed(t *testing.T) {
+	jobs, err := Mixed(SpecMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var big, sessions int
+	var work float64
+	for _, j := range jobs {
+		switch {
+		case j.Class == "session":
+			sessions++
+			if j.GPUs != 1 || j.Duration < 300 || j.Duration > 900 || j.TimeLimitS != 900 {
+				t.Errorf("session %+v", j)
+			}
+		case j.GPUs == 8:
+			big++
+		default:
+			work += j.Duration
+		}
+	}
+	if big != 48 || sessions < 50 || sessions > 100 {
+		t.Errorf("%d 8-GPU jobs and %d sessions in a day, want 48 and about 72", big, sessions)
+	}
+	if load := work / (8 * SpecMixed.LengthS); math.Abs(load-0.85) > 0.05 {
+		t.Errorf("1-GPU load %.3f, want about 0.85", load)
+	}
+	bad := SpecMixed
+	bad.SessionMaxS = 1
+	if _, err := Mixed(bad); err == nil {
+		t.Error("sessions of 300 to 1 s accepted")
+	}
+}

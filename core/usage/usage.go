@@ -20,18 +20,41 @@ type Service struct {
 	GPUSeconds float64
 }
 
-// Ran is s after a run of ran more seconds on gpus GPUs: ExecutedS plus
-// ran, GPUSeconds plus ran x gpus. It is the one place a run in progress
-// is added to a job's service: the engine's pass, the simulator's pass
-// and the forecaster's replay all add it with Ran.
-func (s Service) Ran(ran float64, gpus int) Service {
-	return Service{ExecutedS: s.ExecutedS + ran, GPUSeconds: s.GPUSeconds + ran*float64(gpus)}
+// Accrual is how a run in progress attains service while the GPUs it
+// holds change: a shared GPU's share (Shares) changes as jobs join and
+// leave it. In its first At seconds the run attained GPUSeconds; since
+// then it holds Held GPUs, a shared GPU counted by the job's share of it.
+// The zero Accrual holds nothing.
+type Accrual struct {
+	At, GPUSeconds, Held float64
+}
+
+// Whole is the accrual of a run that holds gpus whole GPUs throughout.
+func Whole(gpus int) Accrual { return Accrual{Held: float64(max(gpus, 0))} }
+
+// Reheld is a after ran seconds of the run, when the GPUs it holds
+// become held: the time since a.At counts at a.Held, and the rest of the
+// run at held. A ran before a.At changes only Held.
+func (a Accrual) Reheld(ran, held float64) Accrual {
+	ran = max(ran, a.At)
+	return Accrual{At: ran, GPUSeconds: a.GPUSeconds + (ran-a.At)*a.Held, Held: max(held, 0)}
+}
+
+// Ran is s after ran more seconds of a run that accrued as a: ExecutedS
+// plus ran, GPUSeconds plus the GPU-seconds a gives the run's first ran
+// seconds (a shared GPU counted by the job's share of it, as accounting
+// and the GPU counts count it). It is the one place a run is added to a
+// job's service: the store, the engine's pass, the simulator's pass and
+// the forecaster's replay all add it with Ran.
+func (s Service) Ran(ran float64, a Accrual) Service {
+	ran = max(ran, 0)
+	return Service{ExecutedS: s.ExecutedS + ran, GPUSeconds: s.GPUSeconds + a.GPUSeconds + max(ran-a.At, 0)*a.Held}
 }
 
 // Current is a job's service at now: ended, the service of its ended
 // runs, plus, while a run is in progress (runningSince not nil), that
-// run's on gpus GPUs. A run that starts after now adds nothing.
-func Current(ended Service, gpus int, runningSince *time.Time, now time.Time) Service {
+// run's as a accrues it. A run that starts after now adds nothing.
+func Current(ended Service, a Accrual, runningSince *time.Time, now time.Time) Service {
 	if runningSince == nil {
 		return ended
 	}
@@ -39,7 +62,7 @@ func Current(ended Service, gpus int, runningSince *time.Time, now time.Time) Se
 	if ran <= 0 {
 		return ended
 	}
-	return ended.Ran(ran, max(gpus, 0))
+	return ended.Ran(ran, a)
 }
 
 // Run is a running job as the GPU count sees it.

@@ -28,7 +28,7 @@ func TestCurrent(t *testing.T) {
 		{"no GPUs attain no service", Service{}, 0, &since, at(10), Service{10, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Current(tc.ended, tc.gpus, tc.since, tc.now); got != tc.want {
+			if got := Current(tc.ended, Whole(tc.gpus), tc.since, tc.now); got != tc.want {
 				t.Errorf("Current = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -36,6 +36,66 @@ func TestCurrent(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// TestAttainedShare: a sharing job's attained service counts the share
+// of its GPU that Shares gives it, not the whole GPU, as its held GPUs
+// change with the jobs beside it.
+func TestAttainedShare(t *testing.T) {
+	equal := Claim{Sharing: true}
+	half := Claim{Sharing: true, Fraction: 0.5}
+	// held is job 0's share of one GPU among claims.
+	held := func(claims ...Claim) float64 { return Shares(nil, claims)[0] }
+	type change struct {
+		at     float64 // seconds into the run
+		claims []Claim // the jobs on the GPU from then on, job 0 first
+	}
+	for _, tc := range []struct {
+		name    string
+		changes []change
+		ran     float64
+		want    float64 // GPU-seconds of job 0 after ran seconds
+	}{
+		{"alone, whole GPU", []change{{0, []Claim{{}}}}, 120, 120},
+		{"alone, sharing", []change{{0, []Claim{equal}}}, 120, 120},
+		{"alone, asked for half", []change{{0, []Claim{half}}}, 120, 60},
+		{"2 sharers", []change{{0, []Claim{equal, equal}}}, 120, 60},
+		{"5 sharers", []change{{0, []Claim{equal, equal, equal, equal, equal}}}, 120, 24},
+		{"half beside 4 equal sharers", []change{{0, []Claim{half, equal, equal, equal, equal}}}, 100, 100 * 0.5 / (0.5 + 4*0.2)},
+		{"share changes mid-run: alone, then 2, then 5, then alone", []change{
+			{0, []Claim{equal}},
+			{60, []Claim{equal, equal}},
+			{120, []Claim{equal, equal, equal, equal, equal}},
+			{170, []Claim{equal}},
+		}, 200, 60 + 30 + 10 + 30},
+		{"a change at the start counts from the start", []change{{0, []Claim{{}}}, {0, []Claim{equal, equal}}}, 10, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var a Accrual
+			for _, c := range tc.changes {
+				a = a.Reheld(c.at, held(c.claims...))
+			}
+			ended := Service{ExecutedS: 7, GPUSeconds: 11}
+			got := ended.Ran(tc.ran, a)
+			if !near(got.GPUSeconds, 11+tc.want) || got.ExecutedS != 7+tc.ran {
+				t.Errorf("Ran(%v) = %+v, want executed %v and %v GPU-seconds", tc.ran, got, 7+tc.ran, 11+tc.want)
+			}
+			// The GPU-seconds never exceed the seconds run on one GPU.
+			if got.GPUSeconds-11 > tc.ran+1e-9 {
+				t.Errorf("%v GPU-seconds in %v seconds on one GPU", got.GPUSeconds-11, tc.ran)
+			}
+		})
+	}
+}
+
+func TestAccrualBeforeAt(t *testing.T) {
+	a := Whole(2).Reheld(100, 1)
+	if got := a.Reheld(50, 0.5); got.At != 100 || got.GPUSeconds != 200 || got.Held != 0.5 {
+		t.Errorf("a change before At = %+v, want At 100, 200 GPU-seconds, held 0.5", got)
+	}
+	if got := (Service{}).Ran(50, a); got.GPUSeconds != 200 {
+		t.Errorf("Ran before At = %+v, want the 200 GPU-seconds accrued", got)
+	}
+}
 
 func TestHeld(t *testing.T) {
 	for _, tc := range []struct {

@@ -2,7 +2,6 @@ package synergysim
 
 import (
 	"math"
-	"os"
 	"testing"
 
 	"github.com/gpuportal/gpuportal/core/synergy"
@@ -87,40 +86,6 @@ func TestSimulateErrors(t *testing.T) {
 	for _, tc := range tests {
 		if _, err := Simulate(tc.cfg, tc.jobs); err == nil {
 			t.Errorf("%s: no error", tc.name)
-		}
-	}
-}
-
-// TestOpenBFigures prints the openb figures of docs/synergy.md. It takes
-// about 20 s, so it runs only with GPUPORTAL_SYNERGY_OPENB=1:
-//
-//	GPUPORTAL_SYNERGY_OPENB=1 go test -run TestOpenBFigures -v ./core/sim/synergysim
-func TestOpenBFigures(t *testing.T) {
-	if os.Getenv("GPUPORTAL_SYNERGY_OPENB") == "" {
-		t.Skip("set GPUPORTAL_SYNERGY_OPENB=1 to simulate the openb trace (about 20 s)")
-	}
-	tr, err := trace.ReadFile("../../../testdata/traces/openb-pods.csv", trace.FormatOpenB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs := JobsFromTrace(tr, nil)
-	jobs = jobs[len(jobs)-6183:] // the last six weeks, as openb-last6w-tiresias.csv
-	families := map[string]int{}
-	for _, j := range jobs {
-		families[j.Profile.Family]++
-	}
-	t.Logf("families: %v", families)
-	for _, nodes := range []int{3, 4} {
-		var res [2]SimResult
-		for i, m := range []Mode{ModeProportional, ModeSynergy} {
-			if res[i], err = Simulate(SimConfig{Nodes: nodes, Node: synergy.SynergyNode, Mode: m}, jobs); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d GPUs %-12s avg JCT %8.0f s  makespan %8.0f s  CPU allocated %.3f useful %.3f  memory %.3f  speedup %.3f",
-				nodes*8, m, res[i].AvgJCT, res[i].Makespan, res[i].CPUAllocated, res[i].CPUUseful, res[i].MemAllocated, res[i].AvgSpeedup)
-		}
-		if res[1].AvgJCT > res[0].AvgJCT {
-			t.Errorf("%d GPUs: synergy avg JCT %v above proportional %v", nodes*8, res[1].AvgJCT, res[0].AvgJCT)
 		}
 	}
 }

@@ -1,0 +1,135 @@
+package app
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/forecast"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/models"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+
+// TestMomentFigures: every converter reads the same figures from one
+// moment: service including the run in progress, GPUs held by share,
+// borrowed only beyond a team's guarantee.
+func TestMomentFigures(t *testing.T) {
+	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
+	ago := func(s int) *time.Time { t := now.Add(-time.Duration(s) * time.Second); return &t }
+	jobs := []models.Job{
+		// A whole 2-GPU job in its second run: 10 s before, 30 s now.
+		{ID: 1, Team: "vision", GPUs: 2, State: job.Running, Placement: models.Strings{"n:0", "n:1"},
+			LastStartAt: ago(30), ExecutedS: 10, AttainedService: 20},
+		// Three sharing jobs on one GPU.
+		{ID: 2, Team: "vision", GPUs: 1, State: job.Running, Sharing: true, Placement: models.Strings{"n:2"}, LastStartAt: ago(5)},
+		{ID: 3, Team: "nlp", GPUs: 1, State: job.Running, Sharing: true, Placement: models.Strings{"n:2"}, LastStartAt: ago(5)},
+		{ID: 4, Team: "nlp", GPUs: 1, State: job.Running, Sharing: true, GPUFraction: 0.25, Placement: models.Strings{"n:2"}, LastStartAt: ago(5)},
+		// nlp's whole job beyond its guarantee of 1.
+		{ID: 5, Team: "nlp", GPUs: 1, State: job.Running, Placement: models.Strings{"n:3"}, LastStartAt: ago(1)},
+		// A preempted job keeps what it ran.
+		{ID: 6, Team: "vision", GPUs: 4, State: job.Preempted, ExecutedS: 7, AttainedService: 28, LastStartAt: ago(100)},
+	}
+	teams := []models.Team{{Name: "vision", GuaranteeGPUs: 3, Weight: 1}, {Name: "nlp", GuaranteeGPUs: 1, Weight: 1}}
+	m := NewMoment(now, jobs, teams, nil, func(int64) bool { return false })
+
+	for _, tc := range []struct {
+		id                 int64
+		executed, attained float64
+		held               float64
+		borrowed           bool
+	}{
+		{1, 40, 80, 2, false},
+		{2, 5, 5, 1.0 / 3, false}, // 1/3: three jobs on its GPU
+		{3, 5, 5, 1.0 / 3, false}, // nlp: 1/3 + 0.25 within 1
+		{4, 5, 5, 0.25, false},    // its fraction
+		{5, 1, 1, 1, true},        // nlp: 7/12 + 1 > 1
+		{6, 7, 28, 0, false},      // not running: no current run
+	} {
+		j := &jobs[tc.id-1]
+		aj, qj := m.Job(j), m.QueueJob(j, true)
+		if !near(aj.ExecutedS, tc.executed) || !near(aj.AttainedService, tc.attained) {
+			t.Errorf("job %d: executed %v, attained %v; want %v, %v", tc.id, aj.ExecutedS, aj.AttainedService, tc.executed, tc.attained)
+		}
+		if qj.ExecutedS != aj.ExecutedS || qj.AttainedService != aj.AttainedService || qj.Borrowed != aj.Borrowed {
+			t.Errorf("job %d: queue entry %+v disagrees with the job %+v", tc.id, qj, aj)
+		}
+		if !near(aj.HeldGPUs, tc.held) || aj.Borrowed != tc.borrowed {
+			t.Errorf("job %d: holds %v, borrowed %v; want %v, %v", tc.id, aj.HeldGPUs, aj.Borrowed, tc.held, tc.borrowed)
+		}
+		if (aj.AsOf != nil) != (j.State == job.Running) {
+			t.Errorf("job %d (%s): as_of %v", tc.id, j.State, aj.AsOf)
+		}
+	}
+	total := 0.0
+	for _, ts := range m.TeamShares() {
+		total += ts.InUseGPUs
+		if ts.BorrowedGPUs > 0 != (ts.InUseGPUs > float64(ts.GuaranteeGPUs)) {
+			t.Errorf("team %s: %v in use, %d guaranteed, %v borrowed", ts.Name, ts.InUseGPUs, ts.GuaranteeGPUs, ts.BorrowedGPUs)
+		}
+	}
+	// 2 + 1 + (1/3 + 1/3 + 1/4): within the 4 GPUs they run on.
+	if want := 3 + 11.0/12; !near(total, want) || !near(m.Figures.InUseGPUs(), want) {
+		t.Errorf("teams hold %v GPUs, jobs %v; want %v", total, m.Figures.InUseGPUs(), want)
+	}
+	if v, n := m.TeamShare(teams[0]), m.TeamShare(teams[1]); !near(v.InUseGPUs, 7.0/3) || v.BorrowedGPUs != 0 ||
+		!near(n.InUseGPUs, 1+7.0/12) || !near(n.BorrowedGPUs, 7.0/12) {
+		t.Errorf("vision %+v, nlp %+v", v, n)
+	}
+}
+
+// TestMomentForecasts: a waiting job's forecast comes from the moment's
+// one forecast, the same in its JSON and its queue entry (where another
+// team's viewer loses the reason, which may name its user); a held job
+// says held, a job the forecast has not seen says so, and a running job
+// has none.
+func TestMomentForecasts(t *testing.T) {
+	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return now.Add(time.Duration(s) * time.Second) }
+	jobs := []models.Job{
+		{ID: 1, Team: "vision", User: "alice", GPUs: 2, State: job.Queued},
+		{ID: 2, Team: "vision", User: "alice", GPUs: 4, State: job.Queued},
+		{ID: 3, Team: "vision", GPUs: 1, State: job.Queued, Sharing: true, RequeueStalls: job.MaxRequeueStalls, Reason: "held: requeued 5 times"},
+		{ID: 4, Team: "vision", GPUs: 1, State: job.Preempted},
+		{ID: 5, Team: "vision", GPUs: 1, State: job.Running, Placement: models.Strings{"n:0"}, LastStartAt: &now},
+	}
+	m := NewMoment(now, jobs, nil, nil, func(int64) bool { return false })
+	m.forecasts = map[int64]engine.JobForecast{
+		1: {State: forecast.StateExpected, Earliest: at(60), Likely: at(90), Latest: at(300), MadeAt: now},
+		2: {State: forecast.StateNever, Reason: "cannot start while the cap of user alice in team vision is 2 GPUs: it needs 4", MadeAt: now},
+	}
+	f1 := m.Job(&jobs[0]).Forecast
+	if f1 == nil || f1.State != api.ForecastExpected || !f1.Earliest.Equal(at(60)) || !f1.Likely.Equal(at(90)) || !f1.Latest.Equal(at(300)) {
+		t.Fatalf("job 1's forecast %+v", f1)
+	}
+	if got := f1.Short(now, time.UTC); got != "10:01:00–10:05:00" {
+		t.Errorf("job 1's ETA %q", got)
+	}
+	if got := f1.Text(now, time.UTC); got != "between 10:01:00 and 10:05:00 (in 1m00s to 5m00s), likely 10:01:30" {
+		t.Errorf("job 1's forecast reads %q", got)
+	}
+	if q := m.QueueJob(&jobs[0], true); q.Forecast == nil || !reflect.DeepEqual(*q.Forecast, *f1) {
+		t.Errorf("queue entry's forecast %+v, the job's %+v", q.Forecast, f1)
+	}
+	f2 := m.Job(&jobs[1]).Forecast
+	if f2.State != api.ForecastNever || f2.Text(now, time.UTC) != "never: cannot start while the cap of user alice in team vision is 2 GPUs: it needs 4" || f2.Short(now, time.UTC) != "never" {
+		t.Errorf("job 2's forecast %+v", f2)
+	}
+	if q := m.QueueJob(&jobs[1], false); q.Forecast == nil || q.Forecast.State != api.ForecastNever || q.Forecast.Reason != "" {
+		t.Errorf("another team's view of job 2's forecast %+v: want never, without the reason", q.Forecast)
+	}
+	if f := m.Job(&jobs[2]).Forecast; f == nil || f.State != api.ForecastHeld {
+		t.Errorf("held job's forecast %+v", f)
+	}
+	if f := m.Job(&jobs[3]).Forecast; f == nil || f.State != api.ForecastUnknown || !strings.Contains(f.Reason, "not forecast yet") {
+		t.Errorf("a job the forecast has not seen: %+v", f)
+	}
+	if f := m.Job(&jobs[4]).Forecast; f != nil {
+		t.Errorf("running job's forecast %+v", f)
+	}
+}

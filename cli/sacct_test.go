@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+func TestSacctFormat(t *testing.T) {
+	at := time.Date(2026, 11, 28, 9, 0, 0, 0, time.Local)
+	end := at.Add(90 * time.Minute)
+	zero, killed := 0, -1
+	jobs := []api.Job{
+		{ID: 7, Name: "train-resnet50-long", Team: "vision", GPUs: 8, State: job.Succeeded, ExitCode: &zero, ExecutedS: 5400,
+			SubmittedAt: at, StartedAt: &at, FinishedAt: &end, Placement: []string{"a:0", "b:0"},
+			Resources: &api.JobResources{Allocations: []api.Allocation{{Node: "a", CPUMilli: 1500}, {Node: "b", CPUMilli: 2000}}}},
+		{ID: 9, Name: "sweep[1]", Team: "nlp", GPUs: 1, State: job.Failed, ExitCode: &killed, Array: &api.ArrayTask{ID: 8, Index: 1}, SubmittedAt: at},
+	}
+	for _, tc := range []struct {
+		format             string
+		parsable, noHeader bool
+		want               string
+	}{
+		{sacctDefault, false, false, "" +
+			"       JobID    JobName  Partition    Account  AllocCPUS      State ExitCode\n" +
+			"------------ ---------- ---------- ---------- ---------- ---------- --------\n" +
+			"           7 train-res+     vision     vision          4  COMPLETED      0:0\n" +
+			"         8_1   sweep[1]        nlp        nlp          0     FAILED      0:9\n"},
+		{"jobid,elapsed,nnodes,nodelist,alloctres,start", true, false, "" +
+			"JobID|Elapsed|NNodes|NodeList|AllocTRES|Start\n" +
+			"7|01:30:00|2|a,b|gres/gpu=8|2026-11-28T09:00:00\n" +
+			"8_1|00:00:00|0|None assigned|gres/gpu=1|Unknown\n"},
+		{"JobName%-6,State%4", false, true, "train+ COM+\nsweep+ FAI+\n"},
+	} {
+		cols, err := parseSacctFormat(tc.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		writeSacct(&b, cols, jobs, tc.parsable, tc.noHeader)
+		if b.String() != tc.want {
+			t.Errorf("format %q:\n%s\nwant:\n%s", tc.format, b.String(), tc.want)
+		}
+	}
+	for _, bad := range []string{"JobID,Bogus", "State%x", "State%0"} {
+		if _, err := parseSacctFormat(bad); err == nil || !strings.Contains(err.Error(), "--format") {
+			t.Errorf("format %q: %v", bad, err)
+		}
+	}
+	if _, err := parseSlurmTime("2026-11-28T10:30", time.UTC); err != nil {
+		t.Error(err)
+	}
+	if _, err := parseSlurmTime("yesterday", time.UTC); err == nil {
+		t.Error("parseSlurmTime(yesterday): no error")
+	}
+}

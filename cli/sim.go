@@ -1,0 +1,369 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpuportal/gpuportal/core/forecast"
+	"github.com/gpuportal/gpuportal/core/forecast/replay"
+	"github.com/gpuportal/gpuportal/core/lanes"
+	"github.com/gpuportal/gpuportal/core/salussim"
+	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/sim"
+	"github.com/gpuportal/gpuportal/core/trace"
+	"github.com/spf13/cobra"
+)
+
+// simCommand is `gpuportal sim`: it replays a trace under each listed
+// policy and prints one row per policy (a JSON array with --json).
+func simCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]",
+		Short: "replay a cluster trace under several policies and compare them",
+	}
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	var (
+		tracePath   = fs.String("trace", "", "job trace `file` (required)")
+		format      = fs.String("format", "", "trace format: tiresias, openb or native (default: detected from the header)")
+		cluster     = fs.String("cluster", "", "cluster: NODESxGPUS[xGPU_MEM_GB] such as 4x8, or a node `file` such as openb-gpu-nodes.csv (required)")
+		policies    = fs.String("policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare; policy:rule picks one of a policy's rules (tiresias-l: preempted-first, queue-entry, reference; tiresias-g: full-index, one-quantum, least-service, reference, full-body)")
+		asJSON      = fs.Bool("json", false, "print a JSON array, one object per policy, instead of a table")
+		plot        = fs.String("plot", "", "write a CDF of JCT for all policies to this SVG `file`")
+		queues      = fs.Int("queues", 0, "number of priority queues of dlas, tiresias-l and tiresias-g (default: one more than the thresholds)")
+		thresholds  = fs.String("thresholds", "", "comma-separated queue `limits`, GPU-seconds (seconds for dlas) (default 3250,7200)")
+		reference   = fs.Bool("reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
+		promoteKnob = fs.Float64("promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
+		preemptCost = fs.Float64("preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
+		handover    = fs.Float64("handover-s", 0, "`seconds` a preempted job keeps its GPUs (checkpoint and exit) before the next job may start on them, as live")
+		placement   = fs.String("placement", sched.PlaceNodes, "placement: nodes (real nodes) or count (count GPUs only, as the Tiresias simulator's count scheme)")
+		teams       = fs.String("teams", "", "teams for fair share, `NAME:GPUS[:WEIGHT[:CAP]],...` (guaranteed GPUs, weight, GPUs per user) or a team file; jobs name their team in the trace")
+		fairShare   = fs.Bool("fair-share", true, "with --teams: apply fair share (false: schedule without it, still reporting per team)")
+		halfLife    = fs.String("half-life", "7d", "half-life of team usage for the fair-share factor, such as 7d, 168h or 3600 (seconds); 0 for no decay")
+		minRuntime  = fs.Float64("min-runtime-s", sched.DefaultMinRuntimeS, "`seconds` a borrowed job runs before it may be reclaimed; 0 for none")
+		cpuAlloc    = fs.String("cpu-alloc", "", "model CPUs and host memory: proportional (by GPUs) or synergy (by each job's sensitivity); jobs then run at their profile's speed (default: not modelled)")
+		sharing     = fs.String("sharing", "none", "GPU sharing: none (every job takes whole GPUs) or salus (fractional jobs, gpu_milli < 1000, share GPUs where the safety condition holds; needs --placement nodes)")
+		lanePolicy  = fs.String("lane-policy", string(lanes.Fair), "with --sharing salus: which job of a shared lane runs, pack (arrival order), fair (least GPU time so far) or srtf (least work left), as the agent's --lane-policy")
+		sharePlace  = fs.String("share-placement", sched.ShareFreeFirst, "with --sharing salus: where a sharing job goes, free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room)")
+		assign      = fs.String("assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
+		forecastOn  = fs.Bool("forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
+		forecastN   = fs.Int("forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
+		forecastArr = fs.Bool("forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
+		limitHints  = fs.Bool("limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
+		limitFactor = fs.Float64("limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
+		limitSpread = fs.Bool("limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
+		reserveS    = fs.Float64("reserve-after-s", 0, "reserve GPUs for a job that has waited `seconds` (its age less its run time) and cannot start: the GPUs that free earliest, which later jobs use only if they end before then or, under a preemptive policy without fair share, give them back (docs/scheduling.md, Reservations); 0 is off (serve's default is 300)")
+		maxReserve  = fs.Int("max-reservations", 0, "with --reserve-after-s: how many jobs hold a reservation at once, in priority order (default 1)")
+		jitterSeed  = fs.Uint64("jitter-seed", 0, "replay a jittered copy of the trace, drawn from seed `N` (trace.Jittered: submit times moved by up to 60 s either way, durations and time limits scaled by 1/1.25 to 1.25); 0 replays the trace as it is")
+		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile of the run to this `file`, for go tool pprof")
+		learnPrior  = fs.Bool("learn-prior", false, "tiresias-g's distribution of GPU-times learns online, as the live server's does: each finished job joins it, from the shipped prior, with the jobs still running as lower bounds (without: the prior throughout, as in the reference)")
+		fromDB      simDBFlags
+	)
+	fromDB.register(fs)
+	cmd.Flags().AddGoFlagSet(fs)
+	completeValues(cmd, "format", []string{"tiresias", "openb", "native"}, "trace format")
+	cmd.AddCommand(simMatrixCommand(stdout, stderr))
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		if len(args) > 0 {
+			return fmt.Errorf("sim: unexpected argument %q (flags only; see --help)", args[0])
+		}
+		set := visitedFlags(cmd.Flags())
+		if err := fromDB.check(set); err != nil {
+			return err
+		}
+		if *tracePath == "" && !fromDB.on {
+			return errors.New("sim: --trace is required (or --from-db)")
+		}
+		if *cluster == "" && !fromDB.on {
+			return errors.New("sim: --cluster is required (for example --cluster 4x8)")
+		}
+		if *forecastN < 1 {
+			return fmt.Errorf("sim: --forecast-every %d: want 1 or more", *forecastN)
+		}
+		f, err := trace.ParseFormat(*format)
+		if err != nil {
+			return fmt.Errorf("sim: --format: %w", err)
+		}
+		if *cpuProfile != "" {
+			stop, err := startCPUProfile(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("sim: --cpuprofile: %w", err)
+			}
+			defer func() {
+				if err := stop(); err != nil {
+					fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+				}
+			}()
+		}
+		names, err := sim.ParseCandidates(*policies)
+		if err != nil {
+			return fmt.Errorf("sim: --policy: %w", err)
+		}
+		for _, n := range names {
+			if _, rule := sim.SplitCandidate(n); *reference && rule != "" && rule != sched.RuleReference {
+				return fmt.Errorf("sim: --reference asks for the reference rule, --policy %s for another", n)
+			}
+		}
+		thr, err := simParseThresholds(*thresholds, *queues)
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
+			return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
+		}
+		if f := *limitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
+			return fmt.Errorf("sim: --limit-factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
+		}
+		if !(*handover >= 0) || math.IsInf(*handover, 1) {
+			return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
+		}
+		if !(*reserveS >= 0) || math.IsInf(*reserveS, 1) {
+			return fmt.Errorf("sim: --reserve-after-s %v: want seconds, 0 (off) or more", *reserveS)
+		}
+		if *maxReserve < 0 {
+			return fmt.Errorf("sim: --max-reservations %d: want 1 or more, or 0 for the default", *maxReserve)
+		}
+		if !(*promoteKnob >= 0) || math.IsInf(*promoteKnob, 1) {
+			return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", *promoteKnob)
+		}
+		if *placement != sched.PlaceNodes && *placement != sched.PlaceCount {
+			return fmt.Errorf("sim: --placement %q: want %s or %s", *placement, sched.PlaceNodes, sched.PlaceCount)
+		}
+		if *cpuAlloc != "" && !slices.Contains(sched.CPUAllocModes(), *cpuAlloc) {
+			return fmt.Errorf("sim: --cpu-alloc %q: want %s", *cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
+		}
+		if *cpuAlloc != "" && *placement == sched.PlaceCount {
+			return errors.New("sim: --cpu-alloc needs --placement nodes: count placement puts jobs on no node")
+		}
+		shareMode, err := salussim.ParseSharing(*sharing)
+		if err != nil {
+			return fmt.Errorf("sim: --sharing: %w", err)
+		}
+		if shareMode == salussim.SharingSalus && *placement == sched.PlaceCount {
+			return errors.New("sim: --sharing salus needs --placement nodes: count placement names no GPU to share")
+		}
+		lanePol, err := lanes.ParsePolicy(*lanePolicy)
+		if err != nil {
+			return fmt.Errorf("sim: --lane-policy: %w", err)
+		}
+		if !slices.Contains(sched.SharePlacements(), *sharePlace) {
+			return fmt.Errorf("sim: --share-placement %q: want %s", *sharePlace, strings.Join(sched.SharePlacements(), " or "))
+		}
+		half, err := trace.ParseDuration(*halfLife)
+		if err != nil {
+			return fmt.Errorf("sim: --half-life: %w", err)
+		}
+		if half == 0 {
+			half = -1 // no decay
+		}
+		if !(*minRuntime >= 0) || math.IsInf(*minRuntime, 1) {
+			return fmt.Errorf("sim: --min-runtime-s %v: want seconds, 0 or more", *minRuntime)
+		}
+		minRun := *minRuntime
+		if minRun == 0 {
+			minRun = sched.NoMinRuntime
+		}
+		var teamList []trace.Team
+		if *teams != "" {
+			if teamList, err = trace.LoadTeams(*teams); err != nil {
+				return fmt.Errorf("sim: --teams: %w", err)
+			}
+		}
+		var nodes []trace.Node
+		if *cluster != "" {
+			if nodes, err = trace.LoadCluster(*cluster); err != nil {
+				return fmt.Errorf("sim: --cluster: %w", err)
+			}
+		}
+		cfg := sim.Config{
+			Sched: sched.Config{
+				Thresholds:  thr,
+				PromoteKnob: *promoteKnob,
+				Reference:   *reference,
+				Placement:   *placement,
+				// Read by srtf and srsf.
+				LimitsAsHints: *limitHints,
+				MinRuntimeS:   minRun,
+				OmitWaits:     true,
+				CPUAlloc:      *cpuAlloc,
+				// Read only with --sharing salus.
+				SharePlacement:  *sharePlace,
+				ReserveAfterS:   *reserveS,
+				MaxReservations: *maxReserve,
+			},
+			Nodes:        nodes,
+			PreemptCostS: *preemptCost,
+			HandoverS:    *handover,
+			Teams:        teamList,
+			NoFairShare:  !*fairShare,
+			HalfLifeS:    half,
+			Sharing:      shareMode,
+			LanePolicy:   lanePol,
+			LimitFactor:  *limitFactor,
+			LimitSpread:  *limitSpread,
+			LearnPrior:   *learnPrior,
+		}
+		if fromDB.on {
+			return simFromDB(ctx, fromDB, cfg, names, simOutput{json: *asJSON, plot: *plot}, stdout, stderr)
+		}
+		tr, err := trace.ReadFile(*tracePath, f)
+		if err != nil {
+			return fmt.Errorf("sim: --trace: %w", err)
+		}
+		for reason, n := range tr.Skipped {
+			fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
+		}
+		if *jitterSeed != 0 {
+			tr.Jobs = trace.Jittered(tr.Jobs, *jitterSeed, simJitterShiftS, simJitterScale)
+		}
+		if *assign != "" {
+			if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
+				return fmt.Errorf("sim: --assign-teams: %w", err)
+			}
+		}
+		if *forecastOn {
+			return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: *forecastN, NoArrivals: !*forecastArr}, *asJSON)
+		}
+		results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		for _, r := range results {
+			if r.Finished < r.Jobs {
+				fmt.Fprintf(stderr, "sim: %s finished %d of %d jobs: the scheduler left the rest waiting on an idle cluster\n", r.Policy, r.Finished, r.Jobs)
+			}
+		}
+		if *plot != "" {
+			if err := simWritePlot(*plot, results, fmt.Sprintf("JCT CDF: %s on %s", filepath.Base(tr.Name), simClusterLabel(*cluster, nodes))); err != nil {
+				return fmt.Errorf("sim: --plot: %w", err)
+			}
+		}
+		if *asJSON {
+			return sim.WriteJSON(stdout, results)
+		}
+		return sim.WriteTable(stdout, results)
+	}
+	return cmd
+}
+
+// The jitter of --jitter-seed, as the jittered copies of docs/scheduling.md.
+const (
+	simJitterShiftS = 60
+	simJitterScale  = 1.25
+)
+
+// simForecast replays jobs under each policy, forecasting starts at each
+// arrival, and prints how the forecasts did (core/forecast/replay).
+func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg sim.Config, policies []string, rc replay.Config, asJSON bool) error {
+	var reports []*replay.Report
+	for _, p := range policies {
+		rc.Sim = cfg
+		rc.Sim.Sched.Policy, rc.Sim.Sched.Rule = sim.SplitCandidate(p)
+		r, err := replay.Run(ctx, jobs, rc)
+		if err != nil {
+			return fmt.Errorf("sim: --forecast: %w", err)
+		}
+		reports = append(reports, r)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\twaits\tstarted at once\tforecast\twaits of\tcompared\twithin range\tmedian |err| s\tmedian |err|/wait\tp90 |err| s\tmean err s\tmedian lead s\tnever, started\tunknown\tlater\tforecast passes\t")
+	for _, r := range reports {
+		for _, part := range []struct {
+			name string
+			c    forecast.Calibration
+		}{{"all", r.Calibration}, {"arrivals", r.Arrivals}, {"resumes", r.Resumes}} {
+			c := part.c
+			if part.name != "all" && c.Forecasts == 0 {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%.1f%%\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t\n", r.Policy, r.Waits, r.StartedAtOnce,
+				r.Forecast, part.name, c.Forecasts, 100*c.WithinShare, c.MedianAbsErrorS, c.MedianRelError, c.P90AbsErrorS, c.MeanErrorS, c.MedianLeadS,
+				c.NeverStarted, r.States[forecast.StateUnknown], r.States[forecast.StateLater], r.Passes)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("sim: write table: %w", err)
+	}
+	return nil
+}
+
+// simParseThresholds reads --thresholds and checks it against --queues. With
+// --queues alone, the first queues-1 default thresholds are used.
+func simParseThresholds(s string, queues int) ([]float64, error) {
+	if queues < 0 {
+		return nil, fmt.Errorf("--queues %d: want 1 or more queues", queues)
+	}
+	out, err := sim.ParseThresholds(s)
+	if err != nil {
+		return nil, fmt.Errorf("--thresholds: %w", err)
+	}
+	switch {
+	case queues == 0:
+		return out, nil
+	case s == "":
+		if queues-1 > len(sched.DefaultThresholds) {
+			return nil, fmt.Errorf("--queues %d needs --thresholds with %d limits (there are %d defaults)",
+				queues, queues-1, len(sched.DefaultThresholds))
+		}
+		return append([]float64{}, sched.DefaultThresholds[:queues-1]...), nil
+	case queues != len(out)+1:
+		return nil, fmt.Errorf("--queues %d needs %d thresholds; --thresholds has %d", queues, queues-1, len(out))
+	}
+	return out, nil
+}
+
+// simWritePlot writes the CDF picture to path.
+func simWritePlot(path string, results []*sim.Result, title string) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return sim.WriteCDF(f, results, title)
+}
+
+// simClusterLabel names the cluster for the plot's title.
+func simClusterLabel(arg string, nodes []trace.Node) string {
+	gpus := 0
+	for _, n := range nodes {
+		gpus += n.GPUs
+	}
+	return fmt.Sprintf("%s (%d nodes, %d GPUs)", filepath.Base(arg), len(nodes), gpus)
+}
+
+// startCPUProfile profiles the process's CPU into a new file at path
+// until the returned stop is called.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}

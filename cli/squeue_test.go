@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
+)
+
+func TestSqueueFormat(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	started, asOf := now.Add(-2*time.Hour), now.Add(-time.Minute)
+	limit := 7200.0
+	jobs := []api.Job{
+		{ID: 41, Name: "ddp-bert-large-pretraining", User: "alice", Team: "vision", GPUs: 16, State: job.Running,
+			Placement: []string{"gpu-a:0", "gpu-a:1", "gpu-b:0"}, StartedAt: &started, AsOf: &asOf, ExecutedS: 3600, TimeLimitS: &limit},
+		{ID: 43, Name: "sweep[2]", User: "bob", Team: "nlp", GPUs: 1, State: job.Queued, Reason: "waiting for\n2 GPUs",
+			Array: &api.ArrayTask{ID: 42, Index: 2}},
+		{ID: 44, Name: "x", User: "bob", Team: "nlp", GPUs: 1, State: job.TimedOut},
+	}
+	for _, tc := range []struct {
+		format   string
+		noHeader bool
+		want     string
+	}{
+		{squeueDefault, false, "" +
+			"             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n" +
+			"                41    vision ddp-bert    alice  R    1:01:00      2 gpu-a,gpu-b\n" +
+			"              42_2       nlp sweep[2]      bob PD       0:00      1 (waiting for 2 GPUs)\n" +
+			"                44       nlp        x      bob TO       0:00      1 (None)\n"},
+		{"%i|%T|%l|%b|%K|%F", true, "41|RUNNING|02:00:00|gres/gpu:16|N/A|41\n42_2|PENDING|UNLIMITED|gres/gpu:1|2|42\n44|TIMEOUT|UNLIMITED|gres/gpu:1|N/A|44\n"},
+		{"%10j%%", true, "ddp-bert-l%\nsweep[2]  %\nx         %\n"},
+	} {
+		items, err := parseSqueueFormat(tc.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		writeSqueue(&b, items, jobs, now, tc.noHeader)
+		if b.String() != tc.want {
+			t.Errorf("format %q:\n%s\nwant:\n%s", tc.format, b.String(), tc.want)
+		}
+	}
+	for _, bad := range []string{"%Y", "%.", "%5", "%99999i"} {
+		if _, err := parseSqueueFormat(bad); err == nil || !strings.Contains(err.Error(), "--format") {
+			t.Errorf("format %q: %v, want an error naming --format", bad, err)
+		}
+	}
+	for in, want := range map[string]job.State{"PD": job.Queued, "running": job.Running, "TIMEOUT": job.TimedOut, "cd": job.Succeeded} {
+		if got, ok := fromSlurmState(in); !ok || got != want {
+			t.Errorf("fromSlurmState(%q) = %s, %v; want %s", in, got, ok, want)
+		}
+	}
+	if _, ok := fromSlurmState("ZZ"); ok {
+		t.Error("fromSlurmState(ZZ) ok")
+	}
+}
