@@ -28,10 +28,7 @@ type QueueRow struct {
 }
 
 // Held is as Job.Held.
-func (r *QueueRow) Held() bool {
-	j := Job{State: r.State, RequeueStalls: r.RequeueStalls, HoldReason: r.HoldReason}
-	return j.Held()
-}
+func (r *QueueRow) Held() bool { return held(r.State, r.RequeueStalls, r.HoldReason) }
 
 // JobsByID returns the jobs ids that exist, in the order of ids: a page
 // of jobs whose order was computed elsewhere.
