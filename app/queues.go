@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -85,47 +84,12 @@ func (p QueuePage) from(qi int, rows []*models.QueueRow) int {
 // counts), then those of no known position (held, or on a follower) by
 // when they entered their queue. It reads QueueRows only.
 func (m *Moment) QueueOrder(n int) [][]*models.QueueRow {
-	type placed struct {
-		r       *models.QueueRow
-		pos     int
-		entered float64
-	}
-	ps := make([]placed, len(m.Queued))
-	for i := range m.Queued {
-		r := &m.Queued[i]
-		ps[i] = placed{r: r, pos: m.rowPosition(r), entered: rowEntry(r)}
-	}
-	sort.SliceStable(ps, func(a, b int) bool {
-		ra, rb := ps[a].r.State == job.Running, ps[b].r.State == job.Running
-		if ra != rb {
-			return ra
+	return models.OrderQueues(m.Queued, n, func(r *models.QueueRow) (int, int) {
+		if pos := m.rowPosition(r); pos > 0 {
+			return m.Waits[r.ID].Queue, pos // the queue its position counts in
 		}
-		pa, pb := ps[a].pos, ps[b].pos
-		if (pa > 0) != (pb > 0) {
-			return pa > 0
-		}
-		if pa != pb {
-			return pa < pb
-		}
-		return ps[a].entered < ps[b].entered
+		return r.QueueIndex, 0
 	})
-	out := make([][]*models.QueueRow, n)
-	for _, p := range ps {
-		qi := min(max(p.r.QueueIndex, 0), n-1)
-		if w, ok := m.Waits[p.r.ID]; ok && p.pos > 0 {
-			qi = min(max(w.Queue, 0), n-1) // the queue its position counts in
-		}
-		out[qi] = append(out[qi], p.r)
-	}
-	return out
-}
-
-// rowEntry is when a job entered its queue, in the scheduler's seconds.
-func rowEntry(r *models.QueueRow) float64 {
-	if r.QueueSince > 0 {
-		return r.QueueSince
-	}
-	return float64(r.SubmittedAt.UnixNano()) / 1e9
 }
 
 // Queues is the queues now as a may see them (QueuesAt).

@@ -180,9 +180,12 @@ func TestTeamShares(t *testing.T) {
 		}
 		run, _ := s.MarkStarted(ctx, j.ID, []string{"n:0", "n:1"}, t0)
 		_ = s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobSucceeded, nil, "", t0.Add(10*time.Second))
+		if err := s.CreateJob(ctx, &models.Job{Name: "waits", Team: "vision", User: "bob", GPUs: 1, SimDuration: 1, SubmittedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
 		mu, err := s.MemberUsage(ctx, "vision", t0.Add(-time.Hour))
-		if err != nil || mu["alice"] != 20 {
-			t.Errorf("member usage = %v, %v", mu, err)
+		if err != nil || mu["alice"] != 20 || len(mu) != 1 {
+			t.Errorf("member usage = %v, %v; want alice's 20 GPU-seconds alone (bob's job has not run)", mu, err)
 		}
 	})
 }

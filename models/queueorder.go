@@ -1,8 +1,11 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 )
 
@@ -25,24 +28,7 @@ type QueueRow struct {
 }
 
 // Held is as Job.Held.
-func (r *QueueRow) Held() bool {
-	j := Job{State: r.State, RequeueStalls: r.RequeueStalls, HoldReason: r.HoldReason}
-	return j.Held()
-}
-
-// QueueRows returns every unfinished job's QueueRow, by ID.
-func (s *Store) QueueRows(ctx context.Context) ([]QueueRow, error) {
-	var rows []QueueRow
-	db := s.db.WithContext(ctx)
-	gpus := db.NamingStrategy.ColumnName("jobs", "GPUs")
-	err := db.Model(&Job{}).
-		Select("id, name, team, jobs."+quoteUser(db)+", "+gpus+", state, queue_index, queue_since, submitted_at, requeue_stalls, hold_reason").
-		Where("state IN ?", UnfinishedStates).Order("id").Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("list the queues' jobs: %w", err)
-	}
-	return rows, nil
-}
+func (r *QueueRow) Held() bool { return held(r.State, r.RequeueStalls, r.HoldReason) }
 
 // JobsByID returns the jobs ids that exist, in the order of ids: a page
 // of jobs whose order was computed elsewhere.
@@ -79,18 +65,6 @@ type QueueCount struct {
 	N          int
 }
 
-// QueueCounts counts the unfinished jobs by queue, team and state, in
-// the database.
-func (s *Store) QueueCounts(ctx context.Context) ([]QueueCount, error) {
-	var rows []QueueCount
-	err := s.db.WithContext(ctx).Model(&Job{}).Select("queue_index, team, state, count(*) AS n").
-		Where("state IN ?", UnfinishedStates).Group("queue_index, team, state").Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("count the queues' jobs: %w", err)
-	}
-	return rows, nil
-}
-
 // JCTsSince returns the completion times, in seconds, of the jobs that
 // succeeded or failed at or after since, the oldest first, at most limit
 // of them: the window of the live JCT figures. It reads two columns of
@@ -111,4 +85,84 @@ func (s *Store) JCTsSince(ctx context.Context, since time.Time, limit int) ([]fl
 		out[i] = r.FinishedAt.Sub(r.SubmittedAt).Seconds()
 	}
 	return out, nil
+}
+
+// OrderQueues places rows (by ID) in n queues, in the one order every
+// screen shows: in each queue its running jobs first, by when they
+// entered it, then its waiting jobs by position (what each one's "N jobs
+// ahead" counts), then those of no known position (held, or on a
+// follower) by when they entered it. place gives a row's queue and its
+// position, 0 for none; a queue out of range counts as the nearest.
+// Positions are placed by number rather than sorted, so that ordering
+// 10,000 jobs costs a pass over them (issue 33).
+func OrderQueues(rows []QueueRow, n int, place func(*QueueRow) (queue, pos int)) [][]*QueueRow {
+	type queue struct {
+		running, unplaced []*QueueRow
+		placed            []*QueueRow // by position; nil where none
+		clash             bool        // two rows of one position
+	}
+	qs := make([]queue, n)
+	for i := range rows {
+		r := &rows[i]
+		qi, pos := place(r)
+		q := &qs[min(max(qi, 0), n-1)]
+		switch {
+		case r.State == JobRunning:
+			q.running = append(q.running, r)
+		case pos > 0:
+			if pos > len(q.placed) {
+				q.placed = slices.Grow(q.placed, pos-len(q.placed))[:pos]
+			}
+			if q.placed[pos-1] != nil {
+				q.clash = true
+				q.unplaced = append(q.unplaced, r)
+				continue
+			}
+			q.placed[pos-1] = r
+		default:
+			q.unplaced = append(q.unplaced, r)
+		}
+	}
+	byEntry := func(a, b *QueueRow) int { return cmp.Compare(a.Entered(), b.Entered()) }
+	out := make([][]*QueueRow, n)
+	for i := range qs {
+		q := &qs[i]
+		o := make([]*QueueRow, 0, len(q.running)+len(q.placed)+len(q.unplaced))
+		slices.SortStableFunc(q.running, byEntry)
+		o = append(o, q.running...)
+		if q.clash { // not from one pass: place them all by position
+			for _, r := range q.placed {
+				if r != nil {
+					q.unplaced = append(q.unplaced, r)
+				}
+			}
+			rank := func(r *QueueRow) int {
+				if _, pos := place(r); pos > 0 {
+					return pos
+				}
+				return math.MaxInt // no position: after those that have one
+			}
+			slices.SortStableFunc(q.unplaced, func(a, b *QueueRow) int {
+				return cmp.Or(cmp.Compare(rank(a), rank(b)), byEntry(a, b))
+			})
+			out[i] = append(o, q.unplaced...)
+			continue
+		}
+		for _, r := range q.placed {
+			if r != nil {
+				o = append(o, r)
+			}
+		}
+		slices.SortStableFunc(q.unplaced, byEntry)
+		out[i] = append(o, q.unplaced...)
+	}
+	return out
+}
+
+// Entered is when the job entered its queue, in the scheduler's seconds.
+func (r *QueueRow) Entered() float64 {
+	if r.QueueSince > 0 {
+		return r.QueueSince
+	}
+	return float64(r.SubmittedAt.UnixNano()) / 1e9
 }

@@ -39,7 +39,10 @@ func (s *Store) MarkRequeued(ctx context.Context, ref job.RunRef, rq job.Requeue
 // requeued job.MaxRequeueStalls times in a row for outgrowing its lane
 // without progress, or a job whose owner's account is disabled
 // (HoldReason). Its Reason says why and what to do.
-func (j *Job) Held() bool {
-	return (j.State == JobQueued || j.State == JobPreempted) &&
-		(j.RequeueStalls >= job.MaxRequeueStalls || j.HoldReason != "")
+func (j *Job) Held() bool { return held(j.State, j.RequeueStalls, j.HoldReason) }
+
+// held is Job.Held of a job in state with requeue stalls and a hold
+// reason.
+func held(state JobState, stalls int, reason string) bool {
+	return (state == JobQueued || state == JobPreempted) && (stalls >= job.MaxRequeueStalls || reason != "")
 }

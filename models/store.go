@@ -37,6 +37,9 @@ type Store struct {
 	// dummyHash is compared against when a user does not exist, at
 	// passwordCost, so that the answer takes as long as a real check.
 	dummyHash func() []byte
+	// queues keeps the unfinished jobs' QueueRows between reads
+	// (queueview.go).
+	queues queueView
 }
 
 // Options tune the connection to the database.

@@ -281,14 +281,16 @@ func (s *Store) TeamSamples(ctx context.Context, team string, since time.Time) (
 }
 
 // MemberUsage returns the attained service (GPU-seconds) of each user's
-// jobs in team that were submitted since a time.
+// jobs in team that were submitted since a time; a user none of whose
+// jobs has run is left out (0). The jobs waiting to run for the first
+// time, however many, add nothing and are not summed (issue 33).
 func (s *Store) MemberUsage(ctx context.Context, team string, since time.Time) (map[string]float64, error) {
 	var rows []struct {
 		Member string
 		Total  float64
 	}
 	err := s.db.WithContext(ctx).Model(&Job{}).Select("jobs.user AS member, sum(jobs.attained_service) AS total").
-		Where("team = ? AND submitted_at >= ?", team, since).Group("jobs.user").Scan(&rows).Error
+		Where("team = ? AND submitted_at >= ? AND attained_service > 0", team, since).Group("jobs.user").Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("usage of team %s: %w", team, err)
 	}

@@ -76,6 +76,8 @@ const (
 	// forecast began) after the next one are handled in one pass with it.
 	DefaultStepS    = 1.0
 	DefaultStepFrac = 0.01
+	// DefaultWindow is Config.Window's default.
+	DefaultWindow = 500
 )
 
 // Config sets up a Forecaster.
@@ -104,6 +106,15 @@ type Config struct {
 	HorizonS float64
 	// StepS and StepFrac: see DefaultStepS.
 	StepS, StepFrac float64
+	// Window is how many waiting jobs a scenario's pass sees at most,
+	// besides the running ones: the first of the first pass's priority
+	// order, the next joining as those start (jobs that arrive join at
+	// once). A pass costs what it looks at, and a long queue needs a
+	// pass for every few starts: without a window, forecasting every job
+	// of a queue of n costs n x n. A job behind the window could only
+	// start sooner by skipping ahead of all of them. It is at least twice
+	// the schedulable GPUs; 0 means DefaultWindow.
+	Window int
 	// MinHistory is how many finished jobs the history needs for any
 	// forecast; 0 means DefaultMinHistory.
 	MinHistory int
@@ -271,6 +282,12 @@ func New(cfg Config) (*Forecaster, error) {
 			*v.p = v.def
 		}
 	}
+	if cfg.Window < 0 {
+		return nil, fmt.Errorf("forecast: window %d: want 0 (the default) or more", cfg.Window)
+	}
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
 	if cfg.MinHistory <= 0 {
 		cfg.MinHistory = DefaultMinHistory
 	}
@@ -336,6 +353,8 @@ func (f *Forecaster) Forecast(in Input) Result {
 	}
 
 	known := in.History.Len() >= f.cfg.MinHistory
+	order := waitOrder(&s, first, nv)
+	window := max(f.cfg.Window, 2*schedulableGPUs(&s))
 	var runs []scenarioResult
 	arrivals := in.Arrivals != nil && in.Arrivals.RatePerS > 0 && len(in.Arrivals.Like) > 0
 	if arrivals && known {
@@ -346,7 +365,7 @@ func (f *Forecaster) Forecast(in Input) Result {
 	}
 	if known {
 		for k := range f.cfg.Samples {
-			r := f.scenario(in, first, uint64(k), arrivals, s.Now+f.cfg.HorizonS)
+			r := f.scenario(in, first, order, window, uint64(k), arrivals, s.Now+f.cfg.HorizonS)
 			res.Passes += r.passes
 			res.Visits += r.visits
 			res.Truncated = res.Truncated || (r.truncated && len(r.starts) < len(targets))
@@ -357,7 +376,7 @@ func (f *Forecaster) Forecast(in Input) Result {
 		// sample, without arrivals, which ends when nothing is left to
 		// happen.
 		if arrivals && notStarted(targets, runs, nv, startsNow) {
-			r := f.scenario(in, first, 0, false, s.Now+f.cfg.HorizonS)
+			r := f.scenario(in, first, order, window, 0, false, s.Now+f.cfg.HorizonS)
 			res.Passes += r.passes
 			res.Visits += r.visits
 			if r.quiet {
@@ -391,12 +410,7 @@ func (f *Forecaster) Forecast(in Input) Result {
 // maxRate is the arrival rate at which jobs like a's would load the
 // schedulable GPUs of s to Config.MaxLoad.
 func (f *Forecaster) maxRate(s *sched.Snapshot, a *Arrivals, h *History) float64 {
-	gpus := 0
-	for _, n := range s.Nodes {
-		if !n.Unschedulable {
-			gpus += len(n.GPUs)
-		}
-	}
+	gpus := schedulableGPUs(s)
 	perJob := 0.0
 	for _, j := range a.Like {
 		perJob += float64(max(j.GPUs, 1))
@@ -406,6 +420,60 @@ func (f *Forecaster) maxRate(s *sched.Snapshot, a *Arrivals, h *History) float64
 		return 0
 	}
 	return f.cfg.MaxLoad * float64(gpus) / work
+}
+
+// schedulableGPUs counts the GPUs of s that jobs may start on.
+func schedulableGPUs(s *sched.Snapshot) int {
+	gpus := 0
+	for _, n := range s.Nodes {
+		if !n.Unschedulable {
+			gpus += len(n.GPUs)
+		}
+	}
+	return gpus
+}
+
+// waitOrder is the waiting jobs of s that the first pass leaves waiting,
+// as indexes of s.Jobs, in that pass's priority order (its Waits); any
+// it did not explain follow, in the snapshot's order, and last those
+// that can never start (nv), which would keep the window's places.
+func waitOrder(s *sched.Snapshot, first sched.Decisions, nv map[int64]never) []int {
+	at := make(map[int64]int)
+	for i := range s.Jobs {
+		if s.Jobs[i].State == sched.Pending {
+			at[s.Jobs[i].ID] = i
+		}
+	}
+	for _, st := range first.Starts {
+		delete(at, st.JobID)
+	}
+	out := make([]int, 0, len(at))
+	for _, w := range first.Waits {
+		if i, ok := at[w.JobID]; ok {
+			out = append(out, i)
+			delete(at, w.JobID)
+		}
+	}
+	rest := make([]int, 0, len(at))
+	for _, i := range at {
+		rest = append(rest, i)
+	}
+	slices.Sort(rest)
+	out = append(out, rest...)
+	if len(nv) > 0 {
+		slices.SortStableFunc(out, func(a, b int) int {
+			_, na := nv[s.Jobs[a].ID]
+			_, nb := nv[s.Jobs[b].ID]
+			switch {
+			case na == nb:
+				return 0
+			case nb:
+				return -1
+			}
+			return 1
+		})
+	}
+	return out
 }
 
 // notStarted tells whether some target that is not known never to start
@@ -583,8 +651,10 @@ type simJob struct {
 
 // scenario runs the scheduler forward with every job's remaining run
 // time drawn from its distribution (sample k of the forecast), starting
-// from the first pass's decisions.
-func (f *Forecaster) scenario(in Input, first sched.Decisions, k uint64, arrivals bool, horizon float64) scenarioResult {
+// from the first pass's decisions. order is the jobs the first pass
+// leaves waiting, in its order (waitOrder): the passes see the first
+// window of them, and the next as those start (Config.Window).
+func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, window int, k uint64, arrivals bool, horizon float64) scenarioResult {
 	s := &scen{f: f, k: k, h: in.History, budget: f.cfg.Budget / f.cfg.Samples, nextArr: math.Inf(1),
 		scale: math.Exp(f.cfg.Drift * normalQuantile((float64(k)+0.5)/float64(f.cfg.Samples))), now: in.Snapshot.Now, start: in.Snapshot.Now,
 		nodes: in.Snapshot.Nodes, dist: in.Snapshot.GPUTimeDist,
@@ -596,17 +666,26 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, k uint64, arrival
 	}
 	s.later = slices.Clone(in.Later)
 	slices.SortStableFunc(s.later, func(a, b Arrival) int { return cmpFloat(a.At, b.At) })
-	s.jobs = make([]sched.Job, 0, len(in.Snapshot.Jobs)+len(in.Later))
-	s.meta = make([]simJob, 0, cap(s.jobs))
-	s.index = make(map[int64]int, cap(s.jobs))
+	s.snap, s.window = in.Snapshot.Jobs, window
+	s.backlog = order[min(window, len(order)):]
+	behind := make([]bool, len(s.snap))
+	for _, i := range s.backlog {
+		behind[i] = true
+	}
+	n := len(s.snap) - len(s.backlog) + len(in.Later)
+	s.jobs = make([]sched.Job, 0, n)
+	s.meta = make([]simJob, 0, n)
+	s.index = make(map[int64]int, n)
 	preempted := make(map[int64]bool, len(first.Preempts))
 	for _, p := range first.Preempts {
 		preempted[p.JobID] = true
 	}
-	for _, j := range in.Snapshot.Jobs {
-		s.add(j, j.State == sched.Pending || preempted[j.ID])
+	for i, j := range s.snap {
+		if !behind[i] {
+			s.add(j, j.State == sched.Pending || preempted[j.ID])
+		}
 	}
-	s.waiting = len(in.Later)
+	s.waiting = len(in.Later) + len(s.backlog)
 	for i := range s.jobs {
 		if s.meta[i].target {
 			s.waiting++
@@ -643,6 +722,18 @@ type scen struct {
 	meta  []simJob    // index for index with jobs
 	index map[int64]int
 	dirty bool // some job finished: jobs needs compacting
+
+	// snap is the snapshot's jobs; backlog those of them, by index, that
+	// wait behind the window, in the first pass's order; window is how
+	// many waiting jobs jobs holds before the next of them joins.
+	// queueAt holds the first pass's queue changes of jobs behind it;
+	// expected the arrivals expected that came while it was full, which
+	// join it after backlog.
+	snap     []sched.Job
+	backlog  []int
+	window   int
+	queueAt  map[int64]sched.QueueState
+	expected []sched.Job
 
 	teams   []sched.Team
 	teamIdx map[string]int
@@ -693,6 +784,13 @@ func (s *scen) run() {
 	cfg := &s.f.cfg
 	for s.waiting > 0 {
 		t, ok := s.next()
+		if !ok && len(s.backlog)+len(s.expected) > 0 {
+			// Nothing left to happen to the jobs in view: those behind
+			// them may start all the same.
+			s.window = math.MaxInt
+			s.pass()
+			continue
+		}
 		if !ok {
 			s.quiet()
 			return
@@ -756,8 +854,14 @@ func (s *scen) next() (float64, bool) {
 	return max(t, s.now), ok
 }
 
-// pending counts the jobs waiting in the scenario.
+// pending counts the jobs waiting in the scenario, behind the window
+// too.
 func (s *scen) pending() int {
+	return s.inView() + len(s.backlog) + len(s.expected)
+}
+
+// inView counts the jobs waiting in the window.
+func (s *scen) inView() int {
 	n := 0
 	for i := range s.jobs {
 		if s.jobs[i].State == sched.Pending && !s.meta[i].done {
@@ -765,6 +869,28 @@ func (s *scen) pending() int {
 		}
 	}
 	return n
+}
+
+// admit moves jobs from behind the window into it until it holds
+// s.window waiting jobs: the snapshot's in order, then the expected
+// arrivals in theirs.
+func (s *scen) admit() {
+	if len(s.backlog) == 0 && len(s.expected) == 0 {
+		return
+	}
+	for n := s.inView(); n < s.window && len(s.backlog)+len(s.expected) > 0; n++ {
+		if len(s.backlog) == 0 {
+			s.add(s.expected[0], false)
+			s.expected = s.expected[1:]
+			continue
+		}
+		j := s.snap[s.backlog[0]]
+		if q, ok := s.queueAt[j.ID]; ok {
+			j.Queue = q
+		}
+		s.add(j, true)
+		s.backlog = s.backlog[1:]
+	}
 }
 
 // Salts keep the draws of arrivals apart from those of run times.
@@ -797,7 +923,11 @@ func (s *scen) arriveExpected() {
 		MemPersistentMiB: like.MemPersistentMiB, MemEphemeralMiB: like.MemEphemeralMiB,
 		CPUMilli: like.CPUMilli, MemMiB: like.MemMiB, CPUProfile: like.CPUProfile, CPUProfileSource: like.CPUProfileSource,
 		TimeLimitS: like.TimeLimitS}
-	s.add(j, false)
+	if len(s.backlog)+len(s.expected) > 0 || s.inView() >= s.window {
+		s.expected = append(s.expected, j) // behind the jobs that wait already
+	} else {
+		s.add(j, false)
+	}
 	s.nextArr += s.gap()
 	if s.nextArr > s.start+s.f.cfg.HorizonS {
 		s.nextArr = math.Inf(1)
@@ -849,6 +979,7 @@ func (s *scen) advance(t float64) {
 // pass runs one scheduling pass at s.now and applies its decisions.
 func (s *scen) pass() {
 	s.compact()
+	s.admit()
 	for i := range s.jobs {
 		j := &s.jobs[i]
 		if j.State == sched.Running {
@@ -867,6 +998,11 @@ func (s *scen) apply(d sched.Decisions) {
 	for _, qc := range d.QueueChanges {
 		if i, ok := s.index[qc.JobID]; ok {
 			s.jobs[i].Queue = qc.State
+		} else if len(s.backlog) > 0 {
+			if s.queueAt == nil {
+				s.queueAt = make(map[int64]sched.QueueState)
+			}
+			s.queueAt[qc.JobID] = qc.State
 		}
 	}
 	for _, p := range d.Preempts {

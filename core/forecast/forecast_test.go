@@ -2,6 +2,7 @@ package forecast
 
 import (
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strconv"
 	"strings"
@@ -304,6 +305,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"range beyond 1", Config{Sched: sched.Config{Policy: "fifo"}, Range: [2]float64{0.1, 1.5}}, "range"},
 		{"negative samples", Config{Sched: sched.Config{Policy: "fifo"}, Samples: -1}, "samples"},
 		{"negative budget", Config{Sched: sched.Config{Policy: "fifo"}, Budget: -1}, "budget"},
+		{"negative window", Config{Sched: sched.Config{Policy: "fifo"}, Window: -1}, "window"},
 		{"NaN horizon", Config{Sched: sched.Config{Policy: "fifo"}, HorizonS: math.NaN()}, "horizon"},
 	}
 	for _, tc := range tests {
@@ -572,5 +574,108 @@ func TestForecastTimeLimit(t *testing.T) {
 	in.Snapshot.Jobs[0] = holder
 	if got, _ := f.Forecast(in).Job(2); got.Earliest < now+900 {
 		t.Errorf("forecast without a limit %+v: want 960 s or more from now", got)
+	}
+}
+
+// TestForecastWindow: a queue longer than the window is forecast as the
+// whole of it is (FIFO, where no job behind the window could start
+// sooner), at a fraction of the visits; a window of a queue that fits in
+// it changes nothing at all.
+func TestForecastWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  string
+		in      Input
+		window  int
+		fewerBy int // the windowed forecast visits fewer jobs by at least this factor
+	}{
+		{"1,000 waiting, window 100", "fifo", smallCluster(rand.New(rand.NewPCG(7, 8)), 1000), 100, 5},
+		{"400 waiting on 32 GPUs, window 64", "fifo", bigInput(400, 16, 2), 64, 2},
+		{"the queue fits in the window", "tiresias-l", bigInput(100, 16, 2), 500, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			whole, err := New(Config{Sched: sched.Config{Policy: tc.policy}, Window: 1 << 30})
+			if err != nil {
+				t.Fatal(err)
+			}
+			windowed, err := New(Config{Sched: sched.Config{Policy: tc.policy}, Window: tc.window})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, got := whole.Forecast(tc.in), windowed.Forecast(tc.in)
+			if len(got.Jobs) != len(want.Jobs) {
+				t.Fatalf("%d forecasts, want %d", len(got.Jobs), len(want.Jobs))
+			}
+			expected := 0
+			for i := range want.Jobs {
+				if got.Jobs[i] != want.Jobs[i] {
+					t.Errorf("job %d: %+v, the whole queue in view: %+v", want.Jobs[i].JobID, got.Jobs[i], want.Jobs[i])
+				}
+				if want.Jobs[i].State == StateExpected {
+					expected++
+				}
+			}
+			if expected < len(want.Jobs)/2 {
+				t.Errorf("only %d of %d jobs forecast to start: the test shows little", expected, len(want.Jobs))
+			}
+			if got.Visits*tc.fewerBy > want.Visits {
+				t.Errorf("visited %d jobs, the whole queue in view %d: want fewer by %d times", got.Visits, want.Visits, tc.fewerBy)
+			}
+		})
+	}
+}
+
+// TestForecastWindowNevers: jobs that can never start (over their user's
+// cap) wait behind the others, not in the window's places: the job
+// behind them starts when the first GPUs free, as with the whole queue
+// in view; and when nothing is left to happen to the jobs in view, those
+// behind it are looked at all the same.
+func TestForecastWindowNevers(t *testing.T) {
+	var hist []Sample
+	for range 5 {
+		hist = append(hist, Sample{User: "u", Team: "t", Model: "resnet50", RunS: 100}, Sample{User: "v", Team: "t", Model: "resnet50", RunS: 10_000})
+	}
+	in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(2, 8),
+		Teams: []sched.Team{{Name: "t", UserCaps: map[string]int{"capped": 1}}}}, History: NewHistory(hist, 5)}
+	short := running(1, 8, 0, now) // its 8 GPUs free at now+100
+	in.Snapshot.Jobs = append(in.Snapshot.Jobs, short)
+	long := sched.Job{ID: 2, User: "v", Team: "t", GPUs: 8, State: sched.Running, SubmitTime: now - 10, LastStartTime: now,
+		Model: "resnet50"} // ends at now+10,000
+	for k := range 8 {
+		long.Placement = append(long.Placement, sched.GPURef{Node: "n1", Index: k})
+	}
+	in.Snapshot.Jobs = append(in.Snapshot.Jobs, long)
+	for i := range 40 {
+		j := waiting(int64(10+i), 2, now-100+float64(i))
+		j.User = "capped"
+		in.Snapshot.Jobs = append(in.Snapshot.Jobs, j)
+	}
+	in.Snapshot.Jobs = append(in.Snapshot.Jobs, waiting(99, 1, now-1))
+	f, err := New(Config{Sched: sched.Config{Policy: "fifo"}, Drift: -1, Window: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.Forecast(in)
+	if fc, _ := r.Job(99); fc.State != StateExpected || fc.Likely != now+100 {
+		t.Errorf("the job behind 40 that never start: %+v; want it expected at now+100", fc)
+	}
+	if fc, _ := r.Job(10); fc.State != StateNever {
+		t.Errorf("a job over its user's cap: %+v; want never", fc)
+	}
+
+	// The same jobs with those that never start first in the order: the
+	// window (16) is full of them; once the 8 GPUs free at now+100 and
+	// the other 8 GPUs' job has ended, nothing is left to happen to them.
+	in.Snapshot.Jobs[1].User = "u" // ends at now+100 too
+	first := f.waits.Schedule(in.Snapshot)
+	var order []int
+	for i, j := range in.Snapshot.Jobs {
+		if j.State == sched.Pending {
+			order = append(order, i)
+		}
+	}
+	sc := f.scenario(in, first, order, 16, 0, false, now+f.cfg.HorizonS)
+	if at, ok := sc.starts[99]; !ok || at != now+100 {
+		t.Errorf("the job behind a window of jobs that never start: started %v (%v); want at now+100", at, ok)
 	}
 }

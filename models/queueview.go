@@ -1,0 +1,154 @@
+package models
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The queues, team pages and /metrics place and count every unfinished
+// job (QueueRows), and between two reads few of them change. Reading
+// 10,000 rows each time was most of what those reads cost (issue 33),
+// so the store keeps the rows of its last read and reads only the jobs
+// whose row changed since (jobs.updated_at, indexed, which every change
+// of a job sets, whichever replica makes it: the engine's view of the
+// jobs, enginestore/view.go, relies on the same), with a whole read every
+// queueFullRead all the same. A change is read again for queueOverlap
+// after it: enough for a transaction that commits after the read that
+// followed its write, and for the replicas' clocks to differ by that
+// much.
+const (
+	queueFullRead = 5 * time.Minute
+	queueOverlap  = 5 * time.Second
+)
+
+// queueView is every unfinished job's QueueRow as last read.
+type queueView struct {
+	mu     sync.Mutex
+	rows   []QueueRow // by ID; replaced on a change, never changed in place
+	counts []QueueCount
+	readAt time.Time // when the last read began; zero: none yet
+	fullAt time.Time // when the last whole read began
+}
+
+// QueueRows returns every unfinished job's QueueRow, by ID. The slice is
+// shared by every caller until a job changes: read it, do not change it.
+func (s *Store) QueueRows(ctx context.Context) ([]QueueRow, error) {
+	rows, _, err := s.queueRows(ctx)
+	return rows, err
+}
+
+// QueueCounts counts the unfinished jobs by queue, team and state, in
+// that order; as QueueRows, the slice is shared.
+func (s *Store) QueueCounts(ctx context.Context) ([]QueueCount, error) {
+	_, counts, err := s.queueRows(ctx)
+	return counts, err
+}
+
+// queueRows brings the view up to date and returns its rows and counts.
+func (s *Store) queueRows(ctx context.Context) ([]QueueRow, []QueueCount, error) {
+	v := &s.queues
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	began := time.Now()
+	if v.readAt.IsZero() || began.Sub(v.fullAt) >= queueFullRead || began.Before(v.readAt) {
+		rows, err := s.readQueueRows(ctx, "state IN ?", UnfinishedStates)
+		if err != nil {
+			return nil, nil, err
+		}
+		v.rows, v.counts = rows, countQueues(rows)
+		v.readAt, v.fullAt = began, began
+		return v.rows, v.counts, nil
+	}
+	changed, err := s.readQueueRows(ctx, "updated_at >= ?", v.readAt.Add(-queueOverlap))
+	if err != nil {
+		return nil, nil, err
+	}
+	v.readAt = began
+	if rows, ok := mergeQueueRows(v.rows, changed); ok {
+		v.rows, v.counts = rows, countQueues(rows)
+	}
+	return v.rows, v.counts, nil
+}
+
+// readQueueRows reads the QueueRows of the jobs where holds, in any
+// state, by ID.
+func (s *Store) readQueueRows(ctx context.Context, where string, arg any) ([]QueueRow, error) {
+	var rows []QueueRow
+	db := s.db.WithContext(ctx)
+	gpus := db.NamingStrategy.ColumnName("jobs", "GPUs")
+	err := db.Model(&Job{}).
+		Select("id, name, team, jobs."+quoteUser(db)+", "+gpus+", state, queue_index, queue_since, submitted_at, requeue_stalls, hold_reason").
+		Where(where, arg).Order("id").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("list the queues' jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// mergeQueueRows applies changed (by ID, in any state) to rows (by ID,
+// unfinished): a new slice and true, or rows and false when nothing that
+// rows holds changed.
+func mergeQueueRows(rows, changed []QueueRow) ([]QueueRow, bool) {
+	differs := false
+	for i := range changed {
+		c := &changed[i]
+		k, found := slices.BinarySearchFunc(rows, c.ID, func(r QueueRow, id int64) int { return cmp.Compare(r.ID, id) })
+		if found != slices.Contains(UnfinishedStates, c.State) || found && !sameQueueRow(&rows[k], c) {
+			differs = true
+			break
+		}
+	}
+	if !differs {
+		return rows, false
+	}
+	out := make([]QueueRow, 0, len(rows)+len(changed))
+	i, k := 0, 0
+	for i < len(rows) || k < len(changed) {
+		switch {
+		case k == len(changed) || i < len(rows) && rows[i].ID < changed[k].ID:
+			out = append(out, rows[i])
+			i++
+		default:
+			if i < len(rows) && rows[i].ID == changed[k].ID {
+				i++ // the changed row replaces it
+			}
+			if slices.Contains(UnfinishedStates, changed[k].State) {
+				out = append(out, changed[k])
+			}
+			k++
+		}
+	}
+	return out, true
+}
+
+// sameQueueRow says whether a and b hold the same figures.
+func sameQueueRow(a, b *QueueRow) bool {
+	x, y := *a, *b
+	x.SubmittedAt, y.SubmittedAt = time.Time{}, time.Time{}
+	return x == y && a.SubmittedAt.Equal(b.SubmittedAt)
+}
+
+// countQueues counts rows by queue, team and state, in that order.
+func countQueues(rows []QueueRow) []QueueCount {
+	type key struct {
+		queue int
+		team  string
+		state JobState
+	}
+	n := make(map[key]int)
+	for i := range rows {
+		n[key{rows[i].QueueIndex, rows[i].Team, rows[i].State}]++
+	}
+	out := make([]QueueCount, 0, len(n))
+	for k, c := range n {
+		out = append(out, QueueCount{QueueIndex: k.queue, Team: k.team, State: k.state, N: c})
+	}
+	slices.SortFunc(out, func(a, b QueueCount) int {
+		return cmp.Or(cmp.Compare(a.QueueIndex, b.QueueIndex), cmp.Compare(a.Team, b.Team), cmp.Compare(a.State, b.State))
+	})
+	return out
+}
