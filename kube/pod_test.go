@@ -19,7 +19,7 @@ import (
 func TestNodeCapabilities(t *testing.T) {
 	want := []string{"RunGPUsReporter", "LiveMemoryNode"}
 	if got := engine.Capabilities((*node)(nil)); !slices.Equal(got, want) {
-		t.Errorf("a Kubernetes node has %v, want %v", got, want)
+		t.Errorf("a Kubernetes node has %v, core/engine/capabilities.go claims %v", got, want)
 	}
 }
 

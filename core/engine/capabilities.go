@@ -52,6 +52,7 @@ type LiveMemoryNode interface {
 //
 //	capability        agent.Local  hub's remote node  slurm's node  kube's node
 //	UsageReporter     yes          yes                no            no
+//	ResumeReporter    no           no                 yes           no
 //	Resizer           yes          yes                no            no
 //	RunGPUsReporter   no           yes                no            yes
 //	LiveMemoryNode    no           no                 yes           yes
@@ -62,6 +63,9 @@ func Capabilities(n Node) []string {
 	var out []string
 	if _, ok := n.(UsageReporter); ok {
 		out = append(out, "UsageReporter")
+	}
+	if _, ok := n.(ResumeReporter); ok {
+		out = append(out, "ResumeReporter")
 	}
 	if _, ok := n.(Resizer); ok {
 		out = append(out, "Resizer")
