@@ -45,7 +45,7 @@ type Config struct {
 	Registry Registry
 	// Monitors finds the monitor-only agent of a node, whose GPU
 	// readings become the node's; nil: none.
-	Monitors Monitors
+	Monitors engine.Monitors
 	Logger   *slog.Logger
 	// Namespace holds gpuportal's pods.
 	Namespace string

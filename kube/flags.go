@@ -11,6 +11,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpuportal/gpuportal/core/engine"
 )
 
 // Flags are serve's settings of the Kubernetes executor (serve
@@ -64,7 +66,7 @@ func (f Flags) Start(ctx context.Context, grace time.Duration, reg Registry, log
 	if err != nil {
 		return err
 	}
-	if m, ok := reg.(Monitors); ok {
+	if m, ok := reg.(engine.Monitors); ok {
 		ex.cfg.Monitors = m
 	}
 	log.Info("running jobs on Kubernetes", "api_server", cfg.Host, "namespace", f.Namespace, "node_selector", f.NodeSelector)

@@ -74,7 +74,7 @@ type Config struct {
 	Path string
 	// Monitors finds the monitor-only gpuportal agent of a node, whose
 	// GPU samples become the node's (see monitor.go); nil: none.
-	Monitors Monitors
+	Monitors engine.Monitors
 	Now      func() time.Time
 }
 

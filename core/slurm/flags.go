@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/engine"
 )
 
 // defaultGPUMemMiB is the memory of a GPU whose type the configuration
@@ -119,7 +120,7 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	if err != nil {
 		return err
 	}
-	if m, ok := reg.(Monitors); ok {
+	if m, ok := reg.(engine.Monitors); ok {
 		ex.cfg.Monitors = m
 	}
 	log.Info("running jobs on Slurm", "partition", f.Partition, "work_dir", ex.cfg.WorkDir)

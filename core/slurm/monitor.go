@@ -8,51 +8,26 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
-// Monitors finds the monitor-only gpuportal agent (gpuportal agent
-// --monitor-only) that watches a Slurm node's GPUs: it registers under
-// the node's Slurm name. *engine.Engine implements it.
-type Monitors interface {
-	Monitor(name string) (engine.Monitor, bool)
-}
+// A Slurm node's monitor is the monitor-only gpuportal agent (gpuportal
+// agent --monitor-only) that watches its GPUs: it registers under the
+// node's Slurm name, and Config.Monitors finds it.
 
-// monitor returns the node's monitor, if one is connected.
-func (n *node) monitor() (engine.Monitor, bool) {
-	if n.e.cfg.Monitors == nil {
-		return nil, false
-	}
-	return n.e.cfg.Monitors.Monitor(n.name)
-}
-
-// monitorSamples reads the node's GPUs through its monitor: each of
-// Slurm's GPUs gets the monitor's sample of the GPU of the same index
-// (Slurm's gres index and NVML's agree where gres.conf lists the device
-// files in order, /dev/nvidia0 first). It reports false without a
-// monitor.
-func (n *node) monitorSamples(devs []gpu.Device, now time.Time) ([]gpu.Sample, bool) {
-	m, ok := n.monitor()
-	if !ok {
-		return nil, false
-	}
-	byIndex := make(map[int]gpu.Sample)
-	for _, s := range m.Sample(now) {
-		byIndex[s.Index] = s
-	}
-	out := make([]gpu.Sample, len(devs))
-	for i, d := range devs {
-		s, ok := byIndex[d.Index]
-		if !ok {
-			s = gpu.Sample{Index: d.Index, MemMiB: d.MemMiB}
-		}
-		s.At = now
-		out[i] = s
-	}
-	return out, true
+// Sample implements engine.Node: the readings of the node's monitor-only
+// agent, if one is connected: each of Slurm's GPUs gets the monitor's
+// sample of the GPU of the same index (Slurm's gres index and NVML's
+// agree where gres.conf lists the device files in order, /dev/nvidia0
+// first). Slurm itself reports no GPU readings: without a monitor, or for
+// a GPU the monitor does not report, the samples carry each GPU's size
+// and nothing used.
+func (n *node) Sample(now time.Time) []gpu.Sample {
+	m, _ := engine.FindMonitor(n.e.cfg.Monitors, n.name)
+	return engine.MonitorSamples(m, n.Devices(), now)
 }
 
 // LiveMemoryUnavailable implements engine.LiveMemoryNode: Slurm reports
 // no GPU memory, so without a monitor it is unknown.
 func (n *node) LiveMemoryUnavailable() string {
-	if _, ok := n.monitor(); ok {
+	if _, ok := engine.FindMonitor(n.e.cfg.Monitors, n.name); ok {
 		return ""
 	}
 	return fmt.Sprintf("no gpuportal agent in monitor mode on node %s; see docs/slurm.md", n.name)

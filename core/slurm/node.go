@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -114,21 +113,6 @@ func (n *node) Resumes() map[int64]job.Resume {
 		if r.node == n.name && r.resume.Run > 0 {
 			out[r.jobID] = r.resume
 		}
-	}
-	return out
-}
-
-// Sample implements engine.Node: the readings of the node's monitor-only
-// agent, if one is connected. Slurm itself reports no GPU readings:
-// without a monitor the samples carry each GPU's size and nothing used.
-func (n *node) Sample(now time.Time) []gpu.Sample {
-	devs := n.Devices()
-	if ss, ok := n.monitorSamples(devs, now); ok {
-		return ss
-	}
-	out := make([]gpu.Sample, len(devs))
-	for i, d := range devs {
-		out[i] = gpu.Sample{At: now, Index: d.Index, MemMiB: d.MemMiB}
 	}
 	return out
 }
