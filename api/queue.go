@@ -50,6 +50,9 @@ type QueueJob struct {
 	AttainedService float64 `json:"attained_service_gpu_s"`
 	Borrowed        bool    `json:"borrowed"`
 	Reason          string  `json:"reason,omitempty"`
+	// Priority is as in Job: a batch job's priority within its team
+	// (high, normal or low); absent for a session.
+	Priority string `json:"priority,omitempty"`
 	// Position is as in Job: the queue's waiting jobs come in this order.
 	Position int `json:"position,omitempty"`
 	// Forecast is a waiting job's start forecast, as in Job; its reason

@@ -451,6 +451,9 @@ func (m *Moment) QueueJob(j *models.Job, visible bool) api.QueueJob {
 	sv := j.Service(m.Now)
 	out := api.QueueJob{ID: j.ID, Team: j.Team, GPUs: j.GPUs, State: j.State, ExecutedS: sv.ExecutedS,
 		AttainedService: sv.GPUSeconds, Borrowed: m.Figures.Borrowed(j.ID), Position: m.position(j), Forecast: m.forecast(j)}
+	if !j.IsSession() {
+		out.Priority = job.PriorityName(j.Priority)
+	}
 	if visible {
 		out.Name, out.User, out.Reason = j.Name, j.User, m.reason(j)
 	} else if out.Forecast != nil {

@@ -132,5 +132,11 @@ func TestHistoryInTheBrowser(t *testing.T) {
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#team-queue a[href="/jobs/`+strconv.FormatInt(id, 10)+`"]').length`))
 		return err == nil && n == 1
 	})
+	// Its row has the page's columns: its priority under Priority.
+	priority, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#team-queue a[href="/jobs/`+
+		strconv.FormatInt(id, 10)+`"]').closest("tr").querySelector('td[data-label="Priority"]').textContent`))
+	if err != nil || priority != "normal" {
+		t.Errorf("the live row's Priority cell: %q, %v; want normal", priority, err)
+	}
 	screenshot(t, ctx, "team-live")
 }

@@ -266,12 +266,14 @@
         var state = document.createElement("span");
         state.className = "state state-" + j.state;
         state.textContent = j.state;
-        var cells = [a, j.user || "", state, String(j.gpus), String(j.queue), String(Math.round(j.attained_service_gpu_s))];
+        // As the page writes the row: a session has no batch priority.
+        var cells = [a, j.user || "", state, j.priority || "session", String(j.gpus), String(j.queue),
+          String(Math.round(j.attained_service_gpu_s))];
         cells.forEach(function (c, i) {
           var td = document.createElement("td");
           td.dataset.label = labels[i] || "";
           if (i === 0) { td.className = "title"; }
-          if (i >= 3) { td.className = "num"; }
+          if (i >= 4) { td.className = "num"; }
           if (typeof c === "string") { td.textContent = c; } else { td.appendChild(c); }
           tr.appendChild(td);
         });

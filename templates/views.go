@@ -422,6 +422,9 @@ type QueueJob struct {
 	// Place is a waiting job's place in its queue, "1" the next to
 	// start (api.QueueJob.Position); "" for the others.
 	Place string
+	// Priority is the job's class: high, normal, low or session
+	// (PriorityClass).
+	Priority string
 }
 
 // JCTStats are the JCT figures of recently finished jobs.
@@ -525,10 +528,20 @@ type StrandedRow struct {
 
 // TeamQueueRow is one of a team's unfinished jobs.
 type TeamQueueRow struct {
-	ID                int64
-	Name, User, State string
-	GPUs, Queue       int
-	Attained          string
+	ID                          int64
+	Name, User, State, Priority string
+	GPUs, Queue                 int
+	Attained                    string
+}
+
+// PriorityClass is the class a queue row shows of a job whose API
+// priority is p (api.QueueJob.Priority): its batch priority, or
+// "session" for a session, which has none.
+func PriorityClass(p string) string {
+	if p == "" {
+		return "session"
+	}
+	return p
 }
 
 // MemberRow is one member of a team.

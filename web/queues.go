@@ -140,7 +140,7 @@ func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
 				ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: string(j.State),
 				Attained: strconv.FormatFloat(j.AttainedService, 'f', 0, 64), Reason: j.Reason, Visible: j.Name != "",
 				Borrowed: j.Borrowed, ETA: j.Forecast.Short(q.AsOf, time.Local), ETAText: j.Forecast.Text(q.AsOf, time.Local),
-				Place: placeText(j.Position),
+				Place: placeText(j.Position), Priority: templates.PriorityClass(j.Priority),
 			})
 		}
 		v.Queues = append(v.Queues, tq)

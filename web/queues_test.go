@@ -183,3 +183,96 @@ func TestQueueOrderIsTheSchedulers(t *testing.T) {
 		at = next
 	}
 }
+
+// TestQueueRowsShowPriority: a lead sees each job's priority (high,
+// normal, low, session) on the Queues page, in GET /api/v1/queues, on
+// the team page and in the team topic's frame the page re-renders its
+// queue from.
+func TestQueueRowsShowPriority(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	ids := map[string]int64{}
+	for _, p := range []string{"high", "", "low"} {
+		j := &models.Job{Name: "p" + p, Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: time.Now(), Priority: p}
+		if err := ts.store.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		ids[job.PriorityName(p)] = j.ID
+	}
+	ts.newSession(t)
+	waitPlaced(t, ts, 4)
+	want := map[string]string{"high": "high", "normal": "normal", "low": "low"}
+
+	var q api.Queues
+	rec := ts.do(t, "lead", http.MethodGet, "/api/v1/queues", "")
+	if err := json.Unmarshal(rec.Body.Bytes(), &q); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("GET /api/v1/queues: %d %v", rec.Code, err)
+	}
+	got := map[int64]string{}
+	for _, qu := range q.Queues {
+		for _, j := range qu.Jobs {
+			got[j.ID] = j.Priority
+		}
+	}
+	if len(got) != 4 {
+		t.Fatalf("the queues hold %d jobs, want 4: %v", len(got), got)
+	}
+	for name, id := range ids {
+		if got[id] != want[name] {
+			t.Errorf("GET /api/v1/queues: job %d has priority %q, want %q", id, got[id], want[name])
+		}
+	}
+
+	lead, err := ts.store.UserByName(ctx, "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := ts.snapshot(ctx, lead, topicTeam+"vision")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := frame.(api.TeamTopic)
+	sessions := 0
+	for _, j := range tt.Queue {
+		if j.Priority == "" {
+			sessions++
+		} else if j.Priority != got[j.ID] {
+			t.Errorf("the team topic: job %d has priority %q, want %q", j.ID, j.Priority, got[j.ID])
+		}
+	}
+	if len(tt.Queue) != 4 || sessions != 1 {
+		t.Errorf("the team topic sends %d jobs, %d without a priority; want 4, the session's", len(tt.Queue), sessions)
+	}
+
+	for _, page := range []string{"/queues", "/teams/vision"} {
+		body := ts.do(t, "lead", http.MethodGet, page, "").Body.String()
+		if !strings.Contains(body, "<th>Priority</th>") {
+			t.Errorf("%s has no Priority column", page)
+		}
+		for _, class := range []string{"high", "normal", "low", "session"} {
+			if !priorityCell(body, class) {
+				t.Errorf("%s shows no %s job's priority", page, class)
+			}
+		}
+		i := strings.Index(body, fmt.Sprintf(`<tr data-job="%d"`, ids["high"]))
+		if i < 0 {
+			t.Errorf("%s does not list the high-priority job", page)
+			continue
+		}
+		row := body[i:]
+		row = row[:strings.Index(row, "</tr>")]
+		if !priorityCell(row, "high") {
+			t.Errorf("%s: the high-priority job's row does not say high:\n%s", page, row)
+		}
+	}
+}
+
+// priorityCell says whether html has a Priority cell that reads class.
+func priorityCell(html, class string) bool {
+	for _, cell := range strings.Split(html, `<td data-label="Priority"`)[1:] {
+		if strings.HasPrefix(cell[strings.IndexByte(cell, '>')+1:], class+"</td>") {
+			return true
+		}
+	}
+	return false
+}

@@ -345,7 +345,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 	}
 	for _, j := range tt.Queue {
 		v.Queue = append(v.Queue, templates.TeamQueueRow{ID: j.ID, Name: j.Name, User: j.User, State: string(j.State),
-			GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})
+			Priority: templates.PriorityClass(j.Priority), GPUs: j.GPUs, Queue: j.Queue, Attained: fmt.Sprintf("%.0f", j.AttainedService)})
 	}
 	v.QueueTotal = tt.QueueTotal
 	if v.Flags, err = s.teamFlags(c.Request().Context(), m, u, t.Name); err != nil {

@@ -486,6 +486,27 @@ func (e NotificationSettingsUpdateEvents) Valid() bool {
 	}
 }
 
+// Defines values for QueuesQueuesJobsPriority.
+const (
+	QueuesQueuesJobsPriorityHigh   QueuesQueuesJobsPriority = "high"
+	QueuesQueuesJobsPriorityLow    QueuesQueuesJobsPriority = "low"
+	QueuesQueuesJobsPriorityNormal QueuesQueuesJobsPriority = "normal"
+)
+
+// Valid indicates whether the value is a known member of the QueuesQueuesJobsPriority enum.
+func (e QueuesQueuesJobsPriority) Valid() bool {
+	switch e {
+	case QueuesQueuesJobsPriorityHigh:
+		return true
+	case QueuesQueuesJobsPriorityLow:
+		return true
+	case QueuesQueuesJobsPriorityNormal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionType.
 const (
 	Jupyter  SessionType = "jupyter"
@@ -1808,8 +1829,11 @@ type Queues struct {
 			Name     *string   `json:"name,omitempty"`
 
 			// Position a waiting job's place in its queue in the scheduler's order, 1 the next to start: its reason's "N jobs ahead" is position - 1, and the Queues page lists the queue in this order; absent when the job does not wait, and on a replica that does not schedule
-			Position *int64  `json:"position,omitempty"`
-			Reason   *string `json:"reason,omitempty"`
+			Position *int64 `json:"position,omitempty"`
+
+			// Priority as in Job: a batch job's priority within its team; absent for a session
+			Priority *QueuesQueuesJobsPriority `json:"priority,omitempty"`
+			Reason   *string                   `json:"reason,omitempty"`
 
 			// State timed_out: the job reached its time limit and was stopped (SIGTERM, the grace period, SIGKILL)
 			State State   `json:"state"`
@@ -1832,6 +1856,9 @@ type Queues struct {
 	} `json:"queues"`
 	Thresholds []float64 `json:"thresholds"`
 }
+
+// QueuesQueuesJobsPriority as in Job: a batch job's priority within its team; absent for a session
+type QueuesQueuesJobsPriority string
 
 // Reservation The GPUs the scheduler holds for a waiting job that has waited past its bound (serve --reserve-after) and cannot start, as of its last pass; absent when none, and on a replica that does not schedule. Other jobs start on them only if they end before from, or give them back then (docs/scheduling.md, Reservations)
 type Reservation struct {
