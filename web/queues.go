@@ -151,8 +151,11 @@ func (s *Server) queuesView(c echo.Context) (templates.Queues, error) {
 	}
 	v.Forecasts = templates.ForecastStats{Calibration: calibrationText(fs), Method: forecastMethod + " The range is " + fs.Range + "."}
 	if l := fs.Latest; l != nil {
-		v.Forecasts.Latest = fmt.Sprintf("Latest forecast: %d waiting jobs at %s, in %s (%d scheduling passes), from %s",
-			l.Jobs, l.MadeAt.Local().Format("15:04:05"), fmtMillis(l.TookMS), l.Passes, l.History)
+		v.Forecasts.Latest = fmt.Sprintf("Latest forecast: %d waiting jobs at %s, in %s (%d scheduling passes)",
+			l.Jobs, l.MadeAt.Local().Format("15:04:05"), fmtMillis(l.TookMS), l.Passes)
+		if l.History != "" { // empty until jobs have finished
+			v.Forecasts.Latest += ", from " + l.History
+		}
 		if l.ArrivalsPerHour > 0 {
 			v.Forecasts.Latest += fmt.Sprintf(", expecting %.0f submissions an hour", l.ArrivalsPerHour)
 		}

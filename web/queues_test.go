@@ -276,3 +276,29 @@ func priorityCell(html, class string) bool {
 	}
 	return false
 }
+
+// TestQueuesForecastLineWithoutHistory: before any job has finished the
+// forecast has no history to name, and the Queues page says nothing of
+// it rather than "from ." (seen on the demo's first minute).
+func TestQueuesForecastLineWithoutHistory(t *testing.T) {
+	ts := newTestServer(t)
+	ts.engine.Wake()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec := ts.do(t, "alice", http.MethodGet, "/queues", "")
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET /queues: %d", rec.Code)
+		}
+		body := rec.Body.String()
+		if strings.Contains(body, "Latest forecast") {
+			if strings.Contains(body, "from .") || strings.Contains(body, "from ,") {
+				t.Fatalf("forecast line names an empty history: %q", body[strings.Index(body, "Latest forecast"):][:160])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no forecast line on the Queues page after 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
