@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -24,12 +25,6 @@ import (
 type FileStore interface {
 	UnixName(ctx context.Context, name string) (string, error)
 	Runs(ctx context.Context, jobID int64) ([]models.Run, error)
-}
-
-// filesNode is a machine whose jobs' files the portal can reach:
-// *agent.Local (in process) and the hub's remote machines (a tunnel).
-type filesNode interface {
-	JobFiles(jobID int64, account string) jobfiles.Files
 }
 
 // FileRequest names a file or folder of a job: Root ("" is the job's
@@ -84,10 +79,10 @@ func (s *App) jobFiles(ctx context.Context, a Actor, id int64, req *FileRequest,
 	} else if err != nil {
 		return nil, "", nil, stored(err)
 	}
-	var d filesNode
+	var d engine.FilesServer
 	for _, n := range s.cfg.Engine.Nodes() {
 		if n.Name() == node {
-			d, _ = n.(filesNode)
+			d, _ = n.(engine.FilesServer)
 			if d == nil {
 				return nil, "", nil, &Error{Kind: Unavailable, Msg: fmt.Sprintf("machine %s cannot serve job files (its agent is too old, or it is a monitor)", node)}
 			}

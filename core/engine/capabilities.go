@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 )
 
 // UsageReporter is a Node that reports its jobs' CPU and memory use
@@ -42,6 +43,14 @@ type LiveMemoryNode interface {
 	LiveMemoryUnavailable() string
 }
 
+// FilesServer is a Node whose jobs' folders the portal can reach (the
+// files API, docs/files.md): in process, or through the agent's tunnel.
+type FilesServer interface {
+	// JobFiles serves job jobID's folder and data paths as the Unix
+	// account.
+	JobFiles(jobID int64, account string) jobfiles.Files
+}
+
 // A Node does what every machine does (Node); these are the capabilities
 // some machines add, which the engine finds by type assertion and does
 // without where a machine lacks them. This is the one list of them; each
@@ -56,6 +65,7 @@ type LiveMemoryNode interface {
 //	Resizer           yes          yes                no            no
 //	RunGPUsReporter   no           yes                no            yes
 //	LiveMemoryNode    no           no                 yes           yes
+//	FilesServer       yes          yes                no            no
 //
 // Capabilities names the capabilities n has, in the order of this list:
 // what a machine's test checks against its claim.
@@ -75,6 +85,9 @@ func Capabilities(n Node) []string {
 	}
 	if _, ok := n.(LiveMemoryNode); ok {
 		out = append(out, "LiveMemoryNode")
+	}
+	if _, ok := n.(FilesServer); ok {
+		out = append(out, "FilesServer")
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 )
 
 // everyCapability is a Node with every optional capability.
@@ -19,6 +20,7 @@ func (everyCapability) Resumes() map[int64]job.Resume                      { ret
 func (everyCapability) Resize(context.Context, int64, job.Resources) error { return nil }
 func (everyCapability) RunGPUs(int64) ([]int, bool)                        { return nil, false }
 func (everyCapability) LiveMemoryUnavailable() string                      { return "" }
+func (everyCapability) JobFiles(int64, string) jobfiles.Files              { return nil }
 
 // TestCapabilitiesMatchTheTable: Capabilities names every capability of
 // capabilities.go's table, in its order, and none of a bare Node's, so a
