@@ -75,23 +75,13 @@ func (s *Server) rootNames() []string {
 
 // list answers a folder's entries.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	root, name, p, err := s.open(r)
+	root, name, p, f, st, err := s.openEntry(r)
 	if err != nil {
 		refuse(w, err)
 		return
 	}
 	defer root.Close()
-	f, err := openNoBlock(root, p)
-	if err != nil {
-		refuse(w, jobfiles.FSError(name, p, err))
-		return
-	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		refuse(w, jobfiles.FSError(name, p, err))
-		return
-	}
 	if !st.IsDir() {
 		refuse(w, &jobfiles.Error{Kind: jobfiles.Invalid, Msg: jobfiles.Where(name, p) + ": not a folder"})
 		return
@@ -142,30 +132,34 @@ func entryOf(name string, fi fs.FileInfo) jobfiles.Entry {
 	return e
 }
 
-// openNoBlock opens p in root for reading without waiting on a FIFO.
-func openNoBlock(root *os.Root, p string) (*os.File, error) {
-	return root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// openEntry opens, for reading, the file or folder r names (s.open)
+// without waiting on a FIFO, and stats it: list and read start here.
+// The caller closes f and root.
+func (s *Server) openEntry(r *http.Request) (root *os.Root, name, p string, f *os.File, st fs.FileInfo, err error) {
+	if root, name, p, err = s.open(r); err != nil {
+		return nil, "", "", nil, nil, err
+	}
+	if f, err = root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
+		root.Close()
+		return nil, "", "", nil, nil, jobfiles.FSError(name, p, err)
+	}
+	if st, err = f.Stat(); err != nil {
+		f.Close()
+		root.Close()
+		return nil, "", "", nil, nil, jobfiles.FSError(name, p, err)
+	}
+	return root, name, p, f, st, nil
 }
 
 // read answers a regular file's bytes.
 func (s *Server) read(w http.ResponseWriter, r *http.Request) {
-	root, name, p, err := s.open(r)
+	root, name, p, f, st, err := s.openEntry(r)
 	if err != nil {
 		refuse(w, err)
 		return
 	}
 	defer root.Close()
-	f, err := openNoBlock(root, p)
-	if err != nil {
-		refuse(w, jobfiles.FSError(name, p, err))
-		return
-	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		refuse(w, jobfiles.FSError(name, p, err))
-		return
-	}
 	switch {
 	case st.IsDir():
 		refuse(w, &jobfiles.Error{Kind: jobfiles.Invalid, Msg: jobfiles.Where(name, p) + ": a folder: download it as an archive"})
