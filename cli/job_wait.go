@@ -28,8 +28,6 @@ func (s *submitFlags) register(f *jobFlags) {
 // waitInterval is how often submit --wait asks for the job's state.
 const waitInterval = time.Second
 
-// submitted prints a job the server accepted (raw, its JSON) as the
-// flags ask, then waits for it to end with --wait.
 // send submits req (job submit, sbatch) and says what became of it
 // (submitted); a refusal naming a field names its flag.
 func (c jobCmd) send(ctx context.Context, f *jobFlags, sf submitFlags, req api.SubmitRequest) error {
@@ -46,6 +44,8 @@ func (c jobCmd) send(ctx context.Context, f *jobFlags, sf submitFlags, req api.S
 	return c.submitted(ctx, cl, f, sf, j, raw)
 }
 
+// submitted prints a job the server accepted (raw, its JSON) as the
+// flags ask, then waits for it to end with --wait.
 func (c jobCmd) submitted(ctx context.Context, cl *client.Client, f *jobFlags, sf submitFlags, j api.Job, raw []byte) error {
 	err := c.emit(f, raw, jobNames(j), func(wide bool) error {
 		switch {
