@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
@@ -98,6 +99,37 @@ func (e *Engine) reheld(ctx context.Context, jobs []Job, now time.Time) []Job {
 		}
 	}
 	return jobs
+}
+
+// heldFromStart records, as the pass's starts are made, the share of its
+// GPUs each job that started holds, and the changed shares of the jobs
+// already on those GPUs: so a sharing run that ends before the next pass
+// has attained its share, not its GPUs whole. jobs are the pass's jobs
+// as they were before the starts; starts, those the scheduler decided
+// (the ones that did not start are left out).
+func (e *Engine) heldFromStart(ctx context.Context, jobs []Job, starts []sched.Start, now time.Time) {
+	at := make(map[int64]sched.Start, len(starts))
+	sharing := false
+	for _, s := range starts {
+		at[s.JobID] = s
+	}
+	var after []Job
+	for _, j := range jobs {
+		s, ok := at[j.ID]
+		r := e.runs[j.ID]
+		switch {
+		case ok && r != nil && r.id != j.Run:
+			started := now
+			j.State, j.Placement, j.Run, j.LastStartAt, j.Accrual = job.Running, slices.Clone(s.GPUs), r.id, &started, usage.Accrual{}
+			sharing = sharing || j.Sharing
+		case j.State != job.Running:
+			continue
+		}
+		after = append(after, j)
+	}
+	if sharing {
+		e.reheld(ctx, after, now)
+	}
 }
 
 // placedAt records that the jobs on gpus changed at t: a run started or

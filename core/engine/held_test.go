@@ -100,3 +100,50 @@ func attainedOf(snap sched.Snapshot, id int64) float64 {
 	}
 	return math.NaN()
 }
+
+// TestSharingRunEndedBeforeAPass: a sharing run that ends before any pass
+// after its start has attained its share of the GPU as it stood at the
+// start, not the GPU whole: half a GPU asked for (gpu_fraction), and an
+// equal part of a GPU shared with another job (issue 36).
+func TestSharingRunEndedBeforeAPass(t *testing.T) {
+	est := memest.Estimate{PersistentMiB: 1000, EphemeralMiB: 4000, Source: memest.Declared}
+	for _, tc := range []struct {
+		name string
+		jobs []Job
+		want map[int64]float64 // GPU-seconds after 40 s
+	}{
+		{"a fraction, alone", []Job{{ID: 1, GPUFraction: 0.5}}, map[int64]float64{1: 20}},
+		{"a quarter and an equal part", []Job{{ID: 1, GPUFraction: 0.25}, {ID: 2}}, map[int64]float64{1: 10, 2: 20}},
+		{"two equal parts", []Job{{ID: 1}, {ID: 2}}, map[int64]float64{1: 20, 2: 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range tc.jobs {
+				j := &tc.jobs[i]
+				j.Team, j.User, j.GPUs, j.Sharing, j.Memory, j.Command, j.SubmittedAt = "nlp", "alice", 1, true, est, []string{"train"}, t0
+			}
+			store := newMemStore(tc.jobs...)
+			n := newFakeNode("n1", 1)
+			e, clock := newTestEngine(t, store, n)
+			sc, err := sched.New(sched.Config{Policy: "fifo", Placement: sched.PlaceNodes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.cfg.Scheduler = sc
+			ctx := context.Background()
+			mustPass(t, e) // t0: they start on the one GPU
+			clock.t = t0.Add(40 * time.Second)
+			for id := range tc.want {
+				if store.state(id) != "running" {
+					t.Fatalf("job %d %s, want running", id, store.state(id))
+				}
+				delete(n.running, id)
+				e.testExit(ctx, exit("n1", id, 0, clock.t))
+			}
+			for id, w := range tc.want {
+				if got := store.jobs[id].AttainedService; !near(got, w) {
+					t.Errorf("job %d attained %v GPU-seconds in 40 s, want %v", id, got, w)
+				}
+			}
+		})
+	}
+}

@@ -72,6 +72,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	for _, s := range d.Starts {
 		e.start(ctx, byID[s.JobID], s.GPUs, now, recorded)
 	}
+	e.heldFromStart(ctx, jobs, d.Starts, now)
 	ph.mark(phaseApply)
 	defer ph.mark(phaseRecord)
 	e.forecast(ctx, snap, d, jobs, now)
