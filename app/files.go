@@ -19,7 +19,9 @@ import (
 // job's Unix account through the agent. Who may: the job's folder is read
 // by whoever sees the job (its team, admins), as its output is; the data
 // paths are the owner's, so only the owner and admins read them; only
-// the owner and admins upload, and every upload is in the audit log.
+// the owner and admins upload. Every upload is in the audit log, and so
+// is every read by someone other than the job's owner: a file or an
+// archive downloaded, a data path listed (readAudited).
 
 // FileStore is what the actions on job files read.
 type FileStore interface {
@@ -157,6 +159,11 @@ func (s *App) JobFiles(ctx context.Context, a Actor, id int64, req FileRequest) 
 	if !CanWriteFiles(a.User, j) {
 		out.Roots = []string{jobfiles.JobRoot} // the data paths are the owner's
 	}
+	if req.Root != jobfiles.JobRoot {
+		if err := s.readAudited(ctx, a, j, "job.files.list", req, node); err != nil {
+			return nil, err
+		}
+	}
 	for i, e := range l.Entries {
 		out.Entries[i] = api.FileEntry{Name: e.Name, Type: e.Type, Size: e.Size, ModTime: e.ModTime, Target: e.Target}
 	}
@@ -178,7 +185,7 @@ func (s *App) JobCheckpoints(ctx context.Context, a Actor, id int64) (*api.FileL
 
 // OpenJobFile starts the download of file req of job id.
 func (s *App) OpenJobFile(ctx context.Context, a Actor, id int64, req FileRequest) (*FileDownload, error) {
-	_, _, c, err := s.jobFiles(ctx, a, id, &req, false)
+	j, node, c, err := s.jobFiles(ctx, a, id, &req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -186,19 +193,27 @@ func (s *App) OpenJobFile(ctx context.Context, a Actor, id int64, req FileReques
 	if err != nil {
 		return nil, filesError(err)
 	}
+	if err := s.readAudited(ctx, a, j, "job.files.read", req, node); err != nil {
+		d.Body.Close()
+		return nil, err
+	}
 	return &FileDownload{Body: d.Body, Name: path.Base(req.Path), Size: d.Size}, nil
 }
 
 // ArchiveJobFiles starts the download of folder req of job id as a
 // .tar.gz.
 func (s *App) ArchiveJobFiles(ctx context.Context, a Actor, id int64, req FileRequest) (*FileDownload, error) {
-	j, _, c, err := s.jobFiles(ctx, a, id, &req, false)
+	j, node, c, err := s.jobFiles(ctx, a, id, &req, false)
 	if err != nil {
 		return nil, err
 	}
 	d, err := c.Archive(ctx, req.Root, req.Path)
 	if err != nil {
 		return nil, filesError(err)
+	}
+	if err := s.readAudited(ctx, a, j, "job.files.archive", req, node); err != nil {
+		d.Body.Close()
+		return nil, err
 	}
 	name := path.Base(req.Path)
 	if req.Path == "." {
@@ -228,4 +243,14 @@ func (s *App) UploadJobFile(ctx context.Context, a Actor, id int64, req FileRequ
 		return nil, err
 	}
 	return &api.FileEntry{Name: e.Name, Type: e.Type, Size: e.Size, ModTime: e.ModTime}, nil
+}
+
+// readAudited records in the audit log that a, who is not j's owner
+// (an admin, a teammate), read req of j's files on node; the owner's
+// own reads are not recorded. A read the log cannot record is refused.
+func (s *App) readAudited(ctx context.Context, a Actor, j *models.Job, action string, req FileRequest, node string) error {
+	if a.User.Name == j.User {
+		return nil
+	}
+	return s.audit(ctx, a, action, fmt.Sprintf("job %d of %s", j.ID, j.User), fmt.Sprintf("%s, on %s", jobfiles.Where(req.Root, req.Path), node))
 }

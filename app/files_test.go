@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,5 +139,73 @@ func TestJobFilesAuthorization(t *testing.T) {
 	}
 	if audited != 2 {
 		t.Errorf("%d uploads in the audit log, want alice's and the admin's", audited)
+	}
+}
+
+// TestJobFilesReadsAudited: whoever reads alice's job's files and is not
+// alice (an admin, a teammate) is in the audit log, with what they read;
+// alice's own reads are not, nor are listings of the job's folder, which
+// her team sees as it sees her job's output.
+func TestJobFilesReadsAudited(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	node := &testFilesNode{dir: t.TempDir(), data: t.TempDir()}
+	f.app.cfg.Engine = &filesEngine{node: node}
+	id := f.job(t, true)
+	jobDir := filepath.Join(node.dir, "jobs", strconv.FormatInt(id, 10))
+	if err := os.MkdirAll(filepath.Join(jobDir, "checkpoint"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(jobDir, "output.log"), filepath.Join(node.data, "data.csv")} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(who string) {
+		t.Helper()
+		a := Actor{User: f.users[who], From: "192.0.2.7"}
+		for _, req := range []FileRequest{{Path: "output.log"}, {Root: "scratch", Path: "data.csv"}} {
+			d, err := f.app.OpenJobFile(ctx, a, id, req)
+			if err != nil {
+				if who == "carol" && req.Root == "scratch" {
+					continue // not hers to read
+				}
+				t.Fatalf("%s reads %+v: %v", who, req, err)
+			}
+			d.Body.Close()
+		}
+		if d, err := f.app.ArchiveJobFiles(ctx, a, id, FileRequest{Path: "checkpoint"}); err != nil {
+			t.Fatalf("%s archives: %v", who, err)
+		} else {
+			d.Body.Close()
+		}
+		_, _ = f.app.JobFiles(ctx, a, id, FileRequest{})
+		_, _ = f.app.JobFiles(ctx, a, id, FileRequest{Root: "scratch"})
+	}
+	for _, who := range []string{"alice", "admin", "carol"} {
+		read(who)
+	}
+	entries, err := f.store.AuditLog(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Action, "job.files.") {
+			got = append(got, e.Actor+" "+e.Action+" "+e.Target+" "+e.Detail+" from "+e.From)
+		}
+	}
+	slices.Sort(got)
+	target := fmt.Sprintf("job %d of alice", id)
+	want := []string{
+		"admin job.files.archive " + target + " job:checkpoint, on gpu1 from 192.0.2.7",
+		"admin job.files.list " + target + " scratch:/, on gpu1 from 192.0.2.7",
+		"admin job.files.read " + target + " job:output.log, on gpu1 from 192.0.2.7",
+		"admin job.files.read " + target + " scratch:data.csv, on gpu1 from 192.0.2.7",
+		"carol job.files.archive " + target + " job:checkpoint, on gpu1 from 192.0.2.7",
+		"carol job.files.read " + target + " job:output.log, on gpu1 from 192.0.2.7",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit log of the reads:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -160,6 +160,16 @@ ln -s /etc/shadow shadow; ln -s .. up`}})
 		t.Error("bob's upload landed in alice's folder")
 	}
 
+	// An admin reads her files: each read is in the audit log, with what
+	// was read (checkFilesPages looks at it on the admin page).
+	admin := newAPI(t, srv.URL, "admin", "dev")
+	if st, body := rawCall(t, admin, http.MethodGet, files+"/content?path=output.log", nil); st != http.StatusOK || body != "hello\n" {
+		t.Errorf("the admin reads output.log: %d %q", st, body)
+	}
+	if st, _ := rawCall(t, admin, http.MethodGet, files+"/archive?root=scratch", nil); st != http.StatusOK {
+		t.Errorf("the admin archives her data path: %d", st)
+	}
+
 	// Upload: written as her account; over the limit, refused naming it.
 	if st, body := rawCall(t, alice, http.MethodPut, files+"/content?path=results/notes.txt", []byte("uploaded\n")); st != http.StatusCreated {
 		t.Errorf("upload: %d %s", st, body)
@@ -269,6 +279,28 @@ func checkFilesPages(t *testing.T, base string, id int64, jobDir string) {
 	}
 	if b, err := os.ReadFile(filepath.Join(jobDir, "results", "from-browser.txt")); err != nil || string(b) != "hi from the page\n" {
 		t.Errorf("the page's upload: %q, %v", b, err)
+	}
+
+	// The admin's reads of her files, on the admin page's audit log.
+	if err := sc.login("admin"); err != nil {
+		t.Fatal(err)
+	}
+	text = ""
+	err = chromedp.Do(ctx, chromedp.EmulateViewport(viewports[0].width, viewports[0].height), chromedp.Navigate(base+"/admin"), chromedp.WaitVisible("#audit"))
+	if err == nil {
+		text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#audit").innerText`))
+	}
+	target := fmt.Sprintf("job %d of alice", id)
+	for _, want := range []string{"job.files.read\t" + target + "\tjob:output.log, on gpu-files", "job.files.archive\t" + target + "\tscratch:/, on gpu-files"} {
+		if err != nil || !strings.Contains(text, want) {
+			t.Errorf("the admin page's audit log has no %q: %v\n%s", want, err, text)
+		}
+	}
+	for _, vp := range viewports {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height), chromedp.Navigate(base+"/admin"), chromedp.WaitVisible("#audit")); err != nil {
+			t.Fatal(err)
+		}
+		screenshot(t, ctx, "files-audit-"+vp.name)
 	}
 }
 

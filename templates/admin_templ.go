@@ -215,7 +215,7 @@ func AdminPage(p Page, a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "\"> <label>Name <input name=\"name\" required maxlength=\"64\"></label> <label>Guaranteed GPUs <input name=\"guarantee\" type=\"number\" min=\"0\" value=\"0\"></label> <button type=\"submit\">Create team</button></form><h2>Audit log</h2><p class=\"muted\">Who did what to what, when and from where: accounts, roles, tokens (API and join), teams, machines drained or cordoned, jobs cancelled for others; the newest 100.</p><table id=\"audit\" class=\"cards\"><thead><tr><th>When</th><th>Who</th><th>What</th><th>Target</th><th>Detail</th><th>From</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "\"> <label>Name <input name=\"name\" required maxlength=\"64\"></label> <label>Guaranteed GPUs <input name=\"guarantee\" type=\"number\" min=\"0\" value=\"0\"></label> <button type=\"submit\">Create team</button></form><h2>Audit log</h2><p class=\"muted\">Who did what to what, when and from where: accounts, roles, tokens (API and join), teams, machines drained or cordoned, jobs cancelled for others, files uploaded into jobs and read in others' jobs; the newest 100.</p><table id=\"audit\" class=\"cards\"><thead><tr><th>When</th><th>Who</th><th>What</th><th>Target</th><th>Detail</th><th>From</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
