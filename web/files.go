@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -113,33 +114,83 @@ func longBody(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// uploadFilesForm is POST /jobs/:id/files/upload, the files page's form:
-// the file goes into folder path of root, under its own name.
+// uploadFilesForm is POST /jobs/:id/files/upload, the files page's form
+// (multipart/form-data: _csrf, root and path, then the file, in the
+// order the page sends them): the file goes into folder path of root,
+// under its own name. It streams to the machine's agent as it comes,
+// neither held in memory nor spooled to a file here, and the agent
+// counts it against its upload limit (413 naming it).
 func (s *Server) uploadFilesForm(c echo.Context) error {
 	j, err := s.loadJob(c)
 	if err != nil {
-		return err
+		return drainUpload(c, err)
 	}
-	id := j.ID
-	fh, err := c.FormFile("file")
+	mr, err := c.Request().MultipartReader()
 	if err != nil {
-		return badRequest("file: choose a file to upload")
+		return drainUpload(c, badRequest("body: send the form as multipart/form-data"))
 	}
-	name := path.Base(strings.ReplaceAll(fh.Filename, "\\", "/"))
-	if name == "." || name == "/" || name == ".." {
-		return badRequest("file: its name %q cannot name a file", fh.Filename)
+	fields := map[string]string{}
+	for {
+		part, err := mr.NextPart()
+		var tooLarge *http.MaxBytesError
+		switch {
+		case err == io.EOF:
+			return badRequest("file: choose a file to upload")
+		case errors.As(err, &tooLarge):
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("body: at most %s", jobfiles.FormatBytes(tooLarge.Limit)))
+		case err != nil:
+			return drainUpload(c, badRequest("body: the form could not be read"))
+		}
+		field := part.FormName()
+		if field != "file" {
+			v, err := io.ReadAll(io.LimitReader(part, uploadFieldMax+1))
+			switch {
+			case err != nil:
+				return drainUpload(c, badRequest("%s: could not be read", field))
+			case len(v) > uploadFieldMax:
+				return drainUpload(c, badRequest("%s: longer than %d bytes", field, uploadFieldMax))
+			}
+			if msg := textProblem(field + string(v)); msg != "" {
+				return drainUpload(c, badRequest("%s: %s", field, msg))
+			}
+			fields[field] = string(v)
+			continue
+		}
+		// The file: the fields before it are all the form says.
+		if checked, _ := c.Get(csrfCheckedKey).(bool); !checked {
+			if err := checkCSRF(c, fields[csrfField]); err != nil {
+				return drainUpload(c, err)
+			}
+		}
+		name := path.Base(strings.ReplaceAll(part.FileName(), "\\", "/"))
+		if part.FileName() == "" || name == "." || name == "/" || name == ".." {
+			if part.FileName() == "" {
+				return drainUpload(c, badRequest("file: choose a file to upload"))
+			}
+			return drainUpload(c, badRequest("file: its name %q cannot name a file", part.FileName()))
+		}
+		if msg := textProblem(name); msg != "" {
+			return drainUpload(c, badRequest("file: its name %s", msg))
+		}
+		root, dir := fields["root"], fields["path"]
+		e, err := s.app.UploadJobFile(c.Request().Context(), appActor(c), j.ID, app.FileRequest{Root: root, Path: dir + "/" + name}, -1, part)
+		if err != nil {
+			return drainUpload(c, err)
+		}
+		return c.Redirect(http.StatusSeeOther, filesURL(j.ID, root, dir)+"&uploaded="+url.QueryEscape(e.Name))
 	}
-	f, err := fh.Open()
-	if err != nil {
-		return fmt.Errorf("read the uploaded file: %w", err)
-	}
-	defer f.Close()
-	root, dir := c.FormValue("root"), c.FormValue("path")
-	e, err := s.app.UploadJobFile(c.Request().Context(), appActor(c), id, app.FileRequest{Root: root, Path: path.Join("/", dir, name)}, fh.Size, f)
-	if err != nil {
-		return err
-	}
-	return c.Redirect(http.StatusSeeOther, filesURL(id, root, dir)+"&uploaded="+url.QueryEscape(e.Name))
+}
+
+// uploadFieldMax bounds each field of the upload form but the file.
+const uploadFieldMax = 8 << 10
+
+// drainUpload reads and drops what is left of an upload's body before
+// answering err, so that the browser, which sends the whole file before
+// it reads an answer, reads the refusal rather than a broken connection.
+// The route's body limit and read deadline bound it.
+func drainUpload(c echo.Context, err error) error {
+	_, _ = io.Copy(io.Discard, c.Request().Body)
+	return err
 }
 
 // filesURL is the files page of folder p of root of job id.

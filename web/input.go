@@ -21,14 +21,7 @@ import (
 // bodies are checked the same way by decodeJSON.
 func checkInputText(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		for i, name := range c.ParamNames() {
-			if i < len(c.ParamValues()) {
-				if msg := textProblem(c.ParamValues()[i]); msg != "" {
-					return badRequest("%s: %s", name, msg)
-				}
-			}
-		}
-		if err := checkValues(c.QueryParams()); err != nil {
+		if err := checkURLText(c); err != nil {
 			return err
 		}
 		if !hasForm(c.Request()) {
@@ -48,6 +41,30 @@ func checkInputText(next echo.HandlerFunc) echo.HandlerFunc {
 			return badRequest("body: the form could not be read")
 		}
 		if err := checkValues(form); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// checkURLText is checkInputText for the path's parameters and the
+// query alone, for a route that reads its body as it streams (an upload)
+// and checks its fields itself.
+func checkURLText(c echo.Context) error {
+	for i, name := range c.ParamNames() {
+		if i < len(c.ParamValues()) {
+			if msg := textProblem(c.ParamValues()[i]); msg != "" {
+				return badRequest("%s: %s", name, msg)
+			}
+		}
+	}
+	return checkValues(c.QueryParams())
+}
+
+// checkURLTextOnly is checkURLText as a middleware.
+func checkURLTextOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := checkURLText(c); err != nil {
 			return err
 		}
 		return next(c)

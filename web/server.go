@@ -356,7 +356,9 @@ func New(cfg Config) (*Server, error) {
 	in.GET("/jobs/:id/files/content", s.jobFileContent)
 	in.GET("/jobs/:id/files/archive", s.jobFileArchive)
 	// An upload's body takes its time: given it before the form is read.
-	e.POST("/jobs/:id/files/upload", s.uploadFilesForm, longBody, s.csrf, s.loadSessionUser, checkInputText, s.requireSessionUser)
+	// The form streams through to the machine (uploadFilesForm), so its
+	// token and fields are checked as they come, not by reading it whole.
+	e.POST("/jobs/:id/files/upload", s.uploadFilesForm, longBody, s.csrfStreamed, s.loadSessionUser, checkURLTextOnly, s.requireSessionUser)
 	in.POST("/jobs/:id/template", s.saveTemplateForm)
 	in.POST("/templates/:id/delete", s.deleteTemplateForm)
 	in.POST("/cluster/nodes/:name/drain", s.nodeActionForm(app.DrainNode), requireAdmin)
