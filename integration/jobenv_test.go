@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -86,9 +87,36 @@ cat "$DATA/gpuportal.db" >/dev/null 2>&1 && echo read-db || echo cannot-read-db`
 	if out := jobLog(t, alice, own); j.State != "succeeded" || !strings.HasPrefix(out, "gpd-alice\n") || strings.HasPrefix(out, "gpd-alice\n0\n") {
 		t.Errorf("alice's probe %s, printed %q; want it to find her own secret", j.State, out)
 	}
+	// Her data path (docs/files.md): DATA/userdata/alice, made for her
+	// jobs' account the first time her files are reached, listed beside
+	// her job's folder, and written as that account.
+	files := fmt.Sprintf("/api/v1/jobs/%d/files", aliceJob)
+	var l struct {
+		Roots []string `json:"roots"`
+	}
+	if st := alice.do(http.MethodGet, files, nil, &l); st != http.StatusOK || strings.Join(l.Roots, ",") != "job,data" {
+		t.Errorf("alice's job's roots: %d %v, want job,data", st, l.Roots)
+	}
+	if st, body := rawCall(t, alice, http.MethodPut, files+"/content?root=data&path=notes.txt", []byte("mine\n")); st != http.StatusCreated {
+		t.Errorf("upload into her data path: %d %s", st, body)
+	}
+	gpdAlice, err := user.Lookup("gpd-alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(data, "userdata", "alice"), filepath.Join(data, "userdata", "alice", "notes.txt")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if uid := fmt.Sprint(fi.Sys().(*syscall.Stat_t).Uid); uid != gpdAlice.Uid || fi.IsDir() && fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: uid %s, %04o; want gpd-alice's (%s), a folder 0700", p, uid, fi.Mode().Perm(), gpdAlice.Uid)
+		}
+	}
 	// Only the jobs' accounts pass through the data folder: another local
 	// account cannot even reach what it holds.
-	for _, dir := range []string{".", "agents", "homes"} {
+	for _, dir := range []string{".", "agents", "homes", "userdata"} {
 		fi, err := os.Stat(filepath.Join(data, dir))
 		if err != nil {
 			t.Fatal(err)

@@ -32,6 +32,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/idle"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/slurm"
 	"github.com/gpuportal/gpuportal/core/telemetry"
@@ -570,7 +571,7 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster gpu.SimCluster,
 		// nor as one account shared by all (whose jobs could read each
 		// other's processes and tokens).
 		accounts := &devAccounts{homes: filepath.Join(f.data, "homes"), log: log}
-		if err := accounts.setup(f.data, filepath.Join(f.data, "agents"), accounts.homes); err != nil {
+		if err := accounts.setup(f.data, filepath.Join(f.data, "agents"), accounts.homes, devUserData(f.data)); err != nil {
 			return err
 		}
 		f.runAs, owners, ownersGroups = agent.RunAsOwner, accounts.lookup, []uint32{uint32(accounts.group)}
@@ -580,7 +581,7 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster gpu.SimCluster,
 	if f.runAs != "" && f.runAs != "root" && owners == nil {
 		// The jobs' accounts pass through the data folder to their own
 		// jobs' folders, and read nothing else of it.
-		for _, dir := range []string{f.data, filepath.Join(f.data, "agents"), filepath.Join(f.data, "homes")} {
+		for _, dir := range []string{f.data, filepath.Join(f.data, "agents"), filepath.Join(f.data, "homes"), devUserData(f.data)} {
 			if err := passOnly(dir); err != nil {
 				return err
 			}
@@ -609,6 +610,10 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster gpu.SimCluster,
 			Owners: owners, OwnersGroups: ownersGroups,
 			PassEnv:    f.passEnv,
 			Containers: containers,
+			// Each user's own folder, shared by the machines as a
+			// cluster's scratch file system is (docs/files.md).
+			DataPaths:     []jobfiles.Root{{Name: devDataPathName, Dir: filepath.Join(devUserData(f.data), agent.UserToken)}},
+			MakeDataPaths: true,
 		}, eng.Exits())
 		if err != nil {
 			return err
@@ -623,6 +628,13 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster gpu.SimCluster,
 	}
 	return nil
 }
+
+// devDataPathName names the built-in agents' data path: each user's
+// folder DATA/userdata/USER, USER their Unix name (or their name).
+const devDataPathName = "data"
+
+// devUserData is the folder of the built-in agents' users' data paths.
+func devUserData(data string) string { return filepath.Join(data, "userdata") }
 
 // historyWindow is how much per-second GPU history the server keeps in memory.
 const historyWindow = 10 * time.Minute

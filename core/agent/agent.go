@@ -105,6 +105,11 @@ type Config struct {
 	// uploads and archives (agent --max-upload, --max-archive).
 	DataPaths  []jobfiles.Root
 	FileLimits jobfiles.Limits
+	// MakeDataPaths makes a data path's folder when it is missing, the
+	// first time the owner's files are reached, belonging to the account
+	// the owner's jobs run as (serve --dev: each user's folder under its
+	// data folder). Otherwise the machine's administrators make them.
+	MakeDataPaths bool
 }
 
 // ErrRootJobs is why an agent that runs as root, with no user to run jobs

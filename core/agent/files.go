@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -108,6 +109,13 @@ func (a *Local) DialFiles(ctx context.Context, jobID int64, account string) (net
 		return nil, fmt.Errorf("files of job %d on %s: %w", jobID, a.cfg.Name, ErrRootJobs)
 	}
 	s := &filehttp.Server{Roots: a.fileRoots(jobID, account), Limits: a.cfg.FileLimits}
+	if a.cfg.MakeDataPaths {
+		for _, r := range s.Roots[1:] {
+			if err := makeDataPath(r.Dir, ra); err != nil {
+				a.cfg.Logger.Warn("make a data path's folder", "root", r.Name, "dir", r.Dir, "err", err)
+			}
+		}
+	}
 	mine, theirs := net.Pipe()
 	if ra == nil || ra.cred == nil {
 		go func() {
@@ -125,6 +133,21 @@ func (a *Local) DialFiles(ctx context.Context, jobID int64, account string) (net
 		return nil, err
 	}
 	return mine, nil
+}
+
+// makeDataPath makes folder dir, when missing, for the account ra (nil:
+// the agent's own): its own, 0700.
+func makeDataPath(dir string, ra *runAs) error {
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if ra != nil && ra.cred != nil {
+		return os.Chown(dir, ra.uid, ra.gid)
+	}
+	return nil
 }
 
 // startFilesHelper serves s on conn in a helper process that runs as ra:
