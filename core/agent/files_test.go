@@ -61,6 +61,26 @@ func TestDialFilesServesTheJobsFolderAndDataPaths(t *testing.T) {
 	}
 }
 
+// TestMakeDataPaths: with MakeDataPaths (serve --dev), the owner's data
+// path's folder is made, 0700, the first time their files are reached;
+// without it, a missing folder stays missing.
+func TestMakeDataPaths(t *testing.T) {
+	for _, mk := range []bool{true, false} {
+		userdata := t.TempDir()
+		a, _ := newLimitAgent(t, Config{MakeDataPaths: mk, DataPaths: []jobfiles.Root{{Name: "data", Dir: userdata + "/" + UserToken}}})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := a.JobFiles(5, "carol").List(ctx, "data", ".")
+		cancel()
+		fi, serr := os.Stat(filepath.Join(userdata, "carol"))
+		switch {
+		case mk && (err != nil || serr != nil || fi.Mode().Perm() != 0o700):
+			t.Errorf("made: listing %v; folder %v, %v; want an empty folder, 0700", err, fi, serr)
+		case !mk && (err == nil || serr == nil):
+			t.Errorf("not made: listing %v, folder %v; want neither", err, serr)
+		}
+	}
+}
+
 func TestParseDataPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"scratch=/scratch/{user}": "",
