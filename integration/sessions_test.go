@@ -323,6 +323,7 @@ func TestSessions(t *testing.T) {
 	if strings.EqualFold(attacked.Origin, srv.URL) || !strings.HasPrefix(attacked.Read, "blocked") {
 		t.Errorf("a script in the notebook's page, at %s, read the portal: %q", attacked.Origin, attacked.Read)
 	}
+	backToPortal(t, ctx, srv.URL, nb.ID)
 
 	// A kernel runs code, through the proxy: REST to start it, its
 	// websocket to execute.
@@ -465,6 +466,41 @@ func outboundIP() string {
 		}
 	}
 	return ""
+}
+
+// backToPortal: the Jupyter page open in ctx links back to the portal,
+// the session's job's page, and the link takes the browser there
+// (issue 36: a Jupyter session had no way back).
+func backToPortal(t *testing.T, ctx context.Context, base string, id int64) {
+	t.Helper()
+	err := chromedp.Do(ctx, chromedp.WaitVisible(`#gpuportal-back`))
+	var href, text string
+	if err == nil {
+		href, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("gpuportal-back").href`))
+	}
+	if err == nil {
+		text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("gpuportal-back").innerText`))
+	}
+	want := fmt.Sprintf("%s/jobs/%d", base, id)
+	if err != nil || href != want || !strings.Contains(text, "gpuportal") {
+		t.Errorf("Jupyter's page's link back: %q to %q, %v; want one to %s", text, href, err, want)
+		return
+	}
+	for _, vp := range viewports {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height)); err != nil {
+			t.Fatal(err)
+		}
+		screenshot(t, ctx, "session-jupyter-back-"+vp.name)
+	}
+	err = chromedp.Do(ctx, chromedp.Click(`#gpuportal-back`), chromedp.WaitVisible(`#session-open`),
+		chromedp.EmulateViewport(viewports[0].width, viewports[0].height))
+	loc := ""
+	if err == nil {
+		loc, err = chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	}
+	if err != nil || loc != want {
+		t.Errorf("following the link back: at %q, %v; want the job's page %s", loc, err, want)
+	}
 }
 
 // jupyterKernel starts a kernel through the proxy and returns its ID.

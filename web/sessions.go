@@ -370,6 +370,12 @@ func (p *sessionProxy) forward(c echo.Context, sess *app.Session, cred credentia
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Now().Add(downloadTimeout))
 	token := sess.Token
+	// A page of Jupyter's that the browser opens gets a link back to the
+	// portal (sessionlink.go), so it is asked for uncompressed.
+	portalLink := ""
+	if job.SessionType(j.SessionType) == job.SessionJupyter && wantsPortalLink(r) {
+		portalLink = portalLinkHTML(fmt.Sprintf("%s/jobs/%d", p.portalLink(sandbox), j.ID), j.ID)
+	}
 	rp := &httputil.ReverseProxy{
 		Transport:     p.transport(ref, sessionNode(j)),
 		FlushInterval: -1,
@@ -384,12 +390,18 @@ func (p *sessionProxy) forward(c echo.Context, sess *app.Session, cred credentia
 			pr.SetXForwarded()
 			stripPortalCredentials(pr.Out.Header)
 			pr.Out.Header.Set("Authorization", "token "+token)
+			if portalLink != "" {
+				pr.Out.Header.Del("Accept-Encoding")
+			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			dropPortalCookies(resp.Header)
 			if sandbox {
 				resp.Header.Del("Service-Worker-Allowed")
 				resp.Header.Add("Content-Security-Policy", sandboxPolicy)
+			}
+			if portalLink != "" {
+				return addPortalLink(resp, portalLink)
 			}
 			return nil
 		},
