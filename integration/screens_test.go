@@ -289,6 +289,14 @@ func screensOf(user, job string, spec specJobs) []screen {
 		{"job-files", "/jobs/1/files", 200},
 		{"team-vision-flags", "/teams/vision", 200},
 	}
+	// Alice's own folder, the built-in machines' data path (serve --dev:
+	// DATA/userdata/alice): hers and the admins' (docs/files.md).
+	switch user {
+	case "alice", "admin":
+		s = append(s, screen{"job-files-data", "/jobs/1/files?root=data", 200})
+	default:
+		s = append(s, screen{"job-files-data-forbidden", "/jobs/1/files?root=data", 403})
+	}
 	switch user {
 	case "admin":
 		s = append(s, screen{"admin", "/admin", 200}, screen{"team-nlp", "/teams/nlp", 200}, screen{"whatif", "/admin/whatif", 200},
