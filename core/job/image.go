@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // MaxImageLen is the longest container image reference a job may name.
@@ -12,14 +13,18 @@ const MaxImageLen = 512
 
 // imageRe is a container image reference as OCI tools read it:
 // [registry[:port]/]path[:tag][@digest], the path in lower case. It
-// never starts with '-', so it cannot be taken for an option.
-var imageRe = regexp.MustCompile(`^` +
-	// registry host and port, or a first path component
-	`(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?` +
-	// path components
-	`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` +
-	// tag and digest
-	`(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`)
+// never starts with '-', so it cannot be taken for an option. It is
+// compiled on first use: its bounded repeats make a program of about 100
+// kB, which every command of the binary would otherwise build at start-up.
+var imageRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^` +
+		// registry host and port, or a first path component
+		`(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?` +
+		// path components
+		`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` +
+		// tag and digest
+		`(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`)
+})
 
 // CheckImage checks that image reads as a container image reference
 // (registry.lab/team/pytorch:2.3, localhost/train@sha256:...); the
@@ -32,7 +37,7 @@ func CheckImage(image string) error {
 		return fmt.Errorf("is longer than %d characters", MaxImageLen)
 	case strings.TrimSpace(image) != image:
 		return errors.New("begins or ends with white space: remove it")
-	case !imageRe.MatchString(image):
+	case !imageRe().MatchString(image):
 		return fmt.Errorf("%q is not an image reference such as registry.lab/team/pytorch:2.3 (lower-case path, optional :tag and @digest)", image)
 	}
 	return nil

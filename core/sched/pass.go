@@ -7,6 +7,7 @@ type pass struct {
 	sc      *Scheduler
 	pol     *policy // sc's policy
 	s       *Snapshot
+	snap    Snapshot // what s points to: Schedule's argument, copied so that it stays off the heap
 	now     float64
 	count   bool // PlaceCount
 	preempt bool // running jobs may be preempted
@@ -218,6 +219,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 // and the model names looked up (modelCache.release).
 func (p *pass) release() {
 	p.sc, p.pol, p.s, p.dist = nil, nil, nil, nil
+	p.snap = Snapshot{}
 	p.d = Decisions{}
 	p.models.release()
 	if p.teams {

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -502,5 +504,25 @@ func TestLimitsAsHints(t *testing.T) {
 				starts: []int64{2},
 			}})
 		})
+	}
+}
+
+// TestMoveReason checks the reason of a queue move, built without fmt,
+// against the sentence it stands for.
+func TestMoveReason(t *testing.T) {
+	thr := []float64{3250, 7200}
+	p := &pass{sc: &Scheduler{thr: thr}, pol: &policy{queues: &serviceMeasure{unit: "GPU-seconds"}}}
+	for _, c := range []struct {
+		from, to int
+		s        float64
+	}{{0, 1, 3250}, {0, 2, 7200.4}, {1, 2, 1e16}, {2, 1, 4000.6}, {1, 0, 0}, {0, 1, math.NaN()}, {-1, 1, -3}} {
+		want := fmt.Sprintf("moved from queue %d to queue %d: %s %s", c.from, c.to, fmtNum(c.s), "GPU-seconds")
+		if c.to > c.from && c.to > 0 {
+			want = fmt.Sprintf("demoted from queue %d to queue %d: %s %s reached queue %d's limit of %s",
+				c.from, c.to, fmtNum(c.s), "GPU-seconds", c.to-1, fmtNum(thr[c.to-1]))
+		}
+		if got := p.moveReason(c.from, c.to, c.s); got != want {
+			t.Errorf("moveReason(%d, %d, %v) = %q, want %q", c.from, c.to, c.s, got, want)
+		}
 	}
 }

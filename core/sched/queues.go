@@ -76,14 +76,37 @@ func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 	}
 	from := qs.Index
 	qs.Index, qs.Since = q, p.now
-	unit := p.pol.queues.unit
-	why := fmt.Sprintf("moved from queue %d to queue %d: %s %s", from, q, fmtNum(s), unit)
-	if q > from && q > 0 {
-		why = fmt.Sprintf("demoted from queue %d to queue %d: %s %s reached queue %d's limit of %s",
-			from, q, fmtNum(s), unit, q-1, fmtNum(p.sc.thr[q-1]))
-	}
-	p.queueChange(j, from, qs, why)
+	p.queueChange(j, from, qs, p.moveReason(from, q, s))
 	return s
+}
+
+// moveReason says why a job moves from queue from to queue q with cycle
+// service s: "demoted from queue 0 to queue 1: 3250 GPU-seconds reached
+// queue 0's limit of 3250", or "moved from queue 2 to queue 1: ..." when
+// the limits changed. It is built in one buffer: every demotion of a
+// replay asks for one.
+func (p *pass) moveReason(from, q int, s float64) string {
+	unit := p.pol.queues.unit
+	b := make([]byte, 0, 96)
+	if q > from && q > 0 {
+		b = append(b, "demoted from queue "...)
+	} else {
+		b = append(b, "moved from queue "...)
+	}
+	b = strconv.AppendInt(b, int64(from), 10)
+	b = append(b, " to queue "...)
+	b = strconv.AppendInt(b, int64(q), 10)
+	b = append(b, ": "...)
+	b = appendNum(b, s)
+	b = append(b, ' ')
+	b = append(b, unit...)
+	if q > from && q > 0 {
+		b = append(b, " reached queue "...)
+		b = strconv.AppendInt(b, int64(q-1), 10)
+		b = append(b, "'s limit of "...)
+		b = appendNum(b, p.sc.thr[q-1])
+	}
+	return string(b)
 }
 
 func (p *pass) queueChange(j *Job, from int, qs *QueueState, why string) {

@@ -329,7 +329,8 @@ func (sc *Scheduler) Schedule(s Snapshot) Decisions {
 		if sc.own == nil {
 			sc.own = new(pass)
 		}
-		d := sc.own.run(sc, &s)
+		sc.own.snap = s
+		d := sc.own.run(sc, &sc.own.snap)
 		sc.own.release()
 		return d
 	}
@@ -337,7 +338,8 @@ func (sc *Scheduler) Schedule(s Snapshot) Decisions {
 	if p == nil {
 		p = new(pass)
 	}
-	d := p.run(sc, &s)
+	p.snap = s
+	d := p.run(sc, &p.snap)
 	p.release()
 	sc.pool.Put(p)
 	return d

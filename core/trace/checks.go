@@ -14,7 +14,8 @@ func seconds(r row, col string) (float64, error) {
 // idSet finds duplicate job IDs and names the line that used one first.
 type idSet map[int64]int
 
-func newIDSet() idSet { return make(idSet) }
+// newIDSet makes a set for about rows IDs.
+func newIDSet(rows int) idSet { return make(idSet, rows) }
 
 func (s idSet) add(r row, col string, id int64) error {
 	if first, dup := s[id]; dup {

@@ -36,8 +36,8 @@ func ReadNative(r io.Reader, name string) (*Trace, error) {
 	if err := t.only(nativeColumns); err != nil {
 		return nil, err
 	}
-	tr := &Trace{Name: name, Format: FormatNative}
-	ids := newIDSet()
+	tr := &Trace{Name: name, Format: FormatNative, Jobs: make([]Job, 0, t.rows)}
+	ids := newIDSet(t.rows)
 	err = t.each(func(row row) error {
 		j, err := nativeJob(row)
 		if err != nil {

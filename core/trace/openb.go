@@ -34,7 +34,7 @@ func ReadOpenB(r io.Reader, name string) (*Trace, error) {
 	if err := t.require(openbRequired...); err != nil {
 		return nil, err
 	}
-	tr := &Trace{Name: name, Format: FormatOpenB, Skipped: map[string]int{}}
+	tr := &Trace{Name: name, Format: FormatOpenB, Skipped: map[string]int{}, Jobs: make([]Job, 0, t.rows)}
 	index := int64(-1)
 	err = t.each(func(row row) error {
 		index++

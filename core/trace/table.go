@@ -39,6 +39,7 @@ type table struct {
 	r      *csv.Reader
 	header []string
 	cols   map[string]int
+	rows   int // how many rows to expect, 0 when unknown (sizedReader)
 }
 
 // openTable reads the header line of a CSV file. Lines starting with '#'
@@ -55,6 +56,9 @@ func openTable(r io.Reader, name string) (*table, error) {
 		return nil, csvError(name, err)
 	}
 	t := &table{name: name, r: cr, header: append([]string(nil), header...), cols: make(map[string]int, len(header))}
+	if s, ok := r.(sizedReader); ok {
+		t.rows = s.rows
+	}
 	line, _ := cr.FieldPos(0)
 	for i, h := range t.header {
 		c := normalizeColumn(h)

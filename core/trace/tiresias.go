@@ -20,8 +20,8 @@ func ReadTiresias(r io.Reader, name string) (*Trace, error) {
 	if err := t.require(tiresiasRequired...); err != nil {
 		return nil, err
 	}
-	tr := &Trace{Name: name, Format: FormatTiresias}
-	ids := newIDSet()
+	tr := &Trace{Name: name, Format: FormatTiresias, Jobs: make([]Job, 0, t.rows)}
+	ids := newIDSet(t.rows)
 	err = t.each(func(row row) error {
 		j, err := tiresiasJob(row)
 		if err != nil {

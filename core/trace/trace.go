@@ -135,6 +135,7 @@ func DetectFormat(header []string) (Format, error) {
 // An empty f detects the format from the header line.
 func Read(r io.Reader, name string, f Format) (*Trace, error) {
 	if f == "" {
+		sized, isSized := r.(sizedReader)
 		br := bufio.NewReader(r)
 		skipped, line, err := firstRecordLine(br)
 		if err != nil {
@@ -149,6 +150,9 @@ func Read(r io.Reader, name string, f Format) (*Trace, error) {
 		}
 		// Replay what was read so that line numbers stay true.
 		r = io.MultiReader(bytes.NewReader(skipped), strings.NewReader(line), br)
+		if isSized {
+			r = sizedReader{Reader: r, rows: sized.rows}
+		}
 	}
 	switch f {
 	case FormatTiresias:
@@ -162,14 +166,33 @@ func Read(r io.Reader, name string, f Format) (*Trace, error) {
 }
 
 // ReadFile opens path and reads it as a trace in format f ("" detects it).
+// It reads the whole file first, to size the job list by its lines.
 func ReadFile(path string, f Format) (*Trace, error) {
-	file, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}
-	defer file.Close()
-	return Read(file, path, f)
+	return Read(sizedReader{Reader: bytes.NewReader(data), rows: rowsHint(data)}, path, f)
 }
+
+// sizedReader is a trace whose rows were counted beforehand, so that
+// its reader sizes the job list once instead of growing it row by row.
+type sizedReader struct {
+	io.Reader
+	rows int
+}
+
+// rowsHint guesses how many rows data holds: its lines, but no more than
+// one per minRowBytes bytes nor maxRowsHint, so that a file of blank lines
+// costs no more than its rows.
+func rowsHint(data []byte) int {
+	return min(bytes.Count(data, []byte{'\n'})+1, len(data)/minRowBytes, maxRowsHint)
+}
+
+const (
+	minRowBytes = 8 // "1,1,0,0" and its newline: four required columns
+	maxRowsHint = 1 << 20
+)
 
 // firstRecordLine returns the first line that is neither blank nor a
 // '#' comment (the header), and the lines before it.

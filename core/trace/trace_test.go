@@ -2,7 +2,9 @@ package trace
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -203,6 +205,44 @@ func TestOpenBMatchesDerivedTrace(t *testing.T) {
 		if p.Submit-first != d.Submit || p.Duration != d.Duration || max(p.GPUs, 1) != d.GPUs {
 			t.Fatalf("pod %s (%v, %v s, %d GPUs) != derived job %s (%v, %v s, %d GPUs)",
 				p.Name, p.Submit-first, p.Duration, p.GPUs, d.Name, d.Submit, d.Duration, d.GPUs)
+		}
+	}
+}
+
+// TestReadFileSizesByLines checks that ReadFile, which sizes the job list
+// by the file's lines, reads what Read reads, blank and comment lines
+// included, and that the guess stays within its bounds.
+func TestReadFileSizesByLines(t *testing.T) {
+	text := "# a comment\n\njob_id,num_gpu,submit_time,iterations,model_name,duration,interval\n" +
+		"1,2,0,0,vgg16,100,0\n\n\n2,1,5,0,resnet50,50,0\n# done\n"
+	path := filepath.Join(t.TempDir(), "t.csv")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []Format{"", FormatTiresias} {
+		got, err := ReadFile(path, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Read(strings.NewReader(text), path, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Jobs, want.Jobs) || len(got.Jobs) != 2 {
+			t.Errorf("format %q: ReadFile read %+v, Read %+v", f, got.Jobs, want.Jobs)
+		}
+	}
+	for _, c := range []struct {
+		data string
+		want int
+	}{
+		{"", 0},
+		{"a,b,c,d\n", 1},
+		{"job_id,num_gpu,submit_time,duration\n1,1,0,0\n2,1,0,0\n", 4},
+		{strings.Repeat("\n", 800), 100}, // blank lines: one row per 8 bytes at most
+	} {
+		if got := rowsHint([]byte(c.data)); got != c.want {
+			t.Errorf("rowsHint(%q) = %d, want %d", c.data, got, c.want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ package wire
 import (
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -377,25 +378,32 @@ type NoAccount struct {
 	Why string `json:"why,omitempty"`
 }
 
-var nodeNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+// nodeNameRe and addrRe are compiled on first use: their bounded
+// repeats make programs of hundreds of kilobytes, which every command of
+// the binary would otherwise build at start-up.
+var nodeNameRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+})
 
 // CheckNodeName reports whether name can name a machine: 1 to 63 letters,
 // digits, dots, dashes and underscores, starting with a letter or digit.
 // The server keeps files under the name, so nothing else is accepted.
 func CheckNodeName(name string) error {
-	if !nodeNameRe.MatchString(name) {
+	if !nodeNameRe().MatchString(name) {
 		return fmt.Errorf("node name %q: want 1 to 63 letters, digits, '.', '-' or '_', starting with a letter or digit", name)
 	}
 	return nil
 }
 
-var addrRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.:_%-]{0,252}$`)
+var addrRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.:_%-]{0,252}$`)
+})
 
 // CheckAddr reports whether addr can be a machine's address for the
 // rendezvous of a job (Node.Addr): a host name or an IP address, without
 // a port, 1 to 253 characters.
 func CheckAddr(addr string) error {
-	if !addrRe.MatchString(addr) {
+	if !addrRe().MatchString(addr) {
 		return fmt.Errorf("address %q: want a host name or IP address (letters, digits, '.', ':', '-', '_', '%%'), without a port", addr)
 	}
 	return nil
