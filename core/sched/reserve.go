@@ -1507,36 +1507,42 @@ func (p *pass) overdue(i int32, due float64) bool {
 
 // overdueVictim tells whether running job run may be preempted for job
 // i, overdue (past its deadline), beside those rsvVictimByRank gives:
-// any batch job, whenever it started and however it ranks, but one that was due for a reservation itself when it
-// started (wasDue); and of another team under fair share only a job
-// that borrows (beyond its team's guarantee when the pass began) and had
-// not waited its own bound when it started: a team's guaranteed work is
-// not taken for another team's reservation. Never a session, nor a job
-// sharing its GPU with a job started in this pass.
+// any batch job, whenever it started and however it ranks, but one that
+// was due for a reservation itself when it started (wasDue); and of
+// another team under fair share a job that borrows (beyond its team's
+// guarantee when the pass began) and had not waited its own bound when
+// it started, or one within its guarantee that started after i was due,
+// for a job i that has never run: a team lends its guarantee to another
+// team's reservation once ("Reservations under fair share", rule 5).
+// Never a session, nor a job sharing its GPU with a job started in this
+// pass.
 func (p *pass) overdueVictim(run *runJob, i int32) bool {
 	if run.n <= 0 || run.flags&runPinned != 0 {
 		return false
 	}
 	j := &p.s.Jobs[run.job]
-	if rsvProtected(j) || p.wasDue(j) {
+	if rsvProtected(j) {
 		return false
 	}
 	if p.fair && p.jteam[run.job] != p.jteam[i] {
-		if run.flags&runBorrowed != 0 && !p.waitedBound(j) {
-			return true
+		if run.flags&runBorrowed != 0 {
+			return !p.waitedBound(j)
 		}
-		// Another team's job within its guarantee, or one that had
-		// waited its bound: taken only if it started after i was due,
-		// on GPUs it knew reserved (mayBackfill let it start there,
-		// preemptible at the deadline), and only for a job that has
-		// never run: a team lends its guarantee to a reservation once.
-		// Reclaimed after its minimum runtime, the job waits as any
-		// borrower; else the reservation and the reclaim would take the
-		// GPUs from one another in turn, the lender's jobs never
-		// running.
+		// Another team's job within its guarantee: taken only if it
+		// started after i was due, on GPUs it knew reserved
+		// (mayBackfill let it start there, preemptible at the
+		// deadline), even one due itself (wasDue: it asks several
+		// GPUs, and, within its guarantee, reclaims them once the
+		// reserved job, a borrower, has run its minimum runtime; it
+		// does not preempt it back, as a borrower due itself is no
+		// victim), and only for a job that has never run: a team lends
+		// its guarantee to a reservation once. Reclaimed after its
+		// minimum runtime, the job waits as any borrower; else the
+		// reservation and the reclaim would take the GPUs from one
+		// another in turn, the lender's jobs never running.
 		return j.LastStartTime >= p.dueOf(i) && !(p.s.Jobs[i].ExecutedS > 0)
 	}
-	return true
+	return !p.wasDue(j)
 }
 
 // lentTo tells whether running job run, preempted for job i's

@@ -786,6 +786,21 @@ func TestReservationFairShare(t *testing.T) {
 			preempts: []int64{1},
 		},
 		{
+			// On the demo 2-GPU jobs of the other team, each due
+			// itself once it had waited its bound, started one after
+			// another on the reserved GPUs within their guarantee,
+			// and the 8-GPU job waited past its deadline (issue 30).
+			name:   "and so is one that asks several GPUs and was due itself",
+			policy: "tiresias-l",
+			now:    3050,
+			jobs: []Job{
+				late,
+				run(1, 1000, on("node-0", 0, 1), vision, ranFrom(2800, 3050)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{1},
+		},
+		{
 			name:   "but not by a reserved job that has run: its team's guarantee is lent once",
 			policy: "tiresias-l",
 			now:    3200,
