@@ -1511,9 +1511,9 @@ func (p *pass) overdue(i int32, due float64) bool {
 // was due for a reservation itself when it started (wasDue); and of
 // another team under fair share a job that borrows (beyond its team's
 // guarantee when the pass began) and had not waited its own bound when
-// it started, or one within its guarantee that started after i was due,
-// for a job i that has never run: a team lends its guarantee to another
-// team's reservation once ("Reservations under fair share", rule 5).
+// it started, or any that started after i was due, for a job i that has
+// never run: a team lends its guarantee to another team's reservation
+// once ("Reservations under fair share", rule 5).
 // Never a session, nor a job sharing its GPU with a job started in this
 // pass.
 func (p *pass) overdueVictim(run *runJob, i int32) bool {
@@ -1525,21 +1525,22 @@ func (p *pass) overdueVictim(run *runJob, i int32) bool {
 		return false
 	}
 	if p.fair && p.jteam[run.job] != p.jteam[i] {
-		if run.flags&runBorrowed != 0 {
-			return !p.waitedBound(j)
+		if run.flags&runBorrowed != 0 && !p.waitedBound(j) {
+			return true
 		}
-		// Another team's job within its guarantee: taken only if it
-		// started after i was due, on GPUs it knew reserved
-		// (mayBackfill let it start there, preemptible at the
-		// deadline), even one due itself (wasDue: it asks several
-		// GPUs, and, within its guarantee, reclaims them once the
-		// reserved job, a borrower, has run its minimum runtime; it
-		// does not preempt it back, as a borrower due itself is no
-		// victim), and only for a job that has never run: a team lends
-		// its guarantee to a reservation once. Reclaimed after its
-		// minimum runtime, the job waits as any borrower; else the
-		// reservation and the reclaim would take the GPUs from one
-		// another in turn, the lender's jobs never running.
+		// Another team's job within its guarantee, or a borrower that
+		// had waited its bound: taken only if it started after i was
+		// due, on GPUs it knew reserved (mayBackfill let it start
+		// there, preemptible at the deadline), even one due itself
+		// (wasDue), and only for a job i that has never run: a team
+		// lends its guarantee to a reservation once. The two do not
+		// hand the GPUs back and forth: once started, i borrows and
+		// had waited its bound, and the taken job has run, so its own
+		// reservation may not take i back; within its guarantee, it
+		// reclaims i after the minimum runtime, and i, having run,
+		// waits then as any borrower (else the reservation and the
+		// reclaim would take the GPUs from one another in turn, the
+		// lender's jobs never running).
 		return j.LastStartTime >= p.dueOf(i) && !(p.s.Jobs[i].ExecutedS > 0)
 	}
 	return !p.wasDue(j)

@@ -801,6 +801,19 @@ func TestReservationFairShare(t *testing.T) {
 			preempts: []int64{1},
 		},
 		{
+			// vision's job 1 borrows (5 GPUs of its guarantee of 4),
+			// due itself when it started, after job 10 was due.
+			name:   "and a borrower of the other team due itself that started on them",
+			policy: "tiresias-l",
+			now:    3050,
+			jobs: []Job{
+				late,
+				run(1, 1000, on("node-0", 0, 1, 2, 3, 4), vision, ranFrom(2800, 3050)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{1},
+		},
+		{
 			name:   "but not by a reserved job that has run: its team's guarantee is lent once",
 			policy: "tiresias-l",
 			now:    3200,
