@@ -311,7 +311,7 @@ func (s *App) JobOf(m *Moment, j *models.Job) api.Job {
 	}
 	if j.State.Waiting() && s.leading() {
 		if r, from, ok := s.cfg.Engine.Reservation(j.ID); ok {
-			out.Reservation = &api.Reservation{GPUs: make([]string, len(r.GPUs)), Count: r.Count, From: from}
+			out.Reservation = &api.Reservation{GPUs: make([]string, len(r.GPUs)), Count: r.Count, From: from, Due: engine.ReservationDue(r)}
 			for i, g := range r.GPUs {
 				out.Reservation.GPUs[i] = g.String()
 			}

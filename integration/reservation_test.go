@@ -21,6 +21,7 @@ type reservationView struct {
 		GPUs  []string  `json:"gpus"`
 		Count int       `json:"count"`
 		From  time.Time `json:"from"`
+		Due   time.Time `json:"due"`
 	} `json:"reservation"`
 }
 

@@ -39,7 +39,7 @@ func currentModels() []any {
 	return []any{&User{}, &Team{}, &Session{}, &APIToken{}, &Job{}, &AuditEntry{}, &JobEvent{},
 		&JobTemplate{}, &UserCap{}, &TeamSample{}, &GPUHistory{}, &ClusterHistory{}, &CPUProfile{},
 		&NodeHold{}, &GPUFault{}, &Run{}, &JoinToken{}, &Machine{}, &StoreProbe{}, &Forecast{},
-		&NotificationSettings{}, &Notification{}, &AccountingDay{}, &AccountingClosedDay{}, &UserUsage{}, &serverKey{}}
+		&NotificationSettings{}, &Notification{}, &AccountingDay{}, &AccountingClosedDay{}, &UserUsage{}, &serverKey{}, &Reservation{}}
 }
 
 // migrate brings the schema up to date with steps, in one transaction, and

@@ -174,6 +174,9 @@ type Store interface {
 	// NodeStateStore keeps the machines' cordons, drains and GPUs out
 	// of service across restarts and replicas (nodestate.go).
 	NodeStateStore
+	// ReservationStore keeps the last pass's reservations across
+	// restarts and replicas (reserve.go).
+	ReservationStore
 	// ForecastStore and LatestForecastStore feed and keep the start
 	// forecasts (forecast.go).
 	ForecastStore
@@ -291,6 +294,10 @@ type Engine struct {
 	// its job and its GPUs until it starts. Only the pass reads and
 	// writes it.
 	keptRsv []sched.Reservation
+	// storedRsv is what the store holds of keptRsv: the pass writes
+	// the reservations when they change (reserve.go). Only the pass
+	// reads and writes it.
+	storedRsv []sched.Reservation
 
 	// Owned by the Run goroutine.
 	started    time.Time
@@ -558,6 +565,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	// every one.
 	clear(e.reasons)
 	if err := e.loadNodeStates(ctx); err != nil {
+		return err
+	}
+	if err := e.loadReservations(ctx); err != nil {
 		return err
 	}
 	timer := time.NewTimer(e.cfg.Interval)

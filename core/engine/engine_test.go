@@ -32,6 +32,7 @@ type memStore struct {
 	waits     map[int64]string // why waiting jobs wait (SetReasons)
 
 	nodeStateMem // the machines' state (nodestate_test.go)
+	rsvMem       // the reservations (reserve_test.go)
 }
 
 func newMemStore(jobs ...Job) *memStore {

@@ -91,6 +91,9 @@ func (e *Engine) mayDecide(ctx context.Context) bool {
 		if err := e.loadNodeStates(ctx); err != nil {
 			e.cfg.Logger.Warn("reload machines' states after taking the leader lock again", "err", err)
 		}
+		if err := e.loadReservations(ctx); err != nil {
+			e.cfg.Logger.Warn("reload reservations after taking the leader lock again", "err", err)
+		}
 	}
 	return true
 }

@@ -56,6 +56,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	d := e.cfg.Scheduler.Schedule(snap)
 	e.recheck = recheckTime(d.Recheck)
 	e.noteReservations(d.Reservations, d.Waits, snap.Now)
+	e.storeReservations(ctx, now)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
 	d.Starts, d.Waits = starts, append(append(d.Waits, held...), gated...)
 	e.explainAccounts(d.Waits, byID)

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +17,55 @@ import (
 // engine words it for the job's owner on the engine's clock ("GPUs
 // node-3:0-7 reserved for you from 14:05") and publishes each reservation
 // of the last pass for the pages and the API (Reservation).
+
+// ReservationStore keeps the reservations of the leader's last pass, so
+// that a restarted server or a new leader hands the core the same ones
+// (sched.Snapshot.Reservations): the same job keeps the same GPUs, and its
+// expected start only moves earlier. Its due time, and so its deadline,
+// the core derives from the job's stored times, the same on any server.
+type ReservationStore interface {
+	// Reservations returns the stored reservations, in the pass's order.
+	Reservations(ctx context.Context) ([]sched.Reservation, error)
+	// SetReservations replaces them with a pass's.
+	SetReservations(ctx context.Context, rs []sched.Reservation, now time.Time) error
+}
+
+// loadReservations reads the stored reservations for the next pass to keep,
+// and publishes them until that pass replaces them.
+func (e *Engine) loadReservations(ctx context.Context) error {
+	rs, err := e.cfg.Store.Reservations(ctx)
+	if err != nil {
+		return fmt.Errorf("load reservations: %w", err)
+	}
+	e.storedRsv = rs
+	e.noteReservations(rs, nil, 0)
+	return nil
+}
+
+// storeReservations writes the last pass's reservations when they differ
+// from the stored ones: another job or GPUs, or an expected start a second
+// or more earlier. A write that fails is tried again at the next pass; the
+// pass goes on, as a reservation lost to a crash meanwhile is made afresh.
+func (e *Engine) storeReservations(ctx context.Context, now time.Time) {
+	if sameReservations(e.keptRsv, e.storedRsv) || !e.mayRecord() {
+		return
+	}
+	if err := e.cfg.Store.SetReservations(ctx, e.keptRsv, now); err != nil {
+		e.cfg.Logger.Warn("record reservations", "err", err)
+		return
+	}
+	e.storedRsv = e.keptRsv
+}
+
+// sameReservations tells whether a and b keep the same jobs on the same
+// GPUs, from the same due time, and expect them free within a second of
+// each other.
+func sameReservations(a, b []sched.Reservation) bool {
+	return slices.EqualFunc(a, b, func(x, y sched.Reservation) bool {
+		return x.JobID == y.JobID && x.Count == y.Count && x.DueS == y.DueS &&
+			math.Abs(x.FromS-y.FromS) < 1 && slices.Equal(x.GPUs, y.GPUs)
+	})
+}
 
 // noteReservations rewords the reasons of the reserved jobs among waits
 // and publishes the pass's reservations; nowS is the snapshot's clock.
@@ -56,8 +108,15 @@ func reservationText(r sched.Reservation, nowS float64) string {
 
 // reservationFrom is when r's GPUs are expected to be free, on the
 // engine's clock, in the server's time zone.
-func reservationFrom(r sched.Reservation) time.Time {
-	ns := r.FromS * 1e9
+func reservationFrom(r sched.Reservation) time.Time { return clockTime(r.FromS) }
+
+// ReservationDue is when r's job became due for its reservation (it had
+// waited its bound), on the engine's clock, in the server's time zone.
+func ReservationDue(r sched.Reservation) time.Time { return clockTime(r.DueS) }
+
+// clockTime is a time of the snapshot's clock, seconds since the epoch.
+func clockTime(s float64) time.Time {
+	ns := s * 1e9
 	if !(ns < math.MaxInt64) {
 		return time.Time{}
 	}

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,4 +160,49 @@ func TestEngineKeepsReservation(t *testing.T) {
 	if !ok || len(r.GPUs) != 4 || !from.Equal(t0.Add(20*time.Minute)) {
 		t.Errorf("reservation %+v from %v, %v after job 2's limit was raised; want it kept, from %v", r, from, ok, t0.Add(20*time.Minute))
 	}
+
+	// A restarted server (or a new leader) reads it back from the store
+	// and keeps it: the same GPUs, from the same time, due at the same
+	// time. Made afresh it would start at job 2's new end.
+	if got := mem.reservations(); len(got) != 1 || got[0].JobID != 3 {
+		t.Fatalf("stored reservations %+v; want job 3's", got)
+	}
+	n2 := newFakeNode("n0", 4)
+	n2.running[1], n2.running[2] = 1, 1
+	e2, clock2 := newTestEngine(t, mem, n2)
+	e2.cfg.Scheduler = sc
+	clock2.t = t0.Add(2 * time.Minute)
+	if err := e2.loadReservations(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustPass(t, e2)
+	r2, from2, ok := e2.Reservation(3)
+	if !ok || !slices.Equal(r2.GPUs, r.GPUs) || !from2.Equal(from) || r2.DueS != r.DueS {
+		t.Errorf("after a restart, reservation %+v from %v, %v; want %+v from %v", r2, from2, ok, r, from)
+	}
+}
+
+// rsvMem is a memStore's reservations (ReservationStore).
+type rsvMem struct {
+	rsvMu sync.Mutex
+	rsv   []sched.Reservation
+}
+
+func (m *rsvMem) Reservations(context.Context) ([]sched.Reservation, error) {
+	m.rsvMu.Lock()
+	defer m.rsvMu.Unlock()
+	return slices.Clone(m.rsv), nil
+}
+
+func (m *rsvMem) SetReservations(_ context.Context, rs []sched.Reservation, _ time.Time) error {
+	m.rsvMu.Lock()
+	defer m.rsvMu.Unlock()
+	m.rsv = slices.Clone(rs)
+	return nil
+}
+
+// reservations is what the store holds.
+func (m *rsvMem) reservations() []sched.Reservation {
+	rs, _ := m.Reservations(context.Background())
+	return rs
 }

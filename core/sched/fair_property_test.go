@@ -292,8 +292,9 @@ func rsvPreemptProblem(s Snapshot, cfg Config, mk map[int64]uint8, a after, v, f
 		return "it is not due for a reservation"
 	case !(v.LastStartTime >= s.Now-waitedS(f, s.Now)+bf):
 		return "the victim started before it was due"
-	case mk[v.ID]&runBorrowed == 0 && bound(v) > 0 && waitedS(v, s.Now) >= bound(v):
-		return "the victim, within its guarantee, had waited its bound"
+	case mk[v.ID]&runBorrowed == 0 && bound(v) > 0 && waitedS(v, s.Now) >= bound(v) &&
+		!(s.Now >= s.Now-waitedS(f, s.Now)+2*bf-cfg.HandoverS && !(f.ExecutedS > 0)):
+		return "the victim, within its guarantee, had waited its bound, and the reserved job, before its deadline or having run, may not take it"
 	}
 	return ""
 }

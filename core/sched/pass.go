@@ -139,6 +139,10 @@ const (
 	runPinned                           // shares its GPU with a job started in the pass (share.go)
 	runForReservation                   // preempted for a reserved job (reserve.go)
 	runRestored                         // preempted in the pass, then its preemption taken back (restore)
+	// runLent: preempted for another team's reservation past its
+	// deadline though it had waited its own bound (reserve.go,
+	// overdueVictim): it goes back first in its queue.
+	runLent
 )
 
 // runJob states.

@@ -185,7 +185,10 @@ func (p *pass) preemptedFirst() {
 		// A backfill preempted for a reservation goes back to its own
 		// place in line: ahead of the waiting jobs it would pass the
 		// next reserved job by (docs/scheduling.md, "Reservations").
-		if r := &p.runs[ri]; r.state&^runReached == runPreempted && r.flags&runForReservation == 0 {
+		// Not another team's job that had waited its bound (runLent):
+		// its team lent its guarantee to the reservation, and its job
+		// goes first.
+		if r := &p.runs[ri]; r.state&^runReached == runPreempted && r.flags&(runForReservation|runLent) != runForReservation {
 			late = append(late, r.ent)
 		}
 	}

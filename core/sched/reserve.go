@@ -671,7 +671,7 @@ func (p *pass) tryReserve(e *entry) bool {
 	if b := p.boundOf(j); !(b > 0) || waitedS(j, p.now) < b {
 		return false
 	}
-	due := p.now - waitedS(j, p.now) + p.boundOf(j)
+	due := p.dueOf(e.job)
 	if p.preempt && !p.merged && (p.rsvPreempt || !p.count) {
 		p.merge(e)
 	}
@@ -1284,6 +1284,9 @@ func (p *pass) rsvPreemptRun(ri int32, by *entry) {
 	}
 	p.shift(run, +1)
 	run.flags |= runForReservation
+	if p.lentTo(run, by.job) {
+		run.flags |= runLent
+	}
 	p.preemptRun(ri, by)
 	pr := &p.d.Preempts[run.preempt]
 	pr.Reason = p.rsvPreemptReason(&p.rents[run.ent], by)
@@ -1302,7 +1305,17 @@ func (p *pass) rsvPreemptRun(ri int32, by *entry) {
 func (p *pass) rsvPreemptReason(victim, by *entry) string {
 	b := append(p.buf[:0], "preempted for job "...)
 	b = strconv.AppendInt(b, by.id, 10)
-	if j := &p.s.Jobs[by.job]; p.overdue(by.job, p.now-waitedS(j, p.now)+p.boundOf(j)) {
+	if victim.run >= 0 && p.runs[victim.run].flags&runLent != 0 {
+		lender := p.s.Jobs[victim.job].Team
+		b = append(b, ", which had its GPUs reserved once it waited past its bound and has now waited its bound again: this job started on them after they were reserved, and a reservation past its deadline takes them back, once, even from a team's guaranteed work; it goes first in its queue, and team "...)
+		b = appendName(b, lender)
+		b = append(b, " may reclaim the GPUs job "...)
+		b = strconv.AppendInt(b, by.id, 10)
+		b = append(b, " borrows from it after the minimum runtime"...)
+		p.buf = b
+		return string(b)
+	}
+	if p.overdue(by.job, p.dueOf(by.job)) {
 		b = append(b, ", which had its GPUs reserved once it waited past its bound and has now waited its bound again: a reservation past its deadline takes its GPUs from any batch job"...)
 		p.buf = b
 		return string(b)
@@ -1494,24 +1507,58 @@ func (p *pass) overdue(i int32, due float64) bool {
 
 // overdueVictim tells whether running job run may be preempted for job
 // i, overdue (past its deadline), beside those rsvVictimByRank gives:
-// any batch job, whenever it started and however it ranks, but one that was due for a reservation itself when it
-// started (wasDue); and of another team under fair share only a job
-// that borrows (beyond its team's guarantee when the pass began) and had
-// not waited its own bound when it started: a team's guaranteed work is
-// not taken for another team's reservation. Never a session, nor a job
-// sharing its GPU with a job started in this pass.
+// any batch job, whenever it started and however it ranks, but one that
+// was due for a reservation itself when it started (wasDue); and of
+// another team under fair share a job that borrows (beyond its team's
+// guarantee when the pass began) and had not waited its own bound when
+// it started, or any that started after i was due, for a job i that has
+// never run: a team lends its guarantee to another team's reservation
+// once ("Reservations under fair share", rule 5).
+// Never a session, nor a job sharing its GPU with a job started in this
+// pass.
 func (p *pass) overdueVictim(run *runJob, i int32) bool {
 	if run.n <= 0 || run.flags&runPinned != 0 {
 		return false
 	}
 	j := &p.s.Jobs[run.job]
-	if rsvProtected(j) || p.wasDue(j) {
+	if rsvProtected(j) {
 		return false
 	}
 	if p.fair && p.jteam[run.job] != p.jteam[i] {
-		return run.flags&runBorrowed != 0 && !p.waitedBound(j)
+		if run.flags&runBorrowed != 0 && !p.waitedBound(j) {
+			return true
+		}
+		// Another team's job within its guarantee, or a borrower that
+		// had waited its bound: taken only if it started after i was
+		// due, on GPUs it knew reserved (mayBackfill let it start
+		// there, preemptible at the deadline), even one due itself
+		// (wasDue), and only for a job i that has never run: a team
+		// lends its guarantee to a reservation once. The two do not
+		// hand the GPUs back and forth: once started, i borrows and
+		// had waited its bound, and the taken job has run, so its own
+		// reservation may not take i back; within its guarantee, it
+		// reclaims i after the minimum runtime, and i, having run,
+		// waits then as any borrower (else the reservation and the
+		// reclaim would take the GPUs from one another in turn, the
+		// lender's jobs never running).
+		return j.LastStartTime >= p.dueOf(i) && !(p.s.Jobs[i].ExecutedS > 0)
 	}
-	return true
+	return !p.wasDue(j)
+}
+
+// lentTo tells whether running job run, preempted for job i's
+// reservation, is another team's that had waited its own bound: its
+// team's guaranteed work, which only a reservation past its deadline
+// takes (overdueVictim), and only on GPUs it started on once reserved.
+func (p *pass) lentTo(run *runJob, i int32) bool {
+	return p.fair && p.jteam[run.job] != p.jteam[i] && p.waitedBound(&p.s.Jobs[run.job])
+}
+
+// dueOf is when pending job i became due for a reservation: when its
+// wait (its age less its run time) reached its bound.
+func (p *pass) dueOf(i int32) float64 {
+	j := &p.s.Jobs[i]
+	return p.now - waitedS(j, p.now) + p.boundOf(j)
 }
 
 // wasDue tells whether running job j was due for a reservation itself
@@ -1545,7 +1592,7 @@ func (p *pass) rsvEarlyBegin() {
 	}
 	for _, i := range p.rsvHolders {
 		j := &p.s.Jobs[i]
-		due := p.now - waitedS(j, p.now) + p.boundOf(j)
+		due := p.dueOf(i)
 		h := rsvEarly{job: i, deadline: due + p.boundOf(j)}
 		h.ready = p.overdue(i, due)
 		for _, g := range p.rsvKeptOf(i).GPUs {

@@ -678,6 +678,7 @@ func TestReservationFairShare(t *testing.T) {
 	// run 500 s before (queue 1 of tiresias-l: below new jobs), and is
 	// due since 800.
 	big, demoted := pend(10, 8, 0, nlp), pend(10, 8, 0, nlp, served(500))
+	late := pend(10, 8, 2450, nlp)
 	cases := []struct {
 		name     string
 		policy   string
@@ -761,17 +762,77 @@ func TestReservationFairShare(t *testing.T) {
 			rsv:    []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3600, DueS: 300}},
 		},
 		{
-			name:   "a backfill within its team's guarantee that had waited its bound is waited for",
+			// late is due since 2,750, its deadline 3,050.
+			name:   "a backfill within its team's guarantee that had waited its bound is waited for before the deadline",
 			policy: "tiresias-l",
 			now:    3000,
 			jobs: []Job{
-				big,
-				// waited 1,500 s when it started at 2,500; its limit
-				// ends it at 3,400
-				run(1, 1000, on("node-0", 0), vision, ranFrom(2500, 3000), limit(900)),
-				run(2, 2550, on("node-0", 1), nlp, ranFrom(2600, 3000)),
+				late,
+				// waited 1,800 s when it started at 2,800; its limit
+				// ends it at 3,700
+				run(1, 1000, on("node-0", 0), vision, ranFrom(2800, 3000), limit(900)),
 			},
-			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3400, DueS: 300}},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3700, DueS: 2750}},
+		},
+		{
+			name:   "and taken at the deadline: it started on the reserved GPUs after the job was due",
+			policy: "tiresias-l",
+			now:    3050,
+			jobs: []Job{
+				late,
+				run(1, 1000, on("node-0", 0), vision, ranFrom(2800, 3050), limit(900)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{1},
+		},
+		{
+			// On the demo 2-GPU jobs of the other team, each due
+			// itself once it had waited its bound, started one after
+			// another on the reserved GPUs within their guarantee,
+			// and the 8-GPU job waited past its deadline (issue 30).
+			name:   "and so is one that asks several GPUs and was due itself",
+			policy: "tiresias-l",
+			now:    3050,
+			jobs: []Job{
+				late,
+				run(1, 1000, on("node-0", 0, 1), vision, ranFrom(2800, 3050)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{1},
+		},
+		{
+			// vision's job 1 borrows (5 GPUs of its guarantee of 4),
+			// due itself when it started, after job 10 was due.
+			name:   "and a borrower of the other team due itself that started on them",
+			policy: "tiresias-l",
+			now:    3050,
+			jobs: []Job{
+				late,
+				run(1, 1000, on("node-0", 0, 1, 2, 3, 4), vision, ranFrom(2800, 3050)),
+			},
+			starts:   []int64{10},
+			preempts: []int64{1},
+		},
+		{
+			name:   "but not by a reserved job that has run: its team's guarantee is lent once",
+			policy: "tiresias-l",
+			now:    3200,
+			jobs: []Job{
+				// ran 100 s: due since 2,850, its deadline 3,150
+				pend(10, 8, 2450, nlp, served(100)),
+				run(1, 1000, on("node-0", 0), vision, ranFrom(2900, 3200), limit(900)),
+			},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3800, DueS: 2850}},
+		},
+		{
+			name:   "nor one that started before the job was due",
+			policy: "tiresias-l",
+			now:    3100,
+			jobs: []Job{
+				late,
+				run(1, 1000, on("node-0", 0), vision, ranFrom(2700, 3100), limit(900)),
+			},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3600, DueS: 2750}},
 		},
 		{
 			name:   "without preemption (fjf), a job within its guarantee is held back until it has waited its bound",
@@ -1203,5 +1264,62 @@ func TestReservationDeadline(t *testing.T) {
 				t.Errorf("recheck %v, want one by the deadline less the handover, %v", d.Recheck, at)
 			}
 		})
+	}
+}
+
+// TestReservationPastDeadlineLentByGuarantee: under fair share, a
+// reservation past its deadline whose GPUs are free or held by the other
+// team's jobs that started on them once it was due takes them, though a
+// job of that team within its guarantee waits: the free GPUs are held off
+// that job, and its wait stops no lending (else the borrower was only
+// reserved, pass after pass, and the GPUs idled for ever: the simulator
+// stopped with jobs unfinished on mixed-sessions).
+func TestReservationPastDeadlineLentByGuarantee(t *testing.T) {
+	teams := []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}
+	vision, nlp := teamOf("vision"), teamOf("nlp")
+	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300}
+	// Job 20, nlp's, due since 300, its deadline 600; vision's jobs 1 and
+	// 2 started on its GPUs at 400, having waited their bound; job 12,
+	// vision's, waits within its guarantee and ranks above job 20.
+	s := Snapshot{Now: 700, Nodes: nodes(8), Teams: teams,
+		Jobs: []Job{
+			pend(20, 8, 0, nlp),
+			run(1, 0, on("node-0", 0), vision, ranFrom(400, 700)),
+			run(2, 0, on("node-0", 1), vision, ranFrom(400, 700)),
+			pend(12, 1, 0, vision),
+		},
+		Reservations: []Reservation{{JobID: 20, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 650, DueS: 300}},
+	}
+	d := mustNew(t, cfg).Schedule(s)
+	if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+		t.Fatal(joinProblems(p))
+	}
+	sc := mustNew(t, cfg)
+	if p := append(fairProblems(sc, s, cfg, d), reservationProblems(sc, s)...); len(p) > 0 {
+		t.Fatal(joinProblems(p))
+	}
+	var starts, preempts []int64
+	for _, st := range d.Starts {
+		starts = append(starts, st.JobID)
+	}
+	for _, p := range d.Preempts {
+		preempts = append(preempts, p.JobID)
+		if p.Reclaim || !strings.Contains(p.Reason, "takes them back, once, even from a team's guaranteed work") {
+			t.Errorf("preemption %+v: want one for the reservation past its deadline, lent by vision's guarantee", p)
+		}
+	}
+	slices.Sort(preempts)
+	if !slices.Equal(starts, []int64{20}) || !slices.Equal(preempts, []int64{1, 2}) {
+		t.Errorf("starts %v, preempts %v; want [20], [1 2]", starts, preempts)
+	}
+	// Vision lent its guarantee: its jobs go back first in their queue.
+	first := 0
+	for _, qc := range d.QueueChanges {
+		if (qc.JobID == 1 || qc.JobID == 2) && strings.Contains(qc.Reason, "back at the head of queue 0's line") {
+			first++
+		}
+	}
+	if first != 2 {
+		t.Errorf("queue changes %+v: want jobs 1 and 2 back at the head of their queue", d.QueueChanges)
 	}
 }

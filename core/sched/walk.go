@@ -109,9 +109,12 @@ func (p *pass) walk() {
 			cause = p.explain(e, r, p.cl.refusal(r, reclaimable), reclaimable)
 		}
 		p.rsvCommit()
-		if p.fair && !p.lendStop && cause != WaitTooLarge && cause != WaitInvalid && p.entitled(e) {
+		if p.fair && !p.lendStop && cause != WaitTooLarge && cause != WaitInvalid && p.entitled(e) && len(p.rsvEarlyHeld) == 0 {
 			// Its team has room for it: lend nothing until it starts
-			// (docs/fair-share.md).
+			// (docs/fair-share.md). Unless free GPUs were held off it
+			// for a reservation past its deadline (rsvEarlyHold): its
+			// team lends them to that job, a borrower, which would
+			// else never start, and the GPUs idle.
 			p.lendStop, p.lendBy = true, e.job
 		}
 		if p.pol.blocks && n > 0 && n <= p.cl.capacity-p.maskedCap {

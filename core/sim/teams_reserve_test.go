@@ -21,6 +21,8 @@ type teamsRun struct {
 	lenderMax float64
 	// restJCT is the average JCT of every job but the 8-GPU ones.
 	restJCT float64
+	// sessionPreemptions is how often sessions were preempted.
+	sessionPreemptions int
 }
 
 // mixedTeams are the two teams of the mixed traces: 4 GPUs each of 8.
@@ -64,6 +66,9 @@ func replayTeams(t *testing.T, jobs []trace.Job, bound float64) teamsRun {
 		n++
 	}
 	out.restJCT = sum / float64(n)
+	if r.Classes != nil {
+		out.sessionPreemptions = r.Classes.SessionPreemptions
+	}
 	for _, tr := range r.Teams {
 		if !bigTeams[tr.Team] || len(bigTeams) == len(r.Teams) {
 			out.lenderMax = math.Max(out.lenderMax, tr.MaxWaitWithinS)
@@ -74,20 +79,23 @@ func replayTeams(t *testing.T, jobs []trace.Job, bound float64) teamsRun {
 
 // mixedTeamTraces are the mixed traces with two teams, and 5 jittered
 // copies of each (trace.Jittered, seeds 1 to 5, 60 s, 1.25): mixed-8gpu's
-// jobs, which name no team, split evenly between them.
+// and mixed-spec's jobs, which name no team, split evenly between them.
 func mixedTeamTraces(t *testing.T) (names []string, traces [][]trace.Job) {
 	t.Helper()
-	tr, err := trace.ReadFile(mixedTrace, trace.FormatNative)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := trace.AssignTeams(tr.Jobs, "vision:50,nlp:50"); err != nil {
-		t.Fatal(err)
+	split := func(path string) []trace.Job {
+		tr, err := trace.ReadFile(path, trace.FormatNative)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := trace.AssignTeams(tr.Jobs, "vision:50,nlp:50"); err != nil {
+			t.Fatal(err)
+		}
+		return tr.Jobs
 	}
 	for _, base := range []struct {
 		name string
 		jobs []trace.Job
-	}{{"mixed-8gpu", tr.Jobs}, {"mixed-sessions", readMixedSessions(t)}} {
+	}{{"mixed-8gpu", split(mixedTrace)}, {"mixed-spec", split(specTrace)}, {"mixed-sessions", readMixedSessions(t)}} {
 		names, traces = append(names, base.name), append(traces, base.jobs)
 		for seed := 1; seed <= 5; seed++ {
 			names = append(names, fmt.Sprintf("%s seed %d", base.name, seed))
@@ -100,9 +108,13 @@ func mixedTeamTraces(t *testing.T) (names []string, traces [][]trace.Job) {
 // TestMixedTeamsReservations replays the mixed traces with two teams of 4
 // GPUs each, without and with reservations (bound 900 s), and logs the
 // table of docs/scheduling.md ("Reservations under fair share"). With
-// reservations the 8-GPU jobs wait less on every trace; on mixed-8gpu and
-// its copies none is pending more than twice the bound, and no job within
-// its team's guarantee waits more than the bound.
+// reservations the 8-GPU jobs wait less on every trace and no session is
+// preempted; on mixed-8gpu, mixed-spec and their copies none is pending
+// more than twice the bound, and no job within its team's guarantee waits
+// more than the bound. On mixed-spec that holds because a reservation past
+// its deadline takes its GPUs back from the other team's jobs that started
+// on them once it was due, even those that had waited their bound (rule 5
+// of "Reservations under fair share").
 func TestMixedTeamsReservations(t *testing.T) {
 	names, traces := mixedTeamTraces(t)
 	var table strings.Builder
@@ -114,8 +126,11 @@ func TestMixedTeamsReservations(t *testing.T) {
 		if on.bigMax >= off.bigMax {
 			t.Errorf("%s: the longest 8-GPU pending is %.0f s with reservations, %.0f s without", names[i], on.bigMax, off.bigMax)
 		}
-		if !strings.HasPrefix(names[i], "mixed-8gpu") {
-			continue // sessions, never preempted, hold the machine for an hour or more
+		if on.sessionPreemptions > 0 {
+			t.Errorf("%s: sessions preempted %d times", names[i], on.sessionPreemptions)
+		}
+		if strings.HasPrefix(names[i], "mixed-sessions") {
+			continue // sessions without a limit, never preempted, hold the machine for an hour or more
 		}
 		if on.bigMax > 2*mixedBound {
 			t.Errorf("%s: an 8-GPU job is pending %.0f s, more than twice the bound of %.0f s", names[i], on.bigMax, mixedBound)

@@ -1865,6 +1865,9 @@ type Reservation struct {
 	// Count how many GPUs are held: the job's
 	Count int `json:"count"`
 
+	// Due when the job had waited its bound and became due for a reservation; under a preemptive policy it takes its GPUs from any batch job once it has waited its bound again. It follows from the job's stored times, so a restarted server or a new leader keeps it
+	Due time.Time `json:"due"`
+
 	// From when they are expected to be free: an estimate from the running jobs' time limits, or the run times of jobs like them
 	From time.Time `json:"from"`
 
