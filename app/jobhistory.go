@@ -10,7 +10,6 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpuhist"
 	"github.com/gpuportal/gpuportal/core/telemetry"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // JobGPUHistory is the average memory used on the GPUs job j runs on (or
@@ -18,7 +17,8 @@ import (
 // database's minute and hour rows: the database keeps GPUs, not jobs, so
 // on a shared GPU this includes its neighbours. The caller has read j
 // for an actor who may see it (App.Job).
-func (s *App) JobGPUHistory(ctx context.Context, j *models.Job, span time.Duration, step int64) ([]api.JobMemory, error) {
+func (s *App) JobGPUHistory(ctx context.Context, v *Job, span time.Duration, step int64) ([]api.JobMemory, error) {
+	j := &v.row
 	out := []api.JobMemory{}
 	if j.StartedAt == nil {
 		return out, nil

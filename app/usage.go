@@ -220,7 +220,16 @@ type idleEntry struct {
 // each under its team's terms: verdicts made within idleCacheTTL for the
 // same run, and for the other jobs from one read of the teams and one of
 // their GPUs' readings over the longest lookback of their rules.
-func (s *App) IdleStates(ctx context.Context, js []*models.Job, now time.Time) (map[int64]*api.Idle, error) {
+func (s *App) IdleStates(ctx context.Context, js []*Job, now time.Time) (map[int64]*api.Idle, error) {
+	rows := make([]*models.Job, len(js))
+	for i, j := range js {
+		rows[i] = &j.row
+	}
+	return s.idleStates(ctx, rows, now)
+}
+
+// idleStates is IdleStates for rows.
+func (s *App) idleStates(ctx context.Context, js []*models.Job, now time.Time) (map[int64]*api.Idle, error) {
 	out := make(map[int64]*api.Idle)
 	s.idle.mu.Lock()
 	var todo []*models.Job
@@ -283,12 +292,12 @@ func (s *App) IdleStates(ctx context.Context, js []*models.Job, now time.Time) (
 
 // AddIdle fills in the idle verdict of the running jobs among out (which
 // convert js, in the same order).
-func (s *App) AddIdle(ctx context.Context, js []models.Job, out []api.Job, now time.Time) error {
+func (s *App) AddIdle(ctx context.Context, js []Job, out []api.Job, now time.Time) error {
 	ptrs := make([]*models.Job, len(js))
 	for i := range js {
-		ptrs[i] = &js[i]
+		ptrs[i] = &js[i].row
 	}
-	st, err := s.IdleStates(ctx, ptrs, now)
+	st, err := s.idleStates(ctx, ptrs, now)
 	if err != nil {
 		return err
 	}
@@ -314,7 +323,12 @@ func maxTime(a, b time.Time) time.Time {
 
 // JobUsage is how j used its GPUs over its current or last run as of now;
 // with points, the readings themselves, at most maxUsagePoints per GPU.
-func (s *App) JobUsage(ctx context.Context, j *models.Job, now time.Time, points bool) (api.JobUsage, error) {
+func (s *App) JobUsage(ctx context.Context, j *Job, now time.Time, points bool) (api.JobUsage, error) {
+	return s.jobUsage(ctx, &j.row, now, points)
+}
+
+// jobUsage is JobUsage for a row.
+func (s *App) jobUsage(ctx context.Context, j *models.Job, now time.Time, points bool) (api.JobUsage, error) {
 	out := api.JobUsage{GPUs: []api.GPUUsage{}}
 	from, to, ok := runWindow(j, now)
 	keys := placementKeys(j.Placement)
@@ -528,12 +542,12 @@ type Reclaimed struct {
 // ReclaimPass judges every running job afresh under its team's terms
 // (core/idle Detect, then Decide with Config.ReclaimGrace), warns the
 // owners of those due to be reclaimed and reclaims those due now
-// (ReclaimIdle); it returns what it gave back. The leader runs it.
+// (reclaimIdle); it returns what it gave back. The leader runs it.
 func (s *App) ReclaimPass(ctx context.Context, now time.Time) ([]Reclaimed, error) {
 	if s.cfg.ReclaimGrace <= 0 {
 		return nil, nil
 	}
-	js, err := s.RunningJobs(ctx)
+	js, err := s.runningJobs(ctx)
 	if err != nil || len(js) == 0 {
 		return nil, err
 	}
@@ -560,14 +574,14 @@ func (s *App) ReclaimPass(ctx context.Context, now time.Time) ([]Reclaimed, erro
 		st := detectState(j, t.Rule, readings, now)
 		v := s.reclaimVerdict(j, st, t, now)
 		if v.Action == idle.Warn {
-			if err := s.WarnIdle(ctx, j, v.ReclaimAt, now); err != nil {
+			if err := s.warnIdle(ctx, j, v.ReclaimAt, now); err != nil {
 				return out, err
 			}
 		}
 		if v.Action != idle.Reclaim {
 			continue
 		}
-		gpuSeconds, ok, err := s.ReclaimIdle(ctx, j, st.Since, now)
+		gpuSeconds, ok, err := s.reclaimIdle(ctx, j, st.Since, now)
 		if err != nil {
 			return out, err
 		}

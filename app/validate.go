@@ -37,7 +37,7 @@ const (
 // Validate checks r for user u and returns the job to store, or what is
 // wrong field by field. clusterGPUs is the number of GPUs connected now
 // (0 when none is, which does not limit the request).
-func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs int) (*models.Job, FieldErrors) {
+func Validate(u *User, r api.SubmitRequest, teams []string, clusterGPUs int) (*models.Job, FieldErrors) {
 	fe := FieldErrors{}
 	name := r.Name
 	switch {
@@ -61,7 +61,7 @@ func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs i
 		fe["team"] = "is required"
 	case !slices.Contains(teams, team):
 		fe["team"] = fmt.Sprintf("unknown team %q", team)
-	case u.Role != models.RoleAdmin && team != u.Team:
+	case u.Role != RoleAdmin && team != u.Team:
 		fe["team"] = fmt.Sprintf("you may submit only to your team %q", u.Team)
 	}
 	if r.GPUs == 0 && r.GPUFraction != 0 {
@@ -332,7 +332,7 @@ func mergeEnv(env, over []string) []string {
 // checkJobLimits checks j, as validate made it for u, against its team's
 // time limits (a job without a limit gets the team's default) and the
 // jobs it depends on, which u must be able to see.
-func (s *App) checkJobLimits(ctx context.Context, u *models.User, j *models.Job, tasks int, fe FieldErrors) error {
+func (s *App) checkJobLimits(ctx context.Context, u *User, j *models.Job, tasks int, fe FieldErrors) error {
 	t, err := s.cfg.Store.Team(ctx, j.Team)
 	if err != nil && !errors.Is(err, models.ErrNotFound) {
 		return err
@@ -595,7 +595,17 @@ func CheckCurve(pts [][]float64, maxX float64) (synergy.Curve, string) {
 // family's profile is declared by the family, a custom one by its curves.
 func profileRequestOf(j *models.Job) *api.CPUProfileRequest {
 	p, err := j.DeclaredProfile()
-	if err != nil || p == nil {
+	if err != nil {
+		return nil
+	}
+	return ProfileRequest(p)
+}
+
+// ProfileRequest is the declaration that gives the profile p; nil for
+// nil. A family's profile is declared by the family, a custom one by its
+// curves.
+func ProfileRequest(p *synergy.Profile) *api.CPUProfileRequest {
+	if p == nil {
 		return nil
 	}
 	if p.Family != FamilyCustom {
@@ -640,7 +650,10 @@ func checkSession(sr *api.SessionRequest, fe FieldErrors, r api.SubmitRequest) {
 }
 
 // RequestOf is the submission that would make j again.
-func RequestOf(j *models.Job) api.SubmitRequest {
+func RequestOf(j *Job) api.SubmitRequest { return requestOf(&j.row) }
+
+// requestOf is RequestOf for a row.
+func requestOf(j *models.Job) api.SubmitRequest {
 	r := api.SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: api.Command(j.Command), Image: j.Image,
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j),
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
