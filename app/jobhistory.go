@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/gpuhist"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 )
@@ -29,11 +30,11 @@ func (s *App) JobGPUHistory(ctx context.Context, v *Job, span time.Duration, ste
 	}
 	from := max(to-int64(span/time.Second), j.StartedAt.Unix())
 	from -= from % 60
-	on := make(map[telemetry.GPUKey]bool)
+	on := make(map[gpu.Ref]bool)
 	for _, p := range j.Placement {
 		node, idx, ok := strings.Cut(p, ":")
 		if n, err := strconv.Atoi(idx); ok && err == nil {
-			on[telemetry.GPUKey{Node: node, Index: n}] = true
+			on[gpu.Ref{Node: node, Index: n}] = true
 		}
 	}
 	if len(on) == 0 {

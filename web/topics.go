@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 )
@@ -30,9 +31,9 @@ func (s *Server) publishGPUs(f telemetry.Frame) {
 	if len(topics) == 0 {
 		return
 	}
-	byKey := make(map[telemetry.GPUKey]telemetry.Point, len(f.GPUs))
+	byKey := make(map[gpu.Ref]telemetry.Point, len(f.GPUs))
 	for _, g := range f.GPUs {
-		byKey[g.GPUKey] = g.Point
+		byKey[g.Ref] = g.Point
 	}
 	byUUID := make(map[string]app.ConnectedGPU)
 	for _, g := range s.app.ConnectedGPUs() {
