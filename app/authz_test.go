@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
@@ -49,7 +50,7 @@ func (e *fakeEngine) ClearGPUFault(node string, index int) error {
 	return nil
 }
 func (e *fakeEngine) GPUFaults() []engine.GPUFault {
-	return []engine.GPUFault{{Node: "gpu1", Index: 0, Reason: "Xid 79"}}
+	return []engine.GPUFault{{Ref: gpu.Ref{Node: "gpu1", Index: 0}, Reason: "Xid 79"}}
 }
 func (e *fakeEngine) StoredNodeStates(context.Context) (engine.NodeStates, error) {
 	return engine.NodeStates{}, nil

@@ -226,7 +226,7 @@ func (s Store) NodeStates(ctx context.Context) (engine.NodeStates, error) {
 		return out, err
 	}
 	for _, f := range faults {
-		out.Faults = append(out.Faults, engine.GPUFault{Node: f.Node, Index: f.GPUIndex, Reason: f.Reason, At: f.At})
+		out.Faults = append(out.Faults, engine.GPUFault{Ref: gpu.Ref{Node: f.Node, Index: f.GPUIndex}, Reason: f.Reason, At: f.At})
 	}
 	return out, nil
 }

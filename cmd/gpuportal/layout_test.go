@@ -214,6 +214,55 @@ func TestWebSeesNoRows(t *testing.T) {
 	}
 }
 
+// TestOneGPUType checks that a GPU of the cluster has one type in the
+// server's packages: gpu.Ref (core/gpu). No other struct of core, app,
+// the store's adapters or the background writers declares a machine
+// (Node string) and an index (Index int) side by side; one that needs a
+// GPU holds a gpu.Ref. The wire types (api, the agent protocol) and the
+// store's rows keep their own.
+func TestOneGPUType(t *testing.T) {
+	var files []string
+	for _, pattern := range []string{"core/*/*.go", "core/*/*/*.go", "app/*.go", "enginestore/*.go", "accountingstore/*.go", "live/*.go", "history/*.go", "web/*.go"} {
+		fs, err := filepath.Glob(filepath.Join("../..", pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
+	}
+	var checked int
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || strings.Contains(name, "/core/agent/wire/") || strings.HasSuffix(name, "/core/gpu/ref.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		ast.Inspect(f, func(n ast.Node) bool {
+			st, ok := n.(*ast.StructType)
+			if !ok {
+				return true
+			}
+			var node, index bool
+			for _, fl := range st.Fields.List {
+				typ, _ := fl.Type.(*ast.Ident)
+				for _, id := range fl.Names {
+					node = node || (id.Name == "Node" && typ != nil && typ.Name == "string")
+					index = index || (id.Name == "Index" && typ != nil && typ.Name == "int")
+				}
+			}
+			if node && index {
+				t.Errorf("%s: a struct with Node and Index: hold a gpu.Ref (core/gpu), the one GPU type", name)
+			}
+			return true
+		})
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d files", checked)
+	}
+}
+
 // namedIn returns the named type of package pkg that typ is, or points
 // to, or holds as a slice's, array's, map's or channel's element; nil if
 // none.
