@@ -39,7 +39,7 @@ func parseAccounting(q api.AccountingQuery, a Actor, now time.Time) (accountingR
 	today := accounting.DayOf(now)
 	r := accountingRequest{from: time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC), to: today,
 		by: accounting.ByTeam, period: accounting.PerDay, team: q.Team, user: q.User}
-	if a.User.Role == models.RoleResearcher {
+	if a.User.Role == RoleResearcher {
 		r.by = accounting.ByUser
 	}
 	for _, f := range []struct {
@@ -82,8 +82,8 @@ func accountingScope(a Actor, r accountingRequest) (func(accounting.Key) bool, s
 	u := a.User
 	team, user := r.team, r.user
 	switch u.Role {
-	case models.RoleAdmin:
-	case models.RoleLead:
+	case RoleAdmin:
+	case RoleLead:
 		if team != "" && team != u.Team {
 			return nil, "", forbidden("team: a lead sees the accounting of their own team (%s), not of %s", u.Team, team)
 		}
@@ -127,7 +127,7 @@ func (s *App) Accounting(ctx context.Context, a Actor, q api.AccountingQuery, id
 	if err != nil {
 		return api.Accounting{}, err
 	}
-	if u := a.User; u.Role == models.RoleLead && r.user != "" && r.user != u.Name {
+	if u := a.User; u.Role == RoleLead && r.user != "" && r.user != u.Name {
 		member, err := s.cfg.Store.UserByName(ctx, r.user)
 		if errors.Is(err, models.ErrNotFound) || (err == nil && member.Team != u.Team) {
 			return api.Accounting{}, forbidden("user: a lead sees the accounting of the members of %s; %s is not one", u.Team, r.user)
@@ -184,5 +184,5 @@ type AccountingRights struct {
 // AccountingRightsOf are a's rights on the accounting page.
 func AccountingRightsOf(a Actor) AccountingRights {
 	r := a.User.Role
-	return AccountingRights{ByTeam: r != models.RoleResearcher, PickTeam: r == models.RoleAdmin, PickUser: r != models.RoleResearcher}
+	return AccountingRights{ByTeam: r != RoleResearcher, PickTeam: r == RoleAdmin, PickUser: r != RoleResearcher}
 }

@@ -26,8 +26,8 @@ const (
 	MaxPassword = 72 // bcrypt reads no further: a longer one would be cut
 )
 
-// UserAPI is u as the API shows an account.
-func UserAPI(u *models.User) api.User {
+// userAPI is u as the API shows an account.
+func userAPI(u *models.User) api.User {
 	return api.User{Name: u.Name, Role: string(u.Role), Team: u.Team, Disabled: u.Disabled(),
 		DisabledAt: u.DisabledAt, DisabledBy: u.DisabledBy, CreatedAt: u.CreatedAt,
 		UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)}
@@ -90,7 +90,7 @@ func (s *App) Users(ctx context.Context, a Actor) ([]api.User, error) {
 	}
 	out := make([]api.User, 0, len(us))
 	for i := range us {
-		out = append(out, UserAPI(&us[i]))
+		out = append(out, userAPI(&us[i]))
 	}
 	return out, nil
 }
@@ -187,7 +187,7 @@ func (s *App) SetUnixName(ctx context.Context, a Actor, name string, req api.Set
 	if err := s.audit(ctx, a, "user.unix_name", name, "unix name "+req.UnixName); err != nil {
 		return api.User{}, err
 	}
-	return UserAPI(u), nil
+	return userAPI(u), nil
 }
 
 // AccountAction is what an admin may do to an account.
@@ -245,7 +245,7 @@ func (s *App) ChangeAccount(ctx context.Context, a Actor, name string, action Ac
 			return out, stored(err)
 		}
 	}
-	out.User = UserAPI(u)
+	out.User = userAPI(u)
 	return out, nil
 }
 
@@ -268,7 +268,7 @@ func (s *App) UserTokens(ctx context.Context, a Actor, name string) ([]api.APITo
 // RevokeUserToken revokes API token id of the user name, for an admin or
 // the token's owner; the connections opened with it end.
 func (s *App) RevokeUserToken(ctx context.Context, a Actor, name string, id int64) error {
-	if a.User.Role != models.RoleAdmin && a.User.Name != name {
+	if a.User.Role != RoleAdmin && a.User.Name != name {
 		return forbidden("only admins may revoke another user's tokens")
 	}
 	if id < 1 {

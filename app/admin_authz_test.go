@@ -50,7 +50,7 @@ func TestTeamActionsAuthorization(t *testing.T) {
 				switch {
 				case who == "admin":
 					want = "ok"
-				case act.name != "share" && u.Role == models.RoleLead && u.Team == team:
+				case act.name != "share" && u.Role == RoleLead && u.Team == team:
 					want = "ok"
 				}
 				own := "other team"
@@ -249,7 +249,7 @@ func TestAdminActionsAuthorization(t *testing.T) {
 	if err := f.app.RevokeUserToken(ctx, Actor{User: f.users["alice"]}, name, id); KindOf(err) != Forbidden {
 		t.Errorf("alice revokes %s's token: %v, want forbidden", name, err)
 	}
-	if err := f.app.RevokeUserToken(ctx, Actor{User: self}, name, id); err != nil {
+	if err := f.app.RevokeUserToken(ctx, Actor{User: userView(self)}, name, id); err != nil {
 		t.Errorf("%s revokes their own token: %v", name, err)
 	}
 }

@@ -177,21 +177,24 @@ func New(cfg Config) *App {
 
 // Actor is who asks for an action, and from where (the audit log).
 type Actor struct {
-	User *models.User
+	User *User
 	// From is the client's address.
 	From string
 }
 
 // CanSee reports whether u may read jobs of team: an admin, or a
 // member of team.
-func CanSee(u *models.User, team string) bool {
-	return u.Role == models.RoleAdmin || u.Team == team
+func CanSee(u *User, team string) bool {
+	return u.Role == RoleAdmin || u.Team == team
 }
 
 // CanCancel reports whether u may cancel j (and resubmit it, keep it
 // alive): its owner, its team's lead, an admin.
-func CanCancel(u *models.User, j *models.Job) bool {
-	return u.Role == models.RoleAdmin || u.Name == j.User || (u.Role == models.RoleLead && u.Team == j.Team)
+func CanCancel(u *User, j *Job) bool { return mayCancel(u, &j.row) }
+
+// mayCancel is CanCancel for a row.
+func mayCancel(u *User, j *models.Job) bool {
+	return u.Role == RoleAdmin || u.Name == j.User || (u.Role == RoleLead && u.Team == j.Team)
 }
 
 // audit records an action of a in the audit log.
@@ -212,7 +215,16 @@ func stored(err error) error {
 
 // Job returns job id as the store has it now if a may see it; one of a
 // team a may not see is one that does not exist.
-func (s *App) Job(ctx context.Context, a Actor, id int64) (*models.Job, error) {
+func (s *App) Job(ctx context.Context, a Actor, id int64) (*Job, error) {
+	j, err := s.job(ctx, a, id)
+	if err != nil {
+		return nil, err
+	}
+	return jobView(j), nil
+}
+
+// job is Job's row.
+func (s *App) job(ctx context.Context, a Actor, id int64) (*models.Job, error) {
 	j, err := s.cfg.Store.Job(ctx, id)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, notFound("job", id)
@@ -227,7 +239,13 @@ func (s *App) Job(ctx context.Context, a Actor, id int64) (*models.Job, error) {
 }
 
 // Array returns the tasks of array id, by index, if a may see them.
-func (s *App) Array(ctx context.Context, a Actor, id int64) ([]models.Job, error) {
+func (s *App) Array(ctx context.Context, a Actor, id int64) ([]Job, error) {
+	tasks, err := s.array(ctx, a, id)
+	return jobViews(tasks), err
+}
+
+// array is Array's rows.
+func (s *App) array(ctx context.Context, a Actor, id int64) ([]models.Job, error) {
 	tasks, err := s.cfg.Store.ArrayTasks(ctx, id)
 	if err != nil {
 		return nil, stored(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
@@ -49,7 +50,7 @@ func (e *fakeEngine) ClearGPUFault(node string, index int) error {
 	return nil
 }
 func (e *fakeEngine) GPUFaults() []engine.GPUFault {
-	return []engine.GPUFault{{Node: "gpu1", Index: 0, Reason: "Xid 79"}}
+	return []engine.GPUFault{{Ref: gpu.Ref{Node: "gpu1", Index: 0}, Reason: "Xid 79"}}
 }
 func (e *fakeEngine) StoredNodeStates(context.Context) (engine.NodeStates, error) {
 	return engine.NodeStates{}, nil
@@ -60,7 +61,7 @@ func (e *fakeEngine) StoredNodeStates(context.Context) (engine.NodeStates, error
 type fixture struct {
 	app   *App
 	store *models.Store
-	users map[string]*models.User
+	users map[string]*User
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -76,7 +77,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	f := &fixture{store: store, users: map[string]*models.User{}}
+	f := &fixture{store: store, users: map[string]*User{}}
 	for _, u := range []struct {
 		name string
 		role models.Role
@@ -86,9 +87,11 @@ func newFixture(t *testing.T) *fixture {
 		{"visionlead", models.RoleLead, "vision"}, {"bob", models.RoleResearcher, "nlp"},
 		{"nlplead", models.RoleLead, "nlp"}, {"admin", models.RoleAdmin, ""},
 	} {
-		if f.users[u.name], err = store.CreateUser(ctx, u.name, "password1", u.role, u.team); err != nil {
+		row, err := store.CreateUser(ctx, u.name, "password1", u.role, u.team)
+		if err != nil {
 			t.Fatal(err)
 		}
+		f.users[u.name] = userView(row)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.app = New(Config{Store: store, Engine: &fakeEngine{}, Logger: quiet})

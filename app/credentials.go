@@ -71,27 +71,27 @@ func noCredential(err error, what string) error {
 
 // SessionUser is the user of the session token, while it lasts and the
 // account is enabled; a NotFound *Error otherwise.
-func (s *App) SessionUser(ctx context.Context, token string) (*models.User, error) {
+func (s *App) SessionUser(ctx context.Context, token string) (*User, error) {
 	u, err := s.cfg.Store.SessionUser(ctx, token, s.cfg.Now())
 	if err != nil {
 		return nil, noCredential(err, "session")
 	}
-	return u, nil
+	return userView(u), nil
 }
 
 // TokenUser is the user of the API token, while it lasts and the
 // account is enabled; a NotFound *Error otherwise.
-func (s *App) TokenUser(ctx context.Context, token string) (*models.User, error) {
+func (s *App) TokenUser(ctx context.Context, token string) (*User, error) {
 	u, err := s.cfg.Store.TokenUser(ctx, token, s.cfg.Now())
 	if err != nil {
 		return nil, noCredential(err, "token")
 	}
-	return u, nil
+	return userView(u), nil
 }
 
 // DevTokenUser is who the development token acts as: the demo admin,
 // while it is an admin and enabled; a NotFound *Error otherwise.
-func (s *App) DevTokenUser(ctx context.Context) (*models.User, error) {
+func (s *App) DevTokenUser(ctx context.Context) (*User, error) {
 	u, err := s.cfg.Store.UserByName(ctx, "admin")
 	if err != nil && !errors.Is(err, models.ErrNotFound) {
 		return nil, stored(err)
@@ -99,11 +99,11 @@ func (s *App) DevTokenUser(ctx context.Context) (*models.User, error) {
 	if err != nil || u.Role != models.RoleAdmin || u.Disabled() {
 		return nil, &Error{Kind: NotFound, Msg: "development token: no enabled admin user named admin", Err: err}
 	}
-	return u, nil
+	return userView(u), nil
 }
 
 // StartSession begins a session of u for ttl and returns its token.
-func (s *App) StartSession(ctx context.Context, u *models.User, ttl time.Duration) (string, error) {
+func (s *App) StartSession(ctx context.Context, u *User, ttl time.Duration) (string, error) {
 	token, err := s.cfg.Store.CreateSession(ctx, u.ID, s.cfg.Now(), ttl)
 	return token, stored(err)
 }

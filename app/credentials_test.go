@@ -24,7 +24,7 @@ func (f *fixture) disabled(t *testing.T) *models.User {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.users["dora"] = u
+	f.users["dora"] = userView(u)
 	return u
 }
 
@@ -50,15 +50,15 @@ func TestCredentials(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		get  func() (*models.User, error)
+		get  func() (*User, error)
 		want string // "": refused as not found
 	}{
-		{"alice's session", func() (*models.User, error) { return f.app.SessionUser(ctx, session) }, "alice"},
-		{"alice's token", func() (*models.User, error) { return f.app.TokenUser(ctx, tok.Token) }, "alice"},
-		{"a session is no token", func() (*models.User, error) { return f.app.TokenUser(ctx, session) }, ""},
-		{"an unknown session", func() (*models.User, error) { return f.app.SessionUser(ctx, "nope") }, ""},
-		{"a disabled user's token", func() (*models.User, error) { return f.app.TokenUser(ctx, doraToken) }, ""},
-		{"the development token", func() (*models.User, error) { return f.app.DevTokenUser(ctx) }, "admin"},
+		{"alice's session", func() (*User, error) { return f.app.SessionUser(ctx, session) }, "alice"},
+		{"alice's token", func() (*User, error) { return f.app.TokenUser(ctx, tok.Token) }, "alice"},
+		{"a session is no token", func() (*User, error) { return f.app.TokenUser(ctx, session) }, ""},
+		{"an unknown session", func() (*User, error) { return f.app.SessionUser(ctx, "nope") }, ""},
+		{"a disabled user's token", func() (*User, error) { return f.app.TokenUser(ctx, doraToken) }, ""},
+		{"the development token", func() (*User, error) { return f.app.DevTokenUser(ctx) }, "admin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u, err := tc.get()

@@ -48,12 +48,12 @@ type FileDownload struct {
 
 // CanWriteFiles reports whether u may upload into j's files, and read
 // its owner's data paths: its owner, or an admin.
-func CanWriteFiles(u *models.User, j *models.Job) bool { return CanOpenSession(u, j) }
+func CanWriteFiles(u *User, j *models.Job) bool { return mayOpenSession(u, j) }
 
 // jobFiles checks that a may read (or write) req of job id, and returns
 // the job, the machine its folder is on and a client of its files.
 func (s *App) jobFiles(ctx context.Context, a Actor, id int64, req *FileRequest, write bool) (*models.Job, string, jobfiles.Files, error) {
-	j, err := s.Job(ctx, a, id)
+	j, err := s.job(ctx, a, id)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -173,7 +173,7 @@ func (s *App) JobFiles(ctx context.Context, a Actor, id int64, req FileRequest) 
 // JobCheckpoints lists job id's checkpoint folder; nil when the job has
 // none yet (it has not run, or wrote none).
 func (s *App) JobCheckpoints(ctx context.Context, a Actor, id int64) (*api.FileListing, error) {
-	if _, err := s.Job(ctx, a, id); err != nil {
+	if _, err := s.job(ctx, a, id); err != nil {
 		return nil, err
 	}
 	l, err := s.JobFiles(ctx, a, id, FileRequest{Root: jobfiles.JobRoot, Path: jobfiles.CheckpointDir})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/gpuhist"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
@@ -53,7 +54,7 @@ func (s *App) GPUHistories(ctx context.Context, uuid string, r HistoryRange) ([]
 	if r.Step == 1 {
 		since := now.Add(-r.Span).Unix()
 		for i := range out {
-			for _, p := range s.cfg.Telemetry.GPU(telemetry.GPUKey{Node: out[i].Node, Index: out[i].Index}, since) {
+			for _, p := range s.cfg.Telemetry.GPU(gpu.Ref{Node: out[i].Node, Index: out[i].Index}, since) {
 				out[i].Points = append(out[i].Points, pointFromLive(p))
 			}
 		}
@@ -74,7 +75,7 @@ func (s *App) GPUHistories(ctx context.Context, uuid string, r HistoryRange) ([]
 			series(row.GPU, row.Node, row.GPUIndex)
 		}
 		a := row.Aggregate()
-		a.GPU = telemetry.GPUKey{} // one series per UUID, wherever it sat
+		a.GPU = gpu.Ref{} // one series per UUID, wherever it sat
 		perGPU[row.GPU] = append(perGPU[row.GPU], a)
 	}
 	for _, id := range order {

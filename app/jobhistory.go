@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/gpuhist"
 	"github.com/gpuportal/gpuportal/core/telemetry"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // JobGPUHistory is the average memory used on the GPUs job j runs on (or
@@ -18,7 +18,8 @@ import (
 // database's minute and hour rows: the database keeps GPUs, not jobs, so
 // on a shared GPU this includes its neighbours. The caller has read j
 // for an actor who may see it (App.Job).
-func (s *App) JobGPUHistory(ctx context.Context, j *models.Job, span time.Duration, step int64) ([]api.JobMemory, error) {
+func (s *App) JobGPUHistory(ctx context.Context, v *Job, span time.Duration, step int64) ([]api.JobMemory, error) {
+	j := &v.row
 	out := []api.JobMemory{}
 	if j.StartedAt == nil {
 		return out, nil
@@ -29,11 +30,11 @@ func (s *App) JobGPUHistory(ctx context.Context, j *models.Job, span time.Durati
 	}
 	from := max(to-int64(span/time.Second), j.StartedAt.Unix())
 	from -= from % 60
-	on := make(map[telemetry.GPUKey]bool)
+	on := make(map[gpu.Ref]bool)
 	for _, p := range j.Placement {
 		node, idx, ok := strings.Cut(p, ":")
 		if n, err := strconv.Atoi(idx); ok && err == nil {
-			on[telemetry.GPUKey{Node: node, Index: n}] = true
+			on[gpu.Ref{Node: node, Index: n}] = true
 		}
 	}
 	if len(on) == 0 {

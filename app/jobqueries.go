@@ -59,7 +59,7 @@ type JobListRequest struct {
 // the pages around it: Next of the older one, Prev of the newer one; ""
 // where there is none.
 type JobPage struct {
-	Jobs       []models.Job
+	Jobs       []Job
 	Next, Prev string
 }
 
@@ -79,17 +79,17 @@ func (s *App) ListJobs(ctx context.Context, a Actor, req JobListRequest) (JobPag
 }
 
 // jobListFilter turns req into a store filter within what u may see.
-func jobListFilter(u *models.User, req JobListRequest) (models.JobFilter, error) {
+func jobListFilter(u *User, req JobListRequest) (models.JobFilter, error) {
 	var f models.JobFilter
 	switch req.Scope {
 	case "mine":
 		f.User = u.Name
 	case "", "team":
-		if u.Role != models.RoleAdmin || req.Scope == "team" {
+		if u.Role != RoleAdmin || req.Scope == "team" {
 			f.Team = u.Team
 		}
 	case "all":
-		if u.Role != models.RoleAdmin {
+		if u.Role != RoleAdmin {
 			return f, forbidden("scope: only admins may list all jobs")
 		}
 	default:
@@ -204,14 +204,14 @@ func (s *App) listJobPage(ctx context.Context, f models.JobFilter, limit int) (J
 		js = js[1:] // newest first: the extra one is the newest
 		p.Prev = JobCursor('a', js[0].ID)
 		p.Next = JobCursor('b', js[len(js)-1].ID)
-		p.Jobs = js
+		p.Jobs = jobViews(js)
 		return p, nil
 	}
 	if beyond {
 		js = js[:limit]
 		p.Next = JobCursor('b', js[len(js)-1].ID)
 	}
-	p.Jobs = js
+	p.Jobs = jobViews(js)
 	if f.Before > 0 && len(js) > 0 {
 		g := f
 		g.Before, g.After, g.Limit = 0, js[0].ID, 1
@@ -229,7 +229,7 @@ func (s *App) listJobPage(ctx context.Context, f models.JobFilter, limit int) (J
 // JobHistory returns each state job id entered, when and why, if a may
 // see it.
 func (s *App) JobHistory(ctx context.Context, a Actor, id int64) ([]api.Event, error) {
-	if _, err := s.Job(ctx, a, id); err != nil {
+	if _, err := s.job(ctx, a, id); err != nil {
 		return nil, err
 	}
 	es, err := s.cfg.Store.JobEvents(ctx, id)
@@ -247,7 +247,7 @@ func (s *App) JobHistory(ctx context.Context, a Actor, id int64) ([]api.Event, e
 // the engine judges them (an array's ID stands for all its tasks), if a
 // may see job id.
 func (s *App) DependencyStates(ctx context.Context, a Actor, id int64) (map[int64]job.State, error) {
-	j, err := s.Job(ctx, a, id)
+	j, err := s.job(ctx, a, id)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func (s *App) DependencyStates(ctx context.Context, a Actor, id int64) (map[int6
 // ActorTeams are the teams a may submit jobs to and list the jobs of:
 // every team for an admin, else a's own.
 func (s *App) ActorTeams(ctx context.Context, a Actor) ([]string, error) {
-	if a.User.Role != models.RoleAdmin {
+	if a.User.Role != RoleAdmin {
 		return []string{a.User.Team}, nil
 	}
 	return s.teamNames(ctx)

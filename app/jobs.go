@@ -81,8 +81,13 @@ func (s *App) clusterGPUs() int {
 // Submit validates req for a and stores the job, or an array's tasks
 // (returning the first); when req is not valid it stores nothing and
 // returns an Invalid *Error with every field at fault.
-func (s *App) Submit(ctx context.Context, a Actor, req api.SubmitRequest) (*models.Job, error) {
-	j, _, err := s.SubmitOnce(ctx, a, "", req)
+func (s *App) Submit(ctx context.Context, a Actor, req api.SubmitRequest) (*Job, error) {
+	return viewOrNil(s.submitJob(ctx, a, req))
+}
+
+// submitJob is Submit's row.
+func (s *App) submitJob(ctx context.Context, a Actor, req api.SubmitRequest) (*models.Job, error) {
+	j, _, err := s.submitOnce(ctx, a, "", req)
 	return j, err
 }
 
@@ -94,7 +99,14 @@ const MaxIdempotencyKey = 255
 // second one, whenever it was stored, also when the answer to the first
 // was lost; the same key with another request is a Conflict. key "" is
 // Submit.
-func (s *App) SubmitOnce(ctx context.Context, a Actor, key string, req api.SubmitRequest) (j *models.Job, replayed bool, err error) {
+func (s *App) SubmitOnce(ctx context.Context, a Actor, key string, req api.SubmitRequest) (*Job, bool, error) {
+	j, replayed, err := s.submitOnce(ctx, a, key, req)
+	v, err := viewOrNil(j, err)
+	return v, replayed, err
+}
+
+// submitOnce is SubmitOnce's row.
+func (s *App) submitOnce(ctx context.Context, a Actor, key string, req api.SubmitRequest) (j *models.Job, replayed bool, err error) {
 	var digest string
 	if key != "" {
 		if len(key) > MaxIdempotencyKey || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
@@ -167,12 +179,17 @@ func (s *App) submit(ctx context.Context, a Actor, req api.SubmitRequest, key, d
 // Cancel cancels job id for a and returns it as it is afterwards (a
 // running job may still be stopping): for its owner, its team's lead or
 // an admin.
-func (s *App) Cancel(ctx context.Context, a Actor, id int64) (*models.Job, error) {
-	j, err := s.Job(ctx, a, id)
+func (s *App) Cancel(ctx context.Context, a Actor, id int64) (*Job, error) {
+	return viewOrNil(s.cancel(ctx, a, id))
+}
+
+// cancel is Cancel's row.
+func (s *App) cancel(ctx context.Context, a Actor, id int64) (*models.Job, error) {
+	j, err := s.job(ctx, a, id)
 	if err != nil {
 		return nil, err
 	}
-	if !CanCancel(a.User, j) {
+	if !mayCancel(a.User, j) {
 		return nil, forbidden("job %d belongs to %s: only its owner, the lead of %s or an admin may cancel it", j.ID, j.User, j.Team)
 	}
 	if j.State.Final() {
@@ -199,11 +216,11 @@ func (s *App) Cancel(ctx context.Context, a Actor, id int64) (*models.Job, error
 // returns how many it asked to cancel: for the array's owner, its team's
 // lead or an admin.
 func (s *App) CancelArray(ctx context.Context, a Actor, id int64) (int, error) {
-	tasks, err := s.Array(ctx, a, id)
+	tasks, err := s.array(ctx, a, id)
 	if err != nil {
 		return 0, err
 	}
-	if !CanCancel(a.User, &tasks[0]) {
+	if !mayCancel(a.User, &tasks[0]) {
 		return 0, forbidden("array %d belongs to %s: only its owner, the lead of %s or an admin may cancel it", id, tasks[0].User, tasks[0].Team)
 	}
 	n := 0
@@ -236,28 +253,33 @@ func (s *App) CancelArray(ctx context.Context, a Actor, id int64) (int, error) {
 // checked as the owner's (team, caps), and one by another than the
 // owner is recorded in the audit log. A job never runs another's
 // command under the account of whoever clicked.
-func (s *App) Resubmit(ctx context.Context, a Actor, id int64) (*models.Job, error) {
-	j, err := s.Job(ctx, a, id)
+func (s *App) Resubmit(ctx context.Context, a Actor, id int64) (*Job, error) {
+	return viewOrNil(s.resubmit(ctx, a, id))
+}
+
+// resubmit is Resubmit's row.
+func (s *App) resubmit(ctx context.Context, a Actor, id int64) (*models.Job, error) {
+	j, err := s.job(ctx, a, id)
 	if err != nil {
 		return nil, err
 	}
-	if !CanCancel(a.User, j) {
+	if !mayCancel(a.User, j) {
 		return nil, forbidden("job %d is %s's: only its owner, the lead of %s or an admin may resubmit it", j.ID, j.User, j.Team)
 	}
 	owner := a.User
 	if j.User != a.User.Name {
-		owner, err = s.cfg.Store.UserByName(ctx, j.User)
+		row, err := s.cfg.Store.UserByName(ctx, j.User)
 		if errors.Is(err, models.ErrNotFound) {
 			return nil, conflict("job %d's owner %s has no account any more: it cannot run as them again", j.ID, j.User)
 		}
 		if err != nil {
 			return nil, stored(err)
 		}
-		if owner.Disabled() {
+		if owner = userView(row); owner.Disabled() {
 			return nil, conflict("job %d's owner %s is disabled: it cannot run as them again", j.ID, j.User)
 		}
 	}
-	nj, err := s.Submit(ctx, Actor{User: owner, From: a.From}, RequestOf(j))
+	nj, err := s.submitJob(ctx, Actor{User: owner, From: a.From}, requestOf(j))
 	if err != nil {
 		return nil, err
 	}
@@ -274,12 +296,17 @@ func (s *App) Resubmit(ctx context.Context, a Actor, id int64) (*models.Job, err
 // req.Hours hours, for its owner, its team's lead or an admin, within its
 // team's maximum keep-alive; audited. It returns the job as it is
 // afterwards.
-func (s *App) KeepAlive(ctx context.Context, a Actor, id int64, req api.KeepAliveRequest) (*models.Job, error) {
-	j, err := s.Job(ctx, a, id)
+func (s *App) KeepAlive(ctx context.Context, a Actor, id int64, req api.KeepAliveRequest) (*Job, error) {
+	return viewOrNil(s.keepAlive(ctx, a, id, req))
+}
+
+// keepAlive is KeepAlive's row.
+func (s *App) keepAlive(ctx context.Context, a Actor, id int64, req api.KeepAliveRequest) (*models.Job, error) {
+	j, err := s.job(ctx, a, id)
 	if err != nil {
 		return nil, err
 	}
-	if !CanCancel(a.User, j) {
+	if !mayCancel(a.User, j) {
 		return nil, forbidden("job %d belongs to %s: only its owner, the lead of %s or an admin may keep it alive", j.ID, j.User, j.Team)
 	}
 	limit := s.maxKeepAlive(ctx, j.Team)

@@ -4,8 +4,8 @@ import (
 	"slices"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/lanes"
-	"github.com/gpuportal/gpuportal/core/telemetry"
 )
 
 // Salus lanes as the API and the pages show them (docs/salus.md): per
@@ -19,15 +19,15 @@ type laneNode interface {
 }
 
 // GPULanes returns the lanes of every GPU whose agent reports them.
-func (s *App) GPULanes() map[telemetry.GPUKey]api.GPULanes {
-	out := make(map[telemetry.GPUKey]api.GPULanes)
+func (s *App) GPULanes() map[gpu.Ref]api.GPULanes {
+	out := make(map[gpu.Ref]api.GPULanes)
 	for _, n := range s.cfg.Engine.Nodes() {
 		ln, ok := n.(laneNode)
 		if !ok {
 			continue
 		}
 		for _, g := range ln.Lanes() {
-			out[telemetry.GPUKey{Node: n.Name(), Index: g.Index}] = lanesJSON(g)
+			out[gpu.Ref{Node: n.Name(), Index: g.Index}] = lanesJSON(g)
 		}
 	}
 	return out

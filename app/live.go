@@ -32,19 +32,31 @@ type HolderStore interface {
 // API tokens (each by its hash) that are still valid now, as they are
 // now: two queries for them all. A live connection lasts only while its
 // credential does.
-func (s *App) CredentialHolders(ctx context.Context, sessions, tokens []string) (bySession, byToken map[string]models.User, err error) {
+func (s *App) CredentialHolders(ctx context.Context, sessions, tokens []string) (bySession, byToken map[string]*User, err error) {
 	now := s.cfg.Now()
+	var rows map[string]models.User
 	if len(sessions) > 0 {
-		if bySession, err = s.cfg.Store.SessionUsers(ctx, sessions, now); err != nil {
+		if rows, err = s.cfg.Store.SessionUsers(ctx, sessions, now); err != nil {
 			return nil, nil, stored(err)
 		}
+		bySession = userViews(rows)
 	}
 	if len(tokens) > 0 {
-		if byToken, err = s.cfg.Store.TokenUsers(ctx, tokens, now); err != nil {
+		if rows, err = s.cfg.Store.TokenUsers(ctx, tokens, now); err != nil {
 			return nil, nil, stored(err)
 		}
+		byToken = userViews(rows)
 	}
 	return bySession, byToken, nil
+}
+
+// usersOf is the views of rows, by the same keys.
+func userViews(rows map[string]models.User) map[string]*User {
+	out := make(map[string]*User, len(rows))
+	for k, u := range rows {
+		out[k] = userView(&u)
+	}
+	return out
 }
 
 // MaySeeJob returns nil when u may see job id, a NotFound *Error when
@@ -53,7 +65,7 @@ func (s *App) CredentialHolders(ctx context.Context, sessions, tokens []string) 
 // cannot be told now. teams caches the teams of jobs across calls: one
 // read per job however many users ask (the live stream's recheck of its
 // followers).
-func (s *App) MaySeeJob(ctx context.Context, u *models.User, id int64, teams map[int64]string) error {
+func (s *App) MaySeeJob(ctx context.Context, u *User, id int64, teams map[int64]string) error {
 	team, ok := teams[id]
 	if !ok {
 		j, err := s.cfg.Store.Job(ctx, id)
@@ -73,7 +85,7 @@ func (s *App) MaySeeJob(ctx context.Context, u *models.User, id int64, teams map
 
 // FollowedJob returns job id for a to follow live, if a may see it; one
 // of a team a may not see is one that does not exist.
-func (s *App) FollowedJob(ctx context.Context, a Actor, id int64) (*models.Job, error) {
+func (s *App) FollowedJob(ctx context.Context, a Actor, id int64) (*Job, error) {
 	j, err := s.cfg.Store.Job(ctx, id)
 	if errors.Is(err, models.ErrNotFound) || (err == nil && !CanSee(a.User, j.Team)) {
 		return nil, &Error{Kind: NotFound, Msg: fmt.Sprintf("no job %d that you may see", id)}
@@ -81,13 +93,13 @@ func (s *App) FollowedJob(ctx context.Context, a Actor, id int64) (*models.Job, 
 	if err != nil {
 		return nil, stored(err)
 	}
-	return j, nil
+	return jobView(j), nil
 }
 
 // MaySeeTeam returns nil when u may see team name (its members and
 // admins), else a NotFound *Error: a team that does not exist gets the
 // same answer, so that team names cannot be probed.
-func MaySeeTeam(u *models.User, name string) error {
+func MaySeeTeam(u *User, name string) error {
 	if !CanSee(u, name) {
 		return &Error{Kind: NotFound, Msg: fmt.Sprintf("no team %q that you may see", name)}
 	}
@@ -97,14 +109,14 @@ func MaySeeTeam(u *models.User, name string) error {
 // FollowedJobs returns those of the jobs ids that exist, in the order of
 // ids, for the live stream: it sends each only to the followers who may
 // see it (CanSee, checked at each delivery).
-func (s *App) FollowedJobs(ctx context.Context, ids []int64) ([]models.Job, error) {
+func (s *App) FollowedJobs(ctx context.Context, ids []int64) ([]Job, error) {
 	js, err := s.cfg.Store.JobsByID(ctx, ids)
-	return js, stored(err)
+	return jobViews(js), stored(err)
 }
 
 // TeamJobs returns those of the jobs ids that exist and are team's, in
 // the order of ids, if a may see the team.
-func (s *App) TeamJobs(ctx context.Context, a Actor, team string, ids []int64) ([]models.Job, error) {
+func (s *App) TeamJobs(ctx context.Context, a Actor, team string, ids []int64) ([]Job, error) {
 	if err := MaySeeTeam(a.User, team); err != nil {
 		return nil, err
 	}
@@ -118,5 +130,5 @@ func (s *App) TeamJobs(ctx context.Context, a Actor, team string, ids []int64) (
 			out = append(out, j)
 		}
 	}
-	return out, nil
+	return jobViews(out), nil
 }

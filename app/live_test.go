@@ -76,7 +76,7 @@ func TestSessionOpen(t *testing.T) {
 		t.Errorf("an admin opened alice's session twice: %d audit entries, want 1", opened)
 	}
 	for who, want := range map[string]bool{"alice": true, "admin": true, "carol": false, "visionlead": false} {
-		if got := f.app.SessionURL(f.users[who], j) != ""; got != want {
+		if got := f.app.SessionURL(f.users[who], jobView(j)) != ""; got != want {
 			t.Errorf("%s gets the session's URL: %v, want %v", who, got, want)
 		}
 	}
@@ -108,7 +108,7 @@ func TestSessionEnded(t *testing.T) {
 		{"alice", 999, 1, "alice may no longer open it"},
 	}
 	for _, tc := range tests {
-		got, err := f.app.SessionEnded(ctx, f.users[tc.who], tc.id, tc.run, map[int64]*models.Job{})
+		got, err := f.app.SessionEnded(ctx, f.users[tc.who], tc.id, tc.run, map[int64]*Job{})
 		if err != nil || got != tc.want {
 			t.Errorf("%s on job %d run %d: %q, %v; want %q", tc.who, tc.id, tc.run, got, err, tc.want)
 		}

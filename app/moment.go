@@ -50,15 +50,15 @@ type JobEngine interface {
 // one moment and converts everything it shows from it.
 type Moment struct {
 	Now time.Time
-	// Running are the running jobs, whole rows (unfinished in moments
-	// made by NewMoment of other jobs too: only the running count).
-	Running []models.Job
-	// Queued is every unfinished job's QueueRow, by ID: what the queues'
+	// running are the running jobs, whole rows (unfinished in moments
+	// made by newMoment of other jobs too: only the running count).
+	running []models.Job
+	// queued is every unfinished job's QueueRow, by ID: what the queues'
 	// order and counts are computed from, never their whole rows, so that
 	// a moment costs what a page shows, not the queue's length (issue
 	// 33); nil in a moment of the running jobs alone.
-	Queued  []models.QueueRow
-	Teams   []models.Team
+	queued  []models.QueueRow
+	teams   []models.Team
 	Figures usage.Figures
 	// Waits are why waiting jobs wait, and their places in their queues,
 	// as of the engine's last pass, on the leader; nil on a follower,
@@ -72,6 +72,22 @@ type Moment struct {
 	held map[int64]engine.HeldExit
 }
 
+// Running returns the running jobs of the moment.
+func (m *Moment) Running() []Job { return jobViews(m.running) }
+
+// Teams returns the teams of the moment.
+func (m *Moment) Teams() []Team { return teamViews(m.teams) }
+
+// Team returns the team called name, false when there is none.
+func (m *Moment) Team(name string) (Team, bool) {
+	for i := range m.teams {
+		if m.teams[i].Name == name {
+			return teamViews(m.teams[i : i+1])[0], true
+		}
+	}
+	return Team{}, false
+}
+
 // leading reports whether this replica runs the engine.
 func (s *App) leading() bool { return s.cfg.Leader == nil || s.cfg.Leader() }
 
@@ -82,7 +98,7 @@ func (s *App) Moment(ctx context.Context) (*Moment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.Queued, err = s.cfg.Store.QueueRows(ctx); err != nil {
+	if m.queued, err = s.cfg.Store.QueueRows(ctx); err != nil {
 		return nil, stored(err)
 	}
 	if m.forecasts, err = s.latestForecasts(ctx); err != nil {
@@ -101,7 +117,7 @@ func (s *App) Moment(ctx context.Context) (*Moment, error) {
 // answer that shows one job, one array or one page of jobs costs the
 // same however long the queue is (issue 23); each of js converts with it
 // as it does with Moment.
-func (s *App) ShownMoment(ctx context.Context, js ...models.Job) (*Moment, error) {
+func (s *App) ShownMoment(ctx context.Context, js ...Job) (*Moment, error) {
 	m := &Moment{Now: s.cfg.Now()}
 	var waiting []int64
 	running := false
@@ -160,7 +176,7 @@ func (s *App) RunningMoment(ctx context.Context) (*Moment, error) {
 	if err != nil {
 		return nil, stored(err)
 	}
-	m := NewMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
+	m := newMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
 	m.held = s.cfg.Engine.HeldExits()
 	return m, nil
 }
@@ -197,11 +213,11 @@ func timeOr(t *time.Time) time.Time {
 	return *t
 }
 
-// NewMoment derives the figures of now from the unfinished jobs and the
+// newMoment derives the figures of now from the unfinished jobs and the
 // teams; fair is the last scheduling pass's standing of the teams, and
 // beyond tells the jobs that pass counted beyond their team's guarantee.
-func NewMoment(now time.Time, unfinished []models.Job, teams []models.Team, fair []sched.TeamShare, beyond func(id int64) bool) *Moment {
-	m := &Moment{Now: now, Running: unfinished, Teams: teams, fair: make(map[string]sched.TeamShare, len(fair))}
+func newMoment(now time.Time, unfinished []models.Job, teams []models.Team, fair []sched.TeamShare, beyond func(id int64) bool) *Moment {
+	m := &Moment{Now: now, running: unfinished, teams: teams, fair: make(map[string]sched.TeamShare, len(fair))}
 	for _, sh := range fair {
 		m.fair[sh.Name] = sh
 	}
@@ -227,7 +243,10 @@ func NewMoment(now time.Time, unfinished []models.Job, teams []models.Team, fair
 
 // Job converts j with the figures of m, its start forecast included. The
 // engine's live details (resources, reservation) are added by App.JobOf.
-func (m *Moment) Job(j *models.Job) api.Job {
+func (m *Moment) Job(j *Job) api.Job { return m.apiJob(&j.row) }
+
+// apiJob is Job for a row.
+func (m *Moment) apiJob(j *models.Job) api.Job {
 	sv := j.Service(m.Now)
 	out := api.Job{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, GPUs: j.GPUs, State: j.State,
@@ -301,8 +320,9 @@ func (m *Moment) Job(j *models.Job) api.Job {
 // forecast as of m, while it runs its resources, and while it waits the
 // GPUs reserved for it (on the leader, whose engine reserved them);
 // while it runs sharing a GPU, its Salus lane, which the machines report.
-func (s *App) JobOf(m *Moment, j *models.Job) api.Job {
-	out := m.Job(j)
+func (s *App) JobOf(m *Moment, v *Job) api.Job {
+	j := &v.row
+	out := m.apiJob(j)
 	if j.State == job.Running {
 		out.Resources = s.jobResources(j.ID)
 	}
@@ -447,7 +467,10 @@ func (m *Moment) rowPosition(r *models.QueueRow) int {
 
 // QueueJob converts j for a queue; visible says whether the viewer may
 // see its name, user and reason.
-func (m *Moment) QueueJob(j *models.Job, visible bool) api.QueueJob {
+func (m *Moment) QueueJob(j *Job, visible bool) api.QueueJob { return m.queueJob(&j.row, visible) }
+
+// queueJob is QueueJob for a row.
+func (m *Moment) queueJob(j *models.Job, visible bool) api.QueueJob {
 	sv := j.Service(m.Now)
 	out := api.QueueJob{ID: j.ID, Team: j.Team, GPUs: j.GPUs, State: j.State, ExecutedS: sv.ExecutedS,
 		AttainedService: sv.GPUSeconds, Borrowed: m.Figures.Borrowed(j.ID), Position: m.position(j), Forecast: m.forecast(j)}
@@ -464,7 +487,10 @@ func (m *Moment) QueueJob(j *models.Job, visible bool) api.QueueJob {
 
 // IdlePolicyOf is t's idle policy as the API gives it: its own rule's
 // fields null where it has none (the server's apply).
-func IdlePolicyOf(t *models.Team) api.IdlePolicy {
+func IdlePolicyOf(t *Team) api.IdlePolicy { return idlePolicyOf(&t.row) }
+
+// idlePolicyOf is IdlePolicyOf for a row.
+func idlePolicyOf(t *models.Team) api.IdlePolicy {
 	out := api.IdlePolicy{ReclaimSessions: !t.IdleSpareSessions, ReclaimBatch: t.IdleReclaimBatch, MaxKeepAliveHours: t.MaxKeepAlive().Hours()}
 	if t.IdleBelowPct > 0 {
 		v := t.IdleBelowPct
@@ -479,12 +505,15 @@ func IdlePolicyOf(t *models.Team) api.IdlePolicy {
 
 // TeamShare converts t: its GPUs from m's figures, its fair-share
 // factor from the last scheduling pass (1 before the first).
-func (m *Moment) TeamShare(t models.Team) api.TeamShare {
+func (m *Moment) TeamShare(t Team) api.TeamShare { return m.teamShare(t.row) }
+
+// teamShare is TeamShare for a row.
+func (m *Moment) teamShare(t models.Team) api.TeamShare {
 	st := m.Figures.Team(t.Name)
 	out := api.TeamShare{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight, MaxGPUsPerUser: t.MaxGPUsPerUser,
 		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1,
 		DefaultTimeLimitS: t.DefaultTimeLimitS, MaxTimeLimitS: t.MaxTimeLimitS,
-		IdlePolicy:    IdlePolicyOf(&t),
+		IdlePolicy:    idlePolicyOf(&t),
 		SessionPolicy: api.SessionPolicy{MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs},
 		BatchPolicy:   api.BatchPolicy{Priorities: t.Priorities(), HighGPUs: t.HighPriorityGPUs}}
 	if sh, ok := m.fair[t.Name]; ok {
@@ -495,9 +524,9 @@ func (m *Moment) TeamShare(t models.Team) api.TeamShare {
 
 // TeamShares is every team's standing at m.
 func (m *Moment) TeamShares() []api.TeamShare {
-	out := make([]api.TeamShare, 0, len(m.Teams))
-	for _, t := range m.Teams {
-		out = append(out, m.TeamShare(t))
+	out := make([]api.TeamShare, 0, len(m.teams))
+	for _, t := range m.teams {
+		out = append(out, m.teamShare(t))
 	}
 	return out
 }

@@ -38,7 +38,7 @@ func TestMomentFigures(t *testing.T) {
 		{ID: 6, Team: "vision", GPUs: 4, State: job.Preempted, ExecutedS: 7, AttainedService: 28, LastStartAt: ago(100)},
 	}
 	teams := []models.Team{{Name: "vision", GuaranteeGPUs: 3, Weight: 1}, {Name: "nlp", GuaranteeGPUs: 1, Weight: 1}}
-	m := NewMoment(now, jobs, teams, nil, func(int64) bool { return false })
+	m := newMoment(now, jobs, teams, nil, func(int64) bool { return false })
 
 	for _, tc := range []struct {
 		id                 int64
@@ -54,7 +54,7 @@ func TestMomentFigures(t *testing.T) {
 		{6, 7, 28, 0, false},      // not running: no current run
 	} {
 		j := &jobs[tc.id-1]
-		aj, qj := m.Job(j), m.QueueJob(j, true)
+		aj, qj := m.apiJob(j), m.queueJob(j, true)
 		if !near(aj.ExecutedS, tc.executed) || !near(aj.AttainedService, tc.attained) {
 			t.Errorf("job %d: executed %v, attained %v; want %v, %v", tc.id, aj.ExecutedS, aj.AttainedService, tc.executed, tc.attained)
 		}
@@ -79,7 +79,7 @@ func TestMomentFigures(t *testing.T) {
 	if want := 3 + 11.0/12; !near(total, want) || !near(m.Figures.InUseGPUs(), want) {
 		t.Errorf("teams hold %v GPUs, jobs %v; want %v", total, m.Figures.InUseGPUs(), want)
 	}
-	if v, n := m.TeamShare(teams[0]), m.TeamShare(teams[1]); !near(v.InUseGPUs, 7.0/3) || v.BorrowedGPUs != 0 ||
+	if v, n := m.teamShare(teams[0]), m.teamShare(teams[1]); !near(v.InUseGPUs, 7.0/3) || v.BorrowedGPUs != 0 ||
 		!near(n.InUseGPUs, 1+7.0/12) || !near(n.BorrowedGPUs, 7.0/12) {
 		t.Errorf("vision %+v, nlp %+v", v, n)
 	}
@@ -100,12 +100,12 @@ func TestMomentForecasts(t *testing.T) {
 		{ID: 4, Team: "vision", GPUs: 1, State: job.Preempted},
 		{ID: 5, Team: "vision", GPUs: 1, State: job.Running, Placement: models.Strings{"n:0"}, LastStartAt: &now},
 	}
-	m := NewMoment(now, jobs, nil, nil, func(int64) bool { return false })
+	m := newMoment(now, jobs, nil, nil, func(int64) bool { return false })
 	m.forecasts = map[int64]engine.JobForecast{
 		1: {State: forecast.StateExpected, Earliest: at(60), Likely: at(90), Latest: at(300), MadeAt: now},
 		2: {State: forecast.StateNever, Reason: "cannot start while the cap of user alice in team vision is 2 GPUs: it needs 4", MadeAt: now},
 	}
-	f1 := m.Job(&jobs[0]).Forecast
+	f1 := m.apiJob(&jobs[0]).Forecast
 	if f1 == nil || f1.State != api.ForecastExpected || !f1.Earliest.Equal(at(60)) || !f1.Likely.Equal(at(90)) || !f1.Latest.Equal(at(300)) {
 		t.Fatalf("job 1's forecast %+v", f1)
 	}
@@ -115,23 +115,23 @@ func TestMomentForecasts(t *testing.T) {
 	if got := f1.Text(now, time.UTC); got != "between 10:01:00 and 10:05:00 (in 1m00s to 5m00s), likely 10:01:30" {
 		t.Errorf("job 1's forecast reads %q", got)
 	}
-	if q := m.QueueJob(&jobs[0], true); q.Forecast == nil || !reflect.DeepEqual(*q.Forecast, *f1) {
+	if q := m.queueJob(&jobs[0], true); q.Forecast == nil || !reflect.DeepEqual(*q.Forecast, *f1) {
 		t.Errorf("queue entry's forecast %+v, the job's %+v", q.Forecast, f1)
 	}
-	f2 := m.Job(&jobs[1]).Forecast
+	f2 := m.apiJob(&jobs[1]).Forecast
 	if f2.State != api.ForecastNever || f2.Text(now, time.UTC) != "never: cannot start while the cap of user alice in team vision is 2 GPUs: it needs 4" || f2.Short(now, time.UTC) != "never" {
 		t.Errorf("job 2's forecast %+v", f2)
 	}
-	if q := m.QueueJob(&jobs[1], false); q.Forecast == nil || q.Forecast.State != api.ForecastNever || q.Forecast.Reason != "" {
+	if q := m.queueJob(&jobs[1], false); q.Forecast == nil || q.Forecast.State != api.ForecastNever || q.Forecast.Reason != "" {
 		t.Errorf("another team's view of job 2's forecast %+v: want never, without the reason", q.Forecast)
 	}
-	if f := m.Job(&jobs[2]).Forecast; f == nil || f.State != api.ForecastHeld {
+	if f := m.apiJob(&jobs[2]).Forecast; f == nil || f.State != api.ForecastHeld {
 		t.Errorf("held job's forecast %+v", f)
 	}
-	if f := m.Job(&jobs[3]).Forecast; f == nil || f.State != api.ForecastUnknown || !strings.Contains(f.Reason, "not forecast yet") {
+	if f := m.apiJob(&jobs[3]).Forecast; f == nil || f.State != api.ForecastUnknown || !strings.Contains(f.Reason, "not forecast yet") {
 		t.Errorf("a job the forecast has not seen: %+v", f)
 	}
-	if f := m.Job(&jobs[4]).Forecast; f != nil {
+	if f := m.apiJob(&jobs[4]).Forecast; f != nil {
 		t.Errorf("running job's forecast %+v", f)
 	}
 }
@@ -158,9 +158,9 @@ func TestHeldExitShows(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMoment(now, []models.Job{j}, nil, nil, func(int64) bool { return false })
+			m := newMoment(now, []models.Job{j}, nil, nil, func(int64) bool { return false })
 			m.held = map[int64]engine.HeldExit{7: tc.h}
-			got := m.Job(&j)
+			got := m.apiJob(&j)
 			if tc.want == nil {
 				if got.Reason != j.Reason || !got.AsOf.Equal(now) {
 					t.Errorf("reason %q as of %v; want the store's, as of now", got.Reason, got.AsOf)

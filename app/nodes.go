@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/gpuportal/gpuportal/core/engine"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // The actions on machines, for admins only: drain, resume, cordon,
@@ -38,11 +37,11 @@ func (a NodeAction) Done() string {
 
 // MayActOnNodes reports whether u may act on machines (drain, cordon,
 // put a GPU back in service): admins only.
-func MayActOnNodes(u *models.User) bool { return u.Role == models.RoleAdmin }
+func MayActOnNodes(u *User) bool { return u.Role == RoleAdmin }
 
 // onlyAdmins refuses an actor who is no admin.
 func onlyAdmins(a Actor) error {
-	if a.User.Role != models.RoleAdmin {
+	if a.User.Role != RoleAdmin {
 		return forbidden("only admins may do this")
 	}
 	return nil

@@ -30,9 +30,9 @@ type AdminOverview struct {
 	Audit []api.AuditEntry
 }
 
-// TeamShareAPI is t's share as set, without the figures of the moment
+// teamShareAPI is t's share as set, without the figures of the moment
 // (GPUs in use, usage, fair-share factor).
-func TeamShareAPI(t *models.Team) api.TeamShare {
+func teamShareAPI(t *models.Team) api.TeamShare {
 	return api.TeamShare{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight, MaxGPUsPerUser: t.MaxGPUsPerUser,
 		DefaultTimeLimitS: t.DefaultTimeLimitS, MaxTimeLimitS: t.MaxTimeLimitS}
 }
@@ -48,7 +48,7 @@ func (s *App) Teams(ctx context.Context, a Actor) ([]api.TeamShare, error) {
 	}
 	out := make([]api.TeamShare, 0, len(ts))
 	for i := range ts {
-		out = append(out, TeamShareAPI(&ts[i]))
+		out = append(out, teamShareAPI(&ts[i]))
 	}
 	return out, nil
 }
@@ -73,7 +73,7 @@ func (s *App) AdminOverview(ctx context.Context, a Actor, audit int) (AdminOverv
 	}
 	out.Tokens = make(map[string][]api.APIToken, len(tokens))
 	for i := range us {
-		out.Users = append(out.Users, UserAPI(&us[i]))
+		out.Users = append(out.Users, userAPI(&us[i]))
 		for _, t := range tokens[us[i].ID] {
 			out.Tokens[us[i].Name] = append(out.Tokens[us[i].Name], TokenAPI(t))
 		}
@@ -92,7 +92,7 @@ func (s *App) AdminOverview(ctx context.Context, a Actor, audit int) (AdminOverv
 }
 
 // IsAdmin reports whether u is an admin.
-func IsAdmin(u *models.User) bool { return u.Role == models.RoleAdmin }
+func IsAdmin(u *User) bool { return u.Role == RoleAdmin }
 
 // CheckName says what is wrong with the name of a user or team that a
 // form names, naming the field.

@@ -78,13 +78,13 @@ func (p QueuePage) from(qi int, rows []*models.QueueRow) int {
 	return min(p.Offset, len(rows))
 }
 
-// QueueOrder places m's unfinished jobs in n queues, in the one order
+// queueOrder places m's unfinished jobs in n queues, in the one order
 // every screen shows: running jobs first, then waiting ones in the
 // scheduler's order (their positions: what each one's "N jobs ahead"
 // counts), then those of no known position (held, or on a follower) by
 // when they entered their queue. It reads QueueRows only.
-func (m *Moment) QueueOrder(n int) [][]*models.QueueRow {
-	return models.OrderQueues(m.Queued, n, func(r *models.QueueRow) (int, int) {
+func (m *Moment) queueOrder(n int) [][]*models.QueueRow {
+	return models.OrderQueues(m.queued, n, func(r *models.QueueRow) (int, int) {
 		if pos := m.rowPosition(r); pos > 0 {
 			return m.Waits[r.ID].Queue, pos // the queue its position counts in
 		}
@@ -101,7 +101,30 @@ func (s *App) Queues(ctx context.Context, a Actor, p QueuePage) (api.Queues, err
 	return s.QueuesAt(ctx, m, a, p)
 }
 
-// QueuesAt is the queues at m as a may see them, in QueueOrder, each
+// QueuePlace is an unfinished job's queue, in queueOrder.
+type QueuePlace struct {
+	ID    int64
+	Queue int
+}
+
+// TeamQueue returns the first limit of team's unfinished jobs in
+// queueOrder over n queues, queue by queue, and how many it has in all.
+func (m *Moment) TeamQueue(team string, n, limit int) (first []QueuePlace, total int) {
+	for qi, rows := range m.queueOrder(n) {
+		for _, r := range rows {
+			if r.Team != team {
+				continue
+			}
+			total++
+			if len(first) < limit {
+				first = append(first, QueuePlace{ID: r.ID, Queue: qi})
+			}
+		}
+	}
+	return first, total
+}
+
+// QueuesAt is the queues at m as a may see them, in queueOrder, each
 // with its counts and the page p asks for: only the jobs of those pages
 // are read whole and converted; another team's job shows without its
 // name, user and reason.
@@ -113,7 +136,7 @@ func (s *App) QueuesAt(ctx context.Context, m *Moment, a Actor, p QueuePage) (ap
 	if n > 1 {
 		out.Thresholds = cfg.Thresholds
 	}
-	order := m.QueueOrder(n)
+	order := m.queueOrder(n)
 	var ids []int64
 	for i := range n {
 		q := api.Queue{Index: i, Jobs: []api.QueueJob{}, Total: len(order[i])}
@@ -156,7 +179,7 @@ func (s *App) QueuesAt(ctx context.Context, m *Moment, a Actor, p QueuePage) (ap
 		rows := order[qu.Index]
 		for _, r := range rows[qu.Offset:min(qu.Offset+p.Limit, len(rows))] {
 			if j, ok := byID[r.ID]; ok { // gone since the rows were read: left out
-				qu.Jobs = append(qu.Jobs, m.QueueJob(j, CanSee(a.User, j.Team)))
+				qu.Jobs = append(qu.Jobs, m.queueJob(j, CanSee(a.User, j.Team)))
 			}
 		}
 	}

@@ -40,7 +40,10 @@ type IdleTerms struct {
 
 // TeamIdleTerms is team t's idle terms: the one place a team's rule is
 // made, from its own settings over the server's (Config.Idle).
-func (s *App) TeamIdleTerms(t *models.Team) IdleTerms {
+func (s *App) TeamIdleTerms(t *Team) IdleTerms { return s.teamIdleTerms(&t.row) }
+
+// teamIdleTerms is TeamIdleTerms for a row.
+func (s *App) teamIdleTerms(t *models.Team) IdleTerms {
 	return IdleTerms{Rule: s.cfg.Idle.Override(t.IdleRule()),
 		Policy: idle.Policy{Sessions: !t.IdleSpareSessions, Batch: t.IdleReclaimBatch, MaxKeepAlive: t.MaxKeepAlive()}}
 }
@@ -59,7 +62,7 @@ func (s *App) IdleTermsOf(ctx context.Context, team string) IdleTerms {
 		s.cfg.Logger.Warn("idle terms: read team", "team", team, "err", err)
 		return s.DefaultIdleTerms()
 	}
-	return s.TeamIdleTerms(t)
+	return s.teamIdleTerms(t)
 }
 
 // AllIdleTerms reads every team's idle terms, by team, for a list or a
@@ -71,13 +74,13 @@ func (s *App) AllIdleTerms(ctx context.Context) (map[string]IdleTerms, error) {
 	}
 	out := make(map[string]IdleTerms, len(teams))
 	for i := range teams {
-		out[teams[i].Name] = s.TeamIdleTerms(&teams[i])
+		out[teams[i].Name] = s.teamIdleTerms(&teams[i])
 	}
 	return out, nil
 }
 
-// RunningJobs are the jobs running now, for the reclaim loop to judge.
-func (s *App) RunningJobs(ctx context.Context) ([]models.Job, error) {
+// runningJobs are the jobs running now, for the reclaim loop to judge.
+func (s *App) runningJobs(ctx context.Context) ([]models.Job, error) {
 	js, err := s.cfg.Store.ListJobs(ctx, models.JobFilter{States: []models.JobState{models.JobRunning}})
 	if err != nil {
 		return nil, fmt.Errorf("list running jobs: %w", stored(err))
@@ -85,21 +88,21 @@ func (s *App) RunningJobs(ctx context.Context) ([]models.Job, error) {
 	return js, nil
 }
 
-// WarnIdle tells j's owner, once per run and where they chose it, that
+// warnIdle tells j's owner, once per run and where they chose it, that
 // j is idle and will be reclaimed at reclaimAt; now is the pass's time.
-func (s *App) WarnIdle(ctx context.Context, j *models.Job, reclaimAt, now time.Time) error {
+func (s *App) warnIdle(ctx context.Context, j *models.Job, reclaimAt, now time.Time) error {
 	if _, err := s.cfg.Store.EnqueueIdleNotification(ctx, j, reclaimAt, now); err != nil {
 		return fmt.Errorf("warn job %d: %w", j.ID, stored(err))
 	}
 	return nil
 }
 
-// ReclaimIdle stops j, idle since since, through the engine: a session
+// reclaimIdle stops j, idle since since, through the engine: a session
 // ends cancelled, a batch job is preempted and waits again at the back
 // of its queue. It returns the GPU-seconds given back (j's GPUs times
 // how long they had been idle, recorded on the run for accounting), and
 // false where j ended meanwhile; now is the pass's time.
-func (s *App) ReclaimIdle(ctx context.Context, j *models.Job, since, now time.Time) (float64, bool, error) {
+func (s *App) reclaimIdle(ctx context.Context, j *models.Job, since, now time.Time) (float64, bool, error) {
 	reason := "reclaimed: idle since " + since.Local().Format("15:04")
 	stop := s.cfg.Engine.Cancel // a session ends
 	if !j.IsSession() {

@@ -40,13 +40,13 @@ func TestReclaimIdle(t *testing.T) {
 	}
 	session := s.ID
 	ended := f.job(t, false)
-	js, err := f.app.RunningJobs(ctx)
+	js, err := f.app.runningJobs(ctx)
 	if err != nil || len(js) != 2 {
 		t.Fatalf("running jobs: %d, %v; want 2", len(js), err)
 	}
 	now := time.Now()
 	for _, j := range js {
-		got, ok, err := f.app.ReclaimIdle(ctx, &j, now.Add(-time.Hour), now)
+		got, ok, err := f.app.reclaimIdle(ctx, &j, now.Add(-time.Hour), now)
 		if err != nil || !ok || got != 3600 {
 			t.Errorf("job %d: %v GPU-seconds, reclaimed %v, err %v; want 3600, true", j.ID, got, ok, err)
 		}
@@ -58,7 +58,7 @@ func TestReclaimIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := f.app.ReclaimIdle(ctx, j, now.Add(-time.Hour), now); ok || err != nil {
+	if _, ok, err := f.app.reclaimIdle(ctx, j, now.Add(-time.Hour), now); ok || err != nil {
 		t.Errorf("a job not running: reclaimed %v, err %v; want left alone", ok, err)
 	}
 }

@@ -30,29 +30,32 @@ type SessionStore interface {
 
 // CanOpenSession reports whether u may open j's session: its owner or an
 // admin. A team lead sees the job, not into it.
-func CanOpenSession(u *models.User, j *models.Job) bool {
-	return u != nil && (u.Name == j.User || u.Role == models.RoleAdmin)
+func CanOpenSession(u *User, j *Job) bool { return mayOpenSession(u, &j.row) }
+
+// mayOpenSession is CanOpenSession for a row.
+func mayOpenSession(u *User, j *models.Job) bool {
+	return u != nil && (u.Name == j.User || u.Role == RoleAdmin)
 }
 
 // SessionURL is the address of j's session for u: empty for a batch job,
 // and for a user who may not open it.
-func (s *App) SessionURL(u *models.User, j *models.Job) string {
+func (s *App) SessionURL(u *User, j *Job) string {
 	if !j.IsSession() || !CanOpenSession(u, j) {
 		return ""
 	}
-	return s.cfg.Store.SessionPrefix(j)
+	return s.cfg.Store.SessionPrefix(&j.row)
 }
 
 // UserSessions lists a's own interactive sessions, newest first, at most
 // limit of them.
-func (s *App) UserSessions(ctx context.Context, a Actor, limit int) ([]models.Job, error) {
+func (s *App) UserSessions(ctx context.Context, a Actor, limit int) ([]Job, error) {
 	js, err := s.cfg.Store.UserSessions(ctx, a.User.Name, limit)
-	return js, stored(err)
+	return jobViews(js), stored(err)
 }
 
 // Session is a session an actor may open, with what the proxy needs.
 type Session struct {
-	Job *models.Job
+	Job *Job
 	// Prefix is the path the portal serves it under.
 	Prefix string
 	// Token is the credential the proxy presents to the session in
@@ -99,7 +102,7 @@ func (o *SessionOpener) Open(ctx context.Context, a Actor, id int64, secret stri
 	if !j.IsSession() || subtle.ConstantTimeCompare([]byte(prefix), []byte(models.SessionPath(j.ID, secret))) != 1 {
 		return nil, noSession
 	}
-	if !CanOpenSession(a.User, j) {
+	if !mayOpenSession(a.User, j) {
 		s.cfg.Logger.Warn("session refused", "job", j.ID, "owner", j.User, "user", a.User.Name, "from", a.From)
 		return nil, forbidden("the session of job %d is %s's: only its owner (or an admin) may open it", j.ID, j.User)
 	}
@@ -108,7 +111,7 @@ func (o *SessionOpener) Open(ctx context.Context, a Actor, id int64, secret stri
 			return nil, err
 		}
 	}
-	return &Session{Job: j, Prefix: prefix, Token: s.cfg.Store.SessionToken(j)}, nil
+	return &Session{Job: jobView(j), Prefix: prefix, Token: s.cfg.Store.SessionToken(j)}, nil
 }
 
 // audit records an admin's opening of another's session, once per
@@ -136,13 +139,15 @@ func (o *SessionOpener) audit(ctx context.Context, a Actor, j *models.Job) error
 // session must end now: u may no longer open it, or the run ended; ""
 // while it may go on. jobs caches the jobs read across calls (nil: job
 // id is gone).
-func (s *App) SessionEnded(ctx context.Context, u *models.User, id, run int64, jobs map[int64]*models.Job) (string, error) {
+func (s *App) SessionEnded(ctx context.Context, u *User, id, run int64, jobs map[int64]*Job) (string, error) {
 	j, seen := jobs[id]
 	if !seen {
-		var err error
-		j, err = s.cfg.Store.Job(ctx, id)
+		r, err := s.cfg.Store.Job(ctx, id)
 		if err != nil && !errors.Is(err, models.ErrNotFound) {
 			return "", err
+		}
+		if r != nil {
+			j = jobView(r)
 		}
 		jobs[id] = j
 	}

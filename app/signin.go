@@ -51,7 +51,7 @@ type SignIns struct {
 // SessionTTL is how long a session of u lasts, at most ttl: a person
 // from a source signs in again sooner, so that their groups are read
 // again.
-func (in SignIns) SessionTTL(u *models.User, ttl time.Duration) time.Duration {
+func (in SignIns) SessionTTL(u *User, ttl time.Duration) time.Duration {
 	if u.Source != SourceLocal && in.Config.SessionTTL > 0 {
 		return min(ttl, time.Duration(in.Config.SessionTTL))
 	}
@@ -67,7 +67,13 @@ func (in SignIns) SessionTTL(u *models.User, ttl time.Duration) time.Duration {
 // instead, which links it. A wrong name or password is
 // ErrBadCredentials; a disabled account, ErrDisabled; a directory that
 // cannot be reached, an error identity.Unavailable tells.
-func (s *App) CheckPassword(ctx context.Context, in SignIns, name, password, from string) (*models.User, error) {
+func (s *App) CheckPassword(ctx context.Context, in SignIns, name, password, from string) (*User, error) {
+	u, err := s.checkPassword(ctx, in, name, password, from)
+	return userView(u), err
+}
+
+// checkPassword is CheckPassword's row.
+func (s *App) checkPassword(ctx context.Context, in SignIns, name, password, from string) (*models.User, error) {
 	if in.Directory == nil {
 		return s.cfg.Store.Authenticate(ctx, name, password)
 	}
@@ -91,7 +97,7 @@ func (s *App) CheckPassword(ctx context.Context, in SignIns, name, password, fro
 	if err != nil {
 		return nil, err
 	}
-	return s.SignIn(ctx, in, cl, from)
+	return s.signIn(ctx, in, cl, from)
 }
 
 // SignIn records a person a source vouched for, signing in from the
@@ -100,7 +106,13 @@ func (s *App) CheckPassword(ctx context.Context, in SignIns, name, password, fro
 // at once, so that a team lost at the source is lost on every open
 // page. A person whom no group gives a team, or whose name is another
 // account's, is refused (Forbidden); a disabled account, ErrDisabled.
-func (s *App) SignIn(ctx context.Context, in SignIns, cl identity.Claims, from string) (*models.User, error) {
+func (s *App) SignIn(ctx context.Context, in SignIns, cl identity.Claims, from string) (*User, error) {
+	u, err := s.signIn(ctx, in, cl, from)
+	return userView(u), err
+}
+
+// signIn is SignIn's row.
+func (s *App) signIn(ctx context.Context, in SignIns, cl identity.Claims, from string) (*models.User, error) {
 	role, team, err := in.Config.Mapping.Resolve(cl.Groups)
 	if err != nil {
 		s.cfg.Logger.Info("sign-in refused: no team", "user", cl.Name, "source", cl.Source, "groups", cl.Groups)
@@ -121,7 +133,7 @@ func (s *App) SignIn(ctx context.Context, in SignIns, cl identity.Claims, from s
 	case err != nil:
 		return nil, stored(err)
 	}
-	by := Actor{User: &models.User{Name: "sign-in:" + cl.Source}, From: from}
+	by := Actor{User: &User{Name: "sign-in:" + cl.Source}, From: from}
 	if got.Created {
 		s.cfg.Logger.Info("account made at first sign-in", "user", cl.Name, "source", cl.Source, "role", role, "team", team)
 		if err := s.audit(ctx, by, "user.create", cl.Name, fmt.Sprintf("from %s: role %s team %s", cl.Source, role, team)); err != nil {
@@ -162,7 +174,7 @@ func (s *App) SyncDirectory(ctx context.Context, in SignIns) error {
 	if err != nil {
 		return stored(err)
 	}
-	by := Actor{User: &models.User{Name: "sync:ldap"}, From: "directory"}
+	by := Actor{User: &User{Name: "sync:ldap"}, From: "directory"}
 	for _, u := range us {
 		if u.Disabled() {
 			continue

@@ -89,7 +89,7 @@ func (s *App) StrandedJobs(ctx context.Context, a Actor, m *Moment, team string)
 	if !CanSee(a.User, team) {
 		return nil, forbidden("only members of %s and admins may see its page", team)
 	}
-	i := slices.IndexFunc(m.Teams, func(t models.Team) bool { return t.Name == team })
+	i := slices.IndexFunc(m.teams, func(t models.Team) bool { return t.Name == team })
 	if i < 0 {
 		return nil, nil
 	}
@@ -97,10 +97,10 @@ func (s *App) StrandedJobs(ctx context.Context, a Actor, m *Moment, team string)
 	if err != nil {
 		return nil, stored(err)
 	}
-	t := sched.Team{Name: team, MaxGPUsPerUser: m.Teams[i].MaxGPUsPerUser, UserCaps: caps[team]}
+	t := sched.Team{Name: team, MaxGPUsPerUser: m.teams[i].MaxGPUsPerUser, UserCaps: caps[team]}
 	var out []Stranded
-	for k := range m.Queued {
-		j := &m.Queued[k]
+	for k := range m.queued {
+		j := &m.queued[k]
 		if j.Team != team || !j.State.Waiting() {
 			continue
 		}

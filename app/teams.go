@@ -32,8 +32,8 @@ const MaxGuarantee = 1_000_000
 
 // CanLead reports whether u may set team's policies: its lead or an
 // admin.
-func CanLead(u *models.User, team string) bool {
-	return u.Role == models.RoleAdmin || (u.Role == models.RoleLead && u.Team == team)
+func CanLead(u *User, team string) bool {
+	return u.Role == RoleAdmin || (u.Role == RoleLead && u.Team == team)
 }
 
 // leadOrAdmin refuses an actor who may not set team's what.

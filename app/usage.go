@@ -49,10 +49,10 @@ func jobMemIn(jobs []gpu.JobMem, id int64) (int64, bool) {
 }
 
 // placementKeys reads "node:index" placements.
-func placementKeys(placement []string) []telemetry.GPUKey {
-	var out []telemetry.GPUKey
+func placementKeys(placement []string) []gpu.Ref {
+	var out []gpu.Ref
 	for _, p := range placement {
-		if k, ok := telemetry.ParseKey(p); ok {
+		if k, ok := gpu.ParseRef(p); ok {
 			out = append(out, k)
 		}
 	}
@@ -61,9 +61,9 @@ func placementKeys(placement []string) []telemetry.GPUKey {
 
 // gpuReadings returns the readings of GPUs keys in [from, to], oldest
 // first: history rows up to where the live window starts, then live ones.
-func (s *App) gpuReadings(ctx context.Context, keys []telemetry.GPUKey, from, to time.Time) (map[telemetry.GPUKey][]gpuReading, error) {
-	out := make(map[telemetry.GPUKey][]gpuReading, len(keys))
-	liveFrom := make(map[telemetry.GPUKey]int64, len(keys))
+func (s *App) gpuReadings(ctx context.Context, keys []gpu.Ref, from, to time.Time) (map[gpu.Ref][]gpuReading, error) {
+	out := make(map[gpu.Ref][]gpuReading, len(keys))
+	liveFrom := make(map[gpu.Ref]int64, len(keys))
 	needRows := false
 	for _, k := range keys {
 		var live []gpuReading
@@ -98,9 +98,9 @@ func (s *App) gpuReadings(ctx context.Context, keys []telemetry.GPUKey, from, to
 	if err != nil {
 		return nil, stored(err)
 	}
-	older := make(map[telemetry.GPUKey][]gpuReading, len(keys))
+	older := make(map[gpu.Ref][]gpuReading, len(keys))
 	for _, r := range rows {
-		k := telemetry.GPUKey{Node: r.Node, Index: r.GPUIndex}
+		k := gpu.Ref{Node: r.Node, Index: r.GPUIndex}
 		lf, live := liveFrom[k]
 		end := r.Start + int64(r.Step)
 		if _, want := out[k]; !want || end <= start || (live && end > lf) {
@@ -140,7 +140,7 @@ func runWindow(j *models.Job, now time.Time) (from, to time.Time, ok bool) {
 // detectIdle is the idle verdict on running job j from its GPUs'
 // readings, under its team's terms: the one place that calls core/idle
 // for the portal.
-func (s *App) detectIdle(j *models.Job, terms IdleTerms, readings map[telemetry.GPUKey][]gpuReading, now time.Time) *api.Idle {
+func (s *App) detectIdle(j *models.Job, terms IdleTerms, readings map[gpu.Ref][]gpuReading, now time.Time) *api.Idle {
 	rule := terms.Rule
 	if j.State != job.Running || !rule.Valid() {
 		return nil
@@ -182,7 +182,7 @@ func (s *App) reclaimVerdict(j *models.Job, st idle.State, terms IdleTerms, now 
 
 // detectState is core/idle's verdict on running job j under rule as of
 // now, from its GPUs' readings.
-func detectState(j *models.Job, rule idle.Rule, readings map[telemetry.GPUKey][]gpuReading, now time.Time) idle.State {
+func detectState(j *models.Job, rule idle.Rule, readings map[gpu.Ref][]gpuReading, now time.Time) idle.State {
 	start, _, ok := runWindow(j, now)
 	keys := placementKeys(j.Placement)
 	if !ok || len(keys) == 0 {
@@ -220,7 +220,16 @@ type idleEntry struct {
 // each under its team's terms: verdicts made within idleCacheTTL for the
 // same run, and for the other jobs from one read of the teams and one of
 // their GPUs' readings over the longest lookback of their rules.
-func (s *App) IdleStates(ctx context.Context, js []*models.Job, now time.Time) (map[int64]*api.Idle, error) {
+func (s *App) IdleStates(ctx context.Context, js []*Job, now time.Time) (map[int64]*api.Idle, error) {
+	rows := make([]*models.Job, len(js))
+	for i, j := range js {
+		rows[i] = &j.row
+	}
+	return s.idleStates(ctx, rows, now)
+}
+
+// idleStates is IdleStates for rows.
+func (s *App) idleStates(ctx context.Context, js []*models.Job, now time.Time) (map[int64]*api.Idle, error) {
 	out := make(map[int64]*api.Idle)
 	s.idle.mu.Lock()
 	var todo []*models.Job
@@ -244,7 +253,7 @@ func (s *App) IdleStates(ctx context.Context, js []*models.Job, now time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	var keys []telemetry.GPUKey
+	var keys []gpu.Ref
 	from := now
 	for _, j := range todo {
 		rule := terms.of(j.Team).Rule
@@ -255,7 +264,7 @@ func (s *App) IdleStates(ctx context.Context, js []*models.Job, now time.Time) (
 		keys = append(keys, placementKeys(j.Placement)...)
 		from = minTime(from, maxTime(start, now.Add(-rule.Lookback())))
 	}
-	var readings map[telemetry.GPUKey][]gpuReading
+	var readings map[gpu.Ref][]gpuReading
 	if len(keys) > 0 {
 		if readings, err = s.gpuReadings(ctx, keys, from, now); err != nil {
 			return nil, err
@@ -283,12 +292,12 @@ func (s *App) IdleStates(ctx context.Context, js []*models.Job, now time.Time) (
 
 // AddIdle fills in the idle verdict of the running jobs among out (which
 // convert js, in the same order).
-func (s *App) AddIdle(ctx context.Context, js []models.Job, out []api.Job, now time.Time) error {
+func (s *App) AddIdle(ctx context.Context, js []Job, out []api.Job, now time.Time) error {
 	ptrs := make([]*models.Job, len(js))
 	for i := range js {
-		ptrs[i] = &js[i]
+		ptrs[i] = &js[i].row
 	}
-	st, err := s.IdleStates(ctx, ptrs, now)
+	st, err := s.idleStates(ctx, ptrs, now)
 	if err != nil {
 		return err
 	}
@@ -314,7 +323,12 @@ func maxTime(a, b time.Time) time.Time {
 
 // JobUsage is how j used its GPUs over its current or last run as of now;
 // with points, the readings themselves, at most maxUsagePoints per GPU.
-func (s *App) JobUsage(ctx context.Context, j *models.Job, now time.Time, points bool) (api.JobUsage, error) {
+func (s *App) JobUsage(ctx context.Context, j *Job, now time.Time, points bool) (api.JobUsage, error) {
+	return s.jobUsage(ctx, &j.row, now, points)
+}
+
+// jobUsage is JobUsage for a row.
+func (s *App) jobUsage(ctx context.Context, j *models.Job, now time.Time, points bool) (api.JobUsage, error) {
 	out := api.JobUsage{GPUs: []api.GPUUsage{}}
 	from, to, ok := runWindow(j, now)
 	keys := placementKeys(j.Placement)
@@ -329,8 +343,8 @@ func (s *App) JobUsage(ctx context.Context, j *models.Job, now time.Time, points
 	if err != nil {
 		return out, err
 	}
-	uuids := make(map[telemetry.GPUKey]string)
-	simulated := make(map[telemetry.GPUKey]bool)
+	uuids := make(map[gpu.Ref]string)
+	simulated := make(map[gpu.Ref]bool)
 	for _, g := range s.ConnectedGPUs() {
 		uuids[g.Key] = g.Device.UUID
 		simulated[g.Key] = gpu.Simulated(g.Device)
@@ -462,13 +476,13 @@ func usagePoints(id int64, rs []gpuReading, from, to int64, shared bool) []api.U
 type Readings interface {
 	// GPU returns GPU k's readings since since (Unix seconds), oldest
 	// first.
-	GPU(k telemetry.GPUKey, since int64) []telemetry.Point
+	GPU(k gpu.Ref, since int64) []telemetry.Point
 }
 
 // noReadings is the Readings of a server without telemetry.
 type noReadings struct{}
 
-func (noReadings) GPU(telemetry.GPUKey, int64) []telemetry.Point { return nil }
+func (noReadings) GPU(gpu.Ref, int64) []telemetry.Point { return nil }
 
 // UsageStore is what a job's use of its GPUs reads of the store: the
 // minute and hour rows of the GPUs' history before the live window.
@@ -478,7 +492,7 @@ type UsageStore interface {
 
 // ConnectedGPU is a GPU of a connected machine.
 type ConnectedGPU struct {
-	Key    telemetry.GPUKey
+	Key    gpu.Ref
 	Device gpu.Device
 }
 
@@ -488,7 +502,7 @@ func (s *App) ConnectedGPUs() []ConnectedGPU {
 	var out []ConnectedGPU
 	for _, n := range s.cfg.Engine.Nodes() {
 		for _, d := range n.Devices() {
-			out = append(out, ConnectedGPU{Key: telemetry.GPUKey{Node: n.Name(), Index: d.Index}, Device: d})
+			out = append(out, ConnectedGPU{Key: gpu.Ref{Node: n.Name(), Index: d.Index}, Device: d})
 		}
 	}
 	return out
@@ -528,12 +542,12 @@ type Reclaimed struct {
 // ReclaimPass judges every running job afresh under its team's terms
 // (core/idle Detect, then Decide with Config.ReclaimGrace), warns the
 // owners of those due to be reclaimed and reclaims those due now
-// (ReclaimIdle); it returns what it gave back. The leader runs it.
+// (reclaimIdle); it returns what it gave back. The leader runs it.
 func (s *App) ReclaimPass(ctx context.Context, now time.Time) ([]Reclaimed, error) {
 	if s.cfg.ReclaimGrace <= 0 {
 		return nil, nil
 	}
-	js, err := s.RunningJobs(ctx)
+	js, err := s.runningJobs(ctx)
 	if err != nil || len(js) == 0 {
 		return nil, err
 	}
@@ -560,14 +574,14 @@ func (s *App) ReclaimPass(ctx context.Context, now time.Time) ([]Reclaimed, erro
 		st := detectState(j, t.Rule, readings, now)
 		v := s.reclaimVerdict(j, st, t, now)
 		if v.Action == idle.Warn {
-			if err := s.WarnIdle(ctx, j, v.ReclaimAt, now); err != nil {
+			if err := s.warnIdle(ctx, j, v.ReclaimAt, now); err != nil {
 				return out, err
 			}
 		}
 		if v.Action != idle.Reclaim {
 			continue
 		}
-		gpuSeconds, ok, err := s.ReclaimIdle(ctx, j, st.Since, now)
+		gpuSeconds, ok, err := s.reclaimIdle(ctx, j, st.Since, now)
 		if err != nil {
 			return out, err
 		}

@@ -37,33 +37,11 @@ const (
 // Validate checks r for user u and returns the job to store, or what is
 // wrong field by field. clusterGPUs is the number of GPUs connected now
 // (0 when none is, which does not limit the request).
-func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs int) (*models.Job, FieldErrors) {
+func Validate(u *User, r api.SubmitRequest, teams []string, clusterGPUs int) (*models.Job, FieldErrors) {
 	fe := FieldErrors{}
 	name := r.Name
-	switch {
-	case strings.TrimSpace(name) == "":
-		fe["name"] = "is required"
-	case strings.TrimSpace(name) != name:
-		fe["name"] = "begins or ends with white space: remove it"
-	case len(name) > MaxJobName:
-		fe["name"] = fmt.Sprintf("is longer than %d characters", MaxJobName)
-	case !utf8.ValidString(name):
-		fe["name"] = "is not valid UTF-8"
-	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
-		fe["name"] = "contains control characters"
-	}
-	team := r.Team
-	if team == "" {
-		team = u.Team
-	}
-	switch {
-	case team == "":
-		fe["team"] = "is required"
-	case !slices.Contains(teams, team):
-		fe["team"] = fmt.Sprintf("unknown team %q", team)
-	case u.Role != models.RoleAdmin && team != u.Team:
-		fe["team"] = fmt.Sprintf("you may submit only to your team %q", u.Team)
-	}
+	checkJobName(name, fe)
+	team := submitTeam(u, r.Team, teams, fe)
 	if r.GPUs == 0 && r.GPUFraction != 0 {
 		r.GPUs = 1 // a fraction of a GPU is a job of one GPU
 	}
@@ -75,45 +53,13 @@ func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs i
 	case clusterGPUs > 0 && r.GPUs > clusterGPUs:
 		fe["gpus"] = fmt.Sprintf("asks for %d GPUs but the cluster has %d", r.GPUs, clusterGPUs)
 	}
-	switch {
-	case r.Session != nil:
-		checkSession(r.Session, fe, r)
-	case len(r.Command) > 0 && r.Sim != nil:
-		fe["command"] = "give either command or sim, not both"
-	case len(r.Command) == 0 && r.Sim == nil:
-		fe["command"] = "is required (or sim for a simulated job)"
-	case len(r.Command) > 0:
-		if msg := checkArgv(r.Command); msg != "" {
-			fe["command"] = msg
-		}
-	default:
-		d := r.Sim.DurationS
-		if math.IsNaN(d) || d < 1 || d > MaxSimDuration {
-			fe["sim.duration_s"] = fmt.Sprintf("must be between 1 and %d seconds", MaxSimDuration)
-		}
-		if u := r.Sim.UtilPct; u != nil && (math.IsNaN(*u) || *u < 0 || *u > 100) {
-			fe["sim.util_pct"] = "must be between 0 and 100"
-		}
-	}
-	if r.Image != "" {
-		switch {
-		case len(r.Command) == 0:
-			fe["image"] = "needs a command to run in it (a simulated job has no image)"
-		default:
-			if err := job.CheckImage(r.Image); err != nil {
-				fe["image"] = err.Error()
-			}
-		}
-	}
+	checkWhatRuns(r, fe)
 	priority, ok := job.StoredPriority(r.Priority)
 	switch {
 	case !ok:
 		fe["priority"] = fmt.Sprintf("unknown priority %q: want high, normal or low", r.Priority)
 	case priority != "" && r.Session != nil:
 		fe["priority"] = "is for batch jobs: a session asks for interactive priority with session.priority"
-	}
-	if r.TasksPerGPU && (len(r.Command) == 0 || r.Image != "" || r.Session != nil) {
-		fe["tasks_per_gpu"] = "is for a command run on the machines: not a simulated job, a container image or a session"
 	}
 	model := strings.ToLower(strings.TrimSpace(r.Model))
 	if model != "" {
@@ -155,6 +101,78 @@ func Validate(u *models.User, r api.SubmitRequest, teams []string, clusterGPUs i
 		return nil, FieldErrors{"cpu_profile": err.Error()}
 	}
 	return j, nil
+}
+
+// checkJobName checks a job's name.
+func checkJobName(name string, fe FieldErrors) {
+	switch {
+	case strings.TrimSpace(name) == "":
+		fe["name"] = "is required"
+	case strings.TrimSpace(name) != name:
+		fe["name"] = "begins or ends with white space: remove it"
+	case len(name) > MaxJobName:
+		fe["name"] = fmt.Sprintf("is longer than %d characters", MaxJobName)
+	case !utf8.ValidString(name):
+		fe["name"] = "is not valid UTF-8"
+	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		fe["name"] = "contains control characters"
+	}
+}
+
+// submitTeam is the team u submits to, asking for want ("": u's own),
+// teams being every team; the team's field error says when u may not.
+func submitTeam(u *User, want string, teams []string, fe FieldErrors) string {
+	team := want
+	if team == "" {
+		team = u.Team
+	}
+	switch {
+	case team == "":
+		fe["team"] = "is required"
+	case !slices.Contains(teams, team):
+		fe["team"] = fmt.Sprintf("unknown team %q", team)
+	case u.Role != RoleAdmin && team != u.Team:
+		fe["team"] = fmt.Sprintf("you may submit only to your team %q", u.Team)
+	}
+	return team
+}
+
+// checkWhatRuns checks what a job runs: a session, a command (in an
+// image, a process per GPU) or a simulated run.
+func checkWhatRuns(r api.SubmitRequest, fe FieldErrors) {
+	switch {
+	case r.Session != nil:
+		checkSession(r.Session, fe, r)
+	case len(r.Command) > 0 && r.Sim != nil:
+		fe["command"] = "give either command or sim, not both"
+	case len(r.Command) == 0 && r.Sim == nil:
+		fe["command"] = "is required (or sim for a simulated job)"
+	case len(r.Command) > 0:
+		if msg := checkArgv(r.Command); msg != "" {
+			fe["command"] = msg
+		}
+	default:
+		d := r.Sim.DurationS
+		if math.IsNaN(d) || d < 1 || d > MaxSimDuration {
+			fe["sim.duration_s"] = fmt.Sprintf("must be between 1 and %d seconds", MaxSimDuration)
+		}
+		if u := r.Sim.UtilPct; u != nil && (math.IsNaN(*u) || *u < 0 || *u > 100) {
+			fe["sim.util_pct"] = "must be between 0 and 100"
+		}
+	}
+	if r.Image != "" {
+		switch {
+		case len(r.Command) == 0:
+			fe["image"] = "needs a command to run in it (a simulated job has no image)"
+		default:
+			if err := job.CheckImage(r.Image); err != nil {
+				fe["image"] = err.Error()
+			}
+		}
+	}
+	if r.TasksPerGPU && (len(r.Command) == 0 || r.Image != "" || r.Session != nil) {
+		fe["tasks_per_gpu"] = "is for a command run on the machines: not a simulated job, a container image or a session"
+	}
 }
 
 // ModelNames lists the models a job may declare.
@@ -332,7 +350,7 @@ func mergeEnv(env, over []string) []string {
 // checkJobLimits checks j, as validate made it for u, against its team's
 // time limits (a job without a limit gets the team's default) and the
 // jobs it depends on, which u must be able to see.
-func (s *App) checkJobLimits(ctx context.Context, u *models.User, j *models.Job, tasks int, fe FieldErrors) error {
+func (s *App) checkJobLimits(ctx context.Context, u *User, j *models.Job, tasks int, fe FieldErrors) error {
 	t, err := s.cfg.Store.Team(ctx, j.Team)
 	if err != nil && !errors.Is(err, models.ErrNotFound) {
 		return err
@@ -595,7 +613,17 @@ func CheckCurve(pts [][]float64, maxX float64) (synergy.Curve, string) {
 // family's profile is declared by the family, a custom one by its curves.
 func profileRequestOf(j *models.Job) *api.CPUProfileRequest {
 	p, err := j.DeclaredProfile()
-	if err != nil || p == nil {
+	if err != nil {
+		return nil
+	}
+	return ProfileRequest(p)
+}
+
+// ProfileRequest is the declaration that gives the profile p; nil for
+// nil. A family's profile is declared by the family, a custom one by its
+// curves.
+func ProfileRequest(p *synergy.Profile) *api.CPUProfileRequest {
+	if p == nil {
 		return nil
 	}
 	if p.Family != FamilyCustom {
@@ -640,7 +668,10 @@ func checkSession(sr *api.SessionRequest, fe FieldErrors, r api.SubmitRequest) {
 }
 
 // RequestOf is the submission that would make j again.
-func RequestOf(j *models.Job) api.SubmitRequest {
+func RequestOf(j *Job) api.SubmitRequest { return requestOf(&j.row) }
+
+// requestOf is RequestOf for a row.
+func requestOf(j *models.Job) api.SubmitRequest {
 	r := api.SubmitRequest{Name: j.Name, Team: j.Team, GPUs: j.GPUs, Command: api.Command(j.Command), Image: j.Image,
 		GPUMemGB: float64(j.GPUMemMiB) / 1024, Model: j.Model, CPUProfile: profileRequestOf(j),
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 func TestSessionRequestCheck(t *testing.T) {
@@ -29,7 +28,7 @@ func TestSessionRequestCheck(t *testing.T) {
 		{"a simulated session", api.SubmitRequest{Session: &api.SessionRequest{Type: "jupyter"}, Sim: &api.SimSpec{DurationS: 5}}, map[string]string{"sim": "not a simulated job"}},
 		{"a command with a NUL", api.SubmitRequest{Session: &api.SessionRequest{Type: "web"}, Command: api.Command{"a\x00b"}}, map[string]string{"command": ""}},
 	}
-	u := &models.User{Name: "alice", Team: "vision", Role: models.RoleResearcher}
+	u := &User{Name: "alice", Team: "vision", Role: RoleResearcher}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.req
@@ -57,13 +56,13 @@ func TestSessionRequestCheck(t *testing.T) {
 }
 
 func TestValidateTasksPerGPU(t *testing.T) {
-	u := &models.User{Name: "ann", Team: "vision", Role: models.RoleResearcher}
+	u := &User{Name: "ann", Team: "vision", Role: RoleResearcher}
 	base := api.SubmitRequest{Name: "ddp", Team: "vision", GPUs: 4, Command: api.Command{"python3", "train.py"}, TasksPerGPU: true}
 	j, fe := Validate(u, base, []string{"vision"}, 8)
 	if len(fe) != 0 || !j.TasksPerGPU {
 		t.Fatalf("a command with a process per GPU: %v, %+v", fe, j)
 	}
-	if back := RequestOf(j); !back.TasksPerGPU {
+	if back := requestOf(j); !back.TasksPerGPU {
 		t.Error("RequestOf drops tasks_per_gpu")
 	}
 	for name, edit := range map[string]func(*api.SubmitRequest){

@@ -5,8 +5,10 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/trace"
 	"github.com/gpuportal/gpuportal/core/whatif"
 	"github.com/gpuportal/gpuportal/models"
@@ -74,10 +76,12 @@ func GPUsSeen(ctx context.Context, st WhatIfStore, since time.Time) ([]whatif.GP
 	}
 	out := make([]whatif.GPU, 0, len(hist))
 	for _, h := range hist {
-		out = append(out, whatif.GPU{Node: h.Node, Index: h.GPUIndex, MemMiB: h.MemMiB})
+		out = append(out, whatif.GPU{Ref: gpu.Ref{Node: h.Node, Index: h.GPUIndex}, MemMiB: h.MemMiB})
 	}
 	for _, p := range placements {
-		out = append(out, whatif.ParsePlacement(p)...)
+		for _, r := range gpu.ParsePlacement(strings.Split(p, ",")) {
+			out = append(out, whatif.GPU{Ref: r})
+		}
 	}
 	return out, nil
 }

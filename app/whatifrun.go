@@ -14,7 +14,6 @@ import (
 	"github.com/gpuportal/gpuportal/core/sim"
 	"github.com/gpuportal/gpuportal/core/trace"
 	"github.com/gpuportal/gpuportal/core/whatif"
-	"github.com/gpuportal/gpuportal/models"
 )
 
 // What-if on the cluster's own history (docs/simulator.md): an admin
@@ -147,7 +146,7 @@ type WhatIfReport = whatif.Report
 // teams, under each of in.Policies. A window with no GPU or no job to
 // replay is Unprocessable; a replay past WhatIfTimeout, Unavailable.
 func (s *App) WhatIf(ctx context.Context, a Actor, in WhatIfInput) (*WhatIfReport, error) {
-	if a.User.Role != models.RoleAdmin {
+	if a.User.Role != RoleAdmin {
 		return nil, forbidden("only admins may replay the cluster's history")
 	}
 	if len(in.Policies) == 0 {

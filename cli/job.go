@@ -773,6 +773,32 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 		row("reason", oneLine(j.Reason))
 	}
 	row("user", fmt.Sprintf("%s (team %s)", j.User, j.Team))
+	printWorkload(row, j)
+	c.printProgress(row, j)
+	printRun(row, j)
+	if t := j.Idle.Text(c.now(), time.Local); t != "" {
+		row("idle", t)
+	}
+	if u := j.Usage; u != nil && len(u.GPUs) > 0 {
+		row("utilization", fmt.Sprintf("%s mean over the run (%s)", pct(u.UtilAvgPct), fmtSeconds(u.To.Sub(u.From).Seconds())))
+		for _, g := range u.GPUs {
+			row(fmt.Sprintf("GPU %s:%d", g.Node, g.Index), gpuUsageLine(g))
+		}
+	}
+	_ = w.Flush()
+	if len(history) == 0 {
+		return
+	}
+	fmt.Fprintln(c.stdout, "\nhistory:")
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	for _, e := range history {
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.State, oneLine(e.Detail))
+	}
+	_ = w.Flush()
+}
+
+// printWorkload writes, for printJob, what j runs and on which GPUs.
+func printWorkload(row func(k, v string), j api.Job) {
 	gpus := plural(j.GPUs, "GPU")
 	if len(j.Placement) > 0 {
 		gpus += " on " + strings.Join(j.Placement, ", ")
@@ -811,6 +837,11 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	if l := j.Lane; l != nil {
 		row("lane", laneLine(l))
 	}
+}
+
+// printProgress writes, for printJob, where j is: its queue and
+// forecast, its times, what it attained, its failures and retries.
+func (c jobCmd) printProgress(row func(k, v string), j api.Job) {
 	if !j.State.Final() {
 		row("queue", strconv.Itoa(j.Queue))
 	}
@@ -847,26 +878,6 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 	if j.Held {
 		row("held", "yes: never scheduled; cancel it and submit it again (see its reason)")
 	}
-	printRun(row, j)
-	if t := j.Idle.Text(c.now(), time.Local); t != "" {
-		row("idle", t)
-	}
-	if u := j.Usage; u != nil && len(u.GPUs) > 0 {
-		row("utilization", fmt.Sprintf("%s mean over the run (%s)", pct(u.UtilAvgPct), fmtSeconds(u.To.Sub(u.From).Seconds())))
-		for _, g := range u.GPUs {
-			row(fmt.Sprintf("GPU %s:%d", g.Node, g.Index), gpuUsageLine(g))
-		}
-	}
-	_ = w.Flush()
-	if len(history) == 0 {
-		return
-	}
-	fmt.Fprintln(c.stdout, "\nhistory:")
-	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	for _, e := range history {
-		fmt.Fprintf(w, "  %s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.State, oneLine(e.Detail))
-	}
-	_ = w.Flush()
 }
 
 // cancelCommand is job cancel, and as name, the commands that cancel

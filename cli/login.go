@@ -52,24 +52,9 @@ func (c jobCmd) loginCommand() *cobra.Command {
 		}
 		in := c.prompter()
 
-		server := f.server
-		if server == "" && f.context != "" {
-			if cx := cfg.context(f.context); cx != nil {
-				server = cx.Server
-			}
-		}
-		if server == "" {
-			server = c.getenv(jobServerEnv)
-		}
-		if server == "" {
-			if cx := cfg.current(); cx != nil {
-				server = cx.Server
-			}
-		}
-		if server == "" {
-			if server, err = in.ask("Server URL (such as https://gpus.example.com): "); err != nil {
-				return fmt.Errorf("no server given: use --server URL (%w)", err)
-			}
+		server, err := c.loginServer(cfg, f, in)
+		if err != nil {
+			return err
 		}
 		base, err := parseJobServer(server)
 		if err != nil {
@@ -87,62 +72,17 @@ func (c jobCmd) loginCommand() *cobra.Command {
 			fmt.Fprintf(c.stderr, "gpuportal: warning: your credentials go to %s unencrypted; use an https:// server URL\n", base.Host)
 		}
 
-		var token string
-		switch {
-		case *tokenStdin:
-			if token, err = in.line(); err != nil {
-				return fmt.Errorf("--token-stdin: read the token: %w", err)
-			}
-		default:
-			name := *user
-			if name == "" {
-				if name, err = in.ask("User name (leave empty to paste an API token instead): "); err != nil && !errors.Is(err, errEmpty) {
-					return fmt.Errorf("no user name given: use --user NAME or --token-stdin (%w)", err)
-				}
-			}
-			if name == "" {
-				if token, err = in.secret("API token (from " + base.String() + "/tokens): "); err != nil {
-					return fmt.Errorf("no API token given: %w", err)
-				}
-				break
-			}
-			var password string
-			if *passwordStdin {
-				password, err = in.line()
-			} else {
-				password, err = in.secret("Password for " + name + ": ")
-			}
-			if err != nil {
-				return fmt.Errorf("no password given: %w", err)
-			}
-			t, err := cl.CreateToken(ctx, name, password)
-			if err != nil {
-				return err
-			}
-			token = t.Token
+		token, err := loginToken(ctx, cl, base, in, *user, *passwordStdin, *tokenStdin)
+		if err != nil {
+			return err
 		}
 		me, err := cl.WithToken(token).Me(ctx)
 		if err != nil {
 			return fmt.Errorf("check the token: %w", err)
 		}
 
-		name := f.context
-		if name == "" {
-			for _, cx := range cfg.Contexts {
-				if sameServer(cx.Server, base.String()) {
-					name = cx.Name
-					break
-				}
-			}
-		}
-		if name == "" {
-			name = contextFor(base.String(), cfg)
-		}
+		name := loginContext(cfg, f.context, base.String())
 		cx := cfg.context(name)
-		if cx == nil {
-			cfg.Contexts = append(cfg.Contexts, cliContext{Name: name})
-			cx = &cfg.Contexts[len(cfg.Contexts)-1]
-		}
 		cx.Server, cx.User, cx.Token = base.String(), me.Name, token
 		cfg.CurrentContext = name
 		if err := saveConfig(path, cfg); err != nil {
@@ -155,6 +95,94 @@ func (c jobCmd) loginCommand() *cobra.Command {
 		}
 		return nil
 	})
+}
+
+// loginServer is the server login talks to: --server or the argument,
+// else the context's, else $GPUPORTAL_SERVER, else the current
+// context's; asked when there is none.
+func (c jobCmd) loginServer(cfg *cliConfig, f *jobFlags, in *prompter) (string, error) {
+	server := f.server
+	if server == "" && f.context != "" {
+		if cx := cfg.context(f.context); cx != nil {
+			server = cx.Server
+		}
+	}
+	if server == "" {
+		server = c.getenv(jobServerEnv)
+	}
+	if server == "" {
+		if cx := cfg.current(); cx != nil {
+			server = cx.Server
+		}
+	}
+	if server == "" {
+		var err error
+		if server, err = in.ask("Server URL (such as https://gpus.example.com): "); err != nil {
+			return "", fmt.Errorf("no server given: use --server URL (%w)", err)
+		}
+	}
+	return server, nil
+}
+
+// loginToken is the API token login saves: read from standard input
+// (--token-stdin), pasted, or made from user's password.
+func loginToken(ctx context.Context, cl *client.Client, base *url.URL, in *prompter, user string, passwordStdin, tokenStdin bool) (token string, err error) {
+	switch {
+	case tokenStdin:
+		if token, err = in.line(); err != nil {
+			return "", fmt.Errorf("--token-stdin: read the token: %w", err)
+		}
+	default:
+		name := user
+		if name == "" {
+			if name, err = in.ask("User name (leave empty to paste an API token instead): "); err != nil && !errors.Is(err, errEmpty) {
+				return "", fmt.Errorf("no user name given: use --user NAME or --token-stdin (%w)", err)
+			}
+		}
+		if name == "" {
+			if token, err = in.secret("API token (from " + base.String() + "/tokens): "); err != nil {
+				return "", fmt.Errorf("no API token given: %w", err)
+			}
+			break
+		}
+		var password string
+		if passwordStdin {
+			password, err = in.line()
+		} else {
+			password, err = in.secret("Password for " + name + ": ")
+		}
+		if err != nil {
+			return "", fmt.Errorf("no password given: %w", err)
+		}
+		t, err := cl.CreateToken(ctx, name, password)
+		if err != nil {
+			return "", err
+		}
+		token = t.Token
+	}
+	return token, nil
+}
+
+// loginContext is the context a login to server is saved as, made when
+// there is none: the one named (--context), else the one of the same
+// server, else one named for its host.
+func loginContext(cfg *cliConfig, named, server string) string {
+	name := named
+	if name == "" {
+		for _, cx := range cfg.Contexts {
+			if sameServer(cx.Server, server) {
+				name = cx.Name
+				break
+			}
+		}
+	}
+	if name == "" {
+		name = contextFor(server, cfg)
+	}
+	if cfg.context(name) == nil {
+		cfg.Contexts = append(cfg.Contexts, cliContext{Name: name})
+	}
+	return name
 }
 
 // logoutCommand is "gpuportal logout": the context's token revokes itself on

@@ -74,23 +74,9 @@ func (c jobCmd) sbatch(ctx context.Context, f *jobFlags, args []string) error {
 // which come before them too.
 func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, req api.SubmitRequest, set map[string]bool,
 	over sbatch.Options, overIgnored []sbatch.Ignored, path string, args []string) error {
-	fi, err := os.Stat(path)
+	s, err := readScript(path)
 	if err != nil {
-		return fmt.Errorf("batch script: %w", err)
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > maxScriptBytes {
-		return fmt.Errorf("batch script %s: want a file of at most %d bytes (larger: give the command after --)", path, maxScriptBytes)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("batch script: %w", err)
-	}
-	s, err := sbatch.Parse(string(b))
-	if err != nil {
-		return fmt.Errorf("batch script %s %w", path, err)
-	}
-	if !sbatch.Shell(s.Interpreter) {
-		return fmt.Errorf("batch script %s: its interpreter %s is not a shell: gpuportal runs scripts of sh, bash, dash, ksh and zsh (give another program's command after --)", path, strings.Join(s.Interpreter, " "))
+		return err
 	}
 	o := s.Options.Merge(over)
 	note := func(format string, a ...any) {
@@ -104,6 +90,47 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 		return fmt.Errorf("batch script: the submit folder: %w", err)
 	}
 
+	sbatchResources(&req, o, set, path, note)
+	sbatchEnv(&req, o, set, cwd, note)
+	host, _ := os.Hostname()
+	req.Env["SLURM_SUBMIT_DIR"], req.Env["SLURM_SUBMIT_HOST"] = cwd, host
+	if o.Output != "" || o.Error != "" {
+		note("output goes to the files --output and --error name on the job's machine, relative to its working folder, not to gpuportal job output")
+	}
+	text := sbatch.OutputRedirect(o.Output, o.Error) + s.Text
+	req.Command = append(append(append(api.Command{}, s.Interpreter...), "-c", text, path), args...)
+
+	return c.send(ctx, f, sf, req)
+}
+
+// readScript reads and parses the batch script at path, which a shell
+// runs.
+func readScript(path string) (sbatch.Script, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return sbatch.Script{}, fmt.Errorf("batch script: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxScriptBytes {
+		return sbatch.Script{}, fmt.Errorf("batch script %s: want a file of at most %d bytes (larger: give the command after --)", path, maxScriptBytes)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return sbatch.Script{}, fmt.Errorf("batch script: %w", err)
+	}
+	s, err := sbatch.Parse(string(b))
+	if err != nil {
+		return sbatch.Script{}, fmt.Errorf("batch script %s %w", path, err)
+	}
+	if !sbatch.Shell(s.Interpreter) {
+		return sbatch.Script{}, fmt.Errorf("batch script %s: its interpreter %s is not a shell: gpuportal runs scripts of sh, bash, dash, ksh and zsh (give another program's command after --)", path, strings.Join(s.Interpreter, " "))
+	}
+	return s, nil
+}
+
+// sbatchResources sets what req asks for from the script's options o,
+// where the command line (its flags in set) did not: the name, GPUs,
+// and a process per GPU.
+func sbatchResources(req *api.SubmitRequest, o sbatch.Options, set map[string]bool, path string, note func(string, ...any)) {
 	if !set["name"] {
 		req.Name = o.JobName
 		if req.Name == "" {
@@ -149,6 +176,12 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 	if !set["dependency"] && o.Dependencies != nil {
 		req.Dependencies = o.Dependencies
 	}
+}
+
+// sbatchEnv sets the job's working folder and environment from the
+// script's options o, where the command line (its flags in set) did not;
+// cwd is the submit folder.
+func sbatchEnv(req *api.SubmitRequest, o sbatch.Options, set map[string]bool, cwd string, note func(string, ...any)) {
 	if !set["chdir"] {
 		req.Workdir = o.Chdir
 		if req.Workdir == "" {
@@ -174,15 +207,6 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 	if o.ExportAll {
 		note("--export=ALL: your environment is not sent to the job's machines; name the variables to send: --export=NAME,NAME=VALUE")
 	}
-	host, _ := os.Hostname()
-	req.Env["SLURM_SUBMIT_DIR"], req.Env["SLURM_SUBMIT_HOST"] = cwd, host
-	if o.Output != "" || o.Error != "" {
-		note("output goes to the files --output and --error name on the job's machine, relative to its working folder, not to gpuportal job output")
-	}
-	text := sbatch.OutputRedirect(o.Output, o.Error) + s.Text
-	req.Command = append(append(append(api.Command{}, s.Interpreter...), "-c", text, path), args...)
-
-	return c.send(ctx, f, sf, req)
 }
 
 // maxScriptBytes bounds a batch script: it travels in the job's command,

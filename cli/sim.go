@@ -34,43 +34,8 @@ func simCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "replay a cluster trace under several policies and compare them",
 	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	var (
-		tracePath   = fs.String("trace", "", "job trace `file` (required)")
-		format      = fs.String("format", "", "trace format: tiresias, openb or native (default: detected from the header)")
-		cluster     = fs.String("cluster", "", "cluster: NODESxGPUS[xGPU_MEM_GB] such as 4x8, or a node `file` such as openb-gpu-nodes.csv (required)")
-		policies    = fs.String("policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare; policy:rule picks one of a policy's rules (tiresias-l: preempted-first, queue-entry, reference; tiresias-g: full-index, one-quantum, least-service, reference, full-body)")
-		asJSON      = fs.Bool("json", false, "print a JSON array, one object per policy, instead of a table")
-		plot        = fs.String("plot", "", "write a CDF of JCT for all policies to this SVG `file`")
-		queues      = fs.Int("queues", 0, "number of priority queues of dlas, tiresias-l and tiresias-g (default: one more than the thresholds)")
-		thresholds  = fs.String("thresholds", "", "comma-separated queue `limits`, GPU-seconds (seconds for dlas) (default 3250,7200)")
-		reference   = fs.Bool("reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
-		promoteKnob = fs.Float64("promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
-		preemptCost = fs.Float64("preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
-		handover    = fs.Float64("handover-s", 0, "`seconds` a preempted job keeps its GPUs (checkpoint and exit) before the next job may start on them, as live")
-		placement   = fs.String("placement", sched.PlaceNodes, "placement: nodes (real nodes) or count (count GPUs only, as the Tiresias simulator's count scheme)")
-		teams       = fs.String("teams", "", "teams for fair share, `NAME:GPUS[:WEIGHT[:CAP]],...` (guaranteed GPUs, weight, GPUs per user) or a team file; jobs name their team in the trace")
-		fairShare   = fs.Bool("fair-share", true, "with --teams: apply fair share (false: schedule without it, still reporting per team)")
-		halfLife    = fs.String("half-life", "7d", "half-life of team usage for the fair-share factor, such as 7d, 168h or 3600 (seconds); 0 for no decay")
-		minRuntime  = fs.Float64("min-runtime-s", sched.DefaultMinRuntimeS, "`seconds` a borrowed job runs before it may be reclaimed; 0 for none")
-		cpuAlloc    = fs.String("cpu-alloc", "", "model CPUs and host memory: proportional (by GPUs) or synergy (by each job's sensitivity); jobs then run at their profile's speed (default: not modelled)")
-		sharing     = fs.String("sharing", "none", "GPU sharing: none (every job takes whole GPUs) or salus (fractional jobs, gpu_milli < 1000, share GPUs where the safety condition holds; needs --placement nodes)")
-		lanePolicy  = fs.String("lane-policy", string(lanes.Fair), "with --sharing salus: which job of a shared lane runs, pack (arrival order), fair (least GPU time so far) or srtf (least work left), as the agent's --lane-policy")
-		sharePlace  = fs.String("share-placement", sched.ShareFreeFirst, "with --sharing salus: where a sharing job goes, free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room)")
-		assign      = fs.String("assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
-		forecastOn  = fs.Bool("forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
-		forecastN   = fs.Int("forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
-		forecastArr = fs.Bool("forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
-		limitHints  = fs.Bool("limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
-		limitFactor = fs.Float64("limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
-		limitSpread = fs.Bool("limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
-		reserveS    = fs.Float64("reserve-after-s", 0, "reserve GPUs for a job that has waited `seconds` (its age less its run time) and cannot start: the GPUs that free earliest, which later jobs use only if they end before then or, under a preemptive policy without fair share, give them back (docs/scheduling.md, Reservations); 0 is off (serve's default is 300)")
-		maxReserve  = fs.Int("max-reservations", 0, "with --reserve-after-s: how many jobs hold a reservation at once, in priority order (default 1)")
-		jitterSeed  = fs.Uint64("jitter-seed", 0, "replay a jittered copy of the trace, drawn from seed `N` (trace.Jittered: submit times moved by up to 60 s either way, durations and time limits scaled by 1/1.25 to 1.25); 0 replays the trace as it is")
-		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile of the run to this `file`, for go tool pprof")
-		learnPrior  = fs.Bool("learn-prior", false, "tiresias-g's distribution of GPU-times learns online, as the live server's does: each finished job joins it, from the shipped prior, with the jobs still running as lower bounds (without: the prior throughout, as in the reference)")
-		fromDB      simDBFlags
-	)
-	fromDB.register(fs)
+	var o simFlags
+	o.register(fs)
 	cmd.Flags().AddGoFlagSet(fs)
 	completeValues(cmd, "format", []string{"tiresias", "openb", "native"}, "trace format")
 	cmd.AddCommand(simMatrixCommand(stdout, stderr))
@@ -80,25 +45,25 @@ func simCommand(stdout, stderr io.Writer) *cobra.Command {
 			return fmt.Errorf("sim: unexpected argument %q (flags only; see --help)", args[0])
 		}
 		set := visitedFlags(cmd.Flags())
-		if err := fromDB.check(set); err != nil {
+		if err := o.fromDB.check(set); err != nil {
 			return err
 		}
-		if *tracePath == "" && !fromDB.on {
+		if o.tracePath == "" && !o.fromDB.on {
 			return errors.New("sim: --trace is required (or --from-db)")
 		}
-		if *cluster == "" && !fromDB.on {
+		if o.cluster == "" && !o.fromDB.on {
 			return errors.New("sim: --cluster is required (for example --cluster 4x8)")
 		}
-		if *forecastN < 1 {
-			return fmt.Errorf("sim: --forecast-every %d: want 1 or more", *forecastN)
+		if o.forecastN < 1 {
+			return fmt.Errorf("sim: --forecast-every %d: want 1 or more", o.forecastN)
 		}
-		f, err := trace.ParseFormat(*format)
+		cfg, names, f, err := o.config()
 		if err != nil {
-			return fmt.Errorf("sim: --format: %w", err)
+			return err
 		}
 		defer simGCTarget()()
-		if *cpuProfile != "" {
-			stop, err := startCPUProfile(*cpuProfile)
+		if o.cpuProfile != "" {
+			stop, err := startCPUProfile(o.cpuProfile)
 			if err != nil {
 				return fmt.Errorf("sim: --cpuprofile: %w", err)
 			}
@@ -108,155 +73,264 @@ func simCommand(stdout, stderr io.Writer) *cobra.Command {
 				}
 			}()
 		}
-		names, err := sim.ParseCandidates(*policies)
-		if err != nil {
-			return fmt.Errorf("sim: --policy: %w", err)
+		if o.fromDB.on {
+			return simFromDB(ctx, o.fromDB, cfg, names, simOutput{json: o.asJSON, plot: o.plot}, stdout, stderr)
 		}
-		for _, n := range names {
-			if _, rule := sim.SplitCandidate(n); *reference && rule != "" && rule != sched.RuleReference {
-				return fmt.Errorf("sim: --reference asks for the reference rule, --policy %s for another", n)
-			}
-		}
-		thr, err := simParseThresholds(*thresholds, *queues)
-		if err != nil {
-			return fmt.Errorf("sim: %w", err)
-		}
-		if !(*preemptCost >= 0) || math.IsInf(*preemptCost, 1) {
-			return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", *preemptCost)
-		}
-		if f := *limitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
-			return fmt.Errorf("sim: --limit-factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
-		}
-		if !(*handover >= 0) || math.IsInf(*handover, 1) {
-			return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", *handover)
-		}
-		if !(*reserveS >= 0) || math.IsInf(*reserveS, 1) {
-			return fmt.Errorf("sim: --reserve-after-s %v: want seconds, 0 (off) or more", *reserveS)
-		}
-		if *maxReserve < 0 {
-			return fmt.Errorf("sim: --max-reservations %d: want 1 or more, or 0 for the default", *maxReserve)
-		}
-		if !(*promoteKnob >= 0) || math.IsInf(*promoteKnob, 1) {
-			return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", *promoteKnob)
-		}
-		if *placement != sched.PlaceNodes && *placement != sched.PlaceCount {
-			return fmt.Errorf("sim: --placement %q: want %s or %s", *placement, sched.PlaceNodes, sched.PlaceCount)
-		}
-		if *cpuAlloc != "" && !slices.Contains(sched.CPUAllocModes(), *cpuAlloc) {
-			return fmt.Errorf("sim: --cpu-alloc %q: want %s", *cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
-		}
-		if *cpuAlloc != "" && *placement == sched.PlaceCount {
-			return errors.New("sim: --cpu-alloc needs --placement nodes: count placement puts jobs on no node")
-		}
-		shareMode, err := salussim.ParseSharing(*sharing)
-		if err != nil {
-			return fmt.Errorf("sim: --sharing: %w", err)
-		}
-		if shareMode == salussim.SharingSalus && *placement == sched.PlaceCount {
-			return errors.New("sim: --sharing salus needs --placement nodes: count placement names no GPU to share")
-		}
-		lanePol, err := lanes.ParsePolicy(*lanePolicy)
-		if err != nil {
-			return fmt.Errorf("sim: --lane-policy: %w", err)
-		}
-		if !slices.Contains(sched.SharePlacements(), *sharePlace) {
-			return fmt.Errorf("sim: --share-placement %q: want %s", *sharePlace, strings.Join(sched.SharePlacements(), " or "))
-		}
-		half, err := trace.ParseDuration(*halfLife)
-		if err != nil {
-			return fmt.Errorf("sim: --half-life: %w", err)
-		}
-		if half == 0 {
-			half = -1 // no decay
-		}
-		if !(*minRuntime >= 0) || math.IsInf(*minRuntime, 1) {
-			return fmt.Errorf("sim: --min-runtime-s %v: want seconds, 0 or more", *minRuntime)
-		}
-		minRun := *minRuntime
-		if minRun == 0 {
-			minRun = sched.NoMinRuntime
-		}
-		var teamList []trace.Team
-		if *teams != "" {
-			if teamList, err = trace.LoadTeams(*teams); err != nil {
-				return fmt.Errorf("sim: --teams: %w", err)
-			}
-		}
-		var nodes []trace.Node
-		if *cluster != "" {
-			if nodes, err = trace.LoadCluster(*cluster); err != nil {
-				return fmt.Errorf("sim: --cluster: %w", err)
-			}
-		}
-		cfg := sim.Config{
-			Sched: sched.Config{
-				Thresholds:  thr,
-				PromoteKnob: *promoteKnob,
-				Reference:   *reference,
-				Placement:   *placement,
-				// Read by srtf and srsf.
-				LimitsAsHints: *limitHints,
-				MinRuntimeS:   minRun,
-				OmitWaits:     true,
-				CPUAlloc:      *cpuAlloc,
-				// Read only with --sharing salus.
-				SharePlacement:  *sharePlace,
-				ReserveAfterS:   *reserveS,
-				MaxReservations: *maxReserve,
-			},
-			Nodes:        nodes,
-			PreemptCostS: *preemptCost,
-			HandoverS:    *handover,
-			Teams:        teamList,
-			NoFairShare:  !*fairShare,
-			HalfLifeS:    half,
-			Sharing:      shareMode,
-			LanePolicy:   lanePol,
-			LimitFactor:  *limitFactor,
-			LimitSpread:  *limitSpread,
-			LearnPrior:   *learnPrior,
-		}
-		if fromDB.on {
-			return simFromDB(ctx, fromDB, cfg, names, simOutput{json: *asJSON, plot: *plot}, stdout, stderr)
-		}
-		tr, err := trace.ReadFile(*tracePath, f)
-		if err != nil {
-			return fmt.Errorf("sim: --trace: %w", err)
-		}
-		for reason, n := range tr.Skipped {
-			fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
-		}
-		if *jitterSeed != 0 {
-			tr.Jobs = trace.Jittered(tr.Jobs, *jitterSeed, simJitterShiftS, simJitterScale)
-		}
-		if *assign != "" {
-			if _, err := trace.AssignTeams(tr.Jobs, *assign); err != nil {
-				return fmt.Errorf("sim: --assign-teams: %w", err)
-			}
-		}
-		if *forecastOn {
-			return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: *forecastN, NoArrivals: !*forecastArr}, *asJSON)
-		}
-		results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
-		if err != nil {
-			return fmt.Errorf("sim: %w", err)
-		}
-		for _, r := range results {
-			if r.Finished < r.Jobs {
-				fmt.Fprintf(stderr, "sim: %s finished %d of %d jobs: the scheduler left the rest waiting on an idle cluster\n", r.Policy, r.Finished, r.Jobs)
-			}
-		}
-		if *plot != "" {
-			if err := simWritePlot(*plot, results, fmt.Sprintf("JCT CDF: %s on %s", filepath.Base(tr.Name), simClusterLabel(*cluster, nodes))); err != nil {
-				return fmt.Errorf("sim: --plot: %w", err)
-			}
-		}
-		if *asJSON {
-			return sim.WriteJSON(stdout, results)
-		}
-		return sim.WriteTable(stdout, results)
+		return o.run(ctx, cfg, names, f, stdout, stderr)
 	}
 	return cmd
+}
+
+// run replays the trace under each of names and prints the comparison
+// (or the forecasts' calibration).
+func (o *simFlags) run(ctx context.Context, cfg sim.Config, names []string, f trace.Format, stdout, stderr io.Writer) error {
+	tr, err := trace.ReadFile(o.tracePath, f)
+	if err != nil {
+		return fmt.Errorf("sim: --trace: %w", err)
+	}
+	for reason, n := range tr.Skipped {
+		fmt.Fprintf(stderr, "sim: %s: skipped %d rows (%s)\n", tr.Name, n, reason)
+	}
+	if o.jitterSeed != 0 {
+		tr.Jobs = trace.Jittered(tr.Jobs, o.jitterSeed, simJitterShiftS, simJitterScale)
+	}
+	if o.assign != "" {
+		if _, err := trace.AssignTeams(tr.Jobs, o.assign); err != nil {
+			return fmt.Errorf("sim: --assign-teams: %w", err)
+		}
+	}
+	if o.forecastOn {
+		return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: o.forecastN, NoArrivals: !o.forecastArr}, o.asJSON)
+	}
+	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	for _, r := range results {
+		if r.Finished < r.Jobs {
+			fmt.Fprintf(stderr, "sim: %s finished %d of %d jobs: the scheduler left the rest waiting on an idle cluster\n", r.Policy, r.Finished, r.Jobs)
+		}
+	}
+	if o.plot != "" {
+		if err := simWritePlot(o.plot, results, fmt.Sprintf("JCT CDF: %s on %s", filepath.Base(tr.Name), simClusterLabel(o.cluster, cfg.Nodes))); err != nil {
+			return fmt.Errorf("sim: --plot: %w", err)
+		}
+	}
+	if o.asJSON {
+		return sim.WriteJSON(stdout, results)
+	}
+	return sim.WriteTable(stdout, results)
+}
+
+// config checks the flags (but for the trace and the database's) and
+// returns the simulator's configuration, the policies to compare and the
+// trace's format.
+func (o *simFlags) config() (sim.Config, []string, trace.Format, error) {
+	f, err := trace.ParseFormat(o.format)
+	if err != nil {
+		return sim.Config{}, nil, "", fmt.Errorf("sim: --format: %w", err)
+	}
+	names, err := sim.ParseCandidates(o.policies)
+	if err != nil {
+		return sim.Config{}, nil, "", fmt.Errorf("sim: --policy: %w", err)
+	}
+	for _, n := range names {
+		if _, rule := sim.SplitCandidate(n); o.reference && rule != "" && rule != sched.RuleReference {
+			return sim.Config{}, nil, "", fmt.Errorf("sim: --reference asks for the reference rule, --policy %s for another", n)
+		}
+	}
+	thr, err := simParseThresholds(o.thresholds, o.queues)
+	if err != nil {
+		return sim.Config{}, nil, "", fmt.Errorf("sim: %w", err)
+	}
+	if err := o.checkKnobs(); err != nil {
+		return sim.Config{}, nil, "", err
+	}
+	shareMode, err := salussim.ParseSharing(o.sharing)
+	if err != nil {
+		return sim.Config{}, nil, "", fmt.Errorf("sim: --sharing: %w", err)
+	}
+	if shareMode == salussim.SharingSalus && o.placement == sched.PlaceCount {
+		return sim.Config{}, nil, "", errors.New("sim: --sharing salus needs --placement nodes: count placement names no GPU to share")
+	}
+	lanePol, err := lanes.ParsePolicy(o.lanePolicy)
+	if err != nil {
+		return sim.Config{}, nil, "", fmt.Errorf("sim: --lane-policy: %w", err)
+	}
+	half, err := trace.ParseDuration(o.halfLife)
+	if err != nil {
+		return sim.Config{}, nil, "", fmt.Errorf("sim: --half-life: %w", err)
+	}
+	if half == 0 {
+		half = -1 // no decay
+	}
+	minRun := o.minRuntime
+	if minRun == 0 {
+		minRun = sched.NoMinRuntime
+	}
+	teamList, nodes, err := o.teamsAndNodes()
+	if err != nil {
+		return sim.Config{}, nil, "", err
+	}
+	cfg := sim.Config{
+		Sched: sched.Config{
+			Thresholds:  thr,
+			PromoteKnob: o.promoteKnob,
+			Reference:   o.reference,
+			Placement:   o.placement,
+			// Read by srtf and srsf.
+			LimitsAsHints: o.limitHints,
+			MinRuntimeS:   minRun,
+			OmitWaits:     true,
+			CPUAlloc:      o.cpuAlloc,
+			// Read only with --sharing salus.
+			SharePlacement:  o.sharePlace,
+			ReserveAfterS:   o.reserveS,
+			MaxReservations: o.maxReserve,
+		},
+		Nodes:        nodes,
+		PreemptCostS: o.preemptCost,
+		HandoverS:    o.handover,
+		Teams:        teamList,
+		NoFairShare:  !o.fairShare,
+		HalfLifeS:    half,
+		Sharing:      shareMode,
+		LanePolicy:   lanePol,
+		LimitFactor:  o.limitFactor,
+		LimitSpread:  o.limitSpread,
+		LearnPrior:   o.learnPrior,
+	}
+	return cfg, names, f, nil
+}
+
+// teamsAndNodes reads --teams and --cluster; nil for those not given.
+func (o *simFlags) teamsAndNodes() (teams []trace.Team, nodes []trace.Node, err error) {
+	if o.teams != "" {
+		if teams, err = trace.LoadTeams(o.teams); err != nil {
+			return nil, nil, fmt.Errorf("sim: --teams: %w", err)
+		}
+	}
+	if o.cluster != "" {
+		if nodes, err = trace.LoadCluster(o.cluster); err != nil {
+			return nil, nil, fmt.Errorf("sim: --cluster: %w", err)
+		}
+	}
+	return teams, nodes, nil
+}
+
+// checkKnobs checks the scheduler's and the simulation's numbers and
+// modes, each against the others it needs.
+func (o *simFlags) checkKnobs() error {
+	if !(o.preemptCost >= 0) || math.IsInf(o.preemptCost, 1) {
+		return fmt.Errorf("sim: --preempt-cost-s %v: want seconds, 0 or more", o.preemptCost)
+	}
+	if f := o.limitFactor; f != 0 && !(f >= 1 && !math.IsInf(f, 1)) {
+		return fmt.Errorf("sim: --limit-factor %v: want 1 or more (a limit below the duration would stop the job), or 0 for none", f)
+	}
+	if !(o.handover >= 0) || math.IsInf(o.handover, 1) {
+		return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", o.handover)
+	}
+	if !(o.reserveS >= 0) || math.IsInf(o.reserveS, 1) {
+		return fmt.Errorf("sim: --reserve-after-s %v: want seconds, 0 (off) or more", o.reserveS)
+	}
+	if o.maxReserve < 0 {
+		return fmt.Errorf("sim: --max-reservations %d: want 1 or more, or 0 for the default", o.maxReserve)
+	}
+	if !(o.promoteKnob >= 0) || math.IsInf(o.promoteKnob, 1) {
+		return fmt.Errorf("sim: --promote-knob %v: want 0 (off) or a positive factor", o.promoteKnob)
+	}
+	if o.placement != sched.PlaceNodes && o.placement != sched.PlaceCount {
+		return fmt.Errorf("sim: --placement %q: want %s or %s", o.placement, sched.PlaceNodes, sched.PlaceCount)
+	}
+	if o.cpuAlloc != "" && !slices.Contains(sched.CPUAllocModes(), o.cpuAlloc) {
+		return fmt.Errorf("sim: --cpu-alloc %q: want %s", o.cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
+	}
+	if o.cpuAlloc != "" && o.placement == sched.PlaceCount {
+		return errors.New("sim: --cpu-alloc needs --placement nodes: count placement puts jobs on no node")
+	}
+	if !slices.Contains(sched.SharePlacements(), o.sharePlace) {
+		return fmt.Errorf("sim: --share-placement %q: want %s", o.sharePlace, strings.Join(sched.SharePlacements(), " or "))
+	}
+	if !(o.minRuntime >= 0) || math.IsInf(o.minRuntime, 1) {
+		return fmt.Errorf("sim: --min-runtime-s %v: want seconds, 0 or more", o.minRuntime)
+	}
+	return nil
+}
+
+// simFlags are the flags of `gpuportal sim`.
+type simFlags struct {
+	tracePath   string
+	format      string
+	cluster     string
+	policies    string
+	asJSON      bool
+	plot        string
+	queues      int
+	thresholds  string
+	reference   bool
+	promoteKnob float64
+	preemptCost float64
+	handover    float64
+	placement   string
+	teams       string
+	fairShare   bool
+	halfLife    string
+	minRuntime  float64
+	cpuAlloc    string
+	sharing     string
+	lanePolicy  string
+	sharePlace  string
+	assign      string
+	forecastOn  bool
+	forecastN   int
+	forecastArr bool
+	limitHints  bool
+	limitFactor float64
+	limitSpread bool
+	reserveS    float64
+	maxReserve  int
+	jitterSeed  uint64
+	cpuProfile  string
+	learnPrior  bool
+	fromDB      simDBFlags
+}
+
+// register defines the flags on fs.
+func (o *simFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.tracePath, "trace", "", "job trace `file` (required)")
+	fs.StringVar(&o.format, "format", "", "trace format: tiresias, openb or native (default: detected from the header)")
+	fs.StringVar(&o.cluster, "cluster", "", "cluster: NODESxGPUS[xGPU_MEM_GB] such as 4x8, or a node `file` such as openb-gpu-nodes.csv (required)")
+	fs.StringVar(&o.policies, "policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare; policy:rule picks one of a policy's rules (tiresias-l: preempted-first, queue-entry, reference; tiresias-g: full-index, one-quantum, least-service, reference, full-body)")
+	fs.BoolVar(&o.asJSON, "json", false, "print a JSON array, one object per policy, instead of a table")
+	fs.StringVar(&o.plot, "plot", "", "write a CDF of JCT for all policies to this SVG `file`")
+	fs.IntVar(&o.queues, "queues", 0, "number of priority queues of dlas, tiresias-l and tiresias-g (default: one more than the thresholds)")
+	fs.StringVar(&o.thresholds, "thresholds", "", "comma-separated queue `limits`, GPU-seconds (seconds for dlas) (default 3250,7200)")
+	fs.BoolVar(&o.reference, "reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
+	fs.Float64Var(&o.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
+	fs.Float64Var(&o.preemptCost, "preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
+	fs.Float64Var(&o.handover, "handover-s", 0, "`seconds` a preempted job keeps its GPUs (checkpoint and exit) before the next job may start on them, as live")
+	fs.StringVar(&o.placement, "placement", sched.PlaceNodes, "placement: nodes (real nodes) or count (count GPUs only, as the Tiresias simulator's count scheme)")
+	fs.StringVar(&o.teams, "teams", "", "teams for fair share, `NAME:GPUS[:WEIGHT[:CAP]],...` (guaranteed GPUs, weight, GPUs per user) or a team file; jobs name their team in the trace")
+	fs.BoolVar(&o.fairShare, "fair-share", true, "with --teams: apply fair share (false: schedule without it, still reporting per team)")
+	fs.StringVar(&o.halfLife, "half-life", "7d", "half-life of team usage for the fair-share factor, such as 7d, 168h or 3600 (seconds); 0 for no decay")
+	fs.Float64Var(&o.minRuntime, "min-runtime-s", sched.DefaultMinRuntimeS, "`seconds` a borrowed job runs before it may be reclaimed; 0 for none")
+	fs.StringVar(&o.cpuAlloc, "cpu-alloc", "", "model CPUs and host memory: proportional (by GPUs) or synergy (by each job's sensitivity); jobs then run at their profile's speed (default: not modelled)")
+	fs.StringVar(&o.sharing, "sharing", "none", "GPU sharing: none (every job takes whole GPUs) or salus (fractional jobs, gpu_milli < 1000, share GPUs where the safety condition holds; needs --placement nodes)")
+	fs.StringVar(&o.lanePolicy, "lane-policy", string(lanes.Fair), "with --sharing salus: which job of a shared lane runs, pack (arrival order), fair (least GPU time so far) or srtf (least work left), as the agent's --lane-policy")
+	fs.StringVar(&o.sharePlace, "share-placement", sched.ShareFreeFirst, "with --sharing salus: where a sharing job goes, free-first (a free GPU while one is free; a shared GPU only when none is, or when whole-GPU jobs wait for the free ones) or fullest-first (the shared GPU it leaves fullest whenever one has room)")
+	fs.StringVar(&o.assign, "assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
+	fs.BoolVar(&o.forecastOn, "forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
+	fs.IntVar(&o.forecastN, "forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
+	fs.BoolVar(&o.forecastArr, "forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
+	fs.BoolVar(&o.limitHints, "limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
+	fs.Float64Var(&o.limitFactor, "limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
+	fs.BoolVar(&o.limitSpread, "limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
+	fs.Float64Var(&o.reserveS, "reserve-after-s", 0, "reserve GPUs for a job that has waited `seconds` (its age less its run time) and cannot start: the GPUs that free earliest, which later jobs use only if they end before then or, under a preemptive policy without fair share, give them back (docs/scheduling.md, Reservations); 0 is off (serve's default is 300)")
+	fs.IntVar(&o.maxReserve, "max-reservations", 0, "with --reserve-after-s: how many jobs hold a reservation at once, in priority order (default 1)")
+	fs.Uint64Var(&o.jitterSeed, "jitter-seed", 0, "replay a jittered copy of the trace, drawn from seed `N` (trace.Jittered: submit times moved by up to 60 s either way, durations and time limits scaled by 1/1.25 to 1.25); 0 replays the trace as it is")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this `file`, for go tool pprof")
+	fs.BoolVar(&o.learnPrior, "learn-prior", false, "tiresias-g's distribution of GPU-times learns online, as the live server's does: each finished job joins it, from the shipped prior, with the jobs still running as lower bounds (without: the prior throughout, as in the reference)")
+	o.fromDB.register(fs)
 }
 
 // The jitter of --jitter-seed, as the jittered copies of docs/scheduling.md.

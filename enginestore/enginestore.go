@@ -9,11 +9,10 @@ package enginestore
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
@@ -154,19 +153,7 @@ func parsePlacement(p []string) []sched.GPURef {
 	if len(p) == 0 {
 		return nil
 	}
-	out := make([]sched.GPURef, 0, len(p))
-	for _, s := range p {
-		i := strings.LastIndexByte(s, ':')
-		if i < 0 {
-			continue
-		}
-		idx, err := strconv.Atoi(s[i+1:])
-		if err != nil {
-			continue
-		}
-		out = append(out, sched.GPURef{Node: s[:i], Index: idx})
-	}
-	return out
+	return gpu.ParsePlacement(p)
 }
 
 // EngineTeams returns every team's share, caps and saved usage.
@@ -239,7 +226,7 @@ func (s Store) NodeStates(ctx context.Context) (engine.NodeStates, error) {
 		return out, err
 	}
 	for _, f := range faults {
-		out.Faults = append(out.Faults, engine.GPUFault{Node: f.Node, Index: f.GPUIndex, Reason: f.Reason, At: f.At})
+		out.Faults = append(out.Faults, engine.GPUFault{Ref: gpu.Ref{Node: f.Node, Index: f.GPUIndex}, Reason: f.Reason, At: f.At})
 	}
 	return out, nil
 }

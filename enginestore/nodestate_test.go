@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -28,16 +29,16 @@ func TestNodeStatesOutliveTheStore(t *testing.T) {
 			func() error { return s.SetNodeDraining(ctx, "n2", false, at) },
 			func() error { return s.SetNodeCordoned(ctx, "n3", true, at) },
 			func() error {
-				return s.RecordGPUFault(ctx, engine.GPUFault{Node: "n1", Index: 2, Reason: "XID 48", At: at})
+				return s.RecordGPUFault(ctx, engine.GPUFault{Ref: gpu.Ref{Node: "n1", Index: 2}, Reason: "XID 48", At: at})
 			},
 			func() error { // replaces the first fault of n1/2
-				return s.RecordGPUFault(ctx, engine.GPUFault{Node: "n1", Index: 2, Reason: "XID 79", At: at.Add(time.Minute)})
+				return s.RecordGPUFault(ctx, engine.GPUFault{Ref: gpu.Ref{Node: "n1", Index: 2}, Reason: "XID 79", At: at.Add(time.Minute)})
 			},
 			func() error {
-				return s.RecordGPUFault(ctx, engine.GPUFault{Node: "n1", Index: 0, Reason: "ECC", At: at})
+				return s.RecordGPUFault(ctx, engine.GPUFault{Ref: gpu.Ref{Node: "n1", Index: 0}, Reason: "ECC", At: at})
 			},
 			func() error {
-				return s.RecordGPUFault(ctx, engine.GPUFault{Node: "n3", Index: 1, Reason: "ECC", At: at})
+				return s.RecordGPUFault(ctx, engine.GPUFault{Ref: gpu.Ref{Node: "n3", Index: 1}, Reason: "ECC", At: at})
 			},
 			func() error { return s.DeleteGPUFault(ctx, "n3", 1) },
 			func() error { return s.DeleteGPUFault(ctx, "n3", 5) }, // not out of service: no error
@@ -64,8 +65,8 @@ func TestNodeStatesOutliveTheStore(t *testing.T) {
 			Cordoned: map[string]bool{"n3": true},
 			Draining: map[string]bool{"n1": true},
 			Faults: []engine.GPUFault{
-				{Node: "n1", Index: 0, Reason: "ECC", At: at},
-				{Node: "n1", Index: 2, Reason: "XID 79", At: at.Add(time.Minute)},
+				{Ref: gpu.Ref{Node: "n1", Index: 0}, Reason: "ECC", At: at},
+				{Ref: gpu.Ref{Node: "n1", Index: 2}, Reason: "XID 79", At: at.Add(time.Minute)},
 			},
 		}
 		for i := range got.Faults {

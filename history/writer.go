@@ -18,6 +18,7 @@ import (
 	"github.com/gpuportal/gpuportal/accountingstore"
 	"github.com/gpuportal/gpuportal/core/accounting"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
@@ -226,10 +227,10 @@ func (w *Writer) saveAggregates(ctx context.Context, as []telemetry.Aggregate) {
 	if len(as) == 0 {
 		return
 	}
-	uuids := make(map[telemetry.GPUKey]string)
+	uuids := make(map[gpu.Ref]string)
 	for _, n := range w.cfg.Nodes.Nodes() {
 		for _, d := range n.Devices() {
-			uuids[telemetry.GPUKey{Node: n.Name(), Index: d.Index}] = d.UUID
+			uuids[gpu.Ref{Node: n.Name(), Index: d.Index}] = d.UUID
 		}
 	}
 	rows := make([]models.GPUHistory, 0, len(as))

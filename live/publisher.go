@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 )
 
@@ -100,7 +101,7 @@ func (p *Publisher) Run(ctx context.Context) {
 	feed, cancel := p.cfg.Telemetry.Feed(feedMax)
 	defer cancel()
 	var (
-		pending = make(map[telemetry.GPUKey]telemetry.GPUFrame)
+		pending = make(map[gpu.Ref]telemetry.GPUFrame)
 		last    time.Time // of the last frame
 		due     <-chan time.Time
 		seq     int
@@ -129,8 +130,8 @@ func (p *Publisher) Run(ctx context.Context) {
 			}
 			for _, f := range frames {
 				for _, g := range f.GPUs {
-					if cur, ok := pending[g.GPUKey]; !ok || g.T >= cur.T {
-						pending[g.GPUKey] = g
+					if cur, ok := pending[g.Ref]; !ok || g.T >= cur.T {
+						pending[g.Ref] = g
 					}
 				}
 			}
@@ -154,7 +155,7 @@ func (p *Publisher) Run(ctx context.Context) {
 
 // coalesced is the latest reading of each GPU as one frame, in the order
 // of machine and GPU index, timed at its newest reading.
-func coalesced(byKey map[telemetry.GPUKey]telemetry.GPUFrame) telemetry.Frame {
+func coalesced(byKey map[gpu.Ref]telemetry.GPUFrame) telemetry.Frame {
 	f := telemetry.Frame{GPUs: make([]telemetry.GPUFrame, 0, len(byKey))}
 	for _, g := range byKey {
 		f.GPUs = append(f.GPUs, g)

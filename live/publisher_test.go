@@ -51,31 +51,31 @@ func TestFramesCoalescePerGPU(t *testing.T) {
 		record("b", sec, sec)
 		record("a", sec, sec)
 	}
-	latest := map[telemetry.GPUKey]int64{}
-	var order []telemetry.GPUKey
-	for len(latest) < 4 || latest[telemetry.GPUKey{Node: "a", Index: 0}] != 110 || latest[telemetry.GPUKey{Node: "b", Index: 1}] != 110 {
+	latest := map[gpu.Ref]int64{}
+	var order []gpu.Ref
+	for len(latest) < 4 || latest[gpu.Ref{Node: "a", Index: 0}] != 110 || latest[gpu.Ref{Node: "b", Index: 1}] != 110 {
 		var f Frame
 		select {
 		case f = <-p.Frames():
 		case <-deadline:
 			t.Fatalf("the readings of second 110 did not come: %v", latest)
 		}
-		seen := map[telemetry.GPUKey]bool{}
+		seen := map[gpu.Ref]bool{}
 		order = order[:0]
 		for _, g := range f.GPUs {
-			if seen[g.GPUKey] {
-				t.Fatalf("frame %d holds GPU %v twice", f.Seq, g.GPUKey)
+			if seen[g.Ref] {
+				t.Fatalf("frame %d holds GPU %v twice", f.Seq, g.Ref)
 			}
-			seen[g.GPUKey] = true
-			order = append(order, g.GPUKey)
-			latest[g.GPUKey] = g.T
+			seen[g.Ref] = true
+			order = append(order, g.Ref)
+			latest[g.Ref] = g.T
 		}
 		if f.Oldest().After(time.Unix(f.T, 0)) {
 			t.Errorf("frame %d: oldest reading %v after its time %d", f.Seq, f.Oldest(), f.T)
 		}
 	}
 	if len(order) == 4 {
-		want := []telemetry.GPUKey{{Node: "a", Index: 0}, {Node: "a", Index: 1}, {Node: "b", Index: 0}, {Node: "b", Index: 1}}
+		want := []gpu.Ref{{Node: "a", Index: 0}, {Node: "a", Index: 1}, {Node: "b", Index: 0}, {Node: "b", Index: 1}}
 		for i := range want {
 			if order[i] != want[i] {
 				t.Errorf("frame order %v, want %v", order, want)

@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/gpuhist"
 )
 
@@ -73,7 +74,7 @@ func HistoryFromAggregate(uuid string, a gpuhist.Aggregate) GPUHistory {
 // Aggregate is the row as a downsampled bucket. Power and temperature
 // count as read by every sample where the row has them.
 func (h GPUHistory) Aggregate() gpuhist.Aggregate {
-	a := gpuhist.Aggregate{GPU: gpuhist.GPUKey{Node: h.Node, Index: h.GPUIndex}, Start: h.Start, Step: int64(h.Step),
+	a := gpuhist.Aggregate{GPU: gpu.Ref{Node: h.Node, Index: h.GPUIndex}, Start: h.Start, Step: int64(h.Step),
 		Samples: h.Samples, MemMiB: h.MemMiB, MemUsedAvgMiB: h.MemUsedAvgMiB, MemUsedMaxMiB: h.MemUsedMaxMiB,
 		UtilAvgPct: h.UtilAvgPct, BusySamples: h.BusySamples}
 	if h.PowerAvgW != nil {

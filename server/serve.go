@@ -670,15 +670,15 @@ func engineHalfLife(h time.Duration) time.Duration {
 // page and /metrics count as busy, so the live charts and the GPU history
 // count the same.
 func heldGPUs(store *models.Store) telemetry.Holders {
-	return func(ctx context.Context) (map[telemetry.GPUKey][]int64, error) {
+	return func(ctx context.Context) (map[gpu.Ref][]int64, error) {
 		placed, err := store.RunningPlacements(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out := make(map[telemetry.GPUKey][]int64)
+		out := make(map[gpu.Ref][]int64)
 		for _, id := range slices.Sorted(maps.Keys(placed)) {
 			for _, p := range placed[id] {
-				if k, ok := telemetry.ParseKey(p); ok {
+				if k, ok := gpu.ParseRef(p); ok {
 					out[k] = append(out[k], id)
 				}
 			}

@@ -816,7 +816,7 @@ func TestTopicsFollowTheCredential(t *testing.T) {
 					}
 					var mine []string
 					for _, tp := range topics {
-						if ls.mayFollow(ctx, u, tp, map[int64]string{}) == nil {
+						if ls.mayFollow(ctx, viewOf(u), tp, map[int64]string{}) == nil {
 							mine = append(mine, tp)
 						}
 					}
@@ -845,7 +845,7 @@ func TestTopicsFollowTheCredential(t *testing.T) {
 					}
 					var kept, lost []string
 					for _, tp := range mine {
-						if ls.mayFollow(ctx, &after, tp, map[int64]string{}) == nil {
+						if ls.mayFollow(ctx, viewOf(&after), tp, map[int64]string{}) == nil {
 							kept = append(kept, tp)
 						} else {
 							lost = append(lost, tp)

@@ -9,8 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/app"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -85,7 +85,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 				mem = append(mem, fmt.Sprintf("job %d: %.1f GB", jm.JobID, float64(jm.MemMiB)/1024))
 			}
 			g.Memory = strings.Join(mem, ", ")
-			if l, ok := gl[telemetry.GPUKey{Node: n.Name, Index: smp.Index}]; ok {
+			if l, ok := gl[gpu.Ref{Node: n.Name, Index: smp.Index}]; ok {
 				g.Lanes = lanesText(l)
 			}
 			g.Idle = strings.Join(idleOn[place], ", ")

@@ -35,14 +35,14 @@ func windowed(tb testing.TB, machines, perMachine int) *testServer {
 		for i := range machines {
 			name := fmt.Sprintf("m%03d", i)
 			s := make([]gpu.Sample, perMachine)
-			held := make(map[telemetry.GPUKey][]int64)
+			held := make(map[gpu.Ref][]int64)
 			for g := range s {
 				s[g] = gpu.Sample{At: time.Unix(sec, 0), Index: g, MemMiB: 80 << 10, UtilPct: 50}
 				if g%2 == 0 {
 					id := int64(1000 + i*perMachine + g)
 					used := 20<<10 + (sec%60)*100 + int64(g)
 					s[g].MemUsedMiB, s[g].Jobs = used, []gpu.JobMem{{JobID: id, MemMiB: used}}
-					held[telemetry.GPUKey{Node: name, Index: g}] = []int64{id}
+					held[gpu.Ref{Node: name, Index: g}] = []int64{id}
 				}
 			}
 			tel.RecordHeld(name, s, held)
@@ -100,7 +100,7 @@ func TestFirstFrame(t *testing.T) {
 	}
 	since := ts.cfg.Now().Add(-historyWindow).Unix()
 	for _, g := range w.GPUs {
-		pts := ts.cfg.Telemetry.GPU(telemetry.GPUKey{Node: g.Node, Index: g.Index}, since)
+		pts := ts.cfg.Telemetry.GPU(gpu.Ref{Node: g.Node, Index: g.Index}, since)
 		if len(g.UsedMaxMiB) > wallPoints+1 || len(g.UsedMaxMiB) < len(pts)/int(w.Step) {
 			t.Errorf("%s/%d: %d steps for %d readings", g.Node, g.Index, len(g.UsedMaxMiB), len(pts))
 		}

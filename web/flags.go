@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,8 +24,9 @@ import (
 // their GPUs idle, longest idle first, with their verdicts.
 func (s *Server) idleJobs(ctx context.Context, m *app.Moment, team string) ([]*app.Job, map[int64]*api.Idle, error) {
 	var running []*app.Job
-	for i := range m.Running {
-		j := &m.Running[i]
+	all := m.Running()
+	for i := range all {
+		j := &all[i]
 		if j.State == job.Running && (team == "" || j.Team == team) {
 			running = append(running, j)
 		}
@@ -99,7 +99,7 @@ func (s *Server) teamFlagsPart(c echo.Context) error {
 		return err
 	}
 	name := c.Param("name")
-	if !slices.ContainsFunc(m.Teams, func(t app.Team) bool { return t.Name == name }) {
+	if _, ok := m.Team(name); !ok {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
 	}
 	u := currentUser(c)

@@ -14,7 +14,6 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -34,7 +33,7 @@ func TestHistoryIsWrittenAndServed(t *testing.T) {
 		smp := []gpu.Sample{{At: at, Index: 0, MemUsedMiB: 512, MemMiB: 1024, UtilPct: 40, PowerW: 100, TempC: 50,
 			Jobs: []gpu.JobMem{{JobID: 1, MemMiB: 512}}}, {At: at, Index: 1, MemMiB: 1024}}
 		// Job 1 is placed on GPU 0 (busy); GPU 1 has none (idle).
-		held := map[telemetry.GPUKey][]int64{{Node: "node-0", Index: 0}: {1}}
+		held := map[gpu.Ref][]int64{{Node: "node-0", Index: 0}: {1}}
 		ls.cfg.Telemetry.RecordHeld("node-0", smp, held) // the writer may fall 120 frames behind
 	}
 	var rows []models.GPUHistory

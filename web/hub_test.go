@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/app"
 )
 
 // TestBroadcastSkipsRepeats sends an update only when it differs from the
@@ -13,7 +13,7 @@ import (
 // loses its followers.
 func TestBroadcastSkipsRepeats(t *testing.T) {
 	s := &Server{cfg: Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, hub: newHub(nil)}
-	c := newClient(&models.User{Name: "alice"}, nil)
+	c := newClient(&app.User{Name: "alice"}, nil)
 	s.hub.add(c)
 	s.hub.follow(c, "jct")
 	pending := func() int { return len(c.next()) }
@@ -44,7 +44,7 @@ func TestBroadcastSkipsRepeats(t *testing.T) {
 // TestSendCoalescesPerTopicAndType keeps only the newest unsent message of
 // each topic and type, oldest topic first.
 func TestSendCoalescesPerTopicAndType(t *testing.T) {
-	c := newClient(&models.User{Name: "alice"}, nil)
+	c := newClient(&app.User{Name: "alice"}, nil)
 	c.send(wsOut{Topic: "gpus", Type: "update", Data: 1})
 	c.send(wsOut{Topic: "jct", Type: "update", Data: 1})
 	c.send(wsOut{Topic: "gpus", Type: "update", Data: 2})

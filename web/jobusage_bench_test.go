@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -23,7 +24,7 @@ func BenchmarkIdleStates(b *testing.B) {
 	now := time.Now()
 	start := now.Add(-2 * time.Hour)
 	const machines, perMachine = 128, 8
-	var js []*models.Job
+	var ids []int64
 	var rows []models.GPUHistory
 	end := now.Unix() - now.Unix()%60
 	for n := range machines {
@@ -36,8 +37,7 @@ func BenchmarkIdleStates(b *testing.B) {
 			if _, err := ts.store.MarkStarted(ctx, j.ID, []string{fmt.Sprintf("%s:%d", node, g)}, start); err != nil {
 				b.Fatal(err)
 			}
-			j, _ = ts.store.Job(ctx, j.ID)
-			js = append(js, j)
+			ids = append(ids, j.ID)
 			for m := 62; m > 0; m-- {
 				util := 90.0
 				if g == 0 {
@@ -50,6 +50,11 @@ func BenchmarkIdleStates(b *testing.B) {
 	}
 	if err := ts.store.SaveGPUHistory(ctx, rows); err != nil {
 		b.Fatal(err)
+	}
+	shown := appJobs(b, ts.app, ids...)
+	js := make([]*app.Job, len(shown))
+	for i := range shown {
+		js[i] = &shown[i]
 	}
 	var flip bool
 	for _, fresh := range []bool{true, false} {

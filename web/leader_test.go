@@ -17,6 +17,7 @@ import (
 	agenthub "github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
@@ -118,7 +119,7 @@ func TestFollowerNodeActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	fol := &testServer{Server: srv, store: ts.store, engine: eng, sessions: ts.sessions, tokens: ts.tokens}
-	if err := enginestore.New(ts.store).RecordGPUFault(ctx, engine.GPUFault{Node: "box", Index: 1, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
+	if err := enginestore.New(ts.store).RecordGPUFault(ctx, engine.GPUFault{Ref: gpu.Ref{Node: "box", Index: 1}, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 

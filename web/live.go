@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 )
 
@@ -33,9 +34,9 @@ func (s *Server) gpuHistory(since int64) []api.GPUSeries {
 // frameSeries is frame f as the gpus topic's update sends it: each
 // connected GPU with its reading of f, as the snapshot's series.
 func (s *Server) frameSeries(f telemetry.Frame) []api.GPUSeries {
-	byKey := make(map[telemetry.GPUKey]telemetry.Point, len(f.GPUs))
+	byKey := make(map[gpu.Ref]telemetry.Point, len(f.GPUs))
 	for _, g := range f.GPUs {
-		byKey[g.GPUKey] = g.Point
+		byKey[g.Ref] = g.Point
 	}
 	out := []api.GPUSeries{}
 	for _, g := range s.app.ConnectedGPUs() {

@@ -211,9 +211,10 @@ func collectQueues(ch chan<- prometheus.Metric, m *app.Moment, counts []app.Labe
 // the per-job series are left out.
 func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *app.Moment, now time.Time, names bool) {
 	cl := c.s.app.Cluster(now, false)
-	users := make(map[int64]string, len(m.Running))
-	teams := make(map[int64]string, len(m.Running))
-	for _, j := range m.Running {
+	running := m.Running()
+	users := make(map[int64]string, len(running))
+	teams := make(map[int64]string, len(running))
+	for _, j := range running {
 		users[j.ID], teams[j.ID] = j.User, j.Team
 	}
 	util := make(map[string]float64) // "node:index" -> utilization from 0 to 1
@@ -279,14 +280,14 @@ func (c collector) collectGPUs(ch chan<- prometheus.Metric, m *app.Moment, now t
 		ch <- gauge(gpusDesc, float64(v), state)
 	}
 	if names {
-		for i := range m.Running {
-			j := &m.Running[i]
+		for i := range running {
+			j := &running[i]
 			ch <- gauge(attainedDesc, j.Service(m.Now).GPUSeconds, strconv.FormatInt(j.ID, 10), j.User, j.Team)
 		}
 	}
 	utilized := m.Figures.Utilized(func(g string) float64 { return util[g] })
 	total := 0.0
-	for _, t := range m.Teams {
+	for _, t := range m.Teams() {
 		ch <- gauge(teamUtilDesc, utilized[t.Name], t.Name)
 	}
 	for _, v := range utilized {
@@ -316,7 +317,7 @@ func holders(held []usage.Holding, users, teams map[int64]string) []string {
 func collectEngine(ch chan<- prometheus.Metric, a *app.App, m *app.Moment) {
 	var teams []string
 	if m != nil {
-		for _, t := range m.Teams {
+		for _, t := range m.Teams() {
 			teams = append(teams, t.Name)
 		}
 	}

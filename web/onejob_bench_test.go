@@ -79,7 +79,7 @@ func BenchmarkOneJobAtQueue(b *testing.B) {
 	}
 	b.Run("topic/waiting", func(b *testing.B) {
 		for range b.N {
-			if _, err := ts.snapshot(ctx, alice, fmt.Sprintf("%s%d", topicJob, waiting)); err != nil {
+			if _, err := ts.snapshot(ctx, viewOf(alice), fmt.Sprintf("%s%d", topicJob, waiting)); err != nil {
 				b.Fatal(err)
 			}
 		}

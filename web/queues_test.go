@@ -227,7 +227,7 @@ func TestQueueRowsShowPriority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame, err := ts.snapshot(ctx, lead, topicTeam+"vision")
+	frame, err := ts.snapshot(ctx, viewOf(lead), topicTeam+"vision")
 	if err != nil {
 		t.Fatal(err)
 	}

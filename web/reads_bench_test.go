@@ -89,7 +89,7 @@ func BenchmarkReadsAtScale(b *testing.B) {
 							}
 							size := 0
 							for range b.N {
-								data, err := ts.snapshot(context.Background(), u, topic.topic)
+								data, err := ts.snapshot(context.Background(), viewOf(u), topic.topic)
 								if err != nil {
 									b.Fatal(err)
 								}

@@ -167,15 +167,51 @@ func New(cfg Config) (*Server, error) {
 	if cfg.App == nil || cfg.Telemetry == nil {
 		return nil, errors.New("web: the application layer and telemetry are required")
 	}
+	cfg = cfg.withDefaults()
+	a, err := newAssets(static.FS)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger), whatIfSlot: make(chan struct{}, 1),
+		crossOrigin: http.NewCrossOriginProtection(),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
+			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
+	s.app = cfg.App
+	s.hub.poked = cfg.AccessChanged
+	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
+		return nil, err
+	}
+	s.useMiddleware(a)
+
+	e := s.echo
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	s.mountMetrics()
+	e.GET("/static/*", a.serve)
+	e.GET("/favicon.ico", a.favicon)
+	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
+	e.GET(wire.TunnelPath, echo.WrapHandler(s.agentsOnLeader(s.agents())))
+	// Interactive sessions, proxied (sessions.go): every method, checked
+	// on every request.
+	if s.sessions, err = newSessionProxy(s, a); err != nil {
+		return nil, err
+	}
+	e.Match(sessionMethods, "/sessions/:id/:secret/*", s.sessions.servePortal, s.loadSessionUser, s.loadBearerUser)
+	e.GET("/sessions/:id/:secret", sessionSlash)
+
+	e.GET("/ws", s.ws, s.requireAnyUser)
+	s.apiRoutes()
+	s.pageRoutes()
+	return s, nil
+}
+
+// withDefaults is cfg with the defaults of what it leaves unset.
+func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	a, err := newAssets(static.FS)
-	if err != nil {
-		return nil, err
 	}
 	if cfg.SocketRecheck <= 0 {
 		cfg.SocketRecheck = defaultSocketRecheck
@@ -189,16 +225,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerAddr == 0 {
 		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), logins: newThrottle(), hub: newHub(cfg.Logger), whatIfSlot: make(chan struct{}, 1),
-		crossOrigin: http.NewCrossOriginProtection(),
-		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuportal_reclaimed_idle_gpu_seconds_total",
-			Help: "GPU-seconds given back by reclaiming idle jobs: each reclaimed job's GPUs times how long it had been idle, by team."}, []string{"team"})}
-	s.app = cfg.App
-	s.hub.poked = cfg.AccessChanged
-	if s.ldap, s.oidc, err = identitySources(cfg.SignIn); err != nil {
-		return nil, err
-	}
-	e := s.echo
+	return cfg
+}
+
+// useMiddleware sets what every request goes through: the client's
+// address, errors, recovery, logging, body limits, compression, asset
+// URLs and the security headers.
+func (s *Server) useMiddleware(a *assets) {
+	e, cfg := s.echo, s.cfg
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
 	if len(cfg.TrustedProxies) > 0 {
@@ -229,9 +263,12 @@ func New(cfg Config) (*Server, error) {
 		ReferrerPolicy: "same-origin",
 	}))
 	e.Use(portalPolicy)
+}
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
+// mountMetrics serves /metrics: the portal's collectors and the
+// server assembly's.
+func (s *Server) mountMetrics() {
+	e, cfg := s.echo, s.cfg
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s})
 	reg.MustRegister(leaderGauges(s)...)
@@ -243,19 +280,11 @@ func New(cfg Config) (*Server, error) {
 	// out; the others, from memory, are still served (dbstate.go).
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)})), s.metricsAuth())
-	e.GET("/static/*", a.serve)
-	e.GET("/favicon.ico", a.favicon)
-	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
-	e.GET(wire.TunnelPath, echo.WrapHandler(s.agentsOnLeader(s.agents())))
-	// Interactive sessions, proxied (sessions.go): every method, checked
-	// on every request.
-	if s.sessions, err = newSessionProxy(s, a); err != nil {
-		return nil, err
-	}
-	e.Match(sessionMethods, "/sessions/:id/:secret/*", s.sessions.servePortal, s.loadSessionUser, s.loadBearerUser)
-	e.GET("/sessions/:id/:secret", sessionSlash)
+}
 
-	e.GET("/ws", s.ws, s.requireAnyUser)
+// apiRoutes are the REST API's routes, /api/v1.
+func (s *Server) apiRoutes() {
+	e := s.echo
 	v1 := e.Group("/api/v1", checkInputText)
 	v1.POST("/tokens", s.apiCreateToken)
 	v1.GET("/openapi.json", s.apiOpenAPI)
@@ -320,7 +349,11 @@ func New(cfg Config) (*Server, error) {
 	authed.GET("/jobs/:id/files/content", s.jobFileContent)
 	authed.GET("/jobs/:id/files/archive", s.jobFileArchive)
 	authed.PUT("/jobs/:id/files/content", s.apiUploadJobFile)
+}
 
+// pageRoutes are the portal's pages, on the session cookie.
+func (s *Server) pageRoutes() {
+	e := s.echo
 	pages := e.Group("", s.csrf, s.loadSessionUser, checkInputText)
 	pages.GET("/login", s.loginPage)
 	pages.POST("/login", s.login, s.sameSiteLogin)
@@ -394,7 +427,6 @@ func New(cfg Config) (*Server, error) {
 	admin.POST("/machines/:name/remove", s.removeMachineForm)
 	admin.POST("/whatif", s.whatIfForm)
 	admin.POST("/:action", s.adminAction)
-	return s, nil
 }
 
 // portalPagePolicy is the content security policy of the portal's own

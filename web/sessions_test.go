@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -82,17 +83,21 @@ func TestSessionURLOnlyForWhoMayOpen(t *testing.T) {
 	if !strings.HasPrefix(url, "/sessions/7/") || strings.Contains(url, "k1.s") {
 		t.Fatalf("session URL %q: want /sessions/7/ and a secret derived from the salt", url)
 	}
+	if err := ts.store.CreateJob(t.Context(), j); err != nil {
+		t.Fatal(err)
+	}
+	shown := appJobs(t, ts.app, j.ID)
 	for _, c := range []struct {
-		who  *models.User
+		who  *app.User
 		want string
 	}{
-		{&models.User{Name: "alice", Team: "vision", Role: models.RoleResearcher}, url},
-		{&models.User{Name: "root", Role: models.RoleAdmin}, url},
-		{&models.User{Name: "lead", Team: "vision", Role: models.RoleLead}, ""},
-		{&models.User{Name: "bob", Team: "vision", Role: models.RoleResearcher}, ""},
+		{&app.User{Name: "alice", Team: "vision", Role: app.RoleResearcher}, url},
+		{&app.User{Name: "root", Role: app.RoleAdmin}, url},
+		{&app.User{Name: "lead", Team: "vision", Role: app.RoleLead}, ""},
+		{&app.User{Name: "bob", Team: "vision", Role: app.RoleResearcher}, ""},
 	} {
 		aj := api.Job{Session: &api.Session{Type: "jupyter"}}
-		ts.withSessionURL(c.who, j, &aj)
+		ts.withSessionURL(c.who, &shown[0], &aj)
 		if aj.Session.URL != c.want {
 			t.Errorf("%s sees URL %q, want %q", c.who.Name, aj.Session.URL, c.want)
 		}

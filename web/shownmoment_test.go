@@ -61,17 +61,7 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 				Earliest: &now, Likely: &now, Latest: &now, Reason: "stored"}}); err != nil {
 				t.Fatal(err)
 			}
-			load := func(ids ...int64) []models.Job {
-				out := make([]models.Job, len(ids))
-				for i, id := range ids {
-					j, err := ts.store.Job(ctx, id)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out[i] = *j
-				}
-				return out
-			}
+			load := func(ids ...int64) []app.Job { return appJobs(t, ts.app, ids...) }
 			full := func() *app.Moment {
 				m, err := ts.app.Moment(ctx)
 				if err != nil {
@@ -79,7 +69,7 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 				}
 				return m
 			}
-			shown := func(js ...models.Job) *app.Moment {
+			shown := func(js ...app.Job) *app.Moment {
 				m, err := ts.app.ShownMoment(ctx, js...)
 				if err != nil {
 					t.Fatal(err)
@@ -109,7 +99,7 @@ func TestShownMomentMatchesMoment(t *testing.T) {
 			// The engine may forecast anew between two reads: what one
 			// shownMoment shows is what a whole moment read just before
 			// or just after it shows.
-			agree := func(what string, js []models.Job) {
+			agree := func(what string, js []app.Job) {
 				t.Helper()
 				before, m, after := full(), shown(js...), full()
 				for i := range js {

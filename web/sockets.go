@@ -127,9 +127,9 @@ func (s *Server) credentialUsers(ctx context.Context, creds []credential) (map[c
 	if err != nil {
 		return nil, err
 	}
-	for kind, us := range map[credKind]map[string]app.User{credSession: bySession, credToken: byToken} {
+	for kind, us := range map[credKind]map[string]*app.User{credSession: bySession, credToken: byToken} {
 		for h, u := range us {
-			out[credential{kind: kind, hash: h}] = &u
+			out[credential{kind: kind, hash: h}] = u
 		}
 	}
 	return out, nil

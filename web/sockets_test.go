@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/gpuportal/gpuportal/models"
+	"github.com/gpuportal/gpuportal/app"
 )
 
 // TestDeliveriesJudgeTheCurrentUser: a follower whose user may no longer
@@ -16,13 +16,13 @@ func TestDeliveriesJudgeTheCurrentUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stays := newClient(&models.User{ID: 1, Name: "lead", Role: models.RoleLead, Team: "vision"}, nil)
-	moved := newClient(&models.User{ID: 2, Name: "alice", Role: models.RoleResearcher, Team: "vision"}, nil)
+	stays := newClient(&app.User{ID: 1, Name: "lead", Role: app.RoleLead, Team: "vision"}, nil)
+	moved := newClient(&app.User{ID: 2, Name: "alice", Role: app.RoleResearcher, Team: "vision"}, nil)
 	for _, c := range []*wsClient{stays, moved} {
 		ts.hub.add(c)
 		ts.hub.follow(c, "team:vision")
 	}
-	moved.user.Store(&models.User{ID: 2, Name: "alice", Role: models.RoleResearcher, Team: "nlp"})
+	moved.user.Store(&app.User{ID: 2, Name: "alice", Role: app.RoleResearcher, Team: "nlp"})
 	ts.publishTeams(context.Background(), m)
 	if got := len(stays.next()); got != 1 {
 		t.Errorf("a member got %d updates of team:vision, want 1", got)

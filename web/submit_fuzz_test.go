@@ -30,10 +30,10 @@ var submitFields = []string{"name", "team", "gpus", "command", "image", "sim", "
 // a lead and an admin of no team.
 var (
 	fuzzTeams = []string{"vision", "nlp"}
-	fuzzUsers = []*models.User{
-		{Name: "alice", Role: models.RoleResearcher, Team: "vision"},
-		{Name: "lead", Role: models.RoleLead, Team: "nlp"},
-		{Name: "admin", Role: models.RoleAdmin},
+	fuzzUsers = []*app.User{
+		{Name: "alice", Role: app.RoleResearcher, Team: "vision"},
+		{Name: "lead", Role: app.RoleLead, Team: "nlp"},
+		{Name: "admin", Role: app.RoleAdmin},
 	}
 )
 
@@ -102,7 +102,7 @@ func checkSubmit(t *testing.T, input any, req api.SubmitRequest) fieldErrors {
 }
 
 // checkJob checks that an accepted job is within every limit.
-func checkJob(t *testing.T, input any, u *models.User, clusterGPUs int, j *models.Job) {
+func checkJob(t *testing.T, input any, u *app.User, clusterGPUs int, j *models.Job) {
 	t.Helper()
 	fail := func(what string) {
 		t.Helper()
@@ -114,7 +114,7 @@ func checkJob(t *testing.T, input any, u *models.User, clusterGPUs int, j *model
 	case !utf8.ValidString(j.Name) || !utf8.ValidString(j.Model):
 		// PostgreSQL refuses text that is not UTF-8: a 500 at insert time.
 		fail("text that is not UTF-8")
-	case !slices.Contains(fuzzTeams, j.Team) || (u.Role != models.RoleAdmin && j.Team != u.Team):
+	case !slices.Contains(fuzzTeams, j.Team) || (u.Role != app.RoleAdmin && j.Team != u.Team):
 		fail("a team the user may not submit to")
 	case j.User != u.Name:
 		fail("another user")

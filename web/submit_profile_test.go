@@ -179,7 +179,11 @@ func TestProfileTemplateRoundTrip(t *testing.T) {
 		if err := j.SetDeclaredProfile(want); err != nil {
 			t.Fatal(err)
 		}
-		again := app.RequestOf(&j).CPUProfile
+		p, err := j.DeclaredProfile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := app.ProfileRequest(p)
 		if got := app.DeclaredProfile(api.SubmitRequest{CPUProfile: again}, fe); len(fe) > 0 || !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: the template declares %+v, giving %+v (%v); want %+v", decl, again, got, fe, want)
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,15 +39,16 @@ func (s *Server) team(c echo.Context, m *app.Moment) (api.Team, error) {
 	if err != nil {
 		return out, err
 	}
-	i := slices.IndexFunc(m.Teams, func(t app.Team) bool { return t.Name == name })
-	if i < 0 {
+	t, ok := m.Team(name)
+	if !ok {
 		return api.Team{}, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no team %q", name))
 	}
-	out.TeamShare, out.Window = m.TeamShare(m.Teams[i]), teamWindow.Seconds()
+	out.TeamShare, out.Window = m.TeamShare(t), teamWindow.Seconds()
 	// The store sums the service of ended runs; add the runs in progress.
 	usage := map[string]float64{}
-	for k := range m.Running {
-		j := &m.Running[k]
+	running := m.Running()
+	for k := range running {
+		j := &running[k]
 		if j.Team == name && !j.SubmittedAt.Before(since) {
 			usage[j.User] += j.Service(m.Now).GPUSeconds - j.AttainedService
 		}
@@ -310,10 +310,8 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		CanEditShare: app.IsAdmin(u),
 		CanEditCaps:  app.CanLead(u, t.Name)}
 	v.ShowShares = v.CanEditCaps
-	for i := range m.Teams {
-		if m.Teams[i].Name == t.Name {
-			v.Idle = s.teamIdle(&m.Teams[i])
-		}
+	if mt, ok := m.Team(t.Name); ok {
+		v.Idle = s.teamIdle(&mt)
 	}
 	v.Sessions = templates.TeamSessions{MaxHours: strconv.FormatFloat(t.SessionPolicy.MaxSessionHours, 'g', -1, 64),
 		PriorityGPUs: t.SessionPolicy.PriorityGPUs}

@@ -3,11 +3,11 @@ package web
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 )
@@ -31,9 +31,9 @@ func (s *Server) publishGPUs(f telemetry.Frame) {
 	if len(topics) == 0 {
 		return
 	}
-	byKey := make(map[telemetry.GPUKey]telemetry.Point, len(f.GPUs))
+	byKey := make(map[gpu.Ref]telemetry.Point, len(f.GPUs))
 	for _, g := range f.GPUs {
-		byKey[g.GPUKey] = g.Point
+		byKey[g.Ref] = g.Point
 	}
 	byUUID := make(map[string]app.ConnectedGPU)
 	for _, g := range s.app.ConnectedGPUs() {
@@ -65,7 +65,7 @@ func (s *Server) teamSnapshot(ctx context.Context, u *app.User, name string) (ap
 	if err != nil {
 		return api.TeamTopic{}, err
 	}
-	if !slices.ContainsFunc(m.Teams, func(t app.Team) bool { return t.Name == name }) {
+	if _, ok := m.Team(name); !ok {
 		return api.TeamTopic{}, refused
 	}
 	return s.teamTopic(ctx, m, u, name)
@@ -80,30 +80,14 @@ const teamQueuePage = 50
 // queue, with their count.
 func (s *Server) teamTopic(ctx context.Context, m *app.Moment, u *app.User, name string) (api.TeamTopic, error) {
 	out := api.TeamTopic{Team: api.TeamShare{Name: name, Factor: 1}, Queue: []api.TeamQueueJob{}}
-	for _, t := range m.Teams {
-		if t.Name == name {
-			out.Team = m.TeamShare(t)
-		}
+	if t, ok := m.Team(name); ok {
+		out.Team = m.TeamShare(t)
 	}
-	type shown struct {
-		id    int64
-		queue int
-	}
-	var page []shown
-	for qi, rows := range m.QueueOrder(s.app.QueueCount()) {
-		for _, r := range rows {
-			if r.Team != name {
-				continue
-			}
-			out.QueueTotal++
-			if len(page) < teamQueuePage {
-				page = append(page, shown{r.ID, qi})
-			}
-		}
-	}
+	page, total := m.TeamQueue(name, s.app.QueueCount(), teamQueuePage)
+	out.QueueTotal = total
 	ids := make([]int64, len(page))
 	for i, p := range page {
-		ids[i] = p.id
+		ids[i] = p.ID
 	}
 	js, err := s.app.TeamJobs(ctx, app.Actor{User: u}, name, ids)
 	if err != nil {
@@ -111,7 +95,7 @@ func (s *Server) teamTopic(ctx context.Context, m *app.Moment, u *app.User, name
 	}
 	queueOf := make(map[int64]int, len(page))
 	for _, p := range page {
-		queueOf[p.id] = p.queue
+		queueOf[p.ID] = p.Queue
 	}
 	for i := range js {
 		j := &js[i]

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"go/ast"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -160,6 +166,198 @@ func TestWebGoesThroughApp(t *testing.T) {
 	if !slices.Contains(imports[module+"web"], module+"app") || checked == 0 {
 		t.Fatalf("web imports %v, not app", imports[module+"web"])
 	}
+}
+
+// TestWebSeesNoRows checks that the web server holds no store row under
+// another name: type-checked, web (test files left out) names no type,
+// field, method, function or value of package models, and no expression
+// of it has a models type, however it got there (an alias exported from
+// app, a field of an app type, a function's result); and that no type
+// app exports is an alias of a models type. What app hands web is api's
+// values or app's own views (app/views.go).
+func TestWebSeesNoRows(t *testing.T) {
+	const models = module + "models"
+	pkgs := typeCheck(t, module+"web", module+"app")
+	web, app := pkgs[module+"web"], pkgs[module+"app"]
+	fromModels := func(obj types.Object) bool { return obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == models }
+	var found int
+	report := func(pos token.Pos, format string, args ...any) {
+		if found++; found <= 40 {
+			t.Errorf("%s: "+format, append([]any{web.fset.Position(pos)}, args...)...)
+		}
+	}
+	for id, obj := range web.info.Uses {
+		if fromModels(obj) {
+			report(id.Pos(), "web uses models.%s: ask app for an api value or one of its views", obj.Name())
+		}
+	}
+	for e, tv := range web.info.Types {
+		if n := namedIn(tv.Type, models); n != nil {
+			report(e.Pos(), "an expression of web has the store's type models.%s", n.Obj().Name())
+		}
+	}
+	if found > 40 {
+		t.Errorf("and %d more", found-40)
+	}
+	scope := app.pkg.Scope()
+	for _, name := range scope.Names() {
+		tn, ok := scope.Lookup(name).(*types.TypeName)
+		if !ok || !tn.Exported() || !tn.IsAlias() {
+			continue
+		}
+		if n := namedIn(tn.Type(), models); n != nil {
+			t.Errorf("app.%s is models.%s under another name: make it app's own view (app/views.go)", name, n.Obj().Name())
+		}
+	}
+	if len(web.info.Uses) == 0 || scope.Len() == 0 {
+		t.Fatal("nothing type-checked")
+	}
+}
+
+// TestOneGPUType checks that a GPU of the cluster has one type in the
+// server's packages: gpu.Ref (core/gpu). No other struct of core, app,
+// the store's adapters or the background writers declares a machine
+// (Node string) and an index (Index int) side by side; one that needs a
+// GPU holds a gpu.Ref. The wire types (api, the agent protocol) and the
+// store's rows keep their own.
+func TestOneGPUType(t *testing.T) {
+	var files []string
+	for _, pattern := range []string{"core/*/*.go", "core/*/*/*.go", "app/*.go", "enginestore/*.go", "accountingstore/*.go", "live/*.go", "history/*.go", "web/*.go"} {
+		fs, err := filepath.Glob(filepath.Join("../..", pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
+	}
+	var checked int
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || strings.Contains(name, "/core/agent/wire/") || strings.HasSuffix(name, "/core/gpu/ref.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		ast.Inspect(f, func(n ast.Node) bool {
+			st, ok := n.(*ast.StructType)
+			if !ok {
+				return true
+			}
+			var node, index bool
+			for _, fl := range st.Fields.List {
+				typ, _ := fl.Type.(*ast.Ident)
+				for _, id := range fl.Names {
+					node = node || (id.Name == "Node" && typ != nil && typ.Name == "string")
+					index = index || (id.Name == "Index" && typ != nil && typ.Name == "int")
+				}
+			}
+			if node && index {
+				t.Errorf("%s: a struct with Node and Index: hold a gpu.Ref (core/gpu), the one GPU type", name)
+			}
+			return true
+		})
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d files", checked)
+	}
+}
+
+// namedIn returns the named type of package pkg that typ is, or points
+// to, or holds as a slice's, array's, map's or channel's element; nil if
+// none.
+func namedIn(typ types.Type, pkg string) *types.Named {
+	for {
+		switch u := types.Unalias(typ).(type) {
+		case *types.Pointer:
+			typ = u.Elem()
+		case *types.Slice:
+			typ = u.Elem()
+		case *types.Array:
+			typ = u.Elem()
+		case *types.Chan:
+			typ = u.Elem()
+		case *types.Map:
+			if n := namedIn(u.Key(), pkg); n != nil {
+				return n
+			}
+			typ = u.Elem()
+		case *types.Named:
+			if o := u.Obj(); o.Pkg() != nil && o.Pkg().Path() == pkg {
+				return u
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+}
+
+// checked is a package type-checked from its source.
+type checked struct {
+	pkg  *types.Package
+	info *types.Info
+	fset *token.FileSet
+}
+
+// typeCheck type-checks pkgs from their source (test files left out),
+// their imports from the compiler's export data (go list -export).
+func typeCheck(t *testing.T, pkgs ...string) map[string]checked {
+	t.Helper()
+	args := append([]string{"list", "-export", "-deps", "-json=ImportPath,Export,Dir,GoFiles"}, pkgs...)
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	type listed struct {
+		ImportPath, Export, Dir string
+		GoFiles                 []string
+	}
+	exports := make(map[string]string)
+	var wanted []listed
+	for dec := json.NewDecoder(strings.NewReader(string(out))); ; {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		exports[p.ImportPath] = p.Export
+		if slices.Contains(pkgs, p.ImportPath) {
+			wanted = append(wanted, p)
+		}
+	}
+	fset := token.NewFileSet()
+	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		if exports[path] == "" {
+			return nil, errors.New("no export data for " + path)
+		}
+		return os.Open(exports[path])
+	})
+	res := make(map[string]checked)
+	for _, p := range wanted {
+		var files []*ast.File
+		for _, name := range p.GoFiles {
+			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		info := &types.Info{Uses: make(map[*ast.Ident]types.Object), Types: make(map[ast.Expr]types.TypeAndValue)}
+		pkg, err := (&types.Config{Importer: imp}).Check(p.ImportPath, fset, files, info)
+		if err != nil {
+			t.Fatalf("type-check %s: %v", p.ImportPath, err)
+		}
+		res[p.ImportPath] = checked{pkg: pkg, info: info, fset: fset}
+	}
+	if len(res) != len(pkgs) {
+		t.Fatalf("type-checked %d of %v", len(res), pkgs)
+	}
+	return res
 }
 
 // moduleImports returns what each of pkgs imports directly (test files

@@ -99,49 +99,8 @@ func Measure(runs []Run, samples []Sample, from, to, now time.Time, idleBelow fl
 	if !from.Before(end) {
 		return out
 	}
-	type span struct {
-		run        int
-		start, end time.Time
-	}
-	byGPU := make(map[string][]span)
-	for i := range runs {
-		r := &runs[i]
-		e := end
-		if r.End != nil && r.End.Before(e) {
-			e = *r.End
-		}
-		s := r.Start
-		if s.Before(from) {
-			s = from
-		}
-		if !s.Before(e) {
-			continue
-		}
-		for _, g := range r.GPUs {
-			byGPU[g] = append(byGPU[g], span{i, s, e})
-		}
-	}
-	count := make(map[string]int, len(byGPU))
-	for _, s := range samples {
-		count[s.GPU]++
-	}
-	samplesOf := make(map[string][]Sample, len(byGPU))
-	for _, s := range samples {
-		if _, ok := byGPU[s.GPU]; ok {
-			if samplesOf[s.GPU] == nil {
-				samplesOf[s.GPU] = make([]Sample, 0, count[s.GPU])
-			}
-			samplesOf[s.GPU] = append(samplesOf[s.GPU], s)
-		}
-	}
-	add := func(day Day, k Key, u Usage) {
-		m := out[day]
-		if m == nil {
-			m = make(map[Key]Usage)
-			out[day] = m
-		}
-		m[k] = m[k].Add(u)
-	}
+	byGPU := spansByGPU(runs, from, end)
+	samplesOf := samplesByGPU(samples, byGPU)
 	for g, spans := range byGPU {
 		ss := samplesOf[g]
 		sort.Slice(ss, func(a, b int) bool { return ss[a].Start.Before(ss[b].Start) })
@@ -157,8 +116,8 @@ func Measure(runs []Run, samples []Sample, from, to, now time.Time, idleBelow fl
 			r := &runs[sp.run]
 			keys[r.Job] = Key{Team: r.Team, User: r.User}
 		}
-		slices.SortFunc(spans, func(x, y span) int { return x.start.Compare(y.start) })
-		var active []span
+		slices.SortFunc(spans, func(x, y runSpan) int { return x.start.Compare(y.start) })
+		var active []runSpan
 		next := 0
 		for c := 0; c+1 < len(cuts); c++ {
 			a, b := cuts[c], cuts[c+1]
@@ -167,7 +126,7 @@ func Measure(runs []Run, samples []Sample, from, to, now time.Time, idleBelow fl
 				active = append(active, spans[next])
 				next++
 			}
-			active = slices.DeleteFunc(active, func(sp span) bool { return !sp.end.After(a) })
+			active = slices.DeleteFunc(active, func(sp runSpan) bool { return !sp.end.After(a) })
 			if len(active) == 0 {
 				continue
 			}
@@ -176,55 +135,119 @@ func Measure(runs []Run, samples []Sample, from, to, now time.Time, idleBelow fl
 				r := &runs[sp.run]
 				on = append(on, usage.Run{Job: r.Job, Team: r.Team, GPUs: []string{g}, Sharing: r.Sharing, Fraction: r.Fraction, Since: r.Start})
 			}
-			holds := usage.Of(on, nil).OnGPU(g)
-			// Walk [a, b) in pieces that cross no day boundary and no
-			// sample boundary, summing per GPU-second first and sharing
-			// out per day.
-			day := DayOf(a)
-			var sum Usage // of one whole GPU
-			flush := func() {
-				for _, h := range holds {
-					add(day, keys[h.Job], Usage{Allocated: h.Share * sum.Allocated, Used: h.Share * sum.Used,
-						Sampled: h.Share * sum.Sampled, IdleAllocated: h.Share * sum.IdleAllocated})
-				}
-				sum = Usage{}
-			}
-			// The first sample that ends after a.
-			i := sort.Search(len(ss), func(i int) bool { return ss[i].Start.Add(ss[i].Step).After(a) })
-			for t := a; t.Before(b); {
-				if d := DayOf(t); !d.Equal(day) {
-					flush()
-					day = d
-				}
-				next := day.AddDate(0, 0, 1)
-				if b.Before(next) {
-					next = b
-				}
-				for i < len(ss) && !ss[i].Start.Add(ss[i].Step).After(t) {
-					i++
-				}
-				util, sampled := 0.0, false
-				if i < len(ss) && !ss[i].Start.After(t) {
-					util, sampled = min(max(ss[i].Util, 0), 1), true
-					if e := ss[i].Start.Add(ss[i].Step); e.Before(next) {
-						next = e
-					}
-				} else if i < len(ss) && ss[i].Start.Before(next) {
-					next = ss[i].Start
-				}
-				dt := next.Sub(t).Seconds()
-				sum.Allocated += dt
-				if sampled {
-					sum.Sampled += dt
-					sum.Used += util * dt
-					if util < idleBelow {
-						sum.IdleAllocated += dt
-					}
-				}
-				t = next
-			}
-			flush()
+			measureInterval(out, usage.Of(on, nil).OnGPU(g), keys, ss, a, b, idleBelow)
 		}
 	}
 	return out
+}
+
+// runSpan is the part of run (an index of Measure's runs) within the
+// days measured.
+type runSpan struct {
+	run        int
+	start, end time.Time
+}
+
+// spansByGPU is, for each GPU, the spans of runs on it within [from,
+// end).
+func spansByGPU(runs []Run, from, end time.Time) map[string][]runSpan {
+	byGPU := make(map[string][]runSpan)
+	for i := range runs {
+		r := &runs[i]
+		e := end
+		if r.End != nil && r.End.Before(e) {
+			e = *r.End
+		}
+		s := r.Start
+		if s.Before(from) {
+			s = from
+		}
+		if !s.Before(e) {
+			continue
+		}
+		for _, g := range r.GPUs {
+			byGPU[g] = append(byGPU[g], runSpan{i, s, e})
+		}
+	}
+	return byGPU
+}
+
+// samplesByGPU is the samples of each GPU of byGPU, in their order.
+func samplesByGPU(samples []Sample, byGPU map[string][]runSpan) map[string][]Sample {
+	count := make(map[string]int, len(byGPU))
+	for _, s := range samples {
+		count[s.GPU]++
+	}
+	samplesOf := make(map[string][]Sample, len(byGPU))
+	for _, s := range samples {
+		if _, ok := byGPU[s.GPU]; ok {
+			if samplesOf[s.GPU] == nil {
+				samplesOf[s.GPU] = make([]Sample, 0, count[s.GPU])
+			}
+			samplesOf[s.GPU] = append(samplesOf[s.GPU], s)
+		}
+	}
+	return samplesOf
+}
+
+// measureInterval adds to out the usage of one GPU over [a, b), which
+// holds (by job, keys giving each job's team and user) share throughout,
+// from its samples ss in start order. It walks [a, b) in pieces that
+// cross no day boundary and no sample boundary, summing per GPU-second
+// first and sharing out per day.
+func measureInterval(out map[Day]map[Key]Usage, holds []usage.Holding, keys map[int64]Key, ss []Sample, a, b time.Time, idleBelow float64) {
+	day := DayOf(a)
+	var sum Usage // of one whole GPU
+	flush := func() {
+		for _, h := range holds {
+			addUsage(out, day, keys[h.Job], Usage{Allocated: h.Share * sum.Allocated, Used: h.Share * sum.Used,
+				Sampled: h.Share * sum.Sampled, IdleAllocated: h.Share * sum.IdleAllocated})
+		}
+		sum = Usage{}
+	}
+	// The first sample that ends after a.
+	i := sort.Search(len(ss), func(i int) bool { return ss[i].Start.Add(ss[i].Step).After(a) })
+	for t := a; t.Before(b); {
+		if d := DayOf(t); !d.Equal(day) {
+			flush()
+			day = d
+		}
+		next := day.AddDate(0, 0, 1)
+		if b.Before(next) {
+			next = b
+		}
+		for i < len(ss) && !ss[i].Start.Add(ss[i].Step).After(t) {
+			i++
+		}
+		util, sampled := 0.0, false
+		if i < len(ss) && !ss[i].Start.After(t) {
+			util, sampled = min(max(ss[i].Util, 0), 1), true
+			if e := ss[i].Start.Add(ss[i].Step); e.Before(next) {
+				next = e
+			}
+		} else if i < len(ss) && ss[i].Start.Before(next) {
+			next = ss[i].Start
+		}
+		dt := next.Sub(t).Seconds()
+		sum.Allocated += dt
+		if sampled {
+			sum.Sampled += dt
+			sum.Used += util * dt
+			if util < idleBelow {
+				sum.IdleAllocated += dt
+			}
+		}
+		t = next
+	}
+	flush()
+}
+
+// addUsage adds u to k's usage on day in out.
+func addUsage(out map[Day]map[Key]Usage, day Day, k Key, u Usage) {
+	m := out[day]
+	if m == nil {
+		m = make(map[Key]Usage)
+		out[day] = m
+	}
+	m[k] = m[k].Add(u)
 }

@@ -20,18 +20,11 @@ import (
 
 // GPUFault is a GPU taken out of service because it reported an error.
 type GPUFault struct {
-	Node  string
-	Index int
+	gpu.Ref
 	// Reason says what the GPU reported, such as "GPU node-1/2 reported
 	// XID 79 (GPU fell off the bus)".
 	Reason string
 	At     time.Time
-}
-
-// gpuKey names one GPU of the cluster.
-type gpuKey struct {
-	node  string
-	index int
 }
 
 // gpuErrors is what a GPU's error counters read.
@@ -43,8 +36,8 @@ type gpuErrors struct {
 // service. The Run goroutine observes; admins read and clear.
 type health struct {
 	mu     sync.Mutex
-	seen   map[gpuKey]gpuErrors
-	faults map[gpuKey]GPUFault
+	seen   map[gpu.Ref]gpuErrors
+	faults map[gpu.Ref]GPUFault
 }
 
 // observe compares a machine's samples with its counters' last readings
@@ -56,12 +49,12 @@ func (h *health) observe(node string, ss []gpu.Sample, now time.Time) []GPUFault
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.seen == nil {
-		h.seen = make(map[gpuKey]gpuErrors)
-		h.faults = make(map[gpuKey]GPUFault)
+		h.seen = make(map[gpu.Ref]gpuErrors)
+		h.faults = make(map[gpu.Ref]GPUFault)
 	}
 	var out []GPUFault
 	for _, s := range ss {
-		k := gpuKey{node, s.Index}
+		k := gpu.Ref{Node: node, Index: s.Index}
 		cur := gpuErrors{ecc: s.ECCErrors, xids: s.XIDErrors}
 		prev, known := h.seen[k]
 		h.seen[k] = cur
@@ -77,7 +70,7 @@ func (h *health) observe(node string, ss []gpu.Sample, now time.Time) []GPUFault
 		default:
 			continue
 		}
-		f := GPUFault{Node: node, Index: s.Index, At: now,
+		f := GPUFault{Ref: gpu.Ref{Node: node, Index: s.Index}, At: now,
 			Reason: fmt.Sprintf("GPU %s/%d reported %s", node, s.Index, what)}
 		h.faults[k] = f
 		out = append(out, f)
@@ -91,11 +84,11 @@ func (h *health) load(faults []GPUFault) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.seen == nil {
-		h.seen = make(map[gpuKey]gpuErrors)
-		h.faults = make(map[gpuKey]GPUFault)
+		h.seen = make(map[gpu.Ref]gpuErrors)
+		h.faults = make(map[gpu.Ref]GPUFault)
 	}
 	for _, f := range faults {
-		h.faults[gpuKey{f.Node, f.Index}] = f
+		h.faults[f.Ref] = f
 	}
 }
 
@@ -107,15 +100,15 @@ func (h *health) apply(old, cur []GPUFault) []GPUFault {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.seen == nil {
-		h.seen = make(map[gpuKey]gpuErrors)
-		h.faults = make(map[gpuKey]GPUFault)
+		h.seen = make(map[gpu.Ref]gpuErrors)
+		h.faults = make(map[gpu.Ref]GPUFault)
 	}
-	was := make(map[gpuKey]GPUFault, len(old))
+	was := make(map[gpu.Ref]GPUFault, len(old))
 	for _, f := range old {
-		was[gpuKey{f.Node, f.Index}] = f
+		was[f.Ref] = f
 	}
 	for _, f := range cur {
-		k := gpuKey{f.Node, f.Index}
+		k := f.Ref
 		if o, ok := was[k]; !ok || !sameFault(o, f) {
 			h.faults[k] = f
 		}
@@ -144,7 +137,7 @@ func sameFault(a, b GPUFault) bool {
 func (h *health) fault(node string, index int) (GPUFault, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	f, ok := h.faults[gpuKey{node, index}]
+	f, ok := h.faults[gpu.Ref{Node: node, Index: index}]
 	return f, ok
 }
 
@@ -214,9 +207,9 @@ func (e *Engine) ClearGPUFault(node string, index int) error {
 	if err := e.cfg.Store.DeleteGPUFault(ctx, node, index); err != nil {
 		return fmt.Errorf("put GPU %s/%d back in service: %w", node, index, err)
 	}
-	e.stored.noteFault(GPUFault{Node: node, Index: index}, false)
+	e.stored.noteFault(GPUFault{Ref: gpu.Ref{Node: node, Index: index}}, false)
 	e.health.mu.Lock()
-	delete(e.health.faults, gpuKey{node, index})
+	delete(e.health.faults, gpu.Ref{Node: node, Index: index})
 	e.health.mu.Unlock()
 	e.cfg.Logger.Info("GPU back in service", "node", node, "gpu", index)
 	e.Wake()

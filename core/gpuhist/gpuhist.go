@@ -5,18 +5,16 @@
 // a leaf, so that the store needs no telemetry.
 package gpuhist
 
-import "sort"
+import (
+	"sort"
 
-// GPUKey names one GPU of the cluster.
-type GPUKey struct {
-	Node  string
-	Index int
-}
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
 
 // Aggregate is one GPU's readings over one bucket of time (a minute, an
 // hour): what the database keeps once the per-second points are gone.
 type Aggregate struct {
-	GPU   GPUKey
+	GPU   gpu.Ref
 	Start int64 // Unix seconds, a multiple of Step
 	Step  int64 // the bucket's length in seconds
 	// Samples is how many per-second readings the bucket holds.
@@ -78,7 +76,7 @@ func Bucket(t, step int64) int64 {
 // then time.
 func Rollup(in []Aggregate, step int64) []Aggregate {
 	type key struct {
-		gpu   GPUKey
+		gpu   gpu.Ref
 		start int64
 	}
 	acc := make(map[key]Aggregate)

@@ -3,10 +3,12 @@ package gpuhist
 import (
 	"math"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 func TestRollup(t *testing.T) {
-	k := GPUKey{Node: "n0", Index: 0}
+	k := gpu.Ref{Node: "n0", Index: 0}
 	minute := func(start int64, samples int, avg float64, mx int64, power float64) Aggregate {
 		a := Aggregate{GPU: k, Start: start, Step: 60, Samples: samples, MemMiB: 1000, MemUsedAvgMiB: avg, MemUsedMaxMiB: mx, UtilAvgPct: avg / 10, BusySamples: samples}
 		if power > 0 {
@@ -44,14 +46,14 @@ func TestRollup(t *testing.T) {
 		{
 			name: "GPUs are kept apart and sorted",
 			in: []Aggregate{
-				{GPU: GPUKey{Node: "n1", Index: 0}, Start: 0, Step: 60, Samples: 1},
-				{GPU: GPUKey{Node: "n0", Index: 2}, Start: 60, Step: 60, Samples: 1},
-				{GPU: GPUKey{Node: "n0", Index: 2}, Start: 0, Step: 60, Samples: 1},
+				{GPU: gpu.Ref{Node: "n1", Index: 0}, Start: 0, Step: 60, Samples: 1},
+				{GPU: gpu.Ref{Node: "n0", Index: 2}, Start: 60, Step: 60, Samples: 1},
+				{GPU: gpu.Ref{Node: "n0", Index: 2}, Start: 0, Step: 60, Samples: 1},
 			},
 			step: 300,
 			want: []Aggregate{
-				{GPU: GPUKey{Node: "n0", Index: 2}, Start: 0, Step: 300, Samples: 2},
-				{GPU: GPUKey{Node: "n1", Index: 0}, Start: 0, Step: 300, Samples: 1},
+				{GPU: gpu.Ref{Node: "n0", Index: 2}, Start: 0, Step: 300, Samples: 2},
+				{GPU: gpu.Ref{Node: "n1", Index: 0}, Start: 0, Step: 300, Samples: 1},
 			},
 		},
 	}

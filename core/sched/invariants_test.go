@@ -27,7 +27,7 @@ func gpuIndex(s Snapshot) (exists map[GPURef]bool, sched map[string]bool) {
 		seen[n.Name] = true
 		sched[n.Name] = !n.Unschedulable
 		for _, g := range n.GPUs {
-			exists[GPURef{n.Name, g.Index}] = true
+			exists[GPURef{Node: n.Name, Index: g.Index}] = true
 		}
 	}
 	return exists, sched
@@ -116,7 +116,7 @@ func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a a
 		a.capacity += len(n.GPUs)
 		f := 0
 		for _, g := range n.GPUs {
-			if _, busy := a.held[GPURef{n.Name, g.Index}]; !busy {
+			if _, busy := a.held[GPURef{Node: n.Name, Index: g.Index}]; !busy {
 				f++
 			}
 		}

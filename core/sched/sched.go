@@ -20,20 +20,15 @@ package sched
 
 import (
 	"slices"
-	"strconv"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
 // GPURef names one GPU: the node it sits on and its index on that node.
-type GPURef struct {
-	Node  string
-	Index int
-}
-
-// String formats the GPU as "node:index", as the store keeps placements
-// and the portal shows them.
-func (g GPURef) String() string { return g.Node + ":" + strconv.Itoa(g.Index) }
+// It is the core's one GPU type, gpu.Ref, by the name the scheduler's
+// placements have always used.
+type GPURef = gpu.Ref
 
 // GPU is one device of a node.
 type GPU struct {

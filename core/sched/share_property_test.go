@@ -134,7 +134,7 @@ func gpuSharingProblems(ns []Node, jobs []Job) ([]string, int) {
 	shared := 0
 	for _, n := range ns {
 		for _, g := range n.GPUs {
-			ref := GPURef{n.Name, g.Index}
+			ref := GPURef{Node: n.Name, Index: g.Index}
 			js := on[ref]
 			if len(js) < 2 {
 				continue

@@ -329,8 +329,8 @@ func shareProblems(s Snapshot, d Decisions) []string {
 		}
 		seen[n.Name] = true
 		for _, g := range n.GPUs {
-			if _, dup := capOf[GPURef{n.Name, g.Index}]; !dup {
-				capOf[GPURef{n.Name, g.Index}] = g.MemMiB
+			if _, dup := capOf[GPURef{Node: n.Name, Index: g.Index}]; !dup {
+				capOf[GPURef{Node: n.Name, Index: g.Index}] = g.MemMiB
 			}
 		}
 	}

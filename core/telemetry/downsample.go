@@ -1,13 +1,16 @@
 package telemetry
 
-import "github.com/gpuportal/gpuportal/core/gpuhist"
+import (
+	"github.com/gpuportal/gpuportal/core/gpu"
+	"github.com/gpuportal/gpuportal/core/gpuhist"
+)
 
 // Aggregate is one GPU's readings over one bucket of time
 // (gpuhist.Aggregate), as the Downsampler makes them.
 type Aggregate = gpuhist.Aggregate
 
 // fromPoint is one reading as an aggregate of one sample.
-func fromPoint(k GPUKey, start, step int64, s Point) Aggregate {
+func fromPoint(k gpu.Ref, start, step int64, s Point) Aggregate {
 	a := Aggregate{GPU: k, Start: start, Step: step, Samples: 1, MemMiB: s.MemMiB,
 		MemUsedAvgMiB: float64(s.MemUsedMiB), MemUsedMaxMiB: s.MemUsedMiB, UtilAvgPct: s.UtilPct}
 	if s.Busy() {
@@ -27,12 +30,12 @@ func fromPoint(k GPUKey, start, step int64, s Point) Aggregate {
 // complete. It is not safe for concurrent use.
 type Downsampler struct {
 	step int64
-	open map[GPUKey]Aggregate
+	open map[gpu.Ref]Aggregate
 }
 
 // NewDownsampler makes buckets of step seconds (at least 1).
 func NewDownsampler(step int64) *Downsampler {
-	return &Downsampler{step: max(1, step), open: make(map[GPUKey]Aggregate)}
+	return &Downsampler{step: max(1, step), open: make(map[gpu.Ref]Aggregate)}
 }
 
 // AddFrame folds in a frame of the Recorder and returns the buckets it
@@ -41,7 +44,7 @@ func NewDownsampler(step int64) *Downsampler {
 func (d *Downsampler) AddFrame(f Frame) []Aggregate {
 	var done []Aggregate
 	for _, g := range f.GPUs {
-		k := g.GPUKey
+		k := g.Ref
 		start := gpuhist.Bucket(g.T, d.step)
 		a, ok := d.open[k]
 		switch {

@@ -14,7 +14,7 @@ func reading(t int64, index int, used int64, util, power float64, temp int, jobs
 	for j := range jobs {
 		p.Held = append(p.Held, int64(j+1))
 	}
-	return GPUFrame{GPUKey: GPUKey{Node: "n0", Index: index}, Point: p}
+	return GPUFrame{Ref: gpu.Ref{Node: "n0", Index: index}, Point: p}
 }
 
 func frame(gs ...GPUFrame) Frame { return Frame{T: gs[0].T, GPUs: gs} }
@@ -34,7 +34,7 @@ func TestDownsamplerClosesBuckets(t *testing.T) {
 		t.Fatalf("closed %d buckets after the first minute, want 2 (one per GPU): %+v", len(closed), closed)
 	}
 	a := closed[0]
-	if a.GPU != (GPUKey{Node: "n0", Index: 0}) || a.Start != 600 || a.Step != 60 || a.Samples != 60 || a.BusySamples != 60 {
+	if a.GPU != (gpu.Ref{Node: "n0", Index: 0}) || a.Start != 600 || a.Step != 60 || a.Samples != 60 || a.BusySamples != 60 {
 		t.Errorf("GPU 0 minute = %+v", a)
 	}
 	if want := 100 + 5*59.0/2; math.Abs(a.MemUsedAvgMiB-want) > 1e-9 || a.MemUsedMaxMiB != 100+5*59 {
@@ -71,7 +71,7 @@ func TestAddFrameFoldsRecorderFrames(t *testing.T) {
 	frames, cancel := r.SubscribeBuffered(200)
 	defer cancel()
 	d := NewDownsampler(60)
-	held := map[GPUKey][]int64{{Node: "n0", Index: 3}: {1}}
+	held := map[gpu.Ref][]int64{{Node: "n0", Index: 3}: {1}}
 	for ts := int64(0); ts < 121; ts++ {
 		r.RecordHeld("n0", []gpu.Sample{{At: time.Unix(ts, 0), Index: 3, MemUsedMiB: 100, MemMiB: 1000, UtilPct: 20,
 			PowerW: 150, TempC: 40}}, held)
@@ -80,7 +80,7 @@ func TestAddFrameFoldsRecorderFrames(t *testing.T) {
 	for range 121 {
 		closed = append(closed, d.AddFrame(<-frames)...)
 	}
-	if len(closed) != 2 || closed[0].GPU != (GPUKey{Node: "n0", Index: 3}) || closed[0].Samples != 60 || closed[1].Start != 60 ||
+	if len(closed) != 2 || closed[0].GPU != (gpu.Ref{Node: "n0", Index: 3}) || closed[0].Samples != 60 || closed[1].Start != 60 ||
 		closed[0].PowerAvgW != 150 || closed[0].TempAvgC != 40 || closed[0].BusySamples != 60 {
 		t.Errorf("closed = %+v", closed)
 	}
@@ -95,12 +95,12 @@ func TestAddFrameFoldsRecorderFrames(t *testing.T) {
 // a job being stopped) does not.
 func TestBusyIsPlacement(t *testing.T) {
 	r := New(time.Minute, 2)
-	k0, k1 := GPUKey{Node: "n0", Index: 0}, GPUKey{Node: "n0", Index: 1}
+	k0, k1 := gpu.Ref{Node: "n0", Index: 0}, gpu.Ref{Node: "n0", Index: 1}
 	at := time.Unix(100, 0)
 	r.RecordHeld("n0", []gpu.Sample{
 		{At: at, Index: 0, MemMiB: 1000},
 		{At: at, Index: 1, MemMiB: 1000, MemUsedMiB: 500, Jobs: []gpu.JobMem{{JobID: 7, MemMiB: 500}}},
-	}, map[GPUKey][]int64{k0: {7}})
+	}, map[gpu.Ref][]int64{k0: {7}})
 	if p := r.GPU(k0, 0); len(p) != 1 || !p[0].Busy() || len(p[0].Held) != 1 || p[0].Held[0] != 7 {
 		t.Errorf("GPU 0, job 7 placed, no memory yet: %+v", p)
 	}
@@ -110,24 +110,5 @@ func TestBusyIsPlacement(t *testing.T) {
 	r.Record("n0", []gpu.Sample{{At: at.Add(time.Second), Index: 0, MemMiB: 1000}})
 	if p := r.GPU(k0, 101); len(p) != 1 || p[0].Busy() {
 		t.Errorf("a reading recorded without holders: %+v", p)
-	}
-}
-
-func TestParseKey(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want GPUKey
-		ok   bool
-	}{
-		{"node-0:3", GPUKey{Node: "node-0", Index: 3}, true},
-		{"a:b:1", GPUKey{}, false},
-		{"node-0", GPUKey{}, false},
-		{"node-0:-1", GPUKey{}, false},
-		{"node-0:x", GPUKey{}, false},
-	} {
-		got, ok := ParseKey(tc.in)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("ParseKey(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
-		}
 	}
 }

@@ -15,7 +15,7 @@ type Source interface {
 
 // Holders returns the jobs placed on each GPU now (running jobs'
 // placements), to mark the readings taken at the same time busy.
-type Holders func(ctx context.Context) (map[GPUKey][]int64, error)
+type Holders func(ctx context.Context) (map[gpu.Ref][]int64, error)
 
 // Run samples every source each interval until ctx ends. held, when not
 // nil, tells which jobs hold each GPU at each tick; when it fails, that
@@ -25,7 +25,7 @@ func (r *Recorder) Run(ctx context.Context, sources func() []Source, held Holder
 	defer tick.Stop()
 	now := time.Now()
 	for {
-		var hs map[GPUKey][]int64
+		var hs map[gpu.Ref][]int64
 		if held != nil {
 			var err error
 			if hs, err = held(ctx); err != nil && ctx.Err() == nil && onErr != nil {

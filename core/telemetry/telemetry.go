@@ -4,17 +4,11 @@
 package telemetry
 
 import (
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
-	"github.com/gpuportal/gpuportal/core/gpuhist"
 )
-
-// GPUKey names one GPU of the cluster (gpuhist.GPUKey).
-type GPUKey = gpuhist.GPUKey
 
 // Point is one reading of one GPU.
 type Point struct {
@@ -40,20 +34,10 @@ type Point struct {
 // figures (the scheduler's allocation, not the memory jobs hold).
 func (p Point) Busy() bool { return len(p.Held) > 0 }
 
-// ParseKey reads a placement's "node:index".
-func ParseKey(placement string) (GPUKey, bool) {
-	node, idx, ok := strings.Cut(placement, ":")
-	n, err := strconv.Atoi(idx)
-	if !ok || err != nil || n < 0 {
-		return GPUKey{}, false
-	}
-	return GPUKey{Node: node, Index: n}, true
-}
-
 // JobPoint is a job's memory on one GPU at one time.
 type JobPoint struct {
 	T      int64
-	GPU    GPUKey
+	GPU    gpu.Ref
 	MemMiB int64
 }
 
@@ -65,7 +49,7 @@ type Frame struct {
 
 // GPUFrame is one GPU's reading within a Frame.
 type GPUFrame struct {
-	GPUKey
+	gpu.Ref
 	Point
 }
 
@@ -75,7 +59,7 @@ type Recorder struct {
 	maxJobs int
 
 	mu      sync.Mutex
-	gpus    map[GPUKey]*ring[Point]
+	gpus    map[gpu.Ref]*ring[Point]
 	jobs    map[int64]*ring[JobPoint]
 	jobSeen map[int64]int64 // last time a job was sampled, for eviction
 	subs    map[chan Frame]struct{}
@@ -87,7 +71,7 @@ func New(window time.Duration, maxJobs int) *Recorder {
 	return &Recorder{
 		window:  max(1, int(window/time.Second)),
 		maxJobs: max(1, maxJobs),
-		gpus:    make(map[GPUKey]*ring[Point]),
+		gpus:    make(map[gpu.Ref]*ring[Point]),
 		jobs:    make(map[int64]*ring[JobPoint]),
 		jobSeen: make(map[int64]int64),
 		subs:    make(map[chan Frame]struct{}),
@@ -103,7 +87,7 @@ func (r *Recorder) Record(node string, samples []gpu.Sample) {
 
 // RecordHeld is Record with held, the jobs placed on each GPU when the
 // samples were taken (Holders): the readings of those GPUs are busy.
-func (r *Recorder) RecordHeld(node string, samples []gpu.Sample, held map[GPUKey][]int64) {
+func (r *Recorder) RecordHeld(node string, samples []gpu.Sample, held map[gpu.Ref][]int64) {
 	if len(samples) == 0 {
 		return
 	}
@@ -111,7 +95,7 @@ func (r *Recorder) RecordHeld(node string, samples []gpu.Sample, held map[GPUKey
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range samples {
-		k := GPUKey{Node: node, Index: s.Index}
+		k := gpu.Ref{Node: node, Index: s.Index}
 		p := Point{T: s.At.Unix(), MemUsedMiB: s.MemUsedMiB, MemMiB: s.MemMiB, MemReservedMiB: s.MemReservedMiB, UtilPct: s.UtilPct,
 			Jobs: append([]gpu.JobMem(nil), s.Jobs...), Held: held[k], PowerW: s.PowerW, TempC: s.TempC}
 		g := r.gpus[k]
@@ -123,7 +107,7 @@ func (r *Recorder) RecordHeld(node string, samples []gpu.Sample, held map[GPUKey
 		for _, jm := range s.Jobs {
 			r.addJob(jm.JobID, JobPoint{T: p.T, GPU: k, MemMiB: jm.MemMiB})
 		}
-		f.GPUs = append(f.GPUs, GPUFrame{GPUKey: k, Point: p})
+		f.GPUs = append(f.GPUs, GPUFrame{Ref: k, Point: p})
 	}
 	for ch := range r.subs {
 		select {
@@ -163,7 +147,7 @@ func (r *Recorder) evictOldestJob() {
 }
 
 // GPU returns a GPU's history since the given Unix time, oldest first.
-func (r *Recorder) GPU(k GPUKey, since int64) []Point {
+func (r *Recorder) GPU(k gpu.Ref, since int64) []Point {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.gpus[k]

@@ -17,17 +17,17 @@ func TestRecorderKeepsAWindow(t *testing.T) {
 	for ts := int64(1); ts <= 5; ts++ {
 		r.Record("n0", samples(ts, ts*10, gpu.JobMem{JobID: 7, MemMiB: ts}))
 	}
-	got := r.GPU(GPUKey{Node: "n0", Index: 0}, 0)
+	got := r.GPU(gpu.Ref{Node: "n0", Index: 0}, 0)
 	if len(got) != 3 || got[0].T != 3 || got[2].MemUsedMiB != 50 {
 		t.Errorf("history = %+v; want the last 3 points, oldest first", got)
 	}
-	if got := r.GPU(GPUKey{Node: "n0", Index: 0}, 5); len(got) != 1 {
+	if got := r.GPU(gpu.Ref{Node: "n0", Index: 0}, 5); len(got) != 1 {
 		t.Errorf("since 5: %d points, want 1", len(got))
 	}
 	if jp := r.Job(7, 0); len(jp) != 5 || jp[4].MemMiB != 5 {
 		t.Errorf("job history = %+v", jp)
 	}
-	if r.GPU(GPUKey{Node: "n9", Index: 0}, 0) != nil || r.Job(99, 0) != nil {
+	if r.GPU(gpu.Ref{Node: "n9", Index: 0}, 0) != nil || r.Job(99, 0) != nil {
 		t.Error("unknown series should be empty")
 	}
 }

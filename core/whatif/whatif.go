@@ -18,11 +18,11 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/jct"
 	"github.com/gpuportal/gpuportal/core/sim"
 	"github.com/gpuportal/gpuportal/core/trace"
@@ -59,8 +59,7 @@ func (r *Record) JCT() float64 { return r.Finished.Sub(r.Submitted).Seconds() }
 // GPU is one GPU the cluster had: its node, its index there and its
 // memory (0: unknown).
 type GPU struct {
-	Node   string
-	Index  int
+	gpu.Ref
 	MemMiB int64
 }
 
@@ -86,21 +85,6 @@ func Nodes(gpus []GPU) []trace.Node {
 	out := make([]trace.Node, 0, len(byName))
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		out = append(out, *byName[name])
-	}
-	return out
-}
-
-// ParsePlacement reads a run's placement, "node:index" per GPU joined by
-// commas, as the store keeps it; parts that do not parse are left out.
-func ParsePlacement(s string) []GPU {
-	var out []GPU
-	for _, p := range strings.Split(s, ",") {
-		node, idx, ok := strings.Cut(strings.TrimSpace(p), ":")
-		i, err := strconv.Atoi(idx)
-		if !ok || node == "" || err != nil || i < 0 {
-			continue
-		}
-		out = append(out, GPU{Node: node, Index: i})
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sim"
 	"github.com/gpuportal/gpuportal/core/trace"
 )
@@ -168,8 +169,10 @@ func TestCompare(t *testing.T) {
 }
 
 func TestNodes(t *testing.T) {
-	gpus := append([]GPU{{Node: "b", Index: 0, MemMiB: 81920}, {Node: "a", Index: 1, MemMiB: 40960}, {Node: "b", Index: 3}},
-		ParsePlacement("a:0,b:2,bad,c:-1,:4")...)
+	gpus := []GPU{{gpu.Ref{Node: "b", Index: 0}, 81920}, {gpu.Ref{Node: "a", Index: 1}, 40960}, {gpu.Ref{Node: "b", Index: 3}, 0}}
+	for _, r := range gpu.ParsePlacement(strings.Split("a:0,b:2,bad,c:-1,:4", ",")) {
+		gpus = append(gpus, GPU{Ref: r})
+	}
 	got := Nodes(gpus)
 	want := []trace.Node{{Name: "a", GPUs: 2, GPUMemMiB: 40960}, {Name: "b", GPUs: 4, GPUMemMiB: 81920}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
