@@ -40,6 +40,9 @@ type Store struct {
 	// queues keeps the unfinished jobs' QueueRows between reads
 	// (queueview.go).
 	queues queueView
+	// jobCountsCompactAt overrides jobCountsCompactAt in tests; 0: the
+	// constant (jobcounts.go).
+	jobCountsCompactAt int
 }
 
 // Options tune the connection to the database.
