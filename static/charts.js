@@ -120,6 +120,17 @@
     var utilEl = document.getElementById("gpu-util");
     var util = utilEl ? utilization(utilEl) : null;
 
+    // seen says which charts are in view (IntersectionObserver): at 1,000
+    // GPUs, drawing every chart each second is most of the page's work.
+    var seen = window.IntersectionObserver ? new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) {
+        var c = charts[e.target.dataset.gpu];
+        if (!c) { return; }
+        c.inView = e.isIntersecting;
+        if (c.inView && c.stale) { c.stale = false; c.u.setData(c.data); }
+      });
+    }, { rootMargin: "200px" }) : null;
+
     function chartFor(node, index, memMiB) {
       var key = node + "/" + index;
       if (charts[key]) { return charts[key]; }
@@ -128,7 +139,8 @@
       box.dataset.gpu = key;
       wall.appendChild(box);
       var data = [[], [], []];
-      var c = { data: data, box: box, lanes: null };
+      var c = { data: data, box: box, lanes: null, inView: !seen, stale: false };
+      if (seen) { seen.observe(box); }
       var u = new uPlot({
         title: node + " · GPU " + index, width: width(box), height: 170,
         plugins: [lanesPlugin(c)],
@@ -185,6 +197,7 @@
         // figures each second (api.GPUWall). The cluster's newest second
         // is summed from the GPUs' newest readings and the updates, as
         // machines that report after the frame was read complete it.
+        if (seen) { seen.disconnect(); }
         wall.innerHTML = ""; charts = {};
         var newest = 0;
         (data.gpus || []).forEach(function (g) { drawWindow(data, g); if (g.last) { newest = Math.max(newest, g.last.t); } });
@@ -197,12 +210,23 @@
         }
         return;
       }
-      // An update: each GPU's newest reading (api.GPUSeries).
-      (data || []).forEach(function (g) {
-        g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, g.node + "/" + g.index, p); } });
+      // An update: the newest reading of each GPU that read, by machine
+      // (api.GPUsUpdate): [index, memory used, memory, jobs placed...].
+      (data.nodes || []).forEach(function (n) {
+        n.gpus.forEach(function (r) {
+          var p = { t: n.t, mem_used_mib: r[1], mem_mib: r[2], held: r.slice(3) };
+          add(n.node, r[0], p);
+          if (util) { util.add(p.t, n.node + "/" + r[0], p); }
+        });
       });
       if (util) { util.draw(); }
-      Object.keys(charts).forEach(function (k) { trim(charts[k].data); charts[k].u.setData(charts[k].data); });
+      // Only the charts in view are drawn again; one scrolled into view
+      // is drawn then.
+      Object.keys(charts).forEach(function (k) {
+        var c = charts[k];
+        trim(c.data);
+        if (c.inView) { c.u.setData(c.data); } else { c.stale = true; }
+      });
     });
   }
 
