@@ -15,8 +15,12 @@ import (
 // cluster (issue 33). The store keeps them between reads as the queues'
 // rows (queueview.go): a read takes only the jobs whose row changed since
 // the last (jobs.updated_at, which ending a job sets), a change read again
-// for queueOverlap, with a whole read every queueFullRead, and drops those
+// for queueOverlap, with a whole read every jctFullRead, and drops those
 // that left the window.
+
+// jctFullRead is how often the window is read whole all the same: its
+// cost follows the jobs that ended in it, not the queue.
+const jctFullRead = 5 * time.Minute
 
 // jctRow is one ended job's completion.
 type jctRow struct {
@@ -46,7 +50,7 @@ func (s *Store) JCTsSince(ctx context.Context, since time.Time, limit int) ([]fl
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	began := time.Now()
-	if v.since.IsZero() || since.Before(v.since) || began.Sub(v.fullAt) >= queueFullRead || began.Before(v.readAt) {
+	if v.since.IsZero() || since.Before(v.since) || began.Sub(v.fullAt) >= jctFullRead || began.Before(v.readAt) {
 		rows, err := s.readJCTs(ctx, "finished_at >= ?", since)
 		if err != nil {
 			return nil, err
