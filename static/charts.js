@@ -48,8 +48,10 @@
       var sums = ts.map(function (t) { return totals[t] || sum(buckets[t]); });
       var data = [ts, sums.map(function (b) { return b.busy; }),
                   sums.map(function (b) { return b.total ? 100 * b.used / b.total : 0; })];
-      // The most GPUs drawn busy at once, for tests and curious people.
+      // The most GPUs drawn busy at once, and what is drawn, for tests and
+      // curious people.
       el.dataset.maxBusy = sums.reduce(function (m, b) { return Math.max(m, b.busy); }, 0);
+      el.drawn = data;
       if (!u) {
         u = new uPlot({
           width: width(el), height: 200, scales: { x: { time: true }, pct: { range: [0, 100] } },
@@ -127,9 +129,18 @@
         var c = charts[e.target.dataset.gpu];
         if (!c) { return; }
         c.inView = e.isIntersecting;
-        if (c.inView && c.stale) { c.stale = false; c.u.setData(c.data); }
+        if (c.inView && c.stale) { draw(c); }
       });
     }, { rootMargin: "200px" }) : null;
+
+    // draw draws c's readings; box.dataset.drawn is the newest drawn, for
+    // tests and curious people.
+    function draw(c) {
+      c.stale = false;
+      c.u.setData(c.data);
+      var n = c.data[0].length;
+      if (n) { c.box.dataset.drawn = c.data[0][n - 1]; }
+    }
 
     function chartFor(node, index, memMiB) {
       var key = node + "/" + index;
@@ -201,7 +212,7 @@
         wall.innerHTML = ""; charts = {};
         var newest = 0;
         (data.gpus || []).forEach(function (g) { drawWindow(data, g); if (g.last) { newest = Math.max(newest, g.last.t); } });
-        Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
+        Object.keys(charts).forEach(function (k) { draw(charts[k]); });
         if (util) {
           util.reset();
           (data.cluster || []).forEach(function (p) { if (p.t < newest) { util.total(p); } });
@@ -225,7 +236,7 @@
       Object.keys(charts).forEach(function (k) {
         var c = charts[k];
         trim(c.data);
-        if (c.inView) { c.u.setData(c.data); } else { c.stale = true; }
+        if (c.inView) { draw(c); } else { c.stale = true; }
       });
     });
   }
