@@ -19,6 +19,7 @@ import (
 // come in, those that left it go, a job that waits or runs is never
 // counted, and a longer window is read whole and kept.
 func TestJCTsFollowChanges(t *testing.T) {
+	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)

@@ -22,6 +22,7 @@ import (
 // often (a low threshold), and again after the store is closed and opened
 // (a restart).
 func TestJobCountsEqualScan(t *testing.T) {
+	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		open := func() *Store {

@@ -15,6 +15,7 @@ import (
 // clock far off), and checks that the sweep (queueview.go) puts the kept
 // rows right within a sweep's steps, on 2,500 queued jobs.
 func TestQueueSweepPutsRight(t *testing.T) {
+	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s, err := Open(ctx, dsn)
