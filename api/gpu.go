@@ -151,6 +151,26 @@ type GPUWall struct {
 	GPUs    []GPUWindow    `json:"gpus"`
 }
 
+// GPUsUpdate is an update of the gpus topic (the cluster page's GPU
+// wall and utilization chart): the newest reading of each GPU that read
+// since the last update, grouped by machine and time, each GPU in a few
+// numbers. A second of 1,024 GPUs is about 25 kB this way, 150 kB as
+// GPUSeries (issue 33); a GPU's whole reading is GET /api/v1/gpus and the
+// gpu:<uuid> topic.
+type GPUsUpdate struct {
+	T     int64          `json:"t"` // Unix seconds: when the update was made
+	Nodes []NodeReadings `json:"nodes"`
+}
+
+// NodeReadings are the readings of one machine's GPUs at one time.
+type NodeReadings struct {
+	Node string `json:"node"`
+	T    int64  `json:"t"` // Unix seconds: when the machine read them
+	// GPUs are one reading each: the GPU's index, its memory used and its
+	// memory (MiB), then the jobs placed on it (Point.Held), if any.
+	GPUs [][]int64 `json:"gpus"`
+}
+
 // GPUWindow is one GPU over the live window.
 type GPUWindow struct {
 	UUID  string `json:"uuid,omitempty"`

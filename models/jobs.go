@@ -209,23 +209,6 @@ func (s *Store) RunningJobs(ctx context.Context) ([]Job, error) {
 	return js, nil
 }
 
-// CountJobsByState returns how many jobs are in each state.
-func (s *Store) CountJobsByState(ctx context.Context) (map[JobState]int, error) {
-	var rows []struct {
-		State JobState
-		N     int
-	}
-	err := s.db.WithContext(ctx).Model(&Job{}).Select("state, count(*) AS n").Group("state").Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	out := make(map[JobState]int, len(rows))
-	for _, r := range rows {
-		out[r.State] = r.N
-	}
-	return out, nil
-}
-
 // MarkStarted records that a queued or preempted job now runs on
 // placement, as a new run, and returns the run's number.
 func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) (run int64, err error) {

@@ -46,6 +46,8 @@ func migrations() []migration {
 		{37, "jobs.priority, teams.batch_priorities and high_priority_gpus: batch jobs at high, normal and low priority (docs/scheduling.md)", batchPriorities},
 		{38, "jobs: index on finished_at, for the JCT window's reads (queueorder.go)", jobsFinishedIndex},
 		{45, "reservations: the GPUs the scheduling leader's last pass reserved, kept across restarts and leaders (reservations.go)", reservationsTable},
+		{51, "job_counts and the triggers on jobs that keep it: the jobs by team and state without counting the table (jobcounts.go)", jobCountsTriggers},
+		{52, "jobs: index of the jobs that have run, by team and submission, for the team's usage by member (MemberUsage)", jobsTeamUsageIndex},
 		{60, "jobs.run_accrual_s, run_gpu_seconds, held_gpus: a shared GPU's share in a running job's attained service (usage.Accrual)", jobsHeldGPUs},
 	}
 }
@@ -712,6 +714,18 @@ func jobsResume(tx *gorm.DB) error {
 // window by the index, not every finished job (issue 33).
 func jobsFinishedIndex(tx *gorm.DB) error {
 	const stmt = `CREATE INDEX IF NOT EXISTS idx_jobs_finished_at ON jobs (finished_at)`
+	if err := tx.Exec(stmt).Error; err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
+}
+
+// jobsTeamUsageIndex indexes the jobs that have run by team and
+// submission, with the member and the service: a team's usage by member
+// over its window (Store.MemberUsage) reads these entries alone, not the
+// team's waiting jobs (issue 33).
+func jobsTeamUsageIndex(tx *gorm.DB) error {
+	const stmt = `CREATE INDEX IF NOT EXISTS idx_jobs_team_usage ON jobs (team, submitted_at, "user", attained_service) WHERE attained_service > 0`
 	if err := tx.Exec(stmt).Error; err != nil {
 		return fmt.Errorf("%s: %w", stmt, err)
 	}

@@ -65,28 +65,6 @@ type QueueCount struct {
 	N          int
 }
 
-// JCTsSince returns the completion times, in seconds, of the jobs that
-// succeeded or failed at or after since, the oldest first, at most limit
-// of them: the window of the live JCT figures. It reads two columns of
-// those jobs alone (the index on finished_at, migration 38).
-func (s *Store) JCTsSince(ctx context.Context, since time.Time, limit int) ([]float64, error) {
-	var rows []struct {
-		SubmittedAt time.Time
-		FinishedAt  time.Time
-	}
-	err := s.db.WithContext(ctx).Model(&Job{}).Select("submitted_at, finished_at").
-		Where("finished_at >= ? AND state IN ?", since, []JobState{JobSucceeded, JobFailed}).
-		Order("finished_at").Limit(limit).Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("list the completion times since %s: %w", since.Format(time.RFC3339), err)
-	}
-	out := make([]float64, len(rows))
-	for i, r := range rows {
-		out[i] = r.FinishedAt.Sub(r.SubmittedAt).Seconds()
-	}
-	return out, nil
-}
-
 // OrderQueues places rows (by ID) in n queues, in the one order every
 // screen shows: in each queue its running jobs first, by when they
 // entered it, then its waiting jobs by position (what each one's "N jobs

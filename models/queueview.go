@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -15,14 +16,22 @@ import (
 // so the store keeps the rows of its last read and reads only the jobs
 // whose row changed since (jobs.updated_at, indexed, which every change
 // of a job sets, whichever replica makes it: the engine's view of the
-// jobs, enginestore/view.go, relies on the same), with a whole read every
-// queueFullRead all the same. A change is read again for queueOverlap
-// after it: enough for a transaction that commits after the read that
-// followed its write, and for the replicas' clocks to differ by that
-// much.
+// jobs, enginestore/view.go, relies on the same). A change is read again
+// for queueOverlap after it: enough for a transaction that commits after
+// the read that followed its write, and for the replicas' clocks to
+// differ by that much. Whatever slips past that all the same (a row
+// deleted, a clock further off) is put right by a sweep: at most once
+// every queueSweepEvery, a read also reads whole the unfinished jobs of
+// the next queueSweepIDs IDs, from where the last step stopped, and
+// starts again from the first unfinished job at the newest, so that a
+// queue of 10,000 is read again whole every 10 s or so in steps that
+// cost the same at any length. (It was a
+// whole read every 5 minutes, which cost the read that met it 100 ms at
+// 10,000 queued.)
 const (
-	queueFullRead = 5 * time.Minute
-	queueOverlap  = 5 * time.Second
+	queueOverlap    = 5 * time.Second
+	queueSweepIDs   = 1000
+	queueSweepEvery = time.Second
 )
 
 // queueView is every unfinished job's QueueRow as last read.
@@ -31,7 +40,10 @@ type queueView struct {
 	rows   []QueueRow // by ID; replaced on a change, never changed in place
 	counts []QueueCount
 	readAt time.Time // when the last read began; zero: none yet
-	fullAt time.Time // when the last whole read began
+	// sweptTo is the ID the sweep has read up to (0: it starts again from
+	// the first), sweptAt when it last read.
+	sweptTo int64
+	sweptAt time.Time
 }
 
 // QueueRows returns every unfinished job's QueueRow, by ID. The slice is
@@ -54,35 +66,96 @@ func (s *Store) queueRows(ctx context.Context) ([]QueueRow, []QueueCount, error)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	began := time.Now()
-	if v.readAt.IsZero() || began.Sub(v.fullAt) >= queueFullRead || began.Before(v.readAt) {
-		rows, err := s.readQueueRows(ctx, "state IN ?", UnfinishedStates)
+	if v.readAt.IsZero() || began.Before(v.readAt) {
+		rows, err := s.readQueueRows(ctx, 0, "state IN ?", UnfinishedStates)
 		if err != nil {
 			return nil, nil, err
 		}
 		v.rows, v.counts = rows, countQueues(rows)
-		v.readAt, v.fullAt = began, began
+		v.readAt, v.sweptTo, v.sweptAt = began, 0, began
 		return v.rows, v.counts, nil
 	}
-	changed, err := s.readQueueRows(ctx, "updated_at >= ?", v.readAt.Add(-queueOverlap))
+	changed, err := s.readQueueRows(ctx, 0, "updated_at >= ?", v.readAt.Add(-queueOverlap))
 	if err != nil {
 		return nil, nil, err
 	}
 	v.readAt = began
-	if rows, ok := mergeQueueRows(v.rows, changed); ok {
+	rows, differs := mergeQueueRows(v.rows, changed)
+	if began.Sub(v.sweptAt) >= queueSweepEvery {
+		var err error
+		var sweptDiffers bool
+		if rows, sweptDiffers, err = s.sweepQueueRows(ctx, v, rows); err != nil {
+			return nil, nil, err
+		}
+		v.sweptAt, differs = began, differs || sweptDiffers
+	}
+	if differs {
 		v.rows, v.counts = rows, countQueues(rows)
 	}
 	return v.rows, v.counts, nil
 }
 
+// sweepQueueRows reads the next step of the sweep whole: the unfinished
+// jobs with an ID in the queueSweepIDs after where the last step ended,
+// or after the first unfinished job kept, and puts them in place of
+// those of rows: a new slice and true, or rows and false when nothing
+// differed. A range of IDs rather than a number of jobs, so that
+// each step reads a bounded range of the primary key whatever the
+// states; the step that reaches the newest job ends the sweep.
+func (s *Store) sweepQueueRows(ctx context.Context, v *queueView, rows []QueueRow) ([]QueueRow, bool, error) {
+	var last int64
+	if err := s.db.WithContext(ctx).Model(&Job{}).Select("COALESCE(MAX(id), 0)").Scan(&last).Error; err != nil {
+		return nil, false, fmt.Errorf("sweep the queues' jobs: %w", err)
+	}
+	from := v.sweptTo
+	if len(rows) > 0 {
+		from = max(from, rows[0].ID-1) // the jobs before the first unfinished one have ended
+	}
+	from = min(from, last)
+	to := from + queueSweepIDs
+	swept, err := s.readQueueRows(ctx, 0, "id > ? AND id <= ? AND state IN ?", from, to, UnfinishedStates)
+	if err != nil {
+		return nil, false, err
+	}
+	v.sweptTo = to
+	if to >= last {
+		to, v.sweptTo = math.MaxInt64, 0 // and a job newer still comes in at the next step
+	}
+	byID := func(r QueueRow, id int64) int { return cmp.Compare(r.ID, id) }
+	lo, _ := slices.BinarySearchFunc(rows, from+1, byID)
+	hi := len(rows)
+	if to < math.MaxInt64 {
+		hi, _ = slices.BinarySearchFunc(rows, to+1, byID)
+	}
+	if hi-lo == len(swept) {
+		same := true
+		for i := range swept {
+			if rows[lo+i].ID != swept[i].ID || !sameQueueRow(&rows[lo+i], &swept[i]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return rows, false, nil
+		}
+	}
+	out := make([]QueueRow, 0, lo+len(swept)+len(rows)-hi)
+	return append(append(append(out, rows[:lo]...), swept...), rows[hi:]...), true, nil
+}
+
 // readQueueRows reads the QueueRows of the jobs where holds, in any
-// state, by ID.
-func (s *Store) readQueueRows(ctx context.Context, where string, arg any) ([]QueueRow, error) {
+// state, by ID, at most limit of them (0: all).
+func (s *Store) readQueueRows(ctx context.Context, limit int, where string, args ...any) ([]QueueRow, error) {
 	var rows []QueueRow
 	db := s.db.WithContext(ctx)
 	gpus := db.NamingStrategy.ColumnName("jobs", "GPUs")
-	err := db.Model(&Job{}).
+	q := db.Model(&Job{}).
 		Select("id, name, team, jobs."+quoteUser(db)+", "+gpus+", state, queue_index, queue_since, submitted_at, requeue_stalls, hold_reason").
-		Where(where, arg).Order("id").Scan(&rows).Error
+		Where(where, args...).Order("id")
+	if limit > 0 {
+		q = q.Limit(limit)
+	}
+	err := q.Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list the queues' jobs: %w", err)
 	}

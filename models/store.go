@@ -40,6 +40,11 @@ type Store struct {
 	// queues keeps the unfinished jobs' QueueRows between reads
 	// (queueview.go).
 	queues queueView
+	// jcts keeps the JCT window's completions between reads (jctview.go).
+	jcts jctView
+	// jobCountsCompactAt overrides jobCountsCompactAt in tests; 0: the
+	// constant (jobcounts.go).
+	jobCountsCompactAt int
 }
 
 // Options tune the connection to the database.

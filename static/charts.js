@@ -48,8 +48,10 @@
       var sums = ts.map(function (t) { return totals[t] || sum(buckets[t]); });
       var data = [ts, sums.map(function (b) { return b.busy; }),
                   sums.map(function (b) { return b.total ? 100 * b.used / b.total : 0; })];
-      // The most GPUs drawn busy at once, for tests and curious people.
+      // The most GPUs drawn busy at once, and what is drawn, for tests and
+      // curious people.
       el.dataset.maxBusy = sums.reduce(function (m, b) { return Math.max(m, b.busy); }, 0);
+      el.drawn = data;
       if (!u) {
         u = new uPlot({
           width: width(el), height: 200, scales: { x: { time: true }, pct: { range: [0, 100] } },
@@ -120,6 +122,26 @@
     var utilEl = document.getElementById("gpu-util");
     var util = utilEl ? utilization(utilEl) : null;
 
+    // seen says which charts are in view (IntersectionObserver): at 1,000
+    // GPUs, drawing every chart each second is most of the page's work.
+    var seen = window.IntersectionObserver ? new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) {
+        var c = charts[e.target.dataset.gpu];
+        if (!c) { return; }
+        c.inView = e.isIntersecting;
+        if (c.inView && c.stale) { draw(c); }
+      });
+    }, { rootMargin: "200px" }) : null;
+
+    // draw draws c's readings; box.dataset.drawn is the newest drawn, for
+    // tests and curious people.
+    function draw(c) {
+      c.stale = false;
+      c.u.setData(c.data);
+      var n = c.data[0].length;
+      if (n) { c.box.dataset.drawn = c.data[0][n - 1]; }
+    }
+
     function chartFor(node, index, memMiB) {
       var key = node + "/" + index;
       if (charts[key]) { return charts[key]; }
@@ -128,7 +150,8 @@
       box.dataset.gpu = key;
       wall.appendChild(box);
       var data = [[], [], []];
-      var c = { data: data, box: box, lanes: null };
+      var c = { data: data, box: box, lanes: null, inView: !seen, stale: false };
+      if (seen) { seen.observe(box); }
       var u = new uPlot({
         title: node + " · GPU " + index, width: width(box), height: 170,
         plugins: [lanesPlugin(c)],
@@ -185,10 +208,11 @@
         // figures each second (api.GPUWall). The cluster's newest second
         // is summed from the GPUs' newest readings and the updates, as
         // machines that report after the frame was read complete it.
+        if (seen) { seen.disconnect(); }
         wall.innerHTML = ""; charts = {};
         var newest = 0;
         (data.gpus || []).forEach(function (g) { drawWindow(data, g); if (g.last) { newest = Math.max(newest, g.last.t); } });
-        Object.keys(charts).forEach(function (k) { charts[k].u.setData(charts[k].data); });
+        Object.keys(charts).forEach(function (k) { draw(charts[k]); });
         if (util) {
           util.reset();
           (data.cluster || []).forEach(function (p) { if (p.t < newest) { util.total(p); } });
@@ -197,12 +221,23 @@
         }
         return;
       }
-      // An update: each GPU's newest reading (api.GPUSeries).
-      (data || []).forEach(function (g) {
-        g.points.forEach(function (p) { add(g.node, g.index, p); if (util) { util.add(p.t, g.node + "/" + g.index, p); } });
+      // An update: the newest reading of each GPU that read, by machine
+      // (api.GPUsUpdate): [index, memory used, memory, jobs placed...].
+      (data.nodes || []).forEach(function (n) {
+        n.gpus.forEach(function (r) {
+          var p = { t: n.t, mem_used_mib: r[1], mem_mib: r[2], held: r.slice(3) };
+          add(n.node, r[0], p);
+          if (util) { util.add(p.t, n.node + "/" + r[0], p); }
+        });
       });
       if (util) { util.draw(); }
-      Object.keys(charts).forEach(function (k) { trim(charts[k].data); charts[k].u.setData(charts[k].data); });
+      // Only the charts in view are drawn again; one scrolled into view
+      // is drawn then.
+      Object.keys(charts).forEach(function (k) {
+        var c = charts[k];
+        trim(c.data);
+        if (c.inView) { draw(c); } else { c.stale = true; }
+      });
     });
   }
 

@@ -2,11 +2,14 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -75,6 +78,23 @@ func BenchmarkFirstFrame(b *testing.B) {
 				size = len(raw)
 			}
 			b.ReportMetric(float64(size), "bytes/frame")
+			// An update of the same GPUs, every one having read, and the
+			// same readings as GPUSeries (what an update was before).
+			f := newestFrame(ts)
+			raw, err := encode(wsOut{Topic: topicGPUs, Type: "update", Data: ts.frameUpdate(f)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(len(raw)), "bytes/update")
+			var series []api.GPUSeries
+			for _, g := range f.GPUs {
+				series = append(series, api.GPUSeries{UUID: fmt.Sprintf("GPU-%s-%d-0000-0000-000000000000", g.Node, g.Index), Node: g.Node,
+					Index: g.Index, Model: "NVIDIA H100 80GB HBM3", Points: []api.Point{pointOf(g.Point)}})
+			}
+			if raw, err = encode(wsOut{Topic: topicGPUs, Type: "update", Data: series}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(len(raw)), "bytes/series-update")
 		})
 	}
 }
@@ -122,6 +142,30 @@ func TestFirstFrame(t *testing.T) {
 			t.Errorf("%s/%d: last %+v; want the newest reading %+v", g.Node, g.Index, g.Last, want)
 		}
 	}
+	// An update carries each GPU's reading in a few numbers, by machine.
+	f := newestFrame(ts)
+	raw, err := json.Marshal(ts.frameUpdate(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u api.GPUsUpdate
+	if err := json.Unmarshal(raw, &u); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range u.Nodes {
+		for _, r := range n.GPUs {
+			got = append(got, fmt.Sprintf("%s/%d t=%d used=%d mem=%d held=%v", n.Node, r[0], n.T, r[1], r[2], r[3:]))
+		}
+	}
+	var want []string
+	for _, g := range f.GPUs {
+		want = append(want, fmt.Sprintf("%s/%d t=%d used=%d mem=%d held=%v", g.Node, g.Index, g.T, g.MemUsedMiB, g.MemMiB, append([]int64{}, g.Held...)))
+	}
+	if !slices.Equal(got, want) || len(u.Nodes) != 2 {
+		t.Errorf("update of %d machines:\n%s\nwant the readings of 2:\n%s", len(u.Nodes), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
 	h, err := ts.clusterHistory(context.Background(), historyRanges[0])
 	if err != nil {
 		t.Fatal(err)
@@ -132,4 +176,17 @@ func TestFirstFrame(t *testing.T) {
 	if p := w.Cluster[len(w.Cluster)-1]; p.GPUs != 8 || p.BusyGPUs != 4 {
 		t.Errorf("cluster now: %+v; want 8 GPUs, 4 busy", p)
 	}
+}
+
+// newestFrame is a frame of every connected GPU's newest reading, as the
+// live stream would publish when every machine has just read.
+func newestFrame(ts *testServer) telemetry.Frame {
+	f := telemetry.Frame{T: ts.cfg.Now().Unix()}
+	for _, g := range ts.app.ConnectedGPUs() {
+		pts := ts.cfg.Telemetry.GPU(g.Key, f.T-int64(historyWindow/time.Second))
+		if len(pts) > 0 {
+			f.GPUs = append(f.GPUs, telemetry.GPUFrame{Ref: g.Key, Point: pts[len(pts)-1]})
+		}
+	}
+	return f
 }

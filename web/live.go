@@ -31,19 +31,27 @@ func (s *Server) gpuHistory(since int64) []api.GPUSeries {
 	return out
 }
 
-// frameSeries is frame f as the gpus topic's update sends it: each
-// connected GPU with its reading of f, as the snapshot's series.
-func (s *Server) frameSeries(f telemetry.Frame) []api.GPUSeries {
+// frameUpdate is frame f as the gpus topic's update sends it: each
+// connected GPU's reading of f in a few numbers, grouped by machine and
+// time (api.GPUsUpdate), in the order of ConnectedGPUs.
+func (s *Server) frameUpdate(f telemetry.Frame) api.GPUsUpdate {
 	byKey := make(map[gpu.Ref]telemetry.Point, len(f.GPUs))
 	for _, g := range f.GPUs {
 		byKey[g.Ref] = g.Point
 	}
-	out := []api.GPUSeries{}
+	out := api.GPUsUpdate{T: f.T, Nodes: []api.NodeReadings{}}
 	for _, g := range s.app.ConnectedGPUs() {
-		if p, ok := byKey[g.Key]; ok {
-			out = append(out, api.GPUSeries{UUID: g.Device.UUID, Node: g.Key.Node, Index: g.Key.Index, Model: g.Device.Model,
-				Points: []api.Point{pointOf(p)}})
+		p, ok := byKey[g.Key]
+		if !ok {
+			continue
 		}
+		if n := len(out.Nodes); n == 0 || out.Nodes[n-1].Node != g.Key.Node || out.Nodes[n-1].T != p.T {
+			out.Nodes = append(out.Nodes, api.NodeReadings{Node: g.Key.Node, T: p.T})
+		}
+		r := make([]int64, 3, 3+len(p.Held))
+		r[0], r[1], r[2] = int64(g.Key.Index), p.MemUsedMiB, p.MemMiB
+		nr := &out.Nodes[len(out.Nodes)-1]
+		nr.GPUs = append(nr.GPUs, append(r, p.Held...))
 	}
 	return out
 }

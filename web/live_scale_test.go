@@ -96,12 +96,12 @@ func TestLiveStreamSeesEveryMachine(t *testing.T) {
 			continue
 		}
 		updates++
-		var series []api.GPUSeries
-		if err := json.Unmarshal(m.Data, &series); err != nil {
+		var u api.GPUsUpdate
+		if err := json.Unmarshal(m.Data, &u); err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range series {
-			seen[s.Node] = true
+		for _, n := range u.Nodes {
+			seen[n.Node] = true
 		}
 	}
 	// Keep reading to the end of the window: the rate cap holds.
@@ -354,12 +354,12 @@ func BenchmarkLiveMachines(b *testing.B) {
 					}
 					updates++
 					bytes += float64(len(raw))
-					var series []api.GPUSeries
-					if err := json.Unmarshal(m.Data, &series); err != nil {
+					var u api.GPUsUpdate
+					if err := json.Unmarshal(m.Data, &u); err != nil {
 						b.Fatal(err)
 					}
-					for _, s := range series {
-						nodes[s.Node] = true
+					for _, n := range u.Nodes {
+						nodes[n.Node] = true
 					}
 				}
 				close(stop)

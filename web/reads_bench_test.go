@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"golang.org/x/sys/unix"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -42,7 +44,9 @@ var scaleReads = []struct{ name, role, target string }{
 // GPUs running 8 of them, on SQLite and PostgreSQL; resp-B is the size
 // of the answer. Compare each read's ns/op at q10000 with its q10 of the
 // same run: the goal is a ratio under 2. ws-queues and ws-team are the
-// live stream's first frame of those topics. GPUPORTAL_BENCH_FINISHED
+// live stream's first frame of those topics. cpu-ms/op is the CPU the
+// read itself used (threadCPU), what to compare on a loaded machine.
+// GPUPORTAL_BENCH_FINISHED
 // sets the finished jobs (100,000 by default).
 //
 //	go test -run '^$' -bench ReadsAtScale -benchtime 10x ./web
@@ -66,6 +70,7 @@ func BenchmarkReadsAtScale(b *testing.B) {
 					for _, r := range scaleReads {
 						b.Run(r.name, func(b *testing.B) {
 							size := 0
+							cpu := threadCPU(b)
 							for range b.N {
 								rec := ts.doAs(b, r.role, ts.sessions[r.role], http.MethodGet, r.target, "")
 								if rec.Code != http.StatusOK {
@@ -73,6 +78,7 @@ func BenchmarkReadsAtScale(b *testing.B) {
 								}
 								size = rec.Body.Len()
 							}
+							b.ReportMetric(cpu()/float64(b.N), "cpu-ms/op")
 							b.ReportMetric(float64(size), "resp-B")
 						})
 					}
@@ -88,6 +94,7 @@ func BenchmarkReadsAtScale(b *testing.B) {
 								b.Fatal(err)
 							}
 							size := 0
+							cpu := threadCPU(b)
 							for range b.N {
 								data, err := ts.snapshot(context.Background(), viewOf(u), topic.topic)
 								if err != nil {
@@ -99,6 +106,7 @@ func BenchmarkReadsAtScale(b *testing.B) {
 								}
 								size = len(msg)
 							}
+							b.ReportMetric(cpu()/float64(b.N), "cpu-ms/op")
 							b.ReportMetric(float64(size), "resp-B")
 						})
 					}
@@ -106,6 +114,27 @@ func BenchmarkReadsAtScale(b *testing.B) {
 			}
 		})
 	}
+}
+
+// threadCPU locks the benchmark's goroutine to its thread and returns a
+// function that says the milliseconds of CPU the thread has used since:
+// the read's own work (the handler runs on the caller's goroutine, and
+// SQLite in it), whatever else the machine runs meanwhile. On a shared
+// machine the wall time of a read follows the load; this does not. It
+// leaves out PostgreSQL's own work, done in its processes, and the
+// garbage collector's on other threads.
+func threadCPU(b *testing.B) func() float64 {
+	runtime.LockOSThread()
+	b.Cleanup(runtime.UnlockOSThread)
+	used := func() float64 {
+		var ru unix.Rusage
+		if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
+	}
+	from := used()
+	return func() float64 { return used() - from }
 }
 
 // scaleServer is a test server on dsn with finished jobs that ended over

@@ -172,7 +172,7 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 func (s *Server) publish(ctx context.Context, f telemetry.Frame, jct bool) {
-	s.broadcast(s.hub.subscribers(topicGPUs), wsOut{Topic: topicGPUs, Type: "update", Data: s.frameSeries(f)})
+	s.broadcast(s.hub.subscribers(topicGPUs), wsOut{Topic: topicGPUs, Type: "update", Data: s.frameUpdate(f)})
 	s.publishLanes()
 	s.publishGPUs(f)
 	jobs, queues, teams := s.hub.jobTopics(), s.hub.subscribers(topicQueues), s.hub.followed(topicTeam)
