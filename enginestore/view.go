@@ -33,12 +33,16 @@ const (
 	changeOverlap = 5 * time.Second
 )
 
-// jobView is the unfinished jobs the engine acts on, as last read.
+// jobView is the unfinished jobs the engine acts on, as last read. It
+// keeps them in the order of their IDs, which the engine takes them in,
+// and merges the rows changed since the last read into that order (a
+// read returns them by ID too), so that a pass copies the jobs it is
+// given instead of sorting them again.
 type jobView struct {
 	mu     sync.Mutex
-	jobs   map[int64]engine.Job // without Account and dependencies' states
-	readAt time.Time            // when the last read began; zero: none yet
-	fullAt time.Time            // when the last whole read began
+	jobs   []engine.Job // by ID; without Account and dependencies' states
+	readAt time.Time    // when the last read began; zero: none yet
+	fullAt time.Time    // when the last whole read began
 }
 
 // unfinished returns the jobs the engine acts on (models.Store.JobsToSchedule),
@@ -57,31 +61,70 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.jobs = make(map[int64]engine.Job, len(out))
-		for _, j := range out {
-			v.jobs[j.ID] = j
-		}
-		v.readAt, v.fullAt = began, began
-		return cloneJobs(out), nil
+		v.jobs, v.readAt, v.fullAt = out, began, began
+		return cloneJobs(slices.Clone(out)), nil
 	}
 	changed, err := s.JobsChangedSince(ctx, v.readAt.Add(-changeOverlap))
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range changed {
-		if schedulable(&j) {
-			v.jobs[j.ID] = s.engineJob(j)
-		} else {
-			delete(v.jobs, j.ID)
+	v.jobs = s.merge(v.jobs, changed)
+	v.readAt = began
+	return cloneJobs(slices.Clone(v.jobs)), nil
+}
+
+// merge applies changed, rows ordered by ID, to jobs, ordered by ID: a
+// row the engine acts on replaces its job or joins in its place, any
+// other leaves. It reuses jobs' array where it can and returns the jobs
+// still ordered by ID.
+func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
+	if len(changed) == 0 {
+		return jobs
+	}
+	if !slices.IsSortedFunc(changed, func(a, b models.Job) int { return cmp.Compare(a.ID, b.ID) }) {
+		changed = slices.Clone(changed)
+		slices.SortFunc(changed, func(a, b models.Job) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	// Changes to jobs already there, and how many join: most rows
+	// changed are jobs the view has (a start, an end, a queue move), and
+	// are applied in place.
+	joins := 0
+	for i := range changed {
+		c := &changed[i]
+		k, found := slices.BinarySearchFunc(jobs, c.ID, func(j engine.Job, id int64) int { return cmp.Compare(j.ID, id) })
+		switch {
+		case found && schedulable(c):
+			jobs[k] = s.engineJob(*c)
+		case found:
+			jobs[k].ID = 0 // leaves: dropped below
+		case schedulable(c):
+			joins++
 		}
 	}
-	v.readAt = began
-	out := make([]engine.Job, 0, len(v.jobs))
-	for _, j := range v.jobs {
-		out = append(out, j)
+	jobs = slices.DeleteFunc(jobs, func(j engine.Job) bool { return j.ID == 0 })
+	if joins == 0 {
+		return jobs
 	}
-	slices.SortFunc(out, func(a, b engine.Job) int { return cmp.Compare(a.ID, b.ID) })
-	return cloneJobs(out), nil
+	// New jobs: merge them in from the end, in place.
+	n := len(jobs)
+	jobs = slices.Grow(jobs, joins)[:n+joins]
+	i, w := n-1, n+joins-1
+	for c := len(changed) - 1; c >= 0; c-- {
+		row := &changed[c]
+		if !schedulable(row) {
+			continue
+		}
+		if _, found := slices.BinarySearchFunc(jobs[:i+1], row.ID, func(j engine.Job, id int64) int { return cmp.Compare(j.ID, id) }); found {
+			continue // applied in place above
+		}
+		for i >= 0 && jobs[i].ID > row.ID {
+			jobs[w] = jobs[i]
+			i, w = i-1, w-1
+		}
+		jobs[w] = s.engineJob(*row)
+		w--
+	}
+	return jobs
 }
 
 // readAll reads every job the engine acts on.
