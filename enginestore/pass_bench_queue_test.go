@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +23,9 @@ import (
 // random and waits for the pass that follows the end's record, so that
 // the queue stays about as long as it began. pass_ms is the mean whole
 // pass over the ops (with its phases, as BenchmarkEnginePass), rows/pass
-// the job rows it writes. Reservations on (serve's default,
+// the job rows it writes, cpu_ms/op the process's CPU time per op (the
+// submission, the end's record and the pass: on a shared machine a
+// steadier measure than the pass's time). Reservations on (serve's default,
 // --reserve-after 5m) and off, so that their cost shows too. Unlike
 // BenchmarkEnginePass no clock paces it: it measures the CPU a pass
 // takes, as a ratio between the sub-benchmarks (or between commits:
@@ -72,7 +75,7 @@ func benchEngineQueue(b *testing.B, dsn string, queued int, cfg sched.Config) {
 			}
 		}()
 	}
-	before, rows0 := eng.Stats(), store.rows.Load()
+	before, rows0, cpu0 := eng.Stats(), store.rows.Load(), cpuTime(b)
 	recorded := make(chan uint64, 1) // whole passes when the end was recorded
 	b.ResetTimer()
 	for i := range b.N {
@@ -100,6 +103,7 @@ func benchEngineQueue(b *testing.B, dsn string, queued int, cfg sched.Config) {
 		}
 	}
 	b.StopTimer()
+	cpu := cpuTime(b) - cpu0
 	after, rows := eng.Stats(), store.rows.Load()-rows0
 	passes := float64(after.WholePass.Count - before.WholePass.Count)
 	b.ReportMetric((after.WholePass.Sum-before.WholePass.Sum)/passes*1000, "pass_ms")
@@ -108,4 +112,16 @@ func benchEngineQueue(b *testing.B, dsn string, queued int, cfg sched.Config) {
 	}
 	b.ReportMetric(float64(rows)/passes, "rows/pass")
 	b.ReportMetric(passes/float64(b.N), "passes/op")
+	b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/op")
+}
+
+// cpuTime is the CPU time the process has used so far (user and system):
+// on a shared machine the time a pass takes follows what else runs,
+// its CPU much less.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

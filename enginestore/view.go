@@ -14,8 +14,8 @@ import (
 // The engine reads the unfinished jobs every pass. At a long queue a
 // whole read is most of a pass, and between two passes few jobs change:
 // the view keeps the jobs of the last read, and a pass reads only the
-// rows changed since (models.Store.JobsChangedSince, by jobs.updated_at,
-// indexed), with a whole read every fullReadEvery all the same.
+// rows changed since (by jobs.updated_at, indexed), with a whole read
+// every fullReadEvery all the same.
 //
 // Every change of a job row sets its updated_at, whichever replica makes
 // it (submits, cancels and holds come through the store from any of
@@ -26,7 +26,12 @@ import (
 // read every fullReadEvery bounds what anything else could cost. It is
 // rare because it is a slow pass at a long queue (about a second at
 // 10,000 queued on the development VM), which the job ends that arrive
-// meanwhile wait for.
+// meanwhile wait for. Of the rows in the window read again, a pass reads
+// whole only those whose stamp (updated_at) is not the one of the row as
+// the view applied it (models.Store.JobStampsSince, then JobsByID): two
+// changes of a row within the stamp's resolution (a microsecond on
+// PostgreSQL) by clocks that agree to it would read as one, until the
+// next whole read.
 
 const (
 	fullReadEvery = 5 * time.Minute
@@ -43,6 +48,9 @@ type jobView struct {
 	jobs   []engine.Job // by ID; without Account and dependencies' states
 	readAt time.Time    // when the last read began; zero: none yet
 	fullAt time.Time    // when the last whole read began
+	// applied is the stamp (jobs.updated_at) of each row the view
+	// applied since the window of changes read again began.
+	applied map[int64]time.Time
 }
 
 // unfinished returns the jobs the engine acts on (models.Store.JobsToSchedule),
@@ -62,15 +70,51 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 			return nil, err
 		}
 		v.jobs, v.readAt, v.fullAt = out, began, began
+		clear(v.applied) // a row changed since began is read again
 		return cloneJobs(slices.Clone(out)), nil
 	}
-	changed, err := s.JobsChangedSince(ctx, v.readAt.Add(-changeOverlap))
+	changed, err := s.changedSince(ctx, v.readAt.Add(-changeOverlap))
 	if err != nil {
 		return nil, err
 	}
 	v.jobs = s.merge(v.jobs, changed)
 	v.readAt = began
 	return cloneJobs(slices.Clone(v.jobs)), nil
+}
+
+// changedSince reads the rows changed at or after since that the view
+// has not applied as they are: a change is read again for changeOverlap
+// after it, and most rows in that window are the view's already. The
+// stamps of the rows read are kept while they are in the window. v.mu
+// is held.
+func (s Store) changedSince(ctx context.Context, since time.Time) ([]models.Job, error) {
+	v := s.view
+	stamps, err := s.JobStampsSince(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, st := range stamps {
+		if at, ok := v.applied[st.ID]; !ok || !at.Equal(st.UpdatedAt) {
+			ids = append(ids, st.ID)
+		}
+	}
+	changed, err := s.JobsByID(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	if v.applied == nil {
+		v.applied = make(map[int64]time.Time)
+	}
+	for id, at := range v.applied {
+		if at.Before(since) {
+			delete(v.applied, id) // out of the window: not read again
+		}
+	}
+	for _, j := range changed {
+		v.applied[j.ID] = j.UpdatedAt
+	}
+	return changed, nil
 }
 
 // merge applies changed, rows ordered by ID, to jobs, ordered by ID: a

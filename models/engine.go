@@ -36,6 +36,26 @@ func (s *Store) JobsChangedSince(ctx context.Context, since time.Time) ([]Job, e
 	return js, nil
 }
 
+// JobStamp is when a job's row last changed (jobs.updated_at).
+type JobStamp struct {
+	ID        int64
+	UpdatedAt time.Time
+}
+
+// JobStampsSince returns the stamps of the jobs whose row changed at or
+// after since, by ID: what JobsChangedSince would read, without the rows,
+// so that a reader that has a row as it last changed need not read it
+// again (enginestore's view).
+func (s *Store) JobStampsSince(ctx context.Context, since time.Time) ([]JobStamp, error) {
+	var out []JobStamp
+	err := s.db.WithContext(ctx).Model(&Job{}).Select("id", "updated_at").
+		Where("updated_at >= ?", since).Order("id").Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("jobs' stamps since %s: %w", since.Format(time.RFC3339Nano), err)
+	}
+	return out, nil
+}
+
 // SetQueueStates records the queue state the scheduler handed back for
 // each job, so that the next pass (and the next server) sees it.
 func (s *Store) SetQueueStates(ctx context.Context, states map[int64]QueueState) error {
