@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,9 +31,12 @@ func (s *Store) JobsToSchedule(ctx context.Context) ([]Job, error) {
 // reason is not a change (SetReasons).
 func (s *Store) JobsChangedSince(ctx context.Context, since time.Time) ([]Job, error) {
 	var js []Job
-	if err := s.db.WithContext(ctx).Where("updated_at >= ?", since).Order("id").Find(&js).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("updated_at >= ?", since).Find(&js).Error; err != nil {
 		return nil, fmt.Errorf("jobs changed since %s: %w", since.Format(time.RFC3339Nano), err)
 	}
+	// Ordered here, not by the query: SQLite would read the whole table
+	// in the order of IDs rather than search the index on updated_at.
+	slices.SortFunc(js, func(a, b Job) int { return cmp.Compare(a.ID, b.ID) })
 	return js, nil
 }
 
@@ -49,10 +53,12 @@ type JobStamp struct {
 func (s *Store) JobStampsSince(ctx context.Context, since time.Time) ([]JobStamp, error) {
 	var out []JobStamp
 	err := s.db.WithContext(ctx).Model(&Job{}).Select("id", "updated_at").
-		Where("updated_at >= ?", since).Order("id").Scan(&out).Error
+		Where("updated_at >= ?", since).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("jobs' stamps since %s: %w", since.Format(time.RFC3339Nano), err)
 	}
+	// Ordered here, not by the query (JobsChangedSince).
+	slices.SortFunc(out, func(a, b JobStamp) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

@@ -82,10 +82,13 @@ func (s *Store) readQueueRows(ctx context.Context, where string, arg any) ([]Que
 	gpus := db.NamingStrategy.ColumnName("jobs", "GPUs")
 	err := db.Model(&Job{}).
 		Select("id, name, team, jobs."+quoteUser(db)+", "+gpus+", state, queue_index, queue_since, submitted_at, requeue_stalls, hold_reason").
-		Where(where, arg).Order("id").Scan(&rows).Error
+		Where(where, arg).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list the queues' jobs: %w", err)
 	}
+	// Ordered here, not by the query: SQLite would read the whole table
+	// in the order of IDs rather than search the index on updated_at.
+	slices.SortFunc(rows, func(a, b QueueRow) int { return cmp.Compare(a.ID, b.ID) })
 	return rows, nil
 }
 
