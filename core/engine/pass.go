@@ -530,7 +530,20 @@ func refreshAfter(id int64) time.Duration {
 // sameWords reports whether a and b differ at most in their figures: the
 // runs of digits in them.
 func sameWords(a, b string) bool {
-	i, j := 0, 0
+	// The common prefix needs no digit test, eight bytes at a time, back
+	// to the start of the run of digits it ends in: the walk below would
+	// reach that point in both strings at once.
+	n, p := min(len(a), len(b)), 0
+	for p+8 <= n && a[p:p+8] == b[p:p+8] {
+		p += 8
+	}
+	for p < n && a[p] == b[p] {
+		p++
+	}
+	for p > 0 && isDigit(a[p-1]) {
+		p--
+	}
+	i, j := p, p
 	for i < len(a) && j < len(b) {
 		da, db := isDigit(a[i]), isDigit(b[j])
 		switch {
