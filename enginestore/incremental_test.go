@@ -33,6 +33,7 @@ import (
 // reservations and preemption are on, so that the core's orders are
 // exercised too.
 func TestIncrementalPassDecidesAsAWholeRead(t *testing.T) {
+	t.Parallel()
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC).UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
