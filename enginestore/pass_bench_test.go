@@ -59,84 +59,11 @@ const (
 )
 
 func benchEnginePass(b *testing.B, dsn string, queued int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ms, err := models.Open(ctx, dsn)
-	if err != nil {
-		b.Fatalf("open %s: %v", models.RedactDSN(dsn), err)
-	}
-	b.Cleanup(func() { ms.Close() })
-	teams := []string{"vision", "speech", "nlp", "robotics"}
-	for _, t := range teams {
-		if _, err := ms.CreateTeam(ctx, t, benchNodes*benchGPUs/len(teams)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// Enough jobs to fill every GPU and leave queued waiting: one in ten
-	// asks for 4 GPUs, one in five for 2, the others for one.
-	total := queued + benchNodes*benchGPUs
-	submitted := time.Now().Add(-time.Hour)
-	for from := 0; from < total; from += 1000 {
-		var js []*models.Job
-		for i := from; i < min(total, from+1000); i++ {
-			gpus := 1
-			switch {
-			case i%10 == 0:
-				gpus = 4
-			case i%5 == 0:
-				gpus = 2
-			}
-			js = append(js, &models.Job{Name: fmt.Sprintf("bench-%d", i), Team: teams[i%len(teams)],
-				User: fmt.Sprintf("user%02d", i%40), GPUs: gpus, SimDuration: 3600,
-				SubmittedAt: submitted.Add(time.Duration(i) * time.Millisecond)})
-		}
-		if err := ms.CreateJobs(ctx, js); err != nil {
-			b.Fatal(err)
-		}
-	}
-	store := &rowCounter{Store: New(ms)}
 	cfg := sched.Config{Policy: "tiresias-l"}
 	if benchSched != nil {
 		benchSched(&cfg)
 	}
-	sc, err := sched.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Store: store, Scheduler: sc, Interval: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Forecast: engine.ForecastConfig{Off: true}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Error(err)
-		}
-	}()
-	cl := &benchCluster{exits: eng.Exits(), runs: make(map[job.RunRef]string)}
-	for i := range benchNodes {
-		if err := eng.AddNode(ctx, &benchNode{name: fmt.Sprintf("node%03d", i), cl: cl}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// Let the engine fill the machines and settle: the first passes
-	// write every waiting job's reason once. Settled is a whole pass that
-	// started nothing.
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		st := eng.Stats()
-		time.Sleep(2 * time.Second) // a pass at least: Interval is 1 s
-		now := eng.Stats()
-		if cl.count() > 0 && now.WholePass.Count > st.WholePass.Count && now.Starts == st.Starts {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the engine did not settle in 10 minutes")
-		}
-	}
+	eng, cl, store, _ := startBenchEngine(b, dsn, queued, cfg)
 	before, rows0 := eng.Stats(), store.rows.Load()
 	rng := rand.New(rand.NewPCG(1, uint64(queued)))
 	ends := benchEnds(b)
@@ -199,6 +126,90 @@ wait:
 	b.ReportMetric(q(0.5), "lag_p50_ms")
 	b.ReportMetric(q(0.99), "lag_p99_ms")
 	b.ReportMetric(q(1), "lag_max_ms")
+}
+
+// startBenchEngine seeds the store at dsn with queued waiting jobs beyond
+// those that fill the benchmark's 128 simulated 8-GPU machines, runs an
+// engine over it that schedules by cfg, and returns once it has settled:
+// the machines are full and a whole pass started nothing. The engine
+// stops when b ends.
+func startBenchEngine(b *testing.B, dsn string, queued int, cfg sched.Config) (*engine.Engine, *benchCluster, *rowCounter, *models.Store) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ms, err := models.Open(ctx, dsn)
+	if err != nil {
+		b.Fatalf("open %s: %v", models.RedactDSN(dsn), err)
+	}
+	b.Cleanup(func() { ms.Close() })
+	b.Cleanup(cancel) // before the store closes: cleanups run last first
+	teams := []string{"vision", "speech", "nlp", "robotics"}
+	for _, t := range teams {
+		if _, err := ms.CreateTeam(ctx, t, benchNodes*benchGPUs/len(teams)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Enough jobs to fill every GPU and leave queued waiting: one in ten
+	// asks for 4 GPUs, one in five for 2, the others for one.
+	total := queued + benchNodes*benchGPUs
+	submitted := time.Now().Add(-time.Hour)
+	for from := 0; from < total; from += 1000 {
+		var js []*models.Job
+		for i := from; i < min(total, from+1000); i++ {
+			gpus := 1
+			switch {
+			case i%10 == 0:
+				gpus = 4
+			case i%5 == 0:
+				gpus = 2
+			}
+			js = append(js, &models.Job{Name: fmt.Sprintf("bench-%d", i), Team: teams[i%len(teams)],
+				User: fmt.Sprintf("user%02d", i%40), GPUs: gpus, SimDuration: 3600,
+				SubmittedAt: submitted.Add(time.Duration(i) * time.Millisecond)})
+		}
+		if err := ms.CreateJobs(ctx, js); err != nil {
+			b.Fatal(err)
+		}
+	}
+	store := &rowCounter{Store: New(ms)}
+	sc, err := sched.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Store: store, Scheduler: sc, Interval: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Forecast: engine.ForecastConfig{Off: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	})
+	cl := &benchCluster{exits: eng.Exits(), runs: make(map[job.RunRef]string)}
+	for i := range benchNodes {
+		if err := eng.AddNode(ctx, &benchNode{name: fmt.Sprintf("node%03d", i), cl: cl}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Let the engine fill the machines and settle: the first passes
+	// write every waiting job's reason once. Settled is a whole pass that
+	// started nothing.
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		st := eng.Stats()
+		time.Sleep(2 * time.Second) // a pass at least: Interval is 1 s
+		now := eng.Stats()
+		if cl.count() > 0 && now.WholePass.Count > st.WholePass.Count && now.Starts == st.Starts {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the engine did not settle in 10 minutes")
+		}
+	}
+	return eng, cl, store, ms
 }
 
 // endLag is the lag of the record of end i.

@@ -14,8 +14,8 @@ import (
 // The engine reads the unfinished jobs every pass. At a long queue a
 // whole read is most of a pass, and between two passes few jobs change:
 // the view keeps the jobs of the last read, and a pass reads only the
-// rows changed since (models.Store.JobsChangedSince, by jobs.updated_at,
-// indexed), with a whole read every fullReadEvery all the same.
+// rows changed since (by jobs.updated_at, indexed), with a whole read
+// every fullReadEvery all the same.
 //
 // Every change of a job row sets its updated_at, whichever replica makes
 // it (submits, cancels and holds come through the store from any of
@@ -26,19 +26,31 @@ import (
 // read every fullReadEvery bounds what anything else could cost. It is
 // rare because it is a slow pass at a long queue (about a second at
 // 10,000 queued on the development VM), which the job ends that arrive
-// meanwhile wait for.
+// meanwhile wait for. Of the rows in the window read again, a pass reads
+// whole only those whose stamp (updated_at) is not the one of the row as
+// the view applied it (models.Store.JobStampsSince, then JobsByID): two
+// changes of a row within the stamp's resolution (a microsecond on
+// PostgreSQL) by clocks that agree to it would read as one, until the
+// next whole read.
 
 const (
 	fullReadEvery = 5 * time.Minute
 	changeOverlap = 5 * time.Second
 )
 
-// jobView is the unfinished jobs the engine acts on, as last read.
+// jobView is the unfinished jobs the engine acts on, as last read. It
+// keeps them in the order of their IDs, which the engine takes them in,
+// and merges the rows changed since the last read into that order (a
+// read returns them by ID too), so that a pass copies the jobs it is
+// given instead of sorting them again.
 type jobView struct {
 	mu     sync.Mutex
-	jobs   map[int64]engine.Job // without Account and dependencies' states
-	readAt time.Time            // when the last read began; zero: none yet
-	fullAt time.Time            // when the last whole read began
+	jobs   []engine.Job // by ID; without Account and dependencies' states
+	readAt time.Time    // when the last read began; zero: none yet
+	fullAt time.Time    // when the last whole read began
+	// applied is the stamp (jobs.updated_at) of each row the view
+	// applied since the window of changes read again began.
+	applied map[int64]time.Time
 }
 
 // unfinished returns the jobs the engine acts on (models.Store.JobsToSchedule),
@@ -57,31 +69,106 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.jobs = make(map[int64]engine.Job, len(out))
-		for _, j := range out {
-			v.jobs[j.ID] = j
-		}
-		v.readAt, v.fullAt = began, began
-		return cloneJobs(out), nil
+		v.jobs, v.readAt, v.fullAt = out, began, began
+		clear(v.applied) // a row changed since began is read again
+		return cloneJobs(slices.Clone(out)), nil
 	}
-	changed, err := s.JobsChangedSince(ctx, v.readAt.Add(-changeOverlap))
+	changed, err := s.changedSince(ctx, v.readAt.Add(-changeOverlap))
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range changed {
-		if schedulable(&j) {
-			v.jobs[j.ID] = s.engineJob(j)
-		} else {
-			delete(v.jobs, j.ID)
+	v.jobs = s.merge(v.jobs, changed)
+	v.readAt = began
+	return cloneJobs(slices.Clone(v.jobs)), nil
+}
+
+// changedSince reads the rows changed at or after since that the view
+// has not applied as they are: a change is read again for changeOverlap
+// after it, and most rows in that window are the view's already. The
+// stamps of the rows read are kept while they are in the window. v.mu
+// is held.
+func (s Store) changedSince(ctx context.Context, since time.Time) ([]models.Job, error) {
+	v := s.view
+	stamps, err := s.JobStampsSince(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, st := range stamps {
+		if at, ok := v.applied[st.ID]; !ok || !at.Equal(st.UpdatedAt) {
+			ids = append(ids, st.ID)
 		}
 	}
-	v.readAt = began
-	out := make([]engine.Job, 0, len(v.jobs))
-	for _, j := range v.jobs {
-		out = append(out, j)
+	changed, err := s.JobsByID(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(out, func(a, b engine.Job) int { return cmp.Compare(a.ID, b.ID) })
-	return cloneJobs(out), nil
+	if v.applied == nil {
+		v.applied = make(map[int64]time.Time)
+	}
+	for id, at := range v.applied {
+		if at.Before(since) {
+			delete(v.applied, id) // out of the window: not read again
+		}
+	}
+	for _, j := range changed {
+		v.applied[j.ID] = j.UpdatedAt
+	}
+	return changed, nil
+}
+
+// merge applies changed, rows ordered by ID, to jobs, ordered by ID: a
+// row the engine acts on replaces its job or joins in its place, any
+// other leaves. It reuses jobs' array where it can and returns the jobs
+// still ordered by ID.
+func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
+	if len(changed) == 0 {
+		return jobs
+	}
+	if !slices.IsSortedFunc(changed, func(a, b models.Job) int { return cmp.Compare(a.ID, b.ID) }) {
+		changed = slices.Clone(changed)
+		slices.SortFunc(changed, func(a, b models.Job) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	// Changes to jobs already there, and how many join: most rows
+	// changed are jobs the view has (a start, an end, a queue move), and
+	// are applied in place.
+	joins := 0
+	for i := range changed {
+		c := &changed[i]
+		k, found := slices.BinarySearchFunc(jobs, c.ID, func(j engine.Job, id int64) int { return cmp.Compare(j.ID, id) })
+		switch {
+		case found && schedulable(c):
+			jobs[k] = s.engineJob(*c)
+		case found:
+			jobs[k].ID = 0 // leaves: dropped below
+		case schedulable(c):
+			joins++
+		}
+	}
+	jobs = slices.DeleteFunc(jobs, func(j engine.Job) bool { return j.ID == 0 })
+	if joins == 0 {
+		return jobs
+	}
+	// New jobs: merge them in from the end, in place.
+	n := len(jobs)
+	jobs = slices.Grow(jobs, joins)[:n+joins]
+	i, w := n-1, n+joins-1
+	for c := len(changed) - 1; c >= 0; c-- {
+		row := &changed[c]
+		if !schedulable(row) {
+			continue
+		}
+		if _, found := slices.BinarySearchFunc(jobs[:i+1], row.ID, func(j engine.Job, id int64) int { return cmp.Compare(j.ID, id) }); found {
+			continue // applied in place above
+		}
+		for i >= 0 && jobs[i].ID > row.ID {
+			jobs[w] = jobs[i]
+			i, w = i-1, w-1
+		}
+		jobs[w] = s.engineJob(*row)
+		w--
+	}
+	return jobs
 }
 
 // readAll reads every job the engine acts on.

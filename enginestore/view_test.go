@@ -3,7 +3,10 @@ package enginestore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,4 +120,50 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 			t.Error("the view read every job again: the test covers only whole reads")
 		}
 	})
+}
+
+// TestMergeKeepsTheJobsByID applies random changes (jobs that change,
+// leave, join, and rows of jobs the view never had that are not to be
+// scheduled) to a random view and requires what a map of the jobs by ID,
+// sorted, gives.
+func TestMergeKeepsTheJobsByID(t *testing.T) {
+	s := Store{}
+	rng := rand.New(rand.NewPCG(33, 2))
+	states := []job.State{models.JobQueued, models.JobRunning, models.JobSucceeded, models.JobCancelled}
+	for round := range 500 {
+		var view []engine.Job
+		want := map[int64]job.State{}
+		for id := int64(1); id <= 60; id++ {
+			if rng.IntN(2) == 0 {
+				st := states[rng.IntN(2)]
+				view = append(view, engine.Job{ID: id, State: st})
+				want[id] = st
+			}
+		}
+		var changed []models.Job
+		for id := int64(1); id <= 70; id++ {
+			if rng.IntN(4) == 0 {
+				st := states[rng.IntN(len(states))]
+				changed = append(changed, models.Job{ID: id, State: st})
+				if st == models.JobQueued || st == models.JobRunning {
+					want[id] = st
+				} else {
+					delete(want, id)
+				}
+			}
+		}
+		if rng.IntN(2) == 0 {
+			rng.Shuffle(len(changed), func(i, j int) { changed[i], changed[j] = changed[j], changed[i] })
+		}
+		got := s.merge(view, changed)
+		ids := slices.Sorted(maps.Keys(want))
+		if len(got) != len(ids) {
+			t.Fatalf("round %d: %d jobs after the merge, want %d", round, len(got), len(ids))
+		}
+		for i, id := range ids {
+			if got[i].ID != id || got[i].State != want[id] {
+				t.Fatalf("round %d: job %d is %d %s, want %d %s", round, i, got[i].ID, got[i].State, id, want[id])
+			}
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,10 +31,35 @@ func (s *Store) JobsToSchedule(ctx context.Context) ([]Job, error) {
 // reason is not a change (SetReasons).
 func (s *Store) JobsChangedSince(ctx context.Context, since time.Time) ([]Job, error) {
 	var js []Job
-	if err := s.db.WithContext(ctx).Where("updated_at >= ?", since).Order("id").Find(&js).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("updated_at >= ?", since).Find(&js).Error; err != nil {
 		return nil, fmt.Errorf("jobs changed since %s: %w", since.Format(time.RFC3339Nano), err)
 	}
+	// Ordered here, not by the query: SQLite would read the whole table
+	// in the order of IDs rather than search the index on updated_at.
+	slices.SortFunc(js, func(a, b Job) int { return cmp.Compare(a.ID, b.ID) })
 	return js, nil
+}
+
+// JobStamp is when a job's row last changed (jobs.updated_at).
+type JobStamp struct {
+	ID        int64
+	UpdatedAt time.Time
+}
+
+// JobStampsSince returns the stamps of the jobs whose row changed at or
+// after since, by ID: what JobsChangedSince would read, without the rows,
+// so that a reader that has a row as it last changed need not read it
+// again (enginestore's view).
+func (s *Store) JobStampsSince(ctx context.Context, since time.Time) ([]JobStamp, error) {
+	var out []JobStamp
+	err := s.db.WithContext(ctx).Model(&Job{}).Select("id", "updated_at").
+		Where("updated_at >= ?", since).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("jobs' stamps since %s: %w", since.Format(time.RFC3339Nano), err)
+	}
+	// Ordered here, not by the query (JobsChangedSince).
+	slices.SortFunc(out, func(a, b JobStamp) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // SetQueueStates records the queue state the scheduler handed back for

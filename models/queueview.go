@@ -151,14 +151,20 @@ func (s *Store) readQueueRows(ctx context.Context, limit int, where string, args
 	gpus := db.NamingStrategy.ColumnName("jobs", "GPUs")
 	q := db.Model(&Job{}).
 		Select("id, name, team, jobs."+quoteUser(db)+", "+gpus+", state, queue_index, queue_since, submitted_at, requeue_stalls, hold_reason").
-		Where(where, args...).Order("id")
+		Where(where, args...)
 	if limit > 0 {
-		q = q.Limit(limit)
+		// A bounded sweep takes the first IDs of its range: ordered by the
+		// query, which searches the primary key for it.
+		q = q.Order("id").Limit(limit)
 	}
 	err := q.Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list the queues' jobs: %w", err)
 	}
+	// Ordered here when the read is not limited, not by the query: SQLite
+	// would read the whole table in the order of IDs rather than search
+	// the index on updated_at.
+	slices.SortFunc(rows, func(a, b QueueRow) int { return cmp.Compare(a.ID, b.ID) })
 	return rows, nil
 }
 

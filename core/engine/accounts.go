@@ -90,12 +90,12 @@ func (e *Engine) avoided(account string) (nodes, reasons []string) {
 
 // explainAccounts puts first in the wait reasons of jobs that avoid
 // machines why they do: "alice has no Unix account on gpu-07; ...".
-func (e *Engine) explainAccounts(waits []sched.Wait, byID map[int64]Job) {
+func (e *Engine) explainAccounts(waits []sched.Wait, byID *passJobs) {
 	if len(e.noAccount) == 0 {
 		return
 	}
 	for i := range waits {
-		j, ok := byID[waits[i].JobID]
+		j, ok := byID.get(waits[i].JobID)
 		if !ok {
 			continue
 		}

@@ -120,7 +120,7 @@ func (e *Engine) cpuProfile(sj *sched.Job, j Job) {
 // no longer running and allocates anew the nodes they left (so that their
 // CPUs and memory go to the neighbours), and resizes running jobs whose
 // allocation changed (before the pass's jobs start beside them).
-func (e *Engine) recordAllocations(ctx context.Context, snap sched.Snapshot, d sched.Decisions, byID map[int64]Job) {
+func (e *Engine) recordAllocations(ctx context.Context, snap sched.Snapshot, d sched.Decisions, byID *passJobs) {
 	starting := make(map[int64]bool, len(d.Starts))
 	for _, st := range d.Starts {
 		starting[st.JobID] = true
@@ -148,7 +148,8 @@ func (e *Engine) recordAllocations(ctx context.Context, snap sched.Snapshot, d s
 	var resize []sched.Allocation
 	for id, as := range groupByJob(allocs) {
 		old := e.alloc.byJob[id]
-		e.alloc.key[id] = profileKey{byID[id].Model, byID[id].BatchSize, byID[id].CPUProfile}
+		j := byID.job(id)
+		e.alloc.key[id] = profileKey{j.Model, j.BatchSize, j.CPUProfile}
 		if starting[id] {
 			e.alloc.byJob[id] = as
 			continue

@@ -71,7 +71,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	}
 	recorded := e.recordStarts(ctx, d.Starts, byID, now)
 	for _, s := range d.Starts {
-		e.start(ctx, byID[s.JobID], s.GPUs, now, recorded)
+		e.start(ctx, byID.job(s.JobID), s.GPUs, now, recorded)
 	}
 	e.heldFromStart(ctx, jobs, d.Starts, now)
 	ph.mark(phaseApply)
@@ -128,7 +128,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 }
 
 // snapshot describes the cluster to the scheduler.
-func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]Job) {
+func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, *passJobs) {
 	snap := sched.Snapshot{Now: seconds(now)}
 	e.expireAccounts(now)
 	for _, n := range e.Nodes() {
@@ -145,16 +145,56 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, map[int64]
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
-	byID := make(map[int64]Job, len(jobs))
+	byID := &passJobs{jobs: jobs, at: make(map[int64]int32, len(jobs))}
+	if len(jobs) > 0 {
+		snap.Jobs = make([]sched.Job, 0, len(jobs))
+	}
 	gpuMiB := smallestGPU(snap.Nodes)
-	for _, j := range jobs {
+	for i, j := range jobs {
 		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
 			continue // waits out its retry backoff
 		}
-		byID[j.ID] = j
+		byID.at[j.ID] = int32(i)
 		snap.Jobs = append(snap.Jobs, e.schedJob(j, now, gpuMiB))
 	}
 	return snap, byID
+}
+
+// passJobs are the jobs a pass schedules (snapshot), by ID: an index into
+// the pass's jobs rather than a copy of each. The pass leaves its jobs as
+// they are once they are indexed.
+type passJobs struct {
+	jobs []Job
+	at   map[int64]int32
+}
+
+// newPassJobs indexes jobs by ID.
+func newPassJobs(jobs []Job) *passJobs {
+	p := &passJobs{jobs: jobs, at: make(map[int64]int32, len(jobs))}
+	for i, j := range jobs {
+		p.at[j.ID] = int32(i)
+	}
+	return p
+}
+
+// get returns job id of the pass; ok is false for a job the pass does
+// not schedule.
+func (p *passJobs) get(id int64) (j Job, ok bool) {
+	if p == nil {
+		return Job{}, false
+	}
+	i, ok := p.at[id]
+	if !ok {
+		return Job{}, false
+	}
+	return p.jobs[i], true
+}
+
+// job returns job id of the pass, the zero Job for one it does not
+// schedule.
+func (p *passJobs) job(id int64) Job {
+	j, _ := p.get(id)
+	return j
 }
 
 // schedJob is j as the scheduler sees it at now; gpuMiB is the memory of
@@ -199,17 +239,17 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 }
 
 // preempt stops the run of p's job; byID are the jobs of the pass.
-func (e *Engine) preempt(ctx context.Context, p sched.Preempt, byID map[int64]Job) {
+func (e *Engine) preempt(ctx context.Context, p sched.Preempt, byID *passJobs) {
 	r, ok := e.runs[p.JobID]
 	if !ok || r.stop != "" {
 		return
 	}
 	reclaimer := ""
 	if p.Reclaim {
-		reclaimer = byID[p.For].Team
+		reclaimer = byID.job(p.For).Team
 	}
-	e.stats.preempted(byID[p.JobID].Team, reclaimer)
-	r.stop, r.reason = job.Preempted, preemptReason(p, byID[p.JobID])
+	e.stats.preempted(byID.job(p.JobID).Team, reclaimer)
+	r.stop, r.reason = job.Preempted, preemptReason(p, byID.job(p.JobID))
 	e.stopAll(ctx, p.JobID, r)
 	e.cfg.Logger.Info("job preempted", "job", p.JobID, "reason", r.reason)
 }
@@ -359,13 +399,13 @@ type startRecord struct {
 // recordStarts records the pass's starts in one store call; start
 // records a pass's only start itself (MarkStarted). Each start is
 // recorded before its machines are asked to start it, as ever.
-func (e *Engine) recordStarts(ctx context.Context, starts []sched.Start, byID map[int64]Job, now time.Time) map[int64]startRecord {
+func (e *Engine) recordStarts(ctx context.Context, starts []sched.Start, byID *passJobs, now time.Time) map[int64]startRecord {
 	if len(starts) < 2 {
 		return nil
 	}
 	recs := make([]StartRecord, 0, len(starts))
 	for _, s := range starts {
-		if ok, _ := e.startable(byID[s.JobID], s.GPUs); ok {
+		if ok, _ := e.startable(byID.job(s.JobID), s.GPUs); ok {
 			recs = append(recs, StartRecord{JobID: s.JobID, Placement: slices.Clone(s.GPUs)})
 		}
 	}
@@ -492,7 +532,20 @@ func refreshAfter(id int64) time.Duration {
 // sameWords reports whether a and b differ at most in their figures: the
 // runs of digits in them.
 func sameWords(a, b string) bool {
-	i, j := 0, 0
+	// The common prefix needs no digit test, eight bytes at a time, back
+	// to the start of the run of digits it ends in: the walk below would
+	// reach that point in both strings at once.
+	n, p := min(len(a), len(b)), 0
+	for p+8 <= n && a[p:p+8] == b[p:p+8] {
+		p += 8
+	}
+	for p < n && a[p] == b[p] {
+		p++
+	}
+	for p > 0 && isDigit(a[p-1]) {
+		p--
+	}
+	i, j := p, p
 	for i < len(a) && j < len(b) {
 		da, db := isDigit(a[i]), isDigit(b[j])
 		switch {

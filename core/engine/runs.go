@@ -403,10 +403,10 @@ func (e *Engine) strayGPU(node string, index int) bool {
 // meanwhile (sched.Promises). It keeps back too the starts of other jobs
 // on GPUs so promised. It returns the starts to make now and a wait for
 // each one kept back.
-func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID map[int64]Job) ([]sched.Start, []sched.Wait) {
+func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID *passJobs) ([]sched.Start, []sched.Wait) {
 	held := make(map[sched.GPURef]int64)
 	hold := func(id int64) {
-		for _, g := range byID[id].Placement {
+		for _, g := range byID.job(id).Placement {
 			held[g] = id
 		}
 	}
@@ -419,7 +419,7 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 		hold(p.JobID)
 	}
 	waiting := func(id int64) bool {
-		j, ok := byID[id]
+		j, ok := byID.get(id)
 		return ok && j.State.Waiting()
 	}
 	starts, kept := e.promised.Hold(starts, waiting, e.stopping)

@@ -22,7 +22,7 @@ func TestStatsWaitsAndCauses(t *testing.T) {
 	mustPass(t, e) // starts after 20 s
 	vision := QueueTeam{Queue: 0, Team: "vision"}
 
-	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"}, map[int64]Job{1: {ID: 1, Team: "vision"}})
+	e.preempt(ctx, sched.Preempt{JobID: 1, Reason: "for a job in a higher queue"}, newPassJobs([]Job{{ID: 1, Team: "vision"}}))
 	clock.t = t0.Add(5 * time.Second)
 	e.testExit(ctx, exit("n0", 1, -1, clock.t))
 	clock.t = t0.Add(12 * time.Second)
@@ -33,7 +33,7 @@ func TestStatsWaitsAndCauses(t *testing.T) {
 	clock.t = t0.Add(60 * time.Second)
 	mustPass(t, e) // starts 10 s after its backoff ended
 
-	e.preempt(ctx, sched.Preempt{JobID: 1, For: 2, Reclaim: true}, map[int64]Job{1: {ID: 1, Team: "vision"}, 2: {ID: 2, Team: "nlp"}})
+	e.preempt(ctx, sched.Preempt{JobID: 1, For: 2, Reclaim: true}, newPassJobs([]Job{{ID: 1, Team: "vision"}, {ID: 2, Team: "nlp"}}))
 
 	st := e.Stats()
 	if h := st.SubmitToStart[vision]; h.Count != 1 || h.Sum != 20 {

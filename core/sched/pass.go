@@ -69,10 +69,11 @@ type pass struct {
 	// moved down its team's slots, the job of a better band now ahead of it.
 	behindClass map[int32]int32
 	ugroup      map[string][]int32
-	lendStop    bool     // a job within its guarantee waits: nothing is lent
-	lendBy      int32    // that job, an index in Snapshot.Jobs
-	order       []int32  // scratch
-	later       []*entry // pending jobs deferred to the borrowers, a heap
+	ufactor     []float64 // scratch: per pending entry, its user's factor (reslot)
+	lendStop    bool      // a job within its guarantee waits: nothing is lent
+	lendBy      int32     // that job, an index in Snapshot.Jobs
+	order       []int32   // scratch
+	later       []*entry  // pending jobs deferred to the borrowers, a heap
 
 	// Reservations (reserve.go).
 	rsvOn        bool               // some job may get a reservation in this pass

@@ -175,8 +175,15 @@ func (p *pass) reslot(idx []int32, f map[string]float64) {
 	jobs := p.s.Jobs
 	slices.SortFunc(idx, func(a, b int32) int { return compareKeys(&p.ents[a], &p.ents[b]) })
 	want := slices.Clone(idx)
+	// Each entry's factor, looked up once rather than in every comparison.
+	if len(p.ufactor) < len(p.ents) {
+		p.ufactor = make([]float64, len(p.ents))
+	}
+	for _, k := range idx {
+		p.ufactor[k] = f[jobs[p.ents[k].job].User]
+	}
 	slices.SortStableFunc(want, func(a, b int32) int {
-		fa, fb := f[jobs[p.ents[a].job].User], f[jobs[p.ents[b].job].User]
+		fa, fb := p.ufactor[a], p.ufactor[b]
 		switch {
 		case fa > fb:
 			return -1
