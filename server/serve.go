@@ -273,14 +273,11 @@ const demoMinRuntime = 30 * time.Second
 
 // newScheduler configures the scheduling core from the flags, and the
 // learner of tiresias-g's distribution: it starts from the shipped prior
-// and the GPU-times of up to 5,000 jobs this cluster has completed, and
-// learns online (engine.Config.GPUTime), as `sim --learn-prior` does.
-func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, *sched.GPUTimeLearner, error) {
+// and samples, the GPU-times of up to 5,000 jobs this cluster has
+// completed (none when the database was out at start), and learns online
+// (engine.Config.GPUTime), as `sim --learn-prior` does.
+func newScheduler(f serveFlags, samples []float64) (*sched.Scheduler, *sched.GPUTimeLearner, error) {
 	cfg, err := schedConfig(f)
-	if err != nil {
-		return nil, nil, err
-	}
-	samples, err := store.CompletedGPUTimes(ctx, 5000)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -380,20 +377,37 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("serve: --session-key-file: %w", err)
 	}
-	store, err := models.OpenWith(ctx, f.db, models.Options{MaxConns: f.dbMaxConns, SessionKey: &key, ReplaceSessionKey: f.replaceSessionKey})
-	if errors.Is(err, models.ErrSessionKeyMismatch) {
-		return fmt.Errorf("serve: --session-key-file: %w (--replace-session-key)", err)
-	}
+	store, err := models.OpenLater(f.db, models.Options{MaxConns: f.dbMaxConns, SessionKey: &key, ReplaceSessionKey: f.replaceSessionKey})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	scheduler, learner, err := newScheduler(ctx, f, store)
+	// A PostgreSQL that does not answer is an outage this server rides
+	// out from the start (serve_leader.go, startFenced): it serves what
+	// it can, lets in the machines it checked before and keeps their runs
+	// going, and leads once the database answers and the lock is its own.
+	outage := store.Ready(ctx)
+	if outage != nil && (!store.Replicated() || !models.Unavailable(outage)) {
+		if errors.Is(outage, models.ErrSessionKeyMismatch) {
+			return fmt.Errorf("serve: --session-key-file: %w (--replace-session-key)", outage)
+		}
+		return outage
+	}
+	var samples []float64 // completed jobs' GPU-times, for the scheduler to learn from
+	if outage == nil {
+		if samples, err = store.CompletedGPUTimes(ctx, 5000); err != nil {
+			return err
+		}
+		log.Info("database ready", "db", models.RedactDSN(f.db))
+	} else {
+		log.Error("the database does not answer: serving fenced until it does; machines this server checked before may reconnect, their runs go on",
+			"db", models.RedactDSN(f.db), "err", outage, "hold", f.dbOutageHold.String())
+	}
+	scheduler, learner, err := newScheduler(f, samples)
 	if err != nil {
 		return err
 	}
-	log.Info("database ready", "db", models.RedactDSN(f.db))
-	if f.dev {
+	if f.dev && outage == nil {
 		if err := seedDemo(ctx, store, stdout); err != nil {
 			return err
 		}
@@ -450,11 +464,13 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 		}
 		return nil
 	}
-	if err := rep.start(ctx, eng); err != nil {
+	if outage != nil {
+		rep.startFenced(ctx, eng, outage)
+	} else if err := rep.start(ctx, eng); err != nil {
 		return err
 	}
 	defer rep.release()
-	if rep.leader() {
+	if rep.leader() || outage != nil {
 		if err := lead(); err != nil {
 			return err
 		}
