@@ -41,7 +41,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs, gated := e.gate(ctx, jobs, now)
 	jobs = e.startPromised(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
-	e.recordResumes(ctx, now)
+	e.recordResumes(ctx, now, true)
 	jobs = e.reheld(ctx, jobs, now)
 	snap, byID := e.snapshot(jobs, now)
 	if e.cfg.GPUTime != nil {
@@ -71,6 +71,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	recorded := e.recordStarts(ctx, d.Starts, byID, now)
 	for _, s := range d.Starts {
 		e.start(ctx, byID[s.JobID], s.GPUs, now, recorded)
+	}
+	if len(d.Starts) > 0 {
+		e.recordResumes(ctx, now, false)
 	}
 	ph.mark(phaseApply)
 	defer ph.mark(phaseRecord)

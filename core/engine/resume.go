@@ -21,14 +21,18 @@ type ResumeRecorder interface {
 // recordResumes passes on to the store, once per run, what each running
 // run's machine says it resumed from (job.Usage.Resume, or
 // ResumeReporter). A first run that found nothing has nothing to say.
-func (e *Engine) recordResumes(ctx context.Context, now time.Time) {
+// With usage false it asks ResumeReporters only: the pass asks again
+// right after its starts, so that a run whose machine knows at its start
+// (the Slurm executor) is recorded though it ends before the next pass,
+// without reading the machines' usage twice.
+func (e *Engine) recordResumes(ctx context.Context, now time.Time, usage bool) {
 	rr, ok := e.cfg.Store.(ResumeRecorder)
 	if !ok {
 		return
 	}
 	for _, n := range e.Nodes() {
 		found := make(map[int64]job.Resume)
-		if ur, ok := n.(UsageReporter); ok {
+		if ur, ok := n.(UsageReporter); ok && usage {
 			for _, u := range ur.JobUsage(now) {
 				if u.Resume != nil {
 					found[u.JobID] = *u.Resume
