@@ -130,7 +130,7 @@ func TestGangRunResumesOnEachPart(t *testing.T) {
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	script := `f="$GPUPORTAL_CHECKPOINT_DIR/saved"
 echo "run $GPUPORTAL_RUN on $GPUPORTAL_NODE resume=${GPUPORTAL_RESUME:-no} from=${GPUPORTAL_RESUME_RUN:-none} found=$(cat "$f" 2>/dev/null || echo nothing)"
-[ "$GPUPORTAL_RUN" -gt 1 ] && exec sleep 3 # seen by a heartbeat: the resume travels in the agent's usage
+[ "$GPUPORTAL_RUN" -gt 1 ] && exit 0 # ends before a heartbeat: what it resumed from travels with its exit
 echo "run $GPUPORTAL_RUN on $GPUPORTAL_NODE" > "$f"
 trap 'exit 143' TERM
 while true; do sleep 0.2 & wait $!; done`
