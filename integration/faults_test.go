@@ -256,6 +256,63 @@ func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 	endsOnce(t, alice2, ids...)
 }
 
+// TestFaultServerBackMidFence (issue 32): the server is killed and is
+// back while its agent fences the runs it leased: SIGTERM sent, the runs
+// take 3 s to save and exit, within the agent's 5 s grace, and end after
+// the agent has reconnected (the exit of a fenced run was taken for the
+// job's own failure when it came after the reconnection). Both are
+// requeued, not failed, and succeed on their next run.
+func TestFaultServerBackMidFence(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	a := startAgent(t, srv.URL, "mid", "--grace", "5s") // 2 GPUs
+	waitGPUs(t, srv.URL, 2)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	var ids []int64
+	for i := range 2 {
+		cmd := tracedJob(traces, 24)
+		cmd[2] = fmt.Sprintf(`trap 'touch %[1]s/term-$GPUPORTAL_JOB_ID-$GPUPORTAL_RUN; sleep 3; touch %[1]s/died-$GPUPORTAL_JOB_ID-$GPUPORTAL_RUN; exit 143' TERM; `,
+			traces) + cmd[2]
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("mid-", i), "gpus": 1, "command": cmd}))
+	}
+	for _, id := range ids {
+		traceStarted(t, traces, id, "mid")
+	}
+	const connected = `msg="connected to the server"`
+	before := strings.Count(a.output(), connected)
+	srv.kill()
+	marker := func(kind string, id int64) string { return filepath.Join(traces, fmt.Sprintf("%s-%d-1", kind, id)) }
+	eventually(t, 15*time.Second, "the agent to fence both runs", func() bool {
+		for _, id := range ids {
+			if _, err := os.Stat(marker("term", id)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	srv = faultServer(t, data, "--addr", strings.TrimPrefix(srv.URL, "http://"))
+	eventually(t, 10*time.Second, "the agent to reconnect", func() bool { return strings.Count(a.output(), connected) > before })
+	for _, id := range ids {
+		if _, err := os.Stat(marker("died", id)); err == nil {
+			t.Fatalf("job %d's fenced run ended before the agent reconnected: nothing this test checks", id)
+		}
+	}
+	alice = newAPI(t, srv.URL, "alice", "dev")
+	for _, id := range ids {
+		alice.waitState(id, time.Minute, "succeeded")
+	}
+	runs := make(map[int64]int)
+	for _, sp := range checkTraces(t, traces) {
+		runs[sp.job]++
+	}
+	for _, id := range ids {
+		if runs[id] != 2 {
+			t.Errorf("job %d traced %d runs; want 2, the fenced one and the next", id, runs[id])
+		}
+	}
+	endsOnce(t, alice, ids...)
+}
+
 // TestFaultServerRestartWithinTheLease (issue 32): a server killed and
 // back within the heartbeat timeout T costs no run. Agents are pinged
 // every T/20 and retry every T/40 while their runs are leased, so a
