@@ -517,7 +517,7 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	accessChanged := make(chan struct{}, 1)
 	actions := app.New(app.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, Leader: rep.leader,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
-		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages, AccessChanged: app.Signal(accessChanged)})
+		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages, AccessChanged: app.Signal(accessChanged), Heard: agents.HeartbeatAges})
 	srv, err := web.New(web.Config{App: actions, AccessChanged: accessChanged, Telemetry: rec, Live: pub, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,
