@@ -42,6 +42,9 @@ type JobEngine interface {
 	// HeldExits are the runs that ended with their outcome not yet
 	// recorded (the store cannot save), by job.
 	HeldExits() map[int64]engine.HeldExit
+	// GoneNodes are the machines that disconnected, with when: a job
+	// still running there says so (silentMachines).
+	GoneNodes() []engine.GoneNode
 }
 
 // Moment is what the portal knows at one instant: the running jobs, the
