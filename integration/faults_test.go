@@ -260,8 +260,9 @@ func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 // back while its agent fences the runs it leased: SIGTERM sent, the runs
 // take 3 s to save and exit, within the agent's 5 s grace, and end after
 // the agent has reconnected (the exit of a fenced run was taken for the
-// job's own failure when it came after the reconnection). Both are
-// requeued, not failed, and succeed on their next run.
+// job's own failure when it came after the reconnection). The server is
+// killed again as the agent reconnects, and is back. Both runs are
+// requeued, not failed, and the jobs succeed on their next run.
 func TestFaultServerBackMidFence(t *testing.T) {
 	data, traces := t.TempDir(), t.TempDir()
 	srv := faultServer(t, data)
@@ -297,6 +298,10 @@ func TestFaultServerBackMidFence(t *testing.T) {
 			t.Fatalf("job %d's fenced run ended before the agent reconnected: nothing this test checks", id)
 		}
 	}
+	// Killed again mid-reconnect, as the new server takes the agent and
+	// its runs back; the third server gets the fenced runs' exits.
+	srv.kill()
+	srv = faultServer(t, data, "--addr", strings.TrimPrefix(srv.URL, "http://"))
 	alice = newAPI(t, srv.URL, "alice", "dev")
 	for _, id := range ids {
 		alice.waitState(id, time.Minute, "succeeded")
