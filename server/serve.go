@@ -357,6 +357,10 @@ func checkLoopback(addr string) error {
 	return fmt.Errorf("serve: --dev listens on loopback only (its users have known passwords), not %q", addr)
 }
 
+// dbAnswers is how long serve waits at start for the database to answer
+// before it starts as in an outage (startFenced).
+const dbAnswers = 5 * time.Second
+
 func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
 	if l := f.signInCfg.LDAP; l.Cleartext() {
@@ -386,7 +390,17 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	// out from the start (serve_leader.go, startFenced): it serves what
 	// it can, lets in the machines it checked before and keeps their runs
 	// going, and leads once the database answers and the lock is its own.
-	outage := store.Ready(ctx)
+	// A database that does not answer within dbAnswers is out: a machine
+	// gone from the network would hold the start for minutes, past the
+	// agents' lease.
+	pctx, cancel := context.WithTimeout(ctx, dbAnswers)
+	outage := store.Ping(pctx)
+	cancel()
+	if outage == nil {
+		outage = store.Ready(ctx)
+	} else {
+		outage = fmt.Errorf("open database %s: %w", models.RedactDSN(f.db), outage)
+	}
 	if outage != nil && (!store.Replicated() || !models.Unavailable(outage)) {
 		if errors.Is(outage, models.ErrSessionKeyMismatch) {
 			return fmt.Errorf("serve: --session-key-file: %w (--replace-session-key)", outage)

@@ -224,6 +224,12 @@ func (r *replica) retake(ctx context.Context, since time.Time) *models.Lease {
 // answers but cannot be made ready (a session key of another) steps the
 // replica down: follow then returns the same error, and the server exits.
 func (r *replica) tryLock(ctx context.Context) (*models.Lease, error) {
+	pctx, cancel := context.WithTimeout(ctx, 2*leaderRetry)
+	err := r.store.Ping(pctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
 	if err := r.store.Ready(ctx); err != nil {
 		if !models.Unavailable(err) {
 			r.stepDown(err)
