@@ -812,11 +812,11 @@ func TestFaultServerRestartedDuringDatabaseOutage(t *testing.T) {
 	a := startAgent(t, base, "kept") // 2 GPUs
 	waitGPUs(t, base, 2)
 	alice := newAPI(t, base, "alice", "dev")
-	const down = 3 * timeout
+	const down = 2 * timeout
 	var ids []int64
 	for i := range 2 {
 		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("kept-", i), "gpus": 1,
-			"command": tracedJob(traces, int((down+6*time.Second)/tick))}))
+			"command": tracedJob(traces, int((down+4*time.Second)/tick))}))
 	}
 	for _, id := range ids {
 		traceStarted(t, traces, id, "")
