@@ -134,6 +134,10 @@ type Config struct {
 	// revoked), so that live connections check theirs again at once;
 	// nil: nothing is told.
 	AccessChanged func()
+	// Heard gives the remote machines' heartbeat ages at now (hub.Hub's
+	// HeartbeatAges), so that a running job on a machine gone silent says
+	// since when it is known to run; nil: every connected machine is heard.
+	Heard func(now time.Time) map[string]time.Duration
 }
 
 // Signal is an AccessChanged that signals ch without waiting: one

@@ -36,6 +36,9 @@ func (e *fakeEngine) Cancel(_ context.Context, id int64, _ string) error {
 	return nil
 }
 func (e *fakeEngine) Nodes() []engine.Node { return nil }
+
+// GoneNodes: no machine disconnected (a moment reads them, moment.go).
+func (e *fakeEngine) GoneNodes() []engine.GoneNode { return nil }
 func (e *fakeEngine) SetDraining(node string, _ bool) error {
 	if node != "gpu1" {
 		return engine.ErrUnknownNode

@@ -19,6 +19,7 @@ func (fakeJobEngine) Forecasts() map[int64]engine.JobForecast   { return nil }
 func (fakeJobEngine) ForecastInfo() engine.ForecastInfo         { return engine.ForecastInfo{} }
 func (fakeJobEngine) PassInterval() time.Duration               { return time.Second }
 func (fakeJobEngine) HeldExits() map[int64]engine.HeldExit      { return nil }
+func (fakeJobEngine) GoneNodes() []engine.GoneNode              { return nil }
 func (fakeJobEngine) FairShare() []sched.TeamShare              { return nil }
 func (fakeJobEngine) Borrowed(int64) bool                       { return false }
 func (fakeJobEngine) JobResources(int64) (engine.JobResources, bool) {

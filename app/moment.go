@@ -42,6 +42,9 @@ type JobEngine interface {
 	// HeldExits are the runs that ended with their outcome not yet
 	// recorded (the store cannot save), by job.
 	HeldExits() map[int64]engine.HeldExit
+	// GoneNodes are the machines that disconnected, with when: a job
+	// still running there says so (silentMachines).
+	GoneNodes() []engine.GoneNode
 }
 
 // Moment is what the portal knows at one instant: the running jobs, the
@@ -70,6 +73,9 @@ type Moment struct {
 	// held are the runs that ended with their outcome not yet recorded,
 	// which the store still says run (engine.Engine.HeldExits).
 	held map[int64]engine.HeldExit
+	// silent are the machines not heard for over UnheardAfter, or gone,
+	// with when they were last heard.
+	silent map[string]time.Time
 }
 
 // Running returns the running jobs of the moment.
@@ -178,7 +184,28 @@ func (s *App) RunningMoment(ctx context.Context) (*Moment, error) {
 	}
 	m := newMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
 	m.held = s.cfg.Engine.HeldExits()
+	m.silent = s.silentMachines(m.Now)
 	return m, nil
+}
+
+// silentMachines are the machines not heard at now for over UnheardAfter
+// (Config.Heard) and those that disconnected (Engine.GoneNodes), with
+// when each was last heard.
+func (s *App) silentMachines(now time.Time) map[string]time.Time {
+	out := make(map[string]time.Time)
+	for _, g := range s.cfg.Engine.GoneNodes() {
+		out[g.Status.Name] = g.LostAt
+	}
+	if s.cfg.Heard != nil {
+		for name, age := range s.cfg.Heard(now) {
+			if age > UnheardAfter {
+				out[name] = now.Add(-age)
+			} else {
+				delete(out, name) // connected again
+			}
+		}
+	}
+	return out
 }
 
 // latestForecasts are the latest start forecasts of the waiting jobs:
@@ -421,7 +448,26 @@ func (m *Moment) reason(j *models.Job) string {
 	if h, ok := m.heldExit(j); ok {
 		return heldReason(h, m.Now)
 	}
+	if node, at, ok := m.silentPart(j); ok {
+		return fmt.Sprintf("running as last known: %s was last heard %s ago, at %s; the job runs on if the machine does, and is requeued if it is lost",
+			node, max(0, m.Now.Sub(at)).Round(time.Second), at.Local().Format("15:04:05"))
+	}
 	return j.Reason
+}
+
+// silentPart is the machine of running job j heard longest ago among
+// those gone silent, if any.
+func (m *Moment) silentPart(j *models.Job) (node string, at time.Time, ok bool) {
+	if j.State != job.Running {
+		return "", time.Time{}, false
+	}
+	for _, p := range j.Placement {
+		name, _, _ := strings.Cut(p, ":")
+		if t, silent := m.silent[name]; silent && (!ok || t.Before(at)) {
+			node, at, ok = name, t, true
+		}
+	}
+	return node, at, ok
 }
 
 // heldExit is the end of j's run in progress that the store has yet to

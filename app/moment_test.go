@@ -181,3 +181,33 @@ func TestHeldExitShows(t *testing.T) {
 		})
 	}
 }
+
+// TestSilentMachineShows (issue 32): a running job whose machine has gone
+// silent says so, with when the machine was last heard, rather than
+// running as if heard now; a job on heard machines keeps its reason.
+func TestSilentMachineShows(t *testing.T) {
+	start := time.Date(2026, 11, 28, 10, 0, 0, 0, time.Local)
+	now := start.Add(100 * time.Second)
+	j := models.Job{ID: 7, GPUs: 2, State: job.Running, Run: 1, LastStartAt: &start, Reason: "on a1:0, b1:0", Placement: []string{"a1:0", "b1:0"}}
+	tests := []struct {
+		name   string
+		silent map[string]time.Time
+		want   string // the reason
+	}{
+		{"heard", nil, j.Reason},
+		{"another machine silent", map[string]time.Time{"c1": now.Add(-time.Minute)}, j.Reason},
+		{"one part silent", map[string]time.Time{"b1": now.Add(-40 * time.Second)},
+			"running as last known: b1 was last heard 40s ago, at 10:01:00; the job runs on if the machine does, and is requeued if it is lost"},
+		{"both: the longest silent", map[string]time.Time{"a1": now.Add(-10 * time.Second), "b1": now.Add(-40 * time.Second)},
+			"running as last known: b1 was last heard 40s ago, at 10:01:00; the job runs on if the machine does, and is requeued if it is lost"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMoment(now, []models.Job{j}, nil, nil, func(int64) bool { return false })
+			m.silent = tc.silent
+			if got := m.Job(&j).Reason; got != tc.want {
+				t.Errorf("reason %q; want %q", got, tc.want)
+			}
+		})
+	}
+}

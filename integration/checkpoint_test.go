@@ -113,3 +113,55 @@ func traceRunAfter(t *testing.T, dir string, prev *runSpan) *runSpan {
 	})
 	return got
 }
+
+// TestGangRunResumesOnEachPart (issue 32): a job on two machines saves a
+// checkpoint on each; preempted and requeued, its next run finds, on each
+// part, GPUPORTAL_RESUME=1, the run that wrote the checkpoint and that
+// part's own checkpoint folder as the first run left it, and says so.
+func TestGangRunResumesOnEachPart(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
+	data := t.TempDir()
+	srv := startAgentServer(t, "--data", data, "--max-retries", "0", "--thresholds", "3")
+	nodes := []string{"gang-a", "gang-b"}
+	for _, name := range nodes {
+		startAgent(t, srv.URL, name) // 2 GPUs each
+	}
+	waitGPUs(t, srv.URL, 4)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	script := `f="$GPUPORTAL_CHECKPOINT_DIR/saved"
+echo "run $GPUPORTAL_RUN on $GPUPORTAL_NODE resume=${GPUPORTAL_RESUME:-no} from=${GPUPORTAL_RESUME_RUN:-none} found=$(cat "$f" 2>/dev/null || echo nothing)"
+[ "$GPUPORTAL_RUN" -gt 1 ] && exit 0 # ends before a heartbeat: what it resumed from travels with its exit
+echo "run $GPUPORTAL_RUN on $GPUPORTAL_NODE" > "$f"
+trap 'exit 143' TERM
+while true; do sleep 0.2 & wait $!; done`
+	id := submit(t, alice, map[string]any{"name": "gang", "gpus": 4, "command": []string{"sh", "-c", script}})
+	alice.waitState(id, 30*time.Second, "running")
+	for _, n := range nodes {
+		eventually(t, 30*time.Second, "run 1 to save on "+n, func() bool {
+			return strings.Contains(remoteOutput(data, n, id), "run 1 on "+n+" resume=no from=none found=nothing")
+		})
+	}
+	alice.waitQueue(id, 30*time.Second, 1) // past 3 GPU-seconds: demoted
+	short := submit(t, alice, map[string]any{"name": "newer", "gpus": 4, "sim": map[string]any{"duration_s": 1}})
+	alice.waitState(short, 30*time.Second, "succeeded")
+	if j := alice.waitState(id, 30*time.Second, "succeeded", "failed"); j.State != "succeeded" || j.Preemptions != 1 {
+		t.Fatalf("the gang job ended %s after %d preemptions; want succeeded after 1", j.State, j.Preemptions)
+	}
+	for _, n := range nodes {
+		out := remoteOutput(data, n, id)
+		if !strings.Contains(out, "gpuportal: run 2 resumes from the checkpoint run 1 wrote at ") ||
+			!strings.Contains(out, "run 2 on "+n+" resume=1 from=1 found=run 1 on "+n+"\n") {
+			t.Errorf("the part on %s printed:\n%s\nwant run 2 resumed there from run 1's checkpoint", n, out)
+		}
+	}
+	var j struct {
+		Resume *struct {
+			Run     int64 `json:"run"`
+			FromRun int64 `json:"from_run"`
+		} `json:"resume"`
+	}
+	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK || j.Resume == nil ||
+		j.Resume.Run != 2 || j.Resume.FromRun != 1 {
+		t.Errorf("the job's resume: %d %+v; want run 2 from run 1", st, j.Resume)
+	}
+}

@@ -170,13 +170,15 @@ while true; do sleep 0.2; done`
 	// it: its container gets SIGTERM, saves and goes; it runs again in a
 	// new container from where it stopped.
 	counter := `f="$GPUPORTAL_CHECKPOINT_DIR/step"; i=$(cat "$f" 2>/dev/null || echo 0)
-echo "start at step $i"
+echo "start at step $i resume=${GPUPORTAL_RESUME:-no} from=${GPUPORTAL_RESUME_RUN:-none}"
 trap 'echo "$i" > "$f"; echo "saved at step $i"; exit 143' TERM
 while [ "$i" -lt 12 ]; do sleep 0.5 & wait $!; i=$((i+1)); echo "$i" > "$f"; done
 echo "done at step $i"`
 	long := submit(t, cara, map[string]any{"name": "counter", "gpus": 2, "image": image, "command": []string{"sh", "-c", counter}})
 	cara.waitState(long, 60*time.Second, "running")
-	eventually(t, 30*time.Second, "the counter to start", func() bool { return strings.Contains(jobLog(t, cara, long), "start at step 0") })
+	eventually(t, 30*time.Second, "the counter to start", func() bool {
+		return strings.Contains(jobLog(t, cara, long), "start at step 0 resume=no from=none")
+	})
 	cara.waitQueue(long, 30*time.Second, 1) // past 3 GPU-seconds: demoted
 	short := submit(t, cara, map[string]any{"name": "short", "gpus": 2, "sim": map[string]any{"duration_s": 1}})
 	cara.waitState(short, 30*time.Second, "succeeded")
@@ -187,6 +189,10 @@ echo "done at step $i"`
 	t.Logf("the preempted container job printed:\n%s", clog)
 	if strings.Count(clog, "start at step 0") != 1 || !strings.Contains(clog, "saved at step") || !strings.Contains(clog, "done at step 12") {
 		t.Errorf("the container job did not resume from its checkpoint:\n%s", clog)
+	}
+	// Its second container was told to resume, as a command is (issue 32).
+	if !strings.Contains(clog, "gpuportal: run 2 resumes from the checkpoint run 1 wrote at ") || !strings.Contains(clog, "resume=1 from=1\n") {
+		t.Errorf("the resumed container job was not given GPUPORTAL_RESUME=1 and GPUPORTAL_RESUME_RUN=1:\n%s", clog)
 	}
 	if names := containersOf(t, conf, fmt.Sprintf("gpuportal-gpu-c1-%d-", long)); len(names) != 0 {
 		t.Errorf("containers of the finished job: %v", names)

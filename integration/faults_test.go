@@ -256,6 +256,68 @@ func TestFaultServerDownLongerThanTheTimeout(t *testing.T) {
 	endsOnce(t, alice2, ids...)
 }
 
+// TestFaultServerBackMidFence (issue 32): the server is killed and is
+// back while its agent fences the runs it leased: SIGTERM sent, the runs
+// take 3 s to save and exit, within the agent's 5 s grace, and end after
+// the agent has reconnected (the exit of a fenced run was taken for the
+// job's own failure when it came after the reconnection). The server is
+// killed again as the agent reconnects, and is back. Both runs are
+// requeued, not failed, and the jobs succeed on their next run.
+func TestFaultServerBackMidFence(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	a := startAgent(t, srv.URL, "mid", "--grace", "5s") // 2 GPUs
+	waitGPUs(t, srv.URL, 2)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	var ids []int64
+	for i := range 2 {
+		cmd := tracedJob(traces, 24)
+		cmd[2] = fmt.Sprintf(`trap 'touch %[1]s/term-$GPUPORTAL_JOB_ID-$GPUPORTAL_RUN; sleep 3; touch %[1]s/died-$GPUPORTAL_JOB_ID-$GPUPORTAL_RUN; exit 143' TERM; `,
+			traces) + cmd[2]
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("mid-", i), "gpus": 1, "command": cmd}))
+	}
+	for _, id := range ids {
+		traceStarted(t, traces, id, "mid")
+	}
+	const connected = `msg="connected to the server"`
+	before := strings.Count(a.output(), connected)
+	srv.kill()
+	marker := func(kind string, id int64) string { return filepath.Join(traces, fmt.Sprintf("%s-%d-1", kind, id)) }
+	eventually(t, 15*time.Second, "the agent to fence both runs", func() bool {
+		for _, id := range ids {
+			if _, err := os.Stat(marker("term", id)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	srv = faultServer(t, data, "--addr", strings.TrimPrefix(srv.URL, "http://"))
+	eventually(t, 10*time.Second, "the agent to reconnect", func() bool { return strings.Count(a.output(), connected) > before })
+	for _, id := range ids {
+		if _, err := os.Stat(marker("died", id)); err == nil {
+			t.Fatalf("job %d's fenced run ended before the agent reconnected: nothing this test checks", id)
+		}
+	}
+	// Killed again mid-reconnect, as the new server takes the agent and
+	// its runs back; the third server gets the fenced runs' exits.
+	srv.kill()
+	srv = faultServer(t, data, "--addr", strings.TrimPrefix(srv.URL, "http://"))
+	alice = newAPI(t, srv.URL, "alice", "dev")
+	for _, id := range ids {
+		alice.waitState(id, time.Minute, "succeeded")
+	}
+	runs := make(map[int64]int)
+	for _, sp := range checkTraces(t, traces) {
+		runs[sp.job]++
+	}
+	for _, id := range ids {
+		if runs[id] != 2 {
+			t.Errorf("job %d traced %d runs; want 2, the fenced one and the next", id, runs[id])
+		}
+	}
+	endsOnce(t, alice, ids...)
+}
+
 // TestFaultServerRestartWithinTheLease (issue 32): a server killed and
 // back within the heartbeat timeout T costs no run. Agents are pinged
 // every T/20 and retry every T/40 while their runs are leased, so a
@@ -729,6 +791,74 @@ func TestFaultAgentReconnectsDuringDatabaseOutage(t *testing.T) {
 	}
 }
 
+// TestFaultServerRestartedDuringDatabaseOutage (issue 32): the database
+// stops, and while it is out the server is killed (SIGKILL) and started
+// again by its supervisor. The new process cannot check the agent's
+// credential with the database: it lets the agent back in on the record
+// of the credentials it checked before, kept (hashed) in its data folder,
+// and rides the rest of the outage out fenced, so the agent keeps its
+// runs. Once the database is back it takes the lock, adopts the runs and
+// records their ends: each job ran once, its first run, and succeeded.
+func TestFaultServerRestartedDuringDatabaseOutage(t *testing.T) {
+	pg := startPrivatePG(t)
+	data, traces := t.TempDir(), t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	const timeout = 5 * time.Second // T: the restart must fit in the agents' lease
+	sup := supervise(t, "serve", "--dev", "--addr", addr, "--no-local-agent", "--agent-token", agentToken,
+		"--data", data, "--db", pg.DSN(), "--heartbeat-timeout", timeout.String(), "--grace", faultGrace,
+		"--max-retries", "0", "--policy", "fifo")
+	base := "http://" + addr
+	eventually(t, 30*time.Second, "the server to answer", func() bool { return role(base) == "leader" })
+	a := startAgent(t, base, "kept") // 2 GPUs
+	waitGPUs(t, base, 2)
+	alice := newAPI(t, base, "alice", "dev")
+	const down = 2 * timeout
+	var ids []int64
+	for i := range 2 {
+		ids = append(ids, submit(t, alice, map[string]any{"name": fmt.Sprint("kept-", i), "gpus": 1,
+			"command": tracedJob(traces, int((down+4*time.Second)/tick))}))
+	}
+	for _, id := range ids {
+		traceStarted(t, traces, id, "")
+	}
+	pg.stop()
+	stopped := time.Now()
+	const connected = `msg="connected to the server"`
+	before := strings.Count(a.output(), connected)
+	sup.kill()
+	eventually(t, 2*timeout, "the restarted server to take the agent back", func() bool {
+		return sup.starts() == 2 && strings.Count(a.output(), connected) > before
+	})
+	t.Logf("the agent was back on the restarted server %v into the outage", time.Since(stopped).Round(time.Millisecond))
+	if m := metric(t, base, "gpuportal_leader_fenced"); m != "1" {
+		t.Errorf("gpuportal_leader_fenced = %q on the server restarted during the outage; want 1", m)
+	}
+	time.Sleep(time.Until(stopped.Add(down))) // about time: the outage's length
+	if strings.Contains(a.output(), "which heard no server for longer than the heartbeat timeout") {
+		t.Errorf("the agent fenced a run during the outage")
+	}
+	pg.start()
+	for _, id := range ids {
+		alice.waitState(id, time.Minute, "succeeded")
+	}
+	runs := make(map[int64]int)
+	for _, sp := range checkTraces(t, traces) {
+		runs[sp.job]++
+		if sp.run != 1 {
+			t.Errorf("%v: want each job's first run only", sp)
+		}
+	}
+	for _, id := range ids {
+		if runs[id] != 1 {
+			t.Errorf("job %d traced %d runs, want 1", id, runs[id])
+		}
+	}
+	endsOnce(t, alice, ids...)
+	if n := sup.starts(); n != 2 {
+		t.Errorf("the server started %d times; want twice (the kill)", n)
+	}
+}
+
 // TestFaultDatabaseOutageLongerThanTheHold (issue 32): the database stays
 // out past --db-outage-hold. The leader steps down to a follower without
 // exiting: it drops its agent, which fences its run (the cost of a step
@@ -958,6 +1088,16 @@ func supervise(t *testing.T, args ...string) *supervisor {
 		}
 	})
 	return s
+}
+
+// kill kills the running process with SIGKILL; the supervisor starts it
+// again.
+func (s *supervisor) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+	}
 }
 
 func (s *supervisor) starts() int {

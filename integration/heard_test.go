@@ -47,6 +47,9 @@ func TestUnheardMachineShowsItsAge(t *testing.T) {
 	if n, ok := heardOf(t, admin, "cut"); !ok || n.Unheard || n.LastHeardS == nil || *n.LastHeardS > 3 {
 		t.Fatalf("a connected machine: %+v, %v; want heard within 3 s", n, ok)
 	}
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "on-cut", "gpus": 1, "command": []string{"sleep", "60"}})
+	alice.waitState(id, 30*time.Second, "running")
 	fw.freeze()
 	var n nodeHeard
 	eventually(t, 20*time.Second, "the cut machine shown unheard for over 3 s", func() bool {
@@ -56,6 +59,10 @@ func TestUnheardMachineShowsItsAge(t *testing.T) {
 	})
 	if len(n.GPUs) != 1 || n.LastHeardAt == nil {
 		t.Errorf("the unheard machine: %+v; want its last known GPU and when it was heard", n)
+	}
+	// Its job runs as last known, and says since when.
+	if j := alice.job(id); j.State != "running" || !strings.HasPrefix(j.Reason, "running as last known: cut was last heard ") {
+		t.Errorf("the job on the unheard machine: %s, %q; want running as last known, with the machine's age", j.State, j.Reason)
 	}
 	b := newBrowser(t, srv.URL)
 	b.login("admin", "dev")

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -630,9 +632,11 @@ func TestSlurmKilledSlurmdRequeues(t *testing.T) {
 	srv := startSlurmServer(t, c, "--heartbeat-timeout", faultTimeout, "--grace", faultGrace, "--max-retries", "0")
 	alice := newAPI(t, srv.URL, "alice", "dev")
 
+	// It marks its first run in its folder, not in its checkpoint
+	// folder: the second run starts from scratch, and says so.
 	id := submit(t, alice, map[string]any{"name": "survivor", "gpus": 2, "command": []string{"sh", "-c", `
-if [ -e "$GPUPORTAL_CHECKPOINT_DIR/first" ]; then echo "second run on $SLURMD_NODENAME"; exit 0; fi
-touch "$GPUPORTAL_CHECKPOINT_DIR/first"
+if [ -e first ]; then echo "second run on $SLURMD_NODENAME"; exit 0; fi
+touch first
 echo "first run on $SLURMD_NODENAME"
 exec sleep 120`}})
 	j := alice.waitState(id, 30*time.Second, "running")
@@ -647,8 +651,26 @@ exec sleep 120`}})
 	if second == first {
 		t.Errorf("job finished on %s, whose slurmd was killed", second)
 	}
-	if out := jobLog(t, alice, id); !strings.HasPrefix(out, "first run on "+first+"\n") || !strings.HasSuffix(out, "second run on "+second+"\n") {
-		t.Errorf("output %q; want the first run on %s and the second on %s", out, first, second)
+	// The run that finished is run 2, or a later one where a start on the
+	// lost node was tried first.
+	scratch := regexp.MustCompile(`\ngpuportal: run [2-9] starts from scratch: its checkpoint folder is empty\nsecond run on ` + second + `\n$`)
+	if out := jobLog(t, alice, id); !strings.HasPrefix(out, "first run on "+first+"\n") || !scratch.MatchString(out) {
+		t.Errorf("output %q; want the first run on %s and the second, from scratch, on %s", out, first, second)
+	}
+	// The job's page says so too (issue 32), as for the agents' runs.
+	var page struct {
+		Resume *struct {
+			Run          int64      `json:"run"`
+			CheckpointAt *time.Time `json:"checkpoint_at"`
+		} `json:"resume"`
+	}
+	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &page); st != http.StatusOK || page.Resume == nil ||
+		page.Resume.Run < 2 || page.Resume.CheckpointAt != nil {
+		t.Errorf("the job's resume: %d %+v; want its last run from scratch (no checkpoint_at)", st, page.Resume)
+	} else if h := jobHistory(t, alice, id); !slices.ContainsFunc(h, func(e historyEntry) bool {
+		return strings.HasPrefix(e.Detail, fmt.Sprintf("run %d started from scratch", page.Resume.Run))
+	}) {
+		t.Errorf("history %+v; want a line saying run %d started from scratch", h, page.Resume.Run)
 	}
 	if out := srv.output(); !strings.Contains(out, "requeued: node "+first+" lost") {
 		t.Errorf("the server did not requeue the job as lost with %s", first)

@@ -23,6 +23,13 @@ var ErrNotFound = errors.New("not found")
 // Store reads and writes gpuportal's records. It is safe for concurrent use.
 type Store struct {
 	db *gorm.DB
+	// dsn is the database's DSN, its password removed, and opts the
+	// options it was opened with, for Ready.
+	dsn  string
+	opts Options
+	// ready: Ready succeeded (readyMu held to read or set it).
+	readyMu sync.Mutex
+	ready   bool
 	// submits gathers concurrent CreateJob calls into one transaction on
 	// SQLite, whose one writer at a time makes each commit count;
 	// PostgreSQL commits them side by side.
@@ -93,6 +100,23 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	s, err := OpenLater(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Ready(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenLater is OpenWith for a database that may not answer yet (a server
+// started during a database outage, server/serve.go): it checks the DSN
+// and asks nothing of the database. Ready, called until it succeeds,
+// connects, brings the schema up to date and checks the session key;
+// until then the store's reads and writes fail as the database does.
+func OpenLater(dsn string, opts Options) (*Store, error) {
 	switch {
 	case opts.PasswordCost == 0:
 		opts.PasswordCost = bcrypt.DefaultCost
@@ -124,7 +148,7 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("open database: DSN must start with sqlite: or postgres://, got %q", RedactDSN(dsn))
 	}
-	db, err := gorm.Open(dialector, &gorm.Config{Logger: logger.Discard, TranslateError: true})
+	db, err := gorm.Open(dialector, &gorm.Config{Logger: logger.Discard, TranslateError: true, DisableAutomaticPing: true})
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
 	}
@@ -140,37 +164,50 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	sqlDB.SetMaxOpenConns(opts.MaxConns)
 	sqlDB.SetMaxIdleConns(opts.MaxConns)
-	if err := sqlDB.PingContext(ctx); err != nil {
-		sqlDB.Close()
-		return nil, fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
-	}
 	cost := opts.PasswordCost
-	s := &Store{db: db, grouped: sqliteDB, passwordCost: cost, dummyHash: sync.OnceValue(func() []byte {
+	return &Store{db: db, dsn: RedactDSN(dsn), opts: opts, grouped: sqliteDB, passwordCost: cost, dummyHash: sync.OnceValue(func() []byte {
 		h, _ := bcrypt.GenerateFromPassword([]byte("not a password"), cost)
 		return h
-	})}
-	if err := s.migrate(ctx); err != nil {
-		sqlDB.Close()
-		return nil, err
+	})}, nil
+}
+
+// Ready connects to the database, brings its schema up to date and checks
+// the session key (Options.SessionKey), once: after it has succeeded it
+// does nothing. A database that does not answer fails it with an error
+// Unavailable says so of.
+func (s *Store) Ready(ctx context.Context) error {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if s.ready {
+		return nil
 	}
-	if s.sessionKey = opts.SessionKey; s.sessionKey == nil {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("open database %s: %w", s.dsn, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	if s.sessionKey = s.opts.SessionKey; s.sessionKey == nil {
 		k, err := NewSessionKey()
 		if err != nil {
-			sqlDB.Close()
-			return nil, err
+			return err
 		}
 		s.sessionKey = &k
-		return s, nil
+		s.ready = true
+		return nil
 	}
-	if err := s.checkSessionKey(ctx, opts.ReplaceSessionKey); err != nil {
-		sqlDB.Close()
-		return nil, err
+	if err := s.checkSessionKey(ctx, s.opts.ReplaceSessionKey); err != nil {
+		return err
 	}
 	if err := s.sealLegacySessions(ctx); err != nil {
-		sqlDB.Close()
-		return nil, err
+		return err
 	}
-	return s, nil
+	s.ready = true
+	return nil
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -274,14 +274,11 @@ const demoMinRuntime = 30 * time.Second
 
 // newScheduler configures the scheduling core from the flags, and the
 // learner of tiresias-g's distribution: it starts from the shipped prior
-// and the GPU-times of up to 5,000 jobs this cluster has completed, and
-// learns online (engine.Config.GPUTime), as `sim --learn-prior` does.
-func newScheduler(ctx context.Context, f serveFlags, store *models.Store) (*sched.Scheduler, *sched.GPUTimeLearner, error) {
+// and samples, the GPU-times of up to 5,000 jobs this cluster has
+// completed (none when the database was out at start), and learns online
+// (engine.Config.GPUTime), as `sim --learn-prior` does.
+func newScheduler(f serveFlags, samples []float64) (*sched.Scheduler, *sched.GPUTimeLearner, error) {
 	cfg, err := schedConfig(f)
-	if err != nil {
-		return nil, nil, err
-	}
-	samples, err := store.CompletedGPUTimes(ctx, 5000)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -361,6 +358,10 @@ func checkLoopback(addr string) error {
 	return fmt.Errorf("serve: --dev listens on loopback only (its users have known passwords), not %q", addr)
 }
 
+// dbAnswers is how long serve waits at start for the database to answer
+// before it starts as in an outage (startFenced).
+const dbAnswers = 5 * time.Second
+
 func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
 	if l := f.signInCfg.LDAP; l.Cleartext() {
@@ -381,20 +382,47 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("serve: --session-key-file: %w", err)
 	}
-	store, err := models.OpenWith(ctx, f.db, models.Options{MaxConns: f.dbMaxConns, SessionKey: &key, ReplaceSessionKey: f.replaceSessionKey})
-	if errors.Is(err, models.ErrSessionKeyMismatch) {
-		return fmt.Errorf("serve: --session-key-file: %w (--replace-session-key)", err)
-	}
+	store, err := models.OpenLater(f.db, models.Options{MaxConns: f.dbMaxConns, SessionKey: &key, ReplaceSessionKey: f.replaceSessionKey})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	scheduler, learner, err := newScheduler(ctx, f, store)
+	// A PostgreSQL that does not answer is an outage this server rides
+	// out from the start (serve_leader.go, startFenced): it serves what
+	// it can, lets in the machines it checked before and keeps their runs
+	// going, and leads once the database answers and the lock is its own.
+	// A database that does not answer within dbAnswers is out: a machine
+	// gone from the network would hold the start for minutes, past the
+	// agents' lease.
+	pctx, cancel := context.WithTimeout(ctx, dbAnswers)
+	outage := store.Ping(pctx)
+	cancel()
+	if outage == nil {
+		outage = store.Ready(ctx)
+	} else {
+		outage = fmt.Errorf("open database %s: %w", models.RedactDSN(f.db), outage)
+	}
+	if outage != nil && (!store.Replicated() || !models.Unavailable(outage)) {
+		if errors.Is(outage, models.ErrSessionKeyMismatch) {
+			return fmt.Errorf("serve: --session-key-file: %w (--replace-session-key)", outage)
+		}
+		return outage
+	}
+	var samples []float64 // completed jobs' GPU-times, for the scheduler to learn from
+	if outage == nil {
+		if samples, err = store.CompletedGPUTimes(ctx, 5000); err != nil {
+			return err
+		}
+		log.Info("database ready", "db", models.RedactDSN(f.db))
+	} else {
+		log.Error("the database does not answer: serving fenced until it does; machines this server checked before may reconnect, their runs go on",
+			"db", models.RedactDSN(f.db), "err", outage, "hold", f.dbOutageHold.String())
+	}
+	scheduler, learner, err := newScheduler(f, samples)
 	if err != nil {
 		return err
 	}
-	log.Info("database ready", "db", models.RedactDSN(f.db))
-	if f.dev {
+	if f.dev && outage == nil {
 		if err := seedDemo(ctx, store, stdout); err != nil {
 			return err
 		}
@@ -451,11 +479,13 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 		}
 		return nil
 	}
-	if err := rep.start(ctx, eng); err != nil {
+	if outage != nil {
+		rep.startFenced(ctx, eng, outage)
+	} else if err := rep.start(ctx, eng); err != nil {
 		return err
 	}
 	defer rep.release()
-	if rep.leader() {
+	if rep.leader() || outage != nil {
 		if err := lead(); err != nil {
 			return err
 		}
@@ -502,7 +532,7 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	accessChanged := make(chan struct{}, 1)
 	actions := app.New(app.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, Leader: rep.leader,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
-		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages, AccessChanged: app.Signal(accessChanged)})
+		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages, AccessChanged: app.Signal(accessChanged), Heard: agents.HeartbeatAges})
 	srv, err := web.New(web.Config{App: actions, AccessChanged: accessChanged, Telemetry: rec, Live: pub, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,

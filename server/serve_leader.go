@@ -108,6 +108,34 @@ func (r *replica) start(ctx context.Context, eng *engine.Engine) error {
 	return nil
 }
 
+// startFenced starts this replica as a leader fenced from the start: the
+// server started while its database did not answer (err), and no replica
+// can take the lock meanwhile. Its engine is fenced, as a leader's that
+// lost its lock is (keep): it takes machines in on the credentials its
+// hub checked before (kept on disk) and their runs go on, but it decides
+// and records nothing. Once the database answers, the store is made
+// ready and the lock tried every leaderRetry/4: taken, it leads (its
+// first pass adopts the runs its machines reported); held by another
+// replica, or the database still out after the hold, it steps down
+// (retake).
+func (r *replica) startFenced(ctx context.Context, eng *engine.Engine, err error) {
+	r.eng = eng
+	since := time.Now()
+	eng.Fence("the database did not answer when this server started: " + err.Error())
+	r.fencedSince.Store(&since)
+	go func() {
+		l := r.retake(ctx, since)
+		if l == nil {
+			return
+		}
+		r.fencedSince.Store(nil)
+		r.lease.Store(l)
+		r.eng.Unfence()
+		r.log.Info("the database answers and the leader lock is this replica's: scheduling", "after", time.Since(since).Round(time.Millisecond))
+		r.keep(ctx, l)
+	}()
+}
+
 // leader reports whether this replica holds the leader lock, confirmed.
 func (r *replica) leader() bool { return r.lease.Load() != nil }
 
@@ -176,7 +204,7 @@ func (r *replica) retake(ctx context.Context, since time.Time) *models.Lease {
 			return nil
 		case <-t.C:
 		}
-		l, err := r.store.TryLead(ctx, leaderRetry)
+		l, err := r.tryLock(ctx)
 		switch {
 		case err == nil && l != nil:
 			return l
@@ -189,6 +217,26 @@ func (r *replica) retake(ctx context.Context, since time.Time) *models.Lease {
 			return nil
 		}
 	}
+}
+
+// tryLock makes the store ready (a server started during an outage has
+// not, models.Store.Ready) and tries the leader lock. A store that
+// answers but cannot be made ready (a session key of another) steps the
+// replica down: follow then returns the same error, and the server exits.
+func (r *replica) tryLock(ctx context.Context) (*models.Lease, error) {
+	pctx, cancel := context.WithTimeout(ctx, 2*leaderRetry)
+	err := r.store.Ping(pctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.store.Ready(ctx); err != nil {
+		if !models.Unavailable(err) {
+			r.stepDown(err)
+		}
+		return nil, err
+	}
+	return r.store.TryLead(ctx, leaderRetry)
 }
 
 // stepDown ends this replica's leadership for good: the engine stays
@@ -260,6 +308,13 @@ func (r *replica) follow(ctx context.Context, lead func() error) <-chan error {
 			}
 			if time.Since(answering) < followerHeadStart {
 				continue
+			}
+			if err := r.store.Ready(ctx); err != nil {
+				if models.Unavailable(err) {
+					continue
+				}
+				out <- err
+				return
 			}
 			ok, err := r.tryLead(ctx)
 			if err != nil {

@@ -527,7 +527,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		exceeded, timedOut, fenced := r.exceeded, r.timedOut, r.fenced
 		a.mu.Unlock()
 		close(r.done)
-		ex := job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured}
+		ex := job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured, Resume: resume}
 		if exceeded != nil {
 			ex.Err, ex.Requeue = "stopped by the agent: "+exceeded.Error(), &exceeded.Requeue
 		}

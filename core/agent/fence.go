@@ -30,9 +30,18 @@ func (c *Client) hear() {
 		// Before the first server was heard nothing was leased: no
 		// silence to remember (a span from 1970 would count every exit
 		// in the grace after the first connection as fenced).
-		if old != 0 && now.Sub(prev) > t {
+		// The silence fenced from when the timeout passed, or from when the
+		// watchdog's lease ran out if that was first: it is renewed at
+		// most every fifth of a second, so it may end that much before the
+		// timeout, and a silence between the two was not remembered (the
+		// watchdog's run was then failed: the 30-minute soak, issue 32).
+		start := prev.Add(t)
+		if d := c.cfg.Watchdog.Deadline(); !d.IsZero() && d.Before(start) {
+			start = d
+		}
+		if old != 0 && now.After(start) {
 			c.fmu.Lock()
-			c.fencedSpans = append(c.fencedSpans, [2]time.Time{prev.Add(t), now})
+			c.fencedSpans = append(c.fencedSpans, [2]time.Time{start, now})
 			if len(c.fencedSpans) > 16 {
 				c.fencedSpans = c.fencedSpans[1:]
 			}

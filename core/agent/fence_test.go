@@ -43,6 +43,33 @@ func TestFencedAt(t *testing.T) {
 	}
 }
 
+// nopWriteCloser is a watchdog's pipe that goes nowhere.
+type nopWriteCloser struct{}
+
+func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
+func (nopWriteCloser) Close() error                { return nil }
+
+// TestWatchdogLeaseEndsTheSilence (issue 32, the 30-minute soak): the
+// watchdog's lease, renewed at most every fifth of a second, may run out
+// up to that much before the heartbeat timeout. A silence that outlasted
+// the lease but not the timeout still fenced runs (the watchdog stopped
+// them): their exits, after a server was heard again, are fenced, not the
+// job's failure.
+func TestWatchdogLeaseEndsTheSilence(t *testing.T) {
+	now := time.Now()
+	wd := &WatchdogLink{w: nopWriteCloser{}, lease: now.Add(-150 * time.Millisecond)}
+	c := &Client{cfg: ClientConfig{Watchdog: wd}}
+	c.timeout.Store(int64(2 * time.Second))
+	c.heard.Store(now.Add(-1900 * time.Millisecond).UnixNano()) // silent 1.9 s < T, past the lease
+	c.hear()
+	if !c.fencedAt(time.Now().Add(500*time.Millisecond), time.Second) {
+		t.Error("an exit in the grace after a silence past the watchdog's lease is not fenced")
+	}
+	if c.fencedAt(time.Now().Add(time.Second), 500*time.Millisecond) {
+		t.Error("an exit past the grace counts as fenced")
+	}
+}
+
 // A run the agent fenced is not the job's failure however late it dies:
 // its exit says so itself, so that a server heard again before the run
 // ended (fencedAt no longer covers it) does not fail the job (issue 32).

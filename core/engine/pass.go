@@ -41,7 +41,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	jobs, gated := e.gate(ctx, jobs, now)
 	jobs = e.startPromised(ctx, jobs, now)
 	e.learnProfiles(ctx, now)
-	e.recordResumes(ctx, now)
+	e.recordResumes(ctx, now, true)
 	jobs = e.reheld(ctx, jobs, now)
 	snap, byID := e.snapshot(jobs, now)
 	if e.cfg.GPUTime != nil {
@@ -74,6 +74,9 @@ func (e *Engine) pass(ctx context.Context) error {
 		e.start(ctx, byID.job(s.JobID), s.GPUs, now, recorded)
 	}
 	e.heldFromStart(ctx, jobs, d.Starts, now)
+	if len(d.Starts) > 0 {
+		e.recordResumes(ctx, now, false)
+	}
 	ph.mark(phaseApply)
 	defer ph.mark(phaseRecord)
 	e.forecast(ctx, snap, d, jobs, now)

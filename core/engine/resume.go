@@ -21,14 +21,18 @@ type ResumeRecorder interface {
 // recordResumes passes on to the store, once per run, what each running
 // run's machine says it resumed from (job.Usage.Resume, or
 // ResumeReporter). A first run that found nothing has nothing to say.
-func (e *Engine) recordResumes(ctx context.Context, now time.Time) {
+// With usage false it asks ResumeReporters only: the pass asks again
+// right after its starts, so that a run whose machine knows at its start
+// (the Slurm executor) is recorded though it ends before the next pass,
+// without reading the machines' usage twice.
+func (e *Engine) recordResumes(ctx context.Context, now time.Time, usage bool) {
 	rr, ok := e.cfg.Store.(ResumeRecorder)
 	if !ok {
 		return
 	}
 	for _, n := range e.Nodes() {
 		found := make(map[int64]job.Resume)
-		if ur, ok := n.(UsageReporter); ok {
+		if ur, ok := n.(UsageReporter); ok && usage {
 			for _, u := range ur.JobUsage(now) {
 				if u.Resume != nil {
 					found[u.JobID] = *u.Resume
@@ -39,20 +43,36 @@ func (e *Engine) recordResumes(ctx context.Context, now time.Time) {
 			maps.Copy(found, rp.Resumes())
 		}
 		for _, id := range slices.Sorted(maps.Keys(found)) {
-			res := found[id]
-			r := e.runs[id]
-			if r == nil || r.resumeSeen || res.Run != r.id {
-				continue
-			}
-			if res.Run == 1 && !res.Resumed() {
-				r.resumeSeen = true
-				continue
-			}
-			if err := rr.RecordResume(ctx, id, res, now); err != nil {
-				e.cfg.Logger.Warn("record the checkpoint a run resumed from", "job", id, "run", res.Run, "err", err)
-				continue
-			}
-			r.resumeSeen = true
+			e.recordResume(ctx, rr, id, found[id], now)
 		}
 	}
+}
+
+// recordResume records once what job id's current run resumed from, as
+// res says, unless res is of another run.
+func (e *Engine) recordResume(ctx context.Context, rr ResumeRecorder, id int64, res job.Resume, now time.Time) {
+	r := e.runs[id]
+	if r == nil || r.resumeSeen || res.Run != r.id {
+		return
+	}
+	if res.Run == 1 && !res.Resumed() {
+		r.resumeSeen = true
+		return
+	}
+	if err := rr.RecordResume(ctx, id, res, now); err != nil {
+		e.cfg.Logger.Warn("record the checkpoint a run resumed from", "job", id, "run", res.Run, "err", err)
+		return
+	}
+	r.resumeSeen = true
+}
+
+// recordExitResume records what the run of exit ex resumed from, when the
+// exit says and its usage has not yet (a run that ended within a pass of
+// its start), just before the run's outcome (tryRecord).
+func (e *Engine) recordExitResume(ctx context.Context, ex job.Exit) {
+	rr, ok := e.cfg.Store.(ResumeRecorder)
+	if !ok || ex.Resume == nil {
+		return
+	}
+	e.recordResume(ctx, rr, ex.JobID, *ex.Resume, e.cfg.Now())
 }

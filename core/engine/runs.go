@@ -593,6 +593,7 @@ func recorded(ex job.Exit) {
 func (e *Engine) tryRecord(ctx context.Context, u *unrecorded) bool {
 	var err error
 	if e.mayRecord() {
+		e.recordExitResume(ctx, u.ex)
 		err = u.record(ctx)
 	} else {
 		// Fenced: held, unacknowledged, until the lock is held again.

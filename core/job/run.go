@@ -125,6 +125,11 @@ type Exit struct {
 	// administrator cancelled it outside gpuportal, as with scancel) or
 	// TimedOut (the executor's own time limit). The job ends so.
 	EndedAs State `json:",omitempty"`
+	// Resume is what the run found in its checkpoint folder as it
+	// started, as its usage says (Usage.Resume): with the exit too, so
+	// that a run that ends before its usage is read still says what it
+	// resumed from. Nil: not said.
+	Resume *Resume `json:",omitempty"`
 	// Recorded, when set, is called once the exit is durably recorded (or
 	// found to be about a run that is no longer the job's, which nothing
 	// records): only then may the agent forget it. It never travels.

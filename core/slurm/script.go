@@ -14,7 +14,8 @@ import (
 // stands, correct even under cgroup device constraints; otherwise the job
 // gets gpuportal's GPUs, and a line in its output says so. A run told to
 // resume from its checkpoint (GPUPORTAL_RESUME) says so first, as on
-// agents.
+// agents, and so does a later run whose checkpoint folder is empty: it
+// starts from scratch.
 const jobScript = `#!/bin/sh
 # Written by gpuportal: runs one run of a gpuportal job, whose command is
 # this script's arguments, on the GPUs gpuportal's scheduler chose.
@@ -30,6 +31,8 @@ if [ "${GPUPORTAL_RESUME-}" = 1 ] && [ -n "${GPUPORTAL_RESUME_RUN-}" ]; then
 	echo "gpuportal: run $GPUPORTAL_RUN resumes from the checkpoint run $GPUPORTAL_RESUME_RUN wrote at $GPUPORTAL_CHECKPOINT_AT (GPUPORTAL_RESUME=1)"
 elif [ "${GPUPORTAL_RESUME-}" = 1 ]; then
 	echo "gpuportal: run $GPUPORTAL_RUN resumes from the checkpoint written at $GPUPORTAL_CHECKPOINT_AT (GPUPORTAL_RESUME=1)"
+elif [ "${GPUPORTAL_RUN:-1}" -gt 1 ] && [ -z "$(ls -A "${GPUPORTAL_CHECKPOINT_DIR-}" 2>/dev/null)" ]; then
+	echo "gpuportal: run $GPUPORTAL_RUN starts from scratch: its checkpoint folder is empty"
 fi
 exec "$@"
 `

@@ -86,8 +86,8 @@ type Hub struct {
 	badTokens *ratelimit.Limiter // wrong tokens, per client address
 
 	// known are the machines' credentials checked, for a database
-	// outage (identity.go).
-	known knownCredentials
+	// outage (identity.go); kept in Dir.
+	known *knownCredentials
 
 	// dropped: the server stepped down; agents are refused (Drop).
 	dropped atomic.Bool
@@ -106,7 +106,17 @@ func New(cfg Config, registry Registry, log *slog.Logger) *Hub {
 		tunnels:   tunnels{waiting: make(map[string]chan net.Conn)},
 		upgrader:  websocket.Upgrader{HandshakeTimeout: 10 * time.Second},
 		badTokens: ratelimit.New(agentTokenFailures, agentTokenWindow),
+		known:     loadKnown(knownPath(cfg.Dir), log),
 	}
+}
+
+// knownPath is where a hub keeps its machines' checked credentials: in
+// dir, or nowhere without one.
+func knownPath(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, knownFile)
 }
 
 // ServeHTTP checks the agent token, upgrades to a websocket and serves the

@@ -4,9 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -25,37 +31,126 @@ import (
 // While the store does not answer (a database outage the leader rides
 // out, server/serve_leader.go), an agent that reconnects is let
 // in on what this hub checked before: a machine whose credential it saw
-// match the store (or registered) since it started joins with that
-// credential, and keeps its runs. Nothing is registered then, and any
-// other agent is answered 503, to try again (errStoreOut). An admin's
-// removal of a machine is seen at its next check that the store answers;
-// the machines a hub remembers are those it ran, which a removal does not
-// disconnect either.
+// match the store (or registered) joins with that credential, and keeps
+// its runs. Nothing is registered then, and any other agent is answered
+// 503, to try again (errStoreOut). The hub keeps what it checked on disk
+// (knownFile in Config.Dir: each machine's name and the SHA-256 of its
+// credential, never the credential), so that a server restarted during
+// the outage lets its machines back in too. An admin's removal of a
+// machine is seen at its next check that the store answers; the machines
+// a hub remembers are those it ran, which a removal does not disconnect
+// either.
 
 // errStoreOut is why an agent is refused while the machine store does not
 // answer.
 var errStoreOut = errors.New("the server cannot check machine credentials now (its database does not answer): try again")
 
+// knownFile is the file in Config.Dir that keeps the machines' checked
+// credentials, hashed, across restarts.
+const knownFile = "machines-checked.json"
+
 // knownCredentials are the machines' credentials this hub checked against
-// the store, hashed: machine name -> SHA-256 of its credential.
+// the store, hashed: machine name -> SHA-256 of its credential. With a
+// path, every change is written there (0600, replaced whole) and
+// loadKnown reads it back.
 type knownCredentials struct {
 	mu     sync.Mutex
+	path   string // "": kept in memory only
+	log    *slog.Logger
 	byName map[string][sha256.Size]byte
 }
 
+// loadKnown reads the credentials a hub kept in path; a missing file is
+// none, an unreadable one is logged and taken as none.
+func loadKnown(path string, log *slog.Logger) *knownCredentials {
+	k := &knownCredentials{path: path, log: log, byName: make(map[string][sha256.Size]byte)}
+	if path == "" {
+		return k
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return k
+	}
+	var stored map[string]string // name -> hex SHA-256
+	if err == nil {
+		err = json.Unmarshal(b, &stored)
+	}
+	for name, h := range stored {
+		var sum [sha256.Size]byte
+		if d, derr := hex.DecodeString(h); derr == nil && len(d) == sha256.Size {
+			copy(sum[:], d)
+			k.byName[name] = sum
+		}
+	}
+	if err != nil {
+		log.Warn("machines' checked credentials unreadable: a database outage lets in only machines checked from now on", "file", path, "err", err)
+	}
+	return k
+}
+
 func (k *knownCredentials) set(name, credential string) {
+	sum := sha256.Sum256([]byte(credential))
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.byName == nil {
-		k.byName = make(map[string][sha256.Size]byte)
+	if old, ok := k.byName[name]; ok && old == sum {
+		return
 	}
-	k.byName[name] = sha256.Sum256([]byte(credential))
+	k.byName[name] = sum
+	k.save()
 }
 
 func (k *knownCredentials) forget(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if _, ok := k.byName[name]; !ok {
+		return
+	}
 	delete(k.byName, name)
+	k.save()
+}
+
+// save writes the credentials to k.path, k.mu held. A failure is logged:
+// the hub goes on with what it has in memory.
+func (k *knownCredentials) save() {
+	if k.path == "" {
+		return
+	}
+	stored := make(map[string]string, len(k.byName))
+	for name, sum := range k.byName {
+		stored[name] = hex.EncodeToString(sum[:])
+	}
+	b, err := json.Marshal(stored)
+	if err == nil {
+		err = writeFileAtomic(k.path, b)
+	}
+	if err != nil {
+		k.log.Warn("keep the machines' checked credentials on disk", "file", k.path, "err", err)
+	}
+}
+
+// writeFileAtomic replaces path with b (0600), through a temporary file
+// in its folder, so that a crash leaves the old file or the new.
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // matches reports whether credential is the one last checked for name.

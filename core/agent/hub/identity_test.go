@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -128,7 +130,8 @@ func dialWith(t *testing.T, srv *httptest.Server, bearer, name, credential strin
 func TestMachinesRejoinDuringAStoreOutage(t *testing.T) {
 	ms := &fakeMachines{creds: make(map[string]string)}
 	reg := newFakeRegistry()
-	srv := httptest.NewServer(New(Config{Token: testAgentToken, HeartbeatTimeout: 2 * time.Second, Dir: t.TempDir(), Machines: ms},
+	dir := t.TempDir()
+	srv := httptest.NewServer(New(Config{Token: testAgentToken, HeartbeatTimeout: 2 * time.Second, Dir: dir, Machines: ms},
 		reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
 
@@ -140,7 +143,13 @@ func TestMachinesRejoinDuringAStoreOutage(t *testing.T) {
 	waitUntil(t, "m1 to leave", func() bool { return reg.node("m1") == nil })
 
 	ms.setDown(true)
+	// A server restarted during the outage: its hub, on the same folder,
+	// remembers what the first one checked.
+	restarted := httptest.NewServer(New(Config{Token: testAgentToken, HeartbeatTimeout: 2 * time.Second, Dir: dir, Machines: ms},
+		newFakeRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil))))
+	t.Cleanup(restarted.Close)
 	tests := []struct {
+		srv        *httptest.Server
 		name       string
 		bearer     string
 		machine    string
@@ -148,18 +157,22 @@ func TestMachinesRejoinDuringAStoreOutage(t *testing.T) {
 		status     int    // of the HTTP answer
 		close      string // what the close names, when the hello is refused
 	}{
-		{"its own credential", cred, "m1", cred, http.StatusSwitchingProtocols, ""},
-		{"the join token and its own credential", testAgentToken, "m1", cred, http.StatusSwitchingProtocols, ""},
-		{"an unknown credential", "gpm_unknown", "m1", "gpm_unknown", http.StatusServiceUnavailable, ""},
-		{"another machine's name", cred, "m2", cred, http.StatusSwitchingProtocols, "database does not answer"},
-		{"a new machine with the join token", testAgentToken, "m3", "", http.StatusSwitchingProtocols, "database does not answer"},
+		{srv, "its own credential", cred, "m1", cred, http.StatusSwitchingProtocols, ""},
+		{srv, "the join token and its own credential", testAgentToken, "m1", cred, http.StatusSwitchingProtocols, ""},
+		{srv, "an unknown credential", "gpm_unknown", "m1", "gpm_unknown", http.StatusServiceUnavailable, ""},
+		{srv, "another machine's name", cred, "m2", cred, http.StatusSwitchingProtocols, "database does not answer"},
+		{srv, "a new machine with the join token", testAgentToken, "m3", "", http.StatusSwitchingProtocols, "database does not answer"},
+		{restarted, "restarted: its own credential", cred, "m1", cred, http.StatusSwitchingProtocols, ""},
+		{restarted, "restarted: the join token and its own credential", testAgentToken, "m1", cred, http.StatusSwitchingProtocols, ""},
+		{restarted, "restarted: an unknown credential", "gpm_unknown", "m1", "gpm_unknown", http.StatusServiceUnavailable, ""},
+		{restarted, "restarted: another machine's name", cred, "m2", cred, http.StatusSwitchingProtocols, "database does not answer"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// More tries than the wrong-token limit: an outage is no
 			// wrong token.
 			for range agentTokenFailures + 1 {
-				st, m, err := dialWith(t, srv, tc.bearer, tc.machine, tc.credential)
+				st, m, err := dialWith(t, tc.srv, tc.bearer, tc.machine, tc.credential)
 				if st != tc.status {
 					t.Fatalf("status %d (%v); want %d", st, err, tc.status)
 				}
@@ -178,5 +191,12 @@ func TestMachinesRejoinDuringAStoreOutage(t *testing.T) {
 	}
 	if len(ms.creds) != 1 {
 		t.Errorf("machines registered: %v; want m1 alone", ms.creds)
+	}
+	kept, err := os.ReadFile(filepath.Join(dir, knownFile))
+	if err != nil || strings.Contains(string(kept), cred) || !strings.Contains(string(kept), `"m1"`) {
+		t.Errorf("%s: %q, %v; want m1 with its credential hashed, never in clear", knownFile, kept, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, knownFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: %v, %v; want mode 0600", knownFile, fi, err)
 	}
 }

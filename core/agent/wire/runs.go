@@ -79,6 +79,7 @@ func FromExit(e job.Exit) Exit {
 		m := FromEstimate(*e.Measured)
 		w.Measured = &m
 	}
+	w.Resume = fromResume(e.Resume)
 	return w
 }
 
@@ -96,7 +97,33 @@ func (w Exit) Exit() job.Exit {
 		m := w.Measured.Estimate()
 		e.Measured = &m
 	}
+	e.Resume = w.Resume.resume()
 	return e
+}
+
+// fromResume encodes what a run resumed from; nil stays nil.
+func fromResume(r *job.Resume) *Resume {
+	if r == nil {
+		return nil
+	}
+	w := &Resume{Run: r.Run, FromRun: r.FromRun}
+	if r.Resumed() {
+		at := r.CheckpointAt
+		w.CheckpointAt = &at
+	}
+	return w
+}
+
+// resume decodes what a run resumed from; nil stays nil.
+func (w *Resume) resume() *job.Resume {
+	if w == nil {
+		return nil
+	}
+	r := &job.Resume{Run: w.Run, FromRun: w.FromRun}
+	if w.CheckpointAt != nil {
+		r.CheckpointAt = *w.CheckpointAt
+	}
+	return r
 }
 
 // FromResources encodes an allocation; nil (not limited) stays nil.
@@ -127,13 +154,7 @@ func FromUsage(us []job.Usage) []JobUsage {
 		for _, p := range u.Profile {
 			w.Profile = append(w.Profile, ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
 		}
-		if r := u.Resume; r != nil {
-			w.Resume = &Resume{Run: r.Run, FromRun: r.FromRun}
-			if r.Resumed() {
-				at := r.CheckpointAt
-				w.Resume.CheckpointAt = &at
-			}
-		}
+		w.Resume = fromResume(u.Resume)
 		out[i] = w
 	}
 	return out
@@ -148,12 +169,7 @@ func Usage(ws []JobUsage) []job.Usage {
 		for _, p := range w.Profile {
 			u.Profile = append(u.Profile, job.ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
 		}
-		if r := w.Resume; r != nil {
-			u.Resume = &job.Resume{Run: r.Run, FromRun: r.FromRun}
-			if r.CheckpointAt != nil {
-				u.Resume.CheckpointAt = *r.CheckpointAt
-			}
-		}
+		u.Resume = w.Resume.resume()
 		out[i] = u
 	}
 	return out

@@ -64,6 +64,8 @@ func TestExitRoundTrip(t *testing.T) {
 		{Node: "n1", JobID: 7, ExitCode: -1, Err: "stopped by the agent: job 7 outgrew its Salus lane", At: at, Requeue: &bigger},
 		{Node: "n1", JobID: 7, ExitCode: -1, Err: "terminated", At: at, Measured: &measured},
 		{Node: "n1", JobID: 7, ExitCode: -1, Err: "time limit reached: stopped by its agent", At: at, EndedAs: job.TimedOut},
+		{Node: "n1", JobID: 7, Run: 3, ExitCode: 0, At: at, Resume: &job.Resume{Run: 3, FromRun: 2, CheckpointAt: at.Add(-time.Minute)}},
+		{Node: "n1", JobID: 7, Run: 3, ExitCode: 0, At: at, Resume: &job.Resume{Run: 3}},
 	} {
 		got := roundTrip(t, FromExit(ex)).Exit()
 		if !reflect.DeepEqual(got, ex) {

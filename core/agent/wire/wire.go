@@ -348,6 +348,9 @@ type Exit struct {
 	// EndedAs is "timed_out" when the agent stopped the run because its
 	// time was up and no server had (job.Exit.EndedAs).
 	EndedAs string `json:"ended_as,omitempty"`
+	// Resume is what the run found in its checkpoint folder as it
+	// started (job.Exit.Resume), as its usage said.
+	Resume *Resume `json:"resume,omitempty"`
 }
 
 // Log is a chunk of a job's output: Data belongs at Offset of the job's
