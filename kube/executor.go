@@ -556,7 +556,7 @@ func (e *Executor) syncRuns(ctx context.Context) {
 		}
 	}
 	for name, c := range e.logs {
-		if c.done && e.draining[name] == "" {
+		if _, running := e.runs[name]; c.done && !running && e.draining[name] == "" {
 			delete(e.logs, name)
 		}
 	}

@@ -167,28 +167,47 @@ func (e *Executor) copyLog(ctx context.Context, c *logCopy) {
 		switch {
 		case err == nil && last, errors.Is(err, errNotOwner):
 			return
-		case err == nil, errors.Is(err, context.Canceled) && ctx.Err() == nil:
-			// The follow ended: the container ended, or the stream was
-			// cut; read on from where it stopped.
-			backoff = time.Second
+		case errors.Is(err, context.Canceled) && ctx.Err() == nil:
+			// The pod ended: the last read follows at once.
 			continue
+		case err == nil:
+			// The follow ended on its own: the container ended (the pod's
+			// status says so soon), or the stream was cut. Read on from
+			// where it stopped, a moment later.
+			backoff = time.Second
 		case apierrors.IsNotFound(err):
 			e.log.Debug("output of a pod that is gone", "pod", c.pod, "err", err)
 			return
 		}
-		if last {
+		if last && err != nil {
 			if failedLast++; failedLast >= 3 {
 				e.log.Warn("the output of an ended pod could not be read", "job", c.jobID, "pod", c.pod, "err", err)
 				return
 			}
 		}
-		e.log.Debug("read a pod's output: trying again", "pod", c.pod, "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
+		if err != nil {
+			e.log.Debug("read a pod's output: trying again", "pod", c.pod, "err", err, "in", backoff)
 		}
-		backoff = min(2*backoff, 30*time.Second)
+		e.waitLog(ctx, c, backoff)
+		if err != nil {
+			backoff = min(2*backoff, 30*time.Second)
+		}
 	}
+}
+
+// waitLog waits d, or less when c's pod ends meanwhile.
+func (e *Executor) waitLog(ctx context.Context, c *logCopy, d time.Duration) {
+	e.mu.Lock()
+	wctx, cancel := context.WithTimeout(ctx, d)
+	if c.ended {
+		// The last reads: a second apart.
+		cancel()
+		wctx, cancel = context.WithTimeout(ctx, time.Second)
+	}
+	c.stopFollow = cancel
+	e.mu.Unlock()
+	<-wctx.Done()
+	cancel()
 }
 
 var errNotOwner = errors.New("a later run writes the job's output")
