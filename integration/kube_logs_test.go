@@ -61,19 +61,18 @@ func TestKubernetesLogs(t *testing.T) {
 	appendFile(t, n01, criLine("n01: epoch 1 loss 0.92"))
 	appendFile(t, single, criLine("single: hello")+criLine("single: done"))
 	// The first job (1, run 1) is a gang on both nodes: each of its pods
-	// its own log; every other pod of the namespace the third file.
+	// its own log (KWOK's Logs, by pod name, which it looks up before its
+	// ClusterLogs); every other pod of the namespace the third file.
 	kwok := fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterLogs
-metadata: {name: gang-n00}
+kind: Logs
+metadata: {name: gpuportal-1-1-n00, namespace: %[1]s}
 spec:
-  selector: {matchNamespaces: [%[1]s], matchNames: [gpuportal-1-1-n00]}
   logs: [{logsFile: %[2]s, follow: true}]
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterLogs
-metadata: {name: gang-n01}
+kind: Logs
+metadata: {name: gpuportal-1-1-n01, namespace: %[1]s}
 spec:
-  selector: {matchNamespaces: [%[1]s], matchNames: [gpuportal-1-1-n01]}
   logs: [{logsFile: %[3]s, follow: true}]
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
