@@ -291,8 +291,13 @@ spec:
 	bob := newAPI(t, srv.URL, "bob", "dev")
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+s.Session.URL, nil)
 	req.Header.Set("Authorization", "Bearer "+bob.token)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("bob's request: %v %v, want 403", resp.Status, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("bob's request: %s, want 403", resp.Status)
 	}
 
 	// A terminal needs gpuportal's agent: refused, saying so.
