@@ -245,11 +245,15 @@ spec:
 	s := startSession(t, alice, map[string]any{"name": "tb", "gpus": 1,
 		"command": []string{"tensorboard", "--logdir", "runs", "--port", "6006", "--host", "0.0.0.0"},
 		"session": map[string]any{"type": "web", "port": 6006}})
-	l, err := c.core.Pods(kubeNamespace).List(ctx, metav1.ListOptions{LabelSelector: "gpuportal.io/job=" + strconv.FormatInt(s.ID, 10)})
-	if err != nil || len(l.Items) != 1 {
-		t.Fatalf("the session's pod: %v (%d pods)", err, len(l.Items))
-	}
-	pod := l.Items[0]
+	var pod corev1.Pod
+	eventually(t, 30*time.Second, "the session's pod to run", func() bool {
+		l, err := c.core.Pods(kubeNamespace).List(ctx, metav1.ListOptions{LabelSelector: "gpuportal.io/job=" + strconv.FormatInt(s.ID, 10)})
+		if err != nil || len(l.Items) != 1 || l.Items[0].Status.Phase != corev1.PodRunning {
+			return false
+		}
+		pod = l.Items[0]
+		return true
+	})
 	var token string
 	for _, e := range pod.Spec.Containers[0].Env {
 		if e.Name == "GPUPORTAL_SESSION_TOKEN" {
