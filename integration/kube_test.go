@@ -103,6 +103,14 @@ type kubeCluster struct {
 // gpuportal's pods. It is stopped when t ends.
 func startKube(t *testing.T, nodes, gpus int) *kubeCluster {
 	t.Helper()
+	return startKubeWith(t, nodes, gpus, "")
+}
+
+// startKubeWith is startKube with more of KWOK's configuration (YAML
+// documents: its Logs, ClusterLogs, PortForward ... resources) after
+// testdata/kube/kwok.yaml's stages.
+func startKubeWith(t *testing.T, nodes, gpus int, kwokConfig string) *kubeCluster {
+	t.Helper()
 	bin := needKube(t)
 	began := time.Now()
 	dir, err := os.MkdirTemp("", "gpuportal-kube-")
@@ -155,7 +163,13 @@ func startKube(t *testing.T, nodes, gpus int) *kubeCluster {
 		"--disable-admission-plugins", "ServiceAccount",
 		// The kubernetes Service's endpoint would be 127.0.0.1, which the
 		// endpoint reconciler refuses: nothing here needs it.
-		"--endpoint-reconciler-type", "none"}
+		"--endpoint-reconciler-type", "none",
+		// The nodes' kubelet is KWOK's server, at the nodes' InternalIP
+		// (127.0.0.1, KWOK's --node-ip) and kubelet port (--node-port):
+		// their names resolve to nothing. Without
+		// --kubelet-certificate-authority the API server does not check
+		// the kubelet's certificate (KWOK's is self-signed).
+		"--kubelet-preferred-address-types", "InternalIP"}
 	c.apiserver = c.start("kube-apiserver", c.apiArgs...)
 
 	// The API server's certificate is its own, self-signed: the client
@@ -195,9 +209,19 @@ current-context: test
 	for i := range nodes {
 		c.addNode(fmt.Sprintf("n%02d", i), gpus)
 	}
-	c.kwok = c.start("kwok", "--kubeconfig", c.kubeconfig, "--manage-all-nodes=true",
+	// KWOK's server stands in for each node's kubelet: the pod log and
+	// port-forward requests the API server passes on reach it.
+	kubeletPort := freePort(t)
+	kwokArgs := []string{"--kubeconfig", c.kubeconfig, "--manage-all-nodes=true",
 		"--config", filepath.Join(mustAbs(t, "testdata/kube"), "kwok.yaml"),
-		"--server-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--node-lease-duration-seconds", "0")
+		"--server-address", fmt.Sprintf("127.0.0.1:%d", kubeletPort),
+		"--node-ip", "127.0.0.1", "--node-port", strconv.Itoa(kubeletPort), "--node-lease-duration-seconds", "0"}
+	if kwokConfig != "" {
+		extra := filepath.Join(dir, "kwok-extra.yaml")
+		mustWrite(t, extra, kwokConfig)
+		kwokArgs = append(kwokArgs, "--config", extra)
+	}
+	c.kwok = c.start("kwok", kwokArgs...)
 	eventually(t, 60*time.Second, "KWOK's nodes to be Ready", func() bool {
 		l, err := c.core.Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil || len(l.Items) != nodes {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,17 @@ type Config struct {
 	// state; each change wakes the loop sooner. Default 1s.
 	Poll time.Duration
 	Now  func() time.Time
+	// LogDir is where the server keeps its copy of the jobs' output,
+	// read from the pod log API (logs.go); empty: none is kept.
+	LogDir string
+	// LogCore reads the pods' output: a client of its own, so that
+	// following output takes nothing from the rate of creates and binds
+	// (--kube-qps). nil: Core.
+	LogCore corev1client.CoreV1Interface
+	// DialPod connects to port of pod (a session's server) through the
+	// API server's pods/portforward (session.go); nil: sessions are
+	// refused.
+	DialPod func(ctx context.Context, pod string, port int) (net.Conn, error)
 }
 
 // Executor makes the GPU nodes of a Kubernetes cluster engine nodes and
@@ -94,7 +106,13 @@ type Executor struct {
 	nodes   map[string]*node // the nodes in scope at the last loop
 	runs    map[string]*run  // by pod name, until the engine is told they ended
 	drained map[string]bool  // nodes gpuportal drains because they are cordoned
-	adopted bool
+	// draining are the ended pods kept until their output is read.
+	draining map[string]types.UID
+	adopted  bool
+	// The copies of the pods' output (logs.go): by pod name, and the one
+	// that writes each file.
+	logs     map[string]*logCopy
+	logOwner map[string]*logCopy
 }
 
 // run is the part of one run of a gpuportal job on one node: one pod.
@@ -163,6 +181,7 @@ func New(cfg Config) (*Executor, error) {
 		cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), ctx: context.Background(), nodeLS: ls,
 		kubeNodes: make(map[string]*corev1.Node), pods: make(map[string]*corev1.Pod), gone: make(map[string]*corev1.Pod),
 		foreign: make(map[string]foreignPod), nodes: make(map[string]*node), runs: make(map[string]*run), drained: make(map[string]bool),
+		draining: make(map[string]types.UID), logs: make(map[string]*logCopy), logOwner: make(map[string]*logCopy),
 	}, nil
 }
 
@@ -467,12 +486,14 @@ func (e *Executor) syncRuns(ctx context.Context) {
 				continue // created, not yet mirrored
 			}
 			delete(e.runs, name)
+			e.syncLogLocked(r, nil, now)
 			if ex, ok := e.exitLocked(r, last, now); ok {
 				exits = append(exits, ex)
 			}
 			continue
 		}
 		r.seen, r.uid = true, p.UID
+		keep := e.syncLogLocked(r, p, now)
 		switch {
 		case terminal(p):
 			delete(e.runs, name)
@@ -480,7 +501,12 @@ func (e *Executor) syncRuns(ctx context.Context) {
 				exits = append(exits, ex)
 			}
 			if p.DeletionTimestamp == nil {
-				deletes = append(deletes, deletion{name, 0})
+				if keep {
+					// Deleted once its output is read to the end.
+					e.draining[name] = p.UID
+				} else {
+					deletes = append(deletes, deletion{name, 0})
+				}
 			}
 		case p.DeletionTimestamp != nil:
 			// Being deleted: its end is reported once it is gone.
@@ -516,10 +542,28 @@ func (e *Executor) syncRuns(ctx context.Context) {
 			}
 		}
 	}
+	// Ended pods kept for the end of their output: deleted once it is
+	// read (or logDrain has passed).
+	for name, uid := range e.draining {
+		p := e.pods[name]
+		if p == nil || p.UID != uid || p.DeletionTimestamp != nil {
+			delete(e.draining, name)
+			continue
+		}
+		if c := e.logs[name]; c == nil || c.uid != uid || c.done || now.Sub(c.endedAt) >= logDrain {
+			delete(e.draining, name)
+			deletes = append(deletes, deletion{name, 0})
+		}
+	}
+	for name, c := range e.logs {
+		if _, running := e.runs[name]; c.done && !running && e.draining[name] == "" {
+			delete(e.logs, name)
+		}
+	}
 	// Pods no run owns (a create whose answer was lost, an ended pod
 	// whose deletion failed) are deleted once they are a minute old.
 	for name, p := range e.pods {
-		if _, ok := e.runs[name]; !ok && p.DeletionTimestamp == nil && now.Sub(p.CreationTimestamp.Time) > time.Minute {
+		if _, ok := e.runs[name]; !ok && e.draining[name] == "" && p.DeletionTimestamp == nil && now.Sub(p.CreationTimestamp.Time) > time.Minute {
 			grace := e.cfg.Grace
 			if gated(p) || terminal(p) {
 				grace = 0
@@ -651,7 +695,15 @@ func (e unavailableError) Unwrap() []error { return []error{e.err, job.ErrDiscon
 // stale (the engine gave their GPUs away) and are deleted first.
 func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 	if s.Session != nil {
-		return fmt.Errorf("start job %d on %s: interactive sessions do not run on Kubernetes yet (they need gpuportal agents)", s.JobID, n.name)
+		if e.cfg.DialPod == nil {
+			return fmt.Errorf("start job %d on %s: interactive sessions cannot be reached on this cluster", s.JobID, n.name)
+		}
+		if s.Gang != nil {
+			return fmt.Errorf("start job %d on %s: a session runs on one machine", s.JobID, n.name)
+		}
+		if _, _, _, err := sessionPod(s); err != nil {
+			return fmt.Errorf("start job %d on %s: %w", s.JobID, n.name, err)
+		}
 	}
 	if s.Gang != nil && s.Gang.TasksPerGPU {
 		return fmt.Errorf("start job %d on %s: jobs with a process per GPU do not run on Kubernetes yet (they need gpuportal agents)", s.JobID, n.name)

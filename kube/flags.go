@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -41,9 +42,10 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 }
 
 // Start makes the Kubernetes cluster the flags describe execute the
-// engine's jobs: it creates an Executor and runs it until ctx ends. grace
-// is the pods' termination grace period.
-func (f Flags) Start(ctx context.Context, grace time.Duration, reg Registry, log *slog.Logger) error {
+// engine's jobs: it creates an Executor and runs it until ctx ends. The
+// jobs' output is kept under dataDir/kube/jobs (LogDir); grace is the
+// pods' termination grace period.
+func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, reg Registry, log *slog.Logger) error {
 	gb, err := strconv.ParseFloat(f.GPUMem, 64)
 	if err != nil || gb <= 0 || gb > 1<<20 {
 		return fmt.Errorf("--kube-gpu-mem %q: want GB such as 80", f.GPUMem)
@@ -61,8 +63,26 @@ func (f Flags) Start(ctx context.Context, grace time.Duration, reg Registry, log
 	if err != nil {
 		return fmt.Errorf("--kube-config: %w", err)
 	}
+	// Following the pods' output and reaching sessions hold requests open
+	// for long: their own client, apart from the rate of creates and
+	// binds.
+	streams := rest.CopyConfig(cfg)
+	streams.QPS, streams.Burst = float32(f.QPS), int(2*f.QPS)
+	logCore, err := corev1client.NewForConfig(streams)
+	if err != nil {
+		return fmt.Errorf("--kube-config: %w", err)
+	}
+	dial, err := podDialer(streams, f.Namespace)
+	if err != nil {
+		return fmt.Errorf("--kube-config: %w", err)
+	}
+	logDir := ""
+	if dataDir != "" {
+		logDir = filepath.Join(dataDir, "kube", "jobs")
+	}
 	ex, err := New(Config{Core: core, Registry: reg, Logger: log, Namespace: f.Namespace, Prefix: f.Prefix,
-		NodeSelector: f.NodeSelector, Image: f.Image, GPUMemMiB: int64(gb * 1024), Grace: grace, StartTimeout: f.StartTimeout})
+		NodeSelector: f.NodeSelector, Image: f.Image, GPUMemMiB: int64(gb * 1024), Grace: grace, StartTimeout: f.StartTimeout,
+		LogDir: logDir, LogCore: logCore, DialPod: dial})
 	if err != nil {
 		return err
 	}

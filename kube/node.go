@@ -177,3 +177,8 @@ func (n *node) RunGPUs(jobID int64) ([]int, bool) {
 	}
 	return nil, false
 }
+
+// LogPath is where the server keeps the output of job jobID's latest
+// run (the portal's job page and logs API read it): the copy of its
+// pod's output, or its first part's for a gang (logs.go).
+func (n *node) LogPath(jobID int64) string { return n.e.LogPath(jobID) }

@@ -33,6 +33,10 @@ const (
 	// AnnotationParts is how many pods, one per machine, the run has:
 	// more than 1 for a gang (a job on several machines).
 	AnnotationParts = "gpuportal.io/parts"
+	// AnnotationRank is the rank of a gang's pod (0 for the first part,
+	// and for a job on one machine), whose output the server keeps as
+	// the job's (rank 0) or beside it.
+	AnnotationRank = "gpuportal.io/rank"
 	// AnnotationHostfile is a gang's hostfile (job.Gang.Hostfile), which
 	// the pod's container reads at HostfilePath.
 	AnnotationHostfile = "gpuportal.io/hostfile"
@@ -89,7 +93,18 @@ type podSpec struct {
 func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 	command := s.Command
 	annotations := map[string]string{AnnotationGPUs: joinInts(gpus), AnnotationNode: p.node, AnnotationParts: "1"}
-	if len(command) == 0 {
+	var ports []corev1.ContainerPort
+	var sessionEnv []string
+	if s.Session != nil {
+		// start checked it: a session never gets here otherwise.
+		cmd, senv, port, _ := sessionPod(s)
+		if cmd != nil {
+			command = cmd
+		}
+		sessionEnv = senv
+		annotations[AnnotationSessionPort] = strconv.Itoa(port)
+		ports = []corev1.ContainerPort{{Name: "session", ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}}
+	} else if len(command) == 0 {
 		secs := strconv.FormatFloat(max(s.SimRemaining.Seconds(), 0), 'f', 3, 64)
 		command = []string{"sleep", secs}
 		annotations[AnnotationSimDuration] = secs + "s"
@@ -98,13 +113,13 @@ func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 	if image == "" {
 		image = p.image
 	}
-	env := make([]corev1.EnvVar, 0, len(p.env))
-	for _, kv := range p.env {
+	env := make([]corev1.EnvVar, 0, len(p.env)+len(sessionEnv))
+	for _, kv := range append(slices.Clone(p.env), sessionEnv...) {
 		name, value, _ := strings.Cut(kv, "=")
 		env = append(env, corev1.EnvVar{Name: name, Value: value})
 	}
 	grace := int64(p.grace.Seconds())
-	c := corev1.Container{Name: containerName, Image: image, Command: command, Env: env,
+	c := corev1.Container{Name: containerName, Image: image, Command: command, Env: env, Ports: ports,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
 	if s.Dir != "" && strings.HasPrefix(s.Dir, "/") {
 		c.WorkingDir = s.Dir
@@ -147,6 +162,7 @@ func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 		pod.Spec.Hostname, pod.Spec.Subdomain = gangHost(p.prefix, s.JobID, s.Run, g.Rank), p.prefix
 		annotations[AnnotationParts] = strconv.Itoa(len(g.Nodes))
 		annotations[AnnotationHostfile] = g.Hostfile()
+		annotations[AnnotationRank] = strconv.Itoa(g.Rank)
 		dir, file := path.Split(HostfilePath)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "gpuportal-gang", VolumeSource: corev1.VolumeSource{
 			DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{{Path: file,

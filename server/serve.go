@@ -465,7 +465,7 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 			}
 		}
 		if f.executor == "kubernetes" {
-			if err := f.kube.Start(leadCtx, f.grace, eng, log.With("executor", "kubernetes")); err != nil {
+			if err := f.kube.Start(leadCtx, f.data, f.grace, eng, log.With("executor", "kubernetes")); err != nil {
 				return err
 			}
 		}

@@ -97,6 +97,9 @@ func (s *Server) keptJobLog(id int64) string {
 	if err != nil {
 		return ""
 	}
+	// Where the Kubernetes executor keeps its copy of a pod's output
+	// (kube/logs.go), read while no node of the cluster is in the engine.
+	paths = append(paths, filepath.Join(s.cfg.DataDir, "kube", "jobs", strconv.FormatInt(id, 10), "output.log"))
 	newest, at := "", time.Time{}
 	for _, p := range paths {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.ModTime().After(at) {
