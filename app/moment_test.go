@@ -203,9 +203,9 @@ func TestSilentMachineShows(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMoment(now, []models.Job{j}, nil, nil, func(int64) bool { return false })
+			m := newMoment(now, []models.Job{j}, nil, nil, func(int64) bool { return false })
 			m.silent = tc.silent
-			if got := m.Job(&j).Reason; got != tc.want {
+			if got := m.apiJob(&j).Reason; got != tc.want {
 				t.Errorf("reason %q; want %q", got, tc.want)
 			}
 		})
