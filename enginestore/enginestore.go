@@ -117,7 +117,7 @@ func (s Store) engineJob(j models.Job) engine.Job {
 
 // MarkStarted records a new run of a waiting job on placement and
 // returns its number.
-func (s Store) MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
+func (s Store) MarkStarted(ctx context.Context, id int64, placement []gpu.Ref, now time.Time) (int64, error) {
 	return s.Store.MarkStarted(ctx, id, formatPlacement(placement), now)
 }
 
@@ -133,13 +133,13 @@ func (s Store) MarkStartedAll(ctx context.Context, starts []engine.StartRecord, 
 
 // MarkResumed puts a job that waits again back to running as its last
 // run ref, on placement.
-func (s Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error {
+func (s Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) error {
 	return s.Store.MarkResumed(ctx, ref, formatPlacement(placement), reason, now)
 }
 
 // formatPlacement is a placement as the store keeps it: "node:index" per
 // GPU.
-func formatPlacement(p []sched.GPURef) []string {
+func formatPlacement(p []gpu.Ref) []string {
 	out := make([]string, len(p))
 	for i, g := range p {
 		out[i] = g.String()
@@ -149,7 +149,7 @@ func formatPlacement(p []sched.GPURef) []string {
 
 // parsePlacement reads a stored placement back, leaving out what does
 // not parse; none is nil.
-func parsePlacement(p []string) []sched.GPURef {
+func parsePlacement(p []string) []gpu.Ref {
 	if len(p) == 0 {
 		return nil
 	}

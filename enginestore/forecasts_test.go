@@ -7,8 +7,8 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/forecast"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -41,7 +41,7 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		if err := s.RecordForecasts(ctx, []engine.ForecastRecord{{JobID: a.ID, Kind: "first", MadeAt: *at(2), State: forecast.StateExpected, Earliest: at(100), Likely: at(100)}}); err != nil {
 			t.Fatal(err)
 		}
-		run, err := s.MarkStarted(ctx, a.ID, []sched.GPURef{{Node: "n", Index: 0}}, *at(12))
+		run, err := s.MarkStarted(ctx, a.ID, []gpu.Ref{{Node: "n", Index: 0}}, *at(12))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		if err := s.RecordForecasts(ctx, []engine.ForecastRecord{{JobID: a.ID, Kind: "1m", MadeAt: *at(60), State: forecast.StateLater, Earliest: at(70)}}); err != nil {
 			t.Fatal(err)
 		}
-		run, err = s.MarkStarted(ctx, a.ID, []sched.GPURef{{Node: "n", Index: 0}}, *at(90))
+		run, err = s.MarkStarted(ctx, a.ID, []gpu.Ref{{Node: "n", Index: 0}}, *at(90))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestLatestForecasts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.MarkStarted(ctx, b.ID, []sched.GPURef{{Node: "n", Index: 0}}, *at(8)); err != nil {
+		if _, err := s.MarkStarted(ctx, b.ID, []gpu.Ref{{Node: "n", Index: 0}}, *at(8)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.LatestForecasts(ctx)

@@ -255,7 +255,7 @@ func (s *rowCounter) SetQueueStates(ctx context.Context, states map[int64]sched.
 	return s.Store.SetQueueStates(ctx, states)
 }
 
-func (s *rowCounter) MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
+func (s *rowCounter) MarkStarted(ctx context.Context, id int64, placement []gpu.Ref, now time.Time) (int64, error) {
 	s.rows.Add(1)
 	return s.Store.MarkStarted(ctx, id, placement, now)
 }

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // TestPlacementKeepsItsStoredFormat: the engine's typed placement is kept
@@ -14,12 +14,12 @@ func TestPlacementKeepsItsStoredFormat(t *testing.T) {
 	tests := []struct {
 		name   string
 		stored []string
-		typed  []sched.GPURef
+		typed  []gpu.Ref
 	}{
 		{"none", nil, nil},
-		{"one GPU", []string{"n0:3"}, []sched.GPURef{{Node: "n0", Index: 3}}},
+		{"one GPU", []string{"n0:3"}, []gpu.Ref{{Node: "n0", Index: 3}}},
 		{"two machines", []string{"node-1:0", "node-1:1", "gpu.b_2:7"},
-			[]sched.GPURef{{Node: "node-1", Index: 0}, {Node: "node-1", Index: 1}, {Node: "gpu.b_2", Index: 7}}},
+			[]gpu.Ref{{Node: "node-1", Index: 0}, {Node: "node-1", Index: 1}, {Node: "gpu.b_2", Index: 7}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -31,7 +31,7 @@ func TestPlacementKeepsItsStoredFormat(t *testing.T) {
 			}
 		})
 	}
-	if got := parsePlacement([]string{"n0", "n0:x", "n1:2"}); !reflect.DeepEqual(got, []sched.GPURef{{Node: "n1", Index: 2}}) {
+	if got := parsePlacement([]string{"n0", "n0:x", "n1:2"}); !reflect.DeepEqual(got, []gpu.Ref{{Node: "n1", Index: 2}}) {
 		t.Errorf("malformed entries: %v, want only n1:2", got)
 	}
 }

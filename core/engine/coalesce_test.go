@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -29,7 +30,7 @@ func TestExitsCoalesceIntoOnePass(t *testing.T) {
 	var jobs []Job
 	for id := int64(1); id <= 5; id++ {
 		jobs = append(jobs, Job{ID: id, GPUs: 1, State: job.Running, Run: 1, SubmittedAt: t0, LastStartAt: &t0,
-			Placement: []sched.GPURef{{Node: "n0", Index: int(id - 1)}}})
+			Placement: []gpu.Ref{{Node: "n0", Index: int(id - 1)}}})
 	}
 	store := &countingStore{memStore: newMemStore(jobs...), loads: make(chan struct{}, 100)}
 	n := newFakeNode("n0", 8)

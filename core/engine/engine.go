@@ -34,7 +34,7 @@ type Job struct {
 	State           job.State
 	Run             int64 // the current or last run's number (job.RunRef)
 	SubmittedAt     time.Time
-	Placement       []sched.GPURef // the GPUs held while running
+	Placement       []gpu.Ref // the GPUs held while running
 	LastStartAt     *time.Time
 	ExecutedS       float64
 	AttainedService float64 // over the ended runs
@@ -125,14 +125,14 @@ type Store interface {
 	UnfinishedEngineJobs(ctx context.Context) ([]Job, error)
 	// MarkStarted records a new run of a waiting job on placement and
 	// returns its number.
-	MarkStarted(ctx context.Context, id int64, placement []sched.GPURef, now time.Time) (run int64, err error)
+	MarkStarted(ctx context.Context, id int64, placement []gpu.Ref, now time.Time) (run int64, err error)
 	// MarkStopped records how run ref ended; for a run that is not the
 	// job's current one it changes nothing and returns an error wrapping
 	// job.ErrConflict, as the other changes of a run do.
 	MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, now time.Time) error
 	// MarkResumed puts a job that waits again back to running as its last
 	// run ref, which its machine came back still running.
-	MarkResumed(ctx context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error
+	MarkResumed(ctx context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) error
 	// Cancel ends an unfinished job that is not running, cancelled for
 	// reason; a running one is stopped first and passed to MarkStopped.
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error
@@ -301,16 +301,16 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	started    time.Time
-	runs       map[int64]*run             // each job's current run on connected nodes (runs.go)
-	strays     map[strayKey][]int         // parts of runs the cluster does not want, and their GPUs
-	placed     map[sched.GPURef]time.Time // when a run last started or ended on each GPU (held.go)
-	unrecorded []*unrecorded              // outcomes the store has yet to take
-	heldExits  heldExits                  // e.unrecorded, for other goroutines (heldexits.go)
-	handover   map[int64]time.Time        // jobs kept back while a run stops: when it was asked to
-	promised   sched.Promises             // GPUs kept for a job kept back while runs stop, by job (runs.go)
-	stopLater  []strayKey                 // runs to ask their machines to stop next pass
-	reasons    map[int64]storedReason     // the wait reasons as last stored, per job (recordReasons)
-	noAccount  refusals                   // machines that refused accounts (accounts.go)
+	runs       map[int64]*run         // each job's current run on connected nodes (runs.go)
+	strays     map[strayKey][]int     // parts of runs the cluster does not want, and their GPUs
+	placed     map[gpu.Ref]time.Time  // when a run last started or ended on each GPU (held.go)
+	unrecorded []*unrecorded          // outcomes the store has yet to take
+	heldExits  heldExits              // e.unrecorded, for other goroutines (heldexits.go)
+	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
+	promised   sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
+	stopLater  []strayKey             // runs to ask their machines to stop next pass
+	reasons    map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
+	noAccount  refusals               // machines that refused accounts (accounts.go)
 	lostSince  map[string]time.Time
 	gone       map[string]GoneNode // under mu (gone.go)
 	// waiting is when each waiting job began to wait for its GPUs, for
@@ -359,7 +359,7 @@ func New(cfg Config) (*Engine, error) {
 		draining:  make(map[string]bool),
 		runs:      make(map[int64]*run),
 		strays:    make(map[strayKey][]int),
-		placed:    make(map[sched.GPURef]time.Time),
+		placed:    make(map[gpu.Ref]time.Time),
 		handover:  make(map[int64]time.Time),
 		promised:  make(sched.Promises),
 		reasons:   make(map[int64]storedReason),

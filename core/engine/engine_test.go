@@ -64,7 +64,7 @@ func (s *memStore) UnfinishedEngineJobs(context.Context) ([]Job, error) {
 	return out, nil
 }
 
-func (s *memStore) MarkStarted(_ context.Context, id int64, placement []sched.GPURef, now time.Time) (int64, error) {
+func (s *memStore) MarkStarted(_ context.Context, id int64, placement []gpu.Ref, now time.Time) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[id]
@@ -76,7 +76,7 @@ func (s *memStore) MarkStarted(_ context.Context, id int64, placement []sched.GP
 	return j.Run, nil
 }
 
-func (s *memStore) MarkResumed(_ context.Context, ref job.RunRef, placement []sched.GPURef, reason string, now time.Time) error {
+func (s *memStore) MarkResumed(_ context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[ref.Job]
@@ -340,7 +340,7 @@ func TestStartRecordsThenRuns(t *testing.T) {
 	if len(n.starts) != 1 || len(n.starts[0].GPUs) != 2 || n.starts[0].SimRemaining != 60*time.Second {
 		t.Errorf("starts = %+v; want one start of 2 GPUs with the 60s the job has left", n.starts)
 	}
-	if got := store.jobs[1].Placement; len(got) != 2 || got[0] != (sched.GPURef{Node: "n0", Index: 0}) {
+	if got := store.jobs[1].Placement; len(got) != 2 || got[0] != (gpu.Ref{Node: "n0", Index: 0}) {
 		t.Errorf("placement = %v", got)
 	}
 	mustPass(t, e) // a second pass must not start it again
@@ -485,7 +485,7 @@ func TestStartOnDisconnectedMachineRequeues(t *testing.T) {
 func TestLostJobsAreRequeued(t *testing.T) {
 	running := func(id int64, node string) Job {
 		start := t0.Add(-time.Hour)
-		return Job{ID: id, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: node, Index: 0}}, LastStartAt: &start, SubmittedAt: start}
+		return Job{ID: id, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: node, Index: 0}}, LastStartAt: &start, SubmittedAt: start}
 	}
 	store := newMemStore(running(1, "back"), running(2, "gone"), running(3, "back"))
 	back := newFakeNode("back", 2)
@@ -553,7 +553,7 @@ func TestReconnectStopsRunsNoLongerWanted(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Minute)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, State: job.Cancelled, SubmittedAt: start},
 	)
 	n := newFakeNode("n0", 2)
@@ -590,7 +590,7 @@ func TestTiresiasPreemptsDemotedJob(t *testing.T) {
 	start := t0.Add(-time.Minute)
 	// Job 1 has run 60s on 1 GPU: past the 30 GPU-second threshold.
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 1)
@@ -707,7 +707,7 @@ func ptr[T any](v T) *T { return &v }
 func TestForecastStarts(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 2)
@@ -736,7 +736,7 @@ func TestForecastStarts(t *testing.T) {
 func TestForecastCheckpoints(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start, SimDuration: 1e6},
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start, SimDuration: 1e6},
 		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 2)
@@ -775,8 +775,8 @@ func (s *teamStore) RecordTeamSamples(_ context.Context, ss []TeamSample) error 
 
 func TestTeamUnderGuaranteeReclaims(t *testing.T) {
 	start := t0.Add(-time.Hour)
-	running := func(id int64, gpu int) Job {
-		return Job{ID: id, Team: "nlp", GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: gpu}}, LastStartAt: &start, SubmittedAt: start}
+	running := func(id int64, idx int) Job {
+		return Job{ID: id, Team: "nlp", GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: idx}}, LastStartAt: &start, SubmittedAt: start}
 	}
 	mem := newMemStore(running(1, 0), running(2, 1), Job{ID: 3, Team: "vision", GPUs: 1, SubmittedAt: t0})
 	store := &teamStore{memStore: mem, teams: []Team{{Name: "vision", GuaranteeGPUs: 1}, {Name: "nlp", GuaranteeGPUs: 1}}}
@@ -836,7 +836,7 @@ func (noHistory) FinishedRunTimes(context.Context, int) ([]forecast.Sample, erro
 func TestForecastUnknownIsRecordedFirst(t *testing.T) {
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 2)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/core/sched"
 )
 
 // TestFencedEngineDecidesNothing: a leader that cannot confirm its lock
@@ -81,7 +81,7 @@ func TestPassSkippedWhenTheLockIsNotConfirmed(t *testing.T) {
 // the replica that led before may keep them running that long.
 func TestTakeoverHoldDelaysRequeues(t *testing.T) {
 	start := t0.Add(-time.Hour)
-	store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "away", Index: 0}},
+	store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "away", Index: 0}},
 		LastStartAt: &start, SubmittedAt: start})
 	e, clock := newTestEngine(t, store)
 	e.cfg.TakeoverHold = 2 * time.Minute
@@ -113,7 +113,7 @@ func TestStartCancelledByShutdownIsNotAFailure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	jobs := mustJobs(t, store)
-	e.start(ctx, jobs[0], []sched.GPURef{{Node: "n0", Index: 0}}, clock.t, nil)
+	e.start(ctx, jobs[0], []gpu.Ref{{Node: "n0", Index: 0}}, clock.t, nil)
 	if store.state(1) != job.Running || store.end[1] != nil {
 		t.Errorf("job 1 = %s, exit %v after its start was cancelled; want still running, no exit code", store.state(1), store.end[1])
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -123,10 +124,10 @@ func handoverEngine(t *testing.T, mem *memStore, onN0, onN1 []int64) (*Engine, *
 }
 
 // on names GPUs of one node.
-func on(node string, idx ...int) []sched.GPURef {
-	var out []sched.GPURef
+func on(node string, idx ...int) []gpu.Ref {
+	var out []gpu.Ref
 	for _, i := range idx {
-		out = append(out, sched.GPURef{Node: node, Index: i})
+		out = append(out, gpu.Ref{Node: node, Index: i})
 	}
 	return out
 }

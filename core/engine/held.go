@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/usage"
@@ -134,7 +135,7 @@ func (e *Engine) heldFromStart(ctx context.Context, jobs []Job, starts []sched.S
 
 // placedAt records that the jobs on gpus changed at t: a run started or
 // ended there.
-func (e *Engine) placedAt(gpus []sched.GPURef, t time.Time) {
+func (e *Engine) placedAt(gpus []gpu.Ref, t time.Time) {
 	for _, g := range gpus {
 		if t.After(e.placed[g]) {
 			e.placed[g] = t
@@ -144,7 +145,7 @@ func (e *Engine) placedAt(gpus []sched.GPURef, t time.Time) {
 
 // lastPlaced is the last change of the jobs on any of gpus that this
 // engine recorded; false when none.
-func (e *Engine) lastPlaced(gpus []sched.GPURef) (time.Time, bool) {
+func (e *Engine) lastPlaced(gpus []gpu.Ref) (time.Time, bool) {
 	var last time.Time
 	for _, g := range gpus {
 		if t := e.placed[g]; t.After(last) {
@@ -155,11 +156,11 @@ func (e *Engine) lastPlaced(gpus []sched.GPURef) (time.Time, bool) {
 }
 
 // gpusOfRun are the GPUs of run r, by node.
-func gpusOfRun(r *run) []sched.GPURef {
-	var out []sched.GPURef
+func gpusOfRun(r *run) []gpu.Ref {
+	var out []gpu.Ref
 	for node, idx := range r.gpus {
 		for _, i := range idx {
-			out = append(out, sched.GPURef{Node: node, Index: i})
+			out = append(out, gpu.Ref{Node: node, Index: i})
 		}
 	}
 	return out

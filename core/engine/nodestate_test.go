@@ -10,7 +10,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/core/sched"
 )
 
 // nodeStateMem keeps the machines' state in memory, as the real store
@@ -181,7 +180,7 @@ func TestAdoptedRunCountsOnlyItsOwnGPUs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			start := t0.Add(-time.Hour)
-			store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 1}},
+			store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 1}},
 				LastStartAt: &start, SubmittedAt: start})
 			e, clock := newTestEngine(t, store)
 			sick := &sickNode{fakeNode: newFakeNode("n0", 2), errs: map[int]gpu.Sample{}}

@@ -271,7 +271,7 @@ func preemptReason(p sched.Preempt, j Job) string {
 // machine those GPUs span. If a part cannot start, the job fails and the
 // parts already started are stopped.
 // recorded are the starts recordStarts recorded, by job.
-func (e *Engine) start(ctx context.Context, j Job, gpus []sched.GPURef, now time.Time, recorded map[int64]startRecord) {
+func (e *Engine) start(ctx context.Context, j Job, gpus []gpu.Ref, now time.Time, recorded map[int64]startRecord) {
 	if ok, unknown := e.startable(j, gpus); !ok {
 		if unknown != "" {
 			e.cfg.Logger.Error("scheduler placed a job on an unknown node", "job", j.ID, "node", unknown)
@@ -390,7 +390,7 @@ type StartsRecorder interface {
 // StartRecord is one start of a waiting job on placement.
 type StartRecord struct {
 	JobID     int64
-	Placement []sched.GPURef
+	Placement []gpu.Ref
 }
 
 // startRecord is how the store took a start: its run, or why not.
@@ -431,7 +431,7 @@ func (e *Engine) recordStarts(ctx context.Context, starts []sched.Start, byID *p
 // startable says whether the engine can start j on gpus: a job, on GPUs
 // of connected machines; unknown is the machine of gpus that is not
 // connected, if any.
-func (e *Engine) startable(j Job, gpus []sched.GPURef) (ok bool, unknown string) {
+func (e *Engine) startable(j Job, gpus []gpu.Ref) (ok bool, unknown string) {
 	if j.ID == 0 || len(gpus) == 0 {
 		return false, ""
 	}
@@ -451,7 +451,7 @@ func afterStarts(jobs []sched.Job, starts []sched.Start, runs map[int64]*run) []
 	if len(starts) == 0 {
 		return jobs
 	}
-	at := make(map[int64][]sched.GPURef, len(starts))
+	at := make(map[int64][]gpu.Ref, len(starts))
 	for _, s := range starts {
 		if runs[s.JobID] != nil { // it did start
 			at[s.JobID] = s.GPUs
@@ -637,7 +637,7 @@ func recheckTime(s float64) time.Time {
 }
 
 // placementNode is the machine a placement starts on; "" for none.
-func placementNode(p []sched.GPURef) string {
+func placementNode(p []gpu.Ref) string {
 	if len(p) == 0 {
 		return ""
 	}
@@ -645,7 +645,7 @@ func placementNode(p []sched.GPURef) string {
 }
 
 // gpuNames formats a placement as "node:index" per GPU.
-func gpuNames(p []sched.GPURef) []string {
+func gpuNames(p []gpu.Ref) []string {
 	out := make([]string, len(p))
 	for i, g := range p {
 		out[i] = g.String()

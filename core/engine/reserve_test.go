@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -77,9 +78,9 @@ func TestEngineReservation(t *testing.T) {
 // it was due, having waited a minute: backfills, which it preempts.
 func TestEngineReservationPreemptsAcrossTeams(t *testing.T) {
 	started := t0.Add(-5 * time.Minute)
-	running := func(id int64, team string, gpu int) Job {
+	running := func(id int64, team string, idx int) Job {
 		return Job{ID: id, Team: team, GPUs: 1, SimDuration: 10000, State: job.Running,
-			Placement: []sched.GPURef{{Node: "n0", Index: gpu}}, LastStartAt: &started,
+			Placement: []gpu.Ref{{Node: "n0", Index: idx}}, LastStartAt: &started,
 			SubmittedAt: started.Add(-time.Minute + time.Duration(id)*time.Second)}
 	}
 	mem := newMemStore(running(1, "nlp", 0), running(2, "vision", 1),

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -346,7 +347,7 @@ func (e *Engine) strayPart(id int64, r *run, node, why string) {
 
 // resumable returns the placement of an adopted run that can take its
 // requeued job back: all of it runs on one machine that reported its GPUs.
-func (e *Engine) resumable(j Job, r *run) ([]sched.GPURef, bool) {
+func (e *Engine) resumable(j Job, r *run) ([]gpu.Ref, bool) {
 	if len(r.parts) != 1 {
 		return nil, false
 	}
@@ -362,9 +363,9 @@ func (e *Engine) resumable(j Job, r *run) ([]sched.GPURef, bool) {
 	if len(gpus) != j.GPUs || j.GPUs == 0 {
 		return nil, false
 	}
-	placement := make([]sched.GPURef, len(gpus))
+	placement := make([]gpu.Ref, len(gpus))
 	for i, g := range gpus {
-		placement[i] = sched.GPURef{Node: node, Index: g}
+		placement[i] = gpu.Ref{Node: node, Index: g}
 	}
 	return placement, true
 }
@@ -404,7 +405,7 @@ func (e *Engine) strayGPU(node string, index int) bool {
 // on GPUs so promised. It returns the starts to make now and a wait for
 // each one kept back.
 func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID *passJobs) ([]sched.Start, []sched.Wait) {
-	held := make(map[sched.GPURef]int64)
+	held := make(map[gpu.Ref]int64)
 	hold := func(id int64) {
 		for _, g := range byID.job(id).Placement {
 			held[g] = id
@@ -464,7 +465,7 @@ func (e *Engine) startPromised(ctx context.Context, jobs []Job, now time.Time) [
 		return jobs
 	}
 	at := make(map[int64]int, len(jobs))
-	taken := make(map[sched.GPURef]bool)
+	taken := make(map[gpu.Ref]bool)
 	for i, j := range jobs {
 		at[j.ID] = i
 		if j.State == job.Running {
@@ -496,7 +497,7 @@ func (e *Engine) startPromised(ctx context.Context, jobs []Job, now time.Time) [
 // freeForPromise tells whether every GPU of gpus can take a job now: its
 // machine is connected and schedulable, the GPU in service, and no run
 // holds it (taken, by the jobs' placements, or a stray).
-func (e *Engine) freeForPromise(gpus []sched.GPURef, taken map[sched.GPURef]bool) bool {
+func (e *Engine) freeForPromise(gpus []gpu.Ref, taken map[gpu.Ref]bool) bool {
 	for _, g := range gpus {
 		if taken[g] || e.node(g.Node) == nil || e.unschedulable(g.Node) || e.gpuUnhealthy(g.Node, g.Index) || e.strayGPU(g.Node, g.Index) {
 			return false

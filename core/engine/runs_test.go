@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -43,7 +44,7 @@ func TestMachineBackWithAReplacedRun(t *testing.T) {
 	clock.t = clock.t.Add(31 * time.Second) // past LostAfter
 	mustPass(t, e)                          // requeued
 	mustPass(t, e)                          // started on a2
-	if store.jobs[1].Run != 2 || store.jobs[1].Placement[0] != (sched.GPURef{Node: "a2", Index: 0}) {
+	if store.jobs[1].Run != 2 || store.jobs[1].Placement[0] != (gpu.Ref{Node: "a2", Index: 0}) {
 		t.Fatalf("job 1: run %d on %v, want run 2 on a2", store.jobs[1].Run, store.jobs[1].Placement)
 	}
 
@@ -138,7 +139,7 @@ func TestPreemptorWaitsForTheVictim(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Minute)
 	store := newMemStore(
-		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []sched.GPURef{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
+		Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start},
 		Job{ID: 2, GPUs: 1, SubmittedAt: t0},
 	)
 	n := newFakeNode("n0", 1)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
@@ -26,9 +27,9 @@ func (s *userTeamStore) SetUserUsage(_ context.Context, u []UserUsage, _ time.Ti
 // next job of the user sweeping, and users' usage is counted and saved.
 func TestTeammateWithLessUsageGoesFirst(t *testing.T) {
 	start := t0.Add(-time.Hour)
-	running := func(id int64, gpu int) Job {
+	running := func(id int64, idx int) Job {
 		return Job{ID: id, Team: "nlp", User: "ann", GPUs: 1, State: job.Running,
-			Placement: []sched.GPURef{{Node: "n0", Index: gpu}}, LastStartAt: &start, SubmittedAt: start}
+			Placement: []gpu.Ref{{Node: "n0", Index: idx}}, LastStartAt: &start, SubmittedAt: start}
 	}
 	mem := newMemStore(running(1, 0), running(2, 1),
 		Job{ID: 3, Team: "nlp", User: "ann", GPUs: 1, SubmittedAt: t0},

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
 
@@ -32,7 +33,7 @@ func busyCluster(rng *rand.Rand, waiting int) Input {
 				GPUs: g, State: sched.Running, SubmitTime: s.Now - ran - rng.Float64()*600, LastStartTime: s.Now - ran,
 				ExecutedS: ran, AttainedService: ran * float64(g), Model: models[rng.IntN(len(models))]}
 			for k := range g {
-				j.Placement = append(j.Placement, sched.GPURef{Node: node.Name, Index: used + k})
+				j.Placement = append(j.Placement, gpu.Ref{Node: node.Name, Index: used + k})
 			}
 			used += g
 			s.Jobs = append(s.Jobs, j)
@@ -99,7 +100,7 @@ func smallCluster(rng *rand.Rand, waiting int) Input {
 		ran := rng.Float64() * 3600
 		s.Jobs = append(s.Jobs, sched.Job{ID: id, User: "alice", Team: "vision", GPUs: 1, State: sched.Running,
 			SubmitTime: s.Now - ran - 600, LastStartTime: s.Now - ran, ExecutedS: ran, AttainedService: ran,
-			Placement: []sched.GPURef{{Node: node.Name, Index: k}}})
+			Placement: []gpu.Ref{{Node: node.Name, Index: k}}})
 		id++
 	}
 	for i := range waiting {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
 
@@ -28,7 +29,7 @@ func running(id int64, gpus int, ran, now float64) sched.Job {
 	j := sched.Job{ID: id, User: "u", Team: "t", GPUs: gpus, State: sched.Running, SubmitTime: now - ran - 1,
 		LastStartTime: now - ran, ExecutedS: ran, AttainedService: ran * float64(gpus), Model: "resnet50"}
 	for k := range gpus {
-		j.Placement = append(j.Placement, sched.GPURef{Node: "n0", Index: k})
+		j.Placement = append(j.Placement, gpu.Ref{Node: "n0", Index: k})
 	}
 	return j
 }
@@ -411,7 +412,7 @@ func bigInput(n, nodeCount, gpus int) Input {
 		j.ExecutedS = now - j.LastStartTime
 		j.AttainedService = j.ExecutedS * float64(gpus)
 		for k := range gpus {
-			j.Placement = append(j.Placement, sched.GPURef{Node: node.Name, Index: k})
+			j.Placement = append(j.Placement, gpu.Ref{Node: node.Name, Index: k})
 		}
 		s.Jobs = append(s.Jobs, j)
 	}
@@ -642,7 +643,7 @@ func TestForecastWindowNevers(t *testing.T) {
 	long := sched.Job{ID: 2, User: "v", Team: "t", GPUs: 8, State: sched.Running, SubmitTime: now - 10, LastStartTime: now,
 		Model: "resnet50"} // ends at now+10,000
 	for k := range 8 {
-		long.Placement = append(long.Placement, sched.GPURef{Node: "n1", Index: k})
+		long.Placement = append(long.Placement, gpu.Ref{Node: "n1", Index: k})
 	}
 	in.Snapshot.Jobs = append(in.Snapshot.Jobs, long)
 	for i := range 40 {

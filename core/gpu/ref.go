@@ -7,7 +7,7 @@ import (
 
 // Ref names one GPU of the cluster: the machine it sits on and its index
 // there. It is the core's one GPU type: the scheduler's placements
-// (sched.GPURef), the GPU history's buckets (gpuhist), the live
+// (gpu.Ref), the GPU history's buckets (gpuhist), the live
 // readings (telemetry) and the what-if replay's cluster (whatif) name
 // GPUs by it; the store keeps it as its String, "node:index", and the
 // wire types (api, the agent protocol) as a node and an index.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
@@ -167,7 +168,7 @@ func (p *pass) allocate() {
 	if p.count || len(p.d.Starts) == 0 || p.sc.cfg.OmitAllocations {
 		return
 	}
-	started := make(map[int64][]GPURef, len(p.d.Starts))
+	started := make(map[int64][]gpu.Ref, len(p.d.Starts))
 	touched := map[string]bool{}
 	for _, st := range p.d.Starts {
 		started[st.JobID] = st.GPUs
@@ -184,7 +185,7 @@ func (p *pass) allocate() {
 	var jobs []Job
 	for i := range p.s.Jobs {
 		j := &p.s.Jobs[i]
-		var where []GPURef
+		var where []gpu.Ref
 		switch p.outcome[i] {
 		case outRunning:
 			where = j.Placement
@@ -193,7 +194,7 @@ func (p *pass) allocate() {
 		default:
 			continue
 		}
-		if !slices.ContainsFunc(where, func(g GPURef) bool { return touched[g.Node] }) {
+		if !slices.ContainsFunc(where, func(g gpu.Ref) bool { return touched[g.Node] }) {
 			continue
 		}
 		c := *j

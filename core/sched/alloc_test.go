@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
@@ -18,10 +19,10 @@ func synergyNode(name string) Node {
 	return n
 }
 
-func onNode(node string, from, n int) []GPURef {
-	var out []GPURef
+func onNode(node string, from, n int) []gpu.Ref {
+	var out []gpu.Ref
 	for i := from; i < from+n; i++ {
-		out = append(out, GPURef{Node: node, Index: i})
+		out = append(out, gpu.Ref{Node: node, Index: i})
 	}
 	return out
 }
@@ -188,7 +189,7 @@ func randomAllocSnapshot(rng *rand.Rand, models []string) Snapshot {
 			k := 1 + rng.IntN(len(free[n.Name]))
 			j := Job{ID: id, GPUs: k, State: Running, Model: models[rng.IntN(len(models))], SubmitTime: float64(id), LastStartTime: 500}
 			for _, g := range free[n.Name][:k] {
-				j.Placement = append(j.Placement, GPURef{Node: n.Name, Index: g})
+				j.Placement = append(j.Placement, gpu.Ref{Node: n.Name, Index: g})
 			}
 			free[n.Name] = free[n.Name][k:]
 			if rng.IntN(4) == 0 {

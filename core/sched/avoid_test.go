@@ -3,6 +3,8 @@ package sched
 import (
 	"slices"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 func avoiding(names ...string) func(*Job) { return func(j *Job) { j.AvoidNodes = names } }
@@ -15,30 +17,30 @@ func TestAvoidNodes(t *testing.T) {
 		cfg      Config
 		nodes    []Node
 		jobs     []Job
-		starts   map[int64][]GPURef // job -> placement; absent: waits
+		starts   map[int64][]gpu.Ref // job -> placement; absent: waits
 		preempts []int64
 	}{{
 		name:  "the best fit is passed over when avoided",
 		nodes: nodes(4, 4),
 		jobs:  []Job{busy(100, "node-0", 0, 3), pend(1, 1, 0, avoiding("node-0"))},
 		// Best fit is node-0's last GPU; the job avoids it.
-		starts: map[int64][]GPURef{1: on("node-1", 0)},
+		starts: map[int64][]gpu.Ref{1: on("node-1", 0)},
 	}, {
 		name:   "the next job still sees the avoided machine",
 		nodes:  nodes(4, 4),
 		jobs:   []Job{busy(100, "node-0", 0, 3), pend(1, 1, 0, avoiding("node-0")), pend(2, 1, 1)},
-		starts: map[int64][]GPURef{1: on("node-1", 0), 2: on("node-0", 3)},
+		starts: map[int64][]gpu.Ref{1: on("node-1", 0), 2: on("node-0", 3)},
 	}, {
 		name:   "a job that avoids every machine waits, and under fifo blocks nobody",
 		cfg:    Config{Policy: "fifo"},
 		nodes:  nodes(4, 4),
 		jobs:   []Job{pend(1, 1, 0, avoiding("node-0", "node-1")), pend(2, 2, 1)},
-		starts: map[int64][]GPURef{2: on("node-0", 0, 1)},
+		starts: map[int64][]gpu.Ref{2: on("node-0", 0, 1)},
 	}, {
 		name:   "a job spanning machines spans only those it may use",
 		nodes:  nodes(4, 4, 4),
 		jobs:   []Job{pend(1, 8, 0, avoiding("node-1"))},
-		starts: map[int64][]GPURef{1: append(on("node-0", 0, 1, 2, 3), on("node-2", 0, 1, 2, 3)...)},
+		starts: map[int64][]gpu.Ref{1: append(on("node-0", 0, 1, 2, 3), on("node-2", 0, 1, 2, 3)...)},
 	}, {
 		name:  "no preemption on an avoided machine",
 		cfg:   Config{Policy: "tiresias-l"},
@@ -57,7 +59,7 @@ func TestAvoidNodes(t *testing.T) {
 			pend(2, 8, 8000, avoiding("node-0")),
 		},
 		preempts: []int64{3},
-		starts:   map[int64][]GPURef{2: on("node-1", span(0, 8)...)},
+		starts:   map[int64][]gpu.Ref{2: on("node-1", span(0, 8)...)},
 	}, {
 		name:  "a sharing job joins no shared GPU on an avoided machine",
 		nodes: shareNodes(1, 1),
@@ -74,7 +76,7 @@ func TestAvoidNodes(t *testing.T) {
 			run(3, 0, on("node-1", 0), shares(2048, 2048)),
 			pend(2, 1, 10, shares(2048, 2048), avoiding("node-0")),
 		},
-		starts: map[int64][]GPURef{2: on("node-1", 0)},
+		starts: map[int64][]gpu.Ref{2: on("node-1", 0)},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

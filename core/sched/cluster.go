@@ -3,6 +3,8 @@ package sched
 import (
 	"math/bits"
 	"unsafe"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // cluster is the GPU state of one pass. Every GPU of the snapshot is a
@@ -259,13 +261,13 @@ func uniqueGPUs(gpus []GPU) []GPU {
 }
 
 // slot finds the slot of ref, or -1.
-func (c *cluster) slot(ref GPURef) int {
+func (c *cluster) slot(ref gpu.Ref) int {
 	s, _ := c.locate(ref)
 	return s
 }
 
 // locate finds the slot of ref and its node, or -1 and -1.
-func (c *cluster) locate(ref GPURef) (int, int32) {
+func (c *cluster) locate(ref gpu.Ref) (int, int32) {
 	ni := c.lastNode
 	if ni < 0 || !sameString(ref.Node, c.lastName) {
 		var ok bool
@@ -478,13 +480,13 @@ func (c *cluster) take(i, k int, out []int32) []int32 {
 }
 
 // ref names the GPU of slot s.
-func (c *cluster) ref(s int32) GPURef {
+func (c *cluster) ref(s int32) gpu.Ref {
 	i := c.slotNode[s]
 	n := &c.nodes[i]
 	if n.dense {
-		return GPURef{Node: c.name(i), Index: int(s - n.first)}
+		return gpu.Ref{Node: c.name(i), Index: int(s - n.first)}
 	}
-	return GPURef{Node: c.name(i), Index: c.gpus(i)[s-n.first].Index}
+	return gpu.Ref{Node: c.name(i), Index: c.gpus(i)[s-n.first].Index}
 }
 
 func resize[T any](s []T, n int) []T {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // TestPassesKeepNothingThatChangesDecisions schedules snapshots that
@@ -20,11 +22,11 @@ func TestPassesKeepNothingThatChangesDecisions(t *testing.T) {
 		return n
 	}
 	dense := func(name string) Node { return node(name, 0, 1, 2, 3) }
-	on := func(name string, idx ...int) []GPURef {
-		var out []GPURef
+	on := func(name string, idx ...int) []gpu.Ref {
+		var out []gpu.Ref
 		for _, i := range idx {
 			// A copy of the name: not the node's own bytes.
-			out = append(out, GPURef{Node: strings.Clone(name), Index: i})
+			out = append(out, gpu.Ref{Node: strings.Clone(name), Index: i})
 		}
 		return out
 	}

@@ -3,6 +3,8 @@ package sched
 import (
 	"slices"
 	"strconv"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // Fair share in the pass (docs/fair-share.md). teamScan gives every job
@@ -566,7 +568,7 @@ func (p *pass) markBorrowed() {
 	})
 	p.order = order
 	if p.startedSharing() {
-		started := make(map[int64][]GPURef, len(p.d.Starts))
+		started := make(map[int64][]gpu.Ref, len(p.d.Starts))
 		for _, st := range p.d.Starts {
 			started[st.JobID] = st.GPUs
 		}

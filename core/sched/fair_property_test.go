@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/usage"
 )
 
@@ -512,8 +513,8 @@ func TestReclaimBound(t *testing.T) {
 // among the jobs running there, once some running job shares; else, and
 // when it names no GPU, the GPUs it asks for.
 func heldAfter(s Snapshot, a after, running func(*Job) bool) map[int64]float64 {
-	on := map[GPURef][]*Job{}
-	placement := func(j *Job) []GPURef {
+	on := map[gpu.Ref][]*Job{}
+	placement := func(j *Job) []gpu.Ref {
 		if st, ok := a.started[j.ID]; ok && st.JobID != 0 {
 			return st.GPUs
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // bytesReader hands out the fuzzer's bytes, then zeros.
@@ -118,7 +120,7 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 				if b%8 < byte(nn) {
 					name = names[b%8]
 				}
-				j.Placement = append(j.Placement, GPURef{Node: name, Index: int(b>>3)%10 - 1})
+				j.Placement = append(j.Placement, gpu.Ref{Node: name, Index: int(b>>3)%10 - 1})
 			}
 		}
 		s.Jobs = append(s.Jobs, j)
@@ -219,7 +221,7 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 				if len(s.Nodes) == 0 {
 					break
 				}
-				rv.GPUs = append(rv.GPUs, GPURef{Node: s.Nodes[int(r.next())%len(s.Nodes)].Name, Index: int(r.next()%10) - 1})
+				rv.GPUs = append(rv.GPUs, gpu.Ref{Node: s.Nodes[int(r.next())%len(s.Nodes)].Name, Index: int(r.next()%10) - 1})
 			}
 			rv.FromS, rv.DueS = r.float(), r.float()
 			s.Reservations = append(s.Reservations, rv)

@@ -3,6 +3,8 @@ package sched
 import (
 	"math/rand/v2"
 	"strconv"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // genOpts shapes a random snapshot.
@@ -31,7 +33,7 @@ func randomSnapshot(rng *rand.Rand, o genOpts) Snapshot {
 		o.thresholds = DefaultThresholds
 	}
 	s := Snapshot{Now: 1e6}
-	free := make([][]GPURef, o.nodes)
+	free := make([][]gpu.Ref, o.nodes)
 	for i := 0; i < o.nodes; i++ {
 		g := o.gpusPerNode
 		if o.mixedNodes {
@@ -40,7 +42,7 @@ func randomSnapshot(rng *rand.Rand, o genOpts) Snapshot {
 		n := Node{Name: "node-" + strconv.Itoa(i), GPUs: make([]GPU, g), Unschedulable: rng.Float64() < o.unschedulable}
 		for k := range n.GPUs {
 			n.GPUs[k] = GPU{Index: k, MemMiB: 81920}
-			free[i] = append(free[i], GPURef{Node: n.Name, Index: k})
+			free[i] = append(free[i], gpu.Ref{Node: n.Name, Index: k})
 		}
 		s.Nodes = append(s.Nodes, n)
 	}
@@ -79,7 +81,7 @@ func randomSnapshot(rng *rand.Rand, o genOpts) Snapshot {
 }
 
 // takeFree takes n free GPUs, the current node first, then the next ones.
-func takeFree(free [][]GPURef, node *int, n int) []GPURef {
+func takeFree(free [][]gpu.Ref, node *int, n int) []gpu.Ref {
 	avail := 0
 	for _, f := range free {
 		avail += len(f)
@@ -87,7 +89,7 @@ func takeFree(free [][]GPURef, node *int, n int) []GPURef {
 	if avail < n {
 		return nil
 	}
-	var out []GPURef
+	var out []gpu.Ref
 	for len(out) < n {
 		f := free[*node]
 		k := min(n-len(out), len(f))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // GPUs change hands only when the job that held them has left them: a
@@ -17,7 +19,7 @@ import (
 // those that need a GPU in held (the GPUs of jobs asked to stop that have
 // not yet exited, by the job that holds each). The kept-back jobs start
 // in a later pass.
-func HandOver(starts []Start, held map[GPURef]int64) (now []Start, waits []Wait) {
+func HandOver(starts []Start, held map[gpu.Ref]int64) (now []Start, waits []Wait) {
 	if len(held) == 0 {
 		return starts, nil
 	}
@@ -33,13 +35,13 @@ func HandOver(starts []Start, held map[GPURef]int64) (now []Start, waits []Wait)
 	return now, waits
 }
 
-func heldGPU(gpus []GPURef, held map[GPURef]int64) (int64, GPURef, bool) {
+func heldGPU(gpus []gpu.Ref, held map[gpu.Ref]int64) (int64, gpu.Ref, bool) {
 	for _, g := range gpus {
 		if by, ok := held[g]; ok {
 			return by, g, true
 		}
 	}
-	return 0, GPURef{}, false
+	return 0, gpu.Ref{}, false
 }
 
 // Promises are the starts HandOver kept back, by job: the GPUs the
@@ -57,13 +59,13 @@ type Promises map[int64]Promise
 
 // Promise is the kept-back start of one job.
 type Promise struct {
-	GPUs    []GPURef
+	GPUs    []gpu.Ref
 	Victims []int64 // the jobs whose runs held some of GPUs, ascending
 }
 
 // Keep records a promise for each start that HandOver kept back (waits),
 // with held as given to HandOver.
-func (ps Promises) Keep(starts []Start, waits []Wait, held map[GPURef]int64) {
+func (ps Promises) Keep(starts []Start, waits []Wait, held map[gpu.Ref]int64) {
 	for _, w := range waits {
 		for _, st := range starts {
 			if st.JobID != w.JobID {
@@ -86,7 +88,7 @@ func (ps Promises) Keep(starts []Start, waits []Wait, held map[GPURef]int64) {
 // not all left (stopping tells of a job whether it still holds its GPUs).
 // It returns the starts to make now and a wait for each one kept back.
 func (ps Promises) Hold(starts []Start, waiting, stopping func(id int64) bool) (now []Start, kept []Wait) {
-	to := make(map[GPURef]int64)
+	to := make(map[gpu.Ref]int64)
 	for _, id := range slices.Sorted(maps.Keys(ps)) {
 		p := ps[id]
 		if !waiting(id) {
@@ -105,7 +107,7 @@ func (ps Promises) Hold(starts []Start, waiting, stopping func(id int64) bool) (
 	}
 	for _, s := range starts {
 		var by int64
-		var gpu GPURef
+		var gpu gpu.Ref
 		for _, g := range s.GPUs {
 			if b, ok := to[g]; ok && b != s.JobID {
 				by, gpu = b, g

@@ -4,20 +4,22 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 func TestHandOver(t *testing.T) {
-	g := func(node string, i int) GPURef { return GPURef{Node: node, Index: i} }
-	starts := []Start{{JobID: 1, GPUs: []GPURef{g("a", 0)}}, {JobID: 2, GPUs: []GPURef{g("a", 1), g("b", 0)}}, {JobID: 3}}
+	g := func(node string, i int) gpu.Ref { return gpu.Ref{Node: node, Index: i} }
+	starts := []Start{{JobID: 1, GPUs: []gpu.Ref{g("a", 0)}}, {JobID: 2, GPUs: []gpu.Ref{g("a", 1), g("b", 0)}}, {JobID: 3}}
 	tests := []struct {
 		name string
-		held map[GPURef]int64
+		held map[gpu.Ref]int64
 		now  []int64
 		wait string // part of job 2's reason; empty: no wait
 	}{
 		{"nothing held", nil, []int64{1, 2, 3}, ""},
-		{"one GPU of a gang held", map[GPURef]int64{g("b", 0): 9}, []int64{1, 3}, "job 9 has released b:0"},
-		{"held elsewhere", map[GPURef]int64{g("c", 0): 9}, []int64{1, 2, 3}, ""},
+		{"one GPU of a gang held", map[gpu.Ref]int64{g("b", 0): 9}, []int64{1, 3}, "job 9 has released b:0"},
+		{"held elsewhere", map[gpu.Ref]int64{g("c", 0): 9}, []int64{1, 2, 3}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,9 +47,9 @@ func TestHandOver(t *testing.T) {
 // held by jobs 3 and 4 while they stop; job 7, placed on n0:1 meanwhile,
 // is kept back; once 3 and 4 have left, 9's start is due as decided.
 func TestPromises(t *testing.T) {
-	g0, g1, g2 := GPURef{Node: "n0", Index: 0}, GPURef{Node: "n0", Index: 1}, GPURef{Node: "n0", Index: 2}
-	held := map[GPURef]int64{g0: 4, g1: 3}
-	starts := []Start{{JobID: 9, GPUs: []GPURef{g0, g1}}, {JobID: 8, GPUs: []GPURef{g2}}}
+	g0, g1, g2 := gpu.Ref{Node: "n0", Index: 0}, gpu.Ref{Node: "n0", Index: 1}, gpu.Ref{Node: "n0", Index: 2}
+	held := map[gpu.Ref]int64{g0: 4, g1: 3}
+	starts := []Start{{JobID: 9, GPUs: []gpu.Ref{g0, g1}}, {JobID: 8, GPUs: []gpu.Ref{g2}}}
 	now, waits := HandOver(starts, held)
 	ps := Promises{}
 	ps.Keep(starts, waits, held)
@@ -65,8 +67,8 @@ func TestPromises(t *testing.T) {
 		wantKept []int64
 		wantDue  []int64
 	}{
-		{"another job's start on a promised GPU is kept back", nil, []Start{{JobID: 7, GPUs: []GPURef{g1}}, {JobID: 6, GPUs: []GPURef{g2}}}, []int64{6}, []int64{7}, nil},
-		{"the first victim out frees nothing for others", []int64{3}, []Start{{JobID: 7, GPUs: []GPURef{g1}}}, nil, []int64{7}, nil},
+		{"another job's start on a promised GPU is kept back", nil, []Start{{JobID: 7, GPUs: []gpu.Ref{g1}}, {JobID: 6, GPUs: []gpu.Ref{g2}}}, []int64{6}, []int64{7}, nil},
+		{"the first victim out frees nothing for others", []int64{3}, []Start{{JobID: 7, GPUs: []gpu.Ref{g1}}}, nil, []int64{7}, nil},
 		{"once both have left, the start is due as decided", []int64{4}, nil, nil, nil, []int64{9}},
 	}
 	for _, tc := range tests {
@@ -101,7 +103,7 @@ func TestPromises(t *testing.T) {
 	ps[5] = ps[9]
 	delete(ps, 9)
 	stopping[3] = true
-	if now, _ := ps.Hold([]Start{{JobID: 7, GPUs: []GPURef{g1}}}, waiting, isStopping); len(now) != 1 || len(ps) != 0 {
+	if now, _ := ps.Hold([]Start{{JobID: 7, GPUs: []gpu.Ref{g1}}}, waiting, isStopping); len(now) != 1 || len(ps) != 0 {
 		t.Errorf("now %v, promises %+v: a promise to a job that no longer waits must not keep GPUs", now, ps)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/usage"
 )
 
@@ -17,7 +18,7 @@ const maxGuarantee = 1 << 40
 
 // heldScratch is heldGPUs's reused memory.
 type heldScratch struct {
-	on     map[GPURef][]int32
+	on     map[gpu.Ref][]int32
 	claims []usage.Claim
 	shares []float64
 	sum    []float64
@@ -31,11 +32,11 @@ type heldScratch struct {
 // the placements of the jobs started in the pass (by job ID), which then
 // count as running: so the jobs marked borrowed after the pass are those
 // the portal counts beyond their team's guarantee.
-func (p *pass) heldGPUs(started map[int64][]GPURef) {
+func (p *pass) heldGPUs(started map[int64][]gpu.Ref) {
 	jobs := p.s.Jobs
 	h := &p.heldTmp
 	p.jheld = resize(p.jheld, len(jobs))
-	placement := func(i int) ([]GPURef, bool) {
+	placement := func(i int) ([]gpu.Ref, bool) {
 		switch p.outcome[i] {
 		case outRunning:
 			return jobs[i].Placement, true
@@ -46,7 +47,7 @@ func (p *pass) heldGPUs(started map[int64][]GPURef) {
 		return nil, false
 	}
 	if h.on == nil {
-		h.on = map[GPURef][]int32{}
+		h.on = map[gpu.Ref][]int32{}
 	}
 	for g, js := range h.on {
 		h.on[g] = js[:0]

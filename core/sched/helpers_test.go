@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // node returns a node of n GPUs, indexed from 0.
@@ -25,10 +27,10 @@ func nodes(sizes ...int) []Node {
 }
 
 // on names GPUs of one node.
-func on(nodeName string, idx ...int) []GPURef {
-	out := make([]GPURef, len(idx))
+func on(nodeName string, idx ...int) []gpu.Ref {
+	out := make([]gpu.Ref, len(idx))
 	for i, k := range idx {
-		out[i] = GPURef{Node: nodeName, Index: k}
+		out[i] = gpu.Ref{Node: nodeName, Index: k}
 	}
 	return out
 }
@@ -52,7 +54,7 @@ func pend(id int64, gpus int, submit float64, opts ...func(*Job)) Job {
 }
 
 // run is a running job holding placement.
-func run(id int64, submit float64, placement []GPURef, opts ...func(*Job)) Job {
+func run(id int64, submit float64, placement []gpu.Ref, opts ...func(*Job)) Job {
 	j := pend(id, len(placement), submit, opts...)
 	j.State, j.Placement = Running, placement
 	return j

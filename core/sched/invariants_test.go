@@ -3,6 +3,8 @@ package sched
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // after is the cluster as the decisions leave it.
@@ -10,15 +12,15 @@ type after struct {
 	jobs     map[int64]*Job
 	started  map[int64]Start
 	preempt  map[int64]Preempt
-	held     map[GPURef]int64 // GPU -> job holding it after the pass
-	capacity int              // GPUs on schedulable nodes
-	free     map[string]int   // free GPUs per schedulable node (nodes mode)
+	held     map[gpu.Ref]int64 // GPU -> job holding it after the pass
+	capacity int               // GPUs on schedulable nodes
+	free     map[string]int    // free GPUs per schedulable node (nodes mode)
 	freeAll  int
 }
 
 // gpuIndex tells which GPUs exist: the first node of each name.
-func gpuIndex(s Snapshot) (exists map[GPURef]bool, sched map[string]bool) {
-	exists, sched = map[GPURef]bool{}, map[string]bool{}
+func gpuIndex(s Snapshot) (exists map[gpu.Ref]bool, sched map[string]bool) {
+	exists, sched = map[gpu.Ref]bool{}, map[string]bool{}
 	seen := map[string]bool{}
 	for _, n := range s.Nodes {
 		if seen[n.Name] {
@@ -27,7 +29,7 @@ func gpuIndex(s Snapshot) (exists map[GPURef]bool, sched map[string]bool) {
 		seen[n.Name] = true
 		sched[n.Name] = !n.Unschedulable
 		for _, g := range n.GPUs {
-			exists[GPURef{Node: n.Name, Index: g.Index}] = true
+			exists[gpu.Ref{Node: n.Name, Index: g.Index}] = true
 		}
 	}
 	return exists, sched
@@ -37,7 +39,7 @@ func gpuIndex(s Snapshot) (exists map[GPURef]bool, sched map[string]bool) {
 // over s under cfg. It holds for any snapshot with unique job IDs.
 func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a after) {
 	bad := func(f string, args ...any) { problems = append(problems, fmt.Sprintf(f, args...)) }
-	a = after{jobs: map[int64]*Job{}, started: map[int64]Start{}, preempt: map[int64]Preempt{}, held: map[GPURef]int64{}}
+	a = after{jobs: map[int64]*Job{}, started: map[int64]Start{}, preempt: map[int64]Preempt{}, held: map[gpu.Ref]int64{}}
 	for i := range s.Jobs {
 		a.jobs[s.Jobs[i].ID] = &s.Jobs[i]
 	}
@@ -116,7 +118,7 @@ func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a a
 		a.capacity += len(n.GPUs)
 		f := 0
 		for _, g := range n.GPUs {
-			if _, busy := a.held[GPURef{Node: n.Name, Index: g.Index}]; !busy {
+			if _, busy := a.held[gpu.Ref{Node: n.Name, Index: g.Index}]; !busy {
 				f++
 			}
 		}

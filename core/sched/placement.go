@@ -3,6 +3,8 @@ package sched
 import (
 	"math"
 	"slices"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // rule is what placement demands of one job in one pass.
@@ -141,7 +143,7 @@ func (c *cluster) fitsReclaiming(r rule) bool {
 // nodes stay free for large jobs. A larger job takes whole nodes (the
 // emptiest first, or the smallest blocks first when it may spread) until
 // the rest fits on one node, which again is the best fit.
-func (c *cluster) place(r rule) []GPURef {
+func (c *cluster) place(r rule) []gpu.Ref {
 	c.taken = c.taken[:0]
 	rem := r.n
 	for rem > 0 {
@@ -160,7 +162,7 @@ func (c *cluster) place(r rule) []GPURef {
 		rem -= k
 	}
 	slices.Sort(c.taken) // in node order, then GPU order
-	out := make([]GPURef, len(c.taken))
+	out := make([]gpu.Ref, len(c.taken))
 	for i, s := range c.taken {
 		out[i] = c.ref(s)
 	}

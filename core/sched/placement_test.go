@@ -3,6 +3,8 @@ package sched
 import (
 	"slices"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // busy returns a running job (ID 100+) holding GPUs from..to-1 of a node.
@@ -20,7 +22,7 @@ type placementCase struct {
 	busy  []Job
 	job   Job
 	// want is the start's GPUs; nil means the job must wait with cause.
-	want  []GPURef
+	want  []gpu.Ref
 	cause WaitCause
 }
 
@@ -107,7 +109,7 @@ func TestPlacement(t *testing.T) {
 		nodes: nodes(8, 8),
 		busy:  []Job{busy(100, "node-0", 0, 4), busy(101, "node-1", 0, 4)},
 		job:   pend(1, 8, 0, model("vgg16")),
-		want:  []GPURef{},
+		want:  []gpu.Ref{},
 	}, {
 		name:  "count mode still counts only schedulable nodes",
 		cfg:   Config{Placement: PlaceCount},

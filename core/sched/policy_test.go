@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // policyCase is a hand-made scenario and the decisions derived by hand.
@@ -101,7 +103,7 @@ func TestFJF(t *testing.T) {
 		starts: []int64{3},
 		waits:  map[int64]WaitCause{2: WaitCapacity},
 		check: func(t *testing.T, d Decisions) {
-			if s, _ := startOf(d, 3); len(s.GPUs) != 2 || s.GPUs[0] != (GPURef{Node: "node-0", Index: 4}) || s.GPUs[1] != (GPURef{Node: "node-0", Index: 5}) {
+			if s, _ := startOf(d, 3); len(s.GPUs) != 2 || s.GPUs[0] != (gpu.Ref{Node: "node-0", Index: 4}) || s.GPUs[1] != (gpu.Ref{Node: "node-0", Index: 5}) {
 				t.Errorf("job 3 on %v, want node-0 GPUs 4 and 5", s.GPUs)
 			}
 		},

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // Reservations and backfill (EASY backfilling; docs/scheduling.md,
@@ -67,7 +69,7 @@ type Reservation struct {
 	JobID int64
 	// GPUs are the GPUs reserved, in node then index order; nil in
 	// count placement, which names no GPUs.
-	GPUs []GPURef
+	GPUs []gpu.Ref
 	// Count is how many GPUs are reserved: the job's.
 	Count int
 	// FromS is when the GPUs are expected to be free, on the snapshot's
@@ -1262,7 +1264,7 @@ func (p *pass) startReserved(e *entry, slots []int32) {
 	if p.sh.on {
 		p.shareStarted(e.job, slots)
 	}
-	gpus := make([]GPURef, len(slots))
+	gpus := make([]gpu.Ref, len(slots))
 	for i, s := range slots {
 		gpus[i] = cl.ref(s)
 	}
@@ -1440,9 +1442,9 @@ func (p *pass) addReservation(e *entry, slots []int32, n int, from, due float64)
 	p.rsv = append(p.rsv, rsvState{job: e.job, ent: *e, n: n, from: from, due: due, deadline: due + p.boundOf(&p.s.Jobs[e.job]), starts: len(p.d.Starts)})
 	rk := &p.rsv[k]
 	rk.slots = slots
-	var gpus []GPURef
+	var gpus []gpu.Ref
 	if slots != nil {
-		gpus = make([]GPURef, len(slots))
+		gpus = make([]gpu.Ref, len(slots))
 		for i, s := range slots {
 			gpus[i] = p.cl.ref(s)
 			p.rsvOwner[s] = k

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // limit sets a job's declared time limit.
@@ -509,7 +511,7 @@ func reservationProblems(sc *Scheduler, s Snapshot) []string {
 	for _, st := range d.Starts {
 		started[st.JobID] = true
 	}
-	taken := map[GPURef]int64{}
+	taken := map[gpu.Ref]int64{}
 	for k, r := range d.Reservations {
 		j := jobs[r.JobID]
 		switch {
@@ -930,7 +932,7 @@ func TestReservationSharedGPU(t *testing.T) {
 	s.Jobs = append(s.Jobs, pend(12, 1, 900, sh))
 	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300}
 	d := mustNew(t, cfg).Schedule(s)
-	if st, ok := startOf(d, 12); ok && slices.Contains(st.GPUs, GPURef{Node: "node-0", Index: 7}) {
+	if st, ok := startOf(d, 12); ok && slices.Contains(st.GPUs, gpu.Ref{Node: "node-0", Index: 7}) {
 		t.Errorf("the sharing job joins the reserved shared GPU: %+v", st)
 	}
 	if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {

@@ -25,11 +25,6 @@ import (
 	"github.com/gpuportal/gpuportal/core/synergy"
 )
 
-// GPURef names one GPU: the node it sits on and its index on that node.
-// It is the core's one GPU type, gpu.Ref, by the name the scheduler's
-// placements have always used.
-type GPURef = gpu.Ref
-
 // GPU is one device of a node.
 type GPU struct {
 	Index  int
@@ -79,7 +74,7 @@ type Job struct {
 	GPUMemMiB  int64 // memory needed on each GPU; 0 when unknown
 	SubmitTime float64
 	State      State
-	Placement  []GPURef // the GPUs held while Running
+	Placement  []gpu.Ref // the GPUs held while Running
 
 	// ExecutedS is the time the job has run so far, over all its runs.
 	ExecutedS float64
@@ -229,7 +224,7 @@ type Snapshot struct {
 // borrowed GPUs.
 type Start struct {
 	JobID int64
-	GPUs  []GPURef
+	GPUs  []gpu.Ref
 }
 
 // Preempt asks the caller to stop a running job and put it back in the queue.

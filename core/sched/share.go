@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 )
@@ -272,7 +273,7 @@ func (p *pass) tryJoin(next *entry) bool {
 			p.lendCheck(p.jteam[e.job])
 		}
 	}
-	p.d.Starts = append(p.d.Starts, Start{JobID: e.id, GPUs: []GPURef{p.cl.ref(st.slot)}})
+	p.d.Starts = append(p.d.Starts, Start{JobID: e.id, GPUs: []gpu.Ref{p.cl.ref(st.slot)}})
 	p.startJob = append(p.startJob, e.job)
 	p.outcome[e.job] = outStarted
 	return true

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // TestSharingProperties applies the decisions of every pass to a small
@@ -124,7 +126,7 @@ func applyDecisions(jobs []Job, d Decisions, now float64) []Job {
 // GPU are all sharing jobs, on a GPU of known memory, and meet the safety
 // condition. It also returns how many GPUs hold several jobs.
 func gpuSharingProblems(ns []Node, jobs []Job) ([]string, int) {
-	on := map[GPURef][]*Job{}
+	on := map[gpu.Ref][]*Job{}
 	for i := range jobs {
 		for _, g := range jobs[i].Placement {
 			on[g] = append(on[g], &jobs[i])
@@ -134,7 +136,7 @@ func gpuSharingProblems(ns []Node, jobs []Job) ([]string, int) {
 	shared := 0
 	for _, n := range ns {
 		for _, g := range n.GPUs {
-			ref := GPURef{Node: n.Name, Index: g.Index}
+			ref := gpu.Ref{Node: n.Name, Index: g.Index}
 			js := on[ref]
 			if len(js) < 2 {
 				continue

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // shareMiB is the memory of the GPUs in the sharing tests: 16 GiB.
@@ -35,7 +37,7 @@ func byUser(u string) func(*Job) { return func(j *Job) { j.User = u } }
 
 // TestCoLocation: where a sharing job starts, and where whole-GPU jobs do.
 func TestCoLocation(t *testing.T) {
-	n0 := func(idx ...int) []GPURef { return on("node-0", idx...) }
+	n0 := func(idx ...int) []gpu.Ref { return on("node-0", idx...) }
 	cases := []struct {
 		name     string
 		policy   string
@@ -43,7 +45,7 @@ func TestCoLocation(t *testing.T) {
 		nodes    []Node
 		jobs     []Job
 		teams    []Team
-		starts   map[int64][]GPURef // exactly these start
+		starts   map[int64][]gpu.Ref // exactly these start
 		preempts []int64
 		wait     map[int64]string // job -> substring of its reason
 	}{
@@ -53,7 +55,7 @@ func TestCoLocation(t *testing.T) {
 				run(1, 0, n0(0), shares(2000, 6000)),
 				pend(2, 1, 10, shares(1000, 4000)),
 			},
-			starts: map[int64][]GPURef{2: n0(1)},
+			starts: map[int64][]gpu.Ref{2: n0(1)},
 		},
 		{
 			name: "fullest-first: joins a shared GPU rather than an empty one", policy: "fjf", nodes: shareNodes(2),
@@ -62,7 +64,7 @@ func TestCoLocation(t *testing.T) {
 				run(1, 0, n0(0), shares(2000, 6000)),
 				pend(2, 1, 10, shares(1000, 4000)),
 			},
-			starts: map[int64][]GPURef{2: n0(0)},
+			starts: map[int64][]gpu.Ref{2: n0(0)},
 		},
 		{
 			name: "free-first: joins a shared GPU when no GPU is free", policy: "fjf", nodes: shareNodes(2),
@@ -71,7 +73,7 @@ func TestCoLocation(t *testing.T) {
 				run(2, 0, n0(1)),
 				pend(3, 1, 10, shares(1000, 4000)),
 			},
-			starts: map[int64][]GPURef{3: n0(0)},
+			starts: map[int64][]gpu.Ref{3: n0(0)},
 		},
 		{
 			// Two GPUs free, and job 4 (after it in the order) needs both:
@@ -82,7 +84,7 @@ func TestCoLocation(t *testing.T) {
 				pend(3, 1, 10, shares(1000, 4000)),
 				pend(4, 2, 20),
 			},
-			starts: map[int64][]GPURef{3: n0(0), 4: n0(1, 2)},
+			starts: map[int64][]gpu.Ref{3: n0(0), 4: n0(1, 2)},
 		},
 		{
 			// Job 3 (first in the order) needs 3 GPUs and waits: the free
@@ -94,7 +96,7 @@ func TestCoLocation(t *testing.T) {
 				pend(3, 3, 10),
 				pend(4, 1, 20, shares(1000, 4000)),
 			},
-			starts: map[int64][]GPURef{4: n0(0)},
+			starts: map[int64][]gpu.Ref{4: n0(0)},
 			wait:   map[int64]string{3: "needs 3 GPUs"},
 		},
 		{
@@ -105,7 +107,7 @@ func TestCoLocation(t *testing.T) {
 				pend(3, 1, 10, shares(1000, 4000)),
 				pend(4, 1, 20),
 			},
-			starts: map[int64][]GPURef{3: n0(1), 4: n0(2)},
+			starts: map[int64][]gpu.Ref{3: n0(1), 4: n0(2)},
 		},
 		{
 			name: "free-first: a whole-GPU job too large for the cluster keeps no GPU", policy: "fjf", nodes: shareNodes(2),
@@ -114,7 +116,7 @@ func TestCoLocation(t *testing.T) {
 				pend(3, 1, 10, shares(1000, 4000)),
 				pend(4, 3, 20),
 			},
-			starts: map[int64][]GPURef{3: n0(1)},
+			starts: map[int64][]gpu.Ref{3: n0(1)},
 			wait:   map[int64]string{4: "3 GPUs"},
 		},
 		{
@@ -125,7 +127,7 @@ func TestCoLocation(t *testing.T) {
 				pend(3, 1, 10, shares(1000, 4000)),
 				pend(4, 2, 20, shares(1000, 1000)),
 			},
-			starts: map[int64][]GPURef{3: n0(0), 4: n0(1, 2)},
+			starts: map[int64][]gpu.Ref{3: n0(0), 4: n0(1, 2)},
 		},
 		{
 			name: "free-first: no room on the shared GPU: takes a free one though whole-GPU jobs wait", policy: "fjf", nodes: shareNodes(3),
@@ -134,7 +136,7 @@ func TestCoLocation(t *testing.T) {
 				pend(3, 1, 10, shares(1000, 4000)),
 				pend(4, 2, 20),
 			},
-			starts: map[int64][]GPURef{3: n0(1)},
+			starts: map[int64][]gpu.Ref{3: n0(1)},
 			wait:   map[int64]string{4: "needs 2 GPUs"},
 		},
 		{
@@ -144,7 +146,7 @@ func TestCoLocation(t *testing.T) {
 				run(2, 0, n0(1), shares(2000, 9000)),
 				pend(3, 1, 10, shares(1000, 3000)),
 			},
-			starts: map[int64][]GPURef{3: n0(1)},
+			starts: map[int64][]gpu.Ref{3: n0(1)},
 		},
 		{
 			name: "safety condition met exactly: joins", policy: "fjf", nodes: shareNodes(1),
@@ -153,7 +155,7 @@ func TestCoLocation(t *testing.T) {
 				run(1, 0, n0(0), shares(2000, 11384)),
 				pend(2, 1, 10, shares(3000, 11000)),
 			},
-			starts: map[int64][]GPURef{2: n0(0)},
+			starts: map[int64][]gpu.Ref{2: n0(0)},
 		},
 		{
 			name: "safety condition missed by 1 MiB: takes an empty GPU", policy: "fjf", nodes: shareNodes(2),
@@ -162,7 +164,7 @@ func TestCoLocation(t *testing.T) {
 				run(1, 0, n0(0), shares(2000, 11384)),
 				pend(2, 1, 10, shares(3001, 11000)),
 			},
-			starts: map[int64][]GPURef{2: n0(1)},
+			starts: map[int64][]gpu.Ref{2: n0(1)},
 		},
 		{
 			name: "a job started in the pass is joined by a later one", policy: "fjf", nodes: shareNodes(2),
@@ -171,7 +173,7 @@ func TestCoLocation(t *testing.T) {
 				pend(2, 1, 10, shares(1000, 5000)),
 				pend(3, 1, 20, shares(1000, 4000)),
 			},
-			starts: map[int64][]GPURef{2: n0(1), 3: n0(1)},
+			starts: map[int64][]gpu.Ref{2: n0(1), 3: n0(1)},
 		},
 		{
 			name: "never joins a GPU a whole-GPU job holds", policy: "fjf", nodes: shareNodes(2),
@@ -179,7 +181,7 @@ func TestCoLocation(t *testing.T) {
 				run(1, 0, n0(0)),
 				pend(2, 1, 10, shares(1000, 1000)),
 			},
-			starts: map[int64][]GPURef{2: n0(1)},
+			starts: map[int64][]gpu.Ref{2: n0(1)},
 		},
 		{
 			name: "a whole-GPU job never lands on a shared GPU", policy: "fjf", nodes: shareNodes(2),
@@ -189,7 +191,7 @@ func TestCoLocation(t *testing.T) {
 				pend(3, 1, 10),
 				pend(4, 1, 20, shares(1000, 1000)),
 			},
-			starts: map[int64][]GPURef{4: n0(0)},
+			starts: map[int64][]gpu.Ref{4: n0(0)},
 			wait:   map[int64]string{3: "needs 1 GPU; 0 free"},
 		},
 		{
@@ -198,7 +200,7 @@ func TestCoLocation(t *testing.T) {
 				run(1, 0, n0(0), shares(1000, 1000)),
 				pend(2, 2, 10, shares(1000, 1000)),
 			},
-			starts: map[int64][]GPURef{2: n0(1, 2)},
+			starts: map[int64][]gpu.Ref{2: n0(1, 2)},
 		},
 		{
 			name: "a sharing job without an estimate is exclusive", policy: "fjf", nodes: shareNodes(2),
@@ -206,7 +208,7 @@ func TestCoLocation(t *testing.T) {
 				run(1, 0, n0(0), shares(1000, 1000)),
 				pend(2, 1, 10, shares(0, 0)),
 			},
-			starts: map[int64][]GPURef{2: n0(1)},
+			starts: map[int64][]gpu.Ref{2: n0(1)},
 		},
 		{
 			name: "no room anywhere: the wait names the memory", policy: "fjf", nodes: shareNodes(2),
@@ -235,7 +237,7 @@ func TestCoLocation(t *testing.T) {
 				pend(2, 1, 10, shares(1000, 1000), byUser("ann")),
 				pend(3, 1, 20, shares(1000, 1000), byUser("bob")),
 			},
-			starts: map[int64][]GPURef{3: n0(0)},
+			starts: map[int64][]gpu.Ref{3: n0(0)},
 			wait:   map[int64]string{2: "ann"},
 		},
 		{
@@ -250,7 +252,7 @@ func TestCoLocation(t *testing.T) {
 				pend(2, 1, 10, shares(1000, 1000)),
 				pend(3, 1, 20),
 			},
-			starts:   map[int64][]GPURef{2: n0(0), 3: n0(1)},
+			starts:   map[int64][]gpu.Ref{2: n0(0), 3: n0(1)},
 			preempts: []int64{4},
 		},
 		{
@@ -259,7 +261,7 @@ func TestCoLocation(t *testing.T) {
 				run(1, 0, n0(0), shares(1000, 1000)),
 				pend(2, 1, 10, shares(1000, 1000)),
 			},
-			starts: map[int64][]GPURef{2: nil},
+			starts: map[int64][]gpu.Ref{2: nil},
 		},
 	}
 	for _, c := range cases {
@@ -277,7 +279,7 @@ func TestCoLocation(t *testing.T) {
 			if p := shareProblems(s, d); len(p) > 0 {
 				t.Fatal(joinProblems(p))
 			}
-			got := map[int64][]GPURef{}
+			got := map[int64][]gpu.Ref{}
 			for _, st := range d.Starts {
 				got[st.JobID] = st.GPUs
 			}
@@ -321,7 +323,7 @@ func TestCoLocation(t *testing.T) {
 // sharing) are only checked for starts on them.
 func shareProblems(s Snapshot, d Decisions) []string {
 	var out []string
-	capOf := map[GPURef]int64{}
+	capOf := map[gpu.Ref]int64{}
 	seen := map[string]bool{}
 	for _, n := range s.Nodes {
 		if seen[n.Name] {
@@ -329,8 +331,8 @@ func shareProblems(s Snapshot, d Decisions) []string {
 		}
 		seen[n.Name] = true
 		for _, g := range n.GPUs {
-			if _, dup := capOf[GPURef{Node: n.Name, Index: g.Index}]; !dup {
-				capOf[GPURef{Node: n.Name, Index: g.Index}] = g.MemMiB
+			if _, dup := capOf[gpu.Ref{Node: n.Name, Index: g.Index}]; !dup {
+				capOf[gpu.Ref{Node: n.Name, Index: g.Index}] = g.MemMiB
 			}
 		}
 	}
@@ -342,7 +344,7 @@ func shareProblems(s Snapshot, d Decisions) []string {
 	for _, p := range d.Preempts {
 		preempted[p.JobID] = true
 	}
-	holders := map[GPURef][]int64{}
+	holders := map[gpu.Ref][]int64{}
 	for _, j := range s.Jobs {
 		if j.State == Running && !preempted[j.ID] {
 			for _, g := range j.Placement {
@@ -350,7 +352,7 @@ func shareProblems(s Snapshot, d Decisions) []string {
 			}
 		}
 	}
-	startedOn := map[GPURef][]int64{}
+	startedOn := map[gpu.Ref][]int64{}
 	for _, st := range d.Starts {
 		for _, g := range st.GPUs {
 			holders[g] = append(holders[g], st.JobID)

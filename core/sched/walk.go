@@ -1,6 +1,10 @@
 package sched
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
+)
 
 // walk goes down the priority order once. A pending job starts if it fits
 // the free GPUs, or, under a preemptive policy, if it fits once running
@@ -335,7 +339,7 @@ func (p *pass) keep(r *runJob) {
 
 // start places a pending job that fits.
 func (p *pass) start(e *entry, r rule) {
-	var gpus []GPURef
+	var gpus []gpu.Ref
 	if p.count {
 		p.cl.free -= r.n
 	} else {
@@ -348,7 +352,7 @@ func (p *pass) start(e *entry, r rule) {
 }
 
 // begin records the start of pending entry e on gpus, which it has taken.
-func (p *pass) begin(e *entry, gpus []GPURef) {
+func (p *pass) begin(e *entry, gpus []gpu.Ref) {
 	if p.teams {
 		p.teamStart(e.job, +1)
 		if p.fair {

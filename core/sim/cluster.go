@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/trace"
 )
@@ -11,12 +12,12 @@ import (
 // a pool that tracks which GPUs are held.
 func buildCluster(nodes []trace.Node) ([]sched.Node, gpuPool) {
 	out := make([]sched.Node, 0, len(nodes))
-	pool := gpuPool{index: map[sched.GPURef]int{}}
+	pool := gpuPool{index: map[gpu.Ref]int{}}
 	for _, n := range nodes {
 		sn := sched.Node{Name: n.Name, CPUs: int(n.CPUMilli / 1000), MemMiB: n.MemMiB}
 		for g := range n.GPUs {
 			sn.GPUs = append(sn.GPUs, sched.GPU{Index: g, MemMiB: n.GPUMemMiB})
-			pool.index[sched.GPURef{Node: n.Name, Index: g}] = len(pool.held)
+			pool.index[gpu.Ref{Node: n.Name, Index: g}] = len(pool.held)
 			pool.held = append(pool.held, 0)
 			pool.shared = append(pool.shared, false)
 		}
@@ -32,14 +33,14 @@ func buildCluster(nodes []trace.Node) ([]sched.Node, gpuPool) {
 // named GPUs (the scheduler's counting mode) is checked by count only.
 type gpuPool struct {
 	total, free int
-	index       map[sched.GPURef]int
+	index       map[gpu.Ref]int
 	held        []int32 // jobs on each GPU
 	shared      []bool  // its jobs share it
 }
 
 // take reserves n GPUs: the named ones, or any n when none are named. A
 // sharing job may take a GPU that only sharing jobs hold.
-func (p *gpuPool) take(n int, named []sched.GPURef, sharing bool) error {
+func (p *gpuPool) take(n int, named []gpu.Ref, sharing bool) error {
 	if len(named) == 0 {
 		if n > p.free {
 			return fmt.Errorf("needs %d GPUs; %d are free", n, p.free)
@@ -72,7 +73,7 @@ func (p *gpuPool) take(n int, named []sched.GPURef, sharing bool) error {
 }
 
 // undo releases named GPUs taken by a take that then failed.
-func (p *gpuPool) undo(named []sched.GPURef) {
+func (p *gpuPool) undo(named []gpu.Ref) {
 	for _, g := range named {
 		p.held[p.index[g]]--
 	}
@@ -80,7 +81,7 @@ func (p *gpuPool) undo(named []sched.GPURef) {
 
 // release returns n GPUs, the named ones when named; a shared GPU is free
 // once its last job leaves.
-func (p *gpuPool) release(n int, named []sched.GPURef) {
+func (p *gpuPool) release(n int, named []gpu.Ref) {
 	if len(named) == 0 {
 		p.free += n
 		return

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/sim/synergysim"
 )
@@ -114,7 +115,7 @@ func (c *cpuState) advance(t float64, running []*job) {
 }
 
 // place records that j now runs on its GPUs' nodes, or no longer does.
-func (c *cpuState) place(j *job, gpus []sched.GPURef, on bool) {
+func (c *cpuState) place(j *job, gpus []gpu.Ref, on bool) {
 	seen := ""
 	for _, g := range gpus {
 		if g.Node == seen {

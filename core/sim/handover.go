@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 )
 
@@ -21,7 +22,7 @@ import (
 
 // release is a preempted job's hold on its GPUs.
 type release struct {
-	gpus  []sched.GPURef // nil in count mode
+	gpus  []gpu.Ref // nil in count mode
 	n     int
 	job   int64
 	at    float64 // when the GPUs are free again
@@ -74,7 +75,7 @@ func (s *simulator) handOver(starts []sched.Start) []sched.Start {
 	if len(s.releases) == 0 {
 		return starts
 	}
-	held := make(map[sched.GPURef]int64)
+	held := make(map[gpu.Ref]int64)
 	heldN := 0
 	first := math.Inf(1)
 	for _, r := range s.releases {

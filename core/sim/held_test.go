@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/accounting"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -18,7 +19,7 @@ import (
 // scheduler saw at each pass.
 type runsObserver struct {
 	start, end map[int64]float64
-	gpu        map[int64]sched.GPURef
+	gpu        map[int64]gpu.Ref
 	seen       []seenService
 }
 
@@ -54,7 +55,7 @@ func TestSharedAttainedAgreesWithAccounting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &runsObserver{start: map[int64]float64{}, end: map[int64]float64{}, gpu: map[int64]sched.GPURef{}}
+	o := &runsObserver{start: map[int64]float64{}, end: map[int64]float64{}, gpu: map[int64]gpu.Ref{}}
 	cfg := Config{Sched: sched.Config{Policy: "fifo", OmitWaits: true}, Nodes: nodes, Sharing: salussim.SharingSalus,
 		LanePolicy: lanes.Fair, Observer: o}
 	s, err := newSimulator(jobs, cfg)

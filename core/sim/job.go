@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/core/trace"
@@ -25,7 +26,7 @@ type job struct {
 	run      int     // runs so far; a completion event carries the run it ends
 	runIdx   int     // index in the running list while running
 	runStart float64 // when the current run began
-	gpus     []sched.GPURef
+	gpus     []gpu.Ref
 
 	// At runStart, or now when not running:
 	executed float64 // seconds run, restores included (ExecutedS)

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/usage"
 )
@@ -116,7 +117,7 @@ func (s *simulator) leave(j *job) {
 }
 
 // started starts j on gpus, which it has taken.
-func (s *simulator) started(j *job, gpus []sched.GPURef) error {
+func (s *simulator) started(j *job, gpus []gpu.Ref) error {
 	s.startRun(j, gpus)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Started(j.tj.ID, s.now)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/salussim"
@@ -29,13 +30,13 @@ import (
 
 // shareState is the simulator's sharing state; nil under SharingNone.
 type shareState struct {
-	memMiB int64                      // the GPU memory estimates are shares of
-	policy lanes.Policy               // who runs next in a lane
-	gpus   map[sched.GPURef]*shareGPU // GPUs hosting sharing jobs
-	seq    int                        // admissions so far: pack's order
-	jobs   int                        // sharing jobs
-	joins  int                        // starts on a GPU that already hosted a job
-	most   int                        // most jobs on one GPU at once
+	memMiB int64                 // the GPU memory estimates are shares of
+	policy lanes.Policy          // who runs next in a lane
+	gpus   map[gpu.Ref]*shareGPU // GPUs hosting sharing jobs
+	seq    int                   // admissions so far: pack's order
+	jobs   int                   // sharing jobs
+	joins  int                   // starts on a GPU that already hosted a job
+	most   int                   // most jobs on one GPU at once
 }
 
 // shareGPU is one GPU's sharing jobs. seq is each job's admission
@@ -81,7 +82,7 @@ func newShareState(cfg Config, nodes []sched.Node) (*shareState, error) {
 	if cfg.Sched.Placement == sched.PlaceCount {
 		return nil, fmt.Errorf("sharing %s needs placement %s: %s names no GPU to share", mode, sched.PlaceNodes, sched.PlaceCount)
 	}
-	st := &shareState{gpus: map[sched.GPURef]*shareGPU{}, policy: policy}
+	st := &shareState{gpus: map[gpu.Ref]*shareGPU{}, policy: policy}
 	for i := range nodes {
 		nodes[i].GPUs = append([]sched.GPU(nil), nodes[i].GPUs...)
 		for k := range nodes[i].GPUs {
@@ -322,7 +323,7 @@ func (j *job) shareSpeed() float64 {
 }
 
 // gpuMemMiB is the memory of GPU ref.
-func (s *simulator) gpuMemMiB(ref sched.GPURef) int64 {
+func (s *simulator) gpuMemMiB(ref gpu.Ref) int64 {
 	for _, n := range s.nodes {
 		if n.Name != ref.Node {
 			continue

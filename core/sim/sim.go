@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/lanes"
 	"github.com/gpuportal/gpuportal/core/salussim"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -454,7 +455,7 @@ func (s *simulator) stopRun(j *job) {
 }
 
 // startRun starts or resumes a job at s.now on gpus.
-func (s *simulator) startRun(j *job, gpus []sched.GPURef) {
+func (s *simulator) startRun(j *job, gpus []gpu.Ref) {
 	j.running = true
 	j.run++
 	j.runStart = s.now

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/trace"
 )
@@ -20,12 +21,12 @@ type scripted struct {
 func (s scripted) Schedule(snap sched.Snapshot) sched.Decisions { return s.d(snap) }
 
 func TestRejectsBadDecisions(t *testing.T) {
-	gpu := func(i int) sched.GPURef { return sched.GPURef{Node: "node-0", Index: i} }
+	at := func(i int) gpu.Ref { return gpu.Ref{Node: "node-0", Index: i} }
 	startAll := func(snap sched.Snapshot) sched.Decisions {
 		var d sched.Decisions
 		for i, j := range snap.Jobs {
 			if j.State == sched.Pending {
-				d.Starts = append(d.Starts, sched.Start{JobID: j.ID, GPUs: []sched.GPURef{gpu(i)}})
+				d.Starts = append(d.Starts, sched.Start{JobID: j.ID, GPUs: []gpu.Ref{at(i)}})
 			}
 		}
 		return d
@@ -39,7 +40,7 @@ func TestRejectsBadDecisions(t *testing.T) {
 			return sched.Decisions{Starts: []sched.Start{{JobID: 99}}}
 		}, "names job 99, which is not in the snapshot"},
 		{"start twice", func(snap sched.Snapshot) sched.Decisions {
-			return sched.Decisions{Starts: []sched.Start{{JobID: 1, GPUs: []sched.GPURef{gpu(0)}}, {JobID: 1, GPUs: []sched.GPURef{gpu(1)}}}}
+			return sched.Decisions{Starts: []sched.Start{{JobID: 1, GPUs: []gpu.Ref{at(0)}}, {JobID: 1, GPUs: []gpu.Ref{at(1)}}}}
 		}, "starts job 1, which is already running"},
 		{"preempt a waiting job", func(sched.Snapshot) sched.Decisions {
 			return sched.Decisions{Preempts: []sched.Preempt{{JobID: 1}}}
@@ -47,18 +48,18 @@ func TestRejectsBadDecisions(t *testing.T) {
 		{"one GPU for two jobs", func(snap sched.Snapshot) sched.Decisions {
 			d := startAll(snap)
 			for i := range d.Starts {
-				d.Starts[i].GPUs = []sched.GPURef{gpu(0)}
+				d.Starts[i].GPUs = []gpu.Ref{at(0)}
 			}
 			return d
 		}, "GPU node-0/0 is already held"},
 		{"a GPU that does not exist", func(snap sched.Snapshot) sched.Decisions {
 			d := startAll(snap)
-			d.Starts[0].GPUs = []sched.GPURef{{Node: "node-9", Index: 0}}
+			d.Starts[0].GPUs = []gpu.Ref{{Node: "node-9", Index: 0}}
 			return d
 		}, "GPU node-9/0 does not exist"},
 		{"wrong GPU count", func(snap sched.Snapshot) sched.Decisions {
 			d := startAll(snap)
-			d.Starts[0].GPUs = append(d.Starts[0].GPUs, gpu(3))
+			d.Starts[0].GPUs = append(d.Starts[0].GPUs, at(3))
 			return d
 		}, "given 2 GPUs for a job of 1"},
 		{"recheck in the past", func(snap sched.Snapshot) sched.Decisions {
