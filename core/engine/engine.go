@@ -556,10 +556,10 @@ func (e *Engine) node(name string) Node {
 }
 
 // Run schedules until ctx ends. It first loads the machines' state
-// (cordons, drains, GPUs out of service) from the store, and returns an
-// error if it cannot, unless it is fenced (a server started while its
-// database is out, fence.go): then its first pass after Unfence loads
-// them, and it takes machines in meanwhile.
+// (cordons, drains, GPUs out of service) and the kept reservations from
+// the store, and returns an error if it cannot, unless it is fenced (a
+// server started while its database is out, fence.go): then its first
+// pass after Unfence loads them, and it takes machines in meanwhile.
 func (e *Engine) Run(ctx context.Context) error {
 	e.follower.Store(false)
 	e.started = e.cfg.Now()
@@ -573,7 +573,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.cfg.Logger.Warn("machines' state not loaded while fenced: loaded once the leader lock is held", "err", err)
 	}
 	if err := e.loadReservations(ctx); err != nil {
-		return err
+		if why, _ := e.Fenced(); why == "" {
+			return err
+		}
+		e.cfg.Logger.Warn("reservations not loaded while fenced: loaded once the leader lock is held", "err", err)
 	}
 	timer := time.NewTimer(e.cfg.Interval)
 	defer timer.Stop()
