@@ -67,9 +67,13 @@ touch "$GPUPORTAL_CHECKPOINT_DIR/ran"; sleep 3; echo "CUDA error: GPU is lost"; 
 	if st := alice.do("GET", fmt.Sprintf("/api/v1/jobs/%d/history", id), nil, &history); st != http.StatusOK {
 		t.Fatalf("history: %d", st)
 	}
-	var states []string
+	var states, notes []string
 	var requeue string
 	for _, h := range history {
+		if strings.HasPrefix(h.Detail, "run 2 ") {
+			notes = append(notes, h.Detail) // what run 2 resumed from: a note, not a change of state
+			continue
+		}
 		states = append(states, h.State)
 		if h.State == "queued" && h.Detail != "" {
 			requeue = h.Detail
@@ -77,6 +81,9 @@ touch "$GPUPORTAL_CHECKPOINT_DIR/ran"; sleep 3; echo "CUDA error: GPU is lost"; 
 	}
 	if strings.Join(states, ",") != "queued,running,queued,running,succeeded" {
 		t.Errorf("history = %v", states)
+	}
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], "run 2 resumed from the checkpoint") {
+		t.Errorf("history notes of run 2 %q; want one: it resumed from the checkpoint run 1 left", notes)
 	}
 	first := strings.TrimPrefix(requeue, "requeued: GPU gpu-node/")
 	if first == requeue || !strings.HasSuffix(requeue, "reported XID 79 (GPU fell off the bus)") {

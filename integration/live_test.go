@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,18 +80,17 @@ func TestLiveStream(t *testing.T) {
 	if err := json.Unmarshal(snap.Data, &wall); err != nil || len(wall.GPUs) != 2 || wall.Step < 1 || len(wall.Cluster) == 0 {
 		t.Fatalf("gpus snapshot: %v, %d GPUs in steps of %d s, %d cluster seconds; want 2 GPUs", err, len(wall.GPUs), wall.Step, len(wall.Cluster))
 	}
-	// An update: each GPU with its newest reading.
+	// An update: each GPU's newest reading in a few numbers (index, memory
+	// used, memory, then the jobs placed on it): the job's GPU in use.
 	readUntil(t, conn, 5, func(m wsMsg) bool {
-		var f []apitypes.GPUSeries
+		var f apitypes.GPUsUpdate
 		if m.Type != "update" || json.Unmarshal(m.Data, &f) != nil {
 			return false
 		}
-		for _, g := range f {
-			for _, p := range g.Points {
-				for _, jm := range p.Jobs {
-					if jm.JobID == j.ID && jm.MemMiB > 0 && jm.MemMiB <= 10*1024 {
-						return true
-					}
+		for _, n := range f.Nodes {
+			for _, g := range n.GPUs {
+				if len(g) > 3 && slices.Contains(g[3:], j.ID) && g[1] > 0 && g[1] <= g[2] {
+					return true
 				}
 			}
 		}

@@ -265,12 +265,19 @@ func TestFailedJobIsRetried(t *testing.T) {
 	if st := a.do("GET", fmt.Sprintf("/api/v1/jobs/%d/history", flaky.ID), nil, &history); st != http.StatusOK {
 		t.Fatalf("history: %d", st)
 	}
-	var states []string
+	var states, notes []string
 	for _, h := range history {
+		if strings.HasPrefix(h.Detail, "run 2 ") {
+			notes = append(notes, h.Detail) // what run 2 resumed from: a note, not a change of state
+			continue
+		}
 		states = append(states, h.State)
 	}
 	if strings.Join(states, ",") != "queued,running,queued,running,succeeded" {
 		t.Errorf("history = %v", states)
+	}
+	if len(notes) != 1 {
+		t.Errorf("history notes of run 2 %q; want one: what it resumed from", notes)
 	}
 }
 
