@@ -90,11 +90,20 @@ func readRunRecord(path string) ([]runStart, error) {
 	return out, nil
 }
 
+// fileClockLag is how far a file's write time may lag the clock the agent
+// reads as a run starts: Linux stamps files from its coarse clock, which
+// trails the fine one by up to a scheduler tick (4 ms at 250 Hz, 10 ms at
+// 100 Hz), so a run that saves within a tick of its start writes a file
+// stamped before it started. A shared folder's server may add its own
+// clock's skew; 50 ms covers the tick with room.
+const fileClockLag = 50 * time.Millisecond
+
 // writer returns the run of runs that wrote at: the last one started at
-// or before it, earlier than run; 0 when none.
+// or before it (within fileClockLag), earlier than run; 0 when none.
 func writer(runs []runStart, at time.Time, run int64) int64 {
 	var w int64
 	var wAt time.Time
+	at = at.Add(fileClockLag)
 	for _, r := range runs {
 		if r.run < run && !r.at.After(at) && !r.at.Before(wAt) {
 			w, wAt = r.run, r.at

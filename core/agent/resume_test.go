@@ -24,7 +24,7 @@ func TestRunsResumeFromTheJobsCheckpoint(t *testing.T) {
 		want     string // in the run's output
 		resume   job.Resume
 	}{
-		{7, 1, show + `; echo 41 > "$GPUPORTAL_CHECKPOINT_DIR/step"`, "resume= from= at=\n", job.Resume{Run: 1}},
+		{7, 1, show + `; echo 41 > "$GPUPORTAL_CHECKPOINT_DIR/step"; sleep 1`, "resume= from= at=\n", job.Resume{Run: 1}},
 		{7, 2, show + `; sleep 2`, "resume=1 from=1 at=2", job.Resume{Run: 2, FromRun: 1}},
 		{8, 1, show + `; sleep 2`, "resume= from= at=\n", job.Resume{Run: 1}},
 	}
@@ -70,6 +70,7 @@ func TestCheckpointWriter(t *testing.T) {
 		{"the run itself is not its own writer", at(31), 4, 2},
 		{"written before any run", at(-1), 5, 0},
 		{"the instant a run started", at(10), 5, 2},
+		{"stamped by the coarse file clock a tick before its run started", at(10).Add(-4 * time.Millisecond), 5, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
