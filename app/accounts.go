@@ -33,8 +33,8 @@ func userAPI(u *models.User) api.User {
 		UnixName: cmp.Or(u.UnixName, u.Name), Source: cmp.Or(u.Source, models.SourceLocal)}
 }
 
-// TokenAPI is t as the API shows an API token.
-func TokenAPI(t models.APIToken) api.APIToken {
+// tokenAPI is t as the API shows an API token.
+func tokenAPI(t models.APIToken) api.APIToken {
 	return api.APIToken{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, LastUsedAt: t.LastUsedAt}
 }
 
@@ -260,7 +260,7 @@ func (s *App) UserTokens(ctx context.Context, a Actor, name string) ([]api.APITo
 	}
 	out := make([]api.APIToken, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, TokenAPI(t))
+		out = append(out, tokenAPI(t))
 	}
 	return out, nil
 }

@@ -155,7 +155,7 @@ func (s *App) OwnTokens(ctx context.Context, a Actor) ([]api.APIToken, error) {
 	}
 	out := make([]api.APIToken, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, TokenAPI(t))
+		out = append(out, tokenAPI(t))
 	}
 	return out, nil
 }

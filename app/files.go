@@ -46,9 +46,9 @@ type FileDownload struct {
 	Size int64
 }
 
-// CanWriteFiles reports whether u may upload into j's files, and read
+// canWriteFiles reports whether u may upload into j's files, and read
 // its owner's data paths: its owner, or an admin.
-func CanWriteFiles(u *User, j *models.Job) bool { return mayOpenSession(u, j) }
+func canWriteFiles(u *User, j *models.Job) bool { return mayOpenSession(u, j) }
 
 // jobFiles checks that a may read (or write) req of job id, and returns
 // the job, the machine its folder is on and a client of its files.
@@ -66,9 +66,9 @@ func (s *App) jobFiles(ctx context.Context, a Actor, id int64, req *FileRequest,
 	}
 	req.Path = p
 	switch {
-	case write && !CanWriteFiles(a.User, j):
+	case write && !canWriteFiles(a.User, j):
 		return nil, "", nil, forbidden("job %d is %s's: only its owner (or an admin) may upload into its files", j.ID, j.User)
-	case req.Root != jobfiles.JobRoot && !CanWriteFiles(a.User, j):
+	case req.Root != jobfiles.JobRoot && !canWriteFiles(a.User, j):
 		return nil, "", nil, forbidden("%s is %s's data path: only they (or an admin) may read it", req.Root, j.User)
 	}
 	node, err := s.jobNode(ctx, j)
@@ -154,9 +154,9 @@ func (s *App) JobFiles(ctx context.Context, a Actor, id int64, req FileRequest) 
 		return nil, filesError(err)
 	}
 	out := &api.FileListing{Job: j.ID, Node: node, Root: l.Root, Path: l.Path, Roots: l.Roots, Truncated: l.Truncated,
-		MaxUploadBytes: l.Limits.MaxUpload, MaxArchiveBytes: l.Limits.MaxArchive, CanUpload: CanWriteFiles(a.User, j),
+		MaxUploadBytes: l.Limits.MaxUpload, MaxArchiveBytes: l.Limits.MaxArchive, CanUpload: canWriteFiles(a.User, j),
 		Entries: make([]api.FileEntry, len(l.Entries))}
-	if !CanWriteFiles(a.User, j) {
+	if !canWriteFiles(a.User, j) {
 		out.Roots = []string{jobfiles.JobRoot} // the data paths are the owner's
 	}
 	if req.Root != jobfiles.JobRoot {

@@ -34,7 +34,7 @@ func (s *App) checkSubmit(ctx context.Context, a Actor, req api.SubmitRequest) (
 	if err != nil {
 		return nil, err
 	}
-	j, fe := Validate(a.User, req, teams, s.clusterGPUs())
+	j, fe := validate(a.User, req, teams, s.clusterGPUs())
 	if fe == nil {
 		fe = FieldErrors{}
 	}

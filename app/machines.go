@@ -21,8 +21,8 @@ const (
 	MaxJoinTokenTTL     = 365 * 24 * time.Hour
 )
 
-// JoinTokenAPI is t as the API shows a join token at now.
-func JoinTokenAPI(t models.JoinToken, now time.Time) api.JoinToken {
+// joinTokenAPI is t as the API shows a join token at now.
+func joinTokenAPI(t models.JoinToken, now time.Time) api.JoinToken {
 	return api.JoinToken{ID: t.ID, Name: t.Name, Active: t.Active(now), Machines: t.Uses, CreatedBy: t.CreatedBy,
 		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt}
 }
@@ -39,7 +39,7 @@ func (s *App) JoinTokens(ctx context.Context, a Actor) ([]api.JoinToken, error) 
 	now := s.cfg.Now()
 	out := make([]api.JoinToken, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, JoinTokenAPI(t, now))
+		out = append(out, joinTokenAPI(t, now))
 	}
 	return out, nil
 }
@@ -67,7 +67,7 @@ func (s *App) CreateJoinToken(ctx context.Context, a Actor, req api.JoinTokenReq
 	if err := s.audit(ctx, a, "join-token.create", strconv.FormatInt(t.ID, 10), fmt.Sprintf("%s, ttl %s", t.Name, ttl)); err != nil {
 		return api.NewJoinToken{}, err
 	}
-	return api.NewJoinToken{Token: token, JoinToken: JoinTokenAPI(*t, s.cfg.Now())}, nil
+	return api.NewJoinToken{Token: token, JoinToken: joinTokenAPI(*t, s.cfg.Now())}, nil
 }
 
 // RevokeJoinToken revokes join token id, for an admin: no more machines

@@ -48,8 +48,8 @@ type Notifying struct {
 	Wake func()
 }
 
-// NotificationAPI is n as the API shows a notification.
-func NotificationAPI(n *models.Notification) api.Notification {
+// notificationAPI is n as the API shows a notification.
+func notificationAPI(n *models.Notification) api.Notification {
 	out := api.Notification{ID: n.ID, JobID: n.JobID, Event: n.Event, Channel: n.Channel, Detail: n.Detail,
 		State: n.State, Attempts: n.Attempts, LastError: n.LastError, SentAt: n.SentAt, At: n.At}
 	if n.State == models.NotifyPending {
@@ -79,7 +79,7 @@ func (s *App) Deliveries(ctx context.Context, a Actor) ([]api.Notification, erro
 	}
 	out := make([]api.Notification, 0, len(ds))
 	for i := range ds {
-		out = append(out, NotificationAPI(&ds[i]))
+		out = append(out, notificationAPI(&ds[i]))
 	}
 	return out, nil
 }

@@ -75,7 +75,7 @@ func (s *App) AdminOverview(ctx context.Context, a Actor, audit int) (AdminOverv
 	for i := range us {
 		out.Users = append(out.Users, userAPI(&us[i]))
 		for _, t := range tokens[us[i].ID] {
-			out.Tokens[us[i].Name] = append(out.Tokens[us[i].Name], TokenAPI(t))
+			out.Tokens[us[i].Name] = append(out.Tokens[us[i].Name], tokenAPI(t))
 		}
 	}
 	if out.Teams, err = s.Teams(ctx, a); err != nil {

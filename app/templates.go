@@ -62,7 +62,7 @@ func (s *App) Templates(ctx context.Context, a Actor) ([]Template, error) {
 	}
 	out := make([]Template, 0, len(ts))
 	for _, t := range ts {
-		tj, err := TemplateOf(t)
+		tj, err := templateOf(t)
 		if err != nil {
 			return nil, err
 		}
@@ -80,11 +80,11 @@ func (s *App) Template(ctx context.Context, a Actor, id int64) (Template, error)
 	if err != nil {
 		return Template{}, stored(err)
 	}
-	return TemplateOf(*t)
+	return templateOf(*t)
 }
 
-// TemplateOf is t as a Template, its job read back.
-func TemplateOf(t models.JobTemplate) (Template, error) {
+// templateOf is t as a Template, its job read back.
+func templateOf(t models.JobTemplate) (Template, error) {
 	out := Template{ID: t.ID, Name: t.Name}
 	if err := json.Unmarshal([]byte(t.Body), &out.Job); err != nil {
 		return out, fmt.Errorf("template %d: %w", t.ID, err)

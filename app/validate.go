@@ -21,7 +21,7 @@ import (
 	"github.com/gpuportal/gpuportal/models"
 )
 
-// Checking a submission (docs/portal.md, "Jobs"): Validate checks a
+// Checking a submission (docs/portal.md, "Jobs"): validate checks a
 // request's form field by field; checkJobLimits what depends on the store
 // (the team's time limits, the jobs depended on).
 
@@ -34,10 +34,17 @@ const (
 	MaxGPUMemGB    = 1024
 )
 
-// Validate checks r for user u and returns the job to store, or what is
-// wrong field by field. clusterGPUs is the number of GPUs connected now
-// (0 when none is, which does not limit the request).
-func Validate(u *User, r api.SubmitRequest, teams []string, clusterGPUs int) (*models.Job, FieldErrors) {
+// SubmitErrors is what is wrong with r, submitted by u, field by field;
+// empty when the job would be stored. clusterGPUs is the number of GPUs
+// connected now (0 when none is, which does not limit the request).
+func SubmitErrors(u *User, r api.SubmitRequest, teams []string, clusterGPUs int) FieldErrors {
+	_, fe := validate(u, r, teams, clusterGPUs)
+	return fe
+}
+
+// validate checks r for user u and returns the job to store, or what is
+// wrong field by field (SubmitErrors).
+func validate(u *User, r api.SubmitRequest, teams []string, clusterGPUs int) (*models.Job, FieldErrors) {
 	fe := FieldErrors{}
 	name := r.Name
 	checkJobName(name, fe)

@@ -33,7 +33,7 @@ func TestSessionRequestCheck(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.req
 			r.Name, r.GPUs = "s", 1
-			j, fe := Validate(u, r, []string{"vision"}, 0)
+			j, fe := validate(u, r, []string{"vision"}, 0)
 			if len(c.wantErr) == 0 {
 				if len(fe) > 0 {
 					t.Fatalf("refused: %v", fe)
@@ -58,7 +58,7 @@ func TestSessionRequestCheck(t *testing.T) {
 func TestValidateTasksPerGPU(t *testing.T) {
 	u := &User{Name: "ann", Team: "vision", Role: RoleResearcher}
 	base := api.SubmitRequest{Name: "ddp", Team: "vision", GPUs: 4, Command: api.Command{"python3", "train.py"}, TasksPerGPU: true}
-	j, fe := Validate(u, base, []string{"vision"}, 8)
+	j, fe := validate(u, base, []string{"vision"}, 8)
 	if len(fe) != 0 || !j.TasksPerGPU {
 		t.Fatalf("a command with a process per GPU: %v, %+v", fe, j)
 	}
@@ -71,7 +71,7 @@ func TestValidateTasksPerGPU(t *testing.T) {
 	} {
 		r := base
 		edit(&r)
-		if _, fe := Validate(u, r, []string{"vision"}, 8); !strings.Contains(fe["tasks_per_gpu"], "not a simulated job") {
+		if _, fe := validate(u, r, []string{"vision"}, 8); !strings.Contains(fe["tasks_per_gpu"], "not a simulated job") {
 			t.Errorf("%s: tasks_per_gpu %q, want it refused (all: %v)", name, fe["tasks_per_gpu"], fe)
 		}
 	}

@@ -34,7 +34,7 @@ func WhatIfHistory(ctx context.Context, st WhatIfStore, since time.Time, limit i
 	}
 	out := make([]whatif.Record, len(js))
 	for i := range js {
-		out[i] = WhatIfRecord(&js[i])
+		out[i] = whatIfRecord(&js[i])
 	}
 	slices.SortFunc(out, func(a, b whatif.Record) int {
 		return cmp.Or(a.Submitted.Compare(b.Submitted), cmp.Compare(a.ID, b.ID))
@@ -42,9 +42,9 @@ func WhatIfHistory(ctx context.Context, st WhatIfStore, since time.Time, limit i
 	return out, nil
 }
 
-// WhatIfRecord is the record of a finished job that the what-if replay
+// whatIfRecord is the record of a finished job that the what-if replay
 // reads.
-func WhatIfRecord(j *models.Job) whatif.Record {
+func whatIfRecord(j *models.Job) whatif.Record {
 	r := whatif.Record{
 		ID: j.ID, Name: j.Name, Team: j.Team, User: j.User, Model: j.Model,
 		GPUs: j.GPUs, GPUMilli: 1000, GPUMemMiB: j.GPUMemMiB,

@@ -209,6 +209,38 @@ func TestWebSeesNoRows(t *testing.T) {
 			t.Errorf("app.%s is models.%s under another name: make it app's own view (app/views.go)", name, n.Obj().Name())
 		}
 	}
+	// Nor do app's functions, or the methods of its exported concrete
+	// types, take or return a row: its store interfaces (what app asks of
+	// the store) are the only place its exported API names one.
+	for _, name := range scope.Names() {
+		obj := scope.Lookup(name)
+		if !obj.Exported() {
+			continue
+		}
+		var sigs []*types.Func
+		switch obj := obj.(type) {
+		case *types.Func:
+			sigs = append(sigs, obj)
+		case *types.TypeName:
+			if named, ok := obj.Type().(*types.Named); ok && !types.IsInterface(named) {
+				for m := range named.Methods() {
+					if m.Exported() {
+						sigs = append(sigs, m)
+					}
+				}
+			}
+		}
+		for _, fn := range sigs {
+			sig := fn.Type().(*types.Signature)
+			for _, tuple := range []*types.Tuple{sig.Params(), sig.Results()} {
+				for v := range tuple.Variables() {
+					if n := namedIn(v.Type(), models); n != nil {
+						t.Errorf("app's %s takes or returns models.%s: give it app's own view or an api value", fn.FullName(), n.Obj().Name())
+					}
+				}
+			}
+		}
+	}
 	if len(web.info.Uses) == 0 || scope.Len() == 0 {
 		t.Fatal("nothing type-checked")
 	}
