@@ -362,86 +362,26 @@ func checkLoopback(addr string) error {
 // before it starts as in an outage (startFenced).
 const dbAnswers = 5 * time.Second
 
+// runServe runs the server serve's flags describe until ctx ends: the
+// store, the engine and the hub machines connect to, what only the
+// leader runs, and the front people reach.
 func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
-	if l := f.signInCfg.LDAP; l.Cleartext() {
-		log.Warn("LDAP without TLS (--ldap-insecure): passwords typed at sign-in, and the service account's, cross the network in clear; "+
-			"use ldaps:// or --ldap-start-tls", "url", l.URL)
-	}
-	var cluster gpu.SimCluster
-	var err error
-	localAgent := !f.noLocalAgent && f.dev && f.executor == "agents"
-	if localAgent {
-		if cluster, err = gpu.ParseSimCluster(f.simGPUs); err != nil {
-			return fmt.Errorf("--sim-gpus %w", err)
-		}
-	}
-	// Only a key file the server makes itself is made: one named on the
-	// command line that is missing is a mistake (a replica's mount).
-	key, err := models.LoadSessionKey(cmp.Or(f.sessionKeyFile, filepath.Join(f.data, "session.key")), f.sessionKeyFile == "")
+	lp, err := newLeaderParts(f, log)
 	if err != nil {
-		return fmt.Errorf("serve: --session-key-file: %w", err)
+		return err
 	}
-	store, err := models.OpenLater(f.db, models.Options{MaxConns: f.dbMaxConns, SessionKey: &key, ReplaceSessionKey: f.replaceSessionKey})
+	store, outage, err := openStore(ctx, f)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	// A PostgreSQL that does not answer is an outage this server rides
-	// out from the start (serve_leader.go, startFenced): it serves what
-	// it can, lets in the machines it checked before and keeps their runs
-	// going, and leads once the database answers and the lock is its own.
-	// A database that does not answer within dbAnswers is out: a machine
-	// gone from the network would hold the start for minutes, past the
-	// agents' lease.
-	pctx, cancel := context.WithTimeout(ctx, dbAnswers)
-	outage := store.Ping(pctx)
-	cancel()
-	if outage == nil {
-		outage = store.Ready(ctx)
-	} else {
-		outage = fmt.Errorf("open database %s: %w", models.RedactDSN(f.db), outage)
-	}
-	if outage != nil && (!store.Replicated() || !models.Unavailable(outage)) {
-		if errors.Is(outage, models.ErrSessionKeyMismatch) {
-			return fmt.Errorf("serve: --session-key-file: %w (--replace-session-key)", outage)
-		}
-		return outage
-	}
-	var samples []float64 // completed jobs' GPU-times, for the scheduler to learn from
-	if outage == nil {
-		if samples, err = store.CompletedGPUTimes(ctx, 5000); err != nil {
-			return err
-		}
-		log.Info("database ready", "db", models.RedactDSN(f.db))
-	} else {
-		log.Error("the database does not answer: serving fenced until it does; machines this server checked before may reconnect, their runs go on",
-			"db", models.RedactDSN(f.db), "err", outage, "hold", f.dbOutageHold.String())
-	}
-	scheduler, learner, err := newScheduler(f, samples)
+	samples, err := prepareStore(ctx, f, store, outage, stdout, log)
 	if err != nil {
 		return err
 	}
-	if f.dev && outage == nil {
-		if err := seedDemo(ctx, store, stdout); err != nil {
-			return err
-		}
-	}
-
-	if f.maxRetries < 0 {
-		return fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
-	}
-	if f.dbOutageHold <= 0 {
-		return fmt.Errorf("--db-outage-hold %v: must be positive", f.dbOutageHold)
-	}
 	rep := newReplica(store, f.dbOutageHold, log)
-	var takeover time.Duration
-	if store.Replicated() {
-		takeover = takeoverHold(f.dbOutageHold)
-	}
-	eng, err := engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, GPUTime: learner, Logger: log,
-		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife),
-		MasterPorts: f.masterPorts, Confirm: rep.confirm, TakeoverHold: takeover})
+	eng, err := newEngine(f, store, rep, samples, log)
 	if err != nil {
 		return err
 	}
@@ -449,36 +389,8 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	defer stopEngine()
 	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
 		Machines: machineStore{store}}, eng, log)
-	// What only the leader runs (serve_leader.go); with SQLite, or when
-	// no other replica leads, it starts at once. A leader that steps down
-	// stops it (leaderWork.stop) and may lead again later.
-	work := &leaderWork{}
-	lead := func() error {
-		leadCtx := work.begin(engCtx)
-		agents.Accept()
-		engDone := make(chan error, 1)
-		go func() { engDone <- eng.Run(leadCtx) }()
-		work.engineRuns(engDone)
-		if f.executor == "slurm" {
-			if err := f.slurm.Start(leadCtx, f.data, f.grace, eng, log.With("executor", "slurm")); err != nil {
-				return err
-			}
-		}
-		if f.executor == "kubernetes" {
-			if err := f.kube.Start(leadCtx, f.data, f.grace, eng, log.With("executor", "kubernetes")); err != nil {
-				return err
-			}
-		}
-		if localAgent {
-			if err := startLocalAgents(leadCtx, f, cluster, eng, work, log); err != nil {
-				return err
-			}
-		}
-		if f.demo {
-			go runDemo(leadCtx, store, eng, log)
-		}
-		return nil
-	}
+	lp.store, lp.eng, lp.agents = store, eng, agents
+	lead := func() error { return lp.lead(engCtx) }
 	if outage != nil {
 		rep.startFenced(ctx, eng, outage)
 	} else if err := rep.start(ctx, eng); err != nil {
@@ -491,8 +403,199 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 		}
 	}
 
+	rec := startTelemetry(engCtx, eng, store, log)
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	front, err := newFront(f, ln, store, eng, agents, rep, rec, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	fronts := front.run(engCtx)
+	httpSrv := front.srv.HTTPServer()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(front.srv.LimitConnections(ln)) }()
+	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
+	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
+
+	leadErr := rep.follow(engCtx, lead)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			break wait
+		case err := <-serveErr:
+			return fmt.Errorf("serve http: %w", err)
+		case err := <-leadErr:
+			return err
+		case err := <-rep.down:
+			leadErr = rep.stepDownTo(engCtx, err, agents, &lp.work, eng, lead)
+		}
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), f.grace+5*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	stopEngine()
+	fronts.wait() // the minute in progress is written before the store closes
+	lp.work.stop(shutCtx, log)
+	return nil
+}
+
+// newEngine makes the engine over store with the scheduler --policy
+// names, learning from samples; rep confirms that this replica still
+// leads before each decision is applied.
+func newEngine(f serveFlags, store *models.Store, rep *replica, samples []float64, log *slog.Logger) (*engine.Engine, error) {
+	scheduler, learner, err := newScheduler(f, samples)
+	if err != nil {
+		return nil, err
+	}
+	var takeover time.Duration
+	if store.Replicated() {
+		takeover = takeoverHold(f.dbOutageHold)
+	}
+	return engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, GPUTime: learner, Logger: log,
+		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife),
+		MasterPorts: f.masterPorts, Confirm: rep.confirm, TakeoverHold: takeover})
+}
+
+// openStore opens the database --db names. outage is why it does not
+// answer yet, when it is a replicated store that is out: a PostgreSQL that
+// does not answer is an outage this server rides out from the start
+// (serve_leader.go, startFenced): it serves what it can, lets in the
+// machines it checked before and keeps their runs going, and leads once
+// the database answers and the lock is its own. A database that does not
+// answer within dbAnswers is out: a machine gone from the network would
+// hold the start for minutes, past the agents' lease. err is any other
+// failure, which stops the start.
+func openStore(ctx context.Context, f serveFlags) (store *models.Store, outage, err error) {
+	// Only a key file the server makes itself is made: one named on the
+	// command line that is missing is a mistake (a replica's mount).
+	key, err := models.LoadSessionKey(cmp.Or(f.sessionKeyFile, filepath.Join(f.data, "session.key")), f.sessionKeyFile == "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: --session-key-file: %w", err)
+	}
+	store, err = models.OpenLater(f.db, models.Options{MaxConns: f.dbMaxConns, SessionKey: &key, ReplaceSessionKey: f.replaceSessionKey})
+	if err != nil {
+		return nil, nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, dbAnswers)
+	outage = store.Ping(pctx)
+	cancel()
+	if outage == nil {
+		outage = store.Ready(ctx)
+	} else {
+		outage = fmt.Errorf("open database %s: %w", models.RedactDSN(f.db), outage)
+	}
+	if outage != nil && (!store.Replicated() || !models.Unavailable(outage)) {
+		store.Close()
+		if errors.Is(outage, models.ErrSessionKeyMismatch) {
+			return nil, nil, fmt.Errorf("serve: --session-key-file: %w (--replace-session-key)", outage)
+		}
+		return nil, nil, outage
+	}
+	return store, outage, nil
+}
+
+// prepareStore says whether the store answers and, when it does, seeds
+// the demo (--dev) and returns the completed jobs' GPU-times, for the
+// scheduler to learn from.
+func prepareStore(ctx context.Context, f serveFlags, store *models.Store, outage error, stdout io.Writer, log *slog.Logger) ([]float64, error) {
+	if outage != nil {
+		log.Error("the database does not answer: serving fenced until it does; machines this server checked before may reconnect, their runs go on",
+			"db", models.RedactDSN(f.db), "err", outage, "hold", f.dbOutageHold.String())
+		return nil, nil
+	}
+	samples, err := store.CompletedGPUTimes(ctx, 5000)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("database ready", "db", models.RedactDSN(f.db))
+	if f.dev {
+		if err := seedDemo(ctx, store, stdout); err != nil {
+			return nil, err
+		}
+	}
+	return samples, nil
+}
+
+// leaderParts is what only the leader runs (serve_leader.go): the
+// engine's loop, the Slurm or Kubernetes executor, the dev machines and
+// the demo. With SQLite, or when no other replica leads, it starts at
+// once; a leader that steps down stops it (leaderWork.stop) and may lead
+// again later.
+type leaderParts struct {
+	f          serveFlags
+	log        *slog.Logger
+	localAgent bool
+	cluster    gpu.SimCluster
+	store      *models.Store
+	eng        *engine.Engine
+	agents     *hub.Hub
+	work       leaderWork
+}
+
+// newLeaderParts checks the flags serve reads before it opens the store
+// and returns the leader's parts, the store, engine and hub still to be
+// set.
+func newLeaderParts(f serveFlags, log *slog.Logger) (*leaderParts, error) {
+	if l := f.signInCfg.LDAP; l.Cleartext() {
+		log.Warn("LDAP without TLS (--ldap-insecure): passwords typed at sign-in, and the service account's, cross the network in clear; "+
+			"use ldaps:// or --ldap-start-tls", "url", l.URL)
+	}
+	if f.maxRetries < 0 {
+		return nil, fmt.Errorf("--max-retries %d: must be 0 or more", f.maxRetries)
+	}
+	if f.dbOutageHold <= 0 {
+		return nil, fmt.Errorf("--db-outage-hold %v: must be positive", f.dbOutageHold)
+	}
+	p := &leaderParts{f: f, log: log, localAgent: !f.noLocalAgent && f.dev && f.executor == "agents"}
+	if p.localAgent {
+		var err error
+		if p.cluster, err = gpu.ParseSimCluster(f.simGPUs); err != nil {
+			return nil, fmt.Errorf("--sim-gpus %w", err)
+		}
+	}
+	return p, nil
+}
+
+// lead starts the leader's parts under engCtx.
+func (p *leaderParts) lead(engCtx context.Context) error {
+	leadCtx := p.work.begin(engCtx)
+	p.agents.Accept()
+	engDone := make(chan error, 1)
+	go func() { engDone <- p.eng.Run(leadCtx) }()
+	p.work.engineRuns(engDone)
+	switch p.f.executor {
+	case "slurm":
+		if err := p.f.slurm.Start(leadCtx, p.f.data, p.f.grace, p.eng, p.log.With("executor", "slurm")); err != nil {
+			return err
+		}
+	case "kubernetes":
+		if err := p.f.kube.Start(leadCtx, p.f.data, p.f.grace, p.eng, p.log.With("executor", "kubernetes")); err != nil {
+			return err
+		}
+	}
+	if p.localAgent {
+		if err := startLocalAgents(leadCtx, p.f, p.cluster, p.eng, &p.work, p.log); err != nil {
+			return err
+		}
+	}
+	if p.f.demo {
+		go runDemo(leadCtx, p.store, p.eng, p.log)
+	}
+	return nil
+}
+
+// startTelemetry records the machines' GPU readings, once a second, with
+// the jobs that hold each GPU, until ctx ends.
+func startTelemetry(ctx context.Context, eng *engine.Engine, store *models.Store, log *slog.Logger) *telemetry.Recorder {
 	rec := telemetry.New(historyWindow, 2000)
-	go rec.Run(engCtx, func() []telemetry.Source {
+	go rec.Run(ctx, func() []telemetry.Source {
 		nodes := eng.Nodes()
 		out := make([]telemetry.Source, len(nodes))
 		for i, n := range nodes {
@@ -500,18 +603,29 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 		}
 		return out
 	}, heldGPUs(store), time.Second, func(err error) { log.Warn("GPU readings without their jobs", "err", err) })
+	return rec
+}
 
+// front is what serves people: the web server over the app's actions,
+// the live stream's publisher, the GPU history writer and the notifier.
+type front struct {
+	srv      *web.Server
+	pub      *live.Publisher
+	hist     *history.Writer
+	notifier *notify.Notifier
+	leader   func() bool
+}
+
+// newFront assembles the front for the server listening on ln.
+func newFront(f serveFlags, ln net.Listener, store *models.Store, eng *engine.Engine, agents *hub.Hub, rep *replica,
+	rec *telemetry.Recorder, log *slog.Logger) (*front, error) {
 	proxies, err := parseCIDRs(f.trustedProxies)
 	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.addr, err)
+		return nil, err
 	}
 	mailer, err := f.notify.mailer(os.Getenv)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Notifications go out from the leader only (serve_notify.go);
 	// webhooks never to this server itself, nor where --webhook-allow
@@ -520,7 +634,7 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	notifier, err := notify.New(notify.Config{Store: store, Leader: rep.leader, PublicURL: f.notify.linkBase(ln.Addr()),
 		Mailer: mailer, WebhookTimeout: f.notify.webhookTimeout, Webhooks: webhooks, RetryBase: f.notify.retryBase, HeldEvery: f.notify.heldCheck, Logger: log.With("part", "notify")})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The live stream's frames and the GPU history, from the machines'
 	// readings; the web server sends the one and reads the other.
@@ -541,52 +655,31 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 		SessionOrigin: f.sessionOrigin, PortalURL: f.notify.linkBase(ln.Addr()),
 		MetricsToken: f.metrics.token, MetricsUserLabels: f.metrics.userLabels})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	go pub.Run(engCtx)
-	go srv.Run(engCtx)
-	historyDone := make(chan struct{})
-	go func() {
-		hist.Run(engCtx)
-		close(historyDone)
-	}()
-	httpSrv := srv.HTTPServer()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(srv.LimitConnections(ln)) }()
-	fmt.Fprintf(stdout, "gpuportal listening on http://%s\n", ln.Addr())
-	log.Info("serving", "addr", ln.Addr().String(), "policy", f.policy, "dev", f.dev)
-	notifyDone := make(chan struct{})
-	go func() { notifier.Run(engCtx); close(notifyDone) }()
-	reclaimDone := make(chan struct{})
-	go func() { srv.RunReclaim(engCtx, rep.leader, time.Second); close(reclaimDone) }()
+	return &front{srv: srv, pub: pub, hist: hist, notifier: notifier, leader: rep.leader}, nil
+}
 
-	leadErr := rep.follow(engCtx, lead)
+// running is the front's loops under way; wait returns when those that
+// write (the history, the notifier, the reclaimer) have ended.
+type running struct{ history, notify, reclaim chan struct{} }
 
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			log.Info("shutting down")
-			break wait
-		case err := <-serveErr:
-			return fmt.Errorf("serve http: %w", err)
-		case err := <-leadErr:
-			return err
-		case err := <-rep.down:
-			leadErr = rep.stepDownTo(engCtx, err, agents, work, eng, lead)
-		}
-	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), f.grace+5*time.Second)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutCtx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	stopEngine()
-	<-historyDone // the minute in progress is written before the store closes
-	<-notifyDone
-	<-reclaimDone
-	work.stop(shutCtx, log)
-	return nil
+// run starts the front's loops until ctx ends (the HTTP server is the
+// caller's).
+func (fr *front) run(ctx context.Context) running {
+	r := running{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	go fr.pub.Run(ctx)
+	go fr.srv.Run(ctx)
+	go func() { fr.hist.Run(ctx); close(r.history) }()
+	go func() { fr.notifier.Run(ctx); close(r.notify) }()
+	go func() { fr.srv.RunReclaim(ctx, fr.leader, time.Second); close(r.reclaim) }()
+	return r
+}
+
+func (r running) wait() {
+	<-r.history
+	<-r.notify
+	<-r.reclaim
 }
 
 // startLocalAgents connects the built-in agents' simulated machines
