@@ -1,6 +1,9 @@
 package sched
 
-import "strconv"
+import (
+	"math"
+	"strconv"
+)
 
 // tiresias-g (2D-Gittins): the queues of tiresias-l; within a queue the
 // highest Gittins index of the job's attained service first (gittins.go).
@@ -17,6 +20,11 @@ import "strconv"
 //   - full-body: the full index in every queue but the last, the
 //     reference's tabulated index in the last; ties: earliest submitted
 //     first (docs/scheduling.md, "Beating the reference").
+//   - levels: the full index in every queue but the last; the last
+//     split into levels of attained service, each 4 times the one
+//     before (levelBits), the lowest level first and the earliest submitted
+//     first within a level (docs/scheduling.md, "Beating the
+//     reference").
 
 var gittinsPolicy = &policy{
 	info:     gittinsInfo,
@@ -26,7 +34,7 @@ var gittinsPolicy = &policy{
 	gittins:  true,
 	key:      gittinsKey,
 	rank:     gittinsRank,
-	rules:    []*policy{gittinsQuantumPolicy, gittinsLeastServicePolicy, gittinsReferencePolicy, gittinsFullBodyPolicy},
+	rules:    []*policy{gittinsQuantumPolicy, gittinsLeastServicePolicy, gittinsReferencePolicy, gittinsFullBodyPolicy, gittinsLevelsPolicy},
 }
 
 var gittinsQuantumPolicy = &policy{
@@ -67,6 +75,43 @@ var gittinsFullBodyPolicy = &policy{
 	gittins:  true,
 	key:      gittinsFullBodyKey,
 	rank:     gittinsRank,
+}
+
+var gittinsLevelsPolicy = &policy{
+	info:     gittinsInfo,
+	rule:     RuleLevels,
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      gittinsLevelsKey,
+	rank:     gittinsLevelsRank,
+}
+
+// RuleLevels names tiresias-g's rule that orders every queue but the last
+// by the full Gittins index and the last by levels of attained service,
+// growing geometrically: multi-level feedback without prior knowledge of
+// durations carried on past the last threshold (docs/scheduling.md,
+// "Beating the reference").
+const RuleLevels = "levels"
+
+// levelBits sets how much more service each level of the last queue
+// spans than the one before under RuleLevels, a factor of 2^levelBits =
+// 4: level k holds the jobs of 4^k to 4^(k+1) GPU-s attained.
+const levelBits = 2
+
+// serviceLevel is the level of the last queue of a job that has attained
+// a GPU-seconds under RuleLevels: floor(log4 a), 0 below 4. It is exact
+// at the levels' bounds (powers of 4), which floating-point logarithms
+// are not: a = f x 2^e with f in [0.5, 1), so floor(log2 a) = e - 1.
+func serviceLevel(a float64) float64 {
+	switch {
+	case math.IsInf(a, 1):
+		return math.MaxInt32
+	case !(a >= 1<<levelBits):
+		return 0
+	}
+	_, e := math.Frexp(a)
+	return float64((e - 1) / levelBits)
 }
 
 // RuleFullBody names tiresias-g's rule that orders every queue but the
@@ -131,6 +176,40 @@ func gittinsFullBodyKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) 
 		g = p.referenceIndex(a)
 	}
 	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -g, arrival(j), run
+}
+
+// gittinsLevelsKey is (queue, higher full index, earlier arrival, running
+// first) below the last queue, and (queue, lower service level, earlier
+// arrival, running first) in the last. Within the last queue the
+// reference's table falls with attained service nearly as 1/a (the
+// prior's tail is sparse), so it orders the long jobs by least attained
+// service in steps as fine as the samples, and the earliest submitted
+// job among those of one step runs only until its service crosses the
+// next sample. Levels a factor of 4 apart serve each level first come,
+// first served, as the queues above do, and the next level only when
+// the lower ones are empty: the classic multi-level feedback of
+// geometrically growing quanta, which needs no distribution.
+func gittinsLevelsKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	a := p.cycleService(j, qs)
+	if qs.Index < len(p.sc.thr) {
+		e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), -p.fullIndex(a), arrival(j), run
+		return
+	}
+	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), serviceLevel(a), arrival(j), run
+}
+
+// gittinsLevelsRank is gittinsRank below the last queue, "queue 2,
+// service level 8 (4^8 GPU-s attained or more)" in it.
+func gittinsLevelsRank(p *pass, b []byte, e *entry) []byte {
+	if int(e.queue) < len(p.sc.thr) {
+		return gittinsRank(p, b, e)
+	}
+	b = appendQueue(b, e)
+	b = append(b, ", service level "...)
+	b = strconv.AppendFloat(b, e.k1, 'f', 0, 64)
+	b = append(b, " (4^"...)
+	b = strconv.AppendFloat(b, e.k1, 'f', 0, 64)
+	return append(b, " GPU-s attained or more)"...)
 }
 
 // gittinsRank is "queue 0, Gittins index 0.004".

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -261,6 +262,70 @@ func TestTiresiasGFullBody(t *testing.T) {
 	})
 }
 
+// TestTiresiasGLevels checks the levels rule: the full index below the
+// last queue; in the last, the lower level of attained service (levels a
+// factor of 4 apart) first, the earliest submitted first within a level,
+// each where full-body would pick the other job.
+func TestTiresiasGLevels(t *testing.T) {
+	// As TestTiresiasGFullBody: samples 100, 200, 1000, quantum 150, one
+	// threshold at 150. Levels: 200 is level 3 (64 to 256), 300 and 1000
+	// level 4 (256 to 1024), 1100 level 5. The reference's table is 0 at
+	// all of them, so full-body orders them by submission alone.
+	dist := NewGPUTimeDist([]float64{100, 200, 1000})
+	levels := Config{Thresholds: []float64{150}, GittinsQuantum: 150, Rule: RuleLevels}
+	body := levels
+	body.Rule = RuleFullBody
+	lower := []Job{pend(1, 1, 0, served(300)), pend(2, 1, 5, served(200))}
+	same := []Job{pend(1, 1, 0, served(1000)), pend(2, 1, 5, served(300))}
+	runPolicyCases(t, "tiresias-g", []policyCase{
+		{name: "levels, queue 0: the higher full index goes first", cfg: levels,
+			now: 1000, nodes: nodes(1), dist: dist,
+			jobs: []Job{pend(1, 1, 0), pend(2, 1, 5, served(100))}, starts: []int64{2}},
+		{name: "levels, last queue: the lower level goes first, though submitted later", cfg: levels,
+			now: 1000, nodes: nodes(1), dist: dist, jobs: lower, starts: []int64{2}},
+		{name: "full-body, last queue: the table ties, the earlier submitted goes first", cfg: body,
+			now: 1000, nodes: nodes(1), dist: dist, jobs: lower, starts: []int64{1}},
+		{name: "levels, last queue: within a level the earlier submitted goes first, though it attained more", cfg: levels,
+			now: 1000, nodes: nodes(1), dist: dist, jobs: same, starts: []int64{1}},
+		{name: "levels, last queue: a job of a lower level preempts one of a higher level", cfg: levels,
+			now: 2000, nodes: nodes(1), dist: dist,
+			jobs:   []Job{run(1, 0, on("node-0", 0), served(1100)), pend(2, 1, 900, served(200))},
+			starts: []int64{2}, preempts: []int64{1},
+			check: func(t *testing.T, d Decisions) {
+				if len(d.Preempts) != 1 || !strings.Contains(d.Preempts[0].Reason, "service level 5") {
+					t.Errorf("preemption %+v: the reason names the running job's level", d.Preempts)
+				}
+			}},
+		{name: "levels, last queue: a later job of the same level does not preempt", cfg: levels,
+			now: 2000, nodes: nodes(1), dist: dist,
+			jobs:   []Job{run(1, 0, on("node-0", 0), served(1000)), pend(2, 1, 900, served(300))},
+			starts: nil, preempts: nil},
+		{name: "levels, queue 0 above the last: a new job preempts a job of the last queue", cfg: levels,
+			now: 1000, nodes: nodes(1), dist: dist,
+			jobs:   []Job{run(1, 0, on("node-0", 0), served(300)), pend(2, 1, 900)},
+			starts: []int64{2}, preempts: []int64{1}},
+	})
+}
+
+// TestServiceLevel checks the levels of the last queue, exact at their
+// bounds (powers of 4).
+func TestServiceLevel(t *testing.T) {
+	cases := []struct{ a, want float64 }{
+		{0, 0}, {3.99, 0}, {4, 1}, {15.99, 1}, {16, 2}, {7200, 6}, {16384, 7}, {16383.99, 6},
+		{math.Pow(4, 11), 11}, {math.Pow(4, 11) - 1, 10}, {53294624, 12}, {math.NaN(), 0}, {math.Inf(1), math.MaxInt32},
+	}
+	for _, c := range cases {
+		if got := serviceLevel(c.a); got != c.want {
+			t.Errorf("serviceLevel(%v) = %v, want %v", c.a, got, c.want)
+		}
+	}
+	for k := range 30 {
+		if got := serviceLevel(math.Pow(4, float64(k))); got != float64(k) {
+			t.Errorf("serviceLevel(4^%d) = %v", k, got)
+		}
+	}
+}
+
 func TestReferenceIndex(t *testing.T) {
 	d := NewGPUTimeDist([]float64{1000, 100, 200})
 	cases := []struct{ a, want float64 }{
@@ -314,7 +379,7 @@ func TestRules(t *testing.T) {
 			}
 		}
 	}
-	if got := PolicyRules("tiresias-g"); !slices.Equal(got, []string{"full-index", "one-quantum", "least-service", RuleReference, RuleFullBody}) {
+	if got := PolicyRules("tiresias-g"); !slices.Equal(got, []string{"full-index", "one-quantum", "least-service", RuleReference, RuleFullBody, RuleLevels}) {
 		t.Errorf("PolicyRules(tiresias-g) = %v", got)
 	}
 	if got := PolicyRules("fifo"); got != nil {
