@@ -35,6 +35,11 @@ import (
 // (overdue, overdueVictim), and the jobs ranked above it are held off
 // them (rsvEarlyHold); before, a session that would run past it does not
 // start on them, whatever its rank. A job of one GPU is never reserved.
+// With a lead (Config.ReserveLeadS: the bound is when a job must start),
+// a job is due its lead before its bound and its deadline is the bound
+// (dueWait, deadlineOf). Past the deadline a GPU that several batch jobs
+// share is taken from all of them together (sharedVictims), never from
+// a session.
 //
 // Free GPUs outside a reservation come first. Free reserved GPUs are
 // held back for the rest of the walk by marking them busy (rsvHeld); a
@@ -1387,13 +1392,24 @@ func (p *pass) rsvPreemptRun(ri int32, by *entry) {
 	}
 }
 
+// deadlineClause says, in a preemption's reason, why the reserved job
+// has reached its deadline: it has waited its bound again since it was
+// due, or, with a lead (Config.ReserveLeadS), its bound.
+func (p *pass) deadlineClause() string {
+	if p.sc.cfg.ReserveLeadS != 0 {
+		return ", which had its GPUs reserved before its bound so that they drain toward it, and has now waited its bound"
+	}
+	return ", which had its GPUs reserved once it waited past its bound and has now waited its bound again"
+}
+
 // rsvPreemptReason says why victim gives way to the reserved job by.
 func (p *pass) rsvPreemptReason(victim, by *entry) string {
 	b := append(p.buf[:0], "preempted for job "...)
 	b = strconv.AppendInt(b, by.id, 10)
 	if victim.run >= 0 && p.runs[victim.run].flags&runLent != 0 {
 		lender := p.s.Jobs[victim.job].Team
-		b = append(b, ", which had its GPUs reserved once it waited past its bound and has now waited its bound again: this job started on them after they were reserved, and a reservation past its deadline takes them back, once, even from a team's guaranteed work; it goes first in its queue, and team "...)
+		b = append(b, p.deadlineClause()...)
+		b = append(b, ": this job started on them after they were reserved, and a reservation past its deadline takes them back, once, even from a team's guaranteed work; it goes first in its queue, and team "...)
 		b = appendName(b, lender)
 		b = append(b, " may reclaim the GPUs job "...)
 		b = strconv.AppendInt(b, by.id, 10)
@@ -1402,7 +1418,8 @@ func (p *pass) rsvPreemptReason(victim, by *entry) string {
 		return string(b)
 	}
 	if p.overdue(by.job, p.dueOf(by.job)) {
-		b = append(b, ", which had its GPUs reserved once it waited past its bound and has now waited its bound again: a reservation past its deadline takes its GPUs from any batch job"...)
+		b = append(b, p.deadlineClause()...)
+		b = append(b, ": a reservation past its deadline takes its GPUs from any batch job"...)
 		p.buf = b
 		return string(b)
 	}
