@@ -462,6 +462,10 @@ func reservationConfigs() []Config {
 			Config{Policy: pol, ReserveAfterS: 1000, OmitWaits: true, MaxReservations: 2},
 			Config{Policy: pol, ReserveAfterS: 1000, NoPreemption: true, LocalityWaitS: 1000},
 			Config{Policy: pol, ReserveAfterS: 1000, Placement: PlaceCount, MaxReservations: 3, OmitWaits: true},
+			// The lead (rule 7 of "Reservations"): due at half the
+			// bound, or 400 s before it, the deadline at the bound.
+			Config{Policy: pol, ReserveAfterS: 1000, ReserveLeadS: LeadHalfBound, LocalityWaitS: -1, MaxReservations: 2},
+			Config{Policy: pol, ReserveAfterS: 1000, ReserveLeadS: 400, Placement: PlaceCount},
 		)
 	}
 	return out
