@@ -261,10 +261,12 @@ type Reservation struct {
 	// From is when they are expected to be free: an estimate from the
 	// running jobs' time limits, or the run times of jobs like them.
 	From time.Time `json:"from"`
-	// Due is when the job had waited its bound and became due for a
-	// reservation: it is reserved from then, and under a preemptive
-	// policy takes its GPUs from any batch job once it has waited its
-	// bound again. The same on every server: it follows from the job's
-	// stored times.
+	// Due is when the job became due for a reservation: when it had
+	// waited its bound less the server's lead (serve --reserve-lead,
+	// half the bound by default), or its bound without a lead. It is
+	// reserved from then, and under a preemptive policy takes its GPUs
+	// from any batch job once it has waited its bound (without a lead,
+	// its bound again). The same on every server: it follows from the
+	// job's stored times.
 	Due time.Time `json:"due"`
 }

@@ -24,6 +24,9 @@ type JobReadStore interface {
 	QueueRows(ctx context.Context) ([]models.QueueRow, error)
 	LatestForecasts(ctx context.Context) (map[int64]models.Forecast, error)
 	LatestForecastsOf(ctx context.Context, ids []int64) (map[int64]models.Forecast, error)
+	// Reservations are the reservations the leader's last pass kept, as
+	// it stored them: a follower shows them (storedReservations).
+	Reservations(ctx context.Context) ([]models.Reservation, error)
 	JobsByID(ctx context.Context, ids []int64) ([]models.Job, error)
 	JCTsSince(ctx context.Context, since time.Time, limit int) ([]float64, error)
 	ForecastOutcomes(ctx context.Context, kind string, limit int) ([]models.ForecastOutcome, error)

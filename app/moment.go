@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -76,6 +77,9 @@ type Moment struct {
 	// silent are the machines not heard for over UnheardAfter, or gone,
 	// with when they were last heard.
 	silent map[string]time.Time
+	// stored are, on a follower, the reservations the leader stored, by
+	// job (storedReservations); nil on the leader, which asks its engine.
+	stored map[int64]api.Reservation
 }
 
 // Running returns the running jobs of the moment.
@@ -112,8 +116,33 @@ func (s *App) Moment(ctx context.Context) (*Moment, error) {
 	}
 	if s.leading() {
 		m.Waits = s.cfg.Engine.Waits()
+	} else if m.stored, err = s.storedReservations(ctx); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// storedReservations are the reservations the leader's last pass kept, as
+// it stored them (table reservations, engine.ReservationStore), by job:
+// what a follower replica, which runs no engine, shows on the job's page
+// and in the API, the same GPUs, "from" and "due" as the leader's.
+func (s *App) storedReservations(ctx context.Context) (map[int64]api.Reservation, error) {
+	rows, err := s.cfg.Store.Reservations(ctx)
+	if err != nil {
+		return nil, stored(err)
+	}
+	out := make(map[int64]api.Reservation, len(rows))
+	for _, r := range rows {
+		gpus := []string{}
+		if r.GPUs != "" {
+			if err := json.Unmarshal([]byte(r.GPUs), &gpus); err != nil {
+				return nil, fmt.Errorf("reservation of job %d: GPUs %q: %w", r.JobID, r.GPUs, err)
+			}
+		}
+		out[r.JobID] = api.Reservation{GPUs: gpus, Count: r.Count,
+			From: engine.ClockTime(r.FromS), Due: engine.ClockTime(r.DueS)}
+	}
+	return out, nil
 }
 
 // ShownMoment is a moment to convert js with, and only them: their start
@@ -164,6 +193,9 @@ func (s *App) ShownMoment(ctx context.Context, js ...Job) (*Moment, error) {
 	}
 	for id, f := range rows {
 		m.forecasts[id] = forecastOf(f)
+	}
+	if m.stored, err = s.storedReservations(ctx); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -345,7 +377,8 @@ func (m *Moment) apiJob(j *models.Job) api.Job {
 
 // JobOf is j as the API and the job:<id> topic show it: its figures and
 // forecast as of m, while it runs its resources, and while it waits the
-// GPUs reserved for it (on the leader, whose engine reserved them);
+// GPUs reserved for it (on the leader, whose engine reserved them; on a
+// follower, as the leader stored them);
 // while it runs sharing a GPU, its Salus lane, which the machines report.
 func (s *App) JobOf(m *Moment, v *Job) api.Job {
 	j := &v.row
@@ -355,6 +388,11 @@ func (s *App) JobOf(m *Moment, v *Job) api.Job {
 	}
 	if j.Sharing && j.State == job.Running {
 		out.Lane = s.jobLane(j.ID)
+	}
+	if j.State.Waiting() && !s.leading() {
+		if r, ok := m.stored[j.ID]; ok {
+			out.Reservation = &r
+		}
 	}
 	if j.State.Waiting() && s.leading() {
 		if r, from, ok := s.cfg.Engine.Reservation(j.ID); ok {

@@ -186,6 +186,7 @@ func (o *simFlags) config() (sim.Config, []string, trace.Format, error) {
 			// Read only with --sharing salus.
 			SharePlacement:  o.sharePlace,
 			ReserveAfterS:   o.reserveS,
+			ReserveLeadS:    o.reserveLead,
 			MaxReservations: o.maxReserve,
 		},
 		Nodes:        nodes,
@@ -232,6 +233,9 @@ func (o *simFlags) checkKnobs() error {
 	}
 	if !(o.reserveS >= 0) || math.IsInf(o.reserveS, 1) {
 		return fmt.Errorf("sim: --reserve-after-s %v: want seconds, 0 (off) or more", o.reserveS)
+	}
+	if o.reserveLead != sched.LeadHalfBound && (!(o.reserveLead >= 0) || math.IsInf(o.reserveLead, 1)) {
+		return fmt.Errorf("sim: --reserve-lead-s %v: want seconds, 0 (off) or more, or -1 (half the bound)", o.reserveLead)
 	}
 	if o.maxReserve < 0 {
 		return fmt.Errorf("sim: --max-reservations %d: want 1 or more, or 0 for the default", o.maxReserve)
@@ -288,6 +292,7 @@ type simFlags struct {
 	limitFactor float64
 	limitSpread bool
 	reserveS    float64
+	reserveLead float64
 	maxReserve  int
 	jitterSeed  uint64
 	cpuProfile  string
@@ -325,7 +330,8 @@ func (o *simFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.limitHints, "limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
 	fs.Float64Var(&o.limitFactor, "limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
 	fs.BoolVar(&o.limitSpread, "limit-spread", false, "with --limit-factor F: each job's factor is drawn from 1 to F, log-uniformly by a hash of its ID, instead of F for all")
-	fs.Float64Var(&o.reserveS, "reserve-after-s", 0, "reserve GPUs for a job that has waited `seconds` (its age less its run time) and cannot start: the GPUs that free earliest, which later jobs use only if they end before then or, under a preemptive policy, give them back as backfills; past twice the bound even another team's guaranteed jobs started there after it was due, never sessions (docs/scheduling.md, Reservations and Reservations under fair share); 0 is off (serve's default is 300)")
+	fs.Float64Var(&o.reserveS, "reserve-after-s", 0, "reserve GPUs for a job that has waited `seconds` (its age less its run time) and cannot start: the GPUs that free earliest, which later jobs use only if they end before then or, under a preemptive policy, give them back as backfills; past twice the bound (with --reserve-lead-s: the bound) any batch job there, sharing ones too, even another team's guaranteed jobs started there after it was due, never sessions (docs/scheduling.md, Reservations and Reservations under fair share); 0 is off (serve's default is 300)")
+	fs.Float64Var(&o.reserveLead, "reserve-lead-s", 0, "with --reserve-after-s: reserve a job this many `seconds` before its bound, so that its GPUs drain toward it, the bound then being when it must start (it takes its GPUs from any batch job, sharing ones too, at the bound); -1: half the bound (serve's default); 0: reserved at the bound, its GPUs taken at twice it")
 	fs.IntVar(&o.maxReserve, "max-reservations", 0, "with --reserve-after-s: how many jobs hold a reservation at once, in priority order (default 1)")
 	fs.Uint64Var(&o.jitterSeed, "jitter-seed", 0, "replay a jittered copy of the trace, drawn from seed `N` (trace.Jittered: submit times moved by up to 60 s either way, durations and time limits scaled by 1/1.25 to 1.25); 0 replays the trace as it is")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this `file`, for go tool pprof")

@@ -22,8 +22,10 @@ func TestReservationSurvivesRestart(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	const bound = 15 * time.Second
 	// A grace of 2 s: a reservation past its deadline acts the grace
-	// (its handover) before it (sched.Config.HandoverS).
-	args := []string{"--data", t.TempDir(), "--sim-gpus", "1x2x80", "--reserve-after", bound.String(), "--grace", "2s"}
+	// (its handover) before it (sched.Config.HandoverS). No lead: the job
+	// is due at the bound and its deadline is twice the bound, time for
+	// the restart between the two (the lead: TestBigJobReservedInStream).
+	args := []string{"--data", t.TempDir(), "--sim-gpus", "1x2x80", "--reserve-after", bound.String(), "--reserve-lead", "0", "--grace", "2s"}
 	srv := startServer(t, args...)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	long := submit(t, alice, map[string]any{"name": "long", "gpus": 1, "sim": map[string]any{"duration_s": 600}})

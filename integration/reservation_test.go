@@ -30,9 +30,10 @@ type reservationView struct {
 // guaranteed 4 each (the demo's), a bound of 15 s (--reserve-after), alice
 // keeps a terminal session while she and bob submit 1-GPU batch jobs of
 // 4 to 8 s, a third of them sharing a GPU, faster than the GPUs run them. Her 8-GPU job, submitted into
-// that stream, borrows beyond vision's guarantee. It starts within twice
-// the bound (the jobs that held its GPUs when it became due run 8 s at
-// most); once it has a reservation, the reservation stays with it until
+// that stream, borrows beyond vision's guarantee. It starts within the
+// bound (serve's default lead reserves it at half the bound, and at the
+// bound it takes its GPUs from the batch jobs on them, sharing ones too;
+// before the lead it started within twice the bound); once it has a reservation, the reservation stays with it until
 // it starts, on the same GPUs, its "from" never later (before issue 30's
 // fix the reservation went from job to job and the 8-GPU job waited
 // minutes). The session is never preempted meanwhile.
@@ -112,8 +113,11 @@ func TestBigJobReservedInStream(t *testing.T) {
 			time.Since(j.SubmittedAt).Round(time.Second), bound, j.State, j.Reason, strings.Join(seen, ", "))
 	}
 	wait := j.StartedAt.Sub(j.SubmittedAt)
-	if wait > 2*bound {
-		t.Errorf("the 8-GPU job waited %v, more than twice its bound of %v; reservations seen: %s", wait.Round(time.Millisecond), bound, strings.Join(seen, ", "))
+	// serve's default lead (half the bound) makes the bound when it must
+	// start; the pass that starts it comes within the engine's interval
+	// of its deadline's recheck.
+	if wait > bound+time.Second {
+		t.Errorf("the 8-GPU job waited %v, more than its bound of %v; reservations seen: %s", wait.Round(time.Millisecond), bound, strings.Join(seen, ", "))
 	}
 	if len(problems) > 0 {
 		t.Errorf("the reservation did not stay with the job:\n%s\nreservations seen: %s", strings.Join(problems, "\n"), strings.Join(seen, ", "))

@@ -68,6 +68,7 @@ type serveFlags struct {
 	halfLife          time.Duration
 	minRuntime        time.Duration
 	reserveAfter      time.Duration
+	reserveLead       string
 	maxReservations   int
 	set               map[string]bool // flags given on the command line
 	secureCookies     bool
@@ -139,7 +140,8 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	fs.DurationVar(&f.minRuntime, "min-runtime", 10*time.Minute, "fair share: how long a borrowed job runs before it may be reclaimed (with --demo, 30s)")
 	fs.BoolVar(&f.reference, "reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
 	fs.BoolVar(&f.limitsAsHints, "limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its time limit less the time it has run, an upper bound on its work left (docs/scheduling.md)")
-	fs.DurationVar(&f.reserveAfter, "reserve-after", 5*time.Minute, "a waiting job that has waited this long (its age less its run time) and cannot start gets the GPUs that free earliest reserved; later jobs use them only if they end before then or, under a preemptive policy, give them back as backfills; past twice this bound the job takes its GPUs back even from another team's guaranteed jobs started there after it was due, never from sessions (docs/scheduling.md, Reservations and Reservations under fair share); 0: no reservations")
+	fs.DurationVar(&f.reserveAfter, "reserve-after", 5*time.Minute, "how long at most a waiting job that cannot start waits (its age less its run time): --reserve-lead before it, it gets the GPUs that free earliest reserved, which later jobs use only if they end before then or, under a preemptive policy, give them back as backfills; by this bound it takes its GPUs back from any batch job, sharing ones too, and even from another team's guaranteed jobs started there after it was due, never from sessions (docs/scheduling.md, Reservations and Reservations under fair share); 0: no reservations")
+	fs.StringVar(&f.reserveLead, "reserve-lead", "half", "with --reserve-after: how long before its bound a job is reserved, so that its GPUs drain toward it, the bound being when it must start: half (of each job's bound), or a duration such as 1m; 0: reserved at the bound, and its GPUs taken only at twice the bound")
 	fs.IntVar(&f.maxReservations, "max-reservations", 1, "with --reserve-after: how many jobs hold a reservation at once, the first in priority order")
 	fs.Float64Var(&f.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than K x its run time returns to the top queue; 0 is off")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the `level` of what is logged: debug, info, warn or error")
@@ -333,6 +335,19 @@ func schedConfig(f serveFlags) (sched.Config, error) {
 		return sched.Config{}, fmt.Errorf("--max-reservations %d: must be 1 or more", f.maxReservations)
 	}
 	cfg.ReserveAfterS, cfg.MaxReservations = f.reserveAfter.Seconds(), max(f.maxReservations, 0)
+	switch f.reserveLead {
+	case "half", "":
+		cfg.ReserveLeadS = sched.LeadHalfBound
+	default:
+		d, err := time.ParseDuration(f.reserveLead)
+		if f.reserveLead == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 {
+			return sched.Config{}, fmt.Errorf("--reserve-lead %q: want half, 0 or a duration such as 1m", f.reserveLead)
+		}
+		cfg.ReserveLeadS = d.Seconds()
+	}
 	if !slices.Contains(sched.CPUAllocModes(), f.cpuAlloc) {
 		return sched.Config{}, fmt.Errorf("--cpu-alloc %q: want %s", f.cpuAlloc, strings.Join(sched.CPUAllocModes(), " or "))
 	}

@@ -108,14 +108,16 @@ func reservationText(r sched.Reservation, nowS float64) string {
 
 // reservationFrom is when r's GPUs are expected to be free, on the
 // engine's clock, in the server's time zone.
-func reservationFrom(r sched.Reservation) time.Time { return clockTime(r.FromS) }
+func reservationFrom(r sched.Reservation) time.Time { return ClockTime(r.FromS) }
 
 // ReservationDue is when r's job became due for its reservation (it had
 // waited its bound), on the engine's clock, in the server's time zone.
-func ReservationDue(r sched.Reservation) time.Time { return clockTime(r.DueS) }
+func ReservationDue(r sched.Reservation) time.Time { return ClockTime(r.DueS) }
 
-// clockTime is a time of the snapshot's clock, seconds since the epoch.
-func clockTime(s float64) time.Time {
+// ClockTime is a time of the snapshot's clock (seconds since the epoch),
+// in the server's time zone: a stored reservation's FromS and DueS read
+// on a follower replica.
+func ClockTime(s float64) time.Time {
 	ns := s * 1e9
 	if !(ns < math.MaxInt64) {
 		return time.Time{}

@@ -55,25 +55,36 @@ func BenchmarkScheduleReserve(b *testing.B) {
 	s := randomSnapshot(rand.New(rand.NewPCG(1, 2)), genOpts{nodes: 125, gpusPerNode: 8, jobs: 10000, busy: 0.97})
 	for _, pol := range []string{"fjf", "srsf", "tiresias-l", "tiresias-g"} {
 		for _, omit := range []bool{false, true} {
-			name := "1000gpus-10000jobs/" + pol
-			if omit {
-				name += "/omit-waits"
+			for _, lead := range []float64{0, LeadHalfBound} {
+				name := "1000gpus-10000jobs/" + pol
+				if omit {
+					name += "/omit-waits"
+				}
+				if lead != 0 {
+					name += "/lead-half" // serve's default (rule 7 of "Reservations")
+				}
+				benchReserve(b, name, s, Config{Policy: pol, OmitWaits: omit, ReserveAfterS: 300, ReserveLeadS: lead})
 			}
-			b.Run(name, func(b *testing.B) {
-				sc, err := New(Config{Policy: pol, OmitWaits: omit, ReserveAfterS: 300})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if d := sc.Schedule(s); len(d.Reservations) == 0 {
-					b.Fatal("no reservation made: the benchmark measures none")
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					sc.Schedule(s)
-				}
-			})
 		}
 	}
+}
+
+// benchReserve runs BenchmarkScheduleReserve's pass of snapshot s under
+// cfg as sub-benchmark name.
+func benchReserve(b *testing.B, name string, s Snapshot, cfg Config) {
+	b.Run(name, func(b *testing.B) {
+		sc, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d := sc.Schedule(s); len(d.Reservations) == 0 {
+			b.Fatal("no reservation made: the benchmark measures none")
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			sc.Schedule(s)
+		}
+	})
 }
 
 // syntheticTrace draws n jobs arriving at a rate that loads gpus GPUs to

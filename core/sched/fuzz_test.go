@@ -227,6 +227,13 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 			s.Reservations = append(s.Reservations, rv)
 		}
 	}
+	// A lead (Config.ReserveLeadS), last of all: half the bound, or 0
+	// to 950 s.
+	if b := r.next(); b&1 != 0 {
+		if cfg.ReserveLeadS = float64((b>>2)%20) * 50; b&2 != 0 {
+			cfg.ReserveLeadS = LeadHalfBound
+		}
+	}
 	return cfg, s
 }
 

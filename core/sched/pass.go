@@ -101,6 +101,7 @@ type pass struct {
 	slotRun      []int32
 	rsvCand      []int32
 	rsvShared    []bool          // per slot: held by several running jobs, no run alone (sharedFreeAt)
+	rsvShareFree []bool          // per slot: a shared GPU freed by preempting all its jobs (sharedVictims); empty when none
 	rsvKept      map[int64]int32 // Snapshot.Reservations by job ID: their index
 	rsvHolder    []int32         // per job: 1 + its kept reservation's index, 0 for none (sized when some are kept)
 	rsvHoldLeft  int             // holders of kept reservations the walk has not taken yet

@@ -35,6 +35,11 @@ import (
 // (overdue, overdueVictim), and the jobs ranked above it are held off
 // them (rsvEarlyHold); before, a session that would run past it does not
 // start on them, whatever its rank. A job of one GPU is never reserved.
+// With a lead (Config.ReserveLeadS: the bound is when a job must start),
+// a job is due its lead before its bound and its deadline is the bound
+// (dueWait, deadlineOf). Past the deadline a GPU that several batch jobs
+// share is taken from all of them together (sharedVictims), never from
+// a session.
 //
 // Free GPUs outside a reservation come first. Free reserved GPUs are
 // held back for the rest of the walk by marking them busy (rsvHeld); a
@@ -259,8 +264,8 @@ func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
 	if !(b > 0) || gpus < 2 {
 		return // a job of one GPU is never reserved (tryReserve)
 	}
-	w := waitedS(j, p.now)
-	if w >= b {
+	w, d := waitedS(j, p.now), p.dueWait(b)
+	if w >= d {
 		p.rsvIsDue[i] = true
 		p.rsvDueLeft++
 		if len(p.rsvKept) > 0 {
@@ -270,7 +275,7 @@ func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
 				p.rsvHolders = append(p.rsvHolders, i)
 			}
 		}
-	} else if due := p.now - w + b; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
+	} else if due := p.now - w + d; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
 		p.rsvNext = due
 	}
 }
@@ -670,7 +675,7 @@ func (p *pass) tryReserve(e *entry) bool {
 		return false
 	}
 	j := &p.s.Jobs[e.job]
-	if b := p.boundOf(j); !(b > 0) || waitedS(j, p.now) < b {
+	if b := p.boundOf(j); !(b > 0) || waitedS(j, p.now) < p.dueWait(b) {
 		return false
 	}
 	due := p.dueOf(e.job)
@@ -859,8 +864,10 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64, kept *Reservation) bo
 			}
 		}
 	}
+	p.rsvShareFree = p.rsvShareFree[:0]
 	if len(p.shared) > 0 {
 		p.sharedFreeAt()
+		p.sharedVictims(e, due)
 	}
 	for k := range p.d.Starts {
 		t := p.endAt(&p.s.Jobs[p.startJob[k]])
@@ -868,6 +875,9 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64, kept *Reservation) bo
 			if s := cl.slot(g); s >= 0 && p.freeAt[s] != inf {
 				if p.slotRun[s] >= 0 { // a victim's GPU a sharing job joined
 					p.slotRun[s] = -1
+				}
+				if len(p.rsvShareFree) > 0 {
+					p.rsvShareFree[s] = false
 				}
 				p.freeAt[s] = max(p.freeAt[s], t)
 			}
@@ -1069,6 +1079,56 @@ func (p *pass) sharedFreeAt() {
 	}
 }
 
+// sharedVictims frees, for reservation holder e past its deadline, the
+// GPUs that several running jobs share (a shared GPU's lanes, which no
+// run holds alone: dropShared) when every one of them is a job the
+// reservation may take (overdueTakes): startReserved then preempts them
+// all (rsvShareFree). A shared GPU frees only when its last job leaves;
+// before (issue 30), it was never taken, and on the demo the reserved
+// machine waited past the deadline for its sharing jobs to end by
+// themselves.
+func (p *pass) sharedVictims(e *entry, due float64) {
+	if !p.rsvPreempt || !p.overdue(e.job, due) {
+		return
+	}
+	cl := &p.cl
+	take := resize(p.rsvShareFree, len(cl.busy))
+	clear(take)
+	p.rsvShareFree = take
+	for _, s := range p.shared {
+		if p.rsvShared[s] && p.freeAt[s] != math.Inf(1) {
+			take[s] = true
+		}
+	}
+	for ri := range p.runs {
+		run := &p.runs[ri]
+		if run.state&^runReached == runPreempted {
+			continue
+		}
+		for _, g := range p.s.Jobs[run.job].Placement {
+			if s := cl.slot(g); s >= 0 && take[s] && !p.sharedVictim(run, e.job) {
+				take[s] = false
+			}
+		}
+	}
+	for _, s := range p.shared {
+		if take[s] {
+			p.freeAt[s] = p.now
+		}
+	}
+}
+
+// sharedVictim tells whether running job run, which shares its GPU with
+// other running jobs, may be preempted for job i past its deadline:
+// overdueVictim's rule, for a job whose GPU no run holds alone. Never a
+// session, nor a job that a job started in this pass joined.
+func (p *pass) sharedVictim(run *runJob, i int32) bool {
+	if st := run.state &^ runReached; st != runOpen && st != runKept || run.flags&runPinned != 0 {
+		return false
+	}
+	return p.overdueTakes(run, i)
+}
+
 // rsvCommit holds back the free GPUs of the reservation just made, once
 // its job's wait is explained (with the GPUs free it saw), and keeps the
 // running jobs on its GPUs: no job ranked below its job preempts them.
@@ -1254,6 +1314,9 @@ func (p *pass) startReserved(e *entry, slots []int32) {
 		if ri := p.slotRun[s]; ri >= 0 && p.runs[ri].state&^runReached != runPreempted {
 			p.rsvPreemptRun(ri, e)
 		}
+		if len(p.rsvShareFree) > 0 && p.rsvShareFree[s] {
+			p.preemptSharers(s, e)
+		}
 	}
 	for _, s := range slots {
 		cl.busy[s] = true
@@ -1269,6 +1332,32 @@ func (p *pass) startReserved(e *entry, slots []int32) {
 		gpus[i] = cl.ref(s)
 	}
 	p.begin(e, gpus)
+}
+
+// preemptSharers preempts the running jobs that share slot s for
+// reservation holder by, past its deadline (sharedVictims), and frees
+// the slot: no run held it alone.
+func (p *pass) preemptSharers(s int32, by *entry) {
+	cl := &p.cl
+	for ri := range p.runs {
+		run := &p.runs[ri]
+		if run.state&^runReached == runPreempted {
+			continue
+		}
+		if !slices.ContainsFunc(p.s.Jobs[run.job].Placement, func(g gpu.Ref) bool { return cl.slot(g) == int(s) }) {
+			continue
+		}
+		p.rsvPreemptRun(int32(ri), by)
+		pr := &p.d.Preempts[run.preempt]
+		pr.Reason += "; it shared its GPU with other jobs, all preempted with it: a shared GPU frees only when every job on it leaves"
+	}
+	if cl.busy[s] {
+		cl.busy[s] = false
+		n := cl.slotNode[s]
+		cl.setFree(int(n), cl.nodes[n].free+1)
+		cl.frDirty = true
+	}
+	p.rsvShareFree[s] = false
 }
 
 // rsvPreemptRun preempts running job ri for reservation holder by: its
@@ -1303,13 +1392,24 @@ func (p *pass) rsvPreemptRun(ri int32, by *entry) {
 	}
 }
 
+// deadlineClause says, in a preemption's reason, why the reserved job
+// has reached its deadline: it has waited its bound again since it was
+// due, or, with a lead (Config.ReserveLeadS), its bound.
+func (p *pass) deadlineClause() string {
+	if p.sc.cfg.ReserveLeadS != 0 {
+		return ", which had its GPUs reserved before its bound so that they drain toward it, and has now waited its bound"
+	}
+	return ", which had its GPUs reserved once it waited past its bound and has now waited its bound again"
+}
+
 // rsvPreemptReason says why victim gives way to the reserved job by.
 func (p *pass) rsvPreemptReason(victim, by *entry) string {
 	b := append(p.buf[:0], "preempted for job "...)
 	b = strconv.AppendInt(b, by.id, 10)
 	if victim.run >= 0 && p.runs[victim.run].flags&runLent != 0 {
 		lender := p.s.Jobs[victim.job].Team
-		b = append(b, ", which had its GPUs reserved once it waited past its bound and has now waited its bound again: this job started on them after they were reserved, and a reservation past its deadline takes them back, once, even from a team's guaranteed work; it goes first in its queue, and team "...)
+		b = append(b, p.deadlineClause()...)
+		b = append(b, ": this job started on them after they were reserved, and a reservation past its deadline takes them back, once, even from a team's guaranteed work; it goes first in its queue, and team "...)
 		b = appendName(b, lender)
 		b = append(b, " may reclaim the GPUs job "...)
 		b = strconv.AppendInt(b, by.id, 10)
@@ -1318,7 +1418,8 @@ func (p *pass) rsvPreemptReason(victim, by *entry) string {
 		return string(b)
 	}
 	if p.overdue(by.job, p.dueOf(by.job)) {
-		b = append(b, ", which had its GPUs reserved once it waited past its bound and has now waited its bound again: a reservation past its deadline takes its GPUs from any batch job"...)
+		b = append(b, p.deadlineClause()...)
+		b = append(b, ": a reservation past its deadline takes its GPUs from any batch job"...)
 		p.buf = b
 		return string(b)
 	}
@@ -1439,7 +1540,7 @@ type rsvRel struct {
 // addReservation records e's reservation.
 func (p *pass) addReservation(e *entry, slots []int32, n int, from, due float64) {
 	k := int32(len(p.rsv))
-	p.rsv = append(p.rsv, rsvState{job: e.job, ent: *e, n: n, from: from, due: due, deadline: due + p.boundOf(&p.s.Jobs[e.job]), starts: len(p.d.Starts)})
+	p.rsv = append(p.rsv, rsvState{job: e.job, ent: *e, n: n, from: from, due: due, deadline: p.deadlineOf(e.job, due), starts: len(p.d.Starts)})
 	rk := &p.rsv[k]
 	rk.slots = slots
 	var gpus []gpu.Ref
@@ -1504,7 +1605,7 @@ func (p *pass) overdue(i int32, due float64) bool {
 	if !p.rsvPreempt {
 		return false
 	}
-	return p.now >= due+p.boundOf(&p.s.Jobs[i])-p.sc.cfg.HandoverS
+	return p.now >= p.deadlineOf(i, due)-p.sc.cfg.HandoverS
 }
 
 // overdueVictim tells whether running job run may be preempted for job
@@ -1522,6 +1623,12 @@ func (p *pass) overdueVictim(run *runJob, i int32) bool {
 	if run.n <= 0 || run.flags&runPinned != 0 {
 		return false
 	}
+	return p.overdueTakes(run, i)
+}
+
+// overdueTakes is overdueVictim's rule on the job of run, whatever GPUs
+// it holds alone.
+func (p *pass) overdueTakes(run *runJob, i int32) bool {
 	j := &p.s.Jobs[run.job]
 	if rsvProtected(j) {
 		return false
@@ -1557,10 +1664,44 @@ func (p *pass) lentTo(run *runJob, i int32) bool {
 }
 
 // dueOf is when pending job i became due for a reservation: when its
-// wait (its age less its run time) reached its bound.
+// wait (its age less its run time) reached its bound, or, with a lead
+// (Config.ReserveLeadS), its bound less the lead.
 func (p *pass) dueOf(i int32) float64 {
 	j := &p.s.Jobs[i]
-	return p.now - waitedS(j, p.now) + p.boundOf(j)
+	return p.now - waitedS(j, p.now) + p.dueWait(p.boundOf(j))
+}
+
+// LeadHalfBound as Config.ReserveLeadS: each job's lead is half its own
+// bound (its team's or the server's), so that it is due at half its
+// bound and must start by its bound.
+const LeadHalfBound = -1
+
+// dueWait is the wait after which a job of bound b is due for a
+// reservation: b, or with a lead (Config.ReserveLeadS) b less the lead,
+// never below 0 (due as soon as it cannot start).
+func (p *pass) dueWait(b float64) float64 {
+	switch l := p.sc.cfg.ReserveLeadS; {
+	case l == LeadHalfBound:
+		return b / 2
+	case l > 0:
+		return max(b-l, 0)
+	}
+	return b
+}
+
+// deadlineOf is the deadline of job i, due for a reservation since due:
+// when it has waited its bound again since (twice its bound in all), or,
+// with a lead (Config.ReserveLeadS), when it has waited its bound: the
+// bound is then when it must start, and the lead the time its GPUs have
+// to drain toward it (issue 30: live, a job due at its bound of 120 s
+// started at its deadline, 230 s, as the reservation promised, not
+// within the bound).
+func (p *pass) deadlineOf(i int32, due float64) float64 {
+	b := p.boundOf(&p.s.Jobs[i])
+	if p.sc.cfg.ReserveLeadS != 0 {
+		return due - p.dueWait(b) + b
+	}
+	return due + b
 }
 
 // wasDue tells whether running job j was due for a reservation itself
@@ -1593,9 +1734,8 @@ func (p *pass) rsvEarlyBegin() {
 		return
 	}
 	for _, i := range p.rsvHolders {
-		j := &p.s.Jobs[i]
 		due := p.dueOf(i)
-		h := rsvEarly{job: i, deadline: due + p.boundOf(j)}
+		h := rsvEarly{job: i, deadline: p.deadlineOf(i, due)}
 		h.ready = p.overdue(i, due)
 		for _, g := range p.rsvKeptOf(i).GPUs {
 			s := p.cl.slot(g)
@@ -1622,11 +1762,23 @@ func (p *pass) rsvEarlyBegin() {
 			}
 		}
 	}
+	// A GPU that several jobs share is ready when each of them may be
+	// taken (sharedVictims).
+	shared := resize(p.rsvShared, len(p.cl.busy))
+	clear(shared)
+	p.rsvShared = shared
 	for _, s := range p.shared {
-		notReady(s)
+		shared[s] = true
 	}
 	for ri := range p.runs {
 		run := &p.runs[ri]
+		for _, g := range p.s.Jobs[run.job].Placement {
+			if s := p.cl.slot(g); s >= 0 && shared[s] {
+				if h := ks[s]; h >= 0 && !p.sharedVictim(run, h) {
+					notReady(int32(s))
+				}
+			}
+		}
 		for _, s := range p.held[run.lo:run.hi] {
 			if h := ks[s]; h >= 0 && !p.overdueVictim(run, h) {
 				notReady(s)

@@ -462,6 +462,10 @@ func reservationConfigs() []Config {
 			Config{Policy: pol, ReserveAfterS: 1000, OmitWaits: true, MaxReservations: 2},
 			Config{Policy: pol, ReserveAfterS: 1000, NoPreemption: true, LocalityWaitS: 1000},
 			Config{Policy: pol, ReserveAfterS: 1000, Placement: PlaceCount, MaxReservations: 3, OmitWaits: true},
+			// The lead (rule 7 of "Reservations"): due at half the
+			// bound, or 400 s before it, the deadline at the bound.
+			Config{Policy: pol, ReserveAfterS: 1000, ReserveLeadS: LeadHalfBound, LocalityWaitS: -1, MaxReservations: 2},
+			Config{Policy: pol, ReserveAfterS: 1000, ReserveLeadS: 400, Placement: PlaceCount},
 		)
 	}
 	return out
@@ -914,10 +918,14 @@ func TestReservationSharedGPU(t *testing.T) {
 		pend(10, 8, 0),
 		pend(11, 4, 100),
 	}}
-	for _, policy := range []string{"fjf", "tiresias-l"} {
+	// fjf waits for the shared GPU's last job (1,550). Under tiresias-l
+	// job 10 is past its deadline (600), and jobs 2 and 3, batch jobs
+	// that may both be taken, free their shared GPU now: it waits only
+	// for job 1 (1,300), which was due itself when it started.
+	for policy, from := range map[string]float64{"fjf": 1550, "tiresias-l": 1300} {
 		cfg := Config{Policy: policy, ReserveAfterS: 300}
 		d := mustNew(t, cfg).Schedule(s)
-		want := []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1550, DueS: 300}}
+		want := []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: from, DueS: 300}}
 		if !reflect.DeepEqual(d.Reservations, want) {
 			t.Errorf("%s: reservations %+v, want %+v", policy, d.Reservations, want)
 		}

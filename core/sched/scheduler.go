@@ -128,6 +128,18 @@ type Config struct {
 	// (Team.ReserveAfterS). fifo never reserves: its first waiting job
 	// blocks the line anyway.
 	ReserveAfterS float64
+	// ReserveLeadS makes a job's bound the time by which it must start
+	// rather than the time it is reserved (docs/scheduling.md,
+	// "Reservations", rule 7): with a lead, a job is due for a
+	// reservation once it has waited its bound less the lead (at once
+	// when the lead is the bound or more), so that the GPUs it needs
+	// drain toward it before the bound, and its deadline (when it takes
+	// its GPUs from any batch job it may preempt, sharing ones too) is
+	// the bound itself. Zero: due at the bound, the deadline at twice
+	// the bound. The lead is the expected time to drain its GPUs: about
+	// how long the jobs that hold them run on. LeadHalfBound (negative):
+	// half of each job's own bound.
+	ReserveLeadS float64
 	// MaxReservations is how many jobs hold a reservation at once, the
 	// first ones in priority order; zero means DefaultMaxReservations.
 	MaxReservations int
@@ -284,6 +296,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if r := cfg.ReserveAfterS; !(r >= 0) || math.IsInf(r, 1) {
 		return nil, fmt.Errorf("reserve-after %v s: must be a finite number of seconds, 0 (off) or more", r)
+	}
+	if l := cfg.ReserveLeadS; l != LeadHalfBound && (!(l >= 0) || math.IsInf(l, 1)) {
+		return nil, fmt.Errorf("reserve lead %v s: must be a finite number of seconds, 0 or more, or LeadHalfBound", l)
 	}
 	if h := cfg.HandoverS; !(h >= 0) || math.IsInf(h, 1) {
 		return nil, fmt.Errorf("handover %v s: must be a finite number of seconds, 0 or more", h)

@@ -283,6 +283,11 @@ func (p *pass) restore(r *runJob) bool {
 			p.cl.free = 0
 		}
 	} else {
+		if r.lo == r.hi && r.flags&runForReservation != 0 {
+			// It shared its GPU, preempted with every job on it for a
+			// reservation (preemptSharers): that GPU is given.
+			return false
+		}
 		for _, s := range p.held[r.lo:r.hi] {
 			if p.cl.busy[s] && !p.heldBack(s) {
 				return false

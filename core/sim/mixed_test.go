@@ -134,12 +134,13 @@ func replayMixed(t *testing.T, jobs []trace.Job, cfg sched.Config) mixedRun {
 // the 8-GPU jobs wait for the end of the day: running them every 30
 // minutes costs the 1-GPU jobs 50 to 75%.
 func TestMixedTraceReservations(t *testing.T) {
-	var table strings.Builder
+	var table, leadTable strings.Builder
 	for _, f := range []struct {
 		path, name string
 		most       float64 // the longest 8-GPU pending allowed, in bounds
 		sameJCT    bool    // the 1-GPU jobs' average JCT within 5% of the one without
-	}{{mixedTrace, "mixed-8gpu", 2, true}, {specTrace, "mixed-spec", 2, false}} {
+		mostLead   float64 // the longest 8-GPU pending allowed with the lead, in bounds
+	}{{mixedTrace, "mixed-8gpu", 2, true, 1}, {specTrace, "mixed-spec", 2, false, 1.5}} {
 		tr, err := trace.ReadFile(f.path, trace.FormatNative)
 		if err != nil {
 			t.Fatal(err)
@@ -151,6 +152,21 @@ func TestMixedTraceReservations(t *testing.T) {
 			}
 			off := replayMixed(t, jobs, sched.Config{Policy: "tiresias-l"})
 			on := replayMixed(t, jobs, sched.Config{Policy: "tiresias-l", ReserveAfterS: mixedBound})
+			// With the lead of half the bound (rule 7 of "Reservations")
+			// the bound is when an 8-GPU job must start: on mixed-8gpu
+			// each does, on mixed-spec within 1.5 times the bound, and
+			// the 1-GPU jobs' JCT stays within 5% of the one without.
+			lead := replayMixed(t, jobs, sched.Config{Policy: "tiresias-l", ReserveAfterS: mixedBound, ReserveLeadS: sched.LeadHalfBound})
+			if lead.bigMax > f.mostLead*mixedBound {
+				t.Errorf("%s: with the lead an 8-GPU job is pending %.0f s, more than %v times the bound of %.0f s", name, lead.bigMax, f.mostLead, mixedBound)
+			}
+			if lead.smallJCT > 1.05*on.smallJCT {
+				t.Errorf("%s: the 1-GPU jobs' average JCT is %.0f s with the lead, %.0f s without: more than 5%% worse", name, lead.smallJCT, on.smallJCT)
+			}
+			if lead.sessionPreemptions > 0 {
+				t.Errorf("%s: sessions preempted %d times with the lead", name, lead.sessionPreemptions)
+			}
+			fmt.Fprintf(&leadTable, "| %s | %.0f / %.0f | %.0f / %.0f | %d / %d |\n", name, on.bigMax, lead.bigMax, on.smallJCT, lead.smallJCT, on.preemptions, lead.preemptions)
 			fmt.Fprintf(&table, "| %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %d / %d | %d / %d |\n", name,
 				off.bigMax, on.bigMax, off.bigP99, on.bigP99, off.smallJCT, on.smallJCT, off.smallPendingP99, on.smallPendingP99,
 				off.preemptions, on.preemptions, off.sessionPreemptions, on.sessionPreemptions)
@@ -166,6 +182,7 @@ func TestMixedTraceReservations(t *testing.T) {
 		}
 	}
 	t.Logf("trace | 8-GPU max pending s | 8-GPU p99 pending s | 1-GPU batch avg JCT s | 1-GPU p99 pending s | preemptions | session preemptions (without / with)\n%s", table.String())
+	t.Logf("trace | 8-GPU max pending s | 1-GPU batch avg JCT s | preemptions (with reservations, without / with the lead of half the bound)\n%s", leadTable.String())
 }
 
 // TestReservationsInSim: the simulator drives reservations as the core

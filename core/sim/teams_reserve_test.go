@@ -30,10 +30,10 @@ var mixedTeams = []trace.Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", 
 
 // replayTeams replays jobs on one machine of 8 GPUs under tiresias-l and
 // fair share between mixedTeams, reserving after bound (0: never).
-func replayTeams(t *testing.T, jobs []trace.Job, bound float64) teamsRun {
+func replayTeams(t *testing.T, jobs []trace.Job, bound, lead float64) teamsRun {
 	t.Helper()
 	cfg := Config{
-		Sched: sched.Config{Policy: "tiresias-l", ReserveAfterS: bound, OmitWaits: true},
+		Sched: sched.Config{Policy: "tiresias-l", ReserveAfterS: bound, ReserveLeadS: lead, OmitWaits: true},
 		Nodes: []trace.Node{{Name: "node-0", GPUs: 8}},
 		Teams: mixedTeams,
 	}
@@ -119,10 +119,19 @@ func TestMixedTeamsReservations(t *testing.T) {
 	names, traces := mixedTeamTraces(t)
 	var table strings.Builder
 	for i, jobs := range traces {
-		off := replayTeams(t, jobs, 0)
-		on := replayTeams(t, jobs, mixedBound)
-		fmt.Fprintf(&table, "| %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |\n", names[i],
-			off.bigMax, on.bigMax, off.bigP99, on.bigP99, off.lenderMax, on.lenderMax, off.restJCT, on.restJCT)
+		off := replayTeams(t, jobs, 0, 0)
+		on := replayTeams(t, jobs, mixedBound, 0)
+		lead := replayTeams(t, jobs, mixedBound, sched.LeadHalfBound)
+		fmt.Fprintf(&table, "| %s | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f |\n", names[i],
+			off.bigMax, on.bigMax, lead.bigMax, off.bigP99, on.bigP99, lead.bigP99, off.lenderMax, on.lenderMax, lead.lenderMax, off.restJCT, on.restJCT, lead.restJCT)
+		// The lead (rule 7 of "Reservations"): the bound is when the job
+		// must start, at no cost to the rest beyond 5%.
+		if lead.restJCT > 1.05*on.restJCT {
+			t.Errorf("%s: the rest's average JCT is %.0f s with the lead, %.0f s without: more than 5%% worse", names[i], lead.restJCT, on.restJCT)
+		}
+		if lead.sessionPreemptions > 0 {
+			t.Errorf("%s: sessions preempted %d times with the lead", names[i], lead.sessionPreemptions)
+		}
 		if on.bigMax >= off.bigMax {
 			t.Errorf("%s: the longest 8-GPU pending is %.0f s with reservations, %.0f s without", names[i], on.bigMax, off.bigMax)
 		}
@@ -132,6 +141,9 @@ func TestMixedTeamsReservations(t *testing.T) {
 		if strings.HasPrefix(names[i], "mixed-sessions") {
 			continue // sessions without a limit, never preempted, hold the machine for an hour or more
 		}
+		if lead.bigMax > on.bigMax {
+			t.Errorf("%s: the longest 8-GPU pending is %.0f s with the lead, %.0f s without", names[i], lead.bigMax, on.bigMax)
+		}
 		if on.bigMax > 2*mixedBound {
 			t.Errorf("%s: an 8-GPU job is pending %.0f s, more than twice the bound of %.0f s", names[i], on.bigMax, mixedBound)
 		}
@@ -139,5 +151,5 @@ func TestMixedTeamsReservations(t *testing.T) {
 			t.Errorf("%s: a job within its team's guarantee waited %.0f s, more than the bound of %.0f s", names[i], on.lenderMax, mixedBound)
 		}
 	}
-	t.Logf("trace | 8-GPU max pending s | 8-GPU p99 pending s | lender's max wait within guarantee s | rest avg JCT s (without / with)\n%s", table.String())
+	t.Logf("trace | 8-GPU max pending s | 8-GPU p99 pending s | lender's max wait within guarantee s | rest avg JCT s (without / with / with the lead of half the bound)\n%s", table.String())
 }

@@ -1865,7 +1865,7 @@ type Reservation struct {
 	// Count how many GPUs are held: the job's
 	Count int `json:"count"`
 
-	// Due when the job had waited its bound and became due for a reservation; under a preemptive policy it takes its GPUs from any batch job once it has waited its bound again. It follows from the job's stored times, so a restarted server or a new leader keeps it
+	// Due when the job became due for a reservation: when it had waited its bound less the server's lead (serve --reserve-lead, half the bound by default), or its bound without a lead; under a preemptive policy it takes its GPUs from any batch job once it has waited its bound (without a lead, its bound again). It follows from the job's stored times, so a restarted server or a new leader keeps it
 	Due time.Time `json:"due"`
 
 	// From when they are expected to be free: an estimate from the running jobs' time limits, or the run times of jobs like them
