@@ -323,17 +323,28 @@ func TestFaultServerBackMidFence(t *testing.T) {
 // every T/20 and retry every T/40 while their runs are leased, so a
 // restart that leaves them unheard for less than about 0.9 T is adopted
 // whole: every job runs once, from start to end, on its first run, after
-// an outage of 0.5 T and one of 0.8 T (the time from the kill to the new
-// server listening, measured).
+// an outage of 0.5 T and one of 0.9 T.
+//
+// The outage is timed from the agents' own record of when they last
+// heard the server (the "heard" of their retries), not from the kill, and
+// ended by the test, not by the new server's start: the agents reach the
+// server through a forwarder that refuses them until the earliest heard
+// plus the outage, while the new server starts behind it. So neither the
+// time a loaded machine takes to start a server nor the phase of the
+// pings moves the outage; what is left to the machine is the agents'
+// reconnection within the 0.1 T (2 s) the lease has left.
 func TestFaultServerRestartWithinTheLease(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	const timeout = 20 * time.Second
 	data, traces := t.TempDir(), t.TempDir()
-	args := []string{"--data", data, "--heartbeat-timeout", timeout.String(), "--grace", faultGrace, "--max-retries", "0", "--policy", "fifo"}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args := []string{"--data", data, "--heartbeat-timeout", timeout.String(), "--grace", faultGrace, "--max-retries", "0",
+		"--policy", "fifo", "--addr", addr}
 	srv := startAgentServer(t, args...)
+	fw := newForwarder(t, addr)
 	var agents []*server
 	for _, n := range []string{"r1", "r2"} {
-		agents = append(agents, startAgent(t, srv.URL, n)) // 2 GPUs each
+		agents = append(agents, startAgent(t, "http://"+fw.addr(), n)) // 2 GPUs each
 	}
 	defer func() {
 		if t.Failed() {
@@ -352,24 +363,39 @@ func TestFaultServerRestartWithinTheLease(t *testing.T) {
 	for _, id := range ids {
 		traceStarted(t, traces, id, "")
 	}
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	for _, outage := range []time.Duration{timeout / 2, timeout * 8 / 10} {
-		killed := time.Now()
+	for _, outage := range []float64{0.5, 0.9} {
+		fw.refuse()
+		seen := make([]int, len(agents))
+		for i, a := range agents {
+			seen[i] = len(a.output())
+		}
 		srv.kill()
-		// The new server takes about a second to listen.
-		time.Sleep(outage - time.Second)
-		srv = startAgentServer(t, append(args, "--addr", addr)...)
-		down := time.Since(killed)
-		t.Logf("server down %v (%.2f T)", down.Round(time.Millisecond), down.Seconds()/timeout.Seconds())
-		if down > timeout*9/10 {
-			t.Fatalf("the server took %v to come back, past 0.9 T: nothing this test checks", down)
+		srv = startAgentServer(t, args...)
+		heard := lastHeard(t, agents, seen)
+		// About time: the outage is the fault this test makes, ended at a
+		// moment set by the agents' record, not a wait for an event.
+		time.Sleep(time.Until(heard.Add(time.Duration(outage * float64(timeout)))))
+		fw.admit()
+		down := time.Since(heard)
+		t.Logf("agents unheard %v (%.2f T) when the server could be reached again", down.Round(time.Millisecond), down.Seconds()/timeout.Seconds())
+		if down >= timeout {
+			t.Fatalf("the server came back %v after the agents last heard it, past T: nothing this test checks", down)
 		}
 		// Both machines back before the next outage.
 		waitGPUs(t, srv.URL, 4)
+		for i, a := range agents {
+			// While their runs were leased, the agents retried every T/40
+			// (with up to 20% jitter), not after a growing backoff.
+			for _, wait := range retryWaits(t, a.output()[seen[i]:]) {
+				if wait > timeout/40*12/10 {
+					t.Errorf("agent %d retried after %v, unheard %.1f T: want T/40 while its runs are leased", i+1, wait, outage)
+				}
+			}
+		}
 		a := newAPI(t, srv.URL, "alice", "dev")
 		for _, id := range ids {
 			if j := a.job(id); j.State != "running" {
-				t.Errorf("after %v down, job %d is %s (%s), want running still", down.Round(time.Millisecond), id, j.State, j.Reason)
+				t.Errorf("after %.1f T unheard, job %d is %s (%s), want running still", outage, id, j.State, j.Reason)
 			}
 		}
 	}
@@ -383,6 +409,64 @@ func TestFaultServerRestartWithinTheLease(t *testing.T) {
 		}
 	}
 	endsOnce(t, alice, ids...)
+}
+
+// retryWaits are the waits before the next attempt that an agent's
+// output says, in its retries ("in").
+func retryWaits(t *testing.T, out string) []time.Duration {
+	t.Helper()
+	var waits []time.Duration
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, `msg="not connected to the server; retrying"`) {
+			continue
+		}
+		i := strings.LastIndex(line, " in=") // after the error's text
+		if i < 0 {
+			t.Fatalf("a retry without its wait: %s", line)
+		}
+		v, _, _ := strings.Cut(line[i+len(" in="):], " ")
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("retry's wait %q: %v", v, err)
+		}
+		waits = append(waits, d)
+	}
+	return waits
+}
+
+// lastHeard is the earliest of agents' records of when they last heard a
+// server, from the first retry each logs after seen (the length of its
+// output before the server went): whose lease runs out first.
+func lastHeard(t *testing.T, agents []*server, seen []int) time.Time {
+	t.Helper()
+	var earliest time.Time
+	for i, a := range agents {
+		var heard time.Time
+		eventually(t, 30*time.Second, "the agent to retry and say when it last heard the server", func() bool {
+			out := a.output()[seen[i]:]
+			for _, line := range strings.Split(out, "\n") {
+				if !strings.Contains(line, `msg="not connected to the server; retrying"`) {
+					continue
+				}
+				_, v, ok := strings.Cut(line, " heard=")
+				if !ok {
+					continue
+				}
+				v, _, _ = strings.Cut(v, " ")
+				h, err := time.Parse(time.RFC3339, v)
+				if err != nil {
+					t.Fatalf("agent's heard %q: %v", v, err)
+				}
+				heard = h
+				return true
+			}
+			return false
+		})
+		if earliest.IsZero() || heard.Before(earliest) {
+			earliest = heard
+		}
+	}
+	return earliest
 }
 
 // TestFaultForgedExit: an agent with the shared token registers a machine
@@ -421,6 +505,8 @@ func TestFaultForgedExit(t *testing.T) {
 
 // forwarder passes TCP connections to a target and can freeze: stop
 // passing bytes both ways, without closing anything, as a partition does.
+// A side that closes its connection is passed on as a close (its FIN, or
+// a reset), so that a server that dies behind it is seen to die.
 type forwarder struct {
 	t      *testing.T
 	ln     net.Listener
@@ -429,9 +515,12 @@ type forwarder struct {
 	mu     sync.Mutex
 	frozen bool
 	// held: the target's replies are held, the requests pass (holdReplies).
-	held   bool
-	thawed *sync.Cond
-	conns  []net.Conn
+	held bool
+	// refused: new connections are closed as soon as they come, as by a
+	// target that does not listen (refuse).
+	refused bool
+	thawed  *sync.Cond
+	conns   []net.Conn
 }
 
 func newForwarder(t *testing.T, target string) *forwarder {
@@ -455,6 +544,13 @@ func (f *forwarder) accept() {
 		if err != nil {
 			return
 		}
+		f.mu.Lock()
+		refused := f.refused
+		f.mu.Unlock()
+		if refused {
+			c.Close()
+			continue
+		}
 		d, err := net.Dial("tcp", f.target)
 		if err != nil {
 			c.Close()
@@ -469,23 +565,29 @@ func (f *forwarder) accept() {
 }
 
 // pipe copies from src to dst, holding every chunk while frozen, and
-// those of a reply (from the target) while replies are held.
+// those of a reply (from the target) while replies are held; src's end
+// is held as long and passed on as dst's: its close ends dst's writes, a
+// reset or a write that fails closes both.
 func (f *forwarder) pipe(src, dst net.Conn, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		f.mu.Lock()
+		for f.frozen || reply && f.held {
+			f.thawed.Wait()
+		}
+		f.mu.Unlock()
 		if n > 0 {
-			f.mu.Lock()
-			for f.frozen || reply && f.held {
-				f.thawed.Wait()
-			}
-			f.mu.Unlock()
 			if _, werr := dst.Write(buf[:n]); werr != nil {
+				src.Close()
+				dst.Close()
 				return
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
+			if tc, ok := dst.(*net.TCPConn); ok && err == io.EOF {
+				_ = tc.CloseWrite()
+			} else {
 				dst.Close()
 			}
 			return
@@ -517,6 +619,20 @@ func (f *forwarder) cut() {
 	f.conns = nil
 	f.held = false
 	f.thawed.Broadcast()
+	f.mu.Unlock()
+}
+
+// refuse closes each new connection as it comes; admit passes them on
+// again. Connections already made go on.
+func (f *forwarder) refuse() {
+	f.mu.Lock()
+	f.refused = true
+	f.mu.Unlock()
+}
+
+func (f *forwarder) admit() {
+	f.mu.Lock()
+	f.refused = false
 	f.mu.Unlock()
 }
 

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,16 @@ import (
 // (scripts/soak-faults):
 //
 //	GPUPORTAL_SOAK_MINUTES=30 go test -tags soak -run TestFaultSoak -v -timeout 60m ./integration
+//
+// GPUPORTAL_SOAK_TIMEOUT sets the heartbeat timeout T (default 2s, the
+// fault suite's). On a loaded machine a process may not run for a second
+// or more, which a T of 2 s takes for a lost machine: a fault the soak did
+// not make. A larger T keeps those delays out of the figures without
+// weakening the soak: every fault that is timed against the lease (a
+// freeze, a partition, an agent or server down) lasts as long in units of
+// T as at 2 s, so as many outlast the lease and are fenced; a database
+// stop, timed against --db-outage-hold, is not stretched. The soak
+// reports the machine's load average with its figures.
 func TestFaultSoak(t *testing.T) {
 	minutes, _ := strconv.ParseFloat(os.Getenv("GPUPORTAL_SOAK_MINUTES"), 64)
 	if minutes <= 0 {
@@ -39,13 +50,24 @@ func TestFaultSoak(t *testing.T) {
 	if seed == 0 {
 		seed = 1
 	}
-	rng := rand.New(rand.NewPCG(seed, seed))
+	timeout, stretch, err := soakTimeout(os.Getenv("GPUPORTAL_SOAK_TIMEOUT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The faults and the submissions draw from a source each: a
+	// rand.Rand is not safe for two goroutines, and with one source the
+	// faults a seed makes depended on how many jobs were submitted
+	// before each.
+	rng, jobRng := rand.New(rand.NewPCG(seed, seed)), rand.New(rand.NewPCG(seed, seed+1))
 	data, traces := t.TempDir(), t.TempDir()
 	pg := startPrivatePG(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	base := "http://" + addr
-	args := []string{"--addr", addr, "--db", pg.DSN()}
-	srv := faultServer(t, data, args...)
+	args := []string{"--data", data, "--heartbeat-timeout", timeout.String(), "--grace", faultGrace,
+		"--max-retries", "0", "--policy", "fifo", "--addr", addr, "--db", pg.DSN()}
+	srv := startAgentServer(t, args...)
+	var load loadSamples
+	load.sample(t)
 
 	type soakAgent struct {
 		name, work string
@@ -71,10 +93,10 @@ func TestFaultSoak(t *testing.T) {
 			select {
 			case <-stopSubmit:
 				return
-			case <-time.After(time.Duration(500+rng.IntN(2500)) * time.Millisecond):
+			case <-time.After(time.Duration(500+jobRng.IntN(2500)) * time.Millisecond):
 			}
-			body := fmt.Sprintf(`{"name":"soak%d","gpus":%d,"command":%s}`, i, 1+rng.IntN(2),
-				jsonArgs(checkpointedJob(traces, 8+rng.IntN(40), soakEvery)))
+			body := fmt.Sprintf(`{"name":"soak%d","gpus":%d,"command":%s}`, i, 1+jobRng.IntN(2),
+				jsonArgs(checkpointedJob(traces, 8+jobRng.IntN(40), soakEvery)))
 			req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/jobs", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+token)
 			req.Header.Set("Content-Type", "application/json")
@@ -99,35 +121,40 @@ func TestFaultSoak(t *testing.T) {
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(10+rng.IntN(20)) * time.Second)
 		a := agents[rng.IntN(len(agents))]
-		hold := time.Duration(1000+rng.IntN(7000)) * time.Millisecond
+		hold := time.Duration(1000+rng.IntN(7000)) * time.Millisecond // 0.5 to 4 T at T = 2 s
+		leased := time.Duration(float64(hold) * stretch)              // as long in units of T
+		var what string
 		switch f := rng.IntN(5); f {
 		case 0:
-			faults["agent frozen"]++
+			what = "agent frozen"
 			a.proc.signal(syscall.SIGSTOP)
-			time.Sleep(hold)
+			time.Sleep(leased)
 			a.proc.signal(syscall.SIGCONT)
 		case 1:
-			faults["agent killed and restarted"]++
+			what = "agent killed and restarted"
 			a.proc.kill()
-			time.Sleep(hold / 4)
+			time.Sleep(leased / 4)
 			a.proc = startAgent(t, "http://"+a.fw.addr(), a.name, "--work-dir", a.work)
 		case 2:
-			faults["partition"]++
+			what = "partition"
 			a.fw.freeze()
-			time.Sleep(hold)
+			time.Sleep(leased)
 			a.fw.thaw()
 		case 3:
-			faults["server killed and restarted"]++
+			what = "server killed and restarted"
 			srv.kill()
-			time.Sleep(hold / 2)
-			srv = faultServer(t, data, args...)
+			time.Sleep(leased / 2)
+			srv = startAgentServer(t, args...)
 		case 4:
-			faults["database stopped and started"]++
+			what = "database stopped and started"
 			pg.stop()
 			time.Sleep(2 * hold)
 			pg.start()
 		}
-		t.Logf("%s: faults so far %v", time.Now().Format(time.TimeOnly), faults)
+		faults[what]++
+		load.sample(t)
+		t.Logf("%s: %s (%s, %v); load %.2f; faults so far %v", time.Now().Format(time.TimeOnly), what, a.name,
+			leased.Round(time.Millisecond), load.last(), faults)
 	}
 	close(stopSubmit)
 	<-submitted
@@ -138,10 +165,14 @@ func TestFaultSoak(t *testing.T) {
 	for _, id := range ids {
 		alice.waitState(id, 10*time.Minute, "succeeded", "failed", "cancelled")
 	}
+	load.sample(t)
 	spans := checkTraces(t, traces)
 	endsOnce(t, alice, ids...)
+	failed := soakFailures(t, alice, ids, spans)
 	lost := soakLost(spans)
-	t.Logf("seed %d, %.0f minutes: %d jobs accepted, %d runs traced, faults %v", seed, minutes, len(ids), len(spans), faults)
+	t.Logf("seed %d, %.0f minutes, T = %v: %d jobs accepted, %d runs traced, %d faults %v, %d jobs not succeeded",
+		seed, minutes, timeout, len(ids), len(spans), sumFaults(faults), faults, failed)
+	t.Logf("load average (1 min) at the faults and the end: %s, on %d CPUs", load, runtime.NumCPU())
 	t.Logf("runs: %d jobs ran more than once, %d reruns, at most %d runs of one job (job %d)", lost.rerunJobs, lost.reruns, lost.maxRuns, lost.maxJob)
 	t.Logf("work lost: %d reruns resumed from a checkpoint, %d from scratch; %d ticks redone (%.1f s), at most %d for one rerun (a checkpoint every %d ticks of %v)",
 		lost.resumed, lost.scratch, lost.ticks, float64(lost.ticks)*tick.Seconds(), lost.maxTicks, soakEvery, tick)
@@ -211,4 +242,97 @@ func jsonArgs(args []string) string {
 
 func decodeJSON(resp *http.Response, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// soakTimeout is the soak's heartbeat timeout T from v ("" : the fault
+// suite's) and how much longer than the suite's T it is.
+func soakTimeout(v string) (time.Duration, float64, error) {
+	base, err := time.ParseDuration(faultTimeout)
+	if err != nil {
+		return 0, 0, err
+	}
+	if v == "" {
+		return base, 1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < base {
+		return 0, 0, fmt.Errorf("GPUPORTAL_SOAK_TIMEOUT %q: want a duration of at least %v", v, base)
+	}
+	return d, float64(d) / float64(base), nil
+}
+
+// sumFaults is the number of faults made.
+func sumFaults(faults map[string]int) int {
+	n := 0
+	for _, c := range faults {
+		n += c
+	}
+	return n
+}
+
+// soakFailures logs each job of ids that did not succeed with its
+// evidence: its runs as its trace files have them, and its history. It
+// returns how many there were.
+func soakFailures(t *testing.T, a *api, ids []int64, spans []*runSpan) int {
+	t.Helper()
+	n := 0
+	for _, id := range ids {
+		j := a.job(id)
+		if j.State == "succeeded" {
+			continue
+		}
+		n++
+		t.Logf("job %d %s (%s)", id, j.State, j.Reason)
+		for _, s := range spans {
+			if s.job == id {
+				t.Logf("  trace: %v, ticks %d to %d", s, s.firstTick, s.lastTick)
+			}
+		}
+		for _, h := range jobHistory(t, a, id) {
+			t.Logf("  history: %s: %s", h.State, h.Detail)
+		}
+	}
+	return n
+}
+
+// loadSamples are the machine's 1-minute load averages, read at moments
+// of the soak.
+type loadSamples []float64
+
+// sample reads /proc/loadavg.
+func (l *loadSamples) sample(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		t.Logf("load average: %v", err)
+		return
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		t.Logf("load average %q: %v", f[0], err)
+		return
+	}
+	*l = append(*l, v)
+}
+
+func (l loadSamples) last() float64 {
+	if len(l) == 0 {
+		return 0
+	}
+	return l[len(l)-1]
+}
+
+func (l loadSamples) String() string {
+	if len(l) == 0 {
+		return "not read"
+	}
+	sum := 0.0
+	for _, v := range l {
+		sum += v
+	}
+	return fmt.Sprintf("min %.2f, mean %.2f, max %.2f over %d readings", slices.Min(l), sum/float64(len(l)), slices.Max(l), len(l))
 }

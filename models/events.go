@@ -27,6 +27,12 @@ func addEvent(tx *gorm.DB, j *Job, at time.Time) error {
 	detail := j.Reason
 	if j.State == JobRunning {
 		detail = "on " + strings.Join(j.Placement, ", ")
+		if j.Reason != "" {
+			// A start clears the reason: a running job has one when a
+			// run was taken back (MarkResumed), which the entry says, so
+			// that it does not read as a new run.
+			detail += "; " + j.Reason
+		}
 	}
 	e := JobEvent{JobID: j.ID, At: at, State: j.State, Detail: detail, Run: j.Run}
 	if err := tx.Create(&e).Error; err != nil {

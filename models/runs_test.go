@@ -36,6 +36,12 @@ func TestRunsAreRecorded(t *testing.T) {
 		if err := s.MarkResumed(ctx, job.RunRef{Job: j.ID, Run: run1}, []string{"a1:0"}, "resumed", t0.Add(12*time.Second)); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("resume a running job: err = %v, want ErrConflict", err)
 		}
+		// The history says the run was taken back, not started again
+		// (issue 32: the soak's job 44 read "requeued", then "running: on
+		// soak0:1", like a second run).
+		if es, err := s.JobEvents(ctx, j.ID); err != nil || es[len(es)-1].Detail != "on a1:0; resumed" || es[len(es)-1].Run != run1 {
+			t.Errorf("history after the resume: %+v, %v; want run %d running on a1:0; resumed", es, err, run1)
+		}
 		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run1}, models.JobPreempted, nil, "preempted", t0.Add(20*time.Second)); err != nil {
 			t.Fatal(err)
 		}

@@ -235,7 +235,13 @@ func (c *Client) Run(ctx context.Context) error {
 			// them their lease, so try again soon, not after a backoff.
 			wait = time.Duration(float64(r) * (0.8 + 0.4*rand.Float64()))
 		}
-		c.cfg.Logger.Warn("not connected to the server; retrying", "server", url, "err", err, "in", wait.Round(time.Millisecond))
+		args := []any{"server", url, "err", err, "in", wait.Round(time.Millisecond)}
+		if h := c.heard.Load(); h != 0 {
+			// When a server was last heard: the runs' lease (fence.go)
+			// runs out a heartbeat timeout after it.
+			args = append(args, "heard", time.Unix(0, h))
+		}
+		c.cfg.Logger.Warn("not connected to the server; retrying", args...)
 		select {
 		case <-ctx.Done():
 			return nil
