@@ -41,6 +41,10 @@ import (
 //
 //	go test -run 'TestFaults/DatabaseStopped$' -v ./integration
 func TestFaults(t *testing.T) {
+	// go test prints a parent's own time, 0 s here: its subtests' is
+	// said once they have all ended.
+	start := time.Now()
+	t.Cleanup(func() { t.Logf("the fault tests took %v side by side", time.Since(start).Round(100*time.Millisecond)) })
 	for _, tc := range []struct {
 		name string
 		run  func(*testing.T)
