@@ -32,12 +32,13 @@ import (
 // t.Parallel: go test runs it with the other serial tests, so nothing
 // but fault tests runs meanwhile. They spend their time waiting on the
 // clock (heartbeat timeouts, outages, jobs that tick) with a server and
-// agents that are idle between ticks, so together they take little more
-// than the longest rather than the sum (on a loaded 2-core machine: 16
-// tests that took 361 s one at a time ran in 102-119 s, three times, all
-// passing); kept from the Chromium, Podman and torch tests of the
-// parallel phase, their 2 s heartbeat timeout stays far above what a
-// busy machine delays a heartbeat by. Longest first. One alone:
+// agents that are idle between ticks, so together they take about a
+// third of the sum (on a loaded 2-core machine, back to back: 303 s one
+// at a time, 103 s side by side; 102-119 s in three runs at a load of
+// 30, all passing); kept from the Chromium, Podman and torch tests of
+// the parallel phase, their 2 s heartbeat timeout stays far above what
+// a busy machine delays a heartbeat by. go test, not this list, orders
+// their starts. One alone:
 //
 //	go test -run 'TestFaults/DatabaseStopped$' -v ./integration
 func TestFaults(t *testing.T) {
