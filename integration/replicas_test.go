@@ -235,7 +235,7 @@ func TestTwoReplicasOneDatabase(t *testing.T) {
 // elsewhere no replica leads; once it is free one does, and the agent,
 // given both servers, reconnects to it within its lease with its job,
 // which runs once. (The leader that takes its lock back, after a
-// database outage, is TestFaultDatabaseStopped.)
+// database outage, is TestFaults/DatabaseStopped.)
 func TestLeaderThatLosesItsLockStepsDown(t *testing.T) {
 	dsn := modelstest.PostgresDSN(t)
 	key := sessionKeyFile(t)

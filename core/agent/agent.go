@@ -463,7 +463,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		if err == nil && r.pgid > 0 {
 			// The watchdog knows the job's group before anything else
 			// is done: an agent frozen from here on still has it
-			// fenced (TestFaultFrozenAgent saw a run the watchdog
+			// fenced (TestFaults/FrozenAgent saw a run the watchdog
 			// was not yet told of outlive its agent's lease).
 			a.cfg.Watchdog.Add(r.pgid, a.cfg.Grace)
 		}
