@@ -25,6 +25,8 @@ type JobReadStore interface {
 	LatestForecasts(ctx context.Context) (map[int64]models.Forecast, error)
 	LatestForecastsOf(ctx context.Context, ids []int64) (map[int64]models.Forecast, error)
 	JobsByID(ctx context.Context, ids []int64) ([]models.Job, error)
+	// QueueJobsByID is JobsByID with the fields a queue's entry shows.
+	QueueJobsByID(ctx context.Context, ids []int64) ([]models.Job, error)
 	JCTsSince(ctx context.Context, since time.Time, limit int) ([]float64, error)
 	ForecastOutcomes(ctx context.Context, kind string, limit int) ([]models.ForecastOutcome, error)
 	ListJobs(ctx context.Context, f models.JobFilter) ([]models.Job, error)

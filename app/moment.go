@@ -76,6 +76,9 @@ type Moment struct {
 	// silent are the machines not heard for over UnheardAfter, or gone,
 	// with when they were last heard.
 	silent map[string]time.Time
+	// orders keeps the queues' order between moments (queueOrder); nil:
+	// each moment computes its own.
+	orders *orderCache
 }
 
 // Running returns the running jobs of the moment.
@@ -113,6 +116,7 @@ func (s *App) Moment(ctx context.Context) (*Moment, error) {
 	if s.leading() {
 		m.Waits = s.cfg.Engine.Waits()
 	}
+	m.orders = &s.orders
 	return m, nil
 }
 
@@ -498,14 +502,6 @@ func heldReason(h engine.HeldExit, now time.Time) string {
 // not known here.
 func (m *Moment) position(j *models.Job) int {
 	if w, ok := m.Waits[j.ID]; ok && j.State.Waiting() && !j.Held() {
-		return w.Position
-	}
-	return 0
-}
-
-// rowPosition is position for a QueueRow.
-func (m *Moment) rowPosition(r *models.QueueRow) int {
-	if w, ok := m.Waits[r.ID]; ok && r.State.Waiting() && !r.Held() {
 		return w.Position
 	}
 	return 0
