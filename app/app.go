@@ -157,6 +157,9 @@ type App struct {
 	cfg Config
 	// idle keeps the lists' idle verdicts a little while (usage.go).
 	idle idleCache
+	// orders keeps the queues' order while the jobs and places are the
+	// same (queueorder.go).
+	orders orderCache
 }
 
 // New returns an App over cfg.

@@ -28,6 +28,8 @@ type JobReadStore interface {
 	// it stored them: a follower shows them (storedReservations).
 	Reservations(ctx context.Context) ([]models.Reservation, error)
 	JobsByID(ctx context.Context, ids []int64) ([]models.Job, error)
+	// QueueJobsByID is JobsByID with the fields a queue's entry shows.
+	QueueJobsByID(ctx context.Context, ids []int64) ([]models.Job, error)
 	JCTsSince(ctx context.Context, since time.Time, limit int) ([]float64, error)
 	ForecastOutcomes(ctx context.Context, kind string, limit int) ([]models.ForecastOutcome, error)
 	ListJobs(ctx context.Context, f models.JobFilter) ([]models.Job, error)

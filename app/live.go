@@ -115,12 +115,13 @@ func (s *App) FollowedJobs(ctx context.Context, ids []int64) ([]Job, error) {
 }
 
 // TeamJobs returns those of the jobs ids that exist and are team's, in
-// the order of ids, if a may see the team.
+// the order of ids, if a may see the team: with the fields a queue's
+// entry shows (Moment.QueueJob) alone, the others zero.
 func (s *App) TeamJobs(ctx context.Context, a Actor, team string, ids []int64) ([]Job, error) {
 	if err := MaySeeTeam(a.User, team); err != nil {
 		return nil, err
 	}
-	js, err := s.cfg.Store.JobsByID(ctx, ids)
+	js, err := s.cfg.Store.QueueJobsByID(ctx, ids)
 	if err != nil {
 		return nil, stored(err)
 	}

@@ -80,6 +80,9 @@ type Moment struct {
 	// stored are, on a follower, the reservations the leader stored, by
 	// job (storedReservations); nil on the leader, which asks its engine.
 	stored map[int64]api.Reservation
+	// orders keeps the queues' order between moments (queueOrder); nil:
+	// each moment computes its own.
+	orders *orderCache
 }
 
 // Running returns the running jobs of the moment.
@@ -119,6 +122,7 @@ func (s *App) Moment(ctx context.Context) (*Moment, error) {
 	} else if m.stored, err = s.storedReservations(ctx); err != nil {
 		return nil, err
 	}
+	m.orders = &s.orders
 	return m, nil
 }
 
@@ -536,14 +540,6 @@ func heldReason(h engine.HeldExit, now time.Time) string {
 // not known here.
 func (m *Moment) position(j *models.Job) int {
 	if w, ok := m.Waits[j.ID]; ok && j.State.Waiting() && !j.Held() {
-		return w.Position
-	}
-	return 0
-}
-
-// rowPosition is position for a QueueRow.
-func (m *Moment) rowPosition(r *models.QueueRow) int {
-	if w, ok := m.Waits[r.ID]; ok && r.State.Waiting() && !r.Held() {
 		return w.Position
 	}
 	return 0

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,10 +84,21 @@ func (p QueuePage) from(qi int, rows []*models.QueueRow) int {
 // scheduler's order (their positions: what each one's "N jobs ahead"
 // counts), then those of no known position (held, or on a follower) by
 // when they entered their queue. It reads QueueRows only.
+// The order is kept between the moments of the same rows and places
+// (orderCache): read it, do not change it.
 func (m *Moment) queueOrder(n int) [][]*models.QueueRow {
+	if m.orders == nil {
+		return m.placeQueues(n)
+	}
+	order, _ := m.orders.get(m.queued, m.Waits, n, func() [][]*models.QueueRow { return m.placeQueues(n) }, false)
+	return order
+}
+
+// placeQueues computes queueOrder.
+func (m *Moment) placeQueues(n int) [][]*models.QueueRow {
 	return models.OrderQueues(m.queued, n, func(r *models.QueueRow) (int, int) {
-		if pos := m.rowPosition(r); pos > 0 {
-			return m.Waits[r.ID].Queue, pos // the queue its position counts in
+		if w, ok := m.Waits[r.ID]; ok && w.Position > 0 && r.State.Waiting() && !r.Held() {
+			return w.Queue, w.Position // the queue its position counts in
 		}
 		return r.QueueIndex, 0
 	})
@@ -110,18 +122,25 @@ type QueuePlace struct {
 // TeamQueue returns the first limit of team's unfinished jobs in
 // queueOrder over n queues, queue by queue, and how many it has in all.
 func (m *Moment) TeamQueue(team string, n, limit int) (first []QueuePlace, total int) {
-	for qi, rows := range m.queueOrder(n) {
+	var places []QueuePlace
+	if m.orders == nil {
+		places = teamPlaces(m.placeQueues(n))[team]
+	} else {
+		_, teams := m.orders.get(m.queued, m.Waits, n, func() [][]*models.QueueRow { return m.placeQueues(n) }, true)
+		places = teams[team]
+	}
+	return slices.Clone(places[:min(limit, len(places))]), len(places)
+}
+
+// teamPlaces are each team's jobs of order, in order.
+func teamPlaces(order [][]*models.QueueRow) map[string][]QueuePlace {
+	out := make(map[string][]QueuePlace)
+	for qi, rows := range order {
 		for _, r := range rows {
-			if r.Team != team {
-				continue
-			}
-			total++
-			if len(first) < limit {
-				first = append(first, QueuePlace{ID: r.ID, Queue: qi})
-			}
+			out[r.Team] = append(out[r.Team], QueuePlace{ID: r.ID, Queue: qi})
 		}
 	}
-	return first, total
+	return out
 }
 
 // QueuesAt is the queues at m as a may see them, in queueOrder, each
@@ -166,7 +185,7 @@ func (s *App) QueuesAt(ctx context.Context, m *Moment, a Actor, p QueuePage) (ap
 		}
 		out.Queues = append(out.Queues, q)
 	}
-	js, err := s.cfg.Store.JobsByID(ctx, ids)
+	js, err := s.cfg.Store.QueueJobsByID(ctx, ids)
 	if err != nil {
 		return api.Queues{}, stored(err)
 	}

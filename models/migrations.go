@@ -46,6 +46,7 @@ func migrations() []migration {
 		{37, "jobs.priority, teams.batch_priorities and high_priority_gpus: batch jobs at high, normal and low priority (docs/scheduling.md)", batchPriorities},
 		{38, "jobs: index on finished_at, for the JCT window's reads (queueorder.go)", jobsFinishedIndex},
 		{45, "reservations: the GPUs the scheduling leader's last pass reserved, kept across restarts and leaders (reservations.go)", reservationsTable},
+		{46, "forecasts.started, kept by triggers on runs and forecasts, and its partial index by made_at (ForecastOutcomes)", forecastsStarted},
 		{51, "job_counts and the triggers on jobs that keep it: the jobs by team and state without counting the table (jobcounts.go)", jobCountsTriggers},
 		{52, "jobs: index of the jobs that have run, by team and submission, for the team's usage by member (MemberUsage)", jobsTeamUsageIndex},
 		{60, "jobs.run_accrual_s, run_gpu_seconds, held_gpus: a shared GPU's share in a running job's attained service (usage.Accrual)", jobsHeldGPUs},
