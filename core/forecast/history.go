@@ -74,8 +74,9 @@ const nkeys = 2*int(levels) - 1
 
 // keys are the groups a job of user, team and model on gpus GPUs belongs
 // to, most specific first: each level with the job's GPU count, then
-// without it (a job on 8 GPUs is seldom like one on 1: on a trace of
-// both, the big ones run hours where the small run minutes), and last
+// without it (a job on 8 GPUs is seldom like one on 1: on the mixed
+// test trace the 8-GPU jobs run 2 to 5 minutes, the 1-GPU ones 30 s to
+// 10 minutes, log-uniformly), and last
 // the jobs of its GPU count, whoever ran them. A group whose field is
 // empty, or a GPU count of 0, is left out (level == levels).
 func keys(user, team, model string, gpus int) [nkeys]groupKey {
