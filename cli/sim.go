@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -369,7 +370,8 @@ func simForecast(ctx context.Context, stdout io.Writer, jobs []trace.Job, cfg si
 		for _, part := range []struct {
 			name string
 			c    forecast.Calibration
-		}{{"all", r.Calibration}, {"arrivals", r.Arrivals}, {"resumes", r.Resumes}} {
+		}{{"all", r.Calibration}, {"arrivals", r.Arrivals}, {"resumes", r.Resumes},
+			{"< " + strconv.Itoa(replay.ShortWaitS) + " s", r.Short}, {">= " + strconv.Itoa(replay.ShortWaitS) + " s", r.Long}} {
 			c := part.c
 			if part.name != "all" && c.Forecasts == 0 {
 				continue

@@ -83,8 +83,8 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 			t.Errorf("first outcomes %+v, %v; want one", first, err)
 		}
 		samples, err := s.FinishedRunTimes(ctx, 10)
-		if err != nil || len(samples) != 1 || samples[0] != (forecast.Sample{User: "alice", Team: "vision", Model: "resnet50", RunS: 28}) {
-			t.Errorf("run times %+v, %v; want alice's 28 s", samples, err)
+		if err != nil || len(samples) != 1 || samples[0] != (forecast.Sample{User: "alice", Team: "vision", Model: "resnet50", RunS: 28, GPUs: 1}) {
+			t.Errorf("run times %+v, %v; want alice's 28 s on 1 GPU", samples, err)
 		}
 		recent, err := s.RecentSubmissions(ctx, t0.Add(-time.Minute), 10)
 		if err != nil || len(recent) != 2 || recent[0].ID != b.ID || recent[0].GPUs != 8 {

@@ -101,6 +101,7 @@ type RunTime struct {
 	User, Team, Model string
 	RunS              float64
 	LimitS            float64 // its time limit; 0: none
+	GPUs              int     // the GPUs it asked for
 }
 
 // FinishedRunTimes returns, for up to limit jobs that finished most
@@ -110,7 +111,7 @@ type RunTime struct {
 // freed their GPUs all the same.
 func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]RunTime, error) {
 	var js []Job
-	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s", "time_limit_s").
+	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s", "time_limit_s", "gp_us").
 		Where("state IN ? AND executed_s > 0", []JobState{JobSucceeded, JobFailed, JobCancelled}).
 		Order("finished_at DESC, id DESC").Limit(limit).Find(&js).Error
 	if err != nil {
@@ -118,7 +119,7 @@ func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]RunTime, err
 	}
 	out := make([]RunTime, len(js))
 	for i, j := range js {
-		out[i] = RunTime{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS, LimitS: float64(j.TimeLimitS)}
+		out[i] = RunTime{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS, LimitS: float64(j.TimeLimitS), GPUs: j.GPUs}
 	}
 	return out, nil
 }

@@ -753,7 +753,7 @@ type scen struct {
 // whether its start is forecast.
 func (s *scen) add(j sched.Job, target bool) {
 	m := simJob{team: -1, target: target}
-	rem, _ := s.h.Remaining(&j, draw(s.f.cfg.Seed, s.k, j.ID))
+	rem, _ := s.h.Remaining(&j, stratified(s.f.cfg.Seed, s.k, uint64(s.f.cfg.Samples), j.ID))
 	rem *= s.scale
 	if j.TimeLimitS > 0 {
 		// The job is stopped at its time limit.
@@ -1090,6 +1090,33 @@ func (s *scen) quiet() {
 
 // normalQuantile is the p-quantile of the standard normal distribution.
 func normalQuantile(p float64) float64 { return math.Sqrt2 * math.Erfinv(2*p-1) }
+
+// Salt keeps the strata of run times apart from their draws within them.
+const saltStratum = 0x632be59bd9b4e019
+
+// stratified is job id's uniform draw in (0, 1) for sample k of n, Latin
+// hypercube style: the n samples give each job one draw in each of the n
+// strata [i/n, (i+1)/n), in an order of its own (the rank of sample k's
+// hash among the n samples' hashes). Every job's run times then spread
+// over its distribution in every forecast, where n independent draws may
+// bunch: the median of the sampled starts strays less from the median of
+// the starts (docs/forecast.md, third round). A sample k >= n draws
+// independently.
+func stratified(seed, k, n uint64, id int64) float64 {
+	if k >= n || n < 2 {
+		return draw(seed, k, id)
+	}
+	key := draw(seed^saltStratum, k, id)
+	rank := 0
+	for i := range n {
+		if i != k {
+			if v := draw(seed^saltStratum, i, id); v < key || (v == key && i < k) {
+				rank++
+			}
+		}
+	}
+	return (float64(rank) + draw(seed, k, id)) / float64(n)
+}
 
 // draw is job id's uniform draw in (0, 1) for sample k: a hash, so that
 // it depends on neither the order of the jobs nor the other draws.

@@ -12,11 +12,13 @@ import (
 // GPUs in all (its executed time over every run). Jobs that failed or
 // were cancelled while running count as much as jobs that succeeded: what
 // a forecast needs is when GPUs come free, not whether the work was good.
-// LimitS is the time limit the job declared, 0 for none.
+// LimitS is the time limit the job declared, 0 for none; GPUs the GPUs
+// it asked for, 0 when not known.
 type Sample struct {
 	User, Team, Model string
 	RunS              float64
 	LimitS            float64
+	GPUs              int
 }
 
 // DefaultMinGroup is how many finished jobs a group (a user's jobs of one
@@ -54,33 +56,61 @@ const (
 	byUser
 	byModel
 	byTeam
+	byNone // every job: a group only with a GPU count
 	levels
 )
 
+// groupKey names a group of jobs: a level and its fields, and the GPUs
+// its jobs asked for (0: any).
 type groupKey struct {
 	level level
 	a, b  string
+	gpus  int
 }
 
-// keys are the groups j belongs to, most specific first; a group whose
-// field is empty is left out.
-func keys(user, team, model string) [levels]groupKey {
-	var k [levels]groupKey
-	k[byUserModel] = groupKey{level: byUserModel, a: user, b: model}
-	k[byUser] = groupKey{level: byUser, a: user}
-	k[byModel] = groupKey{level: byModel, a: model}
-	k[byTeam] = groupKey{level: byTeam, a: team}
+// nkeys is how many groups a job belongs to: each level with its GPU
+// count and without (every job, without, is History.all).
+const nkeys = 2*int(levels) - 1
+
+// keys are the groups a job of user, team and model on gpus GPUs belongs
+// to, most specific first: each level with the job's GPU count, then
+// without it (a job on 8 GPUs is seldom like one on 1: on the mixed
+// test trace the 8-GPU jobs run 2 to 5 minutes, the 1-GPU ones 30 s to
+// 10 minutes, log-uniformly), and last
+// the jobs of its GPU count, whoever ran them. A group whose field is
+// empty, or a GPU count of 0, is left out (level == levels).
+func keys(user, team, model string, gpus int) [nkeys]groupKey {
+	var k [nkeys]groupKey
+	base := [levels]groupKey{
+		byUserModel: {level: byUserModel, a: user, b: model},
+		byUser:      {level: byUser, a: user},
+		byModel:     {level: byModel, a: model},
+		byTeam:      {level: byTeam, a: team},
+		byNone:      {level: byNone},
+	}
 	if user == "" || model == "" {
-		k[byUserModel].level = levels
+		base[byUserModel].level = levels
 	}
 	if user == "" {
-		k[byUser].level = levels
+		base[byUser].level = levels
 	}
 	if model == "" {
-		k[byModel].level = levels
+		base[byModel].level = levels
 	}
 	if team == "" {
-		k[byTeam].level = levels
+		base[byTeam].level = levels
+	}
+	for l := range byNone {
+		k[2*l], k[2*l+1] = base[l], base[l]
+		k[2*l].gpus = gpus
+		if gpus <= 0 {
+			k[2*l].level = levels
+		}
+	}
+	k[nkeys-1] = base[byNone]
+	k[nkeys-1].gpus = gpus
+	if gpus <= 0 {
+		k[nkeys-1].level = levels
 	}
 	return k
 }
@@ -102,7 +132,7 @@ func NewHistory(samples []Sample, minGroup int) *History {
 		if s.LimitS > 0 && !math.IsInf(s.LimitS, 1) {
 			h.limited = append(h.limited, min(s.RunS/s.LimitS, 1))
 		}
-		for _, k := range keys(s.User, s.Team, s.Model) {
+		for _, k := range keys(s.User, s.Team, s.Model, s.GPUs) {
 			if k.level < levels {
 				h.groups[k] = append(h.groups[k], s.RunS)
 			}
@@ -156,8 +186,9 @@ func (h *History) Describe() string {
 // larger share: a limit says more about a job than other jobs' run
 // times. Else it is drawn from the run times of the most specific group
 // of finished jobs (the same user and model, the user, the model, the
-// team, then all) that has at least minGroup jobs that ran longer than
-// j has (for all jobs, 3 are enough).
+// team, each first of jobs on as many GPUs as j, then jobs on as many
+// GPUs, then all) that has at least minGroup jobs that ran longer than j
+// has (for all jobs, 3 are enough).
 // A job that has run longer than all but 2 finished jobs is expected to
 // run on in proportion to its age, as heavy tails do: the q-quantile of a
 // Pareto tail from a, a((1-q)^(-1/alpha) - 1), its index alpha estimated
@@ -173,7 +204,7 @@ func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 			return r * l, true
 		}
 	}
-	for _, k := range keys(j.User, j.Team, j.Model) {
+	for _, k := range keys(j.User, j.Team, j.Model, j.GPUs) {
 		if k.level == levels {
 			continue
 		}

@@ -51,12 +51,21 @@ type Report struct {
 	Calibration forecast.Calibration `json:"calibration"`
 	Arrivals    forecast.Calibration `json:"arrivals"`
 	Resumes     forecast.Calibration `json:"resumes"`
+	// Short and Long split it between waits shorter than ShortWaitS
+	// (forecast to start) and the others: a fifth of a short wait is a
+	// few seconds, less than a pass or a job's start takes.
+	Short forecast.Calibration `json:"short"`
+	Long  forecast.Calibration `json:"long"`
 	// Passes and Visits are the forecasts' cost (forecast.Result),
 	// summed; Sim is the simulation's own result.
 	Passes int         `json:"forecast_passes"`
 	Visits int         `json:"forecast_visits"`
 	Sim    *sim.Result `json:"sim"`
 }
+
+// ShortWaitS bounds the short waits of Report.Short: under a minute from
+// forecast to start.
+const ShortWaitS = 60
 
 // Run replays jobs under cfg and reports how the forecasts did.
 func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
@@ -90,7 +99,7 @@ func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	o.rep.Sim = res
-	var all, arrivals, resumes []forecast.Outcome
+	var all, arrivals, resumes, short, long []forecast.Outcome
 	for _, w := range o.done {
 		all = append(all, w.Outcome)
 		if w.resume {
@@ -98,10 +107,17 @@ func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
 		} else {
 			arrivals = append(arrivals, w.Outcome)
 		}
+		if w.Start-w.MadeAt < ShortWaitS {
+			short = append(short, w.Outcome)
+		} else {
+			long = append(long, w.Outcome)
+		}
 	}
 	o.rep.Calibration = forecast.Calibrate(all, 0)
 	o.rep.Arrivals = forecast.Calibrate(arrivals, 0)
 	o.rep.Resumes = forecast.Calibrate(resumes, 0)
+	o.rep.Short = forecast.Calibrate(short, 0)
+	o.rep.Long = forecast.Calibrate(long, 0)
 	return o.rep, nil
 }
 
@@ -243,6 +259,6 @@ func (o *observer) Finished(id int64, _, executedS float64) {
 	if tj == nil {
 		return
 	}
-	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS, LimitS: o.limits[id]})
+	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS, LimitS: o.limits[id], GPUs: tj.GPUs})
 	delete(o.limits, id)
 }
