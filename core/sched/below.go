@@ -1,7 +1,5 @@
 package sched
 
-import "slices"
-
 // below holds, once the walk has merged the running jobs, those it has
 // not reached yet: the jobs that pending jobs may still preempt. The walk
 // reaches them from the highest rank down; reclaim takes victims from
@@ -30,13 +28,14 @@ type below struct {
 	victimQ  int
 	scratch  []entry
 	at       []int
+	idx      []int32 // sortEntries' scratch
 }
 
 // init takes ents[from:], the running jobs ranked below the walk.
 func (b *below) init(ents []entry, from int, grouped bool, queues int) {
 	b.ents, b.grouped = ents, grouped
 	if !grouped {
-		slices.SortFunc(ents[from:], func(x, y entry) int { return compareEntries(&x, &y) })
+		sortEntries(ents[from:], &b.idx, &b.scratch)
 		b.next = from
 		return
 	}

@@ -108,7 +108,6 @@ func (c *cluster) reset(nodes []Node) {
 		c.indexNames(nodes)
 	}
 	c.src = nodes
-	c.nodes = c.nodes[:0]
 	clear(c.dedup)
 	c.dedup = c.dedup[:0]
 	c.maxCap, c.capacity, c.free, c.nsched = 0, 0, 0, 0
@@ -116,18 +115,16 @@ func (c *cluster) reset(nodes []Node) {
 	c.lastName, c.lastNode = "", -1
 	c.frDirty = true
 	slots := int32(0)
+	c.nodes = resize(c.nodes, len(c.byName)) // one per name: nodeOf numbers them in order
+	k := 0
 	for i := range nodes {
 		if c.nodeOf[i] < 0 {
 			continue // a second node of the same name cannot be told apart
 		}
 		n := &nodes[i]
-		cn := cnode{src: int32(i), first: slots, n: int32(len(n.GPUs)), dedup: -1, sched: !n.Unschedulable, dense: true}
-		for k := range n.GPUs {
-			if n.GPUs[k].Index != k {
-				cn.dense = false
-				break
-			}
-		}
+		cn := &c.nodes[k]
+		k++
+		*cn = cnode{src: int32(i), first: slots, n: int32(len(n.GPUs)), dedup: -1, sched: !n.Unschedulable, dense: denseGPUs(n.GPUs)}
 		if !cn.dense {
 			gpus := uniqueGPUs(n.GPUs)
 			cn.n, cn.dedup = int32(len(gpus)), int32(len(c.dedup))
@@ -135,7 +132,6 @@ func (c *cluster) reset(nodes []Node) {
 		}
 		cn.free = cn.n
 		slots += cn.n
-		c.nodes = append(c.nodes, cn)
 		if cn.sched {
 			c.nsched++
 			c.capacity += int(cn.n)
@@ -236,6 +232,16 @@ func (c *cluster) resetCount(nodes []Node) {
 	c.free = c.capacity
 }
 
+// denseGPUs tells whether gpus are indexed 0..n-1 in order.
+func denseGPUs(gpus []GPU) bool {
+	for k := range gpus {
+		if gpus[k].Index != k {
+			return false
+		}
+	}
+	return true
+}
+
 // uniqueGPUs returns gpus without repeated indices (the first one wins).
 // The common case, indices 0..n-1 in order, costs no allocation.
 func uniqueGPUs(gpus []GPU) []GPU {
@@ -283,12 +289,21 @@ func (c *cluster) locate(ref gpu.Ref) (int, int32) {
 		}
 		return -1, -1
 	}
-	for k, g := range c.gpus(ni) {
-		if g.Index == ref.Index {
-			return int(n.first) + k, ni
-		}
+	if s := c.sparseSlot(ni, ref.Index); s >= 0 {
+		return s, ni
 	}
 	return -1, -1
+}
+
+// sparseSlot finds the slot of GPU index on node ni, whose GPUs are not
+// numbered 0..n-1, or -1.
+func (c *cluster) sparseSlot(ni int32, index int) int {
+	for k, g := range c.gpus(ni) {
+		if g.Index == index {
+			return int(c.nodes[ni].first) + k
+		}
+	}
+	return -1
 }
 
 // find returns the node named name. A caller that builds placements from

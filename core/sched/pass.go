@@ -361,23 +361,30 @@ func (p *pass) hold(j *Job, i int) *runJob {
 	lo := int32(len(p.held))
 	cl := &p.cl
 	for _, g := range j.Placement {
-		s, ni := -1, cl.lastNode
-		if ni >= 0 && sameString(g.Node, cl.lastName) {
-			if n := &cl.nodes[ni]; n.dense && uint(g.Index) < uint(n.n) {
-				s = int(n.first) + g.Index // a GPU of the node found last: locate's first case, inlined
-			}
-		}
-		if s < 0 {
-			if s, ni = cl.locate(g); s < 0 {
+		// locate, inlined: a job's GPUs are mostly on the node found
+		// last, the first GPU of a job is found by find.
+		ni := cl.lastNode
+		if ni < 0 || !sameString(g.Node, cl.lastName) {
+			var ok bool
+			if ni, ok = cl.find(g.Node); !ok {
 				continue
 			}
+			cl.lastName, cl.lastNode = g.Node, ni
+		}
+		n := &cl.nodes[ni]
+		s := int(n.first) + g.Index
+		if !n.dense {
+			if s = cl.sparseSlot(ni, g.Index); s < 0 {
+				continue
+			}
+		} else if uint(g.Index) >= uint(n.n) {
+			continue
 		}
 		if cl.busy[s] {
 			p.shared = append(p.shared, int32(s))
 			continue
 		}
 		cl.busy[s] = true
-		n := &cl.nodes[ni]
 		n.free--
 		if n.sched {
 			p.held = append(p.held, int32(s))

@@ -10,12 +10,15 @@ type stream struct {
 	ents []entry
 	heap bool
 	next int // sorted: the next entry; heap: entries still in the heap
+
+	idx     []int32 // sortEntries' scratch
+	scratch []entry
 }
 
 func (s *stream) init(ents []entry, lazy bool) {
 	s.ents, s.heap = ents, lazy
 	if !lazy {
-		slices.SortFunc(ents, func(a, b entry) int { return compareEntries(&a, &b) })
+		sortEntries(ents, &s.idx, &s.scratch)
 		s.next = 0
 		return
 	}
@@ -23,6 +26,25 @@ func (s *stream) init(ents []entry, lazy bool) {
 	for i := s.next/2 - 1; i >= 0; i-- {
 		s.down(i)
 	}
+}
+
+// sortEntries orders ents by compareEntries. It sorts their positions,
+// then moves each entry once: sorting the entries themselves copies two
+// of them for every comparison and swap. The order is the one
+// slices.SortFunc gives the entries, ties included: pdqsort makes the
+// same comparisons and swaps whatever it sorts. idx and scratch are
+// reused from call to call.
+func sortEntries(ents []entry, idx *[]int32, scratch *[]entry) {
+	pos := resize(*idx, len(ents))
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	slices.SortFunc(pos, func(x, y int32) int { return compareEntries(&ents[x], &ents[y]) })
+	*scratch = append((*scratch)[:0], ents...)
+	for i, k := range pos {
+		ents[i] = (*scratch)[k]
+	}
+	*idx = pos
 }
 
 // peek returns the next entry without taking it, or nil.
