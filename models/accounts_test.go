@@ -8,11 +8,11 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 func TestAccountsAndAudit(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
@@ -100,7 +100,8 @@ func TestAccountsAndAudit(t *testing.T) {
 }
 
 func TestTemplates(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		tpl := &models.JobTemplate{User: "alice", Name: "resnet", Body: `{"name":"resnet","gpus":2}`}
@@ -130,7 +131,8 @@ func TestTemplates(t *testing.T) {
 }
 
 func TestTeamShares(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {

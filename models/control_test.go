@@ -13,13 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestAccountControl disables, enables and deletes an account and checks
 // what each ends, holds and keeps.
 func TestAccountControl(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
@@ -112,8 +112,9 @@ func TestAccountControl(t *testing.T) {
 // TestPasswordResetEndsTokens: whoever knew the old password may have
 // made a token with it.
 func TestPasswordResetEndsTokens(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t, modelstest.SQLiteDSN(t))
+	s := openStore(t, models.Migrated.SQLiteDSN(t))
 	if _, err := s.CreateTeam(ctx, "vision", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +137,9 @@ func TestPasswordResetEndsTokens(t *testing.T) {
 // TestCredentialUsers checks many credentials at once, as live
 // connections are.
 func TestCredentialUsers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t, modelstest.SQLiteDSN(t))
+	s := openStore(t, models.Migrated.SQLiteDSN(t))
 	if _, err := s.CreateTeam(ctx, "vision", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +172,7 @@ func TestCredentialUsers(t *testing.T) {
 }
 
 func TestCheckName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ok   bool
@@ -196,6 +199,7 @@ func TestCheckName(t *testing.T) {
 }
 
 func TestCause(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  error
@@ -221,7 +225,8 @@ func TestCause(t *testing.T) {
 // TestCheckWriteOnAFullDisk is in the integration tests (a tmpfs needs
 // root); here the probe works on a healthy store and leaves nothing.
 func TestCheckWrite(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		s := openStore(t, dsn)
 		for range 3 {
 			if err := s.CheckWrite(context.Background(), t0); err != nil {

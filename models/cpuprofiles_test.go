@@ -5,13 +5,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 func TestCPUProfilesAndNotes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, modelstest.SQLiteDSN(t))
+	s, err := Open(ctx, migrated.SQLiteDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestLatestForecastsOf: the latest forecasts of the jobs asked for, and
 // only theirs, however many jobs are asked for at once (more than one
 // query's worth here), and none of another kind.
 func TestLatestForecastsOf(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		var rows []models.Forecast

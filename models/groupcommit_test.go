@@ -15,7 +15,8 @@ import (
 // job stored under its own ID, with its history, on both databases and
 // with a pool of one connection or several.
 func TestCreateJobGroupCommit(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		for _, conns := range []int{1, 4} {
 			t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
 				ctx := context.Background()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestSetHeld: a running job attains service by the GPUs it holds as they
@@ -16,7 +15,8 @@ import (
 // the stored one when it stops agree, and a change for an ended run is
 // ignored.
 func TestSetHeld(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		s := openStore(t, dsn)
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Second)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"math"
 	"testing"
-
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 func minuteRow(uuid string, start int64, used float64, power *float64) GPUHistory {
@@ -14,7 +12,8 @@ func minuteRow(uuid string, start int64, used float64, power *float64) GPUHistor
 }
 
 func TestGPUHistoryStore(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s, err := Open(ctx, dsn)
 		if err != nil {

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 func TestCheckUnixName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		ok   bool
@@ -28,7 +28,8 @@ func TestCheckUnixName(t *testing.T) {
 // following the source's groups at each sign-in, the Unix account from
 // the source or an admin, and names that sign in elsewhere refused.
 func TestExternalSignIn(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
@@ -109,7 +110,8 @@ func TestExternalSignIn(t *testing.T) {
 // TestExternalSignInRace: two first sign-ins of one person at once make
 // one account, and both succeed.
 func TestExternalSignInRace(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		x := models.ExternalUser{Source: models.SourceOIDC, Subject: "https://idp|u-ivy", Name: "ivy",

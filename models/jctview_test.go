@@ -9,7 +9,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestJCTsFollowChanges ends jobs step by step and asks for the JCT
@@ -20,7 +19,7 @@ import (
 // counted, and a longer window is read whole and kept.
 func TestJCTsFollowChanges(t *testing.T) {
 	t.Parallel()
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		now := t0

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestJobCountsEqualScan changes jobs at random through the store (submit
@@ -23,7 +22,7 @@ import (
 // (a restart).
 func TestJobCountsEqualScan(t *testing.T) {
 	t.Parallel()
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		open := func() *Store {
 			s, err := OpenWith(ctx, dsn, Options{PasswordCost: bcrypt.MinCost})

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // An array's tasks share their first task's ID; a job's variables,
 // folder, limit, retries and dependencies are kept; a waiting job ends in
 // the final state asked; teams keep their time limits. On both databases.
 func TestJobSpecStore(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openTestStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 2); err != nil {

@@ -5,12 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 func TestLeaseOnSQLiteAlwaysLeads(t *testing.T) {
-	s := openTestStore(t, modelstest.SQLiteDSN(t))
+	t.Parallel()
+	s := openTestStore(t, migrated.SQLiteDSN(t))
 	l, err := s.TryLead(context.Background(), 10*time.Millisecond)
 	if err != nil || l == nil {
 		t.Fatalf("TryLead on SQLite = %v, %v; want a lease", l, err)
@@ -27,8 +26,9 @@ func TestLeaseOnSQLiteAlwaysLeads(t *testing.T) {
 // replicas hold it: one at a time; lost with its connection; free again
 // once released.
 func TestLeaseOnPostgres(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	dsn := modelstest.PostgresDSN(t)
+	dsn := migrated.PostgresDSN(t)
 	a, b := openTestStore(t, dsn), openTestStore(t, dsn)
 	const check = 50 * time.Millisecond
 

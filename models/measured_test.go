@@ -8,11 +8,11 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 func TestSetMeasuredMemory(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		s := openStore(t, dsn)
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Second)

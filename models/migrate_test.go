@@ -62,6 +62,7 @@ func openTestStore(t *testing.T, dsn string) *Store {
 // and checks that opening it with today's code keeps every row and adds
 // the new columns.
 func TestUpgradeFromBaseline(t *testing.T) {
+	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		old := rawDB(t, dsn)
@@ -166,6 +167,7 @@ func checkVersions(t *testing.T, db *gorm.DB) {
 // tables and columns with those gorm derives from today's structs: a
 // field added without a migration step fails here.
 func TestFreshSchemaMatchesModels(t *testing.T) {
+	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		s := openTestStore(t, dsn)
 		checkVersions(t, s.db)
@@ -223,6 +225,7 @@ func sortedKeys(m map[string][]string) []string {
 // once, as replicas starting together do, then again: each step runs
 // exactly once. SQLite serves one replica, so it is opened in turn.
 func TestMigrateTwiceAndAtOnce(t *testing.T) {
+	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		if strings.HasPrefix(dsn, "sqlite:") {
 			openTestStore(t, dsn).Close()
@@ -259,6 +262,7 @@ func TestMigrateTwiceAndAtOnce(t *testing.T) {
 // TestMissingStepFails checks that a model column no step creates stops
 // the migration with a message naming it.
 func TestMissingStepFails(t *testing.T) {
+	t.Parallel()
 	db := rawDB(t, modelstest.SQLiteDSN(t))
 	short := migrations()[:1] // the baseline lacks later columns
 	_, err := migrate(context.Background(), db, short)
@@ -274,6 +278,7 @@ func TestMissingStepFails(t *testing.T) {
 // TestMigrationNamesFit: every step's name fits schema_migrations.name
 // (128 characters), which PostgreSQL enforces and SQLite does not.
 func TestMigrationNamesFit(t *testing.T) {
+	t.Parallel()
 	for _, m := range migrations() {
 		if n := len(m.name); n > 128 {
 			t.Errorf("migration %d: name of %d characters, at most 128 fit: %q", m.version, n, m.name)

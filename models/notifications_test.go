@@ -11,11 +11,11 @@ import (
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestCheckNotificationSettings: bad settings are refused naming the field.
 func TestCheckNotificationSettings(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		set  models.NotificationSettings
@@ -54,7 +54,8 @@ func TestCheckNotificationSettings(t *testing.T) {
 // owner chose, by each channel, with the event; delivery outcomes and
 // retries are recorded; turning a channel off drops what it had pending.
 func TestNotificationOutbox(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
@@ -196,7 +197,8 @@ func TestNotificationOutbox(t *testing.T) {
 // TestHeldNotifications: a job waiting longer than its owner's threshold
 // is told of once per wait; a new wait after a run is told again.
 func TestHeldNotifications(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
@@ -256,7 +258,8 @@ func TestHeldNotifications(t *testing.T) {
 // idle event is told once per run; SetKeepAlive holds only for a running
 // job; a team's idle policy round-trips.
 func TestIdleNotificationsAndKeepAlive(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
@@ -316,7 +319,8 @@ func TestIdleNotificationsAndKeepAlive(t *testing.T) {
 // the server's, which a new team has), and the store refuses a rule
 // core/idle would not take.
 func TestTeamIdleRule(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
@@ -359,7 +363,8 @@ func TestTeamIdleRule(t *testing.T) {
 // longer than the column (a reclaim's, with the session's note) is kept
 // to its first 512 bytes.
 func TestSessionReclaimedNotification(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {

@@ -8,13 +8,13 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestRunningPlacements: only running jobs, each with where it runs now;
 // a queued job and a finished one (which keeps where it ran) are absent.
 func TestRunningPlacements(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		var ids []int64

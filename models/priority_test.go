@@ -8,14 +8,14 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestBatchPolicy: a team's batch priorities are stored and read back
 // (the default when none is set), and HighPriorityGPUs counts the GPUs of
 // the team's unfinished high-priority jobs only.
 func TestBatchPolicy(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {

@@ -51,6 +51,7 @@ func sortedQueues(rows []models.QueueRow, n int, place func(*models.QueueRow) (i
 // started), without one, in queues out of range, entered at the same
 // second; and positions that clash, which no one pass gives.
 func TestOrderQueues(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name   string

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestQueueRowsFollowChanges changes jobs step by step through the store
@@ -15,7 +14,8 @@ import (
 // reads (queueview.go) are those a whole read gives: a second store on
 // the same database, whose first read is whole.
 func TestQueueRowsFollowChanges(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateUser(ctx, "bob", "secret-password", models.RoleResearcher, "nlp"); err != nil {

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestSetReasonsInBatches sets the reasons of more jobs than one statement
 // takes: every waiting job gets its own, a running job keeps the reason it
 // had, one too long for the column is cut, and the writes are counted.
 func TestSetReasonsInBatches(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
@@ -73,7 +73,8 @@ func TestSetReasonsInBatches(t *testing.T) {
 // TestMarkStartedAll records a pass's starts in one transaction: a start
 // that cannot be recorded (its job was cancelled meanwhile) fails alone.
 func TestMarkStartedAll(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {

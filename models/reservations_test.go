@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestReservations: a pass's reservations replace the stored ones whole,
 // and read back in their order.
 func TestReservations(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

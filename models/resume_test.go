@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 func TestLostWork(t *testing.T) {
+	t.Parallel()
 	at := func(s int) time.Time { return time.Date(2026, 11, 28, 12, 0, s, 0, time.UTC) }
 	ended := func(s int) *time.Time { t := at(s); return &t }
 	runs := []Run{{Run: 1, StartedAt: at(0), EndedAt: ended(10)}, {Run: 2, StartedAt: at(12), EndedAt: ended(20)}}
@@ -39,8 +39,9 @@ func TestLostWork(t *testing.T) {
 // TestRecordResume: each run's resume is recorded once, with the work the
 // stop before it cost, summed over the job, and a line of its history.
 func TestRecordResume(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, modelstest.SQLiteDSN(t))
+	s, err := Open(ctx, migrated.SQLiteDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,14 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestRunsAreRecorded: every start is a numbered run in the runs table,
 // closed with how it ended; a run resumed after its machine came back is
 // the same run, reopened.
 func TestRunsAreRecorded(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		j := &models.Job{Name: "r", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: t0}

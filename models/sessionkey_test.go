@@ -57,6 +57,7 @@ func secretOf(t *testing.T, prefix string) string {
 // A copy of the database opens no session: it holds a salt, and the URL
 // secret and token are derived from it with a key kept outside.
 func TestSessionSecretsAreNotStored(t *testing.T) {
+	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		key := newKey(t)
@@ -127,6 +128,7 @@ func TestSessionSecretsAreNotStored(t *testing.T) {
 // first start with a key, but those of a session running then, whose
 // process holds its token.
 func TestLegacySessionSecretsAreSealed(t *testing.T) {
+	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		old, err := openWithKey(t, dsn, nil, false)
@@ -174,6 +176,7 @@ func TestLegacySessionSecretsAreSealed(t *testing.T) {
 }
 
 func TestLoadSessionKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keys", "session.key")
 	if _, err := models.LoadSessionKey(path, false); err == nil {

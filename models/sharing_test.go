@@ -10,11 +10,11 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 func TestMarkRequeuedKeepsTheLargerEstimate(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		s := openStore(t, dsn)
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Second)
@@ -63,7 +63,8 @@ func TestMarkRequeuedKeepsTheLargerEstimate(t *testing.T) {
 // with a reason that says what to do. A held job with a cancel asked
 // while it ran reaches the engine, which carries the cancel out.
 func TestRequeuesWithoutProgressHold(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		s := openStore(t, dsn)
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Second)
@@ -161,7 +162,8 @@ func TestRequeuesWithoutProgressHold(t *testing.T) {
 // TestRequeueProgressResetsStalls: a requeue with a larger estimate
 // starts the count of stalls again.
 func TestRequeueProgressResetsStalls(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		s := openStore(t, dsn)
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Second)

@@ -18,6 +18,7 @@ import (
 // current engine (the pure-Go modernc build, no cgo), and on its one
 // connection WAL, a busy timeout, foreign keys and synchronous=NORMAL.
 func TestSQLiteSettings(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "gpuportal.db"))
 	if err != nil {
@@ -71,6 +72,7 @@ func versionAtLeast(v string, major, minor int) bool {
 // A SQLite database and its write-ahead log are readable by the server's
 // account alone, a new one and one an older version left open to all.
 func TestSQLiteFilesOwnerOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gpuportal.db")
 	check := func(when string) {

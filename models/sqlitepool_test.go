@@ -13,6 +13,7 @@ import (
 )
 
 func TestReads(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		query string
 		want  bool
@@ -39,6 +40,7 @@ func TestReads(t *testing.T) {
 // alone would refuse most writers ("database is locked"); the pool's
 // queue lets each in its turn, readers beside them.
 func TestSQLitePoolQueuesWriters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.db")
 	conn, err := sql.Open(sqlite.DriverName, path+"?_pragma=busy_timeout(1)&_pragma=journal_mode(WAL)&_txlock=immediate")

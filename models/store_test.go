@@ -28,6 +28,7 @@ func openStore(t *testing.T, dsn string) *models.Store {
 }
 
 func TestPasswordCost(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		cost    int
@@ -72,7 +73,8 @@ func TestPasswordCost(t *testing.T) {
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 func TestUsersSessionsTokens(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		u, err := s.CreateUser(ctx, "alice", "s3cret", models.RoleResearcher, "vision")
@@ -129,7 +131,8 @@ func TestUsersSessionsTokens(t *testing.T) {
 }
 
 func TestJobLifeCycle(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		j := &models.Job{Name: "resnet", Team: "vision", User: "alice", GPUs: 2,
@@ -189,7 +192,8 @@ func TestJobLifeCycle(t *testing.T) {
 }
 
 func TestListCancelAndReasons(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		for i, owner := range []string{"alice", "bob", "alice"} {
@@ -247,6 +251,7 @@ func TestListCancelAndReasons(t *testing.T) {
 }
 
 func TestRedactDSN(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"postgres://u:pw@h:5432/db", "postgres://u:xxxxx@h:5432/db"},
 		{"postgres://u@h/db", "postgres://u@h/db"},
@@ -260,7 +265,8 @@ func TestRedactDSN(t *testing.T) {
 }
 
 func TestRetryAndHistory(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		j := &models.Job{Name: "flaky", Team: "vision", User: "alice", GPUs: 1, SimDuration: 10, SubmittedAt: t0}

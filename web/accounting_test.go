@@ -10,6 +10,7 @@ import (
 // is a 400 naming the parameter. Who sees what is app's
 // (app.TestAccountingScope).
 func TestAccountingFormat(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for _, tc := range []struct {
 		query  string

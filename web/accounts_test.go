@@ -9,6 +9,7 @@ import (
 )
 
 func TestSafeNext(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ next, want string }{
 		{"/jobs/12", "/jobs/12"},
 		{"/queues?scope=team&state=queued", "/queues?scope=team&state=queued"},
@@ -42,6 +43,7 @@ func TestSafeNext(t *testing.T) {
 // TestAdminFormsValidate: every field as given, a 400 naming the field
 // at fault, never a 500 and never a silent change.
 func TestAdminFormsValidate(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		name, action string

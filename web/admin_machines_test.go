@@ -20,6 +20,7 @@ import (
 // once), and revokes it; each change is in the audit log with who made
 // it. Bad input is a 400 naming the field, on the page.
 func TestAdminMachinesPage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	if _, err := ts.store.RegisterMachine(ctx, "gpu-07", 0, time.Now()); err != nil {
@@ -117,6 +118,7 @@ func TestAdminMachinesPage(t *testing.T) {
 // TestAdminFormsRefuseWithoutCSRF: the machines page's forms, as every
 // form, need the page's CSRF token.
 func TestAdminFormsRefuseWithoutCSRF(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for _, target := range []string{"/admin/machines/join-tokens", "/admin/machines/join-tokens/1/revoke", "/admin/machines/x/remove"} {
 		req := httptest.NewRequest(http.MethodPost, target, strings.NewReader("name=rack&ttl_s=60"))
@@ -134,6 +136,7 @@ func TestAdminFormsRefuseWithoutCSRF(t *testing.T) {
 // with their Unix account, where they sign in, their state and their API
 // tokens named and dated; the new-user form's defaults are accepted.
 func TestOneUsersTable(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	page := ts.do(t, "admin", http.MethodGet, "/admin", "").Body.String()
 	for _, u := range roles[1:] {
@@ -168,6 +171,7 @@ func TestOneUsersTable(t *testing.T) {
 // (as asked, or after the program that asked), its creation is audited,
 // and its last use is kept and shown.
 func TestAPITokensNamedAndDated(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	issue := func(body, agent string) (int, api.Token) {
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/tokens", strings.NewReader(body))

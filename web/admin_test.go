@@ -13,6 +13,7 @@ import (
 // TestAdminActions checks each form of the admin page: what it changes,
 // and that bad input is refused with a 400 whose message names the field.
 func TestAdminActions(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		action string

@@ -26,6 +26,7 @@ func (ts *testServer) get(t *testing.T, target string, header ...string) *httpte
 // with a version that browsers may keep for a year, unversioned requests
 // revalidate with an ETag, and large ones are compressed.
 func TestStaticFiles(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	login := ts.get(t, "/login").Body.String()
 	m := regexp.MustCompile(`href="/static/portal\.css\?v=([0-9a-f]+)"`).FindStringSubmatch(login)
@@ -90,6 +91,7 @@ func TestStaticFiles(t *testing.T) {
 // or one that does not exist, gets a page in the portal's frame that says
 // so and offers a way back; the API and page fragments get the message.
 func TestErrorPages(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	cases := []struct {
 		name, role, target string
@@ -139,6 +141,7 @@ func TestErrorPages(t *testing.T) {
 }
 
 func TestBackTo(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ name, referer, path, want string }{
 		{"a page of this site", "http://portal/teams?x=1", "/teams/nlp", "/teams?x=1"},
 		{"another site", "http://evil.example/teams", "/teams/nlp", ""},

@@ -32,7 +32,6 @@ import (
 	"github.com/gpuportal/gpuportal/history"
 	"github.com/gpuportal/gpuportal/live"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // testServer is a Server on a fresh SQLite store with the demo's teams
@@ -64,7 +63,7 @@ type testConfig struct {
 
 func newTestServer(t testing.TB, opts ...func(*testConfig)) *testServer {
 	t.Helper()
-	return newTestServerOn(t, modelstest.SQLiteDSN(t), opts...)
+	return newTestServerOn(t, migrated.SQLiteDSN(t), opts...)
 }
 
 // newTestServerOn is newTestServer on the database dsn.

@@ -16,6 +16,7 @@ import (
 )
 
 func TestFmtGPUs(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[float64]string{0: "0", 3: "3", 2.5: "2.5", 1.0 / 3: "0.33", 2.999999999: "3", 0.125: "0.13", -0.0001: "0"} {
 		if got := fmtGPUs(in); got != want {
 			t.Errorf("fmtGPUs(%v) = %q, want %q", in, got, want)
@@ -27,6 +28,7 @@ func TestFmtGPUs(t *testing.T) {
 // reads its executed time and attained service from the API, its page,
 // the queues and its team's page: all include the run in progress.
 func TestRunningJobFiguresAgree(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	start := time.Now().Add(-30 * time.Second)
@@ -84,6 +86,7 @@ func TestRunningJobFiguresAgree(t *testing.T) {
 
 // TestEmptyListsAreArrays: a list with nothing in it is [], never null.
 func TestEmptyListsAreArrays(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t) // no machine is connected
 	for _, path := range []string{"/api/v1/gpus", "/api/v1/jobs?state=running", "/api/v1/nodes"} {
 		rec := ts.do(t, "alice", http.MethodGet, path, "")

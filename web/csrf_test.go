@@ -15,6 +15,7 @@ import (
 // a planted plain one counts for nothing; and the token before login
 // ends at login.
 func TestLoginCSRF(t *testing.T) {
+	t.Parallel()
 	const planted = "c0ffee" + "0000000000000000000000000000000000000000000000000000000000"
 	login := func(ts *testServer, cookie string, headers map[string]string) *httptest.ResponseRecorder {
 		t.Helper()

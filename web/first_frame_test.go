@@ -104,6 +104,7 @@ func BenchmarkFirstFrame(b *testing.B) {
 // reading as the updates send it, and has the cluster's figures each
 // second as GET /cluster/history?range=10m computes them.
 func TestFirstFrame(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		gpus int
 		step int64

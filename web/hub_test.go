@@ -12,6 +12,7 @@ import (
 // topic's last one of its type, and forgets the last one when the topic
 // loses its followers.
 func TestBroadcastSkipsRepeats(t *testing.T) {
+	t.Parallel()
 	s := &Server{cfg: Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, hub: newHub(nil)}
 	c := newClient(&app.User{Name: "alice"}, nil)
 	s.hub.add(c)
@@ -44,6 +45,7 @@ func TestBroadcastSkipsRepeats(t *testing.T) {
 // TestSendCoalescesPerTopicAndType keeps only the newest unsent message of
 // each topic and type, oldest topic first.
 func TestSendCoalescesPerTopicAndType(t *testing.T) {
+	t.Parallel()
 	c := newClient(&app.User{Name: "alice"}, nil)
 	c.send(wsOut{Topic: "gpus", Type: "update", Data: 1})
 	c.send(wsOut{Topic: "jct", Type: "update", Data: 1})

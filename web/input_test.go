@@ -15,7 +15,6 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // Bounded input (issue 29, finding 3 and the input items of 7): every
@@ -143,7 +142,7 @@ func manyColumns(n int) string {
 // bound; no job is stored. Before, the array at the largest int never
 // answered, and the others were accepted (201), altered.
 func TestSubmitRefusesUnboundedInput(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ts := newTestServerOn(t, dsn)
 		for _, tc := range unboundedSubmits {
 			t.Run(tc.name, func(t *testing.T) {
@@ -197,7 +196,7 @@ func TestSubmitAcceptsWithinBounds(t *testing.T) {
 // first object and ignored the rest; keep-alive hours of 1e300 made a
 // negative duration and was accepted.
 func TestJSONEndpointsAreStrict(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ts := newTestServerOn(t, dsn)
 		running := ts.startedJob(t, "busy", 1, []string{"node-0:0"}, time.Now())
 		keepAlive := fmt.Sprintf("/api/v1/jobs/%d/keep-alive", running)
@@ -242,7 +241,7 @@ func TestJSONEndpointsAreStrict(t *testing.T) {
 // round to nothing (a session maximum of 1e-300 hours was stored as 0,
 // no maximum).
 func TestFormsRefuseUnboundedInput(t *testing.T) {
-	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ts := newTestServerOn(t, dsn)
 		running := ts.startedJob(t, "busy", 1, []string{"node-0:0"}, time.Now())
 		submit := url.Values{"name": {"x"}, "gpus": {"1"}, "kind": {"command"}, "command": {"python train.py"}}
@@ -308,7 +307,7 @@ func increasing(n int) string {
 // as an empty form; a real form body on an API route is still checked,
 // and its text still refused when it is not UTF-8.
 func TestJSONSentAsForm(t *testing.T) {
-	ts := newTestServerOn(t, modelstest.SQLiteDSN(t))
+	ts := newTestServerOn(t, migrated.SQLiteDSN(t))
 	send := func(body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/jobs", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -17,6 +17,7 @@ var noSuchID = regexp.MustCompile(`(?i)(no such (?:job|array):) \d+`)
 // for the number. A 403 there would tell him which IDs exist, and so how
 // much other teams submit, and when.
 func TestOtherTeamsJobsLookMissing(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	job, array := ts.newJob(t), ts.newArray(t)
 	const missing = 999999

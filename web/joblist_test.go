@@ -50,6 +50,7 @@ func (ts *testServer) listPage(t *testing.T, role, query string) ([]api.Job, htt
 // seen exactly once, in ID order, newest first, and the previous-page
 // cursor leads back to the same page.
 func TestJobListCursorWhileInserting(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	before := ts.addJobs(t, 23, "old", "vision", "alice", nil)
 	seen := map[int64]int{}
@@ -110,6 +111,7 @@ func ids(js []api.Job) []int64 {
 // TestJobListFilters checks each filter of the jobs list, alone and
 // together, and who may use which.
 func TestJobListFilters(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	train := ts.addJobs(t, 3, "resnet", "vision", "alice", []string{"python", "train.py", "--lr", "0.1"})
 	bert := ts.addJobs(t, 2, "BERT-large", "nlp", "bob", []string{"python", "finetune.py"})
@@ -171,6 +173,7 @@ func nilIfEmpty(v []int64) []int64 {
 // TestJobListBadInput checks that a bad list request gets a 4xx that
 // names the parameter at fault.
 func TestJobListBadInput(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.addJobs(t, 2, "j", "vision", "alice", nil)
 	for _, tc := range []struct {
@@ -209,6 +212,7 @@ func TestJobListBadInput(t *testing.T) {
 // TestJobsPagePager checks that the Jobs page pages without JavaScript:
 // plain links to the older and newer pages that keep the filters.
 func TestJobsPagePager(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.addJobs(t, 7, "page", "vision", "alice", nil)
 	rec := ts.do(t, "alice", http.MethodGet, "/jobs?limit=3&q=page", "")

@@ -13,6 +13,7 @@ import (
 // output is served once the machine's agent is gone (no machine is
 // connected here), on the API, the download and the job's page.
 func TestKeptOutputOfAGoneMachine(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.cfg.DataDir = t.TempDir()
 	id := ts.newJob(t)
@@ -43,6 +44,7 @@ func TestKeptOutputOfAGoneMachine(t *testing.T) {
 // the size in X-Log-Size (less than the offset when the output started
 // anew); a bad offset is refused naming it.
 func TestJobLogFromOffset(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.cfg.DataDir = t.TempDir()
 	id := ts.newJob(t)

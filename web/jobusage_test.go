@@ -68,6 +68,7 @@ func (ts *testServer) getJob(t *testing.T, role string, id int64) api.Job {
 // history rows and the live readings, in the API, on the job page and in
 // the lists, and that a shared GPU says so and gives the job's own memory.
 func TestJobUsageAndIdle(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *testConfig) { c.App.Idle = idle.Rule{After: 2 * time.Minute, BelowPct: 5} })
 	now := time.Now()
 	start := now.Add(-6 * time.Minute)
@@ -179,6 +180,7 @@ func TestJobUsageAndIdle(t *testing.T) {
 // loop preempts it (vision reclaims idle batch jobs); nlp's job, under
 // the server's rule though nlp reclaims batch jobs too, is none of those.
 func TestTeamIdleRule(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *testConfig) {
 		c.App.Idle = idle.Rule{After: 10 * time.Minute, BelowPct: 5}
 		c.App.ReclaimGrace = time.Minute
@@ -267,6 +269,7 @@ func TestTeamIdleRule(t *testing.T) {
 // TestStrandedJobs checks that a queued job that needs more GPUs than its
 // user's cap is named on the team page and in the team API, with the cap.
 func TestStrandedJobs(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	if err := ts.store.SetTeamShare(ctx, "vision", 2, 1, 2); err != nil {
@@ -299,6 +302,7 @@ func TestStrandedJobs(t *testing.T) {
 }
 
 func TestGuaranteeWarning(t *testing.T) {
+	t.Parallel()
 	teams := func(gs ...int) []api.TeamShare {
 		var out []api.TeamShare
 		for _, g := range gs {

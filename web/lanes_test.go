@@ -37,6 +37,7 @@ func (n *fakeLaneNode) Sample(time.Time) []gpu.Sample          { return nil }
 func (n *fakeLaneNode) Lanes() []lanes.GPUView                 { return n.lanes }
 
 func TestLanesInTheAPI(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	mk := func(name string) int64 {

@@ -22,13 +22,13 @@ import (
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
-	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
 // TestRoleShows checks what a replica says of its role, and that only the
 // leader (fenced or not) takes agents.
 func TestRoleShows(t *testing.T) {
-	store, err := models.Open(context.Background(), modelstest.SQLiteDSN(t))
+	t.Parallel()
+	store, err := models.Open(context.Background(), migrated.SQLiteDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +100,7 @@ func TestRoleShows(t *testing.T) {
 // leader (no 503), write the store for the leader's next pass, and are
 // audited.
 func TestFollowerNodeActions(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	sc, err := sched.New(sched.Config{Policy: "fifo"})

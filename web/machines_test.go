@@ -14,6 +14,7 @@ import (
 // TestJoinTokenAPI: only admins create, list and revoke join tokens and
 // remove machines; each action is audited; bad input names the field.
 func TestJoinTokenAPI(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for _, role := range []string{"anonymous", "alice", "lead"} {
 		if rec := ts.do(t, role, http.MethodPost, "/api/v1/join-tokens", `{"name":"rack"}`); rec.Code != http.StatusUnauthorized && rec.Code != http.StatusForbidden {

@@ -141,6 +141,7 @@ func metricsCluster(t *testing.T, ts *testServer) (whole, a, b int64) {
 // whatever its memory says; a team's allocated GPUs are the teams API's,
 // its utilized GPUs its shares times utilization.
 func TestMetricsGPUs(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *testConfig) { c.MetricsUserLabels = true })
 	whole, a, b := metricsCluster(t, ts)
 	fams := scrape(t, ts)
@@ -261,6 +262,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 // unless the operator says so; behind its token it names them, and
 // refuses requests without the token, or with another, with 401.
 func TestMetricsToken(t *testing.T) {
+	t.Parallel()
 	const token = "metrics-t0ken"
 	for _, tc := range []struct {
 		name  string

@@ -14,6 +14,7 @@ import (
 // settings, refuse bad ones naming the field, never show the webhook
 // secret, and keep it unless it is replaced or removed.
 func TestNotificationSettingsPage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	const secret = "do-not-show-me"
 	post := func(path string, v url.Values) (int, string) {

@@ -37,6 +37,7 @@ func loadOpenAPI(t *testing.T) openAPIDoc {
 // TestOpenAPIMatchesRoutes checks that every API route is documented with
 // its method, and that the document names no route that does not exist.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	ts := newTestServer(t)
 	served := map[string]bool{}
@@ -95,6 +96,7 @@ func openAPIPath(route string) (string, bool) {
 // TestOpenAPISchemasMatchTypes checks the documented objects against the
 // JSON the handlers write.
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	for name, typ := range map[string]reflect.Type{
 		"Job":                        reflect.TypeOf(api.Job{}),
@@ -418,6 +420,7 @@ func sameSet(a, b []string) bool {
 // nullable exactly those it may write as null, so that generated clients
 // get plain fields where a value is always there.
 func TestOpenAPIRequired(t *testing.T) {
+	t.Parallel()
 	for _, m := range requiredMismatches(t) {
 		t.Errorf("%s: required %v, want %v; nullable to change: %v", m.At, m.Have, m.Required, m.Nullable)
 	}

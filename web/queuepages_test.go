@@ -17,6 +17,7 @@ import (
 // scheduler's order, while jobs are submitted and leave between the
 // reads (issue 33): no job lost, none repeated.
 func TestQueuePagesLoseAndRepeatNoJob(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		submit, leave int // between two page reads
@@ -110,6 +111,7 @@ func queuePage0(t *testing.T, ts *testServer, query string) api.Queue {
 // The Queues page shows each queue's first page, its count and a link to
 // the next page, which shows the jobs after it.
 func TestQueuesPageShowsAPageAndTotals(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	queueJobs(t, ts, queueTopicPage+20)
 	waitPlaced(t, ts, queueTopicPage+20)

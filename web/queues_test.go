@@ -15,6 +15,7 @@ import (
 )
 
 func TestQueuesHideOtherTeamsJobs(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	id := ts.newJob(t) // alice's, team vision
 	for _, tc := range []struct {
@@ -40,6 +41,7 @@ func TestQueuesHideOtherTeamsJobs(t *testing.T) {
 }
 
 func TestJCTStats(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	now := time.Now()
@@ -77,6 +79,7 @@ func TestJCTStats(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.newJob(t)
 	rec := ts.do(t, "anonymous", http.MethodGet, "/metrics", "")
@@ -114,6 +117,7 @@ func TestMetrics(t *testing.T) {
 // when they entered the queue, while a session with interactive priority
 // went ahead of them).
 func TestQueueOrderIsTheSchedulers(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	if err := ts.store.SetTeamSessionPolicy(ctx, "vision", models.SessionPolicy{SessionPriorityGPUs: 4}); err != nil {
@@ -189,6 +193,7 @@ func TestQueueOrderIsTheSchedulers(t *testing.T) {
 // the team page and in the team topic's frame the page re-renders its
 // queue from.
 func TestQueueRowsShowPriority(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	ids := map[string]int64{}
@@ -281,6 +286,7 @@ func priorityCell(html, class string) bool {
 // forecast has no history to name, and the Queues page says nothing of
 // it rather than "from ." (seen on the demo's first minute).
 func TestQueuesForecastLineWithoutHistory(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.engine.Wake()
 	deadline := time.Now().Add(10 * time.Second)

@@ -23,6 +23,7 @@ import (
 // TestReadyz: ready with a writable data folder; 503 naming the cause
 // when the folder cannot take a file, and /healthz tells it too.
 func TestReadyz(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.cfg.DataDir = t.TempDir()
 	if rec := ts.do(t, "anonymous", http.MethodGet, "/readyz", ""); rec.Code != http.StatusOK {
@@ -52,6 +53,7 @@ func TestReadyz(t *testing.T) {
 // TestCannotSaveIsNotAnInternalError: a store that cannot save is a 503
 // that says so, on pages and in the API.
 func TestCannotSaveIsNotAnInternalError(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for _, path := range []string{"/jobs", "/api/v1/jobs"} {
 		req := httptest.NewRequest(http.MethodPost, path, nil)
@@ -76,6 +78,7 @@ func TestCannotSaveIsNotAnInternalError(t *testing.T) {
 // without probing; every answer carries X-Data-Age and pages a banner.
 // Once it answers again, none of it.
 func TestDatabaseOutageIsNamed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.cfg.DataDir = t.TempDir()
 	unreachable := fmt.Errorf("API token: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})

@@ -54,6 +54,7 @@ func (n *fakeHoldingNode) Sample(time.Time) []gpu.Sample { return nil }
 // machine's GPUs reserved: the API gives the job a reservation object
 // (its GPUs, from when the limit ends), and its page and reason say so.
 func TestReservationInTheAPI(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var eng *engine.Engine
 	ts := newTestServer(t, func(c *testConfig) {

@@ -19,6 +19,7 @@ import (
 // used CPUs and memory and its profile, its page shows them with the
 // profile chart, and the node's JSON and the cluster page its totals.
 func TestJobResourcesShown(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	a, err := agent.New(agent.Config{Name: "n0", Backend: gpu.NewSim("n0", 2, 16384), WorkDir: t.TempDir(),

@@ -20,6 +20,7 @@ import (
 // have it run as them. The job page offers the lead "Resubmit as alice",
 // a POST that does the same, and its owner the form filled from it.
 func TestResubmitKeepsTheOwner(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	if _, err := ts.store.CreateUser(ctx, "carol", "password1", models.RoleResearcher, "vision"); err != nil {

@@ -11,6 +11,7 @@ import (
 // tag of an uncompressed HTML page of 200, the length following; any
 // other answer passes as it came.
 func TestAddPortalLink(t *testing.T) {
+	t.Parallel()
 	link := portalLinkHTML("https://portal.example/jobs/7", 7)
 	for _, tc := range []struct {
 		name, ctype, encoding, body string
@@ -51,6 +52,7 @@ func TestAddPortalLink(t *testing.T) {
 // gets the link, not a frame (a notebook's HTML output), a script's
 // fetch or a websocket.
 func TestWantsPortalLink(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		method string

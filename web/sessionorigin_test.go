@@ -15,6 +15,7 @@ import (
 )
 
 func TestParseSessionOrigin(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in, err string
 		want    sessionOrigin
@@ -53,6 +54,7 @@ func TestParseSessionOrigin(t *testing.T) {
 }
 
 func TestSessionOriginHosts(t *testing.T) {
+	t.Parallel()
 	same, _ := parseSessionOrigin("http://*.localhost")
 	fixed, _ := parseSessionOrigin("https://*.sessions.example:8443")
 	for _, c := range []struct {
@@ -98,6 +100,7 @@ func TestSessionOriginHosts(t *testing.T) {
 }
 
 func TestSessionKeysSingleUse(t *testing.T) {
+	t.Parallel()
 	k := newSessionKeys()
 	now := time.Now()
 	p := sessionPass{cred: credential{kind: credSession, hash: "h"}, job: 4}
@@ -202,6 +205,7 @@ func (ts *testServer) enterSession(t *testing.T, role, prefix string) (*http.Coo
 // session's own host with a single-use grant; there, only the pass it got
 // for that session, for a login that still holds, opens it.
 func TestSessionOriginHandover(t *testing.T) {
+	t.Parallel()
 	ts := sessionOriginServer(t)
 	prefix := ts.newSession(t)
 	id, _ := strconv.ParseInt(strings.Split(prefix, "/")[2], 10, 64)
@@ -272,6 +276,7 @@ func TestSessionOriginHandover(t *testing.T) {
 
 // An admin opening alice's session is audited, once, at the handover.
 func TestSessionOriginAdminAudited(t *testing.T) {
+	t.Parallel()
 	ts := sessionOriginServer(t)
 	prefix := ts.newSession(t)
 	pass, host := ts.enterSession(t, "admin", prefix)
@@ -296,6 +301,7 @@ func TestSessionOriginAdminAudited(t *testing.T) {
 // Requests being proxied end when their user may no longer open the
 // session: logout, a disabled account, a revoked token, the run's end.
 func TestSessionRecheckEndsRequests(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	j := &models.Job{Name: "nb", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(),

@@ -14,6 +14,7 @@ import (
 // their state, time left and open button (disabled, with why, until the
 // session runs); a batch job is not a session, and nobody sees another's.
 func TestSessionsPage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.newSession(t) // alice's Jupyter session, waiting
 	ts.newJob(t)     // alice's batch job

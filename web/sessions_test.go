@@ -12,6 +12,7 @@ import (
 )
 
 func TestStripPortalCredentials(t *testing.T) {
+	t.Parallel()
 	h := http.Header{}
 	h.Set("Authorization", "Bearer portal-token")
 	h.Set(csrfHeader, "csrf")
@@ -35,6 +36,7 @@ func TestStripPortalCredentials(t *testing.T) {
 }
 
 func TestDropPortalCookies(t *testing.T) {
+	t.Parallel()
 	h := http.Header{}
 	h.Add("Set-Cookie", sessionCookie+"=fixed; Path=/")
 	h.Add("Set-Cookie", "_xsrf=2|abc; Path=/sessions/1/x/")
@@ -46,6 +48,7 @@ func TestDropPortalCookies(t *testing.T) {
 }
 
 func TestSessionSameOrigin(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, method, origin string
 		websocket            bool
@@ -77,6 +80,7 @@ func TestSessionSameOrigin(t *testing.T) {
 }
 
 func TestSessionURLOnlyForWhoMayOpen(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	j := &models.Job{ID: 7, User: "alice", Team: "vision", SessionType: "jupyter", SessionSecret: "k1.s"}
 	url := ts.store.SessionPrefix(j)

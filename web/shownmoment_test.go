@@ -19,6 +19,7 @@ import (
 // topic), all of them at once (a page of the jobs list) and an array's
 // tasks together (its page and API).
 func TestShownMomentMatchesMoment(t *testing.T) {
+	t.Parallel()
 	for _, leader := range []bool{true, false} {
 		name := map[bool]string{true: "leader", false: "follower"}[leader]
 		t.Run(name, func(t *testing.T) {

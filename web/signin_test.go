@@ -33,6 +33,7 @@ func signInConfig(t *testing.T, args ...string) identity.Config {
 // still sign in; the login page offers both ways; a callback this browser
 // did not begin is refused.
 func TestSignInWhileSourcesAreDown(t *testing.T) {
+	t.Parallel()
 	cfg := signInConfig(t, "--ldap-url", "ldap://127.0.0.1:1", "--ldap-insecure", "--ldap-user-base", "ou=people,dc=lab,dc=example",
 		"--ldap-timeout", "2s", "--auth-default-team", "vision", "--oidc-issuer", "http://127.0.0.1:1", "--oidc-client-id", "gpuportal",
 		"--oidc-redirect-url", "http://127.0.0.1:8080/login/oidc/callback", "--oidc-name", "Lab SSO")

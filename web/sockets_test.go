@@ -11,6 +11,7 @@ import (
 // see a team gets none of its updates, even before the periodic check
 // unsubscribes them.
 func TestDeliveriesJudgeTheCurrentUser(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	m, err := ts.app.Moment(context.Background())
 	if err != nil {
@@ -34,6 +35,7 @@ func TestDeliveriesJudgeTheCurrentUser(t *testing.T) {
 
 // TestSocketsPerUser caps one user's live connections.
 func TestSocketsPerUser(t *testing.T) {
+	t.Parallel()
 	ls := newLiveServer(t)
 	for i := range ls.cfg.MaxSocketsPerUser {
 		if _, _, err := ls.dial(t, "alice", "jct"); err != nil {

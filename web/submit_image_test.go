@@ -14,6 +14,7 @@ import (
 // without a command, or one outside the server's allowed prefixes gets a
 // 400 naming the image field; an allowed one is stored and shown.
 func TestSubmitImage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *testConfig) { c.App.AllowedImages = job.ImagePrefixes{"localhost/", "registry.lab/"} })
 	tests := []struct {
 		name, body string

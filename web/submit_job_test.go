@@ -17,6 +17,7 @@ import (
 )
 
 func TestSubmitRunSettingsRejects(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	bobs := &models.Job{Name: "b", Team: "nlp", User: "bob", GPUs: 1, SimDuration: 60}
 	if err := ts.store.CreateJob(context.Background(), bobs); err != nil {
@@ -62,6 +63,7 @@ func TestSubmitRunSettingsRejects(t *testing.T) {
 }
 
 func TestSubmitRunSettingsStored(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	dep := ts.newJob(t)
 	body := fmt.Sprintf(`{"name":"r","gpus":1,"command":"python3 train.py","env":{"LR":"3e-4","EMPTY":""},"workdir":"/data/x",
@@ -129,6 +131,7 @@ func TestSubmitRunSettingsStored(t *testing.T) {
 }
 
 func TestTeamTimeLimits(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	if err := ts.store.SetTeamTimeLimits(ctx, "vision", 3600, 7200); err != nil {
@@ -152,6 +155,7 @@ func TestTeamTimeLimits(t *testing.T) {
 }
 
 func TestSubmitArray(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rec := ts.do(t, "alice", http.MethodPost, "/api/v1/jobs",
 		`{"name":"sweep","gpus":1,"command":"python3 train.py","env":{"LR":"1"},"array":"0-2%2","array_params":"LR,BATCH\n0.1,32\n0.01,64\n0.001,128\n"}`)
@@ -194,6 +198,7 @@ func TestSubmitArray(t *testing.T) {
 
 // The form reads the run settings and marks each one at fault.
 func TestSubmitFormRunSettings(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	v := url.Values{"name": {"f"}, "team": {"vision"}, "gpus": {"1"}, "kind": {"command"}, "command": {"python3 x.py"},
 		"env": {"LR=1\nGPUPORTAL_X=2"}, "time_limit": {"later"}, "dependencies": {"afterok:x"}, "array": {"0-3%2"}}
@@ -221,6 +226,7 @@ func TestSubmitFormRunSettings(t *testing.T) {
 }
 
 func TestSetTeamTimeLimits(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rec := ts.do(t, "lead", http.MethodPut, "/api/v1/teams/vision/time-limits", `{"default_time_limit":"4h","max_time_limit":"1-00:00:00"}`)
 	var team api.Team
@@ -248,6 +254,7 @@ func TestSetTeamTimeLimits(t *testing.T) {
 // naming the field for a bad keep-alive, and a member sees the policy
 // but not the form.
 func TestTeamIdlePolicyForm(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/idle-policy", "reclaim_batch=on&max_keep_alive_hours=2.5")
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Idle GPU policy saved.") {
@@ -288,6 +295,7 @@ func TestTeamIdlePolicyForm(t *testing.T) {
 // page with the server's as placeholders; bad values refused naming the
 // field; empty fields or null go back to the server's.
 func TestTeamIdleRuleForm(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	form := ts.do(t, "lead", http.MethodGet, "/teams/vision", "").Body.String()
@@ -370,6 +378,7 @@ func TestTeamIdleRuleForm(t *testing.T) {
 // its time limit, or less if it asks, and is refused more; batch jobs
 // are not bound by it; a session's interactive priority is kept.
 func TestTeamSessionPolicy(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rec := ts.do(t, "lead", http.MethodPut, "/api/v1/teams/vision/session-policy", `{"max_session_hours":2,"priority_gpus":1}`)
 	var team api.Team

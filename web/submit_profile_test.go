@@ -15,6 +15,7 @@ import (
 )
 
 func TestSubmitProfileRejects(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	const job = `"name":"p","gpus":1,"sim":{"duration_s":60}`
 	tests := []struct {
@@ -59,6 +60,7 @@ func TestSubmitProfileRejects(t *testing.T) {
 // shown in its JSON and on its page as declared; a curve replaces the
 // family's for its resource only.
 func TestSubmitProfileStores(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		name, profile, family string
@@ -105,6 +107,7 @@ func TestSubmitProfileStores(t *testing.T) {
 }
 
 func TestSubmitProfileForm(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	form := func(family, cpu string) string {
 		v := url.Values{"name": {"p"}, "gpus": {"1"}, "kind": {"sim"}, "duration_s": {"60"},
@@ -140,6 +143,7 @@ func TestSubmitProfileForm(t *testing.T) {
 }
 
 func TestParseCurve(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    [][]float64
@@ -165,6 +169,7 @@ func TestParseCurve(t *testing.T) {
 // TestProfileTemplateRoundTrip: a job saved as a template declares the
 // same profile again, through the API body and through the form.
 func TestProfileTemplateRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, decl := range []*api.CPUProfileRequest{
 		{Family: "image-cnn"},
 		{CPUCurve: [][]float64{{1, 0.4}, {2, 0.7}, {4, 1}}},

@@ -10,6 +10,7 @@ import (
 )
 
 func TestSubmitSharingRejects(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		name, body, field string
@@ -44,6 +45,7 @@ func TestSubmitSharingRejects(t *testing.T) {
 }
 
 func TestSubmitSharingStores(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		name, body string

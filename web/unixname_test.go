@@ -10,6 +10,7 @@ import (
 // TestSetUnixName: an admin sets a user's Unix account through the API
 // and the admin page's form; bad input is a 400 naming the field.
 func TestSetUnixName(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for _, tc := range []struct {
 		name, role, method, target, body string

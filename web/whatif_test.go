@@ -18,6 +18,7 @@ import (
 // beside what happened, for admins only; bad fields are 400s naming
 // them; the form needs its CSRF token; one replay runs at a time.
 func TestWhatIf(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
 	now := time.Now()
