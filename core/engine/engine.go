@@ -319,6 +319,11 @@ type Engine struct {
 	completed bool // a job succeeded since the forecasts' history was read
 	teamState teamState
 	stored    storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
+
+	// reasonsAtOnce is how many waits, first in a pass's order, have a
+	// reason whose words changed stored at once (recordReasons): the
+	// constant, which tests lower.
+	reasonsAtOnce int
 }
 
 // New returns an engine for cfg.
@@ -367,6 +372,8 @@ func New(cfg Config) (*Engine, error) {
 		gone:      make(map[string]GoneNode),
 		waiting:   make(map[int64]time.Time),
 		stats:     stats{s: emptyStats()},
+
+		reasonsAtOnce: reasonsAtOnce,
 	}, nil
 }
 

@@ -492,13 +492,25 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 // reasonRefresh old, so that the store's reasons lag the engine's by
 // figures only, and by at most that. Pages on the leader show the
 // engine's own (WaitReasons), a follower the store's.
+//
+// Words too change at once for a whole queue when a team's figures cross
+// its guarantee ("holds 256 of its 256 guaranteed GPUs" against "holds
+// 259 GPUs, 3 beyond its guarantee of 256") or lending stops and starts
+// again: under fair share with reservations past their deadline that
+// happens nearly every pass, and stored at once it rewrote every reason
+// of a 10,000-job queue every pass (issue 34's benchmark: 10,000 rows a
+// pass, two seconds of a pass on PostgreSQL). So only the first
+// reasonsAtOnce waits in the pass's order, those nearest a start, have
+// new words stored at once; further back a reason is stored once it is
+// reasonRefresh old whatever changed, and the store lags the engine by
+// at most that there.
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
 	all := make(map[int64]sched.Wait, len(waits))
 	changed := make(map[int64]string)
-	for _, w := range waits {
+	for i, w := range waits {
 		all[w.JobID] = w
 		old, ok := e.reasons[w.JobID]
-		if ok && (old.text == w.Reason || sameWords(old.text, w.Reason) && now.Sub(old.at) < refreshAfter(w.JobID)) {
+		if ok && (old.text == w.Reason || (i >= e.reasonsAtOnce || sameWords(old.text, w.Reason)) && now.Sub(old.at) < refreshAfter(w.JobID)) {
 			continue
 		}
 		changed[w.JobID] = w.Reason
@@ -524,6 +536,12 @@ type storedReason struct {
 // reasonRefresh is the longest a stored wait reason lags the engine's when
 // only its figures changed (recordReasons).
 const reasonRefresh = 30 * time.Second
+
+// reasonsAtOnce is how many waits, first in a pass's order, have a
+// reason whose words changed stored at once (recordReasons): two of the
+// store's statements of reasons (models.SetReasons), far more jobs than
+// the queues page shows.
+const reasonsAtOnce = 1000
 
 // refreshAfter is how old job id's stored reason may get when only its
 // figures changed: from half reasonRefresh to all of it, by job, so that

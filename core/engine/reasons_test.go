@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -169,5 +171,70 @@ func TestSameWordsSkipsOnlyWhatTheWalkWould(t *testing.T) {
 		if got, want := sameWords(a, b), walk(a, b); got != want {
 			t.Fatalf("sameWords(%q, %q) = %v, the walk says %v", a, b, got, want)
 		}
+	}
+}
+
+// TestDeepReasonsStoredAtRefresh: a reason whose words changed is stored
+// at once only for the first reasonsAtOnce waits of a pass; further back
+// it is stored once reasonRefresh has passed, as a change of figures is.
+// Job 1 ends and job 3 takes its GPU: job 4 becomes first in line and job
+// 5 "1 job ahead", the first two waits, both with new words.
+func TestDeepReasonsStoredAtRefresh(t *testing.T) {
+	tests := []struct {
+		atOnce int
+		stored []int64 // of jobs 4 and 5, the ones stored at once
+	}{
+		{atOnce: 2, stored: []int64{4, 5}},
+		{atOnce: 1, stored: []int64{4}},
+		{atOnce: 0},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("atOnce=%d", tc.atOnce), func(t *testing.T) {
+			var jobs []Job
+			for id := int64(1); id <= 20; id++ {
+				jobs = append(jobs, Job{ID: id, GPUs: 1, SimDuration: 100, SubmittedAt: t0.Add(time.Duration(id) * time.Second)})
+			}
+			mem := newMemStore(jobs...)
+			n := newFakeNode("n0", 2)
+			e, clock := newTestEngine(t, mem, n)
+			e.reasonsAtOnce = tc.atOnce
+			store := &reasonCounter{memStore: mem}
+			e.cfg.Store = store
+			mustPass(t, e)
+			if store.rows != 18 {
+				t.Fatalf("first pass stored %d reasons, want all 18: a job's first reason is stored at once", store.rows)
+			}
+			clock.t = clock.t.Add(time.Second)
+			store.rows = 0
+			delete(n.running, 1)
+			e.testExit(context.Background(), exit("n0", 1, 0, clock.t))
+			mustPass(t, e)
+			if mem.state(3) != job.Running {
+				t.Fatalf("job 3 is %s, want running", mem.state(3))
+			}
+			if store.rows != len(tc.stored) {
+				t.Errorf("stored %d reasons, want %d (jobs %v)", store.rows, len(tc.stored), tc.stored)
+			}
+			want := e.Waits()
+			for _, id := range []int64{4, 5} {
+				mem.mu.Lock()
+				got := mem.waits[id]
+				mem.mu.Unlock()
+				if at := slices.Contains(tc.stored, id); at != (got == want[id].Reason) {
+					t.Errorf("job %d: stored %q, engine's %q; want it stored at once: %v", id, got, want[id].Reason, at)
+				}
+			}
+			// Once reasonRefresh has passed, every reason is the engine's.
+			clock.t = clock.t.Add(reasonRefresh)
+			mustPass(t, e)
+			want = e.Waits()
+			mem.mu.Lock()
+			defer mem.mu.Unlock()
+			for id, w := range want {
+				if got := mem.waits[id]; got != w.Reason {
+					t.Errorf("after reasonRefresh job %d's stored reason %q, want %q", id, got, w.Reason)
+				}
+			}
+		})
 	}
 }
