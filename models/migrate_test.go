@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -178,6 +179,18 @@ func TestFreshSchemaMatchesModels(t *testing.T) {
 		got, exp := schemaOf(t, s.db), schemaOf(t, want)
 		delete(got, "schema_migrations")
 		delete(got, "job_counts") // the database's own, kept by triggers (jobcounts.go)
+		// forecasts.started is the database's own too, kept by triggers
+		// (forecastsStarted): no struct writes it. Only its type is
+		// checked, once.
+		started := slices.Index(got["forecasts"], "started bool")
+		if started < 0 && slices.Contains(got["forecasts"], "started boolean") {
+			started = slices.Index(got["forecasts"], "started boolean")
+		}
+		if started < 0 {
+			t.Errorf("forecasts has no boolean column started: %v", got["forecasts"])
+		} else {
+			got["forecasts"] = slices.Delete(got["forecasts"], started, started+1)
+		}
 		if g, w := fmt.Sprint(sortedKeys(got)), fmt.Sprint(sortedKeys(exp)); g != w {
 			t.Errorf("tables = %s, want %s", g, w)
 		}
