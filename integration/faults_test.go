@@ -839,8 +839,8 @@ func fill(t *testing.T, dir string) string {
 // by hand: GPUPORTAL_DB_DOWN=60s runs that one outage alone), each far
 // past the heartbeat timeout (5 and 7.5 T) and the second past every 10 s
 // bound on the way (the hub's wait for an ack, a dial, a machine's state
-// read); a longer one shows nothing more and cost CI 15 s of waiting. The server, run by a supervisor that would
-// restart it as systemd does, rides both out without exiting (issue 32):
+// read); a longer one shows nothing more and cost CI 15 s of waiting. The
+// server, run by a supervisor that would restart it as systemd does, rides both out without exiting (issue 32):
 // its machines stay connected and their runs go on, none is fenced or run
 // twice; the exits of runs that end during the outage are recorded after
 // it; no job starts while the database is out; submissions are refused
