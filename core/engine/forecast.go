@@ -32,10 +32,13 @@ type ForecastConfig struct {
 	// HistoryLimit is how many recently finished jobs run times are drawn
 	// from (default 5,000). Arrivals are expected like the submissions
 	// of the last ArrivalWindow (default 1 h), at most ArrivalLimit of
-	// them (default 200), at their rate.
-	HistoryLimit  int
-	ArrivalWindow time.Duration
-	ArrivalLimit  int
+	// them (default 200), at the rate of those of the last
+	// ArrivalRateWindow (default 5 min): a burst older than that (a
+	// demo's or a day's opening) no longer counts in the rate.
+	HistoryLimit      int
+	ArrivalWindow     time.Duration
+	ArrivalLimit      int
+	ArrivalRateWindow time.Duration
 	// Sync forecasts inside the scheduling pass instead of beside it, for
 	// tests that drive passes by hand.
 	Sync bool
@@ -164,6 +167,9 @@ func newForecasts(cfg *Config) (*forecasts, error) {
 	}
 	if fc.ArrivalLimit <= 0 {
 		fc.ArrivalLimit = 200
+	}
+	if fc.ArrivalRateWindow <= 0 {
+		fc.ArrivalRateWindow = 5 * time.Minute
 	}
 	fcfg := fc.Forecaster
 	fcfg.Sched = cfg.Scheduler.Config()
@@ -308,22 +314,26 @@ func (e *Engine) loadForecastInputs(ctx context.Context, now time.Time, sig uint
 			e.cfg.Logger.Warn("forecast: read recent submissions", "err", err)
 			return
 		}
-		fc.arr, fc.arrAt = expectedArrivals(js, now, e), now
+		fc.arr, fc.arrAt = expectedArrivals(js, now, fc.cfg.ArrivalRateWindow, e), now
 	}
 }
 
-// expectedArrivals expects jobs like js (newest first) at their rate: as
-// many as they are over the time since the oldest of them. Fewer than 5
-// say too little: none are expected then.
-func expectedArrivals(js []Job, now time.Time, e *Engine) *forecast.Arrivals {
+// expectedArrivals expects jobs like js (newest first) at the rate of
+// those submitted in the last window (arrivalRate). Fewer than 5 say too
+// little: none are expected then, nor when none came in the window.
+func expectedArrivals(js []Job, now time.Time, window time.Duration, e *Engine) *forecast.Arrivals {
 	if len(js) < 5 {
 		return nil
 	}
-	span := now.Sub(js[len(js)-1].SubmittedAt).Seconds()
-	if !(span > 0) {
+	at := make([]time.Time, len(js))
+	for i, j := range js {
+		at[i] = j.SubmittedAt
+	}
+	rate := arrivalRate(at, now, window)
+	if !(rate > 0) {
 		return nil
 	}
-	a := &forecast.Arrivals{RatePerS: float64(len(js)) / span}
+	a := &forecast.Arrivals{RatePerS: rate}
 	gpuMiB := e.smallestGPU()
 	for _, j := range js {
 		sj := e.schedJob(Job{ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB, Model: j.Model,
@@ -332,6 +342,34 @@ func expectedArrivals(js []Job, now time.Time, e *Engine) *forecast.Arrivals {
 		a.Like = append(a.Like, sj)
 	}
 	return a
+}
+
+// arrivalRate is the rate (per second) of the submissions at (newest
+// first) that came in the last window before now: as many as they are
+// over the window, or over the time since the oldest of all when that is
+// shorter (a cluster younger than the window). Only the window counts,
+// so that an opening burst does not hold the rate up long after it: the
+// time since the oldest submission, which the rate was once taken over,
+// kept a burst of 50 in 10 s at 6 a minute ten minutes later, when one a
+// minute came.
+func arrivalRate(at []time.Time, now time.Time, window time.Duration) float64 {
+	if len(at) == 0 {
+		return 0
+	}
+	span := now.Sub(at[len(at)-1])
+	if span > window {
+		span = window
+	}
+	if span <= 0 {
+		return 0
+	}
+	from, n := now.Add(-span), 0
+	for _, t := range at {
+		if !t.Before(from) {
+			n++
+		}
+	}
+	return float64(n) / span.Seconds()
 }
 
 // recordForecast keeps a job's first forecast and one per checkpoint of
