@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -23,13 +21,4 @@ var migrated = &modelstest.Template{Make: func(ctx context.Context, dsn string) 
 	return s.Close()
 }}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := migrated.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { migrated.Main(m) }

@@ -264,3 +264,16 @@ func (tp *Template) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Main runs a package's tests (a TestMain's m) and then Close, and exits:
+// with 1 when the tests passed but the template could not be removed.
+func (tp *Template) Main(m *testing.M) {
+	code := m.Run()
+	if err := tp.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
