@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gpuportal/gpuportal/cli/simcmd"
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/jobfiles/filehttp"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -118,7 +119,7 @@ func (c jobCmd) commands() []*cobra.Command {
 			return agent.RunWatchdog(ctx, c.stdin, slog.New(slog.NewTextHandler(stderr, nil)).With("process", "agent-watchdog"))
 		}),
 		c.adminCommand(),
-		simCommand(c.stdout, c.stderr),
+		simcmd.Command(c.stdout, c.stderr, simFromDB),
 		c.jobCommand(),
 		// Slurm's sbatch, squeue, sacct and scancel, for its users.
 		c.sbatchCommand(),

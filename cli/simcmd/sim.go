@@ -1,4 +1,10 @@
-package cli
+// Package simcmd is `gpuportal sim`, the trace simulator's command: its
+// flags, their checks and the replay they ask for (core/sim). It links
+// the simulator and no store, server or cluster back end, so that
+// cmd/gpuportal-sim, a binary of this command alone, starts in about a
+// millisecond; the full binary adds --from-db through FromDB
+// (docs/simulator.md, "Fourth round").
+package simcmd
 
 import (
 	"context"
@@ -25,11 +31,40 @@ import (
 	"github.com/gpuportal/gpuportal/core/sim"
 	"github.com/gpuportal/gpuportal/core/trace"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
-// simCommand is `gpuportal sim`: it replays a trace under each listed
-// policy and prints one row per policy (a JSON array with --json).
-func simCommand(stdout, stderr io.Writer) *cobra.Command {
+// FromDB replays the cluster's own history, `sim --from-db`: the jobs
+// that q's database holds, under each of policies with cfg (whose Nodes
+// and Teams, when empty, come from the database too), printed as out
+// asks. It is the full binary's (package cli), which links the store;
+// a command built without one refuses --from-db.
+type FromDB func(ctx context.Context, q DBQuery, cfg sim.Config, policies []string, out Output, stdout, stderr io.Writer) error
+
+// DBQuery is what --from-db reads, from the flags of the same names.
+type DBQuery struct {
+	// Data is the data folder of the SQLite database, as serve's; DB, when
+	// set, the database instead ("sqlite:PATH" or a "postgres://" URL).
+	Data, DB string
+	// Days: the jobs finished in the last Days days.
+	Days int
+	// Export, when set, is a file to write the jobs to as a native trace.
+	Export string
+	// MaxJobs, when positive, keeps the MaxJobs most recent jobs only.
+	MaxJobs int
+}
+
+// Output is how sim prints its results: JSON instead of a table, and a
+// CDF plot to the file Plot names, if any.
+type Output struct {
+	JSON bool
+	Plot string
+}
+
+// Command is `gpuportal sim`: it replays a trace under each listed policy
+// and prints one row per policy (a JSON array with --json). fromDB runs
+// --from-db; nil refuses it.
+func Command(stdout, stderr io.Writer, fromDB FromDB) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sim --trace FILE --cluster NODESxGPUS|FILE [--policy fifo,tiresias-l,...] [--teams vision:16:1,nlp:8:1] [--json] [--plot out.svg] [knobs]",
 		Short: "replay a cluster trace under several policies and compare them",
@@ -38,16 +73,24 @@ func simCommand(stdout, stderr io.Writer) *cobra.Command {
 	var o simFlags
 	o.register(fs)
 	cmd.Flags().AddGoFlagSet(fs)
-	completeValues(cmd, "format", []string{"tiresias", "openb", "native"}, "trace format")
-	cmd.AddCommand(simMatrixCommand(stdout, stderr))
+	formats := []string{"tiresias", "openb", "native"}
+	for i, f := range formats {
+		formats[i] = cobra.CompletionWithDesc(f, "trace format")
+	}
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	cmd.AddCommand(matrixCommand(stdout, stderr))
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		if len(args) > 0 {
 			return fmt.Errorf("sim: unexpected argument %q (flags only; see --help)", args[0])
 		}
-		set := visitedFlags(cmd.Flags())
+		set := map[string]bool{}
+		cmd.Flags().Visit(func(fl *pflag.Flag) { set[fl.Name] = true })
 		if err := o.fromDB.check(set); err != nil {
 			return err
+		}
+		if o.fromDB.on && fromDB == nil {
+			return errors.New("sim: --from-db: this binary has no database drivers; run gpuportal sim --from-db")
 		}
 		if o.tracePath == "" && !o.fromDB.on {
 			return errors.New("sim: --trace is required (or --from-db)")
@@ -75,7 +118,7 @@ func simCommand(stdout, stderr io.Writer) *cobra.Command {
 			}()
 		}
 		if o.fromDB.on {
-			return simFromDB(ctx, o.fromDB, cfg, names, simOutput{json: o.asJSON, plot: o.plot}, stdout, stderr)
+			return fromDB(ctx, o.fromDB.DBQuery, cfg, names, Output{JSON: o.asJSON, Plot: o.plot}, stdout, stderr)
 		}
 		return o.run(ctx, cfg, names, f, stdout, stderr)
 	}
@@ -113,7 +156,7 @@ func (o *simFlags) run(ctx context.Context, cfg sim.Config, names []string, f tr
 		}
 	}
 	if o.plot != "" {
-		if err := simWritePlot(o.plot, results, fmt.Sprintf("JCT CDF: %s on %s", filepath.Base(tr.Name), simClusterLabel(o.cluster, cfg.Nodes))); err != nil {
+		if err := WritePlot(o.plot, results, fmt.Sprintf("JCT CDF: %s on %s", filepath.Base(tr.Name), simClusterLabel(o.cluster, cfg.Nodes))); err != nil {
 			return fmt.Errorf("sim: --plot: %w", err)
 		}
 	}
@@ -298,7 +341,7 @@ type simFlags struct {
 	jitterSeed  uint64
 	cpuProfile  string
 	learnPrior  bool
-	fromDB      simDBFlags
+	fromDB      dbFlags
 }
 
 // register defines the flags on fs.
@@ -412,8 +455,9 @@ func simParseThresholds(s string, queues int) ([]float64, error) {
 	return out, nil
 }
 
-// simWritePlot writes the CDF picture to path.
-func simWritePlot(path string, results []*sim.Result, title string) (err error) {
+// WritePlot writes a CDF of the results' JCTs, titled title, to a new
+// SVG file at path.
+func WritePlot(path string, results []*sim.Result, title string) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

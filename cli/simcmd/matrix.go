@@ -1,4 +1,4 @@
-package cli
+package simcmd
 
 import (
 	"encoding/json"
@@ -29,10 +29,10 @@ func (m *matrixTraces) Set(v string) error {
 	return nil
 }
 
-// simMatrixCommand is `gpuportal sim matrix`: a candidate policy against
+// matrixCommand is `gpuportal sim matrix`: a candidate policy against
 // a baseline on every trace, cluster, placement and jittered copy, as a
 // markdown table of average pending times (or JSON).
-func simMatrixCommand(stdout, stderr io.Writer) *cobra.Command {
+func matrixCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "matrix --trace FILE=CLUSTER,CLUSTER [--trace ...] [--candidate tiresias-g:full-body] [--baseline tiresias-g:reference] [--placement nodes,count] [--jitter-copies 5] [--json]",
 		Short: "a candidate policy against a baseline on every trace, cluster, placement and jittered copy",

@@ -1,0 +1,37 @@
+// Command gpuportal-sim is `gpuportal sim` alone: the same command, flags
+// and output (package cli/simcmd), in a binary that links the simulator
+// and none of the server, the store or the cluster back ends. It starts
+// in about a millisecond of CPU where gpuportal, initialising the
+// packages of all its commands, takes about twelve: what matters when a
+// replay itself takes tens of milliseconds (docs/simulator.md, "Fourth
+// round"). --from-db, which needs the store, is gpuportal sim's only.
+//
+//	go build -o gpuportal-sim ./cmd/gpuportal-sim
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/gpuportal/gpuportal/cli/simcmd"
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	cmd := simcmd.Command(os.Stdout, os.Stderr, nil)
+	cmd.Use = "gpuportal-sim" + cmd.Use[len("sim"):]
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())
+	})
+	err := cmd.ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gpuportal-sim:", err)
+		os.Exit(1)
+	}
+}
