@@ -327,6 +327,15 @@ func FuzzSchedule(f *testing.F) {
 		if again := sc.Schedule(s); fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", again) {
 			t.Fatalf("two passes over the same snapshot differ")
 		}
+		// Without the reasons (Config.OmitReasons, as the simulator
+		// runs), the same decisions, and no reasons.
+		quiet := cfg
+		quiet.OmitReasons = true
+		if qsc, err := New(quiet); err != nil {
+			t.Fatalf("%+v: %v", quiet, err)
+		} else if got, want := fmt.Sprintf("%+v", qsc.Schedule(s)), fmt.Sprintf("%+v", withoutReasons(sc.Schedule(s))); got != want {
+			t.Fatalf("%+v: with OmitReasons\n%s\nwant\n%s", cfg, got, want)
+		}
 		// What a pass keeps for the next (node names, model lookups)
 		// changes nothing: after another snapshot, the same decisions.
 		if len(data) > 1 {
@@ -337,6 +346,19 @@ func FuzzSchedule(f *testing.F) {
 			}
 		}
 	})
+}
+
+// withoutReasons is d with the reasons of its preemptions and queue
+// changes left empty, in copies of those lists.
+func withoutReasons(d Decisions) Decisions {
+	d.Preempts, d.QueueChanges = slices.Clone(d.Preempts), slices.Clone(d.QueueChanges)
+	for i := range d.Preempts {
+		d.Preempts[i].Reason = ""
+	}
+	for i := range d.QueueChanges {
+		d.QueueChanges[i].Reason = ""
+	}
+	return d
 }
 
 func uniqueIDs(s Snapshot) bool {

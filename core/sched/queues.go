@@ -47,8 +47,11 @@ func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 			if j.Class == ClassHigh {
 				what = "a high-priority job"
 			}
-			p.queueChange(j, from, qs, fmt.Sprintf(
-				"moved from queue %d to queue 0: %s stays in queue 0 whatever its service", from, what))
+			why := ""
+			if !p.sc.cfg.OmitReasons {
+				why = fmt.Sprintf("moved from queue %d to queue 0: %s stays in queue 0 whatever its service", from, what)
+			}
+			p.queueChange(j, from, qs, why)
 		}
 		return s
 	}
@@ -65,9 +68,12 @@ func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 				CycleService: j.AttainedService, CycleExecuted: j.ExecutedS,
 				Promotions: qs.Promotions + 1,
 			}
-			p.queueChange(j, from, qs, fmt.Sprintf(
-				"promoted from queue %d to queue 0: waited %s s in this cycle, at least %g x its %s s run",
-				from, fmtNum(wait), knob, fmtNum(run)))
+			why := ""
+			if !p.sc.cfg.OmitReasons {
+				why = fmt.Sprintf("promoted from queue %d to queue 0: waited %s s in this cycle, at least %g x its %s s run",
+					from, fmtNum(wait), knob, fmtNum(run))
+			}
+			p.queueChange(j, from, qs, why)
 			return 0
 		}
 	}
@@ -76,7 +82,11 @@ func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 	}
 	from := qs.Index
 	qs.Index, qs.Since = q, p.now
-	p.queueChange(j, from, qs, p.moveReason(from, q, s))
+	why := ""
+	if !p.sc.cfg.OmitReasons {
+		why = p.moveReason(from, q, s)
+	}
+	p.queueChange(j, from, qs, why)
 	return s
 }
 
@@ -218,15 +228,21 @@ func (p *pass) preemptedFirst() {
 		q := min(max(qs.Index, 0), len(head)-1)
 		head[q] = math.Nextafter(head[q], math.Inf(-1))
 		qs.Since = head[q]
-		why := "preempted: back at the head of queue " + strconv.Itoa(qs.Index) +
-			"'s line, ahead of the jobs waiting there (preempted-first)"
+		why := ""
+		if !p.sc.cfg.OmitReasons {
+			why = "preempted: back at the head of queue " + strconv.Itoa(qs.Index) +
+				"'s line, ahead of the jobs waiting there (preempted-first)"
+		}
 		// A running job changed queue in this pass only if it was
 		// demoted (promotion is for waiting jobs): then it has a
 		// QueueChange already, which takes the new state.
 		if qs.Index != j.Queue.Index {
 			if k := p.queueChangeOf(j.ID); k >= 0 {
 				c := &p.d.QueueChanges[k]
-				c.State, c.Reason = *qs, c.Reason+"; "+why
+				c.State = *qs
+				if why != "" {
+					c.Reason += "; " + why
+				}
 				continue
 			}
 		}

@@ -1380,7 +1380,9 @@ func (p *pass) rsvPreemptRun(ri int32, by *entry) {
 	}
 	p.preemptRun(ri, by)
 	pr := &p.d.Preempts[run.preempt]
-	pr.Reason = p.rsvPreemptReason(&p.rents[run.ent], by)
+	if !p.sc.cfg.OmitReasons {
+		pr.Reason = p.rsvPreemptReason(&p.rents[run.ent], by)
+	}
 	if p.count || len(p.rsv) == 0 {
 		return
 	}

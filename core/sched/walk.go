@@ -482,10 +482,12 @@ func (p *pass) preemptRun(ri int32, by *entry) {
 		if p.jteam[run.job] != p.jteam[by.job] && run.flags&runForReservation == 0 {
 			pr.Reclaim = true
 			run.flags |= runReclaimed
-			pr.Reason = p.reclaimReason(victim, by)
+			if !p.sc.cfg.OmitReasons {
+				pr.Reason = p.reclaimReason(victim, by)
+			}
 		}
 	}
-	if !pr.Reclaim {
+	if !pr.Reclaim && !p.sc.cfg.OmitReasons {
 		pr.Reason = p.preemptReason(victim, by)
 	}
 	if p.teams {

@@ -97,7 +97,8 @@ type Config struct {
 type Observer interface {
 	// Pass is called before each pass's decisions are applied, with the
 	// snapshot the scheduler saw and what it decided (without
-	// Allocations, which the simulator does not ask for); the observer
+	// Allocations or the reasons of preemptions and queue changes, which
+	// the simulator does not ask for); the observer
 	// must not keep either after it returns.
 	Pass(s sched.Snapshot, d sched.Decisions)
 	// Started is called when a job starts a run, its first or a later one.
@@ -227,10 +228,12 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	if math.IsNaN(cfg.HalfLifeS) || math.IsInf(cfg.HalfLifeS, 0) {
 		return nil, fmt.Errorf("usage half-life %v s: want a finite number of seconds", cfg.HalfLifeS)
 	}
-	// The simulator never reads Decisions.Allocations: it models CPUs
-	// itself, from the placements (cpualloc.go).
+	// The simulator never reads Decisions.Allocations (it models CPUs
+	// itself, from the placements: cpualloc.go) nor the reasons of
+	// preemptions and queue changes.
 	sconf := cfg.Sched
 	sconf.OmitAllocations = true
+	sconf.OmitReasons = true
 	if sconf.HandoverS == 0 {
 		// A reservation past its deadline takes its GPUs a handover
 		// early, so that its job starts by the deadline.
