@@ -1,10 +1,11 @@
 // Command gpuportal-sim is `gpuportal sim` alone: the same command, flags
 // and output (package cli/simcmd), in a binary that links the simulator
 // and none of the server, the store or the cluster back ends. It starts
-// in about a millisecond of CPU where gpuportal, initialising the
-// packages of all its commands, takes about twelve: what matters when a
-// replay itself takes tens of milliseconds (docs/simulator.md, "Fourth
-// round"). --from-db, which needs the store, is gpuportal sim's only.
+// in about twice the CPU time of an empty Go program where gpuportal,
+// initialising the packages of all its commands, takes ten times: what
+// matters when a replay itself takes tens of milliseconds
+// (docs/simulator.md, "Fourth round"). --from-db, which needs the store,
+// is gpuportal sim's only.
 //
 //	go build -o gpuportal-sim ./cmd/gpuportal-sim
 package main
