@@ -335,6 +335,9 @@ type Cluster struct {
 	// Reserved lists the reservations of the scheduler's last pass, in
 	// its order.
 	Reserved []ReservedRow
+	// Follower: this server is a follower replica, to which no machine
+	// connects.
+	Follower bool
 }
 
 // ReservedRow is a reservation: the GPUs held for a waiting job.

@@ -16,7 +16,7 @@ import (
 )
 
 func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
-	var out templates.Cluster
+	out := templates.Cluster{Follower: !s.leading()}
 	ctx := c.Request().Context()
 	counts, err := s.app.JobCounts(ctx)
 	if err != nil {

@@ -197,6 +197,9 @@ func TestClusterShowsReservation(t *testing.T) {
 			if got := strings.Count(page, text+"</div>"); got != tc.perGPU {
 				t.Errorf("%s %s: %d GPUs marked %q, want %d", tc.name, target, got, text, tc.perGPU)
 			}
+			if says := strings.Contains(page, `id="cluster-follower"`); says != (tc.ts == fol) {
+				t.Errorf("%s %s: says it is a follower: %v", tc.name, target, says)
+			}
 		}
 	}
 }
