@@ -33,7 +33,8 @@ type ClusterEngine interface {
 	NodeStatuses() []engine.NodeStatus
 	GoneNodes() []engine.GoneNode
 	NodeAllocations() map[string]engine.NodeAllocation
-	ReservedGPUs() map[string]engine.ReservedGPU
+	// Reservations are the last pass's, in its order.
+	Reservations() []sched.Reservation
 	Stats() engine.Stats
 	Scheduler() *sched.Scheduler
 	// Fenced says why this replica, a leader, cannot confirm its lock
@@ -264,19 +265,17 @@ type ShownMachine struct {
 }
 
 // ClusterMachines is the cluster's machines as the cluster page shows
-// them, with the GPUs out of service and those reserved.
+// them, with the GPUs out of service.
 type ClusterMachines struct {
 	// Machines are the connected ones, then those that disconnected.
 	Machines []ShownMachine
 	// Faults maps each GPU out of service (GPUName) to its fault.
 	Faults map[string]string
-	// Reserved maps a GPU ("node:index") to the job it is reserved for.
-	Reserved map[string]engine.ReservedGPU
 }
 
 // Cluster is the cluster's machines at now. disconnected: with those that left, as last known.
 func (s *App) Cluster(now time.Time, disconnected bool) ClusterMachines {
-	out := ClusterMachines{Faults: s.GPUFaults(), Reserved: s.cfg.Engine.ReservedGPUs()}
+	out := ClusterMachines{Faults: s.GPUFaults()}
 	allocs := s.cfg.Engine.NodeAllocations()
 	state := make(map[string]string)
 	for _, st := range s.cfg.Engine.NodeStatuses() {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/core/usage"
+	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -79,7 +79,7 @@ type Moment struct {
 	silent map[string]time.Time
 	// stored are, on a follower, the reservations the leader stored, by
 	// job (storedReservations); nil on the leader, which asks its engine.
-	stored map[int64]api.Reservation
+	stored map[int64]sched.Reservation
 	// orders keeps the queues' order between moments (queueOrder); nil:
 	// each moment computes its own.
 	orders *orderCache
@@ -126,27 +126,45 @@ func (s *App) Moment(ctx context.Context) (*Moment, error) {
 	return m, nil
 }
 
-// storedReservations are the reservations the leader's last pass kept, as
-// it stored them (table reservations, engine.ReservationStore), by job:
-// what a follower replica, which runs no engine, shows on the job's page
-// and in the API, the same GPUs, "from" and "due" as the leader's.
-func (s *App) storedReservations(ctx context.Context) (map[int64]api.Reservation, error) {
+// Reservations are the reservations of the scheduling leader's last
+// pass, in its order: on the leader its engine's; on a follower replica,
+// which runs no engine, as the leader stored them (table reservations,
+// engine.ReservationStore), the same jobs, GPUs, "from" and "due". A
+// job's page and the API (JobOf) and the cluster page (ReservedGPUs) show
+// them from here.
+func (s *App) Reservations(ctx context.Context) ([]sched.Reservation, error) {
+	if s.leading() {
+		return s.cfg.Engine.Reservations(), nil
+	}
 	rows, err := s.cfg.Store.Reservations(ctx)
 	if err != nil {
 		return nil, stored(err)
 	}
-	out := make(map[int64]api.Reservation, len(rows))
-	for _, r := range rows {
-		gpus := []string{}
-		if r.GPUs != "" {
-			if err := json.Unmarshal([]byte(r.GPUs), &gpus); err != nil {
-				return nil, fmt.Errorf("reservation of job %d: GPUs %q: %w", r.JobID, r.GPUs, err)
-			}
-		}
-		out[r.JobID] = api.Reservation{GPUs: gpus, Count: r.Count,
-			From: engine.ClockTime(r.FromS), Due: engine.ClockTime(r.DueS)}
+	return enginestore.StoredReservations(rows)
+}
+
+// storedReservations are, on a follower replica, the reservations the
+// leader stored (Reservations), by job.
+func (s *App) storedReservations(ctx context.Context) (map[int64]sched.Reservation, error) {
+	rs, err := s.Reservations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]sched.Reservation, len(rs))
+	for _, r := range rs {
+		out[r.JobID] = r
 	}
 	return out, nil
+}
+
+// apiReservation is reservation r as the API and the job's page give it.
+func apiReservation(r sched.Reservation) *api.Reservation {
+	out := &api.Reservation{GPUs: make([]string, len(r.GPUs)), Count: r.Count,
+		From: engine.ReservationFrom(r), Due: engine.ReservationDue(r)}
+	for i, g := range r.GPUs {
+		out.GPUs[i] = g.String()
+	}
+	return out
 }
 
 // ShownMoment is a moment to convert js with, and only them: their start
@@ -395,15 +413,12 @@ func (s *App) JobOf(m *Moment, v *Job) api.Job {
 	}
 	if j.State.Waiting() && !s.leading() {
 		if r, ok := m.stored[j.ID]; ok {
-			out.Reservation = &r
+			out.Reservation = apiReservation(r)
 		}
 	}
 	if j.State.Waiting() && s.leading() {
-		if r, from, ok := s.cfg.Engine.Reservation(j.ID); ok {
-			out.Reservation = &api.Reservation{GPUs: make([]string, len(r.GPUs)), Count: r.Count, From: from, Due: engine.ReservationDue(r)}
-			for i, g := range r.GPUs {
-				out.Reservation.GPUs[i] = g.String()
-			}
+		if r, _, ok := s.cfg.Engine.Reservation(j.ID); ok {
+			out.Reservation = apiReservation(r)
 		}
 	}
 	return out

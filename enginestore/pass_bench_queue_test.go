@@ -58,6 +58,14 @@ func BenchmarkEngineQueue(b *testing.B) {
 
 func benchEngineQueue(b *testing.B, dsn string, queued int, cfg sched.Config) {
 	eng, cl, store, ms := startBenchEngine(b, dsn, queued, cfg)
+	benchQueueOps(b, eng, cl, store, ms, queued)
+}
+
+// benchQueueOps times b.N ops on a settled engine (startBenchEngine) over
+// queued waiting jobs, each a submission, an end at random and the whole
+// pass after the end's record, and reports the figures
+// BenchmarkEngineQueue describes.
+func benchQueueOps(b *testing.B, eng *engine.Engine, cl *benchCluster, store *rowCounter, ms *models.Store, queued int) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(2, uint64(queued)))
 	if path := os.Getenv("GPUPORTAL_BENCH_CPUPROFILE"); path != "" {

@@ -135,6 +135,17 @@ wait:
 // stops when b ends.
 func startBenchEngine(b *testing.B, dsn string, queued int, cfg sched.Config) (*engine.Engine, *benchCluster, *rowCounter, *models.Store) {
 	b.Helper()
+	submitted := time.Now().Add(-time.Hour)
+	return startBenchEngineSubmitted(b, dsn, queued, cfg, func(i int) time.Time {
+		return submitted.Add(time.Duration(i) * time.Millisecond)
+	})
+}
+
+// startBenchEngineSubmitted is startBenchEngine with seed job i (of
+// queued plus the 1,024 that fill the machines, in ID order) submitted
+// at submitted(i).
+func startBenchEngineSubmitted(b *testing.B, dsn string, queued int, cfg sched.Config, submitted func(i int) time.Time) (*engine.Engine, *benchCluster, *rowCounter, *models.Store) {
+	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ms, err := models.Open(ctx, dsn)
 	if err != nil {
@@ -151,7 +162,6 @@ func startBenchEngine(b *testing.B, dsn string, queued int, cfg sched.Config) (*
 	// Enough jobs to fill every GPU and leave queued waiting: one in ten
 	// asks for 4 GPUs, one in five for 2, the others for one.
 	total := queued + benchNodes*benchGPUs
-	submitted := time.Now().Add(-time.Hour)
 	for from := 0; from < total; from += 1000 {
 		var js []*models.Job
 		for i := from; i < min(total, from+1000); i++ {
@@ -164,7 +174,7 @@ func startBenchEngine(b *testing.B, dsn string, queued int, cfg sched.Config) (*
 			}
 			js = append(js, &models.Job{Name: fmt.Sprintf("bench-%d", i), Team: teams[i%len(teams)],
 				User: fmt.Sprintf("user%02d", i%40), GPUs: gpus, SimDuration: 3600,
-				SubmittedAt: submitted.Add(time.Duration(i) * time.Millisecond)})
+				SubmittedAt: submitted(i)})
 		}
 		if err := ms.CreateJobs(ctx, js); err != nil {
 			b.Fatal(err)

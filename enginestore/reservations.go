@@ -17,6 +17,13 @@ func (s Store) Reservations(ctx context.Context) ([]sched.Reservation, error) {
 	if err != nil {
 		return nil, err
 	}
+	return StoredReservations(rows)
+}
+
+// StoredReservations reads the stored rows of reservations back as the
+// core's, in their order: what the leader's engine loads when it starts,
+// and what a follower replica shows.
+func StoredReservations(rows []models.Reservation) ([]sched.Reservation, error) {
 	out := make([]sched.Reservation, 0, len(rows))
 	for _, r := range rows {
 		var gpus []string

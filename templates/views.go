@@ -332,6 +332,19 @@ type Cluster struct {
 	Counts []Count
 	// Idle lists the running jobs that hold their GPUs idle.
 	Idle []IdleRow
+	// Reserved lists the reservations of the scheduler's last pass, in
+	// its order.
+	Reserved []ReservedRow
+	// Follower: this server is a follower replica, to which no machine
+	// connects.
+	Follower bool
+}
+
+// ReservedRow is a reservation: the GPUs held for a waiting job.
+type ReservedRow struct {
+	JobID int64
+	GPUs  string // "GPUs node-3:0-7"; "8 GPUs" where none are named
+	Text  string // "reserved for job 12 from 14:05", as each GPU says
 }
 
 // IdleRow is a running job that holds its GPUs idle. Name and User are

@@ -9,13 +9,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/app"
+	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
 func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
-	var out templates.Cluster
+	out := templates.Cluster{Follower: !s.leading()}
 	ctx := c.Request().Context()
 	counts, err := s.app.JobCounts(ctx)
 	if err != nil {
@@ -40,6 +41,15 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 		for _, p := range j.Placement {
 			idleOn[p] = append(idleOn[p], fmt.Sprintf("job %d %s", j.ID, idleSt[j.ID].Short(m.Now)))
 		}
+	}
+	rs, err := s.app.Reservations(ctx)
+	if err != nil {
+		return out, err
+	}
+	reserved := engine.ReservedGPUsOf(rs)
+	for _, r := range rs {
+		out.Reserved = append(out.Reserved, templates.ReservedRow{JobID: r.JobID, GPUs: r.GPUText(),
+			Text: reservedText(r.JobID, engine.ReservationFrom(r), m.Now)})
 	}
 	cl := s.app.Cluster(now, true)
 	gl := s.app.GPULanes()
@@ -89,17 +99,24 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 				g.Lanes = lanesText(l)
 			}
 			g.Idle = strings.Join(idleOn[place], ", ")
-			if r, ok := cl.Reserved[place]; ok {
-				g.Reserved = fmt.Sprintf("reserved for job %d from %s", r.JobID, r.From.Format("15:04"))
-				if !r.From.After(m.Now) {
-					g.Reserved = fmt.Sprintf("reserved for job %d, now", r.JobID)
-				}
+			if r, ok := reserved[place]; ok {
+				g.Reserved = reservedText(r.JobID, r.From, m.Now)
 			}
 			card.GPUs = append(card.GPUs, g)
 		}
 		out.Nodes = append(out.Nodes, card)
 	}
 	return out, nil
+}
+
+// reservedText says which job GPUs are reserved for and from when:
+// "reserved for job 12 from 14:05", or "reserved for job 12, now" once
+// they are expected free.
+func reservedText(jobID int64, from, now time.Time) string {
+	if !from.After(now) {
+		return fmt.Sprintf("reserved for job %d, now", jobID)
+	}
+	return fmt.Sprintf("reserved for job %d from %s", jobID, from.Format("15:04"))
 }
 
 func (s *Server) clusterPage(c echo.Context) error {

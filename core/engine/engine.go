@@ -288,6 +288,8 @@ type Engine struct {
 	waits map[int64]sched.Wait
 	// reservations are the GPUs the last pass reserved, by job (reserve.go).
 	reservations map[int64]sched.Reservation
+	// rsvOrder is the same reservations in the pass's order.
+	rsvOrder []sched.Reservation
 	// keptRsv is the last pass's reservations as the core gave them, in
 	// order: the next pass's snapshot hands them back
 	// (sched.Snapshot.Reservations), so that a reservation stays with

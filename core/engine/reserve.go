@@ -85,7 +85,7 @@ func (e *Engine) noteReservations(rs []sched.Reservation, waits []sched.Wait, no
 	}
 	e.keptRsv = rs
 	e.shareMu.Lock()
-	e.reservations = byJob
+	e.reservations, e.rsvOrder = byJob, rs
 	e.shareMu.Unlock()
 }
 
@@ -96,7 +96,7 @@ func (e *Engine) noteReservations(rs []sched.Reservation, waits []sched.Wait, no
 func reservationText(r sched.Reservation, nowS float64) string {
 	from := "now"
 	if r.FromS-nowS >= 0.5 {
-		at := reservationFrom(r)
+		at := ReservationFrom(r)
 		layout := "15:04"
 		if r.FromS-nowS >= 20*3600 {
 			layout = "Jan 2 15:04"
@@ -106,9 +106,9 @@ func reservationText(r sched.Reservation, nowS float64) string {
 	return r.GPUText() + " reserved for you from " + from
 }
 
-// reservationFrom is when r's GPUs are expected to be free, on the
+// ReservationFrom is when r's GPUs are expected to be free, on the
 // engine's clock, in the server's time zone.
-func reservationFrom(r sched.Reservation) time.Time { return ClockTime(r.FromS) }
+func ReservationFrom(r sched.Reservation) time.Time { return ClockTime(r.FromS) }
 
 // ReservationDue is when r's job became due for its reservation (it had
 // waited its bound), on the engine's clock, in the server's time zone.
@@ -125,17 +125,24 @@ func ClockTime(s float64) time.Time {
 	return time.Unix(0, int64(math.Round(ns))).Local()
 }
 
-// ReservedGPUs maps each GPU ("node:index") reserved in the last pass to
-// the reservation that holds it, and when its GPUs are expected to be
-// free: the cluster page marks them. A reservation by count (no GPUs
-// named) marks none.
-func (e *Engine) ReservedGPUs() map[string]ReservedGPU {
+// Reservations are the reservations of the last pass, in its order (the
+// first holds its GPUs before the others).
+func (e *Engine) Reservations() []sched.Reservation {
 	e.shareMu.Lock()
 	defer e.shareMu.Unlock()
+	return slices.Clone(e.rsvOrder)
+}
+
+// ReservedGPUsOf maps each GPU ("node:index") that rs reserve to the
+// reservation that holds it, and when its GPUs are expected to be free:
+// the cluster page marks them, on the leader from its engine's last pass
+// (Engine.Reservations), on a follower replica from the reservations the
+// leader stored. A reservation by count (no GPUs named) marks none.
+func ReservedGPUsOf(rs []sched.Reservation) map[string]ReservedGPU {
 	out := make(map[string]ReservedGPU)
-	for _, r := range e.reservations {
+	for _, r := range rs {
 		for _, g := range r.GPUs {
-			out[g.String()] = ReservedGPU{JobID: r.JobID, From: reservationFrom(r)}
+			out[g.String()] = ReservedGPU{JobID: r.JobID, From: ReservationFrom(r)}
 		}
 	}
 	return out
@@ -157,5 +164,5 @@ func (e *Engine) Reservation(id int64) (r sched.Reservation, from time.Time, ok 
 	if !ok {
 		return r, time.Time{}, false
 	}
-	return r, reservationFrom(r), true
+	return r, ReservationFrom(r), true
 }
