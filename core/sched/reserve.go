@@ -705,6 +705,34 @@ func (p *pass) runEndAt(ri int32) float64 {
 	return t
 }
 
+// rsvReleaseAt is when running job ri's GPUs are expected to free for
+// reservation holder e, due since due, when it may not preempt ri now:
+// ri's expected end or, under a preemptive policy, e's deadline if that
+// comes first and ri is a job an overdue reservation takes its GPUs
+// from (overdueVictim). The reservation's start is then the promise the
+// deadline keeps, not an end the deadline cuts short: live, a job
+// reserved with a 1-minute bound read "reserved for you from" 17 minutes
+// ahead, the batch jobs' expected ends, and took its GPUs at the
+// deadline (issue 30). Jobs started in this pass keep their ends.
+func (p *pass) rsvReleaseAt(ri int32, e *entry, due float64) float64 {
+	t := p.runEndAt(ri)
+	if !p.rsvPreempt {
+		return t
+	}
+	d := p.deadlineOf(e.job, due)
+	if t <= d {
+		return t
+	}
+	run := &p.runs[ri]
+	if st := run.state &^ runReached; st != runOpen && st != runKept {
+		return t
+	}
+	if !p.overdueVictim(run, e.job) {
+		return t
+	}
+	return max(d, p.now)
+}
+
 // rsvVictim tells whether running job ri may be preempted for
 // reservation holder e, due since due: under a preemptive policy without
 // fair share, a job the policy ranks below e (the walk has not kept it),
@@ -857,7 +885,7 @@ func (p *pass) reserveNodes(e *entry, r rule, due float64, kept *Reservation) bo
 			}
 			continue
 		}
-		t := p.runEndAt(int32(ri))
+		t := p.rsvReleaseAt(int32(ri), e, due)
 		for _, s := range p.held[run.lo:run.hi] {
 			if p.freeAt[s] != inf {
 				p.freeAt[s] = max(p.freeAt[s], t)
@@ -1452,7 +1480,7 @@ func (p *pass) reserveCount(e *entry, due float64, kept *Reservation) bool {
 				victims += int(run.n)
 				continue
 			}
-			rels = append(rels, rsvRel{at: p.runEndAt(int32(ri)), n: int(run.n), run: -1})
+			rels = append(rels, rsvRel{at: p.rsvReleaseAt(int32(ri), e, due), n: int(run.n), run: -1})
 		}
 	} else {
 		for _, i := range p.runIdx {

@@ -102,8 +102,8 @@ func TestReservation(t *testing.T) {
 			snap: beforeDeadline(oneNodeBusy(pend(11, 1, 900), pend(12, 1, 950))),
 			// both rank below job 10 as waiting jobs (queue 0, later)
 			starts: []int64{11, 12},
-			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 800}},
-			waits:  map[int64]string{10: "GPUs node-0:0-7 reserved for it, expected free in 600 s; first in queue 0"},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1100, DueS: 800}},
+			waits:  map[int64]string{10: "GPUs node-0:0-7 reserved for it, expected free in 100 s; first in queue 0"},
 		},
 		{
 			name: "tiresias-l: once the jobs from before are gone, the reserved job preempts the backfills and starts",
@@ -127,8 +127,9 @@ func TestReservation(t *testing.T) {
 			}},
 			// due at 1,800, its deadline 2,100; 11 started at 200,
 			// before 1,800, and its limit ends it at 2,200; 12 is a
-			// backfill
-			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2200, DueS: 1800}},
+			// backfill. Both are taken at the deadline, so the GPUs
+			// are expected free then, not at 11's end
+			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2100, DueS: 1800}},
 		},
 		{
 			name: "tiresias-l: past its deadline it takes its GPUs from any batch job, from before it was due or ranked above it",
@@ -193,17 +194,18 @@ func TestReservation(t *testing.T) {
 			// 12 would hold the GPU to 4,600, never preempted: it waits
 			// for job 10 to start (issue 30)
 			starts: nil,
-			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 800}},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1100, DueS: 800}},
 		},
 		{
-			name: "tiresias-l: a session whose time limit ends it before the reservation's start but after its deadline is held back",
+			name: "tiresias-l: a session whose time limit ends it before the batch jobs' ends but after the reservation's deadline is held back",
 			cfg:  Config{Policy: "tiresias-l", ReserveAfterS: 300},
 			snap: beforeDeadline(oneNodeBusy(pend(12, 1, 950, session, limit(500)))),
-			// 12 would end at 1,500, before 1,600 but after job 10's
-			// deadline, 1,100: job 10 takes its GPUs then from the
-			// batch jobs, and would wait for the session (issue 30)
+			// 12 would end at 1,500, before the batch jobs' 1,600 but
+			// after job 10's deadline, 1,100: job 10 takes its GPUs
+			// then from the batch jobs (so they are expected free
+			// then), and would wait for the session (issue 30)
 			starts: nil,
-			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1600, DueS: 800}},
+			rsv:    []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1100, DueS: 800}},
 		},
 		{
 			name: "tiresias-l: a job ranked above it as a waiting job is waited for, before its deadline",
@@ -214,7 +216,7 @@ func TestReservation(t *testing.T) {
 				// started after it was due (1,800)
 				run(11, 1400, on("node-0", 0), ranFrom(1900, 2000), limit(600)),
 			}},
-			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2500, DueS: 1800}},
+			rsv: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 2100, DueS: 1800}},
 		},
 		{
 			name:   "a job of one GPU is never reserved",
@@ -778,7 +780,7 @@ func TestReservationFairShare(t *testing.T) {
 				// ends it at 3,700
 				run(1, 1000, on("node-0", 0), vision, ranFrom(2800, 3000), limit(900)),
 			},
-			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3700, DueS: 2750}},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3050, DueS: 2750}},
 		},
 		{
 			name:   "and taken at the deadline: it started on the reserved GPUs after the job was due",
@@ -1217,7 +1219,7 @@ func TestReservationDeadline(t *testing.T) {
 				pend(10, 8, 100),
 				run(11, 50, on("node-0", 0), ranFrom(600, 640)),
 			},
-			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 1300, DueS: 400}},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 700, DueS: 400}},
 		},
 		{
 			name: "past its deadline, held up by a session: the jobs above it use the free GPUs",
