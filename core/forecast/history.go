@@ -56,9 +56,10 @@ func FractionMilli(f float64) int {
 }
 
 // DefaultMinGroup is how many finished jobs a group (a user's jobs of one
-// model, a user's, those of one request shape, a model's, a team's) needs, beyond the time a job has
-// already run, before its run times stand for the job's; below it the
-// next, broader group is used, and last every finished job.
+// model, a user's, those of one request shape, a model's, a team's)
+// needs, beyond the time a job has already run, before its run times
+// stand for the job's; below it the next, broader group is used, and
+// last every finished job.
 const DefaultMinGroup = 8
 
 // DefaultMinHistory is how many finished jobs the cluster needs before
