@@ -58,6 +58,12 @@ func simCommand(stdout, stderr io.Writer) *cobra.Command {
 		if o.forecastN < 1 {
 			return fmt.Errorf("sim: --forecast-every %d: want 1 or more", o.forecastN)
 		}
+		if o.forecastOrc != "" && !o.forecastOn {
+			return errors.New("sim: --forecast-oracle: only with --forecast")
+		}
+		if _, _, err := forecastOracle(o.forecastOrc); err != nil {
+			return err
+		}
 		cfg, names, f, err := o.config()
 		if err != nil {
 			return err
@@ -102,18 +108,7 @@ func (o *simFlags) run(ctx context.Context, cfg sim.Config, names []string, f tr
 	}
 	if o.forecastOn {
 		rc := replay.Config{Every: o.forecastN, NoArrivals: !o.forecastArr}
-		if o.forecastOrc != "" {
-			for _, w := range strings.Split(o.forecastOrc, ",") {
-				switch strings.TrimSpace(w) {
-				case "runtimes":
-					rc.Forecast.KnownRunTimes = true
-				case "arrivals":
-					rc.KnownArrivals = true
-				default:
-					return fmt.Errorf("sim: --forecast-oracle %q: want runtimes, arrivals or both, comma-separated", o.forecastOrc)
-				}
-			}
-		}
+		rc.Forecast.KnownRunTimes, rc.KnownArrivals, _ = forecastOracle(o.forecastOrc)
 		return simForecast(ctx, stdout, tr.Jobs, cfg, names, rc, o.asJSON)
 	}
 	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
@@ -360,6 +355,25 @@ const (
 	simJitterShiftS = 60
 	simJitterScale  = 1.25
 )
+
+// forecastOracle reads --forecast-oracle: what the forecasts are told,
+// runtimes, arrivals, or both, comma-separated; "" for neither.
+func forecastOracle(v string) (runTimes, arrivals bool, err error) {
+	if v == "" {
+		return false, false, nil
+	}
+	for _, w := range strings.Split(v, ",") {
+		switch strings.TrimSpace(w) {
+		case "runtimes":
+			runTimes = true
+		case "arrivals":
+			arrivals = true
+		default:
+			return false, false, fmt.Errorf("sim: --forecast-oracle %q: want runtimes, arrivals or both, comma-separated", v)
+		}
+	}
+	return runTimes, arrivals, nil
+}
 
 // simForecast replays jobs under each policy, forecasting starts at each
 // arrival, and prints how the forecasts did (core/forecast/replay).
