@@ -91,6 +91,8 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--sharing", "mps"}, "--sharing"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--sharing", "salus", "--placement", "count"}, "--sharing"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-every", "0"}, "--forecast-every"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-oracle", "runtimes,future"}, "--forecast-oracle"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast-oracle", "runtimes"}, "--forecast-oracle"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "tiresias-l:magic"}, "--policy"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "fifo:queue-entry"}, "--policy"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "tiresias-l:queue-entry", "--reference"}, "--reference"},

@@ -101,6 +101,12 @@ func Command(stdout, stderr io.Writer, fromDB FromDB) *cobra.Command {
 		if o.forecastN < 1 {
 			return fmt.Errorf("sim: --forecast-every %d: want 1 or more", o.forecastN)
 		}
+		if o.forecastOrc != "" && !o.forecastOn {
+			return errors.New("sim: --forecast-oracle: only with --forecast")
+		}
+		if _, _, err := forecastOracle(o.forecastOrc); err != nil {
+			return err
+		}
 		cfg, names, f, err := o.config()
 		if err != nil {
 			return err
@@ -144,7 +150,9 @@ func (o *simFlags) run(ctx context.Context, cfg sim.Config, names []string, f tr
 		}
 	}
 	if o.forecastOn {
-		return simForecast(ctx, stdout, tr.Jobs, cfg, names, replay.Config{Every: o.forecastN, NoArrivals: !o.forecastArr}, o.asJSON)
+		rc := replay.Config{Every: o.forecastN, NoArrivals: !o.forecastArr}
+		rc.Forecast.KnownRunTimes, rc.KnownArrivals, _ = forecastOracle(o.forecastOrc)
+		return simForecast(ctx, stdout, tr.Jobs, cfg, names, rc, o.asJSON)
 	}
 	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
 	if err != nil {
@@ -332,6 +340,7 @@ type simFlags struct {
 	forecastOn  bool
 	forecastN   int
 	forecastArr bool
+	forecastOrc string
 	limitHints  bool
 	limitFactor float64
 	limitSpread bool
@@ -370,6 +379,7 @@ func (o *simFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.assign, "assign-teams", "", "give jobs without a team one of these, `NAME:SHARE,...` (such as vision:60,nlp:40), split by a hash of the job ID")
 	fs.BoolVar(&o.forecastOn, "forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
 	fs.IntVar(&o.forecastN, "forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
+	fs.StringVar(&o.forecastOrc, "forecast-oracle", "", "with --forecast, a diagnostic: runtimes (forecasts know each job's run time), arrivals (they know the next 200 submissions within a day), or runtimes,arrivals; what error is left is the rest's")
 	fs.BoolVar(&o.forecastArr, "forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
 	fs.BoolVar(&o.limitHints, "limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
 	fs.Float64Var(&o.limitFactor, "limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")
@@ -388,6 +398,25 @@ const (
 	simJitterShiftS = 60
 	simJitterScale  = 1.25
 )
+
+// forecastOracle reads --forecast-oracle: what the forecasts are told,
+// runtimes, arrivals, or both, comma-separated; "" for neither.
+func forecastOracle(v string) (runTimes, arrivals bool, err error) {
+	if v == "" {
+		return false, false, nil
+	}
+	for _, w := range strings.Split(v, ",") {
+		switch strings.TrimSpace(w) {
+		case "runtimes":
+			runTimes = true
+		case "arrivals":
+			arrivals = true
+		default:
+			return false, false, fmt.Errorf("sim: --forecast-oracle %q: want runtimes, arrivals or both, comma-separated", v)
+		}
+	}
+	return runTimes, arrivals, nil
+}
 
 // simForecast replays jobs under each policy, forecasting starts at each
 // arrival, and prints how the forecasts did (core/forecast/replay).

@@ -129,6 +129,12 @@ type Config struct {
 	// they submit more), and forecasting it would starve large jobs
 	// forever. 0 means DefaultMaxLoad.
 	MaxLoad float64
+	// KnownRunTimes is a diagnostic (sim --forecast-oracle runtimes):
+	// every job with a known run time (sched.Job.DurationS, which only a
+	// trace replay knows) runs exactly that long in every sample, no
+	// drift, expected arrivals that of the job each is drawn like. What
+	// error is left is the arrivals' and the forecast's own.
+	KnownRunTimes bool
 }
 
 // State says what kind of forecast a job has.
@@ -753,8 +759,13 @@ type scen struct {
 // whether its start is forecast.
 func (s *scen) add(j sched.Job, target bool) {
 	m := simJob{team: -1, target: target}
-	rem, _ := s.h.Remaining(&j, stratified(s.f.cfg.Seed, s.k, uint64(s.f.cfg.Samples), j.ID))
-	rem *= s.scale
+	var rem float64
+	if s.f.cfg.KnownRunTimes && j.DurationS > 0 {
+		rem = max(j.DurationS-max(j.ExecutedS, 0), 0)
+	} else {
+		rem, _ = s.h.Remaining(&j, stratified(s.f.cfg.Seed, s.k, uint64(s.f.cfg.Samples), j.ID))
+		rem *= s.scale
+	}
 	if j.TimeLimitS > 0 {
 		// The job is stopped at its time limit.
 		rem = min(rem, max(j.TimeLimitS-max(j.ExecutedS, 0), 0))

@@ -6,8 +6,10 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -31,7 +33,18 @@ type Config struct {
 	// they expect jobs like the last ArrivalWindow arrivals, at their rate.
 	NoArrivals    bool
 	ArrivalWindow int
+	// KnownArrivals is a diagnostic (sim --forecast-oracle arrivals): the
+	// forecasts are given the trace's next KnownArrivalsMax submissions
+	// within KnownArrivalsS, as they come, in place of expected arrivals.
+	KnownArrivals bool
 }
+
+// The bounds of Config.KnownArrivals: the next 200 submissions within a
+// day (a forecast runs until each of them has started too).
+const (
+	KnownArrivalsMax = 200
+	KnownArrivalsS   = 86400
+)
 
 // Report is how the forecasts did.
 type Report struct {
@@ -79,7 +92,7 @@ func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	o := &observer{f: f, every: max(cfg.Every, 1), limit: cfg.HistoryLimit,
-		byID: make(map[int64]*trace.Job, len(jobs)), state: make(map[int64]uint8, len(jobs)), limits: make(map[int64]float64),
+		byID: make(map[int64]*trace.Job, len(jobs)), state: make(map[int64]uint8, len(jobs)), limits: make(map[int64]float64), shapes: make(map[int64]forecast.Shape),
 		open: make(map[int64]*wait), rep: &Report{Policy: cfg.Sim.Sched.Policy, States: make(map[forecast.State]int)}}
 	if o.limit <= 0 {
 		o.limit = 5000
@@ -91,6 +104,14 @@ func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
 	o.arrivals = !cfg.NoArrivals
 	for i := range jobs {
 		o.byID[jobs[i].ID] = &jobs[i]
+	}
+	if cfg.KnownArrivals {
+		o.arrivals = false
+		o.future = make([]*trace.Job, len(jobs))
+		for i := range jobs {
+			o.future[i] = &jobs[i]
+		}
+		slices.SortStableFunc(o.future, func(a, b *trace.Job) int { return cmp.Compare(a.Submit, b.Submit) })
 	}
 	sc := cfg.Sim
 	sc.Observer = o
@@ -141,8 +162,9 @@ type observer struct {
 	limit  int
 	byID   map[int64]*trace.Job
 	state  map[int64]uint8
-	limits map[int64]float64 // each job's time limit as the scheduler sees it
-	waits  int               // waits not started at once, for Every
+	limits map[int64]float64        // each job's time limit as the scheduler sees it
+	shapes map[int64]forecast.Shape // each job's request as the scheduler sees it
+	waits  int                      // waits not started at once, for Every
 
 	samples []forecast.Sample
 	hist    *forecast.History
@@ -155,6 +177,8 @@ type observer struct {
 	arrivals bool
 	window   int
 	recent   []arrived // the last window arrivals, oldest first
+	// future holds every job by submit time under Config.KnownArrivals.
+	future []*trace.Job
 }
 
 type arrived struct {
@@ -199,6 +223,9 @@ func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
 			if j.TimeLimitS > 0 {
 				o.limits[j.ID] = j.TimeLimitS
 			}
+			if sh := forecast.ShapeOf(j); sh != (forecast.Shape{}) {
+				o.shapes[j.ID] = sh
+			}
 			jj := *j
 			jj.Placement, jj.Queue = nil, sched.QueueState{}
 			o.recent = append(o.recent, arrived{at: s.Now, job: jj})
@@ -220,7 +247,7 @@ func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
 	if len(asks) == 0 {
 		return
 	}
-	r := o.f.Forecast(forecast.Input{Snapshot: s, History: o.history(), Arrivals: o.expected(s.Now)})
+	r := o.f.Forecast(forecast.Input{Snapshot: s, History: o.history(), Arrivals: o.expected(s.Now), Later: o.known(s.Now)})
 	o.rep.Passes += r.Passes
 	o.rep.Visits += r.Visits
 	for _, a := range asks {
@@ -233,6 +260,33 @@ func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
 
 		o.open[a.id] = &wait{Outcome: forecast.Outcome{State: fc.State, Earliest: fc.Earliest, Likely: fc.Likely, Latest: fc.Latest, MadeAt: s.Now}, resume: a.resume}
 	}
+}
+
+// known is the jobs submitted after now, as they come (Config.KnownArrivals;
+// nil without it), as the simulator shows them to the scheduler.
+func (o *observer) known(now float64) []forecast.Arrival {
+	if o.future == nil {
+		return nil
+	}
+	i, _ := slices.BinarySearchFunc(o.future, now, func(j *trace.Job, t float64) int {
+		if j.Submit <= t {
+			return -1
+		}
+		return 1
+	})
+	var out []forecast.Arrival
+	for _, tj := range o.future[i:] {
+		if len(out) == KnownArrivalsMax || tj.Submit > now+KnownArrivalsS {
+			break
+		}
+		j := sched.Job{ID: tj.ID, Team: tj.Team, User: tj.User, GPUs: tj.GPUs, GPUMemMiB: tj.GPUMemMiB, SubmitTime: tj.Submit,
+			State: sched.Pending, DurationS: tj.Duration, TimeLimitS: tj.TimeLimitS, Model: tj.Model, CPUMilli: tj.CPUMilli, MemMiB: tj.MemMiB}
+		if tj.GPUMilli > 0 && tj.GPUMilli < 1000 {
+			j.GPUFraction = float64(tj.GPUMilli) / 1000
+		}
+		out = append(out, forecast.Arrival{Job: j, At: tj.Submit})
+	}
+	return out
 }
 
 // history is the run times of the jobs finished so far, the most recent
@@ -259,6 +313,7 @@ func (o *observer) Finished(id int64, _, executedS float64) {
 	if tj == nil {
 		return
 	}
-	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS, LimitS: o.limits[id], GPUs: tj.GPUs})
+	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS, LimitS: o.limits[id], GPUs: tj.GPUs, Shape: o.shapes[id]})
 	delete(o.limits, id)
+	delete(o.shapes, id)
 }

@@ -114,3 +114,40 @@ func TestReplayMixedTraceFloor(t *testing.T) {
 		t.Errorf("a second replay gave %+v, the first %+v: want the same", again.Calibration, c)
 	}
 }
+
+// TestReplayOracle: told every job's run time and the arrivals to come
+// (sim --forecast-oracle runtimes,arrivals), the forecasts run the
+// simulator's own scheduler and so give each start to the second; told
+// the run times alone, the arrivals a preemptive policy lets overtake
+// are left to miss by; told nothing, the run times too. This is what
+// docs/forecast.md splits the error by.
+func TestReplayOracle(t *testing.T) {
+	jobs := synthetic(100, 0.8)
+	nodes := []trace.Node{{Name: "n0", GPUs: 8}, {Name: "n1", GPUs: 8}}
+	rel, p90 := map[string]float64{}, map[string]float64{}
+	for _, tc := range []struct {
+		name              string
+		runTimes, arrives bool
+	}{{"none", false, false}, {"runtimes", true, false}, {"both", true, true}} {
+		cfg := Config{Sim: sim.Config{Sched: sched.Config{Policy: "tiresias-l"}, Nodes: nodes}, KnownArrivals: tc.arrives}
+		cfg.Forecast.KnownRunTimes = tc.runTimes
+		r, err := Run(context.Background(), jobs, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := r.Calibration
+		t.Logf("%s: %d compared, %.0f%% within range, median |error| %.0f s (%.2f of the wait), p90 %.0f s", tc.name, c.Forecasts, 100*c.WithinShare, c.MedianAbsErrorS, c.MedianRelError, c.P90AbsErrorS)
+		if c.Forecasts < 30 {
+			t.Fatalf("%s: only %d forecasts compared; the trace should queue", tc.name, c.Forecasts)
+		}
+		rel[tc.name] = c.MedianRelError
+		p90[tc.name] = c.P90AbsErrorS
+		// Within a pass's step (forecast.DefaultStepS) or a few.
+		if tc.name == "both" && (c.P90AbsErrorS > 5 || c.MedianRelError > 0.01) {
+			t.Errorf("knowing run times and arrivals: p90 error %.1f s, median %.3f of the wait; want 5 s and 0.01 or less", c.P90AbsErrorS, c.MedianRelError)
+		}
+	}
+	if !(rel["runtimes"] < rel["none"] && p90["both"] < p90["runtimes"] && p90["runtimes"] < p90["none"]) {
+		t.Errorf("by what the forecasts knew, median error over the wait %v, p90 error %v; want less with each oracle", rel, p90)
+	}
+}
