@@ -23,7 +23,7 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		ctx := context.Background()
 		s := openStore(t, dsn)
 		at := func(sec int) *time.Time { v := t0.Add(time.Duration(sec) * time.Second); return &v }
-		a := &models.Job{Name: "a", Team: "vision", User: "alice", GPUs: 1, Model: "resnet50", Sharing: true, GPUFraction: 0.5, SubmittedAt: t0}
+		a := &models.Job{Name: "a", Team: "vision", User: "alice", GPUs: 1, Model: "resnet50", SubmittedAt: t0}
 		b := &models.Job{Name: "b", Team: "nlp", User: "bob", GPUs: 8, SubmittedAt: t0}
 		for _, j := range []*models.Job{a, b} {
 			if err := s.CreateJob(ctx, j); err != nil {
@@ -83,8 +83,8 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 			t.Errorf("first outcomes %+v, %v; want one", first, err)
 		}
 		samples, err := s.FinishedRunTimes(ctx, 10)
-		if err != nil || len(samples) != 1 || samples[0] != (forecast.Sample{User: "alice", Team: "vision", Model: "resnet50", RunS: 28, GPUs: 1, Shape: forecast.Shape{GPUMilli: 500}}) {
-			t.Errorf("run times %+v, %v; want alice's 28 s on half a GPU", samples, err)
+		if err != nil || len(samples) != 1 || samples[0] != (forecast.Sample{User: "alice", Team: "vision", Model: "resnet50", RunS: 28, GPUs: 1}) {
+			t.Errorf("run times %+v, %v; want alice's 28 s on 1 GPU", samples, err)
 		}
 		recent, err := s.RecentSubmissions(ctx, t0.Add(-time.Minute), 10)
 		if err != nil || len(recent) != 2 || recent[0].ID != b.ID || recent[0].GPUs != 8 {

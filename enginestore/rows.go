@@ -45,11 +45,7 @@ func (s Store) FinishedRunTimes(ctx context.Context, limit int) ([]forecast.Samp
 	}
 	out := make([]forecast.Sample, len(rows))
 	for i, r := range rows {
-		// Jobs ask for no CPUs or host memory of their own (the scheduler
-		// divides a machine's by GPUs): their shape is their GPU share,
-		// as the engine's scheduler view (schedJob) gives it.
-		out[i] = forecast.Sample{User: r.User, Team: r.Team, Model: r.Model, RunS: r.RunS, LimitS: r.LimitS, GPUs: r.GPUs,
-			Shape: forecast.Shape{GPUMilli: forecast.FractionMilli(r.GPUFraction)}}
+		out[i] = forecast.Sample(r)
 	}
 	return out, nil
 }

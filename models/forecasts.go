@@ -102,17 +102,16 @@ type RunTime struct {
 	RunS              float64
 	LimitS            float64 // its time limit; 0: none
 	GPUs              int     // the GPUs it asked for
-	GPUFraction       float64 // the share of a GPU it asked for; 0: whole GPUs
 }
 
 // FinishedRunTimes returns, for up to limit jobs that finished most
 // recently after running, who ran what, for how long in all and under
-// what time limit, and what share of a GPU it asked for: what
+// what time limit: what
 // forecasts draw run times from. Failed and cancelled jobs count: they
 // freed their GPUs all the same.
 func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]RunTime, error) {
 	var js []Job
-	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s", "time_limit_s", "gp_us", "gpu_fraction").
+	err := s.db.WithContext(ctx).Select("user", "team", "model", "executed_s", "time_limit_s", "gp_us").
 		Where("state IN ? AND executed_s > 0", []JobState{JobSucceeded, JobFailed, JobCancelled}).
 		Order("finished_at DESC, id DESC").Limit(limit).Find(&js).Error
 	if err != nil {
@@ -120,7 +119,7 @@ func (s *Store) FinishedRunTimes(ctx context.Context, limit int) ([]RunTime, err
 	}
 	out := make([]RunTime, len(js))
 	for i, j := range js {
-		out[i] = RunTime{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS, LimitS: float64(j.TimeLimitS), GPUs: j.GPUs, GPUFraction: j.GPUFraction}
+		out[i] = RunTime{User: j.User, Team: j.Team, Model: j.Model, RunS: j.ExecutedS, LimitS: float64(j.TimeLimitS), GPUs: j.GPUs}
 	}
 	return out, nil
 }

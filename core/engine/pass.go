@@ -209,11 +209,6 @@ func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
 		AttainedService: j.AttainedService, DurationS: j.SimDuration,
 		TimeLimitS: j.TimeLimit.Seconds(), Model: j.Model, Queue: j.Queue,
 	}
-	if j.GPUFraction > 0 && j.GPUFraction < 1 {
-		// What it asked for, shared or not: forecasts group run times by
-		// it (forecast.ShapeOf); only a sharing job holds that share.
-		sj.GPUFraction = j.GPUFraction
-	}
 	shareable(&sj, j, gpuMiB)
 	e.cpuProfile(&sj, j)
 	if j.State.Waiting() {

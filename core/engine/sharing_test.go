@@ -45,18 +45,14 @@ func TestSharingSnapshot(t *testing.T) {
 		job     Job
 		sharing bool
 		p, e    int64
-		// frac is the GPU share the scheduler is told the job asked for,
-		// shared or not: forecasts group run times by it.
-		frac float64
 	}{
-		{"declared estimate padded", Job{GPUs: 1, Sharing: true, Memory: declared}, true, 1100, 5355 - 1100, 0},
+		{"declared estimate padded", Job{GPUs: 1, Sharing: true, Memory: declared}, true, 1100, 5355 - 1100},
 		// A quarter of 81,920 MiB is 20,480: P 20% of it, E the rest.
-		{"fraction of the smallest GPU", Job{GPUs: 1, Sharing: true, GPUFraction: 0.25, Command: []string{"train"}}, true, 4506, 21935 - 4506, 0.25},
-		{"declared total split", Job{GPUs: 1, Sharing: true, GPUMemMiB: 10240, Command: []string{"train"}}, true, 2253, 10968 - 2253, 0},
-		{"two GPUs never share", Job{GPUs: 2, Sharing: true, Memory: declared}, false, 0, 0, 0},
-		{"not opted in", Job{GPUs: 1, Memory: declared}, false, 0, 0, 0},
-		{"command with no estimate runs unshared", Job{GPUs: 1, Sharing: true, Command: []string{"train"}}, false, 0, 0, 0},
-		{"a fraction asked, not shared", Job{GPUs: 1, GPUFraction: 0.5, Memory: declared}, false, 0, 0, 0.5},
+		{"fraction of the smallest GPU", Job{GPUs: 1, Sharing: true, GPUFraction: 0.25, Command: []string{"train"}}, true, 4506, 21935 - 4506},
+		{"declared total split", Job{GPUs: 1, Sharing: true, GPUMemMiB: 10240, Command: []string{"train"}}, true, 2253, 10968 - 2253},
+		{"two GPUs never share", Job{GPUs: 2, Sharing: true, Memory: declared}, false, 0, 0},
+		{"not opted in", Job{GPUs: 1, Memory: declared}, false, 0, 0},
+		{"command with no estimate runs unshared", Job{GPUs: 1, Sharing: true, Command: []string{"train"}}, false, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,8 +61,8 @@ func TestSharingSnapshot(t *testing.T) {
 			e, _ := newTestEngine(t, newMemStore(j), newFakeNode("n1", 2))
 			snap, _ := e.snapshot([]Job{j}, t0)
 			sj := snap.Jobs[0]
-			if sj.Sharing != tc.sharing || sj.MemPersistentMiB != tc.p || sj.MemEphemeralMiB != tc.e || sj.GPUFraction != tc.frac {
-				t.Fatalf("sharing %v P %d E %d fraction %v, want %v %d %d %v", sj.Sharing, sj.MemPersistentMiB, sj.MemEphemeralMiB, sj.GPUFraction, tc.sharing, tc.p, tc.e, tc.frac)
+			if sj.Sharing != tc.sharing || sj.MemPersistentMiB != tc.p || sj.MemEphemeralMiB != tc.e {
+				t.Fatalf("sharing %v P %d E %d, want %v %d %d", sj.Sharing, sj.MemPersistentMiB, sj.MemEphemeralMiB, tc.sharing, tc.p, tc.e)
 			}
 		})
 	}

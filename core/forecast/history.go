@@ -13,53 +13,18 @@ import (
 // were cancelled while running count as much as jobs that succeeded: what
 // a forecast needs is when GPUs come free, not whether the work was good.
 // LimitS is the time limit the job declared, 0 for none; GPUs the GPUs
-// it asked for, 0 when not known; Shape the rest of what it asked for
-// (ShapeOf), the zero Shape when not known.
+// it asked for, 0 when not known.
 type Sample struct {
 	User, Team, Model string
 	RunS              float64
 	LimitS            float64
 	GPUs              int
-	Shape             Shape
-}
-
-// Shape is what a job asked for besides its GPUs: the CPUs and host
-// memory of its request, and the share of a GPU it asked for. Jobs that
-// ask for the same run alike more often than jobs that do not: on the
-// openb pods (shared/traces), whose jobs name no user or model, the
-// median error of a log run time guessed as the median of the earlier
-// jobs of the same request is 0.90 (a factor of 2.5) against 1.24 (3.5)
-// for all earlier jobs, and 0.84 with the GPU share too. The values are
-// kept as asked, not bucketed: requests come from a few sizes (41 CPU
-// and 52 memory sizes among 6,203 pods), and buckets of powers of two
-// guessed worse (0.98).
-type Shape struct {
-	CPUMilli, MemMiB int64
-	// GPUMilli is the share of one GPU asked for, in thousandths, 0 for
-	// whole GPUs.
-	GPUMilli int
-}
-
-// ShapeOf is the shape of job j's request: its CPUMilli, MemMiB and
-// GPUFraction (whether or not it shares its GPU).
-func ShapeOf(j *sched.Job) Shape {
-	return Shape{CPUMilli: max(j.CPUMilli, 0), MemMiB: max(j.MemMiB, 0), GPUMilli: FractionMilli(j.GPUFraction)}
-}
-
-// FractionMilli is a share of a GPU in (0, 1) in thousandths (1 at
-// least), 0 for any other value: whole GPUs.
-func FractionMilli(f float64) int {
-	if !(f > 0 && f < 1) {
-		return 0
-	}
-	return max(int(math.Round(f*1000)), 1)
 }
 
 // DefaultMinGroup is how many finished jobs a group (a user's jobs of one
-// model, a user's, those of one request shape, a model's, a team's)
-// needs, beyond the time a job has already run, before its run times
-// stand for the job's; below it the next, broader group is used, and
-// last every finished job.
+// model, a user's, a model's, a team's) needs, beyond the time a job has
+// already run, before its run times stand for the job's; below it the
+// next, broader group is used, and last every finished job.
 const DefaultMinGroup = 8
 
 // DefaultMinHistory is how many finished jobs the cluster needs before
@@ -89,7 +54,6 @@ type level uint8
 const (
 	byUserModel level = iota
 	byUser
-	byShape
 	byModel
 	byTeam
 	byNone // every job: a group only with a GPU count
@@ -101,7 +65,6 @@ const (
 type groupKey struct {
 	level level
 	a, b  string
-	shape Shape
 	gpus  int
 }
 
@@ -109,22 +72,18 @@ type groupKey struct {
 // count and without (every job, without, is History.all).
 const nkeys = 2*int(levels) - 1
 
-// keys are the groups a job of user, team and model on gpus GPUs, asking
-// for shape besides, belongs to, most specific first (the user's jobs of
-// the model, the user's, those of the shape, the model's, the team's):
-// each level with the job's GPU count, then
+// keys are the groups a job of user, team and model on gpus GPUs belongs
+// to, most specific first: each level with the job's GPU count, then
 // without it (a job on 8 GPUs is seldom like one on 1: on the mixed
 // test trace the 8-GPU jobs run 2 to 5 minutes, the 1-GPU ones 30 s to
 // 10 minutes, log-uniformly), and last
 // the jobs of its GPU count, whoever ran them. A group whose field is
-// empty (the zero Shape too), or a GPU count of 0, is left out (level ==
-// levels).
-func keys(user, team, model string, shape Shape, gpus int) [nkeys]groupKey {
+// empty, or a GPU count of 0, is left out (level == levels).
+func keys(user, team, model string, gpus int) [nkeys]groupKey {
 	var k [nkeys]groupKey
 	base := [levels]groupKey{
 		byUserModel: {level: byUserModel, a: user, b: model},
 		byUser:      {level: byUser, a: user},
-		byShape:     {level: byShape, shape: shape},
 		byModel:     {level: byModel, a: model},
 		byTeam:      {level: byTeam, a: team},
 		byNone:      {level: byNone},
@@ -134,9 +93,6 @@ func keys(user, team, model string, shape Shape, gpus int) [nkeys]groupKey {
 	}
 	if user == "" {
 		base[byUser].level = levels
-	}
-	if shape == (Shape{}) {
-		base[byShape].level = levels
 	}
 	if model == "" {
 		base[byModel].level = levels
@@ -176,7 +132,7 @@ func NewHistory(samples []Sample, minGroup int) *History {
 		if s.LimitS > 0 && !math.IsInf(s.LimitS, 1) {
 			h.limited = append(h.limited, min(s.RunS/s.LimitS, 1))
 		}
-		for _, k := range keys(s.User, s.Team, s.Model, s.Shape, s.GPUs) {
+		for _, k := range keys(s.User, s.Team, s.Model, s.GPUs) {
 			if k.level < levels {
 				h.groups[k] = append(h.groups[k], s.RunS)
 			}
@@ -248,7 +204,7 @@ func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 			return r * l, true
 		}
 	}
-	for _, k := range keys(j.User, j.Team, j.Model, ShapeOf(j), j.GPUs) {
+	for _, k := range keys(j.User, j.Team, j.Model, j.GPUs) {
 		if k.level == levels {
 			continue
 		}

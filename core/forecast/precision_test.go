@@ -90,65 +90,8 @@ func TestRemainingByGPUs(t *testing.T) {
 			t.Errorf("%s: Remaining = %v, %v; want %v", tc.name, got, ok, tc.want)
 		}
 	}
-	k := keys("alice", "", "resnet50", Shape{}, 8)
+	k := keys("alice", "", "resnet50", 8)
 	if !slices.ContainsFunc(k[:], func(g groupKey) bool { return g.level == byNone && g.gpus == 8 }) {
 		t.Errorf("keys %v: want the group of every job on 8 GPUs", k)
-	}
-}
-
-// TestRemainingByShape: a job that names no user or model is drawn from
-// the finished jobs of the same request (CPUs, host memory, GPU share),
-// first on as many GPUs; with too few of its request, from the jobs on
-// as many GPUs (on 1 GPU: 5, ten of 60-69 s and ten of 10,000-10,009 s,
-// whose median is 69 s).
-func TestRemainingByShape(t *testing.T) {
-	small := Shape{CPUMilli: 4000, MemMiB: 16384, GPUMilli: 500}
-	large := Shape{CPUMilli: 32000, MemMiB: 131072}
-	var samples []Sample
-	for i := range 10 {
-		samples = append(samples,
-			Sample{Shape: small, GPUs: 1, RunS: 60 + float64(i)},
-			Sample{Shape: large, GPUs: 1, RunS: 10000 + float64(i)},
-			Sample{Shape: large, GPUs: 2, RunS: 20000 + float64(i)})
-	}
-	samples = append(samples, Sample{Shape: Shape{CPUMilli: 1000}, GPUs: 1, RunS: 5}) // one of its shape: too few
-	h := NewHistory(samples, 8)
-	tests := []struct {
-		name string
-		job  sched.Job
-		want float64
-	}{
-		{"the small request's jobs", sched.Job{GPUs: 1, CPUMilli: 4000, MemMiB: 16384, GPUFraction: 0.5}, 64.5},
-		{"the large request's jobs on 1 GPU", sched.Job{GPUs: 1, CPUMilli: 32000, MemMiB: 131072}, 10004.5},
-		{"the large request's jobs on 2 GPUs", sched.Job{GPUs: 2, CPUMilli: 32000, MemMiB: 131072}, 20004.5},
-		{"the large request's jobs, any GPUs (none on 4)", sched.Job{GPUs: 4, CPUMilli: 32000, MemMiB: 131072}, (10009 + 20000) / 2.0},
-		{"another GPU share: the jobs on 1 GPU", sched.Job{GPUs: 1, CPUMilli: 4000, MemMiB: 16384, GPUFraction: 0.25}, 69},
-		{"a shape with too few jobs: the jobs on 1 GPU", sched.Job{GPUs: 1, CPUMilli: 1000}, 69},
-		{"a user's jobs come first", sched.Job{GPUs: 1, User: "alice", CPUMilli: 4000, MemMiB: 16384, GPUFraction: 0.5}, 64.5},
-	}
-	for _, tc := range tests {
-		got, ok := h.Remaining(&tc.job, 0.5)
-		if !ok || math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("%s: Remaining = %v, %v; want %v", tc.name, got, ok, tc.want)
-		}
-	}
-}
-
-func TestShapeOf(t *testing.T) {
-	tests := []struct {
-		job  sched.Job
-		want Shape
-	}{
-		{sched.Job{}, Shape{}},
-		{sched.Job{CPUMilli: 2000, MemMiB: 8192}, Shape{CPUMilli: 2000, MemMiB: 8192}},
-		{sched.Job{GPUFraction: 0.46}, Shape{GPUMilli: 460}},
-		{sched.Job{GPUFraction: 0.0001}, Shape{GPUMilli: 1}},
-		{sched.Job{GPUFraction: 1}, Shape{}},
-		{sched.Job{CPUMilli: -1, MemMiB: -1, GPUFraction: -0.5}, Shape{}},
-	}
-	for _, tc := range tests {
-		if got := ShapeOf(&tc.job); got != tc.want {
-			t.Errorf("ShapeOf(%+v) = %+v, want %+v", tc.job, got, tc.want)
-		}
 	}
 }

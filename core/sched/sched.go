@@ -111,10 +111,9 @@ type Job struct {
 	// docs/salus.md): the persistent memory of a GPU's jobs plus the
 	// largest ephemeral memory of each of its lanes fits its memory.
 	Sharing bool
-	// GPUFraction, in (0, 1), is the share of a GPU the job asked for, 0
-	// when it asked for none. A running sharing job counts in its team's
-	// GPUs for the share core/usage gives it (usage.Shares); a job that
-	// does not share holds its GPU whole whatever it asked for.
+	// GPUFraction, in (0, 1), is the share of a GPU a sharing job asked
+	// for, 0 when it asked for none. A running sharing job counts in its
+	// team's GPUs for the share core/usage gives it (usage.Shares).
 	GPUFraction float64
 	// MemPersistentMiB and MemEphemeralMiB are a sharing job's memory
 	// estimate on its GPU, already padded by the caller (core/memest):

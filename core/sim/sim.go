@@ -397,13 +397,6 @@ func (s *simulator) arrive(j *job) {
 		TimeLimitS: tj.TimeLimitS,
 		Model:      tj.Model,
 		Class:      j.class,
-		// What it asked for besides GPUs, as a portal job asks: CPUs and
-		// host memory (sched.AllocateNodes gives it no less under
-		// --cpu-alloc) and a share of a GPU (counted only where it
-		// shares, shareJob). Forecasts group run times by them.
-		CPUMilli:    tj.CPUMilli,
-		MemMiB:      tj.MemMiB,
-		GPUFraction: gpuFraction(tj.GPUMilli),
 	})
 	if f := s.cfg.LimitFactor; f > 0 {
 		if s.cfg.LimitSpread {
@@ -420,15 +413,6 @@ func (s *simulator) arrive(j *job) {
 		sj := &s.snap[len(s.snap)-1]
 		sj.CPUProfile, sj.CPUProfileSource = &j.profile, j.profileSrc
 	}
-}
-
-// gpuFraction is a share of one GPU in thousandths as a fraction in (0,
-// 1), 0 for a whole GPU (1,000 or more) or none said.
-func gpuFraction(milli int) float64 {
-	if milli <= 0 || milli >= 1000 {
-		return 0
-	}
-	return float64(milli) / 1000
 }
 
 // complete ends a running job at s.now.

@@ -92,7 +92,7 @@ func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	o := &observer{f: f, every: max(cfg.Every, 1), limit: cfg.HistoryLimit,
-		byID: make(map[int64]*trace.Job, len(jobs)), state: make(map[int64]uint8, len(jobs)), limits: make(map[int64]float64), shapes: make(map[int64]forecast.Shape),
+		byID: make(map[int64]*trace.Job, len(jobs)), state: make(map[int64]uint8, len(jobs)), limits: make(map[int64]float64),
 		open: make(map[int64]*wait), rep: &Report{Policy: cfg.Sim.Sched.Policy, States: make(map[forecast.State]int)}}
 	if o.limit <= 0 {
 		o.limit = 5000
@@ -162,9 +162,8 @@ type observer struct {
 	limit  int
 	byID   map[int64]*trace.Job
 	state  map[int64]uint8
-	limits map[int64]float64        // each job's time limit as the scheduler sees it
-	shapes map[int64]forecast.Shape // each job's request as the scheduler sees it
-	waits  int                      // waits not started at once, for Every
+	limits map[int64]float64 // each job's time limit as the scheduler sees it
+	waits  int               // waits not started at once, for Every
 
 	samples []forecast.Sample
 	hist    *forecast.History
@@ -222,9 +221,6 @@ func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
 		if was == unseen {
 			if j.TimeLimitS > 0 {
 				o.limits[j.ID] = j.TimeLimitS
-			}
-			if sh := forecast.ShapeOf(j); sh != (forecast.Shape{}) {
-				o.shapes[j.ID] = sh
 			}
 			jj := *j
 			jj.Placement, jj.Queue = nil, sched.QueueState{}
@@ -313,7 +309,6 @@ func (o *observer) Finished(id int64, _, executedS float64) {
 	if tj == nil {
 		return
 	}
-	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS, LimitS: o.limits[id], GPUs: tj.GPUs, Shape: o.shapes[id]})
+	o.samples = append(o.samples, forecast.Sample{User: tj.User, Team: tj.Team, Model: tj.Model, RunS: executedS, LimitS: o.limits[id], GPUs: tj.GPUs})
 	delete(o.limits, id)
-	delete(o.shapes, id)
 }
