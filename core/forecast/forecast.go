@@ -751,8 +751,11 @@ type scen struct {
 	maxQueue int       // no expected arrival while this many jobs wait
 	ends     ends
 	recheck  float64
-	waiting  int // targets not yet started
-	res      scenarioResult
+	// rsv are the last pass's reservations, handed back to the next
+	// (sched.Snapshot.Reservations), as the engine and the simulator do.
+	rsv     []sched.Reservation
+	waiting int // targets not yet started
+	res     scenarioResult
 }
 
 // add puts a job in the scenario, with its run time drawn; target says
@@ -818,7 +821,7 @@ func (s *scen) run() {
 		// Events close to the next one are handled with it, in one pass
 		// at the last of them.
 		until := t + max(cfg.StepS, cfg.StepFrac*(t-s.start))
-		at := t
+		at, happened := t, false
 		for {
 			e, ok := s.ends.peek()
 			if !ok || e.at > until {
@@ -826,21 +829,27 @@ func (s *scen) run() {
 			}
 			heap.Pop(&s.ends)
 			if s.finish(e) {
-				at = max(at, e.at)
+				at, happened = max(at, e.at), true
 			}
 		}
 		for len(s.later) > 0 && s.later[0].At <= until {
-			at = max(at, s.later[0].At)
+			at, happened = max(at, s.later[0].At), true
 			s.arrive(s.later[0].Job)
 			s.later = s.later[1:]
 		}
 		for s.nextArr <= until {
-			at = max(at, s.nextArr)
+			at, happened = max(at, s.nextArr), true
 			s.arriveExpected()
 		}
 		if s.recheck > 0 && s.recheck <= until {
-			at = max(at, s.recheck)
+			at, happened = max(at, s.recheck), true
 			s.recheck = 0
+		}
+		if !happened {
+			// Only the ends of runs since preempted: nothing changed, and
+			// a pass now would be one the live engine's and the
+			// simulator's events would not make.
+			continue
 		}
 		s.advance(at)
 		s.pass()
@@ -1000,12 +1009,18 @@ func (s *scen) pass() {
 	}
 	s.res.passes++
 	s.res.visits += len(s.jobs)
-	d := s.f.fast.Schedule(sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.jobs, Teams: s.teams, GPUTimeDist: s.dist})
+	d := s.f.fast.Schedule(s.snapshot())
 	s.apply(d)
+}
+
+// snapshot is the scenario's cluster at s.now, for a pass.
+func (s *scen) snapshot() sched.Snapshot {
+	return sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.jobs, Teams: s.teams, GPUTimeDist: s.dist, Reservations: s.rsv}
 }
 
 // apply carries out a pass's decisions at s.now.
 func (s *scen) apply(d sched.Decisions) {
+	s.rsv = d.Reservations
 	for _, qc := range d.QueueChanges {
 		if i, ok := s.index[qc.JobID]; ok {
 			s.jobs[i].Queue = qc.State
@@ -1089,7 +1104,7 @@ func (s *scen) compact() {
 func (s *scen) quiet() {
 	s.res.quiet = true
 	s.compact()
-	d := s.f.waits.Schedule(sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.jobs, Teams: s.teams, GPUTimeDist: s.dist})
+	d := s.f.waits.Schedule(s.snapshot())
 	s.res.passes++
 	s.res.visits += len(s.jobs)
 	s.res.causes = make(map[int64]sched.WaitCause, len(d.Waits))
