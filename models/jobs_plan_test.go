@@ -126,6 +126,38 @@ func TestListJobsPlansUseIndexes(t *testing.T) {
 	})
 }
 
+// TestJCTReadsPlans checks, on SQLite and PostgreSQL, that the JCT
+// window's reads (jctview.go) search the index of their time, finished_at
+// for a whole window and updated_at for the jobs changed since the last
+// read, rather than every finished job by the index on state.
+func TestJCTReadsPlans(t *testing.T) {
+	t.Parallel()
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
+		s := openTestStore(t, dsn)
+		seedFinishedJobs(t, s, 2_000) // each minute from 2026-01-01 on
+		last := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(2_000 * time.Minute)
+		for _, tc := range []struct {
+			name, where string
+			arg         time.Time
+			index       string
+		}{
+			{"whole window", "finished_at >= ?", last.Add(-time.Hour), "idx_jobs_finished_at"},
+			{"changed since", "updated_at >= ?", time.Now().Add(time.Hour), "idx_jobs_updated_at"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				plan := explain(t, s, func(tx *gorm.DB) *gorm.DB {
+					var rows []jctRow
+					return jctQuery(tx, tc.where, tc.arg).Scan(&rows)
+				})
+				t.Logf("plan:\n%s", plan)
+				if !strings.Contains(plan, tc.index) || strings.Contains(plan, "Seq Scan") {
+					t.Errorf("the plan does not search %s:\n%s", tc.index, plan)
+				}
+			})
+		}
+	})
+}
+
 // sortsMany reports whether a PostgreSQL plan sorts more than a few
 // hundred rows: sorting the few jobs of a rare user is cheaper than
 // walking an index, sorting a team's thousands is not.
@@ -148,10 +180,16 @@ func sortsMany(plan string) bool {
 // explainListJobs is the database's plan for ListJobs(f).
 func explainListJobs(t *testing.T, s *Store, f JobFilter) string {
 	t.Helper()
-	sql := s.db.ToSQL(func(tx *gorm.DB) *gorm.DB {
+	return explain(t, s, func(tx *gorm.DB) *gorm.DB {
 		var js []Job
 		return listJobsQuery(tx, f).Find(&js)
 	})
+}
+
+// explain is the database's plan for the statement query makes.
+func explain(t *testing.T, s *Store, query func(tx *gorm.DB) *gorm.DB) string {
+	t.Helper()
+	sql := s.db.ToSQL(query)
 	explain := "EXPLAIN "
 	if s.db.Dialector.Name() != "postgres" {
 		explain = "EXPLAIN QUERY PLAN "
