@@ -1115,10 +1115,15 @@ func (p *pass) sharedFreeAt() {
 // before (issue 30), it was never taken, and on the demo the reserved
 // machine waited past the deadline for its sharing jobs to end by
 // themselves.
+//
+// Before the deadline, such a GPU is expected free at the deadline when
+// that comes before its jobs' ends, as rsvReleaseAt has it for a GPU
+// one run holds, and nothing is taken yet.
 func (p *pass) sharedVictims(e *entry, due float64) {
-	if !p.rsvPreempt || !p.overdue(e.job, due) {
+	if !p.rsvPreempt {
 		return
 	}
+	overdue := p.overdue(e.job, due)
 	cl := &p.cl
 	take := resize(p.rsvShareFree, len(cl.busy))
 	clear(take)
@@ -1138,6 +1143,16 @@ func (p *pass) sharedVictims(e *entry, due float64) {
 				take[s] = false
 			}
 		}
+	}
+	if !overdue {
+		at := max(p.deadlineOf(e.job, due), p.now)
+		for _, s := range p.shared {
+			if take[s] {
+				p.freeAt[s] = min(p.freeAt[s], at)
+			}
+		}
+		clear(take) // taken at the deadline, not in this pass
+		return
 	}
 	for _, s := range p.shared {
 		if take[s] {

@@ -935,6 +935,27 @@ func TestReservationSharedGPU(t *testing.T) {
 			t.Error(joinProblems(p))
 		}
 	}
+	// Before its deadline (due at 900, the deadline 1,200), the shared
+	// GPU is expected free at the deadline, when jobs 2 and 3 will be
+	// taken, not at their ends (1,550): job 1 (1,300) is the last, where
+	// the reservation's start read 1,550 (live, a job reserved with a
+	// 1-minute bound showed a start 36 minutes away, and took its GPUs
+	// at the deadline; issue 30).
+	early := s
+	early.Jobs = append(slices.Clone(s.Jobs[:3]), pend(10, 8, 600))
+	for policy, want := range map[string]Reservation{
+		"fjf":        {JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1550, DueS: 900},
+		"tiresias-l": {JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1300, DueS: 900},
+	} {
+		cfg := Config{Policy: policy, ReserveAfterS: 300}
+		d := mustNew(t, cfg).Schedule(early)
+		if !reflect.DeepEqual(d.Reservations, []Reservation{want}) {
+			t.Errorf("%s, before the deadline: reservations %+v, want %+v", policy, d.Reservations, want)
+		}
+		if slices.ContainsFunc(d.Preempts, func(pr Preempt) bool { return pr.JobID == 2 || pr.JobID == 3 }) {
+			t.Errorf("%s, before the deadline: the sharing jobs are taken: %+v", policy, d.Preempts)
+		}
+	}
 	// A sharing job without a limit may backfill the reserved GPUs as a
 	// preemptible job (tiresias-l), but not by joining the shared one:
 	// no run holds that GPU alone, so nothing on it is preempted for the
