@@ -13,7 +13,6 @@ import (
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/synergy"
 	"github.com/gpuportal/gpuportal/core/usage"
-	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -140,7 +139,39 @@ func (s *App) Reservations(ctx context.Context) ([]sched.Reservation, error) {
 	if err != nil {
 		return nil, stored(err)
 	}
-	return enginestore.StoredReservations(rows)
+	out := make([]sched.Reservation, 0, len(rows))
+	for _, r := range rows {
+		gpus, err := r.GPURefs()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sched.Reservation{JobID: r.JobID, GPUs: gpus, Count: r.Count, FromS: r.FromS, DueS: r.DueS})
+	}
+	return out, nil
+}
+
+// ReservationShown is a reservation as the cluster page lists it: its
+// job, its GPUs named ("GPUs node-3:0-7") and when they are expected
+// free, on the server's clock.
+type ReservationShown struct {
+	JobID int64
+	GPUs  string
+	From  time.Time
+}
+
+// ClusterReservations are the reservations the cluster page shows
+// (Reservations), in the pass's order, and the GPUs they hold by
+// "node:index".
+func (s *App) ClusterReservations(ctx context.Context) ([]ReservationShown, map[string]engine.ReservedGPU, error) {
+	rs, err := s.Reservations(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	shown := make([]ReservationShown, len(rs))
+	for i, r := range rs {
+		shown[i] = ReservationShown{JobID: r.JobID, GPUs: r.GPUText(), From: engine.ReservationFrom(r)}
+	}
+	return shown, engine.ReservedGPUsOf(rs), nil
 }
 
 // storedReservations are, on a follower replica, the reservations the

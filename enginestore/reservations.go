@@ -26,13 +26,11 @@ func (s Store) Reservations(ctx context.Context) ([]sched.Reservation, error) {
 func StoredReservations(rows []models.Reservation) ([]sched.Reservation, error) {
 	out := make([]sched.Reservation, 0, len(rows))
 	for _, r := range rows {
-		var gpus []string
-		if r.GPUs != "" {
-			if err := json.Unmarshal([]byte(r.GPUs), &gpus); err != nil {
-				return nil, fmt.Errorf("reservation of job %d: GPUs %q: %w", r.JobID, r.GPUs, err)
-			}
+		gpus, err := r.GPURefs()
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, sched.Reservation{JobID: r.JobID, GPUs: parsePlacement(gpus), Count: r.Count, FromS: r.FromS, DueS: r.DueS})
+		out = append(out, sched.Reservation{JobID: r.JobID, GPUs: gpus, Count: r.Count, FromS: r.FromS, DueS: r.DueS})
 	}
 	return out, nil
 }

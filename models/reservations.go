@@ -2,10 +2,13 @@ package models
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/gpuportal/gpuportal/core/gpu"
 )
 
 // The reservations the scheduling leader's last pass kept (docs/scheduling.md,
@@ -30,6 +33,21 @@ type Reservation struct {
 }
 
 func (Reservation) TableName() string { return "reservations" }
+
+// GPURefs are the GPUs r names (GPUs read back); nil in count placement.
+func (r Reservation) GPURefs() ([]gpu.Ref, error) {
+	if r.GPUs == "" {
+		return nil, nil
+	}
+	var names []string
+	if err := json.Unmarshal([]byte(r.GPUs), &names); err != nil {
+		return nil, fmt.Errorf("reservation of job %d: GPUs %q: %w", r.JobID, r.GPUs, err)
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	return gpu.ParsePlacement(names), nil
+}
 
 // Reservations returns the stored reservations in order.
 func (s *Store) Reservations(ctx context.Context) ([]Reservation, error) {

@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/app"
-	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/templates"
@@ -42,14 +41,13 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 			idleOn[p] = append(idleOn[p], fmt.Sprintf("job %d %s", j.ID, idleSt[j.ID].Short(m.Now)))
 		}
 	}
-	rs, err := s.app.Reservations(ctx)
+	rs, reserved, err := s.app.ClusterReservations(ctx)
 	if err != nil {
 		return out, err
 	}
-	reserved := engine.ReservedGPUsOf(rs)
 	for _, r := range rs {
-		out.Reserved = append(out.Reserved, templates.ReservedRow{JobID: r.JobID, GPUs: r.GPUText(),
-			Text: reservedText(r.JobID, engine.ReservationFrom(r), m.Now)})
+		out.Reserved = append(out.Reserved, templates.ReservedRow{JobID: r.JobID, GPUs: r.GPUs,
+			Text: reservedText(r.JobID, r.From, m.Now)})
 	}
 	cl := s.app.Cluster(now, true)
 	gl := s.app.GPULanes()
