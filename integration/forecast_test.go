@@ -89,30 +89,38 @@ func TestForecastEverywhere(t *testing.T) {
 		var q apitypes.Queues
 		admin.do(http.MethodGet, "/api/v1/queues", nil, &q)
 		after := forecastOf(waiter)
+		end := time.Now()
 		if before.MadeAt == nil || after.MadeAt == nil || !before.MadeAt.Equal(*after.MadeAt) {
 			continue // a new forecast came meanwhile
 		}
 		agreed = true
 		f := before
-		short := f.Short(now, time.Local)
+		// Each place renders the forecast at its own moment between now
+		// and end: a range that closes within 2 s of it reads "now" there
+		// (api.Forecast.Short), so either rendering is the same forecast.
+		// The blocker's remaining time is drawn from 1-second warm-up jobs,
+		// so its range is often seconds away, and a loaded machine's reads
+		// take that long.
+		short, shortEnd := f.Short(now, time.Local), f.Short(end, time.Local)
 		// The sentence's times, without its relative part ("in 3m").
 		text := f.Text(now, time.Local)
 		absolute, _, _ := strings.Cut(text, " (")
-		t.Logf("waiting job %d: %s; ETA %s", waiter, text, short)
+		absoluteEnd, _, _ := strings.Cut(f.Text(end, time.Local), " (")
+		t.Logf("waiting job %d: %s; ETA %s (%s by the last read)", waiter, text, short, shortEnd)
 
-		if got := pageText(page, `id="job-estimate">`); !strings.HasPrefix(got, absolute) {
+		if got := pageText(page, `id="job-estimate">`); !strings.HasPrefix(got, absolute) && !strings.HasPrefix(got, absoluteEnd) {
 			t.Errorf("job page says %q; the API's forecast reads %q", got, absolute)
 		}
-		if got := etaCell(rows, fmt.Sprintf(`href="/jobs/%d"`, waiter)); got != short {
+		if got := etaCell(rows, fmt.Sprintf(`href="/jobs/%d"`, waiter)); got != short && got != shortEnd {
 			t.Errorf("jobs list ETA %q; want %q", got, short)
 		}
-		if got := etaCell(queues, fmt.Sprintf(`data-job="%d"`, waiter)); got != short {
+		if got := etaCell(queues, fmt.Sprintf(`data-job="%d"`, waiter)); got != short && got != shortEnd {
 			t.Errorf("queues page ETA %q; want %q", got, short)
 		}
-		if !strings.Contains(show, "expected start:") || !strings.Contains(show, absolute) {
+		if !strings.Contains(show, "expected start:") || !strings.Contains(show, absolute) && !strings.Contains(show, absoluteEnd) {
 			t.Errorf("job show lacks %q:\n%s", absolute, show)
 		}
-		if line := lineOf(start, fmt.Sprint(waiter)); !strings.Contains(line, short) {
+		if line := lineOf(start, fmt.Sprint(waiter)); !strings.Contains(line, short) && !strings.Contains(line, shortEnd) {
 			t.Errorf("job list --start: %q lacks %q:\n%s", line, short, start)
 		}
 		if got := queueForecast(q, waiter); got == nil || !sameForecast(got, f) {

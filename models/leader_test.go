@@ -44,8 +44,13 @@ func TestLeaseOnPostgres(t *testing.T) {
 	// holder learns it within a few checks, and the other replica leads.
 	var pid int
 	key := uint64(schedulerLock)
+	// pg_locks lists every database's locks: another test's server
+	// holding the same lock in its own database (integration's replicas)
+	// is not this one's, and ending its session failed both tests.
 	err = b.db.Raw(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND classid = ? AND objid = ?`, uint32(key>>32), uint32(key&0xffffffff)).Scan(&pid).Error
+		AND classid = ? AND objid = ?
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+		uint32(key>>32), uint32(key&0xffffffff)).Scan(&pid).Error
 	if err != nil || pid == 0 {
 		t.Fatalf("find the lock's session: pid %d, %v", pid, err)
 	}
