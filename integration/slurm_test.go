@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -116,6 +117,37 @@ func startSlurm(t *testing.T) *slurmCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(c.stop)
+	// The ports are free when chosen, but another test may bind one
+	// before the daemons do (slurmctld: "Address already in use"): then
+	// the cluster starts again on other ports, on fresh logs.
+	for attempt := 1; ; attempt++ {
+		err := c.up(host)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(c.logs(), "Address already in use") {
+			t.Fatalf("start the Slurm cluster: %v", err) // c.stop logs the daemons' logs
+		}
+		t.Logf("Slurm cluster, try %d: %v: a port was taken meanwhile; again on others", attempt, err)
+		for _, d := range c.slurm {
+			stopDaemon(d)
+		}
+		stopDaemon(c.ctld)
+		logs, _ := filepath.Glob(filepath.Join(dir, "log", "*"))
+		for _, l := range logs {
+			os.Remove(l)
+		}
+	}
+	t.Logf("Slurm cluster up in %v", time.Since(began).Round(time.Millisecond))
+	return c
+}
+
+// up writes the cluster's configuration on free ports, starts its
+// daemons and waits until both nodes are idle; an error when a daemon
+// died or the nodes stayed otherwise for 30 s.
+func (c *slurmCluster) up(host string) error {
+	t, dir := c.t, c.dir
 	ctldPort := freePort(t)
 	nodePorts := map[string]int{"n1": freePort(t), "n2": freePort(t)}
 	conf := fmt.Sprintf(`ClusterName=gpuportaltest
@@ -158,17 +190,29 @@ PartitionName=gpu Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 	if err := os.WriteFile(filepath.Join(dir, "gres.conf"), []byte(gres), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.stop)
-
-	c.ctld = c.startDaemon("slurmctld", tools["slurmctld"], "-D", "-i")
+	c.ctld = c.startDaemon("slurmctld", c.tools["slurmctld"], "-D", "-i")
 	for _, n := range []string{"n1", "n2"} {
-		c.slurm[n] = c.startDaemon("slurmd-"+n, tools["slurmd"], "-D", "-N", n)
+		c.slurm[n] = c.startDaemon("slurmd-"+n, c.tools["slurmd"], "-D", "-N", n)
 	}
-	c.waitNodes(30*time.Second, func(states map[string]string) bool {
-		return states["n1"] == "idle" && states["n2"] == "idle"
-	})
-	t.Logf("Slurm cluster up in %v", time.Since(began).Round(time.Millisecond))
-	return c
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if !c.ctld.alive() {
+			return errors.New("slurmctld died")
+		}
+		for n, d := range c.slurm {
+			if !d.alive() {
+				return fmt.Errorf("slurmd of %s died", n)
+			}
+		}
+		states := c.nodeStates()
+		if states["n1"] == "idle" && states["n2"] == "idle" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Slurm nodes are %v after 30 s; want both idle", states)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // startDaemon starts a daemon in the foreground, in its own process
