@@ -18,9 +18,12 @@ import (
 	"github.com/gpuportal/gpuportal/models"
 )
 
-// fakeLaneNode is a machine whose gate holds fixed lanes.
+// fakeLaneNode is a machine whose gate holds fixed lanes. It reports
+// the runs the test started on it as running, so the engine's reconcile
+// keeps them running while the test reads their pages.
 type fakeLaneNode struct {
 	lanes []lanes.GPUView
+	runs  []job.RunRef
 }
 
 func (n *fakeLaneNode) Name() string { return "lanes-0" }
@@ -32,7 +35,7 @@ func (n *fakeLaneNode) Start(context.Context, job.Spec) error {
 	return fmt.Errorf("fake node runs nothing")
 }
 func (n *fakeLaneNode) Stop(context.Context, job.RunRef) error { return nil }
-func (n *fakeLaneNode) Running() []job.RunRef                  { return nil }
+func (n *fakeLaneNode) Running() []job.RunRef                  { return n.runs }
 func (n *fakeLaneNode) Sample(time.Time) []gpu.Sample          { return nil }
 func (n *fakeLaneNode) Lanes() []lanes.GPUView                 { return n.lanes }
 
@@ -40,21 +43,24 @@ func TestLanesInTheAPI(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
+	var runs []job.RunRef
 	mk := func(name string) int64 {
 		j := &models.Job{Name: name, Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: time.Now(),
 			Sharing: true, MemPersistentMiB: 1000, MemEphemeralMiB: 7000, MemSource: "declared"}
 		if err := ts.store.CreateJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ts.store.MarkStarted(ctx, j.ID, []string{"lanes-0:0"}, time.Now()); err != nil {
+		run, err := ts.store.MarkStarted(ctx, j.ID, []string{"lanes-0:0"}, time.Now())
+		if err != nil {
 			t.Fatal(err)
 		}
+		runs = append(runs, job.RunRef{Job: j.ID, Run: run})
 		return j.ID
 	}
 	a, b, c := mk("a"), mk("b"), mk("c")
 	held := memest.Estimate{PersistentMiB: 1100, EphemeralMiB: 7405, Source: memest.Declared}
 	small := memest.Estimate{PersistentMiB: 1100, EphemeralMiB: 1000, Source: memest.Measured}
-	node := &fakeLaneNode{lanes: []lanes.GPUView{
+	node := &fakeLaneNode{runs: runs, lanes: []lanes.GPUView{
 		{Index: 0, CapacityMiB: 16384, UsedMiB: 3300 + 7405 + 1000, PersistentMiB: 3300, Lanes: []lanes.LaneView{
 			{ID: 1, SizeMiB: 7405, Running: b, Jobs: []lanes.JobView{{ID: a, Memory: held}, {ID: b, Memory: held, Running: true}}},
 			{ID: 2, SizeMiB: 1000, Jobs: []lanes.JobView{{ID: c, Memory: small, MaxPeakMiB: 900, Iterations: 4}}},
