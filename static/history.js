@@ -9,6 +9,11 @@
   var REFRESH = 60000; // history charts reload each minute
 
   var live = window.gpuportalLive, width = live.width, timeAxis = live.timeAxis;
+  // stored: the server is a follower replica, with no live readings
+  // (machines report to the leader). Its charts draw the stored history
+  // for every range, the 10 minutes included (the server answers them
+  // from its minute rows), and reload each minute.
+  var stored = document.body.dataset.charts === "stored";
 
   // follow subscribes to one topic and calls handler(type, data) for each
   // message; it returns a function that stops.
@@ -59,15 +64,20 @@
       var r = b.dataset.range;
       clearInterval(timer);
       onRange(r);
-      if (r !== "10m") { timer = setInterval(function () { onRange(r); }, REFRESH); }
+      if (stored || r !== "10m") { timer = setInterval(function () { onRange(r); }, REFRESH); }
     });
+    if (stored) {
+      onRange("10m");
+      timer = setInterval(function () { onRange("10m"); }, REFRESH);
+    }
   }
 
-  // swap shows the live chart #id for 10m and its history box otherwise.
+  // swap shows the live chart #id for 10m and its history box otherwise
+  // (always, where the charts are stored).
   function swap(id, r, className) {
     var live = document.getElementById(id), box = historyBox(id, className);
-    live.hidden = r !== "10m";
-    box.hidden = r === "10m";
+    live.hidden = stored || r !== "10m";
+    box.hidden = !stored && r === "10m";
     box.dataset.range = r;
     return box;
   }
@@ -196,7 +206,7 @@
     function show() {
       if (stop) { stop(); stop = null; }
       if (!uuid) { return; }
-      if (range === "10m") {
+      if (range === "10m" && !stored) {
         live = [];
         stop = follow("gpu:" + uuid, function (type, d) {
           if (type === "snapshot") { live = []; }
@@ -296,7 +306,7 @@
     if (document.getElementById("gpu-util")) {
       ranges("gpu-util", function (r) {
         var box = swap("gpu-util", r, "chart");
-        if (r !== "10m") { drawUtilization(box, r); }
+        if (stored || r !== "10m") { drawUtilization(box, r); }
         if (jobs) { drawJobs(jobs, r); }
       });
       if (jobs) {
@@ -310,14 +320,14 @@
     if (document.getElementById("gpu-wall")) {
       ranges("gpu-wall", function (r) {
         var box = swap("gpu-wall", r, "gpu-wall");
-        if (r !== "10m") { drawWall(box, r); }
+        if (stored || r !== "10m") { drawWall(box, r); }
       });
     }
     var mem = document.getElementById("job-memory");
     if (mem) {
       ranges("job-memory", function (r) {
         var box = swap("job-memory", r, "chart");
-        if (r !== "10m") { drawJobMemory(box, mem.dataset.job, r); }
+        if (stored || r !== "10m") { drawJobMemory(box, mem.dataset.job, r); }
       });
     }
     var detail = document.getElementById("gpu-detail");

@@ -16,6 +16,11 @@ type Page struct {
 	// theirs): shown above the page.
 	Warning string
 	Charts  bool // the page draws live charts
+	// StoredCharts says the server is a follower replica, which holds no
+	// live readings (machines connect to the leader): the page's charts
+	// draw the stored history, one point per GPU a minute, the last 10
+	// minutes included.
+	StoredCharts bool
 }
 
 // User is the logged-in user as the frame shows them.

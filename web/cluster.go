@@ -123,7 +123,7 @@ func (s *Server) clusterPage(c echo.Context) error {
 		return err
 	}
 	p := page(c, "Cluster", "cluster")
-	p.Charts = true
+	p.Charts, p.StoredCharts = true, !s.leading()
 	return s.render(c, http.StatusOK, templates.ClusterPage(p, cl))
 }
 

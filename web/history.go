@@ -26,23 +26,31 @@ var historyRanges = []app.HistoryRange{
 	{Name: "7d", Span: 7 * 24 * time.Hour, Step: 3600},
 }
 
-// rangeParam reads ?range=; the default is the live 10 minutes.
-func rangeParam(c echo.Context) (app.HistoryRange, error) {
+// rangeParam reads ?range=; the default is the live 10 minutes. A
+// follower replica holds no live readings (machines connect to the
+// leader), so it serves the 10 minutes from the history's minute rows,
+// which the leader writes: its charts show the stored minutes, not
+// nothing (its pages draw them so: templates.Page.StoredCharts).
+func (s *Server) rangeParam(c echo.Context) (app.HistoryRange, error) {
 	v := c.QueryParam("range")
-	if v == "" {
-		return historyRanges[0], nil
-	}
-	for _, r := range historyRanges {
-		if r.Name == v {
-			return r, nil
+	r, ok := historyRanges[0], v == ""
+	for _, hr := range historyRanges {
+		if hr.Name == v {
+			r, ok = hr, true
 		}
 	}
-	return app.HistoryRange{}, badRequest("range: want 10m, 1h, 24h or 7d, got %q", v)
+	if !ok {
+		return app.HistoryRange{}, badRequest("range: want 10m, 1h, 24h or 7d, got %q", v)
+	}
+	if r.Step == 1 && !s.leading() {
+		r.Step = 60
+	}
+	return r, nil
 }
 
 // apiGPUHistory returns one GPU's history over ?range=.
 func (s *Server) apiGPUHistory(c echo.Context) error {
-	r, err := rangeParam(c)
+	r, err := s.rangeParam(c)
 	if err != nil {
 		return err
 	}
@@ -62,7 +70,7 @@ func (s *Server) apiGPUHistory(c echo.Context) error {
 
 // apiGPUsHistory returns every GPU's history over ?range=.
 func (s *Server) apiGPUsHistory(c echo.Context) error {
-	r, err := rangeParam(c)
+	r, err := s.rangeParam(c)
 	if err != nil {
 		return err
 	}
@@ -106,7 +114,7 @@ func (s *Server) clusterHistory(ctx context.Context, r app.HistoryRange) (api.Cl
 
 // apiClusterHistory returns the cluster's utilization over ?range=.
 func (s *Server) apiClusterHistory(c echo.Context) error {
-	r, err := rangeParam(c)
+	r, err := s.rangeParam(c)
 	if err != nil {
 		return err
 	}

@@ -103,23 +103,7 @@ func TestFollowerNodeActions(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)
 	ctx := context.Background()
-	sc, err := sched.New(sched.Config{Policy: "fifo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Config{Store: enginestore.New(ts.store), Scheduler: sc, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng.SetFollower()
-	follower := func() bool { return false }
-	srv, err := New(Config{App: app.New(app.Config{Store: ts.store, Engine: eng, Logger: quiet, Leader: follower}),
-		Telemetry: telemetry.New(time.Minute, 10), Logger: quiet, Leader: follower})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fol := &testServer{Server: srv, store: ts.store, engine: eng, sessions: ts.sessions, tokens: ts.tokens}
+	fol := followerOf(t, ts, sched.Config{Policy: "fifo"})
 	if err := enginestore.New(ts.store).RecordGPUFault(ctx, engine.GPUFault{Ref: gpu.Ref{Node: "box", Index: 1}, Reason: "GPU box/1 reported XID 79", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -182,4 +166,28 @@ func TestFollowerNodeActions(t *testing.T) {
 	if log, err := ts.store.AuditLog(ctx, 1); err != nil || len(log) != 1 || log[0].Detail != "GPU box/1 reported XID 79" {
 		t.Errorf("the clear's audit entry %+v (%v) lacks the fault it cleared", log, err)
 	}
+}
+
+// followerOf is a follower replica beside ts: its own engine (a
+// follower's, scheduling with cfg) and web server over ts's store, ts's
+// users and sessions.
+func followerOf(t testing.TB, ts *testServer, cfg sched.Config) *testServer {
+	t.Helper()
+	sc, err := sched.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.New(engine.Config{Store: enginestore.New(ts.store), Scheduler: sc, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.SetFollower()
+	follower := func() bool { return false }
+	srv, err := New(Config{App: app.New(app.Config{Store: ts.store, Engine: eng, Logger: quiet, Leader: follower}),
+		Telemetry: telemetry.New(time.Minute, 10), Logger: quiet, Leader: follower})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testServer{Server: srv, store: ts.store, engine: eng, sessions: ts.sessions, tokens: ts.tokens}
 }

@@ -88,7 +88,7 @@ func (s *Server) apiJobMemory(c echo.Context) error {
 		return err
 	}
 	if c.QueryParam("range") != "" {
-		r, err := rangeParam(c)
+		r, err := s.rangeParam(c)
 		if err != nil {
 			return err
 		}

@@ -440,7 +440,7 @@ func (s *Server) jobPage(c echo.Context) error {
 		return err
 	}
 	p := page(c, d.Name, "jobs")
-	p.Charts = true
+	p.Charts, p.StoredCharts = true, !s.leading()
 	return s.render(c, http.StatusOK, templates.JobPage(p, d))
 }
 

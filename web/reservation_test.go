@@ -14,12 +14,10 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
-	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
-	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -152,23 +150,7 @@ func newReservingServer(t *testing.T) (ts *testServer, holder, big *models.Job, 
 func TestClusterShowsReservation(t *testing.T) {
 	t.Parallel()
 	ts, _, big, started := newReservingServer(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sc, err := sched.New(sched.Config{Policy: "fjf", ReserveAfterS: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	feng, err := engine.New(engine.Config{Store: enginestore.New(ts.store), Scheduler: sc, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	feng.SetFollower()
-	follower := func() bool { return false }
-	srv, err := New(Config{App: app.New(app.Config{Store: ts.store, Engine: feng, Logger: quiet, Leader: follower}),
-		Telemetry: telemetry.New(time.Minute, 10), Logger: quiet, Leader: follower})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fol := &testServer{Server: srv, store: ts.store, engine: feng, sessions: ts.sessions, tokens: ts.tokens}
+	fol := followerOf(t, ts, sched.Config{Policy: "fjf", ReserveAfterS: 300})
 
 	// The holder's limit ends it an hour after it started.
 	text := fmt.Sprintf("reserved for job %d from %s", big.ID, started.Add(time.Hour).Local().Format("15:04"))
