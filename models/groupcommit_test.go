@@ -115,3 +115,46 @@ func BenchmarkCreateJob(b *testing.B) {
 		}
 	}
 }
+
+// TestNewJobsStampedAtCommit: the jobs of one transaction carry one
+// updated_at, taken as it ends (stampNewJobs: CreateJobs, here, and a
+// shared commit of CreateJob calls), so a reader of the rows changed since a moment just before
+// the commit's end sees every one of them, however long the batch took to
+// write (the engine's view re-reads 5 s back: a slow batch's first rows
+// went unseen for 5 minutes).
+func TestNewJobsStampedAtCommit(t *testing.T) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s, err := models.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		check := func(what string, js []*models.Job) {
+			t.Helper()
+			stamp := js[0].UpdatedAt
+			changed, err := s.JobsChangedSince(ctx, stamp.Add(-time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := make(map[int64]bool)
+			for _, j := range changed {
+				seen[j.ID] = true
+			}
+			for _, j := range js {
+				if !j.UpdatedAt.Equal(stamp) || !seen[j.ID] {
+					t.Errorf("%s: job %d stamped %v, seen %v; want one stamp %v for all, each seen", what, j.ID, j.UpdatedAt, seen[j.ID], stamp)
+				}
+			}
+		}
+		batch := make([]*models.Job, 600) // more than one stamping statement
+		for i := range batch {
+			batch[i] = &models.Job{Name: fmt.Sprint("b", i), Team: "vision", User: "alice", GPUs: 1, SimDuration: 10, SubmittedAt: time.Unix(1000, 0)}
+		}
+		if err := s.CreateJobs(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		check("CreateJobs", batch)
+	})
+}
