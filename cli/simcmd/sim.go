@@ -358,7 +358,7 @@ func (o *simFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tracePath, "trace", "", "job trace `file` (required)")
 	fs.StringVar(&o.format, "format", "", "trace format: tiresias, openb or native (default: detected from the header)")
 	fs.StringVar(&o.cluster, "cluster", "", "cluster: NODESxGPUS[xGPU_MEM_GB] such as 4x8, or a node `file` such as openb-gpu-nodes.csv (required)")
-	fs.StringVar(&o.policies, "policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare; policy:rule picks one of a policy's rules (tiresias-l: preempted-first, queue-entry, least-service, reference; tiresias-g: full-index, one-quantum, least-service, reference, full-body, levels)")
+	fs.StringVar(&o.policies, "policy", strings.Join(sched.Policies(), ","), "comma-separated `policies` to compare; policy:rule picks one of a policy's rules (tiresias-l: preempted-first, queue-entry, least-service, reference; tiresias-g: full-index, one-quantum, least-service, reference, full-body, levels, levels-table)")
 	fs.BoolVar(&o.asJSON, "json", false, "print a JSON array, one object per policy, instead of a table")
 	fs.StringVar(&o.plot, "plot", "", "write a CDF of JCT for all policies to this SVG `file`")
 	fs.IntVar(&o.queues, "queues", 0, "number of priority queues of dlas, tiresias-l and tiresias-g (default: one more than the thresholds)")

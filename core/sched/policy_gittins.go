@@ -34,7 +34,7 @@ var gittinsPolicy = &policy{
 	gittins:  true,
 	key:      gittinsKey,
 	rank:     gittinsRank,
-	rules:    []*policy{gittinsQuantumPolicy, gittinsLeastServicePolicy, gittinsReferencePolicy, gittinsFullBodyPolicy, gittinsLevelsPolicy},
+	rules:    []*policy{gittinsQuantumPolicy, gittinsLeastServicePolicy, gittinsReferencePolicy, gittinsFullBodyPolicy, gittinsLevelsPolicy, gittinsLevelsTablePolicy},
 }
 
 var gittinsQuantumPolicy = &policy{
@@ -85,6 +85,16 @@ var gittinsLevelsPolicy = &policy{
 	gittins:  true,
 	key:      gittinsLevelsKey,
 	rank:     gittinsLevelsRank,
+}
+
+var gittinsLevelsTablePolicy = &policy{
+	info:     gittinsInfo,
+	rule:     RuleLevelsTable,
+	preempts: true,
+	queues:   byAttained,
+	gittins:  true,
+	key:      levelsTableKey(levelsTableBound),
+	rank:     gittinsLevelsTableRank,
 }
 
 // RuleLevels names tiresias-g's rule that orders every queue but the last
@@ -196,6 +206,66 @@ func gittinsLevelsKey(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
 		return
 	}
 	e.k0, e.k1, e.k2, e.k3 = float64(qs.Index), serviceLevel(a), arrival(j), run
+}
+
+// RuleLevelsTable names tiresias-g's rule that orders every queue but
+// the last by the full Gittins index, and the last by levels of attained
+// service (as RuleLevels) for the jobs below levelsTableBound GPU-s and
+// by the reference's table (as RuleFullBody) for those at or above it,
+// after every job below (docs/scheduling.md, "Beating the reference").
+const RuleLevelsTable = "levels-table"
+
+// levelsTableBound is the attained service, in GPU-seconds, from which
+// RuleLevelsTable orders the last queue by the reference's table instead
+// of by levels: between 4^9 and 4^10, so the levels below it are those of
+// RuleLevels up to level 9.
+const levelsTableBound = 350_000
+
+// levelsTableKey returns RuleLevelsTable's key with the bound at bound
+// GPU-s: gittinsLevelsKey below it; at or above, (queue, past the
+// levels, higher tabulated index, earlier arrival, running first), the
+// second and third folded into one place, pastLevels(bound) less the
+// tabulated index: that index is per GPU-s, below 1, so the higher index
+// comes first, and every job below the bound (whose level is at most
+// serviceLevel(bound)) before any at or above it.
+func levelsTableKey(bound float64) func(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+	past := pastLevels(bound)
+	return func(p *pass, e *entry, j *Job, qs *QueueState, run float64) {
+		a := p.cycleService(j, qs)
+		switch {
+		case qs.Index < len(p.sc.thr):
+			e.k1 = -p.fullIndex(a)
+		case a < bound:
+			e.k1 = serviceLevel(a)
+		default:
+			e.k1 = past - p.referenceIndex(a)
+		}
+		e.k0, e.k2, e.k3 = float64(qs.Index), arrival(j), run
+	}
+}
+
+// pastLevels is the first key of RuleLevelsTable's table, before the
+// index is taken off: two levels past the bound's, so that a key
+// between it less 1 and it belongs to the table.
+func pastLevels(bound float64) float64 {
+	return serviceLevel(bound) + 2
+}
+
+// gittinsLevelsTableRank is gittinsRank below the last queue; in it,
+// gittinsLevelsRank's for a job below levelsTableBound, "queue 2,
+// Gittins index 8.8e-08 (the reference's table)" for one at or above.
+func gittinsLevelsTableRank(p *pass, b []byte, e *entry) []byte {
+	past := pastLevels(levelsTableBound)
+	switch {
+	case int(e.queue) < len(p.sc.thr):
+		return gittinsRank(p, b, e)
+	case e.k1 < past-1:
+		return gittinsLevelsRank(p, b, e)
+	}
+	b = appendQueue(b, e)
+	b = append(b, ", Gittins index "...)
+	b = strconv.AppendFloat(b, past-e.k1, 'g', 3, 64)
+	return append(b, " (the reference's table)"...)
 }
 
 // gittinsLevelsRank is gittinsRank below the last queue, "queue 2,

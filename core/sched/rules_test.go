@@ -307,6 +307,66 @@ func TestTiresiasGLevels(t *testing.T) {
 	})
 }
 
+// TestTiresiasGLevelsTable checks the levels-table rule: the full index
+// below the last queue; in the last, levels of attained service (as
+// levels) below levelsTableBound GPU-s, the reference's table at or
+// above it, every job below the bound first; each case where levels or
+// full-body would pick the other job.
+func TestTiresiasGLevelsTable(t *testing.T) {
+	// Samples 100, 200, 400,000, 500,000 and 2,000,000, quantum 150, one
+	// threshold at 150 (queue 1 is the last). The reference's table is
+	// 2.498e-6 below 400,000 GPU-s (P = 1/3, E = (400,000 + 2 x 150) // 3)
+	// and 1.999e-6 from there to 500,000 (P = 1/2, E = (500,000 + 150) //
+	// 2): it ties 200 and 300 and 300,000 and 360,000. Levels: 200 is
+	// level 3, 300 and 1,000 level 4, 300,000 to 1,048,575 level 9.
+	dist := NewGPUTimeDist([]float64{100, 200, 400_000, 500_000, 2_000_000})
+	lt := Config{Thresholds: []float64{150}, GittinsQuantum: 150, Rule: RuleLevelsTable}
+	levels, body := lt, lt
+	levels.Rule, body.Rule = RuleLevels, RuleFullBody
+	lower := []Job{pend(1, 1, 0, served(300)), pend(2, 1, 5, served(200))}
+	same := []Job{pend(1, 1, 0, served(1000)), pend(2, 1, 5, served(300))}
+	bound := []Job{pend(1, 1, 0, served(360_000)), pend(2, 1, 5, served(300_000))}
+	table := []Job{pend(1, 1, 0, served(450_000)), pend(2, 1, 5, served(360_000))}
+	cases := []policyCase{
+		{name: "queue 0: the higher full index goes first", cfg: lt,
+			jobs: []Job{pend(1, 1, 0), pend(2, 1, 5, served(100))}, starts: []int64{2}},
+		{name: "below the bound: the lower level goes first, though submitted later", cfg: lt,
+			jobs: lower, starts: []int64{2}},
+		{name: "full-body on the same jobs: the table ties, the earlier submitted", cfg: body,
+			jobs: lower, starts: []int64{1}},
+		{name: "below the bound: within a level the earlier submitted, though it attained more", cfg: lt,
+			jobs: same, starts: []int64{1}},
+		{name: "across the bound: the job below it goes first, though submitted later", cfg: lt,
+			jobs: bound, starts: []int64{2}},
+		{name: "levels on the same jobs: one level, the earlier submitted", cfg: levels,
+			jobs: bound, starts: []int64{1}},
+		{name: "full-body on the same jobs: the table ties, the earlier submitted", cfg: body,
+			jobs: bound, starts: []int64{1}},
+		{name: "above the bound: the higher tabulated index goes first, though submitted later", cfg: lt,
+			jobs: table, starts: []int64{2}},
+		{name: "levels on the same jobs: one level, the earlier submitted", cfg: levels,
+			jobs: table, starts: []int64{1}},
+		{name: "above the bound: a job of a higher index preempts a running one", cfg: lt,
+			jobs:   []Job{run(1, 0, on("node-0", 0), served(450_000)), pend(2, 1, 5, served(360_000))},
+			starts: []int64{2}, preempts: []int64{1},
+			check: func(t *testing.T, d Decisions) {
+				if len(d.Preempts) != 1 || !strings.Contains(d.Preempts[0].Reason, "Gittins index 2e-06 (the reference's table)") {
+					t.Errorf("preemption %+v: the reason names the running job's tabulated index", d.Preempts)
+				}
+			}},
+		{name: "a job below the bound preempts one above it", cfg: lt,
+			jobs:   []Job{run(1, 0, on("node-0", 0), served(360_000)), pend(2, 1, 5, served(1000))},
+			starts: []int64{2}, preempts: []int64{1}},
+		{name: "above the bound, equal indices: a later job does not preempt", cfg: lt,
+			jobs:   []Job{run(1, 0, on("node-0", 0), served(360_000)), pend(2, 1, 5, served(380_000))},
+			starts: nil, preempts: nil},
+	}
+	for i := range cases {
+		cases[i].now, cases[i].nodes, cases[i].dist = 1e6, nodes(1), dist
+	}
+	runPolicyCases(t, "tiresias-g", cases)
+}
+
 // TestServiceLevel checks the levels of the last queue, exact at their
 // bounds (powers of 4).
 func TestServiceLevel(t *testing.T) {
@@ -379,7 +439,7 @@ func TestRules(t *testing.T) {
 			}
 		}
 	}
-	if got := PolicyRules("tiresias-g"); !slices.Equal(got, []string{"full-index", "one-quantum", "least-service", RuleReference, RuleFullBody, RuleLevels}) {
+	if got := PolicyRules("tiresias-g"); !slices.Equal(got, []string{"full-index", "one-quantum", "least-service", RuleReference, RuleFullBody, RuleLevels, RuleLevelsTable}) {
 		t.Errorf("PolicyRules(tiresias-g) = %v", got)
 	}
 	if got := PolicyRules("fifo"); got != nil {

@@ -12,10 +12,10 @@ import (
 
 // TestMatrixFullBody runs a small policy matrix, the 60-job trace and
 // its five jittered copies on 1x8 and 2x8 under both placements, and
-// requires tiresias-g's full-body and levels rules to wait less on
-// average than the reference's tiresias-g in every cell
+// requires tiresias-g's full-body, levels and levels-table rules to
+// wait less on average than the reference's tiresias-g in every cell
 // (docs/scheduling.md, "Beating the reference", has the whole matrix).
-// No job of that trace reaches the last queue, so the two rules, which
+// No job of that trace reaches the last queue, so the three rules, which
 // differ only there, give the same cells.
 func TestMatrixFullBody(t *testing.T) {
 	tr, err := trace.ReadFile(sharedTrace(t, "tiresias-60job.csv"), trace.FormatTiresias)
@@ -30,7 +30,7 @@ func TestMatrixFullBody(t *testing.T) {
 		}
 		mt.Clusters, mt.Nodes = append(mt.Clusters, c), append(mt.Nodes, nodes)
 	}
-	for _, rule := range []string{sched.RuleFullBody, sched.RuleLevels} {
+	for _, rule := range []string{sched.RuleFullBody, sched.RuleLevels, sched.RuleLevelsTable} {
 		t.Run(rule, func(t *testing.T) {
 			spec := MatrixSpec{
 				Traces:       []MatrixTrace{mt},
