@@ -19,6 +19,18 @@ import "slices"
 func (p *pass) classOrder() {
 	clear(p.behindClass)
 	jobs := p.s.Jobs
+	// Most passes wait only batch jobs of the normal band, whom no rule
+	// moves: then there is nothing to build.
+	some := false
+	for k := range p.ents {
+		if j := &jobs[p.ents[k].job]; j.Class.band() != 1 || j.Interactive {
+			some = true
+			break
+		}
+	}
+	if !some {
+		return
+	}
 	budget := map[string]int{}
 	for i := range p.s.Teams {
 		if t := &p.s.Teams[i]; t.InteractiveGPUs > 0 {

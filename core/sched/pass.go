@@ -30,6 +30,7 @@ type pass struct {
 	rented    bool    // rents are built (running)
 	counted   bool    // reclaimable compared one entry with every running job
 	runQ      []int   // GPUs of running jobs per queue (queue policies)
+	runDemQ   []int   // those of them demoted in the pass (runningFirstUnlessDemoted)
 	runIdx    []int32 // count mode: the running jobs, until running() builds runs
 	below     below   // merged rents not reached yet
 	reachBuf  []int32
@@ -262,6 +263,10 @@ func (p *pass) scan() {
 		p.due = resize(p.due, len(jobs))
 		p.runQ = resize(p.runQ, len(p.sc.thr)+1)
 		clear(p.runQ)
+		if p.pol.runningFirstUnlessDemoted {
+			p.runDemQ = resize(p.runDemQ, len(p.runQ))
+			clear(p.runDemQ)
+		}
 	}
 	none := &p.noQueue
 	for i := range jobs {
@@ -305,7 +310,7 @@ func (p *pass) scan() {
 		if p.preempt && !kept {
 			p.cl.reclTotal += n
 			if queued {
-				p.runQ[min(max(qs.Index, 0), len(p.runQ)-1)] += n
+				p.runQAdd(int32(i), n)
 			}
 		}
 	}
@@ -397,6 +402,16 @@ func (p *pass) hold(j *Job, i int) *runJob {
 	return r
 }
 
+// runQAdd adds n to what preemption could free in the queue of running
+// job i (runQ), and in runDemQ if i was demoted in the pass.
+func (p *pass) runQAdd(i int32, n int) {
+	q := min(max(p.qs[i].Index, 0), len(p.runQ)-1)
+	p.runQ[q] += n
+	if p.pol.runningFirstUnlessDemoted && p.qs[i].Index != p.s.Jobs[i].Queue.Index {
+		p.runDemQ[q] += n
+	}
+}
+
 // dropShared handles a snapshot in which running jobs claim the same
 // GPU: such a GPU stays busy whoever is preempted, so it counts for no
 // one's preemption.
@@ -418,7 +433,7 @@ func (p *pass) dropShared() {
 		if lost := int(r.n - (out - lo)); lost > 0 && p.preempt && r.state == runOpen {
 			p.cl.reclTotal -= lost
 			if p.pol.queues != nil {
-				p.runQ[min(max(p.qs[r.job].Index, 0), len(p.runQ)-1)] -= lost
+				p.runQAdd(r.job, -lost)
 			}
 		}
 		r.lo, r.hi, r.n = lo, out, out-lo

@@ -36,6 +36,13 @@ type policy struct {
 	// pending jobs, so the walk may handle running jobs a queue at a time
 	// (below.go) and count what preemption frees per queue.
 	runningFirstInQueue bool
+	// runningFirstUnlessDemoted: every running job of a queue ranks
+	// above its pending jobs but those demoted in the pass, which rank
+	// below them (the reference's list order, lasListKey): what
+	// preemption frees is counted per queue, as under
+	// runningFirstInQueue, plus the demoted jobs' of the pending job's
+	// own queue (runDemQ).
+	runningFirstUnlessDemoted bool
 	// preemptedFirst: a job preempted in a pass goes back ahead of the
 	// jobs already waiting in its queue (queues.go).
 	preemptedFirst bool

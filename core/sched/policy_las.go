@@ -75,9 +75,10 @@ var lasReferencePolicy = &policy{
 	preemptedFirst: true,
 	demotedBehind:  true,
 	// A demoted job ranks behind waiting jobs: not running first.
-	runningFirstInQueue: false,
-	key:                 lasListKey,
-	rank:                lasRank,
+	runningFirstInQueue:       false,
+	runningFirstUnlessDemoted: true,
+	key:                       lasListKey,
+	rank:                      lasRank,
 }
 
 var lasInfo = PolicyInfo{Name: "tiresias-l",

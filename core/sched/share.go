@@ -298,7 +298,7 @@ func (p *pass) pin(r *runJob) {
 	}
 	p.cl.reclTotal -= int(r.n)
 	if p.pol.queues != nil {
-		p.runQ[min(max(p.qs[r.job].Index, 0), len(p.runQ)-1)] -= int(r.n)
+		p.runQAdd(r.job, -int(r.n))
 	}
 }
 

@@ -131,7 +131,9 @@ func (p *pass) walk() {
 // below pending entry e would free. Once merged, that is reclTotal. Before,
 // the queue policies read it from per-queue sums: every running job of a
 // queue ranks above the queue's pending jobs. Other policies count it
-// once by comparing e with every running job, then merge.
+// once by comparing e with every running job, then merge. Under the
+// reference's list order (runningFirstUnlessDemoted) the running jobs of
+// e's queue rank above it but those demoted in the pass.
 func (p *pass) reclaimable(e *entry) int {
 	switch {
 	case !p.preempt:
@@ -140,10 +142,13 @@ func (p *pass) reclaimable(e *entry) int {
 		return p.fairBound(e)
 	case p.merged:
 		return p.cl.reclTotal
-	case p.pol.runningFirstInQueue:
+	case p.pol.runningFirstInQueue || p.pol.runningFirstUnlessDemoted:
 		sum := 0
 		for q := int(e.queue) + 1; q < len(p.runQ); q++ {
 			sum += p.runQ[q]
+		}
+		if p.pol.runningFirstUnlessDemoted {
+			sum += p.runDemQ[min(max(int(e.queue), 0), len(p.runQ)-1)]
 		}
 		return sum
 	case !p.counted:

@@ -12,12 +12,18 @@ import (
 // a pool that tracks which GPUs are held.
 func buildCluster(nodes []trace.Node) ([]sched.Node, gpuPool) {
 	out := make([]sched.Node, 0, len(nodes))
-	pool := gpuPool{index: map[gpu.Ref]int{}}
+	pool := gpuPool{nodes: make(map[string]gpuRange, len(nodes))}
 	for _, n := range nodes {
 		sn := sched.Node{Name: n.Name, CPUs: int(n.CPUMilli / 1000), MemMiB: n.MemMiB}
+		if _, dup := pool.nodes[n.Name]; dup && pool.index == nil {
+			pool.index = pool.refIndex(out)
+		}
+		pool.nodes[n.Name] = gpuRange{first: len(pool.held), n: n.GPUs}
 		for g := range n.GPUs {
 			sn.GPUs = append(sn.GPUs, sched.GPU{Index: g, MemMiB: n.GPUMemMiB})
-			pool.index[gpu.Ref{Node: n.Name, Index: g}] = len(pool.held)
+			if pool.index != nil {
+				pool.index[gpu.Ref{Node: n.Name, Index: g}] = len(pool.held)
+			}
 			pool.held = append(pool.held, 0)
 			pool.shared = append(pool.shared, false)
 		}
@@ -33,9 +39,50 @@ func buildCluster(nodes []trace.Node) ([]sched.Node, gpuPool) {
 // named GPUs (the scheduler's counting mode) is checked by count only.
 type gpuPool struct {
 	total, free int
-	index       map[gpu.Ref]int
-	held        []int32 // jobs on each GPU
-	shared      []bool  // its jobs share it
+	nodes       map[string]gpuRange // each node's GPUs
+	index       map[gpu.Ref]int     // instead of nodes, when two nodes share a name
+	held        []int32             // jobs on each GPU
+	shared      []bool              // its jobs share it
+	// The node a GPU was last found on: a job's GPUs are mostly on one.
+	lastName string
+	last     gpuRange
+	lastOK   bool
+}
+
+// gpuRange is a node's GPUs: held[first:first+n].
+type gpuRange struct{ first, n int }
+
+// refIndex indexes the GPUs of nodes by reference, as a later node of
+// the same name overrides them.
+func (p *gpuPool) refIndex(nodes []sched.Node) map[gpu.Ref]int {
+	index := map[gpu.Ref]int{}
+	i := 0
+	for _, n := range nodes {
+		for g := range n.GPUs {
+			index[gpu.Ref{Node: n.Name, Index: g}] = i
+			i++
+		}
+	}
+	return index
+}
+
+// slot returns the index of GPU g in held.
+func (p *gpuPool) slot(g gpu.Ref) (int, bool) {
+	if p.index != nil {
+		i, ok := p.index[g]
+		return i, ok
+	}
+	if !p.lastOK || g.Node != p.lastName {
+		r, ok := p.nodes[g.Node]
+		if !ok {
+			return 0, false
+		}
+		p.lastName, p.last, p.lastOK = g.Node, r, true
+	}
+	if g.Index < 0 || g.Index >= p.last.n {
+		return 0, false
+	}
+	return p.last.first + g.Index, true
 }
 
 // take reserves n GPUs: the named ones, or any n when none are named. A
@@ -53,7 +100,7 @@ func (p *gpuPool) take(n int, named []gpu.Ref, sharing bool) error {
 	}
 	fresh := 0
 	for k, g := range named {
-		i, ok := p.index[g]
+		i, ok := p.slot(g)
 		if !ok {
 			p.undo(named[:k])
 			return fmt.Errorf("GPU %s/%d does not exist", g.Node, g.Index)
@@ -75,7 +122,8 @@ func (p *gpuPool) take(n int, named []gpu.Ref, sharing bool) error {
 // undo releases named GPUs taken by a take that then failed.
 func (p *gpuPool) undo(named []gpu.Ref) {
 	for _, g := range named {
-		p.held[p.index[g]]--
+		i, _ := p.slot(g) // taken: it exists
+		p.held[i]--
 	}
 }
 
@@ -87,7 +135,7 @@ func (p *gpuPool) release(n int, named []gpu.Ref) {
 		return
 	}
 	for _, g := range named {
-		i := p.index[g]
+		i, _ := p.slot(g) // held: it exists
 		if p.held[i]--; p.held[i] == 0 {
 			p.free++
 		}

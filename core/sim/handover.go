@@ -47,7 +47,7 @@ func (s *simulator) releaseDue() bool {
 	kept, freed := s.releases[:0], false
 	for _, r := range s.releases {
 		if r.at <= s.now {
-			if j := s.byID[r.job]; j != nil && j.stopping {
+			if j := s.byID.get(r.job); j != nil && j.stopping {
 				j.stopping = false
 				s.leave(j)
 			}
@@ -97,7 +97,7 @@ func (s *simulator) handOver(starts []sched.Start) []sched.Start {
 	out := now[:0]
 	free := s.gpus.free
 	for _, st := range now {
-		j := s.byID[st.JobID]
+		j := s.byID.get(st.JobID)
 		if len(st.GPUs) == 0 && j != nil && j.tj.GPUs > free {
 			if _, ok := s.waitingSince[st.JobID]; !ok {
 				s.waitingSince[st.JobID] = first
@@ -124,7 +124,7 @@ func (s *simulator) startedAfterHandover(id int64) {
 
 // waiting tells whether job id is active and not running.
 func (s *simulator) waiting(id int64) bool {
-	j := s.byID[id]
+	j := s.byID.get(id)
 	return j != nil && j.pos >= 0 && !j.done && !j.running
 }
 
@@ -147,7 +147,7 @@ func (s *simulator) startPromised() error {
 		if !s.waiting(st.JobID) {
 			continue
 		}
-		j := s.byID[st.JobID]
+		j := s.byID.get(st.JobID)
 		if err := s.gpus.take(j.tj.GPUs, st.GPUs, s.snap[j.pos].Sharing); err != nil {
 			continue
 		}

@@ -31,7 +31,7 @@ func (s *simulator) pass() error {
 	}
 	s.reservations = d.Reservations
 	for _, r := range d.Reservations {
-		if j := s.byID[r.JobID]; j != nil {
+		if j := s.byID.get(r.JobID); j != nil {
 			j.reserved = true
 		}
 	}
@@ -63,7 +63,7 @@ func (s *simulator) pass() error {
 		}
 		if p.Reclaim && s.teams != nil {
 			s.teams.t[j.team].reclaimed++
-			if by := s.byID[p.For]; by != nil {
+			if by := s.byID.get(p.For); by != nil {
 				s.teams.t[by.team].reclaims++
 			}
 		}
@@ -131,7 +131,7 @@ func (s *simulator) started(j *job, gpus []gpu.Ref) error {
 
 // lookup finds an active job the scheduler named.
 func (s *simulator) lookup(id int64, what string) (*job, error) {
-	j := s.byID[id]
+	j := s.byID.get(id)
 	if j == nil || j.pos < 0 || j.done {
 		return nil, fmt.Errorf("t=%v: scheduler's %s names job %d, which is not in the snapshot", s.now, what, id)
 	}

@@ -176,7 +176,7 @@ type simulator struct {
 	gpus    gpuPool
 
 	jobs    []job // in arrival order
-	byID    map[int64]*job
+	byID    jobIndex
 	arrived int // jobs[:arrived] have arrived
 
 	// active are the arrived, unfinished jobs in arrival order, and snap
@@ -243,7 +243,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &simulator{cfg: cfg, sc: sc, rule: sc.Rule(), byID: make(map[int64]*job, len(jobs)), waitingSince: make(map[int64]float64), promised: make(sched.Promises)}
+	s := &simulator{cfg: cfg, sc: sc, rule: sc.Rule(), waitingSince: make(map[int64]float64), promised: make(sched.Promises)}
 	if cfg.LearnPrior {
 		s.learner = sched.NewGPUTimeLearner(cfg.Sched.GPUTimeSamples)
 	}
@@ -258,8 +258,9 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	for i := range order {
 		order[i] = i
 	}
-	// Arrival order: by submit time, then as in the trace.
-	slices.SortStableFunc(order, func(a, b int) int {
+	// Arrival order: by submit time, then as in the trace (mostly that
+	// already).
+	bySubmit := func(a, b int) int {
 		switch {
 		case jobs[a].Submit < jobs[b].Submit:
 			return -1
@@ -267,8 +268,12 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 			return 1
 		}
 		return 0
-	})
+	}
+	if !slices.IsSortedFunc(order, bySubmit) {
+		slices.SortStableFunc(order, bySubmit)
+	}
 	s.jobs = make([]job, len(jobs))
+	s.byID = newJobIndex(jobs)
 	for k, i := range order {
 		tj := &jobs[i]
 		if !(tj.Submit >= 0 && tj.Duration >= 0) || math.IsInf(tj.Submit, 1) || math.IsInf(tj.Duration, 1) {
@@ -277,7 +282,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 		if tj.GPUs < 1 || tj.GPUs > s.gpus.total {
 			return nil, fmt.Errorf("job %d needs %d GPUs; the cluster has %d", tj.ID, tj.GPUs, s.gpus.total)
 		}
-		if _, dup := s.byID[tj.ID]; dup {
+		if s.byID.get(tj.ID) != nil {
 			return nil, fmt.Errorf("job id %d appears twice", tj.ID)
 		}
 		class, err := jobClass(tj.Class)
@@ -285,7 +290,7 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 			return nil, fmt.Errorf("job %d: %w", tj.ID, err)
 		}
 		s.jobs[k] = job{tj: tj, order: k, pos: -1, within: -1, class: class}
-		s.byID[tj.ID] = &s.jobs[k]
+		s.byID.put(tj.ID, &s.jobs[k])
 	}
 	s.teams = newTeams(cfg, s.jobs)
 	if err := s.modelCPUs(); err != nil {

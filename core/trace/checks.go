@@ -12,16 +12,39 @@ func seconds(r row, col string) (float64, error) {
 }
 
 // idSet finds duplicate job IDs and names the line that used one first.
-type idSet map[int64]int
+// While the IDs increase, as traces mostly number their jobs, none can
+// repeat, and it only lists them with their lines; from the first that
+// does not, it keeps them in a map.
+type idSet struct {
+	rows int
+	seq  []idLine      // the IDs so far, increasing, while m is nil
+	m    map[int64]int // line by ID
+}
+
+type idLine struct {
+	id   int64
+	line int
+}
 
 // newIDSet makes a set for about rows IDs.
-func newIDSet(rows int) idSet { return make(idSet, rows) }
+func newIDSet(rows int) *idSet { return &idSet{rows: rows, seq: make([]idLine, 0, rows)} }
 
-func (s idSet) add(r row, col string, id int64) error {
-	if first, dup := s[id]; dup {
+func (s *idSet) add(r row, col string, id int64) error {
+	if s.m == nil {
+		if n := len(s.seq); n == 0 || id > s.seq[n-1].id {
+			s.seq = append(s.seq, idLine{id, r.line})
+			return nil
+		}
+		s.m = make(map[int64]int, max(s.rows, len(s.seq)+1))
+		for _, x := range s.seq {
+			s.m[x.id] = x.line
+		}
+		s.seq = nil
+	}
+	if first, dup := s.m[id]; dup {
 		return r.errorf(col, "job id %d already used on line %d", id, first)
 	}
-	s[id] = r.line
+	s.m[id] = r.line
 	return nil
 }
 

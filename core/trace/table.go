@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -37,29 +38,36 @@ func (e *ParseError) Unwrap() error { return e.Err }
 type table struct {
 	name   string
 	r      *csv.Reader
+	plain  *plainReader // instead of r, for a file without quotes or carriage returns
 	header []string
 	cols   map[string]int
-	rows   int // how many rows to expect, 0 when unknown (sizedReader)
+	names  []string // the normalized header, index by index, when it is short (index)
+	rows   int      // how many rows to expect, 0 when unknown (sizedReader)
 }
 
 // openTable reads the header line of a CSV file. Lines starting with '#'
 // are comments; blank lines are skipped.
 func openTable(r io.Reader, name string) (*table, error) {
-	cr := csv.NewReader(r)
-	cr.Comment = '#'
-	cr.ReuseRecord = true
-	header, err := cr.Read()
+	t := &table{name: name}
+	if s, ok := r.(sizedReader); ok {
+		t.rows = s.rows
+		if s.data != nil && plainCSV(s.data) {
+			t.plain = &plainReader{s: string(s.data)}
+		}
+	}
+	if t.plain == nil {
+		t.r = csv.NewReader(r)
+		t.r.Comment = '#'
+		t.r.ReuseRecord = true
+	}
+	header, line, err := t.read()
 	if err == io.EOF {
 		return nil, &ParseError{File: name, Err: errors.New("empty file: no header line")}
 	}
 	if err != nil {
 		return nil, csvError(name, err)
 	}
-	t := &table{name: name, r: cr, header: append([]string(nil), header...), cols: make(map[string]int, len(header))}
-	if s, ok := r.(sizedReader); ok {
-		t.rows = s.rows
-	}
-	line, _ := cr.FieldPos(0)
+	t.header, t.cols = append([]string(nil), header...), make(map[string]int, len(header))
 	for i, h := range t.header {
 		c := normalizeColumn(h)
 		if c == "" {
@@ -70,7 +78,32 @@ func openTable(r io.Reader, name string) (*table, error) {
 		}
 		t.cols[c] = i
 	}
+	if len(t.header) <= maxScanColumns {
+		t.names = make([]string, len(t.header))
+		for c, i := range t.cols {
+			t.names[i] = c
+		}
+	}
 	return t, nil
+}
+
+// maxScanColumns: a table of up to this many columns finds a column by
+// comparing its name with each (index), cheaper than hashing it for
+// every cell read.
+const maxScanColumns = 16
+
+// index returns the position of column col, and whether the table has it.
+func (t *table) index(col string) (int, bool) {
+	if t.names == nil {
+		i, ok := t.cols[col]
+		return i, ok
+	}
+	for i, c := range t.names {
+		if c == col {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // require fails unless the header has every named column.
@@ -104,15 +137,96 @@ func (t *table) only(allowed []string) error {
 
 // next returns the next row, or io.EOF after the last.
 func (t *table) next() (row, error) {
-	rec, err := t.r.Read()
+	rec, line, err := t.read()
 	if err != nil {
 		if err == io.EOF {
 			return row{}, io.EOF
 		}
 		return row{}, csvError(t.name, err)
 	}
-	line, _ := t.r.FieldPos(0)
 	return row{t: t, rec: rec, line: line}, nil
+}
+
+// read returns the next record and its line, valid until the next read.
+func (t *table) read() ([]string, int, error) {
+	if t.plain != nil {
+		return t.plain.read()
+	}
+	rec, err := t.r.Read()
+	if err != nil {
+		return nil, 0, err
+	}
+	line, _ := t.r.FieldPos(0)
+	return rec, line, nil
+}
+
+// plainCSV tells whether data holds no quotes, and carriage returns
+// only at the ends of lines (before a newline, or as the last byte):
+// then every line, less its line ending, is a record of its
+// comma-separated fields as they are, and plainReader reads it as
+// encoding/csv would.
+func plainCSV(data []byte) bool {
+	if bytes.IndexByte(data, '"') >= 0 {
+		return false
+	}
+	for rest := data; ; {
+		k := bytes.IndexByte(rest, '\r')
+		if k < 0 {
+			return true
+		}
+		if k+1 < len(rest) && rest[k+1] != '\n' {
+			return false
+		}
+		rest = rest[k+1:]
+	}
+}
+
+// plainReader reads the records of a CSV file that plainCSV accepts, as
+// a csv.Reader with Comment '#' and ReuseRecord does (blank lines and
+// comment lines skipped, "\r\n" read as "\n", every record as wide as
+// the first), without copying: the fields are slices of s.
+type plainReader struct {
+	s      string
+	off    int // where the next line begins
+	line   int // lines read
+	fields int // the first record's fields: every record must have as many
+	rec    []string
+}
+
+func (p *plainReader) read() ([]string, int, error) {
+	for p.off < len(p.s) {
+		rest := p.s[p.off:]
+		ln := rest
+		if k := strings.IndexByte(rest, '\n'); k >= 0 {
+			ln, p.off = rest[:k], p.off+k+1
+		} else {
+			p.off = len(p.s)
+		}
+		p.line++
+		if n := len(ln); n > 0 && ln[n-1] == '\r' {
+			ln = ln[:n-1] // plainCSV: it ends the line
+		}
+		if ln == "" || ln[0] == '#' {
+			continue // a blank line (a last one has no newline, so is none) or a comment
+		}
+		p.rec = p.rec[:0]
+		for {
+			k := strings.IndexByte(ln, ',')
+			if k < 0 {
+				p.rec = append(p.rec, ln)
+				break
+			}
+			p.rec = append(p.rec, ln[:k])
+			ln = ln[k+1:]
+		}
+		if p.fields == 0 {
+			p.fields = len(p.rec)
+		} else if len(p.rec) != p.fields {
+			return nil, 0, &csv.ParseError{StartLine: p.line, Line: p.line, Column: 1, Err: csv.ErrFieldCount}
+		}
+		return p.rec, p.line, nil
+	}
+	return nil, 0, io.EOF
 }
 
 // each calls f on every remaining row, in order, and stops at the first
@@ -145,13 +259,13 @@ func (r row) errorf(col, format string, args ...any) error {
 
 // has reports whether the table has the column.
 func (r row) has(col string) bool {
-	_, ok := r.t.cols[col]
+	_, ok := r.t.index(col)
 	return ok
 }
 
 // str returns a column's trimmed text, "" when the table lacks it.
 func (r row) str(col string) string {
-	i, ok := r.t.cols[col]
+	i, ok := r.t.index(col)
 	if !ok {
 		return ""
 	}

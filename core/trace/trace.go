@@ -149,9 +149,14 @@ func Read(r io.Reader, name string, f Format) (*Trace, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		// Replay what was read so that line numbers stay true.
-		r = io.MultiReader(bytes.NewReader(skipped), strings.NewReader(line), br)
-		if isSized {
-			r = sizedReader{Reader: r, rows: sized.rows}
+		switch {
+		case isSized && sized.data != nil:
+			// The whole file is at hand: read it again from its start.
+			r = sizedReader{Reader: bytes.NewReader(sized.data), rows: sized.rows, data: sized.data}
+		case isSized:
+			r = sizedReader{Reader: io.MultiReader(bytes.NewReader(skipped), strings.NewReader(line), br), rows: sized.rows}
+		default:
+			r = io.MultiReader(bytes.NewReader(skipped), strings.NewReader(line), br)
 		}
 	}
 	switch f {
@@ -172,7 +177,7 @@ func ReadFile(path string, f Format) (*Trace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}
-	return Read(sizedReader{Reader: bytes.NewReader(data), rows: rowsHint(data)}, path, f)
+	return Read(sizedReader{Reader: bytes.NewReader(data), rows: rowsHint(data), data: data}, path, f)
 }
 
 // sizedReader is a trace whose rows were counted beforehand, so that
@@ -180,6 +185,11 @@ func ReadFile(path string, f Format) (*Trace, error) {
 type sizedReader struct {
 	io.Reader
 	rows int
+	// data is the whole file, which Reader reads from its start, when
+	// it is at hand (ReadFile): a table then splits its lines itself
+	// unless encoding/csv's rules for quotes and carriage returns apply
+	// (plainCSV).
+	data []byte
 }
 
 // rowsHint guesses how many rows data holds: its lines, but no more than
