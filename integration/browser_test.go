@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +57,19 @@ func newTabFor(t *testing.T, d time.Duration) context.Context {
 
 // screenshot saves the page to $GPUPORTAL_SCREENSHOTS/name.png when that
 // variable names a folder, for people to look at.
+// textOf is the text of the first element sel matches, found and read
+// in one evaluation: parts of pages that htmx swaps in every 2 s may be
+// replaced between chromedp.Text's finding a node and reading it ("No
+// node with given id found", in CI).
+func textOf(ctx context.Context, sel string) (string, error) {
+	q, err := json.Marshal(sel)
+	if err != nil {
+		return "", err
+	}
+	return chromedp.Run(ctx, chromedp.Evaluate[string](`(function (s) { var e = document.querySelector(s); `+
+		`if (!e) { throw new Error("no element " + s); } return e.innerText; })(`+string(q)+`)`))
+}
+
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	dir := os.Getenv("GPUPORTAL_SCREENSHOTS")
 	if dir == "" {
@@ -105,11 +119,11 @@ func TestBrowserJourney(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#job-state .state-succeeded`)); err != nil {
 		t.Fatalf("wait for success: %v", err)
 	}
-	state, err := chromedp.Run(ctx, chromedp.Text(`#job-state`))
+	state, err := textOf(ctx, `#job-state`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jct, err := chromedp.Run(ctx, chromedp.Text(`#job-jct`))
+	jct, err := textOf(ctx, `#job-jct`)
 	if err != nil {
 		t.Fatal(err)
 	}

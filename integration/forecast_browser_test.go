@@ -70,7 +70,7 @@ func TestForecastInBrowser(t *testing.T) {
 					t.Fatal(err)
 				}
 				screenshot(t, ctx, fmt.Sprintf("forecast-queues-%s-%d", user, width))
-				stats, err := chromedp.Run(ctx, chromedp.Text(`#forecast-stats`))
+				stats, err := textOf(ctx, `#forecast-stats`)
 				if err != nil || !strings.Contains(stats, "Start forecasts") || !strings.Contains(stats, "percentile") {
 					t.Errorf("queues page forecast card: %q, %v", stats, err)
 				}

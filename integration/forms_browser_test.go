@@ -175,7 +175,7 @@ func TestBrowserSubmitAndConfirm(t *testing.T) {
 		t.Errorf("cordoning asked %q (%v), want \"Cordon node-0? ...\"", q, err)
 	}
 	afterPasses(t, srv.URL, 3) // a cordon would have been applied and shown
-	state, err := chromedp.Run(ctx, chromedp.Text(`.node-head .state`))
+	state, err := textOf(ctx, `.node-head .state`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,7 @@ func TestBrowserWallDrawsLanes(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, ids[0]))); err != nil {
 		t.Fatalf("job page: %v", err)
 	}
-	lane, err := chromedp.Run(ctx, chromedp.Text(`#job-lane`))
+	lane, err := textOf(ctx, `#job-lane`)
 	if err != nil {
 		t.Fatalf("job page: %v", err)
 	}

@@ -758,7 +758,9 @@ func TestTopicsFollowTheCredential(t *testing.T) {
 			}
 			adminAPI(t, http.MethodDelete, fmt.Sprintf("/api/v1/users/%s/tokens/%d", u.Name, toks[0].ID))
 		}},
-		{name: "expired", ends: true, ttl: 1500 * time.Millisecond},
+		// Long enough to read every snapshot first on a loaded machine
+		// (1.5 s was not: an admin's seven topics, in CI).
+		{name: "expired", ends: true, ttl: 4 * time.Second},
 		{name: "password reset", ends: true, do: func(t *testing.T, ts *testServer, u *models.User, cred string) {
 			if rec := ts.do(t, "admin", http.MethodPost, "/admin/reset-password", "name="+u.Name+"&password=another-password"); rec.Code != http.StatusOK {
 				t.Fatalf("reset: %d %.300s", rec.Code, rec.Body.String())
@@ -803,11 +805,12 @@ func TestTopicsFollowTheCredential(t *testing.T) {
 					ttl := cmp.Or(ev.ttl, time.Hour)
 					var cred string
 					hdr := http.Header{}
+					created := time.Now()
 					if kind == credSession {
-						cred, err = ls.store.CreateSession(ctx, u.ID, time.Now(), ttl)
+						cred, err = ls.store.CreateSession(ctx, u.ID, created, ttl)
 						hdr.Set("Cookie", sessionCookie+"="+cred)
 					} else {
-						cred, err = ls.store.CreateAPIToken(ctx, u.ID, "t", time.Now(), ttl)
+						cred, err = ls.store.CreateAPIToken(ctx, u.ID, "t", created, ttl)
 						hdr.Set("Authorization", "Bearer "+cred)
 					}
 					if err != nil {
@@ -832,9 +835,12 @@ func TestTopicsFollowTheCredential(t *testing.T) {
 						ev.do(t, ls.testServer, u, cred)
 					}
 					if ev.ends {
-						code := st.closed(t, 5*time.Second)
+						code := st.closed(t, max(time.Until(created.Add(ev.ttl)), 0)+5*time.Second)
 						if code != closeCredentialEnded {
 							t.Errorf("closed with %d, want %d", code, closeCredentialEnded)
+						}
+						if ev.ttl > 0 && time.Since(created) < ev.ttl {
+							t.Errorf("closed %v after the credential was made, before it expired (%v)", time.Since(created), ev.ttl)
 						}
 						return
 					}
