@@ -93,6 +93,12 @@ func TestSimCommandErrorsNameTheFlag(t *testing.T) {
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-every", "0"}, "--forecast-every"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-oracle", "runtimes,future"}, "--forecast-oracle"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast-oracle", "runtimes"}, "--forecast-oracle"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-max-load", "0"}, "--forecast-max-load"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-max-load", "-2"}, "--forecast-max-load"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-max-load", "NaN"}, "--forecast-max-load"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-max-load", "Inf"}, "--forecast-max-load"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast", "--forecast-max-load", "two"}, "--forecast-max-load"},
+		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--forecast-max-load", "2"}, "--forecast-max-load"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "tiresias-l:magic"}, "--policy"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "fifo:queue-entry"}, "--policy"},
 		{[]string{"sim", "--trace", sixtyJobs, "--cluster", "4x8", "--policy", "tiresias-l:queue-entry", "--reference"}, "--reference"},
@@ -254,6 +260,35 @@ func TestSimCommandForecast(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &reports); err != nil || len(reports) != 1 || reports[0].Calibration.Forecasts == 0 {
 		t.Errorf("--json: %+v, %v\n%s", reports, err, out.String())
+	}
+}
+
+// TestSimCommandForecastMaxLoad: --forecast-max-load bounds the
+// arrivals the forecasts expect. The 60-job trace submits 1.9 times what
+// 2x4 GPUs serve, and its 8-GPU jobs wait for the last small one: at the
+// default bound the forecasts let them in sooner than they start
+// (docs/forecast.md, fourth and sixth rounds).
+func TestSimCommandForecastMaxLoad(t *testing.T) {
+	within := map[string]float64{}
+	for _, ml := range []string{"1", "2"} {
+		var out, errOut bytes.Buffer
+		args := []string{"sim", "--trace", sixtyJobs, "--cluster", "2x4", "--policy", "tiresias-l", "--forecast", "--forecast-max-load", ml, "--json"}
+		if err := run(context.Background(), args, &out, &errOut); err != nil {
+			t.Fatalf("%v: %v\n%s", args[1:], err, errOut.String())
+		}
+		var reports []struct {
+			Calibration struct {
+				Forecasts   int     `json:"forecasts"`
+				WithinShare float64 `json:"within_share"`
+			} `json:"calibration"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &reports); err != nil || len(reports) != 1 || reports[0].Calibration.Forecasts != 20 {
+			t.Fatalf("max load %s: %+v, %v; want 20 waits forecast", ml, reports, err)
+		}
+		within[ml] = reports[0].Calibration.WithinShare
+	}
+	if !(within["2"] > within["1"]) {
+		t.Errorf("within the range: %.3f at max load 1, %.3f at 2; want more at 2 (0.75 and 0.90 measured)", within["1"], within["2"])
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/agent/hub"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/jobfiles"
@@ -63,6 +64,7 @@ type serveFlags struct {
 	cpuAlloc          string
 	thresholds        string
 	promoteKnob       float64
+	forecastMaxLoad   float64 // the forecasts' Config.MaxLoad
 	reference         bool
 	limitsAsHints     bool
 	halfLife          time.Duration
@@ -143,6 +145,7 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	fs.DurationVar(&f.reserveAfter, "reserve-after", 5*time.Minute, "how long at most a waiting job that cannot start waits (its age less its run time): --reserve-lead before it, it gets the GPUs that free earliest reserved, which later jobs use only if they end before then or, under a preemptive policy, give them back as backfills; by this bound it takes its GPUs back from any batch job, sharing ones too, and even from another team's guaranteed jobs started there after it was due, never from sessions (docs/scheduling.md, Reservations and Reservations under fair share); 0: no reservations")
 	fs.StringVar(&f.reserveLead, "reserve-lead", "half", "with --reserve-after: how long before its bound a job is reserved, so that its GPUs drain toward it, the bound being when it must start: half (of each job's bound), or a duration such as 1m; 0: reserved at the bound, and its GPUs taken only at twice the bound")
 	fs.IntVar(&f.maxReservations, "max-reservations", 1, "with --reserve-after: how many jobs hold a reservation at once, the first in priority order")
+	fs.Float64Var(&f.forecastMaxLoad, "forecast-max-load", forecast.DefaultMaxLoad, "start forecasts expect jobs not yet submitted at the recent submissions' rate, but never more work a second than this share of the schedulable GPUs (each arrival's GPUs times the mean run time): a rate beyond what the cluster serves does not last; a number above 0 (docs/forecast.md)")
 	fs.Float64Var(&f.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than K x its run time returns to the top queue; 0 is off")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the `level` of what is logged: debug, info, warn or error")
 	fs.BoolVar(&f.secureCookies, "secure-cookies", false, "mark cookies Secure: set it when users reach the portal over HTTPS")
@@ -239,6 +242,9 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 		}
 		if f.maxConnsPerAddr < 0 || f.maxSocketsPerUser < 1 || f.wsMaxAge < time.Minute {
 			return fmt.Errorf("serve: --max-conns-per-addr must be 0 or more, --max-websockets-per-user 1 or more, --websocket-max-age 1m or more")
+		}
+		if err := forecast.CheckMaxLoad(f.forecastMaxLoad); err != nil {
+			return fmt.Errorf("serve: --forecast-max-load: %w", err)
 		}
 		if f.db == "" {
 			f.db = "sqlite:" + filepath.Join(f.data, "gpuportal.db")
@@ -475,7 +481,14 @@ func newEngine(f serveFlags, store *models.Store, rep *replica, samples []float6
 	}
 	return engine.New(engine.Config{Store: enginestore.New(store), Scheduler: scheduler, GPUTime: learner, Logger: log,
 		LostAfter: engine.FenceBound(f.heartbeatTimeout, f.grace), MaxRetries: f.maxRetries, RetryBackoff: f.retryBackoff, HalfLife: engineHalfLife(f.halfLife),
-		MasterPorts: f.masterPorts, Confirm: rep.confirm, TakeoverHold: takeover})
+		MasterPorts: f.masterPorts, Confirm: rep.confirm, TakeoverHold: takeover,
+		Forecast: f.forecastConfig()})
+}
+
+// forecastConfig is the engine's forecasts' configuration from the
+// flags; the rest are the engine's defaults.
+func (f serveFlags) forecastConfig() engine.ForecastConfig {
+	return engine.ForecastConfig{Forecaster: forecast.Config{MaxLoad: f.forecastMaxLoad}}
 }
 
 // openStore opens the database --db names. outage is why it does not

@@ -107,6 +107,12 @@ func Command(stdout, stderr io.Writer, fromDB FromDB) *cobra.Command {
 		if _, _, err := forecastOracle(o.forecastOrc); err != nil {
 			return err
 		}
+		if set["forecast-max-load"] && !o.forecastOn {
+			return errors.New("sim: --forecast-max-load: only with --forecast")
+		}
+		if err := forecast.CheckMaxLoad(o.forecastMax); err != nil {
+			return fmt.Errorf("sim: --forecast-max-load: %w", err)
+		}
 		cfg, names, f, err := o.config()
 		if err != nil {
 			return err
@@ -152,6 +158,7 @@ func (o *simFlags) run(ctx context.Context, cfg sim.Config, names []string, f tr
 	if o.forecastOn {
 		rc := replay.Config{Every: o.forecastN, NoArrivals: !o.forecastArr}
 		rc.Forecast.KnownRunTimes, rc.KnownArrivals, _ = forecastOracle(o.forecastOrc)
+		rc.Forecast.MaxLoad = o.forecastMax
 		return simForecast(ctx, stdout, tr.Jobs, cfg, names, rc, o.asJSON)
 	}
 	results, err := sim.Compare(ctx, tr.Jobs, cfg, names)
@@ -341,6 +348,7 @@ type simFlags struct {
 	forecastN   int
 	forecastArr bool
 	forecastOrc string
+	forecastMax float64
 	limitHints  bool
 	limitFactor float64
 	limitSpread bool
@@ -380,6 +388,7 @@ func (o *simFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.forecastOn, "forecast", false, "measure start-time forecasts: at each arrival, forecast the job's start as the live portal does (from the jobs finished so far) and compare with the simulated start; prints the calibration per policy")
 	fs.IntVar(&o.forecastN, "forecast-every", 1, "with --forecast: forecast one wait in `N` (a cheaper measurement of a long trace)")
 	fs.StringVar(&o.forecastOrc, "forecast-oracle", "", "with --forecast, a diagnostic: runtimes (forecasts know each job's run time), arrivals (they know the next 200 submissions within a day), or runtimes,arrivals; what error is left is the rest's")
+	fs.Float64Var(&o.forecastMax, "forecast-max-load", forecast.DefaultMaxLoad, "with --forecast: the expected arrivals bring at most this share of the cluster's GPUs in work (GPUs times the mean run time), as serve --forecast-max-load; a number above 0")
 	fs.BoolVar(&o.forecastArr, "forecast-arrivals", true, "with --forecast: forecasts expect arrivals like the last 100, at their rate, as the live portal does (false: only the jobs already submitted)")
 	fs.BoolVar(&o.limitHints, "limits-as-hints", false, "srtf and srsf rank a job of unknown duration by its declared time limit less the time it has run, an upper bound on its work left (see --limit-factor)")
 	fs.Float64Var(&o.limitFactor, "limit-factor", 0, "hide the jobs' durations from the scheduler and give each a time limit of its duration x `F` (1 or more), as users overestimate; 0: durations known, no limits")

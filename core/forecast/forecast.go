@@ -297,11 +297,11 @@ func New(cfg Config) (*Forecaster, error) {
 	if cfg.MinHistory <= 0 {
 		cfg.MinHistory = DefaultMinHistory
 	}
-	switch m := cfg.MaxLoad; {
-	case math.IsNaN(m) || math.IsInf(m, 0) || m < 0:
-		return nil, fmt.Errorf("forecast: max load %v: want a finite number, 0 (the default) or more", m)
-	case m == 0:
+	if cfg.MaxLoad == 0 {
 		cfg.MaxLoad = DefaultMaxLoad
+	}
+	if err := CheckMaxLoad(cfg.MaxLoad); err != nil {
+		return nil, fmt.Errorf("forecast: %w", err)
 	}
 	sc := cfg.Sched
 	sc.OmitWaits = false
@@ -411,6 +411,17 @@ func (f *Forecaster) Forecast(in Input) Result {
 		res.Jobs = append(res.Jobs, fc)
 	}
 	return res
+}
+
+// CheckMaxLoad says why m is no bound on the expected arrivals
+// (Config.MaxLoad, where 0 stands for DefaultMaxLoad): it must be a
+// finite share of the cluster's GPUs above 0. The flags that set it
+// (serve and sim --forecast-max-load) name themselves before the error.
+func CheckMaxLoad(m float64) error {
+	if math.IsNaN(m) || math.IsInf(m, 0) || m <= 0 {
+		return fmt.Errorf("max load %v: want a share of the cluster's GPUs above 0, such as %v (the default: arrivals at most what the cluster serves) or 2", m, DefaultMaxLoad)
+	}
+	return nil
 }
 
 // maxRate is the arrival rate at which jobs like a's would load the

@@ -308,11 +308,34 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"negative budget", Config{Sched: sched.Config{Policy: "fifo"}, Budget: -1}, "budget"},
 		{"negative window", Config{Sched: sched.Config{Policy: "fifo"}, Window: -1}, "window"},
 		{"NaN horizon", Config{Sched: sched.Config{Policy: "fifo"}, HorizonS: math.NaN()}, "horizon"},
+		{"negative max load", Config{Sched: sched.Config{Policy: "fifo"}, MaxLoad: -1}, "max load"},
+		{"NaN max load", Config{Sched: sched.Config{Policy: "fifo"}, MaxLoad: math.NaN()}, "max load"},
+		{"infinite max load", Config{Sched: sched.Config{Policy: "fifo"}, MaxLoad: math.Inf(1)}, "max load"},
 	}
 	for _, tc := range tests {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want one saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestCheckMaxLoad(t *testing.T) {
+	for _, tc := range []struct {
+		m  float64
+		ok bool
+	}{
+		{DefaultMaxLoad, true}, {0.5, true}, {2, true}, {1e6, true},
+		{0, false}, {-1, false}, {math.NaN(), false}, {math.Inf(1), false}, {math.Inf(-1), false},
+	} {
+		err := CheckMaxLoad(tc.m)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "max load")) {
+			t.Errorf("CheckMaxLoad(%v) = %v, want ok %v", tc.m, err, tc.ok)
+		}
+	}
+	// 0 in a Config is the default, not a bound of nothing.
+	f, err := New(Config{Sched: sched.Config{Policy: "fifo"}})
+	if err != nil || f.Config().MaxLoad != DefaultMaxLoad {
+		t.Errorf("MaxLoad 0: %v, %v; want the default %v", f, err, DefaultMaxLoad)
 	}
 }
 
