@@ -117,3 +117,18 @@ func (c timePtrCol) Scan(v any) error {
 	}
 	return nil
 }
+
+// timeCol scans a time into a time.Time, NULL into the zero time.
+type timeCol struct{ p *time.Time }
+
+func (c timeCol) Scan(v any) error {
+	switch v := v.(type) {
+	case time.Time:
+		*c.p = v
+	case nil:
+		*c.p = time.Time{}
+	default:
+		return fmt.Errorf("scan %T into a time", v)
+	}
+	return nil
+}

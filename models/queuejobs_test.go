@@ -205,3 +205,62 @@ func TestPlaceInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueRowsReadAsGormReads: readQueueRows, which scans its columns
+// itself, reads the rows as gorm's Scan of the same columns did, on both
+// databases: fractional queue entries (PostgreSQL's numeric), held and
+// stalled jobs, NULL where a column takes one, and a bounded step.
+func TestQueueRowsReadAsGormReads(t *testing.T) {
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s, err := Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		now := time.Now().Truncate(time.Microsecond)
+		var js []Job
+		for i := range 50 {
+			js = append(js, Job{Name: fmt.Sprintf("job-%d", i), Team: []string{"vision", "nlp"}[i%2], User: "alice", GPUs: 1 + i%3,
+				State: UnfinishedStates[i%3], SubmittedAt: now.Add(-time.Duration(i) * time.Minute), QueueIndex: i % 4,
+				QueueSince: float64(i) / 7, RequeueStalls: i % 5, HoldReason: []string{"", "alice's account was disabled"}[i%2]})
+		}
+		if err := s.db.Create(&js).Error; err != nil {
+			t.Fatal(err)
+		}
+		nulls := 0
+		for i, col := range []string{"name", "team", "state", "queue_index", "queue_since", "submitted_at", "requeue_stalls", "hold_reason"} {
+			if s.db.Exec("UPDATE jobs SET "+col+" = NULL WHERE id = ?", js[i].ID).Error == nil {
+				nulls++
+			}
+		}
+		t.Logf("%d of 8 columns took NULL", nulls)
+		for _, tc := range []struct {
+			limit int
+			where string
+			args  []any
+		}{
+			{0, "state IN ?", []any{UnfinishedStates}},
+			{0, "1 = 1", nil},
+			{7, "id > ?", []any{js[3].ID}},
+		} {
+			got, err := s.readQueueRows(ctx, tc.limit, tc.where, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []QueueRow
+			gpus := s.db.NamingStrategy.ColumnName("jobs", "GPUs")
+			q := s.db.Model(&Job{}).Select("id, name, team, jobs."+quoteUser(s.db)+", "+gpus+", state, queue_index, queue_since, submitted_at, requeue_stalls, hold_reason").
+				Where(tc.where, tc.args...).Order("id")
+			if tc.limit > 0 {
+				q = q.Limit(tc.limit)
+			}
+			if err := q.Scan(&want).Error; err != nil {
+				t.Fatal(err)
+			}
+			if len(want) == 0 || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s (limit %d): read\n%+v\ngorm\n%+v", tc.where, tc.limit, got, want)
+			}
+		}
+	})
+}
