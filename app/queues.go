@@ -196,7 +196,11 @@ func (s *App) QueuesAt(ctx context.Context, m *Moment, a Actor, p QueuePage) (ap
 	for k := range out.Queues {
 		qu := &out.Queues[k]
 		rows := order[qu.Index]
-		for _, r := range rows[qu.Offset:min(qu.Offset+p.Limit, len(rows))] {
+		page := rows[qu.Offset:min(qu.Offset+p.Limit, len(rows))]
+		if len(page) > 0 {
+			qu.Jobs = make([]api.QueueJob, 0, len(page))
+		}
+		for _, r := range page {
 			if j, ok := byID[r.ID]; ok { // gone since the rows were read: left out
 				qu.Jobs = append(qu.Jobs, m.queueJob(j, CanSee(a.User, j.Team)))
 			}

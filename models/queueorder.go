@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
 )
 
 // QueueRow is what places an unfinished job in the queues and counts it
@@ -33,11 +37,6 @@ func (r *QueueRow) Held() bool { return held(r.State, r.RequeueStalls, r.HoldRea
 // JobsByID returns the jobs ids that exist, in the order of ids: a page
 // of jobs whose order was computed elsewhere.
 func (s *Store) JobsByID(ctx context.Context, ids []int64) ([]Job, error) {
-	return s.jobsByID(ctx, ids, nil)
-}
-
-// jobsByID is JobsByID reading fields alone (nil: all).
-func (s *Store) jobsByID(ctx context.Context, ids []int64, fields []string) ([]Job, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -45,11 +44,7 @@ func (s *Store) jobsByID(ctx context.Context, ids []int64, fields []string) ([]J
 	byID := make(map[int64]Job, len(ids))
 	for from := 0; from < len(ids); from += 500 {
 		part := ids[from:min(from+500, len(ids))]
-		q := s.db.WithContext(ctx)
-		if fields != nil {
-			q = q.Select(fields)
-		}
-		if err := q.Where("id IN ?", part).Find(&js).Error; err != nil {
+		if err := s.db.WithContext(ctx).Where("id IN ?", part).Find(&js).Error; err != nil {
 			return nil, fmt.Errorf("read jobs %d to %d: %w", part[0], part[len(part)-1], err)
 		}
 		for _, j := range js {
@@ -68,16 +63,151 @@ func (s *Store) jobsByID(ctx context.Context, ids []int64, fields []string) ([]J
 // queueJobFields are the fields of a job that its entry in a queue or a
 // team's queue shows (app's Moment.QueueJob: its figures, place, reason
 // and forecast), of the 75 a job has: a page of 100 entries reads and
-// decodes a third as much (issue 33). TestQueueJobsByID converts jobs of
-// each kind from them and from the whole row.
-var queueJobFields = []string{"ID", "Name", "Team", "User", "GPUs", "State", "Reason", "Priority", "SessionType",
-	"Dependencies", "ArrayLimit", "Run", "Placement", "LastStartAt", "ExecutedS", "AttainedService",
-	"RunAccrualS", "RunGPUSeconds", "HeldGPUs", "RequeueStalls", "HoldReason"}
+// decodes a third as much (issue 33), each with the scanner of its
+// column (colscan.go) rather than gorm's reflection. TestQueueJobsByID
+// converts jobs of each kind from them and from the whole row.
+var queueJobFields = []struct {
+	name string
+	col  func(j *Job) any // the scanner of j's field
+}{
+	{"ID", func(j *Job) any { return int64Col{&j.ID} }},
+	{"Name", func(j *Job) any { return strCol{&j.Name} }},
+	{"Team", func(j *Job) any { return strCol{&j.Team} }},
+	{"User", func(j *Job) any { return strCol{&j.User} }},
+	{"GPUs", func(j *Job) any { return intCol{&j.GPUs} }},
+	{"State", func(j *Job) any { return strCol{(*string)(&j.State)} }},
+	{"Reason", func(j *Job) any { return strCol{&j.Reason} }},
+	{"Priority", func(j *Job) any { return strCol{&j.Priority} }},
+	{"SessionType", func(j *Job) any { return strCol{&j.SessionType} }},
+	{"Dependencies", func(j *Job) any { return &j.Dependencies }},
+	{"ArrayLimit", func(j *Job) any { return intCol{&j.ArrayLimit} }},
+	{"Run", func(j *Job) any { return int64Col{&j.Run} }},
+	{"Placement", func(j *Job) any { return &j.Placement }},
+	{"LastStartAt", func(j *Job) any { return timePtrCol{&j.LastStartAt} }},
+	{"ExecutedS", func(j *Job) any { return float64Col{&j.ExecutedS} }},
+	{"AttainedService", func(j *Job) any { return float64Col{&j.AttainedService} }},
+	{"RunAccrualS", func(j *Job) any { return float64Col{&j.RunAccrualS} }},
+	{"RunGPUSeconds", func(j *Job) any { return float64Col{&j.RunGPUSeconds} }},
+	{"HeldGPUs", func(j *Job) any { return float64Col{&j.HeldGPUs} }},
+	{"RequeueStalls", func(j *Job) any { return intCol{&j.RequeueStalls} }},
+	{"HoldReason", func(j *Job) any { return strCol{&j.HoldReason} }},
+}
+
+// queueJobsQuery is the query of QueueJobsByID on db's dialect: the
+// columns of queueJobFields, in their order, of the jobs whose ID is in
+// its one argument. PostgreSQL's numeric columns are read as double
+// precision: the driver gives a numeric as its decimal text, decoded
+// from the binary digits with big integers, which float64Col would then
+// parse; the cast rounds the same decimal to the nearest double, as
+// strconv.ParseFloat does (TestQueueJobsReadAsGormReads).
+func queueJobsQuery(db *gorm.DB) (string, error) {
+	stmt := &gorm.Statement{DB: db}
+	if err := stmt.Parse(&Job{}); err != nil {
+		return "", fmt.Errorf("the jobs' columns: %w", err)
+	}
+	cols := make([]string, len(queueJobFields))
+	for i, f := range queueJobFields {
+		field := stmt.Schema.LookUpField(f.name)
+		if field == nil {
+			return "", fmt.Errorf("the jobs' columns: no field %s", f.name)
+		}
+		cols[i] = stmt.Quote(field.DBName)
+		if field.DataType == schema.Float && db.Dialector.Name() == "postgres" {
+			cols[i] = "CAST(" + cols[i] + " AS double precision)"
+		}
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " FROM " + stmt.Quote(stmt.Schema.Table) + " WHERE id IN ?", nil
+}
 
 // QueueJobsByID is JobsByID with the fields a queue's entry shows alone
 // (queueJobFields), the others left zero.
 func (s *Store) QueueJobsByID(ctx context.Context, ids []int64) ([]Job, error) {
-	return s.jobsByID(ctx, ids, queueJobFields)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	s.queueJobsOnce.Do(func() { s.queueJobsSQL, s.queueJobsErr = queueJobsQuery(s.db) })
+	if s.queueJobsErr != nil {
+		return nil, s.queueJobsErr
+	}
+	js := make([]Job, 0, len(ids))
+	dest := make([]any, len(queueJobFields))
+	for from := 0; from < len(ids); from += 500 {
+		part := ids[from:min(from+500, len(ids))]
+		var err error
+		if js, err = s.scanQueueJobs(ctx, js, dest, part); err != nil {
+			return nil, fmt.Errorf("read jobs %d to %d: %w", part[0], part[len(part)-1], err)
+		}
+	}
+	// In the order of ids: the query's is the database's.
+	at := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		if _, ok := at[id]; !ok {
+			at[id] = i
+		}
+	}
+	if len(at) == len(ids) { // each once: in place
+		placeInOrder(js, at)
+		return js, nil
+	}
+	byID := make(map[int64]int, len(js))
+	for i := range js {
+		byID[js[i].ID] = i
+	}
+	out := make([]Job, 0, len(ids))
+	for _, id := range ids {
+		if i, ok := byID[id]; ok {
+			out = append(out, js[i])
+		}
+	}
+	return out, nil
+}
+
+// placeInOrder puts js in the order of their places in at (one each,
+// none shared), moving each job once.
+func placeInOrder(js []Job, at map[int64]int) {
+	place := make([]int, len(js))
+	order := make([]int, len(js)) // order[k]: the index in js of the k-th job
+	for i := range js {
+		place[i], order[i] = at[js[i].ID], i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(place[a], place[b]) })
+	for k := range order { // follow each cycle of the permutation
+		if order[k] == k || order[k] < 0 {
+			continue
+		}
+		held := js[k]
+		dst := k
+		for {
+			src := order[dst]
+			order[dst] = -1
+			if src == k {
+				js[dst] = held
+				break
+			}
+			js[dst] = js[src]
+			dst = src
+		}
+	}
+}
+
+// scanQueueJobs appends to js the jobs of ids, read by queueJobsSQL.
+func (s *Store) scanQueueJobs(ctx context.Context, js []Job, dest []any, ids []int64) ([]Job, error) {
+	rows, err := s.db.WithContext(ctx).Raw(s.queueJobsSQL, ids).Rows()
+	if err != nil {
+		return js, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		js = append(js, Job{})
+		j := &js[len(js)-1]
+		for i, f := range queueJobFields {
+			dest[i] = f.col(j)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return js, err
+		}
+	}
+	return js, rows.Err()
 }
 
 // QueueCount is how many unfinished jobs of a team are in one queue and

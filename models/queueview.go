@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // The queues, team pages and /metrics place and count every unfinished
@@ -144,20 +146,25 @@ func (s *Store) sweepQueueRows(ctx context.Context, v *queueView, rows []QueueRo
 }
 
 // readQueueRows reads the QueueRows of the jobs where holds, in any
-// state, by ID, at most limit of them (0: all).
+// state, by ID, at most limit of them (0: all). Each column is scanned
+// by its scanner (colscan.go), as a queue's page is (QueueJobsByID): the
+// sweep reads 1,000 rows a second.
 func (s *Store) readQueueRows(ctx context.Context, limit int, where string, args ...any) ([]QueueRow, error) {
-	var rows []QueueRow
 	db := s.db.WithContext(ctx)
 	gpus := db.NamingStrategy.ColumnName("jobs", "GPUs")
+	since := "queue_since"
+	if db.Dialector.Name() == "postgres" {
+		since = "CAST(queue_since AS double precision)" // as in queueJobsQuery
+	}
 	q := db.Model(&Job{}).
-		Select("id, name, team, jobs."+quoteUser(db)+", "+gpus+", state, queue_index, queue_since, submitted_at, requeue_stalls, hold_reason").
+		Select("id, name, team, jobs."+quoteUser(db)+", "+gpus+", state, queue_index, "+since+", submitted_at, requeue_stalls, hold_reason").
 		Where(where, args...)
 	if limit > 0 {
 		// A bounded sweep takes the first IDs of its range: ordered by the
 		// query, which searches the primary key for it.
 		q = q.Order("id").Limit(limit)
 	}
-	err := q.Scan(&rows).Error
+	rows, err := scanQueueRows(q)
 	if err != nil {
 		return nil, fmt.Errorf("list the queues' jobs: %w", err)
 	}
@@ -166,6 +173,26 @@ func (s *Store) readQueueRows(ctx context.Context, limit int, where string, args
 	// the index on updated_at.
 	slices.SortFunc(rows, func(a, b QueueRow) int { return cmp.Compare(a.ID, b.ID) })
 	return rows, nil
+}
+
+// scanQueueRows runs q, which selects a QueueRow's columns in its order.
+func scanQueueRows(q *gorm.DB) ([]QueueRow, error) {
+	rs, err := q.Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var rows []QueueRow
+	for rs.Next() {
+		rows = append(rows, QueueRow{})
+		r := &rows[len(rows)-1]
+		if err := rs.Scan(int64Col{&r.ID}, strCol{&r.Name}, strCol{&r.Team}, strCol{&r.User}, intCol{&r.GPUs},
+			strCol{(*string)(&r.State)}, intCol{&r.QueueIndex}, float64Col{&r.QueueSince}, timeCol{&r.SubmittedAt},
+			intCol{&r.RequeueStalls}, strCol{&r.HoldReason}); err != nil {
+			return nil, err
+		}
+	}
+	return rows, rs.Err()
 }
 
 // mergeQueueRows applies changed (by ID, in any state) to rows (by ID,

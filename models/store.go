@@ -49,6 +49,11 @@ type Store struct {
 	queues queueView
 	// jcts keeps the JCT window's completions between reads (jctview.go).
 	jcts jctView
+	// queueJobsSQL is QueueJobsByID's query on this database
+	// (queueJobsQuery), made once.
+	queueJobsOnce sync.Once
+	queueJobsSQL  string
+	queueJobsErr  error
 	// jobCountsCompactAt overrides jobCountsCompactAt in tests; 0: the
 	// constant (jobcounts.go).
 	jobCountsCompactAt int

@@ -23,20 +23,28 @@ func (s Strings) Value() (driver.Value, error) {
 
 // Scan implements sql.Scanner.
 func (s *Strings) Scan(v any) error {
-	var b []byte
+	var text string
 	switch t := v.(type) {
 	case nil:
 		*s = nil
 		return nil
 	case string:
-		b = []byte(t)
+		text = t
 	case []byte:
-		b = t
+		text = string(t)
 	default:
 		return fmt.Errorf("scan strings from %T", v)
 	}
+	switch text { // most lists are empty: read as json.Unmarshal reads them, without its reflection
+	case "[]":
+		*s = Strings{}
+		return nil
+	case "null":
+		*s = nil
+		return nil
+	}
 	var out []string
-	if err := json.Unmarshal(b, &out); err != nil {
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
 		return fmt.Errorf("decode strings: %w", err)
 	}
 	*s = out
