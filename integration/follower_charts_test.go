@@ -46,18 +46,29 @@ func TestFollowerChartsInTheBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx := newTab(t)
-	err = chromedp.Do(ctx,
-		chromedp.Navigate(follower.URL+"/cluster"),
-		chromedp.WaitVisible(`input[name=username]`),
-		chromedp.SendKeys(`input[name=username]`, "admin"),
-		chromedp.SendKeys(`input[name=password]`, "dev"),
-		chromedp.Submit(`input[name=password]`),
-		chromedp.WaitVisible(`#stored-charts`),
-	)
-	if err != nil {
-		t.Fatalf("the follower's cluster page: %v\n%s", err, follower.output())
+	// Every role sees the cluster's charts: an admin, a team lead, a
+	// researcher.
+	for _, user := range []string{"admin", "lead", "alice"} {
+		ctx := newTab(t)
+		err = chromedp.Do(ctx,
+			chromedp.Navigate(follower.URL+"/cluster"),
+			chromedp.WaitVisible(`input[name=username]`),
+			chromedp.SendKeys(`input[name=username]`, user),
+			chromedp.SendKeys(`input[name=password]`, "dev"),
+			chromedp.Submit(`input[name=password]`),
+			chromedp.WaitVisible(`#stored-charts`),
+		)
+		if err != nil {
+			t.Fatalf("%s: the follower's cluster page: %v\n%s", user, err, follower.output())
+		}
+		followerCharts(t, ctx, follower, user)
 	}
+}
+
+// followerCharts checks the follower's cluster page's charts, as drawn
+// for user, at each viewport.
+func followerCharts(t *testing.T, ctx context.Context, follower *server, user string) {
+	t.Helper()
 	for _, vp := range viewports {
 		err := chromedp.Do(ctx,
 			chromedp.EmulateViewport(vp.width, vp.height),
@@ -66,19 +77,19 @@ func TestFollowerChartsInTheBrowser(t *testing.T) {
 			chromedp.WaitVisible(`#gpu-wall-history .gpu-chart[data-points] canvas`),
 		)
 		if err != nil {
-			t.Fatalf("%s: the follower's charts: %v\n%s", vp.name, err, follower.output())
+			t.Fatalf("%s at %s: the follower's charts: %v\n%s", user, vp.name, err, follower.output())
 		}
 		live, err := chromedp.Run(ctx, chromedp.Evaluate[[]bool](
 			`[document.getElementById("gpu-util").hidden, document.getElementById("gpu-wall").hidden]`))
 		if err != nil || len(live) != 2 || !live[0] || !live[1] {
-			t.Errorf("%s: the empty live charts hidden: %v (%v), want both", vp.name, live, err)
+			t.Errorf("%s at %s: the empty live charts hidden: %v (%v), want both", user, vp.name, live, err)
 		}
 		// Ten minutes at a minute a point: 10 or 11 per GPU.
 		points, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
 			`Array.from(document.querySelectorAll("#gpu-wall-history .gpu-chart")).map(function (c) { return c.dataset.points; })`))
 		if err != nil || len(points) != 2 || (points[0] != "10" && points[0] != "11") {
-			t.Errorf("%s: the wall's points per GPU %v (%v), want 10 or 11 for each of 2 GPUs", vp.name, points, err)
+			t.Errorf("%s at %s: the wall's points per GPU %v (%v), want 10 or 11 for each of 2 GPUs", user, vp.name, points, err)
 		}
-		screenshot(t, ctx, "follower-cluster-"+vp.name)
+		screenshot(t, ctx, "follower-cluster-"+user+"-"+vp.name)
 	}
 }

@@ -95,6 +95,10 @@ func TestFollowerChartsAreStored(t *testing.T) {
 				if got := strings.Contains(page, `data-charts="stored"`) && strings.Contains(page, `id="stored-charts"`); got != tc.stored {
 					t.Errorf("%s draws stored charts: %v, want %v", target, got, tc.stored)
 				}
+				// The stored wall has no GPU detail to open.
+				if target == "/cluster" && strings.Contains(page, "Click a GPU's chart") == tc.stored {
+					t.Errorf("%s offers a GPU's detail: %v, want %v", target, !tc.stored, !tc.stored)
+				}
 			}
 		})
 	}
