@@ -33,9 +33,12 @@ func TestFollowerChartsInTheBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	// From half an hour back to 5 minutes ahead, so that the last 10
+	// minutes hold a row a minute whenever the pages read them (a test
+	// that crossed a minute found 9).
 	now := time.Now().Unix() / 60 * 60
 	var rows []models.GPUHistory
-	for m := int64(1); m <= 30; m++ {
+	for m := int64(-5); m <= 30; m++ {
 		for idx, uuid := range []string{"GPU-f0", "GPU-f1"} {
 			rows = append(rows, models.GPUHistory{Step: models.StepMinute, Start: now - m*60, GPU: uuid, Node: "box-0",
 				GPUIndex: idx, Samples: 60, MemMiB: 80 << 10, MemUsedAvgMiB: float64((m%7 + 1) << 12), MemUsedMaxMiB: (m%7 + 2) << 12,

@@ -33,9 +33,11 @@ func TestFollowerChartsAreStored(t *testing.T) {
 	if _, err := ts.store.MarkStarted(ctx, j.ID, []string{"node-0:1"}, started); err != nil {
 		t.Fatal(err)
 	}
-	// An hour of minute rows of two GPUs, as the leader's writer leaves them.
+	// An hour of minute rows of two GPUs, as the leader's writer leaves
+	// them, and 2 minutes ahead: the last 10 minutes hold a row a minute
+	// even if the reads cross a minute.
 	var rows []models.GPUHistory
-	for m := int64(1); m <= 60; m++ {
+	for m := int64(-2); m <= 60; m++ {
 		for idx, used := range []float64{100, 700} {
 			rows = append(rows, models.GPUHistory{Step: models.StepMinute, Start: now.Unix()/60*60 - m*60, GPU: fmt.Sprint("G", idx),
 				Node: "node-0", GPUIndex: idx, Samples: 60, MemMiB: 1024, MemUsedAvgMiB: used, MemUsedMaxMiB: int64(used), BusySamples: 60})
