@@ -14,6 +14,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -25,6 +26,16 @@ type fakeEngine struct {
 	fakeJobEngine // the engine's reads of jobs (jobqueries_test.go)
 	cancelled     []int64
 	woken         int
+	// stored keeps the leader's reservations, which a follower reads
+	// (StoredReservations); nil: none stored.
+	stored engine.ReservationStore
+}
+
+func (e *fakeEngine) StoredReservations(ctx context.Context) ([]sched.Reservation, error) {
+	if e.stored == nil {
+		return nil, nil
+	}
+	return e.stored.Reservations(ctx)
 }
 
 // Scheduler is the job engine's (ClusterEngine, unused here, has one too).
@@ -97,7 +108,7 @@ func newFixture(t *testing.T) *fixture {
 		f.users[u.name] = userView(row)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f.app = New(Config{Store: store, Engine: &fakeEngine{}, Logger: quiet})
+	f.app = New(Config{Store: store, Engine: &fakeEngine{stored: enginestore.Store{Store: store}}, Logger: quiet})
 	return f
 }
 

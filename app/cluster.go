@@ -35,6 +35,9 @@ type ClusterEngine interface {
 	NodeAllocations() map[string]engine.NodeAllocation
 	// Reservations are the last pass's, in its order.
 	Reservations() []sched.Reservation
+	// StoredReservations are those the leader stored, in its last
+	// pass's order: a follower replica shows them.
+	StoredReservations(ctx context.Context) ([]sched.Reservation, error)
 	Stats() engine.Stats
 	Scheduler() *sched.Scheduler
 	// Fenced says why this replica, a leader, cannot confirm its lock

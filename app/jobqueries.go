@@ -24,9 +24,6 @@ type JobReadStore interface {
 	QueueRows(ctx context.Context) ([]models.QueueRow, error)
 	LatestForecasts(ctx context.Context) (map[int64]models.Forecast, error)
 	LatestForecastsOf(ctx context.Context, ids []int64) (map[int64]models.Forecast, error)
-	// Reservations are the reservations the leader's last pass kept, as
-	// it stored them: a follower shows them (storedReservations).
-	Reservations(ctx context.Context) ([]models.Reservation, error)
 	JobsByID(ctx context.Context, ids []int64) ([]models.Job, error)
 	// QueueJobsByID is JobsByID with the fields a queue's entry shows.
 	QueueJobsByID(ctx context.Context, ids []int64) ([]models.Job, error)

@@ -127,7 +127,7 @@ func (s *App) Moment(ctx context.Context) (*Moment, error) {
 
 // Reservations are the reservations of the scheduling leader's last
 // pass, in its order: on the leader its engine's; on a follower replica,
-// which runs no engine, as the leader stored them (table reservations,
+// which runs no passes, as the leader stored them (table reservations,
 // engine.ReservationStore), the same jobs, GPUs, "from" and "due". A
 // job's page and the API (JobOf) and the cluster page (ReservedGPUs) show
 // them from here.
@@ -135,19 +135,11 @@ func (s *App) Reservations(ctx context.Context) ([]sched.Reservation, error) {
 	if s.leading() {
 		return s.cfg.Engine.Reservations(), nil
 	}
-	rows, err := s.cfg.Store.Reservations(ctx)
+	rs, err := s.cfg.Engine.StoredReservations(ctx)
 	if err != nil {
 		return nil, stored(err)
 	}
-	out := make([]sched.Reservation, 0, len(rows))
-	for _, r := range rows {
-		gpus, err := r.GPURefs()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sched.Reservation{JobID: r.JobID, GPUs: gpus, Count: r.Count, FromS: r.FromS, DueS: r.DueS})
-	}
-	return out, nil
+	return rs, nil
 }
 
 // ReservationShown is a reservation as the cluster page lists it: its

@@ -93,7 +93,7 @@ func TestFollowerReservedGPUs(t *testing.T) {
 	}
 	from := time.Unix(fromS, 0).Local()
 	leaders := []sched.Reservation{{JobID: first, GPUs: []gpu.Ref{{Node: "node-2", Index: 3}}, Count: 1, FromS: fromS, DueS: dueS}}
-	f.app.cfg.Engine = reservingEngine{fakeEngine: &fakeEngine{}, rs: leaders}
+	f.app.cfg.Engine = reservingEngine{fakeEngine: f.app.cfg.Engine.(*fakeEngine), rs: leaders}
 	for _, tc := range []struct {
 		name      string
 		leading   bool

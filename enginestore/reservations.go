@@ -11,19 +11,14 @@ import (
 )
 
 // Reservations returns the reservations the scheduling leader's last pass
-// kept, in the pass's order (engine.ReservationStore).
+// kept, in the pass's order (engine.ReservationStore): what the leader's
+// engine loads when it starts, and what a follower replica shows
+// (Engine.StoredReservations).
 func (s Store) Reservations(ctx context.Context) ([]sched.Reservation, error) {
 	rows, err := s.Store.Reservations(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return StoredReservations(rows)
-}
-
-// StoredReservations reads the stored rows of reservations back as the
-// core's, in their order: what the leader's engine loads when it starts,
-// and what a follower replica shows.
-func StoredReservations(rows []models.Reservation) ([]sched.Reservation, error) {
 	out := make([]sched.Reservation, 0, len(rows))
 	for _, r := range rows {
 		gpus, err := r.GPURefs()

@@ -133,6 +133,17 @@ func (e *Engine) Reservations() []sched.Reservation {
 	return slices.Clone(e.rsvOrder)
 }
 
+// StoredReservations are the reservations the leader stored
+// (ReservationStore), in its last pass's order: what a follower replica,
+// which runs no passes, shows.
+func (e *Engine) StoredReservations(ctx context.Context) ([]sched.Reservation, error) {
+	rs, err := e.cfg.Store.Reservations(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read stored reservations: %w", err)
+	}
+	return rs, nil
+}
+
 // ReservedGPUsOf maps each GPU ("node:index") that rs reserve to the
 // reservation that holds it, and when its GPUs are expected to be free:
 // the cluster page marks them, on the leader from its engine's last pass
