@@ -298,3 +298,44 @@ func TestAccessChangedTold(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinTokenTTL: a join token's ttl_s is checked in seconds, so a
+// number too large for a Duration is refused rather than wrapping round
+// to a token that never expires or one gone within a second.
+func TestJoinTokenTTL(t *testing.T) {
+	f := newFixture(t)
+	admin := Actor{User: f.users["admin"]}
+	maxS := int64(MaxJoinTokenTTL / time.Second)
+	for _, tc := range []struct {
+		name string
+		ttlS int64
+		ok   bool
+	}{
+		{"until revoked", 0, true},
+		{"a day", 86400, true},
+		{"the most", maxS, true},
+		{"a second over", maxS + 1, false},
+		{"negative", -1, false},
+		{"wraps to never", 99999999999999999, false},
+		{"wraps to under a second", 18446744074, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			made, err := f.app.CreateJoinToken(context.Background(), admin, api.JoinTokenRequest{Name: "rack", TTLS: ptr(tc.ttlS)})
+			if !tc.ok {
+				if KindOf(err) != Invalid {
+					t.Fatalf("made %+v, err %v; want ttl_s refused", made.JoinToken, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch exp := made.JoinToken.ExpiresAt; {
+			case tc.ttlS == 0 && exp != nil:
+				t.Errorf("expires %v, want never", exp)
+			case tc.ttlS > 0 && (exp == nil || exp.Sub(made.JoinToken.CreatedAt) != time.Duration(tc.ttlS)*time.Second):
+				t.Errorf("expires %v after %v, want %ds after", exp, made.JoinToken.CreatedAt, tc.ttlS)
+			}
+		})
+	}
+}

@@ -55,7 +55,9 @@ func (s *App) CreateJoinToken(ctx context.Context, a Actor, req api.JoinTokenReq
 	}
 	ttl := DefaultJoinTokenTTL
 	if req.TTLS != nil {
-		if *req.TTLS < 0 || time.Duration(*req.TTLS)*time.Second > MaxJoinTokenTTL {
+		// Compared in seconds: a huge ttl_s made a Duration that wrapped
+		// round, to "until revoked" or to a token gone in a second.
+		if *req.TTLS < 0 || *req.TTLS > int64(MaxJoinTokenTTL/time.Second) {
 			return api.NewJoinToken{}, invalid("ttl_s", "ttl_s: want 0 (until revoked) to %d seconds", int64(MaxJoinTokenTTL/time.Second))
 		}
 		ttl = time.Duration(*req.TTLS) * time.Second

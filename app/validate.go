@@ -241,13 +241,20 @@ func spec(r api.SubmitRequest, fe FieldErrors) jobSpec {
 	names := slices.Sorted(maps.Keys(r.Env))
 	pairs := make([]string, 0, len(names))
 	for _, n := range names {
+		// A name is checked before it is joined to its value: "A=B": "c"
+		// would otherwise pass as A set to "B=c".
+		if err := job.CheckEnvName(n); err != nil {
+			fe["env"] = err.Error()
+			break
+		}
 		pairs = append(pairs, n+"="+r.Env[n])
 	}
-	env, err := job.ParseEnv(pairs)
-	if err != nil {
-		fe["env"] = err.Error()
+	var err error
+	if _, bad := fe["env"]; !bad {
+		if sp.env, err = job.ParseEnv(pairs); err != nil {
+			fe["env"] = err.Error()
+		}
 	}
-	sp.env = env
 	switch w := r.Workdir; {
 	case len(w) > maxWorkdirLen:
 		fe["workdir"] = fmt.Sprintf("is longer than %d bytes", maxWorkdirLen)

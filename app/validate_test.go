@@ -1,6 +1,7 @@
 package app
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,5 +75,43 @@ func TestValidateTasksPerGPU(t *testing.T) {
 		if _, fe := validate(u, r, []string{"vision"}, 8); !strings.Contains(fe["tasks_per_gpu"], "not a simulated job") {
 			t.Errorf("%s: tasks_per_gpu %q, want it refused (all: %v)", name, fe["tasks_per_gpu"], fe)
 		}
+	}
+}
+
+// TestValidateEnvNames checks that a variable's name in the API's env
+// object is checked as a name: "A=B" is refused, never read as A set to
+// "B=value".
+func TestValidateEnvNames(t *testing.T) {
+	u := &User{Name: "ann", Team: "vision", Role: RoleResearcher}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		ok   bool
+	}{
+		{"a plain name", map[string]string{"DATA": "/data"}, true},
+		{"a value with =", map[string]string{"OPTS": "a=b"}, true},
+		{"a name with =", map[string]string{"A=B": "c"}, false},
+		{"an empty name", map[string]string{"": "c"}, false},
+		{"a name starting with a digit", map[string]string{"1A": "c"}, false},
+		{"a name gpuportal sets", map[string]string{"GPUPORTAL_JOB_ID": "1"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := api.SubmitRequest{Name: "env", Team: "vision", GPUs: 1, Command: api.Command{"env"}, Env: tc.env}
+			j, fe := validate(u, r, []string{"vision"}, 8)
+			if tc.ok {
+				if len(fe) != 0 {
+					t.Fatalf("refused: %v", fe)
+				}
+				for k, v := range tc.env {
+					if !slices.Contains(j.Env, k+"="+v) {
+						t.Errorf("env %v, want %s=%s", j.Env, k, v)
+					}
+				}
+				return
+			}
+			if fe["env"] == "" {
+				t.Errorf("accepted as %v; want env refused", j.Env)
+			}
+		})
 	}
 }

@@ -45,9 +45,14 @@
       values: function (u, splits) {
         var min = u.scales.x.min, max = u.scales.x.max, span = max - min;
         var plot = u.bbox.width / devicePixelRatio; // css px, 0 before the first layout
+        // The labels' finest unit: a second up to 15 minutes shown, else
+        // a minute. Over a few seconds (a job just started) uPlot puts
+        // ticks half a second apart, and each second was labelled twice.
+        var unit = span <= 15 * 60 ? 1 : 60;
         return splits.map(function (t) {
           // A label centred on a tick at the right edge would be cut in half.
           if (plot > 0 && (max - t) / span * plot < 30) { return ""; }
+          if (Math.abs(t - Math.round(t / unit) * unit) > 1e-6) { return ""; }
           var d = new Date(t * 1000), hm = pad(d.getHours()) + ":" + pad(d.getMinutes());
           if (span <= 15 * 60) { return hm + ":" + pad(d.getSeconds()); }
           if (span <= 36 * 3600) { return hm; }

@@ -10,3 +10,22 @@ document.addEventListener("submit", function (ev) {
   var question = ev.target.getAttribute("data-confirm");
   if (question && !window.confirm(question)) { ev.preventDefault(); }
 });
+
+// A job's output (#job-log) opens at its end, as tail -f shows it, and
+// keeps the reader's place when the job's facts are refreshed (htmx
+// replaces the whole block every 2 s): at the end, it follows the new
+// lines; scrolled up, it stays where it was. Before, every refresh put
+// it back at the top, at the oldest lines shown.
+var jobLogPlace = null;
+document.addEventListener("htmx:beforeSwap", function () {
+  var e = document.getElementById("job-log");
+  jobLogPlace = e ? { end: e.scrollHeight - e.clientHeight - e.scrollTop < 8, top: e.scrollTop } : null;
+});
+if (window.htmx) {
+  htmx.onLoad(function () {
+    var e = document.getElementById("job-log");
+    if (!e) { return; }
+    e.scrollTop = jobLogPlace && !jobLogPlace.end ? jobLogPlace.top : e.scrollHeight;
+    jobLogPlace = null;
+  });
+}

@@ -165,8 +165,10 @@ func (s *Server) renderTokens(c echo.Context, status int, flash, newToken string
 
 func (s *Server) createTokenForm(c echo.Context) error {
 	days, err := strconv.Atoi(c.FormValue("days"))
-	if err != nil {
-		days = 0 // refused, naming the field
+	if err != nil || days < 1 || days > app.MaxTokenDays {
+		// Refused, naming the field; checked before it is made a
+		// Duration, which 213504 days overflowed to 25 minutes.
+		days = 0
 	}
 	tok, err := s.app.CreateToken(c.Request().Context(), appActor(c), c.FormValue("name"), time.Duration(days)*24*time.Hour)
 	var ae *app.Error

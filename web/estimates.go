@@ -36,9 +36,18 @@ func calibrationText(st api.ForecastStats) string {
 	if jobs == 0 {
 		return "No forecast has been checked against a start yet."
 	}
+	waited, them := fmt.Sprintf("last %d jobs", jobs), "them"
+	if jobs == 1 {
+		waited, them = "last job", "it"
+	}
+	if c.Forecasts == 0 {
+		// No range to check a start against: "0% started within the
+		// range" would blame ranges never shown.
+		return fmt.Sprintf("No forecast has been checked against a start yet: the %s that waited had no forecast (run times were not known yet).", waited)
+	}
 	// Every job's first forecast shown counts, an unknown one as a miss:
 	// the share is of jobs, as a user meets them.
-	s := fmt.Sprintf("Of the last %d jobs that waited, %.0f%% started within the range first shown to them", jobs, 100*float64(c.Within)/float64(jobs))
+	s := fmt.Sprintf("Of the %s that waited, %.0f%% started within the range first shown to %s", waited, 100*float64(c.Within)/float64(jobs), them)
 	if c.Unknown > 0 {
 		s += fmt.Sprintf(" (%d had no forecast yet)", c.Unknown)
 	}

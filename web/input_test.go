@@ -267,6 +267,10 @@ func TestFormsRefuseUnboundedInput(t *testing.T) {
 			{"alice", "/jobs", with(submit, "gpu_fraction", "1e-300"), "gpu_fraction"},
 			{"alice", "/jobs", with(submit, "time_limit", "1ns"), "time_limit"},
 			{"alice", "/tokens", with(url.Values{"days": {"1"}}, "name", "laptop\xff"), "name"},
+			// 213504 days overflowed a Duration to 25 minutes, a token
+			// made with a 200.
+			{"alice", "/tokens", "name=laptop&days=213504", "days"},
+			{"admin", "/admin/machines/join-tokens", "name=rack&ttl_s=18446744074", "ttl_s"},
 			{"alice", fmt.Sprintf("/jobs/%d/keep-alive", running), "hours=1e300", "hours"},
 			{"alice", fmt.Sprintf("/jobs/%d/template", running), with(url.Values{}, "template_name", "t\x00"), "template_name"},
 			{"lead", "/teams/vision/session-policy", "max_session_hours=1e-300", "max_session_hours"},

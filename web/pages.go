@@ -305,12 +305,15 @@ func formRequest(f templates.SubmitForm) (api.SubmitRequest, fieldErrors) {
 				req.Session.Port = port
 			}
 		}
-	default:
+	case "sim", "":
 		d, err := strconv.ParseFloat(strings.TrimSpace(f.DurationS), 64)
 		if err != nil {
 			fe["sim.duration_s"] = "must be a number of seconds"
 		}
 		req.Sim = &api.SimSpec{DurationS: d}
+	default:
+		// It was submitted as a simulated job.
+		fe["kind"] = fmt.Sprintf("%q: want command, sim or session", f.Kind)
 	}
 	if v := strings.TrimSpace(f.GPUMemGB); v != "" {
 		m, err := strconv.ParseFloat(v, 64)

@@ -225,6 +225,26 @@ func TestSubmitFormRunSettings(t *testing.T) {
 	}
 }
 
+// TestSubmitFormRefusesAnUnknownKind: a submit form whose "What runs"
+// is none of command, sim and session is refused, naming the field; it
+// was submitted as a simulated job.
+func TestSubmitFormRefusesAnUnknownKind(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	v := url.Values{"name": {"f"}, "team": {"vision"}, "gpus": {"1"}, "kind": {"bogus"}, "duration_s": {"30"}}
+	rec := ts.do(t, "alice", http.MethodPost, "/jobs", v.Encode())
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "want command, sim or session") {
+		t.Fatalf("status %d; want 400 naming kind: %.500s", rec.Code, rec.Body)
+	}
+	if js, err := ts.store.ListJobs(context.Background(), models.JobFilter{User: "alice"}); err != nil || len(js) != 0 {
+		t.Errorf("stored %d jobs (%v), want none", len(js), err)
+	}
+	v.Set("kind", "sim")
+	if rec := ts.do(t, "alice", http.MethodPost, "/jobs", v.Encode()); rec.Code != http.StatusSeeOther {
+		t.Errorf("a simulated job: status %d: %.300s", rec.Code, rec.Body)
+	}
+}
+
 func TestSetTeamTimeLimits(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)

@@ -409,12 +409,13 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 			return fmt.Errorf("start job %d on %s: a process per GPU is for commands on the machine, not containers, sessions or simulated jobs", s.JobID, a.cfg.Name)
 		}
 	}
-	log, err := a.openJobDir(s.JobID, ra)
+	dirRA := a.folderRunAs(s, ra)
+	log, err := a.openJobDir(s.JobID, dirRA)
 	if err != nil {
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
 	if s.Gang != nil {
-		if err := a.writeJobFile(s.JobID, ra, job.HostfileName, []byte(s.Gang.Hostfile())); err != nil {
+		if err := a.writeJobFile(s.JobID, dirRA, job.HostfileName, []byte(s.Gang.Hostfile())); err != nil {
 			log.Close()
 			return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 		}

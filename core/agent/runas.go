@@ -148,6 +148,25 @@ func (a *Local) jobRunAs(s job.Spec) (*runAs, error) {
 	return ra, nil
 }
 
+// folderRunAs is who job s's folder is made for, ra being who it runs as:
+// ra, but a simulated job under --run-as owner, which runs nothing, gets
+// its folder made for its owner's account where the machine has it, as
+// DialFiles serves every job's files as that account (a folder of the
+// agent's own, root's, was "permission denied to the job's account" on
+// the job's page).
+func (a *Local) folderRunAs(s job.Spec, ra *runAs) *runAs {
+	if !a.owners() || len(s.Command) > 0 || s.Session != nil || s.Account == "" {
+		return ra
+	}
+	s.Command = []string{FilesCommand}
+	owner, err := a.jobRunAs(s)
+	if err != nil {
+		// It runs all the same; its files are not readable as the owner.
+		return ra
+	}
+	return owner
+}
+
 // ValidAccountName reports whether name can name an account in the name
 // service: permissive (directories allow "alice@lab.example"), but never
 // a path, a passwd field separator, white space or an option.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -283,6 +285,50 @@ func TestPrivateJobFolders(t *testing.T) {
 			}
 			if fi, _ := os.Stat(secret); fi.Sys().(*syscall.Stat_t).Uid != 0 || fi.Mode().Perm() != 0o600 {
 				t.Error("the link's target changed")
+			}
+		})
+	}
+}
+
+// TestSimulatedJobFolderIsTheOwners: under --run-as owner a simulated
+// job, which runs nothing, still gets its folder made for its owner's
+// account, the one DialFiles serves its files as; an owner without an
+// account on the machine leaves it the agent's, and the job runs.
+func TestSimulatedJobFolderIsTheOwners(t *testing.T) {
+	needRoot(t)
+	work := openTempDir(t)
+	exits := make(chan job.Exit, 4)
+	a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 2, 1024), WorkDir: work, RunAs: RunAsOwner,
+		Owners: fakeAccounts(User{Name: "alice", UID: 51001, GID: 52001, Groups: []uint32{52001}})}, exits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
+	for _, tc := range []struct {
+		name    string
+		id      int64
+		account string
+		uid     uint32
+	}{
+		{"the owner's account", 1, "alice", 51001},
+		{"no account on the machine", 2, "bob", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := a.Start(context.Background(), job.Spec{JobID: tc.id, Run: 1, SimRemaining: time.Hour, GPUs: []int{int(tc.id) - 1}, Account: tc.account}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{a.jobDir(tc.id), a.CheckpointDir(tc.id), a.LogPath(tc.id)} {
+				fi, err := os.Lstat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != tc.uid {
+					t.Errorf("%s belongs to %d, want %d", p, uid, tc.uid)
+				}
 			}
 		})
 	}
