@@ -416,7 +416,7 @@ func (s *simulator) arrive(j *job) {
 	s.shareJob(j, &s.snap[len(s.snap)-1])
 	if s.cpu != nil {
 		sj := &s.snap[len(s.snap)-1]
-		sj.CPUProfile, sj.CPUProfileSource = &j.profile, j.profileSrc
+		sj.CPUProfile, sj.CPUProfileSource = &j.cpu.profile, j.cpu.profileSrc
 	}
 }
 
