@@ -118,6 +118,9 @@ type pass struct {
 	rsvRels      []rsvRel
 
 	d Decisions
+	// last: the slices of the last pass's Decisions, for the next to
+	// build its own in (Config.ReuseDecisions).
+	last Decisions
 }
 
 // runJob is a running job's grip on its GPUs during a pass.
@@ -182,6 +185,9 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 		p.dist = s.GPUTimeDist
 	}
 	p.d = Decisions{}
+	if sc.cfg.ReuseDecisions {
+		p.d.Starts, p.d.Preempts, p.d.QueueChanges = p.last.Starts[:0], p.last.Preempts[:0], p.last.QueueChanges[:0]
+	}
 	p.sh.on = false
 
 	if p.count {
@@ -218,7 +224,27 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 		p.markBorrowed()
 	}
 	p.allocate()
+	if sc.cfg.ReuseDecisions {
+		p.reuse()
+	}
 	return p.d
+}
+
+// reuse keeps the slices of the decisions for the next pass
+// (Config.ReuseDecisions), and returns an empty one as nil, as a pass
+// that does not reuse them does.
+func (p *pass) reuse() {
+	d := &p.d
+	p.last.Starts, p.last.Preempts, p.last.QueueChanges = d.Starts, d.Preempts, d.QueueChanges
+	if len(d.Starts) == 0 {
+		d.Starts = nil
+	}
+	if len(d.Preempts) == 0 {
+		d.Preempts = nil
+	}
+	if len(d.QueueChanges) == 0 {
+		d.QueueChanges = nil
+	}
 }
 
 // release drops references into the snapshot before the pass is pooled;

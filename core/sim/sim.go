@@ -230,10 +230,12 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	}
 	// The simulator never reads Decisions.Allocations (it models CPUs
 	// itself, from the placements: cpualloc.go) nor the reasons of
-	// preemptions and queue changes.
+	// preemptions and queue changes, and it is done with a pass's
+	// decisions before the next (an Observer too: Observer.Pass).
 	sconf := cfg.Sched
 	sconf.OmitAllocations = true
 	sconf.OmitReasons = true
+	sconf.ReuseDecisions = true // pass applies them before the next
 	if sconf.HandoverS == 0 {
 		// A reservation past its deadline takes its GPUs a handover
 		// early, so that its job starts by the deadline.
