@@ -41,6 +41,7 @@ type pass struct {
 	shared    []int32 // slots more than one running job claims
 	qs        []QueueState
 	due       []float64 // per job: when its queue changes if it stays as it is
+	dueMin    float64   // the earliest of due after now, 0 for none (recheck)
 	outcome   []uint8   // per job: what the pass did to it
 	victims   []int32
 	noQueue   QueueState // the queue state of jobs under a policy without queues
@@ -295,6 +296,7 @@ func (p *pass) scan() {
 		}
 	}
 	none := &p.noQueue
+	p.dueMin = 0
 	for i := range jobs {
 		j := &jobs[i]
 		if j.State != Pending && j.State != Running {
@@ -304,7 +306,11 @@ func (p *pass) scan() {
 		qs := none
 		if queued {
 			qs = &p.qs[i]
-			p.due[i] = p.dueAt(j, qs, p.queueState(j, qs), running)
+			due := p.dueAt(j, qs, p.queueState(j, qs), running)
+			p.due[i] = due
+			if due > p.now && (p.dueMin == 0 || due < p.dueMin) {
+				p.dueMin = due
+			}
 		}
 		if !running {
 			p.outcome[i] = outWaiting
@@ -422,10 +428,8 @@ func (p *pass) hold(j *Job, i int) *runJob {
 		}
 	}
 	hi := int32(len(p.held))
-	p.runs = append(p.runs, runJob{})
-	r := &p.runs[len(p.runs)-1]
-	r.lo, r.hi, r.n, r.ent, r.job = lo, hi, hi-lo, -1, int32(i)
-	return r
+	p.runs = append(p.runs, runJob{lo: lo, hi: hi, n: hi - lo, ent: -1, job: int32(i)})
+	return &p.runs[len(p.runs)-1]
 }
 
 // runQAdd adds n to what preemption could free in the queue of running
@@ -471,6 +475,13 @@ func (p *pass) dropShared() {
 // job reaching its queue's threshold, a waiting one due for promotion.
 func (p *pass) recheck() {
 	if p.pol.queues == nil {
+		return
+	}
+	if len(p.d.Starts) == 0 && len(p.preempted) == 0 {
+		// Every job ends the pass as scan found it (a pass that starts
+		// and preempts nobody, most of a replay's): the earliest of
+		// their due times is scan's.
+		p.recheckAt(p.dueMin)
 		return
 	}
 	for i, out := range p.outcome {
