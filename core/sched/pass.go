@@ -314,8 +314,9 @@ func (p *pass) scan() {
 		}
 		if !running {
 			p.outcome[i] = outWaiting
-			p.ents = append(p.ents, entry{id: j.ID, job: int32(i), run: -1, gpus: clampGPUs(j.GPUs)})
-			p.key(&p.ents[len(p.ents)-1], j, qs)
+			e := p.newEntry(&p.ents)
+			e.id, e.job, e.run, e.gpus = j.ID, int32(i), -1, clampGPUs(j.GPUs)
+			p.key(e, j, qs)
 			if j.Sharing {
 				p.shareScan(j)
 			}
@@ -366,19 +367,21 @@ func (p *pass) running() {
 			if queued {
 				q = p.qs[i].Index
 			}
-			p.rents = append(p.rents, entry{id: j.ID, job: i, run: int32(k), gpus: clampGPUs(j.GPUs), queue: int32(q)})
+			e := p.newEntry(&p.rents)
+			e.id, e.job, e.run, e.gpus, e.queue = j.ID, i, int32(k), clampGPUs(j.GPUs), int32(q)
 		}
 		return
 	}
 	for _, i := range p.runIdx {
 		j := &p.s.Jobs[i]
 		g := clampGPUs(j.GPUs)
-		p.rents = append(p.rents, entry{id: j.ID, job: i, run: int32(len(p.runs)), gpus: g})
-		r := runJob{n: max(g, 0), ent: -1, job: i}
+		e := p.newEntry(&p.rents)
+		e.id, e.job, e.run, e.gpus = j.ID, i, int32(len(p.runs)), g
+		r := p.newRun()
+		r.n, r.ent, r.job = max(g, 0), -1, i
 		if p.keptClass(j) {
 			r.state = runKept
 		}
-		p.runs = append(p.runs, r)
 	}
 }
 
@@ -428,8 +431,9 @@ func (p *pass) hold(j *Job, i int) *runJob {
 		}
 	}
 	hi := int32(len(p.held))
-	p.runs = append(p.runs, runJob{lo: lo, hi: hi, n: hi - lo, ent: -1, job: int32(i)})
-	return &p.runs[len(p.runs)-1]
+	r := p.newRun()
+	r.lo, r.hi, r.n, r.ent, r.job = lo, hi, hi-lo, -1, int32(i)
+	return r
 }
 
 // runQAdd adds n to what preemption could free in the queue of running
@@ -500,4 +504,19 @@ func (p *pass) recheckAt(t float64) {
 	if t > p.now && (p.d.Recheck == 0 || t < p.d.Recheck) {
 		p.d.Recheck = t
 	}
+}
+
+// newEntry appends a zero entry to *ents and returns it, for the caller
+// to fill in place. An entry built whole and then appended is written
+// field by field on the stack and copied in wide loads, which stall on
+// store forwarding: in a replay, a few percent of every pass.
+func (p *pass) newEntry(ents *[]entry) *entry {
+	*ents = append(*ents, entry{})
+	return &(*ents)[len(*ents)-1]
+}
+
+// newRun appends a zero run to p.runs and returns it (see newEntry).
+func (p *pass) newRun() *runJob {
+	p.runs = append(p.runs, runJob{})
+	return &p.runs[len(p.runs)-1]
 }
