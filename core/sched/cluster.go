@@ -17,8 +17,9 @@ import (
 // (pass.reclaim); busy flags change only when a decision is made.
 type cluster struct {
 	nodes []cnode
-	src   []Node  // the snapshot's nodes
-	dedup [][]GPU // GPUs of the nodes that list an index twice (cnode.dedup)
+	refs  []gpu.Ref // the rest of the block placements are cut from (newRefs)
+	src   []Node    // the snapshot's nodes
+	dedup [][]GPU   // GPUs of the nodes that list an index twice (cnode.dedup)
 	// byName finds a node by name. It, nodeOf and hot are built from the
 	// snapshot's node names and kept from pass to pass while the names
 	// stay the same (names), so that a pass over the same machines

@@ -336,6 +336,25 @@ func FuzzSchedule(f *testing.F) {
 		} else if got, want := fmt.Sprintf("%+v", qsc.Schedule(s)), fmt.Sprintf("%+v", withoutReasons(sc.Schedule(s))); got != want {
 			t.Fatalf("%+v: with OmitReasons\n%s\nwant\n%s", cfg, got, want)
 		}
+		// Decisions built in the last pass's slices
+		// (Config.ReuseDecisions, as the simulator runs): the same, and
+		// again after a pass over another snapshot.
+		reuse := cfg
+		reuse.ReuseDecisions = true
+		if rsc, err := New(reuse); err != nil {
+			t.Fatalf("%+v: %v", reuse, err)
+		} else {
+			if got := fmt.Sprintf("%+v", rsc.Schedule(s)); got != fmt.Sprintf("%+v", d) {
+				t.Fatalf("%+v: with ReuseDecisions\n%s\nwant\n%+v", cfg, got, d)
+			}
+			if len(data) > 1 {
+				_, other := decodeSnapshot(append(slices.Clone(data[1:]), data[0]))
+				rsc.Schedule(other)
+			}
+			if got := fmt.Sprintf("%+v", rsc.Schedule(s)); got != fmt.Sprintf("%+v", d) {
+				t.Fatalf("%+v: with ReuseDecisions, a second time\n%s\nwant\n%+v", cfg, got, d)
+			}
+		}
 		// What a pass keeps for the next (node names, model lookups)
 		// changes nothing: after another snapshot, the same decisions.
 		if len(data) > 1 {

@@ -41,6 +41,7 @@ type pass struct {
 	shared    []int32 // slots more than one running job claims
 	qs        []QueueState
 	due       []float64 // per job: when its queue changes if it stays as it is
+	dueMin    float64   // the earliest of due after now, 0 for none (recheck)
 	outcome   []uint8   // per job: what the pass did to it
 	victims   []int32
 	noQueue   QueueState // the queue state of jobs under a policy without queues
@@ -118,6 +119,9 @@ type pass struct {
 	rsvRels      []rsvRel
 
 	d Decisions
+	// last: the slices of the last pass's Decisions, for the next to
+	// build its own in (Config.ReuseDecisions).
+	last Decisions
 }
 
 // runJob is a running job's grip on its GPUs during a pass.
@@ -182,6 +186,9 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 		p.dist = s.GPUTimeDist
 	}
 	p.d = Decisions{}
+	if sc.cfg.ReuseDecisions {
+		p.d.Starts, p.d.Preempts, p.d.QueueChanges = p.last.Starts[:0], p.last.Preempts[:0], p.last.QueueChanges[:0]
+	}
 	p.sh.on = false
 
 	if p.count {
@@ -218,7 +225,27 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 		p.markBorrowed()
 	}
 	p.allocate()
+	if sc.cfg.ReuseDecisions {
+		p.reuse()
+	}
 	return p.d
+}
+
+// reuse keeps the slices of the decisions for the next pass
+// (Config.ReuseDecisions), and returns an empty one as nil, as a pass
+// that does not reuse them does.
+func (p *pass) reuse() {
+	d := &p.d
+	p.last.Starts, p.last.Preempts, p.last.QueueChanges = d.Starts, d.Preempts, d.QueueChanges
+	if len(d.Starts) == 0 {
+		d.Starts = nil
+	}
+	if len(d.Preempts) == 0 {
+		d.Preempts = nil
+	}
+	if len(d.QueueChanges) == 0 {
+		d.QueueChanges = nil
+	}
 }
 
 // release drops references into the snapshot before the pass is pooled;
@@ -269,6 +296,7 @@ func (p *pass) scan() {
 		}
 	}
 	none := &p.noQueue
+	p.dueMin = 0
 	for i := range jobs {
 		j := &jobs[i]
 		if j.State != Pending && j.State != Running {
@@ -278,12 +306,17 @@ func (p *pass) scan() {
 		qs := none
 		if queued {
 			qs = &p.qs[i]
-			p.due[i] = p.dueAt(j, qs, p.queueState(j, qs), running)
+			due := p.dueAt(j, qs, p.queueState(j, qs), running)
+			p.due[i] = due
+			if due > p.now && (p.dueMin == 0 || due < p.dueMin) {
+				p.dueMin = due
+			}
 		}
 		if !running {
 			p.outcome[i] = outWaiting
-			p.ents = append(p.ents, entry{id: j.ID, job: int32(i), run: -1, gpus: clampGPUs(j.GPUs)})
-			p.key(&p.ents[len(p.ents)-1], j, qs)
+			e := p.newEntry(&p.ents)
+			e.id, e.job, e.run, e.gpus = j.ID, int32(i), -1, clampGPUs(j.GPUs)
+			p.key(e, j, qs)
 			if j.Sharing {
 				p.shareScan(j)
 			}
@@ -334,19 +367,21 @@ func (p *pass) running() {
 			if queued {
 				q = p.qs[i].Index
 			}
-			p.rents = append(p.rents, entry{id: j.ID, job: i, run: int32(k), gpus: clampGPUs(j.GPUs), queue: int32(q)})
+			e := p.newEntry(&p.rents)
+			e.id, e.job, e.run, e.gpus, e.queue = j.ID, i, int32(k), clampGPUs(j.GPUs), int32(q)
 		}
 		return
 	}
 	for _, i := range p.runIdx {
 		j := &p.s.Jobs[i]
 		g := clampGPUs(j.GPUs)
-		p.rents = append(p.rents, entry{id: j.ID, job: i, run: int32(len(p.runs)), gpus: g})
-		r := runJob{n: max(g, 0), ent: -1, job: i}
+		e := p.newEntry(&p.rents)
+		e.id, e.job, e.run, e.gpus = j.ID, i, int32(len(p.runs)), g
+		r := p.newRun()
+		r.n, r.ent, r.job = max(g, 0), -1, i
 		if p.keptClass(j) {
 			r.state = runKept
 		}
-		p.runs = append(p.runs, r)
 	}
 }
 
@@ -396,8 +431,7 @@ func (p *pass) hold(j *Job, i int) *runJob {
 		}
 	}
 	hi := int32(len(p.held))
-	p.runs = append(p.runs, runJob{})
-	r := &p.runs[len(p.runs)-1]
+	r := p.newRun()
 	r.lo, r.hi, r.n, r.ent, r.job = lo, hi, hi-lo, -1, int32(i)
 	return r
 }
@@ -447,6 +481,13 @@ func (p *pass) recheck() {
 	if p.pol.queues == nil {
 		return
 	}
+	if len(p.d.Starts) == 0 && len(p.preempted) == 0 {
+		// Every job ends the pass as scan found it (a pass that starts
+		// and preempts nobody, most of a replay's): the earliest of
+		// their due times is scan's.
+		p.recheckAt(p.dueMin)
+		return
+	}
 	for i, out := range p.outcome {
 		switch out {
 		case outWaiting, outRunning:
@@ -463,4 +504,19 @@ func (p *pass) recheckAt(t float64) {
 	if t > p.now && (p.d.Recheck == 0 || t < p.d.Recheck) {
 		p.d.Recheck = t
 	}
+}
+
+// newEntry appends a zero entry to *ents and returns it, for the caller
+// to fill in place. An entry built whole and then appended is written
+// field by field on the stack and copied in wide loads, which stall on
+// store forwarding: in a replay, a few percent of every pass.
+func (p *pass) newEntry(ents *[]entry) *entry {
+	*ents = append(*ents, entry{})
+	return &(*ents)[len(*ents)-1]
+}
+
+// newRun appends a zero run to p.runs and returns it (see newEntry).
+func (p *pass) newRun() *runJob {
+	p.runs = append(p.runs, runJob{})
+	return &p.runs[len(p.runs)-1]
 }

@@ -162,9 +162,26 @@ func (c *cluster) place(r rule) []gpu.Ref {
 		rem -= k
 	}
 	slices.Sort(c.taken) // in node order, then GPU order
-	out := make([]gpu.Ref, len(c.taken))
+	out := c.newRefs(len(c.taken))
 	for i, s := range c.taken {
 		out[i] = c.ref(s)
 	}
+	return out
+}
+
+// refBlock is how many GPU references newRefs allocates at once.
+const refBlock = 256
+
+// newRefs returns n GPU references for a placement, cut from a block
+// kept between passes: one allocation for many starts (a replay starts
+// thousands of jobs, most on one GPU) instead of one each. The slice's
+// capacity is n, so that an append to it cannot reach the next
+// placement's.
+func (c *cluster) newRefs(n int) []gpu.Ref {
+	if n > len(c.refs) {
+		c.refs = make([]gpu.Ref, max(n, refBlock))
+	}
+	out := c.refs[:n:n]
+	c.refs = c.refs[n:]
 	return out
 }

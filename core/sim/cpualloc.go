@@ -85,13 +85,15 @@ func newCPUState(mode string, nodes []sched.Node) (*cpuState, error) {
 // resolveProfiles gives every job its sensitivity profile, which the
 // scheduler's snapshot points to.
 func resolveProfiles(jobs []job) error {
+	cpus := make([]jobCPU, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		p, src, err := synergysim.TraceProfile(*j.tj, nil)
 		if err != nil {
 			return err
 		}
-		j.profile, j.profileSrc = p, src
+		j.cpu = &cpus[i]
+		j.cpu.profile, j.cpu.profileSrc = p, src
 	}
 	return nil
 }
@@ -140,8 +142,8 @@ func (c *cpuState) place(j *job, gpus []gpu.Ref, on bool) {
 	}
 	if !on {
 		c.release(j)
-		j.alloc = nil
-		j.speed = 0
+		j.cpu.alloc = nil
+		j.cpu.speed = 0
 	}
 }
 
@@ -172,7 +174,7 @@ func (c *cpuState) reallocate() []speedChange {
 			// (synergysim.TraceProfile), they are no floors: most ask for
 			// the proportional share, which would pin every job to it.
 			snap[i] = sched.Job{ID: j.tj.ID, GPUs: j.tj.GPUs, State: sched.Running, Placement: j.gpus,
-				CPUProfile: &j.profile, CPUProfileSource: j.profileSrc}
+				CPUProfile: &j.cpu.profile, CPUProfileSource: j.cpu.profileSrc}
 		}
 		as := sched.AllocateNodes(c.mode, []sched.Node{*n}, snap)
 		byID := make(map[int64]sched.Allocation, len(as))
@@ -201,7 +203,7 @@ func (c *cpuState) reallocate() []speedChange {
 
 // release takes a job that stops running out of the current sums.
 func (c *cpuState) release(j *job) {
-	for _, a := range j.alloc {
+	for _, a := range j.cpu.alloc {
 		c.cpuNow -= float64(a.CPUMilli)
 		c.memNow -= float64(a.MemMiB)
 		c.usefulNow -= j.useful(a)
@@ -224,13 +226,13 @@ func (c *cpuState) result(end float64) *CPUResult {
 
 // setAlloc replaces the job's allocation on a's node, returning the old.
 func (j *job) setAlloc(a sched.Allocation) (sched.Allocation, bool) {
-	for i, o := range j.alloc {
+	for i, o := range j.cpu.alloc {
 		if o.Node == a.Node {
-			j.alloc[i] = a
+			j.cpu.alloc[i] = a
 			return o, true
 		}
 	}
-	j.alloc = append(j.alloc, a)
+	j.cpu.alloc = append(j.cpu.alloc, a)
 	return sched.Allocation{}, false
 }
 
@@ -238,7 +240,7 @@ func (j *job) setAlloc(a sched.Allocation) (sched.Allocation, bool) {
 // slowest of its nodes.
 func (j *job) allocSpeed() float64 {
 	s := math.Inf(1)
-	for _, a := range j.alloc {
+	for _, a := range j.cpu.alloc {
 		r := 1.0
 		if a.PropSpeed > 0 {
 			r = a.Speed / a.PropSpeed
@@ -254,17 +256,17 @@ func (j *job) allocSpeed() float64 {
 // useful is the part of a's cores the job can use: up to where its CPU
 // curve stops rising.
 func (j *job) useful(a sched.Allocation) float64 {
-	if len(j.profile.CPU) == 0 {
+	if len(j.cpu.profile.CPU) == 0 {
 		return float64(a.CPUMilli)
 	}
-	return math.Min(float64(a.CPUMilli), math.Ceil(j.profile.CPU.Saturation()*float64(a.GPUs)*1000))
+	return math.Min(float64(a.CPUMilli), math.Ceil(j.cpu.profile.CPU.Saturation()*float64(a.GPUs)*1000))
 }
 
 // rate is the job's speed relative to its trace duration: 1 unless CPUs
 // are modelled and its allocation makes it faster.
 func (j *job) rate() float64 {
-	if j.speed > 0 {
-		return j.speed
+	if j.cpu != nil && j.cpu.speed > 0 {
+		return j.cpu.speed
 	}
 	return 1
 }
@@ -286,7 +288,7 @@ func (s *simulator) applySpeeds() {
 		j.account(ran)
 		s.busy += float64(j.tj.GPUs) * ran
 		j.runStart = s.now
-		j.speed = ch.speed
+		j.cpu.speed = ch.speed
 		j.run++
 		s.ends.push(completion{at: s.now + j.remaining(), job: j, run: j.run})
 	}

@@ -22,11 +22,17 @@ type job struct {
 	within float64
 
 	running  bool
-	stopping bool    // preempted, it runs on until its handover ends (handover.go)
-	run      int     // runs so far; a completion event carries the run it ends
-	runIdx   int     // index in the running list while running
-	runStart float64 // when the current run began
-	gpus     []gpu.Ref
+	stopping bool        // preempted, it runs on until its handover ends (handover.go)
+	done     bool        // finished
+	reserved bool        // the job held a reservation in some pass
+	class    sched.Class // from the trace's class column
+	// waitsLane: under Salus sharing, the job waits for its lane's
+	// turn (share.go). The flags sit together: a job record is smaller.
+	waitsLane bool
+	run       int     // runs so far; a completion event carries the run it ends
+	runIdx    int     // index in the running list while running
+	runStart  float64 // when the current run began
+	gpus      []gpu.Ref
 
 	// At runStart, or now when not running:
 	executed float64 // seconds run, restores included (ExecutedS)
@@ -37,25 +43,28 @@ type job struct {
 	progress float64 // seconds of useful work done
 	owed     float64 // restore time still to run before work resumes
 
-	class    sched.Class // from the trace's class column
 	preempts int
 	finish   float64
-	done     bool
-	// reserved: the job held a reservation in some pass.
-	reserved bool
 
-	// CPU modelling (cpualloc.go): the job's profile, its allocation on
-	// each of its nodes while running, and its speed (0 means 1).
+	// cpu is the job's CPU modelling (cpualloc.go), nil without it.
+	cpu *jobCPU
+
+	// Salus sharing (share.go): the compute the job asks of its GPU
+	// (gpu_milli/1,000) and its speed from sharing it (0 means 1; see
+	// waitsLane).
+	demand, shareRate float64
+}
+
+// jobCPU is a job's CPU modelling (cpualloc.go): its profile, its
+// allocation on each of its nodes while running, and its speed (0 means
+// 1). It lives apart from the job: most replays model no CPUs, and the
+// job records are most of what a replay's memory is made of (every page
+// of it is faulted in once: docs/simulator.md, "Sixth round").
+type jobCPU struct {
 	profile    synergy.Profile
 	profileSrc synergy.Source
 	alloc      []sched.Allocation
 	speed      float64
-
-	// Salus sharing (share.go): the compute the job asks of its GPU
-	// (gpu_milli/1,000), its speed from sharing it (0 means 1), and
-	// whether it waits for its lane's turn (speed 0).
-	demand, shareRate float64
-	waitsLane         bool
 }
 
 // remaining is the run time the job needs from runStart to finish.

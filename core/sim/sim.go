@@ -230,10 +230,12 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	}
 	// The simulator never reads Decisions.Allocations (it models CPUs
 	// itself, from the placements: cpualloc.go) nor the reasons of
-	// preemptions and queue changes.
+	// preemptions and queue changes, and it is done with a pass's
+	// decisions before the next (an Observer too: Observer.Pass).
 	sconf := cfg.Sched
 	sconf.OmitAllocations = true
 	sconf.OmitReasons = true
+	sconf.ReuseDecisions = true // pass applies them before the next
 	if sconf.HandoverS == 0 {
 		// A reservation past its deadline takes its GPUs a handover
 		// early, so that its job starts by the deadline.
@@ -416,7 +418,7 @@ func (s *simulator) arrive(j *job) {
 	s.shareJob(j, &s.snap[len(s.snap)-1])
 	if s.cpu != nil {
 		sj := &s.snap[len(s.snap)-1]
-		sj.CPUProfile, sj.CPUProfileSource = &j.profile, j.profileSrc
+		sj.CPUProfile, sj.CPUProfileSource = &j.cpu.profile, j.cpu.profileSrc
 	}
 }
 

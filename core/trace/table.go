@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // ParseError reports a bad row or header of a trace or cluster file.
@@ -52,7 +53,9 @@ func openTable(r io.Reader, name string) (*table, error) {
 	if s, ok := r.(sizedReader); ok {
 		t.rows = s.rows
 		if s.data != nil && plainCSV(s.data) {
-			t.plain = &plainReader{s: string(s.data)}
+			// The fields are slices of the file's bytes, not of a copy:
+			// nothing writes data once ReadFile has read it (sizedReader).
+			t.plain = &plainReader{s: unsafe.String(unsafe.SliceData(s.data), len(s.data))}
 		}
 	}
 	if t.plain == nil {

@@ -188,7 +188,8 @@ type sizedReader struct {
 	// data is the whole file, which Reader reads from its start, when
 	// it is at hand (ReadFile): a table then splits its lines itself
 	// unless encoding/csv's rules for quotes and carriage returns apply
-	// (plainCSV).
+	// (plainCSV). Nothing writes it once read: the table's fields, and
+	// the strings of the jobs read, are slices of it.
 	data []byte
 }
 
