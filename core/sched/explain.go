@@ -204,6 +204,16 @@ func appendNeeds(b []byte, n int) []byte {
 	return append(b, " GPUs"...)
 }
 
+// appendCount appends n and then one, when n is 1, else many: "1 GPU",
+// "2 GPUs".
+func appendCount(b []byte, n int, one, many string) []byte {
+	b = strconv.AppendInt(b, int64(n), 10)
+	if n == 1 {
+		return append(b, one...)
+	}
+	return append(b, many...)
+}
+
 // appendNum appends v rounded to a whole number.
 func appendNum(b []byte, v float64) []byte {
 	if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) >= 1e15 {

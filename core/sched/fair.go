@@ -682,8 +682,7 @@ func (p *pass) waitUserCap(e *entry, u int32) {
 	if c := int(p.ucap[u]); int(e.gpus) > c {
 		// No amount of waiting helps: only a higher cap.
 		b = append(b, ", more than the cap of "...)
-		b = strconv.AppendInt(b, int64(c), 10)
-		b = append(b, " GPUs per user of "...)
+		b = appendCount(b, c, " GPU per user of ", " GPUs per user of ")
 		b = appendName(b, j.User)
 		b = append(b, " in team "...)
 		b = appendName(b, j.Team)
@@ -694,8 +693,7 @@ func (p *pass) waitUserCap(e *entry, u int32) {
 	b = append(b, "; user "...)
 	b = appendName(b, j.User)
 	b = append(b, " holds "...)
-	b = strconv.AppendInt(b, int64(p.uheld[u]), 10)
-	b = append(b, " GPUs in team "...)
+	b = appendCount(b, int(p.uheld[u]), " GPU in team ", " GPUs in team ")
 	b = appendName(b, j.Team)
 	b = append(b, ", whose cap per user is "...)
 	b = strconv.AppendInt(b, int64(p.ucap[u]), 10)

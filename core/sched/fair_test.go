@@ -203,6 +203,19 @@ func TestFairShareRules(t *testing.T) {
 			check: reason(1, WaitUserCap,
 				"needs 4 GPUs, more than the cap of 2 GPUs per user of ada in team v: it cannot start until the cap is raised; first in line"),
 		}, {
+			name:  "a cap of one GPU, and one held, in the singular",
+			nodes: nodes(8),
+			teams: []Team{{Name: "v", MaxGPUsPerUser: 1}},
+			jobs: []Job{
+				run(1, 0, on("node-0", 0), of("v"), by("ada")),
+				pend(2, 2, 1, of("v"), by("bob")),
+				pend(3, 1, 2, of("v"), by("ada")),
+			},
+			waits: map[int64]WaitCause{2: WaitUserCap, 3: WaitUserCap},
+			check: all(
+				reason(2, WaitUserCap, "needs 2 GPUs, more than the cap of 1 GPU per user of bob in team v: it cannot start until the cap is raised; first in line"),
+				reason(3, WaitUserCap, "needs 1 GPU; user ada holds 1 GPU in team v, whose cap per user is 1; 1 job ahead in line")),
+		}, {
 			// x used everything so far: F = 2^-(1/(1/3)) = 1/8 against
 			// y's 1. y's borrower goes first though it came later.
 			name:   "borrowers go in order of their team's fair-share factor",
