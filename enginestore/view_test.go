@@ -92,6 +92,13 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("a cancel, and a cancel asked")
+		if err := s.SetUnixName(ctx, "bob", "bob2"); err != nil {
+			t.Fatal(err)
+		}
+		check("an owner's Unix account changed")
+		if got := jobAccount(t, s, bobs); got != "bob2" {
+			t.Errorf("bob's job runs as %q, want bob2", got)
+		}
 		if _, err := s.DisableUser(ctx, "bob", "admin", time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -166,4 +173,20 @@ func TestMergeKeepsTheJobsByID(t *testing.T) {
 			}
 		}
 	}
+}
+
+// jobAccount is the Unix account of job id as s gives it to the engine.
+func jobAccount(t *testing.T, s Store, id int64) string {
+	t.Helper()
+	js, err := s.UnfinishedEngineJobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if j.ID == id {
+			return j.Account
+		}
+	}
+	t.Fatalf("job %d not read", id)
+	return ""
 }

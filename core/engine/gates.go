@@ -19,8 +19,9 @@ import (
 // used up ends timed out.
 
 // gate ends the waiting jobs that can never run, and keeps from the
-// scheduler those that must wait. It returns the jobs the scheduler sees
-// and a wait for each job kept back.
+// scheduler those that must wait. It returns the jobs the scheduler sees,
+// in jobs' array (a long queue is not copied every pass), and a wait for
+// each job kept back.
 func (e *Engine) gate(ctx context.Context, jobs []Job, now time.Time) ([]Job, []sched.Wait) {
 	running := make(map[int64]int) // tasks running per array
 	for _, j := range jobs {
@@ -28,7 +29,9 @@ func (e *Engine) gate(ctx context.Context, jobs []Job, now time.Time) ([]Job, []
 			running[j.Array.ID]++
 		}
 	}
-	out := make([]Job, 0, len(jobs))
+	// out fills jobs' array from its start: it never passes the job the
+	// loop reads, and the tasks kept aside are copies.
+	out := jobs[:0]
 	var waits []sched.Wait
 	var tasks []Job // waiting tasks of limited arrays, for the array gate
 	for _, j := range jobs {
