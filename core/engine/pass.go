@@ -95,9 +95,10 @@ func (e *Engine) pass(ctx context.Context) error {
 // gone for longer than LostAfter. It returns jobs as they are now.
 func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []Job {
 	out := jobs[:0]
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if j.State != job.Running || e.runs[j.ID] != nil {
-			out = append(out, j)
+			out = keep(out, jobs, i)
 			continue
 		}
 		node := placementNode(j.Placement)
@@ -113,14 +114,14 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 				e.lostSince[node] = since
 			}
 			if now.Sub(since) < e.cfg.LostAfter {
-				out = append(out, j)
+				out = keep(out, jobs, i)
 				continue
 			}
 			reason = fmt.Sprintf("requeued: node %s lost for %s", node, now.Sub(since).Round(time.Second))
 		}
 		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, job.Queued, nil, reason, now); err != nil {
 			e.cfg.Logger.Error("requeue lost job", "job", j.ID, "err", err)
-			out = append(out, j)
+			out = keep(out, jobs, i)
 			continue
 		}
 		e.placedAt(j.Placement, now)
@@ -128,9 +129,20 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 		e.stats.requeued(RequeueNodeLost)
 		e.waitFrom(j.ID, now)
 		j.State, j.Placement = job.Queued, nil
-		out = append(out, j)
+		out = keep(out, jobs, i)
 	}
 	return out
+}
+
+// keep adds jobs[i] to out, the jobs kept of a filter that writes them
+// back into jobs' own array (out began as jobs[:0]): until a job is left
+// out, each is already in its place and nothing is copied. A pass's
+// filters over a long queue keep nearly every job.
+func keep(out, jobs []Job, i int) []Job {
+	if len(out) == i {
+		return out[:i+1]
+	}
+	return append(out, jobs[i])
 }
 
 // snapshot describes the cluster to the scheduler.
@@ -157,7 +169,8 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, *passJobs)
 		byID.ids, byID.pos = make([]int64, 0, len(jobs)), make([]int32, 0, len(jobs))
 	}
 	gpuMiB := smallestGPU(snap.Nodes)
-	for i, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
 			continue // waits out its retry backoff
 		}
@@ -247,7 +260,7 @@ func (p *passJobs) job(id int64) Job {
 
 // schedJob is j as the scheduler sees it at now; gpuMiB is the memory of
 // the smallest GPU (sharing.go).
-func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
+func (e *Engine) schedJob(j *Job, now time.Time, gpuMiB int64) sched.Job {
 	sj := sched.Job{
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
 		SubmitTime: seconds(j.SubmittedAt), ExecutedS: j.ExecutedS,
@@ -647,9 +660,9 @@ func (e *Engine) forgetReasons(waiting map[int64]bool) {
 // waitingIDs are the jobs of jobs that wait, by ID.
 func waitingIDs(jobs []Job) map[int64]bool {
 	waits := make(map[int64]bool, len(jobs))
-	for _, j := range jobs {
-		if j.State.Waiting() {
-			waits[j.ID] = true
+	for i := range jobs {
+		if jobs[i].State.Waiting() {
+			waits[jobs[i].ID] = true
 		}
 	}
 	return waits
