@@ -58,6 +58,11 @@ type jobView struct {
 	// instead of looking each job's owner up.
 	users    map[string]int
 	accounts map[string]string
+	// given is the copy of jobs the last read gave the engine, whose
+	// array the next read copies into: the engine's pass is over by then
+	// (engine.Store), and at a long queue a new array every pass is
+	// megabytes allocated, zeroed and scanned by the collector.
+	given []engine.Job
 }
 
 // unfinished returns the jobs the engine acts on (models.Store.JobsToSchedule),
@@ -89,7 +94,7 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 		if err := s.viewAccounts(ctx, true); err != nil {
 			return nil, err
 		}
-		return cloneJobs(slices.Clone(v.jobs)), nil
+		return v.give(), nil
 	}
 	changed, err := s.changedSince(ctx, v.readAt.Add(-changeOverlap))
 	if err != nil {
@@ -100,7 +105,17 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 	if err := s.viewAccounts(ctx, false); err != nil {
 		return nil, err
 	}
-	return cloneJobs(slices.Clone(v.jobs)), nil
+	return v.give(), nil
+}
+
+// give returns a copy of the view's jobs for the engine, in the array of
+// the copy it gave last (given). v.mu is held.
+func (v *jobView) give() []engine.Job {
+	if len(v.given) > len(v.jobs) {
+		clear(v.given[len(v.jobs):]) // keeps nothing of jobs gone
+	}
+	v.given = cloneJobs(append(v.given[:0], v.jobs...))
+	return v.given
 }
 
 // viewAccounts reads the Unix accounts of the view's owners and sets

@@ -122,6 +122,8 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 		}
 		// The caller may change what it is given: the view keeps its own.
 		js[0].Deps = append(js[0].Deps, engine.Dep{State: job.Failed})
+		js[1].State, js[1].Account = job.Failed, "mallory"
+		_ = append(js[:0], js[2:]...) // a filter of the pass's, in the array it was given
 		check("after the caller changed its copy")
 		if s.view.fullAt != fullAt {
 			t.Error("the view read every job again: the test covers only whole reads")

@@ -563,18 +563,19 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 // reasonRefresh old whatever changed, and the store lags the engine by
 // at most that there.
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
-	all := make(map[int64]sched.Wait, len(waits))
 	changed := make(map[int64]string)
 	for i, w := range waits {
-		all[w.JobID] = w
 		old, ok := e.reasons[w.JobID]
 		if ok && (old.text == w.Reason || (i >= e.reasonsAtOnce || sameWords(old.text, w.Reason)) && now.Sub(old.at) < refreshAfter(w.JobID)) {
 			continue
 		}
 		changed[w.JobID] = w.Reason
 	}
+	// The engine's own copy (a copy of the list is cheap, its map is not):
+	// Waits reads it after the pass, whatever becomes of the scheduler's.
+	list := append(make([]sched.Wait, 0, len(waits)), waits...)
 	e.shareMu.Lock()
-	e.waits = all
+	e.waitList, e.waits = list, nil
 	e.shareMu.Unlock()
 	if err := e.cfg.Store.SetReasons(ctx, changed); err != nil {
 		return err
@@ -672,10 +673,18 @@ func waitingIDs(jobs []Job) map[int64]bool {
 // and its place in its queue (Wait.Position, 1-based in the scheduler's
 // order: its reason's "N jobs ahead" is Position-1): what its page, the
 // Queues page and the API show on the leader. The map is never changed
-// once published.
+// once published. A pass publishes its waits as a list, and the first
+// call after it makes the map: a pass at a long queue does not make one
+// that nobody reads.
 func (e *Engine) Waits() map[int64]sched.Wait {
 	e.shareMu.Lock()
 	defer e.shareMu.Unlock()
+	if e.waits == nil && e.waitList != nil {
+		e.waits = make(map[int64]sched.Wait, len(e.waitList))
+		for _, w := range e.waitList {
+			e.waits[w.JobID] = w
+		}
+	}
 	return e.waits
 }
 
