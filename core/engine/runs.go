@@ -461,18 +461,17 @@ func (e *Engine) startPromised(ctx context.Context, jobs []Job, now time.Time) [
 	if len(due) == 0 {
 		return jobs
 	}
-	at := make(map[int64]int, len(jobs))
+	at := newPassJobs(jobs)
 	taken := make(map[gpu.Ref]bool)
-	for i, j := range jobs {
-		at[j.ID] = i
-		if j.State == job.Running {
+	for i := range jobs {
+		if j := &jobs[i]; j.State == job.Running {
 			for _, g := range j.Placement {
 				taken[g] = true
 			}
 		}
 	}
 	for _, st := range due {
-		i, ok := at[st.JobID]
+		i, ok := at.find(st.JobID)
 		if !ok || !jobs[i].State.Waiting() || jobs[i].CancelRequest != "" || e.runs[st.JobID] != nil ||
 			jobs[i].RetryAt != nil && jobs[i].RetryAt.After(now) || !e.freeForPromise(st.GPUs, taken) {
 			continue
