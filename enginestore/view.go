@@ -81,12 +81,25 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 	defer v.mu.Unlock()
 	began := time.Now()
 	if v.readAt.IsZero() || began.Sub(v.fullAt) >= fullReadEvery || began.Before(v.readAt) {
-		out, err := s.readAll(ctx)
+		out, stamps, err := s.readWhole(ctx)
 		if err != nil {
 			return nil, err
 		}
 		v.jobs, v.readAt, v.fullAt = out, began, began
-		clear(v.applied) // a row changed since began is read again
+		// The rows read are applied as they are: of those in the window
+		// the next read reads again, it reads whole only the ones whose
+		// stamp moved since, not every row changed in the last
+		// changeOverlap (after a burst of submissions, thousands).
+		clear(v.applied)
+		if v.applied == nil {
+			v.applied = make(map[int64]time.Time)
+		}
+		from := began.Add(-changeOverlap)
+		for i, at := range stamps {
+			if !at.Before(from) {
+				v.applied[out[i].ID] = at
+			}
+		}
 		v.users, v.accounts = make(map[string]int), nil
 		for _, j := range out {
 			v.users[j.User]++
@@ -299,15 +312,23 @@ func (s Store) count(user string, n int) {
 
 // readAll reads every job the engine acts on.
 func (s Store) readAll(ctx context.Context) ([]engine.Job, error) {
+	out, _, err := s.readWhole(ctx)
+	return out, err
+}
+
+// readWhole reads every job the engine acts on, and the stamp
+// (updated_at) of each row as read.
+func (s Store) readWhole(ctx context.Context) ([]engine.Job, []time.Time, error) {
 	js, err := s.JobsToSchedule(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]engine.Job, len(js))
+	stamps := make([]time.Time, len(js))
 	for i, j := range js {
-		out[i] = s.engineJob(j)
+		out[i], stamps[i] = s.engineJob(j), j.UpdatedAt
 	}
-	return out, nil
+	return out, stamps, nil
 }
 
 // schedulable says whether the engine acts on j, as JobsToSchedule

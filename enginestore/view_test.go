@@ -65,6 +65,13 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 			}
 		}
 		check("first read")
+		// The whole read applied the rows it read: the next read reads
+		// whole only those changed since, though all are in its window.
+		for _, id := range append(ids, bobs, dependent) {
+			if _, ok := s.view.applied[id]; !ok {
+				t.Errorf("job %d, read whole just now, is not applied: the next read reads it again", id)
+			}
+		}
 		fullAt := s.view.fullAt
 		run, err := s.Store.MarkStarted(ctx, ids[0], []string{"n0:0"}, time.Now())
 		if err != nil {

@@ -482,7 +482,8 @@ func jobsSignature(jobs []Job) (uint64, int) {
 	h := fnv.New64a()
 	var b [9]byte
 	waiting := 0
-	for _, j := range jobs {
+	for k := range jobs {
+		j := &jobs[k]
 		for i := range 8 {
 			b[i] = byte(j.ID >> (8 * i))
 		}
