@@ -39,13 +39,8 @@ func (s Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	accounts, err := s.UnixAccounts(ctx, owners(out))
-	if err != nil {
-		return nil, err
-	}
 	var depIDs []int64
-	for i, j := range out {
-		out[i].Account = accounts[j.User]
+	for _, j := range out {
 		for _, d := range j.Deps {
 			depIDs = append(depIDs, d.JobID)
 		}

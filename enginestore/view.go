@@ -3,6 +3,7 @@ package enginestore
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -45,33 +46,68 @@ const (
 // given instead of sorting them again.
 type jobView struct {
 	mu     sync.Mutex
-	jobs   []engine.Job // by ID; without Account and dependencies' states
+	jobs   []engine.Job // by ID; with Account, without dependencies' states
 	readAt time.Time    // when the last read began; zero: none yet
 	fullAt time.Time    // when the last whole read began
 	// applied is the stamp (jobs.updated_at) of each row the view
 	// applied since the window of changes read again began.
 	applied map[int64]time.Time
+	// users counts the jobs of each owner in jobs; accounts is the Unix
+	// account of each (UnixAccounts) as last read, which the jobs carry:
+	// a pass sets the accounts of every job again only when they change,
+	// instead of looking each job's owner up.
+	users    map[string]int
+	accounts map[string]string
+	// given is the copy of jobs the last read gave the engine, whose
+	// array the next read copies into: the engine's pass is over by then
+	// (engine.Store), and at a long queue a new array every pass is
+	// megabytes allocated, zeroed and scanned by the collector.
+	given []engine.Job
 }
 
 // unfinished returns the jobs the engine acts on (models.Store.JobsToSchedule),
-// by ID, as engine jobs without their owners' accounts and their
+// by ID, as engine jobs with their owners' accounts and without their
 // dependencies' states, which UnfinishedEngineJobs adds.
 func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 	v := s.view
 	if v == nil {
-		return s.readAll(ctx)
+		out, err := s.readAll(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return out, s.setAccounts(ctx, out)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	began := time.Now()
 	if v.readAt.IsZero() || began.Sub(v.fullAt) >= fullReadEvery || began.Before(v.readAt) {
-		out, err := s.readAll(ctx)
+		out, stamps, err := s.readWhole(ctx)
 		if err != nil {
 			return nil, err
 		}
 		v.jobs, v.readAt, v.fullAt = out, began, began
-		clear(v.applied) // a row changed since began is read again
-		return cloneJobs(slices.Clone(out)), nil
+		// The rows read are applied as they are: of those in the window
+		// the next read reads again, it reads whole only the ones whose
+		// stamp moved since, not every row changed in the last
+		// changeOverlap (after a burst of submissions, thousands).
+		clear(v.applied)
+		if v.applied == nil {
+			v.applied = make(map[int64]time.Time)
+		}
+		from := began.Add(-changeOverlap)
+		for i, at := range stamps {
+			if !at.Before(from) {
+				v.applied[out[i].ID] = at
+			}
+		}
+		v.users, v.accounts = make(map[string]int), nil
+		for _, j := range out {
+			v.users[j.User]++
+		}
+		if err := s.viewAccounts(ctx, true); err != nil {
+			return nil, err
+		}
+		return v.give(), nil
 	}
 	changed, err := s.changedSince(ctx, v.readAt.Add(-changeOverlap))
 	if err != nil {
@@ -79,7 +115,57 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 	}
 	v.jobs = s.merge(v.jobs, changed)
 	v.readAt = began
-	return cloneJobs(slices.Clone(v.jobs)), nil
+	if err := s.viewAccounts(ctx, false); err != nil {
+		return nil, err
+	}
+	return v.give(), nil
+}
+
+// give returns a copy of the view's jobs for the engine, in the array of
+// the copy it gave last (given). v.mu is held.
+func (v *jobView) give() []engine.Job {
+	if len(v.given) > len(v.jobs) {
+		clear(v.given[len(v.jobs):]) // keeps nothing of jobs gone
+	}
+	v.given = cloneJobs(append(v.given[:0], v.jobs...))
+	return v.given
+}
+
+// viewAccounts reads the Unix accounts of the view's owners and sets
+// them on its jobs: on all of them when all is set or an account
+// changed (a new owner, one gone, an admin's choice), else none (merge
+// gave the jobs it applied the accounts last read). v.mu is held.
+func (s Store) viewAccounts(ctx context.Context, all bool) error {
+	v := s.view
+	users := make([]string, 0, len(v.users))
+	for u := range v.users {
+		users = append(users, u)
+	}
+	slices.Sort(users)
+	accounts, err := s.UnixAccounts(ctx, users)
+	if err != nil {
+		return err
+	}
+	if !all && maps.Equal(accounts, v.accounts) {
+		return nil
+	}
+	v.accounts = accounts
+	for i := range v.jobs {
+		v.jobs[i].Account = accounts[v.jobs[i].User]
+	}
+	return nil
+}
+
+// setAccounts sets the Unix account of each job's owner, read whole.
+func (s Store) setAccounts(ctx context.Context, js []engine.Job) error {
+	accounts, err := s.UnixAccounts(ctx, owners(js))
+	if err != nil {
+		return err
+	}
+	for i := range js {
+		js[i].Account = accounts[js[i].User]
+	}
+	return nil
 }
 
 // changedSince reads the rows changed at or after since that the view
@@ -120,7 +206,8 @@ func (s Store) changedSince(ctx context.Context, since time.Time) ([]models.Job,
 // merge applies changed, rows ordered by ID, to jobs, ordered by ID: a
 // row the engine acts on replaces its job or joins in its place, any
 // other leaves. It reuses jobs' array where it can and returns the jobs
-// still ordered by ID.
+// still ordered by ID. With a view, it keeps the view's count of jobs by
+// owner and gives the jobs it applies the accounts last read.
 func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
 	if len(changed) == 0 {
 		return jobs
@@ -132,20 +219,25 @@ func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
 	// Changes to jobs already there, and how many join: most rows
 	// changed are jobs the view has (a start, an end, a queue move), and
 	// are applied in place.
-	joins := 0
+	joins, leaves := 0, 0
 	for i := range changed {
 		c := &changed[i]
 		k, found := slices.BinarySearchFunc(jobs, c.ID, func(j engine.Job, id int64) int { return cmp.Compare(j.ID, id) })
 		switch {
 		case found && schedulable(c):
-			jobs[k] = s.engineJob(*c)
+			s.count(jobs[k].User, -1)
+			jobs[k] = s.viewJob(*c)
 		case found:
+			s.count(jobs[k].User, -1)
 			jobs[k].ID = 0 // leaves: dropped below
+			leaves++
 		case schedulable(c):
 			joins++
 		}
 	}
-	jobs = slices.DeleteFunc(jobs, func(j engine.Job) bool { return j.ID == 0 })
+	if leaves > 0 {
+		jobs = dropLeft(jobs)
+	}
 	if joins == 0 {
 		return jobs
 	}
@@ -165,23 +257,78 @@ func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
 			jobs[w] = jobs[i]
 			i, w = i-1, w-1
 		}
-		jobs[w] = s.engineJob(*row)
+		jobs[w] = s.viewJob(*row)
 		w--
 	}
 	return jobs
 }
 
+// dropLeft removes the jobs merge marked as leaving (ID 0), moving the
+// runs of jobs between them whole: at a long queue a few leave among
+// thousands.
+func dropLeft(jobs []engine.Job) []engine.Job {
+	w := slices.IndexFunc(jobs, func(j engine.Job) bool { return j.ID == 0 })
+	if w < 0 {
+		return jobs
+	}
+	for r := w + 1; r < len(jobs); {
+		if jobs[r].ID == 0 {
+			r++
+			continue
+		}
+		end := r + 1
+		for end < len(jobs) && jobs[end].ID != 0 {
+			end++
+		}
+		w += copy(jobs[w:], jobs[r:end])
+		r = end
+	}
+	clear(jobs[w:])
+	return jobs[:w]
+}
+
+// viewJob is a row the view applies, as an engine job with its owner's
+// account as last read (jobView.accounts), and counted as the owner's.
+func (s Store) viewJob(row models.Job) engine.Job {
+	j := s.engineJob(row)
+	if s.view != nil {
+		j.Account = s.view.accounts[j.User]
+	}
+	s.count(j.User, 1)
+	return j
+}
+
+// count adds n to the view's count of user's jobs; without a view it
+// does nothing.
+func (s Store) count(user string, n int) {
+	v := s.view
+	if v == nil || v.users == nil {
+		return
+	}
+	if v.users[user] += n; v.users[user] <= 0 {
+		delete(v.users, user)
+	}
+}
+
 // readAll reads every job the engine acts on.
 func (s Store) readAll(ctx context.Context) ([]engine.Job, error) {
+	out, _, err := s.readWhole(ctx)
+	return out, err
+}
+
+// readWhole reads every job the engine acts on, and the stamp
+// (updated_at) of each row as read.
+func (s Store) readWhole(ctx context.Context) ([]engine.Job, []time.Time, error) {
 	js, err := s.JobsToSchedule(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]engine.Job, len(js))
+	stamps := make([]time.Time, len(js))
 	for i, j := range js {
-		out[i] = s.engineJob(j)
+		out[i], stamps[i] = s.engineJob(j), j.UpdatedAt
 	}
-	return out, nil
+	return out, stamps, nil
 }
 
 // schedulable says whether the engine acts on j, as JobsToSchedule

@@ -65,6 +65,13 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 			}
 		}
 		check("first read")
+		// The whole read applied the rows it read: the next read reads
+		// whole only those changed since, though all are in its window.
+		for _, id := range append(ids, bobs, dependent) {
+			if _, ok := s.view.applied[id]; !ok {
+				t.Errorf("job %d, read whole just now, is not applied: the next read reads it again", id)
+			}
+		}
 		fullAt := s.view.fullAt
 		run, err := s.Store.MarkStarted(ctx, ids[0], []string{"n0:0"}, time.Now())
 		if err != nil {
@@ -92,6 +99,13 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("a cancel, and a cancel asked")
+		if err := s.SetUnixName(ctx, "bob", "bob2"); err != nil {
+			t.Fatal(err)
+		}
+		check("an owner's Unix account changed")
+		if got := jobAccount(t, s, bobs); got != "bob2" {
+			t.Errorf("bob's job runs as %q, want bob2", got)
+		}
 		if _, err := s.DisableUser(ctx, "bob", "admin", time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -115,6 +129,8 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 		}
 		// The caller may change what it is given: the view keeps its own.
 		js[0].Deps = append(js[0].Deps, engine.Dep{State: job.Failed})
+		js[1].State, js[1].Account = job.Failed, "mallory"
+		_ = append(js[:0], js[2:]...) // a filter of the pass's, in the array it was given
 		check("after the caller changed its copy")
 		if s.view.fullAt != fullAt {
 			t.Error("the view read every job again: the test covers only whole reads")
@@ -166,4 +182,20 @@ func TestMergeKeepsTheJobsByID(t *testing.T) {
 			}
 		}
 	}
+}
+
+// jobAccount is the Unix account of job id as s gives it to the engine.
+func jobAccount(t *testing.T, s Store, id int64) string {
+	t.Helper()
+	js, err := s.UnfinishedEngineJobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if j.ID == id {
+			return j.Account
+		}
+	}
+	t.Fatalf("job %d not read", id)
+	return ""
 }

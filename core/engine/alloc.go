@@ -100,7 +100,7 @@ func (e *Engine) loadProfiles(ctx context.Context) {
 // (docs/synergy.md): the one its user declared, else the learned profile
 // of its model at its batch size (or the nearest batch); the scheduler
 // falls back to the catalogue by model otherwise.
-func (e *Engine) cpuProfile(sj *sched.Job, j Job) {
+func (e *Engine) cpuProfile(sj *sched.Job, j *Job) {
 	if j.CPUProfile != nil {
 		p := *j.CPUProfile
 		sj.CPUProfile, sj.CPUProfileSource = &p, synergy.SourceDeclared
@@ -321,7 +321,7 @@ func (e *Engine) JobResources(id int64) (JobResources, bool) {
 	}
 	out := JobResources{Allocations: as}
 	sj := sched.Job{ID: id, Model: key.model}
-	e.cpuProfile(&sj, Job{BatchSize: key.batch, CPUProfile: key.declared})
+	e.cpuProfile(&sj, &Job{BatchSize: key.batch, CPUProfile: key.declared})
 	out.Profile, out.ProfileSource = sched.JobProfile(&sj)
 	now := e.cfg.Now()
 	for _, a := range as {

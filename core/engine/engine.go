@@ -121,7 +121,9 @@ type Dep struct {
 type Store interface {
 	// UnfinishedEngineJobs returns the unfinished jobs a pass acts on,
 	// with their dependencies' states and cancel requests; held jobs are
-	// left out unless a cancel of theirs was requested.
+	// left out unless a cancel of theirs was requested. The pass may
+	// change the jobs it is given; they are its own until its next call,
+	// which may reuse their array.
 	UnfinishedEngineJobs(ctx context.Context) ([]Job, error)
 	// MarkStarted records a new run of a waiting job on placement and
 	// returns its number.
@@ -283,9 +285,11 @@ type Engine struct {
 	shares     []sched.TeamShare            // each team's standing after the last pass
 	borrowed   map[int64]bool               // running jobs beyond their team's guarantee
 	userShares map[string][]sched.UserShare // per team: its users' standing after the last pass
-	// waits is why each waiting job waits, and its place in its queue, as
-	// of the last pass.
-	waits map[int64]sched.Wait
+	// waitList is why each waiting job waits, and its place in its
+	// queue, as of the last pass, in the pass's order; waits is the same
+	// by job, made from it when first asked (Waits), nil until then.
+	waitList []sched.Wait
+	waits    map[int64]sched.Wait
 	// reservations are the GPUs the last pass reserved, by job (reserve.go).
 	reservations map[int64]sched.Reservation
 	// rsvOrder is the same reservations in the pass's order.

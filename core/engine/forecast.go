@@ -239,7 +239,7 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 	gpuMiB := smallestGPU(snap.Nodes)
 	for _, j := range jobs {
 		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
-			in.Later = append(in.Later, forecast.Arrival{Job: e.schedJob(j, now, gpuMiB), At: seconds(*j.RetryAt)})
+			in.Later = append(in.Later, forecast.Arrival{Job: e.schedJob(&j, now, gpuMiB), At: seconds(*j.RetryAt)})
 		}
 	}
 	startsNow := make(map[int64]bool, len(d.Starts))
@@ -336,7 +336,7 @@ func expectedArrivals(js []Job, now time.Time, window time.Duration, e *Engine) 
 	a := &forecast.Arrivals{RatePerS: rate}
 	gpuMiB := e.smallestGPU()
 	for _, j := range js {
-		sj := e.schedJob(Job{ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB, Model: j.Model,
+		sj := e.schedJob(&Job{ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB, Model: j.Model,
 			Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.Memory, BatchSize: j.BatchSize, CPUProfile: j.CPUProfile,
 			Command: j.Command, SubmittedAt: j.SubmittedAt, TimeLimit: j.TimeLimit}, now, gpuMiB)
 		a.Like = append(a.Like, sj)
@@ -482,7 +482,8 @@ func jobsSignature(jobs []Job) (uint64, int) {
 	h := fnv.New64a()
 	var b [9]byte
 	waiting := 0
-	for _, j := range jobs {
+	for k := range jobs {
+		j := &jobs[k]
 		for i := range 8 {
 			b[i] = byte(j.ID >> (8 * i))
 		}

@@ -19,41 +19,45 @@ import (
 // used up ends timed out.
 
 // gate ends the waiting jobs that can never run, and keeps from the
-// scheduler those that must wait. It returns the jobs the scheduler sees
-// and a wait for each job kept back.
+// scheduler those that must wait. It returns the jobs the scheduler sees,
+// in jobs' array (a long queue is not copied every pass), and a wait for
+// each job kept back.
 func (e *Engine) gate(ctx context.Context, jobs []Job, now time.Time) ([]Job, []sched.Wait) {
 	running := make(map[int64]int) // tasks running per array
-	for _, j := range jobs {
-		if j.Array != nil && j.State == job.Running {
+	for i := range jobs {
+		if j := &jobs[i]; j.Array != nil && j.State == job.Running {
 			running[j.Array.ID]++
 		}
 	}
-	out := make([]Job, 0, len(jobs))
+	// out fills jobs' array from its start (keep): it never passes the
+	// job the loop reads, and the tasks kept aside are copies.
+	out := jobs[:0]
 	var waits []sched.Wait
 	var tasks []Job // waiting tasks of limited arrays, for the array gate
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if !j.State.Waiting() || j.CancelRequest != "" {
-			out = append(out, j)
+			out = keep(out, jobs, i)
 			continue
 		}
-		if end, to, why := endsWaiting(j); end {
+		if end, to, why := endsWaiting(*j); end {
 			if err := e.cfg.Store.EndWaiting(ctx, j.ID, to, why, now); err != nil {
 				e.cfg.Logger.Error("end a waiting job", "job", j.ID, "state", to, "err", err)
-				out = append(out, j)
+				out = keep(out, jobs, i)
 				continue
 			}
 			e.cfg.Logger.Info("waiting job ended", "job", j.ID, "state", to, "reason", why)
 			continue
 		}
-		if why := depWait(j); why != "" {
+		if why := depWait(*j); why != "" {
 			waits = append(waits, sched.Wait{JobID: j.ID, Reason: why})
 			continue
 		}
 		if j.Array != nil && j.ArrayLimit > 0 {
-			tasks = append(tasks, j)
+			tasks = append(tasks, *j)
 			continue
 		}
-		out = append(out, j)
+		out = keep(out, jobs, i)
 	}
 	sort.SliceStable(tasks, func(a, b int) bool {
 		if tasks[a].Array.ID != tasks[b].Array.ID {

@@ -53,7 +53,8 @@ const heldEps = 1e-9
 func (e *Engine) reheld(ctx context.Context, jobs []Job, now time.Time) []Job {
 	var runs []usage.Run
 	shared := false
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if j.State != job.Running || len(j.Placement) == 0 {
 			continue
 		}
@@ -115,18 +116,21 @@ func (e *Engine) heldFromStart(ctx context.Context, jobs []Job, starts []sched.S
 		at[s.JobID] = s
 	}
 	var after []Job
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i] // left as it is: the started jobs change in a copy
 		s, ok := at[j.ID]
 		r := e.runs[j.ID]
 		switch {
 		case ok && r != nil && r.id != j.Run:
-			started := now
-			j.State, j.Placement, j.Run, j.LastStartAt, j.Accrual = job.Running, slices.Clone(s.GPUs), r.id, &started, usage.Accrual{}
-			sharing = sharing || j.Sharing
+			started, c := now, *j
+			c.State, c.Placement, c.Run, c.LastStartAt, c.Accrual = job.Running, slices.Clone(s.GPUs), r.id, &started, usage.Accrual{}
+			sharing = sharing || c.Sharing
+			after = append(after, c)
+			continue
 		case j.State != job.Running:
 			continue
 		}
-		after = append(after, j)
+		after = append(after, *j)
 	}
 	if sharing {
 		e.reheld(ctx, after, now)

@@ -35,8 +35,11 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.stopQueued(ctx)
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
-	e.forgetWaits(jobs)
-	e.forgetReasons(jobs)
+	if len(e.waiting) > 0 || len(e.reasons) > 0 {
+		waiting := waitingIDs(jobs)
+		e.forgetWaits(waiting)
+		e.forgetReasons(waiting)
+	}
 	e.enforceTimeLimits(ctx, jobs, now)
 	jobs, gated := e.gate(ctx, jobs, now)
 	jobs = e.startPromised(ctx, jobs, now)
@@ -92,9 +95,10 @@ func (e *Engine) pass(ctx context.Context) error {
 // gone for longer than LostAfter. It returns jobs as they are now.
 func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []Job {
 	out := jobs[:0]
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if j.State != job.Running || e.runs[j.ID] != nil {
-			out = append(out, j)
+			out = keep(out, jobs, i)
 			continue
 		}
 		node := placementNode(j.Placement)
@@ -110,14 +114,14 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 				e.lostSince[node] = since
 			}
 			if now.Sub(since) < e.cfg.LostAfter {
-				out = append(out, j)
+				out = keep(out, jobs, i)
 				continue
 			}
 			reason = fmt.Sprintf("requeued: node %s lost for %s", node, now.Sub(since).Round(time.Second))
 		}
 		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, job.Queued, nil, reason, now); err != nil {
 			e.cfg.Logger.Error("requeue lost job", "job", j.ID, "err", err)
-			out = append(out, j)
+			out = keep(out, jobs, i)
 			continue
 		}
 		e.placedAt(j.Placement, now)
@@ -125,9 +129,20 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 		e.stats.requeued(RequeueNodeLost)
 		e.waitFrom(j.ID, now)
 		j.State, j.Placement = job.Queued, nil
-		out = append(out, j)
+		out = keep(out, jobs, i)
 	}
 	return out
+}
+
+// keep adds jobs[i] to out, the jobs kept of a filter that writes them
+// back into jobs' own array (out began as jobs[:0]): until a job is left
+// out, each is already in its place and nothing is copied. A pass's
+// filters over a long queue keep nearly every job.
+func keep(out, jobs []Job, i int) []Job {
+	if len(out) == i {
+		return out[:i+1]
+	}
+	return append(out, jobs[i])
 }
 
 // snapshot describes the cluster to the scheduler.
@@ -148,45 +163,88 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, *passJobs)
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
-	byID := &passJobs{jobs: jobs, at: make(map[int64]int32, len(jobs))}
+	byID := &passJobs{jobs: jobs}
 	if len(jobs) > 0 {
 		snap.Jobs = make([]sched.Job, 0, len(jobs))
+		byID.ids, byID.pos = make([]int64, 0, len(jobs)), make([]int32, 0, len(jobs))
 	}
 	gpuMiB := smallestGPU(snap.Nodes)
-	for i, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
 			continue // waits out its retry backoff
 		}
-		byID.at[j.ID] = int32(i)
+		byID.add(j.ID, i)
 		snap.Jobs = append(snap.Jobs, e.schedJob(j, now, gpuMiB))
 	}
+	byID.index()
 	return snap, byID
 }
 
 // passJobs are the jobs a pass schedules (snapshot), by ID: an index into
 // the pass's jobs rather than a copy of each. The pass leaves its jobs as
 // they are once they are indexed.
+//
+// The store gives the jobs by ID, so the index is their IDs in that order,
+// searched (at 10,000 jobs a tenth of a map's size, built without
+// hashing); jobs out of order are indexed by a map.
 type passJobs struct {
 	jobs []Job
+	ids  []int64 // of the jobs indexed, in their order
+	pos  []int32 // of each of ids in jobs
 	at   map[int64]int32
 }
 
 // newPassJobs indexes jobs by ID.
 func newPassJobs(jobs []Job) *passJobs {
-	p := &passJobs{jobs: jobs, at: make(map[int64]int32, len(jobs))}
+	p := &passJobs{jobs: jobs, ids: make([]int64, 0, len(jobs)), pos: make([]int32, 0, len(jobs))}
 	for i, j := range jobs {
-		p.at[j.ID] = int32(i)
+		p.add(j.ID, i)
 	}
+	p.index()
 	return p
+}
+
+// add indexes job id at jobs[i].
+func (p *passJobs) add(id int64, i int) {
+	p.ids, p.pos = append(p.ids, id), append(p.pos, int32(i))
+}
+
+// index finishes the index once every job is added: the jobs' IDs are
+// searched where they are in order, else mapped.
+func (p *passJobs) index() {
+	for k := 1; k < len(p.ids); k++ {
+		if p.ids[k] <= p.ids[k-1] {
+			p.at = make(map[int64]int32, len(p.ids))
+			for k, id := range p.ids {
+				p.at[id] = p.pos[k]
+			}
+			return
+		}
+	}
+}
+
+// find returns the place of job id in the pass's jobs; ok is false for
+// a job the pass does not schedule.
+func (p *passJobs) find(id int64) (i int, ok bool) {
+	if p == nil {
+		return 0, false
+	}
+	if p.at != nil {
+		k, ok := p.at[id]
+		return int(k), ok
+	}
+	k, ok := slices.BinarySearch(p.ids, id)
+	if !ok {
+		return 0, false
+	}
+	return int(p.pos[k]), true
 }
 
 // get returns job id of the pass; ok is false for a job the pass does
 // not schedule.
 func (p *passJobs) get(id int64) (j Job, ok bool) {
-	if p == nil {
-		return Job{}, false
-	}
-	i, ok := p.at[id]
+	i, ok := p.find(id)
 	if !ok {
 		return Job{}, false
 	}
@@ -202,7 +260,7 @@ func (p *passJobs) job(id int64) Job {
 
 // schedJob is j as the scheduler sees it at now; gpuMiB is the memory of
 // the smallest GPU (sharing.go).
-func (e *Engine) schedJob(j Job, now time.Time, gpuMiB int64) sched.Job {
+func (e *Engine) schedJob(j *Job, now time.Time, gpuMiB int64) sched.Job {
 	sj := sched.Job{
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
 		SubmitTime: seconds(j.SubmittedAt), ExecutedS: j.ExecutedS,
@@ -505,18 +563,19 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 // reasonRefresh old whatever changed, and the store lags the engine by
 // at most that there.
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
-	all := make(map[int64]sched.Wait, len(waits))
 	changed := make(map[int64]string)
 	for i, w := range waits {
-		all[w.JobID] = w
 		old, ok := e.reasons[w.JobID]
 		if ok && (old.text == w.Reason || (i >= e.reasonsAtOnce || sameWords(old.text, w.Reason)) && now.Sub(old.at) < refreshAfter(w.JobID)) {
 			continue
 		}
 		changed[w.JobID] = w.Reason
 	}
+	// The engine's own copy (a copy of the list is cheap, its map is not):
+	// Waits reads it after the pass, whatever becomes of the scheduler's.
+	list := append(make([]sched.Wait, 0, len(waits)), waits...)
 	e.shareMu.Lock()
-	e.waits = all
+	e.waitList, e.waits = list, nil
 	e.shareMu.Unlock()
 	if err := e.cfg.Store.SetReasons(ctx, changed); err != nil {
 		return err
@@ -590,32 +649,42 @@ func sameWords(a, b string) bool {
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // forgetReasons forgets the stored reasons of the jobs that no longer wait
-// (ended, started, held), given the jobs of the pass.
-func (e *Engine) forgetReasons(jobs []Job) {
-	if len(e.reasons) == 0 {
-		return
-	}
-	waits := make(map[int64]bool, len(jobs))
-	for _, j := range jobs {
-		if j.State.Waiting() {
-			waits[j.ID] = true
-		}
-	}
+// (ended, started, held), given the waiting jobs of the pass (waitingIDs).
+func (e *Engine) forgetReasons(waiting map[int64]bool) {
 	for id := range e.reasons {
-		if !waits[id] {
+		if !waiting[id] {
 			delete(e.reasons, id)
 		}
 	}
+}
+
+// waitingIDs are the jobs of jobs that wait, by ID.
+func waitingIDs(jobs []Job) map[int64]bool {
+	waits := make(map[int64]bool, len(jobs))
+	for i := range jobs {
+		if jobs[i].State.Waiting() {
+			waits[jobs[i].ID] = true
+		}
+	}
+	return waits
 }
 
 // Waits returns, by job, why each waiting job waits as of the last pass
 // and its place in its queue (Wait.Position, 1-based in the scheduler's
 // order: its reason's "N jobs ahead" is Position-1): what its page, the
 // Queues page and the API show on the leader. The map is never changed
-// once published.
+// once published. A pass publishes its waits as a list, and the first
+// call after it makes the map: a pass at a long queue does not make one
+// that nobody reads.
 func (e *Engine) Waits() map[int64]sched.Wait {
 	e.shareMu.Lock()
 	defer e.shareMu.Unlock()
+	if e.waits == nil && e.waitList != nil {
+		e.waits = make(map[int64]sched.Wait, len(e.waitList))
+		for _, w := range e.waitList {
+			e.waits[w.JobID] = w
+		}
+	}
 	return e.waits
 }
 

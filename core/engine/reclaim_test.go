@@ -30,7 +30,7 @@ func TestSchedJobReclaimAndPriority(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sj := e.schedJob(tc.j, t0, 81920)
+			sj := e.schedJob(&tc.j, t0, 81920)
 			if sj.ReenteredAt != tc.reentered || sj.Interactive != tc.interactive {
 				t.Errorf("ReenteredAt %v Interactive %v; want %v %v", sj.ReenteredAt, sj.Interactive, tc.reentered, tc.interactive)
 			}
@@ -58,7 +58,7 @@ func TestSchedJobPriority(t *testing.T) {
 		{Job{ID: 3, GPUs: 1, SubmittedAt: t0, Priority: job.PriorityLow}, sched.ClassLow},
 		{Job{ID: 4, GPUs: 1, SubmittedAt: t0, Priority: job.PriorityHigh, Session: &job.Session{Type: job.SessionTerminal}}, sched.ClassSession},
 	} {
-		if got := e.schedJob(tc.j, t0, 81920).Class; got != tc.want {
+		if got := e.schedJob(&tc.j, t0, 81920).Class; got != tc.want {
 			t.Errorf("job %d (priority %q): class %v, want %v", tc.j.ID, tc.j.Priority, got, tc.want)
 		}
 	}

@@ -38,9 +38,10 @@ func (e *Engine) requestCancel(ctx context.Context, id int64, reason string) err
 // schedule.
 func (e *Engine) carryOutCancels(ctx context.Context, jobs []Job, now time.Time) []Job {
 	out := jobs[:0]
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if j.CancelRequest == "" {
-			out = append(out, j)
+			out = keep(out, jobs, i)
 			continue
 		}
 		switch {
@@ -52,16 +53,16 @@ func (e *Engine) carryOutCancels(ctx context.Context, jobs []Job, now time.Time)
 			}
 			// Without a run here, its machine is away: once it is
 			// requeued, the next pass cancels it.
-			out = append(out, j)
+			out = keep(out, jobs, i)
 		case j.State.Waiting():
 			if err := e.cfg.Store.Cancel(ctx, j.ID, j.CancelRequest, now); err != nil {
 				e.cfg.Logger.Error("carry out cancel request", "job", j.ID, "err", err)
-				out = append(out, j)
+				out = keep(out, jobs, i)
 				continue
 			}
 			e.cfg.Logger.Info("job cancelled as asked through another replica", "job", j.ID)
 		default:
-			out = append(out, j)
+			out = keep(out, jobs, i)
 		}
 	}
 	return out

@@ -274,12 +274,9 @@ func (e *Engine) adopt(ctx context.Context, n Node) {
 // job that was requeued while its machine was away, and that nothing else
 // runs, is resumed. It returns the jobs as they are now.
 func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job {
-	index := make(map[int64]int, len(jobs))
-	for i, j := range jobs {
-		index[j.ID] = i
-	}
+	index := newPassJobs(jobs)
 	for id := range e.handover {
-		if i, ok := index[id]; !ok || !jobs[i].State.Waiting() {
+		if i, ok := index.find(id); !ok || !jobs[i].State.Waiting() {
 			delete(e.handover, id) // started or gone: nothing to measure
 		}
 	}
@@ -288,7 +285,7 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 		if len(r.parts) == 0 || len(r.lost) > 0 {
 			continue // ended, its outcome waiting for the store; or waiting for lost parts
 		}
-		i, known := index[id]
+		i, known := index.find(id)
 		var j Job
 		if known {
 			j = jobs[i]
@@ -464,18 +461,17 @@ func (e *Engine) startPromised(ctx context.Context, jobs []Job, now time.Time) [
 	if len(due) == 0 {
 		return jobs
 	}
-	at := make(map[int64]int, len(jobs))
+	at := newPassJobs(jobs)
 	taken := make(map[gpu.Ref]bool)
-	for i, j := range jobs {
-		at[j.ID] = i
-		if j.State == job.Running {
+	for i := range jobs {
+		if j := &jobs[i]; j.State == job.Running {
 			for _, g := range j.Placement {
 				taken[g] = true
 			}
 		}
 	}
 	for _, st := range due {
-		i, ok := at[st.JobID]
+		i, ok := at.find(st.JobID)
 		if !ok || !jobs[i].State.Waiting() || jobs[i].CancelRequest != "" || e.runs[st.JobID] != nil ||
 			jobs[i].RetryAt != nil && jobs[i].RetryAt.After(now) || !e.freeForPromise(st.GPUs, taken) {
 			continue

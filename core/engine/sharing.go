@@ -50,11 +50,11 @@ func shares(j Job) bool { return j.Sharing && j.GPUs == 1 }
 // estimate padded as the agent's lanes pad it. gpuMiB is the smallest GPU
 // of the cluster, what a fraction of a GPU is taken of. A sharing job
 // whose memory nobody knows runs unshared.
-func shareable(sj *sched.Job, j Job, gpuMiB int64) {
-	if !shares(j) {
+func shareable(sj *sched.Job, j *Job, gpuMiB int64) {
+	if !j.Sharing || j.GPUs != 1 { // shares
 		return
 	}
-	est, ok := estimateOf(j, gpuMiB)
+	est, ok := estimateOf(*j, gpuMiB)
 	if !ok {
 		return
 	}

@@ -89,8 +89,8 @@ func (e *Engine) teams(ctx context.Context, jobs []Job, now time.Time) ([]sched.
 		}
 	}
 	st.runs = st.runs[:0]
-	for _, j := range jobs {
-		if j.State == job.Running {
+	for i := range jobs {
+		if j := &jobs[i]; j.State == job.Running {
 			st.runs = append(st.runs, usageRun(j))
 		}
 	}
@@ -195,7 +195,7 @@ func (e *Engine) Borrowed(id int64) bool {
 }
 
 // usageRun is running job j as the GPU count sees it.
-func usageRun(j Job) usage.Run {
+func usageRun(j *Job) usage.Run {
 	r := usage.Run{Job: j.ID, Team: j.Team, GPUs: gpuNames(j.Placement), Sharing: j.Sharing, Fraction: j.GPUFraction}
 	if j.LastStartAt != nil {
 		r.Since = *j.LastStartAt

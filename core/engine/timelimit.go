@@ -29,7 +29,8 @@ func executed(j Job, now time.Time) time.Duration {
 // enforceTimeLimits stops the runs of jobs that have reached their time
 // limit.
 func (e *Engine) enforceTimeLimits(ctx context.Context, jobs []Job, now time.Time) {
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if j.TimeLimit <= 0 || j.State != job.Running {
 			continue
 		}
@@ -43,7 +44,7 @@ func (e *Engine) enforceTimeLimits(ctx context.Context, jobs []Job, now time.Tim
 		default:
 			continue // it ends anyway: cancelled, failed, timed out
 		}
-		ran := executed(j, now)
+		ran := executed(*j, now)
 		if job.TimeLeft(j.TimeLimit, ran) > 0 {
 			continue
 		}

@@ -57,8 +57,8 @@ func (st *teamState) user(team string) map[string]float64 {
 func (e *Engine) addUserUsage(jobs []Job, held usage.Figures, dt float64) {
 	st := &e.teamState
 	used := map[[2]string]float64{}
-	for _, j := range jobs {
-		if j.State == job.Running {
+	for i := range jobs {
+		if j := &jobs[i]; j.State == job.Running {
 			used[[2]string{j.Team, j.User}] += held.Held(j.ID) * dt
 		}
 	}

@@ -14,19 +14,10 @@ import "time"
 func (e *Engine) waitFrom(id int64, t time.Time) { e.waiting[id] = t }
 
 // forgetWaits forgets the jobs that no longer wait (cancelled, or
-// started elsewhere), given the unfinished jobs as the pass reads them.
-func (e *Engine) forgetWaits(jobs []Job) {
-	if len(e.waiting) == 0 {
-		return
-	}
-	waits := make(map[int64]bool, len(jobs))
-	for _, j := range jobs {
-		if j.State.Waiting() {
-			waits[j.ID] = true
-		}
-	}
+// started elsewhere), given the waiting jobs of the pass (waitingIDs).
+func (e *Engine) forgetWaits(waiting map[int64]bool) {
 	for id := range e.waiting {
-		if !waits[id] {
+		if !waiting[id] {
 			delete(e.waiting, id)
 		}
 	}
