@@ -48,6 +48,9 @@ func (s *Server) apiRevokeUserToken(c echo.Context) error {
 // apiAccountAction answers an admin's action on the account :name.
 func (s *Server) apiAccountAction(action app.AccountAction) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if err := noFields(c); err != nil {
+			return err
+		}
 		out, err := s.app.ChangeAccount(c.Request().Context(), appActor(c), c.Param("name"), action)
 		if err != nil {
 			return err

@@ -94,6 +94,9 @@ func (s *Server) apiResubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := noFields(c); err != nil {
+		return err
+	}
 	j, err := s.app.Resubmit(c.Request().Context(), appActor(c), id)
 	if err != nil {
 		return err

@@ -41,6 +41,25 @@ func decodeJSON(c echo.Context, v any) error {
 	return nil
 }
 
+// noFields refuses a body that asks for something the request does not
+// take: an action such as a resubmit or a drain has no fields, so a body
+// must be empty or {}; {"gpus": 4} is a 400 naming gpus, not a copy of
+// the job on as many GPUs as before.
+func noFields(c echo.Context) error {
+	var none struct{}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return decodeJSON(c, &none) // the same errors as any body's
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if err := strictJSON(body, &none); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "this request takes no fields: "+err.Error())
+	}
+	return nil
+}
+
 // strictJSON decodes body, one JSON value, into v, refusing unknown
 // fields, anything but white space after the value, text that is not
 // UTF-8 and numbers that round to zero. Its errors name the field at

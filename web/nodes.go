@@ -24,6 +24,9 @@ func (s *Server) apiNodes(c echo.Context) error {
 // apiNodeAction answers an admin's action on the machine named by :name.
 func (s *Server) apiNodeAction(action app.NodeAction) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if err := noFields(c); err != nil {
+			return err
+		}
 		if err := s.app.ActOnNode(c.Request().Context(), appActor(c), c.Param("name"), action); err != nil {
 			return err
 		}

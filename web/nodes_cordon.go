@@ -33,6 +33,9 @@ func (s *Server) clearGPU(c echo.Context) error {
 }
 
 func (s *Server) apiClearGPU(c echo.Context) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	if err := s.clearGPU(c); err != nil {
 		return err
 	}

@@ -47,6 +47,9 @@ func (s *Server) apiSetNotifications(c echo.Context) error {
 }
 
 func (s *Server) apiTestNotification(c echo.Context) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	k, err := s.app.TestNotification(c.Request().Context(), appActor(c), s.notifying())
 	if err != nil {
 		return err
