@@ -272,3 +272,58 @@ func TestListJobsFilters(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueReadsPlans checks, on SQLite and PostgreSQL, that what GET
+// /api/v1/queues and the other queue reads ask of the jobs table at
+// every read searches an index, as at 100,000 finished jobs (issue 33):
+// the running jobs by state, the rows changed since the last read by
+// updated_at, the sweep's step by a range of IDs, and a page's jobs
+// (QueueJobsByID) by their IDs; none reads the table whole.
+func TestQueueReadsPlans(t *testing.T) {
+	t.Parallel()
+	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
+		s := openTestStore(t, dsn)
+		n := 10_000 // PostgreSQL plans by the statistics of a long-lived table
+		if s.db.Dialector.Name() != "postgres" {
+			n = 1_000 // SQLite by its rules alone (TestListJobsPlansUseIndexes)
+		}
+		seedFinishedJobs(t, s, n)
+		sql, err := queueJobsQuery(s.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := make([]int64, 0, 200)
+		for id := int64(n / 2); len(page) < cap(page); id += 3 {
+			page = append(page, id)
+		}
+		for _, tc := range []struct {
+			name  string
+			query func(tx *gorm.DB) *gorm.DB
+		}{
+			{"running jobs", func(tx *gorm.DB) *gorm.DB {
+				var js []Job
+				return tx.Where("state = ?", JobRunning).Order("id").Find(&js)
+			}},
+			{"rows changed since", func(tx *gorm.DB) *gorm.DB {
+				var ids []int64
+				return tx.Model(&Job{}).Where("updated_at >= ?", time.Now().Add(time.Hour)).Pluck("id", &ids)
+			}},
+			{"a step of the sweep", func(tx *gorm.DB) *gorm.DB {
+				var ids []int64
+				return tx.Model(&Job{}).Where("id > ? AND id <= ? AND state IN ?", n/2, n/2+queueSweepIDs, UnfinishedStates).Pluck("id", &ids)
+			}},
+			{"a page's jobs", func(tx *gorm.DB) *gorm.DB {
+				var js []Job
+				return tx.Raw(sql, page).Scan(&js)
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				plan := explain(t, s, tc.query)
+				t.Logf("plan:\n%s", plan)
+				if strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "SCAN jobs") { // SQLite: SEARCH, not SCAN
+					t.Errorf("the plan reads the whole table:\n%s", plan)
+				}
+			})
+		}
+	})
+}

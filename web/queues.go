@@ -79,6 +79,19 @@ func (s *Server) apiQueues(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return queuesJSON(c, &q)
+}
+
+// queuesJSON answers q as c.JSON does (the same bytes, its newline
+// after them), written by api.Queues.AppendJSON rather than by
+// reflection; indented (?pretty, or echo's debug mode) or where
+// AppendJSON fails, by c.JSON itself.
+func queuesJSON(c echo.Context, q *api.Queues) error {
+	if _, pretty := c.QueryParams()["pretty"]; !pretty && !c.Echo().Debug {
+		if b, err := q.AppendJSON(make([]byte, 0, 64<<10)); err == nil {
+			return c.JSONBlob(http.StatusOK, append(b, '\n'))
+		}
+	}
 	return c.JSON(http.StatusOK, q)
 }
 

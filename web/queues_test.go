@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -306,5 +310,41 @@ func TestQueuesForecastLineWithoutHistory(t *testing.T) {
 			t.Fatal("no forecast line on the Queues page after 10 s")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestQueuesJSONAsEchoWrites checks that GET /api/v1/queues' writer
+// (queuesJSON, api.Queues.AppendJSON) answers what c.JSON answers: the
+// same status, type and bytes, indented for ?pretty, and the same error
+// for a value encoding/json cannot write.
+func TestQueuesJSONAsEchoWrites(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 29, 1, 2, 3, 4, time.UTC)
+	q := api.Queues{Policy: "fifo", Thresholds: []float64{}, AsOf: at, Queues: []api.Queue{{Total: 2, Running: 1, Jobs: []api.QueueJob{
+		{ID: 1, Name: "a<b>&c", Team: "vision", User: "alice", GPUs: 1, State: job.Running, ExecutedS: 12.5, AttainedService: 12.5},
+		{ID: 2, Team: "nlp", GPUs: 2, State: job.Queued, Position: 1, Priority: "high",
+			Forecast: &api.Forecast{State: "forecast", Earliest: &at, Likely: &at, Latest: &at, MadeAt: &at}},
+	}}}}
+	nan := q
+	nan.Thresholds = []float64{math.NaN()}
+	e := echo.New()
+	for _, tc := range []struct {
+		name, target string
+		q            api.Queues
+	}{
+		{"plain", "/api/v1/queues", q},
+		{"pretty", "/api/v1/queues?pretty", q},
+		{"not a number", "/api/v1/queues", nan},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, want := httptest.NewRecorder(), httptest.NewRecorder()
+			gotErr := queuesJSON(e.NewContext(httptest.NewRequest(http.MethodGet, tc.target, nil), got), &tc.q)
+			wantErr := e.NewContext(httptest.NewRequest(http.MethodGet, tc.target, nil), want).JSON(http.StatusOK, tc.q)
+			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || got.Code != want.Code ||
+				got.Header().Get(echo.HeaderContentType) != want.Header().Get(echo.HeaderContentType) || got.Body.String() != want.Body.String() {
+				t.Errorf("queuesJSON: %v, %d %q\n%s\nwant (c.JSON): %v, %d %q\n%s", gotErr, got.Code, got.Header().Get(echo.HeaderContentType), got.Body,
+					wantErr, want.Code, want.Header().Get(echo.HeaderContentType), want.Body)
+			}
+		})
 	}
 }
