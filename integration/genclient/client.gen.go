@@ -10861,6 +10861,11 @@ func (r ListNodesResponse) ContentType() string {
 	return ""
 }
 
+// CordonNodeResponse400Headers the declared response headers of an HTTP 400 response for CordonNode
+type CordonNodeResponse400Headers struct {
+	XDataAge *int
+}
+
 // CordonNodeResponse401Headers the declared response headers of an HTTP 401 response for CordonNode
 type CordonNodeResponse401Headers struct {
 	XDataAge *int
@@ -10881,12 +10886,16 @@ type CordonNodeResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Node
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CordonNodeResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CordonNodeResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -10898,6 +10907,11 @@ type CordonNodeResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r CordonNodeResponse) GetJSON200() *Node {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CordonNodeResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -10944,6 +10958,11 @@ func (r CordonNodeResponse) ContentType() string {
 	return ""
 }
 
+// DrainNodeResponse400Headers the declared response headers of an HTTP 400 response for DrainNode
+type DrainNodeResponse400Headers struct {
+	XDataAge *int
+}
+
 // DrainNodeResponse401Headers the declared response headers of an HTTP 401 response for DrainNode
 type DrainNodeResponse401Headers struct {
 	XDataAge *int
@@ -10964,12 +10983,16 @@ type DrainNodeResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Node
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DrainNodeResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DrainNodeResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -10981,6 +11004,11 @@ type DrainNodeResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DrainNodeResponse) GetJSON200() *Node {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DrainNodeResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11124,6 +11152,11 @@ func (r ClearGPUResponse) ContentType() string {
 	return ""
 }
 
+// ResumeNodeResponse400Headers the declared response headers of an HTTP 400 response for ResumeNode
+type ResumeNodeResponse400Headers struct {
+	XDataAge *int
+}
+
 // ResumeNodeResponse401Headers the declared response headers of an HTTP 401 response for ResumeNode
 type ResumeNodeResponse401Headers struct {
 	XDataAge *int
@@ -11144,12 +11177,16 @@ type ResumeNodeResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Node
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ResumeNodeResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ResumeNodeResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -11161,6 +11198,11 @@ type ResumeNodeResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ResumeNodeResponse) GetJSON200() *Node {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResumeNodeResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11207,6 +11249,11 @@ func (r ResumeNodeResponse) ContentType() string {
 	return ""
 }
 
+// UncordonNodeResponse400Headers the declared response headers of an HTTP 400 response for UncordonNode
+type UncordonNodeResponse400Headers struct {
+	XDataAge *int
+}
+
 // UncordonNodeResponse401Headers the declared response headers of an HTTP 401 response for UncordonNode
 type UncordonNodeResponse401Headers struct {
 	XDataAge *int
@@ -11227,12 +11274,16 @@ type UncordonNodeResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Node
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UncordonNodeResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UncordonNodeResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -11244,6 +11295,11 @@ type UncordonNodeResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r UncordonNodeResponse) GetJSON200() *Node {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UncordonNodeResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -12693,6 +12749,11 @@ func (r ListUsersResponse) ContentType() string {
 	return ""
 }
 
+// DeleteUserResponse400Headers the declared response headers of an HTTP 400 response for DeleteUser
+type DeleteUserResponse400Headers struct {
+	XDataAge *int
+}
+
 // DeleteUserResponse401Headers the declared response headers of an HTTP 401 response for DeleteUser
 type DeleteUserResponse401Headers struct {
 	XDataAge *int
@@ -12718,6 +12779,8 @@ type DeleteUserResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AccountChange
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -12726,6 +12789,8 @@ type DeleteUserResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeleteUserResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteUserResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -12739,6 +12804,11 @@ type DeleteUserResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DeleteUserResponse) GetJSON200() *AccountChange {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteUserResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -12790,6 +12860,11 @@ func (r DeleteUserResponse) ContentType() string {
 	return ""
 }
 
+// DisableUserResponse400Headers the declared response headers of an HTTP 400 response for DisableUser
+type DisableUserResponse400Headers struct {
+	XDataAge *int
+}
+
 // DisableUserResponse401Headers the declared response headers of an HTTP 401 response for DisableUser
 type DisableUserResponse401Headers struct {
 	XDataAge *int
@@ -12815,6 +12890,8 @@ type DisableUserResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AccountChange
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -12823,6 +12900,8 @@ type DisableUserResponse struct {
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DisableUserResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DisableUserResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -12836,6 +12915,11 @@ type DisableUserResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DisableUserResponse) GetJSON200() *AccountChange {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DisableUserResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -12887,6 +12971,11 @@ func (r DisableUserResponse) ContentType() string {
 	return ""
 }
 
+// EnableUserResponse400Headers the declared response headers of an HTTP 400 response for EnableUser
+type EnableUserResponse400Headers struct {
+	XDataAge *int
+}
+
 // EnableUserResponse401Headers the declared response headers of an HTTP 401 response for EnableUser
 type EnableUserResponse401Headers struct {
 	XDataAge *int
@@ -12907,12 +12996,16 @@ type EnableUserResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *AccountChange
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *EnableUserResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *EnableUserResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -12924,6 +13017,11 @@ type EnableUserResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r EnableUserResponse) GetJSON200() *AccountChange {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EnableUserResponse) GetJSON400() *Error {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -17444,6 +17542,13 @@ func ParseCordonNodeResponse(rsp *http.Response) (*CordonNodeResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17468,6 +17573,16 @@ func ParseCordonNodeResponse(rsp *http.Response) (*CordonNodeResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 400:
+		var headers CordonNodeResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CordonNodeResponse401Headers
 		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
@@ -17524,6 +17639,13 @@ func ParseDrainNodeResponse(rsp *http.Response) (*DrainNodeResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17548,6 +17670,16 @@ func ParseDrainNodeResponse(rsp *http.Response) (*DrainNodeResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 400:
+		var headers DrainNodeResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers DrainNodeResponse401Headers
 		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
@@ -17701,6 +17833,13 @@ func ParseResumeNodeResponse(rsp *http.Response) (*ResumeNodeResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17725,6 +17864,16 @@ func ParseResumeNodeResponse(rsp *http.Response) (*ResumeNodeResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 400:
+		var headers ResumeNodeResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ResumeNodeResponse401Headers
 		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
@@ -17781,6 +17930,13 @@ func ParseUncordonNodeResponse(rsp *http.Response) (*UncordonNodeResponse, error
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17805,6 +17961,16 @@ func ParseUncordonNodeResponse(rsp *http.Response) (*UncordonNodeResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 400:
+		var headers UncordonNodeResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers UncordonNodeResponse401Headers
 		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
@@ -19210,6 +19376,13 @@ func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19241,6 +19414,16 @@ func ParseDeleteUserResponse(rsp *http.Response) (*DeleteUserResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 400:
+		var headers DeleteUserResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteUserResponse401Headers
 		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
@@ -19307,6 +19490,13 @@ func ParseDisableUserResponse(rsp *http.Response) (*DisableUserResponse, error) 
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19338,6 +19528,16 @@ func ParseDisableUserResponse(rsp *http.Response) (*DisableUserResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 400:
+		var headers DisableUserResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers DisableUserResponse401Headers
 		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
@@ -19404,6 +19604,13 @@ func ParseEnableUserResponse(rsp *http.Response) (*EnableUserResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19428,6 +19635,16 @@ func ParseEnableUserResponse(rsp *http.Response) (*EnableUserResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 400:
+		var headers EnableUserResponse400Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers EnableUserResponse401Headers
 		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
