@@ -20,11 +20,7 @@ import (
 func TestQueueJobsReadAsGormReads(t *testing.T) {
 	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := openTestStore(t, dsn)
 		now := time.Now().Truncate(time.Microsecond)
 		ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
 		kinds := []func(j *Job){
@@ -213,11 +209,7 @@ func TestPlaceInOrder(t *testing.T) {
 func TestQueueRowsReadAsGormReads(t *testing.T) {
 	migrated.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := openTestStore(t, dsn)
 		now := time.Now().Truncate(time.Microsecond)
 		var js []Job
 		for i := range 50 {

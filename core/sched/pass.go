@@ -191,22 +191,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	}
 	p.sh.on = false
 
-	if p.count {
-		p.cl.resetCount(s.Nodes)
-	} else {
-		p.cl.reset(s.Nodes)
-	}
-	p.rsvBegin()
-	p.scan()
-	if !p.count {
-		if len(p.shared) > 0 {
-			p.dropShared()
-		}
-		p.cl.index()
-		if p.sh.on {
-			p.shareBuild()
-		}
-	}
+	p.load()
 	if p.fair {
 		p.userOrder()
 	}
@@ -268,6 +253,29 @@ func (p *pass) release() {
 	shared := p.sh.gpus[:cap(p.sh.gpus)]
 	for k := range shared {
 		shared[k].lg = nil
+	}
+}
+
+// load fills the pass's cluster from the snapshot's nodes and its entries
+// from the snapshot's jobs (scan), holding the GPUs running jobs hold,
+// with the reservations handed back; in node placement it then indexes
+// the free GPUs and builds the shared GPUs' lanes.
+func (p *pass) load() {
+	if p.count {
+		p.cl.resetCount(p.s.Nodes)
+	} else {
+		p.cl.reset(p.s.Nodes)
+	}
+	p.rsvBegin()
+	p.scan()
+	if !p.count {
+		if len(p.shared) > 0 {
+			p.dropShared()
+		}
+		p.cl.index()
+		if p.sh.on {
+			p.shareBuild()
+		}
 	}
 }
 

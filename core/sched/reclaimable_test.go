@@ -33,19 +33,7 @@ func TestReclaimableUnlessDemoted(t *testing.T) {
 			p.sc, p.pol, p.s, p.now = sc, sc.pol, &p.snap, s.Now
 			p.count = placement == PlaceCount
 			p.ownPreempt, p.preempt, p.track = true, true, true
-			if p.count {
-				p.cl.resetCount(s.Nodes)
-			} else {
-				p.cl.reset(s.Nodes)
-			}
-			p.rsvBegin()
-			p.scan()
-			if !p.count {
-				if len(p.shared) > 0 {
-					p.dropShared()
-				}
-				p.cl.index()
-			}
+			p.load()
 			p.classOrder()
 			for k := range p.ents {
 				e := &p.ents[k]
