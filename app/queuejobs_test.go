@@ -7,15 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	"golang.org/x/crypto/bcrypt"
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -49,19 +44,7 @@ func testQueueJobsByID(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	var dial gorm.Dialector
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		dial = sqlite.Open(path + "?_pragma=busy_timeout(10000)")
-	} else {
-		dial = postgres.Open(dsn)
-	}
-	db, err := gorm.Open(dial, &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sqlDB, err := db.DB(); err == nil {
-		t.Cleanup(func() { sqlDB.Close() })
-	}
+	db := modelstest.Gorm(t, dsn)
 	now := time.Now().Truncate(time.Second)
 	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
 	util := 30.0

@@ -11,34 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glebarez/sqlite"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
-
-// rawDB opens dsn with gorm alone, running no migration.
-func rawDB(t *testing.T, dsn string) *gorm.DB {
-	t.Helper()
-	var d gorm.Dialector
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		d = sqlite.Open(path + "?_pragma=busy_timeout(10000)")
-	} else {
-		d = postgres.Open(dsn)
-	}
-	db, err := gorm.Open(d, &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatalf("open %s: %v", RedactDSN(dsn), err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
-	return db
-}
 
 // freshDSN returns another empty database of the same kind as dsn.
 func freshDSN(t *testing.T, dsn string) string {
@@ -66,7 +42,7 @@ func TestUpgradeFromBaseline(t *testing.T) {
 	t.Parallel()
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		old := rawDB(t, dsn)
+		old := modelstest.Gorm(t, dsn)
 		if err := old.AutoMigrate(baselineModels()...); err != nil {
 			t.Fatalf("previous schema: %v", err)
 		}
@@ -172,7 +148,7 @@ func TestFreshSchemaMatchesModels(t *testing.T) {
 	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
 		s := openTestStore(t, dsn)
 		checkVersions(t, s.db)
-		want := rawDB(t, freshDSN(t, dsn))
+		want := modelstest.Gorm(t, freshDSN(t, dsn))
 		if err := want.AutoMigrate(currentModels()...); err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +252,7 @@ func TestMigrateTwiceAndAtOnce(t *testing.T) {
 // the migration with a message naming it.
 func TestMissingStepFails(t *testing.T) {
 	t.Parallel()
-	db := rawDB(t, modelstest.SQLiteDSN(t))
+	db := modelstest.Gorm(t, modelstest.SQLiteDSN(t))
 	short := migrations()[:1] // the baseline lacks later columns
 	_, err := migrate(context.Background(), db, short)
 	if err == nil || !strings.Contains(err.Error(), "jobs.cancel_request") || !strings.Contains(err.Error(), "models/migrations.go") {

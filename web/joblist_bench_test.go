@@ -3,14 +3,10 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/glebarez/sqlite"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/models"
@@ -58,22 +54,10 @@ func benchJobsPage(b *testing.B, dsn string) {
 // database, in one transaction.
 func seedJobs(b *testing.B, dsn string, n int) {
 	b.Helper()
-	var d gorm.Dialector
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		d = sqlite.Open(path + "?_pragma=busy_timeout(10000)")
-	} else {
-		d = postgres.Open(dsn)
-	}
-	db, err := gorm.Open(d, &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if sqlDB, err := db.DB(); err == nil {
-		defer sqlDB.Close()
-	}
+	db := modelstest.Gorm(b, dsn)
 	teams := []string{"vision", "nlp", "speech", "rl"}
 	at := time.Now().Add(-time.Duration(n) * time.Minute)
-	err = db.Transaction(func(tx *gorm.DB) error {
+	err := db.Transaction(func(tx *gorm.DB) error {
 		for from := 0; from < n; from += 1000 {
 			js := make([]models.Job, 0, 1000)
 			for i := from; i < min(n, from+1000); i++ {

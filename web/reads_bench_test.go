@@ -8,15 +8,10 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	"golang.org/x/sys/unix"
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -178,7 +173,7 @@ func scaleServer(b *testing.B, dsn string, queued, finished int) *testServer {
 // each, straight into the database.
 func seedQueued(b *testing.B, dsn string, n int) {
 	b.Helper()
-	db := openBenchDB(b, dsn)
+	db := modelstest.Gorm(b, dsn)
 	at := time.Now().Add(-time.Duration(n) * time.Second)
 	js := make([]models.Job, 0, n)
 	for i := range n {
@@ -197,24 +192,4 @@ func seedQueued(b *testing.B, dsn string, n int) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// openBenchDB opens dsn's database beside the server's store, closed
-// when b ends.
-func openBenchDB(b testing.TB, dsn string) *gorm.DB {
-	b.Helper()
-	var d gorm.Dialector
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		d = sqlite.Open(path + "?_pragma=busy_timeout(10000)")
-	} else {
-		d = postgres.Open(dsn)
-	}
-	db, err := gorm.Open(d, &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if sqlDB, err := db.DB(); err == nil {
-		b.Cleanup(func() { sqlDB.Close() })
-	}
-	return db
 }

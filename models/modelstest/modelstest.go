@@ -14,11 +14,16 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/glebarez/sqlite"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 // AdminDSN is the PostgreSQL server tests use unless GPUPORTAL_TEST_POSTGRES
@@ -276,4 +281,29 @@ func (tp *Template) Main(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// Gorm opens dsn's database with gorm alone, beside any store on it: no
+// migration runs, and SQLite waits up to 10 s for a lock. Tests and
+// benchmarks write rows with it that the store's own calls would refuse
+// or stamp (NULLs, old versions' rows, seed data in batches). It is
+// closed when t ends.
+func Gorm(t testing.TB, dsn string) *gorm.DB {
+	t.Helper()
+	var d gorm.Dialector
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		d = sqlite.Open(path + "?_pragma=busy_timeout(10000)")
+	} else {
+		d = postgres.Open(dsn)
+	}
+	db, err := gorm.Open(d, &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatalf("open the test database with gorm: %v", err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
 }
