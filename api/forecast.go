@@ -110,7 +110,7 @@ func (f *Forecast) Text(now time.Time, loc *time.Location) string {
 	if f == nil {
 		return ""
 	}
-	at := func(t *time.Time) string { return clock(*t, now, loc) }
+	at := func(t *time.Time) string { return Clock(*t, now, loc) }
 	in := func(t *time.Time) string { return "in " + roughDuration(t.Sub(now)) }
 	switch f.State {
 	case ForecastExpected:
@@ -148,7 +148,7 @@ func (f *Forecast) Short(now time.Time, loc *time.Location) string {
 	if f == nil {
 		return ""
 	}
-	at := func(t *time.Time) string { return clock(*t, now, loc) }
+	at := func(t *time.Time) string { return Clock(*t, now, loc) }
 	switch f.State {
 	case ForecastExpected:
 		switch {
@@ -170,9 +170,9 @@ func (f *Forecast) Short(now time.Time, loc *time.Location) string {
 	return "?"
 }
 
-// clock writes t as a time of day in loc, with the date when t is not on
+// Clock writes t as a time of day in loc, with the date when t is not on
 // now's day.
-func clock(t, now time.Time, loc *time.Location) string {
+func Clock(t, now time.Time, loc *time.Location) string {
 	if loc == nil {
 		loc = time.Local
 	}

@@ -258,8 +258,12 @@ type Reservation struct {
 	GPUs []string `json:"gpus"`
 	// Count is how many GPUs are held: the job's.
 	Count int `json:"count"`
-	// From is when they are expected to be free: an estimate from the
-	// running jobs' time limits, or the run times of jobs like them.
+	// From is the scheduler's estimate of when they are free, from the
+	// running jobs' time limits or the median remaining run time of jobs
+	// like them: other jobs start on them meanwhile only if they end by
+	// then (or may be preempted). It is not the job's expected start:
+	// that is its Forecast, drawn from many samples of the running and
+	// coming jobs' run times, which the pages show.
 	From time.Time `json:"from"`
 	// Due is when the job became due for a reservation: when it had
 	// waited its bound less the server's lead (serve --reserve-lead,

@@ -96,7 +96,7 @@ func (i *Idle) ReclaimText(now time.Time, loc *time.Location) string {
 	if !now.Before(*i.ReclaimAt) {
 		return "It is being stopped now to give its GPUs to waiting jobs."
 	}
-	return fmt.Sprintf("It will be stopped at %s (in %s) to give its GPUs to waiting jobs, unless they work again or it is kept alive.", clock(*i.ReclaimAt, now, loc), roughDuration(i.ReclaimAt.Sub(now)))
+	return fmt.Sprintf("It will be stopped at %s (in %s) to give its GPUs to waiting jobs, unless they work again or it is kept alive.", Clock(*i.ReclaimAt, now, loc), roughDuration(i.ReclaimAt.Sub(now)))
 }
 
 // Text says since when an idle job's GPUs have been idle, with times in
@@ -109,9 +109,9 @@ func (i *Idle) Text(now time.Time, loc *time.Location) string {
 	}
 	rule := fmt.Sprintf("all its GPUs under %s%% utilization", strconv.FormatFloat(i.BelowPct, 'f', -1, 64))
 	if i.AtLeast {
-		return fmt.Sprintf("since before %s (over %s): %s", clock(*i.Since, now, loc), roughDuration(now.Sub(*i.Since)), rule)
+		return fmt.Sprintf("since before %s (over %s): %s", Clock(*i.Since, now, loc), roughDuration(now.Sub(*i.Since)), rule)
 	}
-	return fmt.Sprintf("since %s (%s): %s", clock(*i.Since, now, loc), roughDuration(now.Sub(*i.Since)), rule)
+	return fmt.Sprintf("since %s (%s): %s", Clock(*i.Since, now, loc), roughDuration(now.Sub(*i.Since)), rule)
 }
 
 // Short says the verdict in a few characters, for a badge: "idle 34m";

@@ -143,25 +143,49 @@ func (s *App) Reservations(ctx context.Context) ([]sched.Reservation, error) {
 }
 
 // ReservationShown is a reservation as the cluster page lists it: its
-// job, its GPUs named ("GPUs node-3:0-7") and when they are expected
-// free, on the server's clock.
+// job, its GPUs named ("GPUs node-3:0-7"), the job's start forecast (the
+// one its page, the API and the CLI show: nil when the job no longer
+// waits) and until when other jobs may start on the GPUs (From: those
+// that end by then by their time limits), on the server's clock.
 type ReservationShown struct {
-	JobID int64
-	GPUs  string
-	From  time.Time
+	JobID    int64
+	GPUs     string
+	Forecast *api.Forecast
+	From     time.Time
 }
 
 // ClusterReservations are the reservations the cluster page shows
 // (Reservations), in the pass's order, and the GPUs they hold by
-// "node:index".
+// "node:index". Each carries its job's forecast, read as the job's page
+// reads it (ShownMoment), so that the two say the same start.
 func (s *App) ClusterReservations(ctx context.Context) ([]ReservationShown, map[string]engine.ReservedGPU, error) {
 	rs, err := s.Reservations(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(rs) == 0 {
+		return nil, nil, nil
+	}
+	ids := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i] = r.JobID
+	}
+	rows, err := s.cfg.Store.JobsByID(ctx, ids)
+	if err != nil {
+		return nil, nil, stored(err)
+	}
+	js := jobViews(rows)
+	m, err := s.ShownMoment(ctx, js...)
+	if err != nil {
+		return nil, nil, err
+	}
+	byID := make(map[int64]*api.Forecast, len(js))
+	for i := range js {
+		byID[js[i].ID] = m.forecast(&js[i].row)
+	}
 	shown := make([]ReservationShown, len(rs))
 	for i, r := range rs {
-		shown[i] = ReservationShown{JobID: r.JobID, GPUs: r.GPUText(), From: engine.ReservationFrom(r)}
+		shown[i] = ReservationShown{JobID: r.JobID, GPUs: r.GPUText(), Forecast: byID[r.JobID], From: engine.ReservationFrom(r)}
 	}
 	return shown, engine.ReservedGPUsOf(rs), nil
 }

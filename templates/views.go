@@ -309,8 +309,9 @@ type GPUCard struct {
 	Lanes string
 	// Idle says which of its jobs hold it idle ("job 3 idle 34m"); "" for none.
 	Idle string
-	// Reserved says which waiting job the GPU is held for and from when
-	// ("reserved for job 8 from 14:05"); "" when it is held for none.
+	// Reserved says which waiting job the GPU is held for and when that
+	// job is expected to start ("reserved for job 8, expected to start
+	// 14:05–14:40"); "" when it is held for none.
 	Reserved string
 }
 
@@ -349,7 +350,9 @@ type Cluster struct {
 type ReservedRow struct {
 	JobID int64
 	GPUs  string // "GPUs node-3:0-7"; "8 GPUs" where none are named
-	Text  string // "reserved for job 12 from 14:05", as each GPU says
+	Text  string // "reserved for job 12, expected to start 14:05–14:40", as each GPU says
+	// Backfill says which other jobs may start on the GPUs meanwhile.
+	Backfill string
 }
 
 // IdleRow is a running job that holds its GPUs idle. Name and User are

@@ -106,3 +106,21 @@ func TestAdminFormsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminUnknownActionIsNotFound: a form posted to an action the admin
+// page does not have is a 404, whatever its fields (before, one without a
+// name got "name: is required", as if the action existed), and changes
+// nothing.
+func TestAdminUnknownActionIsNotFound(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	for _, form := range []url.Values{{}, {"name": {"t9"}}, {"name": {"a team"}}, {"name": {"t9"}, "guarantee": {"2"}}} {
+		rec := ts.do(t, "admin", http.MethodPost, "/admin/create-teams", form.Encode())
+		if rec.Code != http.StatusNotFound || strings.Contains(rec.Body.String(), "name:") {
+			t.Errorf("form %v: status %d, want 404 naming no field: %.300s", form, rec.Code, rec.Body.String())
+		}
+	}
+	if _, err := ts.store.Team(context.Background(), "t9"); err == nil {
+		t.Error("a form posted to no action made team t9")
+	}
+}

@@ -90,6 +90,11 @@ func badRequest(format string, args ...any) error {
 // requests: every field as given, never trimmed or clipped; a field at
 // fault is a 400 naming it.
 func (s *Server) applyAdminAction(c echo.Context, action string) (string, error) {
+	if !isAdminAction(action) {
+		// Before any field: a form posted to no action is not found,
+		// whatever it holds.
+		return "", echo.NewHTTPError(http.StatusNotFound, "unknown admin action "+action)
+	}
 	ctx := c.Request().Context()
 	name := c.FormValue("name")
 	if err := app.CheckName(name); err != nil {
@@ -141,7 +146,17 @@ func (s *Server) applyAdminAction(c echo.Context, action string) (string, error)
 		}
 		return fmt.Sprintf("Token %d of %s revoked.", id, name), nil
 	}
-	return "", echo.NewHTTPError(http.StatusNotFound, "unknown admin action "+action)
+	return "", fmt.Errorf("admin action %s is listed but not applied", action)
+}
+
+// isAdminAction tells whether applyAdminAction applies action.
+func isAdminAction(action string) bool {
+	switch action {
+	case "create-team", "create-user", "set-role", "reset-password",
+		"disable-user", "enable-user", "delete-user", "set-unix-name", "revoke-token":
+		return true
+	}
+	return false
 }
 
 // tokensPage lists the user's API tokens and lets them make and revoke one.

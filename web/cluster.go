@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -45,9 +46,12 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	if err != nil {
 		return out, err
 	}
+	byJob := make(map[int64]string, len(rs))
 	for _, r := range rs {
-		out.Reserved = append(out.Reserved, templates.ReservedRow{JobID: r.JobID, GPUs: r.GPUs,
-			Text: reservedText(r.JobID, r.From, m.Now)})
+		text := reservedText(r, m.Now)
+		byJob[r.JobID] = text
+		out.Reserved = append(out.Reserved, templates.ReservedRow{JobID: r.JobID, GPUs: r.GPUs, Text: text,
+			Backfill: backfillText(r.From, m.Now)})
 	}
 	cl := s.app.Cluster(now, true)
 	gl := s.app.GPULanes()
@@ -98,7 +102,7 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 			}
 			g.Idle = strings.Join(idleOn[place], ", ")
 			if r, ok := reserved[place]; ok {
-				g.Reserved = reservedText(r.JobID, r.From, m.Now)
+				g.Reserved = byJob[r.JobID]
 			}
 			card.GPUs = append(card.GPUs, g)
 		}
@@ -107,14 +111,24 @@ func (s *Server) cluster(c echo.Context) (templates.Cluster, error) {
 	return out, nil
 }
 
-// reservedText says which job GPUs are reserved for and from when:
-// "reserved for job 12 from 14:05", or "reserved for job 12, now" once
-// they are expected free.
-func reservedText(jobID int64, from, now time.Time) string {
-	if !from.After(now) {
-		return fmt.Sprintf("reserved for job %d, now", jobID)
+// reservedText says which job GPUs are reserved for and when it is
+// expected to start, in its forecast's words, the ones its page and the
+// API give: "reserved for job 12, expected to start 14:05–14:40".
+func reservedText(r app.ReservationShown, now time.Time) string {
+	text := fmt.Sprintf("reserved for job %d", r.JobID)
+	if f := r.Forecast.Short(now, time.Local); f != "" && f != "?" {
+		text += ", expected to start " + f
 	}
-	return fmt.Sprintf("reserved for job %d from %s", jobID, from.Format("15:04"))
+	return text
+}
+
+// backfillText says until when other jobs may start on reserved GPUs:
+// those that end by the reservation's estimate of when its GPUs free.
+func backfillText(from, now time.Time) string {
+	if !from.After(now) {
+		return "no other job starts on them: they are expected free now"
+	}
+	return "other jobs start on them only if they end by " + api.Clock(from, now, time.Local) + ", or may be preempted"
 }
 
 func (s *Server) clusterPage(c echo.Context) error {

@@ -58,7 +58,8 @@ func (n *fakeHoldingNode) Sample(at time.Time) []gpu.Sample {
 // TestReservationInTheAPI: a 4-GPU job that has waited past the bound
 // while a job with a time limit holds a GPU of the only machine has that
 // machine's GPUs reserved: the API gives the job a reservation object
-// (its GPUs, from when the limit ends), and its page and reason say so.
+// (its GPUs, and until when others may use them: when the limit ends),
+// and its page and reason name the GPUs.
 func TestReservationInTheAPI(t *testing.T) {
 	t.Parallel()
 	ts, holder, big, started := newReservingServer(t)
@@ -81,9 +82,11 @@ func TestReservationInTheAPI(t *testing.T) {
 		r.From.Sub(end).Abs() > 2*time.Second {
 		t.Fatalf("reservation %+v, want rsv-0:0-3 from %v (reason %q)", r, end, j.Reason)
 	}
-	want := "GPUs rsv-0:0-3 reserved for you from " + r.From.Local().Format("15:04")
-	if !containsText(j.Reason, want) {
-		t.Errorf("reason %q, want it to say %q", j.Reason, want)
+	// The reason names the GPUs and no time: when the job starts is
+	// its forecast's to say, shown beside it.
+	want := "GPUs rsv-0:0-3 reserved for you"
+	if !containsText(j.Reason, want) || strings.Contains(j.Reason, want+" from") || strings.Contains(j.Reason, "expected free") {
+		t.Errorf("reason %q, want it to say %q and no time", j.Reason, want)
 	}
 	page := ts.do(t, "alice", http.MethodGet, fmt.Sprintf("/jobs/%d", big.ID), "").Body.String()
 	if !containsText(page, want) {
@@ -126,6 +129,23 @@ func newReservingServer(t *testing.T) (ts *testServer, holder, big *models.Job, 
 			t.Fatal(err)
 		}
 	}
+	// Three jobs that ran 40 minutes each and finished before: the
+	// history a start forecast needs (forecast.DefaultMinHistory).
+	for i := range 3 {
+		at := now.Add(-3*time.Hour + time.Duration(i)*time.Minute)
+		f := &models.Job{Name: fmt.Sprintf("done-%d", i), Team: "nlp", User: "bob", GPUs: 1, SimDuration: 2400, SubmittedAt: at}
+		if err := ts.store.CreateJob(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		run, err := ts.store.MarkStarted(ctx, f.ID, []string{fmt.Sprintf("rsv-0:%d", i)}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zero := 0
+		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: f.ID, Run: run}, models.JobSucceeded, &zero, "exited 0", at.Add(40*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	started = now.Add(-30 * time.Minute)
 	run, err := ts.store.MarkStarted(ctx, holder.ID, []string{"rsv-0:0"}, started)
 	if err != nil {
@@ -143,18 +163,32 @@ func newReservingServer(t *testing.T) (ts *testServer, holder, big *models.Job, 
 }
 
 // TestClusterShowsReservation (issue 30): the cluster page lists the
-// reservations and marks each reserved GPU with its job, on the leader
-// from its engine, and a follower replica, which runs no engine and
-// knows no machine, lists the same from the reservations the leader
-// stored; so do their live parts (/cluster/live).
+// reservations and marks each reserved GPU with its job and the job's
+// start forecast, the one the API gives the job (not the reservation's
+// own estimate, which would contradict it), on the leader from its
+// engine, and a follower replica, which runs no engine and knows no
+// machine, lists the same from the reservations and forecasts the
+// leader stored; so do their live parts (/cluster/live). The list says
+// until when other jobs may start on the GPUs: the holder's limit.
 func TestClusterShowsReservation(t *testing.T) {
 	t.Parallel()
 	ts, _, big, started := newReservingServer(t)
 	fol := followerOf(t, ts, sched.Config{Policy: "fjf", ReserveAfterS: 300})
 
+	// The forecast the API gives the job, once the engine has made one.
+	forecastShort := func(srv *testServer) string {
+		rec := srv.do(t, "admin", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", big.ID), "")
+		var j api.Job
+		if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
+			t.Fatalf("GET job: %v %s", err, rec.Body)
+		}
+		if j.Forecast == nil || j.Forecast.State != api.ForecastExpected {
+			return ""
+		}
+		return j.Forecast.Short(time.Now(), time.Local)
+	}
 	// The holder's limit ends it an hour after it started.
-	text := fmt.Sprintf("reserved for job %d from %s", big.ID, started.Add(time.Hour).Local().Format("15:04"))
-	listed := "GPUs rsv-0:0-3 " + text
+	backfill := "other jobs start on them only if they end by " + api.Clock(started.Add(time.Hour), time.Now(), time.Local)
 	for _, tc := range []struct {
 		name    string
 		ts      *testServer
@@ -165,16 +199,33 @@ func TestClusterShowsReservation(t *testing.T) {
 		{"follower", fol, 0, []string{"/cluster", "/cluster/live"}},
 	} {
 		for _, target := range tc.targets {
-			var page string
-			for deadline := time.Now().Add(10 * time.Second); ; {
+			// The page is read between two reads of the API's forecast:
+			// it must say one of them (a new forecast may come between).
+			var page, text, listed string
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				before := forecastShort(tc.ts)
 				page = tc.ts.do(t, "admin", http.MethodGet, target, "").Body.String()
+				after := forecastShort(tc.ts)
+				for _, f := range []string{before, after} {
+					if f == "" {
+						continue
+					}
+					text = fmt.Sprintf("reserved for job %d, expected to start %s", big.ID, f)
+					if listed = "GPUs rsv-0:0-3 " + text; containsText(page, listed) {
+						break
+					}
+				}
 				if containsText(page, listed) || time.Now().After(deadline) {
 					break
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
 			}
 			if !containsText(page, listed) {
-				t.Errorf("%s %s: does not list %q", tc.name, target, listed)
+				t.Fatalf("%s %s: does not list %q, the job's forecast in the API", tc.name, target, listed)
+			}
+			t.Logf("%s %s lists %q", tc.name, target, listed)
+			if !containsText(page, backfill) {
+				t.Errorf("%s %s: does not say %q", tc.name, target, backfill)
 			}
 			if got := strings.Count(page, text+"</div>"); got != tc.perGPU {
 				t.Errorf("%s %s: %d GPUs marked %q, want %d", tc.name, target, got, text, tc.perGPU)

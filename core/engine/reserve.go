@@ -14,9 +14,9 @@ import (
 // Reservations (docs/scheduling.md, "Reservations"): the core reserves
 // GPUs for a job that has waited past its bound and cannot start, and
 // says so in its wait reason in seconds ("expected free in 420 s"). The
-// engine words it for the job's owner on the engine's clock ("GPUs
-// node-3:0-7 reserved for you from 14:05") and publishes each reservation
-// of the last pass for the pages and the API (Reservation).
+// engine words it for the job's owner ("GPUs node-3:0-7 reserved for
+// you"), leaving when the job starts to its forecast, and publishes each
+// reservation of the last pass for the pages and the API (Reservation).
 
 // ReservationStore keeps the reservations of the leader's last pass, so
 // that a restarted server or a new leader hands the core the same ones
@@ -79,7 +79,7 @@ func (e *Engine) noteReservations(rs []sched.Reservation, waits []sched.Wait, no
 		for i := range waits {
 			w := &waits[i]
 			if r, ok := byJob[w.JobID]; ok {
-				w.Reason = strings.Replace(w.Reason, r.Clause(nowS), reservationText(r, nowS), 1)
+				w.Reason = strings.Replace(w.Reason, r.Clause(nowS), reservationText(r), 1)
 			}
 		}
 	}
@@ -90,20 +90,13 @@ func (e *Engine) noteReservations(rs []sched.Reservation, waits []sched.Wait, no
 }
 
 // reservationText says to the reserved job's owner which GPUs are held
-// for the job and from when, on the engine's clock in the server's time
-// zone: "GPUs node-3:0-7 reserved for you from 14:05" (with the date when
-// that is a day or more away).
-func reservationText(r sched.Reservation, nowS float64) string {
-	from := "now"
-	if r.FromS-nowS >= 0.5 {
-		at := ReservationFrom(r)
-		layout := "15:04"
-		if r.FromS-nowS >= 20*3600 {
-			layout = "Jan 2 15:04"
-		}
-		from = at.Format(layout)
-	}
-	return r.GPUText() + " reserved for you from " + from
+// for the job: "GPUs node-3:0-7 reserved for you". It gives no time: when
+// the job starts is its forecast's to say (the job's page shows it
+// beside the reason), and the reservation's own estimate (FromS, the
+// time by which jobs that start on the GPUs meanwhile must end) is
+// another figure, which a start time here would contradict.
+func reservationText(r sched.Reservation) string {
+	return r.GPUText() + " reserved for you"
 }
 
 // ReservationFrom is when r's GPUs are expected to be free, on the

@@ -141,8 +141,9 @@ func (r Reservation) GPUText() string {
 // Clause is what the core's wait reason of the reserved job says of its
 // reservation at time now: "GPUs node-3:0-7 reserved for it, expected
 // free in 420 s" ("expected free now" once that time has come). A
-// caller that words times its own way (the engine: "reserved for you
-// from 14:05") finds this clause in the reason and replaces it.
+// caller that words it its own way (the engine: "GPUs node-3:0-7
+// reserved for you", leaving the start to its forecast) finds this
+// clause in the reason and replaces it.
 func (r Reservation) Clause(now float64) string {
 	b := []byte(r.GPUText())
 	b = append(b, " reserved for it, expected free "...)

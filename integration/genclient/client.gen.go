@@ -1868,7 +1868,7 @@ type Reservation struct {
 	// Due when the job became due for a reservation: when it had waited its bound less the server's lead (serve --reserve-lead, half the bound by default), or its bound without a lead; under a preemptive policy it takes its GPUs from any batch job once it has waited its bound (without a lead, its bound again). It follows from the job's stored times, so a restarted server or a new leader keeps it
 	Due time.Time `json:"due"`
 
-	// From when they are expected to be free: an estimate from the running jobs' time limits, or the run times of jobs like them
+	// From the scheduler's estimate of when they are free, from the running jobs' time limits or the median remaining run time of jobs like them: other jobs start on them meanwhile only if they end by then (or may be preempted). It is not the job's expected start: that is the job's forecast, made from many draws of the running and coming jobs' run times
 	From time.Time `json:"from"`
 
 	// Gpus the GPUs held, as node:index; empty in count placement, which names none
