@@ -57,20 +57,11 @@ func TestBrowserAdminForms(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	browser := newTabFor(t, 3*time.Minute)
 	srv := startServer(t, "--data", t.TempDir())
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	startChromium(t, browser)
 	for _, vp := range viewports {
 		t.Run(vp.name, func(t *testing.T) {
-			ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-			defer cancel()
-			sc := newScreenChecker(t, ctx, srv.URL)
-			if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height)); err != nil {
-				t.Fatal(err)
-			}
-			if err := sc.login("admin"); err != nil {
-				t.Fatal(err)
-			}
+			sc := tabAs(t, browser, srv.URL, "admin", vp)
+			ctx := sc.ctx
 			if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/admin"), chromedp.WaitVisible(`#users`)); err != nil {
 				t.Fatalf("admin page: %v", err)
 			}

@@ -55,6 +55,34 @@ func newTabFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// startChromium starts the browser behind newTabFor's tab, failing t
+// when Chromium does not start.
+func startChromium(t *testing.T, browser context.Context) {
+	t.Helper()
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+}
+
+// tabAs opens a tab of browser with cookies of its own, sized to vp (the
+// window's size for a zero vp), logged in to base as user: a
+// screenChecker over it. The tab closes when t ends.
+func tabAs(t *testing.T, browser context.Context, base, user string, vp viewport) *screenChecker {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	sc := newScreenChecker(t, ctx, base)
+	if vp.width > 0 {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height)); err != nil {
+			t.Fatalf("size the tab to %s: %v", vp.name, err)
+		}
+	}
+	if err := sc.login(user); err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
 // screenshot saves the page to $GPUPORTAL_SCREENSHOTS/name.png when that
 // variable names a folder, for people to look at.
 // textOf is the text of the first element sel matches, found and read

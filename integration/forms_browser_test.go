@@ -52,19 +52,10 @@ func TestBrowserSubmitAndConfirm(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	browser := newTabFor(t, 3*time.Minute)
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "2x2x80")
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	startChromium(t, browser)
 	phone := viewports[1]
-	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-	defer cancel()
-	sc := newScreenChecker(t, ctx, srv.URL)
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(phone.width, phone.height)); err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.login("alice"); err != nil {
-		t.Fatal(err)
-	}
+	sc := tabAs(t, browser, srv.URL, "alice", phone)
+	ctx := sc.ctx
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/jobs/new"), chromedp.WaitVisible(`#submit-job`)); err != nil {
 		t.Fatalf("submit page: %v", err)
 	}

@@ -18,21 +18,15 @@ func TestBrowserJobLogKeepsItsPlace(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	browser := newTabFor(t, 3*time.Minute)
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80")
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	startChromium(t, browser)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	id := submit(t, alice, map[string]any{"name": "chatty", "gpus": 1, "command": []string{"sh", "-c",
 		`for i in $(seq 1 200); do echo "line $i"; done; while true; do echo tick; sleep 1; done`}})
 	alice.waitState(id, 60*time.Second, "running")
 	t.Cleanup(func() { alice.do("DELETE", fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil) })
 
-	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-	defer cancel()
-	sc := newScreenChecker(t, ctx, srv.URL)
-	if err := sc.login("alice"); err != nil {
-		t.Fatal(err)
-	}
+	sc := tabAs(t, browser, srv.URL, "alice", viewport{})
+	ctx := sc.ctx
 	const atEnd = `(() => { const e = document.querySelector("#job-log"); return e.scrollHeight - e.clientHeight - e.scrollTop < 8; })()`
 	// refreshed waits until the page's next refresh has replaced the
 	// output seen now.

@@ -29,20 +29,11 @@ func TestBrowserNotifications(t *testing.T) {
 	browser := newTabFor(t, 2*time.Minute)
 	srv := startServer(t, "--data", t.TempDir(), "--smtp-addr", mail.Addr, "--smtp-from", "gpuportal@example.org", "--notify-retry", "1m",
 		"--webhook-allow", webhookAllow)
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	startChromium(t, browser)
 	for i, vp := range viewports {
 		t.Run(vp.name, func(t *testing.T) {
-			ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-			defer cancel()
-			sc := newScreenChecker(t, ctx, srv.URL)
-			if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height)); err != nil {
-				t.Fatal(err)
-			}
-			if err := sc.login("alice"); err != nil {
-				t.Fatal(err)
-			}
+			sc := tabAs(t, browser, srv.URL, "alice", vp)
+			ctx := sc.ctx
 			// The header's link leads to the page.
 			err := chromedp.Do(ctx, chromedp.Click(`header .account a[href="/notifications"]`), chromedp.WaitVisible(`#notify-settings`))
 			if err != nil {

@@ -323,9 +323,7 @@ func TestScreens(t *testing.T) {
 	browser := newTabFor(t, limit)
 	srv := startServer(t, "--data", t.TempDir(), "--demo", "--idle-after", "20s")
 	spec := submitSpecJobs(t, srv.URL)
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	startChromium(t, browser)
 	start := time.Now()
 	// The roles look at once, each in its own tab: t.Run from goroutines
 	// rather than t.Parallel, which go test limits to one per CPU.

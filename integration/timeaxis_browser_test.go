@@ -18,15 +18,9 @@ func TestTimeAxisLabelsEachTimeOnce(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	browser := newTabFor(t, 2*time.Minute)
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80")
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-	defer cancel()
-	sc := newScreenChecker(t, ctx, srv.URL)
-	if err := sc.login("alice"); err != nil {
-		t.Fatal(err)
-	}
+	startChromium(t, browser)
+	sc := tabAs(t, browser, srv.URL, "alice", viewport{})
+	ctx := sc.ctx
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/cluster"), chromedp.WaitVisible(`#gpu-util canvas`)); err != nil {
 		t.Fatalf("cluster page: %v", err)
 	}

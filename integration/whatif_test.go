@@ -123,18 +123,10 @@ func TestSimFromDB(t *testing.T) {
 // Screenshots go to $GPUPORTAL_SCREENSHOTS.
 func checkWhatIfPage(t *testing.T, base string, jobs int) {
 	browser := newTabFor(t, 2*time.Minute)
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	startChromium(t, browser)
 	for _, vp := range viewports {
-		ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-		sc := newScreenChecker(t, ctx, base)
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height)); err != nil {
-			t.Fatal(err)
-		}
-		if err := sc.login("admin"); err != nil {
-			t.Fatal(err)
-		}
+		sc := tabAs(t, browser, base, "admin", vp)
+		ctx := sc.ctx
 		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/admin/whatif"), chromedp.WaitVisible(`form[action="/admin/whatif"]`)); err != nil {
 			t.Fatalf("what-if page: %v", err)
 		}
@@ -158,7 +150,6 @@ func checkWhatIfPage(t *testing.T, base string, jobs int) {
 			t.Errorf("rows %v, %v; want actual, then the ticked policies in the form's order", rows, err)
 		}
 		screenshot(t, ctx, "whatif-admin-"+vp.name)
-		cancel()
 	}
 }
 
