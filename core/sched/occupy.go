@@ -29,6 +29,8 @@ type occupancy struct {
 	next   []keptRun // this pass's, as scan meets them, once apart
 	apart  bool      // this pass's runs are no longer the first of runs
 	slots  []int32   // the runs' slots: slots[runs[k].lo:runs[k].hi]
+	init   []runJob  // the runs as scan built them (pass.runs), one per kept run
+	built  int       // runs scan built in this pass
 	busy   []bool    // per slot
 	free   []int32   // per node
 	epoch  uint32    // this pass's: keptRun.seen
@@ -62,11 +64,15 @@ func (p *pass) occBegin() {
 	}
 	if !o.ok || o.layout != p.cl.layout {
 		o.ok = false
-		o.runs, o.slots = o.runs[:0], o.slots[:0]
+		o.runs, o.slots, o.init = o.runs[:0], o.slots[:0], o.init[:0]
 	}
 	o.epoch++
-	o.cur, o.found, o.apart = 0, 0, false
+	o.cur, o.found, o.built, o.apart = 0, 0, 0, false
 	o.next, o.miss = o.next[:0], o.miss[:0]
+	// Until the runs part from the kept ones, scan only fills in the
+	// job of each: copied whole, they cost two moves.
+	p.runs = append(p.runs, o.init...)
+	p.held = append(p.held, o.slots...)
 }
 
 // occHold records what running job j (at index i) holds, as a new run,
@@ -75,7 +81,8 @@ func (p *pass) occBegin() {
 // snapshot.
 func (p *pass) occHold(j *Job, i int) *runJob {
 	o := &p.occ
-	lo := int32(len(p.held))
+	x := o.built
+	o.built++
 	q := o.cur
 	for ; q < len(o.runs); q++ {
 		if k := &o.runs[q]; k.id == j.ID && samePlacement(k.pl, j.Placement) {
@@ -84,34 +91,45 @@ func (p *pass) occHold(j *Job, i int) *runJob {
 	}
 	hit := q < len(o.runs)
 	if hit {
-		k := &o.runs[q]
-		if k.hi-k.lo == 1 {
-			p.held = append(p.held, o.slots[k.lo]) // most jobs: no loop
-		} else {
-			p.held = append(p.held, o.slots[k.lo:k.hi]...)
-		}
-		k.seen = o.epoch
+		o.runs[q].seen = o.epoch
 		o.cur, o.found = q+1, o.found+1
+		if !o.apart && q == x {
+			r := &p.runs[x] // the x-th kept run, copied in by occBegin
+			r.job, r.state = int32(i), runOpen
+			return r
+		}
+	}
+	if !o.apart {
+		// Not the x-th kept run: the copied runs from x on go, and the
+		// next pass's list is written out from here (until then it is
+		// the first x of runs).
+		o.apart = true
+		p.runs, p.held = p.runs[:x], p.held[:p.heldTo(x)]
+		o.next = append(o.next[:0], o.runs[:x]...)
+	}
+	lo := int32(len(p.held))
+	if hit {
+		k := &o.runs[q]
+		p.held = append(p.held, o.slots[k.lo:k.hi]...)
 	} else {
-		o.miss = append(o.miss, int32(len(p.runs)))
+		o.miss = append(o.miss, int32(x))
 		p.held = p.cl.slots(j.Placement, p.held)
 	}
 	hi := int32(len(p.held))
-	x := len(p.runs)
-	if o.apart || !hit || q != x {
-		// Not the x-th kept run: from here on the next pass's list is
-		// written out (until then it is the first x of runs).
-		if !o.apart {
-			o.next = append(o.next[:0], o.runs[:x]...)
-			o.apart = true
-		}
-		o.next = append(o.next, keptRun{})
-		k := &o.next[len(o.next)-1]
-		k.id, k.pl, k.lo, k.hi = j.ID, j.Placement, lo, hi
-	}
+	o.next = append(o.next, keptRun{})
+	k := &o.next[len(o.next)-1]
+	k.id, k.pl, k.lo, k.hi = j.ID, j.Placement, lo, hi
 	r := p.newRun()
 	r.lo, r.hi, r.n, r.ent, r.job = lo, hi, hi-lo, -1, int32(i)
 	return r
+}
+
+// heldTo returns where the slots of the first x runs end in held.
+func (p *pass) heldTo(x int) int32 {
+	if x == 0 {
+		return 0
+	}
+	return p.runs[x-1].hi
 }
 
 // slots appends the slots of the GPUs of a placement on plain nodes to
@@ -140,6 +158,9 @@ func (c *cluster) slots(pl []gpu.Ref, out []int32) []int32 {
 // (pass.occDefer) busy and keeps them for the next pass.
 func (p *pass) occFinish() {
 	cl, o := &p.cl, &p.occ
+	if !o.apart { // the kept runs after those scan met are gone
+		p.runs, p.held = p.runs[:o.built], p.held[:p.heldTo(o.built)]
+	}
 	if o.ok {
 		copy(cl.busy, o.busy)
 		for k := range cl.nodes {
@@ -177,6 +198,7 @@ func (p *pass) occFinish() {
 			o.runs = o.runs[:len(p.runs)]
 		}
 		o.slots = append(o.slots[:0], p.held...)
+		o.init = append(o.init[:0], p.runs...)
 		o.busy = append(o.busy[:0], cl.busy...)
 		o.free = resize(o.free, len(cl.nodes))
 		for k := range cl.nodes {
