@@ -33,9 +33,9 @@ type occupancy struct {
 	built  int       // runs scan built in this pass
 	busy   []bool    // per slot
 	free   []int32   // per node
-	epoch  uint32    // this pass's: keptRun.seen
-	cur    int       // kept runs before cur are met or left behind
-	found  int       // kept runs met
+	epoch  uint32    // this pass's: keptRun.seen, once apart
+	cur    int       // once apart: kept runs before cur are met or left behind
+	found  int       // once apart: kept runs met
 	miss   []int32   // this pass's runs not found: their GPUs are not marked yet
 }
 
@@ -82,34 +82,46 @@ func (p *pass) occBegin() {
 func (p *pass) occHold(j *Job, i int) *runJob {
 	o := &p.occ
 	x := o.built
-	o.built++
+	o.built = x + 1
+	if !o.apart && x < len(o.runs) {
+		// Met in the kept order so far (the first x kept runs, which
+		// cur, found and seen leave to occApart and occFinish).
+		if k := &o.runs[x]; k.id == j.ID && samePlacement(k.pl, j.Placement) {
+			r := &p.runs[x] // the x-th kept run, copied in by occBegin
+			r.job, r.state = int32(i), runOpen
+			return r
+		}
+	}
+	return p.occHoldApart(j, i, x)
+}
+
+// occHoldApart is occHold for run x once the runs of the pass part from
+// the kept ones, or as they do.
+func (p *pass) occHoldApart(j *Job, i, x int) *runJob {
+	o := &p.occ
+	if !o.apart {
+		// The copied runs from x on go, the first x kept ones are met,
+		// and the next pass's list is written out from here (until
+		// then it is the first x of runs).
+		o.apart = true
+		for q := range x {
+			o.runs[q].seen = o.epoch
+		}
+		o.cur, o.found = x, x
+		p.runs, p.held = p.runs[:x], p.held[:p.heldTo(x)]
+		o.next = append(o.next[:0], o.runs[:x]...)
+	}
 	q := o.cur
 	for ; q < len(o.runs); q++ {
 		if k := &o.runs[q]; k.id == j.ID && samePlacement(k.pl, j.Placement) {
 			break
 		}
 	}
-	hit := q < len(o.runs)
-	if hit {
-		o.runs[q].seen = o.epoch
-		o.cur, o.found = q+1, o.found+1
-		if !o.apart && q == x {
-			r := &p.runs[x] // the x-th kept run, copied in by occBegin
-			r.job, r.state = int32(i), runOpen
-			return r
-		}
-	}
-	if !o.apart {
-		// Not the x-th kept run: the copied runs from x on go, and the
-		// next pass's list is written out from here (until then it is
-		// the first x of runs).
-		o.apart = true
-		p.runs, p.held = p.runs[:x], p.held[:p.heldTo(x)]
-		o.next = append(o.next[:0], o.runs[:x]...)
-	}
 	lo := int32(len(p.held))
-	if hit {
+	if q < len(o.runs) {
 		k := &o.runs[q]
+		k.seen = o.epoch
+		o.cur, o.found = q+1, o.found+1
 		p.held = append(p.held, o.slots[k.lo:k.hi]...)
 	} else {
 		o.miss = append(o.miss, int32(x))
@@ -158,8 +170,11 @@ func (c *cluster) slots(pl []gpu.Ref, out []int32) []int32 {
 // (pass.occDefer) busy and keeps them for the next pass.
 func (p *pass) occFinish() {
 	cl, o := &p.cl, &p.occ
-	if !o.apart { // the kept runs after those scan met are gone
+	if !o.apart {
+		// Scan met the first built kept runs in order: the others are
+		// gone, and so are the copies of their runs.
 		p.runs, p.held = p.runs[:o.built], p.held[:p.heldTo(o.built)]
+		o.cur, o.found = o.built, o.built
 	}
 	if o.ok {
 		copy(cl.busy, o.busy)
@@ -168,9 +183,13 @@ func (p *pass) occFinish() {
 		}
 	} // else reset left every GPU free
 	if o.found < len(o.runs) {
-		for q := range o.runs {
+		from := 0
+		if !o.apart {
+			from = o.built // those before are met, unmarked
+		}
+		for q := from; q < len(o.runs); q++ {
 			k := &o.runs[q]
-			if k.seen == o.epoch {
+			if o.apart && k.seen == o.epoch {
 				continue
 			}
 			for _, s := range o.slots[k.lo:k.hi] {
