@@ -200,10 +200,10 @@ func (c *cluster) reset(nodes []Node, stable bool) {
 	clear(c.same[len(c.same):cap(c.same)])
 }
 
-// resetSame resets the cluster, as reset would, if nodes are those of the
-// last reset (cluster.same), the same strings and slices, plain: their
-// slots, capacities and names' index stay as they are. It tells whether
-// it did.
+// resetSame resets the cluster, as reset would but for the busy slots
+// and free counts (occFinish sets them), if nodes are those of the last
+// reset (cluster.same), the same strings and slices, plain: their slots,
+// capacities and names' index stay as they are. It tells whether it did.
 func (c *cluster) resetSame(nodes []Node) bool {
 	if len(c.same) == 0 || len(nodes) != len(c.same) {
 		return false
@@ -219,10 +219,11 @@ func (c *cluster) resetSame(nodes []Node) bool {
 	c.lastName, c.lastNode = "", -1
 	c.frDirty = true
 	for k := range c.nodes {
-		n := &c.nodes[k]
-		n.free, n.sched = n.n, true // plain: every node schedulable (mask leaves none hidden)
+		c.nodes[k].sched = true // plain: every node schedulable (mask leaves none hidden)
 	}
-	clear(c.busy)
+	// The busy slots and free counts are the occupancy's to set
+	// (occFinish): a pass on plain nodes under Config.StablePlacements
+	// builds its runs from it.
 	clear(c.recl)
 	return true
 }

@@ -181,7 +181,12 @@ func (p *pass) occFinish() {
 		for k := range cl.nodes {
 			cl.nodes[k].free = o.free[k]
 		}
-	} // else reset left every GPU free
+	} else { // every GPU free (cluster.resetSame leaves them to this)
+		clear(cl.busy)
+		for k := range cl.nodes {
+			cl.nodes[k].free = cl.nodes[k].n
+		}
+	}
 	if o.found < len(o.runs) {
 		from := 0
 		if !o.apart {
