@@ -29,7 +29,6 @@ type occupancy struct {
 	next   []keptRun // this pass's, as scan meets them, once apart
 	apart  bool      // this pass's runs are no longer the first of runs
 	slots  []int32   // the runs' slots: slots[runs[k].lo:runs[k].hi]
-	init   []runJob  // the runs as scan built them (pass.runs), one per kept run
 	built  int       // runs scan built in this pass
 	busy   []bool    // per slot
 	free   []int32   // per node
@@ -42,15 +41,16 @@ type occupancy struct {
 // keptRun is a running job of occupancy.
 type keptRun struct {
 	id     int64
-	pl     []gpu.Ref
+	pl     unsafe.Pointer // its Placement's elements (kept alive: no other job's while kept)
+	n      int32          // its Placement's length
 	lo, hi int32
 	seen   uint32 // the epoch of the pass that met it
 }
 
-// samePlacement tells whether a and b are the same slice: the same
+// holds tells whether pl is the placement of k: the same slice, the same
 // elements at the same address.
-func samePlacement(a, b []gpu.Ref) bool {
-	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
+func (k *keptRun) holds(pl []gpu.Ref) bool {
+	return int(k.n) == len(pl) && k.pl == unsafe.Pointer(unsafe.SliceData(pl))
 }
 
 // occBegin prepares scan to build the runs from the occupancy
@@ -64,14 +64,13 @@ func (p *pass) occBegin() {
 	}
 	if !o.ok || o.layout != p.cl.layout {
 		o.ok = false
-		o.runs, o.slots, o.init = o.runs[:0], o.slots[:0], o.init[:0]
+		o.runs, o.slots = o.runs[:0], o.slots[:0]
 	}
 	o.epoch++
 	o.cur, o.found, o.built, o.apart = 0, 0, 0, false
 	o.next, o.miss = o.next[:0], o.miss[:0]
-	// Until the runs part from the kept ones, scan only fills in the
-	// job of each: copied whole, they cost two moves.
-	p.runs = append(p.runs, o.init...)
+	// Until the runs part from the kept ones, their slots are those
+	// kept: copied whole, in one move.
 	p.held = append(p.held, o.slots...)
 }
 
@@ -84,11 +83,12 @@ func (p *pass) occHold(j *Job, i int) *runJob {
 	x := o.built
 	o.built = x + 1
 	if !o.apart && x < len(o.runs) {
-		// Met in the kept order so far (the first x kept runs, which
-		// cur, found and seen leave to occApart and occFinish).
-		if k := &o.runs[x]; k.id == j.ID && samePlacement(k.pl, j.Placement) {
-			r := &p.runs[x] // the x-th kept run, copied in by occBegin
-			r.job, r.state = int32(i), runOpen
+		// Met in the kept order so far: the x-th kept run, its slots
+		// where occBegin copied them (cur, found and seen are left to
+		// occHoldApart and occFinish).
+		if k := &o.runs[x]; k.id == j.ID && k.holds(j.Placement) {
+			r := p.newRun()
+			r.lo, r.hi, r.n, r.ent, r.job = k.lo, k.hi, k.hi-k.lo, -1, int32(i)
 			return r
 		}
 	}
@@ -100,20 +100,20 @@ func (p *pass) occHold(j *Job, i int) *runJob {
 func (p *pass) occHoldApart(j *Job, i, x int) *runJob {
 	o := &p.occ
 	if !o.apart {
-		// The copied runs from x on go, the first x kept ones are met,
-		// and the next pass's list is written out from here (until
-		// then it is the first x of runs).
+		// The slots copied for the kept runs from x on go, the first
+		// x kept runs are met, and the next pass's list is written out
+		// from here (until then it is the first x of runs).
 		o.apart = true
 		for q := range x {
 			o.runs[q].seen = o.epoch
 		}
 		o.cur, o.found = x, x
-		p.runs, p.held = p.runs[:x], p.held[:p.heldTo(x)]
+		p.held = p.held[:p.heldTo(x)]
 		o.next = append(o.next[:0], o.runs[:x]...)
 	}
 	q := o.cur
 	for ; q < len(o.runs); q++ {
-		if k := &o.runs[q]; k.id == j.ID && samePlacement(k.pl, j.Placement) {
+		if k := &o.runs[q]; k.id == j.ID && k.holds(j.Placement) {
 			break
 		}
 	}
@@ -130,7 +130,7 @@ func (p *pass) occHoldApart(j *Job, i, x int) *runJob {
 	hi := int32(len(p.held))
 	o.next = append(o.next, keptRun{})
 	k := &o.next[len(o.next)-1]
-	k.id, k.pl, k.lo, k.hi = j.ID, j.Placement, lo, hi
+	k.id, k.pl, k.n, k.lo, k.hi = j.ID, unsafe.Pointer(unsafe.SliceData(j.Placement)), int32(len(j.Placement)), lo, hi
 	r := p.newRun()
 	r.lo, r.hi, r.n, r.ent, r.job = lo, hi, hi-lo, -1, int32(i)
 	return r
@@ -173,7 +173,7 @@ func (p *pass) occFinish() {
 	if !o.apart {
 		// Scan met the first built kept runs in order: the others are
 		// gone, and so are the copies of their runs.
-		p.runs, p.held = p.runs[:o.built], p.held[:p.heldTo(o.built)]
+		p.held = p.held[:p.heldTo(o.built)]
 		o.cur, o.found = o.built, o.built
 	}
 	if o.ok {
@@ -222,7 +222,6 @@ func (p *pass) occFinish() {
 			o.runs = o.runs[:len(p.runs)]
 		}
 		o.slots = append(o.slots[:0], p.held...)
-		o.init = append(o.init[:0], p.runs...)
 		o.busy = append(o.busy[:0], cl.busy...)
 		o.free = resize(o.free, len(cl.nodes))
 		for k := range cl.nodes {
