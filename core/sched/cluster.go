@@ -51,6 +51,28 @@ type cluster struct {
 	lastName string
 	lastNode int32
 	taken    []int32 // scratch: slots a placement takes
+
+	// plain: every node is schedulable, has a name of its own and its
+	// GPUs numbered 0..n-1 (occupy.go keeps what running jobs hold only
+	// then). layout changes whenever reset numbers the slots otherwise
+	// than the pass before.
+	plain  bool
+	layout uint64
+	// same: under Config.StablePlacements, the nodes of the last reset,
+	// plain, whose GPU lists (never written) it need not read again
+	// (resetSame); empty when they were not plain.
+	same []sameNode
+	// idxLayout: index built the buckets' sizes and capSum on layout
+	// idxLayout-1 (0: never).
+	idxLayout uint64
+}
+
+// sameNode is a node of cluster.same: its name, GPUs and
+// schedulability, the slices themselves.
+type sameNode struct {
+	name    string
+	gpus    []GPU
+	unsched bool
 }
 
 // cnode is a node of the cluster. It holds no pointer: a pass rebuilds
@@ -103,10 +125,17 @@ func (b *bucket) first() int {
 	return -1
 }
 
-// reset builds the cluster of s, reusing c's memory.
-func (c *cluster) reset(nodes []Node) {
+// reset builds the cluster of s, reusing c's memory. stable:
+// Config.StablePlacements, under which nodes whose names and GPU lists
+// are the very slices of the last reset are taken to be the same.
+func (c *cluster) reset(nodes []Node, stable bool) {
+	if stable && c.resetSame(nodes) {
+		return
+	}
+	changed := false
 	if !c.sameNames(nodes) {
 		c.indexNames(nodes)
+		changed = true
 	}
 	c.src = nodes
 	clear(c.dedup)
@@ -116,7 +145,9 @@ func (c *cluster) reset(nodes []Node) {
 	c.lastName, c.lastNode = "", -1
 	c.frDirty = true
 	slots := int32(0)
+	changed = changed || len(c.nodes) != len(c.byName)
 	c.nodes = resize(c.nodes, len(c.byName)) // one per name: nodeOf numbers them in order
+	c.plain = len(c.nodes) == len(nodes)
 	k := 0
 	for i := range nodes {
 		if c.nodeOf[i] < 0 {
@@ -125,7 +156,12 @@ func (c *cluster) reset(nodes []Node) {
 		n := &nodes[i]
 		cn := &c.nodes[k]
 		k++
+		was := *cn
 		*cn = cnode{src: int32(i), first: slots, n: int32(len(n.GPUs)), dedup: -1, sched: !n.Unschedulable, dense: denseGPUs(n.GPUs)}
+		if was.src != cn.src || was.first != cn.first || was.n != cn.n || was.sched != cn.sched || was.dense != cn.dense {
+			changed = true
+		}
+		c.plain = c.plain && cn.sched && cn.dense
 		if !cn.dense {
 			gpus := uniqueGPUs(n.GPUs)
 			cn.n, cn.dedup = int32(len(gpus)), int32(len(c.dedup))
@@ -151,6 +187,45 @@ func (c *cluster) reset(nodes []Node) {
 	clear(c.busy)
 	c.recl = resize(c.recl, len(c.nodes))
 	clear(c.recl)
+	if changed {
+		c.layout++
+	}
+	c.same = c.same[:0]
+	if stable && c.plain {
+		for i := range nodes {
+			n := &nodes[i]
+			c.same = append(c.same, sameNode{name: n.Name, gpus: n.GPUs, unsched: n.Unschedulable})
+		}
+	}
+	clear(c.same[len(c.same):cap(c.same)])
+}
+
+// resetSame resets the cluster, as reset would but for the busy slots
+// and free counts (occFinish sets them), if nodes are those of the last
+// reset (cluster.same), the same strings and slices, plain: their slots,
+// capacities and names' index stay as they are. It tells whether it did.
+func (c *cluster) resetSame(nodes []Node) bool {
+	if len(c.same) == 0 || len(nodes) != len(c.same) {
+		return false
+	}
+	for i := range nodes {
+		n, k := &nodes[i], &c.same[i]
+		if !sameString(n.Name, k.name) || len(n.GPUs) != len(k.gpus) || unsafe.SliceData(n.GPUs) != unsafe.SliceData(k.gpus) || n.Unschedulable != k.unsched {
+			return false
+		}
+	}
+	c.src = nodes
+	c.free, c.reclTotal = 0, 0
+	c.lastName, c.lastNode = "", -1
+	c.frDirty = true
+	for k := range c.nodes {
+		c.nodes[k].sched = true // plain: every node schedulable (mask leaves none hidden)
+	}
+	// The busy slots and free counts are the occupancy's to set
+	// (occFinish): a pass on plain nodes under Config.StablePlacements
+	// builds its runs from it.
+	clear(c.recl)
+	return true
 }
 
 // sameSlots tells whether slotNode, of the right length, still maps
@@ -223,6 +298,7 @@ func (c *cluster) indexNames(nodes []Node) {
 // on schedulable nodes matters.
 func (c *cluster) resetCount(nodes []Node) {
 	c.nodes = c.nodes[:0]
+	c.layout++
 	c.maxCap, c.capacity, c.nsched, c.reclTotal = 0, 0, 0, 0
 	for i := range nodes {
 		if !nodes[i].Unschedulable {
@@ -369,6 +445,27 @@ func (c *cluster) name(i int32) string { return c.src[c.nodes[i].src].Name }
 // index builds the buckets once the running jobs' slots are marked busy
 // and taken from their nodes' free counts.
 func (c *cluster) index() {
+	if c.idxLayout == c.layout+1 {
+		// The nodes' sizes are those of the last index: only the free
+		// counts moved.
+		for k := range c.buckets {
+			// An empty bucket has no bit set, and a hint above its
+			// lowest member is lowered by add.
+			if b := &c.buckets[k]; b.count != 0 {
+				clear(b.bits)
+				b.count = 0
+			}
+		}
+		for i := range c.nodes {
+			if n := &c.nodes[i]; n.sched {
+				c.free += int(n.free)
+				c.buckets[n.free].add(i)
+			}
+		}
+		c.frDirty = true
+		return
+	}
+	c.idxLayout = c.layout + 1
 	c.words = (len(c.nodes) + 63) >> 6
 	c.buckets = resize(c.buckets, c.maxCap+1)
 	for k := range c.buckets {

@@ -355,6 +355,38 @@ func FuzzSchedule(f *testing.F) {
 				t.Fatalf("%+v: with ReuseDecisions, a second time\n%s\nwant\n%+v", cfg, got, d)
 			}
 		}
+		// With the running jobs' GPUs kept from pass to pass
+		// (Config.StablePlacements, as the simulator runs): the same
+		// decisions on s, on s again (every placement known), on the
+		// snapshot the decisions lead to (stableNext: some jobs gone,
+		// some started, the others' placements the same slices), and on
+		// s after another snapshot.
+		stable := cfg
+		stable.StablePlacements = true
+		if ssc, err := New(stable); err != nil {
+			t.Fatalf("%+v: %v", stable, err)
+		} else {
+			for k := range 2 {
+				if got := fmt.Sprintf("%+v", ssc.Schedule(s)); got != fmt.Sprintf("%+v", d) {
+					t.Fatalf("%+v: with StablePlacements, pass %d\n%s\nwant\n%+v", cfg, k+1, got, d)
+				}
+			}
+			next := stableNext(s, d)
+			want := fmt.Sprintf("%+v", sc.Schedule(next))
+			if got := fmt.Sprintf("%+v", ssc.Schedule(next)); got != want {
+				t.Fatalf("%+v: with StablePlacements, the next snapshot\n%s\nwant\n%s", cfg, got, want)
+			}
+			if got := fmt.Sprintf("%+v", ssc.Schedule(next)); got != want {
+				t.Fatalf("%+v: with StablePlacements, the next snapshot again\n%s\nwant\n%s", cfg, got, want)
+			}
+			if len(data) > 1 {
+				_, other := decodeSnapshot(append(slices.Clone(data[1:]), data[0]))
+				ssc.Schedule(other)
+			}
+			if got := fmt.Sprintf("%+v", ssc.Schedule(s)); got != fmt.Sprintf("%+v", d) {
+				t.Fatalf("%+v: with StablePlacements, after other snapshots\n%s\nwant\n%+v", cfg, got, d)
+			}
+		}
 		// What a pass keeps for the next (node names, model lookups)
 		// changes nothing: after another snapshot, the same decisions.
 		if len(data) > 1 {
@@ -425,4 +457,45 @@ func internalProblems(sc *Scheduler, s Snapshot) string {
 		return fmt.Sprintf("cluster counts %d free GPUs, has %d", p.cl.free, total)
 	}
 	return ""
+}
+
+// stableNext is the snapshot a caller under Config.StablePlacements
+// gives after applying d to s, as the simulator does: preempted jobs
+// wait again without a placement, started ones run on new slices of the
+// GPUs they were given, the first running job that stays so has ended
+// (it leaves the snapshot), and every other running job keeps its
+// Placement, the very slice.
+func stableNext(s Snapshot, d Decisions) Snapshot {
+	jobs := slices.Clone(s.Jobs)
+	find := func(id int64, st State) *Job {
+		for i := range jobs {
+			if jobs[i].ID == id && jobs[i].State == st {
+				return &jobs[i]
+			}
+		}
+		return nil
+	}
+	for _, p := range d.Preempts {
+		if j := find(p.JobID, Running); j != nil {
+			j.State, j.Placement = Pending, nil
+		}
+	}
+	var started []*Job
+	for _, st := range d.Starts {
+		if j := find(st.JobID, Pending); j != nil {
+			started = append(started, j)
+			j.Placement = slices.Clone(st.GPUs)
+		}
+	}
+	for _, j := range started {
+		j.State = Running // after the finds: a started job is not found as pending twice
+	}
+	for i := range jobs {
+		if jobs[i].State == Running && !slices.Contains(started, &jobs[i]) {
+			jobs = slices.Delete(jobs, i, i+1)
+			break
+		}
+	}
+	s.Jobs = jobs
+	return s
 }

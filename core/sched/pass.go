@@ -118,6 +118,11 @@ type pass struct {
 	rsvScratch   []int32
 	rsvRels      []rsvRel
 
+	// occDefer: nodes mode under Config.StablePlacements on plain nodes:
+	// scan builds the runs from what the last pass kept (occ, occupy.go).
+	occDefer bool
+	occ      occupancy
+
 	d Decisions
 	// last: the slices of the last pass's Decisions, for the next to
 	// build its own in (Config.ReuseDecisions).
@@ -235,7 +240,9 @@ func (p *pass) reuse() {
 
 // release drops references into the snapshot before the pass is pooled;
 // only the node names stay, for the next pass to compare (sameNames),
-// and the model names looked up (modelCache.release).
+// and the model names looked up (modelCache.release), and under
+// Config.StablePlacements the nodes' GPU lists (cluster.same) and the
+// running jobs' placements (occupancy), which are never written.
 func (p *pass) release() {
 	p.sc, p.pol, p.s, p.dist = nil, nil, nil, nil
 	p.snap = Snapshot{}
@@ -264,11 +271,14 @@ func (p *pass) load() {
 	if p.count {
 		p.cl.resetCount(p.s.Nodes)
 	} else {
-		p.cl.reset(p.s.Nodes)
+		p.cl.reset(p.s.Nodes, p.sc.cfg.StablePlacements)
 	}
 	p.rsvBegin()
 	p.scan()
 	if !p.count {
+		if p.occDefer {
+			p.occFinish()
+		}
 		if len(p.shared) > 0 {
 			p.dropShared()
 		}
@@ -293,6 +303,7 @@ func (p *pass) scan() {
 	p.outcome = resize(p.outcome, len(jobs))
 	clear(p.outcome)
 	p.keyed, p.rented = false, false
+	p.occBegin()
 	if queued {
 		p.qs = resize(p.qs, len(jobs))
 		p.due = resize(p.due, len(jobs))
@@ -342,7 +353,12 @@ func (p *pass) scan() {
 			p.cl.free -= n
 			p.runIdx = append(p.runIdx, int32(i))
 		} else {
-			r := p.hold(j, i)
+			var r *runJob
+			if p.occDefer {
+				r = p.occHold(j, i)
+			} else {
+				r = p.hold(j, i)
+			}
 			n = int(r.n)
 			if kept {
 				r.state = runKept

@@ -174,7 +174,7 @@ func TestPreemptionSparesJobsOnUnschedulableNodes(t *testing.T) {
 
 func TestMinNodes(t *testing.T) {
 	var c cluster
-	c.reset(nodes(8, 4, 8, 2))
+	c.reset(nodes(8, 4, 8, 2), false)
 	c.index()
 	for _, tc := range []struct{ n, want int }{{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 3}, {20, 3}, {22, 4}, {23, 0}} {
 		if got := c.minNodes(tc.n); got != tc.want {

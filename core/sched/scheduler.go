@@ -126,6 +126,17 @@ type Config struct {
 	// otherwise allocates a few slices a pass, a sixth of what it
 	// allocates, and every page of it is faulted in once.
 	ReuseDecisions bool
+	// StablePlacements promises that the caller never writes the
+	// elements of a Job.Placement once it has given it in a snapshot (a
+	// job that starts again gets a new slice). A pass in nodes placement
+	// may then take a running job whose Placement is the very slice
+	// (address and length) it saw under the same ID in an earlier pass
+	// to hold the same GPUs, keep the GPUs running jobs hold from pass to
+	// pass and apply only what changed (jobs started, ended, preempted)
+	// instead of reading every placement again (occupy.go). The
+	// decisions are the same. The trace simulator sets it: its
+	// placements are the scheduler's own, never written.
+	StablePlacements bool
 
 	// SharePlacement is where a sharing job goes (share.go):
 	// ShareFreeFirst (the default, also "") or ShareFullestFirst.

@@ -236,6 +236,8 @@ func newSimulator(jobs []trace.Job, cfg Config) (*simulator, error) {
 	sconf.OmitAllocations = true
 	sconf.OmitReasons = true
 	sconf.ReuseDecisions = true // pass applies them before the next
+	// Its placements are the scheduler's own (Start.GPUs), never written.
+	sconf.StablePlacements = true
 	if sconf.HandoverS == 0 {
 		// A reservation past its deadline takes its GPUs a handover
 		// early, so that its job starts by the deadline.
