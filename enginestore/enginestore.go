@@ -90,7 +90,7 @@ func owners(js []engine.Job) []string {
 func (s Store) engineJob(j models.Job) engine.Job {
 	ej := engine.Job{
 		ID: j.ID, Team: j.Team, User: j.User, GPUs: j.GPUs, GPUMemMiB: j.GPUMemMiB,
-		Command: j.Command, SimDuration: j.SimDuration, SimUtilPct: j.SimUtilPct, State: j.State, Run: j.Run,
+		Command: j.Command, SimDuration: j.SimDuration, SimUtilPct: j.SimUtilPct, State: knownState(j.State), Run: j.Run,
 		SubmittedAt: j.SubmittedAt, Placement: parsePlacement(j.Placement), LastStartAt: j.LastStartAt,
 		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService, Accrual: j.Accrual(),
 		Model: j.Model, Queue: sched.QueueState(j.QueueState()),
@@ -108,6 +108,18 @@ func (s Store) engineJob(j models.Job) engine.Job {
 	// submitted) leaves the job to history and the catalogue.
 	ej.CPUProfile, _ = j.DeclaredProfile()
 	return ej
+}
+
+// knownState returns s as the job package's constant of that name (a
+// string that the program holds once, not one per row read), or s when
+// it names none. The engine tests every job's state every pass.
+func knownState(s job.State) job.State {
+	for _, k := range job.States {
+		if s == k {
+			return k
+		}
+	}
+	return s
 }
 
 // MarkStarted records a new run of a waiting job on placement and

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -198,4 +199,50 @@ func jobAccount(t *testing.T, s Store, id int64) string {
 	}
 	t.Fatalf("job %d not read", id)
 	return ""
+}
+
+// TestViewKeepsOneCopyOfEachName: the jobs the view gives carry one copy
+// of each team and owner name and the job package's state strings,
+// whether they came from a whole read or from the rows changed since, so
+// that a pass reading every job's names and state reads the same few
+// strings.
+func TestViewKeepsOneCopyOfEachName(t *testing.T) {
+	modelstest.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 8); err != nil {
+			t.Fatal(err)
+		}
+		submit := func() {
+			t.Helper()
+			j := &models.Job{Name: "j", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: time.Now()}
+			if err := s.CreateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(step string, want int) {
+			t.Helper()
+			js, err := s.UnfinishedEngineJobs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(js) != want {
+				t.Fatalf("%s: %d jobs, want %d", step, len(js), want)
+			}
+			for _, j := range js {
+				for _, c := range []struct{ name, got, want string }{
+					{"team", j.Team, js[0].Team}, {"owner", j.User, js[0].User}, {"state", string(j.State), string(job.Queued)},
+				} {
+					if c.got != c.want || unsafe.StringData(c.got) != unsafe.StringData(c.want) {
+						t.Errorf("%s: job %d's %s %q is a copy of its own", step, j.ID, c.name, c.got)
+					}
+				}
+			}
+		}
+		submit()
+		submit()
+		check("whole read", 2)
+		submit()
+		check("changes since", 3)
+	})
 }

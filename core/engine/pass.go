@@ -504,7 +504,10 @@ func (e *Engine) startable(j Job, gpus []gpu.Ref) (ok bool, unknown string) {
 // afterStarts returns the snapshot's jobs as they stand once the pass's
 // starts are made: the jobs that started hold their GPUs. Preempted jobs
 // still hold theirs until they exit. Team figures are computed from it, so
-// they count a job from the pass that starts it.
+// they count a job from the pass that starts it. It changes the jobs that
+// started where they are: the snapshot is the pass's own (the forecast
+// takes a copy), and at a long queue a copy of every job for a few starts
+// was most of its cost.
 func afterStarts(jobs []sched.Job, starts []sched.Start, runs map[int64]*run) []sched.Job {
 	if len(starts) == 0 {
 		return jobs
@@ -515,14 +518,14 @@ func afterStarts(jobs []sched.Job, starts []sched.Start, runs map[int64]*run) []
 			at[s.JobID] = s.GPUs
 		}
 	}
-	out := make([]sched.Job, len(jobs))
-	for i, j := range jobs {
+	for i := 0; i < len(jobs) && len(at) > 0; i++ {
+		j := &jobs[i]
 		if g, ok := at[j.ID]; ok {
 			j.State, j.Placement = sched.Running, g
+			delete(at, j.ID)
 		}
-		out[i] = j
 	}
-	return out
+	return jobs
 }
 
 // recordQueues stores the queue moves of this pass before anything acts

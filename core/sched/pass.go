@@ -70,12 +70,27 @@ type pass struct {
 	// The order of classes within a team (classorder.go): per pending job
 	// moved down its team's slots, the job of a better band now ahead of it.
 	behindClass map[int32]int32
-	ugroup      map[string][]int32
-	ufactor     []float64 // scratch: per pending entry, its user's factor (reslot)
-	lendStop    bool      // a job within its guarantee waits: nothing is lent
-	lendBy      int32     // that job, an index in Snapshot.Jobs
-	order       []int32   // scratch
-	later       []*entry  // pending jobs deferred to the borrowers, a heap
+	// Fair share inside a team (usershare.go): the users of the listed
+	// teams with jobs pending or running (uslots, found by their names in
+	// uslotOf, each team's in uteam), each job's slot (ujslot, -1 for
+	// none), the entries of each team and queue (ugroups, found in
+	// ugroupOf), and reslot's scratch.
+	uslotOf  map[teamUser]int32
+	uslots   []uslot
+	uteam    [][]int32
+	ujslot   []int32
+	ugroupOf map[uint64]int32
+	ugroups  []ugroup
+	ufs      []float64 // the distinct factors of a team, highest first
+	urank    []int32
+	ukrank   []int32
+	uwant    []int32
+	upos     []int32
+	ukeys    []ukeys
+	lendStop bool     // a job within its guarantee waits: nothing is lent
+	lendBy   int32    // that job, an index in Snapshot.Jobs
+	order    []int32  // scratch
+	later    []*entry // pending jobs deferred to the borrowers, a heap
 
 	// Reservations (reserve.go).
 	rsvOn        bool               // some job may get a reservation in this pass
@@ -251,6 +266,8 @@ func (p *pass) release() {
 	if p.teams {
 		p.fs.release()
 		clear(p.users)
+		clear(p.uslotOf)
+		clear(p.uslots)
 		clear(p.later[:cap(p.later)])
 		p.later = p.later[:0]
 	}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -90,25 +91,29 @@ func cleanUsage(u float64) float64 {
 	return u
 }
 
-// userFactors returns the factor of each user of team t among users.
-func userFactors(t *Team, users []string) map[string]float64 {
-	sum := 0.0
-	for _, u := range users {
-		sum += cleanUsage(t.UserUsage[u])
-	}
-	f := make(map[string]float64, len(users))
-	for _, u := range users {
-		f[u] = 1
-		if sum > 0 {
-			f[u] = math.Exp2(-cleanUsage(t.UserUsage[u]) / sum * float64(len(users)))
-		}
-	}
-	return f
+// teamUser names a user of a team by the names in a job, to find its
+// slot in userOrder.
+type teamUser struct{ team, user string }
+
+// ukeys are the policy's keys of an entry: its slot in reslot.
+type ukeys struct{ k0, k1, k2, k3 float64 }
+
+// uslot is one user of a listed team with jobs pending or running, in
+// the order userOrder first met them (the order userFactors sums in).
+type uslot struct {
+	team int32
+	user string
+	f    float64 // its factor within the team
+	rank int32   // its place among the team's distinct factors, highest first
 }
 
 // userOrder reorders each listed team's pending jobs among the team's
 // slots by their users' factors (fair share inside a team), and records
 // which jobs a teammate's job moved ahead of (behind).
+//
+// It looks each job's team and user up once, by both names together
+// (uslots), and groups entries by team and queue numbers: a job's names
+// are hashed once a pass, not once for each table that needs them.
 func (p *pass) userOrder() {
 	clear(p.behind)
 	multi := false
@@ -121,92 +126,185 @@ func (p *pass) userOrder() {
 	if !multi {
 		return // nobody has used anything: every factor is 1
 	}
-	if p.ugroup == nil {
-		p.ugroup = map[string][]int32{}
-	}
-	for k, v := range p.ugroup {
-		p.ugroup[k] = v[:0]
-	}
 	jobs := p.s.Jobs
-	// Users with jobs pending or running, per team.
-	active := map[string][]string{}
-	seen := map[userKey]bool{}
+	// Users with jobs pending or running, per team, in the order of the
+	// jobs.
+	if p.uslotOf == nil {
+		p.uslotOf = map[teamUser]int32{}
+	}
+	clear(p.uslotOf)
+	p.uslots = p.uslots[:0]
+	nt := len(p.fs.t)
+	p.uteam = resize(p.uteam, nt)
+	for t := range p.uteam {
+		p.uteam[t] = p.uteam[t][:0]
+	}
+	p.ujslot = resize(p.ujslot, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
+		p.ujslot[i] = -1
 		if j.State != Pending && j.State != Running {
 			continue
 		}
-		t, ok := p.fs.byName[j.Team]
-		if !ok || int(t) >= p.fs.listed {
-			continue
+		k := teamUser{j.Team, j.User}
+		s, ok := p.uslotOf[k]
+		if !ok {
+			s = -1
+			if t, ok := p.fs.byName[j.Team]; ok && int(t) < p.fs.listed {
+				s = int32(len(p.uslots))
+				p.uslots = append(p.uslots, uslot{team: t, user: j.User})
+				p.uteam[t] = append(p.uteam[t], s)
+			}
+			p.uslotOf[k] = s
 		}
-		if k := (userKey{t, j.User}); !seen[k] {
-			seen[k] = true
-			active[j.Team] = append(active[j.Team], j.User)
-		}
+		p.ujslot[i] = s
 	}
+	// The entries of each team with two users or more, by team and queue.
+	if p.ugroupOf == nil {
+		p.ugroupOf = map[uint64]int32{}
+	}
+	clear(p.ugroupOf)
+	for g := range p.ugroups {
+		p.ugroups[g].idx = p.ugroups[g].idx[:0]
+	}
+	p.ugroups = p.ugroups[:0]
 	for k := range p.ents {
-		j := &jobs[p.ents[k].job]
-		if len(active[j.Team]) < 2 {
+		t := p.entryTeam(p.ents[k].job)
+		if t < 0 || len(p.uteam[t]) < 2 {
 			continue
 		}
-		g := j.Team + "\x00" + strconv.Itoa(int(p.ents[k].queue))
-		p.ugroup[g] = append(p.ugroup[g], int32(k))
+		key := uint64(uint32(t))<<32 | uint64(uint32(p.ents[k].queue))
+		g, ok := p.ugroupOf[key]
+		if !ok {
+			g = int32(len(p.ugroups))
+			p.ugroupOf[key] = g
+			if len(p.ugroups) < cap(p.ugroups) {
+				p.ugroups = p.ugroups[:g+1]
+				p.ugroups[g].team = t
+			} else {
+				p.ugroups = append(p.ugroups, ugroup{team: t})
+			}
+		}
+		p.ugroups[g].idx = append(p.ugroups[g].idx, int32(k))
 	}
 	for i := range p.s.Teams {
-		t := &p.s.Teams[i]
-		users := active[t.Name]
-		if len(users) < 2 {
+		tm := &p.s.Teams[i]
+		t, ok := p.fs.byName[tm.Name]
+		if !ok || len(p.uteam[t]) < 2 {
 			continue
 		}
-		f := userFactors(t, users)
-		for g, idx := range p.ugroup {
-			if len(idx) < 2 || !strings.HasPrefix(g, t.Name+"\x00") {
-				continue
+		p.userFactors(tm, p.uteam[t])
+		for g := range p.ugroups {
+			if p.ugroups[g].team == t && len(p.ugroups[g].idx) >= 2 {
+				p.reslot(p.ugroups[g].idx, t)
 			}
-			p.reslot(idx, f)
 		}
 	}
 }
 
+// entryTeam returns the listed team of job i for userOrder, or -1.
+func (p *pass) entryTeam(i int32) int32 {
+	if s := p.ujslot[i]; s >= 0 {
+		return p.uslots[s].team
+	}
+	if t, ok := p.fs.byName[p.s.Jobs[i].Team]; ok && int(t) < p.fs.listed {
+		return t
+	}
+	return -1
+}
+
+// userFactors sets the factor and rank of each of users (slots of one
+// team, in the order met) from team t's usage, as userFactors does.
+func (p *pass) userFactors(t *Team, users []int32) {
+	sum := 0.0
+	for _, s := range users {
+		sum += cleanUsage(t.UserUsage[p.uslots[s].user])
+	}
+	n := float64(len(users))
+	p.ufs = p.ufs[:0]
+	for _, s := range users {
+		u := &p.uslots[s]
+		u.f = 1
+		if sum > 0 {
+			u.f = math.Exp2(-cleanUsage(t.UserUsage[u.user]) / sum * n)
+		}
+		p.ufs = append(p.ufs, u.f)
+	}
+	// The distinct factors, highest first, and each user's place among
+	// them (reslot's stable sort by factor, done by counting). A job
+	// whose user has no slot (not pending or running) has factor 0.
+	p.ufs = append(p.ufs, 0)
+	slices.SortFunc(p.ufs, func(a, b float64) int { return cmp.Compare(b, a) })
+	p.ufs = slices.Compact(p.ufs)
+	for _, s := range users {
+		u := &p.uslots[s]
+		r, _ := slices.BinarySearchFunc(p.ufs, u.f, func(e, f float64) int { return cmp.Compare(f, e) })
+		u.rank = int32(r)
+	}
+}
+
+// userOf returns the slot of the user of job i within team t's users, or
+// -1 when the user has no job of the team pending or running.
+func (p *pass) userOf(i int32, t int32) int32 {
+	if s := p.ujslot[i]; s >= 0 {
+		return s
+	}
+	j := &p.s.Jobs[i]
+	if s, ok := p.uslotOf[teamUser{j.Team, j.User}]; ok && s >= 0 && p.uslots[s].team == t {
+		return s
+	}
+	return -1
+}
+
 // reslot hands the slots of entries idx (one team's pending jobs in one
-// queue) to them again, highest user factor first.
-func (p *pass) reslot(idx []int32, f map[string]float64) {
+// queue) to them again, highest user factor first (the factors userFactors
+// set last for team t).
+func (p *pass) reslot(idx []int32, t int32) {
 	jobs := p.s.Jobs
 	slices.SortFunc(idx, func(a, b int32) int { return compareKeys(&p.ents[a], &p.ents[b]) })
-	want := slices.Clone(idx)
-	// Each entry's factor, looked up once rather than in every comparison.
-	if len(p.ufactor) < len(p.ents) {
-		p.ufactor = make([]float64, len(p.ents))
-	}
-	for _, k := range idx {
-		p.ufactor[k] = f[jobs[p.ents[k].job].User]
-	}
-	slices.SortStableFunc(want, func(a, b int32) int {
-		fa, fb := p.ufactor[a], p.ufactor[b]
-		switch {
-		case fa > fb:
-			return -1
-		case fa < fb:
-			return 1
+	// want is idx stably sorted by factor, highest first: by counting the
+	// entries of each factor's rank.
+	nr := len(p.ufs)
+	p.urank = resize(p.urank, nr+1)
+	clear(p.urank)
+	p.ukrank = resize(p.ukrank, len(idx))
+	for s, k := range idx {
+		r := int32(nr - 1) // factor 0
+		if u := p.userOf(p.ents[k].job, t); u >= 0 {
+			r = p.uslots[u].rank
 		}
-		return 0
-	})
-	if slices.Equal(idx, want) {
+		p.ukrank[s] = r
+		p.urank[r+1]++
+	}
+	for r := 1; r <= nr; r++ {
+		p.urank[r] += p.urank[r-1]
+	}
+	want := resize(p.uwant, len(idx))
+	p.uwant = want
+	moved := false
+	for s, k := range idx {
+		r := p.ukrank[s]
+		w := p.urank[r]
+		p.urank[r]++
+		want[w] = k
+		moved = moved || int(w) != s
+	}
+	if !moved {
 		return
 	}
-	type keys struct{ k0, k1, k2, k3 float64 }
-	slots := make([]keys, len(idx))
+	slots := resize(p.ukeys, len(idx))
+	p.ukeys = slots
 	for s, k := range idx {
 		e := &p.ents[k]
-		slots[s] = keys{e.k0, e.k1, e.k2, e.k3}
+		slots[s] = ukeys{e.k0, e.k1, e.k2, e.k3}
 	}
 	if p.behind == nil {
 		p.behind = map[int32]int32{}
 	}
-	pos := make(map[int32]int, len(idx))
+	// Each entry's slot before.
+	p.upos = resize(p.upos, len(p.ents))
 	for s, k := range idx {
-		pos[k] = s
+		p.upos[k] = int32(s)
 	}
 	// The first two jobs, of different users, that moved up: a job moved
 	// down is behind the first of them that is not its user's.
@@ -216,7 +314,7 @@ func (p *pass) reslot(idx []int32, f map[string]float64) {
 		e.k0, e.k1, e.k2, e.k3 = slots[s].k0, slots[s].k1, slots[s].k2, slots[s].k3
 		e.uk = int32(s)
 		user := jobs[e.job].User
-		if from := pos[k]; s > from {
+		if from := int(p.upos[k]); s > from {
 			for _, u := range up {
 				if u >= 0 && jobs[u].User != user {
 					p.behind[e.job] = u
@@ -278,4 +376,11 @@ func (p *pass) appendBehind(b []byte, e *entry) []byte {
 	b = appendName(b, mate.Team)
 	b = append(b, "'s guarantee (fair share inside a team)"...)
 	return b
+}
+
+// ugroup is the entries of one team's pending jobs in one queue
+// (userOrder).
+type ugroup struct {
+	team int32
+	idx  []int32
 }

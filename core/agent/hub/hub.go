@@ -8,6 +8,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -498,10 +499,15 @@ func (c *agentConn) read() error {
 	c.ws.SetPongHandler(func(string) error {
 		return c.ws.SetReadDeadline(time.Now().Add(timeout))
 	})
+	// Each message is read whole into buf, kept from one message to the
+	// next, and decoded from it: websocket's ReadJSON makes a decoder and
+	// its buffer for every message, and grows that buffer as it reads a
+	// heartbeat of many machines (BenchmarkHubHeartbeat).
+	var buf bytes.Buffer
 	for {
 		_ = c.ws.SetReadDeadline(time.Now().Add(timeout))
 		var m wire.Message
-		if err := c.ws.ReadJSON(&m); err != nil {
+		if err := c.readMessage(&buf, &m); err != nil {
 			return err
 		}
 		if err := m.Check(); err != nil {
@@ -528,6 +534,22 @@ func (c *agentConn) read() error {
 			c.hub.log.Warn("unexpected message from an agent", "type", m.Type, "agent", c.agent)
 		}
 	}
+}
+
+// readMessage reads the next message into buf and decodes it into m.
+func (c *agentConn) readMessage(buf *bytes.Buffer, m *wire.Message) error {
+	_, r, err := c.ws.NextReader()
+	if err != nil {
+		return err
+	}
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(buf.Bytes(), m); err != nil {
+		return fmt.Errorf("decode a message: %w", err)
+	}
+	return nil
 }
 
 func (c *agentConn) heartbeat(hb *wire.Heartbeat) {

@@ -83,7 +83,7 @@ func (r *fakeRegistry) history() []string {
 const testAgentToken = "agent-secret"
 
 // startHub serves an agent hub with a short heartbeat timeout.
-func startHub(t *testing.T, tlsServer bool) (*Hub, *httptest.Server, *fakeRegistry) {
+func startHub(t testing.TB, tlsServer bool) (*Hub, *httptest.Server, *fakeRegistry) {
 	t.Helper()
 	reg := newFakeRegistry()
 	hub := New(Config{
@@ -284,7 +284,7 @@ func TestAgentReconnectsAndDeliversExitsOnce(t *testing.T) {
 }
 
 // rawAgent is a hand-driven agent connection.
-func rawAgent(t *testing.T, srv *httptest.Server, hello wire.Hello) (*websocket.Conn, *wire.Message, error) {
+func rawAgent(t testing.TB, srv *httptest.Server, hello wire.Hello) (*websocket.Conn, *wire.Message, error) {
 	t.Helper()
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + wire.Path
 	ws, _, err := websocket.DefaultDialer.Dial(url, http.Header{"Authorization": {"Bearer " + testAgentToken}})
