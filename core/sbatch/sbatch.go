@@ -279,6 +279,9 @@ func (o *Options) set(name, value string) (err error) {
 		}
 		o.JobName = value
 	case "--gres":
+		// Each gpu entry adds to the machine's GPUs, as Slurm counts
+		// gpu:a100:2,gpu:v100:1: three GPUs (the types not matched).
+		total := 0
 		for _, g := range strings.Split(value, ",") {
 			m := gresGPURe.FindStringSubmatch(strings.TrimSpace(g))
 			if m == nil {
@@ -287,9 +290,14 @@ func (o *Options) set(name, value string) (err error) {
 				}
 				return fmt.Errorf("%q: gpuportal knows only gpu:N and gpu:TYPE:N", g)
 			}
-			if o.GPUsPerNode, err = positive(m[1]); err != nil {
+			n, err := positive(m[1])
+			if err != nil {
 				return err
 			}
+			total += n
+		}
+		if o.GPUsPerNode, err = positive(strconv.Itoa(total)); err != nil {
+			return fmt.Errorf("%q: %d GPUs in all: %w", value, total, err)
 		}
 	case "--gpus-per-node":
 		m := gpusRe.FindStringSubmatch(value)

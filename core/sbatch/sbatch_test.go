@@ -31,6 +31,8 @@ func TestParseDirectives(t *testing.T) {
 			Options{}, []string{"/usr/bin/env", "bash"},
 			[]string{"line 2: --partition=gpu: gpuportal has queues", "line 2: --cpus-per-task=8: CPUs and memory", "line 2: --mem=64G",
 				"line 2: --exclusive: each job", "line 3: --frobnicate=3: not an sbatch option"}},
+		{"gpu gres of several types add up, as Slurm counts them", "#SBATCH --gres=gpu:a100:2,gpu:v100:1\n",
+			Options{GPUsPerNode: 3}, []string{"/bin/sh"}, nil},
 		{"a QOS that is a batch priority is the job's; another is ignored", "#!/bin/sh\n#SBATCH --qos=high\n#SBATCH -q gpu-long\n",
 			Options{QOS: "high"}, []string{"/bin/sh"}, []string{"line 3: --qos=gpu-long: gpuportal's QOS are its batch priorities"}},
 		{"directives after the first command are comments", "#!/bin/sh\n# a comment\n\n#SBATCH -J first\nhostname\n#SBATCH -J late\n",
