@@ -935,6 +935,7 @@ func (c jobCmd) cancel(ctx context.Context, f *jobFlags, pos []string) (err erro
 // logsCommand is job logs: a job's output, with --follow as it comes.
 func (c jobCmd) logsCommand() *cobra.Command {
 	f := c.flags("logs ID [flags]", "print a job's output")
+	f.cmd.Aliases = []string{"output"} // docs/slurm.md's name for it, beside Slurm's slurm-%j.out
 	tail := f.fs.Int("tail-bytes", 64<<10, fmt.Sprintf("show at most the last N bytes of output (1 to %d)", client.MaxLogTail))
 	follow := f.fs.BoolP("follow", "f", false, "keep showing new output until the job ends")
 	interval := f.fs.Duration("interval", time.Second, "with --follow: how often to ask the server for new output")

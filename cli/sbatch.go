@@ -95,7 +95,7 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 	host, _ := os.Hostname()
 	req.Env["SLURM_SUBMIT_DIR"], req.Env["SLURM_SUBMIT_HOST"] = cwd, host
 	if o.Output != "" || o.Error != "" {
-		note("output goes to the files --output and --error name on the job's machine, relative to its working folder, not to gpuportal job output")
+		note("output goes to the files --output and --error name on the job's machine, relative to its working folder, not to the job's output in the portal (gpuportal job logs)")
 	}
 	text := sbatch.OutputRedirect(o.Output, o.Error) + s.Text
 	req.Command = append(append(append(api.Command{}, s.Interpreter...), "-c", text, path), args...)
@@ -146,7 +146,7 @@ func sbatchResources(req *api.SubmitRequest, o sbatch.Options, set map[string]bo
 			req.GPUs = o.GPUsPerNode * nodes
 		default:
 			req.GPUs = nodes
-			note("asks for no GPU (--gres=gpu:N, --gpus): a gpuportal job has at least one a machine; it asks for %d", nodes)
+			note("asks for no GPU (--gres=gpu:N, --gpus): a gpuportal job has at least one GPU on each machine; it asks for %d", nodes)
 		}
 	}
 	if o.Nodes > 1 {
