@@ -186,12 +186,44 @@ var ignoredWhy = map[string]string{
 	"--requeue":       "jobs lost with their machine are always requeued; use --retries for failures",
 	"--no-requeue":    "jobs lost with their machine are always requeued",
 	"--parsable":      "use gpuportal job submit --parsable",
-	"--hold":          "not supported",
 	"--wait":          "use gpuportal job submit --wait",
 	"--open-mode":     "output is appended",
 	"--signal":        "a job gets SIGTERM, then SIGKILL after its agent's grace period",
 	"--mail-type":     "notifications follow your settings (gpuportal notify)",
 	"--mail-user":     "notifications go to your account's address (gpuportal notify)",
+}
+
+// refused are sbatch's options that gpuportal cannot honour and whose
+// loss would change what the job does or when it runs: a script or
+// command line with one is refused, naming it, rather than run otherwise.
+var refused = map[string]string{
+	"--hold":            "gpuportal cannot hold a job: submit it when it should run (or make it wait with --dependency)",
+	"--begin":           "gpuportal cannot start a job later: submit it when it should run (or make it wait with --dependency)",
+	"--deadline":        "gpuportal does not remove jobs that cannot end by a deadline: give a time limit (--time)",
+	"--test-only":       "gpuportal has no test-only submission: the job would run",
+	"--wrap":            "give the command after --: gpuportal job submit --name NAME -- COMMAND",
+	"--gpus-per-task":   "give the job's GPUs with --gres=gpu:N (a machine's) or --gpus (in all)",
+	"--gpus-per-socket": "give the job's GPUs with --gres=gpu:N (a machine's) or --gpus (in all)",
+	"--ntasks-per-gpu":  "give --ntasks-per-node equal to the GPUs a machine (a process per GPU)",
+	"--export-file":     "give the variables with --export=NAME=VALUE (or gpuportal job submit --env)",
+}
+
+// others are sbatch's other options (Slurm 22.05), which gpuportal reads
+// and does not act on; an option in none of these maps is not sbatch's,
+// and is refused as sbatch refuses it (a typo, say --gpus-per-nod).
+var others = map[string]bool{
+	"--acctg-freq": true, "--batch": true, "--bb": true, "--bbf": true, "--cluster-constraint": true,
+	"--clusters": true, "--comment": true, "--container": true, "--contiguous": true, "--core-spec": true,
+	"--cores-per-socket": true, "--cpu-freq": true, "--cpus-per-gpu": true, "--delay-boot": true,
+	"--distribution": true, "--extra-node-info": true, "--get-user-env": true, "--gid": true, "--gpu-bind": true,
+	"--gpu-freq": true, "--gres-flags": true, "--hint": true, "--ignore-pbs": true, "--input": true,
+	"--kill-on-invalid-dep": true, "--licenses": true, "--mcs-label": true, "--mem-bind": true, "--mincpus": true,
+	"--network": true, "--nice": true, "--no-kill": true, "--nodefile": true, "--ntasks-per-core": true,
+	"--ntasks-per-socket": true, "--overcommit": true, "--oversubscribe": true, "--power": true, "--priority": true,
+	"--profile": true, "--propagate": true, "--quiet": true, "--reboot": true, "--reservation": true,
+	"--sockets-per-node": true, "--spread-job": true, "--switches": true, "--thread-spec": true,
+	"--threads-per-core": true, "--time-min": true, "--tmp": true, "--tres-per-task": true, "--uid": true,
+	"--use-min-nodes": true, "--verbose": true, "--wait-all-nodes": true, "--wckey": true,
 }
 
 // takesValue tells whether option name (long or short) takes a value.
@@ -243,9 +275,15 @@ func (o *Options) apply(words []string, line int, ignored *[]Ignored, inScript b
 		}
 		if err := o.set(name, value); err != nil {
 			if errors.Is(err, errUnknown) {
-				why := "not an sbatch option gpuportal knows"
-				if w, ok := ignoredWhy[name]; ok {
-					why = w
+				why, ok := ignoredWhy[name]
+				switch {
+				case ok:
+				case others[name]:
+					why = "not acted on by gpuportal"
+				case refused[name] != "":
+					return &Error{Line: line, Option: shown, Err: errors.New(refused[name])}
+				default:
+					return &Error{Line: line, Option: shown, Err: errors.New("not an sbatch option (sbatch refuses it too; a typo?)")}
 				}
 				*ignored = append(*ignored, Ignored{Line: line, Option: shown, Why: why})
 				continue
