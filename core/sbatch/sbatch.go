@@ -93,6 +93,13 @@ type Script struct {
 func Parse(text string) (Script, error) {
 	s := Script{Text: text, Interpreter: []string{"/bin/sh"}}
 	lines := strings.Split(text, "\n")
+	// sbatch refuses a script with DOS line breaks: its shell would read
+	// each line's \r as part of its last word (train.py\r, a folder\r).
+	for i, line := range lines {
+		if strings.HasSuffix(line, "\r") {
+			return s, fmt.Errorf("line %d: ends with a DOS line break (\\r\\n), as sbatch refuses too: convert the script (dos2unix FILE)", i+1)
+		}
+	}
 	if len(lines) > 0 && strings.HasPrefix(lines[0], "#!") {
 		interp := strings.Fields(strings.TrimPrefix(lines[0], "#!"))
 		if len(interp) == 0 {

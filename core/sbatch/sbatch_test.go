@@ -149,3 +149,12 @@ func TestOutputRedirect(t *testing.T) {
 		t.Error("Shell")
 	}
 }
+
+// TestParseRefusesDOSLineBreaks: a script saved with \r\n is refused, as
+// sbatch refuses it; it ran, each line's last word with a \r.
+func TestParseRefusesDOSLineBreaks(t *testing.T) {
+	_, err := Parse("#!/bin/bash\n#SBATCH --time=10\r\npython train.py\r\n")
+	if err == nil || !strings.HasPrefix(err.Error(), "line 2: ends with a DOS line break") {
+		t.Errorf("err = %v; want line 2 named", err)
+	}
+}
