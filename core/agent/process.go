@@ -77,7 +77,11 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 		if ra != nil && errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, ra.name, cmd.Dir)
 		}
-		if _, serr := os.Stat(cmd.Dir); serr != nil {
+		switch _, serr := os.Stat(cmd.Dir); {
+		case errors.Is(serr, os.ErrNotExist):
+			// exec says the program is missing when the folder is.
+			err = fmt.Errorf("working folder %s does not exist", cmd.Dir)
+		case serr != nil:
 			err = fmt.Errorf("%w (working folder: %v)", err, serr)
 		}
 		fmt.Fprintf(log, "gpuportal: cannot start %q: %v\n", s.Command[0], err)
