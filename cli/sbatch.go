@@ -28,7 +28,10 @@ func (c jobCmd) sbatchCommand() *cobra.Command {
 	return f.cmd
 }
 
-func (c jobCmd) sbatch(ctx context.Context, f *jobFlags, args []string) error {
+func (c jobCmd) sbatch(ctx context.Context, f *jobFlags, args []string) (err error) {
+	// Every error says it is sbatch's, the server's refusals too (they
+	// read "gpuportal: time_limit: ...", naming no command).
+	defer wrapCmdErr("sbatch", &err)
 	var sf submitFlags
 	sf.sbatch = true
 	var rest []string
@@ -62,7 +65,7 @@ func (c jobCmd) sbatch(ctx context.Context, f *jobFlags, args []string) error {
 	}
 	over, ignored, script, scriptArgs, err := sbatch.ParseArgs(rest)
 	if err != nil {
-		return fmt.Errorf("sbatch: %w", err)
+		return err
 	}
 	req := api.SubmitRequest{GPUs: 0}
 	return c.submitScript(ctx, f, sf, req, map[string]bool{}, over, ignored, script, scriptArgs)

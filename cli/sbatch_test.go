@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/sbatch"
@@ -36,5 +42,38 @@ func TestSbatchResourcesNotes(t *testing.T) {
 				t.Errorf("notes:\n%s\nwant one with %q", all, tc.wantNote)
 			}
 		})
+	}
+}
+
+// TestSbatchErrorsSaySbatch: the server's refusal of a script's job says
+// it is sbatch's, as every other command's errors name it; it read
+// "gpuportal: time_limit: ...".
+func TestSbatchErrorsSaySbatch(t *testing.T) {
+	fake := &fakeAPI{routes: map[string]fakeAnswer{
+		"POST /api/v1/jobs": {400, `{"error":"time_limit: team vision allows at most 02:00:00 per job"}`},
+	}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "long.sbatch")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n#SBATCH --time=3:00:00\ntrue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	c := jobCmd{getenv: func(k string) string {
+		switch k {
+		case jobServerEnv:
+			return srv.URL
+		case jobTokenEnv:
+			return "tok"
+		}
+		return ""
+	}, configDir: func() (string, error) { return dir, nil }, now: time.Now, http: srv.Client(), stdout: &out, stderr: &errOut}
+	err := c.execute(context.Background(), []string{"sbatch", script})
+	if err == nil || !strings.HasPrefix(err.Error(), "sbatch: time_limit: team vision allows") {
+		t.Errorf("err = %v; want it to begin with sbatch: time_limit", err)
+	}
+	if err := c.execute(context.Background(), []string{"sbatch", "--tiem=1", script}); err == nil || !strings.HasPrefix(err.Error(), "sbatch: --tiem=1: not an sbatch option") {
+		t.Errorf("err = %v; want one sbatch: before the option", err)
 	}
 }
