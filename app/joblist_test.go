@@ -90,7 +90,7 @@ func TestJobReadsAuthorization(t *testing.T) {
 		} else if err == nil && len(h) == 0 {
 			t.Errorf("%s: job %d has no history", tc.actor, id)
 		}
-		if _, err := f.app.DependencyStates(ctx, a, id); outcome(err) != tc.want {
+		if _, _, err := f.app.DependencyStates(ctx, a, id); outcome(err) != tc.want {
 			t.Errorf("%s: dependency states %s, want %s", tc.actor, outcome(err), tc.want)
 		}
 	}

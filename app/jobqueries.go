@@ -31,7 +31,7 @@ type JobReadStore interface {
 	ForecastOutcomes(ctx context.Context, kind string, limit int) ([]models.ForecastOutcome, error)
 	ListJobs(ctx context.Context, f models.JobFilter) ([]models.Job, error)
 	JobEvents(ctx context.Context, jobID int64) ([]models.JobEvent, error)
-	JobStates(ctx context.Context, ids []int64) (map[int64]models.JobState, error)
+	JobStatesAndArrays(ctx context.Context, ids []int64) (map[int64]models.JobState, map[int64]bool, error)
 	WhatIfStore
 	GPUHistoryStore
 }
@@ -246,20 +246,20 @@ func (s *App) JobHistory(ctx context.Context, a Actor, id int64) ([]api.Event, e
 }
 
 // DependencyStates returns the states of the jobs job id waits for, as
-// the engine judges them (an array's ID stands for all its tasks), if a
-// may see job id.
-func (s *App) DependencyStates(ctx context.Context, a Actor, id int64) (map[int64]job.State, error) {
+// the engine judges them (an array's ID stands for all its tasks), and
+// which of them are arrays, if a may see job id.
+func (s *App) DependencyStates(ctx context.Context, a Actor, id int64) (map[int64]job.State, map[int64]bool, error) {
 	j, err := s.job(ctx, a, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	deps := j.Deps()
 	ids := make([]int64, len(deps))
 	for i, d := range deps {
 		ids[i] = d.JobID
 	}
-	states, err := s.cfg.Store.JobStates(ctx, ids)
-	return states, stored(err)
+	states, arrays, err := s.cfg.Store.JobStatesAndArrays(ctx, ids)
+	return states, arrays, stored(err)
 }
 
 // ActorTeams are the teams a may submit jobs to and list the jobs of:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuportal/gpuportal/api"
 )
 
 // writeTestConfig saves cfg as the config file under dir.
@@ -217,6 +219,20 @@ func TestLogin(t *testing.T) {
 		c.stdin = strings.NewReader("")
 		if err := c.execute(context.Background(), append([]string{"login"}, tc.args...)); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("login %v: err = %v; want %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
+
+func TestLoggedInAs(t *testing.T) {
+	for _, tc := range []struct {
+		me   api.Me
+		want string
+	}{
+		{api.Me{Name: "alice", Role: "researcher", Team: "vision"}, "alice (researcher, team vision)"},
+		{api.Me{Name: "admin", Role: "admin"}, "admin (admin, no team)"}, // was "(admin, team )"
+	} {
+		if got := loggedInAs(tc.me); got != tc.want {
+			t.Errorf("loggedInAs(%+v) = %q, want %q", tc.me, got, tc.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -887,8 +888,75 @@ func (c jobCmd) cancelCommand(name, short string) *cobra.Command {
 	f.cmd.ValidArgsFunction = c.jobIDs(f, true)
 	return f.run(func(ctx context.Context, pos []string) (err error) {
 		defer wrapJobErr("cancel", &err)
+		if name == "scancel" {
+			return c.scancel(ctx, f, pos)
+		}
 		return c.cancel(ctx, f, pos)
 	})
+}
+
+// scancel cancels jobs as Slurm's scancel names them: an array's ID
+// cancels every task of it (job array ID --cancel), ARRAY_INDEX one task
+// (squeue's %i), another ID its job. It cancelled the array's first task
+// alone, which job cancel does.
+func (c jobCmd) scancel(ctx context.Context, f *jobFlags, pos []string) error {
+	if len(pos) == 0 {
+		return errors.New("want the IDs of the jobs to cancel")
+	}
+	cl, err := c.client(f)
+	if err != nil {
+		return err
+	}
+	var jobs []string
+	var errs []error
+	for _, p := range pos {
+		arrayPart, index, isTask := strings.Cut(p, "_")
+		id, err := parseJobID(arrayPart)
+		if err != nil {
+			return err
+		}
+		if isTask {
+			i, err := strconv.Atoi(index)
+			if err != nil || i < 0 {
+				return fmt.Errorf("%s: want ARRAY_INDEX, an array's ID and a task's index (ranges such as 4_[1-3] are not read)", p)
+			}
+			a, err := cl.Array(ctx, id)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+				continue
+			}
+			task := slices.IndexFunc(a.Tasks, func(t api.Job) bool { return t.Array != nil && t.Array.Index == i })
+			if task < 0 {
+				errs = append(errs, fmt.Errorf("%s: array %d has no task %d", p, id, i))
+				continue
+			}
+			jobs = append(jobs, strconv.FormatInt(a.Tasks[task].ID, 10))
+			continue
+		}
+		j, err := cl.Job(ctx, id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job %d: %w", id, err))
+			continue
+		}
+		if j.Array == nil || j.Array.ID != id {
+			jobs = append(jobs, arrayPart)
+			continue
+		}
+		var raw json.RawMessage
+		a, err := cl.CancelArray(ctx, id, client.RawJSON(&raw))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("array %d: %w", id, err))
+			continue
+		}
+		err = c.emit(f, raw, jobNames(a.Tasks...), func(bool) error { return c.printArray(a) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("array %d: %w", id, err))
+		}
+	}
+	if len(jobs) > 0 {
+		errs = append(errs, c.cancel(ctx, f, jobs))
+	}
+	return errors.Join(errs...)
 }
 
 func (c jobCmd) cancel(ctx context.Context, f *jobFlags, pos []string) (err error) {
@@ -935,6 +1003,7 @@ func (c jobCmd) cancel(ctx context.Context, f *jobFlags, pos []string) (err erro
 // logsCommand is job logs: a job's output, with --follow as it comes.
 func (c jobCmd) logsCommand() *cobra.Command {
 	f := c.flags("logs ID [flags]", "print a job's output")
+	f.cmd.Aliases = []string{"output"} // docs/slurm.md's name for it, beside Slurm's slurm-%j.out
 	tail := f.fs.Int("tail-bytes", 64<<10, fmt.Sprintf("show at most the last N bytes of output (1 to %d)", client.MaxLogTail))
 	follow := f.fs.BoolP("follow", "f", false, "keep showing new output until the job ends")
 	interval := f.fs.Duration("interval", time.Second, "with --follow: how often to ask the server for new output")

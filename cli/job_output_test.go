@@ -70,6 +70,38 @@ func TestJobOutcomeExitCodes(t *testing.T) {
 	}
 }
 
+// TestSubmitWaitArray: submit --wait of an array waits for every task
+// and exits as the array ended, as its first task that did not succeed;
+// it waited for the first task alone and exited 0 when it succeeded.
+func TestSubmitWaitArray(t *testing.T) {
+	task := func(id int64, index int, st job.State, code int) api.Job {
+		j := testJob(id, st)
+		j.Array, j.ExitCode = &api.ArrayTask{ID: 3, Index: index}, &code
+		return j
+	}
+	first := testJob(3, job.Queued)
+	first.Array = &api.ArrayTask{ID: 3, Index: 0}
+	array := api.Array{ID: 3, Name: "sweep", States: map[job.State]int{job.Succeeded: 2, job.Failed: 1},
+		Tasks: []api.Job{task(3, 0, job.Succeeded, 0), task(4, 1, job.Failed, 4), task(5, 2, job.Succeeded, 0)}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(first)
+	})
+	mux.HandleFunc("GET /api/v1/jobs/3", func(w http.ResponseWriter, r *http.Request) { _ = json.NewEncoder(w).Encode(array.Tasks[0]) })
+	mux.HandleFunc("GET /api/v1/arrays/3", func(w http.ResponseWriter, r *http.Request) { _ = json.NewEncoder(w).Encode(array) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	_, errOut, err := jobRun(srv.URL, map[string]string{jobTokenEnv: "tok"}, t.TempDir(),
+		"submit", "--wait", "--name", "sweep", "--array", "0-2", "--sim-duration", "1m")
+	if got := exitCode(err, &strings.Builder{}); got != exitJobFailed {
+		t.Errorf("exit code %d, want %d (err %v)", got, exitJobFailed, err)
+	}
+	if want := "array 3 failed (2 succeeded, 1 failed): task 1, job 4, first (exit code 4)"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q; want %q", errOut, want)
+	}
+}
+
 // TestWriteYAML: -o yaml shows the JSON's fields in its order, with
 // strings that look like other types quoted.
 func TestWriteYAML(t *testing.T) {

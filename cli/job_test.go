@@ -236,6 +236,7 @@ func TestJobCommands(t *testing.T) {
 					t.Errorf("query = %v", got[0].query)
 				}
 			}},
+		{name: "output is logs, as docs/slurm.md names it", args: []string{"output", "--tail-bytes", "100", "7"}, wantOut: []string{"epoch 1\nepoch 2\n"}},
 		{name: "logs bad tail", args: []string{"logs", "--tail-bytes", "0", "7"}, wantErr: []string{"--tail-bytes"}},
 		{name: "no token says how to get one", args: []string{"list"}, env: map[string]string{},
 			wantErr: []string{"no API token", jobTokenEnv, "chmod 600", "-X POST", "/api/v1/tokens"}},

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // submitFlags are the flags of gpuportal job submit that say what it
@@ -64,6 +66,9 @@ func (c jobCmd) submitted(ctx context.Context, cl *client.Client, f *jobFlags, s
 	if !sf.wait {
 		return nil
 	}
+	if sf.tasks > 0 && j.Array != nil {
+		return c.waitArray(ctx, cl, j.Array.ID, waitInterval)
+	}
 	end, err := c.waitJob(ctx, cl, j.ID, waitInterval)
 	if err != nil {
 		return err
@@ -79,6 +84,64 @@ func (c jobCmd) waitJob(ctx context.Context, cl *client.Client, id int64, interv
 		return api.Job{}, c.interrupted(id)
 	}
 	return j, err
+}
+
+// waitArray waits for every task of array id to end, then exits as the
+// array ended: succeeded once every task has, else as its first task, by
+// index, that did not (as a dependency on the array reads it). --wait
+// waited for the first task alone, and exited 0 when it had succeeded
+// whatever the others did.
+func (c jobCmd) waitArray(ctx context.Context, cl *client.Client, id int64, interval time.Duration) error {
+	for {
+		a, err := cl.Array(ctx, id)
+		if ctx.Err() != nil {
+			return c.interrupted(id)
+		}
+		if err != nil {
+			return err
+		}
+		done := true
+		for _, t := range a.Tasks {
+			done = done && ended(t)
+		}
+		if done {
+			return c.arrayEnded(a)
+		}
+		select {
+		case <-ctx.Done():
+			return c.interrupted(id)
+		case <-time.After(interval):
+		}
+	}
+}
+
+// arrayEnded says how array a ended and returns its exit status.
+func (c jobCmd) arrayEnded(a api.Array) error {
+	end := api.Job{ID: a.ID, State: job.Succeeded}
+	for _, t := range a.Tasks { // by index
+		if t.State != job.Succeeded {
+			end = t
+			break
+		}
+	}
+	var counts []string
+	for _, st := range job.States {
+		if n := a.States[st]; n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	msg := fmt.Sprintf("array %d %s (%s)", a.ID, end.State, strings.Join(counts, ", "))
+	if end.State != job.Succeeded && end.Array != nil {
+		msg += fmt.Sprintf(": task %d, job %d, first", end.Array.Index, end.ID)
+		if end.ExitCode != nil {
+			msg += fmt.Sprintf(" (exit code %d)", *end.ExitCode)
+		}
+	}
+	fmt.Fprintln(c.stderr, "gpuportal:", msg)
+	if code := exitCodeOf(string(end.State)); code != 0 {
+		return &exitStatus{code: code}
+	}
+	return nil
 }
 
 // ended reports whether a job has ended (client.Ended).

@@ -88,8 +88,8 @@ func (c jobCmd) loginCommand() *cobra.Command {
 		if err := saveConfig(path, cfg); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "Logged in to %s (gpuportal %s) as %s (%s, team %s).\nSaved as context %q, now the current one, in %s.\n",
-			base, sv.Version, me.Name, me.Role, me.Team, name, path)
+		fmt.Fprintf(c.stdout, "Logged in to %s (gpuportal %s) as %s.\nSaved as context %q, now the current one, in %s.\n",
+			base, sv.Version, loggedInAs(me), name, path)
 		if c.getenv(jobTokenEnv) != "" {
 			fmt.Fprintf(c.stderr, "gpuportal: note: $%s is set, and commands without --context use it rather than this login\n", jobTokenEnv)
 		}
@@ -388,4 +388,14 @@ func wrapCmdErr(cmd string, err *error) {
 	if *err != nil {
 		*err = fmt.Errorf("%s: %w", cmd, explain(*err))
 	}
+}
+
+// loggedInAs says who me is: "alice (researcher, team vision)", or
+// "admin (admin, no team)" for an account of no team.
+func loggedInAs(me api.Me) string {
+	team := "no team"
+	if me.Team != "" {
+		team = "team " + me.Team
+	}
+	return fmt.Sprintf("%s (%s, %s)", me.Name, me.Role, team)
 }

@@ -218,15 +218,31 @@ func (c jobCmd) sacctCommand() *cobra.Command {
 			want = append(want, st)
 		}
 		var only []int64
+		var tasks []api.ArrayTask // ARRAY_INDEX, as sacct and squeue write a task
 		for _, s := range strings.Split(*ids, ",") {
 			if s == "" {
 				continue
 			}
-			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil || id < 1 {
-				return fmt.Errorf("sacct: -j %s: %q is not a job ID", *ids, s)
+			arrayID, index, isTask := strings.Cut(strings.TrimSpace(s), "_")
+			id, err := strconv.ParseInt(arrayID, 10, 64)
+			i, ierr := strconv.Atoi(index)
+			if err != nil || id < 1 || (isTask && (ierr != nil || i < 0)) {
+				return fmt.Errorf("sacct: -j %s: %q is not a job ID (or ARRAY_INDEX)", *ids, s)
+			}
+			if isTask {
+				tasks = append(tasks, api.ArrayTask{ID: id, Index: i})
+				continue
 			}
 			only = append(only, id)
+		}
+		asked := func(j api.Job) bool {
+			if len(only) == 0 && len(tasks) == 0 {
+				return true
+			}
+			if slices.Contains(only, j.ID) || (j.Array != nil && slices.Contains(only, j.Array.ID)) {
+				return true
+			}
+			return j.Array != nil && slices.ContainsFunc(tasks, func(t api.ArrayTask) bool { return t.ID == j.Array.ID && t.Index == j.Array.Index })
 		}
 		cl, err := c.client(f)
 		if err != nil {
@@ -240,7 +256,7 @@ func (c jobCmd) sacctCommand() *cobra.Command {
 		for _, j := range all {
 			switch {
 			case len(want) > 0 && !slices.Contains(want, j.State),
-				len(only) > 0 && !slices.Contains(only, j.ID) && (j.Array == nil || !slices.Contains(only, j.Array.ID)),
+				!asked(j),
 				j.FinishedAt != nil && j.FinishedAt.Before(from),
 				j.SubmittedAt.After(to):
 				continue

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +58,40 @@ func TestSacctFormat(t *testing.T) {
 	}
 	if _, err := parseSlurmTime("yesterday", time.UTC); err == nil {
 		t.Error("parseSlurmTime(yesterday): no error")
+	}
+}
+
+// TestSacctArrayTask: -j ARRAY_INDEX (as sacct writes a task's JobID)
+// names that task; -j ARRAY the array's tasks. "13_1" was refused as not
+// a job ID.
+func TestSacctArrayTask(t *testing.T) {
+	task := func(id int64, index int) api.Job {
+		j := testJob(id, job.Succeeded)
+		j.Array, j.SubmittedAt = &api.ArrayTask{ID: 13, Index: index}, time.Now()
+		return j
+	}
+	fake := &fakeAPI{routes: map[string]fakeAnswer{
+		"GET /api/v1/jobs": {200, jsonOf(t, []api.Job{task(15, 2), task(14, 1), task(13, 0)})},
+	}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	for _, tc := range []struct{ ids, want string }{
+		{"13_1", "13_1\n"},
+		{"13_1,13_2", "13_1\n13_2\n"},
+		{"13", "13_0\n13_1\n13_2\n"},
+	} {
+		var out, errOut bytes.Buffer
+		c := jobCmd{getenv: func(k string) string {
+			switch k {
+			case jobServerEnv:
+				return srv.URL
+			case jobTokenEnv:
+				return "tok"
+			}
+			return ""
+		}, configDir: func() (string, error) { return t.TempDir(), nil }, now: time.Now, http: srv.Client(), stdout: &out, stderr: &errOut}
+		if err := c.execute(context.Background(), []string{"sacct", "-j", tc.ids, "-n", "-P", "-o", "JobID"}); err != nil || out.String() != tc.want {
+			t.Errorf("sacct -j %s: %v, %q; want %q", tc.ids, err, out.String(), tc.want)
+		}
 	}
 }

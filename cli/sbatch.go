@@ -28,7 +28,10 @@ func (c jobCmd) sbatchCommand() *cobra.Command {
 	return f.cmd
 }
 
-func (c jobCmd) sbatch(ctx context.Context, f *jobFlags, args []string) error {
+func (c jobCmd) sbatch(ctx context.Context, f *jobFlags, args []string) (err error) {
+	// Every error says it is sbatch's, the server's refusals too (they
+	// read "gpuportal: time_limit: ...", naming no command).
+	defer wrapCmdErr("sbatch", &err)
 	var sf submitFlags
 	sf.sbatch = true
 	var rest []string
@@ -62,7 +65,7 @@ func (c jobCmd) sbatch(ctx context.Context, f *jobFlags, args []string) error {
 	}
 	over, ignored, script, scriptArgs, err := sbatch.ParseArgs(rest)
 	if err != nil {
-		return fmt.Errorf("sbatch: %w", err)
+		return err
 	}
 	req := api.SubmitRequest{GPUs: 0}
 	return c.submitScript(ctx, f, sf, req, map[string]bool{}, over, ignored, script, scriptArgs)
@@ -95,7 +98,7 @@ func (c jobCmd) submitScript(ctx context.Context, f *jobFlags, sf submitFlags, r
 	host, _ := os.Hostname()
 	req.Env["SLURM_SUBMIT_DIR"], req.Env["SLURM_SUBMIT_HOST"] = cwd, host
 	if o.Output != "" || o.Error != "" {
-		note("output goes to the files --output and --error name on the job's machine, relative to its working folder, not to gpuportal job output")
+		note("output goes to the files --output and --error name on the job's machine, relative to its working folder, not to the job's output in the portal (gpuportal job logs)")
 	}
 	text := sbatch.OutputRedirect(o.Output, o.Error) + s.Text
 	req.Command = append(append(append(api.Command{}, s.Interpreter...), "-c", text, path), args...)
@@ -146,7 +149,7 @@ func sbatchResources(req *api.SubmitRequest, o sbatch.Options, set map[string]bo
 			req.GPUs = o.GPUsPerNode * nodes
 		default:
 			req.GPUs = nodes
-			note("asks for no GPU (--gres=gpu:N, --gpus): a gpuportal job has at least one a machine; it asks for %d", nodes)
+			note("asks for no GPU (--gres=gpu:N, --gpus): a gpuportal job has at least one GPU on each machine; it asks for %d", nodes)
 		}
 	}
 	if o.Nodes > 1 {

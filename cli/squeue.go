@@ -274,6 +274,11 @@ func (c jobCmd) squeueCommand() *cobra.Command {
 		}
 		q := client.JobQuery{User: *user}
 		if *me {
+			if *user != "" {
+				// The server's answer named its own fields ("user: scope
+				// mine lists only your own jobs"), not these flags.
+				return fmt.Errorf("squeue: --me and -u %s: give one", *user)
+			}
 			q.Scope = "mine"
 		}
 		want := []job.State{job.Queued, job.Preempted, job.Running}
@@ -296,7 +301,7 @@ func (c jobCmd) squeueCommand() *cobra.Command {
 			q.States = []string{string(st)}
 			part, err := cl.AllJobs(ctx, q)
 			if err != nil {
-				return err
+				return fmt.Errorf("squeue: %w", err)
 			}
 			jobs = append(jobs, part...)
 		}

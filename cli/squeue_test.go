@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +57,17 @@ func TestSqueueFormat(t *testing.T) {
 	}
 	if _, ok := fromSlurmState("ZZ"); ok {
 		t.Error("fromSlurmState(ZZ) ok")
+	}
+}
+
+// TestSqueueMeAndUser: --me with -u is refused naming the flags, before
+// any request (the server's answer named its own fields, without squeue).
+func TestSqueueMeAndUser(t *testing.T) {
+	var out, errOut bytes.Buffer
+	c := jobCmd{getenv: func(string) string { return "" }, configDir: func() (string, error) { return t.TempDir(), nil },
+		now: time.Now, stdout: &out, stderr: &errOut}
+	err := c.execute(context.Background(), []string{"squeue", "--me", "-u", "bob"})
+	if err == nil || !strings.Contains(err.Error(), "squeue: --me and -u bob: give one") {
+		t.Errorf("err = %v; want --me and -u named", err)
 	}
 }

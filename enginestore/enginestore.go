@@ -48,13 +48,14 @@ func (s Store) UnfinishedEngineJobs(ctx context.Context) ([]engine.Job, error) {
 	if len(depIDs) == 0 {
 		return out, nil
 	}
-	states, err := s.JobStates(ctx, depIDs)
+	states, arrays, err := s.JobStatesAndArrays(ctx, depIDs)
 	if err != nil {
 		return nil, err
 	}
 	for i := range out {
 		for k, d := range out[i].Deps {
 			out[i].Deps[k].State = states[d.JobID]
+			out[i].Deps[k].Array = arrays[d.JobID] // its reason names the array
 		}
 	}
 	return out, nil

@@ -372,9 +372,16 @@ func (s *Store) EndWaiting(ctx context.Context, id int64, to JobState, reason st
 // unfinished while any task is; then succeeded if every task did, else
 // in the state of its first task, by index, that did not.
 func (s *Store) JobStates(ctx context.Context, ids []int64) (map[int64]JobState, error) {
+	out, _, err := s.JobStatesAndArrays(ctx, ids)
+	return out, err
+}
+
+// JobStatesAndArrays is JobStates, with the IDs of ids that are arrays'
+// (whose state is their tasks' together).
+func (s *Store) JobStatesAndArrays(ctx context.Context, ids []int64) (map[int64]JobState, map[int64]bool, error) {
 	out := make(map[int64]JobState, len(ids))
 	if len(ids) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	var rows []struct {
 		ID, ArrayID int64
@@ -383,7 +390,7 @@ func (s *Store) JobStates(ctx context.Context, ids []int64) (map[int64]JobState,
 	}
 	q := s.db.WithContext(ctx).Model(&Job{}).Select("id, array_id, array_index, state")
 	if err := q.Where("id IN ? OR array_id IN ?", ids, ids).Order("array_index, id").Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("states of jobs %v: %w", ids, err)
+		return nil, nil, fmt.Errorf("states of jobs %v: %w", ids, err)
 	}
 	arrays := map[int64][]JobState{}
 	for _, r := range rows {
@@ -394,10 +401,12 @@ func (s *Store) JobStates(ctx context.Context, ids []int64) (map[int64]JobState,
 			out[r.ID] = r.State
 		}
 	}
+	isArray := make(map[int64]bool, len(arrays))
 	for id, states := range arrays {
 		out[id] = arrayState(states)
+		isArray[id] = true
 	}
-	return out, nil
+	return out, isArray, nil
 }
 
 // arrayState is the state of an array whose tasks are in states, by

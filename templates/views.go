@@ -145,6 +145,7 @@ type DepLink struct {
 	Kind  string
 	JobID int64
 	State string // the other job's (an array's: all its tasks'), "" when unknown
+	Array bool   // JobID is an array's: shown as the array, with its page
 }
 
 // ArrayDetail is an array's page: its tasks, by index.

@@ -75,6 +75,9 @@ func (s *Server) jobResponse(c echo.Context, status int, j *app.Job) error {
 // and paged (joblist.go): the cursors of the pages around come back in
 // X-Next-Cursor, X-Prev-Cursor and Link.
 func (s *Server) apiListJobs(c echo.Context) error {
+	if err := onlyParams(c.QueryParams(), jobListParams); err != nil {
+		return err
+	}
 	q, err := readJobListQuery(c, maxListLimit)
 	if err != nil {
 		return err

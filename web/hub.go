@@ -400,6 +400,7 @@ func readMessage(conn *websocket.Conn) (wsIn, error) {
 		return in, err
 	}
 	dec := json.NewDecoder(io.LimitReader(r, maxClientBytes))
+	dec.DisallowUnknownFields() // {"subscibe": [...]} is said, not ignored
 	if err := dec.Decode(&in); err != nil {
 		return in, fmt.Errorf("message must be JSON like {\"subscribe\": [\"gpus\"]}: %w", err)
 	}

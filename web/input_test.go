@@ -219,6 +219,10 @@ func TestJSONEndpointsAreStrict(t *testing.T) {
 			{"admin", http.MethodPatch, "/api/v1/teams/vision", `{"weight":1e-300}`, "weight"},
 			{"admin", http.MethodPut, "/api/v1/users/alice/unix-name", `{"unix_name":"a"}x`, "body"},
 			{"alice", http.MethodGet, "/api/v1/jobs?q=%ff", "", "q"},
+			// A parameter the list does not read (a typo of state) or one
+			// given twice was ignored: every job came back, unfiltered.
+			{"alice", http.MethodGet, "/api/v1/jobs?stat=failed", "", "stat"},
+			{"alice", http.MethodGet, "/api/v1/jobs?limit=1&limit=2", "", "limit"},
 			{"alice", http.MethodGet, "/api/v1/teams/vi%00sion", "", "name"},
 		}
 		for _, tc := range tests {

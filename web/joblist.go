@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,6 +52,26 @@ func (q jobListQuery) values() url.Values {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	return v
+}
+
+// jobListParams are the query parameters of GET /api/v1/jobs.
+var jobListParams = []string{"scope", "state", "user", "team", "queue", "kind", "q", "limit", "cursor"}
+
+// onlyParams refuses, naming it, a parameter of q not in names (a typo:
+// ?stat=failed would list every job) or one given more than once.
+func onlyParams(q url.Values, names []string) error {
+	for name, vs := range q {
+		if !slices.Contains(names, name) {
+			if len(name) > 64 {
+				name = name[:61] + "..."
+			}
+			return badRequest("%s: not a parameter of this request (want %s)", name, strings.Join(names, ", "))
+		}
+		if len(vs) > 1 {
+			return badRequest("%s: given %d times: give it once", name, len(vs))
+		}
+	}
+	return nil
 }
 
 // readJobListQuery reads a jobs list request; defaultLimit applies when

@@ -118,12 +118,13 @@ func (s *Server) depStates(c echo.Context, id int64, d *templates.JobDetail) err
 	if len(d.Dependencies) == 0 {
 		return nil
 	}
-	states, err := s.app.DependencyStates(c.Request().Context(), appActor(c), id)
+	states, arrays, err := s.app.DependencyStates(c.Request().Context(), appActor(c), id)
 	if err != nil {
 		return err
 	}
 	for i := range d.Dependencies {
 		d.Dependencies[i].State = string(states[d.Dependencies[i].JobID])
+		d.Dependencies[i].Array = arrays[d.Dependencies[i].JobID]
 	}
 	return nil
 }

@@ -446,3 +446,47 @@ func TestTeamSessionPolicy(t *testing.T) {
 		t.Errorf("a batch job: %d %s; want no time limit from the session maximum", rec.Code, rec.Body)
 	}
 }
+
+// TestDependencyOnArrayNamesTheArray: a job after an array (its ID, its
+// first task's) says it waits for the array, and once a task of it ended
+// otherwise, that the array did; its reason named job ID, whose own
+// state may differ ("job 25 ended failed" of a job that had succeeded).
+func TestDependencyOnArrayNamesTheArray(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	rec := ts.do(t, "alice", http.MethodPost, "/api/v1/jobs", `{"name":"sweep","gpus":64,"sim":{"duration_s":60},"array":"0-1"}`)
+	var first api.Job
+	if err := json.Unmarshal(rec.Body.Bytes(), &first); err != nil || rec.Code != http.StatusCreated {
+		t.Fatalf("array: %d %s", rec.Code, rec.Body)
+	}
+	rec = ts.do(t, "alice", http.MethodPost, "/api/v1/jobs",
+		fmt.Sprintf(`{"name":"after","gpus":1,"sim":{"duration_s":1},"dependencies":[{"kind":"after_ok","job_id":%d}]}`, first.ID))
+	var after api.Job
+	if err := json.Unmarshal(rec.Body.Bytes(), &after); err != nil || rec.Code != http.StatusCreated {
+		t.Fatalf("after: %d %s", rec.Code, rec.Body)
+	}
+	reasonBecomes := func(want string) {
+		t.Helper()
+		var got api.Job
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_ = json.Unmarshal(ts.do(t, "alice", http.MethodGet, fmt.Sprint("/api/v1/jobs/", after.ID), "").Body.Bytes(), &got)
+			if got.Reason == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("reason %q; want %q", got.Reason, want)
+			}
+		}
+	}
+	reasonBecomes(fmt.Sprintf("waiting for array %d to succeed", first.ID))
+	if rec := ts.do(t, "alice", http.MethodDelete, fmt.Sprint("/api/v1/arrays/", first.ID), ""); rec.Code != http.StatusOK {
+		t.Fatalf("cancel the array: %d %s", rec.Code, rec.Body)
+	}
+	reasonBecomes(fmt.Sprintf("dependency never satisfied: a task of array %d ended cancelled, and this job runs only after every task of it succeeds", first.ID))
+	// Its page names the array too, with the array's page: "job 1" with
+	// the array's state was a job whose own state it was not.
+	page := ts.do(t, "alice", http.MethodGet, fmt.Sprint("/jobs/", after.ID), "").Body.String()
+	if want := fmt.Sprintf(`<a href="/arrays/%d">array %d</a>`, first.ID, first.ID); !strings.Contains(page, want) {
+		t.Errorf("job page lacks %s", want)
+	}
+}

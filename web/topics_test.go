@@ -215,3 +215,21 @@ func TestUnsubscribeStopsUpdates(t *testing.T) {
 		t.Errorf("followed topics = %v, want [jct]", got)
 	}
 }
+
+// TestMessageWithUnknownFieldIsRefused: a message with a field the
+// stream does not read (a typo of subscribe) is answered with an error
+// naming it, as the API refuses unknown fields; it was ignored.
+func TestMessageWithUnknownFieldIsRefused(t *testing.T) {
+	ls := newLiveServer(t)
+	c, _, err := ls.dial(t, "alice", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"subscibe": ["jct"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	m := readUntil(t, c, func(m wsMsg) bool { return m.Type == "error" })
+	if !strings.Contains(m.Error, `unknown field "subscibe"`) {
+		t.Errorf("error = %q, want it to name the field", m.Error)
+	}
+}

@@ -61,6 +61,30 @@ func TestProcessExitCodesAndEnvironment(t *testing.T) {
 	}
 }
 
+// A job killed by a signal says which, by number and name, as the Slurm
+// executor's reason does: "killed by killed" was what a SIGKILL read as.
+func TestProcessKilledBySignalSaysWhich(t *testing.T) {
+	tests := []struct {
+		name    string
+		command []string
+		wantErr string
+	}{
+		{"SIGKILL", []string{"sh", "-c", "kill -KILL $$"}, "killed by signal 9 (killed)"},
+		{"SIGSEGV", []string{"sh", "-c", "kill -SEGV $$"}, "killed by signal 11 (segmentation fault)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, exits := newTestAgent(t, time.Second)
+			if err := a.Start(context.Background(), job.Spec{JobID: 8, Command: tc.command, GPUs: []int{0}}); err != nil {
+				t.Fatal(err)
+			}
+			if ex := waitExit(t, exits); ex.ExitCode != -1 || ex.Err != tc.wantErr {
+				t.Errorf("exit = %d %q, want -1 %q", ex.ExitCode, ex.Err, tc.wantErr)
+			}
+		})
+	}
+}
+
 func TestStartRefusesBadRequests(t *testing.T) {
 	a, exits := newTestAgent(t, time.Second)
 	ctx := context.Background()

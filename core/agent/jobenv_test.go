@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,8 +83,15 @@ func TestProcessGetsEnvAndDir(t *testing.T) {
 		waitExit(t, exits)
 		t.Fatal("a start in a missing folder succeeded")
 	}
-	if b, _ := os.ReadFile(a.LogPath(9)); !strings.Contains(string(b), "missing") {
-		t.Errorf("log = %q; want the missing folder named", b)
+	// The folder is what is missing, not the program: the reason read
+	// 'fork/exec /usr/bin/sh: no such file or directory (working folder:
+	// ...)', naming the program first.
+	want := fmt.Sprintf("working folder %s does not exist", filepath.Join(dir, "missing"))
+	if b, _ := os.ReadFile(a.LogPath(9)); !strings.Contains(string(b), want) || strings.Contains(string(b), "fork/exec") {
+		t.Errorf("log = %q; want %q, without fork/exec", b, want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("start error %q; want %q", err, want)
 	}
 }
 

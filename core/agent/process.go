@@ -77,7 +77,11 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 		if ra != nil && errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("%w (can user %s reach %s and run the program?)", err, ra.name, cmd.Dir)
 		}
-		if _, serr := os.Stat(cmd.Dir); serr != nil {
+		switch _, serr := os.Stat(cmd.Dir); {
+		case errors.Is(serr, os.ErrNotExist):
+			// exec says the program is missing when the folder is.
+			err = fmt.Errorf("working folder %s does not exist", cmd.Dir)
+		case serr != nil:
 			err = fmt.Errorf("%w (working folder: %v)", err, serr)
 		}
 		fmt.Fprintf(log, "gpuportal: cannot start %q: %v\n", s.Command[0], err)
@@ -113,7 +117,7 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 			return 0, ""
 		case errors.As(err, &ee):
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return -1, "killed by " + ws.Signal().String()
+				return -1, killedBy(ws.Signal())
 			}
 			return ee.ExitCode(), ""
 		default:
@@ -121,6 +125,12 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 		}
 	}
 	return wait, stop, procs, nil
+}
+
+// killedBy is the reason of a run ended by sig, worded as the Slurm
+// executor words it: "killed by signal 9 (killed)".
+func killedBy(sig syscall.Signal) string {
+	return fmt.Sprintf("killed by signal %d (%s)", int(sig), sig)
 }
 
 // reapTimeout bounds how long the end of a run waits for its processes

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
@@ -36,7 +37,7 @@ func (a *Local) startSim(s job.Spec, log *os.File) (wait func() (int, string), s
 				return 0, ""
 			case <-stopped:
 				fmt.Fprintf(log, "%s stopped (SIGTERM)\n", time.Now().Format(time.RFC3339))
-				return -1, "killed by terminated"
+				return -1, killedBy(syscall.SIGTERM)
 			case now := <-tick.C:
 				fmt.Fprintf(log, "%s step %d, %s elapsed\n", now.Format(time.RFC3339), step, now.Sub(start).Round(time.Second))
 			}

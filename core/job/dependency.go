@@ -24,6 +24,10 @@ const (
 type Dependency struct {
 	Kind  DepKind `json:"kind"`
 	JobID int64   `json:"job_id"`
+	// Array says that JobID is an array's (its first task's ID), whose
+	// state is its tasks' together: set where the states are read, for
+	// the reasons' words; never stored or sent.
+	Array bool `json:"-"`
 }
 
 // MaxDependencies bounds the dependencies of one job.
@@ -83,21 +87,31 @@ func ParseDependencies(s string) ([]Dependency, error) {
 // wait (with why, as "waiting for job 41 to succeed"), go on (both ""),
 // or never (cancel: why the dependent is cancelled).
 func (d Dependency) Check(other State) (wait, cancel string) {
+	// An array is named as one ("array 41", its tasks' state together),
+	// not as its first task, job 41, whose own state may differ.
+	what, its := fmt.Sprintf("job %d", d.JobID), "it"
+	if d.Array {
+		what, its = fmt.Sprintf("array %d", d.JobID), "every task of it"
+	}
 	if !other.Final() {
-		switch d.Kind {
-		case AfterOK:
-			return fmt.Sprintf("waiting for job %d to succeed", d.JobID), ""
-		case AfterFailed:
-			return fmt.Sprintf("waiting for job %d to fail", d.JobID), ""
+		switch {
+		case d.Kind == AfterOK:
+			return fmt.Sprintf("waiting for %s to succeed", what), ""
+		case d.Kind == AfterFailed && d.Array:
+			return fmt.Sprintf("waiting for %s to end with a task that did not succeed", what), ""
+		case d.Kind == AfterFailed:
+			return fmt.Sprintf("waiting for %s to fail", what), ""
 		default:
-			return fmt.Sprintf("waiting for job %d to end", d.JobID), ""
+			return fmt.Sprintf("waiting for %s to end", what), ""
 		}
 	}
 	switch {
+	case d.Kind == AfterOK && other != Succeeded && d.Array:
+		return "", fmt.Sprintf("dependency never satisfied: a task of %s ended %s, and this job runs only after %s succeeds", what, other, its)
 	case d.Kind == AfterOK && other != Succeeded:
-		return "", fmt.Sprintf("dependency never satisfied: job %d ended %s, and this job runs only after it succeeds", d.JobID, other)
+		return "", fmt.Sprintf("dependency never satisfied: %s ended %s, and this job runs only after it succeeds", what, other)
 	case d.Kind == AfterFailed && other == Succeeded:
-		return "", fmt.Sprintf("dependency never satisfied: job %d succeeded, and this job runs only after it fails", d.JobID)
+		return "", fmt.Sprintf("dependency never satisfied: %s succeeded, and this job runs only after it fails", what)
 	}
 	return "", ""
 }

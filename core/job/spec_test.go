@@ -75,7 +75,7 @@ func TestParseEnv(t *testing.T) {
 
 func TestParseDependencies(t *testing.T) {
 	got, err := ParseDependencies("afterok:41:42,afterany:7, after_failed:9")
-	want := []Dependency{{AfterOK, 41}, {AfterOK, 42}, {AfterAny, 7}, {AfterFailed, 9}}
+	want := []Dependency{{Kind: AfterOK, JobID: 41}, {Kind: AfterOK, JobID: 42}, {Kind: AfterAny, JobID: 7}, {Kind: AfterFailed, JobID: 9}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, %v; want %v", got, err, want)
 	}
@@ -85,7 +85,7 @@ func TestParseDependencies(t *testing.T) {
 			t.Errorf("ParseDependencies(%q) accepted", bad)
 		}
 	}
-	if s := (Dependency{AfterOK, 41}).String(); s != "afterok:41" {
+	if s := (Dependency{Kind: AfterOK, JobID: 41}).String(); s != "afterok:41" {
 		t.Errorf("String = %q", s)
 	}
 }
@@ -96,15 +96,15 @@ func TestDependencyCheck(t *testing.T) {
 		other        State
 		wait, cancel bool
 	}{
-		{Dependency{AfterOK, 41}, Running, true, false},
-		{Dependency{AfterOK, 41}, Succeeded, false, false},
-		{Dependency{AfterOK, 41}, Failed, false, true},
-		{Dependency{AfterOK, 41}, Cancelled, false, true},
-		{Dependency{AfterOK, 41}, TimedOut, false, true},
-		{Dependency{AfterAny, 41}, Queued, true, false},
-		{Dependency{AfterAny, 41}, Failed, false, false},
-		{Dependency{AfterFailed, 41}, Failed, false, false},
-		{Dependency{AfterFailed, 41}, Succeeded, false, true},
+		{Dependency{Kind: AfterOK, JobID: 41}, Running, true, false},
+		{Dependency{Kind: AfterOK, JobID: 41}, Succeeded, false, false},
+		{Dependency{Kind: AfterOK, JobID: 41}, Failed, false, true},
+		{Dependency{Kind: AfterOK, JobID: 41}, Cancelled, false, true},
+		{Dependency{Kind: AfterOK, JobID: 41}, TimedOut, false, true},
+		{Dependency{Kind: AfterAny, JobID: 41}, Queued, true, false},
+		{Dependency{Kind: AfterAny, JobID: 41}, Failed, false, false},
+		{Dependency{Kind: AfterFailed, JobID: 41}, Failed, false, false},
+		{Dependency{Kind: AfterFailed, JobID: 41}, Succeeded, false, true},
 	}
 	for _, tc := range tests {
 		w, c := tc.d.Check(tc.other)
@@ -112,8 +112,18 @@ func TestDependencyCheck(t *testing.T) {
 			t.Errorf("%v with the other %s: wait %q cancel %q", tc.d, tc.other, w, c)
 		}
 	}
-	if w, _ := (Dependency{AfterOK, 41}).Check(Queued); w != "waiting for job 41 to succeed" {
+	if w, _ := (Dependency{Kind: AfterOK, JobID: 41}).Check(Queued); w != "waiting for job 41 to succeed" {
 		t.Errorf("wait reason %q", w)
+	}
+	// An array's ID is named as the array: its first task (job 41) may
+	// have succeeded while another failed ("job 41 ended failed" was
+	// what the job's page and the API said of a succeeded job).
+	arr := Dependency{Kind: AfterOK, JobID: 41, Array: true}
+	if w, _ := arr.Check(Queued); w != "waiting for array 41 to succeed" {
+		t.Errorf("array wait reason %q", w)
+	}
+	if _, c := arr.Check(Failed); c != "dependency never satisfied: a task of array 41 ended failed, and this job runs only after every task of it succeeds" {
+		t.Errorf("array cancel reason %q", c)
 	}
 }
 

@@ -93,6 +93,13 @@ type Script struct {
 func Parse(text string) (Script, error) {
 	s := Script{Text: text, Interpreter: []string{"/bin/sh"}}
 	lines := strings.Split(text, "\n")
+	// sbatch refuses a script with DOS line breaks: its shell would read
+	// each line's \r as part of its last word (train.py\r, a folder\r).
+	for i, line := range lines {
+		if strings.HasSuffix(line, "\r") {
+			return s, fmt.Errorf("line %d: ends with a DOS line break (\\r\\n), as sbatch refuses too: convert the script (dos2unix FILE)", i+1)
+		}
+	}
 	if len(lines) > 0 && strings.HasPrefix(lines[0], "#!") {
 		interp := strings.Fields(strings.TrimPrefix(lines[0], "#!"))
 		if len(interp) == 0 {
@@ -186,12 +193,44 @@ var ignoredWhy = map[string]string{
 	"--requeue":       "jobs lost with their machine are always requeued; use --retries for failures",
 	"--no-requeue":    "jobs lost with their machine are always requeued",
 	"--parsable":      "use gpuportal job submit --parsable",
-	"--hold":          "not supported",
 	"--wait":          "use gpuportal job submit --wait",
 	"--open-mode":     "output is appended",
 	"--signal":        "a job gets SIGTERM, then SIGKILL after its agent's grace period",
 	"--mail-type":     "notifications follow your settings (gpuportal notify)",
 	"--mail-user":     "notifications go to your account's address (gpuportal notify)",
+}
+
+// refused are sbatch's options that gpuportal cannot honour and whose
+// loss would change what the job does or when it runs: a script or
+// command line with one is refused, naming it, rather than run otherwise.
+var refused = map[string]string{
+	"--hold":            "gpuportal cannot hold a job: submit it when it should run (or make it wait with --dependency)",
+	"--begin":           "gpuportal cannot start a job later: submit it when it should run (or make it wait with --dependency)",
+	"--deadline":        "gpuportal does not remove jobs that cannot end by a deadline: give a time limit (--time)",
+	"--test-only":       "gpuportal has no test-only submission: the job would run",
+	"--wrap":            "give the command after --: gpuportal job submit --name NAME -- COMMAND",
+	"--gpus-per-task":   "give the job's GPUs with --gres=gpu:N (a machine's) or --gpus (in all)",
+	"--gpus-per-socket": "give the job's GPUs with --gres=gpu:N (a machine's) or --gpus (in all)",
+	"--ntasks-per-gpu":  "give --ntasks-per-node equal to the GPUs a machine (a process per GPU)",
+	"--export-file":     "give the variables with --export=NAME=VALUE (or gpuportal job submit --env)",
+}
+
+// others are sbatch's other options (Slurm 22.05), which gpuportal reads
+// and does not act on; an option in none of these maps is not sbatch's,
+// and is refused as sbatch refuses it (a typo, say --gpus-per-nod).
+var others = map[string]bool{
+	"--acctg-freq": true, "--batch": true, "--bb": true, "--bbf": true, "--cluster-constraint": true,
+	"--clusters": true, "--comment": true, "--container": true, "--contiguous": true, "--core-spec": true,
+	"--cores-per-socket": true, "--cpu-freq": true, "--cpus-per-gpu": true, "--delay-boot": true,
+	"--distribution": true, "--extra-node-info": true, "--get-user-env": true, "--gid": true, "--gpu-bind": true,
+	"--gpu-freq": true, "--gres-flags": true, "--hint": true, "--ignore-pbs": true, "--input": true,
+	"--kill-on-invalid-dep": true, "--licenses": true, "--mcs-label": true, "--mem-bind": true, "--mincpus": true,
+	"--network": true, "--nice": true, "--no-kill": true, "--nodefile": true, "--ntasks-per-core": true,
+	"--ntasks-per-socket": true, "--overcommit": true, "--oversubscribe": true, "--power": true, "--priority": true,
+	"--profile": true, "--propagate": true, "--quiet": true, "--reboot": true, "--reservation": true,
+	"--sockets-per-node": true, "--spread-job": true, "--switches": true, "--thread-spec": true,
+	"--threads-per-core": true, "--time-min": true, "--tmp": true, "--tres-per-task": true, "--uid": true,
+	"--use-min-nodes": true, "--verbose": true, "--wait-all-nodes": true, "--wckey": true,
 }
 
 // takesValue tells whether option name (long or short) takes a value.
@@ -243,9 +282,15 @@ func (o *Options) apply(words []string, line int, ignored *[]Ignored, inScript b
 		}
 		if err := o.set(name, value); err != nil {
 			if errors.Is(err, errUnknown) {
-				why := "not an sbatch option gpuportal knows"
-				if w, ok := ignoredWhy[name]; ok {
-					why = w
+				why, ok := ignoredWhy[name]
+				switch {
+				case ok:
+				case others[name]:
+					why = "not acted on by gpuportal"
+				case refused[name] != "":
+					return &Error{Line: line, Option: shown, Err: errors.New(refused[name])}
+				default:
+					return &Error{Line: line, Option: shown, Err: errors.New("not an sbatch option (sbatch refuses it too; a typo?)")}
 				}
 				*ignored = append(*ignored, Ignored{Line: line, Option: shown, Why: why})
 				continue
@@ -279,6 +324,9 @@ func (o *Options) set(name, value string) (err error) {
 		}
 		o.JobName = value
 	case "--gres":
+		// Each gpu entry adds to the machine's GPUs, as Slurm counts
+		// gpu:a100:2,gpu:v100:1: three GPUs (the types not matched).
+		total := 0
 		for _, g := range strings.Split(value, ",") {
 			m := gresGPURe.FindStringSubmatch(strings.TrimSpace(g))
 			if m == nil {
@@ -287,9 +335,14 @@ func (o *Options) set(name, value string) (err error) {
 				}
 				return fmt.Errorf("%q: gpuportal knows only gpu:N and gpu:TYPE:N", g)
 			}
-			if o.GPUsPerNode, err = positive(m[1]); err != nil {
+			n, err := positive(m[1])
+			if err != nil {
 				return err
 			}
+			total += n
+		}
+		if o.GPUsPerNode, err = positive(strconv.Itoa(total)); err != nil {
+			return fmt.Errorf("%q: %d GPUs in all: %w", value, total, err)
 		}
 	case "--gpus-per-node":
 		m := gpusRe.FindStringSubmatch(value)

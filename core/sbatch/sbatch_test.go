@@ -27,10 +27,12 @@ func TestParseDirectives(t *testing.T) {
 				Dependencies: []job.Dependency{{Kind: job.AfterOK, JobID: 41}, {Kind: job.AfterOK, JobID: 42}, {Kind: job.AfterAny, JobID: 43}},
 				Export:       []string{"LR=0.1", "HOME"}, ExportNone: true, MailTypes: []string{"END", "FAIL"}, MailUser: "ann@lab.org"},
 			[]string{"/bin/sh"}, []string{"line 5: --mail-type=END,fail", "line 5: --mail-user=ann@lab.org"}},
-		{"ignored options are said", "#!/usr/bin/env bash\n#SBATCH --partition=gpu -c 8 --mem=64G --exclusive\n#SBATCH --frobnicate=3\n",
+		{"ignored options are said", "#!/usr/bin/env bash\n#SBATCH --partition=gpu -c 8 --mem=64G --exclusive\n#SBATCH --comment=x --requeue\n",
 			Options{}, []string{"/usr/bin/env", "bash"},
 			[]string{"line 2: --partition=gpu: gpuportal has queues", "line 2: --cpus-per-task=8: CPUs and memory", "line 2: --mem=64G",
-				"line 2: --exclusive: each job", "line 3: --frobnicate=3: not an sbatch option"}},
+				"line 2: --exclusive: each job", "line 3: --comment=x: not acted on", "line 3: --requeue: jobs lost"}},
+		{"gpu gres of several types add up, as Slurm counts them", "#SBATCH --gres=gpu:a100:2,gpu:v100:1\n",
+			Options{GPUsPerNode: 3}, []string{"/bin/sh"}, nil},
 		{"a QOS that is a batch priority is the job's; another is ignored", "#!/bin/sh\n#SBATCH --qos=high\n#SBATCH -q gpu-long\n",
 			Options{QOS: "high"}, []string{"/bin/sh"}, []string{"line 3: --qos=gpu-long: gpuportal's QOS are its batch priorities"}},
 		{"directives after the first command are comments", "#!/bin/sh\n# a comment\n\n#SBATCH -J first\nhostname\n#SBATCH -J late\n",
@@ -83,6 +85,16 @@ func TestParseBadValues(t *testing.T) {
 		{"#SBATCH -J 'open\n", "line 1: #SBATCH -J 'open: "},
 		{"#SBATCH job-name=x\n", "line 1: #SBATCH job-name=x: not an option"},
 		{"#!\n", "line 1: #!: names no interpreter"},
+		// An option sbatch does not have is refused, as sbatch refuses it,
+		// not run without it; and so are those whose loss would change
+		// what the job does or when it runs.
+		{"#SBATCH --frobnicate=3\n", "line 1: #SBATCH --frobnicate=3: not an sbatch option"},
+		{"#SBATCH --gpus-per-nod=4\n", "line 1: #SBATCH --gpus-per-nod=4: not an sbatch option"},
+		{"#SBATCH --hold\n", "line 1: #SBATCH --hold: gpuportal cannot hold a job"},
+		{"#SBATCH -H\n", "line 1: #SBATCH --hold: gpuportal cannot hold a job"},
+		{"#SBATCH --begin=now+1hour\n", "line 1: #SBATCH --begin=now+1hour: gpuportal cannot start a job later"},
+		{"#SBATCH --test-only\n", "line 1: #SBATCH --test-only: "},
+		{"#SBATCH --gpus-per-task=2 --ntasks=4\n", "line 1: #SBATCH --gpus-per-task=2: give the job's GPUs"},
 	} {
 		_, err := Parse(tc.script)
 		var e *Error
@@ -102,6 +114,12 @@ func TestParseArgs(t *testing.T) {
 	}
 	if len(ignored) != 2 || ignored[0].Line != 0 || !strings.HasPrefix(ignored[0].String(), "command line: --exclusive") {
 		t.Errorf("ignored %q", ignored)
+	}
+	if _, _, _, _, err := ParseArgs([]string{"--wrap", "hostname"}); err == nil || !strings.HasPrefix(err.Error(), "--wrap=hostname: give the command after --") {
+		t.Errorf("--wrap: %v", err)
+	}
+	if _, _, _, _, err := ParseArgs([]string{"--tiem=10", "a.sh"}); err == nil || !strings.HasPrefix(err.Error(), "--tiem=10: not an sbatch option") {
+		t.Errorf("--tiem=10: %v", err)
 	}
 	if _, _, _, _, err := ParseArgs([]string{"--time=10"}); err == nil {
 		t.Error("no script: no error")
@@ -129,5 +147,14 @@ func TestOutputRedirect(t *testing.T) {
 	}
 	if !Shell([]string{"/usr/bin/env", "bash"}) || !Shell([]string{"/bin/sh"}) || Shell([]string{"/usr/bin/python3"}) {
 		t.Error("Shell")
+	}
+}
+
+// TestParseRefusesDOSLineBreaks: a script saved with \r\n is refused, as
+// sbatch refuses it; it ran, each line's last word with a \r.
+func TestParseRefusesDOSLineBreaks(t *testing.T) {
+	_, err := Parse("#!/bin/bash\n#SBATCH --time=10\r\npython train.py\r\n")
+	if err == nil || !strings.HasPrefix(err.Error(), "line 2: ends with a DOS line break") {
+		t.Errorf("err = %v; want line 2 named", err)
 	}
 }

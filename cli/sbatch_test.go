@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/sbatch"
+)
+
+// TestSbatchResourcesNotes checks the GPUs a script's directives ask for
+// and what the client says of them.
+func TestSbatchResourcesNotes(t *testing.T) {
+	tests := []struct {
+		name     string
+		o        sbatch.Options
+		wantGPUs int
+		wantNote string
+	}{
+		{"no GPU asked: one a machine, said in words", sbatch.Options{Nodes: 2}, 2,
+			"asks for no GPU (--gres=gpu:N, --gpus): a gpuportal job has at least one GPU on each machine; it asks for 2"},
+		{"GPUs per machine times machines", sbatch.Options{Nodes: 2, GPUsPerNode: 4}, 8, "--nodes=2: the scheduler places the job's 8 GPUs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var notes []string
+			req := api.SubmitRequest{}
+			sbatchResources(&req, tc.o, map[string]bool{}, "train.sbatch", func(format string, a ...any) {
+				notes = append(notes, fmt.Sprintf(format, a...))
+			})
+			if req.GPUs != tc.wantGPUs {
+				t.Errorf("gpus = %d, want %d", req.GPUs, tc.wantGPUs)
+			}
+			if all := strings.Join(notes, "\n"); !strings.Contains(all, tc.wantNote) {
+				t.Errorf("notes:\n%s\nwant one with %q", all, tc.wantNote)
+			}
+		})
+	}
+}
+
+// TestSbatchErrorsSaySbatch: the server's refusal of a script's job says
+// it is sbatch's, as every other command's errors name it; it read
+// "gpuportal: time_limit: ...".
+func TestSbatchErrorsSaySbatch(t *testing.T) {
+	fake := &fakeAPI{routes: map[string]fakeAnswer{
+		"POST /api/v1/jobs": {400, `{"error":"time_limit: team vision allows at most 02:00:00 per job"}`},
+	}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "long.sbatch")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n#SBATCH --time=3:00:00\ntrue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	c := jobCmd{getenv: func(k string) string {
+		switch k {
+		case jobServerEnv:
+			return srv.URL
+		case jobTokenEnv:
+			return "tok"
+		}
+		return ""
+	}, configDir: func() (string, error) { return dir, nil }, now: time.Now, http: srv.Client(), stdout: &out, stderr: &errOut}
+	err := c.execute(context.Background(), []string{"sbatch", script})
+	if err == nil || !strings.HasPrefix(err.Error(), "sbatch: time_limit: team vision allows") {
+		t.Errorf("err = %v; want it to begin with sbatch: time_limit", err)
+	}
+	if err := c.execute(context.Background(), []string{"sbatch", "--tiem=1", script}); err == nil || !strings.HasPrefix(err.Error(), "sbatch: --tiem=1: not an sbatch option") {
+		t.Errorf("err = %v; want one sbatch: before the option", err)
+	}
+}
