@@ -10,30 +10,46 @@ import (
 )
 
 // A run that reaches its job's time limit is stopped once, and the job
-// ends timed out, with the limit in its reason; time counts over runs.
+// ends timed out, with the limit in its reason and how the run ended:
+// on SIGTERM within the grace period, or killed by SIGKILL after it
+// (before, the reason said SIGKILL even of a job that exited on
+// SIGTERM); time counts over runs.
 func TestTimeLimitStopsOnceAndEndsTimedOut(t *testing.T) {
-	ctx := context.Background()
-	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0, Command: []string{"train"}, TimeLimit: time.Hour, ExecutedS: 1800})
-	n := newFakeNode("n0", 1)
-	e, clock := newTestEngine(t, store, n)
-	mustPass(t, e)
-	if store.state(1) != job.Running {
-		t.Fatalf("state %s, want running", store.state(1))
+	tests := []struct {
+		name       string
+		code       int
+		err, ended string
+	}{
+		{"exits on SIGTERM", 143, "", "; exited with code 143 on n0"},
+		{"killed by SIGKILL", -1, "killed by signal 9 (killed)", "; killed by signal 9 (killed) on n0"},
 	}
-	clock.t = clock.t.Add(29 * time.Minute)
-	mustPass(t, e)
-	if len(n.stops) != 0 {
-		t.Fatalf("stopped after 59 of its 60 minutes")
-	}
-	clock.t = clock.t.Add(time.Minute) // 30 min earlier runs + 30 min now
-	mustPass(t, e)
-	mustPass(t, e)
-	if len(n.stops) != 1 {
-		t.Fatalf("stops = %v, want one", n.stops)
-	}
-	e.testExit(ctx, job.Exit{Node: "n0", JobID: 1, ExitCode: -1, Err: "killed by terminated", At: clock.t.Add(5 * time.Second)})
-	if store.state(1) != job.TimedOut || !strings.Contains(store.reason[1], "time limit 01:00:00 reached") {
-		t.Errorf("state %s reason %q; want timed_out at its limit", store.state(1), store.reason[1])
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0, Command: []string{"train"}, TimeLimit: time.Hour, ExecutedS: 1800})
+			n := newFakeNode("n0", 1)
+			e, clock := newTestEngine(t, store, n)
+			mustPass(t, e)
+			if store.state(1) != job.Running {
+				t.Fatalf("state %s, want running", store.state(1))
+			}
+			clock.t = clock.t.Add(29 * time.Minute)
+			mustPass(t, e)
+			if len(n.stops) != 0 {
+				t.Fatalf("stopped after 59 of its 60 minutes")
+			}
+			clock.t = clock.t.Add(time.Minute) // 30 min earlier runs + 30 min now
+			mustPass(t, e)
+			mustPass(t, e)
+			if len(n.stops) != 1 {
+				t.Fatalf("stops = %v, want one", n.stops)
+			}
+			e.testExit(ctx, job.Exit{Node: "n0", JobID: 1, ExitCode: tc.code, Err: tc.err, At: clock.t.Add(5 * time.Second)})
+			want := "time limit 01:00:00 reached: asked to stop with SIGTERM, then SIGKILL if still running after the grace period" + tc.ended
+			if store.state(1) != job.TimedOut || store.reason[1] != want {
+				t.Errorf("state %s reason %q; want timed_out, %q", store.state(1), store.reason[1], want)
+			}
+		})
 	}
 }
 

@@ -57,6 +57,9 @@ type run struct {
 	stop   job.State
 	reason string
 	code   *int
+	// limitStop: its time limit stopped it, and the first part to exit
+	// since adds to reason how it ended (SIGTERM or SIGKILL: endedHow).
+	limitStop bool
 	// adopted runs were reported by a machine that connected, not started
 	// by this engine: the next pass checks them against the store.
 	adopted bool
@@ -535,6 +538,10 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	}
 	delete(r.parts, ex.Node)
 	delete(r.lost, ex.Node)
+	if r.limitStop && r.stop == job.TimedOut {
+		r.limitStop = false
+		r.reason += "; " + endedHow(ex)
+	}
 	if ex.Measured != nil {
 		r.measured = ex.Measured
 	}

@@ -17,6 +17,16 @@ import (
 // preempted or requeued. A waiting job whose time is used up (it was
 // requeued just at its limit) ends TimedOut without starting (gates.go).
 
+// endedHow says how a part of a run asked to stop ended, for its job's
+// reason: "exited with code 143 on node-1" (it stopped on SIGTERM) or
+// "killed by signal 9 (killed) on node-1" (the grace period ran out).
+func endedHow(ex job.Exit) string {
+	if ex.ExitCode < 0 && ex.Err != "" {
+		return ex.Err + " on " + ex.Node
+	}
+	return fmt.Sprintf("exited with code %d on %s", ex.ExitCode, ex.Node)
+}
+
 // executed is the time j has run as of now, its current run included.
 func executed(j Job, now time.Time) time.Duration {
 	d := time.Duration(j.ExecutedS * float64(time.Second))
@@ -48,8 +58,9 @@ func (e *Engine) enforceTimeLimits(ctx context.Context, jobs []Job, now time.Tim
 		if job.TimeLeft(j.TimeLimit, ran) > 0 {
 			continue
 		}
-		r.stop, r.reason = job.TimedOut, fmt.Sprintf("time limit %s reached: stopped with SIGTERM, then SIGKILL after the grace period",
+		r.stop, r.reason = job.TimedOut, fmt.Sprintf("time limit %s reached: asked to stop with SIGTERM, then SIGKILL if still running after the grace period",
 			job.FormatTimeLimit(j.TimeLimit))
+		r.limitStop = true
 		e.cfg.Logger.Info("job reached its time limit", "job", j.ID, "run", r.id, "limit", j.TimeLimit, "executed", ran.Round(time.Second))
 		e.stats.add(func(s *Stats) { s.TimedOut++ })
 		e.stopAll(ctx, j.ID, r)
