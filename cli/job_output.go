@@ -380,6 +380,13 @@ func (c jobCmd) interrupted(id int64) error {
 	return &exitStatus{code: exitInterrupted}
 }
 
+// arrayInterrupted is interrupted for a wait on every task of array id:
+// job cancel of the array's ID would stop its first task alone.
+func (c jobCmd) arrayInterrupted(id int64) error {
+	fmt.Fprintf(c.stderr, "gpuportal: stopped waiting; array %d goes on (gpuportal scancel %d stops every task of it)\n", id, id)
+	return &exitStatus{code: exitInterrupted}
+}
+
 // isExitStatus reports whether err carries an exit code of its own.
 func isExitStatus(err error) (*exitStatus, bool) {
 	var es *exitStatus

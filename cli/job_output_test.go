@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/client"
 	"github.com/gpuportal/gpuportal/core/job"
 )
 
@@ -99,6 +100,33 @@ func TestSubmitWaitArray(t *testing.T) {
 	}
 	if want := "array 3 failed (2 succeeded, 1 failed): task 1, job 4, first (exit code 4)"; !strings.Contains(errOut, want) {
 		t.Errorf("stderr %q; want %q", errOut, want)
+	}
+}
+
+// TestWaitArrayInterrupted: a wait on an array cut short says the array
+// goes on and how to stop every task of it (scancel of its ID), not job
+// cancel of its ID, which would stop its first task alone.
+func TestWaitArrayInterrupted(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/arrays/3", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(api.Array{ID: 3, Tasks: []api.Job{testJob(3, job.Running)}})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	cl, err := client.New(srv.URL, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut strings.Builder
+	c := jobCmd{stderr: &errOut}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = c.waitArray(ctx, cl, 3, time.Millisecond)
+	if es, ok := isExitStatus(err); !ok || es.code != exitInterrupted {
+		t.Errorf("err %v, want exit status %d", err, exitInterrupted)
+	}
+	if want := "stopped waiting; array 3 goes on (gpuportal scancel 3 stops every task of it)"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr %q; want %q", errOut.String(), want)
 	}
 }
 

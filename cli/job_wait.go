@@ -95,7 +95,7 @@ func (c jobCmd) waitArray(ctx context.Context, cl *client.Client, id int64, inte
 	for {
 		a, err := cl.Array(ctx, id)
 		if ctx.Err() != nil {
-			return c.interrupted(id)
+			return c.arrayInterrupted(id)
 		}
 		if err != nil {
 			return err
@@ -109,7 +109,7 @@ func (c jobCmd) waitArray(ctx context.Context, cl *client.Client, id int64, inte
 		}
 		select {
 		case <-ctx.Done():
-			return c.interrupted(id)
+			return c.arrayInterrupted(id)
 		case <-time.After(interval):
 		}
 	}
