@@ -154,6 +154,27 @@ func runConfigForTest(dir string, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// TestLoginWrongPassword: a refused password says to check the name and
+// password, and how an account of single sign-on logs in; not how to get
+// a token with curl, which is what failed.
+func TestLoginWrongPassword(t *testing.T) {
+	fake := &fakeAPI{routes: map[string]fakeAnswer{
+		"GET /api/v1/version": {200, `{"version":"v9.9.9","revision":"","modified":false,"commit_time":null,"go_version":"go1.26.0"}`},
+		"POST /api/v1/tokens": {401, `{"error":"Wrong user name or password."}`},
+	}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	var out, errOut strings.Builder
+	dir := t.TempDir()
+	c := jobCmd{getenv: func(string) string { return "" }, configDir: func() (string, error) { return dir, nil },
+		now: time.Now, http: srv.Client(), stdin: strings.NewReader("wrong\n"), stdout: &out, stderr: &errOut}
+	err := c.execute(context.Background(), []string{"login", srv.URL, "--user", "alice", "--password-stdin"})
+	if err == nil || !strings.Contains(err.Error(), "Check the user name and password") ||
+		!strings.Contains(err.Error(), "gpuportal login "+srv.URL+" --token-stdin") || strings.Contains(err.Error(), "curl") {
+		t.Errorf("err = %v; want the name and password to check, and no curl", err)
+	}
+}
+
 // TestLogin logs in with a password and with a token read from standard
 // input against a fake server, and saves the context owner-only.
 func TestLogin(t *testing.T) {

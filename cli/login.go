@@ -155,6 +155,13 @@ func loginToken(ctx context.Context, cl *client.Client, base *url.URL, in *promp
 			return "", fmt.Errorf("no password given: %w", err)
 		}
 		t, err := cl.CreateToken(ctx, name, password)
+		if client.StatusOf(err) == http.StatusUnauthorized {
+			// Not the API-token hint a command's 401 gets: this is
+			// how to get one, and it failed.
+			return "", withHint(err, fmt.Sprintf("Check the user name and password. An account that signs in "+
+				"through single sign-on has no password here: make a token on %s/tokens and run "+
+				"gpuportal login %s --token-stdin", base, base))
+		}
 		if err != nil {
 			return "", err
 		}
