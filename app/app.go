@@ -215,7 +215,7 @@ func (s *App) audit(ctx context.Context, a Actor, action, target, detail string)
 // cannot save now.
 func stored(err error) error {
 	if err != nil && models.Unavailable(err) {
-		return &Error{Kind: Unavailable, Msg: "the store cannot save right now", Err: err}
+		return &Error{Kind: Unavailable, Msg: "the store cannot save right now", Err: err, store: true}
 	}
 	return err
 }

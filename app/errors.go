@@ -70,6 +70,11 @@ type Error struct {
 	Fields FieldErrors
 	// Err is the cause (a store error), for errors.Is and the log.
 	Err error
+	// store marks the store's failure (stored): only then does Err's
+	// cause say the store cannot save. An action's own refusal may carry
+	// a network error or a deadline of something else (a machine's files
+	// helper, a what-if replay), which is no database outage.
+	store bool
 }
 
 // Error is the message as a client reads it.

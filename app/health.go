@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/gpuportal/gpuportal/models"
@@ -26,9 +27,19 @@ func (s *App) CheckWrite(ctx context.Context) error { return s.cfg.Store.CheckWr
 func (s *App) StoreWrites() map[string]int64 { return s.cfg.Store.Writes() }
 
 // StoreCause names, in a few words, why err says the store cannot save
-// now ("disk full", "database unreachable", ...); "" when it does not.
-func StoreCause(err error) string { return models.Cause(err) }
+// now ("disk full", "database unreachable", ...); "" when it does not,
+// and for an action's own refusal (an *Error not made from the store's),
+// whatever it carries: a files helper's network error is no outage.
+func StoreCause(err error) string {
+	var e *Error
+	if errors.As(err, &e) && !e.store {
+		return ""
+	}
+	return models.Cause(err)
+}
 
 // StoreUnavailable reports whether err says the store cannot save now:
-// the store's own error, or an action's Unavailable refusal.
-func StoreUnavailable(err error) bool { return models.Unavailable(err) || KindOf(err) == Unavailable }
+// the store's own error, bare or as an action's Unavailable refusal. An
+// action's other Unavailable refusals (a machine not connected, a replay
+// too long) say their own message.
+func StoreUnavailable(err error) bool { return StoreCause(err) != "" }

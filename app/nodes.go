@@ -40,9 +40,23 @@ func (a NodeAction) Done() string {
 func MayActOnNodes(u *User) bool { return u.Role == RoleAdmin }
 
 // onlyAdmins refuses an actor who is no admin.
-func onlyAdmins(a Actor) error {
+func onlyAdmins(a Actor) error { return onlyAdminsMay(a, "do this") }
+
+// What only admins may do, as a refusal names it ("only admins may
+// ..."): the actions a team's lead may try on their team's page or
+// machines, for the API's and the pages' refusals alike.
+const (
+	AdminsSetShare       = "set a team's guaranteed GPUs, weight and cap per user; its lead may cap each member (PUT /api/v1/teams/NAME/caps/USER, the team page's \"Cap a member\")"
+	AdminsSetBatchPolicy = "set a team's batch priorities: its high-priority jobs go ahead of other teams' waiting jobs"
+	AdminsActOnNodes     = "drain, cordon or resume a machine"
+	AdminsClearGPU       = "put a GPU back in service"
+)
+
+// onlyAdminsMay refuses an actor who is no admin, naming what only
+// admins may do.
+func onlyAdminsMay(a Actor, what string) error {
 	if a.User.Role != RoleAdmin {
-		return forbidden("only admins may do this")
+		return forbidden("only admins may %s", what)
 	}
 	return nil
 }
@@ -52,7 +66,7 @@ func onlyAdmins(a Actor) error {
 // change in the store, for the leader's next pass. Resume and uncordon
 // both make the machine ready again.
 func (s *App) ActOnNode(ctx context.Context, a Actor, node string, action NodeAction) error {
-	if err := onlyAdmins(a); err != nil {
+	if err := onlyAdminsMay(a, AdminsActOnNodes); err != nil {
 		return err
 	}
 	var err error
@@ -82,7 +96,7 @@ func (s *App) ActOnNode(ctx context.Context, a Actor, node string, action NodeAc
 // replica it deletes the store's fault, and the leader's next pass puts
 // the GPU back in service.
 func (s *App) ClearGPU(ctx context.Context, a Actor, node string, index int) error {
-	if err := onlyAdmins(a); err != nil {
+	if err := onlyAdminsMay(a, AdminsClearGPU); err != nil {
 		return err
 	}
 	if index < 0 {

@@ -74,7 +74,7 @@ func (s *App) CreateTeam(ctx context.Context, a Actor, req api.CreateTeam) error
 // SetTeamShare changes team's guarantee, weight and per-user cap, for an
 // admin; a field req leaves out keeps its value.
 func (s *App) SetTeamShare(ctx context.Context, a Actor, team string, req api.TeamShareUpdate) error {
-	if err := onlyAdmins(a); err != nil {
+	if err := onlyAdminsMay(a, AdminsSetShare); err != nil {
 		return err
 	}
 	t, err := s.cfg.Store.Team(ctx, team)
@@ -238,7 +238,7 @@ func (s *App) SetSessionPolicy(ctx context.Context, a Actor, team string, req ap
 // high-priority jobs stay in queue 0, which places them ahead of other
 // teams' demoted jobs, so no lead grants it to their own team.
 func (s *App) SetBatchPolicy(ctx context.Context, a Actor, team string, req api.BatchPolicy) error {
-	if err := onlyAdmins(a); err != nil {
+	if err := onlyAdminsMay(a, AdminsSetBatchPolicy); err != nil {
 		return err
 	}
 	var list []string

@@ -360,13 +360,21 @@ func (s *App) jobUsage(ctx context.Context, j *models.Job, now time.Time, points
 			sum += r.UtilPct * float64(r.Step)
 			w += float64(r.Step)
 			g.MemMiB = max(g.MemMiB, r.MemMiB)
+			// A neighbour counts only in a reading that lists the job
+			// too: the second a job starts, its GPU's reading may still
+			// list the job that just ended there.
+			mine := false
 			for _, jm := range r.Jobs {
 				if jm.JobID == j.ID {
+					mine = true
 					if g.JobMemMaxMiB == nil || jm.MemMiB > *g.JobMemMaxMiB {
 						m := jm.MemMiB
 						g.JobMemMaxMiB = &m
 					}
-				} else {
+				}
+			}
+			for _, jm := range r.Jobs {
+				if mine && jm.JobID != j.ID {
 					others[jm.JobID] = true
 				}
 			}

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,12 +27,17 @@ func (c jobCmd) adminCommand() *cobra.Command {
 	cmd := group(&cobra.Command{Use: "admin", Short: "manage users, teams and API tokens in the database"})
 	data := cmd.PersistentFlags().String("data", "./data", "data folder of the SQLite database")
 	db := cmd.PersistentFlags().String("db", "", `database: "sqlite:PATH" or a "postgres://..." URL (default: SQLite in --data)`)
-	withStore := func(sub *cobra.Command, run adminRun) *cobra.Command {
+	open := func(sub *cobra.Command, run adminRun, reads bool) *cobra.Command {
 		sub.Args = cobra.NoArgs
 		sub.RunE = func(sub *cobra.Command, _ []string) error {
 			dsn := *db
 			if dsn == "" {
 				dsn = "sqlite:" + filepath.Join(*data, "gpuportal.db")
+			}
+			if reads {
+				if err := sqliteExists(dsn); err != nil {
+					return err
+				}
 			}
 			store, err := models.Open(sub.Context(), dsn)
 			if err != nil {
@@ -41,6 +48,11 @@ func (c jobCmd) adminCommand() *cobra.Command {
 		}
 		return sub
 	}
+	// withStore runs a command that changes the database, making it where
+	// there is none (the first admin of a new installation); withReader
+	// one that only reads it, refused where there is none.
+	withStore := func(sub *cobra.Command, run adminRun) *cobra.Command { return open(sub, run, false) }
+	withReader := func(sub *cobra.Command, run adminRun) *cobra.Command { return open(sub, run, true) }
 	// plain is a command without flags of its own.
 	plain := func(use, short string, run func(adminCmd, context.Context) error) (*cobra.Command, adminRun) {
 		return &cobra.Command{Use: use, Short: short}, func(ctx context.Context, a adminCmd) error { return run(a, ctx) }
@@ -52,20 +64,35 @@ func (c jobCmd) adminCommand() *cobra.Command {
 		withStore(adminSetRole()),
 		withStore(adminSetUnixName()),
 		withStore(adminCreateToken()),
-		withStore(plain("list-users", "list the users", adminCmd.listUsers)),
-		withStore(adminListTokens()),
+		withReader(plain("list-users", "list the users", adminCmd.listUsers)),
+		withReader(adminListTokens()),
 		withStore(adminRevokeToken()),
 		withStore(adminChangeUser("disable-user", "disable an account: no login; sessions end, tokens refused, waiting jobs held")),
 		withStore(adminChangeUser("enable-user", "undo disable-user; held jobs released")),
 		withStore(adminChangeUser("delete-user", "delete an account: jobs stay (waiting ones held); tokens, templates go")),
-		withStore(adminAudit()),
+		withReader(adminAudit()),
 		withStore(adminCreateJoinToken()),
-		withStore(plain("list-join-tokens", "list the join tokens", adminCmd.listJoinTokens)),
+		withReader(plain("list-join-tokens", "list the join tokens", adminCmd.listJoinTokens)),
 		withStore(adminRevokeJoinToken()),
-		withStore(plain("list-machines", "list the machines", adminCmd.listMachines)),
+		withReader(plain("list-machines", "list the machines", adminCmd.listMachines)),
 		withStore(adminRemoveMachine()),
 	)
 	return cmd
+}
+
+// sqliteExists refuses a SQLite dsn whose file does not exist, naming
+// it: a command that only reads would make an empty database there and
+// print nothing, as if the real one were empty. Other databases pass.
+func sqliteExists(dsn string) error {
+	path, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
+		return nil
+	}
+	path, _, _ = strings.Cut(path, "?")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no database at %s: give --data (or --db) as serve has it", path)
+	}
+	return nil
 }
 
 // adminRun runs an admin command on the database.

@@ -3,6 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -63,6 +67,27 @@ func TestAdminCommands(t *testing.T) {
 		}
 		if err != nil || !strings.Contains(out, s.wantOut) {
 			t.Errorf("%s: out %q, err %v; want %q", s.name, out, err, s.wantOut)
+		}
+	}
+}
+
+// TestAdminReadsNeedADatabase: a command that only reads (audit, the
+// lists) in a folder with no database says so rather than making an
+// empty one and printing nothing. An audit ran `gpuportal admin audit`
+// without --data in the wrong folder: it printed the header alone, an
+// empty audit log, and left a new ./data/gpuportal.db behind. Commands
+// that change something still make the database: the first admin of a
+// new installation is made that way.
+func TestAdminReadsNeedADatabase(t *testing.T) {
+	for _, args := range [][]string{{"audit"}, {"list-users"}, {"list-tokens", "--name", "alice"}, {"list-join-tokens"}, {"list-machines"}} {
+		data := filepath.Join(t.TempDir(), "data")
+		var out bytes.Buffer
+		err := jobCmd{stdin: strings.NewReader(""), stdout: &out, stderr: &out}.execute(context.Background(), append([]string{"admin", "--data", data}, args...))
+		if err == nil || !strings.Contains(err.Error(), "no database at "+filepath.Join(data, "gpuportal.db")) {
+			t.Errorf("%v in an empty folder: err %v, out %q; want no database named", args, err, out.String())
+		}
+		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%v made %s (%v)", args, data, err)
 		}
 	}
 }

@@ -246,6 +246,13 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 		if err := forecast.CheckMaxLoad(f.forecastMaxLoad); err != nil {
 			return fmt.Errorf("serve: --forecast-max-load: %w", err)
 		}
+		// Absolute, since the built-in agents hand it (their data paths)
+		// to each job's files helper, which takes absolute folders only.
+		data, err := filepath.Abs(f.data)
+		if err != nil {
+			return fmt.Errorf("serve: --data %s: %w", f.data, err)
+		}
+		f.data = data
 		if f.db == "" {
 			f.db = "sqlite:" + filepath.Join(f.data, "gpuportal.db")
 		}

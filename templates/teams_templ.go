@@ -1075,9 +1075,9 @@ func TeamPage(p Page, t Team) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var59 string
-					templ_7745c5c3_Var59, templ_7745c5c3_Err = templ.JoinStringErrs(m.User)
+					templ_7745c5c3_Var59, templ_7745c5c3_Err = templ.JoinStringErrs(m.CapOption())
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `teams.templ`, Line: 207, Col: 41}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `teams.templ`, Line: 207, Col: 48}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var59))
 					if templ_7745c5c3_Err != nil {
@@ -1088,7 +1088,7 @@ func TeamPage(p Page, t Team) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 104, "</select></label> <label>Most GPUs at once <span class=\"hint\">0 removes the cap</span> <input name=\"max_gpus\" type=\"number\" min=\"0\" value=\"0\"></label> <button type=\"submit\">Set cap</button></form><form class=\"stack card\" id=\"team-idle-policy\" method=\"post\" action=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 104, "</select></label> <label>Most GPUs at once <span class=\"hint\">their cap now is beside their name; 0 removes it</span> <input name=\"max_gpus\" type=\"number\" min=\"0\" required></label> <button type=\"submit\">Set cap</button></form><form class=\"stack card\" id=\"team-idle-policy\" method=\"post\" action=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

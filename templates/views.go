@@ -2,7 +2,10 @@
 // view models defined here, never database rows.
 package templates
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // Page is what every page's frame needs.
 type Page struct {
@@ -574,6 +577,15 @@ type MemberRow struct {
 	// decayed GPU-seconds, equal split of the guarantee (GPUs), share of
 	// the team's decayed usage and factor, formatted.
 	Decayed, Split, UsageShare, Factor string
+}
+
+// CapOption is the member as the cap form offers them: their name and
+// their cap now ("alice · cap 2", "lead · no cap").
+func (m MemberRow) CapOption() string {
+	if m.MaxGPUs > 0 {
+		return m.User + " · cap " + strconv.Itoa(m.MaxGPUs)
+	}
+	return m.User + " · no cap"
 }
 
 // Notifications is a user's notification settings page.

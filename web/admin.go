@@ -15,12 +15,18 @@ import (
 )
 
 // requireAdmin lets only admins through.
-func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if u := currentUser(c); u == nil || !app.IsAdmin(u) {
-			return echo.NewHTTPError(http.StatusForbidden, "only admins may do this")
+func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc { return requireAdminTo("do this")(next) }
+
+// requireAdminTo lets only admins through, refusing others naming what
+// only admins may do (app.AdminsSetShare, ...).
+func requireAdminTo(what string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if u := currentUser(c); u == nil || !app.IsAdmin(u) {
+				return echo.NewHTTPError(http.StatusForbidden, "only admins may "+what)
+			}
+			return next(c)
 		}
-		return next(c)
 	}
 }
 

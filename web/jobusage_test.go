@@ -11,6 +11,7 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/idle"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -341,4 +342,47 @@ func section(body, marker string) string {
 		return body[i:]
 	}
 	return body[i : i+j]
+}
+
+// TestJobUsageNotSharedWithItsPredecessor: a job that starts on a GPU
+// the second another job ended there is not "shared with" that job. The
+// reading of the second both touched lists the job that ended (and the
+// agent may report its memory a second more); an audit saw job 19's page
+// say "Shared with job 2" for its whole run, job 2 having succeeded
+// 15 ms before job 19 started on node-0:1. A neighbour counts only in
+// readings that list the job itself.
+func TestJobUsageNotSharedWithItsPredecessor(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	now := time.Now()
+	start := now.Add(-30 * time.Second)
+	ctx := context.Background()
+	b := &models.Job{Name: "before", Team: "vision", User: "bob", GPUs: 1, SimDuration: 300, SubmittedAt: now.Add(-5 * time.Minute)}
+	if err := ts.store.CreateJob(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	run, err := ts.store.MarkStarted(ctx, b.ID, []string{"node-0:2"}, b.SubmittedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.store.MarkStopped(ctx, job.RunRef{Job: b.ID, Run: run}, models.JobSucceeded, nil, "", start.Add(-15*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	before := b.ID
+	after := ts.startedJob(t, "after", 1, []string{"node-0:2"}, start)
+	for s := 31; s >= 1; s-- {
+		at := now.Add(-time.Duration(s) * time.Second)
+		jobs := []gpu.JobMem{{JobID: after, MemMiB: 20000}}
+		if s >= 30 { // the ended job's memory, still reported
+			jobs = []gpu.JobMem{{JobID: before, MemMiB: 9000}}
+		}
+		ts.cfg.Telemetry.Record("node-0", []gpu.Sample{{At: at, Index: 2, MemMiB: 81920, MemUsedMiB: 20000, UtilPct: 95, Jobs: jobs}})
+	}
+	j := ts.getJob(t, "alice", after)
+	if j.Usage == nil || len(j.Usage.GPUs) != 1 {
+		t.Fatalf("usage = %+v", j.Usage)
+	}
+	if g := j.Usage.GPUs[0]; g.Shared || len(g.SharedWith) != 0 {
+		t.Errorf("GPU = shared %v with %v, want not shared: job %d had ended", g.Shared, g.SharedWith, before)
+	}
 }

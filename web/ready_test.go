@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/templates"
 )
 
@@ -113,5 +116,26 @@ func TestDatabaseOutageIsNamed(t *testing.T) {
 	rec = ts.do(t, "anonymous", http.MethodGet, "/readyz", "")
 	if rec.Code != http.StatusOK || rec.Header().Get(dataAgeHeader) != "" {
 		t.Errorf("/readyz once the database answers: %d %s, %s %q", rec.Code, rec.Body.String(), dataAgeHeader, rec.Header().Get(dataAgeHeader))
+	}
+}
+
+// TestActionUnavailableIsNoOutage: an action's own Unavailable refusal
+// that carries a network error (a machine's files helper that closed
+// the connection: a *url.Error) answers 503 with its own message and
+// marks no database outage. It used to answer "The database is
+// unreachable since ..." and put the outage banner on every page until
+// the next ping (audit3, a job's files on the demo).
+func TestActionUnavailableIsNoOutage(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	files := &app.Error{Kind: app.Unavailable, Msg: "cannot reach the job's files: EOF",
+		Err: &url.Error{Op: "Get", URL: "http://job-files/list?path=.&root=job", Err: io.EOF}}
+	rec := httptest.NewRecorder()
+	ts.handleError(fmt.Errorf("files: %w", files), ts.echo.NewContext(httptest.NewRequest(http.MethodGet, "/api/v1/jobs/3/files", nil), rec))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "cannot reach the job's files") {
+		t.Errorf("refusal: %d %s, want 503 with the action's message", rec.Code, rec.Body.String())
+	}
+	if down, _, _ := ts.db.outage(); down {
+		t.Error("the files helper's EOF marked the database down")
 	}
 }
