@@ -9,15 +9,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
 	"github.com/gpuportal/gpuportal/cli/simcmd"
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/jobfiles/filehttp"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/spf13/pflag"
-	"io"
-	"log/slog"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 

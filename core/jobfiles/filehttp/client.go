@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 )
 
 // Dial opens a connection to a job's Server (through its agent).

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"io"
 	"net"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 )
 
 // fixture is a job folder with output, a checkpoint, a link inside, a

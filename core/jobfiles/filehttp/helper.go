@@ -4,11 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 )
 
 // HelperArgs are the arguments of the helper command (RunHelper) that

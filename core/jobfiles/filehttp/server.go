@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"io"
 	"io/fs"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gpuportal/gpuportal/core/jobfiles"
 )
 
 // Server serves one job's files from its roots, as whatever account runs
