@@ -122,13 +122,18 @@ func reservedText(r app.ReservationShown, now time.Time) string {
 	return text
 }
 
-// backfillText says until when other jobs may start on reserved GPUs:
-// those that end by the reservation's estimate of when its GPUs free.
+// backfillText says which other jobs may start on reserved GPUs: those
+// whose time limits end them by the reservation's estimate of when its
+// GPUs free, or that may be preempted. It is the list's tooltip, not its
+// text: that estimate, from the running jobs' limits and median run
+// times, may lie well after the job's forecast start, which the text
+// gives (audit3 saw a forecast of 05:04-05:06 beside "end by 05:39").
 func backfillText(from, now time.Time) string {
 	if !from.After(now) {
-		return "no other job starts on them: they are expected free now"
+		return "no other job starts on them: the scheduler expects them free now"
 	}
-	return "other jobs start on them only if they end by " + api.Clock(from, now, time.Local) + ", or may be preempted"
+	return "another job starts on them only if its time limit ends it by " + api.Clock(from, now, time.Local) +
+		" (the scheduler's estimate of when they free, from the running jobs' limits and run times), or if it may be preempted"
 }
 
 func (s *Server) clusterPage(c echo.Context) error {

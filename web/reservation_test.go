@@ -188,7 +188,7 @@ func TestClusterShowsReservation(t *testing.T) {
 		return j.Forecast.Short(time.Now(), time.Local)
 	}
 	// The holder's limit ends it an hour after it started.
-	backfill := "other jobs start on them only if they end by " + api.Clock(started.Add(time.Hour), time.Now(), time.Local)
+	backfill := "another job starts on them only if its time limit ends it by " + api.Clock(started.Add(time.Hour), time.Now(), time.Local)
 	for _, tc := range []struct {
 		name    string
 		ts      *testServer
