@@ -713,9 +713,14 @@ func (p *pass) waitLending(e *entry) {
 	b = p.appendTeam(b, t)
 	b = append(b, "); no GPUs are lent while job "...)
 	b = strconv.AppendInt(b, by.ID, 10)
-	b = append(b, " of team "...)
-	b = appendName(b, by.Team)
-	b = append(b, ", within its guarantee, waits for GPUs"...)
+	if by.Team == p.s.Jobs[e.job].Team {
+		// Its own team's: "of team vision" read as another team.
+		b = append(b, " of its own team, within the guarantee, waits for GPUs"...)
+	} else {
+		b = append(b, " of team "...)
+		b = appendName(b, by.Team)
+		b = append(b, ", within its guarantee, waits for GPUs"...)
+	}
 	if len(p.rsv) > 0 {
 		b = p.appendReserved(b, e)
 	}

@@ -135,6 +135,24 @@ func TestFairShareRules(t *testing.T) {
 			check: reason(3, WaitTeamShare,
 				"needs 2 GPUs, which would take it beyond its team's guarantee (team c holds 0 GPUs and has no guarantee); no GPUs are lent while job 2 of team b, within its guarantee, waits for GPUs; 1 job ahead in line"),
 		}, {
+			// b2 is within b's guarantee (2 held + 2 of 4) and waits for
+			// a's GPUs; b3 would take b beyond it. The job b3 waits for
+			// is its own team's: the reason says so, not "of team b"
+			// (audit3 read "no GPUs are lent while job 20 of team
+			// vision" on a job of vision).
+			name:  "nothing is lent while a job of the same team within its guarantee waits",
+			now:   1000,
+			nodes: nodes(8),
+			teams: []Team{{Name: "a"}, {Name: "b", GuaranteeGPUs: 4}},
+			jobs: []Job{
+				run(1, 0, on("node-0", span(0, 6)...), of("a"), startedAt(700)),
+				run(4, 0, on("node-0", 6, 7), of("b"), startedAt(700)),
+				pend(2, 2, 900, of("b")), pend(3, 4, 950, of("b")),
+			},
+			waits: map[int64]WaitCause{2: WaitReclaim, 3: WaitTeamShare},
+			check: reason(3, WaitTeamShare,
+				"needs 4 GPUs, which would take it beyond its team's guarantee (team b holds 2 of its 4 guaranteed GPUs); no GPUs are lent while job 2 of its own team, within the guarantee, waits for GPUs; 1 job ahead in line"),
+		}, {
 			// Every guarantee is taken: nothing is borrowed, nothing is
 			// reclaimed, and e waits as without fair share.
 			name:  "a job within its team's guarantee is never reclaimed",
