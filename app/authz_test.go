@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,6 +203,32 @@ func TestJobActionsAuthorization(t *testing.T) {
 					t.Errorf("%s %s: %s (%v), want %s", who, act.name, got, err, byAction[act.name])
 				}
 			})
+		}
+	}
+}
+
+// TestKeepAliveHoursSaysWhichBound: a keep-alive longer than the team
+// allows names the team's maximum as such, and one too short the least;
+// it read "hours 20: want at least 1 second (0.0003), at most 8" for
+// both (audit3).
+func TestKeepAliveHoursSaysWhichBound(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	alice := Actor{User: f.users["alice"]}
+	id := f.job(t, true)
+	limit := f.app.maxKeepAlive(ctx, "vision").Hours()
+	for _, tc := range []struct {
+		hours float64
+		want  string
+	}{
+		{limit + 1, fmt.Sprintf("hours %v: more than team vision's maximum keep-alive of %v hours", limit+1, limit)},
+		{0, fmt.Sprintf("hours 0: want at least 1 second (0.0003 hours), at most team vision's maximum keep-alive of %v hours", limit)},
+		{1e-300, "hours 1e-300: want at least 1 second"},
+	} {
+		_, err := f.app.KeepAlive(ctx, alice, id, api.KeepAliveRequest{Hours: tc.hours})
+		var e *Error
+		if !errors.As(err, &e) || e.Kind != Invalid || e.Field != "hours" || !strings.Contains(e.Msg, tc.want) {
+			t.Errorf("hours %v: %v, want an invalid hours saying %q", tc.hours, err, tc.want)
 		}
 	}
 }

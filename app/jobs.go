@@ -313,8 +313,11 @@ func (s *App) keepAlive(ctx context.Context, a Actor, id int64, req api.KeepAliv
 	hours := req.Hours
 	// Compared as hours before any conversion: 1e300 hours made a
 	// negative duration, and 1e-300 a keep-alive of nothing.
-	if !(hours > 0) || hours > limit.Hours() || hours*3600 < 1 {
-		return nil, invalid("hours", "hours %v: want at least 1 second (0.0003), at most %v (team %s's maximum keep-alive)", hours, limit.Hours(), j.Team)
+	switch {
+	case hours > limit.Hours():
+		return nil, invalid("hours", "hours %v: more than team %s's maximum keep-alive of %v hours", hours, j.Team, limit.Hours())
+	case !(hours > 0) || hours*3600 < 1:
+		return nil, invalid("hours", "hours %v: want at least 1 second (0.0003 hours), at most team %s's maximum keep-alive of %v hours", hours, j.Team, limit.Hours())
 	}
 	if j.State != job.Running {
 		return nil, conflict("job %d is not running (%s): only a running job can be kept alive", j.ID, j.State)
