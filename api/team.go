@@ -121,8 +121,9 @@ type TeamSample struct {
 }
 
 // TeamTopic is what the team:<name> topic sends: the team's standing and
-// its unfinished jobs, running ones first, then waiting ones in queue
-// order.
+// the first of its unfinished jobs queue by queue, in the order every
+// screen shows within each queue (running ones first, then waiting ones
+// in the scheduler's order), with QueueTotal counting them all.
 type TeamTopic struct {
 	Team TeamShare `json:"team"`
 	// Queue is the team's first unfinished jobs (50), running ones
