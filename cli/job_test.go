@@ -88,6 +88,12 @@ func jsonOf(t *testing.T, v any) string {
 // jobRun runs the job command against base with env as the environment
 // and dir as the configuration folder.
 func jobRun(base string, env map[string]string, dir string, args ...string) (stdout, stderr string, err error) {
+	return cliRun(base, env, dir, append([]string{"job"}, args...)...)
+}
+
+// cliRun runs the command line args (sacct, scancel, sbatch, ...) as
+// jobRun runs a job command.
+func cliRun(base string, env map[string]string, dir string, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	c := jobCmd{
 		getenv: func(k string) string {
@@ -101,7 +107,7 @@ func jobRun(base string, env map[string]string, dir string, args ...string) (std
 		http:      &http.Client{Timeout: 5 * time.Second},
 		stdout:    &out, stderr: &errOut,
 	}
-	err = c.execute(context.Background(), append([]string{"job"}, args...))
+	err = c.execute(context.Background(), args)
 	return out.String(), errOut.String(), err
 }
 

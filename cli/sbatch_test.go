@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/sbatch"
@@ -59,21 +56,12 @@ func TestSbatchErrorsSaySbatch(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\n#SBATCH --time=3:00:00\ntrue\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut bytes.Buffer
-	c := jobCmd{getenv: func(k string) string {
-		switch k {
-		case jobServerEnv:
-			return srv.URL
-		case jobTokenEnv:
-			return "tok"
-		}
-		return ""
-	}, configDir: func() (string, error) { return dir, nil }, now: time.Now, http: srv.Client(), stdout: &out, stderr: &errOut}
-	err := c.execute(context.Background(), []string{"sbatch", script})
+	env := map[string]string{jobTokenEnv: "tok"}
+	_, _, err := cliRun(srv.URL, env, dir, "sbatch", script)
 	if err == nil || !strings.HasPrefix(err.Error(), "sbatch: time_limit: team vision allows") {
 		t.Errorf("err = %v; want it to begin with sbatch: time_limit", err)
 	}
-	if err := c.execute(context.Background(), []string{"sbatch", "--tiem=1", script}); err == nil || !strings.HasPrefix(err.Error(), "sbatch: --tiem=1: not an sbatch option") {
+	if _, _, err := cliRun(srv.URL, env, dir, "sbatch", "--tiem=1", script); err == nil || !strings.HasPrefix(err.Error(), "sbatch: --tiem=1: not an sbatch option") {
 		t.Errorf("err = %v; want one sbatch: before the option", err)
 	}
 }

@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -52,25 +49,15 @@ func TestScancelArrays(t *testing.T) {
 			fake.mu.Lock()
 			fake.got = nil
 			fake.mu.Unlock()
-			var out, errOut bytes.Buffer
-			c := jobCmd{getenv: func(k string) string {
-				switch k {
-				case jobServerEnv:
-					return srv.URL
-				case jobTokenEnv:
-					return "tok"
-				}
-				return ""
-			}, configDir: func() (string, error) { return t.TempDir(), nil }, now: time.Now, http: srv.Client(), stdout: &out, stderr: &errOut}
-			err := c.execute(context.Background(), append([]string{"scancel"}, tc.args...))
+			out, _, err := cliRun(srv.URL, map[string]string{jobTokenEnv: "tok"}, t.TempDir(), append([]string{"scancel"}, tc.args...)...)
 			if tc.wantErrs != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErrs) {
 					t.Errorf("err = %v, want %q", err, tc.wantErrs)
 				}
 				return
 			}
-			if err != nil || !strings.Contains(out.String(), tc.wantOut) {
-				t.Fatalf("err %v, out %q; want %q", err, out.String(), tc.wantOut)
+			if err != nil || !strings.Contains(out, tc.wantOut) {
+				t.Fatalf("err %v, out %q; want %q", err, out, tc.wantOut)
 			}
 			var cancels []string
 			for _, r := range fake.requests() {
