@@ -60,6 +60,12 @@ func TestIdleReclaim(t *testing.T) {
 	if _, body := b.get(page); !strings.Contains(body, `id="job-reclaim"`) || !strings.Contains(body, `id="job-keep-alive"`) {
 		t.Errorf("the idle job's page shows no reclaim warning or keep-alive button")
 	}
+	// The team's page (its lead's view of its members' jobs) lists the
+	// idle job with when it will be stopped, as the job's page says it
+	// (audit3: the team page said since when only).
+	if _, body := b.get("/teams/vision"); !strings.Contains(body, `class="muted idle-reclaim"`) || !strings.Contains(body, "It will be stopped at") {
+		t.Errorf("the team page lists the idle job without when it will be stopped")
+	}
 	// Beyond the team's maximum: refused, naming the field.
 	var e struct{ Error string }
 	if st := alice.do(http.MethodPost, path+"/keep-alive", map[string]any{"hours": 2}, &e); st != http.StatusBadRequest || !strings.Contains(e.Error, "hours") {

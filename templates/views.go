@@ -367,6 +367,9 @@ type IdleRow struct {
 	GPUs             string // where it runs
 	Short            string // "idle 34m"
 	Text             string // since when, and the rule
+	// Reclaim says when the portal stops it to give its GPUs to waiting
+	// jobs, as its page says; "" where its team's policy does not.
+	Reclaim string
 }
 
 // Count is a labelled number.

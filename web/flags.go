@@ -51,7 +51,7 @@ func idleRows(m *app.Moment, u *app.User, js []*app.Job, st map[int64]*api.Idle)
 	var out []templates.IdleRow
 	for _, j := range js {
 		r := templates.IdleRow{ID: j.ID, Team: j.Team, GPUs: strings.Join(j.Placement, ", "),
-			Short: st[j.ID].Short(m.Now), Text: st[j.ID].Text(m.Now, time.Local)}
+			Short: st[j.ID].Short(m.Now), Text: st[j.ID].Text(m.Now, time.Local), Reclaim: st[j.ID].ReclaimText(m.Now, time.Local)}
 		if canSee(u, j.Team) {
 			r.Name, r.User = j.Name, j.User
 		}
