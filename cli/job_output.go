@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/core/job"
 )
 
 // How the client commands print what the server answers: -o json and -o
@@ -366,8 +367,14 @@ func (c jobCmd) jobEnded(j api.Job) error {
 	if j.ExitCode != nil {
 		msg += fmt.Sprintf(" (exit code %d)", *j.ExitCode)
 	}
+	return c.ended(msg, j.State)
+}
+
+// ended says msg on stderr and returns the exit status that says state
+// to a script: nil for success.
+func (c jobCmd) ended(msg string, state job.State) error {
 	fmt.Fprintln(c.stderr, "gpuportal:", msg)
-	if code := exitCodeOf(string(j.State)); code != 0 {
+	if code := exitCodeOf(string(state)); code != 0 {
 		return &exitStatus{code: code}
 	}
 	return nil
@@ -376,14 +383,18 @@ func (c jobCmd) jobEnded(j api.Job) error {
 // interrupted is the exit status of a wait cut short, saying that the job
 // goes on.
 func (c jobCmd) interrupted(id int64) error {
-	fmt.Fprintf(c.stderr, "gpuportal: stopped waiting; job %d goes on (gpuportal job cancel %d stops it)\n", id, id)
-	return &exitStatus{code: exitInterrupted}
+	return c.stoppedWaiting(fmt.Sprintf("job %d goes on (gpuportal job cancel %d stops it)", id, id))
 }
 
 // arrayInterrupted is interrupted for a wait on every task of array id:
 // job cancel of the array's ID would stop its first task alone.
 func (c jobCmd) arrayInterrupted(id int64) error {
-	fmt.Fprintf(c.stderr, "gpuportal: stopped waiting; array %d goes on (gpuportal scancel %d stops every task of it)\n", id, id)
+	return c.stoppedWaiting(fmt.Sprintf("array %d goes on (gpuportal scancel %d stops every task of it)", id, id))
+}
+
+// stoppedWaiting says that a wait was cut short and what goes on.
+func (c jobCmd) stoppedWaiting(what string) error {
+	fmt.Fprintln(c.stderr, "gpuportal: stopped waiting; "+what)
 	return &exitStatus{code: exitInterrupted}
 }
 

@@ -137,11 +137,7 @@ func (c jobCmd) arrayEnded(a api.Array) error {
 			msg += fmt.Sprintf(" (exit code %d)", *end.ExitCode)
 		}
 	}
-	fmt.Fprintln(c.stderr, "gpuportal:", msg)
-	if code := exitCodeOf(string(end.State)); code != 0 {
-		return &exitStatus{code: code}
-	}
-	return nil
+	return c.ended(msg, end.State)
 }
 
 // ended reports whether a job has ended (client.Ended).
