@@ -3,7 +3,6 @@ package integration
 import (
 	"bufio"
 	"bytes"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -185,15 +184,6 @@ func startIDP(t *testing.T, portal string) (string, *idpLog) {
 		t.Fatalf("testidp: %q, %v\n%s", line, err, log)
 	}
 	return issuer, log
-}
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // TestOIDCSignInBrowser: alice opens her jobs in Chromium, is sent to the
