@@ -45,7 +45,7 @@ setsid sh -c 'trap "" TERM; echo $$ > setsid.pid; exec sleep 1000' &
 (sh -c 'trap "" TERM; echo $$ > dfork.pid; exec sleep 1000' &) &
 ` + setpgid + ` sh -c 'trap "" TERM; echo $$ > pgid.pid; exec sleep 1000' &
 (setsid sh -c 'trap "" TERM; echo $$ > daemon.pid; exec sleep 1000' &) &
-(setsid sh -c 'trap "" TERM; echo $$ > hidden.pid; exec env -i sleep 1000' &) &
+(setsid env -i /bin/sh -c 'trap "" TERM; echo $$ > hidden.pid; exec sleep 1000' &) &
 for f in group setsid dfork pgid daemon hidden; do
 	while [ ! -s $f.pid ]; do sleep 0.02; done
 	echo "$f $(cut -d' ' -f1,4,5,6 /proc/$(cat $f.pid)/stat)"
