@@ -442,7 +442,7 @@ func (p *pass) nextOwn(e *entry, fv *fairVictims) int32 {
 	for fv.own < len(t.own) {
 		r := &p.runs[t.own[fv.own]]
 		fv.own++
-		if r.state != runOpen || r.n <= 0 {
+		if r.state != runOpen || r.n <= 0 || p.rsvStarted(r.job) {
 			continue
 		}
 		if compareKeys(&p.rents[r.ent], e) < 0 {

@@ -1356,3 +1356,87 @@ func TestReservationPastDeadlineLentByGuarantee(t *testing.T) {
 		t.Errorf("queue changes %+v: want jobs 1 and 2 back at the head of their queue", d.QueueChanges)
 	}
 }
+
+// TestReservationBackfillNearDeadline: a job that would start on reserved
+// GPUs as a preemptible backfill does not when the reservation's deadline
+// would take them within minBackfillS (less the handover): it would be
+// preempted within seconds of its start. Job 10 (8 GPUs, due at 400) has
+// its deadline at 700; job 14 (1 GPU) arrives after it.
+func TestReservationBackfillNearDeadline(t *testing.T) {
+	all := on("node-0", span(0, 8)...)
+	kept := []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 700, DueS: 400}}
+	cases := []struct {
+		name     string
+		now      float64
+		handover float64
+		starts   []int64
+	}{
+		{"70 s before the deadline: it backfills", 630, 0, []int64{14}},
+		{"60 s before the deadline: it backfills", 640, 0, []int64{14}},
+		{"50 s before the deadline: it waits", 650, 0, nil},
+		{"70 s before the deadline, a handover of 20 s: it waits", 630, 20, nil},
+		{"1 s before the deadline: it waits", 699, 0, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, HandoverS: tc.handover}
+			s := Snapshot{Now: tc.now, Nodes: nodes(8), Reservations: kept, Jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(600, tc.now)),
+				pend(14, 1, 200),
+			}}
+			d := mustNew(t, cfg).Schedule(s)
+			if !sameIDs(startIDs(d), tc.starts) {
+				t.Errorf("starts %v, want %v", startIDs(d), tc.starts)
+			}
+			if len(d.Preempts) > 0 {
+				t.Errorf("preempts %v, want none", preemptIDs(d))
+			}
+			if len(d.Reservations) != 1 || d.Reservations[0].JobID != 10 {
+				t.Errorf("reservations %+v, want job 10's", d.Reservations)
+			}
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+			if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+		})
+	}
+}
+
+// TestReservationStartedNotPreempted: a job of several GPUs that started
+// after waiting its bound is not preempted by the policy for a job of its
+// team while reservations are on: preempted, it would be due again at
+// once and take its GPUs back past its deadline (issue 30: under
+// tiresias-g an 8-GPU job went back and forth with 1-GPU jobs, runs cut
+// every few seconds). Without reservations the policy preempts it as
+// before.
+func TestReservationStartedNotPreempted(t *testing.T) {
+	for _, tc := range []struct {
+		policy  string
+		bound   float64
+		preempt bool
+	}{
+		{"tiresias-g", 0, true},
+		{"tiresias-g", 300, false},
+		{"tiresias-l", 0, true},
+		{"tiresias-l", 300, false},
+	} {
+		t.Run(fmt.Sprintf("%s, bound %v", tc.policy, tc.bound), func(t *testing.T) {
+			cfg := Config{Policy: tc.policy, ReserveAfterS: tc.bound}
+			// Job 20 waited 900 s, then ran 500 s on 8 GPUs: 4,000
+			// GPU-s, past 2D-LAS's first threshold (3,250) and ranked
+			// below a new job by the Gittins index.
+			big := run(20, 0, on("node-0", span(0, 8)...), ranFrom(900, 1400), inQueue(1, 1306))
+			s := Snapshot{Now: 1400, Nodes: nodes(8), Jobs: []Job{big, pend(21, 1, 1390)}}
+			d := mustNew(t, cfg).Schedule(s)
+			if got := slices.Equal(preemptIDs(d), []int64{20}); got != tc.preempt {
+				t.Errorf("preempts %v, starts %v; want job 20 preempted: %v", preemptIDs(d), startIDs(d), tc.preempt)
+			}
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+		})
+	}
+}

@@ -429,10 +429,11 @@ func (p *pass) reclaim(e *entry, r rule) bool {
 }
 
 // isVictim tells whether running entry i may be preempted: it still
-// holds its GPUs and frees some.
+// holds its GPUs and frees some, and the policy may take them
+// (rsvStarted).
 func (p *pass) isVictim(i int32) bool {
 	r := &p.runs[p.rents[i].run]
-	return r.state == runOpen && r.n > 0
+	return r.state == runOpen && r.n > 0 && !p.rsvStarted(r.job)
 }
 
 // shift frees (+1) or re-occupies (-1) a running job's GPUs in the free

@@ -191,24 +191,33 @@ func TestMixedTraceReservations(t *testing.T) {
 // Without reservations job 3 takes the free GPU and job 2 waits for it
 // too, to 150; with a bound of 30 s, job 2 has the GPUs reserved from
 // t=31 (the recheck when it became due): under fjf it starts at 100,
-// job 3 waiting for it; under tiresias-l job 3 backfills at 50, and job 2
-// reaches its deadline at t=61 (its bound again since it became due) and
-// takes both GPUs then, preempting job 3 and job 1 too, though job 1
-// started before job 2 was due.
+// job 3 waiting for it; under tiresias-l job 2 reaches its deadline at
+// t=61 (its bound again since it became due) and takes both GPUs then,
+// preempting job 1, though job 1 started before job 2 was due. Job 3
+// does not backfill at 50: it would run 11 s before the deadline took
+// its GPU (minBackfillS). With a bound of 100 s and job 1 of 300 s, job
+// 3 arrives at 110, 91 s before job 2's deadline at 201: it backfills,
+// and is preempted at 201 with job 1.
 func TestReservationsInSim(t *testing.T) {
 	jobs := []trace.Job{gj(1, 0, 1, 100), gj(2, 1, 2, 10), gj(3, 50, 1, 100)}
+	early := []trace.Job{gj(1, 0, 1, 300), gj(2, 1, 2, 10), gj(3, 110, 1, 100)}
 	cases := []struct {
 		name string
+		jobs []trace.Job
 		cfg  sched.Config
 		jct  map[int64]float64
 	}{
-		{"fjf without", sched.Config{Policy: "fjf"}, map[int64]float64{1: 100, 2: 159, 3: 100}},
-		{"fjf with", sched.Config{Policy: "fjf", ReserveAfterS: 30}, map[int64]float64{1: 100, 2: 109, 3: 160}},
-		// job 2 runs from 61 to 71; job 1 and job 3 (which backfilled
-		// at 50) resume then, and end at 110 and 110.
-		{"tiresias-l with", sched.Config{Policy: "tiresias-l", ReserveAfterS: 30}, map[int64]float64{1: 110, 2: 70, 3: 110}},
+		{"fjf without", jobs, sched.Config{Policy: "fjf"}, map[int64]float64{1: 100, 2: 159, 3: 100}},
+		{"fjf with", jobs, sched.Config{Policy: "fjf", ReserveAfterS: 30}, map[int64]float64{1: 100, 2: 109, 3: 160}},
+		// job 2 runs from 61 to 71; job 1 resumes then and ends at 110,
+		// job 3 starts then and ends at 171.
+		{"tiresias-l with", jobs, sched.Config{Policy: "tiresias-l", ReserveAfterS: 30}, map[int64]float64{1: 110, 2: 70, 3: 121}},
+		// job 2 runs from 201 to 211; job 1 (99 s left) and job 3 (9 s
+		// left) resume then.
+		{"tiresias-l with, backfill", early, sched.Config{Policy: "tiresias-l", ReserveAfterS: 100}, map[int64]float64{1: 310, 2: 210, 3: 110}},
 	}
 	for _, tc := range cases {
+		jobs := tc.jobs
 		r, got := run(t, jobs, "1x2", Config{Sched: tc.cfg})
 		if !reflect.DeepEqual(got, tc.jct) {
 			t.Errorf("%s: JCTs %v, want %v", tc.name, got, tc.jct)

@@ -55,6 +55,9 @@ func (s *simulator) pass() error {
 		}
 		s.preemptions++
 		j.preempts++
+		if s.now-j.runStart < BriefRunS {
+			s.briefRuns++
+		}
 		if j.class == sched.ClassSession {
 			s.sessionPreempts++
 			if p.Reclaim {
@@ -97,6 +100,10 @@ func (s *simulator) pass() error {
 	}
 	return nil
 }
+
+// BriefRunS is how long a run lasts, at most, to count among
+// Result.BriefRuns when it is preempted.
+const BriefRunS = 60
 
 // leave ends the run of a preempted job: it waits again, owing the
 // preemption's restore cost (Config.PreemptCostS).

@@ -11,11 +11,11 @@ import (
 // WriteTable prints results as an aligned table, one row per policy.
 func WriteTable(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tjobs\tfinished\tavg JCT s\tp50 s\tp95 s\tp99 s\tavg pending s\tmakespan s\tpreemptions\tGPU util\twall s\t")
+	fmt.Fprintln(tw, "policy\tjobs\tfinished\tavg JCT s\tp50 s\tp95 s\tp99 s\tavg pending s\tmakespan s\tpreemptions\tof runs < 1 min\tGPU util\twall s\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%.3f\t%.3f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%.3f\t%.3f\t\n",
 			r.Policy, r.Jobs, r.Finished, r.AvgJCT, r.P50JCT, r.P95JCT, r.P99JCT,
-			r.AvgPending, r.Makespan, r.Preemptions, r.GPUUtilization, r.WallS)
+			r.AvgPending, r.Makespan, r.Preemptions, r.BriefRuns, r.GPUUtilization, r.WallS)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)

@@ -26,6 +26,10 @@ type Result struct {
 	// Makespan is the last finish minus the first submit.
 	Makespan    float64 `json:"makespan_s"`
 	Preemptions int     `json:"preemptions"`
+	// BriefRuns counts the preemptions of runs that had run less than
+	// BriefRunS: work started only to be stopped at once (a backfill
+	// started just before its reservation took the GPUs, say).
+	BriefRuns int `json:"brief_runs"`
 	// Handovers counts starts kept back while a preempted job still held
 	// the GPUs (Config.HandoverS), and HandoverMeanS is their mean time
 	// from the preemption to the start.
@@ -133,6 +137,7 @@ func (s *simulator) result() *Result {
 		Jobs:        len(s.jobs),
 		Finished:    s.done,
 		Preemptions: s.preemptions,
+		BriefRuns:   s.briefRuns,
 		Passes:      s.passes,
 		Handovers:   s.handovers,
 	}

@@ -193,6 +193,7 @@ type simulator struct {
 
 	passes      int
 	preemptions int
+	briefRuns   int     // preemptions of runs shorter than BriefRunS
 	busy        float64 // GPU-seconds held, restores included
 	occupied    float64 // GPU-seconds during which a GPU hosts a job
 	done        int
