@@ -76,6 +76,17 @@ func TestHistoryInTheBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("longer ranges on the cluster page: %v\n%s", err, srv.output())
 	}
+	// The jobs chart's axis spans the hour chosen at most and ends now,
+	// not at its last count (once a minute): on a new server it spanned
+	// a minute under a utilization chart of several.
+	span, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](
+		`(document.getElementById("jobs-by-state").dataset.span || "").split(",").map(Number).concat([Date.now() / 1000])`))
+	if err != nil || len(span) != 3 {
+		t.Fatalf("jobs chart span: %v, %v", span, err)
+	}
+	if from, to, now := span[0], span[1], span[2]; to < now-5 || to > now+5 || to-from > 3600 || to-from < 60 {
+		t.Errorf("jobs chart spans %v to %v at %v: want an axis ending now, at most an hour long", from, to, now)
+	}
 	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("gpu-wall").hidden`))
 	if err != nil || !hidden {
 		t.Errorf("the live wall is still shown over its history (%v)", err)

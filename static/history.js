@@ -7,6 +7,7 @@
   "use strict";
   var GB = 1024;
   var REFRESH = 60000; // history charts reload each minute
+  var SPAN = { "10m": 600, "1h": 3600, "24h": 86400, "7d": 604800 }; // seconds each range shows
 
   var live = window.gpuportalLive, width = live.width, timeAxis = live.timeAxis;
   // stored: the server is a follower replica, with no live readings
@@ -91,6 +92,18 @@
     return el._u;
   }
 
+  // window_ is the time axis of a chart over range r whose points are at
+  // times ts: from its first point (or the range's start, when the
+  // points go back further) to now. The job counts come once a minute,
+  // and an axis scaled to them ended at the last full minute: on a new
+  // server the jobs chart spanned 07:04:00-07:04:55 under a utilization
+  // chart spanning 07:04:50-07:06:35, both under one range.
+  function window_(r, ts) {
+    var end = Date.now() / 1000, from = end - (SPAN[r] || 600);
+    if (ts.length && ts[0] > from) { from = ts[0]; }
+    return [from, Math.max(end, ts.length ? ts[ts.length - 1] : end)];
+  }
+
   function empty(el, what) {
     if (el._u) { el._u.destroy(); el._u = null; }
     el.textContent = "No " + what + " in this range yet: the history keeps one row per GPU a minute.";
@@ -103,8 +116,9 @@
       if (!h.points.length) { empty(box, "history"); return; }
       var data = [h.points.map(function (p) { return p.t; }), h.points.map(function (p) { return p.busy_gpus; }),
                   h.points.map(function (p) { return p.mem_mib ? 100 * p.mem_used_mib / p.mem_mib : 0; })];
+      var span = window_(r, data[0]);
       plot(box, {
-        height: 200, scales: { x: { time: true }, pct: { range: [0, 100] } },
+        height: 200, scales: { x: { time: true, range: function () { return span; } }, pct: { range: [0, 100] } },
         series: [{}, line("GPUs busy", 0), line("memory used %", 1, "pct")],
         axes: [timeAxis(), { label: "GPUs", size: 50 }, { side: 1, scale: "pct", label: "%", size: 50, grid: { show: false } }],
       }, data);
@@ -121,12 +135,15 @@
       }
       var data = [h.jobs.map(function (p) { return p.t; }), h.jobs.map(function (p) { return p.queued; }),
                   h.jobs.map(function (p) { return p.running; }), h.jobs.map(function (p) { return p.preempted; })];
+      var span = window_(r, data[0]);
       plot(el, {
-        height: 180, scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
+        height: 180,
+        scales: { x: { time: true, range: function () { return span; } }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
         series: [{}, line("queued", 2), line("running", 0), line("preempted", 3)],
         axes: [timeAxis(), { label: "jobs", size: 50 }],
       }, data);
       el.dataset.points = h.jobs.length;
+      el.dataset.span = span.map(Math.round).join(","); // for tests and curious people
     });
   }
 
