@@ -494,21 +494,31 @@ func (p *pass) mayBackfill(i int32, k *rsvState) bool {
 	return p.rsvPreempt && p.backfillRuns(k)
 }
 
-// minBackfillS is the least time a job that starts on reserved GPUs as a
-// preemptible backfill can run before the reservation's deadline takes
-// them (backfillRuns).
-const minBackfillS = 60
+// minBackfillS is the least time a batch job that starts on reserved
+// GPUs, as a preemptible backfill or ranked above the holder, can run
+// before the reservation's deadline takes them (runsBefore): about what
+// a start costs (a container, a restore from a checkpoint). A minute
+// cost the 1-GPU jobs of mixed-spec 5% of their JCT in the simulator,
+// where a start costs nothing; 30 s, with a 30 s restore and a 10 s
+// handover, nothing.
+const minBackfillS = 30
 
 // backfillRuns tells whether a preemptible backfill that starts now on
 // reservation k's GPUs runs at least minBackfillS before k's deadline
 // takes them (overdue): a run cut within seconds costs its job a start
 // and a checkpoint for nothing (issue 30: live, backfills started 14 ms
-// before the deadline and were preempted at it; on mixed-8gpu under
-// tiresias-g 98 runs cut within a minute of their start, most of them so).
+// before the deadline and were preempted at it).
 // Past the deadline the reserved job waits only for jobs it may not
 // preempt, whose ends are not known: its free GPUs are backfilled.
 func (p *pass) backfillRuns(k *rsvState) bool {
-	take := k.deadline - p.sc.cfg.HandoverS
+	return p.runsBefore(k.deadline)
+}
+
+// runsBefore tells whether a batch job that starts now on GPUs a
+// reservation of this deadline takes (overdue) runs at least
+// minBackfillS first, or the deadline is past (backfillRuns).
+func (p *pass) runsBefore(deadline float64) bool {
+	take := deadline - p.sc.cfg.HandoverS
 	return !(p.now < take && take-p.now < minBackfillS)
 }
 
@@ -1874,8 +1884,9 @@ func (p *pass) rsvEarlyBegin() {
 // deadline. A session without a limit is not held off (it could be held
 // for ever), nor, under fair share, a job that has waited its bound (a
 // team's guaranteed work waits at most its bound). A batch job the
-// policy ranks above the holder may use them before the deadline: it is
-// preempted then if it still holds them. rsvEarlyRelease gives the slots
+// policy ranks above the holder may use them before the deadline but
+// for its last minBackfillS (runsBefore): it is preempted then if it still
+// holds them (live, jobs started 10 s before it were). rsvEarlyRelease gives the slots
 // back once e is decided.
 func (p *pass) rsvEarlyHold(e *entry) {
 	if len(p.rsvEarlyList) == 0 {
@@ -1918,7 +1929,10 @@ func (p *pass) rsvEarlyMay(i int32, h *rsvEarly) bool {
 		}
 		return p.now+max(j.TimeLimitS-ran, 0) <= h.deadline
 	}
-	return true
+	if p.fair && p.waitedBound(j) {
+		return true // a team's guaranteed work waits at most its bound
+	}
+	return p.runsBefore(h.deadline)
 }
 
 // rsvEarlyRelease gives back the slots rsvEarlyHold held off: still free,

@@ -1358,10 +1358,11 @@ func TestReservationPastDeadlineLentByGuarantee(t *testing.T) {
 }
 
 // TestReservationBackfillNearDeadline: a job that would start on reserved
-// GPUs as a preemptible backfill does not when the reservation's deadline
-// would take them within minBackfillS (less the handover): it would be
-// preempted within seconds of its start. Job 10 (8 GPUs, due at 400) has
-// its deadline at 700; job 14 (1 GPU) arrives after it.
+// GPUs as a preemptible backfill, or as a job ranked above the holder,
+// does not when the reservation's deadline would take them within
+// minBackfillS (less the handover): it would be preempted within seconds
+// of its start. Job 10 (8 GPUs, due at 400) has its deadline at 700; job
+// 14 (1 GPU) arrives after it, job 13 before.
 func TestReservationBackfillNearDeadline(t *testing.T) {
 	all := on("node-0", span(0, 8)...)
 	kept := []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 700, DueS: 400}}
@@ -1371,19 +1372,28 @@ func TestReservationBackfillNearDeadline(t *testing.T) {
 		handover float64
 		starts   []int64
 	}{
-		{"70 s before the deadline: it backfills", 630, 0, []int64{14}},
-		{"60 s before the deadline: it backfills", 640, 0, []int64{14}},
-		{"50 s before the deadline: it waits", 650, 0, nil},
-		{"70 s before the deadline, a handover of 20 s: it waits", 630, 20, nil},
+		{"40 s before the deadline: it backfills", 660, 0, []int64{14}},
+		{"30 s before the deadline: it backfills", 670, 0, []int64{14}},
+		{"20 s before the deadline: it waits", 680, 0, nil},
+		{"40 s before the deadline, a handover of 20 s: it waits", 660, 20, nil},
 		{"1 s before the deadline: it waits", 699, 0, nil},
+		// Job 13, submitted before job 10, ranks above it: it may use
+		// the reserved GPUs before the deadline, to be preempted at it,
+		// but for the last minute.
+		{"ranked above it, 40 s before the deadline: it starts", 660, 0, []int64{13}},
+		{"ranked above it, 20 s before the deadline: it waits", 680, 0, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, HandoverS: tc.handover}
+			other := pend(14, 1, 200)
+			if strings.HasPrefix(tc.name, "ranked above") {
+				other = pend(13, 1, 60)
+			}
 			s := Snapshot{Now: tc.now, Nodes: nodes(8), Reservations: kept, Jobs: []Job{
 				pend(10, 8, 100),
 				run(11, 50, on("node-0", 0), ranFrom(600, tc.now)),
-				pend(14, 1, 200),
+				other,
 			}}
 			d := mustNew(t, cfg).Schedule(s)
 			if !sameIDs(startIDs(d), tc.starts) {
