@@ -55,9 +55,11 @@ func TestDevServerNeverRunsJobsAsRoot(t *testing.T) {
 		_ = os.Chmod(d, 0o755) // the jobs' accounts pass through the test's folders
 	}
 	srv := startServer(t, "--data", data, "--run-as=", "--max-retries", "0")
-	if !strings.Contains(srv.output(), "the built-in agents run each user's command jobs as a Unix account of their own") {
-		t.Errorf("the server does not say who runs jobs:\n%s", srv.output())
-	}
+	// Said as it starts serving, just after the line startServer waits
+	// for: read at once, it was not yet there once in CI.
+	eventually(t, 10*time.Second, "the server to say who runs jobs", func() bool {
+		return strings.Contains(srv.output(), "the built-in agents run each user's command jobs as a Unix account of their own")
+	})
 	alice, bob := newAPI(t, srv.URL, "alice", "dev"), newAPI(t, srv.URL, "bob", "dev")
 	secret := "alice-secret-42"
 	aliceJob := submit(t, alice, map[string]any{"name": "holds-a-secret", "gpus": 1, "env": map[string]string{"SECRET": secret},
