@@ -1885,9 +1885,9 @@ func (p *pass) rsvEarlyBegin() {
 // for ever), nor, under fair share, a job that has waited its bound (a
 // team's guaranteed work waits at most its bound). A batch job the
 // policy ranks above the holder may use them before the deadline but
-// for its last minBackfillS (runsBefore): it is preempted then if it still
-// holds them (live, jobs started 10 s before it were). rsvEarlyRelease gives the slots
-// back once e is decided.
+// for its last minBackfillS (runsBefore): it is preempted then if it
+// still holds them (live, jobs started 10 s before it were).
+// rsvEarlyRelease gives the slots back once e is decided.
 func (p *pass) rsvEarlyHold(e *entry) {
 	if len(p.rsvEarlyList) == 0 {
 		return
