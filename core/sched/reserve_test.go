@@ -1450,3 +1450,49 @@ func TestReservationStartedNotPreempted(t *testing.T) {
 		})
 	}
 }
+
+// TestReservationDeadlineSparesYoungRuns: past its deadline a
+// reservation takes a batch job's GPUs only once that job has run
+// minBackfillS since it last started, and asks for a pass then; the
+// jobs ranked above the holder stay off its free GPUs meanwhile (else
+// they would start there, young in turn, and the holder would wait for
+// ever).
+func TestReservationDeadlineSparesYoungRuns(t *testing.T) {
+	all := on("node-0", span(0, 8)...)
+	kept := []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 1300, DueS: 400}}
+	for _, tc := range []struct {
+		name     string
+		started  float64
+		starts   []int64
+		preempts []int64
+		recheck  float64
+	}{
+		{"started 10 s ago: spared until 2,020", 1990, nil, nil, 2020},
+		{"started 30 s ago: taken", 1970, []int64{10}, []int64{11}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300}
+			s := Snapshot{Now: 2000, Nodes: nodes(8), Reservations: kept, Jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 0), ranFrom(tc.started, 2000)),
+				pend(12, 1, 60),
+			}}
+			d := mustNew(t, cfg).Schedule(s)
+			if !sameIDs(startIDs(d), tc.starts) {
+				t.Errorf("starts %v, want %v", startIDs(d), tc.starts)
+			}
+			if !sameIDs(preemptIDs(d), tc.preempts) {
+				t.Errorf("preempts %v, want %v", preemptIDs(d), tc.preempts)
+			}
+			if tc.recheck > 0 && d.Recheck != tc.recheck {
+				t.Errorf("recheck %v, want %v", d.Recheck, tc.recheck)
+			}
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+			if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+		})
+	}
+}
