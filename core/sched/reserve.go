@@ -759,23 +759,7 @@ func (p *pass) rsvReleaseAt(ri int32, e *entry, due float64) float64 {
 	if !p.overdueVictim(run, e.job) {
 		return t
 	}
-	return max(d, p.now, p.youngUntil(run))
-}
-
-// youngUntil is when running job run will have run minBackfillS since it
-// last started, while that is ahead (0 after): a reservation past its
-// deadline takes its GPUs no sooner (rule 8 of "Reservations"), and the
-// pass asks to be run again then. Readiness (rsvEarlyBegin) does not
-// wait for it: the jobs ranked above a holder that only young jobs keep
-// from its GPUs are held off them, or they would start there young in
-// turn and the holder would wait for ever.
-func (p *pass) youngUntil(run *runJob) float64 {
-	t := p.s.Jobs[run.job].LastStartTime + minBackfillS
-	if !(t > p.now) {
-		return 0
-	}
-	p.recheckAt(t)
-	return t
+	return max(d, p.now)
 }
 
 // rsvVictim tells whether running job ri may be preempted for
@@ -799,7 +783,7 @@ func (p *pass) rsvVictim(ri int32, e *entry, due float64) bool {
 	}
 	// Past its deadline, more.
 	st := run.state &^ runReached
-	return (st == runOpen || st == runKept) && p.overdue(e.job, due) && p.overdueVictim(run, e.job) && p.youngUntil(run) == 0
+	return (st == runOpen || st == runKept) && p.overdue(e.job, due) && p.overdueVictim(run, e.job)
 }
 
 // rsvVictimByRank is rsvVictim before the reserved job's deadline: the
@@ -1184,7 +1168,7 @@ func (p *pass) sharedVictims(e *entry, due float64) {
 			continue
 		}
 		for _, g := range p.s.Jobs[run.job].Placement {
-			if s := cl.slot(g); s >= 0 && take[s] && (!p.sharedVictim(run, e.job) || overdue && p.youngUntil(run) > 0) {
+			if s := cl.slot(g); s >= 0 && take[s] && !p.sharedVictim(run, e.job) {
 				take[s] = false
 			}
 		}
