@@ -489,9 +489,9 @@ func (p *pass) mayBackfill(i int32, k *rsvState) bool {
 		return !hasLimit(j) && p.waitedBound(j)
 	}
 	if p.fair && p.waitedBound(j) {
-		return p.guaranteed(i) && p.backfillRuns(k)
+		return p.guaranteed(i) && p.runsBefore(k.deadline)
 	}
-	return p.rsvPreempt && p.backfillRuns(k)
+	return p.rsvPreempt && p.runsBefore(k.deadline)
 }
 
 // minBackfillS is the least time a batch job that starts on reserved
@@ -503,20 +503,13 @@ func (p *pass) mayBackfill(i int32, k *rsvState) bool {
 // handover, nothing.
 const minBackfillS = 30
 
-// backfillRuns tells whether a preemptible backfill that starts now on
-// reservation k's GPUs runs at least minBackfillS before k's deadline
-// takes them (overdue): a run cut within seconds costs its job a start
-// and a checkpoint for nothing (issue 30: live, backfills started 14 ms
-// before the deadline and were preempted at it).
-// Past the deadline the reserved job waits only for jobs it may not
-// preempt, whose ends are not known: its free GPUs are backfilled.
-func (p *pass) backfillRuns(k *rsvState) bool {
-	return p.runsBefore(k.deadline)
-}
-
-// runsBefore tells whether a batch job that starts now on GPUs a
+// runsBefore tells whether a batch job that starts now on GPUs that a
 // reservation of this deadline takes (overdue) runs at least
-// minBackfillS first, or the deadline is past (backfillRuns).
+// minBackfillS first, or the deadline is past: a run cut within seconds
+// costs its job a start and a checkpoint for nothing (issue 30: live,
+// backfills started 14 ms before the deadline and were preempted at
+// it). Past the deadline the reserved job waits only for jobs it may not
+// preempt, whose ends are not known: its free GPUs are backfilled.
 func (p *pass) runsBefore(deadline float64) bool {
 	take := deadline - p.sc.cfg.HandoverS
 	return !(p.now < take && take-p.now < minBackfillS)
