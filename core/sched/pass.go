@@ -122,6 +122,8 @@ type pass struct {
 	rsvKept      map[int64]int32 // Snapshot.Reservations by job ID: their index
 	rsvHolder    []int32         // per job: 1 + its kept reservation's index, 0 for none (sized when some are kept)
 	rsvHoldLeft  int             // holders of kept reservations the walk has not taken yet
+	rsvLentLeft  int             // of those, holders that have had their lend (rsvLent)
+	rsvFreshLeft int             // due jobs the walk has not taken yet that have not had it
 	rsvHolders   []int32         // the holders, indices in Snapshot.Jobs
 	rsvKeptSlot  []int32         // per slot: the holder whose kept reservation names it, or -1 (built when asked)
 	rsvEarlyList []rsvEarly      // holders of kept reservations, with their slots (rsvEarlyBegin)

@@ -210,7 +210,7 @@ func (p *pass) rsvBegin() {
 	p.runEnd, p.runStart = p.runEnd[:0], p.runStart[:0]
 	clear(p.rsvBound)
 	p.rsvOn, p.rsvAnyLimit = false, false
-	p.rsvHoldLeft = 0
+	p.rsvHoldLeft, p.rsvLentLeft, p.rsvFreshLeft = 0, 0, 0
 	clear(p.rsvKept)
 	p.rsvHolder, p.rsvHolders, p.rsvKeptSlot = p.rsvHolder[:0], p.rsvHolders[:0], p.rsvKeptSlot[:0]
 	if p.pol.blocks {
@@ -269,10 +269,17 @@ func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
 	if w >= d {
 		p.rsvIsDue[i] = true
 		p.rsvDueLeft++
+		lent := p.rsvLent(j)
+		if !lent {
+			p.rsvFreshLeft++
+		}
 		if len(p.rsvKept) > 0 {
 			if k, ok := p.rsvKept[j.ID]; ok {
 				p.rsvHolder[i] = k + 1
 				p.rsvHoldLeft++
+				if lent {
+					p.rsvLentLeft++
+				}
 				p.rsvHolders = append(p.rsvHolders, i)
 			}
 		}
@@ -310,12 +317,44 @@ func (p *pass) rsvAtRank(e *entry) bool {
 // MaxReservations are given, and one is left for it once the holders of
 // kept reservations that the walk has not reached yet have theirs. A job
 // that held one in the last pass keeps it: no other job due, even one
-// ranked above it, takes its place.
+// ranked above it, takes its place. Under fair share, but for a job that
+// has had its lend (rsvLent): it holds one only while every due job that
+// has not, ranked above or below it, has one too, and its kept one goes
+// to such a job.
 func (p *pass) rsvRoom(i int32) bool {
 	if len(p.rsv) >= p.rsvMax {
 		return false
 	}
-	return p.rsvHolds(i) || len(p.rsv)+p.rsvHoldLeft < p.rsvMax
+	if p.fair && p.rsvLent(&p.s.Jobs[i]) {
+		if len(p.rsv)+p.rsvFreshLeft >= p.rsvMax {
+			return false
+		}
+		return p.rsvHolds(i) || len(p.rsv)+p.rsvFreshLeft+p.rsvLentLeft < p.rsvMax
+	}
+	return p.rsvHolds(i) || len(p.rsv)+p.rsvHoldLeft-p.rsvLentLeft < p.rsvMax
+}
+
+// rsvLent tells whether job j, under fair share, has had the lend its
+// reservation may take from another team once ("Reservations under fair
+// share", rule 5): it asks more GPUs than its team's guarantee, so it
+// runs only on another team's, and it has run. Such a job's reservation
+// may take no other team's guaranteed work, and it may wait on it for
+// as long as that team keeps its guarantee busy; held by it, the one
+// reservation kept the jobs due after it, which had not had their lend,
+// from theirs (issue 30: on mixed-8gpu with teams and a 30 s minimum
+// runtime, an 8-GPU job waited 924 s for a bound of 300 s behind a
+// reclaimed one).
+func (p *pass) rsvLent(j *Job) bool {
+	if !p.fair || !(j.ExecutedS > 0) {
+		return false
+	}
+	g := jobGPUs(j)
+	for k := range p.s.Teams {
+		if t := &p.s.Teams[k]; t.Name == j.Team {
+			return g > t.GuaranteeGPUs
+		}
+	}
+	return g > 0
 }
 
 // rsvHolds tells whether job i held a reservation in the caller's last
@@ -369,8 +408,15 @@ func (p *pass) rsvDecided(e *entry) {
 	if p.rsvDueLeft > 0 && p.rsvIsDue[e.job] {
 		p.rsvIsDue[e.job] = false
 		p.rsvDueLeft--
+		lent := p.rsvLent(&p.s.Jobs[e.job])
+		if !lent {
+			p.rsvFreshLeft--
+		}
 		if p.rsvHolds(e.job) {
 			p.rsvHoldLeft--
+			if lent {
+				p.rsvLentLeft--
+			}
 		}
 	}
 }
@@ -1641,6 +1687,11 @@ func (p *pass) appendReserved(b []byte, e *entry) []byte {
 		r := &p.d.Reservations[len(p.d.Reservations)-1]
 		b = append(b, "; "...)
 		return append(b, r.Clause(p.now)...)
+	}
+	if j := &p.s.Jobs[e.job]; p.rsvOn && e.gpus > 1 && p.rsvLent(j) {
+		if bound := p.boundOf(j); bound > 0 && waitedS(j, p.now) >= p.dueWait(bound) {
+			b = append(b, "; it has run once on GPUs another team lent it, so jobs due that have not are reserved first"...)
+		}
 	}
 	if p.rsvFree > 0 {
 		b = append(b, "; "...)

@@ -1136,7 +1136,7 @@ func TestReservationKeptSequence(t *testing.T) {
 		s.Teams = []Team{{Name: "vision", GuaranteeGPUs: gpus / 2}, {Name: "nlp", GuaranteeGPUs: gpus - gpus/2}}
 		snaps = append(snaps, s)
 	}
-	kept := 0
+	kept, gaveWay := 0, 0
 	for _, cfg := range reservationConfigs() {
 		sc := mustNew(t, cfg)
 		for i, s := range snaps {
@@ -1169,6 +1169,8 @@ func TestReservationKeptSequence(t *testing.T) {
 				}
 				got, ok := now[r.JobID]
 				switch {
+				case !ok && lentGaveWay(next, r.JobID, d2.Reservations):
+					gaveWay++
 				case !ok:
 					p = append(p, fmt.Sprintf("job %d held %+v and lost it: %+v", r.JobID, r, d2.Reservations))
 				case !slices.Equal(got.GPUs, r.GPUs):
@@ -1184,10 +1186,33 @@ func TestReservationKeptSequence(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d reservations kept", kept)
+	t.Logf("%d reservations kept, %d given way by jobs that had had their lend", kept, gaveWay)
 	if kept < 200 {
 		t.Errorf("only %d reservations kept: the snapshots do not test them", kept)
 	}
+}
+
+// lentGaveWay tells whether job id, which held a reservation and holds
+// none in rs, gave it way as rsvRoom says: under fair share it asks more
+// GPUs than its team's guarantee and has run, and rs holds a job that
+// has not.
+func lentGaveWay(s Snapshot, id int64, rs []Reservation) bool {
+	guarantee := map[string]int{}
+	for _, t := range s.Teams {
+		guarantee[t.Name] = t.GuaranteeGPUs
+	}
+	lent := func(id int64) bool {
+		for i := range s.Jobs {
+			if j := &s.Jobs[i]; j.ID == id {
+				return len(s.Teams) > 0 && j.ExecutedS > 0 && jobGPUs(j) > guarantee[j.Team]
+			}
+		}
+		return false
+	}
+	if !lent(id) {
+		return false
+	}
+	return slices.ContainsFunc(rs, func(r Reservation) bool { return !lent(r.JobID) })
 }
 
 // TestReservationDeadline: a reserved job that has waited its bound again
@@ -1446,6 +1471,64 @@ func TestReservationStartedNotPreempted(t *testing.T) {
 			}
 			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
 				t.Error(joinProblems(p))
+			}
+		})
+	}
+}
+
+// TestReservationLentGivesWay: under fair share (vision and nlp, 4 of 8
+// GPUs each, bound 300 s, one reservation), job 20, vision's 8-GPU job,
+// ran 30 s on nlp's lent GPUs and was reclaimed; it holds the
+// reservation, while job 30, nlp's 8-GPU job, has never run and is due
+// too (since 800, its deadline 1,100). Each team's jobs within its
+// guarantee hold the machine, started at 950 once they had waited their
+// bound. Job 20 may take no more of nlp's guaranteed work, so its
+// reservation goes to job 30, which may, once, at its deadline (issue
+// 30: on mixed-8gpu with a 30 s minimum runtime, a job due behind a
+// reclaimed one waited 2,354 s for a bound of 300 s). Without job 30,
+// job 20 keeps it.
+func TestReservationLentGivesWay(t *testing.T) {
+	teams := []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}
+	vision, nlp := teamOf("vision"), teamOf("nlp")
+	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, MinRuntimeS: 30}
+	all := on("node-0", span(0, 8)...)
+	busy := []Job{
+		run(1, 600, on("node-0", 0, 1), vision, ranFrom(950, 1000)),
+		run(2, 600, on("node-0", 2, 3), vision, ranFrom(950, 1000)),
+		run(3, 600, on("node-0", 4, 5), nlp, ranFrom(950, 1000)),
+		run(4, 600, on("node-0", 6, 7), nlp, ranFrom(950, 1000)),
+	}
+	lent := pend(20, 8, 0, vision, served(30))
+	fresh := pend(30, 8, 500, nlp)
+	kept := []Reservation{{JobID: 20, GPUs: all, Count: 8, FromS: 1100, DueS: 300}}
+	for _, tc := range []struct {
+		name string
+		jobs []Job
+		want int64
+	}{
+		{"a due job that has not had its lend takes it", append(slices.Clone(busy), lent, fresh), 30},
+		{"alone, it keeps it", append(slices.Clone(busy), lent), 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Snapshot{Now: 1000, Nodes: nodes(8), Teams: teams, Jobs: tc.jobs, Reservations: kept}
+			sc := mustNew(t, cfg)
+			d := sc.Schedule(s)
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Fatal(joinProblems(p))
+			}
+			if p := append(fairProblems(sc, s, cfg, d), reservationProblems(sc, s)...); len(p) > 0 {
+				t.Fatal(joinProblems(p))
+			}
+			for _, w := range d.Waits {
+				t.Logf("job %d: %s", w.JobID, w.Reason)
+			}
+			if len(d.Starts)+len(d.Preempts) > 0 || len(d.Reservations) != 1 || d.Reservations[0].JobID != tc.want {
+				t.Fatalf("reservations %+v, want job %d's; starts %v, preempts %v", d.Reservations, tc.want, startIDs(d), preemptIDs(d))
+			}
+			// The job that gave its reservation way says why.
+			w, _ := waitOf(d, 20)
+			if said := strings.Contains(w.Reason, "it has run once on GPUs another team lent it"); said != (tc.want != 20) {
+				t.Errorf("job 20's wait %q: says it gave way %v, want %v", w.Reason, said, tc.want != 20)
 			}
 		})
 	}
