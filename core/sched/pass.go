@@ -294,6 +294,9 @@ func (p *pass) load() {
 	}
 	p.rsvBegin()
 	p.scan()
+	if p.rsvOn {
+		p.rsvScanEnd()
+	}
 	if !p.count {
 		if p.occDefer {
 			p.occFinish()

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -319,19 +320,46 @@ func (p *pass) rsvAtRank(e *entry) bool {
 // that held one in the last pass keeps it: no other job due, even one
 // ranked above it, takes its place. Under fair share, but for a job that
 // has had its lend (rsvLent): it holds one only while every due job that
-// has not, ranked above or below it, has one too, and its kept one goes
-// to such a job.
+// has not, ranked above or below it, has one too (rsvScanEnd gives its
+// kept one to such a job).
 func (p *pass) rsvRoom(i int32) bool {
 	if len(p.rsv) >= p.rsvMax {
 		return false
 	}
-	if p.fair && p.rsvLent(&p.s.Jobs[i]) {
+	if p.rsvLentLeft+p.rsvFreshLeft > 0 && p.rsvLent(&p.s.Jobs[i]) {
 		if len(p.rsv)+p.rsvFreshLeft >= p.rsvMax {
 			return false
 		}
 		return p.rsvHolds(i) || len(p.rsv)+p.rsvFreshLeft+p.rsvLentLeft < p.rsvMax
 	}
-	return p.rsvHolds(i) || len(p.rsv)+p.rsvHoldLeft-p.rsvLentLeft < p.rsvMax
+	return p.rsvHolds(i) || len(p.rsv)+p.rsvHoldLeft < p.rsvMax
+}
+
+// rsvScanEnd, once scan has noted every pending job, takes their kept
+// reservations from the holders that have had their lend (rsvLent) that
+// the due jobs that have not need: of MaxReservations, those jobs come
+// first, then such holders in the order of their reservations. A holder
+// that loses its reservation is reserved again, afresh, when there is
+// room.
+func (p *pass) rsvScanEnd() {
+	if p.rsvLentLeft == 0 || p.rsvFreshLeft == 0 {
+		return
+	}
+	keep := max(p.rsvMax-p.rsvFreshLeft, 0)
+	lent := p.rsvCand[:0]
+	for _, i := range p.rsvHolders {
+		if p.rsvLent(&p.s.Jobs[i]) {
+			lent = append(lent, i)
+		}
+	}
+	slices.SortFunc(lent, func(a, b int32) int { return cmp.Compare(p.rsvHolder[a], p.rsvHolder[b]) })
+	for _, i := range lent[min(keep, len(lent)):] {
+		p.rsvHolder[i] = 0
+		p.rsvHoldLeft--
+		p.rsvLentLeft--
+	}
+	p.rsvCand = lent[:0]
+	p.rsvHolders = slices.DeleteFunc(p.rsvHolders, func(i int32) bool { return p.rsvHolder[i] == 0 })
 }
 
 // rsvLent tells whether job j, under fair share, has had the lend its

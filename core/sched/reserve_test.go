@@ -1169,7 +1169,7 @@ func TestReservationKeptSequence(t *testing.T) {
 				}
 				got, ok := now[r.JobID]
 				switch {
-				case !ok && lentGaveWay(next, r.JobID, d2.Reservations):
+				case lentGaveWay(next, r.JobID) && (!ok || !slices.Equal(got.GPUs, r.GPUs)):
 					gaveWay++
 				case !ok:
 					p = append(p, fmt.Sprintf("job %d held %+v and lost it: %+v", r.JobID, r, d2.Reservations))
@@ -1192,27 +1192,23 @@ func TestReservationKeptSequence(t *testing.T) {
 	}
 }
 
-// lentGaveWay tells whether job id, which held a reservation and holds
-// none in rs, gave it way as rsvRoom says: under fair share it asks more
-// GPUs than its team's guarantee and has run, and rs holds a job that
-// has not.
-func lentGaveWay(s Snapshot, id int64, rs []Reservation) bool {
+// lentGaveWay tells whether job id, which held a reservation, may have
+// given it way as rsvScanEnd says, to be reserved afresh or not at all:
+// under fair share it asks more GPUs than its team's guarantee and has
+// run, and a job of several GPUs that has not waits too.
+func lentGaveWay(s Snapshot, id int64) bool {
 	guarantee := map[string]int{}
 	for _, t := range s.Teams {
 		guarantee[t.Name] = t.GuaranteeGPUs
 	}
-	lent := func(id int64) bool {
-		for i := range s.Jobs {
-			if j := &s.Jobs[i]; j.ID == id {
-				return len(s.Teams) > 0 && j.ExecutedS > 0 && jobGPUs(j) > guarantee[j.Team]
-			}
-		}
+	lent := func(j *Job) bool {
+		return len(s.Teams) > 0 && j.ExecutedS > 0 && jobGPUs(j) > guarantee[j.Team]
+	}
+	i := slices.IndexFunc(s.Jobs, func(j Job) bool { return j.ID == id })
+	if i < 0 || !lent(&s.Jobs[i]) {
 		return false
 	}
-	if !lent(id) {
-		return false
-	}
-	return slices.ContainsFunc(rs, func(r Reservation) bool { return !lent(r.JobID) })
+	return slices.ContainsFunc(s.Jobs, func(j Job) bool { return j.State == Pending && j.GPUs > 1 && !lent(&j) })
 }
 
 // TestReservationDeadline: a reserved job that has waited its bound again
@@ -1486,7 +1482,8 @@ func TestReservationStartedNotPreempted(t *testing.T) {
 // reservation goes to job 30, which may, once, at its deadline (issue
 // 30: on mixed-8gpu with a 30 s minimum runtime, a job due behind a
 // reclaimed one waited 2,354 s for a bound of 300 s). Without job 30,
-// job 20 keeps it.
+// job 20 keeps it. Live, job 20 had been demoted to queue 1 and job 30,
+// ranked above it, got no reservation, its GPUs being kept for job 20.
 func TestReservationLentGivesWay(t *testing.T) {
 	teams := []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}}
 	vision, nlp := teamOf("vision"), teamOf("nlp")
@@ -1499,6 +1496,7 @@ func TestReservationLentGivesWay(t *testing.T) {
 		run(4, 600, on("node-0", 6, 7), nlp, ranFrom(950, 1000)),
 	}
 	lent := pend(20, 8, 0, vision, served(30))
+	demoted := pend(20, 8, 0, vision, served(500)) // 4,000 GPU-s: queue 1
 	fresh := pend(30, 8, 500, nlp)
 	kept := []Reservation{{JobID: 20, GPUs: all, Count: 8, FromS: 1100, DueS: 300}}
 	for _, tc := range []struct {
@@ -1507,6 +1505,9 @@ func TestReservationLentGivesWay(t *testing.T) {
 		want int64
 	}{
 		{"a due job that has not had its lend takes it", append(slices.Clone(busy), lent, fresh), 30},
+		// Demoted, job 20 ranks below job 30, which the walk decides
+		// first: the GPUs job 20 kept are not kept from it.
+		{"ranked above it, too", append(slices.Clone(busy), demoted, fresh), 30},
 		{"alone, it keeps it", append(slices.Clone(busy), lent), 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
