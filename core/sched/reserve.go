@@ -615,8 +615,24 @@ func rsvProtected(j *Job) bool { return !j.Class.preemptible() || j.Interactive 
 // (no run holds it alone), so sharing jobs joining one by one would hold
 // the reserved GPU for ever. It joins only as a job that ends in time by
 // its limit, or one the reserved job waits for anyway.
+//
+// Nor does a job ranked above the holder of a kept reservation join one
+// of its GPUs where rsvEarlyHold would hold a free one off it: in the
+// last minBackfillS before the deadline, and past it once the holder can
+// take its GPUs. Live, sharing jobs joined a shared GPU of an 8-GPU job's
+// reservation in the pass before its deadline and were preempted 9.8 s
+// later (issue 30).
 func (p *pass) rsvBars(s, i int32) bool {
-	if len(p.rsv) == 0 || p.count {
+	if p.count {
+		return false
+	}
+	for k := range p.rsvEarlyList {
+		h := &p.rsvEarlyList[k]
+		if h.job != i && p.rsvIsDue[h.job] && slices.Contains(h.slots, s) && !p.rsvEarlyMay(i, h) {
+			return true
+		}
+	}
+	if len(p.rsv) == 0 {
 		return false
 	}
 	k := p.rsvOwner[s]

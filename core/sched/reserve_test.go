@@ -1534,3 +1534,46 @@ func TestReservationLentGivesWay(t *testing.T) {
 		})
 	}
 }
+
+// TestReservationKeptBarsJoinNearDeadline: job 10 (8 GPUs, due at 300,
+// its deadline 600) holds a kept reservation of the machine; job 1, due
+// itself when it started, holds GPUs 0-2 to 1,300, so job 10 cannot take
+// its GPUs yet; jobs 2 and 3 share GPU 7. Job 5, a sharing job of one
+// GPU submitted before job 10 and ranked above it, may join GPU 7 well
+// before the deadline, as it may start on a free reserved GPU, but not
+// in its last 30 s (minBackfillS), where it would be preempted within
+// seconds (issue 30: live, sharing jobs joined a reserved GPU in the pass
+// before the deadline and were preempted 9.8 s later).
+func TestReservationKeptBarsJoinNearDeadline(t *testing.T) {
+	sh := shares(8000, 2000)
+	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300}
+	for _, tc := range []struct {
+		now  float64
+		join bool
+	}{{480, true}, {580, false}} {
+		t.Run(fmt.Sprintf("at %v", tc.now), func(t *testing.T) {
+			s := Snapshot{Now: tc.now, Nodes: nodes(8), Jobs: []Job{
+				run(1, 0, on("node-0", 0, 1, 2), ranFrom(290, tc.now), limit(1010)),
+				run(2, 0, on("node-0", 7), ranFrom(400, tc.now), sh),
+				run(3, 0, on("node-0", 7), ranFrom(450, tc.now), sh),
+				pend(5, 1, -10, sh),
+				pend(10, 8, 0),
+			}, Reservations: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: 1300, DueS: 300}}}
+			// Only GPU 7, shared, is left to job 5: jobs 20-23 hold the
+			// others.
+			for k := range 4 {
+				s.Jobs = append(s.Jobs, run(int64(20+k), 0, on("node-0", 3+k), ranFrom(450, tc.now)))
+			}
+			sc := mustNew(t, cfg)
+			d := sc.Schedule(s)
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Fatal(joinProblems(p))
+			}
+			st, ok := startOf(d, 5)
+			if joined := ok && slices.Contains(st.GPUs, gpu.Ref{Node: "node-0", Index: 7}); joined != tc.join {
+				w, _ := waitOf(d, 5)
+				t.Errorf("job 5 joined the reserved shared GPU: %v, want %v (starts %v, preempts %v, its wait %q)", joined, tc.join, startIDs(d), preemptIDs(d), w.Reason)
+			}
+		})
+	}
+}
