@@ -153,3 +153,65 @@ func TestMixedTeamsReservations(t *testing.T) {
 	}
 	t.Logf("trace | 8-GPU max pending s | 8-GPU p99 pending s | lender's max wait within guarantee s | rest avg JCT s (without / with / with the lead of half the bound)\n%s", table.String())
 }
+
+// firstStarts records each job's first start.
+type firstStarts map[int64]float64
+
+func (firstStarts) Pass(sched.Snapshot, sched.Decisions) {}
+func (f firstStarts) Started(id int64, at float64) {
+	if _, ok := f[id]; !ok {
+		f[id] = at
+	}
+}
+func (firstStarts) Finished(int64, float64, float64) {}
+
+// TestMixedTeamsReclaimedHolder replays mixed-8gpu and 5 jittered copies
+// with two teams of 4 GPUs, serve's bound (300 s, reserved at half of
+// it) and the demo's 30 s minimum runtime, under which an 8-GPU job runs
+// 30 s on the other team's GPUs and is reclaimed. Such a job has had its
+// lend and gives its reservation way to the next 8-GPU job due ("A job
+// that has had its lend gives its reservation way"): no 8-GPU job waits
+// more than three times the bound for its first start. Before, the
+// reclaimed job kept the one reservation and the next waited up to
+// 2,354 s.
+func TestMixedTeamsReclaimedHolder(t *testing.T) {
+	names, traces := mixedTeamTraces(t)
+	const bound = 300
+	for k, name := range names {
+		if !strings.HasPrefix(name, "mixed-8gpu") {
+			continue
+		}
+		starts := firstStarts{}
+		cfg := Config{
+			Sched: sched.Config{Policy: "tiresias-l", ReserveAfterS: bound, ReserveLeadS: sched.LeadHalfBound,
+				MinRuntimeS: 30, OmitWaits: true},
+			Nodes:    []trace.Node{{Name: "node-0", GPUs: 8}},
+			Teams:    mixedTeams,
+			Observer: starts,
+		}
+		r, err := Run(context.Background(), traces[k], cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Finished != len(traces[k]) {
+			t.Fatalf("%s: %d of %d jobs finished", name, r.Finished, len(traces[k]))
+		}
+		longest, reclaimed := 0.0, 0
+		for _, j := range traces[k] {
+			if j.GPUs != 8 {
+				continue
+			}
+			longest = math.Max(longest, starts[j.ID]-j.Submit)
+		}
+		for _, tr := range r.Teams {
+			reclaimed += tr.Reclaims
+		}
+		t.Logf("%s: longest first wait of an 8-GPU job %.0f s; %d reclaims", name, longest, reclaimed)
+		if reclaimed == 0 {
+			t.Errorf("%s: no reclaim: the replay does not test a reclaimed holder", name)
+		}
+		if longest > 3*bound {
+			t.Errorf("%s: an 8-GPU job waited %.0f s for its first start, more than 3 times the %d s bound", name, longest, bound)
+		}
+	}
+}
