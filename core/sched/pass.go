@@ -124,6 +124,7 @@ type pass struct {
 	rsvHoldLeft  int             // holders of kept reservations the walk has not taken yet
 	rsvLentLeft  int             // of those, holders that have had their lend (rsvLent)
 	rsvFreshLeft int             // due jobs the walk has not taken yet that have not had it
+	rsvFreshDue  bool            // some due job had not had it when the walk began
 	rsvHolders   []int32         // the holders, indices in Snapshot.Jobs
 	rsvKeptSlot  []int32         // per slot: the holder whose kept reservation names it, or -1 (built when asked)
 	rsvEarlyList []rsvEarly      // holders of kept reservations, with their slots (rsvEarlyBegin)

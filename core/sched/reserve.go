@@ -211,7 +211,7 @@ func (p *pass) rsvBegin() {
 	p.runEnd, p.runStart = p.runEnd[:0], p.runStart[:0]
 	clear(p.rsvBound)
 	p.rsvOn, p.rsvAnyLimit = false, false
-	p.rsvHoldLeft, p.rsvLentLeft, p.rsvFreshLeft = 0, 0, 0
+	p.rsvHoldLeft, p.rsvLentLeft, p.rsvFreshLeft, p.rsvFreshDue = 0, 0, 0, false
 	clear(p.rsvKept)
 	p.rsvHolder, p.rsvHolders, p.rsvKeptSlot = p.rsvHolder[:0], p.rsvHolders[:0], p.rsvKeptSlot[:0]
 	if p.pol.blocks {
@@ -342,6 +342,7 @@ func (p *pass) rsvRoom(i int32) bool {
 // that loses its reservation is reserved again, afresh, when there is
 // room.
 func (p *pass) rsvScanEnd() {
+	p.rsvFreshDue = p.rsvFreshLeft > 0
 	if p.rsvLentLeft == 0 || p.rsvFreshLeft == 0 {
 		return
 	}
@@ -1732,7 +1733,7 @@ func (p *pass) appendReserved(b []byte, e *entry) []byte {
 		b = append(b, "; "...)
 		return append(b, r.Clause(p.now)...)
 	}
-	if j := &p.s.Jobs[e.job]; p.rsvOn && e.gpus > 1 && p.rsvLent(j) {
+	if j := &p.s.Jobs[e.job]; p.rsvFreshDue && e.gpus > 1 && p.rsvLent(j) {
 		if bound := p.boundOf(j); bound > 0 && waitedS(j, p.now) >= p.dueWait(bound) {
 			b = append(b, "; it has run once on GPUs another team lent it, so jobs due that have not are reserved first"...)
 		}

@@ -1509,6 +1509,9 @@ func TestReservationLentGivesWay(t *testing.T) {
 		// first: the GPUs job 20 kept are not kept from it.
 		{"ranked above it, too", append(slices.Clone(busy), demoted, fresh), 30},
 		{"alone, it keeps it", append(slices.Clone(busy), lent), 20},
+		// Job 21 has had its lend too: job 20 keeps the reservation,
+		// and job 21's wait does not say a job that has not came first.
+		{"beside another that has had its lend, it keeps it", append(slices.Clone(busy), lent, pend(21, 8, 100, nlp, served(30))), 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := Snapshot{Now: 1000, Nodes: nodes(8), Teams: teams, Jobs: tc.jobs, Reservations: kept}
@@ -1526,10 +1529,13 @@ func TestReservationLentGivesWay(t *testing.T) {
 			if len(d.Starts)+len(d.Preempts) > 0 || len(d.Reservations) != 1 || d.Reservations[0].JobID != tc.want {
 				t.Fatalf("reservations %+v, want job %d's; starts %v, preempts %v", d.Reservations, tc.want, startIDs(d), preemptIDs(d))
 			}
-			// The job that gave its reservation way says why.
-			w, _ := waitOf(d, 20)
-			if said := strings.Contains(w.Reason, "it has run once on GPUs another team lent it"); said != (tc.want != 20) {
-				t.Errorf("job 20's wait %q: says it gave way %v, want %v", w.Reason, said, tc.want != 20)
+			// The job that gave its reservation way says why; no other
+			// does.
+			for _, w := range d.Waits {
+				said := strings.Contains(w.Reason, "it has run once on GPUs another team lent it")
+				if want := w.JobID == 20 && tc.want != 20; said != want {
+					t.Errorf("job %d's wait %q: says it gave way %v, want %v", w.JobID, w.Reason, said, want)
+				}
 			}
 		})
 	}
