@@ -17,7 +17,11 @@ import (
 // from the same time, due at the same time, the reason naming them alike)
 // and starts by its deadline, its due time plus the bound. Made afresh
 // after the restart, the reservation's start would move: the running
-// job's end is estimated anew, later as it has run longer.
+// job's end is estimated anew, later as it has run longer. The machine is
+// a separate agent, as in a cluster, so that the running job outlives
+// the server: the built-in agent died with it, and the 2-GPU job started
+// on the GPUs that freed, sometimes before the first look after the
+// restart (CI).
 func TestReservationSurvivesRestart(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	const bound = 15 * time.Second
@@ -25,8 +29,10 @@ func TestReservationSurvivesRestart(t *testing.T) {
 	// (its handover) before it (sched.Config.HandoverS). No lead: the job
 	// is due at the bound and its deadline is twice the bound, time for
 	// the restart between the two (the lead: TestBigJobReservedInStream).
-	args := []string{"--data", t.TempDir(), "--sim-gpus", "1x2x80", "--reserve-after", bound.String(), "--reserve-lead", "0", "--grace", "2s"}
-	srv := startServer(t, args...)
+	args := []string{"--data", t.TempDir(), "--reserve-after", bound.String(), "--reserve-lead", "0", "--grace", "2s"}
+	srv := startAgentServer(t, args...)
+	startAgent(t, srv.URL, "node-0") // one simulated machine of 2 GPUs
+	waitGPUs(t, srv.URL, 2)
 	alice := newAPI(t, srv.URL, "alice", "dev")
 	long := submit(t, alice, map[string]any{"name": "long", "gpus": 1, "sim": map[string]any{"duration_s": 600}})
 	waitJob(t, alice, long, 30*time.Second, "running")
@@ -53,7 +59,8 @@ func TestReservationSurvivesRestart(t *testing.T) {
 		t.Errorf("due %v; want its submission plus the bound, %v", r.Due, before.SubmittedAt.Add(bound))
 	}
 	srv.kill()
-	srv2 := startServer(t, args...)
+	srv2 := startAgentServer(t, append(args, "--addr", strings.TrimPrefix(srv.URL, "http://"))...)
+	waitGPUs(t, srv2.URL, 2)
 	alice2 := newAPI(t, srv2.URL, "alice", "dev")
 
 	var after reservationView
