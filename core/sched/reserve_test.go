@@ -1542,9 +1542,9 @@ func TestReservationLentGivesWay(t *testing.T) {
 }
 
 // TestReservationKeptBarsJoinNearDeadline: job 10 (8 GPUs, due at 300,
-// its deadline 600) holds a kept reservation of the machine; job 1, due
-// itself when it started, holds GPUs 0-2 to 1,300, so job 10 cannot take
-// its GPUs yet; jobs 2 and 3 share GPU 7. Job 5, a sharing job of one
+// its deadline 600) holds a kept reservation of the machine; job 1,
+// ranked above it, holds GPUs 0-2 (its limit ends it at 1,300), so job 10
+// does not start yet; jobs 2 and 3 share GPU 7, jobs 20-23 the rest. Job 5, a sharing job of one
 // GPU submitted before job 10 and ranked above it, may join GPU 7 well
 // before the deadline, as it may start on a free reserved GPU, but not
 // in its last 30 s (minBackfillS), where it would be preempted within
