@@ -377,13 +377,11 @@ func (p *pass) rsvLent(j *Job) bool {
 	if !p.fair || !(j.ExecutedS > 0) {
 		return false
 	}
-	g := jobGPUs(j)
-	for k := range p.s.Teams {
-		if t := &p.s.Teams[k]; t.Name == j.Team {
-			return g > t.GuaranteeGPUs
-		}
+	g := 0 // a job of no listed team borrows every GPU it runs on
+	if t, ok := p.fs.byName[j.Team]; ok {
+		g = p.fs.t[t].g
 	}
-	return g > 0
+	return jobGPUs(j)*unit > g
 }
 
 // rsvHolds tells whether job i held a reservation in the caller's last
