@@ -326,7 +326,7 @@ func (p *pass) rsvRoom(i int32) bool {
 	if len(p.rsv) >= p.rsvMax {
 		return false
 	}
-	if p.rsvLentLeft+p.rsvFreshLeft > 0 && p.rsvLent(&p.s.Jobs[i]) {
+	if p.rsvFreshLeft > 0 && p.rsvLent(&p.s.Jobs[i]) {
 		if len(p.rsv)+p.rsvFreshLeft >= p.rsvMax {
 			return false
 		}
