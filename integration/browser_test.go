@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,8 +84,6 @@ func tabAs(t *testing.T, browser context.Context, base, user string, vp viewport
 	return sc
 }
 
-// screenshot saves the page to $GPUPORTAL_SCREENSHOTS/name.png when that
-// variable names a folder, for people to look at.
 // textOf is the text of the first element sel matches, found and read
 // in one evaluation: parts of pages that htmx swaps in every 2 s may be
 // replaced between chromedp.Text's finding a node and reading it ("No
@@ -98,6 +97,34 @@ func textOf(ctx context.Context, sel string) (string, error) {
 		`if (!e) { throw new Error("no element " + s); } return e.innerText; })(`+string(q)+`)`))
 }
 
+// clickSwapped clicks the first element sel matches in a part of the
+// page htmx swaps in every few seconds. chromedp.Click finds the node,
+// scrolls to it and then clicks; a swap between those steps replaces the
+// node ("Could not find node with given id", in CI). A person clicks
+// whatever is under the pointer, so the click is tried again on the new
+// node, a few times at most; any other error ends it.
+func clickSwapped(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		var err error
+		for try := 0; try < 5; try++ {
+			_, err = chromedp.Click(sel)(ctx, tg)
+			if err == nil || !nodeSwapped(err) {
+				return err
+			}
+		}
+		return fmt.Errorf("click %s: swapped away %d times: %w", sel, 5, err)
+	})
+}
+
+// nodeSwapped reports whether err is Chromium's answer about a node the
+// page no longer has.
+func nodeSwapped(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Could not find node with given id") || strings.Contains(s, "No node with given id")
+}
+
+// screenshot saves the page to $GPUPORTAL_SCREENSHOTS/name.png when that
+// variable names a folder, for people to look at.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	dir := os.Getenv("GPUPORTAL_SCREENSHOTS")
 	if dir == "" {

@@ -124,7 +124,7 @@ func TestBrowserSubmitAndConfirm(t *testing.T) {
 	if err := answerConfirm(sc, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(`form[action$="/cancel"] button`)); err != nil {
+	if err := chromedp.Do(ctx, clickSwapped(`form[action$="/cancel"] button`)); err != nil {
 		t.Fatal(err)
 	}
 	q, err := asked(sc)
@@ -142,7 +142,7 @@ func TestBrowserSubmitAndConfirm(t *testing.T) {
 	if err := answerConfirm(sc, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.RunResponse(ctx, chromedp.Click(`form[action$="/cancel"] button`)); err != nil {
+	if _, err := chromedp.RunResponse(ctx, clickSwapped(`form[action$="/cancel"] button`)); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	if err := waitFor(sc, "the job is cancelled", `!!document.querySelector("#job-state .state-cancelled")`, 30*time.Second); err != nil {
@@ -159,7 +159,7 @@ func TestBrowserSubmitAndConfirm(t *testing.T) {
 	if err := answerConfirm(sc, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(`form[action="/cluster/nodes/node-0/cordon"] button`)); err != nil {
+	if err := chromedp.Do(ctx, clickSwapped(`form[action="/cluster/nodes/node-0/cordon"] button`)); err != nil {
 		t.Fatal(err)
 	}
 	if q, err := asked(sc); err != nil || !strings.HasPrefix(q, "Cordon node-0?") {

@@ -104,7 +104,7 @@ func TestHistoryInTheBrowser(t *testing.T) {
 
 	// A GPU's detail: live over gpu:<uuid>, its newest second advancing.
 	err = chromedp.Do(ctx,
-		chromedp.Click(`[data-gpu-detail]`),
+		clickSwapped(`[data-gpu-detail]`),
 		chromedp.WaitVisible(`#gpu-detail-chart[data-last] canvas`),
 	)
 	if err != nil {
