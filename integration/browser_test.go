@@ -97,6 +97,21 @@ func textOf(ctx context.Context, sel string) (string, error) {
 		`if (!e) { throw new Error("no element " + s); } return e.innerText; })(`+string(q)+`)`))
 }
 
+// attrOf is the attribute name of the first element sel matches, found
+// and read in one evaluation, as textOf.
+func attrOf(ctx context.Context, sel, name string) (string, error) {
+	q, err := json.Marshal(sel)
+	if err != nil {
+		return "", err
+	}
+	a, err := json.Marshal(name)
+	if err != nil {
+		return "", err
+	}
+	return chromedp.Run(ctx, chromedp.Evaluate[string](`(function (s, a) { var e = document.querySelector(s); `+
+		`if (!e) { throw new Error("no element " + s); } return e.getAttribute(a) || ""; })(`+string(q)+`, `+string(a)+`)`))
+}
+
 // clickSwapped clicks the first element sel matches in a part of the
 // page htmx swaps in every few seconds. chromedp.Click finds the node,
 // scrolls to it and then clicks; a swap between those steps replaces the

@@ -354,8 +354,8 @@ func TestSessions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the job page of a running session has no Open button: %v", err)
 	}
-	if href, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#session-open`, "href")); href.Value != prefix {
-		t.Errorf("the Open button leads to %q, want %q", href.Value, prefix)
+	if href, err := attrOf(ctx, `#session-open`, "href"); href != prefix {
+		t.Errorf("the Open button leads to %q (%v), want %q", href, err, prefix)
 	}
 	if os.Getenv("GPUPORTAL_SCREENSHOTS") != "" {
 		_ = chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/jobs/new"), chromedp.Click(`input[name=kind][value=session]`))
