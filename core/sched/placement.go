@@ -103,14 +103,18 @@ func (c *cluster) fits(r rule) bool {
 // (no GPUs), larger than the schedulable nodes, more than is free, or
 // placeable only on more nodes than its locality allows. The walk hands
 // it to explain, which words it and refines a capacity refusal under
-// fair share; explain never decides a cause of its own.
+// fair share; explain never decides a cause of its own. Locality is the
+// cause only where it binds: a job that may span as many nodes as it has
+// GPUs fits on any r.n free GPUs, so when it waits it waits for GPUs
+// (those it could reclaim were kept from it), not for nodes, and another
+// node allowed would change nothing.
 func (c *cluster) refusal(r rule, reclaimable int) WaitCause {
 	switch {
 	case r.n <= 0:
 		return WaitInvalid
 	case r.n > c.capacity:
 		return WaitTooLarge
-	case r.n > c.free+reclaimable || r.maxNodes == 0:
+	case r.n > c.free+reclaimable || r.maxNodes == 0 || r.maxNodes >= r.n:
 		return WaitCapacity
 	}
 	return WaitLocality

@@ -182,3 +182,34 @@ func TestMinNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalityOnlyWhereItBinds: a consolidated job that may already span
+// as many nodes as it has GPUs waits for GPUs, not for nodes, however
+// long it has waited. Its reason says so, and no pass is asked for at its
+// next relaxation, which would change nothing. Seen in the engine's
+// benchmark at 10,000 queued under fair share: 1-GPU jobs whose GPUs a
+// teammate ahead was to take read "needs 1 GPU on at most 13 nodes; the
+// 13 emptiest have 0 free", and their relaxations, spread over the queue,
+// asked for a pass every few milliseconds.
+func TestLocalityOnlyWhereItBinds(t *testing.T) {
+	cases := []struct {
+		name       string
+		r          rule
+		free, recl int
+		want       WaitCause
+	}{
+		{"one GPU, none free, some it may not take", rule{n: 1, maxNodes: 13, consolidated: true}, 0, 5, WaitCapacity},
+		{"two GPUs on up to two nodes", rule{n: 2, maxNodes: 2, consolidated: true}, 1, 4, WaitCapacity},
+		{"eight GPUs on up to three nodes, enough free and reclaimable", rule{n: 8, maxNodes: 3, consolidated: true}, 4, 4, WaitLocality},
+		{"eight GPUs on up to three nodes, too few", rule{n: 8, maxNodes: 3, consolidated: true}, 4, 3, WaitCapacity},
+		{"any number of nodes", rule{n: 8, consolidated: true}, 8, 0, WaitCapacity},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := cluster{capacity: 64, free: c.free}
+			if got := cl.refusal(c.r, c.recl); got != c.want {
+				t.Errorf("refusal = %s, want %s", got, c.want)
+			}
+		})
+	}
+}
