@@ -326,7 +326,7 @@ type Engine struct {
 	teamState teamState
 	stored    storedNodeStates // the store's machines' state at the last read; has its own lock (nodestate.go)
 
-	// reasonsAtOnce is how many waits, first in a pass's order, have a
+	// reasonsAtOnce is how many waits, first in each queue, have a
 	// reason whose words changed stored at once (recordReasons): the
 	// constant, which tests lower.
 	reasonsAtOnce int

@@ -561,15 +561,17 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 // happens nearly every pass, and stored at once it rewrote every reason
 // of a 10,000-job queue every pass (issue 34's benchmark: 10,000 rows a
 // pass, two seconds of a pass on PostgreSQL). So only the first
-// reasonsAtOnce waits in the pass's order, those nearest a start, have
-// new words stored at once; further back a reason is stored once it is
-// reasonRefresh old whatever changed, and the store lags the engine by
-// at most that there.
+// reasonsAtOnce waits of each queue (Wait.Position), those nearest a
+// start and all a follower's Queues page shows of a queue at first, have
+// new words stored at once, and waits outside the scheduler's order (held
+// by the gate: position 0), whose words seldom change; further back a
+// reason is stored once it is reasonRefresh old whatever changed, and the
+// store lags the engine by at most that there.
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
 	changed := make(map[int64]string)
-	for i, w := range waits {
+	for _, w := range waits {
 		old, ok := e.reasons[w.JobID]
-		if ok && (old.text == w.Reason || (i >= e.reasonsAtOnce || sameWords(old.text, w.Reason)) && now.Sub(old.at) < refreshAfter(w.JobID)) {
+		if ok && (old.text == w.Reason || (w.Position > e.reasonsAtOnce || sameWords(old.text, w.Reason)) && now.Sub(old.at) < refreshAfter(w.JobID)) {
 			continue
 		}
 		changed[w.JobID] = w.Reason
@@ -599,11 +601,13 @@ type storedReason struct {
 // only its figures changed (recordReasons).
 const reasonRefresh = 30 * time.Second
 
-// reasonsAtOnce is how many waits, first in a pass's order, have a
-// reason whose words changed stored at once (recordReasons): two of the
-// store's statements of reasons (models.SetReasons), far more jobs than
-// the queues page shows.
-const reasonsAtOnce = 1000
+// reasonsAtOnce is how many waits, first in each queue, have a reason
+// whose words changed stored at once (recordReasons): twice the first
+// page of a queue on the Queues page (100). It was the first 1,000 waits
+// of the pass's order, all queues together: at 10,000 queued under fair
+// share with reservations 180 to 210 rows a pass against 100 at 10
+// queued (BenchmarkEngineQueue), and a queue behind a long one got none.
+const reasonsAtOnce = 200
 
 // refreshAfter is how old job id's stored reason may get when only its
 // figures changed: from half reasonRefresh to all of it, by job, so that

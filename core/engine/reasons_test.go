@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/sched"
 )
 
 // reasonCounter counts the wait reasons the engine stores.
@@ -175,7 +177,7 @@ func TestSameWordsSkipsOnlyWhatTheWalkWould(t *testing.T) {
 }
 
 // TestDeepReasonsStoredAtRefresh: a reason whose words changed is stored
-// at once only for the first reasonsAtOnce waits of a pass; further back
+// at once only for the first reasonsAtOnce waits of each queue; further back
 // it is stored once reasonRefresh has passed, as a change of figures is.
 // Job 1 ends and job 3 takes its GPU: job 4 becomes first in line and job
 // 5 "1 job ahead", the first two waits, both with new words.
@@ -236,5 +238,47 @@ func TestDeepReasonsStoredAtRefresh(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReasonsAtOnceByQueue: new words are stored at once for the first
+// reasonsAtOnce waits of each queue, not of the pass's order as a whole
+// (a queue behind a long one had none stored at once), and for waits the
+// gate holds outside the order (position 0); deeper in a queue they wait
+// for the refresh.
+func TestReasonsAtOnceByQueue(t *testing.T) {
+	mem := newMemStore()
+	e, clock := newTestEngine(t, mem, newFakeNode("n0", 1))
+	e.reasonsAtOnce = 2
+	store := &reasonCounter{memStore: mem}
+	e.cfg.Store = store
+	waits := func(words string) []sched.Wait {
+		return []sched.Wait{
+			{JobID: 1, Queue: 0, Position: 1, Reason: words + " first in queue 0"},
+			{JobID: 2, Queue: 0, Position: 2, Reason: words + " 1 job ahead in queue 0"},
+			{JobID: 3, Queue: 0, Position: 3, Reason: words + " 2 jobs ahead in queue 0"},
+			{JobID: 4, Queue: 1, Position: 1, Reason: words + " first in queue 1"},
+			{JobID: 5, Position: 0, Reason: words + " waiting for job 1 to succeed"},
+		}
+	}
+	ctx := context.Background()
+	if err := e.recordReasons(ctx, waits("needs 1 GPU; 0 free;"), clock.t); err != nil {
+		t.Fatal(err)
+	}
+	if store.rows != 5 {
+		t.Fatalf("first reasons: %d stored, want all 5", store.rows)
+	}
+	store.rows = 0
+	clock.t = clock.t.Add(time.Second)
+	if err := e.recordReasons(ctx, waits("needs 1 GPU on one node;"), clock.t); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]bool{1: true, 2: true, 3: false, 4: true, 5: true} {
+		mem.mu.Lock()
+		got := mem.waits[id]
+		mem.mu.Unlock()
+		if stored := strings.HasPrefix(got, "needs 1 GPU on one node;"); stored != want {
+			t.Errorf("job %d: new words stored at once = %v, want %v (stored %q)", id, stored, want, got)
+		}
 	}
 }
