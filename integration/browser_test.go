@@ -97,8 +97,8 @@ func textOf(ctx context.Context, sel string) (string, error) {
 		`if (!e) { throw new Error("no element " + s); } return e.innerText; })(`+string(q)+`)`))
 }
 
-// attrOf is the attribute name of the first element sel matches, found
-// and read in one evaluation, as textOf.
+// attrOf is the value of the attribute name of the first element sel
+// matches, found and read in one evaluation, as textOf reads text.
 func attrOf(ctx context.Context, sel, name string) (string, error) {
 	q, err := json.Marshal(sel)
 	if err != nil {
@@ -120,14 +120,15 @@ func attrOf(ctx context.Context, sel, name string) (string, error) {
 // node, a few times at most; any other error ends it.
 func clickSwapped(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		const tries = 5
 		var err error
-		for try := 0; try < 5; try++ {
+		for range tries {
 			_, err = chromedp.Click(sel)(ctx, tg)
 			if err == nil || !nodeSwapped(err) {
 				return err
 			}
 		}
-		return fmt.Errorf("click %s: swapped away %d times: %w", sel, 5, err)
+		return fmt.Errorf("click %s: swapped away %d times: %w", sel, tries, err)
 	})
 }
 

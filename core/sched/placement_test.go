@@ -185,8 +185,9 @@ func TestMinNodes(t *testing.T) {
 
 // TestLocalityOnlyWhereItBinds: a consolidated job that may already span
 // as many nodes as it has GPUs waits for GPUs, not for nodes, however
-// long it has waited. Its reason says so, and no pass is asked for at its
-// next relaxation, which would change nothing. Seen in the engine's
+// long it has waited: refusal names capacity, so that explain neither
+// words its wait as one for nodes nor asks for a pass at its next
+// relaxation, which would change nothing. Seen in the engine's
 // benchmark at 10,000 queued under fair share: 1-GPU jobs whose GPUs a
 // teammate ahead was to take read "needs 1 GPU on at most 13 nodes; the
 // 13 emptiest have 0 free", and their relaxations, spread over the queue,
