@@ -44,7 +44,13 @@ var sacctFields = []sacctField{
 		case j.ExitCode == nil:
 			return "0:0"
 		case *j.ExitCode < 0:
-			return "0:9" // ended by a signal, as Slurm writes a killed job's
+			// Ended by a signal: Slurm writes 0:SIGNAL. The signal is the
+			// one the run's reason names; 9 where it names none (the run
+			// was lost or killed without a word).
+			if sig := job.SignalOf(j.Reason); sig > 0 {
+				return "0:" + strconv.Itoa(sig)
+			}
+			return "0:9"
 		}
 		return strconv.Itoa(*j.ExitCode) + ":0"
 	}},

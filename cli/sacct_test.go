@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,10 @@ func TestSacctFormat(t *testing.T) {
 			SubmittedAt: at, StartedAt: &at, FinishedAt: &end, Placement: []string{"a:0", "b:0"},
 			Resources: &api.JobResources{Allocations: []api.Allocation{{Node: "a", CPUMilli: 1500}, {Node: "b", CPUMilli: 2000}}}},
 		{ID: 9, Name: "sweep[1]", Team: "nlp", GPUs: 1, State: job.Failed, ExitCode: &killed, Array: &api.ArrayTask{ID: 8, Index: 1}, SubmittedAt: at},
+		{ID: 10, Name: "segv", Team: "nlp", GPUs: 1, State: job.Failed, ExitCode: &killed, SubmittedAt: at,
+			Reason: "run 1: " + job.KilledBy(syscall.SIGSEGV) + " on node-1"},
+		{ID: 11, Name: "term", Team: "nlp", GPUs: 1, State: job.Failed, ExitCode: &killed, SubmittedAt: at,
+			Reason: job.KilledBy(syscall.SIGTERM)},
 	}
 	for _, tc := range []struct {
 		format             string
@@ -31,12 +36,16 @@ func TestSacctFormat(t *testing.T) {
 			"       JobID    JobName  Partition    Account  AllocCPUS      State ExitCode\n" +
 			"------------ ---------- ---------- ---------- ---------- ---------- --------\n" +
 			"           7 train-res+     vision     vision          4  COMPLETED      0:0\n" +
-			"         8_1   sweep[1]        nlp        nlp          0     FAILED      0:9\n"},
+			"         8_1   sweep[1]        nlp        nlp          0     FAILED      0:9\n" +
+			"          10       segv        nlp        nlp          0     FAILED     0:11\n" +
+			"          11       term        nlp        nlp          0     FAILED     0:15\n"},
 		{"jobid,elapsed,nnodes,nodelist,alloctres,start", true, false, "" +
 			"JobID|Elapsed|NNodes|NodeList|AllocTRES|Start\n" +
 			"7|01:30:00|2|a,b|gres/gpu=8|2026-11-28T09:00:00\n" +
-			"8_1|00:00:00|0|None assigned|gres/gpu=1|Unknown\n"},
-		{"JobName%-6,State%4", false, true, "train+ COM+\nsweep+ FAI+\n"},
+			"8_1|00:00:00|0|None assigned|gres/gpu=1|Unknown\n" +
+			"10|00:00:00|0|None assigned|gres/gpu=1|Unknown\n" +
+			"11|00:00:00|0|None assigned|gres/gpu=1|Unknown\n"},
+		{"JobName%-6,State%4", false, true, "train+ COM+\nsweep+ FAI+\nsegv   FAI+\nterm   FAI+\n"},
 	} {
 		cols, err := parseSacctFormat(tc.format)
 		if err != nil {

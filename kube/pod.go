@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -261,7 +262,7 @@ func podEnding(pod *corev1.Pod) ending {
 	case t.Reason == "OOMKilled":
 		return ending{code: -1, why: fmt.Sprintf("out of memory: Kubernetes killed the container (OOMKilled, exit code %d)", t.ExitCode)}
 	case t.Signal != 0:
-		return ending{code: -1, why: fmt.Sprintf("killed by signal %d", t.Signal)}
+		return ending{code: -1, why: job.KilledBy(syscall.Signal(t.Signal))}
 	case t.ExitCode > 128 && t.Reason != "Completed" && t.Reason != "Error":
 		return ending{code: -1, why: fmt.Sprintf("ended with exit code %d (%s)", t.ExitCode, t.Reason)}
 	}

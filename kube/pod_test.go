@@ -45,7 +45,7 @@ func TestPodEnding(t *testing.T) {
 		{"refused by the kubelet", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfcpu"}},
 			ending{code: -1, why: "the node refused or lost it (OutOfcpu)", infra: true}},
 		{"signal", terminated(corev1.PodFailed, "", corev1.ContainerStateTerminated{ExitCode: 143, Signal: 15}),
-			ending{code: -1, why: "killed by signal 15"}},
+			ending{code: -1, why: "killed by signal 15 (terminated)"}},
 		{"failed without a status", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, ending{code: -1, why: "the pod failed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -427,7 +427,7 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 		case errors.As(err, &ee):
 			code := ee.ExitCode()
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return -1, "the container runtime's client was " + killedBy(ws.Signal())
+				return -1, "the container runtime's client was " + job.KilledBy(ws.Signal())
 			}
 			if code == 125 {
 				return code, fmt.Sprintf("%s could not run image %s (exit 125): see the job's output", filepath.Base(cc.Runtime), s.Image)

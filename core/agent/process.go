@@ -117,7 +117,7 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 			return 0, ""
 		case errors.As(err, &ee):
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return -1, killedBy(ws.Signal())
+				return -1, job.KilledBy(ws.Signal())
 			}
 			return ee.ExitCode(), ""
 		default:
@@ -125,12 +125,6 @@ func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []str
 		}
 	}
 	return wait, stop, procs, nil
-}
-
-// killedBy is the reason of a run ended by sig, worded as the Slurm
-// executor words it: "killed by signal 9 (killed)".
-func killedBy(sig syscall.Signal) string {
-	return fmt.Sprintf("killed by signal %d (%s)", int(sig), sig)
 }
 
 // reapTimeout bounds how long the end of a run waits for its processes

@@ -37,7 +37,7 @@ func (a *Local) startSim(s job.Spec, log *os.File) (wait func() (int, string), s
 				return 0, ""
 			case <-stopped:
 				fmt.Fprintf(log, "%s stopped (SIGTERM)\n", time.Now().Format(time.RFC3339))
-				return -1, killedBy(syscall.SIGTERM)
+				return -1, job.KilledBy(syscall.SIGTERM)
 			case now := <-tick.C:
 				fmt.Fprintf(log, "%s step %d, %s elapsed\n", now.Format(time.RFC3339), step, now.Sub(start).Round(time.Second))
 			}

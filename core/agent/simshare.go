@@ -89,7 +89,7 @@ func (a *Local) sharedSimEnd(log *os.File, stopped <-chan struct{}, err error) (
 	select {
 	case <-stopped:
 		fmt.Fprintf(log, "%s stopped (SIGTERM)\n", time.Now().Format(time.RFC3339))
-		return -1, killedBy(syscall.SIGTERM)
+		return -1, job.KilledBy(syscall.SIGTERM)
 	default:
 	}
 	if errors.As(err, &ex) {

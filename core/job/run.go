@@ -3,6 +3,9 @@ package job
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -226,3 +229,33 @@ type Resume struct {
 
 // Resumed reports whether the run starts from a checkpoint.
 func (r Resume) Resumed() bool { return !r.CheckpointAt.IsZero() }
+
+// killedWords begin the reason of a run a signal ended (KilledBy).
+const killedWords = "killed by signal "
+
+// KilledBy is the reason of a run that signal sig ended, in the words
+// every machine uses, so that SignalOf reads it back: "killed by signal
+// 9 (killed)".
+func KilledBy(sig syscall.Signal) string {
+	return fmt.Sprintf("%s%d (%s)", killedWords, int(sig), sig)
+}
+
+// SignalOf is the signal that ended the run reason tells of (KilledBy's
+// words, the last such mention), or 0 where no signal did: what sacct's
+// ExitCode shows after the colon.
+func SignalOf(reason string) int {
+	i := strings.LastIndex(reason, killedWords)
+	if i < 0 {
+		return 0
+	}
+	rest := reason[i+len(killedWords):]
+	n := 0
+	for n < len(rest) && '0' <= rest[n] && rest[n] <= '9' {
+		n++
+	}
+	sig, err := strconv.Atoi(rest[:n])
+	if err != nil || sig <= 0 || sig > 64 {
+		return 0
+	}
+	return sig
+}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -222,5 +223,30 @@ func TestParseArrayBounded(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("ParseArray(%q) has not returned after 5 s", s)
 		}
+	}
+}
+
+func TestSignalOf(t *testing.T) {
+	tests := []struct {
+		reason string
+		want   int
+	}{
+		{KilledBy(syscall.SIGKILL), 9},
+		{KilledBy(syscall.SIGSEGV), 11},
+		{"run 2: " + KilledBy(syscall.SIGTERM) + " on node-1; retried", 15},
+		{"the container runtime's client was " + KilledBy(syscall.SIGINT), 2},
+		{KilledBy(syscall.SIGTERM) + ", then " + KilledBy(syscall.SIGKILL), 9}, // the last one
+		{"exited with code 143 on n0", 0},
+		{"killed by signal ", 0},
+		{"killed by signal 999", 0},
+		{"", 0},
+	}
+	for _, tc := range tests {
+		if got := SignalOf(tc.reason); got != tc.want {
+			t.Errorf("SignalOf(%q) = %d, want %d", tc.reason, got, tc.want)
+		}
+	}
+	if got, want := KilledBy(syscall.SIGKILL), "killed by signal 9 (killed)"; got != want {
+		t.Errorf("KilledBy(SIGKILL) = %q, want %q", got, want)
 	}
 }

@@ -576,7 +576,7 @@ func describeEnd(j Job) string {
 		why = ", Slurm says " + j.Reason
 	}
 	if _, sig := j.ExitCode(); sig != 0 {
-		return fmt.Sprintf("killed by signal %d (%s)%s", int(sig), sig, why)
+		return job.KilledBy(sig) + why
 	}
 	return fmt.Sprintf("ended in Slurm as %s%s", j.State, why)
 }
