@@ -134,6 +134,23 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 		out, _, _ := run("sacct", "-j", strconv.FormatInt(longID, 10), "-P", "-n", "-o", "JobID,State")
 		return strings.Contains(out, "CANCELLED")
 	})
+	// A run a signal ends shows that signal, as Slurm's sacct does: 0:11
+	// for a segmentation fault, not 0:9 for every signal.
+	segv := filepath.Join(submitDir, "segv.sbatch")
+	if err := os.WriteFile(segv, []byte("#!/bin/sh\n#SBATCH --job-name=segv\nkill -SEGV $$\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run("sbatch", segv)
+	var segvID int64
+	if _, err := fmt.Sscanf(out, "Submitted batch job %d", &segvID); code != 0 || err != nil {
+		t.Fatalf("sbatch segv.sbatch: code %d, %q %q", code, out, errOut)
+	}
+	if j := alice.waitState(segvID, 60*time.Second, "succeeded", "failed"); j.State != "failed" {
+		t.Fatalf("segv.sbatch: %+v, want failed", j)
+	}
+	if out, errOut, code := run("sacct", "-j", strconv.FormatInt(segvID, 10), "-P", "-n", "-o", "JobID,State,ExitCode"); code != 0 || out != fmt.Sprintf("%d|FAILED|0:11\n", segvID) {
+		t.Errorf("sacct of a job killed by SIGSEGV: code %d, %q %q; want \"%d|FAILED|0:11\"", code, out, errOut, segvID)
+	}
 	bad := filepath.Join(submitDir, "bad.sbatch")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --time=soon\necho no\n"), 0o644); err != nil {
 		t.Fatal(err)
