@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -235,9 +234,10 @@ const killedWords = "killed by signal "
 
 // KilledBy is the reason of a run that signal sig ended, in the words
 // every machine uses, so that SignalOf reads it back: "killed by signal
-// 9 (killed)".
-func KilledBy(sig syscall.Signal) string {
-	return fmt.Sprintf("%s%d (%s)", killedWords, int(sig), sig)
+// 9 (killed)" for syscall.SIGKILL, whose name its String method gives
+// (the scheduling core, which imports this package, imports no syscall).
+func KilledBy[S ~int](sig S) string {
+	return fmt.Sprintf("%s%d (%v)", killedWords, int(sig), sig)
 }
 
 // SignalOf is the signal that ended the run reason tells of (KilledBy's
