@@ -89,27 +89,28 @@ func tabAs(t *testing.T, browser context.Context, base, user string, vp viewport
 // replaced between chromedp.Text's finding a node and reading it ("No
 // node with given id found", in CI).
 func textOf(ctx context.Context, sel string) (string, error) {
-	q, err := json.Marshal(sel)
-	if err != nil {
-		return "", err
-	}
-	return chromedp.Run(ctx, chromedp.Evaluate[string](`(function (s) { var e = document.querySelector(s); `+
-		`if (!e) { throw new Error("no element " + s); } return e.innerText; })(`+string(q)+`)`))
+	return readFirst(ctx, sel, `e.innerText`)
 }
 
 // attrOf is the value of the attribute name of the first element sel
 // matches, found and read in one evaluation, as textOf reads text.
 func attrOf(ctx context.Context, sel, name string) (string, error) {
-	q, err := json.Marshal(sel)
-	if err != nil {
-		return "", err
-	}
 	a, err := json.Marshal(name)
 	if err != nil {
 		return "", err
 	}
-	return chromedp.Run(ctx, chromedp.Evaluate[string](`(function (s, a) { var e = document.querySelector(s); `+
-		`if (!e) { throw new Error("no element " + s); } return e.getAttribute(a) || ""; })(`+string(q)+`, `+string(a)+`)`))
+	return readFirst(ctx, sel, `e.getAttribute(`+string(a)+`) || ""`)
+}
+
+// readFirst evaluates expr, a JavaScript expression of e, on the first
+// element sel matches, in one evaluation; an error where none does.
+func readFirst(ctx context.Context, sel, expr string) (string, error) {
+	q, err := json.Marshal(sel)
+	if err != nil {
+		return "", err
+	}
+	return chromedp.Run(ctx, chromedp.Evaluate[string](`(function (s) { var e = document.querySelector(s); `+
+		`if (!e) { throw new Error("no element " + s); } return `+expr+`; })(`+string(q)+`)`))
 }
 
 // clickSwapped clicks the first element sel matches in a part of the

@@ -117,16 +117,22 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 	if code != 0 || out != want.String() {
 		t.Errorf("sacct: code %d\n%s%s\nwant:\n%s", code, out, errOut, want.String())
 	}
+	// sbatchScript writes script as name in the submit folder, submits it
+	// with sbatch and returns its job's ID.
+	sbatchScript := func(name, script string) int64 {
+		path := filepath.Join(submitDir, name)
+		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := run("sbatch", path)
+		var id int64
+		if _, err := fmt.Sscanf(out, "Submitted batch job %d", &id); code != 0 || err != nil {
+			t.Fatalf("sbatch %s: code %d, %q %q", name, code, out, errOut)
+		}
+		return id
+	}
 	// scancel, as Slurm's users type it, cancels a job.
-	long := filepath.Join(submitDir, "long.sbatch")
-	if err := os.WriteFile(long, []byte("#!/bin/sh\n#SBATCH --job-name=long\n#SBATCH --gres=gpu:8\nsleep 600\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code = run("sbatch", long)
-	var longID int64
-	if _, err := fmt.Sscanf(out, "Submitted batch job %d", &longID); code != 0 || err != nil {
-		t.Fatalf("sbatch long.sbatch: code %d, %q %q", code, out, errOut)
-	}
+	longID := sbatchScript("long.sbatch", "#!/bin/sh\n#SBATCH --job-name=long\n#SBATCH --gres=gpu:8\nsleep 600\n")
 	if out, errOut, code := run("scancel", strconv.FormatInt(longID, 10)); code != 0 || !strings.Contains(out, fmt.Sprintf("job %d", longID)) || !strings.Contains(out, "cancel") {
 		t.Errorf("scancel %d: code %d, %q %q", longID, code, out, errOut)
 	}
@@ -136,15 +142,7 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 	})
 	// A run a signal ends shows that signal, as Slurm's sacct does: 0:11
 	// for a segmentation fault, not 0:9 for every signal.
-	segv := filepath.Join(submitDir, "segv.sbatch")
-	if err := os.WriteFile(segv, []byte("#!/bin/sh\n#SBATCH --job-name=segv\nkill -SEGV $$\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code = run("sbatch", segv)
-	var segvID int64
-	if _, err := fmt.Sscanf(out, "Submitted batch job %d", &segvID); code != 0 || err != nil {
-		t.Fatalf("sbatch segv.sbatch: code %d, %q %q", code, out, errOut)
-	}
+	segvID := sbatchScript("segv.sbatch", "#!/bin/sh\n#SBATCH --job-name=segv\nkill -SEGV $$\n")
 	if j := alice.waitState(segvID, 60*time.Second, "succeeded", "failed"); j.State != "failed" {
 		t.Fatalf("segv.sbatch: %+v, want failed", j)
 	}
