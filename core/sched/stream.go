@@ -11,14 +11,13 @@ type stream struct {
 	heap bool
 	next int // sorted: the next entry; heap: entries still in the heap
 
-	idx     []int32 // sortEntries' scratch
-	scratch []entry
+	order resort // the last pass's order, to sort from
 }
 
 func (s *stream) init(ents []entry, lazy bool) {
 	s.ents, s.heap = ents, lazy
 	if !lazy {
-		sortEntries(ents, &s.idx, &s.scratch)
+		s.order.sort(ents)
 		s.next = 0
 		return
 	}
