@@ -251,6 +251,7 @@ func (o *simFlags) config() (sim.Config, []string, trace.Format, error) {
 		Nodes:        nodes,
 		PreemptCostS: o.preemptCost,
 		HandoverS:    o.handover,
+		PassEveryS:   o.passEvery,
 		Teams:        teamList,
 		NoFairShare:  !o.fairShare,
 		HalfLifeS:    half,
@@ -289,6 +290,9 @@ func (o *simFlags) checkKnobs() error {
 	}
 	if !(o.handover >= 0) || math.IsInf(o.handover, 1) {
 		return fmt.Errorf("sim: --handover-s %v: want seconds, 0 or more", o.handover)
+	}
+	if !(o.passEvery >= 0) || math.IsInf(o.passEvery, 1) {
+		return fmt.Errorf("sim: --pass-every-s %v: want seconds, 0 (only at events) or more", o.passEvery)
 	}
 	if !(o.reserveS >= 0) || math.IsInf(o.reserveS, 1) {
 		return fmt.Errorf("sim: --reserve-after-s %v: want seconds, 0 (off) or more", o.reserveS)
@@ -334,6 +338,7 @@ type simFlags struct {
 	promoteKnob float64
 	preemptCost float64
 	handover    float64
+	passEvery   float64
 	placement   string
 	teams       string
 	fairShare   bool
@@ -374,6 +379,7 @@ func (o *simFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.reference, "reference", false, "tiresias-l and tiresias-g follow the rules traced to the Tiresias simulator's figures (queue-entry order, the one-quantum Gittins index) instead of the core's own (preempted-first, the full index); see docs/scheduling.md")
 	fs.Float64Var(&o.promoteKnob, "promote-knob", 0, "starvation promotion: a job waiting longer than `K` x its run time returns to queue 0; 0 is off")
 	fs.Float64Var(&o.preemptCost, "preempt-cost-s", 0, "`seconds` a preempted job loses to checkpoint and restore each time it resumes")
+	fs.Float64Var(&o.passEvery, "pass-every-s", 0, "pass at least every this many `seconds` while jobs wait, as serve's engine does every second; 0: only at arrivals, completions and the scheduler's rechecks, as the Tiresias simulator (what differs is what changes with time alone, such as fair share's decayed usage)")
 	fs.Float64Var(&o.handover, "handover-s", 0, "`seconds` a preempted job keeps its GPUs (checkpoint and exit) before the next job may start on them, as live")
 	fs.StringVar(&o.placement, "placement", sched.PlaceNodes, "placement: nodes (real nodes) or count (count GPUs only, as the Tiresias simulator's count scheme)")
 	fs.StringVar(&o.teams, "teams", "", "teams for fair share, `NAME:GPUS[:WEIGHT[:CAP]],...` (guaranteed GPUs, weight, GPUs per user) or a team file; jobs name their team in the trace")

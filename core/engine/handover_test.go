@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +131,61 @@ func on(node string, idx ...int) []gpu.Ref {
 		out = append(out, gpu.Ref{Node: node, Index: i})
 	}
 	return out
+}
+
+// TestNoNewVictimWhileOneLeaves: eight long 1-GPU jobs of queue 2 fill
+// n0 and n1; an 8-GPU job waits in queue 2 (so that the preempted-first
+// rule moves a victim ahead of the running jobs of its queue), and job
+// 20 arrives in queue 0. The first pass stops job 8 for it. While job 8
+// saves its checkpoint the engine passes every second: each pass saw job
+// 8 running (now first of its queue) and job 20 waiting, and stopped
+// another job for job 20, one a second (jobs 7, 6, 5, 4). Now job 8 is
+// leaving and job 20 is seen on the GPU promised to it: nothing more is
+// stopped, job 20 says what it waits for, and starts there once job 8
+// has exited.
+func TestNoNewVictimWhileOneLeaves(t *testing.T) {
+	ctx := context.Background()
+	start := t0.Add(-2 * time.Hour)
+	var jobs []Job
+	var onN0, onN1 []int64
+	for i := int64(1); i <= 8; i++ {
+		node, on0 := "n1", i > 4
+		if !on0 {
+			node = "n0"
+		}
+		jobs = append(jobs, Job{ID: i, Team: "nlp", GPUs: 1, State: job.Running, Run: 1, Placement: on(node, int(i-1)%4),
+			LastStartAt: &start, SubmittedAt: start, AttainedService: 5000 + float64(i),
+			Queue: sched.QueueState{Index: 2, Since: seconds(start) + float64(i)*60}})
+		if on0 {
+			onN1 = append(onN1, i)
+		} else {
+			onN0 = append(onN0, i)
+		}
+	}
+	jobs = append(jobs,
+		Job{ID: 30, Team: "nlp", GPUs: 8, State: job.Preempted, SubmittedAt: start, AttainedService: 9000, ExecutedS: 1000,
+			Queue: sched.QueueState{Index: 2, Since: seconds(start)}},
+		Job{ID: 20, Team: "nlp", GPUs: 1, State: job.Queued, SubmittedAt: t0.Add(-time.Second)})
+	mem := newMemStore(jobs...)
+	e, clock, n0, n1 := handoverEngine(t, mem, onN0, onN1)
+	e.cfg.Store = mem // no teams
+	for pass := range 6 {
+		mustPass(t, e)
+		if stops := append(slices.Clone(n0.stops), n1.stops...); !slices.Equal(stops, []int64{8}) {
+			t.Fatalf("pass %d, %d s into job 8's grace period: stopped %v; want job 8 alone", pass, pass, stops)
+		}
+		if w := e.Waits()[20].Reason; !strings.Contains(w, "job 8 has released n1:3") {
+			t.Fatalf("pass %d: job 20 waits %q; want it waiting for job 8 to release n1:3", pass, w)
+		}
+		clock.t = clock.t.Add(time.Second)
+	}
+	delete(n1.running, 8)
+	e.testExit(ctx, exit("n1", 8, -1, clock.t))
+	mustPass(t, e)
+	if mem.state(20) != job.Running || len(n1.starts) != 1 || n1.starts[0].JobID != 20 || !slices.Equal(n1.starts[0].GPUs, []int{3}) {
+		t.Fatalf("after job 8 exited: job 20 %s, n1 starts %+v; want job 20 started on n1:3", mem.state(20), n1.starts)
+	}
+	if stops := append(slices.Clone(n0.stops), n1.stops...); !slices.Equal(stops, []int64{8}) {
+		t.Fatalf("stopped %v; want job 8 alone", stops)
+	}
 }

@@ -178,6 +178,9 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, *passJobs)
 		snap.Jobs = append(snap.Jobs, e.schedJob(j, now, gpuMiB))
 	}
 	byID.index()
+	// A job kept back by a handover is seen running on the GPUs promised
+	// to it; its victims are leaving (schedJob).
+	e.promised.Present(snap.Jobs, snap.Now)
 	return snap, byID
 }
 
@@ -289,6 +292,9 @@ func (e *Engine) schedJob(j *Job, now time.Time, gpuMiB int64) sched.Job {
 	}
 	if j.State == job.Running {
 		sj.State = sched.Running
+		if e.stopping(j.ID) {
+			sj.State = sched.Leaving // its GPUs change hands once it exits (deferStarts)
+		}
 		sj.Placement = slices.Clone(j.Placement)
 		if j.LastStartAt != nil {
 			acc := j.accrual()
@@ -303,7 +309,7 @@ func (e *Engine) schedJob(j *Job, now time.Time, gpuMiB int64) sched.Job {
 func (e *Engine) preempt(ctx context.Context, p sched.Preempt, byID *passJobs) {
 	r, ok := e.runs[p.JobID]
 	if !ok || r.stop != "" {
-		return
+		return // not started (a promise withdrawn: deferStarts), or stopping
 	}
 	reclaimer := ""
 	if p.Reclaim {

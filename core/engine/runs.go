@@ -405,6 +405,14 @@ func (e *Engine) strayGPU(node string, index int) bool {
 // on GPUs so promised. It returns the starts to make now and a wait for
 // each one kept back.
 func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byID *passJobs) ([]sched.Start, []sched.Wait) {
+	for _, p := range preempts {
+		if _, ok := e.promised[p.JobID]; ok && e.runs[p.JobID] == nil {
+			// Seen running on GPUs promised to it (Promises.Present), it
+			// has not started: it waits on, its promise withdrawn.
+			delete(e.promised, p.JobID)
+			e.cfg.Logger.Info("promised start withdrawn", "job", p.JobID, "reason", p.Reason)
+		}
+	}
 	held := make(map[gpu.Ref]int64)
 	hold := func(id int64) {
 		for _, g := range byID.job(id).Placement {
@@ -442,6 +450,14 @@ func (e *Engine) deferStarts(starts []sched.Start, preempts []sched.Preempt, byI
 			}
 		}
 		e.handover[w.JobID] = asked
+	}
+	// The jobs kept back in earlier passes, which this one saw running on
+	// the GPUs promised to them (Promises.Present), but those it preempted.
+	for _, w := range e.promised.Waits(held, e.stopping) {
+		if !slices.ContainsFunc(preempts, func(p sched.Preempt) bool { return p.JobID == w.JobID }) &&
+			!slices.ContainsFunc(waits, func(k sched.Wait) bool { return k.JobID == w.JobID }) {
+			kept = append(kept, w)
+		}
 	}
 	return now, append(waits, kept...)
 }

@@ -698,9 +698,15 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, wind
 		preempted[p.JobID] = true
 	}
 	for i, j := range s.snap {
-		if !behind[i] {
-			s.add(j, j.State == sched.Pending || preempted[j.ID])
+		if behind[i] {
+			continue
 		}
+		if j.State == sched.Leaving {
+			// Asked to stop: it waits again once it has exited, and its
+			// GPUs are as good as free, as the scheduler counts them.
+			j.State, j.Placement, j.HeldGPUs = sched.Pending, nil, 0
+		}
+		s.add(j, j.State == sched.Pending || preempted[j.ID])
 	}
 	s.waiting = len(in.Later) + len(s.backlog)
 	for i := range s.jobs {

@@ -96,7 +96,7 @@ func AllocateNodes(mode string, nodes []Node, jobs []Job) []Allocation {
 	perNode := make([][]on, len(nodes))
 	for ji := range jobs {
 		j := &jobs[ji]
-		if j.State != Running {
+		if !j.holds() {
 			continue
 		}
 		for _, g := range j.Placement {

@@ -51,7 +51,7 @@ func (p *pass) classOrder() {
 	// What the teams' running sessions already hold with priority.
 	for i := range jobs {
 		j := &jobs[i]
-		if j.State == Running && j.Interactive {
+		if j.holds() && j.Interactive {
 			if _, ok := budget[j.Team]; ok {
 				budget[j.Team] -= jobGPUs(j)
 			}

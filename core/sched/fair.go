@@ -580,6 +580,9 @@ func (p *pass) markBorrowed() {
 		if p.jteam[e.job] != team {
 			team, cum = p.jteam[e.job], 0
 		}
+		if p.s.Jobs[e.job].State == Leaving {
+			continue // it holds its GPUs until it exits; nobody reclaims it
+		}
 		cum += p.jheld[e.job]
 		if cum <= p.fs.t[team].g {
 			continue

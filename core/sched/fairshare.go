@@ -104,7 +104,7 @@ func FairShare(teams []Team, jobs []Job) []TeamShare {
 	for i := range jobs {
 		j := &jobs[i]
 		t := ft.index(j.Team)
-		if j.State == Running {
+		if j.holds() {
 			ft.t[t].inUse += max(int(clampGPUs(j.GPUs)), 0) * unit
 		}
 	}

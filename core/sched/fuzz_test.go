@@ -113,7 +113,7 @@ func decodeSnapshot(data []byte) (Config, Snapshot) {
 			j.Queue.CycleService = r.float()
 			j.Queue.CycleExecuted = r.float()
 		}
-		if j.State == Running {
+		if j.holds() { // State(2) is Leaving
 			for range int(r.next() % 10) {
 				b := r.next()
 				name := "ghost"

@@ -142,3 +142,73 @@ func (ps Promises) Due(stopping func(id int64) bool) []Start {
 	}
 	return due
 }
+
+// Present shows the scheduler each promised job that still waits in jobs
+// as running on the GPUs promised to it, since now, and each leaving job
+// without them: they are the promised job's once its victims have
+// exited. So no other job is placed there, and the pass looks for no
+// other victims for it; while it saw the job waiting, every pass of the
+// victims' grace period preempted another job for the same start. A
+// promised job that the pass preempts has its promise withdrawn by the
+// caller (delete) and waits on. restore puts the jobs back as they were,
+// for a caller that keeps them from pass to pass.
+func (ps Promises) Present(jobs []Job, now float64) (restore func()) {
+	if len(ps) == 0 {
+		return func() {}
+	}
+	promised := make(map[gpu.Ref]bool)
+	for _, p := range ps {
+		for _, g := range p.GPUs {
+			promised[g] = true
+		}
+	}
+	type was struct {
+		i         int
+		state     State
+		placement []gpu.Ref
+		gpus      int
+		last      float64
+	}
+	var changed []was
+	for i := range jobs {
+		j := &jobs[i]
+		w := was{i, j.State, j.Placement, j.GPUs, j.LastStartTime}
+		switch p, ok := ps[j.ID]; {
+		case ok && j.State == Pending:
+			j.State, j.Placement, j.LastStartTime = Running, p.GPUs, now
+		case j.State == Leaving && slices.ContainsFunc(j.Placement, func(g gpu.Ref) bool { return promised[g] }):
+			var kept []gpu.Ref
+			for _, g := range j.Placement {
+				if !promised[g] {
+					kept = append(kept, g)
+				}
+			}
+			j.Placement, j.GPUs = kept, len(kept)
+		default:
+			continue
+		}
+		changed = append(changed, w)
+	}
+	return func() {
+		for _, w := range changed {
+			j := &jobs[w.i]
+			j.State, j.Placement, j.GPUs, j.LastStartTime = w.state, w.placement, w.gpus, w.last
+		}
+	}
+}
+
+// Waits are the waits of the promised jobs whose victims have not all
+// left (stopping as for Hold), as HandOver words them, in job order:
+// the pass sees them running (Present) and words none.
+func (ps Promises) Waits(held map[gpu.Ref]int64, stopping func(id int64) bool) []Wait {
+	var out []Wait
+	for _, id := range slices.Sorted(maps.Keys(ps)) {
+		p := ps[id]
+		if !slices.ContainsFunc(p.Victims, stopping) {
+			continue
+		}
+		_, w := HandOver([]Start{{JobID: id, GPUs: p.GPUs}}, held)
+		out = append(out, w...)
+	}
+	return out
+}

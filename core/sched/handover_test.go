@@ -107,3 +107,100 @@ func TestPromises(t *testing.T) {
 		t.Errorf("now %v, promises %+v: a promise to a job that no longer waits must not keep GPUs", now, ps)
 	}
 }
+
+// TestPromisedStartSeenRunning: node-0's four GPUs are held by three
+// long jobs of queue 2 and by job 4, asked to stop for job 9 (queue 0)
+// and still saving its checkpoint; job 9 is promised node-0:3, and a
+// long job 7 waits in queue 2, as the preempted-first rule put job 4
+// ahead of it. Seen running and waiting, job 4 ranked first of its queue
+// and every pass of its grace period preempted another job for job 9.
+// Seen as Promises.Present shows them, job 4 leaving without the GPU
+// promised, job 9 running there, the pass preempts and starts nothing,
+// under every policy; a new job 10 of queue 0 preempts one job, never
+// job 4 or job 9. restore gives the jobs back as they were.
+func TestPromisedStartSeenRunning(t *testing.T) {
+	long := func(j *Job) { served(5000)(j); inQueue(2, 100+float64(j.ID))(j); lasting(9000)(j) }
+	jobs := []Job{
+		run(1, 0, on("node-0", 0), long),
+		run(2, 0, on("node-0", 1), long),
+		run(3, 0, on("node-0", 2), long),
+		run(4, 0, on("node-0", 3), long, inQueue(2, 50)),
+		pend(7, 1, 0, long, inQueue(2, 60)),
+		pend(9, 1, 990, lasting(100)),
+	}
+	ps := Promises{9: {GPUs: on("node-0", 3), Victims: []int64{4}}}
+	for _, policy := range []string{"tiresias-l", "tiresias-g", "dlas", "srtf", "fifo"} {
+		for _, omit := range []bool{false, true} {
+			cfg := Config{Policy: policy, Thresholds: []float64{200, 800}, OmitWaits: omit}
+			schedule := func(js []Job) Decisions {
+				t.Helper()
+				sc, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := Snapshot{Now: 1000, Nodes: nodes(4), Jobs: js}
+				d := sc.Schedule(s)
+				if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+					t.Fatalf("%s: %v", policy, p)
+				}
+				return d
+			}
+			if policy == "tiresias-l" {
+				// As before: job 4 running, job 9 waiting (under a rule
+				// that does not move a victim first, srtf, fifo, job 4
+				// was chosen again).
+				if d := schedule(slices.Clone(jobs)); len(d.Preempts) != 1 || d.Preempts[0].JobID == 4 || d.Preempts[0].For != 9 {
+					t.Errorf("%s, job 4 seen running: preempts %+v: want another job preempted for job 9 (the bug)", policy, d.Preempts)
+				}
+			}
+			js := slices.Clone(jobs)
+			js[3].State = Leaving
+			restore := ps.Present(js, 1000)
+			if js[5].State != Running || !slices.Equal(js[5].Placement, on("node-0", 3)) || len(js[3].Placement) != 0 || js[3].GPUs != 0 {
+				t.Fatalf("presented: job 9 %v on %v, job 4 on %v (%d GPUs): want 9 running on node-0:3, 4 on nothing", js[5].State, js[5].Placement, js[3].Placement, js[3].GPUs)
+			}
+			if d := schedule(js); len(d.Preempts)+len(d.Starts) != 0 {
+				t.Errorf("%s (omit waits %v): preempts %+v, starts %+v: want nothing while job 4 leaves", policy, omit, d.Preempts, d.Starts)
+			}
+			withNew := append(slices.Clone(js), pend(10, 1, 995, lasting(50)))
+			if d := schedule(withNew); policy != "fifo" && (len(d.Preempts) != 1 || d.Preempts[0].JobID == 4 || d.Preempts[0].JobID == 9 || d.Preempts[0].For != 10) {
+				t.Errorf("%s (omit waits %v), job 10 new: preempts %+v: want one of jobs 1-3 preempted for job 10", policy, omit, d.Preempts)
+			}
+			restore()
+			want := slices.Clone(jobs)
+			want[3].State = Leaving
+			if !slices.EqualFunc(js, want, func(a, b Job) bool {
+				return a.State == b.State && slices.Equal(a.Placement, b.Placement) && a.GPUs == b.GPUs && a.LastStartTime == b.LastStartTime
+			}) {
+				t.Fatalf("restored: %+v\nwant %+v", js, want)
+			}
+		}
+	}
+}
+
+// TestLeavingJobIsNeitherStartedNorPreempted: a leaving job holds its
+// GPUs, as a running one, and no pass preempts it, not even for a job
+// past its reservation's deadline, nor starts it; every other job keeps
+// its place.
+func TestLeavingJobIsNeitherStartedNorPreempted(t *testing.T) {
+	for _, policy := range []string{"tiresias-l", "tiresias-g", "dlas", "srtf", "fifo", "fjf"} {
+		jobs := []Job{
+			run(1, 0, on("node-0", 0, 1, 2, 3), served(9000), inQueue(2, 10), lasting(20000)),
+			pend(2, 4, 10, lasting(100)),
+		}
+		jobs[0].State = Leaving
+		cfg := Config{Policy: policy, Thresholds: []float64{200, 800}, ReserveAfterS: 60}
+		sc, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Snapshot{Now: 5000, Nodes: nodes(4), Jobs: jobs}
+		d := sc.Schedule(s)
+		if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+			t.Fatalf("%s: %v", policy, p)
+		}
+		if len(d.Preempts)+len(d.Starts) != 0 {
+			t.Errorf("%s: preempts %+v, starts %+v: want none, job 1 leaving holds node-0", policy, d.Preempts, d.Starts)
+		}
+	}
+}

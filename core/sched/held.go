@@ -39,6 +39,9 @@ func (p *pass) heldGPUs(started map[int64][]gpu.Ref) {
 	placement := func(i int) ([]gpu.Ref, bool) {
 		switch p.outcome[i] {
 		case outRunning:
+			if jobs[i].State == Leaving {
+				return nil, false // its GPUs are its sharers' once it exits
+			}
 			return jobs[i].Placement, true
 		case outStarted:
 			g, ok := started[jobs[i].ID]

@@ -58,9 +58,9 @@ func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a a
 		}
 		a.preempt[p.JobID] = p
 	}
-	// GPUs running jobs keep.
+	// GPUs running jobs keep, and leaving ones (never preempted).
 	for _, j := range s.Jobs {
-		if j.State != Running || a.preempt[j.ID].JobID != 0 || count {
+		if !j.holds() || a.preempt[j.ID].JobID != 0 || count {
 			continue
 		}
 		for _, g := range j.Placement {
@@ -135,7 +135,7 @@ func checkDecisions(s Snapshot, cfg Config, d Decisions) (problems []string, a a
 		}
 		a.freeAll = a.capacity
 		for _, j := range s.Jobs {
-			if (j.State == Running && a.preempt[j.ID].JobID == 0) || a.started[j.ID].JobID != 0 {
+			if (j.holds() && a.preempt[j.ID].JobID == 0) || a.started[j.ID].JobID != 0 {
 				a.freeAll -= max(j.GPUs, 0)
 			}
 		}

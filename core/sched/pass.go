@@ -341,10 +341,10 @@ func (p *pass) scan() {
 	p.dueMin = 0
 	for i := range jobs {
 		j := &jobs[i]
-		if j.State != Pending && j.State != Running {
+		if j.State != Pending && !j.holds() {
 			continue
 		}
-		running := j.State == Running
+		running := j.holds()
 		qs := none
 		if queued {
 			qs = &p.qs[i]
@@ -433,11 +433,12 @@ func (p *pass) running() {
 }
 
 // keptClass tells whether running job j keeps its GPUs whatever the
-// pass does: a job of a class the policy never preempts (class.go), when
-// no team may reclaim it. Under fair share it stays a candidate for a
-// reclaim, taken only after every batch borrower (nextFairVictim).
+// pass does: a leaving job, and a job of a class the policy never
+// preempts (class.go) when no team may reclaim it. Under fair share such
+// a job stays a candidate for a reclaim, taken only after every batch
+// borrower (nextFairVictim).
 func (p *pass) keptClass(j *Job) bool {
-	return !j.Class.preemptible() && !p.fair
+	return j.State == Leaving || !j.Class.preemptible() && !p.fair
 }
 
 func clampGPUs(n int) int32 { return int32(min(max(n, -1), 1<<30)) }

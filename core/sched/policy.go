@@ -236,7 +236,7 @@ func noNaN(k float64) float64 {
 // policy's rule.
 func (p *pass) key(e *entry, j *Job, qs *QueueState) {
 	run := 1.0
-	if j.State == Running {
+	if j.holds() {
 		run = 0
 	}
 	p.pol.key(p, e, j, qs, run)

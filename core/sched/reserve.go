@@ -604,7 +604,9 @@ func (p *pass) waitedBound(j *Job) bool {
 // rsvProtected: job j is an interactive session (its class is not
 // preemptible, or it asked for interactive priority): it is never
 // preempted for a reservation, nor held back by one.
-func rsvProtected(j *Job) bool { return !j.Class.preemptible() || j.Interactive }
+func rsvProtected(j *Job) bool {
+	return !j.Class.preemptible() || j.Interactive || j.State == Leaving
+}
 
 // rsvBars tells whether slot s is reserved for a job that job i may not
 // backfill: the joining of a shared GPU (share.go) asks.

@@ -50,7 +50,19 @@ const (
 	Pending State = iota
 	// Running jobs hold the GPUs in their Placement.
 	Running
+	// Leaving jobs have been asked to stop (preempted, cancelled) and
+	// still hold their GPUs while they save a checkpoint and exit: the
+	// scheduler counts them held, as a running job's, and neither starts
+	// nor preempts the job, which the caller shows without the GPUs it
+	// promised to another job meanwhile (Promises.Present). Seen running,
+	// a victim in its grace period drew a new victim every pass for the
+	// job it was preempted for (docs/scheduling.md, "Handover").
+	Leaving
 )
+
+// holds tells whether j holds the GPUs of its Placement: running, or
+// leaving.
+func (j *Job) holds() bool { return j.State == Running || j.State == Leaving }
 
 // String names the state.
 func (s State) String() string {
@@ -59,6 +71,8 @@ func (s State) String() string {
 		return "pending"
 	case Running:
 		return "running"
+	case Leaving:
+		return "leaving"
 	}
 	return "unknown"
 }

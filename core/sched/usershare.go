@@ -57,11 +57,11 @@ func UserShares(t Team, jobs []Job) []UserShare {
 	}
 	for i := range jobs {
 		j := &jobs[i]
-		if j.Team != t.Name || j.State != Pending && j.State != Running {
+		if j.Team != t.Name || j.State != Pending && !j.holds() {
 			continue
 		}
 		k := add(j.User)
-		if j.State == Running {
+		if j.holds() {
 			out[k].InUseGPUs += jobGPUs(j)
 		}
 	}
@@ -143,7 +143,7 @@ func (p *pass) userOrder() {
 	for i := range jobs {
 		j := &jobs[i]
 		p.ujslot[i] = -1
-		if j.State != Pending && j.State != Running {
+		if j.State != Pending && !j.holds() {
 			continue
 		}
 		k := teamUser{j.Team, j.User}

@@ -12,8 +12,9 @@ import (
 // after the preemption (it saves a checkpoint and exits), holding its
 // GPUs; its run, its executed time and attained service end only then,
 // as the engine counts a run until its processes exit. Meanwhile the
-// scheduler sees it running, and asking it to stop again changes
-// nothing. A job the scheduler places on its GPUs starts once they are
+// scheduler sees it leaving (sched.Leaving), as the engine shows it:
+// holding its GPUs, neither to start nor to preempt. A job the scheduler
+// places on its GPUs starts once they are
 // released, through the same sched.HandOver; the GPUs are promised to
 // that job (sched.Promises): no other job takes them meanwhile, and it
 // starts on them, as decided, in the pass after the last of them is
@@ -37,6 +38,12 @@ func (s *simulator) beginHandover(j *job) bool {
 		return false
 	}
 	j.stopping = true
+	if s.cfg.Sched.Placement != sched.PlaceCount {
+		// Count mode names no GPUs to promise (handOver keeps a start
+		// back while too few are free): the job is seen running, and a
+		// preemption of it again changes nothing.
+		s.snap[j.pos].State = sched.Leaving
+	}
 	s.releases = append(s.releases, release{gpus: j.gpus, n: j.tj.GPUs, job: j.tj.ID, at: s.now + s.cfg.HandoverS, since: s.now})
 	return true
 }

@@ -21,14 +21,19 @@ func (s *simulator) pass() error {
 		sj.ExecutedS, sj.AttainedService, sj.HeldGPUs = sv.ExecutedS, sv.GPUSeconds, j.acc.Held
 	}
 	s.passes++
+	s.lastPass = s.now
 	snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Jobs: s.snap, Teams: s.teams.snapshot(), Reservations: s.reservations}
 	if s.learner != nil {
 		snap.GPUTimeDist = s.learner.Dist(s.snap)
 	}
+	// Jobs promised GPUs that victims still hold are seen running there
+	// (sched.Promises.Present), then restored: they have not started.
+	restore := s.promised.Present(s.snap, s.now)
 	d := s.sc.Schedule(snap)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Pass(snap, d)
 	}
+	restore()
 	s.reservations = d.Reservations
 	for _, r := range d.Reservations {
 		if j := s.byID.get(r.JobID); j != nil {
@@ -48,10 +53,17 @@ func (s *simulator) pass() error {
 			return err
 		}
 		if !j.running {
+			if _, ok := s.promised[p.JobID]; ok {
+				delete(s.promised, p.JobID) // shown running on GPUs promised to it: it waits on
+				continue
+			}
 			return fmt.Errorf("t=%v: scheduler preempts job %d, which is not running", s.now, p.JobID)
 		}
 		if j.stopping {
-			continue // asked to stop already: it leaves when its handover ends
+			if s.snap[j.pos].State == sched.Leaving {
+				return fmt.Errorf("t=%v: scheduler preempts job %d, which is leaving", s.now, p.JobID)
+			}
+			continue // count mode: asked to stop already, it leaves when its handover ends
 		}
 		s.preemptions++
 		j.preempts++

@@ -41,6 +41,14 @@ type Config struct {
 	// period): a job placed on them starts once they are free, as in the
 	// live engine (handover.go). 0 matches the Tiresias simulator.
 	HandoverS float64
+	// PassEveryS, when positive, runs a pass at least this often (virtual
+	// seconds) while jobs wait and something runs or is still to arrive,
+	// as the live engine passes every Interval (serve's default: one
+	// second) when nothing happens. 0 passes only at arrivals,
+	// completions and the scheduler's rechecks, as the Tiresias
+	// simulator does: what differs is what changes with time alone, such
+	// as fair share's usage, whose decay asks for no recheck.
+	PassEveryS float64
 
 	// Teams are the teams the jobs name (trace.Job.Team), with their
 	// guarantees and weights. With teams, the scheduler applies fair share
@@ -187,9 +195,10 @@ type simulator struct {
 	finished int // jobs done since the last compaction
 	running  []*job
 
-	ends    completions
-	recheck float64 // when the scheduler asked to be called again; 0: never
-	now     float64
+	ends     completions
+	recheck  float64 // when the scheduler asked to be called again; 0: never
+	lastPass float64 // when the last pass ran (Config.PassEveryS)
+	now      float64
 
 	passes      int
 	preemptions int
@@ -352,6 +361,9 @@ func (s *simulator) loop(ctx context.Context) error {
 		if len(s.releases) > 0 && s.releaseDue() {
 			need = need || s.pending() > 0
 		}
+		if p, ok := s.periodicPass(); ok && p <= t {
+			need = true
+		}
 		if need {
 			if err := s.pass(); err != nil {
 				return err
@@ -376,7 +388,20 @@ func (s *simulator) nextTime() (float64, bool) {
 	if r := s.nextRelease(); r < t {
 		t, ok = r, true
 	}
+	if p, has := s.periodicPass(); has && p < t {
+		t, ok = p, true
+	}
 	return t, ok
+}
+
+// periodicPass is when the next pass is due by Config.PassEveryS: while
+// jobs wait and some job runs or is still to arrive (a wait that
+// nothing can end would otherwise pass for ever).
+func (s *simulator) periodicPass() (float64, bool) {
+	if s.cfg.PassEveryS <= 0 || s.pending() == 0 || len(s.running) == 0 && s.arrived == len(s.jobs) {
+		return 0, false
+	}
+	return s.lastPass + s.cfg.PassEveryS, true
 }
 
 // pending counts the arrived jobs that wait for GPUs.
