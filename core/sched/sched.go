@@ -56,7 +56,8 @@ const (
 	// nor preempts the job, which the caller shows without the GPUs it
 	// promised to another job meanwhile (Promises.Present). Seen running,
 	// a victim in its grace period drew a new victim every pass for the
-	// job it was preempted for (docs/scheduling.md, "Handover").
+	// job it was preempted for (docs/simulator.md, "Passes between
+	// events").
 	Leaving
 )
 
