@@ -103,3 +103,73 @@ func grepLines(text, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestOneVictimForOneJob: three 1-GPU jobs run in queue 1 on a 3-GPU
+// machine, each taking 4 s to save a checkpoint after SIGTERM, and a
+// 3-GPU job they preempted waits in queue 1 before them. A new 1-GPU job
+// preempts one of the three. Through that job's 4 s checkpoint the
+// server passes every second: each pass saw it running, first of queue 1
+// by the preempted-first rule, and the new job waiting, and stopped
+// another of the three for it, until all three were stopped for one
+// GPU. Judged from the jobs' traces: one run of the new job, starting
+// after the one victim's last line, and one unbroken run of each of the
+// other two.
+func TestOneVictimForOneJob(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
+	data, traces := t.TempDir(), t.TempDir()
+	srv := startServer(t, "--data", data, "--sim-gpus", "1x3x80", "--thresholds", "3", "--grace", "10s", "--reserve-after", "0")
+	a := newAPI(t, srv.URL, "alice", "dev")
+	big := submit(t, a, map[string]any{"name": "big", "gpus": 3, "command": tracedJob(traces, 2000)})
+	a.waitQueue(big, 30*time.Second, 1) // 3 GPU-s in a second
+	var slow [3]int64
+	for i := range slow {
+		cmd := tracedJob(traces, 2000)
+		cmd[2] = `trap 'sleep 4; exit 143' TERM; ` + cmd[2]
+		slow[i] = submit(t, a, map[string]any{"name": fmt.Sprintf("slow-%d", i), "gpus": 1, "command": cmd})
+	}
+	for _, id := range slow {
+		a.waitState(id, 60*time.Second, "running")
+		a.waitQueue(id, 30*time.Second, 1)
+	}
+	if j := a.job(big); j.State == "running" || j.Queue != 1 {
+		t.Fatalf("job %d (big) %s in queue %d: want it preempted, waiting in queue 1", big, j.State, j.Queue)
+	}
+	p := submit(t, a, map[string]any{"name": "new", "gpus": 1, "command": tracedJob(traces, 8)})
+	a.waitState(p, 90*time.Second, "succeeded")
+	preempted := 0
+	for _, id := range slow {
+		preempted += a.job(id).Preemptions
+	}
+	spans := checkTraces(t, traces)
+	runs := map[int64]int{}
+	var pspan *runSpan
+	first := map[int64]*runSpan{} // each job's first run
+	for _, s := range spans {
+		runs[s.job]++
+		if s.job == p {
+			pspan = s
+		}
+		if f := first[s.job]; f == nil || s.run < f.run {
+			first[s.job] = s
+		}
+	}
+	if preempted != 1 {
+		t.Errorf("%d of the three running jobs were preempted for job %d, which needs one GPU; want 1 (runs %v)", preempted, p, runs)
+	}
+	if pspan == nil || runs[p] != 1 {
+		t.Fatalf("job %d ran %d times: %v", p, runs[p], spans)
+	}
+	kept := 0
+	for _, id := range slow {
+		if runs[id] == 1 && a.job(id).Preemptions == 0 {
+			kept++
+			continue
+		}
+		if gap := pspan.first.Sub(first[id].last); gap < 3*time.Second {
+			t.Errorf("job %d started %v after its victim %d's last line; want after its 4 s checkpoint", p, gap, id)
+		}
+	}
+	if kept != 2 {
+		t.Errorf("%d of the three kept their first run; want 2", kept)
+	}
+}
