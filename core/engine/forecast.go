@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -236,6 +237,15 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 	// The pass goes on with its snapshot: the forecast gets its own.
 	in.Snapshot.Jobs = append([]sched.Job(nil), snap.Jobs...)
 	in.Snapshot.Teams = append([]sched.Team(nil), snap.Teams...)
+	for i := range in.Snapshot.Jobs {
+		// A leaving job was shown without the GPUs promised to another
+		// (Promises.Present); it waits again, for all of its own, once out.
+		if sj := &in.Snapshot.Jobs[i]; sj.State == sched.Leaving {
+			if k := slices.IndexFunc(jobs, func(j Job) bool { return j.ID == sj.ID }); k >= 0 {
+				sj.GPUs = jobs[k].GPUs
+			}
+		}
+	}
 	gpuMiB := smallestGPU(snap.Nodes)
 	for _, j := range jobs {
 		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {

@@ -697,14 +697,21 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, wind
 	for _, p := range first.Preempts {
 		preempted[p.JobID] = true
 	}
+	left := false // a leaving job left: the pass its exit makes is due now
 	for i, j := range s.snap {
 		if behind[i] {
 			continue
 		}
 		if j.State == sched.Leaving {
-			// Asked to stop: it waits again once it has exited, and its
-			// GPUs are as good as free, as the scheduler counts them.
+			// Asked to stop: it waits again once it has exited, within
+			// its grace period. Shown without the GPUs promised to
+			// another job (the engine gives them back; the simulator's
+			// replay does not), it may ask for none: left out.
+			if j.GPUs <= 0 {
+				continue
+			}
 			j.State, j.Placement, j.HeldGPUs = sched.Pending, nil, 0
+			left = true
 		}
 		s.add(j, j.State == sched.Pending || preempted[j.ID])
 	}
@@ -723,6 +730,9 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, wind
 		}
 	}
 	s.apply(first)
+	if left && (s.recheck == 0 || s.recheck > s.now) {
+		s.recheck = s.now
+	}
 	s.res.passes, s.res.visits = 0, 0 // the first pass is counted once, by Forecast
 	s.run()
 	s.res.reached = s.now

@@ -703,3 +703,22 @@ func TestForecastWindowNevers(t *testing.T) {
 		t.Errorf("the job behind a window of jobs that never start: started %v (%v); want at now+100", at, ok)
 	}
 }
+
+// TestForecastLeavingJob: job 1, asked to stop, is leaving: it holds
+// both GPUs for its grace period only, then waits again. Job 2 waits for
+// GPUs. Seen as a leaving job, which the scheduler counts holding its
+// GPUs and which has no end in a scenario, job 1 kept job 2 from them
+// for ever ("never"); the forecast sees job 1 leave now and, first in
+// line under fifo, start again and run the 970 s left of its 1,000, and
+// job 2 start then.
+func TestForecastLeavingJob(t *testing.T) {
+	f := newForecaster(t, "fifo")
+	leaving := running(1, 2, 30, now)
+	leaving.State = sched.Leaving
+	in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{leaving, waiting(2, 2, now-5)}},
+		History: runTimes(1000, 1000, 1000)}
+	got, ok := f.Forecast(in).Job(2)
+	if want := now + 970; !ok || got.State != StateExpected || got.Earliest != want || got.Latest != want {
+		t.Errorf("job 2: %+v, %v; want a start at %v", got, ok, want)
+	}
+}
