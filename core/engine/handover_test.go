@@ -149,14 +149,14 @@ func TestNoNewVictimWhileOneLeaves(t *testing.T) {
 	var jobs []Job
 	var onN0, onN1 []int64
 	for i := int64(1); i <= 8; i++ {
-		node, on0 := "n1", i > 4
-		if !on0 {
+		node, second := "n1", i > 4
+		if !second {
 			node = "n0"
 		}
 		jobs = append(jobs, Job{ID: i, Team: "nlp", GPUs: 1, State: job.Running, Run: 1, Placement: on(node, int(i-1)%4),
 			LastStartAt: &start, SubmittedAt: start, AttainedService: 5000 + float64(i),
 			Queue: sched.QueueState{Index: 2, Since: seconds(start) + float64(i)*60}})
-		if on0 {
+		if second {
 			onN1 = append(onN1, i)
 		} else {
 			onN0 = append(onN0, i)

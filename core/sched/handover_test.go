@@ -134,16 +134,7 @@ func TestPromisedStartSeenRunning(t *testing.T) {
 			cfg := Config{Policy: policy, Thresholds: []float64{200, 800}, OmitWaits: omit}
 			schedule := func(js []Job) Decisions {
 				t.Helper()
-				sc, err := New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				s := Snapshot{Now: 1000, Nodes: nodes(4), Jobs: js}
-				d := sc.Schedule(s)
-				if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
-					t.Fatalf("%s: %v", policy, p)
-				}
-				return d
+				return checked(t, cfg, Snapshot{Now: 1000, Nodes: nodes(4), Jobs: js})
 			}
 			if policy == "tiresias-l" {
 				// As before: job 4 running, job 9 waiting (under a rule
@@ -190,15 +181,7 @@ func TestLeavingJobIsNeitherStartedNorPreempted(t *testing.T) {
 		}
 		jobs[0].State = Leaving
 		cfg := Config{Policy: policy, Thresholds: []float64{200, 800}, ReserveAfterS: 60}
-		sc, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := Snapshot{Now: 5000, Nodes: nodes(4), Jobs: jobs}
-		d := sc.Schedule(s)
-		if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
-			t.Fatalf("%s: %v", policy, p)
-		}
+		d := checked(t, cfg, Snapshot{Now: 5000, Nodes: nodes(4), Jobs: jobs})
 		if len(d.Preempts)+len(d.Starts) != 0 {
 			t.Errorf("%s: preempts %+v, starts %+v: want none, job 1 leaving holds node-0", policy, d.Preempts, d.Starts)
 		}

@@ -89,6 +89,17 @@ func mustNew(t testing.TB, cfg Config) *Scheduler {
 	return sc
 }
 
+// checked schedules s under cfg with a new scheduler and fails the test
+// where the decisions break an invariant (checkDecisions).
+func checked(t testing.TB, cfg Config, s Snapshot) Decisions {
+	t.Helper()
+	d := mustNew(t, cfg).Schedule(s)
+	if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+		t.Fatalf("%s: %v", cfg.Policy, p)
+	}
+	return d
+}
+
 func startIDs(d Decisions) []int64 {
 	var out []int64
 	for _, s := range d.Starts {
