@@ -156,12 +156,6 @@ func (ps Promises) Present(jobs []Job, now float64) (restore func()) {
 	if len(ps) == 0 {
 		return func() {}
 	}
-	promised := make(map[gpu.Ref]bool)
-	for _, p := range ps {
-		for _, g := range p.GPUs {
-			promised[g] = true
-		}
-	}
 	type was struct {
 		i         int
 		state     State
@@ -170,24 +164,30 @@ func (ps Promises) Present(jobs []Job, now float64) (restore func()) {
 		last      float64
 	}
 	var changed []was
+	promised := make(map[gpu.Ref]bool)
 	for i := range jobs {
 		j := &jobs[i]
-		w := was{i, j.State, j.Placement, j.GPUs, j.LastStartTime}
-		switch p, ok := ps[j.ID]; {
-		case ok && j.State == Pending:
+		if p, ok := ps[j.ID]; ok && j.State == Pending {
+			changed = append(changed, was{i, j.State, j.Placement, j.GPUs, j.LastStartTime})
 			j.State, j.Placement, j.LastStartTime = Running, p.GPUs, now
-		case j.State == Leaving && slices.ContainsFunc(j.Placement, func(g gpu.Ref) bool { return promised[g] }):
-			var kept []gpu.Ref
-			for _, g := range j.Placement {
-				if !promised[g] {
-					kept = append(kept, g)
-				}
+			for _, g := range p.GPUs {
+				promised[g] = true
 			}
-			j.Placement, j.GPUs = kept, len(kept)
-		default:
+		}
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.State != Leaving || !slices.ContainsFunc(j.Placement, func(g gpu.Ref) bool { return promised[g] }) {
 			continue
 		}
-		changed = append(changed, w)
+		changed = append(changed, was{i, j.State, j.Placement, j.GPUs, j.LastStartTime})
+		var kept []gpu.Ref
+		for _, g := range j.Placement {
+			if !promised[g] {
+				kept = append(kept, g)
+			}
+		}
+		j.Placement, j.GPUs = kept, len(kept)
 	}
 	return func() {
 		for _, w := range changed {

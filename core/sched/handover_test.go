@@ -187,3 +187,17 @@ func TestLeavingJobIsNeitherStartedNorPreempted(t *testing.T) {
 		}
 	}
 }
+
+// TestPresentOnlyForWaitingJobs: a promise whose job no longer waits
+// (started elsewhere, cancelled: Hold forgets it after the pass) shows
+// nothing, and takes no GPU off the leaving job that held its GPUs.
+func TestPresentOnlyForWaitingJobs(t *testing.T) {
+	jobs := []Job{run(4, 0, on("node-0", 2, 3)), run(9, 0, on("node-0", 0))}
+	jobs[0].State = Leaving
+	restore := Promises{9: {GPUs: on("node-0", 3), Victims: []int64{4}}}.Present(jobs, 1000)
+	if jobs[1].State != Running || !slices.Equal(jobs[1].Placement, on("node-0", 0)) ||
+		jobs[0].State != Leaving || !slices.Equal(jobs[0].Placement, on("node-0", 2, 3)) || jobs[0].GPUs != 2 {
+		t.Errorf("presented %+v: want both jobs as they were", jobs)
+	}
+	restore()
+}
