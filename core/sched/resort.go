@@ -3,12 +3,16 @@ package sched
 import "slices"
 
 // resort orders the pending entries of a pass as sortEntries does, from
-// the order of the last pass: the entries whose job and keys it met last
-// time keep their relative order (compareEntries is a total order on the
-// keys and the ID), so only the others are sorted, and the two runs are
-// merged. At a long queue most waiting jobs' keys do not change from one
-// pass to the next, so a pass costs O(n + k log k) for k changed entries,
-// not O(n log n).
+// the order of the last pass: the entries it met last time are taken in
+// the order they had then, those now out of order with the entries kept
+// before them or with the next one (their keys changed) are taken out,
+// sorted with the new entries, and the two runs merged. compareEntries
+// is a total order (keys, then ID), so the result is the one order a
+// full sort gives. At a long queue few waiting jobs move from one pass
+// to the next: a job ahead that leaves shifts the keys of those behind
+// it in its team (userOrder hands out key slots) without changing their
+// order. A pass then costs O(n) comparisons and O(k log k) for k moved
+// entries, not O(n log n).
 //
 // It remembers the last order only while the entries come in ascending
 // job ID, as snapshots list them (the engine's by ID, the simulator's by
@@ -16,25 +20,16 @@ import "slices"
 // of the two lists rather than a map. Otherwise it sorts them all.
 type resort struct {
 	// The last call's entries in their input order (ascending ID): each
-	// one's ID, keys, and rank in the order it was given.
+	// one's ID and its rank in the order it was given.
 	ids  []int64
-	keys []sortKey
 	rank []int32
 
-	slot    []int32 // by last rank: the input position of an unchanged entry, or -1
-	moved   []int32 // input positions of entries new or changed since
-	kept    []int32 // unchanged entries' input positions, in their last order
+	slot    []int32 // by last rank: the input position of an entry met again, or -1
+	moved   []int32 // input positions of entries new or out of order
+	kept    []int32 // entries met again and still in order, in their order
 	pos     []int32 // the order: input positions by rank
 	scratch []entry
 }
-
-// sortKey is what compareEntries reads of an entry besides its ID.
-type sortKey struct {
-	fk, k0, k1, k2, k3 float64
-	uk                 int32
-}
-
-func keyOf(e *entry) sortKey { return sortKey{e.fk, e.k0, e.k1, e.k2, e.k3, e.uk} }
 
 // sort orders ents by compareEntries, in place.
 func (r *resort) sort(ents []entry) {
@@ -60,8 +55,8 @@ func (r *resort) sort(ents []entry) {
 	}
 }
 
-// merge fills r.pos from the last order: unchanged entries in their last
-// order, the others sorted, the two merged.
+// merge fills r.pos from the last order: the entries met again that are
+// still in order, in that order, and the others sorted, merged.
 func (r *resort) merge(ents []entry) {
 	r.slot = resize(r.slot, len(r.ids))
 	for i := range r.slot {
@@ -70,21 +65,30 @@ func (r *resort) merge(ents []entry) {
 	r.moved = r.moved[:0]
 	j := 0
 	for i := range ents {
-		e := &ents[i]
-		for j < len(r.ids) && r.ids[j] < e.id {
+		id := ents[i].id
+		for j < len(r.ids) && r.ids[j] < id {
 			j++
 		}
-		if j < len(r.ids) && r.ids[j] == e.id && r.keys[j] == keyOf(e) {
+		if j < len(r.ids) && r.ids[j] == id {
 			r.slot[r.rank[j]] = int32(i)
 			continue
 		}
 		r.moved = append(r.moved, int32(i))
 	}
+	// The entries met again, in their last order: one is kept if it
+	// follows the last kept and precedes the next (else it, or the next,
+	// moved; both may be taken out, which costs only their sort).
+	cand := slices.DeleteFunc(r.slot, func(i int32) bool { return i < 0 })
 	r.kept = r.kept[:0]
-	for _, i := range r.slot {
-		if i >= 0 {
-			r.kept = append(r.kept, i)
+	last := int32(-1)
+	for k, i := range cand {
+		if last >= 0 && compareEntries(&ents[last], &ents[i]) >= 0 ||
+			k+1 < len(cand) && compareEntries(&ents[i], &ents[cand[k+1]]) > 0 {
+			r.moved = append(r.moved, i)
+			continue
 		}
+		r.kept = append(r.kept, i)
+		last = i
 	}
 	slices.SortFunc(r.moved, func(x, y int32) int { return compareEntries(&ents[x], &ents[y]) })
 	a, b := r.kept, r.moved
@@ -100,12 +104,13 @@ func (r *resort) merge(ents []entry) {
 	r.pos = out
 }
 
-// remember keeps ents (in input order) and their ranks in r.pos.
+// remember keeps ents' IDs (in input order) and their ranks in r.pos,
+// for the next call.
 func (r *resort) remember(ents []entry) {
 	n := len(ents)
-	r.ids, r.keys, r.rank = resize(r.ids, n), resize(r.keys, n), resize(r.rank, n)
+	r.ids, r.rank = resize(r.ids, n), resize(r.rank, n)
 	for i := range ents {
-		r.ids[i], r.keys[i] = ents[i].id, keyOf(&ents[i])
+		r.ids[i] = ents[i].id
 	}
 	for rk, i := range r.pos {
 		r.rank[i] = int32(rk)

@@ -16,13 +16,16 @@ func TestResortSortsAsSortEntries(t *testing.T) {
 		n              int
 		change, remove float64 // each entry's chance, per pass
 		shuffle        bool    // entries out of ID order in some passes
+		slots          bool    // uk is each entry's place by (k0, ID): it moves as entries leave
 	}{
-		{"quiet", 200, 0.01, 0.01, false},
-		{"busy", 200, 0.3, 0.1, false},
-		{"every key changes", 50, 1, 0, false},
-		{"all leave", 30, 0, 1, false},
-		{"out of order at times", 100, 0.1, 0.05, true},
-		{"empty and one", 1, 0.5, 0.5, false},
+		{"quiet", 200, 0.01, 0.01, false, false},
+		{"busy", 200, 0.3, 0.1, false, false},
+		{"every key changes", 50, 1, 0, false, false},
+		{"all leave", 30, 0, 1, false, false},
+		{"out of order at times", 100, 0.1, 0.05, true, false},
+		{"empty and one", 1, 0.5, 0.5, false, false},
+		{"slots shift as entries leave", 300, 0.02, 0.05, false, true},
+		{"slots shift, keys change", 300, 0.3, 0.1, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(tc.n)))
@@ -45,6 +48,24 @@ func TestResortSortsAsSortEntries(t *testing.T) {
 				for len(ents) < tc.n && rng.IntN(3) > 0 {
 					ents = append(ents, randomKeys(rng, next))
 					next += 1 + int64(rng.IntN(3))
+				}
+				if tc.slots {
+					// As userOrder hands out slots: each entry's uk is its
+					// place by (k0, ID), so a departure shifts those behind.
+					by := slices.Clone(ents)
+					slices.SortFunc(by, func(a, b entry) int {
+						if a.k0 != b.k0 {
+							return int(a.k0 - b.k0)
+						}
+						return int(a.id - b.id)
+					})
+					place := map[int64]int32{}
+					for k, e := range by {
+						place[e.id] = int32(k)
+					}
+					for k := range ents {
+						ents[k].fk, ents[k].k1, ents[k].k2, ents[k].k3, ents[k].uk = 0, 0, 0, 0, place[ents[k].id]
+					}
 				}
 				slices.SortFunc(ents, func(a, b entry) int { return int(a.id - b.id) })
 				in := slices.Clone(ents)
@@ -91,6 +112,32 @@ func BenchmarkResort(b *testing.B) {
 		}
 		return ents
 	}
+	// Slots: uk is each entry's place in the order, as userOrder gives
+	// it; 1% of the entries leave each pass, shifting the places of the
+	// entries behind them.
+	slots := func(i int) []entry {
+		ents := make([]entry, 0, len(base))
+		for k, e := range base {
+			if (k+i*7919)%100 != 0 {
+				e.uk, e.k1 = int32(len(ents)), 0
+				ents = append(ents, e)
+			}
+		}
+		return ents
+	}
+	b.Run("slots/sortEntries", func(b *testing.B) {
+		var idx []int32
+		var scratch []entry
+		for i := 0; b.Loop(); i++ {
+			sortEntries(slots(i), &idx, &scratch)
+		}
+	})
+	b.Run("slots/resort", func(b *testing.B) {
+		var r resort
+		for i := 0; b.Loop(); i++ {
+			r.sort(slots(i))
+		}
+	})
 	b.Run("sortEntries", func(b *testing.B) {
 		var idx []int32
 		var scratch []entry
