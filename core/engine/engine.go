@@ -314,6 +314,7 @@ type Engine struct {
 	heldExits  heldExits              // e.unrecorded, for other goroutines (heldexits.go)
 	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
 	promised   sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
+	snapBuf    passBuffers            // the arrays of the last pass's snapshot, reused by the next
 	stopLater  []strayKey             // runs to ask their machines to stop next pass
 	reasons    map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
 	noAccount  refusals               // machines that refused accounts (accounts.go)

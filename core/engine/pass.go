@@ -163,11 +163,12 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, *passJobs)
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
-	byID := &passJobs{jobs: jobs}
-	if len(jobs) > 0 {
-		snap.Jobs = make([]sched.Job, 0, len(jobs))
-		byID.ids, byID.pos = make([]int64, 0, len(jobs)), make([]int32, 0, len(jobs))
-	}
+	// Only the pass reads its snapshot and index (the forecast copies
+	// what it keeps), so the next pass writes over their arrays: at
+	// 10,000 queued they were 3.9 MB a pass to allocate and clear.
+	b := &e.snapBuf
+	byID := &passJobs{jobs: jobs, ids: b.ids[:0], pos: b.pos[:0]}
+	snap.Jobs = b.jobs[:0]
 	gpuMiB := smallestGPU(snap.Nodes)
 	for i := range jobs {
 		j := &jobs[i]
@@ -178,10 +179,29 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, *passJobs)
 		snap.Jobs = append(snap.Jobs, e.schedJob(j, now, gpuMiB))
 	}
 	byID.index()
+	b.keep(snap.Jobs, byID)
 	// A job kept back by a handover is seen running on the GPUs promised
 	// to it; its victims are leaving (schedJob).
 	e.promised.Present(snap.Jobs, snap.Now)
 	return snap, byID
+}
+
+// passBuffers are the arrays a pass's snapshot and index grew, kept for
+// the next pass. A snapshot's jobs hold references (placements, names),
+// so the part of the array the last pass used beyond this one's length is
+// cleared: nothing gone stays reachable from it.
+type passBuffers struct {
+	jobs []sched.Job
+	ids  []int64
+	pos  []int32
+}
+
+// keep takes jobs and byID's arrays for the next pass.
+func (b *passBuffers) keep(jobs []sched.Job, byID *passJobs) {
+	if len(b.jobs) > len(jobs) {
+		clear(b.jobs[len(jobs):])
+	}
+	b.jobs, b.ids, b.pos = jobs[:len(jobs):cap(jobs)], byID.ids, byID.pos
 }
 
 // passJobs are the jobs a pass schedules (snapshot), by ID: an index into
