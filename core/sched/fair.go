@@ -196,10 +196,10 @@ func (p *pass) classFirst(a, b *entry) int {
 // stream, or a job deferred to the borrowers, whichever ranks first.
 func (p *pass) peek() *entry {
 	a := p.pending.peek()
-	if len(p.later) == 0 {
+	if p.later.len() == 0 {
 		return a
 	}
-	if b := p.later[0]; a == nil || compareEntries(b, a) < 0 {
+	if b := p.later.peek(); a == nil || compareEntries(b, a) < 0 {
 		return b
 	}
 	return a
@@ -210,8 +210,8 @@ func (p *pass) pop(next *entry) *entry {
 	if p.rsvDueLeft > 0 {
 		p.rsvDecided(next)
 	}
-	if len(p.later) > 0 && p.later[0] == next {
-		heapPop(&p.later)
+	if p.later.len() > 0 && p.later.peek() == next {
+		p.later.pop()
 		return next
 	}
 	return p.pending.pop()
@@ -247,8 +247,9 @@ func (p *pass) teamHold(e *entry) int {
 		// when it fits the free GPUs: they are its reserved ones.
 		if !p.rsvAtRank(e) || !p.rsvHolds(e.job) && p.fitsFree(e) {
 			e = p.pop(e)
-			e.fk = 2 - p.fs.t[p.jteam[e.job]].f
-			heapPush(&p.later, e)
+			v := p.jteam[e.job]
+			e.fk = 2 - p.fs.t[v].f
+			p.later.push(e, v)
 			return teamHeld
 		}
 		atRank = true
@@ -505,15 +506,7 @@ func (p *pass) teamPreempted(job int32, reclaim bool) {
 	if t.inUse >= t.g {
 		return
 	}
-	changed := false
-	for _, e := range p.later {
-		if p.jteam[e.job] == v && e.fk != 0 {
-			e.fk, changed = 0, true
-		}
-	}
-	if changed {
-		heapInit(p.later)
-	}
+	p.later.resetTeam(v)
 }
 
 // lendCheck stops lending for the rest of the pass when team v, as it now
@@ -787,52 +780,4 @@ func (p *pass) reclaimReason(victim, by *entry) string {
 // appendSessionReclaim says why a session was reclaimed after all.
 func appendSessionReclaim(b []byte) []byte {
 	return append(b, "a session is reclaimed only as a last resort: the batch jobs that borrow could not free enough GPUs"...)
-}
-
-// heapPush and heapPop keep a binary heap of entries, highest rank first.
-func heapPush(h *[]*entry, e *entry) {
-	*h = append(*h, e)
-	s := *h
-	for k := len(s) - 1; k > 0; {
-		up := (k - 1) / 2
-		if compareEntries(s[k], s[up]) >= 0 {
-			break
-		}
-		s[k], s[up] = s[up], s[k]
-		k = up
-	}
-}
-
-func heapPop(h *[]*entry) {
-	s := *h
-	last := len(s) - 1
-	s[0] = s[last]
-	s[last] = nil
-	s = s[:last]
-	*h = s
-	heapDown(s, 0)
-}
-
-func heapInit(s []*entry) {
-	for i := len(s)/2 - 1; i >= 0; i-- {
-		heapDown(s, i)
-	}
-}
-
-func heapDown(s []*entry, i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(s) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(s) && compareEntries(s[r], s[l]) < 0 {
-			m = r
-		}
-		if compareEntries(s[m], s[i]) >= 0 {
-			return
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
 }

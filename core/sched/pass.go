@@ -87,10 +87,10 @@ type pass struct {
 	uwant    []int32
 	upos     []int32
 	ukeys    []ukeys
-	lendStop bool     // a job within its guarantee waits: nothing is lent
-	lendBy   int32    // that job, an index in Snapshot.Jobs
-	order    []int32  // scratch
-	later    []*entry // pending jobs deferred to the borrowers, a heap
+	lendStop bool       // a job within its guarantee waits: nothing is lent
+	lendBy   int32      // that job, an index in Snapshot.Jobs
+	order    []int32    // scratch
+	later    laterQueue // pending jobs deferred to the borrowers
 
 	// Reservations (reserve.go).
 	rsvOn        bool               // some job may get a reservation in this pass
@@ -271,8 +271,7 @@ func (p *pass) release() {
 		clear(p.users)
 		clear(p.uslotOf)
 		clear(p.uslots)
-		clear(p.later[:cap(p.later)])
-		p.later = p.later[:0]
+		p.later.reset()
 	}
 	p.cl.src = nil
 	clear(p.cl.dedup[:cap(p.cl.dedup)])
