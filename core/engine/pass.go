@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/gpu"
@@ -612,7 +613,8 @@ func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time
 		return err
 	}
 	for id, r := range changed {
-		e.reasons[id] = storedReason{text: r, at: now}
+		// Its own copy: a pass's reasons share one string (sched.Wait).
+		e.reasons[id] = storedReason{text: strings.Clone(r), at: now}
 	}
 	return nil
 }

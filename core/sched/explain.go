@@ -175,8 +175,21 @@ func (p *pass) addWait(e *entry, cause WaitCause, b []byte) {
 	} else {
 		b = append(b, "line"...)
 	}
-	p.d.Waits = append(p.d.Waits, Wait{JobID: e.id, Queue: q, Position: pos, Reason: string(b), Cause: cause})
+	p.d.Waits = append(p.d.Waits, Wait{JobID: e.id, Queue: q, Position: pos, Cause: cause})
+	p.reasons = append(p.reasons, b...)
+	p.reasonEnds = append(p.reasonEnds, int32(len(p.reasons)))
 	p.buf = b
+}
+
+// fillReasons gives each wait its reason, a part of one string of all the
+// reasons addWait wrote (Wait.Reason).
+func (p *pass) fillReasons() {
+	all, from := string(p.reasons), int32(0)
+	for i, end := range p.reasonEnds {
+		p.d.Waits[i].Reason = all[from:end]
+		from = end
+	}
+	p.reasons, p.reasonEnds = p.reasons[:0], p.reasonEnds[:0]
 }
 
 // preemptReason says why victim gives way to by.

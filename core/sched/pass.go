@@ -48,6 +48,10 @@ type pass struct {
 	headBuf   []float64  // preemptedFirst: the head of each queue's line
 	qpos      []int32    // waiting jobs seen so far, per queue
 	buf       []byte
+	// The wait reasons of the pass, one after the other, and where
+	// each ends: addWait writes them, fillReasons hands them out.
+	reasons    []byte
+	reasonEnds []int32
 
 	// Machines hidden from the pending job being decided (avoid.go).
 	masked     []int32
@@ -224,6 +228,7 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	}
 	p.pending.init(p.ents, p.sc.cfg.OmitWaits)
 	p.walk()
+	p.fillReasons()
 	if p.pol.preemptedFirst {
 		p.preemptedFirst()
 	}
