@@ -40,7 +40,7 @@ func (e *Engine) gate(ctx context.Context, jobs []Job, now time.Time) ([]Job, []
 			out = keep(out, jobs, i)
 			continue
 		}
-		if end, to, why := endsWaiting(*j); end {
+		if end, to, why := endsWaiting(j); end {
 			if err := e.cfg.Store.EndWaiting(ctx, j.ID, to, why, now); err != nil {
 				e.cfg.Logger.Error("end a waiting job", "job", j.ID, "state", to, "err", err)
 				out = keep(out, jobs, i)
@@ -49,7 +49,7 @@ func (e *Engine) gate(ctx context.Context, jobs []Job, now time.Time) ([]Job, []
 			e.cfg.Logger.Info("waiting job ended", "job", j.ID, "state", to, "reason", why)
 			continue
 		}
-		if why := depWait(*j); why != "" {
+		if why := depWait(j); why != "" {
 			waits = append(waits, sched.Wait{JobID: j.ID, Reason: why})
 			continue
 		}
@@ -91,8 +91,8 @@ func (e *Engine) gate(ctx context.Context, jobs []Job, now time.Time) ([]Job, []
 // endsWaiting says whether waiting job j can never run: its time is used
 // up, or a job it depends on ended the wrong way (or is unknown); to is
 // the state it ends in and why the reason.
-func endsWaiting(j Job) (end bool, to job.State, why string) {
-	if j.TimeLimit > 0 && job.TimeLeft(j.TimeLimit, executed(j, time.Time{})) <= 0 {
+func endsWaiting(j *Job) (end bool, to job.State, why string) {
+	if j.TimeLimit > 0 && job.TimeLeft(j.TimeLimit, executed(*j, time.Time{})) <= 0 {
 		return true, job.TimedOut, fmt.Sprintf("time limit %s reached: its time is used up", job.FormatTimeLimit(j.TimeLimit))
 	}
 	for _, d := range j.Deps {
@@ -107,7 +107,7 @@ func endsWaiting(j Job) (end bool, to job.State, why string) {
 }
 
 // depWait is why j waits for the jobs it depends on, "" when it does not.
-func depWait(j Job) string {
+func depWait(j *Job) string {
 	for _, d := range j.Deps {
 		if wait, _ := d.Check(d.State); wait != "" {
 			return wait

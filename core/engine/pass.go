@@ -217,10 +217,21 @@ type passJobs struct {
 	ids  []int64 // of the jobs indexed, in their order
 	pos  []int32 // of each of ids in jobs
 	at   map[int64]int32
+	// inOrder: every job of jobs is indexed, and they are in ID order
+	// (ids and pos unused).
+	inOrder bool
 }
 
-// newPassJobs indexes jobs by ID.
+// newPassJobs indexes jobs by ID. Jobs in ID order, as the store gives
+// them, are their own index: searched where they are.
 func newPassJobs(jobs []Job) *passJobs {
+	inOrder := true
+	for k := 1; k < len(jobs) && inOrder; k++ {
+		inOrder = jobs[k].ID > jobs[k-1].ID
+	}
+	if inOrder {
+		return &passJobs{jobs: jobs, inOrder: true}
+	}
 	p := &passJobs{jobs: jobs, ids: make([]int64, 0, len(jobs)), pos: make([]int32, 0, len(jobs))}
 	for i, j := range jobs {
 		p.add(j.ID, i)
@@ -257,6 +268,18 @@ func (p *passJobs) find(id int64) (i int, ok bool) {
 	if p.at != nil {
 		k, ok := p.at[id]
 		return int(k), ok
+	}
+	if p.inOrder {
+		lo, hi := 0, len(p.jobs)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if p.jobs[m].ID < id {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		return lo, lo < len(p.jobs) && p.jobs[lo].ID == id
 	}
 	k, ok := slices.BinarySearch(p.ids, id)
 	if !ok {
