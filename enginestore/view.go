@@ -130,12 +130,31 @@ func (s Store) unfinished(ctx context.Context) ([]engine.Job, error) {
 }
 
 // give returns a copy of the view's jobs for the engine, in the array of
-// the copy it gave last (given). v.mu is held.
+// the copy it gave last (given), without the jobs that left (merge). Once
+// a quarter of the view's jobs have left, they are dropped from the view
+// too: dropping each as it left moved half the view, megabytes at a long
+// queue, for every job that ended. v.mu is held.
 func (v *jobView) give() []engine.Job {
-	if len(v.given) > len(v.jobs) {
-		clear(v.given[len(v.jobs):]) // keeps nothing of jobs gone
+	out, gone := v.given[:0], 0
+	for r := 0; r < len(v.jobs); {
+		if v.jobs[r].ID < 0 {
+			gone, r = gone+1, r+1
+			continue
+		}
+		end := r + 1
+		for end < len(v.jobs) && v.jobs[end].ID > 0 {
+			end++
+		}
+		out = append(out, v.jobs[r:end]...)
+		r = end
 	}
-	v.given = cloneJobs(append(v.given[:0], v.jobs...))
+	if len(v.given) > len(out) {
+		clear(v.given[len(out):]) // keeps nothing of jobs gone
+	}
+	v.given = cloneJobs(out)
+	if gone > len(v.jobs)/4 {
+		v.jobs = dropLeft(v.jobs)
+	}
 	return v.given
 }
 
@@ -213,9 +232,12 @@ func (s Store) changedSince(ctx context.Context, since time.Time) ([]models.Job,
 
 // merge applies changed, rows ordered by ID, to jobs, ordered by ID: a
 // row the engine acts on replaces its job or joins in its place, any
-// other leaves. It reuses jobs' array where it can and returns the jobs
-// still ordered by ID. With a view, it keeps the view's count of jobs by
-// owner and gives the jobs it applies the accounts last read.
+// other leaves. A job that leaves stays in its place, its ID negated (a
+// job that left: give and dropLeft leave it out), and comes back there if
+// it is to be scheduled again. It reuses jobs' array where it can and
+// returns the jobs still ordered by their IDs' absolute values. With a
+// view, it keeps the view's count of jobs by owner and gives the jobs it
+// applies the accounts last read.
 func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
 	if len(changed) == 0 {
 		return jobs
@@ -227,24 +249,23 @@ func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
 	// Changes to jobs already there, and how many join: most rows
 	// changed are jobs the view has (a start, an end, a queue move), and
 	// are applied in place.
-	joins, leaves := 0, 0
+	joins := 0
 	for i := range changed {
 		c := &changed[i]
-		k, found := slices.BinarySearchFunc(jobs, c.ID, func(j engine.Job, id int64) int { return cmp.Compare(j.ID, id) })
+		k, found := searchJobs(jobs, c.ID)
+		left := found && jobs[k].ID < 0
 		switch {
 		case found && schedulable(c):
-			s.count(jobs[k].User, -1)
+			if !left {
+				s.count(jobs[k].User, -1)
+			}
 			jobs[k] = s.viewJob(*c)
-		case found:
+		case found && !left:
 			s.count(jobs[k].User, -1)
-			jobs[k].ID = 0 // leaves: dropped below
-			leaves++
-		case schedulable(c):
+			jobs[k].ID = -jobs[k].ID // leaves
+		case !found && schedulable(c):
 			joins++
 		}
-	}
-	if leaves > 0 {
-		jobs = dropLeft(jobs)
 	}
 	if joins == 0 {
 		return jobs
@@ -258,10 +279,10 @@ func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
 		if !schedulable(row) {
 			continue
 		}
-		if _, found := slices.BinarySearchFunc(jobs[:i+1], row.ID, func(j engine.Job, id int64) int { return cmp.Compare(j.ID, id) }); found {
+		if _, found := searchJobs(jobs[:i+1], row.ID); found {
 			continue // applied in place above
 		}
-		for i >= 0 && jobs[i].ID > row.ID {
+		for i >= 0 && abs(jobs[i].ID) > row.ID {
 			jobs[w] = jobs[i]
 			i, w = i-1, w-1
 		}
@@ -271,21 +292,45 @@ func (s Store) merge(jobs []engine.Job, changed []models.Job) []engine.Job {
 	return jobs
 }
 
-// dropLeft removes the jobs merge marked as leaving (ID 0), moving the
-// runs of jobs between them whole: at a long queue a few leave among
-// thousands.
+// searchJobs finds job id among jobs ordered by their IDs' absolute
+// values (merge), whether it is there or left (its ID negated).
+func searchJobs(jobs []engine.Job, id int64) (int, bool) {
+	lo, hi := 0, len(jobs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if abs(jobs[m].ID) < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(jobs) && abs(jobs[lo].ID) == id
+}
+
+func abs(id int64) int64 {
+	if id < 0 {
+		return -id
+	}
+	return id
+}
+
+// dropLeft removes the jobs merge marked as left (a negative ID), moving
+// the runs of jobs between them whole.
 func dropLeft(jobs []engine.Job) []engine.Job {
-	w := slices.IndexFunc(jobs, func(j engine.Job) bool { return j.ID == 0 })
-	if w < 0 {
+	w := 0
+	for w < len(jobs) && jobs[w].ID > 0 {
+		w++
+	}
+	if w == len(jobs) {
 		return jobs
 	}
 	for r := w + 1; r < len(jobs); {
-		if jobs[r].ID == 0 {
+		if jobs[r].ID < 0 {
 			r++
 			continue
 		}
 		end := r + 1
-		for end < len(jobs) && jobs[end].ID != 0 {
+		for end < len(jobs) && jobs[end].ID > 0 {
 			end++
 		}
 		w += copy(jobs[w:], jobs[r:end])

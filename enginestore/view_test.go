@@ -1,6 +1,7 @@
 package enginestore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -140,9 +141,11 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 }
 
 // TestMergeKeepsTheJobsByID applies random changes (jobs that change,
-// leave, join, and rows of jobs the view never had that are not to be
-// scheduled) to a random view and requires what a map of the jobs by ID,
-// sorted, gives.
+// leave, join, come back after they left, and rows of jobs the view never
+// had that are not to be scheduled) to a random view, some of whose jobs
+// left in earlier merges, and requires what a map of the jobs by ID,
+// sorted, gives, both as the engine is given them (give) and once the
+// jobs that left are dropped (dropLeft).
 func TestMergeKeepsTheJobsByID(t *testing.T) {
 	s := Store{}
 	rng := rand.New(rand.NewPCG(33, 2))
@@ -151,10 +154,13 @@ func TestMergeKeepsTheJobsByID(t *testing.T) {
 		var view []engine.Job
 		want := map[int64]job.State{}
 		for id := int64(1); id <= 60; id++ {
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(3) {
+			case 0:
 				st := states[rng.IntN(2)]
 				view = append(view, engine.Job{ID: id, State: st})
 				want[id] = st
+			case 1:
+				view = append(view, engine.Job{ID: -id, State: models.JobQueued}) // left
 			}
 		}
 		var changed []models.Job
@@ -172,14 +178,20 @@ func TestMergeKeepsTheJobsByID(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			rng.Shuffle(len(changed), func(i, j int) { changed[i], changed[j] = changed[j], changed[i] })
 		}
-		got := s.merge(view, changed)
-		ids := slices.Sorted(maps.Keys(want))
-		if len(got) != len(ids) {
-			t.Fatalf("round %d: %d jobs after the merge, want %d", round, len(got), len(ids))
+		merged := s.merge(view, changed)
+		if !slices.IsSortedFunc(merged, func(a, b engine.Job) int { return cmp.Compare(abs(a.ID), abs(b.ID)) }) {
+			t.Fatalf("round %d: the merge is out of order", round)
 		}
-		for i, id := range ids {
-			if got[i].ID != id || got[i].State != want[id] {
-				t.Fatalf("round %d: job %d is %d %s, want %d %s", round, i, got[i].ID, got[i].State, id, want[id])
+		ids := slices.Sorted(maps.Keys(want))
+		v := &jobView{jobs: slices.Clone(merged)}
+		for _, got := range [][]engine.Job{v.give(), dropLeft(merged)} {
+			if len(got) != len(ids) {
+				t.Fatalf("round %d: %d jobs after the merge, want %d", round, len(got), len(ids))
+			}
+			for i, id := range ids {
+				if got[i].ID != id || got[i].State != want[id] {
+					t.Fatalf("round %d: job %d is %d %s, want %d %s", round, i, got[i].ID, got[i].State, id, want[id])
+				}
 			}
 		}
 	}
