@@ -3,6 +3,7 @@ package sched
 import (
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Explanations are built from the state the pass saw when it reached the
@@ -176,20 +177,24 @@ func (p *pass) addWait(e *entry, cause WaitCause, b []byte) {
 		b = append(b, "line"...)
 	}
 	p.d.Waits = append(p.d.Waits, Wait{JobID: e.id, Queue: q, Position: pos, Cause: cause})
-	p.reasons = append(p.reasons, b...)
-	p.reasonEnds = append(p.reasonEnds, int32(len(p.reasons)))
+	if p.reasons.Cap() == 0 {
+		p.reasons.Grow(p.reasonsLen) // the last pass's: grown once, copied never
+	}
+	p.reasons.Write(b)
+	p.reasonEnds = append(p.reasonEnds, int32(p.reasons.Len()))
 	p.buf = b
 }
 
 // fillReasons gives each wait its reason, a part of one string of all the
 // reasons addWait wrote (Wait.Reason).
 func (p *pass) fillReasons() {
-	all, from := string(p.reasons), int32(0)
+	all, from := p.reasons.String(), int32(0)
 	for i, end := range p.reasonEnds {
 		p.d.Waits[i].Reason = all[from:end]
 		from = end
 	}
-	p.reasons, p.reasonEnds = p.reasons[:0], p.reasonEnds[:0]
+	p.reasonsLen = len(all)
+	p.reasons, p.reasonEnds = strings.Builder{}, p.reasonEnds[:0]
 }
 
 // preemptReason says why victim gives way to by.

@@ -1,5 +1,7 @@
 package sched
 
+import "strings"
+
 // pass is the working memory of one scheduling pass. Schedule pools
 // passes so that their slices are reused; nothing in a pass survives into
 // the Decisions it returns.
@@ -49,9 +51,11 @@ type pass struct {
 	qpos      []int32    // waiting jobs seen so far, per queue
 	buf       []byte
 	// The wait reasons of the pass, one after the other, and where
-	// each ends: addWait writes them, fillReasons hands them out.
-	reasons    []byte
+	// each ends: addWait writes them, fillReasons hands them out, the
+	// string they make its own each pass (reasonsLen long the last).
+	reasons    strings.Builder
 	reasonEnds []int32
+	reasonsLen int
 
 	// Machines hidden from the pending job being decided (avoid.go).
 	masked     []int32
