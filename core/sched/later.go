@@ -1,6 +1,9 @@
 package sched
 
-import "slices"
+import (
+	"container/heap"
+	"slices"
+)
 
 // laterQueue holds the pending entries a pass deferred to the borrowers
 // (teamHold), in compareEntries order. They arrive from the walk in its
@@ -46,15 +49,10 @@ func (q *laterQueue) pop() {
 	r.next++
 	q.n--
 	if r.left() {
-		q.down(0)
+		heap.Fix(runHeap{q}, 0)
 		return
 	}
-	last := len(q.heap) - 1
-	q.heap[0] = q.heap[last]
-	q.heap = q.heap[:last]
-	if last > 0 {
-		q.down(0)
-	}
+	heap.Pop(runHeap{q})
 }
 
 // push defers e, an entry of team v.
@@ -76,8 +74,7 @@ func (q *laterQueue) push(e *entry, v int32) {
 	k := q.newRun(v)
 	q.runs[k].ents = append(q.runs[k].ents, e)
 	q.tail[v] = k
-	q.heap = append(q.heap, k)
-	q.up(len(q.heap) - 1)
+	heap.Push(runHeap{q}, k)
 }
 
 // newRun returns an empty run for team v, reusing the arrays of runs
@@ -139,9 +136,7 @@ func (q *laterQueue) resetTeam(v int32) bool {
 			q.heap = append(q.heap, int32(i))
 		}
 	}
-	for i := len(q.heap)/2 - 1; i >= 0; i-- {
-		q.down(i)
-	}
+	heap.Init(runHeap{q})
 	return true
 }
 
@@ -155,36 +150,20 @@ func (q *laterQueue) reset() {
 	q.runs, q.heap, q.tail, q.n = q.runs[:0], q.heap[:0], q.tail[:0], 0
 }
 
-func (q *laterQueue) less(a, b int32) bool {
-	return compareEntries(q.runs[a].head(), q.runs[b].head()) < 0
-}
+// runHeap is q's runs with entries left, by their next entry, as a
+// container/heap: a heap of a few runs (one a team, mostly), sifted once
+// per entry taken.
+type runHeap struct{ q *laterQueue }
 
-func (q *laterQueue) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !q.less(q.heap[i], q.heap[parent]) {
-			return
-		}
-		q.heap[i], q.heap[parent] = q.heap[parent], q.heap[i]
-		i = parent
-	}
+func (h runHeap) Len() int { return len(h.q.heap) }
+func (h runHeap) Less(a, b int) bool {
+	return compareEntries(h.q.runs[h.q.heap[a]].head(), h.q.runs[h.q.heap[b]].head()) < 0
 }
-
-func (q *laterQueue) down(i int) {
-	n := len(q.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && q.less(q.heap[r], q.heap[l]) {
-			m = r
-		}
-		if !q.less(q.heap[m], q.heap[i]) {
-			return
-		}
-		q.heap[i], q.heap[m] = q.heap[m], q.heap[i]
-		i = m
-	}
+func (h runHeap) Swap(a, b int) { h.q.heap[a], h.q.heap[b] = h.q.heap[b], h.q.heap[a] }
+func (h runHeap) Push(x any)    { h.q.heap = append(h.q.heap, x.(int32)) }
+func (h runHeap) Pop() any {
+	last := len(h.q.heap) - 1
+	k := h.q.heap[last]
+	h.q.heap = h.q.heap[:last]
+	return k
 }
