@@ -626,11 +626,10 @@ func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time
 		}
 		changed[w.JobID] = w.Reason
 	}
-	// The engine's own copy (a copy of the list is cheap, its map is not):
-	// Waits reads it after the pass, whatever becomes of the scheduler's.
-	list := append(make([]sched.Wait, 0, len(waits)), waits...)
+	// Waits reads the list after the pass: the pass is done with it, and
+	// the scheduler makes a new one each pass (sched.Decisions.Waits).
 	e.shareMu.Lock()
-	e.waitList, e.waits = list, nil
+	e.waitList, e.waits = waits, nil
 	e.shareMu.Unlock()
 	if err := e.cfg.Store.SetReasons(ctx, changed); err != nil {
 		return err

@@ -319,7 +319,7 @@ type QueueChange struct {
 type Decisions struct {
 	Preempts []Preempt
 	Starts   []Start
-	Waits    []Wait // in priority order; empty when Config.OmitWaits
+	Waits    []Wait // in priority order; empty when Config.OmitWaits; a new slice each pass, the caller's to keep
 	// QueueChanges lists the jobs whose QueueState changed in this pass.
 	QueueChanges []QueueChange
 	// Recheck is the earliest time at which the same jobs, with no job
