@@ -202,7 +202,7 @@ func (b *passBuffers) keep(jobs []sched.Job, byID *passJobs) {
 	if len(b.jobs) > len(jobs) {
 		clear(b.jobs[len(jobs):])
 	}
-	b.jobs, b.ids, b.pos = jobs[:len(jobs):cap(jobs)], byID.ids, byID.pos
+	b.jobs, b.ids, b.pos = jobs, byID.ids, byID.pos
 }
 
 // passJobs are the jobs a pass schedules (snapshot), by ID: an index into
