@@ -247,9 +247,9 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 		}
 	}
 	gpuMiB := smallestGPU(snap.Nodes)
-	for _, j := range jobs {
-		if j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
-			in.Later = append(in.Later, forecast.Arrival{Job: e.schedJob(&j, now, gpuMiB), At: seconds(*j.RetryAt)})
+	for i := range jobs {
+		if j := &jobs[i]; j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
+			in.Later = append(in.Later, forecast.Arrival{Job: e.schedJob(j, now, gpuMiB), At: seconds(*j.RetryAt)})
 		}
 	}
 	startsNow := make(map[int64]bool, len(d.Starts))
@@ -393,8 +393,8 @@ func (e *Engine) recordForecast(ctx context.Context, r forecastDone, jobs []Job)
 		return
 	}
 	submitted := make(map[int64]time.Time, len(jobs))
-	for _, j := range jobs {
-		submitted[j.ID] = j.SubmittedAt
+	for i := range jobs {
+		submitted[jobs[i].ID] = jobs[i].SubmittedAt
 	}
 	for id := range fc.recorded {
 		if _, ok := submitted[id]; !ok {

@@ -233,8 +233,8 @@ func newPassJobs(jobs []Job) *passJobs {
 		return &passJobs{jobs: jobs, inOrder: true}
 	}
 	p := &passJobs{jobs: jobs, ids: make([]int64, 0, len(jobs)), pos: make([]int32, 0, len(jobs))}
-	for i, j := range jobs {
-		p.add(j.ID, i)
+	for i := range jobs {
+		p.add(jobs[i].ID, i)
 	}
 	p.index()
 	return p
