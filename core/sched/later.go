@@ -77,8 +77,8 @@ func (q *laterQueue) push(e *entry, v int32) {
 	heap.Push(runHeap{q}, k)
 }
 
-// newRun returns an empty run for team v, reusing the arrays of runs
-// the last pass or this one used up.
+// newRun returns an empty run for team v, reusing the array of a run an
+// earlier pass left (reset).
 func (q *laterQueue) newRun(v int32) int32 {
 	if len(q.runs) < cap(q.runs) {
 		q.runs = q.runs[:len(q.runs)+1]
