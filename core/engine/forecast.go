@@ -4,7 +4,6 @@ import (
 	"context"
 	"hash/fnv"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -237,11 +236,15 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 	// The pass goes on with its snapshot: the forecast gets its own.
 	in.Snapshot.Jobs = append([]sched.Job(nil), snap.Jobs...)
 	in.Snapshot.Teams = append([]sched.Team(nil), snap.Teams...)
+	var byID *passJobs
 	for i := range in.Snapshot.Jobs {
 		// A leaving job was shown without the GPUs promised to another
 		// (Promises.Present); it waits again, for all of its own, once out.
 		if sj := &in.Snapshot.Jobs[i]; sj.State == sched.Leaving {
-			if k := slices.IndexFunc(jobs, func(j Job) bool { return j.ID == sj.ID }); k >= 0 {
+			if byID == nil {
+				byID = newPassJobs(jobs)
+			}
+			if k, ok := byID.find(sj.ID); ok {
 				sj.GPUs = jobs[k].GPUs
 			}
 		}
