@@ -10,6 +10,7 @@ import (
 	"github.com/gpuportal/gpuportal/accountingstore"
 	"github.com/gpuportal/gpuportal/core/accounting"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -58,7 +59,7 @@ func TestAccountingAddsUp(t *testing.T) {
 				end := r.end
 				if end == 0 {
 					end = 49
-				} else if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, r.state, nil, "", at(r.end)); err != nil {
+				} else if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, r.state, nil, "", usage.Service{}, at(r.end)); err != nil {
 					t.Fatal(err)
 				}
 				share := 1.0
@@ -169,7 +170,7 @@ func TestAccountingReclaimed(t *testing.T) {
 		if err := s.RecordReclaim(ctx, ref, 1234.5, at(2)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStopped(ctx, ref, models.JobPreempted, nil, "reclaimed: idle since 01:30", at(2.01)); err != nil {
+		if err := s.MarkStopped(ctx, ref, models.JobPreempted, nil, "reclaimed: idle since 01:30", usage.Service{}, at(2.01)); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.RecordReclaim(ctx, ref, 1, at(3)); !errors.Is(err, models.ErrConflict) {

@@ -8,6 +8,7 @@ import (
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/trace"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/core/whatif"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
@@ -51,7 +52,7 @@ func TestWhatIfHistory(t *testing.T) {
 				if to == "" {
 					continue // still running
 				}
-				if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, to, nil, "", at(r[1])); err != nil {
+				if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, to, nil, "", usage.Service{}, at(r[1])); err != nil {
 					t.Fatal(err)
 				}
 			}

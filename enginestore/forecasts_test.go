@@ -9,6 +9,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -45,7 +46,7 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStopped(ctx, job.RunRef{Job: a.ID, Run: run}, models.JobPreempted, nil, "preempted", *at(30)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: a.ID, Run: run}, models.JobPreempted, nil, "preempted", usage.Service{}, *at(30)); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.RecordForecasts(ctx, []engine.ForecastRecord{{JobID: a.ID, Kind: "1m", MadeAt: *at(60), State: forecast.StateLater, Earliest: at(70)}}); err != nil {
@@ -56,7 +57,7 @@ func TestForecastsRecordedAgainstStarts(t *testing.T) {
 			t.Fatal(err)
 		}
 		code := 0
-		if err := s.MarkStopped(ctx, job.RunRef{Job: a.ID, Run: run}, models.JobSucceeded, &code, "", *at(100)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: a.ID, Run: run}, models.JobSucceeded, &code, "", usage.Service{}, *at(100)); err != nil {
 			t.Fatal(err)
 		}
 		rows, err := s.ForecastOutcomes(ctx, "", 100)

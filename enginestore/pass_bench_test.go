@@ -19,6 +19,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/memest"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -270,9 +271,9 @@ func (s *rowCounter) MarkStarted(ctx context.Context, id int64, placement []gpu.
 	return s.Store.MarkStarted(ctx, id, placement, now)
 }
 
-func (s *rowCounter) MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, now time.Time) error {
+func (s *rowCounter) MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, handover usage.Service, now time.Time) error {
 	s.rows.Add(1)
-	return s.Store.MarkStopped(ctx, ref, to, exitCode, reason, now)
+	return s.Store.MarkStopped(ctx, ref, to, exitCode, reason, handover, now)
 }
 
 func (s *rowCounter) MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, reason string, retryAt, now time.Time) error {

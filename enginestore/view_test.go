@@ -15,6 +15,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -90,7 +91,7 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 		newID := submit("alice")
 		check("a submission")
 		code := 0
-		if err := s.Store.MarkStopped(ctx, job.RunRef{Job: ids[0], Run: run}, models.JobSucceeded, &code, "", time.Now()); err != nil {
+		if err := s.Store.MarkStopped(ctx, job.RunRef{Job: ids[0], Run: run}, models.JobSucceeded, &code, "", usage.Service{}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		check("an end, and the dependency it ends")

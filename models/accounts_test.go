@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -181,7 +182,7 @@ func TestTeamShares(t *testing.T) {
 			t.Fatal(err)
 		}
 		run, _ := s.MarkStarted(ctx, j.ID, []string{"n:0", "n:1"}, t0)
-		_ = s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobSucceeded, nil, "", t0.Add(10*time.Second))
+		_ = s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobSucceeded, nil, "", usage.Service{}, t0.Add(10*time.Second))
 		if err := s.CreateJob(ctx, &models.Job{Name: "waits", Team: "vision", User: "bob", GPUs: 1, SimDuration: 1, SubmittedAt: t0}); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
 
@@ -69,7 +70,7 @@ func TestForecastsStartedFollowsRuns(t *testing.T) {
 			default:
 				j := jobs[rnd.IntN(len(jobs))]
 				if run, ok := running[j.ID]; ok {
-					if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, JobPreempted, nil, "preempted", now); err != nil {
+					if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, JobPreempted, nil, "preempted", usage.Service{}, now); err != nil {
 						t.Fatal(err)
 					}
 					delete(running, j.ID)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -45,7 +46,7 @@ func TestSetHeld(t *testing.T) {
 		if sv := got.Service(at(90)); math.Abs(sv.GPUSeconds-60) > 1e-9 || sv.ExecutedS != 90 {
 			t.Fatalf("at t+90: %+v, want 90 s run and 30 + 30 GPU-seconds", sv)
 		}
-		if err := s.MarkStopped(ctx, ref, models.JobSucceeded, nil, "", at(120)); err != nil {
+		if err := s.MarkStopped(ctx, ref, models.JobSucceeded, nil, "", usage.Service{}, at(120)); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.SetHeld(ctx, []models.Held{{Ref: ref, GPUs: 0.25, At: at(130)}}); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -40,7 +41,7 @@ func TestJCTsFollowChanges(t *testing.T) {
 			}
 			now = now.Add(time.Duration(id) * time.Minute)
 			code := 0
-			if err := s.MarkStopped(ctx, job.RunRef{Job: id, Run: run}, to, &code, "", now); err != nil {
+			if err := s.MarkStopped(ctx, job.RunRef{Job: id, Run: run}, to, &code, "", usage.Service{}, now); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // TestJobCountsEqualScan changes jobs at random through the store (submit
@@ -97,7 +98,7 @@ func TestJobCountsEqualScan(t *testing.T) {
 				err = s.MarkRetry(ctx, job.RunRef{Job: id, Run: runs[id]}, 1, "exited 1", now, now)
 			case j.State == JobRunning:
 				to := []JobState{JobSucceeded, JobFailed}[rnd.IntN(2)]
-				err = s.MarkStopped(ctx, job.RunRef{Job: id, Run: runs[id]}, to, &code, "", now)
+				err = s.MarkStopped(ctx, job.RunRef{Job: id, Run: runs[id]}, to, &code, "", usage.Service{}, now)
 			case rnd.IntN(3) == 0:
 				// Another writer: a finished job moves to another team.
 				err = s.db.Exec("UPDATE jobs SET team = ? WHERE id = ?", teams[rnd.IntN(len(teams))], id).Error

@@ -294,13 +294,17 @@ func (s *Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []str
 // MarkStopped records that run ref of a job stopped at now and moves the
 // job to state to: JobPreempted or JobQueued put it back in the queue, a
 // final state ends it. The time it ran is added to its executed time and
-// attained service. A run that is not the job's current one changes
-// nothing and returns ErrStaleRun.
-func (s *Store) MarkStopped(ctx context.Context, ref job.RunRef, to JobState, exitCode *int, reason string, now time.Time) error {
+// attained service. Handover is what the run attained between the
+// request to stop it and now: the scheduler's queues do not count it
+// (sched.QueueState), the job's figures do. A run that is not the job's
+// current one changes nothing and returns ErrStaleRun.
+func (s *Store) MarkStopped(ctx context.Context, ref job.RunRef, to JobState, exitCode *int, reason string, handover usage.Service, now time.Time) error {
 	return s.transition(ctx, ref.Job, now, func(j *Job) error {
 		if err := j.stopRun(ref.Run, now); err != nil {
 			return err
 		}
+		j.CycleService += max(handover.GPUSeconds, 0)
+		j.CycleExecuted += max(handover.ExecutedS, 0)
 		j.State = to
 		j.Reason = truncate(reason, 512) // the column's size
 		j.ExitCode = exitCode

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -55,7 +56,7 @@ func BenchmarkTransitionNotified(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobPreempted, nil, "reclaimed", now); err != nil {
+				if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobPreempted, nil, "reclaimed", usage.Service{}, now); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -88,7 +89,7 @@ func TestNotificationOutbox(t *testing.T) {
 			t.Fatal(err)
 		}
 		code := 3
-		if err := s.MarkStopped(ctx, job.RunRef{Job: mine.ID, Run: run}, models.JobFailed, &code, "exit code 3", t0.Add(time.Minute)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: mine.ID, Run: run}, models.JobFailed, &code, "exit code 3", usage.Service{}, t0.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		ns, err := s.Notifications(ctx, alice.ID, 10)
@@ -238,7 +239,7 @@ func TestHeldNotifications(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobPreempted, nil, "reclaimed", t0.Add(6*time.Hour)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobPreempted, nil, "reclaimed", usage.Service{}, t0.Add(6*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		if k := held(t0.Add(7 * time.Hour)); k != 0 {
@@ -391,7 +392,7 @@ func TestSessionReclaimedNotification(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobPreempted, nil, reason, t0.Add(time.Minute)); err != nil {
+			if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobPreempted, nil, reason, usage.Service{}, t0.Add(time.Minute)); err != nil {
 				t.Fatalf("preempt job %d with a reason of %d bytes: %v", j.ID, len(reason), err)
 			}
 		}

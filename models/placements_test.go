@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -32,7 +33,7 @@ func TestRunningPlacements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStopped(ctx, job.RunRef{Job: ids[1], Run: run}, models.JobSucceeded, nil, "", t0.Add(time.Minute)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: ids[1], Run: run}, models.JobSucceeded, nil, "", usage.Service{}, t0.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.RunningPlacements(ctx)

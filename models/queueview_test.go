@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -45,7 +46,7 @@ func TestQueueRowsFollowChanges(t *testing.T) {
 			{"bob is enabled", func() error { _, err := s.EnableUser(ctx, "bob", t0); return err }, 3, 2},
 			{"job 3 is cancelled", func() error { return s.Cancel(ctx, 3, "cancelled by alice", t0) }, 2, 1},
 			{"job 1 ends", func() error {
-				return s.MarkStopped(ctx, job.RunRef{Job: 1, Run: 1}, models.JobSucceeded, &zero, "", t0.Add(time.Minute))
+				return s.MarkStopped(ctx, job.RunRef{Job: 1, Run: 1}, models.JobSucceeded, &zero, "", usage.Service{}, t0.Add(time.Minute))
 			}, 1, 1},
 		}
 		for _, st := range steps {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -26,7 +27,7 @@ func TestRunsAreRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run1}, models.JobQueued, nil, "requeued: node a1 lost", t0.Add(10*time.Second)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run1}, models.JobQueued, nil, "requeued: node a1 lost", usage.Service{}, t0.Add(10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		// a1 comes back still running run 1: resumed.
@@ -42,7 +43,7 @@ func TestRunsAreRecorded(t *testing.T) {
 		if es, err := s.JobEvents(ctx, j.ID); err != nil || es[len(es)-1].Detail != "on a1:0; resumed" || es[len(es)-1].Run != run1 {
 			t.Errorf("history after the resume: %+v, %v; want run %d running on a1:0; resumed", es, err, run1)
 		}
-		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run1}, models.JobPreempted, nil, "preempted", t0.Add(20*time.Second)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run1}, models.JobPreempted, nil, "preempted", usage.Service{}, t0.Add(20*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		run2, err := s.MarkStarted(ctx, j.ID, []string{"a2:0"}, t0.Add(30*time.Second))
@@ -53,7 +54,7 @@ func TestRunsAreRecorded(t *testing.T) {
 			t.Errorf("resume a replaced run: err = %v, want ErrConflict", err)
 		}
 		code := 0
-		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run2}, models.JobSucceeded, &code, "", t0.Add(40*time.Second)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run2}, models.JobSucceeded, &code, "", usage.Service{}, t0.Add(40*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		rs, err := s.Runs(ctx, j.ID)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 	"github.com/gpuportal/gpuportal/models/modelstest"
 )
@@ -149,7 +150,9 @@ func TestJobLifeCycle(t *testing.T) {
 		if _, err := s.MarkStarted(ctx, j.ID, nil, t0); !errors.Is(err, models.ErrConflict) {
 			t.Errorf("start twice: err = %v", err)
 		}
-		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 1}, models.JobPreempted, nil, "preempted by job 9", t0.Add(20*time.Second)); err != nil {
+		// The run's last 4 s were its handover: counted, but not toward
+		// its queue (CycleService).
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 1}, models.JobPreempted, nil, "preempted by job 9", usage.Service{ExecutedS: 4, GPUSeconds: 8}, t0.Add(20*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		if run, err := s.MarkStarted(ctx, j.ID, []string{"node-1:0", "node-1:1"}, t0.Add(30*time.Second)); err != nil || run != 2 {
@@ -157,10 +160,10 @@ func TestJobLifeCycle(t *testing.T) {
 		}
 		zero := 0
 		// The end of the first run, reported late, changes nothing.
-		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 1}, models.JobSucceeded, &zero, "", t0.Add(40*time.Second)); !errors.Is(err, models.ErrStaleRun) || !errors.Is(err, models.ErrConflict) {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 1}, models.JobSucceeded, &zero, "", usage.Service{}, t0.Add(40*time.Second)); !errors.Is(err, models.ErrStaleRun) || !errors.Is(err, models.ErrConflict) {
 			t.Errorf("end of a replaced run: err = %v, want ErrStaleRun", err)
 		}
-		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 2}, models.JobSucceeded, &zero, "", t0.Add(60*time.Second)); err != nil {
+		if err := s.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: 2}, models.JobSucceeded, &zero, "", usage.Service{}, t0.Add(60*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Job(ctx, j.ID)
@@ -178,6 +181,10 @@ func TestJobLifeCycle(t *testing.T) {
 			got.Preemptions != want.preemptions || got.JCT() != want.jct {
 			t.Errorf("job after run = state %s executed %v attained %v preemptions %d jct %v; want %+v",
 				got.State, got.ExecutedS, got.AttainedService, got.Preemptions, got.JCT(), want)
+		}
+		if got.CycleService != 8 || got.CycleExecuted != 4 {
+			t.Errorf("cycle service %v, cycle executed %v; want the first run's handover, 8 GPU-s and 4 s, left out of its queue",
+				got.CycleService, got.CycleExecuted)
 		}
 		if !got.StartedAt.Equal(t0.Add(10*time.Second)) || got.ExitCode == nil || *got.ExitCode != 0 {
 			t.Errorf("started %v exit %v", got.StartedAt, got.ExitCode)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -209,7 +210,7 @@ func TestAccountingOutlivesHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobSucceeded, nil, "", start.Add(2*time.Hour)); err != nil {
+	if err := ts.store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: run}, models.JobSucceeded, nil, "", usage.Service{}, start.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	var rows []models.GPUHistory

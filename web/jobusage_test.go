@@ -12,6 +12,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -365,7 +366,7 @@ func TestJobUsageNotSharedWithItsPredecessor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.store.MarkStopped(ctx, job.RunRef{Job: b.ID, Run: run}, models.JobSucceeded, nil, "", start.Add(-15*time.Millisecond)); err != nil {
+	if err := ts.store.MarkStopped(ctx, job.RunRef{Job: b.ID, Run: run}, models.JobSucceeded, nil, "", usage.Service{}, start.Add(-15*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	before := b.ID

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -65,7 +66,7 @@ func TestJCTStats(t *testing.T) {
 		}
 		zero := 0
 		end := start.Add(jct)
-		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: id, Run: run}, models.JobSucceeded, &zero, "", end); err != nil {
+		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: id, Run: run}, models.JobSucceeded, &zero, "", usage.Service{}, end); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/enginestore"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -142,7 +143,7 @@ func newReservingServer(t *testing.T) (ts *testServer, holder, big *models.Job, 
 			t.Fatal(err)
 		}
 		zero := 0
-		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: f.ID, Run: run}, models.JobSucceeded, &zero, "exited 0", at.Add(40*time.Minute)); err != nil {
+		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: f.ID, Run: run}, models.JobSucceeded, &zero, "exited 0", usage.Service{}, at.Add(40*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -42,7 +43,7 @@ func TestWhatIf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: m.ID, Run: run}, models.JobSucceeded, nil, "", now.Add(-j.end)); err != nil {
+		if err := ts.store.MarkStopped(ctx, job.RunRef{Job: m.ID, Run: run}, models.JobSucceeded, nil, "", usage.Service{}, now.Add(-j.end)); err != nil {
 			t.Fatal(err)
 		}
 	}

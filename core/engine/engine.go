@@ -130,8 +130,11 @@ type Store interface {
 	MarkStarted(ctx context.Context, id int64, placement []gpu.Ref, now time.Time) (run int64, err error)
 	// MarkStopped records how run ref ended; for a run that is not the
 	// job's current one it changes nothing and returns an error wrapping
-	// job.ErrConflict, as the other changes of a run do.
-	MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, now time.Time) error
+	// job.ErrConflict, as the other changes of a run do. Handover is the
+	// service the run attained after it was asked to stop (run.handover),
+	// which the queues do not count: the store adds it to the job's
+	// CycleService and CycleExecuted (sched.QueueState).
+	MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, handover usage.Service, now time.Time) error
 	// MarkResumed puts a job that waits again back to running as its last
 	// run ref, which its machine came back still running.
 	MarkResumed(ctx context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) error

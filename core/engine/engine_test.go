@@ -115,7 +115,7 @@ func (s *memStore) current(ref job.RunRef) (*Job, error) {
 	return j, nil
 }
 
-func (s *memStore) MarkStopped(_ context.Context, ref job.RunRef, to job.State, code *int, reason string, now time.Time) error {
+func (s *memStore) MarkStopped(_ context.Context, ref job.RunRef, to job.State, code *int, reason string, handover usage.Service, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -128,6 +128,8 @@ func (s *memStore) MarkStopped(_ context.Context, ref job.RunRef, to job.State, 
 	}
 	sv := usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), j.accrual())
 	j.ExecutedS, j.AttainedService, j.Accrual = sv.ExecutedS, sv.GPUSeconds, usage.Accrual{}
+	j.Queue.CycleService += handover.GPUSeconds
+	j.Queue.CycleExecuted += handover.ExecutedS
 	j.State = to
 	s.end[id] = code
 	s.reason[id] = reason

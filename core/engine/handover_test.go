@@ -189,3 +189,71 @@ func TestNoNewVictimWhileOneLeaves(t *testing.T) {
 		t.Fatalf("stopped %v; want job 8 alone", stops)
 	}
 }
+
+// TestHandoverCountsForNoRank: the service a victim attains between the
+// request to stop it and its exit (its handover) counts in its figures
+// but not toward its rank. Under tiresias-g a job's index can rise with
+// its service, and a victim that left with its handover counted could
+// outrank the job that replaced it and preempt it back, pass after pass
+// (docs/simulator.md, "Passes between events"). Job 8 is preempted for
+// job 20 as in TestNoNewVictimWhileOneLeaves, takes 5 s to exit, and is
+// seen by each pass meanwhile with its service at the request; once out,
+// its queue state leaves the 5 s out (CycleService, CycleExecuted) while
+// its attained service and executed time include them.
+func TestHandoverCountsForNoRank(t *testing.T) {
+	ctx := context.Background()
+	start := t0.Add(-2 * time.Hour)
+	var jobs []Job
+	var onN0, onN1 []int64
+	for i := int64(1); i <= 8; i++ {
+		node := "n0"
+		if i > 4 {
+			node = "n1"
+			onN1 = append(onN1, i)
+		} else {
+			onN0 = append(onN0, i)
+		}
+		jobs = append(jobs, Job{ID: i, Team: "nlp", GPUs: 1, State: job.Running, Run: 1, Placement: on(node, int(i-1)%4),
+			LastStartAt: &start, SubmittedAt: start, AttainedService: 5000 + float64(i), ExecutedS: 100,
+			Queue: sched.QueueState{Index: 2, Since: seconds(start) + float64(i)*60, CycleService: 40, CycleExecuted: 30}})
+	}
+	jobs = append(jobs, Job{ID: 20, Team: "nlp", GPUs: 1, State: job.Queued, SubmittedAt: t0.Add(-time.Second)})
+	mem := newMemStore(jobs...)
+	e, clock, _, n1 := handoverEngine(t, mem, onN0, onN1)
+	e.cfg.Store = mem
+	mustPass(t, e)
+	if !slices.Equal(n1.stops, []int64{8}) {
+		t.Fatalf("stopped %v; want job 8 for job 20", n1.stops)
+	}
+	asked := clock.t
+	ranToAsk := asked.Sub(start).Seconds()
+	for range 5 {
+		clock.t = clock.t.Add(time.Second)
+		mustPass(t, e)
+		mem.mu.Lock()
+		j := *mem.jobs[8]
+		mem.mu.Unlock()
+		sj := e.schedJob(&j, clock.t, 0)
+		if sj.State != sched.Leaving || sj.AttainedService != 5008+ranToAsk || sj.ExecutedS != 100+ranToAsk {
+			t.Fatalf("%s after the request, job 8 is seen %s with %.0f GPU-s attained, %.0f s executed; want leaving with %.0f and %.0f, its service at the request",
+				clock.t.Sub(asked), sj.State, sj.AttainedService, sj.ExecutedS, 5008+ranToAsk, 100+ranToAsk)
+		}
+	}
+	delete(n1.running, 8)
+	e.testExit(ctx, exit("n1", 8, -1, clock.t))
+	mem.mu.Lock()
+	j := *mem.jobs[8]
+	mem.mu.Unlock()
+	ran := clock.t.Sub(start).Seconds()
+	if j.State != job.Preempted || j.AttainedService != 5008+ran || j.ExecutedS != 100+ran {
+		t.Fatalf("job 8 after its exit: %s, %.0f GPU-s, %.0f s; want preempted with %.0f GPU-s and %.0f s, its handover included",
+			j.State, j.AttainedService, j.ExecutedS, 5008+ran, 100+ran)
+	}
+	if j.Queue.CycleService != 45 || j.Queue.CycleExecuted != 35 {
+		t.Fatalf("job 8's queue state after its exit: cycle service %v, cycle executed %v; want 40 + 5 and 30 + 5 (the handover left out of its rank)",
+			j.Queue.CycleService, j.Queue.CycleExecuted)
+	}
+	if s := e.schedJob(&j, clock.t, 0); s.AttainedService-s.Queue.CycleService != 5008+ranToAsk-40 {
+		t.Fatalf("job 8 ranks by %.0f GPU-s of its cycle; want %.0f, its cycle's service at the request", s.AttainedService-s.Queue.CycleService, 5008+ranToAsk-40)
+	}
+}

@@ -120,7 +120,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 			}
 			reason = fmt.Sprintf("requeued: node %s lost for %s", node, now.Sub(since).Round(time.Second))
 		}
-		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, job.Queued, nil, reason, now); err != nil {
+		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, job.Queued, nil, reason, usage.Service{}, now); err != nil {
 			e.cfg.Logger.Error("requeue lost job", "job", j.ID, "err", err)
 			out = keep(out, jobs, i)
 			continue
@@ -341,8 +341,11 @@ func (e *Engine) schedJob(j *Job, now time.Time, gpuMiB int64) sched.Job {
 		}
 		sj.Placement = slices.Clone(j.Placement)
 		if j.LastStartAt != nil {
-			acc := j.accrual()
-			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(now.Sub(*j.LastStartAt).Seconds(), acc)
+			acc, at := j.accrual(), now
+			if r := e.runs[j.ID]; r != nil && r.id == j.Run && !r.stopAsked.IsZero() && r.stopAsked.Before(now) {
+				at = r.stopAsked // its handover counts for no rank (run.handover)
+			}
+			sv := usage.Service{ExecutedS: sj.ExecutedS, GPUSeconds: sj.AttainedService}.Ran(at.Sub(*j.LastStartAt).Seconds(), acc)
 			sj.ExecutedS, sj.AttainedService, sj.HeldGPUs = sv.ExecutedS, sv.GPUSeconds, acc.Held
 		}
 	}
@@ -471,7 +474,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []gpu.Ref, now time.Time
 			}
 			if len(r.parts) == 0 {
 				delete(e.runs, j.ID)
-				if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: id}, r.stop, r.code, r.reason, now); err != nil {
+				if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: id}, r.stop, r.code, r.reason, r.handover(now), now); err != nil {
 					e.cfg.Logger.Error("record failed start", "job", j.ID, "err", err)
 				} else if r.stop.Waiting() {
 					e.waitFrom(j.ID, now)

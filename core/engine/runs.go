@@ -168,6 +168,22 @@ type unrecorded struct {
 	err    error // why the store last failed to take it
 }
 
+// handover is the service run r attained from its stop request to at:
+// the time a job takes to save its work and exit. The queues do not count
+// it (Store.MarkStopped), nor does the pass while the run leaves
+// (schedJob): under tiresias-g a victim's index moves with its service,
+// and with the handover counted it outranks the job that replaced it and
+// preempts it back (docs/simulator.md, "Passes between events"). Zero for
+// a run not asked to stop.
+func (r *run) handover(at time.Time) usage.Service {
+	if r.stopAsked.IsZero() || !at.After(r.stopAsked) {
+		return usage.Service{}
+	}
+	all := usage.Current(r.ended, r.acc, &r.started, at)
+	asked := usage.Current(r.ended, r.acc, &r.started, r.stopAsked)
+	return usage.Service{ExecutedS: all.ExecutedS - asked.ExecutedS, GPUSeconds: all.GPUSeconds - asked.GPUSeconds}
+}
+
 // stopAll asks every part of r to stop.
 func (e *Engine) stopAll(ctx context.Context, id int64, r *run) {
 	if r.stopAsked.IsZero() {
@@ -307,6 +323,12 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 			if len(r.parts) == 0 {
 				delete(e.runs, id)
 			}
+			if r.acc == (usage.Accrual{}) && j.LastStartAt != nil {
+				// Adopted: what the store counts of the run so far, as
+				// for a run this engine started (run.handover).
+				r.started, r.acc = *j.LastStartAt, j.accrual()
+				r.ended = usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}
+			}
 			r.adopted = false
 		case known && j.State.Waiting() && j.Run == r.id && r.adopted && r.stop == "" && j.CancelRequest == "":
 			if placement, ok := e.resumable(j, r); ok {
@@ -315,7 +337,8 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 				if err == nil {
 					e.cfg.Logger.Warn("job resumed on a machine that came back with it", "job", id, "run", r.id)
 					jobs[i].State, jobs[i].Placement, jobs[i].LastStartAt = job.Running, placement, &now
-					r.adopted, r.started = false, now
+					r.adopted, r.started, r.acc = false, now, usage.Whole(j.GPUs)
+					r.ended = usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}
 					continue
 				}
 				e.cfg.Logger.Error("resume a run that came back", "job", id, "run", r.id, "err", err)
@@ -694,7 +717,7 @@ func (e *Engine) outcome(ex job.Exit, r *run) func(context.Context) error {
 	reason := r.reason
 	return func(ctx context.Context) error {
 		e.recordMeasured(ctx, ex.JobID, r)
-		if err := e.cfg.Store.MarkStopped(ctx, ref, to, code, reason, ex.At); err != nil {
+		if err := e.cfg.Store.MarkStopped(ctx, ref, to, code, reason, r.handover(ex.At), ex.At); err != nil {
 			return fmt.Errorf("record end of %s: %w", ref, err)
 		}
 		e.cfg.Logger.Info("job ended", "job", ex.JobID, "run", r.id, "state", to, "reason", reason)

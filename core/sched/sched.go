@@ -199,9 +199,14 @@ type QueueState struct {
 	// CycleStart is when the job was last promoted to queue 0 by the
 	// starvation rule; zero means never (the cycle began at SubmitTime).
 	CycleStart float64
-	// CycleService and CycleExecuted are the job's AttainedService and
-	// ExecutedS at CycleStart. Queues are decided by the service attained
-	// since then, so a promoted job goes down the queues afresh.
+	// CycleService and CycleExecuted are the service the queues do not
+	// count: the job's AttainedService and ExecutedS at CycleStart, plus
+	// what it attained in handovers since (from a request to stop it to
+	// its exit, which the caller adds as the job leaves: the simulator's
+	// handover, the engine's run.handover). Queues and ranks are decided
+	// by the service attained since then, so a promoted job goes down the
+	// queues afresh, and a victim leaves with the rank it had when it was
+	// asked to stop.
 	CycleService  float64
 	CycleExecuted float64
 	// Promotions counts starvation promotions.

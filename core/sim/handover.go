@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
+	"github.com/gpuportal/gpuportal/core/usage"
 )
 
 // The handover (Config.HandoverS), as the live engine applies it
@@ -28,6 +29,11 @@ type release struct {
 	job   int64
 	at    float64 // when the GPUs are free again
 	since float64 // when the job was preempted
+	// asked is the job's service when it was preempted: what it attains
+	// in the handover counts for no rank, as the engine counts it
+	// (core/engine/runs.go, run.handover): the pass sees it leave with
+	// this service, and its queue state leaves the rest out once it has.
+	asked usage.Service
 }
 
 // beginHandover asks preempted job j to stop: it runs on, holding its
@@ -44,7 +50,8 @@ func (s *simulator) beginHandover(j *job) bool {
 		// preemption of it again changes nothing.
 		s.snap[j.pos].State = sched.Leaving
 	}
-	s.releases = append(s.releases, release{gpus: j.gpus, n: j.tj.GPUs, job: j.tj.ID, at: s.now + s.cfg.HandoverS, since: s.now})
+	asked := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(s.now-j.runStart, j.acc)
+	s.releases = append(s.releases, release{gpus: j.gpus, n: j.tj.GPUs, job: j.tj.ID, at: s.now + s.cfg.HandoverS, since: s.now, asked: asked})
 	return true
 }
 
@@ -57,6 +64,9 @@ func (s *simulator) releaseDue() bool {
 			if j := s.byID.get(r.job); j != nil && j.stopping {
 				j.stopping = false
 				s.leave(j)
+				qs := &s.snap[j.pos].Queue
+				qs.CycleService += max(j.service-r.asked.GPUSeconds, 0)
+				qs.CycleExecuted += max(j.executed-r.asked.ExecutedS, 0)
 			}
 			freed = true
 			continue
@@ -65,6 +75,17 @@ func (s *simulator) releaseDue() bool {
 	}
 	s.releases = kept
 	return freed
+}
+
+// askedService is the service of job id when it was asked to stop, and
+// whether it was.
+func (s *simulator) askedService(id int64) (usage.Service, bool) {
+	for i := range s.releases {
+		if s.releases[i].job == id {
+			return s.releases[i].asked, true
+		}
+	}
+	return usage.Service{}, false
 }
 
 // nextRelease is when the next hold ends; +Inf with none.

@@ -18,6 +18,9 @@ func (s *simulator) pass() error {
 		ran := s.now - j.runStart
 		sj := &s.snap[j.pos]
 		sv := usage.Service{ExecutedS: j.executed, GPUSeconds: j.service}.Ran(ran, j.acc)
+		if j.stopping {
+			sv, _ = s.askedService(j.tj.ID) // its handover counts for no rank
+		}
 		sj.ExecutedS, sj.AttainedService, sj.HeldGPUs = sv.ExecutedS, sv.GPUSeconds, j.acc.Held
 	}
 	s.passes++
