@@ -41,6 +41,7 @@ type agentFlags struct {
 	jobDirMode          os.FileMode
 	caFile              string
 	grace               time.Duration
+	simCheckpoint       time.Duration
 	logLevel            slog.Level
 	gate                agent.GateFlags
 	monitorOnly         bool
@@ -109,6 +110,7 @@ func (f *agentFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	jobDirMode := fs.String("job-dir-mode", "0700", "mode of each job's folder and checkpoint folder, which belong to the job's account: 0700, or a group mode such as 0750 or 2770 to share them with the account's group; others never get access")
 	fs.StringVar(&f.caFile, "ca", "", "PEM file of certificate authorities to trust for an https server, besides the system's")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
+	fs.DurationVar(&f.simCheckpoint, "sim-checkpoint", 0, "with --gpus sim:...: how long a simulated job, once asked to stop, takes to save a checkpoint and exit, holding its GPUs meanwhile (killed at --grace); 0: at once")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the `level` of what is logged: debug, info, warn or error")
 	f.gate.Register(fs)
 	fs.BoolVar(&f.cgroups, "cgroups", true, "enforce jobs' CPU and memory allocations with cgroups where they are writable, and profile jobs' CPU sensitivity (docs/synergy.md)")
@@ -167,6 +169,12 @@ func (f *agentFlags) register(pfs *pflag.FlagSet) (check func() error) {
 			return errors.New("agent: --sim-fault needs simulated GPUs (--gpus sim:...)")
 		}
 		f.simFaults = faults
+		if f.simCheckpoint < 0 {
+			return fmt.Errorf("agent: --sim-checkpoint %v: must be 0 or more", f.simCheckpoint)
+		}
+		if f.simCheckpoint > 0 && !strings.HasPrefix(f.gpus, "sim:") {
+			return errors.New("agent: --sim-checkpoint needs simulated GPUs (--gpus sim:...)")
+		}
 		if err := f.gate.Check("agent"); err != nil {
 			return err
 		}
@@ -349,7 +357,7 @@ func runAgent(ctx context.Context, f agentFlags, stdout, stderr io.Writer) error
 	gpus := 0
 	for _, m := range machines {
 		a, err := agent.New(agent.Config{
-			Name: m.name, Backend: m.backend, WorkDir: m.workDir, Grace: f.grace,
+			Name: m.name, Backend: m.backend, WorkDir: m.workDir, Grace: f.grace, SimCheckpoint: f.simCheckpoint,
 			CPUs: m.cpus, MemMiB: m.memMiB, Logger: log.With("node", m.name),
 			RunAs: f.runAs, AllowRootOwner: f.allowRootOwner, MinUID: f.minUID, JobDirMode: f.jobDirMode, RefuseRoot: true, MonitorOnly: f.monitorOnly, Cgroups: f.cgroups && !f.monitorOnly,
 			Gate:     f.gate.Config(m.workDir, log.With("node", m.name)),

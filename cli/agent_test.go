@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
 )
@@ -46,6 +47,11 @@ func TestParseAgentFlags(t *testing.T) {
 		{"a minimum user ID of 0", []string{"--server", "http://s", "--token", "t", "--min-uid", "0"}, "", "--min-uid", nil},
 		{"root owners need --run-as owner", []string{"--server", "http://s", "--token", "t", "--allow-root-owner"}, "", "--run-as owner", nil},
 		{"faults need simulated GPUs", []string{"--server", "http://s", "--token", "t", "--sim-fault", "0:ecc"}, "", "simulated GPUs", nil},
+		{"simulated jobs that save a checkpoint", []string{"--server", "http://s", "--token", "t", "--gpus", "sim:1x2x40", "--sim-checkpoint", "3s"}, "", "", func(f agentFlags) bool {
+			return f.simCheckpoint == 3*time.Second
+		}},
+		{"a checkpoint needs simulated GPUs", []string{"--server", "http://s", "--token", "t", "--sim-checkpoint", "3s"}, "", "--sim-checkpoint needs simulated GPUs", nil},
+		{"a negative checkpoint time", []string{"--server", "http://s", "--token", "t", "--gpus", "sim:1x2x40", "--sim-checkpoint", "-1s"}, "", "--sim-checkpoint -1s: must be 0 or more", nil},
 		{"containers on a network of their own by default", []string{"--server", "http://s", "--token", "t", "--container-runtime", "podman"}, "", "", func(f agentFlags) bool {
 			return f.containerNetwork.String() == "private" && f.containerNetwork != agent.NetworkHost
 		}},

@@ -80,6 +80,7 @@ type serveFlags struct {
 	dbOutageHold      time.Duration
 	agentToken        string
 	grace             time.Duration
+	simCheckpoint     time.Duration
 	maxRetries        int
 	retryBackoff      time.Duration
 	masterPorts       engine.PortRange
@@ -154,6 +155,7 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	fs.DurationVar(&f.dbOutageHold, "db-outage-hold", 2*time.Minute, "with PostgreSQL: how long the leader rides out a database outage (or the loss of its lock's session), keeping its machines and their runs while it stops scheduling, before it steps down to a follower; a new leader waits as much longer before it requeues the runs of machines it has not heard (docs/operations.md, Several server replicas)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
+	fs.DurationVar(&f.simCheckpoint, "sim-checkpoint", 0, "how long the built-in agents' simulated jobs, once asked to stop, take to save a checkpoint and exit, holding their GPUs meanwhile (killed at --grace); 0: at once (with --demo, 5s)")
 	fs.StringVar(&f.runAs, "run-as", "", "user that the built-in agents' command jobs run as, or owner for each job's owner's Unix account (default: this server's user; when it is root, nobody, unless --run-as root)")
 	passEnv := fs.String("pass-env", "", "variables of this server's environment that the built-in agents' jobs get besides the minimal one, comma-separated (as agent --pass-env)")
 	fs.IntVar(&f.maxRetries, "max-retries", 10, "the most times a job that fails on its own is started again, whatever it asks (job submit --retries); 0 never. Machine and GPU failures are always requeued")
@@ -235,6 +237,12 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 		if f.demo && !f.set["idle-after"] {
 			f.idleAfter = demoIdleAfter
 		}
+		if f.simCheckpoint < 0 {
+			return fmt.Errorf("serve: --sim-checkpoint %v: must be 0 or more", f.simCheckpoint)
+		}
+		if f.demo && !f.set["sim-checkpoint"] {
+			f.simCheckpoint = demoSimCheckpoint
+		}
 		if f.sessionOrigin != "" {
 			if err := web.CheckSessionOrigin(f.sessionOrigin); err != nil {
 				return fmt.Errorf("serve: --session-origin %w", err)
@@ -278,6 +286,12 @@ const devSessionOrigin = "http://*.localhost"
 // demoIdleAfter is --idle-after with --demo: its idle notebook is
 // flagged two minutes after it starts, for a newcomer to see it.
 const demoIdleAfter = 2 * time.Minute
+
+// demoSimCheckpoint is --sim-checkpoint with --demo: a preempted demo job
+// holds its GPUs while it "saves its checkpoint", as a training job does,
+// so the demo shows the handover (the victim leaving, the job promised
+// its GPUs waiting for them) that a real cluster sees.
+const demoSimCheckpoint = 5 * time.Second
 
 // demoThresholds are the queue thresholds of --demo: its jobs are short,
 // so the queues must be too for a newcomer to see demotions and preemptions.
@@ -761,7 +775,9 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster gpu.SimCluster,
 			Backend: gpu.NewSim(name, cluster.GPUs, cluster.MemGB*1024),
 			WorkDir: filepath.Join(f.data, "agents", name),
 			Grace:   f.grace,
-			CPUs:    8 * cluster.GPUs, MemMiB: int64(cluster.GPUs) * 128 * 1024,
+			// Simulated jobs hand their GPUs over as real ones do.
+			SimCheckpoint: f.simCheckpoint,
+			CPUs:          8 * cluster.GPUs, MemMiB: int64(cluster.GPUs) * 128 * 1024,
 			Logger: log.With("node", name),
 			Gate:   f.gate.Config(filepath.Join(f.data, "agents", name), log.With("node", name)),
 			RunAs:  f.runAs,

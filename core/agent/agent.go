@@ -38,9 +38,14 @@ type Config struct {
 	// checkpoint/, kept across the job's runs on this machine.
 	WorkDir string
 	Grace   time.Duration // between SIGTERM and SIGKILL
-	CPUs    int
-	MemMiB  int64
-	Logger  *slog.Logger
+	// SimCheckpoint is how long a simulated job, asked to stop, takes to
+	// save its checkpoint and exit, as a training script does on SIGTERM
+	// (simStopped): its GPUs stay held meanwhile, as a real job's do. 0:
+	// it exits at once. One at Grace or longer is killed at Grace.
+	SimCheckpoint time.Duration
+	CPUs          int
+	MemMiB        int64
+	Logger        *slog.Logger
 	// RunAs is the user that command jobs run as. Empty runs them as the
 	// agent's own user, as the in-process agent of serve --dev does;
 	// RunAsOwner ("owner") runs each as its owner's Unix account

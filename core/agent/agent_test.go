@@ -154,3 +154,54 @@ func TestSimulatedJobHoldsGPUMemory(t *testing.T) {
 		t.Errorf("after exit: %+v", s[2])
 	}
 }
+
+// TestSimulatedJobSavesItsCheckpoint: a simulated job asked to stop holds
+// its GPU (its memory in the samples) for Config.SimCheckpoint, as a
+// training job saving its checkpoint does, then exits stopped by SIGTERM;
+// one whose checkpoint would outlast the grace period is killed at it.
+func TestSimulatedJobSavesItsCheckpoint(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		checkpoint       time.Duration
+		grace            time.Duration
+		held             time.Duration // at least this long after the stop
+		signal, wantLine string
+	}{
+		{"within the grace period", 400 * time.Millisecond, 5 * time.Second, 400 * time.Millisecond, "signal 15", "checkpoint saved"},
+		{"past the grace period", time.Minute, 300 * time.Millisecond, 300 * time.Millisecond, "signal 9", "killed (SIGKILL)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			exits := make(chan job.Exit, 1)
+			dir := t.TempDir()
+			a, err := New(Config{Name: "n0", Backend: gpu.NewSim("n0", 4, 8192), WorkDir: dir, Grace: c.grace, SimCheckpoint: c.checkpoint}, exits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := job.RunRef{Job: 9, Run: 1}
+			if err := a.Start(context.Background(), job.Spec{JobID: 9, Run: 1, SimRemaining: time.Hour, Memory: gpu.SimMemory{PersistentMiB: 3000}, GPUs: []int{2}}); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			if err := a.Stop(context.Background(), ref); err != nil {
+				t.Fatal(err)
+			}
+			if s := a.Sample(time.Now()); s[2].MemUsedMiB != 3000 {
+				t.Errorf("while it saves its checkpoint: GPU 2 holds %d MiB; want the job's 3000", s[2].MemUsedMiB)
+			}
+			ex := waitExit(t, exits)
+			if held := ex.At.Sub(stopped); held < c.held {
+				t.Errorf("exited %v after the stop; want at least %v", held, c.held)
+			}
+			if ex.ExitCode != -1 || !strings.Contains(ex.Err, c.signal) {
+				t.Errorf("exit %+v; want killed by %s", ex, c.signal)
+			}
+			out, err := os.ReadFile(a.LogPath(9))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(out), "saving a checkpoint") || !strings.Contains(string(out), c.wantLine) {
+				t.Errorf("output:\n%s\nwant it saving a checkpoint, then %q", out, c.wantLine)
+			}
+		})
+	}
+}

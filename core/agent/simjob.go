@@ -36,12 +36,31 @@ func (a *Local) startSim(s job.Spec, log *os.File) (wait func() (int, string), s
 				fmt.Fprintf(log, "%s done\n", time.Now().Format(time.RFC3339))
 				return 0, ""
 			case <-stopped:
-				fmt.Fprintf(log, "%s stopped (SIGTERM)\n", time.Now().Format(time.RFC3339))
-				return -1, job.KilledBy(syscall.SIGTERM)
+				return a.simStopped(log)
 			case now := <-tick.C:
 				fmt.Fprintf(log, "%s step %d, %s elapsed\n", now.Format(time.RFC3339), step, now.Sub(start).Round(time.Second))
 			}
 		}
 	}
 	return wait, stop
+}
+
+// simStopped ends a simulated job that was asked to stop: it saves its
+// checkpoint for Config.SimCheckpoint and exits, or is killed once the
+// grace period is over, as a real job on SIGTERM then SIGKILL.
+func (a *Local) simStopped(log *os.File) (int, string) {
+	d := a.cfg.SimCheckpoint
+	if d <= 0 {
+		fmt.Fprintf(log, "%s stopped (SIGTERM)\n", time.Now().Format(time.RFC3339))
+		return -1, job.KilledBy(syscall.SIGTERM)
+	}
+	fmt.Fprintf(log, "%s SIGTERM: saving a checkpoint (%s)\n", time.Now().Format(time.RFC3339), d)
+	if d >= a.cfg.Grace {
+		time.Sleep(a.cfg.Grace)
+		fmt.Fprintf(log, "%s killed (SIGKILL): the checkpoint took longer than the grace period, %s\n", time.Now().Format(time.RFC3339), a.cfg.Grace)
+		return -1, job.KilledBy(syscall.SIGKILL)
+	}
+	time.Sleep(d)
+	fmt.Fprintf(log, "%s checkpoint saved; stopped (SIGTERM)\n", time.Now().Format(time.RFC3339))
+	return -1, job.KilledBy(syscall.SIGTERM)
 }

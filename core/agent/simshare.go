@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent/gate"
@@ -88,8 +87,7 @@ func (a *Local) sharedSimEnd(log *os.File, stopped <-chan struct{}, err error) (
 	var ex *gate.ExceededError
 	select {
 	case <-stopped:
-		fmt.Fprintf(log, "%s stopped (SIGTERM)\n", time.Now().Format(time.RFC3339))
-		return -1, job.KilledBy(syscall.SIGTERM)
+		return a.simStopped(log)
 	default:
 	}
 	if errors.As(err, &ex) {
