@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"hash/fnv"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -259,9 +261,11 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 	for _, s := range d.Starts {
 		startsNow[s.JobID] = true
 	}
+	promised := e.promisedForecasts(now)
 	run := func() forecastDone {
 		began := time.Now()
 		r := fc.f.Forecast(in)
+		r.Jobs = withPromised(r.Jobs, promised)
 		took := time.Since(began)
 		out := forecastDone{madeAt: now, res: r, startsNow: startsNow}
 		fc.publish(out, took)
@@ -276,6 +280,60 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 		return
 	}
 	go func() { fc.done <- run() }()
+}
+
+// promisedForecasts forecasts the jobs promised GPUs that the jobs they
+// preempted still hold (sched.Promises): the snapshot shows each running
+// there (Promises.Present), so the forecaster gives it none, and without
+// these its forecast flipped to "not forecast yet" for the victims' whole
+// handover. A promised job starts once the last of its victims has
+// exited: by its stop request plus the grace period at the latest (its
+// machine kills it then; Config.HandoverS of the scheduler, serve's
+// --grace), likely as long after the request as stopped runs have taken
+// to exit on average so far (Stats.ReleaseSeconds), the latest before
+// any has. None without a grace period to bound it.
+func (e *Engine) promisedForecasts(now time.Time) []forecast.Forecast {
+	grace := e.cfg.Scheduler.Config().HandoverS
+	if len(e.promised) == 0 || !(grace > 0) {
+		return nil
+	}
+	e.stats.mu.Lock()
+	n, took := e.stats.s.Releases, e.stats.s.ReleaseSeconds
+	e.stats.mu.Unlock()
+	at := seconds(now)
+	var out []forecast.Forecast
+	for _, id := range slices.Sorted(maps.Keys(e.promised)) {
+		var asked time.Time
+		for _, v := range e.promised[id].Victims {
+			if r := e.runs[v]; r != nil && r.stopAsked.After(asked) {
+				asked = r.stopAsked
+			}
+		}
+		if asked.IsZero() {
+			continue // its victims have left: it starts at the next pass
+		}
+		latest := max(seconds(asked)+grace, at)
+		likely := latest
+		if n > 0 {
+			likely = min(max(seconds(asked)+took/float64(n), at), latest)
+		}
+		out = append(out, forecast.Forecast{JobID: id, State: forecast.StateExpected, Earliest: at, Likely: likely, Latest: latest})
+	}
+	return out
+}
+
+// withPromised puts the promised jobs' forecasts in fs, in place of the
+// forecaster's own for a job promised in this very pass (the snapshot
+// showed it waiting).
+func withPromised(fs, promised []forecast.Forecast) []forecast.Forecast {
+	for _, p := range promised {
+		if i := slices.IndexFunc(fs, func(f forecast.Forecast) bool { return f.JobID == p.JobID }); i >= 0 {
+			fs[i] = p
+		} else {
+			fs = append(fs, p)
+		}
+	}
+	return fs
 }
 
 // publish makes r the forecast every reader sees.

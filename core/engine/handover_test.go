@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/forecast"
 	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/sched"
@@ -133,6 +134,24 @@ func on(node string, idx ...int) []gpu.Ref {
 	return out
 }
 
+// eightRunning are eight long 1-GPU jobs of team nlp in queue 2, started
+// at start, filling n0 (jobs 1-4) and n1 (jobs 5-8); job 8 ranks lowest.
+func eightRunning(start time.Time) (jobs []Job, onN0, onN1 []int64) {
+	for i := int64(1); i <= 8; i++ {
+		node := "n0"
+		if i > 4 {
+			node = "n1"
+			onN1 = append(onN1, i)
+		} else {
+			onN0 = append(onN0, i)
+		}
+		jobs = append(jobs, Job{ID: i, Team: "nlp", GPUs: 1, State: job.Running, Run: 1, Placement: on(node, int(i-1)%4),
+			LastStartAt: &start, SubmittedAt: start, AttainedService: 5000 + float64(i),
+			Queue: sched.QueueState{Index: 2, Since: seconds(start) + float64(i)*60}})
+	}
+	return jobs, onN0, onN1
+}
+
 // TestNoNewVictimWhileOneLeaves: eight long 1-GPU jobs of queue 2 fill
 // n0 and n1; an 8-GPU job waits in queue 2 (so that the preempted-first
 // rule moves a victim ahead of the running jobs of its queue), and job
@@ -146,22 +165,7 @@ func on(node string, idx ...int) []gpu.Ref {
 func TestNoNewVictimWhileOneLeaves(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-2 * time.Hour)
-	var jobs []Job
-	var onN0, onN1 []int64
-	for i := int64(1); i <= 8; i++ {
-		node, second := "n1", i > 4
-		if !second {
-			node = "n0"
-		}
-		jobs = append(jobs, Job{ID: i, Team: "nlp", GPUs: 1, State: job.Running, Run: 1, Placement: on(node, int(i-1)%4),
-			LastStartAt: &start, SubmittedAt: start, AttainedService: 5000 + float64(i),
-			Queue: sched.QueueState{Index: 2, Since: seconds(start) + float64(i)*60}})
-		if second {
-			onN1 = append(onN1, i)
-		} else {
-			onN0 = append(onN0, i)
-		}
-	}
+	jobs, onN0, onN1 := eightRunning(start)
 	jobs = append(jobs,
 		Job{ID: 30, Team: "nlp", GPUs: 8, State: job.Preempted, SubmittedAt: start, AttainedService: 9000, ExecutedS: 1000,
 			Queue: sched.QueueState{Index: 2, Since: seconds(start)}},
@@ -203,19 +207,9 @@ func TestNoNewVictimWhileOneLeaves(t *testing.T) {
 func TestHandoverCountsForNoRank(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-2 * time.Hour)
-	var jobs []Job
-	var onN0, onN1 []int64
-	for i := int64(1); i <= 8; i++ {
-		node := "n0"
-		if i > 4 {
-			node = "n1"
-			onN1 = append(onN1, i)
-		} else {
-			onN0 = append(onN0, i)
-		}
-		jobs = append(jobs, Job{ID: i, Team: "nlp", GPUs: 1, State: job.Running, Run: 1, Placement: on(node, int(i-1)%4),
-			LastStartAt: &start, SubmittedAt: start, AttainedService: 5000 + float64(i), ExecutedS: 100,
-			Queue: sched.QueueState{Index: 2, Since: seconds(start) + float64(i)*60, CycleService: 40, CycleExecuted: 30}})
+	jobs, onN0, onN1 := eightRunning(start)
+	for i := range jobs {
+		jobs[i].ExecutedS, jobs[i].Queue.CycleService, jobs[i].Queue.CycleExecuted = 100, 40, 30
 	}
 	jobs = append(jobs, Job{ID: 20, Team: "nlp", GPUs: 1, State: job.Queued, SubmittedAt: t0.Add(-time.Second)})
 	mem := newMemStore(jobs...)
@@ -255,5 +249,53 @@ func TestHandoverCountsForNoRank(t *testing.T) {
 	}
 	if s := e.schedJob(&j, clock.t, 0); s.AttainedService-s.Queue.CycleService != 5008+ranToAsk-40 {
 		t.Fatalf("job 8 ranks by %.0f GPU-s of its cycle; want %.0f, its cycle's service at the request", s.AttainedService-s.Queue.CycleService, 5008+ranToAsk-40)
+	}
+}
+
+// TestPromisedJobIsForecast: job 20, promised the GPU of job 8, which it
+// preempted and which saves its checkpoint, is shown running there to the
+// scheduler (sched.Promises.Present), so the forecaster had no start to
+// give it: its forecast read "not forecast yet" for the whole handover
+// (a live demo with 5 s checkpoints flipped 12 forecasts so in 10
+// minutes). It is forecast to start between now and job 8's stop request
+// plus the grace period, likely as long after the request as runs took
+// to leave so far.
+func TestPromisedJobIsForecast(t *testing.T) {
+	start := t0.Add(-2 * time.Hour)
+	jobs, onN0, onN1 := eightRunning(start)
+	jobs = append(jobs, Job{ID: 20, Team: "nlp", GPUs: 1, State: job.Queued, SubmittedAt: t0.Add(-time.Second)})
+	mem := newMemStore(jobs...)
+	e, clock, _, n1 := handoverEngine(t, mem, onN0, onN1)
+	e.cfg.Store = mem
+	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{200, 800}, HandoverS: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	for _, c := range []struct {
+		name                  string
+		releases              int64
+		releaseS              float64
+		likelyAfterTheRequest time.Duration
+	}{
+		{"no run has left yet: likely at the grace period's end", 0, 0, 10 * time.Second},
+		{"runs took 4 s to leave", 2, 8, 4 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e.stats.s.Releases, e.stats.s.ReleaseSeconds = c.releases, c.releaseS
+			e.fc.lastAt = time.Time{} // a forecast at this pass
+			mustPass(t, e)
+			if !slices.Equal(n1.stops, []int64{8}) {
+				t.Fatalf("stopped %v; want job 8 for job 20", n1.stops)
+			}
+			asked := e.runs[8].stopAsked
+			f, ok := e.Forecast(20)
+			want := JobForecast{State: forecast.StateExpected, MadeAt: clock.t, Earliest: clock.t,
+				Likely: asked.Add(c.likelyAfterTheRequest), Latest: asked.Add(10 * time.Second)}
+			if !ok || f != want {
+				t.Fatalf("job 20's forecast %+v (%v); want %+v", f, ok, want)
+			}
+			clock.t = clock.t.Add(time.Second)
+		})
 	}
 }
