@@ -239,15 +239,25 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 	in.Snapshot.Jobs = append([]sched.Job(nil), snap.Jobs...)
 	in.Snapshot.Teams = append([]sched.Team(nil), snap.Teams...)
 	var byID *passJobs
+	exits := e.exitTimes()
 	for i := range in.Snapshot.Jobs {
 		// A leaving job was shown without the GPUs promised to another
-		// (Promises.Present); it waits again, for all of its own, once out.
+		// (Promises.Present); it waits again, for all of its own, once
+		// out: when stopped runs have taken to leave so far.
 		if sj := &in.Snapshot.Jobs[i]; sj.State == sched.Leaving {
 			if byID == nil {
 				byID = newPassJobs(jobs)
 			}
 			if k, ok := byID.find(sj.ID); ok {
 				sj.GPUs = jobs[k].GPUs
+			}
+			if r := e.runs[sj.ID]; r != nil && !r.stopAsked.IsZero() {
+				if likely, _, ok := exits.of(r.stopAsked, snap.Now); ok {
+					if in.Leaving == nil {
+						in.Leaving = make(map[int64]float64)
+					}
+					in.Leaving[sj.ID] = likely
+				}
 			}
 		}
 	}
@@ -293,13 +303,10 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 // to exit on average so far (Stats.ReleaseSeconds), the latest before
 // any has. None without a grace period to bound it.
 func (e *Engine) promisedForecasts(now time.Time) []forecast.Forecast {
-	grace := e.cfg.Scheduler.Config().HandoverS
-	if len(e.promised) == 0 || !(grace > 0) {
+	if len(e.promised) == 0 {
 		return nil
 	}
-	e.stats.mu.Lock()
-	n, took := e.stats.s.Releases, e.stats.s.ReleaseSeconds
-	e.stats.mu.Unlock()
+	exits := e.exitTimes()
 	at := seconds(now)
 	var out []forecast.Forecast
 	for _, id := range slices.Sorted(maps.Keys(e.promised)) {
@@ -312,14 +319,44 @@ func (e *Engine) promisedForecasts(now time.Time) []forecast.Forecast {
 		if asked.IsZero() {
 			continue // its victims have left: it starts at the next pass
 		}
-		latest := max(seconds(asked)+grace, at)
-		likely := latest
-		if n > 0 {
-			likely = min(max(seconds(asked)+took/float64(n), at), latest)
+		if likely, latest, ok := exits.of(asked, at); ok {
+			out = append(out, forecast.Forecast{JobID: id, State: forecast.StateExpected, Earliest: at, Likely: likely, Latest: latest})
 		}
-		out = append(out, forecast.Forecast{JobID: id, State: forecast.StateExpected, Earliest: at, Likely: likely, Latest: latest})
 	}
 	return out
+}
+
+// exitTimes is how long runs asked to stop take to exit: the grace period
+// (Config.HandoverS of the scheduler, serve's --grace), and the mean of
+// the time they took so far (Stats.ReleaseSeconds over Releases).
+type exitTimes struct {
+	grace, mean float64 // seconds; mean 0: none has exited yet
+}
+
+func (e *Engine) exitTimes() exitTimes {
+	e.stats.mu.Lock()
+	defer e.stats.mu.Unlock()
+	x := exitTimes{grace: e.cfg.Scheduler.Config().HandoverS}
+	if n := e.stats.s.Releases; n > 0 {
+		x.mean = e.stats.s.ReleaseSeconds / float64(n)
+	}
+	return x
+}
+
+// of is when a run asked to stop at asked is likely to have exited, and
+// by when at the latest (its machine kills it then), in seconds, neither
+// before at: the mean time runs took after the request, the latest before
+// any has exited. ok is false without a grace period to bound it.
+func (x exitTimes) of(asked time.Time, at float64) (likely, latest float64, ok bool) {
+	if !(x.grace > 0) {
+		return 0, 0, false
+	}
+	latest = max(seconds(asked)+x.grace, at)
+	likely = latest
+	if x.mean > 0 {
+		likely = min(max(seconds(asked)+x.mean, at), latest)
+	}
+	return likely, latest, true
 }
 
 // withPromised puts the promised jobs' forecasts in fs, in place of the

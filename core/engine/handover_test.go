@@ -299,3 +299,33 @@ func TestPromisedJobIsForecast(t *testing.T) {
 		})
 	}
 }
+
+// TestExitTimes: a run asked to stop is likely out as long after the
+// request as runs took on average so far, by the grace period at the
+// latest, and neither before now; before any run has exited, at the
+// grace period's end; without a grace period nothing is said.
+func TestExitTimes(t *testing.T) {
+	asked := t0
+	at := seconds(t0)
+	for _, c := range []struct {
+		name           string
+		x              exitTimes
+		now            float64
+		likely, latest float64
+		ok             bool
+	}{
+		{"no grace period", exitTimes{mean: 3}, at, 0, 0, false},
+		{"none exited yet", exitTimes{grace: 10}, at, at + 10, at + 10, true},
+		{"the mean", exitTimes{grace: 10, mean: 4}, at + 1, at + 4, at + 10, true},
+		{"the mean passed", exitTimes{grace: 10, mean: 4}, at + 6, at + 6, at + 10, true},
+		{"a mean past the grace period", exitTimes{grace: 10, mean: 30}, at, at + 10, at + 10, true},
+		{"the grace period passed", exitTimes{grace: 10, mean: 4}, at + 12, at + 12, at + 12, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			likely, latest, ok := c.x.of(asked, c.now)
+			if likely != c.likely || latest != c.latest || ok != c.ok {
+				t.Errorf("of: %v, %v, %v; want %v, %v, %v", likely-at, latest-at, ok, c.likely-at, c.latest-at, c.ok)
+			}
+		})
+	}
+}

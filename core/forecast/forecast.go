@@ -235,6 +235,11 @@ type Input struct {
 	Arrivals *Arrivals
 	// History is what run times are drawn from.
 	History *History
+	// Leaving says when each leaving job of the snapshot (sched.Leaving:
+	// asked to stop, saving its work) is expected to have exited, in the
+	// snapshot's seconds: it holds its GPUs until then, and waits again
+	// from then. One not named, or named at or before Now, leaves now.
+	Leaving map[int64]float64
 }
 
 // Forecaster makes forecasts under one configuration. It keeps
@@ -710,6 +715,10 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, wind
 			if j.GPUs <= 0 {
 				continue
 			}
+			if at := in.Leaving[j.ID]; at > s.now {
+				s.addLeaving(j, at)
+				continue
+			}
 			j.State, j.Placement, j.HeldGPUs = sched.Pending, nil, 0
 			left = true
 		}
@@ -981,12 +990,31 @@ func (s *scen) arriveExpected() {
 	}
 }
 
+// addLeaving puts leaving job j in the scenario: it holds its GPUs, and
+// neither starts nor is preempted, until at, when it has exited and
+// waits again (finish), its start forecast.
+func (s *scen) addLeaving(j sched.Job, at float64) {
+	s.add(j, true)
+	m := &s.meta[s.index[j.ID]]
+	m.run = 1
+	heap.Push(&s.ends, end{at: at, id: j.ID, run: m.run})
+}
+
 // finish ends a job's run when e names its current run; it reports
-// whether it did.
+// whether it did. A leaving job's "end" is its exit: it waits again, with
+// the service it had when asked to stop.
 func (s *scen) finish(e end) bool {
 	i, ok := s.index[e.id]
-	if !ok || s.meta[i].run != e.run || s.jobs[i].State != sched.Running {
+	if !ok || s.meta[i].run != e.run {
 		return false // a run since preempted
+	}
+	if j := &s.jobs[i]; j.State == sched.Leaving {
+		j.State, j.Placement, j.HeldGPUs = sched.Pending, nil, 0
+		s.meta[i].run++
+		return true
+	}
+	if s.jobs[i].State != sched.Running {
+		return false
 	}
 	s.stopRun(i, e.at)
 	s.meta[i].done = true

@@ -711,14 +711,30 @@ func TestForecastWindowNevers(t *testing.T) {
 // for ever ("never"); the forecast sees job 1 leave now and, first in
 // line under fifo, start again and run the 970 s left of its 1,000, and
 // job 2 start then.
+//
+// Told when job 1 is expected to have exited (Input.Leaving, 20 s from
+// now), the forecast holds its GPUs until then (before, the GPUs it held
+// for its handover were seen free at once): job 1 starts again at now+20
+// and job 2 20 s later than above.
 func TestForecastLeavingJob(t *testing.T) {
 	f := newForecaster(t, "fifo")
 	leaving := running(1, 2, 30, now)
 	leaving.State = sched.Leaving
-	in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{leaving, waiting(2, 2, now-5)}},
-		History: runTimes(1000, 1000, 1000)}
-	got, ok := f.Forecast(in).Job(2)
-	if want := now + 970; !ok || got.State != StateExpected || got.Earliest != want || got.Latest != want {
-		t.Errorf("job 2: %+v, %v; want a start at %v", got, ok, want)
+	for _, c := range []struct {
+		name    string
+		leaving map[int64]float64
+		job2    float64
+	}{
+		{"leaving now", nil, now + 970},
+		{"leaving in 20 s", map[int64]float64{1: now + 20}, now + 990},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{leaving, waiting(2, 2, now-5)}},
+				History: runTimes(1000, 1000, 1000), Leaving: c.leaving}
+			got, ok := f.Forecast(in).Job(2)
+			if !ok || got.State != StateExpected || got.Earliest != c.job2 || got.Latest != c.job2 {
+				t.Errorf("job 2: %+v, %v; want a start at %v", got, ok, c.job2)
+			}
+		})
 	}
 }
