@@ -234,12 +234,12 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 		return
 	}
 	e.loadForecastInputs(ctx, now, sig)
-	in := forecast.Input{Snapshot: snap, History: fc.hist, Arrivals: fc.arr}
+	exits := e.exitTimes()
+	in := forecast.Input{Snapshot: snap, History: fc.hist, Arrivals: fc.arr, HandoverS: exits.expected()}
 	// The pass goes on with its snapshot: the forecast gets its own.
 	in.Snapshot.Jobs = append([]sched.Job(nil), snap.Jobs...)
 	in.Snapshot.Teams = append([]sched.Team(nil), snap.Teams...)
 	var byID *passJobs
-	exits := e.exitTimes()
 	for i := range in.Snapshot.Jobs {
 		// A leaving job was shown without the GPUs promised to another
 		// (Promises.Present); it waits again, for all of its own, once
@@ -341,6 +341,15 @@ func (e *Engine) exitTimes() exitTimes {
 		x.mean = e.stats.s.ReleaseSeconds / float64(n)
 	}
 	return x
+}
+
+// expected is how long a run asked to stop is expected to take to exit:
+// the mean so far, the grace period before any has exited.
+func (x exitTimes) expected() float64 {
+	if x.mean > 0 {
+		return min(x.mean, x.grace)
+	}
+	return x.grace
 }
 
 // of is when a run asked to stop at asked is likely to have exited, and

@@ -328,4 +328,13 @@ func TestExitTimes(t *testing.T) {
 			}
 		})
 	}
+	// The handover the forecast's scenarios give each job they preempt.
+	for _, c := range []struct {
+		x    exitTimes
+		want float64
+	}{{exitTimes{}, 0}, {exitTimes{mean: 3}, 0}, {exitTimes{grace: 10}, 10}, {exitTimes{grace: 10, mean: 4}, 4}, {exitTimes{grace: 10, mean: 30}, 10}} {
+		if got := c.x.expected(); got != c.want {
+			t.Errorf("%+v: expected %v; want %v", c.x, got, c.want)
+		}
+	}
 }

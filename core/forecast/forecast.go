@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/sched"
 	"github.com/gpuportal/gpuportal/core/usage"
 )
@@ -240,6 +241,11 @@ type Input struct {
 	// snapshot's seconds: it holds its GPUs until then, and waits again
 	// from then. One not named, or named at or before Now, leaves now.
 	Leaving map[int64]float64
+	// HandoverS is how long a job the scenarios preempt is expected to
+	// hold its GPUs before it exits (its checkpoint), in seconds: the job
+	// that preempted it starts on them once it has (sched.HandOver and
+	// Promises, as the engine starts it). 0: at once.
+	HandoverS float64
 }
 
 // Forecaster makes forecasts under one configuration. It keeps
@@ -679,7 +685,7 @@ type simJob struct {
 func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, window int, k uint64, arrivals bool, horizon float64) scenarioResult {
 	s := &scen{f: f, k: k, h: in.History, budget: f.cfg.Budget / f.cfg.Samples, nextArr: math.Inf(1),
 		scale: math.Exp(f.cfg.Drift * normalQuantile((float64(k)+0.5)/float64(f.cfg.Samples))), now: in.Snapshot.Now, start: in.Snapshot.Now,
-		nodes: in.Snapshot.Nodes, dist: in.Snapshot.GPUTimeDist,
+		nodes: in.Snapshot.Nodes, dist: in.Snapshot.GPUTimeDist, handover: max(in.HandoverS, 0),
 		res: scenarioResult{starts: make(map[int64]float64)}}
 	s.teams = slices.Clone(in.Snapshot.Teams)
 	s.teamIdx = make(map[string]int, len(s.teams))
@@ -759,6 +765,9 @@ type scen struct {
 	start  float64
 	nodes  []sched.Node
 	dist   *sched.GPUTimeDist
+	// handover is Input.HandoverS; promised are the starts it keeps back.
+	handover float64
+	promised sched.Promises
 
 	jobs  []sched.Job // unfinished jobs, the scheduler's view
 	meta  []simJob    // index for index with jobs
@@ -1062,9 +1071,13 @@ func (s *scen) pass() {
 			j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
 		}
 	}
+	s.startDue()
 	s.res.passes++
 	s.res.visits += len(s.jobs)
+	// Promised jobs are seen on their GPUs, as the engine shows them.
+	restore := s.promised.Present(s.jobs, s.now)
 	d := s.f.fast.Schedule(s.snapshot())
+	restore()
 	s.apply(d)
 }
 
@@ -1087,29 +1100,106 @@ func (s *scen) apply(d sched.Decisions) {
 		}
 	}
 	for _, p := range d.Preempts {
+		delete(s.promised, p.JobID) // seen running on promised GPUs: it waits on
 		if i, ok := s.index[p.JobID]; ok && s.jobs[i].State == sched.Running {
-			s.stopRun(i, s.now)
+			if s.handover > 0 {
+				s.leave(i, s.now+s.handover)
+			} else {
+				s.stopRun(i, s.now)
+			}
 		}
 	}
-	for _, st := range d.Starts {
-		i, ok := s.index[st.JobID]
-		if !ok || s.jobs[i].State != sched.Pending {
-			continue
+	for _, st := range s.handOver(d.Starts) {
+		if i, ok := s.index[st.JobID]; ok && s.jobs[i].State == sched.Pending {
+			s.startRun(i, st.GPUs)
 		}
-		j, m := &s.jobs[i], &s.meta[i]
-		if _, started := s.res.starts[j.ID]; !started && m.target {
-			s.res.starts[j.ID] = s.now
-			s.waiting--
-		}
-		j.State, j.Placement, j.LastStartTime, j.HeldGPUs = sched.Running, st.GPUs, s.now, 0
-		m.run++
-		m.runStart, m.execAt, m.servAt = s.now, j.ExecutedS, j.AttainedService
-		heap.Push(&s.ends, end{at: s.now + max(m.dur-j.ExecutedS, 0), id: j.ID, run: m.run})
 	}
 	s.recheck = 0
 	if d.Recheck > s.now {
 		s.recheck = d.Recheck
 	}
+}
+
+// startRun starts waiting job i on gpus at s.now.
+func (s *scen) startRun(i int, gpus []gpu.Ref) {
+	j, m := &s.jobs[i], &s.meta[i]
+	if _, started := s.res.starts[j.ID]; !started && m.target {
+		s.res.starts[j.ID] = s.now
+		s.waiting--
+	}
+	j.State, j.Placement, j.LastStartTime, j.HeldGPUs = sched.Running, gpus, s.now, 0
+	m.run++
+	m.runStart, m.execAt, m.servAt = s.now, j.ExecutedS, j.AttainedService
+	heap.Push(&s.ends, end{at: s.now + max(m.dur-j.ExecutedS, 0), id: j.ID, run: m.run})
+}
+
+// leave asks running job i to stop at s.now: it holds its GPUs, its
+// service as now, until at (finish), as a preempted job saving its
+// checkpoint does.
+func (s *scen) leave(i int, at float64) {
+	j, m := &s.jobs[i], &s.meta[i]
+	sv := usage.Service{ExecutedS: m.execAt, GPUSeconds: m.servAt}.Ran(max(s.now-m.runStart, 0), usage.Accrual{Held: heldGPUs(*j)})
+	j.ExecutedS, j.AttainedService = sv.ExecutedS, sv.GPUSeconds
+	j.State = sched.Leaving
+	m.run++
+	heap.Push(&s.ends, end{at: at, id: j.ID, run: m.run})
+}
+
+// handOver keeps back the starts on GPUs that leaving jobs still hold,
+// promised to their jobs (sched.HandOver, Promises), and returns the
+// others.
+func (s *scen) handOver(starts []sched.Start) []sched.Start {
+	if s.handover <= 0 || len(starts) == 0 {
+		return starts
+	}
+	var held map[gpu.Ref]int64
+	for i := range s.jobs {
+		if j := &s.jobs[i]; j.State == sched.Leaving {
+			for _, g := range j.Placement {
+				if held == nil {
+					held = make(map[gpu.Ref]int64)
+				}
+				held[g] = j.ID
+			}
+		}
+	}
+	if len(held) == 0 {
+		return starts
+	}
+	now, waits := sched.HandOver(starts, held)
+	if s.promised == nil {
+		s.promised = make(sched.Promises)
+	}
+	s.promised.Keep(starts, waits, held)
+	return now
+}
+
+// startDue makes the promised starts whose victims have all exited, on
+// the GPUs promised, where the job still waits and they are free.
+func (s *scen) startDue() {
+	due := s.promised.Due(func(id int64) bool {
+		i, ok := s.index[id]
+		return ok && s.jobs[i].State == sched.Leaving
+	})
+	for _, st := range due {
+		if i, ok := s.index[st.JobID]; ok && s.jobs[i].State == sched.Pending && s.free(st.GPUs) {
+			s.startRun(i, st.GPUs)
+		}
+	}
+}
+
+// free tells whether no job holds any of gpus.
+func (s *scen) free(gpus []gpu.Ref) bool {
+	for i := range s.jobs {
+		if j := &s.jobs[i]; (j.State == sched.Running || j.State == sched.Leaving) && !s.meta[i].done {
+			for _, g := range j.Placement {
+				if slices.Contains(gpus, g) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // heldGPUs is what running job j holds for the rest of its run in a

@@ -738,3 +738,31 @@ func TestForecastLeavingJob(t *testing.T) {
 		})
 	}
 }
+
+// TestForecastHandover: job 3 arrives 100 s from now and preempts job 1,
+// which has run for long (tiresias-l: queue 2 against queue 0), and which
+// takes the handover (Input.HandoverS) to save its checkpoint and leave:
+// job 3 starts on its GPUs once it has, as the engine starts it, not when
+// it arrives.
+func TestForecastHandover(t *testing.T) {
+	f := newForecaster(t, "tiresias-l")
+	long := running(1, 2, 50_000, now)
+	for _, c := range []struct {
+		name      string
+		handoverS float64
+		job3      float64
+	}{
+		{"no handover", 0, now + 100},
+		{"a 20 s handover", 20, now + 120},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{long}},
+				Later:   []Arrival{{Job: waiting(3, 2, now+100), At: now + 100}},
+				History: runTimes(1000, 1000, 1000), HandoverS: c.handoverS}
+			r := f.Forecast(in)
+			if got, ok := r.Job(3); !ok || got.State != StateExpected || got.Earliest != c.job3 || got.Latest != c.job3 {
+				t.Errorf("job 3: %+v, %v; want a start at %v", got, ok, c.job3)
+			}
+		})
+	}
+}

@@ -91,7 +91,7 @@ func Run(ctx context.Context, jobs []trace.Job, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	o := &observer{f: f, every: max(cfg.Every, 1), limit: cfg.HistoryLimit,
+	o := &observer{f: f, every: max(cfg.Every, 1), limit: cfg.HistoryLimit, handoverS: cfg.Sim.HandoverS, asked: make(map[int64]float64),
 		byID: make(map[int64]*trace.Job, len(jobs)), state: make(map[int64]uint8, len(jobs)), limits: make(map[int64]float64),
 		open: make(map[int64]*wait), rep: &Report{Policy: cfg.Sim.Sched.Policy, States: make(map[forecast.State]int)}}
 	if o.limit <= 0 {
@@ -159,6 +159,12 @@ type wait struct {
 type observer struct {
 	f      *forecast.Forecaster
 	every  int
+	// handoverS is the simulator's handover, and asked when each job it
+	// preempted was asked to stop: the forecasts know when leaving jobs
+	// leave and hold the GPUs of the jobs they preempt as long, as the
+	// live engine's do (forecast.Input.Leaving, HandoverS).
+	handoverS float64
+	asked     map[int64]float64
 	limit  int
 	byID   map[int64]*trace.Job
 	state  map[int64]uint8
@@ -202,7 +208,33 @@ func (o *observer) expected(now float64) *forecast.Arrivals {
 	return a
 }
 
+// leaving is when each leaving job of s is out, from when it was
+// preempted, and records the preemptions of d.
+func (o *observer) leaving(s sched.Snapshot, d sched.Decisions) map[int64]float64 {
+	if o.handoverS <= 0 {
+		return nil
+	}
+	var out map[int64]float64
+	for i := range s.Jobs {
+		if j := &s.Jobs[i]; j.State == sched.Leaving {
+			if at, ok := o.asked[j.ID]; ok {
+				if out == nil {
+					out = make(map[int64]float64)
+				}
+				out[j.ID] = at + o.handoverS
+			}
+		} else {
+			delete(o.asked, j.ID)
+		}
+	}
+	for _, p := range d.Preempts {
+		o.asked[p.JobID] = s.Now
+	}
+	return out
+}
+
 func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
+	leaving := o.leaving(s, d)
 	startsNow := make(map[int64]bool, len(d.Starts))
 	for _, st := range d.Starts {
 		startsNow[st.JobID] = true
@@ -243,7 +275,8 @@ func (o *observer) Pass(s sched.Snapshot, d sched.Decisions) {
 	if len(asks) == 0 {
 		return
 	}
-	r := o.f.Forecast(forecast.Input{Snapshot: s, History: o.history(), Arrivals: o.expected(s.Now), Later: o.known(s.Now)})
+	r := o.f.Forecast(forecast.Input{Snapshot: s, History: o.history(), Arrivals: o.expected(s.Now), Later: o.known(s.Now),
+		Leaving: leaving, HandoverS: o.handoverS})
 	o.rep.Passes += r.Passes
 	o.rep.Visits += r.Visits
 	for _, a := range asks {
