@@ -157,19 +157,19 @@ type wait struct {
 
 // observer forecasts waits and records starts (sim.Observer).
 type observer struct {
-	f      *forecast.Forecaster
-	every  int
+	f     *forecast.Forecaster
+	every int
 	// handoverS is the simulator's handover, and asked when each job it
 	// preempted was asked to stop: the forecasts know when leaving jobs
 	// leave and hold the GPUs of the jobs they preempt as long, as the
 	// live engine's do (forecast.Input.Leaving, HandoverS).
 	handoverS float64
 	asked     map[int64]float64
-	limit  int
-	byID   map[int64]*trace.Job
-	state  map[int64]uint8
-	limits map[int64]float64 // each job's time limit as the scheduler sees it
-	waits  int               // waits not started at once, for Every
+	limit     int
+	byID      map[int64]*trace.Job
+	state     map[int64]uint8
+	limits    map[int64]float64 // each job's time limit as the scheduler sees it
+	waits     int               // waits not started at once, for Every
 
 	samples []forecast.Sample
 	hist    *forecast.History
