@@ -13,15 +13,16 @@ type fakeJobEngine struct {
 	sched *sched.Scheduler
 }
 
-func (fakeJobEngine) Waits() map[int64]sched.Wait               { return nil }
-func (fakeJobEngine) Forecast(int64) (engine.JobForecast, bool) { return engine.JobForecast{}, false }
-func (fakeJobEngine) Forecasts() map[int64]engine.JobForecast   { return nil }
-func (fakeJobEngine) ForecastInfo() engine.ForecastInfo         { return engine.ForecastInfo{} }
-func (fakeJobEngine) PassInterval() time.Duration               { return time.Second }
-func (fakeJobEngine) HeldExits() map[int64]engine.HeldExit      { return nil }
-func (fakeJobEngine) GoneNodes() []engine.GoneNode              { return nil }
-func (fakeJobEngine) FairShare() []sched.TeamShare              { return nil }
-func (fakeJobEngine) Borrowed(int64) bool                       { return false }
+func (fakeJobEngine) Waits() map[int64]sched.Wait                { return nil }
+func (fakeJobEngine) Forecast(int64) (engine.JobForecast, bool)  { return engine.JobForecast{}, false }
+func (fakeJobEngine) Forecasts() map[int64]engine.JobForecast    { return nil }
+func (fakeJobEngine) ForecastInfo() engine.ForecastInfo          { return engine.ForecastInfo{} }
+func (fakeJobEngine) PassInterval() time.Duration                { return time.Second }
+func (fakeJobEngine) HeldExits() map[int64]engine.HeldExit       { return nil }
+func (fakeJobEngine) StoppingRuns() map[int64]engine.StoppingRun { return nil }
+func (fakeJobEngine) GoneNodes() []engine.GoneNode               { return nil }
+func (fakeJobEngine) FairShare() []sched.TeamShare               { return nil }
+func (fakeJobEngine) Borrowed(int64) bool                        { return false }
 func (fakeJobEngine) JobResources(int64) (engine.JobResources, bool) {
 	return engine.JobResources{}, false
 }

@@ -42,6 +42,9 @@ type JobEngine interface {
 	// HeldExits are the runs that ended with their outcome not yet
 	// recorded (the store cannot save), by job.
 	HeldExits() map[int64]engine.HeldExit
+	// StoppingRuns are the runs asked to stop that have not exited, by
+	// job.
+	StoppingRuns() map[int64]engine.StoppingRun
 	// GoneNodes are the machines that disconnected, with when: a job
 	// still running there says so (silentMachines).
 	GoneNodes() []engine.GoneNode
@@ -73,6 +76,9 @@ type Moment struct {
 	// held are the runs that ended with their outcome not yet recorded,
 	// which the store still says run (engine.Engine.HeldExits).
 	held map[int64]engine.HeldExit
+	// stopping are the runs the engine asked to stop that still run
+	// (engine.Engine.StoppingRuns).
+	stopping map[int64]engine.StoppingRun
 	// silent are the machines not heard for over UnheardAfter, or gone,
 	// with when they were last heard.
 	silent map[string]time.Time
@@ -285,6 +291,7 @@ func (s *App) RunningMoment(ctx context.Context) (*Moment, error) {
 	}
 	m := newMoment(s.cfg.Now(), rs, ts, s.cfg.Engine.FairShare(), s.cfg.Engine.Borrowed)
 	m.held = s.cfg.Engine.HeldExits()
+	m.stopping = s.cfg.Engine.StoppingRuns()
 	m.silent = s.silentMachines(m.Now)
 	return m, nil
 }
@@ -556,7 +563,21 @@ func (m *Moment) reason(j *models.Job) string {
 		return fmt.Sprintf("running as last known: %s was last heard %s ago, at %s; the job runs on if the machine does, and is requeued if it is lost",
 			node, max(0, m.Now.Sub(at)).Round(time.Second), at.Local().Format("15:04:05"))
 	}
+	if s, ok := m.stopping[j.ID]; ok && j.State == job.Running && s.Run == j.Run {
+		return stoppingReason(s, m.Now)
+	}
 	return j.Reason
+}
+
+// stoppingReason is what a running job asked to stop shows as its reason
+// at now: why, since when, and until when it may save its work.
+func stoppingReason(s engine.StoppingRun, now time.Time) string {
+	out := fmt.Sprintf("asked to stop at %s (%s ago): %s; it runs on while it saves its work",
+		s.Asked.Local().Format("15:04:05"), max(0, now.Sub(s.Asked)).Round(time.Second), s.Reason)
+	if !s.KillBy.IsZero() {
+		out += fmt.Sprintf(", until %s at the latest (the grace period)", s.KillBy.Local().Format("15:04:05"))
+	}
+	return out + ", then it is " + string(s.To)
 }
 
 // silentPart is the machine of running job j heard longest ago among

@@ -182,6 +182,41 @@ func TestHeldExitShows(t *testing.T) {
 	}
 }
 
+// TestStoppingRunShows: a running job the engine asked to stop (a victim
+// saving its checkpoint) says so, why, since when and until when at the
+// latest, where the store still says only that it runs; a stop asked of
+// an earlier run changes nothing.
+func TestStoppingRunShows(t *testing.T) {
+	start := time.Date(2026, 11, 28, 10, 0, 0, 0, time.Local)
+	asked, now := start.Add(time.Minute), start.Add(64*time.Second)
+	j := models.Job{ID: 7, GPUs: 1, State: job.Running, Run: 2, LastStartAt: &start, Reason: "", Placement: []string{"d1:0"}}
+	for _, c := range []struct {
+		name string
+		s    engine.StoppingRun
+		want []string // in the reason; none: the store's
+	}{
+		{"preempted, with a grace period", engine.StoppingRun{Run: 2, To: job.Preempted, Reason: "preempted for job 20, which ranks above it", Asked: asked, KillBy: asked.Add(10 * time.Second)},
+			[]string{"asked to stop at 10:01:00 (4s ago): preempted for job 20, which ranks above it", "until 10:01:10 at the latest (the grace period)", "then it is preempted"}},
+		{"cancelled, no grace period known", engine.StoppingRun{Run: 2, To: job.Cancelled, Reason: "cancelled by alice", Asked: asked},
+			[]string{"asked to stop at 10:01:00 (4s ago): cancelled by alice; it runs on while it saves its work, then it is cancelled"}},
+		{"an earlier run's", engine.StoppingRun{Run: 1, To: job.Preempted, Reason: "preempted", Asked: asked}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMoment(now, []models.Job{j}, nil, nil, func(int64) bool { return false })
+			m.stopping = map[int64]engine.StoppingRun{7: c.s}
+			got := m.apiJob(&j).Reason
+			if c.want == nil && got != j.Reason {
+				t.Errorf("reason %q; want the store's %q", got, j.Reason)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("reason %q; want %q in it", got, w)
+				}
+			}
+		})
+	}
+}
+
 // TestSilentMachineShows (issue 32): a running job whose machine has gone
 // silent says so, with when the machine was last heard, rather than
 // running as if heard now; a job on heard machines keeps its reason.

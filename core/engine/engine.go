@@ -310,19 +310,22 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	started    time.Time
-	runs       map[int64]*run         // each job's current run on connected nodes (runs.go)
-	strays     map[strayKey][]int     // parts of runs the cluster does not want, and their GPUs
-	placed     map[gpu.Ref]time.Time  // when a run last started or ended on each GPU (held.go)
-	unrecorded []*unrecorded          // outcomes the store has yet to take
-	heldExits  heldExits              // e.unrecorded, for other goroutines (heldexits.go)
-	handover   map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
-	promised   sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
-	snapBuf    passBuffers            // the arrays of the last pass's snapshot, reused by the next
-	stopLater  []strayKey             // runs to ask their machines to stop next pass
-	reasons    map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
-	noAccount  refusals               // machines that refused accounts (accounts.go)
-	lostSince  map[string]time.Time
-	gone       map[string]GoneNode // under mu (gone.go)
+	runs       map[int64]*run        // each job's current run on connected nodes (runs.go)
+	strays     map[strayKey][]int    // parts of runs the cluster does not want, and their GPUs
+	placed     map[gpu.Ref]time.Time // when a run last started or ended on each GPU (held.go)
+	unrecorded []*unrecorded         // outcomes the store has yet to take
+	heldExits  heldExits             // e.unrecorded, for other goroutines (heldexits.go)
+	// stoppingRuns are the runs asked to stop, for other goroutines
+	// (stopping.go).
+	stoppingRuns stoppingRuns
+	handover     map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
+	promised     sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
+	snapBuf      passBuffers            // the arrays of the last pass's snapshot, reused by the next
+	stopLater    []strayKey             // runs to ask their machines to stop next pass
+	reasons      map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
+	noAccount    refusals               // machines that refused accounts (accounts.go)
+	lostSince    map[string]time.Time
+	gone         map[string]GoneNode // under mu (gone.go)
 	// waiting is when each waiting job began to wait for its GPUs, for
 	// the queue wait of its next start (waits.go); zero when unknown.
 	waiting   map[int64]time.Time

@@ -221,6 +221,10 @@ func TestHandoverCountsForNoRank(t *testing.T) {
 	}
 	asked := clock.t
 	ranToAsk := asked.Sub(start).Seconds()
+	// Pages say it is leaving (app: the reason of a running job asked to stop).
+	if s, ok := e.StoppingRuns()[8]; !ok || s.Run != 1 || s.To != job.Preempted || !s.Asked.Equal(asked) || !strings.Contains(s.Reason, "job 20") {
+		t.Fatalf("job 8's stop as published: %+v, %v; want run 1 asked to stop at %v, preempted for job 20", s, ok, asked)
+	}
 	for range 5 {
 		clock.t = clock.t.Add(time.Second)
 		mustPass(t, e)
@@ -235,6 +239,10 @@ func TestHandoverCountsForNoRank(t *testing.T) {
 	}
 	delete(n1.running, 8)
 	e.testExit(ctx, exit("n1", 8, -1, clock.t))
+	mustPass(t, e)
+	if s, ok := e.StoppingRuns()[8]; ok {
+		t.Fatalf("job 8 out, its stop still published: %+v", s)
+	}
 	mem.mu.Lock()
 	j := *mem.jobs[8]
 	mem.mu.Unlock()

@@ -73,6 +73,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	for _, p := range d.Preempts {
 		e.preempt(ctx, p, byID)
 	}
+	e.noteStopping()
 	recorded := e.recordStarts(ctx, d.Starts, byID, now)
 	for _, s := range d.Starts {
 		e.start(ctx, byID.job(s.JobID), s.GPUs, now, recorded)
