@@ -314,10 +314,10 @@ type Engine struct {
 	strays     map[strayKey][]int    // parts of runs the cluster does not want, and their GPUs
 	placed     map[gpu.Ref]time.Time // when a run last started or ended on each GPU (held.go)
 	unrecorded []*unrecorded         // outcomes the store has yet to take
-	heldExits  heldExits             // e.unrecorded, for other goroutines (heldexits.go)
+	heldExits  published[HeldExit]   // e.unrecorded, for other goroutines (heldexits.go)
 	// stoppingRuns are the runs asked to stop, for other goroutines
 	// (stopping.go).
-	stoppingRuns stoppingRuns
+	stoppingRuns published[StoppingRun]
 	handover     map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
 	promised     sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
 	snapBuf      passBuffers            // the arrays of the last pass's snapshot, reused by the next

@@ -26,11 +26,26 @@ type HeldExit struct {
 	Err       error
 }
 
-// heldExits is the engine's view of its held outcomes, read by other
-// goroutines; the Run goroutine sets it whenever they change.
-type heldExits struct {
-	mu    sync.Mutex
-	byJob map[int64]HeldExit
+// published is a view of the engine's, by job, that the Run goroutine
+// sets whole and other goroutines read (held outcomes, runs asked to
+// stop).
+type published[V any] struct {
+	mu sync.Mutex
+	m  map[int64]V
+}
+
+// set replaces the view with m, which the caller gives up.
+func (b *published[V]) set(m map[int64]V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.m = m
+}
+
+// get returns a copy of the view.
+func (b *published[V]) get() map[int64]V {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.m)
 }
 
 // noteHeld publishes the held outcomes, e.unrecorded.
@@ -46,15 +61,11 @@ func (e *Engine) noteHeld() {
 		}
 		byJob[u.ex.JobID] = h
 	}
-	e.heldExits.mu.Lock()
-	defer e.heldExits.mu.Unlock()
-	e.heldExits.byJob = byJob
+	e.heldExits.set(byJob)
 }
 
 // HeldExits returns, by job, the runs that ended with their outcome not
 // yet recorded.
 func (e *Engine) HeldExits() map[int64]HeldExit {
-	e.heldExits.mu.Lock()
-	defer e.heldExits.mu.Unlock()
-	return maps.Clone(e.heldExits.byJob)
+	return e.heldExits.get()
 }

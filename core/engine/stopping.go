@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"maps"
-	"sync"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
@@ -28,13 +26,6 @@ type StoppingRun struct {
 	Asked, KillBy time.Time
 }
 
-// stoppingRuns is the engine's view of its runs asked to stop, read by
-// other goroutines; the Run goroutine sets it every pass.
-type stoppingRuns struct {
-	mu    sync.Mutex
-	byJob map[int64]StoppingRun
-}
-
 // noteStopping publishes the runs of e.runs asked to stop that still
 // have parts running.
 func (e *Engine) noteStopping() {
@@ -53,15 +44,11 @@ func (e *Engine) noteStopping() {
 		}
 		byJob[id] = s
 	}
-	e.stoppingRuns.mu.Lock()
-	defer e.stoppingRuns.mu.Unlock()
-	e.stoppingRuns.byJob = byJob
+	e.stoppingRuns.set(byJob)
 }
 
 // StoppingRuns returns, by job, the runs asked to stop that have not
 // exited, as of the last pass.
 func (e *Engine) StoppingRuns() map[int64]StoppingRun {
-	e.stoppingRuns.mu.Lock()
-	defer e.stoppingRuns.mu.Unlock()
-	return maps.Clone(e.stoppingRuns.byJob)
+	return e.stoppingRuns.get()
 }
