@@ -355,8 +355,13 @@ func (f *Forecaster) Forecast(in Input) Result {
 	res.Passes, res.Visits = 1, len(s.Jobs)
 	nv := nevers(&s, first.Waits)
 	startsNow := make(map[int64]bool, len(first.Starts))
+	held := handedOver(&s, first, in.HandoverS)
 	for _, st := range first.Starts {
-		startsNow[st.JobID] = true
+		// One on GPUs a leaving job or this pass's victim holds starts
+		// once they are out: the scenarios say when.
+		if !slices.ContainsFunc(st.GPUs, func(g gpu.Ref) bool { return held[g] }) {
+			startsNow[st.JobID] = true
+		}
 	}
 	// The jobs the live pass preempts wait after it: they are forecast
 	// too (else a job preempted after the forecast's snapshot would have
@@ -642,6 +647,32 @@ func userCap(teams []sched.Team, team, user string) int {
 		}
 	}
 	return 0
+}
+
+// handedOver are the GPUs that the leaving jobs of s and the jobs the
+// first pass preempts hold, with a handover; nil without one.
+func handedOver(s *sched.Snapshot, first sched.Decisions, handoverS float64) map[gpu.Ref]bool {
+	if !(handoverS > 0) {
+		return nil
+	}
+	victim := make(map[int64]bool, len(first.Preempts))
+	for _, p := range first.Preempts {
+		victim[p.JobID] = true
+	}
+	var held map[gpu.Ref]bool
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		if j.State != sched.Leaving && !victim[j.ID] {
+			continue
+		}
+		for _, g := range j.Placement {
+			if held == nil {
+				held = make(map[gpu.Ref]bool)
+			}
+			held[g] = true
+		}
+	}
+	return held
 }
 
 func plural(n int, what string) string {

@@ -766,3 +766,27 @@ func TestForecastHandover(t *testing.T) {
 		})
 	}
 }
+
+// TestForecastHandoverFirstPass: job 2 waits now and the live pass itself
+// preempts job 1 for it; with a handover, job 2 starts once job 1 is out
+// (the scenarios' promise), not now as a start of the pass would.
+func TestForecastHandoverFirstPass(t *testing.T) {
+	f := newForecaster(t, "tiresias-l")
+	long := running(1, 2, 50_000, now)
+	for _, c := range []struct {
+		name      string
+		handoverS float64
+		job2      float64
+	}{
+		{"no handover", 0, now},
+		{"a 20 s handover", 20, now + 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{long, waiting(2, 2, now-1)}},
+				History: runTimes(1000, 1000, 1000), HandoverS: c.handoverS}
+			if got, ok := f.Forecast(in).Job(2); !ok || got.State != StateExpected || got.Earliest != c.job2 || got.Latest != c.job2 {
+				t.Errorf("job 2: %+v, %v; want a start at %v", got, ok, c.job2)
+			}
+		})
+	}
+}
