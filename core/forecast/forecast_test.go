@@ -739,53 +739,33 @@ func TestForecastLeavingJob(t *testing.T) {
 	}
 }
 
-// TestForecastHandover: job 3 arrives 100 s from now and preempts job 1,
-// which has run for long (tiresias-l: queue 2 against queue 0), and which
-// takes the handover (Input.HandoverS) to save its checkpoint and leave:
-// job 3 starts on its GPUs once it has, as the engine starts it, not when
-// it arrives.
+// TestForecastHandover: job 1 has run for long (tiresias-l: queue 2
+// against queue 0) and is preempted, by job 2 waiting now (the live pass
+// itself preempts) or by job 3 arriving 100 s from now (a scenario's
+// pass), and takes the handover (Input.HandoverS) to save its checkpoint
+// and leave: the preemptor starts on its GPUs once it has, as the engine
+// starts it, not when it is placed.
 func TestForecastHandover(t *testing.T) {
 	f := newForecaster(t, "tiresias-l")
 	long := running(1, 2, 50_000, now)
 	for _, c := range []struct {
 		name      string
+		jobs      []sched.Job
+		later     []Arrival
 		handoverS float64
-		job3      float64
+		id        int64
+		at        float64
 	}{
-		{"no handover", 0, now + 100},
-		{"a 20 s handover", 20, now + 120},
+		{"the live pass preempts, no handover", []sched.Job{long, waiting(2, 2, now-1)}, nil, 0, 2, now},
+		{"the live pass preempts, a 20 s handover", []sched.Job{long, waiting(2, 2, now-1)}, nil, 20, 2, now + 20},
+		{"a scenario preempts, no handover", []sched.Job{long}, []Arrival{{Job: waiting(3, 2, now+100), At: now + 100}}, 0, 3, now + 100},
+		{"a scenario preempts, a 20 s handover", []sched.Job{long}, []Arrival{{Job: waiting(3, 2, now+100), At: now + 100}}, 20, 3, now + 120},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{long}},
-				Later:   []Arrival{{Job: waiting(3, 2, now+100), At: now + 100}},
+			in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: c.jobs}, Later: c.later,
 				History: runTimes(1000, 1000, 1000), HandoverS: c.handoverS}
-			r := f.Forecast(in)
-			if got, ok := r.Job(3); !ok || got.State != StateExpected || got.Earliest != c.job3 || got.Latest != c.job3 {
-				t.Errorf("job 3: %+v, %v; want a start at %v", got, ok, c.job3)
-			}
-		})
-	}
-}
-
-// TestForecastHandoverFirstPass: job 2 waits now and the live pass itself
-// preempts job 1 for it; with a handover, job 2 starts once job 1 is out
-// (the scenarios' promise), not now as a start of the pass would.
-func TestForecastHandoverFirstPass(t *testing.T) {
-	f := newForecaster(t, "tiresias-l")
-	long := running(1, 2, 50_000, now)
-	for _, c := range []struct {
-		name      string
-		handoverS float64
-		job2      float64
-	}{
-		{"no handover", 0, now},
-		{"a 20 s handover", 20, now + 20},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{long, waiting(2, 2, now-1)}},
-				History: runTimes(1000, 1000, 1000), HandoverS: c.handoverS}
-			if got, ok := f.Forecast(in).Job(2); !ok || got.State != StateExpected || got.Earliest != c.job2 || got.Latest != c.job2 {
-				t.Errorf("job 2: %+v, %v; want a start at %v", got, ok, c.job2)
+			if got, ok := f.Forecast(in).Job(c.id); !ok || got.State != StateExpected || got.Earliest != c.at || got.Latest != c.at {
+				t.Errorf("job %d: %+v, %v; want a start at %v", c.id, got, ok, c.at)
 			}
 		})
 	}
