@@ -95,7 +95,7 @@ func (s Store) engineJob(j models.Job) engine.Job {
 		SubmittedAt: j.SubmittedAt, Placement: parsePlacement(j.Placement), LastStartAt: j.LastStartAt,
 		ExecutedS: j.ExecutedS, AttainedService: j.AttainedService, Accrual: j.Accrual(),
 		Model: j.Model, Queue: sched.QueueState(j.QueueState()),
-		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest,
+		Failures: j.Failures, ExitCode: j.ExitCode, RetryAt: j.RetryAt, CancelRequest: j.CancelRequest, Stop: j.StopRequest(),
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, Memory: j.MemoryEstimate(),
 		BatchSize: j.BatchSize, Image: j.Image, Session: s.JobSession(&j),
 		Env: j.Env, Dir: j.Workdir, TimeLimit: j.TimeLimit(), Retries: j.Retries,

@@ -3,6 +3,7 @@ package enginestore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -81,6 +82,20 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("a start")
+		code143 := 143
+		asked := time.Now().Truncate(time.Second).UTC()
+		req := job.StopRequest{Run: run, To: job.Preempted, Reason: "preempted for job 9", Code: &code143, At: asked}
+		if err := s.MarkStopping(ctx, ids[0], req); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkStopping(ctx, ids[0], job.StopRequest{Run: run + 1, To: job.Cancelled}); !errors.Is(err, job.ErrConflict) {
+			t.Errorf("a request to stop a run that is not the job's: err = %v, want a conflict", err)
+		}
+		check("a request to stop a run")
+		if got := stopOf(t, s, ids[0]); got == nil || got.Run != run || got.To != job.Preempted || got.Reason != req.Reason ||
+			got.Code == nil || *got.Code != 143 || !got.At.Equal(asked) {
+			t.Errorf("the job's stop request reads %+v, want %+v", got, req)
+		}
 		if err := s.SetQueueStates(ctx, map[int64]sched.QueueState{ids[1]: {Index: 1, Since: 10}}); err != nil {
 			t.Fatal(err)
 		}
@@ -258,4 +273,20 @@ func TestViewKeepsOneCopyOfEachName(t *testing.T) {
 		submit()
 		check("changes since", 3)
 	})
+}
+
+// stopOf is job id's stop request as the engine reads it.
+func stopOf(t *testing.T, s Store, id int64) *job.StopRequest {
+	t.Helper()
+	js, err := s.UnfinishedEngineJobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if j.ID == id {
+			return j.Stop
+		}
+	}
+	t.Fatalf("job %d is not among the unfinished jobs", id)
+	return nil
 }

@@ -257,3 +257,54 @@ func faultServerCrashWhileAgentRuns(t *testing.T) {
 		t.Errorf("agent connected %d times, want a reconnection", n)
 	}
 }
+
+// faultServerCrashWhileRunStops cancels a running job that saves its work
+// on SIGTERM (4 s, then exit 0), and kills the server while it saves: the
+// restarted server, which did not ask for that exit, ends the job
+// cancelled, as asked (not succeeded, as an exit 0 reads), and never
+// starts it again. Judged from the job's own output too.
+func faultServerCrashWhileRunStops(t *testing.T) {
+	data := t.TempDir()
+	args := []string{"--data", data, "--heartbeat-timeout", "20s", "--max-retries", "3"}
+	srv := startAgentServer(t, args...)
+	startAgent(t, srv.URL, "saver", "--grace", "30s")
+	waitGPUs(t, srv.URL, 2)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	script := `trap 'echo "saving $$"; sleep 4; echo "saved $$"; exit 0' TERM; echo "started $$"; while :; do sleep 0.2; done`
+	id := submit(t, alice, map[string]any{"name": "saver", "gpus": 1, "retries": 2, "command": []string{"sh", "-c", script}})
+	alice.waitState(id, 30*time.Second, "running")
+	eventually(t, 10*time.Second, "the job's first line", func() bool { return strings.Contains(remoteOutput(data, "saver", id), "started") })
+	if st := alice.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil); st >= 300 {
+		t.Fatalf("cancel: status %d", st)
+	}
+	eventually(t, 10*time.Second, "the job to begin saving", func() bool { return strings.Contains(remoteOutput(data, "saver", id), "saving") })
+	srv.kill()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := startAgentServer(t, append(args, "--addr", u.Host)...)
+	alice2 := newAPI(t, srv2.URL, "alice", "dev")
+	j := alice2.waitState(id, 40*time.Second, "cancelled", "succeeded", "failed")
+	if j.State != "cancelled" || !strings.Contains(j.Reason, "cancelled by alice") {
+		t.Errorf("job after the restart: %s (%q), want cancelled by alice", j.State, j.Reason)
+	}
+	time.Sleep(2 * time.Second) // a pass or two: nothing starts it again
+	out := remoteOutput(data, "saver", id)
+	if strings.Count(out, "started") != 1 || strings.Count(out, "saved") != 1 {
+		t.Errorf("the job's output = %q, want one run that saved once", out)
+	}
+	var runs, ends int
+	hist := jobHistory(t, alice2, id)
+	for _, h := range hist {
+		switch h.State {
+		case "running":
+			runs++
+		case "succeeded", "failed", "cancelled":
+			ends++
+		}
+	}
+	if runs != 1 || ends != 1 || hist[len(hist)-1].State != "cancelled" {
+		t.Errorf("the job's history: %d runs, %d ends, want one of each, cancelled last: %+v", runs, ends, hist)
+	}
+}

@@ -65,6 +65,7 @@ func TestFaults(t *testing.T) {
 		{"KilledAgentRestarts", faultKilledAgentRestarts},
 		{"TwoAgentsOneName", faultTwoAgentsOneName},
 		{"ServerCrashWhileAgentRuns", faultServerCrashWhileAgentRuns},
+		{"ServerCrashWhileRunStops", faultServerCrashWhileRunStops},
 		{"JoinTokens", faultJoinTokens},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -171,6 +171,16 @@ type Job struct {
 	// CancelRequest, when set, is the reason of a cancel asked through a
 	// replica that does not schedule; the leader carries it out.
 	CancelRequest string `gorm:"size:512"`
+	// StopRun, when not 0, is the run the engine asked to stop, with the
+	// state the job goes to once it is out (StopTo), why (StopReason),
+	// the first failure's exit code (StopCode) and when (StopAt): kept so
+	// that a server that restarts while the run saves its work ends it as
+	// asked (job.StopRequest).
+	StopRun    int64    `gorm:"not null;default:0"`
+	StopTo     JobState `gorm:"size:16;not null;default:''"`
+	StopReason string   `gorm:"size:512;not null;default:''"`
+	StopCode   *int
+	StopAt     *time.Time
 
 	// The scheduler's memory of the job's priority queue (sched.QueueState).
 	QueueIndex    int

@@ -321,6 +321,37 @@ func (s *Store) MarkStopped(ctx context.Context, ref job.RunRef, to JobState, ex
 	})
 }
 
+// MarkStopping records the engine's request that run req.Run of job id
+// stop (job.StopRequest), kept until the job's next run. A job that is
+// not running that run is an error wrapping ErrConflict.
+func (s *Store) MarkStopping(ctx context.Context, id int64, req job.StopRequest) error {
+	res := s.db.WithContext(ctx).Model(&Job{}).Where("id = ? AND state = ? AND run = ?", id, JobRunning, req.Run).
+		Updates(map[string]any{
+			"stop_run": req.Run, "stop_to": req.To, "stop_reason": truncate(req.Reason, 512),
+			"stop_code": req.Code, "stop_at": req.At,
+		})
+	if res.Error != nil {
+		return fmt.Errorf("record the request to stop run %d of job %d: %w", req.Run, id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("request to stop run %d of job %d: not its running run: %w", req.Run, id, ErrConflict)
+	}
+	return nil
+}
+
+// StopRequest returns the engine's request that the job's current or last
+// run stop, nil when none was recorded for it.
+func (j *Job) StopRequest() *job.StopRequest {
+	if j.StopRun == 0 || j.StopRun != j.Run {
+		return nil
+	}
+	req := job.StopRequest{Run: j.StopRun, To: j.StopTo, Reason: j.StopReason, Code: j.StopCode}
+	if j.StopAt != nil {
+		req.At = *j.StopAt
+	}
+	return &req
+}
+
 // MarkRetry records that run ref of a job failed with exitCode and puts
 // the job back in the queue to start again no earlier than retryAt.
 func (s *Store) MarkRetry(ctx context.Context, ref job.RunRef, exitCode int, reason string, retryAt, now time.Time) error {

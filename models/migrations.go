@@ -50,6 +50,7 @@ func migrations() []migration {
 		{51, "job_counts and the triggers on jobs that keep it: the jobs by team and state without counting the table (jobcounts.go)", jobCountsTriggers},
 		{52, "jobs: index of the jobs that have run, by team and submission, for the team's usage by member (MemberUsage)", jobsTeamUsageIndex},
 		{60, "jobs.run_accrual_s, run_gpu_seconds, held_gpus: a shared GPU's share in a running job's attained service (usage.Accrual)", jobsHeldGPUs},
+		{61, "jobs.stop_run, stop_to, stop_reason, stop_code, stop_at: the engine's request that a run stop, across restarts (job.StopRequest)", jobsStopRequest},
 	}
 }
 
@@ -745,4 +746,19 @@ func (v60Job) TableName() string { return "jobs" }
 
 func jobsHeldGPUs(tx *gorm.DB) error {
 	return addColumns(tx, &v60Job{}, "RunAccrualS", "RunGPUSeconds", "HeldGPUs")
+}
+
+// v61Job holds the engine's request that a run stop (job.StopRequest).
+type v61Job struct {
+	StopRun    int64  `gorm:"not null;default:0"`
+	StopTo     string `gorm:"size:16;not null;default:''"`
+	StopReason string `gorm:"size:512;not null;default:''"`
+	StopCode   *int
+	StopAt     *time.Time
+}
+
+func (v61Job) TableName() string { return "jobs" }
+
+func jobsStopRequest(tx *gorm.DB) error {
+	return addColumns(tx, &v61Job{}, "StopRun", "StopTo", "StopReason", "StopCode", "StopAt")
 }

@@ -50,6 +50,10 @@ type Job struct {
 	// CancelRequest is the reason of a cancel asked through a replica
 	// that does not schedule (replicas.go); empty when none.
 	CancelRequest string
+	// Stop is this engine's or an earlier one's request that the job's
+	// run Stop.Run stop, as the store keeps it (stoprequest.go); nil when
+	// none.
+	Stop *job.StopRequest
 	// Sharing, GPUFraction and Memory: see sharing.go.
 	Sharing     bool
 	GPUFraction float64         // in (0, 1) when the job asked for a fraction of a GPU
@@ -169,6 +173,9 @@ type Store interface {
 
 	// StartsRecorder records a pass's starts in one call (pass.go).
 	StartsRecorder
+	// StopRecorder keeps the requests to stop runs across restarts
+	// (stoprequest.go).
+	StopRecorder
 	// CancelRequester records a follower replica's cancel of a running
 	// job for the leader (replicas.go).
 	CancelRequester
@@ -314,7 +321,10 @@ type Engine struct {
 	strays     map[strayKey][]int    // parts of runs the cluster does not want, and their GPUs
 	placed     map[gpu.Ref]time.Time // when a run last started or ended on each GPU (held.go)
 	unrecorded []*unrecorded         // outcomes the store has yet to take
-	heldExits  published[HeldExit]   // e.unrecorded, for other goroutines (heldexits.go)
+	// heldAdopted are exits of adopted runs held for the next pass's
+	// read of the store (stoprequest.go).
+	heldAdopted []job.Exit
+	heldExits   published[HeldExit] // e.unrecorded, for other goroutines (heldexits.go)
 	// stoppingRuns are the runs asked to stop, for other goroutines
 	// (stopping.go).
 	stoppingRuns published[StoppingRun]

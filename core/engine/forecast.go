@@ -258,6 +258,14 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 					}
 					in.Leaving[sj.ID] = likely
 				}
+				if r.stop.Final() {
+					// Cancelled, past its time limit, failed: it does not
+					// wait again.
+					if in.Ending == nil {
+						in.Ending = make(map[int64]bool)
+					}
+					in.Ending[sj.ID] = true
+				}
 			}
 		}
 	}

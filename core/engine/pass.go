@@ -33,6 +33,9 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.refreshNodeStates(ctx, now)
 	e.checkHealth(ctx, now)
 	jobs = e.reconcile(ctx, jobs, now)
+	adopted := e.heldAdopted
+	e.heldAdopted = nil
+	defer e.adoptedExits(ctx, adopted) // their runs checked: after this pass, as exits come between passes
 	e.stopQueued(ctx)
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
@@ -121,16 +124,27 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 			}
 			reason = fmt.Sprintf("requeued: node %s lost for %s", node, now.Sub(since).Round(time.Second))
 		}
-		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, job.Queued, nil, reason, usage.Service{}, now); err != nil {
+		to := job.Queued
+		if req, ok := stopRequested(j, j.Run); ok && req.To != job.Failed {
+			// It was asked to stop: it ends as asked (a cancelled job is
+			// not started again), the loss said beside the reason.
+			to, reason = req.To, req.Reason+"; its run was not seen to end: "+strings.TrimPrefix(reason, "requeued: ")
+		}
+		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, to, nil, reason, usage.Service{}, now); err != nil {
 			e.cfg.Logger.Error("requeue lost job", "job", j.ID, "err", err)
 			out = keep(out, jobs, i)
 			continue
 		}
 		e.placedAt(j.Placement, now)
-		e.cfg.Logger.Warn("job requeued", "job", j.ID, "reason", reason)
-		e.stats.requeued(RequeueNodeLost)
+		e.cfg.Logger.Warn("job of a lost run ended", "job", j.ID, "state", to, "reason", reason)
+		if to.Final() {
+			continue
+		}
+		if to == job.Queued {
+			e.stats.requeued(RequeueNodeLost)
+		}
 		e.waitFrom(j.ID, now)
-		j.State, j.Placement = job.Queued, nil
+		j.State, j.Placement = to, nil
 		out = keep(out, jobs, i)
 	}
 	return out

@@ -87,6 +87,8 @@ type run struct {
 	resumeSeen bool
 	// stopAsked is when the run was asked to stop, for the handover time.
 	stopAsked time.Time
+	// stopKept is the stop the store keeps for the run (saveStop).
+	stopKept job.State
 	// lost are parts whose state is unknown, since when: their machine
 	// disconnected, or did not answer the start. They count as running
 	// (in parts) until their machine comes back without them, or it has
@@ -189,6 +191,7 @@ func (e *Engine) stopAll(ctx context.Context, id int64, r *run) {
 	if r.stopAsked.IsZero() {
 		r.stopAsked = e.cfg.Now()
 	}
+	e.saveStop(ctx, id, r)
 	for name := range r.parts {
 		if n := e.node(name); n != nil {
 			if err := n.Stop(ctx, job.RunRef{Job: id, Run: r.id}); err != nil {
@@ -309,6 +312,7 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 		if known {
 			j = jobs[i]
 		}
+		stopReq, stopAsked := stopRequested(&j, r.id)
 		switch {
 		case known && j.State == job.Running && j.Run == r.id:
 			nodes := make(map[string]bool)
@@ -329,8 +333,17 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 				r.started, r.acc = *j.LastStartAt, j.accrual()
 				r.ended = usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}
 			}
+			if r.adopted {
+				r.failures, r.retries = j.Failures, j.Retries
+				if j.Failures > 0 {
+					r.lastCode = j.ExitCode
+				}
+			}
+			if stopAsked && r.stop == "" {
+				e.restoreStop(id, r, stopReq)
+			}
 			r.adopted = false
-		case known && j.State.Waiting() && j.Run == r.id && r.adopted && r.stop == "" && j.CancelRequest == "":
+		case known && j.State.Waiting() && j.Run == r.id && r.adopted && r.stop == "" && j.CancelRequest == "" && !stopAsked:
 			if placement, ok := e.resumable(j, r); ok {
 				reason := fmt.Sprintf("resumed: run %d was still running on %s when its machine came back", r.id, strings.Join(sortedParts(r), ", "))
 				err := e.cfg.Store.MarkResumed(ctx, job.RunRef{Job: id, Run: r.id}, placement, reason, now)
@@ -575,8 +588,15 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 		recorded(ex)
 		return
 	}
+	if e.holdAdoptedExit(ex, r) {
+		return
+	}
 	delete(r.parts, ex.Node)
 	delete(r.lost, ex.Node)
+	if r.code == nil || (*r.code == 0 && ex.ExitCode != 0) {
+		code := ex.ExitCode // the first failure's code is the job's
+		r.code = &code
+	}
 	if r.limitStop && r.stop == job.TimedOut {
 		r.limitStop = false
 		r.reason += "; " + endedHow(ex)
@@ -608,10 +628,6 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 			r.reason = ex.Err + " on " + ex.Node
 		}
 		e.stopAll(ctx, ex.JobID, r)
-	}
-	if r.code == nil || (*r.code == 0 && ex.ExitCode != 0) {
-		code := ex.ExitCode // the first failure's code is the job's
-		r.code = &code
 	}
 	if len(r.parts) > 0 {
 		recorded(ex) // the run goes on elsewhere; nothing to store yet

@@ -241,6 +241,10 @@ type Input struct {
 	// snapshot's seconds: it holds its GPUs until then, and waits again
 	// from then. One not named, or named at or before Now, leaves now.
 	Leaving map[int64]float64
+	// Ending names the leaving jobs that end once out (cancelled, past
+	// their time limit, failed): they hold their GPUs until then, as
+	// Leaving says, and do not wait again.
+	Ending map[int64]bool
 	// HandoverS is how long a job the scenarios preempt is expected to
 	// hold its GPUs before it exits (its checkpoint), in seconds: the job
 	// that preempted it starts on them once it has (sched.HandOver and
@@ -716,7 +720,7 @@ type simJob struct {
 func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, window int, k uint64, arrivals bool, horizon float64) scenarioResult {
 	s := &scen{f: f, k: k, h: in.History, budget: f.cfg.Budget / f.cfg.Samples, nextArr: math.Inf(1),
 		scale: math.Exp(f.cfg.Drift * normalQuantile((float64(k)+0.5)/float64(f.cfg.Samples))), now: in.Snapshot.Now, start: in.Snapshot.Now,
-		nodes: in.Snapshot.Nodes, dist: in.Snapshot.GPUTimeDist, handover: max(in.HandoverS, 0),
+		nodes: in.Snapshot.Nodes, dist: in.Snapshot.GPUTimeDist, handover: max(in.HandoverS, 0), ending: in.Ending,
 		res: scenarioResult{starts: make(map[int64]float64)}}
 	s.teams = slices.Clone(in.Snapshot.Teams)
 	s.teamIdx = make(map[string]int, len(s.teams))
@@ -754,6 +758,10 @@ func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, wind
 			}
 			if at := in.Leaving[j.ID]; at > s.now {
 				s.addLeaving(j, at)
+				continue
+			}
+			if in.Ending[j.ID] {
+				left = true // out now, for good
 				continue
 			}
 			j.State, j.Placement, j.HeldGPUs = sched.Pending, nil, 0
@@ -799,6 +807,8 @@ type scen struct {
 	// handover is Input.HandoverS; promised are the starts it keeps back.
 	handover float64
 	promised sched.Promises
+	// ending is Input.Ending.
+	ending map[int64]bool
 
 	jobs  []sched.Job // unfinished jobs, the scheduler's view
 	meta  []simJob    // index for index with jobs
@@ -1051,6 +1061,10 @@ func (s *scen) finish(e end) bool {
 	if j := &s.jobs[i]; j.State == sched.Leaving {
 		j.State, j.Placement, j.HeldGPUs = sched.Pending, nil, 0
 		s.meta[i].run++
+		if s.ending[e.id] {
+			s.meta[i].done = true
+			s.dirty = true
+		}
 		return true
 	}
 	if s.jobs[i].State != sched.Running {

@@ -723,14 +723,17 @@ func TestForecastLeavingJob(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		leaving map[int64]float64
+		ending  map[int64]bool // cancelled: it does not wait again
 		job2    float64
 	}{
-		{"leaving now", nil, now + 970},
-		{"leaving in 20 s", map[int64]float64{1: now + 20}, now + 990},
+		{"leaving now", nil, nil, now + 970},
+		{"leaving in 20 s", map[int64]float64{1: now + 20}, nil, now + 990},
+		{"leaving now, cancelled", nil, map[int64]bool{1: true}, now},
+		{"leaving in 20 s, cancelled", map[int64]float64{1: now + 20}, map[int64]bool{1: true}, now + 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2), Jobs: []sched.Job{leaving, waiting(2, 2, now-5)}},
-				History: runTimes(1000, 1000, 1000), Leaving: c.leaving}
+				History: runTimes(1000, 1000, 1000), Leaving: c.leaving, Ending: c.ending}
 			got, ok := f.Forecast(in).Job(2)
 			if !ok || got.State != StateExpected || got.Earliest != c.job2 || got.Latest != c.job2 {
 				t.Errorf("job 2: %+v, %v; want a start at %v", got, ok, c.job2)

@@ -104,6 +104,21 @@ type Resources struct {
 	ProfileMaxMilli int64
 }
 
+// StopRequest is the engine's request that a run stop: the state its job
+// goes to once the run is out, why, the first failure's exit code (a
+// run stopped because a part of it failed), and when it was asked. The
+// store keeps it with the job, so that a run still saving its work when
+// the server restarts, or when its machine reconnects, ends as asked
+// rather than as a run that ended on its own (exit 0 read as success,
+// SIGTERM's exit as a failure to retry).
+type StopRequest struct {
+	Run    int64
+	To     State
+	Reason string
+	Code   *int
+	At     time.Time
+}
+
 // Exit reports that a job's run ended.
 type Exit struct {
 	Node     string
