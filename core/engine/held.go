@@ -109,7 +109,15 @@ func (e *Engine) reheld(ctx context.Context, jobs []Job, now time.Time) []Job {
 // has attained its share, not its GPUs whole. jobs are the pass's jobs
 // as they were before the starts; starts, those the scheduler decided
 // (the ones that did not start are left out).
-func (e *Engine) heldFromStart(ctx context.Context, jobs []Job, starts []sched.Start, now time.Time) {
+func (e *Engine) heldFromStart(ctx context.Context, jobs []Job, starts []sched.Start, byID *passJobs, now time.Time) {
+	if !slices.ContainsFunc(starts, func(s sched.Start) bool {
+		i, ok := byID.find(s.JobID)
+		return ok && jobs[i].Sharing
+	}) {
+		// A job that does not share takes its GPUs whole and alone:
+		// nobody's share changes (at a long queue, no walk of the jobs).
+		return
+	}
 	at := make(map[int64]sched.Start, len(starts))
 	sharing := false
 	for _, s := range starts {

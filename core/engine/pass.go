@@ -81,7 +81,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	for _, s := range d.Starts {
 		e.start(ctx, byID.job(s.JobID), s.GPUs, now, recorded)
 	}
-	e.heldFromStart(ctx, jobs, d.Starts, now)
+	e.heldFromStart(ctx, jobs, d.Starts, byID, now)
 	if len(d.Starts) > 0 {
 		e.recordResumes(ctx, now, false)
 	}
@@ -638,9 +638,14 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
 	changed := make(map[int64]string)
 	for _, w := range waits {
-		old, ok := e.reasons[w.JobID]
-		if ok && (old.text == w.Reason || (w.Position > e.reasonsAtOnce || sameWords(old.text, w.Reason)) && now.Sub(old.at) < refreshAfter(w.JobID)) {
-			continue
+		if old, ok := e.reasons[w.JobID]; ok {
+			// Further back than reasonsAtOnce a fresh reason stays
+			// whatever changed, its text unread: at a long queue the
+			// thousands of stored texts are as many cache misses a pass.
+			fresh := now.Sub(old.at) < refreshAfter(w.JobID)
+			if fresh && w.Position > e.reasonsAtOnce || old.text == w.Reason || fresh && sameWords(old.text, w.Reason) {
+				continue
+			}
 		}
 		changed[w.JobID] = w.Reason
 	}

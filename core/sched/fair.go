@@ -85,7 +85,7 @@ func (p *pass) teamScan() {
 			p.uheld[u] += int32(n)
 		}
 	}
-	p.lendStop = false
+	p.lendStop, p.lendMemo.ok = false, false
 	if !p.fair {
 		return
 	}
@@ -702,25 +702,51 @@ func (p *pass) waitLending(e *entry) {
 	if p.sc.cfg.OmitWaits {
 		return
 	}
-	t := &p.fs.t[p.jteam[e.job]]
-	by := &p.s.Jobs[p.lendBy]
-	b := appendNeeds(p.buf[:0], int(e.gpus))
-	b = append(b, ", which would take it beyond its team's guarantee ("...)
-	b = p.appendTeam(b, t)
-	b = append(b, "); no GPUs are lent while job "...)
-	b = strconv.AppendInt(b, by.ID, 10)
-	if by.Team == p.s.Jobs[e.job].Team {
-		// Its own team's: "of team vision" read as another team.
-		b = append(b, " of its own team, within the guarantee, waits for GPUs"...)
-	} else {
-		b = append(b, " of team "...)
-		b = appendName(b, by.Team)
-		b = append(b, ", within its guarantee, waits for GPUs"...)
+	v := p.jteam[e.job]
+	t := &p.fs.t[v]
+	m := &p.lendMemo
+	key := lendKey{gpus: e.gpus, team: v, by: p.lendBy, inUse: t.inUse, g: t.g}
+	if !m.ok || m.key != key {
+		by := &p.s.Jobs[p.lendBy]
+		b := appendNeeds(m.text[:0], int(e.gpus))
+		b = append(b, ", which would take it beyond its team's guarantee ("...)
+		b = p.appendTeam(b, t)
+		b = append(b, "); no GPUs are lent while job "...)
+		b = strconv.AppendInt(b, by.ID, 10)
+		if by.Team == p.s.Jobs[e.job].Team {
+			// Its own team's: "of team vision" read as another team.
+			b = append(b, " of its own team, within the guarantee, waits for GPUs"...)
+		} else {
+			b = append(b, " of team "...)
+			b = appendName(b, by.Team)
+			b = append(b, ", within its guarantee, waits for GPUs"...)
+		}
+		m.key, m.text, m.ok = key, b, true
 	}
+	b := append(p.buf[:0], m.text...)
 	if len(p.rsv) > 0 {
 		b = p.appendReserved(b, e)
 	}
 	p.addWait(e, WaitTeamShare, b)
+}
+
+// lendText is the words of waitLending's last reason before its
+// reservations' part, and what they were made of. While lending is
+// stopped at a long queue, thousands of jobs of one team and size wait
+// for the same words.
+type lendText struct {
+	ok   bool
+	key  lendKey
+	text []byte
+}
+
+// lendKey is what waitLending's words say: the job's GPUs, its team and
+// that team's GPUs, and the job lending waits for (whose team is the
+// job's or not as team says).
+type lendKey struct {
+	gpus     int32
+	team, by int32
+	inUse, g int
 }
 
 // appendFairCapacity appends, after "needs N GPUs; F free", why preemption

@@ -135,6 +135,34 @@ func TestFairShareRules(t *testing.T) {
 			check: reason(3, WaitTeamShare,
 				"needs 2 GPUs, which would take it beyond its team's guarantee (team c holds 0 GPUs and has no guarantee); no GPUs are lent while job 2 of team b, within its guarantee, waits for GPUs; 1 job ahead in line"),
 		}, {
+			// While lending is stopped the borrowers of two teams and
+			// two sizes wait in turn, each for its own words: a job of
+			// team c after one of d, a 4-GPU job after 2-GPU ones (the
+			// words are made once for a run of alike jobs).
+			name:  "nothing is lent: each borrower's own team and size",
+			now:   1000,
+			nodes: nodes(8),
+			teams: []Team{{Name: "a"}, {Name: "b", GuaranteeGPUs: 8}},
+			jobs: []Job{
+				run(1, 0, on("node-0", span(0, 6)...), of("a"), startedAt(700)),
+				pend(2, 8, 900, of("b")), pend(3, 2, 950, of("c")), pend(5, 2, 951, of("d")),
+				pend(6, 4, 952, of("c")), pend(7, 2, 953, of("c")),
+			},
+			waits: map[int64]WaitCause{2: WaitReclaim, 3: WaitTeamShare, 5: WaitTeamShare, 6: WaitTeamShare, 7: WaitTeamShare},
+			check: func(t *testing.T, d Decisions) {
+				const lent = "; no GPUs are lent while job 2 of team b, within its guarantee, waits for GPUs; "
+				for id, words := range map[int64]string{
+					3: "needs 2 GPUs, which would take it beyond its team's guarantee (team c holds 0 GPUs and has no guarantee)" + lent,
+					5: "needs 2 GPUs, which would take it beyond its team's guarantee (team d holds 0 GPUs and has no guarantee)" + lent,
+					6: "needs 4 GPUs, which would take it beyond its team's guarantee (team c holds 0 GPUs and has no guarantee)" + lent,
+					7: "needs 2 GPUs, which would take it beyond its team's guarantee (team c holds 0 GPUs and has no guarantee)" + lent,
+				} {
+					if w, _ := waitOf(d, id); !strings.HasPrefix(w.Reason, words) || !strings.HasSuffix(w.Reason, " in line") {
+						t.Errorf("job %d waits with %q, want %q then its place in line", id, w.Reason, words)
+					}
+				}
+			},
+		}, {
 			// b2 is within b's guarantee (2 held + 2 of 4) and waits for
 			// a's GPUs; b3 would take b beyond it. The job b3 waits for
 			// is its own team's: the reason says so, not "of team b"

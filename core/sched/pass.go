@@ -97,6 +97,7 @@ type pass struct {
 	ukeys    []ukeys
 	lendStop bool       // a job within its guarantee waits: nothing is lent
 	lendBy   int32      // that job, an index in Snapshot.Jobs
+	lendMemo lendText   // the last waitLending's words
 	order    []int32    // scratch
 	later    laterQueue // pending jobs deferred to the borrowers
 
