@@ -259,7 +259,7 @@ func faultServerCrashWhileAgentRuns(t *testing.T) {
 }
 
 // faultServerCrashWhileRunStops cancels a running job that saves its work
-// on SIGTERM (4 s, then exit 0), and kills the server while it saves: the
+// on SIGTERM (8 s, then exit 0), and kills the server while it saves: the
 // restarted server, which did not ask for that exit, ends the job
 // cancelled, as asked (not succeeded, as an exit 0 reads), and never
 // starts it again. Judged from the job's own output too.
@@ -270,7 +270,7 @@ func faultServerCrashWhileRunStops(t *testing.T) {
 	startAgent(t, srv.URL, "saver", "--grace", "30s")
 	waitGPUs(t, srv.URL, 2)
 	alice := newAPI(t, srv.URL, "alice", "dev")
-	script := `trap 'echo "saving $$"; sleep 4; echo "saved $$"; exit 0' TERM; echo "started $$"; while :; do sleep 0.2; done`
+	script := `trap 'echo "saving $$"; sleep 8; echo "saved $$"; exit 0' TERM; echo "started $$"; while :; do sleep 0.2; done`
 	id := submit(t, alice, map[string]any{"name": "saver", "gpus": 1, "retries": 2, "command": []string{"sh", "-c", script}})
 	alice.waitState(id, 30*time.Second, "running")
 	eventually(t, 10*time.Second, "the job's first line", func() bool { return strings.Contains(remoteOutput(data, "saver", id), "started") })
@@ -285,6 +285,15 @@ func faultServerCrashWhileRunStops(t *testing.T) {
 	}
 	srv2 := startAgentServer(t, append(args, "--addr", u.Host)...)
 	alice2 := newAPI(t, srv2.URL, "alice", "dev")
+	// While it saves, the new server says why it stops, as the old one did.
+	var saving jobView
+	eventually(t, 20*time.Second, "the job to show it was asked to stop", func() bool {
+		saving = alice2.job(id)
+		return saving.State != "running" || strings.Contains(saving.Reason, "asked to stop")
+	})
+	if saving.State != "running" || !strings.Contains(saving.Reason, "cancelled by alice") {
+		t.Errorf("while it saves after the restart: %s (%q), want running, asked to stop: cancelled by alice", saving.State, saving.Reason)
+	}
 	j := alice2.waitState(id, 40*time.Second, "cancelled", "succeeded", "failed")
 	if j.State != "cancelled" || !strings.Contains(j.Reason, "cancelled by alice") {
 		t.Errorf("job after the restart: %s (%q), want cancelled by alice", j.State, j.Reason)
