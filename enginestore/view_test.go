@@ -92,7 +92,7 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 			t.Errorf("a request to stop a run that is not the job's: err = %v, want a conflict", err)
 		}
 		check("a request to stop a run")
-		if got := stopOf(t, s, ids[0]); got == nil || got.Run != run || got.To != job.Preempted || got.Reason != req.Reason ||
+		if got := engineJobOf(t, s, ids[0]).Stop; got == nil || got.Run != run || got.To != job.Preempted || got.Reason != req.Reason ||
 			got.Code == nil || *got.Code != 143 || !got.At.Equal(asked) {
 			t.Errorf("the job's stop request reads %+v, want %+v", got, req)
 		}
@@ -121,7 +121,7 @@ func TestViewReadsWhatAWholeReadReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("an owner's Unix account changed")
-		if got := jobAccount(t, s, bobs); got != "bob2" {
+		if got := engineJobOf(t, s, bobs).Account; got != "bob2" {
 			t.Errorf("bob's job runs as %q, want bob2", got)
 		}
 		if _, err := s.DisableUser(ctx, "bob", "admin", time.Now()); err != nil {
@@ -213,8 +213,8 @@ func TestMergeKeepsTheJobsByID(t *testing.T) {
 	}
 }
 
-// jobAccount is the Unix account of job id as s gives it to the engine.
-func jobAccount(t *testing.T, s Store, id int64) string {
+// engineJobOf is job id as s gives it to the engine.
+func engineJobOf(t *testing.T, s Store, id int64) engine.Job {
 	t.Helper()
 	js, err := s.UnfinishedEngineJobs(context.Background())
 	if err != nil {
@@ -222,11 +222,11 @@ func jobAccount(t *testing.T, s Store, id int64) string {
 	}
 	for _, j := range js {
 		if j.ID == id {
-			return j.Account
+			return j
 		}
 	}
 	t.Fatalf("job %d not read", id)
-	return ""
+	return engine.Job{}
 }
 
 // TestViewKeepsOneCopyOfEachName: the jobs the view gives carry one copy
@@ -273,20 +273,4 @@ func TestViewKeepsOneCopyOfEachName(t *testing.T) {
 		submit()
 		check("changes since", 3)
 	})
-}
-
-// stopOf is job id's stop request as the engine reads it.
-func stopOf(t *testing.T, s Store, id int64) *job.StopRequest {
-	t.Helper()
-	js, err := s.UnfinishedEngineJobs(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range js {
-		if j.ID == id {
-			return j.Stop
-		}
-	}
-	t.Fatalf("job %d is not among the unfinished jobs", id)
-	return nil
 }

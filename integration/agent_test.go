@@ -68,6 +68,17 @@ func startAgentServer(t *testing.T, args ...string) *server {
 	return startServer(t, all...)
 }
 
+// startAgentServerAt starts a server for remote agents on the address of
+// old, which has stopped (a restart): its agents reconnect to the same URL.
+func startAgentServerAt(t *testing.T, old *server, args ...string) *server {
+	t.Helper()
+	u, err := url.Parse(old.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startAgentServer(t, append(args, "--addr", u.Host)...)
+}
+
 // connectedGPUs counts the GPUs of the machines connected to the server.
 func connectedGPUs(t *testing.T, base string) int {
 	t.Helper()
@@ -240,11 +251,7 @@ func faultServerCrashWhileAgentRuns(t *testing.T) {
 	eventually(t, 10*time.Second, "the first line of output", func() bool { return remoteOutput(data, "steady", id) == "before\n" })
 
 	srv.kill()
-	u, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv2 := startAgentServer(t, append(args, "--addr", u.Host)...)
+	srv2 := startAgentServerAt(t, srv, args...)
 	alice2 := newAPI(t, srv2.URL, "alice", "dev")
 	j := alice2.waitState(id, 40*time.Second, "succeeded")
 	if j.StartedAt == nil || !j.StartedAt.Equal(*before.StartedAt) || j.Preemptions != 0 || !strings.Contains(strings.Join(j.Placement, ","), "steady:") {
@@ -279,11 +286,7 @@ func faultServerCrashWhileRunStops(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the job to begin saving", func() bool { return strings.Contains(remoteOutput(data, "saver", id), "saving") })
 	srv.kill()
-	u, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv2 := startAgentServer(t, append(args, "--addr", u.Host)...)
+	srv2 := startAgentServerAt(t, srv, args...)
 	alice2 := newAPI(t, srv2.URL, "alice", "dev")
 	// While it saves, the new server says why it stops, as the old one did.
 	var saving jobView

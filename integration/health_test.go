@@ -118,11 +118,7 @@ touch "$GPUPORTAL_CHECKPOINT_DIR/ran"; sleep 3; echo "CUDA error: GPU is lost"; 
 	// reconnects. The store keeps both GPUs out of service: the job
 	// still waits.
 	srv.stop()
-	u, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv = startAgentServer(t, append(args, "--addr", u.Host)...)
+	srv = startAgentServerAt(t, srv, args...)
 	admin = &api{t: t, base: srv.URL, token: "dev-admin"}
 	alice = newAPI(t, srv.URL, "alice", "dev")
 	waitGPUs(t, srv.URL, 2)
