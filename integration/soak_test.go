@@ -116,6 +116,8 @@ func TestFaultSoak(t *testing.T) {
 
 	end := time.Now().Add(time.Duration(minutes * float64(time.Minute)))
 	faults := map[string]int{}
+	soakAPI := &api{t: t, base: base, token: token}
+	cancelled := map[int64]time.Time{} // jobs cancelled while running, when
 	// About time: a soak is faults of random lengths at random moments;
 	// its sleeps are the schedule of the chaos, not waits for an event.
 	for time.Now().Before(end) {
@@ -124,7 +126,7 @@ func TestFaultSoak(t *testing.T) {
 		hold := time.Duration(1000+rng.IntN(7000)) * time.Millisecond // 0.5 to 4 T at T = 2 s
 		leased := time.Duration(float64(hold) * stretch)              // as long in units of T
 		var what string
-		switch f := rng.IntN(5); f {
+		switch f := rng.IntN(6); f {
 		case 0:
 			what = "agent frozen"
 			a.proc.signal(syscall.SIGSTOP)
@@ -150,6 +152,19 @@ func TestFaultSoak(t *testing.T) {
 			pg.stop()
 			time.Sleep(2 * hold)
 			pg.start()
+		case 5:
+			// The server restarts while a stop it asked for is under way:
+			// the job must end cancelled, and never run again.
+			what = "a running job cancelled, then the server killed and restarted"
+			mu.Lock()
+			recent := slices.Clone(accepted[max(len(accepted)-12, 0):])
+			mu.Unlock()
+			if id, ok := cancelOneRunning(soakAPI, recent); ok {
+				cancelled[id] = time.Now()
+			}
+			srv.kill()
+			time.Sleep(leased / 2)
+			srv = startAgentServer(t, args...)
 		}
 		faults[what]++
 		load.sample(t)
@@ -167,15 +182,45 @@ func TestFaultSoak(t *testing.T) {
 	}
 	load.sample(t)
 	spans := checkTraces(t, traces)
-	endsOnce(t, alice, ids...)
+	for id, at := range cancelled {
+		if j := alice.job(id); j.State != "cancelled" {
+			t.Errorf("job %d, cancelled while running at %s: %s (%s)", id, at.Format(time.TimeOnly), j.State, j.Reason)
+		}
+		for _, s := range spans {
+			if s.job == id && s.first.After(at.Add(time.Second)) {
+				t.Errorf("job %d ran again after its cancel at %s: %v", id, at.Format(time.TimeOnly), s)
+			}
+		}
+	}
+	var rest []int64 // the others end once, succeeded
+	for _, id := range ids {
+		if _, ok := cancelled[id]; !ok {
+			rest = append(rest, id)
+		}
+	}
+	endsOnce(t, alice, rest...)
 	failed := soakFailures(t, alice, ids, spans)
 	lost := soakLost(spans)
-	t.Logf("seed %d, %.0f minutes, T = %v: %d jobs accepted, %d runs traced, %d faults %v, %d jobs not succeeded",
-		seed, minutes, timeout, len(ids), len(spans), sumFaults(faults), faults, failed)
+	t.Logf("seed %d, %.0f minutes, T = %v: %d jobs accepted, %d runs traced, %d faults %v, %d jobs not succeeded, of them %d cancelled while running (each checked: cancelled, no run after)",
+		seed, minutes, timeout, len(ids), len(spans), sumFaults(faults), faults, failed, len(cancelled))
 	t.Logf("load average (1 min) at the faults and the end: %s, on %d CPUs", load, runtime.NumCPU())
 	t.Logf("runs: %d jobs ran more than once, %d reruns, at most %d runs of one job (job %d)", lost.rerunJobs, lost.reruns, lost.maxRuns, lost.maxJob)
 	t.Logf("work lost: %d reruns resumed from a checkpoint, %d from scratch; %d ticks redone (%.1f s), at most %d for one rerun (a checkpoint every %d ticks of %v)",
 		lost.resumed, lost.scratch, lost.ticks, float64(lost.ticks)*tick.Seconds(), lost.maxTicks, soakEvery, tick)
+}
+
+// cancelOneRunning cancels the first of ids that runs, as its owner
+// would; false when none runs or the cancel was not accepted.
+func cancelOneRunning(a *api, ids []int64) (int64, bool) {
+	for _, id := range ids {
+		var j jobView
+		if st := a.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK || j.State != "running" {
+			continue
+		}
+		st := a.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil)
+		return id, st < 300
+	}
+	return 0, false
 }
 
 // soakEvery is how many ticks apart the soak's jobs checkpoint.
