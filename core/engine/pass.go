@@ -36,6 +36,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	adopted := e.heldAdopted
 	e.heldAdopted = nil
 	defer e.adoptedExits(ctx, adopted) // their runs checked: after this pass, as exits come between passes
+	e.saveStops(ctx)
 	e.stopQueued(ctx)
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)

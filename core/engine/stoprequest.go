@@ -45,6 +45,17 @@ func (e *Engine) saveStop(ctx context.Context, id int64, r *run) {
 	r.stopKept = r.stop
 }
 
+// saveStops records the stop requests the store could not take when
+// they were made (saveStop): a database out at that moment loses none
+// that a later restart would need.
+func (e *Engine) saveStops(ctx context.Context) {
+	for id, r := range e.runs { // in any order: each write stands alone
+		if r.stop != "" && r.stop != r.stopKept {
+			e.saveStop(ctx, id, r)
+		}
+	}
+}
+
 // stopRequested returns j's request to stop run, if the store keeps one.
 func stopRequested(j *Job, run int64) (job.StopRequest, bool) {
 	if j.Stop == nil || j.Stop.Run != run {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +240,52 @@ func TestCancelledLeavingJobIsNotForecastToWaitAgain(t *testing.T) {
 				t.Errorf("job 2's forecast %+v (%v); want likely %v", got, ok, want)
 			}
 		})
+	}
+}
+
+// stopsRefused is a store that cannot take stop requests while refuse is
+// set, as with its database out.
+type stopsRefused struct {
+	*memStore
+	refuse bool
+}
+
+func (s *stopsRefused) MarkStopping(ctx context.Context, id int64, req job.StopRequest) error {
+	if s.refuse {
+		return errors.New("database is out")
+	}
+	return s.memStore.MarkStopping(ctx, id, req)
+}
+
+// TestStopRequestRefusedIsSavedLater: the store is out when job 1 is
+// preempted; the next pass, the store back, records the request, so a
+// restart after it still ends the job preempted.
+func TestStopRequestRefusedIsSavedLater(t *testing.T) {
+	ctx := context.Background()
+	start := t0.Add(-time.Hour)
+	mem := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start})
+	n := newFakeNode("n0", 1)
+	n.running[1] = 1
+	e, clock := newTestEngine(t, mem, n)
+	store := &stopsRefused{memStore: mem, refuse: true}
+	e.cfg.Store = store
+	mustPass(t, e)
+	preemptOne(t, e, clock)
+	if mem.jobs[1].Stop != nil {
+		t.Fatalf("the store took the request while out: %+v", mem.jobs[1].Stop)
+	}
+	store.refuse = false
+	mustPass(t, e)
+	if s := mem.jobs[1].Stop; s == nil || s.To != job.Preempted || s.Run != 1 {
+		t.Fatalf("after the store came back: request %+v, want run 1 preempted", s)
+	}
+	e2, clock2 := newTestEngine(t, mem)
+	clock2.t = clock.t.Add(5 * time.Second)
+	callOnce(t, e2, func(ctx context.Context) error { return e2.AddNode(ctx, n) })
+	delete(n.running, 1)
+	e2.testExit(ctx, exit("n0", 1, 0, clock2.t))
+	mustPass(t, e2)
+	if got := mem.state(1); got != job.Preempted {
+		t.Errorf("job 1 ended %s, want preempted", got)
 	}
 }
