@@ -706,7 +706,10 @@ func TestRetryWaitsOutItsBackoff(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestForecastStarts(t *testing.T) {
+// jobBehindRunning is an engine whose job 1 has run 90 s on both GPUs of
+// n0 and whose job 2, submitted at t0, waits for them.
+func jobBehindRunning(t *testing.T) (*Engine, *memStore, *fakeNode) {
+	t.Helper()
 	start := t0.Add(-90 * time.Second)
 	store := newMemStore(
 		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
@@ -715,6 +718,11 @@ func TestForecastStarts(t *testing.T) {
 	n := newFakeNode("n0", 2)
 	n.running[1] = 1
 	e, _ := newTestEngine(t, store, n)
+	return e, store, n
+}
+
+func TestForecastStarts(t *testing.T) {
+	e, store, _ := jobBehindRunning(t)
 	mustPass(t, e)
 	// Every finished job ran 100s; job 1 has run 90s: job 2 starts in 10s.
 	want := t0.Add(10 * time.Second)

@@ -13,6 +13,16 @@ import (
 	"github.com/gpuportal/gpuportal/core/sched"
 )
 
+// oneRunning is a store whose job 1 (with j's limits and retries) has run
+// run 1 on n0's one GPU since start, and n0 reporting it.
+func oneRunning(start time.Time, j Job) (*memStore, *fakeNode) {
+	j.ID, j.GPUs, j.State, j.Placement = 1, 1, job.Running, []gpu.Ref{{Node: "n0", Index: 0}}
+	j.LastStartAt, j.SubmittedAt = &start, start
+	n := newFakeNode("n0", 1)
+	n.running[1] = 1
+	return newMemStore(j), n
+}
+
 // callOnce runs f as an engine call (Cancel, Preempt, AddNode,
 // RemoveNode), serving that one call on the test's goroutine.
 func callOnce(t *testing.T, e *Engine, f func(context.Context) error) {
@@ -54,10 +64,7 @@ func TestStopRequestOutlivesTheServer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			start := t0.Add(-time.Hour)
-			store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}},
-				LastStartAt: &start, SubmittedAt: start, TimeLimit: 2 * time.Hour, Retries: 3})
-			n := newFakeNode("n0", 1)
-			n.running[1] = 1
+			store, n := oneRunning(start, Job{TimeLimit: 2 * time.Hour, Retries: 3})
 			e, clock := newTestEngine(t, store, n)
 			mustPass(t, e)
 			tc.ask(t, e, clock)
@@ -147,10 +154,7 @@ func TestLostRunEndsAsAsked(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			start := t0.Add(-time.Hour)
-			store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}},
-				LastStartAt: &start, SubmittedAt: start, TimeLimit: 2 * time.Hour})
-			n := newFakeNode("n0", 1)
-			n.running[1] = 1
+			store, n := oneRunning(start, Job{TimeLimit: 2 * time.Hour})
 			e, clock := newTestEngine(t, store, n)
 			mustPass(t, e)
 			tc.ask(t, e, clock)
@@ -182,10 +186,7 @@ func TestLostRunEndsAsAsked(t *testing.T) {
 func TestAdoptedRunKeepsItsRetries(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Hour)
-	store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}},
-		LastStartAt: &start, SubmittedAt: start, Retries: 2})
-	n := newFakeNode("n0", 1)
-	n.running[1] = 1
+	store, n := oneRunning(start, Job{Retries: 2})
 	e, clock := newTestEngine(t, store)
 	e.cfg.MaxRetries = 3
 	callOnce(t, e, func(ctx context.Context) error { return e.AddNode(ctx, n) })
@@ -205,14 +206,7 @@ func TestAdoptedRunKeepsItsRetries(t *testing.T) {
 // GPUs. The forecast has job 2 start once job 1 is out, not after job 1
 // (the older job, first under fifo) has run again.
 func TestCancelledLeavingJobIsNotForecastToWaitAgain(t *testing.T) {
-	start := t0.Add(-90 * time.Second)
-	store := newMemStore(
-		Job{ID: 1, GPUs: 2, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}, {Node: "n0", Index: 1}}, LastStartAt: &start, SubmittedAt: start},
-		Job{ID: 2, GPUs: 2, SubmittedAt: t0},
-	)
-	n := newFakeNode("n0", 2)
-	n.running[1] = 1
-	e, _ := newTestEngine(t, store, n)
+	e, _, _ := jobBehindRunning(t)
 	sc, err := sched.New(sched.Config{Policy: "fifo", HandoverS: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -263,9 +257,7 @@ func (s *stopsRefused) MarkStopping(ctx context.Context, id int64, req job.StopR
 func TestStopRequestRefusedIsSavedLater(t *testing.T) {
 	ctx := context.Background()
 	start := t0.Add(-time.Hour)
-	mem := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start})
-	n := newFakeNode("n0", 1)
-	n.running[1] = 1
+	mem, n := oneRunning(start, Job{})
 	e, clock := newTestEngine(t, mem, n)
 	store := &stopsRefused{memStore: mem, refuse: true}
 	e.cfg.Store = store
