@@ -573,7 +573,7 @@ func (m *Moment) reason(j *models.Job) string {
 // at now: why, since when, and until when it may save its work.
 func stoppingReason(s engine.StoppingRun, now time.Time) string {
 	out := fmt.Sprintf("asked to stop at %s (%s ago): %s; it runs on while it saves its work",
-		s.Asked.Local().Format("15:04:05"), max(0, now.Sub(s.Asked)).Round(time.Second), s.Reason)
+		s.At.Local().Format("15:04:05"), max(0, now.Sub(s.At)).Round(time.Second), s.Reason)
 	if !s.KillBy.IsZero() {
 		out += fmt.Sprintf(", until %s at the latest (the grace period)", s.KillBy.Local().Format("15:04:05"))
 	}

@@ -195,11 +195,11 @@ func TestStoppingRunShows(t *testing.T) {
 		s    engine.StoppingRun
 		want []string // in the reason; none: the store's
 	}{
-		{"preempted, with a grace period", engine.StoppingRun{Run: 2, To: job.Preempted, Reason: "preempted for job 20, which ranks above it", Asked: asked, KillBy: asked.Add(10 * time.Second)},
+		{"preempted, with a grace period", engine.StoppingRun{StopRequest: job.StopRequest{Run: 2, To: job.Preempted, Reason: "preempted for job 20, which ranks above it", At: asked}, KillBy: asked.Add(10 * time.Second)},
 			[]string{"asked to stop at 10:01:00 (4s ago): preempted for job 20, which ranks above it", "until 10:01:10 at the latest (the grace period)", "then it is preempted"}},
-		{"cancelled, no grace period known", engine.StoppingRun{Run: 2, To: job.Cancelled, Reason: "cancelled by alice", Asked: asked},
+		{"cancelled, no grace period known", engine.StoppingRun{StopRequest: job.StopRequest{Run: 2, To: job.Cancelled, Reason: "cancelled by alice", At: asked}},
 			[]string{"asked to stop at 10:01:00 (4s ago): cancelled by alice; it runs on while it saves its work, then it is cancelled"}},
-		{"an earlier run's", engine.StoppingRun{Run: 1, To: job.Preempted, Reason: "preempted", Asked: asked}, nil},
+		{"an earlier run's", engine.StoppingRun{StopRequest: job.StopRequest{Run: 1, To: job.Preempted, Reason: "preempted", At: asked}}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := newMoment(now, []models.Job{j}, nil, nil, func(int64) bool { return false })

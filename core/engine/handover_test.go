@@ -222,7 +222,7 @@ func TestHandoverCountsForNoRank(t *testing.T) {
 	asked := clock.t
 	ranToAsk := asked.Sub(start).Seconds()
 	// Pages say it is leaving (app: the reason of a running job asked to stop).
-	if s, ok := e.StoppingRuns()[8]; !ok || s.Run != 1 || s.To != job.Preempted || !s.Asked.Equal(asked) || !strings.Contains(s.Reason, "job 20") {
+	if s, ok := e.StoppingRuns()[8]; !ok || s.Run != 1 || s.To != job.Preempted || !s.At.Equal(asked) || !strings.Contains(s.Reason, "job 20") {
 		t.Fatalf("job 8's stop as published: %+v, %v; want run 1 asked to stop at %v, preempted for job 20", s, ok, asked)
 	}
 	for range 5 {

@@ -13,17 +13,14 @@ import (
 // runs it has asked to stop (StoppingRuns), as it tells the ends it has
 // yet to record (HeldExits).
 
-// StoppingRun is a run the engine has asked to stop, not yet out.
+// StoppingRun is a run the engine has asked to stop, not yet out: the
+// request (the state the job ends in once out, why, since when: what the
+// store keeps, stoprequest.go), and KillBy, when its machine kills it if
+// it has not exited (the grace period's end), zero when the engine knows
+// no grace period.
 type StoppingRun struct {
-	Run int64
-	// To is the state the job ends in once out, and Reason why it was
-	// asked to stop (what the store records then).
-	To     job.State
-	Reason string
-	// Asked is when it was asked to stop; KillBy when its machine kills
-	// it if it has not exited (the grace period's end), zero when the
-	// engine knows no grace period.
-	Asked, KillBy time.Time
+	job.StopRequest
+	KillBy time.Time
 }
 
 // noteStopping publishes the runs of e.runs asked to stop that still
@@ -35,7 +32,7 @@ func (e *Engine) noteStopping() {
 		if r.stop == "" || r.stopAsked.IsZero() || len(r.parts) == 0 {
 			continue
 		}
-		s := StoppingRun{Run: r.id, To: r.stop, Reason: r.reason, Asked: r.stopAsked}
+		s := StoppingRun{StopRequest: r.stopRequest()}
 		if grace > 0 {
 			s.KillBy = r.stopAsked.Add(grace)
 		}

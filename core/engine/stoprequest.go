@@ -34,8 +34,7 @@ func (e *Engine) saveStop(ctx context.Context, id int64, r *run) {
 	if r.stop == "" || r.stop == r.stopKept || r.requeue != nil || len(r.parts) == 0 {
 		return
 	}
-	req := job.StopRequest{Run: r.id, To: r.stop, Reason: r.reason, Code: r.code, At: r.stopAsked}
-	if err := e.cfg.Store.MarkStopping(ctx, id, req); err != nil {
+	if err := e.cfg.Store.MarkStopping(ctx, id, r.stopRequest()); err != nil {
 		if !errors.Is(err, job.ErrConflict) {
 			e.cfg.Logger.Error("record a request to stop a run: an engine that adopts the run before it exits will not know it",
 				"job", id, "run", r.id, "to", r.stop, "err", err)
@@ -43,6 +42,12 @@ func (e *Engine) saveStop(ctx context.Context, id int64, r *run) {
 		return
 	}
 	r.stopKept = r.stop
+}
+
+// stopRequest is r's request to stop, as the store keeps it and the
+// pages show it; restoreStop takes it back.
+func (r *run) stopRequest() job.StopRequest {
+	return job.StopRequest{Run: r.id, To: r.stop, Reason: r.reason, Code: r.code, At: r.stopAsked}
 }
 
 // saveStops records the stop requests the store could not take when
