@@ -63,8 +63,8 @@ var squeueFields = map[byte]squeueField{
 		}
 		return job.FormatTimeLimit(time.Duration(*j.TimeLeftS * float64(time.Second)))
 	}},
-	'D': {"NODES", func(j api.Job, _ time.Time) string { return strconv.Itoa(max(len(placementNodes(j)), 1)) }},
-	'b': {"TRES_PER_NODE", func(j api.Job, _ time.Time) string { return "gres/gpu:" + strconv.Itoa(j.GPUs) }},
+	'D': {"NODES", func(j api.Job, _ time.Time) string { n, _ := gpusPerNode(j); return strconv.Itoa(n) }},
+	'b': {"TRES_PER_NODE", func(j api.Job, _ time.Time) string { _, g := gpusPerNode(j); return "gres/gpu:" + strconv.Itoa(g) }},
 	'N': {"NODELIST", func(j api.Job, _ time.Time) string { return strings.Join(placementNodes(j), ",") }},
 	'R': {"NODELIST(REASON)", func(j api.Job, _ time.Time) string {
 		if j.State == job.Running {
@@ -145,14 +145,40 @@ func squeueReason(r string) string {
 }
 
 // placementNodes are the machines of a job's placement, in order.
-func placementNodes(j api.Job) []string {
+func placementNodes(j api.Job) []string { return gpuNodes(j.Placement) }
+
+// gpuNodes are the machines of "node:index" GPU names, in order.
+func gpuNodes(gpus []string) []string {
 	var out []string
-	for _, p := range j.Placement {
+	for _, p := range gpus {
 		if n, _, _ := strings.Cut(p, ":"); !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// gpusPerNode is how many machines a job runs on (squeue's %D) and the
+// most GPUs it holds on one (%b): those of its placement while it runs,
+// of its reservation while it waits with one (the machines it will
+// start on), else one machine and all its GPUs, the fewest it could
+// start on as Slurm counts a request of one node. gpuportal places a
+// job on as few machines as it can, whatever --nodes said (docs/slurm.md).
+func gpusPerNode(j api.Job) (nodes, perNode int) {
+	gpus := j.Placement
+	if len(gpus) == 0 && j.Reservation != nil {
+		gpus = j.Reservation.GPUs
+	}
+	if len(gpus) == 0 {
+		return 1, j.GPUs
+	}
+	count := map[string]int{}
+	for _, g := range gpus {
+		n, _, _ := strings.Cut(g, ":")
+		count[n]++
+		perNode = max(perNode, count[n])
+	}
+	return len(count), perNode
 }
 
 // squeueItem is one piece of a format: text, or a field with its width

@@ -21,6 +21,10 @@ func TestSqueueFormat(t *testing.T) {
 		{ID: 43, Name: "sweep[2]", User: "bob", Team: "nlp", GPUs: 1, State: job.Queued, Reason: "waiting for\n2 GPUs",
 			Array: &api.ArrayTask{ID: 42, Index: 2}},
 		{ID: 44, Name: "x", User: "bob", Team: "nlp", GPUs: 1, State: job.TimedOut},
+		// A job of two machines waiting with a reservation, and one without.
+		{ID: 45, Name: "big", User: "carol", Team: "nlp", GPUs: 12, State: job.Queued, Reason: "reserved",
+			Reservation: &api.Reservation{Count: 12, GPUs: []string{"n1:0", "n1:1", "n1:2", "n1:3", "n1:4", "n1:5", "n1:6", "n1:7", "n2:0", "n2:1", "n2:2", "n2:3"}}},
+		{ID: 46, Name: "big2", User: "carol", Team: "nlp", GPUs: 12, State: job.Queued, Reason: "waiting"},
 	}
 	for _, tc := range []struct {
 		format   string
@@ -31,9 +35,12 @@ func TestSqueueFormat(t *testing.T) {
 			"             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n" +
 			"                41    vision ddp-bert    alice  R    1:01:00      2 gpu-a,gpu-b\n" +
 			"              42_2       nlp sweep[2]      bob PD       0:00      1 (waiting for 2 GPUs)\n" +
-			"                44       nlp        x      bob TO       0:00      1 (None)\n"},
-		{"%i|%T|%l|%b|%K|%F", true, "41|RUNNING|02:00:00|gres/gpu:16|N/A|41\n42_2|PENDING|UNLIMITED|gres/gpu:1|2|42\n44|TIMEOUT|UNLIMITED|gres/gpu:1|N/A|44\n"},
-		{"%10j%%", true, "ddp-bert-l%\nsweep[2]  %\nx         %\n"},
+			"                44       nlp        x      bob TO       0:00      1 (None)\n" +
+			"                45       nlp      big    carol PD       0:00      2 (reserved)\n" +
+			"                46       nlp     big2    carol PD       0:00      1 (waiting)\n"},
+		{"%i|%T|%l|%D|%b|%K|%F|%N", true, "41|RUNNING|02:00:00|2|gres/gpu:2|N/A|41|gpu-a,gpu-b\n42_2|PENDING|UNLIMITED|1|gres/gpu:1|2|42|\n" +
+			"44|TIMEOUT|UNLIMITED|1|gres/gpu:1|N/A|44|\n45|PENDING|UNLIMITED|2|gres/gpu:8|N/A|45|\n46|PENDING|UNLIMITED|1|gres/gpu:12|N/A|46|\n"},
+		{"%10j%%", true, "ddp-bert-l%\nsweep[2]  %\nx         %\nbig       %\nbig2      %\n"},
 	} {
 		items, err := parseSqueueFormat(tc.format)
 		if err != nil {
