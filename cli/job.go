@@ -639,7 +639,7 @@ func (c jobCmd) list(ctx context.Context, f *jobFlags, name string, pos []string
 		if err != nil {
 			return err
 		}
-		writeSqueue(c.stdout, items, jobs, c.now(), lf.noHeaders)
+		writeSqueue(c.stdout, items, jobs, squeueView{now: c.now(), machines: squeueMachines(ctx, cl, items, jobs)}, lf.noHeaders)
 		return nil
 	}
 	return c.writeJobs(jobs, raw, f, lf, jobListColumns, "no jobs")

@@ -26,58 +26,69 @@ const squeueDefault = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 // squeueField is one of squeue's %-fields: its header and its value.
 type squeueField struct {
 	header string
-	value  func(j api.Job, now time.Time) string
+	value  func(j api.Job, v squeueView) string
+}
+
+// squeueView is what a job's fields are written with besides the job:
+// the time, and the GPUs of each machine that takes jobs, most first
+// (nil when not read), for the machines a waiting job needs.
+type squeueView struct {
+	now      time.Time
+	machines []int
 }
 
 var squeueFields = map[byte]squeueField{
-	'i': {"JOBID", func(j api.Job, _ time.Time) string { return squeueID(j) }},
-	'A': {"JOBID", func(j api.Job, _ time.Time) string { return strconv.FormatInt(j.ID, 10) }},
-	'F': {"ARRAY_JOB_ID", func(j api.Job, _ time.Time) string {
+	'i': {"JOBID", func(j api.Job, _ squeueView) string { return squeueID(j) }},
+	'A': {"JOBID", func(j api.Job, _ squeueView) string { return strconv.FormatInt(j.ID, 10) }},
+	'F': {"ARRAY_JOB_ID", func(j api.Job, _ squeueView) string {
 		if j.Array != nil {
 			return strconv.FormatInt(j.Array.ID, 10)
 		}
 		return strconv.FormatInt(j.ID, 10)
 	}},
-	'K': {"ARRAY_TASK_ID", func(j api.Job, _ time.Time) string {
+	'K': {"ARRAY_TASK_ID", func(j api.Job, _ squeueView) string {
 		if j.Array != nil {
 			return strconv.Itoa(j.Array.Index)
 		}
 		return "N/A"
 	}},
-	'j': {"NAME", func(j api.Job, _ time.Time) string { return j.Name }},
-	'u': {"USER", func(j api.Job, _ time.Time) string { return j.User }},
-	'a': {"ACCOUNT", func(j api.Job, _ time.Time) string { return j.Team }},
-	'P': {"PARTITION", func(j api.Job, _ time.Time) string { return j.Team }},
-	't': {"ST", func(j api.Job, _ time.Time) string { return slurmState(j.State, true) }},
-	'T': {"STATE", func(j api.Job, _ time.Time) string { return slurmState(j.State, false) }},
-	'M': {"TIME", func(j api.Job, now time.Time) string { return slurmElapsed(j, now) }},
-	'l': {"TIME_LIMIT", func(j api.Job, _ time.Time) string {
+	'j': {"NAME", func(j api.Job, _ squeueView) string { return j.Name }},
+	'u': {"USER", func(j api.Job, _ squeueView) string { return j.User }},
+	'a': {"ACCOUNT", func(j api.Job, _ squeueView) string { return j.Team }},
+	'P': {"PARTITION", func(j api.Job, _ squeueView) string { return j.Team }},
+	't': {"ST", func(j api.Job, _ squeueView) string { return slurmState(j.State, true) }},
+	'T': {"STATE", func(j api.Job, _ squeueView) string { return slurmState(j.State, false) }},
+	'M': {"TIME", func(j api.Job, v squeueView) string { return slurmElapsed(j, v.now) }},
+	'l': {"TIME_LIMIT", func(j api.Job, _ squeueView) string {
 		if j.TimeLimitS == nil {
 			return "UNLIMITED"
 		}
 		return job.FormatTimeLimit(time.Duration(*j.TimeLimitS * float64(time.Second)))
 	}},
-	'L': {"TIME_LEFT", func(j api.Job, _ time.Time) string {
+	'L': {"TIME_LEFT", func(j api.Job, _ squeueView) string {
 		if j.TimeLeftS == nil {
 			return "UNLIMITED"
 		}
 		return job.FormatTimeLimit(time.Duration(*j.TimeLeftS * float64(time.Second)))
 	}},
-	'D': {"NODES", func(j api.Job, _ time.Time) string { n, _ := gpusPerNode(j); return strconv.Itoa(n) }},
-	'b': {"TRES_PER_NODE", func(j api.Job, _ time.Time) string { _, g := gpusPerNode(j); return "gres/gpu:" + strconv.Itoa(g) }},
-	'N': {"NODELIST", func(j api.Job, _ time.Time) string { return strings.Join(placementNodes(j), ",") }},
-	'R': {"NODELIST(REASON)", func(j api.Job, _ time.Time) string {
+	'D': {"NODES", func(j api.Job, v squeueView) string { n, _ := gpusPerNode(j, v.machines); return strconv.Itoa(n) }},
+	'b': {"TRES_PER_NODE", func(j api.Job, v squeueView) string {
+		_, g := gpusPerNode(j, v.machines)
+		return "gres/gpu:" + strconv.Itoa(g)
+	}},
+	'N': {"NODELIST", func(j api.Job, _ squeueView) string { return strings.Join(placementNodes(j), ",") }},
+	'R': {"NODELIST(REASON)", func(j api.Job, _ squeueView) string {
 		if j.State == job.Running {
 			return strings.Join(placementNodes(j), ",")
 		}
 		return "(" + squeueReason(j.Reason) + ")"
 	}},
-	'r': {"REASON", func(j api.Job, _ time.Time) string { return squeueReason(j.Reason) }},
-	'V': {"SUBMIT_TIME", func(j api.Job, _ time.Time) string { return slurmTime(&j.SubmittedAt) }},
-	'S': {"START_TIME", func(j api.Job, _ time.Time) string { return slurmTime(j.StartedAt) }},
-	'e': {"END_TIME", func(j api.Job, _ time.Time) string { return slurmTime(j.FinishedAt) }},
-	'Z': {"WORK_DIR", func(j api.Job, _ time.Time) string { return j.Workdir }},
-	'o': {"COMMAND", func(j api.Job, _ time.Time) string { return strings.Join(j.Command, " ") }},
+	'r': {"REASON", func(j api.Job, _ squeueView) string { return squeueReason(j.Reason) }},
+	'V': {"SUBMIT_TIME", func(j api.Job, _ squeueView) string { return slurmTime(&j.SubmittedAt) }},
+	'S': {"START_TIME", func(j api.Job, _ squeueView) string { return slurmTime(j.StartedAt) }},
+	'e': {"END_TIME", func(j api.Job, _ squeueView) string { return slurmTime(j.FinishedAt) }},
+	'Z': {"WORK_DIR", func(j api.Job, _ squeueView) string { return j.Workdir }},
+	'o': {"COMMAND", func(j api.Job, _ squeueView) string { return strings.Join(j.Command, " ") }},
 }
 
 // squeueID is a job's ID as squeue writes it: ARRAYID_INDEX for a task.
@@ -161,16 +172,23 @@ func gpuNodes(gpus []string) []string {
 // gpusPerNode is how many machines a job runs on (squeue's %D) and the
 // most GPUs it holds on one (%b): those of its placement while it runs,
 // of its reservation while it waits with one (the machines it will
-// start on), else one machine and all its GPUs, the fewest it could
-// start on as Slurm counts a request of one node. gpuportal places a
-// job on as few machines as it can, whatever --nodes said (docs/slurm.md).
-func gpusPerNode(j api.Job) (nodes, perNode int) {
+// start on), else the fewest machines of the cluster that hold its GPUs,
+// the largest first (machines, most GPUs first; nil when unknown: one
+// machine). gpuportal places a job on as few machines as it can,
+// whatever --nodes said (docs/slurm.md).
+func gpusPerNode(j api.Job, machines []int) (nodes, perNode int) {
 	gpus := j.Placement
 	if len(gpus) == 0 && j.Reservation != nil {
 		gpus = j.Reservation.GPUs
 	}
 	if len(gpus) == 0 {
-		return 1, j.GPUs
+		if len(machines) == 0 {
+			return 1, j.GPUs
+		}
+		for left := j.GPUs; left > 0 && nodes < len(machines); nodes++ {
+			left -= machines[nodes]
+		}
+		return max(nodes, 1), min(machines[0], j.GPUs)
 	}
 	count := map[string]int{}
 	for _, g := range gpus {
@@ -245,9 +263,32 @@ func squeueFieldList() string {
 	return strings.Join(ks, " ")
 }
 
+// squeueMachines are the GPUs of each machine that takes jobs, most
+// first, when items show a waiting job's machines (%D, %b) and one of
+// jobs has neither a placement nor a reservation to tell them; else nil,
+// as when the machines cannot be read (such a job is then shown on one).
+func squeueMachines(ctx context.Context, cl *client.Client, items []squeueItem, jobs []api.Job) []int {
+	if !slices.ContainsFunc(items, func(it squeueItem) bool { return it.field == 'D' || it.field == 'b' }) ||
+		!slices.ContainsFunc(jobs, func(j api.Job) bool { return len(j.Placement) == 0 && j.Reservation == nil }) {
+		return nil
+	}
+	nodes, err := cl.Nodes(ctx)
+	if err != nil {
+		return nil
+	}
+	var gpus []int
+	for _, n := range nodes {
+		if n.State == "ready" && len(n.GPUs) > 0 {
+			gpus = append(gpus, len(n.GPUs))
+		}
+	}
+	slices.SortFunc(gpus, func(a, b int) int { return b - a })
+	return gpus
+}
+
 // writeSqueue writes jobs in format items, with a header line unless
 // noHeader, as squeue does: a field wider than its width is cut.
-func writeSqueue(w io.Writer, items []squeueItem, jobs []api.Job, now time.Time, noHeader bool) {
+func writeSqueue(w io.Writer, items []squeueItem, jobs []api.Job, v squeueView, noHeader bool) {
 	line := func(value func(it squeueItem) string) {
 		var b strings.Builder
 		for _, it := range items {
@@ -275,7 +316,7 @@ func writeSqueue(w io.Writer, items []squeueItem, jobs []api.Job, now time.Time,
 		line(func(it squeueItem) string { return squeueFields[it.field].header })
 	}
 	for _, j := range jobs {
-		line(func(it squeueItem) string { return squeueFields[it.field].value(j, now) })
+		line(func(it squeueItem) string { return squeueFields[it.field].value(j, v) })
 	}
 }
 
@@ -332,7 +373,7 @@ func (c jobCmd) squeueCommand() *cobra.Command {
 			jobs = append(jobs, part...)
 		}
 		sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
-		writeSqueue(c.stdout, items, jobs, c.now(), *noHeader)
+		writeSqueue(c.stdout, items, jobs, squeueView{now: c.now(), machines: squeueMachines(ctx, cl, items, jobs)}, *noHeader)
 		return nil
 	})
 }

@@ -47,9 +47,33 @@ func TestSqueueFormat(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
-		writeSqueue(&b, items, jobs, now, tc.noHeader)
+		writeSqueue(&b, items, jobs, squeueView{now: now}, tc.noHeader)
 		if b.String() != tc.want {
 			t.Errorf("format %q:\n%s\nwant:\n%s", tc.format, b.String(), tc.want)
+		}
+	}
+	// A waiting job without a reservation needs the fewest machines that
+	// hold its GPUs, the largest first.
+	for _, tc := range []struct {
+		gpus     int
+		machines []int
+		want     string
+	}{
+		{8, nil, "1 gres/gpu:8"},
+		{8, []int{4, 4}, "2 gres/gpu:4"},
+		{8, []int{8, 4}, "1 gres/gpu:8"},
+		{12, []int{8, 8, 4}, "2 gres/gpu:8"},
+		{2, []int{8, 8}, "1 gres/gpu:2"},
+		{16, []int{4, 4}, "2 gres/gpu:4"}, // more than the cluster: all of it
+	} {
+		items, err := parseSqueueFormat("%D %b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		writeSqueue(&b, items, []api.Job{{ID: 1, GPUs: tc.gpus, State: job.Queued}}, squeueView{now: now, machines: tc.machines}, true)
+		if got := strings.TrimSpace(b.String()); got != tc.want {
+			t.Errorf("%d GPUs waiting on machines %v: %q, want %q", tc.gpus, tc.machines, got, tc.want)
 		}
 	}
 	for _, bad := range []string{"%Y", "%.", "%5", "%99999i"} {
