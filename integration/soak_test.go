@@ -125,7 +125,7 @@ func TestFaultSoak(t *testing.T) {
 		a := agents[rng.IntN(len(agents))]
 		hold := time.Duration(1000+rng.IntN(7000)) * time.Millisecond // 0.5 to 4 T at T = 2 s
 		leased := time.Duration(float64(hold) * stretch)              // as long in units of T
-		var what string
+		var what, detail string
 		switch f := rng.IntN(6); f {
 		case 0:
 			what = "agent frozen"
@@ -156,11 +156,11 @@ func TestFaultSoak(t *testing.T) {
 			// The server restarts while a stop it asked for is under way:
 			// the job must end cancelled, and never run again.
 			what = "a running job cancelled, then the server killed and restarted"
-			mu.Lock()
-			recent := slices.Clone(accepted[max(len(accepted)-12, 0):])
-			mu.Unlock()
-			if id, ok := cancelOneRunning(soakAPI, recent); ok {
+			if id, ok := cancelOneRunning(soakAPI); ok {
 				cancelled[id] = time.Now()
+				detail = fmt.Sprintf(": job %d", id)
+			} else {
+				detail = ": no job was running, the server killed only"
 			}
 			srv.kill()
 			time.Sleep(leased / 2)
@@ -168,7 +168,7 @@ func TestFaultSoak(t *testing.T) {
 		}
 		faults[what]++
 		load.sample(t)
-		t.Logf("%s: %s (%s, %v); load %.2f; faults so far %v", time.Now().Format(time.TimeOnly), what, a.name,
+		t.Logf("%s: %s%s (%s, %v); load %.2f; faults so far %v", time.Now().Format(time.TimeOnly), what, detail, a.name,
 			leased.Round(time.Millisecond), load.last(), faults)
 	}
 	close(stopSubmit)
@@ -209,18 +209,15 @@ func TestFaultSoak(t *testing.T) {
 		lost.resumed, lost.scratch, lost.ticks, float64(lost.ticks)*tick.Seconds(), lost.maxTicks, soakEvery, tick)
 }
 
-// cancelOneRunning cancels the first of ids that runs, as its owner
-// would; false when none runs or the cancel was not accepted.
-func cancelOneRunning(a *api, ids []int64) (int64, bool) {
-	for _, id := range ids {
-		var j jobView
-		if st := a.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK || j.State != "running" {
-			continue
-		}
-		st := a.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil)
-		return id, st < 300
+// cancelOneRunning cancels a running job, as its owner would; false
+// when none runs or the cancel was not accepted.
+func cancelOneRunning(a *api) (int64, bool) {
+	var running []jobView
+	if st := a.do(http.MethodGet, "/api/v1/jobs?state=running", nil, &running); st != http.StatusOK || len(running) == 0 {
+		return 0, false
 	}
-	return 0, false
+	id := running[0].ID
+	return id, a.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil) < 300
 }
 
 // soakEvery is how many ticks apart the soak's jobs checkpoint.
