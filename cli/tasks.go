@@ -21,7 +21,7 @@ func runTasks(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if code := agent.RunTasks(ctx, *n, *first, fs.Args(), *grace, stderr); code != 0 {
+	if code := agent.RunTasks(ctx, agent.Tasks{N: *n, FirstRank: *first}, fs.Args(), *grace, stderr); code != 0 {
 		return &exitStatus{code: code}
 	}
 	return nil

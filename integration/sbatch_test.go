@@ -149,6 +149,43 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 	if out, errOut, code := run("sacct", "-j", strconv.FormatInt(segvID, 10), "-P", "-n", "-o", "JobID,State,ExitCode"); code != 0 || out != fmt.Sprintf("%d|FAILED|0:11\n", segvID) {
 		t.Errorf("sacct of a job killed by SIGSEGV: code %d, %q %q; want \"%d|FAILED|0:11\"", code, out, errOut, segvID)
 	}
+	// srun steps in a script on two machines (testdata/slurm/steps.sbatch).
+	steps, err := filepath.Abs("../testdata/slurm/steps.sbatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run("sbatch", steps)
+	var stepsID int64
+	if _, err := fmt.Sscanf(out, "Submitted batch job %d", &stepsID); code != 0 || err != nil {
+		t.Fatalf("sbatch steps.sbatch: code %d, %q %q", code, out, errOut)
+	}
+	if j := alice.waitState(stepsID, 90*time.Second, "succeeded", "failed"); j.State != "succeeded" || len(j.Placement) != 8 {
+		t.Fatalf("steps.sbatch: %+v (%s)", j, jobLog(t, alice, stepsID))
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(submitDir, fmt.Sprintf("steps-%d-%s", stepsID, name)))
+		if err != nil {
+			t.Errorf("step file %s: %v (output: %s)", name, err, jobLog(t, alice, stepsID))
+		}
+		return string(b)
+	}
+	for r := range 2 {
+		if got, want := read(fmt.Sprintf("prepare-%d", r)), fmt.Sprintf("prepare %d of 2 on machine %d\n", r, r); got != want {
+			t.Errorf("srun's step on machine %d wrote %q, want %q", r, got, want)
+		}
+		if got := read(fmt.Sprintf("code-%d", r)); got != "code 3\n" {
+			t.Errorf("a failing step's code on machine %d: %q, want \"code 3\"", r, got)
+		}
+	}
+	if got := read("once"); got != "download on machine 0\n" {
+		t.Errorf("srun -n 1 wrote %q, want one line from machine 0", got)
+	}
+	for r := range 8 {
+		if got, want := read(fmt.Sprintf("rank-%d", r)), fmt.Sprintf("rank %d local %d of 8 torch %d %d 8\n", r, r%4, r, r%4); got != want {
+			t.Errorf("srun --ntasks-per-node=4, rank %d: %q, want %q", r, got, want)
+		}
+	}
+
 	bad := filepath.Join(submitDir, "bad.sbatch")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --time=soon\necho no\n"), 0o644); err != nil {
 		t.Fatal(err)

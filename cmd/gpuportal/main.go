@@ -8,6 +8,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/gpuportal/gpuportal/cli"
@@ -16,7 +17,13 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], server.Define)
+	var code int
+	if filepath.Base(os.Args[0]) == cli.SrunName {
+		// Started as srun inside a job (the agent's link to this binary).
+		code = cli.Srun(ctx, os.Args[1:], os.Stderr)
+	} else {
+		code = cli.Main(ctx, os.Args[1:], server.Define)
+	}
 	stop()
 	os.Exit(code)
 }

@@ -135,6 +135,9 @@ type Local struct {
 
 	gate *gate.Server // nil: no gate
 	lim  limits       // CPU and memory allocations (resources.go)
+	// srunDir is put first on command jobs' PATH: the folder of srun's
+	// link to this binary (srun.go); "" when it could not be made.
+	srunDir string
 
 	mu   sync.Mutex
 	runs map[int64]*run
@@ -223,6 +226,7 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 		a.lookup = cfg.Owners
 	}
 	a.lim.setup(cfg)
+	a.srunDir = a.setupSrun()
 	if cfg.Gate != nil {
 		if err := a.startGate(*cfg.Gate); err != nil {
 			return nil, err

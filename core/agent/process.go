@@ -32,6 +32,7 @@ import (
 func (a *Local) startProcess(s job.Spec, ra *runAs, log *os.File, extraEnv []string, cgroup *os.File) (wait func() (int, string), stop func(), procs runProcs, err error) {
 	extraEnv = append([]string{"GPUPORTAL_NODE=" + a.cfg.Name}, extraEnv...)
 	env := append(jobEnv(os.Environ(), s, a.cfg.Name, a.CheckpointDir(s.JobID), ra, a.cfg.PassEnv), extraEnv...)
+	env = pathFirst(env, a.srunDir)
 	argv := s.Command
 	if s.Gang.Tasks() > 1 {
 		exe, err := os.Executable()

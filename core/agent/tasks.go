@@ -32,14 +32,22 @@ func tasksArgv(exe string, s job.Spec) []string {
 		"--first-rank", strconv.Itoa(s.Gang.FirstRank()), "--"}, s.Command...)
 }
 
-// RunTasks is the run-tasks command: argv started n times, task i with
-// RANK firstRank+i and LOCAL_RANK i (and Slurm's SLURM_PROCID and
-// SLURM_LOCALID) added to this process's environment. It returns once all
-// have exited: 0 if all succeeded, else the code of the first that
-// failed (128+signal for one killed), having sent the others SIGTERM,
-// and SIGKILL grace later. Ending ctx (the launcher got SIGTERM) sends
-// every task SIGTERM.
-func RunTasks(ctx context.Context, n, firstRank int, argv []string, grace time.Duration, stderr io.Writer) int {
+// Tasks are the processes RunTasks starts: N of them, task i with RANK
+// and SLURM_PROCID FirstRank+i and LOCAL_RANK and SLURM_LOCALID
+// FirstLocal+i, and Env (NAME=value) added to each's environment.
+type Tasks struct {
+	N, FirstRank, FirstLocal int
+	Env                      []string
+}
+
+// RunTasks is the run-tasks command (and srun's inside a job, for the
+// tasks a step starts on one): argv started as t says, from this
+// process's environment. It returns once all have exited: 0 if all
+// succeeded, else the code of the first that failed (128+signal for one
+// killed), having sent the others SIGTERM, and SIGKILL grace later.
+// Ending ctx (the launcher got SIGTERM) sends every task SIGTERM.
+func RunTasks(ctx context.Context, t Tasks, argv []string, grace time.Duration, stderr io.Writer) int {
+	n, firstRank := t.N, t.FirstRank
 	if n < 1 || len(argv) == 0 {
 		fmt.Fprintln(stderr, "gpuportal run-tasks: want --tasks N (N >= 1) and a command after --")
 		return 2
@@ -52,8 +60,8 @@ func RunTasks(ctx context.Context, n, firstRank int, argv []string, grace time.D
 	cmds := make([]*exec.Cmd, 0, n)
 	for i := range n {
 		cmd := exec.Command(argv[0], argv[1:]...)
-		r, l := strconv.Itoa(firstRank+i), strconv.Itoa(i)
-		cmd.Env = append(os.Environ(), "RANK="+r, "LOCAL_RANK="+l, "SLURM_PROCID="+r, "SLURM_LOCALID="+l)
+		r, l := strconv.Itoa(firstRank+i), strconv.Itoa(t.FirstLocal+i)
+		cmd.Env = append(append(os.Environ(), t.Env...), "RANK="+r, "LOCAL_RANK="+l, "SLURM_PROCID="+r, "SLURM_LOCALID="+l)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 		if err := cmd.Start(); err != nil {
 			fmt.Fprintf(stderr, "gpuportal run-tasks: task %d: %v\n", i, err)

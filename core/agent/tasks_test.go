@@ -46,7 +46,7 @@ func TestRunTasks(t *testing.T) {
 	dir := t.TempDir()
 	var stderr bytes.Buffer
 	// Each task writes its ranks; all succeed.
-	code := RunTasks(ctx, 3, 4, []string{"sh", "-c", `echo "$RANK $LOCAL_RANK $SLURM_PROCID" > "$0/$LOCAL_RANK"`, dir}, time.Second, &stderr)
+	code := RunTasks(ctx, Tasks{N: 3, FirstRank: 4}, []string{"sh", "-c", `echo "$RANK $LOCAL_RANK $SLURM_PROCID" > "$0/$LOCAL_RANK"`, dir}, time.Second, &stderr)
 	if code != 0 {
 		t.Fatalf("code %d: %s", code, stderr.String())
 	}
@@ -59,7 +59,7 @@ func TestRunTasks(t *testing.T) {
 	// and the code is task 1's.
 	start := time.Now()
 	stderr.Reset()
-	code = RunTasks(ctx, 3, 0, []string{"sh", "-c", `[ "$LOCAL_RANK" = 1 ] && exit 7; exec sleep 60`}, time.Second, &stderr)
+	code = RunTasks(ctx, Tasks{N: 3}, []string{"sh", "-c", `[ "$LOCAL_RANK" = 1 ] && exit 7; exec sleep 60`}, time.Second, &stderr)
 	if code != 7 || !strings.Contains(stderr.String(), "task 1 (rank 1) ended with code 7") {
 		t.Errorf("code %d, stderr %q; want 7 and task 1 named", code, stderr.String())
 	}
@@ -69,10 +69,10 @@ func TestRunTasks(t *testing.T) {
 	// Ending the context (SIGTERM to run-tasks) stops every task.
 	cctx, cancel := context.WithCancel(ctx)
 	time.AfterFunc(200*time.Millisecond, cancel)
-	if code := RunTasks(cctx, 2, 0, []string{"sleep", "60"}, time.Second, &stderr); code != 128+15 {
+	if code := RunTasks(cctx, Tasks{N: 2}, []string{"sleep", "60"}, time.Second, &stderr); code != 128+15 {
 		t.Errorf("stopped: code %d, want %d", code, 128+15)
 	}
-	if code := RunTasks(ctx, 0, 0, []string{"true"}, time.Second, &stderr); code != 2 {
+	if code := RunTasks(ctx, Tasks{}, []string{"true"}, time.Second, &stderr); code != 2 {
 		t.Errorf("no tasks: code %d, want 2", code)
 	}
 }
