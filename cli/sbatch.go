@@ -164,7 +164,13 @@ func sbatchResources(req *api.SubmitRequest, o sbatch.Options, set map[string]bo
 			req.TasksPerGPU = true
 			note("%d tasks a machine, one per GPU: the script runs once per GPU, each with its RANK and LOCAL_RANK (--tasks-per-gpu)", perNode)
 		} else {
-			note("%d tasks a machine: gpuportal runs one a machine, or one per GPU (--tasks-per-gpu); the script runs once a machine", perNode)
+			// As Slurm's allocation says it (SLURM_TASKS_PER_NODE), for
+			// the script's srun steps to start as many (cli.Srun).
+			if req.Env == nil {
+				req.Env = map[string]string{}
+			}
+			req.Env[srunTasksVar] = fmt.Sprintf("%d(x%d)", perNode, nodes)
+			note("%d tasks a machine: the script runs once a machine, and each srun step in it starts %d there", perNode, perNode)
 		}
 	}
 	if !set["priority"] && o.QOS != "" {

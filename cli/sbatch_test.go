@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -20,10 +21,17 @@ func TestSbatchResourcesNotes(t *testing.T) {
 		o        sbatch.Options
 		wantGPUs int
 		wantNote string
+		wantEnv  map[string]string // nil: none
+		perGPU   bool
 	}{
 		{"no GPU asked: one a machine, said in words", sbatch.Options{Nodes: 2}, 2,
-			"asks for no GPU (--gres=gpu:N, --gpus): a gpuportal job has at least one GPU on each machine; it asks for 2"},
-		{"GPUs per machine times machines", sbatch.Options{Nodes: 2, GPUsPerNode: 4}, 8, "--nodes=2: the scheduler places the job's 8 GPUs"},
+			"asks for no GPU (--gres=gpu:N, --gpus): a gpuportal job has at least one GPU on each machine; it asks for 2", nil, false},
+		{"GPUs per machine times machines", sbatch.Options{Nodes: 2, GPUsPerNode: 4}, 8, "--nodes=2: the scheduler places the job's 8 GPUs", nil, false},
+		{"a task per GPU: the script runs once a GPU", sbatch.Options{Nodes: 2, GPUsPerNode: 4, NTasksPerNode: 4}, 8,
+			"4 tasks a machine, one per GPU: the script runs once per GPU", nil, true},
+		{"fewer tasks than GPUs: srun steps start them", sbatch.Options{Nodes: 2, GPUsPerNode: 4, NTasksPerNode: 2}, 8,
+			"2 tasks a machine: the script runs once a machine, and each srun step in it starts 2 there",
+			map[string]string{"SLURM_TASKS_PER_NODE": "2(x2)"}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -32,8 +40,11 @@ func TestSbatchResourcesNotes(t *testing.T) {
 			sbatchResources(&req, tc.o, map[string]bool{}, "train.sbatch", func(format string, a ...any) {
 				notes = append(notes, fmt.Sprintf(format, a...))
 			})
-			if req.GPUs != tc.wantGPUs {
-				t.Errorf("gpus = %d, want %d", req.GPUs, tc.wantGPUs)
+			if req.GPUs != tc.wantGPUs || req.TasksPerGPU != tc.perGPU {
+				t.Errorf("gpus = %d, a task per GPU %v; want %d, %v", req.GPUs, req.TasksPerGPU, tc.wantGPUs, tc.perGPU)
+			}
+			if !reflect.DeepEqual(req.Env, tc.wantEnv) {
+				t.Errorf("env = %v, want %v", req.Env, tc.wantEnv)
 			}
 			if all := strings.Join(notes, "\n"); !strings.Contains(all, tc.wantNote) {
 				t.Errorf("notes:\n%s\nwant one with %q", all, tc.wantNote)

@@ -89,6 +89,9 @@ func Srun(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "srun: error: %v\n", err)
 		return 1
 	}
+	if o.ntasks == 0 && o.perNode == 0 {
+		o.perNode = allocatedPerNode(os.Getenv(srunTasksVar))
+	}
 	p, err := planSrun(o, t)
 	if err != nil {
 		fmt.Fprintf(stderr, "srun: error: %v\n", err)
@@ -167,6 +170,27 @@ func parseSrun(args []string) (srunOptions, []string, error) {
 		return o, nil, errors.New("no command to run")
 	}
 	return o, fs.Args(), nil
+}
+
+// srunTasksVar is Slurm's variable of the tasks a machine the job's
+// allocation holds ("2(x3)": 2 on each of 3 machines), which a step
+// starts unless its options say otherwise. gpuportal sbatch sets it
+// where the script asks for more tasks a machine than the job runs it
+// (a process per GPU runs it once per task, and needs none).
+const srunTasksVar = "SLURM_TASKS_PER_NODE"
+
+// allocatedPerNode reads srunTasksVar's first count; 0 when unset or
+// unreadable.
+func allocatedPerNode(v string) int {
+	end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		end = len(v)
+	}
+	n, err := strconv.Atoi(v[:end])
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 // slurmTaskOf reads the task a process is from its environment.

@@ -107,3 +107,11 @@ func TestSlurmTaskOf(t *testing.T) {
 		t.Errorf("SLURM_NTASKS=0: %v", err)
 	}
 }
+
+func TestAllocatedPerNode(t *testing.T) {
+	for in, want := range map[string]int{"": 0, "4": 4, "2(x3)": 2, "8,4": 8, "x": 0, "0(x2)": 0} {
+		if got := allocatedPerNode(in); got != want {
+			t.Errorf("allocatedPerNode(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

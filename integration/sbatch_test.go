@@ -186,6 +186,20 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 		}
 	}
 
+	// Fewer tasks a machine than GPUs: the script runs once, and a plain
+	// srun starts the tasks the script asked for, as Slurm's would.
+	pairID := sbatchScript("pair.sbatch", "#!/bin/bash\n#SBATCH --job-name=pair\n#SBATCH --gres=gpu:4\n#SBATCH --ntasks-per-node=2\n"+
+		`srun bash -c 'echo "$SLURM_PROCID $SLURM_LOCALID $SLURM_NTASKS" > "pair-$SLURM_JOB_ID-$SLURM_PROCID"'`+"\n")
+	if j := alice.waitState(pairID, 60*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("pair.sbatch: %+v (%s)", j, jobLog(t, alice, pairID))
+	}
+	for r := range 2 {
+		b, err := os.ReadFile(filepath.Join(submitDir, fmt.Sprintf("pair-%d-%d", pairID, r)))
+		if want := fmt.Sprintf("%d %d 2\n", r, r); err != nil || string(b) != want {
+			t.Errorf("--ntasks-per-node=2 with 4 GPUs, srun's task %d wrote %q (%v), want %q", r, b, err, want)
+		}
+	}
+
 	bad := filepath.Join(submitDir, "bad.sbatch")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --time=soon\necho no\n"), 0o644); err != nil {
 		t.Fatal(err)
