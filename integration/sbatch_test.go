@@ -177,7 +177,7 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 			t.Errorf("a failing step's code on machine %d: %q, want \"code 3\"", r, got)
 		}
 	}
-	if got := read("once"); got != "download on machine 0\n" {
+	if got := read("once"); got != "download on machine 0, a step of 1\n" {
 		t.Errorf("srun -n 1 wrote %q, want one line from machine 0", got)
 	}
 	for r := range 8 {
