@@ -63,3 +63,47 @@ func TestCrashWithManyJobs(t *testing.T) {
 	}
 	t.Logf("%d jobs: all finished %v after the restart", n, time.Since(began).Round(time.Second))
 }
+
+// TestBuiltinAgentJobsEndWithTheServer kills the server, whose built-in
+// agents run a job that started a child of its own, and restarts it: the
+// child (which outlived the server before: only the job's first process
+// died with it) is stopped by the built-in agents' watchdog, so the job's
+// next run after the restart is the only one on its GPU. Judged from the
+// processes themselves.
+func TestBuiltinAgentJobsEndWithTheServer(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
+	data, dir := t.TempDir(), passableDir(t)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--data", data, "--sim-gpus", "1x1x80", "--heartbeat-timeout", "2s"}
+	srv := startServer(t, args...)
+	a := newAPI(t, srv.URL, "alice", "dev")
+	script := `sleep 300 & echo $! > "$0/child-$GPUPORTAL_RUN"; wait`
+	id := submit(t, a, map[string]any{"name": "parent", "gpus": 1, "command": []string{"sh", "-c", script, dir}})
+	child := func(run int) int {
+		var pid int
+		eventually(t, 30*time.Second, fmt.Sprintf("run %d's child", run), func() bool {
+			b, err := os.ReadFile(fmt.Sprintf("%s/child-%d", dir, run))
+			n, _ := fmt.Sscan(string(b), &pid)
+			return err == nil && n == 1
+		})
+		return pid
+	}
+	first := child(1)
+	srv.kill()
+	eventually(t, 15*time.Second, fmt.Sprintf("run 1's child (pid %d) to end with the server", first), func() bool {
+		return !alive(first)
+	})
+	srv2 := startServer(t, args...)
+	a2 := newAPI(t, srv2.URL, "alice", "dev")
+	second := child(2)
+	if !alive(second) || alive(first) {
+		t.Errorf("after the restart: run 2's child %d alive %v, run 1's child %d alive %v; want only run 2's",
+			second, alive(second), first, alive(first))
+	}
+	if st := a2.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil); st >= 300 {
+		t.Fatalf("cancel: status %d", st)
+	}
+	eventually(t, 30*time.Second, "run 2's child to end with its cancelled job", func() bool { return !alive(second) })
+}

@@ -768,6 +768,19 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster gpu.SimCluster,
 		containers = &agent.ContainerConfig{Runtime: f.containerRuntime, Network: f.containerNetwork} // simulated GPUs: no devices
 		log.Info("the built-in agents' container jobs run with "+f.containerRuntime, "version", v)
 	}
+	// The watchdog stops the built-in agents' jobs, every process of
+	// their groups, if this server dies (SIGKILL): the first process of a
+	// job dies with it, its children would live on beside the job's next
+	// run after a restart (core/agent/watchdog.go).
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("serve: find this program for the built-in agents' job watchdog: %w", err)
+	}
+	watchdog, err := agent.StartWatchdog(exe, log.With("process", "agent-watchdog"))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	work.setWatchdog(watchdog)
 	for i := range cluster.Nodes {
 		name := fmt.Sprintf("node-%d", i)
 		a, err := agent.New(agent.Config{
@@ -784,6 +797,7 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster gpu.SimCluster,
 			Owners: owners, OwnersGroups: ownersGroups,
 			PassEnv:    f.passEnv,
 			Containers: containers,
+			Watchdog:   watchdog,
 			// Each user's own folder, shared by the machines as a
 			// cluster's scratch file system is (docs/files.md).
 			DataPaths:     []jobfiles.Root{{Name: devDataPathName, Dir: filepath.Join(devUserData(f.data), agent.UserToken)}},

@@ -346,6 +346,9 @@ type leaderWork struct {
 	end     context.CancelFunc // ends the leadership's context; nil before
 	engDone chan error         // nil until the engine runs
 	agents  []*agent.Local
+	// watchdog stops the built-in agents' jobs if the server dies; nil
+	// when none runs.
+	watchdog *agent.WatchdogLink
 }
 
 // begin returns the context of a leadership, which stop ends.
@@ -363,6 +366,12 @@ func (w *leaderWork) engineRuns(done chan error) {
 	w.engDone = done
 }
 
+func (w *leaderWork) setWatchdog(l *agent.WatchdogLink) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.watchdog = l
+}
+
 func (w *leaderWork) addAgent(a *agent.Local) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -373,8 +382,8 @@ func (w *leaderWork) addAgent(a *agent.Local) {
 // shuts the built-in agents down; a later begin starts afresh.
 func (w *leaderWork) stop(ctx context.Context, log *slog.Logger) {
 	w.mu.Lock()
-	end, done, agents := w.end, w.engDone, w.agents
-	w.end, w.engDone, w.agents = nil, nil, nil
+	end, done, agents, watchdog := w.end, w.engDone, w.agents, w.watchdog
+	w.end, w.engDone, w.agents, w.watchdog = nil, nil, nil, nil
 	w.mu.Unlock()
 	if end != nil {
 		end()
@@ -386,5 +395,8 @@ func (w *leaderWork) stop(ctx context.Context, log *slog.Logger) {
 		if err := a.Shutdown(ctx); err != nil {
 			log.Warn("agent shutdown", "err", err)
 		}
+	}
+	if err := watchdog.Close(); err != nil {
+		log.Warn("job watchdog", "err", err)
 	}
 }
