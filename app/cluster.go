@@ -325,11 +325,15 @@ func (s *App) PlacementLiveMemory(placement []string) string {
 }
 
 // LogPaths are where the connected machines that keep job output on this
-// server's disk (the built-in agents) keep job id's, for a caller that
-// checked who may read it.
-func (s *App) LogPaths(id int64) []string {
+// server's disk (the built-in agents, and the server's copy of remote
+// ones') keep job id's: of machine node only, or of every one when node
+// is "". For a caller that checked who may read it.
+func (s *App) LogPaths(id int64, node string) []string {
 	var out []string
 	for _, n := range s.cfg.Engine.Nodes() {
+		if node != "" && n.Name() != node {
+			continue
+		}
 		if lp, ok := n.(interface{ LogPath(int64) string }); ok {
 			out = append(out, lp.LogPath(id))
 		}

@@ -1007,14 +1007,15 @@ func (c jobCmd) logsCommand() *cobra.Command {
 	tail := f.fs.Int("tail-bytes", 64<<10, fmt.Sprintf("show at most the last N bytes of output (1 to %d)", client.MaxLogTail))
 	follow := f.fs.BoolP("follow", "f", false, "keep showing new output until the job ends")
 	interval := f.fs.Duration("interval", time.Second, "with --follow: how often to ask the server for new output")
+	node := f.fs.String("node", "", "the output on this machine, for a job on several (default: the first, its rank 0)")
 	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
 	return f.run(func(ctx context.Context, pos []string) (err error) {
 		defer wrapJobErr("logs", &err)
-		return c.logs(ctx, f, pos, *tail, *follow, *interval)
+		return c.logs(ctx, f, pos, *tail, *follow, *interval, *node)
 	})
 }
 
-func (c jobCmd) logs(ctx context.Context, f *jobFlags, pos []string, tail int, follow bool, interval time.Duration) error {
+func (c jobCmd) logs(ctx context.Context, f *jobFlags, pos []string, tail int, follow bool, interval time.Duration, node string) error {
 	id, err := oneJobID("logs", pos)
 	if err != nil {
 		return err
@@ -1030,22 +1031,22 @@ func (c jobCmd) logs(ctx context.Context, f *jobFlags, pos []string, tail int, f
 		return err
 	}
 	if !follow {
-		out, err := cl.LogTail(ctx, id, tail)
+		out, err := cl.LogTailOn(ctx, id, node, tail)
 		if err != nil {
 			return err
 		}
 		_, err = c.stdout.Write(out)
 		return err
 	}
-	return c.followLogs(ctx, cl, id, tail, interval)
+	return c.followLogs(ctx, cl, id, tail, interval, node)
 }
 
 // followLogs shows the last tail bytes of a job's output, then new output
 // as it comes, until the job ends (its exit status says how) or ctx is
 // done.
-func (c jobCmd) followLogs(ctx context.Context, cl *client.Client, id int64, tail int, interval time.Duration) error {
+func (c jobCmd) followLogs(ctx context.Context, cl *client.Client, id int64, tail int, interval time.Duration, node string) error {
 	j, err := cl.FollowLogs(ctx, id, c.stdout, client.Follow{
-		Tail: int64(tail), Interval: interval,
+		Tail: int64(tail), Interval: interval, Node: node,
 		Restarted: func() { fmt.Fprintf(c.stderr, "gpuportal: job %d runs again; its output starts anew\n", id) },
 	})
 	if ctx.Err() != nil {

@@ -16,10 +16,26 @@ import (
 // MaxLogTail is the most output the server returns at once.
 const MaxLogTail = 10 << 20
 
-// LogTail is the last n bytes (1 to MaxLogTail) of job id's output.
+// LogTail is the last n bytes (1 to MaxLogTail) of job id's output: of
+// its first machine's part, for a job on several (LogTailOn).
 func (c *Client) LogTail(ctx context.Context, id int64, n int) ([]byte, error) {
-	ch, err := c.logs(ctx, id, url.Values{"tail_bytes": {strconv.Itoa(n)}})
+	return c.LogTailOn(ctx, id, "", n)
+}
+
+// LogTailOn is LogTail of the job's part on machine node (GET
+// /jobs/{id}/logs?node=), one of those it runs or ran last on; "" for
+// the first.
+func (c *Client) LogTailOn(ctx context.Context, id int64, node string, n int) ([]byte, error) {
+	ch, err := c.logs(ctx, id, onNode(url.Values{"tail_bytes": {strconv.Itoa(n)}}, node))
 	return ch.Data, err
+}
+
+// onNode is q asking for the output on machine node ("": the default).
+func onNode(q url.Values, node string) url.Values {
+	if node != "" {
+		q.Set("node", node)
+	}
+	return q
 }
 
 // LogChunk is a part of a job's output read from an offset.
@@ -37,7 +53,11 @@ type LogChunk struct {
 // LogsFrom is job id's output from byte offset on (GET
 // /jobs/{id}/logs?offset=).
 func (c *Client) LogsFrom(ctx context.Context, id int64, offset int64) (LogChunk, error) {
-	ch, err := c.logs(ctx, id, url.Values{"offset": {strconv.FormatInt(offset, 10)}})
+	return c.logsFrom(ctx, id, "", offset)
+}
+
+func (c *Client) logsFrom(ctx context.Context, id int64, node string, offset int64) (LogChunk, error) {
+	ch, err := c.logs(ctx, id, onNode(url.Values{"offset": {strconv.FormatInt(offset, 10)}}, node))
 	return sized(id, ch, err)
 }
 
@@ -75,6 +95,9 @@ type Follow struct {
 	// Restarted, when set, is called when the output started anew (the
 	// job was requeued and runs again) before the new run's output.
 	Restarted func()
+	// Node is the machine whose part's output to follow, for a job on
+	// several ("": the first).
+	Node string
 }
 
 // FollowLogs writes job id's output to w as it grows, by offset, until
@@ -117,7 +140,7 @@ func (c *Client) followOnce(ctx context.Context, id int64, w io.Writer, offset *
 	if *offset < 0 {
 		// The first read: the tail asked for, and where it ends.
 		n := min(max(f.Tail, 1), MaxLogTail)
-		tail, err := c.logs(ctx, id, url.Values{"tail_bytes": {strconv.FormatInt(n, 10)}})
+		tail, err := c.logs(ctx, id, onNode(url.Values{"tail_bytes": {strconv.FormatInt(n, 10)}}, f.Node))
 		tail, err = sized(id, tail, err)
 		switch {
 		case IsNotFound(err):
@@ -137,7 +160,7 @@ func (c *Client) followOnce(ctx context.Context, id int64, w io.Writer, offset *
 		*offset = start + int64(len(tail.Data))
 		return false, nil
 	}
-	chunk, err := c.LogsFrom(ctx, id, *offset)
+	chunk, err := c.logsFrom(ctx, id, f.Node, *offset)
 	switch {
 	case IsNotFound(err):
 		return false, nil

@@ -186,6 +186,20 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 		}
 	}
 
+	// Each machine's output: the first's by default, another's by name.
+	if out, errOut, code := run("job", "logs", "--node", "node-1", strconv.FormatInt(stepsID, 10)); code != 0 ||
+		!strings.Contains(out, "--ntasks=1: the step runs as tasks 0 to 0 of the job's 2; task 1 skips it") {
+		t.Errorf("job logs --node node-1: code %d, %q %q; want the skipped step said", code, out, errOut)
+	}
+	if out, _, code := run("job", "logs", strconv.FormatInt(stepsID, 10)); code != 0 || strings.Contains(out, "skips it") {
+		t.Errorf("job logs (node-0's, rank 0): code %d, %q; want no skipped step", code, out)
+	}
+	if _, errOut, code := run("job", "logs", "--node", "node-7", strconv.FormatInt(stepsID, 10)); code == 0 || !strings.Contains(errOut, "node-7") || !strings.Contains(errOut, "node") {
+		t.Errorf("job logs --node node-7: code %d, %q; want an error naming the machine", code, errOut)
+	} else {
+		t.Logf("job logs --node node-7: %s", strings.TrimSpace(errOut))
+	}
+
 	// Fewer tasks a machine than GPUs: the script runs once, and a plain
 	// srun starts the tasks the script asked for, as Slurm's would.
 	pairID := sbatchScript("pair.sbatch", "#!/bin/bash\n#SBATCH --job-name=pair\n#SBATCH --gres=gpu:4\n#SBATCH --ntasks-per-node=2\n"+

@@ -6,7 +6,7 @@
   var WINDOW = 600; // seconds kept on screen
   var GB = 1024;
 
-  var live = window.gpuportalLive, stream = live.follow, width = live.width, timeAxis = live.timeAxis;
+  var live = window.gpuportalLive, stream = live.follow, width = live.width, timeAxis = live.timeAxis, timeScale = live.timeScale;
 
   function trim(data) {
     var cut = 0, last = data[0][data[0].length - 1];
@@ -54,7 +54,7 @@
       el.drawn = data;
       if (!u) {
         u = new uPlot({
-          width: width(el), height: 200, scales: { x: { time: true }, pct: { range: [0, 100] } },
+          width: width(el), height: 200, scales: { x: timeScale(), pct: { range: [0, 100] } },
           series: [{}, { label: "GPUs busy", stroke: "#2458d6", width: 1.5, points: { show: false } },
                    { label: "memory used %", stroke: "#1e8a4c", width: 1.5, scale: "pct", points: { show: false } }],
           axes: [timeAxis(), { label: "GPUs", size: 50 }, { side: 1, scale: "pct", label: "%", size: 50, grid: { show: false } }],
@@ -155,7 +155,7 @@
       var u = new uPlot({
         title: node + " · GPU " + index, width: width(box), height: 170,
         plugins: [lanesPlugin(c)],
-        scales: { x: { time: true }, y: { range: [0, Math.max(1, memMiB / GB)] } },
+        scales: { x: timeScale(), y: { range: [0, Math.max(1, memMiB / GB)] } },
         series: [{}, { label: "used GB", stroke: "#2458d6", fill: "rgba(36,88,214,0.15)", width: 1.5, points: { show: false } },
                  { label: "capacity GB", stroke: "#8a94a0", dash: [4, 4], width: 1, points: { show: false } }],
         axes: [timeAxis(), { label: "GB", size: 50 }],
@@ -279,7 +279,7 @@
       if (!u) {
         u = new uPlot({
           width: width(el), height: 220,
-          scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
+          scales: { x: timeScale(), y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
           series: [{}].concat(keys.map(function (k, i) { return { label: k + " GB", stroke: color(i), width: 1.5, points: { show: false } }; })),
           axes: [timeAxis(), { label: "GB", size: 50 }],
         }, data, el);
@@ -333,7 +333,7 @@
     var data = [s.map(function (r) { return r[0]; }), s.map(function (r) { return r[1]; }),
                 s.map(function (r) { return r[2]; }), s.map(function (r) { return r[3]; })];
     new uPlot({
-      width: width(el), height: 240, scales: { x: { time: true } },
+      width: width(el), height: 240, scales: { x: timeScale() },
       series: [{}, { label: "in use", stroke: "#2458d6", fill: "rgba(36,88,214,0.12)", width: 1.5, points: { show: false } },
                { label: "borrowed", stroke: "#b7791f", width: 1.5, points: { show: false } },
                { label: "guaranteed", stroke: "#8a94a0", dash: [4, 4], width: 1, points: { show: false } }],

@@ -9,7 +9,7 @@
   var REFRESH = 60000; // history charts reload each minute
   var SPAN = { "10m": 600, "1h": 3600, "24h": 86400, "7d": 604800 }; // seconds each range shows
 
-  var live = window.gpuportalLive, width = live.width, timeAxis = live.timeAxis;
+  var live = window.gpuportalLive, width = live.width, timeAxis = live.timeAxis, timeScale = live.timeScale;
   // stored: the server is a follower replica, with no live readings
   // (machines report to the leader). Its charts draw the stored history
   // for every range, the 10 minutes included (the server answers them
@@ -161,7 +161,7 @@
         var cap = g.points.reduce(function (m, p) { return Math.max(m, p.mem_mib); }, 1);
         plot(c, {
           title: g.node + " · GPU " + g.index, height: 170, legend: { live: false },
-          scales: { x: { time: true }, y: { range: [0, Math.max(1, cap / GB)] } },
+          scales: { x: timeScale(), y: { range: [0, Math.max(1, cap / GB)] } },
           series: [{}, { label: "avg GB", stroke: "#2458d6", fill: "rgba(36,88,214,0.15)", width: 1.5, points: { show: false } },
                    { label: "peak GB", stroke: "#c53030", width: 1, points: { show: false } }],
           axes: [timeAxis(), { label: "GB", size: 50 }],
@@ -187,7 +187,7 @@
       ts.sort(function (a, b) { return a - b; });
       var data = [ts].concat(keys.map(function (k) { return ts.map(function (t) { return rows[t][k] === undefined ? null : rows[t][k]; }); }));
       plot(box, {
-        height: 220, scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
+        height: 220, scales: { x: timeScale(), y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
         series: [{}].concat(keys.map(function (k, i) { return line(k + " GB used", i); })),
         axes: [timeAxis(), { label: "GB", size: 50 }],
       }, data);
@@ -208,7 +208,7 @@
       if (chart._u && chart._u.series.length === 5 && chart.dataset.mode === range) { chart._u.setData(data); return; }
       chart.dataset.mode = range;
       plot(chart, {
-        height: 240, scales: { x: { time: true }, pct: { range: [0, 100] }, w: {}, c: {} },
+        height: 240, scales: { x: timeScale(), pct: { range: [0, 100] }, w: {}, c: {} },
         series: [{}, line("used GB", 0), line("utilization %", 1, "pct"), line("power W", 2, "w"), line("temperature °C", 3, "c")],
         axes: [timeAxis(), { label: "GB", size: 50 }, { side: 1, scale: "pct", label: "%", size: 50, grid: { show: false } }],
       }, data);

@@ -62,5 +62,20 @@
     };
   }
 
-  window.gpuportalLive = { follow: follow, width: width, timeAxis: timeAxis };
+  // timeScale is the x scale of a chart over time. Readings of one
+  // second alone (a job that ran a second) leave uPlot no span, which it
+  // widens by a day's milliseconds, in seconds here: an axis of years.
+  // A minute around them is shown instead.
+  function timeScale() {
+    return {
+      time: true,
+      range: function (u, min, max) {
+        var xs = u.data && u.data[0];
+        if (xs && xs.length && xs[0] === xs[xs.length - 1]) { return [xs[0] - 30, xs[0] + 30]; }
+        return [min, max];
+      },
+    };
+  }
+
+  window.gpuportalLive = { follow: follow, width: width, timeAxis: timeAxis, timeScale: timeScale };
 })();

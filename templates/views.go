@@ -90,6 +90,10 @@ type JobDetail struct {
 	// owner), or "" (not at all).
 	Resubmit string
 	Log      string
+	// LogMachines are the machines of a job on several: Log is the
+	// first's (its rank 0), and each has its own output; nil for a job
+	// on one.
+	LogMachines []string
 	// Session is set for an interactive session job (web/sessions.go).
 	Session *SessionView
 	Final   bool

@@ -1,12 +1,16 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gpuportal/gpuportal/models"
 )
 
 // TestKeptOutputOfAGoneMachine: the server's copy of a remote job's
@@ -77,5 +81,54 @@ func TestJobLogFromOffset(t *testing.T) {
 		if size := rec.Header().Get("X-Log-Size"); tc.code == http.StatusOK && size != "34" {
 			t.Errorf("%s: X-Log-Size %q, want 34", tc.query, size)
 		}
+	}
+}
+
+// TestJobLogOfEachMachine: a job on two machines (gone now: the server's
+// copies) shows its first machine's output, its rank 0's, by default,
+// each machine's with ?node=, on the API, the download and the page,
+// whose links name each machine; a machine it did not run on is refused
+// naming the parameter and the job's machines.
+func TestJobLogOfEachMachine(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	ts.cfg.DataDir = t.TempDir()
+	now := time.Now()
+	j := &models.Job{Name: "ddp", Team: "vision", User: "alice", GPUs: 4, SimDuration: 60, SubmittedAt: now, StartedAt: &now,
+		Placement: models.Strings{"gpu-b:0", "gpu-b:1", "gpu-a:0", "gpu-a:1"}}
+	if err := ts.store.CreateJob(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	for node, out := range map[string]string{"gpu-a": "rank 1 done\n", "gpu-b": "rank 0: loss 0.5\n"} {
+		dir := filepath.Join(ts.cfg.DataDir, "agents", node, "jobs", fmt.Sprint(j.ID))
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "output.log"), []byte(out), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		target string
+		code   int
+		body   string
+	}{
+		{fmt.Sprintf("/api/v1/jobs/%d/logs", j.ID), http.StatusOK, "rank 0: loss 0.5"},
+		{fmt.Sprintf("/api/v1/jobs/%d/logs?node=gpu-a", j.ID), http.StatusOK, "rank 1 done"},
+		{fmt.Sprintf("/api/v1/jobs/%d/logs?node=gpu-b&download=1", j.ID), http.StatusOK, "rank 0: loss 0.5"},
+		{fmt.Sprintf("/api/v1/jobs/%d/logs?node=gpu-a&offset=5", j.ID), http.StatusOK, "1 done"},
+		{fmt.Sprintf("/api/v1/jobs/%d/logs?node=gpu-c", j.ID), http.StatusBadRequest, `node: job ` + fmt.Sprint(j.ID) + ` runs (or ran last) on gpu-b, gpu-a, not \"gpu-c\"`},
+		{fmt.Sprintf("/api/v1/jobs/%d/logs?node=..%%2Fgpu-a", j.ID), http.StatusBadRequest, "node:"},
+		{fmt.Sprintf("/jobs/%d", j.ID), http.StatusOK, "rank 0: loss 0.5"},
+		{fmt.Sprintf("/jobs/%d", j.ID), http.StatusOK, fmt.Sprintf(`href="/jobs/%d/logs?node=gpu-a&amp;download=1"`, j.ID)},
+		{fmt.Sprintf("/jobs/%d/logs?node=gpu-a&download=1", j.ID), http.StatusOK, "rank 1 done"},
+	} {
+		rec := ts.do(t, "alice", http.MethodGet, tc.target, "")
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.body) {
+			t.Errorf("%s: %d %.300s; want %d with %q", tc.target, rec.Code, rec.Body.String(), tc.code, tc.body)
+		}
+	}
+	if rec := ts.do(t, "bob", http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/logs?node=gpu-a", j.ID), ""); rec.Code != http.StatusNotFound {
+		t.Errorf("another team's member: %d, want 404", rec.Code)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -50,26 +52,69 @@ const (
 	maxLogTail     = 10 << 20
 )
 
-// jobLogFile opens the output of the job named by :id on the machines
-// that ran it.
+// jobLogFile opens the output of the job named by :id on the machine
+// ?node= names (one the job ran on), else on the first of its machines
+// (its rank 0 when it ran on several).
 func (s *Server) jobLogFile(c echo.Context) (*os.File, int64, error) {
 	j, err := s.loadJob(c)
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := s.openJobLog(j.ID)
+	machines := placementMachines(j.Placement)
+	node := c.QueryParam("node")
+	if node != "" && !slices.Contains(machines, node) {
+		if len(machines) == 0 {
+			return nil, j.ID, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("node: job %d has not run on a machine", j.ID))
+		}
+		return nil, j.ID, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("node: job %d runs (or ran last) on %s, not %q", j.ID, strings.Join(machines, ", "), node))
+	}
+	f, err := s.openJobLogOn(j.ID, node, machines)
 	if errors.Is(err, os.ErrNotExist) {
+		if node != "" {
+			return nil, j.ID, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("job %d has no output on %s yet", j.ID, node))
+		}
 		return nil, j.ID, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("job %d has no output yet", j.ID))
 	}
 	return f, j.ID, err
 }
 
+// placementMachines are the machines of a placement ("node:index"), in
+// its order: the first is a job's rank 0.
+func placementMachines(placement []string) []string {
+	var out []string
+	for _, g := range placement {
+		if n, _, _ := strings.Cut(g, ":"); !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// openJobLogOn opens job id's output on machine node, or with node ""
+// on the first of machines (the job's, in placement order) that has it,
+// else wherever it is (openJobLog).
+func (s *Server) openJobLogOn(id int64, node string, machines []string) (*os.File, error) {
+	if node != "" {
+		return s.openJobLog(id, node)
+	}
+	if len(machines) > 1 {
+		for _, m := range machines {
+			f, err := s.openJobLog(id, m)
+			if !errors.Is(err, os.ErrNotExist) {
+				return f, err
+			}
+		}
+	}
+	return s.openJobLog(id, "")
+}
+
 // openJobLog opens a job's output file, kept by the machine that ran it
 // or, for remote machines, the server's copy, which stays readable once
-// the machine's agent has gone: Agents.Dir/NODE/jobs/ID/output.log. It
-// returns an error wrapping os.ErrNotExist when there is neither.
-func (s *Server) openJobLog(id int64) (*os.File, error) {
-	for _, path := range s.app.LogPaths(id) {
+// the machine's agent has gone: Agents.Dir/NODE/jobs/ID/output.log; of
+// machine node only unless node is "". It returns an error wrapping
+// os.ErrNotExist when there is neither.
+func (s *Server) openJobLog(id int64, node string) (*os.File, error) {
+	for _, path := range s.app.LogPaths(id, node) {
 		// Never through a link a job put in its own folder.
 		f, err := joboutput.Open(path)
 		if err == nil {
@@ -79,7 +124,7 @@ func (s *Server) openJobLog(id int64) (*os.File, error) {
 			return nil, fmt.Errorf("open output of job %d: %w", id, err)
 		}
 	}
-	if path := s.keptJobLog(id); path != "" {
+	if path := s.keptJobLog(id, node); path != "" {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("open output of job %d: %w", id, err)
@@ -90,19 +135,28 @@ func (s *Server) openJobLog(id int64) (*os.File, error) {
 }
 
 // keptJobLog is the server's copy of job id's output from a machine that
-// is not connected now, the newest when it ran on several; "" if none.
-func (s *Server) keptJobLog(id int64) string {
+// is not connected now (node, or any when node is ""), the newest when it
+// ran on several; "" if none.
+func (s *Server) keptJobLog(id int64, node string) string {
 	if s.cfg.DataDir == "" {
 		return ""
 	}
-	// Where the agents' hub keeps remote output (core/agent/hub).
-	paths, err := filepath.Glob(filepath.Join(s.cfg.DataDir, "agents", "*", "jobs", strconv.FormatInt(id, 10), "output.log"))
+	// Where the agents' hub keeps remote output (core/agent/hub). node is
+	// one of the job's machines, whose names are plain (letters, digits,
+	// '.', '-', '_').
+	machine := "*"
+	if node != "" {
+		machine = node
+	}
+	paths, err := filepath.Glob(filepath.Join(s.cfg.DataDir, "agents", machine, "jobs", strconv.FormatInt(id, 10), "output.log"))
 	if err != nil {
 		return ""
 	}
-	// Where the Kubernetes executor keeps its copy of a pod's output
-	// (kube/logs.go), read while no node of the cluster is in the engine.
-	paths = append(paths, filepath.Join(s.cfg.DataDir, "kube", "jobs", strconv.FormatInt(id, 10), "output.log"))
+	if node == "" {
+		// Where the Kubernetes executor keeps its copy of a pod's output
+		// (kube/logs.go), read while no node of the cluster is in the engine.
+		paths = append(paths, filepath.Join(s.cfg.DataDir, "kube", "jobs", strconv.FormatInt(id, 10), "output.log"))
+	}
 	newest, at := "", time.Time{}
 	for _, p := range paths {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.ModTime().After(at) {

@@ -364,7 +364,8 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		CanCancel:   canCancel(currentUser(c), j),
 		Resubmit:    resubmitWay(currentUser(c), j),
 		Final:       j.State.Final(),
-		Log:         s.jobLog(j.ID),
+		Log:         s.jobLog(j.ID, placementMachines(j.Placement)),
+		LogMachines: logMachines(j.Placement),
 		Session:     s.sessionView(currentUser(c), j),
 	}
 	if d.Placement == "" {
@@ -408,8 +409,10 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 const logTail = 16 << 10
 
 // jobLog returns the end of a job's output for its page.
-func (s *Server) jobLog(id int64) string {
-	f, err := s.openJobLog(id)
+// jobLog is the end of job id's output on the first of machines (the
+// job's) that has it (openJobLogOn).
+func (s *Server) jobLog(id int64, machines []string) string {
+	f, err := s.openJobLogOn(id, "", machines)
 	if errors.Is(err, os.ErrNotExist) {
 		return "(no output yet)"
 	}
@@ -424,6 +427,15 @@ func (s *Server) jobLog(id int64) string {
 		return "(output unavailable)"
 	}
 	return string(b)
+}
+
+// logMachines are the machines of a job on several, whose output the
+// page offers each; nil for a job on one (its output is the one shown).
+func logMachines(placement []string) []string {
+	if m := placementMachines(placement); len(m) > 1 {
+		return m
+	}
+	return nil
 }
 
 func readTail(f *os.File, n int64) ([]byte, error) {

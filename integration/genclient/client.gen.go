@@ -2420,6 +2420,9 @@ type GetJobLogsParams struct {
 
 	// Offset the output from this byte on (at most 10 MiB), to follow it: ask again from offset plus the bytes received; overrides tail_bytes and download
 	Offset *int64 `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// Node the output of the job's part on this machine, one of those it runs (or ran last) on; default: the first of them that has output (a job on several machines: its rank 0's). A machine it did not run on is a 400.
+	Node *string `form:"node,omitempty" json:"node,omitempty"`
 }
 
 // GetJobLogsParamsDownload defines parameters for GetJobLogs.
@@ -5545,6 +5548,18 @@ func NewGetJobLogsRequest(server string, id JobID, params *GetJobLogsParams) (*h
 		if params.Offset != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "offset", *params.Offset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Node != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "node", *params.Node, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
