@@ -46,6 +46,15 @@
       ts.forEach(function (t) { if (t < last - WINDOW) { delete buckets[t]; delete totals[t]; } });
       ts = ts.filter(function (t) { return t >= last - WINDOW; });
       var sums = ts.map(function (t) { return totals[t] || sum(buckets[t]); });
+      // The newest second may still be coming in, machine by machine: it
+      // is drawn once it holds as many GPUs as the second before (by their
+      // memory), or the next second has begun. Drawn at once, it dipped at
+      // the right edge (8 GPUs busy, then 4 for the newest second).
+      var n = ts.length;
+      if (n >= 2 && !totals[ts[n - 1]] && sums[n - 1].total < sums[n - 2].total) {
+        ts = ts.slice(0, n - 1);
+        sums = sums.slice(0, n - 1);
+      }
       var data = [ts, sums.map(function (b) { return b.busy; }),
                   sums.map(function (b) { return b.total ? 100 * b.used / b.total : 0; })];
       // The most GPUs drawn busy at once, and what is drawn, for tests and
