@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/client"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/spf13/cobra"
 )
@@ -156,18 +157,7 @@ func squeueReason(r string) string {
 }
 
 // placementNodes are the machines of a job's placement, in order.
-func placementNodes(j api.Job) []string { return gpuNodes(j.Placement) }
-
-// gpuNodes are the machines of "node:index" GPU names, in order.
-func gpuNodes(gpus []string) []string {
-	var out []string
-	for _, p := range gpus {
-		if n, _, _ := strings.Cut(p, ":"); !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
+func placementNodes(j api.Job) []string { return gpu.PlacementNodes(j.Placement) }
 
 // gpusPerNode is how many machines a job runs on (squeue's %D) and the
 // most GPUs it holds on one (%b): those of its placement while it runs,

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpuportal/gpuportal/app"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/joboutput"
 )
 
@@ -60,7 +61,7 @@ func (s *Server) jobLogFile(c echo.Context) (*os.File, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	machines := placementMachines(j.Placement)
+	machines := gpu.PlacementNodes(j.Placement)
 	node := c.QueryParam("node")
 	if node != "" && !slices.Contains(machines, node) {
 		if len(machines) == 0 {
@@ -76,18 +77,6 @@ func (s *Server) jobLogFile(c echo.Context) (*os.File, int64, error) {
 		return nil, j.ID, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("job %d has no output yet", j.ID))
 	}
 	return f, j.ID, err
-}
-
-// placementMachines are the machines of a placement ("node:index"), in
-// its order: the first is a job's rank 0.
-func placementMachines(placement []string) []string {
-	var out []string
-	for _, g := range placement {
-		if n, _, _ := strings.Cut(g, ":"); !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // openJobLogOn opens job id's output on machine node, or with node ""

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/cmdline"
+	"github.com/gpuportal/gpuportal/core/gpu"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -364,7 +365,7 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		CanCancel:   canCancel(currentUser(c), j),
 		Resubmit:    resubmitWay(currentUser(c), j),
 		Final:       j.State.Final(),
-		Log:         s.jobLog(j.ID, placementMachines(j.Placement)),
+		Log:         s.jobLog(j.ID, gpu.PlacementNodes(j.Placement)),
 		LogMachines: logMachines(j.Placement),
 		Session:     s.sessionView(currentUser(c), j),
 	}
@@ -432,7 +433,7 @@ func (s *Server) jobLog(id int64, machines []string) string {
 // logMachines are the machines of a job on several, whose output the
 // page offers each; nil for a job on one (its output is the one shown).
 func logMachines(placement []string) []string {
-	if m := placementMachines(placement); len(m) > 1 {
+	if m := gpu.PlacementNodes(placement); len(m) > 1 {
 		return m
 	}
 	return nil

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -41,6 +42,20 @@ func ParsePlacement(p []string) []Ref {
 	for _, s := range p {
 		if r, ok := ParseRef(strings.TrimSpace(s)); ok {
 			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// PlacementNodes are the machines of a placement ("node:index" per GPU),
+// each once, in the placement's order: a job's first machine is its rank
+// 0's.
+func PlacementNodes(p []string) []string {
+	var out []string
+	for _, s := range p {
+		r, ok := ParseRef(strings.TrimSpace(s))
+		if ok && !slices.Contains(out, r.Node) {
+			out = append(out, r.Node)
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -31,5 +32,20 @@ func TestParseRef(t *testing.T) {
 	}
 	if got, want := ParsePlacement([]string{"a:0", "bad", " b:1"}), []Ref{{"a", 0}, {"b", 1}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("ParsePlacement = %v, want %v", got, want)
+	}
+}
+
+func TestPlacementNodes(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want []string
+	}{
+		{nil, nil},
+		{[]string{"b:0", "b:1", "a:0", "b:2", "a:1"}, []string{"b", "a"}},
+		{[]string{"gpu-01.lab:3", "bad", "x:"}, []string{"gpu-01.lab"}},
+	} {
+		if got := PlacementNodes(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("PlacementNodes(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
