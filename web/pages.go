@@ -409,9 +409,8 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 // logTail is how much of a job's output its page shows.
 const logTail = 16 << 10
 
-// jobLog returns the end of a job's output for its page.
-// jobLog is the end of job id's output on the first of machines (the
-// job's) that has it (openJobLogOn).
+// jobLog is the end of job id's output for its page: on the first of
+// machines (the job's) that has it (openJobLogOn).
 func (s *Server) jobLog(id int64, machines []string) string {
 	f, err := s.openJobLogOn(id, "", machines)
 	if errors.Is(err, os.ErrNotExist) {
