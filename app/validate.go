@@ -339,7 +339,7 @@ func (sp jobSpec) tasks(t *models.Job) []*models.Job {
 		j.Env = slices.Clone(t.Env)
 		if sp.params != nil {
 			// The task's row, after (so over) the job's own variables.
-			j.Env = mergeEnv(j.Env, sp.params[i])
+			j.Env = job.MergeEnv(j.Env, sp.params[i])
 		}
 		j.ArrayIndex = idx
 		j.Name = fmt.Sprintf("%s[%d]", t.Name, idx)
@@ -349,16 +349,6 @@ func (sp jobSpec) tasks(t *models.Job) []*models.Job {
 		out[i] = &j
 	}
 	return out
-}
-
-// mergeEnv is env with over's variables set, replacing any of the same
-// name.
-func mergeEnv(env, over []string) []string {
-	out := slices.DeleteFunc(env, func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
-		return slices.ContainsFunc(over, func(o string) bool { return strings.HasPrefix(o, name+"=") })
-	})
-	return append(out, over...)
 }
 
 // checkJobLimits checks j, as validate made it for u, against its team's

@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/spf13/pflag"
 )
 
@@ -116,7 +116,7 @@ func Srun(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "srun: error: %v\n", err)
 		return 127
 	}
-	err = syscall.Exec(path, argv, withEnv(os.Environ(), p.env))
+	err = syscall.Exec(path, argv, job.MergeEnv(os.Environ(), p.env))
 	fmt.Fprintf(stderr, "srun: error: run %s: %v\n", path, err)
 	return 126
 }
@@ -275,20 +275,6 @@ func srunPerNode(m, nodes int, t slurmTask) (srunPlan, error) {
 	k := m / t.perNode
 	return srunPlan{tasks: agent.Tasks{N: k, FirstRank: t.nodeID*m + t.localID*k, FirstLocal: t.localID * k,
 		Env: stepEnv(m*nodes, nodes, m)}}, nil
-}
-
-// withEnv is env with each NAME=value of over in place of env's own:
-// execve keeps both of a name given twice, and most programs read the
-// first.
-func withEnv(env, over []string) []string {
-	out := make([]string, 0, len(env)+len(over))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if !slices.ContainsFunc(over, func(o string) bool { return strings.HasPrefix(o, name+"=") }) {
-			out = append(out, kv)
-		}
-	}
-	return append(out, over...)
 }
 
 // stepEnv is Slurm's variables of a step of n tasks on nodes machines,

@@ -115,10 +115,3 @@ func TestAllocatedPerNode(t *testing.T) {
 		}
 	}
 }
-
-func TestWithEnv(t *testing.T) {
-	got := withEnv([]string{"A=1", "SLURM_NTASKS=8", "B=2", "SLURM_NTASKS=8"}, []string{"SLURM_NTASKS=1", "C=3"})
-	if want := []string{"A=1", "B=2", "SLURM_NTASKS=1", "C=3"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("withEnv = %q, want %q", got, want)
-	}
-}

@@ -3,6 +3,7 @@ package job
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -87,4 +88,18 @@ func (a *ArrayTask) Env() []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("GPUPORTAL_ARRAY_JOB_ID=%d", a.ID), fmt.Sprintf("GPUPORTAL_ARRAY_INDEX=%d", a.Index)}
+}
+
+// MergeEnv is env (NAME=value each) with over's variables set, replacing
+// every one of the same name: execve keeps both of a name given twice,
+// and most programs read the first. env is not changed.
+func MergeEnv(env, over []string) []string {
+	out := make([]string, 0, len(env)+len(over))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(over, func(o string) bool { return strings.HasPrefix(o, name+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
 }
