@@ -181,10 +181,9 @@ func gpusPerNode(j api.Job, machines []int) (nodes, perNode int) {
 		return max(nodes, 1), min(machines[0], j.GPUs)
 	}
 	count := map[string]int{}
-	for _, g := range gpus {
-		n, _, _ := strings.Cut(g, ":")
-		count[n]++
-		perNode = max(perNode, count[n])
+	for _, g := range gpu.ParsePlacement(gpus) {
+		count[g.Node]++
+		perNode = max(perNode, count[g.Node])
 	}
 	return len(count), perNode
 }

@@ -167,6 +167,21 @@ type run struct {
 	stopping  bool
 }
 
+// otherAccounts tells whether jobs run as accounts other than the
+// agent's (each job's owner, or the one of --run-as), and how to check
+// what those accounts may reach (for blockedFor): that one account, or,
+// for owners, anybody's but for the groups every owner's account is in
+// (others' search permission, or those groups'); who names them.
+func otherAccounts(cfg Config, ra *runAs) (check *runAs, who string, other bool) {
+	if cfg.RunAs != RunAsOwner && (ra == nil || ra.cred == nil) {
+		return nil, "", false
+	}
+	if ra != nil {
+		return ra, ra.name, true
+	}
+	return &runAs{uid: -1, groups: cfg.OwnersGroups}, "the users jobs run as", true
+}
+
 // New returns an agent that reports job exits on exits.
 func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	if cfg.Name == "" {
@@ -204,16 +219,9 @@ func New(cfg Config, exits chan<- job.Exit) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Name, err)
 	}
-	if cfg.RunAs == RunAsOwner || ra != nil && ra.cred != nil {
+	if check, who, other := otherAccounts(cfg, ra); other {
 		// The job's user must reach its own folder, WORK/jobs/ID, and no
 		// other: the folders above it may be passed through, not listed.
-		who := "the users jobs run as"
-		// Anybody's but for the groups every owner's account is in:
-		// needs others' search permission, or those groups'.
-		check := &runAs{uid: -1, groups: cfg.OwnersGroups}
-		if ra != nil {
-			who, check = ra.name, ra
-		}
 		if err := openJobsDir(cfg.WorkDir, check, who, "--work-dir"); err != nil {
 			return nil, fmt.Errorf("agent %s: %w", cfg.Name, err)
 		}

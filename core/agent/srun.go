@@ -88,14 +88,10 @@ func (a *Local) setupSrun() string {
 		a.cfg.Logger.Warn("jobs will find no srun of gpuportal's", "err", err)
 		return ""
 	}
-	if a.cfg.RunAs == RunAsOwner || a.runAs != nil && a.runAs.cred != nil {
-		check := &runAs{uid: -1, groups: a.cfg.OwnersGroups} // as New checks the work folder
-		if a.runAs != nil {
-			check = a.runAs
-		}
+	if check, who, other := otherAccounts(a.cfg, a.runAs); other {
 		if blocked, mode, ok := blockedFor(filepath.Dir(exe), check); !ok {
 			a.cfg.Logger.Warn("jobs run as other accounts cannot run srun: a folder above the agent's binary shuts them out",
-				"binary", exe, "folder", blocked, "mode", fmt.Sprintf("%04o", mode))
+				"accounts", who, "binary", exe, "folder", blocked, "mode", fmt.Sprintf("%04o", mode))
 		}
 	}
 	return dir
