@@ -245,7 +245,7 @@ func TestRealGPU(t *testing.T) {
 		if err == nil {
 			runAs = "gpt-gpu"
 		} else {
-			t.Logf("account gpt-gpu cannot use the GPU (%v: %s); jobs run as root", err, lastLine(string(out)))
+			t.Logf("account gpt-gpu cannot use the GPU (%v: %s); jobs run as root", err, lastLines(string(out), 1))
 		}
 	}
 	traces := passableDir(t)
@@ -436,14 +436,6 @@ func TestRealGPU(t *testing.T) {
 	samples := watch.all()
 	sort.Slice(samples, func(i, j int) bool { return samples[i].at.Before(samples[j].at) })
 	t.Logf("%d nvidia-smi samples; agent log tail:\n%s", len(samples), lastLines(agent.output(), 15))
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
 
 func lastLines(s string, n int) string {
