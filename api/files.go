@@ -6,8 +6,12 @@ import "time"
 // "job" (the job's own folder on the machine that ran it) or a data path
 // the machine allows, at Path ("." for the root itself).
 type FileListing struct {
-	Job     int64       `json:"job"`
+	Job int64 `json:"job"`
+	// Node is the machine listed; Nodes are all the machines of the job's
+	// current or last run, rank 0 first, each with its own job folder
+	// (?node= names one).
 	Node    string      `json:"node"`
+	Nodes   []string    `json:"nodes"`
 	Root    string      `json:"root"`
 	Path    string      `json:"path"`
 	Roots   []string    `json:"roots"`

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
+	"github.com/gpuportal/gpuportal/core/gpu"
 	"github.com/gpuportal/gpuportal/core/jobfiles"
 	"github.com/gpuportal/gpuportal/models"
 )
@@ -30,10 +32,14 @@ type FileStore interface {
 }
 
 // FileRequest names a file or folder of a job: Root ("" is the job's
-// folder) and Path in it ("" or "/" is the root).
+// folder) and Path in it ("" or "/" is the root), on machine Node.
 type FileRequest struct {
 	Root string
 	Path string
+	// Node is the machine whose files to reach, one of those of the job's
+	// current or last run: each machine of a run on several has its own
+	// job folder. "" is the first of them (rank 0).
+	Node string
 }
 
 // FileDownload is a file, or a folder as a .tar.gz, on its way.
@@ -51,42 +57,50 @@ type FileDownload struct {
 func canWriteFiles(u *User, j *models.Job) bool { return mayOpenSession(u, j) }
 
 // jobFiles checks that a may read (or write) req of job id, and returns
-// the job, the machine its folder is on and a client of its files.
-func (s *App) jobFiles(ctx context.Context, a Actor, id int64, req *FileRequest, write bool) (*models.Job, string, jobfiles.Files, error) {
+// the job, its machines and a client of its files on the one req names
+// (req.Node set to it).
+func (s *App) jobFiles(ctx context.Context, a Actor, id int64, req *FileRequest, write bool) (*models.Job, []string, jobfiles.Files, error) {
 	j, err := s.job(ctx, a, id)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, nil, err
 	}
 	if req.Root == "" {
 		req.Root = jobfiles.JobRoot
 	}
 	p, err := jobfiles.CleanPath(req.Path)
 	if err != nil {
-		return nil, "", nil, filesError(err)
+		return nil, nil, nil, filesError(err)
 	}
 	req.Path = p
 	switch {
 	case write && !canWriteFiles(a.User, j):
-		return nil, "", nil, forbidden("job %d is %s's: only its owner (or an admin) may upload into its files", j.ID, j.User)
+		return nil, nil, nil, forbidden("job %d is %s's: only its owner (or an admin) may upload into its files", j.ID, j.User)
 	case req.Root != jobfiles.JobRoot && !canWriteFiles(a.User, j):
-		return nil, "", nil, forbidden("%s is %s's data path: only they (or an admin) may read it", req.Root, j.User)
+		return nil, nil, nil, forbidden("%s is %s's data path: only they (or an admin) may read it", req.Root, j.User)
 	}
-	node, err := s.jobNode(ctx, j)
+	machines, err := s.jobMachines(ctx, j)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, nil, err
 	}
+	switch {
+	case req.Node == "":
+		req.Node = machines[0]
+	case !slices.Contains(machines, req.Node):
+		return nil, nil, nil, invalid("node", "node: job %d runs (or ran last) on %s, not %q", j.ID, strings.Join(machines, ", "), req.Node)
+	}
+	node := req.Node
 	account, err := s.cfg.Store.UnixName(ctx, j.User)
 	if errors.Is(err, models.ErrNotFound) {
 		account = j.User
 	} else if err != nil {
-		return nil, "", nil, stored(err)
+		return nil, nil, nil, stored(err)
 	}
 	var d engine.FilesServer
 	for _, n := range s.cfg.Engine.Nodes() {
 		if n.Name() == node {
 			d, _ = n.(engine.FilesServer)
 			if d == nil {
-				return nil, "", nil, &Error{Kind: Unavailable, Msg: fmt.Sprintf("machine %s cannot serve job files (its agent is too old, or it is a monitor)", node)}
+				return nil, nil, nil, &Error{Kind: Unavailable, Msg: fmt.Sprintf("machine %s cannot serve job files (its agent is too old, or it is a monitor)", node)}
 			}
 		}
 	}
@@ -95,19 +109,19 @@ func (s *App) jobFiles(ctx context.Context, a Actor, id int64, req *FileRequest,
 		if s.cfg.Leader != nil && !s.cfg.Leader() {
 			hint = " (this replica is a follower: files are reached through the leader)"
 		}
-		return nil, "", nil, &Error{Kind: Unavailable, Msg: fmt.Sprintf("job %d's files are on machine %s, which is not connected to this server%s", j.ID, node, hint)}
+		return nil, nil, nil, &Error{Kind: Unavailable, Msg: fmt.Sprintf("job %d's files are on machine %s, which is not connected to this server%s", j.ID, node, hint)}
 	}
-	return j, node, d.JobFiles(j.ID, account), nil
+	return j, machines, d.JobFiles(j.ID, account), nil
 }
 
-// jobNode is the machine that holds j's folder: where its current or
-// last run ran (the first machine of a run on several).
-func (s *App) jobNode(ctx context.Context, j *models.Job) (string, error) {
+// jobMachines are the machines of j's current or last run, in placement
+// order (rank 0 first), each holding its own job folder.
+func (s *App) jobMachines(ctx context.Context, j *models.Job) ([]string, error) {
 	placement := []string(j.Placement)
 	if len(placement) == 0 {
 		runs, err := s.cfg.Store.Runs(ctx, j.ID)
 		if err != nil {
-			return "", stored(err)
+			return nil, stored(err)
 		}
 		for i := len(runs) - 1; i >= 0 && len(placement) == 0; i-- {
 			if runs[i].Placement != "" {
@@ -115,11 +129,11 @@ func (s *App) jobNode(ctx context.Context, j *models.Job) (string, error) {
 			}
 		}
 	}
-	if len(placement) == 0 {
-		return "", conflict("job %d has not run on a machine yet: it has no files", j.ID)
+	machines := gpu.PlacementNodes(placement)
+	if len(machines) == 0 {
+		return nil, conflict("job %d has not run on a machine yet: it has no files", j.ID)
 	}
-	node, _, _ := strings.Cut(placement[0], ":")
-	return node, nil
+	return machines, nil
 }
 
 // filesError turns a refusal of the job's files into the action's.
@@ -145,7 +159,7 @@ func filesError(err error) error {
 
 // JobFiles lists folder req of job id's files.
 func (s *App) JobFiles(ctx context.Context, a Actor, id int64, req FileRequest) (*api.FileListing, error) {
-	j, node, c, err := s.jobFiles(ctx, a, id, &req, false)
+	j, machines, c, err := s.jobFiles(ctx, a, id, &req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -153,14 +167,14 @@ func (s *App) JobFiles(ctx context.Context, a Actor, id int64, req FileRequest) 
 	if err != nil {
 		return nil, filesError(err)
 	}
-	out := &api.FileListing{Job: j.ID, Node: node, Root: l.Root, Path: l.Path, Roots: l.Roots, Truncated: l.Truncated,
+	out := &api.FileListing{Job: j.ID, Node: req.Node, Nodes: machines, Root: l.Root, Path: l.Path, Roots: l.Roots, Truncated: l.Truncated,
 		MaxUploadBytes: l.Limits.MaxUpload, MaxArchiveBytes: l.Limits.MaxArchive, CanUpload: canWriteFiles(a.User, j),
 		Entries: make([]api.FileEntry, len(l.Entries))}
 	if !canWriteFiles(a.User, j) {
 		out.Roots = []string{jobfiles.JobRoot} // the data paths are the owner's
 	}
 	if req.Root != jobfiles.JobRoot {
-		if err := s.readAudited(ctx, a, j, "job.files.list", req, node); err != nil {
+		if err := s.readAudited(ctx, a, j, "job.files.list", req); err != nil {
 			return nil, err
 		}
 	}
@@ -185,7 +199,7 @@ func (s *App) JobCheckpoints(ctx context.Context, a Actor, id int64) (*api.FileL
 
 // OpenJobFile starts the download of file req of job id.
 func (s *App) OpenJobFile(ctx context.Context, a Actor, id int64, req FileRequest) (*FileDownload, error) {
-	j, node, c, err := s.jobFiles(ctx, a, id, &req, false)
+	j, _, c, err := s.jobFiles(ctx, a, id, &req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +207,7 @@ func (s *App) OpenJobFile(ctx context.Context, a Actor, id int64, req FileReques
 	if err != nil {
 		return nil, filesError(err)
 	}
-	if err := s.readAudited(ctx, a, j, "job.files.read", req, node); err != nil {
+	if err := s.readAudited(ctx, a, j, "job.files.read", req); err != nil {
 		d.Body.Close()
 		return nil, err
 	}
@@ -203,7 +217,7 @@ func (s *App) OpenJobFile(ctx context.Context, a Actor, id int64, req FileReques
 // ArchiveJobFiles starts the download of folder req of job id as a
 // .tar.gz.
 func (s *App) ArchiveJobFiles(ctx context.Context, a Actor, id int64, req FileRequest) (*FileDownload, error) {
-	j, node, c, err := s.jobFiles(ctx, a, id, &req, false)
+	j, _, c, err := s.jobFiles(ctx, a, id, &req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +225,7 @@ func (s *App) ArchiveJobFiles(ctx context.Context, a Actor, id int64, req FileRe
 	if err != nil {
 		return nil, filesError(err)
 	}
-	if err := s.readAudited(ctx, a, j, "job.files.archive", req, node); err != nil {
+	if err := s.readAudited(ctx, a, j, "job.files.archive", req); err != nil {
 		d.Body.Close()
 		return nil, err
 	}
@@ -227,7 +241,7 @@ func (s *App) ArchiveJobFiles(ctx context.Context, a Actor, id int64, req FileRe
 // the job's account, within the machine's upload limit. Recorded in the
 // audit log.
 func (s *App) UploadJobFile(ctx context.Context, a Actor, id int64, req FileRequest, size int64, body io.Reader) (*api.FileEntry, error) {
-	j, node, c, err := s.jobFiles(ctx, a, id, &req, true)
+	j, _, c, err := s.jobFiles(ctx, a, id, &req, true)
 	if err != nil {
 		return nil, err
 	}
@@ -239,18 +253,19 @@ func (s *App) UploadJobFile(ctx context.Context, a Actor, id int64, req FileRequ
 		return nil, filesError(err)
 	}
 	if err := s.audit(ctx, a, "job.files.upload", fmt.Sprintf("job %d of %s", j.ID, j.User),
-		fmt.Sprintf("%s:%s, %d bytes, on %s", req.Root, req.Path, e.Size, node)); err != nil {
+		fmt.Sprintf("%s:%s, %d bytes, on %s", req.Root, req.Path, e.Size, req.Node)); err != nil {
 		return nil, err
 	}
 	return &api.FileEntry{Name: e.Name, Type: e.Type, Size: e.Size, ModTime: e.ModTime}, nil
 }
 
 // readAudited records in the audit log that a, who is not j's owner
-// (an admin, a teammate), read req of j's files on node; the owner's
-// own reads are not recorded. A read the log cannot record is refused.
-func (s *App) readAudited(ctx context.Context, a Actor, j *models.Job, action string, req FileRequest, node string) error {
+// (an admin, a teammate), read req of j's files (on req.Node); the
+// owner's own reads are not recorded. A read the log cannot record is
+// refused.
+func (s *App) readAudited(ctx context.Context, a Actor, j *models.Job, action string, req FileRequest) error {
 	if a.User.Name == j.User {
 		return nil
 	}
-	return s.audit(ctx, a, action, fmt.Sprintf("job %d of %s", j.ID, j.User), fmt.Sprintf("%s, on %s", jobfiles.Where(req.Root, req.Path), node))
+	return s.audit(ctx, a, action, fmt.Sprintf("job %d of %s", j.ID, j.User), fmt.Sprintf("%s, on %s", jobfiles.Where(req.Root, req.Path), req.Node))
 }

@@ -26,15 +26,18 @@ import (
 // fileOutputs are the -o values of job files.
 var fileOutputs = []string{"json", "yaml"}
 
-// rootFlag adds --root to f.
-func rootFlag(f *jobFlags) *string {
-	return f.fs.String("root", "", "the folder: job (the job's own, default) or a data path its machine allows (agent --data-path)")
+// fileFlags adds --root and --node to f: where in a job's files a
+// command reaches.
+func fileFlags(f *jobFlags) (root, node *string) {
+	root = f.fs.String("root", "", "the folder: job (the job's own, default) or a data path its machine allows (agent --data-path)")
+	node = f.fs.String("node", "", "the machine, for a job on several (each has its own job folder); default: its first, rank 0")
+	return root, node
 }
 
 // filesCommand is job files ID [PATH].
 func (c jobCmd) filesCommand() *cobra.Command {
 	f := c.flags("files ID [PATH] [flags]", "list a folder of a job's files (its own folder, its checkpoints, a data path)", fileOutputs...)
-	root := rootFlag(f)
+	root, node := fileFlags(f)
 	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
 	return f.run(func(ctx context.Context, pos []string) (err error) {
 		defer wrapJobErr("files", &err)
@@ -54,7 +57,7 @@ func (c jobCmd) filesCommand() *cobra.Command {
 			return err
 		}
 		var raw json.RawMessage
-		l, err := cl.Files(ctx, id, *root, p, client.RawJSON(&raw))
+		l, err := cl.Files(ctx, id, client.FileRef{Root: *root, Path: p, Node: *node}, client.RawJSON(&raw))
 		if err != nil {
 			return err
 		}
@@ -65,6 +68,9 @@ func (c jobCmd) filesCommand() *cobra.Command {
 // printFiles writes a folder's entries for people.
 func (c jobCmd) printFiles(l api.FileListing) error {
 	fmt.Fprintf(c.stdout, "job %d, %s:%s on %s\n", l.Job, l.Root, l.Path, l.Node)
+	if len(l.Nodes) > 1 {
+		fmt.Fprintf(c.stdout, "(the job ran on %s, each with its own folder: --node names one)\n", strings.Join(l.Nodes, ", "))
+	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TYPE\tSIZE\tMODIFIED\tNAME")
 	for _, e := range l.Entries {
@@ -92,7 +98,7 @@ func (c jobCmd) printFiles(l api.FileListing) error {
 // downloadCommand is job download ID PATH.
 func (c jobCmd) downloadCommand() *cobra.Command {
 	f := c.flags("download ID PATH [flags]", "download a file of a job's files, or a folder as a .tar.gz")
-	root := rootFlag(f)
+	root, node := fileFlags(f)
 	to := f.fs.String("to", "", "write it here (- for standard output); default: its name (a folder's with .tar.gz) in the current folder")
 	archive := f.fs.Bool("archive", false, "PATH is a folder: download it as a .tar.gz (found out by itself otherwise)")
 	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
@@ -109,12 +115,12 @@ func (c jobCmd) downloadCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return c.download(ctx, cl, id, *root, pos[1], *to, *archive)
+		return c.download(ctx, cl, id, client.FileRef{Root: *root, Path: pos[1], Node: *node}, *to, *archive)
 	})
 }
 
-func (c jobCmd) download(ctx context.Context, cl *client.Client, id int64, root, p, to string, archive bool) error {
-	name := path.Base(path.Clean("/" + p))
+func (c jobCmd) download(ctx context.Context, cl *client.Client, id int64, ref client.FileRef, to string, archive bool) error {
+	name := path.Base(path.Clean("/" + ref.Path))
 	if name == "/" {
 		name, archive = fmt.Sprintf("job-%d", id), true
 	}
@@ -123,21 +129,21 @@ func (c jobCmd) download(ctx context.Context, cl *client.Client, id int64, root,
 		get, name = cl.DownloadFolder, name+".tar.gz"
 	}
 	if to == "-" {
-		_, err := get(ctx, id, root, p, c.stdout)
+		_, err := get(ctx, id, ref, c.stdout)
 		if isFolderError(err) {
-			_, err = cl.DownloadFolder(ctx, id, root, p, c.stdout)
+			_, err = cl.DownloadFolder(ctx, id, ref, c.stdout)
 		}
 		return err
 	}
 	if to == "" {
 		to = name
 	}
-	n, err := c.downloadTo(ctx, get, id, root, p, to)
+	n, err := c.downloadTo(ctx, get, id, ref, to)
 	if isFolderError(err) && to == name {
 		to = name + ".tar.gz"
-		n, err = c.downloadTo(ctx, cl.DownloadFolder, id, root, p, to)
+		n, err = c.downloadTo(ctx, cl.DownloadFolder, id, ref, to)
 	} else if isFolderError(err) {
-		n, err = c.downloadTo(ctx, cl.DownloadFolder, id, root, p, to)
+		n, err = c.downloadTo(ctx, cl.DownloadFolder, id, ref, to)
 	}
 	if err != nil {
 		return err
@@ -148,12 +154,12 @@ func (c jobCmd) download(ctx context.Context, cl *client.Client, id int64, root,
 
 // downloadTo writes what get fetches to file to, through a temporary
 // file beside it, so that a failed download leaves nothing behind.
-func (c jobCmd) downloadTo(ctx context.Context, get func(context.Context, int64, string, string, io.Writer) (int64, error), id int64, root, p, to string) (int64, error) {
+func (c jobCmd) downloadTo(ctx context.Context, get func(context.Context, int64, client.FileRef, io.Writer) (int64, error), id int64, ref client.FileRef, to string) (int64, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".part-*")
 	if err != nil {
 		return 0, fmt.Errorf("--to %s: %w", to, err)
 	}
-	n, err := get(ctx, id, root, p, tmp)
+	n, err := get(ctx, id, ref, tmp)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -177,7 +183,7 @@ func isFolderError(err error) bool {
 // uploadCommand is job upload ID FILE [DEST].
 func (c jobCmd) uploadCommand() *cobra.Command {
 	f := c.flags("upload ID FILE [DEST] [flags]", "upload a file into a job's files (its folder, or a data path), as the job's account")
-	root := rootFlag(f)
+	root, node := fileFlags(f)
 	f.cmd.ValidArgsFunction = c.jobIDs(f, false)
 	return f.run(func(ctx context.Context, pos []string) (err error) {
 		defer wrapJobErr("upload", &err)
@@ -211,7 +217,7 @@ func (c jobCmd) uploadCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		e, err := cl.UploadFile(ctx, id, *root, dest, src, st.Size())
+		e, err := cl.UploadFile(ctx, id, client.FileRef{Root: *root, Path: dest, Node: *node}, src, st.Size())
 		if err != nil {
 			return err
 		}
@@ -219,7 +225,11 @@ func (c jobCmd) uploadCommand() *cobra.Command {
 		if r == "" {
 			r = "job"
 		}
-		fmt.Fprintf(c.stdout, "uploaded %s (%d bytes) to job %d, %s:%s\n", pos[1], e.Size, id, r, strings.TrimPrefix(path.Clean("/"+dest), "/"))
+		on := ""
+		if *node != "" {
+			on = " on " + *node
+		}
+		fmt.Fprintf(c.stdout, "uploaded %s (%d bytes) to job %d, %s:%s%s\n", pos[1], e.Size, id, r, strings.TrimPrefix(path.Clean("/"+dest), "/"), on)
 		return nil
 	})
 }

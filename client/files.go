@@ -12,34 +12,44 @@ import (
 )
 
 // A job's files (GET /api/v1/jobs/{id}/files and its content and
-// archive; PUT .../files/content): root "" is the job's own folder, path
-// "" its top.
+// archive; PUT .../files/content).
 
-func fileQuery(root, p string) url.Values {
-	q := url.Values{"path": {p}}
-	if root != "" {
-		q.Set("root", root)
+// FileRef names a file or folder of a job's files: Path in Root ("" is
+// the job's own folder, Path "" its top) on machine Node ("" is the first
+// machine of the job's run, rank 0; each machine of a run on several has
+// its own job folder).
+type FileRef struct {
+	Root, Path, Node string
+}
+
+func (f FileRef) query() url.Values {
+	q := url.Values{"path": {f.Path}}
+	if f.Root != "" {
+		q.Set("root", f.Root)
+	}
+	if f.Node != "" {
+		q.Set("node", f.Node)
 	}
 	return q
 }
 
-// Files lists folder p of root of job id's files.
-func (c *Client) Files(ctx context.Context, id int64, root, p string, opts ...CallOption) (api.FileListing, error) {
+// Files lists folder f of job id's files.
+func (c *Client) Files(ctx context.Context, id int64, f FileRef, opts ...CallOption) (api.FileListing, error) {
 	var l api.FileListing
-	err := c.getJSON(ctx, jobPath(id)+"/files", fileQuery(root, p), &l, opts...)
+	err := c.getJSON(ctx, jobPath(id)+"/files", f.query(), &l, opts...)
 	return l, err
 }
 
-// DownloadFile writes file p of root of job id to w and returns how many
-// bytes it wrote.
-func (c *Client) DownloadFile(ctx context.Context, id int64, root, p string, w io.Writer) (int64, error) {
-	return c.download(ctx, jobPath(id)+"/files/content", fileQuery(root, p), w)
+// DownloadFile writes file f of job id to w and returns how many bytes
+// it wrote.
+func (c *Client) DownloadFile(ctx context.Context, id int64, f FileRef, w io.Writer) (int64, error) {
+	return c.download(ctx, jobPath(id)+"/files/content", f.query(), w)
 }
 
-// DownloadFolder writes folder p of root of job id to w as a .tar.gz and
-// returns how many bytes it wrote.
-func (c *Client) DownloadFolder(ctx context.Context, id int64, root, p string, w io.Writer) (int64, error) {
-	return c.download(ctx, jobPath(id)+"/files/archive", fileQuery(root, p), w)
+// DownloadFolder writes folder f of job id to w as a .tar.gz and returns
+// how many bytes it wrote.
+func (c *Client) DownloadFolder(ctx context.Context, id int64, f FileRef, w io.Writer) (int64, error) {
+	return c.download(ctx, jobPath(id)+"/files/archive", f.query(), w)
 }
 
 func (c *Client) download(ctx context.Context, path string, q url.Values, w io.Writer) (int64, error) {
@@ -58,11 +68,11 @@ func (c *Client) download(ctx context.Context, path string, q url.Values, w io.W
 	return n, nil
 }
 
-// UploadFile writes size bytes of r (-1: not known) to file p of root of
-// job id, replacing a regular file there.
-func (c *Client) UploadFile(ctx context.Context, id int64, root, p string, r io.Reader, size int64) (api.FileEntry, error) {
+// UploadFile writes size bytes of r (-1: not known) to file f of job id,
+// replacing a regular file there.
+func (c *Client) UploadFile(ctx context.Context, id int64, f FileRef, r io.Reader, size int64) (api.FileEntry, error) {
 	path := jobPath(id) + "/files/content"
-	resp, err := c.open(ctx, c.untimed(), http.MethodPut, path, fileQuery(root, p), r, size, "application/octet-stream", nil)
+	resp, err := c.open(ctx, c.untimed(), http.MethodPut, path, f.query(), r, size, "application/octet-stream", nil)
 	if err != nil {
 		return api.FileEntry{}, err
 	}

@@ -363,3 +363,162 @@ func untar(t *testing.T, tgz string) map[string]string {
 		out[h.Name] = string(b) + h.Linkname
 	}
 }
+
+// TestJobFilesOfEachMachine: a job of two GPUs on two machines of one
+// each has a job folder on both, each part writing its own. Its files are
+// read, downloaded and uploaded on either machine by naming it (API
+// ?node=, the command line's --node, the files page's machine links and
+// its upload form), the first machine (rank 0) by default; a machine the
+// job did not run on is refused naming those it did; another team finds
+// no such job on either.
+func TestJobFilesOfEachMachine(t *testing.T) {
+	needRootAccounts(t)
+	unixUser(t, "gpt-alice")
+	data := t.TempDir()
+	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
+	work := map[string]string{}
+	for _, name := range []string{"fm-a", "fm-b"} {
+		work[name] = passableDir(t)
+		startAgent(t, srv.URL, name, "--gpus", "sim:1x1x80", "--run-as", "owner", "--work-dir", work[name])
+	}
+	waitGPUs(t, srv.URL, 2)
+	adminCLI(t, data, "set-unix-name", "--name", "alice", "--unix-name", "gpt-alice")
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	bob := newAPI(t, srv.URL, "bob", "dev")
+
+	id := submit(t, alice, map[string]any{"name": "ddp-files", "gpus": 2, "command": []string{"sh", "-c",
+		`set -e; mkdir results; echo "rank $NODE_RANK on $(hostname)" > results/rank.txt; echo "part $NODE_RANK"`}})
+	j := alice.waitState(id, 60*time.Second, "succeeded", "failed")
+	if j.State != "succeeded" {
+		t.Fatalf("job %s: %q", j.State, j.Reason)
+	}
+	first, second := strings.Split(j.Placement[0], ":")[0], strings.Split(j.Placement[1], ":")[0]
+	if first == second {
+		t.Fatalf("placement %v: want one GPU on each machine", j.Placement)
+	}
+	files := fmt.Sprintf("/api/v1/jobs/%d/files", id)
+
+	var l struct {
+		Node  string   `json:"node"`
+		Nodes []string `json:"nodes"`
+	}
+	for _, tc := range []struct{ query, node string }{{"", first}, {"?node=" + second, second}, {"?node=" + first + "&path=results", first}} {
+		if st := alice.do(http.MethodGet, files+tc.query, nil, &l); st != http.StatusOK || l.Node != tc.node || strings.Join(l.Nodes, ",") != first+","+second {
+			t.Errorf("GET %s: %d, on %s of %v; want %s of [%s %s]", files+tc.query, st, l.Node, l.Nodes, tc.node, first, second)
+		}
+	}
+	for _, tc := range []struct {
+		path   string
+		status int
+		says   string
+	}{
+		{files + "/content?path=results/rank.txt", 200, "rank 0 on"},
+		{files + "/content?path=results/rank.txt&node=" + second, 200, "rank 1 on"},
+		{files + "/content?path=output.log&node=" + second, 200, "part 1"},
+		{files + "/archive?path=results&node=" + second, 200, ""},
+		{files + "/content?path=output.log&node=fm-c", 400, fmt.Sprintf(`node: job %d runs (or ran last) on %s, %s, not "fm-c"`, id, first, second)},
+		{files + "?node=../fm-a", 400, "node: job"},
+	} {
+		st, body := rawCall(t, alice, http.MethodGet, tc.path, nil)
+		if strings.Contains(tc.path, "/archive") && st == 200 {
+			body = untar(t, body)["results/rank.txt"]
+			tc.says = "rank 1 on"
+		}
+		if st != tc.status || !strings.Contains(body, tc.says) {
+			t.Errorf("GET %s: %d %q; want %d with %q", tc.path, st, body, tc.status, tc.says)
+		}
+	}
+	for _, p := range []string{files + "?node=" + second, files + "/content?path=output.log&node=" + second} {
+		if st, body := rawCall(t, bob, http.MethodGet, p, nil); st != http.StatusNotFound || strings.Contains(body, "part 1") {
+			t.Errorf("bob GET %s: %d %s; want 404", p, st, body)
+		}
+	}
+	if st, body := rawCall(t, alice, http.MethodPut, files+"/content?path=results/api.txt&node="+second, []byte("to rank 1\n")); st != http.StatusCreated {
+		t.Errorf("upload to %s: %d %s", second, st, body)
+	}
+	dirOn := func(node string) string { return filepath.Join(work[node], "jobs", strconv.FormatInt(id, 10)) }
+	if b, err := os.ReadFile(filepath.Join(dirOn(second), "results", "api.txt")); err != nil || string(b) != "to rank 1\n" {
+		t.Errorf("the upload on %s: %q, %v", second, b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dirOn(first), "results", "api.txt")); err == nil {
+		t.Errorf("the upload to %s landed on %s too", second, first)
+	}
+
+	// The command line.
+	cl := newCLI(t, srv.URL)
+	env := []string{"GPUPORTAL_TOKEN=" + alice.token}
+	sid := strconv.FormatInt(id, 10)
+	if out := cl.ok(env, "job", "files", sid, "results", "--node", second); !strings.Contains(out, "on "+second) || !strings.Contains(out, "api.txt") ||
+		!strings.Contains(out, "the job ran on "+first+", "+second) {
+		t.Errorf("job files --node %s:\n%s", second, out)
+	}
+	if out := cl.ok(env, "job", "download", sid, "results/rank.txt", "--node", second, "--to", "-"); !strings.HasPrefix(out, "rank 1 on") {
+		t.Errorf("job download --node %s: %q", second, out)
+	}
+	src := filepath.Join(t.TempDir(), "cli.txt")
+	if err := os.WriteFile(src, []byte("from the cli\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := cl.ok(env, "job", "upload", sid, src, "results/", "--node", second); !strings.Contains(out, "on "+second) {
+		t.Errorf("job upload --node: %q", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dirOn(second), "results", "cli.txt")); err != nil || string(b) != "from the cli\n" {
+		t.Errorf("the command line's upload on %s: %q, %v", second, b, err)
+	}
+	if out, errOut, code := cl.run(env, "job", "files", sid, "--node", "fm-c"); code == 0 || !strings.Contains(errOut, "not \"fm-c\"") {
+		t.Errorf("job files --node fm-c: exit %d, %q %q; want an error naming the machines", code, out, errOut)
+	}
+
+	// The page: the machines' links, and the upload form onto the one shown.
+	ctx := newTabFor(t, 2*time.Minute)
+	sc := newScreenChecker(t, ctx, srv.URL)
+	if err := sc.login("alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, vp := range viewports {
+		sc.log.take()
+		err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height),
+			chromedp.Navigate(fmt.Sprintf("%s/jobs/%d/files?root=job&path=results", srv.URL, id)), chromedp.WaitVisible("#file-machines"))
+		if err != nil {
+			t.Fatalf("files page at %s: %v", vp.name, err)
+		}
+		problems, err := sc.judge(vp, http.StatusOK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("files page at %s: %s", vp.name, p)
+		}
+		screenshot(t, ctx, "files-machines-"+vp.name)
+	}
+	err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`#file-machines a[href*="node=%s"]`, second)),
+		chromedp.WaitVisible(fmt.Sprintf(`#file-machines a[aria-current="page"][href*="node=%s"]`, second)))
+	var rows string
+	if err == nil {
+		rows, err = textOf(ctx, "#files")
+	}
+	if err != nil || !strings.Contains(rows, "cli.txt") {
+		t.Fatalf("the files page on %s after its link: %q, %v", second, rows, err)
+	}
+	up := filepath.Join(t.TempDir(), "from-page.txt")
+	if err := os.WriteFile(up, []byte("page to rank 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	note := ""
+	err = chromedp.Do(ctx, chromedp.SetUploadFiles(`#upload-file`, []string{up}), chromedp.Submit(`#files-upload`), chromedp.WaitVisible(`#file-uploaded`))
+	if err == nil {
+		note, err = textOf(ctx, "#file-machines")
+	}
+	if err != nil || !strings.Contains(note, second) {
+		t.Errorf("after the page's upload: %q, %v", note, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dirOn(second), "results", "from-page.txt")); err != nil || string(b) != "page to rank 1\n" {
+		t.Errorf("the page's upload on %s: %q, %v", second, b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dirOn(first), "results", "from-page.txt")); err == nil {
+		t.Errorf("the page's upload onto %s landed on %s", second, first)
+	}
+	if cur, err := textOf(ctx, `#file-machines a[aria-current="page"]`); err != nil || cur != second {
+		t.Errorf("the page after the upload shows %q (%v), want %s", cur, err, second)
+	}
+}

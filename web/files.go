@@ -29,9 +29,9 @@ import (
 // limit (agent --max-upload) is the one that counts.
 const fileBodyLimit = 64 << 30
 
-// fileRequest reads ?root=&path=.
+// fileRequest reads ?root=&path=&node=.
 func fileRequest(c echo.Context) app.FileRequest {
-	return app.FileRequest{Root: c.QueryParam("root"), Path: c.QueryParam("path")}
+	return app.FileRequest{Root: c.QueryParam("root"), Path: c.QueryParam("path"), Node: c.QueryParam("node")}
 }
 
 // apiJobFiles is GET /api/v1/jobs/:id/files: a folder's entries.
@@ -172,12 +172,13 @@ func (s *Server) uploadFilesForm(c echo.Context) error {
 		if msg := textProblem(name); msg != "" {
 			return drainUpload(c, badRequest("file: its name %s", msg))
 		}
-		root, dir := fields["root"], fields["path"]
-		e, err := s.app.UploadJobFile(c.Request().Context(), appActor(c), j.ID, app.FileRequest{Root: root, Path: dir + "/" + name}, -1, part)
+		at := fileAt{job: j.ID, node: fields["node"], root: fields["root"]}
+		dir := fields["path"]
+		e, err := s.app.UploadJobFile(c.Request().Context(), appActor(c), j.ID, app.FileRequest{Root: at.root, Path: dir + "/" + name, Node: at.node}, -1, part)
 		if err != nil {
 			return drainUpload(c, err)
 		}
-		return c.Redirect(http.StatusSeeOther, filesURL(j.ID, root, dir)+"&uploaded="+url.QueryEscape(e.Name))
+		return c.Redirect(http.StatusSeeOther, at.files(dir)+"&uploaded="+url.QueryEscape(e.Name))
 	}
 }
 
@@ -193,14 +194,41 @@ func drainUpload(c echo.Context, err error) error {
 	return err
 }
 
-// filesURL is the files page of folder p of root of job id.
-func filesURL(id int64, root, p string) string {
-	return fmt.Sprintf("/jobs/%d/files?", id) + url.Values{"root": {cmpRoot(root)}, "path": {p}}.Encode()
+// fileAt is a root of a job's files on one of its machines, for links:
+// node "" is the job's first machine, and is what a job on one machine
+// links with.
+type fileAt struct {
+	job        int64
+	node, root string
 }
 
-// fileURL is the link that does op (content, archive) to p of root.
-func fileURL(id int64, op, root, p string) string {
-	return fmt.Sprintf("/jobs/%d/files/%s?", id, op) + url.Values{"root": {cmpRoot(root)}, "path": {p}}.Encode()
+// query is ?root=&path=[&node=] of folder or file p.
+func (at fileAt) query(p string) string {
+	q := url.Values{"root": {cmpRoot(at.root)}, "path": {p}}
+	if at.node != "" {
+		q.Set("node", at.node)
+	}
+	return q.Encode()
+}
+
+// files is the files page of folder p.
+func (at fileAt) files(p string) string {
+	return fmt.Sprintf("/jobs/%d/files?", at.job) + at.query(p)
+}
+
+// op is the link that does op (content, archive) to p.
+func (at fileAt) op(op, p string) string {
+	return fmt.Sprintf("/jobs/%d/files/%s?", at.job, op) + at.query(p)
+}
+
+// listingAt is where listing l is: its machine named only for a job
+// on several.
+func listingAt(l *api.FileListing) fileAt {
+	at := fileAt{job: l.Job, root: l.Root}
+	if len(l.Nodes) > 1 {
+		at.node = l.Node
+	}
+	return at
 }
 
 func cmpRoot(root string) string {
@@ -218,7 +246,7 @@ func (s *Server) jobFilesPage(c echo.Context) error {
 	}
 	req := fileRequest(c)
 	req.Root = cmpRoot(req.Root)
-	f := templates.FilesView{JobID: j.ID, JobName: j.Name, Root: req.Root, Path: ".", Uploaded: c.QueryParam("uploaded")}
+	f := templates.FilesView{JobID: j.ID, JobName: j.Name, Root: req.Root, Path: ".", Uploaded: c.QueryParam("uploaded"), Node: req.Node, LinkNode: req.Node}
 	if p, err := jobfiles.CleanPath(req.Path); err == nil {
 		f.Path = p
 	}
@@ -234,19 +262,25 @@ func (s *Server) jobFilesPage(c echo.Context) error {
 		if k == app.Conflict {
 			status = http.StatusOK // it has not run: nothing is wrong
 		}
-		f.Roots = []templates.FileLink{{Name: req.Root, URL: filesURL(j.ID, req.Root, ""), Current: true}}
+		f.Roots = []templates.FileLink{{Name: req.Root, URL: fileAt{job: j.ID, node: req.Node, root: req.Root}.files(""), Current: true}}
 	}
-	f.Crumbs = fileCrumbs(j.ID, f.Root, f.Path)
+	f.Crumbs = fileCrumbs(fileAt{job: j.ID, node: f.LinkNode, root: f.Root}, f.Path)
 	return s.render(c, status, templates.JobFilesPage(page(c, fmt.Sprintf("Files of job %d", j.ID), "jobs"), f))
 }
 
 // filesView fills f from listing l.
 func filesView(l *api.FileListing, f *templates.FilesView) {
-	f.Node, f.Path, f.Truncated, f.CanUpload = l.Node, l.Path, l.Truncated, l.CanUpload
+	at := listingAt(l)
+	f.Node, f.LinkNode, f.Path, f.Truncated, f.CanUpload = l.Node, at.node, l.Path, l.Truncated, l.CanUpload
 	f.UploadLimit, f.ArchiveLimit = jobfiles.FormatBytes(l.MaxUploadBytes), jobfiles.FormatBytes(l.MaxArchiveBytes)
-	f.ArchiveURL = fileURL(l.Job, "archive", l.Root, l.Path)
+	f.ArchiveURL = at.op("archive", l.Path)
 	for _, r := range l.Roots {
-		f.Roots = append(f.Roots, templates.FileLink{Name: r, URL: filesURL(l.Job, r, ""), Current: r == l.Root})
+		f.Roots = append(f.Roots, templates.FileLink{Name: r, URL: fileAt{job: l.Job, node: at.node, root: r}.files(""), Current: r == l.Root})
+	}
+	if len(l.Nodes) > 1 {
+		for _, n := range l.Nodes {
+			f.Machines = append(f.Machines, templates.FileLink{Name: n, URL: fileAt{job: l.Job, node: n, root: l.Root}.files(l.Path), Current: n == l.Node})
+		}
 	}
 	f.Rows = fileRows(l)
 }
@@ -254,29 +288,30 @@ func filesView(l *api.FileListing, f *templates.FilesView) {
 // fileRows are l's entries as rows that open folders and download files.
 func fileRows(l *api.FileListing) []templates.FileRow {
 	rows := make([]templates.FileRow, 0, len(l.Entries))
+	at := listingAt(l)
 	for _, e := range l.Entries {
 		p := path.Join(l.Path, e.Name)
 		r := templates.FileRow{Name: e.Name, Type: e.Type, Target: e.Target, Modified: e.ModTime.Local().Format(timeLayout)}
 		switch e.Type {
 		case jobfiles.TypeDir:
-			r.URL, r.ArchiveURL, r.Size = filesURL(l.Job, l.Root, p), fileURL(l.Job, "archive", l.Root, p), "—"
+			r.URL, r.ArchiveURL, r.Size = at.files(p), at.op("archive", p), "—"
 		case jobfiles.TypeFile:
-			r.URL, r.Size = fileURL(l.Job, "content", l.Root, p), jobfiles.FormatBytes(e.Size)
+			r.URL, r.Size = at.op("content", p), jobfiles.FormatBytes(e.Size)
 		}
 		rows = append(rows, r)
 	}
 	return rows
 }
 
-// fileCrumbs link each folder from root down to p.
-func fileCrumbs(id int64, root, p string) []templates.FileLink {
-	crumbs := []templates.FileLink{{Name: root + ":", URL: filesURL(id, root, ""), Current: p == "."}}
+// fileCrumbs link each folder from at's root down to p.
+func fileCrumbs(at fileAt, p string) []templates.FileLink {
+	crumbs := []templates.FileLink{{Name: at.root + ":", URL: at.files(""), Current: p == "."}}
 	if p == "." {
 		return crumbs
 	}
 	parts := strings.Split(p, "/")
 	for i, name := range parts {
-		crumbs = append(crumbs, templates.FileLink{Name: name, URL: filesURL(id, root, strings.Join(parts[:i+1], "/")), Current: i == len(parts)-1})
+		crumbs = append(crumbs, templates.FileLink{Name: name, URL: at.files(strings.Join(parts[:i+1], "/")), Current: i == len(parts)-1})
 	}
 	return crumbs
 }
@@ -288,8 +323,8 @@ func (s *Server) jobCheckpointsPart(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := templates.CheckpointsView{JobID: id, BrowseURL: filesURL(id, jobfiles.JobRoot, jobfiles.CheckpointDir),
-		ArchiveURL: fileURL(id, "archive", jobfiles.JobRoot, jobfiles.CheckpointDir)}
+	at := fileAt{job: id, root: jobfiles.JobRoot}
+	v := templates.CheckpointsView{JobID: id, BrowseURL: at.files(jobfiles.CheckpointDir), ArchiveURL: at.op("archive", jobfiles.CheckpointDir)}
 	l, err := s.app.JobCheckpoints(c.Request().Context(), appActor(c), id)
 	switch k := app.KindOf(err); {
 	case err == nil && l != nil:

@@ -1174,8 +1174,11 @@ type FileListing struct {
 	MaxArchiveBytes int64       `json:"max_archive_bytes"`
 	MaxUploadBytes  int64       `json:"max_upload_bytes"`
 
-	// Node the machine the folder is on: where the job's current or last run ran
+	// Node the machine the folder is on: one of nodes, the one asked for (?node=), else the first
 	Node string `json:"node"`
+
+	// Nodes the machines of the job's current or last run, rank 0 first; each has its own job folder, named by ?node=
+	Nodes []string `json:"nodes"`
 
 	// Path the folder in root, . for root itself
 	Path string `json:"path"`
@@ -2376,6 +2379,9 @@ type ListJobFilesParams struct {
 
 	// Path the folder in root; empty or / for root itself
 	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// Node the machine, one of those the job runs (or ran last) on, each of which has its own job folder (a job on several machines: FileListing.nodes); default: the first of them, rank 0's. A machine it did not run on is a 400 naming those it did.
+	Node *string `form:"node,omitempty" json:"node,omitempty"`
 }
 
 // DownloadJobFolderParams defines parameters for DownloadJobFolder.
@@ -2385,6 +2391,9 @@ type DownloadJobFolderParams struct {
 
 	// Path the folder in root; empty or / for root itself
 	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// Node the machine, one of those the job runs (or ran last) on, each of which has its own job folder (a job on several machines: FileListing.nodes); default: the first of them, rank 0's. A machine it did not run on is a 400 naming those it did.
+	Node *string `form:"node,omitempty" json:"node,omitempty"`
 }
 
 // DownloadJobFileParams defines parameters for DownloadJobFile.
@@ -2394,6 +2403,9 @@ type DownloadJobFileParams struct {
 
 	// Path the file in root
 	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// Node the machine, one of those the job runs (or ran last) on, each of which has its own job folder (a job on several machines: FileListing.nodes); default: the first of them, rank 0's. A machine it did not run on is a 400 naming those it did.
+	Node *string `form:"node,omitempty" json:"node,omitempty"`
 }
 
 // UploadJobFileParams defines parameters for UploadJobFile.
@@ -2403,6 +2415,9 @@ type UploadJobFileParams struct {
 
 	// Path the file to write, in root
 	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// Node the machine, one of those the job runs (or ran last) on, each of which has its own job folder (a job on several machines: FileListing.nodes); default: the first of them, rank 0's. A machine it did not run on is a 400 naming those it did.
+	Node *string `form:"node,omitempty" json:"node,omitempty"`
 }
 
 // KeepJobAliveJSONBody defines parameters for KeepJobAlive.
@@ -5170,6 +5185,18 @@ func NewListJobFilesRequest(server string, id JobID, params *ListJobFilesParams)
 
 		}
 
+		if params.Node != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "node", *params.Node, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -5234,6 +5261,18 @@ func NewDownloadJobFolderRequest(server string, id JobID, params *DownloadJobFol
 		if params.Path != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Node != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "node", *params.Node, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5316,6 +5355,18 @@ func NewDownloadJobFileRequest(server string, id JobID, params *DownloadJobFileP
 
 		}
 
+		if params.Node != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "node", *params.Node, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -5380,6 +5431,18 @@ func NewUploadJobFileRequestWithBody(server string, id JobID, params *UploadJobF
 		if params.Path != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Node != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "node", *params.Node, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
