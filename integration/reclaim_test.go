@@ -33,10 +33,18 @@ type reclaimJob struct {
 // team, and accounting's reclaimed GPU-hours equal them.
 func TestIdleReclaim(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
-	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-after", "3s", "--idle-reclaim-grace", "3s")
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x1x80", "--idle-after", "3s", "--idle-reclaim-grace", "3s",
+		"--webhook-allow", webhookAllow)
 	admin := newAPI(t, srv.URL, "admin", "dev")
 	alice := newAPI(t, srv.URL, "alice", "dev") // vision
 	bob := newAPI(t, srv.URL, "bob", "dev")     // nlp
+	// vision's lead chose to be told of idle jobs: the team's too.
+	leadHook := newHook(t, "lead-secret", func(int) int { return http.StatusOK })
+	lead := newAPI(t, srv.URL, "lead", "dev")
+	if st := lead.do(http.MethodPut, "/api/v1/me/notifications", map[string]any{"webhook_url": leadHook.srv.URL + "/hook",
+		"webhook_secret": "lead-secret", "events": []string{"idle"}}, nil); st != http.StatusOK {
+		t.Fatalf("the lead's notification settings: %d", st)
+	}
 	// Leads and admins set the policy; members may not.
 	if st := alice.do(http.MethodPut, "/api/v1/teams/vision/idle-policy", map[string]any{"reclaim_batch": true}, nil); st != http.StatusForbidden {
 		t.Errorf("a member set the idle policy: status %d, want 403", st)
@@ -54,6 +62,13 @@ func TestIdleReclaim(t *testing.T) {
 		alice.do(http.MethodGet, path, nil, &j)
 		return j.Idle != nil && j.Idle.ReclaimAt != nil
 	})
+	// Its team's lead is told, by the webhook the lead set, naming the
+	// job and its owner.
+	eventually(t, 15*time.Second, "the lead's idle notification", func() bool { return len(leadHook.requests()) > 0 })
+	if r := leadHook.requests()[0]; !r.verified || !strings.Contains(r.body, `"event":"idle"`) ||
+		!strings.Contains(r.body, fmt.Sprintf("Job %d (idle) of alice holds idle GPUs", idleID)) {
+		t.Errorf("the lead's idle notification: %+v", r)
+	}
 	b := newBrowser(t, srv.URL)
 	b.login("alice", "dev")
 	page := fmt.Sprintf("/jobs/%d", idleID)

@@ -564,31 +564,61 @@ func (s *Store) PruneNotifications(ctx context.Context, before time.Time) (int64
 	return res.RowsAffected, nil
 }
 
-// EnqueueIdleNotification queues, by each channel of j's owner who chose
-// EventIdle, the warning that run of j is idle and will be reclaimed at
-// reclaimAt: once per run. It returns how many it queued.
+// EnqueueIdleNotification queues the warning that run of j is idle and
+// will be reclaimed at reclaimAt, once per run, by each channel of j's
+// owner and of each lead of j's team (enabled accounts), of those who
+// chose EventIdle: a lead answers for the team's GPUs, and may keep the
+// job alive or ask its owner. It returns how many it queued.
 func (s *Store) EnqueueIdleNotification(ctx context.Context, j *Job, reclaimAt, now time.Time) (int, error) {
-	u, err := s.UserByName(ctx, j.User)
+	owner, err := s.UserByName(ctx, j.User)
 	if err != nil {
 		return 0, fmt.Errorf("idle notification of job %d: %w", j.ID, err)
 	}
-	n, err := s.NotificationSettings(ctx, u.ID)
-	if err != nil {
-		return 0, err
+	recipients := []User{*owner}
+	if j.Team != "" {
+		var leads []User
+		err := s.db.WithContext(ctx).Where("role = ? AND team = ? AND disabled_at IS NULL AND id <> ?", RoleLead, j.Team, owner.ID).
+			Order("id").Find(&leads).Error
+		if err != nil {
+			return 0, fmt.Errorf("idle notification of job %d: the leads of team %s: %w", j.ID, j.Team, err)
+		}
+		recipients = append(recipients, leads...)
 	}
-	if !n.Wants(EventIdle) {
+	type send struct {
+		user     int64
+		channels []string
+		suffix   string // of the dedupe key: "" for the owner's
+	}
+	var sends []send
+	for i, u := range recipients {
+		n, err := s.NotificationSettings(ctx, u.ID)
+		if err != nil {
+			return 0, err
+		}
+		if !n.Wants(EventIdle) {
+			continue
+		}
+		suffix := ""
+		if i > 0 {
+			suffix = fmt.Sprintf(":lead:%d", u.ID)
+		}
+		sends = append(sends, send{u.ID, n.channels(), suffix})
+	}
+	if len(sends) == 0 {
 		return 0, nil
 	}
 	detail := "its GPUs are idle: it will be stopped at " + reclaimAt.UTC().Format(time.RFC3339) + " unless they work again or it is kept alive"
 	queued := 0
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for _, ch := range n.channels() {
-			added, err := insertNotification(tx, u.ID, j.ID, 0, EventIdle, ch, detail, now, fmt.Sprintf("idle:%d:%d:%s", j.ID, j.Run, ch))
-			if err != nil {
-				return err
-			}
-			if added {
-				queued++
+		for _, sd := range sends {
+			for _, ch := range sd.channels {
+				added, err := insertNotification(tx, sd.user, j.ID, 0, EventIdle, ch, detail, now, fmt.Sprintf("idle:%d:%d:%s%s", j.ID, j.Run, ch, sd.suffix))
+				if err != nil {
+					return err
+				}
+				if added {
+					queued++
+				}
 			}
 		}
 		return nil

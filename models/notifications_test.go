@@ -316,6 +316,88 @@ func TestIdleNotificationsAndKeepAlive(t *testing.T) {
 	})
 }
 
+// TestIdleNotificationToLeads: the leads of a job's team who chose the
+// idle event are told of its idle GPUs too, once per run each, beside
+// its owner; a disabled lead, another team's lead and a lead who did not
+// choose the event are not.
+func TestIdleNotificationToLeads(t *testing.T) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		for _, tm := range []string{"vision", "nlp"} {
+			if _, err := s.CreateTeam(ctx, tm, 4); err != nil {
+				t.Fatal(err)
+			}
+		}
+		users := map[string]*models.User{}
+		for _, u := range []struct {
+			name, team string
+			role       models.Role
+			events     []string
+		}{
+			{"carol", "vision", models.RoleResearcher, nil},
+			{"vlead", "vision", models.RoleLead, []string{models.EventIdle}},
+			{"vlead2", "vision", models.RoleLead, []string{models.EventIdle}},
+			{"quiet", "vision", models.RoleLead, []string{models.EventFailed}},
+			{"gone", "vision", models.RoleLead, []string{models.EventIdle}},
+			{"nlead", "nlp", models.RoleLead, []string{models.EventIdle}},
+		} {
+			nu, err := s.CreateUser(ctx, u.name, "password1", u.role, u.team)
+			if err != nil {
+				t.Fatal(err)
+			}
+			users[u.name] = nu
+			if u.events != nil {
+				set := &models.NotificationSettings{UserID: nu.ID, Email: u.name + "@example.org", WebhookURL: "https://example.org/" + u.name, Events: u.events}
+				if err := s.SetNotificationSettings(ctx, set, t0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := s.DisableUser(ctx, "gone", "admin", t0); err != nil {
+			t.Fatal(err)
+		}
+		j := &models.Job{Name: "nb", Team: "vision", User: "carol", GPUs: 1, SimDuration: 60, SubmittedAt: t0}
+		if err := s.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkStarted(ctx, j.ID, []string{"n1:0"}, t0); err != nil {
+			t.Fatal(err)
+		}
+		j, err := s.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// carol chose nothing: the two leads who chose it, by both channels.
+		for i, want := range []int{4, 0} {
+			if k, err := s.EnqueueIdleNotification(ctx, j, t0.Add(time.Hour), t0); err != nil || k != want {
+				t.Errorf("warning %d: queued %d, %v; want %d", i, k, err, want)
+			}
+		}
+		for name, want := range map[string]int{"carol": 0, "vlead": 2, "vlead2": 2, "quiet": 0, "gone": 0, "nlead": 0} {
+			ns, err := s.Notifications(ctx, users[name].ID, 10)
+			if err != nil || len(ns) != want {
+				t.Errorf("%s: %d notifications (%v), want %d", name, len(ns), err, want)
+			}
+			for _, n := range ns {
+				if n.Event != models.EventIdle || n.JobID != j.ID || !strings.Contains(n.Detail, "it will be stopped at") {
+					t.Errorf("%s: %+v", name, n)
+				}
+			}
+		}
+		// The job's next run is warned anew; carol, now choosing it, too.
+		set := &models.NotificationSettings{UserID: users["carol"].ID, WebhookURL: "https://example.org/carol", Events: models.Strings{models.EventIdle}}
+		if err := s.SetNotificationSettings(ctx, set, t0); err != nil {
+			t.Fatal(err)
+		}
+		j.Run++
+		if k, err := s.EnqueueIdleNotification(ctx, j, t0.Add(time.Hour), t0); err != nil || k != 5 {
+			t.Errorf("the next run: queued %d, %v; want 5 (carol's webhook, both leads' two channels)", k, err)
+		}
+	})
+}
+
 // TestTeamIdleRule: a team's own idle threshold and time round-trip (0:
 // the server's, which a new team has), and the store refuses a rule
 // core/idle would not take.

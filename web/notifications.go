@@ -81,7 +81,11 @@ func (s *Server) notificationsView(c echo.Context, form *api.NotificationSetting
 		}
 	}
 	for _, e := range st.AvailableEvents {
-		v.Events = append(v.Events, templates.EventChoice{Name: e, Label: eventLabel(e), Chosen: slices.Contains(chosen, e)})
+		label := eventLabel(e)
+		if e == app.EventIdle && appActor(c).User.Role == app.RoleLead {
+			label += " (your team's jobs too)" // models.Store.EnqueueIdleNotification
+		}
+		v.Events = append(v.Events, templates.EventChoice{Name: e, Label: label, Chosen: slices.Contains(chosen, e)})
 	}
 	v.Deliveries = deliveryRows(st.Deliveries)
 	return v, nil
