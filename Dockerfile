@@ -54,6 +54,9 @@ COPY . .
 ARG VERSION=dev
 ARG REVISION=
 RUN CGO_ENABLED=1 go build -tags nvml -ldflags "-X github.com/gpuportal/gpuportal/core/buildinfo.version=${VERSION} -X github.com/gpuportal/gpuportal/core/buildinfo.revision=${REVISION}" -o /out/gpuportal ./cmd/gpuportal
+# srun for container jobs: static (no cgo), since it runs in the jobs'
+# images, not on this base (docs/slurm.md, "srun inside a job").
+RUN CGO_ENABLED=0 go build -o /out/gpuportal-srun ./cmd/gpuportal-srun
 
 # The agent: root, because it starts each job as its owner's Unix account
 # (--run-as owner: setuid/setgid to the owner, who may not be root), writes
@@ -76,6 +79,8 @@ LABEL org.opencontainers.image.title="gpuportal-agent" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}"
 COPY --from=build /out/gpuportal /usr/local/bin/gpuportal
+# Beside the agent's binary, where the agent finds it.
+COPY --from=build /out/gpuportal-srun /usr/local/bin/gpuportal-srun
 USER root
 WORKDIR /var/lib/gpuportal-agent
 # Jobs' work folders, output and checkpoints; keep them across restarts.

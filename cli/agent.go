@@ -51,6 +51,7 @@ type agentFlags struct {
 	passEnv             []string
 	containerRuntime    string // podman or docker; "": no container jobs
 	containerNetwork    agent.ContainerNetwork
+	containerSrun       string // a static srun for container jobs; "": found (agent.FindContainerSrun)
 	advertiseAddr       string
 	dataPaths           []jobfiles.Root // besides each job's folder (docs/files.md)
 	fileLimits          jobfiles.Limits
@@ -116,6 +117,7 @@ func (f *agentFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	fs.BoolVar(&f.cgroups, "cgroups", true, "enforce jobs' CPU and memory allocations with cgroups where they are writable, and profile jobs' CPU sensitivity (docs/synergy.md)")
 	fs.BoolVar(&f.monitorOnly, "monitor-only", false, "only watch this machine's GPUs and stream their samples, starting no jobs: for Slurm nodes under serve --executor slurm (docs/slurm.md)")
 	fs.StringVar(&f.containerRuntime, "container-runtime", "", "run jobs that name a container image with this runtime: podman (the reference) or docker, or a path to one; empty: such jobs are refused (docs/agents.md, Container jobs)")
+	fs.StringVar(&f.containerSrun, "container-srun", "", "a statically linked srun (CGO_ENABLED=0 go build ./cmd/gpuportal-srun) to mount into container jobs at "+agent.ContainerSrunPath+"; default: "+agent.SrunBinary+" beside this binary, or this binary if it is static (docs/slurm.md, srun inside a job)")
 	fs.Var(&f.containerNetwork, "container-network", "the network of container jobs: private (each its own; a session's port is published on this machine's loopback only) or host (this machine's, as a command job's); docs/agents.md, Container jobs")
 	fs.BoolVar(&f.check, "check", false, "only check that a server at --server answers GET /readyz, and exit: 0 when one does, 1 when none does (the agent image's HEALTHCHECK); needs no token")
 	passEnv := fs.String("pass-env", "", "variables of this agent's environment that jobs get besides the minimal one (PATH, HOME, USER, LANG, LC_*, TZ, ...), comma-separated, such as LD_LIBRARY_PATH,NCCL_SOCKET_IFNAME; nothing else of the agent's environment reaches a job")
@@ -160,6 +162,9 @@ func (f *agentFlags) register(pfs *pflag.FlagSet) (check func() error) {
 		}
 		if f.containerNetwork == agent.NetworkHost && f.containerRuntime == "" {
 			return errors.New("agent: --container-network host needs --container-runtime")
+		}
+		if f.containerSrun != "" && f.containerRuntime == "" {
+			return errors.New("agent: --container-srun needs --container-runtime")
 		}
 		faults, err := gpu.ParseSimFaults(*simFaults)
 		if err != nil {
@@ -345,6 +350,9 @@ func runAgent(ctx context.Context, f agentFlags, stdout, stderr io.Writer) error
 			return fmt.Errorf("agent: --container-runtime %w", err)
 		}
 		containers = &agent.ContainerConfig{Runtime: f.containerRuntime, CDI: agent.HasNvidiaCDI(agent.CDISpecDirs), Network: f.containerNetwork}
+		if containers.Srun, err = agent.ContainerSrun(f.containerSrun, log); err != nil {
+			return fmt.Errorf("agent: --container-srun: %w", err)
+		}
 		if f.gpus == "nvml" && !containers.CDI {
 			return fmt.Errorf("agent: --container-runtime %s: no CDI spec of this machine's GPUs in %s, so containers could not be given only their jobs' GPUs: generate it with the NVIDIA container toolkit (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)",
 				f.containerRuntime, strings.Join(agent.CDISpecDirs, " or "))

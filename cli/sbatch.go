@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/cli/srun"
 	"github.com/gpuportal/gpuportal/core/sbatch"
 	"github.com/spf13/cobra"
 )
@@ -165,11 +166,11 @@ func sbatchResources(req *api.SubmitRequest, o sbatch.Options, set map[string]bo
 			note("%d tasks a machine, one per GPU: the script runs once per GPU, each with its RANK and LOCAL_RANK (--tasks-per-gpu)", perNode)
 		} else {
 			// As Slurm's allocation says it (SLURM_TASKS_PER_NODE), for
-			// the script's srun steps to start as many (cli.Srun).
+			// the script's srun steps to start as many (package cli/srun).
 			if req.Env == nil {
 				req.Env = map[string]string{}
 			}
-			req.Env[srunTasksVar] = fmt.Sprintf("%d(x%d)", perNode, nodes)
+			req.Env[srun.TasksVar] = fmt.Sprintf("%d(x%d)", perNode, nodes)
 			note("%d tasks a machine: the script runs once a machine, and each srun step in it starts %d there", perNode, perNode)
 		}
 	}

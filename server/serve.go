@@ -766,6 +766,10 @@ func startLocalAgents(ctx context.Context, f serveFlags, cluster gpu.SimCluster,
 			return fmt.Errorf("serve: --container-runtime %w", err)
 		}
 		containers = &agent.ContainerConfig{Runtime: f.containerRuntime, Network: f.containerNetwork} // simulated GPUs: no devices
+		// srun for their jobs: gpuportal-srun beside this binary, if there.
+		if containers.Srun, err = agent.ContainerSrun("", log); err != nil {
+			return fmt.Errorf("serve: srun for container jobs: %w", err)
+		}
 		log.Info("the built-in agents' container jobs run with "+f.containerRuntime, "version", v)
 	}
 	// The watchdog stops the built-in agents' jobs, every process of

@@ -468,6 +468,15 @@ func TestDockerfile(t *testing.T) {
 	if !stageRuns(agentStage, "apt-get install", "podman") {
 		t.Error("Dockerfile: the agent stage does not install podman (container jobs)")
 	}
+	// Container jobs' srun: built static, beside the agent's binary.
+	if !stageRuns(build, "CGO_ENABLED=0", "go build", "-o /out/gpuportal-srun", "./cmd/gpuportal-srun") {
+		t.Error("Dockerfile: the build stage does not build gpuportal-srun without cgo (CGO_ENABLED=0 go build -o /out/gpuportal-srun ./cmd/gpuportal-srun)")
+	}
+	if !slices.ContainsFunc(agentStage, func(s dockerStep) bool {
+		return s.cmd == "COPY" && s.args == "--from=build /out/gpuportal-srun /usr/local/bin/gpuportal-srun"
+	}) {
+		t.Error("Dockerfile: the agent stage does not put gpuportal-srun beside gpuportal (COPY --from=build /out/gpuportal-srun /usr/local/bin/gpuportal-srun)")
+	}
 	checkHealth("agent", agentStage, "")
 }
 

@@ -12,15 +12,16 @@ import (
 	"syscall"
 
 	"github.com/gpuportal/gpuportal/cli"
+	"github.com/gpuportal/gpuportal/cli/srun"
 	"github.com/gpuportal/gpuportal/server"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int
-	if filepath.Base(os.Args[0]) == cli.SrunName {
+	if filepath.Base(os.Args[0]) == srun.Name {
 		// Started as srun inside a job (the agent's link to this binary).
-		code = cli.Srun(ctx, os.Args[1:], os.Stderr)
+		code = srun.Main(ctx, os.Args[1:], os.Stderr)
 	} else {
 		code = cli.Main(ctx, os.Args[1:], server.Define)
 	}

@@ -58,6 +58,9 @@ type ContainerConfig struct {
 	// Network is the containers' network: private (the default) or the
 	// machine's (agent --container-network host).
 	Network ContainerNetwork
+	// Srun is a static srun (FindContainerSrun) mounted read-only into
+	// every container at ContainerSrunPath; "": containers get none.
+	Srun string
 }
 
 // ContainerNetwork is the network container jobs get (agent
@@ -175,6 +178,9 @@ type containerRun struct {
 	// ("" without cgroups).
 	CgroupParent string
 	Grace        time.Duration
+	// Srun is the machine's static srun, mounted at ContainerSrunPath; ""
+	// for none.
+	Srun string
 	// Network is the container's network; Publish a session's port,
 	// published on the machine's loopback when the network is private (0:
 	// none).
@@ -228,6 +234,9 @@ func containerArgs(r containerRun) []string {
 	args = append(args, "--volume", r.JobDir+":"+r.JobDir, "--workdir", cmp.Or(r.Workdir, r.JobDir))
 	if r.Gate != "" {
 		args = append(args, "--volume", r.Gate+":"+r.Gate)
+	}
+	if r.Srun != "" {
+		args = append(args, "--volume", r.Srun+":"+ContainerSrunPath+":ro")
 	}
 	for _, d := range r.CDI {
 		args = append(args, "--device", d)
@@ -334,7 +343,7 @@ func (a *Local) startContainer(s job.Spec, r *run, ra *runAs, log *os.File, extr
 	cr := containerRun{
 		Kind: cc.kind(), Name: containerName(a.cfg.Name, ref), Agent: a.agentLabel(),
 		Image: s.Image, Argv: s.Command, JobDir: a.jobDir(s.JobID), Workdir: jobWorkdir(a.jobDir(s.JobID), s.Dir),
-		CgroupParent: cgroupParent, Grace: a.cfg.Grace,
+		CgroupParent: cgroupParent, Grace: a.cfg.Grace, Srun: cc.Srun,
 		UID: os.Geteuid(), GID: os.Getegid(),
 		Network: cc.Network, Publish: r.sessionPort, ShmMiB: a.jobMemMiB(s),
 	}

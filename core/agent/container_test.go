@@ -52,6 +52,8 @@ func TestContainerArgs(t *testing.T) {
 			[]string{"--userns=keep-id"}, nil},
 		{"the gate's socket mounted", func(r *containerRun) { r.Gate = "/work/gate.sock" },
 			[]string{"--volume", "/work/gate.sock:/work/gate.sock"}, nil},
+		{"the machine's static srun mounted, read-only, where the image's PATH finds it", func(r *containerRun) { r.Srun = "/usr/local/bin/gpuportal-srun" },
+			[]string{"--volume", "/work/jobs/7:/work/jobs/7", "--volume", "/usr/local/bin/gpuportal-srun:/usr/local/bin/srun:ro", "localhost/train:1"}, nil},
 		{"values on the command line, secrets by name", func(r *containerRun) {
 			r.Values, r.Names = []string{"HOME=/work/jobs/7"}, []string{"GPUPORTAL_GATE_TOKEN"}
 		}, []string{"--env", "HOME=/work/jobs/7", "--env", "GPUPORTAL_GATE_TOKEN", "localhost/train:1"}, nil},

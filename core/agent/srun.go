@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +14,7 @@ import (
 // Slurm's srun inside a job. A Slurm batch script runs its steps with
 // srun ("srun python train.py"); a gpuportal job already runs as a Slurm
 // step's tasks would (once a machine, or once a GPU with a process per
-// GPU), so srun there runs the step as those tasks (cli.Srun). The agent
+// GPU), so srun there runs the step as those tasks (package cli/srun). The agent
 // puts a program of that name first on each command job's PATH: a link,
 // in a folder of the agent's own (WORK/bin, which no job may write), to
 // the agent's binary, which acts as srun when started under that name.
@@ -95,4 +97,79 @@ func (a *Local) setupSrun() string {
 		}
 	}
 	return dir
+}
+
+// Container jobs run in their image, whose libraries are not the
+// machine's: srun there is a static binary of its own (cmd/gpuportal-srun),
+// which the agent mounts read-only at ContainerSrunPath, a folder on the
+// PATH of almost every image.
+const (
+	// ContainerSrunPath is where a container job finds srun.
+	ContainerSrunPath = "/usr/local/bin/srun"
+	// SrunBinary is the static srun's name, looked for beside the agent's
+	// binary.
+	SrunBinary = "gpuportal-srun"
+)
+
+// FindContainerSrun returns the static srun to mount into container jobs:
+// file when given (an error when it is not a static executable), else
+// SrunBinary beside the agent's binary exe, else exe itself when it is
+// static. It returns "" and why when there is none.
+func FindContainerSrun(file, exe string) (found, why string, err error) {
+	if file != "" {
+		if err := staticExecutable(file); err != nil {
+			return "", "", err
+		}
+		return file, "", nil
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "", "", fmt.Errorf("the agent's binary: %w", err)
+	}
+	beside := filepath.Join(filepath.Dir(exe), SrunBinary)
+	besideErr := staticExecutable(beside)
+	if besideErr == nil {
+		return beside, "", nil
+	}
+	if staticExecutable(exe) == nil {
+		return exe, "", nil
+	}
+	return "", fmt.Sprintf("the agent's binary is linked dynamically, so it may not run in an image, and %v", besideErr), nil
+}
+
+// ContainerSrun is FindContainerSrun for this process's binary: what
+// ContainerConfig.Srun should be, warning in log when there is none.
+func ContainerSrun(file string, log *slog.Logger) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("this binary: %w", err)
+	}
+	srun, why, err := FindContainerSrun(file, exe)
+	if err == nil && srun == "" {
+		log.Warn("container jobs will find no srun: install "+SrunBinary+" beside this binary or name one with --container-srun", "why", why)
+	}
+	return srun, err
+}
+
+// staticExecutable checks that path is a regular file that all may run,
+// an ELF executable with no interpreter (no dynamic loader, so no library
+// of the machine's).
+func staticExecutable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 != 0o111 {
+		return fmt.Errorf("%s: not an executable file that every account may run (mode %v)", path, st.Mode())
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: not an executable: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is linked dynamically: build it with CGO_ENABLED=0", path)
+		}
+	}
+	return nil
 }

@@ -92,6 +92,10 @@ func main() {
 // pulled) and returns its name: a root file system of the machine's
 // static busybox with Applets, and /bin/setpgid (setpgidSource, built
 // static). The tag is a hash of its files, so later runs find it built.
+// imagePath is the test image's PATH, as a Debian image's (whose
+// /usr/local/bin is where the agent mounts srun); only /bin has files.
+const imagePath = "/usr/local/bin:/usr/bin:/bin"
+
 func Image(t testing.TB, conf string) string {
 	t.Helper()
 	bb, err := os.ReadFile(Busybox)
@@ -100,7 +104,7 @@ func Image(t testing.TB, conf string) string {
 	}
 	setpgid := buildSetpgid(t)
 	sum := sha256.New()
-	for _, b := range [][]byte{bb, []byte(strings.Join(Applets, ",")), setpgid} {
+	for _, b := range [][]byte{bb, []byte(strings.Join(Applets, ",")), setpgid, []byte(imagePath)} {
 		fmt.Fprintf(sum, "%d:", len(b))
 		sum.Write(b)
 	}
@@ -137,7 +141,7 @@ func Image(t testing.TB, conf string) string {
 	if err := os.WriteFile(tarball, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Podman(t, conf, "import", "--change", `CMD ["/bin/sh"]`, "--change", "ENV PATH=/bin", tarball, name); err != nil {
+	if _, err := Podman(t, conf, "import", "--change", `CMD ["/bin/sh"]`, "--change", "ENV PATH="+imagePath, tarball, name); err != nil {
 		t.Fatalf("import the test image: %v", err)
 	}
 	return name

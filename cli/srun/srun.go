@@ -1,4 +1,7 @@
-package cli
+// Package srun is Slurm's srun inside a gpuportal job: the program the
+// agent gives jobs under that name (gpuportal's binary started as srun,
+// and cmd/gpuportal-srun, static, for container jobs).
+package srun
 
 import (
 	"context"
@@ -74,12 +77,12 @@ var srunRefused = map[string]struct{ short, why string }{
 	"jobid":    {"", "srun runs inside its own job only"},
 }
 
-// SrunName is the name under which gpuportal's binary is srun (main).
-const SrunName = agent.SrunCommand
+// Name is the name under which gpuportal's binary is srun (main).
+const Name = agent.SrunCommand
 
-// Srun is srun inside a job: it runs args (OPTIONS... COMMAND...) and
+// Main is srun inside a job: it runs args (OPTIONS... COMMAND...) and
 // returns the exit code, having said why on stderr where it ran nothing.
-func Srun(ctx context.Context, args []string, stderr io.Writer) int {
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	o, argv, err := parseSrun(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "srun: error: %v\n", err)
@@ -91,7 +94,7 @@ func Srun(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	if o.ntasks == 0 && o.perNode == 0 {
-		o.perNode = allocatedPerNode(os.Getenv(srunTasksVar))
+		o.perNode = allocatedPerNode(os.Getenv(TasksVar))
 	}
 	p, err := planSrun(o, t)
 	if err != nil {
@@ -173,14 +176,14 @@ func parseSrun(args []string) (srunOptions, []string, error) {
 	return o, fs.Args(), nil
 }
 
-// srunTasksVar is Slurm's variable of the tasks a machine the job's
+// TasksVar is Slurm's variable of the tasks a machine the job's
 // allocation holds ("2(x3)": 2 on each of 3 machines), which a step
 // starts unless its options say otherwise. gpuportal sbatch sets it
 // where the script asks for more tasks a machine than the job runs it
 // (a process per GPU runs it once per task, and needs none).
-const srunTasksVar = "SLURM_TASKS_PER_NODE"
+const TasksVar = "SLURM_TASKS_PER_NODE"
 
-// allocatedPerNode reads srunTasksVar's first count; 0 when unset or
+// allocatedPerNode reads TasksVar's first count; 0 when unset or
 // unreadable.
 func allocatedPerNode(v string) int {
 	end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
