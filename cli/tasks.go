@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"io"
-	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
 )
@@ -17,7 +16,7 @@ func runTasks(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	n := fs.Int("tasks", 1, "how many times to start the command")
 	first := fs.Int("first-rank", 0, "the RANK of the first task")
-	grace := fs.Duration("grace", 10*time.Second, "time the other tasks get between SIGTERM and SIGKILL once one failed")
+	grace := fs.Duration("grace", agent.TasksGrace, "time the other tasks get between SIGTERM and SIGKILL once one failed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -112,7 +111,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	if p.tasks.N > 0 {
-		return agent.RunTasks(ctx, p.tasks, argv, 10*time.Second, stderr)
+		return agent.RunTasks(ctx, p.tasks, argv, agent.TasksGrace, stderr)
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {

@@ -25,6 +25,10 @@ import (
 // TasksCommand is the agent binary's command that runs a part's tasks.
 const TasksCommand = "run-tasks"
 
+// TasksGrace is the time the other tasks get between SIGTERM and SIGKILL
+// once one failed: run-tasks' default (--grace) and srun's.
+const TasksGrace = 10 * time.Second
+
 // tasksArgv is the argv that runs s's command once per task of its part
 // through the agent's binary exe.
 func tasksArgv(exe string, s job.Spec) []string {
