@@ -376,10 +376,10 @@ func TestJobFilesOfEachMachine(t *testing.T) {
 	unixUser(t, "gpt-alice")
 	data := t.TempDir()
 	srv := startAgentServer(t, "--data", data, "--max-retries", "0")
-	work := map[string]string{}
+	work, agents := map[string]string{}, map[string]*server{}
 	for _, name := range []string{"fm-a", "fm-b"} {
 		work[name] = passableDir(t)
-		startAgent(t, srv.URL, name, "--gpus", "sim:1x1x80", "--run-as", "owner", "--work-dir", work[name])
+		agents[name] = startAgent(t, srv.URL, name, "--gpus", "sim:1x1x80", "--run-as", "owner", "--work-dir", work[name])
 	}
 	waitGPUs(t, srv.URL, 2)
 	adminCLI(t, data, "set-unix-name", "--name", "alice", "--unix-name", "gpt-alice")
@@ -520,5 +520,16 @@ func TestJobFilesOfEachMachine(t *testing.T) {
 	}
 	if cur, err := textOf(ctx, `#file-machines a[aria-current="page"]`); err != nil || cur != second {
 		t.Errorf("the page after the upload shows %q (%v), want %s", cur, err, second)
+	}
+
+	// The second machine's agent killed: its files are out of reach, said
+	// so (503 naming it); the first machine's are read as before.
+	agents[second].kill()
+	eventually(t, 30*time.Second, "the files on "+second+" to be out of reach", func() bool {
+		st, body := rawCall(t, alice, http.MethodGet, files+"?node="+second, nil)
+		return st == http.StatusServiceUnavailable && strings.Contains(body, "on machine "+second+", which is not connected")
+	})
+	if st, body := rawCall(t, alice, http.MethodGet, files+"/content?path=results/rank.txt", nil); st != http.StatusOK || !strings.HasPrefix(body, "rank 0 on") {
+		t.Errorf("the first machine's file with the second's agent gone: %d %q", st, body)
 	}
 }
