@@ -82,11 +82,8 @@ func (s *App) jobFiles(ctx context.Context, a Actor, id int64, req *FileRequest,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	switch {
-	case req.Node == "":
-		req.Node = machines[0]
-	case !slices.Contains(machines, req.Node):
-		return nil, nil, nil, invalid("node", "node: job %d runs (or ran last) on %s, not %q", j.ID, strings.Join(machines, ", "), req.Node)
+	if req.Node, err = ChooseMachine(j.ID, machines, req.Node); err != nil {
+		return nil, nil, nil, err
 	}
 	node := req.Node
 	account, err := s.cfg.Store.UnixName(ctx, j.User)
@@ -134,6 +131,22 @@ func (s *App) jobMachines(ctx context.Context, j *models.Job) ([]string, error) 
 		return nil, conflict("job %d has not run on a machine yet: it has no files", j.ID)
 	}
 	return machines, nil
+}
+
+// ChooseMachine is the machine of job id, which runs (or ran last) on
+// machines in placement order, that a request naming node reaches: node,
+// one of them, or with node "" the first (rank 0; "" when there is none).
+// A machine the job did not run on is refused, naming those it did.
+func ChooseMachine(id int64, machines []string, node string) (string, error) {
+	switch {
+	case node == "" && len(machines) > 0:
+		return machines[0], nil
+	case node == "" || slices.Contains(machines, node):
+		return node, nil
+	case len(machines) == 0:
+		return "", invalid("node", "node: job %d has not run on a machine", id)
+	}
+	return "", invalid("node", "node: job %d runs (or ran last) on %s, not %q", id, strings.Join(machines, ", "), node)
 }
 
 // filesError turns a refusal of the job's files into the action's.

@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -63,11 +61,8 @@ func (s *Server) jobLogFile(c echo.Context) (*os.File, int64, error) {
 	}
 	machines := gpu.PlacementNodes(j.Placement)
 	node := c.QueryParam("node")
-	if node != "" && !slices.Contains(machines, node) {
-		if len(machines) == 0 {
-			return nil, j.ID, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("node: job %d has not run on a machine", j.ID))
-		}
-		return nil, j.ID, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("node: job %d runs (or ran last) on %s, not %q", j.ID, strings.Join(machines, ", "), node))
+	if _, err := app.ChooseMachine(j.ID, machines, node); err != nil {
+		return nil, j.ID, err
 	}
 	f, err := s.openJobLogOn(j.ID, node, machines)
 	if errors.Is(err, os.ErrNotExist) {

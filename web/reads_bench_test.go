@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +43,9 @@ var scaleReads = []struct{ name, role, target string }{
 // live stream's first frame of those topics. cpu-ms/op is the CPU the
 // read itself used (threadCPU), what to compare on a loaded machine.
 // GPUPORTAL_BENCH_FINISHED
-// sets the finished jobs (100,000 by default).
+// sets the finished jobs (100,000 by default); GPUPORTAL_BENCH_QUEUED the
+// queue lengths, comma-separated (10,10000 by default; 100 is the first
+// length whose pages show as many jobs as at 10,000).
 //
 //	go test -run '^$' -bench ReadsAtScale -benchtime 10x ./web
 func BenchmarkReadsAtScale(b *testing.B) {
@@ -54,12 +57,23 @@ func BenchmarkReadsAtScale(b *testing.B) {
 		}
 		finished = n
 	}
+	queues := []int{10, 10_000}
+	if v := os.Getenv("GPUPORTAL_BENCH_QUEUED"); v != "" {
+		queues = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 0 {
+				b.Fatalf("GPUPORTAL_BENCH_QUEUED=%q: want queue lengths, comma-separated", v)
+			}
+			queues = append(queues, n)
+		}
+	}
 	for _, db := range []struct {
 		name string
 		dsn  func(testing.TB) string
 	}{{"sqlite", modelstest.SQLiteDSN}, {"postgres", modelstest.PostgresDSN}} {
 		b.Run(db.name, func(b *testing.B) {
-			for _, queued := range []int{10, 10_000} {
+			for _, queued := range queues {
 				b.Run(fmt.Sprintf("q%d", queued), func(b *testing.B) {
 					ts := scaleServer(b, db.dsn(b), queued, finished)
 					for _, r := range scaleReads {
