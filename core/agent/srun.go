@@ -120,7 +120,9 @@ func FindContainerSrun(file, exe string) (found, why string, err error) {
 		if err := staticExecutable(file); err != nil {
 			return "", "", err
 		}
-		return file, "", nil
+		// The runtime mounts a path, not a name relative to its folder.
+		abs, err := filepath.Abs(file)
+		return abs, "", err
 	}
 	if exe, err = filepath.EvalSymlinks(exe); err != nil {
 		return "", "", fmt.Errorf("the agent's binary: %w", err)
@@ -145,7 +147,7 @@ func ContainerSrun(file string, log *slog.Logger) (string, error) {
 	}
 	srun, why, err := FindContainerSrun(file, exe)
 	if err == nil && srun == "" {
-		log.Warn("container jobs will find no srun: install "+SrunBinary+" beside this binary or name one with --container-srun", "why", why)
+		log.Warn("container jobs will find no srun: install "+SrunBinary+" beside this binary (or name one with agent --container-srun)", "why", why)
 	}
 	return srun, err
 }

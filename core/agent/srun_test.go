@@ -105,11 +105,13 @@ func TestFindContainerSrun(t *testing.T) {
 	lonelyExe, _ := install([]elf.ProgType{elf.PT_INTERP, elf.PT_LOAD}, false)
 	staticReal, _ := filepath.EvalSymlinks(staticExe)
 
+	t.Chdir(dir)
 	for _, tc := range []struct {
 		name, file, exe string
 		want, why, err  string
 	}{
 		{"a static file given", static, dynExe, static, "", ""},
+		{"a static file given by a relative name", "static", dynExe, static, "", ""},
 		{"a dynamic file given", dynamic, dynExe, "", "", "linked dynamically: build it with CGO_ENABLED=0"},
 		{"a file not all may run", private, dynExe, "", "", "not an executable file that every account may run"},
 		{"a script", script, dynExe, "", "", "not an executable"},
