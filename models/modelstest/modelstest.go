@@ -152,12 +152,18 @@ type Template struct {
 // templateFile is the made SQLite database's name in its folder.
 const templateFile = "gpuportal.db"
 
+// processTemp is the temporary folder the process started with: the
+// template outlives any test, and one that points TMPDIR elsewhere (to
+// see what a request spools there) must neither find it there nor take
+// it along when its folder goes.
+var processTemp = os.TempDir()
+
 // SQLiteDSN returns a DSN for a new SQLite file under t's temporary
 // folder holding a copy of the template.
 func (tp *Template) SQLiteDSN(t testing.TB) string {
 	t.Helper()
 	tp.sqliteOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuportal-template-*")
+		dir, err := os.MkdirTemp(processTemp, "gpuportal-template-*")
 		if err != nil {
 			tp.sqliteErr = fmt.Errorf("template folder: %w", err)
 			return
