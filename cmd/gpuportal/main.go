@@ -12,16 +12,15 @@ import (
 	"syscall"
 
 	"github.com/gpuportal/gpuportal/cli"
-	"github.com/gpuportal/gpuportal/cli/srun"
 	"github.com/gpuportal/gpuportal/server"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int
-	if filepath.Base(os.Args[0]) == srun.Name {
+	if filepath.Base(os.Args[0]) == cli.SrunName {
 		// Started as srun inside a job (the agent's link to this binary).
-		code = srun.Main(ctx, os.Args[1:], os.Stderr)
+		code = cli.Srun(ctx, os.Args[1:], os.Stderr)
 	} else {
 		code = cli.Main(ctx, os.Args[1:], server.Define)
 	}
