@@ -2,10 +2,12 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,4 +87,44 @@ srun -n 2 sh -c 'exit 7'; echo "step3 exit $?"`
 	if got := strings.TrimSpace(said.ReplaceAllString(out, "")); got != want || !said.MatchString(out) {
 		t.Errorf("the container job printed\n%s\nwant\n%s\nand srun's word on the failing step", out, want)
 	}
+
+	// Cancelled while srun's tasks run: the container goes, and with it
+	// every task (judged from the machine's processes, not the server).
+	mark := fmt.Sprintf("sleep %d", 300+id) // a command line of this job's only
+	id2 := submit(t, cara, map[string]any{"name": "srun-cancelled", "gpus": 1, "image": image,
+		"command": []string{"sh", "-c", fmt.Sprintf(`srun -n 2 sh -c 'echo "task $SLURM_PROCID up"; %s'`, mark)}})
+	cara.waitState(id2, 60*time.Second, "running")
+	eventually(t, 60*time.Second, "both of srun's tasks to run", func() bool {
+		return strings.Count(jobLog(t, cara, id2), " up") == 2 && len(pgrep(t, mark)) == 2
+	})
+	if st := cara.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id2), nil, nil); st >= 300 {
+		t.Fatalf("cancel: %d", st)
+	}
+	cara.waitState(id2, 30*time.Second, "cancelled")
+	prefix := fmt.Sprintf("gpuportal-gpu-s1-%d-", id2)
+	eventually(t, 30*time.Second, "the container and srun's tasks to be gone", func() bool {
+		return len(containersOf(t, conf, prefix)) == 0 && len(pgrep(t, mark)) == 0
+	})
+}
+
+// pgrep returns the PIDs of the machine's processes whose command line
+// is exactly cmdline.
+func pgrep(t *testing.T, cmdline string) []int {
+	t.Helper()
+	var pids []int
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " ") == cmdline {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
