@@ -560,3 +560,30 @@ func transitionTx(tx *gorm.DB, id int64, at time.Time, change func(*Job) error) 
 	}
 	return addEvent(tx, j, at)
 }
+
+// EndedAmong returns those of ids whose jobs will never run again: in a
+// final state, or gone (hub.JobStates: the copies of their checkpoints
+// go).
+func (s *Store) EndedAmong(ctx context.Context, ids []int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var rows []struct {
+		ID    int64
+		State JobState
+	}
+	if err := s.db.WithContext(ctx).Model(&Job{}).Select("id", "state").Where("id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("states of %d jobs: %w", len(ids), err)
+	}
+	live := make(map[int64]bool, len(rows))
+	for _, r := range rows {
+		live[r.ID] = !r.State.Final()
+	}
+	var ended []int64
+	for _, id := range ids {
+		if !live[id] {
+			ended = append(ended, id)
+		}
+	}
+	return ended, nil
+}

@@ -92,6 +92,12 @@ func ResumeNote(r job.Resume, lost time.Duration) string {
 	switch {
 	case !r.Resumed():
 		return fmt.Sprintf("run %d started from scratch: no checkpoint in its folder on its machine; %s", r.Run, cost)
+	case r.FromRun > 0 && r.FromNode != "":
+		return fmt.Sprintf("run %d resumed from the checkpoint run %d wrote at %s UTC on %s (the server's copy); %s", r.Run, r.FromRun,
+			r.CheckpointAt.UTC().Format("15:04:05"), r.FromNode, cost)
+	case r.FromNode != "":
+		return fmt.Sprintf("run %d resumed from the checkpoint written at %s UTC on %s (the server's copy); %s", r.Run,
+			r.CheckpointAt.UTC().Format("15:04:05"), r.FromNode, cost)
 	case r.FromRun > 0:
 		return fmt.Sprintf("run %d resumed from the checkpoint run %d wrote at %s UTC; %s", r.Run, r.FromRun,
 			r.CheckpointAt.UTC().Format("15:04:05"), cost)

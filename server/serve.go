@@ -77,6 +77,7 @@ type serveFlags struct {
 	trustedProxies    string
 	logLevel          slog.Level
 	heartbeatTimeout  time.Duration
+	checkpointMax     int64 // hub.Config.CheckpointMax: negative, no copies
 	dbOutageHold      time.Duration
 	agentToken        string
 	grace             time.Duration
@@ -153,6 +154,7 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.DurationVar(&f.heartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a machine silent this long is taken for lost; its agent stops its jobs, and they are requeued once the timeout and --grace have passed again (docs/agents.md)")
 	fs.DurationVar(&f.dbOutageHold, "db-outage-hold", 2*time.Minute, "with PostgreSQL: how long the leader rides out a database outage (or the loss of its lock's session), keeping its machines and their runs while it stops scheduling, before it steps down to a follower; a new leader waits as much longer before it requeues the runs of machines it has not heard (docs/operations.md, Several server replicas)")
+	checkpointMax := fs.String("checkpoint-copy-max", "2GiB", "the largest checkpoint folder (bytes of files, or with KiB, MiB, GiB) the server keeps a copy of, for a job that moves to another machine to resume from (docs/agents.md, Resuming on another machine); 0: no copies")
 	fs.StringVar(&f.agentToken, "agent-token", "", "token that remote agents (gpuportal agent) present; empty: no remote agents")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time a stopped job gets between SIGTERM and SIGKILL")
 	fs.DurationVar(&f.simCheckpoint, "sim-checkpoint", 0, "how long the built-in agents' simulated jobs, once asked to stop, take to save a checkpoint and exit, holding their GPUs meanwhile (killed at --grace); 0: at once (with --demo, 5s)")
@@ -196,6 +198,12 @@ func (f *serveFlags) register(pfs *pflag.FlagSet) (check func() error) {
 			return fmt.Errorf("serve: %w", err)
 		}
 		f.passEnv = pass
+		if f.checkpointMax, err = jobfiles.ParseSize(*checkpointMax); err != nil {
+			return fmt.Errorf("serve: --checkpoint-copy-max %w", err)
+		}
+		if f.checkpointMax == 0 {
+			f.checkpointMax = -1 // none
+		}
 		if f.allowedImages, err = job.ParseImagePrefixes(*allowedImages); err != nil {
 			return fmt.Errorf("serve: --allowed-images: %w", err)
 		}
@@ -430,7 +438,7 @@ func runServe(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
 	agents := hub.New(hub.Config{Token: f.agentToken, HeartbeatTimeout: f.heartbeatTimeout, Dir: filepath.Join(f.data, "agents"),
-		Machines: machineStore{store}}, eng, log)
+		Machines: machineStore{store}, CheckpointDir: filepath.Join(f.data, "checkpoints"), CheckpointMax: f.checkpointMax, Jobs: jobStates{store}}, eng, log)
 	lp.store, lp.eng, lp.agents = store, eng, agents
 	lead := func() error { return lp.lead(engCtx) }
 	if outage != nil {

@@ -43,3 +43,30 @@ func hubError(err error) error {
 	}
 	return err
 }
+
+// jobStates tells the hub which jobs have ended (their checkpoint copies
+// go) and as whom a job runs.
+type jobStates struct {
+	*models.Store
+}
+
+var _ hub.JobStates = jobStates{}
+
+// Ended returns those of ids that will never run again.
+func (s jobStates) Ended(ctx context.Context, ids []int64) ([]int64, error) {
+	return s.EndedAmong(ctx, ids)
+}
+
+// Account is the Unix account job id runs as: its owner's, as the
+// engine gives it to the agents.
+func (s jobStates) Account(ctx context.Context, id int64) (string, error) {
+	j, err := s.Job(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	account, err := s.UnixName(ctx, j.User)
+	if errors.Is(err, models.ErrNotFound) {
+		return j.User, nil
+	}
+	return account, err
+}

@@ -191,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/favicon.ico", a.favicon)
 	e.GET(wire.Path, echo.WrapHandler(s.agentsOnLeader(s.agents())))
 	e.GET(wire.TunnelPath, echo.WrapHandler(s.agentsOnLeader(s.agents())))
+	e.GET(wire.CheckpointPath, echo.WrapHandler(s.agentsOnLeader(s.agents())))
 	// Interactive sessions, proxied (sessions.go): every method, checked
 	// on every request.
 	if s.sessions, err = newSessionProxy(s, a); err != nil {
@@ -252,7 +253,7 @@ func (s *Server) useMiddleware(a *assets) {
 		// compresses itself.
 		Skipper: func(c echo.Context) bool {
 			p := c.Request().URL.Path
-			return p == "/ws" || p == wire.Path || p == wire.TunnelPath || p == "/metrics" || strings.HasPrefix(p, "/sessions/") ||
+			return p == "/ws" || p == wire.Path || p == wire.TunnelPath || p == wire.CheckpointPath || p == "/metrics" || strings.HasPrefix(p, "/sessions/") ||
 				strings.Contains(p, "/files/content") || strings.Contains(p, "/files/archive") // as they are
 		},
 		MinLength: 1024,

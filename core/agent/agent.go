@@ -437,14 +437,56 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 			return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 		}
 	}
+	r := &run{id: s.Run, gpus: s.GPUs, done: make(chan struct{})}
+	if a.needsRestore(s) {
+		// The run is the agent's from now on (its GPUs held, a stop
+		// heard); its process starts once the copy is in place.
+		rctx, cancel := context.WithCancel(context.Background())
+		r.stop = cancel
+		a.runs[s.JobID] = r
+		go a.restoreThenLaunch(rctx, s, r, ra, log)
+		return nil
+	}
+	return a.launch(s, r, ra, log, nil)
+}
+
+// restoreThenLaunch restores the server's copy of run r's checkpoint
+// folder, then starts the run, unless it was stopped meanwhile; either
+// way its end is reported as an Exit.
+func (a *Local) restoreThenLaunch(ctx context.Context, s job.Spec, r *run, ra *runAs, log *os.File) {
+	restored := a.restoreCheckpoint(ctx, s, log)
+	a.mu.Lock()
+	var err error
+	if ctx.Err() != nil {
+		err = errors.New("stopped while its checkpoint was being restored, before it started")
+		log.Close()
+	} else if err = a.launch(s, r, ra, log, restored); err != nil {
+		err = fmt.Errorf("could not start once its checkpoint was restored: %w", err)
+	}
+	if err != nil {
+		delete(a.runs, s.JobID)
+		close(r.done)
+	}
+	a.mu.Unlock()
+	if err != nil {
+		// Not the job's fault: it waits again.
+		a.exits <- job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: -1, Err: err.Error(), At: time.Now(), Infra: true}
+	}
+}
+
+// launch starts run r of s, its job folder made and its output open
+// (log): the gate joined, the checkpoint looked at (restored: the
+// server's copy put there, nil when none was), the process or container
+// started; a.mu is held. It closes log when it fails.
+func (a *Local) launch(s job.Spec, r *run, ra *runAs, log *os.File, restored *job.CheckpointCopy) error {
 	gateEnv, err := a.joinGate(s)
 	if err != nil {
 		log.Close()
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
 	var resume *job.Resume
-	if s.Session == nil && (len(s.Command) > 0 || s.Image != "") {
-		res, env, err := a.beginResume(s, time.Now())
+	if checkpointed(s) {
+		res, env, err := a.beginResume(s, time.Now(), restored)
 		if err != nil {
 			a.cfg.Logger.Warn("job's checkpoint folder not looked at: it starts without GPUPORTAL_RESUME", "job", s.JobID, "run", s.Run, "err", err)
 		} else {
@@ -452,7 +494,6 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 			fmt.Fprint(log, resumeLine(res, a.cfg.Name))
 		}
 	}
-	r := &run{id: s.Run, gpus: s.GPUs, done: make(chan struct{})}
 	if s.Session != nil {
 		ss, err := sessionCommand(s, a.jobDir(s.JobID), ra, a.sessionHost(s))
 		if err != nil {
@@ -524,7 +565,9 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		}}
 	}
 	a.lim.begin(s, procs, log, a.LogPath(s.JobID), a.gateIterations(s))
-	a.lim.setResume(s.JobID, resume)
+	if resume != nil {
+		a.lim.setCheckpoint(s.JobID, resume, func() job.CheckpointState { return a.checkpointState(s) })
+	}
 	go func() {
 		code, why := wait()
 		if backstop != nil {
@@ -536,6 +579,11 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		a.lim.end(s.JobID)
 		log.Close()
 		measured := a.measured(s.JobID)
+		var folder *job.CheckpointState
+		if resume != nil {
+			st := a.checkpointState(s)
+			folder = &st
+		}
 		a.leaveGate(s.JobID)
 		if sim, ok := a.cfg.Backend.(*gpu.Sim); ok {
 			sim.Detach(s.JobID)
@@ -545,7 +593,7 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		exceeded, timedOut, fenced := r.exceeded, r.timedOut, r.fenced
 		a.mu.Unlock()
 		close(r.done)
-		ex := job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured, Resume: resume}
+		ex := job.Exit{Node: a.cfg.Name, JobID: s.JobID, Run: s.Run, ExitCode: code, Err: why, At: time.Now(), Measured: measured, Resume: resume, Checkpoint: folder}
 		if exceeded != nil {
 			ex.Err, ex.Requeue = "stopped by the agent: "+exceeded.Error(), &exceeded.Requeue
 		}
@@ -594,9 +642,13 @@ func (a *Local) checkGPUs(gpus []int) error {
 func (a *Local) Stop(ctx context.Context, ref job.RunRef) error {
 	a.mu.Lock()
 	r, ok := a.runs[ref.Job]
-	a.mu.Unlock()
+	var stop func()
 	if ok && r.id == ref.Run {
-		r.stop()
+		stop = r.stop
+	}
+	a.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 	return nil
 }
@@ -609,12 +661,13 @@ func (a *Local) Shutdown(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	runs := make([]*run, 0, len(a.runs))
+	stops := make([]func(), 0, len(a.runs))
 	for _, r := range a.runs {
-		runs = append(runs, r)
+		runs, stops = append(runs, r), append(stops, r.stop)
 	}
 	a.mu.Unlock()
-	for _, r := range runs {
-		r.stop()
+	for _, stop := range stops {
+		stop()
 	}
 	for _, r := range runs {
 		select {

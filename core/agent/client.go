@@ -504,6 +504,12 @@ func (s *session) start(ctx context.Context, st *wire.Start) error {
 		return fmt.Errorf("no node %q on this agent", st.Node)
 	}
 	spec := st.Job.Spec()
+	if cp := spec.Checkpoint; cp != nil {
+		// The copy comes from the server that sent the start.
+		cp.Fetch = func(ctx context.Context) (io.ReadCloser, error) {
+			return fetchCheckpoint(ctx, c.tunnelClient, s.url, cp.Token)
+		}
+	}
 	k := jobKey{st.Node, spec.JobID}
 	lj := &liveJob{run: spec.Run, sent: st.LogOffset, gpus: append([]int{}, spec.GPUs...)}
 	c.mu.Lock()

@@ -46,7 +46,10 @@ type limited struct {
 	lastCPU time.Duration
 	profile []job.ProfilePoint
 	resume  *job.Resume
-	cancel  context.CancelFunc
+	// checkpoint reads the run's checkpoint folder, reported with its
+	// usage (checkpoint.go); nil: none.
+	checkpoint func() job.CheckpointState
+	cancel     context.CancelFunc
 }
 
 // jobProcs are a job's processes (members): a command's (its process
@@ -273,17 +276,31 @@ func (l *limits) resize(jobID int64, r job.Resources) error {
 }
 
 // usage reads every job's use since the previous reading.
-// setResume keeps what a job's run resumed from (nil: nothing to say), for
-// its usage.
-func (l *limits) setResume(jobID int64, r *job.Resume) {
+// setCheckpoint keeps what a job's run resumed from, and how to read its
+// checkpoint folder, for its usage.
+func (l *limits) setCheckpoint(jobID int64, r *job.Resume, folder func() job.CheckpointState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if j := l.jobs[jobID]; j != nil {
-		j.resume = r
+		j.resume, j.checkpoint = r, folder
 	}
 }
 
 func (l *limits) usage(now time.Time) []job.Usage {
+	out, folders := l.readUsage(now)
+	// The folders are walked without the lock.
+	for i, f := range folders {
+		if f != nil {
+			st := f()
+			out[i].Checkpoint = &st
+		}
+	}
+	return out
+}
+
+// readUsage reads every job's use since the previous reading, sorted by
+// job, and how to read the checkpoint folder of each (nil: none).
+func (l *limits) readUsage(now time.Time) ([]job.Usage, []func() job.CheckpointState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]job.Usage, 0, len(l.jobs))
@@ -321,7 +338,13 @@ func (l *limits) usage(now time.Time) []job.Usage {
 		out = append(out, u)
 	}
 	slices.SortFunc(out, func(a, b job.Usage) int { return int(a.JobID - b.JobID) })
-	return out
+	folders := make([]func() job.CheckpointState, len(out))
+	for i, u := range out {
+		if j := l.jobs[u.JobID]; j != nil {
+			folders[i] = j.checkpoint
+		}
+	}
+	return out, folders
 }
 
 // simUsage is a simulated job's plausible use: most of its allocation

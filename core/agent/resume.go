@@ -33,29 +33,6 @@ import (
 // more entries is judged by the first ones walked.
 const maxCheckpointEntries = 10000
 
-// newestWrite returns when the newest regular file under dir was last
-// written, and zero when there is none. Links are not followed.
-func newestWrite(dir string) time.Time {
-	var newest time.Time
-	n := 0
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // an unreadable entry says nothing
-		}
-		if n++; n > maxCheckpointEntries {
-			return filepath.SkipAll
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		if info, err := d.Info(); err == nil && info.ModTime().After(newest) {
-			newest = info.ModTime()
-		}
-		return nil
-	})
-	return newest
-}
-
 // runStart is one line of a job's run record.
 type runStart struct {
 	run int64
@@ -114,9 +91,17 @@ func writer(runs []runStart, at time.Time, run int64) int64 {
 
 // beginResume looks in the checkpoint folder of s's job, records that run
 // s.Run starts now, and returns what the run resumes from and the
-// variables that say so (none when the folder is empty).
-func (a *Local) beginResume(s job.Spec, now time.Time) (job.Resume, []string, error) {
-	return BeginResume(a.CheckpointDir(s.JobID), a.runRecordPath(s.JobID), s.Run, now)
+// variables that say so (none when the folder is empty). Restored is the
+// server's copy just put in the folder (nil: none): the run that wrote
+// it and its machine are the copy's, which this machine's record of the
+// job's runs does not know.
+func (a *Local) beginResume(s job.Spec, now time.Time, restored *job.CheckpointCopy) (job.Resume, []string, error) {
+	res, env, err := BeginResume(a.CheckpointDir(s.JobID), a.runRecordPath(s.JobID), s.Run, now)
+	if err != nil || restored == nil || !res.Resumed() {
+		return res, env, err
+	}
+	res.FromRun, res.FromNode = restored.Run, restored.Node
+	return res, resumeEnv(res), nil
 }
 
 // BeginResume looks in checkpoint folder dir as run starts now, adds the
@@ -127,7 +112,7 @@ func (a *Local) beginResume(s job.Spec, now time.Time) (job.Resume, []string, er
 // none when the folder is empty. The agents and the Slurm executor
 // (whose work folder the server and every node share) call it.
 func BeginResume(dir, record string, run int64, now time.Time) (job.Resume, []string, error) {
-	res := job.Resume{Run: run, CheckpointAt: newestWrite(dir)}
+	res := job.Resume{Run: run, CheckpointAt: folderState(dir).At}
 	runs, err := readRunRecord(record)
 	if err != nil {
 		return res, nil, err
@@ -168,6 +153,12 @@ func resumeLine(r job.Resume, node string) string {
 		return fmt.Sprintf("gpuportal: run %d starts from scratch: its checkpoint folder on %s is empty\n", r.Run, node)
 	case !r.Resumed():
 		return ""
+	case r.FromRun > 0 && r.FromNode != "":
+		return fmt.Sprintf("gpuportal: run %d resumes from the checkpoint run %d wrote at %s on %s (GPUPORTAL_RESUME=1)\n",
+			r.Run, r.FromRun, r.CheckpointAt.UTC().Format("15:04:05.000"), r.FromNode)
+	case r.FromNode != "":
+		return fmt.Sprintf("gpuportal: run %d resumes from the checkpoint written at %s on %s (GPUPORTAL_RESUME=1)\n",
+			r.Run, r.CheckpointAt.UTC().Format("15:04:05.000"), r.FromNode)
 	case r.FromRun > 0:
 		return fmt.Sprintf("gpuportal: run %d resumes from the checkpoint run %d wrote at %s (GPUPORTAL_RESUME=1)\n",
 			r.Run, r.FromRun, r.CheckpointAt.UTC().Format("15:04:05.000"))

@@ -83,7 +83,7 @@ func TestCheckpointWriter(t *testing.T) {
 
 func TestNewestWrite(t *testing.T) {
 	dir := t.TempDir()
-	if got := newestWrite(dir); !got.IsZero() {
+	if got := folderState(dir).At; !got.IsZero() {
 		t.Errorf("an empty folder: %v, want zero", got)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o700); err != nil {
@@ -103,7 +103,7 @@ func TestNewestWrite(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if got := newestWrite(dir); !got.Equal(young) {
+	if got := folderState(dir).At; !got.Equal(young) {
 		t.Errorf("newest write %v, want %v (sub/b)", got, young)
 	}
 }

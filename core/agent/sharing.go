@@ -127,8 +127,12 @@ func (a *Local) authorizeGate(jobID int64, pid int) error {
 func (a *Local) stopForGate(jobID int64, err *gate.ExceededError) {
 	a.mu.Lock()
 	r, ok := a.runs[jobID]
-	if ok && r.exceeded == nil {
-		r.exceeded = err
+	var stop func()
+	if ok {
+		if r.exceeded == nil {
+			r.exceeded = err
+		}
+		stop = r.stop
 	}
 	a.mu.Unlock()
 	if !ok {
@@ -139,7 +143,7 @@ func (a *Local) stopForGate(jobID int64, err *gate.ExceededError) {
 		fmt.Fprintf(f, "%s gpuportal: stopping the job: %v\n", time.Now().Format(time.RFC3339), err)
 		f.Close()
 	}
-	r.stop()
+	stop()
 }
 
 // Lanes returns the lanes of the machine's GPUs as the gate holds them

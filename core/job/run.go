@@ -68,6 +68,10 @@ type Spec struct {
 	// that starts a process per GPU (gang.go); nil: one process on one
 	// machine.
 	Gang *Gang `json:",omitempty"`
+	// Checkpoint is the server's copy of this part's checkpoint folder
+	// (checkpoint.go): the machine restores it before the run starts when
+	// its own folder is older. Nil: the server keeps none.
+	Checkpoint *CheckpointCopy `json:",omitempty"`
 }
 
 // BackstopMargin is how long after a run's time is up (Spec.TimeLeft) its
@@ -147,6 +151,9 @@ type Exit struct {
 	// that a run that ends before its usage is read still says what it
 	// resumed from. Nil: not said.
 	Resume *Resume `json:",omitempty"`
+	// Checkpoint is what the run's checkpoint folder holds as it ends
+	// (the server keeps a copy of it, checkpoint.go); nil: not said.
+	Checkpoint *CheckpointState `json:",omitempty"`
 	// Recorded, when set, is called once the exit is durably recorded (or
 	// found to be about a run that is no longer the job's, which nothing
 	// records): only then may the agent forget it. It never travels.
@@ -178,6 +185,9 @@ type Usage struct {
 	// Resume is what the run found in its checkpoint folder as it
 	// started; nil for a simulated job or a session.
 	Resume *Resume
+	// Checkpoint is what its checkpoint folder holds now; nil when not
+	// looked at (a simulated job, a session).
+	Checkpoint *CheckpointState
 }
 
 // NotEnforcedPrefix starts the note of a job whose limits are not held.
@@ -239,6 +249,10 @@ type Resume struct {
 	// CheckpointAt is when the newest file in the folder was written;
 	// zero: the folder was empty, and the run starts from scratch.
 	CheckpointAt time.Time
+	// FromNode is the machine the checkpoint was saved on, when the
+	// server's copy of it was restored on this one (checkpoint.go); "":
+	// this machine's own folder.
+	FromNode string `json:",omitempty"`
 }
 
 // Resumed reports whether the run starts from a checkpoint.

@@ -54,6 +54,21 @@ type Config struct {
 	// a join token (or Token) and each machine gets a credential of its
 	// own (identity.go). Nil: any agent with Token may name any machine.
 	Machines MachineStore
+	// CheckpointDir keeps the copies of jobs' checkpoint folders
+	// (checkpoints.go); "": no copies. CheckpointMax is the largest folder
+	// copied, in bytes of files; 0: DefaultCheckpointMax; negative: none.
+	CheckpointDir string
+	CheckpointMax int64
+	// Jobs tells which jobs have ended, whose copies go; nil: copies stay.
+	Jobs JobStates
+}
+
+// JobStates tells which jobs have ended, and as whom a job runs.
+type JobStates interface {
+	// Ended returns those of ids that have ended (or are gone).
+	Ended(ctx context.Context, ids []int64) ([]int64, error)
+	// Account is the Unix account job id runs as (job.Spec.Account).
+	Account(ctx context.Context, id int64) (string, error)
 }
 
 // Registry is the part of the engine that agents' machines join.
@@ -92,6 +107,9 @@ type Hub struct {
 
 	// dropped: the server stepped down; agents are refused (Drop).
 	dropped atomic.Bool
+
+	// copies are the checkpoint copies (checkpoints.go).
+	copies *checkpoints
 }
 
 // New returns a hub that adds agents' machines to registry.
@@ -102,8 +120,12 @@ func New(cfg Config, registry Registry, log *slog.Logger) *Hub {
 	if cfg.AckTimeout <= 0 {
 		cfg.AckTimeout = 10 * time.Second
 	}
+	if cfg.CheckpointMax == 0 {
+		cfg.CheckpointMax = DefaultCheckpointMax
+	}
 	return &Hub{
-		cfg: cfg, registry: registry, log: log, owners: make(map[string]*agentConn),
+		copies: newCheckpoints(cfg.CheckpointDir, cfg.CheckpointMax, cfg.Jobs, log),
+		cfg:    cfg, registry: registry, log: log, owners: make(map[string]*agentConn),
 		tunnels:   tunnels{waiting: make(map[string]chan net.Conn)},
 		upgrader:  websocket.Upgrader{HandshakeTimeout: 10 * time.Second},
 		badTokens: ratelimit.New(agentTokenFailures, agentTokenWindow),
@@ -123,8 +145,12 @@ func knownPath(dir string) string {
 // ServeHTTP checks the agent token, upgrades to a websocket and serves the
 // agent until it disconnects.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == wire.TunnelPath {
+	switch r.URL.Path {
+	case wire.TunnelPath:
 		h.serveTunnel(w, r)
+		return
+	case wire.CheckpointPath:
+		h.copies.serveCheckpoint(w, r)
 		return
 	}
 	if h.cfg.Token == "" && h.cfg.Machines == nil {
@@ -558,9 +584,10 @@ func (c *agentConn) heartbeat(hb *wire.Heartbeat) {
 	for _, ns := range hb.Nodes {
 		if rn := c.nodes[ns.Node]; rn != nil {
 			rn.setSamples(wire.Samples(ns.Samples), wire.Lanes(ns.Lanes))
-			rn.setUsage(ns.Usage)
+			c.hub.copies.observe(rn, rn.setUsage(ns.Usage))
 		}
 	}
+	c.hub.copies.maybeSweep()
 }
 
 // writeLog keeps a chunk of a job's output at its offset.
@@ -584,6 +611,11 @@ func (c *agentConn) queueExit(id uint64, w *wire.Exit) {
 	ex := w.Exit()
 	if now := time.Now(); ex.At.IsZero() || ex.At.After(now) {
 		ex.At = now
+	}
+	if rn := c.nodes[ex.Node]; rn != nil && c.hub.owner(ex.Node) == c {
+		// Before the engine hears of it: a start that follows finds the
+		// copy under way.
+		c.hub.copies.ended(rn, ex)
 	}
 	c.qmu.Lock()
 	c.exitQ = append(c.exitQ, queuedExit{id, ex})
@@ -764,6 +796,7 @@ func (n *remoteNode) Resources() (cpus int, memMiB int64) { return n.cpus, n.mem
 // Start asks the agent to start a run and waits for its answer.
 func (n *remoteNode) Start(ctx context.Context, s job.Spec) error {
 	ref := job.RunRef{Job: s.JobID, Run: s.Run}
+	s.Checkpoint = n.conn.hub.copies.started(n.name, s)
 	n.mu.Lock()
 	n.running[ref] = true // before sending: the exit may overtake the ack
 	n.mu.Unlock()

@@ -10,12 +10,13 @@ import (
 )
 
 // setUsage keeps the jobs' CPU and memory use from the agent's latest
-// heartbeat.
-func (n *remoteNode) setUsage(ws []wire.JobUsage) {
+// heartbeat, and returns it.
+func (n *remoteNode) setUsage(ws []wire.JobUsage) []job.Usage {
 	us := wire.Usage(ws)
 	n.mu.Lock()
 	n.usage = us
 	n.mu.Unlock()
+	return us
 }
 
 // JobUsage is the jobs' CPU and memory use as of the agent's last

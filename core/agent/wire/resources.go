@@ -39,6 +39,9 @@ type JobUsage struct {
 	// started (job.Resume); absent for a simulated job, a session, and
 	// from agents before it.
 	Resume *Resume `json:"resume,omitempty"`
+	// Checkpoint is what the run's checkpoint folder holds now
+	// (checkpoint.go); absent: not looked at.
+	Checkpoint *CheckpointState `json:"checkpoint,omitempty"`
 }
 
 // Resume is the checkpoint a run started from (job.Resume).
@@ -48,6 +51,9 @@ type Resume struct {
 	// CheckpointAt is when the newest file of the checkpoint folder was
 	// written; absent: the folder was empty, the run starts from scratch.
 	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+	// FromNode is the machine the checkpoint was saved on, when the
+	// server's copy of it was restored (job.Resume.FromNode).
+	FromNode string `json:"from_node,omitempty"`
 }
 
 // ProfilePoint is one measured step: the job's rate at a CPU quota.

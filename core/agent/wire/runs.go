@@ -16,6 +16,7 @@ func FromSpec(s job.Spec) JobSpec {
 		Resources:      FromResources(s.Resources),
 		Env:            s.Env, Dir: s.Dir, TimeLeftMS: s.TimeLeft.Milliseconds(),
 		Account: s.Account, Image: s.Image, Session: FromSession(s.Session), Name: s.Name,
+		Checkpoint: fromCheckpointCopy(s.Checkpoint),
 	}
 	if g := s.Gang; g != nil {
 		w.Gang = &Gang{Rank: g.Rank, MasterPort: g.MasterPort, TasksPerGPU: g.TasksPerGPU}
@@ -46,6 +47,7 @@ func (w JobSpec) Spec() job.Spec {
 		Resources:    w.Resources.Resources(),
 		Env:          w.Env, Dir: w.Dir, TimeLeft: time.Duration(w.TimeLeftMS) * time.Millisecond,
 		Account: w.Account, Image: w.Image, Session: w.Session.Session(), Name: w.Name,
+		Checkpoint: w.Checkpoint.copy(),
 	}
 	if g := w.Gang; g != nil {
 		s.Gang = &job.Gang{Rank: g.Rank, MasterPort: g.MasterPort, TasksPerGPU: g.TasksPerGPU}
@@ -80,6 +82,7 @@ func FromExit(e job.Exit) Exit {
 		w.Measured = &m
 	}
 	w.Resume = fromResume(e.Resume)
+	w.Checkpoint = fromCheckpointState(e.Checkpoint)
 	return w
 }
 
@@ -98,6 +101,7 @@ func (w Exit) Exit() job.Exit {
 		e.Measured = &m
 	}
 	e.Resume = w.Resume.resume()
+	e.Checkpoint = w.Checkpoint.state()
 	return e
 }
 
@@ -106,7 +110,7 @@ func fromResume(r *job.Resume) *Resume {
 	if r == nil {
 		return nil
 	}
-	w := &Resume{Run: r.Run, FromRun: r.FromRun}
+	w := &Resume{Run: r.Run, FromRun: r.FromRun, FromNode: r.FromNode}
 	if r.Resumed() {
 		at := r.CheckpointAt
 		w.CheckpointAt = &at
@@ -119,7 +123,7 @@ func (w *Resume) resume() *job.Resume {
 	if w == nil {
 		return nil
 	}
-	r := &job.Resume{Run: w.Run, FromRun: w.FromRun}
+	r := &job.Resume{Run: w.Run, FromRun: w.FromRun, FromNode: w.FromNode}
 	if w.CheckpointAt != nil {
 		r.CheckpointAt = *w.CheckpointAt
 	}
@@ -155,6 +159,7 @@ func FromUsage(us []job.Usage) []JobUsage {
 			w.Profile = append(w.Profile, ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
 		}
 		w.Resume = fromResume(u.Resume)
+		w.Checkpoint = fromCheckpointState(u.Checkpoint)
 		out[i] = w
 	}
 	return out
@@ -170,6 +175,7 @@ func Usage(ws []JobUsage) []job.Usage {
 			u.Profile = append(u.Profile, job.ProfilePoint{CPUMilli: p.CPUMilli, Rate: p.Rate})
 		}
 		u.Resume = w.Resume.resume()
+		u.Checkpoint = w.Checkpoint.state()
 		out[i] = u
 	}
 	return out

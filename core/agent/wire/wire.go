@@ -269,6 +269,10 @@ type JobSpec struct {
 	// absent: one machine, one process. Agents before it run the part
 	// without it.
 	Gang *Gang `json:"gang,omitempty"`
+	// Checkpoint is the server's copy of the part's checkpoint folder
+	// (checkpoint.go); absent: none. Agents before it start from their
+	// own folder.
+	Checkpoint *CheckpointCopy `json:"checkpoint,omitempty"`
 }
 
 // Gang is the rendezvous of a run on several machines (job.Gang).
@@ -351,6 +355,9 @@ type Exit struct {
 	// Resume is what the run found in its checkpoint folder as it
 	// started (job.Exit.Resume), as its usage said.
 	Resume *Resume `json:"resume,omitempty"`
+	// Checkpoint is what the run's checkpoint folder holds as it ended
+	// (checkpoint.go); absent: not looked at.
+	Checkpoint *CheckpointState `json:"checkpoint,omitempty"`
 }
 
 // Log is a chunk of a job's output: Data belongs at Offset of the job's

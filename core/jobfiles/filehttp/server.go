@@ -36,6 +36,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /file", s.read)
 	mux.HandleFunc("GET /archive", s.archive)
 	mux.HandleFunc("PUT /file", s.write)
+	mux.HandleFunc("PUT /archive", s.restore)
 	return mux
 }
 
@@ -277,6 +278,9 @@ func addToArchive(tw *tar.Writer, root *os.Root, q, arcName string) error {
 		hdr.Name += "/"
 	}
 	hdr.Uname, hdr.Gname = "", ""
+	// PAX keeps write times to the nanosecond (USTAR rounds them to the
+	// second): a restored checkpoint is dated as it was written.
+	hdr.Format = tar.FormatPAX
 	if !fi.Mode().IsRegular() {
 		return tw.WriteHeader(hdr)
 	}

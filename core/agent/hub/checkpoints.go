@@ -1,0 +1,509 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/jobfiles"
+)
+
+// Checkpoint copies (job/checkpoint.go): the hub keeps, for each part of
+// a running or waiting job, a copy of the part's checkpoint folder as its
+// machine last reported it, in CheckpointDir (JOB-PART.tar.gz and
+// JOB-PART.json, each written whole and renamed into place). A folder is
+// copied when its machine reports it changed and then the same in two
+// readings in a row (the job is not writing it), and as its run ends. A
+// start of the part carries the copy; the machine fetches it with a
+// one-time token (serveCheckpoint) when its own folder is older, and
+// waits for a copy still being made.
+
+// DefaultCheckpointMax is the largest checkpoint folder copied by default
+// (bytes of files): serve --checkpoint-copy-max.
+const DefaultCheckpointMax int64 = 2 << 30
+
+// copyTimeout bounds the making of one copy.
+const copyTimeout = 30 * time.Minute
+
+// grantTTL is how long a start's token to fetch a copy is good for.
+const grantTTL = 15 * time.Minute
+
+// partKey names a part of a job.
+type partKey struct {
+	job  int64
+	part int
+}
+
+// copyMeta is what a copy holds: the machine it was read from, its
+// folder's newest write and the run that wrote it (0: not known), and its
+// size (of the archive; of the folder's files).
+type copyMeta struct {
+	Job       int64     `json:"job"`
+	Part      int       `json:"part"`
+	Run       int64     `json:"run"`
+	Node      string    `json:"node"`
+	At        time.Time `json:"at"`
+	Bytes     int64     `json:"bytes"`
+	FileBytes int64     `json:"file_bytes"`
+	Files     int       `json:"files"`
+	CopiedAt  time.Time `json:"copied_at"`
+}
+
+// kept is a part's copy on disk (meta.At zero: none yet) and the newer
+// one being made, if any.
+type kept struct {
+	meta   copyMeta
+	making *making
+}
+
+// making is a copy under way: done closes when it is on disk or failed.
+type making struct {
+	meta copyMeta
+	done chan struct{}
+}
+
+// partRun is what the hub knows of a part's running run: where it runs,
+// as whom, and the folder its machine last reported.
+type partRun struct {
+	run     int64
+	node    string
+	account string
+	last    time.Time
+}
+
+// grant is a start's permission to fetch a part's copy.
+type grant struct {
+	key     partKey
+	expires time.Time
+}
+
+// checkpoints are the hub's copies.
+type checkpoints struct {
+	dir  string // "": copies are off
+	max  int64
+	jobs JobStates
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	swept    time.Time // the last sweep (maybeSweep)
+	sweeping bool
+	kept     map[partKey]*kept
+	running  map[partKey]*partRun
+	grants   map[string]grant
+	// adopting are the parts adopt is looking up.
+	adopting map[partKey]bool
+}
+
+// newCheckpoints loads the copies kept in dir (none when dir is "").
+func newCheckpoints(dir string, maxBytes int64, jobs JobStates, log *slog.Logger) *checkpoints {
+	c := &checkpoints{dir: dir, max: maxBytes, jobs: jobs, log: log,
+		kept: make(map[partKey]*kept), running: make(map[partKey]*partRun), grants: make(map[string]grant)}
+	if dir == "" || maxBytes <= 0 {
+		c.dir = ""
+		return c
+	}
+	metas, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, p := range metas {
+		var m copyMeta
+		b, err := os.ReadFile(p)
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err == nil {
+			_, err = os.Stat(c.archive(partKey{m.Job, m.Part}))
+		}
+		if err != nil {
+			log.Warn("a checkpoint copy left unread", "file", p, "err", err)
+			continue
+		}
+		c.kept[partKey{m.Job, m.Part}] = &kept{meta: m}
+	}
+	return c
+}
+
+func (c *checkpoints) base(k partKey) string {
+	return filepath.Join(c.dir, strconv.FormatInt(k.job, 10)+"-"+strconv.Itoa(k.part))
+}
+func (c *checkpoints) archive(k partKey) string  { return c.base(k) + ".tar.gz" }
+func (c *checkpoints) metaPath(k partKey) string { return c.base(k) + ".json" }
+
+// started notes a run of a part starting on node and returns the copy to
+// send with it (nil: none).
+func (c *checkpoints) started(node string, s job.Spec) *job.CheckpointCopy {
+	if c.dir == "" || !checkpointed(s) {
+		return nil
+	}
+	k := partKey{s.JobID, partOf(s)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[k] = &partRun{run: s.Run, node: node, account: s.Account}
+	kp := c.kept[k]
+	if kp == nil {
+		return nil
+	}
+	m := kp.meta
+	if kp.making != nil {
+		m = kp.making.meta
+	}
+	if m.At.IsZero() {
+		return nil
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	token := base64.RawURLEncoding.EncodeToString(b)
+	now := time.Now()
+	for t, g := range c.grants {
+		if now.After(g.expires) {
+			delete(c.grants, t)
+		}
+	}
+	c.grants[token] = grant{key: k, expires: now.Add(grantTTL)}
+	return &job.CheckpointCopy{Run: m.Run, Node: m.Node, At: m.At, Bytes: m.Bytes, Token: token}
+}
+
+// checkpointed: the runs the agent reports a checkpoint folder of
+// (agent.checkpointed).
+func checkpointed(s job.Spec) bool {
+	return s.Session == nil && (len(s.Command) > 0 || s.Image != "")
+}
+
+func partOf(s job.Spec) int {
+	if s.Gang != nil {
+		return s.Gang.Rank
+	}
+	return 0
+}
+
+// newer reports whether a folder as st says is newer than what part k
+// has copied or is copying, and small enough to copy.
+func (c *checkpoints) newer(k partKey, st job.CheckpointState) bool {
+	if st.Empty() || st.Bytes > c.max {
+		return false
+	}
+	kp := c.kept[k]
+	if kp == nil {
+		return true
+	}
+	if kp.making != nil {
+		return false // the next reading copies what it missed
+	}
+	return st.At.After(kp.meta.At)
+}
+
+// observe reads a heartbeat's usage of n's runs: a folder newer than its
+// copy, and the same as in the previous reading, is copied.
+func (c *checkpoints) observe(n *remoteNode, us []job.Usage) {
+	if c.dir == "" {
+		return
+	}
+	var unknown []partKey
+	c.mu.Lock()
+	defer func() {
+		c.mu.Unlock()
+		if len(unknown) > 0 {
+			go c.adopt(n, unknown)
+		}
+	}()
+	for _, u := range us {
+		if u.Checkpoint == nil {
+			continue
+		}
+		k := partKey{u.JobID, u.Checkpoint.Part}
+		pr := c.running[k]
+		if pr == nil {
+			unknown = append(unknown, k)
+			continue
+		}
+		if pr.node != n.name {
+			continue
+		}
+		settled := u.Checkpoint.At.Equal(pr.last)
+		pr.last = u.Checkpoint.At
+		if settled && c.newer(k, *u.Checkpoint) {
+			c.copyLocked(n, k, pr, *u.Checkpoint)
+		}
+	}
+}
+
+// adopt learns of parts running on n that no start told the hub of (they
+// ran on when this server started, or took over from another): the run
+// from the agent's hello, the account from the store.
+func (c *checkpoints) adopt(n *remoteNode, parts []partKey) {
+	if c.jobs == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.adopting == nil {
+		c.adopting = make(map[partKey]bool)
+	}
+	var todo []partKey
+	for _, k := range parts {
+		if !c.adopting[k] {
+			c.adopting[k] = true
+			todo = append(todo, k)
+		}
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		for _, k := range todo {
+			delete(c.adopting, k)
+		}
+		c.mu.Unlock()
+	}()
+	for _, k := range todo {
+		var run int64
+		for _, ref := range n.Running() {
+			if ref.Job == k.job {
+				run = ref.Run
+			}
+		}
+		if run == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		account, err := c.jobs.Account(ctx, k.job)
+		cancel()
+		if err != nil {
+			c.log.Warn("checkpoint of a running job not copied for now: its account cannot be read", "job", k.job, "err", err)
+			continue
+		}
+		c.mu.Lock()
+		if c.running[k] == nil {
+			c.running[k] = &partRun{run: run, node: n.name, account: account}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// ended reads a run's exit: its folder, when newer than its copy, is
+// copied now, before the engine hears of the end, so that a start of the
+// job that follows waits for the copy.
+func (c *checkpoints) ended(n *remoteNode, ex job.Exit) {
+	if c.dir == "" || ex.Checkpoint == nil {
+		return
+	}
+	k := partKey{ex.JobID, ex.Checkpoint.Part}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pr := c.running[k]
+	if pr == nil || pr.node != n.name || pr.run != ex.Run {
+		return
+	}
+	delete(c.running, k)
+	if c.newer(k, *ex.Checkpoint) {
+		c.copyLocked(n, k, pr, *ex.Checkpoint)
+	}
+}
+
+// copyLocked starts copying part k's folder from n, as st describes it;
+// c.mu is held.
+func (c *checkpoints) copyLocked(n *remoteNode, k partKey, pr *partRun, st job.CheckpointState) {
+	kp := c.kept[k]
+	if kp == nil {
+		kp = &kept{}
+		c.kept[k] = kp
+	}
+	m := &making{done: make(chan struct{}), meta: copyMeta{Job: k.job, Part: k.part, Run: st.Run, Node: n.name,
+		At: st.At, FileBytes: st.Bytes, Files: st.Files}}
+	kp.making = m
+	go func() {
+		err := c.copy(n, pr.account, m)
+		c.mu.Lock()
+		if err == nil {
+			kp.meta = m.meta
+		}
+		kp.making = nil
+		c.mu.Unlock()
+		close(m.done)
+		if err != nil {
+			c.log.Warn("checkpoint not copied", "job", k.job, "part", k.part, "run", m.meta.Run, "node", n.name, "err", err)
+			return
+		}
+		c.log.Info("checkpoint copied", "job", k.job, "part", k.part, "run", m.meta.Run, "node", n.name,
+			"written", m.meta.At, "bytes", m.meta.Bytes, "files", m.meta.Files)
+	}()
+}
+
+// copy reads m's folder from n through a files tunnel, as account, and
+// puts it in place of the part's copy.
+func (c *checkpoints) copy(n *remoteNode, account string, m *making) error {
+	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
+	defer cancel()
+	k := partKey{m.meta.Job, m.meta.Part}
+	d, err := n.JobFiles(k.job, account).Archive(ctx, jobfiles.JobRoot, "checkpoint")
+	if err != nil {
+		return fmt.Errorf("read the folder: %w", err)
+	}
+	defer d.Body.Close()
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(c.dir, ".copy-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	// Compressed, it is no larger than its files and their headers.
+	limit := m.meta.FileBytes + int64(m.meta.Files+16)*2048 + 1<<20
+	n64, err := io.Copy(tmp, io.LimitReader(d.Body, limit+1))
+	switch {
+	case err != nil:
+	case n64 > limit:
+		err = fmt.Errorf("the folder grew past the %s reported while it was read", jobfiles.FormatBytes(m.meta.FileBytes))
+	default:
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("read the folder: %w", err)
+	}
+	m.meta.Bytes, m.meta.CopiedAt = n64, time.Now()
+	b, err := json.Marshal(m.meta)
+	if err != nil {
+		return err
+	}
+	// The archive first: a crash between the two leaves a copy newer
+	// than its description says, never older.
+	if err := os.Rename(tmp.Name(), c.archive(k)); err != nil {
+		return err
+	}
+	return writeFileAtomic(c.metaPath(k), b)
+}
+
+// serveCheckpoint answers an agent's fetch of a copy: the token of a
+// start names the part; a copy still being made is waited for.
+func (c *checkpoints) serveCheckpoint(w http.ResponseWriter, r *http.Request) {
+	token := r.Header.Get(wire.CheckpointTokenHeader)
+	c.mu.Lock()
+	g, ok := c.grants[token]
+	if ok {
+		delete(c.grants, token) // once
+	}
+	c.mu.Unlock()
+	if !ok || token == "" || time.Now().After(g.expires) {
+		writeJSONError(w, http.StatusUnauthorized, "no such checkpoint token: a start's token is good once, for "+grantTTL.String())
+		return
+	}
+	for {
+		c.mu.Lock()
+		kp := c.kept[g.key]
+		var wait chan struct{}
+		if kp != nil && kp.making != nil {
+			wait = kp.making.done
+		}
+		c.mu.Unlock()
+		if wait == nil {
+			break
+		}
+		select {
+		case <-wait:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	c.mu.Lock()
+	f, err := os.Open(c.archive(g.key))
+	c.mu.Unlock()
+	if err != nil {
+		writeJSONError(w, http.StatusNotFound, "the server keeps no copy of this checkpoint now")
+		return
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil {
+		w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	if _, err := io.Copy(w, f); err != nil {
+		c.log.Warn("checkpoint copy not sent whole", "job", g.key.job, "part", g.key.part, "err", err)
+	}
+}
+
+// sweepEvery is how often the hub asks which of the jobs it keeps copies
+// for have ended.
+const sweepEvery = time.Minute
+
+// maybeSweep drops, at most every sweepEvery, the copies of the jobs
+// that have ended, as jobs says; a store that cannot answer leaves them
+// for the next sweep.
+func (c *checkpoints) maybeSweep() {
+	if c.dir == "" || c.jobs == nil {
+		return
+	}
+	c.mu.Lock()
+	now := time.Now()
+	if now.Sub(c.swept) < sweepEvery || c.sweeping {
+		c.mu.Unlock()
+		return
+	}
+	c.swept, c.sweeping = now, true
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.sweeping = false
+			c.mu.Unlock()
+		}()
+		ids := c.keptJobs()
+		if len(ids) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ended, err := c.jobs.Ended(ctx, ids)
+		if err != nil {
+			c.log.Warn("checkpoint copies of ended jobs left for now: their jobs cannot be read", "err", err)
+			return
+		}
+		c.forget(ended)
+	}()
+}
+
+// forget drops the copies of jobs that have ended.
+func (c *checkpoints) forget(ended []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ended {
+		for k, kp := range c.kept {
+			if k.job != id || kp.making != nil {
+				continue
+			}
+			delete(c.kept, k)
+			for _, p := range []string{c.archive(k), c.metaPath(k)} {
+				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+					c.log.Warn("remove a checkpoint copy", "file", p, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// keptJobs are the jobs the hub keeps copies for.
+func (c *checkpoints) keptJobs() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := make(map[int64]bool)
+	var out []int64
+	for k := range c.kept {
+		if !seen[k.job] {
+			seen[k.job] = true
+			out = append(out, k.job)
+		}
+	}
+	return out
+}
