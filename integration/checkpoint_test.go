@@ -2,10 +2,13 @@ package integration
 
 import (
 	"fmt"
+
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // faultCheckpointResume measures the work a fault costs a job that
@@ -266,5 +269,40 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 	}
 	if !found {
 		t.Errorf("the job's history does not say run 2 resumed from the server's copy of run 1's checkpoint on ck-a")
+	}
+
+	// The job's page, as its owner sees it: the history says where the
+	// checkpoint came from; the checkpoints listed are ck-b's, restored.
+	ctx := newTabFor(t, 2*time.Minute)
+	sc := newScreenChecker(t, ctx, srv.URL)
+	if err := sc.login("alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, vp := range viewports {
+		sc.log.take()
+		err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height), chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, id)),
+			chromedp.WaitVisible("#job-checkpoints table"))
+		if err != nil {
+			t.Fatalf("job page at %s: %v", vp.name, err)
+		}
+		problems, err := sc.judge(vp, http.StatusOK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("job page at %s: %s", vp.name, p)
+		}
+		history, err := readFirst(ctx, "#job-history", "e.innerText")
+		if err != nil || !strings.Contains(history, "run 2 resumed from the checkpoint run 1 wrote at ") || !strings.Contains(history, "on ck-a (the server's copy)") {
+			t.Errorf("job page at %s: history %q, %v; want run 2 resumed from the server's copy of ck-a's", vp.name, history, err)
+		}
+		listed, err := readFirst(ctx, "#job-checkpoints", "e.innerText")
+		if err != nil || !strings.Contains(listed, "step") || !strings.Contains(listed, "weights") {
+			t.Errorf("job page at %s: checkpoints %q, %v; want step and weights, restored on ck-b", vp.name, listed, err)
+		}
+		if log, err := readFirst(ctx, "#job-log", "e.innerText"); err != nil || !strings.Contains(log, "run 2 on ck-b resumes from run 1") {
+			t.Errorf("job page at %s: output %q, %v; want the last run's, on ck-b", vp.name, log, err)
+		}
+		screenshot(t, ctx, "checkpoint-moved-"+vp.name)
 	}
 }

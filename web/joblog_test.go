@@ -132,3 +132,41 @@ func TestJobLogOfEachMachine(t *testing.T) {
 		t.Errorf("another team's member: %d, want 404", rec.Code)
 	}
 }
+
+// TestJobLogAfterAMove: a job whose last run was on gpu-b, after an
+// earlier one on gpu-a (the name that sorts first), shows gpu-b's output
+// by default, on the API and the page.
+func TestJobLogAfterAMove(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	ts.cfg.DataDir = t.TempDir()
+	now := time.Now()
+	j := &models.Job{Name: "moved", Team: "vision", User: "alice", GPUs: 1, SimDuration: 60, SubmittedAt: now, StartedAt: &now,
+		Placement: models.Strings{"gpu-b:0"}}
+	if err := ts.store.CreateJob(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	for node, out := range map[string]string{"gpu-a": "run 1 stopped at step 17\n", "gpu-b": "run 2 resumes at step 17\n"} {
+		dir := filepath.Join(ts.cfg.DataDir, "agents", node, "jobs", fmt.Sprint(j.ID))
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "output.log"), []byte(out), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if node == "gpu-a" {
+			// The earlier machine's copy is the newer file (its agent
+			// sent the rest of the output late).
+			later := now.Add(time.Minute)
+			if err := os.Chtimes(filepath.Join(dir, "output.log"), later, later); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, target := range []string{fmt.Sprintf("/api/v1/jobs/%d/logs", j.ID), fmt.Sprintf("/jobs/%d", j.ID)} {
+		rec := ts.do(t, "alice", http.MethodGet, target, "")
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "run 2 resumes at step 17") || strings.Contains(rec.Body.String(), "run 1 stopped") {
+			t.Errorf("%s: %d %.300s; want gpu-b's output, the last run's", target, rec.Code, rec.Body.String())
+		}
+	}
+}

@@ -81,7 +81,9 @@ func (s *Server) openJobLogOn(id int64, node string, machines []string) (*os.Fil
 	if node != "" {
 		return s.openJobLog(id, node)
 	}
-	if len(machines) > 1 {
+	if len(machines) > 0 {
+		// The machines of the current or last run, never one an earlier
+		// run left its output on.
 		for _, m := range machines {
 			f, err := s.openJobLog(id, m)
 			if !errors.Is(err, os.ErrNotExist) {

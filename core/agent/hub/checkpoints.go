@@ -105,12 +105,15 @@ type checkpoints struct {
 	grants   map[string]grant
 	// adopting are the parts adopt is looking up.
 	adopting map[partKey]bool
+	// files reaches a job's files on a machine: through its agent.
+	files func(n *remoteNode, jobID int64, account string) jobfiles.Files
 }
 
 // newCheckpoints loads the copies kept in dir (none when dir is "").
 func newCheckpoints(dir string, maxBytes int64, jobs JobStates, log *slog.Logger) *checkpoints {
 	c := &checkpoints{dir: dir, max: maxBytes, jobs: jobs, log: log,
-		kept: make(map[partKey]*kept), running: make(map[partKey]*partRun), grants: make(map[string]grant)}
+		kept: make(map[partKey]*kept), running: make(map[partKey]*partRun), grants: make(map[string]grant),
+		files: func(n *remoteNode, jobID int64, account string) jobfiles.Files { return n.JobFiles(jobID, account) }}
 	if dir == "" || maxBytes <= 0 {
 		c.dir = ""
 		return c
@@ -344,7 +347,7 @@ func (c *checkpoints) copy(n *remoteNode, account string, m *making) error {
 	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
 	defer cancel()
 	k := partKey{m.meta.Job, m.meta.Part}
-	d, err := n.JobFiles(k.job, account).Archive(ctx, jobfiles.JobRoot, "checkpoint")
+	d, err := c.files(n, k.job, account).Archive(ctx, jobfiles.JobRoot, "checkpoint")
 	if err != nil {
 		return fmt.Errorf("read the folder: %w", err)
 	}
