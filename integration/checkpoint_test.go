@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"net/http"
 	"strings"
@@ -304,5 +307,63 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 			t.Errorf("job page at %s: output %q, %v; want the last run's, on ck-b", vp.name, log, err)
 		}
 		screenshot(t, ctx, "checkpoint-moved-"+vp.name)
+	}
+}
+
+// faultCheckpointCopiedAcrossServerRestart: the server is killed while a
+// checkpointing job runs and is back before the heartbeat timeout, so the
+// run goes on; the new server, which never started the run, still copies
+// its checkpoints as they change (it learns the run from the agent and
+// its account from the store). Then the job's machine is killed for good:
+// the job resumes on another machine from a checkpoint saved after the
+// restart, as its trace shows.
+func faultCheckpointCopiedAcrossServerRestart(t *testing.T) {
+	const ticks, every = 120, 6
+	data, traces := t.TempDir(), t.TempDir()
+	args := []string{"--data", data, "--heartbeat-timeout", "10s", "--grace", faultGrace, "--max-retries", "0", "--policy", "fifo"}
+	srv := startAgentServer(t, args...)
+	a := oneGPUAgent(t, srv.URL, "before")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "checkpointed", "gpus": 1, "command": checkpointedJob(traces, ticks, every)})
+	run := traceStarted(t, traces, id, "")
+	traceLines(t, traces, run, 8)
+
+	srv.kill()
+	restarted := time.Now()
+	srv = startAgentServerAt(t, srv, args...)
+	alice = newAPI(t, srv.URL, "alice", "dev")
+	type copied struct {
+		Run int64     `json:"run"`
+		At  time.Time `json:"at"`
+	}
+	var c copied
+	eventually(t, 30*time.Second, "a copy of a checkpoint saved after the restart", func() bool {
+		b, err := os.ReadFile(filepath.Join(data, "checkpoints", fmt.Sprintf("%d-0.json", id)))
+		return err == nil && json.Unmarshal(b, &c) == nil && c.At.After(restarted)
+	})
+	if c.Run != 1 {
+		t.Errorf("the copy says run %d wrote it, want 1 (the run that ran across the restart)", c.Run)
+	}
+	var reached int
+	for _, sp := range readTraces(t, traces) {
+		if sp.job == id {
+			reached = sp.lastTick
+		}
+	}
+	a.kill()
+	oneGPUAgent(t, srv.URL, "after")
+	alice.waitState(id, 90*time.Second, "succeeded")
+	spans := checkTraces(t, traces)
+	endsOnce(t, alice, id)
+	if len(spans) != 2 || spans[0].run != 1 || spans[1].node != "after" {
+		t.Fatalf("runs %v; want run 1 on before, then one on after", spans)
+	}
+	first, second := spans[0], spans[1]
+	t.Logf("run 1 traced ticks %d-%d across the restart (tick %d when the copy was seen); run %d on after starts at tick %d: %d ticks redone",
+		first.firstTick, first.lastTick, reached, second.run, second.firstTick, first.lastTick-second.firstTick+1)
+	if second.firstTick < every || second.firstTick > first.lastTick {
+		t.Errorf("run %d on after starts at tick %d after run 1 reached %d: want it resumed from a checkpoint the server copied after its restart",
+			second.run, second.firstTick, first.lastTick)
 	}
 }

@@ -53,6 +53,7 @@ func TestFaults(t *testing.T) {
 		{"DatabaseStopped", faultDatabaseStopped},
 		{"DatabaseOutageLongerThanTheHold", faultDatabaseOutageLongerThanTheHold},
 		{"CheckpointResume", faultCheckpointResume},
+		{"CheckpointCopiedAcrossServerRestart", faultCheckpointCopiedAcrossServerRestart},
 		{"AgentReconnectsDuringDatabaseOutage", faultAgentReconnectsDuringDatabaseOutage},
 		{"FrozenAgent", faultFrozenAgent},
 		{"ServerRestartedDuringDatabaseOutage", faultServerRestartedDuringDatabaseOutage},

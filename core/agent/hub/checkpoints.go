@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -105,6 +106,8 @@ type checkpoints struct {
 	grants   map[string]grant
 	// adopting are the parts adopt is looking up.
 	adopting map[partKey]bool
+	// tooBig are the saves too big to copy, said once each.
+	tooBig map[partKey]time.Time
 	// files reaches a job's files on a machine: through its agent.
 	files func(n *remoteNode, jobID int64, account string) jobfiles.Files
 }
@@ -113,7 +116,8 @@ type checkpoints struct {
 func newCheckpoints(dir string, maxBytes int64, jobs JobStates, log *slog.Logger) *checkpoints {
 	c := &checkpoints{dir: dir, max: maxBytes, jobs: jobs, log: log,
 		kept: make(map[partKey]*kept), running: make(map[partKey]*partRun), grants: make(map[string]grant),
-		files: func(n *remoteNode, jobID int64, account string) jobfiles.Files { return n.JobFiles(jobID, account) }}
+		tooBig: make(map[partKey]time.Time),
+		files:  func(n *remoteNode, jobID int64, account string) jobfiles.Files { return n.JobFiles(jobID, account) }}
 	if dir == "" || maxBytes <= 0 {
 		c.dir = ""
 		return c
@@ -193,7 +197,15 @@ func partOf(s job.Spec) int {
 // newer reports whether a folder as st says is newer than what part k
 // has copied or is copying, and small enough to copy.
 func (c *checkpoints) newer(k partKey, st job.CheckpointState) bool {
-	if st.Empty() || st.Bytes > c.max {
+	if st.Empty() {
+		return false
+	}
+	if st.Bytes > c.max {
+		if !c.tooBig[k].Equal(st.At) {
+			c.tooBig[k] = st.At // said once a save
+			c.log.Warn("checkpoint folder not copied: over --checkpoint-copy-max; a run of the job on another machine starts from its folder there",
+				"job", k.job, "part", k.part, "bytes", st.Bytes, "max", c.max)
+		}
 		return false
 	}
 	kp := c.kept[k]
@@ -477,11 +489,22 @@ func (c *checkpoints) maybeSweep() {
 	}()
 }
 
-// forget drops the copies of jobs that have ended.
+// forget drops the copies of jobs that have ended, and what the hub
+// knew of their runs.
 func (c *checkpoints) forget(ended []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ended {
+		for k := range c.running {
+			if k.job == id {
+				delete(c.running, k)
+			}
+		}
+		for k := range c.tooBig {
+			if k.job == id {
+				delete(c.tooBig, k)
+			}
+		}
 		for k, kp := range c.kept {
 			if k.job != id || kp.making != nil {
 				continue
@@ -496,17 +519,27 @@ func (c *checkpoints) forget(ended []int64) {
 	}
 }
 
-// keptJobs are the jobs the hub keeps copies for.
+// keptJobs are the jobs the hub keeps copies for, or knows runs of.
 func (c *checkpoints) keptJobs() []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seen := make(map[int64]bool)
 	var out []int64
-	for k := range c.kept {
+	add := func(k partKey) {
 		if !seen[k.job] {
 			seen[k.job] = true
 			out = append(out, k.job)
 		}
 	}
+	for k := range c.kept {
+		add(k)
+	}
+	for k := range c.running {
+		add(k)
+	}
+	for k := range c.tooBig {
+		add(k)
+	}
+	slices.Sort(out)
 	return out
 }
