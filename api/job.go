@@ -128,6 +128,10 @@ type JobResume struct {
 	// CheckpointAt is when that checkpoint was written; absent: the run
 	// started from scratch.
 	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+	// FromNode is the machine the checkpoint was saved on, when the
+	// server's copy of it was restored on another machine (absent: the
+	// run's own machine's folder).
+	FromNode string `json:"from_node,omitempty"`
 	// LostS is the seconds of work the stop before the run cost (what it
 	// redoes: the earlier runs' time after the checkpoint);
 	// LostTotalS that of every such stop of the job.

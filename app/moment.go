@@ -423,7 +423,7 @@ func (m *Moment) apiJob(j *models.Job) api.Job {
 	}
 	if j.ResumeRun > 0 {
 		out.Resume = &api.JobResume{Run: j.ResumeRun, FromRun: j.ResumeFromRun, CheckpointAt: j.ResumeCheckpointAt,
-			LostS: j.ResumeLostS, LostTotalS: j.LostS}
+			FromNode: j.ResumeFromNode, LostS: j.ResumeLostS, LostTotalS: j.LostS}
 	}
 	if j.FinishedAt != nil {
 		jct := j.JCT().Seconds()

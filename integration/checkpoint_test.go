@@ -83,6 +83,7 @@ func faultCheckpointResume(t *testing.T) {
 			Run          int64      `json:"run"`
 			FromRun      int64      `json:"from_run"`
 			CheckpointAt *time.Time `json:"checkpoint_at"`
+			FromNode     string     `json:"from_node"`
 			LostS        float64    `json:"lost_s"`
 			LostTotalS   float64    `json:"lost_total_s"`
 		} `json:"resume"`
@@ -90,7 +91,7 @@ func faultCheckpointResume(t *testing.T) {
 	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK {
 		t.Fatalf("GET job: %d", st)
 	}
-	if r := j.Resume; r == nil || r.Run != 4 || r.FromRun < 1 || r.FromRun > 3 || r.CheckpointAt == nil || r.LostS <= 0 || r.LostTotalS < r.LostS {
+	if r := j.Resume; r == nil || r.Run != 4 || r.FromRun < 1 || r.FromRun > 3 || r.CheckpointAt == nil || r.FromNode != "phoenix" || r.LostS <= 0 || r.LostTotalS < r.LostS {
 		t.Errorf("resume = %+v; want run 4 from an earlier run's checkpoint, some work lost", r)
 	} else {
 		t.Logf("API: run 4 from run %d's checkpoint, lost %.1f s; all faults %.1f s", r.FromRun, r.LostS, r.LostTotalS)
@@ -258,13 +259,14 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 	t.Logf("ck-b's output:\n%s", out)
 	var j struct {
 		Resume *struct {
-			Run     int64 `json:"run"`
-			FromRun int64 `json:"from_run"`
+			Run      int64  `json:"run"`
+			FromRun  int64  `json:"from_run"`
+			FromNode string `json:"from_node"`
 		} `json:"resume"`
 	}
 	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK || j.Resume == nil ||
-		j.Resume.Run != 2 || j.Resume.FromRun != 1 {
-		t.Errorf("the job's resume: %d %+v; want run 2 from run 1", st, j.Resume)
+		j.Resume.Run != 2 || j.Resume.FromRun != 1 || j.Resume.FromNode != "ck-a" {
+		t.Errorf("the job's resume: %d %+v; want run 2 from run 1's checkpoint on ck-a", st, j.Resume)
 	}
 	found := false
 	for _, h := range jobHistory(t, alice, id) {

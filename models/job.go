@@ -153,11 +153,14 @@ type Job struct {
 	// last run whose start was recorded (0: none), ResumeFromRun the run
 	// whose checkpoint it found (0: none or not known), ResumeCheckpointAt
 	// when that checkpoint was written (nil: it started from scratch),
+	// ResumeFromNode the machine it was saved on when the server's copy
+	// of it was restored on another ("": the run's own machine's folder),
 	// ResumeLostS the seconds of work the faults before it cost, and
 	// LostS those of all its runs.
 	ResumeRun          int64 `gorm:"not null;default:0"`
 	ResumeFromRun      int64 `gorm:"not null;default:0"`
 	ResumeCheckpointAt *time.Time
+	ResumeFromNode     string `gorm:"size:64;not null;default:''"`
 	ResumeLostS        float64 `gorm:"not null;default:0"`
 	LostS              float64 `gorm:"not null;default:0"`
 	// HoldReason, when set, holds the job while it waits, whatever its

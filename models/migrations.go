@@ -51,6 +51,7 @@ func migrations() []migration {
 		{52, "jobs: index of the jobs that have run, by team and submission, for the team's usage by member (MemberUsage)", jobsTeamUsageIndex},
 		{60, "jobs.run_accrual_s, run_gpu_seconds, held_gpus: a shared GPU's share in a running job's attained service (usage.Accrual)", jobsHeldGPUs},
 		{61, "jobs.stop_run, stop_to, stop_reason, stop_code, stop_at: the engine's request that a run stop, across restarts (job.StopRequest)", jobsStopRequest},
+		{62, "jobs.resume_from_node: where a restored checkpoint copy was saved (job.Resume.FromNode)", jobsResumeFromNode},
 	}
 }
 
@@ -761,4 +762,15 @@ func (v61Job) TableName() string { return "jobs" }
 
 func jobsStopRequest(tx *gorm.DB) error {
 	return addColumns(tx, &v61Job{}, "StopRun", "StopTo", "StopReason", "StopCode", "StopAt")
+}
+
+// v62Job holds the machine a restored checkpoint copy was saved on.
+type v62Job struct {
+	ResumeFromNode string `gorm:"size:64;not null;default:''"`
+}
+
+func (v62Job) TableName() string { return "jobs" }
+
+func jobsResumeFromNode(tx *gorm.DB) error {
+	return addColumns(tx, &v62Job{}, "ResumeFromNode")
 }

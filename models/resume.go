@@ -49,7 +49,7 @@ func (s *Store) RecordResume(ctx context.Context, id int64, r job.Resume, now ti
 			at = &t
 		}
 		err := tx.Model(&Job{}).Where("id = ?", id).Updates(map[string]any{
-			"resume_run": r.Run, "resume_from_run": r.FromRun, "resume_checkpoint_at": at,
+			"resume_run": r.Run, "resume_from_run": r.FromRun, "resume_checkpoint_at": at, "resume_from_node": r.FromNode,
 			"resume_lost_s": lost.Seconds(), "lost_s": j.LostS + lost.Seconds()}).Error
 		if err != nil {
 			return fmt.Errorf("resume of job %d: %w", id, err)

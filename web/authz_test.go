@@ -366,6 +366,7 @@ func TestEveryRouteHasARule(t *testing.T) {
 		// Agents present the agent token, never a user's; this server has none.
 		{"GET /api/v1/agents/connect", nil, nil, access{404, 404, 404, 404, 404}},
 		{"GET /api/v1/agents/tunnel", nil, nil, access{404, 404, 404, 404, 404}},
+		{"GET /api/v1/agents/checkpoint", nil, nil, access{404, 404, 404, 404, 404}},
 		// A session: its owner and admins reach it (503: it waits for
 		// its GPUs), nobody else; the visitor is sent to log in.
 		{"GET /sessions/:id/:secret", func(t *testing.T) string { return strings.TrimSuffix(ts.newSession(t), "/") }, nil, access{303, 303, 303, 303, 303}},

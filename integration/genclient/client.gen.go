@@ -1530,10 +1530,13 @@ type JobResources struct {
 	Profile CPUProfile `json:"profile"`
 }
 
-// JobResume Which run resumed from which checkpoint: the checkpoint folder (GPUPORTAL_CHECKPOINT_DIR) is the job's, kept across its runs on a machine, or across machines that share the agents' work folder; a run on a machine without it starts from scratch.
+// JobResume Which run resumed from which checkpoint: the checkpoint folder (GPUPORTAL_CHECKPOINT_DIR) is the job's, kept across its runs on a machine; a run on another machine finds the server's copy of it restored there (docs/agents.md, Resuming on another machine), or the same folder where the agents' work folder is shared.
 type JobResume struct {
 	// CheckpointAt when that checkpoint was written; absent: the run started from scratch
 	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+
+	// FromNode the machine the checkpoint was saved on, when the server's copy of it was restored on another machine; absent: the run's own machine's folder
+	FromNode *string `json:"from_node,omitempty"`
 
 	// FromRun the earlier run that wrote the checkpoint it found; absent when not known or none
 	FromRun *int64 `json:"from_run,omitempty"`
@@ -2716,6 +2719,11 @@ type ClientInterface interface {
 	// Corresponds with GET /accounting (the `GetAccounting` operationId).
 	GetAccounting(ctx context.Context, params *GetAccountingParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// FetchCheckpointCopy Where an agent fetches the server's copy of a job's checkpoint folder before a run starts on its machine, presenting the one-time token the start brought (X-Gpuportal-Checkpoint); a copy still being made is waited for; see docs/agents.md, Resuming on another machine
+	//
+	// Corresponds with GET /agents/checkpoint (the `FetchCheckpointCopy` operationId).
+	FetchCheckpointCopy(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ConnectAgent Websocket where node agents (gpuportal agent) connect, with the agent token as bearer token; see docs/agents.md
 	//
 	// Corresponds with GET /agents/connect (the `ConnectAgent` operationId).
@@ -3168,6 +3176,21 @@ type ClientInterface interface {
 // Corresponds with GET /accounting (the `GetAccounting` operationId).
 func (c *Client) GetAccounting(ctx context.Context, params *GetAccountingParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetAccountingRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FetchCheckpointCopy Where an agent fetches the server's copy of a job's checkpoint folder before a run starts on its machine, presenting the one-time token the start brought (X-Gpuportal-Checkpoint); a copy still being made is waited for; see docs/agents.md, Resuming on another machine
+//
+// Corresponds with GET /agents/checkpoint (the `FetchCheckpointCopy` operationId).
+func (c *Client) FetchCheckpointCopy(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFetchCheckpointCopyRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -4498,6 +4521,33 @@ func NewGetAccountingRequest(server string, params *GetAccountingParams) (*http.
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewFetchCheckpointCopyRequest constructs an http.Request for the FetchCheckpointCopy method
+func NewFetchCheckpointCopyRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/agents/checkpoint")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -7435,6 +7485,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /accounting (the `GetAccounting` operationId).
 	GetAccountingWithResponse(ctx context.Context, params *GetAccountingParams, reqEditors ...RequestEditorFn) (*GetAccountingResponse, error)
 
+	// FetchCheckpointCopyWithResponse Where an agent fetches the server's copy of a job's checkpoint folder before a run starts on its machine, presenting the one-time token the start brought (X-Gpuportal-Checkpoint); a copy still being made is waited for; see docs/agents.md, Resuming on another machine
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /agents/checkpoint (the `FetchCheckpointCopy` operationId).
+	FetchCheckpointCopyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*FetchCheckpointCopyResponse, error)
+
 	// ConnectAgentWithResponse Websocket where node agents (gpuportal agent) connect, with the agent token as bearer token; see docs/agents.md
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8062,6 +8119,82 @@ func (r GetAccountingResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetAccountingResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// FetchCheckpointCopyResponse401Headers the declared response headers of an HTTP 401 response for FetchCheckpointCopy
+type FetchCheckpointCopyResponse401Headers struct {
+	XDataAge *int
+}
+
+// FetchCheckpointCopyResponse404Headers the declared response headers of an HTTP 404 response for FetchCheckpointCopy
+type FetchCheckpointCopyResponse404Headers struct {
+	XDataAge *int
+}
+
+// FetchCheckpointCopyResponse503Headers the declared response headers of an HTTP 503 response for FetchCheckpointCopy
+type FetchCheckpointCopyResponse503Headers struct {
+	XDataAge *int
+}
+
+type FetchCheckpointCopyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *FetchCheckpointCopyResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *FetchCheckpointCopyResponse404Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *FetchCheckpointCopyResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r FetchCheckpointCopyResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r FetchCheckpointCopyResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r FetchCheckpointCopyResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r FetchCheckpointCopyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FetchCheckpointCopyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FetchCheckpointCopyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FetchCheckpointCopyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13604,6 +13737,19 @@ func (c *ClientWithResponses) GetAccountingWithResponse(ctx context.Context, par
 	return ParseGetAccountingResponse(rsp)
 }
 
+// FetchCheckpointCopyWithResponse Where an agent fetches the server's copy of a job's checkpoint folder before a run starts on its machine, presenting the one-time token the start brought (X-Gpuportal-Checkpoint); a copy still being made is waited for; see docs/agents.md, Resuming on another machine
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /agents/checkpoint (the `FetchCheckpointCopy` operationId).
+func (c *ClientWithResponses) FetchCheckpointCopyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*FetchCheckpointCopyResponse, error) {
+	rsp, err := c.FetchCheckpointCopy(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFetchCheckpointCopyResponse(rsp)
+}
+
 // ConnectAgentWithResponse Websocket where node agents (gpuportal agent) connect, with the agent token as bearer token; see docs/agents.md
 //
 // Returns a wrapper object for the known response body format(s).
@@ -14690,6 +14836,79 @@ func ParseGetAccountingResponse(rsp *http.Response) (*GetAccountingResponse, err
 			headers.XDataAge = &value
 		}
 		response.Headers403 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseFetchCheckpointCopyResponse parses an HTTP response from a FetchCheckpointCopyWithResponse call
+func ParseFetchCheckpointCopyResponse(rsp *http.Response) (*FetchCheckpointCopyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FetchCheckpointCopyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers FetchCheckpointCopyResponse401Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers FetchCheckpointCopyResponse404Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 503:
+		var headers FetchCheckpointCopyResponse503Headers
+		if values := rsp.Header.Values("X-Data-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Data-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XDataAge = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
