@@ -160,7 +160,7 @@ type Job struct {
 	ResumeRun          int64 `gorm:"not null;default:0"`
 	ResumeFromRun      int64 `gorm:"not null;default:0"`
 	ResumeCheckpointAt *time.Time
-	ResumeFromNode     string `gorm:"size:64;not null;default:''"`
+	ResumeFromNode     string  `gorm:"size:64;not null;default:''"`
 	ResumeLostS        float64 `gorm:"not null;default:0"`
 	LostS              float64 `gorm:"not null;default:0"`
 	// HoldReason, when set, holds the job while it waits, whatever its
