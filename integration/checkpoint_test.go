@@ -268,6 +268,17 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 		j.Resume.Run != 2 || j.Resume.FromRun != 1 || j.Resume.FromNode != "ck-a" {
 		t.Errorf("the job's resume: %d %+v; want run 2 from run 1's checkpoint on ck-a", st, j.Resume)
 	}
+	// /metrics counts the copies: at least the one of the last save,
+	// sent once; the job has not been swept yet, so its copy is kept.
+	m := scrape(t, srv.URL)
+	if m.get(`gpuportal_checkpoint_copies_total{result="copied"}`) < 1 || m.get(`gpuportal_checkpoint_restores_total`) != 1 ||
+		m.get(`gpuportal_checkpoint_copied_bytes_total`) < 4<<20 || m.get(`gpuportal_checkpoint_copies_kept`) != 1 ||
+		m.get(`gpuportal_checkpoint_copies_kept_bytes`) < 4<<20 {
+		t.Errorf("/metrics of the copies: copied %v, failed %v, bytes %v, restores %v, kept %v (%v bytes); want at least 1 of 4 MiB, 1 restore, 1 kept",
+			m.get(`gpuportal_checkpoint_copies_total{result="copied"}`), m.get(`gpuportal_checkpoint_copies_total{result="failed"}`),
+			m.get(`gpuportal_checkpoint_copied_bytes_total`), m.get(`gpuportal_checkpoint_restores_total`),
+			m.get(`gpuportal_checkpoint_copies_kept`), m.get(`gpuportal_checkpoint_copies_kept_bytes`))
+	}
 	found := false
 	for _, h := range jobHistory(t, alice, id) {
 		found = found || strings.HasPrefix(h.Detail, "run 2 resumed from the checkpoint run 1 wrote at ") && strings.Contains(h.Detail, " on ck-a (the server's copy)")

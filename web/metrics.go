@@ -61,6 +61,11 @@ var (
 	beatsDesc     = desc("agent_heartbeats_total", "Heartbeats received from remote agents.")
 	beatAgeDesc   = desc("agent_heartbeat_age_seconds", "Time since the last heartbeat of the agent that runs a machine.", "node")
 	wsClientsDesc = desc("websocket_clients", "Browsers and programs following the live stream.")
+	ckCopiesDesc  = desc("checkpoint_copies_total", "Copies of jobs' checkpoint folders the server made from their machines, by result (copied or failed).", "result")
+	ckBytesDesc   = desc("checkpoint_copied_bytes_total", "Bytes of the checkpoint copies made (compressed, as kept).")
+	ckFetchDesc   = desc("checkpoint_restores_total", "Checkpoint copies sent to machines for a run to resume from.")
+	ckKeptDesc    = desc("checkpoint_copies_kept", "Checkpoint copies kept now, one per part of a running or waiting job.")
+	ckKeptBDesc   = desc("checkpoint_copies_kept_bytes", "Bytes on the server's disk of the checkpoint copies kept now.")
 	strayDesc     = desc("stray_runs_total", "Runs stopped because a machine came back with a run the cluster had replaced.")
 	handoverDesc  = desc("handover_seconds", "Time from asking a run to stop to the start of the job that waited for its GPUs.")
 	releaseDesc   = desc("release_seconds", "Time from asking a run to stop to the exit of its last process.")
@@ -128,7 +133,7 @@ type collector struct{ s *Server }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsDesc, queueDesc, gpusDesc, nodesDesc, passesDesc, passSecsDesc,
 		lastPassDesc, passHistDesc, wholePassDesc, phaseDesc, exitLagDesc, coalescedDesc, preemptDesc, reclaimsDesc, startsDesc, requeuesDesc, retriesDesc, timedOutDesc, nodeLostDesc,
-		beatsDesc, beatAgeDesc, wsClientsDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, submitDesc, waitDesc,
+		beatsDesc, beatAgeDesc, wsClientsDesc, ckCopiesDesc, ckBytesDesc, ckFetchDesc, ckKeptDesc, ckKeptBDesc, strayDesc, handoverDesc, releaseDesc, unrecDesc, submitDesc, waitDesc,
 		inUseDesc, utilizedDesc, teamInUseDesc, teamUtilDesc, teamBorrDesc, teamGuarDesc, buildDesc,
 		gpuInfoDesc, gpuMemDesc, gpuMemResDesc, gpuMemTotDesc, gpuUtilDesc, gpuPowerDesc, gpuTempDesc, gpuECCDesc, gpuXIDDesc,
 		gpuLastXIDDesc, gpuAllocDesc, jobShareDesc, attainedDesc, jobMemDesc} {
@@ -178,13 +183,21 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	collectEngine(ch, a, m)
 	var beats int64
+	var copies job.CheckpointCopyStats
 	if a := c.s.cfg.Agents; a != nil {
 		beats = a.Heartbeats()
 		for node, age := range a.HeartbeatAges(time.Now()) {
 			ch <- gauge(beatAgeDesc, age.Seconds(), node)
 		}
+		copies = a.CheckpointCopies()
 	}
 	ch <- counter(beatsDesc, float64(beats))
+	ch <- counter(ckCopiesDesc, float64(copies.Copied), "copied")
+	ch <- counter(ckCopiesDesc, float64(copies.Failed), "failed")
+	ch <- counter(ckBytesDesc, float64(copies.CopiedBytes))
+	ch <- counter(ckFetchDesc, float64(copies.Fetched))
+	ch <- gauge(ckKeptDesc, float64(copies.Kept))
+	ch <- gauge(ckKeptBDesc, float64(copies.KeptBytes))
 	ch <- gauge(wsClientsDesc, float64(c.s.hub.count()))
 	ch <- gauge(buildDesc, 1, buildInfo()...)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/app"
 	"github.com/gpuportal/gpuportal/core/agent/wire"
+	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/telemetry"
 	"github.com/gpuportal/gpuportal/identity"
 	"github.com/gpuportal/gpuportal/identity/ldapdir"
@@ -154,6 +155,9 @@ type Agents interface {
 	// HeartbeatAges says, per machine run by a remote agent, how long ago
 	// its agent's last heartbeat came.
 	HeartbeatAges(now time.Time) map[string]time.Duration
+	// CheckpointCopies are the figures of the server's copies of jobs'
+	// checkpoint folders.
+	CheckpointCopies() job.CheckpointCopyStats
 }
 
 // sessionTTL is how long a login lasts.

@@ -44,3 +44,14 @@ type CheckpointCopy struct {
 	// sent the start; the agent's connection sets it. It never travels.
 	Fetch func(ctx context.Context) (io.ReadCloser, error) `json:"-"`
 }
+
+// CheckpointCopyStats are the server's figures of its checkpoint copies,
+// for /metrics: copies made and failed and the bytes made, copies sent
+// to machines for a run to resume from, and the copies kept now (one per
+// part of a job) with their bytes on disk.
+type CheckpointCopyStats struct {
+	Copied, Failed, CopiedBytes int64
+	Fetched                     int64
+	Kept                        int
+	KeptBytes                   int64
+}

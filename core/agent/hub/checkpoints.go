@@ -108,6 +108,8 @@ type checkpoints struct {
 	adopting map[partKey]bool
 	// tooBig are the saves too big to copy, said once each.
 	tooBig map[partKey]time.Time
+	// stats are the counters of /metrics (job.CheckpointCopyStats).
+	copied, failed, copiedBytes, fetched int64
 	// files reaches a job's files on a machine: through its agent.
 	files func(n *remoteNode, jobID int64, account string) jobfiles.Files
 }
@@ -340,6 +342,10 @@ func (c *checkpoints) copyLocked(n *remoteNode, k partKey, pr *partRun, st job.C
 		c.mu.Lock()
 		if err == nil {
 			kp.meta = m.meta
+			c.copied++
+			c.copiedBytes += m.meta.Bytes
+		} else {
+			c.failed++
 		}
 		kp.making = nil
 		c.mu.Unlock()
@@ -446,7 +452,25 @@ func (c *checkpoints) serveCheckpoint(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/gzip")
 	if _, err := io.Copy(w, f); err != nil {
 		c.log.Warn("checkpoint copy not sent whole", "job", g.key.job, "part", g.key.part, "err", err)
+		return
 	}
+	c.mu.Lock()
+	c.fetched++
+	c.mu.Unlock()
+}
+
+// stats are the copies' figures for /metrics.
+func (c *checkpoints) stats() job.CheckpointCopyStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := job.CheckpointCopyStats{Copied: c.copied, Failed: c.failed, CopiedBytes: c.copiedBytes, Fetched: c.fetched}
+	for _, kp := range c.kept {
+		if !kp.meta.At.IsZero() {
+			st.Kept++
+			st.KeptBytes += kp.meta.Bytes
+		}
+	}
+	return st
 }
 
 // sweepEvery is how often the hub asks which of the jobs it keeps copies

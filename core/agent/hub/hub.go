@@ -266,6 +266,10 @@ func (h *Hub) logSize(node string, jobID int64) int64 {
 // Heartbeats counts the heartbeats received from agents, for /metrics.
 func (h *Hub) Heartbeats() int64 { return h.heartbeats.Load() }
 
+// CheckpointCopies are the figures of the copies of jobs' checkpoint
+// folders the hub keeps (checkpoints.go), for /metrics.
+func (h *Hub) CheckpointCopies() job.CheckpointCopyStats { return h.copies.stats() }
+
 // HeartbeatAges says, per machine run by a remote agent, how long ago
 // its agent's last heartbeat came (since it connected, before the first).
 func (h *Hub) HeartbeatAges(now time.Time) map[string]time.Duration {
