@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"net/http"
 	"strings"
@@ -378,5 +379,59 @@ func faultCheckpointCopiedAcrossServerRestart(t *testing.T) {
 	if second.firstTick < every || second.firstTick > first.lastTick {
 		t.Errorf("run %d on after starts at tick %d after run 1 reached %d: want it resumed from a checkpoint the server copied after its restart",
 			second.run, second.firstTick, first.lastTick)
+	}
+}
+
+// TestCheckpointRestoredAsTheJobsOwner: under agent --run-as owner, the
+// server's copy of a job's checkpoint is read on the first machine and
+// restored on the second as the job's owner's Unix account: the files the
+// next run finds are that account's, private as it left them, and the
+// folder around them too. The first machine is killed mid-run.
+func TestCheckpointRestoredAsTheJobsOwner(t *testing.T) {
+	needRootAccounts(t)
+	t.Parallel() // waits on the binary and the clock: see TestMain
+	unixGroup(t, "gpt-lab")
+	owner := unixUser(t, "gpt-alice", "gpt-lab")
+	data := t.TempDir()
+	srv := startAgentServer(t, "--data", data, "--heartbeat-timeout", faultTimeout, "--grace", faultGrace, "--max-retries", "0")
+	first := startAgent(t, srv.URL, "own-a", "--run-as", "owner", "--work-dir", passableDir(t), "--gpus", "sim:1x1x80")
+	waitGPUs(t, srv.URL, 1)
+	alice := portalUser(t, srv.URL, data, "gpt-alice")
+	script := `d="$GPUPORTAL_CHECKPOINT_DIR"
+if [ "${GPUPORTAL_RESUME:-}" = 1 ]; then
+  echo "run $GPUPORTAL_RUN as $(id -un) found: $(cat "$d/state") mode $(stat -c %a "$d/state") owner $(stat -c %U "$d/state") folder $(stat -c %U:%a "$d")"
+  exit 0
+fi
+umask 077
+echo "saved by run $GPUPORTAL_RUN as $(id -un)" > "$d/state"
+echo saved
+while true; do sleep 0.2 & wait $!; done`
+	id := submit(t, alice, map[string]any{"name": "owned", "gpus": 1, "command": []string{"sh", "-c", script}})
+	eventually(t, 30*time.Second, "run 1 to save", func() bool { return strings.Contains(remoteOutput(data, "own-a", id), "saved\n") })
+	eventually(t, 30*time.Second, "the server to copy the checkpoint", func() bool {
+		_, err := os.Stat(filepath.Join(data, "checkpoints", fmt.Sprintf("%d-0.tar.gz", id)))
+		return err == nil
+	})
+	work := passableDir(t)
+	first.kill()
+	startAgent(t, srv.URL, "own-b", "--run-as", "owner", "--work-dir", work, "--gpus", "sim:1x1x80")
+	if j := alice.waitState(id, 60*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("the job ended %s", j.State)
+	}
+	var out string
+	eventually(t, 30*time.Second, "run 2's output on own-b", func() bool {
+		out = remoteOutput(data, "own-b", id)
+		return strings.Contains(out, "run 2 as ")
+	})
+	want := "run 2 as gpt-alice found: saved by run 1 as gpt-alice mode 600 owner gpt-alice folder gpt-alice:700\n"
+	if !strings.Contains(out, want) || !strings.Contains(out, "gpuportal: run 2 restored the checkpoint run 1 saved on own-a") {
+		t.Errorf("run 2's output on own-b:\n%s\nwant %q", out, want)
+	}
+	st, err := os.Stat(filepath.Join(work, "jobs", fmt.Sprint(id), "checkpoint", "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := fmt.Sprint(st.Sys().(*syscall.Stat_t).Uid); uid != owner.Uid {
+		t.Errorf("the restored file belongs to uid %s, want gpt-alice's %s", uid, owner.Uid)
 	}
 }
