@@ -158,6 +158,10 @@ type run struct {
 	fenced bool
 	// timedOut: stopped by its own time limit's backstop (job.Spec.TimeLeft).
 	timedOut bool
+	// restoring: the server's copy of its checkpoint is being restored
+	// and its process not started yet (checkpoint.go); stopAsked: a stop
+	// came meanwhile, and it never starts.
+	restoring, stopAsked bool
 	// container is a container job's container (container.go); init and
 	// pidns its init's process ID and PID namespace once it runs (0
 	// before); stopping: asked to stop.
@@ -442,9 +446,25 @@ func (a *Local) Start(ctx context.Context, s job.Spec) error {
 		// The run is the agent's from now on (its GPUs held, a stop
 		// heard); its process starts once the copy is in place.
 		rctx, cancel := context.WithCancel(context.Background())
-		r.stop = cancel
+		r.restoring = true
+		r.stop = func() {
+			// A stop read before the launch and called after it stops
+			// the process the launch started.
+			a.mu.Lock()
+			restoring, stop := r.restoring, r.stop
+			r.stopAsked = r.stopAsked || restoring
+			a.mu.Unlock()
+			if restoring {
+				cancel()
+			} else {
+				stop()
+			}
+		}
 		a.runs[s.JobID] = r
-		go a.restoreThenLaunch(rctx, s, r, ra, log)
+		go func() {
+			defer cancel()
+			a.restoreThenLaunch(rctx, s, r, ra, log)
+		}()
 		return nil
 	}
 	return a.launch(s, r, ra, log, nil)
@@ -457,12 +477,13 @@ func (a *Local) restoreThenLaunch(ctx context.Context, s job.Spec, r *run, ra *r
 	restored := a.restoreCheckpoint(ctx, s, log)
 	a.mu.Lock()
 	var err error
-	if ctx.Err() != nil {
+	if r.stopAsked {
 		err = errors.New("stopped while its checkpoint was being restored, before it started")
 		log.Close()
 	} else if err = a.launch(s, r, ra, log, restored); err != nil {
 		err = fmt.Errorf("could not start once its checkpoint was restored: %w", err)
 	}
+	r.restoring = false
 	if err != nil {
 		delete(a.runs, s.JobID)
 		close(r.done)

@@ -143,4 +143,40 @@ func TestRunRestoresTheServersCopy(t *testing.T) {
 			t.Errorf("still running: %v", a.Running())
 		}
 	})
+	t.Run("a stop read before the start, called after", func(t *testing.T) {
+		a, exits := newTestAgent(t, time.Second)
+		release := make(chan struct{})
+		arc := checkpointArchive(t, "from n9", written)
+		gated := func(context.Context) (io.ReadCloser, error) {
+			<-release
+			return io.NopCloser(bytes.NewReader(arc)), nil
+		}
+		if err := a.Start(context.Background(), job.Spec{JobID: 3, Run: 2, Command: []string{"sleep", "60"}, GPUs: []int{0},
+			Checkpoint: copyOf(1, gated)}); err != nil {
+			t.Fatal(err)
+		}
+		a.mu.Lock()
+		stop := a.runs[3].stop // as Stop reads it, before the launch
+		a.mu.Unlock()
+		close(release)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			a.mu.Lock()
+			r := a.runs[3]
+			started := r != nil && !r.restoring && r.pgid > 0
+			a.mu.Unlock()
+			if started {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the run did not start once its copy was restored")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		stop()
+		ex := waitExit(t, exits)
+		if ex.Run != 2 || ex.ExitCode != -1 || ex.Infra || !strings.Contains(ex.Err, "killed by signal 15") {
+			t.Errorf("exit %+v, want the started run ended by the stop (SIGTERM)", ex)
+		}
+	})
 }
