@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -26,8 +28,10 @@ import (
 // a running or waiting job, a copy of the part's checkpoint folder as its
 // machine last reported it, in CheckpointDir (JOB-PART.tar.gz and
 // JOB-PART.json, each written whole and renamed into place). A folder is
-// copied when its machine reports it changed and then the same in two
-// readings in a row (the job is not writing it), and as its run ends. A
+// copied when its machine reports it changed and then held still (its
+// newest file written at least stillFor before the reading, by the
+// machine's clock, or the same in two readings in a row), and as its run
+// ends; a copy during which a file was written is dropped. A
 // start of the part carries the copy; the machine fetches it with a
 // one-time token (serveCheckpoint) when its own folder is older, and
 // waits for a copy still being made.
@@ -35,6 +39,13 @@ import (
 // DefaultCheckpointMax is the largest checkpoint folder copied by default
 // (bytes of files): serve --checkpoint-copy-max.
 const DefaultCheckpointMax int64 = 2 << 30
+
+// stillFor is how long a folder's newest file must be older than its
+// machine's reading for the folder to be copied: a file being written has
+// its write time moved by each write, so a job saving now shows a newer
+// one. A job that saves more often than this (and than the readings, a
+// second apart) is copied when two readings find the same.
+const stillFor = 500 * time.Millisecond
 
 // copyTimeout bounds the making of one copy.
 const copyTimeout = 30 * time.Minute
@@ -63,17 +74,33 @@ type copyMeta struct {
 	CopiedAt  time.Time `json:"copied_at"`
 }
 
-// kept is a part's copy on disk (meta.At zero: none yet) and the newer
-// one being made, if any.
+// kept is a part's copy on disk (meta.At zero: none yet), the newer one
+// being made, if any, and the one of a run's last save waiting for it.
 type kept struct {
 	meta   copyMeta
 	making *making
+	next   *making
 }
 
-// making is a copy under way: done closes when it is on disk or failed.
+// making is a copy under way, or waiting for the one under way: read from
+// node as account; done closes when it is on disk or failed.
 type making struct {
-	meta copyMeta
-	done chan struct{}
+	meta    copyMeta
+	node    *remoteNode
+	account string
+	done    chan struct{}
+}
+
+// newest is the copy a start gets: the one that waits, else the one
+// under way, else the one on disk.
+func (kp *kept) newest() copyMeta {
+	switch {
+	case kp.next != nil:
+		return kp.next.meta
+	case kp.making != nil:
+		return kp.making.meta
+	}
+	return kp.meta
 }
 
 // partRun is what the hub knows of a part's running run: where it runs,
@@ -163,10 +190,7 @@ func (c *checkpoints) started(node string, s job.Spec) *job.CheckpointCopy {
 	if kp == nil {
 		return nil
 	}
-	m := kp.meta
-	if kp.making != nil {
-		m = kp.making.meta
-	}
+	m := kp.newest()
 	if m.At.IsZero() {
 		return nil
 	}
@@ -197,8 +221,10 @@ func partOf(s job.Spec) int {
 }
 
 // newer reports whether a folder as st says is newer than what part k
-// has copied or is copying, and small enough to copy.
-func (c *checkpoints) newer(k partKey, st job.CheckpointState) bool {
+// has copied or is copying, and small enough to copy. A reading while a
+// copy is under way waits for the next (final: a run's end, which has no
+// next reading, and whose copy then follows the one under way).
+func (c *checkpoints) newer(k partKey, st job.CheckpointState, final bool) bool {
 	if st.Empty() {
 		return false
 	}
@@ -214,10 +240,10 @@ func (c *checkpoints) newer(k partKey, st job.CheckpointState) bool {
 	if kp == nil {
 		return true
 	}
-	if kp.making != nil {
+	if kp.making != nil && !final {
 		return false // the next reading copies what it missed
 	}
-	return st.At.After(kp.meta.At)
+	return st.At.After(kp.newest().At)
 }
 
 // observe reads a heartbeat's usage of n's runs: a folder newer than its
@@ -247,9 +273,9 @@ func (c *checkpoints) observe(n *remoteNode, us []job.Usage) {
 		if pr.node != n.name {
 			continue
 		}
-		settled := u.Checkpoint.At.Equal(pr.last)
+		settled := u.Checkpoint.At.Equal(pr.last) || !u.At.IsZero() && u.At.Sub(u.Checkpoint.At) >= stillFor
 		pr.last = u.Checkpoint.At
-		if settled && c.newer(k, *u.Checkpoint) {
+		if settled && c.newer(k, *u.Checkpoint, false) {
 			c.copyLocked(n, k, pr, *u.Checkpoint)
 		}
 	}
@@ -321,24 +347,36 @@ func (c *checkpoints) ended(n *remoteNode, ex job.Exit) {
 		return
 	}
 	delete(c.running, k)
-	if c.newer(k, *ex.Checkpoint) {
+	if c.newer(k, *ex.Checkpoint, true) {
 		c.copyLocked(n, k, pr, *ex.Checkpoint)
 	}
 }
 
-// copyLocked starts copying part k's folder from n, as st describes it;
-// c.mu is held.
+// copyLocked starts copying part k's folder from n, as st describes it,
+// or, while a copy is under way, has it follow that one; c.mu is held.
 func (c *checkpoints) copyLocked(n *remoteNode, k partKey, pr *partRun, st job.CheckpointState) {
 	kp := c.kept[k]
 	if kp == nil {
 		kp = &kept{}
 		c.kept[k] = kp
 	}
-	m := &making{done: make(chan struct{}), meta: copyMeta{Job: k.job, Part: k.part, Run: st.Run, Node: n.name,
-		At: st.At, FileBytes: st.Bytes, Files: st.Files}}
+	m := &making{node: n, account: pr.account, done: make(chan struct{}), meta: copyMeta{Job: k.job, Part: k.part,
+		Run: st.Run, Node: n.name, At: st.At, FileBytes: st.Bytes, Files: st.Files}}
+	if kp.making != nil {
+		if kp.next != nil {
+			close(kp.next.done) // replaced by a newer one before it began
+		}
+		kp.next = m
+		return
+	}
 	kp.making = m
-	go func() {
-		err := c.copy(n, pr.account, m)
+	go c.make(k, kp, m)
+}
+
+// make makes copy m of part k, then the one that waits for it, if any.
+func (c *checkpoints) make(k partKey, kp *kept, m *making) {
+	for m != nil {
+		err := c.copy(m.node, m.account, m)
 		c.mu.Lock()
 		if err == nil {
 			kp.meta = m.meta
@@ -347,16 +385,19 @@ func (c *checkpoints) copyLocked(n *remoteNode, k partKey, pr *partRun, st job.C
 		} else {
 			c.failed++
 		}
-		kp.making = nil
+		done := m.done
+		kp.making, kp.next = kp.next, nil
+		next := kp.making
 		c.mu.Unlock()
-		close(m.done)
+		close(done)
 		if err != nil {
-			c.log.Warn("checkpoint not copied", "job", k.job, "part", k.part, "run", m.meta.Run, "node", n.name, "err", err)
-			return
+			c.log.Warn("checkpoint not copied", "job", k.job, "part", k.part, "run", m.meta.Run, "node", m.meta.Node, "err", err)
+		} else {
+			c.log.Info("checkpoint copied", "job", k.job, "part", k.part, "run", m.meta.Run, "node", m.meta.Node,
+				"written", m.meta.At, "bytes", m.meta.Bytes, "files", m.meta.Files)
 		}
-		c.log.Info("checkpoint copied", "job", k.job, "part", k.part, "run", m.meta.Run, "node", n.name,
-			"written", m.meta.At, "bytes", m.meta.Bytes, "files", m.meta.Files)
-	}()
+		m = next
+	}
 }
 
 // copy reads m's folder from n through a files tunnel, as account, and
@@ -380,11 +421,17 @@ func (c *checkpoints) copy(n *remoteNode, account string, m *making) error {
 	defer os.Remove(tmp.Name())
 	// Compressed, it is no larger than its files and their headers.
 	limit := m.meta.FileBytes + int64(m.meta.Files+16)*2048 + 1<<20
-	n64, err := io.Copy(tmp, io.LimitReader(d.Body, limit+1))
+	counted := &countingWriter{w: tmp}
+	newest, err := newestInArchive(io.TeeReader(io.LimitReader(d.Body, limit+1), counted))
+	n64 := counted.n
 	switch {
 	case err != nil:
 	case n64 > limit:
 		err = fmt.Errorf("the folder grew past the %s reported while it was read", jobfiles.FormatBytes(m.meta.FileBytes))
+	case newest.After(m.meta.At):
+		// A file written while the folder was read may be torn: the
+		// next reading that finds the folder still copies it.
+		err = fmt.Errorf("the job wrote to the folder (at %s) while it was read", newest.UTC().Format(time.RFC3339Nano))
 	default:
 		err = tmp.Sync()
 	}
@@ -407,6 +454,45 @@ func (c *checkpoints) copy(n *remoteNode, account string, m *making) error {
 	return writeFileAtomic(c.metaPath(k), b)
 }
 
+// countingWriter counts what it writes to w.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// newestInArchive reads a .tar.gz to its end and returns when its newest
+// regular file was written.
+func newestInArchive(r io.Reader) (time.Time, error) {
+	var newest time.Time
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return newest, fmt.Errorf("read the folder: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return newest, fmt.Errorf("read the folder: %w", err)
+		}
+		if hdr.Typeflag == tar.TypeReg && hdr.ModTime.After(newest) {
+			newest = hdr.ModTime
+		}
+	}
+	// The rest of the stream (gzip's trailer, tar's padding) is copied
+	// too.
+	_, err = io.Copy(io.Discard, r)
+	return newest, err
+}
+
 // serveCheckpoint answers an agent's fetch of a copy: the token of a
 // start names the part; a copy still being made is waited for.
 func (c *checkpoints) serveCheckpoint(w http.ResponseWriter, r *http.Request) {
@@ -426,7 +512,7 @@ func (c *checkpoints) serveCheckpoint(w http.ResponseWriter, r *http.Request) {
 		kp := c.kept[g.key]
 		var wait chan struct{}
 		if kp != nil && kp.making != nil {
-			wait = kp.making.done
+			wait = kp.making.done // and then the next, if any
 		}
 		c.mu.Unlock()
 		if wait == nil {
@@ -530,7 +616,7 @@ func (c *checkpoints) forget(ended []int64) {
 			}
 		}
 		for k, kp := range c.kept {
-			if k.job != id || kp.making != nil {
+			if k.job != id || kp.making != nil || kp.next != nil {
 				continue
 			}
 			delete(c.kept, k)

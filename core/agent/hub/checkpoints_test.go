@@ -1,7 +1,9 @@
 package hub
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -65,6 +67,33 @@ func (e ended) Ended(_ context.Context, ids []int64) ([]int64, error) {
 }
 func (e ended) Account(context.Context, int64) (string, error) { return "alice", nil }
 
+// archive is a checkpoint folder of one file, state, holding body and
+// written at, as the agent serves it.
+func archive(t *testing.T, body string, at time.Time) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, h := range []*tar.Header{
+		{Name: "checkpoint/", Typeflag: tar.TypeDir, Mode: 0o700, ModTime: at, Format: tar.FormatPAX},
+		{Name: "checkpoint/state", Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(body)), ModTime: at, Format: tar.FormatPAX},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tw.Write([]byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 func newTestCopies(t *testing.T, dir string, f *folder, jobs JobStates) *checkpoints {
 	t.Helper()
 	c := newCheckpoints(dir, 1<<20, jobs, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -110,7 +139,8 @@ func waitCopied(t *testing.T, c *checkpoints, k partKey, at time.Time) copyMeta 
 // outlive a server restart and go once their job has ended.
 func TestCheckpointCopies(t *testing.T) {
 	dir := t.TempDir()
-	f := &folder{body: []byte("archive of save 1")}
+	t1 := time.Date(2026, 11, 30, 8, 0, 0, 123, time.UTC)
+	f := &folder{body: archive(t, "save 1", t1.Add(time.Second))}
 	jobs := ended{ids: map[int64]bool{}}
 	c := newTestCopies(t, dir, f, jobs)
 	a, b := &remoteNode{name: "a"}, &remoteNode{name: "b"}
@@ -119,7 +149,6 @@ func TestCheckpointCopies(t *testing.T) {
 		t.Fatalf("a first start got a copy: %+v", cp)
 	}
 	k := partKey{7, 0}
-	t1 := time.Date(2026, 11, 30, 8, 0, 0, 123, time.UTC)
 	usage := func(at time.Time, bytes int64) []job.Usage {
 		return []job.Usage{{JobID: 7, Checkpoint: &job.CheckpointState{At: at, Run: 1, Bytes: bytes, Files: 1}}}
 	}
@@ -143,12 +172,51 @@ func TestCheckpointCopies(t *testing.T) {
 		t.Errorf("read %d times, want once: the folder did not change", f.reads)
 	}
 
-	// The run ends with a last save; the copy is begun before the
-	// engine hears of it, and the start that follows waits for it.
+	// The folder changes, and is read while the job writes to it: the
+	// copy is dropped, the one before kept. The machine's clock then says
+	// it held still half a second: copied at the first such reading.
+	t15 := t1.Add(1500 * time.Millisecond)
 	f.mu.Lock()
-	f.body, f.gate = []byte("archive of the last save"), make(chan struct{})
+	f.body = archive(t, "save 1.5, torn", t15.Add(time.Millisecond))
 	f.mu.Unlock()
+	c.observe(a, usage(t15, 100))
+	c.observe(a, usage(t15, 100))
+	waitCopied(t, c, k, t1.Add(time.Second))
+	if f.reads != 2 {
+		t.Fatalf("read %d times, want the torn read too", f.reads)
+	}
+	t16, t17 := t1.Add(1600*time.Millisecond), t1.Add(1700*time.Millisecond)
+	f.mu.Lock()
+	f.body = archive(t, "save 1.7", t17)
+	f.mu.Unlock()
+	reading := func(at, now time.Time) []job.Usage {
+		u := usage(at, 100)
+		u[0].At = now
+		return u
+	}
+	c.observe(a, reading(t16, t16.Add(100*time.Millisecond))) // written 0.1 s before
+	c.observe(a, reading(t17, t17.Add(400*time.Millisecond))) // another save, 0.4 s before
+	if f.reads != 2 {
+		t.Fatalf("read %d times; want none while the folder is written", f.reads)
+	}
+	c.observe(a, reading(t17, t17.Add(600*time.Millisecond))) // still for 0.6 s
+	if m := waitCopied(t, c, k, t17); f.reads != 3 || m.Bytes != int64(len(f.body)) {
+		t.Errorf("copy %+v after %d reads; want the third read kept", m, f.reads)
+	}
+
+	// A copy is under way (it waits for the gate) when the run ends
+	// with a last save: the copy of the last save is set to follow it
+	// before the engine hears of the end, and the start that follows
+	// gets it, and waits for both.
+	f.mu.Lock()
+	f.gate = make(chan struct{})
+	f.mu.Unlock()
+	c.observe(a, reading(t1.Add(1800*time.Millisecond), t1.Add(2400*time.Millisecond))) // changed, still by the clock
+	c.observe(a, reading(t1.Add(1900*time.Millisecond), t1.Add(3000*time.Millisecond))) // waits for the next reading
 	t2 := t1.Add(2 * time.Second)
+	f.mu.Lock()
+	f.body = archive(t, "the last save", t2)
+	f.mu.Unlock()
 	c.ended(a, job.Exit{Node: "a", JobID: 7, Run: 1, Checkpoint: &job.CheckpointState{At: t2, Run: 1, Bytes: 100, Files: 1}})
 	cp := c.started("b", job.Spec{JobID: 7, Run: 2, Command: []string{"train"}, Account: "alice"})
 	if cp == nil || cp.Run != 1 || cp.Node != "a" || !cp.At.Equal(t2) || cp.Token == "" {
@@ -162,8 +230,8 @@ func TestCheckpointCopies(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(f.gate)
-	if body := <-got; body != "archive of the last save" {
-		t.Errorf("fetched %q, want the last save", body)
+	if body := <-got; body != string(f.body) {
+		t.Errorf("fetched %d bytes, want the last save's %d", len(body), len(f.body))
 	}
 	if code, _ := fetch(c, cp.Token); code != http.StatusUnauthorized {
 		t.Errorf("a token used twice: %d, want 401", code)
@@ -186,8 +254,8 @@ func TestCheckpointCopies(t *testing.T) {
 	if cp == nil || !cp.At.Equal(t2) || cp.Run != 1 {
 		t.Fatalf("after a restart the start got %+v, want the last save", cp)
 	}
-	if code, body := fetch(c2, cp.Token); code != http.StatusOK || body != "archive of the last save" {
-		t.Errorf("after a restart: %d %q", code, body)
+	if code, body := fetch(c2, cp.Token); code != http.StatusOK || body != string(f.body) {
+		t.Errorf("after a restart: %d, %d bytes", code, len(body))
 	}
 
 	// The job ends: its copy goes at the next sweep.
