@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -14,34 +12,8 @@ import (
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/internal/testarchive"
 )
-
-// checkpointArchive is a checkpoint folder as the server keeps its copy:
-// one file, step, holding body, written at.
-func checkpointArchive(t *testing.T, body string, at time.Time) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, h := range []*tar.Header{
-		{Name: "checkpoint/", Typeflag: tar.TypeDir, Mode: 0o700, ModTime: at, Format: tar.FormatPAX},
-		{Name: "checkpoint/step", Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(body)), ModTime: at, Format: tar.FormatPAX},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := tw.Write([]byte(body)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // TestRunRestoresTheServersCopy: a run whose machine has no checkpoint of
 // the job, or an older one, gets the server's copy put in place before it
@@ -54,7 +26,7 @@ func TestRunRestoresTheServersCopy(t *testing.T) {
 	show := `echo "resume=${GPUPORTAL_RESUME:-} from=${GPUPORTAL_RESUME_RUN:-} step=$(cat "$GPUPORTAL_CHECKPOINT_DIR/step" 2>/dev/null)"`
 	written := time.Now().Add(-time.Minute).Round(time.Millisecond)
 	serve := func(body string) func(context.Context) (io.ReadCloser, error) {
-		arc := checkpointArchive(t, body, written)
+		arc := testarchive.Folder(t, "checkpoint", map[string]string{"step": body}, written)
 		return func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(arc)), nil }
 	}
 	copyOf := func(run int64, fetch func(context.Context) (io.ReadCloser, error)) *job.CheckpointCopy {
@@ -146,7 +118,7 @@ func TestRunRestoresTheServersCopy(t *testing.T) {
 	t.Run("a stop read before the start, called after", func(t *testing.T) {
 		a, exits := newTestAgent(t, time.Second)
 		release := make(chan struct{})
-		arc := checkpointArchive(t, "from n9", written)
+		arc := testarchive.Folder(t, "checkpoint", map[string]string{"step": "from n9"}, written)
 		gated := func(context.Context) (io.ReadCloser, error) {
 			<-release
 			return io.NopCloser(bytes.NewReader(arc)), nil

@@ -1,9 +1,7 @@
 package hub
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"github.com/gpuportal/gpuportal/core/agent/wire"
 	"github.com/gpuportal/gpuportal/core/job"
 	"github.com/gpuportal/gpuportal/core/jobfiles"
+	"github.com/gpuportal/gpuportal/internal/testarchive"
 )
 
 // folder is a job's checkpoint folder on a machine, as its archive: the
@@ -67,33 +66,6 @@ func (e ended) Ended(_ context.Context, ids []int64) ([]int64, error) {
 }
 func (e ended) Account(context.Context, int64) (string, error) { return "alice", nil }
 
-// archive is a checkpoint folder of one file, state, holding body and
-// written at, as the agent serves it.
-func archive(t *testing.T, body string, at time.Time) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, h := range []*tar.Header{
-		{Name: "checkpoint/", Typeflag: tar.TypeDir, Mode: 0o700, ModTime: at, Format: tar.FormatPAX},
-		{Name: "checkpoint/state", Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(body)), ModTime: at, Format: tar.FormatPAX},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := tw.Write([]byte(body)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 func newTestCopies(t *testing.T, dir string, f *folder, jobs JobStates) *checkpoints {
 	t.Helper()
 	c := newCheckpoints(dir, 1<<20, jobs, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -140,7 +112,7 @@ func waitCopied(t *testing.T, c *checkpoints, k partKey, at time.Time) copyMeta 
 func TestCheckpointCopies(t *testing.T) {
 	dir := t.TempDir()
 	t1 := time.Date(2026, 11, 30, 8, 0, 0, 123, time.UTC)
-	f := &folder{body: archive(t, "save 1", t1.Add(time.Second))}
+	f := &folder{body: testarchive.Folder(t, "checkpoint", map[string]string{"state": "save 1"}, t1.Add(time.Second))}
 	jobs := ended{ids: map[int64]bool{}}
 	c := newTestCopies(t, dir, f, jobs)
 	a, b := &remoteNode{name: "a"}, &remoteNode{name: "b"}
@@ -177,7 +149,7 @@ func TestCheckpointCopies(t *testing.T) {
 	// it held still half a second: copied at the first such reading.
 	t15 := t1.Add(1500 * time.Millisecond)
 	f.mu.Lock()
-	f.body = archive(t, "save 1.5, torn", t15.Add(time.Millisecond))
+	f.body = testarchive.Folder(t, "checkpoint", map[string]string{"state": "save 1.5, torn"}, t15.Add(time.Millisecond))
 	f.mu.Unlock()
 	c.observe(a, usage(t15, 100))
 	c.observe(a, usage(t15, 100))
@@ -187,7 +159,7 @@ func TestCheckpointCopies(t *testing.T) {
 	}
 	t16, t17 := t1.Add(1600*time.Millisecond), t1.Add(1700*time.Millisecond)
 	f.mu.Lock()
-	f.body = archive(t, "save 1.7", t17)
+	f.body = testarchive.Folder(t, "checkpoint", map[string]string{"state": "save 1.7"}, t17)
 	f.mu.Unlock()
 	reading := func(at, now time.Time) []job.Usage {
 		u := usage(at, 100)
@@ -215,7 +187,7 @@ func TestCheckpointCopies(t *testing.T) {
 	c.observe(a, reading(t1.Add(1900*time.Millisecond), t1.Add(3000*time.Millisecond))) // waits for the next reading
 	t2 := t1.Add(2 * time.Second)
 	f.mu.Lock()
-	f.body = archive(t, "the last save", t2)
+	f.body = testarchive.Folder(t, "checkpoint", map[string]string{"state": "the last save"}, t2)
 	f.mu.Unlock()
 	c.ended(a, job.Exit{Node: "a", JobID: 7, Run: 1, Checkpoint: &job.CheckpointState{At: t2, Run: 1, Bytes: 100, Files: 1}})
 	cp := c.started("b", job.Spec{JobID: 7, Run: 2, Command: []string{"train"}, Account: "alice"})
