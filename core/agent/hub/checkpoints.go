@@ -47,6 +47,11 @@ const DefaultCheckpointMax int64 = 2 << 30
 // second apart) is copied when two readings find the same.
 const stillFor = 500 * time.Millisecond
 
+// copiesAtOnce bounds the copies made at once, across all jobs: each
+// reads a folder through its machine's agent and writes it to the
+// server's disk.
+const copiesAtOnce = 4
+
 // copyTimeout bounds the making of one copy.
 const copyTimeout = 30 * time.Minute
 
@@ -139,14 +144,16 @@ type checkpoints struct {
 	copied, failed, copiedBytes, fetched int64
 	// files reaches a job's files on a machine: through its agent.
 	files func(n *remoteNode, jobID int64, account string) jobfiles.Files
+	// slots holds a token per copy being made (copiesAtOnce).
+	slots chan struct{}
 }
 
 // newCheckpoints loads the copies kept in dir (none when dir is "").
 func newCheckpoints(dir string, maxBytes int64, jobs JobStates, log *slog.Logger) *checkpoints {
 	c := &checkpoints{dir: dir, max: maxBytes, jobs: jobs, log: log,
 		kept: make(map[partKey]*kept), running: make(map[partKey]*partRun), grants: make(map[string]grant),
-		tooBig: make(map[partKey]time.Time),
-		files:  func(n *remoteNode, jobID int64, account string) jobfiles.Files { return n.JobFiles(jobID, account) }}
+		tooBig: make(map[partKey]time.Time), slots: make(chan struct{}, copiesAtOnce),
+		files: func(n *remoteNode, jobID int64, account string) jobfiles.Files { return n.JobFiles(jobID, account) }}
 	if dir == "" || maxBytes <= 0 {
 		c.dir = ""
 		return c
@@ -376,7 +383,9 @@ func (c *checkpoints) copyLocked(n *remoteNode, k partKey, pr *partRun, st job.C
 // make makes copy m of part k, then the one that waits for it, if any.
 func (c *checkpoints) make(k partKey, kp *kept, m *making) {
 	for m != nil {
+		c.slots <- struct{}{}
 		err := c.copy(m.node, m.account, m)
+		<-c.slots
 		c.mu.Lock()
 		if err == nil {
 			kp.meta = m.meta
