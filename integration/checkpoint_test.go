@@ -332,7 +332,7 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 // the job resumes on another machine from a checkpoint saved after the
 // restart, as its trace shows.
 func faultCheckpointCopiedAcrossServerRestart(t *testing.T) {
-	const ticks, every = 120, 6
+	const ticks, every = 60, 6
 	data, traces := t.TempDir(), t.TempDir()
 	args := []string{"--data", data, "--heartbeat-timeout", "10s", "--grace", faultGrace, "--max-retries", "0", "--policy", "fifo"}
 	srv := startAgentServer(t, args...)
