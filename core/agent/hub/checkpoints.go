@@ -47,6 +47,13 @@ const DefaultCheckpointMax int64 = 2 << 30
 // second apart) is copied when two readings find the same.
 const stillFor = 500 * time.Millisecond
 
+// copyEvery is the least time between the starts of two copies of a
+// part while its run goes (not at its end): a folder the job writes into
+// every second (a log beside its checkpoints) is not copied every second.
+// A copy that took d waits 4d (a large folder is copied at most a fifth
+// of the time).
+const copyEvery = 2 * time.Second
+
 // copiesAtOnce bounds the copies made at once, across all jobs: each
 // reads a folder through its machine's agent and writes it to the
 // server's disk.
@@ -85,6 +92,9 @@ type kept struct {
 	meta   copyMeta
 	making *making
 	next   *making
+	// began is when the last copy began, took how long it took.
+	began time.Time
+	took  time.Duration
 }
 
 // making is a copy under way, or waiting for the one under way: read from
@@ -146,13 +156,15 @@ type checkpoints struct {
 	files func(n *remoteNode, jobID int64, account string) jobfiles.Files
 	// slots holds a token per copy being made (copiesAtOnce).
 	slots chan struct{}
+	// every is copyEvery.
+	every time.Duration
 }
 
 // newCheckpoints loads the copies kept in dir (none when dir is "").
 func newCheckpoints(dir string, maxBytes int64, jobs JobStates, log *slog.Logger) *checkpoints {
 	c := &checkpoints{dir: dir, max: maxBytes, jobs: jobs, log: log,
 		kept: make(map[partKey]*kept), running: make(map[partKey]*partRun), grants: make(map[string]grant),
-		tooBig: make(map[partKey]time.Time), slots: make(chan struct{}, copiesAtOnce),
+		tooBig: make(map[partKey]time.Time), slots: make(chan struct{}, copiesAtOnce), every: copyEvery,
 		files: func(n *remoteNode, jobID int64, account string) jobfiles.Files { return n.JobFiles(jobID, account) }}
 	if dir == "" || maxBytes <= 0 {
 		c.dir = ""
@@ -249,6 +261,9 @@ func (c *checkpoints) newer(k partKey, st job.CheckpointState, final bool) bool 
 	}
 	if kp.making != nil && !final {
 		return false // the next reading copies what it missed
+	}
+	if !final && time.Since(kp.began) < max(c.every, 4*kp.took) {
+		return false
 	}
 	return st.At.After(kp.newest().At)
 }
@@ -384,9 +399,14 @@ func (c *checkpoints) copyLocked(n *remoteNode, k partKey, pr *partRun, st job.C
 func (c *checkpoints) make(k partKey, kp *kept, m *making) {
 	for m != nil {
 		c.slots <- struct{}{}
+		began := time.Now()
+		c.mu.Lock()
+		kp.began = began
+		c.mu.Unlock()
 		err := c.copy(m.node, m.account, m)
 		<-c.slots
 		c.mu.Lock()
+		kp.took = time.Since(began)
 		if err == nil {
 			kp.meta = m.meta
 			c.copied++

@@ -70,6 +70,7 @@ func newTestCopies(t *testing.T, dir string, f *folder, jobs JobStates) *checkpo
 	t.Helper()
 	c := newCheckpoints(dir, 1<<20, jobs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.files = func(*remoteNode, int64, string) jobfiles.Files { return f }
+	c.every = 0 // a copy as soon as the folder is still: see TestCheckpointCopiesSpaced
 	return c
 }
 
@@ -251,5 +252,37 @@ func TestCheckpointCopies(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, "*"))
 	if len(left) != 0 {
 		t.Errorf("left in the folder: %v", left)
+	}
+}
+
+// TestCheckpointCopiesSpaced: while a run goes, its folder is copied at
+// most every copyEvery (a job that writes into it every second is not
+// copied every second), but its last save, at its end, is copied at once.
+func TestCheckpointCopiesSpaced(t *testing.T) {
+	t1 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	f := &folder{body: testarchive.Folder(t, "checkpoint", map[string]string{"state": "1"}, t1)}
+	c := newTestCopies(t, t.TempDir(), f, nil)
+	c.every = time.Hour
+	a := &remoteNode{name: "a"}
+	c.started("a", job.Spec{JobID: 7, Run: 1, Command: []string{"train"}})
+	k := partKey{7, 0}
+	for i := range 5 {
+		at := t1.Add(time.Duration(i) * time.Second)
+		c.observe(a, []job.Usage{{JobID: 7, At: at.Add(time.Second), Checkpoint: &job.CheckpointState{At: at, Run: 1, Bytes: 1, Files: 1}}})
+		if i == 0 {
+			waitCopied(t, c, k, t1)
+		}
+	}
+	if f.reads != 1 {
+		t.Errorf("read %d times in 5 s of saves, want once an hour", f.reads)
+	}
+	last := t1.Add(5 * time.Second)
+	f.mu.Lock()
+	f.body = testarchive.Folder(t, "checkpoint", map[string]string{"state": "last"}, last)
+	f.mu.Unlock()
+	c.ended(a, job.Exit{Node: "a", JobID: 7, Run: 1, Checkpoint: &job.CheckpointState{At: last, Run: 1, Bytes: 4, Files: 1}})
+	waitCopied(t, c, k, last)
+	if f.reads != 2 {
+		t.Errorf("read %d times, want the last save's at the end", f.reads)
 	}
 }
