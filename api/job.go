@@ -114,6 +114,10 @@ type Job struct {
 	// checkpoint folder as it started, and what faults have cost; absent
 	// until such a run has been heard from.
 	Resume *JobResume `json:"resume,omitempty"`
+	// CheckpointCopies are the server's copies of the job's checkpoint
+	// folders, one per part, which a run on another machine resumes from;
+	// in the answer about one job only.
+	CheckpointCopies []CheckpointCopy `json:"checkpoint_copies,omitempty"`
 }
 
 // JobResume says which run resumed from which checkpoint: the checkpoint
@@ -137,6 +141,18 @@ type JobResume struct {
 	// LostTotalS that of every such stop of the job.
 	LostS      float64 `json:"lost_s"`
 	LostTotalS float64 `json:"lost_total_s"`
+}
+
+// CheckpointCopy is the server's copy of a part of a job's checkpoint
+// folder: the part (its rank), the run that wrote its newest file (0: not
+// known) and the machine it was read from, when that file was written,
+// and the copy's size on the server's disk.
+type CheckpointCopy struct {
+	Part      int       `json:"part"`
+	Run       int64     `json:"run,omitempty"`
+	Node      string    `json:"node"`
+	WrittenAt time.Time `json:"written_at"`
+	Bytes     int64     `json:"bytes"`
 }
 
 // ArrayTask places a job in its array: the array's ID (its first task's),

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/idle"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -138,6 +139,9 @@ type Config struct {
 	// HeartbeatAges), so that a running job on a machine gone silent says
 	// since when it is known to run; nil: every connected machine is heard.
 	Heard func(now time.Time) map[string]time.Duration
+	// Copies gives the server's copies of a job's checkpoint folders, one
+	// per part (hub.Hub's CheckpointCopiesOf); nil: none are kept.
+	Copies func(jobID int64) []job.CheckpointCopy
 }
 
 // Signal is an AccessChanged that signals ch without waiting: one
@@ -261,4 +265,20 @@ func (s *App) array(ctx context.Context, a Actor, id int64) ([]models.Job, error
 		return nil, notFound("array", id)
 	}
 	return tasks, nil
+}
+
+// CheckpointCopies are the server's copies of job id's checkpoint
+// folders, which a run of the job on another machine resumes from
+// (docs/agents.md, "Resuming on another machine"): one per part, by part;
+// none when the server keeps none. The caller has checked that its actor
+// may see the job.
+func (s *App) CheckpointCopies(id int64) []api.CheckpointCopy {
+	if s.cfg.Copies == nil {
+		return nil
+	}
+	var out []api.CheckpointCopy
+	for _, c := range s.cfg.Copies(id) {
+		out = append(out, api.CheckpointCopy{Part: c.Part, Run: c.Run, Node: c.Node, WrittenAt: c.At.UTC(), Bytes: c.Bytes})
+	}
+	return out
 }

@@ -264,10 +264,19 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 			FromRun  int64  `json:"from_run"`
 			FromNode string `json:"from_node"`
 		} `json:"resume"`
+		Copies []struct {
+			Part  int    `json:"part"`
+			Run   int64  `json:"run"`
+			Node  string `json:"node"`
+			Bytes int64  `json:"bytes"`
+		} `json:"checkpoint_copies"`
 	}
 	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK || j.Resume == nil ||
 		j.Resume.Run != 2 || j.Resume.FromRun != 1 || j.Resume.FromNode != "ck-a" {
 		t.Errorf("the job's resume: %d %+v; want run 2 from run 1's checkpoint on ck-a", st, j.Resume)
+	}
+	if len(j.Copies) != 1 || j.Copies[0].Part != 0 || j.Copies[0].Run != 1 || j.Copies[0].Node != "ck-a" || j.Copies[0].Bytes < 4<<20 {
+		t.Errorf("the job's checkpoint copies: %+v; want run 1's from ck-a, 4 MiB or more", j.Copies)
 	}
 	// /metrics counts the copies: at least the one of the last save,
 	// sent once; the job has not been swept yet, so its copy is kept.
@@ -314,8 +323,10 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 			t.Errorf("job page at %s: history %q, %v; want run 2 resumed from the server's copy of ck-a's", vp.name, history, err)
 		}
 		listed, err := readFirst(ctx, "#job-checkpoints", "e.innerText")
-		if err != nil || !strings.Contains(listed, "step") || !strings.Contains(listed, "weights") {
-			t.Errorf("job page at %s: checkpoints %q, %v; want step and weights, restored on ck-b", vp.name, listed, err)
+		if err != nil || !strings.Contains(listed, "step") || !strings.Contains(listed, "weights") ||
+			!strings.Contains(listed, "The server keeps a copy, for a run on another machine to resume from: saved ") ||
+			!strings.Contains(listed, " by run 1 on ck-a, 4 MiB") {
+			t.Errorf("job page at %s: checkpoints %q, %v; want step and weights, restored on ck-b, and the server's copy of run 1's", vp.name, listed, err)
 		}
 		if log, err := readFirst(ctx, "#job-log", "e.innerText"); err != nil || !strings.Contains(log, "run 2 on ck-b resumes from run 1") {
 			t.Errorf("job page at %s: output %q, %v; want the last run's, on ck-b", vp.name, log, err)

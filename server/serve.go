@@ -703,7 +703,8 @@ func newFront(f serveFlags, ln net.Listener, store *models.Store, eng *engine.En
 	accessChanged := make(chan struct{}, 1)
 	actions := app.New(app.Config{Store: store, Engine: eng, Telemetry: rec, Logger: log, Leader: rep.leader,
 		Idle:         idle.Rule{After: f.idleAfter, BelowPct: f.idleBelow},
-		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages, AccessChanged: app.Signal(accessChanged), Heard: agents.HeartbeatAges})
+		ReclaimGrace: f.idleReclaimGrace, AllowedImages: f.allowedImages, AccessChanged: app.Signal(accessChanged), Heard: agents.HeartbeatAges,
+		Copies: agents.CheckpointCopiesOf})
 	srv, err := web.New(web.Config{App: actions, AccessChanged: accessChanged, Telemetry: rec, Live: pub, Logger: log, DevToken: f.devToken,
 		SecureCookies: f.secureCookies, TrustedProxies: proxies, Leader: rep.leader,
 		DataDir: f.data, MaxConnsPerAddr: cmp.Or(f.maxConnsPerAddr, -1), MaxSocketsPerUser: f.maxSocketsPerUser, SocketMaxAge: f.wsMaxAge,

@@ -68,6 +68,7 @@ func (s *Server) jobResponse(c echo.Context, status int, j *app.Job) error {
 		return err
 	}
 	out.Usage, out.Idle = &u, u.Idle
+	out.CheckpointCopies = s.app.CheckpointCopies(j.ID)
 	return c.JSON(status, out)
 }
 

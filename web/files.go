@@ -335,5 +335,25 @@ func (s *Server) jobCheckpointsPart(c echo.Context) error {
 	default:
 		v.Note = "The checkpoints cannot be listed now: " + err.Error()
 	}
+	v.Copies = strings.Join(copyLines(s.app.CheckpointCopies(id)), "; ")
 	return s.render(c, http.StatusOK, templates.JobCheckpoints(v))
+}
+
+// copyLines say what the server keeps of a job's checkpoint folders:
+// "saved 2026-11-30 08:23:35 UTC by run 1 on ck-a, 4 MiB", a part's rank
+// first when the job has several.
+func copyLines(copies []api.CheckpointCopy) []string {
+	var out []string
+	for _, c := range copies {
+		line := "saved " + c.WrittenAt.UTC().Format("2006-01-02 15:04:05") + " UTC"
+		if c.Run > 0 {
+			line += fmt.Sprintf(" by run %d", c.Run)
+		}
+		line += fmt.Sprintf(" on %s, %s", c.Node, jobfiles.FormatBytes(c.Bytes))
+		if len(copies) > 1 {
+			line = fmt.Sprintf("rank %d: %s", c.Part, line)
+		}
+		out = append(out, line)
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/api"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -167,6 +168,25 @@ func TestJobLogAfterAMove(t *testing.T) {
 		rec := ts.do(t, "alice", http.MethodGet, target, "")
 		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "run 2 resumes at step 17") || strings.Contains(rec.Body.String(), "run 1 stopped") {
 			t.Errorf("%s: %d %.300s; want gpu-b's output, the last run's", target, rec.Code, rec.Body.String())
+		}
+	}
+}
+
+func TestCopyLines(t *testing.T) {
+	at := time.Date(2026, 11, 30, 8, 23, 35, 500, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		copies []api.CheckpointCopy
+		want   string
+	}{
+		{"none", nil, ""},
+		{"one machine", []api.CheckpointCopy{{Run: 1, Node: "ck-a", WrittenAt: at, Bytes: 4 << 20}}, "saved 2026-11-30 08:23:35 UTC by run 1 on ck-a, 4 MiB"},
+		{"writer not known", []api.CheckpointCopy{{Node: "ck-a", WrittenAt: at, Bytes: 10}}, "saved 2026-11-30 08:23:35 UTC on ck-a, 10 B"},
+		{"two parts", []api.CheckpointCopy{{Part: 0, Run: 2, Node: "a", WrittenAt: at, Bytes: 1 << 30}, {Part: 1, Run: 2, Node: "b", WrittenAt: at, Bytes: 1 << 30}},
+			"rank 0: saved 2026-11-30 08:23:35 UTC by run 2 on a, 1 GiB; rank 1: saved 2026-11-30 08:23:35 UTC by run 2 on b, 1 GiB"},
+	} {
+		if got := strings.Join(copyLines(tc.copies), "; "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -35,6 +35,9 @@ func (c CheckpointState) Empty() bool { return c.At.IsZero() }
 // machine fetches it with. Run is the run that wrote the newest file (0:
 // not known); Bytes is 0 while the copy is being made.
 type CheckpointCopy struct {
+	// Part is the part of the job (its rank) the copy is of; a start
+	// brings its own part's, and does not say it.
+	Part  int `json:"-"`
 	Run   int64
 	Node  string
 	At    time.Time

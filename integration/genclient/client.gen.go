@@ -1063,6 +1063,24 @@ type Calibration struct {
 	WithinShare float64 `json:"within_share"`
 }
 
+// CheckpointCopy The server's copy of a part of a job's checkpoint folder.
+type CheckpointCopy struct {
+	// Bytes the copy's size on the server's disk (compressed)
+	Bytes int64 `json:"bytes"`
+
+	// Node the machine it was read from
+	Node string `json:"node"`
+
+	// Part the part of the job (its rank; 0 on one machine)
+	Part int `json:"part"`
+
+	// Run the run that wrote its newest file; absent when not known
+	Run *int64 `json:"run,omitempty"`
+
+	// WrittenAt when its newest file was written
+	WrittenAt time.Time `json:"written_at"`
+}
+
 // ClusterHistory defines model for ClusterHistory.
 type ClusterHistory struct {
 	Jobs []struct {
@@ -1375,8 +1393,11 @@ type Job struct {
 	BatchSize           *int64  `json:"batch_size,omitempty"`
 
 	// Borrowed runs beyond its team's guarantee (only while its team is over it) and may be reclaimed
-	Borrowed bool      `json:"borrowed"`
-	Command  *[]string `json:"command,omitempty"`
+	Borrowed bool `json:"borrowed"`
+
+	// CheckpointCopies the server's copies of the job's checkpoint folders, one per part, which a run on another machine resumes from (docs/agents.md, Resuming on another machine); in the answer about one job only, absent when none
+	CheckpointCopies *[]CheckpointCopy `json:"checkpoint_copies,omitempty"`
+	Command          *[]string         `json:"command,omitempty"`
 
 	// CpuProfile the sensitivity profile declared at submission (source declared; family a catalogue family, or custom for curves of the user's own); absent when none was
 	CpuProfile   *CPUProfile   `json:"cpu_profile,omitempty"`

@@ -574,6 +574,21 @@ func (c *checkpoints) serveCheckpoint(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 }
 
+// of are the copies of job id's parts on disk, by part.
+func (c *checkpoints) of(id int64) []job.CheckpointCopy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []job.CheckpointCopy
+	for k, kp := range c.kept {
+		if k.job == id && !kp.meta.At.IsZero() {
+			m := kp.meta
+			out = append(out, job.CheckpointCopy{Part: m.Part, Run: m.Run, Node: m.Node, At: m.At, Bytes: m.Bytes})
+		}
+	}
+	slices.SortFunc(out, func(a, b job.CheckpointCopy) int { return a.Part - b.Part })
+	return out
+}
+
 // stats are the copies' figures for /metrics.
 func (c *checkpoints) stats() job.CheckpointCopyStats {
 	c.mu.Lock()

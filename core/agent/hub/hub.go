@@ -270,6 +270,10 @@ func (h *Hub) Heartbeats() int64 { return h.heartbeats.Load() }
 // folders the hub keeps (checkpoints.go), for /metrics.
 func (h *Hub) CheckpointCopies() job.CheckpointCopyStats { return h.copies.stats() }
 
+// CheckpointCopiesOf are the copies the hub keeps of job id's checkpoint
+// folders, one per part, by part (without tokens).
+func (h *Hub) CheckpointCopiesOf(id int64) []job.CheckpointCopy { return h.copies.of(id) }
+
 // HeartbeatAges says, per machine run by a remote agent, how long ago
 // its agent's last heartbeat came (since it connected, before the first).
 func (h *Hub) HeartbeatAges(now time.Time) map[string]time.Duration {
