@@ -54,6 +54,10 @@ const stillFor = 500 * time.Millisecond
 // of the time).
 const copyEvery = 2 * time.Second
 
+// adoptRetry is how long a part the hub could not adopt (checkpoints.adopt)
+// waits before it is tried again.
+const adoptRetry = 30 * time.Second
+
 // copiesAtOnce bounds the copies made at once, across all jobs: each
 // reads a folder through its machine's agent and writes it to the
 // server's disk.
@@ -146,8 +150,10 @@ type checkpoints struct {
 	kept     map[partKey]*kept
 	running  map[partKey]*partRun
 	grants   map[string]grant
-	// adopting are the parts adopt is looking up.
-	adopting map[partKey]bool
+	// adopting are the parts adopt is looking up; adoptAfter, those it
+	// failed to, when to try again.
+	adopting   map[partKey]bool
+	adoptAfter map[partKey]time.Time
 	// tooBig are the saves too big to copy, said once each.
 	tooBig map[partKey]time.Time
 	// stats are the counters of /metrics (job.CheckpointCopyStats).
@@ -269,7 +275,8 @@ func (c *checkpoints) newer(k partKey, st job.CheckpointState, final bool) bool 
 }
 
 // observe reads a heartbeat's usage of n's runs: a folder newer than its
-// copy, and the same as in the previous reading, is copied.
+// copy that holds still (stillFor by the machine's clock, or the same as
+// in the previous reading) is copied, paced (newer).
 func (c *checkpoints) observe(n *remoteNode, us []job.Usage) {
 	if c.dir == "" {
 		return
@@ -312,11 +319,12 @@ func (c *checkpoints) adopt(n *remoteNode, parts []partKey) {
 	}
 	c.mu.Lock()
 	if c.adopting == nil {
-		c.adopting = make(map[partKey]bool)
+		c.adopting, c.adoptAfter = make(map[partKey]bool), make(map[partKey]time.Time)
 	}
 	var todo []partKey
+	now := time.Now()
 	for _, k := range parts {
-		if !c.adopting[k] {
+		if !c.adopting[k] && now.After(c.adoptAfter[k]) {
 			c.adopting[k] = true
 			todo = append(todo, k)
 		}
@@ -329,6 +337,14 @@ func (c *checkpoints) adopt(n *remoteNode, parts []partKey) {
 		}
 		c.mu.Unlock()
 	}()
+	// A part that cannot be adopted now (its run not reported, its
+	// account not read) is tried again after adoptRetry, not at each
+	// heartbeat.
+	retryLater := func(k partKey) {
+		c.mu.Lock()
+		c.adoptAfter[k] = time.Now().Add(adoptRetry)
+		c.mu.Unlock()
+	}
 	for _, k := range todo {
 		var run int64
 		for _, ref := range n.Running() {
@@ -337,6 +353,7 @@ func (c *checkpoints) adopt(n *remoteNode, parts []partKey) {
 			}
 		}
 		if run == 0 {
+			retryLater(k)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -344,12 +361,14 @@ func (c *checkpoints) adopt(n *remoteNode, parts []partKey) {
 		cancel()
 		if err != nil {
 			c.log.Warn("checkpoint of a running job not copied for now: its account cannot be read", "job", k.job, "err", err)
+			retryLater(k)
 			continue
 		}
 		c.mu.Lock()
 		if c.running[k] == nil {
 			c.running[k] = &partRun{run: run, node: n.name, account: account}
 		}
+		delete(c.adoptAfter, k)
 		c.mu.Unlock()
 	}
 }
@@ -657,6 +676,11 @@ func (c *checkpoints) forget(ended []int64) {
 		for k := range c.tooBig {
 			if k.job == id {
 				delete(c.tooBig, k)
+			}
+		}
+		for k := range c.adoptAfter {
+			if k.job == id {
+				delete(c.adoptAfter, k)
 			}
 		}
 		for k, kp := range c.kept {
