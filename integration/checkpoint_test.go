@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -445,4 +446,71 @@ while true; do sleep 0.2 & wait $!; done`
 	if uid := fmt.Sprint(st.Sys().(*syscall.Stat_t).Uid); uid != owner.Uid {
 		t.Errorf("the restored file belongs to uid %s, want gpt-alice's %s", uid, owner.Uid)
 	}
+}
+
+// faultCheckpointCopyDiskFull fills the server's data disk (a small tmpfs)
+// while a job saves a new checkpoint: the copy fails (the metrics say so),
+// leaving the copy before as it was and nothing half written beside it;
+// once space returns, the next reading copies the new save.
+func faultCheckpointCopyDiskFull(t *testing.T) {
+	data, traces := smallDisk(t, 64), t.TempDir()
+	srv := faultServer(t, data)
+	oneGPUAgent(t, srv.URL, "df")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	go2 := filepath.Join(traces, "save-again")
+	script := fmt.Sprintf(`d="$GPUPORTAL_CHECKPOINT_DIR"
+echo v1 > "$d/state"
+while [ ! -e %s ]; do sleep 0.1; done
+head -c 8388608 /dev/urandom > "$d/.w" && mv "$d/.w" "$d/weights.bin" && echo v2 > "$d/state"
+echo saved again
+while true; do sleep 0.2 & wait $!; done`, go2)
+	id := submit(t, alice, map[string]any{"name": "full", "gpus": 1, "command": []string{"sh", "-c", script}})
+	meta := filepath.Join(data, "checkpoints", fmt.Sprintf("%d-0.json", id))
+	type copied struct {
+		At    time.Time `json:"at"`
+		Bytes int64     `json:"bytes"`
+	}
+	read := func() (c copied) {
+		b, err := os.ReadFile(meta)
+		if err == nil {
+			_ = json.Unmarshal(b, &c)
+		}
+		return c
+	}
+	var first copied
+	eventually(t, 30*time.Second, "the first save copied", func() bool { first = read(); return !first.At.IsZero() })
+	arc, err := os.ReadFile(strings.TrimSuffix(meta, ".json") + ".tar.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := fill(t, data)
+	if err := os.WriteFile(go2, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a copy of the new save to fail on the full disk", func() bool {
+		return scrape(t, srv.URL).get(`gpuportal_checkpoint_copies_total{result="failed"}`) >= 1
+	})
+	if got := read(); !got.At.Equal(first.At) {
+		t.Errorf("the copy kept says it was written %v, want the first save's %v", got.At, first.At)
+	}
+	if now, err := os.ReadFile(strings.TrimSuffix(meta, ".json") + ".tar.gz"); err != nil || !bytes.Equal(now, arc) {
+		t.Errorf("the first save's copy changed on the full disk (%v)", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(data, "checkpoints", ".copy-*")); len(left) > 0 {
+		t.Errorf("half-written copies left on the full disk: %v", left)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the new save copied once space returned", func() bool {
+		c := read()
+		return c.At.After(first.At) && c.Bytes >= 8<<20
+	})
+	m := scrape(t, srv.URL)
+	t.Logf("copies: %v made, %v failed on the full disk", m.get(`gpuportal_checkpoint_copies_total{result="copied"}`), m.get(`gpuportal_checkpoint_copies_total{result="failed"}`))
+	if st := alice.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", id), nil, nil); st != http.StatusOK {
+		t.Fatalf("cancel: %d", st)
+	}
+	alice.waitState(id, 30*time.Second, "cancelled")
 }

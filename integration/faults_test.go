@@ -54,6 +54,7 @@ func TestFaults(t *testing.T) {
 		{"DatabaseOutageLongerThanTheHold", faultDatabaseOutageLongerThanTheHold},
 		{"CheckpointResume", faultCheckpointResume},
 		{"CheckpointCopiedAcrossServerRestart", faultCheckpointCopiedAcrossServerRestart},
+		{"CheckpointCopyDiskFull", faultCheckpointCopyDiskFull},
 		{"AgentReconnectsDuringDatabaseOutage", faultAgentReconnectsDuringDatabaseOutage},
 		{"FrozenAgent", faultFrozenAgent},
 		{"ServerRestartedDuringDatabaseOutage", faultServerRestartedDuringDatabaseOutage},
