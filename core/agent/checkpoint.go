@@ -128,7 +128,9 @@ func (a *Local) restoreCheckpoint(ctx context.Context, s job.Spec, log io.Writer
 	var sum filehttp.Restored
 	if err == nil {
 		files := filehttp.NewClient(func(ctx context.Context) (net.Conn, error) { return a.DialFiles(ctx, s.JobID, s.Account) })
-		sum, err = files.Restore(ctx, jobfiles.JobRoot, "checkpoint", body)
+		// A server gone quiet mid-copy does not hold the run's start
+		// for the whole restoreTimeout.
+		sum, err = files.Restore(ctx, jobfiles.JobRoot, "checkpoint", jobfiles.CancelOnStall(ctx, cancel, body, jobfiles.StallTimeout))
 		body.Close()
 	}
 	if err != nil {

@@ -470,7 +470,8 @@ func (c *checkpoints) copy(n *remoteNode, account string, m *making) error {
 	// Compressed, it is no larger than its files and their headers.
 	limit := m.meta.FileBytes + int64(m.meta.Files+16)*2048 + 1<<20
 	counted := &countingWriter{w: tmp}
-	newest, err := newestInArchive(io.TeeReader(io.LimitReader(d.Body, limit+1), counted))
+	body := jobfiles.CancelOnStall(ctx, cancel, io.LimitReader(d.Body, limit+1), jobfiles.StallTimeout)
+	newest, err := newestInArchive(io.TeeReader(body, counted))
 	n64 := counted.n
 	switch {
 	case err != nil:
