@@ -587,7 +587,7 @@ func (a *Local) launch(s job.Spec, r *run, ra *runAs, log *os.File, restored *jo
 	}
 	a.lim.begin(s, procs, log, a.LogPath(s.JobID), a.gateIterations(s))
 	if resume != nil {
-		a.lim.setCheckpoint(s.JobID, resume, func() job.CheckpointState { return a.checkpointState(s) })
+		a.lim.setCheckpoint(s.JobID, resume, a.checkpointReader(s))
 	}
 	go func() {
 		code, why := wait()

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpuportal/gpuportal/core/agent/wire"
@@ -71,6 +72,31 @@ func (a *Local) checkpointState(s job.Spec) job.CheckpointState {
 		st.Run = writer(runs, st.At, s.Run+1)
 	}
 	return st
+}
+
+// A folder of many files costs a walk of all of them: such a folder is
+// walked at most every bigFolderEvery for the usage the agent reports
+// each second (its exit walks it again).
+const (
+	bigFolder      = 1000 // entries
+	bigFolderEvery = 10 * time.Second
+)
+
+// checkpointReader reads run s's checkpoint folder for its usage
+// (checkpointState), a big folder at most every bigFolderEvery.
+func (a *Local) checkpointReader(s job.Spec) func() job.CheckpointState {
+	var mu sync.Mutex
+	var last job.CheckpointState
+	var at time.Time
+	return func() job.CheckpointState {
+		mu.Lock()
+		defer mu.Unlock()
+		if last.Files >= bigFolder && time.Since(at) < bigFolderEvery {
+			return last
+		}
+		last, at = a.checkpointState(s), time.Now()
+		return last
+	}
 }
 
 // part is the part of its job a spec starts: its rank, 0 on one machine.

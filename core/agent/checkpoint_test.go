@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -151,4 +152,43 @@ func TestRunRestoresTheServersCopy(t *testing.T) {
 			t.Errorf("exit %+v, want the started run ended by the stop (SIGTERM)", ex)
 		}
 	})
+}
+
+// TestCheckpointReaderSparesBigFolders: a run's usage reads a small
+// checkpoint folder afresh every time, a folder of a thousand files or
+// more at most every bigFolderEvery.
+func TestCheckpointReaderSparesBigFolders(t *testing.T) {
+	a, _ := newTestAgent(t, time.Second)
+	for _, tc := range []struct {
+		name   string
+		files  int
+		cached bool
+	}{{"small", 3, false}, {"big", bigFolder, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := job.Spec{JobID: int64(100 + tc.files), Run: 1, Command: []string{"true"}}
+			dir := a.CheckpointDir(s.JobID)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			read := a.checkpointReader(s)
+			if st := read(); st.Files != tc.files {
+				t.Fatalf("first reading: %d files, want %d", st.Files, tc.files)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "one-more"), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.files + 1
+			if tc.cached {
+				want = tc.files
+			}
+			if st := read(); st.Files != want {
+				t.Errorf("second reading at once: %d files, want %d", st.Files, want)
+			}
+		})
+	}
 }
