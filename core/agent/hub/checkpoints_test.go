@@ -286,3 +286,35 @@ func TestCheckpointCopiesSpaced(t *testing.T) {
 		t.Errorf("read %d times, want the last save's at the end", f.reads)
 	}
 }
+
+// TestCheckpointCopiesByPart: each part of a job on several machines has
+// its own copy, and a start of a part brings that part's, wherever it
+// lands.
+func TestCheckpointCopiesByPart(t *testing.T) {
+	t1 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	f := &folder{body: testarchive.Folder(t, "checkpoint", map[string]string{"state": "rank"}, t1)}
+	c := newTestCopies(t, t.TempDir(), f, nil)
+	gang := func(rank int) *job.Gang {
+		return &job.Gang{Rank: rank, Nodes: []job.GangNode{{Name: "a", GPUs: 1}, {Name: "b", GPUs: 1}}}
+	}
+	a, b := &remoteNode{name: "a"}, &remoteNode{name: "b"}
+	c.started("a", job.Spec{JobID: 9, Run: 1, Command: []string{"train"}, Gang: gang(0)})
+	c.started("b", job.Spec{JobID: 9, Run: 1, Command: []string{"train"}, Gang: gang(1)})
+	c.ended(a, job.Exit{Node: "a", JobID: 9, Run: 1, Checkpoint: &job.CheckpointState{Part: 0, At: t1, Run: 1, Bytes: 4, Files: 1}})
+	waitCopied(t, c, partKey{9, 0}, t1)
+	t2 := t1.Add(time.Second)
+	f.mu.Lock()
+	f.body = testarchive.Folder(t, "checkpoint", map[string]string{"state": "rank"}, t2)
+	f.mu.Unlock()
+	c.ended(b, job.Exit{Node: "b", JobID: 9, Run: 1, Checkpoint: &job.CheckpointState{Part: 1, At: t2, Run: 1, Bytes: 4, Files: 1}})
+	waitCopied(t, c, partKey{9, 1}, t2)
+	// Run 2 lands with the ranks swapped.
+	r0 := c.started("b", job.Spec{JobID: 9, Run: 2, Command: []string{"train"}, Gang: gang(0)})
+	r1 := c.started("a", job.Spec{JobID: 9, Run: 2, Command: []string{"train"}, Gang: gang(1)})
+	if r0 == nil || r0.Node != "a" || !r0.At.Equal(t1) || r1 == nil || r1.Node != "b" || !r1.At.Equal(t2) {
+		t.Errorf("rank 0 got %+v, rank 1 got %+v; want each its own rank's copy (a's at %v, b's at %v)", r0, r1, t1, t2)
+	}
+	if got := c.of(9); len(got) != 2 || got[0].Part != 0 || got[1].Part != 1 {
+		t.Errorf("the job's copies: %+v, want parts 0 and 1 in order", got)
+	}
+}
