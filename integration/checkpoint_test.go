@@ -514,3 +514,58 @@ while true; do sleep 0.2 & wait $!; done`, go2)
 	}
 	alice.waitState(id, 30*time.Second, "cancelled")
 }
+
+// faultGangMovesWithItsCheckpoints: a job on two machines saves a
+// checkpoint on each; both machines are killed and the job lands on two
+// others, whose work folders are not shared: each rank finds there what
+// that rank saved, not the other's.
+func faultGangMovesWithItsCheckpoints(t *testing.T) {
+	data := t.TempDir()
+	srv := faultServer(t, data)
+	first := []*server{oneGPUAgent(t, srv.URL, "gm-a"), oneGPUAgent(t, srv.URL, "gm-b")}
+	waitGPUs(t, srv.URL, 2)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	script := `d="$GPUPORTAL_CHECKPOINT_DIR"
+if [ "${GPUPORTAL_RESUME:-}" = 1 ]; then echo "rank $NODE_RANK of run $GPUPORTAL_RUN on $GPUPORTAL_NODE found: $(cat "$d/state")"; exit 0; fi
+echo "rank $NODE_RANK on $GPUPORTAL_NODE" > "$d/state"
+echo saved
+while true; do sleep 0.2 & wait $!; done`
+	id := submit(t, alice, map[string]any{"name": "gang", "gpus": 2, "command": []string{"sh", "-c", script}})
+	for _, n := range []string{"gm-a", "gm-b"} {
+		eventually(t, 30*time.Second, "the part on "+n+" to save", func() bool { return strings.Contains(remoteOutput(data, n, id), "saved\n") })
+	}
+	eventually(t, 30*time.Second, "both ranks' copies", func() bool {
+		n := 0
+		for _, part := range []int{0, 1} {
+			if _, err := os.Stat(filepath.Join(data, "checkpoints", fmt.Sprintf("%d-%d.json", id, part))); err == nil {
+				n++
+			}
+		}
+		return n == 2
+	})
+	for _, a := range first {
+		a.kill()
+	}
+	oneGPUAgent(t, srv.URL, "gm-c")
+	oneGPUAgent(t, srv.URL, "gm-d")
+	if j := alice.waitState(id, 60*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("the job ended %s", j.State)
+	}
+	for _, n := range []string{"gm-c", "gm-d"} {
+		var out string
+		eventually(t, 30*time.Second, "the output on "+n, func() bool {
+			out = remoteOutput(data, n, id)
+			return strings.Contains(out, " found: ")
+		})
+		i := strings.Index(out, "rank ")
+		line := strings.TrimSpace(out[i:])
+		var rank, run int
+		var node, savedNode string
+		var savedRank int
+		if _, err := fmt.Sscanf(line, "rank %d of run %d on %s found: rank %d on %s", &rank, &run, &node, &savedRank, &savedNode); err != nil || rank != savedRank || node != n {
+			t.Errorf("on %s: %q (%v); want its rank to find that rank's own save", n, line, err)
+		} else {
+			t.Logf("on %s: rank %d found rank %d's save from %s", n, rank, savedRank, savedNode)
+		}
+	}
+}

@@ -55,6 +55,7 @@ func TestFaults(t *testing.T) {
 		{"CheckpointResume", faultCheckpointResume},
 		{"CheckpointCopiedAcrossServerRestart", faultCheckpointCopiedAcrossServerRestart},
 		{"CheckpointCopyDiskFull", faultCheckpointCopyDiskFull},
+		{"GangMovesWithItsCheckpoints", faultGangMovesWithItsCheckpoints},
 		{"AgentReconnectsDuringDatabaseOutage", faultAgentReconnectsDuringDatabaseOutage},
 		{"FrozenAgent", faultFrozenAgent},
 		{"ServerRestartedDuringDatabaseOutage", faultServerRestartedDuringDatabaseOutage},
