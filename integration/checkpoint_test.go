@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 )
 
 // faultCheckpointResume measures the work a fault costs a job that
@@ -306,19 +304,7 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 		t.Fatal(err)
 	}
 	for _, vp := range viewports {
-		sc.log.take()
-		err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height), chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, id)),
-			chromedp.WaitVisible("#job-checkpoints table"))
-		if err != nil {
-			t.Fatalf("job page at %s: %v", vp.name, err)
-		}
-		problems, err := sc.judge(vp, http.StatusOK)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range problems {
-			t.Errorf("job page at %s: %s", vp.name, p)
-		}
+		sc.visit(t, vp, fmt.Sprintf("/jobs/%d", id), "#job-checkpoints table", "checkpoint-moved")
 		history, err := readFirst(ctx, "#job-history", "e.innerText")
 		if err != nil || !strings.Contains(history, "run 2 resumed from the checkpoint run 1 wrote at ") || !strings.Contains(history, "on ck-a (the server's copy)") {
 			t.Errorf("job page at %s: history %q, %v; want run 2 resumed from the server's copy of ck-a's", vp.name, history, err)
@@ -332,7 +318,6 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 		if log, err := readFirst(ctx, "#job-log", "e.innerText"); err != nil || !strings.Contains(log, "run 2 on ck-b resumes from run 1") {
 			t.Errorf("job page at %s: output %q, %v; want the last run's, on ck-b", vp.name, log, err)
 		}
-		screenshot(t, ctx, "checkpoint-moved-"+vp.name)
 	}
 }
 

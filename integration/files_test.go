@@ -237,19 +237,7 @@ func checkFilesPages(t *testing.T, base string, id int64, jobDir string) {
 			{"files", fmt.Sprintf("/jobs/%d/files?root=job&path=checkpoint", id), "#files"},
 			{"results", fmt.Sprintf("/jobs/%d/files?root=job&path=results", id), "#files-upload"},
 		} {
-			sc.log.take()
-			err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height), chromedp.Navigate(base+s.path), chromedp.WaitVisible(s.wait))
-			if err != nil {
-				t.Fatalf("%s at %s: %v", s.path, vp.name, err)
-			}
-			problems, err := sc.judge(vp, http.StatusOK)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range problems {
-				t.Errorf("%s at %s: %s", s.path, vp.name, p)
-			}
-			screenshot(t, ctx, "files-"+s.name+"-"+vp.name)
+			sc.visit(t, vp, s.path, s.wait, "files-"+s.name)
 		}
 	}
 	err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", base, id)), chromedp.WaitVisible("#job-checkpoints table"))
@@ -476,20 +464,7 @@ func TestJobFilesOfEachMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, vp := range viewports {
-		sc.log.take()
-		err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.width, vp.height),
-			chromedp.Navigate(fmt.Sprintf("%s/jobs/%d/files?root=job&path=results", srv.URL, id)), chromedp.WaitVisible("#file-machines"))
-		if err != nil {
-			t.Fatalf("files page at %s: %v", vp.name, err)
-		}
-		problems, err := sc.judge(vp, http.StatusOK)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range problems {
-			t.Errorf("files page at %s: %s", vp.name, p)
-		}
-		screenshot(t, ctx, "files-machines-"+vp.name)
+		sc.visit(t, vp, fmt.Sprintf("/jobs/%d/files?root=job&path=results", id), "#file-machines", "files-machines")
 	}
 	err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`#file-machines a[href*="node=%s"]`, second)),
 		chromedp.WaitVisible(fmt.Sprintf(`#file-machines a[aria-current="page"][href*="node=%s"]`, second)))

@@ -212,6 +212,27 @@ func (sc *screenChecker) check(s screen, vp viewport, prefix string) ([]string, 
 	return problems, nil
 }
 
+// visit shows path at the viewport, waits for the element wait matches,
+// reports as errors of t everything wrong with the page (judge), and
+// saves its picture as shot-viewport.png (screenshot). A page that does
+// not come ends the test.
+func (sc *screenChecker) visit(t *testing.T, vp viewport, path, wait, shot string) {
+	t.Helper()
+	sc.log.take()
+	err := chromedp.Do(sc.ctx, chromedp.EmulateViewport(vp.width, vp.height), chromedp.Navigate(sc.base+path), chromedp.WaitVisible(wait))
+	if err != nil {
+		t.Fatalf("%s at %s: %v", path, vp.name, err)
+	}
+	problems, err := sc.judge(vp, http.StatusOK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s at %s: %s", path, vp.name, p)
+	}
+	screenshot(t, sc.ctx, shot+"-"+vp.name)
+}
+
 // judge returns everything wrong with the page the tab shows since the
 // last judgement: a status other than status, console errors, failed
 // requests, a page wider than the viewport, template source as text.
