@@ -506,7 +506,7 @@ func (a *Local) launch(s job.Spec, r *run, ra *runAs, log *os.File, restored *jo
 		return fmt.Errorf("start job %d on %s: %w", s.JobID, a.cfg.Name, err)
 	}
 	var resume *job.Resume
-	if checkpointed(s) {
+	if s.Checkpointed() {
 		res, env, err := a.beginResume(s, time.Now(), restored)
 		if err != nil {
 			a.cfg.Logger.Warn("job's checkpoint folder not looked at: it starts without GPUPORTAL_RESUME", "job", s.JobID, "run", s.Run, "err", err)

@@ -66,7 +66,7 @@ func folderState(dir string) job.CheckpointState {
 // run wrote its newest file, as the record of the job's runs here says.
 func (a *Local) checkpointState(s job.Spec) job.CheckpointState {
 	st := folderState(a.CheckpointDir(s.JobID))
-	st.Part = part(s)
+	st.Part = s.Part()
 	if !st.Empty() {
 		runs, _ := readRunRecord(a.runRecordPath(s.JobID))
 		st.Run = writer(runs, st.At, s.Run+1)
@@ -99,21 +99,6 @@ func (a *Local) checkpointReader(s job.Spec) func() job.CheckpointState {
 	}
 }
 
-// part is the part of its job a spec starts: its rank, 0 on one machine.
-func part(s job.Spec) int {
-	if s.Gang != nil {
-		return s.Gang.Rank
-	}
-	return 0
-}
-
-// checkpointed reports whether a run of s has a checkpoint folder to
-// resume from: a batch command or container, not a session nor a
-// simulated job.
-func checkpointed(s job.Spec) bool {
-	return s.Session == nil && (len(s.Command) > 0 || s.Image != "")
-}
-
 // copyIsNewer reports whether the server's copy c is newer than what
 // folder dir holds: the folder is empty, or the run that wrote it (as
 // the record of the job's runs here says) is earlier than the copy's, or,
@@ -134,7 +119,7 @@ func (a *Local) copyIsNewer(s job.Spec, c *job.CheckpointCopy) bool {
 // its checkpoint folder before it starts.
 func (a *Local) needsRestore(s job.Spec) bool {
 	c := s.Checkpoint
-	return c != nil && c.Fetch != nil && checkpointed(s) && a.copyIsNewer(s, c)
+	return c != nil && c.Fetch != nil && s.Checkpointed() && a.copyIsNewer(s, c)
 }
 
 // restoreCheckpoint fetches the server's copy of s's checkpoint folder

@@ -58,3 +58,18 @@ type CheckpointCopyStats struct {
 	Kept                        int
 	KeptBytes                   int64
 }
+
+// Checkpointed reports whether a run of s has a checkpoint folder its
+// machine reports and the server copies: a batch command or container,
+// not a session nor a simulated job.
+func (s Spec) Checkpointed() bool {
+	return s.Session == nil && (len(s.Command) > 0 || s.Image != "")
+}
+
+// Part is the part of its job s starts: its rank, 0 on one machine.
+func (s Spec) Part() int {
+	if s.Gang != nil {
+		return s.Gang.Rank
+	}
+	return 0
+}

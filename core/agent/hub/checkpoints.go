@@ -204,10 +204,10 @@ func (c *checkpoints) metaPath(k partKey) string { return c.base(k) + ".json" }
 // started notes a run of a part starting on node and returns the copy to
 // send with it (nil: none).
 func (c *checkpoints) started(node string, s job.Spec) *job.CheckpointCopy {
-	if c.dir == "" || !checkpointed(s) {
+	if c.dir == "" || !s.Checkpointed() {
 		return nil
 	}
-	k := partKey{s.JobID, partOf(s)}
+	k := partKey{s.JobID, s.Part()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running[k] = &partRun{run: s.Run, node: node, account: s.Account}
@@ -230,19 +230,6 @@ func (c *checkpoints) started(node string, s job.Spec) *job.CheckpointCopy {
 	}
 	c.grants[token] = grant{key: k, expires: now.Add(grantTTL)}
 	return &job.CheckpointCopy{Run: m.Run, Node: m.Node, At: m.At, Bytes: m.Bytes, Token: token}
-}
-
-// checkpointed: the runs the agent reports a checkpoint folder of
-// (agent.checkpointed).
-func checkpointed(s job.Spec) bool {
-	return s.Session == nil && (len(s.Command) > 0 || s.Image != "")
-}
-
-func partOf(s job.Spec) int {
-	if s.Gang != nil {
-		return s.Gang.Rank
-	}
-	return 0
 }
 
 // newer reports whether a folder as st says is newer than what part k
