@@ -64,9 +64,11 @@ func (s jobStates) Account(ctx context.Context, id int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	account, err := s.UnixName(ctx, j.User)
-	if errors.Is(err, models.ErrNotFound) {
-		return j.User, nil
+	// As the engine reads it (models.Store.UnixNames): a user since
+	// removed runs as their login name.
+	accounts, err := s.UnixNames(ctx, []string{j.User})
+	if err != nil {
+		return "", err
 	}
-	return account, err
+	return accounts[j.User], nil
 }
