@@ -356,12 +356,7 @@ func faultCheckpointCopiedAcrossServerRestart(t *testing.T) {
 	if c.Run != 1 {
 		t.Errorf("the copy says run %d wrote it, want 1 (the run that ran across the restart)", c.Run)
 	}
-	var reached int
-	for _, sp := range readTraces(t, traces) {
-		if sp.job == id {
-			reached = sp.lastTick
-		}
-	}
+	reached := lastTick(t, traces, id)
 	a.kill()
 	oneGPUAgent(t, srv.URL, "after")
 	alice.waitState(id, 90*time.Second, "succeeded")
@@ -431,6 +426,99 @@ while true; do sleep 0.2 & wait $!; done`
 	if uid := fmt.Sprint(st.Sys().(*syscall.Stat_t).Uid); uid != owner.Uid {
 		t.Errorf("the restored file belongs to uid %s, want gpt-alice's %s", uid, owner.Uid)
 	}
+}
+
+// faultCheckpointCopiedDuringDatabaseOutage: the database stops while a
+// checkpointed job runs, and the server, fenced, goes on copying its saves:
+// a copy needs the agent and the server's own disk, not the database. The
+// job's machine is killed while the database is still out; once it is
+// back, the job lands on another machine and resumes there from a save
+// copied during the outage, not from scratch and not from the last copy
+// before it.
+func faultCheckpointCopiedDuringDatabaseOutage(t *testing.T) {
+	const ticks, every = 100, 6
+	pg := startPrivatePG(t)
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data, "--db", pg.DSN())
+	a := oneGPUAgent(t, srv.URL, "before")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "checkpointed", "gpus": 1, "command": checkpointedJob(traces, ticks, every)})
+	run := traceStarted(t, traces, id, "")
+	traceLines(t, traces, run, 4)
+
+	pg.stop()
+	stopped := time.Now()
+	reachedAtStop := lastTick(t, traces, id)
+	var c struct {
+		Run int64     `json:"run"`
+		At  time.Time `json:"at"`
+	}
+	eventually(t, 30*time.Second, "a copy of a save written during the outage", func() bool {
+		b, err := os.ReadFile(filepath.Join(data, "checkpoints", fmt.Sprintf("%d-0.json", id)))
+		return err == nil && json.Unmarshal(b, &c) == nil && c.At.After(stopped)
+	})
+	a.kill()
+	killed := time.Now()
+	reached := lastTick(t, traces, id)
+	// The outage outlasts the heartbeat timeout after the kill: the
+	// machine is lost while nothing can be recorded.
+	time.Sleep(5 * time.Second)
+	pg.start()
+	t.Logf("database out for %v; the machine killed %v into it, at tick %d (tick %d when the database stopped)",
+		time.Since(stopped).Round(100*time.Millisecond), killed.Sub(stopped).Round(100*time.Millisecond), reached, reachedAtStop)
+	oneGPUAgent(t, srv.URL, "after")
+	alice.waitState(id, 120*time.Second, "succeeded")
+	spans := checkTraces(t, traces)
+	endsOnce(t, alice, id)
+	if len(spans) != 2 || spans[0].node != "before" || spans[1].node != "after" {
+		t.Fatalf("runs %v; want one on before, then one on after", spans)
+	}
+	first, second := spans[0], spans[1]
+	// The first save the job wrote after the database stopped.
+	firstSaveAfter := (reachedAtStop/every + 1) * every
+	t.Logf("run %d traced ticks %d-%d; run %d on after starts at tick %d: %d ticks redone",
+		first.run, first.firstTick, first.lastTick, second.run, second.firstTick, first.lastTick-second.firstTick+1)
+	if second.firstTick < firstSaveAfter || second.firstTick > first.lastTick {
+		t.Errorf("run %d starts at tick %d after run %d reached %d; want it resumed from a save copied during the outage (tick %d or later)",
+			second.run, second.firstTick, first.run, first.lastTick, firstSaveAfter)
+	}
+	var j struct {
+		Resume *struct {
+			FromRun  int64   `json:"from_run"`
+			FromNode string  `json:"from_node"`
+			LostS    float64 `json:"lost_s"`
+		} `json:"resume"`
+	}
+	if st := alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); st != http.StatusOK {
+		t.Fatalf("job %d: status %d", id, st)
+	}
+	if j.Resume == nil || j.Resume.FromRun != first.run || j.Resume.FromNode != "before" {
+		t.Fatalf("the job's resume = %+v; want from run %d on before", j.Resume, first.run)
+	}
+	// The work lost, as the server says it, counts up to the machine's
+	// loss, not the outage that kept the server from recording it: the
+	// ticks redone, and at most a heartbeat timeout and a second more (a
+	// save is dated by its file, the loss by the server's clock).
+	redone := time.Duration(first.lastTick-second.firstTick+1) * tick
+	timeout, _ := time.ParseDuration(faultTimeout)
+	lost := time.Duration(j.Resume.LostS * float64(time.Second))
+	t.Logf("the server says the resume lost %v of work; the traces show %v redone", lost.Round(10*time.Millisecond), redone)
+	if lost > redone+timeout+time.Second {
+		t.Errorf("lost_s %v; want at most %v (the ticks redone, a heartbeat timeout and a second): the outage counted as work lost", lost, redone+timeout+time.Second)
+	}
+}
+
+// lastTick is the last tick job id's trace shows so far, or -1.
+func lastTick(t *testing.T, traces string, id int64) int {
+	t.Helper()
+	last := -1
+	for _, sp := range readTraces(t, traces) {
+		if sp.job == id {
+			last = max(last, sp.lastTick)
+		}
+	}
+	return last
 }
 
 // faultCheckpointCopyDiskFull fills the server's data disk (a small tmpfs)

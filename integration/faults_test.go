@@ -55,6 +55,7 @@ func TestFaults(t *testing.T) {
 		{"CheckpointResume", faultCheckpointResume},
 		{"CheckpointCopiedAcrossServerRestart", faultCheckpointCopiedAcrossServerRestart},
 		{"CheckpointCopyDiskFull", faultCheckpointCopyDiskFull},
+		{"CheckpointCopiedDuringDatabaseOutage", faultCheckpointCopiedDuringDatabaseOutage},
 		{"GangMovesWithItsCheckpoints", faultGangMovesWithItsCheckpoints},
 		{"AgentReconnectsDuringDatabaseOutage", faultAgentReconnectsDuringDatabaseOutage},
 		{"FrozenAgent", faultFrozenAgent},

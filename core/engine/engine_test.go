@@ -511,6 +511,49 @@ func TestLostJobsAreRequeued(t *testing.T) {
 	}
 }
 
+// TestLostRunEndsWhenItsMachineWasLost: the run of a machine this engine
+// saw go ends, in the store, when the machine was lost, not when the
+// engine gave up waiting for it (LostAfter later, or more where the store
+// could not be written meanwhile): its time and service count up to the
+// loss, and so does the work a resume redoes.
+func TestLostRunEndsWhenItsMachineWasLost(t *testing.T) {
+	start := t0.Add(-time.Hour)
+	store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start})
+	e, clock := newTestEngine(t, store, newFakeNode("n0", 1))
+	e.runs[1] = &run{id: 0, parts: map[string]bool{"n0": true}}
+	if err := callRemoveNode(t, e, "n0"); err != nil {
+		t.Fatal(err)
+	}
+	lost := clock.t
+	clock.t = clock.t.Add(2 * time.Minute) // say, the database was out
+	e.requeueLost(context.Background(), mustJobs(t, store), clock.t)
+	if store.state(1) != job.Queued {
+		t.Fatalf("job of the lost machine: %s, want queued", store.state(1))
+	}
+	if got, want := store.jobs[1].ExecutedS, lost.Sub(start).Seconds(); got != want {
+		t.Errorf("the lost run counted %.0f s, want %.0f (up to the loss, not the requeue)", got, want)
+	}
+	if r := store.reason[1]; !strings.Contains(r, "node n0 lost for 2m0s") {
+		t.Errorf("reason %q; want it to say how long the machine was lost", r)
+	}
+}
+
+// callRemoveNode runs e.RemoveNode as the engine's loop would.
+func callRemoveNode(t *testing.T, e *Engine, name string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- e.RemoveNode(ctx, name) }()
+	select {
+	case f := <-e.calls:
+		f(ctx)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-errc
+}
+
 func mustJobs(t *testing.T, s *memStore) []Job {
 	js, err := s.UnfinishedEngineJobs(context.Background())
 	if err != nil {

@@ -109,6 +109,12 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 		}
 		node := placementNode(j.Placement)
 		var reason string
+		// ended is when the run ended as far as the engine knows: now, or
+		// when its machine was lost. That is what its record says, and
+		// what its time, its service and the work a resume redoes count
+		// up to: not the LostAfter the engine waited for the machine, nor
+		// a database outage that kept it from recording the loss.
+		ended := now
 		if e.node(node) != nil {
 			reason = fmt.Sprintf("requeued: %s no longer runs it", node)
 		} else {
@@ -118,6 +124,8 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 				// that led before may keep it running for TakeoverHold.
 				since = e.started.Add(e.cfg.TakeoverHold)
 				e.lostSince[node] = since
+			} else if j.LastStartAt == nil || since.After(*j.LastStartAt) {
+				ended = since
 			}
 			if now.Sub(since) < e.cfg.LostAfter {
 				out = keep(out, jobs, i)
@@ -131,7 +139,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 			// not started again), the loss said beside the reason.
 			to, reason = req.To, req.Reason+"; its run was not seen to end: "+strings.TrimPrefix(reason, "requeued: ")
 		}
-		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, to, nil, reason, usage.Service{}, now); err != nil {
+		if err := e.cfg.Store.MarkStopped(ctx, job.RunRef{Job: j.ID, Run: j.Run}, to, nil, reason, usage.Service{}, ended); err != nil {
 			e.cfg.Logger.Error("requeue lost job", "job", j.ID, "err", err)
 			out = keep(out, jobs, i)
 			continue
