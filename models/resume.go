@@ -66,9 +66,9 @@ func (s *Store) RecordResume(ctx context.Context, id int64, r job.Resume, now ti
 // each, the time it ran after the checkpoint r resumes from (all of it
 // when r starts from scratch, none when the checkpoint is newer than its
 // end). A run ends when the server records its end, or, after a lost
-// machine, when the server lost it (engine.requeueLost): later than the
-// run's own end by up to the heartbeat timeout, so the figure is an
-// upper bound of what the job itself redoes.
+// machine, when the server lost it (engine.requeueLost), which may be
+// off the run's own end by up to the heartbeat timeout: the figure is
+// what the job itself redoes give or take that.
 func LostWork(before []Run, r job.Resume) time.Duration {
 	var lost time.Duration
 	for _, p := range before {

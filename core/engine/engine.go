@@ -335,6 +335,9 @@ type Engine struct {
 	reasons      map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
 	noAccount    refusals               // machines that refused accounts (accounts.go)
 	lostSince    map[string]time.Time
+	// lostAt is when each machine that came back was lost before: a run
+	// it no longer runs ended then, as far as the engine knows.
+	lostAt map[string]time.Time
 	gone         map[string]GoneNode // under mu (gone.go)
 	// waiting is when each waiting job began to wait for its GPUs, for
 	// the queue wait of its next start (waits.go); zero when unknown.
@@ -392,6 +395,7 @@ func New(cfg Config) (*Engine, error) {
 		promised:  make(sched.Promises),
 		reasons:   make(map[int64]storedReason),
 		lostSince: make(map[string]time.Time),
+		lostAt:    make(map[string]time.Time),
 		gone:      make(map[string]GoneNode),
 		waiting:   make(map[int64]time.Time),
 		stats:     stats{s: emptyStats()},
@@ -414,6 +418,11 @@ func (e *Engine) AddNode(ctx context.Context, n Node) error {
 		e.connected[n.Name()] = e.cfg.Now()
 		delete(e.gone, n.Name())
 		e.mu.Unlock()
+		if since, ok := e.lostSince[n.Name()]; ok {
+			e.lostAt[n.Name()] = since
+		} else {
+			delete(e.lostAt, n.Name())
+		}
 		delete(e.lostSince, n.Name())
 		e.forgetAccounts(n.Name())
 		e.adopt(ctx, n)

@@ -514,44 +514,58 @@ func TestLostJobsAreRequeued(t *testing.T) {
 // TestLostRunEndsWhenItsMachineWasLost: the run of a machine this engine
 // saw go ends, in the store, when the machine was lost, not when the
 // engine gave up waiting for it (LostAfter later, or more where the store
-// could not be written meanwhile): its time and service count up to the
-// loss, and so does the work a resume redoes.
+// could not be written meanwhile), nor when the machine came back
+// without it: its time and service count up to the loss, and so does the
+// work a resume redoes.
 func TestLostRunEndsWhenItsMachineWasLost(t *testing.T) {
 	start := t0.Add(-time.Hour)
-	store := newMemStore(Job{ID: 1, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: "n0", Index: 0}}, LastStartAt: &start, SubmittedAt: start})
-	e, clock := newTestEngine(t, store, newFakeNode("n0", 1))
-	e.runs[1] = &run{id: 0, parts: map[string]bool{"n0": true}}
-	if err := callRemoveNode(t, e, "n0"); err != nil {
-		t.Fatal(err)
+	running := func(id int64, node string) Job {
+		return Job{ID: id, GPUs: 1, State: job.Running, Placement: []gpu.Ref{{Node: node, Index: 0}}, LastStartAt: &start, SubmittedAt: start}
+	}
+	store := newMemStore(running(1, "gone"), running(2, "back"))
+	e, clock := newTestEngine(t, store, newFakeNode("gone", 1), newFakeNode("back", 1))
+	e.runs[1] = &run{id: 0, parts: map[string]bool{"gone": true}}
+	e.runs[2] = &run{id: 0, parts: map[string]bool{"back": true}}
+	ctx := context.Background()
+	for _, n := range []string{"gone", "back"} {
+		callEngine(t, func(ctx context.Context) error { return e.RemoveNode(ctx, n) }, e)
 	}
 	lost := clock.t
-	clock.t = clock.t.Add(2 * time.Minute) // say, the database was out
-	e.requeueLost(context.Background(), mustJobs(t, store), clock.t)
-	if store.state(1) != job.Queued {
-		t.Fatalf("job of the lost machine: %s, want queued", store.state(1))
-	}
-	if got, want := store.jobs[1].ExecutedS, lost.Sub(start).Seconds(); got != want {
-		t.Errorf("the lost run counted %.0f s, want %.0f (up to the loss, not the requeue)", got, want)
-	}
-	if r := store.reason[1]; !strings.Contains(r, "node n0 lost for 2m0s") {
-		t.Errorf("reason %q; want it to say how long the machine was lost", r)
+	clock.t = clock.t.Add(20 * time.Second)
+	back := newFakeNode("back", 1) // its agent restarted without the run
+	callEngine(t, func(ctx context.Context) error { return e.AddNode(ctx, back) }, e)
+	clock.t = clock.t.Add(100 * time.Second) // say, the database was out
+	e.requeueLost(ctx, mustJobs(t, store), clock.t)
+	for id, reason := range map[int64]string{1: "node gone lost for 2m0s", 2: "back no longer runs it"} {
+		if store.state(id) != job.Queued {
+			t.Fatalf("job %d: %s, want queued", id, store.state(id))
+		}
+		if got, want := store.jobs[id].ExecutedS, lost.Sub(start).Seconds(); got != want {
+			t.Errorf("job %d's lost run counted %.0f s, want %.0f (up to the loss, not the requeue)", id, got, want)
+		}
+		if r := store.reason[id]; !strings.Contains(r, reason) {
+			t.Errorf("job %d's reason %q; want it to say %q", id, r, reason)
+		}
 	}
 }
 
-// callRemoveNode runs e.RemoveNode as the engine's loop would.
-func callRemoveNode(t *testing.T, e *Engine, name string) error {
+// callEngine runs call, which asks the engine's loop (e.call), serving
+// that one request as the loop would.
+func callEngine(t *testing.T, call func(context.Context) error, e *Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- e.RemoveNode(ctx, name) }()
+	go func() { errc <- call(ctx) }()
 	select {
 	case f := <-e.calls:
 		f(ctx)
 	case <-ctx.Done():
-		return ctx.Err()
+		t.Fatal(ctx.Err())
 	}
-	return <-errc
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 }
 
 func mustJobs(t *testing.T, s *memStore) []Job {

@@ -113,10 +113,19 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 		// when its machine was lost. That is what its record says, and
 		// what its time, its service and the work a resume redoes count
 		// up to: not the LostAfter the engine waited for the machine, nor
-		// a database outage that kept it from recording the loss.
+		// a database outage that kept it from recording the loss, nor the
+		// time a killed agent took to come back without the run.
 		ended := now
+		endedAt := func(lost time.Time) {
+			if j.LastStartAt == nil || lost.After(*j.LastStartAt) {
+				ended = lost
+			}
+		}
 		if e.node(node) != nil {
 			reason = fmt.Sprintf("requeued: %s no longer runs it", node)
+			if lost, ok := e.lostAt[node]; ok {
+				endedAt(lost)
+			}
 		} else {
 			since, ok := e.lostSince[node]
 			if !ok {
@@ -124,8 +133,8 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 				// that led before may keep it running for TakeoverHold.
 				since = e.started.Add(e.cfg.TakeoverHold)
 				e.lostSince[node] = since
-			} else if j.LastStartAt == nil || since.After(*j.LastStartAt) {
-				ended = since
+			} else {
+				endedAt(since)
 			}
 			if now.Sub(since) < e.cfg.LostAfter {
 				out = keep(out, jobs, i)
