@@ -338,7 +338,7 @@ type Engine struct {
 	// lostAt is when each machine that came back was lost before: a run
 	// it no longer runs ended then, as far as the engine knows.
 	lostAt map[string]time.Time
-	gone         map[string]GoneNode // under mu (gone.go)
+	gone   map[string]GoneNode // under mu (gone.go)
 	// waiting is when each waiting job began to wait for its GPUs, for
 	// the queue wait of its next start (waits.go); zero when unknown.
 	waiting   map[int64]time.Time
