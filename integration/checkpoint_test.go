@@ -49,7 +49,7 @@ func faultCheckpointResume(t *testing.T) {
 	if len(spans) != 4 {
 		t.Fatalf("the job ran %d times, want 4: %v", len(spans), spans)
 	}
-	total := 0
+	total, redone := 0, 0
 	for k, sp := range spans {
 		total += sp.lines
 		if k == 0 {
@@ -57,6 +57,7 @@ func faultCheckpointResume(t *testing.T) {
 		}
 		prev := spans[k-1]
 		lost := prev.lastTick - sp.firstTick + 1 // ticks the run traces again
+		redone += lost
 		t.Logf("fault %d: run %d on %s traced ticks %d-%d; run %d on %s starts at tick %d: %d ticks lost (%.2f s)",
 			k, prev.run, prev.node, prev.firstTick, prev.lastTick, sp.run, sp.node, sp.firstTick, lost, float64(lost)*tick.Seconds())
 		switch {
@@ -95,6 +96,14 @@ func faultCheckpointResume(t *testing.T) {
 		t.Errorf("resume = %+v; want run 4 from an earlier run's checkpoint, some work lost", r)
 	} else {
 		t.Logf("API: run 4 from run %d's checkpoint, lost %.1f s; all faults %.1f s", r.FromRun, r.LostS, r.LostTotalS)
+		// Each run ended, in the records, when its agent was killed (its
+		// connection closed), not when it came back or the job was
+		// requeued: what the server says was lost is what the traces
+		// show redone, give or take a tick and the save's timing a fault.
+		said, traced := time.Duration(r.LostTotalS*float64(time.Second)), time.Duration(redone)*tick
+		if slack := 3 * (tick + 500*time.Millisecond); said > traced+slack {
+			t.Errorf("the server says the faults lost %v of work; the traces show %v redone (want at most %v more)", said, traced, slack)
+		}
 	}
 	var resumed []string
 	for _, h := range jobHistory(t, alice, id) {
