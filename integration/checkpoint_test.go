@@ -516,6 +516,32 @@ func faultCheckpointCopiedDuringDatabaseOutage(t *testing.T) {
 	if lost > redone+timeout+time.Second {
 		t.Errorf("lost_s %v; want at most %v (the ticks redone, a heartbeat timeout and a second): the outage counted as work lost", lost, redone+timeout+time.Second)
 	}
+
+	// The job's page, as its owner sees it, says the same as the API's
+	// history: the machine lost, and the resume with its work lost.
+	var said []string
+	for _, h := range jobHistory(t, alice, id) {
+		if strings.Contains(h.Detail, "lost") {
+			said = append(said, h.Detail)
+		}
+	}
+	if len(said) != 2 {
+		t.Fatalf("history lines saying what was lost: %q; want the requeue and the resume", said)
+	}
+	ctx := newTabFor(t, 2*time.Minute)
+	sc := newScreenChecker(t, ctx, srv.URL)
+	if err := sc.login("alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, vp := range viewports {
+		sc.visit(t, vp, fmt.Sprintf("/jobs/%d", id), "#job-history", "lost-during-outage")
+		history, err := readFirst(ctx, "#job-history", "e.innerText")
+		for _, line := range said {
+			if err != nil || !strings.Contains(history, line) {
+				t.Errorf("job page at %s: history %q, %v; want %q, as the API says", vp.name, history, err, line)
+			}
+		}
+	}
 }
 
 // lastTick is the last tick job id's trace shows so far, or -1.

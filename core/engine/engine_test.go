@@ -536,7 +536,7 @@ func TestLostRunEndsWhenItsMachineWasLost(t *testing.T) {
 	callEngine(t, func(ctx context.Context) error { return e.AddNode(ctx, back) }, e)
 	clock.t = clock.t.Add(100 * time.Second) // say, the database was out
 	e.requeueLost(ctx, mustJobs(t, store), clock.t)
-	for id, reason := range map[int64]string{1: "node gone lost for 2m0s", 2: "back no longer runs it"} {
+	for id, reason := range map[int64]string{1: "node gone lost, not back after 2m0s", 2: "back no longer runs it"} {
 		if store.state(id) != job.Queued {
 			t.Fatalf("job %d: %s, want queued", id, store.state(id))
 		}

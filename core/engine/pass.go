@@ -140,7 +140,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 				out = keep(out, jobs, i)
 				continue
 			}
-			reason = fmt.Sprintf("requeued: node %s lost for %s", node, now.Sub(since).Round(time.Second))
+			reason = fmt.Sprintf("requeued: node %s lost, not back after %s", node, now.Sub(since).Round(time.Second))
 		}
 		to := job.Queued
 		if req, ok := stopRequested(j, j.Run); ok && req.To != job.Failed {

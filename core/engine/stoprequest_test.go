@@ -164,7 +164,7 @@ func TestLostRunEndsAsAsked(t *testing.T) {
 			if got := store.state(1); got != tc.want {
 				t.Fatalf("job 1 = %s (%q), want %s", got, store.reason[1], tc.want)
 			}
-			if r := store.reason[1]; !strings.Contains(r, "not seen to end: node n0 lost for") {
+			if r := store.reason[1]; !strings.Contains(r, "not seen to end: node n0 lost, not back after") {
 				t.Errorf("reason %q does not say the run was lost", r)
 			}
 			// Its machine comes back with the run: it is stopped, not resumed.
