@@ -526,16 +526,13 @@ func TestLostRunEndsWhenItsMachineWasLost(t *testing.T) {
 	e, clock := newTestEngine(t, store, newFakeNode("gone", 1), newFakeNode("back", 1))
 	e.runs[1] = &run{id: 0, parts: map[string]bool{"gone": true}}
 	e.runs[2] = &run{id: 0, parts: map[string]bool{"back": true}}
-	ctx := context.Background()
-	for _, n := range []string{"gone", "back"} {
-		callEngine(t, func(ctx context.Context) error { return e.RemoveNode(ctx, n) }, e)
-	}
+	removeNode(t, e, "gone")
+	removeNode(t, e, "back")
 	lost := clock.t
 	clock.t = clock.t.Add(20 * time.Second)
-	back := newFakeNode("back", 1) // its agent restarted without the run
-	callEngine(t, func(ctx context.Context) error { return e.AddNode(ctx, back) }, e)
+	addNode(t, e, newFakeNode("back", 1)) // its agent restarted without the run
 	clock.t = clock.t.Add(100 * time.Second) // say, the database was out
-	e.requeueLost(ctx, mustJobs(t, store), clock.t)
+	e.requeueLost(context.Background(), mustJobs(t, store), clock.t)
 	for id, reason := range map[int64]string{1: "node gone lost, not back after 2m0s", 2: "back no longer runs it"} {
 		if store.state(id) != job.Queued {
 			t.Fatalf("job %d: %s, want queued", id, store.state(id))
@@ -546,25 +543,6 @@ func TestLostRunEndsWhenItsMachineWasLost(t *testing.T) {
 		if r := store.reason[id]; !strings.Contains(r, reason) {
 			t.Errorf("job %d's reason %q; want it to say %q", id, r, reason)
 		}
-	}
-}
-
-// callEngine runs call, which asks the engine's loop (e.call), serving
-// that one request as the loop would.
-func callEngine(t *testing.T, call func(context.Context) error, e *Engine) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- call(ctx) }()
-	select {
-	case f := <-e.calls:
-		f(ctx)
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
 	}
 }
 

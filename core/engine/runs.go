@@ -94,6 +94,10 @@ type run struct {
 	// (in parts) until their machine comes back without them, or it has
 	// fenced them: LostAfter has passed (losePart, resolveLost).
 	lost map[string]time.Time
+	// partEnded is when the last of its parts that exited ended (their
+	// machines' times): a lost part taken for gone ends the run no
+	// earlier.
+	partEnded time.Time
 	// master and port are the first machine of a run on several machines
 	// and the port reserved there for its rendezvous (gang.go); "" and 0
 	// for a run on one machine as one process.
@@ -133,14 +137,25 @@ func (e *Engine) resolveLost(ctx context.Context, now time.Time) {
 	}
 }
 
-// partGone ends r's lost part on node, and the run if it was its last.
+// partGone ends r's lost part on node, and the run if it was its last:
+// as the engine knows, when the part was lost, or when the last of the
+// other parts ended if that was later; not now, when the engine gave up
+// waiting for the machine.
 func (e *Engine) partGone(ctx context.Context, id int64, r *run, node string, now time.Time) {
+	at := now
+	if since, ok := r.lost[node]; ok {
+		at = since
+	}
+	if r.partEnded.After(at) {
+		at = r.partEnded
+	}
 	delete(r.lost, node)
 	delete(r.parts, node)
 	if len(r.parts) > 0 {
+		r.partEnded = at
 		return
 	}
-	ex := job.Exit{Node: node, JobID: id, Run: r.id, ExitCode: -1, Infra: true, At: now}
+	ex := job.Exit{Node: node, JobID: id, Run: r.id, ExitCode: -1, Infra: true, At: at}
 	e.tryRecord(ctx, &unrecorded{ex: ex, r: r, record: e.outcome(ex, r), since: now})
 	e.noteHeld()
 }
@@ -593,6 +608,9 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	}
 	delete(r.parts, ex.Node)
 	delete(r.lost, ex.Node)
+	if ex.At.After(r.partEnded) {
+		r.partEnded = ex.At
+	}
 	if r.code == nil || (*r.code == 0 && ex.ExitCode != 0) {
 		code := ex.ExitCode // the first failure's code is the job's
 		r.code = &code

@@ -225,12 +225,13 @@ func TestLostPartOfAGang(t *testing.T) {
 			if store.state(1) != job.Running || len(n0.starts) != 1 || len(n1.starts) != 1 {
 				t.Fatalf("job 1 %s; starts %d, %d: want one part on each machine", store.state(1), len(n0.starts), len(n1.starts))
 			}
+			clock.t = clock.t.Add(10 * time.Second)
 			removeNode(t, e, "n0")
 			if len(n1.stopRefs) != 1 {
 				t.Fatalf("n1 stops = %v, want its part stopped at once", n1.stopRefs)
 			}
 			delete(n1.running, 1)
-			e.handleExit(ctx, job.Exit{Node: "n1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t})
+			e.handleExit(ctx, job.Exit{Node: "n1", JobID: 1, Run: 1, ExitCode: -1, At: clock.t.Add(2 * time.Second)})
 			clock.t = clock.t.Add(5 * time.Second)
 			mustPass(t, e)
 			if store.state(1) != job.Running {
@@ -241,6 +242,11 @@ func TestLostPartOfAGang(t *testing.T) {
 				mustPass(t, e) // the run ends: queued, for want of n0's GPU
 				if store.state(1) != job.Queued || store.jobs[1].Run != 1 || !strings.Contains(store.reason[1], "lost") {
 					t.Errorf("job 1: %s run %d (%q), want run 1 ended as lost", store.state(1), store.jobs[1].Run, store.reason[1])
+				}
+				// It ended when n1's part did, 2 s after n0 was lost: not
+				// when the engine took n0's part for gone.
+				if got := store.jobs[1].ExecutedS; got != 12 {
+					t.Errorf("run 1 counted %v s, want 12 (to the later of n0's loss and n1's exit)", got)
 				}
 			}
 			delete(n0.running, 1) // it died with the machine
