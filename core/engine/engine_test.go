@@ -530,7 +530,7 @@ func TestLostRunEndsWhenItsMachineWasLost(t *testing.T) {
 	removeNode(t, e, "back")
 	lost := clock.t
 	clock.t = clock.t.Add(20 * time.Second)
-	addNode(t, e, newFakeNode("back", 1)) // its agent restarted without the run
+	addNode(t, e, newFakeNode("back", 1))    // its agent restarted without the run
 	clock.t = clock.t.Add(100 * time.Second) // say, the database was out
 	e.requeueLost(context.Background(), mustJobs(t, store), clock.t)
 	for id, reason := range map[int64]string{1: "node gone lost, not back after 2m0s", 2: "back no longer runs it"} {
