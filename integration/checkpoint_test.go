@@ -353,15 +353,7 @@ func faultCheckpointCopiedAcrossServerRestart(t *testing.T) {
 	restarted := time.Now()
 	srv = startAgentServerAt(t, srv, args...)
 	alice = newAPI(t, srv.URL, "alice", "dev")
-	type copied struct {
-		Run int64     `json:"run"`
-		At  time.Time `json:"at"`
-	}
-	var c copied
-	eventually(t, 30*time.Second, "a copy of a checkpoint saved after the restart", func() bool {
-		b, err := os.ReadFile(filepath.Join(data, "checkpoints", fmt.Sprintf("%d-0.json", id)))
-		return err == nil && json.Unmarshal(b, &c) == nil && c.At.After(restarted)
-	})
+	c := waitCopySavedAfter(t, data, id, restarted, "the restart")
 	if c.Run != 1 {
 		t.Errorf("the copy says run %d wrote it, want 1 (the run that ran across the restart)", c.Run)
 	}
@@ -459,14 +451,7 @@ func faultCheckpointCopiedDuringDatabaseOutage(t *testing.T) {
 	pg.stop()
 	stopped := time.Now()
 	reachedAtStop := lastTick(t, traces, id)
-	var c struct {
-		Run int64     `json:"run"`
-		At  time.Time `json:"at"`
-	}
-	eventually(t, 30*time.Second, "a copy of a save written during the outage", func() bool {
-		b, err := os.ReadFile(filepath.Join(data, "checkpoints", fmt.Sprintf("%d-0.json", id)))
-		return err == nil && json.Unmarshal(b, &c) == nil && c.At.After(stopped)
-	})
+	waitCopySavedAfter(t, data, id, stopped, "the database stopped")
 	a.kill()
 	killed := time.Now()
 	reached := lastTick(t, traces, id)
@@ -542,6 +527,26 @@ func faultCheckpointCopiedDuringDatabaseOutage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// keptCopy is what the server's description of its copy of a job's
+// checkpoint (DATA/checkpoints/JOB-PART.json) says.
+type keptCopy struct {
+	Run int64     `json:"run"`
+	At  time.Time `json:"at"`
+}
+
+// waitCopySavedAfter waits until the server in data keeps a copy of job
+// id's checkpoint (its part 0) saved after after, when what, and returns
+// its description.
+func waitCopySavedAfter(t *testing.T, data string, id int64, after time.Time, what string) keptCopy {
+	t.Helper()
+	var c keptCopy
+	eventually(t, 30*time.Second, "a copy of a checkpoint saved after "+what, func() bool {
+		b, err := os.ReadFile(filepath.Join(data, "checkpoints", fmt.Sprintf("%d-0.json", id)))
+		return err == nil && json.Unmarshal(b, &c) == nil && c.At.After(after)
+	})
+	return c
 }
 
 // lastTick is the last tick job id's trace shows so far, or -1.
