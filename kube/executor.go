@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
@@ -42,7 +41,7 @@ type Registry interface {
 
 // Config sets up an Executor.
 type Config struct {
-	Core     corev1client.CoreV1Interface
+	Core     *Client
 	Registry Registry
 	// Monitors finds the monitor-only agent of a node, whose GPU
 	// readings become the node's; nil: none.
@@ -77,7 +76,7 @@ type Config struct {
 	// LogCore reads the pods' output: a client of its own, so that
 	// following output takes nothing from the rate of creates and binds
 	// (--kube-qps). nil: Core.
-	LogCore corev1client.CoreV1Interface
+	LogCore *Client
 	// DialPod connects to port of pod (a session's server) through the
 	// API server's pods/portforward (session.go); nil: sessions are
 	// refused.
@@ -263,7 +262,7 @@ func (e *Executor) Run(ctx context.Context) {
 	}
 }
 
-func listPods(ctx context.Context, pods corev1client.PodInterface, o metav1.ListOptions) ([]runtime.Object, string, error) {
+func listPods(ctx context.Context, pods Pods, o metav1.ListOptions) ([]runtime.Object, string, error) {
 	l, err := pods.List(ctx, o)
 	if err != nil {
 		return nil, "", err

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -59,7 +58,7 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	}
 	cfg.QPS, cfg.Burst = float32(f.QPS), int(2*f.QPS)
 	cfg.UserAgent = "gpuportal"
-	core, err := corev1client.NewForConfig(cfg)
+	core, err := NewClient(cfg)
 	if err != nil {
 		return fmt.Errorf("--kube-config: %w", err)
 	}
@@ -68,11 +67,11 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	// binds.
 	streams := rest.CopyConfig(cfg)
 	streams.QPS, streams.Burst = float32(f.QPS), int(2*f.QPS)
-	logCore, err := corev1client.NewForConfig(streams)
+	logCore, err := NewClient(streams)
 	if err != nil {
 		return fmt.Errorf("--kube-config: %w", err)
 	}
-	dial, err := podDialer(streams, f.Namespace)
+	dial, err := podDialer(streams, logCore, f.Namespace)
 	if err != nil {
 		return fmt.Errorf("--kube-config: %w", err)
 	}

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Jobs' output (docs/kubernetes.md, "Logs"): the output of each run's
@@ -306,7 +305,7 @@ func cutTimestamp(line []byte) (time.Time, []byte, bool) {
 }
 
 // logCore is the client that reads the pods' output.
-func (e *Executor) logCore() corev1client.CoreV1Interface {
+func (e *Executor) logCore() *Client {
 	if e.cfg.LogCore != nil {
 		return e.cfg.LogCore
 	}

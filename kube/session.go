@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport/spdy"
 
@@ -113,18 +112,15 @@ func (n *node) DialSession(ctx context.Context, ref job.RunRef) (net.Conn, error
 
 // podDialer connects to a port of a pod of namespace through the API
 // server's pods/portforward (SPDY, as kubectl port-forward), one
-// forwarding connection per connection made.
-func podDialer(cfg *rest.Config, namespace string) (func(ctx context.Context, pod string, port int) (net.Conn, error), error) {
+// forwarding connection per connection made: c, a client of the API
+// server cfg reaches, names the URL.
+func podDialer(cfg *rest.Config, c *Client, namespace string) (func(ctx context.Context, pod string, port int) (net.Conn, error), error) {
 	rt, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("port-forward client: %w", err)
 	}
-	rc, err := rest.RESTClientFor(restCoreConfig(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("port-forward client: %w", err)
-	}
 	return func(ctx context.Context, pod string, port int) (net.Conn, error) {
-		u := rc.Post().Namespace(namespace).Resource("pods").Name(pod).SubResource("portforward").URL()
+		u := c.Pods(namespace).req(c.rc.Post()).Name(pod).SubResource("portforward").URL()
 		d := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
 		type dialed struct {
 			c   net.Conn
@@ -152,15 +148,6 @@ func podDialer(cfg *rest.Config, namespace string) (func(ctx context.Context, po
 // portForwardProtocol is the port-forwarding protocol kubectl speaks
 // over SPDY (k8s.io/client-go/tools/portforward's PortForwardProtocolV1Name).
 const portForwardProtocol = "portforward.k8s.io"
-
-// restCoreConfig is cfg for the core API group's REST client.
-func restCoreConfig(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.APIPath = "/api"
-	c.GroupVersion = &corev1.SchemeGroupVersion
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	return c
-}
 
 // forward opens a port-forwarding connection with d and the stream
 // pair (data and error) of one connection to port, as a net.Conn.
