@@ -61,6 +61,7 @@ func TestFaults(t *testing.T) {
 		{"FrozenAgent", faultFrozenAgent},
 		{"ServerRestartedDuringDatabaseOutage", faultServerRestartedDuringDatabaseOutage},
 		{"Partition", faultPartition},
+		{"JobEndsDuringPartition", faultJobEndsDuringPartition},
 		{"ServerBackMidFence", faultServerBackMidFence},
 		{"ServerDownLongerThanTheTimeout", faultServerDownLongerThanTheTimeout},
 		{"ForgedExit", faultForgedExit},
@@ -128,7 +129,11 @@ func endsOnce(t *testing.T, a *api, ids ...int64) {
 		var states []string
 		for _, h := range jobHistory(t, a, id) {
 			states = append(states, h.State+": "+h.Detail)
-			if h.State == "succeeded" || h.State == "failed" || h.State == "cancelled" {
+			// A note on one of its runs (what it resumed from, how a run
+			// ended as lost had really ended) carries the job's state
+			// when written, and is not an end.
+			note := strings.HasPrefix(h.Detail, "run ")
+			if !note && (h.State == "succeeded" || h.State == "failed" || h.State == "cancelled") {
 				ends++
 			}
 		}
@@ -249,6 +254,62 @@ func faultPartition(t *testing.T) {
 	alice.waitState(id, 60*time.Second, "succeeded")
 	checkTraces(t, traces)
 	endsOnce(t, alice, id)
+}
+
+// faultJobEndsDuringPartition cuts a machine off while its job has a
+// second left to run: the job succeeds there, but its exit cannot reach
+// the server, which takes the machine for lost and runs the job again on
+// another. When the cut heals, the machine reports the first run's exit:
+// the job's history says that run had succeeded, and when; the job ends
+// once, never twice at once.
+func faultJobEndsDuringPartition(t *testing.T) {
+	const ticks = 12
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	fw := newForwarder(t, strings.TrimPrefix(srv.URL, "http://"))
+	oneGPUAgent(t, "http://"+fw.addr(), "cut")
+	waitGPUs(t, srv.URL, 1)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	id := submit(t, alice, map[string]any{"name": "ends-cut-off", "gpus": 1, "command": tracedJob(traces, ticks)})
+	first := traceStarted(t, traces, id, "")
+	traceLines(t, traces, first, ticks-4) // a second left: less than the heartbeat timeout, after which the agent fences it
+	fw.freeze()
+	oneGPUAgent(t, srv.URL, "whole")
+	second := traceNextRun(t, traces, id, first)
+	alice.waitState(id, 60*time.Second, "succeeded")
+	fw.thaw()
+	want := fmt.Sprintf("run %d had ended on cut at ", first.run)
+	var note string
+	eventually(t, 30*time.Second, "the history to say how run 1 ended on the machine cut off", func() bool {
+		for _, h := range jobHistory(t, alice, id) {
+			if strings.HasPrefix(h.Detail, want) {
+				note = h.Detail
+			}
+		}
+		return note != ""
+	})
+	t.Logf("history: %s", note)
+	spans := checkTraces(t, traces)
+	endsOnce(t, alice, id)
+	firstRun := &runSpan{}
+	for _, sp := range spans {
+		if sp.run == first.run {
+			firstRun = sp
+		}
+	}
+	if firstRun.lines != ticks || second.node != "whole" {
+		t.Errorf("run %d traced %d lines on %s, then run %d on %s; want all %d on cut, then another run on whole",
+			first.run, firstRun.lines, firstRun.node, second.run, second.node, ticks)
+	}
+	// The machine's clock is this one's: the exit it reports comes within
+	// a second of the run's last trace.
+	near := false
+	for _, d := range []time.Duration{-time.Second, 0, time.Second} {
+		near = near || strings.Contains(note, " at "+firstRun.last.Add(d).UTC().Format("15:04:05")+" UTC")
+	}
+	if !strings.Contains(note, "with success (exit code 0) while the machine was cut off") || !near {
+		t.Errorf("history %q; want run %d's success while cut off, at about %s, its last trace", note, first.run, firstRun.last.UTC().Format("15:04:05"))
+	}
 }
 
 // faultKilledAgentRestarts kills an agent with SIGKILL while its job

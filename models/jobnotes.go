@@ -18,12 +18,17 @@ func (s *Store) AddJobNote(ctx context.Context, id int64, note string, at time.T
 	if err := s.db.WithContext(ctx).Select("id", "state").First(&j, id).Error; err != nil {
 		return fmt.Errorf("note on job %d: %w", id, err)
 	}
-	if len(note) > maxEventDetail {
-		note = strings.ToValidUTF8(note[:maxEventDetail], "")
-	}
-	e := JobEvent{JobID: id, At: at, State: j.State, Detail: note}
+	e := JobEvent{JobID: id, At: at, State: j.State, Detail: noteDetail(note)}
 	if err := s.db.WithContext(ctx).Create(&e).Error; err != nil {
 		return fmt.Errorf("note on job %d: %w", id, err)
 	}
 	return nil
+}
+
+// noteDetail is note cut to fit JobEvent.Detail.
+func noteDetail(note string) string {
+	if len(note) > maxEventDetail {
+		note = strings.ToValidUTF8(note[:maxEventDetail], "")
+	}
+	return note
 }

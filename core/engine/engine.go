@@ -338,7 +338,11 @@ type Engine struct {
 	// lostAt is when each machine that came back was lost before: a run
 	// it no longer runs ended then, as far as the engine knows.
 	lostAt map[string]time.Time
-	gone   map[string]GoneNode // under mu (gone.go)
+	// endedUnseen are the runs (a part on a machine) the engine ended
+	// without their exit, their machine lost, since when: an exit the
+	// machine reports when it comes back is recorded late (lateexit.go).
+	endedUnseen map[partRef]time.Time
+	gone        map[string]GoneNode // under mu (gone.go)
 	// waiting is when each waiting job began to wait for its GPUs, for
 	// the queue wait of its next start (waits.go); zero when unknown.
 	waiting   map[int64]time.Time
@@ -380,25 +384,26 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{
-		cfg:       cfg,
-		fc:        fc,
-		exits:     make(chan job.Exit, 64),
-		wake:      make(chan struct{}, 1),
-		calls:     make(chan func(context.Context)),
-		nodes:     make(map[string]Node),
-		connected: make(map[string]time.Time),
-		draining:  make(map[string]bool),
-		runs:      make(map[int64]*run),
-		strays:    make(map[strayKey][]int),
-		placed:    make(map[gpu.Ref]time.Time),
-		handover:  make(map[int64]time.Time),
-		promised:  make(sched.Promises),
-		reasons:   make(map[int64]storedReason),
-		lostSince: make(map[string]time.Time),
-		lostAt:    make(map[string]time.Time),
-		gone:      make(map[string]GoneNode),
-		waiting:   make(map[int64]time.Time),
-		stats:     stats{s: emptyStats()},
+		cfg:         cfg,
+		fc:          fc,
+		exits:       make(chan job.Exit, 64),
+		wake:        make(chan struct{}, 1),
+		calls:       make(chan func(context.Context)),
+		nodes:       make(map[string]Node),
+		connected:   make(map[string]time.Time),
+		draining:    make(map[string]bool),
+		runs:        make(map[int64]*run),
+		strays:      make(map[strayKey][]int),
+		placed:      make(map[gpu.Ref]time.Time),
+		handover:    make(map[int64]time.Time),
+		promised:    make(sched.Promises),
+		reasons:     make(map[int64]storedReason),
+		lostSince:   make(map[string]time.Time),
+		lostAt:      make(map[string]time.Time),
+		endedUnseen: make(map[partRef]time.Time),
+		gone:        make(map[string]GoneNode),
+		waiting:     make(map[int64]time.Time),
+		stats:       stats{s: emptyStats()},
 
 		reasonsAtOnce: reasonsAtOnce,
 	}, nil

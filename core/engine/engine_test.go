@@ -30,6 +30,7 @@ type memStore struct {
 	fail      error            // MarkStopped fails with it while set
 	stalls    map[int64]int    // requeues without progress (sharing_test.go)
 	waits     map[int64]string // why waiting jobs wait (SetReasons)
+	late      []lateSeen       // exits recorded late (lateexit_test.go)
 
 	nodeStateMem // the machines' state (nodestate_test.go)
 	rsvMem       // the reservations (reserve_test.go)

@@ -154,6 +154,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 			continue
 		}
 		e.placedAt(j.Placement, now)
+		e.endedWithoutExit(job.RunRef{Job: j.ID, Run: j.Run}, node, now)
 		e.cfg.Logger.Warn("job of a lost run ended", "job", j.ID, "state", to, "reason", reason)
 		if to.Final() {
 			continue

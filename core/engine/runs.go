@@ -151,6 +151,7 @@ func (e *Engine) partGone(ctx context.Context, id int64, r *run, node string, no
 	}
 	delete(r.lost, node)
 	delete(r.parts, node)
+	e.endedWithoutExit(job.RunRef{Job: id, Run: r.id}, node, now)
 	if len(r.parts) > 0 {
 		r.partEnded = at
 		return
@@ -579,6 +580,7 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	if _, ok := e.strays[strayKey{ex.Ref(), ex.Node}]; ok {
 		delete(e.strays, strayKey{ex.Ref(), ex.Node})
 		e.cfg.Logger.Info("a stray run ended", "job", ex.JobID, "run", ex.Run, "node", ex.Node)
+		e.lateExit(ctx, ex)
 		recorded(ex)
 		return
 	}
@@ -600,6 +602,7 @@ func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
 	}
 	if r == nil || r.id != ex.Run || !r.parts[ex.Node] {
 		e.cfg.Logger.Warn("exit of a run that is not the job's current run there: ignored", "job", ex.JobID, "run", ex.Run, "node", ex.Node)
+		e.lateExit(ctx, ex)
 		recorded(ex)
 		return
 	}
