@@ -318,7 +318,7 @@ type Engine struct {
 	// Owned by the Run goroutine.
 	started    time.Time
 	runs       map[int64]*run        // each job's current run on connected nodes (runs.go)
-	strays     map[strayKey][]int    // parts of runs the cluster does not want, and their GPUs
+	strays     map[partRef][]int     // parts of runs the cluster does not want, and their GPUs
 	placed     map[gpu.Ref]time.Time // when a run last started or ended on each GPU (held.go)
 	unrecorded []*unrecorded         // outcomes the store has yet to take
 	// heldAdopted are exits of adopted runs held for the next pass's
@@ -331,7 +331,7 @@ type Engine struct {
 	handover     map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
 	promised     sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
 	snapBuf      passBuffers            // the arrays of the last pass's snapshot, reused by the next
-	stopLater    []strayKey             // runs to ask their machines to stop next pass
+	stopLater    []partRef              // runs to ask their machines to stop next pass
 	reasons      map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
 	noAccount    refusals               // machines that refused accounts (accounts.go)
 	lostSince    map[string]time.Time
@@ -393,7 +393,7 @@ func New(cfg Config) (*Engine, error) {
 		connected:   make(map[string]time.Time),
 		draining:    make(map[string]bool),
 		runs:        make(map[int64]*run),
-		strays:      make(map[strayKey][]int),
+		strays:      make(map[partRef][]int),
 		placed:      make(map[gpu.Ref]time.Time),
 		handover:    make(map[int64]time.Time),
 		promised:    make(sched.Promises),

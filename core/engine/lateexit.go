@@ -48,12 +48,6 @@ func (e *Engine) lateExit(ctx context.Context, ex job.Exit) {
 	}
 }
 
-// partRef names a run's part on a machine.
-type partRef struct {
-	ref  job.RunRef
-	node string
-}
-
 // unseenKept is how long the engine remembers a run it ended without its
 // exit, for the exit to be recorded if the machine comes back with it.
 const unseenKept = 24 * time.Hour

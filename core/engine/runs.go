@@ -170,9 +170,9 @@ func sortedRunIDs(runs map[int64]*run) []int64 {
 	return ids
 }
 
-// strayKey names one part of a run the cluster does not want: a run of a
-// job on a machine.
-type strayKey struct {
+// partRef names one part of a run: a run of a job on a machine (the
+// strays, the runs ended without their exit).
+type partRef struct {
 	ref  job.RunRef
 	node string
 }
@@ -222,7 +222,7 @@ func (e *Engine) stopAll(ctx context.Context, id int64, r *run) {
 // asks its machine to stop it (not now: a machine that is connecting
 // cannot take requests before it is welcomed).
 func (e *Engine) stray(ref job.RunRef, node string, gpus []int, why string) {
-	k := strayKey{ref, node}
+	k := partRef{ref, node}
 	if _, ok := e.strays[k]; !ok {
 		e.cfg.Logger.Warn("stopping a run the cluster no longer wants", "job", ref.Job, "run", ref.Run, "node", node, "why", why)
 		e.stats.add(func(s *Stats) { s.StrayRuns++ })
@@ -284,7 +284,7 @@ func (e *Engine) adopt(ctx context.Context, n Node) {
 		e.partGone(ctx, id, r, n.Name(), e.cfg.Now())
 	}
 	for _, ref := range n.Running() {
-		if gpus, ok := e.strays[strayKey{ref, n.Name()}]; ok {
+		if gpus, ok := e.strays[partRef{ref, n.Name()}]; ok {
 			e.stray(ref, n.Name(), gpus, "still running after it was asked to stop")
 			continue
 		}
@@ -301,7 +301,7 @@ func (e *Engine) adopt(ctx context.Context, n Node) {
 		adoptGPUs(r, n, ref.Job)
 		if r.stop != "" {
 			// Asked to stop before its machine went away: ask again.
-			e.stopLater = append(e.stopLater, strayKey{ref, n.Name()})
+			e.stopLater = append(e.stopLater, partRef{ref, n.Name()})
 		}
 	}
 }
@@ -577,8 +577,8 @@ func (e *Engine) freeForPromise(gpus []gpu.Ref, taken map[gpu.Ref]bool) bool {
 // last part does; a part that fails stops the others. The exit of a run
 // that is not the job's current one changes nothing.
 func (e *Engine) handleExit(ctx context.Context, ex job.Exit) {
-	if _, ok := e.strays[strayKey{ex.Ref(), ex.Node}]; ok {
-		delete(e.strays, strayKey{ex.Ref(), ex.Node})
+	if _, ok := e.strays[partRef{ex.Ref(), ex.Node}]; ok {
+		delete(e.strays, partRef{ex.Ref(), ex.Node})
 		e.cfg.Logger.Info("a stray run ended", "job", ex.JobID, "run", ex.Run, "node", ex.Node)
 		e.lateExit(ctx, ex)
 		recorded(ex)

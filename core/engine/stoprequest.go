@@ -79,7 +79,7 @@ func (e *Engine) restoreStop(id int64, r *run, req job.StopRequest) {
 	r.limitStop = req.To == job.TimedOut
 	r.exited = req.To == job.Failed
 	for _, name := range sortedParts(r) {
-		e.stopLater = append(e.stopLater, strayKey{job.RunRef{Job: id, Run: r.id}, name})
+		e.stopLater = append(e.stopLater, partRef{job.RunRef{Job: id, Run: r.id}, name})
 	}
 	e.cfg.Logger.Info("a run adopted from its machine was asked to stop before: asked again", "job", id, "run", r.id, "to", req.To, "asked", req.At)
 }
