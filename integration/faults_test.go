@@ -235,15 +235,23 @@ func faultFrozenAgent(t *testing.T) {
 	}
 }
 
-// faultPartition cuts the network between an agent and the server
-// with a TCP forwarder that stops passing bytes both ways, then heals it.
-func faultPartition(t *testing.T) {
-	data, traces := t.TempDir(), t.TempDir()
-	srv := faultServer(t, data)
+// cutOffAgent starts a fault server and an agent of one GPU, "cut", that
+// reaches it through a forwarder the test can freeze, and returns them
+// with alice's API.
+func cutOffAgent(t *testing.T) (*server, *forwarder, *api) {
+	t.Helper()
+	srv := faultServer(t, t.TempDir())
 	fw := newForwarder(t, strings.TrimPrefix(srv.URL, "http://"))
 	oneGPUAgent(t, "http://"+fw.addr(), "cut")
 	waitGPUs(t, srv.URL, 1)
-	alice := newAPI(t, srv.URL, "alice", "dev")
+	return srv, fw, newAPI(t, srv.URL, "alice", "dev")
+}
+
+// faultPartition cuts the network between an agent and the server
+// with a TCP forwarder that stops passing bytes both ways, then heals it.
+func faultPartition(t *testing.T) {
+	traces := t.TempDir()
+	srv, fw, alice := cutOffAgent(t)
 	id := submit(t, alice, map[string]any{"name": "partitioned", "gpus": 1, "command": tracedJob(traces, 40)})
 	first := traceStarted(t, traces, id, "")
 	oneGPUAgent(t, srv.URL, "whole")
@@ -264,12 +272,8 @@ func faultPartition(t *testing.T) {
 // once, never twice at once.
 func faultJobEndsDuringPartition(t *testing.T) {
 	const ticks = 12
-	data, traces := t.TempDir(), t.TempDir()
-	srv := faultServer(t, data)
-	fw := newForwarder(t, strings.TrimPrefix(srv.URL, "http://"))
-	oneGPUAgent(t, "http://"+fw.addr(), "cut")
-	waitGPUs(t, srv.URL, 1)
-	alice := newAPI(t, srv.URL, "alice", "dev")
+	traces := t.TempDir()
+	srv, fw, alice := cutOffAgent(t)
 	id := submit(t, alice, map[string]any{"name": "ends-cut-off", "gpus": 1, "command": tracedJob(traces, ticks)})
 	first := traceStarted(t, traces, id, "")
 	traceLines(t, traces, first, ticks-4) // a second left: less than the heartbeat timeout, after which the agent fences it
