@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // maxEventDetail is the size of JobEvent.Detail.
@@ -14,21 +16,22 @@ const maxEventDetail = 512
 // (engine.JobNoter): the event carries the job's current state and note
 // as its detail, cut to fit.
 func (s *Store) AddJobNote(ctx context.Context, id int64, note string, at time.Time) error {
-	var j Job
-	if err := s.db.WithContext(ctx).Select("id", "state").First(&j, id).Error; err != nil {
-		return fmt.Errorf("note on job %d: %w", id, err)
-	}
-	e := JobEvent{JobID: id, At: at, State: j.State, Detail: noteDetail(note)}
-	if err := s.db.WithContext(ctx).Create(&e).Error; err != nil {
-		return fmt.Errorf("note on job %d: %w", id, err)
-	}
-	return nil
+	return addNote(s.db.WithContext(ctx), id, 0, note, at)
 }
 
-// noteDetail is note cut to fit JobEvent.Detail.
-func noteDetail(note string) string {
+// addNote adds note, cut to fit, to job id's history through db, with the
+// job's current state and the run it is about (0: none).
+func addNote(db *gorm.DB, id, run int64, note string, at time.Time) error {
+	var j Job
+	if err := db.Select("id", "state").First(&j, id).Error; err != nil {
+		return fmt.Errorf("note on job %d: %w", id, err)
+	}
 	if len(note) > maxEventDetail {
 		note = strings.ToValidUTF8(note[:maxEventDetail], "")
 	}
-	return note
+	e := JobEvent{JobID: id, At: at, State: j.State, Detail: note, Run: run}
+	if err := db.Create(&e).Error; err != nil {
+		return fmt.Errorf("note on job %d: %w", id, err)
+	}
+	return nil
 }

@@ -46,13 +46,8 @@ func (s *Store) RecordLateExit(ctx context.Context, ex job.Exit, back, now time.
 		if res.RowsAffected == 0 {
 			return nil // recorded meanwhile
 		}
-		var j Job
-		if err := tx.Select("id", "state").First(&j, ref.Job).Error; err != nil {
+		if err := addNote(tx, ref.Job, ref.Run, LateExitNote(ex, back), now); err != nil {
 			return fmt.Errorf("late exit of %s: %w", ref, err)
-		}
-		e := JobEvent{JobID: ref.Job, At: now, State: j.State, Detail: noteDetail(LateExitNote(ex, back)), Run: ref.Run}
-		if err := tx.Create(&e).Error; err != nil {
-			return fmt.Errorf("late exit of %s: history: %w", ref, err)
 		}
 		recorded = true
 		return nil
