@@ -141,7 +141,7 @@ func (s Store) MarkStartedAll(ctx context.Context, starts []engine.StartRecord, 
 
 // MarkResumed puts a job that waits again back to running as its last
 // run ref, on placement.
-func (s Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) error {
+func (s Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) (time.Time, error) {
 	return s.Store.MarkResumed(ctx, ref, formatPlacement(placement), reason, now)
 }
 

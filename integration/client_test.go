@@ -226,6 +226,7 @@ type jobView struct {
 	ExitCode    *int       `json:"exit_code"`
 	Preemptions int        `json:"preemptions"`
 	Failures    int        `json:"failures"`
+	ExecutedS   float64    `json:"executed_s"`
 }
 
 func (a *api) job(id int64) jobView {

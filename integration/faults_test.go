@@ -62,6 +62,7 @@ func TestFaults(t *testing.T) {
 		{"ServerRestartedDuringDatabaseOutage", faultServerRestartedDuringDatabaseOutage},
 		{"Partition", faultPartition},
 		{"JobEndsDuringPartition", faultJobEndsDuringPartition},
+		{"JobEndsWhileItsMachineIsCutOff", faultJobEndsWhileItsMachineIsCutOff},
 		{"ServerBackMidFence", faultServerBackMidFence},
 		{"ServerDownLongerThanTheTimeout", faultServerDownLongerThanTheTimeout},
 		{"ForgedExit", faultForgedExit},
@@ -332,6 +333,45 @@ func faultKilledAgentRestarts(t *testing.T) {
 	alice.waitState(id, 60*time.Second, "succeeded")
 	checkTraces(t, traces)
 	endsOnce(t, alice, id)
+}
+
+// faultJobEndsWhileItsMachineIsCutOff cuts the only machine off while
+// its job has a second left to run, and heals the cut once the server has
+// taken the machine for lost and put the job back in the queue, with no
+// machine to run it elsewhere. The job succeeds on the machine meanwhile;
+// when the machine comes back the server takes the job back as that run
+// and records the exit the machine kept: one run in the traces, one end,
+// no second start, and the job's executed time is the run's whole span
+// (the server counts it up to when it took the machine for lost, up to
+// the heartbeat timeout after the job's last word).
+func faultJobEndsWhileItsMachineIsCutOff(t *testing.T) {
+	const ticks = 12
+	traces := t.TempDir()
+	_, fw, alice := cutOffAgent(t)
+	id := submit(t, alice, map[string]any{"name": "ends-alone", "gpus": 1, "command": tracedJob(traces, ticks)})
+	first := traceStarted(t, traces, id, "")
+	traceLines(t, traces, first, ticks-4) // a second left: less than the heartbeat timeout, after which the agent fences it
+	fw.freeze()
+	alice.waitState(id, 30*time.Second, "queued")
+	traceLines(t, traces, first, ticks)
+	time.Sleep(time.Second) // the run's last tick, and its exit
+	fw.thaw()
+	j := alice.waitState(id, 60*time.Second, "succeeded")
+	spans := checkTraces(t, traces)
+	endsOnce(t, alice, id)
+	if len(spans) != 1 || spans[0].run != first.run || spans[0].lines != ticks {
+		t.Fatalf("traces %v; want run %d alone, all %d lines", spans, first.run, ticks)
+	}
+	// From the run's first line to its last, and at most its last tick
+	// and the heartbeat timeout more.
+	timeout, err := time.ParseDuration(faultTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	span := spans[0].last.Sub(spans[0].first).Seconds()
+	if j.ExecutedS < span || j.ExecutedS > span+tick.Seconds()+timeout.Seconds() {
+		t.Errorf("executed %.1f s; the run's traces span %.1f s, and it never stopped", j.ExecutedS, span)
+	}
 }
 
 // faultServerDownLongerThanTheTimeout kills the server under load

@@ -279,16 +279,33 @@ func startRun(id int64, placement []string, now time.Time, run *int64) func(*Job
 // MarkResumed records that run, the last run of a job that was put back
 // in the queue while its machine was away, runs on placement after all:
 // its machine came back still running it, and nothing else runs the job.
-// The job runs again from now, as that run.
-func (s *Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []string, reason string, now time.Time) error {
-	return s.transition(ctx, ref.Job, now, func(j *Job) error {
-		if !j.State.Waiting() || j.Run != ref.Run {
-			return fmt.Errorf("resume run %d of job %d (state %s, run %d): %w", ref.Run, j.ID, j.State, j.Run, ErrConflict)
-		}
-		j.State, j.Placement, j.Reason, j.RetryAt, j.LastStartAt = JobRunning, placement, reason, nil, &now
-		j.setAccrual(usage.Whole(j.GPUs))
-		return nil
+// The run never stopped: it runs on as that run, its time counted from
+// when its record ended (the machine's loss, MarkStopped) as well as from
+// now, and MarkResumed returns that time, the start its time now counts
+// from (now when the record has no end in [last start, now]).
+func (s *Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []string, reason string, now time.Time) (time.Time, error) {
+	from := now
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return transitionTx(tx, ref.Job, now, func(j *Job) error {
+			if !j.State.Waiting() || j.Run != ref.Run {
+				return fmt.Errorf("resume run %d of job %d (state %s, run %d): %w", ref.Run, j.ID, j.State, j.Run, ErrConflict)
+			}
+			var r Run
+			if err := tx.Select("ended_at").Where("job_id = ? AND run = ?", j.ID, j.Run).Take(&r).Error; err != nil {
+				return fmt.Errorf("resume run %d of job %d: read its record: %w", ref.Run, j.ID, err)
+			}
+			if e := r.EndedAt; e != nil && !e.After(now) && (j.LastStartAt == nil || !e.Before(*j.LastStartAt)) {
+				from = *e
+			}
+			j.State, j.Placement, j.Reason, j.RetryAt, j.LastStartAt = JobRunning, placement, reason, nil, &from
+			j.setAccrual(usage.Whole(j.GPUs))
+			return nil
+		})
 	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return from, nil
 }
 
 // MarkStopped records that run ref of a job stopped at now and moves the

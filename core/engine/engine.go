@@ -140,8 +140,10 @@ type Store interface {
 	// CycleService and CycleExecuted (sched.QueueState).
 	MarkStopped(ctx context.Context, ref job.RunRef, to job.State, exitCode *int, reason string, handover usage.Service, now time.Time) error
 	// MarkResumed puts a job that waits again back to running as its last
-	// run ref, which its machine came back still running.
-	MarkResumed(ctx context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) error
+	// run ref, which its machine came back still running, and returns the
+	// time the run's time counts from: when its record ended (the run
+	// never stopped), or now.
+	MarkResumed(ctx context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) (time.Time, error)
 	// Cancel ends an unfinished job that is not running, cancelled for
 	// reason; a running one is stopped first and passed to MarkStopped.
 	Cancel(ctx context.Context, id int64, reason string, now time.Time) error

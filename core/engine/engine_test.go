@@ -26,18 +26,19 @@ type memStore struct {
 	jobs      map[int64]*Job
 	end       map[int64]*int // exit codes
 	reason    map[int64]string
-	forecasts []ForecastRecord // recorded start forecasts
-	fail      error            // MarkStopped fails with it while set
-	stalls    map[int64]int    // requeues without progress (sharing_test.go)
-	waits     map[int64]string // why waiting jobs wait (SetReasons)
-	late      []lateSeen       // exits recorded late (lateexit_test.go)
+	forecasts []ForecastRecord         // recorded start forecasts
+	fail      error                    // MarkStopped fails with it while set
+	stalls    map[int64]int            // requeues without progress (sharing_test.go)
+	waits     map[int64]string         // why waiting jobs wait (SetReasons)
+	late      []lateSeen               // exits recorded late (lateexit_test.go)
+	stoppedAt map[job.RunRef]time.Time // when each run's record ended (MarkStopped)
 
 	nodeStateMem // the machines' state (nodestate_test.go)
 	rsvMem       // the reservations (reserve_test.go)
 }
 
 func newMemStore(jobs ...Job) *memStore {
-	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int), reason: make(map[int64]string)}
+	s := &memStore{jobs: make(map[int64]*Job), end: make(map[int64]*int), reason: make(map[int64]string), stoppedAt: make(map[job.RunRef]time.Time)}
 	for _, j := range jobs {
 		if j.State == "" {
 			j.State = job.Queued
@@ -77,16 +78,20 @@ func (s *memStore) MarkStarted(_ context.Context, id int64, placement []gpu.Ref,
 	return j.Run, nil
 }
 
-func (s *memStore) MarkResumed(_ context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) error {
+func (s *memStore) MarkResumed(_ context.Context, ref job.RunRef, placement []gpu.Ref, reason string, now time.Time) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[ref.Job]
 	if !j.State.Waiting() || j.Run != ref.Run {
-		return errConflict
+		return time.Time{}, errConflict
 	}
-	j.State, j.Placement, j.LastStartAt, j.Accrual = job.Running, placement, &now, usage.Accrual{}
+	from := now
+	if e, ok := s.stoppedAt[ref]; ok && !e.After(now) && (j.LastStartAt == nil || !e.Before(*j.LastStartAt)) {
+		from = e
+	}
+	j.State, j.Placement, j.LastStartAt, j.Accrual = job.Running, placement, &from, usage.Accrual{}
 	s.reason[ref.Job] = reason
-	return nil
+	return from, nil
 }
 
 // SetHeld records changes of the GPUs running jobs hold as the real store
@@ -132,6 +137,7 @@ func (s *memStore) MarkStopped(_ context.Context, ref job.RunRef, to job.State, 
 	j.Queue.CycleService += handover.GPUSeconds
 	j.Queue.CycleExecuted += handover.ExecutedS
 	j.State = to
+	s.stoppedAt[ref] = now
 	s.end[id] = code
 	s.reason[id] = reason
 	if !to.Final() {

@@ -117,7 +117,7 @@ func (e *Engine) requeueLost(ctx context.Context, jobs []Job, now time.Time) []J
 		// time a killed agent took to come back without the run.
 		ended := now
 		endedAt := func(lost time.Time) {
-			if j.LastStartAt == nil || lost.After(*j.LastStartAt) {
+			if j.LastStartAt == nil || !lost.Before(*j.LastStartAt) {
 				ended = lost
 			}
 		}

@@ -362,11 +362,11 @@ func (e *Engine) reconcile(ctx context.Context, jobs []Job, now time.Time) []Job
 		case known && j.State.Waiting() && j.Run == r.id && r.adopted && r.stop == "" && j.CancelRequest == "" && !stopAsked:
 			if placement, ok := e.resumable(j, r); ok {
 				reason := fmt.Sprintf("resumed: run %d was still running on %s when its machine came back", r.id, strings.Join(sortedParts(r), ", "))
-				err := e.cfg.Store.MarkResumed(ctx, job.RunRef{Job: id, Run: r.id}, placement, reason, now)
+				from, err := e.cfg.Store.MarkResumed(ctx, job.RunRef{Job: id, Run: r.id}, placement, reason, now)
 				if err == nil {
-					e.cfg.Logger.Warn("job resumed on a machine that came back with it", "job", id, "run", r.id)
-					jobs[i].State, jobs[i].Placement, jobs[i].LastStartAt = job.Running, placement, &now
-					r.adopted, r.started, r.acc = false, now, usage.Whole(j.GPUs)
+					e.cfg.Logger.Warn("job resumed on a machine that came back with it", "job", id, "run", r.id, "counted_from", from)
+					jobs[i].State, jobs[i].Placement, jobs[i].LastStartAt = job.Running, placement, &from
+					r.adopted, r.started, r.acc = false, from, usage.Whole(j.GPUs)
 					r.ended = usage.Service{ExecutedS: j.ExecutedS, GPUSeconds: j.AttainedService}
 					continue
 				}

@@ -99,7 +99,8 @@ func TestStaleExitChangesNothing(t *testing.T) {
 
 // TestResumeWhenNothingReplacedTheRun: the job was requeued while its
 // machine was away and has not started elsewhere; the machine comes back
-// with it: the job is that run again, not a second copy.
+// with it: the job is that run again, not a second copy, and its time
+// counts the 31 s it ran while away.
 func TestResumeWhenNothingReplacedTheRun(t *testing.T) {
 	store := newMemStore(Job{ID: 1, GPUs: 1, SubmittedAt: t0}, Job{ID: 2, GPUs: 1, SubmittedAt: t0.Add(time.Second)})
 	n := newFakeNode("n0", 1)
@@ -122,6 +123,16 @@ func TestResumeWhenNothingReplacedTheRun(t *testing.T) {
 	}
 	if store.state(2) != job.Queued {
 		t.Errorf("job 2 = %s, want it waiting: the GPU is job 1's", store.state(2))
+	}
+	if r := e.runs[1]; r == nil || !r.started.Equal(t0) {
+		t.Errorf("the engine's run of job 1 = %+v, want it counted from its start at %v (it never stopped)", r, t0)
+	}
+	clock.t = clock.t.Add(9 * time.Second)
+	delete(n.running, 1)
+	e.handleExit(context.Background(), job.Exit{Node: "n0", JobID: 1, Run: 1, ExitCode: 0, At: clock.t})
+	mustPass(t, e)
+	if j := store.jobs[1]; j.State != job.Succeeded || j.ExecutedS != 40 {
+		t.Errorf("job 1: %s, executed %v s; want succeeded after 40 s (31 while its machine was away, 9 after)", j.State, j.ExecutedS)
 	}
 }
 
