@@ -265,6 +265,26 @@ func faultPartition(t *testing.T) {
 	endsOnce(t, alice, id)
 }
 
+// cutTicks is the length, in ticks, of the jobs cutWithASecondLeft runs.
+const cutTicks = 12
+
+// cutWithASecondLeft starts a fault server, the agent "cut" behind a
+// forwarder (cutOffAgent) and a traced job of cutTicks ticks there named
+// name, and freezes the forwarder when the job has a second left to run:
+// less than the heartbeat timeout, after which the agent would fence it.
+// It returns the server, the forwarder, alice's API, the traces' folder,
+// the job and its first run.
+func cutWithASecondLeft(t *testing.T, name string) (*server, *forwarder, *api, string, int64, *runSpan) {
+	t.Helper()
+	traces := t.TempDir()
+	srv, fw, alice := cutOffAgent(t)
+	id := submit(t, alice, map[string]any{"name": name, "gpus": 1, "command": tracedJob(traces, cutTicks)})
+	first := traceStarted(t, traces, id, "")
+	traceLines(t, traces, first, cutTicks-4)
+	fw.freeze()
+	return srv, fw, alice, traces, id, first
+}
+
 // faultJobEndsDuringPartition cuts a machine off while its job has a
 // second left to run: the job succeeds there, but its exit cannot reach
 // the server, which takes the machine for lost and runs the job again on
@@ -272,13 +292,8 @@ func faultPartition(t *testing.T) {
 // the job's history says that run had succeeded, and when; the job ends
 // once, never twice at once.
 func faultJobEndsDuringPartition(t *testing.T) {
-	const ticks = 12
-	traces := t.TempDir()
-	srv, fw, alice := cutOffAgent(t)
-	id := submit(t, alice, map[string]any{"name": "ends-cut-off", "gpus": 1, "command": tracedJob(traces, ticks)})
-	first := traceStarted(t, traces, id, "")
-	traceLines(t, traces, first, ticks-4) // a second left: less than the heartbeat timeout, after which the agent fences it
-	fw.freeze()
+	const ticks = cutTicks
+	srv, fw, alice, traces, id, first := cutWithASecondLeft(t, "ends-cut-off")
 	oneGPUAgent(t, srv.URL, "whole")
 	second := traceNextRun(t, traces, id, first)
 	alice.waitState(id, 60*time.Second, "succeeded")
@@ -345,13 +360,8 @@ func faultKilledAgentRestarts(t *testing.T) {
 // (the server counts it up to when it took the machine for lost, up to
 // the heartbeat timeout after the job's last word).
 func faultJobEndsWhileItsMachineIsCutOff(t *testing.T) {
-	const ticks = 12
-	traces := t.TempDir()
-	_, fw, alice := cutOffAgent(t)
-	id := submit(t, alice, map[string]any{"name": "ends-alone", "gpus": 1, "command": tracedJob(traces, ticks)})
-	first := traceStarted(t, traces, id, "")
-	traceLines(t, traces, first, ticks-4) // a second left: less than the heartbeat timeout, after which the agent fences it
-	fw.freeze()
+	const ticks = cutTicks
+	_, fw, alice, traces, id, first := cutWithASecondLeft(t, "ends-alone")
 	alice.waitState(id, 30*time.Second, "queued")
 	traceLines(t, traces, first, ticks)
 	time.Sleep(time.Second) // the run's last tick, and its exit
