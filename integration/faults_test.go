@@ -356,9 +356,9 @@ func faultKilledAgentRestarts(t *testing.T) {
 // machine to run it elsewhere. The job succeeds on the machine meanwhile;
 // when the machine comes back the server takes the job back as that run
 // and records the exit the machine kept: one run in the traces, one end,
-// no second start, and the job's executed time is the run's whole span
-// (the server counts it up to when it took the machine for lost, up to
-// the heartbeat timeout after the job's last word).
+// no second start, and the job's executed time is the run's whole span,
+// up to the end its machine reports, not up to when the server took the
+// machine for lost (the heartbeat timeout after its last word).
 func faultJobEndsWhileItsMachineIsCutOff(t *testing.T) {
 	const ticks = cutTicks
 	_, fw, alice, traces, id, first := cutWithASecondLeft(t, "ends-alone")
@@ -372,15 +372,12 @@ func faultJobEndsWhileItsMachineIsCutOff(t *testing.T) {
 	if len(spans) != 1 || spans[0].run != first.run || spans[0].lines != ticks {
 		t.Fatalf("traces %v; want run %d alone, all %d lines", spans, first.run, ticks)
 	}
-	// From the run's first line to its last, and at most its last tick
-	// and the heartbeat timeout more.
-	timeout, err := time.ParseDuration(faultTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// From the run's first line to its last, its last tick, and the
+	// start's way to the agent and the job's to its first line.
 	span := spans[0].last.Sub(spans[0].first).Seconds()
-	if j.ExecutedS < span || j.ExecutedS > span+tick.Seconds()+timeout.Seconds() {
-		t.Errorf("executed %.1f s; the run's traces span %.1f s, and it never stopped", j.ExecutedS, span)
+	t.Logf("executed %.2f s; the run's traces span %.2f s", j.ExecutedS, span)
+	if j.ExecutedS < span || j.ExecutedS > span+tick.Seconds()+0.5 {
+		t.Errorf("executed %.2f s; the run's traces span %.2f s, and it never stopped", j.ExecutedS, span)
 	}
 }
 

@@ -315,27 +315,75 @@ func (s *Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []str
 // request to stop it and now: the scheduler's queues do not count it
 // (sched.QueueState), the job's figures do. A run that is not the job's
 // current one changes nothing and returns ErrStaleRun.
+//
+// A run taken back when its machine returned (MarkResumed) counts from
+// the end its record had; when it stopped before that (its exit, kept by
+// its machine, says so) its time is counted up to now, the record's end
+// moved back.
 func (s *Store) MarkStopped(ctx context.Context, ref job.RunRef, to JobState, exitCode *int, reason string, handover usage.Service, now time.Time) error {
-	return s.transition(ctx, ref.Job, now, func(j *Job) error {
-		if err := j.stopRun(ref.Run, now); err != nil {
-			return err
-		}
-		j.CycleService += max(handover.GPUSeconds, 0)
-		j.CycleExecuted += max(handover.ExecutedS, 0)
-		j.State = to
-		j.Reason = truncate(reason, 512) // the column's size
-		j.ExitCode = exitCode
-		if !to.Final() {
-			j.Placement = nil // a finished job keeps where it ran
-		}
-		if to == JobPreempted {
-			j.Preemptions++
-		}
-		if to.Final() {
-			j.FinishedAt = &now
-		}
-		return nil
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return transitionTx(tx, ref.Job, now, func(j *Job) error {
+			return j.markStopped(tx, ref, to, exitCode, reason, handover, now)
+		})
 	})
+}
+
+// markStopped is MarkStopped's change of j, in transaction tx.
+func (j *Job) markStopped(tx *gorm.DB, ref job.RunRef, to JobState, exitCode *int, reason string, handover usage.Service, now time.Time) error {
+	var before float64 // seconds counted before now, which the run did not run
+	if checkRun(j, ref.Run) == nil && j.LastStartAt != nil && now.Before(*j.LastStartAt) {
+		var r Run
+		if err := tx.Select("started_at").Where("job_id = ? AND run = ?", j.ID, j.Run).Take(&r).Error; err != nil {
+			return fmt.Errorf("stop run %d of job %d: read its record: %w", ref.Run, j.ID, err)
+		}
+		before = j.LastStartAt.Sub(later(now, r.StartedAt)).Seconds()
+	}
+	if err := j.stopRun(ref.Run, now); err != nil {
+		return err
+	}
+	j.uncount(before)
+	j.CycleService += max(handover.GPUSeconds, 0)
+	j.CycleExecuted += max(handover.ExecutedS, 0)
+	j.State = to
+	j.Reason = truncate(reason, 512) // the column's size
+	j.ExitCode = exitCode
+	if !to.Final() {
+		j.Placement = nil // a finished job keeps where it ran
+	}
+	if to == JobPreempted {
+		j.Preemptions++
+	}
+	if to.Final() {
+		j.FinishedAt = &now
+	}
+	return nil
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// uncount takes s seconds, counted for a run that did not run them, off
+// j's executed time, and its service at the job's mean rate of GPUs held
+// (its service over its executed time): what a whole-GPU job holds, and
+// near what a sharing one does. Neither goes below 0. A negative s
+// counts seconds run that were not counted.
+func (j *Job) uncount(s float64) {
+	if s == 0 {
+		return
+	}
+	rate := 0.0
+	if j.ExecutedS > 0 {
+		rate = j.AttainedService / j.ExecutedS
+	} else if !j.Sharing {
+		rate = float64(j.GPUs)
+	}
+	j.ExecutedS = max(j.ExecutedS-s, 0)
+	j.AttainedService = max(j.AttainedService-s*rate, 0)
 }
 
 // MarkStopping records the engine's request that run req.Run of job id

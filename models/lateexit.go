@@ -39,12 +39,21 @@ func (s *Store) RecordLateExit(ctx context.Context, ex job.Exit, back, now time.
 		if r.EndedAt == nil || r.ExitCode != nil || !slices.Contains(gpu.PlacementNodes(strings.Split(r.Placement, ",")), node) {
 			return nil
 		}
+		// The job first, as every change of a job and its runs locks them
+		// (transitionTx).
+		j, err := lockJob(tx, ref.Job)
+		if err != nil {
+			return fmt.Errorf("late exit of %s: %w", ref, err)
+		}
 		res := tx.Model(&Run{}).Where("id = ? AND exit_code IS NULL", r.ID).Update("exit_code", ex.ExitCode)
 		if res.Error != nil {
 			return fmt.Errorf("late exit of %s: %w", ref, res.Error)
 		}
 		if res.RowsAffected == 0 {
 			return nil // recorded meanwhile
+		}
+		if err := moveRunEnd(tx, j, r, ex.At, now); err != nil {
+			return fmt.Errorf("late exit of %s: %w", ref, err)
 		}
 		if err := addNote(tx, ref.Job, ref.Run, LateExitNote(ex, back), now); err != nil {
 			return fmt.Errorf("late exit of %s: %w", ref, err)
@@ -53,6 +62,28 @@ func (s *Store) RecordLateExit(ctx context.Context, ex job.Exit, back, now time.
 		return nil
 	})
 	return recorded, err
+}
+
+// moveRunEnd makes at, when its machine says run r of job j (locked)
+// ended, the run's recorded end in place of the server's (when it took
+// the machine for lost), and moves the job's executed time and service
+// by as much: the job's page, the API and accounting count the time the
+// run held its GPUs. An end before the run's start or after now (another
+// clock's) changes nothing.
+func moveRunEnd(tx *gorm.DB, j *Job, r Run, at, now time.Time) error {
+	if r.EndedAt == nil || at.Before(r.StartedAt) || at.After(now) || at.Equal(*r.EndedAt) {
+		return nil
+	}
+	if err := tx.Model(&Run{}).Where("id = ?", r.ID).Update("ended_at", at).Error; err != nil {
+		return fmt.Errorf("move the end of run %d: %w", r.Run, err)
+	}
+	j.uncount(r.EndedAt.Sub(at).Seconds())
+	err := tx.Model(&Job{}).Where("id = ?", j.ID).
+		Updates(map[string]any{"executed_s": j.ExecutedS, "attained_service": j.AttainedService}).Error
+	if err != nil {
+		return fmt.Errorf("count run %d of job %d to its end: %w", r.Run, j.ID, err)
+	}
+	return nil
 }
 
 // LateExitNote is the history's line for exit ex, which reached the

@@ -61,8 +61,12 @@ func TestRecordLateExit(t *testing.T) {
 		if err != nil || len(rs) != 2 {
 			t.Fatalf("runs %+v, %v", rs, err)
 		}
-		if rs[0].ExitCode == nil || *rs[0].ExitCode != 0 || rs[0].State != models.JobQueued || !rs[0].EndedAt.Equal(t0.Add(10*time.Second)) {
-			t.Errorf("run 1 = %+v; want its late exit code 0, still requeued at its recorded end", rs[0])
+		if rs[0].ExitCode == nil || *rs[0].ExitCode != 0 || rs[0].State != models.JobQueued || !rs[0].EndedAt.Equal(ended) {
+			t.Errorf("run 1 = %+v; want its late exit code 0, still requeued, ended when its machine says (+9s), not at the loss (+10s)", rs[0])
+		}
+		// 1..9 s on a1 (the machine's word), 40..60 s on a2.
+		if got, err := s.Job(ctx, j.ID); err != nil || got.ExecutedS != 28 || got.AttainedService != 28 {
+			t.Errorf("job: executed %v s, service %v GPU-s (err %v); want 28 and 28", got.ExecutedS, got.AttainedService, err)
 		}
 		es, err := s.JobEvents(ctx, j.ID)
 		if err != nil {

@@ -92,3 +92,45 @@ func TestRunsAreRecorded(t *testing.T) {
 		}
 	})
 }
+
+// TestTakenBackRunEndedBeforeItsRecord: a run taken back when its machine
+// returned, whose exit (kept by the machine) says it ended before the end
+// its record had when the server took the machine for lost, counts up to
+// its exit: its record ends then, and the job's time is the run's.
+func TestTakenBackRunEndedBeforeItsRecord(t *testing.T) {
+	t.Parallel()
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		j := &models.Job{Name: "r", Team: "vision", User: "alice", GPUs: 2, SubmittedAt: t0}
+		if err := s.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		run, err := s.MarkStarted(ctx, j.ID, []string{"a1:0", "a1:1"}, t0.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := job.RunRef{Job: j.ID, Run: run}
+		if err := s.MarkStopped(ctx, ref, models.JobQueued, nil, "requeued: node a1 lost", usage.Service{}, t0.Add(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkResumed(ctx, ref, []string{"a1:0", "a1:1"}, "resumed", t0.Add(14*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		code := 0
+		if err := s.MarkStopped(ctx, ref, models.JobSucceeded, &code, "", usage.Service{}, t0.Add(7*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ExecutedS != 6 || got.AttainedService != 12 {
+			t.Errorf("executed %v s, service %v GPU-s; want 6 and 12 (1..7 s on 2 GPUs)", got.ExecutedS, got.AttainedService)
+		}
+		rs, err := s.Runs(ctx, j.ID)
+		if err != nil || len(rs) != 1 || rs[0].EndedAt == nil || !rs[0].EndedAt.Equal(t0.Add(7*time.Second)) || rs[0].State != models.JobSucceeded {
+			t.Errorf("runs %+v (err %v); want run 1 alone, succeeded at +7s", rs, err)
+		}
+	})
+}
