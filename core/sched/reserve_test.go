@@ -1443,23 +1443,36 @@ func TestReservationBackfillNearDeadline(t *testing.T) {
 // tiresias-g an 8-GPU job went back and forth with 1-GPU jobs, runs cut
 // every few seconds). Without reservations the policy preempts it as
 // before.
+//
+// With a lead (serve's default: half the bound) a job is due at half its
+// bound and must start by its bound, less the handover: one that started
+// then, due but short of its bound, is protected as well. Before, it was
+// not: live, a 4-GPU job that its reservation started 5 s before its
+// bound was preempted 55 s later by a new job of its team, due again at
+// once, and took its GPUs back from the jobs that had taken them.
 func TestReservationStartedNotPreempted(t *testing.T) {
 	for _, tc := range []struct {
 		policy  string
 		bound   float64
+		lead    float64
+		waited  float64 // before it started
 		preempt bool
 	}{
-		{"tiresias-g", 0, true},
-		{"tiresias-g", 300, false},
-		{"tiresias-l", 0, true},
-		{"tiresias-l", 300, false},
+		{"tiresias-g", 0, 0, 900, true},
+		{"tiresias-g", 300, 0, 900, false},
+		{"tiresias-l", 0, 0, 900, true},
+		{"tiresias-l", 300, 0, 900, false},
+		{"tiresias-l", 300, 0, 200, true},              // not due when it started
+		{"tiresias-l", 300, LeadHalfBound, 200, false}, // due at 150, its bound 300
+		{"tiresias-g", 300, LeadHalfBound, 200, false},
+		{"tiresias-l", 300, LeadHalfBound, 100, true}, // not yet due
 	} {
-		t.Run(fmt.Sprintf("%s, bound %v", tc.policy, tc.bound), func(t *testing.T) {
-			cfg := Config{Policy: tc.policy, ReserveAfterS: tc.bound}
-			// Job 20 waited 900 s, then ran 500 s on 8 GPUs: 4,000
-			// GPU-s, past 2D-LAS's first threshold (3,250) and ranked
-			// below a new job by the Gittins index.
-			big := run(20, 0, on("node-0", span(0, 8)...), ranFrom(900, 1400), inQueue(1, 1306))
+		t.Run(fmt.Sprintf("%s, bound %v, lead %v, waited %v", tc.policy, tc.bound, tc.lead, tc.waited), func(t *testing.T) {
+			cfg := Config{Policy: tc.policy, ReserveAfterS: tc.bound, ReserveLeadS: tc.lead}
+			// Job 20 waited, then ran 500 s on 8 GPUs: 4,000 GPU-s,
+			// past 2D-LAS's first threshold (3,250) and ranked below a
+			// new job by the Gittins index.
+			big := run(20, 900-tc.waited, on("node-0", span(0, 8)...), ranFrom(900, 1400), inQueue(1, 1306))
 			s := Snapshot{Now: 1400, Nodes: nodes(8), Jobs: []Job{big, pend(21, 1, 1390)}}
 			d := mustNew(t, cfg).Schedule(s)
 			if got := slices.Equal(preemptIDs(d), []int64{20}); got != tc.preempt {
