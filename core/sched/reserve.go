@@ -1868,36 +1868,43 @@ func (p *pass) deadlineOf(i int32, due float64) float64 {
 }
 
 // wasDue tells whether running job j was due for a reservation itself
-// when it started: it asks several GPUs and had waited its bound, or,
-// with a lead, its bound less the lead (dueWait: the wait at which its
-// GPUs begin to drain toward it). An overdue reservation does not take
-// GPUs from it: else two due jobs handed a machine to one another, each
-// preempting the other at its deadline. With the lead it counts from the
-// due time, not the bound: a job that its reservation started at its
-// deadline, which is its bound less the handover, had not waited its
-// bound, and was preempted like any other (live, by a new job of its
-// team 55 s after it started, then due again at once, it took its GPUs
-// back; on openb-last6w under tiresias-g, 2.4 to 2.8 times as many runs
-// were cut within a minute of their start).
+// when it started: it asks several GPUs and had waited its bound. An
+// overdue reservation does not take GPUs from it: else two due jobs
+// handed a machine to one another, each preempting the other at its
+// deadline.
 func (p *pass) wasDue(j *Job) bool {
-	if clampGPUs(j.GPUs) <= 1 {
-		return false
-	}
+	return clampGPUs(j.GPUs) > 1 && p.waitedBound(j)
+}
+
+// startedDue tells whether running job j asks several GPUs and had
+// waited, when it started, until it was due for a reservation: its bound,
+// or with a lead its bound less the lead (dueWait), from when its GPUs
+// drain toward it.
+func (p *pass) startedDue(j *Job) bool {
 	b := p.boundOf(j)
-	return b > 0 && waitedS(j, p.now) >= p.dueWait(b)
+	return clampGPUs(j.GPUs) > 1 && b > 0 && waitedS(j, p.now) >= p.dueWait(b)
 }
 
 // rsvStarted tells whether running job i (an index in Snapshot.Jobs)
-// started as a job due for a reservation (wasDue), with reservations on
-// under a preemptive policy: the policy does not preempt it for a job of
-// its own team. Preempted, it would be due again at once, its deadline
+// started as a job due for a reservation (startedDue), with reservations
+// on under a preemptive policy: the policy does not preempt it for a job
+// of its own team. Preempted, it would be due again at once, its deadline
 // near or past, and take its GPUs back from the jobs that took them: on
 // mixed-8gpu under tiresias-g an 8-GPU job was preempted 11 s after it
 // started, took its GPUs back 14 s later, and so on, 1,999 runs cut
 // within a minute of their start (issue 30). Another team reclaiming its
 // guarantee still takes its GPUs (nextCross), after the minimum runtime.
+//
+// With a lead it counts from the due time, not the bound: a job that its
+// reservation started at its deadline, which is its bound less the
+// handover, had not waited its bound, and was preempted like any other
+// (live, by a new job of its team 55 s after it started; due again at
+// once, it took its GPUs back 5 s after two other jobs started on them).
+// Overdue reservations still take GPUs from such a job (wasDue keeps the
+// bound): counted from the due time there too, an 8-GPU job waited for
+// the 2- and 4-GPU jobs that had started due, 1.4 times its bound.
 func (p *pass) rsvStarted(i int32) bool {
-	return p.rsvOn && p.rsvPreempt && p.wasDue(&p.s.Jobs[i])
+	return p.rsvOn && p.rsvPreempt && p.startedDue(&p.s.Jobs[i])
 }
 
 // rsvEarly is a holder of a kept reservation that the walk has not

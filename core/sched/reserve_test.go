@@ -1596,3 +1596,36 @@ func TestReservationKeptBarsJoinNearDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestReservationDeadlineTakesFromJobsShortOfTheirBound: with a lead
+// (bound 300 s, due at 150), job 10, 8 GPUs, past its deadline, takes its
+// GPUs from job 11, 4 GPUs, which started due (it had waited 200 s) but
+// short of its bound: only a job that had waited its whole bound when it
+// started is spared a deadline (wasDue), though the policy spares one
+// that started due (rsvStarted). Counted from the due time there too,
+// live, the demo's 8-GPU job waited for the 2- and 4-GPU jobs that had
+// started due, 170 s for a bound of 120 s, where it started at 115 s.
+func TestReservationDeadlineTakesFromJobsShortOfTheirBound(t *testing.T) {
+	// Job 10 was due at 250 and its deadline was 400. Jobs 11 and 12
+	// started before it was due, so that only its deadline takes them,
+	// not their rank.
+	const now = 420
+	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, ReserveLeadS: LeadHalfBound}
+	s := Snapshot{Now: now, Nodes: nodes(8),
+		Reservations: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: now, DueS: 250}},
+		Jobs: []Job{
+			pend(10, 8, 100),
+			run(11, 0, on("node-0", span(0, 4)...), ranFrom(200, now)), // waited 200 s: due, short of its bound
+			run(12, 0, on("node-0", span(4, 8)...), ranFrom(50, now)),  // waited 50 s: not due
+		}}
+	d := mustNew(t, cfg).Schedule(s)
+	if !sameIDs(preemptIDs(d), []int64{11, 12}) {
+		t.Errorf("preempts %v, want 11 and 12: job 10 is past its deadline", preemptIDs(d))
+	}
+	if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+		t.Error(joinProblems(p))
+	}
+	if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
+		t.Error(joinProblems(p))
+	}
+}
