@@ -279,10 +279,10 @@ func startRun(id int64, placement []string, now time.Time, run *int64) func(*Job
 // MarkResumed records that run, the last run of a job that was put back
 // in the queue while its machine was away, runs on placement after all:
 // its machine came back still running it, and nothing else runs the job.
-// The run never stopped: it runs on as that run, its time counted from
-// when its record ended (the machine's loss, MarkStopped) as well as from
-// now, and MarkResumed returns that time, the start its time now counts
-// from (now when the record has no end in [last start, now]).
+// The run never stopped: it runs on as that run, its time counted on
+// from when its record ended (the machine's loss, MarkStopped), not from
+// now. MarkResumed returns that time, the start its time now counts from
+// (now when the record has no end within [last start, now]).
 func (s *Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []string, reason string, now time.Time) (time.Time, error) {
 	from := now
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
