@@ -290,9 +290,9 @@ func (s *Store) MarkResumed(ctx context.Context, ref job.RunRef, placement []str
 			if !j.State.Waiting() || j.Run != ref.Run {
 				return fmt.Errorf("resume run %d of job %d (state %s, run %d): %w", ref.Run, j.ID, j.State, j.Run, ErrConflict)
 			}
-			var r Run
-			if err := tx.Select("ended_at").Where("job_id = ? AND run = ?", j.ID, j.Run).Take(&r).Error; err != nil {
-				return fmt.Errorf("resume run %d of job %d: read its record: %w", ref.Run, j.ID, err)
+			r, err := currentRun(tx, j, "ended_at")
+			if err != nil {
+				return fmt.Errorf("resume run %d of job %d: %w", ref.Run, j.ID, err)
 			}
 			if e := r.EndedAt; e != nil && !e.After(now) && (j.LastStartAt == nil || !e.Before(*j.LastStartAt)) {
 				from = *e
@@ -332,9 +332,9 @@ func (s *Store) MarkStopped(ctx context.Context, ref job.RunRef, to JobState, ex
 func (j *Job) markStopped(tx *gorm.DB, ref job.RunRef, to JobState, exitCode *int, reason string, handover usage.Service, now time.Time) error {
 	var before float64 // seconds counted before now, which the run did not run
 	if checkRun(j, ref.Run) == nil && j.LastStartAt != nil && now.Before(*j.LastStartAt) {
-		var r Run
-		if err := tx.Select("started_at").Where("job_id = ? AND run = ?", j.ID, j.Run).Take(&r).Error; err != nil {
-			return fmt.Errorf("stop run %d of job %d: read its record: %w", ref.Run, j.ID, err)
+		r, err := currentRun(tx, j, "started_at")
+		if err != nil {
+			return fmt.Errorf("stop run %d of job %d: %w", ref.Run, j.ID, err)
 		}
 		before = j.LastStartAt.Sub(later(now, r.StartedAt)).Seconds()
 	}

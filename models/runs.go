@@ -69,6 +69,15 @@ func closeRun(tx *gorm.DB, j *Job, at time.Time) error {
 	return nil
 }
 
+// currentRun reads the columns cols of the record of j's current run.
+func currentRun(tx *gorm.DB, j *Job, cols ...string) (Run, error) {
+	var r Run
+	if err := tx.Select(cols).Where("job_id = ? AND run = ?", j.ID, j.Run).Take(&r).Error; err != nil {
+		return Run{}, fmt.Errorf("read the record of run %d: %w", j.Run, err)
+	}
+	return r, nil
+}
+
 // reopenRun records that j's current run, closed when the job was put back
 // in the queue, runs again (MarkResumed).
 func reopenRun(tx *gorm.DB, j *Job) error {
