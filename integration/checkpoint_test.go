@@ -307,11 +307,7 @@ while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 
 	// The job's page, as its owner sees it: the history says where the
 	// checkpoint came from; the checkpoints listed are ck-b's, restored.
-	ctx := newTabFor(t, 2*time.Minute)
-	sc := newScreenChecker(t, ctx, srv.URL)
-	if err := sc.login("alice"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, sc := screensAs(t, srv.URL, "alice")
 	for _, vp := range viewports {
 		sc.visit(t, vp, fmt.Sprintf("/jobs/%d", id), "#job-checkpoints table", "checkpoint-moved")
 		history, err := readFirst(ctx, "#job-history", "e.innerText")
@@ -513,11 +509,7 @@ func faultCheckpointCopiedDuringDatabaseOutage(t *testing.T) {
 	if len(said) != 2 {
 		t.Fatalf("history lines saying what was lost: %q; want the requeue and the resume", said)
 	}
-	ctx := newTabFor(t, 2*time.Minute)
-	sc := newScreenChecker(t, ctx, srv.URL)
-	if err := sc.login("alice"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, sc := screensAs(t, srv.URL, "alice")
 	for _, vp := range viewports {
 		sc.visit(t, vp, fmt.Sprintf("/jobs/%d", id), "#job-history", "lost-during-outage")
 		history, err := readFirst(ctx, "#job-history", "e.innerText")

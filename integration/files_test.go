@@ -224,11 +224,7 @@ ln -s /etc/shadow shadow; ln -s .. up`}})
 // checkFilesPages looks at the files page and the job page's checkpoints
 // as alice at 1440 and 390 px, and uploads through the page's form.
 func checkFilesPages(t *testing.T, base string, id int64, jobDir string) {
-	ctx := newTabFor(t, 2*time.Minute)
-	sc := newScreenChecker(t, ctx, base)
-	if err := sc.login("alice"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, sc := screensAs(t, base, "alice")
 	for _, vp := range viewports {
 		for _, s := range []struct {
 			name, path, wait string
@@ -458,11 +454,7 @@ func TestJobFilesOfEachMachine(t *testing.T) {
 	}
 
 	// The page: the machines' links, and the upload form onto the one shown.
-	ctx := newTabFor(t, 2*time.Minute)
-	sc := newScreenChecker(t, ctx, srv.URL)
-	if err := sc.login("alice"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, sc := screensAs(t, srv.URL, "alice")
 	for _, vp := range viewports {
 		sc.visit(t, vp, fmt.Sprintf("/jobs/%d/files?root=job&path=results", id), "#file-machines", "files-machines")
 	}

@@ -160,6 +160,19 @@ func newScreenChecker(t *testing.T, ctx context.Context, base string) *screenChe
 	return sc
 }
 
+// screensAs opens a tab for two minutes and a screenChecker in it on the
+// portal at base, logged in as user: the start of a test that looks at
+// the pages one user sees.
+func screensAs(t *testing.T, base, user string) (context.Context, *screenChecker) {
+	t.Helper()
+	ctx := newTabFor(t, 2*time.Minute)
+	sc := newScreenChecker(t, ctx, base)
+	if err := sc.login(user); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, sc
+}
+
 // login logs in as user with the demo password, after logging out
 // whoever was logged in.
 func (sc *screenChecker) login(user string) error {
