@@ -96,7 +96,7 @@ func (p *pass) explain(e *entry, r rule, cause WaitCause, reclaimable int) WaitC
 			b = append(b, " s more"...)
 		}
 	}
-	if len(p.rsv) > 0 {
+	if len(p.rsv) > 0 || p.rsvBehind == e.job {
 		b = p.appendReserved(b, e)
 	}
 	if len(p.behind) > 0 || len(p.behindClass) > 0 {

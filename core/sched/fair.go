@@ -441,9 +441,10 @@ func (p *pass) nextOwn(e *entry, fv *fairVictims) int32 {
 	}
 	fv.own = max(fv.own, t.ownLo)
 	for fv.own < len(t.own) {
-		r := &p.runs[t.own[fv.own]]
+		ri := t.own[fv.own]
+		r := &p.runs[ri]
 		fv.own++
-		if r.state != runOpen || r.n <= 0 || p.rsvStarted(r.job) {
+		if r.state != runOpen || r.n <= 0 || p.rsvStarted(ri) {
 			continue
 		}
 		if compareKeys(&p.rents[r.ent], e) < 0 {
@@ -724,7 +725,7 @@ func (p *pass) waitLending(e *entry) {
 		m.key, m.text, m.ok = key, b, true
 	}
 	b := append(p.buf[:0], m.text...)
-	if len(p.rsv) > 0 {
+	if len(p.rsv) > 0 || p.rsvBehind == e.job {
 		b = p.appendReserved(b, e)
 	}
 	p.addWait(e, WaitTeamShare, b)

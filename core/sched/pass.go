@@ -114,6 +114,7 @@ type pass struct {
 	rsvDueLeft   int                // such jobs
 	rsv          []rsvState
 	rsvJust      int32   // the job whose reservation was just made, or -1
+	rsvBehind    int32   // the job just refused one for jobs due first (rsvRoom), or -1
 	rsvPending   int32   // that reservation, until rsvCommit holds its GPUs back, or -1
 	rsvOwner     []int32 // per slot: the reservation it belongs to, or -1
 	rsvHeld      []bool  // per slot: free, held back (marked busy) for its reservation
@@ -124,16 +125,17 @@ type pass struct {
 	freeAt       []float64
 	runEnd       []float64 // per run: endAt, NaN until asked (runEndAt)
 	runStart     []entry   // per run: its entry as a waiting job when it started, job -1 until asked (startKey)
+	runDue       []uint8   // per run: rsvStarted, 0 until asked, then 1 (yes) or 2 (no)
 	slotRun      []int32
 	rsvCand      []int32
 	rsvShared    []bool          // per slot: held by several running jobs, no run alone (sharedFreeAt)
 	rsvShareFree []bool          // per slot: a shared GPU freed by preempting all its jobs (sharedVictims); empty when none
 	rsvKept      map[int64]int32 // Snapshot.Reservations by job ID: their index
 	rsvHolder    []int32         // per job: 1 + its kept reservation's index, 0 for none (sized when some are kept)
-	rsvHoldLeft  int             // holders of kept reservations the walk has not taken yet
-	rsvLentLeft  int             // of those, holders that have had their lend (rsvLent)
-	rsvFreshLeft int             // due jobs the walk has not taken yet that have not had it
-	rsvFreshDue  bool            // some due job had not had it when the walk began
+	rsvFreshDue  bool            // some due job had not had its lend (rsvLent) when the walk began
+	rsvFirst     []rsvDue        // the jobs due, first to be reserved first (rsvScanEnd); the walk drops those it took (rsvRoom)
+	rsvHead      int             // rsvFirst before it: taken by the walk
+	rsvKeep      []int32         // rsvRoom's scratch
 	rsvHolders   []int32         // the holders, indices in Snapshot.Jobs
 	rsvKeptSlot  []int32         // per slot: the holder whose kept reservation names it, or -1 (built when asked)
 	rsvEarlyList []rsvEarly      // holders of kept reservations, with their slots (rsvEarlyBegin)

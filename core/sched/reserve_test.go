@@ -798,6 +798,8 @@ func TestReservationFairShare(t *testing.T) {
 			// itself once it had waited its bound, started one after
 			// another on the reserved GPUs within their guarantee,
 			// and the 8-GPU job waited past its deadline (issue 30).
+			// Job 1 was due itself, long before job 10, but asks
+			// fewer GPUs: job 10 comes first (compareDue).
 			name:   "and so is one that asks several GPUs and was due itself",
 			policy: "tiresias-l",
 			now:    3050,
@@ -820,6 +822,22 @@ func TestReservationFairShare(t *testing.T) {
 			},
 			starts:   []int64{10},
 			preempts: []int64{1},
+		},
+		{
+			// vision's job 1, 8 GPUs too, submitted before job 10,
+			// had waited 360 s when it started: its deadline, 3,040,
+			// came before job 10's. Of jobs of as many GPUs the one
+			// whose deadline comes first is reserved first, and a job
+			// that started due before another is not undone by its
+			// deadline (dueFirst): job 10 waits for it.
+			name:   "but not one as big that was due before it",
+			policy: "tiresias-l",
+			now:    3050,
+			jobs: []Job{
+				late,
+				run(1, 2440, all, vision, ranFrom(2800, 3050), limit(900)),
+			},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3700, DueS: 2750}},
 		},
 		{
 			name:   "but not by a reserved job that has run: its team's guarantee is lent once",
@@ -976,10 +994,12 @@ func TestReservationSharedGPU(t *testing.T) {
 // it; its GPUs stay the same while they suit the job, though others are
 // now expected to free earlier; its start only moves earlier.
 func TestReservationKept(t *testing.T) {
-	// Two machines of 4. Job 10 (4 GPUs, due since 300) holds node-0
-	// from 1,500. Job 9 (4 GPUs, submitted before it) has a bound of its
-	// team's, 900 s, and is due now: ranked above job 10, it took the
-	// one reservation when none was kept.
+	// Two machines of 4. Job 10 (4 GPUs, due since 300, its deadline
+	// 600) holds node-0 from 1,500. Job 9 (4 GPUs, submitted before it)
+	// has a bound of its team's, 900 s, and is due now, its deadline at
+	// 1,790: ranked above job 10, it does not take the one reservation
+	// even when none was kept (of jobs as big, the earliest deadline
+	// first: rsvRoom).
 	base := func(now float64, endsAt0, endsAt1 float64) Snapshot {
 		return Snapshot{Now: now, Nodes: nodes(4, 4),
 			Teams: []Team{{Name: "late", ReserveAfterS: 900}},
@@ -998,9 +1018,9 @@ func TestReservationKept(t *testing.T) {
 		want []Reservation
 	}{
 		{
-			name: "none kept: the job ranked first that is due takes the one reservation, on the machine that frees first",
+			name: "none kept: the job due whose deadline comes first takes the one reservation, on the machine that frees first",
 			snap: base(1000, 1500, 1400),
-			want: []Reservation{{JobID: 9, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 890}},
+			want: []Reservation{{JobID: 10, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 300}},
 		},
 		{
 			name: "kept: job 10 keeps it, and its machine",
@@ -1030,7 +1050,7 @@ func TestReservationKept(t *testing.T) {
 			name: "kept for a job that no longer waits: ignored",
 			snap: base(1000, 1500, 1400),
 			kept: []Reservation{{JobID: 77, GPUs: held.GPUs, Count: 4, FromS: 1100}},
-			want: []Reservation{{JobID: 9, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 890}},
+			want: []Reservation{{JobID: 10, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 300}},
 		},
 		{
 			name: "kept on GPUs that no longer suit it (another machine's name): reserved afresh, still its own",
@@ -1056,6 +1076,11 @@ func TestReservationKept(t *testing.T) {
 				}
 				if len(d.Starts) > 0 || len(d.Preempts) > 0 {
 					t.Errorf("starts %v, preempts %v; want none", startIDs(d), preemptIDs(d))
+				}
+				// Job 9, due and ranked first, says why it has none.
+				const behind = "due for a reservation: jobs due that ask more GPUs, or as many with earlier deadlines, are reserved first"
+				if w, _ := waitOf(d, 9); !strings.Contains(w.Reason, behind) {
+					t.Errorf("job 9 waits: %q, want it to say %q", w.Reason, behind)
 				}
 				if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
 					t.Error(joinProblems(p))
@@ -1171,6 +1196,14 @@ func TestReservationKeptSequence(t *testing.T) {
 				switch {
 				case lentGaveWay(next, r.JobID) && (!ok || !slices.Equal(got.GPUs, r.GPUs)):
 					gaveWay++
+				case dueBefore(next, cfg, r) && (!ok || !slices.Equal(got.GPUs, r.GPUs) || got.FromS > max(r.FromS, next.Now)):
+					// Jobs due are reserved the biggest, then the
+					// earliest deadline first (rsvRoom): one before
+					// it, which the last pass did not reserve, has
+					// its turn, and it keeps nothing (rsvScanEnd); if
+					// that job starts instead, the walk may give the
+					// reservation to a job it reaches after it.
+					gaveWay++
 				case !ok:
 					p = append(p, fmt.Sprintf("job %d held %+v and lost it: %+v", r.JobID, r, d2.Reservations))
 				case !slices.Equal(got.GPUs, r.GPUs):
@@ -1186,10 +1219,30 @@ func TestReservationKeptSequence(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d reservations kept, %d given way by jobs that had had their lend", kept, gaveWay)
+	t.Logf("%d reservations kept, %d given way by jobs that had had their lend or to jobs due before them", kept, gaveWay)
 	if kept < 200 {
 		t.Errorf("only %d reservations kept: the snapshots do not test them", kept)
 	}
+}
+
+// dueBefore tells whether a job of several GPUs waits in s that comes
+// before r's holder among the jobs due for a reservation under cfg (its
+// wait past the bound, or the bound less the lead): one that asks more
+// GPUs, or as many and became due before it.
+func dueBefore(s Snapshot, cfg Config, r Reservation) bool {
+	b := cfg.ReserveAfterS
+	dw := b
+	switch {
+	case cfg.ReserveLeadS == LeadHalfBound:
+		dw = b / 2
+	case cfg.ReserveLeadS > 0:
+		dw = max(b-cfg.ReserveLeadS, 0)
+	}
+	return slices.ContainsFunc(s.Jobs, func(j Job) bool {
+		w := waitedS(&j, s.Now)
+		due := j.State == Pending && j.ID != r.JobID && j.GPUs > 1 && w >= dw
+		return due && (j.GPUs > r.Count || j.GPUs == r.Count && s.Now-w+dw < r.DueS)
+	})
 }
 
 // lentGaveWay tells whether job id, which held a reservation, may have
@@ -1599,33 +1652,117 @@ func TestReservationKeptBarsJoinNearDeadline(t *testing.T) {
 
 // TestReservationDeadlineTakesFromJobsShortOfTheirBound: with a lead
 // (bound 300 s, due at 150), job 10, 8 GPUs, past its deadline, takes its
-// GPUs from job 11, 4 GPUs, which started due (it had waited 200 s) but
-// short of its bound: only a job that had waited its whole bound when it
-// started is spared a deadline (wasDue), though the policy spares one
-// that started due (rsvStarted). Counted from the due time there too,
-// live, the demo's 8-GPU job waited for the 2- and 4-GPU jobs that had
-// started due, 170 s for a bound of 120 s, where it started at 115 s.
+// GPUs from job 11, 4 GPUs, which started due but short of its bound,
+// when job 11's deadline did not come first: only a job that had waited
+// its whole bound when it started (wasDue), or one that started due
+// before job 10 in the order of reservations (dueFirst: the earliest
+// deadline first), is spared a deadline. Sparing every job that started
+// due, live, the demo's 8-GPU job waited for the 2- and 4-GPU jobs that
+// had started due after it, 170 s for a bound of 120 s, where it started
+// at 115 s.
 func TestReservationDeadlineTakesFromJobsShortOfTheirBound(t *testing.T) {
-	// Job 10 was due at 250 and its deadline was 400. Jobs 11 and 12
-	// started before it was due, so that only its deadline takes them,
-	// not their rank.
 	const now = 420
 	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, ReserveLeadS: LeadHalfBound}
-	s := Snapshot{Now: now, Nodes: nodes(8),
-		Reservations: []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: now, DueS: 250}},
+	rsv := []Reservation{{JobID: 10, GPUs: on("node-0", span(0, 8)...), Count: 8, FromS: now, DueS: 250}}
+	for _, tc := range []struct {
+		name     string
+		jobs     []Job
+		preempts []int64
+	}{
+		{
+			// Job 10 was due at 250 and its deadline was 400. Jobs 11
+			// and 12 started before it was due, so that only its
+			// deadline takes them, not their rank. Job 11 was due at
+			// 250 too, its deadline 400, but job 10 comes first
+			// (compareDue: the lower ID).
+			name: "a job due as it was, short of its bound, and one not due",
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 100, on("node-0", span(0, 4)...), ranFrom(250, now)), // waited 150 s: due, short of its bound
+				run(12, 0, on("node-0", span(4, 8)...), ranFrom(50, now)),    // waited 50 s: not due
+			},
+			preempts: []int64{11, 12},
+		},
+		{
+			// Job 11 asks fewer GPUs, and its deadline, 300, came
+			// before job 10's: job 10 comes first (compareDue).
+			name: "one of fewer GPUs due before it",
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 0, on("node-0", span(0, 4)...), ranFrom(200, now)),
+				run(12, 0, on("node-0", span(4, 8)...), ranFrom(50, now)),
+			},
+			preempts: []int64{11, 12},
+		},
+		{
+			// Job 11, 8 GPUs too, waited 200 s: due at 150, its
+			// deadline 300, before job 10's. It keeps its GPUs.
+			name: "not one as big due before it",
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 0, on("node-0", span(0, 8)...), ranFrom(200, now)),
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Snapshot{Now: now, Nodes: nodes(8), Reservations: rsv, Jobs: tc.jobs}
+			d := mustNew(t, cfg).Schedule(s)
+			if !sameIDs(preemptIDs(d), tc.preempts) {
+				t.Errorf("preempts %v, want %v: job 10 is past its deadline", preemptIDs(d), tc.preempts)
+			}
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+			if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+		})
+	}
+}
+
+// TestCompareDue: the order in which jobs due are reserved (rule 9 of
+// "Reservations"): under fair share those that have not had their lend
+// first, then the jobs of more GPUs, then the earliest deadline, then
+// the lowest ID.
+func TestCompareDue(t *testing.T) {
+	cases := []struct {
+		name string
+		a, b rsvDue
+		want int
+	}{
+		{"not lent first", rsvDue{gpus: 2, deadline: 900, id: 9}, rsvDue{lent: true, gpus: 8, deadline: 100, id: 1}, -1},
+		{"then the bigger", rsvDue{gpus: 8, deadline: 900, id: 9}, rsvDue{gpus: 4, deadline: 100, id: 1}, -1},
+		{"then the earlier deadline", rsvDue{gpus: 4, deadline: 100, id: 9}, rsvDue{gpus: 4, deadline: 900, id: 1}, -1},
+		{"then the lower ID", rsvDue{gpus: 4, deadline: 100, id: 1}, rsvDue{gpus: 4, deadline: 100, id: 9}, -1},
+		{"the same", rsvDue{gpus: 4, deadline: 100, id: 1}, rsvDue{gpus: 4, deadline: 100, id: 1}, 0},
+	}
+	for _, tc := range cases {
+		if got := compareDue(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: compareDue(%+v, %+v) = %d, want %d", tc.name, tc.a, tc.b, got, tc.want)
+		}
+		if got := compareDue(tc.b, tc.a); got != -tc.want {
+			t.Errorf("%s, swapped: compareDue = %d, want %d", tc.name, got, -tc.want)
+		}
+	}
+}
+
+// TestReservationNotTakenByAJobTooBig: a job due that asks more GPUs
+// than the schedulable machines have can hold no reservation; first in
+// the order of the jobs due by its size, it must not keep the due job
+// ranked above it from the one reservation (rsvScan).
+func TestReservationNotTakenByAJobTooBig(t *testing.T) {
+	const now = 1000
+	s := Snapshot{Now: now, Nodes: nodes(4, 4),
 		Jobs: []Job{
-			pend(10, 8, 100),
-			run(11, 0, on("node-0", span(0, 4)...), ranFrom(200, now)), // waited 200 s: due, short of its bound
-			run(12, 0, on("node-0", span(4, 8)...), ranFrom(50, now)),  // waited 50 s: not due
+			run(1, 0, on("node-0", 0, 1, 2, 3), ranFrom(500, now), limit(1000)),
+			run(2, 0, on("node-1", 0, 1, 2, 3), ranFrom(500, now), limit(900)),
+			pend(10, 4, 0),
+			pend(11, 16, 5), // ranked below job 10, and too big
 		}}
+	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, Thresholds: []float64{1e7}}
 	d := mustNew(t, cfg).Schedule(s)
-	if !sameIDs(preemptIDs(d), []int64{11, 12}) {
-		t.Errorf("preempts %v, want 11 and 12: job 10 is past its deadline", preemptIDs(d))
-	}
-	if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
-		t.Error(joinProblems(p))
-	}
-	if p := reservationProblems(mustNew(t, cfg), s); len(p) > 0 {
-		t.Error(joinProblems(p))
+	want := []Reservation{{JobID: 10, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 300}}
+	if !reflect.DeepEqual(d.Reservations, want) {
+		t.Errorf("reservations %+v, want %+v", d.Reservations, want)
 	}
 }

@@ -432,8 +432,9 @@ func (p *pass) reclaim(e *entry, r rule) bool {
 // holds its GPUs and frees some, and the policy may take them
 // (rsvStarted).
 func (p *pass) isVictim(i int32) bool {
-	r := &p.runs[p.rents[i].run]
-	return r.state == runOpen && r.n > 0 && !p.rsvStarted(r.job)
+	ri := p.rents[i].run
+	r := &p.runs[ri]
+	return r.state == runOpen && r.n > 0 && !p.rsvStarted(ri)
 }
 
 // shift frees (+1) or re-occupies (-1) a running job's GPUs in the free
