@@ -558,6 +558,22 @@ func reservationProblems(sc *Scheduler, s Snapshot) []string {
 			}
 		}
 	}
+	// Under fair share no reservation preempts a job that started due
+	// before its holder in the order of reservations (dueFirst); without
+	// it the policy's rank still may.
+	for ri := range p.runs {
+		if !p.fair {
+			break
+		}
+		run := &p.runs[ri]
+		if run.state&^runReached != runPreempted || run.flags&runForReservation == 0 {
+			continue
+		}
+		j := &s.Jobs[run.job]
+		if p.dueFirst(j, run.byJob) {
+			bad("job %d, started due before job %d in the order of reservations, preempted for it", j.ID, s.Jobs[run.byJob].ID)
+		}
+	}
 	return out
 }
 
