@@ -399,10 +399,12 @@ func (p *pass) rsvRoom(i int32) bool {
 }
 
 // rsvScanEnd, once scan has noted every pending job, orders the jobs due
-// for a reservation (compareDue) and takes their kept reservations from
-// the holders that are not among the first MaxReservations of them: a
-// holder that loses its reservation is reserved again, afresh, when
-// there is room.
+// for a reservation (compareDue) and drops from the holders of kept
+// reservations (rsvHolders) those not among the first MaxReservations of
+// them: their GPUs are no longer kept from the other reservations nor
+// held off the jobs ranked above them (keptSlots, rsvEarlyBegin). One
+// that gets a reservation in its turn all the same (a job before it
+// started instead) is reserved from its kept one (rsvKeptOf).
 func (p *pass) rsvScanEnd() {
 	slices.SortFunc(p.rsvFirst, compareDue)
 	if len(p.rsvHolders) == 0 {
