@@ -280,7 +280,7 @@ func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
 		p.rsvDueLeft++
 		lent := p.rsvLent(j)
 		p.rsvFreshDue = p.rsvFreshDue || !lent
-		if int(gpus) <= p.cl.capacity {
+		if int(gpus) <= p.cl.capacity-p.avoidedCap(j) {
 			// Not one that no reservation can hold (tryReserve):
 			// first of all by its size, it would keep every job
 			// the walk reaches before it from one.
@@ -297,6 +297,23 @@ func (p *pass) rsvScan(i int32, j *Job, gpus int32) {
 	} else if due := p.now - w + d; due > p.now && (p.rsvNext == 0 || due < p.rsvNext) {
 		p.rsvNext = due
 	}
+}
+
+// avoidedCap is how many GPUs the schedulable nodes that job j avoids
+// have (Job.AvoidNodes): none of them is reserved for it (mask).
+func (p *pass) avoidedCap(j *Job) int {
+	if p.count || len(j.AvoidNodes) == 0 {
+		return 0
+	}
+	n := 0
+	for k, name := range j.AvoidNodes {
+		i, ok := p.cl.find(name)
+		if !ok || !p.cl.nodes[i].sched || slices.Contains(j.AvoidNodes[:k], name) {
+			continue
+		}
+		n += int(p.cl.nodes[i].n)
+	}
+	return n
 }
 
 // rsvDue is a job due for a reservation, as rsvScanEnd orders them.

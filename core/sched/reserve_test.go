@@ -1763,22 +1763,28 @@ func TestCompareDue(t *testing.T) {
 }
 
 // TestReservationNotTakenByAJobTooBig: a job due that asks more GPUs
-// than the schedulable machines have can hold no reservation; first in
-// the order of the jobs due by its size, it must not keep the due job
-// ranked above it from the one reservation (rsvScan).
+// than the schedulable machines it may use have (all of them, or those
+// it does not avoid) can hold no reservation; first in the order of the
+// jobs due by its size, it must not keep the due job ranked above it
+// from the one reservation (rsvScan).
 func TestReservationNotTakenByAJobTooBig(t *testing.T) {
 	const now = 1000
-	s := Snapshot{Now: now, Nodes: nodes(4, 4),
-		Jobs: []Job{
-			run(1, 0, on("node-0", 0, 1, 2, 3), ranFrom(500, now), limit(1000)),
-			run(2, 0, on("node-1", 0, 1, 2, 3), ranFrom(500, now), limit(900)),
-			pend(10, 4, 0),
-			pend(11, 16, 5), // ranked below job 10, and too big
-		}}
-	cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, Thresholds: []float64{1e7}}
-	d := mustNew(t, cfg).Schedule(s)
-	want := []Reservation{{JobID: 10, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 300}}
-	if !reflect.DeepEqual(d.Reservations, want) {
-		t.Errorf("reservations %+v, want %+v", d.Reservations, want)
+	for _, big := range []Job{
+		pend(11, 16, 5), // ranked below job 10, and bigger than the machines
+		pend(11, 8, 5, func(j *Job) { j.AvoidNodes = []string{"node-1", "node-1"} }), // 8 GPUs, but it avoids node-1
+	} {
+		s := Snapshot{Now: now, Nodes: nodes(4, 4),
+			Jobs: []Job{
+				run(1, 0, on("node-0", 0, 1, 2, 3), ranFrom(500, now), limit(1000)),
+				run(2, 0, on("node-1", 0, 1, 2, 3), ranFrom(500, now), limit(900)),
+				pend(10, 4, 0),
+				big,
+			}}
+		cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300, Thresholds: []float64{1e7}}
+		d := mustNew(t, cfg).Schedule(s)
+		want := []Reservation{{JobID: 10, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 300}}
+		if !reflect.DeepEqual(d.Reservations, want) {
+			t.Errorf("with job 11 of %d GPUs avoiding %v: reservations %+v, want %+v", big.GPUs, big.AvoidNodes, d.Reservations, want)
+		}
 	}
 }
