@@ -59,6 +59,7 @@ func TestFaults(t *testing.T) {
 		{"GangMovesWithItsCheckpoints", faultGangMovesWithItsCheckpoints},
 		{"AgentReconnectsDuringDatabaseOutage", faultAgentReconnectsDuringDatabaseOutage},
 		{"FrozenAgent", faultFrozenAgent},
+		{"StartSentToAFrozenAgent", faultStartSentToAFrozenAgent},
 		{"ServerRestartedDuringDatabaseOutage", faultServerRestartedDuringDatabaseOutage},
 		{"Partition", faultPartition},
 		{"JobEndsDuringPartition", faultJobEndsDuringPartition},
@@ -233,6 +234,50 @@ func faultFrozenAgent(t *testing.T) {
 	}
 	if last := spans[len(spans)-1]; last.lines != 60 {
 		t.Errorf("the last run traced %d lines, want all 60", last.lines)
+	}
+}
+
+// faultStartSentToAFrozenAgent freezes (SIGSTOP) the agent whose GPU is
+// free, then submits a job: the server starts it there, the start waiting
+// unread in the frozen agent's connection, takes the machine for lost
+// after the heartbeat timeout and starts the job on the other agent once
+// its GPU frees. Thawed, the first agent must not start the run the
+// message it finally reads asks for: it was given away. Before, the
+// agent took that message as word from a live server, renewed its lease
+// by it and started the run beside the other (the fault soak, seed 21).
+func faultStartSentToAFrozenAgent(t *testing.T) {
+	data, traces := t.TempDir(), t.TempDir()
+	srv := faultServer(t, data)
+	agents := map[string]*server{"a1": oneGPUAgent(t, srv.URL, "a1"), "a2": oneGPUAgent(t, srv.URL, "a2")}
+	waitGPUs(t, srv.URL, 2)
+	alice := newAPI(t, srv.URL, "alice", "dev")
+	blocker := submit(t, alice, map[string]any{"name": "blocker", "gpus": 1, "command": tracedJob(traces, 2000)})
+	busy := placedOn(t, alice, blocker)
+	free := "a1"
+	if busy == "a1" {
+		free = "a2"
+	}
+	agents[free].signal(syscall.SIGSTOP)
+	id := submit(t, alice, map[string]any{"name": "sent-while-frozen", "gpus": 1, "command": tracedJob(traces, 40)})
+	if node := placedOn(t, alice, id); node != free {
+		t.Fatalf("job %d went to %s, want the frozen %s", id, node, free)
+	}
+	// The server takes the frozen machine for lost and requeues the job;
+	// the blocker's end frees the other GPU for it.
+	eventually(t, 30*time.Second, fmt.Sprintf("job %d requeued", id), func() bool { return alice.job(id).State != "running" })
+	if st := alice.do(http.MethodDelete, fmt.Sprintf("/api/v1/jobs/%d", blocker), nil, nil); st != http.StatusOK {
+		t.Fatalf("cancel job %d: status %d", blocker, st)
+	}
+	second := traceStarted(t, traces, id, busy)
+	agents[free].signal(syscall.SIGCONT)
+	traceLines(t, traces, second, 20) // the thawed agent has had time to start the stale run, if it would
+	alice.waitState(id, 60*time.Second, "succeeded")
+	checkTraces(t, traces)
+	endsOnce(t, alice, id)
+	for _, s := range readTraces(t, traces) {
+		if s.job == id && s.node == free {
+			t.Errorf("the thawed agent ran the job it had been sent while frozen: %s", s)
+		}
 	}
 }
 

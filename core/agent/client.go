@@ -304,6 +304,9 @@ type session struct {
 	url     string        // the agent endpoint it connected to
 	addr    string        // the address reported for the machines (wire.Node.Addr)
 	timeout time.Duration // silence after which the server is taken for lost
+	// welcomed: registered; from then a message or ping read after a
+	// silence longer than the timeout ends the session (heard).
+	welcomed bool
 
 	wmu    sync.Mutex // one writer at a time
 	nextID atomic.Uint64
@@ -396,7 +399,9 @@ func (s *session) register() error {
 	// The server pings more often than its timeout; each ping shows it is
 	// alive.
 	s.conn.SetPingHandler(func(data string) error {
-		c.hear()
+		if err := s.heard(); err != nil {
+			return err
+		}
 		_ = s.conn.SetReadDeadline(time.Now().Add(s.timeout))
 		err := s.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeWait))
 		var ne net.Error
@@ -432,6 +437,7 @@ func (s *session) register() error {
 	}
 	c.timeout.Store(int64(s.timeout))
 	c.hear()
+	s.welcomed = true
 	offsets := make(map[jobKey]int64, len(m.Welcome.Logs))
 	for _, l := range m.Welcome.Logs {
 		offsets[jobKey{l.Node, l.JobID}] = l.Offset
@@ -468,7 +474,9 @@ func (s *session) read(ctx context.Context) error {
 		if err := m.Check(); err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		s.c.hear()
+		if err := s.heard(); err != nil {
+			return err
+		}
 		switch m.Type {
 		case wire.TypeStart:
 			s.answer(m.ID, s.start(ctx, m.Start))
@@ -486,6 +494,27 @@ func (s *session) read(ctx context.Context) error {
 			s.c.cfg.Logger.Warn("unexpected message from the server", "type", m.Type)
 		}
 	}
+}
+
+// errStale ends a session that read a message after a silence longer
+// than the heartbeat timeout.
+var errStale = errors.New("read: no server heard for longer than the heartbeat timeout: what this connection holds may have been sent before the server took its machines for lost")
+
+// heard records that the server was heard, as a message or a ping was
+// read, unless the session had gone silent for longer than the heartbeat
+// timeout (fencing): then what the connection still held may have waited
+// in it since before the server took the machines for lost and gave
+// their runs to others, and the session ends instead, unread. A frozen
+// agent (SIGSTOP) thawed 40 s later read a start sent before its freeze
+// as new, renewed its lease by it and started the run, 8 s after the
+// server had started it elsewhere (issue 32's fault soak, seed 21). The
+// next session registers afresh (register hears the welcome).
+func (s *session) heard() error {
+	if s.welcomed && s.c.fencing() {
+		return errStale
+	}
+	s.c.hear()
+	return nil
 }
 
 // answer acknowledges request id.
