@@ -131,7 +131,6 @@ func (p *pass) tiers() {
 		return compareKeys(ea, eb)
 	})
 	p.order = order
-	minRun := p.sc.minRun
 	cum, team := 0, int32(-1)
 	for _, k := range order {
 		e := &p.rents[k]
@@ -156,6 +155,7 @@ func (p *pass) tiers() {
 			continue
 		}
 		// A job whose start time is not a number is never reclaimed.
+		minRun := p.minRunOf(j)
 		if ran := p.now - j.LastStartTime; ran >= minRun {
 			run.flags |= runEligible
 			if batch {
@@ -167,7 +167,7 @@ func (p *pass) tiers() {
 		} else if ran < minRun {
 			run.flags |= runYoung
 			if at := j.LastStartTime + minRun; t.youngGPUs == 0 || at < t.youngAt {
-				t.youngAt = at
+				t.youngAt, t.youngRun = at, minRun
 			}
 			t.youngGPUs += int(run.n)
 			if batch {
@@ -181,6 +181,38 @@ func (p *pass) tiers() {
 		slices.Reverse(p.fs.t[i].own)
 		slices.Reverse(p.fs.t[i].sess)
 	}
+}
+
+// minRunOf is how long running job j runs, since it last started,
+// before a team under its guarantee may reclaim the GPUs it borrows: the
+// minimum runtime (Config.MinRuntimeS) or, for a job that asks more GPUs
+// than its team's guarantee and started due for a reservation
+// (startedDue: it had waited its bound, or with a lead its bound less
+// the lead), its bound if that is longer. Such a job runs only on GPUs
+// another team lends, and once reclaimed it has had its lend (rsvLent):
+// its start, the promise reservations make (a start within about its
+// bound), is worth a run as long as the lender's own jobs are promised
+// for theirs ("Reservations under fair share", rules 3 and 4). Before
+// (issue 30), under the demo's 30 s minimum runtime and 5 min bound, a
+// team's 8-GPU job waited up to its bound for the other team's GPUs to
+// drain, ran 30 s of its 20 to 180 and was reclaimed, then waited for as
+// long as the other team kept its guarantee busy.
+func (p *pass) minRunOf(j *Job) float64 {
+	if p.rsvOn && p.beyondGuarantee(j) && p.startedDue(j) {
+		return max(p.sc.minRun, p.boundOf(j))
+	}
+	return p.sc.minRun
+}
+
+// youngRunAt is the minimum runtime (minRunOf) of the borrowed job that
+// another team may reclaim first, at time at (fairCause).
+func (p *pass) youngRunAt(at float64) float64 {
+	for i := range p.fs.t {
+		if v := &p.fs.t[i]; v.youngGPUs > 0 && v.youngAt == at {
+			return v.youngRun
+		}
+	}
+	return p.sc.minRun
 }
 
 // classFirst orders two running jobs of one team for the count of its
@@ -761,7 +793,7 @@ func (p *pass) appendFairCapacity(b []byte, e *entry, cause WaitCause, reclaimab
 		b = append(b, "; GPUs lent to other teams may be reclaimed in "...)
 		b = appendNum(b, at-p.now)
 		b = append(b, " s, once their jobs have run "...)
-		b = appendNum(b, p.sc.minRun)
+		b = appendNum(b, p.youngRunAt(at))
 		return append(b, " s"...)
 	case WaitTeamShare:
 		b = append(b, "; "...)

@@ -286,6 +286,22 @@ func rsvPreemptProblem(s Snapshot, cfg Config, mk map[int64]uint8, a after, v, f
 		return cfg.ReserveAfterS
 	}
 	bf := bound(f)
+	// f has had its lend: it asks more GPUs than its team's guarantee and
+	// has run its bound or the minimum runtime, whichever is longer.
+	lent := func() bool {
+		minRun := cfg.MinRuntimeS
+		if minRun == 0 {
+			minRun = DefaultMinRuntimeS
+		}
+		g := 0
+		for _, t := range s.Teams {
+			if t.Name == f.Team {
+				g = t.GuaranteeGPUs
+				break
+			}
+		}
+		return f.ExecutedS > 0 && f.ExecutedS >= max(minRun, bf) && jobGPUs(f) > g
+	}
 	switch {
 	case a.started[f.ID].JobID == 0:
 		return "it does not start"
@@ -294,7 +310,7 @@ func rsvPreemptProblem(s Snapshot, cfg Config, mk map[int64]uint8, a after, v, f
 	case !(v.LastStartTime >= s.Now-waitedS(f, s.Now)+bf):
 		return "the victim started before it was due"
 	case mk[v.ID]&runBorrowed == 0 && bound(v) > 0 && waitedS(v, s.Now) >= bound(v) &&
-		!(s.Now >= s.Now-waitedS(f, s.Now)+2*bf-cfg.HandoverS && !(f.ExecutedS > 0)):
+		!(s.Now >= s.Now-waitedS(f, s.Now)+2*bf-cfg.HandoverS && !lent()):
 		return "the victim, within its guarantee, had waited its bound, and the reserved job, before its deadline or having run, may not take it"
 	}
 	return ""

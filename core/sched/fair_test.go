@@ -120,6 +120,61 @@ func TestFairShareRules(t *testing.T) {
 			preempts: []int64{1},
 			check:    all(borrowed(), reclaimedFor(1, 2, "b"), reason(1, WaitPreempted, "reclaimed by team b under its guarantee, for job 2; first in line")),
 		}, {
+			// Job 1 had waited 800 s, past the bound of 300 s, when it
+			// started at 800 (it has run 200 s): its reservation's
+			// promise, it runs the bound before a reclaim, not the
+			// minimum runtime of 30 s.
+			name:  "a borrower that had waited its bound runs the bound before a reclaim",
+			cfg:   Config{MinRuntimeS: 30, ReserveAfterS: 300},
+			now:   1000,
+			nodes: nodes(8),
+			teams: []Team{{Name: "a"}, {Name: "b", GuaranteeGPUs: 8}},
+			jobs: []Job{
+				run(1, 0, on("node-0", span(0, 8)...), of("a"), served(200), startedAt(800)),
+				pend(2, 8, 950, of("b")),
+			},
+			waits: map[int64]WaitCause{2: WaitReclaim},
+			check: all(borrowed(1), reason(2, WaitReclaim,
+				"needs 8 GPUs; 0 free; team b holds 0 of its 8 guaranteed GPUs; GPUs lent to other teams may be reclaimed in 100 s, once their jobs have run 300 s; first in line"),
+				func(t *testing.T, d Decisions) {
+					if d.Recheck != 1100 {
+						t.Errorf("recheck %v, want 1100", d.Recheck)
+					}
+				}),
+		}, {
+			name:     "and is reclaimed once it has run it",
+			cfg:      Config{MinRuntimeS: 30, ReserveAfterS: 300},
+			now:      1100,
+			nodes:    nodes(8),
+			teams:    []Team{{Name: "a"}, {Name: "b", GuaranteeGPUs: 8}},
+			jobs:     []Job{run(1, 0, on("node-0", span(0, 8)...), of("a"), served(300), startedAt(800)), pend(2, 8, 950, of("b"))},
+			starts:   []int64{2},
+			preempts: []int64{1},
+			check:    reclaimedFor(1, 2, "b"),
+		}, {
+			// Job 1 had waited 100 s when it started: the minimum
+			// runtime of 30 s is all it is promised.
+			name:     "a borrower that had not waited its bound runs the minimum runtime",
+			cfg:      Config{MinRuntimeS: 30, ReserveAfterS: 300},
+			now:      1000,
+			nodes:    nodes(8),
+			teams:    []Team{{Name: "a"}, {Name: "b", GuaranteeGPUs: 8}},
+			jobs:     []Job{run(1, 700, on("node-0", span(0, 8)...), of("a"), served(200), startedAt(800)), pend(2, 8, 950, of("b"))},
+			starts:   []int64{2},
+			preempts: []int64{1},
+			check:    reclaimedFor(1, 2, "b"),
+		}, {
+			// Without reservations the bound promises nothing.
+			name:     "nor is one held longer without reservations",
+			cfg:      Config{MinRuntimeS: 30},
+			now:      1000,
+			nodes:    nodes(8),
+			teams:    []Team{{Name: "a"}, {Name: "b", GuaranteeGPUs: 8}},
+			jobs:     []Job{run(1, 0, on("node-0", span(0, 8)...), of("a"), served(200), startedAt(800)), pend(2, 8, 950, of("b"))},
+			starts:   []int64{2},
+			preempts: []int64{1},
+			check:    reclaimedFor(1, 2, "b"),
+		}, {
 			// b1 is the first job within its guarantee to wait: job 3
 			// would borrow the 2 free GPUs, which b1 will need once a1 is
 			// reclaimed.

@@ -188,10 +188,11 @@ type fteam struct {
 	// GPUs that the open (not yet kept or preempted) candidates would
 	// free: an upper bound for quick checks.
 	crossOpen, ownOpen int
-	// Borrowed jobs still short of the minimum runtime: their GPUs and
-	// when the first of them may be reclaimed.
-	youngGPUs int
-	youngAt   float64
+	// Borrowed jobs still short of their minimum runtime (minRunOf):
+	// their GPUs, when the first of them may be reclaimed, and its
+	// minimum runtime.
+	youngGPUs         int
+	youngAt, youngRun float64
 	// youngBatch is the part of youngGPUs that batch jobs hold: while a
 	// team beyond its guarantee has some, its sessions are not reclaimed.
 	youngBatch int

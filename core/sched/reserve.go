@@ -449,9 +449,23 @@ func (p *pass) rsvLent(j *Job) bool {
 
 // lentHaving is rsvLent of job j once it had run executed seconds.
 func (p *pass) lentHaving(j *Job, executed float64) bool {
-	if !p.fair || !(executed > 0) {
-		return false
-	}
+	return p.fair && executed > 0 && executed >= p.lendS(j) && p.beyondGuarantee(j)
+}
+
+// lendS is how long, in all its runs, a job beyond its team's guarantee
+// runs before it has had its lend (rsvLent): the run a reclaim leaves it
+// once it started due (minRunOf), its bound or the minimum runtime,
+// whichever is longer. A job cut sooner, by a reservation past its
+// deadline or by its own team, has not had it: before (issue 30), an
+// 8-GPU job of the demo's stream preempted 25 s after it started by an
+// older job's reservation then waited 12,700 s as one that had.
+func (p *pass) lendS(j *Job) float64 {
+	return max(p.sc.minRun, p.boundOf(j))
+}
+
+// beyondGuarantee tells whether job j, under fair share, asks more GPUs
+// than its team's guarantee: it runs only on GPUs other teams lend.
+func (p *pass) beyondGuarantee(j *Job) bool {
 	g := 0 // a job of no listed team borrows every GPU it runs on
 	if t, ok := p.fs.byName[j.Team]; ok {
 		g = p.fs.t[t].g
@@ -1649,7 +1663,9 @@ func (p *pass) rsvPreemptReason(victim, by *entry) string {
 		b = appendName(b, lender)
 		b = append(b, " may reclaim the GPUs job "...)
 		b = strconv.AppendInt(b, by.id, 10)
-		b = append(b, " borrows from it after the minimum runtime"...)
+		b = append(b, " borrows from it once it has run "...)
+		b = appendNum(b, p.minRunOf(&p.s.Jobs[by.job]))
+		b = append(b, " s"...)
 		p.buf = b
 		return string(b)
 	}
@@ -2012,7 +2028,8 @@ func (p *pass) startedDue(j *Job) bool {
 // mixed-8gpu under tiresias-g an 8-GPU job was preempted 11 s after it
 // started, took its GPUs back 14 s later, and so on, 1,999 runs cut
 // within a minute of their start (issue 30). Another team reclaiming its
-// guarantee still takes its GPUs (nextCross), after the minimum runtime.
+// guarantee still takes its GPUs (nextCross), after its minimum runtime
+// (minRunOf).
 //
 // With a lead it counts from the due time, not the bound: a job that its
 // reservation started at its deadline, which is its bound less the

@@ -1210,7 +1210,7 @@ func TestReservationKeptSequence(t *testing.T) {
 				}
 				got, ok := now[r.JobID]
 				switch {
-				case lentGaveWay(next, r.JobID) && (!ok || !slices.Equal(got.GPUs, r.GPUs)):
+				case lentGaveWay(next, cfg, r.JobID) && (!ok || !slices.Equal(got.GPUs, r.GPUs)):
 					gaveWay++
 				case dueBefore(next, cfg, r) && (!ok || !slices.Equal(got.GPUs, r.GPUs) || got.FromS > max(r.FromS, next.Now)):
 					// Jobs due are reserved the biggest, then the
@@ -1264,14 +1264,19 @@ func dueBefore(s Snapshot, cfg Config, r Reservation) bool {
 // lentGaveWay tells whether job id, which held a reservation, may have
 // given it way as rsvScanEnd says, to be reserved afresh or not at all:
 // under fair share it asks more GPUs than its team's guarantee and has
-// run, and a job of several GPUs that has not waits too.
-func lentGaveWay(s Snapshot, id int64) bool {
+// run, in all, its bound or the minimum runtime, whichever is longer (its
+// lend), and a job of several GPUs that has not waits too.
+func lentGaveWay(s Snapshot, cfg Config, id int64) bool {
 	guarantee := map[string]int{}
 	for _, t := range s.Teams {
 		guarantee[t.Name] = t.GuaranteeGPUs
 	}
+	minRun := cfg.MinRuntimeS
+	if minRun == 0 {
+		minRun = DefaultMinRuntimeS
+	}
 	lent := func(j *Job) bool {
-		return len(s.Teams) > 0 && j.ExecutedS > 0 && jobGPUs(j) > guarantee[j.Team]
+		return len(s.Teams) > 0 && j.ExecutedS > 0 && j.ExecutedS >= max(minRun, cfg.ReserveAfterS) && jobGPUs(j) > guarantee[j.Team]
 	}
 	i := slices.IndexFunc(s.Jobs, func(j Job) bool { return j.ID == id })
 	if i < 0 || !lent(&s.Jobs[i]) {
@@ -1427,7 +1432,8 @@ func TestReservationPastDeadlineLentByGuarantee(t *testing.T) {
 	}
 	for _, p := range d.Preempts {
 		preempts = append(preempts, p.JobID)
-		if p.Reclaim || !strings.Contains(p.Reason, "takes them back, once, even from a team's guaranteed work") {
+		if p.Reclaim || !strings.Contains(p.Reason, "takes them back, once, even from a team's guaranteed work") ||
+			!strings.HasSuffix(p.Reason, "team vision may reclaim the GPUs job 20 borrows from it once it has run 600 s") {
 			t.Errorf("preemption %+v: want one for the reservation past its deadline, lent by vision's guarantee", p)
 		}
 	}
@@ -1577,7 +1583,9 @@ func TestReservationLentGivesWay(t *testing.T) {
 		run(3, 600, on("node-0", 4, 5), nlp, ranFrom(950, 1000)),
 		run(4, 600, on("node-0", 6, 7), nlp, ranFrom(950, 1000)),
 	}
-	lent := pend(20, 8, 0, vision, served(30))
+	// Job 20 has had its lend once it has run its bound (300 s, longer
+	// than the minimum runtime): a reclaim leaves it that long.
+	lent := pend(20, 8, 0, vision, served(300))
 	demoted := pend(20, 8, 0, vision, served(500)) // 4,000 GPU-s: queue 1
 	fresh := pend(30, 8, 500, nlp)
 	kept := []Reservation{{JobID: 20, GPUs: all, Count: 8, FromS: 1100, DueS: 300}}
@@ -1591,9 +1599,13 @@ func TestReservationLentGivesWay(t *testing.T) {
 		// first: the GPUs job 20 kept are not kept from it.
 		{"ranked above it, too", append(slices.Clone(busy), demoted, fresh), 30},
 		{"alone, it keeps it", append(slices.Clone(busy), lent), 20},
+		// Cut 30 s into its run (by another reservation's deadline, or
+		// its own team), job 20 has not had its lend: it keeps the
+		// reservation, due before job 30.
+		{"cut before its lend, it keeps it", append(slices.Clone(busy), pend(20, 8, 0, vision, served(30)), fresh), 20},
 		// Job 21 has had its lend too: job 20 keeps the reservation,
 		// and job 21's wait does not say a job that has not came first.
-		{"beside another that has had its lend, it keeps it", append(slices.Clone(busy), lent, pend(21, 8, 100, nlp, served(30))), 20},
+		{"beside another that has had its lend, it keeps it", append(slices.Clone(busy), lent, pend(21, 8, 100, nlp, served(300))), 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := Snapshot{Now: 1000, Nodes: nodes(8), Teams: teams, Jobs: tc.jobs, Reservations: kept}
