@@ -1094,7 +1094,7 @@ func TestReservationKept(t *testing.T) {
 					t.Errorf("starts %v, preempts %v; want none", startIDs(d), preemptIDs(d))
 				}
 				// Job 9, due and ranked first, says why it has none.
-				const behind = "due for a reservation: jobs due that ask more GPUs, or as many with earlier deadlines, are reserved first"
+				const behind = "due for a reservation: jobs past their deadline by 6 bounds are reserved first, the earliest first, then jobs that ask more GPUs, or as many with earlier deadlines"
 				if w, _ := waitOf(d, 9); !strings.Contains(w.Reason, behind) {
 					t.Errorf("job 9 waits: %q, want it to say %q", w.Reason, behind)
 				}
@@ -1243,21 +1243,32 @@ func TestReservationKeptSequence(t *testing.T) {
 
 // dueBefore tells whether a job of several GPUs waits in s that comes
 // before r's holder among the jobs due for a reservation under cfg (its
-// wait past the bound, or the bound less the lead): one that asks more
-// GPUs, or as many and became due before it.
+// wait past the bound, or the bound less the lead): a late one (its
+// deadline lateBounds bounds behind it) that became due before it or
+// while it is not late; else one that asks more GPUs, or as many and
+// became due before it.
 func dueBefore(s Snapshot, cfg Config, r Reservation) bool {
 	b := cfg.ReserveAfterS
-	dw := b
+	dw, deadline := b, 2*b
 	switch {
 	case cfg.ReserveLeadS == LeadHalfBound:
-		dw = b / 2
+		dw, deadline = b/2, b
 	case cfg.ReserveLeadS > 0:
-		dw = max(b-cfg.ReserveLeadS, 0)
+		dw, deadline = max(b-cfg.ReserveLeadS, 0), b
 	}
+	late := func(w float64) bool { return w >= deadline+lateBounds*b }
+	holderLate := late(s.Now - r.DueS + dw)
 	return slices.ContainsFunc(s.Jobs, func(j Job) bool {
 		w := waitedS(&j, s.Now)
 		due := j.State == Pending && j.ID != r.JobID && j.GPUs > 1 && w >= dw
-		return due && (j.GPUs > r.Count || j.GPUs == r.Count && s.Now-w+dw < r.DueS)
+		earlier := s.Now-w+dw < r.DueS
+		switch {
+		case !due:
+			return false
+		case late(w) || holderLate:
+			return late(w) && (!holderLate || earlier)
+		}
+		return j.GPUs > r.Count || j.GPUs == r.Count && earlier
 	})
 }
 
@@ -1759,6 +1770,8 @@ func TestCompareDue(t *testing.T) {
 		want int
 	}{
 		{"not lent first", rsvDue{gpus: 2, deadline: 900, id: 9}, rsvDue{lent: true, gpus: 8, deadline: 100, id: 1}, -1},
+		{"then the late", rsvDue{late: true, gpus: 2, deadline: 100, id: 9}, rsvDue{gpus: 8, deadline: 900, id: 1}, -1},
+		{"the late by their deadline, whatever their size", rsvDue{late: true, gpus: 2, deadline: 100, id: 9}, rsvDue{late: true, gpus: 8, deadline: 200, id: 1}, -1},
 		{"then the bigger", rsvDue{gpus: 8, deadline: 900, id: 9}, rsvDue{gpus: 4, deadline: 100, id: 1}, -1},
 		{"then the earlier deadline", rsvDue{gpus: 4, deadline: 100, id: 9}, rsvDue{gpus: 4, deadline: 900, id: 1}, -1},
 		{"then the lower ID", rsvDue{gpus: 4, deadline: 100, id: 1}, rsvDue{gpus: 4, deadline: 100, id: 9}, -1},
@@ -1797,6 +1810,36 @@ func TestReservationNotTakenByAJobTooBig(t *testing.T) {
 		want := []Reservation{{JobID: 10, GPUs: on("node-1", 0, 1, 2, 3), Count: 4, FromS: 1400, DueS: 300}}
 		if !reflect.DeepEqual(d.Reservations, want) {
 			t.Errorf("with job 11 of %d GPUs avoiding %v: reservations %+v, want %+v", big.GPUs, big.AvoidNodes, d.Reservations, want)
+		}
+	}
+}
+
+// TestReservationLateFirst: the one reservation goes to the biggest job
+// due, unless a smaller one is late, lateBounds bounds past its
+// deadline: job 10 (2 GPUs, waiting since 0) against job 11 (8 GPUs,
+// due since 900). With a bound of 100 s job 10's deadline was at 200 and
+// it is late from 800; with a bound of 150 s, from 1,200.
+func TestReservationLateFirst(t *testing.T) {
+	const now = 1000
+	for _, tc := range []struct {
+		bound float64
+		want  int64
+	}{{100, 10}, {150, 11}} {
+		s := Snapshot{Now: now, Nodes: nodes(4, 4),
+			Jobs: []Job{
+				run(1, 0, on("node-0", 0, 1, 2, 3), ranFrom(500, now), limit(1000)),
+				run(2, 0, on("node-1", 0, 1, 2, 3), ranFrom(500, now), limit(900)),
+				pend(10, 2, 0),
+				pend(11, 8, now-2*tc.bound),
+			}}
+		cfg := Config{Policy: "tiresias-l", ReserveAfterS: tc.bound, Thresholds: []float64{1e7}}
+		d := mustNew(t, cfg).Schedule(s)
+		if len(d.Reservations) != 1 || d.Reservations[0].JobID != tc.want {
+			t.Errorf("bound %v: reservations %+v, want job %d's", tc.bound, d.Reservations, tc.want)
+		}
+		other := int64(21 - tc.want)
+		if w, _ := waitOf(d, other); !strings.Contains(w.Reason, "due for a reservation: jobs past their deadline by 6 bounds are reserved first") {
+			t.Errorf("bound %v: job %d waits with %q, want it to say why it has no reservation", tc.bound, other, w.Reason)
 		}
 	}
 }
