@@ -286,8 +286,9 @@ func rsvPreemptProblem(s Snapshot, cfg Config, mk map[int64]uint8, a after, v, f
 		return cfg.ReserveAfterS
 	}
 	bf := bound(f)
-	// f has had its lend: it asks more GPUs than its team's guarantee and
-	// has run its bound or the minimum runtime, whichever is longer.
+	// f may take no more guaranteed work: it has run, and unless it asks
+	// more GPUs than its team's guarantee, at least its bound or the
+	// minimum runtime, whichever is longer (its lend).
 	lent := func() bool {
 		minRun := cfg.MinRuntimeS
 		if minRun == 0 {
@@ -300,7 +301,7 @@ func rsvPreemptProblem(s Snapshot, cfg Config, mk map[int64]uint8, a after, v, f
 				break
 			}
 		}
-		return f.ExecutedS > 0 && f.ExecutedS >= max(minRun, bf) && jobGPUs(f) > g
+		return f.ExecutedS > 0 && (f.ExecutedS >= max(minRun, bf) || jobGPUs(f) <= g)
 	}
 	switch {
 	case a.started[f.ID].JobID == 0:

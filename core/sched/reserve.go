@@ -471,6 +471,17 @@ func (p *pass) lendS(j *Job) float64 {
 	return max(p.sc.minRun, p.boundOf(j))
 }
 
+// lendLeft tells whether job j, due for a reservation, may still take
+// another team's guaranteed work past its deadline (overdueTakes): it
+// has never run, or it asks more GPUs than its team's guarantee and has
+// run less than its lend (lendS), cut before it by a reservation or its
+// own team. A job that runs within its team's guarantee and has run is
+// reclaimed after the minimum runtime alone, and would take the GPUs
+// back at once.
+func (p *pass) lendLeft(j *Job) bool {
+	return !(j.ExecutedS > 0) || p.beyondGuarantee(j) && j.ExecutedS < p.lendS(j)
+}
+
 // beyondGuarantee tells whether job j, under fair share, asks more GPUs
 // than its team's guarantee: it runs only on GPUs other teams lend.
 func (p *pass) beyondGuarantee(j *Job) bool {
@@ -1918,11 +1929,12 @@ func (p *pass) overdueTakes(run *runJob, i int32) bool {
 		// hand the GPUs back and forth: once started, i borrows and
 		// had waited its bound, and the taken job has run, so its own
 		// reservation may not take i back; within its guarantee, it
-		// reclaims i after the minimum runtime, and i, having run,
-		// waits then as any borrower (else the reservation and the
-		// reclaim would take the GPUs from one another in turn, the
-		// lender's jobs never running).
-		return j.LastStartTime >= p.dueOf(i) && !(p.s.Jobs[i].ExecutedS > 0)
+		// reclaims i after i's minimum runtime (minRunOf), and i,
+		// having run, waits then as any borrower (else the reservation
+		// and the reclaim would take the GPUs from one another in turn,
+		// the lender's jobs never running). A job beyond its team's
+		// guarantee cut before it had its lend (lendS) has not had it.
+		return j.LastStartTime >= p.dueOf(i) && p.lendLeft(&p.s.Jobs[i])
 	}
 	return !p.wasDue(j)
 }

@@ -699,9 +699,10 @@ func TestReservationFairShare(t *testing.T) {
 	vision, nlp := teamOf("vision"), teamOf("nlp")
 	all := on("node-0", span(0, 8)...)
 	// big is nlp's 8-GPU job, submitted at 0, due since 300; demoted has
-	// run 500 s before (queue 1 of tiresias-l: below new jobs), and is
-	// due since 800.
-	big, demoted := pend(10, 8, 0, nlp), pend(10, 8, 0, nlp, served(500))
+	// run 600 s before (queue 1 of tiresias-l: below new jobs; its lend,
+	// the minimum runtime, so that it takes no other team's guaranteed
+	// work), and is due since 900.
+	big, demoted := pend(10, 8, 0, nlp), pend(10, 8, 0, nlp, served(600))
 	late := pend(10, 8, 2450, nlp)
 	cases := []struct {
 		name     string
@@ -730,7 +731,7 @@ func TestReservationFairShare(t *testing.T) {
 				pend(12, 1, 1990, vision),
 			},
 			// the last of them, job 3, ends by its limit at 2,700
-			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 2700, DueS: 800}},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 2700, DueS: 900}},
 			waits: map[int64]string{
 				10: "no GPUs are lent while job 12 of team vision, within its guarantee, waits for GPUs; GPUs node-0:0-7 reserved for it, expected free in 700 s",
 				12: "GPUs lent to other teams may be reclaimed in 500 s",
@@ -856,15 +857,26 @@ func TestReservationFairShare(t *testing.T) {
 			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3700, DueS: 2750}},
 		},
 		{
-			name:   "but not by a reserved job that has run: its team's guarantee is lent once",
+			name:   "but not by a reserved job that has had its lend: its team's guarantee is lent once",
 			policy: "tiresias-l",
-			now:    3200,
+			now:    3700,
 			jobs: []Job{
-				// ran 100 s: due since 2,850, its deadline 3,150
-				pend(10, 8, 2450, nlp, served(100)),
-				run(1, 1000, on("node-0", 0), vision, ranFrom(2900, 3200), limit(900)),
+				// ran 600 s, the minimum runtime (lendS): due since
+				// 3,350, its deadline 3,650
+				pend(10, 8, 2450, nlp, served(600)),
+				run(1, 1000, on("node-0", 0), vision, ranFrom(3400, 3700), limit(900)),
 			},
-			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 3800, DueS: 2850}},
+			rsv: []Reservation{{JobID: 10, GPUs: all, Count: 8, FromS: 4300, DueS: 3350}},
+		},
+		{
+			// Cut 100 s into its run, by another reservation or its own
+			// team, it has not had its lend.
+			name:     "one cut before its lend takes it",
+			policy:   "tiresias-l",
+			now:      3200,
+			jobs:     []Job{pend(10, 8, 2450, nlp, served(100)), run(1, 1000, on("node-0", 0), vision, ranFrom(2900, 3200), limit(900))},
+			starts:   []int64{10},
+			preempts: []int64{1},
 		},
 		{
 			name:   "nor one that started before the job was due",
