@@ -73,6 +73,13 @@ type Job struct {
 	// Borrowed: the job runs beyond its team's guarantee and may be
 	// reclaimed. Only a job of a team over its guarantee borrows.
 	Borrowed bool `json:"borrowed"`
+	// ReclaimableAt: for a borrowed job, when a team under its guarantee
+	// may take the GPUs back (its minimum runtime since it started, or
+	// its reservation bound if longer for a job that asked more than its
+	// team's guarantee and started due: docs/scheduling.md, "Reservations
+	// under fair share", rule 4), as of the scheduler's last pass; in the
+	// past once it may be reclaimed now. Absent when it does not borrow.
+	ReclaimableAt *time.Time `json:"reclaimable_at,omitempty"`
 	// Salus sharing: whether the job shares its GPU, the fraction of a
 	// GPU it asked for (0: none), its memory estimate (unpadded; measured
 	// after it outgrew a lane), and while it runs, its lane.

@@ -23,6 +23,7 @@ func (fakeJobEngine) StoppingRuns() map[int64]engine.StoppingRun { return nil }
 func (fakeJobEngine) GoneNodes() []engine.GoneNode               { return nil }
 func (fakeJobEngine) FairShare() []sched.TeamShare               { return nil }
 func (fakeJobEngine) Borrowed(int64) bool                        { return false }
+func (fakeJobEngine) Reclaimable(int64) (time.Time, bool)        { return time.Time{}, false }
 func (fakeJobEngine) JobResources(int64) (engine.JobResources, bool) {
 	return engine.JobResources{}, false
 }

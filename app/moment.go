@@ -35,6 +35,9 @@ type JobEngine interface {
 	// Borrowed tells the jobs the last pass counted beyond their team's
 	// guarantee.
 	Borrowed(id int64) bool
+	// Reclaimable tells when a borrowed job may be reclaimed, as of the
+	// last pass, and whether it is borrowed.
+	Reclaimable(id int64) (time.Time, bool)
 	Reservation(id int64) (r sched.Reservation, from time.Time, ok bool)
 	JobResources(id int64) (engine.JobResources, bool)
 	Scheduler() *sched.Scheduler
@@ -461,6 +464,9 @@ func (s *App) JobOf(m *Moment, v *Job) api.Job {
 	out := m.apiJob(j)
 	if j.State == job.Running {
 		out.Resources = s.jobResources(j.ID)
+		if at, ok := s.cfg.Engine.Reclaimable(j.ID); ok && out.Borrowed && !at.IsZero() {
+			out.ReclaimableAt = &at
+		}
 	}
 	if j.Sharing && j.State == job.Running {
 		out.Lane = s.jobLane(j.ID)

@@ -770,6 +770,13 @@ func (c jobCmd) printJob(j api.Job, history []api.Event) {
 		state += " (borrowed: beyond its team's guarantee, it may be reclaimed)"
 	}
 	row("state", state)
+	if at := j.ReclaimableAt; at != nil {
+		if now := c.now(); at.After(now) {
+			row("reclaimable", fmt.Sprintf("from %s (in %s)", at.Local().Format(time.DateTime), fmtSeconds(at.Sub(now).Seconds())))
+		} else {
+			row("reclaimable", "now, by a team under its guarantee whose job needs the GPUs")
+		}
+	}
 	if j.Reason != "" {
 		row("reason", oneLine(j.Reason))
 	}

@@ -124,6 +124,9 @@ func TestJobCommands(t *testing.T) {
 	soon := testNow.Add(time.Minute)
 	preempted.Forecast = &api.Forecast{State: api.ForecastExpected, Earliest: &soon, Likely: &soon, Latest: &soon, MadeAt: &made}
 	cancelled := testJob(7, job.Cancelled)
+	borrowed := testJob(15, job.Running)
+	reclaimable := testNow.Add(100 * time.Second)
+	borrowed.Borrowed, borrowed.ReclaimableAt = true, &reclaimable
 	history := []api.Event{
 		{At: testNow.Add(-5 * time.Minute), State: job.Queued, Detail: "submitted"},
 		{At: testNow.Add(-90 * time.Second), State: job.Running, Detail: "started on node-0"},
@@ -144,6 +147,8 @@ func TestJobCommands(t *testing.T) {
 			"GET /api/v1/jobs/11":              {401, `{"error":"invalid or expired token"}`},
 			"GET /api/v1/jobs/12":              {200, jsonOf(t, waiting)},
 			"GET /api/v1/jobs/12/history":      {200, jsonOf(t, history[:1])},
+			"GET /api/v1/jobs/15":              {200, jsonOf(t, borrowed)},
+			"GET /api/v1/jobs/15/history":      {200, jsonOf(t, history)},
 		}
 	}
 	token := map[string]string{jobTokenEnv: "tok"}
@@ -212,6 +217,9 @@ func TestJobCommands(t *testing.T) {
 		{name: "show the job and its history", args: []string{"show", "7"},
 			wantOut: []string{"job 7: resnet", "state:", "running", "command:", "python train.py --lr '0.1 0.2'", "node-0/0, node-0/1",
 				"history:", "started on node-0", "submitted"}},
+		{name: "show a borrowed job with when it may be reclaimed", args: []string{"show", "15"},
+			wantOut: []string{"running (borrowed: beyond its team's guarantee, it may be reclaimed)", "reclaimable:",
+				"from " + reclaimable.Local().Format(time.DateTime) + " (in 1m40s)\n"}},
 		{name: "show a waiting job with its expected start", args: []string{"show", "12"},
 			wantOut: []string{"state:", "queued", "queue:", "expected start:", "between " + hms(earliest) + " and " + hms(latest) + " (in 20m00s to 40m00s), likely " + hms(likely), "forecast made:"}},
 		{name: "list --start: waiting jobs, soonest first, the capped one last with its reason", args: []string{"list", "--start"},

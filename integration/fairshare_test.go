@@ -29,24 +29,33 @@ func TestFairShareReclaim(t *testing.T) {
 		ids = append(ids, j.ID)
 	}
 	var borrowed int64
+	var reclaimable, started time.Time
 	eventually(t, 20*time.Second, "one of nlp's jobs to borrow vision's GPU", func() bool {
 		for _, id := range ids {
 			var j struct {
-				State    string
-				Borrowed bool
+				State         string
+				Borrowed      bool
+				StartedAt     *time.Time `json:"started_at"`
+				ReclaimableAt *time.Time `json:"reclaimable_at"`
 			}
 			bob.do("GET", fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j)
-			if j.State == "running" && j.Borrowed {
-				borrowed = id
+			if j.State == "running" && j.Borrowed && j.StartedAt != nil && j.ReclaimableAt != nil {
+				borrowed, started, reclaimable = id, *j.StartedAt, *j.ReclaimableAt
 			}
 		}
 		return borrowed != 0
 	})
+	// It may be reclaimed once it has run the minimum runtime, 2 s (to
+	// the float seconds of the scheduler's clock).
+	if d := reclaimable.Sub(started); d < 2*time.Second-time.Millisecond || d > 3*time.Second {
+		t.Errorf("borrowed job %d started at %v, reclaimable at %v: want 2 s later", borrowed, started, reclaimable)
+	}
 
 	bb := newBrowser(t, srv.URL)
 	bb.login("bob", "dev")
-	if _, page := bb.get(fmt.Sprintf("/jobs/%d", borrowed)); !strings.Contains(page, "state-borrowed") {
-		t.Errorf("the borrowed job's page does not say it is borrowed")
+	if _, page := bb.get(fmt.Sprintf("/jobs/%d", borrowed)); !strings.Contains(page, "state-borrowed") || !strings.Contains(page, `id="job-reclaimable"`) ||
+		!strings.Contains(page, "a team under its guarantee may take them back") {
+		t.Errorf("the borrowed job's page does not say it is borrowed and when it may be reclaimed")
 	}
 
 	alice := newAPI(t, srv.URL, "alice", "dev")

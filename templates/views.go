@@ -70,6 +70,10 @@ const (
 
 type JobDetail struct {
 	JobRow
+	// Reclaimable says, for a borrowed job, when a team under its
+	// guarantee may take the GPUs it borrows back; "" when it does not
+	// borrow.
+	Reclaimable string
 	// HasRun: the job has started at least once; a job that has not
 	// shows no memory chart, only a line saying so.
 	HasRun      bool

@@ -386,6 +386,9 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		d.ExitCode = strconv.Itoa(*j.ExitCode)
 	}
 	describeSharing(aj, &d)
+	if aj.ReclaimableAt != nil {
+		d.Reclaimable = reclaimableText(*aj.ReclaimableAt, m.Now)
+	}
 	d.DeclaredProfile = describeDeclaredProfile(j)
 	describeRun(aj, j, &d)
 	if err := s.depStates(c, j.ID, &d); err != nil {
@@ -404,6 +407,16 @@ func (s *Server) jobDetail(c echo.Context) (templates.JobDetail, error) {
 		}
 	}
 	return d, nil
+}
+
+// reclaimableText says when a borrowed job's GPUs may be taken back
+// (api.Job.ReclaimableAt), as of now.
+func reclaimableText(at, now time.Time) string {
+	if at.After(now) {
+		return fmt.Sprintf("on GPUs other teams lent: a team under its guarantee may take them back from %s (in %s)",
+			fmtTime(&at), fmtDuration(at.Sub(now)))
+	}
+	return "on GPUs other teams lent: a team under its guarantee may take them back now, whenever one of its jobs needs them"
 }
 
 // logTail is how much of a job's output its page shows.

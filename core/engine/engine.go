@@ -295,7 +295,7 @@ type Engine struct {
 
 	shareMu    sync.Mutex
 	shares     []sched.TeamShare            // each team's standing after the last pass
-	borrowed   map[int64]bool               // running jobs beyond their team's guarantee
+	borrowed   map[int64]time.Time          // running jobs beyond their team's guarantee, and when each may be reclaimed
 	userShares map[string][]sched.UserShare // per team: its users' standing after the last pass
 	// waitList is why each waiting job waits, and its place in its
 	// queue, as of the last pass, in the pass's order; waits is the same

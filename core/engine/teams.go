@@ -149,9 +149,13 @@ func (e *Engine) recordShares(ctx context.Context, snap sched.Snapshot, d sched.
 	}
 	shares := sched.FairShare(snap.Teams, snap.Jobs)
 	e.recordUserShares(snap)
-	borrowed := make(map[int64]bool, len(d.Borrowed))
-	for _, id := range d.Borrowed {
-		borrowed[id] = true
+	borrowed := make(map[int64]time.Time, len(d.Borrowed))
+	for k, id := range d.Borrowed {
+		var at time.Time
+		if k < len(d.ReclaimableAt) {
+			at = ClockTime(d.ReclaimableAt[k])
+		}
+		borrowed[id] = at
 	}
 	e.shareMu.Lock()
 	e.shares, e.borrowed = shares, borrowed
@@ -165,7 +169,7 @@ func (e *Engine) recordShares(ctx context.Context, snap sched.Snapshot, d sched.
 		guarantees[t.Name] = t.GuaranteeGPUs
 	}
 	for i := range st.runs {
-		st.runs[i].Beyond = borrowed[st.runs[i].Job]
+		_, st.runs[i].Beyond = borrowed[st.runs[i].Job]
 	}
 	fig := usage.Of(st.runs, guarantees)
 	samples := make([]TeamSample, 0, len(shares))
@@ -189,9 +193,18 @@ func (e *Engine) FairShare() []sched.TeamShare {
 
 // Borrowed reports whether a running job runs on GPUs lent by other teams.
 func (e *Engine) Borrowed(id int64) bool {
+	_, ok := e.Reclaimable(id)
+	return ok
+}
+
+// Reclaimable tells when a running job that runs on GPUs lent by other
+// teams may be reclaimed, as of the last pass (sched.Decisions.
+// ReclaimableAt), and whether it is borrowed.
+func (e *Engine) Reclaimable(id int64) (time.Time, bool) {
 	e.shareMu.Lock()
 	defer e.shareMu.Unlock()
-	return e.borrowed[id]
+	at, ok := e.borrowed[id]
+	return at, ok
 }
 
 // usageRun is running job j as the GPU count sees it.

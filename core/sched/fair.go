@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 
@@ -601,6 +602,7 @@ func (p *pass) markBorrowed() {
 		p.heldGPUs(started)
 	}
 	cum, team := 0, int32(-1)
+	borrows := p.borrows[:0]
 	for _, r := range order {
 		e := p.refEntry(r)
 		if p.jteam[e.job] != team {
@@ -613,12 +615,32 @@ func (p *pass) markBorrowed() {
 		if cum <= p.fs.t[team].g {
 			continue
 		}
-		p.d.Borrowed = append(p.d.Borrowed, e.id)
+		borrows = append(borrows, borrow{e.id, p.reclaimableAt(e)})
 	}
-	if p.d.Borrowed == nil {
-		p.d.Borrowed = []int64{}
+	slices.SortFunc(borrows, func(a, b borrow) int { return cmp.Compare(a.id, b.id) })
+	p.borrows = borrows
+	p.d.Borrowed, p.d.ReclaimableAt = make([]int64, len(borrows)), make([]float64, len(borrows))
+	for k, b := range borrows {
+		p.d.Borrowed[k], p.d.ReclaimableAt[k] = b.id, b.at
 	}
-	slices.Sort(p.d.Borrowed)
+}
+
+// borrow is a job of Decisions.Borrowed and when it may be reclaimed.
+type borrow struct {
+	id int64
+	at float64
+}
+
+// reclaimableAt is when the job of entry e, running after the pass and
+// borrowed, may be reclaimed: once it has run its minimum runtime
+// (minRunOf) since it last started, now for a job started in the pass.
+func (p *pass) reclaimableAt(e *entry) float64 {
+	j := &p.s.Jobs[e.job]
+	start := j.LastStartTime
+	if p.outcome[e.job] == outStarted {
+		start = p.now
+	}
+	return start + p.minRunOf(j)
 }
 
 // startedSharing tells whether a job started in the pass shares its GPU:

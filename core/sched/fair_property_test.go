@@ -186,11 +186,23 @@ func fairProblems(sc *Scheduler, s Snapshot, cfg Config, d Decisions) []string {
 		bad("borrowed %v: want a sorted, non-nil list", d.Borrowed)
 	}
 	isB := map[int64]bool{}
-	for _, id := range d.Borrowed {
+	if len(d.ReclaimableAt) != len(d.Borrowed) {
+		bad("%d reclaim times for %d borrowed jobs", len(d.ReclaimableAt), len(d.Borrowed))
+	}
+	for k, id := range d.Borrowed {
 		if j := a.jobs[id]; j == nil || !running(j) || isB[id] {
 			bad("job %d is marked borrowed but does not run after the pass (or twice)", id)
 		}
 		isB[id] = true
+		// Reclaimable once it has run at least the minimum runtime since
+		// its start (this pass's, for a job it starts).
+		start := s.Now
+		if i := slices.IndexFunc(s.Jobs, func(j Job) bool { return j.ID == id }); i >= 0 && s.Jobs[i].State == Running {
+			start = s.Jobs[i].LastStartTime
+		}
+		if k < len(d.ReclaimableAt) && minRun > 0 && !(d.ReclaimableAt[k] >= start+minRun) && !math.IsNaN(start) {
+			bad("borrowed job %d reclaimable at %v, before its start %v and the minimum runtime %v", id, d.ReclaimableAt[k], start, minRun)
+		}
 	}
 	for _, st := range d.Starts {
 		if d.IsBorrowed(st.JobID) != isB[st.JobID] {

@@ -109,6 +109,9 @@ func TestFairShareRules(t *testing.T) {
 					if d.Recheck != 1300 {
 						t.Errorf("recheck %v, want 1300", d.Recheck)
 					}
+					if at, ok := d.Reclaimable(1); !ok || at != 1300 {
+						t.Errorf("job 1 reclaimable at %v (%v), want 1300", at, ok)
+					}
 				}),
 		}, {
 			name:     "reclaim once the minimum runtime is over, under a non-preemptive policy too",
@@ -139,6 +142,9 @@ func TestFairShareRules(t *testing.T) {
 				func(t *testing.T, d Decisions) {
 					if d.Recheck != 1100 {
 						t.Errorf("recheck %v, want 1100", d.Recheck)
+					}
+					if at, ok := d.Reclaimable(1); !ok || at != 1100 {
+						t.Errorf("job 1 reclaimable at %v (%v), want 1100", at, ok)
 					}
 				}),
 		}, {

@@ -99,6 +99,7 @@ type pass struct {
 	lendBy   int32      // that job, an index in Snapshot.Jobs
 	lendMemo lendText   // the last waitLending's words
 	order    []int32    // scratch
+	borrows  []borrow   // scratch of markBorrowed
 	later    laterQueue // pending jobs deferred to the borrowers
 
 	// Reservations (reserve.go).

@@ -339,6 +339,13 @@ type Decisions struct {
 	// pass (kept or started) beyond their team's guarantee: the ones a
 	// team under its guarantee may reclaim. Nil when fair share is off.
 	Borrowed []int64
+	// ReclaimableAt gives, for each job of Borrowed at the same index,
+	// when a team under its guarantee may reclaim it: when it has run its
+	// minimum runtime since it last started (its reservation bound for a
+	// job beyond its team's guarantee that started due, docs/scheduling.md,
+	// "Reservations under fair share", rule 4). The past for one that may
+	// be reclaimed now.
+	ReclaimableAt []float64
 	// Allocations gives, for every node a job starts on in this pass, the
 	// CPUs and host memory of each job running there after the pass
 	// (Config.CPUAlloc decides how), sorted by job ID then node. Empty in
@@ -355,4 +362,14 @@ type Decisions struct {
 func (d *Decisions) IsBorrowed(id int64) bool {
 	_, found := slices.BinarySearch(d.Borrowed, id)
 	return found
+}
+
+// Reclaimable tells when borrowed job id may be reclaimed
+// (ReclaimableAt), and whether it is borrowed.
+func (d *Decisions) Reclaimable(id int64) (float64, bool) {
+	i, found := slices.BinarySearch(d.Borrowed, id)
+	if !found || i >= len(d.ReclaimableAt) {
+		return 0, false
+	}
+	return d.ReclaimableAt[i], true
 }
