@@ -1461,6 +1461,9 @@ type Job struct {
 	// Reason why it waits, or why it ended
 	Reason string `json:"reason"`
 
+	// ReclaimableAt for a borrowed job, when a team under its guarantee may take the GPUs back: its minimum runtime after its start, or its reservation bound if longer for a job that asked more than its team's guarantee and started due (docs/scheduling.md, Reservations under fair share, rule 4); in the past once it may be reclaimed now; absent when it does not borrow
+	ReclaimableAt *time.Time `json:"reclaimable_at,omitempty"`
+
 	// Reservation The GPUs the scheduler holds for a waiting job that has waited past its bound (serve --reserve-after) and cannot start, as of its last pass; absent when none, and on a replica that does not schedule. Other jobs start on them only if they end before from, or give them back then (docs/scheduling.md, Reservations)
 	Reservation *Reservation `json:"reservation,omitempty"`
 
