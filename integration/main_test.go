@@ -34,8 +34,12 @@ var binary string
 // those that change the machine (useradd, Slurm, environment variables)
 // do not call t.Parallel: go test runs them first, one at a time. The
 // fault tests among them run side by side with each other only, as the
-// subtests of TestFaults.
-const parallelTests = 4
+// subtests of TestFaults. At 4 the package took 638 s under -race on a
+// quiet 2-core machine, the CPU idle for much of it; at 8, 469 s, both
+// cores busy from the parallel tests' start (the slowest tests then took
+// two to four times as long); 6 took 534 s in a whole run of
+// scripts/test.
+const parallelTests = 6
 
 func TestMain(m *testing.M) {
 	flag.Parse()
