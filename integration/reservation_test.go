@@ -128,3 +128,45 @@ func TestBigJobReservedInStream(t *testing.T) {
 	t.Logf("%d batch jobs; the 8-GPU job waited %v (bound %v); reservations seen at each poll: %s",
 		i, wait.Round(time.Millisecond), bound, strings.Join(seen, ", "))
 }
+
+// TestReservationNamesItsSessions: an 8-GPU job reserved the one machine
+// on which a terminal session runs; the session is never preempted for
+// it, so its reason says which session it waits for, in the API and on
+// its page as its owner and an admin see it (issue 30: the reason said only that the
+// GPUs were reserved, while the session held one of them for as long as
+// it ran).
+func TestReservationNamesItsSessions(t *testing.T) {
+	t.Parallel() // waits on the binary and the clock: see TestMain
+	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x8x80", "--reserve-after", "3s")
+	alice := newAPI(t, srv.URL, "alice", "dev") // vision
+	bob := newAPI(t, srv.URL, "bob", "dev")     // nlp
+	shell := submit(t, alice, map[string]any{"name": "shell", "gpus": 1, "session": map[string]any{"type": "terminal"}})
+	waitJob(t, alice, shell, 30*time.Second, "running")
+	big := submit(t, bob, map[string]any{"name": "big", "gpus": 8, "sim": map[string]any{"duration_s": 5}})
+	want := fmt.Sprintf("reserved for you; session %d holds one of them: a session is never preempted, so the job waits for it to end", shell)
+	var j reservationView
+	eventually(t, 30*time.Second, "the 8-GPU job's reason to name the session", func() bool {
+		if st := bob.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", big), nil, &j); st != http.StatusOK {
+			t.Fatalf("GET job %d: %d", big, st)
+		}
+		return strings.Contains(j.Reason, want)
+	})
+	if j.State != "queued" || j.Reservation == nil {
+		t.Fatalf("job %d: %s, reservation %+v; want queued with a reservation", big, j.State, j.Reservation)
+	}
+	t.Logf("the API's reason: %s", j.Reason)
+
+	for _, user := range []string{"bob", "admin"} {
+		ctx, sc := screensAs(t, srv.URL, user)
+		for _, vp := range viewports {
+			sc.visit(t, vp, fmt.Sprintf("/jobs/%d", big), "#job-reason", "reservation-session-"+user)
+			if got, err := readFirst(ctx, "#job-reason", "e.innerText"); err != nil || !strings.Contains(got, want) {
+				t.Errorf("job page as %s at %s: reason %q, %v; want %q", user, vp.name, got, err, want)
+			}
+		}
+	}
+	// The session is still running: the reservation waits for it.
+	if s := waitJob(t, alice, shell, time.Second, "running"); s.Preemptions != 0 {
+		t.Errorf("the session was preempted %d times", s.Preemptions)
+	}
+}

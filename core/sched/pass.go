@@ -115,6 +115,7 @@ type pass struct {
 	rsvDueLeft   int                // such jobs
 	rsv          []rsvState
 	rsvJust      int32   // the job whose reservation was just made, or -1
+	rsvJustSess  []int64 // the sessions on its GPUs, for its reason (rsvSessions)
 	rsvBehind    int32   // the job just refused one for jobs due first (rsvRoom), or -1
 	rsvPending   int32   // that reservation, until rsvCommit holds its GPUs back, or -1
 	rsvOwner     []int32 // per slot: the reservation it belongs to, or -1

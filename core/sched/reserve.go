@@ -1824,10 +1824,62 @@ func (p *pass) addReservation(e *entry, slots []int32, n int, from, due float64)
 	}
 	p.d.Reservations = append(p.d.Reservations, Reservation{JobID: e.id, GPUs: gpus, Count: n, FromS: from, DueS: due})
 	p.rsvJust, p.rsvPending = e.job, k
+	p.rsvSessions(k)
 	p.recheckAt(from)
 	if p.rsvPreempt {
 		p.recheckAt(rk.deadline - p.sc.cfg.HandoverS)
 	}
+}
+
+// rsvSessions lists, for the reason of the job of reservation k, just
+// made, the interactive sessions running on its GPUs (nodes mode): a
+// session is never preempted for a reservation, so the job waits for each
+// to end, however long it runs (issue 30: on one machine an 8-GPU job's
+// reason said only that its GPUs were reserved, while sessions of an hour
+// or more held one of them).
+func (p *pass) rsvSessions(k int32) {
+	p.rsvJustSess = p.rsvJustSess[:0]
+	if p.sc.cfg.OmitWaits || p.rsv[k].slots == nil {
+		return
+	}
+	for ri := range p.runs {
+		run := &p.runs[ri]
+		if run.state&^runReached == runPreempted {
+			continue
+		}
+		if j := &p.s.Jobs[run.job]; j.Class.preemptible() && !j.Interactive {
+			continue
+		}
+		for _, s := range p.held[run.lo:run.hi] {
+			if p.rsvOwner[s] == k {
+				p.rsvJustSess = append(p.rsvJustSess, p.s.Jobs[run.job].ID)
+				break
+			}
+		}
+	}
+	slices.Sort(p.rsvJustSess)
+}
+
+// appendSessionsHeld says which sessions hold some of a reservation's
+// GPUs (rsvSessions): "session 45 holds one of them: a session is never
+// preempted, so the job waits for it to end".
+func appendSessionsHeld(b []byte, ids []int64) []byte {
+	if len(ids) == 1 {
+		b = append(b, "; session "...)
+		b = strconv.AppendInt(b, ids[0], 10)
+		return append(b, " holds one of them: a session is never preempted, so the job waits for it to end"...)
+	}
+	b = append(b, "; sessions "...)
+	for i, id := range ids {
+		switch {
+		case i == len(ids)-1:
+			b = append(b, " and "...)
+		case i > 0:
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return append(b, " hold some of them: a session is never preempted, so the job waits for them to end"...)
 }
 
 // rsvRecheck asks for a pass when the next waiting job becomes due, while
@@ -1844,7 +1896,11 @@ func (p *pass) appendReserved(b []byte, e *entry) []byte {
 	if p.rsvJust == e.job {
 		r := &p.d.Reservations[len(p.d.Reservations)-1]
 		b = append(b, "; "...)
-		return append(b, r.Clause(p.now)...)
+		b = append(b, r.Clause(p.now)...)
+		if len(p.rsvJustSess) > 0 {
+			b = appendSessionsHeld(b, p.rsvJustSess)
+		}
+		return b
 	}
 	if j := &p.s.Jobs[e.job]; e.gpus > 1 && (p.rsvFreshDue || p.rsvBehind == e.job) {
 		if bound := p.boundOf(j); bound > 0 && waitedS(j, p.now) >= p.dueWait(bound) {

@@ -1855,3 +1855,95 @@ func TestReservationLateFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestReservationNamesItsSessions: a reservation on GPUs that interactive
+// sessions hold says so in its job's reason, by the sessions' IDs, since a
+// session is never preempted for it and the job waits for it to end
+// however long it runs; batch jobs on its GPUs, and sessions elsewhere,
+// are not named.
+func TestReservationNamesItsSessions(t *testing.T) {
+	asSession := func(j *Job) { j.Class = ClassSession }
+	cases := []struct {
+		name string
+		jobs []Job
+		want string // the reason's end, after the reservation's clause
+	}{
+		{
+			name: "one session",
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 3), ranFrom(200, 500), asSession),
+				run(12, 60, on("node-0", 0), ranFrom(200, 500)),
+			},
+			want: "; session 11 holds one of them: a session is never preempted, so the job waits for it to end",
+		},
+		{
+			name: "three sessions, one with interactive priority",
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(21, 50, on("node-0", 1), ranFrom(200, 500), asSession),
+				run(13, 50, on("node-0", 5), ranFrom(200, 500), session),
+				run(12, 60, on("node-0", 2), ranFrom(200, 500), asSession, limit(4000)),
+			},
+			want: "; sessions 12, 13 and 21 hold some of them: a session is never preempted, so the job waits for them to end",
+		},
+		{
+			name: "two machines, the sessions on GPUs it does not reserve",
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(11, 50, on("node-0", 3), ranFrom(200, 500), asSession),
+				run(12, 60, on("node-0", 0, 1, 2), ranFrom(200, 500), limit(400)),
+				run(14, 50, on("node-1", 7), ranFrom(200, 500), asSession),
+				run(15, 60, on("node-1", 0, 1, 2, 3, 4, 5, 6), ranFrom(200, 500), limit(100000)),
+			},
+			want: "GPUs node-0:0 and node-1:0-6 reserved for it, expected free in 200 s",
+		},
+		{
+			name: "batch jobs only",
+			jobs: []Job{
+				pend(10, 8, 100),
+				run(12, 60, on("node-0", 0), ranFrom(200, 500)),
+			},
+			want: "reserved for it, expected free in ",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := nodes(8)
+			if strings.HasPrefix(tc.name, "two machines") {
+				n = nodes(8, 8)
+			}
+			cfg := Config{Policy: "tiresias-l", ReserveAfterS: 300}
+			s := Snapshot{Now: 500, Nodes: n, Jobs: tc.jobs}
+			d := mustNew(t, cfg).Schedule(s)
+			if len(d.Reservations) != 1 || d.Reservations[0].JobID != 10 {
+				t.Fatalf("reservations %+v, want one for job 10", d.Reservations)
+			}
+			w, ok := waitOf(d, 10)
+			if !ok {
+				t.Fatal("job 10 is not explained")
+			}
+			clause := d.Reservations[0].Clause(s.Now)
+			at := strings.Index(w.Reason, clause)
+			if at < 0 {
+				t.Fatalf("reason %q does not hold the reservation's clause %q", w.Reason, clause)
+			}
+			rest := w.Reason[at+len(clause):]
+			if strings.HasPrefix(tc.want, "; session") {
+				if !strings.HasPrefix(rest, tc.want) {
+					t.Errorf("reason %q: after the clause %q, want %q", w.Reason, rest, tc.want)
+				}
+			} else if strings.Contains(w.Reason, "session") || !strings.Contains(w.Reason, tc.want) {
+				t.Errorf("reason %q: want %q and no session named", w.Reason, tc.want)
+			}
+			if p, _ := checkDecisions(s, cfg, d); len(p) > 0 {
+				t.Error(joinProblems(p))
+			}
+			// The simulator's passes build no reasons, and decide the same.
+			cfg.OmitWaits = true
+			if o := mustNew(t, cfg).Schedule(s); len(o.Waits) != 0 || !reflect.DeepEqual(o.Reservations, d.Reservations) {
+				t.Errorf("with OmitWaits: %d waits, reservations %+v; want none and %+v", len(o.Waits), o.Reservations, d.Reservations)
+			}
+		})
+	}
+}
