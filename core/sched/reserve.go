@@ -699,11 +699,17 @@ func (p *pass) waitedBound(j *Job) bool {
 	return b > 0 && waitedS(j, p.now) >= b
 }
 
-// rsvProtected: job j is an interactive session (its class is not
-// preemptible, or it asked for interactive priority): it is never
-// preempted for a reservation, nor held back by one.
+// interactive: job j is an interactive session (its class is not
+// preemptible, or it asked for interactive priority).
+func interactive(j *Job) bool {
+	return !j.Class.preemptible() || j.Interactive
+}
+
+// rsvProtected: job j is an interactive session, or already leaving its
+// GPUs (Leaving): it is never preempted for a reservation, nor held back
+// by one.
 func rsvProtected(j *Job) bool {
-	return !j.Class.preemptible() || j.Interactive || j.State == Leaving
+	return interactive(j) || j.State == Leaving
 }
 
 // rsvBars tells whether slot s is reserved for a job that job i may not
@@ -1847,7 +1853,7 @@ func (p *pass) rsvSessions(k int32) {
 		if run.state&^runReached == runPreempted {
 			continue
 		}
-		if j := &p.s.Jobs[run.job]; j.Class.preemptible() && !j.Interactive {
+		if !interactive(&p.s.Jobs[run.job]) {
 			continue
 		}
 		for _, s := range p.held[run.lo:run.hi] {
