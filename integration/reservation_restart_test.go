@@ -81,10 +81,10 @@ func TestReservationSurvivesRestart(t *testing.T) {
 			t.Errorf("after the restart it is due since %s; before, since %s", a.Due.Format(time.RFC3339Nano), r.Due.Format(time.RFC3339Nano))
 		}
 		// The part of its reason that names the reservation: "GPUs
-		// node-0:0-1 reserved for you".
+		// node-0:0-1 reserved for this job".
 		clause := func(reason string) string {
 			for part := range strings.SplitSeq(reason, "; ") {
-				if strings.Contains(part, "reserved for you") {
+				if strings.Contains(part, "reserved for this job") {
 					return part
 				}
 			}

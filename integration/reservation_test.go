@@ -143,7 +143,7 @@ func TestReservationNamesItsSessions(t *testing.T) {
 	shell := submit(t, alice, map[string]any{"name": "shell", "gpus": 1, "session": map[string]any{"type": "terminal"}})
 	waitJob(t, alice, shell, 30*time.Second, "running")
 	big := submit(t, bob, map[string]any{"name": "big", "gpus": 8, "sim": map[string]any{"duration_s": 5}})
-	want := fmt.Sprintf("reserved for you; session %d holds one of them: a session is never preempted, so the job waits for it to end", shell)
+	want := fmt.Sprintf("reserved for this job; session %d holds one of them: a session is never preempted, so the job waits for it to end", shell)
 	var j reservationView
 	eventually(t, 30*time.Second, "the 8-GPU job's reason to name the session", func() bool {
 		if st := bob.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", big), nil, &j); st != http.StatusOK {

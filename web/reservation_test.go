@@ -85,7 +85,7 @@ func TestReservationInTheAPI(t *testing.T) {
 	}
 	// The reason names the GPUs and no time: when the job starts is
 	// its forecast's to say, shown beside it.
-	want := "GPUs rsv-0:0-3 reserved for you"
+	want := "GPUs rsv-0:0-3 reserved for this job"
 	if !containsText(j.Reason, want) || strings.Contains(j.Reason, want+" from") || strings.Contains(j.Reason, "expected free") {
 		t.Errorf("reason %q, want it to say %q and no time", j.Reason, want)
 	}

@@ -89,14 +89,16 @@ func (e *Engine) noteReservations(rs []sched.Reservation, waits []sched.Wait, no
 	e.shareMu.Unlock()
 }
 
-// reservationText says to the reserved job's owner which GPUs are held
-// for the job: "GPUs node-3:0-7 reserved for you". It gives no time: when
+// reservationText says which GPUs are held for the job: "GPUs
+// node-3:0-7 reserved for this job", words that read the same to its
+// owner, to an admin and on the Queues page (they said "for you", which
+// an admin read on another user's job). It gives no time: when
 // the job starts is its forecast's to say (the job's page shows it
 // beside the reason), and the reservation's own estimate (FromS, the
 // time by which jobs that start on the GPUs meanwhile must end) is
 // another figure, which a start time here would contradict.
 func reservationText(r sched.Reservation) string {
-	return r.GPUText() + " reserved for you"
+	return r.GPUText() + " reserved for this job"
 }
 
 // ReservationFrom is when r's GPUs are expected to be free, on the

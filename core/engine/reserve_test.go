@@ -57,7 +57,7 @@ func TestEngineReservation(t *testing.T) {
 	}
 	// The reason names the GPUs; when the job starts is its forecast's
 	// to say, not the reservation's estimate.
-	want := "GPUs n0:0-3 reserved for you"
+	want := "GPUs n0:0-3 reserved for this job"
 	if got := e.Waits()[3].Reason; !strings.Contains(got, want) || strings.Contains(got, "expected free") || strings.Contains(got, want+" from") {
 		t.Errorf("job 3 waits %q, want it to say %q and no time", got, want)
 	}

@@ -151,7 +151,7 @@ func (r Reservation) GPUText() string {
 // reservation at time now: "GPUs node-3:0-7 reserved for it, expected
 // free in 420 s" ("expected free now" once that time has come). A
 // caller that words it its own way (the engine: "GPUs node-3:0-7
-// reserved for you", leaving the start to its forecast) finds this
+// reserved for this job", leaving the start to its forecast) finds this
 // clause in the reason and replaces it.
 func (r Reservation) Clause(now float64) string {
 	b := []byte(r.GPUText())
