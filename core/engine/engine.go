@@ -330,12 +330,13 @@ type Engine struct {
 	// stoppingRuns are the runs asked to stop, for other goroutines
 	// (stopping.go).
 	stoppingRuns published[StoppingRun]
-	handover     map[int64]time.Time    // jobs kept back while a run stops: when it was asked to
-	promised     sched.Promises         // GPUs kept for a job kept back while runs stop, by job (runs.go)
-	snapBuf      passBuffers            // the arrays of the last pass's snapshot, reused by the next
-	stopLater    []partRef              // runs to ask their machines to stop next pass
-	reasons      map[int64]storedReason // the wait reasons as last stored, per job (recordReasons)
-	noAccount    refusals               // machines that refused accounts (accounts.go)
+	handover     map[int64]time.Time     // jobs kept back while a run stops: when it was asked to
+	promised     sched.Promises          // GPUs kept for a job kept back while runs stop, by job (runs.go)
+	snapBuf      passBuffers             // the arrays of the last pass's snapshot, reused by the next
+	stopLater    []partRef               // runs to ask their machines to stop next pass
+	reasons      map[int64]*storedReason // the wait reasons as last stored, per job (recordReasons)
+	passes       uint64                  // passes begun (pass): a stored reason counts while its job waits in each (recordReasons)
+	noAccount    refusals                // machines that refused accounts (accounts.go)
 	lostSince    map[string]time.Time
 	// lostAt is when each machine that came back was lost before: a run
 	// it no longer runs ended then, as far as the engine knows.
@@ -399,7 +400,7 @@ func New(cfg Config) (*Engine, error) {
 		placed:      make(map[gpu.Ref]time.Time),
 		handover:    make(map[int64]time.Time),
 		promised:    make(sched.Promises),
-		reasons:     make(map[int64]storedReason),
+		reasons:     make(map[int64]*storedReason),
 		lostSince:   make(map[string]time.Time),
 		lostAt:      make(map[string]time.Time),
 		endedUnseen: make(map[partRef]time.Time),

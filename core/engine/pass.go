@@ -21,6 +21,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	if !e.mayDecide(ctx) {
 		return nil
 	}
+	e.passes++
 	ph := startPhases()
 	defer e.stats.wholePass(ph)
 	e.retryRecords(ctx)
@@ -40,10 +41,8 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.stopQueued(ctx)
 	jobs = e.requeueLost(ctx, jobs, now)
 	jobs = e.carryOutCancels(ctx, jobs, now)
-	if len(e.waiting) > 0 || len(e.reasons) > 0 {
-		waiting := waitingIDs(jobs)
-		e.forgetWaits(waiting)
-		e.forgetReasons(waiting)
+	if len(e.waiting) > 0 {
+		e.forgetWaits(newPassJobs(jobs))
 	}
 	e.enforceTimeLimits(ctx, jobs, now)
 	jobs, gated := e.gate(ctx, jobs, now)
@@ -654,15 +653,26 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 // by the gate: position 0), whose words seldom change; further back a
 // reason is stored once it is reasonRefresh old whatever changed, and the
 // store lags the engine by at most that there.
+//
+// A job's stored reason counts only while the job is among the waits of
+// every pass: one that was not among the last pass's (it started, ended,
+// was held or cancelled; or that pass failed before it stored its
+// reasons) has its reason stored again when it waits again, whatever the
+// store says meanwhile. The reasons of jobs that no longer wait are
+// dropped in a sweep once they outnumber the waits by reasonsSwept, not
+// looked for every pass: at a long queue a set of the waiting jobs and a
+// walk of every stored reason cost each pass about 0.7 ms.
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
+	call := e.passes
 	changed := make(map[int64]string)
 	for _, w := range waits {
-		if old, ok := e.reasons[w.JobID]; ok {
+		if old := e.reasons[w.JobID]; old != nil && old.seen+1 >= call {
 			// Further back than reasonsAtOnce a fresh reason stays
 			// whatever changed, its text unread: at a long queue the
 			// thousands of stored texts are as many cache misses a pass.
 			fresh := now.Sub(old.at) < refreshAfter(w.JobID)
 			if fresh && w.Position > e.reasonsAtOnce || old.text == w.Reason || fresh && sameWords(old.text, w.Reason) {
+				old.seen = call
 				continue
 			}
 		}
@@ -678,7 +688,14 @@ func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time
 	}
 	for id, r := range changed {
 		// Its own copy: a pass's reasons share one string (sched.Wait).
-		e.reasons[id] = storedReason{text: strings.Clone(r), at: now}
+		e.reasons[id] = &storedReason{text: strings.Clone(r), at: now, seen: call}
+	}
+	if len(e.reasons) > 2*len(waits)+reasonsSwept {
+		for id, r := range e.reasons {
+			if r.seen != call {
+				delete(e.reasons, id)
+			}
+		}
 	}
 	return nil
 }
@@ -687,7 +704,12 @@ func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time
 type storedReason struct {
 	text string
 	at   time.Time
+	seen uint64 // the last pass among whose waits the job was (Engine.passes)
 }
+
+// reasonsSwept is how many more stored reasons of jobs that no longer
+// wait than waits recordReasons keeps before it drops them.
+const reasonsSwept = 1024
 
 // reasonRefresh is the longest a stored wait reason lags the engine's when
 // only its figures changed (recordReasons).
@@ -746,27 +768,6 @@ func sameWords(a, b string) bool {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// forgetReasons forgets the stored reasons of the jobs that no longer wait
-// (ended, started, held), given the waiting jobs of the pass (waitingIDs).
-func (e *Engine) forgetReasons(waiting map[int64]bool) {
-	for id := range e.reasons {
-		if !waiting[id] {
-			delete(e.reasons, id)
-		}
-	}
-}
-
-// waitingIDs are the jobs of jobs that wait, by ID.
-func waitingIDs(jobs []Job) map[int64]bool {
-	waits := make(map[int64]bool, len(jobs))
-	for i := range jobs {
-		if jobs[i].State.Waiting() {
-			waits[jobs[i].ID] = true
-		}
-	}
-	return waits
-}
 
 // Waits returns, by job, why each waiting job waits as of the last pass
 // and its place in its queue (Wait.Position, 1-based in the scheduler's

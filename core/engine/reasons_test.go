@@ -95,8 +95,8 @@ func TestStoredReasonsFollowTheEngines(t *testing.T) {
 	clock.t = clock.t.Add(time.Second)
 	mustPass(t, e)
 	check("a cancel", false)
-	if _, ok := e.reasons[10]; ok {
-		t.Error("the cancelled job's stored reason is still remembered")
+	if _, ok := storedReasonOf(e, 10); ok {
+		t.Error("the cancelled job's stored reason still counts")
 	}
 	// Once reasonRefresh has passed, every reason is stored as it is.
 	clock.t = clock.t.Add(reasonRefresh)
@@ -280,5 +280,129 @@ func TestReasonsAtOnceByQueue(t *testing.T) {
 		if stored := strings.HasPrefix(got, "needs 1 GPU on one node;"); stored != want {
 			t.Errorf("job %d: new words stored at once = %v, want %v (stored %q)", id, stored, want, got)
 		}
+	}
+}
+
+// storedReasonOf is job id's reason as e last stored it, while it counts
+// (recordReasons: the job was among the last pass's waits).
+func storedReasonOf(e *Engine, id int64) (string, bool) {
+	r := e.reasons[id]
+	if r == nil || r.seen != e.passes {
+		return "", false
+	}
+	return r.text, true
+}
+
+// failingRead fails the next read of the unfinished jobs while fail is
+// set, as a database that drops a connection does.
+type failingRead struct {
+	*reasonCounter
+	fail bool
+}
+
+func (s *failingRead) UnfinishedEngineJobs(ctx context.Context) ([]Job, error) {
+	if s.fail {
+		s.fail = false
+		return nil, fmt.Errorf("read unfinished jobs: connection reset")
+	}
+	return s.reasonCounter.UnfinishedEngineJobs(ctx)
+}
+
+// TestReasonStoredAgainAfterAGap: a job's stored reason counts only while
+// the job is among the waits of every pass. One held for a pass, or any
+// waiting job after a pass that failed before it stored its reasons, has
+// its reason stored again when it waits again, though its words are the
+// same: the store may say something else meanwhile (the hold's words,
+// another writer's).
+func TestReasonStoredAgainAfterAGap(t *testing.T) {
+	tests := []struct {
+		name string
+		gap  func(t *testing.T, e *Engine, mem *memStore, store *failingRead)
+		rows int // stored by the pass after the gap
+	}{
+		{"in every pass", func(t *testing.T, e *Engine, mem *memStore, store *failingRead) {
+			mustPass(t, e)
+		}, 0},
+		{"held for a pass", func(t *testing.T, e *Engine, mem *memStore, store *failingRead) {
+			mem.mu.Lock()
+			mem.stalls[3] = job.MaxRequeueStalls // held: not read, no wait
+			mem.mu.Unlock()
+			mustPass(t, e)
+			mem.mu.Lock()
+			mem.stalls[3] = 0
+			mem.mu.Unlock()
+		}, 2}, // and job 4's, back from "1 job ahead" to "2 jobs ahead"
+		{"a pass failed before storing its reasons", func(t *testing.T, e *Engine, mem *memStore, store *failingRead) {
+			store.fail = true
+			if err := e.pass(context.Background()); err == nil {
+				t.Fatal("the pass whose read failed returned no error")
+			}
+		}, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var jobs []Job
+			for id := int64(1); id <= 4; id++ {
+				jobs = append(jobs, Job{ID: id, GPUs: 1, SimDuration: 1000, SubmittedAt: t0.Add(time.Duration(id) * time.Second)})
+			}
+			mem := newMemStore(jobs...)
+			if mem.stalls == nil {
+				mem.stalls = make(map[int64]int)
+			}
+			e, clock := newTestEngine(t, mem, newFakeNode("n0", 1))
+			store := &failingRead{reasonCounter: &reasonCounter{memStore: mem}}
+			e.cfg.Store = store
+			mustPass(t, e)
+			if store.rows != 3 {
+				t.Fatalf("first pass stored %d reasons, want 3 (jobs 2 to 4)", store.rows)
+			}
+			// Another writer's words in the store, which the engine does not read.
+			mem.mu.Lock()
+			mem.waits[3] = "held: requeued without progress too often"
+			mem.mu.Unlock()
+			clock.t = clock.t.Add(time.Second)
+			tc.gap(t, e, mem, store)
+			clock.t = clock.t.Add(time.Second)
+			store.rows = 0
+			mustPass(t, e)
+			if store.rows != tc.rows {
+				t.Errorf("the pass after the gap stored %d reasons, want %d", store.rows, tc.rows)
+			}
+			want := e.Waits()[3].Reason
+			mem.mu.Lock()
+			got := mem.waits[3]
+			mem.mu.Unlock()
+			if again := tc.rows > 0; again != (got == want) {
+				t.Errorf("job 3's stored reason %q, the engine's %q: want it stored again %v", got, want, again)
+			}
+		})
+	}
+}
+
+// TestStoredReasonsOfGoneJobsDropped: the stored reasons of jobs that no
+// longer wait are dropped once they outnumber the waits by reasonsSwept,
+// so that a queue that drains leaves no thousands behind.
+func TestStoredReasonsOfGoneJobsDropped(t *testing.T) {
+	const n = reasonsSwept + 100
+	var jobs []Job
+	for id := int64(1); id <= n; id++ {
+		jobs = append(jobs, Job{ID: id, GPUs: 1, SimDuration: 1000, SubmittedAt: t0.Add(time.Duration(id) * time.Millisecond)})
+	}
+	mem := newMemStore(jobs...)
+	e, clock := newTestEngine(t, mem, newFakeNode("n0", 1))
+	mustPass(t, e)
+	if got := len(e.reasons); got != n-1 {
+		t.Fatalf("first pass: %d stored reasons, want %d", got, n-1)
+	}
+	ctx := context.Background()
+	for id := int64(3); id <= n; id++ {
+		if err := mem.Cancel(ctx, id, "cancelled", clock.t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.t = clock.t.Add(time.Second)
+	mustPass(t, e)
+	if r, ok := storedReasonOf(e, 2); !ok || len(e.reasons) != 1 {
+		t.Errorf("after the cancels: %d stored reasons, job 2's %q (counts: %v); want only job 2's", len(e.reasons), r, ok)
 	}
 }

@@ -14,10 +14,11 @@ import "time"
 func (e *Engine) waitFrom(id int64, t time.Time) { e.waiting[id] = t }
 
 // forgetWaits forgets the jobs that no longer wait (cancelled, or
-// started elsewhere), given the waiting jobs of the pass (waitingIDs).
-func (e *Engine) forgetWaits(waiting map[int64]bool) {
+// started elsewhere), given the jobs of the pass: the few that wait again
+// are looked up, not a set of every job made.
+func (e *Engine) forgetWaits(jobs *passJobs) {
 	for id := range e.waiting {
-		if !waiting[id] {
+		if i, ok := jobs.find(id); !ok || !jobs.jobs[i].State.Waiting() {
 			delete(e.waiting, id)
 		}
 	}
