@@ -335,7 +335,7 @@ type Engine struct {
 	snapBuf      passBuffers             // the arrays of the last pass's snapshot, reused by the next
 	stopLater    []partRef               // runs to ask their machines to stop next pass
 	reasons      map[int64]*storedReason // the wait reasons as last stored, per job (recordReasons)
-	passes       uint64                  // passes begun (pass): a stored reason counts while its job waits in each (recordReasons)
+	reasonCalls  uint64                  // recordReasons' calls: a stored reason counts while its job is among the waits of each
 	noAccount    refusals                // machines that refused accounts (accounts.go)
 	lostSince    map[string]time.Time
 	// lostAt is when each machine that came back was lost before: a run

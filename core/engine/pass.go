@@ -21,7 +21,6 @@ func (e *Engine) pass(ctx context.Context) error {
 	if !e.mayDecide(ctx) {
 		return nil
 	}
-	e.passes++
 	ph := startPhases()
 	defer e.stats.wholePass(ph)
 	e.retryRecords(ctx)
@@ -655,15 +654,18 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 // store lags the engine by at most that there.
 //
 // A job's stored reason counts only while the job is among the waits of
-// every pass: one that was not among the last pass's (it started, ended,
-// was held or cancelled; or that pass failed before it stored its
-// reasons) has its reason stored again when it waits again, whatever the
-// store says meanwhile. The reasons of jobs that no longer wait are
+// every call: one that was not among the last call's (it started, ended,
+// was held or cancelled) has its reason stored again when it waits
+// again, whatever the store says meanwhile. A pass that fails before
+// this call changes nothing here: after a database outage the reasons
+// stored before it still count, and the first pass after it does not
+// write every reason of a long queue at once. The reasons of jobs that no longer wait are
 // dropped in a sweep once they outnumber the waits by reasonsSwept, not
 // looked for every pass: at a long queue a set of the waiting jobs and a
 // walk of every stored reason cost each pass about 0.7 ms.
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
-	call := e.passes
+	e.reasonCalls++
+	call := e.reasonCalls
 	changed := make(map[int64]string)
 	for _, w := range waits {
 		if old := e.reasons[w.JobID]; old != nil && old.seen+1 >= call {
@@ -704,7 +706,7 @@ func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time
 type storedReason struct {
 	text string
 	at   time.Time
-	seen uint64 // the last pass among whose waits the job was (Engine.passes)
+	seen uint64 // the last recordReasons call among whose waits the job was (Engine.reasonCalls)
 }
 
 // reasonsSwept is how many more stored reasons of jobs that no longer
