@@ -178,6 +178,14 @@ func TestKubernetesManifests(t *testing.T) {
 	if out := srv.output(); strings.Contains(strings.ToLower(out), "forbidden") {
 		t.Errorf("the server was refused a request:\n%s", tail(out, 3000))
 	}
+	// The job's pod above was admitted under the namespace's restricted
+	// Pod Security Standard; a pod that does not meet it is not.
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "as-its-image-says", Namespace: jobsNamespace},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:stable"}}}}
+	if _, err := c.core.Pods(jobsNamespace).Create(ctx, plain, metav1.CreateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "restricted") {
+		t.Errorf("a pod without the restricted settings in %s: %v; want it refused by the Pod Security admission", jobsNamespace, err)
+	}
 
 	// The monitor as the DaemonSet runs it on node n00 (simulated GPUs
 	// instead of NVML, the test server's URL instead of the Service's).

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/gpuportal/gpuportal/core/agent"
 	"github.com/gpuportal/gpuportal/core/engine"
 	"github.com/gpuportal/gpuportal/core/job"
 )
@@ -81,7 +85,34 @@ type Config struct {
 	// API server's pods/portforward (session.go); nil: sessions are
 	// refused.
 	DialPod func(ctx context.Context, pod string, port int) (net.Conn, error)
+	// CheckpointClaim is a PersistentVolumeClaim in Namespace whose
+	// folder job-ID every pod of job ID mounts at CheckpointMount
+	// (GPUPORTAL_CHECKPOINT_DIR), kept across its runs: ReadWriteMany
+	// (NFS, CephFS), so that a run resumes on any node. Empty: the pods
+	// have no checkpoint folder.
+	CheckpointClaim string
+	// CheckpointDir is where this server sees the claim's volume. It is
+	// required with the claim: the server makes each job's folder there
+	// before its first pod (writable by the job's container), and reads it as each run starts to tell the run what it
+	// resumes from, as agents do (GPUPORTAL_RESUME; the job's resumes).
+	CheckpointDir string
+	// RunDir keeps the record of each job's runs (agent.BeginResume);
+	// default: CheckpointDir/.runs.
+	RunDir string
+	// RunAsUID and RunAsGID are the user and group the jobs' containers
+	// run as (--kube-run-as), whatever their images say: never root, which
+	// the pods also ask the kubelet to refuse (runAsNonRoot). 0:
+	// DefaultRunAs.
+	RunAsUID, RunAsGID int64
 }
+
+// DefaultRunAs is the UID and GID of the jobs' containers where the
+// executor's configuration names none.
+const DefaultRunAs = 1000
+
+// CheckpointMount is where a pod finds its job's checkpoint folder
+// (Config.CheckpointClaim).
+const CheckpointMount = "/gpuportal/checkpoint"
 
 // Executor makes the GPU nodes of a Kubernetes cluster engine nodes and
 // runs the engine's jobs there as pods. Create it with New, then Run.
@@ -135,6 +166,9 @@ type run struct {
 	// deleteAsked is when gpuportal last asked for its deletion.
 	deleteAsked time.Time
 	failure     string // why gpuportal ended it on its own
+	// resume is what the run found in its checkpoint folder as its pod
+	// was made (Config.CheckpointClaim); zero without one.
+	resume job.Resume
 }
 
 // New returns an executor for cfg.
@@ -172,6 +206,14 @@ func New(cfg Config) (*Executor, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
+	}
+	if cfg.RunAsUID < 0 || cfg.RunAsGID < 0 {
+		return nil, fmt.Errorf("kubernetes executor: --kube-run-as %d:%d: want a UID and a GID", cfg.RunAsUID, cfg.RunAsGID)
+	}
+	if cfg.CheckpointClaim != "" || cfg.CheckpointDir != "" {
+		if err := checkCheckpoints(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -747,8 +789,21 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 		e.deletePod(ctx, sp.name, sp.grace)
 	}
 
+	env := jobEnv(s, gpus, e.cfg.Prefix, e.cfg.Namespace)
+	var resume job.Resume
+	if e.cfg.CheckpointClaim != "" {
+		res, resEnv, err := e.beginRun(s)
+		if err != nil {
+			// As agents do: the run starts, told of no checkpoint.
+			e.log.Warn("job's checkpoint folder not looked at: it starts without GPUPORTAL_RESUME", "job", s.JobID, "run", s.Run, "err", err)
+		}
+		resume = res
+		env = append(env, "GPUPORTAL_CHECKPOINT_DIR="+CheckpointMount)
+		env = append(env, resEnv...)
+	}
 	pod := newPod(podSpec{prefix: e.cfg.Prefix, namespace: e.cfg.Namespace, image: e.cfg.Image, node: n.name,
-		team: s.Team, grace: e.cfg.Grace, env: jobEnv(s, gpus, e.cfg.Prefix, e.cfg.Namespace)}, s, gpus)
+		team: s.Team, grace: e.cfg.Grace, env: env, checkpointClaim: e.cfg.CheckpointClaim,
+		uid: e.cfg.RunAsUID, gid: e.cfg.RunAsGID}, s, gpus)
 	created, err := e.cfg.Core.Pods(e.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
@@ -757,7 +812,7 @@ func (e *Executor) start(ctx context.Context, n *node, s job.Spec) error {
 		return unavailableError{fmt.Errorf("start job %d on %s: create pod %s: %w", s.JobID, n.name, pod.Name, err)}
 	}
 	r := &run{pod: created.Name, uid: created.UID, jobID: s.JobID, run: s.Run, node: n.name, gpus: gpus, parts: 1,
-		shared: s.Sharing != nil, created: e.cfg.Now()}
+		shared: s.Sharing != nil, created: e.cfg.Now(), resume: resume}
 	if s.Gang != nil {
 		r.parts = len(s.Gang.Nodes)
 	}
@@ -950,4 +1005,59 @@ func jobEnv(s job.Spec, gpus []int, prefix, namespace string) []string {
 		env = append(env, g.Env(HostfilePath)...)
 	}
 	return append(env, s.Array.Env()...)
+}
+
+// checkCheckpoints checks the checkpoint claim of cfg and the folder
+// where this server sees it, and sets the record of runs' default.
+func checkCheckpoints(cfg *Config) error {
+	if cfg.CheckpointClaim == "" {
+		return errors.New("kubernetes executor: --kube-checkpoint-dir without --kube-checkpoint-claim: the pods would not mount it")
+	}
+	if msgs := validation.IsDNS1123Subdomain(cfg.CheckpointClaim); len(msgs) > 0 {
+		return fmt.Errorf("kubernetes executor: --kube-checkpoint-claim %q: %s", cfg.CheckpointClaim, strings.Join(msgs, "; "))
+	}
+	if cfg.CheckpointDir == "" {
+		return errors.New("kubernetes executor: --kube-checkpoint-claim needs --kube-checkpoint-dir, where this server sees the claim's volume: it makes each job's folder there")
+	}
+	if !filepath.IsAbs(cfg.CheckpointDir) {
+		return fmt.Errorf("kubernetes executor: --kube-checkpoint-dir %q: want an absolute path", cfg.CheckpointDir)
+	}
+	if st, err := os.Stat(cfg.CheckpointDir); err != nil || !st.IsDir() {
+		return fmt.Errorf("kubernetes executor: --kube-checkpoint-dir %q: not a folder this server can read (the claim's volume mounted here)", cfg.CheckpointDir)
+	}
+	if cfg.RunDir == "" {
+		cfg.RunDir = filepath.Join(cfg.CheckpointDir, ".runs")
+	}
+	return nil
+}
+
+// checkpointFolder is job jobID's checkpoint folder as this server sees
+// it: the claim's subPath its pods mount.
+func (e *Executor) checkpointFolder(jobID int64) string {
+	return filepath.Join(e.cfg.CheckpointDir, checkpointSubPath(jobID))
+}
+
+// checkpointSubPath is job jobID's folder in the checkpoint claim.
+func checkpointSubPath(jobID int64) string { return "job-" + strconv.FormatInt(jobID, 10) }
+
+// beginRun makes the checkpoint folder of run s's job, writable by its
+// container's user (the server, not root, cannot give it to RunAsUID;
+// the pods mount only their job's folder of the volume), and looks in it
+// as agents do
+// (agent.BeginResume): what the run resumes from, and the variables that
+// tell it so. A simulated job (no command) has nothing to resume.
+func (e *Executor) beginRun(s job.Spec) (job.Resume, []string, error) {
+	dir := e.checkpointFolder(s.JobID)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return job.Resume{}, nil, fmt.Errorf("checkpoint folder: %w", err)
+	}
+	// MkdirAll's mode is cut by the umask; a folder made by an earlier
+	// server, or by hand, is set again too.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return job.Resume{}, nil, fmt.Errorf("checkpoint folder: %w", err)
+	}
+	if len(s.Command) == 0 {
+		return job.Resume{}, nil, nil
+	}
+	return agent.BeginResume(dir, filepath.Join(e.cfg.RunDir, strconv.FormatInt(s.JobID, 10)), s.Run, e.cfg.Now())
 }

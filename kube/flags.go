@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -26,6 +28,13 @@ type Flags struct {
 	GPUMem       string
 	StartTimeout time.Duration
 	QPS          float64
+	// CheckpointClaim and CheckpointDir: the jobs' checkpoint folders
+	// (Config.CheckpointClaim, Config.CheckpointDir).
+	CheckpointClaim string
+	CheckpointDir   string
+	// RunAs is UID:GID, the user and group of the jobs' containers
+	// (Config.RunAsUID).
+	RunAs string
 }
 
 // Register adds the --kube-* flags to fs.
@@ -38,6 +47,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.GPUMem, "kube-gpu-mem", "80", "with --executor kubernetes: GPU memory in GB of nodes without GPU feature discovery's nvidia.com/gpu.memory label")
 	fs.DurationVar(&f.StartTimeout, "kube-start-timeout", 2*time.Minute, "with --executor kubernetes: a pod whose GPUs are still held by pods being deleted after this long fails")
 	fs.Float64Var(&f.QPS, "kube-qps", 50, "with --executor kubernetes: the most requests a second to the API server (bursts of twice as many)")
+	fs.StringVar(&f.CheckpointClaim, "kube-checkpoint-claim", "", "with --executor kubernetes: a PersistentVolumeClaim in --kube-namespace (ReadWriteMany, so that a job resumes on any node) whose folder job-ID each run of job ID finds at $GPUPORTAL_CHECKPOINT_DIR; needs --kube-checkpoint-dir")
+	fs.StringVar(&f.CheckpointDir, "kube-checkpoint-dir", "", "with --kube-checkpoint-claim: where this server sees that claim's volume (mounted here too): it makes each job's folder and tells each run what it resumes from")
+	fs.StringVar(&f.RunAs, "kube-run-as", "1000:1000", "with --executor kubernetes: UID:GID the jobs' containers run as, never root's (0): the pods ask Kubernetes to refuse a container that would run as root")
 }
 
 // Start makes the Kubernetes cluster the flags describe execute the
@@ -51,6 +63,10 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	}
 	if f.QPS <= 0 {
 		return fmt.Errorf("--kube-qps %v: must be positive", f.QPS)
+	}
+	uid, gid, err := ParseRunAs(f.RunAs)
+	if err != nil {
+		return err
 	}
 	cfg, err := f.restConfig()
 	if err != nil {
@@ -75,13 +91,14 @@ func (f Flags) Start(ctx context.Context, dataDir string, grace time.Duration, r
 	if err != nil {
 		return fmt.Errorf("--kube-config: %w", err)
 	}
-	logDir := ""
+	logDir, runDir := "", ""
 	if dataDir != "" {
-		logDir = filepath.Join(dataDir, "kube", "jobs")
+		logDir, runDir = filepath.Join(dataDir, "kube", "jobs"), filepath.Join(dataDir, "kube", "runs")
 	}
 	ex, err := New(Config{Core: core, Registry: reg, Logger: log, Namespace: f.Namespace, Prefix: f.Prefix,
 		NodeSelector: f.NodeSelector, Image: f.Image, GPUMemMiB: int64(gb * 1024), Grace: grace, StartTimeout: f.StartTimeout,
-		LogDir: logDir, LogCore: logCore, DialPod: dial})
+		LogDir: logDir, LogCore: logCore, DialPod: dial,
+		CheckpointClaim: f.CheckpointClaim, CheckpointDir: f.CheckpointDir, RunDir: runDir, RunAsUID: uid, RunAsGID: gid})
 	if err != nil {
 		return err
 	}
@@ -111,4 +128,24 @@ func (f Flags) restConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("--kube-config: %w", err)
 	}
 	return cfg, nil
+}
+
+// ParseRunAs reads --kube-run-as, UID:GID: neither root's (0).
+func ParseRunAs(v string) (uid, gid int64, err error) {
+	u, g, ok := strings.Cut(v, ":")
+	if ok {
+		uid, err = strconv.ParseInt(u, 10, 64)
+	}
+	if ok && err == nil {
+		gid, err = strconv.ParseInt(g, 10, 64)
+	}
+	switch {
+	case !ok || err != nil || uid < 0 || gid < 0 || uid > math.MaxInt32 || gid > math.MaxInt32:
+		return 0, 0, fmt.Errorf("--kube-run-as %q: want UID:GID, such as 1000:1000", v)
+	case uid == 0:
+		return 0, 0, fmt.Errorf("--kube-run-as %q: jobs never run as root (UID 0)", v)
+	case gid == 0:
+		return 0, 0, fmt.Errorf("--kube-run-as %q: jobs never run in root's group (GID 0)", v)
+	}
+	return uid, gid, nil
 }

@@ -165,6 +165,21 @@ func (n *node) Running() []job.RunRef {
 	return refs
 }
 
+// Resumes implements engine.ResumeReporter: by job, what the run of each
+// there found in its checkpoint folder as its pod was made
+// (Config.CheckpointClaim).
+func (n *node) Resumes() map[int64]job.Resume {
+	n.e.mu.Lock()
+	defer n.e.mu.Unlock()
+	out := make(map[int64]job.Resume)
+	for _, r := range n.e.runs {
+		if r.node == n.name && r.resume.Run > 0 && !r.stopping {
+			out[r.jobID] = r.resume
+		}
+	}
+	return out
+}
+
 // RunGPUs implements engine.RunGPUsReporter: the GPUs the pod of job's
 // run there holds, as gpuportal pinned them.
 func (n *node) RunGPUs(jobID int64) ([]int, bool) {

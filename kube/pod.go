@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"regexp"
@@ -85,6 +86,11 @@ type podSpec struct {
 	prefix, namespace, image, node, team string
 	grace                                time.Duration
 	env                                  []string // NAME=value, gpuportal's and the job's
+	// checkpointClaim, when set, is mounted at CheckpointMount: the
+	// job's folder of it (checkpointSubPath).
+	checkpointClaim string
+	// uid and gid are the container's user and group; 0: DefaultRunAs.
+	uid, gid int64
 }
 
 // newPod is the gated pod of run s on node p.node: labelled with its job,
@@ -114,14 +120,27 @@ func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 	if image == "" {
 		image = p.image
 	}
-	env := make([]corev1.EnvVar, 0, len(p.env)+len(sessionEnv))
+	env := make([]corev1.EnvVar, 0, len(p.env)+len(sessionEnv)+1)
+	home := false
 	for _, kv := range append(slices.Clone(p.env), sessionEnv...) {
 		name, value, _ := strings.Cut(kv, "=")
 		env = append(env, corev1.EnvVar{Name: name, Value: value})
+		home = home || name == "HOME"
 	}
+	if !home {
+		// The image's user's home is not the container's user's, who
+		// may have none (no /etc/passwd line): Jupyter, pip and the
+		// frameworks' caches write there.
+		env = append(env, corev1.EnvVar{Name: "HOME", Value: "/tmp"})
+	}
+	uid, gid := cmp.Or(p.uid, DefaultRunAs), cmp.Or(p.gid, DefaultRunAs)
 	grace := int64(p.grace.Seconds())
 	c := corev1.Container{Name: containerName, Image: image, Command: command, Env: env, Ports: ports,
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		// Kubernetes' restricted Pod Security Standard: no way to gain
+		// privileges, no capabilities.
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: new(false),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}
 	if s.Dir != "" && strings.HasPrefix(s.Dir, "/") {
 		c.WorkingDir = s.Dir
 	}
@@ -146,7 +165,11 @@ func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			// A job's code gets no credentials to the API server.
-			AutomountServiceAccountToken:  new(false),
+			AutomountServiceAccountToken: new(false),
+			// Never root, whatever the image says: the kubelet refuses a
+			// container that would run as UID 0.
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: new(true), RunAsUser: &uid, RunAsGroup: &gid,
+				FSGroup: &gid, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			SchedulingGates:               []corev1.PodSchedulingGate{{Name: Gate}},
 			TerminationGracePeriodSeconds: &grace,
 			Containers:                    []corev1.Container{c},
@@ -170,6 +193,13 @@ func newPod(p podSpec, s job.Spec, gpus []int) *corev1.Pod {
 				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + AnnotationHostfile + "']"}}}}}})
 		c := &pod.Spec.Containers[0]
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "gpuportal-gang", MountPath: strings.TrimSuffix(dir, "/"), ReadOnly: true})
+	}
+	if p.checkpointClaim != "" {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "gpuportal-checkpoint", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.checkpointClaim}}})
+		c := &pod.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "gpuportal-checkpoint", MountPath: CheckpointMount,
+			SubPath: checkpointSubPath(s.JobID)})
 	}
 	if s.TimeLeft > 0 {
 		// The kubelet ends it a margin after the engine would have.

@@ -1,6 +1,9 @@
 package kube
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +20,7 @@ import (
 // TestNodeCapabilities: a Kubernetes node has the capabilities
 // core/engine's list (engine.Capabilities) claims for it.
 func TestNodeCapabilities(t *testing.T) {
-	want := []string{"RunGPUsReporter", "LiveMemoryNode"}
+	want := []string{"ResumeReporter", "RunGPUsReporter", "LiveMemoryNode"}
 	if got := engine.Capabilities((*node)(nil)); !slices.Equal(got, want) {
 		t.Errorf("a Kubernetes node has %v, core/engine/capabilities.go claims %v", got, want)
 	}
@@ -220,5 +223,194 @@ func TestNewGangPod(t *testing.T) {
 		p.Spec.Volumes[0].DownwardAPI.Items[0].Path != "hostfile" ||
 		p.Spec.Volumes[0].DownwardAPI.Items[0].FieldRef.FieldPath != "metadata.annotations['gpuportal.io/hostfile']" {
 		t.Errorf("the hostfile's volume: %+v %+v", vm, p.Spec.Volumes)
+	}
+}
+
+// TestNewPodCheckpointFolder: with a checkpoint claim, a run's pod mounts
+// its job's folder of the claim (and no other) at CheckpointMount; without
+// one it mounts none.
+func TestNewPodCheckpointFolder(t *testing.T) {
+	s := job.Spec{JobID: 42, Run: 2, GPUs: []int{0}, Command: []string{"python", "train.py"}}
+	for _, claim := range []string{"", "ckpt"} {
+		p := newPod(podSpec{prefix: "gp", namespace: "ns", image: "img", node: "n0", checkpointClaim: claim}, s, []int{0})
+		var vol *corev1.Volume
+		for i := range p.Spec.Volumes {
+			if v := &p.Spec.Volumes[i]; v.PersistentVolumeClaim != nil {
+				vol = v
+			}
+		}
+		mounts := p.Spec.Containers[0].VolumeMounts
+		if claim == "" {
+			if vol != nil || len(mounts) != 0 {
+				t.Errorf("no claim: volume %+v, mounts %+v; want none", vol, mounts)
+			}
+			continue
+		}
+		if vol == nil || vol.PersistentVolumeClaim.ClaimName != claim || vol.PersistentVolumeClaim.ReadOnly {
+			t.Fatalf("claim %s: volume %+v, want the claim, writable", claim, vol)
+		}
+		if len(mounts) != 1 || mounts[0].Name != vol.Name || mounts[0].MountPath != CheckpointMount ||
+			mounts[0].SubPath != "job-42" || mounts[0].ReadOnly {
+			t.Errorf("claim %s: mounts %+v, want only the claim's job-42 at %s, writable", claim, mounts, CheckpointMount)
+		}
+	}
+}
+
+// TestCheckpointSettings: the checkpoint claim and the server's view of
+// it come together, each checked, with an error naming the flag.
+func TestCheckpointSettings(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		claim, dir string
+		want       string // in the error; empty: accepted
+	}{
+		{"", "", ""},
+		{"ckpt", dir, ""},
+		{"ckpt", "", "--kube-checkpoint-claim needs --kube-checkpoint-dir"},
+		{"", dir, "--kube-checkpoint-dir without --kube-checkpoint-claim"},
+		{"Ckpt_1", dir, `--kube-checkpoint-claim "Ckpt_1"`},
+		{"ckpt", "relative/dir", "want an absolute path"},
+		{"ckpt", dir + "/missing", "not a folder"},
+	}
+	for _, tc := range tests {
+		_, err := New(Config{Core: &Client{}, Registry: nopRegistry{}, Namespace: "ns", Image: "img",
+			CheckpointClaim: tc.claim, CheckpointDir: tc.dir})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("claim %q, dir %q: %v, want accepted", tc.claim, tc.dir, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("claim %q, dir %q: error %v, want one saying %q", tc.claim, tc.dir, err, tc.want)
+		}
+	}
+}
+
+// TestBeginRunResumes: the server makes the job's folder writable by any
+// user of the container, and a run that finds files there is told it
+// resumes, from the run that wrote them, and reports so (Resumes).
+func TestBeginRunResumes(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	e, err := New(Config{Core: &Client{}, Registry: nopRegistry{}, Namespace: "ns", Image: "img",
+		CheckpointClaim: "ckpt", CheckpointDir: dir, RunDir: t.TempDir(), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := job.Spec{JobID: 7, Run: 1, GPUs: []int{0}, Command: []string{"python", "train.py"}}
+	res, env, err := e.beginRun(s)
+	if err != nil || res.Resumed() || len(env) != 0 {
+		t.Fatalf("run 1: %+v %v %v; want a start from scratch", res, env, err)
+	}
+	folder := filepath.Join(dir, "job-7")
+	if st, err := os.Stat(folder); err != nil || st.Mode().Perm() != 0o777 {
+		t.Fatalf("the job's folder: %v %v; want it made, mode 0777 (the container's user is the image's)", st, err)
+	}
+	// Run 1 saves a checkpoint, as the job would through its mount.
+	now = now.Add(time.Minute)
+	ck := filepath.Join(folder, "step-100.pt")
+	if err := os.WriteFile(ck, []byte("weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(ck, now, now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	s.Run = 2
+	res, env, err = e.beginRun(s)
+	if err != nil || !res.Resumed() || res.FromRun != 1 || res.Run != 2 {
+		t.Fatalf("run 2: %+v %v; want it to resume from run 1's checkpoint", res, err)
+	}
+	if !slices.Contains(env, "GPUPORTAL_RESUME=1") || !slices.Contains(env, "GPUPORTAL_RESUME_RUN=1") {
+		t.Errorf("run 2's variables %v; want GPUPORTAL_RESUME=1 and GPUPORTAL_RESUME_RUN=1", env)
+	}
+	// A simulated job (no command) gets its folder, and nothing to resume.
+	sim := job.Spec{JobID: 8, Run: 2, GPUs: []int{0}}
+	if res, env, err := e.beginRun(sim); err != nil || res.Run != 0 || len(env) != 0 {
+		t.Errorf("a simulated job: %+v %v %v; want nothing", res, env, err)
+	}
+	n := &node{e: e, name: "n0"}
+	e.runs["gp-7-2-n0"] = &run{pod: "gp-7-2-n0", jobID: 7, run: 2, node: "n0", resume: res}
+	if got := n.Resumes()[7]; got != res {
+		t.Errorf("the node reports %+v for job 7, want %+v", got, res)
+	}
+}
+
+// nopRegistry is a Registry that registers nothing.
+type nopRegistry struct{}
+
+func (nopRegistry) AddNode(context.Context, engine.Node) error { return nil }
+func (nopRegistry) RemoveNode(context.Context, string) error   { return nil }
+func (nopRegistry) MirrorDraining(string, bool) error          { return nil }
+func (nopRegistry) NodeStatuses() []engine.NodeStatus          { return nil }
+func (nopRegistry) Exits() chan<- job.Exit                     { return nil }
+
+// TestPodRunsAsNonRoot: a run's container runs as the executor's user and
+// group, never root, whatever its image says, and asks the kubelet to
+// refuse it otherwise; it gains no privileges and has no capabilities (the
+// restricted Pod Security Standard), and has a home it can write unless
+// the job names one.
+func TestPodRunsAsNonRoot(t *testing.T) {
+	tests := []struct {
+		name     string
+		uid, gid int64
+		env      []string
+		wantUID  int64
+		wantGID  int64
+		wantHome string
+	}{
+		{"the default", 0, 0, nil, DefaultRunAs, DefaultRunAs, "/tmp"},
+		{"chosen", 2001, 3001, nil, 2001, 3001, "/tmp"},
+		{"the job's home", 2001, 3001, []string{"HOME=/work"}, 2001, 3001, "/work"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := job.Spec{JobID: 9, Run: 1, GPUs: []int{0}, Command: []string{"python", "train.py"}}
+			p := newPod(podSpec{prefix: "gp", namespace: "ns", image: "img", node: "n0", env: tc.env, uid: tc.uid, gid: tc.gid}, s, []int{0})
+			sc := p.Spec.SecurityContext
+			if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != tc.wantUID ||
+				sc.RunAsGroup == nil || *sc.RunAsGroup != tc.wantGID || sc.SeccompProfile == nil ||
+				sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Fatalf("pod security %+v; want non-root, UID %d, GID %d, the runtime's seccomp profile", sc, tc.wantUID, tc.wantGID)
+			}
+			c := p.Spec.Containers[0].SecurityContext
+			if c == nil || c.AllowPrivilegeEscalation == nil || *c.AllowPrivilegeEscalation || c.Capabilities == nil ||
+				!slices.Equal(c.Capabilities.Drop, []corev1.Capability{"ALL"}) || c.Privileged != nil {
+				t.Errorf("container security %+v; want no privilege escalation, every capability dropped", c)
+			}
+			var homes []string
+			for _, e := range p.Spec.Containers[0].Env {
+				if e.Name == "HOME" {
+					homes = append(homes, e.Value)
+				}
+			}
+			if !slices.Equal(homes, []string{tc.wantHome}) {
+				t.Errorf("HOME %v, want only %s", homes, tc.wantHome)
+			}
+		})
+	}
+}
+
+func TestParseRunAs(t *testing.T) {
+	tests := []struct {
+		in       string
+		uid, gid int64
+		err      string
+	}{
+		{"1000:1000", 1000, 1000, ""},
+		{"2001:50", 2001, 50, ""},
+		{"0:1000", 0, 0, "never run as root"},
+		{"1000:0", 0, 0, "root's group"},
+		{"1000", 0, 0, "want UID:GID"},
+		{"a:b", 0, 0, "want UID:GID"},
+		{"-1:5", 0, 0, "want UID:GID"},
+		{"4294967296:5", 0, 0, "want UID:GID"},
+	}
+	for _, tc := range tests {
+		uid, gid, err := ParseRunAs(tc.in)
+		switch {
+		case tc.err == "" && (err != nil || uid != tc.uid || gid != tc.gid):
+			t.Errorf("ParseRunAs(%q) = %d, %d, %v; want %d, %d", tc.in, uid, gid, err, tc.uid, tc.gid)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "--kube-run-as")):
+			t.Errorf("ParseRunAs(%q): error %v, want one naming --kube-run-as and saying %q", tc.in, err, tc.err)
+		}
 	}
 }

@@ -109,8 +109,9 @@ func (a *Local) beginResume(s job.Spec, now time.Time, restored *job.CheckpointC
 // write), and returns what the run resumes from and the variables that
 // tell it so: GPUPORTAL_RESUME=1, GPUPORTAL_CHECKPOINT_AT and, when the
 // record names the run that wrote the checkpoint, GPUPORTAL_RESUME_RUN;
-// none when the folder is empty. The agents and the Slurm executor
-// (whose work folder the server and every node share) call it.
+// none when the folder is empty. The agents, the Slurm executor (whose
+// work folder the server and every node share) and the Kubernetes
+// executor (whose checkpoint volume the server mounts too) call it.
 func BeginResume(dir, record string, run int64, now time.Time) (job.Resume, []string, error) {
 	res := job.Resume{Run: run, CheckpointAt: folderState(dir).At}
 	runs, err := readRunRecord(record)

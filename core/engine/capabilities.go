@@ -61,7 +61,7 @@ type FilesServer interface {
 //
 //	capability        agent.Local  hub's remote node  slurm's node  kube's node
 //	UsageReporter     yes          yes                no            no
-//	ResumeReporter    no           no                 yes           no
+//	ResumeReporter    no           no                 yes           yes
 //	Resizer           yes          yes                no            no
 //	RunGPUsReporter   no           yes                no            yes
 //	LiveMemoryNode    no           no                 yes           yes
