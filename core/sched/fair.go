@@ -822,12 +822,17 @@ func (p *pass) appendFairCapacity(b []byte, e *entry, cause WaitCause, reclaimab
 		b = p.appendTeam(b, t)
 		b = append(b, ", so this job would borrow: it may take idle GPUs, never other teams' jobs"...)
 	}
-	if reclaimable > 0 {
+	// reclaimable is at least what preemption could free (fairBound):
+	// "only" where even that is short of the job's need. Where it is
+	// not, the walk found no victims among them (its own team's jobs
+	// ranked above it, say): the words say so, not "only 2 more" to a
+	// job that needs 1.
+	if reclaimable > 0 && max(p.cl.free, 0)+reclaimable < int(e.gpus) {
 		b = append(b, "; preempting what it may would free only "...)
 		b = strconv.AppendInt(b, int64(reclaimable), 10)
 		b = append(b, " more"...)
 	} else if cause == WaitCapacity && p.cl.free < p.cl.capacity {
-		if p.reclaims(e) {
+		if p.reclaims(e) && reclaimable == 0 {
 			b = append(b, "; "...)
 			b = p.appendTeam(b, t)
 			b = append(b, ", but no other team has lent it GPUs it could reclaim"...)

@@ -336,6 +336,38 @@ func TestFairShareRules(t *testing.T) {
 	t.Run("tiresias-l", func(t *testing.T) {
 		served8000 := []func(*Job){served(1000), inQueue(2, 500)}
 		runPolicyCases(t, "tiresias-l", []policyCase{{
+			// vision is within its guarantee, and its own jobs hold both
+			// GPUs, ranked above job 3 (in its queue before it). What
+			// preemption could free at most, 2, would be enough: the
+			// reason said "would free only 2 more" to a job that needs
+			// 1 (serve --dev's two teams, seen from the CLI).
+			name:  "a job its own team's higher-ranked jobs keep waiting is not told preemption would free too little",
+			now:   1000,
+			nodes: nodes(2),
+			teams: []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 4}},
+			jobs: []Job{
+				run(1, 0, on("node-0", 0), of("vision"), startedAt(900)),
+				run(2, 0, on("node-0", 1), of("vision"), startedAt(900)),
+				pend(3, 1, 950, of("vision")),
+			},
+			waits: map[int64]WaitCause{3: WaitCapacity},
+			check: reason(3, WaitCapacity, "needs 1 GPU; 0 free; the busy GPUs are held by jobs it may not preempt; first in queue 0"),
+		}, {
+			// Within its guarantee, job 3 needs 3 GPUs: 1 is free, its
+			// own team holds 1, and nlp's 2 are within nlp's guarantee:
+			// preemption could free at most 1, short of 3.
+			name:  "a job preemption could not make room for is told how little it would free",
+			now:   1000,
+			nodes: nodes(4),
+			teams: []Team{{Name: "vision", GuaranteeGPUs: 4}, {Name: "nlp", GuaranteeGPUs: 2}},
+			jobs: []Job{
+				run(1, 0, on("node-0", 0), of("vision"), startedAt(900)),
+				run(2, 0, on("node-0", 1, 2), of("nlp"), startedAt(900)),
+				pend(3, 3, 950, of("vision")),
+			},
+			waits: map[int64]WaitCause{3: WaitCapacity},
+			check: reason(3, WaitCapacity, "needs 3 GPUs; 1 free; preempting what it may would free only 1 more; first in queue 0"),
+		}, {
 			// c holds 12 of 4 (8 beyond), d 8 of 4 (4 beyond): c is the
 			// furthest over, and c3 (the youngest) its lowest-ranked job.
 			name:  "reclaim from the team furthest beyond its guarantee, its lowest-ranked borrowed job",
