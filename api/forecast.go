@@ -117,10 +117,16 @@ func (f *Forecast) Text(now time.Time, loc *time.Location) string {
 		switch {
 		case f.Latest != nil && !f.Latest.After(now.Add(2*time.Second)):
 			return "now: it starts at the next pass"
-		case f.Latest != nil && f.Earliest.Equal(*f.Latest):
+		case f.Latest != nil && (f.Earliest.Equal(*f.Latest) || at(f.Earliest) == at(f.Latest)):
+			// A range that reads as one time ("between 02:09:45 and
+			// 02:09:46 (in 14s to 14s)") is said as one.
 			return "at " + at(f.Latest) + " (" + in(f.Latest) + ")"
 		case f.Latest != nil:
-			s := "between " + at(f.Earliest) + " and " + at(f.Latest) + " (" + in(f.Earliest) + " to " + roughDuration(f.Latest.Sub(now)) + ")"
+			s := "between " + at(f.Earliest) + " and " + at(f.Latest) + " (" + in(f.Earliest)
+			if to := roughDuration(f.Latest.Sub(now)); to != roughDuration(f.Earliest.Sub(now)) {
+				s += " to " + to
+			}
+			s += ")"
 			if f.Likely != nil {
 				s += ", likely " + at(f.Likely)
 			}
@@ -154,7 +160,7 @@ func (f *Forecast) Short(now time.Time, loc *time.Location) string {
 		switch {
 		case f.Latest != nil && !f.Latest.After(now.Add(2*time.Second)):
 			return "now"
-		case f.Latest != nil && f.Earliest.Equal(*f.Latest):
+		case f.Latest != nil && (f.Earliest.Equal(*f.Latest) || at(f.Earliest) == at(f.Latest)):
 			return at(f.Latest)
 		case f.Latest != nil:
 			return at(f.Earliest) + "–" + at(f.Latest)
