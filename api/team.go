@@ -44,10 +44,18 @@ type BatchPolicy struct {
 	HighGPUs int `json:"high_gpus"`
 }
 
-// SessionPolicy is a team's policy for its interactive sessions: the
-// longest one may run, and how many GPUs its sessions that ask for
-// interactive priority may hold with it.
+// SessionPolicy is a team's policy for its interactive sessions:
+// whether its members may start them, how many GPUs they may ask for at
+// once, the longest one may run, and how many GPUs its sessions that
+// ask for interactive priority may hold with it.
 type SessionPolicy struct {
+	// Allowed says whether the team's members may start sessions;
+	// absent in a request: true. A response always says it.
+	Allowed *bool `json:"allowed,omitempty"`
+	// MaxGPUs caps the GPUs the team's sessions may ask for at once,
+	// waiting or running: a session beyond it is refused; 0 (absent):
+	// no cap.
+	MaxGPUs int `json:"max_gpus,omitempty"`
 	// MaxSessionHours is the longest a session may run (its time
 	// limit); 0: no maximum.
 	MaxSessionHours float64 `json:"max_session_hours"`
@@ -55,6 +63,9 @@ type SessionPolicy struct {
 	// interactive priority; 0: none.
 	PriorityGPUs int `json:"priority_gpus"`
 }
+
+// SessionsAllowed is p.Allowed, true where absent.
+func (p SessionPolicy) SessionsAllowed() bool { return p.Allowed == nil || *p.Allowed }
 
 // IdlePolicy is a team's idle-GPU policy: its own rule for when a job
 // is idle, whether its idle sessions and idle batch jobs are stopped

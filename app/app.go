@@ -59,6 +59,7 @@ type TeamStore interface {
 	SetTeamSessionPolicy(ctx context.Context, name string, p models.SessionPolicy) error
 	SetTeamBatchPolicy(ctx context.Context, name string, p models.BatchPolicy) error
 	HighPriorityGPUs(ctx context.Context, team string) (int, error)
+	SessionGPUs(ctx context.Context, team string) (int, error)
 }
 
 // AccountStore is what the actions on accounts and their API tokens

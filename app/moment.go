@@ -682,9 +682,10 @@ func (m *Moment) teamShare(t models.Team) api.TeamShare {
 	out := api.TeamShare{Name: t.Name, GuaranteeGPUs: t.GuaranteeGPUs, Weight: t.Weight, MaxGPUsPerUser: t.MaxGPUsPerUser,
 		InUseGPUs: st.InUseGPUs, BorrowedGPUs: st.BorrowedGPUs, UsageGPUSeconds: t.UsageGPUSeconds, Factor: 1,
 		DefaultTimeLimitS: t.DefaultTimeLimitS, MaxTimeLimitS: t.MaxTimeLimitS,
-		IdlePolicy:    idlePolicyOf(&t),
-		SessionPolicy: api.SessionPolicy{MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs},
-		BatchPolicy:   api.BatchPolicy{Priorities: t.Priorities(), HighGPUs: t.HighPriorityGPUs}}
+		IdlePolicy: idlePolicyOf(&t),
+		SessionPolicy: api.SessionPolicy{Allowed: new(!t.SessionsOff), MaxGPUs: t.MaxSessionGPUs,
+			MaxSessionHours: float64(t.MaxSessionS) / 3600, PriorityGPUs: t.SessionPriorityGPUs},
+		BatchPolicy: api.BatchPolicy{Priorities: t.Priorities(), HighGPUs: t.HighPriorityGPUs}}
 	if sh, ok := m.fair[t.Name]; ok {
 		out.UsageGPUSeconds, out.Entitlement, out.UsageShare, out.Factor = sh.UsageGPUSeconds, sh.Entitlement, sh.UsageShare, sh.Factor
 	}

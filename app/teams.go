@@ -226,11 +226,28 @@ func (s *App) SetSessionPolicy(ctx context.Context, a Actor, team string, req ap
 	if req.PriorityGPUs < 0 || req.PriorityGPUs > MaxGPUs {
 		return invalid("priority_gpus", "priority_gpus: %d: want 0 (no interactive priority) to %d", req.PriorityGPUs, MaxGPUs)
 	}
-	p := models.SessionPolicy{MaxSessionS: int64(math.Round(req.MaxSessionHours * 3600)), SessionPriorityGPUs: req.PriorityGPUs}
+	if req.MaxGPUs < 0 || req.MaxGPUs > MaxGPUs {
+		return invalid("max_gpus", "max_gpus: %d: want 0 (no cap) to %d", req.MaxGPUs, MaxGPUs)
+	}
+	if req.MaxGPUs > 0 && req.PriorityGPUs > req.MaxGPUs {
+		return invalid("priority_gpus", "priority_gpus: %d: more than max_gpus, %d, the GPUs the team's sessions may ask for at once", req.PriorityGPUs, req.MaxGPUs)
+	}
+	allowed := req.SessionsAllowed()
+	p := models.SessionPolicy{MaxSessionS: int64(math.Round(req.MaxSessionHours * 3600)), SessionPriorityGPUs: req.PriorityGPUs,
+		SessionsOff: !allowed, MaxSessionGPUs: req.MaxGPUs}
 	if err := s.cfg.Store.SetTeamSessionPolicy(ctx, team, p); err != nil {
 		return noTeam(err, team)
 	}
-	return s.audit(ctx, a, "team.session_policy", team, fmt.Sprintf("sessions at most %vh, %d GPUs with interactive priority", req.MaxSessionHours, req.PriorityGPUs))
+	what := "sessions not allowed"
+	if allowed {
+		what = "sessions allowed, "
+		if req.MaxGPUs > 0 {
+			what += fmt.Sprintf("%d GPUs at once", req.MaxGPUs)
+		} else {
+			what += "no cap on their GPUs"
+		}
+	}
+	return s.audit(ctx, a, "team.session_policy", team, fmt.Sprintf("%s; sessions at most %vh, %d GPUs with interactive priority", what, req.MaxSessionHours, req.PriorityGPUs))
 }
 
 // SetBatchPolicy sets which batch priorities team's members may use and

@@ -401,7 +401,7 @@ func (s *App) checkJobLimits(ctx context.Context, u *User, j *models.Job, tasks 
 // take t's high-priority jobs past t.HighPriorityGPUs.
 func (s *App) checkPriority(ctx context.Context, t *models.Team, j *models.Job, tasks int, fe FieldErrors) error {
 	if j.IsSession() {
-		return nil
+		return s.checkSession(ctx, t, j, fe)
 	}
 	allowed := t.Priorities()
 	if name := job.PriorityName(j.Priority); !slices.Contains(allowed, name) {
@@ -418,6 +418,28 @@ func (s *App) checkPriority(ctx context.Context, t *models.Team, j *models.Job, 
 	if ask := j.GPUs * tasks; held+ask > t.HighPriorityGPUs {
 		fe["priority"] = fmt.Sprintf("team %s's high-priority jobs may ask for %d GPUs at once; %d are asked for already, and this job asks for %d: submit it at normal priority, or wait",
 			t.Name, t.HighPriorityGPUs, held, ask)
+	}
+	return nil
+}
+
+// checkSession refuses in fe a session of team t where t's session
+// policy allows none, and one that would take the GPUs t's sessions ask
+// for past t.MaxSessionGPUs.
+func (s *App) checkSession(ctx context.Context, t *models.Team, j *models.Job, fe FieldErrors) error {
+	if t.SessionsOff {
+		fe["session"] = fmt.Sprintf("team %s does not allow interactive sessions (its session policy, set by its lead or an admin): submit a batch job instead", t.Name)
+		return nil
+	}
+	if t.MaxSessionGPUs <= 0 {
+		return nil
+	}
+	held, err := s.cfg.Store.SessionGPUs(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	if held+j.GPUs > t.MaxSessionGPUs {
+		fe["gpus"] = fmt.Sprintf("team %s's sessions may ask for %d GPUs at once; %d are asked for already, and this session asks for %d: end a session (gpuportal session stop ID), ask for fewer, or wait",
+			t.Name, t.MaxSessionGPUs, held, j.GPUs)
 	}
 	return nil
 }

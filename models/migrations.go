@@ -52,6 +52,7 @@ func migrations() []migration {
 		{60, "jobs.run_accrual_s, run_gpu_seconds, held_gpus: a shared GPU's share in a running job's attained service (usage.Accrual)", jobsHeldGPUs},
 		{61, "jobs.stop_run, stop_to, stop_reason, stop_code, stop_at: the engine's request that a run stop, across restarts (job.StopRequest)", jobsStopRequest},
 		{62, "jobs.resume_from_node: where a restored checkpoint copy was saved (job.Resume.FromNode)", jobsResumeFromNode},
+		{63, "teams.sessions_off and max_session_gpus: whether a team allows sessions, and their GPUs at once", teamSessionLimits},
 	}
 }
 
@@ -773,4 +774,17 @@ func (v62Job) TableName() string { return "jobs" }
 
 func jobsResumeFromNode(tx *gorm.DB) error {
 	return addColumns(tx, &v62Job{}, "ResumeFromNode")
+}
+
+// v63Team holds a team's session limits: sessions off, and the GPUs its
+// sessions may ask for at once.
+type v63Team struct {
+	SessionsOff    bool `gorm:"not null;default:false"`
+	MaxSessionGPUs int  `gorm:"not null;default:0"`
+}
+
+func (v63Team) TableName() string { return "teams" }
+
+func teamSessionLimits(tx *gorm.DB) error {
+	return addColumns(tx, &v63Team{}, "SessionsOff", "MaxSessionGPUs")
 }

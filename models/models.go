@@ -87,6 +87,11 @@ type Team struct {
 	// with it (0: no priority).
 	MaxSessionS         int64 `gorm:"not null;default:0"`
 	SessionPriorityGPUs int   `gorm:"not null;default:0"`
+	// SessionsOff keeps the team's members from starting sessions;
+	// MaxSessionGPUs caps the GPUs its sessions may ask for at once,
+	// waiting or running (0: no cap).
+	SessionsOff    bool `gorm:"not null;default:false"`
+	MaxSessionGPUs int  `gorm:"not null;default:0"`
 	// BatchPriorities lists the batch priorities the team's members may
 	// give their jobs, comma-separated ("high,normal,low"); "" is
 	// DefaultBatchPriorities. HighPriorityGPUs caps the GPUs the team's

@@ -100,15 +100,19 @@ func (s *Store) SetTeamIdlePolicy(ctx context.Context, name string, p IdlePolicy
 type SessionPolicy struct {
 	MaxSessionS         int64
 	SessionPriorityGPUs int
+	SessionsOff         bool
+	MaxSessionGPUs      int
 }
 
 // SetTeamSessionPolicy sets team name's session policy.
 func (s *Store) SetTeamSessionPolicy(ctx context.Context, name string, p SessionPolicy) error {
-	if p.MaxSessionS < 0 || p.SessionPriorityGPUs < 0 {
-		return fmt.Errorf("set session policy of team %s: maximum %ds and priority GPUs %d must be 0 or more", name, p.MaxSessionS, p.SessionPriorityGPUs)
+	if p.MaxSessionS < 0 || p.SessionPriorityGPUs < 0 || p.MaxSessionGPUs < 0 {
+		return fmt.Errorf("set session policy of team %s: maximum %ds, priority GPUs %d and session GPUs %d must be 0 or more",
+			name, p.MaxSessionS, p.SessionPriorityGPUs, p.MaxSessionGPUs)
 	}
 	res := s.db.WithContext(ctx).Model(&Team{}).Where("name = ?", name).Updates(map[string]any{
 		"MaxSessionS": p.MaxSessionS, "SessionPriorityGPUs": p.SessionPriorityGPUs,
+		"SessionsOff": p.SessionsOff, "MaxSessionGPUs": p.MaxSessionGPUs,
 	})
 	if res.Error != nil {
 		return fmt.Errorf("set session policy of team %s: %w", name, res.Error)
@@ -173,6 +177,22 @@ func (s *Store) HighPriorityGPUs(ctx context.Context, team string) (int, error) 
 		Where("team = ? AND priority = ? AND state IN ?", team, job.PriorityHigh, UnfinishedStates).Scan(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("high-priority GPUs of team %s: %w", team, err)
+	}
+	return int(n), nil
+}
+
+// SessionGPUs is what team's unfinished sessions ask for, waiting or
+// running: the figure Team.MaxSessionGPUs caps. A session asked to end
+// (cancelled, at its time limit) no longer counts while it stops, so that
+// its owner may start another at once.
+func (s *Store) SessionGPUs(ctx context.Context, team string) (int, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Job{}).Select("COALESCE(SUM(gp_us), 0)").
+		Where("team = ? AND session_type <> '' AND state IN ?", team, UnfinishedStates).
+		Where("COALESCE(cancel_request, '') = '' AND NOT (stop_run <> 0 AND stop_to IN ?)",
+			[]JobState{JobSucceeded, JobFailed, JobCancelled, JobTimedOut}).Scan(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("session GPUs of team %s: %w", team, err)
 	}
 	return int(n), nil
 }

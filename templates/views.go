@@ -526,6 +526,10 @@ type TeamSessions struct {
 	// PriorityGPUs is how many GPUs its sessions may hold with
 	// interactive priority; 0: none.
 	PriorityGPUs int
+	// Off: its members may not start sessions. MaxGPUs caps the GPUs its
+	// sessions may ask for at once; 0: no cap.
+	Off     bool
+	MaxGPUs int
 }
 
 // TeamIdle is a team's idle-GPU policy as its page shows it, with the

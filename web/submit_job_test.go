@@ -447,6 +447,68 @@ func TestTeamSessionPolicy(t *testing.T) {
 	}
 }
 
+// TestTeamSessionLimits: the lead turns sessions off for the team and
+// caps the GPUs its sessions ask for at once (API and the team page's
+// form); a session past either is a 400 naming the field, the page and
+// the API say the policy, and bad values name theirs.
+func TestTeamSessionLimits(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	rec := ts.do(t, "lead", http.MethodPut, "/api/v1/teams/vision/session-policy", `{"allowed":false}`)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"allowed":false`) {
+		t.Fatalf("turning sessions off: %d %s", rec.Code, rec.Body)
+	}
+	session := func(gpus int) *httptest.ResponseRecorder {
+		return ts.do(t, "alice", http.MethodPost, "/api/v1/jobs", fmt.Sprintf(`{"name":"nb","gpus":%d,"session":{"type":"jupyter"}}`, gpus))
+	}
+	if rec := session(1); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "session: team vision does not allow interactive sessions") {
+		t.Errorf("a session where they are off: %d %s; want 400 naming session", rec.Code, rec.Body)
+	}
+	page := ts.do(t, "alice", http.MethodGet, "/teams/vision", "").Body.String()
+	if !strings.Contains(page, `data-field="sessions_allowed">not allowed<`) {
+		t.Errorf("a member's team page does not say sessions are off")
+	}
+
+	// The form: allowed again, 1 GPU at once.
+	if rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/session-policy", "sessions=allowed&max_gpus=1&max_session_hours=0"); rec.Code != http.StatusOK {
+		t.Fatalf("the form: %d", rec.Code)
+	}
+	rec = ts.do(t, "alice", http.MethodGet, "/api/v1/teams/vision", "")
+	var team api.Team
+	if err := json.Unmarshal(rec.Body.Bytes(), &team); err != nil || !team.SessionPolicy.SessionsAllowed() || team.SessionPolicy.Allowed == nil || team.SessionPolicy.MaxGPUs != 1 {
+		t.Fatalf("the team after the form: %d %s", rec.Code, rec.Body)
+	}
+	page = ts.do(t, "lead", http.MethodGet, "/teams/vision", "").Body.String()
+	if !strings.Contains(page, `data-field="max_session_gpus">1<`) || !strings.Contains(page, `<option value="allowed" selected>`) {
+		t.Errorf("the lead's team page does not show the cap and the form's choice")
+	}
+	if rec := session(1); rec.Code != http.StatusCreated {
+		t.Errorf("a session within the cap: %d %s", rec.Code, rec.Body)
+	}
+	if rec := session(1); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "gpus: team vision's sessions may ask for 1 GPUs at once; 1 are asked for already") {
+		t.Errorf("a session past the cap: %d %s; want 400 naming gpus", rec.Code, rec.Body)
+	}
+	if rec := ts.do(t, "alice", http.MethodPost, "/api/v1/jobs", `{"name":"batch","gpus":2,"sim":{"duration_s":60}}`); rec.Code != http.StatusCreated {
+		t.Errorf("a batch job past the sessions' cap: %d %s", rec.Code, rec.Body)
+	}
+	for form, field := range map[string]string{
+		"sessions=maybe":             "sessions",
+		"max_gpus=two":               "max_gpus",
+		"max_gpus=-1":                "max_gpus",
+		"max_gpus=1&priority_gpus=2": "priority_gpus",
+	} {
+		if rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/session-policy", form); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), field+":") {
+			t.Errorf("form %q: %d; want 400 naming %s", form, rec.Code, field)
+		}
+	}
+	if rec := ts.do(t, "lead", http.MethodPut, "/api/v1/teams/vision/session-policy", `{"max_gpus":5000}`); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "max_gpus:") {
+		t.Errorf("max_gpus 5000: %d %s; want 400 naming it", rec.Code, rec.Body)
+	}
+	if rec := ts.do(t, "alice", http.MethodPost, "/teams/vision/session-policy", "sessions=off"); rec.Code != http.StatusForbidden {
+		t.Errorf("a member's form: %d; want 403", rec.Code)
+	}
+}
+
 // TestDependencyOnArrayNamesTheArray: a job after an array (its ID, its
 // first task's) says it waits for the array, and once a task of it ended
 // otherwise, that the array did; its reason named job ID, whose own

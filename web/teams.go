@@ -223,10 +223,25 @@ func (s *Server) batchPolicyForm(c echo.Context) error {
 	return s.renderTeam(c, http.StatusOK, "", "Batch priorities saved.")
 }
 
-// sessionPolicyForm is the team page's session policy form:
-// max_session_hours and priority_gpus (empty: 0).
+// sessionPolicyForm is the team page's session policy form: sessions
+// (allowed or off; absent: allowed), max_gpus, max_session_hours and
+// priority_gpus (empty: 0).
 func (s *Server) sessionPolicyForm(c echo.Context) error {
 	var in api.SessionPolicy
+	switch v := c.FormValue("sessions"); v {
+	case "", "allowed":
+	case "off":
+		in.Allowed = new(false)
+	default:
+		return s.teamFormError(c, badRequest("sessions: %q: want allowed or off", v))
+	}
+	if v := strings.TrimSpace(c.FormValue("max_gpus")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s.teamFormError(c, badRequest("max_gpus: %q is not a whole number of GPUs", v))
+		}
+		in.MaxGPUs = n
+	}
 	if v := strings.TrimSpace(c.FormValue("max_session_hours")); v != "" {
 		h, err := strconv.ParseFloat(v, 64)
 		if err != nil {
@@ -314,7 +329,7 @@ func (s *Server) renderTeam(c echo.Context, status int, flash, notice string) er
 		v.Idle = s.teamIdle(&mt)
 	}
 	v.Sessions = templates.TeamSessions{MaxHours: strconv.FormatFloat(t.SessionPolicy.MaxSessionHours, 'g', -1, 64),
-		PriorityGPUs: t.SessionPolicy.PriorityGPUs}
+		PriorityGPUs: t.SessionPolicy.PriorityGPUs, Off: !t.SessionPolicy.SessionsAllowed(), MaxGPUs: t.SessionPolicy.MaxGPUs}
 	v.Batch = templates.TeamBatch{Priorities: t.BatchPolicy.Priorities, HighGPUs: t.BatchPolicy.HighGPUs}
 	shares := s.app.MemberShares(appActor(c), t.Name)
 	for _, m := range t.Members {

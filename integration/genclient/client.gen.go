@@ -1921,8 +1921,14 @@ type Session struct {
 // SessionType defines model for Session.Type.
 type SessionType string
 
-// SessionPolicy A team's session policy.
+// SessionPolicy A team's session policy. A PUT replaces it whole: a field left out takes its default.
 type SessionPolicy struct {
+	// Allowed whether the team's members may start sessions (a session submitted where they may not is refused naming session); absent in a request: true; always given in a response
+	Allowed *bool `json:"allowed,omitempty"`
+
+	// MaxGpus the GPUs the team's sessions may ask for at once, waiting or running, all members together: a session beyond it is refused naming gpus; sessions already submitted stay; 0 or absent: no cap; at most 1024
+	MaxGpus *int64 `json:"max_gpus,omitempty"`
+
 	// MaxSessionHours the longest a session may run, its time limit (a longer time_limit is refused); 0: no maximum; else at least 1 second (0.0003), at most 8760
 	MaxSessionHours float64 `json:"max_session_hours"`
 
@@ -2072,7 +2078,7 @@ type Team struct {
 		InUseGpus      float64   `json:"in_use_gpus"`
 	} `json:"samples"`
 
-	// SessionPolicy A team's session policy.
+	// SessionPolicy A team's session policy. A PUT replaces it whole: a field left out takes its default.
 	SessionPolicy SessionPolicy `json:"session_policy"`
 	UsageGpuS     float64       `json:"usage_gpu_s"`
 
@@ -2114,7 +2120,7 @@ type TeamShare struct {
 	MaxTimeLimitS int64  `json:"max_time_limit_s"`
 	Name          string `json:"name"`
 
-	// SessionPolicy A team's session policy.
+	// SessionPolicy A team's session policy. A PUT replaces it whole: a field left out takes its default.
 	SessionPolicy SessionPolicy `json:"session_policy"`
 	UsageGpuS     float64       `json:"usage_gpu_s"`
 
