@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
@@ -165,6 +166,9 @@ type App struct {
 	// orders keeps the queues' order while the jobs and places are the
 	// same (queueorder.go).
 	orders orderCache
+	// capped is held while a submission that a team caps (a session, a
+	// high-priority job) is checked and stored (submit).
+	capped sync.Mutex
 }
 
 // New returns an App over cfg.

@@ -148,6 +148,13 @@ func (s *App) submitted(ctx context.Context, a Actor, key, digest string) (*mode
 }
 
 func (s *App) submit(ctx context.Context, a Actor, req api.SubmitRequest, key, digest string) (*models.Job, error) {
+	if req.Session != nil || req.Priority == job.PriorityHigh {
+		// A team's caps on its sessions' and high-priority jobs' GPUs
+		// count what is stored: checked and stored under one lock, so that
+		// two submissions at once do not both pass a cap with room for one.
+		s.capped.Lock()
+		defer s.capped.Unlock()
+	}
 	j, err := s.checkSubmit(ctx, a, req)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,5 +139,47 @@ func TestSessionPolicyLimits(t *testing.T) {
 	}
 	if _, maxGPUs, _ := policy(); maxGPUs != 3 {
 		t.Errorf("a refused policy changed the stored cap to %d", maxGPUs)
+	}
+}
+
+// TestTeamCapsHoldAtOnce: submissions that arrive together do not pass a
+// team's cap together: of eight 1-GPU sessions submitted at once against
+// a cap of 2, two are taken, and so for high-priority jobs.
+func TestTeamCapsHoldAtOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	admin := Actor{User: f.users["admin"]}
+	if err := f.app.SetSessionPolicy(ctx, admin, "vision", api.SessionPolicy{MaxGPUs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.app.SetBatchPolicy(ctx, admin, "vision", api.BatchPolicy{Priorities: []string{"high", "normal"}, HighGPUs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for name, req := range map[string]api.SubmitRequest{
+		"sessions":           {Name: "s", Team: "vision", GPUs: 1, Session: &api.SessionRequest{Type: "terminal"}},
+		"high-priority jobs": {Name: "h", Team: "vision", GPUs: 1, Priority: "high", Sim: &api.SimSpec{DurationS: 60}},
+	} {
+		errs := make(chan error, 8)
+		var wg sync.WaitGroup
+		for _, who := range []string{"alice", "carol", "alice", "carol", "alice", "carol", "alice", "carol"} {
+			wg.Go(func() {
+				_, err := f.app.Submit(ctx, Actor{User: f.users[who]}, req)
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		taken := 0
+		for err := range errs {
+			switch {
+			case err == nil:
+				taken++
+			case KindOf(err) != Invalid:
+				t.Errorf("%s: %v, want taken or refused", name, err)
+			}
+		}
+		if taken != 2 {
+			t.Errorf("%s: %d of 8 submitted at once were taken against a cap of 2", name, taken)
+		}
 	}
 }
