@@ -172,13 +172,9 @@ func (s *Store) SetTeamBatchPolicy(ctx context.Context, name string, p BatchPoli
 // HighPriorityGPUs is what team's unfinished high-priority jobs ask for,
 // waiting or running: the figure Team.HighPriorityGPUs caps.
 func (s *Store) HighPriorityGPUs(ctx context.Context, team string) (int, error) {
-	var n int64
-	err := s.db.WithContext(ctx).Model(&Job{}).Select("COALESCE(SUM(gp_us), 0)").
-		Where("team = ? AND priority = ? AND state IN ?", team, job.PriorityHigh, UnfinishedStates).Scan(&n).Error
-	if err != nil {
-		return 0, fmt.Errorf("high-priority GPUs of team %s: %w", team, err)
-	}
-	return int(n), nil
+	return s.unfinishedGPUs(ctx, team, "high-priority", func(q *gorm.DB) *gorm.DB {
+		return q.Where("priority = ?", job.PriorityHigh)
+	})
 }
 
 // SessionGPUs is what team's unfinished sessions ask for, waiting or
@@ -186,13 +182,20 @@ func (s *Store) HighPriorityGPUs(ctx context.Context, team string) (int, error) 
 // (cancelled, at its time limit) no longer counts while it stops, so that
 // its owner may start another at once.
 func (s *Store) SessionGPUs(ctx context.Context, team string) (int, error) {
+	return s.unfinishedGPUs(ctx, team, "session", func(q *gorm.DB) *gorm.DB {
+		return q.Where("session_type <> '' AND COALESCE(cancel_request, '') = '' AND NOT (stop_run <> 0 AND stop_to IN ?)",
+			[]JobState{JobSucceeded, JobFailed, JobCancelled, JobTimedOut})
+	})
+}
+
+// unfinishedGPUs is what team's unfinished jobs that which selects ask
+// for, waiting or running: the figure of a team's cap on a kind of job
+// (what, in an error).
+func (s *Store) unfinishedGPUs(ctx context.Context, team, what string, which func(*gorm.DB) *gorm.DB) (int, error) {
 	var n int64
-	err := s.db.WithContext(ctx).Model(&Job{}).Select("COALESCE(SUM(gp_us), 0)").
-		Where("team = ? AND session_type <> '' AND state IN ?", team, UnfinishedStates).
-		Where("COALESCE(cancel_request, '') = '' AND NOT (stop_run <> 0 AND stop_to IN ?)",
-			[]JobState{JobSucceeded, JobFailed, JobCancelled, JobTimedOut}).Scan(&n).Error
-	if err != nil {
-		return 0, fmt.Errorf("session GPUs of team %s: %w", team, err)
+	q := s.db.WithContext(ctx).Model(&Job{}).Select("COALESCE(SUM(gp_us), 0)").Where("team = ? AND state IN ?", team, UnfinishedStates)
+	if err := which(q).Scan(&n).Error; err != nil {
+		return 0, fmt.Errorf("%s GPUs of team %s: %w", what, team, err)
 	}
 	return int(n), nil
 }
