@@ -73,13 +73,13 @@ var sacctFields = []sacctField{
 		return strings.Join(placementNodes(j), ",")
 	}},
 	{"AllocCPUS", 10, func(j api.Job) string {
-		var milli int64
+		var cpus int64
 		if j.Resources != nil {
 			for _, a := range j.Resources.Allocations {
-				milli += a.CPUMilli
+				cpus += job.WholeCPUs(a.CPUMilli) // what each part is told (job.Resources.Env)
 			}
 		}
-		return strconv.FormatInt((milli+999)/1000, 10)
+		return strconv.FormatInt(cpus, 10)
 	}},
 	{"AllocTRES", 20, func(j api.Job) string { return "gres/gpu=" + strconv.Itoa(j.GPUs) }},
 	{"ReqTRES", 20, func(j api.Job) string { return "gres/gpu=" + strconv.Itoa(j.GPUs) }},

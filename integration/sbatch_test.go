@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,6 +213,43 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 		if want := fmt.Sprintf("%d %d 2\n", r, r); err != nil || string(b) != want {
 			t.Errorf("--ntasks-per-node=2 with 4 GPUs, srun's task %d wrote %q (%v), want %q", r, b, err, want)
 		}
+	}
+
+	// A script sizes its workers by the CPUs it was given: the same figure
+	// as its job's allocation in the API and sacct's AllocCPUS, while it
+	// runs (an empty $SLURM_CPUS_PER_TASK before, which
+	// "--num_workers $SLURM_CPUS_PER_TASK" fails on).
+	workersID := sbatchScript("workers.sbatch", "#!/bin/sh\n#SBATCH --job-name=workers\n#SBATCH --gres=gpu:2\n#SBATCH --cpus-per-task=8\n#SBATCH --mem=32G\n"+
+		`echo "$GPUPORTAL_CPUS $SLURM_CPUS_ON_NODE $SLURM_CPUS_PER_TASK $GPUPORTAL_MEM_MIB $SLURM_MEM_PER_NODE" > "workers-$SLURM_JOB_ID.tmp"`+"\n"+
+		`mv "workers-$SLURM_JOB_ID.tmp" "workers-$SLURM_JOB_ID"; sleep 600`+"\n")
+	var told string
+	eventually(t, 60*time.Second, "the workers script to write what it was told", func() bool {
+		b, err := os.ReadFile(filepath.Join(submitDir, fmt.Sprintf("workers-%d", workersID)))
+		told = strings.TrimSpace(string(b))
+		return err == nil
+	})
+	var withRes struct {
+		Resources struct {
+			Allocations []struct {
+				CPUMilli int64 `json:"cpu_milli"`
+				MemMiB   int64 `json:"mem_mib"`
+			} `json:"allocations"`
+		} `json:"resources"`
+	}
+	alice.do(http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d", workersID), nil, &withRes)
+	if a := withRes.Resources.Allocations; len(a) != 1 || a[0].CPUMilli <= 0 || a[0].MemMiB <= 0 {
+		t.Fatalf("the workers job's allocation: %+v", withRes)
+	}
+	a := withRes.Resources.Allocations[0]
+	cpus := (a.CPUMilli + 999) / 1000
+	if want := fmt.Sprintf("%d %d %d %d %d", cpus, cpus, cpus, a.MemMiB, a.MemMiB); told != want {
+		t.Errorf("the script was told %q (GPUPORTAL_CPUS SLURM_CPUS_ON_NODE SLURM_CPUS_PER_TASK GPUPORTAL_MEM_MIB SLURM_MEM_PER_NODE), want %q from its allocation", told, want)
+	}
+	if out, errOut, code := run("sacct", "-j", strconv.FormatInt(workersID, 10), "-P", "-n", "-o", "AllocCPUS"); code != 0 || out != fmt.Sprintf("%d\n", cpus) {
+		t.Errorf("sacct's AllocCPUS: code %d, %q %q; want %d", code, out, errOut, cpus)
+	}
+	if _, errOut, code := run("scancel", strconv.FormatInt(workersID, 10)); code != 0 {
+		t.Errorf("scancel the workers job: %s", errOut)
 	}
 
 	bad := filepath.Join(submitDir, "bad.sbatch")

@@ -1004,6 +1004,7 @@ func jobEnv(s job.Spec, gpus []int, prefix, namespace string) []string {
 	if g := gangAddrs(s, prefix, namespace); g != nil {
 		env = append(env, g.Env(HostfilePath)...)
 	}
+	env = append(env, s.Resources.Env(s.Gang.Tasks())...) // what the pod requests (newPod)
 	return append(env, s.Array.Env()...)
 }
 

@@ -88,7 +88,7 @@ func TestStuck(t *testing.T) {
 
 func TestNewPod(t *testing.T) {
 	s := job.Spec{JobID: 42, Run: 3, GPUs: []int{5, 2}, SimRemaining: 90 * time.Second, Team: "vision lab",
-		TimeLeft: time.Hour, Env: []string{"DATA=/d", "NVIDIA_VISIBLE_DEVICES=all"}}
+		TimeLeft: time.Hour, Env: []string{"DATA=/d", "NVIDIA_VISIBLE_DEVICES=all"}, Resources: &job.Resources{CPUMilli: 6000, MemMiB: 32768}}
 	gpus := []int{2, 5}
 	p := newPod(podSpec{prefix: "gp", namespace: "ns", image: "busybox", node: "n7", team: s.Team, grace: 10 * time.Second, env: jobEnv(s, gpus, "gp", "ns")}, s, gpus)
 	if p.Name != "gp-42-3-n7" || p.Namespace != "ns" {
@@ -116,6 +116,12 @@ func TestNewPod(t *testing.T) {
 	}
 	if env["NVIDIA_VISIBLE_DEVICES"] != "2,5" || env["DATA"] != "/d" || env["GPUPORTAL_JOB_ID"] != "42" {
 		t.Errorf("env %v: want NVIDIA_VISIBLE_DEVICES=2,5 (not the job's), DATA, GPUPORTAL_JOB_ID", env)
+	}
+	if env["GPUPORTAL_CPUS"] != "6" || env["SLURM_CPUS_PER_TASK"] != "6" || env["GPUPORTAL_MEM_MIB"] != "32768" {
+		t.Errorf("env %v: want the CPUs and memory the pod requests", env)
+	}
+	if cpu := c.Resources.Requests[corev1.ResourceCPU]; cpu.MilliValue() != 6000 {
+		t.Errorf("the pod requests %v CPUs, want 6", cpu.String())
 	}
 	if _, ok := c.Resources.Limits[ResourceGPU]; ok {
 		t.Error("the pod asks the device plugin for GPUs: gpuportal pins them itself")

@@ -31,6 +31,17 @@ func TestJobEnvOwnVariables(t *testing.T) {
 			&runAs{name: "alice", home: "/home/alice"}, []string{"HOME=/home/alice"}, []string{"HOME=/tmp"}},
 		{"an array task knows its index", job.Spec{JobID: 7, Array: &job.ArrayTask{ID: 5, Index: 2}},
 			nil, []string{"GPUPORTAL_ARRAY_JOB_ID=5", "GPUPORTAL_ARRAY_INDEX=2"}, nil},
+		// A Slurm script's "--num_workers $SLURM_CPUS_PER_TASK" read an
+		// empty variable, which argparse refuses.
+		{"a job learns its allocation", job.Spec{JobID: 5, Resources: &job.Resources{CPUMilli: 8500, MemMiB: 65536}},
+			nil, []string{"GPUPORTAL_CPUS=9", "SLURM_CPUS_ON_NODE=9", "SLURM_CPUS_PER_TASK=9", "GPUPORTAL_MEM_MIB=65536", "SLURM_MEM_PER_NODE=65536"}, nil},
+		{"a process per GPU shares the machine's CPUs", job.Spec{JobID: 5, GPUs: []int{0, 1, 2, 3}, Resources: &job.Resources{CPUMilli: 16000},
+			Gang: &job.Gang{Nodes: []job.GangNode{{Name: "n1", GPUs: 4}, {Name: "n2", GPUs: 4}}, TasksPerGPU: true}},
+			nil, []string{"GPUPORTAL_CPUS=16", "SLURM_CPUS_ON_NODE=16", "SLURM_CPUS_PER_TASK=4"}, []string{"GPUPORTAL_MEM_MIB="}},
+		{"less than a CPU is one", job.Spec{JobID: 5, Resources: &job.Resources{CPUMilli: 300}},
+			nil, []string{"GPUPORTAL_CPUS=1", "SLURM_CPUS_PER_TASK=1"}, nil},
+		{"no allocation, no variables", job.Spec{JobID: 5, Env: []string{"SLURM_CPUS_PER_TASK=3"}},
+			nil, []string{"SLURM_CPUS_PER_TASK=3"}, []string{"GPUPORTAL_CPUS=", "SLURM_CPUS_ON_NODE=", "GPUPORTAL_MEM_MIB="}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,7 +52,8 @@ func TestJobEnvOwnVariables(t *testing.T) {
 				}
 			}
 			for _, w := range tc.wantNot {
-				if slices.Contains(env, w) {
+				// "NAME=": no value of NAME at all.
+				if slices.ContainsFunc(env, func(kv string) bool { return kv == w || strings.HasSuffix(w, "=") && strings.HasPrefix(kv, w) }) {
 					t.Errorf("env has %q: %v", w, env)
 				}
 			}

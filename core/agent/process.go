@@ -190,6 +190,7 @@ func jobEnv(base []string, s job.Spec, node, checkpointDir string, ra *runAs, pa
 		devs[i] = strconv.Itoa(g)
 	}
 	env = append(env, job.SlurmEnv(s.JobID, s.Name, len(s.GPUs), s.Gang, s.Array, node)...)
+	env = append(env, s.Resources.Env(s.Gang.Tasks())...)
 	if s.Gang != nil {
 		env = append(env, s.Gang.Env(filepath.Join(filepath.Dir(checkpointDir), job.HostfileName))...)
 	}

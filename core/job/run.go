@@ -108,6 +108,36 @@ type Resources struct {
 	ProfileMaxMilli int64
 }
 
+// WholeCPUs is an allocation of milli thousandths of a core in whole
+// CPUs, as a job is told it and sacct's AllocCPUS counts it: rounded up
+// (a quota of 2.5 cores is 3 CPUs, each busy 5/6 of the time).
+func WholeCPUs(milli int64) int64 { return (max(milli, 0) + 999) / 1000 }
+
+// Env are the variables that tell a job's part its allocation on its
+// machine, for tasks processes there: GPUPORTAL_CPUS and
+// SLURM_CPUS_ON_NODE (WholeCPUs), SLURM_CPUS_PER_TASK (those over the
+// tasks, at least 1), GPUPORTAL_MEM_MIB and SLURM_MEM_PER_NODE (MiB), as
+// a Slurm job's script reads them (--num_workers $SLURM_CPUS_PER_TASK);
+// none of a part without an allocation (r nil, or 0). They are the
+// allocation when the run starts: the scheduler may change it while the
+// run goes on (docs/synergy.md).
+func (r *Resources) Env(tasks int) []string {
+	if r == nil {
+		return nil
+	}
+	var env []string
+	if r.CPUMilli > 0 {
+		cpus := WholeCPUs(r.CPUMilli)
+		each := max(cpus/int64(max(tasks, 1)), 1)
+		env = append(env, "GPUPORTAL_CPUS="+strconv.FormatInt(cpus, 10), "SLURM_CPUS_ON_NODE="+strconv.FormatInt(cpus, 10),
+			"SLURM_CPUS_PER_TASK="+strconv.FormatInt(each, 10))
+	}
+	if r.MemMiB > 0 {
+		env = append(env, "GPUPORTAL_MEM_MIB="+strconv.FormatInt(r.MemMiB, 10), "SLURM_MEM_PER_NODE="+strconv.FormatInt(r.MemMiB, 10))
+	}
+	return env
+}
+
 // StopRequest is the engine's request that a run stop: the state its job
 // goes to once the run is out, why, the first failure's exit code (a
 // run stopped because a part of it failed), and when it was asked. The
