@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
@@ -61,6 +60,8 @@ type TeamStore interface {
 	SetTeamBatchPolicy(ctx context.Context, name string, p models.BatchPolicy) error
 	HighPriorityGPUs(ctx context.Context, team string) (int, error)
 	SessionGPUs(ctx context.Context, team string) (int, error)
+	CreateJobWithin(ctx context.Context, j *models.Job, c models.TeamCap) error
+	CreateArrayWithin(ctx context.Context, tasks []*models.Job, c models.TeamCap) error
 }
 
 // AccountStore is what the actions on accounts and their API tokens
@@ -166,9 +167,6 @@ type App struct {
 	// orders keeps the queues' order while the jobs and places are the
 	// same (queueorder.go).
 	orders orderCache
-	// capped is held while a submission that a team caps (a session, a
-	// high-priority job) is checked and stored (submit).
-	capped sync.Mutex
 }
 
 // New returns an App over cfg.

@@ -123,7 +123,7 @@ type FieldErrors map[string]string
 
 // fieldOrder is the order in which a submission's fields are named when
 // one is (First): the order of the form.
-var fieldOrder = []string{"name", "team", "gpus", "session.type", "session.port", "command", "image", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
+var fieldOrder = []string{"name", "team", "session", "priority", "gpus", "session.type", "session.port", "command", "image", "sim", "sim.duration_s", "model", "gpu_mem_gb", "sharing", "gpu_fraction", "mem_persistent_mib", "mem_ephemeral_mib", "batch_size", "parameters",
 	"cpu_profile", "cpu_profile.family", "cpu_profile.cpu_curve", "cpu_profile.mem_curve",
 	"env", "workdir", "time_limit", "retries", "dependencies", "array", "array_params"}
 

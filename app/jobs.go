@@ -147,14 +147,19 @@ func (s *App) submitted(ctx context.Context, a Actor, key, digest string) (*mode
 	return j, nil
 }
 
-func (s *App) submit(ctx context.Context, a Actor, req api.SubmitRequest, key, digest string) (*models.Job, error) {
-	if req.Session != nil || req.Priority == job.PriorityHigh {
-		// A team's caps on its sessions' and high-priority jobs' GPUs
-		// count what is stored: checked and stored under one lock, so that
-		// two submissions at once do not both pass a cap with room for one.
-		s.capped.Lock()
-		defer s.capped.Unlock()
+// createErr is what a submission's store failure says: a refusal where
+// the team's cap was reached meanwhile (models.OverCapError), as
+// validation says it.
+func createErr(err error) error {
+	var over *models.OverCapError
+	if errors.As(err, &over) {
+		field, msg := overCap(over)
+		return invalidFields(FieldErrors{field: msg})
 	}
+	return stored(err)
+}
+
+func (s *App) submit(ctx context.Context, a Actor, req api.SubmitRequest, key, digest string) (*models.Job, error) {
 	j, err := s.checkSubmit(ctx, a, req)
 	if err != nil {
 		return nil, err
@@ -166,17 +171,42 @@ func (s *App) submit(ctx context.Context, a Actor, req api.SubmitRequest, key, d
 			return nil, err
 		}
 	}
+	// A team's caps on its sessions' and high-priority jobs' GPUs, which
+	// validation checked, are checked again in the transaction that
+	// stores the job (models.Store.CreateJobWithin), so that submissions
+	// at once, to this server or another replica, do not pass a cap
+	// together.
+	var capped models.TeamCap
+	if j.IsSession() || j.Priority == job.PriorityHigh {
+		t, err := s.cfg.Store.Team(ctx, j.Team)
+		if err != nil {
+			return nil, stored(err)
+		}
+		capped = teamCap(t, j)
+	}
 	if tasks := spec(req, FieldErrors{}).tasks(j); tasks != nil {
 		for _, t := range tasks[1:] {
 			t.IdempotencyKey, t.RequestDigest = "", "" // the array is its first task's
 		}
-		if err := s.cfg.Store.CreateArray(ctx, tasks); err != nil {
-			return nil, stored(err)
+		if capped.GPUs > 0 {
+			err = s.cfg.Store.CreateArrayWithin(ctx, tasks, capped)
+		} else {
+			err = s.cfg.Store.CreateArray(ctx, tasks)
+		}
+		if err != nil {
+			return nil, createErr(err)
 		}
 		j = tasks[0]
 		s.cfg.Logger.Info("array submitted", "array", j.ArrayID, "tasks", len(tasks), "limit", j.ArrayLimit, "user", j.User, "team", j.Team)
-	} else if err := s.cfg.Store.CreateJob(ctx, j); err != nil {
-		return nil, stored(err)
+	} else {
+		if capped.GPUs > 0 {
+			err = s.cfg.Store.CreateJobWithin(ctx, j, capped)
+		} else {
+			err = s.cfg.Store.CreateJob(ctx, j)
+		}
+		if err != nil {
+			return nil, createErr(err)
+		}
 	}
 	s.cfg.Engine.Wake()
 	s.cfg.Logger.Info("job submitted", "job", j.ID, "user", j.User, "team", j.Team, "gpus", j.GPUs)

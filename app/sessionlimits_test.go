@@ -155,10 +155,14 @@ func TestTeamCapsHoldAtOnce(t *testing.T) {
 	if err := f.app.SetBatchPolicy(ctx, admin, "vision", api.BatchPolicy{Priorities: []string{"high", "normal"}, HighGPUs: 2}); err != nil {
 		t.Fatal(err)
 	}
-	for name, req := range map[string]api.SubmitRequest{
-		"sessions":           {Name: "s", Team: "vision", GPUs: 1, Session: &api.SessionRequest{Type: "terminal"}},
-		"high-priority jobs": {Name: "h", Team: "vision", GPUs: 1, Priority: "high", Sim: &api.SimSpec{DurationS: 60}},
+	for name, tc := range map[string]struct {
+		req   api.SubmitRequest
+		field string
+	}{
+		"sessions":           {api.SubmitRequest{Name: "s", Team: "vision", GPUs: 1, Session: &api.SessionRequest{Type: "terminal"}}, "gpus"},
+		"high-priority jobs": {api.SubmitRequest{Name: "h", Team: "vision", GPUs: 1, Priority: "high", Sim: &api.SimSpec{DurationS: 60}}, "priority"},
 	} {
+		req := tc.req
 		errs := make(chan error, 8)
 		var wg sync.WaitGroup
 		for _, who := range []string{"alice", "carol", "alice", "carol", "alice", "carol", "alice", "carol"} {
@@ -171,11 +175,12 @@ func TestTeamCapsHoldAtOnce(t *testing.T) {
 		close(errs)
 		taken := 0
 		for err := range errs {
+			var e *Error
 			switch {
 			case err == nil:
 				taken++
-			case KindOf(err) != Invalid:
-				t.Errorf("%s: %v, want taken or refused", name, err)
+			case !errors.As(err, &e) || e.Kind != Invalid || !strings.Contains(e.Fields[tc.field], "may ask for 2 GPUs at once; 2 are asked for already"):
+				t.Errorf("%s: %v, want taken or refused naming %s", name, err, tc.field)
 			}
 		}
 		if taken != 2 {

@@ -30,34 +30,37 @@ func (s *Store) CreateArray(ctx context.Context, tasks []*Job) error {
 	if len(tasks) == 0 {
 		return fmt.Errorf("create array: no tasks")
 	}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for i, j := range tasks {
-			j.State, j.Reason = JobQueued, "submitted"
-			if i > 0 {
-				j.ArrayID = tasks[0].ID
-			}
-			if err := tx.Create(j).Error; err != nil {
-				if errors.Is(err, gorm.ErrDuplicatedKey) {
-					err = fmt.Errorf("idempotency key %q: %w", j.IdempotencyKey, ErrExists)
-				}
-				return fmt.Errorf("create task %d of array %q: %w", j.ArrayIndex, j.Name, err)
-			}
-			if i == 0 {
-				j.ArrayID = j.ID
-				if err := tx.Model(j).Update("array_id", j.ID).Error; err != nil {
-					return fmt.Errorf("create array %q: %w", j.Name, err)
-				}
-			}
-			if err := addEvent(tx, j, j.SubmittedAt); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return createArray(tx, tasks) })
 	if err == nil {
 		s.writes.add("job", len(tasks))
 	}
 	return err
+}
+
+// createArray stores an array's tasks in tx, tasks[0] first.
+func createArray(tx *gorm.DB, tasks []*Job) error {
+	for i, j := range tasks {
+		j.State, j.Reason = JobQueued, "submitted"
+		if i > 0 {
+			j.ArrayID = tasks[0].ID
+		}
+		if err := tx.Create(j).Error; err != nil {
+			if errors.Is(err, gorm.ErrDuplicatedKey) {
+				err = fmt.Errorf("idempotency key %q: %w", j.IdempotencyKey, ErrExists)
+			}
+			return fmt.Errorf("create task %d of array %q: %w", j.ArrayIndex, j.Name, err)
+		}
+		if i == 0 {
+			j.ArrayID = j.ID
+			if err := tx.Model(j).Update("array_id", j.ID).Error; err != nil {
+				return fmt.Errorf("create array %q: %w", j.Name, err)
+			}
+		}
+		if err := addEvent(tx, j, j.SubmittedAt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // JobByIdempotencyKey returns user's job submitted with key

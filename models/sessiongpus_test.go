@@ -2,6 +2,9 @@ package models_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,5 +74,72 @@ func TestTeamCapFigures(t *testing.T) {
 				t.Errorf("vision's high-priority GPUs: %d, %v; want 3", got, err)
 			}
 		})
+	}
+}
+
+// TestCreateWithinHoldsAcrossReplicas: two replicas over one PostgreSQL
+// database store sessions against a team's cap of 3 GPUs, eight at once
+// each: three are taken, the rest refused with the figures, and a
+// high-priority array counts all its tasks. (On SQLite the portal is one
+// process, which submits capped jobs one at a time: app.Submit.)
+func TestCreateWithinHoldsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := modelstest.PostgresDSN(t)
+	a, b := openStore(t, dsn), openStore(t, dsn)
+	if _, err := a.CreateTeam(ctx, "vision", 4); err != nil {
+		t.Fatal(err)
+	}
+	c := models.TeamCap{Team: "vision", Sessions: true, GPUs: 3}
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			j := &models.Job{Name: "s", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(), SessionType: "terminal"}
+			errs <- s.CreateJobWithin(ctx, j, c)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	taken := 0
+	for err := range errs {
+		var over *models.OverCapError
+		switch {
+		case err == nil:
+			taken++
+		case errors.As(err, &over):
+			if over.Held != 3 || over.Ask != 1 || over.Cap != c {
+				t.Errorf("refused with %+v, want 3 held, 1 asked", over)
+			}
+		default:
+			t.Errorf("a submission failed: %v", err)
+		}
+	}
+	if got, err := a.SessionGPUs(ctx, "vision"); taken != 3 || err != nil || got != 3 {
+		t.Errorf("%d of 16 taken, the team's sessions ask for %d (%v); want 3 of a cap of 3", taken, got, err)
+	}
+
+	high := models.TeamCap{Team: "vision", GPUs: 4}
+	array := func() []*models.Job {
+		var tasks []*models.Job
+		for i := range 3 {
+			tasks = append(tasks, &models.Job{Name: fmt.Sprintf("h[%d]", i), Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(),
+				Priority: job.PriorityHigh, ArrayIndex: i, SimDuration: 60})
+		}
+		return tasks
+	}
+	if err := b.CreateArrayWithin(ctx, array(), high); err != nil {
+		t.Fatalf("an array of 3 within a cap of 4: %v", err)
+	}
+	var over *models.OverCapError
+	if err := a.CreateArrayWithin(ctx, array(), high); !errors.As(err, &over) || over.Held != 3 || over.Ask != 3 {
+		t.Errorf("a second array of 3: %v, want refused with 3 held, 3 asked", err)
+	}
+	if got, err := a.HighPriorityGPUs(ctx, "vision"); err != nil || got != 3 {
+		t.Errorf("high-priority GPUs %d (%v), want 3: the refused array left no task", got, err)
 	}
 }

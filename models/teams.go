@@ -172,9 +172,7 @@ func (s *Store) SetTeamBatchPolicy(ctx context.Context, name string, p BatchPoli
 // HighPriorityGPUs is what team's unfinished high-priority jobs ask for,
 // waiting or running: the figure Team.HighPriorityGPUs caps.
 func (s *Store) HighPriorityGPUs(ctx context.Context, team string) (int, error) {
-	return s.unfinishedGPUs(ctx, team, "high-priority", func(q *gorm.DB) *gorm.DB {
-		return q.Where("priority = ?", job.PriorityHigh)
-	})
+	return unfinishedGPUs(s.db.WithContext(ctx), TeamCap{Team: team})
 }
 
 // SessionGPUs is what team's unfinished sessions ask for, waiting or
@@ -182,22 +180,103 @@ func (s *Store) HighPriorityGPUs(ctx context.Context, team string) (int, error) 
 // (cancelled, at its time limit) no longer counts while it stops, so that
 // its owner may start another at once.
 func (s *Store) SessionGPUs(ctx context.Context, team string) (int, error) {
-	return s.unfinishedGPUs(ctx, team, "session", func(q *gorm.DB) *gorm.DB {
-		return q.Where("session_type <> '' AND COALESCE(cancel_request, '') = '' AND NOT (stop_run <> 0 AND stop_to IN ?)",
-			[]JobState{JobSucceeded, JobFailed, JobCancelled, JobTimedOut})
-	})
+	return unfinishedGPUs(s.db.WithContext(ctx), TeamCap{Team: team, Sessions: true})
 }
 
-// unfinishedGPUs is what team's unfinished jobs that which selects ask
-// for, waiting or running: the figure of a team's cap on a kind of job
-// (what, in an error).
-func (s *Store) unfinishedGPUs(ctx context.Context, team, what string, which func(*gorm.DB) *gorm.DB) (int, error) {
+// TeamCap bounds the GPUs a team's unfinished jobs of one kind may ask
+// for at once, waiting or running: its sessions (Team.MaxSessionGPUs) or
+// its high-priority jobs (Team.HighPriorityGPUs).
+type TeamCap struct {
+	Team     string
+	Sessions bool // its sessions; else its high-priority jobs
+	GPUs     int
+}
+
+func (c TeamCap) kind() string {
+	if c.Sessions {
+		return "session"
+	}
+	return "high-priority"
+}
+
+// OverCapError refuses a submission that would take what a team's jobs
+// of a kind ask for past its TeamCap: Held are asked for already, Ask by
+// the submission.
+type OverCapError struct {
+	Cap       TeamCap
+	Held, Ask int
+}
+
+func (e *OverCapError) Error() string {
+	return fmt.Sprintf("team %s's %s jobs may ask for %d GPUs at once; %d are asked for already, and %d more were", e.Cap.Team, e.Cap.kind(), e.Cap.GPUs, e.Held, e.Ask)
+}
+
+// unfinishedGPUs is what c's team's unfinished jobs of c's kind ask for,
+// waiting or running (q: the database or a transaction): the figure c
+// caps. A session asked to end (cancelled, at its time limit) does not
+// count while it stops, so that its owner may start another at once;
+// one asked to stop to wait again (preempted, reclaimed) does.
+func unfinishedGPUs(q *gorm.DB, c TeamCap) (int, error) {
 	var n int64
-	q := s.db.WithContext(ctx).Model(&Job{}).Select("COALESCE(SUM(gp_us), 0)").Where("team = ? AND state IN ?", team, UnfinishedStates)
-	if err := which(q).Scan(&n).Error; err != nil {
-		return 0, fmt.Errorf("%s GPUs of team %s: %w", what, team, err)
+	q = q.Model(&Job{}).Select("COALESCE(SUM(gp_us), 0)").Where("team = ? AND state IN ?", c.Team, UnfinishedStates)
+	if c.Sessions {
+		q = q.Where("session_type <> '' AND COALESCE(cancel_request, '') = '' AND NOT (stop_run <> 0 AND stop_to IN ?)",
+			[]JobState{JobSucceeded, JobFailed, JobCancelled, JobTimedOut})
+	} else {
+		q = q.Where("priority = ?", job.PriorityHigh)
+	}
+	if err := q.Scan(&n).Error; err != nil {
+		return 0, fmt.Errorf("%s GPUs of team %s: %w", c.kind(), c.Team, err)
 	}
 	return int(n), nil
+}
+
+// CreateJobWithin stores a new queued job as CreateJob does, unless its
+// GPUs would take its team's jobs of c's kind past c (an *OverCapError).
+func (s *Store) CreateJobWithin(ctx context.Context, j *Job, c TeamCap) error {
+	j.State, j.Reason = JobQueued, "submitted"
+	return s.within(ctx, c, j.GPUs, 1, func(tx *gorm.DB) error { return createJob(tx, j) })
+}
+
+// CreateArrayWithin stores an array's tasks as CreateArray does, unless
+// their GPUs would take their team's jobs of c's kind past c (an
+// *OverCapError).
+func (s *Store) CreateArrayWithin(ctx context.Context, tasks []*Job, c TeamCap) error {
+	if len(tasks) == 0 {
+		return fmt.Errorf("create array: no tasks")
+	}
+	ask := 0
+	for _, t := range tasks {
+		ask += t.GPUs
+	}
+	return s.within(ctx, c, ask, len(tasks), func(tx *gorm.DB) error { return createArray(tx, tasks) })
+}
+
+// within runs create, which stores n jobs asking for ask GPUs, in the
+// transaction that counts what c caps, so that no other submission
+// counts between: on PostgreSQL the team's row is locked first, which
+// orders two replicas' submissions for the team (SQLite has one writer,
+// and the portal one process over it).
+func (s *Store) within(ctx context.Context, c TeamCap, ask, n int, create func(tx *gorm.DB) error) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if tx.Dialector.Name() == "postgres" {
+			if err := tx.Exec("SELECT 1 FROM teams WHERE name = ? FOR UPDATE", c.Team).Error; err != nil {
+				return fmt.Errorf("lock team %s: %w", c.Team, err)
+			}
+		}
+		held, err := unfinishedGPUs(tx, c)
+		if err != nil {
+			return err
+		}
+		if held+ask > c.GPUs {
+			return &OverCapError{Cap: c, Held: held, Ask: ask}
+		}
+		return create(tx)
+	})
+	if err == nil {
+		s.writes.add("job", n)
+	}
+	return err
 }
 
 // SetTeamUsage records each team's decayed usage as of at.
