@@ -250,6 +250,46 @@ func (s *App) SetSessionPolicy(ctx context.Context, a Actor, team string, req ap
 	return s.audit(ctx, a, "team.session_policy", team, fmt.Sprintf("%s; sessions at most %vh, %d GPUs with interactive priority", what, req.MaxSessionHours, req.PriorityGPUs))
 }
 
+// SessionTerms says, for each team a may submit to, what its session
+// policy lets a session ask for now, a sentence a team: the submit
+// form's words under "An interactive session", so that a session past
+// them is not a surprise.
+func (s *App) SessionTerms(ctx context.Context, a Actor) ([]string, error) {
+	names, err := s.ActorTeams(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range names {
+		t, err := s.cfg.Store.Team(ctx, name)
+		if errors.Is(err, models.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, stored(err)
+		}
+		if t.SessionsOff {
+			out = append(out, fmt.Sprintf("Team %s does not allow interactive sessions (its session policy).", t.Name))
+			continue
+		}
+		var terms []string
+		if t.MaxSessionGPUs > 0 {
+			asked, err := s.cfg.Store.SessionGPUs(ctx, t.Name)
+			if err != nil {
+				return nil, stored(err)
+			}
+			terms = append(terms, fmt.Sprintf("its sessions may ask for %d GPUs at once, %d asked for now", t.MaxSessionGPUs, asked))
+		}
+		if t.MaxSessionS > 0 {
+			terms = append(terms, "each runs at most "+job.FormatTimeLimit(time.Duration(t.MaxSessionS)*time.Second))
+		}
+		if len(terms) > 0 {
+			out = append(out, fmt.Sprintf("Team %s: %s.", t.Name, strings.Join(terms, "; ")))
+		}
+	}
+	return out, nil
+}
+
 // SetBatchPolicy sets which batch priorities team's members may use and
 // the cap on its high-priority GPUs, for an admin: a team's
 // high-priority jobs stay in queue 0, which places them ahead of other

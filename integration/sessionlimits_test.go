@@ -103,6 +103,10 @@ func TestTeamSessionLimits(t *testing.T) {
 		if resp.Status != http.StatusBadRequest || err != nil || !strings.Contains(msg, "team vision does not allow interactive sessions") {
 			t.Errorf("the submit form at %s: status %d, the kind's error %q (%v)", vp.name, resp.Status, msg, err)
 		}
+		// The form said so before it was sent, under the session's fields.
+		if terms, err := textOf(sc.ctx, `#session-terms`); err != nil || !strings.Contains(terms, "Team vision does not allow interactive sessions") {
+			t.Errorf("the submit form's session terms at %s: %q (%v)", vp.name, terms, err)
+		}
 		screenshot(t, sc.ctx, "submit-session-off-"+vp.name)
 		problems, err := sc.judge(vp, http.StatusBadRequest)
 		if err != nil {

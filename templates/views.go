@@ -251,6 +251,9 @@ type SubmitForm struct {
 	SessionPort string
 	// SessionPriority: the session asks for interactive priority.
 	SessionPriority bool
+	// SessionTerms say what each of the user's teams lets a session ask
+	// for now (app.SessionTerms): a sentence a team.
+	SessionTerms []string
 	DurationS       string
 	GPUMemGB        string
 	Model           string

@@ -178,6 +178,9 @@ func (s *Server) submitPage(c echo.Context) error {
 	}
 	u := currentUser(c)
 	f := templates.SubmitForm{Team: u.Team, Teams: teams, GPUs: "1", Kind: "sim", DurationS: "120", Models: app.ModelNames()}
+	if f.SessionTerms, err = s.app.SessionTerms(c.Request().Context(), appActor(c)); err != nil {
+		return err
+	}
 	ts, err := s.userTemplates(c)
 	if err != nil {
 		return err
@@ -272,6 +275,9 @@ func (s *Server) submitForm(c echo.Context) error {
 			return err
 		}
 		f.Teams, f.Errors, f.Models = teams, fe, app.ModelNames()
+		if f.SessionTerms, err = s.app.SessionTerms(ctx, a); err != nil {
+			return err
+		}
 		p := page(c, "Submit", "submit")
 		p.Flash = "The job was not submitted: see the fields marked below."
 		return s.render(c, http.StatusBadRequest, templates.Submit(p, f))

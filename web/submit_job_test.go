@@ -468,6 +468,16 @@ func TestTeamSessionLimits(t *testing.T) {
 	if !strings.Contains(page, `data-field="sessions_allowed">not allowed<`) {
 		t.Errorf("a member's team page does not say sessions are off")
 	}
+	terms := func() string {
+		t.Helper()
+		page := ts.do(t, "alice", http.MethodGet, "/jobs/new", "").Body.String()
+		_, after, _ := strings.Cut(page, `id="session-terms">`)
+		text, _, _ := strings.Cut(after, "</p>")
+		return text
+	}
+	if got := terms(); !strings.Contains(got, "Team vision does not allow interactive sessions (its session policy).") {
+		t.Errorf("the submit form's session terms %q, want sessions off said", got)
+	}
 
 	// The form: allowed again, 1 GPU at once.
 	if rec := ts.do(t, "lead", http.MethodPost, "/teams/vision/session-policy", "sessions=allowed&max_gpus=1&max_session_hours=0"); rec.Code != http.StatusOK {
@@ -482,8 +492,14 @@ func TestTeamSessionLimits(t *testing.T) {
 	if !strings.Contains(page, `data-field="max_session_gpus">1<`) || !strings.Contains(page, `<option value="allowed" selected>`) {
 		t.Errorf("the lead's team page does not show the cap and the form's choice")
 	}
+	if got := terms(); !strings.Contains(got, "Team vision: its sessions may ask for 1 GPUs at once, 0 asked for now.") {
+		t.Errorf("the submit form's session terms %q, want the cap and none asked for", got)
+	}
 	if rec := session(1); rec.Code != http.StatusCreated {
 		t.Errorf("a session within the cap: %d %s", rec.Code, rec.Body)
+	}
+	if got := terms(); !strings.Contains(got, "1 asked for now") {
+		t.Errorf("the submit form's session terms %q, want the session counted", got)
 	}
 	if rec := session(1); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "gpus: team vision's sessions may ask for 1 GPUs at once; 1 are asked for already") {
 		t.Errorf("a session past the cap: %d %s; want 400 naming gpus", rec.Code, rec.Body)
