@@ -254,10 +254,10 @@ type SubmitForm struct {
 	// SessionTerms say what each of the user's teams lets a session ask
 	// for now (app.SessionTerms): a sentence a team.
 	SessionTerms []string
-	DurationS       string
-	GPUMemGB        string
-	Model           string
-	Models          []string
+	DurationS    string
+	GPUMemGB     string
+	Model        string
+	Models       []string
 	// Salus sharing: Sharing is the checkbox; the rest as typed.
 	Sharing          bool
 	GPUFraction      string
