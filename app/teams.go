@@ -255,18 +255,18 @@ func (s *App) SetSessionPolicy(ctx context.Context, a Actor, team string, req ap
 // form's words under "An interactive session", so that a session past
 // them is not a surprise.
 func (s *App) SessionTerms(ctx context.Context, a Actor) ([]string, error) {
-	names, err := s.ActorTeams(ctx, a)
-	if err != nil {
+	if err := active(a); err != nil {
 		return nil, err
 	}
+	teams, err := s.cfg.Store.Teams(ctx)
+	if err != nil {
+		return nil, stored(err)
+	}
 	var out []string
-	for _, name := range names {
-		t, err := s.cfg.Store.Team(ctx, name)
-		if errors.Is(err, models.ErrNotFound) {
+	for i := range teams {
+		t := &teams[i]
+		if !submitsTo(a.User, t.Name) {
 			continue
-		}
-		if err != nil {
-			return nil, stored(err)
 		}
 		if t.SessionsOff {
 			out = append(out, fmt.Sprintf("Team %s does not allow interactive sessions (its session policy).", t.Name))

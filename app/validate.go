@@ -138,11 +138,15 @@ func submitTeam(u *User, want string, teams []string, fe FieldErrors) string {
 		fe["team"] = "is required"
 	case !slices.Contains(teams, team):
 		fe["team"] = fmt.Sprintf("unknown team %q", team)
-	case u.Role != RoleAdmin && team != u.Team:
+	case !submitsTo(u, team):
 		fe["team"] = fmt.Sprintf("you may submit only to your team %q", u.Team)
 	}
 	return team
 }
+
+// submitsTo tells whether u may submit jobs to team: an admin to any,
+// others to their own (ActorTeams lists them).
+func submitsTo(u *User, team string) bool { return u.Role == RoleAdmin || team == u.Team }
 
 // checkWhatRuns checks what a job runs: a session, a command (in an
 // image, a process per GPU) or a simulated run.
