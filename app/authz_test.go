@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ type fakeEngine struct {
 	ClusterEngine // the cluster's views: not used here
 	fakeJobEngine // the engine's reads of jobs (jobqueries_test.go)
 	cancelled     []int64
-	woken         int
+	woken         atomic.Int32 // Wake, as the engine's, may be called at once from many requests
 	// stored keeps the leader's reservations, which a follower reads
 	// (StoredReservations); nil: none stored.
 	stored engine.ReservationStore
@@ -43,7 +44,7 @@ func (e *fakeEngine) StoredReservations(ctx context.Context) ([]sched.Reservatio
 // Scheduler is the job engine's (ClusterEngine, unused here, has one too).
 func (e *fakeEngine) Scheduler() *sched.Scheduler { return e.fakeJobEngine.Scheduler() }
 
-func (e *fakeEngine) Wake() { e.woken++ }
+func (e *fakeEngine) Wake() { e.woken.Add(1) }
 func (e *fakeEngine) Cancel(_ context.Context, id int64, _ string) error {
 	e.cancelled = append(e.cancelled, id)
 	return nil
