@@ -147,14 +147,18 @@ func (s *App) submitted(ctx context.Context, a Actor, key, digest string) (*mode
 	return j, nil
 }
 
-// createErr is what a submission's store failure says: a refusal where
-// the team's cap was reached meanwhile (models.OverCapError), as
+// createErr is what a submission of team's fails with where storing it
+// failed: a refusal where the team's cap was reached, or its sessions
+// turned off, meanwhile (models.OverCapError, models.ErrSessionsOff), as
 // validation says it.
-func createErr(err error) error {
+func createErr(team string, err error) error {
 	var over *models.OverCapError
-	if errors.As(err, &over) {
+	switch {
+	case errors.As(err, &over):
 		field, msg := overCap(over)
 		return invalidFields(FieldErrors{field: msg})
+	case errors.Is(err, models.ErrSessionsOff):
+		return invalidFields(FieldErrors{"session": sessionsOff(team)})
 	}
 	return stored(err)
 }
@@ -171,41 +175,36 @@ func (s *App) submit(ctx context.Context, a Actor, req api.SubmitRequest, key, d
 			return nil, err
 		}
 	}
-	// A team's caps on its sessions' and high-priority jobs' GPUs, which
-	// validation checked, are checked again in the transaction that
-	// stores the job (models.Store.CreateJobWithin), so that submissions
-	// at once, to this server or another replica, do not pass a cap
-	// together.
-	var capped models.TeamCap
-	if j.IsSession() || j.Priority == job.PriorityHigh {
-		t, err := s.cfg.Store.Team(ctx, j.Team)
-		if err != nil {
-			return nil, stored(err)
-		}
-		capped = teamCap(t, j)
-	}
+	// A team's session policy and its caps on its sessions' and
+	// high-priority jobs' GPUs, which validation checked, are read and
+	// checked again in the transaction that stores the job
+	// (models.Store.CreateJobWithin), so that submissions at once, to this
+	// server or another replica, do not pass a cap together, and none
+	// passes a policy changed since validation.
+	capped := j.IsSession() || j.Priority == job.PriorityHigh
+	c := models.TeamCap{Team: j.Team, Sessions: j.IsSession()}
 	if tasks := spec(req, FieldErrors{}).tasks(j); tasks != nil {
 		for _, t := range tasks[1:] {
 			t.IdempotencyKey, t.RequestDigest = "", "" // the array is its first task's
 		}
-		if capped.GPUs > 0 {
-			err = s.cfg.Store.CreateArrayWithin(ctx, tasks, capped)
+		if capped {
+			err = s.cfg.Store.CreateArrayWithin(ctx, tasks, c)
 		} else {
 			err = s.cfg.Store.CreateArray(ctx, tasks)
 		}
 		if err != nil {
-			return nil, createErr(err)
+			return nil, createErr(j.Team, err)
 		}
 		j = tasks[0]
 		s.cfg.Logger.Info("array submitted", "array", j.ArrayID, "tasks", len(tasks), "limit", j.ArrayLimit, "user", j.User, "team", j.Team)
 	} else {
-		if capped.GPUs > 0 {
-			err = s.cfg.Store.CreateJobWithin(ctx, j, capped)
+		if capped {
+			err = s.cfg.Store.CreateJobWithin(ctx, j, c)
 		} else {
 			err = s.cfg.Store.CreateJob(ctx, j)
 		}
 		if err != nil {
-			return nil, createErr(err)
+			return nil, createErr(j.Team, err)
 		}
 	}
 	s.cfg.Engine.Wake()

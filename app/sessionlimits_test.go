@@ -3,12 +3,16 @@ package app
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpuportal/gpuportal/api"
+	"github.com/gpuportal/gpuportal/enginestore"
+	"github.com/gpuportal/gpuportal/models"
 )
 
 // TestSessionPolicyLimits: a team's lead says whether its members may
@@ -186,5 +190,65 @@ func TestTeamCapsHoldAtOnce(t *testing.T) {
 		if taken != 2 {
 			t.Errorf("%s: %d of 8 submitted at once were taken against a cap of 2", name, taken)
 		}
+	}
+}
+
+// meanwhile is a store whose team policy a lead changes between a
+// submission's validation and its storing: change runs before each
+// capped create.
+type meanwhile struct {
+	*models.Store
+	change func()
+}
+
+func (m meanwhile) CreateJobWithin(ctx context.Context, j *models.Job, c models.TeamCap) error {
+	m.change()
+	return m.Store.CreateJobWithin(ctx, j, c)
+}
+
+// TestPolicyChangedMeanwhile: a session validated under one policy and
+// stored after its team's lead changed it is held to the policy as
+// changed: refused naming session once sessions are off, naming gpus
+// once the cap is below what it would take; nothing is stored.
+func TestPolicyChangedMeanwhile(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	alice := Actor{User: f.users["alice"]}
+	var p models.SessionPolicy
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := New(Config{Store: meanwhile{f.store, func() {
+		if err := f.store.SetTeamSessionPolicy(ctx, "vision", p); err != nil {
+			t.Error(err)
+		}
+	}}, Engine: &fakeEngine{stored: enginestore.Store{Store: f.store}}, Logger: quiet})
+	session := func() error {
+		_, err := a.Submit(ctx, alice, api.SubmitRequest{Name: "s", Team: "vision", GPUs: 1, Session: &api.SessionRequest{Type: "terminal"}})
+		return err
+	}
+	for _, c := range []struct {
+		policy      models.SessionPolicy
+		field, says string
+	}{
+		{models.SessionPolicy{SessionsOff: true}, "session", "team vision does not allow interactive sessions"},
+		{models.SessionPolicy{MaxSessionGPUs: 1}, "gpus", "team vision's sessions may ask for 1 GPUs at once; 1 are asked for already"},
+	} {
+		if c.field == "gpus" { // one session taken while there is room
+			p = models.SessionPolicy{}
+			if err := f.store.SetTeamSessionPolicy(ctx, "vision", p); err != nil {
+				t.Fatal(err)
+			}
+			if err := session(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p = c.policy
+		err := session()
+		var e *Error
+		if !errors.As(err, &e) || e.Kind != Invalid || !strings.Contains(e.Fields[c.field], c.says) {
+			t.Errorf("a session once the policy is %+v: %v, want invalid naming %s saying %q", c.policy, err, c.field, c.says)
+		}
+	}
+	if got, err := f.store.SessionGPUs(ctx, "vision"); err != nil || got != 1 {
+		t.Errorf("vision's sessions ask for %d GPUs (%v), want 1: nothing refused was stored", got, err)
 	}
 }

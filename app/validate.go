@@ -420,22 +420,10 @@ func (s *App) checkPriority(ctx context.Context, t *models.Team, j *models.Job, 
 		return err
 	}
 	if ask := j.GPUs * tasks; held+ask > t.HighPriorityGPUs {
-		field, msg := overCap(&models.OverCapError{Cap: models.TeamCap{Team: t.Name, GPUs: t.HighPriorityGPUs}, Held: held, Ask: ask})
+		field, msg := overCap(&models.OverCapError{Cap: models.TeamCap{Team: t.Name}, GPUs: t.HighPriorityGPUs, Held: held, Ask: ask})
 		fe[field] = msg
 	}
 	return nil
-}
-
-// teamCap is the cap of team t that job j counts against: its sessions'
-// or its high-priority jobs' GPUs; GPUs 0 for none.
-func teamCap(t *models.Team, j *models.Job) models.TeamCap {
-	switch {
-	case j.IsSession() && t.MaxSessionGPUs > 0:
-		return models.TeamCap{Team: t.Name, Sessions: true, GPUs: t.MaxSessionGPUs}
-	case !j.IsSession() && j.Priority == job.PriorityHigh && t.HighPriorityGPUs > 0:
-		return models.TeamCap{Team: t.Name, GPUs: t.HighPriorityGPUs}
-	}
-	return models.TeamCap{}
 }
 
 // overCap is the field a submission past a team's cap is refused on, and
@@ -444,10 +432,16 @@ func overCap(e *models.OverCapError) (field, msg string) {
 	c := e.Cap
 	if c.Sessions {
 		return "gpus", fmt.Sprintf("team %s's sessions may ask for %d GPUs at once; %d are asked for already, and this session asks for %d: end a session (gpuportal session stop ID), ask for fewer, or wait",
-			c.Team, c.GPUs, e.Held, e.Ask)
+			c.Team, e.GPUs, e.Held, e.Ask)
 	}
 	return "priority", fmt.Sprintf("team %s's high-priority jobs may ask for %d GPUs at once; %d are asked for already, and this job asks for %d: submit it at normal priority, or wait",
-		c.Team, c.GPUs, e.Held, e.Ask)
+		c.Team, e.GPUs, e.Held, e.Ask)
+}
+
+// sessionsOff is what a session of a team that allows none is refused
+// with.
+func sessionsOff(team string) string {
+	return fmt.Sprintf("team %s does not allow interactive sessions (its session policy, set by its lead or an admin): submit a batch job instead", team)
 }
 
 // checkSession refuses in fe a session of team t where t's session
@@ -455,7 +449,7 @@ func overCap(e *models.OverCapError) (field, msg string) {
 // for past t.MaxSessionGPUs.
 func (s *App) checkSession(ctx context.Context, t *models.Team, j *models.Job, fe FieldErrors) error {
 	if t.SessionsOff {
-		fe["session"] = fmt.Sprintf("team %s does not allow interactive sessions (its session policy, set by its lead or an admin): submit a batch job instead", t.Name)
+		fe["session"] = sessionsOff(t.Name)
 		return nil
 	}
 	if t.MaxSessionGPUs <= 0 {
@@ -466,7 +460,7 @@ func (s *App) checkSession(ctx context.Context, t *models.Team, j *models.Job, f
 		return err
 	}
 	if held+j.GPUs > t.MaxSessionGPUs {
-		field, msg := overCap(&models.OverCapError{Cap: models.TeamCap{Team: t.Name, Sessions: true, GPUs: t.MaxSessionGPUs}, Held: held, Ask: j.GPUs})
+		field, msg := overCap(&models.OverCapError{Cap: models.TeamCap{Team: t.Name, Sessions: true}, GPUs: t.MaxSessionGPUs, Held: held, Ask: j.GPUs})
 		fe[field] = msg
 	}
 	return nil

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -183,13 +184,14 @@ func (s *Store) SessionGPUs(ctx context.Context, team string) (int, error) {
 	return unfinishedGPUs(s.db.WithContext(ctx), TeamCap{Team: team, Sessions: true})
 }
 
-// TeamCap bounds the GPUs a team's unfinished jobs of one kind may ask
-// for at once, waiting or running: its sessions (Team.MaxSessionGPUs) or
-// its high-priority jobs (Team.HighPriorityGPUs).
+// TeamCap names the cap a submission counts against: its team's
+// sessions (Team.SessionsOff, Team.MaxSessionGPUs) or its high-priority
+// jobs (Team.HighPriorityGPUs). The caps themselves are read in the
+// transaction that stores the submission (Store.CreateJobWithin), so
+// that a lead's change between validation and storing holds.
 type TeamCap struct {
 	Team     string
 	Sessions bool // its sessions; else its high-priority jobs
-	GPUs     int
 }
 
 func (c TeamCap) kind() string {
@@ -199,16 +201,20 @@ func (c TeamCap) kind() string {
 	return "high-priority"
 }
 
+// ErrSessionsOff refuses a session of a team whose session policy
+// allows none (Team.SessionsOff).
+var ErrSessionsOff = errors.New("its session policy allows no sessions")
+
 // OverCapError refuses a submission that would take what a team's jobs
-// of a kind ask for past its TeamCap: Held are asked for already, Ask by
-// the submission.
+// of a kind ask for past the team's cap on them, GPUs: Held are asked
+// for already, Ask by the submission.
 type OverCapError struct {
-	Cap       TeamCap
-	Held, Ask int
+	Cap             TeamCap
+	GPUs, Held, Ask int
 }
 
 func (e *OverCapError) Error() string {
-	return fmt.Sprintf("team %s's %s jobs may ask for %d GPUs at once; %d are asked for already, and %d more were", e.Cap.Team, e.Cap.kind(), e.Cap.GPUs, e.Held, e.Ask)
+	return fmt.Sprintf("team %s's %s jobs may ask for %d GPUs at once; %d are asked for already, and %d more were", e.Cap.Team, e.Cap.kind(), e.GPUs, e.Held, e.Ask)
 }
 
 // unfinishedGPUs is what c's team's unfinished jobs of c's kind ask for,
@@ -232,15 +238,17 @@ func unfinishedGPUs(q *gorm.DB, c TeamCap) (int, error) {
 }
 
 // CreateJobWithin stores a new queued job as CreateJob does, unless its
-// GPUs would take its team's jobs of c's kind past c (an *OverCapError).
+// GPUs would take its team's jobs of c's kind past the team's cap on
+// them (an *OverCapError), or it is a session of a team that allows none
+// (ErrSessionsOff).
 func (s *Store) CreateJobWithin(ctx context.Context, j *Job, c TeamCap) error {
 	j.State, j.Reason = JobQueued, "submitted"
 	return s.within(ctx, c, j.GPUs, 1, func(tx *gorm.DB) error { return createJob(tx, j) })
 }
 
 // CreateArrayWithin stores an array's tasks as CreateArray does, unless
-// their GPUs would take their team's jobs of c's kind past c (an
-// *OverCapError).
+// their GPUs would take their team's jobs of c's kind past the team's
+// cap on them (an *OverCapError).
 func (s *Store) CreateArrayWithin(ctx context.Context, tasks []*Job, c TeamCap) error {
 	if len(tasks) == 0 {
 		return fmt.Errorf("create array: no tasks")
@@ -253,23 +261,39 @@ func (s *Store) CreateArrayWithin(ctx context.Context, tasks []*Job, c TeamCap) 
 }
 
 // within runs create, which stores n jobs asking for ask GPUs, in the
-// transaction that counts what c caps, so that no other submission
-// counts between: on PostgreSQL the team's row is locked first, which
-// orders two replicas' submissions for the team (SQLite has one writer,
-// and the portal one process over it).
+// transaction that reads c's team's caps and counts what they cap, so
+// that no other submission counts between and no policy changes between:
+// on PostgreSQL the team's row is locked as it is read, which orders two
+// replicas' submissions for the team and a lead's change of its policy
+// (SQLite has one writer, and the portal one process over it).
 func (s *Store) within(ctx context.Context, c TeamCap, ask, n int, create func(tx *gorm.DB) error) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		q := tx
 		if tx.Dialector.Name() == "postgres" {
-			if err := tx.Exec("SELECT 1 FROM teams WHERE name = ? FOR UPDATE", c.Team).Error; err != nil {
-				return fmt.Errorf("lock team %s: %w", c.Team, err)
+			q = tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
+		}
+		var t Team
+		if err := q.Where("name = ?", c.Team).Take(&t).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return fmt.Errorf("team %s: %w", c.Team, ErrNotFound)
 			}
+			return fmt.Errorf("read team %s: %w", c.Team, err)
 		}
-		held, err := unfinishedGPUs(tx, c)
-		if err != nil {
-			return err
+		limit := t.HighPriorityGPUs
+		if c.Sessions {
+			if t.SessionsOff {
+				return fmt.Errorf("a session of team %s: %w", c.Team, ErrSessionsOff)
+			}
+			limit = t.MaxSessionGPUs
 		}
-		if held+ask > c.GPUs {
-			return &OverCapError{Cap: c, Held: held, Ask: ask}
+		if limit > 0 {
+			held, err := unfinishedGPUs(tx, c)
+			if err != nil {
+				return err
+			}
+			if held+ask > limit {
+				return &OverCapError{Cap: c, GPUs: limit, Held: held, Ask: ask}
+			}
 		}
 		return create(tx)
 	})
