@@ -346,3 +346,47 @@ func TestExitTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestWithdrawnPromiseIsForecast: job 20 of team nlp was promised job
+// 8's GPU; while job 8 saves its checkpoint, team vision, under its
+// guarantee, submits job 21 and reclaims a GPU from nlp, which borrows
+// four: job 20, seen running there and ranked lowest of nlp's jobs
+// (submitted last), is the one reclaimed, and its promise is withdrawn.
+// Job 20 waits on, and the forecast made at that pass must say when it
+// starts: live, it read "not forecast yet" until the next forecast.
+func TestWithdrawnPromiseIsForecast(t *testing.T) {
+	start := t0.Add(-2 * time.Hour)
+	jobs, onN0, onN1 := eightRunning(start)
+	recent := t0.Add(-5 * time.Second)
+	for i := range 7 { // jobs 1-7 rank above job 20: queue 0, submitted before it
+		jobs[i].Queue, jobs[i].AttainedService, jobs[i].LastStartAt = sched.QueueState{}, 0, &recent
+	}
+	jobs = append(jobs, Job{ID: 20, Team: "nlp", GPUs: 1, State: job.Queued, SubmittedAt: t0.Add(-time.Second)})
+	mem := newMemStore(jobs...)
+	e, clock, n0, n1 := handoverEngine(t, mem, onN0, onN1)
+	sc, err := sched.New(sched.Config{Policy: "tiresias-l", Thresholds: []float64{200, 800}, HandoverS: 10, MinRuntimeS: sched.NoMinRuntime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Scheduler = sc
+	mustPass(t, e)
+	if !slices.Equal(n1.stops, []int64{8}) {
+		t.Fatalf("stopped %v; want job 8 for job 20", n1.stops)
+	}
+	if _, ok := e.promised[20]; !ok {
+		t.Fatalf("job 20 holds no promise: %v", e.promised)
+	}
+	clock.t = clock.t.Add(time.Second)
+	mem.mu.Lock()
+	mem.jobs[21] = &Job{ID: 21, Team: "vision", GPUs: 1, State: job.Queued, SubmittedAt: clock.t}
+	mem.mu.Unlock()
+	e.fc.lastAt = time.Time{} // a forecast at this pass
+	mustPass(t, e)
+	if _, ok := e.promised[20]; ok {
+		t.Fatalf("job 20 still holds its promise (%v): the test needs it withdrawn; stops %v %v; job 21 waits: %s", e.promised, n0.stops, n1.stops, e.Waits()[21].Reason)
+	}
+	f, ok := e.Forecast(20)
+	if !ok || f.State != forecast.StateExpected || f.MadeAt != clock.t {
+		t.Fatalf("job 20's forecast after its promise was withdrawn: %+v (%v); want one made now", f, ok)
+	}
+}
