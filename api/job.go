@@ -95,6 +95,11 @@ type Job struct {
 	// Resources are a running job's CPUs and host memory: allocated and
 	// used per node, and its sensitivity profile (docs/synergy.md).
 	Resources *JobResources `json:"resources,omitempty"`
+	// AllocCPUs are the whole CPUs the current or last run was told on
+	// its machines (GPUPORTAL_CPUS), summed: what it was given, after
+	// it has ended too; absent before a start and where no CPUs were
+	// allocated.
+	AllocCPUs int64 `json:"alloc_cpus,omitempty"`
 	// Env are the job's own variables; Workdir the folder it starts in
 	// ("": its job folder).
 	Env     map[string]string `json:"env,omitempty"`

@@ -396,6 +396,7 @@ func (m *Moment) apiJob(j *models.Job) api.Job {
 		Sharing: j.Sharing, GPUFraction: j.GPUFraction, BatchSize: j.BatchSize, Parameters: j.Parameters,
 		CPUProfile: declaredProfileJSON(j),
 		Forecast:   m.forecast(j),
+		AllocCPUs:  j.AllocCPUs,
 	}
 	if j.State == job.Running {
 		now := m.Now

@@ -73,11 +73,12 @@ var sacctFields = []sacctField{
 		return strings.Join(placementNodes(j), ",")
 	}},
 	{"AllocCPUS", 10, func(j api.Job) string {
+		if j.Resources == nil {
+			return strconv.FormatInt(j.AllocCPUs, 10) // its last run's, once ended
+		}
 		var cpus int64
-		if j.Resources != nil {
-			for _, a := range j.Resources.Allocations {
-				cpus += job.WholeCPUs(a.CPUMilli) // what each part is told (job.Resources.Env)
-			}
+		for _, a := range j.Resources.Allocations {
+			cpus += job.WholeCPUs(a.CPUMilli) // what each part is told (job.Resources.Env)
 		}
 		return strconv.FormatInt(cpus, 10)
 	}},

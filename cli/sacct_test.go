@@ -21,7 +21,8 @@ func TestSacctFormat(t *testing.T) {
 		{ID: 7, Name: "train-resnet50-long", Team: "vision", GPUs: 8, State: job.Succeeded, ExitCode: &zero, ExecutedS: 5400,
 			SubmittedAt: at, StartedAt: &at, FinishedAt: &end, Placement: []string{"a:0", "b:0"},
 			Resources: &api.JobResources{Allocations: []api.Allocation{{Node: "a", CPUMilli: 1500}, {Node: "b", CPUMilli: 2000}}}},
-		{ID: 9, Name: "sweep[1]", Team: "nlp", GPUs: 1, State: job.Failed, ExitCode: &killed, Array: &api.ArrayTask{ID: 8, Index: 1}, SubmittedAt: at},
+		{ID: 9, Name: "sweep[1]", Team: "nlp", GPUs: 1, State: job.Failed, ExitCode: &killed, Array: &api.ArrayTask{ID: 8, Index: 1}, SubmittedAt: at,
+			AllocCPUs: 6}, // ended: its last run's CPUs
 		{ID: 10, Name: "segv", Team: "nlp", GPUs: 1, State: job.Failed, ExitCode: &killed, SubmittedAt: at,
 			Reason: "run 1: " + job.KilledBy(syscall.SIGSEGV) + " on node-1"},
 		{ID: 11, Name: "term", Team: "nlp", GPUs: 1, State: job.Failed, ExitCode: &killed, SubmittedAt: at,
@@ -36,7 +37,7 @@ func TestSacctFormat(t *testing.T) {
 			"       JobID    JobName  Partition    Account  AllocCPUS      State ExitCode\n" +
 			"------------ ---------- ---------- ---------- ---------- ---------- --------\n" +
 			"           7 train-res+     vision     vision          4  COMPLETED      0:0\n" +
-			"         8_1   sweep[1]        nlp        nlp          0     FAILED      0:9\n" +
+			"         8_1   sweep[1]        nlp        nlp          6     FAILED      0:9\n" +
 			"          10       segv        nlp        nlp          0     FAILED     0:11\n" +
 			"          11       term        nlp        nlp          0     FAILED     0:15\n"},
 		{"jobid,elapsed,nnodes,nodelist,alloctres,start", true, false, "" +

@@ -134,7 +134,7 @@ func (s Store) MarkStarted(ctx context.Context, id int64, placement []gpu.Ref, n
 func (s Store) MarkStartedAll(ctx context.Context, starts []engine.StartRecord, now time.Time) ([]int64, []error, error) {
 	rows := make([]models.Start, len(starts))
 	for i, st := range starts {
-		rows[i] = models.Start{Job: st.JobID, Placement: formatPlacement(st.Placement)}
+		rows[i] = models.Start{Job: st.JobID, Placement: formatPlacement(st.Placement), CPUs: st.CPUs}
 	}
 	return s.Store.MarkStartedAll(ctx, rows, now)
 }

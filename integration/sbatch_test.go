@@ -251,6 +251,16 @@ func TestSbatchScriptUnchanged(t *testing.T) {
 	if _, errOut, code := run("scancel", strconv.FormatInt(workersID, 10)); code != 0 {
 		t.Errorf("scancel the workers job: %s", errOut)
 	}
+	// Once it has ended, sacct still says what it was given (it said 0).
+	var ended string
+	eventually(t, 60*time.Second, "the workers job to end, sacct saying its CPUs", func() bool {
+		out, _, _ := run("sacct", "-j", strconv.FormatInt(workersID, 10), "-P", "-n", "-o", "State,AllocCPUS")
+		ended = strings.TrimSpace(out)
+		return strings.HasPrefix(ended, "CANCELLED")
+	})
+	if want := fmt.Sprintf("CANCELLED|%d", cpus); ended != want {
+		t.Errorf("sacct of the ended workers job: %q, want %q", ended, want)
+	}
 
 	bad := filepath.Join(submitDir, "bad.sbatch")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --time=soon\necho no\n"), 0o644); err != nil {

@@ -215,17 +215,20 @@ func (s *Store) RunningJobs(ctx context.Context) ([]Job, error) {
 // MarkStarted records that a queued or preempted job now runs on
 // placement, as a new run, and returns the run's number.
 func (s *Store) MarkStarted(ctx context.Context, id int64, placement []string, now time.Time) (run int64, err error) {
-	err = s.transition(ctx, id, now, startRun(id, placement, now, &run))
+	err = s.transition(ctx, id, now, startRun(Start{Job: id, Placement: placement}, now, &run))
 	if err != nil {
 		return 0, err
 	}
 	return run, nil
 }
 
-// Start is one start of a waiting job that MarkStartedAll records.
+// Start is one start of a waiting job that MarkStartedAll records: on
+// Placement, given CPUs whole CPUs over its machines (Job.AllocCPUs; 0
+// when none were allocated).
 type Start struct {
 	Job       int64
 	Placement []string
+	CPUs      int64
 }
 
 // MarkStartedAll records the starts of a scheduling pass in one
@@ -239,7 +242,7 @@ func (s *Store) MarkStartedAll(ctx context.Context, starts []Start, now time.Tim
 		for i, st := range starts {
 			// Its own savepoint: one that fails is rolled back alone.
 			errs[i] = tx.Transaction(func(tx *gorm.DB) error {
-				return transitionTx(tx, st.Job, now, startRun(st.Job, st.Placement, now, &runs[i]))
+				return transitionTx(tx, st.Job, now, startRun(st, now, &runs[i]))
 			})
 			if errs[i] != nil {
 				runs[i] = 0
@@ -253,9 +256,10 @@ func (s *Store) MarkStartedAll(ctx context.Context, starts []Start, now time.Tim
 	return runs, errs, nil
 }
 
-// startRun is the change that starts a new run of waiting job id on
-// placement; it sets *run to the run's number.
-func startRun(id int64, placement []string, now time.Time, run *int64) func(*Job) error {
+// startRun is the change that starts st, a new run of a waiting job; it
+// sets *run to the run's number.
+func startRun(st Start, now time.Time, run *int64) func(*Job) error {
+	id, placement := st.Job, st.Placement
 	return func(j *Job) error {
 		if j.State != JobQueued && j.State != JobPreempted {
 			return fmt.Errorf("start job %d in state %s: %w", id, j.State, ErrConflict)
@@ -267,6 +271,7 @@ func startRun(id int64, placement []string, now time.Time, run *int64) func(*Job
 		j.Run++
 		j.State = JobRunning
 		j.Placement = placement
+		j.AllocCPUs = st.CPUs
 		j.Reason = ""
 		j.RetryAt = nil
 		j.LastStartAt = &now

@@ -53,6 +53,7 @@ func migrations() []migration {
 		{61, "jobs.stop_run, stop_to, stop_reason, stop_code, stop_at: the engine's request that a run stop, across restarts (job.StopRequest)", jobsStopRequest},
 		{62, "jobs.resume_from_node: where a restored checkpoint copy was saved (job.Resume.FromNode)", jobsResumeFromNode},
 		{63, "teams.sessions_off and max_session_gpus: whether a team allows sessions, and their GPUs at once", teamSessionLimits},
+		{64, "jobs.alloc_cpus: the CPUs the current or last run was given, for sacct once it has ended", jobsAllocCPUs},
 	}
 }
 
@@ -787,4 +788,15 @@ func (v63Team) TableName() string { return "teams" }
 
 func teamSessionLimits(tx *gorm.DB) error {
 	return addColumns(tx, &v63Team{}, "SessionsOff", "MaxSessionGPUs")
+}
+
+// v64Job holds the CPUs a job's current or last run was given.
+type v64Job struct {
+	AllocCPUs int64 `gorm:"column:alloc_cpus;not null;default:0"`
+}
+
+func (v64Job) TableName() string { return "jobs" }
+
+func jobsAllocCPUs(tx *gorm.DB) error {
+	return addColumns(tx, &v64Job{}, "AllocCPUs")
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuportal/gpuportal/core/job"
+	"github.com/gpuportal/gpuportal/core/usage"
 	"github.com/gpuportal/gpuportal/models"
 )
 
@@ -91,7 +93,7 @@ func TestMarkStartedAll(t *testing.T) {
 		if err := s.Cancel(ctx, js[1].ID, "cancelled by alice", t0); err != nil {
 			t.Fatal(err)
 		}
-		starts := []models.Start{{Job: js[0].ID, Placement: []string{"n0:0"}}, {Job: js[1].ID, Placement: []string{"n0:1"}},
+		starts := []models.Start{{Job: js[0].ID, Placement: []string{"n0:0"}, CPUs: 6}, {Job: js[1].ID, Placement: []string{"n0:1"}},
 			{Job: js[2].ID, Placement: []string{"n0:2"}}}
 		runs, errs, err := s.MarkStartedAll(ctx, starts, t0.Add(time.Minute))
 		if err != nil {
@@ -111,6 +113,23 @@ func TestMarkStartedAll(t *testing.T) {
 			if j.State != models.JobRunning || j.Run != 1 || len(j.Placement) != 1 || j.Placement[0] != starts[i].Placement[0] {
 				t.Errorf("job %d: %s run %d on %v; want running run 1 on %v", j.ID, j.State, j.Run, j.Placement, starts[i].Placement)
 			}
+			if j.AllocCPUs != starts[i].CPUs {
+				t.Errorf("job %d was given %d CPUs; want %d", j.ID, j.AllocCPUs, starts[i].CPUs)
+			}
+		}
+		// Its CPUs stay once the run has ended (sacct's AllocCPUS), and a
+		// new run's replace them.
+		if err := s.MarkStopped(ctx, job.RunRef{Job: js[0].ID, Run: 1}, models.JobPreempted, nil, "preempted", usage.Service{}, t0.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if j, err := s.Job(ctx, js[0].ID); err != nil || j.AllocCPUs != 6 {
+			t.Errorf("once its run ended the job was given %d CPUs (%v); want 6", j.AllocCPUs, err)
+		}
+		if _, _, err := s.MarkStartedAll(ctx, []models.Start{{Job: js[0].ID, Placement: []string{"n0:1"}, CPUs: 2}}, t0.Add(3*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if j, err := s.Job(ctx, js[0].ID); err != nil || j.AllocCPUs != 2 || j.Run != 2 {
+			t.Errorf("its second run (%d) was given %d CPUs (%v); want run 2 given 2", j.Run, j.AllocCPUs, err)
 		}
 		if j, err := s.Job(ctx, js[1].ID); err != nil || j.State != models.JobCancelled {
 			t.Errorf("the cancelled job: %+v, %v", j, err)

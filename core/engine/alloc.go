@@ -218,6 +218,18 @@ func groupByJob(as []sched.Allocation) map[int64][]sched.Allocation {
 	return out
 }
 
+// toldCPUs are the whole CPUs job id is told on its machines
+// (job.Resources.Env), summed over them; 0 without an allocation.
+func (e *Engine) toldCPUs(id int64) int64 {
+	e.alloc.mu.Lock()
+	defer e.alloc.mu.Unlock()
+	var n int64
+	for _, a := range e.alloc.byJob[id] {
+		n += job.WholeCPUs(a.CPUMilli)
+	}
+	return n
+}
+
 // resourcesFor is what the agent of node gets for job id: its allocation
 // there, and a request to profile it when its user declared no profile,
 // nothing measured is known of its model and the node has idle cores to

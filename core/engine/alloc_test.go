@@ -27,11 +27,22 @@ func (n *usageNode) Resize(_ context.Context, id int64, r job.Resources) error {
 }
 
 // notingStore records the notes the engine adds to jobs' histories and
-// keeps measured profiles.
+// keeps measured profiles, and the CPUs each start was recorded with.
 type notingStore struct {
 	*memStore
 	notes    map[int64][]string
 	profiles []synergy.LearnedProfile
+	given    map[int64]int64
+}
+
+func (s *notingStore) MarkStartedAll(ctx context.Context, starts []StartRecord, now time.Time) ([]int64, []error, error) {
+	for _, st := range starts {
+		if s.given == nil {
+			s.given = map[int64]int64{}
+		}
+		s.given[st.JobID] = st.CPUs
+	}
+	return s.memStore.MarkStartedAll(ctx, starts, now)
 }
 
 func (s *notingStore) SaveCPUProfile(_ context.Context, p synergy.LearnedProfile) error {
@@ -98,6 +109,13 @@ func TestEngineAllocates(t *testing.T) {
 	if res[2].ProfileMaxMilli != 0 {
 		t.Errorf("profiling asked with no idle cores: %+v", res[2])
 	}
+	// Each start is recorded with the whole CPUs its job is told, which
+	// sacct says of it once it has ended.
+	for id, r := range res {
+		if got, want := store.given[id], job.WholeCPUs(r.CPUMilli); got != want || want == 0 {
+			t.Errorf("job %d's start was recorded with %d CPUs; it was told %d", id, got, want)
+		}
+	}
 	na := e.NodeAllocations()["n0"]
 	if na.Jobs != 2 || na.CPUMilli != res[1].CPUMilli+res[2].CPUMilli {
 		t.Errorf("node allocation %+v", na)
@@ -139,6 +157,9 @@ func TestEngineAllocates(t *testing.T) {
 	mustPass(t, e2)
 	if len(n2.starts) != 1 || n2.starts[0].Resources == nil || n2.starts[0].Resources.ProfileMaxMilli != 0 {
 		t.Fatalf("starts after restart %+v: want no profiling of a known model", n2.starts)
+	}
+	if got, want := store2.given[3], job.WholeCPUs(n2.starts[0].Resources.CPUMilli); got != want {
+		t.Errorf("a pass's only start was recorded with %d CPUs; it was told %d", got, want)
 	}
 	if jr, _ := e2.JobResources(3); jr.ProfileSource != synergy.SourceHistory {
 		t.Errorf("after restart the profile comes from %s, want history", jr.ProfileSource)

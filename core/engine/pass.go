@@ -530,10 +530,14 @@ type StartsRecorder interface {
 	MarkStartedAll(ctx context.Context, starts []StartRecord, now time.Time) (runs []int64, errs []error, err error)
 }
 
-// StartRecord is one start of a waiting job on placement.
+// StartRecord is one start of a waiting job on placement. CPUs are the
+// whole CPUs it is told on its machines (job.Resources.Env), summed: what
+// sacct's AllocCPUS says of the run once it has ended; 0 when none were
+// allocated (machines that report no CPUs).
 type StartRecord struct {
 	JobID     int64
 	Placement []gpu.Ref
+	CPUs      int64
 }
 
 // startRecord is how the store took a start: its run, or why not.
@@ -542,17 +546,17 @@ type startRecord struct {
 	err error
 }
 
-// recordStarts records the pass's starts in one store call; start
-// records a pass's only start itself (MarkStarted). Each start is
-// recorded before its machines are asked to start it, as ever.
+// recordStarts records the pass's starts in one store call, with the
+// CPUs each is given (the pass's allocations: recordAllocations). Each
+// start is recorded before its machines are asked to start it, as ever.
 func (e *Engine) recordStarts(ctx context.Context, starts []sched.Start, byID *passJobs, now time.Time) map[int64]startRecord {
-	if len(starts) < 2 {
+	if len(starts) == 0 {
 		return nil
 	}
 	recs := make([]StartRecord, 0, len(starts))
 	for _, s := range starts {
 		if ok, _ := e.startable(byID.job(s.JobID), s.GPUs); ok {
-			recs = append(recs, StartRecord{JobID: s.JobID, Placement: slices.Clone(s.GPUs)})
+			recs = append(recs, StartRecord{JobID: s.JobID, Placement: slices.Clone(s.GPUs), CPUs: e.toldCPUs(s.JobID)})
 		}
 	}
 	runs, errs, err := e.cfg.Store.MarkStartedAll(ctx, recs, now)

@@ -1383,7 +1383,9 @@ type JCTStats struct {
 
 // Job defines model for Job.
 type Job struct {
-	Array *ArrayTask `json:"array,omitempty"`
+	// AllocCpus the whole CPUs the current or last run was told on its machines (GPUPORTAL_CPUS), summed: what it was given, after it has ended too; absent before a start and where no CPUs were allocated
+	AllocCpus *int64     `json:"alloc_cpus,omitempty"`
+	Array     *ArrayTask `json:"array,omitempty"`
 
 	// AsOf while the job runs: when executed_s and attained_service_gpu_s were read
 	AsOf *time.Time `json:"as_of,omitempty"`
