@@ -128,12 +128,13 @@ type Job struct {
 	// its first start.
 	Run int64 `gorm:"not null;default:0"`
 
-	// Where it runs now ("node:index" per GPU), and what it has consumed.
-	Placement       Strings `gorm:"type:text"`
 	// AllocCPUs are the whole CPUs the current or last run was told on
 	// its machines, summed (engine.StartRecord): sacct's AllocCPUS once
 	// the run has ended; 0 when none were allocated.
 	AllocCPUs int64 `gorm:"column:alloc_cpus;not null;default:0"`
+
+	// Where it runs now ("node:index" per GPU), and what it has consumed.
+	Placement       Strings `gorm:"type:text"`
 	LastStartAt     *time.Time
 	ExecutedS       float64
 	AttainedService float64 // GPU-seconds, over the ended runs
