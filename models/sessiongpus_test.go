@@ -157,54 +157,51 @@ func TestCreateWithinHoldsAcrossReplicas(t *testing.T) {
 // unknown team is not found. On both databases.
 func TestCreateWithinReadsThePolicyNow(t *testing.T) {
 	t.Parallel()
-	for name, dsn := range map[string]func(testing.TB) string{"sqlite": modelstest.SQLiteDSN, "postgres": modelstest.PostgresDSN} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			s := openStore(t, dsn(t))
-			if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+	models.Migrated.ForEachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		if _, err := s.CreateTeam(ctx, "vision", 4); err != nil {
+			t.Fatal(err)
+		}
+		sessions := models.TeamCap{Team: "vision", Sessions: true}
+		session := func() error {
+			j := &models.Job{Name: "s", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(), SessionType: "terminal"}
+			return s.CreateJobWithin(ctx, j, sessions)
+		}
+		policy := func(p models.SessionPolicy) {
+			t.Helper()
+			if err := s.SetTeamSessionPolicy(ctx, "vision", p); err != nil {
 				t.Fatal(err)
 			}
-			sessions := models.TeamCap{Team: "vision", Sessions: true}
-			session := func() error {
-				j := &models.Job{Name: "s", Team: "vision", User: "alice", GPUs: 1, SubmittedAt: time.Now(), SessionType: "terminal"}
-				return s.CreateJobWithin(ctx, j, sessions)
-			}
-			policy := func(p models.SessionPolicy) {
-				t.Helper()
-				if err := s.SetTeamSessionPolicy(ctx, "vision", p); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := range 2 { // no cap
-				if err := session(); err != nil {
-					t.Fatalf("session %d without a cap: %v", i+1, err)
-				}
-			}
-			policy(models.SessionPolicy{MaxSessionGPUs: 3})
+		}
+		for i := range 2 { // no cap
 			if err := session(); err != nil {
-				t.Fatalf("a third session within a cap of 3: %v", err)
+				t.Fatalf("session %d without a cap: %v", i+1, err)
 			}
-			policy(models.SessionPolicy{MaxSessionGPUs: 2})
-			var over *models.OverCapError
-			if err := session(); !errors.As(err, &over) || over.GPUs != 2 || over.Held != 3 || over.Ask != 1 {
-				t.Errorf("a session past a cap lowered to 2: %v, want refused with 3 held of 2", err)
-			}
-			policy(models.SessionPolicy{SessionsOff: true})
-			if err := session(); !errors.Is(err, models.ErrSessionsOff) {
-				t.Errorf("a session once sessions are off: %v, want ErrSessionsOff", err)
-			}
-			high := &models.Job{Name: "h", Team: "vision", User: "alice", GPUs: 8, SubmittedAt: time.Now(), Priority: job.PriorityHigh, SimDuration: 60}
-			if err := s.CreateJobWithin(ctx, high, models.TeamCap{Team: "vision"}); err != nil {
-				t.Errorf("a high-priority job of a team without a cap on them (sessions off): %v", err)
-			}
-			if got, err := s.SessionGPUs(ctx, "vision"); err != nil || got != 3 {
-				t.Errorf("the team's sessions ask for %d (%v), want 3: the refused ones left nothing", got, err)
-			}
-			ghost := &models.Job{Name: "s", Team: "ghost", User: "alice", GPUs: 1, SubmittedAt: time.Now(), SessionType: "terminal"}
-			if err := s.CreateJobWithin(ctx, ghost, models.TeamCap{Team: "ghost", Sessions: true}); !errors.Is(err, models.ErrNotFound) {
-				t.Errorf("a session of an unknown team: %v, want ErrNotFound", err)
-			}
-		})
-	}
+		}
+		policy(models.SessionPolicy{MaxSessionGPUs: 3})
+		if err := session(); err != nil {
+			t.Fatalf("a third session within a cap of 3: %v", err)
+		}
+		policy(models.SessionPolicy{MaxSessionGPUs: 2})
+		var over *models.OverCapError
+		if err := session(); !errors.As(err, &over) || over.GPUs != 2 || over.Held != 3 || over.Ask != 1 {
+			t.Errorf("a session past a cap lowered to 2: %v, want refused with 3 held of 2", err)
+		}
+		policy(models.SessionPolicy{SessionsOff: true})
+		if err := session(); !errors.Is(err, models.ErrSessionsOff) {
+			t.Errorf("a session once sessions are off: %v, want ErrSessionsOff", err)
+		}
+		high := &models.Job{Name: "h", Team: "vision", User: "alice", GPUs: 8, SubmittedAt: time.Now(), Priority: job.PriorityHigh, SimDuration: 60}
+		if err := s.CreateJobWithin(ctx, high, models.TeamCap{Team: "vision"}); err != nil {
+			t.Errorf("a high-priority job of a team without a cap on them (sessions off): %v", err)
+		}
+		if got, err := s.SessionGPUs(ctx, "vision"); err != nil || got != 3 {
+			t.Errorf("the team's sessions ask for %d (%v), want 3: the refused ones left nothing", got, err)
+		}
+		ghost := &models.Job{Name: "s", Team: "ghost", User: "alice", GPUs: 1, SubmittedAt: time.Now(), SessionType: "terminal"}
+		if err := s.CreateJobWithin(ctx, ghost, models.TeamCap{Team: "ghost", Sessions: true}); !errors.Is(err, models.ErrNotFound) {
+			t.Errorf("a session of an unknown team: %v, want ErrNotFound", err)
+		}
+	})
 }
