@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -108,10 +109,12 @@ func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *
 		if rng.IntN(2) == 1 {
 			user, team = "bob", "nlp"
 		}
+		run := 20 + rng.IntN(160)
 		j := &models.Job{
 			Name: fmt.Sprintf("%s-bs%d", m.name, 16<<rng.IntN(4)), Team: team, User: user,
 			GPUs:        gpuChoices[rng.IntN(len(gpuChoices))],
-			SimDuration: float64(20 + rng.IntN(160)),
+			SimDuration: float64(run),
+			TimeLimitS:  demoTimeLimit(rng, run),
 			GPUMemMiB:   int64(m.memGB * 1024),
 			Model:       m.name,
 			SubmittedAt: time.Now(),
@@ -122,6 +125,16 @@ func runDemo(ctx context.Context, store *models.Store, eng *engine.Engine, log *
 		}
 		eng.Wake()
 	}
+}
+
+// demoTimeLimit is the time limit a demo user declares for a job that
+// runs runS seconds: as users of a batch system do, more than they
+// expect (1.5 to 3 times the run time), rounded up to whole minutes. It
+// is what lets the demo's forecasts and backfill use limits, as a lab's
+// would; scripts/demo-trace draws the same.
+func demoTimeLimit(rng *rand.Rand, runS int) int64 {
+	s := float64(runS) * (1.5 + 1.5*rng.Float64())
+	return int64(math.Ceil(s/60)) * 60
 }
 
 // demoIdleUtilPct is the utilization of the demo's idle notebook: a

@@ -35,9 +35,10 @@ func demoSharingJob(rng *rand.Rand, n int) (*models.Job, error) {
 	if n%2 == 1 {
 		user, team = "bob", "nlp"
 	}
+	run := 60 + rng.IntN(120)
 	return &models.Job{
 		Name: fmt.Sprintf("%s-bs%d-shared", w.model, w.batch), Team: team, User: user, GPUs: 1,
-		SimDuration: float64(60 + rng.IntN(120)), Model: w.model, SubmittedAt: time.Now(),
+		SimDuration: float64(run), TimeLimitS: demoTimeLimit(rng, run), Model: w.model, SubmittedAt: time.Now(),
 		Sharing: true, BatchSize: w.batch,
 		MemPersistentMiB: est.PersistentMiB, MemEphemeralMiB: est.EphemeralMiB, MemSource: string(est.Source),
 	}, nil
