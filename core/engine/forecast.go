@@ -240,30 +240,11 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 	in.Snapshot.Jobs = append([]sched.Job(nil), snap.Jobs...)
 	in.Snapshot.Teams = append([]sched.Team(nil), snap.Teams...)
 	var byID *passJobs
-	gpuMiB := smallestGPU(snap.Nodes)
 	for i := range in.Snapshot.Jobs {
-		sj := &in.Snapshot.Jobs[i]
-		if sj.State == sched.Running && e.runs[sj.ID] == nil {
-			// Shown running on the GPUs promised to it (Promises.Present),
-			// it has not started; if this pass withdrew its promise
-			// (deferStarts), it waits on and is forecast as waiting, not
-			// as promised (promisedForecasts): else it had no forecast
-			// until the next.
-			if _, ok := e.promised[sj.ID]; ok {
-				continue
-			}
-			if byID == nil {
-				byID = newPassJobs(jobs)
-			}
-			if k, ok := byID.find(sj.ID); ok && jobs[k].State.Waiting() {
-				*sj = e.schedJob(&jobs[k], now, gpuMiB)
-			}
-			continue
-		}
 		// A leaving job was shown without the GPUs promised to another
 		// (Promises.Present); it waits again, for all of its own, once
 		// out: when stopped runs have taken to leave so far.
-		if sj.State == sched.Leaving {
+		if sj := &in.Snapshot.Jobs[i]; sj.State == sched.Leaving {
 			if byID == nil {
 				byID = newPassJobs(jobs)
 			}
@@ -288,6 +269,7 @@ func (e *Engine) forecast(ctx context.Context, snap sched.Snapshot, d sched.Deci
 			}
 		}
 	}
+	gpuMiB := smallestGPU(snap.Nodes)
 	for i := range jobs {
 		if j := &jobs[i]; j.State.Waiting() && j.RetryAt != nil && j.RetryAt.After(now) {
 			in.Later = append(in.Later, forecast.Arrival{Job: e.schedJob(j, now, gpuMiB), At: seconds(*j.RetryAt)})

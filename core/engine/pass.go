@@ -64,6 +64,7 @@ func (e *Engine) pass(ctx context.Context) error {
 	e.noteReservations(d.Reservations, d.Waits, snap.Now)
 	e.storeReservations(ctx, now)
 	starts, held := e.deferStarts(d.Starts, d.Preempts, byID)
+	e.withdrawn(snap, d.Preempts, byID, now)
 	d.Starts, d.Waits = starts, append(append(d.Waits, held...), gated...)
 	e.explainAccounts(d.Waits, byID)
 	e.stats.pass(time.Since(began), len(d.Starts))
@@ -217,6 +218,32 @@ func (e *Engine) snapshot(jobs []Job, now time.Time) (sched.Snapshot, *passJobs)
 	// to it; its victims are leaving (schedJob).
 	e.promised.Present(snap.Jobs, snap.Now)
 	return snap, byID
+}
+
+// withdrawn shows again as waiting, in snap (the pass's snapshot), each
+// job that the pass preempted while it was shown running on the GPUs
+// promised to it (Promises.Present) and so lost its promise
+// (deferStarts): what the pass does after its decisions (the forecast,
+// the teams' figures) sees the job as it is. Without it the forecast gave
+// such a job none until the next, its range flipping to "not forecast
+// yet" (TestWithdrawnPromiseIsForecast).
+func (e *Engine) withdrawn(snap sched.Snapshot, preempts []sched.Preempt, byID *passJobs, now time.Time) {
+	jobs := snap.Jobs
+	for _, p := range preempts {
+		if e.runs[p.JobID] != nil {
+			continue // it runs: a preemption like any
+		}
+		k, ok := byID.find(p.JobID)
+		if !ok || !byID.jobs[k].State.Waiting() {
+			continue
+		}
+		for i := range jobs {
+			if jobs[i].ID == p.JobID && jobs[i].State == sched.Running {
+				jobs[i] = e.schedJob(&byID.jobs[k], now, smallestGPU(snap.Nodes))
+				break
+			}
+		}
+	}
 }
 
 // passBuffers are the arrays a pass's snapshot and index grew, kept for
