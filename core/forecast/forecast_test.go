@@ -407,8 +407,34 @@ func TestRemainingTimeLimit(t *testing.T) {
 		{"a limit: the median share of it", sched.Job{TimeLimitS: 2000}, 0.5, 2000 * 0.49},
 		{"a limit: the least share", sched.Job{TimeLimitS: 2000}, 0, 2000 * 0.4},
 		{"a limit, the share so far counted", sched.Job{TimeLimitS: 2000, ExecutedS: 2000 * 0.41}, 0, 2000 * (0.42 - 0.41)},
-		{"past the share of all but 6: the run times", sched.Job{TimeLimitS: 2000, ExecutedS: 2000 * 0.47}, 1, 5000 - 2000*0.47},
+		{"past the share of all but 3: theirs", sched.Job{TimeLimitS: 2000, ExecutedS: 2000 * 0.53}, 1, 2000 * (0.58 - 0.53)},
+		{"past the share of all but 2: the run times", sched.Job{TimeLimitS: 2000, ExecutedS: 2000 * 0.55}, 1, 5000 - 2000*0.55},
 		{"no limit: the run times", sched.Job{}, 1, 5000},
+	}
+	for _, tc := range tests {
+		got, ok := h.Remaining(&tc.job, tc.q)
+		if !ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: Remaining = %v, %v; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
+// TestRemainingFirstLimits: a cluster's first jobs to finish are its
+// short ones. Three jobs of 20 to 40 s finished, each within a limit of
+// one or two minutes; a job with a limit of 10 minutes is drawn from the
+// shares of their limits they used, not from their run times.
+func TestRemainingFirstLimits(t *testing.T) {
+	h := NewHistory([]Sample{{RunS: 20, LimitS: 60}, {RunS: 30, LimitS: 60}, {RunS: 40, LimitS: 120}}, 0)
+	tests := []struct {
+		name string
+		job  sched.Job
+		q    float64
+		want float64
+	}{
+		{"the median share", sched.Job{TimeLimitS: 600}, 0.5, 600 * 1 / 3.0},
+		{"the largest share", sched.Job{TimeLimitS: 600}, 1, 600 * 0.5},
+		{"no limit: their run times", sched.Job{}, 0.5, 30},
+		{"past two of the shares: the run times' tail", sched.Job{TimeLimitS: 600, ExecutedS: 300}, 0.5, 300 * (math.Pow(0.5, -1/defaultAlpha) - 1)},
 	}
 	for _, tc := range tests {
 		got, ok := h.Remaining(&tc.job, tc.q)

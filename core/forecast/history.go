@@ -182,9 +182,9 @@ func (h *History) Describe() string {
 // Remaining is the q-quantile (0 < q < 1) of the remaining run time of
 // job j, which has run j.ExecutedS seconds so far. A job with a time
 // limit is drawn from the shares of their limits that finished jobs with
-// a limit ran, given the share it has used, when minGroup of them ran a
-// larger share: a limit says more about a job than other jobs' run
-// times. Else it is drawn from the run times of the most specific group
+// a limit ran, given the share it has used, when 3 of them (minTail, as
+// for all jobs' run times; fewer if minGroup is) ran a larger share: a
+// limit says more about a job than other jobs' run times. Else it is drawn from the run times of the most specific group
 // of finished jobs (the same user and model, the user, the model, the
 // team, each first of jobs on as many GPUs as j, then jobs on as many
 // GPUs, then all) that has at least minGroup jobs that ran longer than j
@@ -199,8 +199,12 @@ func (h *History) Remaining(j *sched.Job, q float64) (rem float64, ok bool) {
 		return 0, false
 	}
 	a := max(j.ExecutedS, 0)
-	if l := j.TimeLimitS; l > 0 && len(h.limited) >= h.minGroup {
-		if r, ok := tailQuantile(h.limited, a/l, q, h.minGroup); ok {
+	if l := j.TimeLimitS; l > 0 {
+		// As few shares as run times of all jobs: what share of its
+		// limit a job uses varies less from job to job than how long
+		// it runs, and the first jobs to finish are the short ones,
+		// whose run times alone made a cluster's first forecasts early.
+		if r, ok := tailQuantile(h.limited, a/l, q, min(h.minGroup, minTail)); ok {
 			return r * l, true
 		}
 	}
