@@ -104,6 +104,20 @@ type ForecastStats struct {
 	MeanError      float64 `json:"mean_error_s"`
 }
 
+// Expected is the one time that stands for the forecast where a single
+// start is shown (squeue's expected start, %S): the likely start, else
+// the earliest of an expected or later forecast; nil for one that
+// expects no start (never, held, unknown).
+func (f *Forecast) Expected() *time.Time {
+	switch {
+	case f == nil || f.State != ForecastExpected && f.State != ForecastLater:
+		return nil
+	case f.Likely != nil:
+		return f.Likely
+	}
+	return f.Earliest
+}
+
 // Text says the forecast in a sentence, with times in loc, as of now:
 // what the job page and `gpuportal job show` print.
 func (f *Forecast) Text(now time.Time, loc *time.Location) string {

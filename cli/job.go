@@ -681,13 +681,7 @@ func (c jobCmd) listStart(ctx context.Context, cl *client.Client, q client.JobQu
 		}
 		jobs = append(jobs, p.Jobs...)
 	}
-	sort.SliceStable(jobs, func(a, b int) bool {
-		ka, kb := startKey(jobs[a]), startKey(jobs[b])
-		if ka != kb {
-			return ka < kb
-		}
-		return jobs[a].ID < jobs[b].ID
-	})
+	sortByStart(jobs)
 	raw, err := json.Marshal(jobs)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
@@ -695,11 +689,25 @@ func (c jobCmd) listStart(ctx context.Context, cl *client.Client, q client.JobQu
 	return c.writeJobs(jobs, raw, f, lf, jobStartColumns, "no waiting jobs")
 }
 
-// startKey orders jobs by forecast start: expected and later by their
-// earliest start, then the jobs that have none.
+// sortByStart orders waiting jobs by the start each is expected at
+// (api.Forecast.Expected: the likely start, else the earliest), soonest
+// first, then those expected to start at no time, each by ID among
+// equals: "job list --start" and "squeue --start".
+func sortByStart(jobs []api.Job) {
+	sort.SliceStable(jobs, func(a, b int) bool {
+		ka, kb := startKey(jobs[a]), startKey(jobs[b])
+		if ka != kb {
+			return ka < kb
+		}
+		return jobs[a].ID < jobs[b].ID
+	})
+}
+
+// startKey is the expected start of a waiting job, to order by; the
+// largest key for a job expected at no time.
 func startKey(j api.Job) int64 {
-	if f := j.Forecast; f != nil && f.Earliest != nil {
-		return f.Earliest.UnixNano()
+	if t := j.Forecast.Expected(); t != nil {
+		return t.UnixNano()
 	}
 	return math.MaxInt64
 }

@@ -21,8 +21,12 @@ import (
 // --format" write jobs as squeue's --format does (docs/slurm.md,
 // "squeue"), its fields mapped where gpuportal has them.
 
-// squeueDefault is squeue's default format.
-const squeueDefault = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+// squeueDefault is squeue's default format; squeueStartFormat its
+// format with --start.
+const (
+	squeueDefault     = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+	squeueStartFormat = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
+)
 
 // squeueField is one of squeue's %-fields: its header and its value.
 type squeueField struct {
@@ -86,10 +90,26 @@ var squeueFields = map[byte]squeueField{
 	}},
 	'r': {"REASON", func(j api.Job, _ squeueView) string { return squeueReason(j.Reason) }},
 	'V': {"SUBMIT_TIME", func(j api.Job, _ squeueView) string { return slurmTime(&j.SubmittedAt) }},
-	'S': {"START_TIME", func(j api.Job, _ squeueView) string { return slurmTime(j.StartedAt) }},
+	'S': {"START_TIME", func(j api.Job, _ squeueView) string { return slurmTime(squeueStart(j)) }},
+	'Y': {"SCHEDNODES", func(j api.Job, _ squeueView) string {
+		if j.Reservation == nil || !j.State.Waiting() {
+			return "(null)"
+		}
+		return strings.Join(gpu.PlacementNodes(j.Reservation.GPUs), ",")
+	}},
 	'e': {"END_TIME", func(j api.Job, _ squeueView) string { return slurmTime(j.FinishedAt) }},
 	'Z': {"WORK_DIR", func(j api.Job, _ squeueView) string { return j.Workdir }},
 	'o': {"COMMAND", func(j api.Job, _ squeueView) string { return strings.Join(j.Command, " ") }},
+}
+
+// squeueStart is a job's start as squeue's %S gives it: when it started,
+// or for a waiting job when it is expected to (its forecast's likely
+// start, Forecast.Expected); nil for neither.
+func squeueStart(j api.Job) *time.Time {
+	if j.State.Waiting() {
+		return j.Forecast.Expected()
+	}
+	return j.StartedAt
 }
 
 // squeueID is a job's ID as squeue writes it: ARRAYID_INDEX for a task.
@@ -316,13 +336,17 @@ func (c jobCmd) squeueCommand() *cobra.Command {
 	user := f.fs.StringP("user", "u", "", "only this user's jobs")
 	me := f.fs.Bool("me", false, "only your own jobs")
 	states := f.fs.StringP("states", "t", "", "only these states, comma-separated, Slurm's (PD, R, PENDING, RUNNING, ...) or gpuportal's")
-	format := f.fs.StringP("format", "o", squeueDefault, "fields as squeue's: %i %j %u %t %T %M %l %D %R %b %N ... (docs/slurm.md)")
+	format := f.fs.StringP("format", "o", squeueDefault, "fields as squeue's: %i %j %u %t %T %M %l %D %R %b %N %S %Y ... (docs/slurm.md)")
 	noHeader := f.fs.BoolP("noheader", "h", false, "no header line")
+	start := f.fs.Bool("start", false, "the waiting jobs only, soonest expected start first, with it (%S: the forecast's likely start) and the machines reserved for them (%Y)")
 	// -h is squeue's --noheader: --help has no short form here.
 	f.fs.Bool("help", false, "help for squeue")
 	return f.run(func(ctx context.Context, pos []string) error {
 		if len(pos) > 0 {
 			return fmt.Errorf("squeue: unexpected argument %q", pos[0])
+		}
+		if *start && !f.fs.Changed("format") {
+			*format = squeueStartFormat
 		}
 		items, err := parseSqueueFormat(*format)
 		if err != nil {
@@ -338,12 +362,18 @@ func (c jobCmd) squeueCommand() *cobra.Command {
 			q.Scope = "mine"
 		}
 		want := []job.State{job.Queued, job.Preempted, job.Running}
+		if *start {
+			want = want[:2]
+		}
 		if *states != "" {
 			want = nil
 			for _, s := range strings.Split(*states, ",") {
 				st, ok := fromSlurmState(s)
 				if !ok {
 					return fmt.Errorf("squeue: -t %s: unknown state %q (PD, R, CD, F, CA, TO, PR or their long names, or %s)", *states, s, jobStateNames())
+				}
+				if *start && !st.Waiting() {
+					return fmt.Errorf("squeue: -t %s with --start: %s jobs do not wait to start (PD or PR)", *states, s)
 				}
 				want = append(want, st)
 			}
@@ -362,6 +392,9 @@ func (c jobCmd) squeueCommand() *cobra.Command {
 			jobs = append(jobs, part...)
 		}
 		sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
+		if *start {
+			sortByStart(jobs)
+		}
 		writeSqueue(c.stdout, items, jobs, squeueView{now: c.now(), machines: squeueMachines(ctx, cl, items, jobs)}, *noHeader)
 		return nil
 	})

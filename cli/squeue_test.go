@@ -76,7 +76,7 @@ func TestSqueueFormat(t *testing.T) {
 			t.Errorf("%d GPUs waiting on machines %v: %q, want %q", tc.gpus, tc.machines, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"%Y", "%.", "%5", "%99999i"} {
+	for _, bad := range []string{"%z", "%.", "%5", "%99999i"} {
 		if _, err := parseSqueueFormat(bad); err == nil || !strings.Contains(err.Error(), "--format") {
 			t.Errorf("format %q: %v, want an error naming --format", bad, err)
 		}
@@ -88,6 +88,73 @@ func TestSqueueFormat(t *testing.T) {
 	}
 	if _, ok := fromSlurmState("ZZ"); ok {
 		t.Error("fromSlurmState(ZZ) ok")
+	}
+}
+
+// TestSqueueStart: squeue --start's format gives a waiting job's
+// expected start (%S: its forecast's likely start, else its earliest;
+// N/A for none) and the machines reserved for it (%Y), soonest first as
+// job list --start orders them; a running job's %S is when it started.
+func TestSqueueStart(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	clock := func(d time.Duration) string { return now.Add(d).Local().Format("2006-01-02T15:04:05") }
+	jobs := []api.Job{
+		{ID: 50, Name: "likely", User: "alice", Team: "vision", GPUs: 1, State: job.Queued, Reason: "needs 1 GPU; 0 free",
+			Forecast: &api.Forecast{State: api.ForecastExpected, Earliest: at(time.Minute), Likely: at(10 * time.Minute), Latest: at(time.Hour)}},
+		{ID: 51, Name: "later", User: "bob", Team: "nlp", GPUs: 2, State: job.Preempted, Reason: "preempted",
+			Forecast: &api.Forecast{State: api.ForecastLater, Earliest: at(2 * time.Hour), Reason: "beyond reach"}},
+		{ID: 52, Name: "reserved", User: "carol", Team: "nlp", GPUs: 12, State: job.Queued, Reason: "reserved",
+			Reservation: &api.Reservation{Count: 12, GPUs: []string{"n1:0", "n1:1", "n1:2", "n1:3", "n1:4", "n1:5", "n1:6", "n1:7", "n2:0", "n2:1", "n2:2", "n2:3"}},
+			Forecast:    &api.Forecast{State: api.ForecastExpected, Earliest: at(5 * time.Minute), Likely: at(5 * time.Minute), Latest: at(5 * time.Minute)}},
+		{ID: 53, Name: "capped", User: "dave", Team: "vision", GPUs: 4, State: job.Queued, Reason: "user cap",
+			Forecast: &api.Forecast{State: api.ForecastNever, Reason: "cap"}},
+		{ID: 54, Name: "new", User: "erin", Team: "vision", GPUs: 1, State: job.Queued, Reason: "just submitted"},
+		// The earliest of a range without a likely start.
+		{ID: 55, Name: "wide", User: "bob", Team: "nlp", GPUs: 1, State: job.Queued, Reason: "wide",
+			Forecast: &api.Forecast{State: api.ForecastExpected, Earliest: at(7 * time.Minute)}},
+	}
+	sortByStart(jobs)
+	items, err := parseSqueueFormat(squeueStartFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	writeSqueue(&b, items, jobs, squeueView{now: now}, false)
+	want := "" +
+		"             JOBID PARTITION     NAME     USER ST          START_TIME  NODES SCHEDNODES           NODELIST(REASON)\n" +
+		"                52       nlp reserved    carol PD " + clock(5*time.Minute) + "      2 n1,n2                (reserved)\n" +
+		"                55       nlp     wide      bob PD " + clock(7*time.Minute) + "      1 (null)               (wide)\n" +
+		"                50    vision   likely    alice PD " + clock(10*time.Minute) + "      1 (null)               (needs 1 GPU; 0 free)\n" +
+		"                51       nlp    later      bob PR " + clock(2*time.Hour) + "      1 (null)               (preempted)\n" +
+		"                53    vision   capped     dave PD                 N/A      1 (null)               (user cap)\n" +
+		"                54    vision      new     erin PD                 N/A      1 (null)               (just submitted)\n"
+	if b.String() != want {
+		t.Errorf("squeue --start:\n%s\nwant:\n%s", b.String(), want)
+	}
+	started := now.Add(-time.Hour)
+	running := api.Job{ID: 60, State: job.Running, StartedAt: &started, Placement: []string{"n1:0"},
+		Reservation: &api.Reservation{GPUs: []string{"n2:0"}}}
+	items, err = parseSqueueFormat("%S %Y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	writeSqueue(&b, items, []api.Job{running}, squeueView{now: now}, true)
+	if got, want := strings.TrimSpace(b.String()), started.Local().Format("2006-01-02T15:04:05")+" (null)"; got != want {
+		t.Errorf("a running job: %q, want %q", got, want)
+	}
+}
+
+// TestSqueueStartStates: --start lists waiting jobs; -t naming another
+// state with it is refused naming both flags, before any request.
+func TestSqueueStartStates(t *testing.T) {
+	var out, errOut bytes.Buffer
+	c := jobCmd{getenv: func(string) string { return "" }, configDir: func() (string, error) { return t.TempDir(), nil },
+		now: time.Now, stdout: &out, stderr: &errOut}
+	err := c.execute(context.Background(), []string{"squeue", "--start", "-t", "PD,R"})
+	if err == nil || !strings.Contains(err.Error(), "-t PD,R with --start: R jobs do not wait") {
+		t.Errorf("err = %v; want -t and --start named", err)
 	}
 }
 

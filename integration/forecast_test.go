@@ -15,8 +15,9 @@ import (
 
 // TestForecastEverywhere: a waiting job's start forecast appears in its
 // JSON, on its page, in the jobs list, on the queues page and in the
-// CLI (job show, job list --start), and all say the same; a job its
-// user's cap forbids says so everywhere instead of promising a start.
+// CLI (job show, job list --start, squeue --start), and all say the
+// same; a job its user's cap forbids says so everywhere instead of
+// promising a start.
 func TestForecastEverywhere(t *testing.T) {
 	t.Parallel() // waits on the binary and the clock: see TestMain
 	srv := startServer(t, "--data", t.TempDir(), "--sim-gpus", "1x2x80")
@@ -82,6 +83,7 @@ func TestForecastEverywhere(t *testing.T) {
 		show := cl.ok(cliEnv, "job", "show", fmt.Sprint(waiter))
 		showCapped := cl.ok(cliEnv, "job", "show", fmt.Sprint(capped))
 		start := cl.ok(cliEnv, "job", "list", "--start", "--scope", "all")
+		squeue := cl.ok(cliEnv, "squeue", "--start", "-h", "-o", "%i %S %Y")
 		var startJSON []apitypes.Job
 		if err := json.Unmarshal([]byte(cl.ok(cliEnv, "job", "list", "--start", "--scope", "all", "--json")), &startJSON); err != nil {
 			t.Fatal(err)
@@ -147,6 +149,12 @@ func TestForecastEverywhere(t *testing.T) {
 		}
 		if !(startKeyIndex(startJSON, waiter) < startKeyIndex(startJSON, capped)) {
 			t.Errorf("job list --start lists the capped job before the one with a start")
+		}
+		// squeue --start: the expected start (the likely one, else the
+		// earliest), the capped job's N/A after it.
+		wantSqueue := fmt.Sprintf("%d %s (null)\n%d N/A (null)\n", waiter, f.Expected().Local().Format("2006-01-02T15:04:05"), capped)
+		if squeue != wantSqueue {
+			t.Errorf("squeue --start:\n%s\nwant:\n%s", squeue, wantSqueue)
 		}
 	}
 	if !agreed {
