@@ -146,26 +146,23 @@ func TestSqueueStart(t *testing.T) {
 	}
 }
 
-// TestSqueueStartStates: --start lists waiting jobs; -t naming another
-// state with it is refused naming both flags, before any request.
-func TestSqueueStartStates(t *testing.T) {
-	var out, errOut bytes.Buffer
-	c := jobCmd{getenv: func(string) string { return "" }, configDir: func() (string, error) { return t.TempDir(), nil },
-		now: time.Now, stdout: &out, stderr: &errOut}
-	err := c.execute(context.Background(), []string{"squeue", "--start", "-t", "PD,R"})
-	if err == nil || !strings.Contains(err.Error(), "-t PD,R with --start: R jobs do not wait") {
-		t.Errorf("err = %v; want -t and --start named", err)
-	}
-}
-
-// TestSqueueMeAndUser: --me with -u is refused naming the flags, before
-// any request (the server's answer named its own fields, without squeue).
-func TestSqueueMeAndUser(t *testing.T) {
-	var out, errOut bytes.Buffer
-	c := jobCmd{getenv: func(string) string { return "" }, configDir: func() (string, error) { return t.TempDir(), nil },
-		now: time.Now, stdout: &out, stderr: &errOut}
-	err := c.execute(context.Background(), []string{"squeue", "--me", "-u", "bob"})
-	if err == nil || !strings.Contains(err.Error(), "squeue: --me and -u bob: give one") {
-		t.Errorf("err = %v; want --me and -u named", err)
+// TestSqueueFlagsRefused: flags that cannot go together are refused
+// naming them, before any request: --me with -u (the server's answer
+// named its own fields, without squeue), and -t naming a state that does
+// not wait with --start, which lists waiting jobs.
+func TestSqueueFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"squeue", "--me", "-u", "bob"}, "squeue: --me and -u bob: give one"},
+		{[]string{"squeue", "--start", "-t", "PD,R"}, "squeue: -t PD,R with --start: R jobs do not wait to start"},
+	} {
+		var out, errOut bytes.Buffer
+		c := jobCmd{getenv: func(string) string { return "" }, configDir: func() (string, error) { return t.TempDir(), nil },
+			now: time.Now, stdout: &out, stderr: &errOut}
+		if err := c.execute(context.Background(), tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v; want %q", tc.args, err, tc.want)
+		}
 	}
 }
