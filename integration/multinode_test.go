@@ -106,6 +106,13 @@ func TestTorchrunAcrossTwoMachines(t *testing.T) {
 		`--master_addr $MASTER_ADDR --master_port $MASTER_PORT ` + script
 	id := submit(t, alice, map[string]any{"name": "ddp", "gpus": 2, "retries": 1,
 		"env": map[string]string{"TRACE_DIR": traces, "PYTHONUNBUFFERED": "1"}, "command": []string{"sh", "-c", command}})
+	t.Cleanup(func() {
+		if t.Failed() { // what each part printed: torchrun's and the ranks' own words
+			for _, node := range []string{"mn-a", "mn-b"} {
+				t.Logf("output of job %d on %s:\n%s", id, node, remoteOutput(data, node, id))
+			}
+		}
+	})
 	j := alice.waitState(id, 30*time.Second, "running")
 	if len(j.Placement) != 2 || j.Placement[0][:4] == j.Placement[1][:4] {
 		t.Fatalf("placement %v: want one GPU on each machine", j.Placement)
