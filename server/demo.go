@@ -143,7 +143,10 @@ func demoTimeLimit(rng *rand.Rand, runS int) int64 {
 const demoIdleUtilPct = 1
 
 // submitDemoIdle submits alice's notebook, which holds a GPU for half an
-// hour and barely uses it: the demo's idle-GPU flag (--idle-after). Team
+// hour and barely uses it: the demo's idle-GPU flag (--idle-after). Its
+// limit is an hour, as a lab's notebooks have wall times: with every job
+// limited, the first waits are forecast from the limits before any job
+// has finished (forecast.limitRemaining). Team
 // vision reclaims idle batch jobs, so its page also shows the reclaim
 // warning and the keep-alive button (--idle-reclaim-grace).
 func submitDemoIdle(ctx context.Context, store *models.Store) error {
@@ -152,6 +155,6 @@ func submitDemoIdle(ctx context.Context, store *models.Store) error {
 	}
 	util := float64(demoIdleUtilPct)
 	j := &models.Job{Name: "notebook-alice", Team: "vision", User: "alice", GPUs: 1, SimDuration: 1800,
-		SimUtilPct: &util, GPUMemMiB: 6 * 1024, SubmittedAt: time.Now()}
+		TimeLimitS: 3600, SimUtilPct: &util, GPUMemMiB: 6 * 1024, SubmittedAt: time.Now()}
 	return store.CreateJob(ctx, j)
 }

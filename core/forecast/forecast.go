@@ -379,6 +379,13 @@ func (f *Forecaster) Forecast(in Input) Result {
 	}
 
 	known := in.History.Len() >= f.cfg.MinHistory
+	// Before enough jobs have finished, a cluster whose every job
+	// declared a time limit is still forecast: from the limits alone
+	// (limitsOnly), without expected arrivals, whose work is not known.
+	byLimits := !known && allLimited(&s, in.Later)
+	if byLimits {
+		res.History = "the time limits alone (" + in.History.Describe() + ")"
+	}
 	order := waitOrder(&s, first, nv)
 	window := max(f.cfg.Window, 2*schedulableGPUs(&s))
 	var runs []scenarioResult
@@ -389,7 +396,8 @@ func (f *Forecaster) Forecast(in Input) Result {
 		in.Arrivals, res.ArrivalsPerS = &a, a.RatePerS
 		arrivals = a.RatePerS > 0
 	}
-	if known {
+	arrivals = arrivals && known
+	if known || byLimits {
 		for k := range f.cfg.Samples {
 			r := f.scenario(in, first, order, window, uint64(k), arrivals, s.Now+f.cfg.HorizonS)
 			res.Passes += r.passes
@@ -421,7 +429,7 @@ func (f *Forecaster) Forecast(in Input) Result {
 			fc.State, fc.Reason, fc.Cause = StateNever, n.reason, n.cause
 		case startsNow[id]:
 			fc.State, fc.Earliest, fc.Likely, fc.Latest = StateExpected, s.Now, s.Now, s.Now
-		case !known:
+		case !known && !byLimits:
 			fc.State = StateUnknown
 			fc.Reason = "run times are not known yet: " + strconv.Itoa(in.History.Len()) + " of the " +
 				strconv.Itoa(f.cfg.MinHistory) + " finished jobs a forecast needs"
@@ -718,7 +726,7 @@ type simJob struct {
 // leaves waiting, in its order (waitOrder): the passes see the first
 // window of them, and the next as those start (Config.Window).
 func (f *Forecaster) scenario(in Input, first sched.Decisions, order []int, window int, k uint64, arrivals bool, horizon float64) scenarioResult {
-	s := &scen{f: f, k: k, h: in.History, budget: f.cfg.Budget / f.cfg.Samples, nextArr: math.Inf(1),
+	s := &scen{f: f, k: k, h: in.History, limitsOnly: in.History.Len() < f.cfg.MinHistory, budget: f.cfg.Budget / f.cfg.Samples, nextArr: math.Inf(1),
 		scale: math.Exp(f.cfg.Drift * normalQuantile((float64(k)+0.5)/float64(f.cfg.Samples))), now: in.Snapshot.Now, start: in.Snapshot.Now,
 		nodes: in.Snapshot.Nodes, dist: in.Snapshot.GPUTimeDist, handover: max(in.HandoverS, 0), ending: in.Ending,
 		res: scenarioResult{starts: make(map[int64]float64)}}
@@ -842,6 +850,37 @@ type scen struct {
 	rsv     []sched.Reservation
 	waiting int // targets not yet started
 	res     scenarioResult
+	// limitsOnly: too few jobs have finished for their run times to
+	// say; every job declared a limit (allLimited), and its run time is
+	// drawn from it alone (limitRemaining).
+	limitsOnly bool
+}
+
+// allLimited says whether every job of s that runs or waits, and every
+// job of later, declared a time limit: then each ends by it, and a
+// forecast can be made before any job has finished.
+func allLimited(s *sched.Snapshot, later []Arrival) bool {
+	for i := range s.Jobs {
+		if !(s.Jobs[i].TimeLimitS > 0) {
+			return false
+		}
+	}
+	for i := range later {
+		if !(later[i].Job.TimeLimitS > 0) {
+			return false
+		}
+	}
+	return len(s.Jobs)+len(later) > 0
+}
+
+// limitRemaining is the q-quantile of the remaining run time of j, which
+// declared a time limit, when no finished job says what share of their
+// limits jobs use: any share of what is left of its limit, alike (the
+// uniform), so that the range's ends are the job ending now and at its
+// limit and its likely end is halfway. Once jobs have finished, the shares
+// they used take over (History.Remaining).
+func limitRemaining(j *sched.Job, q float64) float64 {
+	return min(max(q, 0), 1) * max(j.TimeLimitS-max(j.ExecutedS, 0), 0)
 }
 
 // add puts a job in the scenario, with its run time drawn; target says
@@ -851,8 +890,10 @@ func (s *scen) add(j sched.Job, target bool) {
 	var rem float64
 	if s.f.cfg.KnownRunTimes && j.DurationS > 0 {
 		rem = max(j.DurationS-max(j.ExecutedS, 0), 0)
+	} else if q := stratified(s.f.cfg.Seed, s.k, uint64(s.f.cfg.Samples), j.ID); s.limitsOnly {
+		rem = limitRemaining(&j, q)
 	} else {
-		rem, _ = s.h.Remaining(&j, stratified(s.f.cfg.Seed, s.k, uint64(s.f.cfg.Samples), j.ID))
+		rem, _ = s.h.Remaining(&j, q)
 		rem *= s.scale
 	}
 	if j.TimeLimitS > 0 {

@@ -148,6 +148,28 @@ func TestForecast(t *testing.T) {
 			reason: "1 of the 3 finished jobs",
 		},
 		{
+			name: "no finished job, every job limited: from the limits alone", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{limited(running(1, 2, 40, now), 140), limited(waiting(2, 2, now-5), 60)},
+			h: runTimes(), id: 2,
+			// The holder ends within the 100 s left of its limit.
+			want: Forecast{JobID: 2, State: StateExpected}, between: [2]float64{now, now + 100},
+		},
+		{
+			name: "no finished job, a running job without a limit: unknown", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{running(1, 2, 40, now), limited(waiting(2, 2, now-5), 60)},
+			h: runTimes(), id: 2,
+			want:   Forecast{JobID: 2, State: StateUnknown},
+			reason: "0 of the 3 finished jobs",
+		},
+		{
+			name: "no finished job, a retry without a limit: unknown", policy: "fifo",
+			nodes: nodes(1, 2), jobs: []sched.Job{limited(running(1, 2, 40, now), 140), limited(waiting(2, 2, now-5), 60)},
+			later: []Arrival{{Job: waiting(3, 2, now-50), At: now + 30}},
+			h:     runTimes(), id: 2,
+			want:   Forecast{JobID: 2, State: StateUnknown},
+			reason: "0 of the 3 finished jobs",
+		},
+		{
 			name: "waiting out a retry backoff: not before it ends", policy: "fifo",
 			nodes: nodes(1, 2), later: []Arrival{{Job: waiting(2, 2, now-50), At: now + 30}},
 			h: runTimes(100, 100, 100), id: 2,
@@ -191,6 +213,38 @@ func TestForecast(t *testing.T) {
 				t.Errorf("forecast %+v\nwant     %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// limited is j with a time limit of l seconds.
+func limited(j sched.Job, l float64) sched.Job {
+	j.TimeLimitS = l
+	return j
+}
+
+// TestForecastFromLimitsAlone: before any job has finished, a cluster
+// whose jobs all declared limits gets forecasts, and says what they are
+// from; the likely end of a job is halfway through what is left of its
+// limit, its range the whole of it.
+func TestForecastFromLimitsAlone(t *testing.T) {
+	f := newForecaster(t, "fifo")
+	in := Input{Snapshot: sched.Snapshot{Now: now, Nodes: nodes(1, 2),
+		Jobs: []sched.Job{limited(running(1, 2, 40, now), 440), limited(waiting(2, 2, now-5), 60)}}, History: runTimes()}
+	r := f.Forecast(in)
+	if want := "the time limits alone (no finished job yet)"; r.History != want {
+		t.Errorf("history %q, want %q", r.History, want)
+	}
+	got, _ := r.Job(2)
+	// 400 s left of the holder's limit: likely 200 s, the range most of
+	// the 400.
+	if got.State != StateExpected || math.Abs(got.Likely-(now+200)) > 40 || got.Earliest > now+80 || got.Latest < now+320 || got.Latest > now+400 {
+		t.Errorf("forecast %+v: want likely about 200 s from now, within 0 to 400 s", got)
+	}
+	// Once 3 jobs have finished, their run times speak instead.
+	in.History = runTimes(100, 100, 100)
+	r = f.Forecast(in)
+	if got, _ := r.Job(2); got.State != StateExpected || math.Abs(got.Likely-(now+60)) > 1e-6 {
+		t.Errorf("forecast with a history %+v: want 60 s from now, as the run times say", got)
 	}
 }
 
