@@ -232,8 +232,10 @@ func (s *App) JCTStats(ctx context.Context, window time.Duration) (api.JCTStats,
 
 // ForecastMethod says in a few sentences how start times are forecast.
 const ForecastMethod = "The scheduler is run forward from the cluster as it is, on a virtual clock, " +
-	"with each job's run time drawn from the run times of finished jobs (the same user and model first, " +
-	"then the user, the model, the team, all), given how long it has run already, and with new jobs " +
+	"with each job's run time drawn from how finished jobs ran, given how long it has run already: " +
+	"for a job with a time limit, the shares of their limits that finished jobs used (before 3 jobs have finished, " +
+	"any share of its limit alike); else the run times of finished jobs (the same user and model first, " +
+	"then the user, the model, the team, all); and with new jobs " +
 	"arriving like the recent ones. This is done several times; the range holds the middle of the starts."
 
 // How many recorded forecasts the calibration figures cover: the most

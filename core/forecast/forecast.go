@@ -4,7 +4,9 @@
 //
 // The method: every job is given a run time drawn from the run times of
 // finished jobs (History), conditioned on how long it has already run, so
-// that a job that has run long is expected to run longer. The scheduler
+// that a job that has run long is expected to run longer; before 3 jobs
+// have finished, where every job declared a time limit, from its limit
+// alone (limitRemaining). The scheduler
 // then runs pass after pass, as the simulator does, with jobs finishing
 // when their run time is up, until every waiting job has started (or the
 // forecast's budget is spent). This is done Config.Samples times, each
