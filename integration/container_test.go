@@ -172,12 +172,19 @@ while true; do sleep 0.2; done`
 	counter := `f="$GPUPORTAL_CHECKPOINT_DIR/step"; i=$(cat "$f" 2>/dev/null || echo 0)
 echo "start at step $i resume=${GPUPORTAL_RESUME:-no} from=${GPUPORTAL_RESUME_RUN:-none}"
 trap 'echo "$i" > "$f"; echo "saved at step $i"; exit 143' TERM
-while [ "$i" -lt 12 ]; do sleep 0.5 & wait $!; i=$((i+1)); echo "$i" > "$f"; done
+while [ "$i" -lt 24 ]; do sleep 0.5 & wait $!; i=$((i+1)); echo "$i" > "$f"; echo "reached $i"; done
 echo "done at step $i"`
 	long := submit(t, cara, map[string]any{"name": "counter", "gpus": 2, "image": image, "command": []string{"sh", "-c", counter}})
 	cara.waitState(long, 60*time.Second, "running")
 	eventually(t, 30*time.Second, "the counter to start", func() bool {
 		return strings.Contains(jobLog(t, cara, long), "start at step 0 resume=no from=none")
+	})
+	// The server counts GPU-seconds from the run's start, before the
+	// container is up: on a loaded machine the demotion can come before
+	// the first step. Preempt it only once it has counted, so that the
+	// second container has a step to resume from.
+	eventually(t, 60*time.Second, "the counter to reach step 2", func() bool {
+		return strings.Contains(jobLog(t, cara, long), "reached 2\n")
 	})
 	cara.waitQueue(long, 30*time.Second, 1) // past 3 GPU-seconds: demoted
 	short := submit(t, cara, map[string]any{"name": "short", "gpus": 2, "sim": map[string]any{"duration_s": 1}})
@@ -187,7 +194,7 @@ echo "done at step $i"`
 	}
 	clog := jobLog(t, cara, long)
 	t.Logf("the preempted container job printed:\n%s", clog)
-	if strings.Count(clog, "start at step 0") != 1 || !strings.Contains(clog, "saved at step") || !strings.Contains(clog, "done at step 12") {
+	if strings.Count(clog, "start at step 0") != 1 || !strings.Contains(clog, "saved at step") || !strings.Contains(clog, "done at step 24") {
 		t.Errorf("the container job did not resume from its checkpoint:\n%s", clog)
 	}
 	// Its second container was told to resume, as a command is (issue 32).

@@ -19,17 +19,25 @@ func TestPreemptedJobResumesFromCheckpoint(t *testing.T) {
 	data := t.TempDir()
 	srv := startServer(t, "--data", data, "--sim-gpus", "1x1x80", "--thresholds", "3", "--grace", "2s")
 	a := newAPI(t, srv.URL, "alice", "dev")
-	// Ten steps of 0.5s; each finished step is saved; SIGTERM saves and exits.
+	// Twenty steps of 0.5s; each finished step is saved; SIGTERM saves and exits.
 	script := `f="$GPUPORTAL_CHECKPOINT_DIR/step"; i=$(cat "$f" 2>/dev/null || echo 0)
 echo "start at step $i"
 trap 'echo "$i" > "$f"; echo "saved at step $i"; exit 143' TERM
-while [ "$i" -lt 10 ]; do sleep 0.5 & wait $!; i=$((i+1)); echo "$i" > "$f"; done
+while [ "$i" -lt 20 ]; do sleep 0.5 & wait $!; i=$((i+1)); echo "$i" > "$f"; echo "reached $i"; done
 echo "done at step $i"`
 	var long jobView
 	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "counter", "gpus": 1, "command": []string{"sh", "-c", script}}, &long); st != http.StatusCreated {
 		t.Fatalf("submit: %d", st)
 	}
 	a.waitState(long.ID, 30*time.Second, "running")
+	// GPU-seconds count from the run's start as the server sees it: on a
+	// loaded machine the shell may not have counted a step by the
+	// demotion. Preempt it once it has, so that there is one to resume.
+	logPath := filepath.Join(data, "agents", "node-0", "jobs", fmt.Sprint(long.ID), "output.log")
+	eventually(t, 30*time.Second, "the counter to reach step 1", func() bool {
+		out, _ := os.ReadFile(logPath)
+		return strings.Contains(string(out), "reached 1\n")
+	})
 	a.waitQueue(long.ID, 30*time.Second, 1) // past 3 GPU-seconds: demoted
 	var short jobView
 	if st := a.do("POST", "/api/v1/jobs", map[string]any{"name": "short", "gpus": 1, "sim": map[string]any{"duration_s": 1}}, &short); st != http.StatusCreated {
@@ -40,12 +48,12 @@ echo "done at step $i"`
 	if done.Preemptions != 1 {
 		t.Errorf("preemptions = %d, want 1", done.Preemptions)
 	}
-	out, err := os.ReadFile(filepath.Join(data, "agents", "node-0", "jobs", fmt.Sprint(long.ID), "output.log"))
+	out, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := string(out)
-	if !strings.Contains(log, "start at step 0") || !strings.Contains(log, "saved at step") || !strings.Contains(log, "done at step 10") ||
+	if !strings.Contains(log, "start at step 0") || !strings.Contains(log, "saved at step") || !strings.Contains(log, "done at step 20") ||
 		strings.Count(log, "start at step 0") != 1 {
 		t.Errorf("output does not show a resume from the checkpoint:\n%s", log)
 	}
