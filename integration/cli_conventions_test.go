@@ -260,7 +260,17 @@ func TestCLIInShells(t *testing.T) {
 	token := newAPI(t, srv.URL, "alice", "dev").token
 	c.env = append(c.env, "GPUPORTAL_TOKEN="+token)
 	id := strings.TrimSpace(c.ok(nil, "job", "submit", "--parsable", "--name", "only", "--sim-duration", "10m"))
-	env := append(append([]string{}, c.env...), "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"), "PS1=$ ", "TERM=dumb", "INPUTRC=/dev/null")
+	// The shells run "gpuportal": the binary under test, whatever its
+	// file is called (GPUPORTAL_TEST_BINARY may name any).
+	bin := t.TempDir()
+	abs, err := filepath.Abs(binary)
+	if err == nil {
+		err = os.Symlink(abs, filepath.Join(bin, "gpuportal"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(append([]string{}, c.env...), "PATH="+bin+":"+os.Getenv("PATH"), "PS1=$ ", "TERM=dumb", "INPUTRC=/dev/null")
 	dir := t.TempDir()
 	script := func(sh string) string {
 		path := filepath.Join(dir, "gpuportal."+sh)
