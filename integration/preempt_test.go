@@ -33,10 +33,8 @@ echo "done at step $i"`
 	// GPU-seconds count from the run's start as the server sees it: on a
 	// loaded machine the shell may not have counted a step by the
 	// demotion. Preempt it once it has, so that there is one to resume.
-	logPath := filepath.Join(data, "agents", "node-0", "jobs", fmt.Sprint(long.ID), "output.log")
 	eventually(t, 30*time.Second, "the counter to reach step 1", func() bool {
-		out, _ := os.ReadFile(logPath)
-		return strings.Contains(string(out), "reached 1\n")
+		return strings.Contains(remoteOutput(data, "node-0", long.ID), "reached 1\n")
 	})
 	a.waitQueue(long.ID, 30*time.Second, 1) // past 3 GPU-seconds: demoted
 	var short jobView
@@ -48,7 +46,7 @@ echo "done at step $i"`
 	if done.Preemptions != 1 {
 		t.Errorf("preemptions = %d, want 1", done.Preemptions)
 	}
-	out, err := os.ReadFile(logPath)
+	out, err := os.ReadFile(filepath.Join(data, "agents", "node-0", "jobs", fmt.Sprint(long.ID), "output.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
