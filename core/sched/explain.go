@@ -176,26 +176,22 @@ func (p *pass) addWait(e *entry, cause WaitCause, b []byte) {
 	} else {
 		b = append(b, "line"...)
 	}
-	p.d.Waits = append(p.d.Waits, Wait{JobID: e.id, Queue: q, Position: pos, Cause: cause})
-	if p.reasons.Cap() == 0 {
-		p.reasons.Grow(p.reasonsLen) // the last pass's: grown once, copied never
+	if p.reasons.Cap()-p.reasons.Len() < len(b) {
+		p.reasons = strings.Builder{}
+		p.reasons.Grow(max(reasonChunk, len(b)))
 	}
+	from := p.reasons.Len()
 	p.reasons.Write(b)
-	p.reasonEnds = append(p.reasonEnds, int32(p.reasons.Len()))
+	reason := p.reasons.String()[from:]
+	p.d.Waits = append(p.d.Waits, Wait{JobID: e.id, Queue: q, Position: pos, Cause: cause, Reason: reason})
 	p.buf = b
 }
 
-// fillReasons gives each wait its reason, a part of one string of all the
-// reasons addWait wrote (Wait.Reason).
-func (p *pass) fillReasons() {
-	all, from := p.reasons.String(), int32(0)
-	for i, end := range p.reasonEnds {
-		p.d.Waits[i].Reason = all[from:end]
-		from = end
-	}
-	p.reasonsLen = len(all)
-	p.reasons, p.reasonEnds = strings.Builder{}, p.reasonEnds[:0]
-}
+// reasonChunk is the size of the blocks wait reasons are written into: a
+// long queue's reasons fill many, none copied as the pass goes on (one
+// block for all of them was copied whole as it grew), and a block's
+// bytes stay fixed once written, so that a reason may point into it.
+const reasonChunk = 64 << 10
 
 // preemptReason says why victim gives way to by.
 func (p *pass) preemptReason(victim, by *entry) string {

@@ -50,12 +50,10 @@ type pass struct {
 	headBuf   []float64  // preemptedFirst: the head of each queue's line
 	qpos      []int32    // waiting jobs seen so far, per queue
 	buf       []byte
-	// The wait reasons of the pass, one after the other, and where
-	// each ends: addWait writes them, fillReasons hands them out, the
-	// string they make its own each pass (reasonsLen long the last).
-	reasons    strings.Builder
-	reasonEnds []int32
-	reasonsLen int
+	// The wait reasons, one after the other in chunks of reasonChunk
+	// bytes: each Wait.Reason is a part of its chunk's string, and a full
+	// chunk is left to the waits that point into it (addWait).
+	reasons strings.Builder
 
 	// Machines hidden from the pending job being decided (avoid.go).
 	masked     []int32
@@ -237,7 +235,6 @@ func (p *pass) run(sc *Scheduler, s *Snapshot) Decisions {
 	}
 	p.pending.init(p.ents, p.sc.cfg.OmitWaits)
 	p.walk()
-	p.fillReasons()
 	if p.pol.preemptedFirst {
 		p.preemptedFirst()
 	}
