@@ -330,13 +330,12 @@ type Engine struct {
 	// stoppingRuns are the runs asked to stop, for other goroutines
 	// (stopping.go).
 	stoppingRuns published[StoppingRun]
-	handover     map[int64]time.Time     // jobs kept back while a run stops: when it was asked to
-	promised     sched.Promises          // GPUs kept for a job kept back while runs stop, by job (runs.go)
-	snapBuf      passBuffers             // the arrays of the last pass's snapshot, reused by the next
-	stopLater    []partRef               // runs to ask their machines to stop next pass
-	reasons      map[int64]*storedReason // the wait reasons as last stored, per job (recordReasons)
-	reasonCalls  uint64                  // recordReasons' calls: a stored reason counts while its job is among the waits of each
-	noAccount    refusals                // machines that refused accounts (accounts.go)
+	handover     map[int64]time.Time // jobs kept back while a run stops: when it was asked to
+	promised     sched.Promises      // GPUs kept for a job kept back while runs stop, by job (runs.go)
+	snapBuf      passBuffers         // the arrays of the last pass's snapshot, reused by the next
+	stopLater    []partRef           // runs to ask their machines to stop next pass
+	reasons      reasonBook          // the wait reasons as last stored (recordReasons)
+	noAccount    refusals            // machines that refused accounts (accounts.go)
 	lostSince    map[string]time.Time
 	// lostAt is when each machine that came back was lost before: a run
 	// it no longer runs ended then, as far as the engine knows.
@@ -400,7 +399,6 @@ func New(cfg Config) (*Engine, error) {
 		placed:      make(map[gpu.Ref]time.Time),
 		handover:    make(map[int64]time.Time),
 		promised:    make(sched.Promises),
-		reasons:     make(map[int64]*storedReason),
 		lostSince:   make(map[string]time.Time),
 		lostAt:      make(map[string]time.Time),
 		endedUnseen: make(map[partRef]time.Time),
@@ -612,7 +610,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.started = e.cfg.Now()
 	// The store's reasons may be another leader's: the first pass stores
 	// every one.
-	clear(e.reasons)
+	e.reasons.reset()
 	if err := e.loadNodeStates(ctx); err != nil {
 		if why, _ := e.Fenced(); why == "" {
 			return err

@@ -295,7 +295,7 @@ var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // newTestEngine returns an engine whose loop state the test drives by
 // calling pass and handleExit directly, on a fake clock.
-func newTestEngine(t *testing.T, store *memStore, nodes ...*fakeNode) (*Engine, *fakeClock) {
+func newTestEngine(t testing.TB, store *memStore, nodes ...*fakeNode) (*Engine, *fakeClock) {
 	t.Helper()
 	sc, err := sched.New(sched.Config{Policy: "fifo"})
 	if err != nil {

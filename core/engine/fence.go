@@ -87,7 +87,7 @@ func (e *Engine) mayDecide(ctx context.Context) bool {
 	e.fence.reload = false
 	e.fence.mu.Unlock()
 	if reload {
-		clear(e.reasons)
+		e.reasons.reset()
 		if err := e.loadNodeStates(ctx); err != nil {
 			e.cfg.Logger.Warn("reload machines' states after taking the leader lock again", "err", err)
 		}

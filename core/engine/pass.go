@@ -465,7 +465,7 @@ func (e *Engine) start(ctx context.Context, j Job, gpus []gpu.Ref, now time.Time
 		e.cfg.Logger.Error("record job start", "job", j.ID, "err", err)
 		return
 	}
-	delete(e.reasons, j.ID)
+	e.reasons.forget(j.ID)
 	e.placedAt(gpus, now)
 	e.observeStart(j, now)
 	if asked, ok := e.handover[j.ID]; ok {
@@ -690,59 +690,36 @@ func (e *Engine) recordQueues(ctx context.Context, changes []sched.QueueChange) 
 // again, whatever the store says meanwhile. A pass that fails before
 // this call changes nothing here: after a database outage the reasons
 // stored before it still count, and the first pass after it does not
-// write every reason of a long queue at once. The reasons of jobs that no longer wait are
-// dropped in a sweep once they outnumber the waits by reasonsSwept, not
-// looked for every pass: at a long queue a set of the waiting jobs and a
-// walk of every stored reason cost each pass about 0.7 ms.
+// write every reason of a long queue at once. The engine keeps the
+// stored reasons of the last call's waits alone (reasonBook), so that
+// those of jobs that no longer wait are gone with the next call.
 func (e *Engine) recordReasons(ctx context.Context, waits []sched.Wait, now time.Time) error {
-	e.reasonCalls++
-	call := e.reasonCalls
 	changed := make(map[int64]string)
+	book := &e.reasons
+	var at cursor
 	for _, w := range waits {
-		if old := e.reasons[w.JobID]; old != nil && old.seen+1 >= call {
+		if old, ok := book.find(w.JobID, &at); ok {
 			// Further back than reasonsAtOnce a fresh reason stays
 			// whatever changed, its text unread: at a long queue the
 			// thousands of stored texts are as many cache misses a pass.
 			fresh := now.Sub(old.at) < refreshAfter(w.JobID)
 			if fresh && w.Position > e.reasonsAtOnce || old.text == w.Reason || fresh && sameWords(old.text, w.Reason) {
-				old.seen = call
+				book.keep(old)
 				continue
 			}
 		}
 		changed[w.JobID] = w.Reason
+		book.store(w.JobID)
 	}
 	// Waits reads the list after the pass: the pass is done with it, and
 	// the scheduler makes a new one each pass (sched.Decisions.Waits).
 	e.shareMu.Lock()
 	e.waitList, e.waits = waits, nil
 	e.shareMu.Unlock()
-	if err := e.cfg.Store.SetReasons(ctx, changed); err != nil {
-		return err
-	}
-	for id, r := range changed {
-		// Its own copy: a pass's reasons share one string (sched.Wait).
-		e.reasons[id] = &storedReason{text: strings.Clone(r), at: now, seen: call}
-	}
-	if len(e.reasons) > 2*len(waits)+reasonsSwept {
-		for id, r := range e.reasons {
-			if r.seen != call {
-				delete(e.reasons, id)
-			}
-		}
-	}
-	return nil
+	err := e.cfg.Store.SetReasons(ctx, changed)
+	book.commit(changed, now, err == nil)
+	return err
 }
-
-// storedReason is a wait reason as the engine last stored it.
-type storedReason struct {
-	text string
-	at   time.Time
-	seen uint64 // the last recordReasons call among whose waits the job was (Engine.reasonCalls)
-}
-
-// reasonsSwept is how many more stored reasons of jobs that no longer
-// wait than waits recordReasons keeps before it drops them.
-const reasonsSwept = 1024
 
 // reasonRefresh is the longest a stored wait reason lags the engine's when
 // only its figures changed (recordReasons).

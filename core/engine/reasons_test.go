@@ -286,11 +286,8 @@ func TestReasonsAtOnceByQueue(t *testing.T) {
 // storedReasonOf is job id's reason as e last stored it, while it counts
 // (recordReasons: the job was among the waits of its last call).
 func storedReasonOf(e *Engine, id int64) (string, bool) {
-	r := e.reasons[id]
-	if r == nil || r.seen != e.reasonCalls {
-		return "", false
-	}
-	return r.text, true
+	r, ok := e.reasons.find(id, &cursor{})
+	return r.text, ok
 }
 
 // failingRead fails the next read of the unfinished jobs while fail is
@@ -381,10 +378,10 @@ func TestReasonStoredAgainAfterAGap(t *testing.T) {
 }
 
 // TestStoredReasonsOfGoneJobsDropped: the stored reasons of jobs that no
-// longer wait are dropped once they outnumber the waits by reasonsSwept,
-// so that a queue that drains leaves no thousands behind.
+// longer wait are dropped with the next pass's, so that a queue that
+// drains leaves no thousands behind.
 func TestStoredReasonsOfGoneJobsDropped(t *testing.T) {
-	const n = reasonsSwept + 100
+	const n = 1100
 	var jobs []Job
 	for id := int64(1); id <= n; id++ {
 		jobs = append(jobs, Job{ID: id, GPUs: 1, SimDuration: 1000, SubmittedAt: t0.Add(time.Duration(id) * time.Millisecond)})
@@ -392,7 +389,7 @@ func TestStoredReasonsOfGoneJobsDropped(t *testing.T) {
 	mem := newMemStore(jobs...)
 	e, clock := newTestEngine(t, mem, newFakeNode("n0", 1))
 	mustPass(t, e)
-	if got := len(e.reasons); got != n-1 {
+	if got := e.reasons.size(); got != n-1 {
 		t.Fatalf("first pass: %d stored reasons, want %d", got, n-1)
 	}
 	ctx := context.Background()
@@ -403,7 +400,7 @@ func TestStoredReasonsOfGoneJobsDropped(t *testing.T) {
 	}
 	clock.t = clock.t.Add(time.Second)
 	mustPass(t, e)
-	if r, ok := storedReasonOf(e, 2); !ok || len(e.reasons) != 1 {
-		t.Errorf("after the cancels: %d stored reasons, job 2's %q (counts: %v); want only job 2's", len(e.reasons), r, ok)
+	if r, ok := storedReasonOf(e, 2); !ok || e.reasons.size() != 1 {
+		t.Errorf("after the cancels: %d stored reasons, job 2's %q (counts: %v); want only job 2's", e.reasons.size(), r, ok)
 	}
 }
