@@ -252,7 +252,7 @@ func (a *api) waitQueue(id int64, timeout time.Duration, q int) {
 func (a *api) waitState(id int64, timeout time.Duration, states ...string) jobView {
 	a.t.Helper()
 	var j jobView
-	eventually(a.t, timeout, fmt.Sprintf("job %d to be %v", id, states), func() bool {
+	ok := poll(timeout, func() bool {
 		j = a.job(id)
 		for _, s := range states {
 			if j.State == s {
@@ -261,5 +261,9 @@ func (a *api) waitState(id int64, timeout time.Duration, states ...string) jobVi
 		}
 		return false
 	})
+	if !ok {
+		// What it is instead tells a stuck job from a slow one.
+		a.t.Fatalf("timed out after %v waiting for job %d to be %v: it is %s (%q)", timeout, id, states, j.State, j.Reason)
+	}
 	return j
 }

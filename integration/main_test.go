@@ -179,15 +179,24 @@ func (s *server) kill() {
 // eventually polls f until it returns true or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, f func() bool) {
 	t.Helper()
+	if !poll(timeout, f) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// poll calls f every 100 ms until it returns true, for up to timeout,
+// and reports whether it did.
+func poll(timeout time.Duration, f func() bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for !f() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			return false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return true
 }
 
 // afterPasses waits until the engine of the server at base has run n
