@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,4 +269,30 @@ func (a *api) waitState(id int64, timeout time.Duration, states ...string) jobVi
 		a.t.Fatalf("timed out after %v waiting for job %d to be %v: it is %s (%q)", timeout, id, states, j.State, j.Reason)
 	}
 	return j
+}
+
+// waitTracedEnd waits for traced job id (tracedJob, its lines in traces)
+// to be one of states, for as long as its trace keeps growing: a job's
+// ticks are a sleep and two processes started each, and on a loaded
+// 2-core machine they came at a quarter of their pace, so a fixed wait
+// sized by the ticks failed jobs that were running still. It fails once
+// the trace has not grown for stall, or after limit in all.
+func (a *api) waitTracedEnd(traces string, id int64, stall, limit time.Duration, states ...string) jobView {
+	a.t.Helper()
+	path := filepath.Join(traces, fmt.Sprintf("job-%d.trace", id))
+	size, grew, began := int64(-1), time.Now(), time.Now()
+	for {
+		j := a.job(id)
+		if slices.Contains(states, j.State) {
+			return j
+		}
+		if fi, err := os.Stat(path); err == nil && fi.Size() != size {
+			size, grew = fi.Size(), time.Now()
+		}
+		if time.Since(grew) > stall || time.Since(began) > limit {
+			a.t.Fatalf("job %d is %s (%q), not %v, after %v; its trace %d bytes, last grown %v ago",
+				id, j.State, j.Reason, states, time.Since(began).Round(time.Second), size, time.Since(grew).Round(time.Second))
+		}
+		time.Sleep(100 * time.Millisecond) // about time: a poll
+	}
 }

@@ -623,7 +623,7 @@ func TestFaultServerRestartWithinTheLease(t *testing.T) {
 	}
 	alice = newAPI(t, srv.URL, "alice", "dev")
 	for _, id := range ids {
-		alice.waitState(id, 2*time.Minute, "succeeded")
+		alice.waitTracedEnd(traces, id, 30*time.Second, 10*time.Minute, "succeeded")
 	}
 	for _, sp := range checkTraces(t, traces) {
 		if sp.run != 1 || sp.lines != ticks {
@@ -717,7 +717,7 @@ func faultForgedExit(t *testing.T) {
 	if j := alice.job(id); j.State != "running" {
 		t.Fatalf("after forged exits, job %d = %s, want still running", id, j.State)
 	}
-	alice.waitState(id, 30*time.Second, "succeeded")
+	alice.waitTracedEnd(traces, id, 30*time.Second, 5*time.Minute, "succeeded")
 	spans := checkTraces(t, traces)
 	endsOnce(t, alice, id)
 	if len(spans) != 1 || spans[0].lines != 40 {
