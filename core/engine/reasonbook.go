@@ -127,7 +127,8 @@ func (b *reasonBook) commit(changed map[int64]string, at time.Time, stored bool)
 	for k := range b.list {
 		id := b.list[k].id
 		b.maxID = max(b.maxID, id)
-		b.present[reasonBit(id, n)/64] |= 1 << (reasonBit(id, n) % 64)
+		bit := reasonBit(id, n)
+		b.present[bit/64] |= 1 << (bit % 64)
 	}
 }
 
