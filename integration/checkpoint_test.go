@@ -161,12 +161,14 @@ echo "run $GPUPORTAL_RUN on $GPUPORTAL_NODE resume=${GPUPORTAL_RESUME:-no} from=
 [ "$GPUPORTAL_RUN" -gt 1 ] && exit 0 # ends before a heartbeat: what it resumed from travels with its exit
 echo "run $GPUPORTAL_RUN on $GPUPORTAL_NODE" > "$f"
 trap 'exit 143' TERM
+echo "run $GPUPORTAL_RUN on $GPUPORTAL_NODE saved"
 while true; do sleep 0.2 & wait $!; done`
 	id := submit(t, alice, map[string]any{"name": "gang", "gpus": 4, "command": []string{"sh", "-c", script}})
 	alice.waitState(id, 30*time.Second, "running")
 	for _, n := range nodes {
 		eventually(t, 30*time.Second, "run 1 to save on "+n, func() bool {
-			return strings.Contains(remoteOutput(data, n, id), "run 1 on "+n+" resume=no from=none found=nothing")
+			out := remoteOutput(data, n, id)
+			return strings.Contains(out, "run 1 on "+n+" resume=no from=none found=nothing\n") && strings.Contains(out, "run 1 on "+n+" saved\n")
 		})
 	}
 	alice.waitQueue(id, 30*time.Second, 1) // past 3 GPU-seconds: demoted
@@ -216,12 +218,18 @@ if [ "${GPUPORTAL_RESUME:-}" = 1 ]; then
   exit 0
 fi
 head -c 4194304 /dev/urandom > "$d/.w" && mkdir -p "$d/weights" && mv "$d/.w" "$d/weights/w.bin"
-echo "run $GPUPORTAL_RUN weights=$(md5sum < "$d/weights/w.bin" | cut -c1-32)"
 step=0
 trap 'echo "saved by run $GPUPORTAL_RUN on $GPUPORTAL_NODE at step $step" > "$d/step"; echo "run $GPUPORTAL_RUN stopped at step $step"; exit 143' TERM
+echo "run $GPUPORTAL_RUN weights=$(md5sum < "$d/weights/w.bin" | cut -c1-32)"
 while true; do step=$((step+1)); sleep 0.1 & wait $!; done`
 	id := submit(t, alice, map[string]any{"name": "moves", "gpus": 2, "command": []string{"sh", "-c", script}})
 	alice.waitState(id, 30*time.Second, "running")
+	// Its weights written and its trap set (on CI's loaded machine a
+	// run stopped 2 s after its start had not got that far, and was
+	// killed with nothing saved), it is preempted.
+	eventually(t, 30*time.Second, "run 1 to write its weights", func() bool {
+		return strings.Contains(remoteOutput(data, "ck-a", id), "run 1 weights=")
+	})
 	alice.waitQueue(id, 30*time.Second, 1) // past 3 GPU-seconds: demoted
 
 	// A second machine joins, cordoned: the job cannot move there yet.
