@@ -27,11 +27,22 @@ const tick = 250 * time.Millisecond
 // runs were numbered), the shell's PID stands for the run and the agent's
 // work folder for the machine.
 func tracedJob(dir string, ticks int) []string {
-	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do `+
-		`echo "$(date +%%s%%3N) $GPUPORTAL_JOB_ID ${GPUPORTAL_RUN:-$$} $$ ${GPUPORTAL_NODE:-$(basename $(dirname $(dirname $PWD)))} $CUDA_VISIBLE_DEVICES" >> %s/job-$GPUPORTAL_JOB_ID.trace; `+
-		`sleep %.2f; i=$((i+1)); done`, ticks, dir, tick.Seconds())
-	return []string{"sh", "-c", script}
+	script := fmt.Sprintf(tickLoop+`i=0; while [ $i -lt %d ]; do `+
+		`stamp; echo "$t $GPUPORTAL_JOB_ID ${GPUPORTAL_RUN:-$$} $$ ${GPUPORTAL_NODE:-$(basename $(dirname $(dirname $PWD)))} $CUDA_VISIBLE_DEVICES" >> %s/job-$GPUPORTAL_JOB_ID.trace; `+
+		`pause; i=$((i+1)); done`, ticks, dir)
+	return []string{"bash", "-c", script}
 }
+
+// tickLoop defines the two bash functions a traced job ticks with,
+// neither of which starts a process: stamp sets t to the time in
+// milliseconds, pause waits a tick (a read that times out on a pipe
+// nobody writes). Their bodies end in ";}", not " }": a job's page
+// shows its command, and the screen checks take "{ ... }" for template
+// source. A loop that forked date and sleep every tick ran at
+// a quarter of its pace on a loaded 2-core machine, and the tests'
+// bounds, sized by its ticks, failed jobs that were still running.
+var tickLoop = fmt.Sprintf(`exec 3<> <(:); stamp() { t=${EPOCHREALTIME/[.,]/}; t=${t:0:${#t}-3};}; `+
+	`pause() { read -r -t %.2f -u 3;}; `, tick.Seconds())
 
 // checkpointedJob returns the command of a traced job that counts ticks
 // to ticks, saving the count in its checkpoint folder every every ticks
@@ -39,13 +50,13 @@ func tracedJob(dir string, ticks int) []string {
 // count when the agent says it may (GPUPORTAL_RESUME=1). Each line names
 // the tick it starts, so the trace files show what a resumed run redoes.
 func checkpointedJob(dir string, ticks, every int) []string {
-	script := fmt.Sprintf(`i=0; c="$GPUPORTAL_CHECKPOINT_DIR/tick"; `+
-		`if [ "${GPUPORTAL_RESUME:-}" = 1 ] && [ -f "$c" ]; then i=$(cat "$c"); fi; `+
+	script := fmt.Sprintf(tickLoop+`i=0; c="$GPUPORTAL_CHECKPOINT_DIR/tick"; `+
+		`if [ "${GPUPORTAL_RESUME:-}" = 1 ] && [ -f "$c" ]; then read -r i < "$c"; fi; `+
 		`while [ $i -lt %d ]; do `+
-		`echo "$(date +%%s%%3N) $GPUPORTAL_JOB_ID $GPUPORTAL_RUN $$ $GPUPORTAL_NODE $CUDA_VISIBLE_DEVICES $i" >> %s/job-$GPUPORTAL_JOB_ID.trace; `+
-		`sleep %.2f; i=$((i+1)); `+
-		`if [ $((i %% %d)) -eq 0 ]; then echo $i > "$c.new" && mv "$c.new" "$c"; fi; done`, ticks, dir, tick.Seconds(), every)
-	return []string{"sh", "-c", script}
+		`stamp; echo "$t $GPUPORTAL_JOB_ID $GPUPORTAL_RUN $$ $GPUPORTAL_NODE $CUDA_VISIBLE_DEVICES $i" >> %s/job-$GPUPORTAL_JOB_ID.trace; `+
+		`pause; i=$((i+1)); `+
+		`if [ $((i %% %d)) -eq 0 ]; then echo $i > "$c.new" && mv "$c.new" "$c"; fi; done`, ticks, dir, every)
+	return []string{"bash", "-c", script}
 }
 
 // traceLine is one line of a trace file.
